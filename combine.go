@@ -1,0 +1,231 @@
+package weir
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/window"
+)
+
+// CombineFn combines the values of a key in a window through an
+// accumulator: create one, add inputs, merge accumulators built in
+// parallel (or from merged session windows), extract the output.
+type CombineFn[I, A, O any] interface {
+	CreateAccumulator() A
+	AddInput(acc A, in I) A
+	MergeAccumulators(a, b A) A
+	ExtractOutput(acc A) O
+}
+
+// Number is the set of types Sum, Min, Max and Mean work on.
+type Number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+type sumFn[N Number] struct{}
+
+func (sumFn[N]) CreateAccumulator() N            { return 0 }
+func (sumFn[N]) AddInput(a, in N) N              { return a + in }
+func (sumFn[N]) MergeAccumulators(a, b N) N      { return a + b }
+func (sumFn[N]) ExtractOutput(a N) N             { return a }
+func (sumFn[N]) identity() (string, graph.Coder) { return "sum", CoderOf[N]() }
+
+// Sum adds values.
+func Sum[N Number]() CombineFn[N, N, N] { return sumFn[N]{} }
+
+type countFn[T any] struct{}
+
+func (countFn[T]) CreateAccumulator() int64           { return 0 }
+func (countFn[T]) AddInput(a int64, _ T) int64        { return a + 1 }
+func (countFn[T]) MergeAccumulators(a, b int64) int64 { return a + b }
+func (countFn[T]) ExtractOutput(a int64) int64        { return a }
+
+// Count counts elements.
+func Count[T any]() CombineFn[T, int64, int64] { return countFn[T]{} }
+
+// MinMaxAcc is the accumulator of Min and Max: a value and whether any was seen.
+type MinMaxAcc[N cmp.Ordered] struct {
+	Value N
+	Set   bool
+}
+
+type minFn[N cmp.Ordered] struct{ max bool }
+
+func (minFn[N]) CreateAccumulator() MinMaxAcc[N] { return MinMaxAcc[N]{} }
+func (f minFn[N]) AddInput(a MinMaxAcc[N], in N) MinMaxAcc[N] {
+	if !a.Set || (!f.max && in < a.Value) || (f.max && in > a.Value) {
+		return MinMaxAcc[N]{Value: in, Set: true}
+	}
+	return a
+}
+func (f minFn[N]) MergeAccumulators(a, b MinMaxAcc[N]) MinMaxAcc[N] {
+	if !b.Set {
+		return a
+	}
+	return f.AddInput(a, b.Value)
+}
+func (minFn[N]) ExtractOutput(a MinMaxAcc[N]) N { return a.Value }
+
+// Min keeps the smallest value (the zero value for an empty pane).
+func Min[N cmp.Ordered]() CombineFn[N, MinMaxAcc[N], N] { return minFn[N]{} }
+
+// Max keeps the largest value (the zero value for an empty pane).
+func Max[N cmp.Ordered]() CombineFn[N, MinMaxAcc[N], N] { return minFn[N]{max: true} }
+
+// MeanAcc is the accumulator of Mean.
+type MeanAcc struct {
+	Sum   float64
+	Count int64
+}
+
+type meanFn[N Number] struct{}
+
+func (meanFn[N]) CreateAccumulator() MeanAcc { return MeanAcc{} }
+func (meanFn[N]) AddInput(a MeanAcc, in N) MeanAcc {
+	return MeanAcc{Sum: a.Sum + float64(in), Count: a.Count + 1}
+}
+func (meanFn[N]) MergeAccumulators(a, b MeanAcc) MeanAcc {
+	return MeanAcc{Sum: a.Sum + b.Sum, Count: a.Count + b.Count}
+}
+func (meanFn[N]) ExtractOutput(a MeanAcc) float64 {
+	if a.Count == 0 {
+		return 0
+	}
+	return a.Sum / float64(a.Count)
+}
+
+// Mean averages values as float64 (0 for an empty pane).
+func Mean[N Number]() CombineFn[N, MeanAcc, float64] { return meanFn[N]{} }
+
+// combineAgg adapts a typed CombineFn to runner.Aggregator. Accumulators
+// are kept behind a pointer so that adding an input does not allocate.
+type combineAgg[K comparable, V, A, O any] struct {
+	kvKeyer[K, V]
+	fn CombineFn[V, A, O]
+}
+
+func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
+	a := c.fn.CreateAccumulator()
+	return &a
+}
+
+func (c *combineAgg[K, V, A, O]) AddInput(acc any, v any) any {
+	p := acc.(*A)
+	*p = c.fn.AddInput(*p, v.(KV[K, V]).Value)
+	return p
+}
+
+func (c *combineAgg[K, V, A, O]) MergeAccumulators(a, b any) any {
+	p := a.(*A)
+	*p = c.fn.MergeAccumulators(*p, *b.(*A))
+	return p
+}
+
+func (c *combineAgg[K, V, A, O]) Output(key any, acc any, _ window.Window, _ window.PaneInfo) any {
+	return KV[K, O]{Key: key.(K), Value: c.fn.ExtractOutput(*acc.(*A))}
+}
+
+func (s Scope) keyed(kind graph.Kind, name string, in *graph.Collection, code any, sc stepConfig, keyCoder, stored, out graph.Coder) string {
+	step := &graph.Step{Name: name, Kind: kind, Inputs: map[string]string{graph.MainTag: in.ID}, KeyCoder: &keyCoder, StoredCoder: &stored}
+	if in.Windowing.Fn.IsMerging() && kind == graph.KindStatefulParDo {
+		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over merging (session) windows is not supported", s.fullName(name)))
+		return ""
+	}
+	if err := in.Windowing.Validate(); err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return ""
+	}
+	return s.addStep(step, code, sc, in.Bounded, in.Windowing, []string{graph.MainTag}, []graph.Coder{out})[0]
+}
+
+// combineURN names a CombineFn for the graph: built-ins by name, others by Go type.
+func combineURN(fn any) string {
+	switch fn.(type) {
+	case interface{ identity() (string, graph.Coder) }:
+		return "weir:combine:sum"
+	}
+	return "weir:go:combine:" + reflect.TypeOf(fn).String()
+}
+
+// CombinePerKey combines the values of each key in each window with fn.
+// The key coder and the accumulator coder become the step's stored identity.
+func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollection[KV[K, V]], fn CombineFn[V, A, O], opts ...StepOption) PCollection[KV[K, O]] {
+	col := inputCol(s, name, in)
+	if col == nil {
+		return PCollection[KV[K, O]]{}
+	}
+	app, err := keyAppender[K]()
+	if err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return PCollection[KV[K, O]]{}
+	}
+	sc := buildConfig(opts)
+	if sc.urn == "" {
+		sc.urn = combineURN(fn)
+	}
+	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn}
+	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, CoderOf[K](), CoderOf[A](), CoderOf[KV[K, O]]())
+	return collectionOf[KV[K, O]](s.p, id)
+}
+
+// gbkAgg buffers values: a GroupByKey is a combine whose accumulator is the list.
+type gbkAgg[K comparable, V any] struct {
+	kvKeyer[K, V]
+}
+
+func (gbkAgg[K, V]) NewAccumulator() any { return &[]V{} }
+
+func (gbkAgg[K, V]) AddInput(acc any, v any) any {
+	p := acc.(*[]V)
+	*p = append(*p, v.(KV[K, V]).Value)
+	return p
+}
+
+func (gbkAgg[K, V]) MergeAccumulators(a, b any) any {
+	p := a.(*[]V)
+	*p = append(*p, *b.(*[]V)...)
+	return p
+}
+
+func (gbkAgg[K, V]) Output(key any, acc any, _ window.Window, _ window.PaneInfo) any {
+	vs := *acc.(*[]V)
+	return KV[K, []V]{Key: key.(K), Value: append([]V(nil), vs...)}
+}
+
+// GroupByKey collects the values of each key in each window; a pane carries
+// the values per the windowing's trigger and accumulation mode.
+func GroupByKey[K comparable, V any](s Scope, name string, in PCollection[KV[K, V]], opts ...StepOption) PCollection[KV[K, []V]] {
+	col := inputCol(s, name, in)
+	if col == nil {
+		return PCollection[KV[K, []V]]{}
+	}
+	app, err := keyAppender[K]()
+	if err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return PCollection[KV[K, []V]]{}
+	}
+	sc := buildConfig(opts)
+	if sc.urn == "" {
+		sc.urn = "weir:group_by_key"
+	}
+	id := s.keyed(graph.KindGroupByKey, name, col, &gbkAgg[K, V]{kvKeyer[K, V]{appendKey: app}}, sc, CoderOf[K](), CoderOf[[]V](), CoderOf[KV[K, []V]]())
+	return collectionOf[KV[K, []V]](s.p, id)
+}
+
+// Aggregate applies a runner-level Aggregator with explicit key and stored
+// coder identities, for front ends with dynamic rows (YAML's Combine).
+func Aggregate[In, Out any](s Scope, name string, in PCollection[In], agg runner.Aggregator, keyCoder, stored graph.Coder, opts ...StepOption) PCollection[Out] {
+	col := inputCol(s, name, in)
+	if col == nil {
+		return PCollection[Out]{}
+	}
+	sc := buildConfig(opts)
+	if sc.urn == "" {
+		sc.urn = "weir:combine"
+	}
+	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, keyCoder, stored, CoderOf[Out]())
+	return collectionOf[Out](s.p, id)
+}

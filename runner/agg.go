@@ -1,0 +1,338 @@
+package runner
+
+import (
+	"container/heap"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
+)
+
+// winState is one key's state in one window of an aggregation.
+type winState struct {
+	w       window.Window
+	st      window.State
+	acc     any
+	touched uint64
+}
+
+type aggKey struct {
+	key  any
+	wins []*winState
+}
+
+func (k *aggKey) has(ws *winState) bool {
+	for _, c := range k.wins {
+		if c == ws {
+			return true
+		}
+	}
+	return false
+}
+
+// keyGroupState holds the keys of one key group. State is addressed by
+// (step, key group, key, window), so a key group can be moved or persisted
+// as a unit.
+type keyGroupState struct {
+	keys map[string]*aggKey
+}
+
+// timerRef names a window of a key for a timer; it is checked lazily (the
+// window may have been merged away or expired since).
+type timerRef struct {
+	t   mtime.Time
+	kg  uint16
+	key string
+	w   window.Window
+}
+
+type timerHeap []timerRef
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].t < h[j].t }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerRef)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// aggNode runs a GroupByKey or CombinePerKey on one worker: it keeps an
+// accumulator per key and window for the key groups it owns, and asks the
+// window machine when panes fire.
+type aggNode struct {
+	w         *worker
+	sp        *stepPlan
+	agg       Aggregator
+	m         *window.Machine
+	merging   bool
+	out       *outputs
+	groups    []*keyGroupState
+	wms       inputWatermarks
+	wm        mtime.Time
+	events    timerHeap
+	deadlines timerHeap
+	scratch   []byte
+	gen       uint64
+	touched   []touchRef
+	done      bool
+	clock     procClock
+}
+
+type touchRef struct {
+	kg  uint16
+	key string
+	ws  *winState
+}
+
+func newAggNode(w *worker, sp *stepPlan, out *outputs) *aggNode {
+	in := w.r.prog.Graph.Collection(sp.inputs[0])
+	return &aggNode{
+		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
+		merging: in.Windowing.Fn.IsMerging(), out: out,
+		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
+		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
+	}
+}
+
+func (n *aggNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
+
+func (n *aggNode) finished() bool { return n.done }
+
+func (n *aggNode) group(kg uint16) *keyGroupState {
+	g := n.groups[kg]
+	if g == nil {
+		g = &keyGroupState{keys: map[string]*aggKey{}}
+		n.groups[kg] = g
+	}
+	return g
+}
+
+func (n *aggNode) process(_ int, b bundle) error {
+	n.sp.counters.in.Add(int64(len(b.elems)))
+	now := n.clock.now()
+	n.gen++
+	var dropped int64
+	for i := range b.elems {
+		e := &b.elems[i]
+		if n.m.Droppable(e.Window, n.wm) {
+			dropped++
+			continue
+		}
+		kg := b.kgs[i]
+		g := n.group(kg)
+		n.scratch = n.agg.AppendKey(n.scratch[:0], e.Value)
+		k := g.keys[string(n.scratch)]
+		var keyStr string
+		if k == nil {
+			keyStr = string(n.scratch)
+			k = &aggKey{key: n.agg.Key(e.Value)}
+			g.keys[keyStr] = k
+		}
+		var ws *winState
+		if n.merging {
+			var grown bool
+			ws, grown = n.mergeInto(k, e.Window)
+			if grown {
+				n.setEventTimers(kg, n.keyString(keyStr), ws)
+			}
+		} else {
+			for _, c := range k.wins {
+				if c.w == e.Window {
+					ws = c
+					break
+				}
+			}
+		}
+		if ws == nil {
+			ws = &winState{w: e.Window, st: n.m.NewState()}
+			k.wins = append(k.wins, ws)
+			n.setEventTimers(kg, n.keyString(keyStr), ws)
+		}
+		if ws.st.Closed {
+			dropped++
+			continue
+		}
+		if ws.acc == nil {
+			ws.acc = n.agg.NewAccumulator()
+		}
+		ws.acc = n.agg.AddInput(ws.acc, e.Value)
+		n.m.OnElement(&ws.st, now)
+		if ws.touched != n.gen {
+			ws.touched = n.gen
+			n.touched = append(n.touched, touchRef{kg: kg, key: n.keyString(keyStr), ws: ws})
+		}
+	}
+	if dropped > 0 {
+		n.sp.counters.dropped.Add(dropped)
+	}
+	for i, t := range n.touched {
+		// A window touched earlier in the bundle may since have merged away.
+		if k := n.groups[t.kg].keys[t.key]; k != nil && k.has(t.ws) {
+			if err := n.evaluate(t.kg, t.key, t.ws, now); err != nil {
+				return err
+			}
+		}
+		n.touched[i] = touchRef{}
+	}
+	n.touched = n.touched[:0]
+	return n.out.flush()
+}
+
+// keyString returns the map key of the current key, reusing keyStr when the
+// key was just created.
+func (n *aggNode) keyString(keyStr string) string {
+	if keyStr != "" {
+		return keyStr
+	}
+	return string(n.scratch)
+}
+
+// mergeInto finds the session window of k that w merges into: every open
+// window of k that overlaps w is merged (states and accumulators) into one
+// window spanning them all. Open windows never overlap each other, so one
+// pass suffices. grown reports that the window's bounds changed (so its
+// timers must be set again); nil means w overlaps nothing.
+func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown bool) {
+	var target *winState
+	span := w
+	kept := k.wins[:0]
+	var merged []*winState
+	for _, c := range k.wins {
+		if !c.st.Closed && c.w.Intersects(w) {
+			merged = append(merged, c)
+			span = span.Span(c.w)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	if len(merged) == 0 {
+		k.wins = kept
+		return nil, false
+	}
+	target = merged[0]
+	for _, c := range merged[1:] {
+		n.m.Merge(&target.st, c.st)
+		if c.acc != nil {
+			if target.acc == nil {
+				target.acc = c.acc
+			} else {
+				target.acc = n.agg.MergeAccumulators(target.acc, c.acc)
+			}
+		}
+	}
+	grown = span != target.w
+	target.w = span
+	k.wins = append(kept, target)
+	return target, grown
+}
+
+func (n *aggNode) setEventTimers(kg uint16, key string, ws *winState) {
+	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
+		heap.Push(&n.events, timerRef{t: t, kg: kg, key: key, w: ws.w})
+	}
+	heap.Push(&n.events, timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, key: key, w: ws.w})
+}
+
+func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
+	g := n.groups[ref.kg]
+	if g == nil {
+		return nil, nil
+	}
+	k := g.keys[ref.key]
+	if k == nil {
+		return nil, nil
+	}
+	for _, ws := range k.wins {
+		if ws.w == ref.w {
+			return k, ws
+		}
+	}
+	return k, nil
+}
+
+// evaluate asks the machine whether the window fires and emits its pane.
+func (n *aggNode) evaluate(kg uint16, key string, ws *winState, now mtime.Time) error {
+	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
+	g := n.groups[kg]
+	k := g.keys[key]
+	if f.Emit {
+		acc := ws.acc
+		if acc == nil {
+			acc = n.agg.NewAccumulator()
+		}
+		v := n.agg.Output(k.key, acc, ws.w, f.Pane)
+		n.out.emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
+		if f.Discard {
+			ws.acc = nil
+		}
+	}
+	if f.Done {
+		for i, c := range k.wins {
+			if c == ws {
+				k.wins = append(k.wins[:i], k.wins[i+1:]...)
+				break
+			}
+		}
+		if len(k.wins) == 0 {
+			delete(g.keys, key)
+		}
+		return nil
+	}
+	if d := n.m.NextDeadline(&ws.st); d != 0 {
+		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: key, w: ws.w})
+	}
+	return nil
+}
+
+func (n *aggNode) control(port int, c ctrl) error {
+	switch c.kind {
+	case ctrlTick:
+		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
+		if err := n.onProcessingTime(n.clock.now()); err != nil {
+			return err
+		}
+		return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: c.wm})
+	}
+	if !n.wms.update(port, c.sender, c.wm) {
+		return nil
+	}
+	n.wm = n.wms.mins[0]
+	now := n.clock.now()
+	for len(n.events) > 0 && (n.events[0].t < n.wm || n.wm >= mtime.MaxTimestamp) {
+		ref := heap.Pop(&n.events).(timerRef)
+		if _, ws := n.lookup(ref); ws != nil {
+			if err := n.evaluate(ref.kg, ref.key, ws, now); err != nil {
+				return err
+			}
+		}
+	}
+	if n.wm >= mtime.MaxTimestamp {
+		n.done = true
+		n.deadlines = nil
+	}
+	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: n.wm})
+}
+
+func (n *aggNode) nextDeadline() mtime.Time {
+	if len(n.deadlines) == 0 {
+		return 0
+	}
+	return n.deadlines[0].t
+}
+
+func (n *aggNode) onProcessingTime(now mtime.Time) error {
+	for len(n.deadlines) > 0 && n.deadlines[0].t <= now {
+		ref := heap.Pop(&n.deadlines).(timerRef)
+		_, ws := n.lookup(ref)
+		if ws == nil || n.m.NextDeadline(&ws.st) != ref.t {
+			continue
+		}
+		if err := n.evaluate(ref.kg, ref.key, ws, now); err != nil {
+			return err
+		}
+	}
+	return n.out.flush()
+}

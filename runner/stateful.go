@@ -1,0 +1,385 @@
+package runner
+
+import (
+	"container/heap"
+	"fmt"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
+)
+
+// sfWin is the state of one key in one window of a stateful ParDo.
+type sfWin struct {
+	w      window.Window
+	values map[string]any
+	bags   map[string][]any
+	maps   map[string]map[any]any
+	timers map[string]Timer
+}
+
+type sfKey struct {
+	key  any
+	wins []*sfWin
+}
+
+type sfTimerRef struct {
+	t   mtime.Time
+	seq uint64
+	kg  uint16
+	key string
+	w   window.Window
+	id  string // "" is the window's garbage-collection timer
+}
+
+type sfTimerHeap []sfTimerRef
+
+func (h sfTimerHeap) Len() int { return len(h) }
+func (h sfTimerHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+func (h sfTimerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *sfTimerHeap) Push(x any)   { *h = append(*h, x.(sfTimerRef)) }
+func (h *sfTimerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// StateContext gives a stateful DoFn its key, window, state cells and
+// timers. It is valid only during the call it is passed to.
+type StateContext struct {
+	n   *statefulNode
+	kg  uint16
+	key string
+	k   *sfKey
+	ws  *sfWin
+	ts  mtime.Time
+	cur *Element
+}
+
+// Key returns the current key.
+func (sc *StateContext) Key() any { return sc.k.key }
+
+// Window returns the current window.
+func (sc *StateContext) Window() window.Window { return sc.ws.w }
+
+// Timestamp returns the event time outputs get: the element's, or the timer's.
+func (sc *StateContext) Timestamp() mtime.Time { return sc.ts }
+
+// Now returns processing time.
+func (sc *StateContext) Now() mtime.Time { return sc.n.clock.now() }
+
+// Watermark returns the step's input watermark.
+func (sc *StateContext) Watermark() mtime.Time { return sc.n.wm }
+
+// Output sends v to the main output at the context's timestamp and window.
+func (sc *StateContext) Output(v any) {
+	e := Element{Value: v, Time: sc.ts, Window: sc.ws.w, Pane: window.NoFiring}
+	if sc.cur != nil {
+		e.Source = sc.cur.Source
+	}
+	sc.n.out.emit(0, e)
+}
+
+// Emit sends e to the output with index tag.
+func (sc *StateContext) Emit(tag int, e Element) { sc.n.out.emit(tag, e) }
+
+// ReadValue returns the value cell id and whether it is set.
+func (sc *StateContext) ReadValue(id string) (any, bool) {
+	v, ok := sc.ws.values[id]
+	return v, ok
+}
+
+// WriteValue sets the value cell id.
+func (sc *StateContext) WriteValue(id string, v any) {
+	if sc.ws.values == nil {
+		sc.ws.values = map[string]any{}
+	}
+	sc.ws.values[id] = v
+}
+
+// ClearValue clears the value cell id.
+func (sc *StateContext) ClearValue(id string) { delete(sc.ws.values, id) }
+
+// ReadBag returns the elements of bag id, in insertion order.
+func (sc *StateContext) ReadBag(id string) []any { return sc.ws.bags[id] }
+
+// AddToBag appends v to bag id.
+func (sc *StateContext) AddToBag(id string, v any) {
+	if sc.ws.bags == nil {
+		sc.ws.bags = map[string][]any{}
+	}
+	sc.ws.bags[id] = append(sc.ws.bags[id], v)
+}
+
+// ClearBag empties bag id.
+func (sc *StateContext) ClearBag(id string) { delete(sc.ws.bags, id) }
+
+// MapGet returns the entry of map id at key k.
+func (sc *StateContext) MapGet(id string, k any) (any, bool) {
+	v, ok := sc.ws.maps[id][k]
+	return v, ok
+}
+
+// MapPut sets the entry of map id at key k (k must be comparable).
+func (sc *StateContext) MapPut(id string, k, v any) {
+	if sc.ws.maps == nil {
+		sc.ws.maps = map[string]map[any]any{}
+	}
+	m := sc.ws.maps[id]
+	if m == nil {
+		m = map[any]any{}
+		sc.ws.maps[id] = m
+	}
+	m[k] = v
+}
+
+// MapDelete removes the entry of map id at key k.
+func (sc *StateContext) MapDelete(id string, k any) { delete(sc.ws.maps[id], k) }
+
+// MapEntries returns map id (do not modify it).
+func (sc *StateContext) MapEntries(id string) map[any]any { return sc.ws.maps[id] }
+
+// ClearMap empties map id.
+func (sc *StateContext) ClearMap(id string) { delete(sc.ws.maps, id) }
+
+// SetTimer sets (or resets) timer id of the current key and window to fire
+// at t in domain (graph.EventTime: when the watermark passes t;
+// graph.ProcessingTime: when the clock reaches t).
+func (sc *StateContext) SetTimer(id, domain string, t mtime.Time) {
+	if sc.ws.timers == nil {
+		sc.ws.timers = map[string]Timer{}
+	}
+	sc.ws.timers[id] = Timer{ID: id, Domain: domain, Time: t}
+	n := sc.n
+	n.seq++
+	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, key: sc.key, w: sc.ws.w, id: id}
+	if domain == graph.ProcessingTime {
+		heap.Push(&n.proc, ref)
+	} else {
+		heap.Push(&n.events, ref)
+	}
+}
+
+// ClearTimer cancels timer id of the current key and window.
+func (sc *StateContext) ClearTimer(id string) { delete(sc.ws.timers, id) }
+
+// statefulNode runs a stateful ParDo on one worker.
+type statefulNode struct {
+	w        *worker
+	sp       *stepPlan
+	fn       StatefulDoFn
+	strategy window.Strategy
+	out      *outputs
+	errTag   int
+	groups   []map[string]*sfKey
+	wms      inputWatermarks
+	wm       mtime.Time
+	events   sfTimerHeap
+	proc     sfTimerHeap
+	seq      uint64
+	scratch  []byte
+	sc       StateContext
+	done     bool
+	clock    procClock
+}
+
+func newStatefulNode(w *worker, sp *stepPlan, out *outputs) *statefulNode {
+	in := w.r.prog.Graph.Collection(sp.inputs[0])
+	fn := sp.code.(StatefulDoFn)
+	if c, ok := fn.(Cloner); ok {
+		fn = c.Clone().(StatefulDoFn)
+	}
+	n := &statefulNode{
+		w: w, sp: sp, fn: fn, strategy: in.Windowing, out: out, errTag: errTag(sp),
+		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
+		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
+	}
+	n.sc.n = n
+	return n
+}
+
+func (n *statefulNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
+
+func (n *statefulNode) finished() bool { return n.done }
+
+func (n *statefulNode) process(_ int, b bundle) error {
+	n.sp.counters.in.Add(int64(len(b.elems)))
+	var dropped int64
+	for i := range b.elems {
+		e := &b.elems[i]
+		if n.strategy.Expired(e.Window, n.wm) {
+			dropped++
+			continue
+		}
+		kg := b.kgs[i]
+		g := n.groups[kg]
+		if g == nil {
+			g = map[string]*sfKey{}
+			n.groups[kg] = g
+		}
+		n.scratch = n.fn.AppendKey(n.scratch[:0], e.Value)
+		k := g[string(n.scratch)]
+		key := string(n.scratch)
+		if k == nil {
+			k = &sfKey{key: n.fn.Key(e.Value)}
+			g[key] = k
+		}
+		var ws *sfWin
+		for _, c := range k.wins {
+			if c.w == e.Window {
+				ws = c
+				break
+			}
+		}
+		if ws == nil {
+			ws = &sfWin{w: e.Window}
+			k.wins = append(k.wins, ws)
+			n.seq++
+			heap.Push(&n.events, sfTimerRef{t: n.strategy.GCTime(e.Window), seq: n.seq, kg: kg, key: key, w: e.Window})
+		}
+		n.sc = StateContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
+		if err := n.fn.Process(&n.sc, *e); err != nil {
+			if err := reject(n.out, n.sp, n.errTag, *e, err); err != nil {
+				return err
+			}
+		}
+	}
+	if dropped > 0 {
+		n.sp.counters.dropped.Add(dropped)
+	}
+	return n.out.flush()
+}
+
+func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
+	g := n.groups[ref.kg]
+	if g == nil {
+		return nil, nil
+	}
+	k := g[ref.key]
+	if k == nil {
+		return nil, nil
+	}
+	for _, ws := range k.wins {
+		if ws.w == ref.w {
+			return k, ws
+		}
+	}
+	return k, nil
+}
+
+// fire runs one timer if it is still set as ref describes; GC refs drop the window.
+func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error {
+	k, ws := n.find(ref)
+	if ws == nil {
+		return nil
+	}
+	if ref.id == "" {
+		for i, c := range k.wins {
+			if c == ws {
+				k.wins = append(k.wins[:i], k.wins[i+1:]...)
+				break
+			}
+		}
+		if len(k.wins) == 0 {
+			delete(n.groups[ref.kg], ref.key)
+		}
+		return nil
+	}
+	t, ok := ws.timers[ref.id]
+	if !ok || t.Time != ref.t || t.Domain != domain {
+		return nil
+	}
+	delete(ws.timers, ref.id)
+	n.sc = StateContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
+	if err := n.fn.OnTimer(&n.sc, t); err != nil {
+		return fmt.Errorf("step %q: timer %q for key %v: %w", n.sp.step.Name, t.ID, k.key, err)
+	}
+	return nil
+}
+
+func (n *statefulNode) control(port int, c ctrl) error {
+	if c.kind == ctrlTick {
+		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
+		if err := n.onProcessingTime(n.clock.now()); err != nil {
+			return err
+		}
+		return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: c.wm})
+	}
+	if !n.wms.update(port, c.sender, c.wm) {
+		return nil
+	}
+	n.wm = n.wms.mins[0]
+	if n.wm >= mtime.MaxTimestamp {
+		if err := n.finish(); err != nil {
+			return err
+		}
+	} else {
+		for len(n.events) > 0 && n.events[0].t < n.wm {
+			ref := heap.Pop(&n.events).(sfTimerRef)
+			if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
+				return err
+			}
+		}
+	}
+	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: n.wm})
+}
+
+// finish runs at the end of input (watermark +∞): every pending event-time
+// timer fires once in time order, then every pending processing-time timer
+// fires once; timers set while finishing are ignored, so a timer that keeps
+// re-arming itself cannot hold the end (or a drain) forever. Then all state
+// is dropped.
+func (n *statefulNode) finish() error {
+	events, proc := n.events, n.proc
+	n.events, n.proc = nil, nil
+	for len(events) > 0 {
+		ref := heap.Pop(&events).(sfTimerRef)
+		if ref.id == "" {
+			continue
+		}
+		if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
+			return err
+		}
+	}
+	for len(proc) > 0 {
+		ref := heap.Pop(&proc).(sfTimerRef)
+		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
+			return err
+		}
+	}
+	n.events, n.proc = nil, nil
+	clear(n.groups)
+	n.done = true
+	return nil
+}
+
+// outputTimeForProcessing is the event time of outputs from a
+// processing-time timer: the input watermark, kept inside the window.
+func (n *statefulNode) outputTimeForProcessing(w window.Window) mtime.Time {
+	t := mtime.Max(n.wm, w.Start)
+	return mtime.Min(t, w.MaxTimestamp())
+}
+
+func (n *statefulNode) nextDeadline() mtime.Time {
+	if len(n.proc) == 0 {
+		return 0
+	}
+	return n.proc[0].t
+}
+
+func (n *statefulNode) onProcessingTime(now mtime.Time) error {
+	for len(n.proc) > 0 && n.proc[0].t <= now {
+		ref := heap.Pop(&n.proc).(sfTimerRef)
+		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
+			return err
+		}
+	}
+	return n.out.flush()
+}

@@ -1,0 +1,172 @@
+package window
+
+import "github.com/weir-dev/weir/mtime"
+
+// Timing says when a pane fired relative to the watermark.
+type Timing string
+
+// Pane timings, as in Beam.
+const (
+	Early   Timing = "EARLY"
+	OnTime  Timing = "ON_TIME"
+	Late    Timing = "LATE"
+	Unknown Timing = "UNKNOWN"
+)
+
+// PaneInfo describes one firing of a window for a key.
+type PaneInfo struct {
+	Index   int64  `json:"index"`
+	Timing  Timing `json:"timing"`
+	IsFirst bool   `json:"is_first"`
+	IsLast  bool   `json:"is_last"`
+}
+
+// NoFiring is the pane of an element that was not produced by a trigger.
+var NoFiring = PaneInfo{Timing: Unknown, IsFirst: true, IsLast: true}
+
+// State is the trigger and pane bookkeeping of one key in one window.
+type State struct {
+	Trigger TriggerState `json:"trigger"`
+	// NextIndex is the index the next pane will carry.
+	NextIndex int64 `json:"next_index"`
+	// NewData is true when elements arrived since the last pane.
+	NewData bool `json:"new_data,omitempty"`
+	// HasData is true once any element arrived in the window.
+	HasData bool `json:"has_data,omitempty"`
+	// NonEarlyFired is true once an ON_TIME or LATE pane was emitted.
+	NonEarlyFired bool `json:"non_early_fired,omitempty"`
+	// Closed is true once the trigger finished: later elements are dropped.
+	Closed bool `json:"closed,omitempty"`
+}
+
+// Firing is what the machine tells the runner to do for one window.
+type Firing struct {
+	// Emit says a pane must be output now, described by Pane.
+	Emit bool
+	Pane PaneInfo
+	// Discard says the window's accumulated contents must be cleared after
+	// emitting (discarding mode, or a closed window).
+	Discard bool
+	// Done says the window expired: drop all of its state.
+	Done bool
+}
+
+// Machine applies a windowing strategy to per-window states. It holds no
+// per-key data and is safe to share.
+type Machine struct {
+	Strategy         Strategy
+	watermarkTrigger bool
+}
+
+// NewMachine returns a machine for strategy s.
+func NewMachine(s Strategy) *Machine {
+	s.EnsureDefaults()
+	return &Machine{Strategy: s, watermarkTrigger: s.Trigger.UsesWatermark()}
+}
+
+// NewState returns the state of a window that has just received its first element.
+func (m *Machine) NewState() State {
+	return State{Trigger: m.Strategy.Trigger.NewState()}
+}
+
+// Droppable reports whether an element of window w arriving when the input
+// watermark is wm is too late: w has expired (its end plus the allowed
+// lateness is behind the watermark).
+func (m *Machine) Droppable(w Window, wm mtime.Time) bool { return m.Strategy.Expired(w, wm) }
+
+// OnElement records an element of the window arriving at processing time now.
+// The caller must have checked Droppable and st.Closed first.
+func (m *Machine) OnElement(st *State, now mtime.Time) {
+	st.NewData = true
+	st.HasData = true
+	m.Strategy.Trigger.OnElement(&st.Trigger, now)
+}
+
+// Evaluate decides whether window w fires now, given the input watermark wm
+// and processing time now, and advances st accordingly. Call it after a
+// bundle's elements for the window were added, when the watermark passes the
+// window's end or expiry, and when a processing-time deadline passes.
+//
+// Behaviour follows Beam's defaults: the on-time pane fires even if nothing
+// is new since an early pane (FIRE_ALWAYS); when the window expires, a last
+// pane fires only if something is new (FIRE_IF_NON_EMPTY).
+func (m *Machine) Evaluate(st *State, w Window, wm, now mtime.Time) Firing {
+	c := TriggerContext{Window: w, Watermark: wm, Now: now}
+	closedBefore := st.Closed
+	expired := m.Strategy.Expired(w, wm)
+	past := pastEnd(w, wm)
+	emit := false
+	if !st.Closed && m.Strategy.Trigger.ShouldFire(&st.Trigger, c) {
+		onTime := past && !st.NonEarlyFired && m.watermarkTrigger
+		m.Strategy.Trigger.OnFire(&st.Trigger, c)
+		emit = st.NewData || (onTime && st.HasData)
+		if st.Trigger.Finished {
+			st.Closed = true
+		}
+	}
+	// A closed window never fires again (Beam only fires windows that are
+	// active and open at garbage collection).
+	if expired && st.NewData && !closedBefore {
+		emit = true
+	}
+	if !emit {
+		return Firing{Done: expired}
+	}
+	p := PaneInfo{Index: st.NextIndex, IsFirst: st.NextIndex == 0, IsLast: expired || st.Closed}
+	// Timings follow EARLY* ON_TIME? LATE*: once a non-early pane fired,
+	// every later pane is LATE, even if a session merge moved the window's
+	// end past the watermark again.
+	switch {
+	case st.NonEarlyFired:
+		p.Timing = Late
+	case !past:
+		p.Timing = Early
+	default:
+		p.Timing = OnTime
+	}
+	st.NextIndex++
+	st.NewData = false
+	if p.Timing != Early {
+		st.NonEarlyFired = true
+	}
+	return Firing{
+		Emit:    true,
+		Pane:    p,
+		Discard: m.Strategy.Accumulation == Discarding || st.Closed,
+		Done:    expired,
+	}
+}
+
+// NextEventTime returns the watermark values at which w must be evaluated
+// again: the end of the window (for watermark triggers, before the on-time
+// pane) and its expiry. The runner sets event-time timers for them.
+func (m *Machine) NextEventTime(st *State, w Window) (onTime mtime.Time, ok bool) {
+	if m.watermarkTrigger && !st.NonEarlyFired && !st.Closed {
+		return w.MaxTimestamp(), true
+	}
+	return 0, false
+}
+
+// NextDeadline returns the processing time at which the window must be
+// evaluated again, or 0 if no processing-time trigger is pending.
+func (m *Machine) NextDeadline(st *State) mtime.Time {
+	if st.Closed {
+		return 0
+	}
+	return m.Strategy.Trigger.NextDeadline(&st.Trigger)
+}
+
+// Merge folds the state of a merged-away session window into dst.
+//
+// The merged window is closed exactly when the merged trigger is finished
+// (see Trigger.Merge), whichever of the two states was closed.
+func (m *Machine) Merge(dst *State, src State) {
+	m.Strategy.Trigger.Merge(&dst.Trigger, src.Trigger)
+	dst.Closed = dst.Trigger.Finished
+	if src.NextIndex > dst.NextIndex {
+		dst.NextIndex = src.NextIndex
+	}
+	dst.NewData = dst.NewData || src.NewData
+	dst.HasData = dst.HasData || src.HasData
+	dst.NonEarlyFired = dst.NonEarlyFired || src.NonEarlyFired
+}
