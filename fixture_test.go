@@ -57,10 +57,10 @@ func TestReferenceFixtureStreaming(t *testing.T) {
 			t.Fatal(err)
 		}
 		type pane struct {
-			start      string
-			total      int64
-			idx        int64
-			timing     window.Timing
+			start       string
+			total       int64
+			idx         int64
+			timing      window.Timing
 			first, last bool
 		}
 		var panes []pane

@@ -159,8 +159,17 @@ func (n *aggNode) process(_ int, b bundle) error {
 			ws.acc = n.agg.NewAccumulator()
 		}
 		ws.acc = n.agg.AddInput(ws.acc, e.Value)
+		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
-		if ws.touched != n.gen {
+		if !hadDeadline {
+			if d := n.m.NextDeadline(&ws.st); d != 0 {
+				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: n.keyString(keyStr), w: ws.w})
+			}
+		}
+		// Triggers are evaluated once after the bundle (as Beam does), and only
+		// for windows an element could make fire: firing conditions only grow
+		// within a bundle, so checking after each element finds them all.
+		if ws.touched != n.gen && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
 			ws.touched = n.gen
 			n.touched = append(n.touched, touchRef{kg: kg, key: n.keyString(keyStr), ws: ws})
 		}

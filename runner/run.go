@@ -877,6 +877,7 @@ func (n *parDoNode) control(_ int, c ctrl) error { return n.out.forward(c) }
 type windowNode struct {
 	out      *outputs
 	fn       window.Fn
+	last     window.Window
 	scratch  []window.Window
 	counters *stepCounters
 }
@@ -885,7 +886,14 @@ func (n *windowNode) process(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
 	for _, e := range b.elems {
 		e.Pane = window.NoFiring
+		if n.last.Contains(e.Time) && n.fn.Kind != window.KindSliding && n.fn.Kind != window.KindSessions {
+			// Consecutive elements mostly share a fixed window.
+			e.Window = n.last
+			n.out.emit(0, e)
+			continue
+		}
 		if w, ok := n.fn.AssignOne(e.Time); ok {
+			n.last = w
 			e.Window = w
 			n.out.emit(0, e)
 			continue
@@ -996,7 +1004,6 @@ func (n *sourceNode) read(ctx context.Context) error {
 	n.plan.counters.in.Add(int64(res.N))
 	for i := 0; i < res.N; i++ {
 		e := n.buf[i]
-		n.buf[i] = Element{}
 		if rj, ok := e.Value.(Reject); ok {
 			if err := reject(n.out, n.plan, n.errTag, e, &ElementError{Reason: rj.Reason, Message: rj.Message}); err != nil {
 				return err

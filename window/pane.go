@@ -1,17 +1,55 @@
 package window
 
-import "github.com/weir-dev/weir/mtime"
+import (
+	"fmt"
 
-// Timing says when a pane fired relative to the watermark.
-type Timing string
+	"github.com/weir-dev/weir/mtime"
+)
+
+// Timing says when a pane fired relative to the watermark. It is a small
+// enum (elements carry it), rendered as Beam's names in text and JSON.
+type Timing uint8
 
 // Pane timings, as in Beam.
 const (
-	Early   Timing = "EARLY"
-	OnTime  Timing = "ON_TIME"
-	Late    Timing = "LATE"
-	Unknown Timing = "UNKNOWN"
+	Unknown Timing = iota
+	Early
+	OnTime
+	Late
 )
+
+var timingNames = [...]string{Unknown: "UNKNOWN", Early: "EARLY", OnTime: "ON_TIME", Late: "LATE"}
+
+// String returns EARLY, ON_TIME, LATE or UNKNOWN.
+func (t Timing) String() string {
+	if int(t) < len(timingNames) {
+		return timingNames[t]
+	}
+	return "UNKNOWN"
+}
+
+// ParseTiming reads a timing name as String writes it.
+func ParseTiming(s string) (Timing, error) {
+	for i, n := range timingNames {
+		if n == s {
+			return Timing(i), nil
+		}
+	}
+	return Unknown, fmt.Errorf("unknown pane timing %q (want EARLY, ON_TIME, LATE or UNKNOWN)", s)
+}
+
+// MarshalText renders the timing name.
+func (t Timing) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses a timing name.
+func (t *Timing) UnmarshalText(b []byte) error {
+	v, err := ParseTiming(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
 
 // PaneInfo describes one firing of a window for a key.
 type PaneInfo struct {
@@ -39,6 +77,16 @@ type State struct {
 	Closed bool `json:"closed,omitempty"`
 }
 
+// MayFire reports whether st could fire now for window w at watermark wm
+// and processing time now, without changing anything. The runner uses it to
+// evaluate only the windows an element can make fire.
+func (m *Machine) MayFire(st *State, w Window, wm, now mtime.Time) bool {
+	if st.Closed {
+		return false
+	}
+	return m.Strategy.Trigger.ShouldFire(&st.Trigger, TriggerContext{Window: w, Watermark: wm, Now: now})
+}
+
 // Firing is what the machine tells the runner to do for one window.
 type Firing struct {
 	// Emit says a pane must be output now, described by Pane.
@@ -56,12 +104,13 @@ type Firing struct {
 type Machine struct {
 	Strategy         Strategy
 	watermarkTrigger bool
+	processingTime   bool
 }
 
 // NewMachine returns a machine for strategy s.
 func NewMachine(s Strategy) *Machine {
 	s.EnsureDefaults()
-	return &Machine{Strategy: s, watermarkTrigger: s.Trigger.UsesWatermark()}
+	return &Machine{Strategy: s, watermarkTrigger: s.Trigger.UsesWatermark(), processingTime: s.Trigger.usesProcessingTime()}
 }
 
 // NewState returns the state of a window that has just received its first element.
@@ -150,7 +199,7 @@ func (m *Machine) NextEventTime(st *State, w Window) (onTime mtime.Time, ok bool
 // NextDeadline returns the processing time at which the window must be
 // evaluated again, or 0 if no processing-time trigger is pending.
 func (m *Machine) NextDeadline(st *State) mtime.Time {
-	if st.Closed {
+	if !m.processingTime || st.Closed {
 		return 0
 	}
 	return m.Strategy.Trigger.NextDeadline(&st.Trigger)

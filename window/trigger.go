@@ -135,6 +135,23 @@ func (t Trigger) UsesWatermark() bool {
 	return false
 }
 
+func (t Trigger) usesProcessingTime() bool {
+	if t.Kind == TriggerAfterProcessingTime {
+		return true
+	}
+	for _, sub := range append([]*Trigger{t.Early, t.Late}, nil) {
+		if sub != nil && sub.usesProcessingTime() {
+			return true
+		}
+	}
+	for _, sub := range t.Triggers {
+		if sub.usesProcessingTime() {
+			return true
+		}
+	}
+	return false
+}
+
 // TriggerState is the state of one trigger tree for one key and window. It
 // mirrors the trigger's shape: Sub holds the states of sub-triggers (for
 // after_watermark, Sub[0] is the early trigger and Sub[1] the late one).
