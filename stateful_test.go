@@ -85,8 +85,11 @@ func TestLoopingProcessingTimerEndsAtEndOfInput(t *testing.T) {
 	in := weir.CreateTimestamped(s, "Events", []weir.TimestampedValue[kvi]{kv("a", 1, "00:01:00")})
 	tick := weir.ProcessingTimer("tick")
 	out := weir.StatefulParDo(s, "Loop", in, weir.StatefulFn[string, int64, int64]{
-		Timers:  []weir.TimerSpec{tick},
-		Process: func(c *weir.StateContext[string, int64], v int64) error { tick.Set(c, c.Now().Add(mtime.Hour)); return nil },
+		Timers: []weir.TimerSpec{tick},
+		Process: func(c *weir.StateContext[string, int64], v int64) error {
+			tick.Set(c, c.Now().Add(mtime.Hour))
+			return nil
+		},
 		OnTimer: func(c *weir.StateContext[string, int64], _ runner.Timer) error {
 			c.Output(1)
 			tick.Set(c, c.Now().Add(mtime.Hour))

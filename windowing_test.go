@@ -204,7 +204,7 @@ func TestWindowsAndTriggers(t *testing.T) {
 		},
 		events: []weir.TestEvent[kvi]{
 			weir.AddElements(kv("a", 1, "00:01:00")),
-			weir.AdvanceProcessingTime[kvi](2 * mtime.Minute), // after_all: 1 element and a minute
+			weir.AdvanceProcessingTime[kvi](2 * mtime.Minute),                                        // after_all: 1 element and a minute
 			weir.AddElements(kv("a", 2, "00:01:00"), kv("a", 4, "00:01:00"), kv("a", 8, "00:01:00")), // after_count 3
 			weir.AddElements(kv("a", 16, "00:01:00")),
 		},
