@@ -361,7 +361,7 @@ func TaggedOutput[T any](t Tagged, tag string) PCollection[T] {
 }
 
 // ParDoN applies fn to every element of in; fn emits to any of the declared
-// tagged outputs. The first declared output is the step's main output.
+// tagged outputs by tag.
 func ParDoN[In any](s Scope, name string, in PCollection[In], fn func(c *Context, v In, out *Emitters) error, outputs []OutputDecl, opts ...StepOption) Tagged {
 	col := inputCol(s, name, in)
 	if col == nil || len(outputs) == 0 {
@@ -372,14 +372,18 @@ func ParDoN[In any](s Scope, name string, in PCollection[In], fn func(c *Context
 	}
 	tags := make([]string, len(outputs))
 	coders := make([]graph.Coder, len(outputs))
-	idx := map[string]int{}
 	for i, o := range outputs {
 		tags[i], coders[i] = o.tag, o.coder
-		idx[o.tag] = i
 	}
-	d := &doFnN[In]{step: s.fullName(name), fn: fn, em: Emitters{tags: idx}}
+	d := &doFnN[In]{step: s.fullName(name), fn: fn, em: Emitters{tags: map[string]int{}}}
 	ids, sides := s.pardo(name, col, d, buildConfig(opts), tags, coders)
 	d.ctx.sides = sides
+	if step := s.p.g.Step(s.fullName(name)); step != nil {
+		// Output indexes follow the runner's order of tags, not declaration order.
+		for i, tag := range runner.OutputTags(step) {
+			d.em.tags[tag] = i
+		}
+	}
 	t := Tagged{p: s.p, ids: map[string]string{}}
 	for i, tag := range tags {
 		if ids[i] != "" {

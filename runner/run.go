@@ -213,6 +213,23 @@ func (r *run) close() error {
 	return errors.Join(errs...)
 }
 
+// OutputTags returns the output tags of s in the order that output indexes
+// (ProcessContext.Emit's tag argument) refer to: "main" first, then the
+// others sorted by name.
+func OutputTags(s *graph.Step) []string {
+	tags := make([]string, 0, len(s.Outputs))
+	for tag := range s.Outputs {
+		tags = append(tags, tag)
+	}
+	sort.Slice(tags, func(a, b int) bool {
+		if (tags[a] == graph.MainTag) != (tags[b] == graph.MainTag) {
+			return tags[a] == graph.MainTag
+		}
+		return tags[a] < tags[b]
+	})
+	return tags
+}
+
 // isRoot reports whether a step starts a stage: it has its own watermark
 // and is not fused into its producer.
 func isRoot(s *graph.Step) bool {
@@ -236,19 +253,8 @@ func (r *run) plan() error {
 		if err := checkCode(s, sp.code); err != nil {
 			return err
 		}
-		tags := make([]string, 0, len(s.Outputs))
-		for tag := range s.Outputs {
-			tags = append(tags, tag)
-		}
-		// Main output first, then the others in a stable order.
-		sort.Slice(tags, func(a, b int) bool {
-			if (tags[a] == graph.MainTag) != (tags[b] == graph.MainTag) {
-				return tags[a] == graph.MainTag
-			}
-			return tags[a] < tags[b]
-		})
-		sp.outTags = tags
-		sp.edges = make([][]edge, len(tags))
+		sp.outTags = OutputTags(s)
+		sp.edges = make([][]edge, len(sp.outTags))
 		inTags := make([]string, 0, len(s.Inputs))
 		for tag := range s.Inputs {
 			inTags = append(inTags, tag)
@@ -453,6 +459,8 @@ type message struct {
 	b          bundle
 	c          *ctrl
 	from       int
+	// pooled is returned to bundlePool once the bundle was processed.
+	pooled *bundle
 }
 
 type inbox struct {
@@ -513,6 +521,11 @@ func (w *worker) loop() error {
 				err = w.nodes[m.step].control(m.port, *m.c)
 			} else {
 				err = w.nodes[m.step].process(m.port, m.b)
+				if m.pooled != nil {
+					clear(m.b.elems)
+					m.pooled.elems, m.pooled.kgs = m.b.elems[:0], m.b.kgs[:0]
+					bundlePool.Put(m.pooled)
+				}
 				if m.from != w.id {
 					w.r.workers[m.from].creditReturned()
 				}
@@ -627,10 +640,21 @@ func (w *worker) fireProcessingTimers(now mtime.Time) error {
 	return nil
 }
 
+// edgeScratch holds the reusable buffers of one producer's edge: the key
+// groups and the local part of partitioned bundles. A DAG never re-enters the
+// same edge while it is delivering, so the buffers are safe to reuse.
+type edgeScratch struct {
+	kgs   []uint16
+	local bundle
+}
+
+// bundlePool recycles the bundles sent to other workers.
+var bundlePool = sync.Pool{New: func() any { return &bundle{} }}
+
 // deliver hands a bundle produced on this worker to the consumer of edge e.
 // The consumer must not keep elems after returning; bundles sent to other
 // workers are copied.
-func (w *worker) deliver(e edge, elems []Element) error {
+func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 	switch e.kind {
 	case edgeLocal:
 		return w.nodes[e.step].process(e.port, bundle{elems: elems})
@@ -645,37 +669,45 @@ func (w *worker) deliver(e edge, elems []Element) error {
 	}
 	// Partition by key group.
 	nw := len(w.r.workers)
-	kgs := make([]uint16, len(elems))
 	route := w.r.route
 	ngroups := uint64(len(route))
 	if nw == 1 {
+		kgs := sc.kgs[:0]
 		for i := range elems {
 			w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
-			kgs[i] = uint16(KeyHash(w.scratch) % ngroups)
+			kgs = append(kgs, uint16(KeyHash(w.scratch)%ngroups))
 		}
+		sc.kgs = kgs
 		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs})
 	}
-	parts := make([]bundle, nw)
+	parts := make([]*bundle, nw)
+	local := &sc.local
+	local.elems, local.kgs = local.elems[:0], local.kgs[:0]
+	parts[w.id] = local
 	for i := range elems {
 		w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
 		kg := uint16(KeyHash(w.scratch) % ngroups)
-		kgs[i] = kg
 		o := route[kg]
-		if parts[o].elems == nil {
-			parts[o].elems = make([]Element, 0, len(elems)/nw+8)
-			parts[o].kgs = make([]uint16, 0, len(elems)/nw+8)
+		p := parts[o]
+		if p == nil {
+			p = bundlePool.Get().(*bundle)
+			p.elems, p.kgs = p.elems[:0], p.kgs[:0]
+			parts[o] = p
 		}
-		parts[o].elems = append(parts[o].elems, elems[i])
-		parts[o].kgs = append(parts[o].kgs, kg)
+		p.elems = append(p.elems, elems[i])
+		p.kgs = append(p.kgs, kg)
 	}
 	for o, p := range parts {
-		if len(p.elems) == 0 || o == w.id {
+		if p == nil || o == w.id {
 			continue
 		}
-		w.send(w.r.workers[o], e, p)
+		w.inflight.Add(1)
+		w.r.workers[o].inbox.push(message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
-	if p := parts[w.id]; len(p.elems) > 0 {
-		return w.nodes[e.step].process(e.port, p)
+	if len(local.elems) > 0 {
+		err := w.nodes[e.step].process(e.port, *local)
+		clear(local.elems)
+		return err
 	}
 	return nil
 }
@@ -728,6 +760,7 @@ type outputs struct {
 	sp       *stepPlan
 	bufs     [][]Element
 	edges    [][]edge
+	scratch  [][]edgeScratch
 	ctrlTo   []edge // unique consumers for control messages
 	counters *stepCounters
 	limit    int
@@ -736,6 +769,10 @@ type outputs struct {
 
 func newOutputs(w *worker, sp *stepPlan) *outputs {
 	o := &outputs{w: w, sp: sp, bufs: make([][]Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize}
+	o.scratch = make([][]edgeScratch, len(sp.edges))
+	for i, es := range sp.edges {
+		o.scratch[i] = make([]edgeScratch, len(es))
+	}
 	seen := map[[2]int]bool{}
 	for _, es := range sp.edges {
 		for _, e := range es {
@@ -762,8 +799,8 @@ func (o *outputs) flushTag(tag int) error {
 		return nil
 	}
 	o.counters.out.Add(int64(len(buf)))
-	for _, e := range o.edges[tag] {
-		if err := o.w.deliver(e, buf); err != nil {
+	for i, e := range o.edges[tag] {
+		if err := o.w.deliver(e, buf, &o.scratch[tag][i]); err != nil {
 			return err
 		}
 	}
@@ -917,8 +954,8 @@ type flattenNode struct {
 func (n *flattenNode) process(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
 	n.counters.out.Add(int64(len(b.elems)))
-	for _, e := range n.out.edges[0] {
-		if err := n.out.w.deliver(e, b.elems); err != nil {
+	for i, e := range n.out.edges[0] {
+		if err := n.out.w.deliver(e, b.elems, &n.out.scratch[0][i]); err != nil {
 			return err
 		}
 	}
