@@ -359,7 +359,8 @@ func (t Trigger) NextDeadline(s *TriggerState) mtime.Time {
 
 // Merge folds src into dst when two session windows merge: counts add up,
 // the earliest processing-time deadline wins, and a watermark trigger that
-// fired on time in either stays fired.
+// fired on time is re-armed unless it fired in both windows (as in Beam:
+// the merged end is the later end).
 //
 // A one-shot trigger (after_count, after_processing_time, after_any,
 // after_all) that finished in either window stays finished, as Beam's
@@ -379,7 +380,9 @@ func (t Trigger) Merge(dst *TriggerState, src TriggerState) {
 	if dst.Finished {
 		dst.Count, dst.Deadline = 0, 0
 	}
-	dst.OnTimeFired = dst.OnTimeFired || src.OnTimeFired
+	// As in Beam, the merged window fires on time again unless every merged
+	// window already did: its end is the latest of their ends.
+	dst.OnTimeFired = dst.OnTimeFired && src.OnTimeFired
 	switch t.Kind {
 	case TriggerAfterWatermark:
 		if t.Early != nil {
