@@ -84,6 +84,9 @@ func (m *Machine) MayFire(st *State, w Window, wm, now mtime.Time) bool {
 	if st.Closed {
 		return false
 	}
+	if m.defaultTrigger {
+		return pastEnd(w, wm)
+	}
 	return m.Strategy.Trigger.ShouldFire(&st.Trigger, TriggerContext{Window: w, Watermark: wm, Now: now})
 }
 
@@ -105,12 +108,14 @@ type Machine struct {
 	Strategy         Strategy
 	watermarkTrigger bool
 	processingTime   bool
+	defaultTrigger   bool
 }
 
 // NewMachine returns a machine for strategy s.
 func NewMachine(s Strategy) *Machine {
 	s.EnsureDefaults()
-	return &Machine{Strategy: s, watermarkTrigger: s.Trigger.UsesWatermark(), processingTime: s.Trigger.usesProcessingTime()}
+	return &Machine{Strategy: s, watermarkTrigger: s.Trigger.UsesWatermark(), processingTime: s.Trigger.usesProcessingTime(),
+		defaultTrigger: s.Trigger.Kind == TriggerDefault || s.Trigger.Kind == ""}
 }
 
 // NewState returns the state of a window that has just received its first element.
@@ -128,6 +133,9 @@ func (m *Machine) Droppable(w Window, wm mtime.Time) bool { return m.Strategy.Ex
 func (m *Machine) OnElement(st *State, now mtime.Time) {
 	st.NewData = true
 	st.HasData = true
+	if m.defaultTrigger {
+		return // the default trigger keeps no per-element state
+	}
 	m.Strategy.Trigger.OnElement(&st.Trigger, now)
 }
 
