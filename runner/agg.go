@@ -111,11 +111,16 @@ func (n *aggNode) group(kg uint16) *keyGroupState {
 }
 
 func (n *aggNode) process(_ int, b bundle) error {
-	n.sp.counters.in.Add(int64(len(b.elems)))
 	now := n.clock.now()
 	n.gen++
 	var dropped int64
+	route := n.w.r.route
+	var seen int64
 	for i := range b.elems {
+		if b.skip(i, route, n.w.id) {
+			continue
+		}
+		seen++
 		e := &b.elems[i]
 		if n.m.Droppable(e.Window, n.wm) {
 			dropped++
@@ -174,6 +179,7 @@ func (n *aggNode) process(_ int, b bundle) error {
 			n.touched = append(n.touched, touchRef{kg: kg, key: n.keyString(keyStr), ws: ws})
 		}
 	}
+	n.sp.counters.in.Add(seen)
 	if dropped > 0 {
 		n.sp.counters.dropped.Add(dropped)
 	}

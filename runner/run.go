@@ -69,6 +69,16 @@ type ctrl struct {
 type bundle struct {
 	elems []Element
 	kgs   []uint16
+	// shared says the bundle is a whole partitioned bundle of which the
+	// receiving worker handles only the elements of the key groups it owns
+	// (the local share, passed without copying).
+	shared bool
+}
+
+// skip reports whether element i of a shared bundle belongs to a worker
+// other than self.
+func (b *bundle) skip(i int, route RoutingTable, self int) bool {
+	return b.shared && int(route[b.kgs[i]]) != self
 }
 
 // node is one step's instance on one worker. All calls come from the
@@ -158,6 +168,7 @@ func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer w.exited.Store(true)
 			if err := w.loop(); err != nil {
 				r.cancel(err)
 			}
@@ -500,9 +511,11 @@ type worker struct {
 	inbox     inbox
 	// inflight counts bundles this worker sent to others that were not yet processed.
 	inflight atomic.Int64
-	scratch  []byte
-	spare    []message
-	nextSrc  int
+	// exited is set when the worker's loop returned; messages to it are dropped.
+	exited  atomic.Bool
+	scratch []byte
+	spare   []message
+	nextSrc int
 }
 
 func (w *worker) loop() error {
@@ -644,8 +657,7 @@ func (w *worker) fireProcessingTimers(now mtime.Time) error {
 // groups and the local part of partitioned bundles. A DAG never re-enters the
 // same edge while it is delivering, so the buffers are safe to reuse.
 type edgeScratch struct {
-	kgs   []uint16
-	local bundle
+	kgs []uint16
 }
 
 // bundlePool recycles the bundles sent to other workers.
@@ -680,14 +692,21 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		sc.kgs = kgs
 		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs})
 	}
+	// Remote shares are copied into pooled bundles; the local share is the
+	// producer's bundle itself, with the key groups telling which elements
+	// are ours.
 	parts := make([]*bundle, nw)
-	local := &sc.local
-	local.elems, local.kgs = local.elems[:0], local.kgs[:0]
-	parts[w.id] = local
+	kgs := sc.kgs[:0]
+	local := 0
 	for i := range elems {
 		w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
 		kg := uint16(KeyHash(w.scratch) % ngroups)
-		o := route[kg]
+		kgs = append(kgs, kg)
+		o := int(route[kg])
+		if o == w.id {
+			local++
+			continue
+		}
 		p := parts[o]
 		if p == nil {
 			p = bundlePool.Get().(*bundle)
@@ -697,24 +716,32 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		p.elems = append(p.elems, elems[i])
 		p.kgs = append(p.kgs, kg)
 	}
+	sc.kgs = kgs
 	for o, p := range parts {
-		if p == nil || o == w.id {
+		if p == nil {
 			continue
 		}
-		w.inflight.Add(1)
-		w.r.workers[o].inbox.push(message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
+		w.push(w.r.workers[o], message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
-	if len(local.elems) > 0 {
-		err := w.nodes[e.step].process(e.port, *local)
-		clear(local.elems)
-		return err
+	if local > 0 {
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, shared: true})
 	}
 	return nil
 }
 
 func (w *worker) send(to *worker, e edge, b bundle) {
+	w.push(to, message{step: e.step, port: e.port, b: b, from: w.id})
+}
+
+// push queues a data message for another worker, counting it against this
+// worker's credit. A worker that has finished needs nothing more (all of its
+// receivers saw the end of their inputs), so messages to it are dropped.
+func (w *worker) push(to *worker, m message) {
+	if to.exited.Load() {
+		return
+	}
 	w.inflight.Add(1)
-	to.inbox.push(message{step: e.step, port: e.port, b: b, from: w.id})
+	to.inbox.push(m)
 }
 
 // deliverCtrl sends a control message along edge e: to this worker's

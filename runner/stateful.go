@@ -210,9 +210,14 @@ func (n *statefulNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
 func (n *statefulNode) finished() bool { return n.done }
 
 func (n *statefulNode) process(_ int, b bundle) error {
-	n.sp.counters.in.Add(int64(len(b.elems)))
 	var dropped int64
+	route := n.w.r.route
+	var seen int64
 	for i := range b.elems {
+		if b.skip(i, route, n.w.id) {
+			continue
+		}
+		seen++
 		e := &b.elems[i]
 		if n.strategy.Expired(e.Window, n.wm) {
 			dropped++
@@ -251,6 +256,7 @@ func (n *statefulNode) process(_ int, b bundle) error {
 			}
 		}
 	}
+	n.sp.counters.in.Add(seen)
 	if dropped > 0 {
 		n.sp.counters.dropped.Add(dropped)
 	}
