@@ -262,6 +262,9 @@ type StepMetrics struct {
 	ElementsOut         int64  `json:"elements_out"`
 	Rejects             int64  `json:"rejects"`
 	DroppedLateElements int64  `json:"dropped_late_elements"`
+	// Watermark is the output watermark of a step that has one (sources,
+	// keyed steps, steps with side inputs); mtime.MinTimestamp otherwise.
+	Watermark mtime.Time `json:"-"`
 }
 
 // Result is the outcome of a completed run.

@@ -91,6 +91,20 @@ type node interface {
 // stepCounters are live counters of one step, summed over workers.
 type stepCounters struct {
 	in, out, rejects, dropped atomic.Int64
+	// wms holds, per worker, the output watermark of a root step's instance.
+	wms []atomic.Int64
+}
+
+// watermark returns the minimum output watermark over workers.
+func (c *stepCounters) watermark() mtime.Time {
+	if len(c.wms) == 0 {
+		return mtime.MinTimestamp
+	}
+	m := mtime.MaxTimestamp
+	for i := range c.wms {
+		m = mtime.Min(m, mtime.Time(c.wms[i].Load()))
+	}
+	return m
 }
 
 // stepPlan is what the runner knows about one step before instantiating it.
@@ -120,7 +134,9 @@ type run struct {
 	// idle marks source instances that read no split: receivers do not wait
 	// for their watermark, so a source with fewer splits than workers does
 	// not hold watermarks back (and a TestStream stays deterministic).
-	idle map[int]bool
+	idle      map[int]bool
+	draining  atomic.Bool
+	cancelled atomic.Bool
 	// manual is true when processing time is a manual clock (TestStream):
 	// it then moves only with tick messages, in order with the data.
 	manual bool
@@ -145,6 +161,24 @@ func (c *procClock) now() mtime.Time {
 // fired, or until ctx is done or an element fails in a step without an
 // error output.
 func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
+	x, err := Start(ctx, prog, opts)
+	if err != nil {
+		return nil, err
+	}
+	return x.Wait()
+}
+
+// Execution is a running program. Its methods are safe for concurrent use.
+type Execution struct {
+	r    *run
+	done chan struct{}
+	res  *Result
+	err  error
+}
+
+// Start plans prog and starts its workers. It returns once the workers run;
+// Wait for the outcome. Cancelling ctx cancels the execution.
+func Start(ctx context.Context, prog *Program, opts Options) (*Execution, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -155,14 +189,16 @@ func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
 	r := &run{opts: opts, prog: prog, byName: map[string]*stepPlan{}, idle: map[int]bool{}}
 	_, r.manual = opts.Clock.(*mtime.ManualClock)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
-	defer r.cancel(nil)
 	if err := r.plan(); err != nil {
+		r.cancel(nil)
 		return nil, err
 	}
 	r.route = NewRoutingTable(opts.KeyGroups, opts.NumWorkers)
 	if err := r.instantiate(); err != nil {
+		r.cancel(nil)
 		return nil, err
 	}
+	x := &Execution{r: r, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, w := range r.workers {
 		wg.Add(1)
@@ -174,20 +210,55 @@ func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
 			}
 		}()
 	}
-	wg.Wait()
-	runErr := context.Cause(r.ctx)
-	if errors.Is(runErr, context.Canceled) && ctx.Err() == nil {
-		runErr = nil
-	}
-	closeErr := r.close()
-	if runErr != nil {
-		return r.result(), runErr
-	}
-	if closeErr != nil {
-		return r.result(), closeErr
-	}
-	return r.result(), nil
+	go func() {
+		wg.Wait()
+		runErr := context.Cause(r.ctx)
+		if errors.Is(runErr, context.Canceled) && ctx.Err() == nil && !r.cancelled.Load() {
+			runErr = nil
+		}
+		closeErr := r.close()
+		r.cancel(nil)
+		x.res = r.result()
+		x.err = runErr
+		if x.err == nil {
+			x.err = closeErr
+		}
+		close(x.done)
+	}()
+	return x, nil
 }
+
+// Wait blocks until the execution ends and returns its metrics and error.
+func (x *Execution) Wait() (*Result, error) {
+	<-x.done
+	return x.res, x.err
+}
+
+// Done is closed when the execution has ended.
+func (x *Execution) Done() <-chan struct{} { return x.done }
+
+// Drain stops reading every source and moves its watermark to +∞, so that
+// every open window fires (its last pane has is_last) and event-time timers
+// fire; the execution then ends by itself. Draining twice is harmless.
+func (x *Execution) Drain() {
+	x.r.draining.Store(true)
+	for _, w := range x.r.workers {
+		w.inbox.wake()
+	}
+}
+
+// Cancel stops the execution as fast as possible; buffered state and open
+// windows are discarded. Wait then returns ErrCancelled.
+func (x *Execution) Cancel() {
+	x.r.cancelled.Store(true)
+	x.r.cancel(ErrCancelled)
+}
+
+// ErrCancelled is the error of an execution stopped by Cancel.
+var ErrCancelled = errors.New("execution cancelled")
+
+// Metrics returns the live counters and watermarks of every step.
+func (x *Execution) Metrics() *Result { return x.r.result() }
 
 func (r *run) result() *Result {
 	res := &Result{}
@@ -196,6 +267,7 @@ func (r *run) result() *Result {
 		res.Steps = append(res.Steps, StepMetrics{
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
 			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
+			Watermark: c.watermark(),
 		})
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
@@ -260,6 +332,10 @@ func (r *run) plan() error {
 		if isRoot(s) {
 			sp.root = r.nroots
 			r.nroots++
+			sp.counters.wms = make([]atomic.Int64, r.opts.NumWorkers)
+			for w := range sp.counters.wms {
+				sp.counters.wms[w].Store(int64(mtime.MinTimestamp))
+			}
 		}
 		if err := checkCode(s, sp.code); err != nil {
 			return err
@@ -855,6 +931,9 @@ func (o *outputs) forward(c ctrl) error {
 	if err := o.flush(); err != nil {
 		return err
 	}
+	if c.kind == ctrlWatermark && o.sp.root >= 0 {
+		o.counters.wms[o.w.id].Store(int64(c.wm))
+	}
 	for _, e := range o.ctrlTo {
 		if err := o.w.deliverCtrl(e, c); err != nil {
 			return err
@@ -1041,6 +1120,11 @@ func (n *sourceNode) control(int, ctrl) error   { return nil }
 // read reads one bundle from the next unfinished split and pushes it
 // downstream, then forwards the source's watermark if it moved.
 func (n *sourceNode) read(ctx context.Context) error {
+	if n.w.r.draining.Load() {
+		// Drain: read nothing more; the watermark goes to +∞.
+		n.done = true
+		return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: mtime.MaxTimestamp})
+	}
 	if len(n.splits) == 0 {
 		n.done = true
 		return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: mtime.MaxTimestamp})
