@@ -112,9 +112,9 @@ func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
 	return &a
 }
 
-func (c *combineAgg[K, V, A, O]) AddInput(acc any, v any) any {
+func (c *combineAgg[K, V, A, O]) AddInput(acc any, e *runner.Element) any {
 	p := acc.(*A)
-	*p = c.fn.AddInput(*p, v.(KV[K, V]).Value)
+	*p = c.fn.AddInput(*p, e.Value.(KV[K, V]).Value)
 	return p
 }
 
@@ -178,9 +178,9 @@ type gbkAgg[K comparable, V any] struct {
 
 func (gbkAgg[K, V]) NewAccumulator() any { return &[]V{} }
 
-func (gbkAgg[K, V]) AddInput(acc any, v any) any {
+func (gbkAgg[K, V]) AddInput(acc any, e *runner.Element) any {
 	p := acc.(*[]V)
-	*p = append(*p, v.(KV[K, V]).Value)
+	*p = append(*p, e.Value.(KV[K, V]).Value)
 	return p
 }
 

@@ -43,7 +43,7 @@ func TestSDKTransforms(t *testing.T) {
 	s := p.Root()
 	nums := weir.Create(s, "Nums", []int64{5, 1, 4, 4, 9, 2})
 	more := weir.Create(s, "More", []int64{100, 200})
-	all := weir.Flatten(s, "All", nums, more)
+	all := weir.Flatten(s, "All", []weir.PCollection[int64]{nums, more})
 	keyed := weir.Map(s, "Key", nums, func(v int64) weir.KV[string, int64] { return weir.KV[string, int64]{Key: "k", Value: v} })
 	count := weir.Collect(s, "CountOut", weir.CombinePerKey(s, "Count", keyed, weir.Count[int64]()))
 	minv := weir.Collect(s, "MinOut", weir.CombinePerKey(s, "Min", keyed, weir.Min[int64]()))

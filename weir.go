@@ -133,6 +133,7 @@ type stepConfig struct {
 	config      any
 	urn         string
 	errorOutput string
+	errorCoder  *graph.Coder
 	sides       []sideSpec
 	source      *graph.IOIdentity
 	sink        *graph.IOIdentity
@@ -155,6 +156,10 @@ func WithURN(urn string) StepOption { return func(sc *stepConfig) { sc.urn = urn
 func WithErrorOutput(tag string) StepOption {
 	return func(sc *stepConfig) { sc.errorOutput = tag }
 }
+
+// WithErrorCoder sets the coder identity of the step's error output
+// (front ends that turn rejects into rows use it).
+func WithErrorCoder(c graph.Coder) StepOption { return func(sc *stepConfig) { sc.errorCoder = &c } }
 
 // WithSourceIdentity records what a source step reads.
 func WithSourceIdentity(kind, identity string, bounded bool) StepOption {
@@ -243,7 +248,11 @@ func (s Scope) addStep(step *graph.Step, code any, sc stepConfig, bounded bool, 
 	}
 	if sc.errorOutput != "" {
 		step.ErrorOutput = sc.errorOutput
-		ids = append(ids, p.g.AddOutput(step, sc.errorOutput, CoderOf[runner.Reject](), ws, bounded).ID)
+		ec := CoderOf[runner.Reject]()
+		if sc.errorCoder != nil {
+			ec = *sc.errorCoder
+		}
+		ids = append(ids, p.g.AddOutput(step, sc.errorOutput, ec, ws, bounded).ID)
 	}
 	return ids
 }

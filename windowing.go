@@ -51,7 +51,7 @@ func WindowInto[T any](s Scope, name string, in PCollection[T], w Windowing, opt
 
 // Flatten merges collections of the same type into one. All inputs must
 // share a windowing strategy.
-func Flatten[T any](s Scope, name string, ins ...PCollection[T]) PCollection[T] {
+func Flatten[T any](s Scope, name string, ins []PCollection[T], opts ...StepOption) PCollection[T] {
 	if len(ins) == 0 {
 		s.p.addErr(fmt.Errorf("step %q: Flatten needs at least one input", s.fullName(name)))
 		return PCollection[T]{}
@@ -73,7 +73,7 @@ func Flatten[T any](s Scope, name string, ins ...PCollection[T]) PCollection[T] 
 		step.Inputs[fmt.Sprintf("in%d", i)] = col.ID
 		bounded = bounded && col.Bounded
 	}
-	ids := s.addStep(step, nil, buildConfig(nil), bounded, first.Windowing, []string{graph.MainTag}, []graph.Coder{first.Coder})
+	ids := s.addStep(step, nil, buildConfig(opts), bounded, first.Windowing, []string{graph.MainTag}, []graph.Coder{first.Coder})
 	return collectionOf[T](s.p, ids[0])
 }
 

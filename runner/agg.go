@@ -2,6 +2,7 @@ package runner
 
 import (
 	"container/heap"
+	"fmt"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -18,6 +19,10 @@ type winState struct {
 type aggKey struct {
 	key  any
 	wins []*winState
+	// str is the key's map key (its canonical encoding).
+	str string
+	// dirty is the checkpoint epoch in which the key last changed.
+	dirty uint64
 }
 
 func (k *aggKey) has(ws *winState) bool {
@@ -77,6 +82,9 @@ type aggNode struct {
 	gen       uint64
 	touched   []touchRef
 	done      bool
+	al        *aligner
+	sc        StateCoder
+	dirty     []dirtyRef
 	clock     procClock
 }
 
@@ -86,15 +94,97 @@ type touchRef struct {
 	ws  *winState
 }
 
-func newAggNode(w *worker, sp *stepPlan, out *outputs) *aggNode {
+func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	in := w.r.prog.Graph.Collection(sp.inputs[0])
-	return &aggNode{
+	n := &aggNode{
 		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(), out: out,
 		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
 		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
+	if w.r.opts.Checkpoints {
+		sc, ok := sp.code.(StateCoder)
+		if !ok {
+			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and accumulators", ErrNotCheckpointable, sp.step.Name)
+		}
+		n.sc = sc
+		n.al = &aligner{inner: n, wms: &n.wms}
+		w.r.coord.register(n.key())
+		if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
+			if err := n.restore(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return n, nil
+}
+
+type dirtyRef struct {
+	kg uint16
+	k  *aggKey
+}
+
+// markDirty records that k changed since the last checkpoint.
+func (n *aggNode) markDirty(kg uint16, k *aggKey) {
+	if n.al == nil {
+		return
+	}
+	if e := n.w.r.epoch.Load() + 1; k.dirty != e {
+		k.dirty = e
+		n.dirty = append(n.dirty, dirtyRef{kg: kg, k: k})
+	}
+}
+
+func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
+
+// changes encodes every key that changed since the last checkpoint (a nil
+// value for keys whose state is gone).
+func (n *aggNode) changes() ([]StateEntry, error) {
+	var out []StateEntry
+	for _, d := range n.dirty {
+		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
+		if g := n.groups[d.kg]; g != nil && g.keys[d.k.str] == d.k {
+			v, err := encodeAggKey(n.sc, d.k)
+			if err != nil {
+				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
+			}
+			e.Value = v
+		}
+		out = append(out, e)
+	}
+	clear(n.dirty)
+	n.dirty = n.dirty[:0]
+	return out, nil
+}
+
+func (n *aggNode) snapshot(epoch uint64) error {
+	entries, err := n.changes()
+	if err != nil {
+		return err
+	}
+	n.w.r.coord.submit(n.key(), &report{epoch: epoch, state: entries})
+	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
+}
+
+// restore loads the checkpointed state of the key groups this worker owns.
+func (n *aggNode) restore() error {
+	rs := n.w.r.opts.Restore
+	return rs.State.Scan(n.w.r.ctx, n.sp.step.Name, n.w.r.route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
+		k, err := decodeAggKey(n.sc, value)
+		if err != nil {
+			return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+		}
+		k.str = string(key)
+		n.group(kg).keys[k.str] = k
+		for _, ws := range k.wins {
+			n.setEventTimers(kg, k.str, ws)
+			if d := n.m.NextDeadline(&ws.st); d != 0 {
+				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: k.str, w: ws.w})
+			}
+		}
+		return nil
+	})
 }
 
 func (n *aggNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
@@ -110,7 +200,17 @@ func (n *aggNode) group(kg uint16) *keyGroupState {
 	return g
 }
 
-func (n *aggNode) process(_ int, b bundle) error {
+func (n *aggNode) process(port int, b bundle) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
+	if n.al != nil {
+		return n.al.process(port, b)
+	}
+	return n.processAligned(port, b)
+}
+
+func (n *aggNode) processAligned(_ int, b bundle) error {
 	now := n.clock.now()
 	n.gen++
 	var dropped int64
@@ -133,9 +233,10 @@ func (n *aggNode) process(_ int, b bundle) error {
 		var keyStr string
 		if k == nil {
 			keyStr = string(n.scratch)
-			k = &aggKey{key: n.agg.Key(e.Value)}
+			k = &aggKey{key: n.agg.Key(e.Value), str: keyStr}
 			g.keys[keyStr] = k
 		}
+		n.markDirty(kg, k)
 		var ws *winState
 		if n.merging {
 			var grown bool
@@ -163,7 +264,7 @@ func (n *aggNode) process(_ int, b bundle) error {
 		if ws.acc == nil {
 			ws.acc = n.agg.NewAccumulator()
 		}
-		ws.acc = n.agg.AddInput(ws.acc, e.Value)
+		ws.acc = n.agg.AddInput(ws.acc, e)
 		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {
@@ -273,6 +374,7 @@ func (n *aggNode) evaluate(kg uint16, key string, ws *winState, now mtime.Time) 
 	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
 	g := n.groups[kg]
 	k := g.keys[key]
+	n.markDirty(kg, k)
 	if f.Emit {
 		acc := ws.acc
 		if acc == nil {
@@ -303,7 +405,19 @@ func (n *aggNode) evaluate(kg uint16, key string, ws *winState, now mtime.Time) 
 }
 
 func (n *aggNode) control(port int, c ctrl) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
+	if n.al != nil {
+		return n.al.control(port, c)
+	}
+	return n.controlAligned(port, c)
+}
+
+func (n *aggNode) controlAligned(port int, c ctrl) error {
 	switch c.kind {
+	case ctrlBarrier:
+		return n.snapshot(c.epoch)
 	case ctrlTick:
 		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
 		if err := n.onProcessingTime(n.clock.now()); err != nil {
@@ -327,6 +441,14 @@ func (n *aggNode) control(port int, c ctrl) error {
 	if n.wm >= mtime.MaxTimestamp {
 		n.done = true
 		n.deadlines = nil
+		if n.al != nil {
+			// The final state changes stand in for every later checkpoint.
+			entries, err := n.changes()
+			if err != nil {
+				return err
+			}
+			n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), state: entries, finished: true})
+		}
 	}
 	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: n.wm})
 }
@@ -339,6 +461,9 @@ func (n *aggNode) nextDeadline() mtime.Time {
 }
 
 func (n *aggNode) onProcessingTime(now mtime.Time) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
 	for len(n.deadlines) > 0 && n.deadlines[0].t <= now {
 		ref := heap.Pop(&n.deadlines).(timerRef)
 		_, ws := n.lookup(ref)

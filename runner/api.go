@@ -138,9 +138,10 @@ type Keyer interface {
 type Aggregator interface {
 	Keyer
 	NewAccumulator() any
-	// AddInput folds the element value v (the whole keyed element) into acc
-	// and returns the accumulator (which may be acc itself, mutated).
-	AddInput(acc any, v any) any
+	// AddInput folds element e (its Value is the whole keyed element) into
+	// acc and returns the accumulator (which may be acc itself, mutated).
+	// e is valid only during the call.
+	AddInput(acc any, e *Element) any
 	MergeAccumulators(a, b any) any
 	// Output builds the value of the pane's output element.
 	Output(key any, acc any, w window.Window, p window.PaneInfo) any
@@ -220,6 +221,12 @@ type Options struct {
 	Clock mtime.Clock
 	// Logger receives the run's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Checkpoints enables Execution.Checkpoint: keyed steps track changed
+	// state, transactional sinks commit only through Commit (not at the end
+	// of the run), and every keyed step's code must implement StateCoder.
+	Checkpoints bool
+	// Restore, when set, resumes sources and keyed state from a checkpoint.
+	Restore *Restore
 }
 
 // DefaultKeyGroups is the number of key groups used when none is set.

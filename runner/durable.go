@@ -46,14 +46,19 @@ type TransactionalSink interface {
 	Commit(ctx context.Context, epoch uint64, parts [][]byte) error
 }
 
-// StateCoder encodes the keys and the state (accumulators, state cells,
-// bag and map entries) of a keyed step so that checkpoints can persist them.
-// Aggregators and StatefulDoFns implement it to be checkpointable. Encodings
-// must be deterministic and stable across releases of the user's program:
-// they are what an update inherits.
+// StateCoder encodes the keys and the state of a keyed step so that
+// checkpoints can persist them. Aggregators and StatefulDoFns implement it to
+// be checkpointable. cell names what is encoded: AccumulatorCell for an
+// aggregation's accumulator; for a stateful step the state id of a value
+// cell or bag element, and "<id>#key" / "<id>#value" for map entries.
+// Encodings must be deterministic and stable across releases of the user's
+// program: they are what an update inherits.
 type StateCoder interface {
 	EncodeKey(key any) ([]byte, error)
 	DecodeKey(b []byte) (any, error)
-	EncodeState(v any) ([]byte, error)
-	DecodeState(b []byte) (any, error)
+	EncodeState(cell string, v any) ([]byte, error)
+	DecodeState(cell string, b []byte) (any, error)
 }
+
+// AccumulatorCell is the cell name of an aggregation's accumulator.
+const AccumulatorCell = "acc"

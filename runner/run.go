@@ -58,17 +58,22 @@ const (
 	// ctrlTick says processing time moved (TestStream): re-evaluate
 	// processing-time timers.
 	ctrlTick
+	// ctrlBarrier is a checkpoint barrier for epoch.
+	ctrlBarrier
 )
 
 type ctrl struct {
 	kind   ctrlKind
 	sender int // root instance id: rootIndex*workers + worker
 	wm     mtime.Time
+	epoch  uint64
 }
 
 type bundle struct {
 	elems []Element
 	kgs   []uint16
+	// sender is the root instance the elements come from.
+	sender int
 	// shared says the bundle is a whole partitioned bundle of which the
 	// receiving worker handles only the elements of the key groups it owns
 	// (the local share, passed without copying).
@@ -137,6 +142,9 @@ type run struct {
 	idle      map[int]bool
 	draining  atomic.Bool
 	cancelled atomic.Bool
+	coord     *coordinator
+	// epoch is the latest checkpoint epoch requested.
+	epoch atomic.Uint64
 	// manual is true when processing time is a manual clock (TestStream):
 	// it then moves only with tick messages, in order with the data.
 	manual bool
@@ -171,6 +179,7 @@ func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
 // Execution is a running program. Its methods are safe for concurrent use.
 type Execution struct {
 	r    *run
+	cpMu sync.Mutex
 	done chan struct{}
 	res  *Result
 	err  error
@@ -186,7 +195,10 @@ func Start(ctx context.Context, prog *Program, opts Options) (*Execution, error)
 	if err := prog.Graph.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{opts: opts, prog: prog, byName: map[string]*stepPlan{}, idle: map[int]bool{}}
+	r := &run{opts: opts, prog: prog, byName: map[string]*stepPlan{}, idle: map[int]bool{}, coord: newCoordinator()}
+	if opts.Restore != nil {
+		r.epoch.Store(opts.Restore.Epoch)
+	}
 	_, r.manual = opts.Clock.(*mtime.ManualClock)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	if err := r.plan(); err != nil {
@@ -257,6 +269,20 @@ func (x *Execution) Cancel() {
 // ErrCancelled is the error of an execution stopped by Cancel.
 var ErrCancelled = errors.New("execution cancelled")
 
+// CloseSinks closes the transactional sinks of a checkpointed execution,
+// after its final checkpoint was committed. Other sinks close by themselves.
+func (x *Execution) CloseSinks(ctx context.Context) error {
+	var errs []error
+	for _, sp := range x.r.steps {
+		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == graph.KindSink {
+			if err := ts.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Metrics returns the live counters and watermarks of every step.
 func (x *Execution) Metrics() *Result { return x.r.result() }
 
@@ -279,6 +305,9 @@ func (r *run) close() error {
 	closeCtx := context.WithoutCancel(r.ctx)
 	for _, sp := range r.steps {
 		if s, ok := sp.code.(Sink); ok && sp.step.Kind == graph.KindSink {
+			if _, tx := s.(TransactionalSink); tx && r.opts.Checkpoints {
+				continue // closed by Execution.CloseSinks after the final commit
+			}
 			if err := s.Close(closeCtx); err != nil {
 				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
 			}
@@ -490,13 +519,25 @@ func (r *run) instantiate() error {
 		if sp.step.Kind != graph.KindSource {
 			continue
 		}
-		splits, err := sp.code.(Source).Split(r.ctx, n)
+		var splits []SourceSplit
+		var err error
+		if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
+			res, ok := sp.code.(ResumableSource)
+			if !ok {
+				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", ErrNotCheckpointable, sp.step.Name)
+			}
+			splits, err = res.Resume(r.ctx, rs.Positions[sp.step.Name])
+		} else {
+			splits, err = sp.code.(Source).Split(r.ctx, n)
+		}
 		if err != nil {
 			return fmt.Errorf("splitting source %q: %w", sp.step.Name, err)
 		}
 		perWorker := make([][]SourceSplit, n)
+		indexes := make([][]int, n)
 		for i, s := range splits {
 			perWorker[i%n] = append(perWorker[i%n], s)
+			indexes[i%n] = append(indexes[i%n], i)
 		}
 		for w, ss := range perWorker {
 			if len(ss) == 0 {
@@ -504,7 +545,7 @@ func (r *run) instantiate() error {
 			}
 		}
 		for w, ss := range perWorker {
-			sn := newSourceNode(r.workers[w], sp, ss)
+			sn := newSourceNode(r.workers[w], sp, ss, indexes[w])
 			r.workers[w].nodes[sp.idx] = sn
 			r.workers[w].sources = append(r.workers[w].sources, sn)
 		}
@@ -592,6 +633,8 @@ type worker struct {
 	scratch []byte
 	spare   []message
 	nextSrc int
+	// cur is the root instance whose output is being delivered.
+	cur int
 }
 
 func (w *worker) loop() error {
@@ -628,6 +671,15 @@ func (w *worker) loop() error {
 		if !w.r.manual {
 			if err := w.fireProcessingTimers(clock.Now()); err != nil {
 				return err
+			}
+		}
+		if e := w.r.epoch.Load(); w.r.opts.Checkpoints {
+			for _, sn := range w.sources {
+				if sn.epoch < e {
+					if err := sn.barrier(e); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		if w.done() {
@@ -745,15 +797,15 @@ var bundlePool = sync.Pool{New: func() any { return &bundle{} }}
 func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 	switch e.kind {
 	case edgeLocal:
-		return w.nodes[e.step].process(e.port, bundle{elems: elems})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur})
 	case edgeBroadcast:
 		for _, other := range w.r.workers {
 			if other.id == w.id {
 				continue
 			}
-			w.send(other, e, bundle{elems: append([]Element(nil), elems...)})
+			w.send(other, e, bundle{elems: append([]Element(nil), elems...), sender: w.cur})
 		}
-		return w.nodes[e.step].process(e.port, bundle{elems: elems})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur})
 	}
 	// Partition by key group.
 	nw := len(w.r.workers)
@@ -766,7 +818,7 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 			kgs = append(kgs, uint16(KeyHash(w.scratch)%ngroups))
 		}
 		sc.kgs = kgs
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, sender: w.cur})
 	}
 	// Remote shares are copied into pooled bundles; the local share is the
 	// producer's bundle itself, with the key groups telling which elements
@@ -786,7 +838,7 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		p := parts[o]
 		if p == nil {
 			p = bundlePool.Get().(*bundle)
-			p.elems, p.kgs = p.elems[:0], p.kgs[:0]
+			p.elems, p.kgs, p.sender = p.elems[:0], p.kgs[:0], w.cur
 			parts[o] = p
 		}
 		p.elems = append(p.elems, elems[i])
@@ -800,7 +852,7 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		w.push(w.r.workers[o], message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
 	if local > 0 {
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, shared: true})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, shared: true, sender: w.cur})
 	}
 	return nil
 }
@@ -847,11 +899,11 @@ func (w *worker) newNode(sp *stepPlan) (node, error) {
 	case graph.KindFlatten:
 		return &flattenNode{out: out, counters: sp.counters}, nil
 	case graph.KindSink:
-		return &sinkNode{w: w, sink: sp.code.(Sink), counters: sp.counters}, nil
+		return newSinkNode(w, sp), nil
 	case graph.KindGroupByKey, graph.KindCombinePerKey:
-		return newAggNode(w, sp, out), nil
+		return newAggNode(w, sp, out)
 	case graph.KindStatefulParDo:
-		return newStatefulNode(w, sp, out), nil
+		return newStatefulNode(w, sp, out)
 	}
 	return nil, fmt.Errorf("step %q has unknown kind %q", sp.step.Name, sp.step.Kind)
 }
@@ -868,10 +920,11 @@ type outputs struct {
 	counters *stepCounters
 	limit    int
 	err      error
+	errTag   int
 }
 
 func newOutputs(w *worker, sp *stepPlan) *outputs {
-	o := &outputs{w: w, sp: sp, bufs: make([][]Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize}
+	o := &outputs{w: w, sp: sp, bufs: make([][]Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize, errTag: errTag(sp)}
 	o.scratch = make([][]edgeScratch, len(sp.edges))
 	for i, es := range sp.edges {
 		o.scratch[i] = make([]edgeScratch, len(es))
@@ -901,7 +954,10 @@ func (o *outputs) flushTag(tag int) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	o.counters.out.Add(int64(len(buf)))
+	if tag != o.errTag {
+		// elements_out counts what a step produced; rejects are counted apart.
+		o.counters.out.Add(int64(len(buf)))
+	}
 	for i, e := range o.edges[tag] {
 		if err := o.w.deliver(e, buf, &o.scratch[tag][i]); err != nil {
 			return err
@@ -983,12 +1039,12 @@ func reject(out *outputs, sp *stepPlan, tag int, e Element, err error) error {
 	if errors.As(err, &ee) {
 		rj.Reason, rj.Message = ee.Reason, ee.Message
 	}
-	if r, ok := e.Value.(Reject); ok {
-		rj = r
-		if rj.Step == "" {
-			rj.Step = sp.step.Name
-		}
-	}
+	return emitReject(out, sp, tag, e, rj, err)
+}
+
+// emitReject sends rj to the error output with index tag, or fails the run
+// when the step declares none.
+func emitReject(out *outputs, sp *stepPlan, tag int, e Element, rj Reject, err error) error {
 	sp.counters.rejects.Add(1)
 	if tag < 0 {
 		return &StepError{Step: rj.Step, Reason: rj.Reason, Message: rj.Message, Source: rj.Source, Err: err}
@@ -1072,21 +1128,80 @@ func (n *flattenNode) control(_ int, c ctrl) error { return n.out.forward(c) }
 
 type sinkNode struct {
 	w        *worker
+	sp       *stepPlan
 	sink     Sink
 	counters *stepCounters
+	// For transactional sinks in a checkpointed execution: inputs are
+	// aligned on barriers and each epoch is pre-committed.
+	tx       TransactionalSink
+	wms      inputWatermarks
+	al       *aligner
+	finished bool
 }
 
-func (n *sinkNode) process(_ int, b bundle) error {
+func newSinkNode(w *worker, sp *stepPlan) *sinkNode {
+	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters}
+	if tx, ok := n.sink.(TransactionalSink); ok && w.r.opts.Checkpoints {
+		n.tx = tx
+		n.wms = newInputWatermarks(w.r, sp, w.id, true)
+		n.al = &aligner{inner: n, wms: &n.wms}
+		w.r.coord.register(n.key())
+	}
+	return n
+}
+
+func (n *sinkNode) key() string { return fmt.Sprintf("sink/%s/%d", n.sp.step.Name, n.w.id) }
+
+func (n *sinkNode) process(port int, b bundle) error {
+	if n.al != nil {
+		return n.al.process(port, b)
+	}
+	return n.processAligned(port, b)
+}
+
+func (n *sinkNode) processAligned(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
 	return n.sink.Write(n.w.r.ctx, n.w.id, b.elems)
 }
 
-func (n *sinkNode) control(int, ctrl) error { return nil }
+func (n *sinkNode) control(port int, c ctrl) error {
+	if n.al == nil {
+		return nil
+	}
+	return n.al.control(port, c)
+}
+
+func (n *sinkNode) controlAligned(port int, c ctrl) error {
+	if c.kind != ctrlWatermark || !n.wms.update(port, c.sender, c.wm) {
+		return nil
+	}
+	if n.wms.mins[0] >= mtime.MaxTimestamp && !n.finished {
+		// Everything this sink will get has arrived: pre-commit it as the
+		// final share, which stands in for every later checkpoint.
+		n.finished = true
+		part, err := n.tx.PreCommit(n.w.r.ctx, n.w.id, n.w.r.epoch.Load()+1)
+		if err != nil {
+			return fmt.Errorf("pre-committing sink %q: %w", n.sp.step.Name, err)
+		}
+		n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), sink: n.sp.step.Name, worker: n.w.id, part: part, finished: true})
+	}
+	return nil
+}
+
+func (n *sinkNode) snapshot(epoch uint64) error {
+	part, err := n.tx.PreCommit(n.w.r.ctx, n.w.id, epoch)
+	if err != nil {
+		return fmt.Errorf("pre-committing sink %q: %w", n.sp.step.Name, err)
+	}
+	n.w.r.coord.submit(n.key(), &report{epoch: epoch, sink: n.sp.step.Name, worker: n.w.id, part: part})
+	return nil
+}
 
 // ---- sources ----
 
 type splitState struct {
 	split SourceSplit
+	index int
 	wm    mtime.Time
 	done  bool
 }
@@ -1102,14 +1217,64 @@ type sourceNode struct {
 	started bool
 	done    bool
 	next    int
+	// epoch is the last checkpoint epoch whose barrier this source injected.
+	epoch     uint64
+	finalSent bool
 }
 
-func newSourceNode(w *worker, sp *stepPlan, splits []SourceSplit) *sourceNode {
-	n := &sourceNode{w: w, plan: sp, out: newOutputs(w, sp), buf: make([]Element, w.r.opts.BundleSize), errTag: errTag(sp), wm: mtime.MinTimestamp}
-	for _, s := range splits {
-		n.splits = append(n.splits, &splitState{split: s, wm: mtime.MinTimestamp})
+func newSourceNode(w *worker, sp *stepPlan, splits []SourceSplit, indexes []int) *sourceNode {
+	n := &sourceNode{w: w, plan: sp, out: newOutputs(w, sp), buf: make([]Element, w.r.opts.BundleSize), errTag: errTag(sp), wm: mtime.MinTimestamp, epoch: w.r.epoch.Load()}
+	for i, s := range splits {
+		n.splits = append(n.splits, &splitState{split: s, index: indexes[i], wm: mtime.MinTimestamp})
+	}
+	if w.r.opts.Checkpoints && len(splits) > 0 {
+		w.r.coord.register(n.key())
 	}
 	return n
+}
+
+func (n *sourceNode) key() string { return fmt.Sprintf("source/%s/%d", n.plan.step.Name, n.w.id) }
+
+// positions records where every split of this instance stands.
+func (n *sourceNode) positions() (map[int][]byte, error) {
+	out := map[int][]byte{}
+	for _, s := range n.splits {
+		ps, ok := s.split.(PositionedSplit)
+		if !ok {
+			continue
+		}
+		pos, err := ps.Position()
+		if err != nil {
+			return nil, fmt.Errorf("recording the position of source %q: %w", n.plan.step.Name, err)
+		}
+		out[s.index] = pos
+	}
+	return out, nil
+}
+
+// barrier records the positions for epoch and sends its barrier downstream,
+// in order with the data already sent.
+func (n *sourceNode) barrier(epoch uint64) error {
+	n.epoch = epoch
+	if len(n.splits) == 0 || n.finalSent {
+		return nil
+	}
+	pos, err := n.positions()
+	if err != nil {
+		return err
+	}
+	if n.done {
+		// A finished source owes no barrier; its final positions stand in
+		// for every later checkpoint.
+		n.finalSent = true
+		n.w.r.coord.submit(n.key(), &report{epoch: epoch, source: n.plan.step.Name, positions: pos, finished: true})
+		return nil
+	}
+	n.w.r.coord.submit(n.key(), &report{epoch: epoch, source: n.plan.step.Name, positions: pos})
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
+	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 
 func (n *sourceNode) id() int { return n.plan.root*len(n.w.r.workers) + n.w.id }
@@ -1120,10 +1285,16 @@ func (n *sourceNode) control(int, ctrl) error   { return nil }
 // read reads one bundle from the next unfinished split and pushes it
 // downstream, then forwards the source's watermark if it moved.
 func (n *sourceNode) read(ctx context.Context) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
 	if n.w.r.draining.Load() {
 		// Drain: read nothing more; the watermark goes to +∞.
 		n.done = true
-		return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: mtime.MaxTimestamp})
+		if err := n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: mtime.MaxTimestamp}); err != nil {
+			return err
+		}
+		return n.finish()
 	}
 	if len(n.splits) == 0 {
 		n.done = true
@@ -1153,7 +1324,14 @@ func (n *sourceNode) read(ctx context.Context) error {
 	for i := 0; i < res.N; i++ {
 		e := n.buf[i]
 		if rj, ok := e.Value.(Reject); ok {
-			if err := reject(n.out, n.plan, n.errTag, e, &ElementError{Reason: rj.Reason, Message: rj.Message}); err != nil {
+			// A source rejects an element by reading it as a Reject.
+			if rj.Step == "" {
+				rj.Step = n.plan.step.Name
+			}
+			if rj.Source == nil {
+				rj.Source = e.Source
+			}
+			if err := emitReject(n.out, n.plan, n.errTag, e, rj, &ElementError{Reason: rj.Reason, Message: rj.Message}); err != nil {
 				return err
 			}
 			continue
@@ -1187,6 +1365,23 @@ func (n *sourceNode) read(ctx context.Context) error {
 		}
 	}
 	n.done = all
+	if all {
+		return n.finish()
+	}
+	return nil
+}
+
+// finish reports a checkpointed source's final positions once it has ended.
+func (n *sourceNode) finish() error {
+	if !n.w.r.opts.Checkpoints || n.finalSent || len(n.splits) == 0 {
+		return nil
+	}
+	pos, err := n.positions()
+	if err != nil {
+		return err
+	}
+	n.finalSent = true
+	n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), source: n.plan.step.Name, positions: pos, finished: true})
 	return nil
 }
 

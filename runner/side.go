@@ -54,6 +54,7 @@ type sideNode struct {
 	buffered []Element
 	outWM    mtime.Time
 	done     bool
+	al       *aligner
 }
 
 func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
@@ -68,7 +69,16 @@ func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
 	}
 	n.side = st
 	n.pc.side = st
+	if w.r.opts.Checkpoints {
+		// Elements waiting for side inputs are not part of checkpoints yet;
+		// the step aligns barriers so that downstream state stays consistent.
+		n.al = &aligner{inner: n, wms: &n.wms}
+	}
 	return n
+}
+
+func (n *sideNode) snapshot(epoch uint64) error {
+	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 
 func (n *sideNode) id() int { return n.sp.root*len(n.out.w.r.workers) + n.out.w.id }
@@ -80,6 +90,16 @@ func (n *sideNode) nextDeadline() mtime.Time { return 0 }
 func (n *sideNode) onProcessingTime(mtime.Time) error { return nil }
 
 func (n *sideNode) process(port int, b bundle) error {
+	prev := n.out.w.cur
+	n.out.w.cur = n.id()
+	defer func() { n.out.w.cur = prev }()
+	if n.al != nil {
+		return n.al.process(port, b)
+	}
+	return n.processAligned(port, b)
+}
+
+func (n *sideNode) processAligned(port int, b bundle) error {
 	if port > 0 {
 		i := port - 1
 		for _, e := range b.elems {
@@ -122,6 +142,19 @@ func (n *sideNode) release() error {
 }
 
 func (n *sideNode) control(port int, c ctrl) error {
+	prev := n.out.w.cur
+	n.out.w.cur = n.id()
+	defer func() { n.out.w.cur = prev }()
+	if n.al != nil {
+		return n.al.control(port, c)
+	}
+	return n.controlAligned(port, c)
+}
+
+func (n *sideNode) controlAligned(port int, c ctrl) error {
+	if c.kind == ctrlBarrier {
+		return n.snapshot(c.epoch)
+	}
 	if c.kind == ctrlTick {
 		if port == 0 {
 			return n.out.forward(ctrl{kind: ctrlTick, sender: n.id()})

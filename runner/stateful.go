@@ -19,8 +19,10 @@ type sfWin struct {
 }
 
 type sfKey struct {
-	key  any
-	wins []*sfWin
+	key   any
+	wins  []*sfWin
+	str   string
+	dirty uint64
 }
 
 type sfTimerRef struct {
@@ -89,6 +91,8 @@ func (sc *StateContext) Output(v any) {
 // Emit sends e to the output with index tag.
 func (sc *StateContext) Emit(tag int, e Element) { sc.n.out.emit(tag, e) }
 
+func (sc *StateContext) touch() { sc.n.markDirty(sc.kg, sc.k) }
+
 // ReadValue returns the value cell id and whether it is set.
 func (sc *StateContext) ReadValue(id string) (any, bool) {
 	v, ok := sc.ws.values[id]
@@ -97,6 +101,7 @@ func (sc *StateContext) ReadValue(id string) (any, bool) {
 
 // WriteValue sets the value cell id.
 func (sc *StateContext) WriteValue(id string, v any) {
+	sc.touch()
 	if sc.ws.values == nil {
 		sc.ws.values = map[string]any{}
 	}
@@ -104,13 +109,17 @@ func (sc *StateContext) WriteValue(id string, v any) {
 }
 
 // ClearValue clears the value cell id.
-func (sc *StateContext) ClearValue(id string) { delete(sc.ws.values, id) }
+func (sc *StateContext) ClearValue(id string) {
+	sc.touch()
+	delete(sc.ws.values, id)
+}
 
 // ReadBag returns the elements of bag id, in insertion order.
 func (sc *StateContext) ReadBag(id string) []any { return sc.ws.bags[id] }
 
 // AddToBag appends v to bag id.
 func (sc *StateContext) AddToBag(id string, v any) {
+	sc.touch()
 	if sc.ws.bags == nil {
 		sc.ws.bags = map[string][]any{}
 	}
@@ -118,7 +127,10 @@ func (sc *StateContext) AddToBag(id string, v any) {
 }
 
 // ClearBag empties bag id.
-func (sc *StateContext) ClearBag(id string) { delete(sc.ws.bags, id) }
+func (sc *StateContext) ClearBag(id string) {
+	sc.touch()
+	delete(sc.ws.bags, id)
+}
 
 // MapGet returns the entry of map id at key k.
 func (sc *StateContext) MapGet(id string, k any) (any, bool) {
@@ -128,6 +140,7 @@ func (sc *StateContext) MapGet(id string, k any) (any, bool) {
 
 // MapPut sets the entry of map id at key k (k must be comparable).
 func (sc *StateContext) MapPut(id string, k, v any) {
+	sc.touch()
 	if sc.ws.maps == nil {
 		sc.ws.maps = map[string]map[any]any{}
 	}
@@ -140,18 +153,25 @@ func (sc *StateContext) MapPut(id string, k, v any) {
 }
 
 // MapDelete removes the entry of map id at key k.
-func (sc *StateContext) MapDelete(id string, k any) { delete(sc.ws.maps[id], k) }
+func (sc *StateContext) MapDelete(id string, k any) {
+	sc.touch()
+	delete(sc.ws.maps[id], k)
+}
 
 // MapEntries returns map id (do not modify it).
 func (sc *StateContext) MapEntries(id string) map[any]any { return sc.ws.maps[id] }
 
 // ClearMap empties map id.
-func (sc *StateContext) ClearMap(id string) { delete(sc.ws.maps, id) }
+func (sc *StateContext) ClearMap(id string) {
+	sc.touch()
+	delete(sc.ws.maps, id)
+}
 
 // SetTimer sets (or resets) timer id of the current key and window to fire
 // at t in domain (graph.EventTime: when the watermark passes t;
 // graph.ProcessingTime: when the clock reaches t).
 func (sc *StateContext) SetTimer(id, domain string, t mtime.Time) {
+	sc.touch()
 	if sc.ws.timers == nil {
 		sc.ws.timers = map[string]Timer{}
 	}
@@ -167,7 +187,10 @@ func (sc *StateContext) SetTimer(id, domain string, t mtime.Time) {
 }
 
 // ClearTimer cancels timer id of the current key and window.
-func (sc *StateContext) ClearTimer(id string) { delete(sc.ws.timers, id) }
+func (sc *StateContext) ClearTimer(id string) {
+	sc.touch()
+	delete(sc.ws.timers, id)
+}
 
 // statefulNode runs a stateful ParDo on one worker.
 type statefulNode struct {
@@ -186,10 +209,88 @@ type statefulNode struct {
 	scratch  []byte
 	sc       StateContext
 	done     bool
+	al       *aligner
+	coder    StateCoder
+	dirty    []sfDirty
 	clock    procClock
 }
 
-func newStatefulNode(w *worker, sp *stepPlan, out *outputs) *statefulNode {
+type sfDirty struct {
+	kg uint16
+	k  *sfKey
+}
+
+func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
+	if n.al == nil {
+		return
+	}
+	if e := n.w.r.epoch.Load() + 1; k.dirty != e {
+		k.dirty = e
+		n.dirty = append(n.dirty, sfDirty{kg: kg, k: k})
+	}
+}
+
+func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
+
+func (n *statefulNode) changes() ([]StateEntry, error) {
+	var out []StateEntry
+	for _, d := range n.dirty {
+		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
+		if g := n.groups[d.kg]; g != nil && g[d.k.str] == d.k && len(d.k.wins) > 0 {
+			v, err := encodeSfKey(n.coder, d.k)
+			if err != nil {
+				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
+			}
+			e.Value = v
+		}
+		out = append(out, e)
+	}
+	clear(n.dirty)
+	n.dirty = n.dirty[:0]
+	return out, nil
+}
+
+func (n *statefulNode) snapshot(epoch uint64) error {
+	entries, err := n.changes()
+	if err != nil {
+		return err
+	}
+	n.w.r.coord.submit(n.key(), &report{epoch: epoch, state: entries})
+	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
+}
+
+func (n *statefulNode) restore() error {
+	rs := n.w.r.opts.Restore
+	return rs.State.Scan(n.w.r.ctx, n.sp.step.Name, n.w.r.route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
+		k, err := decodeSfKey(n.coder, value)
+		if err != nil {
+			return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+		}
+		k.str = string(key)
+		g := n.groups[kg]
+		if g == nil {
+			g = map[string]*sfKey{}
+			n.groups[kg] = g
+		}
+		g[k.str] = k
+		for _, ws := range k.wins {
+			n.seq++
+			heap.Push(&n.events, sfTimerRef{t: n.strategy.GCTime(ws.w), seq: n.seq, kg: kg, key: k.str, w: ws.w})
+			for id, t := range ws.timers {
+				n.seq++
+				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, key: k.str, w: ws.w, id: id}
+				if t.Domain == graph.ProcessingTime {
+					heap.Push(&n.proc, ref)
+				} else {
+					heap.Push(&n.events, ref)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, error) {
 	in := w.r.prog.Graph.Collection(sp.inputs[0])
 	fn := sp.code.(StatefulDoFn)
 	if c, ok := fn.(Cloner); ok {
@@ -202,14 +303,38 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) *statefulNode {
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 	n.sc.n = n
-	return n
+	if w.r.opts.Checkpoints {
+		coder, ok := fn.(StateCoder)
+		if !ok {
+			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and state", ErrNotCheckpointable, sp.step.Name)
+		}
+		n.coder = coder
+		n.al = &aligner{inner: n, wms: &n.wms}
+		w.r.coord.register(n.key())
+		if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
+			if err := n.restore(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return n, nil
 }
 
 func (n *statefulNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
 
 func (n *statefulNode) finished() bool { return n.done }
 
-func (n *statefulNode) process(_ int, b bundle) error {
+func (n *statefulNode) process(port int, b bundle) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
+	if n.al != nil {
+		return n.al.process(port, b)
+	}
+	return n.processAligned(port, b)
+}
+
+func (n *statefulNode) processAligned(_ int, b bundle) error {
 	var dropped int64
 	route := n.w.r.route
 	var seen int64
@@ -233,9 +358,10 @@ func (n *statefulNode) process(_ int, b bundle) error {
 		k := g[string(n.scratch)]
 		key := string(n.scratch)
 		if k == nil {
-			k = &sfKey{key: n.fn.Key(e.Value)}
+			k = &sfKey{key: n.fn.Key(e.Value), str: key}
 			g[key] = k
 		}
+		n.markDirty(kg, k)
 		var ws *sfWin
 		for _, c := range k.wins {
 			if c.w == e.Window {
@@ -287,6 +413,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 		return nil
 	}
 	if ref.id == "" {
+		n.markDirty(ref.kg, k)
 		for i, c := range k.wins {
 			if c == ws {
 				k.wins = append(k.wins[:i], k.wins[i+1:]...)
@@ -303,6 +430,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 		return nil
 	}
 	delete(ws.timers, ref.id)
+	n.markDirty(ref.kg, k)
 	n.sc = StateContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
 	if err := n.fn.OnTimer(&n.sc, t); err != nil {
 		return fmt.Errorf("step %q: timer %q for key %v: %w", n.sp.step.Name, t.ID, k.key, err)
@@ -311,6 +439,19 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 }
 
 func (n *statefulNode) control(port int, c ctrl) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
+	if n.al != nil {
+		return n.al.control(port, c)
+	}
+	return n.controlAligned(port, c)
+}
+
+func (n *statefulNode) controlAligned(port int, c ctrl) error {
+	if c.kind == ctrlBarrier {
+		return n.snapshot(c.epoch)
+	}
 	if c.kind == ctrlTick {
 		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
 		if err := n.onProcessingTime(n.clock.now()); err != nil {
@@ -361,8 +502,20 @@ func (n *statefulNode) finish() error {
 		}
 	}
 	n.events, n.proc = nil, nil
+	for kg, g := range n.groups {
+		for _, k := range g {
+			n.markDirty(uint16(kg), k)
+		}
+	}
 	clear(n.groups)
 	n.done = true
+	if n.al != nil {
+		entries, err := n.changes()
+		if err != nil {
+			return err
+		}
+		n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), state: entries, finished: true})
+	}
 	return nil
 }
 
@@ -381,6 +534,9 @@ func (n *statefulNode) nextDeadline() mtime.Time {
 }
 
 func (n *statefulNode) onProcessingTime(now mtime.Time) error {
+	prev := n.w.cur
+	n.w.cur = n.id()
+	defer func() { n.w.cur = prev }()
 	for len(n.proc) > 0 && n.proc[0].t <= now {
 		ref := heap.Pop(&n.proc).(sfTimerRef)
 		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {

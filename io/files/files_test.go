@@ -1,0 +1,103 @@
+package files
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+func readAll(t *testing.T, src *Source) []runner.Element {
+	t.Helper()
+	splits, err := src.Split(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runner.Element
+	for _, sp := range splits {
+		buf := make([]runner.Element, 2)
+		for {
+			res, err := sp.Read(context.Background(), buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, buf[:res.N]...)
+			if res.Done {
+				break
+			}
+		}
+		sp.Close()
+	}
+	return out
+}
+
+func TestJSONSource(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(path, []byte("{\"a\":1,\"ts\":\"2026-03-01T00:00:00Z\"}\r\n[1]\n{\"a\":\"x\",\"ts\":5}\n{\"a\":2}\n{\"a\":3,\"ts\":7} extra\n"), 0o644)
+	s := row.MustSchema(row.Field{Name: "a", Type: row.Of(row.KindInt)}, row.Field{Name: "ts", Type: row.Of(row.KindTimestamp)})
+	got := readAll(t, NewSource(SourceConfig{Step: "R", Path: path, Schema: s, TimestampField: 1}))
+	want := []string{"ok", ReasonMalformedJSON, ReasonSchemaMismatch, ReasonBadTimestamp, ReasonMalformedJSON}
+	if len(got) != len(want) {
+		t.Fatalf("got %d elements, want %d", len(got), len(want))
+	}
+	for i, e := range got {
+		reason := "ok"
+		if rj, ok := e.Value.(runner.Reject); ok {
+			reason = rj.Reason
+			if rj.Step != "R" || rj.Source.Offset != int64(i+1) {
+				t.Errorf("reject %d: %+v", i, rj)
+			}
+		}
+		if reason != want[i] || e.Source.Offset != int64(i+1) {
+			t.Errorf("element %d: reason %s at line %d, want %s at %d", i, reason, e.Source.Offset, want[i], i+1)
+		}
+	}
+	if got[0].Time != mtime.Time(1772323200000) {
+		t.Errorf("event time %v", got[0].Time)
+	}
+}
+
+func TestSinkConcurrentWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := row.MustSchema(row.Field{Name: "w", Type: row.Of(row.KindInt)}, row.Field{Name: "s", Type: row.Of(row.KindString)})
+	for _, format := range []Format{JSONLines, CSV} {
+		path := filepath.Join(dir, "sub", "out")
+		sink := NewSink(path, format, s)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					r := &row.Row{Schema: s, Values: []any{int64(w), "a,\"b\""}}
+					if err := sink.Write(context.Background(), w, []runner.Element{{Value: r}}); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := sink.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		n := 200
+		if format == CSV {
+			n++
+			if lines[0] != "w,s" || lines[1] != `0,"a,""b"""` && !strings.HasSuffix(lines[1], `,"a,""b"""`) {
+				t.Errorf("csv = %q", lines[:2])
+			}
+		}
+		if len(lines) != n {
+			t.Errorf("format %d: %d lines, want %d", format, len(lines), n)
+		}
+	}
+}

@@ -1,0 +1,352 @@
+// Package files owns the file connectors of YAML pipelines: sources that
+// read JSON lines and CSV files into rows (with event time taken from a
+// field, and rejects for lines that do not parse) and sinks that write rows
+// as JSON lines or CSV. They implement runner.Source and runner.Sink, the
+// same connector API a user's own connector would.
+//
+// It may import row, runner, mtime, window and the standard library.
+package files
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/window"
+)
+
+// Reject reasons of the file sources.
+const (
+	// ReasonMalformedJSON: a line is not one JSON object.
+	ReasonMalformedJSON = "malformed_json"
+	// ReasonMalformedCSV: a record does not parse or has the wrong number of fields.
+	ReasonMalformedCSV = "malformed_csv"
+	// ReasonSchemaMismatch: a value does not have its field's declared type.
+	ReasonSchemaMismatch = "schema_mismatch"
+	// ReasonBadTimestamp: the timestamp field is missing or unparsable.
+	ReasonBadTimestamp = "bad_timestamp"
+)
+
+// Format is a file format.
+type Format int
+
+// File formats.
+const (
+	JSONLines Format = iota
+	CSV
+)
+
+// SourceConfig configures a file source.
+type SourceConfig struct {
+	// Step is the name of the source step, recorded in rejects.
+	Step string
+	// Path is the file to read, or a glob pattern (one split per file).
+	Path string
+	// Format says how lines are parsed.
+	Format Format
+	// Schema is the schema of the rows produced. JSON fields that are not in
+	// the schema are ignored; missing ones are null.
+	Schema *row.Schema
+	// TimestampField is the index in Schema of the field holding event time
+	// (a timestamp, RFC 3339 string or epoch milliseconds); -1 puts every
+	// element at mtime.MinTimestamp.
+	TimestampField int
+}
+
+// Source reads rows from files. It is bounded.
+type Source struct {
+	cfg SourceConfig
+}
+
+// NewSource returns a source for cfg.
+func NewSource(cfg SourceConfig) *Source { return &Source{cfg: cfg} }
+
+// Files returns the files cfg.Path names: the glob's matches, or the path itself.
+func Files(path string) ([]string, error) {
+	if !strings.ContainsAny(path, "*?[") {
+		return []string{path}, nil
+	}
+	m, err := filepath.Glob(path)
+	if err != nil {
+		return nil, fmt.Errorf("file pattern %q: %w", path, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("file pattern %q matches no file", path)
+	}
+	return m, nil
+}
+
+// Split returns one split per file (files cannot be split further).
+func (s *Source) Split(_ context.Context, _ int) ([]runner.SourceSplit, error) {
+	paths, err := Files(s.cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runner.SourceSplit, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, &split{cfg: &s.cfg, path: p})
+	}
+	return out, nil
+}
+
+type split struct {
+	cfg  *SourceConfig
+	path string
+	f    *os.File
+	br   *bufio.Reader
+	cr   *csv.Reader
+	// cols maps a CSV column to its schema field (-1: ignored).
+	cols []int
+	line int64
+	done bool
+	long []byte
+}
+
+func (s *split) open() error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.path, err)
+	}
+	s.f = f
+	s.br = bufio.NewReaderSize(f, 64<<10)
+	if s.cfg.Format == CSV {
+		s.cr = csv.NewReader(s.br)
+		s.cr.FieldsPerRecord = -1
+		s.cr.ReuseRecord = true
+		header, err := s.cr.Read()
+		if err == io.EOF {
+			s.done = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the header of %s: %w", s.path, err)
+		}
+		s.cols = make([]int, len(header))
+		seen := make([]bool, s.cfg.Schema.Len())
+		for i, h := range header {
+			s.cols[i] = s.cfg.Schema.Index(strings.TrimSpace(h))
+			if s.cols[i] >= 0 {
+				seen[s.cols[i]] = true
+			}
+		}
+		for i, ok := range seen {
+			if !ok {
+				return fmt.Errorf("%s: the header has no column %q (columns: %s)", s.path, s.cfg.Schema.Fields[i].Name, strings.Join(header, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// Read fills buf with up to len(buf) elements.
+func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+	if s.f == nil && !s.done {
+		if err := s.open(); err != nil {
+			return runner.ReadResult{}, err
+		}
+	}
+	n := 0
+	for n < len(buf) && !s.done {
+		var ok bool
+		var err error
+		if s.cfg.Format == CSV {
+			ok, err = s.readCSV(&buf[n])
+		} else {
+			ok, err = s.readJSON(&buf[n])
+		}
+		if err != nil {
+			return runner.ReadResult{N: n}, err
+		}
+		if ok {
+			n++
+		}
+	}
+	if n == 0 && ctx.Err() != nil {
+		return runner.ReadResult{}, ctx.Err()
+	}
+	if s.done {
+		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+	}
+	return runner.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
+}
+
+// nextLine returns the next line without its end, or io.EOF.
+func (s *split) nextLine() ([]byte, error) {
+	line, err := s.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		s.long = append(s.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = s.br.ReadSlice('\n')
+			s.long = append(s.long, line...)
+		}
+		line = s.long
+	}
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	if err == io.EOF && len(line) == 0 {
+		return nil, io.EOF
+	}
+	s.line++
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	return bytes.TrimSuffix(line, []byte{'\r'}), nil
+}
+
+func (s *split) element(v any, t mtime.Time) runner.Element {
+	return runner.Element{Value: v, Time: t, Window: window.Global, Pane: window.NoFiring,
+		Source: &runner.SourcePos{Source: s.path, Offset: s.line}}
+}
+
+func (s *split) reject(dst *runner.Element, elem any, reason, msg string) {
+	*dst = s.element(runner.Reject{Element: elem, Step: s.cfg.Step, Reason: reason, Message: msg,
+		Source: &runner.SourcePos{Source: s.path, Offset: s.line}}, mtime.MinTimestamp)
+}
+
+// finish sets event time from the timestamp field and stores the row.
+func (s *split) finish(dst *runner.Element, r *row.Row, raw any) {
+	t := mtime.MinTimestamp
+	if i := s.cfg.TimestampField; i >= 0 {
+		ts, err := row.ToTimestamp(r.Values[i])
+		if err != nil {
+			s.reject(dst, raw, ReasonBadTimestamp, fmt.Sprintf("field %s: %v", s.cfg.Schema.Fields[i].Name, err))
+			return
+		}
+		t = ts
+	}
+	*dst = s.element(r, t)
+}
+
+func (s *split) readJSON(dst *runner.Element) (bool, error) {
+	line, err := s.nextLine()
+	if err == io.EOF {
+		s.done = true
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return false, nil
+	}
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		msg := "want one JSON object per line"
+		if err != nil {
+			msg = err.Error()
+		}
+		s.reject(dst, string(line), ReasonMalformedJSON, msg)
+		return true, nil
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		s.reject(dst, string(line), ReasonMalformedJSON, "extra data after the JSON object")
+		return true, nil
+	}
+	sch := s.cfg.Schema
+	r := row.New(sch)
+	for i, f := range sch.Fields {
+		v, err := row.FromJSON(obj[f.Name], f.Type)
+		if err != nil {
+			if i == s.cfg.TimestampField {
+				s.reject(dst, string(line), ReasonBadTimestamp, fmt.Sprintf("field %s: %v", f.Name, err))
+			} else {
+				s.reject(dst, string(line), ReasonSchemaMismatch, fmt.Sprintf("field %s: %v", f.Name, err))
+			}
+			return true, nil
+		}
+		r.Values[i] = v
+	}
+	s.finish(dst, r, string(line))
+	return true, nil
+}
+
+func (s *split) readCSV(dst *runner.Element) (bool, error) {
+	rec, err := s.cr.Read()
+	if err == io.EOF {
+		s.done = true
+		return false, nil
+	}
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		s.line = int64(pe.Line)
+		s.reject(dst, "", ReasonMalformedCSV, pe.Error())
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	if len(rec) > 0 {
+		line, _ := s.cr.FieldPos(0)
+		s.line = int64(line)
+	}
+	raw := strings.Join(rec, ",")
+	if len(rec) != len(s.cols) {
+		s.reject(dst, raw, ReasonMalformedCSV, fmt.Sprintf("record has %d fields, the header has %d", len(rec), len(s.cols)))
+		return true, nil
+	}
+	sch := s.cfg.Schema
+	r := row.New(sch)
+	for c, i := range s.cols {
+		if i < 0 {
+			continue
+		}
+		v, err := row.ParseText(rec[c], sch.Fields[i].Type)
+		if err != nil {
+			reason := ReasonSchemaMismatch
+			if i == s.cfg.TimestampField {
+				reason = ReasonBadTimestamp
+			}
+			s.reject(dst, raw, reason, fmt.Sprintf("field %s: %v", sch.Fields[i].Name, err))
+			return true, nil
+		}
+		r.Values[i] = v
+	}
+	s.finish(dst, r, raw)
+	return true, nil
+}
+
+// Close closes the file.
+func (s *split) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// CSVHeader reads the header row of a CSV file (the first match of a glob).
+func CSVHeader(path string) ([]string, error) {
+	paths, err := Files(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(paths[0])
+	if err != nil {
+		return nil, fmt.Errorf("reading the CSV header: %w", err)
+	}
+	defer f.Close()
+	h, err := csv.NewReader(f).Read()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%s is empty: a CSV file needs a header row", paths[0])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the CSV header of %s: %w", paths[0], err)
+	}
+	for i := range h {
+		h[i] = strings.TrimSpace(h[i])
+	}
+	return h, nil
+}

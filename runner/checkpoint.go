@@ -1,0 +1,657 @@
+package runner
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
+)
+
+// Checkpoint is one consistent cut of an execution: the state that changed
+// since the previous checkpoint, where every source split stood, and what
+// transactional sinks buffered before the cut. It is not durable until the
+// caller has written it; then Execution.Commit lets sinks commit and
+// sources acknowledge.
+type Checkpoint struct {
+	Epoch uint64
+	// Positions holds, per source step, the position of every split in the
+	// order the source's Split (or Resume) returned them.
+	Positions map[string][][]byte
+	// State holds the keyed state entries written or deleted since the
+	// previous checkpoint.
+	State []StateEntry
+	// SinkParts holds, per transactional sink step, what each worker
+	// pre-committed for this epoch.
+	SinkParts map[string][][]byte
+}
+
+// StateEntry is the state of one key of one keyed step. A nil Value means
+// the key has no state any more.
+type StateEntry struct {
+	Step     string
+	KeyGroup uint16
+	Key      []byte
+	Value    []byte
+}
+
+// StateReader gives a restoring execution the state of a keyed step.
+type StateReader interface {
+	// Scan calls fn for every key of step in the given key groups.
+	Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error
+}
+
+// Restore is where a new execution resumes from: the last durable
+// checkpoint's positions and state.
+type Restore struct {
+	Epoch     uint64
+	Positions map[string][][]byte
+	State     StateReader
+}
+
+// report is one participant's share of a checkpoint.
+type report struct {
+	epoch     uint64
+	source    string
+	positions map[int][]byte // split index -> position
+	state     []StateEntry
+	sink      string
+	worker    int
+	part      []byte
+	finished  bool
+}
+
+// coordinator collects reports and completes checkpoints.
+type coordinator struct {
+	mu           sync.Mutex
+	participants map[string]bool // participant key -> registered
+	finals       map[string]*report
+	pending      *pendingCheckpoint
+	epoch        uint64
+}
+
+type pendingCheckpoint struct {
+	cp       *Checkpoint
+	reported map[string]bool
+	done     chan struct{}
+}
+
+func newCoordinator() *coordinator {
+	return &coordinator{participants: map[string]bool{}, finals: map[string]*report{}}
+}
+
+func (c *coordinator) register(key string) { c.participants[key] = true }
+
+func (c *coordinator) add(cp *Checkpoint, r *report) {
+	if r.source != "" {
+		ps := cp.Positions[r.source]
+		for i, p := range r.positions {
+			for len(ps) <= i {
+				ps = append(ps, nil)
+			}
+			ps[i] = p
+		}
+		cp.Positions[r.source] = ps
+	}
+	cp.State = append(cp.State, r.state...)
+	if r.sink != "" && r.part != nil {
+		parts := cp.SinkParts[r.sink]
+		for len(parts) <= r.worker {
+			parts = append(parts, nil)
+		}
+		parts[r.worker] = r.part
+		cp.SinkParts[r.sink] = parts
+	}
+}
+
+// submit records a participant's report for the pending epoch; a finished
+// participant's report also stands in for every later epoch (its state
+// deletions go into the next checkpoint only).
+func (c *coordinator) submit(key string, r *report) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.finished {
+		c.finals[key] = r
+	}
+	p := c.pending
+	if p == nil || r.epoch != c.epoch || p.reported[key] {
+		return
+	}
+	c.take(p, key, r)
+	c.completeLocked()
+}
+
+func (c *coordinator) take(p *pendingCheckpoint, key string, r *report) {
+	p.reported[key] = true
+	c.add(p.cp, r)
+	if f := c.finals[key]; f == r {
+		// Later checkpoints repeat the positions but not the state.
+		c.finals[key] = &report{source: r.source, positions: r.positions, sink: r.sink, worker: r.worker, finished: true}
+	}
+}
+
+func (c *coordinator) completeLocked() {
+	p := c.pending
+	if p == nil {
+		return
+	}
+	for key := range c.participants {
+		if p.reported[key] {
+			continue
+		}
+		f := c.finals[key]
+		if f == nil {
+			return
+		}
+		c.take(p, key, f)
+	}
+	close(p.done)
+	c.pending = nil
+}
+
+// begin starts epoch e; it completes at once if every participant finished.
+func (c *coordinator) begin(e uint64) *pendingCheckpoint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch = e
+	p := &pendingCheckpoint{
+		cp:       &Checkpoint{Epoch: e, Positions: map[string][][]byte{}, SinkParts: map[string][][]byte{}},
+		reported: map[string]bool{},
+		done:     make(chan struct{}),
+	}
+	c.pending = p
+	c.completeLocked()
+	return p
+}
+
+// ErrNotCheckpointable is returned when a step cannot take part in
+// checkpoints (its code has no StateCoder, or a source cannot report positions).
+var ErrNotCheckpointable = errors.New("pipeline cannot be checkpointed")
+
+// Checkpoint takes an aligned checkpoint: sources record their positions
+// and inject a barrier; keyed steps snapshot their changed state when the
+// barrier arrived on all inputs; transactional sinks pre-commit. It returns
+// when every participant reported (or ctx is done). Only one checkpoint
+// runs at a time. Nothing is committed: persist the result, then call Commit.
+func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
+	r := x.r
+	if !r.opts.Checkpoints {
+		return nil, fmt.Errorf("%w: the execution was started without Options.Checkpoints", ErrNotCheckpointable)
+	}
+	x.cpMu.Lock()
+	defer x.cpMu.Unlock()
+	e := r.epoch.Load() + 1
+	p := r.coord.begin(e)
+	r.epoch.Store(e)
+	for _, w := range r.workers {
+		w.inbox.wake()
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-x.done:
+		// The execution ended; finished participants complete the epoch.
+		select {
+		case <-p.done:
+		default:
+			if x.err != nil {
+				return nil, fmt.Errorf("checkpoint %d: execution failed: %w", e, x.err)
+			}
+			<-p.done
+		}
+	}
+	sort.Slice(p.cp.State, func(i, j int) bool {
+		a, b := p.cp.State[i], p.cp.State[j]
+		if a.Step != b.Step {
+			return a.Step < b.Step
+		}
+		if a.KeyGroup != b.KeyGroup {
+			return a.KeyGroup < b.KeyGroup
+		}
+		return string(a.Key) < string(b.Key)
+	})
+	return p.cp, nil
+}
+
+// Commit tells transactional sinks to commit cp's epoch and sources to
+// acknowledge what cp covers. Call it only after cp is durable. It may be
+// called again for the same checkpoint (after a crash, with the restored
+// checkpoint): sinks skip epochs they already committed.
+func (x *Execution) Commit(ctx context.Context, cp *Checkpoint) error {
+	var errs []error
+	for _, sp := range x.r.steps {
+		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == "sink" {
+			if err := ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]); err != nil {
+				errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", sp.step.Name, cp.Epoch, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, w := range x.r.workers {
+		for _, sn := range w.sources {
+			for _, s := range sn.splits {
+				ps, ok := s.split.(PositionedSplit)
+				pos := cp.Positions[sn.plan.step.Name]
+				if !ok || s.index >= len(pos) || pos[s.index] == nil {
+					continue
+				}
+				if err := ps.Ack(ctx, pos[s.index]); err != nil {
+					errs = append(errs, fmt.Errorf("acknowledging source %q: %w", sn.plan.step.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CommitRestored commits the sink parts of the checkpoint an execution was
+// restored from, for the case where the process stopped after the
+// checkpoint became durable but before its sinks committed.
+func CommitRestored(ctx context.Context, prog *Program, cp *Checkpoint) error {
+	var errs []error
+	for name, code := range prog.Code {
+		if ts, ok := code.(TransactionalSink); ok {
+			if parts, ok := cp.SinkParts[name]; ok {
+				if err := ts.Commit(ctx, cp.Epoch, parts); err != nil {
+					errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", name, cp.Epoch, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ---- barrier alignment ----
+
+type portSender [2]int
+
+type heldMsg struct {
+	port int
+	b    bundle
+	c    *ctrl
+}
+
+// alignedNode is a node whose inputs are aligned on barriers.
+type alignedNode interface {
+	processAligned(port int, b bundle) error
+	controlAligned(port int, c ctrl) error
+	// snapshot reports the node's share of checkpoint epoch and forwards
+	// the barrier downstream.
+	snapshot(epoch uint64) error
+}
+
+// aligner holds back the inputs that delivered the barrier of the epoch
+// being aligned until every other unfinished input delivered it too, so
+// that the snapshot holds exactly what precedes the barrier.
+type aligner struct {
+	inner alignedNode
+	wms   *inputWatermarks
+	epoch uint64
+	got   map[portSender]bool
+	held  []heldMsg
+}
+
+func copyBundle(b bundle) bundle {
+	c := b
+	c.elems = append([]Element(nil), b.elems...)
+	c.kgs = append([]uint16(nil), b.kgs...)
+	return c
+}
+
+func (a *aligner) process(port int, b bundle) error {
+	if a.epoch != 0 && a.got[portSender{port, b.sender}] {
+		a.held = append(a.held, heldMsg{port: port, b: copyBundle(b)})
+		return nil
+	}
+	return a.inner.processAligned(port, b)
+}
+
+func (a *aligner) control(port int, c ctrl) error {
+	if a.epoch != 0 && a.got[portSender{port, c.sender}] {
+		cc := c
+		a.held = append(a.held, heldMsg{port: port, c: &cc})
+		return nil
+	}
+	if c.kind != ctrlBarrier {
+		if err := a.inner.controlAligned(port, c); err != nil {
+			return err
+		}
+		if a.epoch != 0 && c.kind == ctrlWatermark && c.wm >= mtime.MaxTimestamp {
+			// A finished input no longer owes a barrier.
+			return a.maybeComplete()
+		}
+		return nil
+	}
+	if _, expected := a.wms.ports[port][c.sender]; !expected || a.wms.ports[port][c.sender] >= mtime.MaxTimestamp {
+		return nil
+	}
+	if a.epoch == 0 {
+		a.epoch = c.epoch
+		a.got = map[portSender]bool{}
+	}
+	a.got[portSender{port, c.sender}] = true
+	return a.maybeComplete()
+}
+
+func (a *aligner) maybeComplete() error {
+	for port, senders := range a.wms.ports {
+		for s, wm := range senders {
+			if wm < mtime.MaxTimestamp && !a.got[portSender{port, s}] {
+				return nil
+			}
+		}
+	}
+	epoch := a.epoch
+	a.epoch, a.got = 0, nil
+	if err := a.inner.snapshot(epoch); err != nil {
+		return err
+	}
+	held := a.held
+	a.held = nil
+	for _, h := range held {
+		var err error
+		if h.c != nil {
+			err = a.control(h.port, *h.c)
+		} else {
+			err = a.process(h.port, h.b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- state encoding ----
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func readBytes(b []byte) (field, rest []byte, err error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return nil, nil, fmt.Errorf("corrupt state entry")
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+func appendWindow(dst []byte, w window.Window) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(w.Start))
+	return binary.BigEndian.AppendUint64(dst, uint64(w.End))
+}
+
+func readWindow(b []byte) (window.Window, []byte, error) {
+	if len(b) < 16 {
+		return window.Window{}, nil, fmt.Errorf("corrupt state entry")
+	}
+	return window.Window{Start: mtime.Time(binary.BigEndian.Uint64(b)), End: mtime.Time(binary.BigEndian.Uint64(b[8:]))}, b[16:], nil
+}
+
+// encodeAggKey encodes the windows of one key of an aggregation.
+func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
+	kb, err := sc.EncodeKey(k.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	out := appendBytes(nil, kb)
+	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	for _, ws := range k.wins {
+		out = appendWindow(out, ws.w)
+		st, err := json.Marshal(&ws.st)
+		if err != nil {
+			return nil, fmt.Errorf("encoding trigger state: %w", err)
+		}
+		out = appendBytes(out, st)
+		if ws.acc == nil {
+			out = append(out, 0)
+			continue
+		}
+		acc, err := sc.EncodeState(AccumulatorCell, ws.acc)
+		if err != nil {
+			return nil, fmt.Errorf("encoding accumulator: %w", err)
+		}
+		out = append(out, 1)
+		out = appendBytes(out, acc)
+	}
+	return out, nil
+}
+
+func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
+	kb, b, err := readBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	key, err := sc.DecodeKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("decoding key: %w", err)
+	}
+	k := &aggKey{key: key}
+	n, m := binary.Uvarint(b)
+	if m <= 0 {
+		return nil, fmt.Errorf("corrupt state entry")
+	}
+	b = b[m:]
+	for i := uint64(0); i < n; i++ {
+		ws := &winState{}
+		if ws.w, b, err = readWindow(b); err != nil {
+			return nil, err
+		}
+		var st []byte
+		if st, b, err = readBytes(b); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(st, &ws.st); err != nil {
+			return nil, fmt.Errorf("decoding trigger state: %w", err)
+		}
+		if len(b) == 0 {
+			return nil, fmt.Errorf("corrupt state entry")
+		}
+		has := b[0]
+		b = b[1:]
+		if has == 1 {
+			var acc []byte
+			if acc, b, err = readBytes(b); err != nil {
+				return nil, err
+			}
+			if ws.acc, err = sc.DecodeState(AccumulatorCell, acc); err != nil {
+				return nil, fmt.Errorf("decoding accumulator: %w", err)
+			}
+		}
+		k.wins = append(k.wins, ws)
+	}
+	return k, nil
+}
+
+// encodeSfKey encodes the windows of one key of a stateful step: value
+// cells, bags, maps and timers.
+func encodeSfKey(sc StateCoder, k *sfKey) ([]byte, error) {
+	kb, err := sc.EncodeKey(k.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	out := appendBytes(nil, kb)
+	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	enc := func(cell string, v any) error {
+		b, err := sc.EncodeState(cell, v)
+		if err != nil {
+			return fmt.Errorf("encoding state: %w", err)
+		}
+		out = appendBytes(out, b)
+		return nil
+	}
+	for _, ws := range k.wins {
+		out = appendWindow(out, ws.w)
+		out = binary.AppendUvarint(out, uint64(len(ws.values)))
+		for _, id := range sortedKeys(ws.values) {
+			out = appendBytes(out, []byte(id))
+			if err := enc(id, ws.values[id]); err != nil {
+				return nil, err
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.bags)))
+		for _, id := range sortedKeys(ws.bags) {
+			out = appendBytes(out, []byte(id))
+			out = binary.AppendUvarint(out, uint64(len(ws.bags[id])))
+			for _, v := range ws.bags[id] {
+				if err := enc(id, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.maps)))
+		for _, id := range sortedKeys(ws.maps) {
+			out = appendBytes(out, []byte(id))
+			m := ws.maps[id]
+			out = binary.AppendUvarint(out, uint64(len(m)))
+			for mk, mv := range m {
+				if err := enc(id+"#key", mk); err != nil {
+					return nil, err
+				}
+				if err := enc(id+"#value", mv); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.timers)))
+		for _, id := range sortedKeys(ws.timers) {
+			t := ws.timers[id]
+			out = appendBytes(out, []byte(id))
+			out = appendBytes(out, []byte(t.Domain))
+			out = binary.BigEndian.AppendUint64(out, uint64(t.Time))
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// stateDecoder reads what encodeSfKey wrote.
+type stateDecoder struct {
+	b   []byte
+	sc  StateCoder
+	err error
+}
+
+func (d *stateDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.err = fmt.Errorf("corrupt state entry")
+		return 0
+	}
+	d.b = d.b[k:]
+	return n
+}
+
+func (d *stateDecoder) bytes() []byte {
+	if d.err != nil {
+		return nil
+	}
+	var f []byte
+	f, d.b, d.err = readBytes(d.b)
+	return f
+}
+
+func (d *stateDecoder) value(cell string) any {
+	b := d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	v, err := d.sc.DecodeState(cell, b)
+	if err != nil {
+		d.err = fmt.Errorf("decoding state: %w", err)
+	}
+	return v
+}
+
+func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
+	d := &stateDecoder{b: b, sc: sc}
+	kb := d.bytes()
+	if d.err != nil {
+		return nil, d.err
+	}
+	key, err := sc.DecodeKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("decoding key: %w", err)
+	}
+	k := &sfKey{key: key}
+	nw := d.uvarint()
+	for i := uint64(0); i < nw && d.err == nil; i++ {
+		ws := &sfWin{}
+		if ws.w, d.b, d.err = readWindow(d.b); d.err != nil {
+			break
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.values = map[string]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				ws.values[id] = d.value(id)
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.bags = map[string][]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				m := d.uvarint()
+				for x := uint64(0); x < m && d.err == nil; x++ {
+					ws.bags[id] = append(ws.bags[id], d.value(id))
+				}
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.maps = map[string]map[any]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				m := d.uvarint()
+				ws.maps[id] = map[any]any{}
+				for x := uint64(0); x < m && d.err == nil; x++ {
+					mk := d.value(id + "#key")
+					mv := d.value(id + "#value")
+					if d.err == nil {
+						ws.maps[id][mk] = mv
+					}
+				}
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.timers = map[string]Timer{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				dom := string(d.bytes())
+				if d.err == nil && len(d.b) < 8 {
+					d.err = fmt.Errorf("corrupt state entry")
+				}
+				if d.err != nil {
+					break
+				}
+				t := mtime.Time(binary.BigEndian.Uint64(d.b))
+				d.b = d.b[8:]
+				ws.timers[id] = Timer{ID: id, Domain: dom, Time: t}
+			}
+		}
+		k.wins = append(k.wins, ws)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return k, nil
+}

@@ -1,0 +1,266 @@
+package yamlpipe
+
+import (
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+)
+
+// Type inference for the literal elements of Create and TestStream: a field
+// takes the type of its YAML literals (int, float, bool, string; a string
+// in the timestamp field is a timestamp; mappings are rows, lists lists).
+// Ints and floats mix into float; other disagreements are errors.
+
+// itype is a type being inferred.
+type itype struct {
+	kind   row.Kind
+	known  bool // false while only nulls were seen
+	fields []*ifield
+	elem   *itype
+}
+
+type ifield struct {
+	name string
+	t    *itype
+}
+
+func (t *itype) field(name string) *ifield {
+	for _, f := range t.fields {
+		if f.name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// observe merges the literal n into t; ts marks the timestamp field.
+func (l *loader) observe(t *itype, n *node, ts bool, field string) error {
+	var k row.Kind
+	switch n.kind {
+	case kNull:
+		return nil
+	case kInt:
+		k = row.KindInt
+	case kFloat:
+		k = row.KindFloat
+	case kBool:
+		k = row.KindBool
+	case kString:
+		k = row.KindString
+		if ts {
+			k = row.KindTimestamp
+		}
+	case kMap:
+		k = row.KindRow
+	case kSeq:
+		k = row.KindList
+	}
+	switch {
+	case !t.known:
+		t.kind, t.known = k, true
+	case t.kind == k:
+	case t.kind == row.KindAny:
+		return nil
+	case (t.kind == row.KindInt && k == row.KindFloat) || (t.kind == row.KindFloat && k == row.KindInt):
+		t.kind = row.KindFloat
+	default:
+		return l.errf(n, "field %q is %s in an earlier element but %s here; literals of a field must agree", field, t.kind, k)
+	}
+	switch k {
+	case row.KindRow:
+		for i, key := range n.keys {
+			f := t.field(key.text)
+			if f == nil {
+				f = &ifield{name: key.text, t: &itype{}}
+				t.fields = append(t.fields, f)
+			}
+			if err := l.observe(f.t, n.vals[i], false, field+"."+key.text); err != nil {
+				return err
+			}
+		}
+	case row.KindList:
+		if t.elem == nil {
+			t.elem = &itype{}
+		}
+		for _, e := range n.seq {
+			if err := l.observe(t.elem, e, false, field+"[]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rowType turns an inferred type into a row type; fields seen only as null
+// are of type any.
+func (t *itype) rowType() (row.Type, error) {
+	if !t.known {
+		return row.Of(row.KindAny), nil
+	}
+	switch t.kind {
+	case row.KindRow:
+		s, err := t.schema()
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.RowOf(s), nil
+	case row.KindList:
+		if t.elem == nil {
+			return row.ListOf(row.Of(row.KindAny)), nil
+		}
+		e, err := t.elem.rowType()
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.ListOf(e), nil
+	}
+	return row.Of(t.kind), nil
+}
+
+func (t *itype) schema() (*row.Schema, error) {
+	fields := make([]row.Field, len(t.fields))
+	for i, f := range t.fields {
+		ft, err := f.t.rowType()
+		if err != nil {
+			return nil, err
+		}
+		fields[i] = row.Field{Name: f.name, Type: ft}
+	}
+	return row.NewSchema(fields...)
+}
+
+// literals is the result of inferring a list of literal elements.
+type literals struct {
+	schema *row.Schema
+	rows   []*rowT
+	// nodes are the elements as mappings (scalars wrapped as {element: x}).
+	nodes []*node
+}
+
+// literalRows infers the schema of elements and converts them to rows. A
+// scalar element becomes a row with one field, element.
+func (l *loader) literalRows(elems []*node, tsField string) (*literals, error) {
+	top := &itype{kind: row.KindRow, known: true}
+	lit := &literals{}
+	for _, e := range elems {
+		m := e
+		if e.kind != kMap {
+			m = &node{kind: kMap, line: e.line, col: e.col, keys: []*node{{kind: kString, text: "element", line: e.line, col: e.col}}, vals: []*node{e}}
+		}
+		lit.nodes = append(lit.nodes, m)
+		for i, k := range m.keys {
+			f := top.field(k.text)
+			if f == nil {
+				f = &ifield{name: k.text, t: &itype{}}
+				top.fields = append(top.fields, f)
+			}
+			if err := l.observe(f.t, m.vals[i], k.text == tsField, k.text); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s, err := top.schema()
+	if err != nil {
+		at := &node{line: 1, col: 1}
+		if len(elems) > 0 {
+			at = elems[0]
+		}
+		return nil, l.wrapf(at, err, "bad elements")
+	}
+	lit.schema = s
+	for _, m := range lit.nodes {
+		r, err := l.literalRow(m, s, tsField)
+		if err != nil {
+			return nil, err
+		}
+		lit.rows = append(lit.rows, r)
+	}
+	return lit, nil
+}
+
+func (l *loader) literalRow(m *node, s *row.Schema, tsField string) (*rowT, error) {
+	r := row.New(s)
+	for i, f := range s.Fields {
+		v := m.get(f.Name)
+		if v == nil {
+			continue
+		}
+		if f.Name == tsField && f.Type.Kind == row.KindTimestamp && v.kind == kString {
+			// An unparsable timestamp stays null: the element becomes a bad_timestamp reject.
+			if ts, err := mtime.Parse(v.text); err == nil {
+				r.Values[i] = ts
+			}
+			continue
+		}
+		x, err := l.literalValue(v, f.Type)
+		if err != nil {
+			return nil, err
+		}
+		r.Values[i] = x
+	}
+	return r, nil
+}
+
+func (l *loader) literalValue(n *node, t row.Type) (any, error) {
+	if n.kind == kNull {
+		return nil, nil
+	}
+	switch t.Kind {
+	case row.KindInt:
+		return n.i, nil
+	case row.KindFloat:
+		if n.kind == kInt {
+			return float64(n.i), nil
+		}
+		return n.f, nil
+	case row.KindBool:
+		return n.b, nil
+	case row.KindString:
+		return n.text, nil
+	case row.KindTimestamp:
+		ts, err := mtime.Parse(n.text)
+		if err != nil {
+			return nil, l.wrapf(n, err, "bad timestamp")
+		}
+		return ts, nil
+	case row.KindRow:
+		return l.literalRow(n, t.Row, "")
+	case row.KindList:
+		out := make([]any, len(n.seq))
+		for i, e := range n.seq {
+			x, err := l.literalValue(e, *t.Elem)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	}
+	return plainValue(n), nil
+}
+
+// plainValue converts a literal to a row value of type any.
+func plainValue(n *node) any {
+	switch n.kind {
+	case kInt:
+		return n.i
+	case kFloat:
+		return n.f
+	case kBool:
+		return n.b
+	case kString:
+		return n.text
+	case kMap:
+		m := make(map[string]any, len(n.keys))
+		for i, k := range n.keys {
+			m[k.text] = plainValue(n.vals[i])
+		}
+		return m
+	case kSeq:
+		out := make([]any, len(n.seq))
+		for i, e := range n.seq {
+			out[i] = plainValue(e)
+		}
+		return out
+	}
+	return nil
+}

@@ -1,0 +1,542 @@
+// Package yamlpipe is weir's YAML front door: it reads Beam-YAML-style
+// pipeline files (`pipeline: transforms: [{type, name, input, config,
+// windowing, error_handling}]`, expressions in CEL), validates them with
+// errors that name file:line:column, and compiles them into an SDK pipeline
+// of schema'd rows (package row) whose steps carry their YAML config.
+//
+// It may import the SDK (weir), graph, window, mtime, runner, row,
+// io/files, cel-go, goccy/go-yaml and the standard library. Nothing but
+// front ends (the CLI, the job service) imports it.
+package yamlpipe
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+// Options for loading. BaseDir resolves relative paths in the pipeline
+// (default: the current directory).
+type Options struct{ BaseDir string }
+
+// LoadFile reads, validates and compiles a pipeline file into an SDK
+// pipeline. Every error names file:line:column and the problem.
+func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pipeline file: %w", err)
+	}
+	return Load(path, src, opts)
+}
+
+// Load validates and compiles the pipeline in src; filename is used in
+// error messages and element source positions.
+func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
+	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
+	root, err := parseYAML(filename, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.parse(root); err != nil {
+		return nil, err
+	}
+	if err := l.build(); err != nil {
+		return nil, err
+	}
+	if err := l.p.Err(); err != nil {
+		return nil, l.wrapf(root, err, "building the pipeline")
+	}
+	if err := l.p.Graph().Validate(); err != nil {
+		return nil, l.wrapf(root, err, "validating the pipeline graph")
+	}
+	return l.p, nil
+}
+
+// transformSpec is one entry of pipeline.transforms.
+type transformSpec struct {
+	n         *node
+	typ       string
+	typNode   *node
+	name      string
+	nameNode  *node // nil when the name defaults to the type
+	inputs    []inputRef
+	inputNode *node
+	config    *node
+	windowing *node
+	errOut    string
+	errNode   *node
+	def       *transformDef
+	// sides are the side_inputs of the config, resolved like inputs.
+	sides []sideRef
+}
+
+type inputRef struct {
+	text string
+	n    *node
+	from *transformSpec
+	tag  string // "" for the main output
+}
+
+type sideRef struct {
+	name string
+	inputRef
+}
+
+// loader holds the state of one Load call.
+type loader struct {
+	file   string
+	opts   Options
+	specs  []*transformSpec
+	byName map[string]*transformSpec
+	p      *weir.Pipeline
+	root   weir.Scope
+	// outs maps "Name" and "Name.tag" to built collections.
+	outs map[string]*coll
+}
+
+func (l *loader) parse(root *node) error {
+	if root.kind != kMap {
+		return l.errf(root, "a pipeline file must be a mapping with a pipeline key, not %s", root.kind)
+	}
+	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options"); err != nil {
+		return err
+	}
+	pl := root.get("pipeline")
+	if pl == nil {
+		return l.errf(root, "the file has no pipeline key")
+	}
+	if pl.kind == kSeq {
+		pl = &node{kind: kMap, line: pl.line, col: pl.col, keys: []*node{{kind: kString, text: "transforms", line: pl.line, col: pl.col}}, vals: []*node{pl}}
+	}
+	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink"); err != nil {
+		return err
+	}
+	ptype, err := l.str(pl.get("type"), "pipeline type")
+	if err != nil {
+		return err
+	}
+	chain := false
+	switch ptype {
+	case "", "composite":
+	case "chain":
+		chain = true
+	default:
+		return l.errf(pl.get("type"), "unknown pipeline type %q (want chain or composite)", ptype)
+	}
+	if !chain && (pl.get("source") != nil || pl.get("sink") != nil) {
+		n := pl.keyNode("source")
+		if n == nil {
+			n = pl.keyNode("sink")
+		}
+		return l.errf(n, "source and sink are only allowed in a pipeline of type chain")
+	}
+	tn := pl.get("transforms")
+	if tn == nil || tn.kind != kSeq {
+		if tn == nil {
+			return l.errf(pl, "pipeline needs a transforms list")
+		}
+		return l.errf(tn, "pipeline transforms must be a list, not %s", tn.kind)
+	}
+	items := append([]*node(nil), tn.seq...)
+	if chain {
+		if s := pl.get("source"); s != nil {
+			items = append([]*node{s}, items...)
+		}
+		if s := pl.get("sink"); s != nil {
+			items = append(items, s)
+		}
+	}
+	if len(items) == 0 {
+		return l.errf(tn, "pipeline transforms is empty")
+	}
+	for _, it := range items {
+		t, err := l.parseTransform(it, chain)
+		if err != nil {
+			return err
+		}
+		l.specs = append(l.specs, t)
+	}
+	if err := l.assignNames(); err != nil {
+		return err
+	}
+	if chain {
+		for i, t := range l.specs {
+			if t.def.source {
+				if i > 0 {
+					return l.errf(t.typNode, "%s is a source: in a chain it can only come first", t.typ)
+				}
+				continue
+			}
+			if i == 0 {
+				return l.errf(t.typNode, "a chain must start with a source (Create, TestStream, Generate, ReadFromJson, ReadFromCsv), not %s", t.typ)
+			}
+			t.inputs = []inputRef{{text: l.specs[i-1].name, n: t.typNode}}
+		}
+	}
+	return l.resolve()
+}
+
+func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
+	if n.kind != kMap {
+		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.kind)
+	}
+	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling"); err != nil {
+		return nil, err
+	}
+	t := &transformSpec{n: n}
+	var err error
+	if t.typ, t.typNode, err = l.requireStr(n, "type", "a transform"); err != nil {
+		return nil, err
+	}
+	def, ok := lookupTransform(t.typ)
+	if !ok {
+		return nil, l.errf(t.typNode, "unknown transform type %q (known: %s)", t.typ, strings.Join(transformTypes(), ", "))
+	}
+	t.def = def
+	if nn := n.get("name"); nn != nil {
+		if t.name, err = l.str(nn, "transform name"); err != nil {
+			return nil, err
+		}
+		if err := graph.ValidateName(t.name); err != nil {
+			return nil, l.wrapf(nn, err, "bad transform name")
+		}
+		if strings.Contains(t.name, "/") {
+			return nil, l.errf(nn, "transform name %q must not contain '/' (it separates the steps of a composite)", t.name)
+		}
+		t.nameNode = nn
+	}
+	t.config = n.get("config")
+	if t.config != nil && t.config.kind == kNull {
+		t.config = nil
+	}
+	if t.config != nil && t.config.kind != kMap {
+		return nil, l.errf(t.config, "config must be a mapping, not %s", t.config.kind)
+	}
+	if err := l.checkKeys(t.config, t.typ+" config", def.keys...); err != nil {
+		return nil, err
+	}
+	t.windowing = n.get("windowing")
+	if t.windowing != nil && def.sink {
+		return nil, l.errf(n.keyNode("windowing"), "%s is a sink: windowing has no effect on it", t.typ)
+	}
+	// error_handling, at the transform level or (as in Beam YAML) in config.
+	eh := n.get("error_handling")
+	if ceh := t.config.get("error_handling"); ceh != nil {
+		if eh != nil {
+			return nil, l.errf(ceh, "error_handling is given twice (in the transform and in its config)")
+		}
+		eh = ceh
+	}
+	if eh != nil {
+		if !def.errors {
+			return nil, l.errf(eh, "%s does not produce rejects: it takes no error_handling", t.typ)
+		}
+		if err := l.checkKeys(eh, "error_handling", "output"); err != nil {
+			return nil, err
+		}
+		out, on, err := l.requireStr(eh, "output", "error_handling")
+		if err != nil {
+			return nil, err
+		}
+		if out == graph.MainTag || strings.ContainsAny(out, "./ ") {
+			return nil, l.errf(on, "error output name %q is not allowed (use letters, digits, _ and -, not %q)", out, graph.MainTag)
+		}
+		t.errOut, t.errNode = out, on
+	}
+	if in := n.get("input"); in != nil {
+		if chain {
+			return nil, l.errf(n.keyNode("input"), "transforms of a chain read the previous transform: remove input")
+		}
+		if def.source {
+			return nil, l.errf(n.keyNode("input"), "%s is a source: it takes no input", t.typ)
+		}
+		t.inputNode = in
+		switch in.kind {
+		case kMap:
+			for i := range in.vals {
+				s, err := l.str(in.vals[i], "input")
+				if err != nil {
+					return nil, err
+				}
+				t.inputs = append(t.inputs, inputRef{text: s, n: in.vals[i]})
+			}
+		default:
+			strs, nodes, err := l.strList(in, "input")
+			if err != nil {
+				return nil, err
+			}
+			for i, s := range strs {
+				t.inputs = append(t.inputs, inputRef{text: s, n: nodes[i]})
+			}
+		}
+	}
+	if !chain && !def.source && len(t.inputs) == 0 {
+		return nil, l.errf(t.typNode, "%s needs an input (input: NAME)", t.typ)
+	}
+	if !chain && len(t.inputs) > 1 && !def.multi {
+		return nil, l.errf(t.inputNode, "%s takes one input, got %d (use Flatten to merge collections)", t.typ, len(t.inputs))
+	}
+	if si := t.config.get("side_inputs"); si != nil {
+		if si.kind != kMap {
+			return nil, l.errf(si, "side_inputs must map names to transforms, not %s", si.kind)
+		}
+		for i, k := range si.keys {
+			s, err := l.str(si.vals[i], "side input")
+			if err != nil {
+				return nil, err
+			}
+			t.sides = append(t.sides, sideRef{name: k.text, inputRef: inputRef{text: s, n: si.vals[i]}})
+		}
+	}
+	return t, nil
+}
+
+// assignNames gives unnamed transforms their type as name and checks that
+// names are unique.
+func (l *loader) assignNames() error {
+	unnamed := map[string]*transformSpec{}
+	for _, t := range l.specs {
+		if t.nameNode != nil {
+			continue
+		}
+		if prev, dup := unnamed[t.typ]; dup {
+			return l.errf(t.n, "two unnamed %s transforms (lines %d and %d): give each a name", t.typ, prev.n.line, t.n.line)
+		}
+		unnamed[t.typ] = t
+		t.name = t.typ
+	}
+	l.byName = map[string]*transformSpec{}
+	for _, t := range l.specs {
+		if prev, dup := l.byName[t.name]; dup {
+			at := t.nameNode
+			if at == nil {
+				at = t.n
+			}
+			return l.errf(at, "duplicate transform name %q (also at line %d): names must be unique", t.name, prev.n.line)
+		}
+		l.byName[t.name] = t
+	}
+	return nil
+}
+
+// resolveRef finds the transform and output tag an input reference names.
+func (l *loader) resolveRef(r *inputRef) error {
+	if t, ok := l.byName[r.text]; ok {
+		r.from, r.tag = t, ""
+	} else if i := strings.LastIndexByte(r.text, '.'); i > 0 {
+		if t, ok := l.byName[r.text[:i]]; ok {
+			r.from, r.tag = t, r.text[i+1:]
+		}
+	}
+	if r.from == nil {
+		return l.errf(r.n, "unknown input %q (transforms: %s)", r.text, strings.Join(l.names(), ", "))
+	}
+	if r.tag != "" && r.tag != r.from.errOut {
+		if r.from.errOut == "" {
+			return l.errf(r.n, "input %q: transform %q has no output %q (declare error_handling: {output: %s} on it)", r.text, r.from.name, r.tag, r.tag)
+		}
+		return l.errf(r.n, "input %q: transform %q has no output %q (its error output is %q)", r.text, r.from.name, r.tag, r.from.errOut)
+	}
+	if r.tag == "" && r.from.def.sink {
+		return l.errf(r.n, "input %q: %s is a sink and has no output", r.text, r.from.typ)
+	}
+	return nil
+}
+
+func (l *loader) names() []string {
+	out := make([]string, 0, len(l.specs))
+	for _, t := range l.specs {
+		out = append(out, t.name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resolve binds inputs and side inputs and checks that every declared error
+// output is consumed.
+func (l *loader) resolve() error {
+	consumed := map[*transformSpec]bool{}
+	for _, t := range l.specs {
+		for i := range t.inputs {
+			if err := l.resolveRef(&t.inputs[i]); err != nil {
+				return err
+			}
+			if t.inputs[i].tag != "" {
+				consumed[t.inputs[i].from] = true
+			}
+		}
+		for i := range t.sides {
+			if err := l.resolveRef(&t.sides[i].inputRef); err != nil {
+				return err
+			}
+			if t.sides[i].tag != "" {
+				consumed[t.sides[i].from] = true
+			}
+		}
+	}
+	for _, t := range l.specs {
+		if t.errOut != "" && !consumed[t] {
+			return l.errf(t.errNode, "error output %q of %q is not consumed: read it with input: %s.%s (e.g. in a WriteToJson), as Beam YAML requires", t.errOut, t.name, t.name, t.errOut)
+		}
+	}
+	return nil
+}
+
+// order returns the transforms with producers first.
+func (l *loader) order() ([]*transformSpec, error) {
+	state := map[*transformSpec]int{}
+	var out []*transformSpec
+	var visit func(t *transformSpec, via *node) error
+	visit = func(t *transformSpec, via *node) error {
+		switch state[t] {
+		case 1:
+			return l.errf(via, "the pipeline has a cycle through %q", t.name)
+		case 2:
+			return nil
+		}
+		state[t] = 1
+		for _, in := range t.inputs {
+			if err := visit(in.from, in.n); err != nil {
+				return err
+			}
+		}
+		for _, sd := range t.sides {
+			if err := visit(sd.from, sd.n); err != nil {
+				return err
+			}
+		}
+		state[t] = 2
+		out = append(out, t)
+		return nil
+	}
+	for _, t := range l.specs {
+		if err := visit(t, t.n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (l *loader) build() error {
+	l.p = weir.NewPipeline()
+	l.root = l.p.Root()
+	order, err := l.order()
+	if err != nil {
+		return err
+	}
+	for _, t := range order {
+		if err := l.buildOne(t); err != nil {
+			return err
+		}
+		if err := l.p.Err(); err != nil {
+			return l.wrapf(t.n, err, "building %q", t.name)
+		}
+	}
+	return nil
+}
+
+// path resolves a file path of the pipeline against Options.BaseDir.
+func (l *loader) path(p string) string {
+	if l.opts.BaseDir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(l.opts.BaseDir, p)
+}
+
+// coll is a built collection: rows of a schema, or an error output
+// (runner.Reject values, seen downstream as rows of row.RejectSchema()).
+type coll struct {
+	schema   *row.Schema
+	rows     weir.PCollection[*row.Row]
+	rejects  weir.PCollection[runner.Reject]
+	isReject bool
+}
+
+func rowsColl(s *row.Schema, c weir.PCollection[*row.Row]) *coll {
+	return &coll{schema: s, rows: c}
+}
+
+func (c *coll) valid() bool {
+	if c.isReject {
+		return c.rejects.Valid()
+	}
+	return c.rows.Valid()
+}
+
+// stepOpts are the options every YAML step carries: URN and YAML config.
+func stepOpts(t *transformSpec, extra ...weir.StepOption) []weir.StepOption {
+	cfg := t.config.plain()
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	opts := []weir.StepOption{weir.WithURN("weir:yaml:" + t.typ), weir.WithConfig(cfg)}
+	return append(opts, extra...)
+}
+
+// errorOpt declares t's error output, if any.
+func errorOpt(t *transformSpec) []weir.StepOption {
+	if t.errOut == "" {
+		return nil
+	}
+	return []weir.StepOption{weir.WithErrorOutput(t.errOut), weir.WithErrorCoder(row.RejectSchema().Coder())}
+}
+
+// registerErrors records the error output of the step that produced main.
+func (l *loader) registerErrors(t *transformSpec, main weir.PCollection[*row.Row]) {
+	if t.errOut == "" || !main.Valid() {
+		return
+	}
+	errs := weir.ErrorOutput(main)
+	l.outs[t.name+"."+t.errOut] = &coll{schema: row.RejectSchema(), rejects: errs, isReject: true}
+}
+
+func (l *loader) buildOne(t *transformSpec) error {
+	ins := make([]*coll, len(t.inputs))
+	for i, in := range t.inputs {
+		key := in.from.name
+		if in.tag != "" {
+			key += "." + in.tag
+		}
+		c, ok := l.outs[key]
+		if !ok || !c.valid() {
+			return l.errf(in.n, "input %q could not be built", in.text)
+		}
+		ins[i] = c
+	}
+	if t.windowing != nil && !t.def.source && t.typ != "WindowInto" {
+		ws, err := l.windowing(t.windowing)
+		if err != nil {
+			return err
+		}
+		for i, c := range ins {
+			name := "Window"
+			if len(ins) > 1 {
+				name = fmt.Sprintf("Window%d", i)
+			}
+			ins[i] = windowInto(l.root.Sub(t.name), name, c, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.plain()))
+		}
+	}
+	out, err := t.def.build(l, t, ins)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if t.windowing != nil && t.def.source {
+		ws, err := l.windowing(t.windowing)
+		if err != nil {
+			return err
+		}
+		out = windowInto(l.root.Sub(t.name), "Window", out, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.plain()))
+	}
+	l.outs[t.name] = out
+	return nil
+}

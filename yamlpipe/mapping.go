@@ -1,0 +1,450 @@
+package yamlpipe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+// celStep gathers what MapToFields, Filter and Validate share: language
+// check, side inputs and the CEL scope over the input schema.
+func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOption, error) {
+	if ln := t.config.get("language"); ln != nil {
+		lang, err := l.str(ln, "language")
+		if err != nil {
+			return nil, nil, err
+		}
+		if lang != "cel" && lang != "generic" {
+			return nil, nil, l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel)", lang)
+		}
+	}
+	var keyOf func(name string) (string, *node, error)
+	kn := t.config.get("side_input_key")
+	switch {
+	case kn == nil:
+		keyOf = func(string) (string, *node, error) { return "", nil, nil }
+	case kn.kind == kMap:
+		for _, k := range kn.keys {
+			found := false
+			for _, sd := range t.sides {
+				found = found || sd.name == k.text
+			}
+			if !found {
+				return nil, nil, l.errf(k, "side_input_key names %q, which is not a side input", k.text)
+			}
+		}
+		keyOf = func(name string) (string, *node, error) {
+			n := kn.get(name)
+			if n == nil {
+				return "", nil, nil
+			}
+			s, err := l.str(n, "side_input_key")
+			return s, n, err
+		}
+	default:
+		s, err := l.str(kn, "side_input_key")
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(t.sides) == 0 {
+			return nil, nil, l.errf(kn, "side_input_key needs side_inputs")
+		}
+		keyOf = func(string) (string, *node, error) { return s, kn, nil }
+	}
+	var decls []sideDecl
+	var views []weir.SideInput
+	for _, sd := range t.sides {
+		key := sd.from.name
+		if sd.tag != "" {
+			key += "." + sd.tag
+		}
+		c := l.outs[key]
+		if c == nil || !c.valid() {
+			return nil, nil, l.errf(sd.n, "side input %q could not be built", sd.text)
+		}
+		d := sideDecl{Name: sd.name, Schema: c.schema, KeyField: -1}
+		field, fn, err := keyOf(sd.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if field != "" {
+			if d.KeyField = c.schema.Index(field); d.KeyField < 0 {
+				return nil, nil, l.errf(fn, "side_input_key %q is not a field of %q (%s)", field, sd.text, c.schema)
+			}
+		}
+		decls = append(decls, d)
+		views = append(views, sideView(sd.name, c))
+	}
+	sc, err := newCELScope(in.schema, decls)
+	if err != nil {
+		at := t.config.get("side_inputs")
+		if at == nil {
+			at = t.n
+		}
+		return nil, nil, l.wrapf(at, err, "%s", t.typ)
+	}
+	var opts []weir.StepOption
+	if len(views) > 0 {
+		opts = append(opts, weir.WithSideInputs(views...))
+	}
+	return sc, opts, nil
+}
+
+// compileExpr compiles the expression in n, reporting CEL errors at their
+// place in the file when the expression is a one-line scalar.
+func (l *loader) compileExpr(sc *celScope, n *node, what string) (*program, *cel.Type, error) {
+	expr, err := l.str(n, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(expr) == "" {
+		return nil, nil, l.errf(n, "%s is empty", what)
+	}
+	prg, typ, err := sc.compile(expr)
+	if err != nil {
+		var ce *celError
+		if errors.As(err, &ce) {
+			line, col := n.line, n.col
+			if ce.Line == 1 && !strings.Contains(expr, "\n") && ce.Col > 0 {
+				col += ce.Col - 1
+				if n.quoted {
+					col++
+				}
+			}
+			return nil, nil, &Error{File: l.file, Line: line, Col: col, Err: err,
+				Msg: fmt.Sprintf("%s: CEL: %s in %q (%s)", what, ce.Msg, expr, sc.fieldsHint())}
+		}
+		return nil, nil, l.wrapf(n, err, "%s", what)
+	}
+	return prg, typ, nil
+}
+
+// ---- MapToFields ----
+
+// fieldOp computes one output field: a copy of input field src, or a program.
+type fieldOp struct {
+	name string
+	src  int
+	prg  *program
+	typ  row.Type
+}
+
+// mapFieldsFn is MapToFields' DoFn.
+type mapFieldsFn struct {
+	out  *row.Schema
+	ops  []fieldOp
+	act  activation
+	slab slab
+}
+
+// Clone gives each worker its own activation and allocation slab.
+func (f *mapFieldsFn) Clone() any {
+	return &mapFieldsFn{out: f.out, ops: f.ops, act: activation{sc: f.act.sc}}
+}
+
+func (f *mapFieldsFn) apply(in *rowT, pc *runner.ProcessContext) (*rowT, error) {
+	f.act.reset(in, pc)
+	out := f.slab.row(f.out)
+	for i := range f.ops {
+		op := &f.ops[i]
+		if op.prg == nil {
+			if op.src < len(in.Values) {
+				out.Values[i] = in.Values[op.src]
+			}
+			continue
+		}
+		x, err := f.act.evalValue(op.prg, op.typ)
+		if err != nil {
+			return nil, evalError("field "+op.name, err)
+		}
+		out.Values[i] = x
+	}
+	return out, nil
+}
+
+// Process implements runner.DoFn.
+func (f *mapFieldsFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+	in, ok := row.AsRow(e.Value)
+	if !ok {
+		return notARow(e.Value)
+	}
+	out, err := f.apply(in, pc)
+	if err != nil {
+		return err
+	}
+	e.Value = out
+	pc.Emit(0, e)
+	return nil
+}
+
+func notARow(v any) error {
+	return &runner.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("expected a row, got %T", v)}
+}
+
+// slab hands out rows and value slices carved from larger allocations.
+type slab struct {
+	rows []rowT
+	vals []any
+}
+
+const slabRows = 256
+
+func (s *slab) row(schema *row.Schema) *rowT {
+	n := len(schema.Fields)
+	if len(s.rows) == 0 {
+		s.rows = make([]rowT, slabRows)
+	}
+	if len(s.vals) < n {
+		s.vals = make([]any, n*slabRows)
+	}
+	r := &s.rows[0]
+	s.rows = s.rows[1:]
+	r.Schema = schema
+	r.Values = s.vals[:n:n]
+	s.vals = s.vals[n:]
+	return r
+}
+
+func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	sc, opts, err := l.celStep(t, in)
+	if err != nil {
+		return nil, err
+	}
+	appendIn, err := l.boolean(t.config.get("append"), "append")
+	if err != nil {
+		return nil, err
+	}
+	drops, dropNodes, err := l.strList(t.config.get("drop"), "drop")
+	if err != nil {
+		return nil, err
+	}
+	if len(drops) > 0 && !appendIn {
+		return nil, l.errf(t.config.keyNode("drop"), "drop only applies with append: true (without it, only the listed fields are kept)")
+	}
+	fn := t.config.get("fields")
+	if fn == nil && !appendIn {
+		return nil, l.errf(t.typNode, "MapToFields needs config.fields (name: CEL expression)")
+	}
+	if fn != nil && fn.kind != kMap {
+		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.kind)
+	}
+	var ops []fieldOp
+	var fields []row.Field
+	if appendIn {
+		dropped := map[string]bool{}
+		for i, d := range drops {
+			if in.schema.Index(d) < 0 {
+				return nil, l.errf(dropNodes[i], "drop: %q is not a field of the input (%s)", d, in.schema)
+			}
+			dropped[d] = true
+		}
+		for i, f := range in.schema.Fields {
+			if !dropped[f.Name] {
+				ops = append(ops, fieldOp{name: f.Name, src: i, typ: f.Type})
+				fields = append(fields, f)
+			}
+		}
+	}
+	if fn != nil {
+		for i, k := range fn.keys {
+			en := fn.vals[i]
+			if en.kind == kMap {
+				if err := l.checkKeys(en, "a field", "expression"); err != nil {
+					return nil, err
+				}
+				if en = en.get("expression"); en == nil {
+					return nil, l.errf(fn.vals[i], "field %q needs an expression", k.text)
+				}
+			}
+			op := fieldOp{name: k.text, src: -1}
+			if en.kind == kString && celIdent.MatchString(en.text) && in.schema.Index(en.text) >= 0 {
+				// A bare field name is a copy: no program to run.
+				op.src = in.schema.Index(en.text)
+				op.typ = in.schema.Fields[op.src].Type
+			} else {
+				prg, typ, err := l.compileExpr(sc, en, "field "+k.text)
+				if err != nil {
+					return nil, err
+				}
+				op.prg, op.typ = prg, rowTypeOfCEL(typ)
+			}
+			replaced := false
+			for j := range fields {
+				if fields[j].Name == k.text {
+					fields[j].Type, ops[j] = op.typ, op
+					replaced = true
+				}
+			}
+			if !replaced {
+				fields = append(fields, row.Field{Name: k.text, Type: op.typ})
+				ops = append(ops, op)
+			}
+		}
+	}
+	out, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, l.wrapf(fn, err, "bad fields")
+	}
+	if len(fields) == 0 {
+		return nil, l.errf(t.typNode, "MapToFields produces no fields")
+	}
+	dofn := &mapFieldsFn{out: out, ops: ops, act: activation{sc: sc}}
+	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(out.Coder()))...), opts...)
+	res := parDo(l.root, t.name, in, dofn, opts...)
+	l.registerErrors(t, res)
+	return rowsColl(out, res), nil
+}
+
+// ---- Filter ----
+
+// filterFn is Filter's DoFn.
+type filterFn struct {
+	expr string
+	prg  *program
+	act  activation
+}
+
+// Clone gives each worker its own activation.
+func (f *filterFn) Clone() any {
+	return &filterFn{expr: f.expr, prg: f.prg, act: activation{sc: f.act.sc}}
+}
+
+func (f *filterFn) keep(in *rowT, pc *runner.ProcessContext) (bool, error) {
+	f.act.reset(in, pc)
+	b, err := f.act.evalBool(f.prg)
+	if err != nil {
+		return false, evalError("keep", err)
+	}
+	return b, nil
+}
+
+// Process implements runner.DoFn.
+func (f *filterFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+	in, ok := row.AsRow(e.Value)
+	if !ok {
+		return notARow(e.Value)
+	}
+	keep, err := f.keep(in, pc)
+	if err != nil || !keep {
+		return err
+	}
+	e.Value = in
+	pc.Emit(0, e)
+	return nil
+}
+
+// boolExpr compiles an expression that must produce a bool.
+func (l *loader) boolExpr(sc *celScope, n *node, what string) (*program, error) {
+	prg, typ, err := l.compileExpr(sc, n, what)
+	if err != nil {
+		return nil, err
+	}
+	if k := typ.Kind(); k != types.BoolKind && k != types.DynKind && k != types.AnyKind {
+		return nil, l.errf(n, "%s must be a boolean expression; %q has type %s", what, n.text, typ)
+	}
+	return prg, nil
+}
+
+func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	sc, opts, err := l.celStep(t, in)
+	if err != nil {
+		return nil, err
+	}
+	kn := t.config.get("keep")
+	if kn == nil {
+		return nil, l.errf(t.typNode, "Filter needs config.keep (a CEL boolean expression)")
+	}
+	prg, err := l.boolExpr(sc, kn, "keep")
+	if err != nil {
+		return nil, err
+	}
+	dofn := &filterFn{expr: kn.text, prg: prg, act: activation{sc: sc}}
+	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
+	res := parDo(l.root, t.name, in, dofn, opts...)
+	l.registerErrors(t, res)
+	return rowsColl(in.schema, res), nil
+}
+
+// ---- Validate ----
+
+type rule struct {
+	name, expr string
+	prg        *program
+}
+
+// validateFn is Validate's DoFn: the first failing rule rejects the
+// element with the rule's name as reason.
+type validateFn struct {
+	rules []rule
+	act   activation
+}
+
+// Clone gives each worker its own activation.
+func (f *validateFn) Clone() any { return &validateFn{rules: f.rules, act: activation{sc: f.act.sc}} }
+
+func (f *validateFn) check(in *rowT, pc *runner.ProcessContext) error {
+	f.act.reset(in, pc)
+	for i := range f.rules {
+		r := &f.rules[i]
+		ok, err := f.act.evalBool(r.prg)
+		if err != nil {
+			return evalError("rule "+r.name, err)
+		}
+		if !ok {
+			return &runner.ElementError{Reason: r.name, Message: fmt.Sprintf("rule %s failed: %s", r.name, r.expr)}
+		}
+	}
+	return nil
+}
+
+// Process implements runner.DoFn.
+func (f *validateFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+	in, ok := row.AsRow(e.Value)
+	if !ok {
+		return notARow(e.Value)
+	}
+	if err := f.check(in, pc); err != nil {
+		return err
+	}
+	e.Value = in
+	pc.Emit(0, e)
+	return nil
+}
+
+func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	sc, opts, err := l.celStep(t, in)
+	if err != nil {
+		return nil, err
+	}
+	rn := t.config.get("rules")
+	if rn == nil || rn.kind != kMap || len(rn.keys) == 0 {
+		at := rn
+		if at == nil {
+			at = t.typNode
+		}
+		return nil, l.errf(at, "Validate needs config.rules (rule_name: CEL boolean expression)")
+	}
+	var rules []rule
+	for i, k := range rn.keys {
+		prg, err := l.boolExpr(sc, rn.vals[i], "rule "+k.text)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, rule{name: k.text, expr: rn.vals[i].text, prg: prg})
+	}
+	dofn := &validateFn{rules: rules, act: activation{sc: sc}}
+	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
+	res := parDo(l.root, t.name, in, dofn, opts...)
+	l.registerErrors(t, res)
+	return rowsColl(in.schema, res), nil
+}

@@ -1,0 +1,548 @@
+package yamlpipe
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+type rowT = row.Row
+
+// transformDef describes one transform type of the YAML language.
+type transformDef struct {
+	// keys are the config keys the type accepts.
+	keys []string
+	// source types take no input; sink types have no output.
+	source, sink bool
+	// errors says the type can declare error_handling.
+	errors bool
+	// multi says the type takes several inputs (Flatten).
+	multi bool
+	build func(l *loader, t *transformSpec, ins []*coll) (*coll, error)
+}
+
+var celKeys = []string{"language", "side_inputs", "side_input_key", "error_handling"}
+
+// lookupTransform returns the definition of a transform type.
+func lookupTransform(typ string) (*transformDef, bool) {
+	switch typ {
+	case "Create":
+		return &transformDef{keys: []string{"elements", "timestamp_field", "reshuffle", "error_handling"}, source: true, errors: true, build: buildCreate}, true
+	case "TestStream":
+		return &transformDef{keys: []string{"events", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildTestStream}, true
+	case "Generate":
+		return &transformDef{keys: []string{"count", "keys", "rate", "spacing", "start", "seed", "max_amount"}, source: true, build: buildGenerate}, true
+	case "ReadFromJson":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
+	case "ReadFromCsv":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+	case "WriteToJson":
+		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.JSONLines)}, true
+	case "WriteToCsv":
+		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.CSV)}, true
+	case "MapToFields":
+		return &transformDef{keys: append([]string{"fields", "append", "drop"}, celKeys...), errors: true, build: buildMapToFields}, true
+	case "Filter":
+		return &transformDef{keys: append([]string{"keep"}, celKeys...), errors: true, build: buildFilter}, true
+	case "Validate":
+		return &transformDef{keys: append([]string{"rules"}, celKeys...), errors: true, build: buildValidate}, true
+	case "WindowInto":
+		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
+	case "Combine":
+		return &transformDef{keys: []string{"group_by", "combine"}, build: buildCombine}, true
+	case "Flatten":
+		return &transformDef{multi: true, build: buildFlatten}, true
+	}
+	return nil, false
+}
+
+// transformTypes lists the known transform types, for messages.
+func transformTypes() []string {
+	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
+		"ReadFromJson", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson"}
+	sort.Strings(out)
+	return out
+}
+
+// ---- Create ----
+
+func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
+	en := t.config.get("elements")
+	if en == nil || en.kind != kSeq {
+		if en == nil {
+			return nil, l.errf(t.typNode, "Create needs config.elements (a list of rows)")
+		}
+		return nil, l.errf(en, "Create elements must be a list, not %s", en.kind)
+	}
+	tsField, _, err := l.optStr(t.config, "timestamp_field")
+	if err != nil {
+		return nil, err
+	}
+	lit, err := l.literalRows(en.seq, tsField)
+	if err != nil {
+		return nil, err
+	}
+	if tsField != "" && lit.schema.Index(tsField) < 0 {
+		return nil, l.errf(t.config.get("timestamp_field"), "timestamp_field %q is in none of the elements", tsField)
+	}
+	tvs := make([]weir.TimestampedValue[*rowT], len(lit.rows))
+	for i, r := range lit.rows {
+		tvs[i] = l.timestamped(r, lit.nodes[i], tsField, mtime.MinTimestamp)
+	}
+	out := weir.CreateTimestamped(l.root, t.name, tvs, stepOpts(t, append(errorOpt(t), weir.WithCoder(lit.schema.Coder()))...)...)
+	l.registerErrors(t, out)
+	return rowsColl(lit.schema, out), nil
+}
+
+// timestamped gives a literal row its event time and source position; a
+// missing or unparsable timestamp makes it a bad_timestamp reject.
+func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) weir.TimestampedValue[*rowT] {
+	tv := weir.TimestampedValue[*rowT]{Value: r, Time: def, Source: &runner.SourcePos{Source: l.file, Offset: int64(n.line)}}
+	if tsField == "" {
+		return tv
+	}
+	v, _ := r.Get(tsField)
+	ts, err := row.ToTimestamp(v)
+	if err != nil {
+		if raw := n.get(tsField); raw != nil && v == nil && raw.kind == kString {
+			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.text)
+		}
+		tv.Err = &runner.ElementError{Reason: files.ReasonBadTimestamp, Message: fmt.Sprintf("field %s: %v", tsField, err)}
+		return tv
+	}
+	tv.Time = ts
+	return tv
+}
+
+// ---- TestStream ----
+
+func buildTestStream(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
+	evn := t.config.get("events")
+	if evn == nil || evn.kind != kSeq {
+		if evn == nil {
+			return nil, l.errf(t.typNode, "TestStream needs config.events")
+		}
+		return nil, l.errf(evn, "TestStream events must be a list, not %s", evn.kind)
+	}
+	tsField, _, err := l.optStr(t.config, "timestamp_field")
+	if err != nil {
+		return nil, err
+	}
+	var elems []*node
+	for _, ev := range evn.seq {
+		if err := l.checkKeys(ev, "a TestStream event", "add", "advance_watermark_to", "advance_processing_time", "advance_watermark_to_infinity"); err != nil {
+			return nil, err
+		}
+		if len(ev.keys) != 1 {
+			return nil, l.errf(ev, "a TestStream event has exactly one of add, advance_watermark_to, advance_processing_time, advance_watermark_to_infinity")
+		}
+		if add := ev.get("add"); add != nil {
+			if add.kind != kSeq {
+				return nil, l.errf(add, "add takes a list of elements, not %s", add.kind)
+			}
+			elems = append(elems, add.seq...)
+		}
+	}
+	lit, err := l.literalRows(elems, tsField)
+	if err != nil {
+		return nil, err
+	}
+	var events []weir.TestEvent[*rowT]
+	wm := mtime.MinTimestamp
+	k := 0
+	for _, ev := range evn.seq {
+		key, v := ev.keys[0], ev.vals[0]
+		switch key.text {
+		case "add":
+			tvs := make([]weir.TimestampedValue[*rowT], 0, len(v.seq))
+			for range v.seq {
+				tvs = append(tvs, l.timestamped(lit.rows[k], lit.nodes[k], tsField, wm))
+				k++
+			}
+			if len(tvs) > 0 {
+				events = append(events, weir.AddElements(tvs...))
+			}
+		case "advance_watermark_to":
+			ts, err := l.timestamp(v, "advance_watermark_to")
+			if err != nil {
+				return nil, err
+			}
+			if ts < wm {
+				return nil, l.errf(v, "the watermark cannot move back (it is already at %s)", wm)
+			}
+			wm = ts
+			events = append(events, weir.AdvanceWatermark[*rowT](ts))
+		case "advance_processing_time":
+			d, err := l.duration(v, "advance_processing_time")
+			if err != nil {
+				return nil, err
+			}
+			if d > 0 {
+				events = append(events, weir.AdvanceProcessingTime[*rowT](d))
+			}
+		case "advance_watermark_to_infinity":
+			b, err := l.boolean(v, "advance_watermark_to_infinity")
+			if err != nil {
+				return nil, err
+			}
+			if !b {
+				return nil, l.errf(v, "advance_watermark_to_infinity takes true")
+			}
+			events = append(events, weir.AdvanceWatermarkToInfinity[*rowT]())
+		}
+	}
+	out := weir.TestStream(l.root, t.name, events, stepOpts(t, append(errorOpt(t), weir.WithCoder(lit.schema.Coder()))...)...)
+	l.registerErrors(t, out)
+	return rowsColl(lit.schema, out), nil
+}
+
+// timestamp reads an RFC 3339 string or integer epoch milliseconds.
+func (l *loader) timestamp(n *node, what string) (mtime.Time, error) {
+	switch n.kind {
+	case kInt:
+		return mtime.Time(n.i), nil
+	case kString:
+		ts, err := mtime.Parse(n.text)
+		if err != nil {
+			return 0, l.wrapf(n, err, "bad %s", what)
+		}
+		return ts, nil
+	}
+	return 0, l.errf(n, "%s must be an RFC 3339 time or epoch milliseconds, not %s", what, n.kind)
+}
+
+func (l *loader) optStr(m *node, key string) (string, *node, error) {
+	n := m.get(key)
+	if n == nil || n.kind == kNull {
+		return "", nil, nil
+	}
+	s, err := l.str(n, key)
+	return s, n, err
+}
+
+// ---- Generate ----
+
+// generateSchema is the schema of Generate's rows.
+func generateSchema() *row.Schema {
+	return row.MustSchema(
+		row.Field{Name: "id", Type: row.Of(row.KindInt)},
+		row.Field{Name: "key", Type: row.Of(row.KindString)},
+		row.Field{Name: "amount", Type: row.Of(row.KindInt)},
+		row.Field{Name: "ts", Type: row.Of(row.KindTimestamp)},
+	)
+}
+
+// generator makes Generate's rows: element i is {id: i, key: "key-K",
+// amount: A, ts: start + i*spacing}, with K uniform over [0, keys) and A
+// uniform over [1, max_amount], both drawn from a hash of (seed, i), so a
+// seed always yields the same rows whatever the number of workers.
+type generator struct {
+	schema  *row.Schema
+	seed    uint64
+	keys    uint64
+	start   mtime.Time
+	spacing mtime.Duration
+	keyVals []any // boxed key strings, precomputed
+	amounts []any // boxed amounts, precomputed
+}
+
+// genRow allocates a row and its values together.
+type genRow struct {
+	r rowT
+	v [4]any
+}
+
+func (g *generator) row(i int64) *rowT {
+	h := mix64(g.seed ^ (uint64(i) * 0x9E3779B97F4A7C15))
+	k := h % g.keys
+	var key any
+	if k < uint64(len(g.keyVals)) {
+		key = g.keyVals[k]
+	} else {
+		key = "key-" + strconv.FormatUint(k, 10)
+	}
+	gr := &genRow{}
+	gr.v = [4]any{i, key, g.amounts[(h>>32)%uint64(len(g.amounts))], g.start + mtime.Time(i)*mtime.Time(g.spacing)}
+	gr.r = rowT{Schema: g.schema, Values: gr.v[:]}
+	return &gr.r
+}
+
+// mix64 is SplitMix64's finaliser.
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// defaultGenerateStart is where Generate's event time starts: 2026-01-01T00:00:00Z.
+const defaultGenerateStart mtime.Time = 1767225600000
+
+func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
+	c := t.config
+	count, err := l.integer(c.get("count"), "count")
+	if err != nil {
+		return nil, err
+	}
+	if count < 0 {
+		return nil, l.errf(c.get("count"), "count must not be negative (0 or absent means unbounded)")
+	}
+	keys := int64(10)
+	if kn := c.get("keys"); kn != nil {
+		if keys, err = l.integer(kn, "keys"); err != nil {
+			return nil, err
+		}
+		if keys < 1 {
+			return nil, l.errf(kn, "keys must be at least 1")
+		}
+	}
+	maxAmount := int64(1000)
+	if mn := c.get("max_amount"); mn != nil {
+		if maxAmount, err = l.integer(mn, "max_amount"); err != nil {
+			return nil, err
+		}
+		if maxAmount < 1 || maxAmount > 1<<20 {
+			return nil, l.errf(mn, "max_amount must be between 1 and %d", 1<<20)
+		}
+	}
+	rate, err := l.number(c.get("rate"), "rate")
+	if err != nil {
+		return nil, err
+	}
+	if rate < 0 {
+		return nil, l.errf(c.get("rate"), "rate must not be negative (0 or absent means as fast as possible)")
+	}
+	spacing := mtime.Millisecond
+	if sn := c.get("spacing"); sn != nil {
+		if sn.kind == kInt {
+			// A bare number is milliseconds here: spacing is usually sub-second.
+			return nil, l.errf(sn, "spacing needs a unit (e.g. 1ms, 10ms, 1s)")
+		}
+		if spacing, err = l.duration(sn, "spacing"); err != nil {
+			return nil, err
+		}
+	}
+	start := defaultGenerateStart
+	if sn := c.get("start"); sn != nil {
+		if start, err = l.timestamp(sn, "start"); err != nil {
+			return nil, err
+		}
+	}
+	seed, err := l.integer(c.get("seed"), "seed")
+	if err != nil {
+		return nil, err
+	}
+	g := &generator{schema: generateSchema(), seed: uint64(seed), keys: uint64(keys), start: start, spacing: spacing}
+	nk := keys
+	if nk > 1<<16 {
+		nk = 1 << 16
+	}
+	g.keyVals = make([]any, nk)
+	for i := range g.keyVals {
+		g.keyVals[i] = "key-" + strconv.Itoa(i)
+	}
+	g.amounts = make([]any, maxAmount)
+	for i := range g.amounts {
+		g.amounts[i] = int64(i + 1)
+	}
+	out := weir.Generate(l.root, t.name, weir.GenerateConfig{Count: count, Rate: rate, Start: start, Spacing: spacing}, g.row,
+		stepOpts(t, weir.WithCoder(g.schema.Coder()))...)
+	return rowsColl(g.schema, out), nil
+}
+
+// ---- files ----
+
+func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {
+	return func(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
+		path, pn, err := l.requireStr(t.config, "path", t.typ+" config")
+		if err != nil {
+			return nil, err
+		}
+		path = l.path(path)
+		var schema *row.Schema
+		sn := t.config.get("schema")
+		if sn != nil {
+			if schema, err = l.schema(sn); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case format == files.JSONLines && schema == nil:
+			return nil, l.errf(t.typNode, "ReadFromJson needs config.schema (field: int|float|bool|string|timestamp)")
+		case format == files.CSV:
+			header, herr := files.CSVHeader(path)
+			if herr != nil && schema == nil {
+				return nil, l.wrapf(pn, herr, "ReadFromCsv without a schema reads the header at load time")
+			}
+			if herr == nil {
+				if schema, err = csvSchema(header, schema); err != nil {
+					return nil, l.wrapf(sn, err, "schema does not match the header of %s", path)
+				}
+			}
+		}
+		tsIdx := -1
+		if ts, tn, err := l.optStr(t.config, "timestamp_field"); err != nil {
+			return nil, err
+		} else if ts != "" {
+			if tsIdx = schema.Index(ts); tsIdx < 0 {
+				return nil, l.errf(tn, "timestamp_field %q is not in the schema (%s)", ts, schema)
+			}
+			switch schema.Fields[tsIdx].Type.Kind {
+			case row.KindTimestamp, row.KindInt, row.KindString:
+			default:
+				return nil, l.errf(tn, "timestamp_field %q has type %s; want timestamp, int (epoch ms) or string", ts, schema.Fields[tsIdx].Type)
+			}
+		}
+		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx})
+		kind := "file_json"
+		if format == files.CSV {
+			kind = "file_csv"
+		}
+		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, path, true))...)
+		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
+		l.registerErrors(t, out)
+		return rowsColl(schema, out), nil
+	}
+}
+
+// csvSchema types the header's columns from the declared schema (strings
+// for undeclared columns); every declared field must be in the header.
+func csvSchema(header []string, declared *row.Schema) (*row.Schema, error) {
+	fields := make([]row.Field, 0, len(header))
+	for _, h := range header {
+		f := row.Field{Name: h, Type: row.Of(row.KindString)}
+		if declared != nil {
+			if i := declared.Index(h); i >= 0 {
+				f.Type = declared.Fields[i].Type
+			}
+		}
+		fields = append(fields, f)
+	}
+	s, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, err
+	}
+	if declared != nil {
+		for _, f := range declared.Fields {
+			if s.Index(f.Name) < 0 {
+				return nil, fmt.Errorf("the header has no column %q", f.Name)
+			}
+		}
+	}
+	return s, nil
+}
+
+// schema reads {field: type} (nested mappings are rows, [type] lists).
+func (l *loader) schema(n *node) (*row.Schema, error) {
+	if n.kind != kMap || len(n.keys) == 0 {
+		return nil, l.errf(n, "schema must be a non-empty mapping of field: type")
+	}
+	fields := make([]row.Field, 0, len(n.keys))
+	for i, k := range n.keys {
+		t, err := l.schemaType(n.vals[i])
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, row.Field{Name: k.text, Type: t})
+	}
+	s, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, l.wrapf(n, err, "bad schema")
+	}
+	return s, nil
+}
+
+func (l *loader) schemaType(n *node) (row.Type, error) {
+	switch n.kind {
+	case kMap:
+		s, err := l.schema(n)
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.RowOf(s), nil
+	case kSeq:
+		if len(n.seq) != 1 {
+			return row.Type{}, l.errf(n, "a list type is written [type]")
+		}
+		e, err := l.schemaType(n.seq[0])
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.ListOf(e), nil
+	case kString:
+		t, err := row.ParseType(n.text)
+		if err != nil {
+			return row.Type{}, l.wrapf(n, err, "bad field type")
+		}
+		return t, nil
+	}
+	return row.Type{}, l.errf(n, "a field type must be a name (int, float, bool, string, timestamp, any), not %s", n.kind)
+}
+
+func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {
+	return func(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+		path, _, err := l.requireStr(t.config, "path", t.typ+" config")
+		if err != nil {
+			return nil, err
+		}
+		path = l.path(path)
+		kind := "file_json"
+		if format == files.CSV {
+			kind = "file_csv"
+		}
+		sink := files.NewSink(path, format, ins[0].schema)
+		write(l.root, t.name, ins[0], sink, stepOpts(t, weir.WithSinkIdentity(kind, path))...)
+		return nil, nil
+	}
+}
+
+// ---- Flatten, WindowInto ----
+
+func buildFlatten(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	first := ins[0]
+	for i, c := range ins[1:] {
+		if !c.schema.Equal(first.schema) {
+			return nil, l.errf(t.inputs[i+1].n, "Flatten inputs must have the same fields: %q has %s, %q has %s",
+				t.inputs[0].text, first.schema, t.inputs[i+1].text, c.schema)
+		}
+		if c.isReject != first.isReject {
+			return nil, l.errf(t.inputs[i+1].n, "Flatten cannot mix an error output with rows")
+		}
+	}
+	if first.isReject {
+		cs := make([]weir.PCollection[runner.Reject], len(ins))
+		for i, c := range ins {
+			cs[i] = c.rejects
+		}
+		return &coll{schema: first.schema, isReject: true, rejects: weir.Flatten(l.root, t.name, cs, stepOpts(t)...)}, nil
+	}
+	cs := make([]weir.PCollection[*rowT], len(ins))
+	for i, c := range ins {
+		cs[i] = c.rows
+	}
+	return rowsColl(first.schema, weir.Flatten(l.root, t.name, cs, stepOpts(t)...)), nil
+}
+
+func buildWindowInto(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	wn := t.config.get("windowing")
+	if wn != nil && t.windowing != nil {
+		return nil, l.errf(t.windowing, "WindowInto takes its windowing once: in config.windowing or at the top level, not both")
+	}
+	if wn == nil {
+		wn = t.windowing
+	}
+	if wn == nil {
+		return nil, l.errf(t.typNode, "WindowInto needs windowing (config.windowing: {type: fixed, size: 5m})")
+	}
+	ws, err := l.windowing(wn)
+	if err != nil {
+		return nil, err
+	}
+	opts := []weir.StepOption{weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(map[string]any{"windowing": wn.plain()})}
+	return windowInto(l.root, t.name, ins[0], ws, opts...), nil
+}
