@@ -146,7 +146,10 @@ func (t TimerSpec) Set(c interface{ raw() *runner.StateContext }, at mtime.Time)
 func (t TimerSpec) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearTimer(t.ID) }
 
 // StateDecl is a declared state cell (ValueState, BagState or MapState).
-type StateDecl interface{ spec() graph.StateSpec }
+type StateDecl interface {
+	spec() graph.StateSpec
+	codecs() map[string]cellCodec
+}
 
 // StatefulFn is the code of a stateful ParDo over KV[K, V] elements.
 type StatefulFn[K comparable, V, Out any] struct {
@@ -163,12 +166,13 @@ type StatefulFn[K comparable, V, Out any] struct {
 
 type statefulAdapter[K comparable, V, Out any] struct {
 	kvKeyer[K, V]
-	fn StatefulFn[K, V, Out]
-	c  StateContext[K, Out]
+	fn    StatefulFn[K, V, Out]
+	c     StateContext[K, Out]
+	cells map[string]cellCodec
 }
 
 func (a *statefulAdapter[K, V, Out]) Clone() any {
-	return &statefulAdapter[K, V, Out]{kvKeyer: a.kvKeyer, fn: a.fn}
+	return &statefulAdapter[K, V, Out]{kvKeyer: a.kvKeyer, fn: a.fn, cells: a.cells}
 }
 
 func (a *statefulAdapter[K, V, Out]) Process(sc *runner.StateContext, e runner.Element) error {
@@ -229,6 +233,12 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over session windows is not supported", s.fullName(name)))
 		return PCollection[Out]{}
 	}
-	ids := s.addStep(step, &statefulAdapter[K, V, Out]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn}, sc, col.Bounded, col.Windowing, []string{graph.MainTag}, []graph.Coder{CoderOf[Out]()})
+	cells := map[string]cellCodec{}
+	for _, d := range fn.State {
+		for name, c := range d.codecs() {
+			cells[name] = c
+		}
+	}
+	ids := s.addStep(step, &statefulAdapter[K, V, Out]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, cells: cells}, sc, col.Bounded, col.Windowing, []string{graph.MainTag}, []graph.Coder{CoderOf[Out]()})
 	return collectionOf[Out](s.p, ids[0])
 }

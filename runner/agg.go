@@ -83,6 +83,7 @@ type aggNode struct {
 	touched   []touchRef
 	done      bool
 	al        *aligner
+	cpGen     uint64
 	sc        StateCoder
 	dirty     []dirtyRef
 	clock     procClock
@@ -100,7 +101,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(), out: out,
 		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, cpGen: 1,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 	if w.r.opts.Checkpoints {
@@ -125,13 +126,20 @@ type dirtyRef struct {
 	k  *aggKey
 }
 
+type dirtyKey struct {
+	kg  uint16
+	key string
+}
+
 // markDirty records that k changed since the last checkpoint.
 func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 	if n.al == nil {
 		return
 	}
-	if e := n.w.r.epoch.Load() + 1; k.dirty != e {
-		k.dirty = e
+	// cpGen counts this node's snapshots; a key joins the dirty list once
+	// per snapshot interval.
+	if k.dirty != n.cpGen {
+		k.dirty = n.cpGen
 		n.dirty = append(n.dirty, dirtyRef{kg: kg, k: k})
 	}
 }
@@ -142,10 +150,17 @@ func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Nam
 // value for keys whose state is gone).
 func (n *aggNode) changes() ([]StateEntry, error) {
 	var out []StateEntry
+	seen := make(map[dirtyKey]bool, len(n.dirty))
 	for _, d := range n.dirty {
+		// A key may have been deleted and created again since the last
+		// snapshot: what counts is its state now, once.
+		if seen[dirtyKey{d.kg, d.k.str}] {
+			continue
+		}
+		seen[dirtyKey{d.kg, d.k.str}] = true
 		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
-		if g := n.groups[d.kg]; g != nil && g.keys[d.k.str] == d.k {
-			v, err := encodeAggKey(n.sc, d.k)
+		if g := n.groups[d.kg]; g != nil && g.keys[d.k.str] != nil {
+			v, err := encodeAggKey(n.sc, g.keys[d.k.str])
 			if err != nil {
 				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
 			}
@@ -155,6 +170,7 @@ func (n *aggNode) changes() ([]StateEntry, error) {
 	}
 	clear(n.dirty)
 	n.dirty = n.dirty[:0]
+	n.cpGen++
 	return out, nil
 }
 

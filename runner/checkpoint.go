@@ -206,7 +206,7 @@ func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 			<-p.done
 		}
 	}
-	sort.Slice(p.cp.State, func(i, j int) bool {
+	sort.SliceStable(p.cp.State, func(i, j int) bool {
 		a, b := p.cp.State[i], p.cp.State[j]
 		if a.Step != b.Step {
 			return a.Step < b.Step

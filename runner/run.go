@@ -438,7 +438,7 @@ func (r *run) plan() error {
 		return out
 	}
 	for _, sp := range r.steps {
-		if sp.root < 0 || sp.step.Kind == graph.KindSource {
+		if (sp.root < 0 && sp.step.Kind != graph.KindSink) || sp.step.Kind == graph.KindSource {
 			continue
 		}
 		ports := 1 + len(sp.step.SideInputs)

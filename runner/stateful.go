@@ -210,6 +210,7 @@ type statefulNode struct {
 	sc       StateContext
 	done     bool
 	al       *aligner
+	cpGen    uint64
 	coder    StateCoder
 	dirty    []sfDirty
 	clock    procClock
@@ -224,8 +225,10 @@ func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
 	if n.al == nil {
 		return
 	}
-	if e := n.w.r.epoch.Load() + 1; k.dirty != e {
-		k.dirty = e
+	// cpGen counts this node's snapshots; a key joins the dirty list once
+	// per snapshot interval.
+	if k.dirty != n.cpGen {
+		k.dirty = n.cpGen
 		n.dirty = append(n.dirty, sfDirty{kg: kg, k: k})
 	}
 }
@@ -234,10 +237,15 @@ func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.ste
 
 func (n *statefulNode) changes() ([]StateEntry, error) {
 	var out []StateEntry
+	seen := make(map[dirtyKey]bool, len(n.dirty))
 	for _, d := range n.dirty {
+		if seen[dirtyKey{d.kg, d.k.str}] {
+			continue
+		}
+		seen[dirtyKey{d.kg, d.k.str}] = true
 		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
-		if g := n.groups[d.kg]; g != nil && g[d.k.str] == d.k && len(d.k.wins) > 0 {
-			v, err := encodeSfKey(n.coder, d.k)
+		if g := n.groups[d.kg]; g != nil && g[d.k.str] != nil && len(g[d.k.str].wins) > 0 {
+			v, err := encodeSfKey(n.coder, g[d.k.str])
 			if err != nil {
 				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
 			}
@@ -247,6 +255,7 @@ func (n *statefulNode) changes() ([]StateEntry, error) {
 	}
 	clear(n.dirty)
 	n.dirty = n.dirty[:0]
+	n.cpGen++
 	return out, nil
 }
 
@@ -299,7 +308,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	n := &statefulNode{
 		w: w, sp: sp, fn: fn, strategy: in.Windowing, out: out, errTag: errTag(sp),
 		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, cpGen: 1,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 	n.sc.n = n

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. Scripts and tests match on these, so they never change.
+const (
+	// ExitOK: the command did what it was asked.
+	ExitOK = 0
+	// ExitFailure: the command ran and failed (a pipeline run failed, a
+	// benchmark computed the wrong result, output could not be written).
+	ExitFailure = 1
+	// ExitUsage: the command line is wrong (unknown command or flag, bad
+	// flag value, missing argument).
+	ExitUsage = 2
+	// ExitInvalidPipeline: the pipeline file could not be loaded or is
+	// invalid; nothing ran.
+	ExitInvalidPipeline = 3
+	// ExitNeedsServer: the request needs a running weir server (unbounded
+	// sources, job names, updates, snapshots), which is not available yet.
+	ExitNeedsServer = 4
+	// ExitInterrupted: the command was interrupted (SIGINT or SIGTERM).
+	ExitInterrupted = 130
+)
+
+// exitError is an error that carries the exit code it maps to.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// withCode wraps err so that the process exits with code; nil stays nil.
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+// usageErrorf returns a usage error (ExitUsage).
+func usageErrorf(format string, args ...any) error {
+	return withCode(ExitUsage, fmt.Errorf(format, args...))
+}
+
+// exitCode returns the exit code for err: ExitInterrupted when the
+// command was interrupted, the code err carries if any, ExitFailure
+// otherwise.
+func exitCode(ctx context.Context, err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case ctx.Err() != nil:
+		return ExitInterrupted
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return ExitFailure
+}
+
+// env is what commands read and write besides their flags: the standard
+// streams and the logger configured by --log-level.
+type env struct {
+	stdout io.Writer
+	stderr io.Writer
+	logger *slog.Logger
+}
+
+// Main runs the weir CLI with args (without the program name) and returns
+// the process exit code. Errors are printed to stderr as "weir: ...".
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr, logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	root := newRootCommand(e)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir: %v\n", err)
+		if exitCode(ctx, err) == ExitUsage {
+			fmt.Fprintf(stderr, "Run 'weir --help' for usage.\n")
+		}
+	}
+	return exitCode(ctx, err)
+}
+
+// newRootCommand builds the command tree. Nothing is kept in package
+// variables: every call builds a fresh tree bound to e.
+func newRootCommand(e *env) *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:   "weir",
+		Short: "weir runs and changes streaming pipelines (Apache Beam / Dataflow semantics)",
+		Long: `weir runs long-lived, stateful, event-time pipelines written in YAML or with the Go SDK.
+
+A pipeline whose sources are all bounded runs to completion in this process
+with 'weir run'. Pipelines with unbounded sources, updates and snapshots need
+the job service ('weir server'), which is not available yet.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q", args[0])
+			}
+			return cmd.Help()
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageErrorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			e.logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+			return nil
+		},
+	}
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
+	root.AddCommand(
+		newRunCommand(e),
+		newGraphCommand(e),
+		newBenchCommand(e),
+		newBenchChildCommand(e),
+		newVersionCommand(e),
+	)
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code and the argument's name.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageErrorf("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// Output formats of --format.
+const (
+	formatText = "text"
+	formatJSON = "json"
+)
+
+// addFormatFlag declares --format on cmd, storing the choice in dst.
+func addFormatFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "format", formatText, "output format: text or json")
+}
+
+// checkFormat validates a --format value.
+func checkFormat(f string) error {
+	if f != formatText && f != formatJSON {
+		return usageErrorf("--format %q: want text or json", f)
+	}
+	return nil
+}
+
+// workingDir returns the current directory, for resolving paths in
+// pipeline files.
+func workingDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the current directory: %w", err)
+	}
+	return wd, nil
+}

@@ -1,0 +1,103 @@
+package weir
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/weir-dev/weir/runner"
+)
+
+// State that checkpoints persist is encoded as JSON of its Go type: keys,
+// accumulators, state cells, bag elements and map entries. Types whose JSON
+// does not round-trip (unexported fields, interfaces) need a json.Marshaler.
+
+func encodeJSON(v any) ([]byte, error) { return json.Marshal(v) }
+
+func decodeJSON[T any](b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}
+
+// EncodeKey implements runner.StateCoder.
+func (k kvKeyer[K, V]) EncodeKey(key any) ([]byte, error) { return encodeJSON(key.(K)) }
+
+// DecodeKey implements runner.StateCoder.
+func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
+	v, err := decodeJSON[K](b)
+	return v, err
+}
+
+func (c *combineAgg[K, V, A, O]) EncodeState(_ string, v any) ([]byte, error) {
+	return encodeJSON(*v.(*A))
+}
+
+func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
+	a, err := decodeJSON[A](b)
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+func (gbkAgg[K, V]) EncodeState(_ string, v any) ([]byte, error) { return encodeJSON(*v.(*[]V)) }
+
+func (gbkAgg[K, V]) DecodeState(_ string, b []byte) (any, error) {
+	vs, err := decodeJSON[[]V](b)
+	if err != nil {
+		return nil, err
+	}
+	return &vs, nil
+}
+
+// cellCodec encodes one declared state cell's values.
+type cellCodec struct {
+	enc func(any) ([]byte, error)
+	dec func([]byte) (any, error)
+}
+
+func codecOf[T any]() cellCodec {
+	return cellCodec{
+		enc: func(v any) ([]byte, error) { return encodeJSON(v.(T)) },
+		dec: func(b []byte) (any, error) {
+			v, err := decodeJSON[T](b)
+			return v, err
+		},
+	}
+}
+
+func (s ValueState[T]) codecs() map[string]cellCodec { return map[string]cellCodec{s.ID: codecOf[T]()} }
+func (s BagState[T]) codecs() map[string]cellCodec   { return map[string]cellCodec{s.ID: codecOf[T]()} }
+func (s MapState[K2, V2]) codecs() map[string]cellCodec {
+	return map[string]cellCodec{s.ID + "#key": codecOf[K2](), s.ID + "#value": codecOf[V2]()}
+}
+
+func (a *statefulAdapter[K, V, Out]) cell(name string) (cellCodec, error) {
+	c, ok := a.cells[name]
+	if !ok {
+		return cellCodec{}, fmt.Errorf("state cell %q was not declared in StatefulFn.State", name)
+	}
+	return c, nil
+}
+
+func (a *statefulAdapter[K, V, Out]) EncodeState(cell string, v any) ([]byte, error) {
+	c, err := a.cell(cell)
+	if err != nil {
+		return nil, err
+	}
+	return c.enc(v)
+}
+
+func (a *statefulAdapter[K, V, Out]) DecodeState(cell string, b []byte) (any, error) {
+	c, err := a.cell(cell)
+	if err != nil {
+		return nil, err
+	}
+	return c.dec(b)
+}
+
+var (
+	_ runner.StateCoder = (*combineAgg[int, int, int, int])(nil)
+	_ runner.StateCoder = gbkAgg[int, int]{}
+	_ runner.StateCoder = (*statefulAdapter[int, int, int])(nil)
+)
