@@ -1,0 +1,398 @@
+// Package state is weir's durable store: keyed state of running jobs,
+// checkpoint records (source positions, pre-committed sink data) and the job
+// service's registry, all in one Pebble database so that a checkpoint and a
+// job's state transition can be one atomic write.
+//
+// Keyed state is stored under a namespace ID bound to a (lineage, step name)
+// pair, where the lineage is the job name that survives updates. Renaming a
+// step in an update rebinds the name to the same namespace: the handover is
+// metadata, O(1) in the size of the state.
+//
+// It may import runner (for the checkpoint types), Pebble and the standard library.
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/weir-dev/weir/runner"
+)
+
+// Key prefixes. Everything the store writes lives under one of them.
+const (
+	prefixRegistry   = "r/"
+	prefixNamespace  = "ns/"
+	prefixState      = "s/"
+	prefixCheckpoint = "cp/"
+	keyNextNamespace = "nsnext"
+)
+
+// ErrNotFound is returned when a registry key or checkpoint does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is an open state database. It is safe for concurrent use.
+type Store struct {
+	db *pebble.DB
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	opts := &pebble.Options{Logger: pebbleLogger{logger}}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing state store: %w", err)
+	}
+	return nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// ---- registry ----
+
+// Get returns the registry value at key.
+func (s *Store) Get(key string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(prefixRegistry + key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("registry key %q: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading registry key %q: %w", key, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// Scan calls fn for every registry key with the given prefix, in key order.
+func (s *Store) Scan(prefix string, fn func(key string, value []byte) error) error {
+	lo := []byte(prefixRegistry + prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("scanning registry: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()[len(prefixRegistry):]), bytes.Clone(it.Value())); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Write is a set of registry changes applied atomically, alone or together
+// with a checkpoint.
+type Write struct {
+	puts    map[string][]byte
+	deletes []string
+}
+
+// Put records a registry write.
+func (w *Write) Put(key string, value []byte) {
+	if w.puts == nil {
+		w.puts = map[string][]byte{}
+	}
+	w.puts[key] = value
+}
+
+// Delete records a registry deletion.
+func (w *Write) Delete(key string) { w.deletes = append(w.deletes, key) }
+
+// Apply commits w durably.
+func (s *Store) Apply(w *Write) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := s.applyWrite(b, w); err != nil {
+		return fmt.Errorf("writing registry: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("writing registry: %w", err)
+	}
+	return nil
+}
+
+// ---- namespaces ----
+
+func nsKey(lineage, step string) []byte {
+	return []byte(prefixNamespace + lineage + "\x00" + step)
+}
+
+// Namespace returns the namespace ID bound to (lineage, step), creating one
+// if the step has none yet.
+func (s *Store) Namespace(lineage, step string) (uint32, error) {
+	if id, ok, err := s.lookupNamespace(lineage, step); err != nil || ok {
+		return id, err
+	}
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	next := uint32(1)
+	if v, closer, err := b.Get([]byte(keyNextNamespace)); err == nil {
+		next = binary.BigEndian.Uint32(v)
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("allocating a state namespace: %w", err)
+	}
+	if err := b.Set([]byte(keyNextNamespace), binary.BigEndian.AppendUint32(nil, next+1), nil); err != nil {
+		return 0, err
+	}
+	if err := b.Set(nsKey(lineage, step), binary.BigEndian.AppendUint32(nil, next), nil); err != nil {
+		return 0, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("allocating a state namespace: %w", err)
+	}
+	return next, nil
+}
+
+func (s *Store) lookupNamespace(lineage, step string) (uint32, bool, error) {
+	v, closer, err := s.db.Get(nsKey(lineage, step))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the state namespace of step %q: %w", step, err)
+	}
+	defer closer.Close()
+	return binary.BigEndian.Uint32(v), true, nil
+}
+
+// Rebind moves the namespace of step old to step new within a lineage (a
+// rename during an update), as part of w's atomic write. The state itself
+// is not touched.
+func (s *Store) Rebind(w *Write, lineage, old, new string) error {
+	id, ok, err := s.lookupNamespace(lineage, old)
+	if err != nil || !ok {
+		return err
+	}
+	w.rawPut(nsKey(lineage, new), binary.BigEndian.AppendUint32(nil, id))
+	w.rawDelete(nsKey(lineage, old))
+	return nil
+}
+
+// rawPut and rawDelete record writes of store-internal keys (namespace
+// bindings) that must commit atomically with the registry changes.
+func (w *Write) rawPut(k, v []byte) {
+	if w.puts == nil {
+		w.puts = map[string][]byte{}
+	}
+	w.puts["\x00raw\x00"+string(k)] = v
+}
+
+func (w *Write) rawDelete(k []byte) { w.deletes = append(w.deletes, "\x00raw\x00"+string(k)) }
+
+func nsPrefix(ns uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(prefixState), ns)
+}
+
+func stateKey(ns uint32, kg uint16, key []byte) []byte {
+	out := make([]byte, 0, len(prefixState)+6+len(key))
+	out = append(out, prefixState...)
+	out = binary.BigEndian.AppendUint32(out, ns)
+	out = binary.BigEndian.AppendUint16(out, kg)
+	return append(out, key...)
+}
+
+// ---- checkpoints ----
+
+// CheckpointRecord is what the store keeps of a job's latest checkpoint
+// besides keyed state.
+type CheckpointRecord struct {
+	JobID     string              `json:"job_id"`
+	Epoch     uint64              `json:"epoch"`
+	Positions map[string][][]byte `json:"positions"`
+	SinkParts map[string][][]byte `json:"sink_parts"`
+}
+
+// WriteCheckpoint durably writes cp for job jobID of lineage in one atomic,
+// synced batch: the changed keyed state, the checkpoint record, and the
+// registry changes in w (a state transition recorded with the checkpoint).
+func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	nss := map[string]uint32{}
+	for _, e := range cp.State {
+		ns, ok := nss[e.Step]
+		if !ok {
+			var err error
+			if ns, err = s.Namespace(lineage, e.Step); err != nil {
+				return err
+			}
+			nss[e.Step] = ns
+		}
+		k := stateKey(ns, e.KeyGroup, e.Key)
+		var err error
+		if e.Value == nil {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, e.Value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+		}
+	}
+	rec, err := json.Marshal(CheckpointRecord{JobID: jobID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts})
+	if err != nil {
+		return fmt.Errorf("encoding checkpoint %d: %w", cp.Epoch, err)
+	}
+	if err := b.Set([]byte(prefixCheckpoint+jobID), rec, nil); err != nil {
+		return err
+	}
+	if err := s.applyWrite(b, w); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+	}
+	return nil
+}
+
+func (s *Store) applyWrite(b *pebble.Batch, w *Write) error {
+	if w == nil {
+		return nil
+	}
+	for k, v := range w.puts {
+		key := []byte(prefixRegistry + k)
+		if raw, ok := bytes.CutPrefix([]byte(k), []byte("\x00raw\x00")); ok {
+			key = raw
+		}
+		if err := b.Set(key, v, nil); err != nil {
+			return err
+		}
+	}
+	for _, k := range w.deletes {
+		key := []byte(prefixRegistry + k)
+		if raw, ok := bytes.CutPrefix([]byte(k), []byte("\x00raw\x00")); ok {
+			key = raw
+		}
+		if err := b.Delete(key, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LastCheckpoint returns the latest checkpoint record of job jobID.
+func (s *Store) LastCheckpoint(jobID string) (*CheckpointRecord, error) {
+	v, closer, err := s.db.Get([]byte(prefixCheckpoint + jobID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("checkpoint of job %s: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the checkpoint of job %s: %w", jobID, err)
+	}
+	defer closer.Close()
+	var rec CheckpointRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return nil, fmt.Errorf("decoding the checkpoint of job %s: %w", jobID, err)
+	}
+	return &rec, nil
+}
+
+// Restore returns what a new execution of job jobID (of lineage) resumes
+// from, or nil when the job has no checkpoint yet.
+func (s *Store) Restore(lineage, jobID string) (*runner.Restore, *runner.Checkpoint, error) {
+	rec, err := s.LastCheckpoint(jobID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
+	return &runner.Restore{Epoch: rec.Epoch, Positions: rec.Positions, State: &reader{s: s, lineage: lineage}}, cp, nil
+}
+
+// StateReader returns a reader of the keyed state of lineage.
+func (s *Store) StateReader(lineage string) runner.StateReader {
+	return &reader{s: s, lineage: lineage}
+}
+
+type reader struct {
+	s       *Store
+	lineage string
+}
+
+func (r *reader) Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error {
+	ns, ok, err := r.s.lookupNamespace(r.lineage, step)
+	if err != nil || !ok {
+		return err
+	}
+	lo := nsPrefix(ns)
+	it, err := r.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return fmt.Errorf("scanning the state of step %q: %w", step, err)
+	}
+	defer it.Close()
+	// Key groups are contiguous per worker; seek to each.
+	for _, kg := range keyGroups {
+		start := stateKey(ns, uint16(kg), nil)
+		end := prefixEnd(start)
+		for it.SeekGE(start); it.Valid() && bytes.Compare(it.Key(), end) < 0; it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Key()[len(start):]
+			if err := fn(uint16(kg), bytes.Clone(k), bytes.Clone(it.Value())); err != nil {
+				return err
+			}
+		}
+	}
+	return it.Error()
+}
+
+// DropState deletes the keyed state of a step of lineage (a step deleted on
+// purpose by an update, or a lineage that ended).
+func (s *Store) DropState(lineage, step string) error {
+	ns, ok, err := s.lookupNamespace(lineage, step)
+	if err != nil || !ok {
+		return err
+	}
+	lo := nsPrefix(ns)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(lo, prefixEnd(lo), nil); err != nil {
+		return err
+	}
+	if err := b.Delete(nsKey(lineage, step), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}

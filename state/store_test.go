@@ -1,0 +1,97 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/weir-dev/weir/runner"
+)
+
+func TestCheckpointRoundTripAndRebind(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := &runner.Checkpoint{Epoch: 3,
+		Positions: map[string][][]byte{"Read": {[]byte("p0"), []byte("p1")}},
+		SinkParts: map[string][][]byte{"Write": {[]byte("rows")}},
+		State: []runner.StateEntry{
+			{Step: "Count", KeyGroup: 7, Key: []byte("a"), Value: []byte("1")},
+			{Step: "Count", KeyGroup: 7, Key: []byte("b"), Value: []byte("2")},
+			{Step: "Count", KeyGroup: 9, Key: []byte("c"), Value: []byte("3")},
+			{Step: "Other", KeyGroup: 7, Key: []byte("a"), Value: []byte("x")},
+		}}
+	var w Write
+	w.Put("job/j1", []byte(`{"state":"RUNNING"}`))
+	if err := s.WriteCheckpoint("orders", "j1", cp, &w); err != nil {
+		t.Fatal(err)
+	}
+	// A later checkpoint deletes one key and changes another.
+	cp2 := &runner.Checkpoint{Epoch: 4, State: []runner.StateEntry{
+		{Step: "Count", KeyGroup: 7, Key: []byte("a")},
+		{Step: "Count", KeyGroup: 9, Key: []byte("c"), Value: []byte("4")},
+	}}
+	if err := s.WriteCheckpoint("orders", "j1", cp2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := s.Get("job/j1"); err != nil || string(v) != `{"state":"RUNNING"}` {
+		t.Fatalf("registry: %q %v", v, err)
+	}
+	rs, last, err := s.Restore("orders", "j1")
+	if err != nil || rs == nil || last.Epoch != 4 {
+		t.Fatalf("restore: %+v %+v %v", rs, last, err)
+	}
+	scan := func(lineage, step string, kgs []int) map[string]string {
+		got := map[string]string{}
+		err := s.StateReader(lineage).Scan(context.Background(), step, kgs, func(kg uint16, k, v []byte) error {
+			got[string(k)] = string(v)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := scan("orders", "Count", []int{7, 9}); len(got) != 2 || got["b"] != "2" || got["c"] != "4" {
+		t.Errorf("Count state = %v", got)
+	}
+	if got := scan("orders", "Count", []int{9}); len(got) != 1 {
+		t.Errorf("key group filter: %v", got)
+	}
+	if got := scan("other-lineage", "Count", []int{7, 9}); len(got) != 0 {
+		t.Errorf("lineages leak: %v", got)
+	}
+	// Renaming a step rebinds its namespace: the state follows, no copy.
+	var rw Write
+	if err := s.Rebind(&rw, "orders", "Count", "CountByRegion"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(&rw); err != nil {
+		t.Fatal(err)
+	}
+	if got := scan("orders", "CountByRegion", []int{7, 9}); len(got) != 2 {
+		t.Errorf("after rebind: %v", got)
+	}
+	if got := scan("orders", "Count", []int{7, 9}); len(got) != 0 {
+		t.Errorf("old name still bound: %v", got)
+	}
+	if err := s.DropState("orders", "Other"); err != nil {
+		t.Fatal(err)
+	}
+	if got := scan("orders", "Other", []int{7}); len(got) != 0 {
+		t.Errorf("dropped state still there: %v", got)
+	}
+	if _, err := s.LastCheckpoint("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing checkpoint: %v", err)
+	}
+}
