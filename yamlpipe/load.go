@@ -24,7 +24,31 @@ import (
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
 // (default: the current directory).
-type Options struct{ BaseDir string }
+type Options struct {
+	// BaseDir resolves relative paths in the pipeline (default: the current directory).
+	BaseDir string
+	// Job describes the job the pipeline runs as, for connectors that need
+	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
+	// Nil for in-process runs of bounded pipelines.
+	Job *JobEnv
+}
+
+// JobEnv is what a job service tells the loader about the job a pipeline
+// becomes: its identity and the shared services its connectors use.
+type JobEnv struct {
+	// Name is the job name (the lineage that survives updates).
+	Name string
+	// ID is the job ID of this run.
+	ID string
+	// Generation is the name's generation counter for this job; it is part
+	// of every sink revision, so a newer job's writes win.
+	Generation int64
+	// DataDir is the service's data directory (default home of SQLite sinks).
+	DataDir string
+	// Broker is the Pub/Sub broker (an *pubsub.Broker); nil when the
+	// service has none.
+	Broker any
+}
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
 // pipeline. Every error names file:line:column and the problem.
