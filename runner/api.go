@@ -227,6 +227,11 @@ type Options struct {
 	Checkpoints bool
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
 	Restore *Restore
+	// DeadLetter, when set, receives the rejects of steps that declare no
+	// error output instead of failing the execution (a server job sends
+	// them to its dead-letter topic). It is called from worker goroutines;
+	// an error it returns fails the execution.
+	DeadLetter func(ctx context.Context, r Reject) error
 }
 
 // DefaultKeyGroups is the number of key groups used when none is set.

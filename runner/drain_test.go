@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,5 +75,38 @@ func TestCancelDiscards(t *testing.T) {
 	}
 	if n := len(out.Elements()); n != 0 {
 		t.Errorf("cancel emitted %d panes for open windows", n)
+	}
+}
+
+// TestDeadLetterInsteadOfFailure: with a dead-letter hook, an element that
+// fails in a step without an error output is handed over and the run goes on.
+func TestDeadLetterInsteadOfFailure(t *testing.T) {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Create(s, "In", []int64{1, 2, 3})
+	out := weir.ParDo(s, "Odd", in, func(c *weir.Context, v int64, emit func(int64)) error {
+		if v%2 == 0 {
+			return weir.Fail("even", "%d is even", v)
+		}
+		emit(v)
+		return nil
+	})
+	got := weir.Collect(s, "Out", out)
+	var dead []runner.Reject
+	var mu sync.Mutex
+	res, err := runner.Run(context.Background(), p.Program(), runner.Options{DeadLetter: func(_ context.Context, r runner.Reject) error {
+		mu.Lock()
+		defer mu.Unlock()
+		dead = append(dead, r)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Values()) != 2 || len(dead) != 1 || dead[0].Reason != "even" || dead[0].Step != "Odd" {
+		t.Fatalf("outputs %v, dead letters %+v", got.Values(), dead)
+	}
+	if res.Step("Odd").Rejects != 1 {
+		t.Errorf("rejects counter = %d", res.Step("Odd").Rejects)
 	}
 }

@@ -1047,6 +1047,12 @@ func reject(out *outputs, sp *stepPlan, tag int, e Element, err error) error {
 func emitReject(out *outputs, sp *stepPlan, tag int, e Element, rj Reject, err error) error {
 	sp.counters.rejects.Add(1)
 	if tag < 0 {
+		if dl := out.w.r.opts.DeadLetter; dl != nil {
+			if err := dl(out.w.r.ctx, rj); err != nil {
+				return fmt.Errorf("sending a reject of step %q to the dead-letter topic: %w", rj.Step, err)
+			}
+			return nil
+		}
 		return &StepError{Step: rj.Step, Reason: rj.Reason, Message: rj.Message, Source: rj.Source, Err: err}
 	}
 	out.emit(tag, Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
