@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/internal/box"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/window"
@@ -238,13 +239,14 @@ func (g *generator[T]) Split(_ context.Context, n int) ([]runner.SourceSplit, er
 	}
 	splits := make([]runner.SourceSplit, n)
 	for i := range splits {
-		splits[i] = &generatorSplit[T]{g: g, next: int64(i), stride: int64(n), start: time.Now()}
+		splits[i] = &generatorSplit[T]{g: g, next: int64(i), stride: int64(n), start: time.Now(), box: box.New[T]()}
 	}
 	return splits, nil
 }
 
 type generatorSplit[T any] struct {
 	g       *generator[T]
+	box     *box.Boxer[T]
 	next    int64
 	stride  int64
 	emitted int64
@@ -273,7 +275,7 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []runner.Element) (run
 	var ts mtime.Time
 	for n < len(buf) && (cfg.Count == 0 || s.next < cfg.Count) {
 		ts = cfg.Start + mtime.Time(s.next)*mtime.Time(cfg.Spacing)
-		buf[n] = runner.Element{Value: s.g.fn(s.next), Time: ts, Window: window.Global, Pane: window.NoFiring}
+		buf[n] = runner.Element{Value: s.box.Box(s.g.fn(s.next)), Time: ts, Window: window.Global, Pane: window.NoFiring}
 		n++
 		s.next += s.stride
 	}

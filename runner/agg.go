@@ -19,6 +19,9 @@ type winState struct {
 type aggKey struct {
 	key  any
 	wins []*winState
+	// hash is the key's KeyHash; next chains keys whose hashes collide.
+	hash uint64
+	next *aggKey
 	// str is the key's map key (its canonical encoding).
 	str string
 	// dirty is the checkpoint epoch in which the key last changed.
@@ -38,7 +41,50 @@ func (k *aggKey) has(ws *winState) bool {
 // (step, key group, key, window), so a key group can be moved or persisted
 // as a unit.
 type keyGroupState struct {
-	keys map[string]*aggKey
+	keys map[uint64]*aggKey
+}
+
+// find returns the key with hash h and encoding key, or nil.
+func (g *keyGroupState) find(h uint64, key string) *aggKey {
+	for k := g.keys[h]; k != nil; k = k.next {
+		if k.str == key {
+			return k
+		}
+	}
+	return nil
+}
+
+// findBytes is find for an encoding held in a scratch buffer.
+func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
+	for k := g.keys[h]; k != nil; k = k.next {
+		if k.str == string(key) {
+			return k
+		}
+	}
+	return nil
+}
+
+func (g *keyGroupState) add(k *aggKey) {
+	k.next = g.keys[k.hash]
+	g.keys[k.hash] = k
+}
+
+func (g *keyGroupState) remove(k *aggKey) {
+	head := g.keys[k.hash]
+	if head == k {
+		if k.next == nil {
+			delete(g.keys, k.hash)
+		} else {
+			g.keys[k.hash] = k.next
+		}
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == k {
+			p.next = k.next
+			return
+		}
+	}
 }
 
 // timerRef names a window of a key for a timer; it is checked lazily (the
@@ -46,6 +92,7 @@ type keyGroupState struct {
 type timerRef struct {
 	t   mtime.Time
 	kg  uint16
+	h   uint64
 	key string
 	w   window.Window
 }
@@ -90,9 +137,9 @@ type aggNode struct {
 }
 
 type touchRef struct {
-	kg  uint16
-	key string
-	ws  *winState
+	kg uint16
+	k  *aggKey
+	ws *winState
 }
 
 func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
@@ -159,8 +206,8 @@ func (n *aggNode) changes() ([]StateEntry, error) {
 		}
 		seen[dirtyKey{d.kg, d.k.str}] = true
 		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
-		if g := n.groups[d.kg]; g != nil && g.keys[d.k.str] != nil {
-			v, err := encodeAggKey(n.sc, g.keys[d.k.str])
+		if cur := n.groups[d.kg].find(d.k.hash, d.k.str); cur != nil {
+			v, err := encodeAggKey(n.sc, cur)
 			if err != nil {
 				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
 			}
@@ -192,11 +239,12 @@ func (n *aggNode) restore() error {
 			return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
 		}
 		k.str = string(key)
-		n.group(kg).keys[k.str] = k
+		k.hash = KeyHash(key)
+		n.group(kg).add(k)
 		for _, ws := range k.wins {
-			n.setEventTimers(kg, k.str, ws)
+			n.setEventTimers(kg, k, ws)
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: k.str, w: ws.w})
+				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
 			}
 		}
 		return nil
@@ -210,7 +258,7 @@ func (n *aggNode) finished() bool { return n.done }
 func (n *aggNode) group(kg uint16) *keyGroupState {
 	g := n.groups[kg]
 	if g == nil {
-		g = &keyGroupState{keys: map[string]*aggKey{}}
+		g = &keyGroupState{keys: map[uint64]*aggKey{}}
 		n.groups[kg] = g
 	}
 	return g
@@ -231,26 +279,32 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	n.gen++
 	var dropped int64
 	route := n.w.r.route
+	ngroups := uint64(len(route))
 	var seen int64
+	var lastW window.Window
+	lastDrop, haveLast := false, false
 	for i := range b.elems {
 		if b.skip(i, route, n.w.id) {
 			continue
 		}
 		seen++
 		e := &b.elems[i]
-		if n.m.Droppable(e.Window, n.wm) {
+		if !haveLast || e.Window != lastW {
+			// Consecutive elements mostly share a window: decide once.
+			lastW, lastDrop, haveLast = e.Window, n.m.Droppable(e.Window, n.wm), true
+		}
+		if lastDrop {
 			dropped++
 			continue
 		}
-		kg := b.kgs[i]
+		h := b.hashes[i]
+		kg := uint16(h % ngroups)
 		g := n.group(kg)
 		n.scratch = n.agg.AppendKey(n.scratch[:0], e.Value)
-		k := g.keys[string(n.scratch)]
-		var keyStr string
+		k := g.findBytes(h, n.scratch)
 		if k == nil {
-			keyStr = string(n.scratch)
-			k = &aggKey{key: n.agg.Key(e.Value), str: keyStr}
-			g.keys[keyStr] = k
+			k = &aggKey{key: n.agg.Key(e.Value), str: string(n.scratch), hash: h}
+			g.add(k)
 		}
 		n.markDirty(kg, k)
 		var ws *winState
@@ -258,7 +312,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			var grown bool
 			ws, grown = n.mergeInto(k, e.Window)
 			if grown {
-				n.setEventTimers(kg, n.keyString(keyStr), ws)
+				n.setEventTimers(kg, k, ws)
 			}
 		} else {
 			for _, c := range k.wins {
@@ -271,7 +325,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		if ws == nil {
 			ws = &winState{w: e.Window, st: n.m.NewState()}
 			k.wins = append(k.wins, ws)
-			n.setEventTimers(kg, n.keyString(keyStr), ws)
+			n.setEventTimers(kg, k, ws)
 		}
 		if ws.st.Closed {
 			dropped++
@@ -285,7 +339,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: n.keyString(keyStr), w: ws.w})
+				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
 			}
 		}
 		// Triggers are evaluated once after the bundle (as Beam does), and only
@@ -293,7 +347,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		// within a bundle, so checking after each element finds them all.
 		if ws.touched != n.gen && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
 			ws.touched = n.gen
-			n.touched = append(n.touched, touchRef{kg: kg, key: n.keyString(keyStr), ws: ws})
+			n.touched = append(n.touched, touchRef{kg: kg, k: k, ws: ws})
 		}
 	}
 	n.sp.counters.in.Add(seen)
@@ -302,8 +356,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	}
 	for i, t := range n.touched {
 		// A window touched earlier in the bundle may since have merged away.
-		if k := n.groups[t.kg].keys[t.key]; k != nil && k.has(t.ws) {
-			if err := n.evaluate(t.kg, t.key, t.ws, now); err != nil {
+		if n.groups[t.kg].find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
+			if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
 				return err
 			}
 		}
@@ -311,15 +365,6 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	}
 	n.touched = n.touched[:0]
 	return n.out.flush()
-}
-
-// keyString returns the map key of the current key, reusing keyStr when the
-// key was just created.
-func (n *aggNode) keyString(keyStr string) string {
-	if keyStr != "" {
-		return keyStr
-	}
-	return string(n.scratch)
 }
 
 // mergeInto finds the session window of k that w merges into: every open
@@ -361,11 +406,11 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 	return target, grown
 }
 
-func (n *aggNode) setEventTimers(kg uint16, key string, ws *winState) {
+func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
 	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
-		heap.Push(&n.events, timerRef{t: t, kg: kg, key: key, w: ws.w})
+		heap.Push(&n.events, timerRef{t: t, kg: kg, h: k.hash, key: k.str, w: ws.w})
 	}
-	heap.Push(&n.events, timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, key: key, w: ws.w})
+	heap.Push(&n.events, timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.hash, key: k.str, w: ws.w})
 }
 
 func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
@@ -373,7 +418,7 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 	if g == nil {
 		return nil, nil
 	}
-	k := g.keys[ref.key]
+	k := g.find(ref.h, ref.key)
 	if k == nil {
 		return nil, nil
 	}
@@ -386,10 +431,8 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 }
 
 // evaluate asks the machine whether the window fires and emits its pane.
-func (n *aggNode) evaluate(kg uint16, key string, ws *winState, now mtime.Time) error {
+func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) error {
 	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
-	g := n.groups[kg]
-	k := g.keys[key]
 	n.markDirty(kg, k)
 	if f.Emit {
 		acc := ws.acc
@@ -410,12 +453,12 @@ func (n *aggNode) evaluate(kg uint16, key string, ws *winState, now mtime.Time) 
 			}
 		}
 		if len(k.wins) == 0 {
-			delete(g.keys, key)
+			n.groups[kg].remove(k)
 		}
 		return nil
 	}
 	if d := n.m.NextDeadline(&ws.st); d != 0 {
-		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, key: key, w: ws.w})
+		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
 	}
 	return nil
 }
@@ -448,8 +491,8 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 	now := n.clock.now()
 	for len(n.events) > 0 && (n.events[0].t < n.wm || n.wm >= mtime.MaxTimestamp) {
 		ref := heap.Pop(&n.events).(timerRef)
-		if _, ws := n.lookup(ref); ws != nil {
-			if err := n.evaluate(ref.kg, ref.key, ws, now); err != nil {
+		if k, ws := n.lookup(ref); ws != nil {
+			if err := n.evaluate(ref.kg, k, ws, now); err != nil {
 				return err
 			}
 		}
@@ -482,11 +525,11 @@ func (n *aggNode) onProcessingTime(now mtime.Time) error {
 	defer func() { n.w.cur = prev }()
 	for len(n.deadlines) > 0 && n.deadlines[0].t <= now {
 		ref := heap.Pop(&n.deadlines).(timerRef)
-		_, ws := n.lookup(ref)
+		k, ws := n.lookup(ref)
 		if ws == nil || n.m.NextDeadline(&ws.st) != ref.t {
 			continue
 		}
-		if err := n.evaluate(ref.kg, ref.key, ws, now); err != nil {
+		if err := n.evaluate(ref.kg, k, ws, now); err != nil {
 			return err
 		}
 	}

@@ -194,8 +194,9 @@ type SourceSplit interface {
 }
 
 // Sink is the code of a sink step. Write is called with each bundle, from
-// the worker that produced it (so concurrently across workers); Close is
-// called once after all input has been written and must flush everything.
+// the worker that produced it (so concurrently across workers), and must not
+// keep elems after it returns (the runner reuses the slice); Close is called
+// once after all input has been written and must flush everything.
 type Sink interface {
 	Write(ctx context.Context, worker int, elems []Element) error
 	Close(ctx context.Context) error

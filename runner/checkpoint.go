@@ -302,7 +302,7 @@ type aligner struct {
 func copyBundle(b bundle) bundle {
 	c := b
 	c.elems = append([]Element(nil), b.elems...)
-	c.kgs = append([]uint16(nil), b.kgs...)
+	c.hashes = append([]uint64(nil), b.hashes...)
 	return c
 }
 

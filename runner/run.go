@@ -71,9 +71,14 @@ type ctrl struct {
 
 type bundle struct {
 	elems []Element
-	kgs   []uint16
+	// hashes holds, for bundles of keyed steps, the KeyHash of each
+	// element's key; its key group is the hash modulo the key groups.
+	hashes []uint64
 	// sender is the root instance the elements come from.
 	sender int
+	// owned says the receiver may modify the elements in place: no other
+	// consumer reads them and the producer will not read them again.
+	owned bool
 	// shared says the bundle is a whole partitioned bundle of which the
 	// receiving worker handles only the elements of the key groups it owns
 	// (the local share, passed without copying).
@@ -83,7 +88,7 @@ type bundle struct {
 // skip reports whether element i of a shared bundle belongs to a worker
 // other than self.
 func (b *bundle) skip(i int, route RoutingTable, self int) bool {
-	return b.shared && int(route[b.kgs[i]]) != self
+	return b.shared && int(route[b.hashes[i]%uint64(len(route))]) != self
 }
 
 // node is one step's instance on one worker. All calls come from the
@@ -655,7 +660,7 @@ func (w *worker) loop() error {
 				err = w.nodes[m.step].process(m.port, m.b)
 				if m.pooled != nil {
 					clear(m.b.elems)
-					m.pooled.elems, m.pooled.kgs = m.b.elems[:0], m.b.kgs[:0]
+					m.pooled.elems, m.pooled.hashes = m.b.elems[:0], m.b.hashes[:0]
 					bundlePool.Put(m.pooled)
 				}
 				if m.from != w.id {
@@ -785,7 +790,7 @@ func (w *worker) fireProcessingTimers(now mtime.Time) error {
 // groups and the local part of partitioned bundles. A DAG never re-enters the
 // same edge while it is delivering, so the buffers are safe to reuse.
 type edgeScratch struct {
-	kgs []uint16
+	hashes []uint64
 }
 
 // bundlePool recycles the bundles sent to other workers.
@@ -794,10 +799,10 @@ var bundlePool = sync.Pool{New: func() any { return &bundle{} }}
 // deliver hands a bundle produced on this worker to the consumer of edge e.
 // The consumer must not keep elems after returning; bundles sent to other
 // workers are copied.
-func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
+func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch, owned bool) error {
 	switch e.kind {
 	case edgeLocal:
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur, owned: owned})
 	case edgeBroadcast:
 		for _, other := range w.r.workers {
 			if other.id == w.id {
@@ -812,25 +817,24 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 	route := w.r.route
 	ngroups := uint64(len(route))
 	if nw == 1 {
-		kgs := sc.kgs[:0]
+		hs := sc.hashes[:0]
 		for i := range elems {
 			w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
-			kgs = append(kgs, uint16(KeyHash(w.scratch)%ngroups))
+			hs = append(hs, KeyHash(w.scratch))
 		}
-		sc.kgs = kgs
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, sender: w.cur})
+		sc.hashes = hs
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, sender: w.cur})
 	}
 	// Remote shares are copied into pooled bundles; the local share is the
-	// producer's bundle itself, with the key groups telling which elements
-	// are ours.
+	// producer's bundle itself, with the hashes telling which elements are ours.
 	parts := make([]*bundle, nw)
-	kgs := sc.kgs[:0]
+	hs := sc.hashes[:0]
 	local := 0
 	for i := range elems {
 		w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
-		kg := uint16(KeyHash(w.scratch) % ngroups)
-		kgs = append(kgs, kg)
-		o := int(route[kg])
+		h := KeyHash(w.scratch)
+		hs = append(hs, h)
+		o := int(route[h%ngroups])
 		if o == w.id {
 			local++
 			continue
@@ -838,13 +842,13 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		p := parts[o]
 		if p == nil {
 			p = bundlePool.Get().(*bundle)
-			p.elems, p.kgs, p.sender = p.elems[:0], p.kgs[:0], w.cur
+			p.elems, p.hashes, p.sender = p.elems[:0], p.hashes[:0], w.cur
 			parts[o] = p
 		}
 		p.elems = append(p.elems, elems[i])
-		p.kgs = append(p.kgs, kg)
+		p.hashes = append(p.hashes, h)
 	}
-	sc.kgs = kgs
+	sc.hashes = hs
 	for o, p := range parts {
 		if p == nil {
 			continue
@@ -852,7 +856,7 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch) error {
 		w.push(w.r.workers[o], message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
 	if local > 0 {
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, kgs: kgs, shared: true, sender: w.cur})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, shared: true, sender: w.cur})
 	}
 	return nil
 }
@@ -958,13 +962,37 @@ func (o *outputs) flushTag(tag int) error {
 		// elements_out counts what a step produced; rejects are counted apart.
 		o.counters.out.Add(int64(len(buf)))
 	}
+	owned := len(o.edges[tag]) == 1
 	for i, e := range o.edges[tag] {
-		if err := o.w.deliver(e, buf, &o.scratch[tag][i]); err != nil {
+		if err := o.w.deliver(e, buf, &o.scratch[tag][i], owned); err != nil {
 			return err
 		}
 	}
 	clear(buf)
 	o.bufs[tag] = buf[:0]
+	return nil
+}
+
+// deliverBundle hands elems to the consumers of tag without copying them
+// into the output buffer (after anything already buffered, to keep order).
+// owned says the caller gives the elements up: with a single consumer, that
+// consumer may then modify them in place.
+func (o *outputs) deliverBundle(tag int, elems []Element, owned bool) error {
+	if err := o.flush(); err != nil {
+		return err
+	}
+	if len(elems) == 0 {
+		return nil
+	}
+	if tag != o.errTag {
+		o.counters.out.Add(int64(len(elems)))
+	}
+	owned = owned && len(o.edges[tag]) == 1
+	for i, e := range o.edges[tag] {
+		if err := o.w.deliver(e, elems, &o.scratch[tag][i], owned); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -1089,6 +1117,18 @@ type windowNode struct {
 
 func (n *windowNode) process(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
+	if b.owned && n.fn.Kind != window.KindSliding {
+		// One window per element: assign in place and pass the bundle on.
+		for i := range b.elems {
+			e := &b.elems[i]
+			e.Pane = window.NoFiring
+			if !n.last.Contains(e.Time) || n.fn.Kind == window.KindSessions {
+				n.last, _ = n.fn.AssignOne(e.Time)
+			}
+			e.Window = n.last
+		}
+		return n.out.deliverBundle(0, b.elems, true)
+	}
 	for _, e := range b.elems {
 		e.Pane = window.NoFiring
 		if n.last.Contains(e.Time) && n.fn.Kind != window.KindSliding && n.fn.Kind != window.KindSessions {
@@ -1122,8 +1162,9 @@ type flattenNode struct {
 func (n *flattenNode) process(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
 	n.counters.out.Add(int64(len(b.elems)))
+	owned := b.owned && len(n.out.edges[0]) == 1
 	for i, e := range n.out.edges[0] {
-		if err := n.out.w.deliver(e, b.elems, &n.out.scratch[0][i]); err != nil {
+		if err := n.out.w.deliver(e, b.elems, &n.out.scratch[0][i], owned); err != nil {
 			return err
 		}
 	}
@@ -1327,6 +1368,20 @@ func (n *sourceNode) read(ctx context.Context) error {
 		return fmt.Errorf("reading source %q: %w", n.plan.step.Name, err)
 	}
 	n.plan.counters.in.Add(int64(res.N))
+	clean := true
+	for i := 0; i < res.N; i++ {
+		if _, ok := n.buf[i].Value.(Reject); ok {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		// The common case: hand the read buffer on without copying it.
+		if err := n.out.deliverBundle(0, n.buf[:res.N], true); err != nil {
+			return err
+		}
+		res.N = 0
+	}
 	for i := 0; i < res.N; i++ {
 		e := n.buf[i]
 		if rj, ok := e.Value.(Reject); ok {

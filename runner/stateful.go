@@ -357,7 +357,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			dropped++
 			continue
 		}
-		kg := b.kgs[i]
+		kg := uint16(b.hashes[i] % uint64(len(n.groups)))
 		g := n.groups[kg]
 		if g == nil {
 			g = map[string]*sfKey{}
