@@ -46,6 +46,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.CSV)}, true
+	case "WriteToSql":
+		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode"}, sink: true, build: buildWriteToSql}, true
 	case "MapToFields":
 		return &transformDef{keys: append([]string{"fields", "append", "drop"}, celKeys...), errors: true, build: buildMapToFields}, true
 	case "Filter":
@@ -65,7 +67,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson"}
+		"ReadFromJson", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToSql"}
 	sort.Strings(out)
 	return out
 }

@@ -1,0 +1,243 @@
+package sqlsink
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/window"
+)
+
+// Drivers.
+const (
+	// DriverSQLite is the embedded default: modernc.org/sqlite, pure Go.
+	DriverSQLite = "sqlite"
+	// DriverPostgres is PostgreSQL through github.com/jackc/pgx/v5.
+	DriverPostgres = "postgres"
+)
+
+// Modes.
+const (
+	// ModeUpsert keeps one row per key and window, at its newest revision.
+	ModeUpsert = "upsert"
+	// ModeAppend inserts every row once, identified by its element ID.
+	ModeAppend = "append"
+)
+
+// DefaultSQLiteFile is the SQLite file used, inside Config.DataDir, when a
+// SQLite sink has no DSN.
+const DefaultSQLiteFile = "weir-sql.sqlite"
+
+// DefaultBusyTimeout is how long a SQLite write waits for another writer of
+// the same file before failing.
+const DefaultBusyTimeout = 10 * time.Second
+
+// ProgressTable is the table holding the last committed epoch of each sink.
+const ProgressTable = "weir_sink_progress"
+
+// Errors callers match with errors.Is.
+var (
+	// ErrConfig marks a configuration that cannot work; fix the pipeline.
+	ErrConfig = errors.New("invalid WriteToSql configuration")
+	// ErrColumnType marks an existing table whose column cannot hold a field
+	// (returned by Prepare and Validate, before any data flows). Change the
+	// field's type, or write to another table.
+	ErrColumnType = errors.New("column type conflict")
+	// ErrTableShape marks an existing table that lacks a key or bookkeeping
+	// column, or is keyed differently. Write to another table.
+	ErrTableShape = errors.New("table does not fit the sink")
+	// ErrDiscardingPanes marks an upsert sink fed by discarding panes that can
+	// fire more than once per window (CheckAccumulation).
+	ErrDiscardingPanes = errors.New("upsert sink fed by discarding panes")
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("sql sink is closed")
+)
+
+// Config configures one WriteToSql sink. The zero values of the optional
+// fields are their documented defaults.
+type Config struct {
+	// Driver is "sqlite" (default) or "postgres".
+	Driver string
+	// DSN is, for SQLite, a file path (or a "file:" URI); when empty it is
+	// DefaultSQLiteFile inside DataDir. For PostgreSQL it is a URL or
+	// keyword/value connection string (required).
+	DSN string
+	// DataDir is the data directory the default SQLite file lives in.
+	DataDir string
+	// Table is the table name; for PostgreSQL it may be schema-qualified
+	// (schema.table). Letters, digits and underscores.
+	Table string
+	// Key lists the row fields that, with the window, identify an upsert row.
+	// Key fields must be scalars (int, float, bool, string, timestamp) and are
+	// never null.
+	Key []string
+	// Mode is "upsert" or "append". Default: upsert when Key is set, append
+	// otherwise.
+	Mode string
+	// SinkID identifies the sink in weir_sink_progress: the job name and the
+	// step name (for example "orders/WriteTotals"). Required. Two jobs that
+	// commit concurrently, or whose epochs restart from 1, need distinct IDs.
+	SinkID string
+	// JobID is stored in the job_id column of upsert rows.
+	JobID string
+	// Generation is the job's generation: the first half of every upsert
+	// revision, so a newer job's writes always win. Must be >= 0.
+	Generation int64
+	// ElementID gives an append-mode row its identity; it must be
+	// deterministic across replays. Default DefaultElementID (plus an
+	// occurrence suffix, see there).
+	ElementID func(e *runner.Element, r *row.Row) (string, error)
+	// FlushEvery, when > 0, makes Write apply a worker's buffer directly once
+	// it holds that many rows (its own transaction, no progress record). Use it
+	// only for runs that take no checkpoints (bounded in-process runs), to
+	// bound memory; rows stay idempotent. Default 0: rows wait for PreCommit or
+	// Close.
+	FlushEvery int
+	// BusyTimeout is how long a SQLite writer waits for the file's lock.
+	// Default DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Now gives updated_at. Default time.Now.
+	Now func() time.Time
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EnsureDefaults fills unset optional fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Driver == "" {
+		c.Driver = DriverSQLite
+	}
+	c.Driver = strings.ToLower(c.Driver)
+	if c.Driver == "postgresql" || c.Driver == "pgx" {
+		c.Driver = DriverPostgres
+	}
+	c.Mode = strings.ToLower(c.Mode)
+	if c.Mode == "" {
+		c.Mode = ModeAppend
+		if len(c.Key) > 0 {
+			c.Mode = ModeUpsert
+		}
+	}
+	if c.Driver == DriverSQLite && c.DSN == "" && c.DataDir != "" {
+		c.DSN = filepath.Join(c.DataDir, DefaultSQLiteFile)
+	}
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports a configuration that cannot work, without looking at the
+// schema or the database. Call EnsureDefaults first.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch c.Driver {
+	case DriverSQLite, DriverPostgres:
+	default:
+		return bad("driver %q is not supported (want sqlite or postgres)", c.Driver)
+	}
+	if c.DSN == "" {
+		if c.Driver == DriverSQLite {
+			return bad("sqlite needs a dsn (a file path) or a data directory")
+		}
+		return bad("postgres needs a dsn (postgres://user@host:5432/db)")
+	}
+	if c.Table == "" {
+		return bad("table is required")
+	}
+	parts := strings.Split(c.Table, ".")
+	if len(parts) > 2 || (len(parts) == 2 && c.Driver == DriverSQLite) {
+		return bad("table %q: want a plain name (or schema.table for postgres)", c.Table)
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return bad("table %q: use letters, digits and underscores, not starting with a digit", c.Table)
+		}
+	}
+	if strings.HasPrefix(strings.ToLower(parts[len(parts)-1]), "weir_") {
+		return bad("table %q: names starting with weir_ are reserved", c.Table)
+	}
+	switch c.Mode {
+	case ModeUpsert, ModeAppend:
+	default:
+		return bad("mode %q is not supported (want upsert or append)", c.Mode)
+	}
+	if c.Mode == ModeAppend && len(c.Key) > 0 {
+		return bad("table %s: key is only meaningful in upsert mode (append rows are identified by element_id)", c.Table)
+	}
+	seen := map[string]bool{}
+	for _, k := range c.Key {
+		if seen[k] {
+			return bad("table %s: key field %q is listed twice", c.Table, k)
+		}
+		seen[k] = true
+	}
+	if c.SinkID == "" {
+		return bad("table %s: a sink ID (job name and step name) is required", c.Table)
+	}
+	if c.Generation < 0 {
+		return bad("generation %d is negative", c.Generation)
+	}
+	if c.FlushEvery < 0 {
+		return bad("flush_every %d is negative", c.FlushEvery)
+	}
+	return nil
+}
+
+// CheckAccumulation refuses, at submit time, an upsert sink fed by a
+// windowing strategy whose panes are deltas (discarding) while a window can
+// fire more than one pane: each pane would overwrite a total with a delta.
+// Discarding panes are fine when every window fires exactly once (the
+// default trigger without allowed lateness, or a one-shot trigger), and
+// append mode accepts any strategy. mode is the sink's mode; empty counts as
+// upsert.
+func CheckAccumulation(mode string, s window.Strategy) error {
+	if strings.ToLower(mode) == ModeAppend {
+		return nil
+	}
+	s.EnsureDefaults()
+	if s.Accumulation != window.Discarding || !MayFireRepeatedly(s) {
+		return nil
+	}
+	return fmt.Errorf("%w: trigger %s can fire several panes per window and, with discarding panes, "+
+		"each pane would overwrite a total with a delta; use accumulation_mode: accumulating, or mode: append",
+		ErrDiscardingPanes, triggerName(s.Trigger))
+}
+
+// MayFireRepeatedly reports whether a strategy can emit more than one pane for
+// the same key and window.
+func MayFireRepeatedly(s window.Strategy) bool {
+	s.EnsureDefaults()
+	return repeats(s.Trigger, s.AllowedLateness > 0)
+}
+
+func repeats(t window.Trigger, lateness bool) bool {
+	switch t.Kind {
+	case window.TriggerDefault, "":
+		// The on-time pane, then one per late element while the window lives.
+		return lateness
+	case window.TriggerAfterWatermark:
+		return t.Early != nil || (t.Late != nil && lateness)
+	case window.TriggerRepeatedly:
+		return true
+	}
+	// One-shot triggers (after_count, after_processing_time, after_any,
+	// after_all, never) finish on their first firing, which closes the window.
+	return false
+}
+
+func triggerName(t window.Trigger) string {
+	if t.Kind == "" {
+		return string(window.TriggerDefault)
+	}
+	return string(t.Kind)
+}

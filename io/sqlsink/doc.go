@@ -1,0 +1,116 @@
+// Package sqlsink implements WriteToSql: a sink that writes schema'd rows
+// (package row) to a SQL table in SQLite (modernc.org/sqlite, embedded, the
+// default) or PostgreSQL (github.com/jackc/pgx/v5), exactly once per
+// checkpoint epoch.
+//
+// # Modes
+//
+// Upsert (the default when Config.Key is set) keeps one row per (key fields,
+// window_start, window_end) and stores, besides the row's own fields, the
+// pane (pane_index, pane_timing, pane_is_first, pane_is_last), the sink
+// revision's generation, the job_id and updated_at. A write replaces the
+// stored row only if its revision (generation, pane_index) is strictly newer:
+// an older or equal revision is ignored, so replays and out-of-order panes
+// never move a result backwards (DESIGN.md §4: an ON_TIME 425 then a LATE 475
+// leaves 475, never 900, and replaying either leaves 475). The whole rule is
+// one statement on both databases:
+//
+//	INSERT INTO t AS cur (...) ... ON CONFLICT (<key>) DO UPDATE SET ...
+//	WHERE (excluded.generation, excluded.pane_index) > (cur.generation, cur.pane_index)
+//
+// Upsert needs accumulating panes when a window can fire more than once:
+// CheckAccumulation refuses the other strategies at submit time.
+//
+// Append (the default without a key) inserts every row once, identified by
+// element_id (unique): a row whose element_id is already stored is ignored
+// (ON CONFLICT DO NOTHING). Config.ElementID supplies the identity; the
+// default is derived from the element's source position, window, pane and
+// content (see DefaultElementID).
+//
+// # The global window
+//
+// Windowed results carry window_start and window_end, null for the global
+// window (DESIGN.md §3). The columns keep those nulls (readers see exactly the
+// records), and the upsert key is a unique expression index that maps null to
+// a sentinel:
+//
+//	SQLite:     (k..., COALESCE(window_start, ''), COALESCE(window_end, ''))
+//	PostgreSQL: (k..., COALESCE(window_start, '-infinity'::timestamptz),
+//	                   COALESCE(window_end, 'infinity'::timestamptz))
+//
+// The index is named <table>_weir_key_<hash of the key>; Prepare refuses a
+// table that already carries a weir key index for another key list.
+//
+// # Tables and columns
+//
+// Prepare creates the table on first use with columns typed from the row
+// schema:
+//
+//	row type      SQLite              PostgreSQL
+//	int           INTEGER             BIGINT
+//	float         REAL                DOUBLE PRECISION
+//	bool          INTEGER (0/1)       BOOLEAN
+//	string        TEXT                TEXT
+//	timestamp     TEXT (RFC 3339 UTC  TIMESTAMPTZ
+//	              with milliseconds)
+//	row/list/any  TEXT (JSON)         TEXT (JSON)
+//
+// The pane field of windowed records is flattened into the pane_* columns.
+// If the table exists, Prepare compares its columns: a column whose type
+// cannot hold the field is an error naming the table, the column, the
+// existing and the wanted type (ErrColumnType); a missing value column is
+// added; a missing key or bookkeeping column is an error. Validate performs
+// the same checks without changing the database.
+//
+// # Lifecycle and exactly-once
+//
+// Sink implements runner.Sink and runner.TransactionalSink:
+//
+//   - New validates the configuration against the row schema; it does no I/O.
+//   - Prepare (or Validate) is run by the caller at submit time, before any
+//     data flows; it connects and creates or checks the table. Later calls
+//     prepare lazily if the caller did not.
+//   - Write is called with each bundle, concurrently across workers; it
+//     converts and buffers the rows per worker and does no I/O (unless
+//     Config.FlushEvery is set).
+//   - PreCommit(worker, epoch) returns the worker's rows buffered since its
+//     previous PreCommit, encoded (see the part format below); the runner stores
+//     them in the checkpoint.
+//   - Commit(epoch, parts) applies all parts of an epoch in one database
+//     transaction together with the progress record
+//     weir_sink_progress(sink_id, epoch). If the stored epoch is already >=
+//     epoch, Commit changes nothing, so a replay after a crash is harmless.
+//   - Close applies whatever is still buffered (the rows of a bounded run that
+//     took no checkpoint, those written after the last barrier, and parts
+//     pre-committed for a checkpoint that no Commit covered) in one final
+//     transaction and disconnects. When the sink has seen checkpoints, that
+//     final transaction is recorded as the epoch after the newest one seen.
+//
+// Rows are also idempotent by construction (revisions, element IDs), so a
+// part applied twice, or a run replayed from its start, writes the same
+// table.
+//
+// # Part format
+//
+// A pre-committed part is self-describing: magic "wsq1", the generation and
+// job ID of the writing sink, the column names, then the rows, each value a
+// tag byte (null, int, float, false, true, string, timestamp) and its
+// varint/fixed/length-prefixed payload. Timestamps keep their milliseconds and
+// the ±∞ sentinels; nulls stay null.
+//
+// # Throughput
+//
+// SQLite runs in WAL mode with synchronous=FULL (an epoch's commit must
+// survive a power loss, or a replay would be skipped), busy_timeout and
+// BEGIN IMMEDIATE; a transaction executes prepared multi-row INSERTs
+// (many rows per statement) on one connection.
+// PostgreSQL copies each epoch into a temporary staging table (COPY) and
+// upserts from it in one INSERT ... SELECT.
+//
+// # Dependencies
+//
+// The package may import row, runner, window, mtime, the two database
+// drivers and the standard library. It knows nothing of YAML or the job
+// service: the WriteToSql transform builds a Config and a schema and hands
+// the Sink to the runner.
+package sqlsink

@@ -1,0 +1,92 @@
+package yamlpipe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/sqlsink"
+)
+
+// sqlValidateTimeout bounds the submit-time check of a WriteToSql table.
+const sqlValidateTimeout = 10 * time.Second
+
+// buildWriteToSql compiles WriteToSql: an upsert or append sink on SQLite
+// (the embedded default) or PostgreSQL. The table is checked against the
+// rows at load time, so a column type conflict is a submit-time error; an
+// upsert sink fed by panes that carry deltas is refused.
+func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	if in.isReject {
+		return nil, l.errf(t.typNode, "WriteToSql cannot write an error output directly; map it to fields first")
+	}
+	cfg := sqlsink.Config{}
+	var err error
+	if n := t.config.get("driver"); n != nil {
+		if cfg.Driver, err = l.str(n, "WriteToSql driver"); err != nil {
+			return nil, err
+		}
+	}
+	if n := t.config.get("dsn"); n != nil {
+		if cfg.DSN, err = l.str(n, "WriteToSql dsn"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Table, _, err = l.requireStr(t.config, "table", "WriteToSql config"); err != nil {
+		return nil, err
+	}
+	if n := t.config.get("key"); n != nil {
+		keys, nodes, err := l.strList(n, "WriteToSql key")
+		if err != nil {
+			return nil, err
+		}
+		for i, k := range keys {
+			if in.schema.Index(k) < 0 {
+				return nil, l.errf(nodes[i], "WriteToSql key field %q is not a field of its input (fields: %v)", k, in.schema.Names())
+			}
+		}
+		cfg.Key = keys
+	}
+	if n := t.config.get("mode"); n != nil {
+		if cfg.Mode, err = l.str(n, "WriteToSql mode"); err != nil {
+			return nil, err
+		}
+	}
+	job := l.opts.Job
+	if job != nil {
+		cfg.DataDir = job.DataDir
+		cfg.JobID = job.ID
+		cfg.Generation = job.Generation
+		// Epochs restart with every job, so the progress record is per job.
+		cfg.SinkID = job.ID + "/" + t.name
+	} else {
+		// In-process runs commit once, at the end, without a progress record.
+		cfg.DataDir = l.path("weir-data")
+		cfg.SinkID = "local/" + t.name
+	}
+	if cfg.Driver == "" || cfg.Driver == sqlsink.DriverSQLite {
+		if cfg.DSN != "" {
+			cfg.DSN = l.path(cfg.DSN)
+		}
+	}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	if err := sqlsink.CheckAccumulation(cfg.Mode, in.rows.Windowing()); err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	sink, err := sqlsink.New(cfg, in.schema)
+	if err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sqlValidateTimeout)
+	defer cancel()
+	if err := sink.Validate(ctx); err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	identity := fmt.Sprintf("%s:%s", cfg.Driver, cfg.Table)
+	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("sql", identity))...)
+	return nil, nil
+}
