@@ -150,6 +150,8 @@ type run struct {
 	coord     *coordinator
 	// epoch is the latest checkpoint epoch requested.
 	epoch atomic.Uint64
+	// bundles recycles the bundles sent to other workers.
+	bundles sync.Pool
 	// manual is true when processing time is a manual clock (TestStream):
 	// it then moves only with tick messages, in order with the data.
 	manual bool
@@ -592,7 +594,7 @@ type message struct {
 	b          bundle
 	c          *ctrl
 	from       int
-	// pooled is returned to bundlePool once the bundle was processed.
+	// pooled is returned to the run's bundle pool once processed.
 	pooled *bundle
 }
 
@@ -661,7 +663,7 @@ func (w *worker) loop() error {
 				if m.pooled != nil {
 					clear(m.b.elems)
 					m.pooled.elems, m.pooled.hashes = m.b.elems[:0], m.b.hashes[:0]
-					bundlePool.Put(m.pooled)
+					w.r.bundles.Put(m.pooled)
 				}
 				if m.from != w.id {
 					w.r.workers[m.from].creditReturned()
@@ -793,8 +795,6 @@ type edgeScratch struct {
 	hashes []uint64
 }
 
-// bundlePool recycles the bundles sent to other workers.
-var bundlePool = sync.Pool{New: func() any { return &bundle{} }}
 
 // deliver hands a bundle produced on this worker to the consumer of edge e.
 // The consumer must not keep elems after returning; bundles sent to other
@@ -841,7 +841,10 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch, owned bool) e
 		}
 		p := parts[o]
 		if p == nil {
-			p = bundlePool.Get().(*bundle)
+			p, _ = w.r.bundles.Get().(*bundle)
+			if p == nil {
+				p = &bundle{}
+			}
 			p.elems, p.hashes, p.sender = p.elems[:0], p.hashes[:0], w.cur
 			parts[o] = p
 		}
