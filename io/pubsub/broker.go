@@ -1,0 +1,278 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options configure an embedded broker. The zero value of every field but
+// StoreDir is usable.
+type Options struct {
+	// StoreDir is the directory of the JetStream file store (created if
+	// missing). Required: topics live there across restarts.
+	StoreDir string
+	// Listen is a host:port on which the embedded server also accepts
+	// network clients (e.g. "127.0.0.1:4222" for the nats CLI or workers in
+	// other processes). Default "": in-process connections only.
+	Listen string
+	// ServerName names the embedded server in logs. Default "weir".
+	ServerName string
+	// MaxStore caps the bytes JetStream may store on disk. Default 0: the
+	// server's own limit (a share of the free disk space).
+	MaxStore int64
+	// Logger receives the broker's and the server's logs. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// ReadyTimeout bounds how long StartEmbedded waits for the server to
+	// accept connections. Default 10s.
+	ReadyTimeout time.Duration
+}
+
+// EnsureDefaults fills unset options with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.ServerName == "" {
+		o.ServerName = "weir"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	if o.StoreDir == "" {
+		return fmt.Errorf("the embedded broker needs a store directory: %w", ErrInvalidConfig)
+	}
+	if o.Listen != "" {
+		if _, _, err := splitHostPort(o.Listen); err != nil {
+			return fmt.Errorf("listen address %q: %w: %w", o.Listen, ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", p)
+	}
+	return host, port, nil
+}
+
+// Broker is weir's Pub/Sub: a JetStream connection, to an embedded server
+// (StartEmbedded) or an external one (Connect). Its methods are safe for
+// concurrent use. Every method that talks to the server takes a context:
+// cancelling it abandons the call (the server may still complete it).
+type Broker struct {
+	srv *server.Server // nil when connected to an external server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger
+}
+
+// StartEmbedded starts an in-process nats-server with JetStream and its file
+// store under opts.StoreDir, and connects to it in-process. It blocks until
+// the server accepts connections (at most opts.ReadyTimeout, or until ctx is
+// done). Call Shutdown to stop it.
+func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	so := &server.Options{
+		ServerName:        opts.ServerName,
+		JetStream:         true,
+		StoreDir:          opts.StoreDir,
+		NoSigs:            true,
+		DontListen:        opts.Listen == "",
+		JetStreamMaxStore: max(opts.MaxStore, 0),
+	}
+	if opts.Listen != "" {
+		host, port, _ := splitHostPort(opts.Listen)
+		so.Host, so.Port = host, port
+	}
+	srv, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the embedded broker: %w", err)
+	}
+	srv.SetLoggerV2(&serverLogger{log: opts.Logger.With("component", "nats-server")}, false, false, false)
+	srv.Start()
+	wait := opts.ReadyTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		wait = time.Until(dl)
+	}
+	if !srv.ReadyForConnections(wait) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("the embedded broker did not start within %s (store %s): %w", wait, opts.StoreDir, ErrUnavailable)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("weir"), nats.MaxReconnects(-1))
+	if err != nil {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("connecting to the embedded broker: %w: %w", ErrUnavailable, err)
+	}
+	b, err := newBroker(nc, srv, opts.Logger)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, err
+	}
+	b.log.Info("embedded broker started", "store_dir", opts.StoreDir, "listen", opts.Listen, "server_version", server.VERSION)
+	return b, nil
+}
+
+// Connect connects to an external NATS server with JetStream enabled, at url
+// (e.g. nats://127.0.0.1:4222). It blocks until connected, ctx is done or the
+// server is found unreachable; it fails with ErrUnavailable when the server
+// cannot be reached or has no JetStream.
+func Connect(ctx context.Context, url string, logger *slog.Logger) (*Broker, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, context.DeadlineExceeded)
+	}
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(url, nats.Name("weir"), nats.Timeout(timeout), nats.MaxReconnects(-1))
+		ch <- result{nc, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, ctx.Err())
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, r.err)
+	}
+	b, err := newBroker(r.nc, nil, logger)
+	if err != nil {
+		r.nc.Close()
+		return nil, err
+	}
+	if _, err := b.js.AccountInfo(ctx); err != nil {
+		r.nc.Close()
+		return nil, fmt.Errorf("checking JetStream on %s (is it enabled?): %w: %w", url, ErrUnavailable, err)
+	}
+	b.log.Info("connected to external broker", "url", url, "server_version", r.nc.ConnectedServerVersion())
+	return b, nil
+}
+
+func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger) (*Broker, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncWindow*2))
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub")}, nil
+}
+
+// asyncWindow is the most asynchronous publishes the sink keeps in flight.
+const asyncWindow = 2048
+
+// Embedded reports whether the broker runs the server in-process.
+func (b *Broker) Embedded() bool { return b.srv != nil }
+
+// ServerVersion returns the version of the NATS server.
+func (b *Broker) ServerVersion() string { return b.nc.ConnectedServerVersion() }
+
+// Conn returns the underlying NATS connection, for tools that need it (the
+// nats CLI's equivalents, metrics). Do not close it: Shutdown does.
+func (b *Broker) Conn() *nats.Conn { return b.nc }
+
+// Shutdown drains the connection (pending publishes and acknowledgements are
+// flushed) and, for an embedded broker, stops the server. It blocks until
+// done or ctx is done; in the latter case the connection is closed at once
+// and the server still stops in the background.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	var errs []error
+	if !b.nc.IsClosed() {
+		closed := make(chan struct{})
+		b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err := b.nc.Drain(); err != nil {
+			b.nc.Close()
+		} else {
+			select {
+			case <-closed:
+			case <-ctx.Done():
+				b.nc.Close()
+				errs = append(errs, fmt.Errorf("draining the broker connection: %w", ctx.Err()))
+			}
+		}
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+		done := make(chan struct{})
+		go func() {
+			b.srv.WaitForShutdown()
+			close(done)
+		}()
+		select {
+		case <-done:
+			b.log.Info("embedded broker stopped")
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("stopping the embedded broker: %w", ctx.Err()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apiErr wraps an error from a JetStream call with what was being done,
+// adding ErrUnavailable when the server could not be reached.
+func apiErr(what string, err error) error {
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("%s: %w: %w", what, ErrBrokerClosed, err)
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) {
+		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// serverLogger sends nats-server logs to slog.
+type serverLogger struct{ log *slog.Logger }
+
+func (l *serverLogger) Noticef(format string, v ...any) { l.log.Debug(trimLog(format, v)) }
+func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(trimLog(format, v)) }
+func (l *serverLogger) Fatalf(format string, v ...any)  { l.log.Error(trimLog(format, v)) }
+func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(trimLog(format, v)) }
+func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(trimLog(format, v)) }
+func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(trimLog(format, v)) }
+
+func trimLog(format string, v []any) string {
+	return strings.TrimSpace(fmt.Sprintf(format, v...))
+}

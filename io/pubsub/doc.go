@@ -1,0 +1,46 @@
+// Package pubsub is weir's embedded Pub/Sub, built on NATS JetStream: topics
+// (durable logs), subscriptions (durable cursors with acknowledgements), the
+// ReadFromPubSub source and the WriteToPubSub sink of pipelines, and the
+// per-job dead-letter topic.
+//
+// # Broker
+//
+// A Broker is a connection to JetStream: StartEmbedded runs an in-process
+// nats-server with a file store under Options.StoreDir (the default, nothing
+// to install), Connect dials an external NATS server (--nats-url). Every
+// method of a Broker is safe for concurrent use; Shutdown drains and stops.
+//
+// # Names
+//
+// A topic name is 1 to 200 characters from [A-Za-z0-9_-], starting with a
+// letter or digit. Topic T is the stream WEIR_TOPIC_T on the subject
+// weir.topic.T. The dead-letter topic of job J is named weir.deadletter.J
+// (DeadLetterTopic), the stream WEIR_DEADLETTER_J on the subject
+// weir.deadletter.J; it accepts every topic operation.
+//
+// A subscription name follows the same rule as a topic name and is unique
+// across topics. Subscription S of topic T is the durable pull consumer S on
+// the stream of T, with cumulative acknowledgements (AckAll): acknowledging
+// stream sequence N acknowledges every earlier message of the subscription.
+// A subscription therefore has one reader at a time — a pipeline source, or a
+// person pulling — and two readers of one subscription can acknowledge each
+// other's messages. Give each job lineage its own subscription.
+//
+// Topics keep messages by age (Retention, 7 days by default) whether or not
+// they were acknowledged, so that subscriptions can later seek back; the
+// stream's duplicate window (DuplicateWindow, 10 minutes by default) drops a
+// message whose Nats-Msg-Id was already stored within the window.
+//
+// # Delivery and acknowledgements
+//
+// The source never acknowledges on read: the runner calls Ack with a
+// position once a checkpoint covering it is durable. Messages that are read
+// but not acknowledged (cancel, crash) stay in the subscription: the source
+// rewinds the subscription to the checkpointed position when it starts
+// (Resume) or to the acknowledgement floor (Split), and any other reader gets
+// them again after the subscription's AckWait.
+//
+// It may import row, runner, mtime, window, the NATS server and client
+// modules and the standard library; it knows nothing of YAML, HTTP or the
+// job store.
+package pubsub

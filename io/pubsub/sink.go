@@ -1,0 +1,379 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+// SinkConfig configures a WriteToPubSub sink.
+type SinkConfig struct {
+	// Step is the name of the sink step, for messages.
+	Step string
+	// Topic is the topic written to.
+	Topic string
+	// CreateTopic creates the topic (with TopicConfig) at the first commit
+	// if it does not exist; otherwise a missing topic is an error.
+	CreateTopic bool
+	TopicConfig TopicConfig
+	// ID identifies the sink across replays of a job: message IDs are
+	// derived from it, so it must be the same when a job restarts from a
+	// checkpoint and different for two sinks writing one topic (the job
+	// service uses job ID + "/" + step name).
+	ID string
+	// Format says how element values become payloads.
+	Format Format
+	// IDField, when set, names the row field whose value is each message's
+	// ID, instead of the derived one: a message whose field value was
+	// already published within the topic's duplicate window is dropped,
+	// whichever sink or job published it.
+	IDField string
+	// Attributes are added to every message.
+	Attributes map[string]string
+}
+
+// Validate reports settings that cannot work.
+func (c *SinkConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("WriteToPubSub %s: %s: %w", c.Step, fmt.Sprintf(format, args...), ErrInvalidConfig)
+	}
+	if c.Topic == "" {
+		return bad("set topic")
+	}
+	if _, _, err := topicNames(c.Topic); err != nil {
+		return bad("%v", err)
+	}
+	if c.ID == "" {
+		return bad("the sink needs an ID (job ID and step) to derive message IDs")
+	}
+	if c.Format != FormatJSON && c.Format != FormatRaw {
+		return bad("unknown format %d", c.Format)
+	}
+	for k := range c.Attributes {
+		if err := validateAttribute(k); err != nil {
+			return bad("%v", err)
+		}
+	}
+	return nil
+}
+
+// Sink is the WriteToPubSub sink: it publishes each element as one message
+// (a row as a JSON object, or raw bytes) with a deterministic message ID, so
+// that JetStream's duplicate window drops what a replay publishes again. It
+// implements runner.TransactionalSink.
+//
+// Lifecycle: Write is called with each bundle from the worker that produced
+// it (concurrently across workers) and only buffers. At a checkpoint
+// barrier PreCommit hands over a worker's buffer, serialized with the
+// message IDs of epoch, worker and index; once the checkpoint is durable
+// Commit publishes the parts and waits for the server's acknowledgements.
+// A replay of Commit after a crash publishes the same IDs: within the
+// topic's duplicate window (DefaultDuplicateWindow, 10 minutes) nothing is
+// stored twice; later than that, duplicates are possible. Close publishes
+// what is still buffered (bounded runs without checkpoints).
+type Sink struct {
+	b   *Broker
+	cfg SinkConfig
+
+	mu struct {
+		sync.Mutex
+		buf          map[int][]outMsg // by worker
+		topicChecked bool
+		published    int64
+		duplicates   int64
+	}
+}
+
+// outMsg is one message to publish; id is empty until PreCommit or Close
+// assigns the derived one.
+type outMsg struct {
+	id   string
+	data []byte
+}
+
+// NewSink returns a sink publishing through b.
+func NewSink(b *Broker, cfg SinkConfig) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sink{b: b, cfg: cfg}
+	s.mu.buf = make(map[int][]outMsg)
+	return s, nil
+}
+
+// Stats returns how many messages Commit and Close stored, and how many the
+// topic dropped as duplicates (replays).
+func (s *Sink) Stats() (published, duplicates int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.published, s.mu.duplicates
+}
+
+// Write encodes elems and buffers them for worker.
+func (s *Sink) Write(_ context.Context, worker int, elems []runner.Element) error {
+	msgs := make([]outMsg, 0, len(elems))
+	for i := range elems {
+		m, err := s.encode(elems[i].Value)
+		if err != nil {
+			return fmt.Errorf("WriteToPubSub %s: element at %s: %w", s.cfg.Step, elems[i].Source, err)
+		}
+		msgs = append(msgs, m)
+	}
+	s.mu.Lock()
+	s.mu.buf[worker] = append(s.mu.buf[worker], msgs...)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sink) encode(v any) (outMsg, error) {
+	var m outMsg
+	if s.cfg.IDField != "" {
+		if r, ok := row.AsRow(v); ok {
+			if x, ok := r.Get(s.cfg.IDField); ok && x != nil {
+				m.id = string(row.AppendText(nil, x))
+			}
+		}
+	}
+	if s.cfg.Format == FormatJSON {
+		if r, ok := row.AsRow(v); ok {
+			m.data = row.AppendJSON(nil, r)
+		} else {
+			m.data = row.AppendJSONValue(nil, v)
+		}
+		return m, nil
+	}
+	switch x := v.(type) {
+	case []byte:
+		m.data = x
+	case string:
+		m.data = []byte(x)
+	case *row.Row:
+		d, ok := x.Get("data")
+		if !ok {
+			return m, fmt.Errorf("format raw needs a row with a data field, got %s", x.Schema)
+		}
+		switch d := d.(type) {
+		case string:
+			m.data = []byte(d)
+		case nil:
+		default:
+			m.data = row.AppendText(nil, d)
+		}
+	default:
+		return m, fmt.Errorf("format raw cannot publish a %s value (want bytes, a string or a row with a data field)", row.GoTypeName(v))
+	}
+	return m, nil
+}
+
+// PreCommit returns what worker wrote since its last PreCommit, serialized
+// with message IDs derived from the sink ID, epoch, worker and index.
+func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, error) {
+	s.mu.Lock()
+	msgs := s.mu.buf[worker]
+	delete(s.mu.buf, worker)
+	s.mu.Unlock()
+	prefix := s.cfg.ID + "/" + strconv.FormatUint(epoch, 10) + "/" + strconv.Itoa(worker) + "/"
+	return encodePart(msgs, prefix), nil
+}
+
+// Commit publishes the parts of epoch and waits until the topic stored them.
+// It is idempotent within the topic's duplicate window.
+func (s *Sink) Commit(ctx context.Context, epoch uint64, parts [][]byte) error {
+	var all []outMsg
+	for i, p := range parts {
+		msgs, err := decodePart(p)
+		if err != nil {
+			return fmt.Errorf("WriteToPubSub %s: epoch %d part %d: %w", s.cfg.Step, epoch, i, err)
+		}
+		all = append(all, msgs...)
+	}
+	return s.publish(ctx, all)
+}
+
+// Close publishes everything still buffered (with IDs derived from the sink
+// ID, "final", worker and index) and waits until the topic stored it.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	var all []outMsg
+	for w, msgs := range s.mu.buf {
+		prefix := s.cfg.ID + "/final/" + strconv.Itoa(w) + "/"
+		for i := range msgs {
+			if msgs[i].id == "" {
+				msgs[i].id = prefix + strconv.Itoa(i)
+			}
+		}
+		all = append(all, msgs...)
+	}
+	clear(s.mu.buf)
+	s.mu.Unlock()
+	return s.publish(ctx, all)
+}
+
+func (s *Sink) publish(ctx context.Context, msgs []outMsg) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.checkTopic(ctx); err != nil {
+		return err
+	}
+	base, err := newMsg(s.cfg.Topic, nil, s.cfg.Attributes)
+	if err != nil {
+		return err
+	}
+	published, dups, err := s.b.publishAsync(ctx, base, msgs)
+	s.mu.Lock()
+	s.mu.published += published
+	s.mu.duplicates += dups
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("WriteToPubSub %s: %w", s.cfg.Step, err)
+	}
+	return nil
+}
+
+func (s *Sink) checkTopic(ctx context.Context) error {
+	s.mu.Lock()
+	checked := s.mu.topicChecked
+	s.mu.Unlock()
+	if checked {
+		return nil
+	}
+	var err error
+	if s.cfg.CreateTopic {
+		_, err = s.b.EnsureTopic(ctx, s.cfg.Topic, s.cfg.TopicConfig)
+	} else {
+		_, err = s.b.Topic(ctx, s.cfg.Topic)
+	}
+	if err != nil {
+		return fmt.Errorf("WriteToPubSub %s: %w", s.cfg.Step, err)
+	}
+	s.mu.Lock()
+	s.mu.topicChecked = true
+	s.mu.Unlock()
+	return nil
+}
+
+// publishAsync publishes msgs (copies of base with their data and IDs),
+// keeping up to asyncWindow in flight, and waits for every
+// acknowledgement. It returns how many were stored and how many were
+// duplicates.
+func (b *Broker) publishAsync(ctx context.Context, base *nats.Msg, msgs []outMsg) (stored, dups int64, err error) {
+	futures := make([]jetstream.PubAckFuture, 0, min(len(msgs), asyncWindow))
+	wait := func(f jetstream.PubAckFuture) error {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				dups++
+			} else {
+				stored++
+			}
+			return nil
+		case err := <-f.Err():
+			return publishErr(base.Subject, err)
+		case <-ctx.Done():
+			return fmt.Errorf("publishing to %s: %w", base.Subject, ctx.Err())
+		}
+	}
+	head := 0
+	for _, m := range msgs {
+		if len(futures)-head >= asyncWindow {
+			if err := wait(futures[head]); err != nil {
+				return stored, dups, err
+			}
+			futures[head] = nil
+			head++
+		}
+		nm := &nats.Msg{Subject: base.Subject, Data: m.data}
+		if len(base.Header) > 0 {
+			nm.Header = make(nats.Header, len(base.Header)+1)
+			for k, v := range base.Header {
+				nm.Header[k] = v
+			}
+		}
+		var opts []jetstream.PublishOpt
+		if m.id != "" {
+			opts = append(opts, jetstream.WithMsgID(m.id))
+		}
+		f, err := b.js.PublishMsgAsync(nm, opts...)
+		if err != nil {
+			return stored, dups, publishErr(base.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures[head:] {
+		if err := wait(f); err != nil {
+			return stored, dups, err
+		}
+	}
+	return stored, dups, nil
+}
+
+// A part is: version byte 1, uvarint count, then per message uvarint
+// len(id), id, uvarint len(data), data.
+const partVersion = 1
+
+func encodePart(msgs []outMsg, idPrefix string) []byte {
+	size := 1 + binary.MaxVarintLen64
+	for _, m := range msgs {
+		size += 2*binary.MaxVarintLen64 + len(idPrefix) + 20 + len(m.data)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, partVersion)
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
+	for i, m := range msgs {
+		id := m.id
+		if id == "" {
+			id = idPrefix + strconv.Itoa(i)
+		}
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		b = append(b, id...)
+		b = binary.AppendUvarint(b, uint64(len(m.data)))
+		b = append(b, m.data...)
+	}
+	return b
+}
+
+var errBadPart = errors.New("corrupt pre-committed sink data")
+
+func decodePart(b []byte) ([]outMsg, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[0] != partVersion {
+		return nil, fmt.Errorf("%w: version %d", errBadPart, b[0])
+	}
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errBadPart
+	}
+	b = b[k:]
+	out := make([]outMsg, 0, n)
+	next := func() ([]byte, bool) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, false
+		}
+		v := b[k : k+int(l)]
+		b = b[k+int(l):]
+		return v, true
+	}
+	for range n {
+		id, ok1 := next()
+		data, ok2 := next()
+		if !ok1 || !ok2 {
+			return nil, errBadPart
+		}
+		out = append(out, outMsg{id: string(id), data: data})
+	}
+	return out, nil
+}

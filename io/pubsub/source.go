@@ -1,0 +1,687 @@
+package pubsub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/window"
+)
+
+// Reject reasons of the source (the same words as the file sources).
+const (
+	// ReasonMalformedJSON: the message is not one JSON object.
+	ReasonMalformedJSON = "malformed_json"
+	// ReasonSchemaMismatch: a value does not have its field's declared type.
+	ReasonSchemaMismatch = "schema_mismatch"
+	// ReasonBadTimestamp: the timestamp attribute or field is missing or
+	// unparsable.
+	ReasonBadTimestamp = "bad_timestamp"
+)
+
+// Format is how message payloads are read and written.
+type Format int
+
+// Message formats.
+const (
+	// FormatJSON: one JSON object per message, read into a row of the
+	// configured schema (fields not in the schema are ignored, missing ones
+	// are null) and written from a row.
+	FormatJSON Format = iota
+	// FormatRaw: the payload as it is. The source produces rows of
+	// RawSchema; the sink publishes []byte, string, or the data field of a
+	// row.
+	FormatRaw
+)
+
+// ParseFormat reads a format as written in pipeline files: json or raw.
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "json":
+		return FormatJSON, nil
+	case "raw", "bytes":
+		return FormatRaw, nil
+	}
+	return 0, fmt.Errorf("format %q: want json or raw: %w", s, ErrInvalidConfig)
+}
+
+// String returns the format's name.
+func (f Format) String() string {
+	if f == FormatRaw {
+		return "raw"
+	}
+	return "json"
+}
+
+// rawSchema is built once and never modified.
+var rawSchema = row.MustSchema(
+	row.Field{Name: "data", Type: row.Of(row.KindString)},
+	row.Field{Name: "attributes", Type: row.Of(row.KindAny)},
+	row.Field{Name: "id", Type: row.Of(row.KindString)},
+	row.Field{Name: "publish_time", Type: row.Of(row.KindTimestamp)},
+)
+
+// RawSchema is the schema of the rows a raw-format source produces:
+// {data: string, attributes: any (a map of strings), id: string (the
+// message ID, or null), publish_time: timestamp}. The schema is shared: do
+// not modify it.
+func RawSchema() *row.Schema { return rawSchema }
+
+// SubscriptionName returns the name of the subscription a source reading a
+// topic creates for a job's step: job + "--" + step, with characters not
+// allowed in names replaced by '_'. It is stable across runs of the job
+// name, so the subscription (and its backlog) survives updates.
+func SubscriptionName(job, step string) string {
+	b := []byte(job + "--" + step)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > maxNameLen {
+		b = b[:maxNameLen]
+	}
+	return string(b)
+}
+
+// SourceConfig configures a ReadFromPubSub source.
+type SourceConfig struct {
+	// Step is the name of the source step, recorded in rejects.
+	Step string
+	// Subscription is the subscription to read. With Topic empty it must
+	// exist; with Topic set it is created on Topic if missing (name it with
+	// SubscriptionName) and kept across runs.
+	Subscription string
+	// Topic, when set, is the topic Subscription reads.
+	Topic string
+	// Subscribe configures the subscription when the source creates it.
+	Subscribe SubscriptionConfig
+	// Format says how payloads are read. FormatJSON needs Schema.
+	Format Format
+	// Schema is the schema of the rows produced from JSON.
+	Schema *row.Schema
+	// TimestampAttribute names the attribute holding each message's event
+	// time (RFC 3339 or epoch milliseconds). At most one of
+	// TimestampAttribute and TimestampField may be set; with neither, event
+	// time is the publish time.
+	TimestampAttribute string
+	// TimestampField names the Schema field holding event time (a
+	// timestamp, RFC 3339 string or epoch milliseconds).
+	TimestampField string
+	// IDAttribute or IDField (a Schema field) names a unique message ID:
+	// a message whose ID was seen within DedupeWindow is dropped (a
+	// republished or redelivered message). A message without an ID is never
+	// dropped. At most one may be set.
+	IDAttribute string
+	IDField     string
+	// DedupeWindow is how long IDs are remembered, by publish time. Default
+	// DefaultDedupeWindow (10 minutes).
+	DedupeWindow time.Duration
+	// MaxDedupeIDs caps the IDs remembered (oldest forgotten first), which
+	// bounds memory: about 100 bytes per ID. Default DefaultMaxDedupeIDs.
+	MaxDedupeIDs int
+	// Watermark is the watermark policy.
+	Watermark WatermarkPolicy
+	// FetchWait is the longest Read blocks when nothing is available.
+	// Default 100ms.
+	FetchWait time.Duration
+	// Clock gives processing time for the idle watermark. Default the wall
+	// clock.
+	Clock mtime.Clock
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (c *SourceConfig) EnsureDefaults() {
+	c.Subscribe.EnsureDefaults()
+	c.Watermark.EnsureDefaults()
+	if c.DedupeWindow <= 0 {
+		c.DedupeWindow = DefaultDedupeWindow
+	}
+	if c.MaxDedupeIDs <= 0 {
+		c.MaxDedupeIDs = DefaultMaxDedupeIDs
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = 100 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = mtime.WallClock{}
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c *SourceConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("ReadFromPubSub %s: %s: %w", c.Step, fmt.Sprintf(format, args...), ErrInvalidConfig)
+	}
+	if c.Subscription == "" {
+		if c.Topic != "" {
+			return bad("reading topic %s needs a subscription name (the job service names it after the job and step)", c.Topic)
+		}
+		return bad("set subscription or topic")
+	}
+	if err := ValidateName("subscription", c.Subscription); err != nil {
+		return bad("%v", err)
+	}
+	if c.Topic != "" {
+		if _, _, err := topicNames(c.Topic); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if c.TimestampAttribute != "" && c.TimestampField != "" {
+		return bad("set timestamp_attribute or timestamp_field, not both")
+	}
+	if c.IDAttribute != "" && c.IDField != "" {
+		return bad("set id_attribute or id_field, not both")
+	}
+	switch c.Format {
+	case FormatJSON:
+		if c.Schema == nil {
+			return bad("format json needs a schema")
+		}
+		for _, f := range []struct{ what, name string }{{"timestamp_field", c.TimestampField}, {"id_field", c.IDField}} {
+			if f.name != "" && c.Schema.Index(f.name) < 0 {
+				return bad("%s %q is not a field of the schema (fields: %s)", f.what, f.name, strings.Join(c.Schema.Names(), ", "))
+			}
+		}
+	case FormatRaw:
+		if c.TimestampField != "" || c.IDField != "" {
+			return bad("format raw has no fields: use timestamp_attribute and id_attribute")
+		}
+	default:
+		return bad("unknown format %d", c.Format)
+	}
+	return nil
+}
+
+// Source is the ReadFromPubSub source: it reads one subscription as one
+// split (a subscription is one cursor; reading it from several workers would
+// need one subscription per partition, which a later version may add). It
+// implements runner.ResumableSource; its splits implement
+// runner.PositionedSplit.
+//
+// Lifecycle: the runner calls Split (a fresh start) or Resume (from a
+// checkpoint) once; then Read repeatedly from one goroutine, Position between
+// Reads when a checkpoint barrier is taken, Ack from any goroutine once a
+// checkpoint is durable, and Close once. Messages are acknowledged only by
+// Ack, cumulatively; messages read but not acknowledged are delivered again
+// on the next start.
+type Source struct {
+	b   *Broker
+	cfg SourceConfig
+}
+
+// NewSource returns a source reading through b. It checks cfg but does not
+// touch the broker: the subscription is resolved (or created) by Split or
+// Resume.
+func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Source{b: b, cfg: cfg}, nil
+}
+
+// Config returns the source's configuration with defaults filled in.
+func (s *Source) Config() SourceConfig { return s.cfg }
+
+// Split opens the subscription as one split, starting from its
+// acknowledgement floor: messages delivered earlier but not acknowledged
+// (an earlier run that stopped before its checkpoint) are delivered again
+// at once.
+func (s *Source) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
+	sp, err := s.open(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []runner.SourceSplit{sp}, nil
+}
+
+// Resume opens the subscription from the position a checkpoint recorded:
+// everything up to it counts as acknowledged, everything after it is
+// delivered again. With ID de-duplication, the IDs of the messages within
+// DedupeWindow before the position are read back from the topic first, so
+// de-duplication spans the restart.
+func (s *Source) Resume(ctx context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
+	if len(positions) == 0 {
+		return s.Split(ctx, 1)
+	}
+	if len(positions) != 1 {
+		return nil, fmt.Errorf("resuming %s: the checkpoint has %d positions, this source has one split: %w", s.cfg.Subscription, len(positions), ErrInvalidPosition)
+	}
+	p, err := decodePosition(positions[0])
+	if err != nil {
+		return nil, err
+	}
+	if p.Subscription != s.cfg.Subscription {
+		return nil, fmt.Errorf("resuming %s from a position of subscription %s: %w", s.cfg.Subscription, p.Subscription, ErrInvalidPosition)
+	}
+	sp, err := s.open(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	return []runner.SourceSplit{sp}, nil
+}
+
+func (s *Source) open(ctx context.Context, from *position) (*split, error) {
+	cfg := &s.cfg
+	var topic string
+	if cfg.Topic != "" {
+		if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
+			return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+		}
+		topic = cfg.Topic
+	} else {
+		t, _, err := s.b.findSubscription(ctx, cfg.Subscription)
+		if err != nil {
+			return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+		}
+		topic = t
+	}
+	stream, _, _ := topicNames(topic)
+	var seq uint64
+	if from != nil {
+		seq = from.StreamSeq + 1
+	}
+	if err := s.b.rewind(ctx, stream, cfg.Subscription, seq); err != nil {
+		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+	}
+	cons, err := s.b.js.Consumer(ctx, stream, cfg.Subscription)
+	if err != nil {
+		return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
+	}
+	sp := &split{
+		b:       s.b,
+		cfg:     cfg,
+		cons:    cons,
+		stream:  stream,
+		srcName: topic + "/" + cfg.Subscription,
+		wm:      newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+	}
+	if cfg.IDAttribute != "" || cfg.IDField != "" {
+		sp.seen = newSeenIDs(mtime.FromDuration(cfg.DedupeWindow), cfg.MaxDedupeIDs)
+	}
+	sp.tsField, sp.idField = -1, -1
+	if cfg.Schema != nil {
+		if cfg.TimestampField != "" {
+			sp.tsField = cfg.Schema.Index(cfg.TimestampField)
+		}
+		if cfg.IDField != "" {
+			sp.idField = cfg.Schema.Index(cfg.IDField)
+		}
+	}
+	if from != nil {
+		sp.pos = *from
+		sp.pos.Ack = ""
+		if sp.seen != nil {
+			if err := sp.warmSeen(ctx); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: cons.CachedInfo().AckFloor.Stream}
+	}
+	return sp, nil
+}
+
+// position is a split's position: the last message Read handled.
+type position struct {
+	V            int    `json:"v"`
+	Subscription string `json:"subscription"`
+	// StreamSeq and ConsumerSeq are the stream and delivery sequences of the
+	// last message handled (emitted, rejected or dropped as a duplicate).
+	StreamSeq   uint64 `json:"stream_seq"`
+	ConsumerSeq uint64 `json:"consumer_seq,omitempty"`
+	// PublishMillis is its publish time.
+	PublishMillis int64 `json:"publish_ms,omitempty"`
+	// Ack is its acknowledgement subject: acknowledging it acknowledges
+	// everything before it too (AckAll).
+	Ack string `json:"ack,omitempty"`
+}
+
+const positionVersion = 1
+
+func decodePosition(b []byte) (position, error) {
+	var p position
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("decoding a Pub/Sub position: %w: %w", ErrInvalidPosition, err)
+	}
+	if p.V != positionVersion {
+		return p, fmt.Errorf("Pub/Sub position version %d, want %d: %w", p.V, positionVersion, ErrInvalidPosition)
+	}
+	return p, nil
+}
+
+// split reads one subscription. Read, Position and Close are called from
+// one goroutine; Ack from any (it touches only acked and the connection).
+type split struct {
+	b       *Broker
+	cfg     *SourceConfig
+	cons    jetstream.Consumer
+	stream  string
+	srcName string
+	tsField int
+	idField int
+
+	// batch is the pull request in flight, kept across Reads so that no
+	// delivered message is dropped when Read returns early.
+	batch    jetstream.MessageBatch
+	batchN   int  // messages the in-flight batch delivered so far
+	caughtUp bool // the last completed fetch delivered nothing
+	pos      position
+	wm       *watermarker
+	seen     *seenIDs
+	skipped  int64 // redeliveries and duplicates dropped
+
+	acked atomic.Uint64 // highest stream sequence acknowledged
+}
+
+// Read fills buf with up to len(buf) elements. It returns what is available
+// as soon as there is something, and blocks at most about FetchWait when
+// there is nothing; it returns ctx's error when ctx is done before any
+// element arrived. A fetch still in flight when Read returns is continued by
+// the next Read, so no delivered message is lost.
+func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+	n := 0
+	fetched := false
+	for n < len(buf) {
+		if s.batch == nil {
+			if n > 0 || fetched {
+				break
+			}
+			b, err := s.cons.Fetch(len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
+			if err != nil {
+				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+			}
+			s.batch, s.batchN, fetched = b, 0, true
+		}
+		var m jetstream.Msg
+		var ok bool
+		if n == 0 {
+			select {
+			case m, ok = <-s.batch.Messages():
+			case <-ctx.Done():
+				return s.result(0), ctx.Err()
+			}
+		} else {
+			select {
+			case m, ok = <-s.batch.Messages():
+			default:
+				return s.result(n), nil
+			}
+		}
+		if !ok {
+			err := s.batch.Error()
+			s.caughtUp = s.batchN == 0
+			s.batch = nil
+			if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+			}
+			continue
+		}
+		s.batchN++
+		emitted, err := s.handle(m, &buf[n])
+		if err != nil {
+			return s.result(n), err
+		}
+		if emitted {
+			n++
+		}
+	}
+	return s.result(n), nil
+}
+
+func (s *split) result(n int) runner.ReadResult {
+	return runner.ReadResult{N: n, Watermark: s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)}
+}
+
+// handle turns one message into an element (or a reject); it returns false
+// for a message dropped as a redelivery or a duplicate.
+func (s *split) handle(m jetstream.Msg, dst *runner.Element) (bool, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
+	}
+	s.caughtUp = false
+	s.wm.busy(s.cfg.Clock.Now())
+	seq := md.Sequence.Stream
+	if seq <= s.pos.StreamSeq {
+		// Delivered again after AckWait while its checkpoint is pending: it
+		// was already emitted by this split.
+		s.skipped++
+		return false, nil
+	}
+	publish := mtime.FromTime(md.Timestamp)
+	s.pos = position{V: positionVersion, Subscription: s.cfg.Subscription, StreamSeq: seq,
+		ConsumerSeq: md.Sequence.Consumer, PublishMillis: int64(publish), Ack: m.Reply()}
+	src := &runner.SourcePos{Source: s.srcName, Offset: int64(seq)}
+	hdr := m.Headers()
+
+	if s.seen != nil && s.cfg.IDAttribute != "" {
+		if id := hdr.Get(s.cfg.IDAttribute); id != "" && s.seen.check(id, publish) {
+			s.skipped++
+			return false, nil
+		}
+	}
+	var value *row.Row
+	if s.cfg.Format == FormatRaw {
+		value = rawRow(m.Data(), hdr, publish)
+	} else {
+		r, reason, msg := s.decode(m.Data())
+		if r == nil {
+			*dst = s.reject(m.Data(), reason, msg, publish, src)
+			return true, nil
+		}
+		value = r
+	}
+	if s.idField >= 0 {
+		if v := value.Values[s.idField]; v != nil && s.seen.check(string(row.AppendText(nil, v)), publish) {
+			s.skipped++
+			return false, nil
+		}
+	}
+	t := publish
+	switch {
+	case s.cfg.TimestampAttribute != "":
+		a := hdr.Get(s.cfg.TimestampAttribute)
+		if a == "" {
+			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("attribute %s is missing", s.cfg.TimestampAttribute), publish, src)
+			return true, nil
+		}
+		ts, err := row.ToTimestamp(a)
+		if err != nil {
+			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("attribute %s: %v", s.cfg.TimestampAttribute, err), publish, src)
+			return true, nil
+		}
+		t = ts
+	case s.tsField >= 0:
+		ts, err := row.ToTimestamp(value.Values[s.tsField])
+		if err != nil {
+			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("field %s: %v", s.cfg.TimestampField, err), publish, src)
+			return true, nil
+		}
+		t = ts
+	}
+	s.wm.observe(t)
+	*dst = runner.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
+	return true, nil
+}
+
+// decode reads a JSON object into a row of the schema; on failure it
+// returns a nil row, the reject reason and a message.
+func (s *split) decode(data []byte) (*row.Row, string, string) {
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return nil, ReasonMalformedJSON, err.Error()
+	}
+	if obj == nil {
+		return nil, ReasonMalformedJSON, "want a JSON object, got null"
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, ReasonMalformedJSON, "extra data after the JSON object"
+	}
+	sch := s.cfg.Schema
+	r := row.New(sch)
+	for i, f := range sch.Fields {
+		v, err := row.FromJSON(obj[f.Name], f.Type)
+		if err != nil {
+			if i == s.tsField {
+				return nil, ReasonBadTimestamp, fmt.Sprintf("field %s: %v", f.Name, err)
+			}
+			return nil, ReasonSchemaMismatch, fmt.Sprintf("field %s: %v", f.Name, err)
+		}
+		r.Values[i] = v
+	}
+	return r, "", ""
+}
+
+func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *runner.SourcePos) runner.Element {
+	return runner.Element{
+		Value: runner.Reject{Element: string(data), Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
+		Time:  t, Window: window.Global, Pane: window.NoFiring, Source: src,
+	}
+}
+
+func rawRow(data []byte, hdr nats.Header, publish mtime.Time) *row.Row {
+	var attrs map[string]any
+	var id any
+	for k, v := range hdr {
+		if k == jetstream.MsgIDHeader && len(v) > 0 {
+			id = v[0]
+			continue
+		}
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
+			continue
+		}
+		if attrs == nil {
+			attrs = make(map[string]any, len(hdr))
+		}
+		attrs[k] = v[0]
+	}
+	var a any
+	if attrs != nil {
+		a = attrs
+	}
+	return &row.Row{Schema: rawSchema, Values: []any{string(data), a, id, publish}}
+}
+
+// Position returns the position after the last message Read handled.
+func (s *split) Position() ([]byte, error) {
+	p := s.pos
+	p.V = positionVersion
+	return json.Marshal(p)
+}
+
+// Ack acknowledges, cumulatively, every message up to pos. It waits for the
+// server's confirmation (bounded by ctx). Acknowledging a position at or
+// before one already acknowledged does nothing.
+func (s *split) Ack(ctx context.Context, pos []byte) error {
+	p, err := decodePosition(pos)
+	if err != nil {
+		return err
+	}
+	if p.Subscription != s.cfg.Subscription {
+		return fmt.Errorf("acknowledging %s with a position of %s: %w", s.cfg.Subscription, p.Subscription, ErrInvalidPosition)
+	}
+	if p.Ack == "" || p.StreamSeq <= s.acked.Load() {
+		return nil
+	}
+	if _, err := s.b.nc.RequestWithContext(ctx, p.Ack, []byte("+ACK")); err != nil {
+		return apiErr(fmt.Sprintf("acknowledging %s up to sequence %d", s.cfg.Subscription, p.StreamSeq), err)
+	}
+	for {
+		old := s.acked.Load()
+		if p.StreamSeq <= old || s.acked.CompareAndSwap(old, p.StreamSeq) {
+			return nil
+		}
+	}
+}
+
+// Close waits for the fetch in flight to end (at most FetchWait) and
+// releases the split. Messages delivered but not acknowledged stay in the
+// subscription.
+func (s *split) Close() error {
+	if s.batch != nil {
+		for range s.batch.Messages() {
+		}
+		s.batch = nil
+	}
+	if s.skipped > 0 {
+		s.b.log.Debug("source closed", "subscription", s.cfg.Subscription, "dropped_duplicates", s.skipped)
+	}
+	return nil
+}
+
+// warmSeen reads back the IDs of the messages published within the dedupe
+// window before the resume position, so that de-duplication spans a restart.
+func (s *split) warmSeen(ctx context.Context) error {
+	if s.pos.StreamSeq == 0 || s.pos.PublishMillis == 0 {
+		return nil
+	}
+	start := mtime.Time(s.pos.PublishMillis).Add(-mtime.FromDuration(s.cfg.DedupeWindow)).ToTime()
+	oc, err := s.b.js.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime:  &start,
+		// Only the headers are needed to read an ID attribute.
+		HeadersOnly:       s.cfg.IDAttribute != "",
+		InactiveThreshold: 5 * time.Second,
+	})
+	if err != nil {
+		return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
+	}
+	for {
+		b, err := oc.Fetch(1024, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
+		}
+		got := 0
+		for m := range b.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream > s.pos.StreamSeq {
+				continue
+			}
+			publish := mtime.FromTime(md.Timestamp)
+			if s.cfg.IDAttribute != "" {
+				if id := m.Headers().Get(s.cfg.IDAttribute); id != "" {
+					s.seen.check(id, publish)
+				}
+			} else if r, _, _ := s.decode(m.Data()); r != nil {
+				if v := r.Values[s.idField]; v != nil {
+					s.seen.check(string(row.AppendText(nil, v)), publish)
+				}
+			}
+			if md.Sequence.Stream >= s.pos.StreamSeq {
+				drain(b)
+				return nil
+			}
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
+		}
+		if got == 0 {
+			return nil // the position's message is gone (retention)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func drain(b jetstream.MessageBatch) {
+	for range b.Messages() {
+	}
+}

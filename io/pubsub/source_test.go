@@ -1,0 +1,533 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner"
+)
+
+func rejectFixture() runner.Reject {
+	return runner.Reject{Element: `{"amount":"x"}`, Step: "ReadOrders", Reason: "schema_mismatch",
+		Message: "field amount: want int", Source: &runner.SourcePos{Source: "orders/sub", Offset: 7}}
+}
+
+var orderSchema = row.MustSchema(
+	row.Field{Name: "region", Type: row.Of(row.KindString)},
+	row.Field{Name: "amount", Type: row.Of(row.KindInt)},
+	row.Field{Name: "ts", Type: row.Of(row.KindTimestamp)},
+	row.Field{Name: "id", Type: row.Of(row.KindString)},
+)
+
+func setupTopic(t *testing.T, b *Broker, topic, sub string, ackWait time.Duration) {
+	t.Helper()
+	ctx := tctx(t)
+	if _, err := b.CreateTopic(ctx, topic, TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if sub != "" {
+		if _, err := b.CreateSubscription(ctx, sub, topic, SubscriptionConfig{AckWait: ackWait}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func openSplit(t *testing.T, src *Source) runner.PositionedSplit {
+	t.Helper()
+	sps, err := src.Split(tctx(t), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sps) != 1 {
+		t.Fatalf("%d splits, want 1", len(sps))
+	}
+	t.Cleanup(func() { sps[0].Close() })
+	return sps[0].(runner.PositionedSplit)
+}
+
+// describe renders an element as "value@time" or "reject:reason@time".
+func describe(e runner.Element) string {
+	switch v := e.Value.(type) {
+	case runner.Reject:
+		return "reject:" + v.Reason + "@" + e.Time.Format()
+	case *row.Row:
+		return v.String() + "@" + e.Time.Format()
+	}
+	return fmt.Sprint(e.Value)
+}
+
+func TestSourceJSON(t *testing.T) {
+	const t0 = "2026-03-01T00:01:00.000Z"
+	type msg struct {
+		data  string
+		attrs map[string]string
+	}
+	cases := []struct {
+		name string
+		cfg  SourceConfig
+		msgs []msg
+		want []string
+	}{
+		{
+			name: "timestamp field",
+			cfg:  SourceConfig{TimestampField: "ts"},
+			msgs: []msg{
+				{data: `{"region":"NORTH","amount":250,"ts":"2026-03-01T00:01:00Z"}`},
+				{data: `{"region":"NORTH","amount":175,"ts":1772323380000,"extra":true}`},
+				{data: `{"region":"WEST","amount":"lots","ts":"2026-03-01T00:01:00Z"}`},
+				{data: `{"region":`},
+				{data: `[1,2]`},
+				{data: `{"a":1} {"b":2}`},
+				{data: `{"region":"WEST","amount":1}`},
+				{data: `{"region":"WEST","amount":1,"ts":"yesterday"}`},
+				{data: `{"region":"WEST","amount":1.5,"ts":"2026-03-01T00:01:00Z"}`},
+			},
+			want: []string{
+				`{"region":"NORTH","amount":250,"ts":"2026-03-01T00:01:00.000Z","id":null}@` + t0,
+				`{"region":"NORTH","amount":175,"ts":"2026-03-01T00:03:00.000Z","id":null}@2026-03-01T00:03:00.000Z`,
+				"reject:schema_mismatch@",
+				"reject:malformed_json@",
+				"reject:malformed_json@",
+				"reject:malformed_json@",
+				"reject:bad_timestamp@",
+				"reject:bad_timestamp@",
+				"reject:schema_mismatch@",
+			},
+		},
+		{
+			name: "timestamp attribute",
+			cfg:  SourceConfig{TimestampAttribute: "event_time"},
+			msgs: []msg{
+				{data: `{"region":"NORTH","amount":50}`, attrs: map[string]string{"event_time": "2026-03-01T00:04:00Z"}},
+				{data: `{"region":"NORTH","amount":51}`, attrs: map[string]string{"event_time": "1772323440000"}},
+				{data: `{"region":"NORTH","amount":52}`},
+				{data: `{"region":"NORTH","amount":53}`, attrs: map[string]string{"event_time": "soon"}},
+			},
+			want: []string{
+				`{"region":"NORTH","amount":50,"ts":null,"id":null}@2026-03-01T00:04:00.000Z`,
+				`{"region":"NORTH","amount":51,"ts":null,"id":null}@2026-03-01T00:04:00.000Z`,
+				"reject:bad_timestamp@",
+				"reject:bad_timestamp@",
+			},
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTestBroker(t)
+			ctx := tctx(t)
+			topic := "orders" + strconv.Itoa(i)
+			setupTopic(t, b, topic, "read", 0)
+			for _, m := range tc.msgs {
+				if _, err := b.Publish(ctx, topic, []byte(m.data), m.attrs, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := tc.cfg
+			cfg.Step, cfg.Subscription, cfg.Schema = "ReadOrders", "read", orderSchema
+			src, err := NewSource(b, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := openSplit(t, src)
+			got := readN(t, ctx, sp, len(tc.msgs), 4)
+			for j, e := range got {
+				d := describe(e)
+				if rj, ok := e.Value.(runner.Reject); ok {
+					d = "reject:" + rj.Reason + "@"
+					if rj.Step != "ReadOrders" || rj.Element != tc.msgs[j].data || rj.Source == nil || rj.Message == "" {
+						t.Errorf("reject %d = %+v", j, rj)
+					}
+				}
+				if d != tc.want[j] {
+					t.Errorf("element %d = %s, want %s", j, d, tc.want[j])
+				}
+				if e.Source == nil || e.Source.Source != topic+"/read" || e.Source.Offset != int64(j+1) {
+					t.Errorf("element %d source = %v", j, e.Source)
+				}
+			}
+		})
+	}
+}
+
+func TestSourceConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  SourceConfig
+	}{
+		{"nothing to read", SourceConfig{Schema: orderSchema}},
+		{"topic without subscription name", SourceConfig{Topic: "t", Schema: orderSchema}},
+		{"json without schema", SourceConfig{Subscription: "s"}},
+		{"both timestamps", SourceConfig{Subscription: "s", Schema: orderSchema, TimestampField: "ts", TimestampAttribute: "t"}},
+		{"unknown timestamp field", SourceConfig{Subscription: "s", Schema: orderSchema, TimestampField: "when"}},
+		{"unknown id field", SourceConfig{Subscription: "s", Schema: orderSchema, IDField: "key"}},
+		{"raw with a field", SourceConfig{Subscription: "s", Format: FormatRaw, TimestampField: "ts"}},
+		{"bad subscription name", SourceConfig{Subscription: "a/b", Schema: orderSchema}},
+	}
+	for _, tc := range cases {
+		if _, err := NewSource(nil, tc.cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig", tc.name, err)
+		}
+	}
+	if got := SubscriptionName("orders-job", "Read/Orders"); got != "orders-job--Read_Orders" {
+		t.Errorf("SubscriptionName = %s", got)
+	}
+}
+
+func TestSourceRawAndTopicSubscription(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	if _, err := b.CreateTopic(ctx, "events", TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	sub := SubscriptionName("job", "Read")
+	src, err := NewSource(b, SourceConfig{Step: "Read", Topic: "events", Subscription: sub, Format: FormatRaw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src) // creates the subscription
+	if _, err := b.Publish(ctx, "events", []byte("hello"), map[string]string{"k": "v"}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	got := readN(t, ctx, sp, 1, 8)
+	r := got[0].Value.(*row.Row)
+	if d, _ := r.Get("data"); d != "hello" {
+		t.Errorf("data = %v", d)
+	}
+	if a, _ := r.Get("attributes"); fmt.Sprint(a) != "map[k:v]" {
+		t.Errorf("attributes = %v", a)
+	}
+	if id, _ := r.Get("id"); id != "m1" {
+		t.Errorf("id = %v", id)
+	}
+	if pt, _ := r.Get("publish_time"); pt != got[0].Time {
+		t.Errorf("publish time %v, event time %v", pt, got[0].Time)
+	}
+	if d := time.Since(got[0].Time.ToTime()); d < 0 || d > time.Minute {
+		t.Errorf("event time %v is not the publish time", got[0].Time)
+	}
+	sp.Close()
+	// A second run keeps the subscription.
+	src2, _ := NewSource(b, SourceConfig{Step: "Read", Topic: "events", Subscription: sub, Format: FormatRaw})
+	openSplit(t, src2)
+	subs, err := b.ListSubscriptions(ctx, "events")
+	if err != nil || len(subs) != 1 || subs[0].Name != sub {
+		t.Fatalf("subscriptions %+v %v", subs, err)
+	}
+}
+
+func TestReadBlocksBrieflyAndHonoursCancel(t *testing.T) {
+	b := newTestBroker(t)
+	setupTopic(t, b, "quiet", "q", 0)
+	src, err := NewSource(b, SourceConfig{Subscription: "q", Format: FormatRaw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	buf := make([]runner.Element, 16)
+	start := time.Now()
+	res, err := sp.Read(context.Background(), buf)
+	if err != nil || res.N != 0 {
+		t.Fatalf("Read = %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("empty Read blocked %v", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	start = time.Now()
+	if _, err := sp.Read(ctx, buf); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Read: %v", err)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Errorf("cancelled Read took %v", d)
+	}
+}
+
+func TestWatermarker(t *testing.T) {
+	base := mtime.Time(1_000_000)
+	w := newWatermarker(WatermarkPolicy{MaxOutOfOrderness: 10 * time.Second, IdleTimeout: 5 * time.Second}, base)
+	steps := []struct {
+		name     string
+		event    mtime.Time // observed when not 0
+		busyAt   mtime.Time // busy when not 0
+		now      mtime.Time
+		caughtUp bool
+		want     mtime.Time
+	}{
+		{name: "start", now: base, want: mtime.MinTimestamp},
+		{name: "caught up, not idle yet", now: base + 4000, caughtUp: true, want: mtime.MinTimestamp},
+		{name: "idle", now: base + 5000, caughtUp: true, want: base + 5000 - 10000},
+		{name: "data", event: base + 60000, busyAt: base + 6000, now: base + 6000, want: base + 50000},
+		{name: "older data keeps it", event: base + 1000, busyAt: base + 6100, now: base + 6100, want: base + 50000},
+		{name: "idle but behind max event", now: base + 12000, caughtUp: true, want: base + 50000},
+		{name: "not caught up: no idle advance", now: base + 100000, want: base + 50000},
+		{name: "idle follows processing time", now: base + 100000, caughtUp: true, want: base + 90000},
+	}
+	for _, s := range steps {
+		if s.event != 0 {
+			w.observe(s.event)
+		}
+		if s.busyAt != 0 {
+			w.busy(s.busyAt)
+		}
+		if got := w.current(s.now, s.caughtUp); got != s.want {
+			t.Fatalf("%s: watermark %v, want %v", s.name, got, s.want)
+		}
+	}
+	never := newWatermarker(WatermarkPolicy{IdleTimeout: -1, MaxOutOfOrderness: time.Second}, base)
+	if got := never.current(base.Add(mtime.Hour), true); got != mtime.MinTimestamp {
+		t.Errorf("idle disabled: %v", got)
+	}
+}
+
+func TestSourceWatermark(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "wm", "wm", 0)
+	start := mtime.Time(1_772_323_200_000) // 2026-03-01T00:00:00Z
+	clock := mtime.NewManualClock(start)
+	src, err := NewSource(b, SourceConfig{Subscription: "wm", Schema: orderSchema, TimestampField: "ts", Clock: clock,
+		Watermark: WatermarkPolicy{MaxOutOfOrderness: 10 * time.Second, IdleTimeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	publish := func(ts string) {
+		if _, err := b.Publish(ctx, "wm", []byte(`{"region":"N","amount":1,"ts":"`+ts+`"}`), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(s string) mtime.Time { x, _ := mtime.Parse(s); return x }
+	steps := []struct {
+		name    string
+		publish []string
+		advance mtime.Duration
+		wantN   int
+		want    mtime.Time
+	}{
+		{name: "nothing yet", want: mtime.MinTimestamp},
+		{name: "data", publish: []string{"2026-03-01T00:01:00Z", "2026-03-01T00:03:00Z"}, wantN: 2, want: at("2026-03-01T00:02:50Z")},
+		{name: "out of order", publish: []string{"2026-03-01T00:02:00Z"}, wantN: 1, want: at("2026-03-01T00:02:50Z")},
+		{name: "caught up, not idle", advance: 4 * mtime.Second, want: at("2026-03-01T00:02:50Z")},
+		{name: "idle, behind the data", advance: 2 * mtime.Second, want: at("2026-03-01T00:02:50Z")},
+		{name: "idle past the data", advance: 5 * mtime.Minute, want: start.Add(5*mtime.Minute + 6*mtime.Second - 10*mtime.Second)},
+	}
+	for _, s := range steps {
+		for _, ts := range s.publish {
+			publish(ts)
+		}
+		clock.Advance(s.advance)
+		got, res := readIdle(t, ctx, sp)
+		if len(got) != s.wantN {
+			t.Fatalf("%s: read %d, want %d", s.name, len(got), s.wantN)
+		}
+		if res.Watermark != s.want {
+			t.Fatalf("%s: watermark %v, want %v", s.name, res.Watermark, s.want)
+		}
+	}
+}
+
+func publishN(t *testing.T, b *Broker, topic string, from, to int, id func(i int) string) {
+	t.Helper()
+	ctx := tctx(t)
+	for i := from; i <= to; i++ {
+		var attrs map[string]string
+		if id != nil {
+			attrs = map[string]string{"key": id(i)}
+		}
+		if _, err := b.Publish(ctx, topic, []byte(`{"region":"N","amount":`+strconv.Itoa(i)+`}`), attrs, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func amounts(es []runner.Element) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		v, _ := e.Value.(*row.Row).Get("amount")
+		out[i] = v.(int64)
+	}
+	return out
+}
+
+func seqRange(from, to int) []int64 {
+	var out []int64
+	for i := from; i <= to; i++ {
+		out = append(out, int64(i))
+	}
+	return out
+}
+
+// TestAckResume reads 100 messages, acknowledges the first 50 (a durable
+// checkpoint at 50) and stops; the next run gets 51..100 again, at once,
+// whether it resumes from the checkpoint or starts without one.
+func TestAckResume(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(fmt.Sprintf("resume=%v", resume), func(t *testing.T) {
+			b := newTestBroker(t)
+			testAckResume(t, b, "orders", "read", resume)
+		})
+	}
+}
+
+func testAckResume(t *testing.T, b *Broker, topic, sub string, resume bool) {
+	ctx := tctx(t)
+	// AckWait is long: redelivery must come from the rewind, not the timeout.
+	setupTopic(t, b, topic, sub, time.Hour)
+	publishN(t, b, topic, 1, 100, nil)
+	cfg := SourceConfig{Step: "Read", Subscription: sub, Schema: orderSchema}
+	src, err := NewSource(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	first := readN(t, ctx, sp, 50, 50)
+	pos50, err := sp.Position()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := readN(t, ctx, sp, 50, 50)
+	if got, want := fmt.Sprint(amounts(append(first, second...))), fmt.Sprint(seqRange(1, 100)); got != want {
+		t.Fatalf("first run read %s", got)
+	}
+	if err := sp.Ack(ctx, pos50); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Subscription(ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor != 50 || info.NumAckPending != 50 || info.NumPending != 0 {
+		t.Fatalf("after ack at 50: %+v", info)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	src2, _ := NewSource(b, cfg)
+	var sps []runner.SourceSplit
+	if resume {
+		sps, err = src2.Resume(ctx, [][]byte{pos50})
+	} else {
+		sps, err = src2.Split(ctx, 1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp2 := sps[0].(runner.PositionedSplit)
+	defer sp2.Close()
+	again := readN(t, ctx, sp2, 50, 64)
+	if got, want := fmt.Sprint(amounts(again)), fmt.Sprint(seqRange(51, 100)); got != want {
+		t.Fatalf("second run read %s, want %s", got, want)
+	}
+	if rest, _ := readIdle(t, ctx, sp2); len(rest) != 0 {
+		t.Fatalf("second run read %d more", len(rest))
+	}
+	pos100, _ := sp2.Position()
+	if err := sp2.Ack(ctx, pos100); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := b.Subscription(ctx, sub); info.AckFloor != 100 || info.Backlog != 0 {
+		t.Fatalf("after ack at 100: %+v", info)
+	}
+	// Acknowledging an older position changes nothing.
+	if err := sp2.Ack(ctx, pos50); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src2.Resume(ctx, [][]byte{[]byte("junk")}); !errors.Is(err, ErrInvalidPosition) {
+		t.Fatalf("junk position: %v", err)
+	}
+}
+
+// TestRedeliveryAfterAckWait: within one run, messages not acknowledged
+// within AckWait are delivered again by the server; the source drops them
+// (they are already in flight towards a checkpoint).
+func TestRedeliveryAfterAckWait(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "slow", "slow", time.Second)
+	publishN(t, b, "slow", 1, 10, nil)
+	src, _ := NewSource(b, SourceConfig{Subscription: "slow", Schema: orderSchema})
+	sp := openSplit(t, src)
+	readN(t, ctx, sp, 10, 16)
+	time.Sleep(1500 * time.Millisecond)
+	if more, _ := readIdle(t, ctx, sp); len(more) != 0 {
+		t.Fatalf("redeliveries were emitted again: %d", len(more))
+	}
+	if info, _ := b.Subscription(ctx, "slow"); info.NumAckPending != 10 {
+		t.Fatalf("unacknowledged: %+v", info)
+	}
+}
+
+// TestDedupe: messages republished with the same ID within the window are
+// dropped, within a run and across a resume.
+func TestDedupe(t *testing.T) {
+	for _, byField := range []bool{false, true} {
+		t.Run(fmt.Sprintf("by_field=%v", byField), func(t *testing.T) {
+			b := newTestBroker(t)
+			ctx := tctx(t)
+			setupTopic(t, b, "dup", "dup", time.Hour)
+			pub := func(amount int, id string) {
+				data := fmt.Sprintf(`{"region":"N","amount":%d,"id":%q}`, amount, id)
+				if _, err := b.Publish(ctx, "dup", []byte(data), map[string]string{"key": id}, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := SourceConfig{Subscription: "dup", Schema: orderSchema, IDAttribute: "key"}
+			if byField {
+				cfg.IDAttribute, cfg.IDField = "", "id"
+			}
+			src, _ := NewSource(b, cfg)
+			sp := openSplit(t, src)
+			pub(1, "a")
+			pub(2, "b")
+			pub(3, "a") // republished
+			got, _ := readIdle(t, ctx, sp)
+			if fmt.Sprint(amounts(got)) != "[1 2]" {
+				t.Fatalf("first run: %v", amounts(got))
+			}
+			pos, _ := sp.Position() // covers all three
+			sp.Close()
+			pub(4, "b") // republished after the checkpoint
+			pub(5, "c")
+			src2, _ := NewSource(b, cfg)
+			sps, err := src2.Resume(ctx, [][]byte{pos})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sps[0].Close()
+			got, _ = readIdle(t, ctx, sps[0])
+			if fmt.Sprint(amounts(got)) != "[5]" {
+				t.Fatalf("after resume: %v", amounts(got))
+			}
+		})
+	}
+}
+
+func TestSeenIDs(t *testing.T) {
+	s := newSeenIDs(10, 3)
+	steps := []struct {
+		id   string
+		t    mtime.Time
+		want bool
+	}{
+		{"a", 0, false}, {"a", 5, true}, {"b", 6, false}, {"a", 10, true},
+		{"a", 11, false},                   // "a"@0 left the window
+		{"c", 12, false}, {"d", 12, false}, // max 3: "b" forgotten
+		{"b", 13, false},
+	}
+	for i, st := range steps {
+		if got := s.check(st.id, st.t); got != st.want {
+			t.Fatalf("step %d: check(%s, %d) = %v, want %v", i, st.id, st.t, got, st.want)
+		}
+		if s.len() > 3 {
+			t.Fatalf("step %d: %d ids remembered", i, s.len())
+		}
+	}
+}

@@ -1,0 +1,407 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultAckWait is how long a delivered, unacknowledged message waits
+// before the subscription delivers it again, by default.
+const DefaultAckWait = 60 * time.Second
+
+// SubscriptionConfig configures a subscription. The zero value is usable.
+type SubscriptionConfig struct {
+	// AckWait is how long a delivered message may stay unacknowledged before
+	// it is delivered again. Default DefaultAckWait (60s). Sources acknowledge
+	// at checkpoints, so keep it well above the checkpoint interval.
+	AckWait time.Duration
+	// FromBeginning makes the subscription deliver every message the topic
+	// still retains. Default false: as in Pub/Sub, a new subscription gets
+	// the messages published after its creation.
+	FromBeginning bool
+	// MaxAckPending caps the delivered, unacknowledged messages; delivery
+	// pauses at the cap until acknowledgements arrive. Default -1: no cap
+	// (cumulative acknowledgements at checkpoints leave many in flight).
+	MaxAckPending int
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (c *SubscriptionConfig) EnsureDefaults() {
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = -1
+	}
+}
+
+// SubscriptionInfo describes a subscription, for listings and metrics.
+type SubscriptionInfo struct {
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// NumPending is the number of messages not yet delivered.
+	NumPending uint64 `json:"num_pending"`
+	// NumAckPending is the number of messages delivered but not yet
+	// acknowledged.
+	NumAckPending int `json:"num_ack_pending"`
+	// Backlog is NumPending + NumAckPending: what is not yet acknowledged.
+	Backlog uint64 `json:"backlog"`
+	// AckFloor is the stream sequence up to which everything is acknowledged.
+	AckFloor uint64 `json:"ack_floor"`
+	// Delivered is the stream sequence of the last delivered message.
+	Delivered uint64        `json:"delivered"`
+	AckWait   time.Duration `json:"ack_wait"`
+	Created   time.Time     `json:"created"`
+}
+
+func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo {
+	return SubscriptionInfo{
+		Name:          ci.Name,
+		Topic:         topic,
+		NumPending:    ci.NumPending,
+		NumAckPending: ci.NumAckPending,
+		Backlog:       ci.NumPending + uint64(max(ci.NumAckPending, 0)),
+		AckFloor:      ci.AckFloor.Stream,
+		Delivered:     ci.Delivered.Stream,
+		AckWait:       ci.Config.AckWait,
+		Created:       ci.Created,
+	}
+}
+
+// CreateSubscription creates subscription name on topic. It fails with
+// ErrSubscriptionExists if a subscription of that name exists on any topic,
+// ErrTopicNotFound if the topic does not exist.
+func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg SubscriptionConfig) (SubscriptionInfo, error) {
+	if err := ValidateName("subscription", name); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	stream, _, err := topicNames(topic)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	if t, _, err := b.findSubscription(ctx, name); err == nil {
+		return SubscriptionInfo{}, fmt.Errorf("creating subscription %s: %w (on topic %s)", name, ErrSubscriptionExists, t)
+	} else if !errors.Is(err, ErrSubscriptionNotFound) {
+		return SubscriptionInfo{}, err
+	}
+	s, err := b.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return SubscriptionInfo{}, fmt.Errorf("creating subscription %s: topic %s: %w", name, topic, ErrTopicNotFound)
+	}
+	if err != nil {
+		return SubscriptionInfo{}, apiErr("creating subscription "+name, err)
+	}
+	cfg.EnsureDefaults()
+	cc := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "weir subscription " + name + " of topic " + topic,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.MaxAckPending,
+		MaxDeliver:    -1,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if !cfg.FromBeginning {
+		// DeliverByStartSequence rather than DeliverNew: a subscription can
+		// then be rewound to any later sequence (Resume, seek).
+		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cc.OptStartSeq = s.CachedInfo().State.LastSeq + 1
+	}
+	c, err := s.CreateConsumer(ctx, cc)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		return SubscriptionInfo{}, fmt.Errorf("creating subscription %s: %w", name, ErrSubscriptionExists)
+	}
+	if err != nil {
+		return SubscriptionInfo{}, apiErr("creating subscription "+name, err)
+	}
+	b.log.Info("subscription created", "subscription", name, "topic", topic, "ack_wait", cfg.AckWait)
+	return subscriptionInfo(topic, c.CachedInfo()), nil
+}
+
+// EnsureSubscription returns subscription name of topic, creating it with
+// cfg if it does not exist. It fails with ErrSubscriptionExists if the name
+// belongs to a subscription of another topic.
+func (b *Broker) EnsureSubscription(ctx context.Context, name, topic string, cfg SubscriptionConfig) (SubscriptionInfo, error) {
+	info, err := b.Subscription(ctx, name)
+	if err == nil {
+		if info.Topic != topic {
+			return SubscriptionInfo{}, fmt.Errorf("subscription %s belongs to topic %s, not %s: %w", name, info.Topic, topic, ErrSubscriptionExists)
+		}
+		return info, nil
+	}
+	if !errors.Is(err, ErrSubscriptionNotFound) {
+		return SubscriptionInfo{}, err
+	}
+	return b.CreateSubscription(ctx, name, topic, cfg)
+}
+
+// findSubscription looks for the consumer name on every topic's stream.
+func (b *Broker) findSubscription(ctx context.Context, name string) (topic string, c jetstream.Consumer, err error) {
+	if err := ValidateName("subscription", name); err != nil {
+		return "", nil, err
+	}
+	l := b.js.StreamNames(ctx)
+	var streams []string
+	for s := range l.Name() {
+		if _, ok := topicOfStream(s); ok {
+			streams = append(streams, s)
+		}
+	}
+	if err := l.Err(); err != nil {
+		return "", nil, apiErr("looking up subscription "+name, err)
+	}
+	for _, s := range streams {
+		c, err := b.js.Consumer(ctx, s, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", nil, apiErr("looking up subscription "+name, err)
+		}
+		t, _ := topicOfStream(s)
+		return t, c, nil
+	}
+	return "", nil, fmt.Errorf("subscription %s: %w", name, ErrSubscriptionNotFound)
+}
+
+// Subscription describes one subscription. It fails with
+// ErrSubscriptionNotFound if there is none.
+func (b *Broker) Subscription(ctx context.Context, name string) (SubscriptionInfo, error) {
+	topic, c, err := b.findSubscription(ctx, name)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return SubscriptionInfo{}, apiErr("describing subscription "+name, err)
+	}
+	return subscriptionInfo(topic, ci), nil
+}
+
+// DeleteSubscription deletes a subscription; the topic keeps its messages.
+// It fails with ErrSubscriptionNotFound if there is none.
+func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
+	topic, _, err := b.findSubscription(ctx, name)
+	if err != nil {
+		return err
+	}
+	stream, _, _ := topicNames(topic)
+	err = b.js.DeleteConsumer(ctx, stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("deleting subscription %s: %w", name, ErrSubscriptionNotFound)
+	}
+	if err != nil {
+		return apiErr("deleting subscription "+name, err)
+	}
+	b.log.Info("subscription deleted", "subscription", name, "topic", topic)
+	return nil
+}
+
+// ListSubscriptions lists the subscriptions of topic, or of every topic when
+// topic is "", by name. It fails with ErrTopicNotFound for a missing topic.
+func (b *Broker) ListSubscriptions(ctx context.Context, topic string) ([]SubscriptionInfo, error) {
+	var topics []string
+	if topic != "" {
+		if _, err := b.Topic(ctx, topic); err != nil {
+			return nil, err
+		}
+		topics = []string{topic}
+	} else {
+		all, err := b.ListTopics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range all {
+			topics = append(topics, t.Name)
+		}
+	}
+	var out []SubscriptionInfo
+	for _, t := range topics {
+		stream, _, _ := topicNames(t)
+		s, err := b.js.Stream(ctx, stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, apiErr("listing subscriptions of "+t, err)
+		}
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			if ci.Config.Durable == "" {
+				continue // an ephemeral reader, not a subscription
+			}
+			out = append(out, subscriptionInfo(t, ci))
+		}
+		if err := l.Err(); err != nil {
+			return nil, apiErr("listing subscriptions of "+t, err)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Message is a message read from a subscription.
+type Message struct {
+	Topic string `json:"topic"`
+	Data  []byte `json:"data"`
+	// Attributes are the message's NATS headers, but for the reserved
+	// Nats-* ones (the ID is in ID).
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// ID is the message's Nats-Msg-Id, if it was published with one.
+	ID string `json:"id,omitempty"`
+	// Sequence is the message's stream sequence.
+	Sequence    uint64    `json:"sequence"`
+	PublishTime time.Time `json:"publish_time"`
+	// NumDelivered counts the deliveries of this message to the
+	// subscription, this one included.
+	NumDelivered uint64 `json:"num_delivered"`
+}
+
+// Pull reads up to max messages that are available now from subscription
+// sub, without waiting for more; it is meant for people (weir
+// subscriptions pull). With ack, every returned message is acknowledged
+// (cumulatively: with the last one); without, they are delivered again
+// after the subscription's AckWait. Do not pull with ack from a subscription
+// a running job reads: it would acknowledge the job's in-flight messages too.
+func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Message, error) {
+	if max <= 0 {
+		max = 1
+	}
+	topic, c, err := b.findSubscription(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := c.FetchNoWait(max)
+	if err != nil {
+		return nil, apiErr("pulling from "+sub, err)
+	}
+	var out []Message
+	var last jetstream.Msg
+	for {
+		select {
+		case m, ok := <-batch.Messages():
+			if !ok {
+				if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+					return out, apiErr("pulling from "+sub, err)
+				}
+				if ack && last != nil {
+					if err := last.DoubleAck(ctx); err != nil {
+						return out, apiErr("acknowledging messages of "+sub, err)
+					}
+				}
+				return out, nil
+			}
+			msg, err := toMessage(topic, m)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, msg)
+			last = m
+		case <-ctx.Done():
+			return out, fmt.Errorf("pulling from %s: %w", sub, ctx.Err())
+		}
+	}
+}
+
+func toMessage(topic string, m jetstream.Msg) (Message, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return Message{}, fmt.Errorf("reading message metadata: %w", err)
+	}
+	msg := Message{
+		Topic:        topic,
+		Data:         m.Data(),
+		Sequence:     md.Sequence.Stream,
+		PublishTime:  md.Timestamp,
+		NumDelivered: md.NumDelivered,
+	}
+	for k, v := range m.Headers() {
+		if k == jetstream.MsgIDHeader {
+			if len(v) > 0 {
+				msg.ID = v[0]
+			}
+			continue
+		}
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
+			continue
+		}
+		if msg.Attributes == nil {
+			msg.Attributes = make(map[string]string, len(m.Headers()))
+		}
+		msg.Attributes[k] = v[0]
+	}
+	return msg, nil
+}
+
+// rewind makes subscription sub of stream deliver again from stream
+// sequence seq, treating everything before seq as acknowledged and
+// forgetting deliveries that were not acknowledged; seq 0 means the
+// acknowledgement floor + 1 (redeliver what is unacknowledged, now). Servers
+// from 2.14 reset the consumer in place; older ones get it recreated with
+// the same configuration.
+func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) error {
+	c, err := b.js.Consumer(ctx, stream, sub)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("rewinding subscription %s: %w", sub, ErrSubscriptionNotFound)
+	}
+	if err != nil {
+		return apiErr("rewinding subscription "+sub, err)
+	}
+	ci := c.CachedInfo()
+	target := seq
+	if target == 0 {
+		target = ci.AckFloor.Stream + 1
+	}
+	if ci.NumAckPending == 0 && ci.Delivered.Stream+1 == target && ci.AckFloor.Stream == ci.Delivered.Stream {
+		return nil // already there
+	}
+	if serverAtLeast(b.nc.ConnectedServerVersion(), 2, 14) {
+		if seq == 0 {
+			_, err = b.js.ResetConsumer(ctx, stream, sub)
+		} else {
+			_, err = b.js.ResetConsumerToSequence(ctx, stream, sub, seq)
+		}
+		if err == nil {
+			b.log.Debug("subscription rewound", "subscription", sub, "to_seq", target)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
+			return apiErr("rewinding subscription "+sub, err)
+		}
+	}
+	cfg := ci.Config
+	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	cfg.OptStartSeq = target
+	cfg.OptStartTime = nil
+	if err := b.js.DeleteConsumer(ctx, stream, sub); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return apiErr("rewinding subscription "+sub, err)
+	}
+	if _, err := b.js.CreateConsumer(ctx, stream, cfg); err != nil {
+		return apiErr(fmt.Sprintf("recreating subscription %s at sequence %d", sub, target), err)
+	}
+	b.log.Info("subscription recreated to rewind it", "subscription", sub, "to_seq", target)
+	return nil
+}
+
+// serverAtLeast reports whether version ("2.15.3") is at least major.minor.
+func serverAtLeast(version string, major, minor int) bool {
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}

@@ -1,0 +1,337 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and subject prefixes of topics (see the package documentation).
+const (
+	topicStreamPrefix      = "WEIR_TOPIC_"
+	topicSubjectPrefix     = "weir.topic."
+	deadLetterStreamPrefix = "WEIR_DEADLETTER_"
+	deadLetterPrefix       = "weir.deadletter."
+	maxNameLen             = 200
+)
+
+// Topic defaults.
+const (
+	// DefaultRetention is how long a topic keeps messages by default.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultDuplicateWindow is how long a topic remembers message IDs by
+	// default: a message published again with the same ID within the window
+	// is stored once. It bounds how late a sink replay may come and still
+	// publish nothing twice.
+	DefaultDuplicateWindow = 10 * time.Minute
+)
+
+// TopicConfig configures a topic. The zero value is usable.
+type TopicConfig struct {
+	// Retention is how long messages are kept, acknowledged or not.
+	// Default DefaultRetention (7 days).
+	Retention time.Duration
+	// DuplicateWindow is how long message IDs are remembered for
+	// de-duplication. Default DefaultDuplicateWindow (10 minutes); it may
+	// not exceed Retention.
+	DuplicateWindow time.Duration
+	// MaxBytes caps the topic's size; the oldest messages are dropped past
+	// it. Default 0: no cap.
+	MaxBytes int64
+}
+
+// EnsureDefaults fills unset fields with their defaults.
+func (c *TopicConfig) EnsureDefaults() {
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = min(DefaultDuplicateWindow, c.Retention)
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c *TopicConfig) Validate() error {
+	if c.DuplicateWindow > c.Retention {
+		return fmt.Errorf("duplicate window %s exceeds retention %s: %w", c.DuplicateWindow, c.Retention, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// TopicInfo describes a topic, for listings and metrics.
+type TopicInfo struct {
+	Name    string `json:"name"`
+	Stream  string `json:"stream"`
+	Subject string `json:"subject"`
+	// Messages is the number of messages stored (within retention).
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	// FirstSeq and LastSeq are the stream sequences of the oldest and newest
+	// stored messages.
+	FirstSeq        uint64        `json:"first_seq"`
+	LastSeq         uint64        `json:"last_seq"`
+	Retention       time.Duration `json:"retention"`
+	DuplicateWindow time.Duration `json:"duplicate_window"`
+	Subscriptions   int           `json:"subscriptions"`
+	Created         time.Time     `json:"created"`
+}
+
+// ValidateName checks a topic or subscription name: 1 to 200 characters
+// from [A-Za-z0-9_-], starting with a letter or digit.
+func ValidateName(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("%s name %.20q... is longer than %d characters: %w", kind, name, maxNameLen, ErrInvalidName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-'))
+		if !ok {
+			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits, '_' and '-', starting with a letter or digit): %w",
+				kind, name, c, i, ErrInvalidName)
+		}
+	}
+	return nil
+}
+
+// topicNames maps a topic name to its stream and subject.
+func topicNames(name string) (stream, subject string, err error) {
+	if job, ok := strings.CutPrefix(name, deadLetterPrefix); ok {
+		if err := ValidateName("dead-letter job", job); err != nil {
+			return "", "", err
+		}
+		return deadLetterStreamPrefix + job, name, nil
+	}
+	if err := ValidateName("topic", name); err != nil {
+		return "", "", err
+	}
+	return topicStreamPrefix + name, topicSubjectPrefix + name, nil
+}
+
+// topicOfStream maps a stream name back to its topic name; ok is false for
+// streams that are not topics.
+func topicOfStream(stream string) (string, bool) {
+	if t, ok := strings.CutPrefix(stream, topicStreamPrefix); ok && t != "" {
+		return t, true
+	}
+	if j, ok := strings.CutPrefix(stream, deadLetterStreamPrefix); ok && j != "" {
+		return deadLetterPrefix + j, true
+	}
+	return "", false
+}
+
+// TopicSubject returns the NATS subject of a topic, for external publishers.
+func TopicSubject(topic string) (string, error) {
+	_, subj, err := topicNames(topic)
+	return subj, err
+}
+
+// CreateTopic creates a topic. It fails with ErrTopicExists if the topic
+// exists, ErrInvalidName for a bad name.
+func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) (TopicInfo, error) {
+	stream, subject, err := topicNames(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return TopicInfo{}, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if _, err := b.js.Stream(ctx, stream); err == nil {
+		return TopicInfo{}, fmt.Errorf("creating topic %s: %w", name, ErrTopicExists)
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return TopicInfo{}, apiErr("creating topic "+name, err)
+	}
+	s, err := b.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        stream,
+		Description: "weir topic " + name,
+		Subjects:    []string{subject},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      cfg.Retention,
+		MaxBytes:    maxBytes(cfg.MaxBytes),
+		Duplicates:  cfg.DuplicateWindow,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		Replicas:    1,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return TopicInfo{}, fmt.Errorf("creating topic %s: %w", name, ErrTopicExists)
+	}
+	if err != nil {
+		return TopicInfo{}, apiErr("creating topic "+name, err)
+	}
+	b.log.Info("topic created", "topic", name, "stream", stream, "retention", cfg.Retention)
+	return topicInfo(name, s.CachedInfo()), nil
+}
+
+func maxBytes(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// EnsureTopic creates the topic with cfg unless it exists; an existing
+// topic is left as it is. It returns the topic's info.
+func (b *Broker) EnsureTopic(ctx context.Context, name string, cfg TopicConfig) (TopicInfo, error) {
+	info, err := b.Topic(ctx, name)
+	if !errors.Is(err, ErrTopicNotFound) {
+		return info, err
+	}
+	info, err = b.CreateTopic(ctx, name, cfg)
+	if errors.Is(err, ErrTopicExists) { // created concurrently
+		return b.Topic(ctx, name)
+	}
+	return info, err
+}
+
+// Topic describes one topic. It fails with ErrTopicNotFound if there is none.
+func (b *Broker) Topic(ctx context.Context, name string) (TopicInfo, error) {
+	stream, _, err := topicNames(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	s, err := b.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return TopicInfo{}, fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
+	}
+	if err != nil {
+		return TopicInfo{}, apiErr("describing topic "+name, err)
+	}
+	return topicInfo(name, s.CachedInfo()), nil
+}
+
+func topicInfo(name string, si *jetstream.StreamInfo) TopicInfo {
+	subj := ""
+	if len(si.Config.Subjects) > 0 {
+		subj = si.Config.Subjects[0]
+	}
+	return TopicInfo{
+		Name:            name,
+		Stream:          si.Config.Name,
+		Subject:         subj,
+		Messages:        si.State.Msgs,
+		Bytes:           si.State.Bytes,
+		FirstSeq:        si.State.FirstSeq,
+		LastSeq:         si.State.LastSeq,
+		Retention:       si.Config.MaxAge,
+		DuplicateWindow: si.Config.Duplicates,
+		Subscriptions:   si.State.Consumers,
+		Created:         si.Created,
+	}
+}
+
+// DeleteTopic deletes a topic with its messages and its subscriptions. It
+// fails with ErrTopicNotFound if there is no such topic.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	stream, _, err := topicNames(name)
+	if err != nil {
+		return err
+	}
+	err = b.js.DeleteStream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("deleting topic %s: %w", name, ErrTopicNotFound)
+	}
+	if err != nil {
+		return apiErr("deleting topic "+name, err)
+	}
+	b.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+// ListTopics lists all topics (dead-letter topics included), by name.
+func (b *Broker) ListTopics(ctx context.Context) ([]TopicInfo, error) {
+	l := b.js.ListStreams(ctx)
+	var out []TopicInfo
+	for si := range l.Info() {
+		if name, ok := topicOfStream(si.Config.Name); ok {
+			out = append(out, topicInfo(name, si))
+		}
+	}
+	if err := l.Err(); err != nil {
+		return nil, apiErr("listing topics", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// PublishResult says where a published message was stored.
+type PublishResult struct {
+	// Sequence is the message's stream sequence.
+	Sequence uint64 `json:"sequence"`
+	// Duplicate reports that a message with the same ID was already stored
+	// within the duplicate window: nothing new was stored, and Sequence is
+	// that of the earlier message.
+	Duplicate bool `json:"duplicate"`
+}
+
+// Publish stores one message on a topic and waits for the server's
+// acknowledgement. Attributes travel as NATS headers (names may not start
+// with "Nats-"). A non-empty msgID is the message's Nats-Msg-Id: a second
+// message with the same ID within the topic's duplicate window is dropped
+// and reported as a duplicate. It fails with ErrTopicNotFound when the
+// topic does not exist.
+func (b *Broker) Publish(ctx context.Context, topic string, data []byte, attributes map[string]string, msgID string) (PublishResult, error) {
+	return b.publish(ctx, topic, data, attributes, msgID)
+}
+
+func (b *Broker) publish(ctx context.Context, topic string, data []byte, attributes map[string]string, msgID string, opts ...jetstream.PublishOpt) (PublishResult, error) {
+	msg, err := newMsg(topic, data, attributes)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	ack, err := b.js.PublishMsg(ctx, msg, opts...)
+	if err != nil {
+		return PublishResult{}, publishErr(topic, err)
+	}
+	return PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+func publishErr(topic string, err error) error {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("publishing to topic %s: %w", topic, ErrTopicNotFound)
+	}
+	return apiErr("publishing to topic "+topic, err)
+}
+
+func newMsg(topic string, data []byte, attributes map[string]string) (*nats.Msg, error) {
+	_, subject, err := topicNames(topic)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	for k, v := range attributes {
+		if err := validateAttribute(k); err != nil {
+			return nil, err
+		}
+		msg.Header.Set(k, v)
+	}
+	return msg, nil
+}
+
+func validateAttribute(k string) error {
+	if k == "" {
+		return fmt.Errorf("attribute name is empty: %w", ErrInvalidName)
+	}
+	if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+		return fmt.Errorf("attribute %q: names starting with Nats- are reserved: %w", k, ErrInvalidName)
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c == ':' || c >= 0x7f {
+			return fmt.Errorf("attribute %q: character %q is not allowed in a name: %w", k, c, ErrInvalidName)
+		}
+	}
+	return nil
+}
