@@ -46,6 +46,12 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.CSV)}, true
+	case "ReadFromPubSub":
+		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
+			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "error_handling"},
+			source: true, errors: true, build: buildReadFromPubSub}, true
+	case "WriteToPubSub":
+		return &transformDef{keys: []string{"topic", "format", "id_field", "attributes"}, sink: true, build: buildWriteToPubSub}, true
 	case "WriteToSql":
 		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode"}, sink: true, build: buildWriteToSql}, true
 	case "MapToFields":
@@ -67,7 +73,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToSql"}
+		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql"}
 	sort.Strings(out)
 	return out
 }

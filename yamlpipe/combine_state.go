@@ -1,0 +1,174 @@
+package yamlpipe
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner"
+)
+
+// Combine's state coder: checkpoints persist keys and accumulators in the
+// tagged value encoding of AppendKey, so an update that keeps the key fields
+// and combine functions reads them back unchanged.
+
+var _ runner.StateCoder = (*aggregator)(nil)
+
+// EncodeKey encodes the group values returned by Key.
+func (a *aggregator) EncodeKey(key any) ([]byte, error) {
+	vals, ok := key.([]any)
+	if !ok && key != nil {
+		return nil, fmt.Errorf("combine key has type %T, want a list of group values", key)
+	}
+	out := binary.AppendUvarint(nil, uint64(len(vals)))
+	for _, v := range vals {
+		out = appendKeyValue(out, v)
+	}
+	return out, nil
+}
+
+// DecodeKey reads what EncodeKey wrote.
+func (a *aggregator) DecodeKey(b []byte) (any, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, fmt.Errorf("corrupt combine key")
+	}
+	b = b[k:]
+	vals := make([]any, n)
+	for i := range vals {
+		var err error
+		if vals[i], b, err = readKeyValue(b); err != nil {
+			return nil, err
+		}
+	}
+	if len(a.group) == 0 {
+		return []any{}, nil
+	}
+	return vals, nil
+}
+
+// EncodeState encodes an accumulator: its group values, then per output its
+// running integer, float, count, set flag, event time and value.
+func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
+	ac, ok := v.(*accumulator)
+	if !ok {
+		return nil, fmt.Errorf("combine accumulator has type %T", v)
+	}
+	out := binary.AppendUvarint(nil, uint64(len(ac.group)))
+	for _, g := range ac.group {
+		out = appendKeyValue(out, g)
+	}
+	out = binary.AppendUvarint(out, uint64(len(ac.slots)))
+	for _, s := range ac.slots {
+		out = binary.AppendVarint(out, s.i)
+		out = binary.BigEndian.AppendUint64(out, math.Float64bits(s.f))
+		out = binary.AppendVarint(out, s.n)
+		set := byte(0)
+		if s.set {
+			set = 1
+		}
+		out = append(out, set)
+		out = binary.BigEndian.AppendUint64(out, uint64(s.t))
+		out = appendKeyValue(out, s.v)
+	}
+	return out, nil
+}
+
+// DecodeState reads what EncodeState wrote.
+func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
+	bad := fmt.Errorf("corrupt combine accumulator")
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, bad
+	}
+	b = b[k:]
+	ac := &accumulator{}
+	if n > 0 {
+		ac.group = make([]any, n)
+	}
+	var err error
+	for i := range ac.group {
+		if ac.group[i], b, err = readKeyValue(b); err != nil {
+			return nil, err
+		}
+	}
+	ns, k := binary.Uvarint(b)
+	if k <= 0 || ns != uint64(len(a.ops)) {
+		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.ops))
+	}
+	b = b[k:]
+	ac.slots = make([]slot, ns)
+	for i := range ac.slots {
+		s := &ac.slots[i]
+		if s.i, k = binary.Varint(b); k <= 0 {
+			return nil, bad
+		}
+		b = b[k:]
+		if len(b) < 8 {
+			return nil, bad
+		}
+		s.f = math.Float64frombits(binary.BigEndian.Uint64(b))
+		b = b[8:]
+		if s.n, k = binary.Varint(b); k <= 0 {
+			return nil, bad
+		}
+		b = b[k:]
+		if len(b) < 9 {
+			return nil, bad
+		}
+		s.set = b[0] == 1
+		s.t = mtime.Time(binary.BigEndian.Uint64(b[1:]))
+		b = b[9:]
+		if s.v, b, err = readKeyValue(b); err != nil {
+			return nil, err
+		}
+	}
+	return ac, nil
+}
+
+// readKeyValue reads one value written by appendKeyValue.
+func readKeyValue(b []byte) (any, []byte, error) {
+	bad := fmt.Errorf("corrupt combine state value")
+	if len(b) == 0 {
+		return nil, nil, bad
+	}
+	tag, b := b[0], b[1:]
+	switch tag {
+	case tagNull:
+		return nil, b, nil
+	case tagInt, tagFloat, tagTime:
+		if len(b) < 8 {
+			return nil, nil, bad
+		}
+		u := binary.BigEndian.Uint64(b)
+		switch tag {
+		case tagInt:
+			return int64(u), b[8:], nil
+		case tagFloat:
+			return math.Float64frombits(u), b[8:], nil
+		}
+		return mtime.Time(u), b[8:], nil
+	case tagBool:
+		if len(b) < 1 {
+			return nil, nil, bad
+		}
+		return b[0] == 1, b[1:], nil
+	case tagString, tagOther:
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, nil, bad
+		}
+		s := b[k : k+int(n)]
+		if tag == tagString {
+			return string(s), b[k+int(n):], nil
+		}
+		var v any
+		if err := json.Unmarshal(s, &v); err != nil {
+			return nil, nil, fmt.Errorf("decoding a combine state value: %w", err)
+		}
+		return v, b[k+int(n):], nil
+	}
+	return nil, nil, bad
+}

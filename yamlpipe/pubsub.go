@@ -1,0 +1,172 @@
+package yamlpipe
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/row"
+)
+
+// broker returns the job's Pub/Sub broker, or an error at n saying that
+// Pub/Sub transforms need a weir server.
+func (l *loader) broker(n *node, typ string) (*pubsub.Broker, error) {
+	if l.opts.Job == nil || l.opts.Job.Broker == nil {
+		return nil, l.errf(n, "%s needs the Pub/Sub broker of a weir server: submit the pipeline with --job-name (start one with `weir server`)", typ)
+	}
+	b, ok := l.opts.Job.Broker.(*pubsub.Broker)
+	if !ok {
+		return nil, l.errf(n, "%s: the job service passed an unknown broker type %T", typ, l.opts.Job.Broker)
+	}
+	return b, nil
+}
+
+// optDuration reads an optional duration (300, 300s, 5m) at key.
+func (l *loader) optDuration(m *node, key string) (time.Duration, bool, error) {
+	n := m.get(key)
+	if n == nil {
+		return 0, false, nil
+	}
+	d, err := l.duration(n, key)
+	if err != nil {
+		return 0, false, err
+	}
+	return time.Duration(d) * time.Millisecond, true, nil
+}
+
+// buildReadFromPubSub compiles ReadFromPubSub: a subscription (or a topic,
+// through a subscription named after the job and step, kept across updates)
+// read as JSON rows with a schema, or raw.
+func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
+	cfg := pubsub.SourceConfig{Step: t.name, Format: pubsub.FormatJSON}
+	var err error
+	if cfg.Subscription, _, err = l.optStr(t.config, "subscription"); err != nil {
+		return nil, err
+	}
+	var tn *node
+	if cfg.Topic, tn, err = l.optStr(t.config, "topic"); err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Subscription == "" && cfg.Topic == "":
+		return nil, l.errf(t.typNode, "ReadFromPubSub needs config.subscription or config.topic")
+	case cfg.Subscription != "" && cfg.Topic != "":
+		return nil, l.errf(tn, "ReadFromPubSub takes subscription or topic, not both")
+	}
+	if f, fn, err := l.optStr(t.config, "format"); err != nil {
+		return nil, err
+	} else if f != "" {
+		if cfg.Format, err = pubsub.ParseFormat(f); err != nil {
+			return nil, l.errf(fn, "%v", err)
+		}
+	}
+	schema := pubsub.RawSchema()
+	if cfg.Format == pubsub.FormatJSON {
+		sn := t.config.get("schema")
+		if sn == nil {
+			return nil, l.errf(t.typNode, "ReadFromPubSub with format json needs config.schema (field: int|float|bool|string|timestamp)")
+		}
+		if schema, err = l.schema(sn); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Schema = schema
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"timestamp_attribute", &cfg.TimestampAttribute}, {"timestamp_field", &cfg.TimestampField}, {"id_attribute", &cfg.IDAttribute}, {"id_field", &cfg.IDField}} {
+		if *f.dst, _, err = l.optStr(t.config, f.key); err != nil {
+			return nil, err
+		}
+	}
+	if d, ok, err := l.optDuration(t.config, "dedupe_window"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.DedupeWindow = d
+	}
+	if d, ok, err := l.optDuration(t.config, "max_out_of_orderness"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.Watermark.MaxOutOfOrderness = d
+		if d == 0 {
+			cfg.Watermark.MaxOutOfOrderness = -1 // explicitly none
+		}
+	}
+	if d, ok, err := l.optDuration(t.config, "idle_timeout"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.Watermark.IdleTimeout = d
+	}
+	if d, ok, err := l.optDuration(t.config, "ack_wait"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.Subscribe.AckWait = d
+	}
+	b, err := l.broker(t.typNode, "ReadFromPubSub")
+	if err != nil {
+		return nil, err
+	}
+	identity := "subscription/" + cfg.Subscription
+	if cfg.Topic != "" {
+		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
+		identity = "topic/" + cfg.Topic
+	}
+	src, err := pubsub.NewSource(b, cfg)
+	if err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity("pubsub", identity, false))...)
+	out := weir.Read[*rowT](l.root, t.name, src, false, opts...)
+	l.registerErrors(t, out)
+	return rowsColl(schema, out), nil
+}
+
+// buildWriteToPubSub compiles WriteToPubSub: rows published as JSON objects
+// (or raw payloads) with message IDs derived from the job, so a replay after
+// a crash publishes nothing twice.
+func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	cfg := pubsub.SinkConfig{Step: t.name, Format: pubsub.FormatJSON, CreateTopic: true}
+	var err error
+	if cfg.Topic, _, err = l.requireStr(t.config, "topic", "WriteToPubSub config"); err != nil {
+		return nil, err
+	}
+	if f, fn, err := l.optStr(t.config, "format"); err != nil {
+		return nil, err
+	} else if f != "" {
+		if cfg.Format, err = pubsub.ParseFormat(f); err != nil {
+			return nil, l.errf(fn, "%v", err)
+		}
+	}
+	if cfg.Format == pubsub.FormatRaw && (in.schema.Len() != 1 || in.schema.Fields[0].Type.Kind != row.KindString) {
+		return nil, l.errf(t.typNode, "WriteToPubSub with format raw needs rows of one string field (got %s)", in.schema)
+	}
+	if cfg.IDField, _, err = l.optStr(t.config, "id_field"); err != nil {
+		return nil, err
+	}
+	if cfg.IDField != "" && in.schema.Index(cfg.IDField) < 0 {
+		return nil, l.errf(t.typNode, "id_field %q is not a field of the input (%s)", cfg.IDField, in.schema)
+	}
+	if an := t.config.get("attributes"); an != nil {
+		cfg.Attributes = map[string]string{}
+		plain, ok := an.plain().(map[string]any)
+		if !ok {
+			return nil, l.errf(an, "attributes must be a map of names to strings")
+		}
+		for k, v := range plain {
+			cfg.Attributes[k] = fmt.Sprint(v)
+		}
+	}
+	b, err := l.broker(t.typNode, "WriteToPubSub")
+	if err != nil {
+		return nil, err
+	}
+	cfg.ID = l.opts.Job.ID + "/" + t.name
+	sink, err := pubsub.NewSink(b, cfg)
+	if err != nil {
+		return nil, l.errf(t.typNode, "%v", err)
+	}
+	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
+	return nil, nil
+}
