@@ -795,7 +795,6 @@ type edgeScratch struct {
 	hashes []uint64
 }
 
-
 // deliver hands a bundle produced on this worker to the consumer of edge e.
 // The consumer must not keep elems after returning; bundles sent to other
 // workers are copied.
