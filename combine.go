@@ -27,11 +27,11 @@ type Number interface {
 
 type sumFn[N Number] struct{}
 
-func (sumFn[N]) CreateAccumulator() N            { return 0 }
-func (sumFn[N]) AddInput(a, in N) N              { return a + in }
-func (sumFn[N]) MergeAccumulators(a, b N) N      { return a + b }
-func (sumFn[N]) ExtractOutput(a N) N             { return a }
-func (sumFn[N]) identity() (string, graph.Coder) { return "sum", CoderOf[N]() }
+func (sumFn[N]) CreateAccumulator() N       { return 0 }
+func (sumFn[N]) AddInput(a, in N) N         { return a + in }
+func (sumFn[N]) MergeAccumulators(a, b N) N { return a + b }
+func (sumFn[N]) ExtractOutput(a N) N        { return a }
+func (sumFn[N]) combineName() string        { return "sum" }
 
 // Sum adds values.
 func Sum[N Number]() CombineFn[N, N, N] { return sumFn[N]{} }
@@ -68,6 +68,12 @@ func (f minFn[N]) MergeAccumulators(a, b MinMaxAcc[N]) MinMaxAcc[N] {
 	return f.AddInput(a, b.Value)
 }
 func (minFn[N]) ExtractOutput(a MinMaxAcc[N]) N { return a.Value }
+func (f minFn[N]) combineName() string {
+	if f.max {
+		return "max"
+	}
+	return "min"
+}
 
 // Min keeps the smallest value (the zero value for an empty pane).
 func Min[N cmp.Ordered]() CombineFn[N, MinMaxAcc[N], N] { return minFn[N]{} }
@@ -96,6 +102,8 @@ func (meanFn[N]) ExtractOutput(a MeanAcc) float64 {
 	}
 	return a.Sum / float64(a.Count)
 }
+
+func (meanFn[N]) combineName() string { return "mean" }
 
 // Mean averages values as float64 (0 for an empty pane).
 func Mean[N Number]() CombineFn[N, MeanAcc, float64] { return meanFn[N]{} }
@@ -141,13 +149,15 @@ func (s Scope) keyed(kind graph.Kind, name string, in *graph.Collection, code an
 	return s.addStep(step, code, sc, in.Bounded, in.Windowing, []string{graph.MainTag}, []graph.Coder{out})[0]
 }
 
-// combineURN names a CombineFn for the graph: built-ins by name, others by Go type.
-func combineURN(fn any) string {
-	switch fn.(type) {
-	case interface{ identity() (string, graph.Coder) }:
-		return "weir:combine:sum"
+// combineName names a CombineFn for the graph: built-ins by their name,
+// others by their Go type. It is part of the step's stored coder, because
+// the same accumulator type can mean different things (a sum and a count
+// both store an int64).
+func combineName(fn any) string {
+	if n, ok := fn.(interface{ combineName() string }); ok {
+		return n.combineName()
 	}
-	return "weir:go:combine:" + reflect.TypeOf(fn).String()
+	return "go:" + reflect.TypeOf(fn).String()
 }
 
 // CombinePerKey combines the values of each key in each window with fn.
@@ -163,11 +173,14 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 		return PCollection[KV[K, O]]{}
 	}
 	sc := buildConfig(opts)
+	fnName := combineName(fn)
 	if sc.urn == "" {
-		sc.urn = combineURN(fn)
+		sc.urn = "weir:combine:" + fnName
 	}
 	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn}
-	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, CoderOf[K](), CoderOf[A](), CoderOf[KV[K, O]]())
+	stored := CoderOf[A]()
+	stored.Params = map[string]string{"combine_fn": fnName}
+	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, CoderOf[K](), stored, CoderOf[KV[K, O]]())
 	return collectionOf[KV[K, O]](s.p, id)
 }
 

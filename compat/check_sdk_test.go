@@ -148,8 +148,10 @@ func TestCheckSDK(t *testing.T) {
 			want: want{errors: []string{"Grouped STEP_MISSING", "Parse/Dedupe STEP_MISSING", "ParseX/Count STEP_MISSING", "Totals KEY_CODER_CHANGED"}}},
 		{name: "accumulator sum to mean", new: sdkJob{mean: true},
 			want: want{errors: []string{"Totals STATE_CODER_CHANGED"}, text: []string{"accumulator changed from weir:coder:go:int64 to weir:coder:go:weir.MeanAcc{"}}},
-		{name: "combine fn changed, same accumulator", new: sdkJob{count: true},
-			want: want{compatible: true, warnings: []string{"Totals COMBINE_FN_CHANGED"}}},
+		// A sum and a count both store an int64, but the stored coder names the
+		// combine function, so the accumulator's meaning change is caught.
+		{name: "combine fn changed, same accumulator type", new: sdkJob{count: true},
+			want: want{errors: []string{"Totals STATE_CODER_CHANGED"}}},
 		{name: "grouped values changed", new: sdkJob{gbkFloat: true},
 			want: want{errors: []string{"Grouped BUFFERED_ELEMENT_CHANGED"}, text: []string{"buffered values from weir:coder:list<weir:coder:go:int64> to weir:coder:list<weir:coder:go:float64>"}}},
 		{name: "grouped key changed, values not", new: sdkJob{gbkString: true},
