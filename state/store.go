@@ -235,6 +235,16 @@ type CheckpointRecord struct {
 func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
 	b := s.db.NewBatch()
 	defer b.Close()
+	if err := s.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+	}
+	return nil
+}
+
+func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
 	nss := map[string]uint32{}
 	for _, e := range cp.State {
 		ns, ok := nss[e.Step]
@@ -263,13 +273,7 @@ func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w 
 	if err := b.Set([]byte(prefixCheckpoint+jobID), rec, nil); err != nil {
 		return err
 	}
-	if err := s.applyWrite(b, w); err != nil {
-		return err
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
-	}
-	return nil
+	return s.applyWrite(b, w)
 }
 
 func (s *Store) applyWrite(b *pebble.Batch, w *Write) error {
@@ -293,6 +297,73 @@ func (s *Store) applyWrite(b *pebble.Batch, w *Write) error {
 		if err := b.Delete(key, nil); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Handover describes an in-place update: the old job's final checkpoint
+// becomes the new job's starting point in the same atomic write.
+type Handover struct {
+	Lineage string
+	OldJob  string
+	NewJob  string
+	// Renames maps old step names to new ones (the compatibility check's
+	// matches whose names differ): their state namespaces are rebound.
+	Renames map[string]string
+	// Drops lists old steps whose state is deleted on purpose.
+	Drops []string
+	// Positions maps new source step names to the old positions they take
+	// over (sources renamed by the mapping, or kept).
+	Positions map[string][][]byte
+}
+
+// WriteHandover durably writes the old job's final checkpoint cp and hands
+// it to the new job in one synced batch: cp's state changes, the old job's
+// checkpoint record, the new job's (same epoch and sink parts, positions
+// under the new step names), namespace rebinds for renamed steps, deletion
+// of dropped steps' state, and the registry changes in w (the old job
+// becoming UPDATED and the new one RUNNING). Handover is metadata: the
+// state itself is not copied.
+func (s *Store) WriteHandover(h Handover, cp *runner.Checkpoint, w *Write) error {
+	if w == nil {
+		w = &Write{}
+	}
+	for old, nw := range h.Renames {
+		if old == nw {
+			continue
+		}
+		if err := s.Rebind(w, h.Lineage, old, nw); err != nil {
+			return fmt.Errorf("handing over the state of step %q to %q: %w", old, nw, err)
+		}
+	}
+	var dropRanges [][2][]byte
+	for _, step := range h.Drops {
+		id, ok, err := s.lookupNamespace(h.Lineage, step)
+		if err != nil {
+			return err
+		}
+		if ok {
+			dropRanges = append(dropRanges, [2][]byte{nsPrefix(id), prefixEnd(nsPrefix(id))})
+			w.rawDelete(nsKey(h.Lineage, step))
+		}
+	}
+	next, err := json.Marshal(CheckpointRecord{JobID: h.NewJob, Epoch: cp.Epoch, Positions: h.Positions, SinkParts: cp.SinkParts})
+	if err != nil {
+		return fmt.Errorf("encoding the handover checkpoint: %w", err)
+	}
+	w.rawPut([]byte(prefixCheckpoint+h.NewJob), next)
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, r := range dropRanges {
+		if err := b.DeleteRange(r[0], r[1], nil); err != nil {
+			return err
+		}
+	}
+	if err := s.writeCheckpointBatch(b, h.Lineage, h.OldJob, cp, w); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("writing the handover from job %s to %s: %w", h.OldJob, h.NewJob, err)
 	}
 	return nil
 }

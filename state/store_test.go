@@ -95,3 +95,50 @@ func TestCheckpointRoundTripAndRebind(t *testing.T) {
 		t.Errorf("missing checkpoint: %v", err)
 	}
 }
+
+func TestHandoverRebindsAndDrops(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cp := &runner.Checkpoint{Epoch: 5, Positions: map[string][][]byte{"Read": {[]byte("p")}}, State: []runner.StateEntry{
+		{Step: "Count", KeyGroup: 1, Key: []byte("a"), Value: []byte("1")},
+		{Step: "Gone", KeyGroup: 1, Key: []byte("a"), Value: []byte("x")},
+	}}
+	if err := s.WriteCheckpoint("l", "old", cp, nil); err != nil {
+		t.Fatal(err)
+	}
+	final := &runner.Checkpoint{Epoch: 6, Positions: cp.Positions, SinkParts: map[string][][]byte{"W": {[]byte("rows")}},
+		State: []runner.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("b"), Value: []byte("2")}}}
+	var w Write
+	w.Put("job/old", []byte("UPDATED"))
+	w.Put("job/new", []byte("RUNNING"))
+	h := Handover{Lineage: "l", OldJob: "old", NewJob: "new", Renames: map[string]string{"Count": "CountByUser"},
+		Drops: []string{"Gone"}, Positions: map[string][][]byte{"ReadOrders": {[]byte("p")}}}
+	if err := s.WriteHandover(h, final, &w); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	if err := s.StateReader("l").Scan(context.Background(), "CountByUser", []int{1}, func(_ uint16, k, v []byte) error {
+		got[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["a"] != "1" || got["b"] != "2" {
+		t.Errorf("renamed step state = %v, want a=1 b=2 (old state plus the final checkpoint)", got)
+	}
+	n := 0
+	_ = s.StateReader("l").Scan(context.Background(), "Gone", []int{1}, func(uint16, []byte, []byte) error { n++; return nil })
+	if n != 0 {
+		t.Errorf("dropped step still has %d keys", n)
+	}
+	rec, err := s.LastCheckpoint("new")
+	if err != nil || rec.Epoch != 6 || string(rec.Positions["ReadOrders"][0]) != "p" || string(rec.SinkParts["W"][0]) != "rows" {
+		t.Fatalf("new job's checkpoint: %+v %v", rec, err)
+	}
+	if v, _ := s.Get("job/old"); string(v) != "UPDATED" {
+		t.Errorf("registry not written with the handover")
+	}
+}
