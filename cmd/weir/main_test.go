@@ -114,12 +114,12 @@ func TestCLIUsage(t *testing.T) {
 	})
 }
 
-// TestCLINeedsServer checks that every job flag is refused with the
-// needs-server exit code, before the file is even read.
+// TestCLINeedsServer checks that every job flag the job service does not
+// offer yet is refused with the needs-server exit code, before the file is
+// even read. (--job-name submits to the server: see server_test.go.)
 func TestCLINeedsServer(t *testing.T) {
 	var cases []cliCase
 	for _, flags := range [][]string{
-		{"--job-name", "regional-totals"},
 		{"--update"},
 		{"--transform-name-mapping", `{"Old":"New"}`},
 		{"--service-options", "create_or_update_job"},
@@ -131,7 +131,7 @@ func TestCLINeedsServer(t *testing.T) {
 			name:       flags[0],
 			args:       append(append([]string{"run"}, flags...), "does-not-exist.yaml"),
 			wantCode:   ExitNeedsServer,
-			wantStderr: []string{flags[0], "needs a running weir server (not available yet)"},
+			wantStderr: []string{flags[0], "not available yet"},
 		})
 	}
 	runCases(t, "", cases)
@@ -209,7 +209,7 @@ func TestCLIPipelines(t *testing.T) {
 		{name: "run failure", args: []string{"run", failing}, wantCode: ExitFailure,
 			wantStderr: []string{"CheckRegion", "known_region", "failing.yaml:10"}},
 		{name: "unbounded needs a server", args: []string{"run", testdata(t, "unbounded.yaml")}, wantCode: ExitNeedsServer,
-			wantStderr: []string{"Events", "needs a weir server (not available yet)"}},
+			wantStderr: []string{"Events", "needs a weir server", "--job-name"}},
 		{name: "unknown transform", args: []string{"run", testdata(t, "unknown_type.yaml")}, wantCode: ExitInvalidPipeline,
 			wantStderr: []string{"unknown_type.yaml:8:", "Frobnicate"}},
 		{name: "bad yaml", args: []string{"run", testdata(t, "bad_syntax.yaml")}, wantCode: ExitInvalidPipeline,
@@ -274,9 +274,10 @@ func TestCLIRunJSON(t *testing.T) {
 	}
 }
 
-// TestCLIQuickStart runs the README's first command, `weir run
+// TestCLIQuickStart runs the README's in-process example, `weir run
 // examples/regional-totals.yaml`, on a copy of examples/ so that its
-// outputs land in a temporary directory rather than the repository.
+// outputs land in a temporary directory rather than the repository. (The
+// README's first command, `weir server`, is exercised by server_test.go.)
 func TestCLIQuickStart(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.CopyFS(filepath.Join(dir, "examples"), os.DirFS(filepath.Join("..", "..", "examples"))); err != nil {

@@ -25,9 +25,14 @@ const (
 	// ExitInvalidPipeline: the pipeline file could not be loaded or is
 	// invalid; nothing ran.
 	ExitInvalidPipeline = 3
-	// ExitNeedsServer: the request needs a running weir server (unbounded
-	// sources, job names, updates, snapshots), which is not available yet.
+	// ExitNeedsServer: the request needs the job service: a pipeline with
+	// unbounded sources run without --job-name, or a job feature the weir
+	// server does not offer yet (updates, snapshots, service options).
 	ExitNeedsServer = 4
+	// ExitServerUnreachable: no weir server answers at the address
+	// (--server, $WEIR_SERVER, default http://127.0.0.1:7070); the message
+	// says how to start one.
+	ExitServerUnreachable = 5
 	// ExitInterrupted: the command was interrupted (SIGINT or SIGTERM).
 	ExitInterrupted = 130
 )
@@ -40,6 +45,10 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
+
+// errAlreadyReported is the error of a command that printed its failures
+// itself (one line per job); Main prints nothing more.
+var errAlreadyReported = errors.New("failures reported above")
 
 // withCode wraps err so that the process exits with code; nil stays nil.
 func withCode(code int, err error) error {
@@ -85,7 +94,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand(e)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, errAlreadyReported) {
 		fmt.Fprintf(stderr, "weir: %v\n", err)
 		if exitCode(ctx, err) == ExitUsage {
 			fmt.Fprintf(stderr, "Run 'weir --help' for usage.\n")
@@ -104,8 +113,9 @@ func newRootCommand(e *env) *cobra.Command {
 		Long: `weir runs long-lived, stateful, event-time pipelines written in YAML or with the Go SDK.
 
 A pipeline whose sources are all bounded runs to completion in this process
-with 'weir run'. Pipelines with unbounded sources, updates and snapshots need
-the job service ('weir server'), which is not available yet.`,
+with 'weir run'. 'weir server' runs the job service; 'weir run --job-name NAME'
+submits a pipeline to it (bounded or not) and 'weir jobs' lists, describes,
+drains and cancels its jobs.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
@@ -130,6 +140,9 @@ the job service ('weir server'), which is not available yet.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
 		newRunCommand(e),
+		newServerCommand(e),
+		newJobsCommand(e),
+		newCheckCommand(e),
 		newGraphCommand(e),
 		newBenchCommand(e),
 		newBenchChildCommand(e),

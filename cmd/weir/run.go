@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -11,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -27,12 +31,19 @@ type runFlags struct {
 	serviceOptions []string
 	maxNumWorkers  int
 	fromSnapshot   string
+	server         string
 }
 
-// serverOnlyFlags returns the `weir run` flags that only make sense for a
-// job of the job service.
-func serverOnlyFlags() []string {
-	return []string{"job-name", "update", "transform-name-mapping", "service-options", "max-num-workers", "create-from-snapshot"}
+// unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
+// job service does not offer yet.
+func unsupportedJobFlags() []string {
+	return []string{"update", "transform-name-mapping", "service-options", "max-num-workers", "create-from-snapshot"}
+}
+
+// submits reports whether `weir run` submits to a weir server: when
+// --job-name or --server is given, or $WEIR_SERVER is set.
+func (f runFlags) submits(cmd *cobra.Command) bool {
+	return f.jobName != "" || cmd.Flags().Changed("server") || os.Getenv(serverEnv) != ""
 }
 
 // serviceOptionKeys returns the keys --service-options accepts, verbatim
@@ -58,16 +69,22 @@ func newRunCommand(e *env) *cobra.Command {
 		Short: "Run a pipeline",
 		Long: `Run loads a YAML pipeline and runs it.
 
-A pipeline whose sources are all bounded runs to completion in this process;
-the command then prints the metrics of every step and exits 0. Paths in the
-pipeline file are resolved against the current directory.
+With --job-name NAME (or --server, or $WEIR_SERVER set) the pipeline is
+submitted to a weir server (default http://127.0.0.1:7070) as a job: the
+command returns once the job is created and prints its ID ({"id", "name"}
+with --format json). Paths in the pipeline resolve against the current
+directory (sent as the job's base_dir). Without a job name, one is derived
+from the file name.
 
-The job flags (--job-name, --update, --transform-name-mapping,
---service-options, --max-num-workers, --create-from-snapshot) and pipelines
-with unbounded sources need a running weir server, which is not available yet.
+Otherwise a pipeline whose sources are all bounded runs to completion in this
+process; the command then prints the metrics of every step and exits 0.
 
-Exit codes: 0 success, 1 the run failed, 2 usage, 3 invalid pipeline,
-4 needs a weir server.`,
+--update, --transform-name-mapping, --service-options, --max-num-workers and
+--create-from-snapshot are not offered by the job service yet.
+
+Exit codes: 0 success, 1 the run failed (or the job failed to start),
+2 usage, 3 invalid pipeline, 4 needs the job service (unbounded sources
+without --job-name, or a job flag not available yet), 5 no weir server answers.`,
 		Args: exactArgs("PIPELINE.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPipeline(cmd, e, args[0], f)
@@ -77,7 +94,8 @@ Exit codes: 0 success, 1 the run failed, 2 usage, 3 invalid pipeline,
 	addFormatFlag(cmd, &f.format)
 	fl.IntVar(&f.numWorkers, "num-workers", 1, "number of workers (goroutines) that run the pipeline")
 	fl.BoolVar(&f.validateOnly, "validate-only", false, "load and validate the pipeline, then exit without running it")
-	fl.StringVar(&f.jobName, "job-name", "", "name of the job (needs a weir server)")
+	fl.StringVar(&f.jobName, "job-name", "", "submit the pipeline to the weir server as a job of this name ([a-z]([-a-z0-9]*[a-z0-9])?)")
+	addServerFlag(cmd, &f.server)
 	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name in place (needs a weir server)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", "JSON object mapping old step names to new ones for --update (needs a weir server)")
 	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
@@ -103,13 +121,16 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	}
 	var given []string
-	for _, name := range serverOnlyFlags() {
+	for _, name := range unsupportedJobFlags() {
 		if cmd.Flags().Changed(name) {
 			given = append(given, "--"+name)
 		}
 	}
 	if len(given) > 0 {
-		return withCode(ExitNeedsServer, fmt.Errorf("%s needs a running weir server (not available yet); without job flags, a pipeline whose sources are all bounded runs in this process", strings.Join(given, ", ")))
+		return withCode(ExitNeedsServer, fmt.Errorf("%s: not available yet (the weir job service does not offer updates, snapshots or service options in this release); 'weir run --job-name NAME' submits a new job", strings.Join(given, ", ")))
+	}
+	if f.submits(cmd) && !f.validateOnly {
+		return submitPipeline(cmd, e, path, f)
 	}
 
 	p, err := loadPipeline(path)
@@ -120,7 +141,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return printValid(e.stdout, path, p.Graph(), f.format)
 	}
 	if unbounded := unboundedSources(p.Graph()); len(unbounded) > 0 {
-		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: running this pipeline needs a weir server (not available yet); 'weir run' runs pipelines whose sources are all bounded", path, strings.Join(unbounded, ", ")))
+		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server')", path, strings.Join(unbounded, ", "), path))
 	}
 	e.logger.Info("running pipeline", "file", path, "steps", len(p.Graph().Steps), "workers", f.numWorkers)
 	res, err := weir.Run(cmd.Context(), p, weir.RunOptions{NumWorkers: f.numWorkers, Logger: e.logger})
@@ -134,6 +155,73 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return writeJSON(e.stdout, res)
 	}
 	return writeStepTable(e.stdout, res)
+}
+
+// submitted is what `weir run --format json` prints for a submitted job.
+type submitted struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// submitPipeline sends the pipeline to the weir server as a new job and
+// prints its ID once the job is created.
+func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
+	ctx := cmd.Context()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+	}
+	wd, err := workingDir()
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	name := f.jobName
+	if name == "" {
+		if name = jobNameFromFile(path); name == "" {
+			return usageErrorf("cannot derive a job name from %s: give one with --job-name NAME", path)
+		}
+	}
+	c, err := newClient(f.server)
+	if err != nil {
+		return err
+	}
+	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
+		Options: service.JobOptions{NumWorkers: f.numWorkers}})
+	if err != nil {
+		return clientError(ctx, c, err)
+	}
+	if f.format == formatJSON {
+		if err := writeJSON(e.stdout, submitted{ID: res.ID, Name: res.Name}); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprintln(e.stdout, res.ID); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	if res.State == service.StateFailed {
+		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
+	}
+	e.logger.Info("job submitted", "job_id", res.ID, "job_name", res.Name, "server", c.Base())
+	return nil
+}
+
+// jobNameFromFile derives a job name from a pipeline file name:
+// "Regional_Totals.yaml" becomes "regional-totals"; "" when nothing valid remains.
+func jobNameFromFile(path string) string {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	var b strings.Builder
+	for _, r := range strings.ToLower(base) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	name := strings.TrimRight(strings.TrimLeft(b.String(), "-0123456789"), "-")
+	if service.ValidateJobName(name) != nil {
+		return ""
+	}
+	return name
 }
 
 // loadPipeline loads a YAML pipeline, resolving paths against the current

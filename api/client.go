@@ -1,0 +1,152 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/weir-dev/weir/service"
+)
+
+// DefaultServer is the address the CLI talks to when neither --server nor
+// WEIR_SERVER says otherwise.
+const DefaultServer = "http://127.0.0.1:7070"
+
+// ErrUnreachable is returned when no weir server answers at the client's
+// address: start one (`weir server`) or point the client at it.
+var ErrUnreachable = errors.New("weir server unreachable")
+
+// Error is an error reply of the API: its HTTP status, stable code and message.
+type Error struct {
+	Status  int
+	Code    service.Code
+	Message string
+}
+
+// Error returns the server's message.
+func (e *Error) Error() string { return e.Message }
+
+// Client calls a weir server's API.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client of the server at addr (http://host:port, or
+// host:port). hc nil means a client with a 30s timeout.
+func NewClient(addr string, hc *http.Client) (*Client, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("server address %q is not an http(s)://host:port URL", addr)
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: strings.TrimRight(u.String(), "/"), http: hc}, nil
+}
+
+// Base returns the server's base URL.
+func (c *Client) Base() string { return c.base }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("building the request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the reply of %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if err := json.Unmarshal(b, &eb); err != nil || eb.Error.Code == "" {
+			return &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))}
+		}
+		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("decoding the reply of %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Submit creates a job.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (*SubmitResponse, error) {
+	var out SubmitResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// List returns the jobs matching status ("active", "terminated", "all").
+func (c *Client) List(ctx context.Context, status string) ([]service.Summary, error) {
+	var out JobList
+	if err := c.do(ctx, http.MethodGet, "/v1/jobs?status="+url.QueryEscape(status), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Jobs, nil
+}
+
+// Get returns the job with ID or name ref, with live metrics while it runs.
+func (c *Client) Get(ctx context.Context, ref string) (*service.Job, error) {
+	var out service.Job
+	if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(ref), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Drain asks the job ref to drain.
+func (c *Client) Drain(ctx context.Context, ref string) (*service.Summary, error) {
+	return c.action(ctx, ref, "drain")
+}
+
+// Cancel asks the job ref to cancel.
+func (c *Client) Cancel(ctx context.Context, ref string) (*service.Summary, error) {
+	return c.action(ctx, ref, "cancel")
+}
+
+func (c *Client) action(ctx context.Context, ref, action string) (*service.Summary, error) {
+	var out service.Summary
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(ref)+":"+action, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Healthy returns nil when the server answers its health check.
+func (c *Client) Healthy(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
+}

@@ -1,0 +1,272 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weir-dev/weir/service"
+)
+
+// MaxRequestBytes is the largest request body accepted (a pipeline's YAML
+// text travels in it).
+const MaxRequestBytes = 8 << 20
+
+// Server serves the API of one job service.
+type Server struct {
+	svc    *service.Service
+	logger *slog.Logger
+	mux    *http.ServeMux
+}
+
+// NewServer returns the API of svc. logger receives request errors
+// (default slog.Default()).
+func NewServer(svc *service.Service, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{svc: svc, logger: logger, mux: http.NewServeMux()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(svc))
+	s.mux.HandleFunc("POST /v1/jobs", s.submit)
+	s.mux.HandleFunc("GET /v1/jobs", s.list)
+	s.mux.HandleFunc("GET /v1/jobs/{ref}", s.get)
+	s.mux.HandleFunc("POST /v1/jobs/{ref}", s.colonAction)
+	s.mux.HandleFunc("POST /v1/jobs/{ref}/{action}", s.pathAction)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		code, msg := service.CodeNotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /metrics, /healthz)", r.Method, r.URL.Path)
+		if r.URL.Path == "/v1/jobs" || strings.HasPrefix(r.URL.Path, "/v1/jobs/") {
+			code, msg = service.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
+		}
+		s.writeError(w, service.NewError(code, "%s", msg))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...), "component", "metrics") }
+
+// StatusOf returns the HTTP status of an error code.
+func StatusOf(c service.Code) int {
+	switch c.Kind() {
+	case service.KindInvalid:
+		if c == service.CodeMethodNotAllowed {
+			return http.StatusMethodNotAllowed
+		}
+		return http.StatusBadRequest
+	case service.KindNotFound:
+		return http.StatusNotFound
+	case service.KindConflict:
+		return http.StatusConflict
+	case service.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	code := service.ErrorCode(err)
+	status := StatusOf(code)
+	if status >= 500 {
+		s.logger.Error("API request failed", "code", code, "error", err)
+	}
+	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: err.Error()}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error": {"code": "INTERNAL", "message": "encoding the reply failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON request body into dst, refusing unknown fields,
+// trailing data and bodies over MaxRequestBytes, with messages that name
+// the problem.
+func decode(r *http.Request, dst any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		return service.NewError(service.CodeInvalidRequest, "reading the request body: %w", err)
+	}
+	if len(body) > MaxRequestBytes {
+		return service.NewError(service.CodeInvalidRequest, "the request body is larger than %d bytes", MaxRequestBytes)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return service.NewError(service.CodeInvalidRequest, "the request body is empty: send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
+		case errors.As(err, &typ):
+			return service.NewError(service.CodeInvalidRequest, "field %q of the request body must be %s, not a JSON %s", typ.Field, typeName(typ.Type), typ.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return service.NewError(service.CodeInvalidRequest, "unknown field %s in the request body (known fields: %s)", field, strings.Join(jsonFields(reflect.TypeOf(dst)), ", "))
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: it ends early")
+		}
+		return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return service.NewError(service.CodeInvalidRequest, "the request body has data after its JSON object")
+	}
+	return nil
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return t.String()
+}
+
+// jsonFields lists the JSON field names of a struct type, with nested
+// objects' fields as parent.child.
+func jsonFields(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, name)
+		if f.Type.Kind() == reflect.Struct {
+			for _, sub := range jsonFields(f.Type) {
+				out = append(out, name+"."+sub)
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	j, err := s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
+		PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/jobs/"+j.ID)
+	writeJSON(w, http.StatusCreated, SubmitResponse{ID: j.ID, Name: j.Name, State: j.State, Error: j.Error})
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "status" {
+			s.writeError(w, service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: status)", k))
+			return
+		}
+	}
+	st, err := service.ParseStatus(q.Get("status"))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	jobs, err := s.svc.List(st)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := JobList{Jobs: []service.Summary{}}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, j.Summary())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("ref")
+	if name, action, ok := strings.Cut(ref, ":"); ok {
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "%s:%s needs POST, not GET", name, action))
+		return
+	}
+	j, err := s.svc.Get(ref)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if j.Active() {
+		if m, err := s.svc.Metrics(j.ID); err == nil && m != nil {
+			j.Metrics = m
+		}
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+// colonAction serves POST /v1/jobs/{ref}:drain and :cancel.
+func (s *Server) colonAction(w http.ResponseWriter, r *http.Request) {
+	ref, action, ok := strings.Cut(r.PathValue("ref"), ":")
+	if !ok {
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/jobs/%s needs an action: /v1/jobs/%s:drain or /v1/jobs/%s:cancel", ref, ref, ref))
+		return
+	}
+	s.act(w, r, ref, action)
+}
+
+// pathAction serves POST /v1/jobs/{ref}/drain and /cancel.
+func (s *Server) pathAction(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, r.PathValue("ref"), r.PathValue("action"))
+}
+
+func (s *Server) act(w http.ResponseWriter, r *http.Request, ref, action string) {
+	var (
+		j   *service.Job
+		err error
+	)
+	switch action {
+	case "drain":
+		j, err = s.svc.Drain(r.Context(), ref)
+	case "cancel":
+		j, err = s.svc.Cancel(r.Context(), ref)
+	default:
+		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain or cancel", action)
+	}
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j.Summary())
+}

@@ -1,0 +1,44 @@
+package api
+
+import (
+	"github.com/weir-dev/weir/service"
+)
+
+// SubmitRequest is the body of POST /v1/jobs.
+type SubmitRequest struct {
+	// Name is the job name ([a-z]([-a-z0-9]*[a-z0-9])?).
+	Name string `json:"name"`
+	// Pipeline is the YAML text of the pipeline.
+	Pipeline string `json:"pipeline"`
+	// PipelineFile names the pipeline in error messages (the client's path).
+	PipelineFile string `json:"pipeline_file,omitempty"`
+	// BaseDir is the absolute directory relative paths in the pipeline
+	// resolve against (the client's working directory).
+	BaseDir string             `json:"base_dir"`
+	Options service.JobOptions `json:"options"`
+}
+
+// SubmitResponse is the reply to a submission.
+type SubmitResponse struct {
+	ID    string           `json:"id"`
+	Name  string           `json:"name"`
+	State service.JobState `json:"state"`
+	// Error is why the job failed to start, when State is FAILED.
+	Error string `json:"error,omitempty"`
+}
+
+// JobList is the reply to GET /v1/jobs.
+type JobList struct {
+	Jobs []service.Summary `json:"jobs"`
+}
+
+// ErrorBody is the body of every error reply.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a stable code and a message for the user.
+type ErrorDetail struct {
+	Code    service.Code `json:"code"`
+	Message string       `json:"message"`
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/service"
+)
+
+// listTimeLayout is how tables print times (UTC).
+const listTimeLayout = "2006-01-02 15:04:05"
+
+func newJobsCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List, describe, drain and cancel the jobs of a weir server",
+		Long: `Jobs manages the jobs of a running weir server (--server, $WEIR_SERVER, default
+http://127.0.0.1:7070). Every command takes job IDs or job names; a name means
+the name's active job (or, when none is active, its latest job).
+
+Drain stops reading the sources, fires every open window (final panes have
+is_last: true) and ends the job as DRAINED. Cancel stops the job at once:
+work not covered by a committed checkpoint is discarded, and messages read
+from a subscription since then stay unacknowledged there, so a later job
+reads them again.
+
+Exit codes: 0 success, 1 a job was not found or could not change state,
+2 usage, 5 no weir server answers.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown jobs command %q (want list, describe, drain or cancel)", args[0])
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e),
+		newJobsActionCommand(e, "drain", "Drain streaming jobs: stop reading, fire every open window, end as DRAINED"),
+		newJobsActionCommand(e, "cancel", "Cancel jobs: stop at once, discarding work after the last checkpoint"))
+	return cmd
+}
+
+func newJobsListCommand(e *env) *cobra.Command {
+	var format, server, status string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if _, err := service.ParseStatus(status); err != nil {
+				return usageErrorf("--status %q: want active, terminated or all", status)
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			jobs, err := c.List(cmd.Context(), status)
+			if err != nil {
+				return clientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, jobs)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB_ID\tNAME\tTYPE\tCREATION_TIME\tSTATE")
+			for _, j := range jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Type, j.CreateTime.UTC().Format(listTimeLayout), j.State.Title())
+			}
+			return flush(tw)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	cmd.Flags().StringVar(&status, "status", "all", "which jobs: active, terminated or all")
+	return cmd
+}
+
+func newJobsDescribeCommand(e *env) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   "describe ID|NAME",
+		Short: "Describe a job: state, times, options, graph, per-step counters, watermarks, backlog",
+		Args:  exactArgs("ID|NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			j, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return clientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, j)
+			}
+			return describeJob(e.stdout, j)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newJobsActionCommand(e *env, action, short string) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   action + " ID|NAME...",
+		Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("%s takes one or more job IDs or names", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			call := c.Drain
+			if action == "cancel" {
+				call = c.Cancel
+			}
+			var firstErr error
+			done := []*service.Summary{}
+			for _, ref := range args {
+				j, err := call(cmd.Context(), ref)
+				if err != nil {
+					err = clientError(cmd.Context(), c, err)
+					if exitCode(cmd.Context(), err) == ExitServerUnreachable {
+						return err
+					}
+					fmt.Fprintf(e.stderr, "weir: %s %s: %v\n", action, ref, err)
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				done = append(done, j)
+				if format == formatText {
+					fmt.Fprintf(e.stdout, "%s %s (%s): %s\n", j.ID, j.Name, j.Type, j.State.Title())
+				}
+			}
+			if format == formatJSON {
+				if err := writeJSON(e.stdout, done); err != nil {
+					return err
+				}
+			}
+			if firstErr != nil {
+				// Each failure was printed; exit with the first one's code.
+				return withCode(exitCode(cmd.Context(), firstErr), errAlreadyReported)
+			}
+			return nil
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+// describeJob prints a job for humans.
+func describeJob(w io.Writer, j *service.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Job ID", j.ID)
+	row("Name", j.Name)
+	row("Type", string(j.Type))
+	row("State", j.State.Title()+" ("+j.State.String()+")")
+	row("State time", formatTime(j.StateTime))
+	row("Create time", formatTime(j.CreateTime))
+	row("Generation", fmt.Sprint(j.Generation))
+	row("Options", fmt.Sprintf("num_workers=%d", j.Options.NumWorkers))
+	if j.ReplacesJobID != "" {
+		row("Replaces job", j.ReplacesJobID)
+	}
+	if j.ReplacedByJobID != "" {
+		row("Replaced by job", j.ReplacedByJobID)
+	}
+	if j.Error != "" {
+		row("Error", j.Error)
+	}
+	switch {
+	case !j.Checkpointing && j.CheckpointNote != "":
+		row("Checkpoints", "none: "+j.CheckpointNote)
+	case j.LastCheckpoint != nil:
+		row("Checkpoints", fmt.Sprintf("last %d at %s", j.LastCheckpoint.Epoch, formatTime(j.LastCheckpoint.Time)))
+	default:
+		row("Checkpoints", "none yet")
+	}
+	delivery := j.Delivery
+	if j.DeliveryNote != "" {
+		delivery += " (" + j.DeliveryNote + ")"
+	}
+	row("Delivery", delivery)
+	row("Dead letters", fmt.Sprint(j.DeadLetters))
+	if j.LastDeadLetter != "" {
+		row("Last dead letter", j.LastDeadLetter)
+	}
+	if m := j.Metrics; m != nil {
+		wm := m.DataWatermark
+		if m.DataWatermarkAgeSeconds != nil {
+			wm += fmt.Sprintf(" (age %s)", seconds(*m.DataWatermarkAgeSeconds))
+		}
+		if wm != "" {
+			row("Data watermark", wm)
+		}
+		row("System lag", seconds(m.SystemLagSeconds))
+		if m.BacklogElements != nil {
+			row("Backlog", fmt.Sprintf("%d elements", *m.BacklogElements))
+		} else {
+			row("Backlog", "unknown (no source reports one)")
+		}
+	}
+	if err := flush(tw); err != nil {
+		return err
+	}
+	if m := j.Metrics; m != nil {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "STEP\tELEMENTS_IN\tELEMENTS_OUT\tREJECTS\tDROPPED_LATE\tWATERMARK\tTHROUGHPUT/S\tSYSTEM_LAG\tBACKLOG")
+		for _, s := range m.Steps {
+			wm, backlog := s.Watermark, "-"
+			if wm == "" {
+				wm = "-"
+			}
+			if s.BacklogElements != nil {
+				backlog = fmt.Sprint(*s.BacklogElements)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\n", s.Name, s.ElementsIn, s.ElementsOut, s.Rejects,
+				s.DroppedLateElements, wm, s.ThroughputPerSecond, seconds(s.SystemLagSeconds), backlog)
+		}
+		if err := flush(tw); err != nil {
+			return err
+		}
+	}
+	if len(j.Graph) > 0 {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, j.Graph, "", "  "); err == nil {
+			fmt.Fprintf(w, "\nGraph (canonical JSON):\n%s\n", strings.TrimSpace(buf.String()))
+		}
+	}
+	return nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+}
+
+func flush(tw *tabwriter.Writer) error {
+	if err := tw.Flush(); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// finalCheckpointTimeout bounds the checkpoints taken when a job ends or
+// the service stops.
+const finalCheckpointTimeout = time.Minute
+
+// jobRun is a live execution of a job, watched by one supervisor goroutine.
+type jobRun struct {
+	id, name     string
+	prog         *runner.Program
+	x            *runner.Execution
+	checkpointed bool
+
+	deadLetters    atomic.Int64
+	lastDeadLetter atomic.Pointer[string]
+
+	// sampler is written by the supervisor and read by metrics, both
+	// under Service.mu.
+	sampler *sampler // guarded by Service.mu
+}
+
+// metricsLocked returns the job's live metrics. Service.mu is held.
+func (jr *jobRun) metricsLocked(now time.Time) *JobMetrics {
+	return jr.sampler.metrics(now, jr.x.Metrics(), jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
+}
+
+func unmarshalJob(b []byte, j *Job) error {
+	if err := json.Unmarshal(b, j); err != nil {
+		return fmt.Errorf("decoding a job record: %w", err)
+	}
+	return nil
+}
+
+// load compiles j's pipeline for j's run.
+func (s *Service) load(j *Job) (*weir.Pipeline, error) {
+	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
+	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env})
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%w", err)
+	}
+	if err := p.Err(); err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: %w", j.PipelineFile, err)
+	}
+	return p, nil
+}
+
+// delivery says which guarantee prog can give when checkpointed: exactly
+// once only if every source resumes from positions and every sink commits
+// per epoch.
+func delivery(prog *runner.Program, checkpointed bool) (string, string) {
+	if !checkpointed {
+		return DeliveryAtLeastOnce, "the job takes no checkpoints: after a restart it runs again from the beginning of its sources"
+	}
+	var sources, sinks []string
+	for _, st := range prog.Graph.Steps {
+		code := prog.Code[st.Name]
+		switch st.Kind {
+		case graph.KindSource:
+			if _, ok := code.(runner.ResumableSource); !ok {
+				sources = append(sources, st.Name)
+			}
+		case graph.KindSink:
+			if _, ok := code.(runner.TransactionalSink); !ok {
+				sinks = append(sinks, st.Name)
+			}
+		}
+	}
+	sort.Strings(sources)
+	sort.Strings(sinks)
+	var notes []string
+	if len(sources) > 0 {
+		notes = append(notes, fmt.Sprintf("source(s) %s cannot resume from a checkpoint and restart from their beginning after a restart", strings.Join(sources, ", ")))
+	}
+	if len(sinks) > 0 {
+		notes = append(notes, fmt.Sprintf("sink(s) %s write outside checkpoints (file sinks are for batch runs)", strings.Join(sinks, ", ")))
+	}
+	if len(notes) == 0 {
+		return DeliveryExactlyOnce, ""
+	}
+	return DeliveryAtLeastOnce, strings.Join(notes, "; ")
+}
+
+// launchLocked starts j's execution: from its last checkpoint when it has
+// one (committing that checkpoint's sink data again first, in case the
+// process stopped between the write and the commit), otherwise from
+// scratch after dropping state its name's earlier jobs left behind. j is
+// then RUNNING (or stays DRAINING, and is drained at once), and a
+// supervisor watches it. An execution that cannot start makes j FAILED;
+// only registry failures are returned. Service.mu is held.
+func (s *Service) launchLocked(ctx context.Context, j *Job, prog *runner.Program) error {
+	restore, cp, err := s.store.Restore(j.Name, j.ID)
+	if err != nil {
+		return s.failLocked(j, fmt.Sprintf("reading the last checkpoint: %v", err))
+	}
+	if cp == nil {
+		for _, st := range prog.Graph.Steps {
+			if err := s.store.DropState(j.Name, st.Name); err != nil {
+				return s.failLocked(j, fmt.Sprintf("dropping the state of step %q left by an earlier job of %q: %v", st.Name, j.Name, err))
+			}
+		}
+	} else if err := runner.CommitRestored(ctx, prog, cp); err != nil {
+		return s.failLocked(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
+	}
+	jr := &jobRun{id: j.ID, name: j.Name, prog: prog, sampler: newSampler(prog.Graph)}
+	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
+		Checkpoints: true, Restore: restore, DeadLetter: s.deadLetter(jr)}
+	// Executions outlive the request that started them.
+	runCtx := context.WithoutCancel(ctx)
+	x, err := runner.Start(runCtx, prog, opts)
+	if errors.Is(err, runner.ErrNotCheckpointable) {
+		j.CheckpointNote = fmt.Sprintf("runs without checkpoints: %v", err)
+		opts.Checkpoints, opts.Restore = false, nil
+		x, err = runner.Start(runCtx, prog, opts)
+	}
+	if err != nil {
+		return s.failLocked(j, fmt.Sprintf("starting the execution: %v", err))
+	}
+	jr.x, jr.checkpointed = x, opts.Checkpoints
+	j.Checkpointing = opts.Checkpoints
+	j.Delivery, j.DeliveryNote = delivery(prog, opts.Checkpoints)
+	switch j.State {
+	case StatePending:
+		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
+			x.Cancel()
+			return err
+		}
+	default:
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			x.Cancel()
+			return err
+		}
+		if err := s.store.Apply(w); err != nil {
+			x.Cancel()
+			return internalf("recording job %s: %w", j.ID, err)
+		}
+	}
+	if j.State == StateDraining {
+		x.Drain()
+	}
+	jr.sampler.observe(s.now(), x.Metrics())
+	s.running[j.ID] = jr
+	s.wg.Add(1)
+	go s.supervise(jr)
+	return nil
+}
+
+// failLocked makes j FAILED with reason. Service.mu is held.
+func (s *Service) failLocked(j *Job, reason string) error {
+	s.opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
+	return s.transitionLocked(j, StateFailed, reason)
+}
+
+// deadLetter returns the runner's dead-letter hook for jr.
+func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) error {
+	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+	return func(ctx context.Context, r runner.Reject) error {
+		n := jr.deadLetters.Add(1)
+		desc := fmt.Sprintf("step %q at %s: %s: %s", r.Step, r.Source, r.Reason, r.Message)
+		jr.lastDeadLetter.Store(&desc)
+		if s.opts.DeadLetter != nil {
+			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
+				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
+			}
+			return nil
+		}
+		if n <= 10 || n%1000 == 0 {
+			log.Warn("element rejected by a step without error_handling (no broker for a dead-letter topic: counted only)",
+				"step", r.Step, "source", r.Source.String(), "reason", r.Reason, "message", r.Message, "dead_letters", n)
+		}
+		return nil
+	}
+}
+
+// supervise watches one execution: it takes a checkpoint every interval,
+// finishes the job when its execution ends, and suspends it when the
+// service closes.
+func (s *Service) supervise(jr *jobRun) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-jr.x.Done():
+			s.finish(jr)
+			return
+		case <-s.ctx.Done():
+			s.mu.Lock()
+			j, err := s.readJob(jr.id)
+			s.mu.Unlock()
+			select {
+			case <-jr.x.Done():
+				s.finish(jr)
+			default:
+				if err == nil && j.State == StateCancelling {
+					// Finish the cancel rather than resume a cancelled job.
+					<-jr.x.Done()
+					s.finish(jr)
+					return
+				}
+				s.suspend(jr)
+			}
+			return
+		case <-t.C:
+			s.mu.Lock()
+			jr.sampler.observe(s.now(), jr.x.Metrics())
+			s.mu.Unlock()
+			if jr.checkpointed {
+				if err := s.checkpoint(jr, nil); err != nil {
+					s.checkpointFailed(jr, err)
+				}
+			}
+		}
+	}
+}
+
+// errNotWritten says a checkpoint was taken but deliberately not written
+// (the job is being cancelled).
+var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
+
+// checkpoint takes a checkpoint of jr, writes it together with the job
+// record (to which final, when set, applies the terminal transition) in one
+// atomic write, then lets sinks commit and sources acknowledge.
+func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+	defer cancel()
+	cp, err := jr.x.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.writeCheckpoint(jr, cp, final); err != nil {
+		return err
+	}
+	if err := jr.x.Commit(ctx, cp); err != nil {
+		return fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
+	}
+	return nil
+}
+
+func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(*Job) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.readJob(jr.id)
+	if err != nil {
+		return err
+	}
+	if j.State == StateCancelling || j.State.Terminal() {
+		return errNotWritten
+	}
+	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
+	j.DeadLetters = jr.deadLetters.Load()
+	if d := jr.lastDeadLetter.Load(); d != nil {
+		j.LastDeadLetter = *d
+	}
+	if final != nil {
+		if err := final(j); err != nil {
+			return err
+		}
+	}
+	w := &state.Write{}
+	if err := s.terminalWrite(w, j); err != nil {
+		return err
+	}
+	if err := s.store.WriteCheckpoint(jr.name, jr.id, cp, w); err != nil {
+		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+	}
+	return nil
+}
+
+// checkpointFailed handles a failed periodic checkpoint: one that was not
+// written loses the state changes it carried, so the job cannot go on.
+func (s *Service) checkpointFailed(jr *jobRun, err error) {
+	select {
+	case <-jr.x.Done():
+		return // the end is handled by finish
+	default:
+	}
+	if errors.Is(err, errNotWritten) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, rerr := s.readJob(jr.id)
+	if rerr != nil || j.State.Terminal() {
+		return
+	}
+	if ferr := s.failLocked(j, fmt.Sprintf("checkpoint failed: %v", err)); ferr != nil {
+		s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
+	}
+	jr.x.Cancel()
+}
+
+// finish records the end of an execution that ended by itself (or was
+// cancelled): DONE or DRAINED after a final checkpoint, CANCELLED, or FAILED.
+func (s *Service) finish(jr *jobRun) {
+	res, runErr := jr.x.Wait()
+	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+	s.mu.Lock()
+	j, err := s.readJob(jr.id)
+	s.mu.Unlock()
+	if err != nil {
+		log.Error("reading the record of a finished job", "error", err)
+		s.forget(jr)
+		return
+	}
+	now := s.now()
+	metrics := jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
+	var target JobState
+	reason := ""
+	switch {
+	case j.State.Terminal():
+		s.forget(jr) // failed by a checkpoint error
+		return
+	case j.State == StateCancelling:
+		target, reason = StateCancelled, "cancelled"
+	case runErr != nil:
+		target, reason = StateFailed, runErr.Error()
+	case j.State == StateDraining:
+		target, reason = StateDrained, "drain completed"
+	default:
+		target, reason = StateDone, "execution completed"
+	}
+	if (target == StateDone || target == StateDrained) && jr.checkpointed {
+		err := s.checkpoint(jr, func(j *Job) error {
+			j.Metrics, j.PendingCommit = metrics, true
+			return transition(j, target, s.now(), reason)
+		})
+		if err == nil {
+			err = jr.x.CloseSinks(context.Background())
+			if err == nil {
+				err = s.clearPendingCommit(jr.id)
+			}
+			if err == nil {
+				log.Info("job finished", "state", target)
+				s.forget(jr)
+				return
+			}
+		}
+		s.mu.Lock()
+		if j2, rerr := s.readJob(jr.id); rerr == nil && j2.State.Terminal() {
+			// The terminal state is durable; a restart re-commits (pending_commit).
+			log.Error("committing the final checkpoint", "error", err)
+			s.mu.Unlock()
+			s.forget(jr)
+			return
+		}
+		s.mu.Unlock()
+		target, reason = StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
+	}
+	s.mu.Lock()
+	j, err = s.readJob(jr.id)
+	if err == nil && !j.State.Terminal() {
+		j.Metrics = metrics
+		j.DeadLetters = jr.deadLetters.Load()
+		if d := jr.lastDeadLetter.Load(); d != nil {
+			j.LastDeadLetter = *d
+		}
+		err = s.transitionLocked(j, target, reason)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		log.Error("recording the end of a job", "error", err)
+	}
+	s.forget(jr)
+}
+
+func (s *Service) clearPendingCommit(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.readJob(id)
+	if err != nil {
+		return err
+	}
+	j.PendingCommit = false
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(id), j); err != nil {
+		return err
+	}
+	return s.store.Apply(w)
+}
+
+// suspend checkpoints jr (write and commit) and stops its execution
+// without changing its state: the service is closing and the job resumes
+// from this checkpoint on the next Open.
+func (s *Service) suspend(jr *jobRun) {
+	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+	if jr.checkpointed {
+		if err := s.checkpoint(jr, nil); err != nil && !errors.Is(err, errNotWritten) {
+			log.Error("checkpoint at shutdown failed: the job resumes from its previous checkpoint", "error", err)
+		}
+	}
+	jr.x.Cancel()
+	<-jr.x.Done()
+	log.Info("job suspended: it resumes when the server starts again")
+	s.forget(jr)
+}
+
+func (s *Service) forget(jr *jobRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.running, jr.id)
+}
+
+// recover resumes, on Open, every job the previous process left active,
+// and re-commits terminal jobs whose final commit was not confirmed.
+func (s *Service) recover(ctx context.Context) error {
+	var jobs []*Job
+	err := s.store.Scan("job/", func(_ string, v []byte) error {
+		j := &Job{}
+		if err := unmarshalJob(v, j); err != nil {
+			return err
+		}
+		if j.Active() || j.PendingCommit {
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the job registry: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range jobs {
+		if err := s.recoverLocked(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) recoverLocked(ctx context.Context, j *Job) error {
+	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
+	if j.State == StateCancelling {
+		return s.transitionLocked(j, StateCancelled, "cancelled (completed after a restart)")
+	}
+	p, err := s.load(j)
+	if err != nil {
+		if j.Active() {
+			return s.failLocked(j, fmt.Sprintf("the pipeline no longer loads after a restart: %v", err))
+		}
+		log.Error("re-committing the final checkpoint: the pipeline no longer loads", "error", err)
+		return nil
+	}
+	if !j.Active() {
+		_, cp, err := s.store.Restore(j.Name, j.ID)
+		if err == nil && cp != nil {
+			err = runner.CommitRestored(ctx, p.Program(), cp)
+		}
+		if err != nil {
+			log.Error("re-committing the final checkpoint", "error", err)
+			return nil
+		}
+		j.PendingCommit = false
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			return err
+		}
+		return s.store.Apply(w)
+	}
+	log.Info("resuming job", "state", j.State)
+	return s.launchLocked(ctx, j, p.Program())
+}
+
+// runningIDs returns the IDs of the live executions (for tests).
+func (s *Service) runningIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id := range s.running {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,295 @@
+package service
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/state"
+)
+
+// JobType says whether a job's sources are all bounded.
+type JobType string
+
+// Job types, as Dataflow names them.
+const (
+	// TypeBatch: every source is bounded; the job ends by itself (DONE).
+	TypeBatch JobType = "Batch"
+	// TypeStreaming: at least one source is unbounded; the job runs until
+	// drained or cancelled.
+	TypeStreaming JobType = "Streaming"
+)
+
+// Delivery guarantees a job runs with.
+const (
+	// DeliveryExactlyOnce: every source resumes from checkpointed positions
+	// and every sink commits per checkpoint epoch.
+	DeliveryExactlyOnce = "exactly_once"
+	// DeliveryAtLeastOnce: some source restarts from its beginning after a
+	// restart, or some sink writes outside checkpoints (file sinks); after
+	// a crash, elements may be written again.
+	DeliveryAtLeastOnce = "at_least_once"
+)
+
+// JobOptions are the options of a job, named after Dataflow's.
+type JobOptions struct {
+	// NumWorkers is the number of workers (goroutines) of the job. Default 1.
+	NumWorkers int `json:"num_workers"`
+}
+
+// MaxNumWorkers is the largest accepted NumWorkers.
+const MaxNumWorkers = 1024
+
+// EnsureDefaults fills unset options with their defaults.
+func (o *JobOptions) EnsureDefaults() {
+	if o.NumWorkers == 0 {
+		o.NumWorkers = 1
+	}
+}
+
+// Validate reports options out of range as INVALID_OPTIONS.
+func (o JobOptions) Validate() error {
+	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
+	}
+	return nil
+}
+
+// CheckpointInfo describes a job's latest durable checkpoint.
+type CheckpointInfo struct {
+	Epoch uint64    `json:"epoch"`
+	Time  time.Time `json:"time"`
+}
+
+// StateChange is one persisted transition of a job.
+type StateChange struct {
+	State  JobState  `json:"state"`
+	Time   time.Time `json:"time"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Job is the registry record of one job (one run of a pipeline). It is
+// stored as JSON under job/<id> and served as is by the API.
+type Job struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Type       JobType   `json:"type"`
+	State      JobState  `json:"state"`
+	CreateTime time.Time `json:"create_time"`
+	StateTime  time.Time `json:"state_time"`
+	// Generation is the name's generation counter for this job.
+	Generation int64 `json:"generation"`
+	// Pipeline is the YAML text of the pipeline.
+	Pipeline string `json:"pipeline"`
+	// PipelineFile names the pipeline in error messages and source
+	// positions (the path the client gave).
+	PipelineFile string `json:"pipeline_file,omitempty"`
+	// BaseDir resolves relative paths in the pipeline (the client's
+	// working directory).
+	BaseDir string `json:"base_dir"`
+	// Graph is the pipeline's canonical graph JSON.
+	Graph           json.RawMessage `json:"graph"`
+	Options         JobOptions      `json:"options"`
+	ReplacesJobID   string          `json:"replaces_job_id,omitempty"`
+	ReplacedByJobID string          `json:"replaced_by_job_id,omitempty"`
+	// Error is why a FAILED job failed.
+	Error          string          `json:"error,omitempty"`
+	LastCheckpoint *CheckpointInfo `json:"last_checkpoint,omitempty"`
+	// Checkpointing says whether the job takes checkpoints; a pipeline
+	// whose code cannot be checkpointed runs without (CheckpointNote says why).
+	Checkpointing  bool   `json:"checkpointing"`
+	CheckpointNote string `json:"checkpoint_note,omitempty"`
+	// Delivery is DeliveryExactlyOnce or DeliveryAtLeastOnce; DeliveryNote
+	// names the steps that make it at-least-once.
+	Delivery     string `json:"delivery"`
+	DeliveryNote string `json:"delivery_note,omitempty"`
+	// DeadLetters counts the rejects of steps without an error output
+	// (sent to the dead-letter topic, or only counted and logged when the
+	// service has no broker); LastDeadLetter describes the latest.
+	DeadLetters    int64  `json:"dead_letters"`
+	LastDeadLetter string `json:"last_dead_letter,omitempty"`
+	// History lists every transition, oldest first.
+	History []StateChange `json:"history"`
+	// Metrics are the job's final metrics once it is terminal.
+	Metrics *JobMetrics `json:"metrics,omitempty"`
+	// PendingCommit is set while a terminal job's final checkpoint is
+	// durable but its sinks have not confirmed the commit; a restarted
+	// service re-commits (sinks skip committed epochs).
+	PendingCommit bool `json:"pending_commit,omitempty"`
+}
+
+// Summary is the short form of a job that lists show.
+type Summary struct {
+	ID              string    `json:"id"`
+	Name            string    `json:"name"`
+	Type            JobType   `json:"type"`
+	State           JobState  `json:"state"`
+	CreateTime      time.Time `json:"create_time"`
+	StateTime       time.Time `json:"state_time"`
+	Generation      int64     `json:"generation"`
+	ReplacesJobID   string    `json:"replaces_job_id,omitempty"`
+	ReplacedByJobID string    `json:"replaced_by_job_id,omitempty"`
+	Error           string    `json:"error,omitempty"`
+}
+
+// Summary returns the short form of j.
+func (j *Job) Summary() Summary {
+	return Summary{ID: j.ID, Name: j.Name, Type: j.Type, State: j.State, CreateTime: j.CreateTime,
+		StateTime: j.StateTime, Generation: j.Generation, ReplacesJobID: j.ReplacesJobID,
+		ReplacedByJobID: j.ReplacedByJobID, Error: j.Error}
+}
+
+// Active reports whether the job is not terminal.
+func (j *Job) Active() bool { return !j.State.Terminal() }
+
+// lineage is the registry record of a job name (name/<name>): the
+// generation counter and which job, if any, is the name's active job.
+// "Active" is a property of the lineage, not of job rows, so that a
+// replacement can run two jobs of one name while the name points at one.
+type lineage struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// ActiveJobID is the name's active job ("" when none).
+	ActiveJobID string `json:"active_job_id,omitempty"`
+	// LatestJobID is the name's newest job.
+	LatestJobID string `json:"latest_job_id"`
+}
+
+// Registry keys (under the store's registry prefix).
+func jobKey(id string) string       { return "job/" + id }
+func lineageKey(name string) string { return "name/" + name }
+
+// jobNameRE is Dataflow's rule for job names.
+var jobNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// MaxJobNameLength is the longest accepted job name.
+const MaxJobNameLength = 63
+
+// ValidateJobName reports a name that breaks the rule
+// [a-z]([-a-z0-9]*[a-z0-9])? as INVALID_JOB_NAME.
+func ValidateJobName(name string) error {
+	switch {
+	case name == "":
+		return errorf(CodeInvalidJobName, "a job needs a name (lower-case letters, digits and '-', starting with a letter)")
+	case len(name) > MaxJobNameLength:
+		return errorf(CodeInvalidJobName, "job name %q is longer than %d characters", name, MaxJobNameLength)
+	case !jobNameRE.MatchString(name):
+		return errorf(CodeInvalidJobName, "job name %q is invalid: it must match [a-z]([-a-z0-9]*[a-z0-9])? (lower-case letters, digits and '-', starting with a letter and not ending with '-')", name)
+	}
+	return nil
+}
+
+// newJobID returns a Dataflow-style job ID: the creation time in UTC and
+// 8 random hex digits, e.g. 2026-11-30_01_51_02-3f9a0c1d.
+func newJobID(now time.Time) (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating a job ID: %w", err)
+	}
+	return now.UTC().Format("2006-01-02_15_04_05") + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// jobType returns TypeBatch when every source of g is bounded.
+func jobType(g *graph.Pipeline) JobType {
+	if len(unboundedSources(g)) > 0 {
+		return TypeStreaming
+	}
+	return TypeBatch
+}
+
+// unboundedSources returns the source steps of g that produce an
+// unbounded collection.
+func unboundedSources(g *graph.Pipeline) []string {
+	var names []string
+	for _, s := range g.Steps {
+		if s.Kind != graph.KindSource {
+			continue
+		}
+		bounded := s.Source == nil || s.Source.Bounded
+		for _, id := range s.Outputs {
+			if c := g.Collection(id); c != nil && !c.Bounded {
+				bounded = false
+			}
+		}
+		if !bounded {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// ---- registry access (callers hold Service.mu for read-modify-write) ----
+
+func (s *Service) readJob(id string) (*Job, error) {
+	b, err := s.store.Get(jobKey(id))
+	if err != nil {
+		return nil, err
+	}
+	var j Job
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, internalf("decoding the record of job %s: %w", id, err)
+	}
+	return &j, nil
+}
+
+func (s *Service) readLineage(name string) (*lineage, error) {
+	b, err := s.store.Get(lineageKey(name))
+	if errors.Is(err, state.ErrNotFound) {
+		return &lineage{Name: name}, nil
+	}
+	if err != nil {
+		return nil, internalf("reading job name %q: %w", name, err)
+	}
+	var l lineage
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, internalf("decoding job name %q: %w", name, err)
+	}
+	return &l, nil
+}
+
+func putJSON(w *state.Write, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return internalf("encoding %s: %w", key, err)
+	}
+	w.Put(key, b)
+	return nil
+}
+
+// resolveLocked finds a job by ID, or by name: the name's active job, or
+// its latest job when none is active.
+func (s *Service) resolveLocked(ref string) (*Job, error) {
+	if ref == "" {
+		return nil, errorf(CodeJobNotFound, "no job ID or name given")
+	}
+	j, err := s.readJob(ref)
+	if err == nil {
+		return j, nil
+	}
+	if !errors.Is(err, state.ErrNotFound) {
+		return nil, internalf("reading job %s: %w", ref, err)
+	}
+	if jobNameRE.MatchString(ref) {
+		l, err := s.readLineage(ref)
+		if err != nil {
+			return nil, err
+		}
+		id := l.ActiveJobID
+		if id == "" {
+			id = l.LatestJobID
+		}
+		if id != "" {
+			j, err := s.readJob(id)
+			if err != nil {
+				return nil, internalf("reading job %s of name %q: %w", id, ref, err)
+			}
+			return j, nil
+		}
+	}
+	return nil, errorf(CodeJobNotFound, "no job has the ID or name %q", ref)
+}

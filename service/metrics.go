@@ -1,0 +1,185 @@
+package service
+
+import (
+	"time"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner"
+)
+
+// BacklogReporter is implemented by source code (a runner.Source) that can
+// tell how many elements wait to be read (a Pub/Sub subscription's pending
+// messages). Sources that cannot say report nothing: backlog_elements is
+// then absent.
+type BacklogReporter interface {
+	// BacklogElements returns the number of unread elements, or ok false
+	// when it is unknown right now. It must not block for long.
+	BacklogElements() (n int64, ok bool)
+}
+
+// JobMetrics are a job's metrics, with Dataflow's meanings.
+type JobMetrics struct {
+	// Time is when the metrics were taken.
+	Time time.Time `json:"time"`
+	// DataWatermark is the job's data watermark: the minimum output
+	// watermark of its source steps (RFC 3339, or -inf/+inf); empty when
+	// no source reported one yet.
+	DataWatermark string `json:"data_watermark,omitempty"`
+	// DataWatermarkAgeSeconds is now minus DataWatermark (absent while
+	// the watermark is ±∞).
+	DataWatermarkAgeSeconds *float64 `json:"data_watermark_age_seconds,omitempty"`
+	// SystemLagSeconds is the largest system lag of the job's steps.
+	SystemLagSeconds float64 `json:"system_lag_seconds"`
+	// BacklogElements sums the backlog of sources that report one.
+	BacklogElements *int64 `json:"backlog_elements,omitempty"`
+	// DeadLetters counts rejects sent to the dead-letter topic (or counted).
+	DeadLetters int64         `json:"dead_letters"`
+	Steps       []StepMetrics `json:"steps"`
+}
+
+// StepMetrics are the metrics of one step.
+type StepMetrics struct {
+	Name                string `json:"name"`
+	ElementsIn          int64  `json:"elements_in"`
+	ElementsOut         int64  `json:"elements_out"`
+	Rejects             int64  `json:"rejects"`
+	DroppedLateElements int64  `json:"dropped_late_elements"`
+	// Watermark is the step's output watermark (sources, keyed steps and
+	// steps with side inputs have one); empty otherwise.
+	Watermark string `json:"watermark,omitempty"`
+	// WatermarkMillis is Watermark in milliseconds since the epoch.
+	WatermarkMillis *int64 `json:"watermark_millis,omitempty"`
+	// DataWatermarkAgeSeconds is now minus Watermark (finite watermarks only).
+	DataWatermarkAgeSeconds *float64 `json:"data_watermark_age_seconds,omitempty"`
+	// ThroughputPerSecond is elements_in per second over the last
+	// sampling interval (the checkpoint interval).
+	ThroughputPerSecond float64 `json:"throughput_per_second"`
+	// SystemLagSeconds approximates the longest time an element has been
+	// waiting for this step: see systemLag.
+	SystemLagSeconds float64 `json:"system_lag_seconds"`
+	// BacklogElements is the source's unread elements, when it reports them.
+	BacklogElements *int64 `json:"backlog_elements,omitempty"`
+	// PendingTimers is the number of timers set and not fired; absent
+	// until the runner reports it.
+	PendingTimers *int64 `json:"pending_timers,omitempty"`
+}
+
+// sampler keeps what the previous metrics sample saw, to compute rates and
+// the system lag. It is owned by the job's supervisor and read under
+// Service.mu.
+type sampler struct {
+	prevAt time.Time
+	prev   map[string]runner.StepMetrics
+	rate   map[string]float64
+	// progressAt is when the step last consumed an element or moved its watermark.
+	progressAt map[string]time.Time
+	// waitingSince is when an upstream step first produced elements this
+	// step has not consumed since its last progress (zero when none).
+	waitingSince map[string]time.Time
+	producers    map[string][]string
+}
+
+func newSampler(g *graph.Pipeline) *sampler {
+	sm := &sampler{prev: map[string]runner.StepMetrics{}, rate: map[string]float64{},
+		progressAt: map[string]time.Time{}, waitingSince: map[string]time.Time{}, producers: map[string][]string{}}
+	for _, st := range g.Steps {
+		for _, id := range st.Inputs {
+			if c := g.Collection(id); c != nil {
+				sm.producers[st.Name] = append(sm.producers[st.Name], c.Producer)
+			}
+		}
+	}
+	return sm
+}
+
+// observe records a sample taken at now.
+//
+// System lag is approximated at the resolution of the sampling interval:
+// a step is "waiting" from the first sample at which one of its producers
+// emitted more elements than at the previous sample while the step itself
+// consumed nothing and its watermark stood still; its lag is then now minus
+// that moment, and 0 as soon as it makes progress again. Dataflow's exact
+// definition (the age of the oldest unprocessed element) needs per-element
+// arrival times the runner does not keep.
+func (sm *sampler) observe(now time.Time, res *runner.Result) {
+	cur := map[string]runner.StepMetrics{}
+	for _, st := range res.Steps {
+		cur[st.Name] = st
+	}
+	dt := now.Sub(sm.prevAt).Seconds()
+	for name, st := range cur {
+		p, seen := sm.prev[name]
+		if seen && dt > 0 {
+			sm.rate[name] = float64(st.ElementsIn-p.ElementsIn) / dt
+		}
+		moved := !seen || st.ElementsIn != p.ElementsIn || st.Watermark != p.Watermark
+		if moved {
+			sm.progressAt[name] = now
+			delete(sm.waitingSince, name)
+			continue
+		}
+		for _, prod := range sm.producers[name] {
+			if pc, pp := cur[prod], sm.prev[prod]; pc.ElementsOut > pp.ElementsOut {
+				if _, ok := sm.waitingSince[name]; !ok {
+					sm.waitingSince[name] = sm.prevAt
+				}
+			}
+		}
+	}
+	sm.prev, sm.prevAt = cur, now
+}
+
+// metrics builds the job's metrics from live counters res at now.
+func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]any, g *graph.Pipeline, deadLetters int64) *JobMetrics {
+	m := &JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []StepMetrics{}}
+	dataWM := mtime.MaxTimestamp
+	haveWM := false
+	var backlog int64
+	haveBacklog := false
+	for _, st := range res.Steps {
+		sm2 := StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
+			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements}
+		if sm != nil {
+			sm2.ThroughputPerSecond = sm.rate[st.Name]
+			if since, ok := sm.waitingSince[st.Name]; ok {
+				sm2.SystemLagSeconds = now.Sub(since).Seconds()
+			}
+		}
+		step := g.Step(st.Name)
+		isSource := step != nil && step.Kind == graph.KindSource
+		if st.Watermark > mtime.MinTimestamp || isSource {
+			sm2.Watermark = st.Watermark.Format()
+			ms := int64(st.Watermark)
+			sm2.WatermarkMillis = &ms
+			if st.Watermark > mtime.MinTimestamp && st.Watermark < mtime.MaxTimestamp {
+				age := now.Sub(st.Watermark.ToTime()).Seconds()
+				sm2.DataWatermarkAgeSeconds = &age
+			}
+		}
+		if isSource {
+			dataWM = mtime.Min(dataWM, st.Watermark)
+			haveWM = true
+			if br, ok := code[st.Name].(BacklogReporter); ok {
+				if n, ok := br.BacklogElements(); ok {
+					sm2.BacklogElements = &n
+					backlog += n
+					haveBacklog = true
+				}
+			}
+		}
+		m.SystemLagSeconds = max(m.SystemLagSeconds, sm2.SystemLagSeconds)
+		m.Steps = append(m.Steps, sm2)
+	}
+	if haveWM {
+		m.DataWatermark = dataWM.Format()
+		if dataWM > mtime.MinTimestamp && dataWM < mtime.MaxTimestamp {
+			age := now.Sub(dataWM.ToTime()).Seconds()
+			m.DataWatermarkAgeSeconds = &age
+		}
+	}
+	if haveBacklog {
+		m.BacklogElements = &backlog
+	}
+	return m
+}

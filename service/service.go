@@ -1,0 +1,409 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+)
+
+// DeadLetterPublisher sends the rejects of a job's steps that declare no
+// error output to the job's dead-letter topic (weir.deadletter.<job name>).
+// The Pub/Sub package implements it on its broker. Publish is called from
+// worker goroutines and must not block for long; an error fails the job.
+type DeadLetterPublisher interface {
+	PublishDeadLetter(ctx context.Context, jobName, jobID string, r runner.Reject) error
+}
+
+// Options configure a Service.
+type Options struct {
+	// DataDir holds the state store (DataDir/state) and the default files
+	// of connectors (SQLite sinks). Default "./weir-data".
+	DataDir string
+	// CheckpointInterval is how often every running job takes a
+	// checkpoint (and samples its metrics). Default 1s.
+	CheckpointInterval time.Duration
+	// Clock gives the time of job records (create_time, state_time), job
+	// IDs and metrics. Default the wall clock. It is not handed to
+	// executions: their processing time is the wall clock.
+	Clock mtime.Clock
+	// Logger receives the service's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Broker is the Pub/Sub broker handed to pipelines (yamlpipe.JobEnv.Broker);
+	// nil when the service runs without one.
+	Broker any
+	// DeadLetter publishes rejects of steps without an error output; nil:
+	// they are counted in the job (dead_letters) and logged, and the job
+	// goes on.
+	DeadLetter DeadLetterPublisher
+}
+
+// Defaults of Options.
+const (
+	DefaultDataDir            = "./weir-data"
+	DefaultCheckpointInterval = time.Second
+)
+
+// EnsureDefaults fills unset options with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.Clock == nil {
+		o.Clock = mtime.WallClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	if o.CheckpointInterval < 10*time.Millisecond {
+		return fmt.Errorf("checkpoint interval %s is shorter than the minimum of 10ms", o.CheckpointInterval)
+	}
+	return nil
+}
+
+// Service is the job service. Its methods are safe for concurrent use.
+type Service struct {
+	opts  Options
+	store *state.Store
+	// ctx ends when Close starts: supervisors then checkpoint their job
+	// and stop its execution, leaving it to resume on the next Open.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // supervisors
+
+	mu sync.Mutex
+	// running holds the live executions by job ID.
+	running map[string]*jobRun // guarded by mu
+	closing bool               // guarded by mu
+}
+
+// Open opens (creating if needed) the data directory and resumes every job
+// that was RUNNING or DRAINING when the service last stopped, from its last
+// checkpoint.
+func Open(ctx context.Context, opts Options) (*Service, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w", err)
+	}
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving the data directory: %w", err)
+	}
+	opts.DataDir = dir
+	st, err := state.Open(filepath.Join(dir, "state"), opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{opts: opts, store: st, running: map[string]*jobRun{}}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.recover(ctx); err != nil {
+		s.cancel()
+		s.wg.Wait()
+		return nil, errors.Join(err, st.Close())
+	}
+	return s, nil
+}
+
+// DataDir returns the absolute data directory.
+func (s *Service) DataDir() string { return s.opts.DataDir }
+
+// Close checkpoints every running job (write and commit), stops its
+// execution and closes the store. The jobs stay RUNNING (or DRAINING) in
+// the registry and resume on the next Open. ctx bounds the wait.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.mu.Unlock()
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("stopping jobs: %w (the store stays open; jobs resume from their last checkpoint)", ctx.Err())
+	}
+	return s.store.Close()
+}
+
+func (s *Service) now() time.Time { return s.opts.Clock.Now().ToTime() }
+
+// SubmitRequest is a new job.
+type SubmitRequest struct {
+	Name string
+	// Pipeline is the YAML text.
+	Pipeline string
+	// PipelineFile names the pipeline in error messages (default "pipeline.yaml").
+	PipelineFile string
+	// BaseDir resolves relative paths in the pipeline; it must be absolute.
+	BaseDir string
+	Options JobOptions
+}
+
+// Submit validates and starts a new job. It returns once the job is
+// created and its execution started (the job is then RUNNING), or FAILED
+// when the execution could not start.
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	req.Options.EnsureDefaults()
+	if err := req.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if req.Pipeline == "" {
+		return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+	}
+	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
+		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+	}
+	if req.PipelineFile == "" {
+		req.PipelineFile = "pipeline.yaml"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID != "" {
+		active, err := s.readJob(l.ActiveJobID)
+		if err != nil {
+			return nil, internalf("reading the active job of %q: %w", req.Name, err)
+		}
+		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	j := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
+		BaseDir: req.BaseDir, Options: req.Options,
+		History: []StateChange{{State: StatePending, Time: now}}}
+	p, err := s.load(j)
+	if err != nil {
+		return nil, err
+	}
+	g := p.Graph()
+	canon, err := g.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	j.Graph, j.Type = canon, jobType(g)
+	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
+		return nil, err
+	}
+	if err := s.store.Apply(w); err != nil {
+		return nil, internalf("recording job %s: %w", j.ID, err)
+	}
+	s.opts.Logger.Info("job created", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
+	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Get returns the job with ID or name ref (a name means its active job,
+// or its latest job when none is active).
+func (s *Service) Get(ref string) (*Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resolveLocked(ref)
+}
+
+// Status filters List.
+type Status string
+
+// List filters.
+const (
+	StatusActive     Status = "active"
+	StatusTerminated Status = "terminated"
+	StatusAll        Status = "all"
+)
+
+// ParseStatus parses a list filter; "" means all.
+func ParseStatus(v string) (Status, error) {
+	switch Status(v) {
+	case "", StatusAll:
+		return StatusAll, nil
+	case StatusActive, StatusTerminated:
+		return Status(v), nil
+	}
+	return "", errorf(CodeInvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
+}
+
+// List returns the jobs matching status, newest first.
+func (s *Service) List(status Status) ([]*Job, error) {
+	var jobs []*Job
+	err := s.store.Scan("job/", func(_ string, v []byte) error {
+		j := &Job{}
+		if err := unmarshalJob(v, j); err != nil {
+			return err
+		}
+		switch {
+		case status == StatusActive && !j.Active(), status == StatusTerminated && j.Active():
+			return nil
+		}
+		jobs = append(jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, internalf("listing jobs: %w", err)
+	}
+	sort.SliceStable(jobs, func(a, b int) bool {
+		if !jobs[a].CreateTime.Equal(jobs[b].CreateTime) {
+			return jobs[a].CreateTime.After(jobs[b].CreateTime)
+		}
+		return jobs[a].ID > jobs[b].ID
+	})
+	return jobs, nil
+}
+
+// Drain asks the job ref to drain: its sources stop reading, every open
+// window fires and the job becomes DRAINED. Draining a DRAINING job is
+// harmless; draining a batch job or a terminal job is an error.
+func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.resolveLocked(ref)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case j.State.Terminal():
+		return nil, errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
+	case j.Type == TypeBatch:
+		return nil, errorf(CodeBatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
+	case j.State == StateDraining:
+		return j, nil
+	}
+	if err := s.transitionLocked(j, StateDraining, "drain requested"); err != nil {
+		return nil, err
+	}
+	if jr := s.running[j.ID]; jr != nil {
+		jr.x.Drain()
+	}
+	return j, nil
+}
+
+// Cancel asks the job ref to stop as fast as possible: work not covered by
+// a committed checkpoint is discarded (its messages stay unacknowledged in
+// their subscription) and the job becomes CANCELLED.
+func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.resolveLocked(ref)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == StateCancelling {
+		return j, nil
+	}
+	if err := s.transitionLocked(j, StateCancelling, "cancel requested"); err != nil {
+		return nil, err
+	}
+	if jr := s.running[j.ID]; jr != nil {
+		jr.x.Cancel()
+	}
+	return j, nil
+}
+
+// Metrics returns the metrics of job ref: live for a running job, final
+// for a terminal one (nil when it never ran).
+func (s *Service) Metrics(ref string) (*JobMetrics, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.resolveLocked(ref)
+	if err != nil {
+		return nil, err
+	}
+	if jr := s.running[j.ID]; jr != nil {
+		return jr.metricsLocked(s.now()), nil
+	}
+	return j.Metrics, nil
+}
+
+// RunningMetrics returns the live metrics of every running job, keyed by
+// job; for the Prometheus endpoint.
+func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[Summary]*JobMetrics{}
+	now := s.now()
+	for id, jr := range s.running {
+		j, err := s.readJob(id)
+		if err != nil {
+			continue
+		}
+		out[j.Summary()] = jr.metricsLocked(now)
+	}
+	return out
+}
+
+// transitionLocked moves j to state to and persists it.
+func (s *Service) transitionLocked(j *Job, to JobState, reason string) error {
+	if err := transition(j, to, s.now(), reason); err != nil {
+		return err
+	}
+	w := &state.Write{}
+	if err := s.terminalWrite(w, j); err != nil {
+		return err
+	}
+	if err := s.store.Apply(w); err != nil {
+		return internalf("recording the %s state of job %s: %w", to, j.ID, err)
+	}
+	s.opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
+	return nil
+}
+
+// terminalWrite adds j's record to w and, when j is terminal, releases its
+// name: the lineage no longer has an active job.
+func (s *Service) terminalWrite(w *state.Write, j *Job) error {
+	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		return err
+	}
+	if !j.State.Terminal() {
+		return nil
+	}
+	l, err := s.readLineage(j.Name)
+	if err != nil {
+		return err
+	}
+	if l.ActiveJobID == j.ID {
+		l.ActiveJobID = ""
+		return putJSON(w, lineageKey(j.Name), l)
+	}
+	return nil
+}

@@ -1,0 +1,576 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+)
+
+// batchYAML is DESIGN.md §4's batch fixture: totals NORTH 425, WEST 100,
+// one reject.
+const batchYAML = `pipeline:
+  transforms:
+    - type: Create
+      name: Transactions
+      config:
+        elements:
+          - {region: NORTH, amount: 250}
+          - {region: NORTH, amount: 175}
+          - {region: WEST, amount: 100}
+          - {region: UNKNOWN, amount: 50}
+    - type: Validate
+      name: CheckRegion
+      input: Transactions
+      config:
+        rules:
+          known_region: region in ["NORTH", "WEST"]
+      error_handling: {output: invalid}
+    - type: Combine
+      name: Totals
+      input: CheckRegion
+      config:
+        group_by: region
+        combine:
+          total: {value: amount, fn: sum}
+    - type: WriteToJson
+      name: WriteTotals
+      input: Totals
+      config: {path: out/totals.jsonl}
+    - type: WriteToJson
+      name: WriteRejects
+      input: CheckRegion.invalid
+      config: {path: out/rejects.jsonl}
+`
+
+// streamingYAML generates 400 events/s, 100ms of event time apart, summed
+// per key in 10s windows: windows fire while the job runs.
+const streamingYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {rate: 400, keys: 3, spacing: 100ms}
+    - type: Combine
+      name: Sums
+      input: Events
+      windowing: {type: fixed, size: 10s}
+      config:
+        group_by: key
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToJson
+      name: WriteSums
+      input: Sums
+      config: {path: out/sums.jsonl}
+`
+
+// statelessYAML is a streaming pipeline without keyed state: every
+// step can be checkpointed.
+const statelessYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {rate: 400, keys: 3, spacing: 100ms}
+    - type: MapToFields
+      name: Double
+      input: Events
+      config:
+        fields: {key: key, doubled: amount * 2}
+    - type: WriteToJson
+      name: WriteDoubled
+      input: Double
+      config: {path: out/doubled.jsonl}
+`
+
+// waitElements waits until step of job ref has read at least n elements.
+func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, err := s.Metrics(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range m.Steps {
+			if st.Name == step && st.ElementsIn >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: step %s did not read %d elements: %+v", ref, step, n, m.Steps)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testClock is a clock tests can read; it follows the wall clock so that
+// metrics ages stay meaningful, shifted to a fixed date.
+type testClock struct{ base time.Time }
+
+func (c testClock) Now() mtime.Time {
+	return mtime.FromTime(time.Date(2026, 11, 30, 1, 51, 2, 0, time.UTC).Add(time.Since(c.base)))
+}
+
+func openService(t *testing.T, dataDir string) *Service {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("opening the service: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+func submit(t *testing.T, s *Service, name, yaml, baseDir string) *Job {
+	t.Helper()
+	j, err := s.Submit(context.Background(), SubmitRequest{Name: name, Pipeline: yaml, PipelineFile: name + ".yaml", BaseDir: baseDir})
+	if err != nil {
+		t.Fatalf("submitting %s: %v", name, err)
+	}
+	return j
+}
+
+// waitFor polls job ref until cond holds.
+func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*Job) bool) *Job {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j, err := s.Get(ref)
+		if err != nil {
+			t.Fatalf("getting %s: %v", ref, err)
+		}
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: timed out waiting for %s; state %s, error %q", ref, what, j.State, j.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitState(t *testing.T, s *Service, ref string, want JobState) *Job {
+	t.Helper()
+	return waitFor(t, s, ref, want.String(), func(j *Job) bool { return j.State == want || j.State.Terminal() })
+}
+
+func checkpointed(epoch uint64) func(*Job) bool {
+	return func(j *Job) bool { return j.LastCheckpoint != nil && j.LastCheckpoint.Epoch >= epoch }
+}
+
+func states(j *Job) []JobState {
+	var out []JobState
+	for _, h := range j.History {
+		out = append(out, h.State)
+	}
+	return out
+}
+
+func equalStates(a, b []JobState) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBatchJobDone(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	j := submit(t, s, "regional-totals", batchYAML, base)
+	if j.Type != TypeBatch || j.Generation != 1 || !strings.HasPrefix(j.ID, "2026-11-30_01_5") {
+		t.Errorf("new job: type %s, generation %d, id %s", j.Type, j.Generation, j.ID)
+	}
+	j = waitState(t, s, j.ID, StateDone)
+	if j.State != StateDone {
+		t.Fatalf("state %s, want DONE (error %q)", j.State, j.Error)
+	}
+	if want := []JobState{StatePending, StateRunning, StateDone}; !equalStates(states(j), want) {
+		t.Errorf("history %v, want %v", states(j), want)
+	}
+	if j.Metrics == nil {
+		t.Fatal("a finished job has no final metrics")
+	}
+	got := map[string]StepMetrics{}
+	for _, st := range j.Metrics.Steps {
+		got[st.Name] = st
+	}
+	if got["CheckRegion"].Rejects != 1 || got["Totals"].ElementsOut != 2 || got["Transactions"].ElementsOut != 4 {
+		t.Errorf("final metrics %+v", j.Metrics.Steps)
+	}
+	out, err := os.ReadFile(filepath.Join(base, "out", "totals.jsonl"))
+	if err != nil {
+		t.Fatalf("relative sink path not resolved against base_dir: %v", err)
+	}
+	for _, want := range []string{`"NORTH"`, "425", `"WEST"`, "100"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("totals lack %s:\n%s", want, out)
+		}
+	}
+	if j.Delivery != DeliveryAtLeastOnce || j.DeliveryNote == "" {
+		t.Errorf("delivery %q (%q): file sinks make a job at-least-once", j.Delivery, j.DeliveryNote)
+	}
+	// The name is free again: a rerun gets generation 2.
+	j2 := submit(t, s, "regional-totals", batchYAML, base)
+	if j2.Generation != 2 || j2.ID == j.ID {
+		t.Errorf("rerun: generation %d, id %s (first %s)", j2.Generation, j2.ID, j.ID)
+	}
+	waitState(t, s, j2.ID, StateDone)
+	if byName, err := s.Get("regional-totals"); err != nil || byName.ID != j2.ID {
+		t.Errorf("Get by name of a terminated lineage = %v, %v; want the latest job %s", byName, err, j2.ID)
+	}
+}
+
+// readWindows returns the records the streaming pipeline wrote.
+func readWindows(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("decoding %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestStreamingDrain(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	j := submit(t, s, "sums", streamingYAML, base)
+	if j.Type != TypeStreaming || j.State != StateRunning {
+		t.Fatalf("type %s, state %s", j.Type, j.State)
+	}
+	if !j.Checkpointing && !strings.Contains(j.CheckpointNote, "cannot be checkpointed") {
+		t.Errorf("the job runs without checkpoints and does not say why: %q", j.CheckpointNote)
+	}
+	waitElements(t, s, j.ID, "Sums", 100)
+	m, err := s.Metrics("sums")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.DataWatermark == "" || m.DataWatermarkAgeSeconds == nil {
+		t.Errorf("no data watermark in live metrics: %+v", m)
+	}
+	if _, err := s.Drain(context.Background(), "sums"); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	j = waitState(t, s, j.ID, StateDrained)
+	if j.State != StateDrained {
+		t.Fatalf("state %s, want DRAINED (error %q)", j.State, j.Error)
+	}
+	if want := []JobState{StatePending, StateRunning, StateDraining, StateDrained}; !equalStates(states(j), want) {
+		t.Errorf("history %v, want %v", states(j), want)
+	}
+	var total, read int64
+	for _, st := range j.Metrics.Steps {
+		if st.Name == "Events" {
+			read = st.ElementsOut
+		}
+	}
+	recs := readWindows(t, filepath.Join(base, "out", "sums.jsonl"))
+	last := 0
+	for _, r := range recs {
+		total += int64(r["n"].(float64))
+		if r["window_start"] == nil {
+			t.Errorf("record without window_start: %v", r)
+		}
+		if p, _ := r["pane"].(map[string]any); p["is_last"] == true {
+			last++
+		}
+	}
+	if read == 0 || total != read {
+		t.Errorf("windows count %d elements, the source read %d", total, read)
+	}
+	if last == 0 {
+		t.Errorf("no final pane (is_last) after the drain among %d records", len(recs))
+	}
+	if ids := s.runningIDs(); len(ids) != 0 {
+		t.Errorf("executions still registered after the drain: %v", ids)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	s := openService(t, t.TempDir())
+	j := submit(t, s, "sums", statelessYAML, t.TempDir())
+	waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
+	c, err := s.Cancel(context.Background(), j.ID)
+	if err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if c.State != StateCancelling && c.State != StateCancelled {
+		t.Errorf("state right after cancel = %s", c.State)
+	}
+	j = waitState(t, s, j.ID, StateCancelled)
+	if want := []JobState{StatePending, StateRunning, StateCancelling, StateCancelled}; !equalStates(states(j), want) {
+		t.Errorf("history %v, want %v", states(j), want)
+	}
+}
+
+func TestIllegalTransitions(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
+	drained := submit(t, s, "drained", streamingYAML, base)
+	if _, err := s.Drain(context.Background(), drained.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, drained.ID, StateDrained)
+	running := submit(t, s, "running", streamingYAML, base)
+	// A batch job that still runs: Generate with a large count.
+	slowBatch := submit(t, s, "slow-batch", strings.Replace(streamingYAML, "rate: 400,", "rate: 400, count: 1000000,", 1), base)
+
+	tests := []struct {
+		name string
+		op   func(context.Context, string) (*Job, error)
+		ref  string
+		code Code
+	}{
+		{"drain a DRAINED job", s.Drain, drained.ID, CodeJobTerminated},
+		{"cancel a DONE job", s.Cancel, batch.ID, CodeJobTerminated},
+		{"drain a DONE job", s.Drain, batch.ID, CodeJobTerminated},
+		{"drain a running batch job", s.Drain, slowBatch.ID, CodeBatchJobNotDrainable},
+		{"drain an unknown job", s.Drain, "no-such-job", CodeJobNotFound},
+		{"cancel an unknown ID", s.Cancel, "2026-01-01_00_00_00-00000000", CodeJobNotFound},
+		{"drain twice is harmless", s.Drain, running.ID, ""},
+		{"drain again", s.Drain, running.ID, ""},
+		{"cancel a DRAINING job", s.Cancel, running.ID, ""},
+		{"cancel twice is harmless", s.Cancel, running.ID, ""},
+	}
+	for _, tt := range tests {
+		_, err := tt.op(context.Background(), tt.ref)
+		if got := ErrorCode(err); (err == nil) != (tt.code == "") || (err != nil && got != tt.code) {
+			t.Errorf("%s: err %v (code %s), want code %q", tt.name, err, got, tt.code)
+		}
+	}
+	if _, err := s.Cancel(context.Background(), slowBatch.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, slowBatch.ID, StateCancelled)
+	waitState(t, s, running.ID, StateCancelled)
+}
+
+func TestSubmitErrors(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	active := submit(t, s, "busy", streamingYAML, base)
+	tests := []struct {
+		name string
+		req  SubmitRequest
+		code Code
+		msg  []string
+	}{
+		{"empty name", SubmitRequest{Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{"needs a name"}},
+		{"upper case", SubmitRequest{Name: "Totals", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{`"Totals"`, "[a-z]"}},
+		{"trailing dash", SubmitRequest{Name: "totals-", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{"totals-"}},
+		{"leading digit", SubmitRequest{Name: "1totals", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, nil},
+		{"underscore", SubmitRequest{Name: "my_job", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, nil},
+		{"negative workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: -1}}, CodeInvalidOptions, []string{"num_workers"}},
+		{"too many workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: 5000}}, CodeInvalidOptions, []string{"num_workers"}},
+		{"relative base dir", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: "rel"}, CodeInvalidRequest, []string{"base_dir"}},
+		{"empty pipeline", SubmitRequest{Name: "w", BaseDir: base}, CodeInvalidPipeline, []string{"empty"}},
+		{"unknown transform", SubmitRequest{Name: "w", Pipeline: "pipeline:\n  transforms:\n    - type: Frobnicate\n", PipelineFile: "p.yaml", BaseDir: base}, CodeInvalidPipeline, []string{"p.yaml:3:13", "Frobnicate"}},
+		{"second active job of a name", SubmitRequest{Name: "busy", Pipeline: streamingYAML, BaseDir: base}, CodeJobNameActive, []string{`"busy"`, active.ID}},
+	}
+	for _, tt := range tests {
+		_, err := s.Submit(context.Background(), tt.req)
+		if ErrorCode(err) != tt.code {
+			t.Errorf("%s: err %v (code %s), want %s", tt.name, err, ErrorCode(err), tt.code)
+			continue
+		}
+		for _, m := range tt.msg {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("%s: message %q lacks %q", tt.name, err, m)
+			}
+		}
+	}
+	// Refused submissions consume no generation.
+	if _, err := s.Cancel(context.Background(), "busy"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, active.ID, StateCancelled)
+	if j := submit(t, s, "busy", streamingYAML, base); j.Generation != 2 {
+		t.Errorf("generation after a refused submission = %d, want 2", j.Generation)
+	}
+	if _, err := s.Cancel(context.Background(), "busy"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListStatus(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	done := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
+	run := submit(t, s, "stream", streamingYAML, base)
+	tests := []struct {
+		status string
+		want   []string
+		code   Code
+	}{
+		{"active", []string{run.ID}, ""},
+		{"terminated", []string{done.ID}, ""},
+		{"all", []string{run.ID, done.ID}, ""},
+		{"", []string{run.ID, done.ID}, ""},
+		{"running", nil, CodeInvalidFilter},
+	}
+	for _, tt := range tests {
+		st, err := ParseStatus(tt.status)
+		if tt.code != "" {
+			if ErrorCode(err) != tt.code {
+				t.Errorf("status %q: err %v, want %s", tt.status, err, tt.code)
+			}
+			continue
+		}
+		jobs, err := s.List(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if strings.Join(ids, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("status %q: %v, want %v", tt.status, ids, tt.want)
+		}
+	}
+	if _, err := s.Cancel(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestartResumes closes the service while a streaming job runs and
+// opens the same data directory again: the job is still RUNNING, resumes
+// from its last checkpoint (epochs continue) and can be drained.
+func TestRestartResumes(t *testing.T) {
+	dir, base := t.TempDir(), t.TempDir()
+	s := openService(t, dir)
+	j := submit(t, s, "sums", statelessYAML, base)
+	if !j.Checkpointing {
+		t.Fatalf("a stateless pipeline runs without checkpoints: %s", j.CheckpointNote)
+	}
+	j = waitFor(t, s, j.ID, "three checkpoints", checkpointed(3))
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	s2 := openService(t, dir)
+	after, err := s2.Get("sums")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != StateRunning || after.ID != j.ID {
+		t.Fatalf("after restart: job %s state %s, want %s RUNNING", after.ID, after.State, j.ID)
+	}
+	if after.LastCheckpoint.Epoch < j.LastCheckpoint.Epoch {
+		t.Errorf("the shutdown checkpoint %d is older than %d", after.LastCheckpoint.Epoch, j.LastCheckpoint.Epoch)
+	}
+	if ids := s2.runningIDs(); len(ids) != 1 || ids[0] != j.ID {
+		t.Fatalf("running after restart: %v", ids)
+	}
+	waitFor(t, s2, j.ID, "a checkpoint after the restart", checkpointed(after.LastCheckpoint.Epoch+2))
+	if _, err := s2.Drain(context.Background(), "sums"); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitState(t, s2, j.ID, StateDrained); d.State != StateDrained {
+		t.Fatalf("state %s (error %q)", d.State, d.Error)
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	terminal := map[JobState]bool{StateDone: true, StateDrained: true, StateCancelled: true, StateUpdated: true, StateFailed: true}
+	for _, from := range AllStates() {
+		if from.Terminal() != terminal[from] {
+			t.Errorf("%s.Terminal() = %v", from, from.Terminal())
+		}
+		for _, to := range AllStates() {
+			if terminal[from] && CanTransition(from, to) {
+				t.Errorf("terminal %s may move to %s", from, to)
+			}
+			if !terminal[from] && to == StateFailed && !CanTransition(from, to) {
+				t.Errorf("%s cannot fail", from)
+			}
+		}
+		if got, err := ParseJobState(from.String()); err != nil || got != from {
+			t.Errorf("ParseJobState(%s) = %v, %v", from, got, err)
+		}
+	}
+	titles := map[JobState]string{StatePending: "Pending", StateCancelling: "Cancelling", StateUpdated: "Updated"}
+	for st, want := range titles {
+		if st.Title() != want {
+			t.Errorf("%s.Title() = %q, want %q", st, st.Title(), want)
+		}
+	}
+	j := &Job{ID: "x", Name: "n", State: StateRunning}
+	steps := []struct {
+		to   JobState
+		code Code
+		want JobState
+	}{
+		{StatePending, CodeIllegalTransition, StateRunning},
+		{StateDraining, "", StateDraining},
+		{StateDone, CodeIllegalTransition, StateDraining},
+		{StateDrained, "", StateDrained},
+		{StateRunning, CodeJobTerminated, StateDrained},
+		{StateFailed, CodeJobTerminated, StateDrained},
+	}
+	if CanTransition(StateCancelling, StateDraining) || CanTransition(StateRunning, StateDrained) || CanTransition(StateRunning, StatePending) {
+		t.Error("the transitions table allows a skipped or backward step")
+	}
+	for i, st := range steps {
+		err := transition(j, st.to, time.Unix(int64(i), 0), "")
+		if ErrorCode(err) != st.code && !(err == nil && st.code == "") || j.State != st.want {
+			t.Errorf("step %d → %s: err %v, state %s; want code %q, state %s", i, st.to, err, j.State, st.code, st.want)
+		}
+	}
+	var e *Error
+	if err := transition(j, StateRunning, time.Now(), ""); !errors.As(err, &e) {
+		t.Errorf("transition error %T is not an *Error", err)
+	}
+}
+
+// TestDeadLetterWithoutBroker: a server job does not fail on an element
+// that fails in a step without error_handling; with no broker the reject
+// is counted and described in the job.
+func TestDeadLetterWithoutBroker(t *testing.T) {
+	s := openService(t, t.TempDir())
+	const failing = `pipeline:
+  transforms:
+    - type: Create
+      name: Transactions
+      config:
+        elements: [{region: NORTH, amount: 250}, {region: UNKNOWN, amount: 50}]
+    - type: Validate
+      name: CheckRegion
+      input: Transactions
+      config:
+        rules:
+          known_region: region in ["NORTH", "WEST"]
+`
+	j := waitState(t, s, submit(t, s, "failing", failing, t.TempDir()).ID, StateDone)
+	if j.State != StateDone || j.DeadLetters != 1 || !strings.Contains(j.LastDeadLetter, "known_region") {
+		t.Errorf("state %s (error %q), dead letters %d (%q)", j.State, j.Error, j.DeadLetters, j.LastDeadLetter)
+	}
+	if j.Metrics.DeadLetters != 1 {
+		t.Errorf("final metrics count %d dead letters", j.Metrics.DeadLetters)
+	}
+}
