@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"sync"
@@ -244,6 +245,26 @@ func (g *generator[T]) Split(_ context.Context, n int) ([]runner.SourceSplit, er
 	return splits, nil
 }
 
+// Resume continues every split from the index its checkpointed position
+// names (the stride is the number of positions), so a restarted job
+// generates each element once.
+func (g *generator[T]) Resume(_ context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
+	splits := make([]runner.SourceSplit, len(positions))
+	for i, p := range positions {
+		next := int64(i)
+		if len(p) == 8 {
+			next = int64(binary.BigEndian.Uint64(p))
+		} else if p != nil {
+			return nil, fmt.Errorf("generate: checkpointed position of split %d is %d bytes, want 8", i, len(p))
+		}
+		sp := &generatorSplit[T]{g: g, next: next, stride: int64(len(positions)), start: time.Now(), box: box.New[T]()}
+		// Rate limiting continues from here, not from element 0.
+		sp.emitted = 0
+		splits[i] = sp
+	}
+	return splits, nil
+}
+
 type generatorSplit[T any] struct {
 	g       *generator[T]
 	box     *box.Boxer[T]
@@ -290,6 +311,14 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []runner.Element) (run
 }
 
 func (s *generatorSplit[T]) Close() error { return nil }
+
+// Position returns the index of the next element, 8 bytes big-endian.
+func (s *generatorSplit[T]) Position() ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(s.next)), nil
+}
+
+// Ack does nothing: generated elements need no acknowledgement.
+func (s *generatorSplit[T]) Ack(context.Context, []byte) error { return nil }
 
 // Generate adds a synthetic source: element i is fn(i) at event time
 // Start + i*Spacing, in order. Workers generate interleaved shares, so event

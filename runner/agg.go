@@ -255,6 +255,8 @@ func (n *aggNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
 
 func (n *aggNode) finished() bool { return n.done }
 
+func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) }
+
 func (n *aggNode) group(kg uint16) *keyGroupState {
 	g := n.groups[kg]
 	if g == nil {

@@ -278,6 +278,10 @@ type StepMetrics struct {
 	// Watermark is the output watermark of a step that has one (sources,
 	// keyed steps, steps with side inputs); mtime.MinTimestamp otherwise.
 	Watermark mtime.Time `json:"-"`
+	// PendingTimers counts the timers keyed instances have set and not yet
+	// fired, as of their last watermark move (window-end and expiry timers
+	// included; lazily cancelled ones too).
+	PendingTimers int64 `json:"-"`
 }
 
 // Result is the outcome of a completed run.

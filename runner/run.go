@@ -103,6 +103,17 @@ type stepCounters struct {
 	in, out, rejects, dropped atomic.Int64
 	// wms holds, per worker, the output watermark of a root step's instance.
 	wms []atomic.Int64
+	// timers holds, per worker, the timers a keyed step's instance has set
+	// and not fired (event- and processing-time, including window ends).
+	timers []atomic.Int64
+}
+
+func (c *stepCounters) pendingTimers() int64 {
+	var n int64
+	for i := range c.timers {
+		n += c.timers[i].Load()
+	}
+	return n
 }
 
 // watermark returns the minimum output watermark over workers.
@@ -300,7 +311,7 @@ func (r *run) result() *Result {
 		res.Steps = append(res.Steps, StepMetrics{
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
 			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
-			Watermark: c.watermark(),
+			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
 		})
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
@@ -369,6 +380,7 @@ func (r *run) plan() error {
 			sp.root = r.nroots
 			r.nroots++
 			sp.counters.wms = make([]atomic.Int64, r.opts.NumWorkers)
+			sp.counters.timers = make([]atomic.Int64, r.opts.NumWorkers)
 			for w := range sp.counters.wms {
 				sp.counters.wms[w].Store(int64(mtime.MinTimestamp))
 			}
@@ -1019,6 +1031,9 @@ func (o *outputs) forward(c ctrl) error {
 	}
 	if c.kind == ctrlWatermark && o.sp.root >= 0 {
 		o.counters.wms[o.w.id].Store(int64(c.wm))
+		if t, ok := o.w.nodes[o.sp.idx].(interface{ timerCount() int }); ok {
+			o.counters.timers[o.w.id].Store(int64(t.timerCount()))
+		}
 	}
 	for _, e := range o.ctrlTo {
 		if err := o.w.deliverCtrl(e, c); err != nil {

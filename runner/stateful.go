@@ -333,6 +333,8 @@ func (n *statefulNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
 
 func (n *statefulNode) finished() bool { return n.done }
 
+func (n *statefulNode) timerCount() int { return len(n.events) + len(n.proc) }
+
 func (n *statefulNode) process(port int, b bundle) error {
 	prev := n.w.cur
 	n.w.cur = n.id()

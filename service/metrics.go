@@ -147,6 +147,10 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 			}
 		}
 		step := g.Step(st.Name)
+		if step != nil && step.Kind.IsKeyed() {
+			pt := st.PendingTimers
+			sm2.PendingTimers = &pt
+		}
 		isSource := step != nil && step.Kind == graph.KindSource
 		if st.Watermark > mtime.MinTimestamp || isSource {
 			sm2.Watermark = st.Watermark.Format()

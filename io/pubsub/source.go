@@ -236,6 +236,22 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 // Config returns the source's configuration with defaults filled in.
 func (s *Source) Config() SourceConfig { return s.cfg }
 
+// backlogTimeout bounds the broker call of BacklogElements.
+const backlogTimeout = 200 * time.Millisecond
+
+// BacklogElements returns the subscription's messages not yet acknowledged
+// (pending delivery or delivered and awaiting a checkpoint), or false when
+// the broker does not answer quickly.
+func (s *Source) BacklogElements() (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+	defer cancel()
+	info, err := s.b.Subscription(ctx, s.cfg.Subscription)
+	if err != nil {
+		return 0, false
+	}
+	return int64(info.Backlog), true
+}
+
 // Split opens the subscription as one split, starting from its
 // acknowledgement floor: messages delivered earlier but not acknowledged
 // (an earlier run that stopped before its checkpoint) are delivered again
