@@ -60,6 +60,17 @@ const (
 	// CodeBatchJobNotDrainable: drain applies to streaming jobs only; a
 	// batch job finishes by itself (cancel it to stop it early).
 	CodeBatchJobNotDrainable Code = "BATCH_JOB_NOT_DRAINABLE"
+	// CodeNoRunningJob: an update names a job name with no running (or
+	// draining) job.
+	CodeNoRunningJob Code = "NO_RUNNING_JOB"
+	// CodeAlreadyUpdated: an update names a job that was already replaced.
+	CodeAlreadyUpdated Code = "JOB_ALREADY_UPDATED"
+	// CodeIncompatible: the compatibility check refused an update; the
+	// running job was left untouched. The report lists every reason.
+	CodeIncompatible Code = "INCOMPATIBLE_UPDATE"
+	// CodeInvalidMapping: a transform name mapping is not valid JSON of
+	// step names.
+	CodeInvalidMapping Code = "INVALID_MAPPING"
 	// CodeShuttingDown: the service is stopping.
 	CodeShuttingDown Code = "SHUTTING_DOWN"
 	// CodeInternal: the service failed; the message says what it was doing.
@@ -80,6 +91,10 @@ var codeKinds = map[Code]Kind{
 	CodeIllegalTransition:    KindConflict,
 	CodeJobTerminated:        KindConflict,
 	CodeBatchJobNotDrainable: KindConflict,
+	CodeNoRunningJob:         KindNotFound,
+	CodeAlreadyUpdated:       KindConflict,
+	CodeIncompatible:         KindConflict,
+	CodeInvalidMapping:       KindInvalid,
 	CodeShuttingDown:         KindUnavailable,
 	CodeInternal:             KindInternal,
 }

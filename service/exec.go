@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,12 @@ type jobRun struct {
 	prog         *runner.Program
 	x            *runner.Execution
 	checkpointed bool
+
+	// cpMu serialises checkpoints of the execution from taking to commit
+	// (periodic, final, and an update's handover), so that no checkpoint's
+	// state changes are taken but not yet written when another is taken.
+	// Lock order: cpMu before Service.mu.
+	cpMu sync.Mutex
 
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
@@ -239,6 +246,8 @@ var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
 // record (to which final, when set, applies the terminal transition) in one
 // atomic write, then lets sinks commit and sources acknowledge.
 func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
+	jr.cpMu.Lock()
+	defer jr.cpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
 	defer cancel()
 	cp, err := jr.x.Checkpoint(ctx)

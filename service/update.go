@@ -1,0 +1,335 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/state"
+)
+
+// UpdateRequest replaces the running job of a name with a new version of
+// its pipeline that inherits its state (Dataflow's in-place update).
+type UpdateRequest struct {
+	SubmitRequest
+	// Mapping renames (or, mapped to "", deletes on purpose) steps of the
+	// running job: JSON {"Old": "New"} with prefixes matched on '/' boundaries.
+	Mapping string
+	// AllowSourceChange accepts a source that reads something else; the old
+	// source's positions are then dropped.
+	AllowSourceChange bool
+	// ValidateOnly runs the compatibility check and changes nothing.
+	ValidateOnly bool
+}
+
+// UpdateResult is the outcome of an update: the compatibility report, and
+// the new job when the update happened.
+type UpdateResult struct {
+	Report compat.Report `json:"report"`
+	// Job is the replacement job (nil when validate-only or refused).
+	Job *Job `json:"job,omitempty"`
+	// Replaced is the job that was replaced (or would be).
+	Replaced *Summary `json:"replaced,omitempty"`
+	// PauseMillis is how long the old job's output stopped before the new
+	// job's execution started (checkpoint, handover write, restart).
+	PauseMillis int64 `json:"pause_ms,omitempty"`
+}
+
+// Attempt is a recorded update attempt that the check refused (a refused
+// attempt creates no job) or that was only validated.
+type Attempt struct {
+	Time         time.Time     `json:"time"`
+	Name         string        `json:"name"`
+	RunningJobID string        `json:"running_job_id"`
+	ValidateOnly bool          `json:"validate_only"`
+	Report       compat.Report `json:"report"`
+	Pipeline     string        `json:"pipeline"`
+}
+
+func attemptKey(name string, t time.Time) string {
+	return fmt.Sprintf("attempt/%s/%020d", name, t.UnixNano())
+}
+
+// Update checks req's pipeline against the running (or draining) job of
+// req.Name and, when compatible, replaces it: the old job takes a final
+// checkpoint and ends UPDATED (replaced_by_job_id), the new job (new ID,
+// same name, next generation, replaces_job_id) starts from that checkpoint
+// with every matched step's state, timers and open windows, and sources
+// continue exactly where the checkpoint left them. The handover (the old
+// job's state transition, the new job's record and checkpoint, state
+// namespace rebinds for renamed steps) is one atomic write. When the check
+// fails, nothing changes: the running job keeps running, the attempt is
+// recorded, and the error (code INCOMPATIBLE_UPDATE) comes with the report.
+func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	mapping, err := compat.ParseMapping(req.Mapping)
+	if err != nil {
+		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+	}
+	req.Options.EnsureDefaults()
+	if err := req.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if req.PipelineFile == "" {
+		req.PipelineFile = "pipeline.yaml"
+	}
+	if req.BaseDir == "" {
+		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+	}
+	prep, res, err := s.prepareUpdate(req, mapping)
+	if err != nil || prep == nil {
+		return res, err
+	}
+	// Phase 2: wait for any checkpoint of the old execution in flight, then
+	// hand over under the service lock (lock order: cpMu, then mu).
+	prep.jr.cpMu.Lock()
+	defer prep.jr.cpMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.readJob(prep.old.ID)
+	if err != nil {
+		return nil, internalf("reading job %s: %w", prep.old.ID, err)
+	}
+	if old.State != StateRunning && old.State != StateDraining || s.running[old.ID] != prep.jr {
+		return nil, errorf(CodeNoRunningJob, "no running job named %s: job %s became %s during the update", req.Name, old.ID, old.State)
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID != old.ID {
+		return nil, errorf(CodeNoRunningJob, "job %s is no longer the active job of %s", old.ID, req.Name)
+	}
+	jr, nj, p, newGraph, report := prep.jr, prep.nj, prep.p, prep.newGraph, prep.report
+	now := s.now()
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	nj.Graph, nj.Type = canon, jobType(newGraph)
+	if old.State == StateDraining {
+		// A draining job's successor keeps draining.
+		nj.State = StateDraining
+		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
+	}
+
+	// The handover. From the checkpoint on, the old execution's output is
+	// discarded (it is cancelled right after): its sources did not
+	// acknowledge past the checkpoint and its sinks commit only the epoch.
+	paused := time.Now()
+	cp, err := jr.x.Checkpoint(ctx)
+	if err != nil {
+		return nil, internalf("taking the handover checkpoint of job %s: %w", old.ID, err)
+	}
+	h := state.Handover{Lineage: req.Name, OldJob: old.ID, NewJob: nj.ID, Renames: map[string]string{}, Positions: map[string][][]byte{}}
+	for _, m := range report.Matches {
+		if m.Kind == graph.KindSource {
+			if pos, ok := cp.Positions[m.Old]; ok {
+				h.Positions[m.New] = pos
+			}
+			continue
+		}
+		if m.Old != m.New {
+			h.Renames[m.Old] = m.New
+		}
+	}
+	for _, d := range report.DroppedState {
+		if d.Kind != graph.KindSource {
+			h.Drops = append(h.Drops, d.Step)
+		}
+	}
+	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
+		return nil, err
+	}
+	old.ReplacedByJobID = nj.ID
+	old.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
+	// Until its sinks confirm the handover epoch, a restart re-commits it.
+	old.PendingCommit = true
+	old.Metrics = jr.metricsLocked(now)
+	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
+	w := &state.Write{}
+	for _, rec := range []struct {
+		key string
+		v   any
+	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(req.Name), l}} {
+		if err := putJSON(w, rec.key, rec.v); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.store.WriteHandover(h, cp, w); err != nil {
+		// Nothing was written: the old job goes on.
+		return nil, internalf("writing the handover of job %s: %w", old.ID, err)
+	}
+	// Durable: the old job's sinks commit the handover epoch, its sources
+	// acknowledge, then it stops. Its supervisor finds it UPDATED and only
+	// forgets it.
+	commitErr := jr.x.Commit(ctx, cp)
+	jr.x.Cancel()
+	<-jr.x.Done()
+	if commitErr != nil {
+		s.opts.Logger.Error("committing the handover checkpoint (a restart commits it again)", "job_id", old.ID, "error", commitErr)
+	} else {
+		old.PendingCommit = false
+		cw := &state.Write{}
+		if err := putJSON(cw, jobKey(old.ID), old); err == nil {
+			if err := s.store.Apply(cw); err != nil {
+				s.opts.Logger.Error("recording the handover commit", "job_id", old.ID, "error", err)
+			}
+		}
+	}
+	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
+	if err := s.launchLocked(ctx, nj, p.Program()); err != nil {
+		return nil, err
+	}
+	res.PauseMillis = time.Since(paused).Milliseconds()
+	res.Job = nj
+	return res, nil
+}
+
+// updatePrep is what the check phase of an update found.
+type updatePrep struct {
+	old      *Job
+	jr       *jobRun
+	nj       *Job
+	p        *weir.Pipeline
+	newGraph *graph.Pipeline
+	report   compat.Report
+}
+
+// prepareUpdate resolves the running job, loads the new pipeline and runs
+// the compatibility check, under the service lock. A nil prep with a nil
+// error means the result is final (validate-only).
+func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*updatePrep, *UpdateResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, nil, errorf(CodeShuttingDown, "the weir server is shutting down; update again once it is back")
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l.ActiveJobID == "" {
+		if l.LatestJobID != "" {
+			if latest, err := s.readJob(l.LatestJobID); err == nil && latest.State == StateUpdated {
+				return nil, nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, latest.ID, latest.ReplacedByJobID)
+			}
+		}
+		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s", req.Name)
+	}
+	old, err := s.readJob(l.ActiveJobID)
+	if err != nil {
+		return nil, nil, internalf("reading the active job of %q: %w", req.Name, err)
+	}
+	switch old.State {
+	case StateRunning, StateDraining:
+	case StateUpdated:
+		return nil, nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, old.ID, old.ReplacedByJobID)
+	default:
+		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
+	}
+	jr := s.running[old.ID]
+	if jr == nil {
+		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
+	}
+	oldGraph, err := graph.Parse(old.Graph)
+	if err != nil {
+		return nil, nil, internalf("reading the graph of job %s: %w", old.ID, err)
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, nil, internalf("%w", err)
+	}
+	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
+		BaseDir: req.BaseDir, Options: req.Options, ReplacesJobID: old.ID,
+		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
+	p, err := s.load(nj)
+	if err != nil {
+		return nil, nil, err
+	}
+	newGraph := p.Graph()
+	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
+	sum := old.Summary()
+	res := &UpdateResult{Report: report, Replaced: &sum}
+	if !report.Compatible || req.ValidateOnly {
+		w := &state.Write{}
+		if err := putJSON(w, attemptKey(req.Name, now), Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
+			ValidateOnly: req.ValidateOnly, Report: report, Pipeline: req.Pipeline}); err != nil {
+			return nil, nil, err
+		}
+		if err := s.store.Apply(w); err != nil {
+			return nil, nil, internalf("recording the update attempt: %w", err)
+		}
+		if !report.Compatible {
+			return nil, res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+		}
+		return nil, res, nil
+	}
+	return &updatePrep{old: old, jr: jr, nj: nj, p: p, newGraph: newGraph, report: report}, res, nil
+}
+
+// History lists every job of a name, oldest first, and every recorded
+// update attempt that the check refused or only validated.
+func (s *Service) History(name string) ([]*Job, []Attempt, error) {
+	if err := ValidateJobName(name); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var jobs []*Job
+	err := s.store.Scan("job/", func(_ string, v []byte) error {
+		j := &Job{}
+		if err := unmarshalJob(v, j); err != nil {
+			return err
+		}
+		if j.Name == name {
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, internalf("reading the job registry: %w", err)
+	}
+	if len(jobs) == 0 {
+		return nil, nil, errorf(CodeJobNotFound, "no job has the name %q", name)
+	}
+	sortJobsByCreation(jobs)
+	var attempts []Attempt
+	err = s.store.Scan("attempt/"+name+"/", func(_ string, v []byte) error {
+		var a Attempt
+		if err := decodeJSON(v, &a); err != nil {
+			return err
+		}
+		attempts = append(attempts, a)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, internalf("reading update attempts of %q: %w", name, err)
+	}
+	return jobs, attempts, nil
+}
+
+func sortJobsByCreation(jobs []*Job) {
+	sort.SliceStable(jobs, func(i, k int) bool {
+		if !jobs[i].CreateTime.Equal(jobs[k].CreateTime) {
+			return jobs[i].CreateTime.Before(jobs[k].CreateTime)
+		}
+		return jobs[i].Generation < jobs[k].Generation
+	})
+}
+
+func decodeJSON(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decoding a registry record: %w", err)
+	}
+	return nil
+}

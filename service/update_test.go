@@ -1,0 +1,241 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// updateYAML generates 6000 events at 3000/s (a Batch job that runs about
+// two seconds) summed per key in one-hour windows that stay open across an
+// update, into an upserting SQLite table. %s slots: an optional stateless
+// step, the combine's name and its input, the table, and extra group_by fields.
+const updateYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {count: 6000, rate: 3000, keys: 3, spacing: 1s, seed: 7}
+%s    - type: Combine
+      name: %s
+      input: %s
+      windowing: {type: fixed, size: 1h}
+      config:
+        group_by: [key%s]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: %s
+      config: {dsn: %s, table: totals, key: [key]}
+`
+
+const keepAll = `    - type: Filter
+      name: KeepAll
+      input: Events
+      config: {keep: "amount >= 0"}
+`
+
+func updatePipeline(db string, filter bool, combine, extraGroup string) string {
+	in, step := "Events", ""
+	if filter {
+		in, step = "KeepAll", keepAll
+	}
+	return fmt.Sprintf(updateYAML, step, combine, in, extraGroup, combine, db)
+}
+
+// tableRows reads the totals table as sorted "key window total n" lines.
+func tableRows(t *testing.T, db string) []string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals ORDER BY key, window_start`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var key, start string
+		var total, n int64
+		if err := rows.Scan(&key, &start, &total, &n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %s %d %d", key, start, total, n))
+	}
+	return out
+}
+
+// oracle runs the same pipeline in-process, without any update, into its
+// own table: the generator is deterministic, so an update must end with
+// exactly these rows.
+func oracle(t *testing.T, dir string) []string {
+	t.Helper()
+	db := filepath.Join(dir, "oracle.sqlite")
+	p, err := yamlpipe.Load("oracle.yaml", []byte(updatePipeline(db, false, "Sums", "")), yamlpipe.Options{BaseDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return tableRows(t, db)
+}
+
+func TestUpdateKeepsState(t *testing.T) {
+	tests := []struct {
+		name    string
+		filter  bool
+		combine string
+		mapping string
+	}{
+		{name: "add a stateless step", filter: true, combine: "Sums"},
+		{name: "rename with a mapping", combine: "Totals", mapping: `{"Sums": "Totals"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			want := oracle(t, dir)
+			db := filepath.Join(dir, "job.sqlite")
+			s := openService(t, filepath.Join(dir, "data"))
+			old := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+			waitElements(t, s, old.ID, "Events", 1500)
+			res, err := s.Update(context.Background(), UpdateRequest{
+				SubmitRequest: SubmitRequest{Name: "totals", Pipeline: updatePipeline(db, tc.filter, tc.combine, ""), BaseDir: dir},
+				Mapping:       tc.mapping})
+			if err != nil {
+				t.Fatalf("update: %v (report %+v)", err, res)
+			}
+			if !res.Report.Compatible || res.Job == nil {
+				t.Fatalf("update refused: %+v", res.Report)
+			}
+			nj := waitDone(t, s, res.Job.ID)
+			if nj.State != StateDone || nj.Generation != 2 || nj.ReplacesJobID != old.ID {
+				t.Fatalf("new job: state %s generation %d replaces %q", nj.State, nj.Generation, nj.ReplacesJobID)
+			}
+			o, err := s.Get(old.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.State != StateUpdated || o.ReplacedByJobID != nj.ID || o.PendingCommit {
+				t.Fatalf("old job: state %s replaced by %q pending commit %v", o.State, o.ReplacedByJobID, o.PendingCommit)
+			}
+			if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("after the update the table holds:\n%s\nwithout an update it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			jobs, _, err := s.History("totals")
+			if err != nil || len(jobs) != 2 || jobs[0].ID != old.ID || jobs[1].ID != nj.ID {
+				t.Fatalf("history: %v %v", jobs, err)
+			}
+		})
+	}
+}
+
+func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
+	tests := []struct {
+		name, combine, extra, mapping, code string
+	}{
+		{name: "rename without a mapping", combine: "Totals", code: string(compat.StepMissing)},
+		{name: "key changed", combine: "Sums", extra: ", ts", code: string(compat.KeyCoderChanged)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			want := oracle(t, dir)
+			db := filepath.Join(dir, "job.sqlite")
+			s := openService(t, filepath.Join(dir, "data"))
+			old := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+			waitElements(t, s, old.ID, "Events", 500)
+			res, err := s.Update(context.Background(), UpdateRequest{
+				SubmitRequest: SubmitRequest{Name: "totals", Pipeline: updatePipeline(db, false, tc.combine, tc.extra), BaseDir: dir},
+				Mapping:       tc.mapping})
+			var se *Error
+			if !errors.As(err, &se) || se.Code != CodeIncompatible {
+				t.Fatalf("err = %v, want INCOMPATIBLE_UPDATE", err)
+			}
+			found := false
+			for _, f := range res.Report.Errors {
+				found = found || string(f.Code) == tc.code
+			}
+			if !found {
+				t.Errorf("report lacks %s: %+v", tc.code, res.Report.Errors)
+			}
+			// The running job is untouched and finishes with the full result.
+			j := waitDone(t, s, old.ID)
+			if j.State != StateDone || j.ReplacedByJobID != "" {
+				t.Fatalf("old job: %s replaced by %q", j.State, j.ReplacedByJobID)
+			}
+			if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("table:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			_, attempts, err := s.History("totals")
+			if err != nil || len(attempts) != 1 || attempts[0].Report.Compatible {
+				t.Errorf("refused attempt not recorded: %+v %v", attempts, err)
+			}
+		})
+	}
+}
+
+func TestUpdateErrors(t *testing.T) {
+	dir := t.TempDir()
+	s := openService(t, filepath.Join(dir, "data"))
+	db := filepath.Join(dir, "job.sqlite")
+	req := UpdateRequest{SubmitRequest: SubmitRequest{Name: "nothing", Pipeline: updatePipeline(db, false, "Sums", ""), BaseDir: dir}}
+	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeNoRunningJob) || !strings.Contains(err.Error(), "no running job named nothing") {
+		t.Errorf("no job: %v", err)
+	}
+	old := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+	waitElements(t, s, old.ID, "Events", 100)
+	req.Name = "totals"
+	res, err := s.Update(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, res.Job.ID, StateDone)
+	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeAlreadyUpdated) && !hasCode(err, CodeNoRunningJob) {
+		t.Errorf("update of a finished lineage: %v", err)
+	}
+	req.Mapping = `{"Sums": `
+	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeInvalidMapping) {
+		t.Errorf("bad mapping: %v", err)
+	}
+	// Validate-only reports without changing anything.
+	j2 := submit(t, s, "other", updatePipeline(filepath.Join(dir, "o.sqlite"), false, "Sums", ""), dir)
+	waitElements(t, s, j2.ID, "Events", 10)
+	res, err = s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "other", Pipeline: updatePipeline(filepath.Join(dir, "o.sqlite"), true, "Sums", ""), BaseDir: dir}, ValidateOnly: true})
+	if err != nil || !res.Report.Compatible || res.Job != nil {
+		t.Fatalf("validate-only: %+v %v", res, err)
+	}
+	if j, _ := s.Get("other"); j.ID != j2.ID || j.State.Terminal() && j.State != StateDone {
+		t.Errorf("validate-only changed the job: %s %s", j.ID, j.State)
+	}
+	time.Sleep(10 * time.Millisecond)
+}
+
+// waitDone waits until job ref is DONE and its final sink commit is
+// confirmed (DONE is durable before the sinks commit its last epoch).
+func waitDone(t *testing.T, s *Service, ref string) *Job {
+	t.Helper()
+	return waitFor(t, s, ref, "DONE and committed", func(j *Job) bool {
+		return j.State == StateDone && !j.PendingCommit || j.State.Terminal() && j.State != StateDone
+	})
+}
+
+func hasCode(err error, code Code) bool {
+	var se *Error
+	return errors.As(err, &se) && se.Code == code
+}
