@@ -24,17 +24,21 @@ const MaxRequestBytes = 8 << 20
 // Server serves the API of one job service.
 type Server struct {
 	svc    *service.Service
+	pubsub PubSub // nil: topic and subscription routes answer 503
 	logger *slog.Logger
 	mux    *http.ServeMux
 }
 
 // NewServer returns the API of svc. logger receives request errors
-// (default slog.Default()).
-func NewServer(svc *service.Service, logger *slog.Logger) *Server {
+// (default slog.Default()); opts add optional parts (WithPubSub).
+func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	s := &Server{svc: svc, logger: logger, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(svc))
 	s.mux.HandleFunc("POST /v1/jobs", s.submit)
@@ -42,14 +46,18 @@ func NewServer(svc *service.Service, logger *slog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/jobs/{ref}", s.get)
 	s.mux.HandleFunc("POST /v1/jobs/{ref}", s.colonAction)
 	s.mux.HandleFunc("POST /v1/jobs/{ref}/{action}", s.pathAction)
+	s.registerPubSub()
+	s.registerUpdate()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		code, msg := service.CodeNotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /metrics, /healthz)", r.Method, r.URL.Path)
-		if r.URL.Path == "/v1/jobs" || strings.HasPrefix(r.URL.Path, "/v1/jobs/") {
-			code, msg = service.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
+		code, msg := service.CodeNotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
+		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions"} {
+			if r.URL.Path == c || strings.HasPrefix(r.URL.Path, c+"/") {
+				code, msg = service.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
+			}
 		}
 		s.writeError(w, service.NewError(code, "%s", msg))
 	})
@@ -65,6 +73,9 @@ func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...), "component"
 
 // StatusOf returns the HTTP status of an error code.
 func StatusOf(c service.Code) int {
+	if status, ok := pubsubStatus(c); ok {
+		return status
+	}
 	switch c.Kind() {
 	case service.KindInvalid:
 		if c == service.CodeMethodNotAllowed {

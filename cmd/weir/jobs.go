@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -41,7 +42,7 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e),
+	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e),
 		newJobsActionCommand(e, "drain", "Drain streaming jobs: stop reading, fire every open window, end as DRAINED"),
 		newJobsActionCommand(e, "cancel", "Cancel jobs: stop at once, discarding work after the last checkpoint"))
 	return cmd
@@ -274,4 +275,65 @@ func flush(tw *tabwriter.Writer) error {
 		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 	}
 	return nil
+}
+
+func newJobsHistoryCommand(e *env) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show every job of a name (its updates and reruns) and every refused update attempt",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			h, err := c.History(cmd.Context(), args[0])
+			if err != nil {
+				return clientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, h)
+			}
+			return writeHistory(e.stdout, h)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+// writeHistory prints a name's jobs (oldest first) with their lineage,
+// then its refused or validate-only update attempts.
+func writeHistory(w io.Writer, h *api.HistoryResponse) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY")
+	for _, j := range h.Jobs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
+			dash(j.ReplacesJobID), dash(j.ReplacedByJobID))
+	}
+	if err := tw.Flush(); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	for _, a := range h.Attempts {
+		verdict := "refused"
+		if a.Report.Compatible {
+			verdict = "validated (compatible)"
+		}
+		fmt.Fprintf(w, "\nupdate attempt at %s on job %s: %s\n", a.Time.UTC().Format(time.RFC3339), a.RunningJobID, verdict)
+		if err := a.Report.WriteText(w); err != nil {
+			return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
@@ -32,12 +34,13 @@ type runFlags struct {
 	maxNumWorkers  int
 	fromSnapshot   string
 	server         string
+	allowSource    bool
 }
 
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
-	return []string{"update", "transform-name-mapping", "service-options", "max-num-workers", "create-from-snapshot"}
+	return []string{"service-options", "max-num-workers", "create-from-snapshot"}
 }
 
 // submits reports whether `weir run` submits to a weir server: when
@@ -79,12 +82,20 @@ from the file name.
 Otherwise a pipeline whose sources are all bounded runs to completion in this
 process; the command then prints the metrics of every step and exits 0.
 
---update, --transform-name-mapping, --service-options, --max-num-workers and
---create-from-snapshot are not offered by the job service yet.
+With --update the running (or draining) job of --job-name is replaced in
+place by the new pipeline: the compatibility check runs first (name-based,
+with --transform-name-mapping '{"Old":"New"}'; "" deletes a step's state on
+purpose); when it fails the running job is left untouched and the report
+names every incompatible step, the reason and a fix. --update
+--validate-only only prints the report.
+
+--service-options, --max-num-workers and --create-from-snapshot are not
+offered by the job service yet.
 
 Exit codes: 0 success, 1 the run failed (or the job failed to start),
 2 usage, 3 invalid pipeline, 4 needs the job service (unbounded sources
-without --job-name, or a job flag not available yet), 5 no weir server answers.`,
+without --job-name, or a job flag not available yet), 5 no weir server
+answers, 6 the update is not compatible (nothing changed).`,
 		Args: exactArgs("PIPELINE.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPipeline(cmd, e, args[0], f)
@@ -97,7 +108,8 @@ without --job-name, or a job flag not available yet), 5 no weir server answers.`
 	fl.StringVar(&f.jobName, "job-name", "", "submit the pipeline to the weir server as a job of this name ([a-z]([-a-z0-9]*[a-z0-9])?)")
 	addServerFlag(cmd, &f.server)
 	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name in place (needs a weir server)")
-	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", "JSON object mapping old step names to new ones for --update (needs a weir server)")
+	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
+	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
 	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
 	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to (needs a weir server)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
@@ -128,6 +140,12 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if len(given) > 0 {
 		return withCode(ExitNeedsServer, fmt.Errorf("%s: not available yet (the weir job service does not offer updates, snapshots or service options in this release); 'weir run --job-name NAME' submits a new job", strings.Join(given, ", ")))
+	}
+	if f.update || cmd.Flags().Changed("transform-name-mapping") {
+		if f.jobName == "" {
+			return usageErrorf("--update needs --job-name: the name of the running job to replace")
+		}
+		return updateJob(cmd, e, path, f)
 	}
 	if f.submits(cmd) && !f.validateOnly {
 		return submitPipeline(cmd, e, path, f)
@@ -201,6 +219,81 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
 	}
 	e.logger.Info("job submitted", "job_id", res.ID, "job_name", res.Name, "server", c.Base())
+	return nil
+}
+
+// updated is what `weir run --update --format json` prints.
+type updated struct {
+	ID             string        `json:"id,omitempty"`
+	Name           string        `json:"name"`
+	ReplacesJobID  string        `json:"replaces_job_id,omitempty"`
+	ValidateOnly   bool          `json:"validate_only,omitempty"`
+	PauseMillis    int64         `json:"pause_ms,omitempty"`
+	Compatibility  compat.Report `json:"compatibility"`
+	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+}
+
+// updateJob sends the pipeline to the weir server as an in-place update of
+// the running job of --job-name and prints the new job's ID, or the
+// compatibility report when the update is refused or only validated.
+func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
+	ctx := cmd.Context()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+	}
+	wd, err := workingDir()
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	c, err := newClient(f.server)
+	if err != nil {
+		return err
+	}
+	res, err := c.Update(ctx, api.UpdateRequest{
+		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers}},
+		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
+	if err != nil && res == nil {
+		return clientError(ctx, c, err)
+	}
+	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report}
+	if res.Replaced != nil {
+		out.ReplacesJobID = res.Replaced.ID
+	}
+	if res.Job != nil {
+		out.ID = res.Job.ID
+	} else if res.Replaced != nil {
+		out.ReplacesJobID = ""
+		out.RunningJobLeft = res.Replaced.ID
+	}
+	if f.format == formatJSON {
+		if werr := writeJSON(e.stdout, out); werr != nil {
+			return werr
+		}
+	} else {
+		switch {
+		case res.Job != nil:
+			fmt.Fprintln(e.stdout, res.Job.ID)
+			fmt.Fprintf(e.stderr, "job %s replaced job %s (%s); the handover paused output for %d ms\n", res.Job.ID, out.ReplacesJobID, f.jobName, res.PauseMS)
+		case res.Report.Compatible:
+			fmt.Fprintf(e.stdout, "the update of %s is compatible (not applied: --validate-only)\n", f.jobName)
+		}
+		if !res.Report.Compatible || len(res.Report.Warnings) > 0 || len(res.Report.DroppedState) > 0 {
+			if werr := res.Report.WriteText(e.stdout); werr != nil {
+				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
+			}
+		}
+	}
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == service.CodeIncompatible {
+			return withCode(ExitIncompatible, err)
+		}
+		return clientError(ctx, c, err)
+	}
+	if res.Job != nil && res.Job.State == service.StateFailed {
+		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.Job.ID, f.jobName, res.Job.Error))
+	}
 	return nil
 }
 

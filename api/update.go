@@ -1,0 +1,141 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/service"
+)
+
+// UpdateRequest is the body of POST /v1/jobs:update: replace the running
+// job of Name with a new version of its pipeline (in-place update).
+type UpdateRequest struct {
+	SubmitRequest
+	// TransformNameMapping is JSON {"Old": "New"}; "" maps a step to deletion.
+	TransformNameMapping string `json:"transform_name_mapping,omitempty"`
+	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
+	// ValidateOnly runs the compatibility check and changes nothing.
+	ValidateOnly bool `json:"validate_only,omitempty"`
+}
+
+// UpdateResponse is the reply to an update: the compatibility report, and
+// the new job when the update happened. A refused update answers 409 with
+// this body plus an error.
+type UpdateResponse struct {
+	Report   compat.Report    `json:"report"`
+	Job      *SubmitResponse  `json:"job,omitempty"`
+	Replaced *service.Summary `json:"replaced,omitempty"`
+	PauseMS  int64            `json:"pause_ms,omitempty"`
+	Error    *ErrorDetail     `json:"error,omitempty"`
+}
+
+// HistoryResponse is the reply of GET /v1/history/{name}: every job of a
+// name, oldest first, and every refused or validate-only update attempt.
+type HistoryResponse struct {
+	Name     string            `json:"name"`
+	Jobs     []*service.Job    `json:"jobs"`
+	Attempts []service.Attempt `json:"attempts"`
+}
+
+func (s *Server) registerUpdate() {
+	s.mux.HandleFunc("POST /v1/jobs:update", s.update)
+	s.mux.HandleFunc("GET /v1/history/{name}", s.history)
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request) {
+	var req UpdateRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	res, err := s.svc.Update(r.Context(), service.UpdateRequest{
+		SubmitRequest: service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
+			BaseDir: req.BaseDir, Options: req.Options},
+		Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly})
+	if err != nil && res == nil {
+		s.writeError(w, err)
+		return
+	}
+	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis}
+	if res.Job != nil {
+		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
+	}
+	status := http.StatusOK
+	if err != nil {
+		code := service.ErrorCode(err)
+		status = StatusOf(code)
+		out.Error = &ErrorDetail{Code: code, Message: err.Error()}
+	}
+	writeJSON(w, status, out)
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	jobs, attempts, err := s.svc.History(name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if attempts == nil {
+		attempts = []service.Attempt{}
+	}
+	writeJSON(w, http.StatusOK, HistoryResponse{Name: name, Jobs: jobs, Attempts: attempts})
+}
+
+// Update asks the server to replace the running job of req.Name. A refused
+// update returns the report together with an *Error (code
+// INCOMPATIBLE_UPDATE); the running job is then unchanged.
+func (c *Client) Update(ctx context.Context, req UpdateRequest) (*UpdateResponse, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/jobs:update", bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("building the request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reply of the update: %w", err)
+	}
+	var out UpdateResponse
+	if jerr := json.Unmarshal(body, &out); jerr != nil {
+		return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("update: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))}
+	}
+	if resp.StatusCode >= 300 {
+		if out.Error == nil {
+			var eb ErrorBody
+			if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+				return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+			}
+			return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("update: HTTP %d", resp.StatusCode)}
+		}
+		return &out, &Error{Status: resp.StatusCode, Code: out.Error.Code, Message: out.Error.Message}
+	}
+	return &out, nil
+}
+
+// History returns every job of a name and its recorded update attempts.
+func (c *Client) History(ctx context.Context, name string) (*HistoryResponse, error) {
+	var out HistoryResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/history/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
