@@ -138,4 +138,3 @@ func (c *Client) History(ctx context.Context, name string) (*HistoryResponse, er
 	}
 	return &out, nil
 }
-
