@@ -131,9 +131,11 @@ type aggNode struct {
 	done      bool
 	al        *aligner
 	cpGen     uint64
-	sc        StateCoder
-	dirty     []dirtyRef
-	clock     procClock
+	// frozen is set at a Pause barrier: no timer fires any more.
+	frozen bool
+	sc     StateCoder
+	dirty  []dirtyRef
+	clock  procClock
 }
 
 type touchRef struct {
@@ -159,7 +161,9 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		n.sc = sc
 		n.al = &aligner{inner: n, wms: &n.wms}
 		w.r.coord.register(n.key())
-		if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
+		if old, ok := w.r.adoptable(sp.step.Name, w.id).(*aggNode); ok {
+			n.adopt(old)
+		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
 			if err := n.restore(); err != nil {
 				return nil, err
 			}
@@ -222,12 +226,26 @@ func (n *aggNode) changes() ([]StateEntry, error) {
 }
 
 func (n *aggNode) snapshot(epoch uint64) error {
+	if epoch == n.w.r.pauseEpoch.Load() {
+		n.frozen = true
+	}
 	entries, err := n.changes()
 	if err != nil {
 		return err
 	}
 	n.w.r.coord.submit(n.key(), &report{epoch: epoch, state: entries})
 	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
+}
+
+// adopt takes over the keyed state and timers of a paused execution's
+// instance in memory: pointers change hands, nothing is copied or decoded.
+func (n *aggNode) adopt(old *aggNode) {
+	// Keys remember the snapshot interval and windows the bundle in which
+	// they were last marked; continue both counters past the old ones.
+	n.cpGen, n.gen = old.cpGen+1, old.gen
+	n.groups, old.groups = old.groups, nil
+	n.events, old.events = old.events, nil
+	n.deadlines, old.deadlines = old.deadlines, nil
 }
 
 // restore loads the checkpointed state of the key groups this worker owns.
@@ -522,6 +540,9 @@ func (n *aggNode) nextDeadline() mtime.Time {
 }
 
 func (n *aggNode) onProcessingTime(now mtime.Time) error {
+	if n.frozen {
+		return nil
+	}
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()

@@ -228,6 +228,10 @@ type Options struct {
 	Checkpoints bool
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
 	Restore *Restore
+	// Adopt, when set, takes the keyed state of a paused execution over in
+	// memory for the steps it names (see Execution.Pause); those steps do
+	// not read Restore.State.
+	Adopt *Adoption
 	// DeadLetter, when set, receives the rejects of steps that declare no
 	// error output instead of failing the execution (a server job sends
 	// them to its dead-letter topic). It is called from worker goroutines;

@@ -179,6 +179,21 @@ var ErrNotCheckpointable = errors.New("pipeline cannot be checkpointed")
 // when every participant reported (or ctx is done). Only one checkpoint
 // runs at a time. Nothing is committed: persist the result, then call Commit.
 func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
+	return x.checkpoint(ctx, false)
+}
+
+// Pause takes a checkpoint at which the execution stops: every source
+// reads nothing after injecting the barrier, and keyed steps fire no
+// processing-time timer after their snapshot, so once Pause returns the
+// in-memory state is exactly the checkpoint's. Cancel the execution next;
+// a new execution may then adopt its keyed state in memory (Options.Adopt)
+// instead of reading it back from the store — a handover in O(1) of the
+// state's size.
+func (x *Execution) Pause(ctx context.Context) (*Checkpoint, error) {
+	return x.checkpoint(ctx, true)
+}
+
+func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, error) {
 	r := x.r
 	if !r.opts.Checkpoints {
 		return nil, fmt.Errorf("%w: the execution was started without Options.Checkpoints", ErrNotCheckpointable)
@@ -186,6 +201,9 @@ func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 	x.cpMu.Lock()
 	defer x.cpMu.Unlock()
 	e := r.epoch.Load() + 1
+	if pause {
+		r.pauseEpoch.Store(e)
+	}
 	p := r.coord.begin(e)
 	r.epoch.Store(e)
 	for _, w := range r.workers {
@@ -267,6 +285,40 @@ func CommitRestored(ctx context.Context, prog *Program, cp *Checkpoint) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Adoption names a paused execution whose keyed state a new execution
+// takes over in memory.
+type Adoption struct {
+	// From is the paused (then cancelled) execution.
+	From *Execution
+	// Steps maps the new execution's keyed step names to the old ones
+	// (identity for steps that kept their name). Steps not listed start
+	// from the store (Options.Restore) or empty.
+	Steps map[string]string
+}
+
+// adoptable returns the old execution's instance of the keyed step that
+// new step name takes over on worker w, or nil. Adoption needs the same
+// worker count and key groups (the same routing of key groups to workers).
+func (r *run) adoptable(step string, w int) node {
+	a := r.opts.Adopt
+	if a == nil || a.From == nil {
+		return nil
+	}
+	old := a.From.r
+	if old.opts.NumWorkers != r.opts.NumWorkers || old.opts.KeyGroups != r.opts.KeyGroups {
+		return nil
+	}
+	name, ok := a.Steps[step]
+	if !ok {
+		return nil
+	}
+	sp := old.byName[name]
+	if sp == nil || old.pauseEpoch.Load() == 0 {
+		return nil
+	}
+	return old.workers[w].nodes[sp.idx]
 }
 
 // ---- barrier alignment ----

@@ -266,3 +266,69 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseAndAdopt: an execution paused at a checkpoint hands its keyed
+// state to a new execution in memory; the new one resumes the sources from
+// the checkpoint's positions and the committed result is exact.
+func TestPauseAndAdopt(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("w%d", workers), func(t *testing.T) {
+			const n = 6000
+			src := &seqSource{n: n, splits: 3}
+			sink := newTxSink()
+			store := &memStore{}
+			ctx := context.Background()
+			x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(40 * time.Millisecond)
+			cp, err := x.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.apply(cp)
+			if err := x.Commit(ctx, cp); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(40 * time.Millisecond)
+			cp, err = x.Pause(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.apply(cp)
+			if err := x.Commit(ctx, cp); err != nil {
+				t.Fatal(err)
+			}
+			x.Cancel()
+			x.Wait()
+			// The store deliberately lacks nothing; but the new execution must
+			// not need it: give it no state reader at all.
+			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions}
+			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
+			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore, Adopt: adopt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := x2.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			final, err := x2.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x2.Commit(ctx, final); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int64{}
+			for i := 0; i < n; i++ {
+				want[fmt.Sprintf("k%d", i%10)] += int64(i)
+			}
+			for k, w := range want {
+				if sink.committed[k] != w {
+					t.Errorf("%s: committed %d, want %d", k, sink.committed[k], w)
+				}
+			}
+		})
+	}
+}

@@ -161,6 +161,8 @@ type run struct {
 	coord     *coordinator
 	// epoch is the latest checkpoint epoch requested.
 	epoch atomic.Uint64
+	// pauseEpoch is the epoch at which the execution stops (Pause); 0: none.
+	pauseEpoch atomic.Uint64
 	// bundles recycles the bundles sent to other workers.
 	bundles sync.Pool
 	// manual is true when processing time is a manual clock (TestStream):
@@ -771,7 +773,7 @@ func (w *worker) readSource() (bool, error) {
 	for range w.sources {
 		s := w.sources[w.nextSrc%len(w.sources)]
 		w.nextSrc++
-		if s.done {
+		if s.done || s.paused {
 			continue
 		}
 		return true, s.read(w.r.ctx)
@@ -1284,6 +1286,8 @@ type sourceNode struct {
 	// epoch is the last checkpoint epoch whose barrier this source injected.
 	epoch     uint64
 	finalSent bool
+	// paused is set at a Pause barrier: the source reads nothing more.
+	paused bool
 }
 
 func newSourceNode(w *worker, sp *stepPlan, splits []SourceSplit, indexes []int) *sourceNode {
@@ -1338,6 +1342,10 @@ func (n *sourceNode) barrier(epoch uint64) error {
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()
+	if epoch == n.w.r.pauseEpoch.Load() {
+		// Pause: nothing is read after this barrier.
+		n.paused = true
+	}
 	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 

@@ -211,6 +211,7 @@ type statefulNode struct {
 	done     bool
 	al       *aligner
 	cpGen    uint64
+	frozen   bool
 	coder    StateCoder
 	dirty    []sfDirty
 	clock    procClock
@@ -260,6 +261,9 @@ func (n *statefulNode) changes() ([]StateEntry, error) {
 }
 
 func (n *statefulNode) snapshot(epoch uint64) error {
+	if epoch == n.w.r.pauseEpoch.Load() {
+		n.frozen = true
+	}
 	entries, err := n.changes()
 	if err != nil {
 		return err
@@ -320,7 +324,12 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 		n.coder = coder
 		n.al = &aligner{inner: n, wms: &n.wms}
 		w.r.coord.register(n.key())
-		if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
+		if old, ok := w.r.adoptable(sp.step.Name, w.id).(*statefulNode); ok {
+			n.groups, old.groups = old.groups, nil
+			n.events, old.events = old.events, nil
+			n.proc, old.proc = old.proc, nil
+			n.seq, n.cpGen = old.seq, old.cpGen+1
+		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
 			if err := n.restore(); err != nil {
 				return nil, err
 			}
@@ -545,6 +554,9 @@ func (n *statefulNode) nextDeadline() mtime.Time {
 }
 
 func (n *statefulNode) onProcessingTime(now mtime.Time) error {
+	if n.frozen {
+		return nil
+	}
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()

@@ -112,6 +112,12 @@ func delivery(prog *runner.Program, checkpointed bool) (string, string) {
 // supervisor watches it. An execution that cannot start makes j FAILED;
 // only registry failures are returned. Service.mu is held.
 func (s *Service) launchLocked(ctx context.Context, j *Job, prog *runner.Program) error {
+	return s.launchAdoptingLocked(ctx, j, prog, nil)
+}
+
+// launchAdoptingLocked is launchLocked for an update's new job: adopt, when
+// set, hands it the paused old execution's keyed state in memory.
+func (s *Service) launchAdoptingLocked(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
 	restore, cp, err := s.store.Restore(j.Name, j.ID)
 	if err != nil {
 		return s.failLocked(j, fmt.Sprintf("reading the last checkpoint: %v", err))
@@ -127,7 +133,7 @@ func (s *Service) launchLocked(ctx context.Context, j *Job, prog *runner.Program
 	}
 	jr := &jobRun{id: j.ID, name: j.Name, prog: prog, sampler: newSampler(prog.Graph)}
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
-		Checkpoints: true, Restore: restore, DeadLetter: s.deadLetter(jr)}
+		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
 	x, err := runner.Start(runCtx, prog, opts)

@@ -10,6 +10,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -120,11 +121,13 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
 	}
 
-	// The handover. From the checkpoint on, the old execution's output is
-	// discarded (it is cancelled right after): its sources did not
-	// acknowledge past the checkpoint and its sinks commit only the epoch.
+	// The handover. The old execution pauses at a checkpoint (its sources
+	// read nothing after the barrier), which is written durably with the
+	// registry changes; its sinks commit the epoch and its sources
+	// acknowledge; then it is cancelled and the new execution takes its
+	// keyed state over in memory.
 	paused := time.Now()
-	cp, err := jr.x.Checkpoint(ctx)
+	cp, err := jr.x.Pause(ctx)
 	if err != nil {
 		return nil, internalf("taking the handover checkpoint of job %s: %w", old.ID, err)
 	}
@@ -185,7 +188,15 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		}
 	}
 	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
-	if err := s.launchLocked(ctx, nj, p.Program()); err != nil {
+	// The new execution adopts the paused one's keyed state in memory (same
+	// worker count); otherwise it reads it back from the store.
+	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
+	for _, m := range report.Matches {
+		if m.Kind.IsKeyed() {
+			adopt.Steps[m.New] = m.Old
+		}
+	}
+	if err := s.launchAdoptingLocked(ctx, nj, p.Program(), adopt); err != nil {
 		return nil, err
 	}
 	res.PauseMillis = time.Since(paused).Milliseconds()
