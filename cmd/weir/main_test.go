@@ -120,8 +120,6 @@ func TestCLIUsage(t *testing.T) {
 func TestCLINeedsServer(t *testing.T) {
 	var cases []cliCase
 	for _, flags := range [][]string{
-		{"--update"},
-		{"--transform-name-mapping", `{"Old":"New"}`},
 		{"--service-options", "create_or_update_job"},
 		{"--service-options", "parallel_replace_job_name=regional-totals"},
 		{"--max-num-workers", "4"},
@@ -132,6 +130,15 @@ func TestCLINeedsServer(t *testing.T) {
 			args:       append(append([]string{"run"}, flags...), "does-not-exist.yaml"),
 			wantCode:   ExitNeedsServer,
 			wantStderr: []string{flags[0], "not available yet"},
+		})
+	}
+	// --update needs the name of the running job to replace.
+	for _, flags := range [][]string{{"--update"}, {"--transform-name-mapping", `{"Old":"New"}`}} {
+		cases = append(cases, cliCase{
+			name:       flags[0] + " without --job-name",
+			args:       append(append([]string{"run"}, flags...), "does-not-exist.yaml"),
+			wantCode:   ExitUsage,
+			wantStderr: []string{"--update needs --job-name"},
 		})
 	}
 	runCases(t, "", cases)
