@@ -46,6 +46,37 @@ type HistoryResponse struct {
 func (s *Server) registerUpdate() {
 	s.mux.HandleFunc("POST /v1/jobs:update", s.update)
 	s.mux.HandleFunc("GET /v1/history/{name}", s.history)
+	s.mux.HandleFunc("POST /v1/jobs/{ref}/options", s.updateOptions)
+}
+
+// OptionsRequest is the body of POST /v1/jobs/{ref}/options: the job's new
+// options (a new num_workers rescales it in flight).
+type OptionsRequest struct {
+	Options service.JobOptions `json:"options"`
+}
+
+func (s *Server) updateOptions(w http.ResponseWriter, r *http.Request) {
+	var req OptionsRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	j, err := s.svc.UpdateOptions(r.Context(), r.PathValue("ref"), req.Options)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j.Summary())
+}
+
+// UpdateOptions changes a running job's options; a new worker count
+// rescales it in flight (same job ID).
+func (c *Client) UpdateOptions(ctx context.Context, ref string, opts service.JobOptions) (*service.Summary, error) {
+	var out service.Summary
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(ref)+"/options", OptionsRequest{Options: opts}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {

@@ -161,8 +161,8 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		n.sc = sc
 		n.al = &aligner{inner: n, wms: &n.wms}
 		w.r.coord.register(n.key())
-		if old, ok := w.r.adoptable(sp.step.Name, w.id).(*aggNode); ok {
-			n.adopt(old)
+		if olds := w.r.adoptable(sp.step.Name); olds != nil {
+			n.adopt(olds)
 		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
 			if err := n.restore(); err != nil {
 				return nil, err
@@ -237,15 +237,39 @@ func (n *aggNode) snapshot(epoch uint64) error {
 	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 
-// adopt takes over the keyed state and timers of a paused execution's
-// instance in memory: pointers change hands, nothing is copied or decoded.
-func (n *aggNode) adopt(old *aggNode) {
-	// Keys remember the snapshot interval and windows the bundle in which
-	// they were last marked; continue both counters past the old ones.
-	n.cpGen, n.gen = old.cpGen+1, old.gen
-	n.groups, old.groups = old.groups, nil
-	n.events, old.events = old.events, nil
-	n.deadlines, old.deadlines = old.deadlines, nil
+// adopt takes over, in memory, the keyed state and timers of the key
+// groups this worker owns from a paused execution's instances (one per old
+// worker): pointers change hands, nothing is copied or decoded. With the
+// same worker count each instance takes its predecessor's whole state; when
+// rescaling, key groups move between workers as the routing table says.
+func (n *aggNode) adopt(olds []node) {
+	route := n.w.r.route
+	for _, o := range olds {
+		old, ok := o.(*aggNode)
+		if !ok {
+			continue
+		}
+		// Keys remember the snapshot interval and windows the bundle in
+		// which they were last marked; continue both counters past the old.
+		n.cpGen, n.gen = max(n.cpGen, old.cpGen+1), max(n.gen, old.gen)
+		for kg, g := range old.groups {
+			if g != nil && int(route[kg]) == n.w.id {
+				n.groups[kg] = g
+			}
+		}
+		for _, t := range old.events {
+			if int(route[t.kg]) == n.w.id {
+				n.events = append(n.events, t)
+			}
+		}
+		for _, t := range old.deadlines {
+			if int(route[t.kg]) == n.w.id {
+				n.deadlines = append(n.deadlines, t)
+			}
+		}
+	}
+	heap.Init(&n.events)
+	heap.Init(&n.deadlines)
 }
 
 // restore loads the checkpointed state of the key groups this worker owns.

@@ -298,16 +298,17 @@ type Adoption struct {
 	Steps map[string]string
 }
 
-// adoptable returns the old execution's instance of the keyed step that
-// new step name takes over on worker w, or nil. Adoption needs the same
-// worker count and key groups (the same routing of key groups to workers).
-func (r *run) adoptable(step string, w int) node {
+// adoptable returns the old execution's instances (one per old worker) of
+// the keyed step that new step name takes over, or nil. Adoption needs the
+// same number of key groups; the worker count may differ (rescaling): each
+// new instance then takes the key groups the new routing table gives it.
+func (r *run) adoptable(step string) []node {
 	a := r.opts.Adopt
 	if a == nil || a.From == nil {
 		return nil
 	}
 	old := a.From.r
-	if old.opts.NumWorkers != r.opts.NumWorkers || old.opts.KeyGroups != r.opts.KeyGroups {
+	if old.opts.KeyGroups != r.opts.KeyGroups || old.pauseEpoch.Load() == 0 {
 		return nil
 	}
 	name, ok := a.Steps[step]
@@ -315,10 +316,14 @@ func (r *run) adoptable(step string, w int) node {
 		return nil
 	}
 	sp := old.byName[name]
-	if sp == nil || old.pauseEpoch.Load() == 0 {
+	if sp == nil {
 		return nil
 	}
-	return old.workers[w].nodes[sp.idx]
+	out := make([]node, len(old.workers))
+	for i, w := range old.workers {
+		out[i] = w.nodes[sp.idx]
+	}
+	return out
 }
 
 // ---- barrier alignment ----

@@ -271,8 +271,9 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 // state to a new execution in memory; the new one resumes the sources from
 // the checkpoint's positions and the committed result is exact.
 func TestPauseAndAdopt(t *testing.T) {
-	for _, workers := range []int{1, 2} {
-		t.Run(fmt.Sprintf("w%d", workers), func(t *testing.T) {
+	for _, tc := range [][2]int{{1, 1}, {2, 2}, {1, 3}, {3, 2}} {
+		workers, after := tc[0], tc[1]
+		t.Run(fmt.Sprintf("w%d-to-w%d", workers, after), func(t *testing.T) {
 			const n = 6000
 			src := &seqSource{n: n, splits: 3}
 			sink := newTxSink()
@@ -306,7 +307,9 @@ func TestPauseAndAdopt(t *testing.T) {
 			// not need it: give it no state reader at all.
 			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions}
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
-			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore, Adopt: adopt})
+			// A different worker count rescales: key groups move to the
+			// workers the new routing table names.
+			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: after, Checkpoints: true, Restore: restore, Adopt: adopt})
 			if err != nil {
 				t.Fatal(err)
 			}

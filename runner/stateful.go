@@ -272,6 +272,36 @@ func (n *statefulNode) snapshot(epoch uint64) error {
 	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 
+// adopt takes over, in memory, the state and timers of the key groups this
+// worker owns from a paused execution's instances (see aggNode.adopt).
+func (n *statefulNode) adopt(olds []node) {
+	route := n.w.r.route
+	for _, o := range olds {
+		old, ok := o.(*statefulNode)
+		if !ok {
+			continue
+		}
+		n.seq, n.cpGen = max(n.seq, old.seq), max(n.cpGen, old.cpGen+1)
+		for kg, g := range old.groups {
+			if g != nil && int(route[kg]) == n.w.id {
+				n.groups[kg] = g
+			}
+		}
+		for _, t := range old.events {
+			if int(route[t.kg]) == n.w.id {
+				n.events = append(n.events, t)
+			}
+		}
+		for _, t := range old.proc {
+			if int(route[t.kg]) == n.w.id {
+				n.proc = append(n.proc, t)
+			}
+		}
+	}
+	heap.Init(&n.events)
+	heap.Init(&n.proc)
+}
+
 func (n *statefulNode) restore() error {
 	rs := n.w.r.opts.Restore
 	return rs.State.Scan(n.w.r.ctx, n.sp.step.Name, n.w.r.route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
@@ -324,11 +354,8 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 		n.coder = coder
 		n.al = &aligner{inner: n, wms: &n.wms}
 		w.r.coord.register(n.key())
-		if old, ok := w.r.adoptable(sp.step.Name, w.id).(*statefulNode); ok {
-			n.groups, old.groups = old.groups, nil
-			n.events, old.events = old.events, nil
-			n.proc, old.proc = old.proc, nil
-			n.seq, n.cpGen = old.seq, old.cpGen+1
+		if olds := w.r.adoptable(sp.step.Name); olds != nil {
+			n.adopt(olds)
 		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
 			if err := n.restore(); err != nil {
 				return nil, err

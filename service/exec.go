@@ -35,6 +35,10 @@ type jobRun struct {
 	// Lock order: cpMu before Service.mu.
 	cpMu sync.Mutex
 
+	// superseded is set when a rescale replaced this execution with a new
+	// one of the same job: its end is then not the job's end.
+	superseded atomic.Bool
+
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
 
@@ -326,6 +330,9 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 // cancelled): DONE or DRAINED after a final checkpoint, CANCELLED, or FAILED.
 func (s *Service) finish(jr *jobRun) {
 	res, runErr := jr.x.Wait()
+	if jr.superseded.Load() {
+		return // a rescale took over the job with a new execution
+	}
 	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
 	s.mu.Lock()
 	j, err := s.readJob(jr.id)
@@ -430,7 +437,9 @@ func (s *Service) suspend(jr *jobRun) {
 func (s *Service) forget(jr *jobRun) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.running, jr.id)
+	if s.running[jr.id] == jr {
+		delete(s.running, jr.id)
+	}
 }
 
 // recover resumes, on Open, every job the previous process left active,

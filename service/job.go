@@ -40,6 +40,13 @@ const (
 type JobOptions struct {
 	// NumWorkers is the number of workers (goroutines) of the job. Default 1.
 	NumWorkers int `json:"num_workers"`
+	// MinNumWorkers and MaxNumWorkers bound the worker count (recorded;
+	// autoscaling between them is not implemented yet). 0: unset.
+	MinNumWorkers int `json:"min_num_workers,omitempty"`
+	MaxNumWorkers int `json:"max_num_workers,omitempty"`
+	// WorkerUtilizationHint is Dataflow's target CPU utilisation for
+	// autoscaling, 0.1..0.9 (recorded). 0: unset.
+	WorkerUtilizationHint float64 `json:"worker_utilization_hint,omitempty"`
 }
 
 // MaxNumWorkers is the largest accepted NumWorkers.
@@ -56,6 +63,18 @@ func (o *JobOptions) EnsureDefaults() {
 func (o JobOptions) Validate() error {
 	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
 		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
+	}
+	if o.MinNumWorkers < 0 || o.MaxNumWorkers < 0 || o.MaxNumWorkers > MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.min_num_workers and max_num_workers must be between 0 and %d", MaxNumWorkers)
+	}
+	if o.MinNumWorkers > 0 && o.NumWorkers < o.MinNumWorkers || o.MaxNumWorkers > 0 && o.NumWorkers > o.MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.num_workers %d is outside [min_num_workers %d, max_num_workers %d]", o.NumWorkers, o.MinNumWorkers, o.MaxNumWorkers)
+	}
+	if o.MinNumWorkers > 0 && o.MaxNumWorkers > 0 && o.MinNumWorkers > o.MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)
+	}
+	if h := o.WorkerUtilizationHint; h != 0 && (h < 0.1 || h > 0.9) {
+		return errorf(CodeInvalidOptions, "options.worker_utilization_hint must be between 0.1 and 0.9, got %g", h)
 	}
 	return nil
 }

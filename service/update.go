@@ -344,3 +344,94 @@ func decodeJSON(b []byte, v any) error {
 	}
 	return nil
 }
+
+// UpdateOptions changes the options of a running (or draining) job in
+// flight: same job ID, no state lost, no element lost or counted twice.
+// A new worker count rescales the job by moving key groups between
+// workers: the execution pauses at a checkpoint (written durably), and a
+// new execution with the new worker count takes the keyed state of each
+// key group over in memory from whichever worker held it, while sources
+// resume from the checkpoint's positions.
+func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Job, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	j, err := s.resolveLocked(ref)
+	var jr *jobRun
+	if err == nil {
+		jr = s.running[j.ID]
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if j.State != StateRunning && j.State != StateDraining || jr == nil {
+		if j.State.Terminal() {
+			return nil, errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
+		}
+		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
+	}
+	jr.cpMu.Lock()
+	defer jr.cpMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, err = s.readJob(j.ID); err != nil {
+		return nil, err
+	}
+	if (j.State != StateRunning && j.State != StateDraining) || s.running[j.ID] != jr {
+		return nil, errorf(CodeIllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+	}
+	if !jr.checkpointed || opts.NumWorkers == j.Options.NumWorkers {
+		if opts.NumWorkers != j.Options.NumWorkers {
+			return nil, errorf(CodeIllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
+		}
+		j.Options = opts
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			return nil, err
+		}
+		if err := s.store.Apply(w); err != nil {
+			return nil, internalf("recording the options of job %s: %w", j.ID, err)
+		}
+		return j, nil
+	}
+	p, err := s.load(j)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := jr.x.Pause(ctx)
+	if err != nil {
+		return nil, internalf("pausing job %s to rescale it: %w", j.ID, err)
+	}
+	from := j.Options.NumWorkers
+	j.Options = opts
+	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
+	j.History = append(j.History, StateChange{State: j.State, Time: s.now(), Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		return nil, err
+	}
+	if err := s.store.WriteCheckpoint(j.Name, j.ID, cp, w); err != nil {
+		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
+	}
+	if err := jr.x.Commit(ctx, cp); err != nil {
+		s.opts.Logger.Error("committing the rescale checkpoint (the new execution commits it again)", "job_id", j.ID, "error", err)
+	}
+	jr.superseded.Store(true)
+	jr.x.Cancel()
+	<-jr.x.Done()
+	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
+	for _, st := range p.Graph().Steps {
+		if st.Kind.IsKeyed() {
+			adopt.Steps[st.Name] = st.Name
+		}
+	}
+	delete(s.running, j.ID)
+	if err := s.launchAdoptingLocked(ctx, j, p.Program(), adopt); err != nil {
+		return nil, err
+	}
+	s.opts.Logger.Info("job rescaled", "job_id", j.ID, "job_name", j.Name, "from_workers", from, "to_workers", opts.NumWorkers)
+	return j, nil
+}

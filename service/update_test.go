@@ -239,3 +239,37 @@ func hasCode(err error, code Code) bool {
 	var se *Error
 	return errors.As(err, &se) && se.Code == code
 }
+
+// TestRescaleInFlight: a running job rescales from 1 to 3 workers and back
+// to 2 (same job ID, no restart of the job); the result equals a run
+// without rescaling.
+func TestRescaleInFlight(t *testing.T) {
+	dir := t.TempDir()
+	want := oracle(t, dir)
+	db := filepath.Join(dir, "job.sqlite")
+	s := openService(t, filepath.Join(dir, "data"))
+	j := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+	for i, n := range []int{3, 2} {
+		waitElements(t, s, j.ID, "Events", int64(1200*(i+1)))
+		got, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: n})
+		if err != nil {
+			t.Fatalf("rescale to %d: %v", n, err)
+		}
+		if got.ID != j.ID || got.Options.NumWorkers != n || got.State != StateRunning {
+			t.Fatalf("after rescale: %s %d %s", got.ID, got.Options.NumWorkers, got.State)
+		}
+	}
+	done := waitDone(t, s, j.ID)
+	if done.State != StateDone {
+		t.Fatalf("job ended %s: %s", done.State, done.Error)
+	}
+	if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after rescaling the table holds:\n%s\nwithout:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2}); !hasCode(err, CodeJobTerminated) {
+		t.Errorf("rescaling a finished job: %v", err)
+	}
+	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, CodeInvalidOptions) {
+		t.Errorf("bad utilization hint: %v", err)
+	}
+}

@@ -42,7 +42,7 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e),
+	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e), newJobsUpdateOptionsCommand(e),
 		newJobsActionCommand(e, "drain", "Drain streaming jobs: stop reading, fire every open window, end as DRAINED"),
 		newJobsActionCommand(e, "cancel", "Cancel jobs: stop at once, discarding work after the last checkpoint"))
 	return cmd
@@ -336,4 +336,43 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
+	var format, server string
+	var opts service.JobOptions
+	cmd := &cobra.Command{
+		Use:   "update-options ID|NAME --num-workers N",
+		Short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
+		Args:  exactArgs("ID|NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("num-workers") {
+				return usageErrorf("give the new --num-workers (and optionally --min-num-workers, --max-num-workers, --worker-utilization-hint)")
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			sum, err := c.UpdateOptions(cmd.Context(), args[0], opts)
+			if err != nil {
+				return clientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, sum)
+			}
+			_, err = fmt.Fprintf(e.stdout, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
+	fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
+	fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
+	fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "target CPU utilisation 0.1..0.9 for autoscaling (recorded)")
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
 }

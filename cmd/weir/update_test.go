@@ -97,6 +97,13 @@ func TestCLIUpdate(t *testing.T) {
 	if nj["replaces_job_id"] != sub.ID || nj["generation"] != float64(2) {
 		t.Fatalf("new job: replaces %v generation %v", nj["replaces_job_id"], nj["generation"])
 	}
+	r = p.cli(dir, "jobs", "update-options", "totals", "--num-workers", "2", "--format", "json")
+	if r.code != ExitOK || !strings.Contains(r.stdout, upd.ID) {
+		t.Fatalf("rescale: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if m := p.describe("totals"); m["id"] != upd.ID || m["state"] != "RUNNING" {
+		t.Fatalf("after rescale: %v %v", m["id"], m["state"])
+	}
 	r = p.cli(dir, "jobs", "history", "totals")
 	if r.code != ExitOK || !strings.Contains(r.stdout, sub.ID) || !strings.Contains(r.stdout, upd.ID) || !strings.Contains(r.stdout, "refused") {
 		t.Fatalf("history: exit %d\n%s%s", r.code, r.stdout, r.stderr)
