@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -464,11 +463,7 @@ func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
 	out = binary.AppendUvarint(out, uint64(len(k.wins)))
 	for _, ws := range k.wins {
 		out = appendWindow(out, ws.w)
-		st, err := json.Marshal(&ws.st)
-		if err != nil {
-			return nil, fmt.Errorf("encoding trigger state: %w", err)
-		}
-		out = appendBytes(out, st)
+		out = ws.st.AppendBinary(out)
 		if ws.acc == nil {
 			out = append(out, 0)
 			continue
@@ -503,11 +498,7 @@ func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
 		if ws.w, b, err = readWindow(b); err != nil {
 			return nil, err
 		}
-		var st []byte
-		if st, b, err = readBytes(b); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(st, &ws.st); err != nil {
+		if b, err = ws.st.DecodeBinary(b); err != nil {
 			return nil, fmt.Errorf("decoding trigger state: %w", err)
 		}
 		if len(b) == 0 {

@@ -1,0 +1,115 @@
+package window
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/weir-dev/weir/mtime"
+)
+
+// errCorrupt is returned when a State encoding is truncated or malformed.
+var errCorrupt = errors.New("corrupt window state encoding")
+
+// State flags in the compact encoding.
+const (
+	flagNewData byte = 1 << iota
+	flagHasData
+	flagNonEarlyFired
+	flagClosed
+)
+
+// Trigger state flags.
+const (
+	tflagFinished byte = 1 << iota
+	tflagOnTimeFired
+)
+
+// AppendBinary appends a compact encoding of st (a few bytes for the
+// common triggers), for checkpoints that hold one State per key and window.
+func (st *State) AppendBinary(dst []byte) []byte {
+	var f byte
+	if st.NewData {
+		f |= flagNewData
+	}
+	if st.HasData {
+		f |= flagHasData
+	}
+	if st.NonEarlyFired {
+		f |= flagNonEarlyFired
+	}
+	if st.Closed {
+		f |= flagClosed
+	}
+	dst = append(dst, f)
+	dst = binary.AppendVarint(dst, st.NextIndex)
+	return st.Trigger.appendBinary(dst)
+}
+
+func (t *TriggerState) appendBinary(dst []byte) []byte {
+	var f byte
+	if t.Finished {
+		f |= tflagFinished
+	}
+	if t.OnTimeFired {
+		f |= tflagOnTimeFired
+	}
+	dst = append(dst, f)
+	dst = binary.AppendVarint(dst, t.Count)
+	dst = binary.AppendVarint(dst, int64(t.Deadline))
+	dst = binary.AppendUvarint(dst, uint64(len(t.Sub)))
+	for i := range t.Sub {
+		dst = t.Sub[i].appendBinary(dst)
+	}
+	return dst
+}
+
+// DecodeBinary reads what AppendBinary wrote and returns the rest of b.
+func (st *State) DecodeBinary(b []byte) ([]byte, error) {
+	if len(b) < 1 {
+		return nil, errCorrupt
+	}
+	f := b[0]
+	st.NewData, st.HasData = f&flagNewData != 0, f&flagHasData != 0
+	st.NonEarlyFired, st.Closed = f&flagNonEarlyFired != 0, f&flagClosed != 0
+	n, k := binary.Varint(b[1:])
+	if k <= 0 {
+		return nil, errCorrupt
+	}
+	st.NextIndex = n
+	return st.Trigger.decodeBinary(b[1+k:], 0)
+}
+
+func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
+	if len(b) < 1 || depth > 64 {
+		return nil, errCorrupt
+	}
+	f := b[0]
+	t.Finished, t.OnTimeFired = f&tflagFinished != 0, f&tflagOnTimeFired != 0
+	b = b[1:]
+	c, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, errCorrupt
+	}
+	t.Count, b = c, b[k:]
+	d, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, errCorrupt
+	}
+	t.Deadline, b = mtime.Time(d), b[k:]
+	ns, k := binary.Uvarint(b)
+	if k <= 0 || ns > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	b = b[k:]
+	t.Sub = nil
+	if ns > 0 {
+		t.Sub = make([]TriggerState, ns)
+	}
+	var err error
+	for i := range t.Sub {
+		if b, err = t.Sub[i].decodeBinary(b, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
