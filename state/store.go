@@ -319,9 +319,9 @@ type Handover struct {
 
 // WriteHandover durably writes the old job's final checkpoint cp and hands
 // it to the new job in one synced batch: cp's state changes, the old job's
-// checkpoint record, the new job's (same epoch and sink parts, positions
-// under the new step names), namespace rebinds for renamed steps, deletion
-// of dropped steps' state, and the registry changes in w (the old job
+// checkpoint record, the new job's (same epoch, positions under the new
+// step names; no sink parts: the old job commits those), namespace rebinds
+// for renamed steps, deletion of dropped steps' state, and the registry changes in w (the old job
 // becoming UPDATED and the new one RUNNING). Handover is metadata: the
 // state itself is not copied.
 func (s *Store) WriteHandover(h Handover, cp *runner.Checkpoint, w *Write) error {
@@ -347,7 +347,9 @@ func (s *Store) WriteHandover(h Handover, cp *runner.Checkpoint, w *Write) error
 			w.rawDelete(nsKey(h.Lineage, step))
 		}
 	}
-	next, err := json.Marshal(CheckpointRecord{JobID: h.NewJob, Epoch: cp.Epoch, Positions: h.Positions, SinkParts: cp.SinkParts})
+	// The old job commits its own sink parts (they are its sinks' epoch);
+	// the new job starts with positions and epoch numbering only.
+	next, err := json.Marshal(CheckpointRecord{JobID: h.NewJob, Epoch: cp.Epoch, Positions: h.Positions})
 	if err != nil {
 		return fmt.Errorf("encoding the handover checkpoint: %w", err)
 	}

@@ -135,8 +135,11 @@ func TestHandoverRebindsAndDrops(t *testing.T) {
 		t.Errorf("dropped step still has %d keys", n)
 	}
 	rec, err := s.LastCheckpoint("new")
-	if err != nil || rec.Epoch != 6 || string(rec.Positions["ReadOrders"][0]) != "p" || string(rec.SinkParts["W"][0]) != "rows" {
+	if err != nil || rec.Epoch != 6 || string(rec.Positions["ReadOrders"][0]) != "p" || len(rec.SinkParts) != 0 {
 		t.Fatalf("new job's checkpoint: %+v %v", rec, err)
+	}
+	if rec, err := s.LastCheckpoint("old"); err != nil || string(rec.SinkParts["W"][0]) != "rows" {
+		t.Fatalf("old job's final checkpoint keeps its sink parts: %+v %v", rec, err)
 	}
 	if v, _ := s.Get("job/old"); string(v) != "UPDATED" {
 		t.Errorf("registry not written with the handover")
