@@ -150,3 +150,93 @@ func (c *Client) action(ctx context.Context, ref, action string) (*service.Summa
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
 }
+
+// CreateTopic creates a topic.
+func (c *Client) CreateTopic(ctx context.Context, req CreateTopicRequest) (*Topic, error) {
+	var out Topic
+	if err := c.do(ctx, http.MethodPost, "/v1/topics", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListTopics returns every topic (dead-letter topics included), by name.
+func (c *Client) ListTopics(ctx context.Context) ([]Topic, error) {
+	var out TopicList
+	if err := c.do(ctx, http.MethodGet, "/v1/topics", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Topics, nil
+}
+
+// GetTopic describes the topic name.
+func (c *Client) GetTopic(ctx context.Context, name string) (*Topic, error) {
+	var out Topic
+	if err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteTopic deletes the topic name with its messages and subscriptions.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name), nil, nil)
+}
+
+// Publish publishes msgs to topic, in order. Keep a request under
+// MaxRequestBytes: send large inputs in several calls.
+func (c *Client) Publish(ctx context.Context, topic string, msgs []PublishMessage) (*PublishResponse, error) {
+	var out PublishResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+":publish", PublishRequest{Messages: msgs}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateSubscription creates a subscription.
+func (c *Client) CreateSubscription(ctx context.Context, req CreateSubscriptionRequest) (*Subscription, error) {
+	var out Subscription
+	if err := c.do(ctx, http.MethodPost, "/v1/subscriptions", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSubscriptions returns the subscriptions of topic, or of every topic
+// when topic is "", by name.
+func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscription, error) {
+	path := "/v1/subscriptions"
+	if topic != "" {
+		path += "?topic=" + url.QueryEscape(topic)
+	}
+	var out SubscriptionList
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Subscriptions, nil
+}
+
+// GetSubscription describes the subscription name.
+func (c *Client) GetSubscription(ctx context.Context, name string) (*Subscription, error) {
+	var out Subscription
+	if err := c.do(ctx, http.MethodGet, "/v1/subscriptions/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSubscription deletes the subscription name; its topic keeps its
+// messages.
+func (c *Client) DeleteSubscription(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/subscriptions/"+url.PathEscape(name), nil, nil)
+}
+
+// Pull returns up to req.Max messages available now from the subscription
+// name, acknowledging them when req.Ack.
+func (c *Client) Pull(ctx context.Context, name string, req PullRequest) ([]PulledMessage, error) {
+	var out PullResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/subscriptions/"+url.PathEscape(name)+":pull", req, &out); err != nil {
+		return nil, err
+	}
+	return out.Messages, nil
+}

@@ -1,7 +1,8 @@
 // Package api is weir's JSON HTTP API, served by `weir server`: job
 // submission, listing, description, drain and cancel (under /v1/jobs),
-// Prometheus metrics (/metrics) and a health check (/healthz). It also
-// holds the Go client the CLI uses.
+// the topics and subscriptions of the embedded Pub/Sub (under /v1/topics
+// and /v1/subscriptions, see pubsub.go), Prometheus metrics (/metrics) and
+// a health check (/healthz). It also holds the Go client the CLI uses.
 //
 // Routes (Go 1.22 net/http patterns, no framework):
 //
@@ -10,6 +11,16 @@
 //	GET  /v1/jobs/{id_or_name}          the job record, with live metrics while it runs
 //	POST /v1/jobs/{id_or_name}:drain    (or /drain) → the job's summary
 //	POST /v1/jobs/{id_or_name}:cancel   (or /cancel) → the job's summary
+//	POST   /v1/topics                   {name, retention?} → 201 topic
+//	GET    /v1/topics                   → {topics: [topic...]} by name
+//	GET    /v1/topics/{name}            → topic
+//	DELETE /v1/topics/{name}            → 204 (its messages and subscriptions too)
+//	POST   /v1/topics/{name}:publish    {messages: [{data, attributes?, id?}]} → {published, duplicates, results}
+//	POST   /v1/subscriptions            {name, topic, ack_wait?, from_beginning?} → 201 subscription
+//	GET    /v1/subscriptions?topic=T    → {subscriptions: [subscription...]} by name
+//	GET    /v1/subscriptions/{name}     → subscription
+//	DELETE /v1/subscriptions/{name}     → 204
+//	POST   /v1/subscriptions/{name}:pull  {max?, ack?} → {messages: [...]}
 //	GET  /metrics                       Prometheus text format, per job and per step
 //	GET  /healthz                       {"status": "ok"}
 //
@@ -17,8 +28,12 @@
 // active. Every error is {"error": {"code": CODE, "message": "..."}} with a
 // code from the service's registry (service.Code); the status follows the
 // code's kind: 400 invalid, 404 not found, 409 conflict, 503 shutting down,
-// 500 internal. Request bodies with unknown fields are refused.
+// 500 internal. The Pub/Sub routes add their own codes (TOPIC_NOT_FOUND,
+// TOPIC_EXISTS, SUBSCRIPTION_NOT_FOUND, SUBSCRIPTION_EXISTS, INVALID_NAME,
+// INVALID_CONFIG, PUBSUB_UNAVAILABLE; see PubSubCodes). Request bodies with
+// unknown fields are refused.
 //
-// It may import service, the Prometheus client and the standard library;
-// it knows nothing of the runner, the store or YAML.
+// It may import service, io/pubsub (the broker's types, through the PubSub
+// interface), the Prometheus client and the standard library; it knows
+// nothing of the runner, the store or YAML.
 package api

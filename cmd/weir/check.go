@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // ExitIncompatible: `weir check` found that the new pipeline cannot take
@@ -28,9 +32,9 @@ type checkFlags struct {
 }
 
 // runningGraphs looks up the graph a running job was started with, so that
-// `weir check JOB_NAME NEW.yaml` can check against it. The job service
-// implements it (the graph a job stores is service.Job.Graph, canonical
-// JSON for graph.Parse); until it is wired in, a job name as OLD exits with
+// `weir check JOB_NAME NEW.yaml` can check against it. serverGraphs asks a
+// weir server (the graph a job stores is service.Job.Graph, canonical JSON
+// for graph.Parse); with none (nil), a job name as OLD exits with
 // ExitNeedsServer.
 type runningGraphs interface {
 	// RunningGraph returns the graph of the active job named name. It
@@ -42,7 +46,41 @@ type runningGraphs interface {
 var jobNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 func newCheckCommand(e *env) *cobra.Command {
-	return newCheckCommandWith(e, nil)
+	jobs := &serverGraphs{}
+	cmd := newCheckCommandWith(e, jobs)
+	addServerFlag(cmd, &jobs.server)
+	return cmd
+}
+
+// serverGraphs implements runningGraphs with the API of the weir server
+// at server (--server, else $WEIR_SERVER, else the default address).
+type serverGraphs struct {
+	server string
+}
+
+// RunningGraph returns the canonical graph of the active job named name.
+// Errors carry the CLI's exit codes: ExitServerUnreachable when no server
+// answers, ExitFailure for an unknown or finished job.
+func (s *serverGraphs) RunningGraph(ctx context.Context, name string) (*graph.Pipeline, error) {
+	c, err := newClient(s.server)
+	if err != nil {
+		return nil, err
+	}
+	j, err := c.Get(ctx, name)
+	if err != nil {
+		return nil, clientError(ctx, c, err)
+	}
+	if !j.Active() {
+		return nil, withCode(ExitFailure, fmt.Errorf("job %s is not running: its latest job %s is %s (check against the pipeline file instead)", name, j.ID, j.State))
+	}
+	if len(j.Graph) == 0 {
+		return nil, withCode(ExitFailure, fmt.Errorf("job %s (%s) has no stored graph yet (state %s): retry once it runs", name, j.ID, j.State))
+	}
+	g, err := graph.Parse(j.Graph)
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("reading the stored graph of job %s (%s): %w", name, j.ID, err))
+	}
+	return g, nil
 }
 
 // newCheckCommandWith builds `weir check`; jobs resolves OLD when it is a
@@ -78,11 +116,13 @@ With --format json the report is
 with the stable codes listed in the documentation of package compat.
 
 Paths in the pipeline files are resolved against the current directory.
-OLD may also be the name of a running job (not available yet: checking
-against a job's stored graph needs the job service's support).
+OLD may also be the name of a running job of the weir server at --server
+($WEIR_SERVER, default http://127.0.0.1:7070): the check then reads the graph
+the job stores, and loads NEW as that job would (Pub/Sub steps are built
+without contacting the broker).
 
-Exit codes: 0 compatible, 2 usage, 3 invalid pipeline, 4 needs a weir server,
-6 incompatible.`,
+Exit codes: 0 compatible, 1 the job was not found or is not running, 2 usage,
+3 invalid pipeline, 5 no weir server answers, 6 incompatible.`,
 		Args: exactArgs("OLD.yaml", "NEW.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCheck(cmd.Context(), e, jobs, args[0], args[1], f)
@@ -103,11 +143,11 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 	if err != nil {
 		return usageErrorf("--transform-name-mapping: %w", err)
 	}
-	old, err := resolveOld(ctx, jobs, oldArg)
+	old, jobName, err := resolveOld(ctx, jobs, oldArg)
 	if err != nil {
 		return err
 	}
-	p, err := loadPipeline(newPath)
+	p, err := loadNewPipeline(newPath, jobName)
 	if err != nil {
 		return err
 	}
@@ -140,21 +180,60 @@ func writeReportJSON(w io.Writer, r compat.Report) error {
 }
 
 // resolveOld returns the graph OLD names: a pipeline file or, when arg is
-// not a file but a job name, the graph of that running job.
-func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (*graph.Pipeline, error) {
+// not a file but a job name, the graph of that running job (jobName is
+// then arg).
+func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.Pipeline, jobName string, err error) {
 	if _, statErr := os.Stat(arg); statErr != nil && jobNameRE.MatchString(arg) && filepath.Ext(arg) == "" {
 		if jobs == nil {
-			return nil, withCode(ExitNeedsServer, fmt.Errorf("%q is not a pipeline file; checking against the running job of that name needs the job service, which weir check cannot ask yet", arg))
+			return nil, "", withCode(ExitNeedsServer, fmt.Errorf("%q is not a pipeline file; checking against the running job of that name needs the job service, which weir check cannot ask yet", arg))
 		}
 		g, err := jobs.RunningGraph(ctx, arg)
 		if err != nil {
-			return nil, withCode(ExitFailure, fmt.Errorf("finding the graph of job %s: %w", arg, err))
+			code := ExitFailure // unless the lookup says otherwise (an unreachable server)
+			var ee *exitError
+			if errors.As(err, &ee) {
+				code = ee.code
+			}
+			return nil, "", withCode(code, fmt.Errorf("finding the graph of job %s: %w", arg, err))
 		}
-		return g, nil
+		return g, arg, nil
 	}
 	p, err := loadPipeline(arg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return p.Graph(), nil
+	return p.Graph(), "", nil
+}
+
+// loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
+// job jobName would run it otherwise, so that the Pub/Sub steps a job may
+// have (which need a broker) load too. The pipeline is only inspected:
+// its Pub/Sub steps get no broker connection (a nil *pubsub.Broker, which
+// building a step does not touch) and its SQL sinks without a dsn default
+// to a scratch directory, removed afterwards.
+func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
+	if jobName == "" {
+		return loadPipeline(path)
+	}
+	wd, err := workingDir()
+	if err != nil {
+		return nil, withCode(ExitFailure, err)
+	}
+	scratch, err := os.MkdirTemp("", "weir-check-")
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("creating a scratch directory: %w", err))
+	}
+	defer os.RemoveAll(scratch)
+	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job})
+	if err != nil {
+		return nil, withCode(ExitInvalidPipeline, err)
+	}
+	if err := p.Err(); err != nil {
+		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
+	}
+	if err := p.Graph().Validate(); err != nil {
+		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
+	}
+	return p, nil
 }

@@ -97,7 +97,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		ln.Close()
 		return withCode(ExitFailure, fmt.Errorf("starting the job service: %w", err))
 	}
-	srv := &http.Server{Handler: api.NewServer(svc, e.logger), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.NewServer(svc, e.logger, api.WithPubSub(broker)), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(e.stdout, "weir server listening on http://%s (data dir %s)\n", ln.Addr(), svc.DataDir())

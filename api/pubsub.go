@@ -1,0 +1,621 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service"
+)
+
+// PubSub is the broker whose topics and subscriptions the API serves under
+// /v1/topics and /v1/subscriptions. *pubsub.Broker implements it. Every
+// method blocks until the broker answers or ctx (the HTTP request's
+// context) is done, is safe for concurrent use, and fails with the typed
+// errors of package pubsub (ErrTopicNotFound, ErrInvalidName, ...), which
+// the API maps to stable codes.
+type PubSub interface {
+	CreateTopic(ctx context.Context, name string, cfg pubsub.TopicConfig) (pubsub.TopicInfo, error)
+	DeleteTopic(ctx context.Context, name string) error
+	ListTopics(ctx context.Context) ([]pubsub.TopicInfo, error)
+	Topic(ctx context.Context, name string) (pubsub.TopicInfo, error)
+	Publish(ctx context.Context, topic string, data []byte, attributes map[string]string, msgID string) (pubsub.PublishResult, error)
+	CreateSubscription(ctx context.Context, name, topic string, cfg pubsub.SubscriptionConfig) (pubsub.SubscriptionInfo, error)
+	DeleteSubscription(ctx context.Context, name string) error
+	ListSubscriptions(ctx context.Context, topic string) ([]pubsub.SubscriptionInfo, error)
+	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
+	Pull(ctx context.Context, sub string, max int, ack bool) ([]pubsub.Message, error)
+}
+
+var _ PubSub = (*pubsub.Broker)(nil)
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithPubSub serves the topics and subscriptions of ps. Without it (or with
+// a nil ps) every /v1/topics and /v1/subscriptions request gets 503
+// PUBSUB_UNAVAILABLE.
+func WithPubSub(ps PubSub) ServerOption {
+	return func(s *Server) {
+		if b, ok := ps.(*pubsub.Broker); ok && b == nil {
+			ps = nil // a nil *pubsub.Broker is no broker, not one to call
+		}
+		s.pubsub = ps
+	}
+}
+
+// Error codes of the topic and subscription routes. They extend the
+// service's registry (service.Code); pubsubStatus gives their HTTP status.
+const (
+	// CodeTopicNotFound: no topic has this name. Create it first.
+	CodeTopicNotFound service.Code = "TOPIC_NOT_FOUND"
+	// CodeTopicExists: a topic of this name exists already.
+	CodeTopicExists service.Code = "TOPIC_EXISTS"
+	// CodeSubscriptionNotFound: no subscription has this name.
+	CodeSubscriptionNotFound service.Code = "SUBSCRIPTION_NOT_FOUND"
+	// CodeSubscriptionExists: a subscription of this name exists already,
+	// possibly on another topic (names are unique across topics).
+	CodeSubscriptionExists service.Code = "SUBSCRIPTION_EXISTS"
+	// CodeInvalidName: a topic, subscription or attribute name breaks the
+	// naming rule (1 to 200 characters from [A-Za-z0-9_-], starting with a
+	// letter or digit; attribute names may not start with Nats-).
+	CodeInvalidName service.Code = "INVALID_NAME"
+	// CodeInvalidConfig: a topic or subscription setting cannot work (a
+	// negative retention, a duplicate window longer than the retention).
+	CodeInvalidConfig service.Code = "INVALID_CONFIG"
+	// CodePubSubUnavailable: the server has no broker, or the broker does
+	// not answer (shut down, unreachable); retry later.
+	CodePubSubUnavailable service.Code = "PUBSUB_UNAVAILABLE"
+)
+
+// PubSubCodes returns the codes of the topic and subscription routes.
+func PubSubCodes() []service.Code {
+	return []service.Code{CodeTopicNotFound, CodeTopicExists, CodeSubscriptionNotFound, CodeSubscriptionExists,
+		CodeInvalidName, CodeInvalidConfig, CodePubSubUnavailable}
+}
+
+// pubsubStatus returns the HTTP status of a Pub/Sub code; ok is false for
+// the service's codes.
+func pubsubStatus(c service.Code) (status int, ok bool) {
+	switch c {
+	case CodeTopicNotFound, CodeSubscriptionNotFound:
+		return http.StatusNotFound, true
+	case CodeTopicExists, CodeSubscriptionExists:
+		return http.StatusConflict, true
+	case CodeInvalidName, CodeInvalidConfig:
+		return http.StatusBadRequest, true
+	case CodePubSubUnavailable:
+		return http.StatusServiceUnavailable, true
+	}
+	return 0, false
+}
+
+// pubsubError gives a broker error its stable code; the message is the
+// broker's, which names the topic or subscription concerned.
+func pubsubError(err error) error {
+	var se *service.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return service.NewError(pubsubCode(err), "%w", err)
+}
+
+// pubsubCode returns the code of a broker error: the code of its typed
+// error, INTERNAL for others.
+func pubsubCode(err error) service.Code {
+	switch {
+	case errors.Is(err, pubsub.ErrTopicNotFound):
+		return CodeTopicNotFound
+	case errors.Is(err, pubsub.ErrTopicExists):
+		return CodeTopicExists
+	case errors.Is(err, pubsub.ErrSubscriptionNotFound):
+		return CodeSubscriptionNotFound
+	case errors.Is(err, pubsub.ErrSubscriptionExists):
+		return CodeSubscriptionExists
+	case errors.Is(err, pubsub.ErrInvalidName):
+		return CodeInvalidName
+	case errors.Is(err, pubsub.ErrInvalidConfig):
+		return CodeInvalidConfig
+	case errors.Is(err, pubsub.ErrUnavailable), errors.Is(err, pubsub.ErrBrokerClosed):
+		return CodePubSubUnavailable
+	}
+	return service.ErrorCode(err)
+}
+
+// Topic is a topic as the API shows it.
+type Topic struct {
+	Name string `json:"name"`
+	// Subject is the NATS subject external publishers write to.
+	Subject string `json:"subject"`
+	// Messages and Bytes are what the topic stores (within retention).
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	// FirstSeq and LastSeq are the sequences of the oldest and newest
+	// stored messages.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// Retention is how long messages are kept, acknowledged or not (a Go
+	// duration: "168h0m0s").
+	Retention string `json:"retention"`
+	// DuplicateWindow is how long message IDs are remembered: a message
+	// published again with the same ID within it is stored once.
+	DuplicateWindow string    `json:"duplicate_window"`
+	Subscriptions   int       `json:"subscriptions"`
+	CreateTime      time.Time `json:"create_time"`
+}
+
+func topicOf(i pubsub.TopicInfo) Topic {
+	return Topic{Name: i.Name, Subject: i.Subject, Messages: i.Messages, Bytes: i.Bytes, FirstSeq: i.FirstSeq, LastSeq: i.LastSeq,
+		Retention: i.Retention.String(), DuplicateWindow: i.DuplicateWindow.String(), Subscriptions: i.Subscriptions, CreateTime: i.Created.UTC()}
+}
+
+// Subscription is a subscription as the API shows it.
+type Subscription struct {
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// NumPending counts the messages not yet delivered.
+	NumPending uint64 `json:"num_pending"`
+	// NumAckPending counts the messages delivered but not yet acknowledged.
+	NumAckPending int `json:"num_ack_pending"`
+	// Backlog is NumPending + NumAckPending: what is not yet acknowledged.
+	Backlog uint64 `json:"backlog"`
+	// AckFloor is the sequence up to which every message is acknowledged.
+	AckFloor uint64 `json:"ack_floor"`
+	// Delivered is the sequence of the last delivered message.
+	Delivered uint64 `json:"delivered"`
+	// AckWait is how long a delivered message may stay unacknowledged
+	// before it is delivered again (a Go duration).
+	AckWait    string    `json:"ack_wait"`
+	CreateTime time.Time `json:"create_time"`
+}
+
+func subscriptionOf(i pubsub.SubscriptionInfo) Subscription {
+	return Subscription{Name: i.Name, Topic: i.Topic, NumPending: i.NumPending, NumAckPending: i.NumAckPending, Backlog: i.Backlog,
+		AckFloor: i.AckFloor, Delivered: i.Delivered, AckWait: i.AckWait.String(), CreateTime: i.Created.UTC()}
+}
+
+// CreateTopicRequest is the body of POST /v1/topics.
+type CreateTopicRequest struct {
+	Name string `json:"name"`
+	// Retention is how long the topic keeps messages, a Go duration
+	// ("168h", "30m"). Default "" means 7 days.
+	Retention string `json:"retention,omitempty"`
+}
+
+// TopicList is the reply to GET /v1/topics.
+type TopicList struct {
+	Topics []Topic `json:"topics"`
+}
+
+// PublishMessage is one message of a publish request.
+type PublishMessage struct {
+	// Data is the payload: a JSON string is published as its text, any
+	// other JSON value (an object, typically) as its compact JSON encoding.
+	Data json.RawMessage `json:"data"`
+	// Attributes travel with the message (names may not start with Nats-).
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// ID, when set, de-duplicates: a message with an ID the topic stored
+	// within its duplicate window is not stored again.
+	ID string `json:"id,omitempty"`
+}
+
+// PublishRequest is the body of POST /v1/topics/{name}:publish.
+type PublishRequest struct {
+	Messages []PublishMessage `json:"messages"`
+}
+
+// PublishResult says where one published message was stored.
+type PublishResult struct {
+	// Sequence is the message's sequence in the topic (the earlier
+	// message's when Duplicate).
+	Sequence uint64 `json:"sequence"`
+	// Duplicate reports that the ID was already stored within the
+	// duplicate window: nothing new was stored.
+	Duplicate bool `json:"duplicate"`
+}
+
+// PublishResponse is the reply to a publish request, one result per
+// message in request order.
+type PublishResponse struct {
+	// Published counts the messages stored, duplicates excluded.
+	Published  int             `json:"published"`
+	Duplicates int             `json:"duplicates"`
+	Results    []PublishResult `json:"results"`
+}
+
+// CreateSubscriptionRequest is the body of POST /v1/subscriptions.
+type CreateSubscriptionRequest struct {
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// AckWait is how long a delivered message may stay unacknowledged
+	// before it is delivered again, a Go duration. Default "" means 60s.
+	AckWait string `json:"ack_wait,omitempty"`
+	// FromBeginning delivers every message the topic still retains;
+	// default false: only messages published after the creation.
+	FromBeginning bool `json:"from_beginning,omitempty"`
+}
+
+// SubscriptionList is the reply to GET /v1/subscriptions.
+type SubscriptionList struct {
+	Subscriptions []Subscription `json:"subscriptions"`
+}
+
+// PullRequest is the body of POST /v1/subscriptions/{name}:pull.
+type PullRequest struct {
+	// Max is the most messages returned (1 to MaxPull; default 1). Pull
+	// returns what is available now, without waiting for more.
+	Max int `json:"max,omitempty"`
+	// Ack acknowledges the returned messages (cumulatively: every earlier
+	// message of the subscription too). Default false: they are delivered
+	// again after the subscription's ack wait.
+	Ack bool `json:"ack,omitempty"`
+}
+
+// MaxPull is the most messages one pull request returns.
+const MaxPull = 10000
+
+// PulledMessage is a message read from a subscription.
+type PulledMessage struct {
+	// Data is the payload when it is valid UTF-8 (JSON lines are);
+	// otherwise it is empty and DataBase64 holds the payload.
+	Data       string            `json:"data"`
+	DataBase64 string            `json:"data_base64,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	// ID is the message ID it was published with, if any.
+	ID          string    `json:"id,omitempty"`
+	Sequence    uint64    `json:"sequence"`
+	PublishTime time.Time `json:"publish_time"`
+	// NumDelivered counts the deliveries to this subscription, this one
+	// included.
+	NumDelivered uint64 `json:"num_delivered"`
+}
+
+// PullResponse is the reply to a pull request.
+type PullResponse struct {
+	Messages []PulledMessage `json:"messages"`
+}
+
+func pulledOf(m pubsub.Message) PulledMessage {
+	p := PulledMessage{Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime.UTC(), NumDelivered: m.NumDelivered}
+	if utf8.Valid(m.Data) {
+		p.Data = string(m.Data)
+	} else {
+		p.DataBase64 = base64.StdEncoding.EncodeToString(m.Data)
+	}
+	return p
+}
+
+// registerPubSub adds the topic and subscription routes to s.mux.
+func (s *Server) registerPubSub() {
+	s.mux.HandleFunc("POST /v1/topics", s.withPubSub(s.createTopic))
+	s.mux.HandleFunc("GET /v1/topics", s.withPubSub(s.listTopics))
+	s.mux.HandleFunc("GET /v1/topics/{name}", s.withPubSub(s.getTopic))
+	s.mux.HandleFunc("DELETE /v1/topics/{name}", s.withPubSub(s.deleteTopic))
+	s.mux.HandleFunc("POST /v1/topics/{name}", s.withPubSub(s.topicColonAction))
+	s.mux.HandleFunc("POST /v1/topics/{name}/{action}", s.withPubSub(s.topicPathAction))
+	s.mux.HandleFunc("POST /v1/subscriptions", s.withPubSub(s.createSubscription))
+	s.mux.HandleFunc("GET /v1/subscriptions", s.withPubSub(s.listSubscriptions))
+	s.mux.HandleFunc("GET /v1/subscriptions/{name}", s.withPubSub(s.getSubscription))
+	s.mux.HandleFunc("DELETE /v1/subscriptions/{name}", s.withPubSub(s.deleteSubscription))
+	s.mux.HandleFunc("POST /v1/subscriptions/{name}", s.withPubSub(s.subscriptionColonAction))
+	s.mux.HandleFunc("POST /v1/subscriptions/{name}/{action}", s.withPubSub(s.subscriptionPathAction))
+}
+
+// withPubSub answers 503 PUBSUB_UNAVAILABLE when the server has no broker.
+func (s *Server) withPubSub(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.pubsub == nil {
+			s.writeError(w, service.NewError(CodePubSubUnavailable, "this weir server has no Pub/Sub broker: topics and subscriptions are unavailable"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// noQuery refuses query parameters but the allowed ones.
+func noQuery(r *http.Request, allowed ...string) error {
+	for k := range r.URL.Query() {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			known := "none"
+			if len(allowed) > 0 {
+				known = strings.Join(allowed, ", ")
+			}
+			return service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: %s)", k, known)
+		}
+	}
+	return nil
+}
+
+// parseDuration reads an optional duration field of a request.
+func parseDuration(field, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, service.NewError(service.CodeInvalidRequest, "field %q: %q is not a duration (write it like 168h, 30m or 90s)", field, v)
+	}
+	if d <= 0 {
+		return 0, service.NewError(CodeInvalidConfig, "field %q: %s must be positive (leave it out for the default)", field, v)
+	}
+	return d, nil
+}
+
+func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) {
+	var req CreateTopicRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	retention, err := parseDuration("retention", req.Retention)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	info, err := s.pubsub.CreateTopic(r.Context(), req.Name, pubsub.TopicConfig{Retention: retention})
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/topics/"+info.Name)
+	writeJSON(w, http.StatusCreated, topicOf(info))
+}
+
+func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	infos, err := s.pubsub.ListTopics(r.Context())
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	out := TopicList{Topics: make([]Topic, 0, len(infos))}
+	for _, i := range infos {
+		out.Topics = append(out.Topics, topicOf(i))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// refuseAction answers a GET or DELETE of NAME:ACTION, which needs POST.
+func (s *Server) refuseAction(w http.ResponseWriter, r *http.Request) bool {
+	if name, action, ok := strings.Cut(r.PathValue("name"), ":"); ok {
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "%s:%s needs POST, not %s", name, action, r.Method))
+		return true
+	}
+	return false
+}
+
+func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
+	if s.refuseAction(w, r) {
+		return
+	}
+	info, err := s.pubsub.Topic(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, topicOf(info))
+}
+
+func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	if s.refuseAction(w, r) {
+		return
+	}
+	if err := s.pubsub.DeleteTopic(r.Context(), r.PathValue("name")); err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// topicColonAction serves POST /v1/topics/{name}:publish.
+func (s *Server) topicColonAction(w http.ResponseWriter, r *http.Request) {
+	name, action, ok := strings.Cut(r.PathValue("name"), ":")
+	if !ok {
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/topics/%s needs an action: /v1/topics/%s:publish", name, name))
+		return
+	}
+	s.topicAction(w, r, name, action)
+}
+
+// topicPathAction serves POST /v1/topics/{name}/publish.
+func (s *Server) topicPathAction(w http.ResponseWriter, r *http.Request) {
+	s.topicAction(w, r, r.PathValue("name"), r.PathValue("action"))
+}
+
+func (s *Server) topicAction(w http.ResponseWriter, r *http.Request, name, action string) {
+	if action != "publish" {
+		s.writeError(w, service.NewError(service.CodeNotFound, "unknown topic action %q: use publish", action))
+		return
+	}
+	var req PublishRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	resp, err := s.publish(r.Context(), name, req.Messages)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// publish checks every message, then publishes them in order. A failure
+// part-way leaves the earlier messages published; the error says how many
+// (republishing with IDs stores nothing twice).
+func (s *Server) publish(ctx context.Context, topic string, msgs []PublishMessage) (*PublishResponse, error) {
+	if len(msgs) == 0 {
+		return nil, service.NewError(service.CodeInvalidRequest, "field \"messages\" is empty: send at least one {data, attributes, id}")
+	}
+	payloads := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		p, err := payload(m.Data)
+		if err != nil {
+			return nil, service.NewError(service.CodeInvalidRequest, "message %d: %w", i, err)
+		}
+		payloads[i] = p
+	}
+	resp := &PublishResponse{Results: make([]PublishResult, 0, len(msgs))}
+	for i, m := range msgs {
+		res, err := s.pubsub.Publish(ctx, topic, payloads[i], m.Attributes, m.ID)
+		if err != nil {
+			if i == 0 {
+				return nil, pubsubError(err)
+			}
+			return nil, service.NewError(pubsubCode(err), "message %d: %w (the %d messages before it were published; republishing them with IDs stores nothing twice)", i, err, i)
+		}
+		resp.Results = append(resp.Results, PublishResult{Sequence: res.Sequence, Duplicate: res.Duplicate})
+		if res.Duplicate {
+			resp.Duplicates++
+		} else {
+			resp.Published++
+		}
+	}
+	return resp, nil
+}
+
+// payload returns the bytes of a message's data: a JSON string's text, or
+// any other JSON value compacted.
+func payload(data json.RawMessage) ([]byte, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || string(data) == "null" {
+		return nil, errors.New(`field "data" is missing: set it to a string or a JSON object`)
+	}
+	if data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return nil, fmt.Errorf("field \"data\": %w", err)
+		}
+		return []byte(s), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		return nil, fmt.Errorf("field \"data\": %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request) {
+	var req CreateSubscriptionRequest
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if req.Topic == "" {
+		s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"topic\" is missing: name the topic the subscription reads"))
+		return
+	}
+	ackWait, err := parseDuration("ack_wait", req.AckWait)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	info, err := s.pubsub.CreateSubscription(r.Context(), req.Name, req.Topic, pubsub.SubscriptionConfig{AckWait: ackWait, FromBeginning: req.FromBeginning})
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	w.Header().Set("Location", "/v1/subscriptions/"+info.Name)
+	writeJSON(w, http.StatusCreated, subscriptionOf(info))
+}
+
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r, "topic"); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	infos, err := s.pubsub.ListSubscriptions(r.Context(), r.URL.Query().Get("topic"))
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	out := SubscriptionList{Subscriptions: make([]Subscription, 0, len(infos))}
+	for _, i := range infos {
+		out.Subscriptions = append(out.Subscriptions, subscriptionOf(i))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) {
+	if s.refuseAction(w, r) {
+		return
+	}
+	info, err := s.pubsub.Subscription(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, subscriptionOf(info))
+}
+
+func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {
+	if s.refuseAction(w, r) {
+		return
+	}
+	if err := s.pubsub.DeleteSubscription(r.Context(), r.PathValue("name")); err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// subscriptionColonAction serves POST /v1/subscriptions/{name}:pull.
+func (s *Server) subscriptionColonAction(w http.ResponseWriter, r *http.Request) {
+	name, action, ok := strings.Cut(r.PathValue("name"), ":")
+	if !ok {
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/subscriptions/%s needs an action: /v1/subscriptions/%s:pull", name, name))
+		return
+	}
+	s.subscriptionAction(w, r, name, action)
+}
+
+// subscriptionPathAction serves POST /v1/subscriptions/{name}/pull.
+func (s *Server) subscriptionPathAction(w http.ResponseWriter, r *http.Request) {
+	s.subscriptionAction(w, r, r.PathValue("name"), r.PathValue("action"))
+}
+
+func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name, action string) {
+	if action != "pull" {
+		s.writeError(w, service.NewError(service.CodeNotFound, "unknown subscription action %q: use pull", action))
+		return
+	}
+	var req PullRequest
+	if r.ContentLength != 0 { // an empty body means the defaults
+		if err := decode(r, &req); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	if req.Max == 0 {
+		req.Max = 1
+	}
+	if req.Max < 0 || req.Max > MaxPull {
+		s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"max\" is %d: want 1 to %d", req.Max, MaxPull))
+		return
+	}
+	msgs, err := s.pubsub.Pull(r.Context(), name, req.Max, req.Ack)
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	out := PullResponse{Messages: make([]PulledMessage, 0, len(msgs))}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, pulledOf(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,650 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/api"
+)
+
+// Publish batching: a request carries at most publishBatchMessages
+// messages and about publishBatchBytes of payload, well under
+// api.MaxRequestBytes; maxLineBytes bounds one input line.
+const (
+	publishBatchMessages = 1000
+	publishBatchBytes    = 2 << 20
+	maxLineBytes         = 4 << 20
+)
+
+// pubsubClientError maps an API error of the topic and subscription routes
+// to the CLI's exit codes: bad names and settings are usage errors, the
+// rest as for jobs (clientError).
+func pubsubClientError(ctx context.Context, c *api.Client, err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) && (ae.Code == api.CodeInvalidName || ae.Code == api.CodeInvalidConfig) {
+		return withCode(ExitUsage, fmt.Errorf("%s (%s)", ae.Message, ae.Code))
+	}
+	return clientError(ctx, c, err)
+}
+
+// groupCommand returns a command group that prints its help, or a usage
+// error for an unknown subcommand.
+func groupCommand(use, short, long string, subs ...*cobra.Command) *cobra.Command {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.Name()
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown %s command %q (want %s)", use, args[0], strings.Join(names, ", "))
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+func newTopicsCommand(e *env) *cobra.Command {
+	return groupCommand("topics", "Create, list, delete and publish to the topics of a weir server's Pub/Sub",
+		`Topics manages the topics of a running weir server's Pub/Sub (--server,
+$WEIR_SERVER, default http://127.0.0.1:7070). A topic is a durable log: it keeps
+messages for its retention (default 7 days), acknowledged or not, so that
+subscriptions can later seek back. Pipelines read topics with ReadFromPubSub
+and write them with WriteToPubSub.
+
+Names are 1 to 200 characters from [A-Za-z0-9_-], starting with a letter or
+digit. The dead-letter topic of job J is weir.deadletter.J.
+
+Exit codes: 0 success, 1 the topic was not found or exists already, 2 usage
+(also an invalid name or setting), 5 no weir server answers.`,
+		newTopicsCreateCommand(e), newTopicsListCommand(e), newTopicsDescribeCommand(e), newTopicsDeleteCommand(e), newTopicsPublishCommand(e))
+}
+
+func newTopicsCreateCommand(e *env) *cobra.Command {
+	var format, server string
+	var retention time.Duration
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if retention <= 0 {
+				return usageErrorf("--retention %s: want a positive duration such as 168h", retention)
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			t, err := c.CreateTopic(cmd.Context(), api.CreateTopicRequest{Name: args[0], Retention: retention.String()})
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, t)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Created topic %s (retention %s).\n", t.Name, t.Retention)
+			return outputErr(err)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	cmd.Flags().DurationVar(&retention, "retention", 7*24*time.Hour, "how long the topic keeps messages, acknowledged or not")
+	return cmd
+}
+
+func newTopicsListCommand(e *env) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List topics (NAME MESSAGES BYTES SUBSCRIPTIONS RETENTION), by name",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			topics, err := c.ListTopics(cmd.Context())
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, topics)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION")
+			for _, t := range topics {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
+			}
+			return flush(tw)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newTopicsDescribeCommand(e *env) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Describe a topic: messages, sequences, retention, subscriptions",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			t, err := c.GetTopic(cmd.Context(), args[0])
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, t)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+			row("Name", t.Name)
+			row("Subject", t.Subject)
+			row("Messages", fmt.Sprintf("%d (%d bytes), sequences %d..%d", t.Messages, t.Bytes, t.FirstSeq, t.LastSeq))
+			row("Retention", t.Retention)
+			row("Duplicate window", t.DuplicateWindow)
+			row("Subscriptions", strconv.Itoa(t.Subscriptions))
+			row("Create time", formatTime(t.CreateTime))
+			return flush(tw)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newTopicsDeleteCommand(e *env) *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic with its messages and its subscriptions",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Deleted topic %s.\n", args[0])
+			return outputErr(err)
+		},
+	}
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+// publishFlags are the flags of `weir topics publish`.
+type publishFlags struct {
+	format, server, file, idField string
+	attributes                    []string
+}
+
+// publishSummary is what `weir topics publish --format json` prints.
+type publishSummary struct {
+	Topic      string `json:"topic"`
+	Published  int    `json:"published"`
+	Duplicates int    `json:"duplicates"`
+}
+
+func newTopicsPublishCommand(e *env) *cobra.Command {
+	var f publishFlags
+	cmd := &cobra.Command{
+		Use:   "publish TOPIC",
+		Short: "Publish JSON lines from a file or stdin, one message per line",
+		Long: `Publish reads JSON lines from --file (or stdin, or --file -) and publishes
+each non-empty line as one message, in order, as it is. Every line must be
+valid JSON; the first that is not stops the command, naming its line number,
+after the lines before it were published.
+
+--attribute k=v (repeatable) sets an attribute on every message. --id-field F
+takes each message's ID from the top-level field F of its JSON object (a string
+or a number): a message whose ID the topic stored within its duplicate window
+(10 minutes) is not stored again, so publishing a file twice is harmless.
+
+It prints how many messages were stored and how many were duplicates.`,
+		Args: exactArgs("TOPIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPublish(cmd.Context(), e, cmd.InOrStdin(), args[0], f)
+		},
+	}
+	addFormatFlag(cmd, &f.format)
+	addServerFlag(cmd, &f.server)
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "JSON lines file to publish (default stdin)")
+	fl.StringArrayVar(&f.attributes, "attribute", nil, "k=v attribute set on every message (repeatable)")
+	fl.StringVar(&f.idField, "id-field", "", "top-level JSON field holding each message's ID, for de-duplication")
+	return cmd
+}
+
+// parseAttributes reads --attribute k=v flags.
+func parseAttributes(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for _, a := range flags {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--attribute %q: want name=value", a)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f publishFlags) error {
+	if err := checkFormat(f.format); err != nil {
+		return err
+	}
+	attrs, err := parseAttributes(f.attributes)
+	if err != nil {
+		return err
+	}
+	in, name := stdin, "stdin"
+	if f.file != "" && f.file != "-" {
+		fh, err := os.Open(f.file)
+		if err != nil {
+			return withCode(ExitFailure, fmt.Errorf("opening the messages to publish: %w", err))
+		}
+		defer fh.Close()
+		in, name = fh, f.file
+	}
+	c, err := newClient(f.server)
+	if err != nil {
+		return err
+	}
+	sum := publishSummary{Topic: topic}
+	var batch []api.PublishMessage
+	size := 0
+	send := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := c.Publish(ctx, topic, batch)
+		if err != nil {
+			err = pubsubClientError(ctx, c, err)
+			if sum.Published+sum.Duplicates > 0 {
+				return withCode(exitCode(ctx, err), fmt.Errorf("%w (%s before)", err, publishedBefore(sum)))
+			}
+			return err
+		}
+		sum.Published += res.Published
+		sum.Duplicates += res.Duplicates
+		batch, size = batch[:0], 0
+		return nil
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	for line := 1; sc.Scan(); line++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		m, err := lineMessage(text, attrs, f.idField)
+		if err != nil {
+			_ = send() // publish what came before, as documented
+			return withCode(ExitFailure, fmt.Errorf("%s:%d: %w; %s before it", name, line, err, publishedBefore(sum)))
+		}
+		batch = append(batch, m)
+		size += len(text)
+		if len(batch) >= publishBatchMessages || size >= publishBatchBytes {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+		}
+		_ = send()
+		return withCode(ExitFailure, fmt.Errorf("reading %s: %w; %s before", name, err, publishedBefore(sum)))
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	if f.format == formatJSON {
+		return writeJSON(e.stdout, sum)
+	}
+	_, err = fmt.Fprintf(e.stdout, "Published %s to topic %s (%s).\n", plural(sum.Published, "message"), topic, plural(sum.Duplicates, "duplicate"))
+	return outputErr(err)
+}
+
+// publishedBefore says how many messages a failed publish got through.
+func publishedBefore(sum publishSummary) string {
+	if n := sum.Published + sum.Duplicates; n != 1 {
+		return fmt.Sprintf("%d messages were published", n)
+	}
+	return "1 message was published"
+}
+
+// lineMessage makes the message of one JSON line: the line as its data,
+// attrs, and the ID from idField when set.
+func lineMessage(line []byte, attrs map[string]string, idField string) (api.PublishMessage, error) {
+	if !json.Valid(line) {
+		return api.PublishMessage{}, errors.New("the line is not valid JSON")
+	}
+	data, err := json.Marshal(string(line)) // a JSON string: published byte for byte
+	if err != nil {
+		return api.PublishMessage{}, fmt.Errorf("encoding the line: %w", err)
+	}
+	m := api.PublishMessage{Data: data, Attributes: attrs}
+	if idField == "" {
+		return m, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return api.PublishMessage{}, fmt.Errorf("--id-field %s needs a JSON object on every line", idField)
+	}
+	raw, ok := obj[idField]
+	if !ok {
+		return api.PublishMessage{}, fmt.Errorf("--id-field %s: the object has no field %q", idField, idField)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil && s != "" {
+		m.ID = s
+		return m, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		m.ID = n.String()
+		return m, nil
+	}
+	return api.PublishMessage{}, fmt.Errorf("--id-field %s: field %q is %s, want a non-empty string or a number", idField, idField, raw)
+}
+
+func newSubscriptionsCommand(e *env) *cobra.Command {
+	return groupCommand("subscriptions", "Create, list, delete and pull from the subscriptions of a weir server's Pub/Sub",
+		`Subscriptions manages the subscriptions of a running weir server's Pub/Sub
+(--server, $WEIR_SERVER, default http://127.0.0.1:7070). A subscription is a
+durable cursor on one topic with acknowledgements: a message delivered and not
+acknowledged within the ack wait is delivered again. Acknowledgements are
+cumulative (acknowledging a message acknowledges every earlier one), so a
+subscription has one reader at a time: do not pull with acknowledgement from a
+subscription a running job reads. A new subscription gets the messages
+published after its creation, or every retained one with --from-beginning.
+
+Exit codes: 0 success, 1 the subscription or topic was not found or the name
+is taken, 2 usage (also an invalid name or setting), 5 no weir server answers.`,
+		newSubscriptionsCreateCommand(e), newSubscriptionsListCommand(e), newSubscriptionsDescribeCommand(e),
+		newSubscriptionsDeleteCommand(e), newSubscriptionsPullCommand(e))
+}
+
+func newSubscriptionsCreateCommand(e *env) *cobra.Command {
+	var format, server, topic string
+	var ackWait time.Duration
+	var fromBeginning bool
+	cmd := &cobra.Command{
+		Use:   "create NAME --topic TOPIC",
+		Short: "Create a subscription on a topic",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if topic == "" {
+				return usageErrorf("%s needs --topic TOPIC", cmd.CommandPath())
+			}
+			if ackWait <= 0 {
+				return usageErrorf("--ack-wait %s: want a positive duration such as 60s", ackWait)
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			s, err := c.CreateSubscription(cmd.Context(), api.CreateSubscriptionRequest{Name: args[0], Topic: topic, AckWait: ackWait.String(), FromBeginning: fromBeginning})
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, s)
+			}
+			from := "new messages only"
+			if fromBeginning {
+				from = fmt.Sprintf("from the beginning: %d messages pending", s.Backlog)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Created subscription %s on topic %s (ack wait %s, %s).\n", s.Name, s.Topic, s.AckWait, from)
+			return outputErr(err)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	fl := cmd.Flags()
+	fl.StringVar(&topic, "topic", "", "topic the subscription reads (required)")
+	fl.DurationVar(&ackWait, "ack-wait", 60*time.Second, "how long a delivered message may stay unacknowledged before it is delivered again")
+	fl.BoolVar(&fromBeginning, "from-beginning", false, "deliver every message the topic retains, not only those published from now on")
+	return cmd
+}
+
+func newSubscriptionsListCommand(e *env) *cobra.Command {
+	var format, server, topic string
+	cmd := &cobra.Command{
+		Use:   "list [--topic TOPIC]",
+		Short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT), by name",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			subs, err := c.ListSubscriptions(cmd.Context(), topic)
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, subs)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT")
+			for _, s := range subs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
+			}
+			return flush(tw)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	cmd.Flags().StringVar(&topic, "topic", "", "list only the subscriptions of this topic")
+	return cmd
+}
+
+func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
+	var format, server string
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Describe a subscription: topic, backlog, acknowledgement floor",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			s, err := c.GetSubscription(cmd.Context(), args[0])
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, s)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+			row("Name", s.Name)
+			row("Topic", s.Topic)
+			row("Backlog", fmt.Sprintf("%d (%d not delivered, %d awaiting acknowledgement)", s.Backlog, s.NumPending, s.NumAckPending))
+			row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+			row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
+			row("Ack wait", s.AckWait)
+			row("Create time", formatTime(s.CreateTime))
+			return flush(tw)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a subscription (its topic keeps its messages)",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteSubscription(cmd.Context(), args[0]); err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Deleted subscription %s.\n", args[0])
+			return outputErr(err)
+		},
+	}
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newSubscriptionsPullCommand(e *env) *cobra.Command {
+	var format, server string
+	var maxN int
+	var noAck bool
+	cmd := &cobra.Command{
+		Use:   "pull NAME [--max N] [--no-ack]",
+		Short: "Print the messages available now and acknowledge them (for people, not pipelines)",
+		Long: `Pull prints up to --max messages available now in the subscription, without
+waiting for more, and acknowledges them. With --no-ack they are delivered again
+after the subscription's ack wait. Acknowledgement is cumulative: do not pull
+with acknowledgement from a subscription a running job reads.
+
+The text output is one block per message: its sequence, publish time, ID and
+attributes, then its data. --format json prints
+[{data, data_base64?, attributes, id, sequence, publish_time, num_delivered}].`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if maxN < 1 || maxN > api.MaxPull {
+				return usageErrorf("--max %d: want 1 to %d", maxN, api.MaxPull)
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			msgs, err := c.Pull(cmd.Context(), args[0], api.PullRequest{Max: maxN, Ack: !noAck})
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, msgs)
+			}
+			return printPulled(e.stdout, args[0], msgs, !noAck)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	cmd.Flags().IntVar(&maxN, "max", 10, "most messages to print")
+	cmd.Flags().BoolVar(&noAck, "no-ack", false, "leave the messages unacknowledged (delivered again after the ack wait)")
+	return cmd
+}
+
+// printPulled prints pulled messages for people.
+func printPulled(w io.Writer, sub string, msgs []api.PulledMessage, acked bool) error {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "sequence %d  published %s", m.Sequence, formatTime(m.PublishTime))
+		if m.ID != "" {
+			fmt.Fprintf(&b, "  id %s", m.ID)
+		}
+		if m.NumDelivered > 1 {
+			fmt.Fprintf(&b, "  delivery %d", m.NumDelivered)
+		}
+		if len(m.Attributes) > 0 {
+			keys := make([]string, 0, len(m.Attributes))
+			for k := range m.Attributes {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			b.WriteString("  attributes")
+			for _, k := range keys {
+				fmt.Fprintf(&b, " %s=%s", k, m.Attributes[k])
+			}
+		}
+		b.WriteString("\n  ")
+		if m.DataBase64 != "" {
+			b.WriteString("(binary, base64) " + m.DataBase64)
+		} else {
+			b.WriteString(m.Data)
+		}
+		b.WriteString("\n")
+	}
+	what := "left unacknowledged"
+	if acked {
+		what = "acknowledged"
+	}
+	if len(msgs) == 0 {
+		fmt.Fprintf(&b, "No messages available in subscription %s.\n", sub)
+	} else {
+		fmt.Fprintf(&b, "%s from subscription %s, %s.\n", plural(len(msgs), "message"), sub, what)
+	}
+	_, err := io.WriteString(w, b.String())
+	return outputErr(err)
+}
+
+// plural returns "1 message", "2 messages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// outputErr reports a failed write to stdout.
+func outputErr(err error) error {
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}
