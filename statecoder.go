@@ -3,6 +3,7 @@ package weir
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/weir-dev/weir/runner"
 )
@@ -11,10 +12,33 @@ import (
 // accumulators, state cells, bag elements and map entries. Types whose JSON
 // does not round-trip (unexported fields, interfaces) need a json.Marshaler.
 
-func encodeJSON(v any) ([]byte, error) { return json.Marshal(v) }
+// Strings and 64-bit integers, the common key and accumulator types, skip
+// JSON: a string is its bytes, an int64 its decimal text (which is also its
+// JSON, so the two encodings agree). Other types use encoding/json.
+
+func encodeJSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.AppendInt(nil, x, 10), nil
+	case string:
+		return append([]byte{'s'}, x...), nil
+	}
+	return json.Marshal(v)
+}
 
 func decodeJSON[T any](b []byte) (T, error) {
 	var v T
+	switch p := any(&v).(type) {
+	case *int64:
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		*p = n
+		return v, err
+	case *string:
+		if len(b) > 0 && b[0] == 's' {
+			*p = string(b[1:])
+			return v, nil
+		}
+	}
 	err := json.Unmarshal(b, &v)
 	return v, err
 }

@@ -243,6 +243,15 @@ func (n *aggNode) snapshot(epoch uint64) error {
 // same worker count each instance takes its predecessor's whole state; when
 // rescaling, key groups move between workers as the routing table says.
 func (n *aggNode) adopt(olds []node) {
+	if len(olds) == len(n.w.r.workers) {
+		// Same worker count, same routing: take the predecessor's state and
+		// timers whole, without touching them.
+		if old, ok := olds[n.w.id].(*aggNode); ok {
+			n.cpGen, n.gen = old.cpGen+1, old.gen
+			n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
+			return
+		}
+	}
 	route := n.w.r.route
 	for _, o := range olds {
 		old, ok := o.(*aggNode)

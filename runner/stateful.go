@@ -275,6 +275,13 @@ func (n *statefulNode) snapshot(epoch uint64) error {
 // adopt takes over, in memory, the state and timers of the key groups this
 // worker owns from a paused execution's instances (see aggNode.adopt).
 func (n *statefulNode) adopt(olds []node) {
+	if len(olds) == len(n.w.r.workers) {
+		if old, ok := olds[n.w.id].(*statefulNode); ok {
+			n.seq, n.cpGen = old.seq, old.cpGen+1
+			n.groups, n.events, n.proc = old.groups, old.events, old.proc
+			return
+		}
+	}
 	route := n.w.r.route
 	for _, o := range olds {
 		old, ok := o.(*statefulNode)
