@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+	"github.com/weir-dev/weir/window"
+)
+
+// UpdateConfig configures `weir bench update`: a keyed job holding Keys
+// keys of state under a steady load is replaced (Mode "update": in-place
+// update, state handed over in memory; Mode "restore": stop and restore
+// the same state from the durable checkpoint), and the longest gap between
+// two consecutive elements entering the pipeline around the swap is the pause.
+type UpdateConfig struct {
+	Keys int64
+	// Rate is the steady load in elements per second. Default 50,000.
+	Rate float64
+	// Workers is the worker count. Default 2.
+	Workers int
+	// Mode is "update" or "restore".
+	Mode string
+	// Dir holds the state store.
+	Dir string
+	// Steady is how long the steady load runs before and after the swap.
+	// Default 2s.
+	Steady time.Duration
+}
+
+// UpdateOutcome is what one run of the update benchmark measured.
+type UpdateOutcome struct {
+	Mode        string  `json:"mode"`
+	Keys        int64   `json:"keys"`
+	PauseMillis float64 `json:"pause_ms"`
+	// SwapMillis is how long the swap call itself took.
+	SwapMillis float64 `json:"swap_ms"`
+	// FillSeconds is how long building the state took (not measured as pause).
+	FillSeconds float64 `json:"fill_s"`
+	// Elements is how many elements the two executions consumed in total.
+	Elements int64 `json:"elements"`
+	// Verified says the final per-key totals add up to the elements read.
+	Verified bool `json:"verified"`
+}
+
+func (c *UpdateConfig) ensureDefaults() {
+	if c.Rate <= 0 {
+		c.Rate = 50000
+	}
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.Steady <= 0 {
+		c.Steady = 2 * time.Second
+	}
+}
+
+// fillSource emits element i with key i for i < keys as fast as it can
+// (building the state), then keys cycling through [0, keys) at rate per
+// second (the steady load). Its position is the next index, so a restored
+// or updated execution continues exactly where the checkpoint was.
+type fillSource struct {
+	keys int64
+	rate float64
+}
+
+func (s *fillSource) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
+	return s.Resume(ctx, [][]byte{nil})
+}
+
+func (s *fillSource) Resume(_ context.Context, pos [][]byte) ([]runner.SourceSplit, error) {
+	next := int64(0)
+	if len(pos) > 0 && len(pos[0]) == 8 {
+		next = int64(binary.BigEndian.Uint64(pos[0]))
+	}
+	return []runner.SourceSplit{&fillSplit{src: s, next: next, start: time.Now(), startNext: next}}, nil
+}
+
+type fillSplit struct {
+	src       *fillSource
+	next      int64
+	start     time.Time
+	startNext int64
+}
+
+func (f *fillSplit) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+	n := 0
+	if f.next >= f.src.keys {
+		// Steady phase: pace to the rate, from when this split reached it.
+		if f.startNext < f.src.keys {
+			f.start, f.startNext = time.Now(), f.next
+		}
+		due := f.start.Add(time.Duration(float64(f.next-f.startNext) / f.src.rate * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return runner.ReadResult{}, ctx.Err()
+			case <-t.C:
+			}
+		}
+		if max := int(f.src.rate/200) + 1; len(buf) > max {
+			buf = buf[:max]
+		}
+	}
+	for n < len(buf) {
+		i := f.next
+		k := i
+		if i >= f.src.keys {
+			k = (i * 2654435761) % f.src.keys
+		}
+		buf[n] = runner.Element{Value: weir.KV[int64, int64]{Key: k, Value: 1}, Time: 0, Window: window.Global, Pane: window.NoFiring}
+		n++
+		f.next++
+		if f.next == f.src.keys {
+			break
+		}
+	}
+	return runner.ReadResult{N: n, Watermark: 0}, nil
+}
+
+func (f *fillSplit) Close() error { return nil }
+
+func (f *fillSplit) Position() ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(f.next)), nil
+}
+
+func (f *fillSplit) Ack(context.Context, []byte) error { return nil }
+
+// gapProbe records when elements enter the pipeline: the longest gap
+// between two consecutive arrivals since the last reset.
+type gapProbe struct {
+	mu      sync.Mutex
+	last    time.Time
+	maxGap  time.Duration
+	armed   bool
+	arrived atomic.Int64
+}
+
+func (g *gapProbe) Process(pc *runner.ProcessContext, e runner.Element) error {
+	g.arrived.Add(1)
+	if g.armed {
+		now := time.Now()
+		g.mu.Lock()
+		if !g.last.IsZero() && now.Sub(g.last) > g.maxGap {
+			g.maxGap = now.Sub(g.last)
+		}
+		g.last = now
+		g.mu.Unlock()
+	}
+	pc.Emit(0, e)
+	return nil
+}
+
+func (g *gapProbe) arm() {
+	g.mu.Lock()
+	g.armed, g.last, g.maxGap = true, time.Time{}, 0
+	g.mu.Unlock()
+}
+
+func (g *gapProbe) gap() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.maxGap
+}
+
+// totalsSink adds up the final per-key sums.
+type totalsSink struct{ total atomic.Int64 }
+
+func (t *totalsSink) Write(_ context.Context, _ int, es []runner.Element) error {
+	var s int64
+	for _, e := range es {
+		s += e.Value.(weir.KV[int64, int64]).Value
+	}
+	t.total.Add(s)
+	return nil
+}
+
+func (t *totalsSink) Close(context.Context) error { return nil }
+
+func updatePipeline(src *fillSource, probe *gapProbe, sink *totalsSink) *weir.Pipeline {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Read[weir.KV[int64, int64]](s, "Events", src, false)
+	probed := weir.ParDoFn[weir.KV[int64, int64], weir.KV[int64, int64]](s, "Probe", in, probe)
+	sums := weir.CombinePerKey(s, "CountByKey", probed, weir.Sum[int64]())
+	weir.Write(s, "Totals", sums, runner.Sink(sink))
+	return p
+}
+
+// RunUpdate runs the update benchmark once in this process.
+func RunUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
+	cfg.ensureDefaults()
+	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys}
+	if cfg.Mode != "update" && cfg.Mode != "restore" {
+		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
+	}
+	store, err := state.Open(filepath.Join(cfg.Dir, "state"), nil)
+	if err != nil {
+		return out, err
+	}
+	defer store.Close()
+	src := &fillSource{keys: cfg.Keys, rate: cfg.Rate}
+	probe := &gapProbe{}
+	sink := &totalsSink{}
+	const lineage, jobID = "bench-update", "job-1"
+	checkpoint := func(x *runner.Execution) error {
+		cp, err := x.Checkpoint(ctx)
+		if err != nil {
+			return err
+		}
+		if err := store.WriteCheckpoint(lineage, jobID, cp, nil); err != nil {
+			return err
+		}
+		return x.Commit(ctx, cp)
+	}
+	prog := updatePipeline(src, probe, sink).Program()
+	start := time.Now()
+	x, err := runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true})
+	if err != nil {
+		return out, err
+	}
+	// Fill: wait until every key has state, then checkpoint it (the first,
+	// large checkpoint belongs to building the state, not to the swap).
+	for x.Metrics().Step("CountByKey").ElementsIn < cfg.Keys {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := checkpoint(x); err != nil {
+		return out, err
+	}
+	out.FillSeconds = time.Since(start).Seconds()
+	// Steady load with periodic checkpoints, as a job service would take.
+	stop := make(chan struct{})
+	var cpErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	periodic := func(x *runner.Execution) {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := checkpoint(x); err != nil {
+					cpErr.Store(&err)
+					return
+				}
+			}
+		}
+	}
+	wg.Add(1)
+	go periodic(x)
+	time.Sleep(cfg.Steady)
+	close(stop)
+	wg.Wait()
+	if e := cpErr.Load(); e != nil {
+		return out, *e
+	}
+	probe.arm()
+	time.Sleep(200 * time.Millisecond)
+
+	swapStart := time.Now()
+	cp, err := x.Pause(ctx)
+	if err != nil {
+		return out, err
+	}
+
+	if err := store.WriteCheckpoint(lineage, jobID, cp, nil); err != nil {
+		return out, err
+	}
+	if err := x.Commit(ctx, cp); err != nil {
+		return out, err
+	}
+	x.Cancel()
+	res1, _ := x.Wait()
+
+	restore, _, err := store.Restore(lineage, jobID)
+	if err != nil {
+		return out, err
+	}
+	opts := runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: restore}
+	if cfg.Mode == "update" {
+		opts.Adopt = &runner.Adoption{From: x, Steps: map[string]string{"CountByKey": "CountByKey"}}
+	}
+	x2, err := runner.Start(ctx, prog, opts)
+	if err != nil {
+		return out, err
+	}
+	out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
+	x = nil
+	time.Sleep(cfg.Steady)
+	out.PauseMillis = float64(probe.gap().Microseconds()) / 1000
+	x2.Drain()
+	res2, err := x2.Wait()
+	if err != nil {
+		return out, err
+	}
+	// Elements the first execution read after the pause barrier were
+	// discarded and read again; count what the checkpoint covered.
+	covered := int64(binary.BigEndian.Uint64(cp.Positions["Events"][0]))
+	_ = res1
+	out.Elements = covered + (res2.Step("Events").ElementsIn)
+	out.Verified = sink.total.Load() == out.Elements
+	if !out.Verified {
+		return out, fmt.Errorf("%w: the per-key totals add up to %d, but %d elements were read", ErrMismatch, sink.total.Load(), out.Elements)
+	}
+	return out, nil
+}
