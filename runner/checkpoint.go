@@ -455,11 +455,16 @@ func readWindow(b []byte) (window.Window, []byte, error) {
 
 // encodeAggKey encodes the windows of one key of an aggregation.
 func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
+	return appendAggKey(nil, sc, k)
+}
+
+// appendAggKey appends the encoding of encodeAggKey to out.
+func appendAggKey(out []byte, sc StateCoder, k *aggKey) ([]byte, error) {
 	kb, err := sc.EncodeKey(k.key)
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
-	out := appendBytes(nil, kb)
+	out = appendBytes(out, kb)
 	out = binary.AppendUvarint(out, uint64(len(k.wins)))
 	for _, ws := range k.wins {
 		out = appendWindow(out, ws.w)
