@@ -146,7 +146,8 @@ drains and cancels its jobs.`,
 		newSubscriptionsCommand(e),
 		newCheckCommand(e),
 		newGraphCommand(e),
-		newBenchCommand(e),
+		withSubcommands(newBenchCommand(e), newBenchUpdateCommand(e)),
+		newBenchChildUpdateCommand(e),
 		newBenchChildCommand(e),
 		newVersionCommand(e),
 	)
@@ -190,4 +191,10 @@ func workingDir() (string, error) {
 		return "", fmt.Errorf("finding the current directory: %w", err)
 	}
 	return wd, nil
+}
+
+// withSubcommands adds subs to cmd and returns it.
+func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.AddCommand(subs...)
+	return cmd
 }

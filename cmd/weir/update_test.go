@@ -118,3 +118,33 @@ func TestCLIUpdate(t *testing.T) {
 		t.Errorf("update of a drained lineage: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestCLIBenchUpdate runs `weir bench update` at a tiny size: both modes
+// run in child processes and report a verified pause.
+func TestCLIBenchUpdate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs benchmark children")
+	}
+	r := runCLI(t, "", "bench", "update", "--keys", "5000", "--rate", "20000", "--steady", "300ms", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var runs []struct {
+		Mode     string  `json:"mode"`
+		Keys     int64   `json:"keys"`
+		PauseMS  float64 `json:"pause_ms"`
+		Verified bool    `json:"verified"`
+		PeakRSS  int64   `json:"peak_rss_bytes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if len(runs) != 2 || runs[0].Mode != "update" || runs[1].Mode != "restore" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	for _, run := range runs {
+		if !run.Verified || run.PauseMS <= 0 || run.Keys != 5000 || run.PeakRSS <= 0 {
+			t.Errorf("run: %+v", run)
+		}
+	}
+}

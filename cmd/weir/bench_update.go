@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/bench"
+)
+
+// updateRun is one row of `weir bench update`: an outcome with the child's
+// peak memory.
+type updateRun struct {
+	bench.UpdateOutcome
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+}
+
+func newBenchUpdateCommand(e *env) *cobra.Command {
+	var keys []string
+	var rate float64
+	var workers int
+	var steady time.Duration
+	var format string
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Pause of an in-place update against stop-and-restore, with N keys of state under steady load",
+		Long: `update builds a keyed job with --keys keys of per-key state (a sum per key),
+runs it under a steady load (--rate elements/s) with a checkpoint every second
+into the Pebble store, then replaces it: "update" pauses it at a checkpoint and
+a new execution adopts the keyed state in memory (weir's in-place update);
+"restore" stops it the same way and starts a new execution that reads the state
+back from the store (stop and restore from checkpoint). The pause is the longest
+gap between two consecutive elements entering the pipeline around the swap.
+Each run is its own child process; the per-key totals are verified.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+			}
+			var runs []updateRun
+			for _, k := range keys {
+				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
+				if err != nil || n < 1 {
+					return usageErrorf("--keys: %q is not a positive number", k)
+				}
+				for _, mode := range []string{"update", "restore"} {
+					dir, err := os.MkdirTemp("", "weir-bench-update-")
+					if err != nil {
+						return withCode(ExitFailure, err)
+					}
+					c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
+						"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir)
+					var out bytes.Buffer
+					c.Stdout, c.Stderr = &out, e.stderr
+					e.logger.Info("running", "mode", mode, "keys", n)
+					err = c.Run()
+					os.RemoveAll(dir)
+					if err != nil {
+						return withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
+					}
+					var r updateRun
+					if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
+						return withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
+					}
+					if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+						r.PeakRSSBytes = ru.Maxrss * 1024
+					}
+					runs = append(runs, r)
+				}
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, runs)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "MODE\tKEYS\tPAUSE MS\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
+			for _, r := range runs {
+				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t\n", r.Mode, r.Keys, r.PauseMillis, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
+			}
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&keys, "keys", []string{"100000", "1000000"}, "keys of state, comma-separated (each runs both modes)")
+	fl.Float64Var(&rate, "rate", 50000, "steady load in elements per second")
+	fl.IntVar(&workers, "workers", 2, "workers of the job")
+	fl.DurationVar(&steady, "steady", 2*time.Second, "steady load before and after the swap")
+	addFormatFlag(cmd, &format)
+	return cmd
+}
+
+// newBenchChildUpdateCommand is the hidden command one run of
+// `weir bench update` executes in its own process.
+func newBenchChildUpdateCommand(e *env) *cobra.Command {
+	var cfg bench.UpdateConfig
+	cmd := &cobra.Command{
+		Use:    benchChildCommand + "-update MODE",
+		Short:  "Run one update benchmark in this process (used by weir bench update)",
+		Hidden: true,
+		Args:   exactArgs("MODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Mode = args[0]
+			out, err := bench.RunUpdate(cmd.Context(), cfg)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			_, err = fmt.Fprintln(e.stdout, string(b))
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64Var(&cfg.Keys, "keys", 100000, "keys of state")
+	fl.Float64Var(&cfg.Rate, "rate", 50000, "steady load in elements per second")
+	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
+	fl.DurationVar(&cfg.Steady, "steady", 2*time.Second, "steady load before and after the swap")
+	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
+	return cmd
+}
+
+// lastLineOf returns the last non-empty line of b.
+func lastLineOf(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return lines[len(lines)-1]
+}
