@@ -1,11 +1,17 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
 )
 
 const updateV1 = `pipeline:
@@ -146,5 +152,107 @@ func TestCLIBenchUpdate(t *testing.T) {
 		if !run.Verified || run.PauseMS <= 0 || run.Keys != 5000 || run.PeakRSS <= 0 {
 			t.Errorf("run: %+v", run)
 		}
+	}
+}
+
+const crashUpdateV1 = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {count: 8000, rate: 2000, keys: 5, spacing: 1s, seed: 3}
+%s    - type: Combine
+      name: Sums
+      input: %s
+      windowing: {type: fixed, size: 1h}
+      config:
+        group_by: [key]
+        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
+    - type: WriteToSql
+      name: Write
+      input: Sums
+      config: {dsn: %s, table: totals, key: [key]}
+`
+
+func crashPipeline(db string, filter bool) string {
+	if filter {
+		return fmt.Sprintf(crashUpdateV1, "    - type: Filter\n      name: Keep\n      input: Events\n      config: {keep: \"amount >= 0\"}\n", "Keep", db)
+	}
+	return fmt.Sprintf(crashUpdateV1, "", "Events", db)
+}
+
+func sqlRows(t *testing.T, db string) string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals ORDER BY key, window_start`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var k, w string
+		var total, n int64
+		if err := rows.Scan(&k, &w, &total, &n); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s %d %d\n", k, w, total, n)
+	}
+	return b.String()
+}
+
+// TestCLIUpdateCrash kills the server with SIGKILL while an update is in
+// flight, at a different moment each round, restarts it, and checks that
+// exactly one job of the name is active and that the finished job's table
+// equals a run without update or crash: nothing lost, nothing twice.
+func TestCLIUpdateCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	for round, delay := range []time.Duration{0, 40 * time.Millisecond, 150 * time.Millisecond} {
+		t.Run(fmt.Sprintf("kill-after-%s", delay), func(t *testing.T) {
+			dir := t.TempDir()
+			oracleDB := filepath.Join(dir, "oracle.sqlite")
+			if err := os.WriteFile(filepath.Join(dir, "oracle.yaml"), []byte(crashPipeline(oracleDB, false)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if r := runCLI(t, dir, "run", "oracle.yaml"); r.code != ExitOK {
+				t.Fatalf("oracle run: %d %s", r.code, r.stderr)
+			}
+			want := sqlRows(t, oracleDB)
+			db := filepath.Join(dir, "job.sqlite")
+			for name, filter := range map[string]bool{"v1.yaml": false, "v2.yaml": true} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(crashPipeline(db, filter)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data := filepath.Join(dir, "data")
+			p := startServer(t, data)
+			if r := p.cli(dir, "run", "v1.yaml", "--job-name", "crash"); r.code != ExitOK {
+				t.Fatalf("submit: %d %s", r.code, r.stderr)
+			}
+			p.waitJob("crash", "a checkpoint", epochAtLeast(float64(3+round)))
+			update := make(chan cliResult, 1)
+			go func() { update <- runCLI(t, dir, "run", "v2.yaml", "--job-name", "crash", "--update", "--server", p.url) }()
+			time.Sleep(delay)
+			p.stop(syscall.SIGKILL)
+			<-update
+			p = startServer(t, data)
+			r := p.cli(dir, "jobs", "list", "--status", "active", "--format", "json")
+			var active []map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &active); err != nil || len(active) != 1 {
+				t.Fatalf("active jobs after the crash: %v %s", err, r.stdout)
+			}
+			id, _ := active[0]["id"].(string)
+			p.waitJob(id, "DONE", func(m map[string]any) bool {
+				return m["state"] == "DONE" && m["pending_commit"] != true || m["state"] == "FAILED"
+			})
+			if got := sqlRows(t, db); got != want {
+				t.Errorf("table after update and crash:\n%s\nwithout:\n%s", got, want)
+			}
+		})
 	}
 }
