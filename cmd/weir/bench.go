@@ -32,7 +32,7 @@ process, and prints throughput, CPU time and peak memory side by side.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newBenchWindowedSumCommand(e))
+	cmd.AddCommand(newBenchWindowedSumCommand(e), newBenchPubSubSQLCommand(e))
 	return cmd
 }
 
@@ -187,19 +187,34 @@ func formatFigure(x float64) string {
 	return strconv.FormatFloat(x, 'f', 2, 64)
 }
 
+// newBenchChildCommand is the hidden command the benchmarks re-execute
+// this binary with: `weir bench-child WORKLOAD VARIANT [flags]` runs one
+// variant in this process and prints its outcome as JSON.
 func newBenchChildCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    benchChildCommand + " WORKLOAD VARIANT",
+		Short:  "Run one benchmark variant in this process (used by weir bench)",
+		Hidden: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("%s needs a workload (windowed-sum or pubsub-to-sql)", benchChildCommand)
+			}
+			return usageErrorf("unknown benchmark %q (want windowed-sum or pubsub-to-sql)", args[0])
+		},
+	}
+	cmd.AddCommand(newBenchChildWindowedSumCommand(e), newBenchChildPubSubSQLCommand(e))
+	return cmd
+}
+
+func newBenchChildWindowedSumCommand(e *env) *cobra.Command {
 	var cfg bench.Config
 	var cpuProfile string
 	cmd := &cobra.Command{
-		Use:    benchChildCommand + " windowed-sum VARIANT",
-		Short:  "Run one benchmark variant in this process (used by weir bench)",
-		Hidden: true,
-		Args:   exactArgs("WORKLOAD", "VARIANT"),
+		Use:   "windowed-sum VARIANT",
+		Short: "Run one windowed-sum variant in this process",
+		Args:  exactArgs("VARIANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "windowed-sum" {
-				return usageErrorf("unknown benchmark %q (want windowed-sum)", args[0])
-			}
-			v, err := bench.ParseVariant(args[1])
+			v, err := bench.ParseVariant(args[0])
 			if err != nil {
 				return withCode(ExitUsage, err)
 			}
@@ -240,4 +255,255 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// pubsubSQLFlags are the flags of `weir bench pubsub-to-sql`.
+type pubsubSQLFlags struct {
+	cfg        bench.PubSubConfig
+	runs       int
+	variants   []string
+	format     string
+	tempDir    string
+	profileDir string
+}
+
+func newBenchPubSubSQLCommand(e *env) *cobra.Command {
+	var f pubsubSQLFlags
+	cmd := &cobra.Command{
+		Use:   "pubsub-to-sql",
+		Short: "Embedded Pub/Sub through a windowed sum into SQLite, against the broker's raw consume rate",
+		Long: `pubsub-to-sql pre-publishes --messages JSON messages of 100 bytes ({key, amount,
+ts}: keys uniform over --keys, event time advancing 1 ms per message) to a topic
+of the embedded JetStream broker (file store in a temporary directory), then
+runs, each in its own child process that reopens that store:
+
+  raw                a durable consumer fetching every message and acknowledging
+                     each batch cumulatively (AckAll): the broker's own limit
+  pipeline           ReadFromPubSub → --window fixed windows → Combine sum and
+                     count per key → WriteToSql upsert (SQLite), checkpointing
+                     every --checkpoint-interval, drained once all is read
+  pipeline-final-cp  the same pipeline with only the final checkpoint, for
+                     the checkpoint overhead
+  latency            a stateless ReadFromPubSub → WriteToSql append pipeline fed
+                     at --latency-rate messages/s for --latency-duration;
+                     latency runs from each message's publish time to the end
+                     of the commit that made its row visible
+
+The tables are checked against the published messages (every window sum, and
+every message counted once) or the command fails. Target: pipeline ≥ 50% of raw.
+
+Exit codes: 0 success (the target is reported, not enforced), 1 a variant
+failed or computed the wrong result, 2 usage.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPubSubSQL(cmd.Context(), e, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.Int64Var(&f.cfg.Messages, "messages", bench.DefaultMessages, "number of messages to pre-publish")
+	fl.Int64Var(&f.cfg.Keys, "keys", bench.DefaultKeys, "number of distinct keys")
+	fl.DurationVar(&f.cfg.Window, "window", bench.DefaultPubSubWindow, "fixed window size of the pipeline (whole seconds)")
+	fl.IntVar(&f.cfg.Workers, "workers", 1, "workers of the pipelines")
+	fl.DurationVar(&f.cfg.CheckpointInterval, "checkpoint-interval", bench.DefaultCheckpointInterval, "checkpoint interval of the pipeline and latency variants")
+	fl.IntVar(&f.cfg.LatencyRate, "latency-rate", bench.DefaultLatencyRate, "publish rate of the latency variant, messages/s")
+	fl.DurationVar(&f.cfg.LatencyDuration, "latency-duration", bench.DefaultLatencyDuration, "how long the latency variant publishes")
+	fl.IntVar(&f.runs, "runs", 1, "run every variant this many times (the messages are published once) and report medians")
+	fl.StringSliceVar(&f.variants, "variants", nil, "run only these variants (raw, pipeline, pipeline-final-cp, latency); default all")
+	fl.StringVar(&f.tempDir, "temp-dir", "", "directory for the broker store and tables (about 150 bytes per message); default the system's")
+	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write each variant's CPU profile to DIR/VARIANT-rN.prof (inspect with go tool pprof)")
+	addFormatFlag(cmd, &f.format)
+	return cmd
+}
+
+func runPubSubSQL(ctx context.Context, e *env, f pubsubSQLFlags) error {
+	if err := checkFormat(f.format); err != nil {
+		return err
+	}
+	cfg := f.cfg
+	if err := cfg.Validate(); err != nil {
+		return usageErrorf("%w", err)
+	}
+	if f.runs < 1 {
+		return usageErrorf("--runs must be at least 1, got %d", f.runs)
+	}
+	variants := bench.PubSubVariants()
+	if len(f.variants) > 0 {
+		variants = variants[:0]
+		for _, name := range f.variants {
+			v, err := bench.ParsePubSubVariant(name)
+			if err != nil || v == bench.VariantPublish {
+				return usageErrorf("--variants: unknown variant %q (want raw, pipeline, pipeline-final-cp or latency)", name)
+			}
+			variants = append(variants, v)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
+	}
+	if f.profileDir != "" {
+		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
+			return withCode(ExitFailure, fmt.Errorf("creating the profile directory: %w", err))
+		}
+	}
+	logLevel := childLogLevel(ctx, e)
+	h := bench.PubSubHarness{
+		Command: func(ctx context.Context, v bench.PubSubVariant, run int, cfg bench.PubSubConfig, dir string) *exec.Cmd {
+			args := []string{benchChildCommand, "pubsub-to-sql", string(v),
+				"--dir", dir, "--run", strconv.Itoa(run),
+				"--messages", strconv.FormatInt(cfg.Messages, 10), "--keys", strconv.FormatInt(cfg.Keys, 10),
+				"--window", cfg.Window.String(), "--workers", strconv.Itoa(cfg.Workers),
+				"--checkpoint-interval", cfg.CheckpointInterval.String(),
+				"--latency-rate", strconv.Itoa(cfg.LatencyRate), "--latency-duration", cfg.LatencyDuration.String(),
+				"--log-level", logLevel}
+			if f.profileDir != "" && v != bench.VariantPublish {
+				args = append(args, "--cpu-profile", filepath.Join(f.profileDir, fmt.Sprintf("%s-r%d.prof", v, run)))
+			}
+			return exec.CommandContext(ctx, exe, args...)
+		},
+		TempDir: f.tempDir,
+		Stderr:  e.stderr,
+		Logger:  e.logger,
+	}
+	rep, err := h.Run(ctx, cfg, variants, f.runs)
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("benchmark pubsub-to-sql: %w", err))
+	}
+	if f.format == formatJSON {
+		return writeJSON(e.stdout, rep)
+	}
+	return writePubSubTable(e.stdout, rep)
+}
+
+// childLogLevel is the --log-level to give benchmark children: this
+// process's, but no chattier than needed.
+func childLogLevel(ctx context.Context, e *env) string {
+	switch {
+	case e.logger.Enabled(ctx, slog.LevelDebug):
+		return "debug"
+	case e.logger.Enabled(ctx, slog.LevelInfo):
+		return "info"
+	}
+	return "warn"
+}
+
+// writePubSubTable prints every run side by side, then the medians, the
+// latency and the target.
+func writePubSubTable(w io.Writer, rep *bench.PubSubReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pubsub-to-sql: %d messages of %d bytes, %d keys, %gs fixed windows, %d worker(s), checkpoints every %gs; %d run(s); load average %.2f → %.2f on %d CPUs\n",
+		rep.Messages, rep.MessageBytes, rep.Keys, rep.WindowSeconds, rep.Workers, rep.CheckpointIntervalSeconds, rep.Runs,
+		rep.LoadAverage, rep.LoadAverageEnd, rep.CPUs)
+	if p := rep.Publish; p != nil {
+		fmt.Fprintf(&b, "published in %.1f s (%.0f messages/s); every table verified: %d window sums, total %d, each message counted once\n",
+			p.ElapsedSeconds, p.MessagesPerSec, rep.WindowSums, rep.Total)
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "VARIANT\tRUN\tMSGS/S\tRUN S\tCPU S\tMSGS/CPU-S\tPEAK RSS MiB\tCHECKPOINTS\tCP MEAN MS\tCP MAX MS\tP50 MS\tP99 MS\t")
+	for _, m := range rep.Measurements {
+		opt := func(x float64, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return strconv.FormatFloat(x, 'f', 1, 64)
+		}
+		rate := opt(m.MessagesPerSec, m.MessagesPerSec > 0)
+		if m.MessagesPerSec > 0 {
+			rate = strconv.FormatFloat(m.MessagesPerSec, 'f', 0, 64)
+		}
+		cps := "-"
+		if m.Checkpoints > 0 {
+			cps = strconv.Itoa(m.Checkpoints)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n", m.Name, m.Run, rate, m.ElapsedSeconds, m.CPUSeconds,
+			m.MessagesPerCPUSecond(), float64(m.PeakRSSBytes)/(1<<20), cps,
+			opt(m.CheckpointMeanMs, m.Checkpoints > 0), opt(m.CheckpointMaxMs, m.Checkpoints > 0),
+			opt(m.LatencyP50Ms, m.LatencyP50Ms > 0), opt(m.LatencyP99Ms, m.LatencyP99Ms > 0))
+	}
+	if err := tw.Flush(); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
+	}
+	s := rep.Summary
+	fmt.Fprintf(&b, "\nMedians over %d run(s):\n", rep.Runs)
+	if s.RawMessagesPerSec > 0 {
+		fmt.Fprintf(&b, "  raw consume (fetch + AckAll per batch)   %.0f messages/s, peak RSS %.1f MiB\n", s.RawMessagesPerSec, float64(s.RawPeakRSSBytes)/(1<<20))
+	}
+	if s.PipelineMessagesPerSec > 0 {
+		fmt.Fprintf(&b, "  pipeline (checkpoints every %gs)          %.0f messages/s, peak RSS %.1f MiB, checkpoint mean %.1f ms (max %.1f ms)\n",
+			rep.CheckpointIntervalSeconds, s.PipelineMessagesPerSec, float64(s.PipelinePeakRSSBytes)/(1<<20), s.CheckpointMeanMs, s.CheckpointMaxMs)
+	}
+	if s.PipelineToRaw > 0 {
+		fmt.Fprintf(&b, "  pipeline / raw                           %.2f\n", s.PipelineToRaw)
+	}
+	if s.PipelineFinalCPMessagesPerSec > 0 {
+		fmt.Fprintf(&b, "  pipeline, final checkpoint only          %.0f messages/s\n", s.PipelineFinalCPMessagesPerSec)
+	}
+	if s.CheckpointedToFinalOnly > 0 {
+		fmt.Fprintf(&b, "  checkpointed / final-only throughput     %.2f (checkpoint overhead %.0f%%)\n", s.CheckpointedToFinalOnly, 100*(1-s.CheckpointedToFinalOnly))
+	}
+	if s.LatencyP50Ms > 0 {
+		fmt.Fprintf(&b, "  latency at %d messages/s, publish → committed row: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+			rep.LatencyRate, s.LatencyP50Ms, s.LatencyP99Ms, s.LatencyMaxMs)
+	}
+	if len(rep.Targets) > 0 {
+		b.WriteString("\nTargets:\n")
+		for _, t := range rep.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = fmt.Sprintf("MISSED by %.0f%%", 100*(1-t.Got/t.Want))
+			}
+			fmt.Fprintf(&b, "  %-8s %s: got %s, want %s: %s\n", t.Variant, t.Description, formatFigure(t.Got), formatFigure(t.Want), verdict)
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}
+
+func newBenchChildPubSubSQLCommand(e *env) *cobra.Command {
+	var cfg bench.PubSubConfig
+	var dir, cpuProfile string
+	var run int
+	cmd := &cobra.Command{
+		Use:   "pubsub-to-sql VARIANT",
+		Short: "Run one pubsub-to-sql variant in this process",
+		Args:  exactArgs("VARIANT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := bench.ParsePubSubVariant(args[0])
+			if err != nil {
+				return withCode(ExitUsage, err)
+			}
+			if dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				defer stop()
+			}
+			if err := bench.RunPubSubChild(cmd.Context(), v, run, cfg, dir, e.stdout, e.logger); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return err
+				}
+				return withCode(ExitFailure, fmt.Errorf("benchmark variant %s: %w", v, err))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dir, "dir", "", "shared directory of the broker store")
+	fl.IntVar(&run, "run", 0, "run number (names the subscription)")
+	fl.Int64Var(&cfg.Messages, "messages", bench.DefaultMessages, "number of messages")
+	fl.Int64Var(&cfg.Keys, "keys", bench.DefaultKeys, "number of distinct keys")
+	fl.DurationVar(&cfg.Window, "window", bench.DefaultPubSubWindow, "fixed window size")
+	fl.IntVar(&cfg.Workers, "workers", 1, "workers of the pipelines")
+	fl.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", bench.DefaultCheckpointInterval, "checkpoint interval")
+	fl.IntVar(&cfg.LatencyRate, "latency-rate", bench.DefaultLatencyRate, "publish rate of the latency variant")
+	fl.DurationVar(&cfg.LatencyDuration, "latency-duration", bench.DefaultLatencyDuration, "publish duration of the latency variant")
+	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
+	return cmd
 }

@@ -236,7 +236,9 @@ func TestCLIUpdateCrash(t *testing.T) {
 			}
 			p.waitJob("crash", "a checkpoint", epochAtLeast(float64(3+round)))
 			update := make(chan cliResult, 1)
-			go func() { update <- runCLI(t, dir, "run", "v2.yaml", "--job-name", "crash", "--update", "--server", p.url) }()
+			go func() {
+				update <- runCLI(t, dir, "run", "v2.yaml", "--job-name", "crash", "--update", "--server", p.url)
+			}()
 			time.Sleep(delay)
 			p.stop(syscall.SIGKILL)
 			<-update

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package bench
+
+import "time"
+
+// processCPU returns 0: the platform's CPU time is not read.
+func processCPU() time.Duration { return 0 }
