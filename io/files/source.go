@@ -239,6 +239,10 @@ func (s *split) readJSON(dst *runner.Element) (bool, error) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return false, nil
 	}
+	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(line, s.cfg.Schema, r) {
+		s.finish(dst, r, string(line)) // the common flat shape, without a map
+		return true, nil
+	}
 	var obj map[string]any
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()

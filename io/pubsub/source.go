@@ -537,6 +537,9 @@ func (s *split) handle(m jetstream.Msg, dst *runner.Element) (bool, error) {
 // decode reads a JSON object into a row of the schema; on failure it
 // returns a nil row, the reject reason and a message.
 func (s *split) decode(data []byte) (*row.Row, string, string) {
+	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(data, s.cfg.Schema, r) {
+		return r, "", "" // the common flat shape, without a map
+	}
 	var obj map[string]any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
