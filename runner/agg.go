@@ -277,21 +277,10 @@ func (n *aggNode) adopt(olds []node) {
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
 		n.cpGen, n.gen = max(n.cpGen, old.cpGen+1), max(n.gen, old.gen)
-		for kg, g := range old.groups {
-			if g != nil && int(route[kg]) == n.w.id {
-				n.groups[kg] = g
-			}
-		}
-		for _, t := range old.events {
-			if int(route[t.kg]) == n.w.id {
-				n.events = append(n.events, t)
-			}
-		}
-		for _, t := range old.deadlines {
-			if int(route[t.kg]) == n.w.id {
-				n.deadlines = append(n.deadlines, t)
-			}
-		}
+		keepOwnedGroups(n.groups, old.groups, route, n.w.id)
+		kg := func(t timerRef) int { return int(t.kg) }
+		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
+		n.deadlines = ownedBy(n.deadlines, old.deadlines, kg, route, n.w.id)
 	}
 	heap.Init(&n.events)
 	heap.Init(&n.deadlines)

@@ -325,6 +325,28 @@ func (r *run) adoptable(step string) []node {
 	return out
 }
 
+// ownedBy returns the elements of src whose key group route gives to
+// worker w, appended to dst: how rescaling splits key-group states and
+// timer heaps among new workers.
+func ownedBy[T any](dst, src []T, kg func(T) int, route RoutingTable, w int) []T {
+	for _, x := range src {
+		if int(route[kg(x)]) == w {
+			dst = append(dst, x)
+		}
+	}
+	return dst
+}
+
+// keepOwnedGroups copies into dst the non-nil key-group states of src that
+// route gives to worker w.
+func keepOwnedGroups[G any](dst, src []*G, route RoutingTable, w int) {
+	for kg, g := range src {
+		if g != nil && int(route[kg]) == w {
+			dst[kg] = g
+		}
+	}
+}
+
 // ---- barrier alignment ----
 
 type portSender [2]int

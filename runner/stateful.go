@@ -294,16 +294,9 @@ func (n *statefulNode) adopt(olds []node) {
 				n.groups[kg] = g
 			}
 		}
-		for _, t := range old.events {
-			if int(route[t.kg]) == n.w.id {
-				n.events = append(n.events, t)
-			}
-		}
-		for _, t := range old.proc {
-			if int(route[t.kg]) == n.w.id {
-				n.proc = append(n.proc, t)
-			}
-		}
+		kg := func(t sfTimerRef) int { return int(t.kg) }
+		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
+		n.proc = ownedBy(n.proc, old.proc, kg, route, n.w.id)
 	}
 	heap.Init(&n.events)
 	heap.Init(&n.proc)
