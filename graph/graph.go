@@ -402,3 +402,25 @@ func Parse(data []byte) (*Pipeline, error) {
 	}
 	return &p, nil
 }
+
+// UnboundedSources returns, sorted, the names of the source steps that
+// produce an unbounded collection: a pipeline with none completes by itself.
+func (p *Pipeline) UnboundedSources() []string {
+	var names []string
+	for _, s := range p.Steps {
+		if s.Kind != KindSource {
+			continue
+		}
+		bounded := s.Source == nil || s.Source.Bounded
+		for _, id := range s.Outputs {
+			if c := p.Collection(id); c != nil && !c.Bounded {
+				bounded = false
+			}
+		}
+		if !bounded {
+			names = append(names, s.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}

@@ -215,31 +215,10 @@ func newJobID(now time.Time) (string, error) {
 
 // jobType returns TypeBatch when every source of g is bounded.
 func jobType(g *graph.Pipeline) JobType {
-	if len(unboundedSources(g)) > 0 {
+	if len(g.UnboundedSources()) > 0 {
 		return TypeStreaming
 	}
 	return TypeBatch
-}
-
-// unboundedSources returns the source steps of g that produce an
-// unbounded collection.
-func unboundedSources(g *graph.Pipeline) []string {
-	var names []string
-	for _, s := range g.Steps {
-		if s.Kind != graph.KindSource {
-			continue
-		}
-		bounded := s.Source == nil || s.Source.Bounded
-		for _, id := range s.Outputs {
-			if c := g.Collection(id); c != nil && !c.Bounded {
-				bounded = false
-			}
-		}
-		if !bounded {
-			names = append(names, s.Name)
-		}
-	}
-	return names
 }
 
 // ---- registry access (callers hold Service.mu for read-modify-write) ----

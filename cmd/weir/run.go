@@ -158,7 +158,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.validateOnly {
 		return printValid(e.stdout, path, p.Graph(), f.format)
 	}
-	if unbounded := unboundedSources(p.Graph()); len(unbounded) > 0 {
+	if unbounded := p.Graph().UnboundedSources(); len(unbounded) > 0 {
 		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server')", path, strings.Join(unbounded, ", "), path))
 	}
 	e.logger.Info("running pipeline", "file", path, "steps", len(p.Graph().Steps), "workers", f.numWorkers)
@@ -335,28 +335,6 @@ func loadPipeline(path string) (*weir.Pipeline, error) {
 		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
 	}
 	return p, nil
-}
-
-// unboundedSources returns the names of the source steps of g that produce
-// an unbounded collection.
-func unboundedSources(g *graph.Pipeline) []string {
-	var names []string
-	for _, s := range g.Steps {
-		if s.Kind != graph.KindSource {
-			continue
-		}
-		bounded := s.Source == nil || s.Source.Bounded
-		for _, id := range s.Outputs {
-			if c := g.Collection(id); c != nil && !c.Bounded {
-				bounded = false
-			}
-		}
-		if !bounded {
-			names = append(names, s.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
 
 // checkServiceOptions reports --service-options values with unknown keys,
