@@ -78,6 +78,34 @@ func (s *sliceSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadR
 
 func (s *sliceSplit) Close() error { return nil }
 
+// Position returns the index of the next element of the split.
+func (s *sliceSplit) Position() ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(s.pos)), nil
+}
+
+// Ack does nothing: created elements need no acknowledgement.
+func (s *sliceSplit) Ack(context.Context, []byte) error { return nil }
+
+// Resume re-splits the elements as Split did (one split per position) and
+// continues each split from its checkpointed index, so a restarted job
+// reads each created element once.
+func (c *sliceSource) Resume(_ context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
+	n := len(positions)
+	if n == 0 {
+		n = 1
+	}
+	splits := make([]runner.SourceSplit, n)
+	for i := range splits {
+		lo, hi := len(c.elems)*i/n, len(c.elems)*(i+1)/n
+		sp := &sliceSplit{elems: c.elems[lo:hi]}
+		if i < len(positions) && len(positions[i]) == 8 {
+			sp.pos = min(int(binary.BigEndian.Uint64(positions[i])), len(sp.elems))
+		}
+		splits[i] = sp
+	}
+	return splits, nil
+}
+
 func toElement[T any](step string, tv TimestampedValue[T]) runner.Element {
 	e := runner.Element{Value: tv.Value, Time: tv.Time, Window: window.Global, Pane: window.NoFiring, Source: tv.Source}
 	if tv.Err != nil {

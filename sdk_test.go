@@ -166,3 +166,62 @@ func TestStoredCodersAreStepIdentity(t *testing.T) {
 		t.Errorf("coders = %s / %s", st.KeyCoder, st.StoredCoder)
 	}
 }
+
+// TestCreateResumesFromPositions: a Create source re-split from the
+// positions its splits reported continues each split where it stopped.
+func TestCreateResumesFromPositions(t *testing.T) {
+	p := weir.NewPipeline()
+	vals := make([]int64, 100)
+	for i := range vals {
+		vals[i] = int64(i)
+	}
+	weir.Create(p.Root(), "Nums", vals)
+	src := p.Program().Code["Nums"].(runner.ResumableSource)
+	ctx := context.Background()
+	splits, err := src.Split(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]runner.Element, 7)
+	seen := map[int64]bool{}
+	var positions [][]byte
+	for _, sp := range splits {
+		res, err := sp.Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range buf[:res.N] {
+			seen[e.Value.(int64)] = true
+		}
+		pos, err := sp.(runner.PositionedSplit).Position()
+		if err != nil {
+			t.Fatal(err)
+		}
+		positions = append(positions, pos)
+	}
+	resumed, err := src.Resume(ctx, positions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range resumed {
+		for {
+			res, err := sp.Read(ctx, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range buf[:res.N] {
+				v := e.Value.(int64)
+				if seen[v] {
+					t.Fatalf("element %d read twice", v)
+				}
+				seen[v] = true
+			}
+			if res.Done {
+				break
+			}
+		}
+	}
+	if len(seen) != 100 {
+		t.Errorf("read %d distinct elements, want 100", len(seen))
+	}
+}
