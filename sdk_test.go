@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
 )
 
 type stats struct {
