@@ -198,11 +198,22 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 		}
 		return g, arg, nil
 	}
-	p, err := loadPipeline(arg)
+	p, err := inspectPipeline(arg)
 	if err != nil {
 		return nil, "", err
 	}
 	return p.Graph(), "", nil
+}
+
+// inspectPipeline loads a pipeline file only to look at its graph (graph,
+// check, --validate-only): its Pub/Sub steps load without a server, as
+// loadNewPipeline does for a job, under a job name derived from the file.
+func inspectPipeline(path string) (*weir.Pipeline, error) {
+	name := jobNameFromFile(path)
+	if name == "" {
+		name = "inspect"
+	}
+	return loadNewPipeline(path, name)
 }
 
 // loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
@@ -213,7 +224,7 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 // to a scratch directory, removed afterwards.
 func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
 	if jobName == "" {
-		return loadPipeline(path)
+		return inspectPipeline(path)
 	}
 	wd, err := workingDir()
 	if err != nil {

@@ -151,12 +151,16 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return submitPipeline(cmd, e, path, f)
 	}
 
+	if f.validateOnly {
+		p, err := inspectPipeline(path)
+		if err != nil {
+			return err
+		}
+		return printValid(e.stdout, path, p.Graph(), f.format)
+	}
 	p, err := loadPipeline(path)
 	if err != nil {
 		return err
-	}
-	if f.validateOnly {
-		return printValid(e.stdout, path, p.Graph(), f.format)
 	}
 	if unbounded := p.Graph().UnboundedSources(); len(unbounded) > 0 {
 		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server')", path, strings.Join(unbounded, ", "), path))
