@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,32 +88,15 @@ func newJobsListCommand(e *env) *cobra.Command {
 }
 
 func newJobsDescribeCommand(e *env) *cobra.Command {
-	var format, server string
-	cmd := &cobra.Command{
-		Use:   "describe ID|NAME",
-		Short: "Describe a job: state, times, options, graph, per-step counters, watermarks, backlog",
-		Args:  exactArgs("ID|NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			j, err := c.Get(cmd.Context(), args[0])
-			if err != nil {
-				return clientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, j)
-			}
-			return describeJob(e.stdout, j)
+	return showCommand(e, showSpec[*service.Job]{
+		use:   "describe ID|NAME",
+		short: "Describe a job: state, times, options, graph, per-step counters, watermarks, backlog",
+		args:  exactArgs("ID|NAME"),
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Job, error) {
+			return c.Get(ctx, args[0])
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+		text: describeJob,
+	})
 }
 
 func newJobsActionCommand(e *env, action, short string) *cobra.Command {
@@ -278,32 +262,15 @@ func flush(tw *tabwriter.Writer) error {
 }
 
 func newJobsHistoryCommand(e *env) *cobra.Command {
-	var format, server string
-	cmd := &cobra.Command{
-		Use:   "history NAME",
-		Short: "Show every job of a name (its updates and reruns) and every refused update attempt",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			h, err := c.History(cmd.Context(), args[0])
-			if err != nil {
-				return clientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, h)
-			}
-			return writeHistory(e.stdout, h)
+	return showCommand(e, showSpec[*api.HistoryResponse]{
+		use:   "history NAME",
+		short: "Show every job of a name (its updates and reruns) and every refused update attempt",
+		args:  exactArgs("NAME"),
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.HistoryResponse, error) {
+			return c.History(ctx, args[0])
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+		text: writeHistory,
+	})
 }
 
 // writeHistory prints a name's jobs (oldest first) with their lineage,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/api"
 )
@@ -115,61 +116,36 @@ func newTopicsCreateCommand(e *env) *cobra.Command {
 }
 
 func newTopicsListCommand(e *env) *cobra.Command {
-	var format, server string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List topics (NAME MESSAGES BYTES SUBSCRIPTIONS RETENTION), by name",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			topics, err := c.ListTopics(cmd.Context())
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, topics)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	return showCommand(e, showSpec[[]api.Topic]{
+		use:   "list",
+		short: "List topics (NAME MESSAGES BYTES SUBSCRIPTIONS RETENTION), by name",
+		args:  exactArgs(),
+		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]api.Topic, error) {
+			return c.ListTopics(ctx)
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, topics []api.Topic) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION")
 			for _, t := range topics {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
 			}
 			return flush(tw)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+	})
 }
 
 func newTopicsDescribeCommand(e *env) *cobra.Command {
-	var format, server string
-	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Describe a topic: messages, sequences, retention, subscriptions",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			t, err := c.GetTopic(cmd.Context(), args[0])
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, t)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	return showCommand(e, showSpec[*api.Topic]{
+		use:   "describe NAME",
+		short: "Describe a topic: messages, sequences, retention, subscriptions",
+		args:  exactArgs("NAME"),
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Topic, error) {
+			return c.GetTopic(ctx, args[0])
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, t *api.Topic) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 			row("Name", t.Name)
 			row("Subject", t.Subject)
@@ -180,10 +156,7 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 			row("Create time", formatTime(t.CreateTime))
 			return flush(tw)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+	})
 }
 
 func newTopicsDeleteCommand(e *env) *cobra.Command {
@@ -452,62 +425,40 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 }
 
 func newSubscriptionsListCommand(e *env) *cobra.Command {
-	var format, server, topic string
-	cmd := &cobra.Command{
-		Use:   "list [--topic TOPIC]",
-		Short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT), by name",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			subs, err := c.ListSubscriptions(cmd.Context(), topic)
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, subs)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	var topic string
+	return showCommand(e, showSpec[[]api.Subscription]{
+		use:   "list [--topic TOPIC]",
+		short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT), by name",
+		args:  exactArgs(),
+		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]api.Subscription, error) {
+			return c.ListSubscriptions(ctx, topic)
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, subs []api.Subscription) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT")
 			for _, s := range subs {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
 			}
 			return flush(tw)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	cmd.Flags().StringVar(&topic, "topic", "", "list only the subscriptions of this topic")
-	return cmd
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&topic, "topic", "", "list only the subscriptions of this topic")
+		},
+	})
 }
 
 func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
-	var format, server string
-	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Describe a subscription: topic, backlog, acknowledgement floor",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			s, err := c.GetSubscription(cmd.Context(), args[0])
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, s)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	return showCommand(e, showSpec[*api.Subscription]{
+		use:   "describe NAME",
+		short: "Describe a subscription: topic, backlog, acknowledgement floor",
+		args:  exactArgs("NAME"),
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Subscription, error) {
+			return c.GetSubscription(ctx, args[0])
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, s *api.Subscription) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 			row("Name", s.Name)
 			row("Topic", s.Topic)
@@ -518,10 +469,7 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 			row("Create time", formatTime(s.CreateTime))
 			return flush(tw)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+	})
 }
 
 func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
