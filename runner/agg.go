@@ -200,40 +200,18 @@ func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Nam
 // changes encodes every key that changed since the last checkpoint (a nil
 // value for keys whose state is gone).
 func (n *aggNode) changes() ([]StateEntry, error) {
-	// Keys and values of all entries share one buffer: a snapshot of many
-	// changed keys costs a few allocations, not two per key.
-	type span struct{ k0, k1, v0, v1 int }
-	out := make([]StateEntry, 0, len(n.dirty))
-	spans := make([]span, 0, len(n.dirty))
-	var buf []byte
-	seen := make(map[dirtyKey]bool, len(n.dirty))
-	for _, d := range n.dirty {
-		// A key may have been deleted and created again since the last
-		// snapshot: what counts is its state now, once.
-		if seen[dirtyKey{d.kg, d.k.str}] {
-			continue
-		}
-		seen[dirtyKey{d.kg, d.k.str}] = true
-		sp := span{k0: len(buf)}
-		buf = append(buf, d.k.str...)
-		sp.k1, sp.v0 = len(buf), len(buf)
-		if cur := n.groups[d.kg].find(d.k.hash, d.k.str); cur != nil {
-			var err error
-			if buf, err = appendAggKey(buf, n.sc, cur); err != nil {
-				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
+	out, err := snapshotEntries(n.sp.step.Name, n.dirty,
+		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		func(buf []byte, d dirtyRef) ([]byte, bool, error) {
+			cur := n.groups[d.kg].find(d.k.hash, d.k.str)
+			if cur == nil {
+				return buf, false, nil
 			}
-		} else {
-			sp.v0 = -1
-		}
-		sp.v1 = len(buf)
-		spans = append(spans, sp)
-		out = append(out, StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg})
-	}
-	for i, sp := range spans {
-		out[i].Key = buf[sp.k0:sp.k1:sp.k1]
-		if sp.v0 >= 0 {
-			out[i].Value = buf[sp.v0:sp.v1:sp.v1]
-		}
+			buf, err := appendAggKey(buf, n.sc, cur)
+			return buf, true, err
+		})
+	if err != nil {
+		return nil, err
 	}
 	clear(n.dirty)
 	n.dirty = n.dirty[:0]

@@ -325,6 +325,47 @@ func (r *run) adoptable(step string) []node {
 	return out
 }
 
+// snapshotEntries encodes each changed key of a keyed step once — the state
+// it has now, or a deletion when enc reports it has none — into one shared
+// buffer, so that a snapshot of many keys costs a few allocations, not two
+// per key. A key may appear in dirty several times (deleted and created
+// again since the last snapshot); only its current state counts.
+func snapshotEntries[R any](step string, dirty []R, id func(R) dirtyKey, enc func(buf []byte, r R) ([]byte, bool, error)) ([]StateEntry, error) {
+	type span struct{ k0, k1, v0, v1 int }
+	out := make([]StateEntry, 0, len(dirty))
+	spans := make([]span, 0, len(dirty))
+	var buf []byte
+	seen := make(map[dirtyKey]bool, len(dirty))
+	for _, d := range dirty {
+		k := id(d)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		sp := span{k0: len(buf)}
+		buf = append(buf, k.key...)
+		sp.k1, sp.v0 = len(buf), len(buf)
+		var has bool
+		var err error
+		if buf, has, err = enc(buf, d); err != nil {
+			return nil, fmt.Errorf("step %q: %w", step, err)
+		}
+		if !has {
+			sp.v0 = -1
+		}
+		sp.v1 = len(buf)
+		spans = append(spans, sp)
+		out = append(out, StateEntry{Step: step, KeyGroup: k.kg})
+	}
+	for i, sp := range spans {
+		out[i].Key = buf[sp.k0:sp.k1:sp.k1]
+		if sp.v0 >= 0 {
+			out[i].Value = buf[sp.v0:sp.v1:sp.v1]
+		}
+	}
+	return out, nil
+}
+
 // ownedBy returns the elements of src whose key group route gives to
 // worker w, appended to dst: how rescaling splits key-group states and
 // timer heaps among new workers.
@@ -550,11 +591,16 @@ func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
 // encodeSfKey encodes the windows of one key of a stateful step: value
 // cells, bags, maps and timers.
 func encodeSfKey(sc StateCoder, k *sfKey) ([]byte, error) {
+	return appendSfKey(nil, sc, k)
+}
+
+// appendSfKey appends the encoding of encodeSfKey to out.
+func appendSfKey(out []byte, sc StateCoder, k *sfKey) ([]byte, error) {
 	kb, err := sc.EncodeKey(k.key)
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
-	out := appendBytes(nil, kb)
+	out = appendBytes(out, kb)
 	out = binary.AppendUvarint(out, uint64(len(k.wins)))
 	enc := func(cell string, v any) error {
 		b, err := sc.EncodeState(cell, v)

@@ -237,22 +237,18 @@ func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
 func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
 
 func (n *statefulNode) changes() ([]StateEntry, error) {
-	var out []StateEntry
-	seen := make(map[dirtyKey]bool, len(n.dirty))
-	for _, d := range n.dirty {
-		if seen[dirtyKey{d.kg, d.k.str}] {
-			continue
-		}
-		seen[dirtyKey{d.kg, d.k.str}] = true
-		e := StateEntry{Step: n.sp.step.Name, KeyGroup: d.kg, Key: []byte(d.k.str)}
-		if g := n.groups[d.kg]; g != nil && g[d.k.str] != nil && len(g[d.k.str].wins) > 0 {
-			v, err := encodeSfKey(n.coder, g[d.k.str])
-			if err != nil {
-				return nil, fmt.Errorf("step %q: %w", n.sp.step.Name, err)
+	out, err := snapshotEntries(n.sp.step.Name, n.dirty,
+		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		func(buf []byte, d sfDirty) ([]byte, bool, error) {
+			cur := n.groups[d.kg][d.k.str]
+			if cur == nil || len(cur.wins) == 0 {
+				return buf, false, nil
 			}
-			e.Value = v
-		}
-		out = append(out, e)
+			buf, err := appendSfKey(buf, n.coder, cur)
+			return buf, true, err
+		})
+	if err != nil {
+		return nil, err
 	}
 	clear(n.dirty)
 	n.dirty = n.dirty[:0]
