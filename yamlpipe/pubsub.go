@@ -1,6 +1,7 @@
 package yamlpipe
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,11 +10,17 @@ import (
 	"github.com/weir-dev/weir/row"
 )
 
+// ErrNeedsServer is wrapped by the load error of a pipeline whose
+// transforms need a weir server (its Pub/Sub broker): submit it as a job.
+var ErrNeedsServer = errors.New("it needs a weir server")
+
 // broker returns the job's Pub/Sub broker, or an error at n saying that
 // Pub/Sub transforms need a weir server.
 func (l *loader) broker(n *node, typ string) (*pubsub.Broker, error) {
 	if l.opts.Job == nil || l.opts.Job.Broker == nil {
-		return nil, l.errf(n, "%s needs the Pub/Sub broker of a weir server: submit the pipeline with --job-name (start one with `weir server`)", typ)
+		e := l.errf(n, "%s needs the Pub/Sub broker of a weir server: submit the pipeline with --job-name (start one with `weir server`)", typ).(*Error)
+		e.Err = ErrNeedsServer
+		return nil, e
 	}
 	b, ok := l.opts.Job.Broker.(*pubsub.Broker)
 	if !ok {

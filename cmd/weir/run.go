@@ -329,6 +329,9 @@ func loadPipeline(path string) (*weir.Pipeline, error) {
 		return nil, withCode(ExitFailure, err)
 	}
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd})
+	if errors.Is(err, yamlpipe.ErrNeedsServer) {
+		return nil, withCode(ExitNeedsServer, err)
+	}
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

@@ -258,3 +258,31 @@ func TestCLIUpdateCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIPubSubNeedsServer: a Pub/Sub pipeline run in-process says it needs
+// a server (exit 4), while graph, check and --validate-only inspect it
+// without one.
+func TestCLIPubSubNeedsServer(t *testing.T) {
+	dir := t.TempDir()
+	src := `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Orders
+      config: {topic: orders, schema: {key: string, amount: int}}
+    - type: WriteToPubSub
+      name: Out
+      input: Orders
+      config: {topic: copy}
+`
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, dir, "run", "p.yaml"); r.code != ExitNeedsServer || !strings.Contains(r.stderr, "weir server") {
+		t.Errorf("run: exit %d %s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"graph", "p.yaml"}, {"run", "p.yaml", "--validate-only"}, {"check", "p.yaml", "p.yaml"}} {
+		if r := runCLI(t, dir, args...); r.code != ExitOK {
+			t.Errorf("%v: exit %d %s", args, r.code, r.stderr)
+		}
+	}
+}
