@@ -122,7 +122,6 @@ func TestCLINeedsServer(t *testing.T) {
 	for _, flags := range [][]string{
 		{"--service-options", "create_or_update_job"},
 		{"--service-options", "parallel_replace_job_name=regional-totals"},
-		{"--max-num-workers", "4"},
 		{"--create-from-snapshot", "snap-1"},
 	} {
 		cases = append(cases, cliCase{
@@ -132,6 +131,12 @@ func TestCLINeedsServer(t *testing.T) {
 			wantStderr: []string{flags[0], "not available yet"},
 		})
 	}
+	cases = append(cases, cliCase{
+		name:       "--max-num-workers in-process",
+		args:       []string{"run", "--max-num-workers", "4", "does-not-exist.yaml"},
+		wantCode:   ExitNeedsServer,
+		wantStderr: []string{"--max-num-workers", "--job-name"},
+	})
 	// --update needs the name of the running job to replace.
 	for _, flags := range [][]string{{"--update"}, {"--transform-name-mapping", `{"Old":"New"}`}} {
 		cases = append(cases, cliCase{

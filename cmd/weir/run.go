@@ -40,7 +40,7 @@ type runFlags struct {
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
-	return []string{"service-options", "max-num-workers", "create-from-snapshot"}
+	return []string{"service-options", "create-from-snapshot"}
 }
 
 // submits reports whether `weir run` submits to a weir server: when
@@ -89,8 +89,9 @@ purpose); when it fails the running job is left untouched and the report
 names every incompatible step, the reason and a fix. --update
 --validate-only only prints the report.
 
---service-options, --max-num-workers and --create-from-snapshot are not
-offered by the job service yet.
+--max-num-workers is recorded with the job (the bound of later rescaling;
+autoscaling is not implemented). --service-options and --create-from-snapshot
+are not offered by the job service yet.
 
 Exit codes: 0 success, 1 the run failed (or the job failed to start),
 2 usage, 3 invalid pipeline, 4 needs the job service (unbounded sources
@@ -111,7 +112,7 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
 	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
-	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to (needs a weir server)")
+	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to, recorded with the job (needs a weir server)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	return cmd
 }
@@ -149,6 +150,9 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if f.submits(cmd) && !f.validateOnly {
 		return submitPipeline(cmd, e, path, f)
+	}
+	if cmd.Flags().Changed("max-num-workers") && !f.validateOnly {
+		return withCode(ExitNeedsServer, fmt.Errorf("--max-num-workers is a job option: submit the pipeline to a weir server with --job-name NAME"))
 	}
 
 	if f.validateOnly {
@@ -208,7 +212,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-		Options: service.JobOptions{NumWorkers: f.numWorkers}})
+		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
@@ -255,7 +259,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers}},
+		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
 	if err != nil && res == nil {
 		return clientError(ctx, c, err)
