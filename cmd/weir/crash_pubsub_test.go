@@ -108,7 +108,9 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 	if r := srv.cli(work, "jobs", "drain", id); r.code != ExitOK {
 		t.Fatalf("drain: %d %s", r.code, r.stderr)
 	}
-	done := srv.waitJob(id, "DRAINED", func(m map[string]any) bool { return m["state"] != "DRAINING" && m["state"] != "RUNNING" && m["pending_commit"] == nil })
+	done := srv.waitJob(id, "DRAINED", func(m map[string]any) bool {
+		return m["state"] != "DRAINING" && m["state"] != "RUNNING" && m["pending_commit"] == nil
+	})
 	if done["state"] != "DRAINED" {
 		t.Fatalf("state %v (error %v)", done["state"], done["error"])
 	}
