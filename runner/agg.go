@@ -130,12 +130,9 @@ type aggNode struct {
 	touched   []touchRef
 	done      bool
 	al        *aligner
-	cpGen     uint64
-	// frozen is set at a Pause barrier: no timer fires any more.
-	frozen bool
-	sc     StateCoder
-	dirty  []dirtyRef
-	clock  procClock
+	changes   changeLog[dirtyRef]
+	sc        StateCoder
+	clock     procClock
 }
 
 type touchRef struct {
@@ -150,7 +147,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(), out: out,
 		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, cpGen: 1,
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, changes: newChangeLog[dirtyRef](),
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 	if w.r.opts.Checkpoints {
@@ -184,23 +181,17 @@ type dirtyKey struct {
 
 // markDirty records that k changed since the last checkpoint.
 func (n *aggNode) markDirty(kg uint16, k *aggKey) {
-	if n.al == nil {
-		return
-	}
-	// cpGen counts this node's snapshots; a key joins the dirty list once
-	// per snapshot interval.
-	if k.dirty != n.cpGen {
-		k.dirty = n.cpGen
-		n.dirty = append(n.dirty, dirtyRef{kg: kg, k: k})
+	if n.al != nil {
+		n.changes.log(&k.dirty, dirtyRef{kg: kg, k: k})
 	}
 }
 
 func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
 
-// changes encodes every key that changed since the last checkpoint (a nil
-// value for keys whose state is gone).
-func (n *aggNode) changes() ([]StateEntry, error) {
-	out, err := snapshotEntries(n.sp.step.Name, n.dirty,
+// takeChanges encodes every key that changed since the last checkpoint (a
+// nil value for keys whose state is gone).
+func (n *aggNode) takeChanges() ([]StateEntry, error) {
+	return n.changes.take(n.sp.step.Name,
 		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
 		func(buf []byte, d dirtyRef) ([]byte, bool, error) {
 			cur := n.groups[d.kg].find(d.k.hash, d.k.str)
@@ -210,25 +201,10 @@ func (n *aggNode) changes() ([]StateEntry, error) {
 			buf, err := appendAggKey(buf, n.sc, cur)
 			return buf, true, err
 		})
-	if err != nil {
-		return nil, err
-	}
-	clear(n.dirty)
-	n.dirty = n.dirty[:0]
-	n.cpGen++
-	return out, nil
 }
 
 func (n *aggNode) snapshot(epoch uint64) error {
-	if epoch == n.w.r.pauseEpoch.Load() {
-		n.frozen = true
-	}
-	entries, err := n.changes()
-	if err != nil {
-		return err
-	}
-	n.w.r.coord.submit(n.key(), &report{epoch: epoch, state: entries})
-	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
+	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen, n.takeChanges)
 }
 
 // adopt takes over, in memory, the keyed state and timers of the key
@@ -241,7 +217,8 @@ func (n *aggNode) adopt(olds []node) {
 		// Same worker count, same routing: take the predecessor's state and
 		// timers whole, without touching them.
 		if old, ok := olds[n.w.id].(*aggNode); ok {
-			n.cpGen, n.gen = old.cpGen+1, old.gen
+			n.changes.continueAfter(&old.changes)
+			n.gen = old.gen
 			n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
 			return
 		}
@@ -254,7 +231,8 @@ func (n *aggNode) adopt(olds []node) {
 		}
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
-		n.cpGen, n.gen = max(n.cpGen, old.cpGen+1), max(n.gen, old.gen)
+		n.changes.continueAfter(&old.changes)
+		n.gen = max(n.gen, old.gen)
 		keepOwnedGroups(n.groups, old.groups, route, n.w.id)
 		kg := func(t timerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
@@ -538,7 +516,7 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 		n.deadlines = nil
 		if n.al != nil {
 			// The final state changes stand in for every later checkpoint.
-			entries, err := n.changes()
+			entries, err := n.takeChanges()
 			if err != nil {
 				return err
 			}
@@ -556,7 +534,7 @@ func (n *aggNode) nextDeadline() mtime.Time {
 }
 
 func (n *aggNode) onProcessingTime(now mtime.Time) error {
-	if n.frozen {
+	if n.changes.frozen {
 		return nil
 	}
 	prev := n.w.cur

@@ -325,6 +325,61 @@ func (r *run) adoptable(step string) []node {
 	return out
 }
 
+// changeLog tracks the keys of a keyed step that changed since its last
+// snapshot, for incremental checkpoints. gen counts the node's snapshots
+// (it starts at 1): a key records the gen in which it was last logged, so it
+// joins refs once per snapshot interval.
+type changeLog[R any] struct {
+	refs []R
+	gen  uint64
+	// frozen is set at a Pause barrier: the node fires no timer any more.
+	frozen bool
+}
+
+func newChangeLog[R any]() changeLog[R] { return changeLog[R]{gen: 1} }
+
+// log records ref unless its key (whose last logged gen is *keyGen) is
+// already in this interval's refs.
+func (c *changeLog[R]) log(keyGen *uint64, ref R) {
+	if *keyGen != c.gen {
+		*keyGen = c.gen
+		c.refs = append(c.refs, ref)
+	}
+}
+
+// take encodes the logged keys (see snapshotEntries) and starts the next
+// interval.
+func (c *changeLog[R]) take(step string, id func(R) dirtyKey, enc func([]byte, R) ([]byte, bool, error)) ([]StateEntry, error) {
+	out, err := snapshotEntries(step, c.refs, id, enc)
+	if err != nil {
+		return nil, err
+	}
+	clear(c.refs)
+	c.refs = c.refs[:0]
+	c.gen++
+	return out, nil
+}
+
+// continueAfter makes c follow the log of a paused instance it adopts keys
+// from: keys remember gens of the old log.
+func (c *changeLog[R]) continueAfter(old *changeLog[R]) {
+	c.gen = max(c.gen, old.gen+1)
+}
+
+// snapshotAndForward is a keyed node's part of checkpoint epoch: freeze at a
+// Pause, report the changed state, and send the barrier on.
+func snapshotAndForward(w *worker, key string, id int, out *outputs, epoch uint64, frozen *bool, changes func() ([]StateEntry, error)) error {
+	if epoch == w.r.pauseEpoch.Load() {
+		*frozen = true
+	}
+	entries, err := changes()
+	if err != nil {
+		return err
+	}
+	w.r.coord.submit(key, &report{epoch: epoch, state: entries})
+	return out.forward(ctrl{kind: ctrlBarrier, sender: id, epoch: epoch})
+}
+
 // snapshotEntries encodes each changed key of a keyed step once — the state
 // it has now, or a deletion when enc reports it has none — into one shared
 // buffer, so that a snapshot of many keys costs a few allocations, not two

@@ -210,10 +210,8 @@ type statefulNode struct {
 	sc       StateContext
 	done     bool
 	al       *aligner
-	cpGen    uint64
-	frozen   bool
+	changes  changeLog[sfDirty]
 	coder    StateCoder
-	dirty    []sfDirty
 	clock    procClock
 }
 
@@ -223,21 +221,15 @@ type sfDirty struct {
 }
 
 func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
-	if n.al == nil {
-		return
-	}
-	// cpGen counts this node's snapshots; a key joins the dirty list once
-	// per snapshot interval.
-	if k.dirty != n.cpGen {
-		k.dirty = n.cpGen
-		n.dirty = append(n.dirty, sfDirty{kg: kg, k: k})
+	if n.al != nil {
+		n.changes.log(&k.dirty, sfDirty{kg: kg, k: k})
 	}
 }
 
 func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
 
-func (n *statefulNode) changes() ([]StateEntry, error) {
-	out, err := snapshotEntries(n.sp.step.Name, n.dirty,
+func (n *statefulNode) takeChanges() ([]StateEntry, error) {
+	return n.changes.take(n.sp.step.Name,
 		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
 		func(buf []byte, d sfDirty) ([]byte, bool, error) {
 			cur := n.groups[d.kg][d.k.str]
@@ -247,25 +239,10 @@ func (n *statefulNode) changes() ([]StateEntry, error) {
 			buf, err := appendSfKey(buf, n.coder, cur)
 			return buf, true, err
 		})
-	if err != nil {
-		return nil, err
-	}
-	clear(n.dirty)
-	n.dirty = n.dirty[:0]
-	n.cpGen++
-	return out, nil
 }
 
 func (n *statefulNode) snapshot(epoch uint64) error {
-	if epoch == n.w.r.pauseEpoch.Load() {
-		n.frozen = true
-	}
-	entries, err := n.changes()
-	if err != nil {
-		return err
-	}
-	n.w.r.coord.submit(n.key(), &report{epoch: epoch, state: entries})
-	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
+	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen, n.takeChanges)
 }
 
 // adopt takes over, in memory, the state and timers of the key groups this
@@ -273,7 +250,8 @@ func (n *statefulNode) snapshot(epoch uint64) error {
 func (n *statefulNode) adopt(olds []node) {
 	if len(olds) == len(n.w.r.workers) {
 		if old, ok := olds[n.w.id].(*statefulNode); ok {
-			n.seq, n.cpGen = old.seq, old.cpGen+1
+			n.seq = old.seq
+			n.changes.continueAfter(&old.changes)
 			n.groups, n.events, n.proc = old.groups, old.events, old.proc
 			return
 		}
@@ -284,7 +262,8 @@ func (n *statefulNode) adopt(olds []node) {
 		if !ok {
 			continue
 		}
-		n.seq, n.cpGen = max(n.seq, old.seq), max(n.cpGen, old.cpGen+1)
+		n.seq = max(n.seq, old.seq)
+		n.changes.continueAfter(&old.changes)
 		for kg, g := range old.groups {
 			if g != nil && int(route[kg]) == n.w.id {
 				n.groups[kg] = g
@@ -338,7 +317,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	n := &statefulNode{
 		w: w, sp: sp, fn: fn, strategy: in.Windowing, out: out, errTag: errTag(sp),
 		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, cpGen: 1,
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, changes: newChangeLog[sfDirty](),
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 	n.sc.n = n
@@ -553,7 +532,7 @@ func (n *statefulNode) finish() error {
 	clear(n.groups)
 	n.done = true
 	if n.al != nil {
-		entries, err := n.changes()
+		entries, err := n.takeChanges()
 		if err != nil {
 			return err
 		}
@@ -577,7 +556,7 @@ func (n *statefulNode) nextDeadline() mtime.Time {
 }
 
 func (n *statefulNode) onProcessingTime(now mtime.Time) error {
-	if n.frozen {
+	if n.changes.frozen {
 		return nil
 	}
 	prev := n.w.cur
