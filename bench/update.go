@@ -37,14 +37,22 @@ type UpdateConfig struct {
 
 // UpdateOutcome is what one run of the update benchmark measured.
 type UpdateOutcome struct {
-	Mode        string  `json:"mode"`
+	Mode string `json:"mode"`
+	// Server is set for the server variant (a YAML job in the job service).
+	Server      bool    `json:"server,omitempty"`
 	Keys        int64   `json:"keys"`
 	PauseMillis float64 `json:"pause_ms"`
-	// SwapMillis is how long the swap call itself took.
+	// SwapMillis is how long the swap took until the new execution ran.
 	SwapMillis float64 `json:"swap_ms"`
+	// Phases splits SwapMillis into the steps of the swap, in milliseconds.
+	Phases map[string]float64 `json:"phases_ms"`
 	// FillSeconds is how long building the state took (not measured as pause).
 	FillSeconds float64 `json:"fill_s"`
-	// Elements is how many elements the two executions consumed in total.
+	// BaselineMillis is the longest gap over as long a stretch of steady
+	// load without a swap (server variant): the pause to compare against.
+	BaselineMillis float64 `json:"baseline_gap_ms,omitempty"`
+	// Elements is how many elements the two executions consumed in total
+	// (server variant: how many were published).
 	Elements int64 `json:"elements"`
 	// Verified says the final per-key totals add up to the elements read.
 	Verified bool `json:"verified"`
@@ -269,33 +277,57 @@ func RunUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	time.Sleep(200 * time.Millisecond)
 
 	swapStart := time.Now()
+	out.Phases = map[string]float64{}
+	last := swapStart
+	phase := func(name string) {
+		now := time.Now()
+		out.Phases[name] = float64(now.Sub(last).Microseconds()) / 1000
+		last = now
+	}
 	cp, err := x.Pause(ctx)
 	if err != nil {
 		return out, err
 	}
-
+	phase("pause")
+	var x2 *runner.Execution
+	if cfg.Mode == "update" {
+		// The new execution adopts the keyed state in memory and starts at
+		// once; the paused checkpoint is encoded by its workers (copy on
+		// write) and written while it runs, as the job service does.
+		restore := &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions}
+		adopt := &runner.Adoption{From: x, Steps: map[string]string{"CountByKey": "CountByKey"}}
+		if x2, err = runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: restore, Adopt: adopt}); err != nil {
+			return out, err
+		}
+		phase("start")
+		out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
+	}
+	if err := cp.Complete(ctx); err != nil {
+		return out, err
+	}
+	phase("encode")
 	if err := store.WriteCheckpoint(lineage, jobID, cp, nil); err != nil {
 		return out, err
 	}
+	phase("write")
 	if err := x.Commit(ctx, cp); err != nil {
 		return out, err
 	}
+	phase("commit")
 	x.Cancel()
 	res1, _ := x.Wait()
-
-	restore, _, err := store.Restore(lineage, jobID)
-	if err != nil {
-		return out, err
+	phase("stop")
+	if cfg.Mode == "restore" {
+		restore, _, err := store.Restore(lineage, jobID)
+		if err != nil {
+			return out, err
+		}
+		if x2, err = runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: restore}); err != nil {
+			return out, err
+		}
+		phase("restore")
+		out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
 	}
-	opts := runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: restore}
-	if cfg.Mode == "update" {
-		opts.Adopt = &runner.Adoption{From: x, Steps: map[string]string{"CountByKey": "CountByKey"}}
-	}
-	x2, err := runner.Start(ctx, prog, opts)
-	if err != nil {
-		return out, err
-	}
-	out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
 	x = nil
 	time.Sleep(cfg.Steady)
 	out.PauseMillis = float64(probe.gap().Microseconds()) / 1000

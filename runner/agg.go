@@ -24,8 +24,10 @@ type aggKey struct {
 	next *aggKey
 	// str is the key's map key (its canonical encoding).
 	str string
-	// dirty is the checkpoint epoch in which the key last changed.
+	// dirty is the change-log generation in which the key last changed
+	// (see changeLog); dead is set when the key left its key group.
 	dirty uint64
+	dead  bool
 }
 
 func (k *aggKey) has(ws *winState) bool {
@@ -147,9 +149,13 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(), out: out,
 		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, changes: newChangeLog[dirtyRef](),
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
+	n.changes = newChangeLog(sp.step.Name,
+		func(d dirtyRef) *uint64 { return &d.k.dirty },
+		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		n.encodeKey)
 	if w.r.opts.Checkpoints {
 		sc, ok := sp.code.(StateCoder)
 		if !ok {
@@ -188,23 +194,18 @@ func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 
 func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
 
-// takeChanges encodes every key that changed since the last checkpoint (a
-// nil value for keys whose state is gone).
-func (n *aggNode) takeChanges() ([]StateEntry, error) {
-	return n.changes.take(n.sp.step.Name,
-		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
-		func(buf []byte, d dirtyRef) ([]byte, bool, error) {
-			cur := n.groups[d.kg].find(d.k.hash, d.k.str)
-			if cur == nil {
-				return buf, false, nil
-			}
-			buf, err := appendAggKey(buf, n.sc, cur)
-			return buf, true, err
-		})
+// encodeKey appends the state of d's key, or reports it has none.
+func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
+	if d.k.dead {
+		return buf, false, nil
+	}
+	buf, err := appendAggKey(buf, n.sc, d.k)
+	return buf, true, err
 }
 
 func (n *aggNode) snapshot(epoch uint64) error {
-	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen, n.takeChanges)
+	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen,
+		func(frozen bool) pendingState { return n.changes.snapshot(n.w, frozen) })
 }
 
 // adopt takes over, in memory, the keyed state and timers of the key
@@ -217,7 +218,7 @@ func (n *aggNode) adopt(olds []node) {
 		// Same worker count, same routing: take the predecessor's state and
 		// timers whole, without touching them.
 		if old, ok := olds[n.w.id].(*aggNode); ok {
-			n.changes.continueAfter(&old.changes)
+			n.changes.continueAfter(&old.changes, n.w, true)
 			n.gen = old.gen
 			n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
 			return
@@ -231,7 +232,7 @@ func (n *aggNode) adopt(olds []node) {
 		}
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
-		n.changes.continueAfter(&old.changes)
+		n.changes.continueAfter(&old.changes, n.w, false)
 		n.gen = max(n.gen, old.gen)
 		keepOwnedGroups(n.groups, old.groups, route, n.w.id)
 		kg := func(t timerRef) int { return int(t.kg) }
@@ -446,8 +447,8 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 
 // evaluate asks the machine whether the window fires and emits its pane.
 func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) error {
-	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
 	n.markDirty(kg, k)
+	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
 	if f.Emit {
 		acc := ws.acc
 		if acc == nil {
@@ -468,6 +469,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		}
 		if len(k.wins) == 0 {
 			n.groups[kg].remove(k)
+			k.dead = true
 		}
 		return nil
 	}
@@ -516,7 +518,7 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 		n.deadlines = nil
 		if n.al != nil {
 			// The final state changes stand in for every later checkpoint.
-			entries, err := n.takeChanges()
+			entries, err := n.changes.takeNow()
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,9 @@ type Checkpoint struct {
 	// SinkParts holds, per transactional sink step, what each worker
 	// pre-committed for this epoch.
 	SinkParts map[string][][]byte
+
+	// pending are keyed steps' snapshots still being encoded (Complete).
+	pending []pendingState
 }
 
 // StateEntry is the state of one key of one keyed step. A nil Value means
@@ -63,6 +66,8 @@ type report struct {
 	worker    int
 	part      []byte
 	finished  bool
+	// pending is a keyed step's snapshot, encoded after the barrier.
+	pending pendingState
 }
 
 // coordinator collects reports and completes checkpoints.
@@ -98,6 +103,9 @@ func (c *coordinator) add(cp *Checkpoint, r *report) {
 		cp.Positions[r.source] = ps
 	}
 	cp.State = append(cp.State, r.state...)
+	if r.pending != nil {
+		cp.pending = append(cp.pending, r.pending)
+	}
 	if r.sink != "" && r.part != nil {
 		parts := cp.SinkParts[r.sink]
 		for len(parts) <= r.worker {
@@ -223,16 +231,19 @@ func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, er
 			<-p.done
 		}
 	}
-	sort.SliceStable(p.cp.State, func(i, j int) bool {
-		a, b := p.cp.State[i], p.cp.State[j]
-		if a.Step != b.Step {
-			return a.Step < b.Step
-		}
-		if a.KeyGroup != b.KeyGroup {
-			return a.KeyGroup < b.KeyGroup
-		}
-		return string(a.Key) < string(b.Key)
-	})
+	if pause {
+		// The paused steps' snapshots are encoded by the execution that
+		// adopts their state, or by Complete.
+		sortStateEntries(p.cp.State)
+		return p.cp, nil
+	}
+	if !p.cp.Incomplete() {
+		sortStateEntries(p.cp.State)
+		return p.cp, nil
+	}
+	if err := p.cp.Complete(ctx); err != nil {
+		return nil, err
+	}
 	return p.cp, nil
 }
 
@@ -328,97 +339,105 @@ func (r *run) adoptable(step string) []node {
 // changeLog tracks the keys of a keyed step that changed since its last
 // snapshot, for incremental checkpoints. gen counts the node's snapshots
 // (it starts at 1): a key records the gen in which it was last logged, so it
-// joins refs once per snapshot interval.
+// joins refs once per snapshot interval. The previous interval's keys may
+// still be being encoded (pending, see snapshot.go).
 type changeLog[R any] struct {
+	step string
 	refs []R
 	gen  uint64
 	// frozen is set at a Pause barrier: the node fires no timer any more.
-	frozen bool
+	frozen  bool
+	pending *lazySnapshot[R]
+	// keyGen, id and enc describe the node's keys to its snapshots.
+	keyGen func(R) *uint64
+	id     func(R) dirtyKey
+	enc    func([]byte, R) ([]byte, bool, error)
 }
 
-func newChangeLog[R any]() changeLog[R] { return changeLog[R]{gen: 1} }
+func newChangeLog[R any](step string, keyGen func(R) *uint64, id func(R) dirtyKey, enc func([]byte, R) ([]byte, bool, error)) changeLog[R] {
+	return changeLog[R]{step: step, gen: 1, keyGen: keyGen, id: id, enc: enc}
+}
 
-// log records ref unless its key (whose last logged gen is *keyGen) is
-// already in this interval's refs.
+// log records ref, whose key is about to change, unless its key (whose last
+// logged gen is *keyGen) is already in this interval's refs. A key the
+// pending snapshot has not encoded yet is encoded first (copy on write).
 func (c *changeLog[R]) log(keyGen *uint64, ref R) {
 	if *keyGen != c.gen {
+		if p := c.pending; p != nil && *keyGen == p.gen {
+			p.encodeRef(ref)
+		}
 		*keyGen = c.gen
 		c.refs = append(c.refs, ref)
 	}
 }
 
-// take encodes the logged keys (see snapshotEntries) and starts the next
-// interval.
-func (c *changeLog[R]) take(step string, id func(R) dirtyKey, enc func([]byte, R) ([]byte, bool, error)) ([]StateEntry, error) {
-	out, err := snapshotEntries(step, c.refs, id, enc)
-	if err != nil {
-		return nil, err
+// finishPending encodes the rest of the previous snapshot when this node's
+// worker still owns it: a key carries one pending generation at a time.
+func (c *changeLog[R]) finishPending() {
+	if p := c.pending; p != nil && p.state.Load() == snapWorker {
+		p.finishHere()
 	}
-	clear(c.refs)
-	c.refs = c.refs[:0]
+}
+
+// snapshot starts the next interval and returns the snapshot of this one's
+// keys, encoded later by w (or, when frozen, by whoever adopts or completes it).
+func (c *changeLog[R]) snapshot(w *worker, frozen bool) *lazySnapshot[R] {
+	c.finishPending()
+	state := snapWorker
+	if frozen {
+		state = snapFree
+	}
+	l := newLazySnapshot(c.step, c.gen, c.refs, c.keyGen, c.id, c.enc, state)
+	c.refs = nil
 	c.gen++
-	return out, nil
+	c.pending = l
+	if !frozen {
+		w.snapshots = append(w.snapshots, l)
+	}
+	return l
+}
+
+// takeNow encodes this interval's keys at once (the final state of a
+// finished node) and starts the next interval.
+func (c *changeLog[R]) takeNow() ([]StateEntry, error) {
+	c.finishPending()
+	l := newLazySnapshot(c.step, c.gen, c.refs, c.keyGen, c.id, c.enc, snapClaimed)
+	c.refs = nil
+	c.gen++
+	l.finishHere()
+	return l.result()
 }
 
 // continueAfter makes c follow the log of a paused instance it adopts keys
-// from: keys remember gens of the old log.
-func (c *changeLog[R]) continueAfter(old *changeLog[R]) {
+// from: keys remember gens of the old log. With whole (the instance takes
+// all of the old one's keys), c also takes over the old log's pending
+// snapshot and its worker encodes it; otherwise the pending snapshot is
+// encoded now, as its keys go to several new instances.
+func (c *changeLog[R]) continueAfter(old *changeLog[R], w *worker, whole bool) {
 	c.gen = max(c.gen, old.gen+1)
+	p := old.pending
+	if p == nil {
+		return
+	}
+	if whole {
+		p.adoptBy(w)
+		c.pending = p
+		return
+	}
+	if p.claim() {
+		p.finishHere()
+	}
+	<-p.done
 }
 
 // snapshotAndForward is a keyed node's part of checkpoint epoch: freeze at a
-// Pause, report the changed state, and send the barrier on.
-func snapshotAndForward(w *worker, key string, id int, out *outputs, epoch uint64, frozen *bool, changes func() ([]StateEntry, error)) error {
+// Pause, report the snapshot of the changed state, and send the barrier on.
+func snapshotAndForward(w *worker, key string, id int, out *outputs, epoch uint64, frozen *bool, snapshot func(frozen bool) pendingState) error {
 	if epoch == w.r.pauseEpoch.Load() {
 		*frozen = true
 	}
-	entries, err := changes()
-	if err != nil {
-		return err
-	}
-	w.r.coord.submit(key, &report{epoch: epoch, state: entries})
+	w.r.coord.submit(key, &report{epoch: epoch, pending: snapshot(*frozen)})
 	return out.forward(ctrl{kind: ctrlBarrier, sender: id, epoch: epoch})
-}
-
-// snapshotEntries encodes each changed key of a keyed step once — the state
-// it has now, or a deletion when enc reports it has none — into one shared
-// buffer, so that a snapshot of many keys costs a few allocations, not two
-// per key. A key may appear in dirty several times (deleted and created
-// again since the last snapshot); only its current state counts.
-func snapshotEntries[R any](step string, dirty []R, id func(R) dirtyKey, enc func(buf []byte, r R) ([]byte, bool, error)) ([]StateEntry, error) {
-	type span struct{ k0, k1, v0, v1 int }
-	out := make([]StateEntry, 0, len(dirty))
-	spans := make([]span, 0, len(dirty))
-	var buf []byte
-	seen := make(map[dirtyKey]bool, len(dirty))
-	for _, d := range dirty {
-		k := id(d)
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		sp := span{k0: len(buf)}
-		buf = append(buf, k.key...)
-		sp.k1, sp.v0 = len(buf), len(buf)
-		var has bool
-		var err error
-		if buf, has, err = enc(buf, d); err != nil {
-			return nil, fmt.Errorf("step %q: %w", step, err)
-		}
-		if !has {
-			sp.v0 = -1
-		}
-		sp.v1 = len(buf)
-		spans = append(spans, sp)
-		out = append(out, StateEntry{Step: step, KeyGroup: k.kg})
-	}
-	for i, sp := range spans {
-		out[i].Key = buf[sp.k0:sp.k1:sp.k1]
-		if sp.v0 >= 0 {
-			out[i].Value = buf[sp.v0:sp.v1:sp.v1]
-		}
-	}
-	return out, nil
 }
 
 // ownedBy returns the elements of src whose key group route gives to

@@ -20,6 +20,15 @@ import (
 // slowly, with positions so it can resume.
 type seqSource struct {
 	n, splits int
+	// keys is the number of distinct keys (element i has key i%keys); 0: 10.
+	keys int
+}
+
+func (s *seqSource) key(i int) string {
+	if s.keys > 0 {
+		return fmt.Sprintf("k%d", i%s.keys)
+	}
+	return fmt.Sprintf("k%d", i%10)
 }
 
 func (s *seqSource) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
@@ -48,7 +57,7 @@ func (s *seqSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadRes
 	time.Sleep(200 * time.Microsecond)
 	n := 0
 	for n < len(buf) && n < 7 && s.next < s.src.n {
-		buf[n] = runner.Element{Value: kv{Key: fmt.Sprintf("k%d", s.next%10), Value: int64(s.next)}, Time: mtime.Time(s.next) * 1000, Window: window.Global, Pane: window.NoFiring}
+		buf[n] = runner.Element{Value: kv{Key: s.src.key(s.next), Value: int64(s.next)}, Time: mtime.Time(s.next) * 1000, Window: window.Global, Pane: window.NoFiring}
 		n++
 		s.next += s.src.splits
 	}
@@ -331,6 +340,105 @@ func TestPauseAndAdopt(t *testing.T) {
 				if sink.committed[k] != w {
 					t.Errorf("%s: committed %d, want %d", k, sink.committed[k], w)
 				}
+			}
+		})
+	}
+}
+
+// TestPauseAdoptThenCrash: the checkpoint taken at a Pause is encoded by the
+// execution that adopted the paused state, while that execution already
+// changes the same keys (copy on write). The checkpoint must still hold
+// every key as it was at the barrier: after a crash of the new execution,
+// a third one restored from that checkpoint ends with exact totals.
+func TestPauseAdoptThenCrash(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("w%d", workers), func(t *testing.T) {
+			// Few enough keys that every key changes between the checkpoints,
+			// so the new execution changes keys the snapshot still holds.
+			const n = 20000
+			src := &seqSource{n: n, splits: 3, keys: 1500}
+			sink := newTxSink()
+			store := &memStore{}
+			ctx := context.Background()
+			build := func() *runner.Program {
+				p := weir.NewPipeline()
+				s := p.Root()
+				in := weir.Read[kv](s, "Seq", src, true)
+				sums := weir.CombinePerKey(s, "Sum", in, weir.Sum[int64]())
+				weir.Write(s, "Out", sums, runner.Sink(sink))
+				return p.Program()
+			}
+			opts := runner.Options{NumWorkers: workers, Checkpoints: true}
+			x, err := runner.Start(ctx, build(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			cp, err := x.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.apply(cp)
+			if err := x.Commit(ctx, cp); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			cp, err = x.Pause(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cp.Incomplete() {
+				t.Fatal("the pause checkpoint encoded its keys before returning; want them left to the adopting execution")
+			}
+			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum"}}
+			x2, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true,
+				Restore: &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions}, Adopt: adopt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Complete(ctx); err != nil {
+				t.Fatal(err)
+			}
+			store.apply(cp)
+			if err := x.Commit(ctx, cp); err != nil {
+				t.Fatal(err)
+			}
+			x.Cancel()
+			x.Wait()
+			time.Sleep(30 * time.Millisecond)
+			x2.Cancel() // crash of the new execution before its first checkpoint
+			x2.Wait()
+			sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
+
+			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
+			x3, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := x3.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			final, err := x3.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x3.Commit(ctx, final); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int64{}
+			for i := 0; i < n; i++ {
+				want[src.key(i)] += int64(i)
+			}
+			bad := 0
+			for k, w := range want {
+				if sink.committed[k] != w {
+					if bad++; bad <= 5 {
+						t.Errorf("%s: committed %d, want %d", k, sink.committed[k], w)
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d keys wrong", bad, len(want))
 			}
 		})
 	}

@@ -237,6 +237,7 @@ func Start(ctx context.Context, prog *Program, opts Options) (*Execution, error)
 		go func() {
 			defer wg.Done()
 			defer w.exited.Store(true)
+			defer w.releaseSnapshots()
 			if err := w.loop(); err != nil {
 				r.cancel(err)
 			}
@@ -653,7 +654,10 @@ type worker struct {
 	exited  atomic.Bool
 	scratch []byte
 	spare   []message
-	nextSrc int
+	// snapshots are checkpoint snapshots of this worker's keyed steps still
+	// being encoded, oldest first (see snapshot.go).
+	snapshots []snapshotTask
+	nextSrc   int
 	// cur is the root instance whose output is being delivered.
 	cur int
 }
@@ -714,7 +718,8 @@ func (w *worker) loop() error {
 				return err
 			}
 		}
-		if read || len(msgs) > 0 {
+		encoded := w.encodeSnapshots()
+		if read || len(msgs) > 0 || encoded {
 			continue
 		}
 		// Nothing to do: wait for a message, a processing-time deadline or cancellation.

@@ -19,10 +19,12 @@ type sfWin struct {
 }
 
 type sfKey struct {
-	key   any
-	wins  []*sfWin
-	str   string
+	key  any
+	wins []*sfWin
+	str  string
+	// dirty and dead are as aggKey's.
 	dirty uint64
+	dead  bool
 }
 
 type sfTimerRef struct {
@@ -228,21 +230,18 @@ func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
 
 func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
 
-func (n *statefulNode) takeChanges() ([]StateEntry, error) {
-	return n.changes.take(n.sp.step.Name,
-		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
-		func(buf []byte, d sfDirty) ([]byte, bool, error) {
-			cur := n.groups[d.kg][d.k.str]
-			if cur == nil || len(cur.wins) == 0 {
-				return buf, false, nil
-			}
-			buf, err := appendSfKey(buf, n.coder, cur)
-			return buf, true, err
-		})
+// encodeKey appends the state of d's key, or reports it has none.
+func (n *statefulNode) encodeKey(buf []byte, d sfDirty) ([]byte, bool, error) {
+	if d.k.dead || len(d.k.wins) == 0 {
+		return buf, false, nil
+	}
+	buf, err := appendSfKey(buf, n.coder, d.k)
+	return buf, true, err
 }
 
 func (n *statefulNode) snapshot(epoch uint64) error {
-	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen, n.takeChanges)
+	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen,
+		func(frozen bool) pendingState { return n.changes.snapshot(n.w, frozen) })
 }
 
 // adopt takes over, in memory, the state and timers of the key groups this
@@ -251,7 +250,7 @@ func (n *statefulNode) adopt(olds []node) {
 	if len(olds) == len(n.w.r.workers) {
 		if old, ok := olds[n.w.id].(*statefulNode); ok {
 			n.seq = old.seq
-			n.changes.continueAfter(&old.changes)
+			n.changes.continueAfter(&old.changes, n.w, true)
 			n.groups, n.events, n.proc = old.groups, old.events, old.proc
 			return
 		}
@@ -263,7 +262,7 @@ func (n *statefulNode) adopt(olds []node) {
 			continue
 		}
 		n.seq = max(n.seq, old.seq)
-		n.changes.continueAfter(&old.changes)
+		n.changes.continueAfter(&old.changes, n.w, false)
 		for kg, g := range old.groups {
 			if g != nil && int(route[kg]) == n.w.id {
 				n.groups[kg] = g
@@ -317,9 +316,13 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	n := &statefulNode{
 		w: w, sp: sp, fn: fn, strategy: in.Windowing, out: out, errTag: errTag(sp),
 		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, changes: newChangeLog[sfDirty](),
+		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
+	n.changes = newChangeLog(sp.step.Name,
+		func(d sfDirty) *uint64 { return &d.k.dirty },
+		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		n.encodeKey)
 	n.sc.n = n
 	if w.r.opts.Checkpoints {
 		coder, ok := fn.(StateCoder)
@@ -444,6 +447,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 		}
 		if len(k.wins) == 0 {
 			delete(n.groups[ref.kg], ref.key)
+			k.dead = true
 		}
 		return nil
 	}
@@ -451,8 +455,8 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 	if !ok || t.Time != ref.t || t.Domain != domain {
 		return nil
 	}
-	delete(ws.timers, ref.id)
 	n.markDirty(ref.kg, k)
+	delete(ws.timers, ref.id)
 	n.sc = StateContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
 	if err := n.fn.OnTimer(&n.sc, t); err != nil {
 		return fmt.Errorf("step %q: timer %q for key %v: %w", n.sp.step.Name, t.ID, k.key, err)
@@ -527,12 +531,13 @@ func (n *statefulNode) finish() error {
 	for kg, g := range n.groups {
 		for _, k := range g {
 			n.markDirty(uint16(kg), k)
+			k.dead = true
 		}
 	}
 	clear(n.groups)
 	n.done = true
 	if n.al != nil {
-		entries, err := n.takeChanges()
+		entries, err := n.changes.takeNow()
 		if err != nil {
 			return err
 		}

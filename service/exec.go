@@ -25,6 +25,7 @@ const finalCheckpointTimeout = time.Minute
 // jobRun is a live execution of a job, watched by one supervisor goroutine.
 type jobRun struct {
 	id, name     string
+	started      time.Time
 	prog         *runner.Program
 	x            *runner.Execution
 	checkpointed bool
@@ -119,8 +120,8 @@ func (s *Service) launchLocked(ctx context.Context, j *Job, prog *runner.Program
 	return s.launchAdoptingLocked(ctx, j, prog, nil)
 }
 
-// launchAdoptingLocked is launchLocked for an update's new job: adopt, when
-// set, hands it the paused old execution's keyed state in memory.
+// launchAdoptingLocked is launchLocked for a rescale: adopt, when set,
+// hands the new execution the paused old one's keyed state in memory.
 func (s *Service) launchAdoptingLocked(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
 	restore, cp, err := s.store.Restore(j.Name, j.ID)
 	if err != nil {
@@ -135,7 +136,37 @@ func (s *Service) launchAdoptingLocked(ctx context.Context, j *Job, prog *runner
 	} else if err := runner.CommitRestored(ctx, prog, cp); err != nil {
 		return s.failLocked(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
 	}
-	jr := &jobRun{id: j.ID, name: j.Name, prog: prog, sampler: newSampler(prog.Graph)}
+	jr, err := s.startExecution(ctx, j, prog, restore, adopt)
+	if err != nil {
+		return s.failLocked(j, err.Error())
+	}
+	switch j.State {
+	case StatePending:
+		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
+			jr.x.Cancel()
+			return err
+		}
+	default:
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			jr.x.Cancel()
+			return err
+		}
+		if err := s.store.Apply(w); err != nil {
+			jr.x.Cancel()
+			return internalf("recording job %s: %w", j.ID, err)
+		}
+	}
+	s.superviseLocked(j, jr)
+	return nil
+}
+
+// startExecution starts j's execution from restore (nil: from scratch),
+// with adopt's state in memory when set, falling back to no checkpoints
+// when the pipeline cannot take them. It records j's checkpointing and
+// delivery fields but writes nothing to the registry.
+func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Program, restore *runner.Restore, adopt *runner.Adoption) (*jobRun, error) {
+	jr := &jobRun{id: j.ID, name: j.Name, started: time.Now(), prog: prog, sampler: newSampler(prog.Graph)}
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	// Executions outlive the request that started them.
@@ -143,40 +174,30 @@ func (s *Service) launchAdoptingLocked(ctx context.Context, j *Job, prog *runner
 	x, err := runner.Start(runCtx, prog, opts)
 	if errors.Is(err, runner.ErrNotCheckpointable) {
 		j.CheckpointNote = fmt.Sprintf("runs without checkpoints: %v", err)
-		opts.Checkpoints, opts.Restore = false, nil
+		opts.Checkpoints, opts.Restore, opts.Adopt = false, nil, nil
 		x, err = runner.Start(runCtx, prog, opts)
 	}
 	if err != nil {
-		return s.failLocked(j, fmt.Sprintf("starting the execution: %v", err))
+		return nil, fmt.Errorf("starting the execution: %w", err)
 	}
 	jr.x, jr.checkpointed = x, opts.Checkpoints
 	j.Checkpointing = opts.Checkpoints
 	j.Delivery, j.DeliveryNote = delivery(prog, opts.Checkpoints)
-	switch j.State {
-	case StatePending:
-		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
-			x.Cancel()
-			return err
-		}
-	default:
-		w := &state.Write{}
-		if err := putJSON(w, jobKey(j.ID), j); err != nil {
-			x.Cancel()
-			return err
-		}
-		if err := s.store.Apply(w); err != nil {
-			x.Cancel()
-			return internalf("recording job %s: %w", j.ID, err)
-		}
-	}
+	return jr, nil
+}
+
+// superviseLocked makes jr the live execution of j, recorded as RUNNING
+// (or DRAINING, then drained at once), and starts its supervisor.
+// Service.mu is held.
+func (s *Service) superviseLocked(j *Job, jr *jobRun) {
 	if j.State == StateDraining {
-		x.Drain()
+		jr.x.Drain()
 	}
-	jr.sampler.observe(s.now(), x.Metrics())
+	jr.sampler.observe(s.now(), jr.x.Metrics())
 	s.running[j.ID] = jr
+	s.live.Store(j.Name, jr)
 	s.wg.Add(1)
 	go s.supervise(jr)
-	return nil
 }
 
 // failLocked makes j FAILED with reason. Service.mu is held.
@@ -440,6 +461,7 @@ func (s *Service) forget(jr *jobRun) {
 	if s.running[jr.id] == jr {
 		delete(s.running, jr.id)
 	}
+	s.live.CompareAndDelete(jr.name, jr)
 }
 
 // recover resumes, on Open, every job the previous process left active,

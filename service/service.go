@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -86,6 +87,10 @@ type Service struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors
+
+	// live holds the live execution of each job name (the one reading
+	// data), readable without mu: see ElementsRead.
+	live sync.Map // job name -> *jobRun
 
 	mu sync.Mutex
 	// running holds the live executions by job ID.
@@ -353,6 +358,34 @@ func (s *Service) Metrics(ref string) (*JobMetrics, error) {
 		return jr.metricsLocked(s.now()), nil
 	}
 	return j.Metrics, nil
+}
+
+// Progress is how far the live execution of a job has read.
+type Progress struct {
+	JobID string
+	// Started tells executions of one job apart (a restart, a rescale).
+	Started time.Time
+	// Read counts the elements the execution's sources have read.
+	Read int64
+}
+
+// ElementsRead returns how far the live execution of job name has read,
+// without waiting for the service lock: progress monitors keep sampling
+// during an update. ok is false when no execution of the name is live.
+func (s *Service) ElementsRead(name string) (p Progress, ok bool) {
+	v, ok := s.live.Load(name)
+	if !ok {
+		return Progress{}, false
+	}
+	jr := v.(*jobRun)
+	res := jr.x.Metrics()
+	p = Progress{JobID: jr.id, Started: jr.started}
+	for _, st := range jr.prog.Graph.Steps {
+		if st.Kind == graph.KindSource {
+			p.Read += res.Step(st.Name).ElementsIn
+		}
+	}
+	return p, true
 }
 
 // RunningMetrics returns the live metrics of every running job, keyed by

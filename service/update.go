@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -36,8 +37,9 @@ type UpdateResult struct {
 	Job *Job `json:"job,omitempty"`
 	// Replaced is the job that was replaced (or would be).
 	Replaced *Summary `json:"replaced,omitempty"`
-	// PauseMillis is how long the old job's output stopped before the new
-	// job's execution started (checkpoint, handover write, restart).
+	// PauseMillis is how long the job read nothing: from the pause of the
+	// old execution to the start of the new one (the handover's durable
+	// write follows while the new execution runs).
 	PauseMillis int64 `json:"pause_ms,omitempty"`
 }
 
@@ -121,17 +123,22 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
 	}
 
-	// The handover. The old execution pauses at a checkpoint (its sources
-	// read nothing after the barrier), which is written durably with the
-	// registry changes; its sinks commit the epoch and its sources
-	// acknowledge; then it is cancelled and the new execution takes its
-	// keyed state over in memory.
+	// The handover. The old execution pauses at an aligned checkpoint (its
+	// sources read nothing after the barrier, its keyed steps freeze), and
+	// the new execution starts at once from the checkpoint's positions,
+	// adopting the keyed state, open windows and timers in memory: the data
+	// pause ends here. Then the checkpoint's changed keys are encoded (by
+	// the new execution's workers, copy on write) and written durably with
+	// the registry changes in one atomic write; until that write lands the
+	// old job stays the recovery point and the new execution commits
+	// nothing (its first checkpoint waits for the handover).
 	paused := time.Now()
 	cp, err := jr.x.Pause(ctx)
 	if err != nil {
 		return nil, internalf("taking the handover checkpoint of job %s: %w", old.ID, err)
 	}
 	h := state.Handover{Lineage: req.Name, OldJob: old.ID, NewJob: nj.ID, Renames: map[string]string{}, Positions: map[string][][]byte{}}
+	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
 	for _, m := range report.Matches {
 		if m.Kind == graph.KindSource {
 			if pos, ok := cp.Positions[m.Old]; ok {
@@ -142,20 +149,43 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		if m.Old != m.New {
 			h.Renames[m.Old] = m.New
 		}
+		if m.Kind.IsKeyed() {
+			adopt.Steps[m.New] = m.Old
+		}
 	}
 	for _, d := range report.DroppedState {
 		if d.Kind != graph.KindSource {
 			h.Drops = append(h.Drops, d.Step)
 		}
 	}
+	restore := &runner.Restore{Epoch: cp.Epoch, Positions: h.Positions}
+	njr, err := s.startExecution(ctx, nj, p.Program(), restore, adopt)
+	if err != nil {
+		// Nothing adopted the paused state: the old job resumes from its
+		// last durable checkpoint.
+		return nil, s.abortUpdateLocked(ctx, old, jr, fmt.Errorf("starting the new job: %w", err))
+	}
+	res.PauseMillis = time.Since(paused).Milliseconds()
+	s.live.Store(nj.Name, njr)
+	// No checkpoint of the new job before the handover is durable.
+	njr.cpMu.Lock()
+	defer njr.cpMu.Unlock()
+	if err := cp.Complete(ctx); err != nil {
+		return nil, s.abortUpdateLocked(ctx, old, jr, fmt.Errorf("encoding the handover checkpoint: %w", err), njr)
+	}
 	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
-		return nil, err
+		return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
 	}
 	old.ReplacedByJobID = nj.ID
 	old.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
 	// Until its sinks confirm the handover epoch, a restart re-commits it.
 	old.PendingCommit = true
 	old.Metrics = jr.metricsLocked(now)
+	if nj.State == StatePending {
+		if err := transition(nj, StateRunning, now, "execution started"); err != nil {
+			return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
+		}
+	}
 	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
 	w := &state.Write{}
 	for _, rec := range []struct {
@@ -163,12 +193,11 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 		v   any
 	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(req.Name), l}} {
 		if err := putJSON(w, rec.key, rec.v); err != nil {
-			return nil, err
+			return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
 		}
 	}
 	if err := s.store.WriteHandover(h, cp, w); err != nil {
-		// Nothing was written: the old job goes on.
-		return nil, internalf("writing the handover of job %s: %w", old.ID, err)
+		return nil, s.abortUpdateLocked(ctx, old, jr, internalf("writing the handover of job %s: %w", old.ID, err), njr)
 	}
 	// Durable: the old job's sinks commit the handover epoch, its sources
 	// acknowledge, then it stops. Its supervisor finds it UPDATED and only
@@ -187,21 +216,41 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 			}
 		}
 	}
-	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
-	// The new execution adopts the paused one's keyed state in memory (same
-	// worker count); otherwise it reads it back from the store.
-	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
-	for _, m := range report.Matches {
-		if m.Kind.IsKeyed() {
-			adopt.Steps[m.New] = m.Old
-		}
-	}
-	if err := s.launchAdoptingLocked(ctx, nj, p.Program(), adopt); err != nil {
-		return nil, err
-	}
-	res.PauseMillis = time.Since(paused).Milliseconds()
+	s.superviseLocked(nj, njr)
+	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", old.ID, "new_job_id", nj.ID,
+		"generation", nj.Generation, "pause_ms", res.PauseMillis)
 	res.Job = nj
 	return res, nil
+}
+
+// abortUpdateLocked undoes an update whose handover could not be written:
+// the new execution (when one started) is cancelled, and the old job —
+// still the active job in the registry — resumes from its last durable
+// checkpoint with a new execution (its paused one gave its state away).
+// It returns cause, worded for the user. Service.mu is held.
+func (s *Service) abortUpdateLocked(ctx context.Context, old *Job, jr *jobRun, cause error, started ...*jobRun) error {
+	for _, njr := range started {
+		njr.x.Cancel()
+		<-njr.x.Done()
+		s.live.CompareAndDelete(old.Name, njr)
+	}
+	jr.superseded.Store(true)
+	jr.x.Cancel()
+	<-jr.x.Done()
+	delete(s.running, old.ID)
+	s.opts.Logger.Error("update failed; the running job resumes from its last checkpoint", "job_id", old.ID, "job_name", old.Name, "error", cause)
+	j, err := s.readJob(old.ID)
+	if err != nil {
+		return errors.Join(cause, internalf("reading job %s to resume it: %w", old.ID, err))
+	}
+	p, err := s.load(j)
+	if err != nil {
+		return errors.Join(cause, s.failLocked(j, fmt.Sprintf("reloading the pipeline after a failed update: %v", err)))
+	}
+	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
+		return errors.Join(cause, err)
+	}
+	return fmt.Errorf("the update of job %s (%s) failed and changed nothing; the job resumed from its last checkpoint: %w", old.Name, old.ID, cause)
 }
 
 // updatePrep is what the check phase of an update found.
@@ -404,6 +453,11 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	cp, err := jr.x.Pause(ctx)
 	if err != nil {
 		return nil, internalf("pausing job %s to rescale it: %w", j.ID, err)
+	}
+	// The key groups move to other workers: encode the paused steps' changed
+	// keys here, before the new execution splits their state.
+	if err := cp.Complete(ctx); err != nil {
+		return nil, internalf("encoding the rescale checkpoint of job %s: %w", j.ID, err)
 	}
 	from := j.Options.NumWorkers
 	j.Options = opts

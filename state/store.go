@@ -245,6 +245,9 @@ func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w 
 }
 
 func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
+	if cp.Incomplete() {
+		return fmt.Errorf("checkpoint %d of job %s is not complete: its keyed state is still being encoded (call Checkpoint.Complete first)", cp.Epoch, jobID)
+	}
 	nss := map[string]uint32{}
 	for _, e := range cp.State {
 		ns, ok := nss[e.Step]

@@ -30,6 +30,7 @@ func newBenchUpdateCommand(e *env) *cobra.Command {
 	var workers int
 	var steady time.Duration
 	var format string
+	var jobs []string
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Pause of an in-place update against stop-and-restore, with N keys of state under steady load",
@@ -40,7 +41,18 @@ a new execution adopts the keyed state in memory (weir's in-place update);
 "restore" stops it the same way and starts a new execution that reads the state
 back from the store (stop and restore from checkpoint). The pause is the longest
 gap between two consecutive elements entering the pipeline around the swap.
-Each run is its own child process; the per-key totals are verified.`,
+Each run is its own child process.
+
+--job yaml runs the job as the issue asks: a YAML pipeline (ReadFromPubSub ->
+Combine count per key -> WriteToSql upsert) in the job service with an
+embedded broker, built by publishing one message per key, then fed at --rate;
+"update" is the service's in-place update, "restore" stops the service (every
+job checkpoints) and opens it again (state read back from the store). The gap
+is sampled every millisecond from the elements the live execution has read,
+and a baseline gap over as long a stretch without a swap is reported beside it.
+--job sdk runs the same measurement on a Go SDK pipeline driven directly
+through the runner, with a probe step after the source; its per-key totals
+are verified.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -56,38 +68,48 @@ Each run is its own child process; the per-key totals are verified.`,
 				if err != nil || n < 1 {
 					return usageErrorf("--keys: %q is not a positive number", k)
 				}
-				for _, mode := range []string{"update", "restore"} {
-					dir, err := os.MkdirTemp("", "weir-bench-update-")
-					if err != nil {
-						return withCode(ExitFailure, err)
+				for _, job := range jobs {
+					if job != "yaml" && job != "sdk" {
+						return usageErrorf("--job: %q is neither yaml nor sdk", job)
 					}
-					c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
-						"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir)
-					var out bytes.Buffer
-					c.Stdout, c.Stderr = &out, e.stderr
-					e.logger.Info("running", "mode", mode, "keys", n)
-					err = c.Run()
-					os.RemoveAll(dir)
-					if err != nil {
-						return withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
+					for _, mode := range []string{"update", "restore"} {
+						dir, err := os.MkdirTemp("", "weir-bench-update-")
+						if err != nil {
+							return withCode(ExitFailure, err)
+						}
+						c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
+							"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir,
+							"--server="+strconv.FormatBool(job == "yaml"))
+						var out bytes.Buffer
+						c.Stdout, c.Stderr = &out, e.stderr
+						e.logger.Info("running", "mode", mode, "keys", n)
+						err = c.Run()
+						os.RemoveAll(dir)
+						if err != nil {
+							return withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
+						}
+						var r updateRun
+						if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
+							return withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
+						}
+						if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+							r.PeakRSSBytes = ru.Maxrss * 1024
+						}
+						runs = append(runs, r)
 					}
-					var r updateRun
-					if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
-						return withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
-					}
-					if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-						r.PeakRSSBytes = ru.Maxrss * 1024
-					}
-					runs = append(runs, r)
 				}
 			}
 			if format == formatJSON {
 				return writeJSON(e.stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "MODE\tKEYS\tPAUSE MS\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tMODE\tKEYS\tPAUSE MS\tBASELINE GAP MS\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
 			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t\n", r.Mode, r.Keys, r.PauseMillis, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
+				job, base := "sdk", "-"
+				if r.Server {
+					job, base = "yaml", fmt.Sprintf("%.1f", r.BaselineMillis)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, r.Mode, r.Keys, r.PauseMillis, base, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			return tw.Flush()
 		},
@@ -97,6 +119,7 @@ Each run is its own child process; the per-key totals are verified.`,
 	fl.Float64Var(&rate, "rate", 50000, "steady load in elements per second")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.DurationVar(&steady, "steady", 2*time.Second, "steady load before and after the swap")
+	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	addFormatFlag(cmd, &format)
 	return cmd
 }
@@ -105,6 +128,7 @@ Each run is its own child process; the per-key totals are verified.`,
 // `weir bench update` executes in its own process.
 func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	var cfg bench.UpdateConfig
+	var server bool
 	cmd := &cobra.Command{
 		Use:    benchChildCommand + "-update MODE",
 		Short:  "Run one update benchmark in this process (used by weir bench update)",
@@ -112,7 +136,11 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 		Args:   exactArgs("MODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Mode = args[0]
-			out, err := bench.RunUpdate(cmd.Context(), cfg)
+			run := bench.RunUpdate
+			if server {
+				run = bench.RunServerUpdate
+			}
+			out, err := run(cmd.Context(), cfg)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
@@ -130,6 +158,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
 	fl.DurationVar(&cfg.Steady, "steady", 2*time.Second, "steady load before and after the swap")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
+	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
 	return cmd
 }
 

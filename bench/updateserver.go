@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service"
+)
+
+// The server variant of the update benchmark: a YAML job in the job
+// service, fed through the embedded broker.
+const (
+	serverUpdateJob   = "bench-update"
+	serverUpdateTopic = "bench-update-events"
+	// gapPoll is how often the gap monitor samples the elements read.
+	gapPoll = time.Millisecond
+)
+
+// ServerUpdatePipelineYAML is the job of the server variant: per key, the
+// count of the events of the topic (global window: the state only grows
+// until the job is drained).
+func ServerUpdatePipelineYAML() string {
+	return `# weir bench update, server variant.
+pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        topic: ` + serverUpdateTopic + `
+        schema: {key: int}
+    - type: Combine
+      name: CountByKey
+      input: Events
+      config:
+        group_by: [key]
+        combine:
+          n: {value: key, fn: count}
+    - type: WriteToSql
+      name: Totals
+      input: CountByKey
+      config: {driver: sqlite, table: totals, key: [key], mode: upsert}
+`
+}
+
+// gapMonitor samples the elements the live execution of a job has read and
+// keeps the longest time between two samples that saw new elements.
+type gapMonitor struct {
+	svc  atomic.Pointer[service.Service]
+	name string
+
+	mu     sync.Mutex
+	last   service.Progress
+	lastAt time.Time
+	maxGap time.Duration
+}
+
+func (g *gapMonitor) run(ctx context.Context) {
+	t := time.NewTicker(gapPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		svc := g.svc.Load()
+		if svc == nil {
+			continue
+		}
+		p, ok := svc.ElementsRead(g.name)
+		if !ok {
+			continue
+		}
+		now := time.Now()
+		g.mu.Lock()
+		same := p.JobID == g.last.JobID && p.Started.Equal(g.last.Started)
+		if moved := same && p.Read > g.last.Read || !same && p.Read > 0; moved {
+			if !g.lastAt.IsZero() {
+				g.maxGap = max(g.maxGap, now.Sub(g.lastAt))
+			}
+			g.lastAt = now
+			g.last = p
+		} else if !same {
+			g.last = p
+		}
+		g.mu.Unlock()
+	}
+}
+
+// reset starts a new measurement window and returns the longest gap of
+// the previous one.
+func (g *gapMonitor) reset() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gap := g.maxGap
+	g.maxGap, g.lastAt = 0, time.Time{}
+	return gap
+}
+
+// steadyPublisher publishes events at a fixed rate until stopped: keys
+// cycle through [0, keys) in a scattered order.
+func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate float64, next *atomic.Int64) error {
+	const tick = 5 * time.Millisecond
+	start, sent := time.Now(), int64(0)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return p.flush(context.WithoutCancel(ctx))
+		case <-t.C:
+		}
+		due := int64(time.Since(start).Seconds() * rate)
+		for ; sent < due; sent++ {
+			i := next.Add(1) - 1
+			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys)); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+func appendKeyMessage(dst []byte, k int64) []byte {
+	dst = append(dst, `{"key":`...)
+	dst = strconv.AppendInt(dst, k, 10)
+	return append(dst, '}')
+}
+
+// RunServerUpdate runs the server variant of the update benchmark once in
+// this process: the YAML job of ServerUpdatePipelineYAML runs in a job
+// service with an embedded broker; cfg.Keys messages with distinct keys
+// build its state, then a steady load of cfg.Rate messages per second
+// runs with a checkpoint every second. Mode "update" replaces the job with
+// `weir run --update` semantics (service.Update); mode "restore" stops the
+// service (every job checkpoints) and opens it again (every job restores
+// its state from the store). The pause is the longest time the job read
+// nothing around the swap; BaselineMillis is the same measure over as long
+// a stretch of steady load before it.
+func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
+	cfg.ensureDefaults()
+	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true}
+	if cfg.Mode != "update" && cfg.Mode != "restore" {
+		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
+	}
+	logger := slog.New(discardHandler{})
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger})
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerShutdownTimeout)
+		defer cancel()
+		b.Shutdown(sctx)
+	}()
+	if _, err := b.CreateTopic(ctx, serverUpdateTopic, pubsub.TopicConfig{}); err != nil {
+		return out, err
+	}
+	sopts := service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b}
+	svc, err := service.Open(ctx, sopts)
+	if err != nil {
+		return out, err
+	}
+	defer func() { svc.Close(context.WithoutCancel(ctx)) }()
+	wd, err := os.Getwd()
+	if err != nil {
+		return out, err
+	}
+	req := service.SubmitRequest{Name: serverUpdateJob, Pipeline: ServerUpdatePipelineYAML(), PipelineFile: "bench-update.yaml",
+		BaseDir: wd, Options: service.JobOptions{NumWorkers: cfg.Workers}}
+	start := time.Now()
+	if _, err := svc.Submit(ctx, req); err != nil {
+		return out, err
+	}
+	mon := &gapMonitor{name: serverUpdateJob}
+	mon.svc.Store(svc)
+	monCtx, stopMon := context.WithCancel(ctx)
+	defer stopMon()
+	go mon.run(monCtx)
+
+	// Fill: one message per key, as fast as the broker takes them.
+	pub, err := newAsyncPublisher(b, serverUpdateTopic)
+	if err != nil {
+		return out, err
+	}
+	for k := int64(0); k < cfg.Keys; k++ {
+		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 24), k)); err != nil {
+			return out, err
+		}
+	}
+	if err := pub.flush(ctx); err != nil {
+		return out, err
+	}
+	for {
+		p, _ := svc.ElementsRead(serverUpdateJob)
+		if n := p.Read; n >= cfg.Keys {
+			break
+		}
+		if time.Since(start) > stallTimeout+time.Duration(cfg.Keys/10000)*time.Second {
+			return out, fmt.Errorf("the job read %d of %d fill messages", p.Read, cfg.Keys)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out.FillSeconds = time.Since(start).Seconds()
+
+	// Steady load, with the service's checkpoint every second.
+	pubCtx, stopPub := context.WithCancel(ctx)
+	var next atomic.Int64
+	pubErr := make(chan error, 1)
+	go func() { pubErr <- steadyPublisher(pubCtx, pub, cfg.Keys, cfg.Rate, &next) }()
+	stopPublisher := func() error {
+		stopPub()
+		return <-pubErr
+	}
+	time.Sleep(cfg.Steady)
+	mon.reset()
+	time.Sleep(cfg.Steady)
+	out.BaselineMillis = float64(mon.reset().Microseconds()) / 1000
+
+	swapStart := time.Now()
+	switch cfg.Mode {
+	case "update":
+		res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
+		if err != nil {
+			stopPublisher()
+			return out, fmt.Errorf("updating the job: %w", err)
+		}
+		out.Phases = map[string]float64{"service_pause": float64(res.PauseMillis)}
+	case "restore":
+		if err := svc.Close(ctx); err != nil {
+			stopPublisher()
+			return out, fmt.Errorf("stopping the service: %w", err)
+		}
+		if svc, err = service.Open(ctx, sopts); err != nil {
+			stopPublisher()
+			return out, fmt.Errorf("reopening the service: %w", err)
+		}
+		mon.svc.Store(svc)
+	}
+	out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
+	time.Sleep(cfg.Steady)
+	out.PauseMillis = float64(mon.reset().Microseconds()) / 1000
+	if err := stopPublisher(); err != nil {
+		return out, err
+	}
+	out.Elements = cfg.Keys + next.Load()
+	if _, err := svc.Cancel(ctx, serverUpdateJob); err != nil {
+		return out, err
+	}
+	return out, nil
+}

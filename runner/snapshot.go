@@ -1,0 +1,285 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Asynchronous snapshots. When a checkpoint barrier reaches a keyed step,
+// the step does not encode its changed keys there and then (that would stop
+// its worker for as long as encoding takes, which grows with the keys
+// changed since the last checkpoint). It only hands the list of changed
+// keys to a snapshot and forwards the barrier. The keys are encoded
+// afterwards, a slice at a time between bundles on the worker that owns
+// them, and — copy on write — a key about to change before it was encoded
+// is encoded first, so the snapshot holds every key as it was at the
+// barrier. A key remembers the change-log generation it was logged in
+// (changeLog.gen): a key whose generation is the snapshot's is still to be
+// encoded; encoding it sets its generation to 0.
+//
+// At a Pause the steps are frozen and nothing encodes the snapshot: a new
+// execution that adopts the steps' state in memory takes the snapshot over
+// and its workers encode it while they already process new data; otherwise
+// Checkpoint.Complete encodes it on the caller's goroutine.
+
+// Snapshot ownership states.
+const (
+	// snapFree: no goroutine encodes the snapshot (its step is frozen at a
+	// Pause, or its worker exited); Complete or an adopting step may claim it.
+	snapFree int32 = iota
+	// snapWorker: the worker of the step that owns the keys encodes it.
+	snapWorker
+	// snapClaimed: Checkpoint.Complete encodes it.
+	snapClaimed
+	// snapDone: encoded; entries are final.
+	snapDone
+)
+
+// snapshotTask is a snapshot as a worker sees it: encoded a slice at a time.
+type snapshotTask interface {
+	// encodeSome encodes up to n keys and reports whether the snapshot is
+	// complete.
+	encodeSome(n int) bool
+	// release gives the snapshot up when the worker exits before it is
+	// complete.
+	release()
+}
+
+// pendingState is a snapshot as the checkpoint sees it.
+type pendingState interface {
+	// claim takes the snapshot from the free state for the calling
+	// goroutine; false when someone else owns it.
+	claim() bool
+	// finishHere encodes the rest of a claimed snapshot.
+	finishHere()
+	// doneCh is closed once every key is encoded; result then holds the
+	// entries.
+	doneCh() <-chan struct{}
+	result() ([]StateEntry, error)
+}
+
+// lazySnapshot holds the keys one keyed step instance changed in one
+// snapshot interval, and encodes them.
+type lazySnapshot[R any] struct {
+	step string
+	gen  uint64
+	refs []R
+	next int
+	// keyGen returns the key's logged generation; enc appends the key's
+	// current state to buf (has is false when the key has no state any
+	// more); id names the key.
+	keyGen func(R) *uint64
+	enc    func(buf []byte, r R) ([]byte, bool, error)
+	id     func(R) dirtyKey
+
+	buf   []byte
+	spans []snapSpan
+	err   error
+
+	state atomic.Int32
+	done  chan struct{}
+	out   []StateEntry
+}
+
+type snapSpan struct {
+	kg             uint16
+	k0, k1, v0, v1 int
+}
+
+func newLazySnapshot[R any](step string, gen uint64, refs []R, keyGen func(R) *uint64, id func(R) dirtyKey,
+	enc func([]byte, R) ([]byte, bool, error), state int32) *lazySnapshot[R] {
+	l := &lazySnapshot[R]{step: step, gen: gen, refs: refs, keyGen: keyGen, id: id, enc: enc, done: make(chan struct{}),
+		spans: make([]snapSpan, 0, len(refs))}
+	l.state.Store(state)
+	return l
+}
+
+// encodeRef encodes r if it is still waiting for this snapshot. The caller
+// owns the snapshot (its worker, or a claim).
+func (l *lazySnapshot[R]) encodeRef(r R) {
+	g := l.keyGen(r)
+	if *g != l.gen {
+		return
+	}
+	*g = 0
+	if l.err != nil {
+		return
+	}
+	k := l.id(r)
+	sp := snapSpan{kg: k.kg, k0: len(l.buf)}
+	l.buf = append(l.buf, k.key...)
+	sp.k1, sp.v0 = len(l.buf), len(l.buf)
+	buf, has, err := l.enc(l.buf, r)
+	if err != nil {
+		l.err = fmt.Errorf("step %q: %w", l.step, err)
+		return
+	}
+	l.buf = buf
+	if !has {
+		sp.v0 = -1
+	}
+	sp.v1 = len(l.buf)
+	l.spans = append(l.spans, sp)
+}
+
+func (l *lazySnapshot[R]) encodeSome(n int) bool {
+	if l.state.Load() == snapDone {
+		return true
+	}
+	end := min(len(l.refs), l.next+n)
+	for ; l.next < end; l.next++ {
+		l.encodeRef(l.refs[l.next])
+	}
+	if l.next < len(l.refs) {
+		return false
+	}
+	l.finish()
+	return true
+}
+
+// finish builds the entries once every key was encoded.
+func (l *lazySnapshot[R]) finish() {
+	out := make([]StateEntry, len(l.spans))
+	for i, sp := range l.spans {
+		out[i] = StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
+		if sp.v0 >= 0 {
+			out[i].Value = l.buf[sp.v0:sp.v1:sp.v1]
+		}
+	}
+	l.out = out
+	clear(l.refs)
+	l.refs, l.spans = nil, nil
+	l.state.Store(snapDone)
+	close(l.done)
+}
+
+func (l *lazySnapshot[R]) release() { l.state.CompareAndSwap(snapWorker, snapFree) }
+
+func (l *lazySnapshot[R]) claim() bool { return l.state.CompareAndSwap(snapFree, snapClaimed) }
+
+func (l *lazySnapshot[R]) finishHere() { l.encodeSome(len(l.refs)) }
+
+func (l *lazySnapshot[R]) doneCh() <-chan struct{} { return l.done }
+
+func (l *lazySnapshot[R]) result() ([]StateEntry, error) { return l.out, l.err }
+
+// adoptBy hands a free snapshot (its step frozen at a Pause) to w, whose
+// adopting step now owns the keys: w encodes it between bundles.
+func (l *lazySnapshot[R]) adoptBy(w *worker) {
+	for !l.state.CompareAndSwap(snapFree, snapWorker) {
+		if l.state.Load() == snapDone {
+			return
+		}
+		// Complete claimed it: wait until it has encoded every key, as the
+		// adopting step is about to change them.
+		<-l.done
+		return
+	}
+	w.snapshots = append(w.snapshots, l)
+}
+
+// encodeSnapshots encodes a slice of the oldest snapshot the worker owns;
+// it reports whether any work was done.
+func (w *worker) encodeSnapshots() bool {
+	if len(w.snapshots) == 0 {
+		return false
+	}
+	const slice = 1024
+	if w.snapshots[0].encodeSome(slice) {
+		w.snapshots[0] = nil
+		w.snapshots = w.snapshots[1:]
+	}
+	return true
+}
+
+// releaseSnapshots gives up the snapshots of an exiting worker: whoever
+// completes their checkpoint encodes the rest.
+func (w *worker) releaseSnapshots() {
+	for _, s := range w.snapshots {
+		s.release()
+	}
+	w.snapshots = nil
+}
+
+// Complete waits until the keyed state of cp is encoded and puts it in
+// cp.State. A checkpoint taken by Checkpoint is complete when returned; one
+// taken by Pause completes when an execution that adopted the paused one's
+// state has encoded it on its workers, or here on the caller's goroutine
+// when nothing adopted it. Call it before writing cp.
+func (cp *Checkpoint) Complete(ctx context.Context) error {
+	if len(cp.pending) == 0 {
+		return nil
+	}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	var errs []error
+	for _, p := range cp.pending {
+		for done := false; !done; {
+			if p.claim() {
+				p.finishHere()
+			}
+			select {
+			case <-p.doneCh():
+				done = true
+			case <-ctx.Done():
+				return fmt.Errorf("completing checkpoint %d: %w", cp.Epoch, ctx.Err())
+			case <-tick.C:
+			}
+		}
+		entries, err := p.result()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cp.State = append(cp.State, entries...)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("checkpoint %d: %w", cp.Epoch, errs[0])
+	}
+	cp.pending = nil
+	sortStateEntries(cp.State)
+	return nil
+}
+
+// Incomplete reports whether cp still waits for Complete.
+func (cp *Checkpoint) Incomplete() bool { return len(cp.pending) > 0 }
+
+// sortStateEntries orders entries by step, key group and key; for one key,
+// a deletion comes before a value (a key deleted and created again in one
+// interval ends with its value).
+func sortStateEntries(es []StateEntry) {
+	slices.SortStableFunc(es, func(a, b StateEntry) int {
+		if a.Step != b.Step {
+			if a.Step < b.Step {
+				return -1
+			}
+			return 1
+		}
+		if a.KeyGroup != b.KeyGroup {
+			return int(a.KeyGroup) - int(b.KeyGroup)
+		}
+		if c := compareBytes(a.Key, b.Key); c != 0 {
+			return c
+		}
+		switch {
+		case a.Value == nil && b.Value != nil:
+			return -1
+		case a.Value != nil && b.Value == nil:
+			return 1
+		}
+		return 0
+	})
+}
+
+func compareBytes(a, b []byte) int {
+	switch {
+	case string(a) < string(b):
+		return -1
+	case string(a) > string(b):
+		return 1
+	}
+	return 0
+}

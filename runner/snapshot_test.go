@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// testKey is a key of a fake keyed step: its state is one number.
+type testKey struct {
+	name  string
+	v     int
+	dirty uint64
+	dead  bool
+}
+
+func newTestLog() changeLog[*testKey] {
+	return newChangeLog("Step",
+		func(k *testKey) *uint64 { return &k.dirty },
+		func(k *testKey) dirtyKey { return dirtyKey{kg: 0, key: k.name} },
+		func(buf []byte, k *testKey) ([]byte, bool, error) {
+			if k.dead {
+				return buf, false, nil
+			}
+			return strconv.AppendInt(buf, int64(k.v), 10), true, nil
+		})
+}
+
+// write changes k as a keyed step does: log first, then mutate.
+func write(c *changeLog[*testKey], k *testKey, v int) {
+	c.log(&k.dirty, k)
+	k.v = v
+}
+
+func entries(t *testing.T, p pendingState) map[string]string {
+	t.Helper()
+	es, err := p.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range es {
+		if _, dup := out[string(e.Key)]; dup {
+			t.Fatalf("key %s twice in one snapshot", e.Key)
+		}
+		if e.Value == nil {
+			out[string(e.Key)] = "<deleted>"
+		} else {
+			out[string(e.Key)] = string(e.Value)
+		}
+	}
+	return out
+}
+
+// TestSnapshotCopyOnWrite: a snapshot encoded after its barrier holds every
+// key as it was at the barrier, whether a key is encoded before, or —
+// copy on write — just before it changes again; keys changed after the
+// barrier go to the next snapshot.
+func TestSnapshotCopyOnWrite(t *testing.T) {
+	tests := []struct {
+		name string
+		// before encodes this many keys of the snapshot before the writes.
+		before int
+		writes map[int]int // key index -> new value after the barrier
+		kill   int         // key index deleted after the barrier (-1: none)
+	}{
+		{name: "no writes", before: 0, writes: nil, kill: -1},
+		{name: "writes before encoding", before: 0, writes: map[int]int{0: 100, 7: 107, 9: 109}, kill: -1},
+		{name: "writes half way", before: 5, writes: map[int]int{1: 101, 6: 106}, kill: 8},
+		{name: "writes after encoding", before: 10, writes: map[int]int{2: 102, 3: 103}, kill: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &worker{}
+			c := newTestLog()
+			keys := make([]*testKey, 10)
+			for i := range keys {
+				keys[i] = &testKey{name: fmt.Sprintf("k%d", i)}
+				write(&c, keys[i], i)
+			}
+			snap := c.snapshot(w, false)
+			if len(w.snapshots) != 1 {
+				t.Fatalf("worker owns %d snapshots, want 1", len(w.snapshots))
+			}
+			snap.encodeSome(tc.before)
+			for i, v := range tc.writes {
+				write(&c, keys[i], v)
+			}
+			if tc.kill >= 0 {
+				c.log(&keys[tc.kill].dirty, keys[tc.kill])
+				keys[tc.kill].dead = true
+			}
+			for len(w.snapshots) > 0 {
+				w.encodeSnapshots()
+			}
+			got := entries(t, snap)
+			for i := range keys {
+				if want := strconv.Itoa(i); got[keys[i].name] != want {
+					t.Errorf("snapshot has %s = %s, want its value at the barrier %s", keys[i].name, got[keys[i].name], want)
+				}
+			}
+			next := entries(t, c.snapshot(w, true).finishAndGet())
+			for i, v := range tc.writes {
+				if next[keys[i].name] != strconv.Itoa(v) {
+					t.Errorf("next snapshot has %s = %q, want %d", keys[i].name, next[keys[i].name], v)
+				}
+			}
+			if tc.kill >= 0 && next[keys[tc.kill].name] != "<deleted>" {
+				t.Errorf("next snapshot has %s = %q, want a deletion", keys[tc.kill].name, next[keys[tc.kill].name])
+			}
+			if want := len(tc.writes) + map[bool]int{true: 1}[tc.kill >= 0]; len(next) != want {
+				t.Errorf("next snapshot has %d keys, want %d", len(next), want)
+			}
+		})
+	}
+}
+
+// finishAndGet claims a free snapshot and encodes it (as Complete does).
+func (l *lazySnapshot[R]) finishAndGet() pendingState {
+	if l.claim() {
+		l.finishHere()
+	}
+	<-l.done
+	return l
+}
+
+// TestSnapshotAdoption: a frozen snapshot is encoded by the worker that
+// adopts its keys, or by whoever completes it — never by both.
+func TestSnapshotAdoption(t *testing.T) {
+	c := newTestLog()
+	k := &testKey{name: "a"}
+	write(&c, k, 1)
+	snap := c.snapshot(&worker{}, true)
+	if snap.state.Load() != snapFree {
+		t.Fatalf("a frozen snapshot is in state %d, want free", snap.state.Load())
+	}
+	w2 := &worker{}
+	c2 := newTestLog()
+	c2.continueAfter(&c, w2, true)
+	if snap.claim() {
+		t.Fatal("Complete could claim a snapshot an adopting worker owns")
+	}
+	write(&c2, k, 2) // copy on write through the adopted snapshot
+	for len(w2.snapshots) > 0 {
+		w2.encodeSnapshots()
+	}
+	if got := entries(t, snap)["a"]; got != "1" {
+		t.Errorf("adopted snapshot has a = %s, want 1", got)
+	}
+}
