@@ -29,8 +29,8 @@ type Server struct {
 	// release hands the data directory over (WithRelease); nil: POST
 	// /v1/process:release answers NOT_RELEASABLE.
 	release func(ctx context.Context) error
-	logger *slog.Logger
-	mux    *http.ServeMux
+	logger  *slog.Logger
+	mux     *http.ServeMux
 }
 
 // NewServer returns the API of svc. logger receives request errors

@@ -251,7 +251,7 @@ func (pr *program) run(ctx context.Context) error {
 	}
 	st, err := p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
 		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
-		Update: f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+		Update:  f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
 	if err != nil || st.Job == nil {
 		closeErr := p.Close(ctx)
 		if st != nil && st.Report != nil {

@@ -25,8 +25,8 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/window"
 	"github.com/weir-dev/weir/weirx"
+	"github.com/weir-dev/weir/window"
 )
 
 // variant selects the graph (see the package documentation); set at build time.
