@@ -59,10 +59,10 @@ func countingProgram(db, variant string) ProgramLoader {
 	}
 }
 
-func openProgramService(t *testing.T, dir string, program ProgramLoader) *Service {
+func openProgramService(t *testing.T, dir string, clock testClock, program ProgramLoader) *Service {
 	t.Helper()
 	s, err := Open(context.Background(), Options{DataDir: dir, CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Program: program})
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Program: program})
 	if err != nil {
 		t.Fatalf("opening the service: %v", err)
 	}
@@ -113,8 +113,9 @@ func TestProgramStoredUpdate(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "counts.sqlite")
 	ctx := context.Background()
+	clock := testClock{base: time.Now()}
 
-	s := openProgramService(t, dir, countingProgram(db, "v1"))
+	s := openProgramService(t, dir, clock, countingProgram(db, "v1"))
 	st, err := s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v1"})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	}
 
 	// A service without the program leaves the job alone.
-	s = openProgramService(t, dir, nil)
+	s = openProgramService(t, dir, clock, nil)
 	if ids := s.runningIDs(); len(ids) != 0 {
 		t.Fatalf("a service without the program runs %v", ids)
 	}
@@ -166,7 +167,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 
 	// Another graph without Update, then an incompatible update: refused,
 	// nothing changes but the attempt.
-	s = openProgramService(t, dir, countingProgram(db, "v3"))
+	s = openProgramService(t, dir, clock, countingProgram(db, "v3"))
 	before := snapshotRegistry(t, s, "counts")
 	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts"}); !hasCode(err, CodeProgramChanged) {
 		t.Fatalf("start of another graph without Update: %v, want PROGRAM_CHANGED", err)
@@ -186,7 +187,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	}
 
 	// The compatible update, with a rename.
-	s = openProgramService(t, dir, countingProgram(db, "v2"))
+	s = openProgramService(t, dir, clock, countingProgram(db, "v2"))
 	defer s.Close(ctx)
 	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true, Mapping: `{"CountPerKey":"Counts"}`})
 	if err != nil {
