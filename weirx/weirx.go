@@ -300,6 +300,16 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	pr.log.Info("asking the running process to release the data directory", "pid", ctl.PID, "address", ctl.Address)
 	res, err := c.Release(ctx, api.ReleaseRequest{Name: f.jobName, Graph: canon, Program: pr.exe,
 		TransformNameMapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+	if errors.Is(err, api.ErrUnreachable) {
+		// The process died (or is dying) without answering: once its lock is
+		// free, the stored swap runs the check itself.
+		pr.log.Warn("the running process did not answer; waiting for the data directory's lock", "pid", ctl.PID, "error", err)
+		lock, lerr := server.LockDataDir(ctx, pr.dir, TakeoverTimeout)
+		if lerr != nil {
+			return nil, withCode(ExitFailure, fmt.Errorf("%w, which does not answer at %s: %w", inUse, ctl.Address, lerr))
+		}
+		return lock, nil
+	}
 	if res != nil && res.Report != nil && (err != nil || f.validateOnly) {
 		return nil, pr.printReport(res.Report, res.Replaced, err)
 	}
