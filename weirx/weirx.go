@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -187,6 +189,10 @@ func Run(ctx context.Context, args []string, stdout io.Writer, build func(p *wei
 	if err != nil {
 		return err
 	}
+	// A signal during the start (waiting for a lock, opening the store)
+	// stops it cleanly too; once running, the process waits for one.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return withCode(ExitUsage, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel))
