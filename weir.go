@@ -31,12 +31,43 @@ type Pipeline struct {
 	code  map[string]any
 	errs  []error
 	clock *mtime.ManualClock
+	job   JobInfo
+}
+
+// JobInfo is the job a pipeline is built for, when a job service builds it
+// (a Go program run with package weirx): connectors read it to name their
+// progress records and revisions. Its zero value means "no job" (an
+// in-process run, or a build that only computes the graph).
+type JobInfo struct {
+	// Name is the job name, the identity that survives updates.
+	Name string
+	// ID is the job ID of this run; empty when the pipeline is built only
+	// for its graph.
+	ID string
+	// Generation is the name's generation counter for this job; part of
+	// every sink revision, so a newer job's writes win.
+	Generation int64
+	// DataDir is the job service's data directory (the default home of
+	// embedded SQLite sinks).
+	DataDir string
+	// Broker is the Pub/Sub broker (an *pubsub.Broker), nil without one.
+	Broker any
 }
 
 // NewPipeline returns an empty pipeline.
 func NewPipeline() *Pipeline {
 	return &Pipeline{g: graph.New(), code: map[string]any{}}
 }
+
+// NewJobPipeline returns an empty pipeline built for job.
+func NewJobPipeline(job JobInfo) *Pipeline {
+	p := NewPipeline()
+	p.job = job
+	return p
+}
+
+// Job returns the job p is built for (the zero JobInfo when none).
+func (p *Pipeline) Job() JobInfo { return p.job }
 
 // Root returns the top-level scope of p.
 func (p *Pipeline) Root() Scope { return Scope{p: p} }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,8 +26,11 @@ const MaxRequestBytes = 8 << 20
 type Server struct {
 	svc    *service.Service
 	pubsub PubSub // nil: topic and subscription routes answer 503
-	logger *slog.Logger
-	mux    *http.ServeMux
+	// release hands the data directory over (WithRelease); nil: POST
+	// /v1/process:release answers NOT_RELEASABLE.
+	release func(ctx context.Context) error
+	logger  *slog.Logger
+	mux     *http.ServeMux
 }
 
 // NewServer returns the API of svc. logger receives request errors
@@ -48,6 +52,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	s.mux.HandleFunc("POST /v1/jobs/{ref}/{action}", s.pathAction)
 	s.registerPubSub()
 	s.registerUpdate()
+	s.registerProcess()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

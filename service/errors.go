@@ -73,6 +73,12 @@ const (
 	CodeInvalidMapping Code = "INVALID_MAPPING"
 	// CodeShuttingDown: the service is stopping.
 	CodeShuttingDown Code = "SHUTTING_DOWN"
+	// CodeProgramChanged: a Go program started without --update finds its
+	// job running a different pipeline graph; start it with --update.
+	CodeProgramChanged Code = "PROGRAM_CHANGED"
+	// CodeNotReleasable: the process asked to hand its data directory over
+	// does not do that (a weir server, or a job that is not a Go program's).
+	CodeNotReleasable Code = "NOT_RELEASABLE"
 	// CodeInternal: the service failed; the message says what it was doing.
 	CodeInternal Code = "INTERNAL"
 )
@@ -96,6 +102,8 @@ var codeKinds = map[Code]Kind{
 	CodeIncompatible:         KindConflict,
 	CodeInvalidMapping:       KindInvalid,
 	CodeShuttingDown:         KindUnavailable,
+	CodeProgramChanged:       KindConflict,
+	CodeNotReleasable:        KindConflict,
 	CodeInternal:             KindInternal,
 }
 

@@ -62,6 +62,9 @@ func unmarshalJob(b []byte, j *Job) error {
 
 // load compiles j's pipeline for j's run.
 func (s *Service) load(j *Job) (*weir.Pipeline, error) {
+	if j.SDK == SDKGo {
+		return s.loadProgram(j)
+	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env})
 	if err != nil {
@@ -495,6 +498,11 @@ func (s *Service) recoverLocked(ctx context.Context, j *Job) error {
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == StateCancelling {
 		return s.transitionLocked(j, StateCancelled, "cancelled (completed after a restart)")
+	}
+	if j.SDK == SDKGo && j.Active() {
+		// Its program resumes or updates it (StartProgram).
+		log.Info("job is a Go program's: it resumes when its program starts")
+		return nil
 	}
 	p, err := s.load(j)
 	if err != nil {

@@ -103,6 +103,11 @@ type Job struct {
 	StateTime  time.Time `json:"state_time"`
 	// Generation is the name's generation counter for this job.
 	Generation int64 `json:"generation"`
+	// SDK is SDKGo for a Go program's job (its pipeline is built by the
+	// program's code, and Pipeline is empty); empty for a YAML pipeline.
+	SDK string `json:"sdk,omitempty"`
+	// Program is the executable of a Go program's job, as it was started.
+	Program string `json:"program,omitempty"`
 	// Pipeline is the YAML text of the pipeline.
 	Pipeline string `json:"pipeline"`
 	// PipelineFile names the pipeline in error messages and source

@@ -46,6 +46,11 @@ type Options struct {
 	// they are counted in the job (dead_letters) and logged, and the job
 	// goes on.
 	DeadLetter DeadLetterPublisher
+	// Program builds the pipelines of Go program jobs (Job.SDK "go"), for a
+	// service embedded in the program that defines them (package weirx).
+	// nil: the service runs YAML jobs only and leaves Go program jobs it
+	// finds in the data directory untouched for their program.
+	Program ProgramLoader
 }
 
 // Defaults of Options.

@@ -288,6 +288,9 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	if err != nil {
 		return nil, nil, internalf("reading the active job of %q: %w", req.Name, err)
 	}
+	if old.SDK == SDKGo {
+		return nil, nil, errorf(CodeIllegalTransition, "job %s (%s) is a Go program's: update it by starting the program's new build with --update", req.Name, old.ID)
+	}
 	switch old.State {
 	case StateRunning, StateDraining:
 	case StateUpdated:

@@ -170,6 +170,9 @@ func describeJob(w io.Writer, j *service.Job) error {
 	row("State time", formatTime(j.StateTime))
 	row("Create time", formatTime(j.CreateTime))
 	row("Generation", fmt.Sprint(j.Generation))
+	if j.SDK == service.SDKGo {
+		row("Pipeline", "Go program "+j.Program)
+	}
 	row("Options", fmt.Sprintf("num_workers=%d", j.Options.NumWorkers))
 	if j.ReplacesJobID != "" {
 		row("Replaces job", j.ReplacesJobID)

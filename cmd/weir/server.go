@@ -4,19 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -27,13 +19,6 @@ type serverFlags struct {
 	checkpointInterval time.Duration
 	natsURL            string
 }
-
-// Shutdown bounds: how long in-flight API requests may take, and how long
-// the final checkpoints of every job may take.
-const (
-	httpShutdownTimeout = 10 * time.Second
-	jobsShutdownTimeout = 2 * time.Minute
-)
 
 func newServerCommand(e *env) *cobra.Command {
 	var f serverFlags
@@ -65,88 +50,28 @@ The first line on stdout is "weir server listening on http://ADDR"; with
 	return cmd
 }
 
-// runServer builds the service and its API, serves until ctx is done
-// (SIGTERM/SIGINT), then stops the API and suspends every job.
+// runServer builds the process (package server), serves until SIGTERM or
+// SIGINT (or ctx ends), then stops the API and suspends every job.
 func runServer(ctx context.Context, e *env, f serverFlags) error {
-	// The server handles SIGTERM/SIGINT itself (as well as main), so that a
-	// program embedding the CLI gets the clean shutdown too.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	p, err := server.Open(ctx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
+		NATSURL: f.natsURL, Logger: e.logger})
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("listening on %s: %w (is another weir server running? choose another address with --listen)", f.listen, err))
+		return withCode(ExitFailure, err)
 	}
-	broker, err := startBroker(ctx, e, f)
-	if err != nil {
-		ln.Close()
-		return err
+	if err := p.Serve(); err != nil {
+		return withCode(ExitFailure, errors.Join(err, p.Close(ctx)))
 	}
-	defer func() {
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
-		defer cancel()
-		if err := broker.Shutdown(bctx); err != nil {
-			e.logger.Warn("stopping the broker", "error", err)
-		}
-	}()
-	svc, err := service.Open(ctx, service.Options{DataDir: f.dataDir, CheckpointInterval: f.checkpointInterval, Logger: e.logger,
-		Broker: broker, DeadLetter: deadLetters{broker}})
-	if err != nil {
-		ln.Close()
-		return withCode(ExitFailure, fmt.Errorf("starting the job service: %w", err))
+	fmt.Fprintf(e.stdout, "weir server listening on %s (data dir %s)\n", p.Address(), p.DataDir())
+	e.logger.Info("weir server started", "listen", p.Address(), "data_dir", p.DataDir())
+	_, runErr := p.Wait(ctx)
+	if runErr != nil {
+		runErr = withCode(ExitFailure, runErr)
 	}
-	srv := &http.Server{Handler: api.NewServer(svc, e.logger, api.WithPubSub(broker)), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(e.stdout, "weir server listening on http://%s (data dir %s)\n", ln.Addr(), svc.DataDir())
-	e.logger.Info("weir server started", "listen", ln.Addr().String(), "data_dir", svc.DataDir())
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		e.logger.Info("shutting down: checkpointing every job")
-	case err := <-serveErr:
-		runErr = withCode(ExitFailure, fmt.Errorf("serving the API: %w", err))
-	}
-	httpCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(httpCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		e.logger.Warn("stopping the API", "error", err)
-	}
-	jobsCtx, cancelJobs := context.WithTimeout(context.WithoutCancel(ctx), jobsShutdownTimeout)
-	defer cancelJobs()
-	if err := svc.Close(jobsCtx); err != nil {
-		return errors.Join(runErr, withCode(ExitFailure, fmt.Errorf("stopping the job service: %w", err)))
+	if err := p.Close(ctx); err != nil {
+		return errors.Join(runErr, withCode(ExitFailure, err))
 	}
 	return runErr
-}
-
-// startBroker starts the embedded NATS JetStream broker under
-// <data-dir>/broker, or connects to --nats-url.
-func startBroker(ctx context.Context, e *env, f serverFlags) (*pubsub.Broker, error) {
-	if f.natsURL != "" {
-		b, err := pubsub.Connect(ctx, f.natsURL, e.logger)
-		if err != nil {
-			return nil, withCode(ExitFailure, fmt.Errorf("--nats-url: %w", err))
-		}
-		return b, nil
-	}
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(f.dataDir, "broker"), Logger: e.logger})
-	if err != nil {
-		return nil, withCode(ExitFailure, fmt.Errorf("starting the embedded broker: %w", err))
-	}
-	return b, nil
-}
-
-// deadLetters publishes the rejects of server jobs to their dead-letter
-// topic, weir.deadletter.<job name>, de-duplicated by source position so a
-// replay after a restart publishes a reject once.
-type deadLetters struct{ b *pubsub.Broker }
-
-// PublishDeadLetter implements service.DeadLetterPublisher.
-func (d deadLetters) PublishDeadLetter(ctx context.Context, jobName, _ string, r runner.Reject) error {
-	_, err := d.b.PublishReject(ctx, jobName, r, pubsub.RejectID(r))
-	return err
 }

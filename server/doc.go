@@ -1,0 +1,12 @@
+// Package server assembles one weir process: it takes the data directory's
+// lock, listens for the HTTP API, starts the Pub/Sub broker (embedded under
+// DATA_DIR/broker, or an external NATS server), opens the job service,
+// serves the API, publishes the process's address in DATA_DIR/process.json,
+// waits for SIGTERM or SIGINT (or, for a Go program, for a new build that
+// asks it to release the data directory) and shuts everything down with a
+// checkpoint of every job. `weir server` and Go programs (package weirx)
+// are both built from it.
+//
+// It may import service, api, io/pubsub, runner (for the dead-letter hook)
+// and the standard library. It knows nothing of the command line.
+package server

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package server
+
+import "os"
+
+// tryLock does nothing where flock is not available: the state store's own
+// lock is then the only protection of the data directory.
+func tryLock(*os.File) error { return nil }

@@ -1,0 +1,362 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/service"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen = "127.0.0.1:7070"
+	// DefaultShutdownTimeout bounds the final checkpoints of every job at
+	// shutdown (and at a release).
+	DefaultShutdownTimeout = 2 * time.Minute
+	// httpShutdownTimeout bounds in-flight API requests at shutdown.
+	httpShutdownTimeout = 10 * time.Second
+)
+
+// Config configures a Process. Zero values take the documented defaults.
+type Config struct {
+	// DataDir is the data directory. Default service.DefaultDataDir.
+	DataDir string
+	// Listen is the API's address; port 0 lets the system choose.
+	// Default DefaultListen.
+	Listen string
+	// CheckpointInterval is the jobs' checkpoint interval. Default
+	// service.DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
+	// NATSURL is an external NATS JetStream server; empty: the embedded
+	// broker under DATA_DIR/broker.
+	NATSURL string
+	// Logger receives the process's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Program builds the pipelines of Go program jobs (service.Options.Program).
+	Program service.ProgramLoader
+	// Kind is KindServer (default) or KindProgram; a program's process
+	// serves POST /v1/process:release.
+	Kind string
+	// JobName and ProgramPath describe a program in the control file.
+	JobName     string
+	ProgramPath string
+	// Lock is the data directory's lock when the caller already holds it
+	// (LockDataDir); nil: Open takes it, failing with ErrDataDirLocked when
+	// another process holds it.
+	Lock *DirLock
+	// ShutdownTimeout bounds the final checkpoints. Default
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Stop says why Wait returned.
+type Stop int
+
+// Reasons Wait returns.
+const (
+	// StopSignal: SIGTERM or SIGINT arrived.
+	StopSignal Stop = iota + 1
+	// StopContext: the context given to Wait ended.
+	StopContext
+	// StopReleased: a new build took the data directory over (the jobs
+	// are checkpointed and the service closed already).
+	StopReleased
+	// StopFailed: the API stopped serving (Wait's error says why).
+	StopFailed
+)
+
+// Process is one running weir process (see the package documentation).
+// Open, then Serve, then Wait, then Close.
+type Process struct {
+	cfg    Config
+	log    *slog.Logger
+	dir    string
+	ln     net.Listener
+	lock   *DirLock
+	broker *pubsub.Broker
+	svc    *service.Service
+	srv    *http.Server
+	gate   gate
+
+	serveErr chan error
+	// released is closed once a release stopped the backends.
+	released chan struct{}
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Open listens on cfg.Listen, takes the data directory's lock (unless the
+// caller holds it), starts the broker and opens the job service, which
+// resumes the YAML jobs left running. Nothing is served yet (Serve).
+func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = service.DefaultDataDir
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Kind == "" {
+		cfg.Kind = KindServer
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = service.DefaultCheckpointInterval
+	}
+	if cfg.CheckpointInterval < 10*time.Millisecond {
+		return nil, fmt.Errorf("checkpoint interval %s: want at least 10ms", cfg.CheckpointInterval)
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving the data directory: %w", err)
+	}
+	p := &Process{cfg: cfg, log: cfg.Logger, dir: dir, lock: cfg.Lock, serveErr: make(chan error, 1), released: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.stopBackends(context.WithoutCancel(ctx)))
+			if p.ln != nil {
+				p.ln.Close()
+			}
+		}
+	}()
+	if p.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w (is another weir process using it? choose another address with --listen)", cfg.Listen, err)
+	}
+	if p.lock == nil {
+		if p.lock, err = TryLockDataDir(dir); err != nil {
+			return nil, InUseError(dir, err)
+		}
+	}
+	if p.broker, err = startBroker(ctx, cfg, dir); err != nil {
+		return nil, err
+	}
+	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
+		Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program})
+	if err != nil {
+		return nil, fmt.Errorf("starting the job service: %w", err)
+	}
+	return p, nil
+}
+
+// InUseError words err, a failure to take dir's lock, for the user: it
+// names the process the control file describes.
+func InUseError(dir string, err error) error {
+	if !errors.Is(err, ErrDataDirLocked) {
+		return err
+	}
+	if c, cerr := ReadControlFile(dir); cerr == nil {
+		what := "weir server"
+		if c.Kind == KindProgram {
+			what = fmt.Sprintf("program %s (job %s)", c.Program, c.JobName)
+		}
+		return fmt.Errorf("data directory %s is in use by %s, process %d at %s: %w", dir, what, c.PID, c.Address, err)
+	}
+	return fmt.Errorf("data directory %s is in use by another process: %w", dir, err)
+}
+
+// startBroker starts the embedded NATS JetStream broker under
+// DATA_DIR/broker, or connects to cfg.NATSURL.
+func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, error) {
+	if cfg.NATSURL != "" {
+		b, err := pubsub.Connect(ctx, cfg.NATSURL, cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-url: %w", err)
+		}
+		return b, nil
+	}
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded broker: %w", err)
+	}
+	return b, nil
+}
+
+// Service returns the job service.
+func (p *Process) Service() *service.Service { return p.svc }
+
+// DataDir returns the absolute data directory.
+func (p *Process) DataDir() string { return p.dir }
+
+// Address returns the API's base URL, http://host:port.
+func (p *Process) Address() string { return "http://" + p.ln.Addr().String() }
+
+// Serve starts serving the API in the background and writes the control
+// file.
+func (p *Process) Serve() error {
+	opts := []api.ServerOption{api.WithPubSub(p.broker)}
+	if p.cfg.Kind == KindProgram {
+		opts = append(opts, api.WithRelease(p.release))
+	}
+	h := api.NewServer(p.svc, p.log, opts...)
+	p.srv = &http.Server{Handler: p.gate.wrap(h), ReadHeaderTimeout: 10 * time.Second}
+	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
+	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
+		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}
+	if err := writeControlFile(p.dir, c); err != nil {
+		return err
+	}
+	p.log.Info("weir process serving", "listen", p.ln.Addr().String(), "data_dir", p.dir, "kind", p.cfg.Kind)
+	return nil
+}
+
+// Wait blocks until SIGTERM or SIGINT, the end of ctx, a release, or a
+// failure of the API, and says which.
+func (p *Process) Wait(ctx context.Context) (Stop, error) {
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-sig.Done():
+		p.log.Info("shutting down: checkpointing every job")
+		return StopSignal, nil
+	case <-ctx.Done():
+		return StopContext, nil
+	case <-p.released:
+		return StopReleased, p.stopErr
+	case err := <-p.serveErr:
+		return StopFailed, fmt.Errorf("serving the API: %w", err)
+	}
+}
+
+// Close stops the API, checkpoints every job and closes the service
+// (jobs stay RUNNING and resume on the next start), stops the broker,
+// removes the control file and releases the lock. ctx bounds nothing
+// (the bounds are the configuration's); it carries values only.
+func (p *Process) Close(ctx context.Context) error {
+	var errs []error
+	if p.srv != nil {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+		defer cancel()
+		if err := p.srv.Shutdown(hctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Warn("stopping the API", "error", err)
+		}
+	}
+	errs = append(errs, p.stopBackends(ctx))
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// release serves POST /v1/process:release once the check passed: no new
+// request gets through, in-flight ones finish, then every job is
+// checkpointed and the data directory freed.
+func (p *Process) release(ctx context.Context) error {
+	p.log.Info("a new build takes the data directory over: checkpointing every job and releasing it")
+	p.gate.close()
+	err := p.stopBackends(ctx)
+	select {
+	case <-p.released:
+	default:
+		close(p.released)
+	}
+	return err
+}
+
+// stopBackends closes the service (checkpointing every job), the broker,
+// the control file and the lock, once.
+func (p *Process) stopBackends(ctx context.Context) error {
+	p.stopOnce.Do(func() {
+		var errs []error
+		if p.svc != nil {
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+			if err := p.svc.Close(jctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping the job service: %w", err))
+			}
+			cancel()
+		}
+		if p.broker != nil {
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+			if err := p.broker.Shutdown(bctx); err != nil {
+				p.log.Warn("stopping the broker", "error", err)
+			}
+			cancel()
+		}
+		if p.srv != nil {
+			if err := removeControlFile(p.dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 {
+			// With a job service that failed to stop, the store may still be
+			// open: the lock goes with the process.
+			errs = append(errs, p.lock.Unlock())
+		}
+		p.stopErr = errors.Join(errs...)
+	})
+	return p.stopErr
+}
+
+// gate lets API requests through until close, which waits for the ones in
+// flight: after a release the service is closed, and no request may reach
+// it. The release route itself is not gated.
+type gate struct {
+	mu       sync.Mutex
+	closed   bool           // guarded by mu
+	inFlight sync.WaitGroup // Add under mu
+}
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.inFlight.Add(1)
+	return true
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.inFlight.Wait()
+}
+
+func (g *gate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/process:release" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !g.enter() {
+			b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: service.CodeShuttingDown,
+				Message: "this process is handing its data directory over to a new build; retry against the new process"}})
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(append(b, '\n'))
+			return
+		}
+		defer g.inFlight.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadLetters publishes the rejects of jobs to their dead-letter topic,
+// weir.deadletter.<job name>, de-duplicated by source position so a replay
+// after a restart publishes a reject once.
+type deadLetters struct{ b *pubsub.Broker }
+
+// PublishDeadLetter implements service.DeadLetterPublisher.
+func (d deadLetters) PublishDeadLetter(ctx context.Context, jobName, _ string, r runner.Reject) error {
+	_, err := d.b.PublishReject(ctx, jobName, r, pubsub.RejectID(r))
+	return err
+}

@@ -1,0 +1,355 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/state"
+)
+
+// SDKGo is the Job.SDK of a job whose pipeline is built by the Go code of
+// its program (a program using package weirx) rather than loaded from YAML.
+const SDKGo = "go"
+
+// ProgramLoader builds the pipeline of a Go program's job for the job that
+// job describes (weir.NewJobPipeline(job) and the program's construction
+// code). It is called when the job is created, resumed, updated or
+// rescaled, and, with an empty job.ID, to compute the graph only. It must
+// build the same graph for every call of one build, and should do no I/O
+// beyond validation.
+type ProgramLoader func(job weir.JobInfo) (*weir.Pipeline, error)
+
+// Actions of StartProgram.
+const (
+	// ActionSubmitted: no job of the name was active; a new one started.
+	ActionSubmitted = "submitted"
+	// ActionResumed: the name's active job has this build's graph and
+	// resumed from its last checkpoint.
+	ActionResumed = "resumed"
+	// ActionUpdated: the name's active job was replaced by a new job of
+	// this build, which took its state over in the store.
+	ActionUpdated = "updated"
+	// ActionValidated: the update was only checked (validate-only).
+	ActionValidated = "validated"
+)
+
+// ProgramRequest starts the job of a Go program in the service embedded
+// in it.
+type ProgramRequest struct {
+	// Name is the job name.
+	Name string
+	// Program is the program's executable, recorded with a new job.
+	Program string
+	// Options are the options of a new job (a resumed job keeps its own).
+	Options JobOptions
+	// Update replaces the name's active job with a job of this build after
+	// the compatibility check, even when the graphs are equal.
+	Update bool
+	// Mapping renames (or, mapped to "", deletes on purpose) steps of the
+	// active job, as UpdateRequest.Mapping.
+	Mapping string
+	// AllowSourceChange accepts a source that reads something else.
+	AllowSourceChange bool
+	// ValidateOnly, with Update, runs the check and changes nothing.
+	ValidateOnly bool
+}
+
+// ProgramStart is what StartProgram did.
+type ProgramStart struct {
+	// Action is ActionSubmitted, ActionResumed, ActionUpdated or
+	// ActionValidated.
+	Action string `json:"action"`
+	// Job is the job that now runs (nil when validated or refused).
+	Job *Job `json:"job,omitempty"`
+	// Report is the compatibility report of an update.
+	Report *compat.Report `json:"report,omitempty"`
+	// Replaced is the job an update replaced (or would replace).
+	Replaced *Summary `json:"replaced,omitempty"`
+}
+
+// loadProgram builds j's pipeline with the program's loader.
+func (s *Service) loadProgram(j *Job) (*weir.Pipeline, error) {
+	if s.opts.Program == nil {
+		return nil, errorf(CodeInvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
+	}
+	p, err := s.opts.Program(weir.JobInfo{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker})
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
+	}
+	if p == nil {
+		return nil, errorf(CodeInvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
+	}
+	if err := p.Err(); err != nil {
+		return nil, errorf(CodeInvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
+	}
+	return p, nil
+}
+
+// sameGraph reports whether two canonical graphs are equal, comparing
+// their canonical forms (stored JSON may be formatted differently).
+func sameGraph(a, b json.RawMessage) (bool, error) {
+	ga, err := graph.Parse(a)
+	if err != nil {
+		return false, err
+	}
+	gb, err := graph.Parse(b)
+	if err != nil {
+		return false, err
+	}
+	ca, err := ga.Canonical()
+	if err != nil {
+		return false, err
+	}
+	cb, err := gb.Canonical()
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, cb), nil
+}
+
+// StartProgram starts the job of a Go program whose service embeds it:
+//
+//   - no active job of the name: a new job (next generation) starts;
+//   - an active job whose stored graph equals this build's, without Update:
+//     it resumes from its last checkpoint;
+//   - an active job with another graph, without Update: PROGRAM_CHANGED;
+//   - Update: the compatibility check of this build against the stored
+//     graph runs; refused (INCOMPATIBLE_UPDATE, with the report) or
+//     validate-only changes nothing but the recorded attempt; otherwise
+//     the active job is replaced in the store (see updateStoredLocked).
+//
+// Go program jobs never resume by themselves when the service opens: their
+// program decides here.
+func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	mapping, err := compat.ParseMapping(req.Mapping)
+	if err != nil {
+		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+	}
+	req.Options.EnsureDefaults()
+	if err := req.Options.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errorf(CodeShuttingDown, "the job service is shutting down")
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID == "" {
+		if req.Update {
+			return nil, errorf(CodeNoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
+		}
+		j, err := s.submitProgramLocked(ctx, l, req)
+		if err != nil {
+			return nil, err
+		}
+		return &ProgramStart{Action: ActionSubmitted, Job: j}, nil
+	}
+	active, err := s.readJob(l.ActiveJobID)
+	if err != nil {
+		return nil, internalf("reading the active job of %q: %w", req.Name, err)
+	}
+	if active.SDK != SDKGo {
+		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
+	}
+	if s.running[active.ID] != nil {
+		return nil, errorf(CodeJobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
+	}
+	if req.Update {
+		return s.updateStoredLocked(ctx, l, active, req, mapping)
+	}
+	p, err := s.loadProgram(active)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := p.Graph().Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
+	}
+	same, err := sameGraph(active.Graph, canon)
+	if err != nil {
+		return nil, internalf("comparing the graph of job %s with this build's: %w", active.ID, err)
+	}
+	if !same {
+		return nil, errorf(CodeProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
+	}
+	s.opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
+	if err := s.launchLocked(ctx, active, p.Program()); err != nil {
+		return nil, err
+	}
+	return &ProgramStart{Action: ActionResumed, Job: active}, nil
+}
+
+// submitProgramLocked creates and starts a new Go program job of lineage l.
+// Service.mu is held.
+func (s *Service) submitProgramLocked(ctx context.Context, l *lineage, req ProgramRequest) (*Job, error) {
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	j := &Job{ID: id, Name: req.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
+		Generation: l.Generation + 1, Options: req.Options,
+		History: []StateChange{{State: StatePending, Time: now}}}
+	p, err := s.loadProgram(j)
+	if err != nil {
+		return nil, err
+	}
+	g := p.Graph()
+	canon, err := g.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
+	}
+	j.Graph, j.Type = canon, jobType(g)
+	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
+		return nil, err
+	}
+	if err := s.store.Apply(w); err != nil {
+		return nil, internalf("recording job %s: %w", j.ID, err)
+	}
+	s.opts.Logger.Info("job created", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type, "sdk", SDKGo)
+	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// ReleaseRequest asks the process running the job of Name to hand its data
+// directory over to a new build of its program: Graph is the new build's
+// canonical graph, checked against the job's stored graph.
+type ReleaseRequest struct {
+	Name string
+	// Graph is the new build's canonical graph JSON.
+	Graph json.RawMessage
+	// Program is the new build's executable (recorded with a refused attempt).
+	Program           string
+	Mapping           string
+	AllowSourceChange bool
+	ValidateOnly      bool
+}
+
+// CheckRelease runs, in the process that runs the job of req.Name, the
+// compatibility check of a new build's graph against the job's stored
+// graph. A refused (INCOMPATIBLE_UPDATE, with the report) or validate-only
+// check is recorded as an update attempt. It changes nothing else: the
+// caller releases the data directory (Close) when it passes. With no
+// active job of the name, the result has no report and the release may go
+// ahead.
+func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	mapping, err := compat.ParseMapping(req.Mapping)
+	if err != nil {
+		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+	}
+	newGraph, err := graph.Parse(req.Graph)
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "the new build's graph: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, errorf(CodeShuttingDown, "this process is shutting down; start the new build again once it has stopped")
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID == "" {
+		return &UpdateResult{}, nil
+	}
+	old, err := s.readJob(l.ActiveJobID)
+	if err != nil {
+		return nil, internalf("reading the active job of %q: %w", req.Name, err)
+	}
+	if old.SDK != SDKGo {
+		return nil, errorf(CodeNotReleasable, "the active job of %s, %s, is a YAML pipeline, not a Go program's: update it with 'weir run --update'", req.Name, old.ID)
+	}
+	oldGraph, err := graph.Parse(old.Graph)
+	if err != nil {
+		return nil, internalf("reading the graph of job %s: %w", old.ID, err)
+	}
+	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
+	sum := old.Summary()
+	res := &UpdateResult{Report: report, Replaced: &sum}
+	if report.Compatible && !req.ValidateOnly {
+		return res, nil
+	}
+	if err := s.recordAttemptLocked(old, req.Program, req.ValidateOnly, report); err != nil {
+		return nil, err
+	}
+	if !report.Compatible {
+		return res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+	}
+	return res, nil
+}
+
+// recordAttemptLocked records a refused or validate-only update of old by a
+// Go program build. Service.mu is held.
+func (s *Service) recordAttemptLocked(old *Job, program string, validateOnly bool, report compat.Report) error {
+	now := s.now()
+	w := &state.Write{}
+	a := Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
+		Pipeline: "Go program " + program}
+	if err := putJSON(w, attemptKey(old.Name, now), a); err != nil {
+		return err
+	}
+	if err := s.store.Apply(w); err != nil {
+		return internalf("recording the update attempt: %w", err)
+	}
+	return nil
+}
+
+// waitJobPoll is how often WaitJob looks at the job's record.
+const waitJobPoll = 100 * time.Millisecond
+
+// WaitJob waits until job id is terminal and its execution has let go of
+// it (final checkpoint written and committed), and returns its record. It
+// returns a SHUTTING_DOWN error once the service closes, and ctx's error
+// when ctx ends first.
+func (s *Service) WaitJob(ctx context.Context, id string) (*Job, error) {
+	t := time.NewTicker(waitJobPoll)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return nil, errorf(CodeShuttingDown, "the job service is shutting down")
+		}
+		j, err := s.readJob(id)
+		live := s.running[id] != nil
+		s.mu.Unlock()
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return nil, errorf(CodeJobNotFound, "no job has the ID %q", id)
+		case err != nil:
+			return nil, err
+		case j.State.Terminal() && !live:
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for job %s: %w", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/row"
+)
+
+// programCount is the number of elements a counting program generates.
+const programCount = 2100
+
+// countingProgram returns a Go program's loader: programCount elements at
+// 500/s with keys k0..k6, counted per key (one firing at the end) and
+// upserted into the table counts of db. variant "v2" adds a stateless
+// step and names the count Counts; "v3" keys the count by an integer.
+func countingProgram(db, variant string) ProgramLoader {
+	return func(job weir.JobInfo) (*weir.Pipeline, error) {
+		p := weir.NewJobPipeline(job)
+		s := p.Root()
+		schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
+		cfg := weir.GenerateConfig{Count: programCount, Rate: 500}
+		var rows weir.PCollection[*row.Row]
+		if variant == "v3" {
+			ev := weir.Generate(s, "Events", cfg, func(i int64) weir.KV[int64, int64] { return weir.KV[int64, int64]{Key: i % 7, Value: 1} })
+			c := weir.CombinePerKey(s, "CountPerKey", ev, weir.Sum[int64]())
+			rows = weir.Map(s, "ToRow", c, func(kv weir.KV[int64, int64]) *row.Row {
+				return &row.Row{Schema: schema, Values: []any{fmt.Sprintf("k%d", kv.Key), kv.Value}}
+			})
+		} else {
+			ev := weir.Generate(s, "Events", cfg, func(i int64) weir.KV[string, int64] {
+				return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", i%7), Value: 1}
+			})
+			name := "CountPerKey"
+			if variant == "v2" {
+				ev = weir.Filter(s, "Valid", ev, func(kv weir.KV[string, int64]) bool { return kv.Value > 0 })
+				name = "Counts"
+			}
+			c := weir.CombinePerKey(s, name, ev, weir.Sum[int64]())
+			rows = weir.Map(s, "ToRow", c, func(kv weir.KV[string, int64]) *row.Row {
+				return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
+			})
+		}
+		sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
+			JobID: job.ID, Generation: job.Generation}, schema)
+		if err != nil {
+			return nil, err
+		}
+		weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
+		return p, nil
+	}
+}
+
+func openProgramService(t *testing.T, dir string, clock testClock, program ProgramLoader) *Service {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: dir, CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Program: program})
+	if err != nil {
+		t.Fatalf("opening the service: %v", err)
+	}
+	return s
+}
+
+// registrySnapshot is what a refused start must not change.
+type registrySnapshot struct {
+	Lineage lineage
+	Jobs    []string
+	Epoch   uint64
+}
+
+func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, err := s.readLineage(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := registrySnapshot{Lineage: *l}
+	err = s.store.Scan("job/", func(_ string, v []byte) error {
+		var j Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return err
+		}
+		snap.Jobs = append(snap.Jobs, j.ID+" "+j.State.String())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.store.LastCheckpoint(l.ActiveJobID); err == nil {
+		snap.Epoch = rec.Epoch
+	}
+	return snap
+}
+
+// TestProgramStoredUpdate: a Go program's job is checkpointed and its
+// service closed (as a process releasing its data directory); a build with
+// another graph is refused without Update; an incompatible update is
+// refused and changes nothing but the recorded attempt; a compatible
+// update with a rename replaces the job in the store, and the new job
+// finishes with exact per-key counts (state and source positions carried
+// over, nothing counted twice).
+func TestProgramStoredUpdate(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "counts.sqlite")
+	ctx := context.Background()
+	clock := testClock{base: time.Now()}
+
+	s := openProgramService(t, dir, clock, countingProgram(db, "v1"))
+	st, err := s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1 := st.Job
+	if st.Action != ActionSubmitted || j1.SDK != SDKGo || j1.Generation != 1 || j1.Pipeline != "" {
+		t.Fatalf("first start: action %s, job sdk %q generation %d", st.Action, j1.SDK, j1.Generation)
+	}
+	waitFor(t, s, "counts", "a checkpoint", checkpointed(2))
+	waitElements(t, s, "counts", "CountPerKey", 100)
+
+	// The running process's check (POST /v1/process:release).
+	graphOf := func(variant string) json.RawMessage {
+		p, err := countingProgram(db, variant)(weir.JobInfo{Name: "counts"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Graph().Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	res, err := s.CheckRelease(ReleaseRequest{Name: "counts", Graph: graphOf("v3")})
+	if !hasCode(err, CodeIncompatible) || res == nil || res.Report.Compatible {
+		t.Fatalf("CheckRelease(v3) = %+v, %v; want INCOMPATIBLE_UPDATE with a report", res, err)
+	}
+	if res, err := s.CheckRelease(ReleaseRequest{Name: "counts", Graph: graphOf("v2"), Mapping: `{"CountPerKey":"Counts"}`}); err != nil || !res.Report.Compatible {
+		t.Fatalf("CheckRelease(v2) = %+v, %v; want compatible", res, err)
+	}
+	if j, _ := s.Get("counts"); j.ID != j1.ID || j.State != StateRunning {
+		t.Fatalf("after the checks the job is %s %s", j.ID, j.State)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A service without the program leaves the job alone.
+	s = openProgramService(t, dir, clock, nil)
+	if ids := s.runningIDs(); len(ids) != 0 {
+		t.Fatalf("a service without the program runs %v", ids)
+	}
+	if j, _ := s.Get("counts"); j.State != StateRunning {
+		t.Fatalf("a service without the program made the job %s", j.State)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another graph without Update, then an incompatible update: refused,
+	// nothing changes but the attempt.
+	s = openProgramService(t, dir, clock, countingProgram(db, "v3"))
+	before := snapshotRegistry(t, s, "counts")
+	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts"}); !hasCode(err, CodeProgramChanged) {
+		t.Fatalf("start of another graph without Update: %v, want PROGRAM_CHANGED", err)
+	}
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true})
+	if !hasCode(err, CodeIncompatible) || st == nil || st.Report == nil || st.Report.Compatible || st.Job != nil {
+		t.Fatalf("incompatible update: %+v, %v", st, err)
+	}
+	if after := snapshotRegistry(t, s, "counts"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refused update changed the registry:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if ids := s.runningIDs(); len(ids) != 0 {
+		t.Fatalf("a refused update runs %v", ids)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The compatible update, with a rename.
+	s = openProgramService(t, dir, clock, countingProgram(db, "v2"))
+	defer s.Close(ctx)
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true, Mapping: `{"CountPerKey":"Counts"}`})
+	if err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	j2 := st.Job
+	if st.Action != ActionUpdated || j2.Generation != 2 || j2.ReplacesJobID != j1.ID {
+		t.Fatalf("update: action %s, job generation %d replaces %q", st.Action, j2.Generation, j2.ReplacesJobID)
+	}
+	done := waitDone(t, s, j2.ID)
+	if done.State != StateDone {
+		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
+	}
+	jobs, attempts, err := s.History("counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].State != StateUpdated || jobs[0].ReplacedByJobID != j2.ID || len(attempts) != 2 {
+		t.Fatalf("history: %d jobs (first %s → %q), %d attempts", len(jobs), jobs[0].State, jobs[0].ReplacedByJobID, len(attempts))
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT key, n, generation FROM counts ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var k string
+		var n, g int64
+		if err := rows.Scan(&k, &n, &g); err != nil {
+			t.Fatal(err)
+		}
+		got++
+		if n != programCount/7 || g != 2 {
+			t.Errorf("key %s: count %d generation %d, want %d and 2", k, n, g, programCount/7)
+		}
+	}
+	if got != 7 {
+		t.Errorf("%d keys in the table, want 7", got)
+	}
+}

@@ -1,0 +1,207 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+)
+
+// updateStoredLocked replaces old, the active Go program job of lineage l,
+// which has no live execution (its process released the data directory or
+// died), with a new job of this build. It is Update without a live old
+// execution: the handover happens in the store.
+//
+//  1. The compatibility check of this build against old's stored graph; a
+//     refused or validate-only attempt is recorded and changes nothing.
+//  2. The sink data of old's last checkpoint is committed again, by this
+//     build's sinks configured as old's (sinks skip committed epochs), in
+//     case old's process died between writing and committing it.
+//  3. One atomic write (state.WriteHandover): old becomes UPDATED
+//     (replaced_by_job_id), the new job (next generation, replaces_job_id)
+//     is recorded with old's last checkpoint as its restore point (source
+//     positions under the new step names), renamed steps' state namespaces
+//     are rebound and dropped steps' state deleted, and the name's lineage
+//     points at the new job.
+//  4. The new job starts, restoring its state from the store in place.
+//
+// A crash before step 3 leaves old the active job (its next start resumes
+// it from its last checkpoint); after it, the new job is the active one.
+// Service.mu is held.
+func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
+	switch old.State {
+	case StatePending, StateRunning, StateDraining:
+	default:
+		return nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", old.Name, old.ID, old.State)
+	}
+	oldGraph, err := graph.Parse(old.Graph)
+	if err != nil {
+		return nil, internalf("reading the graph of job %s: %w", old.ID, err)
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	nj := &Job{ID: id, Name: old.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
+		Generation: l.Generation + 1, Options: req.Options, ReplacesJobID: old.ID,
+		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
+	p, err := s.loadProgram(nj)
+	if err != nil {
+		return nil, err
+	}
+	newGraph := p.Graph()
+	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
+	sum := old.Summary()
+	res := &ProgramStart{Action: ActionValidated, Report: &report, Replaced: &sum}
+	if !report.Compatible || req.ValidateOnly {
+		if err := s.recordAttemptLocked(old, req.Program, req.ValidateOnly, report); err != nil {
+			return nil, err
+		}
+		if !report.Compatible {
+			return res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the job was not changed", old.Name, old.ID, len(report.Errors))
+		}
+		return res, nil
+	}
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
+	}
+	nj.Graph, nj.Type = canon, jobType(newGraph)
+
+	rec, err := s.store.LastCheckpoint(old.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		rec, err = nil, nil
+	}
+	if err != nil {
+		return nil, internalf("reading the last checkpoint of job %s: %w", old.ID, err)
+	}
+	if rec != nil && len(rec.SinkParts) > 0 {
+		if err := s.recommitStoredLocked(ctx, old, rec, mapping); err != nil {
+			return nil, err
+		}
+	}
+
+	if old.State == StatePending {
+		// Created but never started (its process died at once).
+		if err := transition(old, StateRunning, now, "recovered for an update"); err != nil {
+			return nil, err
+		}
+	}
+	if old.State == StateDraining {
+		// A draining job's successor keeps draining.
+		nj.State = StateDraining
+		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
+	}
+	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID+" by a new build of its program"); err != nil {
+		return nil, err
+	}
+	old.ReplacedByJobID = nj.ID
+	old.PendingCommit = false
+	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
+	w := &state.Write{}
+	for _, r := range []struct {
+		key string
+		v   any
+	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(old.Name), l}} {
+		if err := putJSON(w, r.key, r.v); err != nil {
+			return nil, err
+		}
+	}
+	if rec == nil {
+		// No checkpoint, so no state: the new job starts from scratch.
+		if err := s.store.Apply(w); err != nil {
+			return nil, internalf("writing the update of job %s: %w", old.ID, err)
+		}
+	} else {
+		h := storedHandover(old.Name, old.ID, nj.ID, rec, report)
+		cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
+		if err := s.store.WriteHandover(h, cp, w); err != nil {
+			// Nothing was written: the old job is still the active one.
+			return nil, internalf("writing the handover of job %s: %w", old.ID, err)
+		}
+	}
+	s.opts.Logger.Info("job updated in the store", "job_name", old.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
+	if err := s.launchLocked(ctx, nj, p.Program()); err != nil {
+		return nil, err
+	}
+	res.Action, res.Job = ActionUpdated, nj
+	return res, nil
+}
+
+// storedHandover describes the handover of old's last checkpoint rec to
+// job newID per the compatibility report: sources' positions under their
+// new names, renames of keyed steps, and the state dropped on purpose.
+func storedHandover(lineage, oldID, newID string, rec *state.CheckpointRecord, report compat.Report) state.Handover {
+	h := state.Handover{Lineage: lineage, OldJob: oldID, NewJob: newID, Renames: map[string]string{}, Positions: map[string][][]byte{}}
+	for _, m := range report.Matches {
+		if m.Kind == graph.KindSource {
+			if pos, ok := rec.Positions[m.Old]; ok {
+				h.Positions[m.New] = pos
+			}
+			continue
+		}
+		if m.Old != m.New {
+			h.Renames[m.Old] = m.New
+		}
+	}
+	for _, d := range report.DroppedState {
+		if d.Kind != graph.KindSource {
+			h.Drops = append(h.Drops, d.Step)
+		}
+	}
+	return h
+}
+
+// recommitStoredLocked commits the sink data of old's last checkpoint rec
+// with this build's sinks, built as old's (same job ID and generation), so
+// that an epoch old's process wrote but did not commit is not lost. Sinks
+// skip epochs they already committed. A sink this build no longer has is
+// logged: its part of the epoch cannot be committed. Service.mu is held.
+func (s *Service) recommitStoredLocked(ctx context.Context, old *Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
+	p, err := s.loadProgram(old)
+	if err != nil {
+		return err
+	}
+	code := p.Program().Code
+	cp := &runner.Checkpoint{Epoch: rec.Epoch, SinkParts: map[string][][]byte{}}
+	for step, parts := range rec.SinkParts {
+		nw := step
+		if renamed, _, applied := mapping.Rename(step); applied {
+			nw = renamed
+		}
+		if _, ok := code[nw]; !ok || nw == "" {
+			s.opts.Logger.Warn("the new build has no sink to commit this part of the old job's last checkpoint again",
+				"job_id", old.ID, "step", step, "epoch", rec.Epoch)
+			continue
+		}
+		cp.SinkParts[nw] = parts
+	}
+	if err := runner.CommitRestored(ctx, p.Program(), cp); err != nil {
+		return internalf("committing the sinks of checkpoint %d of job %s again: %w", rec.Epoch, old.ID, err)
+	}
+	return nil
+}
+
+// describeProgramStart is a one-line account of a ProgramStart, for logs
+// and the program's output.
+func describeProgramStart(r *ProgramStart) string {
+	if r == nil || r.Job == nil {
+		return "nothing started"
+	}
+	j := r.Job
+	switch r.Action {
+	case ActionUpdated:
+		return fmt.Sprintf("job %s (%s, generation %d) replaced job %s", j.ID, j.Name, j.Generation, j.ReplacesJobID)
+	case ActionResumed:
+		return fmt.Sprintf("job %s (%s, generation %d) resumed", j.ID, j.Name, j.Generation)
+	}
+	return fmt.Sprintf("job %s (%s, generation %d) started", j.ID, j.Name, j.Generation)
+}
+
+// String describes what StartProgram did in one line.
+func (r *ProgramStart) String() string { return describeProgramStart(r) }

@@ -1,0 +1,24 @@
+// Package weirx runs a Go program's pipeline as a durable job, like Beam's
+// beamx: the program's functions live in its binary, so the program embeds
+// the job service (package server: the same data directory, checkpoints,
+// HTTP API and broker as `weir server`) and gets weir's command-line flags.
+//
+//	func main() {
+//		weirx.Main(func(p *weir.Pipeline) error {
+//			s := p.Root()
+//			events := weir.Generate(s, "Events", weir.GenerateConfig{Rate: 1000}, makeEvent)
+//			...
+//			return nil
+//		})
+//	}
+//
+// Run it with --job-name NAME [--data-dir DIR] [--listen ADDR]; a new build
+// started with --update takes the job over from the running process after
+// the compatibility check, opening its state in place (see Run and the
+// README's "Go SDK programs"). `weir jobs ... --server http://ADDR` manages
+// the job.
+//
+// It may import the SDK root package, server, service, api, compat,
+// io/sqlsink, row, pflag and the standard library; nothing in weir imports
+// it (user programs do).
+package weirx

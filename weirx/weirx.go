@@ -1,0 +1,454 @@
+package weirx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/server"
+	"github.com/weir-dev/weir/service"
+)
+
+// Exit codes of a program, the same as the weir CLI's.
+const (
+	// ExitOK: the job ended (DONE, DRAINED, CANCELLED), the process was
+	// stopped by SIGTERM or SIGINT (its job resumes at the next start), it
+	// released its data directory to a new build, or a validation passed.
+	ExitOK = 0
+	// ExitFailure: the job failed, the data directory is held by another
+	// process (without --update), the job runs another graph (without
+	// --update), or the process could not start.
+	ExitFailure = 1
+	// ExitUsage: a bad flag or flag value, or an invalid job name.
+	ExitUsage = 2
+	// ExitInvalidPipeline: the build function failed or built an invalid
+	// pipeline.
+	ExitInvalidPipeline = 3
+	// ExitIncompatible: --update refused by the compatibility check (the
+	// report says why; the running job is untouched).
+	ExitIncompatible = 6
+)
+
+// TakeoverTimeout bounds how long a build started with --update waits for
+// the running process to checkpoint its jobs and release the data
+// directory.
+const TakeoverTimeout = 2 * time.Minute
+
+// ExitError is an error that carries the process's exit code.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+// Error returns the message.
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
+// ExitCode returns the exit code of Run's error: ExitOK for nil, the code
+// an *ExitError carries, ExitFailure otherwise.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return ExitFailure
+}
+
+// Main runs the program with the command line's arguments (see Run) and
+// exits with its exit code; errors are printed to stderr.
+func Main(build func(p *weir.Pipeline) error) {
+	err := Run(context.Background(), os.Args[1:], os.Stdout, build)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+	}
+	os.Exit(ExitCode(err))
+}
+
+// flags are the command line of a program; the names are weir run's and
+// weir server's.
+type flags struct {
+	jobName            string
+	dataDir            string
+	listen             string
+	update             bool
+	mapping            string
+	allowSourceChange  bool
+	validateOnly       bool
+	numWorkers         int
+	maxNumWorkers      int
+	checkpointInterval time.Duration
+	natsURL            string
+	format             string
+	logLevel           string
+}
+
+func parseFlags(args []string) (*flags, error) {
+	f := &flags{}
+	fs := pflag.NewFlagSet("program", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.jobName, "job-name", "", "the job name (required): lower-case letters, digits and '-'")
+	fs.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "directory of the job registry, state and checkpoints")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the HTTP API (port 0: chosen by the system, printed on the first line)")
+	fs.BoolVar(&f.update, "update", false, "replace the running job of --job-name with this build (after the compatibility check)")
+	fs.StringVar(&f.mapping, "transform-name-mapping", "", `with --update: JSON object mapping old step names (prefixes) to new ones, e.g. '{"Old":"New"}'; "" deletes a step's state`)
+	fs.BoolVar(&f.allowSourceChange, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
+	fs.BoolVar(&f.validateOnly, "validate-only", false, "build and validate the pipeline (with --update: print the compatibility report) and change nothing")
+	fs.IntVar(&f.numWorkers, "num-workers", 1, "number of workers of a new job")
+	fs.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "largest number of workers of a new job (recorded)")
+	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often the job takes a checkpoint")
+	fs.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	fs.StringVar(&f.format, "format", "text", "output format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, withCode(ExitUsage, fmt.Errorf("unexpected argument %q (the program takes flags only)", fs.Arg(0)))
+	}
+	if f.jobName == "" {
+		return nil, withCode(ExitUsage, errors.New("--job-name is required: the name of the program's job (lower-case letters, digits and '-')"))
+	}
+	if err := service.ValidateJobName(f.jobName); err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--job-name: %w", err))
+	}
+	if f.format != "text" && f.format != "json" {
+		return nil, withCode(ExitUsage, fmt.Errorf("--format %q: want text or json", f.format))
+	}
+	if f.checkpointInterval < 10*time.Millisecond {
+		return nil, withCode(ExitUsage, fmt.Errorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval))
+	}
+	if !f.update && (fs.Changed("transform-name-mapping") || f.allowSourceChange) {
+		return nil, withCode(ExitUsage, errors.New("--transform-name-mapping and --allow-source-change apply to --update"))
+	}
+	if _, err := compat.ParseMapping(f.mapping); err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--transform-name-mapping: %w", err))
+	}
+	opts := service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}
+	if err := opts.Validate(); err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("%w", err))
+	}
+	return f, nil
+}
+
+// program is one run of Run.
+type program struct {
+	f      *flags
+	out    io.Writer
+	log    *slog.Logger
+	dir    string
+	exe    string
+	build  func(p *weir.Pipeline) error
+	report func(r *compat.Report, replaced *service.Summary, err error) error
+}
+
+// Run runs a Go program's job with the command line args (without the
+// program name), printing to stdout; logs go to stderr. build constructs
+// the pipeline on p, which is built for the job p.Job() describes; it may
+// be called several times (for the graph, for each job) and must build
+// the same graph each time.
+//
+// What a start does depends on the data directory (see the README's "Go
+// SDK programs"): a free directory starts a new job, resumes the job of
+// --job-name when its stored graph equals this build's, or, with --update,
+// replaces it in the store after the compatibility check; a directory
+// held by a running process is refused without --update, and with it the
+// running process checks this build's graph, checkpoints its job and
+// releases the directory, and this process takes the job over in place.
+// Once running, the program serves the job service's HTTP API on --listen
+// (its address is the first line on stdout) and returns when its job
+// ends, on SIGTERM or SIGINT (its job checkpointed, to resume at the next
+// start), when ctx ends, or when a new build takes the job over.
+func Run(ctx context.Context, args []string, stdout io.Writer, build func(p *weir.Pipeline) error) error {
+	f, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	// A signal during the start (waiting for a lock, opening the store)
+	// stops it cleanly too; once running, the process waits for one.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return withCode(ExitUsage, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel))
+	}
+	dir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("resolving the data directory: %w", err))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "(unknown executable)"
+	}
+	pr := &program{f: f, out: stdout, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+		dir: dir, exe: exe, build: build}
+	return pr.run(ctx)
+}
+
+// load is the service's ProgramLoader: this build's pipeline for job.
+func (pr *program) load(job weir.JobInfo) (*weir.Pipeline, error) {
+	if job.Name != pr.f.jobName {
+		return nil, fmt.Errorf("this program runs job %s, not %s", pr.f.jobName, job.Name)
+	}
+	p := weir.NewJobPipeline(job)
+	if err := pr.build(p); err != nil {
+		return nil, err
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (pr *program) run(ctx context.Context) error {
+	f := pr.f
+	gp, err := pr.load(weir.JobInfo{Name: f.jobName, DataDir: pr.dir})
+	if err != nil {
+		return withCode(ExitInvalidPipeline, fmt.Errorf("building the pipeline: %w", err))
+	}
+	canon, err := gp.Graph().Canonical()
+	if err != nil {
+		return withCode(ExitInvalidPipeline, fmt.Errorf("serialising the pipeline graph: %w", err))
+	}
+	if f.validateOnly && !f.update {
+		fmt.Fprintf(pr.out, "the pipeline of %s is valid (%d steps); nothing ran (--validate-only)\n", f.jobName, len(gp.Graph().Steps))
+		return nil
+	}
+
+	lock, err := server.TryLockDataDir(pr.dir)
+	if errors.Is(err, server.ErrDataDirLocked) {
+		if lock, err = pr.takeOver(ctx, canon); lock == nil {
+			return err
+		}
+	}
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
+		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
+		ProgramPath: pr.exe, Lock: lock})
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	st, err := p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
+		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
+		Update:  f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+	if err != nil || st.Job == nil {
+		closeErr := p.Close(ctx)
+		if st != nil && st.Report != nil {
+			return errors.Join(pr.printReport(st.Report, st.Replaced, err), closeErr)
+		}
+		code := ExitFailure
+		if service.ErrorCode(err) == service.CodeInvalidPipeline {
+			code = ExitInvalidPipeline
+		}
+		return errors.Join(withCode(code, err), closeErr)
+	}
+	if st.Job.State == service.StateFailed {
+		return errors.Join(withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", st.Job.ID, st.Job.Name, st.Job.Error)), p.Close(ctx))
+	}
+	if err := p.Serve(); err != nil {
+		return errors.Join(withCode(ExitFailure, err), p.Close(ctx))
+	}
+	if err := pr.printStart(p, st); err != nil {
+		return errors.Join(err, p.Close(ctx))
+	}
+	return pr.wait(ctx, p, st.Job)
+}
+
+// takeOver handles a data directory held by another process: without
+// --update it is an error naming the process; with it, the process is
+// asked to check this build and release the directory, which this process
+// then locks. A nil lock comes with the error (or nil, for a validation
+// that passed) to return.
+func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock, error) {
+	f := pr.f
+	inUse := server.InUseError(pr.dir, server.ErrDataDirLocked)
+	if !f.update {
+		return nil, withCode(ExitFailure, fmt.Errorf("%w; to replace its job with this build, start this build with --update", inUse))
+	}
+	ctl, err := server.ReadControlFile(pr.dir)
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("%w, which has not published its address yet (%w): try again once it has started", inUse, err))
+	}
+	if ctl.Kind != server.KindProgram {
+		return nil, withCode(ExitFailure, fmt.Errorf("%w; a weir server does not hand its data directory over: stop it first, or give this program another --data-dir", inUse))
+	}
+	c, err := api.NewClient(ctl.Address, &http.Client{Timeout: server.DefaultShutdownTimeout + time.Minute})
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("the control file's address: %w", err))
+	}
+	pr.log.Info("asking the running process to release the data directory", "pid", ctl.PID, "address", ctl.Address)
+	res, err := c.Release(ctx, api.ReleaseRequest{Name: f.jobName, Graph: canon, Program: pr.exe,
+		TransformNameMapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+	if errors.Is(err, api.ErrUnreachable) {
+		// The process died (or is dying) without answering: once its lock is
+		// free, the stored swap runs the check itself.
+		pr.log.Warn("the running process did not answer; waiting for the data directory's lock", "pid", ctl.PID, "error", err)
+		lock, lerr := server.LockDataDir(ctx, pr.dir, TakeoverTimeout)
+		if lerr != nil {
+			return nil, withCode(ExitFailure, fmt.Errorf("%w, which does not answer at %s: %w", inUse, ctl.Address, lerr))
+		}
+		return lock, nil
+	}
+	if res != nil && res.Report != nil && (err != nil || f.validateOnly) {
+		return nil, pr.printReport(res.Report, res.Replaced, err)
+	}
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("asking process %d at %s to release the data directory: %w", ctl.PID, ctl.Address, err))
+	}
+	if f.validateOnly {
+		fmt.Fprintf(pr.out, "job %s has no active job in process %d: nothing to check\n", f.jobName, ctl.PID)
+		return nil, nil
+	}
+	if res.Report != nil && (len(res.Report.Warnings) > 0 || len(res.Report.DroppedState) > 0) {
+		pr.log.Warn("the update passed the check with warnings or dropped state; the report follows once this process has taken over")
+	}
+	pr.log.Info("the running process released the data directory; taking it over", "pid", ctl.PID)
+	lock, err := server.LockDataDir(ctx, pr.dir, TakeoverTimeout)
+	if err != nil {
+		return nil, withCode(ExitFailure, fmt.Errorf("process %d released the data directory but still holds its lock: %w", ctl.PID, err))
+	}
+	return lock, nil
+}
+
+// updateOutput is what a refused or validated --update prints with
+// --format json (weir run --update's shape).
+type updateOutput struct {
+	Name           string        `json:"name"`
+	ValidateOnly   bool          `json:"validate_only,omitempty"`
+	Compatibility  compat.Report `json:"compatibility"`
+	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+}
+
+// printReport prints the compatibility report of a refused or
+// validate-only --update and returns the error to exit with: ExitIncompatible
+// when refused, nil when a validation passed, err's otherwise.
+func (pr *program) printReport(r *compat.Report, replaced *service.Summary, err error) error {
+	f := pr.f
+	if f.format == "json" {
+		out := updateOutput{Name: f.jobName, ValidateOnly: f.validateOnly, Compatibility: *r}
+		if replaced != nil {
+			out.RunningJobLeft = replaced.ID
+		}
+		if werr := writeJSON(pr.out, out); werr != nil {
+			return werr
+		}
+	} else {
+		if r.Compatible {
+			fmt.Fprintf(pr.out, "the update of %s is compatible (not applied: --validate-only)\n", f.jobName)
+		}
+		if !r.Compatible || len(r.Warnings) > 0 || len(r.DroppedState) > 0 {
+			if werr := r.WriteText(pr.out); werr != nil {
+				return withCode(ExitFailure, werr)
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == service.CodeIncompatible || service.ErrorCode(err) == service.CodeIncompatible {
+		return withCode(ExitIncompatible, err)
+	}
+	return withCode(ExitFailure, err)
+}
+
+// startOutput is the first line of --format json.
+type startOutput struct {
+	Address string          `json:"address"`
+	DataDir string          `json:"data_dir"`
+	Action  string          `json:"action"`
+	Job     service.Summary `json:"job"`
+	Report  *compat.Report  `json:"report,omitempty"`
+}
+
+// printStart prints the API's address (the first line) and what started.
+func (pr *program) printStart(p *server.Process, st *service.ProgramStart) error {
+	if pr.f.format == "json" {
+		return writeJSON(pr.out, startOutput{Address: p.Address(), DataDir: p.DataDir(), Action: st.Action, Job: st.Job.Summary(), Report: st.Report})
+	}
+	fmt.Fprintf(pr.out, "weir program listening on %s (job %s, data dir %s)\n", p.Address(), pr.f.jobName, p.DataDir())
+	fmt.Fprintln(pr.out, st.String())
+	if r := st.Report; r != nil && (len(r.Warnings) > 0 || len(r.DroppedState) > 0) {
+		if err := r.WriteText(pr.out); err != nil {
+			return withCode(ExitFailure, err)
+		}
+	}
+	return nil
+}
+
+// wait runs until the job ends, a signal, the end of ctx, or a release,
+// then shuts the process down.
+func (pr *program) wait(ctx context.Context, p *server.Process, j *service.Job) error {
+	jobCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan *service.Job, 1)
+	go func() {
+		if end, err := p.Service().WaitJob(jobCtx, j.ID); err == nil {
+			ended <- end
+			cancel()
+		}
+	}()
+	stop, werr := p.Wait(jobCtx)
+	cancel()
+	closeErr := p.Close(context.WithoutCancel(ctx))
+	select {
+	case end := <-ended:
+		pr.log.Info("job ended", "job_id", end.ID, "state", end.State)
+		if pr.f.format == "text" {
+			fmt.Fprintf(pr.out, "job %s (%s) ended %s\n", end.ID, end.Name, end.State)
+		}
+		if end.State == service.StateFailed {
+			return errors.Join(withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", end.ID, end.Name, end.Error)), closeErr)
+		}
+		return withCode(ExitFailure, closeErr)
+	default:
+	}
+	switch stop {
+	case server.StopReleased:
+		if pr.f.format == "text" {
+			fmt.Fprintf(pr.out, "released the data directory to a new build of the program\n")
+		}
+		return withCode(ExitFailure, errors.Join(werr, closeErr))
+	case server.StopFailed:
+		return withCode(ExitFailure, errors.Join(werr, closeErr))
+	}
+	return withCode(ExitFailure, closeErr)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return withCode(ExitFailure, fmt.Errorf("encoding the output: %w", err))
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}
