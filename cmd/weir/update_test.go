@@ -125,8 +125,10 @@ func TestCLIUpdate(t *testing.T) {
 	}
 }
 
-// TestCLIBenchUpdate runs `weir bench update` at a tiny size: both modes
-// run in child processes and report a verified pause.
+// TestCLIBenchUpdate runs `weir bench update` at a tiny size: both jobs
+// (a YAML job in the job service, a Go SDK pipeline) and both modes run in
+// child processes and report a pause; the SDK runs verify their totals, the
+// YAML runs report the baseline gap beside the pause.
 func TestCLIBenchUpdate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs benchmark children")
@@ -136,21 +138,33 @@ func TestCLIBenchUpdate(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	var runs []struct {
-		Mode     string  `json:"mode"`
-		Keys     int64   `json:"keys"`
-		PauseMS  float64 `json:"pause_ms"`
-		Verified bool    `json:"verified"`
-		PeakRSS  int64   `json:"peak_rss_bytes"`
+		Mode       string  `json:"mode"`
+		Server     bool    `json:"server"`
+		Keys       int64   `json:"keys"`
+		PauseMS    float64 `json:"pause_ms"`
+		BaselineMS float64 `json:"baseline_gap_ms"`
+		Verified   bool    `json:"verified"`
+		PeakRSS    int64   `json:"peak_rss_bytes"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
-	if len(runs) != 2 || runs[0].Mode != "update" || runs[1].Mode != "restore" {
+	want := []struct {
+		mode   string
+		server bool
+	}{{"update", true}, {"restore", true}, {"update", false}, {"restore", false}}
+	if len(runs) != len(want) {
 		t.Fatalf("runs: %+v", runs)
 	}
-	for _, run := range runs {
-		if !run.Verified || run.PauseMS <= 0 || run.Keys != 5000 || run.PeakRSS <= 0 {
-			t.Errorf("run: %+v", run)
+	for i, run := range runs {
+		if run.Mode != want[i].mode || run.Server != want[i].server || run.PauseMS <= 0 || run.Keys != 5000 || run.PeakRSS <= 0 {
+			t.Errorf("run %d: %+v", i, run)
+		}
+		if run.Server && run.BaselineMS <= 0 {
+			t.Errorf("run %d (YAML job): no baseline gap: %+v", i, run)
+		}
+		if !run.Server && !run.Verified {
+			t.Errorf("run %d (SDK pipeline): totals not verified: %+v", i, run)
 		}
 	}
 }
