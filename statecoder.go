@@ -26,6 +26,18 @@ func encodeJSON(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
+// appendJSON appends encodeJSON's encoding of v.
+func appendJSON(dst []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.AppendInt(dst, x, 10), nil
+	case string:
+		return append(append(dst, 's'), x...), nil
+	}
+	b, err := json.Marshal(v)
+	return append(dst, b...), err
+}
+
 func decodeJSON[T any](b []byte) (T, error) {
 	var v T
 	switch p := any(&v).(type) {
@@ -46,6 +58,11 @@ func decodeJSON[T any](b []byte) (T, error) {
 // EncodeKey implements runner.StateCoder.
 func (k kvKeyer[K, V]) EncodeKey(key any) ([]byte, error) { return encodeJSON(key.(K)) }
 
+// AppendEncodedKey implements runner.StateAppender.
+func (k kvKeyer[K, V]) AppendEncodedKey(dst []byte, key any) ([]byte, error) {
+	return appendJSON(dst, key)
+}
+
 // DecodeKey implements runner.StateCoder.
 func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
 	v, err := decodeJSON[K](b)
@@ -54,6 +71,18 @@ func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
 
 func (c *combineAgg[K, V, A, O]) EncodeState(_ string, v any) ([]byte, error) {
 	return encodeJSON(*v.(*A))
+}
+
+// AppendEncodedState implements runner.StateAppender.
+func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any) ([]byte, error) {
+	// v is a *A: an int64 or string accumulator encodes without boxing.
+	switch p := v.(type) {
+	case *int64:
+		return strconv.AppendInt(dst, *p, 10), nil
+	case *string:
+		return append(append(dst, 's'), *p...), nil
+	}
+	return appendJSON(dst, *v.(*A))
 }
 
 func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {

@@ -597,11 +597,18 @@ func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
 
 // appendAggKey appends the encoding of encodeAggKey to out.
 func appendAggKey(out []byte, sc StateCoder, k *aggKey) ([]byte, error) {
-	kb, err := sc.EncodeKey(k.key)
+	sa, fast := sc.(StateAppender)
+	var err error
+	if fast {
+		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedKey(b, k.key) })
+	} else {
+		var kb []byte
+		kb, err = sc.EncodeKey(k.key)
+		out = appendBytes(out, kb)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
-	out = appendBytes(out, kb)
 	out = binary.AppendUvarint(out, uint64(len(k.wins)))
 	for _, ws := range k.wins {
 		out = appendWindow(out, ws.w)
@@ -610,13 +617,35 @@ func appendAggKey(out []byte, sc StateCoder, k *aggKey) ([]byte, error) {
 			out = append(out, 0)
 			continue
 		}
-		acc, err := sc.EncodeState(AccumulatorCell, ws.acc)
+		out = append(out, 1)
+		if fast {
+			out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedState(b, AccumulatorCell, ws.acc) })
+		} else {
+			var acc []byte
+			acc, err = sc.EncodeState(AccumulatorCell, ws.acc)
+			out = appendBytes(out, acc)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("encoding accumulator: %w", err)
 		}
-		out = append(out, 1)
-		out = appendBytes(out, acc)
 	}
+	return out, nil
+}
+
+// appendPrefixed appends what enc appends, preceded by its length as
+// appendBytes writes it, without a separate buffer.
+func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error) {
+	start := len(out)
+	out, err := enc(out)
+	if err != nil {
+		return out, err
+	}
+	n := len(out) - start
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], uint64(n))
+	out = append(out, hdr[:h]...)
+	copy(out[start+h:], out[start:start+n])
+	copy(out[start:], hdr[:h])
 	return out, nil
 }
 

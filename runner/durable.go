@@ -60,5 +60,14 @@ type StateCoder interface {
 	DecodeState(cell string, b []byte) (any, error)
 }
 
+// StateAppender is what a StateCoder may also implement to append its
+// encodings to a buffer instead of returning new ones: checkpoints of many
+// keys then allocate nothing per key. The encodings must equal EncodeKey's
+// and EncodeState's.
+type StateAppender interface {
+	AppendEncodedKey(dst []byte, key any) ([]byte, error)
+	AppendEncodedState(dst []byte, cell string, v any) ([]byte, error)
+}
+
 // AccumulatorCell is the cell name of an aggregation's accumulator.
 const AccumulatorCell = "acc"
