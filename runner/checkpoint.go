@@ -235,6 +235,9 @@ func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, er
 		// The paused steps' snapshots are encoded by the execution that
 		// adopts their state, or by Complete.
 		sortStateEntries(p.cp.State)
+		if err := r.closePausedSources(); err != nil {
+			return nil, err
+		}
 		return p.cp, nil
 	}
 	if !p.cp.Incomplete() {
@@ -245,6 +248,32 @@ func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, er
 		return nil, err
 	}
 	return p.cp, nil
+}
+
+// closePausedSources closes the splits of the sources a Pause stopped, so
+// that nothing they still had in flight (a pull request of a subscription)
+// competes with a new execution that resumes the same sources at once.
+// After the Pause no worker reads them any more; Commit may still
+// acknowledge through them.
+func (r *run) closePausedSources() error {
+	var errs []error
+	for _, w := range r.workers {
+		for _, sn := range w.sources {
+			if !sn.paused {
+				continue
+			}
+			for _, sp := range sn.splits {
+				if sp.closed {
+					continue
+				}
+				sp.closed = true
+				if err := sp.split.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("closing source %q at the pause: %w", sn.plan.step.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Commit tells transactional sinks to commit cp's epoch and sources to

@@ -22,7 +22,8 @@ type PositionedSplit interface {
 	// Ack is called, from any goroutine, once a checkpoint that covers pos
 	// is durable: the split may acknowledge to its broker everything up to
 	// and including pos. Messages not acknowledged are redelivered after a
-	// crash or cancel. Ack must not block for long.
+	// crash or cancel. Ack must not block for long, and must work after
+	// Close too: a Pause closes its splits before the checkpoint commits.
 	Ack(ctx context.Context, pos []byte) error
 }
 

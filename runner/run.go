@@ -337,6 +337,9 @@ func (r *run) close() error {
 	for _, w := range r.workers {
 		for _, sn := range w.sources {
 			for _, sp := range sn.splits {
+				if sp.closed {
+					continue
+				}
 				if err := sp.split.Close(); err != nil {
 					errs = append(errs, fmt.Errorf("closing source %q: %w", sn.plan.step.Name, err))
 				}
@@ -1275,6 +1278,8 @@ type splitState struct {
 	index int
 	wm    mtime.Time
 	done  bool
+	// closed is set when a Pause closed the split early.
+	closed bool
 }
 
 type sourceNode struct {

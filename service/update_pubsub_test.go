@@ -1,0 +1,151 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/io/pubsub"
+)
+
+// pubsubUpdateYAML sums the amounts of a topic per key in the global window
+// (the sums fire when the job is drained) into an upserting SQLite table.
+// %s slots: an optional stateless step and the combine's input.
+const pubsubUpdateYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        topic: update-events
+        schema: {key: string, amount: int}
+%s    - type: Combine
+      name: Sums
+      input: %s
+      config:
+        group_by: [key]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Sums
+      config: {dsn: %s, table: totals, key: [key]}
+`
+
+// TestUpdatePubSubUnderLoad: a job reading a topic while messages are being
+// published is updated twice in flight (the new execution starts before the
+// handover checkpoint is written, and resumes the same subscription). After
+// the drain, every key's total and count equal what was published: no
+// message was lost to the swap's hand-over of the subscription, none was
+// counted twice.
+func TestUpdatePubSubUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	if _, err := b.CreateTopic(ctx, "update-events", pubsub.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	db := filepath.Join(dir, "totals.sqlite")
+	pipeline := func(filter bool) string {
+		if filter {
+			return fmt.Sprintf(pubsubUpdateYAML, "    - type: Filter\n      name: KeepAll\n      input: Events\n      config: {keep: \"amount >= 0\"}\n", "KeepAll", db)
+		}
+		return fmt.Sprintf(pubsubUpdateYAML, "", "Events", db)
+	}
+	j := submit(t, s, "sums", pipeline(false), dir)
+
+	const n, keys = 6000, 7
+	want := map[string][2]int64{}
+	published := make(chan error, 1)
+	go func() {
+		for i := range n {
+			key := fmt.Sprintf("k%d", i%keys)
+			msg := fmt.Sprintf(`{"key": %q, "amount": %d}`, key, i)
+			if _, err := b.Publish(ctx, "update-events", []byte(msg), nil, ""); err != nil {
+				published <- err
+				return
+			}
+			if i%100 == 99 {
+				time.Sleep(10 * time.Millisecond) // about 10,000 messages/s
+			}
+		}
+		published <- nil
+	}()
+	for i := range n {
+		w := want[fmt.Sprintf("k%d", i%keys)]
+		want[fmt.Sprintf("k%d", i%keys)] = [2]int64{w[0] + int64(i), w[1] + 1}
+	}
+	waitElements(t, s, j.ID, "Events", 1000)
+	for round, filter := range []bool{true, false} {
+		res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline(filter), BaseDir: dir}})
+		if err != nil {
+			t.Fatalf("update %d: %v", round+1, err)
+		}
+		j = res.Job
+		waitElements(t, s, j.ID, "Events", 500)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the subscription is read to the end, then drain.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events"))
+		if err == nil && info.Backlog == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscription still has a backlog: %+v %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s.Drain(ctx, "sums"); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitState(t, s, j.ID, StateDrained); got.State != StateDrained || got.Generation != 3 {
+		t.Fatalf("after the drain: %s, generation %d", got.State, got.Generation)
+	}
+	var rows []string
+	for k, w := range want {
+		rows = append(rows, fmt.Sprintf("%s %d %d", k, w[0], w[1]))
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	q, err := conn.Query(`SELECT key, total, n FROM totals ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var got []string
+	for q.Next() {
+		var key string
+		var total, cnt int64
+		if err := q.Scan(&key, &total, &cnt); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d %d", key, total, cnt))
+	}
+	sort.Strings(rows)
+	if strings.Join(got, "\n") != strings.Join(rows, "\n") {
+		t.Errorf("the table holds (key total count):\n%s\nwhat was published:\n%s", strings.Join(got, "\n"), strings.Join(rows, "\n"))
+	}
+}
