@@ -75,6 +75,11 @@ type lazySnapshot[R any] struct {
 	enc    func(buf []byte, r R) ([]byte, bool, error)
 	id     func(R) dirtyKey
 
+	// buf is the chunk the keys are encoded into; spans locate the keys
+	// encoded in it. A full chunk's spans become entries in out and a new
+	// chunk starts: no allocation grows with the snapshot (a large one
+	// under the garbage collector's pressure of a large state costs the
+	// allocating worker assist time in proportion).
 	buf   []byte
 	spans []snapSpan
 	err   error
@@ -91,8 +96,7 @@ type snapSpan struct {
 
 func newLazySnapshot[R any](step string, gen uint64, refs []R, keyGen func(R) *uint64, id func(R) dirtyKey,
 	enc func([]byte, R) ([]byte, bool, error), state int32) *lazySnapshot[R] {
-	l := &lazySnapshot[R]{step: step, gen: gen, refs: refs, keyGen: keyGen, id: id, enc: enc, done: make(chan struct{}),
-		spans: make([]snapSpan, 0, len(refs))}
+	l := &lazySnapshot[R]{step: step, gen: gen, refs: refs, keyGen: keyGen, id: id, enc: enc, done: make(chan struct{})}
 	l.state.Store(state)
 	return l
 }
@@ -109,6 +113,10 @@ func (l *lazySnapshot[R]) encodeRef(r R) {
 		return
 	}
 	k := l.id(r)
+	if cap(l.buf)-len(l.buf) < snapChunkReserve {
+		l.flushChunk()
+		l.buf = make([]byte, 0, snapChunk)
+	}
 	sp := snapSpan{kg: k.kg, k0: len(l.buf)}
 	l.buf = append(l.buf, k.key...)
 	sp.k1, sp.v0 = len(l.buf), len(l.buf)
@@ -130,8 +138,16 @@ func (l *lazySnapshot[R]) encodeSome(n int) bool {
 		return true
 	}
 	end := min(len(l.refs), l.next+n)
-	for ; l.next < end; l.next++ {
+	var start time.Time
+	if end-l.next > snapCheckEvery {
+		start = time.Now()
+	}
+	for i := 0; l.next < end; l.next, i = l.next+1, i+1 {
 		l.encodeRef(l.refs[l.next])
+		if i%snapCheckEvery == snapCheckEvery-1 && !start.IsZero() && time.Since(start) > snapSliceTime {
+			l.next++
+			break
+		}
 	}
 	if l.next < len(l.refs) {
 		return false
@@ -140,18 +156,30 @@ func (l *lazySnapshot[R]) encodeSome(n int) bool {
 	return true
 }
 
+// Chunks of encoded keys: a new chunk starts when fewer than
+// snapChunkReserve bytes are left (a larger key grows its chunk).
+const (
+	snapChunk        = 64 << 10
+	snapChunkReserve = 4 << 10
+)
+
+// flushChunk turns the spans of the current chunk into entries.
+func (l *lazySnapshot[R]) flushChunk() {
+	for _, sp := range l.spans {
+		e := StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
+		if sp.v0 >= 0 {
+			e.Value = l.buf[sp.v0:sp.v1:sp.v1]
+		}
+		l.out = append(l.out, e)
+	}
+	l.spans = l.spans[:0]
+}
+
 // finish builds the entries once every key was encoded.
 func (l *lazySnapshot[R]) finish() {
-	out := make([]StateEntry, len(l.spans))
-	for i, sp := range l.spans {
-		out[i] = StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
-		if sp.v0 >= 0 {
-			out[i].Value = l.buf[sp.v0:sp.v1:sp.v1]
-		}
-	}
-	l.out = out
+	l.flushChunk()
 	clear(l.refs)
-	l.refs, l.spans = nil, nil
+	l.refs, l.spans, l.buf = nil, nil, nil
 	l.state.Store(snapDone)
 	close(l.done)
 }
@@ -181,14 +209,23 @@ func (l *lazySnapshot[R]) adoptBy(w *worker) {
 	w.snapshots = append(w.snapshots, l)
 }
 
+// A worker encodes snapshots between bundles in slices of at most
+// snapSlice keys or snapSliceTime (checked every snapCheckEvery keys), so
+// that encoding never holds the data back for long, however slow a key is
+// to encode.
+const (
+	snapSlice      = 1024
+	snapSliceTime  = 2 * time.Millisecond
+	snapCheckEvery = 32
+)
+
 // encodeSnapshots encodes a slice of the oldest snapshot the worker owns;
 // it reports whether any work was done.
 func (w *worker) encodeSnapshots() bool {
 	if len(w.snapshots) == 0 {
 		return false
 	}
-	const slice = 1024
-	if w.snapshots[0].encodeSome(slice) {
+	if w.snapshots[0].encodeSome(snapSlice) {
 		w.snapshots[0] = nil
 		w.snapshots = w.snapshots[1:]
 	}
