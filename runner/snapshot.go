@@ -188,7 +188,11 @@ func (l *lazySnapshot[R]) release() { l.state.CompareAndSwap(snapWorker, snapFre
 
 func (l *lazySnapshot[R]) claim() bool { return l.state.CompareAndSwap(snapFree, snapClaimed) }
 
-func (l *lazySnapshot[R]) finishHere() { l.encodeSome(len(l.refs)) }
+func (l *lazySnapshot[R]) finishHere() {
+	for !l.encodeSome(len(l.refs)) {
+		// encodeSome yields every snapSliceTime; go on to the end.
+	}
+}
 
 func (l *lazySnapshot[R]) doneCh() <-chan struct{} { return l.done }
 

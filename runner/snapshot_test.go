@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // testKey is a key of a fake keyed step: its state is one number.
@@ -146,5 +147,36 @@ func TestSnapshotAdoption(t *testing.T) {
 	}
 	if got := entries(t, snap)["a"]; got != "1" {
 		t.Errorf("adopted snapshot has a = %s, want 1", got)
+	}
+}
+
+// TestSnapshotFinishesAcrossSlices: encoding yields to the data every
+// snapSliceTime, but a snapshot encoded to the end (Complete, a rescale, a
+// finished step) is complete however slow its keys are.
+func TestSnapshotFinishesAcrossSlices(t *testing.T) {
+	c := newChangeLog("Step",
+		func(k *testKey) *uint64 { return &k.dirty },
+		func(k *testKey) dirtyKey { return dirtyKey{key: k.name} },
+		func(buf []byte, k *testKey) ([]byte, bool, error) {
+			time.Sleep(20 * time.Microsecond) // a slow key
+			return strconv.AppendInt(buf, int64(k.v), 10), true, nil
+		})
+	const n = 500 // ≥ 10 ms of encoding: several slices
+	for i := range n {
+		k := &testKey{name: fmt.Sprintf("k%04d", i)}
+		write(&c, k, i)
+	}
+	snap := c.snapshot(&worker{}, true)
+	if !snap.claim() {
+		t.Fatal("could not claim a frozen snapshot")
+	}
+	snap.finishHere()
+	select {
+	case <-snap.done:
+	default:
+		t.Fatal("finishHere returned before the snapshot was complete")
+	}
+	if got := len(entries(t, snap)); got != n {
+		t.Errorf("snapshot has %d keys, want %d", got, n)
 	}
 }
