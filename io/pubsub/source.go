@@ -403,6 +403,11 @@ type split struct {
 	acked atomic.Uint64 // highest stream sequence acknowledged
 }
 
+// fetchBatch is how many bundles one pull request asks for: the batch
+// continues across Reads, so fewer round trips to the broker stall the
+// worker.
+const fetchBatch = 4
+
 // Read fills buf with up to len(buf) elements. It returns what is available
 // as soon as there is something, and blocks at most about FetchWait when
 // there is nothing; it returns ctx's error when ctx is done before any
@@ -416,7 +421,7 @@ func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResu
 			if n > 0 || fetched {
 				break
 			}
-			b, err := s.cons.Fetch(len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
+			b, err := s.cons.Fetch(fetchBatch*len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
 			if err != nil {
 				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
 			}
