@@ -59,39 +59,12 @@ func NewClient(addr string, hc *http.Client) (*Client, error) {
 func (c *Client) Base() string { return c.base }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encoding the request: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	status, b, err := c.roundTrip(ctx, method, path, in)
 	if err != nil {
-		return fmt.Errorf("building the request: %w", err)
+		return err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("reading the reply of %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode >= 300 {
-		var eb ErrorBody
-		if err := json.Unmarshal(b, &eb); err != nil || eb.Error.Code == "" {
-			return &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))}
-		}
-		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	if status >= 300 {
+		return replyError(method, path, status, b)
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -99,6 +72,65 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	return nil
+}
+
+// doWithReply is do for requests whose refusals carry a reply as well (the
+// report of an update or a release): on an error status it returns the
+// *Error, and replied says whether the body also decoded into out.
+func (c *Client) doWithReply(ctx context.Context, method, path string, in, out any) (replied bool, err error) {
+	status, b, err := c.roundTrip(ctx, method, path, in)
+	if err != nil {
+		return false, err
+	}
+	if status >= 300 {
+		return json.Unmarshal(b, out) == nil, replyError(method, path, status, b)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return false, fmt.Errorf("decoding the reply of %s %s: %w", method, path, err)
+	}
+	return true, nil
+}
+
+// roundTrip sends in (JSON, unless nil) and returns the reply's status and body.
+func (c *Client) roundTrip(ctx context.Context, method, path string, in any) (int, []byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, nil, fmt.Errorf("encoding the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("building the request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
+		return 0, nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the reply of %s %s: %w", method, path, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// replyError is the *Error of a reply with an error status: the code and
+// message of its error body, or INTERNAL with the body when it has none.
+func replyError(method, path string, status int, b []byte) *Error {
+	var eb ErrorBody
+	if err := json.Unmarshal(b, &eb); err != nil || eb.Error.Code == "" {
+		return &Error{Status: status, Code: service.CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, status, strings.TrimSpace(string(b)))}
+	}
+	return &Error{Status: status, Code: eb.Error.Code, Message: eb.Error.Message}
 }
 
 // Submit creates a job.

@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/weir-dev/weir/compat"
@@ -95,43 +92,10 @@ func (s *Server) releaseProcess(w http.ResponseWriter, r *http.Request) {
 // release waits for every job's checkpoint: give the client a timeout
 // longer than the process's shutdown bound.
 func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResponse, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the request: %w", err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/process:release", bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("building the request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading the reply of the release: %w", err)
-	}
 	var out ReleaseResponse
-	if jerr := json.Unmarshal(body, &out); jerr != nil {
-		return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("release: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))}
+	replied, err := c.doWithReply(ctx, http.MethodPost, "/v1/process:release", req, &out)
+	if err != nil && !(replied && out.Error != nil && out.Report != nil) {
+		return nil, err
 	}
-	if resp.StatusCode >= 300 {
-		if out.Error == nil {
-			var eb ErrorBody
-			if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
-				return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-			}
-			return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("release: HTTP %d", resp.StatusCode)}
-		}
-		if out.Report == nil {
-			return nil, &Error{Status: resp.StatusCode, Code: out.Error.Code, Message: out.Error.Message}
-		}
-		return &out, &Error{Status: resp.StatusCode, Code: out.Error.Code, Message: out.Error.Message}
-	}
-	return &out, nil
+	return &out, err
 }

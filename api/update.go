@@ -1,11 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
@@ -123,42 +119,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 // update returns the report together with an *Error (code
 // INCOMPATIBLE_UPDATE); the running job is then unchanged.
 func (c *Client) Update(ctx context.Context, req UpdateRequest) (*UpdateResponse, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the request: %w", err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/jobs:update", bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("building the request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("reading the reply of the update: %w", err)
-	}
 	var out UpdateResponse
-	if jerr := json.Unmarshal(body, &out); jerr != nil {
-		return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("update: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))}
+	replied, err := c.doWithReply(ctx, http.MethodPost, "/v1/jobs:update", req, &out)
+	if err != nil && !(replied && out.Error != nil) {
+		return nil, err
 	}
-	if resp.StatusCode >= 300 {
-		if out.Error == nil {
-			var eb ErrorBody
-			if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
-				return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-			}
-			return nil, &Error{Status: resp.StatusCode, Code: service.CodeInternal, Message: fmt.Sprintf("update: HTTP %d", resp.StatusCode)}
-		}
-		return &out, &Error{Status: resp.StatusCode, Code: out.Error.Code, Message: out.Error.Message}
-	}
-	return &out, nil
+	return &out, err
 }
 
 // History returns every job of a name and its recorded update attempts.

@@ -204,29 +204,7 @@ func (s *Service) submitProgramLocked(ctx context.Context, l *lineage, req Progr
 	j := &Job{ID: id, Name: req.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options,
 		History: []StateChange{{State: StatePending, Time: now}}}
-	p, err := s.loadProgram(j)
-	if err != nil {
-		return nil, err
-	}
-	g := p.Graph()
-	canon, err := g.Canonical()
-	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
-	}
-	j.Graph, j.Type = canon, jobType(g)
-	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(j.ID), j); err != nil {
-		return nil, err
-	}
-	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
-		return nil, err
-	}
-	if err := s.store.Apply(w); err != nil {
-		return nil, internalf("recording job %s: %w", j.ID, err)
-	}
-	s.opts.Logger.Info("job created", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type, "sdk", SDKGo)
-	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
+	if err := s.createLocked(ctx, l, j); err != nil {
 		return nil, err
 	}
 	return j, nil

@@ -217,32 +217,47 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options,
 		History: []StateChange{{State: StatePending, Time: now}}}
+	if err := s.createLocked(ctx, l, j); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// createLocked loads j, a new PENDING job (YAML or Go program) of lineage
+// l, records it with its graph as the name's active job in one write, and
+// starts it. Service.mu is held.
+func (s *Service) createLocked(ctx context.Context, l *lineage, j *Job) error {
 	p, err := s.load(j)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g := p.Graph()
 	canon, err := g.Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+		where := ""
+		if j.PipelineFile != "" {
+			where = j.PipelineFile + ": "
+		}
+		return errorf(CodeInvalidPipeline, "%sserialising the pipeline graph: %w", where, err)
 	}
 	j.Graph, j.Type = canon, jobType(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
-		return nil, err
+		return err
 	}
 	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.store.Apply(w); err != nil {
-		return nil, internalf("recording job %s: %w", j.ID, err)
+		return internalf("recording job %s: %w", j.ID, err)
 	}
-	s.opts.Logger.Info("job created", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
-	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
-		return nil, err
+	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
+	if j.SDK != "" {
+		log = log.With("sdk", j.SDK)
 	}
-	return j, nil
+	log.Info("job created")
+	return s.launchLocked(ctx, j, p.Program())
 }
 
 // Get returns the job with ID or name ref (a name means its active job,
