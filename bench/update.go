@@ -143,41 +143,51 @@ func (f *fillSplit) Position() ([]byte, error) {
 
 func (f *fillSplit) Ack(context.Context, []byte) error { return nil }
 
-// gapProbe records when elements enter the pipeline: the longest gap
-// between two consecutive arrivals since the last reset.
+// gapTracker keeps the longest time between two marks since it was last
+// reset (the benchmark's pause).
+type gapTracker struct {
+	mu     sync.Mutex
+	lastAt time.Time
+	maxGap time.Duration
+}
+
+func (g *gapTracker) mark(now time.Time) {
+	g.mu.Lock()
+	if !g.lastAt.IsZero() {
+		g.maxGap = max(g.maxGap, now.Sub(g.lastAt))
+	}
+	g.lastAt = now
+	g.mu.Unlock()
+}
+
+// reset starts a new measurement and returns the longest gap of the last.
+func (g *gapTracker) reset() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gap := g.maxGap
+	g.maxGap, g.lastAt = 0, time.Time{}
+	return gap
+}
+
+// gapProbe records when elements enter the pipeline, once armed.
 type gapProbe struct {
-	mu      sync.Mutex
-	last    time.Time
-	maxGap  time.Duration
-	armed   bool
+	gaps    gapTracker
+	armed   atomic.Bool
 	arrived atomic.Int64
 }
 
 func (g *gapProbe) Process(pc *runner.ProcessContext, e runner.Element) error {
 	g.arrived.Add(1)
-	if g.armed {
-		now := time.Now()
-		g.mu.Lock()
-		if !g.last.IsZero() && now.Sub(g.last) > g.maxGap {
-			g.maxGap = now.Sub(g.last)
-		}
-		g.last = now
-		g.mu.Unlock()
+	if g.armed.Load() {
+		g.gaps.mark(time.Now())
 	}
 	pc.Emit(0, e)
 	return nil
 }
 
 func (g *gapProbe) arm() {
-	g.mu.Lock()
-	g.armed, g.last, g.maxGap = true, time.Time{}, 0
-	g.mu.Unlock()
-}
-
-func (g *gapProbe) gap() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.maxGap
+	g.gaps.reset()
+	g.armed.Store(true)
 }
 
 // totalsSink adds up the final per-key sums.
@@ -330,7 +340,7 @@ func RunUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	}
 	x = nil
 	time.Sleep(cfg.Steady)
-	out.PauseMillis = float64(probe.gap().Microseconds()) / 1000
+	out.PauseMillis = float64(probe.gaps.reset().Microseconds()) / 1000
 	x2.Drain()
 	res2, err := x2.Wait()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +55,8 @@ type gapMonitor struct {
 	svc  atomic.Pointer[service.Service]
 	name string
 
-	mu     sync.Mutex
-	last   service.Progress
-	lastAt time.Time
-	maxGap time.Duration
+	gapTracker
+	last service.Progress // written by run only
 }
 
 func (g *gapMonitor) run(ctx context.Context) {
@@ -79,30 +76,14 @@ func (g *gapMonitor) run(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		now := time.Now()
-		g.mu.Lock()
 		same := p.JobID == g.last.JobID && p.Started.Equal(g.last.Started)
 		if moved := same && p.Read > g.last.Read || !same && p.Read > 0; moved {
-			if !g.lastAt.IsZero() {
-				g.maxGap = max(g.maxGap, now.Sub(g.lastAt))
-			}
-			g.lastAt = now
+			g.mark(time.Now())
 			g.last = p
 		} else if !same {
 			g.last = p
 		}
-		g.mu.Unlock()
 	}
-}
-
-// reset starts a new measurement window and returns the longest gap of
-// the previous one.
-func (g *gapMonitor) reset() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	gap := g.maxGap
-	g.maxGap, g.lastAt = 0, time.Time{}
-	return gap
 }
 
 // steadyPublisher publishes events at a fixed rate until stopped: keys

@@ -137,25 +137,11 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	if err != nil {
 		return nil, internalf("taking the handover checkpoint of job %s: %w", old.ID, err)
 	}
-	h := state.Handover{Lineage: req.Name, OldJob: old.ID, NewJob: nj.ID, Renames: map[string]string{}, Positions: map[string][][]byte{}}
+	h := handoverOf(req.Name, old.ID, nj.ID, cp.Positions, report)
 	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
 	for _, m := range report.Matches {
-		if m.Kind == graph.KindSource {
-			if pos, ok := cp.Positions[m.Old]; ok {
-				h.Positions[m.New] = pos
-			}
-			continue
-		}
-		if m.Old != m.New {
-			h.Renames[m.Old] = m.New
-		}
 		if m.Kind.IsKeyed() {
 			adopt.Steps[m.New] = m.Old
-		}
-	}
-	for _, d := range report.DroppedState {
-		if d.Kind != graph.KindSource {
-			h.Drops = append(h.Drops, d.Step)
 		}
 	}
 	restore := &runner.Restore{Epoch: cp.Epoch, Positions: h.Positions}

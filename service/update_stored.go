@@ -118,7 +118,7 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 			return nil, internalf("writing the update of job %s: %w", old.ID, err)
 		}
 	} else {
-		h := storedHandover(old.Name, old.ID, nj.ID, rec, report)
+		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
 		if err := s.store.WriteHandover(h, cp, w); err != nil {
 			// Nothing was written: the old job is still the active one.
@@ -133,14 +133,15 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 	return res, nil
 }
 
-// storedHandover describes the handover of old's last checkpoint rec to
-// job newID per the compatibility report: sources' positions under their
-// new names, renames of keyed steps, and the state dropped on purpose.
-func storedHandover(lineage, oldID, newID string, rec *state.CheckpointRecord, report compat.Report) state.Handover {
+// handoverOf describes the handover of an old job's checkpoint, whose
+// source positions are positions, to job newID per the compatibility
+// report: sources' positions under their new names, renames of keyed steps,
+// and the state dropped on purpose.
+func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, report compat.Report) state.Handover {
 	h := state.Handover{Lineage: lineage, OldJob: oldID, NewJob: newID, Renames: map[string]string{}, Positions: map[string][][]byte{}}
 	for _, m := range report.Matches {
 		if m.Kind == graph.KindSource {
-			if pos, ok := rec.Positions[m.Old]; ok {
+			if pos, ok := positions[m.Old]; ok {
 				h.Positions[m.New] = pos
 			}
 			continue
