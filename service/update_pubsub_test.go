@@ -118,8 +118,13 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	if _, err := s.Drain(ctx, "sums"); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitState(t, s, j.ID, StateDrained); got.State != StateDrained || got.Generation != 3 {
-		t.Fatalf("after the drain: %s, generation %d", got.State, got.Generation)
+	// DRAINED is recorded with the final checkpoint; the sink commits it
+	// right after (pending_commit until then).
+	fin := waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	if fin.State != StateDrained || fin.Generation != 3 {
+		t.Fatalf("after the drain: %s, generation %d", fin.State, fin.Generation)
 	}
 	var rows []string
 	for k, w := range want {
