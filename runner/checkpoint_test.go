@@ -121,6 +121,26 @@ func (m *memStore) Scan(_ context.Context, step string, kgs []int, fn func(uint1
 	return nil
 }
 
+// checkpointDurably takes a checkpoint of x, writes it to store and
+// commits it, as the job service does.
+func checkpointDurably(t *testing.T, x *runner.Execution, store *memStore) {
+	t.Helper()
+	cp, err := x.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeDurable(t, x, store, cp)
+}
+
+// makeDurable writes cp to store and lets x's sinks and sources commit it.
+func makeDurable(t *testing.T, x *runner.Execution, store *memStore, cp *runner.Checkpoint) {
+	t.Helper()
+	store.apply(cp)
+	if err := x.Commit(context.Background(), cp); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // txSink commits per epoch; only committed results count.
 type txSink struct {
 	mu        sync.Mutex
@@ -212,14 +232,7 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 			}
 			for i := 0; i < 3; i++ {
 				time.Sleep(30 * time.Millisecond)
-				cp, err := x.Checkpoint(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				store.apply(cp)
-				if err := x.Commit(ctx, cp); err != nil {
-					t.Fatal(err)
-				}
+				checkpointDurably(t, x, store)
 			}
 			time.Sleep(20 * time.Millisecond)
 			x.Cancel() // crash: work after the last checkpoint is lost
@@ -293,23 +306,13 @@ func TestPauseAndAdopt(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(40 * time.Millisecond)
-			cp, err := x.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.apply(cp)
-			if err := x.Commit(ctx, cp); err != nil {
-				t.Fatal(err)
-			}
+			checkpointDurably(t, x, store)
 			time.Sleep(40 * time.Millisecond)
-			cp, err = x.Pause(ctx)
+			cp, err := x.Pause(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			store.apply(cp)
-			if err := x.Commit(ctx, cp); err != nil {
-				t.Fatal(err)
-			}
+			makeDurable(t, x, store, cp)
 			x.Cancel()
 			x.Wait()
 			// The store deliberately lacks nothing; but the new execution must
@@ -374,16 +377,9 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)
-			cp, err := x.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.apply(cp)
-			if err := x.Commit(ctx, cp); err != nil {
-				t.Fatal(err)
-			}
+			checkpointDurably(t, x, store)
 			time.Sleep(50 * time.Millisecond)
-			cp, err = x.Pause(ctx)
+			cp, err := x.Pause(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -399,10 +395,7 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			if err := cp.Complete(ctx); err != nil {
 				t.Fatal(err)
 			}
-			store.apply(cp)
-			if err := x.Commit(ctx, cp); err != nil {
-				t.Fatal(err)
-			}
+			makeDurable(t, x, store, cp)
 			x.Cancel()
 			x.Wait()
 			time.Sleep(30 * time.Millisecond)
