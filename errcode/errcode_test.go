@@ -2,7 +2,10 @@ package errcode
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -91,5 +94,36 @@ func TestKnownCodes(t *testing.T) {
 		if string(c) != want {
 			t.Errorf("code %q, want %q", c, want)
 		}
+	}
+}
+
+// TestDocsTable: the code table of docs/JOBS.md lists every code of the
+// service and the Pub/Sub routes with the status the registry gives it.
+func TestDocsTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "JOBS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\| ([0-9]{3}) \\|")
+	documented := map[Code]int{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		status, _ := strconv.Atoi(m[2])
+		documented[Code(m[1])] = status
+	}
+	for _, in := range All() {
+		if in.Area == AreaCompat {
+			continue // compat's findings are documented in its package doc
+		}
+		got, ok := documented[in.Code]
+		switch {
+		case !ok:
+			t.Errorf("docs/JOBS.md does not list %s", in.Code)
+		case got != in.Status:
+			t.Errorf("docs/JOBS.md gives %s status %d, the registry %d", in.Code, got, in.Status)
+		}
+		delete(documented, in.Code)
+	}
+	for c := range documented {
+		t.Errorf("docs/JOBS.md lists %s, which is not registered", c)
 	}
 }
