@@ -149,10 +149,16 @@ func TestPublishPull(t *testing.T) {
 			t.Errorf("publish %q: duplicate = %v, want %v", p.data, res.Duplicate, p.wantDup)
 		}
 	}
-	info, err := b.Subscription(ctx, "sub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server counts a subscription's pending messages asynchronously
+	// after it acknowledged the publish: wait for the count to arrive.
+	var info SubscriptionInfo
+	await.Until(10*time.Second, 5*time.Millisecond, func() bool {
+		var err error
+		if info, err = b.Subscription(ctx, "sub"); err != nil {
+			t.Fatal(err)
+		}
+		return info.NumPending >= 3
+	})
 	if info.NumPending != 3 || info.Backlog != 3 {
 		t.Errorf("backlog before pull = %+v, want 3 pending", info)
 	}
