@@ -55,7 +55,7 @@ func (s ValueState[T]) Write(c interface{ raw() *runner.StateContext }, v T) {
 func (s ValueState[T]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearValue(s.ID) }
 
 func (s ValueState[T]) spec() graph.StateSpec {
-	return graph.StateSpec{ID: s.ID, Kind: "value", Coder: CoderOf[T]()}
+	return graph.StateSpec{ID: s.ID, Kind: graph.StateValue, Coder: CoderOf[T]()}
 }
 
 // BagState is a handle to an append-only bag of T.
@@ -80,7 +80,7 @@ func (s BagState[T]) Read(c interface{ raw() *runner.StateContext }) []T {
 func (s BagState[T]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearBag(s.ID) }
 
 func (s BagState[T]) spec() graph.StateSpec {
-	return graph.StateSpec{ID: s.ID, Kind: "bag", Coder: CoderOf[T]()}
+	return graph.StateSpec{ID: s.ID, Kind: graph.StateBag, Coder: CoderOf[T]()}
 }
 
 // MapState is a handle to a map of K2 to V2.
@@ -120,7 +120,7 @@ func (s MapState[K2, V2]) Entries(c interface{ raw() *runner.StateContext }) map
 func (s MapState[K2, V2]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearMap(s.ID) }
 
 func (s MapState[K2, V2]) spec() graph.StateSpec {
-	return graph.StateSpec{ID: s.ID, Kind: "map", Coder: graph.Coder{URN: "weir:coder:map", Version: 1, Components: []graph.Coder{CoderOf[K2](), CoderOf[V2]()}}}
+	return graph.StateSpec{ID: s.ID, Kind: graph.StateMap, Coder: graph.Coder{URN: "weir:coder:map", Version: 1, Components: []graph.Coder{CoderOf[K2](), CoderOf[V2]()}}}
 }
 
 func (c *StateContext[K, Out]) raw() *runner.StateContext { return c.sc }

@@ -28,14 +28,15 @@
 //
 // A name means the name's active job, or its latest job when none is
 // active. Every error is {"error": {"code": CODE, "message": "..."}} with a
-// code from the service's registry (service.Code); the status follows the
-// code's kind: 400 invalid, 404 not found, 409 conflict, 503 shutting down,
-// 500 internal. The Pub/Sub routes add their own codes (TOPIC_NOT_FOUND,
+// code from weir's one registry of codes (package errcode), which gives
+// every code its HTTP status (StatusOf): 400 invalid, 405 a route without
+// that method, 404 not found, 409 conflict, 503 shutting down or no broker,
+// 500 internal. The Pub/Sub routes have their own codes (TOPIC_NOT_FOUND,
 // TOPIC_EXISTS, SUBSCRIPTION_NOT_FOUND, SUBSCRIPTION_EXISTS, INVALID_NAME,
 // INVALID_CONFIG, PUBSUB_UNAVAILABLE; see PubSubCodes). Request bodies with
 // unknown fields are refused.
 //
-// It may import service, io/pubsub (the broker's types, through the PubSub
+// It may import service, errcode, io/pubsub (the broker's types, through the PubSub
 // interface), the Prometheus client and the standard library; it knows
 // nothing of the runner, the store or YAML.
 package api

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
 )
@@ -52,51 +53,21 @@ func WithPubSub(ps PubSub) ServerOption {
 	}
 }
 
-// Error codes of the topic and subscription routes. They extend the
-// service's registry (service.Code); pubsubStatus gives their HTTP status.
+// Error codes of the topic and subscription routes (errcode.AreaPubSub),
+// re-declared from the registry in package errcode, which gives each its
+// kind and HTTP status; see there for what each means.
 const (
-	// CodeTopicNotFound: no topic has this name. Create it first.
-	CodeTopicNotFound service.Code = "TOPIC_NOT_FOUND"
-	// CodeTopicExists: a topic of this name exists already.
-	CodeTopicExists service.Code = "TOPIC_EXISTS"
-	// CodeSubscriptionNotFound: no subscription has this name.
-	CodeSubscriptionNotFound service.Code = "SUBSCRIPTION_NOT_FOUND"
-	// CodeSubscriptionExists: a subscription of this name exists already,
-	// possibly on another topic (names are unique across topics).
-	CodeSubscriptionExists service.Code = "SUBSCRIPTION_EXISTS"
-	// CodeInvalidName: a topic, subscription or attribute name breaks the
-	// naming rule (1 to 200 characters from [A-Za-z0-9_-], starting with a
-	// letter or digit; attribute names may not start with Nats-).
-	CodeInvalidName service.Code = "INVALID_NAME"
-	// CodeInvalidConfig: a topic or subscription setting cannot work (a
-	// negative retention, a duplicate window longer than the retention).
-	CodeInvalidConfig service.Code = "INVALID_CONFIG"
-	// CodePubSubUnavailable: the server has no broker, or the broker does
-	// not answer (shut down, unreachable); retry later.
-	CodePubSubUnavailable service.Code = "PUBSUB_UNAVAILABLE"
+	CodeTopicNotFound        = errcode.TopicNotFound
+	CodeTopicExists          = errcode.TopicExists
+	CodeSubscriptionNotFound = errcode.SubscriptionNotFound
+	CodeSubscriptionExists   = errcode.SubscriptionExists
+	CodeInvalidName          = errcode.InvalidName
+	CodeInvalidConfig        = errcode.InvalidConfig
+	CodePubSubUnavailable    = errcode.PubSubUnavailable
 )
 
 // PubSubCodes returns the codes of the topic and subscription routes.
-func PubSubCodes() []service.Code {
-	return []service.Code{CodeTopicNotFound, CodeTopicExists, CodeSubscriptionNotFound, CodeSubscriptionExists,
-		CodeInvalidName, CodeInvalidConfig, CodePubSubUnavailable}
-}
-
-// pubsubStatus returns the HTTP status of a Pub/Sub code; ok is false for
-// the service's codes.
-func pubsubStatus(c service.Code) (status int, ok bool) {
-	switch c {
-	case CodeTopicNotFound, CodeSubscriptionNotFound:
-		return http.StatusNotFound, true
-	case CodeTopicExists, CodeSubscriptionExists:
-		return http.StatusConflict, true
-	case CodeInvalidName, CodeInvalidConfig:
-		return http.StatusBadRequest, true
-	case CodePubSubUnavailable:
-		return http.StatusServiceUnavailable, true
-	}
-	return 0, false
-}
+func PubSubCodes() []service.Code { return errcode.CodesOf(errcode.AreaPubSub) }
 
 // pubsubError gives a broker error its stable code; the message is the
 // broker's, which names the topic or subscription concerned.

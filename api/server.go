@@ -76,26 +76,9 @@ type slogAdapter struct{ l *slog.Logger }
 
 func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...), "component", "metrics") }
 
-// StatusOf returns the HTTP status of an error code.
-func StatusOf(c service.Code) int {
-	if status, ok := pubsubStatus(c); ok {
-		return status
-	}
-	switch c.Kind() {
-	case service.KindInvalid:
-		if c == service.CodeMethodNotAllowed {
-			return http.StatusMethodNotAllowed
-		}
-		return http.StatusBadRequest
-	case service.KindNotFound:
-		return http.StatusNotFound
-	case service.KindConflict:
-		return http.StatusConflict
-	case service.KindUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
+// StatusOf returns the HTTP status of an error code, as the registry in
+// package errcode records it (500 for an unregistered code).
+func StatusOf(c service.Code) int { return c.Status() }
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	code := service.ErrorCode(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -164,20 +165,18 @@ func TestAPIRequests(t *testing.T) {
 
 func waitState(t *testing.T, c *Client, ref string, want service.JobState) *service.Job {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		j, err := c.Get(context.Background(), ref)
-		if err != nil {
+	var j *service.Job
+	await.Until(20*time.Second, 20*time.Millisecond, func() bool {
+		var err error
+		if j, err = c.Get(context.Background(), ref); err != nil {
 			t.Fatal(err)
 		}
-		if j.State == want {
-			return j
-		}
-		if j.State.Terminal() || time.Now().After(deadline) {
-			t.Fatalf("job %s is %s (error %q), want %s", ref, j.State, j.Error, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return j.State == want || j.State.Terminal()
+	})
+	if j.State != want {
+		t.Fatalf("job %s is %s (error %q), want %s", ref, j.State, j.Error, want)
 	}
+	return j
 }
 
 func TestAPIMetrics(t *testing.T) {
@@ -186,15 +185,15 @@ func TestAPIMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var text, missing string
+	await.Until(10*time.Second, 50*time.Millisecond, func() bool {
 		resp, err := http.Get(ts.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		text := string(b)
+		text = string(b)
 		want := []string{
 			`weir_jobs{state="RUNNING",type="Streaming"} 1`,
 			`weir_step_elements_in_total{job_id="` + j.ID + `",job_name="stream",step="Sums"}`,
@@ -203,19 +202,16 @@ func TestAPIMetrics(t *testing.T) {
 			`weir_job_system_lag_seconds{job_id="` + j.ID + `",job_name="stream"}`,
 			`weir_step_watermark_seconds{job_id="` + j.ID + `",job_name="stream",step="Events"}`,
 		}
-		missing := ""
+		missing = ""
 		for _, w := range want {
 			if !strings.Contains(text, w) {
 				missing = w
 			}
 		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics lacks %s:\n%s", missing, text)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return missing == ""
+	})
+	if missing != "" {
+		t.Fatalf("/metrics lacks %s:\n%s", missing, text)
 	}
 	if _, err := c.Cancel(context.Background(), "stream"); err != nil {
 		t.Fatal(err)

@@ -531,7 +531,7 @@ func (c *checker) checkStateSpecs(o, n *graph.Step, ref, dropFix string) {
 		case !ns.Coder.Equal(sp.Coder):
 			code := StateCoderChanged
 			what := "values"
-			if sp.Kind == "bag" {
+			if sp.Kind == graph.StateBag {
 				code, what = BufferedElementChanged, "buffered elements"
 			}
 			c.fail(o.Name, code, fmt.Sprintf("keep the type of state %q as it was, or declare a new cell under another ID, or %s", sp.ID, dropFix),

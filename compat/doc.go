@@ -64,11 +64,13 @@
 //	STATE_DROPPED             a keyed step was mapped to "": its state is dropped
 //
 // Codes are part of weir's contract: clients and tests match on them, so
-// they are never renamed or reused.
+// they are never renamed or reused. They are registered, with their kinds
+// (errors conflict or invalid, warnings warning), in package errcode.
 //
 // # Dependencies
 //
-// compat depends on graph, window, mtime and the standard library only. It
+// compat depends on graph, window, mtime, errcode and the standard library
+// only. It
 // knows nothing of YAML, the SDK, the runner or the job service; front ends
 // build graphs and hand them in.
 package compat

@@ -4,36 +4,40 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 )
 
-// Code is the stable identifier of a finding; see the package doc for the
-// registry. Clients and tests match on codes, never on reason texts.
-type Code string
+// Code is the stable identifier of a finding; see the package doc for when
+// each is reported. It is an alias of errcode.Code: the codes are registered,
+// with their kinds, in package errcode, and re-declared here under the names
+// they have always had. Clients and tests match on codes, never on reason
+// texts.
+type Code = errcode.Code
 
 // Error codes: a finding with one of these makes the report incompatible.
 const (
-	StepMissing            Code = "STEP_MISSING"
-	StepKindChanged        Code = "STEP_KIND_CHANGED"
-	KeyCoderChanged        Code = "KEY_CODER_CHANGED"
-	StateCoderChanged      Code = "STATE_CODER_CHANGED"
-	BufferedElementChanged Code = "BUFFERED_ELEMENT_CHANGED"
-	StateSpecChanged       Code = "STATE_SPEC_CHANGED"
-	WindowFnChanged        Code = "WINDOW_FN_CHANGED"
-	TriggerChanged         Code = "TRIGGER_CHANGED"
-	AccumulationChanged    Code = "ACCUMULATION_CHANGED"
-	SideInputsChanged      Code = "SIDE_INPUTS_CHANGED"
-	SourceChanged          Code = "SOURCE_CHANGED"
-	MappingUnknownStep     Code = "MAPPING_UNKNOWN_STEP"
-	MappingConflict        Code = "MAPPING_CONFLICT"
+	StepMissing            = errcode.StepMissing
+	StepKindChanged        = errcode.StepKindChanged
+	KeyCoderChanged        = errcode.KeyCoderChanged
+	StateCoderChanged      = errcode.StateCoderChanged
+	BufferedElementChanged = errcode.BufferedElementChanged
+	StateSpecChanged       = errcode.StateSpecChanged
+	WindowFnChanged        = errcode.WindowFnChanged
+	TriggerChanged         = errcode.TriggerChanged
+	AccumulationChanged    = errcode.AccumulationChanged
+	SideInputsChanged      = errcode.SideInputsChanged
+	SourceChanged          = errcode.SourceChanged
+	MappingUnknownStep     = errcode.MappingUnknownStep
+	MappingConflict        = errcode.MappingConflict
 )
 
 // Warning codes: findings with these are reported, the update goes ahead.
 const (
-	WindowParamsChanged    Code = "WINDOW_PARAMS_CHANGED"
-	CombineFnChanged       Code = "COMBINE_FN_CHANGED"
-	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
-	StateDropped           Code = "STATE_DROPPED"
+	WindowParamsChanged    = errcode.WindowParamsChanged
+	CombineFnChanged       = errcode.CombineFnChanged
+	SourcePositionsDropped = errcode.SourcePositionsDropped
+	StateDropped           = errcode.StateDropped
 )
 
 // Options adjust a check. The zero value is the strict default: no

@@ -113,10 +113,28 @@ const (
 
 // StateSpec declares one state cell of a stateful step.
 type StateSpec struct {
-	ID    string `json:"id"`
-	Kind  string `json:"kind"` // value, bag, map, combining
-	Coder Coder  `json:"coder"`
+	ID    string    `json:"id"`
+	Kind  StateKind `json:"kind"`
+	Coder Coder     `json:"coder"`
 }
+
+// StateKind names what a state cell holds; it is part of the canonical
+// JSON form, so its strings never change.
+type StateKind string
+
+// State cell kinds.
+const (
+	// StateValue: one value per key (and window); Coder encodes it.
+	StateValue StateKind = "value"
+	// StateBag: the elements added to it, unordered; Coder encodes one.
+	StateBag StateKind = "bag"
+	// StateMap: a map per key; Coder is weir:coder:map of the key and value coders.
+	StateMap StateKind = "map"
+	// StateCombining: an accumulator that added values are combined into;
+	// Coder encodes the accumulator. The graph format has it; the SDK has
+	// no constructor for it yet.
+	StateCombining StateKind = "combining"
+)
 
 // TimerSpec declares one timer family of a stateful step.
 type TimerSpec struct {

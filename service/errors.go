@@ -3,126 +3,65 @@ package service
 import (
 	"errors"
 	"fmt"
+
+	"github.com/weir-dev/weir/errcode"
 )
 
 // Code is a stable error code. Clients and tests match on codes, never on
-// messages; a code, once published, keeps its meaning.
-type Code string
+// messages; a code, once published, keeps its meaning. The registry of
+// codes, their kinds and HTTP statuses is package errcode; Code is an alias
+// of errcode.Code, and the constants below re-declare the registry's codes
+// of the job service under the names they have always had here.
+type Code = errcode.Code
 
-// Kind says what sort of failure a code is; the API maps kinds to HTTP
-// status codes.
-type Kind int
+// Kind says what sort of failure a code is (an alias of errcode.Kind); the
+// API maps codes to HTTP status codes through the registry.
+type Kind = errcode.Kind
 
-// Error kinds.
+// Error kinds (re-declared from errcode).
 const (
 	// KindInvalid: the request is wrong (bad JSON, invalid name, options
 	// or pipeline); fix it and retry.
-	KindInvalid Kind = iota + 1
+	KindInvalid = errcode.KindInvalid
 	// KindNotFound: the job (or route) does not exist.
-	KindNotFound
+	KindNotFound = errcode.KindNotFound
 	// KindConflict: the request is valid but clashes with the job's
 	// current state (an illegal transition, a second active job of a name).
-	KindConflict
+	KindConflict = errcode.KindConflict
 	// KindUnavailable: the service is shutting down; retry after restart.
-	KindUnavailable
+	KindUnavailable = errcode.KindUnavailable
 	// KindInternal: the service failed (storage error); see the server log.
-	KindInternal
+	KindInternal = errcode.KindInternal
 )
 
-// The registry of error codes. Every error the service and the API return
-// carries one of these codes.
+// The codes of the job service (errcode.AreaService). Every error the
+// service and the API's job routes return carries one of these codes; see
+// package errcode for what each means.
 const (
-	// CodeInvalidRequest: the request body is not valid JSON, has unknown
-	// fields, or misses a required field.
-	CodeInvalidRequest Code = "INVALID_REQUEST"
-	// CodeInvalidJobName: a job name breaks the rule [a-z]([-a-z0-9]*[a-z0-9])?.
-	CodeInvalidJobName Code = "INVALID_JOB_NAME"
-	// CodeInvalidOptions: a job option is out of range.
-	CodeInvalidOptions Code = "INVALID_OPTIONS"
-	// CodeInvalidPipeline: the pipeline YAML could not be loaded or
-	// validated; the message names file:line:column.
-	CodeInvalidPipeline Code = "INVALID_PIPELINE"
-	// CodeInvalidFilter: a list filter (status) is unknown.
-	CodeInvalidFilter Code = "INVALID_FILTER"
-	// CodeJobNotFound: no job has this ID or name.
-	CodeJobNotFound Code = "JOB_NOT_FOUND"
-	// CodeNotFound: no such API route.
-	CodeNotFound Code = "NOT_FOUND"
-	// CodeMethodNotAllowed: the route exists but not with this HTTP method.
-	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
-	// CodeJobNameActive: the name already has an active job.
-	CodeJobNameActive Code = "JOB_NAME_ACTIVE"
-	// CodeIllegalTransition: the job's current state does not allow the
-	// requested change.
-	CodeIllegalTransition Code = "ILLEGAL_TRANSITION"
-	// CodeJobTerminated: the job is in a terminal state, which never changes.
-	CodeJobTerminated Code = "JOB_TERMINATED"
-	// CodeBatchJobNotDrainable: drain applies to streaming jobs only; a
-	// batch job finishes by itself (cancel it to stop it early).
-	CodeBatchJobNotDrainable Code = "BATCH_JOB_NOT_DRAINABLE"
-	// CodeNoRunningJob: an update names a job name with no running (or
-	// draining) job.
-	CodeNoRunningJob Code = "NO_RUNNING_JOB"
-	// CodeAlreadyUpdated: an update names a job that was already replaced.
-	CodeAlreadyUpdated Code = "JOB_ALREADY_UPDATED"
-	// CodeIncompatible: the compatibility check refused an update; the
-	// running job was left untouched. The report lists every reason.
-	CodeIncompatible Code = "INCOMPATIBLE_UPDATE"
-	// CodeInvalidMapping: a transform name mapping is not valid JSON of
-	// step names.
-	CodeInvalidMapping Code = "INVALID_MAPPING"
-	// CodeShuttingDown: the service is stopping.
-	CodeShuttingDown Code = "SHUTTING_DOWN"
-	// CodeProgramChanged: a Go program started without --update finds its
-	// job running a different pipeline graph; start it with --update.
-	CodeProgramChanged Code = "PROGRAM_CHANGED"
-	// CodeNotReleasable: the process asked to hand its data directory over
-	// does not do that (a weir server, or a job that is not a Go program's).
-	CodeNotReleasable Code = "NOT_RELEASABLE"
-	// CodeInternal: the service failed; the message says what it was doing.
-	CodeInternal Code = "INTERNAL"
+	CodeInvalidRequest       = errcode.InvalidRequest
+	CodeInvalidJobName       = errcode.InvalidJobName
+	CodeInvalidOptions       = errcode.InvalidOptions
+	CodeInvalidPipeline      = errcode.InvalidPipeline
+	CodeInvalidFilter        = errcode.InvalidFilter
+	CodeJobNotFound          = errcode.JobNotFound
+	CodeNotFound             = errcode.NotFound
+	CodeMethodNotAllowed     = errcode.MethodNotAllowed
+	CodeJobNameActive        = errcode.JobNameActive
+	CodeIllegalTransition    = errcode.IllegalTransition
+	CodeJobTerminated        = errcode.JobTerminated
+	CodeBatchJobNotDrainable = errcode.BatchJobNotDrainable
+	CodeNoRunningJob         = errcode.NoRunningJob
+	CodeAlreadyUpdated       = errcode.JobAlreadyUpdated
+	CodeIncompatible         = errcode.IncompatibleUpdate
+	CodeInvalidMapping       = errcode.InvalidMapping
+	CodeShuttingDown         = errcode.ShuttingDown
+	CodeProgramChanged       = errcode.ProgramChanged
+	CodeNotReleasable        = errcode.NotReleasable
+	CodeInternal             = errcode.Internal
 )
 
-// codeKinds is the kind of every registered code.
-var codeKinds = map[Code]Kind{
-	CodeInvalidRequest:       KindInvalid,
-	CodeInvalidJobName:       KindInvalid,
-	CodeInvalidOptions:       KindInvalid,
-	CodeInvalidPipeline:      KindInvalid,
-	CodeInvalidFilter:        KindInvalid,
-	CodeJobNotFound:          KindNotFound,
-	CodeNotFound:             KindNotFound,
-	CodeMethodNotAllowed:     KindInvalid,
-	CodeJobNameActive:        KindConflict,
-	CodeIllegalTransition:    KindConflict,
-	CodeJobTerminated:        KindConflict,
-	CodeBatchJobNotDrainable: KindConflict,
-	CodeNoRunningJob:         KindNotFound,
-	CodeAlreadyUpdated:       KindConflict,
-	CodeIncompatible:         KindConflict,
-	CodeInvalidMapping:       KindInvalid,
-	CodeShuttingDown:         KindUnavailable,
-	CodeProgramChanged:       KindConflict,
-	CodeNotReleasable:        KindConflict,
-	CodeInternal:             KindInternal,
-}
-
-// Codes returns every registered code.
-func Codes() []Code {
-	out := make([]Code, 0, len(codeKinds))
-	for c := range codeKinds {
-		out = append(out, c)
-	}
-	return out
-}
-
-// Kind returns the kind of c (KindInternal for an unregistered code).
-func (c Code) Kind() Kind {
-	if k, ok := codeKinds[c]; ok {
-		return k
-	}
-	return KindInternal
-}
+// Codes returns the codes of the job service (errcode.AreaService).
+func Codes() []Code { return errcode.CodesOf(errcode.AreaService) }
 
 // Error is an error with a stable code and a message for the user.
 type Error struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // DeadLetterPublisher sends the rejects of a job's steps that declare no
@@ -39,9 +40,10 @@ type Options struct {
 	Clock mtime.Clock
 	// Logger receives the service's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Broker is the Pub/Sub broker handed to pipelines (yamlpipe.JobEnv.Broker);
-	// nil when the service runs without one.
-	Broker any
+	// Broker is the Pub/Sub broker handed to pipelines (yamlpipe.JobEnv.Broker,
+	// weir.JobInfo.Broker), a *pubsub.Broker; nil when the service runs
+	// without one.
+	Broker yamlpipe.Broker
 	// DeadLetter publishes rejects of steps without an error output; nil:
 	// they are counted in the job (dead_letters) and logged, and the job
 	// goes on.

@@ -38,21 +38,19 @@ const (
 var ErrNotFound = errors.New("not found")
 
 // Store is an open state database. It is safe for concurrent use.
+//
+// When Pebble reports a fatal error (a failed WAL or MANIFEST write, a
+// broken invariant) the store fails: Failed returns the cause and every
+// write from then on returns an error wrapping ErrStoreFailed, including
+// the write during which Pebble reported it (see fatal.go).
 type Store struct {
-	db *pebble.DB
+	db   *pebble.DB
+	fail failure
 }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	opts := &pebble.Options{Logger: pebbleLogger{logger}}
-	db, err := pebble.Open(dir, opts)
-	if err != nil {
-		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)
-	}
-	return &Store{db: db}, nil
+	return open(dir, logger, nil)
 }
 
 // Close flushes and closes the store.
@@ -61,18 +59,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("closing state store: %w", err)
 	}
 	return nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
 // ---- registry ----
@@ -131,7 +117,7 @@ func (s *Store) Apply(w *Write) error {
 	if err := s.applyWrite(b, w); err != nil {
 		return fmt.Errorf("writing registry: %w", err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("writing registry: %w", err)
 	}
 	return nil
@@ -164,7 +150,7 @@ func (s *Store) Namespace(lineage, step string) (uint32, error) {
 	if err := b.Set(nsKey(lineage, step), binary.BigEndian.AppendUint32(nil, next), nil); err != nil {
 		return 0, err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return 0, fmt.Errorf("allocating a state namespace: %w", err)
 	}
 	return next, nil
@@ -238,7 +224,7 @@ func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w 
 	if err := s.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	return nil
@@ -367,7 +353,7 @@ func (s *Store) WriteHandover(h Handover, cp *runner.Checkpoint, w *Write) error
 	if err := s.writeCheckpointBatch(b, h.Lineage, h.OldJob, cp, w); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("writing the handover from job %s to %s: %w", h.OldJob, h.NewJob, err)
 	}
 	return nil
@@ -458,7 +444,7 @@ func (s *Store) DropState(lineage, step string) error {
 	if err := b.Delete(nsKey(lineage, step), nil); err != nil {
 		return err
 	}
-	return b.Commit(pebble.Sync)
+	return s.commit(b)
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.

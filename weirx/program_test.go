@@ -20,6 +20,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/weirx"
@@ -164,13 +165,15 @@ func (p *proc) client() *api.Client {
 func (p *proc) waitEpoch(ref string, past uint64) *service.Job {
 	p.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		j, err := p.client().Get(ctx, ref)
-		if err == nil && j.LastCheckpoint != nil && j.LastCheckpoint.Epoch > past {
-			return j
+	var j *service.Job
+	if await.Until(time.Minute, 50*time.Millisecond, func() bool {
+		got, err := p.client().Get(ctx, ref)
+		if err == nil && got.LastCheckpoint != nil && got.LastCheckpoint.Epoch > past {
+			j = got
 		}
-		time.Sleep(50 * time.Millisecond)
+		return j != nil
+	}) {
+		return j
 	}
 	p.t.Fatalf("job %s took no checkpoint past epoch %d\nlog:\n%s", ref, past, p.log())
 	return nil

@@ -45,9 +45,9 @@ type JobEnv struct {
 	Generation int64
 	// DataDir is the service's data directory (default home of SQLite sinks).
 	DataDir string
-	// Broker is the Pub/Sub broker (an *pubsub.Broker); nil when the
+	// Broker is the Pub/Sub broker (a *pubsub.Broker); nil when the
 	// service has none.
-	Broker any
+	Broker Broker
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

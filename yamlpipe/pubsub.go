@@ -14,19 +14,26 @@ import (
 // transforms need a weir server (its Pub/Sub broker): submit it as a job.
 var ErrNeedsServer = errors.New("it needs a weir server")
 
+// Broker is what the Pub/Sub transforms need of the job service's broker:
+// a source of a subscription (ReadFromPubSub) and a sink of a topic
+// (WriteToPubSub). *pubsub.Broker implements it; building a step only
+// configures the connector, it does not call the broker.
+type Broker interface {
+	NewSource(cfg pubsub.SourceConfig) (*pubsub.Source, error)
+	NewSink(cfg pubsub.SinkConfig) (*pubsub.Sink, error)
+}
+
+var _ Broker = (*pubsub.Broker)(nil)
+
 // broker returns the job's Pub/Sub broker, or an error at n saying that
 // Pub/Sub transforms need a weir server.
-func (l *loader) broker(n *node, typ string) (*pubsub.Broker, error) {
+func (l *loader) broker(n *node, typ string) (Broker, error) {
 	if l.opts.Job == nil || l.opts.Job.Broker == nil {
 		e := l.errf(n, "%s needs the Pub/Sub broker of a weir server: submit the pipeline with --job-name (start one with `weir server`)", typ).(*Error)
 		e.Err = ErrNeedsServer
 		return nil, e
 	}
-	b, ok := l.opts.Job.Broker.(*pubsub.Broker)
-	if !ok {
-		return nil, l.errf(n, "%s: the job service passed an unknown broker type %T", typ, l.opts.Job.Broker)
-	}
-	return b, nil
+	return l.opts.Job.Broker, nil
 }
 
 // optDuration reads an optional duration (300, 300s, 5m) at key.
@@ -119,7 +126,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
 		identity = "topic/" + cfg.Topic
 	}
-	src, err := pubsub.NewSource(b, cfg)
+	src, err := b.NewSource(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)
 	}
@@ -170,7 +177,7 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
-	sink, err := pubsub.NewSink(b, cfg)
+	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)
 	}

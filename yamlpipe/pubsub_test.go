@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -106,12 +107,25 @@ func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // let the split open the subscription
+	// read waits until x's combine has taken in n elements: the job has
+	// read what was published.
+	read := func(x *runner.Execution, n int64) {
+		t.Helper()
+		if !await.Until(30*time.Second, 5*time.Millisecond, func() bool { return x.Metrics().Step("Totals").ElementsIn >= n }) {
+			t.Fatalf("the job read %d elements, want %d", x.Metrics().Step("Totals").ElementsIn, n)
+		}
+	}
+	// The split creates the subscription (named after the job and step)
+	// when it opens; it starts at the end of the topic.
+	sub := pubsub.SubscriptionName(job.Name, "Orders")
+	if !await.Until(30*time.Second, 5*time.Millisecond, func() bool { _, err := b.Subscription(ctx, sub); return err == nil }) {
+		t.Fatalf("the split did not create subscription %s", sub)
+	}
 	publish(0, 400)
-	time.Sleep(500 * time.Millisecond)
+	read(x, 400)
 	checkpoint(x)
 	publish(400, 700)
-	time.Sleep(300 * time.Millisecond)
+	read(x, 700)
 	x.Cancel() // crash: what came after the checkpoint is lost
 	x.Wait()
 
@@ -128,7 +142,7 @@ func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(700, 900)
-	time.Sleep(800 * time.Millisecond)
+	read(x, 500) // from the checkpoint (400) on: 300 read again, 200 new
 	checkpoint(x)
 	x.Drain()
 	if _, err := x.Wait(); err != nil {

@@ -19,11 +19,6 @@ import (
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
-// ExitIncompatible: `weir check` found that the new pipeline cannot take
-// over the running one's state; the report says why. Nothing was changed.
-// (It belongs with the other exit codes in root.go.)
-const ExitIncompatible = 6
-
 // checkFlags are the flags of `weir check`, named after the Dataflow options.
 type checkFlags struct {
 	format            string

@@ -80,9 +80,9 @@ func checkFiles(t *testing.T, dir string) map[string]string {
 	return paths
 }
 
-// checkRoot returns the command tree with `weir check` in it.
-// TODO(root.go): registration of newCheckCommand in newRootCommand is
-// pending; until then the tests add it here.
+// checkRoot returns the command tree of newRootCommand with its `weir
+// check` replaced by one that asks jobs for running graphs (a fake job
+// service; nil: none) instead of a weir server.
 func checkRoot(e *env, jobs runningGraphs) *cobra.Command {
 	root := newRootCommand(e)
 	if c, _, err := root.Find([]string{"check"}); err == nil && c != root {
@@ -93,7 +93,7 @@ func checkRoot(e *env, jobs runningGraphs) *cobra.Command {
 }
 
 // runCheckCLI runs `weir args...` in this process as Main does, with
-// `weir check` registered and jobs as the job service.
+// `weir check` asking jobs for running graphs (see checkRoot).
 func runCheckCLI(t *testing.T, jobs runningGraphs, args ...string) cliResult {
 	t.Helper()
 	var stdout, stderr bytes.Buffer

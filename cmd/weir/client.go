@@ -56,13 +56,24 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 	}
 	var ae *api.Error
 	if errors.As(err, &ae) {
-		err = fmt.Errorf("%s (%s)", ae.Message, ae.Code)
-		switch ae.Code {
-		case service.CodeInvalidPipeline:
-			return withCode(ExitInvalidPipeline, err)
-		case service.CodeInvalidJobName, service.CodeInvalidOptions, service.CodeInvalidFilter, service.CodeInvalidRequest:
-			return withCode(ExitUsage, err)
-		}
+		return withCode(exitCodeOf(ae.Code), fmt.Errorf("%s (%s)", ae.Message, ae.Code))
 	}
 	return withCode(ExitFailure, err)
+}
+
+// exitCodeOf maps an API error code to the CLI's exit code through the
+// code's kind in the registry (package errcode): an invalid pipeline exits
+// ExitInvalidPipeline, any other invalid request (a bad job, topic or
+// subscription name, option, filter, setting or mapping) ExitUsage, the
+// rest (unknown job, illegal transition, internal) ExitFailure. A route
+// without the method (METHOD_NOT_ALLOWED) is the CLI's fault, not the
+// user's: a failure.
+func exitCodeOf(c service.Code) int {
+	switch {
+	case c == service.CodeInvalidPipeline:
+		return ExitInvalidPipeline
+	case c.Kind() == service.KindInvalid && c != service.CodeMethodNotAllowed:
+		return ExitUsage
+	}
+	return ExitFailure
 }

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestCLIServerCrashPubSubUpsert publishes a known stream to a topic while a
@@ -77,7 +80,13 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 	}
 	id := strings.TrimSpace(r.stdout)
 	srv.waitJob(id, "RUNNING", stateIs("RUNNING"))
-	time.Sleep(300 * time.Millisecond) // the source opens its subscription
+	// The source creates its subscription (named after the job and step)
+	// when it opens; a subscription starts at the end of the topic, so
+	// publish only once it exists.
+	sub := pubsub.SubscriptionName("orders", "Orders")
+	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
+		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
+	}
 	bounds := []int{0, 1500, 3000, 4500, total}
 	for i := 0; i < len(bounds)-1; i++ {
 		// --id-field makes a publish retried after a crash harmless.
@@ -87,23 +96,23 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 		if i == len(bounds)-2 {
 			break
 		}
-		time.Sleep(time.Duration(50+rng.IntN(600)) * time.Millisecond)
+		// Kill at a random point in time: a delay on purpose, since the
+		// behaviour under test is that a crash wherever it lands (reading,
+		// checkpointing, committing) loses and duplicates nothing.
+		<-time.After(time.Duration(50+rng.IntN(600)) * time.Millisecond)
 		srv.stop(syscall.SIGKILL)
 		srv = startServer(t, dir)
 		srv.waitJob(id, "RUNNING after the restart", stateIs("RUNNING"))
 	}
 	// Let the job read everything, then drain: every window fires.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var mm map[string]any
+	if !await.Until(60*time.Second, 200*time.Millisecond, func() bool {
 		m := srv.describe(id)
-		mm, _ := m["metrics"].(map[string]any)
-		if b, ok := mm["backlog_elements"].(float64); ok && b == 0 && epochOf(m) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not catch up: %v", mm["backlog_elements"])
-		}
-		time.Sleep(200 * time.Millisecond)
+		mm, _ = m["metrics"].(map[string]any)
+		b, ok := mm["backlog_elements"].(float64)
+		return ok && b == 0 && epochOf(m) > 0
+	}) {
+		t.Fatalf("the job did not catch up: %v", mm["backlog_elements"])
 	}
 	if r := srv.cli(work, "jobs", "drain", id); r.code != ExitOK {
 		t.Fatalf("drain: %d %s", r.code, r.stderr)

@@ -1,7 +1,10 @@
-// Command weir is the weir CLI: it runs pipelines (`weir run`), prints their
-// graphs (`weir graph`) and benchmarks the engine (`weir bench`). Later it
-// also serves the job service (`weir server`) and manages jobs, snapshots,
-// topics and subscriptions (see DESIGN.md §3).
+// Command weir is the weir CLI (DESIGN.md §3): it serves the job service
+// and the HTTP API (`weir server`), runs pipelines in-process or submits
+// and updates them as jobs (`weir run`), manages jobs (`weir jobs`), topics
+// and subscriptions (`weir topics`, `weir subscriptions`), checks whether a
+// new pipeline can take over a running one's state (`weir check`), prints
+// graphs (`weir graph`) and benchmarks the engine (`weir bench`). Snapshots
+// (`weir snapshots`) are not offered yet.
 //
 // main only wires the process to the command tree in root.go; each command
 // group lives in its own file and every failure maps to a named exit code.

@@ -27,12 +27,16 @@ const (
 	ExitInvalidPipeline = 3
 	// ExitNeedsServer: the request needs the job service: a pipeline with
 	// unbounded sources run without --job-name, or a job feature the weir
-	// server does not offer yet (updates, snapshots, service options).
+	// server does not offer yet (snapshots, service options).
 	ExitNeedsServer = 4
 	// ExitServerUnreachable: no weir server answers at the address
 	// (--server, $WEIR_SERVER, default http://127.0.0.1:7070); the message
 	// says how to start one.
 	ExitServerUnreachable = 5
+	// ExitIncompatible: the new pipeline cannot take over the running
+	// one's state (`weir check`, `weir run --update`); the report says why.
+	// Nothing was changed.
+	ExitIncompatible = 6
 	// ExitInterrupted: the command was interrupted (SIGINT or SIGTERM).
 	ExitInterrupted = 130
 )

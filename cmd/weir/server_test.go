@@ -18,6 +18,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/weir-dev/weir/internal/await"
 )
 
 // serverProc is a `weir server` child process (the test binary acting as
@@ -135,17 +137,11 @@ func (p *serverProc) describe(ref string) map[string]any {
 // waitJob polls describe until cond holds.
 func (p *serverProc) waitJob(ref, what string, cond func(map[string]any) bool) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m := p.describe(ref)
-		if cond(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("job %s: timed out waiting for %s: state %v, error %v\nserver log:\n%s", ref, what, m["state"], m["error"], p.log())
-		}
-		time.Sleep(100 * time.Millisecond)
+	var m map[string]any
+	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool { m = p.describe(ref); return cond(m) }) {
+		p.t.Fatalf("job %s: timed out waiting for %s: state %v, error %v\nserver log:\n%s", ref, what, m["state"], m["error"], p.log())
 	}
+	return m
 }
 
 func stateIs(want string) func(map[string]any) bool {

@@ -31,13 +31,9 @@ const (
 )
 
 // pubsubClientError maps an API error of the topic and subscription routes
-// to the CLI's exit codes: bad names and settings are usage errors, the
-// rest as for jobs (clientError).
+// to the CLI's exit codes, as clientError does for every route (bad names
+// and settings are invalid, so usage errors).
 func pubsubClientError(ctx context.Context, c *api.Client, err error) error {
-	var ae *api.Error
-	if errors.As(err, &ae) && (ae.Code == api.CodeInvalidName || ae.Code == api.CodeInvalidConfig) {
-		return withCode(ExitUsage, fmt.Errorf("%s (%s)", ae.Message, ae.Code))
-	}
 	return clientError(ctx, c, err)
 }
 

@@ -253,7 +253,10 @@ func TestCLIUpdateCrash(t *testing.T) {
 			go func() {
 				update <- runCLI(t, dir, "run", "v2.yaml", "--job-name", "crash", "--update", "--server", p.url)
 			}()
-			time.Sleep(delay)
+			// Kill the server delay after the update started: a delay on
+			// purpose, since what is under test is a crash at that point of
+			// the handover, whatever the update was doing then.
+			<-time.After(delay)
 			p.stop(syscall.SIGKILL)
 			<-update
 			p = startServer(t, data)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/internal/await"
 )
 
 func TestTopicsAndSubscriptions(t *testing.T) {
@@ -147,10 +149,16 @@ func TestPublishPull(t *testing.T) {
 			t.Errorf("publish %q: duplicate = %v, want %v", p.data, res.Duplicate, p.wantDup)
 		}
 	}
-	info, err := b.Subscription(ctx, "sub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server counts a subscription's pending messages asynchronously
+	// after it acknowledged the publish: wait for the count to arrive.
+	var info SubscriptionInfo
+	await.Until(10*time.Second, 5*time.Millisecond, func() bool {
+		var err error
+		if info, err = b.Subscription(ctx, "sub"); err != nil {
+			t.Fatal(err)
+		}
+		return info.NumPending >= 3
+	})
 	if info.NumPending != 3 || info.Backlog != 3 {
 		t.Errorf("backlog before pull = %+v, want 3 pending", info)
 	}
@@ -165,12 +173,18 @@ func TestPublishPull(t *testing.T) {
 	if info, _ := b.Subscription(ctx, "sub"); info.NumAckPending != 3 || info.Backlog != 3 {
 		t.Errorf("after pull without ack: %+v", info)
 	}
-	// Not acknowledged: delivered again after AckWait.
-	time.Sleep(1200 * time.Millisecond)
-	again, err := b.Pull(ctx, "sub", 10, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Not acknowledged: delivered again after AckWait. The server's timer
+	// decides when; pull until all three came back (a pull may catch the
+	// server between two of them; each pull acknowledges what it got).
+	var again []Message
+	await.Until(10*time.Second, 20*time.Millisecond, func() bool {
+		more, err := b.Pull(ctx, "sub", 10, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again = append(again, more...)
+		return len(again) >= 3
+	})
 	if len(again) != 3 || again[0].Sequence != got[0].Sequence || again[0].NumDelivered != 2 {
 		t.Fatalf("redelivered %+v", again)
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner"
@@ -238,8 +240,11 @@ func TestReadBlocksBrieflyAndHonoursCancel(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("empty Read blocked %v", d)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	// Cancel while Read waits for messages: Read asks for ctx.Done() only
+	// in its wait, so the probe tells when it is there.
+	cctx, cancel := context.WithCancel(context.Background())
+	ctx := &doneProbe{Context: cctx, asked: make(chan struct{})}
+	go func() { <-ctx.asked; cancel() }()
 	start = time.Now()
 	if _, err := sp.Read(ctx, buf); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Read: %v", err)
@@ -456,9 +461,22 @@ func TestRedeliveryAfterAckWait(t *testing.T) {
 	src, _ := NewSource(b, SourceConfig{Subscription: "slow", Schema: orderSchema})
 	sp := openSplit(t, src)
 	readN(t, ctx, sp, 10, 16)
-	time.Sleep(1500 * time.Millisecond)
-	if more, _ := readIdle(t, ctx, sp); len(more) != 0 {
-		t.Fatalf("redeliveries were emitted again: %d", len(more))
+	// The server redelivers after AckWait, by its own timer: read until the
+	// split has dropped all ten redeliveries.
+	var more []runner.Element
+	buf := make([]runner.Element, 16)
+	if !await.Until(10*time.Second, time.Millisecond, func() bool {
+		res, err := sp.Read(ctx, buf)
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		more = append(more, buf[:res.N]...)
+		return sp.(*split).skipped >= 10
+	}) {
+		t.Fatalf("dropped %d redeliveries, want 10", sp.(*split).skipped)
+	}
+	if rest, _ := readIdle(t, ctx, sp); len(more)+len(rest) != 0 {
+		t.Fatalf("redeliveries were emitted again: %d", len(more)+len(rest))
 	}
 	if info, _ := b.Subscription(ctx, "slow"); info.NumAckPending != 10 {
 		t.Fatalf("unacknowledged: %+v", info)
@@ -530,4 +548,17 @@ func TestSeenIDs(t *testing.T) {
 			t.Fatalf("step %d: %d ids remembered", i, s.len())
 		}
 	}
+}
+
+// doneProbe is a context that closes asked the first time its Done is
+// called: a test learns that the code under test has started to wait on it.
+type doneProbe struct {
+	context.Context
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (c *doneProbe) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
 }

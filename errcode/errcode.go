@@ -1,0 +1,311 @@
+// Package errcode is weir's one registry of error codes: the stable codes
+// of the job service and the HTTP API (JOB_NOT_FOUND, INVALID_PIPELINE, ...),
+// of the Pub/Sub routes (TOPIC_NOT_FOUND, ...) and of the compatibility
+// check's findings (STEP_MISSING, ...). Each code is registered with its
+// kind (what sort of failure it is) and the HTTP status the API answers it
+// with, so the API, the CLI and the tests derive everything from one table.
+//
+// Codes are part of weir's contract: clients and tests match on them, never
+// on messages, so a code, once published, is never renamed or reused. The
+// packages that own a family of codes re-declare them under their old names
+// (service.CodeJobNotFound, api.CodeTopicNotFound, compat.StepMissing).
+//
+// It may import the standard library only; every other package may import it.
+package errcode
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable error code.
+type Code string
+
+// Kind says what sort of failure a code is. The zero Kind is not a kind;
+// an unregistered code is KindInternal.
+type Kind int
+
+// Error kinds.
+const (
+	// KindInvalid: the request is wrong (bad JSON, an invalid name, options,
+	// pipeline or mapping); fix it and retry.
+	KindInvalid Kind = iota + 1
+	// KindNotFound: the job, topic, subscription, step or route does not exist.
+	KindNotFound
+	// KindConflict: the request is valid but clashes with the current
+	// state (an illegal transition, a second active job of a name, an update
+	// the compatibility check refuses).
+	KindConflict
+	// KindUnavailable: the service or the broker cannot answer now (shutting
+	// down, no broker); retry later.
+	KindUnavailable
+	// KindInternal: the service failed (a storage error); see the server log.
+	KindInternal
+	// KindWarning: the code names a finding that is reported but fails
+	// nothing (a compatibility warning); it is never an API error.
+	KindWarning
+)
+
+// String returns the kind's name in lower case ("invalid", "not found", ...).
+func (k Kind) String() string {
+	switch k {
+	case KindInvalid:
+		return "invalid"
+	case KindNotFound:
+		return "not found"
+	case KindConflict:
+		return "conflict"
+	case KindUnavailable:
+		return "unavailable"
+	case KindInternal:
+		return "internal"
+	case KindWarning:
+		return "warning"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Area is the family a code belongs to: who returns it.
+type Area int
+
+// Areas.
+const (
+	// AreaService: the job service and the API's generic codes (request
+	// decoding, routes, INTERNAL).
+	AreaService Area = iota + 1
+	// AreaPubSub: the topic and subscription routes.
+	AreaPubSub
+	// AreaCompat: the findings of the compatibility check (package compat).
+	AreaCompat
+)
+
+// Codes of the job service and the API (AreaService).
+const (
+	// InvalidRequest: the request body is not valid JSON, has unknown
+	// fields, or misses a required field.
+	InvalidRequest Code = "INVALID_REQUEST"
+	// InvalidJobName: a job name breaks the rule [a-z]([-a-z0-9]*[a-z0-9])?.
+	InvalidJobName Code = "INVALID_JOB_NAME"
+	// InvalidOptions: a job option is out of range.
+	InvalidOptions Code = "INVALID_OPTIONS"
+	// InvalidPipeline: the pipeline YAML could not be loaded or validated;
+	// the message names file:line:column.
+	InvalidPipeline Code = "INVALID_PIPELINE"
+	// InvalidFilter: a list filter (status) is unknown.
+	InvalidFilter Code = "INVALID_FILTER"
+	// JobNotFound: no job has this ID or name.
+	JobNotFound Code = "JOB_NOT_FOUND"
+	// NotFound: no such API route.
+	NotFound Code = "NOT_FOUND"
+	// MethodNotAllowed: the route exists but not with this HTTP method.
+	MethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	// JobNameActive: the name already has an active job.
+	JobNameActive Code = "JOB_NAME_ACTIVE"
+	// IllegalTransition: the job's current state does not allow the
+	// requested change.
+	IllegalTransition Code = "ILLEGAL_TRANSITION"
+	// JobTerminated: the job is in a terminal state, which never changes.
+	JobTerminated Code = "JOB_TERMINATED"
+	// BatchJobNotDrainable: drain applies to streaming jobs only; a batch
+	// job finishes by itself (cancel it to stop it early).
+	BatchJobNotDrainable Code = "BATCH_JOB_NOT_DRAINABLE"
+	// NoRunningJob: an update names a job name with no running (or
+	// draining) job.
+	NoRunningJob Code = "NO_RUNNING_JOB"
+	// JobAlreadyUpdated: an update names a job that was already replaced.
+	JobAlreadyUpdated Code = "JOB_ALREADY_UPDATED"
+	// IncompatibleUpdate: the compatibility check refused an update; the
+	// running job was left untouched. The report lists every reason.
+	IncompatibleUpdate Code = "INCOMPATIBLE_UPDATE"
+	// InvalidMapping: a transform name mapping is not valid JSON of step
+	// names.
+	InvalidMapping Code = "INVALID_MAPPING"
+	// ShuttingDown: the service is stopping.
+	ShuttingDown Code = "SHUTTING_DOWN"
+	// ProgramChanged: a Go program started without --update finds its job
+	// running a different pipeline graph; start it with --update.
+	ProgramChanged Code = "PROGRAM_CHANGED"
+	// NotReleasable: the process asked to hand its data directory over does
+	// not do that (a weir server, or a job that is not a Go program's).
+	NotReleasable Code = "NOT_RELEASABLE"
+	// Internal: the service failed; the message says what it was doing.
+	Internal Code = "INTERNAL"
+)
+
+// Codes of the topic and subscription routes (AreaPubSub).
+const (
+	// TopicNotFound: no topic has this name. Create it first.
+	TopicNotFound Code = "TOPIC_NOT_FOUND"
+	// TopicExists: a topic of this name exists already.
+	TopicExists Code = "TOPIC_EXISTS"
+	// SubscriptionNotFound: no subscription has this name.
+	SubscriptionNotFound Code = "SUBSCRIPTION_NOT_FOUND"
+	// SubscriptionExists: a subscription of this name exists already,
+	// possibly on another topic (names are unique across topics).
+	SubscriptionExists Code = "SUBSCRIPTION_EXISTS"
+	// InvalidName: a topic, subscription or attribute name breaks the
+	// naming rule (1 to 200 characters from [A-Za-z0-9_-], starting with a
+	// letter or digit; attribute names may not start with Nats-).
+	InvalidName Code = "INVALID_NAME"
+	// InvalidConfig: a topic or subscription setting cannot work (a
+	// negative retention, a duplicate window longer than the retention).
+	InvalidConfig Code = "INVALID_CONFIG"
+	// PubSubUnavailable: the server has no broker, or the broker does not
+	// answer (shut down, unreachable); retry later.
+	PubSubUnavailable Code = "PUBSUB_UNAVAILABLE"
+)
+
+// Codes of the compatibility check's errors (AreaCompat, KindConflict
+// unless noted): a finding with one of these refuses the update. The
+// package doc of compat says when each is reported.
+const (
+	// StepMissing: a keyed step of OLD has no step of its name in NEW.
+	StepMissing Code = "STEP_MISSING"
+	// StepKindChanged: a matched keyed or source step changed kind.
+	StepKindChanged Code = "STEP_KIND_CHANGED"
+	// KeyCoderChanged: a keyed step's key coder changed.
+	KeyCoderChanged Code = "KEY_CODER_CHANGED"
+	// StateCoderChanged: an accumulator or state cell coder changed.
+	StateCoderChanged Code = "STATE_CODER_CHANGED"
+	// BufferedElementChanged: what a step buffers raw changed.
+	BufferedElementChanged Code = "BUFFERED_ELEMENT_CHANGED"
+	// StateSpecChanged: a state cell or timer family was removed or changed kind.
+	StateSpecChanged Code = "STATE_SPEC_CHANGED"
+	// WindowFnChanged: the window function type of a keyed step's input changed.
+	WindowFnChanged Code = "WINDOW_FN_CHANGED"
+	// TriggerChanged: the trigger of a keyed step's input changed shape.
+	TriggerChanged Code = "TRIGGER_CHANGED"
+	// AccumulationChanged: the accumulation mode of a keyed step's input changed.
+	AccumulationChanged Code = "ACCUMULATION_CHANGED"
+	// SideInputsChanged: a matched step gained or lost side inputs.
+	SideInputsChanged Code = "SIDE_INPUTS_CHANGED"
+	// SourceChanged: a source of OLD reads something else in NEW, or has no match.
+	SourceChanged Code = "SOURCE_CHANGED"
+	// MappingUnknownStep (KindInvalid): a mapping names a step that does not exist.
+	MappingUnknownStep Code = "MAPPING_UNKNOWN_STEP"
+	// MappingConflict (KindInvalid): two steps of OLD map to one step name of NEW.
+	MappingConflict Code = "MAPPING_CONFLICT"
+)
+
+// Codes of the compatibility check's warnings (AreaCompat, KindWarning):
+// reported, the update goes ahead.
+const (
+	// WindowParamsChanged: only numbers of a keyed step's input windowing changed.
+	WindowParamsChanged Code = "WINDOW_PARAMS_CHANGED"
+	// CombineFnChanged: a combine's function changed, its accumulator coder did not.
+	CombineFnChanged Code = "COMBINE_FN_CHANGED"
+	// SourcePositionsDropped: a source's read positions are dropped on purpose.
+	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
+	// StateDropped: a keyed step was mapped to "": its state is dropped.
+	StateDropped Code = "STATE_DROPPED"
+)
+
+// Info is what the registry records of a code.
+type Info struct {
+	Code Code
+	Area Area
+	Kind Kind
+	// Status is the HTTP status the API answers the code with (200 for a
+	// warning, which is never an API error).
+	Status int
+}
+
+// registry returns every registered code. It is a function, not a
+// package variable, so nothing can change the registry at run time; the
+// slice is small and only error paths read it.
+func registry() []Info {
+	const (
+		svc    = AreaService
+		ps     = AreaPubSub
+		compat = AreaCompat
+	)
+	return []Info{
+		{InvalidRequest, svc, KindInvalid, http.StatusBadRequest},
+		{InvalidJobName, svc, KindInvalid, http.StatusBadRequest},
+		{InvalidOptions, svc, KindInvalid, http.StatusBadRequest},
+		{InvalidPipeline, svc, KindInvalid, http.StatusBadRequest},
+		{InvalidFilter, svc, KindInvalid, http.StatusBadRequest},
+		{JobNotFound, svc, KindNotFound, http.StatusNotFound},
+		{NotFound, svc, KindNotFound, http.StatusNotFound},
+		{MethodNotAllowed, svc, KindInvalid, http.StatusMethodNotAllowed},
+		{JobNameActive, svc, KindConflict, http.StatusConflict},
+		{IllegalTransition, svc, KindConflict, http.StatusConflict},
+		{JobTerminated, svc, KindConflict, http.StatusConflict},
+		{BatchJobNotDrainable, svc, KindConflict, http.StatusConflict},
+		{NoRunningJob, svc, KindNotFound, http.StatusNotFound},
+		{JobAlreadyUpdated, svc, KindConflict, http.StatusConflict},
+		{IncompatibleUpdate, svc, KindConflict, http.StatusConflict},
+		{InvalidMapping, svc, KindInvalid, http.StatusBadRequest},
+		{ShuttingDown, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{ProgramChanged, svc, KindConflict, http.StatusConflict},
+		{NotReleasable, svc, KindConflict, http.StatusConflict},
+		{Internal, svc, KindInternal, http.StatusInternalServerError},
+
+		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
+		{TopicExists, ps, KindConflict, http.StatusConflict},
+		{SubscriptionNotFound, ps, KindNotFound, http.StatusNotFound},
+		{SubscriptionExists, ps, KindConflict, http.StatusConflict},
+		{InvalidName, ps, KindInvalid, http.StatusBadRequest},
+		{InvalidConfig, ps, KindInvalid, http.StatusBadRequest},
+		{PubSubUnavailable, ps, KindUnavailable, http.StatusServiceUnavailable},
+
+		{StepMissing, compat, KindConflict, http.StatusConflict},
+		{StepKindChanged, compat, KindConflict, http.StatusConflict},
+		{KeyCoderChanged, compat, KindConflict, http.StatusConflict},
+		{StateCoderChanged, compat, KindConflict, http.StatusConflict},
+		{BufferedElementChanged, compat, KindConflict, http.StatusConflict},
+		{StateSpecChanged, compat, KindConflict, http.StatusConflict},
+		{WindowFnChanged, compat, KindConflict, http.StatusConflict},
+		{TriggerChanged, compat, KindConflict, http.StatusConflict},
+		{AccumulationChanged, compat, KindConflict, http.StatusConflict},
+		{SideInputsChanged, compat, KindConflict, http.StatusConflict},
+		{SourceChanged, compat, KindConflict, http.StatusConflict},
+		{MappingUnknownStep, compat, KindInvalid, http.StatusBadRequest},
+		{MappingConflict, compat, KindInvalid, http.StatusBadRequest},
+		{WindowParamsChanged, compat, KindWarning, http.StatusOK},
+		{CombineFnChanged, compat, KindWarning, http.StatusOK},
+		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
+		{StateDropped, compat, KindWarning, http.StatusOK},
+	}
+}
+
+// All returns every registered code, in registry order.
+func All() []Info { return registry() }
+
+// CodesOf returns the codes of area a, in registry order.
+func CodesOf(a Area) []Code {
+	var out []Code
+	for _, in := range registry() {
+		if in.Area == a {
+			out = append(out, in.Code)
+		}
+	}
+	return out
+}
+
+// Lookup returns what the registry records of c; ok is false for an
+// unregistered code.
+func Lookup(c Code) (info Info, ok bool) {
+	for _, in := range registry() {
+		if in.Code == c {
+			return in, true
+		}
+	}
+	return Info{}, false
+}
+
+// Kind returns the kind of c (KindInternal for an unregistered code).
+func (c Code) Kind() Kind {
+	if in, ok := Lookup(c); ok {
+		return in.Kind
+	}
+	return KindInternal
+}
+
+// Status returns the HTTP status of c (500 for an unregistered code).
+func (c Code) Status() int {
+	if in, ok := Lookup(c); ok {
+		return in.Status
+	}
+	return http.StatusInternalServerError
+}
