@@ -9,7 +9,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // TestStatefulParDo exercises value, bag and map state with event- and
@@ -45,7 +45,7 @@ func TestStatefulParDo(t *testing.T) {
 					}
 					return nil
 				},
-				OnTimer: func(c *weir.StateContext[string, string], tm runner.Timer) error {
+				OnTimer: func(c *weir.StateContext[string, string], tm contract.Timer) error {
 					n, _ := count.Read(c)
 					switch tm.ID {
 					case "flush":
@@ -90,7 +90,7 @@ func TestLoopingProcessingTimerEndsAtEndOfInput(t *testing.T) {
 			tick.Set(c, c.Now().Add(mtime.Hour))
 			return nil
 		},
-		OnTimer: func(c *weir.StateContext[string, int64], _ runner.Timer) error {
+		OnTimer: func(c *weir.StateContext[string, int64], _ contract.Timer) error {
 			c.Output(1)
 			tick.Set(c, c.Now().Add(mtime.Hour))
 			return nil

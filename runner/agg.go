@@ -455,7 +455,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 			acc = n.agg.NewAccumulator()
 		}
 		v := n.agg.Output(k.key, acc, ws.w, f.Pane)
-		n.out.emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
+		n.out.Emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
 		if f.Discard {
 			ws.acc = nil
 		}

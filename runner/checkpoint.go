@@ -9,52 +9,9 @@ import (
 	"sync"
 
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
-
-// Checkpoint is one consistent cut of an execution: the state that changed
-// since the previous checkpoint, where every source split stood, and what
-// transactional sinks buffered before the cut. It is not durable until the
-// caller has written it; then Execution.Commit lets sinks commit and
-// sources acknowledge.
-type Checkpoint struct {
-	Epoch uint64
-	// Positions holds, per source step, the position of every split in the
-	// order the source's Split (or Resume) returned them.
-	Positions map[string][][]byte
-	// State holds the keyed state entries written or deleted since the
-	// previous checkpoint.
-	State []StateEntry
-	// SinkParts holds, per transactional sink step, what each worker
-	// pre-committed for this epoch.
-	SinkParts map[string][][]byte
-
-	// pending are keyed steps' snapshots still being encoded (Complete).
-	pending []pendingState
-}
-
-// StateEntry is the state of one key of one keyed step. A nil Value means
-// the key has no state any more.
-type StateEntry struct {
-	Step     string
-	KeyGroup uint16
-	Key      []byte
-	Value    []byte
-}
-
-// StateReader gives a restoring execution the state of a keyed step.
-type StateReader interface {
-	// Scan calls fn for every key of step in the given key groups.
-	Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error
-}
-
-// Restore is where a new execution resumes from: the last durable
-// checkpoint's positions and state.
-type Restore struct {
-	Epoch     uint64
-	Positions map[string][][]byte
-	State     StateReader
-}
 
 // report is one participant's share of a checkpoint.
 type report struct {
@@ -104,7 +61,7 @@ func (c *coordinator) add(cp *Checkpoint, r *report) {
 	}
 	cp.State = append(cp.State, r.state...)
 	if r.pending != nil {
-		cp.pending = append(cp.pending, r.pending)
+		cp.Pending = append(cp.Pending, r.pending)
 	}
 	if r.sink != "" && r.part != nil {
 		parts := cp.SinkParts[r.sink]
@@ -176,10 +133,6 @@ func (c *coordinator) begin(e uint64) *pendingCheckpoint {
 	return p
 }
 
-// ErrNotCheckpointable is returned when a step cannot take part in
-// checkpoints (its code has no StateCoder, or a source cannot report positions).
-var ErrNotCheckpointable = errors.New("pipeline cannot be checkpointed")
-
 // Checkpoint takes an aligned checkpoint: sources record their positions
 // and inject a barrier; keyed steps snapshot their changed state when the
 // barrier arrived on all inputs; transactional sinks pre-commit. It returns
@@ -234,14 +187,14 @@ func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, er
 	if pause {
 		// The paused steps' snapshots are encoded by the execution that
 		// adopts their state, or by Complete.
-		sortStateEntries(p.cp.State)
+		contract.SortStateEntries(p.cp.State)
 		if err := r.closePausedSources(); err != nil {
 			return nil, err
 		}
 		return p.cp, nil
 	}
 	if !p.cp.Incomplete() {
-		sortStateEntries(p.cp.State)
+		contract.SortStateEntries(p.cp.State)
 		return p.cp, nil
 	}
 	if err := p.cp.Complete(ctx); err != nil {

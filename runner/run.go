@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -349,22 +350,9 @@ func (r *run) close() error {
 	return errors.Join(errs...)
 }
 
-// OutputTags returns the output tags of s in the order that output indexes
-// (ProcessContext.Emit's tag argument) refer to: "main" first, then the
-// others sorted by name.
-func OutputTags(s *graph.Step) []string {
-	tags := make([]string, 0, len(s.Outputs))
-	for tag := range s.Outputs {
-		tags = append(tags, tag)
-	}
-	sort.Slice(tags, func(a, b int) bool {
-		if (tags[a] == graph.MainTag) != (tags[b] == graph.MainTag) {
-			return tags[a] == graph.MainTag
-		}
-		return tags[a] < tags[b]
-	})
-	return tags
-}
+// OutputTags is contract.OutputTags: the output tags of s in the order that
+// output indexes refer to.
+func OutputTags(s *graph.Step) []string { return contract.OutputTags(s) }
 
 // isRoot reports whether a step starts a stage: it has its own watermark
 // and is not fused into its producer.
@@ -970,7 +958,9 @@ func newOutputs(w *worker, sp *stepPlan) *outputs {
 	return o
 }
 
-func (o *outputs) emit(tag int, e Element) {
+// Emit buffers e for output tag, flushing the buffer when it is full
+// (contract.Emitter).
+func (o *outputs) Emit(tag int, e Element) {
 	o.bufs[tag] = append(o.bufs[tag], e)
 	if len(o.bufs[tag]) >= o.limit && o.err == nil {
 		o.err = o.flushTag(tag)
@@ -1071,7 +1061,7 @@ func newParDoNode(w *worker, sp *stepPlan, out *outputs) *parDoNode {
 	}
 	n := &parDoNode{sp: sp, fn: fn, out: out, errTag: errTag(sp)}
 	n.fin, _ = fn.(BundleFinisher)
-	n.pc = ProcessContext{out: out, clock: w.r.opts.Clock, worker: w.id}
+	n.pc = contract.NewProcessContext(out, nil, w.r.opts.Clock, w.id)
 	return n
 }
 
@@ -1110,14 +1100,14 @@ func emitReject(out *outputs, sp *stepPlan, tag int, e Element, rj Reject, err e
 		}
 		return &StepError{Step: rj.Step, Reason: rj.Reason, Message: rj.Message, Source: rj.Source, Err: err}
 	}
-	out.emit(tag, Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
+	out.Emit(tag, Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
 	return nil
 }
 
 func (n *parDoNode) process(_ int, b bundle) error {
 	n.sp.counters.in.Add(int64(len(b.elems)))
 	for i := range b.elems {
-		n.pc.cur = &b.elems[i]
+		n.pc.SetCurrent(&b.elems[i])
 		if err := n.fn.Process(&n.pc, b.elems[i]); err != nil {
 			if err := reject(n.out, n.sp, n.errTag, b.elems[i], err); err != nil {
 				return err
@@ -1161,19 +1151,19 @@ func (n *windowNode) process(_ int, b bundle) error {
 		if n.last.Contains(e.Time) && n.fn.Kind != window.KindSliding && n.fn.Kind != window.KindSessions {
 			// Consecutive elements mostly share a fixed window.
 			e.Window = n.last
-			n.out.emit(0, e)
+			n.out.Emit(0, e)
 			continue
 		}
 		if w, ok := n.fn.AssignOne(e.Time); ok {
 			n.last = w
 			e.Window = w
-			n.out.emit(0, e)
+			n.out.Emit(0, e)
 			continue
 		}
 		n.scratch = n.fn.Assign(n.scratch[:0], e.Time)
 		for _, w := range n.scratch {
 			e.Window = w
-			n.out.emit(0, e)
+			n.out.Emit(0, e)
 		}
 	}
 	return n.out.flush()
@@ -1432,7 +1422,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 			}
 			continue
 		}
-		n.out.emit(0, e)
+		n.out.Emit(0, e)
 	}
 	if err := n.out.flush(); err != nil {
 		return err

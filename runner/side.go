@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -23,7 +24,9 @@ func (s *sideState) sideWindow(i int, main window.Window) window.Window {
 	return s.fns[i].Assign(nil, main.MaxTimestamp())[0]
 }
 
-func (s *sideState) view(i int, main window.Window, build func([]any) any) any {
+// SideInput returns the view of side input i for main-input window main,
+// built by build and cached per side window (contract.SideInputs).
+func (s *sideState) SideInput(i int, main window.Window, build func([]any) any) any {
 	sw := s.sideWindow(i, main)
 	if v, ok := s.cache[i][sw]; ok {
 		return v
@@ -68,7 +71,7 @@ func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
 		st.cache = append(st.cache, map[window.Window]any{})
 	}
 	n.side = st
-	n.pc.side = st
+	n.pc = contract.NewProcessContext(out, st, w.r.opts.Clock, w.id)
 	if w.r.opts.Checkpoints {
 		// Elements waiting for side inputs are not part of checkpoints yet;
 		// the step aligns barriers so that downstream state stays consistent.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -54,9 +55,10 @@ func (h *sfTimerHeap) Pop() any {
 	return x
 }
 
-// StateContext gives a stateful DoFn its key, window, state cells and
-// timers. It is valid only during the call it is passed to.
-type StateContext struct {
+// sfContext is the runner's side of the StateContext a stateful DoFn is
+// handed (contract.KeyedState): the key and window of the current call. The
+// node keeps one, re-pointed at every element and timer.
+type sfContext struct {
 	n   *statefulNode
 	kg  uint16
 	key string
@@ -67,42 +69,42 @@ type StateContext struct {
 }
 
 // Key returns the current key.
-func (sc *StateContext) Key() any { return sc.k.key }
+func (sc *sfContext) Key() any { return sc.k.key }
 
 // Window returns the current window.
-func (sc *StateContext) Window() window.Window { return sc.ws.w }
+func (sc *sfContext) Window() window.Window { return sc.ws.w }
 
 // Timestamp returns the event time outputs get: the element's, or the timer's.
-func (sc *StateContext) Timestamp() mtime.Time { return sc.ts }
+func (sc *sfContext) Timestamp() mtime.Time { return sc.ts }
 
 // Now returns processing time.
-func (sc *StateContext) Now() mtime.Time { return sc.n.clock.now() }
+func (sc *sfContext) Now() mtime.Time { return sc.n.clock.now() }
 
 // Watermark returns the step's input watermark.
-func (sc *StateContext) Watermark() mtime.Time { return sc.n.wm }
+func (sc *sfContext) Watermark() mtime.Time { return sc.n.wm }
 
 // Output sends v to the main output at the context's timestamp and window.
-func (sc *StateContext) Output(v any) {
+func (sc *sfContext) Output(v any) {
 	e := Element{Value: v, Time: sc.ts, Window: sc.ws.w, Pane: window.NoFiring}
 	if sc.cur != nil {
 		e.Source = sc.cur.Source
 	}
-	sc.n.out.emit(0, e)
+	sc.n.out.Emit(0, e)
 }
 
 // Emit sends e to the output with index tag.
-func (sc *StateContext) Emit(tag int, e Element) { sc.n.out.emit(tag, e) }
+func (sc *sfContext) Emit(tag int, e Element) { sc.n.out.Emit(tag, e) }
 
-func (sc *StateContext) touch() { sc.n.markDirty(sc.kg, sc.k) }
+func (sc *sfContext) touch() { sc.n.markDirty(sc.kg, sc.k) }
 
 // ReadValue returns the value cell id and whether it is set.
-func (sc *StateContext) ReadValue(id string) (any, bool) {
+func (sc *sfContext) ReadValue(id string) (any, bool) {
 	v, ok := sc.ws.values[id]
 	return v, ok
 }
 
 // WriteValue sets the value cell id.
-func (sc *StateContext) WriteValue(id string, v any) {
+func (sc *sfContext) WriteValue(id string, v any) {
 	sc.touch()
 	if sc.ws.values == nil {
 		sc.ws.values = map[string]any{}
@@ -111,16 +113,16 @@ func (sc *StateContext) WriteValue(id string, v any) {
 }
 
 // ClearValue clears the value cell id.
-func (sc *StateContext) ClearValue(id string) {
+func (sc *sfContext) ClearValue(id string) {
 	sc.touch()
 	delete(sc.ws.values, id)
 }
 
 // ReadBag returns the elements of bag id, in insertion order.
-func (sc *StateContext) ReadBag(id string) []any { return sc.ws.bags[id] }
+func (sc *sfContext) ReadBag(id string) []any { return sc.ws.bags[id] }
 
 // AddToBag appends v to bag id.
-func (sc *StateContext) AddToBag(id string, v any) {
+func (sc *sfContext) AddToBag(id string, v any) {
 	sc.touch()
 	if sc.ws.bags == nil {
 		sc.ws.bags = map[string][]any{}
@@ -129,19 +131,19 @@ func (sc *StateContext) AddToBag(id string, v any) {
 }
 
 // ClearBag empties bag id.
-func (sc *StateContext) ClearBag(id string) {
+func (sc *sfContext) ClearBag(id string) {
 	sc.touch()
 	delete(sc.ws.bags, id)
 }
 
 // MapGet returns the entry of map id at key k.
-func (sc *StateContext) MapGet(id string, k any) (any, bool) {
+func (sc *sfContext) MapGet(id string, k any) (any, bool) {
 	v, ok := sc.ws.maps[id][k]
 	return v, ok
 }
 
 // MapPut sets the entry of map id at key k (k must be comparable).
-func (sc *StateContext) MapPut(id string, k, v any) {
+func (sc *sfContext) MapPut(id string, k, v any) {
 	sc.touch()
 	if sc.ws.maps == nil {
 		sc.ws.maps = map[string]map[any]any{}
@@ -155,16 +157,16 @@ func (sc *StateContext) MapPut(id string, k, v any) {
 }
 
 // MapDelete removes the entry of map id at key k.
-func (sc *StateContext) MapDelete(id string, k any) {
+func (sc *sfContext) MapDelete(id string, k any) {
 	sc.touch()
 	delete(sc.ws.maps[id], k)
 }
 
 // MapEntries returns map id (do not modify it).
-func (sc *StateContext) MapEntries(id string) map[any]any { return sc.ws.maps[id] }
+func (sc *sfContext) MapEntries(id string) map[any]any { return sc.ws.maps[id] }
 
 // ClearMap empties map id.
-func (sc *StateContext) ClearMap(id string) {
+func (sc *sfContext) ClearMap(id string) {
 	sc.touch()
 	delete(sc.ws.maps, id)
 }
@@ -172,7 +174,7 @@ func (sc *StateContext) ClearMap(id string) {
 // SetTimer sets (or resets) timer id of the current key and window to fire
 // at t in domain (graph.EventTime: when the watermark passes t;
 // graph.ProcessingTime: when the clock reaches t).
-func (sc *StateContext) SetTimer(id, domain string, t mtime.Time) {
+func (sc *sfContext) SetTimer(id, domain string, t mtime.Time) {
 	sc.touch()
 	if sc.ws.timers == nil {
 		sc.ws.timers = map[string]Timer{}
@@ -189,7 +191,7 @@ func (sc *StateContext) SetTimer(id, domain string, t mtime.Time) {
 }
 
 // ClearTimer cancels timer id of the current key and window.
-func (sc *StateContext) ClearTimer(id string) {
+func (sc *sfContext) ClearTimer(id string) {
 	sc.touch()
 	delete(sc.ws.timers, id)
 }
@@ -209,12 +211,14 @@ type statefulNode struct {
 	proc     sfTimerHeap
 	seq      uint64
 	scratch  []byte
-	sc       StateContext
-	done     bool
-	al       *aligner
-	changes  changeLog[sfDirty]
-	coder    StateCoder
-	clock    procClock
+	sc       sfContext
+	// ctx is what the code is handed; its calls go to sc.
+	ctx     contract.StateContext
+	done    bool
+	al      *aligner
+	changes changeLog[sfDirty]
+	coder   StateCoder
+	clock   procClock
 }
 
 type sfDirty struct {
@@ -324,6 +328,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
 		n.encodeKey)
 	n.sc.n = n
+	n.ctx = contract.NewStateContext(&n.sc)
 	if w.r.opts.Checkpoints {
 		coder, ok := fn.(StateCoder)
 		if !ok {
@@ -400,8 +405,8 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			n.seq++
 			heap.Push(&n.events, sfTimerRef{t: n.strategy.GCTime(e.Window), seq: n.seq, kg: kg, key: key, w: e.Window})
 		}
-		n.sc = StateContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
-		if err := n.fn.Process(&n.sc, *e); err != nil {
+		n.sc = sfContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
+		if err := n.fn.Process(&n.ctx, *e); err != nil {
 			if err := reject(n.out, n.sp, n.errTag, *e, err); err != nil {
 				return err
 			}
@@ -457,8 +462,8 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 	}
 	n.markDirty(ref.kg, k)
 	delete(ws.timers, ref.id)
-	n.sc = StateContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
-	if err := n.fn.OnTimer(&n.sc, t); err != nil {
+	n.sc = sfContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
+	if err := n.fn.OnTimer(&n.ctx, t); err != nil {
 		return fmt.Errorf("step %q: timer %q for key %v: %w", n.sp.step.Name, t.ID, k.key, err)
 	}
 	return nil
