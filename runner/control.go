@@ -1,0 +1,42 @@
+package runner
+
+import (
+	"github.com/weir-dev/weir/mtime"
+)
+
+// This file declares the control messages that flow in order with the
+// data (watermarks, processing-time ticks, checkpoint barriers) and the
+// processing time a receiver sees.
+
+type ctrlKind int
+
+const (
+	ctrlWatermark ctrlKind = iota
+	// ctrlTick says processing time moved (TestStream): re-evaluate
+	// processing-time timers.
+	ctrlTick
+	// ctrlBarrier is a checkpoint barrier for epoch.
+	ctrlBarrier
+)
+
+type ctrl struct {
+	kind   ctrlKind
+	sender int // root instance id: rootIndex*workers + worker
+	wm     mtime.Time
+	epoch  uint64
+}
+
+// procClock is the processing time a receiver sees: the wall clock, or in
+// manual mode the time carried by the last tick it received, so that every
+// worker sees processing time move at the same point of the stream.
+type procClock struct {
+	r    *run
+	tick mtime.Time
+}
+
+func (c *procClock) now() mtime.Time {
+	if c.r.manual {
+		return c.tick
+	}
+	return c.r.opts.Clock.Now()
+}
