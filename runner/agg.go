@@ -503,9 +503,9 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 	if !n.wms.update(port, c.sender, c.wm) {
 		return nil
 	}
-	n.wm = n.wms.mins[0]
+	n.wm = n.wms.input()
 	now := n.clock.now()
-	for len(n.events) > 0 && (n.events[0].t < n.wm || n.wm >= mtime.MaxTimestamp) {
+	for len(n.events) > 0 && eventTimerDue(n.events[0].t, n.wm) {
 		ref := heap.Pop(&n.events).(timerRef)
 		if k, ws := n.lookup(ref); ws != nil {
 			if err := n.evaluate(ref.kg, k, ws, now); err != nil {
@@ -513,7 +513,7 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 			}
 		}
 	}
-	if n.wm >= mtime.MaxTimestamp {
+	if atEnd(n.wm) {
 		n.done = true
 		n.deadlines = nil
 		if n.al != nil {

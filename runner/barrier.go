@@ -1,9 +1,5 @@
 package runner
 
-import (
-	"github.com/weir-dev/weir/mtime"
-)
-
 // This file aligns a node's inputs on checkpoint barriers: inputs that
 // delivered the barrier of the epoch being aligned are held back until every
 // other unfinished input delivered it too.
@@ -61,13 +57,13 @@ func (a *aligner) control(port int, c ctrl) error {
 		if err := a.inner.controlAligned(port, c); err != nil {
 			return err
 		}
-		if a.epoch != 0 && c.kind == ctrlWatermark && c.wm >= mtime.MaxTimestamp {
+		if a.epoch != 0 && c.kind == ctrlWatermark && atEnd(c.wm) {
 			// A finished input no longer owes a barrier.
 			return a.maybeComplete()
 		}
 		return nil
 	}
-	if _, expected := a.wms.ports[port][c.sender]; !expected || a.wms.ports[port][c.sender] >= mtime.MaxTimestamp {
+	if !a.wms.owesBarrier(port, c.sender) {
 		return nil
 	}
 	if a.epoch == 0 {
@@ -81,7 +77,7 @@ func (a *aligner) control(port int, c ctrl) error {
 func (a *aligner) maybeComplete() error {
 	for port, senders := range a.wms.ports {
 		for s, wm := range senders {
-			if wm < mtime.MaxTimestamp && !a.got[portSender{port, s}] {
+			if !atEnd(wm) && !a.got[portSender{port, s}] {
 				return nil
 			}
 		}

@@ -172,15 +172,12 @@ func (n *sideNode) controlAligned(port int, c ctrl) error {
 			return err
 		}
 	}
-	wm := n.wms.mins[0]
-	for _, e := range n.buffered {
-		wm = mtime.Min(wm, e.Time)
-	}
+	wm := heldWatermark(n.wms.input(), n.buffered)
 	if wm <= n.outWM {
 		return nil
 	}
 	n.outWM = wm
-	if wm >= mtime.MaxTimestamp {
+	if atEnd(wm) {
 		n.done = true
 	}
 	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: wm})

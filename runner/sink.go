@@ -2,8 +2,6 @@ package runner
 
 import (
 	"fmt"
-
-	"github.com/weir-dev/weir/mtime"
 )
 
 // This file holds the sink node; with a transactional sink in a
@@ -58,7 +56,7 @@ func (n *sinkNode) controlAligned(port int, c ctrl) error {
 	if c.kind != ctrlWatermark || !n.wms.update(port, c.sender, c.wm) {
 		return nil
 	}
-	if n.wms.mins[0] >= mtime.MaxTimestamp && !n.finished {
+	if atEnd(n.wms.input()) && !n.finished {
 		// Everything this sink will get has arrived: pre-commit it as the
 		// final share, which stands in for every later checkpoint.
 		n.finished = true

@@ -176,18 +176,8 @@ func (n *sourceNode) read(ctx context.Context) error {
 	if err := n.out.flush(); err != nil {
 		return err
 	}
-	if res.Done {
-		s.done = true
-		s.wm = mtime.MaxTimestamp
-	} else if res.Watermark > s.wm {
-		s.wm = res.Watermark
-	}
-	wm := mtime.MaxTimestamp
-	all := true
-	for _, c := range n.splits {
-		wm = mtime.Min(wm, c.wm)
-		all = all && c.done
-	}
+	s.advance(res)
+	wm, all := splitsWatermark(n.splits)
 	if res.ProcessingTimeAdvanced {
 		if err := n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: n.w.r.opts.Clock.Now()}); err != nil {
 			return err

@@ -493,13 +493,13 @@ func (n *statefulNode) controlAligned(port int, c ctrl) error {
 	if !n.wms.update(port, c.sender, c.wm) {
 		return nil
 	}
-	n.wm = n.wms.mins[0]
-	if n.wm >= mtime.MaxTimestamp {
+	n.wm = n.wms.input()
+	if atEnd(n.wm) {
 		if err := n.finish(); err != nil {
 			return err
 		}
 	} else {
-		for len(n.events) > 0 && n.events[0].t < n.wm {
+		for len(n.events) > 0 && eventTimerDue(n.events[0].t, n.wm) {
 			ref := heap.Pop(&n.events).(sfTimerRef)
 			if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
 				return err
