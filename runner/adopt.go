@@ -43,6 +43,26 @@ func (r *run) adoptable(step string) []node {
 	return out
 }
 
+// adoptFrom hands a keyed node on worker w the instances (one per old
+// worker) of the paused execution it adopts from. With the same worker
+// count, whole gets w's predecessor, whose state the node takes as a whole,
+// and adoptFrom reports true; when rescaling, part gets every old instance
+// in turn, to take the key groups w now owns.
+func adoptFrom[T node](w *worker, olds []node, whole, part func(old T)) bool {
+	if len(olds) == len(w.r.workers) {
+		if old, ok := olds[w.id].(T); ok {
+			whole(old)
+			return true
+		}
+	}
+	for _, o := range olds {
+		if old, ok := o.(T); ok {
+			part(old)
+		}
+	}
+	return false
+}
+
 // ownedBy returns the elements of src whose key group route gives to
 // worker w, appended to dst: how rescaling splits key-group states and
 // timer heaps among new workers.

@@ -97,12 +97,14 @@ func (c *changeLog[R]) continueAfter(old *changeLog[R], w *worker, whole bool) {
 	<-p.done
 }
 
-// snapshotAndForward is a keyed node's part of checkpoint epoch: freeze at a
-// Pause, report the snapshot of the changed state, and send the barrier on.
-func snapshotAndForward(w *worker, key string, id int, out *outputs, epoch uint64, frozen *bool, snapshot func(frozen bool) pendingState) error {
-	if epoch == w.r.pauseEpoch.Load() {
-		*frozen = true
+// isFrozen reports whether a Pause froze the node.
+func (c *changeLog[R]) isFrozen() bool { return c.frozen }
+
+// snapshotState is snapshot for a keyed node's barrier: freeze (a Pause)
+// freezes the node for good first.
+func (c *changeLog[R]) snapshotState(w *worker, freeze bool) pendingState {
+	if freeze {
+		c.frozen = true
 	}
-	w.r.coord.submit(key, &report{epoch: epoch, pending: snapshot(*frozen)})
-	return out.forward(ctrl{kind: ctrlBarrier, sender: id, epoch: epoch})
+	return c.snapshot(w, c.frozen)
 }

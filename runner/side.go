@@ -160,7 +160,7 @@ func (n *sideNode) controlAligned(port int, c ctrl) error {
 	}
 	if c.kind == ctrlTick {
 		if port == 0 {
-			return n.out.forward(ctrl{kind: ctrlTick, sender: n.id()})
+			return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), now: c.now})
 		}
 		return nil
 	}

@@ -179,7 +179,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 	s.advance(res)
 	wm, all := splitsWatermark(n.splits)
 	if res.ProcessingTimeAdvanced {
-		if err := n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: n.w.r.opts.Clock.Now()}); err != nil {
+		if err := n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), now: n.w.r.opts.Clock.Now()}); err != nil {
 			return err
 		}
 	}

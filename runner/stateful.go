@@ -198,15 +198,11 @@ func (sc *sfContext) ClearTimer(id string) {
 
 // statefulNode runs a stateful ParDo on one worker.
 type statefulNode struct {
-	w        *worker
-	sp       *stepPlan
+	keyed
 	fn       StatefulDoFn
 	strategy window.Strategy
-	out      *outputs
 	errTag   int
 	groups   []map[string]*sfKey
-	wms      inputWatermarks
-	wm       mtime.Time
 	events   sfTimerHeap
 	proc     sfTimerHeap
 	seq      uint64
@@ -214,11 +210,8 @@ type statefulNode struct {
 	sc       sfContext
 	// ctx is what the code is handed; its calls go to sc.
 	ctx     contract.StateContext
-	done    bool
-	al      *aligner
 	changes changeLog[sfDirty]
 	coder   StateCoder
-	clock   procClock
 }
 
 type sfDirty struct {
@@ -232,8 +225,6 @@ func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
 	}
 }
 
-func (n *statefulNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
-
 // encodeKey appends the state of d's key, or reports it has none.
 func (n *statefulNode) encodeKey(buf []byte, d sfDirty) ([]byte, bool, error) {
 	if d.k.dead || len(d.k.wins) == 0 {
@@ -243,28 +234,15 @@ func (n *statefulNode) encodeKey(buf []byte, d sfDirty) ([]byte, bool, error) {
 	return buf, true, err
 }
 
-func (n *statefulNode) snapshot(epoch uint64) error {
-	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen,
-		func(frozen bool) pendingState { return n.changes.snapshot(n.w, frozen) })
-}
-
 // adopt takes over, in memory, the state and timers of the key groups this
 // worker owns from a paused execution's instances (see aggNode.adopt).
 func (n *statefulNode) adopt(olds []node) {
-	if len(olds) == len(n.w.r.workers) {
-		if old, ok := olds[n.w.id].(*statefulNode); ok {
-			n.seq = old.seq
-			n.changes.continueAfter(&old.changes, n.w, true)
-			n.groups, n.events, n.proc = old.groups, old.events, old.proc
-			return
-		}
-	}
 	route := n.w.r.route
-	for _, o := range olds {
-		old, ok := o.(*statefulNode)
-		if !ok {
-			continue
-		}
+	whole := adoptFrom(n.w, olds, func(old *statefulNode) {
+		n.seq = old.seq
+		n.changes.continueAfter(&old.changes, n.w, true)
+		n.groups, n.events, n.proc = old.groups, old.events, old.proc
+	}, func(old *statefulNode) {
 		n.seq = max(n.seq, old.seq)
 		n.changes.continueAfter(&old.changes, n.w, false)
 		for kg, g := range old.groups {
@@ -275,17 +253,18 @@ func (n *statefulNode) adopt(olds []node) {
 		kg := func(t sfTimerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
 		n.proc = ownedBy(n.proc, old.proc, kg, route, n.w.id)
+	})
+	if !whole {
+		heap.Init(&n.events)
+		heap.Init(&n.proc)
 	}
-	heap.Init(&n.events)
-	heap.Init(&n.proc)
 }
 
 func (n *statefulNode) restore() error {
-	rs := n.w.r.opts.Restore
-	return rs.State.Scan(n.w.r.ctx, n.sp.step.Name, n.w.r.route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
+	return n.scanRestore(func(kg uint16, key, value []byte) error {
 		k, err := decodeSfKey(n.coder, value)
 		if err != nil {
-			return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+			return err
 		}
 		k.str = string(key)
 		g := n.groups[kg]
@@ -318,11 +297,10 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 		fn = c.Clone().(StatefulDoFn)
 	}
 	n := &statefulNode{
-		w: w, sp: sp, fn: fn, strategy: in.Windowing, out: out, errTag: errTag(sp),
+		keyed: newKeyed(w, sp, out), fn: fn, strategy: in.Windowing, errTag: errTag(sp),
 		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
-		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
+	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
 		func(d sfDirty) *uint64 { return &d.k.dirty },
 		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
@@ -335,34 +313,14 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and state", ErrNotCheckpointable, sp.step.Name)
 		}
 		n.coder = coder
-		n.al = &aligner{inner: n, wms: &n.wms}
-		w.r.coord.register(n.key())
-		if olds := w.r.adoptable(sp.step.Name); olds != nil {
-			n.adopt(olds)
-		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
-			if err := n.restore(); err != nil {
-				return nil, err
-			}
+		if err := n.enableCheckpoints(n, n.adopt, n.restore); err != nil {
+			return nil, err
 		}
 	}
 	return n, nil
 }
 
-func (n *statefulNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
-
-func (n *statefulNode) finished() bool { return n.done }
-
 func (n *statefulNode) timerCount() int { return len(n.events) + len(n.proc) }
-
-func (n *statefulNode) process(port int, b bundle) error {
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
-	if n.al != nil {
-		return n.al.process(port, b)
-	}
-	return n.processAligned(port, b)
-}
 
 func (n *statefulNode) processAligned(_ int, b bundle) error {
 	var dropped int64
@@ -469,51 +427,26 @@ func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error 
 	return nil
 }
 
-func (n *statefulNode) control(port int, c ctrl) error {
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
-	if n.al != nil {
-		return n.al.control(port, c)
+// eventTime fires the event-time timers due at wm; at +∞ the node finishes.
+func (n *statefulNode) eventTime(wm mtime.Time) error {
+	if atEnd(wm) {
+		return n.finish()
 	}
-	return n.controlAligned(port, c)
-}
-
-func (n *statefulNode) controlAligned(port int, c ctrl) error {
-	if c.kind == ctrlBarrier {
-		return n.snapshot(c.epoch)
-	}
-	if c.kind == ctrlTick {
-		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
-		if err := n.onProcessingTime(n.clock.now()); err != nil {
+	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
+		ref := heap.Pop(&n.events).(sfTimerRef)
+		if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
 			return err
 		}
-		return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: c.wm})
 	}
-	if !n.wms.update(port, c.sender, c.wm) {
-		return nil
-	}
-	n.wm = n.wms.input()
-	if atEnd(n.wm) {
-		if err := n.finish(); err != nil {
-			return err
-		}
-	} else {
-		for len(n.events) > 0 && eventTimerDue(n.events[0].t, n.wm) {
-			ref := heap.Pop(&n.events).(sfTimerRef)
-			if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
-				return err
-			}
-		}
-	}
-	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: n.wm})
+	return nil
 }
 
 // finish runs at the end of input (watermark +∞): every pending event-time
 // timer fires once in time order, then every pending processing-time timer
 // fires once; timers set while finishing are ignored, so a timer that keeps
 // re-arming itself cannot hold the end (or a drain) forever. Then all state
-// is dropped.
+// is dropped (the keyed part then marks the node done and reports the
+// final changes).
 func (n *statefulNode) finish() error {
 	events, proc := n.events, n.proc
 	n.events, n.proc = nil, nil
@@ -540,14 +473,6 @@ func (n *statefulNode) finish() error {
 		}
 	}
 	clear(n.groups)
-	n.done = true
-	if n.al != nil {
-		entries, err := n.changes.takeNow()
-		if err != nil {
-			return err
-		}
-		n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), state: entries, finished: true})
-	}
 	return nil
 }
 
@@ -565,18 +490,13 @@ func (n *statefulNode) nextDeadline() mtime.Time {
 	return n.proc[0].t
 }
 
-func (n *statefulNode) onProcessingTime(now mtime.Time) error {
-	if n.changes.frozen {
-		return nil
-	}
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
+// processingTime fires the processing-time timers due by now.
+func (n *statefulNode) processingTime(now mtime.Time) error {
 	for len(n.proc) > 0 && n.proc[0].t <= now {
 		ref := heap.Pop(&n.proc).(sfTimerRef)
 		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
 			return err
 		}
 	}
-	return n.out.flush()
+	return nil
 }
