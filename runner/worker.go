@@ -149,27 +149,30 @@ func (w *worker) loop() error {
 		if read || len(msgs) > 0 || encoded {
 			continue
 		}
-		// Nothing to do: wait for a message, a processing-time deadline or cancellation.
-		wait := 50 * time.Millisecond
+		// Nothing to do: wait for the next event. Every event that can give
+		// the worker work wakes it: a message or a returned credit
+		// (inbox.notify), Drain, Checkpoint and Pause (inbox.wake),
+		// cancellation (ctx), and the earliest processing-time deadline of
+		// a wall clock (the timer). There is no polling.
+		var deadline <-chan time.Time
 		if d := w.nextDeadline(); d != 0 && !w.r.manual {
-			if until := time.Duration(d-clock.Now()) * time.Millisecond; until < wait {
-				wait = until
+			wait := time.Duration(d-clock.Now()) * time.Millisecond
+			if wait <= 0 {
+				continue
 			}
-		}
-		if wait <= 0 {
-			continue
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			deadline = timer.C
 		}
 		select {
 		case <-ctx.Done():
 		case <-w.inbox.notify:
-		case <-timer.C:
+		case <-deadline:
 		}
-		if !timer.Stop() {
+		if deadline != nil && !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
