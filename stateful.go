@@ -128,7 +128,7 @@ func (c *StateContext[K, Out]) raw() *contract.StateContext { return c.sc }
 // TimerSpec is a handle to a timer family of a stateful DoFn.
 type TimerSpec struct {
 	ID     string
-	Domain string
+	Domain graph.TimeDomain
 }
 
 // EventTimer declares an event-time timer: it fires when the watermark passes its time.
@@ -227,7 +227,7 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 		step.State = append(step.State, sp)
 	}
 	for _, t := range fn.Timers {
-		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: t.Domain})
+		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: string(t.Domain)})
 	}
 	if in.Windowing().Fn.IsMerging() {
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over session windows is not supported", s.fullName(name)))

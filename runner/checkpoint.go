@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -236,7 +237,7 @@ func (r *run) closePausedSources() error {
 func (x *Execution) Commit(ctx context.Context, cp *Checkpoint) error {
 	var errs []error
 	for _, sp := range x.r.steps {
-		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == "sink" {
+		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == graph.KindSink {
 			if err := ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]); err != nil {
 				errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", sp.step.Name, cp.Epoch, err))
 			}

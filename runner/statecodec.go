@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
 )
@@ -317,7 +318,7 @@ func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
 				}
 				t := mtime.Time(binary.BigEndian.Uint64(d.b))
 				d.b = d.b[8:]
-				ws.timers[id] = Timer{ID: id, Domain: dom, Time: t}
+				ws.timers[id] = Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t}
 			}
 		}
 		k.wins = append(k.wins, ws)

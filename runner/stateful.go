@@ -174,7 +174,7 @@ func (sc *sfContext) ClearMap(id string) {
 // SetTimer sets (or resets) timer id of the current key and window to fire
 // at t in domain (graph.EventTime: when the watermark passes t;
 // graph.ProcessingTime: when the clock reaches t).
-func (sc *sfContext) SetTimer(id, domain string, t mtime.Time) {
+func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) {
 	sc.touch()
 	if sc.ws.timers == nil {
 		sc.ws.timers = map[string]Timer{}
@@ -395,7 +395,7 @@ func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
 }
 
 // fire runs one timer if it is still set as ref describes; GC refs drop the window.
-func (n *statefulNode) fire(ref sfTimerRef, domain string, ts mtime.Time) error {
+func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Time) error {
 	k, ws := n.find(ref)
 	if ws == nil {
 		return nil

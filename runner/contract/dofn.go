@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
 )
@@ -116,7 +117,7 @@ type Aggregator interface {
 // Timer is a timer firing in a stateful step.
 type Timer struct {
 	ID     string
-	Domain string // graph.EventTime or graph.ProcessingTime
+	Domain graph.TimeDomain
 	Time   mtime.Time
 }
 
@@ -183,7 +184,7 @@ type KeyedState interface {
 	// SetTimer sets (or resets) timer id of the current key and window to
 	// fire at t in domain (graph.EventTime: when the watermark passes t;
 	// graph.ProcessingTime: when the clock reaches t).
-	SetTimer(id, domain string, t mtime.Time)
+	SetTimer(id string, domain graph.TimeDomain, t mtime.Time)
 	// ClearTimer cancels timer id of the current key and window.
 	ClearTimer(id string)
 }
