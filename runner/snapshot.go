@@ -91,6 +91,9 @@ type lazySnapshot[R any] struct {
 	state atomic.Int32
 	done  chan struct{}
 	out   []StateEntry
+	// now reads the time that bounds an encoding slice; nil: time.Now.
+	// Tests inject a clock that runs fast.
+	now func() time.Time
 }
 
 type snapSpan struct {
@@ -142,13 +145,17 @@ func (l *lazySnapshot[R]) encodeSome(n int) bool {
 		return true
 	}
 	end := min(len(l.refs), l.next+n)
+	now := l.now
+	if now == nil {
+		now = time.Now
+	}
 	var start time.Time
 	if end-l.next > snapCheckEvery {
-		start = time.Now()
+		start = now()
 	}
 	for i := 0; l.next < end; l.next, i = l.next+1, i+1 {
 		l.encodeRef(l.refs[l.next])
-		if i%snapCheckEvery == snapCheckEvery-1 && !start.IsZero() && time.Since(start) > snapSliceTime {
+		if i%snapCheckEvery == snapCheckEvery-1 && !start.IsZero() && now().Sub(start) > snapSliceTime {
 			l.next++
 			break
 		}
