@@ -144,23 +144,23 @@ func (o Options) Validate() error {
 
 // StepMetrics are the counters of one step.
 type StepMetrics struct {
-	Name                string `json:"name"`
-	ElementsIn          int64  `json:"elements_in"`
-	ElementsOut         int64  `json:"elements_out"`
-	Rejects             int64  `json:"rejects"`
-	DroppedLateElements int64  `json:"dropped_late_elements"`
+	Name                string
+	ElementsIn          int64
+	ElementsOut         int64
+	Rejects             int64
+	DroppedLateElements int64
 	// Watermark is the output watermark of a step that has one (sources,
 	// keyed steps, steps with side inputs); mtime.MinTimestamp otherwise.
-	Watermark mtime.Time `json:"-"`
+	Watermark mtime.Time
 	// PendingTimers counts the timers keyed instances have set and not yet
 	// fired, as of their last watermark move (window-end and expiry timers
 	// included; lazily cancelled ones too).
-	PendingTimers int64 `json:"-"`
+	PendingTimers int64
 }
 
 // Result is the outcome of a completed run.
 type Result struct {
-	Steps []StepMetrics `json:"steps"`
+	Steps []StepMetrics
 }
 
 // Step returns the metrics of a step by name.
