@@ -5,8 +5,9 @@
 // of schema'd rows (package row) whose steps carry their YAML config.
 //
 // It may import the SDK (weir), graph, window, mtime, runner/contract, row,
-// io/files, cel-go, goccy/go-yaml and the standard library. Nothing but
-// front ends (the CLI, the job service) imports it.
+// io/files, io/pubsub, io/sqlsink, cel-go, goccy/go-yaml and the standard
+// library; never the executor (package runner). Nothing but front ends (the
+// CLI, the job service) imports it.
 package yamlpipe
 
 import (
