@@ -87,6 +87,15 @@ func (g *gate) check() {
 	}
 }
 
+// sums returns the ground truth: the sum of the values per key.
+func (s *seqSource) sums() map[string]int64 {
+	want := map[string]int64{}
+	for i := 0; i < s.n; i++ {
+		want[s.key(i)] += int64(i)
+	}
+	return want
+}
+
 func (s *seqSource) key(i int) string {
 	if s.keys > 0 {
 		return fmt.Sprintf("k%d", i%s.keys)
@@ -204,6 +213,28 @@ func checkpointDurably(t *testing.T, x *runner.Execution, store *memStore) {
 		t.Fatal(err)
 	}
 	makeDurable(t, x, store, cp)
+}
+
+// finishDurably waits until x ends, then takes its final checkpoint, writes
+// it to store (unless nil) and commits it, as the job service does at the
+// end of a job. It returns x's result.
+func finishDurably(t *testing.T, x *runner.Execution, store *memStore) *runner.Result {
+	t.Helper()
+	res, err := x.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := x.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store != nil {
+		store.apply(final)
+	}
+	if err := x.Commit(context.Background(), final); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // makeDurable writes cp to store and lets x's sinks and sources commit it.
@@ -327,25 +358,11 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res2, err := x2.Wait()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res2 := finishDurably(t, x2, store)
 			if got := res2.Step("Sum").DroppedLateElements; got != 0 {
 				t.Errorf("restored run dropped %d elements as late", got)
 			}
-			final, err := x2.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.apply(final)
-			if err := x2.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[fmt.Sprintf("k%d", i%10)] += int64(i)
-			}
+			want := src.sums()
 			keys := make([]string, 0, len(want))
 			for k := range want {
 				keys = append(keys, k)
@@ -407,20 +424,8 @@ func TestPauseAndAdopt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := x2.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			final, err := x2.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := x2.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[fmt.Sprintf("k%d", i%10)] += int64(i)
-			}
+			finishDurably(t, x2, nil)
+			want := src.sums()
 			for k, w := range want {
 				if sink.committed[k] != w {
 					t.Errorf("%s: committed %d, want %d", k, sink.committed[k], w)
@@ -503,20 +508,8 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := x3.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			final, err := x3.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := x3.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[src.key(i)] += int64(i)
-			}
+			finishDurably(t, x3, nil)
+			want := src.sums()
 			bad := 0
 			for k, w := range want {
 				if sink.committed[k] != w {
