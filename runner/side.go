@@ -40,7 +40,7 @@ func (s *sideState) SideInput(i int, main window.Window, build func([]any) any) 
 // the side input's watermark passed the end of the side window.
 func (s *sideState) ready(w window.Window) bool {
 	for i := range s.fns {
-		if s.wms.mins[1+i] <= s.sideWindow(i, w).MaxTimestamp() {
+		if s.wms.side(i) <= s.sideWindow(i, w).MaxTimestamp() {
 			return false
 		}
 	}

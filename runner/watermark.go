@@ -119,6 +119,9 @@ func newInputWatermarks(r *run, sp *stepPlan, worker int, localMain bool) inputW
 // input returns the input watermark: the main port's.
 func (iw *inputWatermarks) input() mtime.Time { return iw.mins[0] }
 
+// side returns the watermark of side input i (port 1+i).
+func (iw *inputWatermarks) side(i int) mtime.Time { return iw.mins[1+i] }
+
 // owesBarrier reports whether sender is an input of port that has not
 // ended, and so owes the barriers of later checkpoints (rule 8).
 func (iw *inputWatermarks) owesBarrier(port, sender int) bool {
