@@ -6,7 +6,7 @@ import (
 	"reflect"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -108,7 +108,7 @@ func (meanFn[N]) combineName() string { return "mean" }
 // Mean averages values as float64 (0 for an empty pane).
 func Mean[N Number]() CombineFn[N, MeanAcc, float64] { return meanFn[N]{} }
 
-// combineAgg adapts a typed CombineFn to runner.Aggregator. Accumulators
+// combineAgg adapts a typed CombineFn to contract.Aggregator. Accumulators
 // are kept behind a pointer so that adding an input does not allocate.
 type combineAgg[K comparable, V, A, O any] struct {
 	kvKeyer[K, V]
@@ -120,7 +120,7 @@ func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
 	return &a
 }
 
-func (c *combineAgg[K, V, A, O]) AddInput(acc any, e *runner.Element) any {
+func (c *combineAgg[K, V, A, O]) AddInput(acc any, e *contract.Element) any {
 	p := acc.(*A)
 	*p = c.fn.AddInput(*p, e.Value.(KV[K, V]).Value)
 	return p
@@ -191,7 +191,7 @@ type gbkAgg[K comparable, V any] struct {
 
 func (gbkAgg[K, V]) NewAccumulator() any { return &[]V{} }
 
-func (gbkAgg[K, V]) AddInput(acc any, e *runner.Element) any {
+func (gbkAgg[K, V]) AddInput(acc any, e *contract.Element) any {
 	p := acc.(*[]V)
 	*p = append(*p, e.Value.(KV[K, V]).Value)
 	return p
@@ -230,7 +230,7 @@ func GroupByKey[K comparable, V any](s Scope, name string, in PCollection[KV[K, 
 
 // Aggregate applies a runner-level Aggregator with explicit key and stored
 // coder identities, for front ends with dynamic rows (YAML's Combine).
-func Aggregate[In, Out any](s Scope, name string, in PCollection[In], agg runner.Aggregator, keyCoder, stored graph.Coder, opts ...StepOption) PCollection[Out] {
+func Aggregate[In, Out any](s Scope, name string, in PCollection[In], agg contract.Aggregator, keyCoder, stored graph.Coder, opts ...StepOption) PCollection[Out] {
 	col := inputCol(s, name, in)
 	if col == nil {
 		return PCollection[Out]{}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -137,7 +137,7 @@ func TestReferenceFixtureBatch(t *testing.T) {
 func TestUnhandledRejectFailsRun(t *testing.T) {
 	p := weir.NewPipeline()
 	s := p.Root()
-	in := weir.CreateTimestamped(s, "Txns", []weir.TimestampedValue[txn]{{Value: txn{"X", 1}, Source: &runner.SourcePos{Source: "txns.jsonl", Offset: 7}}})
+	in := weir.CreateTimestamped(s, "Txns", []weir.TimestampedValue[txn]{{Value: txn{"X", 1}, Source: &contract.SourcePos{Source: "txns.jsonl", Offset: 7}}})
 	out := weir.ParDo(s, "Validate", in, func(c *weir.Context, t txn, emit func(txn)) error {
 		return weir.Fail("unknown_region", "region %q is not known", t.Region)
 	})

@@ -11,11 +11,11 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/internal/box"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
-func (s Scope) source(name string, src runner.Source, bounded bool, coder graph.Coder, sc stepConfig) string {
+func (s Scope) source(name string, src contract.Source, bounded bool, coder graph.Coder, sc stepConfig) string {
 	step := &graph.Step{Name: name, Kind: graph.KindSource}
 	if sc.source == nil {
 		sc.source = &graph.IOIdentity{Kind: "custom", Identity: s.fullName(name), Bounded: bounded}
@@ -25,12 +25,12 @@ func (s Scope) source(name string, src runner.Source, bounded bool, coder graph.
 
 // Read adds a source step reading src, the public connector API that the
 // built-in sources use too. bounded says whether src ends.
-func Read[T any](s Scope, name string, src runner.Source, bounded bool, opts ...StepOption) PCollection[T] {
+func Read[T any](s Scope, name string, src contract.Source, bounded bool, opts ...StepOption) PCollection[T] {
 	return collectionOf[T](s.p, s.source(name, src, bounded, CoderOf[T](), buildConfig(opts)))
 }
 
 // Write adds a sink step writing every element of in to sink.
-func Write[T any](s Scope, name string, in PCollection[T], sink runner.Sink, opts ...StepOption) {
+func Write[T any](s Scope, name string, in PCollection[T], sink contract.Sink, opts ...StepOption) {
 	col := inputCol(s, name, in)
 	if col == nil {
 		return
@@ -46,15 +46,15 @@ func Write[T any](s Scope, name string, in PCollection[T], sink runner.Sink, opt
 // ---- Create ----
 
 type sliceSource struct {
-	elems []runner.Element
+	elems []contract.Element
 	step  string
 }
 
-func (c *sliceSource) Split(_ context.Context, n int) ([]runner.SourceSplit, error) {
+func (c *sliceSource) Split(_ context.Context, n int) ([]contract.SourceSplit, error) {
 	if n < 1 {
 		n = 1
 	}
-	splits := make([]runner.SourceSplit, n)
+	splits := make([]contract.SourceSplit, n)
 	for i := range splits {
 		lo, hi := len(c.elems)*i/n, len(c.elems)*(i+1)/n
 		splits[i] = &sliceSplit{elems: c.elems[lo:hi]}
@@ -63,17 +63,17 @@ func (c *sliceSource) Split(_ context.Context, n int) ([]runner.SourceSplit, err
 }
 
 type sliceSplit struct {
-	elems []runner.Element
+	elems []contract.Element
 	pos   int
 }
 
-func (s *sliceSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (s *sliceSplit) Read(_ context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	n := copy(buf, s.elems[s.pos:])
 	s.pos += n
 	if s.pos >= len(s.elems) {
-		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+		return contract.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
 	}
-	return runner.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
+	return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
 }
 
 func (s *sliceSplit) Close() error { return nil }
@@ -89,12 +89,12 @@ func (s *sliceSplit) Ack(context.Context, []byte) error { return nil }
 // Resume re-splits the elements as Split did (one split per position) and
 // continues each split from its checkpointed index, so a restarted job
 // reads each created element once.
-func (c *sliceSource) Resume(_ context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
+func (c *sliceSource) Resume(_ context.Context, positions [][]byte) ([]contract.SourceSplit, error) {
 	n := len(positions)
 	if n == 0 {
 		n = 1
 	}
-	splits := make([]runner.SourceSplit, n)
+	splits := make([]contract.SourceSplit, n)
 	for i := range splits {
 		lo, hi := len(c.elems)*i/n, len(c.elems)*(i+1)/n
 		sp := &sliceSplit{elems: c.elems[lo:hi]}
@@ -106,10 +106,10 @@ func (c *sliceSource) Resume(_ context.Context, positions [][]byte) ([]runner.So
 	return splits, nil
 }
 
-func toElement[T any](step string, tv TimestampedValue[T]) runner.Element {
-	e := runner.Element{Value: tv.Value, Time: tv.Time, Window: window.Global, Pane: window.NoFiring, Source: tv.Source}
+func toElement[T any](step string, tv TimestampedValue[T]) contract.Element {
+	e := contract.Element{Value: tv.Value, Time: tv.Time, Window: window.Global, Pane: window.NoFiring, Source: tv.Source}
 	if tv.Err != nil {
-		e.Value = runner.Reject{Element: tv.Value, Step: step, Reason: tv.Err.Reason, Message: tv.Err.Message, Source: tv.Source}
+		e.Value = contract.Reject{Element: tv.Value, Step: step, Reason: tv.Err.Reason, Message: tv.Err.Message, Source: tv.Source}
 	}
 	return e
 }
@@ -176,8 +176,8 @@ type testStream[T any] struct {
 	clock  *mtime.ManualClock
 }
 
-func (t *testStream[T]) Split(context.Context, int) ([]runner.SourceSplit, error) {
-	return []runner.SourceSplit{&testStreamSplit[T]{ts: t, wm: mtime.MinTimestamp}}, nil
+func (t *testStream[T]) Split(context.Context, int) ([]contract.SourceSplit, error) {
+	return []contract.SourceSplit{&testStreamSplit[T]{ts: t, wm: mtime.MinTimestamp}}, nil
 }
 
 type testStreamSplit[T any] struct {
@@ -187,7 +187,7 @@ type testStreamSplit[T any] struct {
 	wm  mtime.Time
 }
 
-func (r *testStreamSplit[T]) Read(_ context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (r *testStreamSplit[T]) Read(_ context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	for r.i < len(r.ts.events) {
 		ev := r.ts.events[r.i]
 		switch {
@@ -202,22 +202,22 @@ func (r *testStreamSplit[T]) Read(_ context.Context, buf []runner.Element) (runn
 				r.i++
 				r.off = 0
 			}
-			return runner.ReadResult{N: n, Watermark: r.wm}, nil
+			return contract.ReadResult{N: n, Watermark: r.wm}, nil
 		case ev.ToInfinity:
 			r.i = len(r.ts.events)
 		case ev.AdvanceProcessingTime != 0:
 			r.i++
 			r.ts.clock.Advance(ev.AdvanceProcessingTime)
-			return runner.ReadResult{Watermark: r.wm, ProcessingTimeAdvanced: true}, nil
+			return contract.ReadResult{Watermark: r.wm, ProcessingTimeAdvanced: true}, nil
 		default:
 			r.i++
 			if ev.AdvanceWatermark > r.wm {
 				r.wm = ev.AdvanceWatermark
 			}
-			return runner.ReadResult{Watermark: r.wm}, nil
+			return contract.ReadResult{Watermark: r.wm}, nil
 		}
 	}
-	return runner.ReadResult{Watermark: mtime.MaxTimestamp, Done: true}, nil
+	return contract.ReadResult{Watermark: mtime.MaxTimestamp, Done: true}, nil
 }
 
 func (r *testStreamSplit[T]) Close() error { return nil }
@@ -262,11 +262,11 @@ type generator[T any] struct {
 	fn  func(i int64) T
 }
 
-func (g *generator[T]) Split(_ context.Context, n int) ([]runner.SourceSplit, error) {
+func (g *generator[T]) Split(_ context.Context, n int) ([]contract.SourceSplit, error) {
 	if n < 1 {
 		n = 1
 	}
-	splits := make([]runner.SourceSplit, n)
+	splits := make([]contract.SourceSplit, n)
 	for i := range splits {
 		splits[i] = &generatorSplit[T]{g: g, next: int64(i), stride: int64(n), start: time.Now(), box: box.New[T]()}
 	}
@@ -276,8 +276,8 @@ func (g *generator[T]) Split(_ context.Context, n int) ([]runner.SourceSplit, er
 // Resume continues every split from the index its checkpointed position
 // names (the stride is the number of positions), so a restarted job
 // generates each element once.
-func (g *generator[T]) Resume(_ context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
-	splits := make([]runner.SourceSplit, len(positions))
+func (g *generator[T]) Resume(_ context.Context, positions [][]byte) ([]contract.SourceSplit, error) {
+	splits := make([]contract.SourceSplit, len(positions))
 	for i, p := range positions {
 		next := int64(i)
 		if len(p) == 8 {
@@ -302,7 +302,7 @@ type generatorSplit[T any] struct {
 	start   time.Time
 }
 
-func (s *generatorSplit[T]) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (s *generatorSplit[T]) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	cfg := s.g.cfg
 	if cfg.Rate > 0 {
 		// Each split produces its share of the rate.
@@ -312,7 +312,7 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []runner.Element) (run
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return runner.ReadResult{}, ctx.Err()
+				return contract.ReadResult{}, ctx.Err()
 			case <-t.C:
 			}
 		}
@@ -324,18 +324,18 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []runner.Element) (run
 	var ts mtime.Time
 	for n < len(buf) && (cfg.Count == 0 || s.next < cfg.Count) {
 		ts = cfg.Start + mtime.Time(s.next)*mtime.Time(cfg.Spacing)
-		buf[n] = runner.Element{Value: s.box.Box(s.g.fn(s.next)), Time: ts, Window: window.Global, Pane: window.NoFiring}
+		buf[n] = contract.Element{Value: s.box.Box(s.g.fn(s.next)), Time: ts, Window: window.Global, Pane: window.NoFiring}
 		n++
 		s.next += s.stride
 	}
 	s.emitted += int64(n)
 	if cfg.Count != 0 && s.next >= cfg.Count {
-		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+		return contract.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
 	}
 	if n == 0 {
-		return runner.ReadResult{Watermark: mtime.MinTimestamp}, nil
+		return contract.ReadResult{Watermark: mtime.MinTimestamp}, nil
 	}
-	return runner.ReadResult{N: n, Watermark: ts}, nil
+	return contract.ReadResult{N: n, Watermark: ts}, nil
 }
 
 func (s *generatorSplit[T]) Close() error { return nil }
@@ -410,7 +410,7 @@ func (c *Collector[T]) Sorted(less func(a, b Collected[T]) bool) []Collected[T] 
 	return es
 }
 
-func (c *Collector[T]) Write(_ context.Context, _ int, elems []runner.Element) error {
+func (c *Collector[T]) Write(_ context.Context, _ int, elems []contract.Element) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range elems {
@@ -423,7 +423,7 @@ func (c *Collector[T]) Write(_ context.Context, _ int, elems []runner.Element) e
 	return nil
 }
 
-// Close implements runner.Sink.
+// Close implements contract.Sink.
 func (c *Collector[T]) Close(context.Context) error { return nil }
 
 // Collect adds a sink that keeps every element of in in memory.

@@ -87,7 +87,7 @@ func appendReflect(dst []byte, v reflect.Value, nested bool) []byte {
 	return dst
 }
 
-// kvKeyer implements runner.Keyer for collections of KV[K, V].
+// kvKeyer implements contract.Keyer for collections of KV[K, V].
 type kvKeyer[K comparable, V any] struct {
 	appendKey func([]byte, K) []byte
 }

@@ -5,14 +5,14 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
 // Context is what a DoFn sees of the element being processed besides its
 // value: event time, window, pane, processing time and side inputs.
 type Context struct {
-	pc    *runner.ProcessContext
+	pc    *contract.ProcessContext
 	sides map[string]int
 }
 
@@ -29,7 +29,7 @@ func (c *Context) Pane() window.PaneInfo { return c.pc.Current().Pane }
 func (c *Context) Now() mtime.Time { return c.pc.Now() }
 
 // Source returns where the current element was read, or nil.
-func (c *Context) Source() *runner.SourcePos { return c.pc.Current().Source }
+func (c *Context) Source() *contract.SourcePos { return c.pc.Current().Source }
 
 func (c *Context) side(name string, build func([]any) any) any {
 	i, ok := c.sides[name]
@@ -42,12 +42,12 @@ func (c *Context) side(name string, build func([]any) any) any {
 // Fail returns an element error with a reason and message: returned from a
 // DoFn it sends the element to the step's error output.
 func Fail(reason, format string, args ...any) error {
-	return &runner.ElementError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+	return &contract.ElementError{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
 func typeMismatch[T any](step string, v any) error {
 	var zero T
-	return &runner.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("step %s expects %T, got %T", step, zero, v)}
+	return &contract.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("step %s expects %T, got %T", step, zero, v)}
 }
 
 // ---- side inputs ----
@@ -184,7 +184,7 @@ func (d *doFn[In, Out]) Clone() any {
 
 func (d *doFn[In, Out]) output(v Out) { d.ctx.pc.Output(v) }
 
-func (d *doFn[In, Out]) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (d *doFn[In, Out]) Process(pc *contract.ProcessContext, e contract.Element) error {
 	v, ok := e.Value.(In)
 	if !ok {
 		return typeMismatch[In](d.step, e.Value)
@@ -221,7 +221,7 @@ type mapFn[In, Out any] struct {
 	fn   func(In) Out
 }
 
-func (m *mapFn[In, Out]) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (m *mapFn[In, Out]) Process(pc *contract.ProcessContext, e contract.Element) error {
 	v, ok := e.Value.(In)
 	if !ok {
 		return typeMismatch[In](m.step, e.Value)
@@ -246,7 +246,7 @@ type filterFn[T any] struct {
 	fn   func(T) bool
 }
 
-func (f *filterFn[T]) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (f *filterFn[T]) Process(pc *contract.ProcessContext, e contract.Element) error {
 	v, ok := e.Value.(T)
 	if !ok {
 		return typeMismatch[T](f.step, e.Value)
@@ -272,7 +272,7 @@ type flatMapFn[In, Out any] struct {
 	fn   func(In) []Out
 }
 
-func (f *flatMapFn[In, Out]) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (f *flatMapFn[In, Out]) Process(pc *contract.ProcessContext, e contract.Element) error {
 	v, ok := e.Value.(In)
 	if !ok {
 		return typeMismatch[In](f.step, e.Value)
@@ -305,7 +305,7 @@ func Output[T any](tag string) OutputDecl { return OutputDecl{tag: tag, coder: C
 
 // Emitters sends values to the tagged outputs of a ParDoN step.
 type Emitters struct {
-	pc   *runner.ProcessContext
+	pc   *contract.ProcessContext
 	tags map[string]int
 }
 
@@ -333,7 +333,7 @@ func (d *doFnN[In]) Clone() any {
 	return &doFnN[In]{step: d.step, fn: d.fn, ctx: Context{sides: d.ctx.sides}, em: Emitters{tags: d.em.tags}}
 }
 
-func (d *doFnN[In]) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (d *doFnN[In]) Process(pc *contract.ProcessContext, e contract.Element) error {
 	v, ok := e.Value.(In)
 	if !ok {
 		return typeMismatch[In](d.step, e.Value)
@@ -380,7 +380,7 @@ func ParDoN[In any](s Scope, name string, in PCollection[In], fn func(c *Context
 	d.ctx.sides = sides
 	if step := s.p.g.Step(s.fullName(name)); step != nil {
 		// Output indexes follow the runner's order of tags, not declaration order.
-		for i, tag := range runner.OutputTags(step) {
+		for i, tag := range contract.OutputTags(step) {
 			d.em.tags[tag] = i
 		}
 	}
@@ -395,7 +395,7 @@ func ParDoN[In any](s Scope, name string, in PCollection[In], fn func(c *Context
 
 // ParDoFn applies a runner-level DoFn, for front ends and connectors that
 // work on dynamic values (the built-in YAML transforms use it).
-func ParDoFn[In, Out any](s Scope, name string, in PCollection[In], fn runner.DoFn, opts ...StepOption) PCollection[Out] {
+func ParDoFn[In, Out any](s Scope, name string, in PCollection[In], fn contract.DoFn, opts ...StepOption) PCollection[Out] {
 	col := inputCol(s, name, in)
 	if col == nil {
 		return PCollection[Out]{}
@@ -406,7 +406,7 @@ func ParDoFn[In, Out any](s Scope, name string, in PCollection[In], fn runner.Do
 
 // SideInputIndex returns the index of side input name among those declared
 // on a step built with WithSideInputs, for runner-level DoFns that call
-// runner.ProcessContext.SideInput directly; -1 if absent.
+// contract.ProcessContext.SideInput directly; -1 if absent.
 func SideInputIndex(opts []StepOption, name string) int {
 	sc := buildConfig(opts)
 	for i, sd := range sc.sides {

@@ -7,12 +7,12 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 type countSink struct{ n, sum atomic.Int64 }
 
-func (c *countSink) Write(_ context.Context, _ int, es []runner.Element) error {
+func (c *countSink) Write(_ context.Context, _ int, es []contract.Element) error {
 	var s int64
 	for _, e := range es {
 		s += e.Value.(weir.KV[int64, int64]).Value
@@ -32,7 +32,7 @@ func runWindowedSum(b *testing.B, events int64, workers int) {
 	w := weir.WindowInto(s, "Window", gen, weir.FixedWindows(5*mtime.Minute))
 	sums := weir.CombinePerKey(s, "Sum", w, weir.Sum[int64]())
 	cs := &countSink{}
-	weir.Write(s, "Out", sums, runner.Sink(cs))
+	weir.Write(s, "Out", sums, contract.Sink(cs))
 	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: workers}); err != nil {
 		b.Fatal(err)
 	}

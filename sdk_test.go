@@ -8,7 +8,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 type stats struct {
@@ -177,13 +177,13 @@ func TestCreateResumesFromPositions(t *testing.T) {
 		vals[i] = int64(i)
 	}
 	weir.Create(p.Root(), "Nums", vals)
-	src := p.Program().Code["Nums"].(runner.ResumableSource)
+	src := p.Program().Code["Nums"].(contract.ResumableSource)
 	ctx := context.Background()
 	splits, err := src.Split(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]runner.Element, 7)
+	buf := make([]contract.Element, 7)
 	seen := map[int64]bool{}
 	var positions [][]byte
 	for _, sp := range splits {
@@ -194,7 +194,7 @@ func TestCreateResumesFromPositions(t *testing.T) {
 		for _, e := range buf[:res.N] {
 			seen[e.Value.(int64)] = true
 		}
-		pos, err := sp.(runner.PositionedSplit).Position()
+		pos, err := sp.(contract.PositionedSplit).Position()
 		if err != nil {
 			t.Fatal(err)
 		}

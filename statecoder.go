@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // State that checkpoints persist is encoded as JSON of its Go type: keys,
@@ -55,15 +55,15 @@ func decodeJSON[T any](b []byte) (T, error) {
 	return v, err
 }
 
-// EncodeKey implements runner.StateCoder.
+// EncodeKey implements contract.StateCoder.
 func (k kvKeyer[K, V]) EncodeKey(key any) ([]byte, error) { return encodeJSON(key.(K)) }
 
-// AppendEncodedKey implements runner.StateAppender.
+// AppendEncodedKey implements contract.StateAppender.
 func (k kvKeyer[K, V]) AppendEncodedKey(dst []byte, key any) ([]byte, error) {
 	return appendJSON(dst, key)
 }
 
-// DecodeKey implements runner.StateCoder.
+// DecodeKey implements contract.StateCoder.
 func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
 	v, err := decodeJSON[K](b)
 	return v, err
@@ -73,7 +73,7 @@ func (c *combineAgg[K, V, A, O]) EncodeState(_ string, v any) ([]byte, error) {
 	return encodeJSON(*v.(*A))
 }
 
-// AppendEncodedState implements runner.StateAppender.
+// AppendEncodedState implements contract.StateAppender.
 func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any) ([]byte, error) {
 	// v is a *A: an int64 or string accumulator encodes without boxing.
 	switch p := v.(type) {
@@ -150,7 +150,7 @@ func (a *statefulAdapter[K, V, Out]) DecodeState(cell string, b []byte) (any, er
 }
 
 var (
-	_ runner.StateCoder = (*combineAgg[int, int, int, int])(nil)
-	_ runner.StateCoder = gbkAgg[int, int]{}
-	_ runner.StateCoder = (*statefulAdapter[int, int, int])(nil)
+	_ contract.StateCoder = (*combineAgg[int, int, int, int])(nil)
+	_ contract.StateCoder = gbkAgg[int, int]{}
+	_ contract.StateCoder = (*statefulAdapter[int, int, int])(nil)
 )

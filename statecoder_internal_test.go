@@ -4,18 +4,18 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // coderCase is one aggregation's state coder with a key and an accumulator.
 type coderCase struct {
 	name string
-	sc   runner.StateCoder
+	sc   contract.StateCoder
 	key  any
 	acc  any
 }
 
-func combineCoder[K comparable, V, A, O any](fn CombineFn[V, A, O]) runner.StateCoder {
+func combineCoder[K comparable, V, A, O any](fn CombineFn[V, A, O]) contract.StateCoder {
 	return &combineAgg[K, V, A, O]{fn: fn}
 }
 
@@ -37,7 +37,7 @@ func TestStateAppenderAgrees(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sa, ok := tc.sc.(runner.StateAppender)
+			sa, ok := tc.sc.(contract.StateAppender)
 			if !ok {
 				t.Fatalf("%T does not append", tc.sc)
 			}
@@ -50,11 +50,11 @@ func TestStateAppenderAgrees(t *testing.T) {
 			if err != nil || !bytes.Equal(got, append(bytes.Clone(prefix), want...)) {
 				t.Errorf("key: appended %q (%v), want %q after the prefix", got, err, want)
 			}
-			want, err = tc.sc.EncodeState(runner.AccumulatorCell, tc.acc)
+			want, err = tc.sc.EncodeState(contract.AccumulatorCell, tc.acc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err = sa.AppendEncodedState(bytes.Clone(prefix), runner.AccumulatorCell, tc.acc)
+			got, err = sa.AppendEncodedState(bytes.Clone(prefix), contract.AccumulatorCell, tc.acc)
 			if err != nil || !bytes.Equal(got, append(bytes.Clone(prefix), want...)) {
 				t.Errorf("accumulator: appended %q (%v), want %q after the prefix", got, err, want)
 			}

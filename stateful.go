@@ -5,14 +5,14 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
 // StateContext is what a stateful DoFn sees: its key, window, state cells
 // (through ValueState, BagState and MapState handles) and timers.
 type StateContext[K comparable, Out any] struct {
-	sc *runner.StateContext
+	sc *contract.StateContext
 }
 
 // Key returns the current key.
@@ -37,7 +37,7 @@ func (c *StateContext[K, Out]) Output(v Out) { c.sc.Output(v) }
 type ValueState[T any] struct{ ID string }
 
 // Read returns the cell's value and whether it is set.
-func (s ValueState[T]) Read(c interface{ raw() *runner.StateContext }) (T, bool) {
+func (s ValueState[T]) Read(c interface{ raw() *contract.StateContext }) (T, bool) {
 	v, ok := c.raw().ReadValue(s.ID)
 	if !ok {
 		var zero T
@@ -47,12 +47,12 @@ func (s ValueState[T]) Read(c interface{ raw() *runner.StateContext }) (T, bool)
 }
 
 // Write sets the cell.
-func (s ValueState[T]) Write(c interface{ raw() *runner.StateContext }, v T) {
+func (s ValueState[T]) Write(c interface{ raw() *contract.StateContext }, v T) {
 	c.raw().WriteValue(s.ID, v)
 }
 
 // Clear unsets the cell.
-func (s ValueState[T]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearValue(s.ID) }
+func (s ValueState[T]) Clear(c interface{ raw() *contract.StateContext }) { c.raw().ClearValue(s.ID) }
 
 func (s ValueState[T]) spec() graph.StateSpec {
 	return graph.StateSpec{ID: s.ID, Kind: graph.StateValue, Coder: CoderOf[T]()}
@@ -62,12 +62,12 @@ func (s ValueState[T]) spec() graph.StateSpec {
 type BagState[T any] struct{ ID string }
 
 // Add appends v.
-func (s BagState[T]) Add(c interface{ raw() *runner.StateContext }, v T) {
+func (s BagState[T]) Add(c interface{ raw() *contract.StateContext }, v T) {
 	c.raw().AddToBag(s.ID, v)
 }
 
 // Read returns the bag's elements in insertion order.
-func (s BagState[T]) Read(c interface{ raw() *runner.StateContext }) []T {
+func (s BagState[T]) Read(c interface{ raw() *contract.StateContext }) []T {
 	raw := c.raw().ReadBag(s.ID)
 	out := make([]T, len(raw))
 	for i, v := range raw {
@@ -77,7 +77,7 @@ func (s BagState[T]) Read(c interface{ raw() *runner.StateContext }) []T {
 }
 
 // Clear empties the bag.
-func (s BagState[T]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearBag(s.ID) }
+func (s BagState[T]) Clear(c interface{ raw() *contract.StateContext }) { c.raw().ClearBag(s.ID) }
 
 func (s BagState[T]) spec() graph.StateSpec {
 	return graph.StateSpec{ID: s.ID, Kind: graph.StateBag, Coder: CoderOf[T]()}
@@ -87,7 +87,7 @@ func (s BagState[T]) spec() graph.StateSpec {
 type MapState[K2 comparable, V2 any] struct{ ID string }
 
 // Get returns the value at k.
-func (s MapState[K2, V2]) Get(c interface{ raw() *runner.StateContext }, k K2) (V2, bool) {
+func (s MapState[K2, V2]) Get(c interface{ raw() *contract.StateContext }, k K2) (V2, bool) {
 	v, ok := c.raw().MapGet(s.ID, k)
 	if !ok {
 		var zero V2
@@ -97,17 +97,17 @@ func (s MapState[K2, V2]) Get(c interface{ raw() *runner.StateContext }, k K2) (
 }
 
 // Put sets the value at k.
-func (s MapState[K2, V2]) Put(c interface{ raw() *runner.StateContext }, k K2, v V2) {
+func (s MapState[K2, V2]) Put(c interface{ raw() *contract.StateContext }, k K2, v V2) {
 	c.raw().MapPut(s.ID, k, v)
 }
 
 // Delete removes k.
-func (s MapState[K2, V2]) Delete(c interface{ raw() *runner.StateContext }, k K2) {
+func (s MapState[K2, V2]) Delete(c interface{ raw() *contract.StateContext }, k K2) {
 	c.raw().MapDelete(s.ID, k)
 }
 
 // Entries returns a copy of the map.
-func (s MapState[K2, V2]) Entries(c interface{ raw() *runner.StateContext }) map[K2]V2 {
+func (s MapState[K2, V2]) Entries(c interface{ raw() *contract.StateContext }) map[K2]V2 {
 	raw := c.raw().MapEntries(s.ID)
 	out := make(map[K2]V2, len(raw))
 	for k, v := range raw {
@@ -117,18 +117,18 @@ func (s MapState[K2, V2]) Entries(c interface{ raw() *runner.StateContext }) map
 }
 
 // Clear empties the map.
-func (s MapState[K2, V2]) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearMap(s.ID) }
+func (s MapState[K2, V2]) Clear(c interface{ raw() *contract.StateContext }) { c.raw().ClearMap(s.ID) }
 
 func (s MapState[K2, V2]) spec() graph.StateSpec {
 	return graph.StateSpec{ID: s.ID, Kind: graph.StateMap, Coder: graph.Coder{URN: "weir:coder:map", Version: 1, Components: []graph.Coder{CoderOf[K2](), CoderOf[V2]()}}}
 }
 
-func (c *StateContext[K, Out]) raw() *runner.StateContext { return c.sc }
+func (c *StateContext[K, Out]) raw() *contract.StateContext { return c.sc }
 
 // TimerSpec is a handle to a timer family of a stateful DoFn.
 type TimerSpec struct {
 	ID     string
-	Domain string
+	Domain graph.TimeDomain
 }
 
 // EventTimer declares an event-time timer: it fires when the watermark passes its time.
@@ -138,12 +138,12 @@ func EventTimer(id string) TimerSpec { return TimerSpec{ID: id, Domain: graph.Ev
 func ProcessingTimer(id string) TimerSpec { return TimerSpec{ID: id, Domain: graph.ProcessingTime} }
 
 // Set sets (or resets) the timer for the current key and window.
-func (t TimerSpec) Set(c interface{ raw() *runner.StateContext }, at mtime.Time) {
+func (t TimerSpec) Set(c interface{ raw() *contract.StateContext }, at mtime.Time) {
 	c.raw().SetTimer(t.ID, t.Domain, at)
 }
 
 // Clear cancels the timer for the current key and window.
-func (t TimerSpec) Clear(c interface{ raw() *runner.StateContext }) { c.raw().ClearTimer(t.ID) }
+func (t TimerSpec) Clear(c interface{ raw() *contract.StateContext }) { c.raw().ClearTimer(t.ID) }
 
 // StateDecl is a declared state cell (ValueState, BagState or MapState).
 type StateDecl interface {
@@ -161,7 +161,7 @@ type StatefulFn[K comparable, V, Out any] struct {
 	// Process is called for every element.
 	Process func(c *StateContext[K, Out], v V) error
 	// OnTimer is called when a timer fires.
-	OnTimer func(c *StateContext[K, Out], t runner.Timer) error
+	OnTimer func(c *StateContext[K, Out], t contract.Timer) error
 }
 
 type statefulAdapter[K comparable, V, Out any] struct {
@@ -175,7 +175,7 @@ func (a *statefulAdapter[K, V, Out]) Clone() any {
 	return &statefulAdapter[K, V, Out]{kvKeyer: a.kvKeyer, fn: a.fn, cells: a.cells}
 }
 
-func (a *statefulAdapter[K, V, Out]) Process(sc *runner.StateContext, e runner.Element) error {
+func (a *statefulAdapter[K, V, Out]) Process(sc *contract.StateContext, e contract.Element) error {
 	kv, ok := e.Value.(KV[K, V])
 	if !ok {
 		return typeMismatch[KV[K, V]]("stateful", e.Value)
@@ -184,7 +184,7 @@ func (a *statefulAdapter[K, V, Out]) Process(sc *runner.StateContext, e runner.E
 	return a.fn.Process(&a.c, kv.Value)
 }
 
-func (a *statefulAdapter[K, V, Out]) OnTimer(sc *runner.StateContext, t runner.Timer) error {
+func (a *statefulAdapter[K, V, Out]) OnTimer(sc *contract.StateContext, t contract.Timer) error {
 	if a.fn.OnTimer == nil {
 		return nil
 	}
@@ -227,7 +227,7 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 		step.State = append(step.State, sp)
 	}
 	for _, t := range fn.Timers {
-		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: t.Domain})
+		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: string(t.Domain)})
 	}
 	if in.Windowing().Fn.IsMerging() {
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over session windows is not supported", s.fullName(name)))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // TestStatefulParDo exercises value, bag and map state with event- and
@@ -45,7 +45,7 @@ func TestStatefulParDo(t *testing.T) {
 					}
 					return nil
 				},
-				OnTimer: func(c *weir.StateContext[string, string], tm runner.Timer) error {
+				OnTimer: func(c *weir.StateContext[string, string], tm contract.Timer) error {
 					n, _ := count.Read(c)
 					switch tm.ID {
 					case "flush":
@@ -90,7 +90,7 @@ func TestLoopingProcessingTimerEndsAtEndOfInput(t *testing.T) {
 			tick.Set(c, c.Now().Add(mtime.Hour))
 			return nil
 		},
-		OnTimer: func(c *weir.StateContext[string, int64], _ runner.Timer) error {
+		OnTimer: func(c *weir.StateContext[string, int64], _ contract.Timer) error {
 			c.Output(1)
 			tick.Set(c, c.Now().Add(mtime.Hour))
 			return nil
@@ -132,5 +132,46 @@ func TestSideInputsPerWindow(t *testing.T) {
 		if want := "1*10 (list 1),2*100 (list 1)"; strings.Join(vals, ",") != want {
 			t.Errorf("w%d: got %v, want %s", workers, vals, want)
 		}
+	}
+}
+
+// TestProcessingTimeCrossesSideInputStep: the processing-time ticks of a
+// TestStream reach a keyed step behind a step with side inputs with their
+// time, so its processing-time timers see processing time move.
+func TestProcessingTimeCrossesSideInputStep(t *testing.T) {
+	p := weir.NewPipeline()
+	s := p.Root()
+	main := weir.TestStream(s, "Main", []weir.TestEvent[kvi]{
+		weir.AddElements(kv("a", 1, "00:01:00")),
+		weir.AdvanceProcessingTime[kvi](mtime.Minute),
+		weir.AdvanceProcessingTime[kvi](mtime.Minute),
+	})
+	known := weir.AsList("known", weir.Create(s, "Known", []string{"a"}))
+	passed := weir.ParDo(s, "Pass", main, func(c *weir.Context, v kvi, emit func(kvi)) error {
+		if len(known.Get(c)) == 1 {
+			emit(v)
+		}
+		return nil
+	}, weir.WithSideInputs(known))
+	tick := weir.ProcessingTimer("tick")
+	out := weir.StatefulParDo(s, "Wait", passed, weir.StatefulFn[string, int64, int64]{
+		Timers: []weir.TimerSpec{tick},
+		Process: func(c *weir.StateContext[string, int64], v int64) error {
+			tick.Set(c, c.Now().Add(30*mtime.Second))
+			return nil
+		},
+		OnTimer: func(c *weir.StateContext[string, int64], _ contract.Timer) error {
+			c.Output(int64(c.Now() - weir.TestClockStart))
+			return nil
+		},
+	})
+	got := weir.Collect(s, "Out", out)
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The timer fires at the first tick (+1 min) or, when the element waited
+	// for the side input until after the ticks, at the end (+2 min).
+	if vals := got.Values(); len(vals) != 1 || vals[0] < int64(mtime.Minute) {
+		t.Errorf("the timer fired at processing time start + %v ms, want at least a minute later", vals)
 	}
 }

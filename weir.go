@@ -6,8 +6,9 @@
 // (state belongs to it), so a duplicate name is an error. Steps added through
 // a Scope from Scope.Sub are named Outer/Inner.
 //
-// The SDK imports graph, window, mtime and runner (for the code interfaces
-// and Run); nothing imports it but front ends and user programs.
+// The SDK imports graph, window, mtime, runner/contract (for the code
+// interfaces) and runner (only to run pipelines: Run, RunOptions); nothing
+// imports it but front ends and user programs.
 package weir
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -79,7 +81,7 @@ func (p *Pipeline) Err() error { return errors.Join(p.errs...) }
 func (p *Pipeline) Graph() *graph.Pipeline { return p.g }
 
 // Program returns the graph with its bound code, ready for the runner.
-func (p *Pipeline) Program() *runner.Program { return &runner.Program{Graph: p.g, Code: p.code} }
+func (p *Pipeline) Program() *contract.Program { return &contract.Program{Graph: p.g, Code: p.code} }
 
 // TestClock returns the manual processing-time clock driven by the
 // pipeline's TestStream sources, or nil if it has none.
@@ -151,9 +153,9 @@ type KV[K comparable, V any] struct {
 type TimestampedValue[T any] struct {
 	Value T
 	Time  mtime.Time
-	Err   *runner.ElementError
+	Err   *contract.ElementError
 	// Source optionally records where the value came from.
-	Source *runner.SourcePos
+	Source *contract.SourcePos
 }
 
 // StepOption adjusts how a step is built.
@@ -182,7 +184,7 @@ func WithConfig(cfg any) StepOption { return func(sc *stepConfig) { sc.config = 
 func WithURN(urn string) StepOption { return func(sc *stepConfig) { sc.urn = urn } }
 
 // WithErrorOutput declares an error output on tag: elements the step fails
-// on go there as runner.Reject values instead of failing the run. Read it
+// on go there as contract.Reject values instead of failing the run. Read it
 // with ErrorOutput.
 func WithErrorOutput(tag string) StepOption {
 	return func(sc *stepConfig) { sc.errorOutput = tag }
@@ -279,7 +281,7 @@ func (s Scope) addStep(step *graph.Step, code any, sc stepConfig, bounded bool, 
 	}
 	if sc.errorOutput != "" {
 		step.ErrorOutput = sc.errorOutput
-		ec := CoderOf[runner.Reject]()
+		ec := CoderOf[contract.Reject]()
 		if sc.errorCoder != nil {
 			ec = *sc.errorCoder
 		}
@@ -312,17 +314,17 @@ func collectionOf[T any](p *Pipeline, id string) PCollection[T] {
 // ErrorOutput returns the error output of the step that produced c, declared
 // with WithErrorOutput. It is invalid (and a construction error) when the
 // step declared none.
-func ErrorOutput[T any](c PCollection[T]) PCollection[runner.Reject] {
+func ErrorOutput[T any](c PCollection[T]) PCollection[contract.Reject] {
 	col := c.collection()
 	if col == nil {
-		return PCollection[runner.Reject]{}
+		return PCollection[contract.Reject]{}
 	}
 	step := c.p.g.Step(col.Producer)
 	if step == nil || step.ErrorOutput == "" {
 		c.p.addErr(fmt.Errorf("step %q declares no error output", col.Producer))
-		return PCollection[runner.Reject]{}
+		return PCollection[contract.Reject]{}
 	}
-	return collectionOf[runner.Reject](c.p, step.Outputs[step.ErrorOutput])
+	return collectionOf[contract.Reject](c.p, step.Outputs[step.ErrorOutput])
 }
 
 // RunOptions configure Run.

@@ -138,14 +138,21 @@ const (
 
 // TimerSpec declares one timer family of a stateful step.
 type TimerSpec struct {
-	ID     string `json:"id"`
-	Domain string `json:"domain"` // event_time or processing_time
+	ID string `json:"id"`
+	// Domain is a TimeDomain's value (event_time or processing_time), kept
+	// a plain string in the graph's serialized form.
+	Domain string `json:"domain"`
 }
+
+// TimeDomain is the time a timer fires in.
+type TimeDomain string
 
 // Timer domains.
 const (
-	EventTime      = "event_time"
-	ProcessingTime = "processing_time"
+	// EventTime timers fire when the input watermark passes their time.
+	EventTime TimeDomain = "event_time"
+	// ProcessingTime timers fire when processing time reaches their time.
+	ProcessingTime TimeDomain = "processing_time"
 )
 
 // IOIdentity names what a source reads or a sink writes, so an update can

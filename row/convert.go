@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -47,16 +47,16 @@ func PaneSchema() *Schema { return paneSchema }
 
 // FromReject converts a runner reject into an error-output row. A rejected
 // element that is itself a reject is converted too.
-func FromReject(rj runner.Reject) *Row {
+func FromReject(rj contract.Reject) *Row {
 	var src any
 	if rj.Source != nil {
 		src = &Row{Schema: positionSchema, Values: []any{rj.Source.Source, rj.Source.Offset}}
 	}
 	elem := rj.Element
 	switch x := elem.(type) {
-	case runner.Reject:
+	case contract.Reject:
 		elem = FromReject(x)
-	case *runner.Reject:
+	case *contract.Reject:
 		elem = FromReject(*x)
 	}
 	return &Row{Schema: rejectSchema, Values: []any{
@@ -77,9 +77,9 @@ func AsRow(v any) (r *Row, ok bool) {
 	switch x := v.(type) {
 	case *Row:
 		return x, x != nil
-	case runner.Reject:
+	case contract.Reject:
 		return FromReject(x), true
-	case *runner.Reject:
+	case *contract.Reject:
 		return FromReject(*x), x != nil
 	}
 	return nil, false

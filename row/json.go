@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -83,7 +83,7 @@ func AppendJSONValue(dst []byte, v any) []byte {
 		return append(dst, '}')
 	case json.Number:
 		return append(dst, x...)
-	case runner.Reject:
+	case contract.Reject:
 		return AppendJSON(dst, FromReject(x))
 	case window.PaneInfo:
 		return AppendJSON(dst, PaneRow(x))

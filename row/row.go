@@ -9,8 +9,8 @@
 // is bool, string is string, timestamp is mtime.Time, row is *Row, list is
 // []any, and any is one of those (or map[string]any). A nil value is null.
 //
-// It may import graph, mtime, runner (for the Reject type only) and the
-// standard library.
+// It may import graph, mtime, runner/contract (for the Reject type only)
+// and the standard library; never the executor (package runner).
 package row
 
 import (

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -93,7 +93,7 @@ func TestParseText(t *testing.T) {
 
 func TestRejectAndPaneRows(t *testing.T) {
 	s := MustSchema(Field{Name: "a", Type: Of(KindInt)})
-	rj := runner.Reject{Element: &Row{Schema: s, Values: []any{int64(1)}}, Step: "V", Reason: "r", Message: "m", Source: &runner.SourcePos{Source: "f.jsonl", Offset: 3}}
+	rj := contract.Reject{Element: &Row{Schema: s, Values: []any{int64(1)}}, Step: "V", Reason: "r", Message: "m", Source: &contract.SourcePos{Source: "f.jsonl", Offset: 3}}
 	r, ok := AsRow(rj)
 	if !ok {
 		t.Fatal("AsRow(Reject) failed")

@@ -116,25 +116,18 @@ func (h *timerHeap) Pop() any {
 // accumulator per key and window for the key groups it owns, and asks the
 // window machine when panes fire.
 type aggNode struct {
-	w         *worker
-	sp        *stepPlan
+	keyed
 	agg       Aggregator
 	m         *window.Machine
 	merging   bool
-	out       *outputs
 	groups    []*keyGroupState
-	wms       inputWatermarks
-	wm        mtime.Time
 	events    timerHeap
 	deadlines timerHeap
 	scratch   []byte
 	gen       uint64
 	touched   []touchRef
-	done      bool
-	al        *aligner
 	changes   changeLog[dirtyRef]
 	sc        StateCoder
-	clock     procClock
 }
 
 type touchRef struct {
@@ -146,12 +139,11 @@ type touchRef struct {
 func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	in := w.r.prog.Graph.Collection(sp.inputs[0])
 	n := &aggNode{
-		w: w, sp: sp, agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
-		merging: in.Windowing.Fn.IsMerging(), out: out,
-		groups: make([]*keyGroupState, w.r.opts.KeyGroups),
-		wms:    newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
-		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
+		keyed: newKeyed(w, sp, out), agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
+		merging: in.Windowing.Fn.IsMerging(),
+		groups:  make([]*keyGroupState, w.r.opts.KeyGroups),
 	}
+	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
 		func(d dirtyRef) *uint64 { return &d.k.dirty },
 		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
@@ -162,14 +154,8 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and accumulators", ErrNotCheckpointable, sp.step.Name)
 		}
 		n.sc = sc
-		n.al = &aligner{inner: n, wms: &n.wms}
-		w.r.coord.register(n.key())
-		if olds := w.r.adoptable(sp.step.Name); olds != nil {
-			n.adopt(olds)
-		} else if w.r.opts.Restore != nil && w.r.opts.Restore.State != nil {
-			if err := n.restore(); err != nil {
-				return nil, err
-			}
+		if err := n.enableCheckpoints(n, n.adopt, n.restore); err != nil {
+			return nil, err
 		}
 	}
 	return n, nil
@@ -192,8 +178,6 @@ func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 	}
 }
 
-func (n *aggNode) key() string { return fmt.Sprintf("state/%s/%d", n.sp.step.Name, n.w.id) }
-
 // encodeKey appends the state of d's key, or reports it has none.
 func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 	if d.k.dead {
@@ -203,33 +187,20 @@ func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 	return buf, true, err
 }
 
-func (n *aggNode) snapshot(epoch uint64) error {
-	return snapshotAndForward(n.w, n.key(), n.id(), n.out, epoch, &n.changes.frozen,
-		func(frozen bool) pendingState { return n.changes.snapshot(n.w, frozen) })
-}
-
 // adopt takes over, in memory, the keyed state and timers of the key
 // groups this worker owns from a paused execution's instances (one per old
 // worker): pointers change hands, nothing is copied or decoded. With the
 // same worker count each instance takes its predecessor's whole state; when
 // rescaling, key groups move between workers as the routing table says.
 func (n *aggNode) adopt(olds []node) {
-	if len(olds) == len(n.w.r.workers) {
+	route := n.w.r.route
+	whole := adoptFrom(n.w, olds, func(old *aggNode) {
 		// Same worker count, same routing: take the predecessor's state and
 		// timers whole, without touching them.
-		if old, ok := olds[n.w.id].(*aggNode); ok {
-			n.changes.continueAfter(&old.changes, n.w, true)
-			n.gen = old.gen
-			n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
-			return
-		}
-	}
-	route := n.w.r.route
-	for _, o := range olds {
-		old, ok := o.(*aggNode)
-		if !ok {
-			continue
-		}
+		n.changes.continueAfter(&old.changes, n.w, true)
+		n.gen = old.gen
+		n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
+	}, func(old *aggNode) {
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
 		n.changes.continueAfter(&old.changes, n.w, false)
@@ -238,18 +209,19 @@ func (n *aggNode) adopt(olds []node) {
 		kg := func(t timerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
 		n.deadlines = ownedBy(n.deadlines, old.deadlines, kg, route, n.w.id)
+	})
+	if !whole {
+		heap.Init(&n.events)
+		heap.Init(&n.deadlines)
 	}
-	heap.Init(&n.events)
-	heap.Init(&n.deadlines)
 }
 
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
-	rs := n.w.r.opts.Restore
-	return rs.State.Scan(n.w.r.ctx, n.sp.step.Name, n.w.r.route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
+	return n.scanRestore(func(kg uint16, key, value []byte) error {
 		k, err := decodeAggKey(n.sc, value)
 		if err != nil {
-			return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+			return err
 		}
 		k.str = string(key)
 		k.hash = KeyHash(key)
@@ -264,10 +236,6 @@ func (n *aggNode) restore() error {
 	})
 }
 
-func (n *aggNode) id() int { return n.sp.root*len(n.w.r.workers) + n.w.id }
-
-func (n *aggNode) finished() bool { return n.done }
-
 func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) }
 
 func (n *aggNode) group(kg uint16) *keyGroupState {
@@ -277,16 +245,6 @@ func (n *aggNode) group(kg uint16) *keyGroupState {
 		n.groups[kg] = g
 	}
 	return g
-}
-
-func (n *aggNode) process(port int, b bundle) error {
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
-	if n.al != nil {
-		return n.al.process(port, b)
-	}
-	return n.processAligned(port, b)
 }
 
 func (n *aggNode) processAligned(_ int, b bundle) error {
@@ -455,7 +413,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 			acc = n.agg.NewAccumulator()
 		}
 		v := n.agg.Output(k.key, acc, ws.w, f.Pane)
-		n.out.emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
+		n.out.Emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
 		if f.Discard {
 			ws.acc = nil
 		}
@@ -479,33 +437,11 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 	return nil
 }
 
-func (n *aggNode) control(port int, c ctrl) error {
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
-	if n.al != nil {
-		return n.al.control(port, c)
-	}
-	return n.controlAligned(port, c)
-}
-
-func (n *aggNode) controlAligned(port int, c ctrl) error {
-	switch c.kind {
-	case ctrlBarrier:
-		return n.snapshot(c.epoch)
-	case ctrlTick:
-		n.clock.tick = mtime.Max(n.clock.tick, c.wm)
-		if err := n.onProcessingTime(n.clock.now()); err != nil {
-			return err
-		}
-		return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), wm: c.wm})
-	}
-	if !n.wms.update(port, c.sender, c.wm) {
-		return nil
-	}
-	n.wm = n.wms.mins[0]
+// eventTime evaluates the windows whose event-time timers are due at wm;
+// at +∞ every window fires and nothing waits for processing time any more.
+func (n *aggNode) eventTime(wm mtime.Time) error {
 	now := n.clock.now()
-	for len(n.events) > 0 && (n.events[0].t < n.wm || n.wm >= mtime.MaxTimestamp) {
+	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
 		ref := heap.Pop(&n.events).(timerRef)
 		if k, ws := n.lookup(ref); ws != nil {
 			if err := n.evaluate(ref.kg, k, ws, now); err != nil {
@@ -513,19 +449,10 @@ func (n *aggNode) controlAligned(port int, c ctrl) error {
 			}
 		}
 	}
-	if n.wm >= mtime.MaxTimestamp {
-		n.done = true
+	if atEnd(wm) {
 		n.deadlines = nil
-		if n.al != nil {
-			// The final state changes stand in for every later checkpoint.
-			entries, err := n.changes.takeNow()
-			if err != nil {
-				return err
-			}
-			n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), state: entries, finished: true})
-		}
 	}
-	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: n.wm})
+	return nil
 }
 
 func (n *aggNode) nextDeadline() mtime.Time {
@@ -535,13 +462,8 @@ func (n *aggNode) nextDeadline() mtime.Time {
 	return n.deadlines[0].t
 }
 
-func (n *aggNode) onProcessingTime(now mtime.Time) error {
-	if n.changes.frozen {
-		return nil
-	}
-	prev := n.w.cur
-	n.w.cur = n.id()
-	defer func() { n.w.cur = prev }()
+// processingTime evaluates the windows whose trigger deadlines are due by now.
+func (n *aggNode) processingTime(now mtime.Time) error {
 	for len(n.deadlines) > 0 && n.deadlines[0].t <= now {
 		ref := heap.Pop(&n.deadlines).(timerRef)
 		k, ws := n.lookup(ref)
@@ -552,5 +474,5 @@ func (n *aggNode) onProcessingTime(now mtime.Time) error {
 			return err
 		}
 	}
-	return n.out.flush()
+	return nil
 }

@@ -4,9 +4,12 @@
 // group over N workers, watermarks flow with the data, and triggers decide
 // when windows fire (through package window's deterministic machine).
 //
-// The runner speaks in step names, bundles and watermarks. It may import
-// graph, window, mtime and the standard library; it knows nothing of YAML,
-// HTTP or the job store.
+// The runner is the executor above its contract, package contract
+// (runner/contract): elements, the Source/Sink/DoFn/Aggregator interfaces
+// and the checkpoint contract are declared there and aliased here. The
+// runner speaks in step names, bundles and watermarks. It may import
+// contract, graph, window, mtime, xxhash (the key hash) and the standard
+// library; it knows nothing of YAML, HTTP or the job store.
 package runner
 
 import (
@@ -14,201 +17,68 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-// Element is one value at one event time in one window, with the pane that
-// produced it and, when known, where it came from.
-type Element struct {
-	Value  any
-	Time   mtime.Time
-	Window window.Window
-	Pane   window.PaneInfo
-	// Source is where the element (or the element it was derived from) was
-	// read; nil when unknown.
-	Source *SourcePos
-}
+// The runner's contract lives in package contract (runner/contract), which
+// connectors, the state store, rows and the SDK import instead of the
+// executor. These aliases keep every moved identifier usable from package
+// runner, so existing code compiles unchanged.
 
-// SourcePos is the position of an element in its source: a file and line, a
-// topic and sequence number.
-type SourcePos struct {
-	Source string `json:"source"`
-	Offset int64  `json:"offset"`
-}
+// Element is contract.Element: one value at one event time in one window.
+type Element = contract.Element
 
-// String renders the position as source:offset.
-func (p *SourcePos) String() string {
-	if p == nil {
-		return "unknown position"
-	}
-	return fmt.Sprintf("%s:%d", p.Source, p.Offset)
-}
+// SourcePos is contract.SourcePos: the position of an element in its source.
+type SourcePos = contract.SourcePos
 
-// ElementError is a failure of one element. Returned from a DoFn (or placed
-// by a source as a Reject), it sends the element to the step's error output
-// when one is declared; otherwise it fails a bounded run.
-type ElementError struct {
-	// Reason is a short stable word (a rule name, "schema_mismatch", ...).
-	Reason  string
-	Message string
-}
+// ElementError is contract.ElementError: a failure of one element.
+type ElementError = contract.ElementError
 
-// Error implements error.
-func (e *ElementError) Error() string { return e.Reason + ": " + e.Message }
+// Reject is contract.Reject: the value carried on an error output.
+type Reject = contract.Reject
 
-// Reject is the value carried on an error output: the failing element, what
-// failed, and where it came from.
-type Reject struct {
-	Element any
-	Step    string
-	Reason  string
-	Message string
-	Source  *SourcePos
-}
+// ProcessContext is contract.ProcessContext: what DoFns are handed.
+type ProcessContext = contract.ProcessContext
 
-// ProcessContext is handed to DoFns. It is valid only during the call.
-type ProcessContext struct {
-	out    *outputs
-	side   *sideState
-	cur    *Element
-	clock  mtime.Clock
-	worker int
-}
+// DoFn is contract.DoFn: the code of a stateless step.
+type DoFn = contract.DoFn
 
-// Emit sends e to the step's output with index tag (the order in which the
-// step's outputs were declared; 0 is the main output).
-func (pc *ProcessContext) Emit(tag int, e Element) { pc.out.emit(tag, e) }
+// Cloner is contract.Cloner: DoFns copied once per worker.
+type Cloner = contract.Cloner
 
-// Output sends v to the main output with the current element's time, window and pane.
-func (pc *ProcessContext) Output(v any) {
-	e := *pc.cur
-	e.Value = v
-	pc.out.emit(0, e)
-}
+// BundleFinisher is contract.BundleFinisher: DoFns called after every bundle.
+type BundleFinisher = contract.BundleFinisher
 
-// Current returns the element being processed.
-func (pc *ProcessContext) Current() *Element { return pc.cur }
+// Keyer is contract.Keyer: the key of an element of a keyed step.
+type Keyer = contract.Keyer
 
-// Now returns processing time from the runner's clock.
-func (pc *ProcessContext) Now() mtime.Time { return pc.clock.Now() }
+// Aggregator is contract.Aggregator: the code of a GroupByKey or CombinePerKey.
+type Aggregator = contract.Aggregator
 
-// Worker returns the index of the worker running this call.
-func (pc *ProcessContext) Worker() int { return pc.worker }
+// Timer is contract.Timer: a timer firing in a stateful step.
+type Timer = contract.Timer
 
-// SideInput returns the elements of side input i visible to the current
-// element's window, built into a view by build and cached per window.
-func (pc *ProcessContext) SideInput(i int, build func([]any) any) any {
-	if pc.side == nil {
-		return build(nil)
-	}
-	return pc.side.view(i, pc.cur.Window, build)
-}
+// StatefulDoFn is contract.StatefulDoFn: the code of a stateful ParDo.
+type StatefulDoFn = contract.StatefulDoFn
 
-// DoFn is the code of a stateless step (ParDo, Map, Filter, ...). Process
-// is called once per element, from one goroutine per worker; a DoFn shared
-// across workers must be safe for that (see Cloner).
-type DoFn interface {
-	Process(pc *ProcessContext, e Element) error
-}
+// StateContext is contract.StateContext: what a stateful DoFn is handed.
+type StateContext = contract.StateContext
 
-// Cloner is implemented by DoFns that keep per-call scratch state: the
-// runner calls Clone once per worker so each worker has its own copy.
-type Cloner interface {
-	Clone() any
-}
+// ReadResult is contract.ReadResult: what one Read call produced.
+type ReadResult = contract.ReadResult
 
-// BundleFinisher is implemented by DoFns that buffer: FinishBundle is called
-// after every bundle, before the bundle's watermark moves on.
-type BundleFinisher interface {
-	FinishBundle(pc *ProcessContext) error
-}
+// Source is contract.Source: the code of a source step.
+type Source = contract.Source
 
-// Keyer extracts and canonically encodes the key of an element of a keyed
-// step. AppendKey must be deterministic across processes: the encoding is
-// hashed to choose the key group.
-type Keyer interface {
-	AppendKey(dst []byte, v any) []byte
-	Key(v any) any
-}
+// SourceSplit is contract.SourceSplit: one independently readable part of a source.
+type SourceSplit = contract.SourceSplit
 
-// Aggregator is the code of a GroupByKey or CombinePerKey: the runner keeps
-// one accumulator per key and window and asks for an output when a pane fires.
-type Aggregator interface {
-	Keyer
-	NewAccumulator() any
-	// AddInput folds element e (its Value is the whole keyed element) into
-	// acc and returns the accumulator (which may be acc itself, mutated).
-	// e is valid only during the call.
-	AddInput(acc any, e *Element) any
-	MergeAccumulators(a, b any) any
-	// Output builds the value of the pane's output element.
-	Output(key any, acc any, w window.Window, p window.PaneInfo) any
-}
+// Sink is contract.Sink: the code of a sink step.
+type Sink = contract.Sink
 
-// Timer is a timer firing in a stateful step.
-type Timer struct {
-	ID     string
-	Domain string // graph.EventTime or graph.ProcessingTime
-	Time   mtime.Time
-}
-
-// StatefulDoFn is the code of a stateful ParDo: per key and window state,
-// and event- or processing-time timers.
-type StatefulDoFn interface {
-	Keyer
-	Process(sc *StateContext, e Element) error
-	OnTimer(sc *StateContext, t Timer) error
-}
-
-// ReadResult says what one Read call produced.
-type ReadResult struct {
-	// N is how many elements were written to the buffer.
-	N int
-	// Watermark is the split's watermark after these elements: no later
-	// element will carry an earlier event time (late data excepted).
-	Watermark mtime.Time
-	// Done says the split has ended; its watermark is then +∞.
-	Done bool
-	// ProcessingTimeAdvanced says the split moved the processing-time clock
-	// (TestStream), so timers must be re-evaluated after these elements.
-	ProcessingTimeAdvanced bool
-}
-
-// Source is the code of a source step.
-type Source interface {
-	// Split divides the source into at most n parts that workers read
-	// independently; a source that cannot split returns one.
-	Split(ctx context.Context, n int) ([]SourceSplit, error)
-}
-
-// SourceSplit is one independently readable part of a source. Read is
-// called repeatedly from one goroutine until it reports Done; it fills buf
-// with up to len(buf) elements. A value of type Reject in an element sends
-// it to the step's error output. Read may block briefly (an unbounded source
-// waiting for data) but must return when ctx is done. Close is called once.
-type SourceSplit interface {
-	Read(ctx context.Context, buf []Element) (ReadResult, error)
-	Close() error
-}
-
-// Sink is the code of a sink step. Write is called with each bundle, from
-// the worker that produced it (so concurrently across workers), and must not
-// keep elems after it returns (the runner reuses the slice); Close is called
-// once after all input has been written and must flush everything.
-type Sink interface {
-	Write(ctx context.Context, worker int, elems []Element) error
-	Close(ctx context.Context) error
-}
-
-// Program is a graph plus the code bound to its steps, by step name:
-// a Source, DoFn, Aggregator, StatefulDoFn or Sink. Window-into and flatten
-// steps need no code.
-type Program struct {
-	Graph *graph.Pipeline
-	Code  map[string]any
-}
+// Program is contract.Program: a graph plus the code bound to its steps.
+type Program = contract.Program
 
 // Options configure one run.
 type Options struct {
@@ -274,23 +144,23 @@ func (o Options) Validate() error {
 
 // StepMetrics are the counters of one step.
 type StepMetrics struct {
-	Name                string `json:"name"`
-	ElementsIn          int64  `json:"elements_in"`
-	ElementsOut         int64  `json:"elements_out"`
-	Rejects             int64  `json:"rejects"`
-	DroppedLateElements int64  `json:"dropped_late_elements"`
+	Name                string
+	ElementsIn          int64
+	ElementsOut         int64
+	Rejects             int64
+	DroppedLateElements int64
 	// Watermark is the output watermark of a step that has one (sources,
 	// keyed steps, steps with side inputs); mtime.MinTimestamp otherwise.
-	Watermark mtime.Time `json:"-"`
+	Watermark mtime.Time
 	// PendingTimers counts the timers keyed instances have set and not yet
 	// fired, as of their last watermark move (window-end and expiry timers
 	// included; lazily cancelled ones too).
-	PendingTimers int64 `json:"-"`
+	PendingTimers int64
 }
 
 // Result is the outcome of a completed run.
 type Result struct {
-	Steps []StepMetrics `json:"steps"`
+	Steps []StepMetrics
 }
 
 // Step returns the metrics of a step by name.

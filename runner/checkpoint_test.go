@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
@@ -17,11 +17,83 @@ import (
 )
 
 // seqSource emits elements 0..n-1 over splits (element i on split i%splits),
-// slowly, with positions so it can resume.
+// with positions so it can resume, and reads no element at or past its
+// gate's limit: a test takes checkpoints, pauses and crashes at known
+// points of the input, with no sleeps.
 type seqSource struct {
 	n, splits int
 	// keys is the number of distinct keys (element i has key i%keys); 0: 10.
 	keys int
+	gate gate
+}
+
+// gate holds a seqSource's splits back before an element index.
+type gate struct {
+	mu sync.Mutex
+	// set says a limit applies; without one the splits read freely.
+	set   bool
+	limit int
+	// read counts the elements the splits returned, over every execution.
+	read int
+	// until and reached: reached is closed once read comes to until.
+	until   int
+	reached chan struct{}
+}
+
+// let lets the splits read up to (not including) element index limit.
+func (g *gate) let(limit int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.set, g.limit = true, limit
+}
+
+// to lets the splits read up to element index limit and returns once they
+// have (valid while no execution re-reads elements from a checkpoint).
+func (g *gate) to(limit int) {
+	g.let(limit)
+	g.waitRead(limit)
+}
+
+// waitRead returns once the splits have returned until elements in all,
+// over every execution.
+func (g *gate) waitRead(until int) {
+	g.mu.Lock()
+	ch := make(chan struct{})
+	g.until, g.reached = until, ch
+	g.check()
+	g.mu.Unlock()
+	<-ch
+}
+
+// count returns how many elements the splits have returned.
+func (g *gate) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.read
+}
+
+// open lifts the limit.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.set = false
+}
+
+// check closes reached once read has come to until; g.mu is held.
+func (g *gate) check() {
+	if g.reached != nil && g.read >= g.until {
+		close(g.reached)
+		g.reached = nil
+	}
+}
+
+// sums returns the ground truth: the sum of the values per key.
+func (s *seqSource) sums() map[string]int64 {
+	want := map[string]int64{}
+	for i := 0; i < s.n; i++ {
+		want[s.key(i)] += int64(i)
+	}
+	return want
 }
 
 func (s *seqSource) key(i int) string {
@@ -54,12 +126,23 @@ type seqSplit struct {
 }
 
 func (s *seqSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadResult, error) {
-	time.Sleep(200 * time.Microsecond)
+	g := &s.src.gate
+	g.mu.Lock()
+	limit := s.src.n
+	if g.set {
+		limit = min(limit, g.limit)
+	}
 	n := 0
-	for n < len(buf) && n < 7 && s.next < s.src.n {
+	for n < len(buf) && n < 7 && s.next < limit {
 		buf[n] = runner.Element{Value: kv{Key: s.src.key(s.next), Value: int64(s.next)}, Time: mtime.Time(s.next) * 1000, Window: window.Global, Pane: window.NoFiring}
 		n++
 		s.next += s.src.splits
+	}
+	g.read += n
+	g.check()
+	g.mu.Unlock()
+	if n == 0 && s.next < s.src.n {
+		runtime.Gosched() // held at the gate: let the test run
 	}
 	if s.next >= s.src.n {
 		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
@@ -130,6 +213,28 @@ func checkpointDurably(t *testing.T, x *runner.Execution, store *memStore) {
 		t.Fatal(err)
 	}
 	makeDurable(t, x, store, cp)
+}
+
+// finishDurably waits until x ends, then takes its final checkpoint, writes
+// it to store (unless nil) and commits it, as the job service does at the
+// end of a job. It returns x's result.
+func finishDurably(t *testing.T, x *runner.Execution, store *memStore) *runner.Result {
+	t.Helper()
+	res, err := x.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := x.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store != nil {
+		store.apply(final)
+	}
+	if err := x.Commit(context.Background(), final); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // makeDurable writes cp to store and lets x's sinks and sources commit it.
@@ -230,11 +335,14 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; i < 3; i++ {
-				time.Sleep(30 * time.Millisecond)
+			// Each checkpoint is taken while the source reads on (up to the
+			// next thousand), never after it has ended.
+			src.gate.to(1000)
+			for i := 2; i <= 4; i++ {
+				src.gate.let(i * 1000)
 				checkpointDurably(t, x, store)
 			}
-			time.Sleep(20 * time.Millisecond)
+			src.gate.to(4000)
 			x.Cancel() // crash: work after the last checkpoint is lost
 			x.Wait()
 			// The crash also loses the sink's in-memory buffers; only what
@@ -244,30 +352,17 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 				t.Fatalf("no checkpoint reached the sink (commits %d, positions %v)", sink.commits, store.positions)
 			}
 
+			src.gate.open()
 			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)
 			}
-			res2, err := x2.Wait()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res2 := finishDurably(t, x2, store)
 			if got := res2.Step("Sum").DroppedLateElements; got != 0 {
 				t.Errorf("restored run dropped %d elements as late", got)
 			}
-			final, err := x2.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.apply(final)
-			if err := x2.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[fmt.Sprintf("k%d", i%10)] += int64(i)
-			}
+			want := src.sums()
 			keys := make([]string, 0, len(want))
 			for k := range want {
 				keys = append(keys, k)
@@ -305,9 +400,12 @@ func TestPauseAndAdopt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(40 * time.Millisecond)
+			// The checkpoint and the pause are taken while the source reads on.
+			src.gate.to(2000)
+			src.gate.let(3000)
 			checkpointDurably(t, x, store)
-			time.Sleep(40 * time.Millisecond)
+			src.gate.to(3000)
+			src.gate.let(4000)
 			cp, err := x.Pause(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -318,6 +416,7 @@ func TestPauseAndAdopt(t *testing.T) {
 			// The store deliberately lacks nothing; but the new execution must
 			// not need it: give it no state reader at all.
 			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions}
+			src.gate.open()
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
 			// A different worker count rescales: key groups move to the
 			// workers the new routing table names.
@@ -325,20 +424,8 @@ func TestPauseAndAdopt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := x2.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			final, err := x2.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := x2.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[fmt.Sprintf("k%d", i%10)] += int64(i)
-			}
+			finishDurably(t, x2, nil)
+			want := src.sums()
 			for k, w := range want {
 				if sink.committed[k] != w {
 					t.Errorf("%s: committed %d, want %d", k, sink.committed[k], w)
@@ -376,9 +463,12 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			// The checkpoint and the pause are taken while the source reads on.
+			src.gate.to(6000)
+			src.gate.let(9000)
 			checkpointDurably(t, x, store)
-			time.Sleep(50 * time.Millisecond)
+			src.gate.to(9000)
+			src.gate.let(12000)
 			cp, err := x.Pause(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -387,6 +477,15 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 				t.Fatal("the pause checkpoint encoded its keys before returning; want them left to the adopting execution")
 			}
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum"}}
+			// The new execution reads 4000 more elements, changing keys the
+			// pause checkpoint still holds, then crashes.
+			crashAt := make(chan struct{})
+			readAtPause := src.gate.count()
+			src.gate.let(n)
+			go func() {
+				src.gate.waitRead(readAtPause + 4000)
+				close(crashAt)
+			}()
 			x2, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true,
 				Restore: &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions}, Adopt: adopt})
 			if err != nil {
@@ -398,30 +497,19 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			makeDurable(t, x, store, cp)
 			x.Cancel()
 			x.Wait()
-			time.Sleep(30 * time.Millisecond)
+			<-crashAt
 			x2.Cancel() // crash of the new execution before its first checkpoint
 			x2.Wait()
 			sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
 
+			src.gate.open()
 			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x3, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := x3.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			final, err := x3.Checkpoint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := x3.Commit(ctx, final); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]int64{}
-			for i := 0; i < n; i++ {
-				want[src.key(i)] += int64(i)
-			}
+			finishDurably(t, x3, nil)
+			want := src.sums()
 			bad := 0
 			for k, w := range want {
 				if sink.committed[k] != w {

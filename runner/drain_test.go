@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,14 +13,24 @@ import (
 	"github.com/weir-dev/weir/runner"
 )
 
-func unboundedSum(t *testing.T) (*weir.Pipeline, *weir.Collector[kv]) {
+// unboundedSum sums an unbounded generated stream in hourly windows;
+// reading is closed once the source has generated 100 elements (less than
+// an hour of event time, so no window has fired yet).
+func unboundedSum(t *testing.T) (p *weir.Pipeline, out *weir.Collector[kv], reading <-chan struct{}) {
 	t.Helper()
-	p := weir.NewPipeline()
+	p = weir.NewPipeline()
 	s := p.Root()
+	started := make(chan struct{})
+	var generated atomic.Int64
 	gen := weir.Generate(s, "Gen", weir.GenerateConfig{Rate: 20000, Start: clock("00:00:00"), Spacing: mtime.Second},
-		func(i int64) kv { return kv{Key: "k", Value: 1} })
+		func(i int64) kv {
+			if generated.Add(1) == 100 {
+				close(started)
+			}
+			return kv{Key: "k", Value: 1}
+		})
 	w := weir.WindowInto(s, "Window", gen, weir.FixedWindows(mtime.Hour))
-	return p, weir.Collect(s, "Out", weir.CombinePerKey(s, "Sum", w, weir.Sum[int64]()))
+	return p, weir.Collect(s, "Out", weir.CombinePerKey(s, "Sum", w, weir.Sum[int64]())), started
 }
 
 // TestDrainFiresOpenWindows: draining an unbounded execution stops reading,
@@ -27,12 +38,12 @@ func unboundedSum(t *testing.T) (*weir.Pipeline, *weir.Collector[kv]) {
 // ends without error; every element read is in exactly one final total.
 func TestDrainFiresOpenWindows(t *testing.T) {
 	for _, workers := range []int{1, 2} {
-		p, out := unboundedSum(t)
+		p, out, reading := unboundedSum(t)
 		x, err := runner.Start(context.Background(), p.Program(), runner.Options{NumWorkers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		<-reading
 		x.Drain()
 		select {
 		case <-x.Done():
@@ -63,12 +74,12 @@ func TestDrainFiresOpenWindows(t *testing.T) {
 // TestCancelDiscards: cancel ends an unbounded execution with ErrCancelled
 // and emits nothing for open windows.
 func TestCancelDiscards(t *testing.T) {
-	p, out := unboundedSum(t)
+	p, out, reading := unboundedSum(t)
 	x, err := runner.Start(context.Background(), p.Program(), runner.Options{NumWorkers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	<-reading
 	x.Cancel()
 	if _, err := x.Wait(); !errors.Is(err, runner.ErrCancelled) {
 		t.Fatalf("cancel: err = %v, want ErrCancelled", err)

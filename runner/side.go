@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -23,7 +24,9 @@ func (s *sideState) sideWindow(i int, main window.Window) window.Window {
 	return s.fns[i].Assign(nil, main.MaxTimestamp())[0]
 }
 
-func (s *sideState) view(i int, main window.Window, build func([]any) any) any {
+// SideInput returns the view of side input i for main-input window main,
+// built by build and cached per side window (contract.SideInputs).
+func (s *sideState) SideInput(i int, main window.Window, build func([]any) any) any {
 	sw := s.sideWindow(i, main)
 	if v, ok := s.cache[i][sw]; ok {
 		return v
@@ -37,7 +40,7 @@ func (s *sideState) view(i int, main window.Window, build func([]any) any) any {
 // the side input's watermark passed the end of the side window.
 func (s *sideState) ready(w window.Window) bool {
 	for i := range s.fns {
-		if s.wms.mins[1+i] <= s.sideWindow(i, w).MaxTimestamp() {
+		if s.wms.side(i) <= s.sideWindow(i, w).MaxTimestamp() {
 			return false
 		}
 	}
@@ -68,7 +71,7 @@ func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
 		st.cache = append(st.cache, map[window.Window]any{})
 	}
 	n.side = st
-	n.pc.side = st
+	n.pc = contract.NewProcessContext(out, st, w.r.opts.Clock, w.id)
 	if w.r.opts.Checkpoints {
 		// Elements waiting for side inputs are not part of checkpoints yet;
 		// the step aligns barriers so that downstream state stays consistent.
@@ -157,7 +160,7 @@ func (n *sideNode) controlAligned(port int, c ctrl) error {
 	}
 	if c.kind == ctrlTick {
 		if port == 0 {
-			return n.out.forward(ctrl{kind: ctrlTick, sender: n.id()})
+			return n.out.forward(ctrl{kind: ctrlTick, sender: n.id(), now: c.now})
 		}
 		return nil
 	}
@@ -169,15 +172,12 @@ func (n *sideNode) controlAligned(port int, c ctrl) error {
 			return err
 		}
 	}
-	wm := n.wms.mins[0]
-	for _, e := range n.buffered {
-		wm = mtime.Min(wm, e.Time)
-	}
+	wm := heldWatermark(n.wms.input(), n.buffered)
 	if wm <= n.outWM {
 		return nil
 	}
 	n.outWM = wm
-	if wm >= mtime.MaxTimestamp {
+	if atEnd(wm) {
 		n.done = true
 	}
 	return n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: wm})

@@ -3,9 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Asynchronous snapshots. When a checkpoint barrier reaches a keyed step,
@@ -48,8 +49,11 @@ type snapshotTask interface {
 	release()
 }
 
-// pendingState is a snapshot as the checkpoint sees it.
+// pendingState is a snapshot as the checkpoint sees it. Await (what
+// Checkpoint.Complete calls) claims a free snapshot and encodes it, or waits
+// for whoever owns it.
 type pendingState interface {
+	contract.PendingState
 	// claim takes the snapshot from the free state for the calling
 	// goroutine; false when someone else owns it.
 	claim() bool
@@ -87,6 +91,9 @@ type lazySnapshot[R any] struct {
 	state atomic.Int32
 	done  chan struct{}
 	out   []StateEntry
+	// now reads the time that bounds an encoding slice; nil: time.Now.
+	// Tests inject a clock that runs fast.
+	now func() time.Time
 }
 
 type snapSpan struct {
@@ -138,13 +145,17 @@ func (l *lazySnapshot[R]) encodeSome(n int) bool {
 		return true
 	}
 	end := min(len(l.refs), l.next+n)
+	now := l.now
+	if now == nil {
+		now = time.Now
+	}
 	var start time.Time
 	if end-l.next > snapCheckEvery {
-		start = time.Now()
+		start = now()
 	}
 	for i := 0; l.next < end; l.next, i = l.next+1, i+1 {
 		l.encodeRef(l.refs[l.next])
-		if i%snapCheckEvery == snapCheckEvery-1 && !start.IsZero() && time.Since(start) > snapSliceTime {
+		if i%snapCheckEvery == snapCheckEvery-1 && !start.IsZero() && now().Sub(start) > snapSliceTime {
 			l.next++
 			break
 		}
@@ -245,82 +256,22 @@ func (w *worker) releaseSnapshots() {
 	w.snapshots = nil
 }
 
-// Complete waits until the keyed state of cp is encoded and puts it in
-// cp.State. A checkpoint taken by Checkpoint is complete when returned; one
-// taken by Pause completes when an execution that adopted the paused one's
-// state has encoded it on its workers, or here on the caller's goroutine
-// when nothing adopted it. Call it before writing cp.
-func (cp *Checkpoint) Complete(ctx context.Context) error {
-	if len(cp.pending) == 0 {
-		return nil
-	}
+// Await encodes the snapshot on the calling goroutine when nobody else
+// does, or waits until its owner has; it re-checks every 2 ms whether the
+// owner (an exiting worker) gave it up.
+func (l *lazySnapshot[R]) Await(ctx context.Context) ([]StateEntry, error) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
-	var errs []error
-	for _, p := range cp.pending {
-		for done := false; !done; {
-			if p.claim() {
-				p.finishHere()
-			}
-			select {
-			case <-p.doneCh():
-				done = true
-			case <-ctx.Done():
-				return fmt.Errorf("completing checkpoint %d: %w", cp.Epoch, ctx.Err())
-			case <-tick.C:
-			}
+	for {
+		if l.claim() {
+			l.finishHere()
 		}
-		entries, err := p.result()
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		select {
+		case <-l.done:
+			return l.result()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
 		}
-		cp.State = append(cp.State, entries...)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("checkpoint %d: %w", cp.Epoch, errs[0])
-	}
-	cp.pending = nil
-	sortStateEntries(cp.State)
-	return nil
-}
-
-// Incomplete reports whether cp still waits for Complete.
-func (cp *Checkpoint) Incomplete() bool { return len(cp.pending) > 0 }
-
-// sortStateEntries orders entries by step, key group and key; for one key,
-// a deletion comes before a value (a key deleted and created again in one
-// interval ends with its value).
-func sortStateEntries(es []StateEntry) {
-	slices.SortStableFunc(es, func(a, b StateEntry) int {
-		if a.Step != b.Step {
-			if a.Step < b.Step {
-				return -1
-			}
-			return 1
-		}
-		if a.KeyGroup != b.KeyGroup {
-			return int(a.KeyGroup) - int(b.KeyGroup)
-		}
-		if c := compareBytes(a.Key, b.Key); c != 0 {
-			return c
-		}
-		switch {
-		case a.Value == nil && b.Value != nil:
-			return -1
-		case a.Value != nil && b.Value == nil:
-			return 1
-		}
-		return 0
-	})
-}
-
-func compareBytes(a, b []byte) int {
-	switch {
-	case string(a) < string(b):
-		return -1
-	case string(a) > string(b):
-		return 1
-	}
-	return 0
 }

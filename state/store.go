@@ -8,7 +8,8 @@
 // step in an update rebinds the name to the same namespace: the handover is
 // metadata, O(1) in the size of the state.
 //
-// It may import runner (for the checkpoint types), Pebble and the standard library.
+// It may import runner/contract (for the checkpoint types), Pebble and the
+// standard library; never the executor (package runner).
 package state
 
 import (
@@ -22,7 +23,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Key prefixes. Everything the store writes lives under one of them.
@@ -218,7 +219,7 @@ type CheckpointRecord struct {
 // WriteCheckpoint durably writes cp for job jobID of lineage in one atomic,
 // synced batch: the changed keyed state, the checkpoint record, and the
 // registry changes in w (a state transition recorded with the checkpoint).
-func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
+func (s *Store) WriteCheckpoint(lineage, jobID string, cp *contract.Checkpoint, w *Write) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := s.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
@@ -230,7 +231,7 @@ func (s *Store) WriteCheckpoint(lineage, jobID string, cp *runner.Checkpoint, w 
 	return nil
 }
 
-func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *runner.Checkpoint, w *Write) error {
+func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *contract.Checkpoint, w *Write) error {
 	if cp.Incomplete() {
 		return fmt.Errorf("checkpoint %d of job %s is not complete: its keyed state is still being encoded (call Checkpoint.Complete first)", cp.Epoch, jobID)
 	}
@@ -313,7 +314,7 @@ type Handover struct {
 // for renamed steps, deletion of dropped steps' state, and the registry changes in w (the old job
 // becoming UPDATED and the new one RUNNING). Handover is metadata: the
 // state itself is not copied.
-func (s *Store) WriteHandover(h Handover, cp *runner.Checkpoint, w *Write) error {
+func (s *Store) WriteHandover(h Handover, cp *contract.Checkpoint, w *Write) error {
 	if w == nil {
 		w = &Write{}
 	}
@@ -378,7 +379,7 @@ func (s *Store) LastCheckpoint(jobID string) (*CheckpointRecord, error) {
 
 // Restore returns what a new execution of job jobID (of lineage) resumes
 // from, or nil when the job has no checkpoint yet.
-func (s *Store) Restore(lineage, jobID string) (*runner.Restore, *runner.Checkpoint, error) {
+func (s *Store) Restore(lineage, jobID string) (*contract.Restore, *contract.Checkpoint, error) {
 	rec, err := s.LastCheckpoint(jobID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil, nil
@@ -386,12 +387,12 @@ func (s *Store) Restore(lineage, jobID string) (*runner.Restore, *runner.Checkpo
 	if err != nil {
 		return nil, nil, err
 	}
-	cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-	return &runner.Restore{Epoch: rec.Epoch, Positions: rec.Positions, State: &reader{s: s, lineage: lineage}}, cp, nil
+	cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
+	return &contract.Restore{Epoch: rec.Epoch, Positions: rec.Positions, State: &reader{s: s, lineage: lineage}}, cp, nil
 }
 
 // StateReader returns a reader of the keyed state of lineage.
-func (s *Store) StateReader(lineage string) runner.StateReader {
+func (s *Store) StateReader(lineage string) contract.StateReader {
 	return &reader{s: s, lineage: lineage}
 }
 

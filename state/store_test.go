@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 func TestCheckpointRoundTripAndRebind(t *testing.T) {
@@ -14,10 +14,10 @@ func TestCheckpointRoundTripAndRebind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := &runner.Checkpoint{Epoch: 3,
+	cp := &contract.Checkpoint{Epoch: 3,
 		Positions: map[string][][]byte{"Read": {[]byte("p0"), []byte("p1")}},
 		SinkParts: map[string][][]byte{"Write": {[]byte("rows")}},
-		State: []runner.StateEntry{
+		State: []contract.StateEntry{
 			{Step: "Count", KeyGroup: 7, Key: []byte("a"), Value: []byte("1")},
 			{Step: "Count", KeyGroup: 7, Key: []byte("b"), Value: []byte("2")},
 			{Step: "Count", KeyGroup: 9, Key: []byte("c"), Value: []byte("3")},
@@ -29,7 +29,7 @@ func TestCheckpointRoundTripAndRebind(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A later checkpoint deletes one key and changes another.
-	cp2 := &runner.Checkpoint{Epoch: 4, State: []runner.StateEntry{
+	cp2 := &contract.Checkpoint{Epoch: 4, State: []contract.StateEntry{
 		{Step: "Count", KeyGroup: 7, Key: []byte("a")},
 		{Step: "Count", KeyGroup: 9, Key: []byte("c"), Value: []byte("4")},
 	}}
@@ -102,15 +102,15 @@ func TestHandoverRebindsAndDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	cp := &runner.Checkpoint{Epoch: 5, Positions: map[string][][]byte{"Read": {[]byte("p")}}, State: []runner.StateEntry{
+	cp := &contract.Checkpoint{Epoch: 5, Positions: map[string][][]byte{"Read": {[]byte("p")}}, State: []contract.StateEntry{
 		{Step: "Count", KeyGroup: 1, Key: []byte("a"), Value: []byte("1")},
 		{Step: "Gone", KeyGroup: 1, Key: []byte("a"), Value: []byte("x")},
 	}}
 	if err := s.WriteCheckpoint("l", "old", cp, nil); err != nil {
 		t.Fatal(err)
 	}
-	final := &runner.Checkpoint{Epoch: 6, Positions: cp.Positions, SinkParts: map[string][][]byte{"W": {[]byte("rows")}},
-		State: []runner.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("b"), Value: []byte("2")}}}
+	final := &contract.Checkpoint{Epoch: 6, Positions: cp.Positions, SinkParts: map[string][][]byte{"W": {[]byte("rows")}},
+		State: []contract.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("b"), Value: []byte("2")}}}
 	var w Write
 	w.Put("job/old", []byte("UPDATED"))
 	w.Put("job/new", []byte("RUNNING"))

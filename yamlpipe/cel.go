@@ -17,7 +17,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // The CEL bridge. An expression sees each field of the element as a
@@ -226,7 +226,7 @@ type activation struct {
 	sc   *celScope
 	r    *row.Row
 	elem ref.Val
-	pc   *runner.ProcessContext
+	pc   *contract.ProcessContext
 	// frame wraps the activation for the interpreter. It is created once
 	// and reused for every evaluation by this worker, saving a pool round
 	// trip per element; it is never shared and never closed.
@@ -295,7 +295,7 @@ func (sc *celScope) slot(name string) (int, bool) {
 
 var _ interpreter.Activation = (*activation)(nil)
 
-func (a *activation) reset(r *row.Row, pc *runner.ProcessContext) {
+func (a *activation) reset(r *row.Row, pc *contract.ProcessContext) {
 	a.r, a.elem, a.pc = r, nil, pc
 }
 
@@ -356,7 +356,7 @@ func toCEL(v any) ref.Val {
 			m[types.String(k)] = toCEL(e)
 		}
 		return types.NewRefValMap(types.DefaultTypeAdapter, m)
-	case runner.Reject:
+	case contract.Reject:
 		return rowToCEL(row.FromReject(x))
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
@@ -513,5 +513,5 @@ func celToNative(v ref.Val, depth int) (any, error) {
 
 // evalError wraps a CEL runtime failure as an element error.
 func evalError(what string, err error) error {
-	return &runner.ElementError{Reason: "evaluation_error", Message: fmt.Sprintf("%s: %v", what, err)}
+	return &contract.ElementError{Reason: "evaluation_error", Message: fmt.Sprintf("%s: %v", what, err)}
 }

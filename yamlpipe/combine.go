@@ -9,7 +9,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -34,7 +34,7 @@ type combineOp struct {
 	typ row.Type
 }
 
-// aggregator is Combine's runner.Aggregator. Keys are the group_by fields,
+// aggregator is Combine's contract.Aggregator. Keys are the group_by fields,
 // encoded canonically; the accumulator keeps the group's values and one
 // slot per output.
 type aggregator struct {
@@ -130,7 +130,7 @@ func (a *aggregator) NewAccumulator() any {
 }
 
 // AddInput folds one row into acc.
-func (a *aggregator) AddInput(acc any, e *runner.Element) any {
+func (a *aggregator) AddInput(acc any, e *contract.Element) any {
 	ac := acc.(*accumulator)
 	v := e.Value
 	r, ok := v.(*rowT)
@@ -419,7 +419,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	opts := stepOpts(t, weir.WithCoder(out.Coder()))
 	var res weir.PCollection[*rowT]
 	if in.isReject {
-		res = weir.Aggregate[runner.Reject, *rowT](l.root, t.name, in.rejects, agg, keyCoder, storedCoder, opts...)
+		res = weir.Aggregate[contract.Reject, *rowT](l.root, t.name, in.rejects, agg, keyCoder, storedCoder, opts...)
 	} else {
 		res = weir.Aggregate[*rowT, *rowT](l.root, t.name, in.rows, agg, keyCoder, storedCoder, opts...)
 	}

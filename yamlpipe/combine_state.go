@@ -7,14 +7,14 @@ import (
 	"math"
 
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Combine's state coder: checkpoints persist keys and accumulators in the
 // tagged value encoding of AppendKey, so an update that keeps the key fields
 // and combine functions reads them back unchanged.
 
-var _ runner.StateCoder = (*aggregator)(nil)
+var _ contract.StateCoder = (*aggregator)(nil)
 
 // EncodeKey encodes the group values returned by Key.
 func (a *aggregator) EncodeKey(key any) ([]byte, error) {

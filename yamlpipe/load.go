@@ -4,9 +4,10 @@
 // errors that name file:line:column, and compiles them into an SDK pipeline
 // of schema'd rows (package row) whose steps carry their YAML config.
 //
-// It may import the SDK (weir), graph, window, mtime, runner, row,
-// io/files, cel-go, goccy/go-yaml and the standard library. Nothing but
-// front ends (the CLI, the job service) imports it.
+// It may import the SDK (weir), graph, window, mtime, runner/contract, row,
+// io/files, io/pubsub, io/sqlsink, cel-go, goccy/go-yaml and the standard
+// library; never the executor (package runner). Nothing but front ends (the
+// CLI, the job service) imports it.
 package yamlpipe
 
 import (
@@ -19,7 +20,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -475,11 +476,11 @@ func (l *loader) path(p string) string {
 }
 
 // coll is a built collection: rows of a schema, or an error output
-// (runner.Reject values, seen downstream as rows of row.RejectSchema()).
+// (contract.Reject values, seen downstream as rows of row.RejectSchema()).
 type coll struct {
 	schema   *row.Schema
 	rows     weir.PCollection[*row.Row]
-	rejects  weir.PCollection[runner.Reject]
+	rejects  weir.PCollection[contract.Reject]
 	isReject bool
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // celStep gathers what MapToFields, Filter and Validate share: language
@@ -149,7 +149,7 @@ func (f *mapFieldsFn) Clone() any {
 	return &mapFieldsFn{out: f.out, ops: f.ops, act: activation{sc: f.act.sc}}
 }
 
-func (f *mapFieldsFn) apply(in *rowT, pc *runner.ProcessContext) (*rowT, error) {
+func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error) {
 	f.act.reset(in, pc)
 	out := f.slab.row(f.out)
 	for i := range f.ops {
@@ -169,8 +169,8 @@ func (f *mapFieldsFn) apply(in *rowT, pc *runner.ProcessContext) (*rowT, error) 
 	return out, nil
 }
 
-// Process implements runner.DoFn.
-func (f *mapFieldsFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+// Process implements contract.DoFn.
+func (f *mapFieldsFn) Process(pc *contract.ProcessContext, e contract.Element) error {
 	in, ok := row.AsRow(e.Value)
 	if !ok {
 		return notARow(e.Value)
@@ -185,7 +185,7 @@ func (f *mapFieldsFn) Process(pc *runner.ProcessContext, e runner.Element) error
 }
 
 func notARow(v any) error {
-	return &runner.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("expected a row, got %T", v)}
+	return &contract.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("expected a row, got %T", v)}
 }
 
 // slab hands out rows and value slices carved from larger allocations.
@@ -317,7 +317,7 @@ func (f *filterFn) Clone() any {
 	return &filterFn{expr: f.expr, prg: f.prg, act: activation{sc: f.act.sc}}
 }
 
-func (f *filterFn) keep(in *rowT, pc *runner.ProcessContext) (bool, error) {
+func (f *filterFn) keep(in *rowT, pc *contract.ProcessContext) (bool, error) {
 	f.act.reset(in, pc)
 	b, err := f.act.evalBool(f.prg)
 	if err != nil {
@@ -326,8 +326,8 @@ func (f *filterFn) keep(in *rowT, pc *runner.ProcessContext) (bool, error) {
 	return b, nil
 }
 
-// Process implements runner.DoFn.
-func (f *filterFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+// Process implements contract.DoFn.
+func (f *filterFn) Process(pc *contract.ProcessContext, e contract.Element) error {
 	in, ok := row.AsRow(e.Value)
 	if !ok {
 		return notARow(e.Value)
@@ -391,7 +391,7 @@ type validateFn struct {
 // Clone gives each worker its own activation.
 func (f *validateFn) Clone() any { return &validateFn{rules: f.rules, act: activation{sc: f.act.sc}} }
 
-func (f *validateFn) check(in *rowT, pc *runner.ProcessContext) error {
+func (f *validateFn) check(in *rowT, pc *contract.ProcessContext) error {
 	f.act.reset(in, pc)
 	for i := range f.rules {
 		r := &f.rules[i]
@@ -400,14 +400,14 @@ func (f *validateFn) check(in *rowT, pc *runner.ProcessContext) error {
 			return evalError("rule "+r.name, err)
 		}
 		if !ok {
-			return &runner.ElementError{Reason: r.name, Message: fmt.Sprintf("rule %s failed: %s", r.name, r.expr)}
+			return &contract.ElementError{Reason: r.name, Message: fmt.Sprintf("rule %s failed: %s", r.name, r.expr)}
 		}
 	}
 	return nil
 }
 
-// Process implements runner.DoFn.
-func (f *validateFn) Process(pc *runner.ProcessContext, e runner.Element) error {
+// Process implements contract.DoFn.
+func (f *validateFn) Process(pc *contract.ProcessContext, e contract.Element) error {
 	in, ok := row.AsRow(e.Value)
 	if !ok {
 		return notARow(e.Value)

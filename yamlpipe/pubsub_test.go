@@ -13,6 +13,7 @@ import (
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -67,7 +68,7 @@ func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 	src := fmt.Sprintf(pubsubPipeline, db)
 	src = replaceOnce(src, "        id_field: id_unused_placeholder\n", "")
 	job := &JobEnv{Name: "orders-job", ID: "job-1", Generation: 1, DataDir: dir, Broker: b}
-	load := func() *runner.Program {
+	load := func() *contract.Program {
 		p, err := Load("p.yaml", []byte(src), Options{BaseDir: dir, Job: job})
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 type rowT = row.Row
@@ -111,7 +111,7 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 // timestamped gives a literal row its event time and source position; a
 // missing or unparsable timestamp makes it a bad_timestamp reject.
 func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) weir.TimestampedValue[*rowT] {
-	tv := weir.TimestampedValue[*rowT]{Value: r, Time: def, Source: &runner.SourcePos{Source: l.file, Offset: int64(n.line)}}
+	tv := weir.TimestampedValue[*rowT]{Value: r, Time: def, Source: &contract.SourcePos{Source: l.file, Offset: int64(n.line)}}
 	if tsField == "" {
 		return tv
 	}
@@ -121,7 +121,7 @@ func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) w
 		if raw := n.get(tsField); raw != nil && v == nil && raw.kind == kString {
 			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.text)
 		}
-		tv.Err = &runner.ElementError{Reason: files.ReasonBadTimestamp, Message: fmt.Sprintf("field %s: %v", tsField, err)}
+		tv.Err = &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: fmt.Sprintf("field %s: %v", tsField, err)}
 		return tv
 	}
 	tv.Time = ts
@@ -523,7 +523,7 @@ func buildFlatten(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 	}
 	if first.isReject {
-		cs := make([]weir.PCollection[runner.Reject], len(ins))
+		cs := make([]weir.PCollection[contract.Reject], len(ins))
 		for i, c := range ins {
 			cs[i] = c.rejects
 		}

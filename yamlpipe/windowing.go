@@ -3,7 +3,7 @@ package yamlpipe
 import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -226,9 +226,9 @@ func windowInto(s weir.Scope, name string, in *coll, ws window.Strategy, opts ..
 	return rowsColl(in.schema, weir.WindowInto(s, name, in.rows, ws, opts...))
 }
 
-func parDo(s weir.Scope, name string, in *coll, fn runner.DoFn, opts ...weir.StepOption) weir.PCollection[*rowT] {
+func parDo(s weir.Scope, name string, in *coll, fn contract.DoFn, opts ...weir.StepOption) weir.PCollection[*rowT] {
 	if in.isReject {
-		return weir.ParDoFn[runner.Reject, *rowT](s, name, in.rejects, fn, opts...)
+		return weir.ParDoFn[contract.Reject, *rowT](s, name, in.rejects, fn, opts...)
 	}
 	return weir.ParDoFn[*rowT, *rowT](s, name, in.rows, fn, opts...)
 }
@@ -240,7 +240,7 @@ func sideView(name string, c *coll) weir.SideInput {
 	return weir.AsList(name, c.rows)
 }
 
-func write(s weir.Scope, name string, in *coll, sink runner.Sink, opts ...weir.StepOption) {
+func write(s weir.Scope, name string, in *coll, sink contract.Sink, opts ...weir.StepOption) {
 	if in.isReject {
 		weir.Write(s, name, in.rejects, sink, opts...)
 		return

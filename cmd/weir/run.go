@@ -178,9 +178,33 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		res = &runner.Result{}
 	}
 	if f.format == formatJSON {
-		return writeJSON(e.stdout, res)
+		return writeJSON(e.stdout, runResultOf(res))
 	}
 	return writeStepTable(e.stdout, res)
+}
+
+// runResult is what `weir run --format json` prints for a pipeline run in
+// this process: the counters of every step.
+type runResult struct {
+	Steps []stepCounts `json:"steps"`
+}
+
+// stepCounts are the counters of one step in a runResult.
+type stepCounts struct {
+	Name                string `json:"name"`
+	ElementsIn          int64  `json:"elements_in"`
+	ElementsOut         int64  `json:"elements_out"`
+	Rejects             int64  `json:"rejects"`
+	DroppedLateElements int64  `json:"dropped_late_elements"`
+}
+
+func runResultOf(res *runner.Result) runResult {
+	out := runResult{Steps: make([]stepCounts, 0, len(res.Steps))}
+	for _, s := range res.Steps {
+		out.Steps = append(out.Steps, stepCounts{Name: s.Name, ElementsIn: s.ElementsIn, ElementsOut: s.ElementsOut,
+			Rejects: s.Rejects, DroppedLateElements: s.DroppedLateElements})
+	}
+	return out
 }
 
 // submitted is what `weir run --format json` prints for a submitted job.

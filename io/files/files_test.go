@@ -10,18 +10,18 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-func readAll(t *testing.T, src *Source) []runner.Element {
+func readAll(t *testing.T, src *Source) []contract.Element {
 	t.Helper()
 	splits, err := src.Split(context.Background(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []runner.Element
+	var out []contract.Element
 	for _, sp := range splits {
-		buf := make([]runner.Element, 2)
+		buf := make([]contract.Element, 2)
 		for {
 			res, err := sp.Read(context.Background(), buf)
 			if err != nil {
@@ -49,7 +49,7 @@ func TestJSONSource(t *testing.T) {
 	}
 	for i, e := range got {
 		reason := "ok"
-		if rj, ok := e.Value.(runner.Reject); ok {
+		if rj, ok := e.Value.(contract.Reject); ok {
 			reason = rj.Reason
 			if rj.Step != "R" || rj.Source.Offset != int64(i+1) {
 				t.Errorf("reject %d: %+v", i, rj)
@@ -77,7 +77,7 @@ func TestSinkConcurrentWrites(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < 50; i++ {
 					r := &row.Row{Schema: s, Values: []any{int64(w), "a,\"b\""}}
-					if err := sink.Write(context.Background(), w, []runner.Element{{Value: r}}); err != nil {
+					if err := sink.Write(context.Background(), w, []contract.Element{{Value: r}}); err != nil {
 						t.Error(err)
 					}
 				}

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Sink writes rows to one file, as JSON lines or CSV. Write may be called
@@ -74,7 +74,7 @@ func (s *Sink) openLocked() error {
 }
 
 // Write appends the rows of elems to the file.
-func (s *Sink) Write(_ context.Context, _ int, elems []runner.Element) error {
+func (s *Sink) Write(_ context.Context, _ int, elems []contract.Element) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.openLocked(); err != nil {

@@ -1,10 +1,10 @@
 // Package files owns the file connectors of YAML pipelines: sources that
 // read JSON lines and CSV files into rows (with event time taken from a
 // field, and rejects for lines that do not parse) and sinks that write rows
-// as JSON lines or CSV. They implement runner.Source and runner.Sink, the
+// as JSON lines or CSV. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner, mtime, window and the standard library.
+// It may import row, runner/contract, mtime, window and the standard library.
 package files
 
 import (
@@ -22,7 +22,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -88,12 +88,12 @@ func Files(path string) ([]string, error) {
 }
 
 // Split returns one split per file (files cannot be split further).
-func (s *Source) Split(_ context.Context, _ int) ([]runner.SourceSplit, error) {
+func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error) {
 	paths, err := Files(s.cfg.Path)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]runner.SourceSplit, 0, len(paths))
+	out := make([]contract.SourceSplit, 0, len(paths))
 	for _, p := range paths {
 		out = append(out, &split{cfg: &s.cfg, path: p})
 	}
@@ -150,10 +150,10 @@ func (s *split) open() error {
 }
 
 // Read fills buf with up to len(buf) elements.
-func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	if s.f == nil && !s.done {
 		if err := s.open(); err != nil {
-			return runner.ReadResult{}, err
+			return contract.ReadResult{}, err
 		}
 	}
 	n := 0
@@ -166,19 +166,19 @@ func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResu
 			ok, err = s.readJSON(&buf[n])
 		}
 		if err != nil {
-			return runner.ReadResult{N: n}, err
+			return contract.ReadResult{N: n}, err
 		}
 		if ok {
 			n++
 		}
 	}
 	if n == 0 && ctx.Err() != nil {
-		return runner.ReadResult{}, ctx.Err()
+		return contract.ReadResult{}, ctx.Err()
 	}
 	if s.done {
-		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+		return contract.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
 	}
-	return runner.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
+	return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
 }
 
 // nextLine returns the next line without its end, or io.EOF.
@@ -203,18 +203,18 @@ func (s *split) nextLine() ([]byte, error) {
 	return bytes.TrimSuffix(line, []byte{'\r'}), nil
 }
 
-func (s *split) element(v any, t mtime.Time) runner.Element {
-	return runner.Element{Value: v, Time: t, Window: window.Global, Pane: window.NoFiring,
-		Source: &runner.SourcePos{Source: s.path, Offset: s.line}}
+func (s *split) element(v any, t mtime.Time) contract.Element {
+	return contract.Element{Value: v, Time: t, Window: window.Global, Pane: window.NoFiring,
+		Source: &contract.SourcePos{Source: s.path, Offset: s.line}}
 }
 
-func (s *split) reject(dst *runner.Element, elem any, reason, msg string) {
-	*dst = s.element(runner.Reject{Element: elem, Step: s.cfg.Step, Reason: reason, Message: msg,
-		Source: &runner.SourcePos{Source: s.path, Offset: s.line}}, mtime.MinTimestamp)
+func (s *split) reject(dst *contract.Element, elem any, reason, msg string) {
+	*dst = s.element(contract.Reject{Element: elem, Step: s.cfg.Step, Reason: reason, Message: msg,
+		Source: &contract.SourcePos{Source: s.path, Offset: s.line}}, mtime.MinTimestamp)
 }
 
 // finish sets event time from the timestamp field and stores the row.
-func (s *split) finish(dst *runner.Element, r *row.Row, raw any) {
+func (s *split) finish(dst *contract.Element, r *row.Row, raw any) {
 	t := mtime.MinTimestamp
 	if i := s.cfg.TimestampField; i >= 0 {
 		ts, err := row.ToTimestamp(r.Values[i])
@@ -227,7 +227,7 @@ func (s *split) finish(dst *runner.Element, r *row.Row, raw any) {
 	*dst = s.element(r, t)
 }
 
-func (s *split) readJSON(dst *runner.Element) (bool, error) {
+func (s *split) readJSON(dst *contract.Element) (bool, error) {
 	line, err := s.nextLine()
 	if err == io.EOF {
 		s.done = true
@@ -276,7 +276,7 @@ func (s *split) readJSON(dst *runner.Element) (bool, error) {
 	return true, nil
 }
 
-func (s *split) readCSV(dst *runner.Element) (bool, error) {
+func (s *split) readCSV(dst *contract.Element) (bool, error) {
 	rec, err := s.cr.Read()
 	if err == io.EOF {
 		s.done = true

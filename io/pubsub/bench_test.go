@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Benchmarks on the embedded broker with its file store and 100-byte
@@ -127,9 +127,9 @@ func BenchmarkSourceRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sp := sps[0].(runner.PositionedSplit)
+	sp := sps[0].(contract.PositionedSplit)
 	defer sp.Close()
-	buf := make([]runner.Element, 1024)
+	buf := make([]contract.Element, 1024)
 	b.SetBytes(100)
 	b.ResetTimer()
 	start := time.Now()

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // DeadLetterTopic returns the name of job's dead-letter topic,
@@ -23,7 +23,7 @@ func DeadLetterTopic(jobName string) string { return deadLetterPrefix + jobName 
 // source: {source, offset}}. A non-empty msgID de-duplicates replays (use
 // the reject's source position, e.g. RejectID). It returns the message's
 // stream sequence.
-func (b *Broker) PublishReject(ctx context.Context, jobName string, rj runner.Reject, msgID string) (uint64, error) {
+func (b *Broker) PublishReject(ctx context.Context, jobName string, rj contract.Reject, msgID string) (uint64, error) {
 	topic := DeadLetterTopic(jobName)
 	data := row.AppendJSON(nil, row.FromReject(rj))
 	// No retries: a missing topic is the expected first-time case.
@@ -47,7 +47,7 @@ func (b *Broker) PublishReject(ctx context.Context, jobName string, rj runner.Re
 // RejectID returns a message ID for a reject that is the same when a replay
 // rejects the same element again: step, reason and source position. It is
 // empty when the reject has no source position.
-func RejectID(rj runner.Reject) string {
+func RejectID(rj contract.Reject) string {
 	if rj.Source == nil {
 		return ""
 	}

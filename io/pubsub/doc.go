@@ -40,7 +40,7 @@
 // (Resume) or to the acknowledgement floor (Split), and any other reader gets
 // them again after the subscription's AckWait.
 //
-// It may import row, runner, mtime, window, the NATS server and client
+// It may import row, runner/contract, mtime, window, the NATS server and client
 // modules and the standard library; it knows nothing of YAML, HTTP or the
 // job store.
 package pubsub

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 func testLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -65,10 +65,10 @@ func tctx(t testing.TB) context.Context {
 }
 
 // readN reads from sp until it has n elements or the deadline passes.
-func readN(t *testing.T, ctx context.Context, sp runner.SourceSplit, n int, bufSize int) []runner.Element {
+func readN(t *testing.T, ctx context.Context, sp contract.SourceSplit, n int, bufSize int) []contract.Element {
 	t.Helper()
-	var out []runner.Element
-	buf := make([]runner.Element, bufSize)
+	var out []contract.Element
+	buf := make([]contract.Element, bufSize)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(out) < n && time.Now().Before(deadline) {
 		want := min(bufSize, n-len(out))
@@ -85,10 +85,10 @@ func readN(t *testing.T, ctx context.Context, sp runner.SourceSplit, n int, bufS
 }
 
 // readIdle reads until a Read returns nothing, and returns what was read.
-func readIdle(t *testing.T, ctx context.Context, sp runner.SourceSplit) ([]runner.Element, runner.ReadResult) {
+func readIdle(t *testing.T, ctx context.Context, sp contract.SourceSplit) ([]contract.Element, contract.ReadResult) {
 	t.Helper()
-	var out []runner.Element
-	buf := make([]runner.Element, 64)
+	var out []contract.Element
+	buf := make([]contract.Element, 64)
 	for {
 		res, err := sp.Read(ctx, buf)
 		if err != nil {

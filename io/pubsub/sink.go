@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // SinkConfig configures a WriteToPubSub sink.
@@ -69,7 +69,7 @@ func (c *SinkConfig) Validate() error {
 // Sink is the WriteToPubSub sink: it publishes each element as one message
 // (a row as a JSON object, or raw bytes) with a deterministic message ID, so
 // that JetStream's duplicate window drops what a replay publishes again. It
-// implements runner.TransactionalSink.
+// implements contract.TransactionalSink.
 //
 // Lifecycle: Write is called with each bundle from the worker that produced
 // it (concurrently across workers) and only buffers. At a checkpoint
@@ -119,7 +119,7 @@ func (s *Sink) Stats() (published, duplicates int64) {
 }
 
 // Write encodes elems and buffers them for worker.
-func (s *Sink) Write(_ context.Context, worker int, elems []runner.Element) error {
+func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) error {
 	msgs := make([]outMsg, 0, len(elems))
 	for i := range elems {
 		m, err := s.encode(elems[i].Value)

@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-func rowElems(from, to int) []runner.Element {
-	var out []runner.Element
+func rowElems(from, to int) []contract.Element {
+	var out []contract.Element
 	for i := from; i <= to; i++ {
 		r := row.New(orderSchema)
 		r.Values[0], r.Values[1], r.Values[3] = "N", int64(i), fmt.Sprintf("k%d", i)
-		out = append(out, runner.Element{Value: r})
+		out = append(out, contract.Element{Value: r})
 	}
 	return out
 }
@@ -115,10 +115,10 @@ func TestSinkIDFieldAndRaw(t *testing.T) {
 		t.Fatalf("keyed topic has %d messages", ti.Messages)
 	}
 	raw, _ := NewSink(b, SinkConfig{Topic: "keyed", ID: "j/R", Format: FormatRaw})
-	if err := raw.Write(ctx, 0, []runner.Element{{Value: "text"}, {Value: []byte("bytes")}}); err != nil {
+	if err := raw.Write(ctx, 0, []contract.Element{{Value: "text"}, {Value: []byte("bytes")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := raw.Write(ctx, 0, []runner.Element{{Value: 3.5}}); err == nil {
+	if err := raw.Write(ctx, 0, []contract.Element{{Value: 3.5}}); err == nil {
 		t.Fatal("raw sink accepted a float")
 	}
 	if err := raw.Close(ctx); err != nil {

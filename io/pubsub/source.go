@@ -16,7 +16,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -208,8 +208,8 @@ func (c *SourceConfig) Validate() error {
 // Source is the ReadFromPubSub source: it reads one subscription as one
 // split (a subscription is one cursor; reading it from several workers would
 // need one subscription per partition, which a later version may add). It
-// implements runner.ResumableSource; its splits implement
-// runner.PositionedSplit.
+// implements contract.ResumableSource; its splits implement
+// contract.PositionedSplit.
 //
 // Lifecycle: the runner calls Split (a fresh start) or Resume (from a
 // checkpoint) once; then Read repeatedly from one goroutine, Position between
@@ -256,12 +256,12 @@ func (s *Source) BacklogElements() (int64, bool) {
 // acknowledgement floor: messages delivered earlier but not acknowledged
 // (an earlier run that stopped before its checkpoint) are delivered again
 // at once.
-func (s *Source) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
+func (s *Source) Split(ctx context.Context, _ int) ([]contract.SourceSplit, error) {
 	sp, err := s.open(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	return []runner.SourceSplit{sp}, nil
+	return []contract.SourceSplit{sp}, nil
 }
 
 // Resume opens the subscription from the position a checkpoint recorded:
@@ -269,7 +269,7 @@ func (s *Source) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error)
 // delivered again. With ID de-duplication, the IDs of the messages within
 // DedupeWindow before the position are read back from the topic first, so
 // de-duplication spans the restart.
-func (s *Source) Resume(ctx context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
+func (s *Source) Resume(ctx context.Context, positions [][]byte) ([]contract.SourceSplit, error) {
 	if len(positions) == 0 {
 		return s.Split(ctx, 1)
 	}
@@ -287,7 +287,7 @@ func (s *Source) Resume(ctx context.Context, positions [][]byte) ([]runner.Sourc
 	if err != nil {
 		return nil, err
 	}
-	return []runner.SourceSplit{sp}, nil
+	return []contract.SourceSplit{sp}, nil
 }
 
 func (s *Source) open(ctx context.Context, from *position) (*split, error) {
@@ -413,7 +413,7 @@ const fetchBatch = 4
 // there is nothing; it returns ctx's error when ctx is done before any
 // element arrived. A fetch still in flight when Read returns is continued by
 // the next Read, so no delivered message is lost.
-func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	n := 0
 	fetched := false
 	for n < len(buf) {
@@ -463,13 +463,13 @@ func (s *split) Read(ctx context.Context, buf []runner.Element) (runner.ReadResu
 	return s.result(n), nil
 }
 
-func (s *split) result(n int) runner.ReadResult {
-	return runner.ReadResult{N: n, Watermark: s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)}
+func (s *split) result(n int) contract.ReadResult {
+	return contract.ReadResult{N: n, Watermark: s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)}
 }
 
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
-func (s *split) handle(m jetstream.Msg, dst *runner.Element) (bool, error) {
+func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	md, err := m.Metadata()
 	if err != nil {
 		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
@@ -486,7 +486,7 @@ func (s *split) handle(m jetstream.Msg, dst *runner.Element) (bool, error) {
 	publish := mtime.FromTime(md.Timestamp)
 	s.pos = position{V: positionVersion, Subscription: s.cfg.Subscription, StreamSeq: seq,
 		ConsumerSeq: md.Sequence.Consumer, PublishMillis: int64(publish), Ack: m.Reply()}
-	src := &runner.SourcePos{Source: s.srcName, Offset: int64(seq)}
+	src := &contract.SourcePos{Source: s.srcName, Offset: int64(seq)}
 	hdr := m.Headers()
 
 	if s.seen != nil && s.cfg.IDAttribute != "" {
@@ -535,7 +535,7 @@ func (s *split) handle(m jetstream.Msg, dst *runner.Element) (bool, error) {
 		t = ts
 	}
 	s.wm.observe(t)
-	*dst = runner.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
+	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
 	return true, nil
 }
 
@@ -572,9 +572,9 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 	return r, "", ""
 }
 
-func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *runner.SourcePos) runner.Element {
-	return runner.Element{
-		Value: runner.Reject{Element: string(data), Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
+func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *contract.SourcePos) contract.Element {
+	return contract.Element{
+		Value: contract.Reject{Element: string(data), Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
 		Time:  t, Window: window.Global, Pane: window.NoFiring, Source: src,
 	}
 }

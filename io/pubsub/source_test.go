@@ -12,12 +12,12 @@ import (
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-func rejectFixture() runner.Reject {
-	return runner.Reject{Element: `{"amount":"x"}`, Step: "ReadOrders", Reason: "schema_mismatch",
-		Message: "field amount: want int", Source: &runner.SourcePos{Source: "orders/sub", Offset: 7}}
+func rejectFixture() contract.Reject {
+	return contract.Reject{Element: `{"amount":"x"}`, Step: "ReadOrders", Reason: "schema_mismatch",
+		Message: "field amount: want int", Source: &contract.SourcePos{Source: "orders/sub", Offset: 7}}
 }
 
 var orderSchema = row.MustSchema(
@@ -40,7 +40,7 @@ func setupTopic(t *testing.T, b *Broker, topic, sub string, ackWait time.Duratio
 	}
 }
 
-func openSplit(t *testing.T, src *Source) runner.PositionedSplit {
+func openSplit(t *testing.T, src *Source) contract.PositionedSplit {
 	t.Helper()
 	sps, err := src.Split(tctx(t), 4)
 	if err != nil {
@@ -50,13 +50,13 @@ func openSplit(t *testing.T, src *Source) runner.PositionedSplit {
 		t.Fatalf("%d splits, want 1", len(sps))
 	}
 	t.Cleanup(func() { sps[0].Close() })
-	return sps[0].(runner.PositionedSplit)
+	return sps[0].(contract.PositionedSplit)
 }
 
 // describe renders an element as "value@time" or "reject:reason@time".
-func describe(e runner.Element) string {
+func describe(e contract.Element) string {
 	switch v := e.Value.(type) {
-	case runner.Reject:
+	case contract.Reject:
 		return "reject:" + v.Reason + "@" + e.Time.Format()
 	case *row.Row:
 		return v.String() + "@" + e.Time.Format()
@@ -140,7 +140,7 @@ func TestSourceJSON(t *testing.T) {
 			got := readN(t, ctx, sp, len(tc.msgs), 4)
 			for j, e := range got {
 				d := describe(e)
-				if rj, ok := e.Value.(runner.Reject); ok {
+				if rj, ok := e.Value.(contract.Reject); ok {
 					d = "reject:" + rj.Reason + "@"
 					if rj.Step != "ReadOrders" || rj.Element != tc.msgs[j].data || rj.Source == nil || rj.Message == "" {
 						t.Errorf("reject %d = %+v", j, rj)
@@ -231,7 +231,7 @@ func TestReadBlocksBrieflyAndHonoursCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := openSplit(t, src)
-	buf := make([]runner.Element, 16)
+	buf := make([]contract.Element, 16)
 	start := time.Now()
 	res, err := sp.Read(context.Background(), buf)
 	if err != nil || res.N != 0 {
@@ -352,7 +352,7 @@ func publishN(t *testing.T, b *Broker, topic string, from, to int, id func(i int
 	}
 }
 
-func amounts(es []runner.Element) []int64 {
+func amounts(es []contract.Element) []int64 {
 	out := make([]int64, len(es))
 	for i, e := range es {
 		v, _ := e.Value.(*row.Row).Get("amount")
@@ -416,7 +416,7 @@ func testAckResume(t *testing.T, b *Broker, topic, sub string, resume bool) {
 	}
 
 	src2, _ := NewSource(b, cfg)
-	var sps []runner.SourceSplit
+	var sps []contract.SourceSplit
 	if resume {
 		sps, err = src2.Resume(ctx, [][]byte{pos50})
 	} else {
@@ -425,7 +425,7 @@ func testAckResume(t *testing.T, b *Broker, topic, sub string, resume bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp2 := sps[0].(runner.PositionedSplit)
+	sp2 := sps[0].(contract.PositionedSplit)
 	defer sp2.Close()
 	again := readN(t, ctx, sp2, 50, 64)
 	if got, want := fmt.Sprint(amounts(again)), fmt.Sprint(seqRange(51, 100)); got != want {

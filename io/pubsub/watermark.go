@@ -30,7 +30,9 @@ const (
 //     carries old event times (a backfill).
 //
 // The watermark never moves backwards, and without data and before the idle
-// timeout it stays at −∞.
+// timeout it stays at −∞. This is one split's estimate only: the runner
+// combines the splits' watermarks (the minimum across splits, then across
+// a step's inputs) by the rule written in runner/watermark.go.
 type WatermarkPolicy struct {
 	// MaxOutOfOrderness is the bound on lateness. Default
 	// DefaultMaxOutOfOrderness (10s); negative means 0.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -38,7 +38,7 @@ func BenchmarkCommit(b *testing.B) {
 				if err := s.Prepare(ctx); err != nil {
 					b.Fatal(err)
 				}
-				elems := make([]runner.Element, benchRows)
+				elems := make([]contract.Element, benchRows)
 				fill := func(iter int) {
 					for j := range elems {
 						k := j
@@ -48,7 +48,7 @@ func BenchmarkCommit(b *testing.B) {
 						p := window.PaneInfo{Index: int64(iter), Timing: window.Late, IsFirst: iter == 0}
 						elems[j] = total(fmt.Sprintf("region-%08d", k), int64(iter*7+j), w0, p)
 						if kind == "append" {
-							elems[j].Source = &runner.SourcePos{Source: "bench", Offset: int64(k)}
+							elems[j].Source = &contract.SourcePos{Source: "bench", Offset: int64(k)}
 						}
 					}
 				}
@@ -81,7 +81,7 @@ func BenchmarkEncode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	elems := make([]runner.Element, benchRows)
+	elems := make([]contract.Element, benchRows)
 	for j := range elems {
 		elems[j] = total(fmt.Sprintf("region-%08d", j), int64(j), w0, onTime0)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -91,7 +91,7 @@ type Config struct {
 	// ElementID gives an append-mode row its identity; it must be
 	// deterministic across replays. Default DefaultElementID (plus an
 	// occurrence suffix, see there).
-	ElementID func(e *runner.Element, r *row.Row) (string, error)
+	ElementID func(e *contract.Element, r *row.Row) (string, error)
 	// FlushEvery, when > 0, makes Write apply a worker's buffer directly once
 	// it holds that many rows (its own transaction, no progress record). Use it
 	// only for runs that take no checkpoints (bounded in-process runs), to

@@ -64,7 +64,7 @@
 //
 // # Lifecycle and exactly-once
 //
-// Sink implements runner.Sink and runner.TransactionalSink:
+// Sink implements contract.Sink and contract.TransactionalSink:
 //
 //   - New validates the configuration against the row schema; it does no I/O.
 //   - Prepare (or Validate) is run by the caller at submit time, before any
@@ -109,7 +109,7 @@
 //
 // # Dependencies
 //
-// The package may import row, runner, window, mtime, the two database
+// The package may import row, runner/contract, window, mtime, the two database
 // drivers and the standard library. It knows nothing of YAML or the job
 // service: the WriteToSql transform builds a Config and a schema and hands
 // the Sink to the runner.

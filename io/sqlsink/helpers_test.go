@@ -15,7 +15,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -228,12 +228,12 @@ var (
 )
 
 // total returns a windowed total as a Combine step emits it.
-func total(region string, cents int64, w window.Window, p window.PaneInfo) runner.Element {
+func total(region string, cents int64, w window.Window, p window.PaneInfo) contract.Element {
 	r := &row.Row{Schema: totalsSchema, Values: []any{region, cents, nil, nil, row.PaneRow(p)}}
 	if !w.IsGlobal() {
 		r.Values[2], r.Values[3] = w.Start, w.End
 	}
-	return runner.Element{Value: r, Time: w.MaxTimestamp(), Window: w, Pane: p}
+	return contract.Element{Value: r, Time: w.MaxTimestamp(), Window: w, Pane: p}
 }
 
 var (
@@ -242,7 +242,7 @@ var (
 )
 
 // commit writes elems on worker 0 and commits them as epoch.
-func commit(t *testing.T, s *Sink, epoch uint64, elems ...runner.Element) []byte {
+func commit(t *testing.T, s *Sink, epoch uint64, elems ...contract.Element) []byte {
 	t.Helper()
 	ctx := context.Background()
 	if err := s.Write(ctx, 0, elems); err != nil {

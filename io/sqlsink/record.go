@@ -11,7 +11,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Records are flat []any slices with one value per record column (layout.nrec
@@ -57,7 +57,7 @@ func convert(v any, k colKind) (any, error) {
 }
 
 // appendRecord converts one element into record values appended to dst.
-func (l *layout) appendRecord(dst []any, e *runner.Element, r *row.Row) ([]any, error) {
+func (l *layout) appendRecord(dst []any, e *contract.Element, r *row.Row) ([]any, error) {
 	var pane *row.Row
 	if l.pane >= 0 {
 		pane, _ = r.Values[l.pane].(*row.Row)
@@ -131,7 +131,7 @@ func (l *layout) appendRecord(dst []any, e *runner.Element, r *row.Row) ([]any, 
 // "#3". That is deterministic because a source element's outputs reach the
 // sink together, in order, on one worker, before the next barrier. Supply
 // Config.ElementID instead when rows carry their own identity (an event ID).
-func DefaultElementID(e *runner.Element, r *row.Row) (string, error) {
+func DefaultElementID(e *contract.Element, r *row.Row) (string, error) {
 	var buf [8]byte
 	h := sha256.New()
 	if e.Source != nil {

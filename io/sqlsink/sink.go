@@ -12,11 +12,11 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-// Sink is a WriteToSql sink. It implements runner.Sink and
-// runner.TransactionalSink; the package documentation describes the
+// Sink is a WriteToSql sink. It implements contract.Sink and
+// contract.TransactionalSink; the package documentation describes the
 // lifecycle. Its methods are safe for concurrent use.
 //
 // Lock order: Sink.mu, then workerBuf.mu; dbMu is never acquired while
@@ -236,7 +236,7 @@ func (s *Sink) worker(w int) (*workerBuf, error) {
 // unless Config.FlushEvery is set. An element that cannot be written (a
 // wrong type, a null key) fails the call with an error naming the table and
 // column; the bundle's earlier rows stay buffered.
-func (s *Sink) Write(ctx context.Context, worker int, elems []runner.Element) error {
+func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
 	wb, err := s.worker(worker)
 	if err != nil {
 		return err
@@ -257,7 +257,7 @@ func (s *Sink) Write(ctx context.Context, worker int, elems []runner.Element) er
 	return err
 }
 
-func (s *Sink) bufferLocked(wb *workerBuf, elems []runner.Element) error {
+func (s *Sink) bufferLocked(wb *workerBuf, elems []contract.Element) error {
 	l := s.l
 	for i := range elems {
 		e := &elems[i]
@@ -287,7 +287,7 @@ func (s *Sink) bufferLocked(wb *workerBuf, elems []runner.Element) error {
 }
 
 // elementID fills the element_id of the record just appended.
-func (s *Sink) elementID(wb *workerBuf, e *runner.Element, r *row.Row) error {
+func (s *Sink) elementID(wb *workerBuf, e *contract.Element, r *row.Row) error {
 	var id string
 	var err error
 	if s.cfg.ElementID != nil {

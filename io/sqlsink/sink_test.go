@@ -10,7 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -134,8 +134,8 @@ func TestPanesInOneEpoch(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		s := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
 		ctx := context.Background()
-		must(t, s.Write(ctx, 0, []runner.Element{total("NORTH", 475, w0, late1), total("NORTH", 425, w0, onTime0)}))
-		must(t, s.Write(ctx, 1, []runner.Element{total("NORTH", 425, w0, onTime0), total("WEST", 100, w0, onTime0)}))
+		must(t, s.Write(ctx, 0, []contract.Element{total("NORTH", 475, w0, late1), total("NORTH", 425, w0, onTime0)}))
+		must(t, s.Write(ctx, 1, []contract.Element{total("NORTH", 425, w0, onTime0), total("WEST", 100, w0, onTime0)}))
 		p0, err := s.PreCommit(ctx, 0, 1)
 		must(t, err)
 		p1, err := s.PreCommit(ctx, 1, 1)
@@ -182,8 +182,8 @@ func TestGlobalWindow(t *testing.T) {
 		t.Run("element window and pane", func(t *testing.T) {
 			e := newEnv(t, e.driver)
 			s := e.sink(e.config(ModeUpsert, "region"), bare)
-			el := func(v int64, w window.Window, p window.PaneInfo) runner.Element {
-				return runner.Element{Value: &row.Row{Schema: bare, Values: []any{"NORTH", v}}, Window: w, Pane: p}
+			el := func(v int64, w window.Window, p window.PaneInfo) contract.Element {
+				return contract.Element{Value: &row.Row{Schema: bare, Values: []any{"NORTH", v}}, Window: w, Pane: p}
 			}
 			commit(t, s, 1, el(425, window.Global, onTime0), el(7, w0, onTime0))
 			commit(t, s, 2, el(475, window.Global, late1), el(8, w0, late1))
@@ -209,9 +209,9 @@ var eventSchema = row.MustSchema(
 	row.Field{Name: "amount", Type: row.Of(row.KindInt)},
 )
 
-func event(user string, amount int64, src string, off int64) runner.Element {
-	return runner.Element{Value: &row.Row{Schema: eventSchema, Values: []any{user, amount}},
-		Window: window.Global, Pane: window.NoFiring, Source: &runner.SourcePos{Source: src, Offset: off}}
+func event(user string, amount int64, src string, off int64) contract.Element {
+	return contract.Element{Value: &row.Row{Schema: eventSchema, Values: []any{user, amount}},
+		Window: window.Global, Pane: window.NoFiring, Source: &contract.SourcePos{Source: src, Offset: off}}
 }
 
 // TestAppendIdempotent: append mode stores each element once, however often
@@ -222,7 +222,7 @@ func TestAppendIdempotent(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		s := e.sink(e.config(ModeAppend), eventSchema)
-		batch := []runner.Element{event("ann", 5, "in.csv", 1), event("bob", 7, "in.csv", 2),
+		batch := []contract.Element{event("ann", 5, "in.csv", 1), event("bob", 7, "in.csv", 2),
 			// A FlatMap emitting the same row twice from line 3: two elements.
 			event("cid", 1, "in.csv", 3), event("cid", 1, "in.csv", 3)}
 		steps := []struct {
@@ -258,7 +258,7 @@ func TestAppendIdempotent(t *testing.T) {
 func TestAppendCustomElementID(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		cfg := e.config(ModeAppend)
-		cfg.ElementID = func(_ *runner.Element, r *row.Row) (string, error) {
+		cfg.ElementID = func(_ *contract.Element, r *row.Row) (string, error) {
 			u, _ := r.Get("user")
 			return u.(string), nil
 		}
@@ -279,7 +279,7 @@ func TestCrashReplay(t *testing.T) {
 			forEachDriver(t, func(t *testing.T, e *env) {
 				ctx := context.Background()
 				schema, key := totalsSchema, []string{"region"}
-				elems := []runner.Element{total("NORTH", 425, w0, onTime0), total("WEST", 100, w0, onTime0)}
+				elems := []contract.Element{total("NORTH", 425, w0, onTime0), total("WEST", 100, w0, onTime0)}
 				if mode == ModeAppend {
 					key = nil
 				}
@@ -326,8 +326,8 @@ func TestCloseCommitsBuffered(t *testing.T) {
 		ctx := context.Background()
 		s, err := New(e.config(ModeUpsert, "region"), totalsSchema)
 		must(t, err)
-		must(t, s.Write(ctx, 0, []runner.Element{total("NORTH", 425, w0, onTime0)}))
-		must(t, s.Write(ctx, 3, []runner.Element{total("WEST", 100, w0, onTime0)}))
+		must(t, s.Write(ctx, 0, []contract.Element{total("NORTH", 425, w0, onTime0)}))
+		must(t, s.Write(ctx, 3, []contract.Element{total("WEST", 100, w0, onTime0)}))
 		must(t, s.Close(ctx))
 		if n := e.count(); n != 2 {
 			t.Fatalf("%d rows after Close, want 2", n)
@@ -340,7 +340,7 @@ func TestCloseCommitsBuffered(t *testing.T) {
 		}
 		s2 := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
 		commit(t, s2, 4, total("NORTH", 475, w0, late1))
-		must(t, s2.Write(ctx, 0, []runner.Element{total("SOUTH", 3, w0, onTime0)}))
+		must(t, s2.Write(ctx, 0, []contract.Element{total("SOUTH", 3, w0, onTime0)}))
 		must(t, s2.Close(ctx))
 		if got := e.progress(e.table + "/Write"); got != 5 {
 			t.Fatalf("progress %d after Close of a checkpointed run, want 5", got)
@@ -351,7 +351,7 @@ func TestCloseCommitsBuffered(t *testing.T) {
 		// A checkpoint that never completes: its pre-committed rows are not
 		// lost at Close.
 		s3 := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
-		must(t, s3.Write(ctx, 0, []runner.Element{total("EAST", 9, w0, onTime0)}))
+		must(t, s3.Write(ctx, 0, []contract.Element{total("EAST", 9, w0, onTime0)}))
 		_, err = s3.PreCommit(ctx, 0, 6)
 		must(t, err)
 		must(t, s3.Close(ctx))
@@ -371,15 +371,15 @@ func TestFlushEvery(t *testing.T) {
 		cfg := e.config(ModeAppend)
 		cfg.FlushEvery = 2
 		s := e.sink(cfg, eventSchema)
-		must(t, s.Write(ctx, 0, []runner.Element{event("a", 1, "f", 1)}))
+		must(t, s.Write(ctx, 0, []contract.Element{event("a", 1, "f", 1)}))
 		if n := e.count(); n != 0 {
 			t.Fatalf("%d rows after 1 write, want 0", n)
 		}
-		must(t, s.Write(ctx, 0, []runner.Element{event("b", 1, "f", 2), event("c", 1, "f", 3)}))
+		must(t, s.Write(ctx, 0, []contract.Element{event("b", 1, "f", 2), event("c", 1, "f", 3)}))
 		if n := e.count(); n != 3 {
 			t.Fatalf("%d rows after 3 writes, want 3", n)
 		}
-		must(t, s.Write(ctx, 0, []runner.Element{event("d", 1, "f", 4)}))
+		must(t, s.Write(ctx, 0, []contract.Element{event("d", 1, "f", 4)}))
 		must(t, s.Close(ctx))
 		if n := e.count(); n != 4 {
 			t.Fatalf("%d rows after Close, want 4", n)
@@ -408,8 +408,8 @@ func TestTypesRoundTrip(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		s := e.sink(e.config(ModeUpsert, "id"), allTypes)
 		commit(t, s, 1,
-			runner.Element{Value: &row.Row{Schema: allTypes, Values: full}, Window: window.Global},
-			runner.Element{Value: &row.Row{Schema: allTypes, Values: null}, Window: window.Global})
+			contract.Element{Value: &row.Row{Schema: allTypes, Values: full}, Window: window.Global},
+			contract.Element{Value: &row.Row{Schema: allTypes, Values: null}, Window: window.Global})
 		got := e.query(`SELECT id, f, b, s, ts, tags, extra, pos FROM ` + quoteIdent(e.table) + ` ORDER BY id`)
 		if len(got) != 2 {
 			t.Fatalf("%d rows, want 2", len(got))
@@ -522,7 +522,7 @@ func TestExistingTable(t *testing.T) {
 		wider := row.MustSchema(append([]row.Field{{Name: "count", Type: row.Of(row.KindInt)}}, totalsSchema.Fields...)...)
 		s2 := e.sink(e.config(ModeUpsert, "region"), wider)
 		r := &row.Row{Schema: wider, Values: []any{int64(2), "NORTH", int64(475), w0.Start, w0.End, row.PaneRow(late1)}}
-		commit(t, s2, 2, runner.Element{Value: r, Window: w0, Pane: late1})
+		commit(t, s2, 2, contract.Element{Value: r, Window: w0, Pane: late1})
 		got := e.query(`SELECT "count", total FROM ` + quoteIdent(e.table))
 		if len(got) != 1 || got[0][0] != int64(2) || got[0][1] != int64(475) {
 			t.Fatalf("got %v, want [[2 475]]", got)
@@ -555,7 +555,7 @@ func TestWriteErrors(t *testing.T) {
 		{"not a row", "hello", "WriteToSql writes rows, got string"},
 		{"other schema", &row.Row{Schema: eventSchema, Values: []any{"a", int64(1)}}, "reached a sink built for"},
 	} {
-		err := s.Write(ctx, 0, []runner.Element{{Value: c.v}})
+		err := s.Write(ctx, 0, []contract.Element{{Value: c.v}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
@@ -661,7 +661,7 @@ func TestConcurrentWorkers(t *testing.T) {
 			go func() {
 				for i := range perWorker {
 					el := total(fmt.Sprintf("r-%d-%d", w, i), int64(i), w0, onTime0)
-					if err := s.Write(ctx, w, []runner.Element{el}); err != nil {
+					if err := s.Write(ctx, w, []contract.Element{el}); err != nil {
 						errs <- err
 						return
 					}

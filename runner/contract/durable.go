@@ -1,0 +1,207 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// This file declares what sources, sinks and stateful code implement so that
+// an execution can take consistent checkpoints and resume from them with
+// exactly-once results, and what a checkpoint holds. A checkpoint is an
+// aligned cut: every source records its position and injects a barrier for
+// epoch E in order with its data; keyed steps snapshot their state (per key
+// group) when the barrier arrived from all their inputs; sinks hand over what
+// they buffered before the barrier. The checkpoint (state, positions and
+// pre-committed sink data) is then written atomically; only after that are
+// sinks told to commit epoch E and sources to acknowledge what E covers.
+
+// PositionedSplit is a source split whose reading position can be recorded
+// in a checkpoint and acknowledged once the checkpoint is durable.
+type PositionedSplit interface {
+	SourceSplit
+	// Position returns an opaque encoding of the split's position after the
+	// last element Read returned. It is called between Read calls.
+	Position() ([]byte, error)
+	// Ack is called, from any goroutine, once a checkpoint that covers pos
+	// is durable: the split may acknowledge to its broker everything up to
+	// and including pos. Messages not acknowledged are redelivered after a
+	// crash or cancel. Ack must not block for long, and must work after
+	// Close too: a Pause closes its splits before the checkpoint commits.
+	Ack(ctx context.Context, pos []byte) error
+}
+
+// ResumableSource is a source that can be re-split from the positions a
+// checkpoint recorded, one per split in the order Split returned them.
+type ResumableSource interface {
+	Source
+	Resume(ctx context.Context, positions [][]byte) ([]SourceSplit, error)
+}
+
+// TransactionalSink is a sink that commits per checkpoint epoch. Write
+// buffers (or stages) elements; at each barrier PreCommit hands the runner
+// everything a worker wrote since the previous barrier, and the runner stores
+// it in the checkpoint; once the checkpoint is durable Commit applies the
+// epoch. Commit must be atomic together with a progress record of the epoch
+// and idempotent: a replay after a crash calls it again for an epoch that
+// may already be committed, which must then change nothing.
+type TransactionalSink interface {
+	Sink
+	PreCommit(ctx context.Context, worker int, epoch uint64) ([]byte, error)
+	Commit(ctx context.Context, epoch uint64, parts [][]byte) error
+}
+
+// StateCoder encodes the keys and the state of a keyed step so that
+// checkpoints can persist them. Aggregators and StatefulDoFns implement it to
+// be checkpointable. cell names what is encoded: AccumulatorCell for an
+// aggregation's accumulator; for a stateful step the state id of a value
+// cell or bag element, and "<id>#key" / "<id>#value" for map entries.
+// Encodings must be deterministic and stable across releases of the user's
+// program: they are what an update inherits.
+type StateCoder interface {
+	EncodeKey(key any) ([]byte, error)
+	DecodeKey(b []byte) (any, error)
+	EncodeState(cell string, v any) ([]byte, error)
+	DecodeState(cell string, b []byte) (any, error)
+}
+
+// StateAppender is what a StateCoder may also implement to append its
+// encodings to a buffer instead of returning new ones: checkpoints of many
+// keys then allocate nothing per key. The encodings must equal EncodeKey's
+// and EncodeState's.
+type StateAppender interface {
+	AppendEncodedKey(dst []byte, key any) ([]byte, error)
+	AppendEncodedState(dst []byte, cell string, v any) ([]byte, error)
+}
+
+// AccumulatorCell is the cell name of an aggregation's accumulator.
+const AccumulatorCell = "acc"
+
+// ErrNotCheckpointable is returned when a step cannot take part in
+// checkpoints (its code has no StateCoder, or a source cannot report positions).
+var ErrNotCheckpointable = errors.New("pipeline cannot be checkpointed")
+
+// Checkpoint is one consistent cut of an execution: the state that changed
+// since the previous checkpoint, where every source split stood, and what
+// transactional sinks buffered before the cut. It is not durable until the
+// caller has written it; then the executor's Commit lets sinks commit and
+// sources acknowledge.
+type Checkpoint struct {
+	Epoch uint64
+	// Positions holds, per source step, the position of every split in the
+	// order the source's Split (or Resume) returned them.
+	Positions map[string][][]byte
+	// State holds the keyed state entries written or deleted since the
+	// previous checkpoint.
+	State []StateEntry
+	// SinkParts holds, per transactional sink step, what each worker
+	// pre-committed for this epoch.
+	SinkParts map[string][][]byte
+	// Pending holds keyed state the executor is still encoding (a Pause's
+	// snapshots, encoded after the cut); Complete moves it into State. It is
+	// empty in a checkpoint read back from a store.
+	Pending []PendingState
+}
+
+// PendingState is keyed state of a checkpoint still being encoded by the
+// executor.
+type PendingState interface {
+	// Await returns the entries once every key is encoded, encoding what
+	// nobody else is encoding on the calling goroutine. It returns ctx's
+	// error when ctx is done first.
+	Await(ctx context.Context) ([]StateEntry, error)
+}
+
+// Complete waits until the keyed state of cp is encoded and puts it in
+// cp.State, sorted (SortStateEntries). A checkpoint taken by the executor's
+// Checkpoint is complete when returned; one taken by Pause completes when an
+// execution that adopted the paused one's state has encoded it, or here on
+// the caller's goroutine when nothing adopted it. Call it before writing cp.
+func (cp *Checkpoint) Complete(ctx context.Context) error {
+	if len(cp.Pending) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, p := range cp.Pending {
+		entries, err := p.Await(ctx)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+				return fmt.Errorf("completing checkpoint %d: %w", cp.Epoch, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		cp.State = append(cp.State, entries...)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("checkpoint %d: %w", cp.Epoch, errs[0])
+	}
+	cp.Pending = nil
+	SortStateEntries(cp.State)
+	return nil
+}
+
+// Incomplete reports whether cp still waits for Complete.
+func (cp *Checkpoint) Incomplete() bool { return len(cp.Pending) > 0 }
+
+// SortStateEntries orders entries by step, key group and key; for one key,
+// a deletion comes before a value (a key deleted and created again in one
+// interval ends with its value). It is the order of a complete checkpoint's
+// State.
+func SortStateEntries(es []StateEntry) {
+	slices.SortStableFunc(es, func(a, b StateEntry) int {
+		if a.Step != b.Step {
+			if a.Step < b.Step {
+				return -1
+			}
+			return 1
+		}
+		if a.KeyGroup != b.KeyGroup {
+			return int(a.KeyGroup) - int(b.KeyGroup)
+		}
+		if c := compareBytes(a.Key, b.Key); c != 0 {
+			return c
+		}
+		switch {
+		case a.Value == nil && b.Value != nil:
+			return -1
+		case a.Value != nil && b.Value == nil:
+			return 1
+		}
+		return 0
+	})
+}
+
+func compareBytes(a, b []byte) int {
+	switch {
+	case string(a) < string(b):
+		return -1
+	case string(a) > string(b):
+		return 1
+	}
+	return 0
+}
+
+// StateEntry is the state of one key of one keyed step. A nil Value means
+// the key has no state any more.
+type StateEntry struct {
+	Step     string
+	KeyGroup uint16
+	Key      []byte
+	Value    []byte
+}
+
+// StateReader gives a restoring execution the state of a keyed step.
+type StateReader interface {
+	// Scan calls fn for every key of step in the given key groups.
+	Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error
+}
+
+// Restore is where a new execution resumes from: the last durable
+// checkpoint's positions and state.
+type Restore struct {
+	Epoch     uint64
+	Positions map[string][][]byte
+	State     StateReader
+}

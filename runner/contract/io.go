@@ -1,0 +1,49 @@
+package contract
+
+import (
+	"context"
+
+	"github.com/weir-dev/weir/mtime"
+)
+
+// ReadResult says what one Read call produced.
+type ReadResult struct {
+	// N is how many elements were written to the buffer.
+	N int
+	// Watermark is the split's watermark after these elements: no later
+	// element will carry an earlier event time (late data excepted). The
+	// executor combines the splits' watermarks into the source's (see
+	// runner/watermark.go for the rule).
+	Watermark mtime.Time
+	// Done says the split has ended; its watermark is then +∞.
+	Done bool
+	// ProcessingTimeAdvanced says the split moved the processing-time clock
+	// (TestStream), so timers must be re-evaluated after these elements.
+	ProcessingTimeAdvanced bool
+}
+
+// Source is the code of a source step.
+type Source interface {
+	// Split divides the source into at most n parts that workers read
+	// independently; a source that cannot split returns one.
+	Split(ctx context.Context, n int) ([]SourceSplit, error)
+}
+
+// SourceSplit is one independently readable part of a source. Read is
+// called repeatedly from one goroutine until it reports Done; it fills buf
+// with up to len(buf) elements. A value of type Reject in an element sends
+// it to the step's error output. Read may block briefly (an unbounded source
+// waiting for data) but must return when ctx is done. Close is called once.
+type SourceSplit interface {
+	Read(ctx context.Context, buf []Element) (ReadResult, error)
+	Close() error
+}
+
+// Sink is the code of a sink step. Write is called with each bundle, from
+// the worker that produced it (so concurrently across workers), and must not
+// keep elems after it returns (the runner reuses the slice); Close is called
+// once after all input has been written and must flush everything.
+type Sink interface {
+	Write(ctx context.Context, worker int, elems []Element) error
+	Close(ctx context.Context) error
+}

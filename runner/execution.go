@@ -1,0 +1,227 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+)
+
+// This file holds an execution's lifecycle: Run, Start, Wait, Drain,
+// Cancel, the run's shared state, metrics and the closing of sinks and
+// sources at the end.
+
+// StepError is the failure of a run caused by one element in a step that
+// declares no error output.
+type StepError struct {
+	Step    string
+	Reason  string
+	Message string
+	Source  *SourcePos
+	Err     error
+}
+
+// Error names the step, the element's source position and the reason.
+func (e *StepError) Error() string {
+	return fmt.Sprintf("step %q failed on the element at %s: %s: %s", e.Step, e.Source, e.Reason, e.Message)
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *StepError) Unwrap() error { return e.Err }
+
+type run struct {
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	opts    Options
+	prog    *Program
+	steps   []*stepPlan
+	byName  map[string]*stepPlan
+	nroots  int
+	route   RoutingTable
+	workers []*worker
+	// idle marks source instances that read no split: receivers do not wait
+	// for their watermark, so a source with fewer splits than workers does
+	// not hold watermarks back (and a TestStream stays deterministic).
+	idle      map[int]bool
+	draining  atomic.Bool
+	cancelled atomic.Bool
+	coord     *coordinator
+	// epoch is the latest checkpoint epoch requested.
+	epoch atomic.Uint64
+	// pauseEpoch is the epoch at which the execution stops (Pause); 0: none.
+	pauseEpoch atomic.Uint64
+	// bundles recycles the bundles sent to other workers.
+	bundles sync.Pool
+	// manual is true when processing time is a manual clock (TestStream):
+	// it then moves only with tick messages, in order with the data.
+	manual bool
+}
+
+// Run executes prog until every source has ended and every window has
+// fired, or until ctx is done or an element fails in a step without an
+// error output.
+func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
+	x, err := Start(ctx, prog, opts)
+	if err != nil {
+		return nil, err
+	}
+	return x.Wait()
+}
+
+// Execution is a running program. Its methods are safe for concurrent use.
+type Execution struct {
+	r    *run
+	cpMu sync.Mutex
+	done chan struct{}
+	res  *Result
+	err  error
+}
+
+// Start plans prog and starts its workers. It returns once the workers run;
+// Wait for the outcome. Cancelling ctx cancels the execution.
+func Start(ctx context.Context, prog *Program, opts Options) (*Execution, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := prog.Graph.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{opts: opts, prog: prog, byName: map[string]*stepPlan{}, idle: map[int]bool{}, coord: newCoordinator()}
+	if opts.Restore != nil {
+		r.epoch.Store(opts.Restore.Epoch)
+	}
+	_, r.manual = opts.Clock.(*mtime.ManualClock)
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	if err := r.plan(); err != nil {
+		r.cancel(nil)
+		return nil, err
+	}
+	r.route = NewRoutingTable(opts.KeyGroups, opts.NumWorkers)
+	if err := r.instantiate(); err != nil {
+		r.cancel(nil)
+		return nil, err
+	}
+	x := &Execution{r: r, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for _, w := range r.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer w.exited.Store(true)
+			defer w.releaseSnapshots()
+			if err := w.loop(); err != nil {
+				r.cancel(err)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		runErr := context.Cause(r.ctx)
+		if errors.Is(runErr, context.Canceled) && ctx.Err() == nil && !r.cancelled.Load() {
+			runErr = nil
+		}
+		closeErr := r.close()
+		r.cancel(nil)
+		x.res = r.result()
+		x.err = runErr
+		if x.err == nil {
+			x.err = closeErr
+		}
+		close(x.done)
+	}()
+	return x, nil
+}
+
+// Wait blocks until the execution ends and returns its metrics and error.
+func (x *Execution) Wait() (*Result, error) {
+	<-x.done
+	return x.res, x.err
+}
+
+// Done is closed when the execution has ended.
+func (x *Execution) Done() <-chan struct{} { return x.done }
+
+// Drain stops reading every source and moves its watermark to +∞, so that
+// every open window fires (its last pane has is_last) and event-time timers
+// fire; the execution then ends by itself. Draining twice is harmless.
+func (x *Execution) Drain() {
+	x.r.draining.Store(true)
+	for _, w := range x.r.workers {
+		w.inbox.wake()
+	}
+}
+
+// Cancel stops the execution as fast as possible; buffered state and open
+// windows are discarded. Wait then returns ErrCancelled.
+func (x *Execution) Cancel() {
+	x.r.cancelled.Store(true)
+	x.r.cancel(ErrCancelled)
+}
+
+// ErrCancelled is the error of an execution stopped by Cancel.
+var ErrCancelled = errors.New("execution cancelled")
+
+// CloseSinks closes the transactional sinks of a checkpointed execution,
+// after its final checkpoint was committed. Other sinks close by themselves.
+func (x *Execution) CloseSinks(ctx context.Context) error {
+	var errs []error
+	for _, sp := range x.r.steps {
+		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == graph.KindSink {
+			if err := ts.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Metrics returns the live counters and watermarks of every step.
+func (x *Execution) Metrics() *Result { return x.r.result() }
+
+func (r *run) result() *Result {
+	res := &Result{}
+	for _, sp := range r.steps {
+		c := sp.counters
+		res.Steps = append(res.Steps, StepMetrics{
+			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
+			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
+			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
+		})
+	}
+	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
+	return res
+}
+
+func (r *run) close() error {
+	var errs []error
+	closeCtx := context.WithoutCancel(r.ctx)
+	for _, sp := range r.steps {
+		if s, ok := sp.code.(Sink); ok && sp.step.Kind == graph.KindSink {
+			if _, tx := s.(TransactionalSink); tx && r.opts.Checkpoints {
+				continue // closed by Execution.CloseSinks after the final commit
+			}
+			if err := s.Close(closeCtx); err != nil {
+				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
+			}
+		}
+	}
+	for _, w := range r.workers {
+		for _, sn := range w.sources {
+			for _, sp := range sn.splits {
+				if sp.closed {
+					continue
+				}
+				if err := sp.split.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("closing source %q: %w", sn.plan.step.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

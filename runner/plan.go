@@ -1,0 +1,300 @@
+package runner
+
+import (
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// This file plans a run: it orders the steps, checks the code bound to
+// them, wires the edges between them, computes which root instances every
+// receiver waits for, and instantiates one node per step and worker.
+
+// stepCounters are live counters of one step, summed over workers.
+type stepCounters struct {
+	in, out, rejects, dropped atomic.Int64
+	// wms holds, per worker, the output watermark of a root step's instance.
+	wms []atomic.Int64
+	// timers holds, per worker, the timers a keyed step's instance has set
+	// and not fired (event- and processing-time, including window ends).
+	timers []atomic.Int64
+}
+
+func (c *stepCounters) pendingTimers() int64 {
+	var n int64
+	for i := range c.timers {
+		n += c.timers[i].Load()
+	}
+	return n
+}
+
+// stepPlan is what the runner knows about one step before instantiating it.
+type stepPlan struct {
+	idx     int
+	step    *graph.Step
+	code    any
+	root    int // root index, or -1 for stateless steps
+	outTags []string
+	edges   [][]edge // per output tag
+	inputs  []string // main input collection IDs
+	// senders lists, per input port, the root instance ids a receiver waits for.
+	senders  [][]int
+	counters *stepCounters
+}
+
+// OutputTags is contract.OutputTags: the output tags of s in the order that
+// output indexes refer to.
+func OutputTags(s *graph.Step) []string { return contract.OutputTags(s) }
+
+// isRoot reports whether a step starts a stage: it has its own watermark
+// and is not fused into its producer.
+func isRoot(s *graph.Step) bool {
+	return s.Kind == graph.KindSource || s.Kind.IsKeyed() || len(s.SideInputs) > 0
+}
+
+// plan orders the steps, checks their code, wires edges and computes which
+// root instances each receiver waits for.
+func (r *run) plan() error {
+	g := r.prog.Graph
+	order, err := g.Topological()
+	if err != nil {
+		return err
+	}
+	for i, s := range order {
+		sp := &stepPlan{idx: i, step: s, code: r.prog.Code[s.Name], root: -1, counters: &stepCounters{}}
+		if isRoot(s) {
+			sp.root = r.nroots
+			r.nroots++
+			sp.counters.wms = make([]atomic.Int64, r.opts.NumWorkers)
+			sp.counters.timers = make([]atomic.Int64, r.opts.NumWorkers)
+			for w := range sp.counters.wms {
+				sp.counters.wms[w].Store(int64(mtime.MinTimestamp))
+			}
+		}
+		if err := checkCode(s, sp.code); err != nil {
+			return err
+		}
+		sp.outTags = OutputTags(s)
+		sp.edges = make([][]edge, len(sp.outTags))
+		inTags := make([]string, 0, len(s.Inputs))
+		for tag := range s.Inputs {
+			inTags = append(inTags, tag)
+		}
+		sort.Strings(inTags)
+		for _, t := range inTags {
+			sp.inputs = append(sp.inputs, s.Inputs[t])
+		}
+		r.steps = append(r.steps, sp)
+		r.byName[s.Name] = sp
+	}
+	colTag := map[string]struct {
+		sp  *stepPlan
+		tag int
+	}{}
+	for _, sp := range r.steps {
+		for i, tag := range sp.outTags {
+			colTag[sp.step.Outputs[tag]] = struct {
+				sp  *stepPlan
+				tag int
+			}{sp, i}
+		}
+	}
+	// Wire edges.
+	for _, sp := range r.steps {
+		s := sp.step
+		kind := edgeLocal
+		var keyer Keyer
+		if s.Kind.IsKeyed() {
+			kind = edgePartition
+			keyer, _ = sp.code.(Keyer)
+		}
+		for _, in := range sp.inputs {
+			src := colTag[in]
+			src.sp.edges[src.tag] = append(src.sp.edges[src.tag], edge{kind: kind, step: sp.idx, port: 0, keyer: keyer})
+		}
+		for i, si := range s.SideInputs {
+			src := colTag[si.Collection]
+			src.sp.edges[src.tag] = append(src.sp.edges[src.tag], edge{kind: edgeBroadcast, step: sp.idx, port: 1 + i})
+		}
+	}
+	// Senders per receiver port.
+	upstream := map[int][]int{} // step idx -> root indices feeding it (for stateless steps)
+	var rootsOf func(col string) []int
+	rootsOf = func(col string) []int {
+		p := colTag[col].sp
+		if p.root >= 0 {
+			return []int{p.root}
+		}
+		if cached, ok := upstream[p.idx]; ok {
+			return cached
+		}
+		set := map[int]bool{}
+		for _, in := range p.inputs {
+			for _, rt := range rootsOf(in) {
+				set[rt] = true
+			}
+		}
+		out := make([]int, 0, len(set))
+		for rt := range set {
+			out = append(out, rt)
+		}
+		sort.Ints(out)
+		upstream[p.idx] = out
+		return out
+	}
+	for _, sp := range r.steps {
+		if (sp.root < 0 && sp.step.Kind != graph.KindSink) || sp.step.Kind == graph.KindSource {
+			continue
+		}
+		ports := 1 + len(sp.step.SideInputs)
+		sp.senders = make([][]int, ports)
+		set := map[int]bool{}
+		for _, in := range sp.inputs {
+			for _, rt := range rootsOf(in) {
+				set[rt] = true
+			}
+		}
+		for rt := range set {
+			sp.senders[0] = append(sp.senders[0], rt)
+		}
+		for i, si := range sp.step.SideInputs {
+			sp.senders[1+i] = rootsOf(si.Collection)
+		}
+	}
+	return nil
+}
+
+func checkCode(s *graph.Step, code any) error {
+	need := func(ok bool, what string) error {
+		if !ok {
+			return fmt.Errorf("step %q (%s) has no %s bound to it", s.Name, s.Kind, what)
+		}
+		return nil
+	}
+	switch s.Kind {
+	case graph.KindSource:
+		_, ok := code.(Source)
+		return need(ok, "Source")
+	case graph.KindParDo:
+		_, ok := code.(DoFn)
+		return need(ok, "DoFn")
+	case graph.KindGroupByKey, graph.KindCombinePerKey:
+		_, ok := code.(Aggregator)
+		return need(ok, "Aggregator")
+	case graph.KindStatefulParDo:
+		_, ok := code.(StatefulDoFn)
+		return need(ok, "StatefulDoFn")
+	case graph.KindSink:
+		_, ok := code.(Sink)
+		return need(ok, "Sink")
+	case graph.KindWindowInto:
+		return need(s.Windowing != nil, "windowing strategy")
+	case graph.KindFlatten:
+		return nil
+	}
+	return fmt.Errorf("step %q has unknown kind %q", s.Name, s.Kind)
+}
+
+// senderIDs expands root indices to root instance ids: every worker's
+// instance for partitioned and broadcast ports, the same worker's for local ones.
+func (r *run) senderIDs(roots []int, local bool, worker int) []int {
+	var out []int
+	for _, rt := range roots {
+		if local {
+			out = append(out, rt*r.opts.NumWorkers+worker)
+			continue
+		}
+		for w := 0; w < r.opts.NumWorkers; w++ {
+			if id := rt*r.opts.NumWorkers + w; !r.idle[id] {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func (r *run) instantiate() error {
+	n := r.opts.NumWorkers
+	r.workers = make([]*worker, n)
+	for i := range r.workers {
+		r.workers[i] = &worker{id: i, r: r, nodes: make([]node, len(r.steps))}
+		r.workers[i].inbox.notify = make(chan struct{}, 1)
+	}
+	for _, sp := range r.steps {
+		if sp.step.Kind != graph.KindSource {
+			continue
+		}
+		var splits []SourceSplit
+		var err error
+		if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
+			res, ok := sp.code.(ResumableSource)
+			if !ok {
+				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", ErrNotCheckpointable, sp.step.Name)
+			}
+			splits, err = res.Resume(r.ctx, rs.Positions[sp.step.Name])
+		} else {
+			splits, err = sp.code.(Source).Split(r.ctx, n)
+		}
+		if err != nil {
+			return fmt.Errorf("splitting source %q: %w", sp.step.Name, err)
+		}
+		perWorker := make([][]SourceSplit, n)
+		indexes := make([][]int, n)
+		for i, s := range splits {
+			perWorker[i%n] = append(perWorker[i%n], s)
+			indexes[i%n] = append(indexes[i%n], i)
+		}
+		for w, ss := range perWorker {
+			if len(ss) == 0 {
+				r.idle[sp.root*n+w] = true
+			}
+		}
+		for w, ss := range perWorker {
+			sn := newSourceNode(r.workers[w], sp, ss, indexes[w])
+			r.workers[w].nodes[sp.idx] = sn
+			r.workers[w].sources = append(r.workers[w].sources, sn)
+		}
+	}
+	for _, w := range r.workers {
+		for _, sp := range r.steps {
+			if sp.step.Kind == graph.KindSource {
+				continue
+			}
+			nd, err := w.newNode(sp)
+			if err != nil {
+				return err
+			}
+			w.nodes[sp.idx] = nd
+			if rc, ok := nd.(receiver); ok {
+				w.receivers = append(w.receivers, rc)
+			}
+		}
+	}
+	return nil
+}
+
+func (w *worker) newNode(sp *stepPlan) (node, error) {
+	out := newOutputs(w, sp)
+	switch sp.step.Kind {
+	case graph.KindParDo:
+		if len(sp.step.SideInputs) > 0 {
+			return newSideNode(w, sp, out), nil
+		}
+		return newParDoNode(w, sp, out), nil
+	case graph.KindWindowInto:
+		return &windowNode{out: out, fn: sp.step.Windowing.Fn, counters: sp.counters}, nil
+	case graph.KindFlatten:
+		return &flattenNode{out: out, counters: sp.counters}, nil
+	case graph.KindSink:
+		return newSinkNode(w, sp), nil
+	case graph.KindGroupByKey, graph.KindCombinePerKey:
+		return newAggNode(w, sp, out)
+	case graph.KindStatefulParDo:
+		return newStatefulNode(w, sp, out)
+	}
+	return nil, fmt.Errorf("step %q has unknown kind %q", sp.step.Name, sp.step.Kind)
+}

@@ -1,0 +1,79 @@
+package runner
+
+import (
+	"fmt"
+)
+
+// This file holds the sink node; with a transactional sink in a
+// checkpointed execution it aligns barriers and pre-commits each epoch.
+
+type sinkNode struct {
+	w        *worker
+	sp       *stepPlan
+	sink     Sink
+	counters *stepCounters
+	// For transactional sinks in a checkpointed execution: inputs are
+	// aligned on barriers and each epoch is pre-committed.
+	tx       TransactionalSink
+	wms      inputWatermarks
+	al       *aligner
+	finished bool
+}
+
+func newSinkNode(w *worker, sp *stepPlan) *sinkNode {
+	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters}
+	if tx, ok := n.sink.(TransactionalSink); ok && w.r.opts.Checkpoints {
+		n.tx = tx
+		n.wms = newInputWatermarks(w.r, sp, w.id, true)
+		n.al = &aligner{inner: n, wms: &n.wms}
+		w.r.coord.register(n.key())
+	}
+	return n
+}
+
+func (n *sinkNode) key() string { return fmt.Sprintf("sink/%s/%d", n.sp.step.Name, n.w.id) }
+
+func (n *sinkNode) process(port int, b bundle) error {
+	if n.al != nil {
+		return n.al.process(port, b)
+	}
+	return n.processAligned(port, b)
+}
+
+func (n *sinkNode) processAligned(_ int, b bundle) error {
+	n.counters.in.Add(int64(len(b.elems)))
+	return n.sink.Write(n.w.r.ctx, n.w.id, b.elems)
+}
+
+func (n *sinkNode) control(port int, c ctrl) error {
+	if n.al == nil {
+		return nil
+	}
+	return n.al.control(port, c)
+}
+
+func (n *sinkNode) controlAligned(port int, c ctrl) error {
+	if c.kind != ctrlWatermark || !n.wms.update(port, c.sender, c.wm) {
+		return nil
+	}
+	if atEnd(n.wms.input()) && !n.finished {
+		// Everything this sink will get has arrived: pre-commit it as the
+		// final share, which stands in for every later checkpoint.
+		n.finished = true
+		part, err := n.tx.PreCommit(n.w.r.ctx, n.w.id, n.w.r.epoch.Load()+1)
+		if err != nil {
+			return fmt.Errorf("pre-committing sink %q: %w", n.sp.step.Name, err)
+		}
+		n.w.r.coord.submit(n.key(), &report{epoch: n.w.r.epoch.Load(), sink: n.sp.step.Name, worker: n.w.id, part: part, finished: true})
+	}
+	return nil
+}
+
+func (n *sinkNode) snapshot(epoch uint64) error {
+	part, err := n.tx.PreCommit(n.w.r.ctx, n.w.id, epoch)
+	if err != nil {
+		return fmt.Errorf("pre-committing sink %q: %w", n.sp.step.Name, err)
+	}
+	n.w.r.coord.submit(n.key(), &report{epoch: epoch, sink: n.sp.step.Name, worker: n.w.id, part: part})
+	return nil
+}

@@ -1,0 +1,330 @@
+package runner
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
+)
+
+// This file encodes and decodes the keyed state of one key, as
+// checkpoints store it: an aggregation's windows, trigger states and
+// accumulators; a stateful step's cells and timers.
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func readBytes(b []byte) (field, rest []byte, err error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return nil, nil, fmt.Errorf("corrupt state entry")
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+func appendWindow(dst []byte, w window.Window) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(w.Start))
+	return binary.BigEndian.AppendUint64(dst, uint64(w.End))
+}
+
+func readWindow(b []byte) (window.Window, []byte, error) {
+	if len(b) < 16 {
+		return window.Window{}, nil, fmt.Errorf("corrupt state entry")
+	}
+	return window.Window{Start: mtime.Time(binary.BigEndian.Uint64(b)), End: mtime.Time(binary.BigEndian.Uint64(b[8:]))}, b[16:], nil
+}
+
+// encodeAggKey encodes the windows of one key of an aggregation.
+func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
+	return appendAggKey(nil, sc, k)
+}
+
+// appendAggKey appends the encoding of encodeAggKey to out.
+func appendAggKey(out []byte, sc StateCoder, k *aggKey) ([]byte, error) {
+	sa, fast := sc.(StateAppender)
+	var err error
+	if fast {
+		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedKey(b, k.key) })
+	} else {
+		var kb []byte
+		kb, err = sc.EncodeKey(k.key)
+		out = appendBytes(out, kb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	for _, ws := range k.wins {
+		out = appendWindow(out, ws.w)
+		out = ws.st.AppendBinary(out)
+		if ws.acc == nil {
+			out = append(out, 0)
+			continue
+		}
+		out = append(out, 1)
+		if fast {
+			out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedState(b, AccumulatorCell, ws.acc) })
+		} else {
+			var acc []byte
+			acc, err = sc.EncodeState(AccumulatorCell, ws.acc)
+			out = appendBytes(out, acc)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encoding accumulator: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// appendPrefixed appends what enc appends, preceded by its length as
+// appendBytes writes it, without a separate buffer.
+func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error) {
+	start := len(out)
+	out, err := enc(out)
+	if err != nil {
+		return out, err
+	}
+	n := len(out) - start
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], uint64(n))
+	out = append(out, hdr[:h]...)
+	copy(out[start+h:], out[start:start+n])
+	copy(out[start:], hdr[:h])
+	return out, nil
+}
+
+func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
+	kb, b, err := readBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	key, err := sc.DecodeKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("decoding key: %w", err)
+	}
+	k := &aggKey{key: key}
+	n, m := binary.Uvarint(b)
+	if m <= 0 {
+		return nil, fmt.Errorf("corrupt state entry")
+	}
+	b = b[m:]
+	for i := uint64(0); i < n; i++ {
+		ws := &winState{}
+		if ws.w, b, err = readWindow(b); err != nil {
+			return nil, err
+		}
+		if b, err = ws.st.DecodeBinary(b); err != nil {
+			return nil, fmt.Errorf("decoding trigger state: %w", err)
+		}
+		if len(b) == 0 {
+			return nil, fmt.Errorf("corrupt state entry")
+		}
+		has := b[0]
+		b = b[1:]
+		if has == 1 {
+			var acc []byte
+			if acc, b, err = readBytes(b); err != nil {
+				return nil, err
+			}
+			if ws.acc, err = sc.DecodeState(AccumulatorCell, acc); err != nil {
+				return nil, fmt.Errorf("decoding accumulator: %w", err)
+			}
+		}
+		k.wins = append(k.wins, ws)
+	}
+	return k, nil
+}
+
+// encodeSfKey encodes the windows of one key of a stateful step: value
+// cells, bags, maps and timers.
+func encodeSfKey(sc StateCoder, k *sfKey) ([]byte, error) {
+	return appendSfKey(nil, sc, k)
+}
+
+// appendSfKey appends the encoding of encodeSfKey to out.
+func appendSfKey(out []byte, sc StateCoder, k *sfKey) ([]byte, error) {
+	kb, err := sc.EncodeKey(k.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	out = appendBytes(out, kb)
+	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	enc := func(cell string, v any) error {
+		b, err := sc.EncodeState(cell, v)
+		if err != nil {
+			return fmt.Errorf("encoding state: %w", err)
+		}
+		out = appendBytes(out, b)
+		return nil
+	}
+	for _, ws := range k.wins {
+		out = appendWindow(out, ws.w)
+		out = binary.AppendUvarint(out, uint64(len(ws.values)))
+		for _, id := range sortedKeys(ws.values) {
+			out = appendBytes(out, []byte(id))
+			if err := enc(id, ws.values[id]); err != nil {
+				return nil, err
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.bags)))
+		for _, id := range sortedKeys(ws.bags) {
+			out = appendBytes(out, []byte(id))
+			out = binary.AppendUvarint(out, uint64(len(ws.bags[id])))
+			for _, v := range ws.bags[id] {
+				if err := enc(id, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.maps)))
+		for _, id := range sortedKeys(ws.maps) {
+			out = appendBytes(out, []byte(id))
+			m := ws.maps[id]
+			out = binary.AppendUvarint(out, uint64(len(m)))
+			for mk, mv := range m {
+				if err := enc(id+"#key", mk); err != nil {
+					return nil, err
+				}
+				if err := enc(id+"#value", mv); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = binary.AppendUvarint(out, uint64(len(ws.timers)))
+		for _, id := range sortedKeys(ws.timers) {
+			t := ws.timers[id]
+			out = appendBytes(out, []byte(id))
+			out = appendBytes(out, []byte(t.Domain))
+			out = binary.BigEndian.AppendUint64(out, uint64(t.Time))
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// stateDecoder reads what encodeSfKey wrote.
+type stateDecoder struct {
+	b   []byte
+	sc  StateCoder
+	err error
+}
+
+func (d *stateDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.err = fmt.Errorf("corrupt state entry")
+		return 0
+	}
+	d.b = d.b[k:]
+	return n
+}
+
+func (d *stateDecoder) bytes() []byte {
+	if d.err != nil {
+		return nil
+	}
+	var f []byte
+	f, d.b, d.err = readBytes(d.b)
+	return f
+}
+
+func (d *stateDecoder) value(cell string) any {
+	b := d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	v, err := d.sc.DecodeState(cell, b)
+	if err != nil {
+		d.err = fmt.Errorf("decoding state: %w", err)
+	}
+	return v
+}
+
+func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
+	d := &stateDecoder{b: b, sc: sc}
+	kb := d.bytes()
+	if d.err != nil {
+		return nil, d.err
+	}
+	key, err := sc.DecodeKey(kb)
+	if err != nil {
+		return nil, fmt.Errorf("decoding key: %w", err)
+	}
+	k := &sfKey{key: key}
+	nw := d.uvarint()
+	for i := uint64(0); i < nw && d.err == nil; i++ {
+		ws := &sfWin{}
+		if ws.w, d.b, d.err = readWindow(d.b); d.err != nil {
+			break
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.values = map[string]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				ws.values[id] = d.value(id)
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.bags = map[string][]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				m := d.uvarint()
+				for x := uint64(0); x < m && d.err == nil; x++ {
+					ws.bags[id] = append(ws.bags[id], d.value(id))
+				}
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.maps = map[string]map[any]any{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				m := d.uvarint()
+				ws.maps[id] = map[any]any{}
+				for x := uint64(0); x < m && d.err == nil; x++ {
+					mk := d.value(id + "#key")
+					mv := d.value(id + "#value")
+					if d.err == nil {
+						ws.maps[id][mk] = mv
+					}
+				}
+			}
+		}
+		if n := d.uvarint(); n > 0 {
+			ws.timers = map[string]Timer{}
+			for j := uint64(0); j < n && d.err == nil; j++ {
+				id := string(d.bytes())
+				dom := string(d.bytes())
+				if d.err == nil && len(d.b) < 8 {
+					d.err = fmt.Errorf("corrupt state entry")
+				}
+				if d.err != nil {
+					break
+				}
+				t := mtime.Time(binary.BigEndian.Uint64(d.b))
+				d.b = d.b[8:]
+				ws.timers[id] = Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t}
+			}
+		}
+		k.wins = append(k.wins, ws)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return k, nil
+}

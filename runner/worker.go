@@ -1,0 +1,238 @@
+package runner
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+)
+
+// This file is the worker loop: one goroutine per worker takes messages
+// from its inbox, reads its sources, fires processing-time timers, injects
+// checkpoint barriers and encodes snapshots between bundles.
+
+// node is one step's instance on one worker. All calls come from the
+// worker's goroutine.
+type node interface {
+	process(port int, b bundle) error
+	control(port int, c ctrl) error
+}
+
+// receiver is a root node fed by other nodes: it tracks input watermarks.
+type receiver interface {
+	node
+	finished() bool
+	// nextDeadline returns the earliest pending processing-time timer (0: none).
+	nextDeadline() mtime.Time
+	// onProcessingTime fires processing-time timers due by now.
+	onProcessingTime(now mtime.Time) error
+}
+
+const maxInflight = 64
+
+type message struct {
+	step, port int
+	b          bundle
+	c          *ctrl
+	from       int
+	// pooled is returned to the run's bundle pool once processed.
+	pooled *bundle
+}
+
+type inbox struct {
+	mu     sync.Mutex
+	q      []message
+	notify chan struct{}
+}
+
+func (ib *inbox) push(m message) {
+	ib.mu.Lock()
+	ib.q = append(ib.q, m)
+	ib.mu.Unlock()
+	ib.wake()
+}
+
+func (ib *inbox) wake() {
+	select {
+	case ib.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (ib *inbox) take(buf []message) []message {
+	ib.mu.Lock()
+	q := ib.q
+	ib.q = buf[:0]
+	ib.mu.Unlock()
+	return q
+}
+
+type worker struct {
+	id        int
+	r         *run
+	nodes     []node
+	sources   []*sourceNode
+	receivers []receiver
+	inbox     inbox
+	// inflight counts bundles this worker sent to others that were not yet processed.
+	inflight atomic.Int64
+	// exited is set when the worker's loop returned; messages to it are dropped.
+	exited  atomic.Bool
+	scratch []byte
+	spare   []message
+	// snapshots are checkpoint snapshots of this worker's keyed steps still
+	// being encoded, oldest first (see snapshot.go).
+	snapshots []snapshotTask
+	nextSrc   int
+	// cur is the root instance whose output is being delivered.
+	cur int
+}
+
+func (w *worker) loop() error {
+	ctx := w.r.ctx
+	clock := w.r.opts.Clock
+	var timer *time.Timer
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil
+		}
+		msgs := w.inbox.take(w.spare)
+		for i := range msgs {
+			m := &msgs[i]
+			var err error
+			if m.c != nil {
+				err = w.nodes[m.step].control(m.port, *m.c)
+			} else {
+				err = w.nodes[m.step].process(m.port, m.b)
+				if m.pooled != nil {
+					clear(m.b.elems)
+					m.pooled.elems, m.pooled.hashes = m.b.elems[:0], m.b.hashes[:0]
+					w.r.bundles.Put(m.pooled)
+				}
+				if m.from != w.id {
+					w.r.workers[m.from].creditReturned()
+				}
+			}
+			if err != nil {
+				return err
+			}
+			msgs[i] = message{}
+		}
+		w.spare = msgs
+		if !w.r.manual {
+			if err := w.fireProcessingTimers(clock.Now()); err != nil {
+				return err
+			}
+		}
+		if e := w.r.epoch.Load(); w.r.opts.Checkpoints {
+			for _, sn := range w.sources {
+				if sn.epoch < e {
+					if err := sn.barrier(e); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if w.done() {
+			return nil
+		}
+		read := false
+		if w.inflight.Load() < maxInflight {
+			var err error
+			read, err = w.readSource()
+			if err != nil {
+				return err
+			}
+		}
+		encoded := w.encodeSnapshots()
+		if read || len(msgs) > 0 || encoded {
+			continue
+		}
+		// Nothing to do: wait for the next event. Every event that can give
+		// the worker work wakes it: a message or a returned credit
+		// (inbox.notify), Drain, Checkpoint and Pause (inbox.wake),
+		// cancellation (ctx), and the earliest processing-time deadline of
+		// a wall clock (the timer). There is no polling.
+		var deadline <-chan time.Time
+		if d := w.nextDeadline(); d != 0 && !w.r.manual {
+			wait := time.Duration(d-clock.Now()) * time.Millisecond
+			if wait <= 0 {
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			deadline = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.inbox.notify:
+		case <-deadline:
+		}
+		if deadline != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (w *worker) creditReturned() {
+	if w.inflight.Add(-1) == maxInflight/2 {
+		w.inbox.wake()
+	}
+}
+
+func (w *worker) done() bool {
+	for _, s := range w.sources {
+		if !s.done {
+			return false
+		}
+	}
+	for _, rc := range w.receivers {
+		if !rc.finished() {
+			return false
+		}
+	}
+	w.inbox.mu.Lock()
+	empty := len(w.inbox.q) == 0
+	w.inbox.mu.Unlock()
+	return empty
+}
+
+func (w *worker) readSource() (bool, error) {
+	for range w.sources {
+		s := w.sources[w.nextSrc%len(w.sources)]
+		w.nextSrc++
+		if s.done || s.paused {
+			continue
+		}
+		return true, s.read(w.r.ctx)
+	}
+	return false, nil
+}
+
+func (w *worker) nextDeadline() mtime.Time {
+	var best mtime.Time
+	for _, rc := range w.receivers {
+		if d := rc.nextDeadline(); d != 0 && (best == 0 || d < best) {
+			best = d
+		}
+	}
+	return best
+}
+
+func (w *worker) fireProcessingTimers(now mtime.Time) error {
+	for _, rc := range w.receivers {
+		if d := rc.nextDeadline(); d != 0 && d <= now {
+			if err := rc.onProcessingTime(now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
