@@ -227,7 +227,7 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 		step.State = append(step.State, sp)
 	}
 	for _, t := range fn.Timers {
-		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: string(t.Domain)})
+		step.Timers = append(step.Timers, graph.TimerSpec{ID: t.ID, Domain: t.Domain})
 	}
 	if in.Windowing().Fn.IsMerging() {
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over session windows is not supported", s.fullName(name)))

@@ -36,7 +36,9 @@
 // INVALID_CONFIG, PUBSUB_UNAVAILABLE; see PubSubCodes). Request bodies with
 // unknown fields are refused.
 //
-// It may import service, errcode, io/pubsub (the broker's types, through the PubSub
-// interface), the Prometheus client and the standard library; it knows
-// nothing of the runner, the store or YAML.
+// It may import service, compat (the update report), errcode, io/pubsub (the
+// broker's types, through the PubSub interface),
+// github.com/prometheus/client_golang and the standard library. It knows
+// nothing of the executor, the store or YAML, which it reaches only through
+// package service.
 package api

@@ -17,8 +17,9 @@
 // append pipeline for publish-to-commit latency. Every SQL table is checked
 // against the published messages; the harness fails loudly otherwise.
 //
-// Package bench may import the SDK (package weir), runner, mtime, window,
-// yamlpipe, io/pubsub, state, the NATS client (to publish asynchronously
-// and to consume as the raw reference does) and the standard library. Only
+// Package bench may import weir (the SDK root package), runner, service,
+// mtime, window, yamlpipe, io/pubsub, state, github.com/nats-io/nats.go (to
+// publish asynchronously and to consume as the raw reference does) and the
+// standard library. Only
 // cmd/weir and tests import it.
 package bench

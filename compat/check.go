@@ -238,7 +238,7 @@ func describeStored(s *graph.Step) string {
 		parts = append(parts, fmt.Sprintf("%s state %q %s", sp.Kind, sp.ID, sp.Coder.String()))
 	}
 	for _, tm := range s.Timers {
-		parts = append(parts, fmt.Sprintf("pending %s timers %q", strings.ReplaceAll(tm.Domain, "_", "-"), tm.ID))
+		parts = append(parts, fmt.Sprintf("pending %s timers %q", strings.ReplaceAll(string(tm.Domain), "_", "-"), tm.ID))
 	}
 	if s.Kind == graph.KindStatefulParDo || s.Kind == graph.KindGroupByKey || s.Kind == graph.KindCombinePerKey {
 		parts = append(parts, "per key and window")

@@ -69,8 +69,7 @@
 //
 // # Dependencies
 //
-// compat depends on graph, window, mtime, errcode and the standard library
-// only. It
+// It may import graph, window, mtime, errcode and the standard library. It
 // knows nothing of YAML, the SDK, the runner or the job service; front ends
 // build graphs and hand them in.
 package compat

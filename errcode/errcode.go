@@ -10,7 +10,7 @@
 // packages that own a family of codes re-declare them under their old names
 // (service.CodeJobNotFound, api.CodeTopicNotFound, compat.StepMissing).
 //
-// It may import the standard library only; every other package may import it.
+// It may import only the standard library; every other package may import it.
 package errcode
 
 import (

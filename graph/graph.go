@@ -3,7 +3,8 @@
 // It is the contract between the front doors (Go SDK, YAML), the runner and
 // compatibility checks. It knows nothing of execution.
 //
-// It depends on mtime, window and the standard library only.
+// It may import only window and the standard library (mtime reaches it
+// through window).
 package graph
 
 import (
@@ -139,9 +140,9 @@ const (
 // TimerSpec declares one timer family of a stateful step.
 type TimerSpec struct {
 	ID string `json:"id"`
-	// Domain is a TimeDomain's value (event_time or processing_time), kept
-	// a plain string in the graph's serialized form.
-	Domain string `json:"domain"`
+	// Domain is the time the timers fire in; serialized as its string
+	// (event_time or processing_time).
+	Domain TimeDomain `json:"domain"`
 }
 
 // TimeDomain is the time a timer fires in.

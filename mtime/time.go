@@ -1,7 +1,7 @@
 // Package mtime defines event time for weir: an int64 count of milliseconds
 // since the Unix epoch, with explicit sentinels for -∞ and +∞ (as in Beam).
 //
-// It depends only on the standard library.
+// It may import only the standard library.
 package mtime
 
 import (

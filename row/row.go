@@ -9,8 +9,9 @@
 // is bool, string is string, timestamp is mtime.Time, row is *Row, list is
 // []any, and any is one of those (or map[string]any). A nil value is null.
 //
-// It may import graph, mtime, runner/contract (for the Reject type only)
-// and the standard library; never the executor (package runner).
+// It may import graph, window, mtime, runner/contract (for the Reject type
+// only) and the standard library. It must not import runner (the executor),
+// not even indirectly.
 package row
 
 import (

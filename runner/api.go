@@ -8,8 +8,9 @@
 // (runner/contract): elements, the Source/Sink/DoFn/Aggregator interfaces
 // and the checkpoint contract are declared there and aliased here. The
 // runner speaks in step names, bundles and watermarks. It may import
-// contract, graph, window, mtime, xxhash (the key hash) and the standard
-// library; it knows nothing of YAML, HTTP or the job store.
+// runner/contract, graph, window, mtime, github.com/cespare/xxhash/v2 (the
+// key hash) and the standard library; it knows nothing of YAML, HTTP or the
+// job store, and must not import yamlpipe, state, service, api or server.
 package runner
 
 import (

@@ -8,5 +8,6 @@
 // are both built from it.
 //
 // It may import service, api, io/pubsub, runner (for the dead-letter hook)
-// and the standard library. It knows nothing of the command line.
+// and the standard library. It knows nothing of the command line, and must
+// not import cmd/weir or weirx.
 package server

@@ -9,9 +9,9 @@
 // The service speaks Go: jobs, states, errors with stable codes. It knows
 // nothing of HTTP (package api serves it) or of the command line.
 //
-// It may import runner, state, yamlpipe, graph, mtime, the SDK root package
-// (through yamlpipe's pipelines) and the standard library. It must not import
-// api or cmd/weir.
+// It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
+// weir (the SDK root package, whose pipelines yamlpipe builds) and the
+// standard library. It must not import api, server or cmd/weir.
 //
 // # Lock ordering
 //

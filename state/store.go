@@ -8,8 +8,9 @@
 // step in an update rebinds the name to the same namespace: the handover is
 // metadata, O(1) in the size of the state.
 //
-// It may import runner/contract (for the checkpoint types), Pebble and the
-// standard library; never the executor (package runner).
+// It may import runner/contract (for the checkpoint types),
+// github.com/cockroachdb/pebble/v2 and the standard library. It must not
+// import runner (the executor), not even indirectly.
 package state
 
 import (

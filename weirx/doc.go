@@ -18,7 +18,7 @@
 // README's "Go SDK programs"). `weir jobs ... --server http://ADDR` manages
 // the job.
 //
-// It may import the SDK root package, server, service, api, compat,
-// io/sqlsink, row, pflag and the standard library; nothing in weir imports
-// it (user programs do).
+// It may import weir (the SDK root package), server, service, api, compat,
+// io/sqlsink, row, github.com/spf13/pflag and the standard library; nothing
+// in weir imports it (user programs do).
 package weirx

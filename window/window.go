@@ -4,7 +4,7 @@
 // processing-time moves) and returns what to do; it starts no goroutines and
 // does no I/O, so it can be tested step by step.
 //
-// It depends only on mtime and the standard library.
+// It may import only mtime and the standard library.
 package window
 
 import (

@@ -4,10 +4,12 @@
 // errors that name file:line:column, and compiles them into an SDK pipeline
 // of schema'd rows (package row) whose steps carry their YAML config.
 //
-// It may import the SDK (weir), graph, window, mtime, runner/contract, row,
-// io/files, io/pubsub, io/sqlsink, cel-go, goccy/go-yaml and the standard
-// library; never the executor (package runner). Nothing but front ends (the
-// CLI, the job service) imports it.
+// It may import weir (the SDK root package), graph, window, mtime,
+// runner/contract, row, io/files, io/pubsub, io/sqlsink, cel.dev/cel-go,
+// github.com/goccy/go-yaml and the standard library; it reaches the
+// executor (package runner) only through the SDK's Run. Nothing but front
+// ends (the CLI, the job service) imports it, and it must not import
+// service, api, server or cmd/weir.
 package yamlpipe
 
 import (

@@ -6,6 +6,11 @@
 // graphs (`weir graph`) and benchmarks the engine (`weir bench`). Snapshots
 // (`weir snapshots`) are not offered yet.
 //
+// It may import api, bench, compat, graph, io/pubsub, runner, server,
+// service, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
+// and the standard library. It must not import weirx (Go programs embed
+// weir, not the other way round).
+//
 // main only wires the process to the command tree in root.go; each command
 // group lives in its own file and every failure maps to a named exit code.
 package main

@@ -17,6 +17,9 @@
 //	    refused: CountPerKey's stored key changes)
 //
 // Run it with: sdk-counts --job-name counts [--data-dir DIR] [--update].
+//
+// Like any user program, it may import weir (the SDK), weirx, window, row,
+// io/sqlsink and the standard library.
 package main
 
 import (

@@ -6,7 +6,7 @@
 // told (a channel, a hook, the injectable clock of package mtime), it
 // should be told instead of asking.
 //
-// It may import the standard library only.
+// It may import only the standard library.
 package await
 
 import "time"

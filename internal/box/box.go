@@ -8,7 +8,7 @@
 // is). A slab stays alive while any value boxed from it is referenced, so
 // slabs are kept to about slabBytes.
 //
-// It depends on unsafe and reflect only. The interface layout it relies on
+// It may import only the standard library (unsafe and reflect). The interface layout it relies on
 // (a type word and a data pointer; pointer-shaped types stored directly in
 // the data word) has been Go's since Go 1.4; TestBoxedValuesBehave pins it.
 package box

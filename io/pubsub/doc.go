@@ -40,7 +40,8 @@
 // (Resume) or to the acknowledgement floor (Split), and any other reader gets
 // them again after the subscription's AckWait.
 //
-// It may import row, runner/contract, mtime, window, the NATS server and client
-// modules and the standard library; it knows nothing of YAML, HTTP or the
-// job store.
+// It may import row, runner/contract, mtime, window,
+// github.com/nats-io/nats-server/v2 and github.com/nats-io/nats.go (the
+// NATS server and client) and the standard library. It knows nothing of YAML, HTTP or the job store,
+// and must not import runner (the executor).
 package pubsub

@@ -463,8 +463,8 @@ func TestRedeliveryAfterAckWait(t *testing.T) {
 	readN(t, ctx, sp, 10, 16)
 	// The server redelivers after AckWait, by its own timer: read until the
 	// split has dropped all ten redeliveries.
-	var more []runner.Element
-	buf := make([]runner.Element, 16)
+	var more []contract.Element
+	buf := make([]contract.Element, 16)
 	if !await.Until(10*time.Second, time.Millisecond, func() bool {
 		res, err := sp.Read(ctx, buf)
 		if err != nil {

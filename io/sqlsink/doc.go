@@ -109,8 +109,9 @@
 //
 // # Dependencies
 //
-// The package may import row, runner/contract, window, mtime, the two database
-// drivers and the standard library. It knows nothing of YAML or the job
+// The package may import row, runner/contract, window, mtime,
+// github.com/jackc/pgx/v5 and modernc.org/sqlite (the two database drivers)
+// and the standard library. It must not import runner (the executor). It knows nothing of YAML or the job
 // service: the WriteToSql transform builds a Config and a schema and hands
 // the Sink to the runner.
 package sqlsink
