@@ -304,3 +304,69 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestReadmeLayoutTable checks the README's "## Layout" table: a row for
+// every package (examples aside), whose last column lists exactly the
+// module packages the package imports.
+func TestReadmeLayoutTable(t *testing.T) {
+	pkgs := loadModule(t)
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "\n## Layout\n")
+	if i < 0 {
+		t.Fatal("README.md has no \"## Layout\" section")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(text[i:], "\n")[2:] {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		name := strings.TrimSpace(cells[0])
+		name = strings.TrimSpace(strings.TrimSuffix(name, "(root)"))
+		name = strings.Trim(name, "`")
+		rows[name] = strings.TrimSpace(cells[len(cells)-1])
+	}
+	for _, rel := range sortedKeys(pkgs) {
+		if strings.HasPrefix(rel, "examples/") {
+			continue
+		}
+		col, ok := rows[rel]
+		if !ok {
+			t.Errorf("README.md's layout table has no row for package %s", rel)
+			continue
+		}
+		var want []string
+		for _, imp := range sortedKeys(pkgs[rel].imports) {
+			if dep, ok := relOf(imp); ok {
+				want = append(want, dep)
+			}
+		}
+		sort.Strings(want)
+		for i := range want {
+			want[i] = "`" + want[i] + "`"
+		}
+		wantCol := strings.Join(want, ", ")
+		if wantCol == "" {
+			wantCol = "—"
+		}
+		if col != wantCol {
+			t.Errorf("README.md's layout row for %s lists %q as its imports; the package imports %q", rel, col, wantCol)
+		}
+	}
+	for name := range rows {
+		if _, ok := pkgs[name]; !ok {
+			t.Errorf("README.md's layout table has a row for %s, which is no package of the module", name)
+		}
+	}
+}
