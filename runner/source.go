@@ -86,14 +86,16 @@ func (n *sourceNode) barrier(epoch uint64) error {
 		n.w.r.coord.submit(n.key(), &report{epoch: epoch, source: n.plan.step.Name, positions: pos, finished: true})
 		return nil
 	}
+	if epoch == n.w.r.pauseEpoch.Load() {
+		// Pause: nothing is read after this barrier. Set before the report,
+		// which may be the last the Pause waits for: closePausedSources reads
+		// the flag once the Pause returns.
+		n.paused = true
+	}
 	n.w.r.coord.submit(n.key(), &report{epoch: epoch, source: n.plan.step.Name, positions: pos})
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()
-	if epoch == n.w.r.pauseEpoch.Load() {
-		// Pause: nothing is read after this barrier.
-		n.paused = true
-	}
 	return n.out.forward(ctrl{kind: ctrlBarrier, sender: n.id(), epoch: epoch})
 }
 

@@ -271,7 +271,10 @@ func TestProgramUpdate(t *testing.T) {
 		t.Fatalf("v2 exit code on SIGTERM = %d\nlog:\n%s", code, p2.log())
 	}
 	p2 = startProgram(t, v2, args...)
-	if j := p2.waitEpoch("counts", 0); j.ID != j2.ID || !strings.Contains(p2.output(), "resumed") {
+	// The program prints what it started after its address line, which the
+	// test may not have read yet when the API already answers.
+	resumed := await.Until(time.Minute, 10*time.Millisecond, func() bool { return strings.Contains(p2.output(), "resumed") })
+	if j := p2.waitEpoch("counts", 0); j.ID != j2.ID || !resumed {
 		t.Fatalf("v2 restarted: job %s, output %q; want %s resumed", j.ID, p2.output(), j2.ID)
 	}
 
