@@ -53,7 +53,7 @@ type jobRun struct {
 // observe samples the execution's live counters at now.
 func (jr *jobRun) observe(now time.Time) {
 	res := jr.x.Metrics()
-	jr.smu.Lock()
+	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	jr.sampler.observe(now, res)
 }
@@ -65,7 +65,7 @@ func (jr *jobRun) metrics(now time.Time) *JobMetrics {
 
 // metricsOf returns the job's metrics at now from counters res.
 func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *JobMetrics {
-	jr.smu.Lock()
+	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	return jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
 }
@@ -157,7 +157,7 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adop
 	if err != nil {
 		return s.fail(j, err.Error())
 	}
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	err = s.recordStartedLocked(j, jr)
 	s.mu.Unlock()
 	if err != nil {
@@ -171,7 +171,7 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adop
 // dropStaleState drops the keyed state that earlier jobs of j's name left
 // for prog's steps, under Service.mu.
 func (s *Service) dropStaleState(j *Job, prog *runner.Program) error {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	for _, st := range prog.Graph.Steps {
 		if err := s.dropStateLocked(j.Name, st.Name); err != nil {
@@ -250,7 +250,7 @@ func (s *Service) superviseLocked(j *Job, jr *jobRun) {
 // fail makes j FAILED with reason, taking Service.mu. The caller holds j's
 // name guard.
 func (s *Service) fail(j *Job, reason string) error {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	return s.failLocked(j, reason)
 }
@@ -395,7 +395,7 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	// which an update or rescale of the job holds until it is done.
 	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
 	defer unlock()
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	if jr.superseded.Load() || s.runningJob(jr.id) != jr {
 		return // another execution of the job took over meanwhile
@@ -473,7 +473,7 @@ func (s *Service) finish(jr *jobRun) {
 		}
 		target, reason = StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	j, err = s.readJob(jr.id)
 	if err == nil && !j.State.Terminal() {
 		j.Metrics = metrics
@@ -491,7 +491,7 @@ func (s *Service) finish(jr *jobRun) {
 }
 
 func (s *Service) clearPendingCommit(id string) error {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	j, err := s.readJob(id)
 	if err != nil {
@@ -523,7 +523,7 @@ func (s *Service) suspend(jr *jobRun) {
 
 // forget lets go of jr: it is no longer the live execution of its job.
 func (s *Service) forget(jr *jobRun) {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	s.running.CompareAndDelete(jr.id, jr)
 	s.live.CompareAndDelete(jr.name, jr)
 	s.mu.Unlock()
@@ -558,14 +558,14 @@ func (s *Service) recover(ctx context.Context) error {
 // recoverJob resumes or re-commits j on Open, under its name's guard
 // (supervisors of jobs recovered before it already run).
 func (s *Service) recoverJob(ctx context.Context, j *Job) error {
-	unlock, err := s.lockName(ctx, j.Name)
+	unlock, err := s.lockName(ctx, j.Name) // lock order 1
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == StateCancelling {
-		s.mu.Lock()
+		s.mu.Lock() // lock order 3
 		defer s.mu.Unlock()
 		return s.transitionLocked(j, StateCancelled, "cancelled (completed after a restart)")
 	}
@@ -596,7 +596,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return err
 		}
-		s.mu.Lock()
+		s.mu.Lock() // lock order 3
 		defer s.mu.Unlock()
 		return s.applyLocked(w)
 	}

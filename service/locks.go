@@ -29,7 +29,7 @@ type nameGuard struct {
 // and returns the function that releases it. It returns ctx's error when
 // ctx ends first.
 func (g *nameGuards) lock(ctx context.Context, name string) (unlock func(), err error) {
-	g.mu.Lock()
+	g.mu.Lock() // a leaf
 	if g.guards == nil {
 		g.guards = map[string]*nameGuard{}
 	}
@@ -56,7 +56,7 @@ func (g *nameGuards) lock(ctx context.Context, name string) (unlock func(), err 
 }
 
 func (g *nameGuards) release(name string, ng *nameGuard) {
-	g.mu.Lock()
+	g.mu.Lock() // a leaf
 	defer g.mu.Unlock()
 	if ng.refs--; ng.refs == 0 {
 		delete(g.guards, name)
@@ -73,7 +73,7 @@ type changes struct {
 
 // next returns a channel closed at the next notify.
 func (c *changes) next() <-chan struct{} {
-	c.mu.Lock()
+	c.mu.Lock() // a leaf
 	defer c.mu.Unlock()
 	if c.ch == nil {
 		c.ch = make(chan struct{})
@@ -83,7 +83,7 @@ func (c *changes) next() <-chan struct{} {
 
 // notify wakes every waiter of next.
 func (c *changes) notify() {
-	c.mu.Lock()
+	c.mu.Lock() // a leaf
 	defer c.mu.Unlock()
 	if c.ch != nil {
 		close(c.ch)

@@ -180,7 +180,7 @@ func (s *Service) DataDir() string { return s.opts.DataDir }
 // the registry and resume on the next Open. ctx bounds the wait.
 func (s *Service) Close(ctx context.Context) error {
 	// Under mu: no supervisor starts (wg.Add) after this.
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	if s.closing.Load() {
 		s.mu.Unlock()
 		return nil
@@ -292,7 +292,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	err = s.applyLocked(w)
 	s.mu.Unlock()
 	if err != nil {
@@ -365,7 +365,7 @@ func (s *Service) List(status Status) ([]*Job, error) {
 // window fires and the job becomes DRAINED. Draining a DRAINING job is
 // harmless; draining a batch job or a terminal job is an error.
 func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
-	unlock, err := s.lockJob(ctx, ref)
+	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +417,7 @@ func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err e
 // a committed checkpoint is discarded (its messages stay unacknowledged in
 // their subscription) and the job becomes CANCELLED.
 func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
-	unlock, err := s.lockJob(ctx, ref)
+	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
 	}

@@ -567,6 +567,9 @@ func TestStateMachine(t *testing.T) {
 	if CanTransition(StateCancelling, StateDraining) || CanTransition(StateRunning, StateDrained) || CanTransition(StateRunning, StatePending) {
 		t.Error("the transitions table allows a skipped or backward step")
 	}
+	if !CanTransition(StatePending, StateDraining) {
+		t.Error("the successor of a draining job cannot be created draining (PENDING → DRAINING)")
+	}
 	for i, st := range steps {
 		err := transition(j, st.to, time.Unix(int64(i), 0), "")
 		if ErrorCode(err) != st.code && !(err == nil && st.code == "") || j.State != st.want {

@@ -96,7 +96,7 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	// Lock order 1: the name's guard, for the whole update. No other
 	// operation changes the name's jobs or lineage until it is released,
 	// so what prepareUpdate reads stays current.
-	unlock, err := s.lockName(ctx, req.Name)
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	}
 	// Lock order 2: the old execution's checkpoints wait (a periodic one in
 	// flight finishes first) until the update is done.
-	u.jr.cpMu.Lock()
+	u.jr.cpMu.Lock() // lock order 2
 	defer u.jr.cpMu.Unlock()
 	if err := s.pauseForUpdate(ctx, u); err != nil {
 		return nil, err
@@ -290,7 +290,7 @@ func (s *Service) handOver(ctx context.Context, u *update) error {
 	s.live.Store(u.nj.Name, njr)
 	// Lock order 2, a second cpMu: the new execution has no supervisor yet,
 	// so nothing else holds or waits for it.
-	njr.cpMu.Lock()
+	njr.cpMu.Lock() // lock order 2
 	if err := u.cp.Complete(ctx); err != nil {
 		return s.abortUpdate(ctx, u, fmt.Errorf("encoding the handover checkpoint: %w", err))
 	}
@@ -501,7 +501,7 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	}
 	// Lock order 2: no checkpoint of the execution runs until the options
 	// are changed.
-	jr.cpMu.Lock()
+	jr.cpMu.Lock() // lock order 2
 	defer jr.cpMu.Unlock()
 	// Read again now that no checkpoint can write it: the record written
 	// below is this one.
