@@ -417,6 +417,9 @@ func (s *Service) finish(jr *jobRun) {
 	if jr.superseded.Load() {
 		return // a rescale took over the job with a new execution
 	}
+	if h := s.hooks.finishing; h != nil {
+		h(jr.id)
+	}
 	// The end of a job is a state change of its name: under the name's
 	// guard (lock order 1), after any update or rescale in progress, which
 	// may have replaced the job or superseded this execution.

@@ -126,6 +126,10 @@ type testHooks struct {
 	// job's old execution is paused (with the name guard and the
 	// execution's cpMu held, Service.mu not held), with the job's ID.
 	paused func(jobID string)
+	// finishing, when set, is called by a supervisor whose execution ended
+	// by itself or was cancelled, before it records the job's end (no
+	// lock held), with the job's ID.
+	finishing func(jobID string)
 }
 
 // runningJob returns the live execution of job id, or nil.
@@ -385,8 +389,9 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 	case j.State == StateDraining:
 		return j, nil
 	case j.State == StatePending:
-		// Dataflow drains only a running job (a PENDING job's successor of a
-		// draining job is created draining by the service itself).
+		// As in Dataflow, a drain request applies to a running job only;
+		// PENDING → DRAINING is the service's own edge (the successor of a
+		// draining job).
 		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
 	}
 	if err := s.transitionLocked(j, StateDraining, "drain requested"); err != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,6 +363,18 @@ func TestCancel(t *testing.T) {
 
 func TestIllegalTransitions(t *testing.T) {
 	s := openService(t, t.TempDir())
+	// The job "running" must stay DRAINING, then CANCELLING, while the
+	// table runs: the end of its execution is held until the table is done.
+	var holdEnd atomic.Pointer[string]
+	endGate := make(chan struct{})
+	var once sync.Once
+	releaseEnd := func() { once.Do(func() { close(endGate) }) }
+	t.Cleanup(releaseEnd)
+	s.hooks.finishing = func(id string) {
+		if p := holdEnd.Load(); p != nil && *p == id {
+			<-endGate
+		}
+	}
 	base := t.TempDir()
 	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
 	drained := submit(t, s, "drained", streamingYAML, base)
@@ -369,6 +383,7 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 	waitState(t, s, drained.ID, StateDrained)
 	running := submit(t, s, "running", streamingYAML, base)
+	holdEnd.Store(&running.ID)
 	// A batch job that still runs: Generate with a large count.
 	slowBatch := submit(t, s, "slow-batch", strings.Replace(streamingYAML, "rate: 400,", "rate: 400, count: 1000000,", 1), base)
 
@@ -395,6 +410,7 @@ func TestIllegalTransitions(t *testing.T) {
 			t.Errorf("%s: err %v (code %s), want code %q", tt.name, err, got, tt.code)
 		}
 	}
+	releaseEnd()
 	if _, err := s.Cancel(context.Background(), slowBatch.ID); err != nil {
 		t.Fatal(err)
 	}

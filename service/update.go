@@ -96,7 +96,7 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	// Lock order 1: the name's guard, for the whole update. No other
 	// operation changes the name's jobs or lineage until it is released,
 	// so what prepareUpdate reads stays current.
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	unlock, err := s.lockName(ctx, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	}
 	// Lock order 2: the old execution's checkpoints wait (a periodic one in
 	// flight finishes first) until the update is done.
-	u.jr.cpMu.Lock() // lock order 2
+	u.jr.cpMu.Lock()
 	defer u.jr.cpMu.Unlock()
 	if err := s.pauseForUpdate(ctx, u); err != nil {
 		return nil, err
