@@ -28,7 +28,8 @@
 //     its execution (finish) or a failed checkpoint. It IS held across waits
 //     for an execution: an update holds it through the whole handover, a
 //     rescale through the pause. One name's guard at a time: no operation
-//     holds two.
+//     holds two. Methods that need it held say so ("the caller holds the
+//     name's guard").
 //  2. jobRun.cpMu, one per execution. It serialises the execution's
 //     checkpoints from taking to commit (periodic, final, at shutdown, and
 //     an update's or rescale's pause), so that no checkpoint's state changes
