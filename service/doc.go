@@ -4,7 +4,9 @@
 // checkpoint), runs every job's execution with a checkpoint loop, and
 // drives the job state machine (Dataflow's: PENDING → RUNNING → DONE;
 // RUNNING → DRAINING → DRAINED; RUNNING/DRAINING → CANCELLING → CANCELLED;
-// any non-terminal state → FAILED).
+// RUNNING/DRAINING → UPDATED when an update replaces the job, whose
+// successor goes PENDING → RUNNING, or PENDING → DRAINING when it replaces
+// a draining job; any non-terminal state → FAILED).
 //
 // The service speaks Go: jobs, states, errors with stable codes. It knows
 // nothing of HTTP (package api serves it) or of the command line.
@@ -15,9 +17,53 @@
 //
 // # Lock ordering
 //
-// Service.mu is the only lock. It guards the in-memory table of running
-// jobs and serialises every read-modify-write of registry records (job
-// records, name lineages, including the ones written together with a
-// checkpoint). It is never held while waiting for an execution (taking a
-// checkpoint, draining, waiting for the end); only while writing to the store.
+// This section is the one place that states the service's locks (as NATS
+// keeps locksordering.txt). Locks are taken in this order, never the other
+// way round; a lock is never taken while one below it is held:
+//
+//  1. The name guard of a job name (Service.names, taken with lockName). It
+//     serialises the operations that change a name's jobs or its lineage
+//     record: Submit, StartProgram, CheckRelease, Update, UpdateOptions,
+//     Drain, Cancel, recovery at Open, and a supervisor recording the end of
+//     its execution (finish) or a failed checkpoint. It IS held across waits
+//     for an execution: an update holds it through the whole handover, a
+//     rescale through the pause. One name's guard at a time: no operation
+//     holds two. Methods that need it held say so ("the caller holds the
+//     name's guard").
+//  2. jobRun.cpMu, one per execution. It serialises the execution's
+//     checkpoints from taking to commit (periodic, final, at shutdown, and
+//     an update's or rescale's pause), so that no checkpoint's state changes
+//     are taken but not yet written when another is taken. It is held
+//     across waits (barrier alignment, encoding, commit). An update holds
+//     the old execution's cpMu and then takes the new execution's, before
+//     the new one has a supervisor: nothing else can hold or wait for it.
+//  3. Service.mu. It guards the writes of the running table, closing, and
+//     every write to the store: each read-modify-write of registry records
+//     (job records, name lineages, attempts) happens with the store write
+//     that lands it under mu (applyLocked, writeCheckpointLocked,
+//     writeHandoverLocked, dropStateLocked), which also serialises the
+//     store's namespace allocation. It is NEVER held while waiting for an
+//     execution (a pause, a checkpoint, encoding, a commit, an end), nor
+//     while starting one or committing sinks: only across in-memory work
+//     and store writes. Methods that need it held end in Locked.
+//  4. Leaves, never held while taking another lock: jobRun.smu (the
+//     metrics sampler), the name-guard table's mutex, and the mutex of
+//     Service.changes.
+//
+// Reads — Get, List, History, Metrics, RunningMetrics, ElementsRead,
+// WaitJob, everything the API's describe, list and metrics call — take no
+// lock but the leaves: they read registry records from the store (each
+// record is written atomically, so a read sees one whole version of it)
+// and live executions from the running table (a sync.Map). So a read never
+// waits for a handover, a rescale, a checkpoint or a store write.
+//
+// Why a handover needs no re-read: every writer of a name's lineage and of
+// its jobs' states holds the name's guard, and the only other writers of a
+// job record — its execution's checkpoints, which set the last checkpoint
+// and dead-letter fields — hold its cpMu. An update holds the guard from
+// its first read and the old execution's cpMu from its pause, so the
+// records it read first stay current until its one write, but for the
+// fields a checkpoint finished in between may have set, which the handover
+// sets itself (the last checkpoint is the handover's; the dead letters are
+// the execution's counters).
 package service

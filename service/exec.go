@@ -31,9 +31,10 @@ type jobRun struct {
 	checkpointed bool
 
 	// cpMu serialises checkpoints of the execution from taking to commit
-	// (periodic, final, and an update's handover), so that no checkpoint's
-	// state changes are taken but not yet written when another is taken.
-	// Lock order: cpMu before Service.mu.
+	// (periodic, final, at shutdown, and an update's or rescale's pause),
+	// so that no checkpoint's state changes are taken but not yet written
+	// when another is taken. Lock order 2: after the name's guard, before
+	// Service.mu; held across waits.
 	cpMu sync.Mutex
 
 	// superseded is set when a rescale replaced this execution with a new
@@ -43,14 +44,30 @@ type jobRun struct {
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
 
-	// sampler is written by the supervisor and read by metrics, both
-	// under Service.mu.
-	sampler *sampler // guarded by Service.mu
+	// smu guards sampler, written by the supervisor and read by metrics.
+	// A leaf: no other lock is taken while it is held.
+	smu     sync.Mutex
+	sampler *sampler // guarded by smu
 }
 
-// metricsLocked returns the job's live metrics. Service.mu is held.
-func (jr *jobRun) metricsLocked(now time.Time) *JobMetrics {
-	return jr.sampler.metrics(now, jr.x.Metrics(), jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
+// observe samples the execution's live counters at now.
+func (jr *jobRun) observe(now time.Time) {
+	res := jr.x.Metrics()
+	jr.smu.Lock() // a leaf
+	defer jr.smu.Unlock()
+	jr.sampler.observe(now, res)
+}
+
+// metrics returns the job's live metrics at now.
+func (jr *jobRun) metrics(now time.Time) *JobMetrics {
+	return jr.metricsOf(now, jr.x.Metrics())
+}
+
+// metricsOf returns the job's metrics at now from counters res.
+func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *JobMetrics {
+	jr.smu.Lock() // a leaf
+	defer jr.smu.Unlock()
+	return jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
 }
 
 func unmarshalJob(b []byte, j *Job) error {
@@ -112,51 +129,77 @@ func delivery(prog *runner.Program, checkpointed bool) (string, string) {
 	return DeliveryAtLeastOnce, strings.Join(notes, "; ")
 }
 
-// launchLocked starts j's execution: from its last checkpoint when it has
-// one (committing that checkpoint's sink data again first, in case the
-// process stopped between the write and the commit), otherwise from
-// scratch after dropping state its name's earlier jobs left behind. j is
-// then RUNNING (or stays DRAINING, and is drained at once), and a
-// supervisor watches it. An execution that cannot start makes j FAILED;
-// only registry failures are returned. Service.mu is held.
-func (s *Service) launchLocked(ctx context.Context, j *Job, prog *runner.Program) error {
-	return s.launchAdoptingLocked(ctx, j, prog, nil)
-}
-
-// launchAdoptingLocked is launchLocked for a rescale: adopt, when set,
-// hands the new execution the paused old one's keyed state in memory.
-func (s *Service) launchAdoptingLocked(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
+// launch starts j's execution: from its last checkpoint when it has one
+// (committing that checkpoint's sink data again first, in case the process
+// stopped between the write and the commit), otherwise from scratch after
+// dropping state its name's earlier jobs left behind. adopt, when set (a
+// rescale), hands the new execution the paused old one's keyed state in
+// memory. j is then RUNNING (or stays DRAINING, and is drained at once),
+// and a supervisor watches it. An execution that cannot start makes j
+// FAILED; only registry failures, and SHUTTING_DOWN when the service
+// closes meanwhile (j then resumes on the next Open), are returned.
+//
+// The caller holds j's name guard, not Service.mu: reading the checkpoint,
+// committing sinks and starting the execution happen without it.
+func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
 	restore, cp, err := s.store.Restore(j.Name, j.ID)
 	if err != nil {
-		return s.failLocked(j, fmt.Sprintf("reading the last checkpoint: %v", err))
+		return s.fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
 	}
 	if cp == nil {
-		for _, st := range prog.Graph.Steps {
-			if err := s.store.DropState(j.Name, st.Name); err != nil {
-				return s.failLocked(j, fmt.Sprintf("dropping the state of step %q left by an earlier job of %q: %v", st.Name, j.Name, err))
-			}
+		if err := s.dropStaleState(j, prog); err != nil {
+			return s.fail(j, err.Error())
 		}
 	} else if err := runner.CommitRestored(ctx, prog, cp); err != nil {
-		return s.failLocked(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
+		return s.fail(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
 	}
 	jr, err := s.startExecution(ctx, j, prog, restore, adopt)
 	if err != nil {
-		return s.failLocked(j, err.Error())
+		return s.fail(j, err.Error())
 	}
-	switch j.State {
-	case StatePending:
+	s.mu.Lock() // lock order 3
+	err = s.recordStartedLocked(j, jr)
+	s.mu.Unlock()
+	if err != nil {
+		jr.x.Cancel()
+		<-jr.x.Done()
+		return err
+	}
+	return nil
+}
+
+// dropStaleState drops the keyed state that earlier jobs of j's name left
+// for prog's steps, under Service.mu.
+func (s *Service) dropStaleState(j *Job, prog *runner.Program) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	for _, st := range prog.Graph.Steps {
+		if err := s.dropStateLocked(j.Name, st.Name); err != nil {
+			return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
+		}
+	}
+	return nil
+}
+
+// recordStartedLocked records j, whose execution jr has started, as
+// RUNNING (a PENDING job; a DRAINING one stays so) and makes jr its
+// supervised live execution. When the service is closing it records
+// nothing and returns SHUTTING_DOWN: the caller stops jr, and j resumes as
+// recorded on the next Open. Service.mu is held.
+func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
+	if s.closing.Load() {
+		return errorf(CodeShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
+	}
+	if j.State == StatePending {
 		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
-			jr.x.Cancel()
 			return err
 		}
-	default:
+	} else {
 		w := &state.Write{}
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
-			jr.x.Cancel()
 			return err
 		}
-		if err := s.store.Apply(w); err != nil {
-			jr.x.Cancel()
+		if err := s.applyLocked(w); err != nil {
 			return internalf("recording job %s: %w", j.ID, err)
 		}
 	}
@@ -190,17 +233,26 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Progr
 }
 
 // superviseLocked makes jr the live execution of j, recorded as RUNNING
-// (or DRAINING, then drained at once), and starts its supervisor.
-// Service.mu is held.
+// (or DRAINING, then drained at once), and starts its supervisor. The
+// caller checked under the same hold of Service.mu that the service is not
+// closing (so that wg.Add never follows Close's wg.Wait). Service.mu is held.
 func (s *Service) superviseLocked(j *Job, jr *jobRun) {
 	if j.State == StateDraining {
 		jr.x.Drain()
 	}
-	jr.sampler.observe(s.now(), jr.x.Metrics())
-	s.running[j.ID] = jr
+	jr.observe(s.now())
+	s.running.Store(j.ID, jr)
 	s.live.Store(j.Name, jr)
 	s.wg.Add(1)
 	go s.supervise(jr)
+}
+
+// fail makes j FAILED with reason, taking Service.mu. The caller holds j's
+// name guard.
+func (s *Service) fail(j *Job, reason string) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	return s.failLocked(j, reason)
 }
 
 // failLocked makes j FAILED with reason. Service.mu is held.
@@ -243,9 +295,7 @@ func (s *Service) supervise(jr *jobRun) {
 			s.finish(jr)
 			return
 		case <-s.ctx.Done():
-			s.mu.Lock()
 			j, err := s.readJob(jr.id)
-			s.mu.Unlock()
 			select {
 			case <-jr.x.Done():
 				s.finish(jr)
@@ -260,9 +310,8 @@ func (s *Service) supervise(jr *jobRun) {
 			}
 			return
 		case <-t.C:
-			s.mu.Lock()
-			jr.sampler.observe(s.now(), jr.x.Metrics())
-			s.mu.Unlock()
+			jr.observe(s.now())
+			s.changes.notify()
 			if jr.checkpointed {
 				if err := s.checkpoint(jr, nil); err != nil {
 					s.checkpointFailed(jr, err)
@@ -278,9 +327,11 @@ var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
 
 // checkpoint takes a checkpoint of jr, writes it together with the job
 // record (to which final, when set, applies the terminal transition) in one
-// atomic write, then lets sinks commit and sources acknowledge.
+// atomic write, then lets sinks commit and sources acknowledge. It takes
+// jr.cpMu for the whole checkpoint and Service.mu for the write only; with
+// final set, the caller holds the name's guard.
 func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
-	jr.cpMu.Lock()
+	jr.cpMu.Lock() // lock order 2
 	defer jr.cpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
 	defer cancel()
@@ -297,8 +348,10 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	return nil
 }
 
+// writeCheckpoint writes checkpoint cp of jr with jr's job record, under
+// Service.mu (jr.cpMu is held).
 func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(*Job) error) error {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3, after jr.cpMu
 	defer s.mu.Unlock()
 	j, err := s.readJob(jr.id)
 	if err != nil {
@@ -318,10 +371,10 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(
 		}
 	}
 	w := &state.Write{}
-	if err := s.terminalWrite(w, j); err != nil {
+	if err := s.terminalWriteLocked(w, j); err != nil {
 		return err
 	}
-	if err := s.store.WriteCheckpoint(jr.name, jr.id, cp, w); err != nil {
+	if err := s.writeCheckpointLocked(jr.name, jr.id, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	return nil
@@ -338,8 +391,15 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	if errors.Is(err, errNotWritten) {
 		return
 	}
-	s.mu.Lock()
+	// A state change of the job: under its name's guard (lock order 1),
+	// which an update or rescale of the job holds until it is done.
+	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
+	defer unlock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
+	if jr.superseded.Load() || s.runningJob(jr.id) != jr {
+		return // another execution of the job took over meanwhile
+	}
 	j, rerr := s.readJob(jr.id)
 	if rerr != nil || j.State.Terminal() {
 		return
@@ -357,17 +417,26 @@ func (s *Service) finish(jr *jobRun) {
 	if jr.superseded.Load() {
 		return // a rescale took over the job with a new execution
 	}
+	if h := s.hooks.finishing; h != nil {
+		h(jr.id)
+	}
+	// The end of a job is a state change of its name: under the name's
+	// guard (lock order 1), after any update or rescale in progress, which
+	// may have replaced the job or superseded this execution.
+	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
+	defer unlock()
+	if jr.superseded.Load() {
+		return
+	}
 	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
-	s.mu.Lock()
 	j, err := s.readJob(jr.id)
-	s.mu.Unlock()
 	if err != nil {
 		log.Error("reading the record of a finished job", "error", err)
 		s.forget(jr)
 		return
 	}
 	now := s.now()
-	metrics := jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
+	metrics := jr.metricsOf(now, res)
 	var target JobState
 	reason := ""
 	switch {
@@ -399,18 +468,15 @@ func (s *Service) finish(jr *jobRun) {
 				return
 			}
 		}
-		s.mu.Lock()
 		if j2, rerr := s.readJob(jr.id); rerr == nil && j2.State.Terminal() {
 			// The terminal state is durable; a restart re-commits (pending_commit).
 			log.Error("committing the final checkpoint", "error", err)
-			s.mu.Unlock()
 			s.forget(jr)
 			return
 		}
-		s.mu.Unlock()
 		target, reason = StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	j, err = s.readJob(jr.id)
 	if err == nil && !j.State.Terminal() {
 		j.Metrics = metrics
@@ -428,7 +494,7 @@ func (s *Service) finish(jr *jobRun) {
 }
 
 func (s *Service) clearPendingCommit(id string) error {
-	s.mu.Lock()
+	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	j, err := s.readJob(id)
 	if err != nil {
@@ -439,7 +505,7 @@ func (s *Service) clearPendingCommit(id string) error {
 	if err := putJSON(w, jobKey(id), j); err != nil {
 		return err
 	}
-	return s.store.Apply(w)
+	return s.applyLocked(w)
 }
 
 // suspend checkpoints jr (write and commit) and stops its execution
@@ -458,13 +524,13 @@ func (s *Service) suspend(jr *jobRun) {
 	s.forget(jr)
 }
 
+// forget lets go of jr: it is no longer the live execution of its job.
 func (s *Service) forget(jr *jobRun) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[jr.id] == jr {
-		delete(s.running, jr.id)
-	}
+	s.mu.Lock() // lock order 3
+	s.running.CompareAndDelete(jr.id, jr)
 	s.live.CompareAndDelete(jr.name, jr)
+	s.mu.Unlock()
+	s.changes.notify()
 }
 
 // recover resumes, on Open, every job the previous process left active,
@@ -484,19 +550,26 @@ func (s *Service) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the job registry: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, j := range jobs {
-		if err := s.recoverLocked(ctx, j); err != nil {
+		if err := s.recoverJob(ctx, j); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Service) recoverLocked(ctx context.Context, j *Job) error {
+// recoverJob resumes or re-commits j on Open, under its name's guard
+// (supervisors of jobs recovered before it already run).
+func (s *Service) recoverJob(ctx context.Context, j *Job) error {
+	unlock, err := s.lockName(ctx, j.Name) // lock order 1
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == StateCancelling {
+		s.mu.Lock() // lock order 3
+		defer s.mu.Unlock()
 		return s.transitionLocked(j, StateCancelled, "cancelled (completed after a restart)")
 	}
 	if j.SDK == SDKGo && j.Active() {
@@ -507,7 +580,7 @@ func (s *Service) recoverLocked(ctx context.Context, j *Job) error {
 	p, err := s.load(j)
 	if err != nil {
 		if j.Active() {
-			return s.failLocked(j, fmt.Sprintf("the pipeline no longer loads after a restart: %v", err))
+			return s.fail(j, fmt.Sprintf("the pipeline no longer loads after a restart: %v", err))
 		}
 		log.Error("re-committing the final checkpoint: the pipeline no longer loads", "error", err)
 		return nil
@@ -526,20 +599,21 @@ func (s *Service) recoverLocked(ctx context.Context, j *Job) error {
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return err
 		}
-		return s.store.Apply(w)
+		s.mu.Lock() // lock order 3
+		defer s.mu.Unlock()
+		return s.applyLocked(w)
 	}
 	log.Info("resuming job", "state", j.State)
-	return s.launchLocked(ctx, j, p.Program())
+	return s.launch(ctx, j, p.Program(), nil)
 }
 
 // runningIDs returns the IDs of the live executions (for tests).
 func (s *Service) runningIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var ids []string
-	for id := range s.running {
-		ids = append(ids, id)
-	}
+	s.running.Range(func(k, _ any) bool {
+		ids = append(ids, k.(string))
+		return true
+	})
 	sort.Strings(ids)
 	return ids
 }

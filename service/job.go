@@ -226,7 +226,12 @@ func jobType(g *graph.Pipeline) JobType {
 	return TypeBatch
 }
 
-// ---- registry access (callers hold Service.mu for read-modify-write) ----
+// ---- registry access ----
+//
+// Reads take no lock: every record is written whole, atomically. A read
+// that is modified and written back happens under Service.mu, or under the
+// guards that exclude every other writer of the record (see the lock
+// ordering in the package doc).
 
 func (s *Service) readJob(id string) (*Job, error) {
 	b, err := s.store.Get(jobKey(id))
@@ -264,9 +269,9 @@ func putJSON(w *state.Write, key string, v any) error {
 	return nil
 }
 
-// resolveLocked finds a job by ID, or by name: the name's active job, or
-// its latest job when none is active.
-func (s *Service) resolveLocked(ref string) (*Job, error) {
+// resolve finds a job by ID, or by name: the name's active job, or its
+// latest job when none is active. It takes no lock.
+func (s *Service) resolve(ref string) (*Job, error) {
 	if ref == "" {
 		return nil, errorf(CodeJobNotFound, "no job ID or name given")
 	}

@@ -66,8 +66,8 @@ type StepMetrics struct {
 }
 
 // sampler keeps what the previous metrics sample saw, to compute rates and
-// the system lag. It is owned by the job's supervisor and read under
-// Service.mu.
+// the system lag. It is written by the job's supervisor and read by
+// metrics, both under jobRun.smu.
 type sampler struct {
 	prevAt time.Time
 	prev   map[string]runner.StepMetrics

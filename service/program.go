@@ -123,7 +123,7 @@ func sameGraph(a, b json.RawMessage) (bool, error) {
 //   - Update: the compatibility check of this build against the stored
 //     graph runs; refused (INCOMPATIBLE_UPDATE, with the report) or
 //     validate-only changes nothing but the recorded attempt; otherwise
-//     the active job is replaced in the store (see updateStoredLocked).
+//     the active job is replaced in the store (see updateStored).
 //
 // Go program jobs never resume by themselves when the service opens: their
 // program decides here.
@@ -139,9 +139,12 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	if err := req.Options.Validate(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.closing.Load() {
 		return nil, errorf(CodeShuttingDown, "the job service is shutting down")
 	}
 	l, err := s.readLineage(req.Name)
@@ -152,7 +155,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 		if req.Update {
 			return nil, errorf(CodeNoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
 		}
-		j, err := s.submitProgramLocked(ctx, l, req)
+		j, err := s.submitProgram(ctx, l, req)
 		if err != nil {
 			return nil, err
 		}
@@ -165,11 +168,11 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	if active.SDK != SDKGo {
 		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
-	if s.running[active.ID] != nil {
+	if s.runningJob(active.ID) != nil {
 		return nil, errorf(CodeJobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
 	}
 	if req.Update {
-		return s.updateStoredLocked(ctx, l, active, req, mapping)
+		return s.updateStored(ctx, l, active, req, mapping)
 	}
 	p, err := s.loadProgram(active)
 	if err != nil {
@@ -187,15 +190,15 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 		return nil, errorf(CodeProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
 	}
 	s.opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
-	if err := s.launchLocked(ctx, active, p.Program()); err != nil {
+	if err := s.launch(ctx, active, p.Program(), nil); err != nil {
 		return nil, err
 	}
 	return &ProgramStart{Action: ActionResumed, Job: active}, nil
 }
 
-// submitProgramLocked creates and starts a new Go program job of lineage l.
-// Service.mu is held.
-func (s *Service) submitProgramLocked(ctx context.Context, l *lineage, req ProgramRequest) (*Job, error) {
+// submitProgram creates and starts a new Go program job of lineage l.
+// The caller holds the name's guard.
+func (s *Service) submitProgram(ctx context.Context, l *lineage, req ProgramRequest) (*Job, error) {
 	now := s.now()
 	id, err := newJobID(now)
 	if err != nil {
@@ -204,7 +207,7 @@ func (s *Service) submitProgramLocked(ctx context.Context, l *lineage, req Progr
 	j := &Job{ID: id, Name: req.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options,
 		History: []StateChange{{State: StatePending, Time: now}}}
-	if err := s.createLocked(ctx, l, j); err != nil {
+	if err := s.create(ctx, l, j); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -243,9 +246,12 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	if err != nil {
 		return nil, errorf(CodeInvalidPipeline, "the new build's graph: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
+	unlock, err := s.lockName(context.Background(), req.Name) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.closing.Load() {
 		return nil, errorf(CodeShuttingDown, "this process is shutting down; start the new build again once it has stopped")
 	}
 	l, err := s.readLineage(req.Name)
@@ -272,7 +278,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	if report.Compatible && !req.ValidateOnly {
 		return res, nil
 	}
-	if err := s.recordAttemptLocked(old, req.Program, req.ValidateOnly, report); err != nil {
+	if err := s.recordAttempt(old, req.Program, req.ValidateOnly, report); err != nil {
 		return nil, err
 	}
 	if !report.Compatible {
@@ -281,9 +287,9 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	return res, nil
 }
 
-// recordAttemptLocked records a refused or validate-only update of old by a
-// Go program build. Service.mu is held.
-func (s *Service) recordAttemptLocked(old *Job, program string, validateOnly bool, report compat.Report) error {
+// recordAttempt records a refused or validate-only update of old by a Go
+// program build, taking Service.mu for the write.
+func (s *Service) recordAttempt(old *Job, program string, validateOnly bool, report compat.Report) error {
 	now := s.now()
 	w := &state.Write{}
 	a := Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
@@ -291,7 +297,7 @@ func (s *Service) recordAttemptLocked(old *Job, program string, validateOnly boo
 	if err := putJSON(w, attemptKey(old.Name, now), a); err != nil {
 		return err
 	}
-	if err := s.store.Apply(w); err != nil {
+	if err := s.apply(w); err != nil {
 		return internalf("recording the update attempt: %w", err)
 	}
 	return nil
@@ -303,19 +309,16 @@ const waitJobPoll = 100 * time.Millisecond
 // WaitJob waits until job id is terminal and its execution has let go of
 // it (final checkpoint written and committed), and returns its record. It
 // returns a SHUTTING_DOWN error once the service closes, and ctx's error
-// when ctx ends first.
+// when ctx ends first. It takes no lock.
 func (s *Service) WaitJob(ctx context.Context, id string) (*Job, error) {
 	t := time.NewTicker(waitJobPoll)
 	defer t.Stop()
 	for {
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
+		if s.closing.Load() {
 			return nil, errorf(CodeShuttingDown, "the job service is shutting down")
 		}
 		j, err := s.readJob(id)
-		live := s.running[id] != nil
-		s.mu.Unlock()
+		live := s.runningJob(id) != nil
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			return nil, errorf(CodeJobNotFound, "no job has the ID %q", id)

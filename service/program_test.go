@@ -234,3 +234,78 @@ func TestProgramStoredUpdate(t *testing.T) {
 		t.Errorf("%d keys in the table, want 7", got)
 	}
 }
+
+// streamingProgram returns a Go program's loader of a streaming job: an
+// unbounded generator counted per key (step count) into the table counts
+// of db.
+func streamingProgram(db, count string) ProgramLoader {
+	return func(job weir.JobInfo) (*weir.Pipeline, error) {
+		p := weir.NewJobPipeline(job)
+		s := p.Root()
+		schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
+		ev := weir.Generate(s, "Events", weir.GenerateConfig{Rate: 500}, func(i int64) weir.KV[string, int64] {
+			return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", i%7), Value: 1}
+		})
+		c := weir.CombinePerKey(s, count, ev, weir.Sum[int64]())
+		rows := weir.Map(s, "ToRow", c, func(kv weir.KV[string, int64]) *row.Row {
+			return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
+		})
+		sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
+			JobID: job.ID, Generation: job.Generation}, schema)
+		if err != nil {
+			return nil, err
+		}
+		weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
+		return p, nil
+	}
+}
+
+// TestProgramUpdateOfDrainingJob: the job that replaces a DRAINING job
+// (here a Go program's, drained while no process ran it) is created
+// draining through the state machine (PENDING → DRAINING), then drains to
+// DRAINED; the old job ends UPDATED.
+func TestProgramUpdateOfDrainingJob(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "counts.sqlite")
+	ctx := context.Background()
+	clock := testClock{base: time.Now()}
+
+	s := openProgramService(t, dir, clock, streamingProgram(db, "CountPerKey"))
+	st, err := s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.Job
+	waitFor(t, s, old.ID, "a checkpoint", checkpointed(1))
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without the program the job has no execution; a drain only records it.
+	s = openProgramService(t, dir, clock, nil)
+	if d, err := s.Drain(ctx, "counts"); err != nil || d.State != StateDraining {
+		t.Fatalf("drain without the program: %+v %v", d, err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openProgramService(t, dir, clock, streamingProgram(db, "Counts"))
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v2", Update: true, Mapping: `{"CountPerKey": "Counts"}`})
+	if err != nil {
+		t.Fatalf("update: %+v %v", st, err)
+	}
+	if st.Action != ActionUpdated || st.Job.ReplacesJobID != old.ID {
+		t.Fatalf("update: action %s, job %+v", st.Action, st.Job)
+	}
+	nj := waitState(t, s, st.Job.ID, StateDrained)
+	if want := []JobState{StatePending, StateDraining, StateDrained}; !equalStates(states(nj), want) {
+		t.Errorf("history of the new job %v, want %v", states(nj), want)
+	}
+	if h := nj.History[1]; h.Reason != "replaces a draining job" || !h.Time.Equal(nj.History[0].Time) {
+		t.Errorf("the DRAINING entry %+v", h)
+	}
+	if o, err := s.Get(old.ID); err != nil || o.State != StateUpdated || o.ReplacedByJobID != nj.ID {
+		t.Errorf("old job: %+v %v", o, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-dev/weir/graph"
@@ -86,6 +87,7 @@ func (o Options) Validate() error {
 }
 
 // Service is the job service. Its methods are safe for concurrent use.
+// Its locks and their order are described in the package doc.
 type Service struct {
 	opts  Options
 	store *state.Store
@@ -93,16 +95,57 @@ type Service struct {
 	// and stop its execution, leaving it to resume on the next Open.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // supervisors
+	wg     sync.WaitGroup // supervisors; Add only under mu while !closing
+
+	// names holds the per-name operation guards (lock order 1).
+	names nameGuards
 
 	// live holds the live execution of each job name (the one reading
 	// data), readable without mu: see ElementsRead.
 	live sync.Map // job name -> *jobRun
 
+	// changes is notified after every registry write, metrics sample and
+	// forgotten execution.
+	changes changes
+
+	// hooks are called by the service at points tests hold open; set them
+	// before the first call that reaches them.
+	hooks testHooks
+
+	// mu is lock order 3: never held across waits for an execution.
 	mu sync.Mutex
-	// running holds the live executions by job ID.
-	running map[string]*jobRun // guarded by mu
-	closing bool               // guarded by mu
+	// running holds the live executions by job ID (job ID -> *jobRun).
+	// It is written under mu, so that a check of it under mu stays true
+	// until mu is released, and read with or without mu.
+	running sync.Map
+	// closing is set under mu by Close; read with or without mu.
+	closing atomic.Bool
+}
+
+// testHooks are calls into tests at points of the service's work.
+type testHooks struct {
+	// paused, when set, is called by Update and UpdateOptions while the
+	// job's old execution is paused (with the name guard and the
+	// execution's cpMu held, Service.mu not held), with the job's ID.
+	paused func(jobID string)
+	// finishing, when set, is called by a supervisor whose execution ended
+	// by itself or was cancelled, before it records the job's end (no
+	// lock held), with the job's ID.
+	finishing func(jobID string)
+}
+
+// runningJob returns the live execution of job id, or nil.
+func (s *Service) runningJob(id string) *jobRun {
+	if v, ok := s.running.Load(id); ok {
+		return v.(*jobRun)
+	}
+	return nil
+}
+
+// lockName takes the guard of job name (lock order 1; see the package
+// doc) and returns its release.
+func (s *Service) lockName(ctx context.Context, name string) (unlock func(), err error) {
+	return s.names.lock(ctx, name)
 }
 
 // Open opens (creating if needed) the data directory and resumes every job
@@ -125,7 +168,7 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, store: st, running: map[string]*jobRun{}}
+	s := &Service{opts: opts, store: st}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.recover(ctx); err != nil {
 		s.cancel()
@@ -142,12 +185,13 @@ func (s *Service) DataDir() string { return s.opts.DataDir }
 // execution and closes the store. The jobs stay RUNNING (or DRAINING) in
 // the registry and resume on the next Open. ctx bounds the wait.
 func (s *Service) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closing {
+	// Under mu: no supervisor starts (wg.Add) after this.
+	s.mu.Lock() // lock order 3
+	if s.closing.Load() {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closing = true
+	s.closing.Store(true)
 	s.mu.Unlock()
 	s.cancel()
 	done := make(chan struct{})
@@ -194,9 +238,12 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the name's guard
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.closing.Load() {
 		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	l, err := s.readLineage(req.Name)
@@ -219,16 +266,16 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options,
 		History: []StateChange{{State: StatePending, Time: now}}}
-	if err := s.createLocked(ctx, l, j); err != nil {
+	if err := s.create(ctx, l, j); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
-// createLocked loads j, a new PENDING job (YAML or Go program) of lineage
-// l, records it with its graph as the name's active job in one write, and
-// starts it. Service.mu is held.
-func (s *Service) createLocked(ctx context.Context, l *lineage, j *Job) error {
+// create loads j, a new PENDING job (YAML or Go program) of lineage l,
+// records it with its graph as the name's active job in one write, and
+// starts it. The caller holds the name's guard, not Service.mu.
+func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 	p, err := s.load(j)
 	if err != nil {
 		return err
@@ -251,7 +298,10 @@ func (s *Service) createLocked(ctx context.Context, l *lineage, j *Job) error {
 	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
 		return err
 	}
-	if err := s.store.Apply(w); err != nil {
+	s.mu.Lock() // lock order 3
+	err = s.applyLocked(w)
+	s.mu.Unlock()
+	if err != nil {
 		return internalf("recording job %s: %w", j.ID, err)
 	}
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
@@ -259,15 +309,14 @@ func (s *Service) createLocked(ctx context.Context, l *lineage, j *Job) error {
 		log = log.With("sdk", j.SDK)
 	}
 	log.Info("job created")
-	return s.launchLocked(ctx, j, p.Program())
+	return s.launch(ctx, j, p.Program(), nil)
 }
 
 // Get returns the job with ID or name ref (a name means its active job,
-// or its latest job when none is active).
+// or its latest job when none is active). It takes no lock: it never
+// waits for a handover, a rescale or a checkpoint.
 func (s *Service) Get(ref string) (*Job, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.resolveLocked(ref)
+	return s.resolve(ref)
 }
 
 // Status filters List.
@@ -291,7 +340,7 @@ func ParseStatus(v string) (Status, error) {
 	return "", errorf(CodeInvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
 }
 
-// List returns the jobs matching status, newest first.
+// List returns the jobs matching status, newest first. It takes no lock.
 func (s *Service) List(status Status) ([]*Job, error) {
 	var jobs []*Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
@@ -322,9 +371,15 @@ func (s *Service) List(status Status) ([]*Job, error) {
 // window fires and the job becomes DRAINED. Draining a DRAINING job is
 // harmless; draining a batch job or a terminal job is an error.
 func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
-	s.mu.Lock()
+	unlock, err := s.lockJob(ctx, ref) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s.mu.Lock() // lock order 3, after the name's guard
 	defer s.mu.Unlock()
-	j, err := s.resolveLocked(ref)
+	// Resolved again under the guard: an update may have replaced the job.
+	j, err := s.resolve(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -335,23 +390,49 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 		return nil, errorf(CodeBatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
 	case j.State == StateDraining:
 		return j, nil
+	case j.State == StatePending:
+		// As in Dataflow, a drain request applies to a running job only;
+		// PENDING → DRAINING is the service's own edge (the successor of a
+		// draining job).
+		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
 	}
 	if err := s.transitionLocked(j, StateDraining, "drain requested"); err != nil {
 		return nil, err
 	}
-	if jr := s.running[j.ID]; jr != nil {
+	if jr := s.runningJob(j.ID); jr != nil {
 		jr.x.Drain()
 	}
 	return j, nil
+}
+
+// lockJob takes the guard of the name of job ref (an ID or a name) and
+// returns its release; an unknown ref is JOB_NOT_FOUND.
+func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err error) {
+	name := ref
+	if !jobNameRE.MatchString(ref) {
+		// Job IDs never match the name rule.
+		j, err := s.resolve(ref)
+		if err != nil {
+			return nil, err
+		}
+		name = j.Name
+	}
+	return s.lockName(ctx, name) // lock order 1
 }
 
 // Cancel asks the job ref to stop as fast as possible: work not covered by
 // a committed checkpoint is discarded (its messages stay unacknowledged in
 // their subscription) and the job becomes CANCELLED.
 func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
-	s.mu.Lock()
+	unlock, err := s.lockJob(ctx, ref) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	s.mu.Lock() // lock order 3, after the name's guard
 	defer s.mu.Unlock()
-	j, err := s.resolveLocked(ref)
+	// Resolved again under the guard: an update may have replaced the job.
+	j, err := s.resolve(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -361,23 +442,22 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
 	if err := s.transitionLocked(j, StateCancelling, "cancel requested"); err != nil {
 		return nil, err
 	}
-	if jr := s.running[j.ID]; jr != nil {
+	if jr := s.runningJob(j.ID); jr != nil {
 		jr.x.Cancel()
 	}
 	return j, nil
 }
 
 // Metrics returns the metrics of job ref: live for a running job, final
-// for a terminal one (nil when it never ran).
+// for a terminal one (nil when it never ran). It takes no lock but the
+// execution's sampler's.
 func (s *Service) Metrics(ref string) (*JobMetrics, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, err := s.resolveLocked(ref)
+	j, err := s.resolve(ref)
 	if err != nil {
 		return nil, err
 	}
-	if jr := s.running[j.ID]; jr != nil {
-		return jr.metricsLocked(s.now()), nil
+	if jr := s.runningJob(j.ID); jr != nil {
+		return jr.metrics(s.now()), nil
 	}
 	return j.Metrics, nil
 }
@@ -411,41 +491,41 @@ func (s *Service) ElementsRead(name string) (p Progress, ok bool) {
 }
 
 // RunningMetrics returns the live metrics of every running job, keyed by
-// job; for the Prometheus endpoint.
+// job; for the Prometheus endpoint. It takes no lock but the executions'
+// samplers'.
 func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[Summary]*JobMetrics{}
 	now := s.now()
-	for id, jr := range s.running {
-		j, err := s.readJob(id)
-		if err != nil {
-			continue
+	s.running.Range(func(k, v any) bool {
+		j, err := s.readJob(k.(string))
+		if err == nil {
+			out[j.Summary()] = v.(*jobRun).metrics(now)
 		}
-		out[j.Summary()] = jr.metricsLocked(now)
-	}
+		return true
+	})
 	return out
 }
 
-// transitionLocked moves j to state to and persists it.
+// transitionLocked moves j to state to and persists it. Service.mu is held.
 func (s *Service) transitionLocked(j *Job, to JobState, reason string) error {
 	if err := transition(j, to, s.now(), reason); err != nil {
 		return err
 	}
 	w := &state.Write{}
-	if err := s.terminalWrite(w, j); err != nil {
+	if err := s.terminalWriteLocked(w, j); err != nil {
 		return err
 	}
-	if err := s.store.Apply(w); err != nil {
+	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the %s state of job %s: %w", to, j.ID, err)
 	}
 	s.opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
 	return nil
 }
 
-// terminalWrite adds j's record to w and, when j is terminal, releases its
-// name: the lineage no longer has an active job.
-func (s *Service) terminalWrite(w *state.Write, j *Job) error {
+// terminalWriteLocked adds j's record to w and, when j is terminal,
+// releases its name: the lineage no longer has an active job. Service.mu
+// is held (the lineage is read to be written).
+func (s *Service) terminalWriteLocked(w *state.Write, j *Job) error {
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
 		return err
 	}
@@ -461,4 +541,42 @@ func (s *Service) terminalWrite(w *state.Write, j *Job) error {
 		return putJSON(w, lineageKey(j.Name), l)
 	}
 	return nil
+}
+
+// The store writes of the service. Each is made under Service.mu, with the
+// read of the records it modifies (see the lock ordering in the package
+// doc), and notifies changes.
+
+// apply writes registry changes w durably, taking Service.mu for the
+// write (w modifies no record read without it, see the callers).
+func (s *Service) apply(w *state.Write) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	return s.applyLocked(w)
+}
+
+// applyLocked writes registry changes w durably. Service.mu is held.
+func (s *Service) applyLocked(w *state.Write) error {
+	defer s.changes.notify()
+	return s.store.Apply(w)
+}
+
+// writeCheckpointLocked writes checkpoint cp of job id of lineage name
+// with the registry changes w in one atomic write. Service.mu is held.
+func (s *Service) writeCheckpointLocked(name, id string, cp *runner.Checkpoint, w *state.Write) error {
+	defer s.changes.notify()
+	return s.store.WriteCheckpoint(name, id, cp, w)
+}
+
+// writeHandoverLocked writes handover h of checkpoint cp with the registry
+// changes w in one atomic write. Service.mu is held.
+func (s *Service) writeHandoverLocked(h state.Handover, cp *runner.Checkpoint, w *state.Write) error {
+	defer s.changes.notify()
+	return s.store.WriteHandover(h, cp, w)
+}
+
+// dropStateLocked deletes the keyed state of step of lineage name.
+// Service.mu is held.
+func (s *Service) dropStateLocked(name, step string) error {
+	return s.store.DropState(name, step)
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,11 +92,15 @@ const statelessYAML = `pipeline:
       config: {path: out/doubled.jsonl}
 `
 
-// waitElements waits until step of job ref has read at least n elements.
+// waitElements waits until step of job ref has read at least n elements,
+// looking again at every change of the service (every metrics sample of a
+// running job is one).
 func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for {
+		changed := s.changes.next()
 		m, err := s.Metrics(ref)
 		if err != nil {
 			t.Fatal(err)
@@ -104,10 +110,11 @@ func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 				return
 			}
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("job %s: step %s did not read %d elements: %+v", ref, step, n, m.Steps)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -139,11 +146,15 @@ func submit(t *testing.T, s *Service, name, yaml, baseDir string) *Job {
 	return j
 }
 
-// waitFor polls job ref until cond holds.
+// waitFor waits until job ref satisfies cond, reading it again at every
+// change of the service (a registry write, a metrics sample, an execution
+// let go of).
 func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*Job) bool) *Job {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for {
+		changed := s.changes.next()
 		j, err := s.Get(ref)
 		if err != nil {
 			t.Fatalf("getting %s: %v", ref, err)
@@ -151,10 +162,30 @@ func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*Job) 
 		if cond(j) {
 			return j
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("job %s: timed out waiting for %s; state %s, error %q", ref, what, j.State, j.Error)
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLetGo waits until the service no longer holds an execution of job
+// id (a finished job's supervisor lets go of it after recording its end).
+func waitLetGo(t *testing.T, s *Service, id string) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next()
+		if s.runningJob(id) == nil {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("job %s: the service still holds its execution", id)
+		}
 	}
 }
 
@@ -306,6 +337,8 @@ func TestStreamingDrain(t *testing.T) {
 	if last == 0 {
 		t.Errorf("no final pane (is_last) after the drain among %d records", len(recs))
 	}
+	// DRAINED is recorded before the supervisor lets go of the execution.
+	waitLetGo(t, s, j.ID)
 	if ids := s.runningIDs(); len(ids) != 0 {
 		t.Errorf("executions still registered after the drain: %v", ids)
 	}
@@ -330,6 +363,18 @@ func TestCancel(t *testing.T) {
 
 func TestIllegalTransitions(t *testing.T) {
 	s := openService(t, t.TempDir())
+	// The job "running" must stay DRAINING, then CANCELLING, while the
+	// table runs: the end of its execution is held until the table is done.
+	var holdEnd atomic.Pointer[string]
+	endGate := make(chan struct{})
+	var once sync.Once
+	releaseEnd := func() { once.Do(func() { close(endGate) }) }
+	t.Cleanup(releaseEnd)
+	s.hooks.finishing = func(id string) {
+		if p := holdEnd.Load(); p != nil && *p == id {
+			<-endGate
+		}
+	}
 	base := t.TempDir()
 	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
 	drained := submit(t, s, "drained", streamingYAML, base)
@@ -338,6 +383,7 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 	waitState(t, s, drained.ID, StateDrained)
 	running := submit(t, s, "running", streamingYAML, base)
+	holdEnd.Store(&running.ID)
 	// A batch job that still runs: Generate with a large count.
 	slowBatch := submit(t, s, "slow-batch", strings.Replace(streamingYAML, "rate: 400,", "rate: 400, count: 1000000,", 1), base)
 
@@ -364,6 +410,7 @@ func TestIllegalTransitions(t *testing.T) {
 			t.Errorf("%s: err %v (code %s), want code %q", tt.name, err, got, tt.code)
 		}
 	}
+	releaseEnd()
 	if _, err := s.Cancel(context.Background(), slowBatch.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -535,6 +582,9 @@ func TestStateMachine(t *testing.T) {
 	}
 	if CanTransition(StateCancelling, StateDraining) || CanTransition(StateRunning, StateDrained) || CanTransition(StateRunning, StatePending) {
 		t.Error("the transitions table allows a skipped or backward step")
+	}
+	if !CanTransition(StatePending, StateDraining) {
+		t.Error("the successor of a draining job cannot be created draining (PENDING → DRAINING)")
 	}
 	for i, st := range steps {
 		err := transition(j, st.to, time.Unix(int64(i), 0), "")

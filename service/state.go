@@ -107,9 +107,15 @@ func (s *JobState) UnmarshalJSON(b []byte) error {
 }
 
 // transitions lists, per state, the states it may move to. FAILED is
-// reachable from every non-terminal state.
+// reachable from every non-terminal state; terminal states have no entry,
+// so they never change.
+//
+// PENDING → DRAINING is the service's own: the job an update creates to
+// replace a draining job is created draining. A drain request, as in
+// Dataflow, applies to a running job only (Service.Drain refuses a
+// PENDING one).
 var transitions = map[JobState][]JobState{
-	StatePending:    {StateRunning, StateCancelling, StateFailed},
+	StatePending:    {StateRunning, StateDraining, StateCancelling, StateFailed},
 	StateRunning:    {StateDone, StateDraining, StateCancelling, StateUpdated, StateFailed},
 	StateDraining:   {StateDrained, StateCancelling, StateUpdated, StateFailed},
 	StateCancelling: {StateCancelled, StateFailed},
@@ -126,8 +132,9 @@ func CanTransition(from, to JobState) bool {
 }
 
 // transition moves j to state to at time now, or returns an
-// ILLEGAL_TRANSITION error naming both states. It is the only place that
-// changes Job.State.
+// ILLEGAL_TRANSITION error naming both states (JOB_TERMINATED when j is
+// terminal). It is the only place that changes the State of an existing
+// Job (new jobs are created PENDING).
 func transition(j *Job, to JobState, now time.Time, reason string) error {
 	if !CanTransition(j.State, to) {
 		if j.State.Terminal() {

@@ -68,6 +68,13 @@ func attemptKey(name string, t time.Time) string {
 // namespace rebinds for renamed steps) is one atomic write. When the check
 // fails, nothing changes: the running job keeps running, the attempt is
 // recorded, and the error (code INCOMPATIBLE_UPDATE) comes with the report.
+//
+// The update goes through five phases, each a method with its own lock
+// discipline: prepareUpdate (prepare and check), pauseForUpdate (pause),
+// handOver (hand over), persistHandover (persist) and finishHandover
+// (finish). The name's guard is held throughout, the old execution's cpMu
+// from the pause on, the new execution's from its start; Service.mu only
+// for the store writes. Reads of the service answer meanwhile.
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
@@ -86,176 +93,68 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	if req.BaseDir == "" {
 		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
-	prep, res, err := s.prepareUpdate(req, mapping)
-	if err != nil || prep == nil {
-		return res, err
-	}
-	// Phase 2: wait for any checkpoint of the old execution in flight, then
-	// hand over under the service lock (lock order: cpMu, then mu).
-	prep.jr.cpMu.Lock()
-	defer prep.jr.cpMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, err := s.readJob(prep.old.ID)
-	if err != nil {
-		return nil, internalf("reading job %s: %w", prep.old.ID, err)
-	}
-	if old.State != StateRunning && old.State != StateDraining || s.running[old.ID] != prep.jr {
-		return nil, errorf(CodeNoRunningJob, "no running job named %s: job %s became %s during the update", req.Name, old.ID, old.State)
-	}
-	l, err := s.readLineage(req.Name)
+	// Lock order 1: the name's guard, for the whole update. No other
+	// operation changes the name's jobs or lineage until it is released,
+	// so what prepareUpdate reads stays current.
+	unlock, err := s.lockName(ctx, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	if l.ActiveJobID != old.ID {
-		return nil, errorf(CodeNoRunningJob, "job %s is no longer the active job of %s", old.ID, req.Name)
+	defer unlock()
+	u, res, err := s.prepareUpdate(req, mapping)
+	if err != nil || u == nil {
+		return res, err
 	}
-	jr, nj, p, newGraph, report := prep.jr, prep.nj, prep.p, prep.newGraph, prep.report
-	now := s.now()
-	canon, err := newGraph.Canonical()
+	// Lock order 2: the old execution's checkpoints wait (a periodic one in
+	// flight finishes first) until the update is done.
+	u.jr.cpMu.Lock()
+	defer u.jr.cpMu.Unlock()
+	if err := s.pauseForUpdate(ctx, u); err != nil {
+		return nil, err
+	}
+	err = s.handOver(ctx, u)
+	if u.njr != nil {
+		defer u.njr.cpMu.Unlock() // taken by handOver
+	}
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+		return nil, err
 	}
-	nj.Graph, nj.Type = canon, jobType(newGraph)
-	if old.State == StateDraining {
-		// A draining job's successor keeps draining.
-		nj.State = StateDraining
-		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
+	if err := s.persistHandover(ctx, u); err != nil {
+		return nil, err
 	}
-
-	// The handover. The old execution pauses at an aligned checkpoint (its
-	// sources read nothing after the barrier, its keyed steps freeze), and
-	// the new execution starts at once from the checkpoint's positions,
-	// adopting the keyed state, open windows and timers in memory: the data
-	// pause ends here. Then the checkpoint's changed keys are encoded (by
-	// the new execution's workers, copy on write) and written durably with
-	// the registry changes in one atomic write; until that write lands the
-	// old job stays the recovery point and the new execution commits
-	// nothing (its first checkpoint waits for the handover).
-	paused := time.Now()
-	cp, err := jr.x.Pause(ctx)
-	if err != nil {
-		return nil, internalf("taking the handover checkpoint of job %s: %w", old.ID, err)
-	}
-	h := handoverOf(req.Name, old.ID, nj.ID, cp.Positions, report)
-	adopt := &runner.Adoption{From: jr.x, Steps: map[string]string{}}
-	for _, m := range report.Matches {
-		if m.Kind.IsKeyed() {
-			adopt.Steps[m.New] = m.Old
-		}
-	}
-	restore := &runner.Restore{Epoch: cp.Epoch, Positions: h.Positions}
-	njr, err := s.startExecution(ctx, nj, p.Program(), restore, adopt)
-	if err != nil {
-		// Nothing adopted the paused state: the old job resumes from its
-		// last durable checkpoint.
-		return nil, s.abortUpdateLocked(ctx, old, jr, fmt.Errorf("starting the new job: %w", err))
-	}
-	res.PauseMillis = time.Since(paused).Milliseconds()
-	s.live.Store(nj.Name, njr)
-	// No checkpoint of the new job before the handover is durable.
-	njr.cpMu.Lock()
-	defer njr.cpMu.Unlock()
-	if err := cp.Complete(ctx); err != nil {
-		return nil, s.abortUpdateLocked(ctx, old, jr, fmt.Errorf("encoding the handover checkpoint: %w", err), njr)
-	}
-	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
-		return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
-	}
-	old.ReplacedByJobID = nj.ID
-	old.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
-	// Until its sinks confirm the handover epoch, a restart re-commits it.
-	old.PendingCommit = true
-	old.Metrics = jr.metricsLocked(now)
-	if nj.State == StatePending {
-		if err := transition(nj, StateRunning, now, "execution started"); err != nil {
-			return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
-		}
-	}
-	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
-	w := &state.Write{}
-	for _, rec := range []struct {
-		key string
-		v   any
-	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(req.Name), l}} {
-		if err := putJSON(w, rec.key, rec.v); err != nil {
-			return nil, s.abortUpdateLocked(ctx, old, jr, err, njr)
-		}
-	}
-	if err := s.store.WriteHandover(h, cp, w); err != nil {
-		return nil, s.abortUpdateLocked(ctx, old, jr, internalf("writing the handover of job %s: %w", old.ID, err), njr)
-	}
-	// Durable: the old job's sinks commit the handover epoch, its sources
-	// acknowledge, then it stops. Its supervisor finds it UPDATED and only
-	// forgets it.
-	commitErr := jr.x.Commit(ctx, cp)
-	jr.x.Cancel()
-	<-jr.x.Done()
-	if commitErr != nil {
-		s.opts.Logger.Error("committing the handover checkpoint (a restart commits it again)", "job_id", old.ID, "error", commitErr)
-	} else {
-		old.PendingCommit = false
-		cw := &state.Write{}
-		if err := putJSON(cw, jobKey(old.ID), old); err == nil {
-			if err := s.store.Apply(cw); err != nil {
-				s.opts.Logger.Error("recording the handover commit", "job_id", old.ID, "error", err)
-			}
-		}
-	}
-	s.superviseLocked(nj, njr)
-	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", old.ID, "new_job_id", nj.ID,
-		"generation", nj.Generation, "pause_ms", res.PauseMillis)
-	res.Job = nj
+	s.finishHandover(ctx, u)
+	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", u.old.ID, "new_job_id", u.nj.ID,
+		"generation", u.nj.Generation, "pause_ms", res.PauseMillis)
+	res.Job = u.nj
 	return res, nil
 }
 
-// abortUpdateLocked undoes an update whose handover could not be written:
-// the new execution (when one started) is cancelled, and the old job —
-// still the active job in the registry — resumes from its last durable
-// checkpoint with a new execution (its paused one gave its state away).
-// It returns cause, worded for the user. Service.mu is held.
-func (s *Service) abortUpdateLocked(ctx context.Context, old *Job, jr *jobRun, cause error, started ...*jobRun) error {
-	for _, njr := range started {
-		njr.x.Cancel()
-		<-njr.x.Done()
-		s.live.CompareAndDelete(old.Name, njr)
-	}
-	jr.superseded.Store(true)
-	jr.x.Cancel()
-	<-jr.x.Done()
-	delete(s.running, old.ID)
-	s.opts.Logger.Error("update failed; the running job resumes from its last checkpoint", "job_id", old.ID, "job_name", old.Name, "error", cause)
-	j, err := s.readJob(old.ID)
-	if err != nil {
-		return errors.Join(cause, internalf("reading job %s to resume it: %w", old.ID, err))
-	}
-	p, err := s.load(j)
-	if err != nil {
-		return errors.Join(cause, s.failLocked(j, fmt.Sprintf("reloading the pipeline after a failed update: %v", err)))
-	}
-	if err := s.launchLocked(ctx, j, p.Program()); err != nil {
-		return errors.Join(cause, err)
-	}
-	return fmt.Errorf("the update of job %s (%s) failed and changed nothing; the job resumed from its last checkpoint: %w", old.Name, old.ID, cause)
-}
-
-// updatePrep is what the check phase of an update found.
-type updatePrep struct {
-	old      *Job
-	jr       *jobRun
-	nj       *Job
+// update is an in-place update on its way through the phases of Update.
+type update struct {
+	// Found by prepareUpdate, the only phase that reads the registry.
+	old      *Job     // the running job
+	l        *lineage // its name's lineage
+	jr       *jobRun  // its live execution
+	nj       *Job     // the new job, PENDING (or DRAINING after a draining job)
 	p        *weir.Pipeline
 	newGraph *graph.Pipeline
 	report   compat.Report
+	res      *UpdateResult
+
+	pausedAt time.Time          // when pauseForUpdate began
+	cp       *runner.Checkpoint // the handover checkpoint (pauseForUpdate)
+	h        state.Handover     // what it hands over (handOver)
+	njr      *jobRun            // the new execution (handOver)
 }
 
-// prepareUpdate resolves the running job, loads the new pipeline and runs
-// the compatibility check, under the service lock. A nil prep with a nil
-// error means the result is final (validate-only).
-func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*updatePrep, *UpdateResult, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
+// prepareUpdate is the update's phase 1, prepare and check: it reads the
+// name's lineage and running job (once: the records stay current under the
+// guard), loads the new pipeline and runs the compatibility check. A
+// refused or validate-only attempt is recorded (Service.mu for the write)
+// and ends the update: a nil update with a nil error means the result is
+// final (validate-only). The caller holds the name's guard; no other lock.
+func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*update, *UpdateResult, error) {
+	if s.closing.Load() {
 		return nil, nil, errorf(CodeShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
 	l, err := s.readLineage(req.Name)
@@ -284,7 +183,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	default:
 		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
 	}
-	jr := s.running[old.ID]
+	jr := s.runningJob(old.ID)
 	if jr == nil {
 		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
 	}
@@ -315,7 +214,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 			ValidateOnly: req.ValidateOnly, Report: report, Pipeline: req.Pipeline}); err != nil {
 			return nil, nil, err
 		}
-		if err := s.store.Apply(w); err != nil {
+		if err := s.apply(w); err != nil {
 			return nil, nil, internalf("recording the update attempt: %w", err)
 		}
 		if !report.Compatible {
@@ -323,17 +222,202 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		}
 		return nil, res, nil
 	}
-	return &updatePrep{old: old, jr: jr, nj: nj, p: p, newGraph: newGraph, report: report}, res, nil
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	nj.Graph, nj.Type = canon, jobType(newGraph)
+	if old.State == StateDraining {
+		// A draining job's successor keeps draining.
+		if err := transition(nj, StateDraining, now, "replaces a draining job"); err != nil {
+			return nil, nil, internalf("%w", err)
+		}
+	}
+	return &update{old: old, l: l, jr: jr, nj: nj, p: p, newGraph: newGraph, report: report, res: res}, res, nil
+}
+
+// pauseForUpdate is the update's phase 2, pause: the old execution pauses
+// at an aligned checkpoint (its sources read nothing after the barrier,
+// its keyed steps freeze). The caller holds the name's guard and the old
+// execution's cpMu, not Service.mu: the pause waits for the barrier.
+func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
+	// The guard keeps the records as read; only the execution can have
+	// ended (its end waits for the guard to be recorded) or the service
+	// begun closing.
+	if s.closing.Load() {
+		return errorf(CodeShuttingDown, "the weir server is shutting down; update again once it is back")
+	}
+	if s.runningJob(u.old.ID) != u.jr {
+		return errorf(CodeNoRunningJob, "no running job named %s: the execution of job %s ended during the update", u.old.Name, u.old.ID)
+	}
+	u.pausedAt = time.Now()
+	cp, err := u.jr.x.Pause(ctx)
+	if err != nil {
+		return internalf("taking the handover checkpoint of job %s: %w", u.old.ID, err)
+	}
+	u.cp = cp
+	if h := s.hooks.paused; h != nil {
+		h(u.old.ID)
+	}
+	return nil
+}
+
+// handOver is the update's phase 3, hand over: the new execution starts at
+// once from the checkpoint's positions, adopting the keyed state, open
+// windows and timers in memory — the data pause ends here — and takes its
+// cpMu (released by Update once the update is done), so that it takes no
+// checkpoint before the handover is durable. Then the checkpoint's changed
+// keys are encoded (by the new execution's workers, copy on write). The
+// caller holds the name's guard and the old execution's cpMu, not
+// Service.mu. A failure aborts the update (abortUpdate).
+func (s *Service) handOver(ctx context.Context, u *update) error {
+	u.h = handoverOf(u.old.Name, u.old.ID, u.nj.ID, u.cp.Positions, u.report)
+	adopt := &runner.Adoption{From: u.jr.x, Steps: map[string]string{}}
+	for _, m := range u.report.Matches {
+		if m.Kind.IsKeyed() {
+			adopt.Steps[m.New] = m.Old
+		}
+	}
+	restore := &runner.Restore{Epoch: u.cp.Epoch, Positions: u.h.Positions}
+	njr, err := s.startExecution(ctx, u.nj, u.p.Program(), restore, adopt)
+	if err != nil {
+		// Nothing adopted the paused state: the old job resumes from its
+		// last durable checkpoint.
+		return s.abortUpdate(ctx, u, fmt.Errorf("starting the new job: %w", err))
+	}
+	u.res.PauseMillis = time.Since(u.pausedAt).Milliseconds()
+	u.njr = njr
+	s.live.Store(u.nj.Name, njr)
+	// Lock order 2, a second cpMu: the new execution has no supervisor yet,
+	// so nothing else holds or waits for it.
+	njr.cpMu.Lock() // lock order 2
+	if err := u.cp.Complete(ctx); err != nil {
+		return s.abortUpdate(ctx, u, fmt.Errorf("encoding the handover checkpoint: %w", err))
+	}
+	return nil
+}
+
+// persistHandover is the update's phase 4, persist: one atomic write (the
+// handover checkpoint, the old job UPDATED, the new job RUNNING or
+// DRAINING, the lineage pointing at it, state rebinds). Until it lands the
+// old job stays the recovery point and the new execution commits nothing.
+// It writes the records prepareUpdate read without reading them again:
+// the name's guard and both executions' cpMu exclude every other writer.
+// The caller holds those; Service.mu is taken for the write only. A
+// failure aborts the update.
+func (s *Service) persistHandover(ctx context.Context, u *update) error {
+	now := s.now()
+	old, nj, l := u.old, u.nj, u.l
+	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
+		return s.abortUpdate(ctx, u, err)
+	}
+	old.ReplacedByJobID = nj.ID
+	old.LastCheckpoint = &CheckpointInfo{Epoch: u.cp.Epoch, Time: now}
+	old.DeadLetters = u.jr.deadLetters.Load()
+	if d := u.jr.lastDeadLetter.Load(); d != nil {
+		old.LastDeadLetter = *d
+	}
+	// Until its sinks confirm the handover epoch, a restart re-commits it.
+	old.PendingCommit = true
+	old.Metrics = u.jr.metrics(now)
+	if nj.State == StatePending {
+		if err := transition(nj, StateRunning, now, "execution started"); err != nil {
+			return s.abortUpdate(ctx, u, err)
+		}
+	}
+	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
+	w := &state.Write{}
+	for _, rec := range []struct {
+		key string
+		v   any
+	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(old.Name), l}} {
+		if err := putJSON(w, rec.key, rec.v); err != nil {
+			return s.abortUpdate(ctx, u, err)
+		}
+	}
+	s.mu.Lock() // lock order 3: the write only
+	err := s.writeHandoverLocked(u.h, u.cp, w)
+	s.mu.Unlock()
+	if err != nil {
+		return s.abortUpdate(ctx, u, internalf("writing the handover of job %s: %w", old.ID, err))
+	}
+	return nil
+}
+
+// finishHandover is the update's phase 5, finish: the handover is durable,
+// so the old job's sinks commit the handover epoch, its sources
+// acknowledge, then it stops (its supervisor finds it UPDATED and only
+// forgets it), and the new execution gets its supervisor. The caller holds
+// the name's guard and both executions' cpMu; Service.mu is taken for the
+// writes only.
+func (s *Service) finishHandover(ctx context.Context, u *update) {
+	commitErr := u.jr.x.Commit(ctx, u.cp)
+	u.jr.x.Cancel()
+	<-u.jr.x.Done()
+	if commitErr != nil {
+		s.opts.Logger.Error("committing the handover checkpoint (a restart commits it again)", "job_id", u.old.ID, "error", commitErr)
+	} else {
+		u.old.PendingCommit = false
+		cw := &state.Write{}
+		if err := putJSON(cw, jobKey(u.old.ID), u.old); err == nil {
+			if err := s.apply(cw); err != nil {
+				s.opts.Logger.Error("recording the handover commit", "job_id", u.old.ID, "error", err)
+			}
+		}
+	}
+	s.mu.Lock() // lock order 3
+	closing := s.closing.Load()
+	if !closing {
+		s.superviseLocked(u.nj, u.njr)
+	}
+	s.mu.Unlock()
+	if closing {
+		// The handover is durable: the new job resumes from it on the next Open.
+		u.njr.x.Cancel()
+		<-u.njr.x.Done()
+		s.live.CompareAndDelete(u.nj.Name, u.njr)
+	}
+}
+
+// abortUpdate undoes an update whose handover could not be written: the
+// new execution (when one started) is cancelled, and the old job — still
+// the active job in the registry — resumes from its last durable
+// checkpoint with a new execution (its paused one gave its state away),
+// read back from the registry. It returns cause, worded for the user. The
+// caller holds the name's guard and the old execution's cpMu, not
+// Service.mu.
+func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error {
+	if njr := u.njr; njr != nil {
+		njr.x.Cancel()
+		<-njr.x.Done()
+		s.live.CompareAndDelete(u.old.Name, njr)
+	}
+	u.jr.superseded.Store(true)
+	u.jr.x.Cancel()
+	<-u.jr.x.Done()
+	s.forget(u.jr)
+	s.opts.Logger.Error("update failed; the running job resumes from its last checkpoint", "job_id", u.old.ID, "job_name", u.old.Name, "error", cause)
+	j, err := s.readJob(u.old.ID)
+	if err != nil {
+		return errors.Join(cause, internalf("reading job %s to resume it: %w", u.old.ID, err))
+	}
+	p, err := s.load(j)
+	if err != nil {
+		return errors.Join(cause, s.fail(j, fmt.Sprintf("reloading the pipeline after a failed update: %v", err)))
+	}
+	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+		return errors.Join(cause, err)
+	}
+	return fmt.Errorf("the update of job %s (%s) failed and changed nothing; the job resumed from its last checkpoint: %w", u.old.Name, u.old.ID, cause)
 }
 
 // History lists every job of a name, oldest first, and every recorded
-// update attempt that the check refused or only validated.
+// update attempt that the check refused or only validated. It takes no
+// lock.
 func (s *Service) History(name string) ([]*Job, []Attempt, error) {
 	if err := ValidateJobName(name); err != nil {
 		return nil, nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var jobs []*Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
 		j := &Job{}
@@ -390,35 +474,41 @@ func decodeJSON(b []byte, v any) error {
 // new execution with the new worker count takes the keyed state of each
 // key group over in memory from whichever worker held it, while sources
 // resume from the checkpoint's positions.
+//
+// The job's name guard is held throughout and its execution's cpMu from
+// the job's read on; Service.mu only for the store writes. Reads of the
+// service answer meanwhile.
 func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Job, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	j, err := s.resolveLocked(ref)
-	var jr *jobRun
-	if err == nil {
-		jr = s.running[j.ID]
-	}
-	s.mu.Unlock()
+	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
+	j, err := s.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	jr := s.runningJob(j.ID)
 	if j.State != StateRunning && j.State != StateDraining || jr == nil {
 		if j.State.Terminal() {
 			return nil, errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
 		}
 		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
 	}
-	jr.cpMu.Lock()
+	// Lock order 2: no checkpoint of the execution runs until the options
+	// are changed.
+	jr.cpMu.Lock() // lock order 2
 	defer jr.cpMu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// Read again now that no checkpoint can write it: the record written
+	// below is this one.
 	if j, err = s.readJob(j.ID); err != nil {
 		return nil, err
 	}
-	if (j.State != StateRunning && j.State != StateDraining) || s.running[j.ID] != jr {
+	if (j.State != StateRunning && j.State != StateDraining) || s.runningJob(j.ID) != jr {
 		return nil, errorf(CodeIllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
 	}
 	if !jr.checkpointed || opts.NumWorkers == j.Options.NumWorkers {
@@ -430,11 +520,19 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return nil, err
 		}
-		if err := s.store.Apply(w); err != nil {
+		if err := s.apply(w); err != nil {
 			return nil, internalf("recording the options of job %s: %w", j.ID, err)
 		}
 		return j, nil
 	}
+	return s.rescale(ctx, j, jr, opts)
+}
+
+// rescale moves job j from execution jr to a new execution with opts'
+// worker count. The caller holds j's name guard and jr.cpMu, not
+// Service.mu: the pause, the encoding, the commit and the end of jr are
+// waited for without it, and it is taken for the checkpoint's write only.
+func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptions) (*Job, error) {
 	p, err := s.load(j)
 	if err != nil {
 		return nil, err
@@ -443,20 +541,27 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	if err != nil {
 		return nil, internalf("pausing job %s to rescale it: %w", j.ID, err)
 	}
+	if h := s.hooks.paused; h != nil {
+		h(j.ID)
+	}
 	// The key groups move to other workers: encode the paused steps' changed
 	// keys here, before the new execution splits their state.
 	if err := cp.Complete(ctx); err != nil {
 		return nil, internalf("encoding the rescale checkpoint of job %s: %w", j.ID, err)
 	}
 	from := j.Options.NumWorkers
+	now := s.now()
 	j.Options = opts
-	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
-	j.History = append(j.History, StateChange{State: j.State, Time: s.now(), Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
+	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
+	j.History = append(j.History, StateChange{State: j.State, Time: now, Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	if err := s.store.WriteCheckpoint(j.Name, j.ID, cp, w); err != nil {
+	s.mu.Lock() // lock order 3: the write only
+	err = s.writeCheckpointLocked(j.Name, j.ID, cp, w)
+	s.mu.Unlock()
+	if err != nil {
 		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
 	}
 	if err := jr.x.Commit(ctx, cp); err != nil {
@@ -471,8 +576,11 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 			adopt.Steps[st.Name] = st.Name
 		}
 	}
-	delete(s.running, j.ID)
-	if err := s.launchAdoptingLocked(ctx, j, p.Program(), adopt); err != nil {
+	// jr stays the job's entry in the running table until the new
+	// execution replaces it, so that metrics never find the job without one.
+	err = s.launch(ctx, j, p.Program(), adopt)
+	s.forget(jr) // when the new execution did not replace it
+	if err != nil {
 		return nil, err
 	}
 	s.opts.Logger.Info("job rescaled", "job_id", j.ID, "job_name", j.Name, "from_workers", from, "to_workers", opts.NumWorkers)

@@ -74,6 +74,9 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	want := map[string][2]int64{}
 	published := make(chan error, 1)
 	go func() {
+		// A load generator, not a synchronisation: 100 messages per tick.
+		tick := time.NewTicker(10 * time.Millisecond) // about 10,000 messages/s
+		defer tick.Stop()
 		for i := range n {
 			key := fmt.Sprintf("k%d", i%keys)
 			msg := fmt.Sprintf(`{"key": %q, "amount": %d}`, key, i)
@@ -82,7 +85,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 				return
 			}
 			if i%100 == 99 {
-				time.Sleep(10 * time.Millisecond) // about 10,000 messages/s
+				<-tick.C
 			}
 		}
 		published <- nil
@@ -103,17 +106,22 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the subscription is read to the end, then drain.
-	deadline := time.Now().Add(30 * time.Second)
+	// Wait until the subscription is read to the end, then drain. The
+	// backlog is the broker's: look again at every change of the service
+	// (each checkpoint acknowledges, each sample follows one).
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	for {
+		changed := s.changes.next()
 		info, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events"))
 		if err == nil && info.Backlog == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("the subscription still has a backlog: %+v %v", info, err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if _, err := s.Drain(ctx, "sums"); err != nil {
 		t.Fatal(err)

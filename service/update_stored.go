@@ -11,7 +11,7 @@ import (
 	"github.com/weir-dev/weir/state"
 )
 
-// updateStoredLocked replaces old, the active Go program job of lineage l,
+// updateStored replaces old, the active Go program job of lineage l,
 // which has no live execution (its process released the data directory or
 // died), with a new job of this build. It is Update without a live old
 // execution: the handover happens in the store.
@@ -31,8 +31,9 @@ import (
 //
 // A crash before step 3 leaves old the active job (its next start resumes
 // it from its last checkpoint); after it, the new job is the active one.
-// Service.mu is held.
-func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
+// The caller holds the name's guard (old has no execution, so no
+// checkpoint writes its record); Service.mu is taken for the writes only.
+func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
 	switch old.State {
 	case StatePending, StateRunning, StateDraining:
 	default:
@@ -59,7 +60,7 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 	sum := old.Summary()
 	res := &ProgramStart{Action: ActionValidated, Report: &report, Replaced: &sum}
 	if !report.Compatible || req.ValidateOnly {
-		if err := s.recordAttemptLocked(old, req.Program, req.ValidateOnly, report); err != nil {
+		if err := s.recordAttempt(old, req.Program, req.ValidateOnly, report); err != nil {
 			return nil, err
 		}
 		if !report.Compatible {
@@ -81,7 +82,7 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 		return nil, internalf("reading the last checkpoint of job %s: %w", old.ID, err)
 	}
 	if rec != nil && len(rec.SinkParts) > 0 {
-		if err := s.recommitStoredLocked(ctx, old, rec, mapping); err != nil {
+		if err := s.recommitStored(ctx, old, rec, mapping); err != nil {
 			return nil, err
 		}
 	}
@@ -94,8 +95,9 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 	}
 	if old.State == StateDraining {
 		// A draining job's successor keeps draining.
-		nj.State = StateDraining
-		nj.History = append(nj.History, StateChange{State: StateDraining, Time: now, Reason: "replaces a draining job"})
+		if err := transition(nj, StateDraining, now, "replaces a draining job"); err != nil {
+			return nil, internalf("%w", err)
+		}
 	}
 	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID+" by a new build of its program"); err != nil {
 		return nil, err
@@ -114,19 +116,22 @@ func (s *Service) updateStoredLocked(ctx context.Context, l *lineage, old *Job, 
 	}
 	if rec == nil {
 		// No checkpoint, so no state: the new job starts from scratch.
-		if err := s.store.Apply(w); err != nil {
+		if err := s.apply(w); err != nil {
 			return nil, internalf("writing the update of job %s: %w", old.ID, err)
 		}
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-		if err := s.store.WriteHandover(h, cp, w); err != nil {
+		s.mu.Lock() // lock order 3: the write only
+		err := s.writeHandoverLocked(h, cp, w)
+		s.mu.Unlock()
+		if err != nil {
 			// Nothing was written: the old job is still the active one.
 			return nil, internalf("writing the handover of job %s: %w", old.ID, err)
 		}
 	}
 	s.opts.Logger.Info("job updated in the store", "job_name", old.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
-	if err := s.launchLocked(ctx, nj, p.Program()); err != nil {
+	if err := s.launch(ctx, nj, p.Program(), nil); err != nil {
 		return nil, err
 	}
 	res.Action, res.Job = ActionUpdated, nj
@@ -158,12 +163,13 @@ func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, rep
 	return h
 }
 
-// recommitStoredLocked commits the sink data of old's last checkpoint rec
+// recommitStored commits the sink data of old's last checkpoint rec
 // with this build's sinks, built as old's (same job ID and generation), so
 // that an epoch old's process wrote but did not commit is not lost. Sinks
 // skip epochs they already committed. A sink this build no longer has is
-// logged: its part of the epoch cannot be committed. Service.mu is held.
-func (s *Service) recommitStoredLocked(ctx context.Context, old *Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
+// logged: its part of the epoch cannot be committed. It commits sinks, so
+// Service.mu is not held.
+func (s *Service) recommitStored(ctx context.Context, old *Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
 	p, err := s.loadProgram(old)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -274,10 +273,22 @@ func TestUpdateErrors(t *testing.T) {
 	if err != nil || !res.Report.Compatible || res.Job != nil {
 		t.Fatalf("validate-only: %+v %v", res, err)
 	}
-	if j, _ := s.Get("other"); j.ID != j2.ID || j.State.Terminal() && j.State != StateDone {
+	j, _ := s.Get("other")
+	if j.ID != j2.ID || j.State.Terminal() && j.State != StateDone {
 		t.Errorf("validate-only changed the job: %s %s", j.ID, j.State)
 	}
-	time.Sleep(10 * time.Millisecond)
+	// The job goes on after the validate-only update: its next checkpoint
+	// (or its end) is still its own.
+	var epoch uint64
+	if j.LastCheckpoint != nil {
+		epoch = j.LastCheckpoint.Epoch
+	}
+	j = waitFor(t, s, j2.ID, "a checkpoint after the validate-only update", func(j *Job) bool {
+		return j.State.Terminal() || j.LastCheckpoint != nil && j.LastCheckpoint.Epoch > epoch
+	})
+	if j.ReplacedByJobID != "" || j.State.Terminal() && j.State != StateDone {
+		t.Errorf("validate-only changed the job: %s %s replaced by %q", j.ID, j.State, j.ReplacedByJobID)
+	}
 }
 
 // waitDone waits until job ref is DONE and its final sink commit is

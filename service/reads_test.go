@@ -1,0 +1,312 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests of this file hold an update's or a rescale's pause open (the
+// paused hook blocks until released) and check that the reads of the
+// service answer meanwhile. A read that waited for the handover could not
+// answer before the release, which comes only after every read returned:
+// the deadline is a failure detector, not a measure of speed.
+
+// readDeadline is how long a read may take while a pause is held before
+// the test concludes that it waits for the pause.
+const readDeadline = 10 * time.Second
+
+// holdPauses makes every update and rescale of s stop while its old
+// execution is paused: the paused job's ID arrives on paused, and the
+// pause goes on until release is called (at the latest when the test ends).
+// Call it before the update starts.
+func holdPauses(t *testing.T, s *Service) (paused <-chan string, release func()) {
+	t.Helper()
+	ids := make(chan string, 4)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	s.hooks.paused = func(id string) {
+		ids <- id
+		<-gate
+	}
+	t.Cleanup(release) // before the service's Close (cleanups run last first)
+	return ids, release
+}
+
+// submitCheckpointed submits streamingYAML as job "sums" and waits for its
+// first checkpoint. (Its keyed step's snapshot is what completes a pause's
+// checkpoint, after the source marked itself paused.)
+func submitCheckpointed(t *testing.T, s *Service, base string) *Job {
+	t.Helper()
+	j := submit(t, s, "sums", streamingYAML, base)
+	if !j.Checkpointing {
+		t.Fatalf("the job takes no checkpoints: %s", j.CheckpointNote)
+	}
+	return waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
+}
+
+// waitPaused waits until an update or rescale holds a pause open and
+// returns the paused job's ID.
+func waitPaused(t *testing.T, paused <-chan string) string {
+	t.Helper()
+	select {
+	case id := <-paused:
+		return id
+	case <-time.After(20 * time.Second):
+		t.Fatal("the update never paused its job")
+		return ""
+	}
+}
+
+// mustAnswer fails the test unless read returns (with a nil error) while
+// the pause is held.
+func mustAnswer(t *testing.T, what string, read func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- read() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s while the job is paused: %v", what, err)
+		}
+	case <-time.After(readDeadline):
+		t.Fatalf("%s did not answer within %s while the job was held paused: it waits for the handover", what, readDeadline)
+	}
+}
+
+// readsAnswer checks every read the API's describe, list and metrics make
+// while job old of name is paused, and that they show old still running.
+func readsAnswer(t *testing.T, s *Service, name string, old *Job) {
+	t.Helper()
+	isOld := func(j *Job) error {
+		if j.ID != old.ID || j.State != StateRunning {
+			return fmt.Errorf("job %s %s, want the paused job %s still RUNNING", j.ID, j.State, old.ID)
+		}
+		return nil
+	}
+	mustAnswer(t, "Get by name", func() error {
+		j, err := s.Get(name)
+		if err != nil {
+			return err
+		}
+		return isOld(j)
+	})
+	mustAnswer(t, "Get by ID", func() error {
+		j, err := s.Get(old.ID)
+		if err != nil {
+			return err
+		}
+		return isOld(j)
+	})
+	for _, st := range []Status{StatusAll, StatusActive} {
+		mustAnswer(t, "List "+string(st), func() error {
+			jobs, err := s.List(st)
+			if err != nil {
+				return err
+			}
+			if len(jobs) != 1 {
+				return fmt.Errorf("%d jobs, want the paused one", len(jobs))
+			}
+			return isOld(jobs[0])
+		})
+	}
+	mustAnswer(t, "History", func() error {
+		jobs, _, err := s.History(name)
+		if err != nil {
+			return err
+		}
+		if len(jobs) != 1 {
+			return fmt.Errorf("%d jobs, want the paused one", len(jobs))
+		}
+		return isOld(jobs[0])
+	})
+	mustAnswer(t, "Metrics", func() error {
+		m, err := s.Metrics(name)
+		if err != nil {
+			return err
+		}
+		if m == nil || len(m.Steps) == 0 {
+			return fmt.Errorf("no live metrics: %+v", m)
+		}
+		return nil
+	})
+	mustAnswer(t, "RunningMetrics", func() error {
+		for sum := range s.RunningMetrics() {
+			if sum.ID == old.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("the paused job %s is not among the running jobs' metrics", old.ID)
+	})
+	mustAnswer(t, "ElementsRead", func() error {
+		if p, ok := s.ElementsRead(name); !ok || p.JobID != old.ID {
+			return fmt.Errorf("progress %+v, %v: want the paused job's", p, ok)
+		}
+		return nil
+	})
+}
+
+// TestReadsAnswerDuringUpdatePause: while an update holds the old
+// execution paused, describe, list, history and metrics answer (showing
+// the old job still running); once released, the update completes.
+func TestReadsAnswerDuringUpdatePause(t *testing.T) {
+	s := openService(t, t.TempDir())
+	paused, release := holdPauses(t, s)
+	base := t.TempDir()
+	old := submitCheckpointed(t, s, base)
+
+	type outcome struct {
+		res *UpdateResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := s.Update(context.Background(), UpdateRequest{
+			SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, PipelineFile: "sums.yaml", BaseDir: base}})
+		done <- outcome{res, err}
+	}()
+	if id := waitPaused(t, paused); id != old.ID {
+		t.Fatalf("paused job %s, want %s", id, old.ID)
+	}
+	readsAnswer(t, s, "sums", old)
+	release()
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the update did not complete after its pause was released")
+	}
+	if o.err != nil || o.res.Job == nil {
+		t.Fatalf("update: %+v %v", o.res, o.err)
+	}
+	nj := o.res.Job
+	if nj.State != StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != 2 {
+		t.Errorf("new job: %s replaces %q generation %d", nj.State, nj.ReplacesJobID, nj.Generation)
+	}
+	o2, err := s.Get(old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o2.State != StateUpdated || o2.ReplacedByJobID != nj.ID || o2.LastCheckpoint == nil {
+		t.Fatalf("old job: %s replaced by %q, checkpoint %+v", o2.State, o2.ReplacedByJobID, o2.LastCheckpoint)
+	}
+	if j, err := s.Get("sums"); err != nil || j.ID != nj.ID {
+		t.Errorf("the name resolves to %v (%v), want the new job %s", j, err, nj.ID)
+	}
+	// The new job checkpoints on from the handover.
+	waitFor(t, s, nj.ID, "a checkpoint after the handover", checkpointed(o2.LastCheckpoint.Epoch+1))
+	if ids := s.runningIDs(); len(ids) != 1 || ids[0] != nj.ID {
+		t.Errorf("running executions %v, want only the new job's", ids)
+	}
+	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, nj.ID, StateCancelled)
+}
+
+// TestReadsAnswerDuringRescalePause: while a rescale holds the execution
+// paused, the same reads answer; once released, the job runs on with the
+// new worker count (same job ID).
+func TestReadsAnswerDuringRescalePause(t *testing.T) {
+	s := openService(t, t.TempDir())
+	paused, release := holdPauses(t, s)
+	j := submitCheckpointed(t, s, t.TempDir())
+
+	type outcome struct {
+		j   *Job
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		got, err := s.UpdateOptions(context.Background(), "sums", JobOptions{NumWorkers: 2})
+		done <- outcome{got, err}
+	}()
+	if id := waitPaused(t, paused); id != j.ID {
+		t.Fatalf("paused job %s, want %s", id, j.ID)
+	}
+	readsAnswer(t, s, "sums", j)
+	release()
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the rescale did not complete after its pause was released")
+	}
+	if o.err != nil {
+		t.Fatalf("rescale: %v", o.err)
+	}
+	if o.j.ID != j.ID || o.j.Options.NumWorkers != 2 || o.j.State != StateRunning {
+		t.Fatalf("after the rescale: %s %d %s", o.j.ID, o.j.Options.NumWorkers, o.j.State)
+	}
+	last := o.j.History[len(o.j.History)-1]
+	if !strings.Contains(last.Reason, "rescaled from 1 to 2 workers") {
+		t.Errorf("last history entry %+v, want the rescale", last)
+	}
+	waitFor(t, s, j.ID, "a checkpoint after the rescale", checkpointed(o.j.LastCheckpoint.Epoch+1))
+	if ids := s.runningIDs(); len(ids) != 1 || ids[0] != j.ID {
+		t.Errorf("running executions %v, want the job's one", ids)
+	}
+	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, j.ID, StateCancelled)
+}
+
+// TestDrainWaitsForUpdate: a drain requested while an update holds the job
+// paused does not act on the paused job; it waits for the handover and
+// then drains the new job, which ends DRAINED while the old one stays
+// UPDATED.
+func TestDrainWaitsForUpdate(t *testing.T) {
+	s := openService(t, t.TempDir())
+	paused, release := holdPauses(t, s)
+	base := t.TempDir()
+	old := submitCheckpointed(t, s, base)
+
+	updated := make(chan error, 1)
+	go func() {
+		_, err := s.Update(context.Background(), UpdateRequest{
+			SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, PipelineFile: "sums.yaml", BaseDir: base}})
+		updated <- err
+	}()
+	waitPaused(t, paused)
+	type outcome struct {
+		j   *Job
+		err error
+	}
+	drained := make(chan outcome, 1)
+	go func() {
+		j, err := s.Drain(context.Background(), "sums")
+		drained <- outcome{j, err}
+	}()
+	// Whether or not the drain has reached the name's guard yet, it cannot
+	// have acted: the job is still the paused, running one.
+	readsAnswer(t, s, "sums", old)
+	select {
+	case o := <-drained:
+		t.Fatalf("the drain returned while the update held the job paused: %+v %v", o.j, o.err)
+	default:
+	}
+	release()
+	if err := <-updated; err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	o := <-drained
+	if o.err != nil {
+		t.Fatalf("drain: %v", o.err)
+	}
+	if o.j.ID == old.ID || o.j.ReplacesJobID != old.ID || o.j.State != StateDraining {
+		t.Fatalf("the drain acted on job %s (%s, replaces %q), want the new job DRAINING", o.j.ID, o.j.State, o.j.ReplacesJobID)
+	}
+	if d := waitState(t, s, o.j.ID, StateDrained); d.State != StateDrained {
+		t.Fatalf("new job ended %s (%s)", d.State, d.Error)
+	}
+	if j, err := s.Get(old.ID); err != nil || j.State != StateUpdated {
+		t.Fatalf("old job: %v %v", j, err)
+	}
+}
