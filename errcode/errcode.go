@@ -128,6 +128,10 @@ const (
 	// NotReleasable: the process asked to hand its data directory over does
 	// not do that (a weir server, or a job that is not a Go program's).
 	NotReleasable Code = "NOT_RELEASABLE"
+	// StorageUnavailable: the state store failed (a full disk, a write
+	// error): every job stopped before committing anything downstream and
+	// keeps its last durable checkpoint; the message names the cause.
+	StorageUnavailable Code = "STORAGE_UNAVAILABLE"
 	// Internal: the service failed; the message says what it was doing.
 	Internal Code = "INTERNAL"
 )
@@ -239,6 +243,7 @@ func registry() []Info {
 		{ShuttingDown, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{ProgramChanged, svc, KindConflict, http.StatusConflict},
 		{NotReleasable, svc, KindConflict, http.StatusConflict},
+		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Internal, svc, KindInternal, http.StatusInternalServerError},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},

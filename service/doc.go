@@ -13,7 +13,9 @@
 //
 // It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
 // weir (the SDK root package, whose pipelines yamlpipe builds) and the
-// standard library. It must not import api, server or cmd/weir.
+// standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
+// the store's file system that tests replace). It must not import api,
+// server or cmd/weir.
 //
 // # Lock ordering
 //

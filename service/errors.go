@@ -57,6 +57,7 @@ const (
 	CodeShuttingDown         = errcode.ShuttingDown
 	CodeProgramChanged       = errcode.ProgramChanged
 	CodeNotReleasable        = errcode.NotReleasable
+	CodeStorageUnavailable   = errcode.StorageUnavailable
 	CodeInternal             = errcode.Internal
 )
 
@@ -84,8 +85,16 @@ func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: err.Error(), Err: errors.Unwrap(err)}
 }
 
-// internalf wraps a storage or other unexpected failure as INTERNAL.
-func internalf(format string, args ...any) *Error { return errorf(CodeInternal, format, args...) }
+// internalf wraps a storage or other unexpected failure as INTERNAL, or
+// as STORAGE_UNAVAILABLE when what it wraps says the store failed.
+func internalf(format string, args ...any) *Error {
+	e := errorf(CodeInternal, format, args...)
+	var inner *Error
+	if errors.As(e.Err, &inner) && inner.Code == CodeStorageUnavailable {
+		e.Code = CodeStorageUnavailable
+	}
+	return e
+}
 
 // ErrorCode returns the code of err: the code of the first *Error in its
 // chain, CodeInternal otherwise.

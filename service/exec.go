@@ -388,8 +388,8 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 		return // the end is handled by finish
 	default:
 	}
-	if errors.Is(err, errNotWritten) {
-		return
+	if errors.Is(err, errNotWritten) || s.storeFailed() != nil {
+		return // a failed store stopped every execution (fault.go)
 	}
 	// A state change of the job: under its name's guard (lock order 1),
 	// which an update or rescale of the job holds until it is done.
@@ -429,6 +429,14 @@ func (s *Service) finish(jr *jobRun) {
 		return
 	}
 	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+	if f := s.storeFailed(); f != nil {
+		// The store failed and stopped the execution: the job keeps its
+		// state and its last durable checkpoint, and nothing records an end
+		// the store could not make durable.
+		log.Error("job stopped: the state store failed", "code", CodeStorageUnavailable, "error", f.cause)
+		s.forget(jr)
+		return
+	}
 	j, err := s.readJob(jr.id)
 	if err != nil {
 		log.Error("reading the record of a finished job", "error", err)

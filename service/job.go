@@ -145,6 +145,18 @@ type Job struct {
 	// durable but its sinks have not confirmed the commit; a restarted
 	// service re-commits (sinks skip committed epochs).
 	PendingCommit bool `json:"pending_commit,omitempty"`
+	// Condition, when set, says why an active job is not processing
+	// although its state says it runs (the state store failed). It is
+	// never stored: reads add it.
+	Condition *Condition `json:"condition,omitempty"`
+}
+
+// Condition is a cause that keeps an active job from processing: a code
+// from the registry, what happened, and since when.
+type Condition struct {
+	Code    Code      `json:"code"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
 }
 
 // Summary is the short form of a job that lists show.

@@ -128,6 +128,9 @@ func sameGraph(a, b json.RawMessage) (bool, error) {
 // Go program jobs never resume by themselves when the service opens: their
 // program decides here.
 func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
@@ -235,6 +238,9 @@ type ReleaseRequest struct {
 // active job of the name, the result has no report and the release may go
 // ahead.
 func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
@@ -54,6 +56,9 @@ type Options struct {
 	// nil: the service runs YAML jobs only and leaves Go program jobs it
 	// finds in the data directory untouched for their program.
 	Program ProgramLoader
+	// StoreFS is the file system of the state store; nil: the operating
+	// system's. Tests inject faults through it (Pebble's vfs/errorfs).
+	StoreFS vfs.FS
 }
 
 // Defaults of Options.
@@ -120,6 +125,9 @@ type Service struct {
 	running sync.Map
 	// closing is set under mu by Close; read with or without mu.
 	closing atomic.Bool
+	// fault is set once, by the first store write that finds the store
+	// failed (see fault.go); read without a lock.
+	fault atomic.Pointer[storeFault]
 }
 
 // testHooks are calls into tests at points of the service's work.
@@ -164,7 +172,7 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 		return nil, fmt.Errorf("resolving the data directory: %w", err)
 	}
 	opts.DataDir = dir
-	st, err := state.Open(filepath.Join(dir, "state"), opts.Logger)
+	st, err := state.OpenFS(filepath.Join(dir, "state"), opts.Logger, opts.StoreFS)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +230,9 @@ type SubmitRequest struct {
 // created and its execution started (the job is then RUNNING), or FAILED
 // when the execution could not start.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
@@ -316,7 +327,8 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 // or its latest job when none is active). It takes no lock: it never
 // waits for a handover, a rescale or a checkpoint.
 func (s *Service) Get(ref string) (*Job, error) {
-	return s.resolve(ref)
+	j, err := s.resolve(ref)
+	return s.withCondition(j), err
 }
 
 // Status filters List.
@@ -352,7 +364,7 @@ func (s *Service) List(status Status) ([]*Job, error) {
 		case status == StatusActive && !j.Active(), status == StatusTerminated && j.Active():
 			return nil
 		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, s.withCondition(j))
 		return nil
 	})
 	if err != nil {
@@ -371,6 +383,9 @@ func (s *Service) List(status Status) ([]*Job, error) {
 // window fires and the job becomes DRAINED. Draining a DRAINING job is
 // harmless; draining a batch job or a terminal job is an error.
 func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
@@ -424,6 +439,9 @@ func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err e
 // a committed checkpoint is discarded (its messages stay unacknowledged in
 // their subscription) and the job becomes CANCELLED.
 func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
@@ -558,25 +576,34 @@ func (s *Service) apply(w *state.Write) error {
 // applyLocked writes registry changes w durably. Service.mu is held.
 func (s *Service) applyLocked(w *state.Write) error {
 	defer s.changes.notify()
-	return s.store.Apply(w)
+	return s.stored(s.store.Apply(w))
 }
 
 // writeCheckpointLocked writes checkpoint cp of job id of lineage name
 // with the registry changes w in one atomic write. Service.mu is held.
 func (s *Service) writeCheckpointLocked(name, id string, cp *runner.Checkpoint, w *state.Write) error {
 	defer s.changes.notify()
-	return s.store.WriteCheckpoint(name, id, cp, w)
+	return s.stored(s.store.WriteCheckpoint(name, id, cp, w))
 }
 
 // writeHandoverLocked writes handover h of checkpoint cp with the registry
 // changes w in one atomic write. Service.mu is held.
 func (s *Service) writeHandoverLocked(h state.Handover, cp *runner.Checkpoint, w *state.Write) error {
 	defer s.changes.notify()
-	return s.store.WriteHandover(h, cp, w)
+	return s.stored(s.store.WriteHandover(h, cp, w))
 }
 
 // dropStateLocked deletes the keyed state of step of lineage name.
 // Service.mu is held.
 func (s *Service) dropStateLocked(name, step string) error {
-	return s.store.DropState(name, step)
+	return s.stored(s.store.DropState(name, step))
+}
+
+// stored returns the result of a store write, noting a failed store (which
+// stops every job, see fault.go) and then answering STORAGE_UNAVAILABLE.
+func (s *Service) stored(err error) error {
+	if err != nil && s.noteStoreError(err) {
+		return errorf(CodeStorageUnavailable, "%w", err)
+	}
+	return err
 }

@@ -76,6 +76,9 @@ func attemptKey(name string, t time.Time) string {
 // from the pause on, the new execution's from its start; Service.mu only
 // for the store writes. Reads of the service answer meanwhile.
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
@@ -479,6 +482,9 @@ func decodeJSON(b []byte, v any) error {
 // the job's read on; Service.mu only for the store writes. Reads of the
 // service answer meanwhile.
 func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Job, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err

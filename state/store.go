@@ -23,6 +23,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -53,6 +54,12 @@ type Store struct {
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, logger *slog.Logger) (*Store, error) {
 	return open(dir, logger, nil)
+}
+
+// OpenFS opens the store in dir on the file system fs (nil: the operating
+// system's), for tests that inject faults (Pebble's vfs/errorfs).
+func OpenFS(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {
+	return open(dir, logger, fs)
 }
 
 // Close flushes and closes the store.

@@ -1,0 +1,74 @@
+package service
+
+import (
+	"errors"
+	"time"
+
+	"github.com/weir-dev/weir/state"
+)
+
+// storeFault records the failure of the state store: Pebble reported a
+// write that did not land (a full disk, an I/O error) and the store
+// refuses every write from then on (state.ErrStoreFailed).
+//
+// The rule it enforces: nothing downstream commits what the store did not
+// make durable. A checkpoint whose write failed never reaches its sinks'
+// Commit or its sources' acknowledgements (checkpoint returns first), and
+// at the first store failure the service stops every execution, so no job
+// goes on processing input it could never checkpoint. The jobs stay
+// RUNNING (or DRAINING) in the store with their last durable checkpoint;
+// reads add a Condition with code STORAGE_UNAVAILABLE and the cause; every
+// request that would change a job is refused with that code; the API keeps
+// answering. A restart of the process, once the disk has room, resumes
+// the jobs from their last durable checkpoint.
+type storeFault struct {
+	cause error
+	since time.Time
+}
+
+// noteStoreError is called with the result of every store write. When the
+// store has failed it records the fault (once: it logs at error level and
+// stops every execution) and reports true. Safe with or without
+// Service.mu; it takes no lock.
+func (s *Service) noteStoreError(err error) bool {
+	cause := s.store.Failed()
+	if cause == nil {
+		if err == nil || !errors.Is(err, state.ErrStoreFailed) {
+			return false
+		}
+		cause = err
+	}
+	if !s.fault.CompareAndSwap(nil, &storeFault{cause: cause, since: s.now()}) {
+		return true
+	}
+	s.opts.Logger.Error("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; restart weir once the disk has room",
+		"code", CodeStorageUnavailable, "error", cause)
+	s.running.Range(func(_, v any) bool {
+		v.(*jobRun).x.Cancel()
+		return true
+	})
+	s.changes.notify()
+	return true
+}
+
+// storeFailed returns the store's fault, or nil while the store works.
+func (s *Service) storeFailed() *storeFault { return s.fault.Load() }
+
+// refuseIfStoreFailed returns a STORAGE_UNAVAILABLE error when the store
+// has failed: requests that change jobs call it first.
+func (s *Service) refuseIfStoreFailed() error {
+	f := s.storeFailed()
+	if f == nil {
+		return nil
+	}
+	return errorf(CodeStorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; restart weir once the disk has room)",
+		f.since.UTC().Format(time.RFC3339), f.cause)
+}
+
+// withCondition adds the store's fault to an active job's record.
+func (s *Service) withCondition(j *Job) *Job {
+	if f := s.storeFailed(); f != nil && j != nil && j.Active() {
+		j.Condition = &Condition{Code: CodeStorageUnavailable, Message: "the job stopped: " + f.cause.Error(), Since: f.since}
+	}
+	return j
+}
