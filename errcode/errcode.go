@@ -117,6 +117,9 @@ const (
 	// IncompatibleUpdate: the compatibility check refused an update; the
 	// running job was left untouched. The report lists every reason.
 	IncompatibleUpdate Code = "INCOMPATIBLE_UPDATE"
+	// UpdateInProgress: another update or rescale of the job is under way;
+	// retry once it has finished (weir jobs describe shows the outcome).
+	UpdateInProgress Code = "UPDATE_IN_PROGRESS"
 	// InvalidMapping: a transform name mapping is not valid JSON of step
 	// names.
 	InvalidMapping Code = "INVALID_MAPPING"
@@ -239,6 +242,7 @@ func registry() []Info {
 		{NoRunningJob, svc, KindNotFound, http.StatusNotFound},
 		{JobAlreadyUpdated, svc, KindConflict, http.StatusConflict},
 		{IncompatibleUpdate, svc, KindConflict, http.StatusConflict},
+		{UpdateInProgress, svc, KindConflict, http.StatusConflict},
 		{InvalidMapping, svc, KindInvalid, http.StatusBadRequest},
 		{ShuttingDown, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{ProgramChanged, svc, KindConflict, http.StatusConflict},

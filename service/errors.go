@@ -54,6 +54,7 @@ const (
 	CodeAlreadyUpdated       = errcode.JobAlreadyUpdated
 	CodeIncompatible         = errcode.IncompatibleUpdate
 	CodeInvalidMapping       = errcode.InvalidMapping
+	CodeUpdateInProgress     = errcode.UpdateInProgress
 	CodeShuttingDown         = errcode.ShuttingDown
 	CodeProgramChanged       = errcode.ProgramChanged
 	CodeNotReleasable        = errcode.NotReleasable

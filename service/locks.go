@@ -63,6 +63,22 @@ func (g *nameGuards) release(name string, ng *nameGuard) {
 	}
 }
 
+// updates marks the job names with an update or rescale under way, so
+// that a second one is refused at once (UPDATE_IN_PROGRESS) instead of
+// queueing behind the first and replacing the job it just started.
+type updates struct {
+	names sync.Map // job name -> struct{}; set and deleted by begin's caller
+}
+
+// begin marks name as being updated and returns the function that clears
+// the mark, or UPDATE_IN_PROGRESS when the name is marked already.
+func (u *updates) begin(name string) (end func(), err error) {
+	if _, busy := u.names.LoadOrStore(name, struct{}{}); busy {
+		return nil, errorf(CodeUpdateInProgress, "job %s is being updated or rescaled by another request: wait until it has finished (weir jobs describe %s), then retry", name, name)
+	}
+	return func() { u.names.Delete(name) }, nil
+}
+
 // changes wakes whoever waits for the service's state to move: it is
 // notified after every registry write, every metrics sample and every
 // execution the service lets go of. Tests wait on it instead of sleeping.

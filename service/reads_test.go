@@ -310,3 +310,54 @@ func TestDrainWaitsForUpdate(t *testing.T) {
 		t.Fatalf("old job: %v %v", j, err)
 	}
 }
+
+// TestSecondUpdateRefusedWhileUpdating: while an update holds its pause,
+// another update or a rescale of the same job is refused at once with
+// UPDATE_IN_PROGRESS (rather than queueing and replacing the job the first
+// update starts); the first update then completes.
+func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
+	s := openService(t, t.TempDir())
+	paused, release := holdPauses(t, s)
+	base := t.TempDir()
+	old := submitCheckpointed(t, s, base)
+	req := UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, PipelineFile: "sums.yaml", BaseDir: base}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Update(context.Background(), req)
+		done <- err
+	}()
+	waitPaused(t, paused)
+	refused := func(what string, call func() error) {
+		t.Helper()
+		mustAnswer(t, what, func() error {
+			if err := call(); !hasCode(err, CodeUpdateInProgress) {
+				return fmt.Errorf("got %v, want UPDATE_IN_PROGRESS", err)
+			}
+			return nil
+		})
+	}
+	for i := 0; i < 3; i++ {
+		refused("a second update", func() error { _, err := s.Update(context.Background(), req); return err })
+	}
+	refused("a rescale by ID", func() error {
+		_, err := s.UpdateOptions(context.Background(), old.ID, JobOptions{NumWorkers: 2})
+		return err
+	})
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the first update: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first update did not complete after its pause was released")
+	}
+	h, _, err := s.History("sums")
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history: %d jobs (%v), want the old and the one new job", len(h), err)
+	}
+	// Once the update is over, the next one is accepted.
+	if _, err := s.Update(context.Background(), req); err != nil {
+		t.Errorf("an update after the first finished: %v", err)
+	}
+}

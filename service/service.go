@@ -104,6 +104,8 @@ type Service struct {
 
 	// names holds the per-name operation guards (lock order 1).
 	names nameGuards
+	// updating marks names with an update or rescale under way (no lock).
+	updating updates
 
 	// live holds the live execution of each job name (the one reading
 	// data), readable without mu: see ElementsRead.

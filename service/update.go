@@ -96,6 +96,11 @@ func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult,
 	if req.BaseDir == "" {
 		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
+	end, err := s.updating.begin(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	// Lock order 1: the name's guard, for the whole update. No other
 	// operation changes the name's jobs or lineage until it is released,
 	// so what prepareUpdate reads stays current.
@@ -489,6 +494,15 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	target, err := s.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	end, err := s.updating.begin(target.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	unlock, err := s.lockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
