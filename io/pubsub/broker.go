@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -85,6 +86,14 @@ type Broker struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	log *slog.Logger
+
+	// admin serialises the creation and deletion of topics and
+	// subscriptions within the process: JetStream creates a stream or
+	// consumer again without error when the configuration is the same, and
+	// a subscription's name must be unique across topics, so a check and
+	// the create it guards must not interleave with another's. A leaf: no
+	// other lock is taken while it is held.
+	admin sync.Mutex
 }
 
 // StartEmbedded starts an in-process nats-server with JetStream and its file

@@ -270,3 +270,41 @@ func TestShutdownStopsServer(t *testing.T) {
 		t.Fatalf("no store dir: %v", err)
 	}
 }
+
+// TestConcurrentCreatesOneWins: twenty identical creates of one topic (and
+// then of one subscription) at once: exactly one succeeds, every other gets
+// ErrTopicExists (ErrSubscriptionExists). JetStream alone would accept
+// every identical create.
+func TestConcurrentCreatesOneWins(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	count := func(create func() error, exists error) (ok, dup int) {
+		t.Helper()
+		errs := make(chan error, 20)
+		start := make(chan struct{})
+		for range 20 {
+			go func() { <-start; errs <- create() }()
+		}
+		close(start)
+		for range 20 {
+			switch err := <-errs; {
+			case err == nil:
+				ok++
+			case errors.Is(err, exists):
+				dup++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}
+		return ok, dup
+	}
+	if ok, dup := count(func() error { _, err := b.CreateTopic(ctx, "races", TopicConfig{}); return err }, ErrTopicExists); ok != 1 || dup != 19 {
+		t.Errorf("topic: %d created, %d exists; want 1 and 19", ok, dup)
+	}
+	if ok, dup := count(func() error {
+		_, err := b.CreateSubscription(ctx, "races-sub", "races", SubscriptionConfig{})
+		return err
+	}, ErrSubscriptionExists); ok != 1 || dup != 19 {
+		t.Errorf("subscription: %d created, %d exists; want 1 and 19", ok, dup)
+	}
+}

@@ -80,6 +80,8 @@ func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo
 // ErrSubscriptionExists if a subscription of that name exists on any topic,
 // ErrTopicNotFound if the topic does not exist.
 func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg SubscriptionConfig) (SubscriptionInfo, error) {
+	b.admin.Lock() // a leaf: see Broker.admin
+	defer b.admin.Unlock()
 	if err := ValidateName("subscription", name); err != nil {
 		return SubscriptionInfo{}, err
 	}
@@ -141,7 +143,13 @@ func (b *Broker) EnsureSubscription(ctx context.Context, name, topic string, cfg
 	if !errors.Is(err, ErrSubscriptionNotFound) {
 		return SubscriptionInfo{}, err
 	}
-	return b.CreateSubscription(ctx, name, topic, cfg)
+	info, err = b.CreateSubscription(ctx, name, topic, cfg)
+	if errors.Is(err, ErrSubscriptionExists) { // created concurrently
+		if info, err := b.Subscription(ctx, name); err == nil && info.Topic == topic {
+			return info, nil
+		}
+	}
+	return info, err
 }
 
 // findSubscription looks for the consumer name on every topic's stream.
@@ -190,6 +198,8 @@ func (b *Broker) Subscription(ctx context.Context, name string) (SubscriptionInf
 // DeleteSubscription deletes a subscription; the topic keeps its messages.
 // It fails with ErrSubscriptionNotFound if there is none.
 func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
+	b.admin.Lock() // a leaf: see Broker.admin
+	defer b.admin.Unlock()
 	topic, _, err := b.findSubscription(ctx, name)
 	if err != nil {
 		return err

@@ -137,6 +137,8 @@ func TopicSubject(topic string) (string, error) {
 // CreateTopic creates a topic. It fails with ErrTopicExists if the topic
 // exists, ErrInvalidName for a bad name.
 func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) (TopicInfo, error) {
+	b.admin.Lock() // a leaf: see Broker.admin
+	defer b.admin.Unlock()
 	stream, subject, err := topicNames(name)
 	if err != nil {
 		return TopicInfo{}, err
@@ -232,6 +234,8 @@ func topicInfo(name string, si *jetstream.StreamInfo) TopicInfo {
 // DeleteTopic deletes a topic with its messages and its subscriptions. It
 // fails with ErrTopicNotFound if there is no such topic.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	b.admin.Lock() // a leaf: see Broker.admin
+	defer b.admin.Unlock()
 	stream, _, err := topicNames(name)
 	if err != nil {
 		return err
