@@ -135,6 +135,9 @@ const (
 	// error): every job stopped before committing anything downstream and
 	// keeps its last durable checkpoint; the message names the cause.
 	StorageUnavailable Code = "STORAGE_UNAVAILABLE"
+	// Resuming: the job was active when the server stopped and has not
+	// resumed yet after the restart; it does shortly (a job condition).
+	Resuming Code = "RESUMING"
 	// Internal: the service failed; the message says what it was doing.
 	Internal Code = "INTERNAL"
 )
@@ -248,6 +251,7 @@ func registry() []Info {
 		{ProgramChanged, svc, KindConflict, http.StatusConflict},
 		{NotReleasable, svc, KindConflict, http.StatusConflict},
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{Resuming, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Internal, svc, KindInternal, http.StatusInternalServerError},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},

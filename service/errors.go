@@ -59,6 +59,7 @@ const (
 	CodeProgramChanged       = errcode.ProgramChanged
 	CodeNotReleasable        = errcode.NotReleasable
 	CodeStorageUnavailable   = errcode.StorageUnavailable
+	CodeResuming             = errcode.Resuming
 	CodeInternal             = errcode.Internal
 )
 

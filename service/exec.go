@@ -543,7 +543,7 @@ func (s *Service) forget(jr *jobRun) {
 
 // recover resumes, on Open, every job the previous process left active,
 // and re-commits terminal jobs whose final commit was not confirmed.
-func (s *Service) recover(ctx context.Context) error {
+func (s *Service) recover() error {
 	var jobs []*Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
 		j := &Job{}
@@ -558,13 +558,43 @@ func (s *Service) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the job registry: %w", err)
 	}
+	since := s.now()
 	for _, j := range jobs {
-		if err := s.recoverJob(ctx, j); err != nil {
-			return err
+		if j.Active() && j.SDK != SDKGo {
+			s.resuming.Store(j.ID, since)
 		}
 	}
+	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer close(s.recovered)
+		sem := make(chan struct{}, recoveryConcurrency)
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer s.changes.notify()
+				defer s.resuming.Delete(j.ID)
+				if h := s.hooks.resuming; h != nil {
+					h(j.ID)
+				}
+				if err := s.recoverJob(s.ctx, j); err != nil && s.ctx.Err() == nil {
+					s.opts.Logger.Error("resuming a job after a restart", "job_id", j.ID, "job_name", j.Name, "error", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}()
 	return nil
 }
+
+// recoveryConcurrency is how many jobs resume at once after a restart.
+const recoveryConcurrency = 4
 
 // recoverJob resumes or re-commits j on Open, under its name's guard
 // (supervisors of jobs recovered before it already run).

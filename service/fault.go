@@ -65,10 +65,17 @@ func (s *Service) refuseIfStoreFailed() error {
 		f.since.UTC().Format(time.RFC3339), f.cause)
 }
 
-// withCondition adds the store's fault to an active job's record.
+// withCondition adds to an active job's record what keeps it from
+// processing: the store's fault, or a resumption after a restart that has
+// not happened yet.
 func (s *Service) withCondition(j *Job) *Job {
-	if f := s.storeFailed(); f != nil && j != nil && j.Active() {
+	if j == nil || !j.Active() {
+		return j
+	}
+	if f := s.storeFailed(); f != nil {
 		j.Condition = &Condition{Code: CodeStorageUnavailable, Message: "the job stopped: " + f.cause.Error(), Since: f.since}
+	} else if since, ok := s.resuming.Load(j.ID); ok {
+		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint after a restart", Since: since.(time.Time)}
 	}
 	return j
 }

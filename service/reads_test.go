@@ -361,3 +361,65 @@ func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
 		t.Errorf("an update after the first finished: %v", err)
 	}
 }
+
+// TestReadsAnswerWhileResuming: after a restart the service answers at
+// once; a job not resumed yet (its resumption held open) reads RUNNING
+// with condition RESUMING, and once it has resumed the condition is gone
+// and it checkpoints on.
+func TestReadsAnswerWhileResuming(t *testing.T) {
+	dir, base := t.TempDir(), t.TempDir()
+	s := openService(t, dir)
+	old := submitCheckpointed(t, s, base)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan string, 1)
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	s2, err := open(context.Background(), Options{DataDir: dir, CheckpointInterval: 50 * time.Millisecond, Clock: testClock{base: time.Now()}},
+		testHooks{resuming: func(id string) { held <- id; <-gate }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	t.Cleanup(release)
+	if id := <-held; id != old.ID {
+		t.Fatalf("resuming %s, want %s", id, old.ID)
+	}
+	mustAnswer(t, "Get while resuming", func() error {
+		j, err := s2.Get("sums")
+		if err != nil {
+			return err
+		}
+		if j.State != StateRunning || j.Condition == nil || j.Condition.Code != CodeResuming {
+			return fmt.Errorf("job %s condition %+v, want RUNNING with RESUMING", j.State, j.Condition)
+		}
+		return nil
+	})
+	mustAnswer(t, "List while resuming", func() error {
+		jobs, err := s2.List(StatusActive)
+		if err != nil {
+			return err
+		}
+		if len(jobs) != 1 || jobs[0].Condition == nil || jobs[0].Condition.Code != CodeResuming {
+			return fmt.Errorf("jobs %+v, want the one resuming", jobs)
+		}
+		return nil
+	})
+	select {
+	case <-s2.Recovered():
+		t.Fatal("recovery finished while a job was held")
+	default:
+	}
+	release()
+	select {
+	case <-s2.Recovered():
+	case <-time.After(30 * time.Second):
+		t.Fatal("recovery did not finish after the release")
+	}
+	j := waitFor(t, s2, old.ID, "a checkpoint after resuming", checkpointed(old.LastCheckpoint.Epoch+2))
+	if j.Condition != nil {
+		t.Errorf("condition %+v after resuming, want none", j.Condition)
+	}
+}

@@ -130,6 +130,11 @@ type Service struct {
 	// fault is set once, by the first store write that finds the store
 	// failed (see fault.go); read without a lock.
 	fault atomic.Pointer[storeFault]
+	// resuming holds the jobs found active at Open that have not resumed
+	// yet (job ID -> time.Time the service opened); no lock.
+	resuming sync.Map
+	// recovered is closed when recovery has finished.
+	recovered chan struct{}
 }
 
 // testHooks are calls into tests at points of the service's work.
@@ -138,6 +143,9 @@ type testHooks struct {
 	// job's old execution is paused (with the name guard and the
 	// execution's cpMu held, Service.mu not held), with the job's ID.
 	paused func(jobID string)
+	// resuming, when set, is called before a job found active at Open
+	// resumes (no lock held), with the job's ID.
+	resuming func(jobID string)
 	// finishing, when set, is called by a supervisor whose execution ended
 	// by itself or was cancelled, before it records the job's end (no
 	// lock held), with the job's ID.
@@ -161,7 +169,17 @@ func (s *Service) lockName(ctx context.Context, name string) (unlock func(), err
 // Open opens (creating if needed) the data directory and resumes every job
 // that was RUNNING or DRAINING when the service last stopped, from its last
 // checkpoint.
+//
+// Open returns once the registry is read: the jobs resume in the background,
+// a few at a time (recoveryConcurrency), while the service already answers;
+// a job not yet resumed reads with condition RESUMING. Recovered tells when
+// every one has resumed.
 func Open(ctx context.Context, opts Options) (*Service, error) {
+	return open(ctx, opts, testHooks{})
+}
+
+// open is Open with the hooks tests set before recovery starts.
+func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -178,15 +196,19 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, store: st}
+	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if err := s.recover(ctx); err != nil {
+	if err := s.recover(); err != nil {
 		s.cancel()
 		s.wg.Wait()
 		return nil, errors.Join(err, st.Close())
 	}
 	return s, nil
 }
+
+// Recovered returns a channel closed once every job that was active when
+// the service opened has resumed (or failed to, which its record says).
+func (s *Service) Recovered() <-chan struct{} { return s.recovered }
 
 // DataDir returns the absolute data directory.
 func (s *Service) DataDir() string { return s.opts.DataDir }

@@ -134,6 +134,11 @@ func openService(t *testing.T, dataDir string) *Service {
 		t.Fatalf("opening the service: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	select {
+	case <-s.Recovered():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the jobs of the data directory did not resume within 30s")
+	}
 	return s
 }
 
