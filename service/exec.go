@@ -268,13 +268,20 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) er
 		n := jr.deadLetters.Add(1)
 		desc := fmt.Sprintf("step %q at %s: %s: %s", r.Step, r.Source, r.Reason, r.Message)
 		jr.lastDeadLetter.Store(&desc)
+		// The first ten, then every thousandth: a log line per reject would
+		// drown the log (the topic and dead_letters count them all).
+		logIt := n <= 10 || n%1000 == 0
 		if s.opts.DeadLetter != nil {
 			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
 				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
 			}
+			if logIt {
+				log.Warn("element rejected by a step without error_handling: sent to the dead-letter topic",
+					"step", r.Step, "source", r.Source.String(), "reason", r.Reason, "message", r.Message, "dead_letters", n)
+			}
 			return nil
 		}
-		if n <= 10 || n%1000 == 0 {
+		if logIt {
 			log.Warn("element rejected by a step without error_handling (no broker for a dead-letter topic: counted only)",
 				"step", r.Step, "source", r.Source.String(), "reason", r.Reason, "message", r.Message, "dead_letters", n)
 		}
@@ -495,8 +502,11 @@ func (s *Service) finish(jr *jobRun) {
 		err = s.transitionLocked(j, target, reason)
 	}
 	s.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		log.Error("recording the end of a job", "error", err)
+	case target == StateFailed:
+		log.Error("job failed", "error", reason)
 	}
 	s.forget(jr)
 }

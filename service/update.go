@@ -226,6 +226,8 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 			return nil, nil, internalf("recording the update attempt: %w", err)
 		}
 		if !report.Compatible {
+			s.opts.Logger.Warn("update refused: the new pipeline is not compatible; the running job was not changed",
+				"job_name", req.Name, "job_id", old.ID, "problems", len(report.Errors))
 			return nil, res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 		}
 		return nil, res, nil

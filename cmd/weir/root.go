@@ -130,6 +130,11 @@ drains and cancels its jobs.`,
 			return cmd.Help()
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flag("log-level"); f != nil && !f.Changed && cmd.Name() == "server" {
+				// A server's log is its operators' record of what happened
+				// to jobs (starts, ends, recoveries, updates): info by default.
+				logLevel = "info"
+			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageErrorf("--log-level %q: want debug, info, warn or error", logLevel)
@@ -140,7 +145,7 @@ drains and cancels its jobs.`,
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error (default info for weir server)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
 		newRunCommand(e),

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,17 +59,32 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
 	}
-	p, err := server.Open(ctx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
+	// SIGTERM or SIGINT from the start on, not only once serving: a signal
+	// that arrives while the server opens (or just after it printed its
+	// address) stops it cleanly too, every job checkpointed.
+	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: e.logger})
 	if err != nil {
+		if sigCtx.Err() != nil && ctx.Err() == nil {
+			e.logger.Info("stopped by a signal while starting")
+			return nil
+		}
 		return withCode(ExitFailure, err)
 	}
+	// Closing must not inherit the signal's cancellation: it checkpoints
+	// every job.
+	ctx = context.WithoutCancel(ctx)
 	if err := p.Serve(); err != nil {
 		return withCode(ExitFailure, errors.Join(err, p.Close(ctx)))
 	}
 	fmt.Fprintf(e.stdout, "weir server listening on %s (data dir %s)\n", p.Address(), p.DataDir())
 	e.logger.Info("weir server started", "listen", p.Address(), "data_dir", p.DataDir())
-	_, runErr := p.Wait(ctx)
+	why, runErr := p.Wait(sigCtx)
+	if why == server.StopContext && sigCtx.Err() != nil {
+		e.logger.Info("shutting down: checkpointing every job")
+	}
 	if runErr != nil {
 		runErr = withCode(ExitFailure, runErr)
 	}
