@@ -2,6 +2,7 @@ package row
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -85,19 +86,45 @@ func AsRow(v any) (r *Row, ok bool) {
 	return nil, false
 }
 
+// MinMillis is the smallest magnitude a numeric timestamp may have: 10^11
+// milliseconds (1973-03-03). A number below it is plainly seconds since the
+// epoch, not milliseconds; ToTimestamp refuses it with ErrTimestampInSeconds
+// rather than read it as an instant of January 1970.
+const MinMillis = 100_000_000_000
+
+// ErrTimestampInSeconds is wrapped by ToTimestamp's error for a numeric
+// timestamp below MinMillis: it looks like seconds, not milliseconds.
+// Connectors reject such an element with reason "timestamp_in_seconds".
+var ErrTimestampInSeconds = errors.New("timestamp in seconds")
+
+// millis checks that n is plausibly epoch milliseconds.
+func millis(n int64) (mtime.Time, error) {
+	if n > -MinMillis && n < MinMillis {
+		return 0, fmt.Errorf("%w: %d is below 10^11, so it reads as seconds since the epoch, not milliseconds "+
+			"(as milliseconds it would be %s); send epoch milliseconds (%d) or an RFC 3339 string",
+			ErrTimestampInSeconds, n, mtime.Time(n), n*1000)
+	}
+	return mtime.Time(n), nil
+}
+
 // ToTimestamp converts an event-time value: an mtime.Time, an RFC 3339
-// string, or an integer count of milliseconds since the Unix epoch.
+// string, or an integer count of milliseconds since the Unix epoch. A
+// number whose magnitude is below MinMillis is an error wrapping
+// ErrTimestampInSeconds.
 func ToTimestamp(v any) (mtime.Time, error) {
 	switch x := v.(type) {
 	case mtime.Time:
 		return x, nil
 	case int64:
-		return mtime.Time(x), nil
+		return millis(x)
 	case int:
-		return mtime.Time(x), nil
+		return millis(int64(x))
 	case float64:
 		if x != math.Trunc(x) || math.IsInf(x, 0) {
 			return 0, fmt.Errorf("timestamp %v is not a whole number of milliseconds", x)
+		}
+		if math.Abs(x) < MinMillis {
+			return millis(int64(x))
 		}
 		return mtime.Time(x), nil
 	case json.Number:
@@ -105,10 +132,10 @@ func ToTimestamp(v any) (mtime.Time, error) {
 		if err != nil {
 			return 0, fmt.Errorf("timestamp %s is not an integer number of milliseconds", x)
 		}
-		return mtime.Time(n), nil
+		return millis(n)
 	case string:
 		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
-			return mtime.Time(n), nil
+			return millis(n)
 		}
 		return mtime.Parse(x)
 	case nil:

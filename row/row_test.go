@@ -2,6 +2,7 @@ package row
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 
@@ -119,5 +120,21 @@ func TestSchema(t *testing.T) {
 	c := s.Coder()
 	if c.URN != CoderURN || len(c.Fields) != 2 || c.Fields[1].Type != "list<string>" {
 		t.Errorf("coder %v", c)
+	}
+}
+
+// TestToTimestampSeconds: a numeric timestamp whose magnitude is below 10^11
+// is seconds, refused with ErrTimestampInSeconds; from 10^11 on it is
+// milliseconds.
+func TestToTimestampSeconds(t *testing.T) {
+	for _, v := range []any{int64(1772323200), 1772323200, float64(1772323200), json.Number("1772323200"), "1772323200", int64(0), int64(-5), int64(99_999_999_999)} {
+		if _, err := ToTimestamp(v); !errors.Is(err, ErrTimestampInSeconds) {
+			t.Errorf("ToTimestamp(%T %v) = %v, want ErrTimestampInSeconds", v, v, err)
+		}
+	}
+	for _, v := range []any{int64(100_000_000_000), int64(1772323200000), json.Number("1772323200000"), "1772323200000", float64(1772323200000), mtime.Time(5)} {
+		if _, err := ToTimestamp(v); err != nil {
+			t.Errorf("ToTimestamp(%T %v): %v", v, v, err)
+		}
 	}
 }

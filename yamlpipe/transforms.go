@@ -1,6 +1,7 @@
 package yamlpipe
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -48,7 +49,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
-			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "error_handling"},
+			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
 			source: true, errors: true, build: buildReadFromPubSub}, true
 	case "WriteToPubSub":
 		return &transformDef{keys: []string{"topic", "format", "id_field", "attributes"}, sink: true, build: buildWriteToPubSub}, true
@@ -121,7 +122,11 @@ func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) w
 		if raw := n.get(tsField); raw != nil && v == nil && raw.kind == kString {
 			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.text)
 		}
-		tv.Err = &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: fmt.Sprintf("field %s: %v", tsField, err)}
+		reason := files.ReasonBadTimestamp
+		if errors.Is(err, row.ErrTimestampInSeconds) {
+			reason = files.ReasonTimestampInSeconds
+		}
+		tv.Err = &contract.ElementError{Reason: reason, Message: fmt.Sprintf("field %s: %v", tsField, err)}
 		return tv
 	}
 	tv.Time = ts
