@@ -15,10 +15,17 @@ import (
 
 // The schemas below are built once and never modified.
 var (
+	windowSchema = MustSchema(
+		Field{Name: "start", Type: Of(KindTimestamp)},
+		Field{Name: "end", Type: Of(KindTimestamp)},
+	)
 	errorSchema = MustSchema(
 		Field{Name: "step", Type: Of(KindString)},
 		Field{Name: "reason", Type: Of(KindString)},
 		Field{Name: "message", Type: Of(KindString)},
+		// window and watermark are set on too_late rejects only.
+		Field{Name: "window", Type: RowOf(windowSchema)},
+		Field{Name: "watermark", Type: Of(KindTimestamp)},
 	)
 	positionSchema = MustSchema(
 		Field{Name: "source", Type: Of(KindString)},
@@ -37,8 +44,11 @@ var (
 	)
 )
 
-// RejectSchema is the schema of error-output rows:
-// {element, error: {step, reason, message}, source: {source, offset}}.
+// RejectSchema is the schema of error-output rows: {element, error: {step,
+// reason, message, window: {start, end}, watermark}, source: {source,
+// offset}}. error.window and error.watermark are set on too_late rejects
+// (the window the element was late for and the step's watermark then) and
+// null otherwise.
 // The returned schema is shared: do not modify it.
 func RejectSchema() *Schema { return rejectSchema }
 
@@ -60,9 +70,16 @@ func FromReject(rj contract.Reject) *Row {
 	case *contract.Reject:
 		elem = FromReject(*x)
 	}
+	var win, wm any
+	if rj.Late != nil {
+		if !rj.Late.Window.IsGlobal() {
+			win = &Row{Schema: windowSchema, Values: []any{rj.Late.Window.Start, rj.Late.Window.End}}
+		}
+		wm = rj.Late.Watermark
+	}
 	return &Row{Schema: rejectSchema, Values: []any{
 		elem,
-		&Row{Schema: errorSchema, Values: []any{rj.Step, rj.Reason, rj.Message}},
+		&Row{Schema: errorSchema, Values: []any{rj.Step, rj.Reason, rj.Message, win, wm}},
 		src,
 	}}
 }

@@ -99,9 +99,16 @@ func TestRejectAndPaneRows(t *testing.T) {
 	if !ok {
 		t.Fatal("AsRow(Reject) failed")
 	}
-	want := `{"element":{"a":1},"error":{"step":"V","reason":"r","message":"m"},"source":{"source":"f.jsonl","offset":3}}`
+	want := `{"element":{"a":1},"error":{"step":"V","reason":"r","message":"m","window":null,"watermark":null},"source":{"source":"f.jsonl","offset":3}}`
 	if got := r.String(); got != want {
 		t.Errorf("reject row = %s, want %s", got, want)
+	}
+	// A too_late reject carries its window and the watermark.
+	rj.Reason, rj.Late = contract.ReasonTooLate, &contract.Lateness{Window: window.Window{Start: 1772323200000, End: 1772323500000}, Watermark: 1772323560000}
+	r, _ = AsRow(rj)
+	want = `{"element":{"a":1},"error":{"step":"V","reason":"too_late","message":"m","window":{"start":"2026-03-01T00:00:00.000Z","end":"2026-03-01T00:05:00.000Z"},"watermark":"2026-03-01T00:06:00.000Z"},"source":{"source":"f.jsonl","offset":3}}`
+	if got := r.String(); got != want {
+		t.Errorf("too_late reject row = %s, want %s", got, want)
 	}
 	p := PaneRow(window.PaneInfo{Index: 1, Timing: window.Late, IsFirst: false, IsLast: true})
 	if got := p.String(); got != `{"index":1,"timing":"LATE","is_first":false,"is_last":true}` {

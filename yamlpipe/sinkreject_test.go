@@ -261,3 +261,99 @@ func TestKeylessRowWithoutErrorOutput(t *testing.T) {
 		t.Fatalf("table rows %d (%v), want the 2 good ones", n, err)
 	}
 }
+
+const futurePipeline = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Orders
+      config:
+        topic: orders
+        schema: {region: string, amount: int, ts: timestamp}
+        timestamp_field: ts
+        max_future_skew: 1h
+        error_handling: {output: bad_input}
+    - type: WriteToJson
+      name: WriteBadInput
+      input: Orders.bad_input
+      config: {path: bad_input.jsonl}
+    - type: Combine
+      name: Totals
+      input: Orders
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: [region]
+        combine: {n: {value: amount, fn: count}}
+    - type: WriteToJson
+      name: WriteTotals
+      input: Totals
+      config: {path: totals.jsonl}
+`
+
+// TestFarFutureMessageDoesNotSilenceTheStream: a message stamped 2099
+// between good ones is a timestamp_in_future reject on the source's error
+// output; the good messages after it are not dropped as late.
+func TestFarFutureMessageDoesNotSilenceTheStream(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(ctx)
+	if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	job := &JobEnv{Name: "future-job", ID: "job-1", Generation: 1, DataDir: dir, Broker: b}
+	p, err := Load("p.yaml", []byte(futurePipeline), Options{BaseDir: dir, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := runner.Start(ctx, p.Program(), runner.Options{NumWorkers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := pubsub.SubscriptionName(job.Name, "Orders")
+	if !await.Until(30*time.Second, 5*time.Millisecond, func() bool { _, err := b.Subscription(ctx, sub); return err == nil }) {
+		t.Fatalf("the split did not create subscription %s", sub)
+	}
+	// Event times a minute ahead of the wall clock, well within the skew
+	// (and ahead of the idle watermark).
+	base := time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
+	publish := func(ts time.Time) {
+		t.Helper()
+		msg := fmt.Sprintf(`{"region": "NORTH", "amount": 1, "ts": %q}`, ts.Format(time.RFC3339))
+		if _, err := b.Publish(ctx, "orders", []byte(msg), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		publish(base.Add(time.Duration(i) * time.Second))
+	}
+	publish(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
+	for i := 100; i < 200; i++ {
+		publish(base.Add(time.Duration(i) * time.Second))
+	}
+	if !await.Until(30*time.Second, 5*time.Millisecond, func() bool { return x.Metrics().Step("Orders").ElementsIn >= 201 }) {
+		t.Fatalf("the job read %d messages, want 201", x.Metrics().Step("Orders").ElementsIn)
+	}
+	x.Drain()
+	res, err := x.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CloseSinks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, r := range readJSONLines(t, filepath.Join(dir, "totals.jsonl")) {
+		n += r["n"].(float64)
+	}
+	if n != 200 {
+		t.Errorf("the windows counted %v messages, want the 200 good ones (dropped late: %d)", n, res.Step("Totals").DroppedLateElements)
+	}
+	bad := readJSONLines(t, filepath.Join(dir, "bad_input.jsonl"))
+	if len(bad) != 1 || bad[0]["error"].(map[string]any)["reason"] != "timestamp_in_future" {
+		t.Errorf("source rejects %v, want the 2099 message as timestamp_in_future", bad)
+	}
+}
