@@ -25,22 +25,22 @@ type sinkNode struct {
 	// reusable scratch.
 	rs      RejectingSink
 	rejects []SinkReject
-	// out is set when the step declares an error output; errTag is its index.
+	// out holds the step's outputs: none, or its error output (errTag is
+	// its index, -1 without one); fwd says there is one, so control
+	// messages are forwarded to it.
 	out    *outputs
 	errTag int
+	fwd    bool
 }
 
 func newSinkNode(w *worker, sp *stepPlan) *sinkNode {
-	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters, errTag: errTag(sp)}
+	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters, out: newOutputs(w, sp), errTag: errTag(sp), fwd: len(sp.outTags) > 0}
 	n.rs, _ = n.sink.(RejectingSink)
-	if len(sp.outTags) > 0 {
-		n.out = newOutputs(w, sp)
-	}
 	if tx, ok := n.sink.(TransactionalSink); ok && w.r.opts.Checkpoints {
 		n.tx = tx
 		n.wms = newInputWatermarks(w.r, sp, w.id, true)
 		n.al = &aligner{inner: n, wms: &n.wms}
-		if n.out != nil {
+		if n.fwd {
 			n.al.onBarrier = func(_ int, c ctrl) error { return n.out.forward(c) }
 		}
 		w.r.coord.register(n.key())
@@ -71,28 +71,21 @@ func (n *sinkNode) processAligned(_ int, b bundle) error {
 		return nil
 	}
 	// The sink step's rejects go where any step's do (stateless.go).
-	out := n.out
-	if out == nil {
-		out = &outputs{w: n.w}
-	}
 	for _, sr := range rejects {
 		e := b.elems[sr.Index]
 		rj := Reject{Element: e.Value, Step: n.sp.step.Name, Reason: sr.Err.Reason, Message: sr.Err.Message, Source: e.Source}
 		ee := sr.Err
-		if err := emitReject(out, n.sp, n.errTag, e, rj, &ee); err != nil {
+		if err := emitReject(n.out, n.sp, n.errTag, e, rj, &ee); err != nil {
 			return err
 		}
 	}
 	clear(rejects)
-	if n.out == nil {
-		return nil
-	}
 	return n.out.flush()
 }
 
 func (n *sinkNode) control(port int, c ctrl) error {
 	if n.al == nil {
-		if n.out != nil {
+		if n.fwd {
 			return n.out.forward(c)
 		}
 		return nil
@@ -101,7 +94,7 @@ func (n *sinkNode) control(port int, c ctrl) error {
 }
 
 func (n *sinkNode) controlAligned(port int, c ctrl) error {
-	if n.out != nil && c.kind != ctrlBarrier {
+	if n.fwd && c.kind != ctrlBarrier {
 		// In order with the rejects of what the aligner let through.
 		if err := n.out.forward(c); err != nil {
 			return err

@@ -42,7 +42,8 @@ type SourceSplit interface {
 // Sink is the code of a sink step. Write is called with each bundle, from
 // the worker that produced it (so concurrently across workers), and must not
 // keep elems after it returns (the runner reuses the slice); Close is called
-// once after all input has been written and must flush everything.
+// once after all input has been written and must flush everything. A sink
+// that can refuse single elements it cannot store implements RejectingSink.
 type Sink interface {
 	Write(ctx context.Context, worker int, elems []Element) error
 	Close(ctx context.Context) error
