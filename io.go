@@ -31,16 +31,38 @@ func Read[T any](s Scope, name string, src contract.Source, bounded bool, opts .
 
 // Write adds a sink step writing every element of in to sink.
 func Write[T any](s Scope, name string, in PCollection[T], sink contract.Sink, opts ...StepOption) {
+	write(s, name, in, sink, opts)
+}
+
+// WriteWithErrors adds a sink step as Write does and returns its error
+// output, which opts must declare with WithErrorOutput: the elements a
+// contract.RejectingSink could not store arrive there as contract.Reject
+// values (a sink without an error output sends them to the dead-letter hook
+// or fails the run). Without WithErrorOutput the result is invalid and the
+// pipeline has a construction error.
+func WriteWithErrors[T any](s Scope, name string, in PCollection[T], sink contract.Sink, opts ...StepOption) PCollection[contract.Reject] {
+	ids := write(s, name, in, sink, opts)
+	if buildConfig(opts).errorOutput == "" {
+		s.p.addErr(fmt.Errorf("step %q declares no error output (WriteWithErrors needs WithErrorOutput)", s.fullName(name)))
+		return PCollection[contract.Reject]{}
+	}
+	if len(ids) == 0 {
+		return PCollection[contract.Reject]{}
+	}
+	return collectionOf[contract.Reject](s.p, ids[0])
+}
+
+func write[T any](s Scope, name string, in PCollection[T], sink contract.Sink, opts []StepOption) []string {
 	col := inputCol(s, name, in)
 	if col == nil {
-		return
+		return nil
 	}
 	sc := buildConfig(opts)
 	if sc.sink == nil {
 		sc.sink = &graph.IOIdentity{Kind: "custom", Identity: s.fullName(name)}
 	}
 	step := &graph.Step{Name: name, Kind: graph.KindSink, Inputs: map[string]string{graph.MainTag: col.ID}}
-	s.addStep(step, sink, sc, col.Bounded, col.Windowing, nil, nil)
+	return s.addStep(step, sink, sc, col.Bounded, col.Windowing, nil, nil)
 }
 
 // ---- Create ----

@@ -2,6 +2,7 @@ package row
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -14,10 +15,17 @@ import (
 
 // The schemas below are built once and never modified.
 var (
+	windowSchema = MustSchema(
+		Field{Name: "start", Type: Of(KindTimestamp)},
+		Field{Name: "end", Type: Of(KindTimestamp)},
+	)
 	errorSchema = MustSchema(
 		Field{Name: "step", Type: Of(KindString)},
 		Field{Name: "reason", Type: Of(KindString)},
 		Field{Name: "message", Type: Of(KindString)},
+		// window and watermark are set on too_late rejects only.
+		Field{Name: "window", Type: RowOf(windowSchema)},
+		Field{Name: "watermark", Type: Of(KindTimestamp)},
 	)
 	positionSchema = MustSchema(
 		Field{Name: "source", Type: Of(KindString)},
@@ -36,8 +44,11 @@ var (
 	)
 )
 
-// RejectSchema is the schema of error-output rows:
-// {element, error: {step, reason, message}, source: {source, offset}}.
+// RejectSchema is the schema of error-output rows: {element, error: {step,
+// reason, message, window: {start, end}, watermark}, source: {source,
+// offset}}. error.window and error.watermark are set on too_late rejects
+// (the window the element was late for and the step's watermark then) and
+// null otherwise.
 // The returned schema is shared: do not modify it.
 func RejectSchema() *Schema { return rejectSchema }
 
@@ -59,9 +70,16 @@ func FromReject(rj contract.Reject) *Row {
 	case *contract.Reject:
 		elem = FromReject(*x)
 	}
+	var win, wm any
+	if rj.Late != nil {
+		if !rj.Late.Window.IsGlobal() {
+			win = &Row{Schema: windowSchema, Values: []any{rj.Late.Window.Start, rj.Late.Window.End}}
+		}
+		wm = rj.Late.Watermark
+	}
 	return &Row{Schema: rejectSchema, Values: []any{
 		elem,
-		&Row{Schema: errorSchema, Values: []any{rj.Step, rj.Reason, rj.Message}},
+		&Row{Schema: errorSchema, Values: []any{rj.Step, rj.Reason, rj.Message, win, wm}},
 		src,
 	}}
 }
@@ -85,19 +103,45 @@ func AsRow(v any) (r *Row, ok bool) {
 	return nil, false
 }
 
+// MinMillis is the smallest magnitude a numeric timestamp may have: 10^11
+// milliseconds (1973-03-03). A number below it is plainly seconds since the
+// epoch, not milliseconds; ToTimestamp refuses it with ErrTimestampInSeconds
+// rather than read it as an instant of January 1970.
+const MinMillis = 100_000_000_000
+
+// ErrTimestampInSeconds is wrapped by ToTimestamp's error for a numeric
+// timestamp below MinMillis: it looks like seconds, not milliseconds.
+// Connectors reject such an element with reason "timestamp_in_seconds".
+var ErrTimestampInSeconds = errors.New("timestamp in seconds")
+
+// millis checks that n is plausibly epoch milliseconds.
+func millis(n int64) (mtime.Time, error) {
+	if n > -MinMillis && n < MinMillis {
+		return 0, fmt.Errorf("%w: %d is below 10^11, so it reads as seconds since the epoch, not milliseconds "+
+			"(as milliseconds it would be %s); send epoch milliseconds (%d) or an RFC 3339 string",
+			ErrTimestampInSeconds, n, mtime.Time(n), n*1000)
+	}
+	return mtime.Time(n), nil
+}
+
 // ToTimestamp converts an event-time value: an mtime.Time, an RFC 3339
-// string, or an integer count of milliseconds since the Unix epoch.
+// string, or an integer count of milliseconds since the Unix epoch. A
+// number whose magnitude is below MinMillis is an error wrapping
+// ErrTimestampInSeconds.
 func ToTimestamp(v any) (mtime.Time, error) {
 	switch x := v.(type) {
 	case mtime.Time:
 		return x, nil
 	case int64:
-		return mtime.Time(x), nil
+		return millis(x)
 	case int:
-		return mtime.Time(x), nil
+		return millis(int64(x))
 	case float64:
 		if x != math.Trunc(x) || math.IsInf(x, 0) {
 			return 0, fmt.Errorf("timestamp %v is not a whole number of milliseconds", x)
+		}
+		if math.Abs(x) < MinMillis {
+			return millis(int64(x))
 		}
 		return mtime.Time(x), nil
 	case json.Number:
@@ -105,10 +149,10 @@ func ToTimestamp(v any) (mtime.Time, error) {
 		if err != nil {
 			return 0, fmt.Errorf("timestamp %s is not an integer number of milliseconds", x)
 		}
-		return mtime.Time(n), nil
+		return millis(n)
 	case string:
 		if n, err := strconv.ParseInt(x, 10, 64); err == nil {
-			return mtime.Time(n), nil
+			return millis(n)
 		}
 		return mtime.Parse(x)
 	case nil:

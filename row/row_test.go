@@ -2,6 +2,7 @@ package row
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 
@@ -98,9 +99,16 @@ func TestRejectAndPaneRows(t *testing.T) {
 	if !ok {
 		t.Fatal("AsRow(Reject) failed")
 	}
-	want := `{"element":{"a":1},"error":{"step":"V","reason":"r","message":"m"},"source":{"source":"f.jsonl","offset":3}}`
+	want := `{"element":{"a":1},"error":{"step":"V","reason":"r","message":"m","window":null,"watermark":null},"source":{"source":"f.jsonl","offset":3}}`
 	if got := r.String(); got != want {
 		t.Errorf("reject row = %s, want %s", got, want)
+	}
+	// A too_late reject carries its window and the watermark.
+	rj.Reason, rj.Late = contract.ReasonTooLate, &contract.Lateness{Window: window.Window{Start: 1772323200000, End: 1772323500000}, Watermark: 1772323560000}
+	r, _ = AsRow(rj)
+	want = `{"element":{"a":1},"error":{"step":"V","reason":"too_late","message":"m","window":{"start":"2026-03-01T00:00:00.000Z","end":"2026-03-01T00:05:00.000Z"},"watermark":"2026-03-01T00:06:00.000Z"},"source":{"source":"f.jsonl","offset":3}}`
+	if got := r.String(); got != want {
+		t.Errorf("too_late reject row = %s, want %s", got, want)
 	}
 	p := PaneRow(window.PaneInfo{Index: 1, Timing: window.Late, IsFirst: false, IsLast: true})
 	if got := p.String(); got != `{"index":1,"timing":"LATE","is_first":false,"is_last":true}` {
@@ -119,5 +127,21 @@ func TestSchema(t *testing.T) {
 	c := s.Coder()
 	if c.URN != CoderURN || len(c.Fields) != 2 || c.Fields[1].Type != "list<string>" {
 		t.Errorf("coder %v", c)
+	}
+}
+
+// TestToTimestampSeconds: a numeric timestamp whose magnitude is below 10^11
+// is seconds, refused with ErrTimestampInSeconds; from 10^11 on it is
+// milliseconds.
+func TestToTimestampSeconds(t *testing.T) {
+	for _, v := range []any{int64(1772323200), 1772323200, float64(1772323200), json.Number("1772323200"), "1772323200", int64(0), int64(-5), int64(99_999_999_999)} {
+		if _, err := ToTimestamp(v); !errors.Is(err, ErrTimestampInSeconds) {
+			t.Errorf("ToTimestamp(%T %v) = %v, want ErrTimestampInSeconds", v, v, err)
+		}
+	}
+	for _, v := range []any{int64(100_000_000_000), int64(1772323200000), json.Number("1772323200000"), "1772323200000", float64(1772323200000), mtime.Time(5)} {
+		if _, err := ToTimestamp(v); err != nil {
+			t.Errorf("ToTimestamp(%T %v): %v", v, v, err)
+		}
 	}
 }

@@ -128,6 +128,7 @@ type aggNode struct {
 	touched   []touchRef
 	changes   changeLog[dirtyRef]
 	sc        StateCoder
+	late      lateRoute
 }
 
 type touchRef struct {
@@ -142,6 +143,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		keyed: newKeyed(w, sp, out), agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(),
 		groups:  make([]*keyGroupState, w.r.opts.KeyGroups),
+		late:    newLateRoute(w, sp, out),
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
@@ -268,6 +270,9 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		}
 		if lastDrop {
 			dropped++
+			if err := n.late.drop(e, n.wm); err != nil {
+				return err
+			}
 			continue
 		}
 		h := b.hashes[i]
@@ -302,6 +307,9 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		}
 		if ws.st.Closed {
 			dropped++
+			if err := n.late.drop(e, n.wm); err != nil {
+				return err
+			}
 			continue
 		}
 		if ws.acc == nil {

@@ -78,6 +78,12 @@ type SourceSplit = contract.SourceSplit
 // Sink is contract.Sink: the code of a sink step.
 type Sink = contract.Sink
 
+// RejectingSink is contract.RejectingSink: a sink that refuses single elements.
+type RejectingSink = contract.RejectingSink
+
+// SinkReject is contract.SinkReject: an element a RejectingSink refused.
+type SinkReject = contract.SinkReject
+
 // Program is contract.Program: a graph plus the code bound to its steps.
 type Program = contract.Program
 

@@ -30,6 +30,10 @@ type aligner struct {
 	epoch uint64
 	got   map[portSender]bool
 	held  []heldMsg
+	// onBarrier, when set, is called with every barrier the aligner takes
+	// from an input, at its place in that input's stream (a sink with an
+	// error output forwards it downstream).
+	onBarrier func(port int, c ctrl) error
 }
 
 func copyBundle(b bundle) bundle {
@@ -71,6 +75,11 @@ func (a *aligner) control(port int, c ctrl) error {
 		a.got = map[portSender]bool{}
 	}
 	a.got[portSender{port, c.sender}] = true
+	if a.onBarrier != nil {
+		if err := a.onBarrier(port, c); err != nil {
+			return err
+		}
+	}
 	return a.maybeComplete()
 }
 

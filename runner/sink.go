@@ -5,7 +5,10 @@ import (
 )
 
 // This file holds the sink node; with a transactional sink in a
-// checkpointed execution it aligns barriers and pre-commits each epoch.
+// checkpointed execution it aligns barriers and pre-commits each epoch. A
+// RejectingSink's refused elements are rejects of the sink step; a sink
+// with an error output forwards control messages to it, in order with the
+// rejects.
 
 type sinkNode struct {
 	w        *worker
@@ -18,14 +21,28 @@ type sinkNode struct {
 	wms      inputWatermarks
 	al       *aligner
 	finished bool
+	// rs is the sink as a RejectingSink, if it is one; rejects is its
+	// reusable scratch.
+	rs      RejectingSink
+	rejects []SinkReject
+	// out holds the step's outputs: none, or its error output (errTag is
+	// its index, -1 without one); fwd says there is one, so control
+	// messages are forwarded to it.
+	out    *outputs
+	errTag int
+	fwd    bool
 }
 
 func newSinkNode(w *worker, sp *stepPlan) *sinkNode {
-	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters}
+	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters, out: newOutputs(w, sp), errTag: errTag(sp), fwd: len(sp.outTags) > 0}
+	n.rs, _ = n.sink.(RejectingSink)
 	if tx, ok := n.sink.(TransactionalSink); ok && w.r.opts.Checkpoints {
 		n.tx = tx
 		n.wms = newInputWatermarks(w.r, sp, w.id, true)
 		n.al = &aligner{inner: n, wms: &n.wms}
+		if n.fwd {
+			n.al.onBarrier = func(_ int, c ctrl) error { return n.out.forward(c) }
+		}
 		w.r.coord.register(n.key())
 	}
 	return n
@@ -42,17 +59,47 @@ func (n *sinkNode) process(port int, b bundle) error {
 
 func (n *sinkNode) processAligned(_ int, b bundle) error {
 	n.counters.in.Add(int64(len(b.elems)))
-	return n.sink.Write(n.w.r.ctx, n.w.id, b.elems)
+	if n.rs == nil {
+		return n.sink.Write(n.w.r.ctx, n.w.id, b.elems)
+	}
+	rejects, err := n.rs.WriteRejecting(n.w.r.ctx, n.w.id, b.elems, n.rejects[:0])
+	n.rejects = rejects
+	if err != nil {
+		return err
+	}
+	if len(rejects) == 0 {
+		return nil
+	}
+	// The sink step's rejects go where any step's do (stateless.go).
+	for _, sr := range rejects {
+		e := b.elems[sr.Index]
+		rj := Reject{Element: e.Value, Step: n.sp.step.Name, Reason: sr.Err.Reason, Message: sr.Err.Message, Source: e.Source}
+		ee := sr.Err
+		if err := emitReject(n.out, n.sp, n.errTag, e, rj, &ee); err != nil {
+			return err
+		}
+	}
+	clear(rejects)
+	return n.out.flush()
 }
 
 func (n *sinkNode) control(port int, c ctrl) error {
 	if n.al == nil {
+		if n.fwd {
+			return n.out.forward(c)
+		}
 		return nil
 	}
 	return n.al.control(port, c)
 }
 
 func (n *sinkNode) controlAligned(port int, c ctrl) error {
+	if n.fwd && c.kind != ctrlBarrier {
+		// In order with the rejects of what the aligner let through.
+		if err := n.out.forward(c); err != nil {
+			return err
+		}
+	}
 	if c.kind != ctrlWatermark || !n.wms.update(port, c.sender, c.wm) {
 		return nil
 	}

@@ -212,6 +212,7 @@ type statefulNode struct {
 	ctx     contract.StateContext
 	changes changeLog[sfDirty]
 	coder   StateCoder
+	late    lateRoute
 }
 
 type sfDirty struct {
@@ -299,6 +300,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	n := &statefulNode{
 		keyed: newKeyed(w, sp, out), fn: fn, strategy: in.Windowing, errTag: errTag(sp),
 		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
+		late:   newLateRoute(w, sp, out),
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
@@ -334,6 +336,9 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		e := &b.elems[i]
 		if n.strategy.Expired(e.Window, n.wm) {
 			dropped++
+			if err := n.late.drop(e, n.wm); err != nil {
+				return err
+			}
 			continue
 		}
 		kg := uint16(b.hashes[i] % uint64(len(n.groups)))

@@ -112,6 +112,14 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	} else if ok {
 		cfg.Watermark.IdleTimeout = d
 	}
+	if d, ok, err := l.optDuration(t.config, "max_future_skew"); err != nil {
+		return nil, err
+	} else if ok {
+		cfg.MaxFutureSkew = d
+		if d == 0 {
+			cfg.MaxFutureSkew = -1 // explicitly no bound
+		}
+	}
 	if d, ok, err := l.optDuration(t.config, "ack_wait"); err != nil {
 		return nil, err
 	} else if ok {

@@ -87,6 +87,6 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(t.typNode, "%v", err)
 	}
 	identity := fmt.Sprintf("%s:%s", cfg.Driver, cfg.Table)
-	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("sql", identity))...)
+	l.writeWithErrors(t, in, sink, stepOpts(t, weir.WithSinkIdentity("sql", identity))...)
 	return nil, nil
 }

@@ -1,6 +1,7 @@
 package yamlpipe
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -43,17 +44,17 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "ReadFromCsv":
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
 	case "WriteToJson":
-		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.JSONLines)}, true
+		return &transformDef{keys: []string{"path", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
-		return &transformDef{keys: []string{"path"}, sink: true, build: buildWrite(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
-			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "error_handling"},
+			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
 			source: true, errors: true, build: buildReadFromPubSub}, true
 	case "WriteToPubSub":
 		return &transformDef{keys: []string{"topic", "format", "id_field", "attributes"}, sink: true, build: buildWriteToPubSub}, true
 	case "WriteToSql":
-		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode"}, sink: true, build: buildWriteToSql}, true
+		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode", "error_handling"}, sink: true, errors: true, build: buildWriteToSql}, true
 	case "MapToFields":
 		return &transformDef{keys: append([]string{"fields", "append", "drop"}, celKeys...), errors: true, build: buildMapToFields}, true
 	case "Filter":
@@ -121,7 +122,11 @@ func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) w
 		if raw := n.get(tsField); raw != nil && v == nil && raw.kind == kString {
 			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.text)
 		}
-		tv.Err = &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: fmt.Sprintf("field %s: %v", tsField, err)}
+		reason := files.ReasonBadTimestamp
+		if errors.Is(err, row.ErrTimestampInSeconds) {
+			reason = files.ReasonTimestampInSeconds
+		}
+		tv.Err = &contract.ElementError{Reason: reason, Message: fmt.Sprintf("field %s: %v", tsField, err)}
 		return tv
 	}
 	tv.Time = ts
@@ -504,7 +509,7 @@ func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*co
 			kind = "file_csv"
 		}
 		sink := files.NewSink(path, format, ins[0].schema)
-		write(l.root, t.name, ins[0], sink, stepOpts(t, weir.WithSinkIdentity(kind, path))...)
+		l.writeWithErrors(t, ins[0], sink, stepOpts(t, weir.WithSinkIdentity(kind, path))...)
 		return nil, nil
 	}
 }

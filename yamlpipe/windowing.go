@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
@@ -246,4 +247,24 @@ func write(s weir.Scope, name string, in *coll, sink contract.Sink, opts ...weir
 		return
 	}
 	weir.Write(s, name, in.rows, sink, opts...)
+}
+
+// writeWithErrors adds the sink step of t, with its error output when t
+// declares error_handling (registered as t's output NAME): the rows the sink
+// cannot store go there as rejects of the sink step.
+func (l *loader) writeWithErrors(t *transformSpec, in *coll, sink contract.Sink, opts ...weir.StepOption) {
+	if t.errOut == "" {
+		write(l.root, t.name, in, sink, opts...)
+		return
+	}
+	opts = append(opts, errorOpt(t)...)
+	var errs weir.PCollection[contract.Reject]
+	if in.isReject {
+		errs = weir.WriteWithErrors(l.root, t.name, in.rejects, sink, opts...)
+	} else {
+		errs = weir.WriteWithErrors(l.root, t.name, in.rows, sink, opts...)
+	}
+	if errs.Valid() {
+		l.outs[t.name+"."+t.errOut] = &coll{schema: row.RejectSchema(), rejects: errs, isReject: true}
+	}
 }

@@ -101,3 +101,38 @@ func TestSinkConcurrentWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampInSeconds: a numeric timestamp below 10^11 is seconds, not
+// milliseconds: a timestamp_in_seconds reject with a hint, in JSON lines and
+// CSV, for the event-time field and any other timestamp field.
+func TestTimestampInSeconds(t *testing.T) {
+	dir := t.TempDir()
+	s := row.MustSchema(row.Field{Name: "a", Type: row.Of(row.KindInt)}, row.Field{Name: "ts", Type: row.Of(row.KindTimestamp)})
+	for _, c := range []struct {
+		name, data string
+		format     Format
+		tsField    int
+	}{
+		{"json", "{\"a\":1,\"ts\":1772323200}\n{\"a\":2,\"ts\":1772323200000}\n", JSONLines, 1},
+		{"json other field", "{\"a\":1,\"ts\":1772323200}\n{\"a\":2,\"ts\":1772323200000}\n", JSONLines, -1},
+		{"csv", "a,ts\n1,1772323200\n2,1772323200000\n", CSV, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_"))
+			if err := os.WriteFile(path, []byte(c.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got := readAll(t, NewSource(SourceConfig{Step: "R", Path: path, Format: c.format, Schema: s, TimestampField: c.tsField}))
+			if len(got) != 2 {
+				t.Fatalf("got %d elements, want 2", len(got))
+			}
+			rj, ok := got[0].Value.(contract.Reject)
+			if !ok || rj.Reason != ReasonTimestampInSeconds || !strings.Contains(rj.Message, "seconds") || !strings.Contains(rj.Message, "1772323200000") {
+				t.Errorf("seconds: %+v, want a timestamp_in_seconds reject with the millisecond hint", got[0].Value)
+			}
+			if _, ok := got[1].Value.(contract.Reject); ok {
+				t.Errorf("milliseconds rejected: %+v", got[1].Value)
+			}
+		})
+	}
+}

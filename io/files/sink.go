@@ -73,12 +73,31 @@ func (s *Sink) openLocked() error {
 	return nil
 }
 
+// ReasonNotARow is the reason of the reject of a value a CSV sink cannot
+// write: it is not a row (WriteRejecting).
+const ReasonNotARow = "not_a_row"
+
+// errNotARow marks a value a CSV sink cannot write as a row.
+var errNotARow = errors.New("not a row")
+
 // Write appends the rows of elems to the file.
-func (s *Sink) Write(_ context.Context, _ int, elems []contract.Element) error {
+func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
+	_, err := s.write(elems, nil, false)
+	return err
+}
+
+// WriteRejecting is Write, except that an element the file cannot hold (for
+// CSV, a value that is not a row: reason ReasonNotARow) is left out and
+// appended to rejects instead of failing the call (contract.RejectingSink).
+func (s *Sink) WriteRejecting(_ context.Context, _ int, elems []contract.Element, rejects []contract.SinkReject) ([]contract.SinkReject, error) {
+	return s.write(elems, rejects, true)
+}
+
+func (s *Sink) write(elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.openLocked(); err != nil {
-		return err
+		return rejects, err
 	}
 	for i := range elems {
 		var err error
@@ -88,10 +107,14 @@ func (s *Sink) Write(_ context.Context, _ int, elems []contract.Element) error {
 			err = s.writeJSONLocked(elems[i].Value)
 		}
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", s.path, err)
+			if reject && errors.Is(err, errNotARow) {
+				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonNotARow, Message: fmt.Sprintf("writing %s: %v", s.path, err)}})
+				continue
+			}
+			return rejects, fmt.Errorf("writing %s: %w", s.path, err)
 		}
 	}
-	return nil
+	return rejects, nil
 }
 
 func (s *Sink) writeJSONLocked(v any) error {
@@ -110,7 +133,7 @@ func (s *Sink) writeJSONLocked(v any) error {
 func (s *Sink) writeCSVLocked(v any) error {
 	r, ok := row.AsRow(v)
 	if !ok {
-		return fmt.Errorf("CSV sink got a %T, not a row", v)
+		return fmt.Errorf("CSV sink got a %T: %w", v, errNotARow)
 	}
 	if s.schema == nil {
 		s.schema = r.Schema

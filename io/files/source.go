@@ -36,6 +36,10 @@ const (
 	ReasonSchemaMismatch = "schema_mismatch"
 	// ReasonBadTimestamp: the timestamp field is missing or unparsable.
 	ReasonBadTimestamp = "bad_timestamp"
+	// ReasonTimestampInSeconds: a numeric timestamp is below 10^11, so it
+	// is plainly seconds since the epoch, not milliseconds
+	// (row.ErrTimestampInSeconds).
+	ReasonTimestampInSeconds = "timestamp_in_seconds"
 )
 
 // Format is a file format.
@@ -213,13 +217,22 @@ func (s *split) reject(dst *contract.Element, elem any, reason, msg string) {
 		Source: &contract.SourcePos{Source: s.path, Offset: s.line}}, mtime.MinTimestamp)
 }
 
+// timestampReason is the reason of a reject for a conversion error err:
+// ReasonTimestampInSeconds for a timestamp in seconds, else def.
+func timestampReason(err error, def string) string {
+	if errors.Is(err, row.ErrTimestampInSeconds) {
+		return ReasonTimestampInSeconds
+	}
+	return def
+}
+
 // finish sets event time from the timestamp field and stores the row.
 func (s *split) finish(dst *contract.Element, r *row.Row, raw any) {
 	t := mtime.MinTimestamp
 	if i := s.cfg.TimestampField; i >= 0 {
 		ts, err := row.ToTimestamp(r.Values[i])
 		if err != nil {
-			s.reject(dst, raw, ReasonBadTimestamp, fmt.Sprintf("field %s: %v", s.cfg.Schema.Fields[i].Name, err))
+			s.reject(dst, raw, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", s.cfg.Schema.Fields[i].Name, err))
 			return
 		}
 		t = ts
@@ -264,9 +277,9 @@ func (s *split) readJSON(dst *contract.Element) (bool, error) {
 		v, err := row.FromJSON(obj[f.Name], f.Type)
 		if err != nil {
 			if i == s.cfg.TimestampField {
-				s.reject(dst, string(line), ReasonBadTimestamp, fmt.Sprintf("field %s: %v", f.Name, err))
+				s.reject(dst, string(line), timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", f.Name, err))
 			} else {
-				s.reject(dst, string(line), ReasonSchemaMismatch, fmt.Sprintf("field %s: %v", f.Name, err))
+				s.reject(dst, string(line), timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err))
 			}
 			return true, nil
 		}
@@ -312,7 +325,7 @@ func (s *split) readCSV(dst *contract.Element) (bool, error) {
 			if i == s.cfg.TimestampField {
 				reason = ReasonBadTimestamp
 			}
-			s.reject(dst, raw, reason, fmt.Sprintf("field %s: %v", sch.Fields[i].Name, err))
+			s.reject(dst, raw, timestampReason(err, reason), fmt.Sprintf("field %s: %v", sch.Fields[i].Name, err))
 			return true, nil
 		}
 		r.Values[i] = v

@@ -227,7 +227,7 @@ func TestDeadLetter(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("pull %v %v", msgs, err)
 	}
-	want := `{"element":"{\"amount\":\"x\"}","error":{"step":"ReadOrders","reason":"schema_mismatch","message":"field amount: want int"},"source":{"source":"orders/sub","offset":7}}`
+	want := `{"element":"{\"amount\":\"x\"}","error":{"step":"ReadOrders","reason":"schema_mismatch","message":"field amount: want int","window":null,"watermark":null},"source":{"source":"orders/sub","offset":7}}`
 	if string(msgs[0].Data) != want {
 		t.Errorf("dead letter =\n%s\nwant\n%s", msgs[0].Data, want)
 	}

@@ -46,10 +46,16 @@ func (b *Broker) PublishReject(ctx context.Context, jobName string, rj contract.
 
 // RejectID returns a message ID for a reject that is the same when a replay
 // rejects the same element again: step, reason and source position. It is
-// empty when the reject has no source position.
+// empty when the reject has no source position. A too_late reject's ID
+// names its window too.
 func RejectID(rj contract.Reject) string {
 	if rj.Source == nil {
 		return ""
 	}
-	return rj.Step + "/" + rj.Reason + "/" + rj.Source.Source + "/" + strconv.FormatInt(rj.Source.Offset, 10)
+	id := rj.Step + "/" + rj.Reason + "/" + rj.Source.Source + "/" + strconv.FormatInt(rj.Source.Offset, 10)
+	if rj.Late != nil {
+		// One element can be too late for several (sliding) windows.
+		id += "/" + strconv.FormatInt(int64(rj.Late.Window.Start), 10) + "-" + strconv.FormatInt(int64(rj.Late.Window.End), 10)
+	}
+	return id
 }

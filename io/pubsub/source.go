@@ -29,6 +29,13 @@ const (
 	// ReasonBadTimestamp: the timestamp attribute or field is missing or
 	// unparsable.
 	ReasonBadTimestamp = "bad_timestamp"
+	// ReasonTimestampInSeconds: a numeric timestamp is below 10^11, so it
+	// is plainly seconds since the epoch, not milliseconds
+	// (row.ErrTimestampInSeconds).
+	ReasonTimestampInSeconds = "timestamp_in_seconds"
+	// ReasonTimestampInFuture: the event time is further ahead of
+	// processing time than SourceConfig.MaxFutureSkew.
+	ReasonTimestampInFuture = "timestamp_in_future"
 )
 
 // Format is how message payloads are read and written.
@@ -137,10 +144,19 @@ type SourceConfig struct {
 	// FetchWait is the longest Read blocks when nothing is available.
 	// Default 100ms.
 	FetchWait time.Duration
-	// Clock gives processing time for the idle watermark. Default the wall
-	// clock.
+	// MaxFutureSkew is how far ahead of processing time (Clock) an event
+	// time may be. A message stamped further ahead is a reject with reason
+	// ReasonTimestampInFuture: it never reaches the watermark, so one bad
+	// clock (a message stamped 2099) cannot make everything after it late.
+	// Default DefaultMaxFutureSkew (1h); negative disables the check.
+	MaxFutureSkew time.Duration
+	// Clock gives processing time for the idle watermark and the
+	// MaxFutureSkew bound. Default the wall clock.
 	Clock mtime.Clock
 }
+
+// DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
+const DefaultMaxFutureSkew = time.Hour
 
 // EnsureDefaults fills unset fields with their defaults.
 func (c *SourceConfig) EnsureDefaults() {
@@ -157,6 +173,9 @@ func (c *SourceConfig) EnsureDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = mtime.WallClock{}
+	}
+	if c.MaxFutureSkew == 0 {
+		c.MaxFutureSkew = DefaultMaxFutureSkew
 	}
 }
 
@@ -475,7 +494,8 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
 	}
 	s.caughtUp = false
-	s.wm.busy(s.cfg.Clock.Now())
+	now := s.cfg.Clock.Now()
+	s.wm.busy(now)
 	seq := md.Sequence.Stream
 	if seq <= s.pos.StreamSeq {
 		// Delivered again after AckWait while its checkpoint is pending: it
@@ -522,17 +542,25 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		}
 		ts, err := row.ToTimestamp(a)
 		if err != nil {
-			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("attribute %s: %v", s.cfg.TimestampAttribute, err), publish, src)
+			*dst = s.reject(m.Data(), timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("attribute %s: %v", s.cfg.TimestampAttribute, err), publish, src)
 			return true, nil
 		}
 		t = ts
 	case s.tsField >= 0:
 		ts, err := row.ToTimestamp(value.Values[s.tsField])
 		if err != nil {
-			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("field %s: %v", s.cfg.TimestampField, err), publish, src)
+			*dst = s.reject(m.Data(), timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", s.cfg.TimestampField, err), publish, src)
 			return true, nil
 		}
 		t = ts
+	}
+	if s.cfg.MaxFutureSkew > 0 {
+		if limit := now.Add(mtime.FromDuration(s.cfg.MaxFutureSkew)); t > limit {
+			*dst = s.reject(m.Data(), ReasonTimestampInFuture, fmt.Sprintf("event time %s is %s ahead of processing time %s, more than max_future_skew %s "+
+				"(a wrong clock or unit upstream? raise max_future_skew if events are stamped ahead on purpose)",
+				t, time.Duration(t-now)*time.Millisecond, now, s.cfg.MaxFutureSkew), publish, src)
+			return true, nil
+		}
 	}
 	s.wm.observe(t)
 	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
@@ -563,13 +591,22 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 		v, err := row.FromJSON(obj[f.Name], f.Type)
 		if err != nil {
 			if i == s.tsField {
-				return nil, ReasonBadTimestamp, fmt.Sprintf("field %s: %v", f.Name, err)
+				return nil, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", f.Name, err)
 			}
-			return nil, ReasonSchemaMismatch, fmt.Sprintf("field %s: %v", f.Name, err)
+			return nil, timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err)
 		}
 		r.Values[i] = v
 	}
 	return r, "", ""
+}
+
+// timestampReason is the reason of a reject for a conversion error err:
+// ReasonTimestampInSeconds for a timestamp in seconds, else def.
+func timestampReason(err error, def string) string {
+	if errors.Is(err, row.ErrTimestampInSeconds) {
+		return ReasonTimestampInSeconds
+	}
+	return def
 }
 
 func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *contract.SourcePos) contract.Element {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,6 +336,96 @@ func TestSourceWatermark(t *testing.T) {
 		if res.Watermark != s.want {
 			t.Fatalf("%s: watermark %v, want %v", s.name, res.Watermark, s.want)
 		}
+	}
+}
+
+// TestFarFutureTimestamp: a message stamped 2099 between good ones is a
+// timestamp_in_future reject; it does not move the watermark, so the good
+// messages after it are on time. One within MaxFutureSkew is accepted, and
+// the watermark never passes processing time + MaxFutureSkew.
+func TestFarFutureTimestamp(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "skew", "skew", 0)
+	start := mtime.Time(1_772_323_200_000) // 2026-03-01T00:00:00Z
+	clock := mtime.NewManualClock(start)
+	src, err := NewSource(b, SourceConfig{Step: "ReadOrders", Subscription: "skew", Schema: orderSchema, TimestampField: "ts", Clock: clock,
+		Watermark: WatermarkPolicy{MaxOutOfOrderness: 10 * time.Second, IdleTimeout: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	for _, ts := range []string{"2026-03-01T00:00:05Z", "2099-01-01T00:00:00Z", "2026-03-01T00:00:06Z", "2026-03-01T00:59:00Z", "2026-03-01T01:00:01Z", "2026-03-01T00:00:07Z"} {
+		if _, err := b.Publish(ctx, "skew", []byte(`{"region":"N","amount":1,"ts":"`+ts+`"}`), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readN(t, ctx, sp, 6, 8)
+	want := []string{"2026-03-01T00:00:05.000Z", "reject:timestamp_in_future", "2026-03-01T00:00:06.000Z",
+		"2026-03-01T00:59:00.000Z", "reject:timestamp_in_future", "2026-03-01T00:00:07.000Z"}
+	for i, e := range got {
+		d := e.Time.Format()
+		if rj, ok := e.Value.(contract.Reject); ok {
+			d = "reject:" + rj.Reason
+			if !strings.Contains(rj.Message, "max_future_skew 1h0m0s") {
+				t.Errorf("reject %d message %q does not name max_future_skew", i, rj.Message)
+			}
+		}
+		if d != want[i] {
+			t.Errorf("element %d = %s, want %s", i, d, want[i])
+		}
+	}
+	_, res := readIdle(t, ctx, sp)
+	if limit := start.Add(mtime.Hour); res.Watermark > limit {
+		t.Errorf("watermark %v passed processing time + max_future_skew %v", res.Watermark, limit)
+	}
+	if w := mtime.Time(1_772_326_740_000).Add(-10 * mtime.Second); res.Watermark != w { // 00:59:00 - 10s
+		t.Errorf("watermark %v, want %v", res.Watermark, w)
+	}
+}
+
+// TestTimestampInSeconds: a numeric timestamp below 10^11 is plainly
+// seconds: a timestamp_in_seconds reject with a hint, not an event in 1970.
+func TestTimestampInSeconds(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "secs", "secs", 0)
+	for _, m := range []struct {
+		data  string
+		attrs map[string]string
+	}{
+		{data: `{"region":"N","amount":1,"ts":1772323200}`},
+		{data: `{"region":"N","amount":2,"ts":1772323200000}`},
+	} {
+		if _, err := b.Publish(ctx, "secs", []byte(m.data), m.attrs, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := NewSource(b, SourceConfig{Step: "ReadOrders", Subscription: "secs", Schema: orderSchema, TimestampField: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readN(t, ctx, openSplit(t, src), 2, 4)
+	rj, ok := got[0].Value.(contract.Reject)
+	if !ok || rj.Reason != ReasonTimestampInSeconds || !strings.Contains(rj.Message, "seconds") || !strings.Contains(rj.Message, "1772323200000") {
+		t.Errorf("seconds timestamp: %s %+v, want a timestamp_in_seconds reject with the millisecond hint", describe(got[0]), got[0].Value)
+	}
+	if got[1].Time != 1_772_323_200_000 {
+		t.Errorf("milliseconds timestamp: %s", describe(got[1]))
+	}
+
+	// The same through an attribute.
+	setupTopic(t, b, "secs2", "secs2", 0)
+	if _, err := b.Publish(ctx, "secs2", []byte(`{"region":"N","amount":1}`), map[string]string{"event_time": "1772323200"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	src, err = NewSource(b, SourceConfig{Step: "ReadOrders", Subscription: "secs2", Schema: orderSchema, TimestampAttribute: "event_time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = readN(t, ctx, openSplit(t, src), 1, 4)
+	if rj, ok := got[0].Value.(contract.Reject); !ok || rj.Reason != ReasonTimestampInSeconds {
+		t.Errorf("seconds attribute: %s, want a timestamp_in_seconds reject", describe(got[0]))
 	}
 }
 

@@ -27,6 +27,16 @@
 // default is derived from the element's source position, window, pane and
 // content (see DefaultElementID).
 //
+// # Rows the table cannot store
+//
+// A row with a null in a key or pane column (ReasonNullKey), a value of the
+// wrong type (ReasonWrongType) or a value its column cannot hold
+// (ReasonValueOutOfRange: a NUL character in PostgreSQL text, a NaN on
+// SQLite, which would store null) fails Write. The runner calls
+// WriteRejecting instead (contract.RejectingSink): such a row is left out and
+// becomes a reject of the sink step — on its error output, in the dead-letter
+// topic, or failing a bounded run — while the rest of the bundle is stored.
+//
 // # The global window
 //
 // Windowed results carry window_start and window_end, null for the global

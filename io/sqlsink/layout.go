@@ -97,6 +97,9 @@ type layout struct {
 	pane    int
 	paneSub [4]int
 	byName  map[string]int
+	// postgres says the table is on PostgreSQL (else SQLite): it decides
+	// which values a column cannot hold (checkRange).
+	postgres bool
 }
 
 func kindOf(t row.Type) colKind {
@@ -124,7 +127,7 @@ func newLayout(cfg *Config, s *row.Schema) (*layout, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: table %s: the sink needs the schema of its input rows", ErrConfig, cfg.Table)
 	}
-	l := &layout{table: cfg.Table, upsert: cfg.Mode == ModeUpsert, pane: -1, byName: map[string]int{}}
+	l := &layout{table: cfg.Table, upsert: cfg.Mode == ModeUpsert, pane: -1, byName: map[string]int{}, postgres: cfg.Driver == DriverPostgres}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: table %s: %s", ErrConfig, cfg.Table, fmt.Sprintf(format, args...))
 	}

@@ -18,6 +18,29 @@ import (
 // of them per row). Values are normalised to int64, float64, bool, string
 // (JSON text for nested values), mtime.Time or nil.
 
+// Reasons of the rejects of a WriteToSql sink (contract.RejectingSink): why
+// the table cannot store a row.
+const (
+	// ReasonNullKey: a column of the upsert key or of the pane is null.
+	ReasonNullKey = "null_key"
+	// ReasonWrongType: a value is not of its column's type.
+	ReasonWrongType = "wrong_type"
+	// ReasonValueOutOfRange: the column's type cannot hold the value (a
+	// text with a NUL character on PostgreSQL, a NaN float on SQLite,
+	// which would store it as null).
+	ReasonValueOutOfRange = "value_out_of_range"
+)
+
+// valueError is a row the table cannot store, with the reason of its reject.
+type valueError struct {
+	reason string
+	err    error
+}
+
+func (e *valueError) Error() string { return e.err.Error() }
+
+func (e *valueError) Unwrap() error { return e.err }
+
 // convert normalises a field value for a column of kind k.
 func convert(v any, k colKind) (any, error) {
 	if v == nil {
@@ -53,7 +76,24 @@ func convert(v any, k colKind) (any, error) {
 	case kJSON:
 		return string(row.AppendJSONValue(nil, v)), nil
 	}
-	return nil, fmt.Errorf("want %s, got %s", k, row.GoTypeName(v))
+	return nil, &valueError{reason: ReasonWrongType, err: fmt.Errorf("want %s, got %s", k, row.GoTypeName(v))}
+}
+
+// checkRange reports a converted value its column cannot hold on the
+// table's database: PostgreSQL text cannot contain a NUL character, and
+// SQLite stores a NaN float as null.
+func (l *layout) checkRange(v any) error {
+	switch x := v.(type) {
+	case string:
+		if l.postgres && strings.IndexByte(x, 0) >= 0 {
+			return &valueError{reason: ReasonValueOutOfRange, err: errors.New("PostgreSQL text cannot hold the NUL character (\\u0000)")}
+		}
+	case float64:
+		if !l.postgres && math.IsNaN(x) {
+			return &valueError{reason: ReasonValueOutOfRange, err: errors.New("SQLite cannot hold NaN (it would store null)")}
+		}
+	}
+	return nil
 }
 
 // appendRecord converts one element into record values appended to dst.
@@ -111,11 +151,14 @@ func (l *layout) appendRecord(dst []any, e *contract.Element, r *row.Row) ([]any
 		case roleElementID:
 			// Filled in by the caller, which knows the worker's occurrences.
 		}
+		if err == nil && v != nil {
+			err = l.checkRange(v)
+		}
 		if err != nil {
 			return dst, fmt.Errorf("table %s, column %s: %w", l.table, c.name, err)
 		}
 		if v == nil && c.notNull && c.role != roleElementID {
-			return dst, fmt.Errorf("table %s, column %s: the value is null, but it is part of the key (or the pane) and cannot be", l.table, c.name)
+			return dst, &valueError{reason: ReasonNullKey, err: fmt.Errorf("table %s, column %s: the value is null, but it is part of the key (or the pane) and cannot be", l.table, c.name)}
 		}
 		dst = append(dst, v)
 	}

@@ -237,13 +237,27 @@ func (s *Sink) worker(w int) (*workerBuf, error) {
 // wrong type, a null key) fails the call with an error naming the table and
 // column; the bundle's earlier rows stay buffered.
 func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
+	_, err := s.write(ctx, worker, elems, nil, false)
+	return err
+}
+
+// WriteRejecting is Write, except that an element whose row the table
+// cannot store (a null in a key or pane column: reason ReasonNullKey; a
+// value of the wrong type: ReasonWrongType; a value its column cannot hold:
+// ReasonValueOutOfRange) is left out and appended to rejects instead of
+// failing the call (contract.RejectingSink).
+func (s *Sink) WriteRejecting(ctx context.Context, worker int, elems []contract.Element, rejects []contract.SinkReject) ([]contract.SinkReject, error) {
+	return s.write(ctx, worker, elems, rejects, true)
+}
+
+func (s *Sink) write(ctx context.Context, worker int, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
 	wb, err := s.worker(worker)
 	if err != nil {
-		return err
+		return rejects, err
 	}
 	wb.mu.Lock()
 	var flush []any
-	err = s.bufferLocked(wb, elems)
+	rejects, err = s.bufferLocked(wb, elems, rejects, reject)
 	if s.cfg.FlushEvery > 0 && len(wb.vals) >= s.cfg.FlushEvery*s.l.nrec {
 		flush = wb.vals
 		wb.vals, wb.seen = nil, nil
@@ -251,25 +265,28 @@ func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) 
 	wb.mu.Unlock()
 	if flush != nil {
 		if ferr := s.apply(ctx, []part{{generation: s.cfg.Generation, jobID: s.cfg.JobID, vals: flush}}, 0, false); ferr != nil {
-			return errors.Join(err, ferr)
+			return rejects, errors.Join(err, ferr)
 		}
 	}
-	return err
+	return rejects, err
 }
 
-func (s *Sink) bufferLocked(wb *workerBuf, elems []contract.Element) error {
+// bufferLocked converts and buffers elems. With reject set, an element
+// whose row the table cannot store is appended to rejects and skipped;
+// otherwise it fails the call.
+func (s *Sink) bufferLocked(wb *workerBuf, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
 	l := s.l
 	for i := range elems {
 		e := &elems[i]
 		r, ok := e.Value.(*row.Row)
 		if !ok || r == nil {
-			return fmt.Errorf("table %s: WriteToSql writes rows, got %s", l.table, row.GoTypeName(e.Value))
+			return rejects, fmt.Errorf("table %s: WriteToSql writes rows, got %s", l.table, row.GoTypeName(e.Value))
 		}
 		if r.Schema != s.schema && (r.Schema == nil || !r.Schema.Equal(s.schema)) {
-			return fmt.Errorf("table %s: a row of schema %s reached a sink built for %s", l.table, r.Schema, s.schema)
+			return rejects, fmt.Errorf("table %s: a row of schema %s reached a sink built for %s", l.table, r.Schema, s.schema)
 		}
 		if len(r.Values) != len(s.schema.Fields) {
-			return fmt.Errorf("table %s: a row has %d values for the %d fields of its schema", l.table, len(r.Values), len(s.schema.Fields))
+			return rejects, fmt.Errorf("table %s: a row has %d values for the %d fields of its schema", l.table, len(r.Values), len(s.schema.Fields))
 		}
 		start := len(wb.vals)
 		var err error
@@ -280,10 +297,15 @@ func (s *Sink) bufferLocked(wb *workerBuf, elems []contract.Element) error {
 		if err != nil {
 			clear(wb.vals[start:])
 			wb.vals = wb.vals[:start]
-			return err
+			var ve *valueError
+			if reject && errors.As(err, &ve) {
+				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ve.reason, Message: err.Error()}})
+				continue
+			}
+			return rejects, err
 		}
 	}
-	return nil
+	return rejects, nil
 }
 
 // elementID fills the element_id of the record just appended.

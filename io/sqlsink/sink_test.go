@@ -565,6 +565,44 @@ func TestWriteErrors(t *testing.T) {
 	}
 }
 
+// TestWriteRejecting: a row the table cannot store is reported as a reject
+// with its reason and left out; the rows around it are stored.
+func TestWriteRejecting(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		s := e.sink(e.config(ModeUpsert, "user"), eventSchema)
+		bad := "nul\x00text"
+		elems := []contract.Element{event("ann", 5, "in", 1),
+			{Value: &row.Row{Schema: eventSchema, Values: []any{nil, int64(9)}}, Window: window.Global, Source: &contract.SourcePos{Source: "in", Offset: 2}},
+			event("bob", 7, "in", 3)}
+		want := []contract.SinkReject{{Index: 1, Err: contract.ElementError{Reason: ReasonNullKey}}}
+		if e.driver == DriverPostgres {
+			elems = append(elems, event(bad, 1, "in", 4))
+			want = append(want, contract.SinkReject{Index: 3, Err: contract.ElementError{Reason: ReasonValueOutOfRange}})
+		}
+		rejects, err := s.WriteRejecting(ctx, 0, elems, nil)
+		must(t, err)
+		if len(rejects) != len(want) {
+			t.Fatalf("rejects %+v, want %+v", rejects, want)
+		}
+		for i, r := range rejects {
+			if r.Index != want[i].Index || r.Err.Reason != want[i].Err.Reason || !strings.Contains(r.Err.Message, "table "+e.table) {
+				t.Errorf("reject %d: %+v, want index %d reason %s naming the table", i, r, want[i].Index, want[i].Err.Reason)
+			}
+		}
+		part, err := s.PreCommit(ctx, 0, 1)
+		must(t, err)
+		must(t, s.Commit(ctx, 1, [][]byte{part}))
+		if n := e.count(); n != 2 {
+			t.Fatalf("%d rows stored, want the 2 good ones", n)
+		}
+		// Write, unlike WriteRejecting, still fails on such a row.
+		if err := s.Write(ctx, 0, elems[1:2]); err == nil || !strings.Contains(err.Error(), "the value is null") {
+			t.Fatalf("Write of a keyless row: %v", err)
+		}
+	})
+}
+
 // TestConfigErrors: New refuses configurations that cannot work.
 func TestConfigErrors(t *testing.T) {
 	base := func() Config {

@@ -70,6 +70,21 @@ type Reject struct {
 	Reason  string
 	Message string
 	Source  *SourcePos
+	// Late is set on a reject with reason ReasonTooLate: the window the
+	// element arrived too late for and the step's input watermark then.
+	Late *Lateness
+}
+
+// ReasonTooLate is the reason of the reject of an element a keyed step
+// dropped as late: its window had expired (the watermark had passed its
+// end plus the allowed lateness) or had closed.
+const ReasonTooLate = "too_late"
+
+// Lateness says why an element was too late: the window it was for and the
+// watermark of the step it reached.
+type Lateness struct {
+	Window    window.Window
+	Watermark mtime.Time
 }
 
 // Program is a graph plus the code bound to its steps, by step name:

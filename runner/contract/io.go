@@ -42,8 +42,30 @@ type SourceSplit interface {
 // Sink is the code of a sink step. Write is called with each bundle, from
 // the worker that produced it (so concurrently across workers), and must not
 // keep elems after it returns (the runner reuses the slice); Close is called
-// once after all input has been written and must flush everything.
+// once after all input has been written and must flush everything. A sink
+// that can refuse single elements it cannot store implements RejectingSink.
 type Sink interface {
 	Write(ctx context.Context, worker int, elems []Element) error
 	Close(ctx context.Context) error
+}
+
+// SinkReject is an element a RejectingSink could not store: its index in
+// the bundle passed to WriteRejecting and why.
+type SinkReject struct {
+	Index int
+	Err   ElementError
+}
+
+// RejectingSink is a Sink that refuses the single elements it cannot store
+// (a null in a key column, a value its column cannot hold) instead of
+// failing the bundle. The executor calls WriteRejecting instead of Write:
+// the sink stores every element of elems except those it reports, appended
+// to rejects (a scratch slice the executor reuses) in the order of elems.
+// The executor sends each reported element to the sink step's error output
+// when one is declared, else to the dead-letter hook, else fails the run
+// naming the step, the reason and the element's source position. An error
+// returned fails the run as Write's does.
+type RejectingSink interface {
+	Sink
+	WriteRejecting(ctx context.Context, worker int, elems []Element, rejects []SinkReject) ([]SinkReject, error)
 }
