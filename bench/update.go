@@ -160,11 +160,15 @@ func (g *gapTracker) mark(now time.Time) {
 	g.mu.Unlock()
 }
 
-// reset starts a new measurement and returns the longest gap of the last.
+// reset starts a new measurement and returns the longest gap of the last,
+// counting the gap still open (no element since the last one seen).
 func (g *gapTracker) reset() time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	gap := g.maxGap
+	if !g.lastAt.IsZero() {
+		gap = max(gap, time.Since(g.lastAt))
+	}
 	g.maxGap, g.lastAt = 0, time.Time{}
 	return gap
 }

@@ -227,6 +227,14 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 			return out, fmt.Errorf("reopening the service: %w", err)
 		}
 		mon.svc.Store(svc)
+		// Open answers at once and resumes the job in the background: the
+		// swap ends when the job has resumed.
+		select {
+		case <-svc.Recovered():
+		case <-ctx.Done():
+			stopPublisher()
+			return out, ctx.Err()
+		}
 	}
 	out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
 	time.Sleep(cfg.Steady)
