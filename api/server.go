@@ -101,15 +101,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON request body into dst, refusing unknown fields,
-// trailing data and bodies over MaxRequestBytes, with messages that name
-// the problem.
+// trailing data and bodies over MaxRequestBytes (REQUEST_TOO_LARGE), with
+// messages that name the problem.
 func decode(r *http.Request, dst any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) || len(body) > MaxRequestBytes {
+		return tooLarge()
+	}
 	if err != nil {
 		return service.NewError(service.CodeInvalidRequest, "reading the request body: %w", err)
-	}
-	if len(body) > MaxRequestBytes {
-		return service.NewError(service.CodeInvalidRequest, "the request body is larger than %d bytes", MaxRequestBytes)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return service.NewError(service.CodeInvalidRequest, "the request body is empty: send a JSON object")

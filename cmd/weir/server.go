@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
@@ -18,6 +20,11 @@ type serverFlags struct {
 	listen             string
 	checkpointInterval time.Duration
 	natsURL            string
+	authTokenFile      string
+	generateAuthToken  bool
+	authExempt         []string
+	allowedHosts       []string
+	rateLimit          float64
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -36,7 +43,14 @@ next 'weir server' on the same data directory resumes them from that
 checkpoint. After a crash (kill -9) they resume from their last checkpoint.
 
 The first line on stdout is "weir server listening on http://ADDR"; with
---listen 127.0.0.1:0 the port is chosen by the system.`,
+--listen 127.0.0.1:0 the port is chosen by the system.
+
+On a loopback address (the default) the API needs no token: every local user
+can use it. Any other address (0.0.0.0:P, [::]:P, :P, a host name) needs
+--auth-token-file FILE or --generate-auth-token (which writes
+DATA-DIR/auth-token once and prints the token once on stderr); clients send
+it with --token-file or $WEIR_TOKEN. The token file is read again whenever it
+changes. See docs/SECURITY.md.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), e, f)
@@ -47,6 +61,7 @@ The first line on stdout is "weir server listening on http://ADDR"; with
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	addAuthFlags(fl, &f)
 	return cmd
 }
 
@@ -57,9 +72,16 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
 	}
 	p, err := server.Open(ctx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		NATSURL: f.natsURL, Logger: e.logger})
+		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit)})
+	if errors.Is(err, server.ErrAuthRequired) {
+		return withCode(ExitUsage, err)
+	}
 	if err != nil {
 		return withCode(ExitFailure, err)
+	}
+	if tok := p.GeneratedToken(); tok != "" {
+		fmt.Fprintf(e.stderr, "weir: generated an auth token in %s (shown this once; clients: --token-file %s or WEIR_TOKEN=...):\n%s\n", p.TokenFile(), p.TokenFile(), tok)
 	}
 	if err := p.Serve(); err != nil {
 		return withCode(ExitFailure, errors.Join(err, p.Close(ctx)))
@@ -74,4 +96,14 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		return errors.Join(runErr, withCode(ExitFailure, err))
 	}
 	return runErr
+}
+
+// addAuthFlags declares the flags of the API's protections (shared by
+// `weir server`; Go programs declare the same names, package weirx).
+func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
+	fl.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line (read again when it changes); required beyond loopback unless --generate-auth-token")
+	fl.BoolVar(&f.generateAuthToken, "generate-auth-token", false, "use DATA-DIR/"+server.AuthTokenFileName+" as the token file, creating it (0600, printed once on stderr) if it does not exist")
+	fl.StringSliceVar(&f.authExempt, "auth-exempt", nil, "paths served without a token, comma-separated (e.g. /healthz,/metrics; a prefix ends in /)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names, comma-separated")
+	fl.Float64Var(&f.rateLimit, "rate-limit", api.DefaultRequestsPerSecond, "requests a second allowed per client IP (burst twice that); negative: no limit")
 }
