@@ -36,7 +36,16 @@
 // INVALID_CONFIG, PUBSUB_UNAVAILABLE; see PubSubCodes). Request bodies with
 // unknown fields are refused.
 //
-// It may import service, errcode, io/pubsub (the broker's types, through the PubSub
+// A Guard (guard.go) stands in front of the routes in every weir process
+// (package server wraps the Server in it): bearer-token authentication
+// (UNAUTHENTICATED, 401), per-client rate limits (RATE_LIMITED, 429), the
+// Host and Origin checks against DNS rebinding and other sites' pages
+// (INVALID_HOST, FORBIDDEN_ORIGIN, 403), JSON-only POST, PUT, PATCH and
+// DELETE (UNSUPPORTED_MEDIA_TYPE, 415), the body limit MaxRequestBytes
+// (REQUEST_TOO_LARGE, 413) and the security headers of every reply
+// (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
+//
+// It may import service, errcode, mtime, io/pubsub (the broker's types, through the PubSub
 // interface), the Prometheus client and the standard library; it knows
 // nothing of the runner, the store or YAML.
 package api

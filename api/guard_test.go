@@ -165,3 +165,33 @@ func TestGuardRequestRateLimit(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestClientRequestsPassTheGuard: the client's bodiless POSTs and DELETEs
+// are JSON too, and it sends its token as a bearer token.
+func TestClientRequestsPassTheGuard(t *testing.T) {
+	type seen struct{ method, contentType, auth string }
+	got := make(chan seen, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Method, r.Header.Get("Content-Type"), r.Header.Get("Authorization")}
+		writeJSON(w, http.StatusOK, map[string]string{})
+	}))
+	defer ts.Close()
+	c, err := NewClient(ts.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithToken("tok-0123456789abcdef")
+	ctx := t.Context()
+	_, _ = c.Cancel(ctx, "x")
+	_ = c.DeleteTopic(ctx, "x")
+	_, _ = c.List(ctx, "all")
+	for _, want := range []seen{
+		{"POST", "application/json", "Bearer tok-0123456789abcdef"},
+		{"DELETE", "application/json", "Bearer tok-0123456789abcdef"},
+		{"GET", "", "Bearer tok-0123456789abcdef"},
+	} {
+		if s := <-got; s != want {
+			t.Errorf("request %+v, want %+v", s, want)
+		}
+	}
+}
