@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -33,6 +34,9 @@ const (
 	// every DefaultAuthFailureRefill.
 	DefaultAuthFailures      = 10
 	DefaultAuthFailureRefill = 6 * time.Second
+	// DefaultBodyReadTimeout bounds the reading of a request body (an 8 MiB
+	// body needs at least 140 KB/s).
+	DefaultBodyReadTimeout = time.Minute
 	// MinTokenLength is the shortest token a token file may hold.
 	MinTokenLength = 16
 	// maxClients bounds the rate limiters' tables: past it, the clients
@@ -67,6 +71,11 @@ type GuardConfig struct {
 	// authentications (defaults DefaultAuthFailures, DefaultAuthFailureRefill).
 	AuthFailures      int
 	AuthFailureRefill time.Duration
+	// BodyReadTimeout bounds the reading of a request's body from its
+	// first byte after the headers (default DefaultBodyReadTimeout): a
+	// body trickling in is cut off. The headers' bound is the
+	// http.Server's ReadHeaderTimeout.
+	BodyReadTimeout time.Duration
 	// Clock drives the rate limits (default mtime.WallClock).
 	Clock mtime.Clock
 	// Logger receives failed authentications (warn) and token file reloads.
@@ -105,6 +114,9 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	}
 	if cfg.AuthFailureRefill <= 0 {
 		cfg.AuthFailureRefill = DefaultAuthFailureRefill
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	for _, e := range cfg.Exempt {
 		if !strings.HasPrefix(e, "/") {
@@ -166,9 +178,35 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			g.refuse(w, tooLarge())
 			return
 		}
+		if r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			if err := rc.SetReadDeadline(time.Now().Add(g.cfg.BodyReadTimeout)); err == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// deadlineBody is a request body read under a deadline, which it lifts
+// once the body is read to its end (the connection's background read after the body
+// would otherwise hit it and cancel the request's context).
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	// Only at the end: after a timeout the deadline must stay, or the
+	// server's discarding of the rest of the body would wait forever.
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func tooLarge() error {

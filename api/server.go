@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -31,6 +32,10 @@ type Server struct {
 	release func(ctx context.Context) error
 	logger  *slog.Logger
 	mux     *http.ServeMux
+	// limits bound what clients create (WithLimits); creating serialises
+	// each kind's creations with their check.
+	limits   Limits
+	creating creations
 }
 
 // NewServer returns the API of svc. logger receives request errors
@@ -109,6 +114,10 @@ func decode(r *http.Request, dst any) error {
 	if errors.As(err, &tooBig) || len(body) > MaxRequestBytes {
 		return tooLarge()
 	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return service.NewError(service.CodeInvalidRequest, "the request body did not arrive within the server's body read timeout: %w", err)
+	}
 	if err != nil {
 		return service.NewError(service.CodeInvalidRequest, "reading the request body: %w", err)
 	}
@@ -182,8 +191,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	j, err := s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
-		PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+	s.creating.jobs.Lock()
+	err := s.admitJob()
+	var j *service.Job
+	if err == nil {
+		j, err = s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
+			PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+	}
+	s.creating.jobs.Unlock()
 	if err != nil {
 		s.writeError(w, err)
 		return

@@ -79,6 +79,13 @@ type Config struct {
 	// (api.GuardConfig; 0: the defaults, negative rate: off).
 	RequestsPerSecond float64
 	RequestBurst      int
+	// BodyReadTimeout bounds the reading of a request body (default
+	// api.DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
+	// MaxJobs, MaxTopics and MaxSubscriptions bound the active jobs, the
+	// topics and the subscriptions clients may create (api.Limits); 0
+	// takes api.DefaultMaxObjects, a negative value is no limit.
+	MaxJobs, MaxTopics, MaxSubscriptions int
 }
 
 // Stop says why Wait returned.
@@ -201,7 +208,8 @@ func (p *Process) newGuard() (*api.Guard, error) {
 	}
 	host, _, _ := net.SplitHostPort(p.cfg.Listen)
 	g, err := api.NewGuard(api.GuardConfig{TokenFile: tokenFile, Exempt: p.cfg.AuthExempt, ListenHost: host,
-		AllowedHosts: p.cfg.AllowedHosts, RequestsPerSecond: p.cfg.RequestsPerSecond, RequestBurst: p.cfg.RequestBurst, Logger: p.log})
+		AllowedHosts: p.cfg.AllowedHosts, RequestsPerSecond: p.cfg.RequestsPerSecond, RequestBurst: p.cfg.RequestBurst,
+		BodyReadTimeout: p.cfg.BodyReadTimeout, Logger: p.log})
 	if err != nil {
 		return nil, fmt.Errorf("--auth-token-file: %w", err)
 	}
@@ -267,12 +275,22 @@ func (p *Process) Address() string { return "http://" + p.ln.Addr().String() }
 // Serve starts serving the API in the background and writes the control
 // file.
 func (p *Process) Serve() error {
-	opts := []api.ServerOption{api.WithPubSub(p.broker)}
+	limit := func(n int) int {
+		if n == 0 {
+			return api.DefaultMaxObjects
+		}
+		return n
+	}
+	opts := []api.ServerOption{api.WithPubSub(p.broker), api.WithLimits(api.Limits{Jobs: limit(p.cfg.MaxJobs),
+		Topics: limit(p.cfg.MaxTopics), Subscriptions: limit(p.cfg.MaxSubscriptions)})}
 	if p.cfg.Kind == KindProgram {
 		opts = append(opts, api.WithRelease(p.release))
 	}
 	h := api.NewServer(p.svc, p.log, opts...)
-	p.srv = &http.Server{Handler: p.guard.Wrap(p.gate.wrap(h)), ReadHeaderTimeout: 10 * time.Second}
+	// Headers must arrive within ReadHeaderTimeout and a body within the
+	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
+	// cut long requests (a release waits for every job's checkpoint).
+	p.srv = &http.Server{Handler: p.guard.Wrap(p.gate.wrap(h)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}

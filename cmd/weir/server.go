@@ -25,6 +25,9 @@ type serverFlags struct {
 	authExempt         []string
 	allowedHosts       []string
 	rateLimit          float64
+	maxJobs            int
+	maxTopics          int
+	maxSubscriptions   int
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -73,7 +76,8 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	}
 	p, err := server.Open(ctx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
-		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit)})
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
+		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions)})
 	if errors.Is(err, server.ErrAuthRequired) {
 		return withCode(ExitUsage, err)
 	}
@@ -106,4 +110,16 @@ func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.StringSliceVar(&f.authExempt, "auth-exempt", nil, "paths served without a token, comma-separated (e.g. /healthz,/metrics; a prefix ends in /)")
 	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names, comma-separated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", api.DefaultRequestsPerSecond, "requests a second allowed per client IP (burst twice that); negative: no limit")
+	fl.IntVar(&f.maxJobs, "max-jobs", api.DefaultMaxObjects, "most active jobs clients may submit (LIMIT_EXCEEDED past it); 0: no limit")
+	fl.IntVar(&f.maxTopics, "max-topics", api.DefaultMaxObjects, "most topics clients may create (dead-letter topics not counted); 0: no limit")
+	fl.IntVar(&f.maxSubscriptions, "max-subscriptions", api.DefaultMaxObjects, "most subscriptions clients may create; 0: no limit")
+}
+
+// nonZero maps a --max-* flag to server.Config, where 0 is the default:
+// the flag's 0 is no limit, as a negative value is.
+func nonZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
