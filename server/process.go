@@ -178,6 +178,9 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 			return nil, InUseError(dir, err)
 		}
 	}
+	if err := chmodPrivate(dir); err != nil {
+		return nil, fmt.Errorf("making the data directory private: %w", err)
+	}
 	if p.guard, err = p.newGuard(); err != nil {
 		return nil, err
 	}
@@ -188,6 +191,11 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
+	}
+	// After the service and the broker created what they create (0755
+	// directories and 0644 files, from older versions too).
+	if err := tightenDataDir(dir, p.log); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
