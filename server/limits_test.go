@@ -145,3 +145,16 @@ func jsonString(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// TestDeepYAMLRefused: the 100 KB pipeline nested 50,000 levels deep that
+// drove the server past 5 GiB is refused 400 INVALID_PIPELINE, naming the
+// limit, before the YAML parser builds anything.
+func TestDeepYAMLRefused(t *testing.T) {
+	p := openServing(t, Config{Listen: "127.0.0.1:0"})
+	deep := "pipeline: " + strings.Repeat("[", 50_000) + strings.Repeat("]", 50_000) + "\n"
+	body := `{"name": "deep", "pipeline": ` + jsonString(deep) + `, "base_dir": "/tmp"}`
+	r := call(t, "POST", p.Address()+"/v1/jobs", body, "Content-Type", "application/json")
+	if r.status != 400 || r.code != errcode.InvalidPipeline || !strings.Contains(r.body, "nested more than") {
+		t.Errorf("deep YAML: %d %.300s, want 400 INVALID_PIPELINE naming the nesting limit", r.status, r.body)
+	}
+}
