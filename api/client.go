@@ -35,8 +35,17 @@ func (e *Error) Error() string { return e.Message }
 
 // Client calls a weir server's API.
 type Client struct {
-	base string
-	http *http.Client
+	base  string
+	http  *http.Client
+	token string // sent as Authorization: Bearer when not ""
+}
+
+// WithToken returns a copy of c that sends token as its bearer token
+// (Authorization: Bearer TOKEN) with every request.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
 }
 
 // NewClient returns a client of the server at addr (http://host:port, or
@@ -105,8 +114,14 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, in any) (in
 	if err != nil {
 		return 0, nil, fmt.Errorf("building the request: %w", err)
 	}
-	if in != nil {
+	switch {
+	case in != nil, method == http.MethodPost, method == http.MethodPut, method == http.MethodPatch, method == http.MethodDelete:
+		// A state-changing request is JSON even without a body (the
+		// server refuses any other: see docs/SECURITY.md).
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -36,9 +36,18 @@
 // INVALID_CONFIG, PUBSUB_UNAVAILABLE; see PubSubCodes). Request bodies with
 // unknown fields are refused.
 //
-// It may import service, compat (the update report), errcode, io/pubsub (the
-// broker's types, through the PubSub interface),
-// github.com/prometheus/client_golang and the standard library. It knows
-// nothing of the executor, the store or YAML, which it reaches only through
-// package service.
+// A Guard (guard.go) stands in front of the routes in every weir process
+// (package server wraps the Server in it): bearer-token authentication
+// (UNAUTHENTICATED, 401), per-client rate limits (RATE_LIMITED, 429), the
+// Host and Origin checks against DNS rebinding and other sites' pages
+// (INVALID_HOST, FORBIDDEN_ORIGIN, 403), JSON-only POST, PUT, PATCH and
+// DELETE (UNSUPPORTED_MEDIA_TYPE, 415), the body limit MaxRequestBytes
+// (REQUEST_TOO_LARGE, 413) and the security headers of every reply
+// (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
+//
+// It may import service, compat (the update report), errcode, mtime (the
+// rate limiter's clock), io/pubsub (the broker's types, through the PubSub
+// interface), github.com/prometheus/client_golang and the standard library.
+// It knows nothing of the executor, the store or YAML, which it reaches
+// only through package service.
 package api

@@ -335,7 +335,13 @@ func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	info, err := s.pubsub.CreateTopic(r.Context(), req.Name, pubsub.TopicConfig{Retention: retention})
+	s.creating.topics.Lock()
+	err = s.admitTopic(r.Context())
+	var info pubsub.TopicInfo
+	if err == nil {
+		info, err = s.pubsub.CreateTopic(r.Context(), req.Name, pubsub.TopicConfig{Retention: retention})
+	}
+	s.creating.topics.Unlock()
 	if err != nil {
 		s.writeError(w, pubsubError(err))
 		return
@@ -496,7 +502,13 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	info, err := s.pubsub.CreateSubscription(r.Context(), req.Name, req.Topic, pubsub.SubscriptionConfig{AckWait: ackWait, FromBeginning: req.FromBeginning})
+	s.creating.subscriptions.Lock()
+	err = s.admitSubscription(r.Context())
+	var info pubsub.SubscriptionInfo
+	if err == nil {
+		info, err = s.pubsub.CreateSubscription(r.Context(), req.Name, req.Topic, pubsub.SubscriptionConfig{AckWait: ackWait, FromBeginning: req.FromBeginning})
+	}
+	s.creating.subscriptions.Unlock()
 	if err != nil {
 		s.writeError(w, pubsubError(err))
 		return

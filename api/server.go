@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -31,6 +32,10 @@ type Server struct {
 	release func(ctx context.Context) error
 	logger  *slog.Logger
 	mux     *http.ServeMux
+	// limits bound what clients create (WithLimits); creating serialises
+	// each kind's creations with their check.
+	limits   Limits
+	creating creations
 }
 
 // NewServer returns the API of svc. logger receives request errors
@@ -101,15 +106,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON request body into dst, refusing unknown fields,
-// trailing data and bodies over MaxRequestBytes, with messages that name
-// the problem.
+// trailing data and bodies over MaxRequestBytes (REQUEST_TOO_LARGE), with
+// messages that name the problem.
 func decode(r *http.Request, dst any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) || len(body) > MaxRequestBytes {
+		return tooLarge()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return service.NewError(service.CodeInvalidRequest, "the request body did not arrive within the server's body read timeout: %w", err)
+	}
 	if err != nil {
 		return service.NewError(service.CodeInvalidRequest, "reading the request body: %w", err)
-	}
-	if len(body) > MaxRequestBytes {
-		return service.NewError(service.CodeInvalidRequest, "the request body is larger than %d bytes", MaxRequestBytes)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return service.NewError(service.CodeInvalidRequest, "the request body is empty: send a JSON object")
@@ -181,8 +191,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	j, err := s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
-		PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+	s.creating.jobs.Lock()
+	err := s.admitJob()
+	var j *service.Job
+	if err == nil {
+		j, err = s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
+			PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+	}
+	s.creating.jobs.Unlock()
 	if err != nil {
 		s.writeError(w, err)
 		return

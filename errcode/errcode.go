@@ -44,6 +44,9 @@ const (
 	// KindWarning: the code names a finding that is reported but fails
 	// nothing (a compatibility warning); it is never an API error.
 	KindWarning
+	// KindDenied: the request was refused before it reached the service: no
+	// or a wrong token, a foreign Origin or Host header (see docs/SECURITY.md).
+	KindDenied
 )
 
 // String returns the kind's name in lower case ("invalid", "not found", ...).
@@ -61,6 +64,8 @@ func (k Kind) String() string {
 		return "internal"
 	case KindWarning:
 		return "warning"
+	case KindDenied:
+		return "denied"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -140,6 +145,26 @@ const (
 	Resuming Code = "RESUMING"
 	// Internal: the service failed; the message says what it was doing.
 	Internal Code = "INTERNAL"
+	// Unauthenticated: the request has no bearer token, or not a valid one
+	// (the reply carries WWW-Authenticate: Bearer).
+	Unauthenticated Code = "UNAUTHENTICATED"
+	// RateLimited: the client sent too many requests, or too many failed
+	// authentications; retry after the reply's Retry-After seconds.
+	RateLimited Code = "RATE_LIMITED"
+	// UnsupportedMediaType: a state-changing request (POST, PUT, PATCH,
+	// DELETE) without Content-Type: application/json.
+	UnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	// ForbiddenOrigin: the request's Origin header is not the served host
+	// (a web page of another site).
+	ForbiddenOrigin Code = "FORBIDDEN_ORIGIN"
+	// InvalidHost: the request's Host header is neither the listen address,
+	// a loopback name nor one of --allowed-hosts (DNS rebinding).
+	InvalidHost Code = "INVALID_HOST"
+	// RequestTooLarge: the request body is larger than the API accepts.
+	RequestTooLarge Code = "REQUEST_TOO_LARGE"
+	// LimitExceeded: creating the job, topic or subscription would pass the
+	// server's --max-jobs, --max-topics or --max-subscriptions.
+	LimitExceeded Code = "LIMIT_EXCEEDED"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -253,6 +278,13 @@ func registry() []Info {
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Resuming, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Internal, svc, KindInternal, http.StatusInternalServerError},
+		{Unauthenticated, svc, KindDenied, http.StatusUnauthorized},
+		{RateLimited, svc, KindUnavailable, http.StatusTooManyRequests},
+		{UnsupportedMediaType, svc, KindInvalid, http.StatusUnsupportedMediaType},
+		{ForbiddenOrigin, svc, KindDenied, http.StatusForbidden},
+		{InvalidHost, svc, KindDenied, http.StatusForbidden},
+		{RequestTooLarge, svc, KindInvalid, http.StatusRequestEntityTooLarge},
+		{LimitExceeded, svc, KindConflict, http.StatusConflict},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

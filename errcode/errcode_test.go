@@ -26,19 +26,20 @@ func TestRegistry(t *testing.T) {
 			if in.Area < AreaService || in.Area > AreaCompat {
 				t.Errorf("%s has no area (%d)", in.Code, in.Area)
 			}
-			if in.Kind < KindInvalid || in.Kind > KindWarning {
+			if in.Kind < KindInvalid || in.Kind > KindDenied {
 				t.Errorf("%s has no kind (%d)", in.Code, in.Kind)
 			}
 			if http.StatusText(in.Status) == "" {
 				t.Errorf("%s has no HTTP status (%d)", in.Code, in.Status)
 			}
 			want := map[Kind][]int{
-				KindInvalid:     {http.StatusBadRequest, http.StatusMethodNotAllowed},
+				KindInvalid:     {http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType},
 				KindNotFound:    {http.StatusNotFound},
 				KindConflict:    {http.StatusConflict},
-				KindUnavailable: {http.StatusServiceUnavailable},
+				KindUnavailable: {http.StatusServiceUnavailable, http.StatusTooManyRequests},
 				KindInternal:    {http.StatusInternalServerError},
 				KindWarning:     {http.StatusOK},
+				KindDenied:      {http.StatusUnauthorized, http.StatusForbidden},
 			}[in.Kind]
 			ok := false
 			for _, s := range want {

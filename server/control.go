@@ -32,13 +32,13 @@ type DirLock struct {
 	f *os.File
 }
 
-// TryLockDataDir takes the lock of dir (creating dir if needed) without
-// waiting; ErrDataDirLocked when another process holds it.
+// TryLockDataDir takes the lock of dir (creating dir if needed, 0700)
+// without waiting; ErrDataDirLocked when another process holds it.
 func TryLockDataDir(dir string) (*DirLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the data directory's lock: %w", err)
 	}
@@ -127,7 +127,7 @@ func writeControlFile(dataDir string, c *ControlFile) error {
 	}
 	path := filepath.Join(dataDir, ControlFileName)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing the control file: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

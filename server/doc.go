@@ -7,6 +7,12 @@
 // checkpoint of every job. `weir server` and Go programs (package weirx)
 // are both built from it.
 //
+// It puts the API behind an api.Guard: a listen address beyond loopback
+// needs a token file (Config.AuthTokenFile, or GenerateAuthToken's
+// DATA_DIR/auth-token), or Open fails with ErrAuthRequired. The data
+// directory is made private (0700, files 0600) at every start. See
+// docs/SECURITY.md.
+//
 // It may import service, api, io/pubsub, runner (for the dead-letter hook)
 // and the standard library. It knows nothing of the command line, and must
 // not import cmd/weir or weirx.

@@ -61,6 +61,31 @@ type Config struct {
 	// ShutdownTimeout bounds the final checkpoints. Default
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// AuthTokenFile holds the bearer tokens the API accepts (see
+	// api.GuardConfig.TokenFile). A listen address beyond loopback needs
+	// it or GenerateAuthToken (ErrAuthRequired).
+	AuthTokenFile string
+	// GenerateAuthToken uses DATA_DIR/auth-token as the token file,
+	// writing a new random token into it (0600) when it does not exist
+	// (GeneratedToken returns it then).
+	GenerateAuthToken bool
+	// AuthExempt are the paths served without a token (--auth-exempt).
+	AuthExempt []string
+	// AllowedHosts are further host names the Host header may carry
+	// (--allowed-hosts).
+	AllowedHosts []string
+	// RequestsPerSecond and RequestBurst limit each client IP's requests
+	// (api.GuardConfig; 0: the defaults, negative rate: off).
+	RequestsPerSecond float64
+	RequestBurst      int
+	// BodyReadTimeout bounds the reading of a request body (default
+	// api.DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
+	// MaxJobs, MaxTopics and MaxSubscriptions bound the active jobs, the
+	// topics and the subscriptions clients may create (api.Limits); 0
+	// takes api.DefaultMaxObjects, a negative value is no limit.
+	MaxJobs, MaxTopics, MaxSubscriptions int
 }
 
 // Stop says why Wait returned.
@@ -91,6 +116,10 @@ type Process struct {
 	svc    *service.Service
 	srv    *http.Server
 	gate   gate
+	guard  *api.Guard
+	// token is the token this start generated (GenerateAuthToken), "" if
+	// none was generated.
+	token string
 
 	serveErr chan error
 	// released is closed once a release stopped the backends.
@@ -129,6 +158,9 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving the data directory: %w", err)
 	}
+	if err := checkAuthConfig(cfg); err != nil {
+		return nil, err
+	}
 	p := &Process{cfg: cfg, log: cfg.Logger, dir: dir, lock: cfg.Lock, serveErr: make(chan error, 1), released: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -146,6 +178,12 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 			return nil, InUseError(dir, err)
 		}
 	}
+	if err := chmodPrivate(dir); err != nil {
+		return nil, fmt.Errorf("making the data directory private: %w", err)
+	}
+	if p.guard, err = p.newGuard(); err != nil {
+		return nil, err
+	}
 	if p.broker, err = startBroker(ctx, cfg, dir); err != nil {
 		return nil, err
 	}
@@ -154,7 +192,50 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}
+	// After the service and the broker created what they create (0755
+	// directories and 0644 files, from older versions too).
+	if err := tightenDataDir(dir, p.log); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// newGuard builds the API's guard (authentication, rate limits, browser
+// protections), generating the token file when asked.
+func (p *Process) newGuard() (*api.Guard, error) {
+	tokenFile := p.cfg.AuthTokenFile
+	if p.cfg.GenerateAuthToken {
+		path, tok, created, err := ensureAuthToken(p.dir)
+		if err != nil {
+			return nil, err
+		}
+		tokenFile, p.token = path, tok
+		if !created {
+			p.log.Info("using the auth token generated before", "file", path)
+		}
+	}
+	host, _, _ := net.SplitHostPort(p.cfg.Listen)
+	g, err := api.NewGuard(api.GuardConfig{TokenFile: tokenFile, Exempt: p.cfg.AuthExempt, ListenHost: host,
+		AllowedHosts: p.cfg.AllowedHosts, RequestsPerSecond: p.cfg.RequestsPerSecond, RequestBurst: p.cfg.RequestBurst,
+		BodyReadTimeout: p.cfg.BodyReadTimeout, Logger: p.log})
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token-file: %w", err)
+	}
+	return g, nil
+}
+
+// GeneratedToken returns the token GenerateAuthToken wrote at this start,
+// to show once; "" when none was written (no generation, or the file
+// existed already).
+func (p *Process) GeneratedToken() string { return p.token }
+
+// TokenFile returns the file of the tokens the API accepts, "" when it
+// serves without authentication.
+func (p *Process) TokenFile() string {
+	if p.cfg.GenerateAuthToken {
+		return filepath.Join(p.dir, AuthTokenFileName)
+	}
+	return p.cfg.AuthTokenFile
 }
 
 // InUseError words err, a failure to take dir's lock, for the user: it
@@ -202,12 +283,22 @@ func (p *Process) Address() string { return "http://" + p.ln.Addr().String() }
 // Serve starts serving the API in the background and writes the control
 // file.
 func (p *Process) Serve() error {
-	opts := []api.ServerOption{api.WithPubSub(p.broker)}
+	limit := func(n int) int {
+		if n == 0 {
+			return api.DefaultMaxObjects
+		}
+		return n
+	}
+	opts := []api.ServerOption{api.WithPubSub(p.broker), api.WithLimits(api.Limits{Jobs: limit(p.cfg.MaxJobs),
+		Topics: limit(p.cfg.MaxTopics), Subscriptions: limit(p.cfg.MaxSubscriptions)})}
 	if p.cfg.Kind == KindProgram {
 		opts = append(opts, api.WithRelease(p.release))
 	}
 	h := api.NewServer(p.svc, p.log, opts...)
-	p.srv = &http.Server{Handler: p.gate.wrap(h), ReadHeaderTimeout: 10 * time.Second}
+	// Headers must arrive within ReadHeaderTimeout and a body within the
+	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
+	// cut long requests (a release waits for every job's checkpoint).
+	p.srv = &http.Server{Handler: p.guard.Wrap(p.gate.wrap(h)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}

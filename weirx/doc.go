@@ -16,7 +16,11 @@
 // started with --update takes the job over from the running process after
 // the compatibility check, opening its state in place (see Run and the
 // README's "Go SDK programs"). `weir jobs ... --server http://ADDR` manages
-// the job.
+// the job. The API's protections are weir server's (--auth-token-file,
+// --generate-auth-token, --auth-exempt, --allowed-hosts), and a build started
+// with --update authenticates its release call with --token, --token-file,
+// $WEIR_TOKEN, its --auth-token-file or DATA_DIR/auth-token (see
+// docs/SECURITY.md).
 //
 // It may import weir (the SDK root package), server, service, api, compat,
 // io/sqlsink, row, github.com/spf13/pflag and the standard library; nothing

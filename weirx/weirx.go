@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,6 +107,12 @@ type flags struct {
 	natsURL            string
 	format             string
 	logLevel           string
+	authTokenFile      string
+	generateAuthToken  bool
+	authExempt         []string
+	allowedHosts       []string
+	token              string
+	tokenFile          string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -125,6 +132,12 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
 	fs.StringVar(&f.format, "format", "text", "output format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line; required beyond loopback unless --generate-auth-token")
+	fs.BoolVar(&f.generateAuthToken, "generate-auth-token", false, "use DATA-DIR/"+server.AuthTokenFileName+" as the token file, creating it (0600, printed once on stderr) if it does not exist")
+	fs.StringSliceVar(&f.authExempt, "auth-exempt", nil, "paths served without a token, comma-separated (e.g. /healthz)")
+	fs.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names")
+	fs.StringVar(&f.token, "token", "", "with --update: the running process's bearer token (default: --token-file, $WEIR_TOKEN, --auth-token-file, DATA-DIR/"+server.AuthTokenFileName+")")
+	fs.StringVar(&f.tokenFile, "token-file", "", "with --update: file holding the running process's bearer token")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -251,9 +264,16 @@ func (pr *program) run(ctx context.Context) error {
 	}
 	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
-		ProgramPath: pr.exe, Lock: lock})
+		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts})
+	if errors.Is(err, server.ErrAuthRequired) {
+		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
+	}
 	if err != nil {
 		return withCode(ExitFailure, err)
+	}
+	if tok := p.GeneratedToken(); tok != "" {
+		fmt.Fprintf(os.Stderr, "generated an auth token in %s (shown this once; clients: --token-file %s or WEIR_TOKEN=...):\n%s\n", p.TokenFile(), p.TokenFile(), tok)
 	}
 	st, err := p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
 		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
@@ -303,6 +323,11 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("the control file's address: %w", err))
 	}
+	tok, err := pr.releaseToken()
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	c = c.WithToken(tok)
 	pr.log.Info("asking the running process to release the data directory", "pid", ctl.PID, "address", ctl.Address)
 	res, err := c.Release(ctx, api.ReleaseRequest{Name: f.jobName, Graph: canon, Program: pr.exe,
 		TransformNameMapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
@@ -335,6 +360,37 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 		return nil, withCode(ExitFailure, fmt.Errorf("process %d released the data directory but still holds its lock: %w", ctl.PID, err))
 	}
 	return lock, nil
+}
+
+// releaseToken is the bearer token of the release call: --token, else
+// --token-file, else $WEIR_TOKEN, else this build's own --auth-token-file,
+// else the data directory's generated token file if there is one; ""
+// sends none (a predecessor on loopback without a token file).
+func (pr *program) releaseToken() (string, error) {
+	f := pr.f
+	switch {
+	case f.token != "":
+		return strings.TrimSpace(f.token), nil
+	case f.tokenFile != "":
+		tok, err := api.ReadToken(f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return tok, nil
+	case os.Getenv("WEIR_TOKEN") != "":
+		return strings.TrimSpace(os.Getenv("WEIR_TOKEN")), nil
+	case f.authTokenFile != "":
+		tok, err := api.ReadToken(f.authTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--auth-token-file: %w", err)
+		}
+		return tok, nil
+	}
+	tok, err := api.ReadToken(filepath.Join(pr.dir, server.AuthTokenFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	return tok, err
 }
 
 // updateOutput is what a refused or validated --update prints with

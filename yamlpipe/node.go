@@ -152,6 +152,9 @@ func parseYAML(file string, src []byte) (root *node, err error) {
 			root, err = nil, &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("invalid YAML: the parser failed (%v)", r)}
 		}
 	}()
+	if err := prescan(file, src); err != nil {
+		return nil, err
+	}
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		var ye yaml.Error

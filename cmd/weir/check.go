@@ -50,7 +50,7 @@ func newCheckCommand(e *env) *cobra.Command {
 // serverGraphs implements runningGraphs with the API of the weir server
 // at server (--server, else $WEIR_SERVER, else the default address).
 type serverGraphs struct {
-	server string
+	server serverFlag
 }
 
 // RunningGraph returns the canonical graph of the active job named name.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,12 +14,27 @@ import (
 )
 
 // serverEnv names the environment variable that points the CLI at a weir
-// server (and makes `weir run` submit to it).
-const serverEnv = "WEIR_SERVER"
+// server (and makes `weir run` submit to it); tokenEnv the one that holds
+// the server's bearer token.
+const (
+	serverEnv = "WEIR_SERVER"
+	tokenEnv  = "WEIR_TOKEN"
+)
 
-// addServerFlag declares --server on cmd.
-func addServerFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "server", "", "address of the weir server (default $"+serverEnv+", else "+api.DefaultServer+")")
+// serverFlag is what a command that talks to a server reads from its flags:
+// the address (--server) and the bearer token (--token, --token-file).
+type serverFlag struct {
+	addr      string
+	token     string
+	tokenFile string
+}
+
+// addServerFlag declares --server, --token and --token-file on cmd.
+func addServerFlag(cmd *cobra.Command, dst *serverFlag) {
+	fl := cmd.Flags()
+	fl.StringVar(&dst.addr, "server", "", "address of the weir server (default $"+serverEnv+", else "+api.DefaultServer+")")
+	fl.StringVar(&dst.token, "token", "", "bearer token of the weir server (visible to other local users in the process list: prefer --token-file or $"+tokenEnv+")")
+	fl.StringVar(&dst.tokenFile, "token-file", "", "file holding the weir server's bearer token (default $"+tokenEnv+")")
 }
 
 // serverAddr returns the server address: the flag, $WEIR_SERVER, or the default.
@@ -32,13 +48,35 @@ func serverAddr(flag string) string {
 	return api.DefaultServer
 }
 
-// newClient returns an API client of the server flag designates.
-func newClient(flag string) (*api.Client, error) {
-	c, err := api.NewClient(serverAddr(flag), nil)
+// clientToken returns the bearer token to send: --token, else the first
+// token of --token-file, else $WEIR_TOKEN; "" sends none (a loopback
+// server without a token file).
+func clientToken(f serverFlag) (string, error) {
+	switch {
+	case f.token != "":
+		return strings.TrimSpace(f.token), nil
+	case f.tokenFile != "":
+		tok, err := api.ReadToken(f.tokenFile)
+		if err != nil {
+			return "", usageErrorf("--token-file: %w", err)
+		}
+		return tok, nil
+	}
+	return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+}
+
+// newClient returns an API client of the server f designates, sending
+// its token.
+func newClient(f serverFlag) (*api.Client, error) {
+	c, err := api.NewClient(serverAddr(f.addr), nil)
 	if err != nil {
 		return nil, usageErrorf("--server: %w", err)
 	}
-	return c, nil
+	tok, err := clientToken(f)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithToken(tok), nil
 }
 
 // clientError maps an API client error to the CLI's exit codes: an

@@ -50,7 +50,8 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 }
 
 func newJobsListCommand(e *env) *cobra.Command {
-	var format, server, status string
+	var format, status string
+	var server serverFlag
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
@@ -100,7 +101,8 @@ func newJobsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newJobsActionCommand(e *env, action, short string) *cobra.Command {
-	var format, server string
+	var format string
+	var server serverFlag
 	cmd := &cobra.Command{
 		Use:   action + " ID|NAME...",
 		Short: short,
@@ -309,7 +311,8 @@ func dash(s string) string {
 }
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
-	var format, server string
+	var format string
+	var server serverFlag
 	var opts service.JobOptions
 	cmd := &cobra.Command{
 		Use:   "update-options ID|NAME --num-workers N",

@@ -35,12 +35,18 @@ type cliResult struct {
 // runCLI runs the CLI with args in dir (the package directory when empty).
 func runCLI(t *testing.T, dir string, args ...string) cliResult {
 	t.Helper()
+	return runCLIEnv(t, dir, nil, args...)
+}
+
+// runCLIEnv is runCLI with more environment variables (KEY=VALUE).
+func runCLIEnv(t *testing.T, dir string, env []string, args ...string) cliResult {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1")
+	cmd.Env = append(append(os.Environ(), runAsCLIEnv+"=1"), env...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

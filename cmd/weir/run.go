@@ -33,7 +33,7 @@ type runFlags struct {
 	serviceOptions []string
 	maxNumWorkers  int
 	fromSnapshot   string
-	server         string
+	server         serverFlag
 	allowSource    bool
 }
 

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
@@ -21,6 +23,14 @@ type serverFlags struct {
 	listen             string
 	checkpointInterval time.Duration
 	natsURL            string
+	authTokenFile      string
+	generateAuthToken  bool
+	authExempt         []string
+	allowedHosts       []string
+	rateLimit          float64
+	maxJobs            int
+	maxTopics          int
+	maxSubscriptions   int
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -39,7 +49,14 @@ next 'weir server' on the same data directory resumes them from that
 checkpoint. After a crash (kill -9) they resume from their last checkpoint.
 
 The first line on stdout is "weir server listening on http://ADDR"; with
---listen 127.0.0.1:0 the port is chosen by the system.`,
+--listen 127.0.0.1:0 the port is chosen by the system.
+
+On a loopback address (the default) the API needs no token: every local user
+can use it. Any other address (0.0.0.0:P, [::]:P, :P, a host name) needs
+--auth-token-file FILE or --generate-auth-token (which writes
+DATA-DIR/auth-token once and prints the token once on stderr); clients send
+it with --token-file or $WEIR_TOKEN. The token file is read again whenever it
+changes. See docs/SECURITY.md.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), e, f)
@@ -50,6 +67,7 @@ The first line on stdout is "weir server listening on http://ADDR"; with
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	addAuthFlags(fl, &f)
 	return cmd
 }
 
@@ -65,7 +83,12 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		NATSURL: f.natsURL, Logger: e.logger})
+		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
+		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions)})
+	if errors.Is(err, server.ErrAuthRequired) {
+		return withCode(ExitUsage, err)
+	}
 	if err != nil {
 		if sigCtx.Err() != nil && ctx.Err() == nil {
 			e.logger.Info("stopped by a signal while starting")
@@ -76,6 +99,9 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	// Closing must not inherit the signal's cancellation: it checkpoints
 	// every job.
 	ctx = context.WithoutCancel(ctx)
+	if tok := p.GeneratedToken(); tok != "" {
+		fmt.Fprintf(e.stderr, "weir: generated an auth token in %s (shown this once; clients: --token-file %s or WEIR_TOKEN=...):\n%s\n", p.TokenFile(), p.TokenFile(), tok)
+	}
 	if err := p.Serve(); err != nil {
 		return withCode(ExitFailure, errors.Join(err, p.Close(ctx)))
 	}
@@ -92,4 +118,26 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		return errors.Join(runErr, withCode(ExitFailure, err))
 	}
 	return runErr
+}
+
+// addAuthFlags declares the flags of the API's protections (shared by
+// `weir server`; Go programs declare the same names, package weirx).
+func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
+	fl.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line (read again when it changes); required beyond loopback unless --generate-auth-token")
+	fl.BoolVar(&f.generateAuthToken, "generate-auth-token", false, "use DATA-DIR/"+server.AuthTokenFileName+" as the token file, creating it (0600, printed once on stderr) if it does not exist")
+	fl.StringSliceVar(&f.authExempt, "auth-exempt", nil, "paths served without a token, comma-separated (e.g. /healthz,/metrics; a prefix ends in /)")
+	fl.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names, comma-separated")
+	fl.Float64Var(&f.rateLimit, "rate-limit", api.DefaultRequestsPerSecond, "requests a second allowed per client IP (burst twice that); negative: no limit")
+	fl.IntVar(&f.maxJobs, "max-jobs", api.DefaultMaxObjects, "most active jobs clients may submit (LIMIT_EXCEEDED past it); 0: no limit")
+	fl.IntVar(&f.maxTopics, "max-topics", api.DefaultMaxObjects, "most topics clients may create (dead-letter topics not counted); 0: no limit")
+	fl.IntVar(&f.maxSubscriptions, "max-subscriptions", api.DefaultMaxObjects, "most subscriptions clients may create; 0: no limit")
+}
+
+// nonZero maps a --max-* flag to server.Config, where 0 is the default:
+// the flag's 0 is no limit, as a negative value is.
+func nonZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -35,6 +35,12 @@ type serverProc struct {
 // startServer starts `weir server` on dataDir and waits for its address.
 func startServer(t *testing.T, dataDir string) *serverProc {
 	t.Helper()
+	return startServerArgs(t, dataDir)
+}
+
+// startServerArgs is startServer with more flags (a later --listen wins).
+func startServerArgs(t *testing.T, dataDir string, extra ...string) *serverProc {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,7 @@ func startServer(t *testing.T, dataDir string) *serverProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info")
+	cmd := exec.Command(exe, append([]string{"server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info"}, extra...)...)
 	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()

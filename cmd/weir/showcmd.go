@@ -27,7 +27,8 @@ type showSpec[T any] struct {
 
 // showCommand builds the command s describes, with --format and --server.
 func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
-	var format, server string
+	var format string
+	var server serverFlag
 	cmd := &cobra.Command{
 		Use:   s.use,
 		Short: s.short,

@@ -77,7 +77,8 @@ Exit codes: 0 success, 1 the topic was not found or exists already, 2 usage
 }
 
 func newTopicsCreateCommand(e *env) *cobra.Command {
-	var format, server string
+	var format string
+	var server serverFlag
 	var retention time.Duration
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -156,7 +157,7 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newTopicsDeleteCommand(e *env) *cobra.Command {
-	var server string
+	var server serverFlag
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a topic with its messages and its subscriptions",
@@ -179,8 +180,9 @@ func newTopicsDeleteCommand(e *env) *cobra.Command {
 
 // publishFlags are the flags of `weir topics publish`.
 type publishFlags struct {
-	format, server, file, idField string
-	attributes                    []string
+	format, file, idField string
+	server                serverFlag
+	attributes            []string
 }
 
 // publishSummary is what `weir topics publish --format json` prints.
@@ -375,7 +377,8 @@ is taken, 2 usage (also an invalid name or setting), 5 no weir server answers.`,
 }
 
 func newSubscriptionsCreateCommand(e *env) *cobra.Command {
-	var format, server, topic string
+	var format, topic string
+	var server serverFlag
 	var ackWait time.Duration
 	var fromBeginning bool
 	cmd := &cobra.Command{
@@ -469,7 +472,7 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
-	var server string
+	var server serverFlag
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a subscription (its topic keeps its messages)",
@@ -491,7 +494,8 @@ func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
 }
 
 func newSubscriptionsPullCommand(e *env) *cobra.Command {
-	var format, server string
+	var format string
+	var server serverFlag
 	var maxN int
 	var noAck bool
 	cmd := &cobra.Command{

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/mtime"
+)
+
+// guarded serves a handler that answers 200 {"ok": true} (reading the
+// body) behind a guard of cfg.
+func guarded(t *testing.T, cfg GuardConfig) *httptest.Server {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	g, err := NewGuard(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		if r.Body != nil && r.ContentLength != 0 {
+			if err := decode(r, &v); err != nil {
+				(&Server{logger: cfg.Logger}).writeError(w, err)
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+type guardReply struct {
+	status int
+	header http.Header
+	code   errcode.Code
+	body   string
+}
+
+func send(t *testing.T, method, url string, body io.Reader, headers ...string) guardReply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var eb ErrorBody
+	_ = json.Unmarshal(b, &eb)
+	return guardReply{status: resp.StatusCode, header: resp.Header, code: eb.Error.Code, body: string(b)}
+}
+
+func writeTokens(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGuardTokenRotation: the token file is read again when it changes;
+// two lines let the old and the new token overlap.
+func TestGuardTokenRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	const oldTok, newTok = "old-token-0123456789", "new-token-0123456789"
+	writeTokens(t, path, oldTok)
+	ts := guarded(t, GuardConfig{TokenFile: path})
+	ok := func(tok string) bool {
+		return send(t, "GET", ts.URL+"/v1/jobs", nil, "Authorization", "Bearer "+tok).status == 200
+	}
+	if !ok(oldTok) || ok(newTok) {
+		t.Fatal("before the rotation: want the old token only")
+	}
+	writeTokens(t, path, "# rotating", oldTok, newTok)
+	if !ok(oldTok) || !ok(newTok) {
+		t.Fatal("during the rotation: want both tokens")
+	}
+	writeTokens(t, path, newTok)
+	if ok(oldTok) || !ok(newTok) {
+		t.Fatal("after the rotation: want the new token only")
+	}
+	// A broken file keeps the last good tokens.
+	writeTokens(t, path, "short")
+	if !ok(newTok) {
+		t.Fatal("a token file with a short token dropped the good tokens")
+	}
+	for _, bad := range [][]string{{"short"}, {"# nothing"}} {
+		writeTokens(t, path, bad...)
+		if _, err := NewGuard(GuardConfig{TokenFile: path}); err == nil {
+			t.Errorf("NewGuard with a token file %q: no error", bad)
+		}
+	}
+}
+
+// TestGuardAuthRateLimit: after AuthFailures failures a client is answered
+// 429 with Retry-After until the bucket refills (on the injected clock).
+func TestGuardAuthRateLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	const tok = "token-0123456789abcdef"
+	writeTokens(t, path, tok)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Unix(1_700_000_000, 0)))
+	ts := guarded(t, GuardConfig{TokenFile: path, AuthFailures: 3, AuthFailureRefill: 10 * time.Second, Clock: clock})
+	for i := 0; i < 3; i++ {
+		if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer nope"); r.status != 401 || r.code != errcode.Unauthenticated || r.header.Get("WWW-Authenticate") != `Bearer realm="weir"` {
+			t.Fatalf("failure %d: %d %s %q", i+1, r.status, r.body, r.header.Get("WWW-Authenticate"))
+		}
+	}
+	r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok)
+	if r.status != 429 || r.code != errcode.RateLimited || r.header.Get("Retry-After") != "10" {
+		t.Fatalf("after 3 failures: %d %s Retry-After %q, want 429 RATE_LIMITED Retry-After 10", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	clock.Advance(4 * mtime.Second)
+	if r := send(t, "GET", ts.URL+"/x", nil); r.status != 429 || r.header.Get("Retry-After") != "6" {
+		t.Fatalf("4s later: %d Retry-After %q, want 429 after 6", r.status, r.header.Get("Retry-After"))
+	}
+	clock.Advance(6 * mtime.Second)
+	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 200 {
+		t.Fatalf("after the refill: %d %s", r.status, r.body)
+	}
+}
+
+// TestGuardRequestRateLimit: a client past its request rate is answered
+// 429 with Retry-After.
+func TestGuardRequestRateLimit(t *testing.T) {
+	clock := mtime.NewManualClock(mtime.FromTime(time.Unix(1_700_000_000, 0)))
+	ts := guarded(t, GuardConfig{RequestsPerSecond: 2, RequestBurst: 5, Clock: clock})
+	for i := 0; i < 5; i++ {
+		if r := send(t, "GET", ts.URL+"/x", nil); r.status != 200 {
+			t.Fatalf("request %d: %d", i+1, r.status)
+		}
+	}
+	r := send(t, "GET", ts.URL+"/x", nil)
+	if r.status != 429 || r.code != errcode.RateLimited || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("request 6: %d %s Retry-After %q", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	clock.Advance(500 * mtime.Millisecond)
+	if r := send(t, "GET", ts.URL+"/x", nil); r.status != 200 {
+		t.Fatalf("after 500ms: %d", r.status)
+	}
+	if _, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestClientRequestsPassTheGuard: the client's bodiless POSTs and DELETEs
+// are JSON too, and it sends its token as a bearer token.
+func TestClientRequestsPassTheGuard(t *testing.T) {
+	type seen struct{ method, contentType, auth string }
+	got := make(chan seen, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Method, r.Header.Get("Content-Type"), r.Header.Get("Authorization")}
+		writeJSON(w, http.StatusOK, map[string]string{})
+	}))
+	defer ts.Close()
+	c, err := NewClient(ts.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithToken("tok-0123456789abcdef")
+	ctx := t.Context()
+	_, _ = c.Cancel(ctx, "x")
+	_ = c.DeleteTopic(ctx, "x")
+	_, _ = c.List(ctx, "all")
+	for _, want := range []seen{
+		{"POST", "application/json", "Bearer tok-0123456789abcdef"},
+		{"DELETE", "application/json", "Bearer tok-0123456789abcdef"},
+		{"GET", "", "Bearer tok-0123456789abcdef"},
+	} {
+		if s := <-got; s != want {
+			t.Errorf("request %+v, want %+v", s, want)
+		}
+	}
+}
