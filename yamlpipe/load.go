@@ -14,8 +14,10 @@ package yamlpipe
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +36,9 @@ type Options struct {
 	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
 	// Nil for in-process runs of bounded pipelines.
 	Job *JobEnv
+	// LogOutput receives LogForTesting's lines, one JSON object per line
+	// (default: standard output for in-process runs; dropped in a job).
+	LogOutput io.Writer
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -126,6 +131,8 @@ type loader struct {
 	root   weir.Scope
 	// outs maps "Name" and "Name.tag" to built collections.
 	outs map[string]*coll
+	// log is where the LogForTesting steps print (see logOutput).
+	log *logLines
 }
 
 func (l *loader) parse(root *node) error {
@@ -365,7 +372,14 @@ func (l *loader) resolveRef(r *inputRef) error {
 	if r.from == nil {
 		return l.errf(r.n, "unknown input %q (transforms: %s)", r.text, strings.Join(l.names(), ", "))
 	}
-	if r.tag != "" && r.tag != r.from.errOut {
+	tags := l.outputTags(r.from)
+	if r.tag == "" && len(tags) > 0 {
+		return l.errf(r.n, "input %q: %s has no main output; read one of its outputs (%s) as %s.NAME", r.text, r.from.typ, strings.Join(tags, ", "), r.from.name)
+	}
+	if r.tag != "" && r.tag != r.from.errOut && !slices.Contains(tags, r.tag) {
+		if len(tags) > 0 {
+			return l.errf(r.n, "input %q: transform %q has no output %q (its outputs: %s)", r.text, r.from.name, r.tag, strings.Join(tags, ", "))
+		}
 		if r.from.errOut == "" {
 			return l.errf(r.n, "input %q: transform %q has no output %q (declare error_handling: {output: %s} on it)", r.text, r.from.name, r.tag, r.tag)
 		}
