@@ -133,6 +133,11 @@ type loader struct {
 	outs map[string]*coll
 	// log is where the LogForTesting steps print (see logOutput).
 	log *logLines
+	// alias maps a nested composite's name (and Name.output) to the
+	// transform producing its output (see expandComposite).
+	alias map[string]string
+	// composites are the top-level composites, for name checks.
+	composites []compositeAt
 }
 
 func (l *loader) parse(root *node) error {
@@ -190,7 +195,19 @@ func (l *loader) parse(root *node) error {
 	if len(items) == 0 {
 		return l.errf(tn, "pipeline transforms is empty")
 	}
+	l.alias = map[string]string{}
 	for _, it := range items {
+		if isComposite(it) {
+			if chain {
+				return l.errf(it, "a nested %s cannot be a step of a chain: use a composite pipeline", it.get("type").text)
+			}
+			inner, err := l.expandComposite(it, "", nil)
+			if err != nil {
+				return err
+			}
+			l.specs = append(l.specs, inner...)
+			continue
+		}
 		t, err := l.parseTransform(it, chain)
 		if err != nil {
 			return err
@@ -198,6 +215,9 @@ func (l *loader) parse(root *node) error {
 		l.specs = append(l.specs, t)
 	}
 	if err := l.assignNames(); err != nil {
+		return err
+	}
+	if err := l.checkCompositeNames(); err != nil {
 		return err
 	}
 	if chain {
@@ -362,6 +382,7 @@ func (l *loader) assignNames() error {
 
 // resolveRef finds the transform and output tag an input reference names.
 func (l *loader) resolveRef(r *inputRef) error {
+	r.text = l.unalias(r.text)
 	if t, ok := l.byName[r.text]; ok {
 		r.from, r.tag = t, ""
 	} else if i := strings.LastIndexByte(r.text, '.'); i > 0 {
