@@ -2,6 +2,8 @@ package yamlpipe
 
 import (
 	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 
@@ -24,7 +26,18 @@ const (
 	fnMax    combineFn = "max"
 	fnMean   combineFn = "mean"
 	fnLatest combineFn = "latest"
+	// Beam's built-in combine fns (apache_beam.yaml.yaml_combine).
+	fnAll    combineFn = "all"
+	fnAny    combineFn = "any"
+	fnGroup  combineFn = "group"
+	fnConcat combineFn = "concat"
+	// fnTop is Beam's TopCombineFn: the n largest values, largest first
+	// (smallest first with reverse).
+	fnTop combineFn = "top"
 )
+
+// topCombineFn is the fn type Beam YAML pipelines name for top-N.
+const topCombineFn = "apache_beam.transforms.combiners.TopCombineFn"
 
 // combineOp is one output of a Combine: fn over the input field src.
 type combineOp struct {
@@ -32,15 +45,23 @@ type combineOp struct {
 	fn  combineFn
 	src int // -1: count without a value field
 	typ row.Type
+	// n and reverse configure fnTop.
+	n       int
+	reverse bool
 }
 
 // aggregator is Combine's contract.Aggregator. Keys are the group_by fields,
 // encoded canonically; the accumulator keeps the group's values and one
 // slot per output.
 type aggregator struct {
+	step  string
 	group []int
 	ops   []combineOp
 	out   *row.Schema
+	// beam makes rows of exactly the group_by fields and the aggregates
+	// (Beam's shape, for a Combine with a language in the global window);
+	// otherwise window_start, window_end and pane follow.
+	beam bool
 }
 
 // slot is the running state of one combine output.
@@ -68,6 +89,9 @@ const (
 	tagString
 	tagTime
 	tagOther
+	// tagList is a list in an accumulator's slot (group, concat, top): a
+	// uvarint length and the values. Keys keep tagOther for lists.
+	tagList
 )
 
 // AppendKey encodes the group_by values: per value a tag, then 8 bytes
@@ -129,14 +153,45 @@ func (a *aggregator) NewAccumulator() any {
 	return &accumulator{slots: make([]slot, len(a.ops))}
 }
 
-// AddInput folds one row into acc.
+// AddInput folds one row into acc. An element that would overflow an
+// integer sum leaves the accumulator as it was (see AddInputErr).
 func (a *aggregator) AddInput(acc any, e *contract.Element) any {
+	out, err := a.AddInputErr(acc, e)
+	if err != nil {
+		// The runner's aggregations have no reject path yet: the element is
+		// left out and the failure logged with its reason and position.
+		slog.Default().Warn("combine element rejected", "step", a.step, "reason", reasonOverflow, "error", err, "source", e.Source.String())
+	}
+	return out
+}
+
+// reasonOverflow is the reject reason of an element that would overflow an
+// integer sum.
+const reasonOverflow = "overflow"
+
+// AddInputErr folds one row into acc, or returns an element error (reason
+// overflow) and leaves acc unchanged when the row would overflow an int64
+// sum.
+func (a *aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 	ac := acc.(*accumulator)
 	v := e.Value
 	r, ok := v.(*rowT)
 	if !ok {
 		if r, ok = row.AsRow(v); !ok {
-			return ac
+			return ac, nil
+		}
+	}
+	// Check first, so that a rejected element changes no output.
+	for k := range a.ops {
+		op := &a.ops[k]
+		if op.fn != fnSum || op.src < 0 {
+			continue
+		}
+		if y, ok := r.Values[op.src].(int64); ok {
+			if _, over := addInt(ac.slots[k].i, y); over {
+				return ac, &contract.ElementError{Reason: reasonOverflow,
+					Message: fmt.Sprintf("combine %s: the int64 sum overflows (%d + %d)", op.out, ac.slots[k].i, y)}
+			}
 		}
 	}
 	if ac.group == nil && len(a.group) > 0 {
@@ -154,11 +209,22 @@ func (a *aggregator) AddInput(acc any, e *contract.Element) any {
 		}
 		x := r.Values[op.src]
 		if x == nil {
-			continue
+			switch op.fn {
+			case fnAll, fnAny, fnGroup:
+				// As in Python: None is falsy and is listed.
+			default:
+				continue
+			}
 		}
 		addValue(op, s, x, e.Time)
 	}
-	return ac
+	return ac, nil
+}
+
+// addInt adds with overflow detection.
+func addInt(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (b > 0 && c < a) || (b < 0 && c > a)
 }
 
 func addValue(op *combineOp, s *slot, x any, t mtime.Time) {
@@ -166,7 +232,9 @@ func addValue(op *combineOp, s *slot, x any, t mtime.Time) {
 	case fnSum:
 		switch y := x.(type) {
 		case int64:
-			s.i += y
+			if c, over := addInt(s.i, y); !over {
+				s.i = c
+			}
 		case float64:
 			s.f += y
 		}
@@ -190,7 +258,69 @@ func addValue(op *combineOp, s *slot, x any, t mtime.Time) {
 		if !s.set || t >= s.t {
 			s.v, s.t, s.set = x, t, true
 		}
+	case fnAll, fnAny:
+		// s.n counts the truthy values; s.i counts all values.
+		if truthy(x) {
+			s.n++
+		}
+		s.i++
+	case fnGroup:
+		l, _ := s.v.([]any)
+		s.v, s.set = append(l, x), true
+	case fnConcat:
+		l, _ := s.v.([]any)
+		if xs, ok := x.([]any); ok {
+			l = append(l, xs...)
+		}
+		s.v, s.set = l, true
+	case fnTop:
+		s.v, s.set = topInsert(op, s.v, x), true
 	}
+}
+
+// truthy is Python's truth value of a row value.
+func truthy(x any) bool {
+	switch y := x.(type) {
+	case nil:
+		return false
+	case bool:
+		return y
+	case int64:
+		return y != 0
+	case float64:
+		return y != 0
+	case string:
+		return y != ""
+	case []any:
+		return len(y) > 0
+	}
+	return true
+}
+
+// topInsert adds x to the top-n list l, which stays ordered: largest first,
+// or smallest first with reverse.
+func topInsert(op *combineOp, l any, x any) []any {
+	list, _ := l.([]any)
+	before := func(a, b any) bool {
+		if op.reverse {
+			return less(a, b)
+		}
+		return less(b, a)
+	}
+	i := len(list)
+	for i > 0 && before(x, list[i-1]) {
+		i--
+	}
+	if i >= op.n {
+		return list
+	}
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = x
+	if len(list) > op.n {
+		list = list[:op.n]
+	}
+	return list
 }
 
 // less orders two values of one field type.
@@ -226,24 +356,41 @@ func (a *aggregator) MergeAccumulators(x, y any) any {
 		s, o := &ax.slots[k], &ay.slots[k]
 		switch op.fn {
 		case fnSum:
-			s.i += o.i
+			if c, over := addInt(s.i, o.i); !over {
+				s.i = c
+			} else {
+				slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.step, "output", op.out)
+			}
 			s.f += o.f
 			s.set = s.set || o.set
 		case fnCount:
 			s.n += o.n
-		case fnMean:
+		case fnMean, fnAll, fnAny:
 			s.f += o.f
 			s.n += o.n
+			s.i += o.i
 		case fnMin, fnMax, fnLatest:
 			if o.set {
 				addValue(op, s, o.v, o.t)
+			}
+		case fnGroup, fnConcat:
+			if o.set {
+				l, _ := s.v.([]any)
+				ol, _ := o.v.([]any)
+				s.v, s.set = append(l, ol...), true
+			}
+		case fnTop:
+			ol, _ := o.v.([]any)
+			for _, v := range ol {
+				s.v, s.set = topInsert(op, s.v, v), true
 			}
 		}
 	}
 	return ax
 }
 
-// Output builds the pane's row: group values, outputs, window and pane.
+// Output builds the pane's row: group values, outputs and, unless the step
+// has Beam's shape, window and pane.
 func (a *aggregator) Output(_ any, acc any, w window.Window, p window.PaneInfo) any {
 	ac := acc.(*accumulator)
 	r := row.New(a.out)
@@ -265,6 +412,16 @@ func (a *aggregator) Output(_ any, acc any, w window.Window, p window.PaneInfo) 
 			if s.n > 0 {
 				v = s.f / float64(s.n)
 			}
+		case fnAll:
+			v = s.n == s.i
+		case fnAny:
+			v = s.n > 0
+		case fnGroup, fnConcat, fnTop:
+			l, _ := s.v.([]any)
+			if l == nil {
+				l = []any{}
+			}
+			v = append([]any(nil), l...)
 		default:
 			if s.set {
 				v = s.v
@@ -272,6 +429,9 @@ func (a *aggregator) Output(_ any, acc any, w window.Window, p window.PaneInfo) 
 		}
 		r.Values[j] = v
 		j++
+	}
+	if a.beam {
+		return r
 	}
 	if !w.IsGlobal() {
 		r.Values[j], r.Values[j+1] = w.Start, w.End
@@ -290,15 +450,162 @@ const (
 // accumulatorURN names the identity of Combine's stored accumulator.
 const accumulatorURN = "weir:yaml:combine_accumulator"
 
+// combineLanguage reads Combine's language (Beam's key). A Combine that
+// names a language is written for Beam: in the global window its rows have
+// Beam's shape, exactly the group_by fields and the aggregates.
+func (l *loader) combineLanguage(t *transformSpec) (lang string, beam bool, err error) {
+	ln := t.config.get("language")
+	if ln == nil {
+		return "", false, nil
+	}
+	if lang, err = l.str(ln, "language"); err != nil {
+		return "", false, err
+	}
+	switch lang {
+	case "generic", "python", "javascript", "cel":
+		return lang, true, nil
+	}
+	return "", false, l.errf(ln, "Combine language %q is not supported (want generic, python, javascript or cel: the built-in combine fns and TopCombineFn over input fields)", lang)
+}
+
+// combineFnOf resolves a combine fn name: weir's and Beam's built-in names,
+// Beam's TopCombineFn and the largest/smallest shorthands for it.
+func combineFnOf(name string) (fn combineFn, reverse, ok bool) {
+	switch name {
+	case topCombineFn, "TopCombineFn", "largest":
+		return fnTop, false, true
+	case "smallest":
+		return fnTop, true, true
+	}
+	fn = combineFn(strings.ToLower(name))
+	switch fn {
+	case fnSum, fnCount, fnMin, fnMax, fnMean, fnLatest, fnAll, fnAny, fnGroup, fnConcat:
+		return fn, false, true
+	}
+	return "", false, false
+}
+
+// combineFnNames lists the accepted fn names, for messages.
+const combineFnNames = "sum, count, min, max, mean, latest, all, any, group, concat, largest, smallest or " + topCombineFn
+
+// combineSpec is one output of config.combine as written.
+type combineSpec struct {
+	out                string
+	value              string // "" when not given
+	valueNode          *node
+	fnName             string
+	fnNode, configNode *node
+}
+
+// parseCombineSpec reads one output in any of Beam's forms: `out: fn`,
+// `out: {value: field, fn: fn}` and `out: {value: field, fn: {type: fn,
+// config: {...}}}`; without value, Beam reads the field named out.
+func (l *loader) parseCombineSpec(k, v *node) (combineSpec, error) {
+	cs := combineSpec{out: k.text}
+	switch v.kind {
+	case kString:
+		cs.fnName, cs.fnNode, cs.value, cs.valueNode = v.text, v, k.text, k
+		return cs, nil
+	case kMap:
+	default:
+		return cs, l.errf(v, "combine output %q must be a function name or {value, fn}, not %s", cs.out, v.kind)
+	}
+	if err := l.checkKeys(v, "a combine output", "value", "fn"); err != nil {
+		return cs, err
+	}
+	fn := v.get("fn")
+	if fn == nil {
+		return cs, l.errf(v, "combine output %s needs fn", cs.out)
+	}
+	switch fn.kind {
+	case kMap:
+		if err := l.checkKeys(fn, "a combine fn", "type", "config"); err != nil {
+			return cs, err
+		}
+		var err error
+		if cs.fnName, cs.fnNode, err = l.requireStr(fn, "type", "combine fn of "+cs.out); err != nil {
+			return cs, err
+		}
+		if cn := fn.get("config"); cn != nil && cn.kind != kNull {
+			if cn.kind != kMap {
+				return cs, l.errf(cn, "the config of a combine fn must be a mapping, not %s", cn.kind)
+			}
+			cs.configNode = cn
+		}
+	default:
+		var err error
+		if cs.fnName, err = l.str(fn, "fn"); err != nil {
+			return cs, err
+		}
+		cs.fnNode = fn
+	}
+	if vn := v.get("value"); vn != nil {
+		var err error
+		if cs.value, err = l.str(vn, "value"); err != nil {
+			return cs, err
+		}
+		cs.valueNode = vn
+	}
+	return cs, nil
+}
+
+// topConfig reads TopCombineFn's config: n (required) and reverse.
+func (l *loader) topConfig(op *combineOp, cs combineSpec) error {
+	cn := cs.configNode
+	if cn == nil {
+		return l.errf(cs.fnNode, "combine %q: %s needs config: {n: N} (and optionally reverse: true)", cs.out, cs.fnName)
+	}
+	if err := l.checkKeys(cn, "the config of "+cs.fnName, "n", "reverse", "key"); err != nil {
+		return err
+	}
+	if kn := cn.get("key"); kn != nil {
+		return l.errf(kn, "combine %q: TopCombineFn's key is a Python callable; weir orders the values themselves (drop key, or compute the value in MapToFields)", cs.out)
+	}
+	n, err := l.integer(cn.get("n"), "n")
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > 1<<16 {
+		at := cn.get("n")
+		if at == nil {
+			at = cn
+		}
+		return l.errf(at, "combine %q: n must be between 1 and %d", cs.out, 1<<16)
+	}
+	op.n = int(n)
+	if rn := cn.get("reverse"); rn != nil {
+		rev, err := l.boolean(rn, "reverse")
+		if err != nil {
+			return err
+		}
+		op.reverse = op.reverse != rev
+	}
+	return nil
+}
+
 func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
+	lang, beamShape, err := l.combineLanguage(t)
+	if err != nil {
+		return nil, err
+	}
+	ws := in.rows.Windowing()
+	if in.isReject {
+		ws = in.rejects.Windowing()
+	}
+	// Windowed results keep their window and pane columns (DESIGN.md §3)
+	// until window and pane become element metadata.
+	beamShape = beamShape && (ws.Fn.Kind == window.KindGlobal || ws.Fn.Kind == "")
 	groups, groupNodes, err := l.strList(t.config.get("group_by"), "group_by")
 	if err != nil {
 		return nil, err
 	}
-	agg := &aggregator{}
+	agg := &aggregator{step: t.name, beam: beamShape}
 	var keyFields, outFields []row.Field
-	seen := map[string]bool{fieldWindowStart: true, fieldWindowEnd: true, fieldPane: true}
+	seen := map[string]bool{}
+	if !beamShape {
+		seen = map[string]bool{fieldWindowStart: true, fieldWindowEnd: true, fieldPane: true}
+	}
 	for i, g := range groups {
 		idx := in.schema.Index(g)
 		if idx < 0 {
@@ -318,7 +625,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		if at == nil {
 			at = t.typNode
 		}
-		return nil, l.errf(at, "Combine needs config.combine (out: {value: field, fn: sum|count|min|max|mean|latest}, or field: fn)")
+		return nil, l.errf(at, "Combine needs config.combine (out: {value: field, fn: sum|count|min|max|mean|latest|all|any|group|concat}, or field: fn)")
 	}
 	var stored []graph.Field
 	for i, k := range cn.keys {
@@ -327,68 +634,75 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, l.errf(k, "combine output %q clashes with a group_by field or a reserved name (window_start, window_end, pane)", out)
 		}
 		seen[out] = true
-		value, fnName := out, ""
-		var fnNode, valueNode *node
-		switch v.kind {
-		case kString:
-			fnName, fnNode, valueNode = v.text, v, k
-		case kMap:
-			if err := l.checkKeys(v, "a combine output", "value", "fn"); err != nil {
-				return nil, err
-			}
-			var err error
-			if fnName, fnNode, err = l.requireStr(v, "fn", "combine output "+out); err != nil {
-				return nil, err
-			}
-			if vn := v.get("value"); vn != nil {
-				if value, err = l.str(vn, "value"); err != nil {
-					return nil, err
-				}
-				valueNode = vn
-			} else {
-				value, valueNode = "", nil
-			}
-		default:
-			return nil, l.errf(v, "combine output %q must be a function name or {value, fn}, not %s", out, v.kind)
+		cs, err := l.parseCombineSpec(k, v)
+		if err != nil {
+			return nil, err
 		}
-		op := combineOp{out: out, fn: combineFn(strings.ToLower(fnName)), src: -1}
-		switch op.fn {
-		case fnSum, fnCount, fnMin, fnMax, fnMean, fnLatest:
-		default:
-			return nil, l.errf(fnNode, "unknown combine fn %q (want sum, count, min, max, mean or latest)", fnName)
+		fn, reverse, ok := combineFnOf(cs.fnName)
+		if !ok {
+			return nil, l.errf(cs.fnNode, "unknown combine fn %q (want %s)", cs.fnName, combineFnNames)
+		}
+		op := combineOp{out: out, fn: fn, src: -1, reverse: reverse}
+		if fn == fnTop {
+			if err := l.topConfig(&op, cs); err != nil {
+				return nil, err
+			}
+		} else if cs.configNode != nil {
+			return nil, l.errf(cs.configNode, "combine %q: %s takes no config", out, cs.fnName)
+		}
+		value, valueNode := cs.value, cs.valueNode
+		if value == "" && fn != fnCount && in.schema.Index(out) >= 0 {
+			// Beam: without value, the output aggregates the field of its name.
+			value, valueNode = out, k
 		}
 		var vt row.Type
-		if value != "" {
+		// Beam's count counts elements, whatever their value.
+		countRows := fn == fnCount && (beamShape || (v.kind == kString && in.schema.Index(value) < 0))
+		if value != "" && !countRows {
 			op.src = in.schema.Index(value)
-			if op.src < 0 && !(op.fn == fnCount && v.kind == kString) {
+			if op.src < 0 {
 				at := valueNode
 				if at == nil {
 					at = k
 				}
-				return nil, l.errf(at, "combine %q: %q is not a field of the input (%s)", out, value, in.schema)
+				hint := ""
+				if lang == "python" || lang == "javascript" {
+					hint = "; expressions in value are not supported yet: compute the field in MapToFields (CEL) first"
+				}
+				return nil, l.errf(at, "combine %q: %q is not a field of the input (%s)%s", out, value, in.schema, hint)
 			}
-			if op.src >= 0 {
-				vt = in.schema.Fields[op.src].Type
-			}
-		} else if op.fn != fnCount {
-			return nil, l.errf(v, "combine %q: %s needs a value field", out, op.fn)
+			vt = in.schema.Fields[op.src].Type
+		} else if fn != fnCount {
+			return nil, l.errf(v, "combine %q: %s needs a value field", out, fn)
 		}
-		switch op.fn {
+		switch fn {
 		case fnSum, fnMean:
 			if !vt.IsNumeric() {
-				return nil, l.errf(fnNode, "combine %q: %s needs a numeric field; %q is %s (cast it in MapToFields, e.g. int(x))", out, op.fn, value, vt)
+				return nil, l.errf(cs.fnNode, "combine %q: %s needs a numeric field; %q is %s (cast it in MapToFields, e.g. int(x))", out, fn, value, vt)
 			}
 			op.typ = vt
-			if op.fn == fnMean {
+			if fn == fnMean {
 				op.typ = row.Of(row.KindFloat)
 			}
 		case fnCount:
 			op.typ = row.Of(row.KindInt)
-		case fnMin, fnMax:
+		case fnMin, fnMax, fnTop:
 			switch vt.Kind {
 			case row.KindInt, row.KindFloat, row.KindString, row.KindTimestamp, row.KindBool:
 			default:
-				return nil, l.errf(fnNode, "combine %q: %s needs an ordered field (int, float, string, timestamp, bool); %q is %s", out, op.fn, value, vt)
+				return nil, l.errf(cs.fnNode, "combine %q: %s needs an ordered field (int, float, string, timestamp, bool); %q is %s", out, cs.fnName, value, vt)
+			}
+			op.typ = vt
+			if fn == fnTop {
+				op.typ = row.ListOf(vt)
+			}
+		case fnAll, fnAny:
+			op.typ = row.Of(row.KindBool)
+		case fnGroup:
+			op.typ = row.ListOf(vt)
+		case fnConcat:
+			if vt.Kind != row.KindList {
+				return nil, l.errf(cs.fnNode, "combine %q: concat needs a list field; %q is %s (group collects scalar values)", out, value, vt)
 			}
 			op.typ = vt
 		case fnLatest:
@@ -402,13 +716,19 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		if op.src >= 0 {
 			valueType = vt.String()
 		}
-		stored = append(stored, graph.Field{Name: string(op.fn), Type: valueType})
+		name := string(op.fn)
+		if fn == fnTop {
+			name = fmt.Sprintf("top(%d,reverse=%t)", op.n, op.reverse)
+		}
+		stored = append(stored, graph.Field{Name: name, Type: valueType})
 	}
-	outFields = append(outFields,
-		row.Field{Name: fieldWindowStart, Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: fieldWindowEnd, Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: fieldPane, Type: row.RowOf(row.PaneSchema())},
-	)
+	if !beamShape {
+		outFields = append(outFields,
+			row.Field{Name: fieldWindowStart, Type: row.Of(row.KindTimestamp)},
+			row.Field{Name: fieldWindowEnd, Type: row.Of(row.KindTimestamp)},
+			row.Field{Name: fieldPane, Type: row.RowOf(row.PaneSchema())},
+		)
+	}
 	out, err := row.NewSchema(outFields...)
 	if err != nil {
 		return nil, l.wrapf(cn, err, "bad combine outputs")

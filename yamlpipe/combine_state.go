@@ -71,9 +71,23 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 		}
 		out = append(out, set)
 		out = binary.BigEndian.AppendUint64(out, uint64(s.t))
-		out = appendKeyValue(out, s.v)
+		out = appendStateValue(out, s.v)
 	}
 	return out, nil
+}
+
+// appendStateValue encodes a slot's value: lists element by element (so
+// ints stay ints), anything else as appendKeyValue does.
+func appendStateValue(dst []byte, v any) []byte {
+	l, ok := v.([]any)
+	if !ok {
+		return appendKeyValue(dst, v)
+	}
+	dst = binary.AppendUvarint(append(dst, tagList), uint64(len(l)))
+	for _, e := range l {
+		dst = appendStateValue(dst, e)
+	}
+	return dst
 }
 
 // DecodeState reads what EncodeState wrote.
@@ -155,6 +169,20 @@ func readKeyValue(b []byte) (any, []byte, error) {
 			return nil, nil, bad
 		}
 		return b[0] == 1, b[1:], nil
+	case tagList:
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return nil, nil, bad
+		}
+		b = b[k:]
+		l := make([]any, n)
+		for i := range l {
+			var err error
+			if l[i], b, err = readKeyValue(b); err != nil {
+				return nil, nil, err
+			}
+		}
+		return l, b, nil
 	case tagString, tagOther:
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {

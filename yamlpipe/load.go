@@ -14,8 +14,10 @@ package yamlpipe
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +36,9 @@ type Options struct {
 	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
 	// Nil for in-process runs of bounded pipelines.
 	Job *JobEnv
+	// LogOutput receives LogForTesting's lines, one JSON object per line
+	// (default: standard output for in-process runs; dropped in a job).
+	LogOutput io.Writer
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -126,6 +131,13 @@ type loader struct {
 	root   weir.Scope
 	// outs maps "Name" and "Name.tag" to built collections.
 	outs map[string]*coll
+	// log is where the LogForTesting steps print (see logOutput).
+	log *logLines
+	// alias maps a nested composite's name (and Name.output) to the
+	// transform producing its output (see expandComposite).
+	alias map[string]string
+	// composites are the top-level composites, for name checks.
+	composites []compositeAt
 }
 
 func (l *loader) parse(root *node) error {
@@ -183,7 +195,19 @@ func (l *loader) parse(root *node) error {
 	if len(items) == 0 {
 		return l.errf(tn, "pipeline transforms is empty")
 	}
+	l.alias = map[string]string{}
 	for _, it := range items {
+		if isComposite(it) {
+			if chain {
+				return l.errf(it, "a nested %s cannot be a step of a chain: use a composite pipeline", it.get("type").text)
+			}
+			inner, err := l.expandComposite(it, "", nil)
+			if err != nil {
+				return err
+			}
+			l.specs = append(l.specs, inner...)
+			continue
+		}
 		t, err := l.parseTransform(it, chain)
 		if err != nil {
 			return err
@@ -191,6 +215,9 @@ func (l *loader) parse(root *node) error {
 		l.specs = append(l.specs, t)
 	}
 	if err := l.assignNames(); err != nil {
+		return err
+	}
+	if err := l.checkCompositeNames(); err != nil {
 		return err
 	}
 	if chain {
@@ -355,6 +382,7 @@ func (l *loader) assignNames() error {
 
 // resolveRef finds the transform and output tag an input reference names.
 func (l *loader) resolveRef(r *inputRef) error {
+	r.text = l.unalias(r.text)
 	if t, ok := l.byName[r.text]; ok {
 		r.from, r.tag = t, ""
 	} else if i := strings.LastIndexByte(r.text, '.'); i > 0 {
@@ -365,7 +393,14 @@ func (l *loader) resolveRef(r *inputRef) error {
 	if r.from == nil {
 		return l.errf(r.n, "unknown input %q (transforms: %s)", r.text, strings.Join(l.names(), ", "))
 	}
-	if r.tag != "" && r.tag != r.from.errOut {
+	tags := l.outputTags(r.from)
+	if r.tag == "" && len(tags) > 0 {
+		return l.errf(r.n, "input %q: %s has no main output; read one of its outputs (%s) as %s.NAME", r.text, r.from.typ, strings.Join(tags, ", "), r.from.name)
+	}
+	if r.tag != "" && r.tag != r.from.errOut && !slices.Contains(tags, r.tag) {
+		if len(tags) > 0 {
+			return l.errf(r.n, "input %q: transform %q has no output %q (its outputs: %s)", r.text, r.from.name, r.tag, strings.Join(tags, ", "))
+		}
 		if r.from.errOut == "" {
 			return l.errf(r.n, "input %q: transform %q has no output %q (declare error_handling: {output: %s} on it)", r.text, r.from.name, r.tag, r.tag)
 		}

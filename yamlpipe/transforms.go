@@ -64,9 +64,21 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "WindowInto":
 		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
 	case "Combine":
-		return &transformDef{keys: []string{"group_by", "combine"}, build: buildCombine}, true
+		return &transformDef{keys: []string{"group_by", "combine", "language"}, build: buildCombine}, true
 	case "Flatten":
 		return &transformDef{multi: true, build: buildFlatten}, true
+	case "Explode":
+		return &transformDef{keys: []string{"fields", "cross_product", "error_handling"}, errors: true, build: buildExplode}, true
+	case "AssignTimestamps":
+		return &transformDef{keys: []string{"timestamp", "language", "error_handling"}, errors: true, build: buildAssignTimestamps}, true
+	case "Partition":
+		return &transformDef{keys: []string{"by", "outputs", "unknown_output", "language", "error_handling"}, errors: true, build: buildPartition}, true
+	case "LogForTesting":
+		return &transformDef{keys: []string{"level", "prefix"}, build: buildLogForTesting}, true
+	case "ReadFromText":
+		return &transformDef{keys: []string{"path", "delimiter"}, source: true, build: buildReadFromText}, true
+	case "WriteToText":
+		return &transformDef{keys: []string{"path"}, sink: true, build: buildWriteToText}, true
 	}
 	return nil, false
 }
@@ -74,7 +86,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql"}
+		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
+		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText"}
 	sort.Strings(out)
 	return out
 }

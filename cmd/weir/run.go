@@ -162,7 +162,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 		return printValid(e.stdout, path, p.Graph(), f.format)
 	}
-	p, err := loadPipeline(path)
+	p, err := loadPipelineLogging(path, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -177,10 +177,25 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if res == nil {
 		res = &runner.Result{}
 	}
-	if f.format == formatJSON {
-		return writeJSON(e.stdout, runResultOf(res))
+	// LogForTesting prints the elements on stdout: the summary goes to stderr.
+	summary := e.stdout
+	if logsForTesting(p.Graph()) {
+		summary = e.stderr
 	}
-	return writeStepTable(e.stdout, res)
+	if f.format == formatJSON {
+		return writeJSON(summary, runResultOf(res))
+	}
+	return writeStepTable(summary, res)
+}
+
+// logsForTesting reports whether g has a LogForTesting step.
+func logsForTesting(g *graph.Pipeline) bool {
+	for _, s := range g.Steps {
+		if s.Fn != nil && s.Fn.URN == "weir:yaml:LogForTesting" {
+			return true
+		}
+	}
+	return false
 }
 
 // runResult is what `weir run --format json` prints for a pipeline run in
@@ -351,12 +366,16 @@ func jobNameFromFile(path string) string {
 
 // loadPipeline loads a YAML pipeline, resolving paths against the current
 // directory; any load or validation error is an invalid pipeline.
-func loadPipeline(path string) (*weir.Pipeline, error) {
+func loadPipeline(path string) (*weir.Pipeline, error) { return loadPipelineLogging(path, nil) }
+
+// loadPipelineLogging is loadPipeline with LogForTesting printing to
+// logOut (nil: standard output).
+func loadPipelineLogging(path string, logOut io.Writer) (*weir.Pipeline, error) {
 	wd, err := workingDir()
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut})
 	if errors.Is(err, yamlpipe.ErrNeedsServer) {
 		return nil, withCode(ExitNeedsServer, err)
 	}

@@ -1,0 +1,648 @@
+package yamlpipe
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// Beam YAML's elementwise transforms, as Beam's transform catalog defines
+// them (apache_beam.yaml.yaml_mapping and yaml_provider): Explode,
+// AssignTimestamps, Partition and LogForTesting.
+
+// ---- values: a field or an expression ----
+
+// valueFn computes a value per row: a copy of input field src, or a CEL
+// program.
+type valueFn struct {
+	src  int
+	prg  *program
+	typ  row.Type
+	expr *node // while resolving: the expression to compile
+}
+
+// exprLanguage reads a Beam language key: cel and generic expressions are
+// CEL; with python or javascript only field names are accepted for now.
+func (l *loader) exprLanguage(t *transformSpec) (string, error) {
+	ln := t.config.get("language")
+	if ln == nil {
+		return "", nil
+	}
+	lang, err := l.str(ln, "language")
+	if err != nil {
+		return "", err
+	}
+	switch lang {
+	case "cel", "generic", "python", "javascript":
+		return lang, nil
+	}
+	return "", l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel or generic); python and javascript accept field names only", lang)
+}
+
+// fieldOrExpr compiles n, Beam's `field`, `expression` or {expression: ...}:
+// a bare input field is read directly; anything else is a CEL expression,
+// compiled in the returned scope with the step's side inputs.
+func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celScope, []weir.StepOption, error) {
+	v, err := l.fieldOrExprValue(t, in, n, what)
+	if err != nil || v.src >= 0 {
+		return v, nil, nil, err
+	}
+	sc, sides, err := l.celStep(t, in)
+	if err != nil {
+		return valueFn{}, nil, nil, err
+	}
+	prg, typ, err := l.compileExpr(sc, v.expr, what)
+	if err != nil {
+		return valueFn{}, nil, nil, err
+	}
+	return valueFn{src: -1, prg: prg, typ: rowTypeOfCEL(typ)}, sc, sides, nil
+}
+
+// fieldOrExprValue resolves n to an input field (src >= 0) or to the node
+// of a CEL expression (expr).
+func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what string) (valueFn, error) {
+	lang, err := l.exprLanguage(t)
+	if err != nil {
+		return valueFn{}, err
+	}
+	if n.kind == kMap {
+		if c := n.get("callable"); c != nil {
+			return valueFn{}, l.errf(c, "%s: callable needs language: python, which weir does not run yet; write the expression in CEL", what)
+		}
+		if err := l.checkKeys(n, what, "expression"); err != nil {
+			return valueFn{}, err
+		}
+		e := n.get("expression")
+		if e == nil {
+			return valueFn{}, l.errf(n, "%s needs an expression", what)
+		}
+		n = e
+	}
+	if n.kind == kString {
+		if i := in.schema.Index(n.text); i >= 0 {
+			return valueFn{src: i, typ: in.schema.Fields[i].Type}, nil
+		}
+	}
+	if lang == "python" || lang == "javascript" {
+		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); %s expressions are not supported yet: use CEL (language: generic)", what, n.text, in.schema, lang)
+	}
+	return valueFn{src: -1, expr: n}, nil
+}
+
+// evaluator evaluates a valueFn; each worker has its own (an activation is
+// not safe for concurrent use).
+type evaluator struct {
+	v   valueFn
+	act *activation
+}
+
+func newEvaluator(v valueFn, sc *celScope) evaluator {
+	e := evaluator{v: v}
+	if v.prg != nil {
+		e.act = &activation{sc: sc}
+	}
+	return e
+}
+
+func (e *evaluator) clone() evaluator {
+	c := evaluator{v: e.v}
+	if e.act != nil {
+		c.act = &activation{sc: e.act.sc}
+	}
+	return c
+}
+
+func (e *evaluator) eval(r *rowT, pc *contract.ProcessContext, what string) (any, error) {
+	if e.v.prg == nil {
+		return r.Values[e.v.src], nil
+	}
+	e.act.reset(r, pc)
+	x, err := e.act.evalValue(e.v.prg, e.v.typ)
+	if err != nil {
+		return nil, evalError(what, err)
+	}
+	return x, nil
+}
+
+// ---- AssignTimestamps ----
+
+// assignTimestampsFn is AssignTimestamps' DoFn.
+type assignTimestampsFn struct{ ev evaluator }
+
+// Clone gives each worker its own evaluator.
+func (f *assignTimestampsFn) Clone() any { return &assignTimestampsFn{ev: f.ev.clone()} }
+
+// Process implements contract.DoFn.
+func (f *assignTimestampsFn) Process(pc *contract.ProcessContext, e contract.Element) error {
+	in, ok := row.AsRow(e.Value)
+	if !ok {
+		return notARow(e.Value)
+	}
+	x, err := f.ev.eval(in, pc, "timestamp")
+	if err != nil {
+		return err
+	}
+	ts, err := beamTimestamp(x)
+	if err != nil {
+		return &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: "timestamp: " + err.Error()}
+	}
+	e.Value, e.Time = in, ts
+	pc.Emit(0, e)
+	return nil
+}
+
+// beamTimestamp converts a value to an event time as Beam's Timestamp does:
+// numbers are seconds since the epoch; strings are RFC 3339.
+func beamTimestamp(x any) (mtime.Time, error) {
+	switch y := x.(type) {
+	case mtime.Time:
+		return y, nil
+	case int64:
+		if y > int64(mtime.MaxTimestamp)/1000 || y < int64(mtime.MinTimestamp)/1000 {
+			return 0, fmt.Errorf("%d seconds is out of range", y)
+		}
+		return mtime.Time(y * 1000), nil
+	case float64:
+		ms := math.Round(y * 1000)
+		if math.IsNaN(ms) || ms > float64(mtime.MaxTimestamp) || ms < float64(mtime.MinTimestamp) {
+			return 0, fmt.Errorf("%v seconds is out of range", y)
+		}
+		return mtime.Time(ms), nil
+	case string:
+		ts, err := mtime.Parse(y)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z): %w", y, err)
+		}
+		return ts, nil
+	case nil:
+		return 0, fmt.Errorf("the value is null")
+	}
+	return 0, fmt.Errorf("a %s is not a timestamp (want seconds since the epoch, RFC 3339 or a timestamp)", row.GoTypeName(x))
+}
+
+func buildAssignTimestamps(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	tn := t.config.get("timestamp")
+	if tn == nil {
+		return nil, l.errf(t.typNode, "AssignTimestamps needs config.timestamp (a field or a CEL expression)")
+	}
+	v, sc, sides, err := l.fieldOrExpr(t, in, tn, "timestamp")
+	if err != nil {
+		return nil, err
+	}
+	switch v.typ.Kind {
+	case row.KindTimestamp, row.KindInt, row.KindFloat, row.KindString, row.KindAny:
+	default:
+		return nil, l.errf(tn, "timestamp has type %s; want a timestamp, seconds since the epoch (int or float) or an RFC 3339 string", v.typ)
+	}
+	fn := &assignTimestampsFn{ev: newEvaluator(v, sc)}
+	opts := append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), sides...)
+	res := parDo(l.root, t.name, in, fn, opts...)
+	l.registerErrors(t, res)
+	return rowsColl(in.schema, res), nil
+}
+
+// ---- Explode ----
+
+// explodeFn is Explode's DoFn.
+type explodeFn struct {
+	out    *row.Schema
+	fields []int
+	cross  bool
+}
+
+// Process implements contract.DoFn.
+func (f *explodeFn) Process(pc *contract.ProcessContext, e contract.Element) error {
+	in, ok := row.AsRow(e.Value)
+	if !ok {
+		return notARow(e.Value)
+	}
+	lists := make([][]any, len(f.fields))
+	for j, i := range f.fields {
+		l, ok := in.Values[i].([]any)
+		if !ok {
+			return &contract.ElementError{Reason: "type_mismatch",
+				Message: fmt.Sprintf("Explode: field %s is %s, not a list", in.Schema.Fields[i].Name, row.GoTypeName(in.Values[i]))}
+		}
+		lists[j] = l
+	}
+	emit := func(vals []any) {
+		r := &rowT{Schema: f.out, Values: slices.Clone(vals)}
+		o := e
+		o.Value = r
+		pc.Emit(0, o)
+	}
+	base := slices.Clone(in.Values)
+	if f.cross {
+		var rec func(k int)
+		rec = func(k int) {
+			if k == len(f.fields) {
+				emit(base)
+				return
+			}
+			for _, v := range lists[k] {
+				base[f.fields[k]] = v
+				rec(k + 1)
+			}
+		}
+		rec(0)
+		return nil
+	}
+	n := 0
+	for _, l := range lists {
+		n = max(n, len(l))
+	}
+	for i := 0; i < n; i++ {
+		for j, fi := range f.fields {
+			base[fi] = nil
+			if i < len(lists[j]) {
+				base[fi] = lists[j][i]
+			}
+		}
+		emit(base)
+	}
+	return nil
+}
+
+func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	if in.isReject {
+		return nil, l.errf(t.typNode, "Explode reads rows, not an error output")
+	}
+	names, nodes, err := l.strList(t.config.get("fields"), "fields")
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, l.errf(t.typNode, "Explode needs config.fields (a field or a list of fields of list type)")
+	}
+	cross := true
+	cn := t.config.get("cross_product")
+	if cn != nil && cn.kind != kNull {
+		if cross, err = l.boolean(cn, "cross_product"); err != nil {
+			return nil, err
+		}
+	} else if len(names) > 1 {
+		return nil, l.errf(t.config.keyNode("fields"), "cross_product must be specified true or false when exploding several fields")
+	}
+	fields := slices.Clone(in.schema.Fields)
+	f := &explodeFn{cross: cross}
+	seen := map[string]bool{}
+	for i, name := range names {
+		idx := in.schema.Index(name)
+		if idx < 0 {
+			return nil, l.errf(nodes[i], "Explode: %q is not a field of the input (%s)", name, in.schema)
+		}
+		if seen[name] {
+			return nil, l.errf(nodes[i], "Explode: %q is listed twice", name)
+		}
+		seen[name] = true
+		switch ft := in.schema.Fields[idx].Type; ft.Kind {
+		case row.KindList:
+			fields[idx].Type = *ft.Elem
+		case row.KindAny:
+		default:
+			return nil, l.errf(nodes[i], "Explode: field %q is %s, not a list", name, ft)
+		}
+		f.fields = append(f.fields, idx)
+	}
+	out, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, l.wrapf(t.typNode, err, "Explode")
+	}
+	f.out = out
+	res := parDo(l.root, t.name, in, f, stepOpts(t, append(errorOpt(t), weir.WithCoder(out.Coder()))...)...)
+	l.registerErrors(t, res)
+	return rowsColl(out, res), nil
+}
+
+// ---- Partition ----
+
+// partitionOutputs returns the outputs a Partition declares (outputs and
+// unknown_output), read from its config as written.
+func partitionOutputs(t *transformSpec) []string {
+	var out []string
+	if on := t.config.get("outputs"); on != nil && on.kind == kSeq {
+		for _, o := range on.seq {
+			if o.kind == kString && !slices.Contains(out, o.text) {
+				out = append(out, o.text)
+			}
+		}
+	}
+	if un := t.config.get("unknown_output"); un != nil && un.kind == kString && !slices.Contains(out, un.text) {
+		out = append(out, un.text)
+	}
+	return out
+}
+
+// outputTags returns the named outputs of t besides its error output:
+// a Partition's outputs.
+func (l *loader) outputTags(t *transformSpec) []string {
+	if t.typ == "Partition" {
+		return partitionOutputs(t)
+	}
+	return nil
+}
+
+// reasonUnknownOutput is the reject reason of an element a Partition sends
+// to an output it does not declare.
+const reasonUnknownOutput = "unknown_output"
+
+func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	if in.isReject {
+		return nil, l.errf(t.typNode, "Partition reads rows, not an error output")
+	}
+	outputs, outNodes, err := l.strList(t.config.get("outputs"), "outputs")
+	if err != nil {
+		return nil, err
+	}
+	if len(outputs) == 0 {
+		return nil, l.errf(t.typNode, "Partition needs config.outputs (the names of its outputs, read as %s.NAME)", t.name)
+	}
+	unknown, un, err := l.optStr(t.config, "unknown_output")
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range outputs {
+		if o == "" || strings.ContainsAny(o, "./ ") {
+			return nil, l.errf(outNodes[i], "output name %q is not allowed (use letters, digits, _ and -)", o)
+		}
+		if o == t.errOut {
+			return nil, l.errf(outNodes[i], "error output %q cannot be among the listed outputs", o)
+		}
+	}
+	if unknown != "" && (unknown == t.errOut || strings.ContainsAny(unknown, "./ ")) {
+		return nil, l.errf(un, "unknown_output %q is not allowed (it must differ from the error output and use letters, digits, _ and -)", unknown)
+	}
+	bn := t.config.get("by")
+	if bn == nil {
+		return nil, l.errf(t.typNode, "Partition needs config.by (a field or a CEL expression naming the output)")
+	}
+	v, sc, sides, err := l.fieldOrExpr(t, in, bn, "by")
+	if err != nil {
+		return nil, err
+	}
+	if k := v.typ.Kind; k != row.KindString && k != row.KindAny {
+		return nil, l.errf(bn, "Partition function %q must return a string, not %s", bn.text, v.typ)
+	}
+	_ = sides // Partition's keys have no side_inputs
+	tags := partitionOutputs(t)
+	decls := make([]weir.OutputDecl, len(tags))
+	for i, tag := range tags {
+		decls[i] = weir.Output[*rowT](tag)
+	}
+	known := map[string]bool{}
+	for _, o := range outputs {
+		known[o] = true
+	}
+	// An activation is per goroutine: workers take one from the pool.
+	pool := sync.Pool{New: func() any { ev := newEvaluator(v, sc); return &ev }}
+	fn := func(_ *weir.Context, r *rowT, out *weir.Emitters) error {
+		ev := pool.Get().(*evaluator)
+		defer pool.Put(ev)
+		x, err := ev.eval(r, nil, "by")
+		if err != nil {
+			return err
+		}
+		var tag string
+		switch y := x.(type) {
+		case nil:
+			tag = unknown
+		case string:
+			tag = y
+		default:
+			return &contract.ElementError{Reason: "type_mismatch", Message: fmt.Sprintf("Partition: by gave a %s, not an output name", row.GoTypeName(x))}
+		}
+		if !known[tag] {
+			if unknown == "" {
+				return &contract.ElementError{Reason: reasonUnknownOutput, Message: fmt.Sprintf("Partition: unknown output name %q (outputs: %s; set unknown_output to catch it)", tag, strings.Join(outputs, ", "))}
+			}
+			tag = unknown
+		}
+		return out.Emit(tag, r)
+	}
+	opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...)
+	res := weir.ParDoN(l.root, t.name, in.rows, fn, decls, opts...)
+	for _, tag := range tags {
+		c := weir.TaggedOutput[*rowT](res, tag)
+		l.outs[t.name+"."+tag] = rowsColl(in.schema, c)
+	}
+	l.registerErrors(t, weir.TaggedOutput[*rowT](res, tags[0]))
+	return nil, nil
+}
+
+// ---- LogForTesting ----
+
+// logLines writes LogForTesting's lines to one writer; the mutex keeps
+// lines from several workers whole.
+type logLines struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (o *logLines) write(line []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, err := o.w.Write(line); err != nil {
+		return fmt.Errorf("LogForTesting: writing: %w", err)
+	}
+	return nil
+}
+
+// logForTestingFn is LogForTesting's DoFn: it prints each element and
+// passes it on.
+type logForTestingFn struct {
+	prefix string
+	out    *logLines
+	buf    []byte
+}
+
+// Clone gives each worker its own line buffer.
+func (f *logForTestingFn) Clone() any { return &logForTestingFn{prefix: f.prefix, out: f.out} }
+
+// Process implements contract.DoFn.
+func (f *logForTestingFn) Process(pc *contract.ProcessContext, e contract.Element) error {
+	f.buf = append(f.buf[:0], f.prefix...)
+	f.buf = appendPyJSON(f.buf, e.Value)
+	f.buf = append(f.buf, '\n')
+	if err := f.out.write(f.buf); err != nil {
+		return err
+	}
+	pc.Emit(0, e)
+	return nil
+}
+
+// logOutput is where LogForTesting prints: Options.LogOutput, else the
+// process's standard output for an in-process run. A job's lines are
+// dropped until the job service routes them to the job's events.
+func (l *loader) logOutput() *logLines {
+	if l.log == nil {
+		w := l.opts.LogOutput
+		if w == nil {
+			w = os.Stdout
+			if l.opts.Job != nil {
+				w = io.Discard
+			}
+		}
+		l.log = &logLines{w: w}
+	}
+	return l.log
+}
+
+func buildLogForTesting(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
+	in := ins[0]
+	if ln := t.config.get("level"); ln != nil {
+		level, err := l.str(ln, "level")
+		if err != nil {
+			return nil, err
+		}
+		switch level {
+		case "ERROR", "INFO", "DEBUG":
+		default:
+			return nil, l.errf(ln, "unknown log level %q (want ERROR, INFO or DEBUG)", level)
+		}
+	}
+	prefix, _, err := l.optStr(t.config, "prefix")
+	if err != nil {
+		return nil, err
+	}
+	fn := &logForTestingFn{prefix: prefix, out: l.logOutput()}
+	res := parDo(l.root, t.name, in, fn, stepOpts(t, weir.WithCoder(in.schema.Coder()))...)
+	return rowsColl(in.schema, res), nil
+}
+
+// appendPyJSON appends v as Python's json.dumps prints it, the way Beam's
+// LogForTesting logs elements: ", " and ": " separators, non-ASCII as \u
+// escapes, floats always with a decimal point or an exponent (1.0, 1e-05),
+// NaN and Infinity; rows are objects, timestamps RFC 3339 strings.
+func appendPyJSON(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		if x {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case int64:
+		return strconv.AppendInt(dst, x, 10)
+	case float64:
+		return appendPyFloat(dst, x)
+	case string:
+		return appendPyString(dst, x)
+	case mtime.Time:
+		return appendPyString(dst, x.Format())
+	case *rowT:
+		dst = append(dst, '{')
+		for i, f := range x.Schema.Fields {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = appendPyString(dst, f.Name)
+			dst = append(dst, ": "...)
+			var fv any
+			if i < len(x.Values) {
+				fv = x.Values[i]
+			}
+			dst = appendPyJSON(dst, fv)
+		}
+		return append(dst, '}')
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = appendPyJSON(dst, e)
+		}
+		return append(dst, ']')
+	case contract.Reject:
+		return appendPyJSON(dst, row.FromReject(x))
+	}
+	if r, ok := row.AsRow(v); ok {
+		return appendPyJSON(dst, r)
+	}
+	// Anything else (maps of any fields): encoded as weir's JSON.
+	return row.AppendJSONValue(dst, v)
+}
+
+// appendPyFloat formats f as Python's repr does.
+func appendPyFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, "NaN"...)
+	case math.IsInf(f, 1):
+		return append(dst, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(dst, "-Infinity"...)
+	}
+	exp := 0
+	if f != 0 {
+		exp = int(math.Floor(math.Log10(math.Abs(f))))
+		// Log10 can be off by one at powers of ten: ask the shortest 'e' form.
+		e := strconv.FormatFloat(f, 'e', -1, 64)
+		if i := strings.IndexByte(e, 'e'); i >= 0 {
+			exp, _ = strconv.Atoi(e[i+1:])
+		}
+	}
+	if exp < -4 || exp >= 16 {
+		return strconv.AppendFloat(dst, f, 'e', -1, 64)
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
+	if !strings.ContainsRune(string(dst[start:]), '.') {
+		dst = append(dst, ".0"...)
+	}
+	return dst
+}
+
+// appendPyString appends s as a JSON string with Python's ensure_ascii.
+func appendPyString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	u4 := func(dst []byte, r rune) []byte {
+		return append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+	}
+	dst = append(dst, '"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			dst = append(dst, '\\', '"')
+		case r == '\\':
+			dst = append(dst, '\\', '\\')
+		case r == '\n':
+			dst = append(dst, '\\', 'n')
+		case r == '\r':
+			dst = append(dst, '\\', 'r')
+		case r == '\t':
+			dst = append(dst, '\\', 't')
+		case r == '\b':
+			dst = append(dst, '\\', 'b')
+		case r == '\f':
+			dst = append(dst, '\\', 'f')
+		case r < 0x20 || (r >= 0x7f && r < utf8.RuneSelf):
+			dst = u4(dst, r)
+		case r < utf8.RuneSelf:
+			dst = append(dst, byte(r))
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			dst = u4(u4(dst, r1), r2)
+		default:
+			dst = u4(dst, r)
+		}
+	}
+	return append(dst, '"')
+}
