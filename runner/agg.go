@@ -129,6 +129,8 @@ type aggNode struct {
 	changes   changeLog[dirtyRef]
 	sc        StateCoder
 	late      lateRoute
+	// checked is agg when it can refuse an element (nil otherwise).
+	checked RejectingAggregator
 }
 
 type touchRef struct {
@@ -145,6 +147,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		groups:  make([]*keyGroupState, w.r.opts.KeyGroups),
 		late:    newLateRoute(w, sp, out),
 	}
+	n.checked, _ = n.agg.(RejectingAggregator)
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
 		func(d dirtyRef) *uint64 { return &d.k.dirty },
@@ -315,7 +318,20 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		if ws.acc == nil {
 			ws.acc = n.agg.NewAccumulator()
 		}
-		ws.acc = n.agg.AddInput(ws.acc, e)
+		if n.checked != nil {
+			acc, err := n.checked.AddInputErr(ws.acc, e)
+			ws.acc = acc
+			if err != nil {
+				// Refused (an overflow): a reject of the step, routed as a
+				// DoFn's is; the window's state is unchanged.
+				if err := reject(n.late.out, n.sp, n.late.tag, *e, err); err != nil {
+					return err
+				}
+				continue
+			}
+		} else {
+			ws.acc = n.agg.AddInput(ws.acc, e)
+		}
 		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {

@@ -57,6 +57,10 @@ type Keyer = contract.Keyer
 // Aggregator is contract.Aggregator: the code of a GroupByKey or CombinePerKey.
 type Aggregator = contract.Aggregator
 
+// RejectingAggregator is contract.RejectingAggregator: an aggregator that
+// can refuse an element.
+type RejectingAggregator = contract.RejectingAggregator
+
 // Timer is contract.Timer: a timer firing in a stateful step.
 type Timer = contract.Timer
 

@@ -2,6 +2,7 @@ package yamlpipe
 
 import (
 	"bufio"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -177,24 +178,53 @@ func TestCombineNullKey(t *testing.T) {
 }
 
 // An int64 sum that would overflow keeps its previous value; the element
-// that would overflow it is rejected with reason overflow.
+// that would overflow it is a reject with reason overflow: on the step's
+// error output when it declares one, else it fails the bounded run naming
+// the step and the reason.
 func TestCombineSumOverflow(t *testing.T) {
-	src := `pipeline:
-  type: chain
+	const pipeline = `pipeline:
   transforms:
     - type: Create
+      name: In
       config:
         elements:
           - {k: a, v: 9223372036854775807}
           - {k: a, v: 9223372036854775807}
     - type: Combine
+      name: Sums
+      input: In
       config:
         group_by: k
         combine: {v: sum}
-    - type: MapToFields
+%s    - type: MapToFields
+      name: Out
+      input: Sums
       config: {fields: {k: k, v: v}}
-` + sinkJSON
-	wantLines(t, outLines(t, src, 1), `{"k":"a","v":9223372036854775807}`)
+    - type: WriteToJson
+      input: Out
+      config: {path: out.jsonl}
+`
+	const errOut = `      error_handling: {output: bad}
+    - type: MapToFields
+      name: Reasons
+      input: Sums.bad
+      config: {fields: {reason: error.reason}}
+    - type: WriteToJson
+      name: WriteBad
+      input: Reasons
+      config: {path: bad.jsonl}
+`
+	dir := t.TempDir()
+	if err := runSrc(t, dir, fmt.Sprintf(pipeline, errOut), 1); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	wantLines(t, sortedLines(t, filepath.Join(dir, "out.jsonl")), `{"k":"a","v":9223372036854775807}`)
+	wantLines(t, sortedLines(t, filepath.Join(dir, "bad.jsonl")), `{"reason":"overflow"}`)
+
+	err := runSrc(t, t.TempDir(), fmt.Sprintf(pipeline, ""), 1)
+	if err == nil || !strings.Contains(err.Error(), `"Sums"`) || !strings.Contains(err.Error(), "overflow") {
+		t.Fatalf("run without error_handling: %v, want a failure naming step Sums and reason overflow", err)
+	}
 
 	s := row.MustSchema(row.Field{Name: "v", Type: row.Of(row.KindInt)})
 	a := &aggregator{ops: []combineOp{{out: "v", fn: fnSum, src: 0, typ: row.Of(row.KindInt)}},
@@ -205,7 +235,7 @@ func TestCombineSumOverflow(t *testing.T) {
 			t.Fatalf("add %d: %v", v, err)
 		}
 	}
-	_, err := a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(1)}}})
+	_, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(1)}}})
 	ee, ok := err.(*contract.ElementError)
 	if !ok || ee.Reason != reasonOverflow {
 		t.Fatalf("overflowing add: err = %v, want an element error with reason %q", err, reasonOverflow)

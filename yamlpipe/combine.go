@@ -153,15 +153,12 @@ func (a *aggregator) NewAccumulator() any {
 	return &accumulator{slots: make([]slot, len(a.ops))}
 }
 
-// AddInput folds one row into acc. An element that would overflow an
-// integer sum leaves the accumulator as it was (see AddInputErr).
+// AddInput folds one row into acc. The runner calls AddInputErr instead
+// (the aggregator is a contract.RejectingAggregator), so that an element
+// that would overflow an integer sum becomes a reject; here it is only
+// left out.
 func (a *aggregator) AddInput(acc any, e *contract.Element) any {
-	out, err := a.AddInputErr(acc, e)
-	if err != nil {
-		// The runner's aggregations have no reject path yet: the element is
-		// left out and the failure logged with its reason and position.
-		slog.Default().Warn("combine element rejected", "step", a.step, "reason", reasonOverflow, "error", err, "source", e.Source.String())
-	}
+	out, _ := a.AddInputErr(acc, e)
 	return out
 }
 
@@ -736,12 +733,13 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	agg.out = out
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: accumulatorURN, Version: 1, Fields: stored}
-	opts := stepOpts(t, weir.WithCoder(out.Coder()))
+	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
 	var res weir.PCollection[*rowT]
 	if in.isReject {
 		res = weir.Aggregate[contract.Reject, *rowT](l.root, t.name, in.rejects, agg, keyCoder, storedCoder, opts...)
 	} else {
 		res = weir.Aggregate[*rowT, *rowT](l.root, t.name, in.rows, agg, keyCoder, storedCoder, opts...)
 	}
+	l.registerErrors(t, res)
 	return rowsColl(out, res), nil
 }

@@ -57,7 +57,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad accumulation", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: global, accumulation_mode: hoarding}\n", 10, 52, `unknown accumulation_mode "hoarding"`},
 		{"sliding period > size", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: sliding, size: 1m, period: 5m}\n", 10, 18, "bad windowing"},
 		{"error output not consumed", createT + "    - type: Filter\n      input: In\n      config: {keep: 'true'}\n      error_handling: {output: bad}\n", 11, 32, `error output "bad" of "Filter" is not consumed`},
-		{"error handling unsupported", createT + "    - type: Combine\n      input: In\n      config: {group_by: region, combine: {amount: sum}}\n      error_handling: {output: bad}\n", 11, 23, "takes no error_handling"},
+		{"error handling unsupported", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: fixed, size: 60s}\n      error_handling: {output: bad}\n", 11, 23, "takes no error_handling"},
 		{"combine unknown field", createT + "    - type: Combine\n      input: In\n      config:\n        group_by: colour\n        combine: {amount: sum}\n", 11, 19, `group_by: "colour" is not a field`},
 		{"combine unknown fn", createT + "    - type: Combine\n      input: In\n      config:\n        group_by: region\n        combine: {amount: median}\n", 12, 27, `unknown combine fn "median"`},
 		{"combine sum of string", createT + "    - type: Combine\n      input: In\n      config:\n        group_by: amount\n        combine: {r: {value: region, fn: sum}}\n", 12, 42, "needs a numeric field"},

@@ -64,7 +64,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "WindowInto":
 		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
 	case "Combine":
-		return &transformDef{keys: []string{"group_by", "combine", "language"}, build: buildCombine}, true
+		return &transformDef{keys: []string{"group_by", "combine", "language", "error_handling"}, errors: true, build: buildCombine}, true
 	case "Flatten":
 		return &transformDef{multi: true, build: buildFlatten}, true
 	case "Explode":

@@ -114,6 +114,17 @@ type Aggregator interface {
 	Output(key any, acc any, w window.Window, p window.PaneInfo) any
 }
 
+// RejectingAggregator is an Aggregator that can refuse an element, for
+// example one that would overflow an integer sum. The executor calls
+// AddInputErr instead of AddInput: a returned error (an *ElementError
+// gives the reason) makes e a reject of the step — to its error output,
+// else the dead-letter hook, else a failed run, like a DoFn's error — and
+// the accumulator returned must then be acc unchanged.
+type RejectingAggregator interface {
+	Aggregator
+	AddInputErr(acc any, e *Element) (any, error)
+}
+
 // Timer is a timer firing in a stateful step.
 type Timer struct {
 	ID     string
