@@ -456,6 +456,28 @@ func (l *limiter) until(b *bucket) time.Duration {
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
+// TokenEnv is the environment variable clients read their token from when
+// no flag gives one.
+const TokenEnv = "WEIR_TOKEN"
+
+// ClientToken returns the bearer token a client sends, in the CLI's order:
+// token (--token), else the first token of tokenFile (--token-file), else
+// $WEIR_TOKEN. found says whether one of the three gave a token.
+func ClientToken(token, tokenFile string) (tok string, found bool, err error) {
+	switch {
+	case strings.TrimSpace(token) != "":
+		return strings.TrimSpace(token), true, nil
+	case tokenFile != "":
+		tok, err := ReadToken(tokenFile)
+		if err != nil {
+			return "", false, fmt.Errorf("--token-file: %w", err)
+		}
+		return tok, true, nil
+	}
+	tok = strings.TrimSpace(os.Getenv(TokenEnv))
+	return tok, tok != "", nil
+}
+
 // ErrNoToken is returned by ReadToken when no token is configured.
 var ErrNoToken = errors.New("no auth token")
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -368,17 +367,10 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 // sends none (a predecessor on loopback without a token file).
 func (pr *program) releaseToken() (string, error) {
 	f := pr.f
+	if tok, found, err := api.ClientToken(f.token, f.tokenFile); err != nil || found {
+		return tok, err
+	}
 	switch {
-	case f.token != "":
-		return strings.TrimSpace(f.token), nil
-	case f.tokenFile != "":
-		tok, err := api.ReadToken(f.tokenFile)
-		if err != nil {
-			return "", fmt.Errorf("--token-file: %w", err)
-		}
-		return tok, nil
-	case os.Getenv("WEIR_TOKEN") != "":
-		return strings.TrimSpace(os.Getenv("WEIR_TOKEN")), nil
 	case f.authTokenFile != "":
 		tok, err := api.ReadToken(f.authTokenFile)
 		if err != nil {

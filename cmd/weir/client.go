@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +17,7 @@ import (
 // the server's bearer token.
 const (
 	serverEnv = "WEIR_SERVER"
-	tokenEnv  = "WEIR_TOKEN"
+	tokenEnv  = api.TokenEnv
 )
 
 // serverFlag is what a command that talks to a server reads from its flags:
@@ -52,17 +51,11 @@ func serverAddr(flag string) string {
 // token of --token-file, else $WEIR_TOKEN; "" sends none (a loopback
 // server without a token file).
 func clientToken(f serverFlag) (string, error) {
-	switch {
-	case f.token != "":
-		return strings.TrimSpace(f.token), nil
-	case f.tokenFile != "":
-		tok, err := api.ReadToken(f.tokenFile)
-		if err != nil {
-			return "", usageErrorf("--token-file: %w", err)
-		}
-		return tok, nil
+	tok, _, err := api.ClientToken(f.token, f.tokenFile)
+	if err != nil {
+		return "", usageErrorf("%w", err)
 	}
-	return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+	return tok, nil
 }
 
 // newClient returns an API client of the server f designates, sending
