@@ -21,7 +21,8 @@ import (
 //
 // A snapshot's data is written in ONE synced batch together with the
 // registry write that marks it complete (the service's READY record), so
-// a snapshot is either complete or has no data at all. Nothing but
+// a snapshot is either complete or has no data at all (BuildSnapshot,
+// SnapshotBatch.Commit). Nothing but
 // DeleteSnapshot ever removes or changes those keys: later checkpoints,
 // handovers, DropState and the job's end write other key spaces.
 const prefixSnapshot = "snap/"
@@ -61,65 +62,86 @@ type SnapshotCut struct {
 	Record  CheckpointRecord
 }
 
-// WriteSnapshot copies the full keyed state of cut's steps as pin sees
-// it, and cut's checkpoint record, into snapshot id's own key space, with
-// the registry changes w (the snapshot's record), in one synced batch. It
-// returns the bytes written (keys and values). before, when set, is called
-// with that size before the batch commits; an error from it aborts the
-// write (tests inject storage errors there). Nothing is written on error.
-func (s *Store) WriteSnapshot(id string, pin *Pinned, cut SnapshotCut, w *Write, before func(size int64) error) (int64, error) {
-	b := s.db.NewBatch()
-	defer b.Close()
-	var size int64
+// SnapshotBatch is a job snapshot's data, read from a pinned view and
+// not yet written: the caller commits it with the registry write that
+// marks the snapshot complete, or closes it to write nothing.
+type SnapshotBatch struct {
+	s  *Store
+	id string
+	b  *pebble.Batch
+	// Size is the bytes the snapshot takes (keys and values).
+	Size int64
+}
+
+// BuildSnapshot reads the full keyed state of cut's steps as pin sees it,
+// and cut's checkpoint record, into a batch for snapshot id's own key
+// space. It writes nothing: see SnapshotBatch.
+func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *SnapshotBatch, err error) {
+	sb := &SnapshotBatch{s: s, id: id, b: s.db.NewBatch()}
+	defer func() {
+		if err != nil {
+			sb.Close()
+		}
+	}()
 	for _, step := range cut.Steps {
 		v, closer, err := pin.snap.Get(nsKey(cut.Lineage, step))
 		if errors.Is(err, pebble.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
+			return nil, fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
 		}
 		ns := binary.BigEndian.Uint32(v)
 		closer.Close()
 		lo := nsPrefix(ns)
 		it, err := pin.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
-			return 0, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
 		}
 		dst := snapStatePrefix(id, step)
 		for it.First(); it.Valid(); it.Next() {
 			k := append(bytes.Clone(dst), it.Key()[len(lo):]...)
-			if err := b.Set(k, it.Value(), nil); err != nil {
+			if err := sb.b.Set(k, it.Value(), nil); err != nil {
 				it.Close()
-				return 0, fmt.Errorf("snapshot %s: %w", id, err)
+				return nil, fmt.Errorf("snapshot %s: %w", id, err)
 			}
-			size += int64(len(k) + len(it.Value()))
+			sb.Size += int64(len(k) + len(it.Value()))
 		}
 		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return 0, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
 		}
 	}
 	rec, err := json.Marshal(cut.Record)
 	if err != nil {
-		return 0, fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", id, err)
+		return nil, fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", id, err)
 	}
 	cpKey := append(snapPrefix(id), "cp"...)
-	if err := b.Set(cpKey, rec, nil); err != nil {
-		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+	if err := sb.b.Set(cpKey, rec, nil); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	size += int64(len(cpKey) + len(rec))
-	if before != nil {
-		if err := before(size); err != nil {
-			return 0, fmt.Errorf("snapshot %s: %w", id, err)
-		}
+	sb.Size += int64(len(cpKey) + len(rec))
+	return sb, nil
+}
+
+// Commit writes the snapshot's data with the registry changes w (the
+// snapshot's complete record) in one synced batch, and closes sb.
+func (sb *SnapshotBatch) Commit(w *Write) error {
+	defer sb.Close()
+	if err := sb.s.applyWrite(sb.b, w); err != nil {
+		return fmt.Errorf("snapshot %s: %w", sb.id, err)
 	}
-	if err := s.applyWrite(b, w); err != nil {
-		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+	if err := sb.s.commit(sb.b); err != nil {
+		return fmt.Errorf("writing snapshot %s: %w", sb.id, err)
 	}
-	if err := s.commit(b); err != nil {
-		return 0, fmt.Errorf("writing snapshot %s: %w", id, err)
+	return nil
+}
+
+// Close drops what sb holds; after Commit it does nothing.
+func (sb *SnapshotBatch) Close() {
+	if sb.b != nil {
+		sb.b.Close()
+		sb.b = nil
 	}
-	return size, nil
 }
 
 // SnapshotRecord returns the checkpoint record of snapshot id.
@@ -157,7 +179,7 @@ func (s *Store) DeleteSnapshot(id string, w *Write) error {
 	return nil
 }
 
-// SnapshotRestore starts job jobID of lineage from snapshot id: the
+// SnapshotRestore says how job JobID of Lineage starts from a snapshot: the
 // state of each snapshot step in Steps (snapshot step name → the new job's
 // step name) is copied into the lineage's namespace of the new step, which
 // is emptied first (state an earlier job of the lineage left), and the new
@@ -173,7 +195,8 @@ type SnapshotRestore struct {
 	Record CheckpointRecord
 }
 
-// RestoreSnapshot writes r (see SnapshotRestore) from snapshot id.
+// RestoreSnapshot writes r (see SnapshotRestore) from snapshot id in one
+// synced batch, with the registry changes w.
 func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
 	if w == nil {
 		w = &Write{}

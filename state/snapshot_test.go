@@ -43,10 +43,13 @@ func TestSnapshotIsCompleteAndIndependent(t *testing.T) {
 	last, _ := s.LastCheckpoint("j1")
 	w := &Write{}
 	w.Put("snapshot/x", []byte(`{"state":"READY"}`))
-	size, err := s.WriteSnapshot("x", pin, SnapshotCut{Lineage: "orders", Steps: []string{"Read", "Count", "Write"},
-		Record: CheckpointRecord{JobID: "j1", Epoch: 2, Positions: map[string][][]byte{"Read": {[]byte("p2")}}, SinkParts: map[string][][]byte{"Write": {[]byte("rows2")}}}}, w, nil)
-	if err != nil || size <= 0 {
-		t.Fatalf("write snapshot: %d %v", size, err)
+	sb, err := s.BuildSnapshot("x", pin, SnapshotCut{Lineage: "orders", Steps: []string{"Read", "Count", "Write"},
+		Record: CheckpointRecord{JobID: "j1", Epoch: 2, Positions: map[string][][]byte{"Read": {[]byte("p2")}}, SinkParts: map[string][][]byte{"Write": {[]byte("rows2")}}}})
+	if err != nil || sb.Size <= 0 {
+		t.Fatalf("build snapshot: %v", err)
+	}
+	if err := sb.Commit(w); err != nil {
+		t.Fatal(err)
 	}
 	if err := pin.Release(); err != nil {
 		t.Fatal(err)
@@ -105,8 +108,9 @@ func TestSnapshotIsCompleteAndIndependent(t *testing.T) {
 	}
 }
 
-// TestSnapshotWriteAborted: an error before the commit writes nothing.
-func TestSnapshotWriteAborted(t *testing.T) {
+// TestSnapshotBuildWritesNothing: a built snapshot that is closed instead
+// of committed leaves no trace.
+func TestSnapshotBuildWritesNothing(t *testing.T) {
 	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -114,15 +118,11 @@ func TestSnapshotWriteAborted(t *testing.T) {
 	defer s.Close()
 	pin := s.Pin()
 	defer pin.Release()
-	w := &Write{}
-	w.Put("snapshot/y", []byte(`{}`))
-	boom := errors.New("disk full")
-	if _, err := s.WriteSnapshot("y", pin, SnapshotCut{Lineage: "l"}, w, func(int64) error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("err %v, want %v", err, boom)
+	sb, err := s.BuildSnapshot("y", pin, SnapshotCut{Lineage: "l", Steps: []string{"A"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.Get("snapshot/y"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("record written: %v", err)
-	}
+	sb.Close()
 	if _, err := s.SnapshotRecord("y"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("data written: %v", err)
 	}
