@@ -63,8 +63,14 @@ func TestSnapshotRoutes(t *testing.T) {
 		code   service.Code
 		status int
 	}{
-		{func() error { _, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "10m"}); return err }, service.CodeInvalidTTL, 400},
-		{func() error { _, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "7"}); return err }, service.CodeInvalidTTL, 400},
+		{func() error {
+			_, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "10m"})
+			return err
+		}, service.CodeInvalidTTL, 400},
+		{func() error {
+			_, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "7"})
+			return err
+		}, service.CodeInvalidTTL, 400},
 		{func() error { _, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "nope"}); return err }, service.CodeJobNotFound, 404},
 		{func() error { _, err := c.GetSnapshot(ctx, "no-such"); return err }, service.CodeSnapshotNotFound, 404},
 		{func() error { _, err := c.DeleteSnapshot(ctx, "no-such"); return err }, service.CodeSnapshotNotFound, 404},
