@@ -206,7 +206,9 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 		s.cancel()
 		return nil, errors.Join(err, st.Close())
 	}
+	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go s.expireLoop()
 	if err := s.recover(); err != nil {
 		s.cancel()

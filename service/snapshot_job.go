@@ -31,8 +31,8 @@ type FromSnapshotRequest struct {
 // it may be the snapshot's job's name or another) that starts from the
 // snapshot: every matched keyed step's full state is copied from the
 // snapshot into the new job's lineage namespaces under its new step name,
-// sources resume from the snapshot's positions, and the snapshot's sink
-// pre-commit data is committed again (sinks skip what they committed).
+// and sources resume from the snapshot's positions (the cut's sink data was
+// committed by the snapshot's job before the snapshot became READY).
 // The new job's generation is at least the snapshot's + 1 and at least
 // the name's next one, so its sink revisions win over rows the
 // snapshot's job wrote. The copy, the new job's checkpoint record, its
@@ -129,7 +129,7 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	j.Graph, j.Type = canon, jobType(newGraph)
-	r := restoreOf(j, rec, report, newGraph, mapping)
+	r := restoreOf(j, rec, report, newGraph)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
@@ -155,11 +155,14 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 
 // restoreOf says how job j starts from the snapshot's checkpoint record
 // rec: matched keyed steps' state under their new names, matched sources'
-// positions, sink parts under the mapped sink names, and every other step
-// of j's graph emptied of state its name's earlier jobs left.
-func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline, mapping compat.Mapping) state.SnapshotRestore {
+// positions, and every other step of j's graph emptied of state its name's
+// earlier jobs left. The cut's sink parts are not handed over: the
+// snapshot's job committed them before the snapshot could become READY
+// (snapshotCut fails the snapshot otherwise), so committing them again
+// under the new job's sinks would write them twice to an appending sink.
+func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
 	r := state.SnapshotRestore{Lineage: j.Name, JobID: j.ID, Steps: map[string]string{},
-		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}, SinkParts: map[string][][]byte{}}}
+		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}}}
 	filled := map[string]bool{}
 	for _, m := range report.Matches {
 		if m.Kind == graph.KindSource {
@@ -171,20 +174,9 @@ func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *gra
 		r.Steps[m.Old] = m.New
 		filled[m.New] = true
 	}
-	steps := map[string]bool{}
 	for _, st := range g.Steps {
-		steps[st.Name] = true
 		if !filled[st.Name] {
 			r.Clear = append(r.Clear, st.Name)
-		}
-	}
-	for step, parts := range rec.SinkParts {
-		nw := step
-		if renamed, _, applied := mapping.Rename(step); applied {
-			nw = renamed
-		}
-		if nw != "" && steps[nw] {
-			r.Record.SinkParts[nw] = parts
 		}
 	}
 	return r

@@ -166,8 +166,8 @@ func TestSnapshotRestoreEqualsUninterruptedRun(t *testing.T) {
 	if cp.Generation != 2 {
 		t.Errorf("copy generation %d, want 2 (the snapshot's + 1)", cp.Generation)
 	}
-	// db3 holds only what the copy wrote after the cut (and the
-	// snapshot's sink parts): its totals per key still cover every event.
+	// db3 holds only what the copy wrote after the cut (no window had
+	// fired before it): its totals per key still cover every event.
 	if got, want := tableRows(t, db3), oracleOf(t, dir, n3); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the copy from the snapshot (read %d) holds:\n%s\nwithout interruption:\n%s", n3, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
