@@ -44,7 +44,9 @@
 //     every write to the store: each read-modify-write of registry records
 //     (job records, name lineages, attempts) happens with the store write
 //     that lands it under mu (applyLocked, writeCheckpointLocked,
-//     writeHandoverLocked, dropStateLocked), which also serialises the
+//     writeHandoverLocked, dropStateLocked; for snapshots
+//     writeSnapshotLocked, deleteSnapshotLocked, restoreSnapshotLocked),
+//     which also serialises the
 //     store's namespace allocation. It is NEVER held while waiting for an
 //     execution (a pause, a checkpoint, encoding, a commit, an end), nor
 //     while starting one or committing sinks: only across in-memory work

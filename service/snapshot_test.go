@@ -364,3 +364,77 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 		t.Fatalf("job after a failed snapshot: %s %q", got.State, got.Error)
 	}
 }
+
+// TestSnapshotCutShortFailsAtOpen: a snapshot the server stopped in the
+// middle of (its record RUNNING, no data: the data is written with READY)
+// is FAILED after a restart, and the job it was of resumes untouched.
+func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	release := make(chan struct{})
+	reached := make(chan string, 1)
+	s, err := open(context.Background(), Options{DataDir: data, CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+		testHooks{snapshotWrite: func(id string, _ int64) error {
+			reached <- id
+			<-release
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := submitCheckpointed(t, s, dir)
+	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := <-reached; id != snap.ID {
+		t.Fatalf("hook for %s, want %s", id, snap.ID)
+	}
+	if got, _ := s.GetSnapshot(snap.ID); got.State != SnapshotRunning {
+		t.Fatalf("while copying: %s", got.State)
+	}
+	// The server stops while the snapshot is being copied: the copy sees
+	// the stop and writes nothing. A kill -9 here leaves the same store
+	// (the record RUNNING, no data), which the next Open repairs.
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	waitClosing(t, s)
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	s = openService(t, data)
+	got, err := s.GetSnapshot(snap.ID)
+	if err != nil || got.State != SnapshotFailed || got.FailureReason == "" {
+		t.Fatalf("after a restart: %+v %v", got, err)
+	}
+	if _, err := s.store.SnapshotRecord(snap.ID); err == nil {
+		t.Fatal("a snapshot cut short has data")
+	}
+	waitFor(t, s, j.ID, "the job resumed and checkpointing", checkpointed(snap.Epoch+1))
+
+	// What a kill -9 during the copy leaves: the record RUNNING, no data.
+	left := *got
+	left.ID, left.State, left.FailureReason = "11111111-1111-4111-8111-111111111111", SnapshotRunning, ""
+	if err := s.putSnapshot(&left); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s = openService(t, data)
+	if got, err := s.GetSnapshot(left.ID); err != nil || got.State != SnapshotFailed || !strings.Contains(got.FailureReason, "stopped") {
+		t.Fatalf("a RUNNING snapshot at Open: %+v %v", got, err)
+	}
+}
+
+// waitClosing waits until Close has begun (the service's context is done).
+func waitClosing(t *testing.T, s *Service) {
+	t.Helper()
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not begin")
+	}
+}
