@@ -21,6 +21,8 @@
 //	GET    /v1/subscriptions/{name}     → subscription
 //	DELETE /v1/subscriptions/{name}     → 204
 //	POST   /v1/subscriptions/{name}:pull  {max?, ack?} → {messages: [...]}
+//	POST /v1/snapshots, POST /v1/jobs/{id_or_name}:snapshot, GET /v1/snapshots[?job_id=&all=],
+//	GET|DELETE /v1/snapshots/{id}, POST /v1/jobs:createFromSnapshot   job snapshots (see snapshots.go)
 //	POST /v1/process:release            {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
 //	                                    → {report, replaced, released} (Go programs only: WithRelease)
 //	GET  /metrics                       Prometheus text format, per job and per step

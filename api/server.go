@@ -58,13 +58,14 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	s.registerPubSub()
 	s.registerUpdate()
 	s.registerProcess()
+	s.registerSnapshots()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		code, msg := service.CodeNotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
-		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions"} {
+		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions", "/v1/snapshots"} {
 			if r.URL.Path == c || strings.HasPrefix(r.URL.Path, c+"/") {
 				code, msg = service.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
 			}
@@ -276,8 +277,11 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, ref, action string)
 		j, err = s.svc.Drain(r.Context(), ref)
 	case "cancel":
 		j, err = s.svc.Cancel(r.Context(), ref)
+	case "snapshot":
+		s.snapshotJob(w, r, ref) // snapshots.go
+		return
 	default:
-		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain or cancel", action)
+		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain, cancel or snapshot", action)
 	}
 	if err != nil {
 		s.writeError(w, err)

@@ -143,6 +143,23 @@ const (
 	// Resuming: the job was active when the server stopped and has not
 	// resumed yet after the restart; it does shortly (a job condition).
 	Resuming Code = "RESUMING"
+	// SnapshotNotFound: no job snapshot has this ID.
+	SnapshotNotFound Code = "SNAPSHOT_NOT_FOUND"
+	// JobNotSnapshottable: only a RUNNING streaming job that takes
+	// checkpoints can be snapshotted; the message says which rule failed.
+	JobNotSnapshottable Code = "JOB_NOT_SNAPSHOTTABLE"
+	// InvalidTTL: a snapshot TTL is not a duration or lies outside 1h..30d.
+	InvalidTTL Code = "INVALID_TTL"
+	// SnapshotExists: a snapshot with this ID already exists.
+	SnapshotExists Code = "SNAPSHOT_EXISTS"
+	// SnapshotCorrupt: a snapshot's data is damaged or incomplete, or the
+	// snapshot is not READY (FAILED, DELETED, still being written), so no
+	// job can start from it.
+	SnapshotCorrupt Code = "SNAPSHOT_CORRUPT"
+	// SnapshotSDKMismatch: a job from a snapshot must be built like the
+	// snapshot's job: a YAML pipeline cannot start from a Go program's
+	// snapshot, nor the reverse.
+	SnapshotSDKMismatch Code = "SNAPSHOT_SDK_MISMATCH"
 	// Internal: the service failed; the message says what it was doing.
 	Internal Code = "INTERNAL"
 	// Unauthenticated: the request has no bearer token, or not a valid one
@@ -277,6 +294,12 @@ func registry() []Info {
 		{NotReleasable, svc, KindConflict, http.StatusConflict},
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Resuming, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{SnapshotNotFound, svc, KindNotFound, http.StatusNotFound},
+		{JobNotSnapshottable, svc, KindConflict, http.StatusConflict},
+		{InvalidTTL, svc, KindInvalid, http.StatusBadRequest},
+		{SnapshotExists, svc, KindConflict, http.StatusConflict},
+		{SnapshotCorrupt, svc, KindInvalid, http.StatusBadRequest},
+		{SnapshotSDKMismatch, svc, KindConflict, http.StatusConflict},
 		{Internal, svc, KindInternal, http.StatusInternalServerError},
 		{Unauthenticated, svc, KindDenied, http.StatusUnauthorized},
 		{RateLimited, svc, KindUnavailable, http.StatusTooManyRequests},

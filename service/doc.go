@@ -12,6 +12,7 @@
 // nothing of HTTP (package api serves it) or of the command line.
 //
 // It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
+// duration,
 // weir (the SDK root package, whose pipelines yamlpipe builds) and the
 // standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
 // the store's file system that tests replace). It must not import api,
@@ -43,7 +44,9 @@
 //     every write to the store: each read-modify-write of registry records
 //     (job records, name lineages, attempts) happens with the store write
 //     that lands it under mu (applyLocked, writeCheckpointLocked,
-//     writeHandoverLocked, dropStateLocked), which also serialises the
+//     writeHandoverLocked, dropStateLocked; for snapshots
+//     writeSnapshotLocked, deleteSnapshotLocked, restoreSnapshotLocked),
+//     which also serialises the
 //     store's namespace allocation. It is NEVER held while waiting for an
 //     execution (a pause, a checkpoint, encoding, a commit, an end), nor
 //     while starting one or committing sinks: only across in-memory work
@@ -51,6 +54,13 @@
 //  4. Leaves, never held while taking another lock: jobRun.smu (the
 //     metrics sampler), the name-guard table's mutex, and the mutex of
 //     Service.changes.
+//
+// A job snapshot (snapshot.go) takes the name's guard and the execution's
+// cpMu for its cut only (a checkpoint, with the store pinned under the same
+// hold of Service.mu as the checkpoint's write); the copy of the cut's
+// state into the snapshot's key space holds neither, and Service.mu only
+// for its one commit. CreateFromSnapshot holds the new name's guard, and
+// Service.mu for its one write.
 //
 // Reads — Get, List, History, Metrics, RunningMetrics, ElementsRead,
 // WaitJob, everything the API's describe, list and metrics call — take no

@@ -60,6 +60,12 @@ const (
 	CodeNotReleasable        = errcode.NotReleasable
 	CodeStorageUnavailable   = errcode.StorageUnavailable
 	CodeResuming             = errcode.Resuming
+	CodeSnapshotNotFound     = errcode.SnapshotNotFound
+	CodeNotSnapshottable     = errcode.JobNotSnapshottable
+	CodeInvalidTTL           = errcode.InvalidTTL
+	CodeSnapshotExists       = errcode.SnapshotExists
+	CodeSnapshotCorrupt      = errcode.SnapshotCorrupt
+	CodeSnapshotSDKMismatch  = errcode.SnapshotSDKMismatch
 	CodeInternal             = errcode.Internal
 )
 

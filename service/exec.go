@@ -346,7 +346,7 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeCheckpoint(jr, cp, final); err != nil {
+	if err := s.writeCheckpoint(jr, cp, final, nil); err != nil {
 		return err
 	}
 	if err := jr.x.Commit(ctx, cp); err != nil {
@@ -356,8 +356,10 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 }
 
 // writeCheckpoint writes checkpoint cp of jr with jr's job record, under
-// Service.mu (jr.cpMu is held).
-func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(*Job) error) error {
+// Service.mu (jr.cpMu is held). written, when set, is called under the
+// same hold of Service.mu once the write landed (a snapshot pins the
+// store there: no other store write comes between).
+func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(*Job) error, written func()) error {
 	s.mu.Lock() // lock order 3, after jr.cpMu
 	defer s.mu.Unlock()
 	j, err := s.readJob(jr.id)
@@ -383,6 +385,9 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(
 	}
 	if err := s.writeCheckpointLocked(jr.name, jr.id, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+	}
+	if written != nil {
+		written()
 	}
 	return nil
 }

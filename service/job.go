@@ -121,6 +121,8 @@ type Job struct {
 	Options         JobOptions      `json:"options"`
 	ReplacesJobID   string          `json:"replaces_job_id,omitempty"`
 	ReplacedByJobID string          `json:"replaced_by_job_id,omitempty"`
+	// CreatedFromSnapshotID names the snapshot the job started from.
+	CreatedFromSnapshotID string `json:"created_from_snapshot_id,omitempty"`
 	// Error is why a FAILED job failed.
 	Error          string          `json:"error,omitempty"`
 	LastCheckpoint *CheckpointInfo `json:"last_checkpoint,omitempty"`

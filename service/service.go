@@ -150,6 +150,10 @@ type testHooks struct {
 	// by itself or was cancelled, before it records the job's end (no
 	// lock held), with the job's ID.
 	finishing func(jobID string)
+	// snapshotWrite, when set, is called before a snapshot's data is
+	// committed (no lock held), with its ID and size; an error fails the
+	// snapshot as a storage error would.
+	snapshotWrite func(id string, size int64) error
 }
 
 // runningJob returns the live execution of job id, or nil.
@@ -198,6 +202,14 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 	}
 	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.recoverSnapshots(); err != nil {
+		s.cancel()
+		return nil, errors.Join(err, st.Close())
+	}
+	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.expireLoop()
 	if err := s.recover(); err != nil {
 		s.cancel()
 		s.wg.Wait()

@@ -182,6 +182,9 @@ func describeJob(w io.Writer, j *service.Job) error {
 	if j.ReplacedByJobID != "" {
 		row("Replaced by job", j.ReplacedByJobID)
 	}
+	if j.CreatedFromSnapshotID != "" {
+		row("Created from snapshot", j.CreatedFromSnapshotID)
+	}
 	if j.Error != "" {
 		row("Error", j.Error)
 	}

@@ -3,11 +3,11 @@
 // and updates them as jobs (`weir run`), manages jobs (`weir jobs`), topics
 // and subscriptions (`weir topics`, `weir subscriptions`), checks whether a
 // new pipeline can take over a running one's state (`weir check`), prints
-// graphs (`weir graph`) and benchmarks the engine (`weir bench`). Snapshots
-// (`weir snapshots`) are not offered yet.
+// graphs (`weir graph`), benchmarks the engine (`weir bench`) and takes,
+// lists and deletes job snapshots (`weir snapshots`).
 //
-// It may import api, bench, compat, graph, io/pubsub, runner, server,
-// service, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
+// It may import api, bench, compat, duration, graph, io/pubsub, runner,
+// server, service, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
 // and the standard library. It must not import weirx (Go programs embed
 // weir, not the other way round).
 //

@@ -128,7 +128,6 @@ func TestCLINeedsServer(t *testing.T) {
 	for _, flags := range [][]string{
 		{"--service-options", "create_or_update_job"},
 		{"--service-options", "parallel_replace_job_name=regional-totals"},
-		{"--create-from-snapshot", "snap-1"},
 	} {
 		cases = append(cases, cliCase{
 			name:       flags[0],
@@ -152,6 +151,12 @@ func TestCLINeedsServer(t *testing.T) {
 			wantStderr: []string{"--update needs --job-name"},
 		})
 	}
+	cases = append(cases, cliCase{
+		name:       "--create-from-snapshot without --job-name",
+		args:       []string{"run", "--create-from-snapshot", "snap-1", "does-not-exist.yaml"},
+		wantCode:   ExitUsage,
+		wantStderr: []string{"--create-from-snapshot needs --job-name"},
+	})
 	runCases(t, "", cases)
 }
 

@@ -40,7 +40,7 @@ type runFlags struct {
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
-	return []string{"service-options", "create-from-snapshot"}
+	return []string{"service-options"}
 }
 
 // submits reports whether `weir run` submits to a weir server: when
@@ -90,8 +90,14 @@ names every incompatible step, the reason and a fix. --update
 --validate-only only prints the report.
 
 --max-num-workers is recorded with the job (the bound of later rescaling;
-autoscaling is not implemented). --service-options and --create-from-snapshot
-are not offered by the job service yet.
+autoscaling is not implemented). --service-options is not offered by the
+job service yet.
+
+With --create-from-snapshot ID the new job of --job-name starts from a job
+snapshot ('weir snapshots'): its state and source positions. The snapshot's
+graph is checked against the pipeline first, as for --update (with
+--transform-name-mapping and --allow-source-change); a refused check creates
+nothing and exits 6.
 
 Exit codes: 0 success, 1 the run failed (or the job failed to start),
 2 usage, 3 invalid pipeline, 4 needs the job service (unbounded sources
@@ -141,6 +147,9 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if len(given) > 0 {
 		return withCode(ExitNeedsServer, fmt.Errorf("%s: not available yet (the weir job service does not offer updates, snapshots or service options in this release); 'weir run --job-name NAME' submits a new job", strings.Join(given, ", ")))
+	}
+	if f.fromSnapshot != "" {
+		return runFromSnapshot(cmd, e, path, f) // snapshots.go
 	}
 	if f.update || cmd.Flags().Changed("transform-name-mapping") {
 		if f.jobName == "" {

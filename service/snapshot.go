@@ -1,0 +1,595 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+)
+
+// Job snapshots (Dataflow's): a restore point of a running streaming job —
+// its full keyed state (open windows, panes and timers are keyed state),
+// source positions and sink pre-commit data at an aligned checkpoint cut,
+// and its graph — from which later jobs start (CreateFromSnapshot).
+//
+// A snapshot is taken in two steps. The cut: under the name's guard and
+// the execution's cpMu, the job takes an ordinary checkpoint (written
+// durably as the job's own, then committed) and, under the same hold of
+// Service.mu as that write, the store is pinned (state.Store.Pin); the job
+// then goes on. Its pause is a periodic checkpoint's. The copy: without
+// any guard or cpMu, a goroutine reads the full state of every step of the
+// job's lineage from the pinned view (checkpoints are incremental, so the
+// cut's checkpoint alone holds only the keys it changed; the namespaces as
+// of the cut hold them all) into the snapshot's own key space, snap/<id>/,
+// and commits it under Service.mu in one batch with the READY record. So a
+// snapshot is READY and complete, or FAILED with no data; one found
+// PENDING or RUNNING at Open was cut short by a stop and becomes FAILED.
+//
+// Nothing of a job's own writes touches snap/<id>/: later checkpoints,
+// updates, drains, cancels, the job's end, DropState by a new job of the
+// name and restarts leave it intact until it is deleted or expires.
+
+// SnapshotState is the state of a job snapshot (Dataflow's names).
+type SnapshotState string
+
+// Snapshot states: PENDING → RUNNING → READY | FAILED; any → DELETED.
+const (
+	// SnapshotPending: the request is accepted; the cut is not taken yet.
+	SnapshotPending SnapshotState = "PENDING"
+	// SnapshotRunning: the cut is taken; its state is being copied.
+	SnapshotRunning SnapshotState = "RUNNING"
+	// SnapshotReady: complete; jobs can start from it.
+	SnapshotReady SnapshotState = "READY"
+	// SnapshotFailed: it could not be taken (failure_reason); no data.
+	SnapshotFailed SnapshotState = "FAILED"
+	// SnapshotDeleted: deleted or expired; its data is gone and only this
+	// record (a tombstone) remains.
+	SnapshotDeleted SnapshotState = "DELETED"
+)
+
+// TTL bounds of job snapshots.
+const (
+	DefaultSnapshotTTL = 7 * 24 * time.Hour
+	MinSnapshotTTL     = time.Hour
+	MaxSnapshotTTL     = 30 * 24 * time.Hour
+)
+
+// PubsubSnapshotMetadata names a subscription snapshot taken with a job
+// snapshot (--snapshot-sources; not offered yet: the list is empty).
+type PubsubSnapshotMetadata struct {
+	Subscription string    `json:"subscription"`
+	Topic        string    `json:"topic"`
+	SnapshotName string    `json:"snapshot_name"`
+	ExpireTime   time.Time `json:"expire_time"`
+}
+
+// Snapshot is the registry record of a job snapshot, stored as JSON under
+// snapshot/<id> and served as is by the API. Its data (state, positions,
+// sink parts) lives in the store's snap/<id>/ key space.
+type Snapshot struct {
+	ID           string        `json:"id"`
+	SourceJobID  string        `json:"source_job_id"`
+	JobName      string        `json:"job_name"`
+	Generation   int64         `json:"generation"`
+	CreationTime time.Time     `json:"creation_time"`
+	TTL          string        `json:"ttl"`
+	ExpireTime   time.Time     `json:"expire_time"`
+	State        SnapshotState `json:"state"`
+	StateTime    time.Time     `json:"state_time"`
+	Description  string        `json:"description,omitempty"`
+	// DiskSizeBytes is the size of the snapshot's data (READY only).
+	DiskSizeBytes int64 `json:"disk_size_bytes,omitempty"`
+	// FailureReason says why a FAILED snapshot failed.
+	FailureReason  string                   `json:"failure_reason,omitempty"`
+	PubsubMetadata []PubsubSnapshotMetadata `json:"pubsub_metadata"`
+	// SDK is the source job's SDK (SDKGo, or "" for YAML).
+	SDK string `json:"sdk,omitempty"`
+	// Graph is the source job's canonical graph at the cut.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// Epoch is the cut's checkpoint epoch.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Positions are the source positions at the cut, per source step.
+	Positions map[string][][]byte `json:"positions,omitempty"`
+	// SinkEpoch is the sink progress at the cut: sinks had pre-committed
+	// up to this epoch, whose parts the snapshot keeps.
+	SinkEpoch uint64 `json:"sink_epoch,omitempty"`
+}
+
+func snapshotKey(id string) string { return "snapshot/" + id }
+
+// ParseSnapshotTTL parses and checks a snapshot TTL ("7d", "36h"); ""
+// is the default, 7 days.
+func ParseSnapshotTTL(v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultSnapshotTTL, nil
+	}
+	d, err := duration.Parse(v)
+	if err != nil {
+		return 0, errorf(CodeInvalidTTL, "snapshot TTL: %w", err)
+	}
+	return d, validateSnapshotTTL(d)
+}
+
+func validateSnapshotTTL(d time.Duration) error {
+	if d < MinSnapshotTTL || d > MaxSnapshotTTL {
+		return errorf(CodeInvalidTTL, "snapshot TTL %s is outside the accepted range: at least 1h, at most 30d", duration.Format(d))
+	}
+	return nil
+}
+
+// newSnapshotID returns a random (version 4) UUID.
+func newSnapshotID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating a snapshot ID: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// SnapshotRequest asks for a snapshot of a running job.
+type SnapshotRequest struct {
+	// Job is the job's ID or name (a name means its active job).
+	Job string
+	// TTL is the snapshot's lifetime; 0 means DefaultSnapshotTTL.
+	TTL         time.Duration
+	Description string
+	// SnapshotSources would snapshot the job's Pub/Sub subscriptions too
+	// (not offered yet: refused).
+	SnapshotSources bool
+}
+
+// CreateSnapshot takes a snapshot of the RUNNING streaming job req.Job
+// (with checkpoints on): it returns once the cut is taken, with the
+// snapshot RUNNING while its state is copied (WaitSnapshot waits for READY
+// or FAILED), or FAILED when the cut could not be taken. The job keeps
+// running throughout; its pause is one checkpoint's.
+//
+// It holds the job name's guard and the execution's cpMu for the cut only
+// (lock order 1, 2), Service.mu for the store writes; the copy holds none.
+func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	if req.SnapshotSources {
+		return nil, errorf(CodeInvalidRequest, "snapshot_sources (subscription snapshots taken with the job's) is not offered yet")
+	}
+	if req.TTL == 0 {
+		req.TTL = DefaultSnapshotTTL
+	}
+	if err := validateSnapshotTTL(req.TTL); err != nil {
+		return nil, err
+	}
+	unlock, err := s.lockJob(ctx, req.Job) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	guarded := true
+	defer func() {
+		if guarded {
+			unlock()
+		}
+	}()
+	if s.closing.Load() {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
+	}
+	j, err := s.resolve(req.Job)
+	if err != nil {
+		return nil, err
+	}
+	jr := s.runningJob(j.ID)
+	switch {
+	case j.Type != TypeStreaming:
+		return nil, errorf(CodeNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
+	case j.State != StateRunning:
+		return nil, errorf(CodeNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
+	case !j.Checkpointing || jr == nil || !jr.checkpointed:
+		note := j.CheckpointNote
+		if note == "" {
+			note = "it has no live execution taking checkpoints"
+		}
+		return nil, errorf(CodeNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
+	}
+	now := s.now()
+	id, err := newSnapshotID()
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	snap := &Snapshot{ID: id, SourceJobID: j.ID, JobName: j.Name, Generation: j.Generation, CreationTime: now,
+		TTL: duration.Format(req.TTL), ExpireTime: now.Add(req.TTL), State: SnapshotPending, StateTime: now,
+		Description: req.Description, PubsubMetadata: []PubsubSnapshotMetadata{}, SDK: j.SDK, Graph: j.Graph}
+	if err := s.putSnapshot(snap); err != nil {
+		return nil, err
+	}
+	cp, pin, err := s.snapshotCut(jr)
+	if err != nil {
+		guarded = false
+		unlock()
+		if !errors.Is(err, errNotWritten) {
+			// A checkpoint taken and not written lost its state changes:
+			// the job fails as on a failed periodic checkpoint.
+			s.checkpointFailed(jr, err)
+		}
+		return s.snapshotFailed(id, fmt.Sprintf("taking the cut: %v", err))
+	}
+	snap.State, snap.StateTime = SnapshotRunning, s.now()
+	snap.Epoch, snap.Positions, snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
+	if err := s.putSnapshot(snap); err != nil {
+		_ = pin.Release()
+		return nil, err
+	}
+	guarded = false
+	unlock()
+	steps := make([]string, 0, len(jr.prog.Graph.Steps))
+	for _, st := range jr.prog.Graph.Steps {
+		steps = append(steps, st.Name)
+	}
+	cut := state.SnapshotCut{Lineage: j.Name, Steps: steps,
+		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
+	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
+	if s.closing.Load() {
+		s.mu.Unlock()
+		_ = pin.Release()
+		return s.snapshotFailed(id, "the server shut down before the snapshot's state was copied")
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.copySnapshot(snap, pin, cut)
+	s.opts.Logger.Info("snapshot cut taken", "snapshot_id", id, "job_id", j.ID, "job_name", j.Name, "epoch", cp.Epoch)
+	return snap, nil
+}
+
+// snapshotCut takes a checkpoint of jr, writes it as the job's checkpoint
+// and pins the store right after the write (same hold of Service.mu), then
+// commits it. It takes jr.cpMu for the whole checkpoint, as checkpoint
+// does. On success the caller releases the pin.
+func (s *Service) snapshotCut(jr *jobRun) (*runner.Checkpoint, *state.Pinned, error) {
+	jr.cpMu.Lock() // lock order 2
+	defer jr.cpMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+	defer cancel()
+	cp, err := jr.x.Checkpoint(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pin *state.Pinned
+	if err := s.writeCheckpoint(jr, cp, nil, func() { pin = s.store.Pin() }); err != nil {
+		return nil, nil, err
+	}
+	if err := jr.x.Commit(ctx, cp); err != nil {
+		_ = pin.Release()
+		return nil, nil, fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
+	}
+	return cp, pin, nil
+}
+
+// copySnapshot copies the cut's full state from pin into the snapshot's
+// key space and makes it READY, or FAILED when that fails. It holds no
+// guard; Service.mu only for the commit. The job is never touched.
+func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
+	defer s.wg.Done()
+	defer pin.Release()
+	sb, err := s.store.BuildSnapshot(snap.ID, pin, cut)
+	if err == nil && s.hooks.snapshotWrite != nil {
+		if err = s.hooks.snapshotWrite(snap.ID, sb.Size); err != nil {
+			sb.Close()
+		}
+	}
+	if err == nil && s.ctx.Err() != nil {
+		sb.Close()
+		err = errors.New("the server shut down while the snapshot's state was copied")
+	}
+	if err != nil {
+		s.logSnapshotFailed(snap.ID, err.Error())
+		return
+	}
+	s.mu.Lock() // lock order 3
+	cur, err := s.readSnapshot(snap.ID)
+	if err == nil && cur.State != SnapshotRunning {
+		// Deleted meanwhile: write nothing.
+		s.mu.Unlock()
+		sb.Close()
+		return
+	}
+	if err == nil {
+		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), sb.Size
+		w := &state.Write{}
+		if err = putJSON(w, snapshotKey(cur.ID), cur); err == nil {
+			err = s.writeSnapshotLocked(sb, w)
+		} else {
+			sb.Close()
+		}
+	} else {
+		sb.Close()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.logSnapshotFailed(snap.ID, fmt.Sprintf("writing the snapshot: %v", err))
+		return
+	}
+	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
+}
+
+func (s *Service) logSnapshotFailed(id, reason string) {
+	if _, err := s.snapshotFailed(id, reason); err != nil {
+		s.opts.Logger.Error("recording a failed snapshot", "snapshot_id", id, "error", err)
+	}
+}
+
+// snapshotFailed makes snapshot id FAILED with reason (unless it is
+// already READY, FAILED or DELETED) and returns its record, taking
+// Service.mu.
+func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	snap, err := s.readSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	if snap.State != SnapshotPending && snap.State != SnapshotRunning {
+		return snap, nil
+	}
+	snap.State, snap.StateTime, snap.FailureReason = SnapshotFailed, s.now(), reason
+	snap.DiskSizeBytes = 0
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(id), snap); err != nil {
+		return nil, err
+	}
+	if err := s.deleteSnapshotLocked(id, w); err != nil {
+		return nil, internalf("recording snapshot %s as failed: %w", id, err)
+	}
+	s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
+	return snap, nil
+}
+
+// putSnapshot writes snap's record, taking Service.mu.
+func (s *Service) putSnapshot(snap *Snapshot) error {
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+		return err
+	}
+	if err := s.apply(w); err != nil {
+		return internalf("recording snapshot %s: %w", snap.ID, err)
+	}
+	return nil
+}
+
+// readSnapshot reads snapshot id's record; a missing one is
+// SNAPSHOT_NOT_FOUND. It takes no lock.
+func (s *Service) readSnapshot(id string) (*Snapshot, error) {
+	b, err := s.store.Get(snapshotKey(id))
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, errorf(CodeSnapshotNotFound, "no snapshot has the ID %q", id)
+	}
+	if err != nil {
+		return nil, internalf("reading snapshot %s: %w", id, err)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return nil, internalf("decoding the record of snapshot %s: %w", id, err)
+	}
+	return &snap, nil
+}
+
+// GetSnapshot returns snapshot id (a deleted one reads DELETED). It takes
+// no lock.
+func (s *Service) GetSnapshot(id string) (*Snapshot, error) {
+	if id == "" {
+		return nil, errorf(CodeSnapshotNotFound, "no snapshot ID given")
+	}
+	return s.readSnapshot(id)
+}
+
+// ListSnapshots returns the snapshots of job ref (an ID: that job's; a
+// name: those of every job of the name; "": all), newest first; DELETED
+// ones only with all. It takes no lock.
+func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
+	byID := false
+	if ref != "" {
+		if _, err := s.readJob(ref); err == nil {
+			byID = true
+		} else if !errors.Is(err, state.ErrNotFound) {
+			return nil, internalf("reading job %s: %w", ref, err)
+		} else if !jobNameRE.MatchString(ref) {
+			return nil, errorf(CodeJobNotFound, "no job has the ID or name %q", ref)
+		}
+	}
+	out := []*Snapshot{}
+	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+		snap := &Snapshot{}
+		if err := decodeJSON(v, snap); err != nil {
+			return err
+		}
+		switch {
+		case snap.State == SnapshotDeleted && !all,
+			ref != "" && byID && snap.SourceJobID != ref,
+			ref != "" && !byID && snap.JobName != ref:
+			return nil
+		}
+		out = append(out, snap)
+		return nil
+	})
+	if err != nil {
+		return nil, internalf("listing snapshots: %w", err)
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if !out[a].CreationTime.Equal(out[b].CreationTime) {
+			return out[a].CreationTime.After(out[b].CreationTime)
+		}
+		return out[a].ID > out[b].ID
+	})
+	return out, nil
+}
+
+// DeleteSnapshot deletes snapshot id: its data goes at once, its record
+// stays as a DELETED tombstone. Deleting a deleted snapshot answers the
+// tombstone. It takes Service.mu.
+func (s *Service) DeleteSnapshot(id string) (*Snapshot, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	return s.deleteSnapshot(id, "deleted")
+}
+
+func (s *Service) deleteSnapshot(id, reason string) (*Snapshot, error) {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	snap, err := s.readSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	if snap.State == SnapshotDeleted {
+		return snap, nil
+	}
+	snap.State, snap.StateTime, snap.DiskSizeBytes = SnapshotDeleted, s.now(), 0
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(id), snap); err != nil {
+		return nil, err
+	}
+	if err := s.deleteSnapshotLocked(id, w); err != nil {
+		return nil, internalf("deleting snapshot %s: %w", id, err)
+	}
+	s.opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
+	return snap, nil
+}
+
+// WaitSnapshot waits until snapshot id is READY, FAILED or DELETED and
+// returns it.
+func (s *Service) WaitSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	for {
+		next := s.changes.next()
+		snap, err := s.readSnapshot(id)
+		if err != nil {
+			return nil, err
+		}
+		if snap.State != SnapshotPending && snap.State != SnapshotRunning {
+			return snap, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for snapshot %s: %w", id, ctx.Err())
+		case <-next:
+		}
+	}
+}
+
+// recoverSnapshots, at Open: a snapshot left PENDING or RUNNING was cut
+// short by the stop (its data is written in one batch with READY, so it
+// has none) and becomes FAILED; expired snapshots are deleted.
+func (s *Service) recoverSnapshots() error {
+	var stale []string
+	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+		snap := &Snapshot{}
+		if err := decodeJSON(v, snap); err != nil {
+			return err
+		}
+		if snap.State == SnapshotPending || snap.State == SnapshotRunning {
+			stale = append(stale, snap.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the snapshot registry: %w", err)
+	}
+	for _, id := range stale {
+		if _, err := s.snapshotFailed(id, "the server stopped while the snapshot was being taken"); err != nil {
+			return err
+		}
+	}
+	return s.expireSnapshots()
+}
+
+// expireSnapshots deletes every snapshot whose expire time has passed on
+// the service's clock.
+func (s *Service) expireSnapshots() error {
+	now := s.now()
+	var expired []string
+	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+		snap := &Snapshot{}
+		if err := decodeJSON(v, snap); err != nil {
+			return err
+		}
+		switch snap.State {
+		case SnapshotReady, SnapshotFailed:
+			if !now.Before(snap.ExpireTime) {
+				expired = append(expired, snap.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the snapshot registry: %w", err)
+	}
+	var errs []error
+	for _, id := range expired {
+		if _, err := s.deleteSnapshot(id, "expired"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// expireLoop deletes expired snapshots every checkpoint interval until
+// the service closes.
+func (s *Service) expireLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			if s.storeFailed() != nil {
+				continue
+			}
+			if err := s.expireSnapshots(); err != nil {
+				s.opts.Logger.Error("deleting expired snapshots", "error", err)
+			}
+		}
+	}
+}
+
+// The store writes of snapshots, beside those of service.go: each under
+// Service.mu, noting a failed store.
+
+// writeSnapshotLocked commits a built snapshot with the registry changes
+// w. Service.mu is held.
+func (s *Service) writeSnapshotLocked(sb *state.SnapshotBatch, w *state.Write) error {
+	defer s.changes.notify()
+	return s.stored(sb.Commit(w))
+}
+
+// deleteSnapshotLocked deletes snapshot id's data with the registry
+// changes w. Service.mu is held.
+func (s *Service) deleteSnapshotLocked(id string, w *state.Write) error {
+	defer s.changes.notify()
+	return s.stored(s.store.DeleteSnapshot(id, w))
+}
+
+// restoreSnapshotLocked writes a new job's start from snapshot id with the
+// registry changes w. Service.mu is held.
+func (s *Service) restoreSnapshotLocked(id string, r state.SnapshotRestore, w *state.Write) error {
+	defer s.changes.notify()
+	return s.stored(s.store.RestoreSnapshot(id, r, w))
+}
+
+// snapshotGraph parses the graph of snap.
+func snapshotGraph(snap *Snapshot) (*graph.Pipeline, error) {
+	g, err := graph.Parse(snap.Graph)
+	if err != nil {
+		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
+	}
+	return g, nil
+}

@@ -1,0 +1,183 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/state"
+)
+
+// FromSnapshotRequest is a new job that starts from a snapshot (Dataflow's
+// --create_from_snapshot).
+type FromSnapshotRequest struct {
+	SubmitRequest
+	// SnapshotID is the READY snapshot to start from.
+	SnapshotID string
+	// Mapping renames (or, mapped to "", drops) steps of the snapshot's
+	// job, as in an update: JSON {"Old": "New"}.
+	Mapping string
+	// AllowSourceChange accepts a source that reads something else; its
+	// positions are then dropped.
+	AllowSourceChange bool
+}
+
+// CreateFromSnapshot checks req's pipeline against the graph of snapshot
+// req.SnapshotID with the compatibility check of an update (same rules and
+// report; a refused check is INCOMPATIBLE_UPDATE and creates nothing) and,
+// when compatible, creates job req.Name (no job of the name may be active;
+// it may be the snapshot's job's name or another) that starts from the
+// snapshot: every matched keyed step's full state is copied from the
+// snapshot into the new job's lineage namespaces under its new step name,
+// and sources resume from the snapshot's positions (the cut's sink data was
+// committed by the snapshot's job before the snapshot became READY).
+// The new job's generation is at least the snapshot's + 1 and at least
+// the name's next one, so its sink revisions win over rows the
+// snapshot's job wrote. The copy, the new job's checkpoint record, its
+// job record and its name's lineage are one atomic write.
+//
+// It holds the name's guard (lock order 1) throughout and Service.mu for
+// the write; the snapshot is only read (it stays READY and unchanged).
+func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*UpdateResult, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	mapping, err := compat.ParseMapping(req.Mapping)
+	if err != nil {
+		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+	}
+	req.Options.EnsureDefaults()
+	if err := req.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if req.Pipeline == "" {
+		return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+	}
+	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
+		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+	}
+	if req.PipelineFile == "" {
+		req.PipelineFile = "pipeline.yaml"
+	}
+	snap, err := s.GetSnapshot(req.SnapshotID)
+	if err != nil {
+		return nil, err
+	}
+	if snap.State != SnapshotReady {
+		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
+	}
+	if snap.SDK != "" {
+		return nil, errorf(CodeSnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
+	}
+	oldGraph, err := snapshotGraph(snap)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.closing.Load() {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	l, err := s.readLineage(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID != "" {
+		active, err := s.readJob(l.ActiveJobID)
+		if err != nil {
+			return nil, internalf("reading the active job of %q: %w", req.Name, err)
+		}
+		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
+	}
+	rec, err := s.store.SnapshotRecord(snap.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
+	}
+	if err != nil {
+		return nil, internalf("reading snapshot %s: %w", snap.ID, err)
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	gen := max(l.Generation, snap.Generation) + 1
+	j := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+		Generation: gen, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
+		BaseDir: req.BaseDir, Options: req.Options, CreatedFromSnapshotID: snap.ID,
+		History: []StateChange{{State: StatePending, Time: now, Reason: "created from snapshot " + snap.ID}}}
+	p, err := s.load(j)
+	if err != nil {
+		return nil, err
+	}
+	newGraph := p.Graph()
+	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
+	res := &UpdateResult{Report: report}
+	if !report.Compatible {
+		return res, errorf(CodeIncompatible, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
+	}
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	j.Graph, j.Type = canon, jobType(newGraph)
+	r := restoreOf(j, rec, report, newGraph)
+	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
+		return nil, err
+	}
+	s.mu.Lock() // lock order 3
+	err = s.restoreSnapshotLocked(snap.ID, r, w)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
+	}
+	s.opts.Logger.Info("job created from a snapshot", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation,
+		"snapshot_id", snap.ID, "epoch", rec.Epoch)
+	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+		return nil, err
+	}
+	res.Job = j
+	return res, nil
+}
+
+// restoreOf says how job j starts from the snapshot's checkpoint record
+// rec: matched keyed steps' state under their new names, matched sources'
+// positions, and every other step of j's graph emptied of state its name's
+// earlier jobs left. The cut's sink parts are not handed over: the
+// snapshot's job committed them before the snapshot could become READY
+// (snapshotCut fails the snapshot otherwise), so committing them again
+// under the new job's sinks would write them twice to an appending sink.
+func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
+	r := state.SnapshotRestore{Lineage: j.Name, JobID: j.ID, Steps: map[string]string{},
+		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}}}
+	filled := map[string]bool{}
+	for _, m := range report.Matches {
+		if m.Kind == graph.KindSource {
+			if pos, ok := rec.Positions[m.Old]; ok {
+				r.Record.Positions[m.New] = pos
+			}
+			continue
+		}
+		r.Steps[m.Old] = m.New
+		filled[m.New] = true
+	}
+	for _, st := range g.Steps {
+		if !filled[st.Name] {
+			r.Clear = append(r.Clear, st.Name)
+		}
+	}
+	return r
+}

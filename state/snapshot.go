@@ -1,0 +1,256 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Snapshots of jobs live in their own key space, independent of the job's
+// lineage and checkpoints:
+//
+//	snap/<id>/cp                       the cut's CheckpointRecord (epoch,
+//	                                   positions, sink parts), JSON
+//	snap/<id>/s/<step>\x00<kg><key>    every key of every step's keyed state
+//	                                   as of the cut (not only the keys the
+//	                                   cut's checkpoint changed)
+//
+// A snapshot's data is written in ONE synced batch together with the
+// registry write that marks it complete (the service's READY record), so
+// a snapshot is either complete or has no data at all (BuildSnapshot,
+// SnapshotBatch.Commit). Nothing but
+// DeleteSnapshot ever removes or changes those keys: later checkpoints,
+// handovers, DropState and the job's end write other key spaces.
+const prefixSnapshot = "snap/"
+
+func snapPrefix(id string) []byte { return []byte(prefixSnapshot + id + "/") }
+
+func snapStatePrefix(id, step string) []byte {
+	return []byte(prefixSnapshot + id + "/s/" + step + "\x00")
+}
+
+// Pinned is a consistent, read-only view of the whole store at one moment
+// (a Pebble snapshot): the cut a job snapshot copies from while the job's
+// later checkpoints write on. Release it when done.
+type Pinned struct {
+	snap *pebble.Snapshot
+}
+
+// Pin returns a view of the store as it is now. The caller makes sure that
+// no write it must exclude runs concurrently (the job service pins under
+// its store lock, right after the cut's checkpoint write).
+func (s *Store) Pin() *Pinned { return &Pinned{snap: s.db.NewSnapshot()} }
+
+// Release lets go of the view.
+func (p *Pinned) Release() error {
+	if err := p.snap.Close(); err != nil {
+		return fmt.Errorf("releasing a pinned view of the store: %w", err)
+	}
+	return nil
+}
+
+// SnapshotCut is what a job snapshot copies: the steps whose keyed state
+// it keeps (every step of the job's graph; those without state are
+// skipped) and the cut's checkpoint record.
+type SnapshotCut struct {
+	Lineage string
+	Steps   []string
+	Record  CheckpointRecord
+}
+
+// SnapshotBatch is a job snapshot's data, read from a pinned view and
+// not yet written: the caller commits it with the registry write that
+// marks the snapshot complete, or closes it to write nothing.
+type SnapshotBatch struct {
+	s  *Store
+	id string
+	b  *pebble.Batch
+	// Size is the bytes the snapshot takes (keys and values).
+	Size int64
+}
+
+// BuildSnapshot reads the full keyed state of cut's steps as pin sees it,
+// and cut's checkpoint record, into a batch for snapshot id's own key
+// space. It writes nothing: see SnapshotBatch.
+func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *SnapshotBatch, err error) {
+	sb := &SnapshotBatch{s: s, id: id, b: s.db.NewBatch()}
+	defer func() {
+		if err != nil {
+			sb.Close()
+		}
+	}()
+	for _, step := range cut.Steps {
+		v, closer, err := pin.snap.Get(nsKey(cut.Lineage, step))
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
+		}
+		ns := binary.BigEndian.Uint32(v)
+		closer.Close()
+		lo := nsPrefix(ns)
+		it, err := pin.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+		}
+		dst := snapStatePrefix(id, step)
+		for it.First(); it.Valid(); it.Next() {
+			k := append(bytes.Clone(dst), it.Key()[len(lo):]...)
+			if err := sb.b.Set(k, it.Value(), nil); err != nil {
+				it.Close()
+				return nil, fmt.Errorf("snapshot %s: %w", id, err)
+			}
+			sb.Size += int64(len(k) + len(it.Value()))
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+		}
+	}
+	rec, err := json.Marshal(cut.Record)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", id, err)
+	}
+	cpKey := append(snapPrefix(id), "cp"...)
+	if err := sb.b.Set(cpKey, rec, nil); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	sb.Size += int64(len(cpKey) + len(rec))
+	return sb, nil
+}
+
+// Commit writes the snapshot's data with the registry changes w (the
+// snapshot's complete record) in one synced batch, and closes sb.
+func (sb *SnapshotBatch) Commit(w *Write) error {
+	defer sb.Close()
+	if err := sb.s.applyWrite(sb.b, w); err != nil {
+		return fmt.Errorf("snapshot %s: %w", sb.id, err)
+	}
+	if err := sb.s.commit(sb.b); err != nil {
+		return fmt.Errorf("writing snapshot %s: %w", sb.id, err)
+	}
+	return nil
+}
+
+// Close drops what sb holds; after Commit it does nothing.
+func (sb *SnapshotBatch) Close() {
+	if sb.b != nil {
+		sb.b.Close()
+		sb.b = nil
+	}
+}
+
+// SnapshotRecord returns the checkpoint record of snapshot id.
+func (s *Store) SnapshotRecord(id string) (*CheckpointRecord, error) {
+	v, closer, err := s.db.Get(append(snapPrefix(id), "cp"...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	defer closer.Close()
+	var rec CheckpointRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return nil, fmt.Errorf("decoding snapshot %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// DeleteSnapshot removes every key of snapshot id, with the registry
+// changes w (its tombstone record), in one synced batch.
+func (s *Store) DeleteSnapshot(id string, w *Write) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	lo := snapPrefix(id)
+	if err := b.DeleteRange(lo, prefixEnd(lo), nil); err != nil {
+		return fmt.Errorf("deleting snapshot %s: %w", id, err)
+	}
+	if err := s.applyWrite(b, w); err != nil {
+		return fmt.Errorf("deleting snapshot %s: %w", id, err)
+	}
+	if err := s.commit(b); err != nil {
+		return fmt.Errorf("deleting snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// SnapshotRestore says how job JobID of Lineage starts from a snapshot: the
+// state of each snapshot step in Steps (snapshot step name → the new job's
+// step name) is copied into the lineage's namespace of the new step, which
+// is emptied first (state an earlier job of the lineage left), and the new
+// job's checkpoint record is rec. All of it, with the registry changes w
+// (the new job's record and its name's lineage), is one synced batch.
+type SnapshotRestore struct {
+	Lineage string
+	JobID   string
+	Steps   map[string]string
+	// Clear lists steps of the new job whose lineage state is emptied
+	// without anything copied in (steps the snapshot has no state for).
+	Clear  []string
+	Record CheckpointRecord
+}
+
+// RestoreSnapshot writes r (see SnapshotRestore) from snapshot id in one
+// synced batch, with the registry changes w.
+func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
+	if w == nil {
+		w = &Write{}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	clear := func(step string) (uint32, error) {
+		ns, ok, err := s.lookupNamespace(r.Lineage, step)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return s.Namespace(r.Lineage, step)
+		}
+		return ns, b.DeleteRange(nsPrefix(ns), prefixEnd(nsPrefix(ns)), nil)
+	}
+	for _, step := range r.Clear {
+		if _, err := clear(step); err != nil {
+			return fmt.Errorf("restoring snapshot %s: emptying the state of step %q: %w", id, step, err)
+		}
+	}
+	for old, nw := range r.Steps {
+		ns, err := clear(nw)
+		if err != nil {
+			return fmt.Errorf("restoring snapshot %s: emptying the state of step %q: %w", id, nw, err)
+		}
+		lo := snapStatePrefix(id, old)
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+		if err != nil {
+			return fmt.Errorf("restoring snapshot %s: %w", id, err)
+		}
+		dst := nsPrefix(ns)
+		for it.First(); it.Valid(); it.Next() {
+			if err := b.Set(append(bytes.Clone(dst), it.Key()[len(lo):]...), it.Value(), nil); err != nil {
+				it.Close()
+				return fmt.Errorf("restoring snapshot %s: %w", id, err)
+			}
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return fmt.Errorf("restoring snapshot %s: reading the state of step %q: %w", id, old, err)
+		}
+	}
+	rec, err := json.Marshal(r.Record)
+	if err != nil {
+		return fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	if err := b.Set([]byte(prefixCheckpoint+r.JobID), rec, nil); err != nil {
+		return err
+	}
+	if err := s.applyWrite(b, w); err != nil {
+		return fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	if err := s.commit(b); err != nil {
+		return fmt.Errorf("restoring snapshot %s into job %s: %w", id, r.JobID, err)
+	}
+	return nil
+}
