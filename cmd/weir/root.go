@@ -145,7 +145,7 @@ drains and cancels its jobs.`,
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error (default info for weir server)")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error (weir server: info unless this flag is given)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
 		newRunCommand(e),
