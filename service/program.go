@@ -128,18 +128,8 @@ func sameGraph(a, b json.RawMessage) (bool, error) {
 // Go program jobs never resume by themselves when the service opens: their
 // program decides here.
 func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	if err := ValidateJobName(req.Name); err != nil {
-		return nil, err
-	}
-	mapping, err := compat.ParseMapping(req.Mapping)
+	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
-		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
-	}
-	req.Options.EnsureDefaults()
-	if err := req.Options.Validate(); err != nil {
 		return nil, err
 	}
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1
@@ -238,15 +228,9 @@ type ReleaseRequest struct {
 // active job of the name, the result has no report and the release may go
 // ahead.
 func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	if err := ValidateJobName(req.Name); err != nil {
-		return nil, err
-	}
-	mapping, err := compat.ParseMapping(req.Mapping)
+	mapping, err := s.admitChange(req.Name, req.Mapping, nil)
 	if err != nil {
-		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+		return nil, err
 	}
 	newGraph, err := graph.Parse(req.Graph)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
@@ -266,14 +267,7 @@ type SubmitRequest struct {
 // created and its execution started (the job is then RUNNING), or FAILED
 // when the execution could not start.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	if err := ValidateJobName(req.Name); err != nil {
-		return nil, err
-	}
-	req.Options.EnsureDefaults()
-	if err := req.Options.Validate(); err != nil {
+	if _, err := s.admitChange(req.Name, "", &req.Options); err != nil {
 		return nil, err
 	}
 	if req.Pipeline == "" {
@@ -642,4 +636,28 @@ func (s *Service) stored(err error) error {
 		return errorf(CodeStorageUnavailable, "%w", err)
 	}
 	return err
+}
+
+// admitChange is the first check of every request that creates or changes
+// a job: the store works, name follows the job-name rule, the transform
+// name mapping parses (its result is returned; "" is no mapping) and opts,
+// when given, are valid once defaulted.
+func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compat.Mapping, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	if err := ValidateJobName(name); err != nil {
+		return nil, err
+	}
+	mapping, err := compat.ParseMapping(mappingJSON)
+	if err != nil {
+		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+	}
+	if opts != nil {
+		opts.EnsureDefaults()
+		if err := opts.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return mapping, nil
 }

@@ -41,18 +41,8 @@ type FromSnapshotRequest struct {
 // It holds the name's guard (lock order 1) throughout and Service.mu for
 // the write; the snapshot is only read (it stays READY and unchanged).
 func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*UpdateResult, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	if err := ValidateJobName(req.Name); err != nil {
-		return nil, err
-	}
-	mapping, err := compat.ParseMapping(req.Mapping)
+	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
-		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
-	}
-	req.Options.EnsureDefaults()
-	if err := req.Options.Validate(); err != nil {
 		return nil, err
 	}
 	if req.Pipeline == "" {

@@ -76,18 +76,8 @@ func attemptKey(name string, t time.Time) string {
 // from the pause on, the new execution's from its start; Service.mu only
 // for the store writes. Reads of the service answer meanwhile.
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	if err := ValidateJobName(req.Name); err != nil {
-		return nil, err
-	}
-	mapping, err := compat.ParseMapping(req.Mapping)
+	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
-		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
-	}
-	req.Options.EnsureDefaults()
-	if err := req.Options.Validate(); err != nil {
 		return nil, err
 	}
 	if req.PipelineFile == "" {
