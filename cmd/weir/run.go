@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,6 +37,7 @@ type runFlags struct {
 	fromSnapshot   string
 	server         serverFlag
 	allowSource    bool
+	wait, noWait   bool
 }
 
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
@@ -74,8 +77,10 @@ func newRunCommand(e *env) *cobra.Command {
 
 With --job-name NAME (or --server, or $WEIR_SERVER set) the pipeline is
 submitted to a weir server (default http://127.0.0.1:7070) as a job: the
-command returns once the job is created and prints its ID ({"id", "name"}
-with --format json). Paths in the pipeline resolve against the current
+command prints its ID ({"id", "name"} with --format json) and waits for the
+job's first durable checkpoint or its end, exiting 1 with the job's error
+when it failed; --no-wait returns once the job is created, --wait follows it
+to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED). Paths in the pipeline resolve against the current
 directory (sent as the job's base_dir). Without a job name, one is derived
 from the file name.
 
@@ -115,6 +120,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.StringVar(&f.jobName, "job-name", "", "submit the pipeline to the weir server as a job of this name ([a-z]([-a-z0-9]*[a-z0-9])?)")
 	addServerFlag(cmd, &f.server)
 	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name in place (needs a weir server)")
+	fl.BoolVar(&f.wait, "wait", false, "after submitting, wait for the job's end: exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED")
+	fl.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is created (default: wait for its first durable checkpoint or its end)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
 	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
@@ -146,7 +153,10 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	}
 	if len(given) > 0 {
-		return withCode(ExitNeedsServer, fmt.Errorf("%s: not available yet (the weir job service does not offer updates, snapshots or service options in this release); 'weir run --job-name NAME' submits a new job", strings.Join(given, ", ")))
+		return withCode(ExitNeedsServer, fmt.Errorf("%s: not available yet (the weir job service does not offer service options in this release); 'weir run --job-name NAME' submits a new job", strings.Join(given, ", ")))
+	}
+	if f.wait && f.noWait {
+		return usageErrorf("--wait and --no-wait exclude each other")
 	}
 	if f.fromSnapshot != "" {
 		return runFromSnapshot(cmd, e, path, f) // snapshots.go
@@ -275,7 +285,76 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
 	}
 	e.logger.Info("job submitted", "job_id", res.ID, "job_name", res.Name, "server", c.Base())
-	return nil
+	if f.noWait {
+		return nil
+	}
+	j, err := c.Get(ctx, res.ID)
+	if err != nil {
+		return clientError(ctx, c, err)
+	}
+	return waitSubmitted(ctx, e, c, j, f.wait)
+}
+
+// submitWaitPoll is how often `weir run` asks a submitted job's state.
+const submitWaitPoll = 100 * time.Millisecond
+
+// waitSubmitted follows a submitted job: by default until its first
+// durable checkpoint (or, for a job without checkpoints, until it runs) or
+// its end; with toEnd until its end, printing each state it passes on
+// stderr. A job that ends FAILED or CANCELLED is an error (exit 1) with
+// the job's reason; an UPDATED job is followed into its successor.
+func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) error {
+	t := time.NewTicker(submitWaitPoll)
+	defer t.Stop()
+	last := j.State
+	if toEnd {
+		fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
+	}
+	for {
+		switch j.State {
+		case service.StateDone, service.StateDrained:
+			if toEnd {
+				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
+			}
+			return nil
+		case service.StateFailed:
+			return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
+		case service.StateCancelled:
+			return withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
+		case service.StateUpdated:
+			if j.ReplacedByJobID == "" {
+				return nil
+			}
+			ref := j.ReplacedByJobID
+			next, err := c.Get(ctx, ref)
+			if err != nil {
+				return clientError(ctx, c, err)
+			}
+			if toEnd {
+				fmt.Fprintf(e.stderr, "job %s (%s) was updated into job %s\n", j.ID, j.Name, next.ID)
+			}
+			j = next
+			continue
+		case service.StateRunning, service.StateDraining:
+			if !toEnd && (j.LastCheckpoint != nil || !j.Checkpointing) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.Get(ctx, j.ID)
+		if err != nil {
+			return clientError(ctx, c, err)
+		}
+		j = next
+		if toEnd && j.State != last {
+			fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
+		}
+		last = j.State
+	}
 }
 
 // updated is what `weir run --update --format json` prints.
