@@ -103,6 +103,7 @@ func newJobsDescribeCommand(e *env) *cobra.Command {
 func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 	var format string
 	var server serverFlag
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   action + " ID|NAME...",
 		Short: short,
@@ -149,6 +150,28 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 					return err
 				}
 			}
+			if wait {
+				// Follow each job to its end: DRAINED (drain) or CANCELLED
+				// (cancel) is success, any other end a failure.
+				want := service.StateDrained
+				if action == "cancel" {
+					want = service.StateCancelled
+				}
+				for _, sum := range done {
+					j, err := c.Get(cmd.Context(), sum.ID)
+					if err != nil {
+						err = clientError(cmd.Context(), c, err)
+					} else if j, err = followJob(cmd.Context(), e, c, j, nil, true); err == nil && j.State != want {
+						err = withCode(ExitFailure, fmt.Errorf("job %s (%s) ended %s, not %s: %s", j.ID, j.Name, j.State, want, j.Error))
+					}
+					if err != nil {
+						fmt.Fprintf(e.stderr, "weir: %s %s: %v\n", action, sum.ID, err)
+						if firstErr == nil {
+							firstErr = err
+						}
+					}
+				}
+			}
 			if firstErr != nil {
 				// Each failure was printed; exit with the first one's code.
 				return withCode(exitCode(cmd.Context(), firstErr), errAlreadyReported)
@@ -158,6 +181,7 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 	}
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until each job has ended, with its states on stderr: exit 0 when it ended "+map[string]string{"drain": "DRAINED", "cancel": "CANCELLED"}[action])
 	return cmd
 }
 

@@ -302,58 +302,67 @@ const submitWaitPoll = 100 * time.Millisecond
 // durable checkpoint (or, for a job without checkpoints, until it runs) or
 // its end; with toEnd until its end, printing each state it passes on
 // stderr. A job that ends FAILED or CANCELLED is an error (exit 1) with
-// the job's reason; an UPDATED job is followed into its successor.
+// the job's reason.
 func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) error {
+	var until func(*service.Job) bool
+	if !toEnd {
+		until = func(j *service.Job) bool {
+			return (j.State == service.StateRunning || j.State == service.StateDraining) && (j.LastCheckpoint != nil || !j.Checkpointing)
+		}
+	}
+	j, err := followJob(ctx, e, c, j, until, toEnd)
+	if err != nil {
+		return err
+	}
+	switch j.State {
+	case service.StateFailed:
+		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
+	case service.StateCancelled:
+		return withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
+	}
+	return nil
+}
+
+// followJob polls job j until until(j) holds (nil: never) or j is
+// terminal, and returns it then; an UPDATED job is followed into its
+// successor. With progress, each state j passes is printed on stderr.
+func followJob(ctx context.Context, e *env, c *api.Client, j *service.Job, until func(*service.Job) bool, progress bool) (*service.Job, error) {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
-	last := j.State
-	if toEnd {
+	if progress {
 		fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
 	}
 	for {
-		switch j.State {
-		case service.StateDone, service.StateDrained:
-			if toEnd {
-				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
-			}
-			return nil
-		case service.StateFailed:
-			return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
-		case service.StateCancelled:
-			return withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
-		case service.StateUpdated:
-			if j.ReplacedByJobID == "" {
-				return nil
-			}
-			ref := j.ReplacedByJobID
-			next, err := c.Get(ctx, ref)
+		if j.State == service.StateUpdated && j.ReplacedByJobID != "" {
+			next, err := c.Get(ctx, j.ReplacedByJobID)
 			if err != nil {
-				return clientError(ctx, c, err)
+				return nil, clientError(ctx, c, err)
 			}
-			if toEnd {
-				fmt.Fprintf(e.stderr, "job %s (%s) was updated into job %s\n", j.ID, j.Name, next.ID)
+			if progress {
+				fmt.Fprintf(e.stderr, "job %s (%s) was updated into job %s: %s\n", j.ID, j.Name, next.ID, next.State)
 			}
 			j = next
 			continue
-		case service.StateRunning, service.StateDraining:
-			if !toEnd && (j.LastCheckpoint != nil || !j.Checkpointing) {
-				return nil
+		}
+		if j.State.Terminal() || until != nil && until(j) {
+			if progress && j.State.Terminal() {
+				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
 			}
+			return j, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-t.C:
 		}
 		next, err := c.Get(ctx, j.ID)
 		if err != nil {
-			return clientError(ctx, c, err)
+			return nil, clientError(ctx, c, err)
+		}
+		if progress && next.State != j.State {
+			fmt.Fprintf(e.stderr, "job %s (%s): %s\n", next.ID, next.Name, next.State)
 		}
 		j = next
-		if toEnd && j.State != last {
-			fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
-		}
-		last = j.State
 	}
 }
 

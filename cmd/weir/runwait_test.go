@@ -59,3 +59,33 @@ func TestCLIRunWaits(t *testing.T) {
 		t.Errorf("--wait --no-wait: exit %d, want %d", r.code, ExitUsage)
 	}
 }
+
+// TestCLIDrainAndCancelWait: `weir jobs drain --wait` returns once the
+// streaming job is DRAINED (exit 0), `weir jobs cancel --wait` once it is
+// CANCELLED.
+func TestCLIDrainAndCancelWait(t *testing.T) {
+	p := startServer(t, t.TempDir())
+	dir := t.TempDir()
+	stream, err := os.ReadFile(filepath.Join("testdata", "stream_windows.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stream.yaml"), stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ action, name, want string }{
+		{"drain", "drained", "DRAINED"},
+		{"cancel", "cancelled", "CANCELLED"},
+	} {
+		if r := p.cli(dir, "run", "stream.yaml", "--job-name", tc.name); r.code != ExitOK {
+			t.Fatalf("submitting %s: exit %d, stderr %q", tc.name, r.code, r.stderr)
+		}
+		r := p.cli(dir, "jobs", tc.action, tc.name, "--wait")
+		if r.code != ExitOK || !strings.Contains(r.stderr, "ended "+tc.want) {
+			t.Errorf("jobs %s --wait: exit %d, stderr %q; want 0 after %s", tc.action, r.code, r.stderr, tc.want)
+		}
+		if m := p.describe(tc.name); m["state"] != tc.want {
+			t.Errorf("after jobs %s --wait returned, the job is %v", tc.action, m["state"])
+		}
+	}
+}
