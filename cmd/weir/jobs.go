@@ -38,7 +38,13 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown jobs command %q (want list, describe, drain or cancel)", args[0])
+				var names []string
+				for _, sub := range cmd.Commands() {
+					if sub.IsAvailableCommand() {
+						names = append(names, sub.Name())
+					}
+				}
+				return usageErrorf("unknown jobs command %q (want one of %s)", args[0], strings.Join(names, ", "))
 			}
 			return cmd.Help()
 		},
