@@ -284,19 +284,9 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	l, err := s.readLineage(req.Name)
+	l, err := s.lineageForNewJob(req.Name)
 	if err != nil {
 		return nil, err
-	}
-	if l.ActiveJobID != "" {
-		active, err := s.readJob(l.ActiveJobID)
-		if err != nil {
-			return nil, internalf("reading the active job of %q: %w", req.Name, err)
-		}
-		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
 	now := s.now()
 	id, err := newJobID(now)
@@ -660,4 +650,25 @@ func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compa
 		}
 	}
 	return mapping, nil
+}
+
+// lineageForNewJob reads the lineage of name for a new job of it, refusing
+// while the service closes or while the name has an active job. The caller
+// holds the name's guard, so the answer stays true until it is released.
+func (s *Service) lineageForNewJob(name string) (*lineage, error) {
+	if s.closing.Load() {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	l, err := s.readLineage(name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID != "" {
+		active, err := s.readJob(l.ActiveJobID)
+		if err != nil {
+			return nil, internalf("reading the active job of %q: %w", name, err)
+		}
+		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
+	}
+	return l, nil
 }

@@ -73,19 +73,9 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	l, err := s.readLineage(req.Name)
+	l, err := s.lineageForNewJob(req.Name)
 	if err != nil {
 		return nil, err
-	}
-	if l.ActiveJobID != "" {
-		active, err := s.readJob(l.ActiveJobID)
-		if err != nil {
-			return nil, internalf("reading the active job of %q: %w", req.Name, err)
-		}
-		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {

@@ -422,21 +422,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		case res.Report.Compatible:
 			fmt.Fprintf(e.stdout, "the update of %s is compatible (not applied: --validate-only)\n", f.jobName)
 		}
-		if !res.Report.Compatible || len(res.Report.Warnings) > 0 || len(res.Report.DroppedState) > 0 {
-			if werr := res.Report.WriteText(e.stdout); werr != nil {
-				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
-			}
+		if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
+			return werr
 		}
 	}
-	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == service.CodeIncompatible {
-			return withCode(ExitIncompatible, err)
-		}
-		return clientError(ctx, c, err)
-	}
-	if res.Job != nil && res.Job.State == service.StateFailed {
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.Job.ID, f.jobName, res.Job.Error))
+	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
+		return err
 	}
 	return nil
 }
@@ -550,6 +541,36 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}
+
+// writeNotableReport prints a compatibility report when it says something
+// beyond "compatible": errors, warnings or dropped state.
+func writeNotableReport(w io.Writer, r compat.Report) error {
+	if r.Compatible && len(r.Warnings) == 0 && len(r.DroppedState) == 0 {
+		return nil
+	}
+	if err := r.WriteText(w); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	return nil
+}
+
+// checkedJobError turns the outcome of a request that ran the
+// compatibility check (an update, a job from a snapshot) into the CLI's
+// error: an incompatible pipeline exits 6, other refusals as the server's
+// code says, and a job created FAILED exits 1.
+func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.SubmitResponse, name string) error {
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == service.CodeIncompatible {
+			return withCode(ExitIncompatible, err)
+		}
+		return clientError(ctx, c, err)
+	}
+	if j != nil && j.State == service.StateFailed {
+		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", j.ID, name, j.Error))
 	}
 	return nil
 }

@@ -291,21 +291,12 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 		if res.Job != nil {
 			fmt.Fprintln(e.stdout, res.Job.ID)
 		}
-		if !res.Report.Compatible || len(res.Report.Warnings) > 0 || len(res.Report.DroppedState) > 0 {
-			if werr := res.Report.WriteText(e.stdout); werr != nil {
-				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
-			}
+		if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
+			return werr
 		}
 	}
-	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == service.CodeIncompatible {
-			return withCode(ExitIncompatible, err)
-		}
-		return clientError(ctx, c, err)
-	}
-	if res.Job != nil && res.Job.State == service.StateFailed {
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.Job.ID, f.jobName, res.Job.Error))
+	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
+		return err
 	}
 	e.logger.Info("job created from a snapshot", "job_id", out.ID, "job_name", f.jobName, "snapshot_id", f.fromSnapshot)
 	return nil
