@@ -175,7 +175,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 
 	if f.validateOnly {
-		p, err := inspectPipeline(path)
+		p, err := inspectPipeline(path, false)
 		if err != nil {
 			return err
 		}
@@ -375,6 +375,10 @@ type updated struct {
 	PauseMillis    int64         `json:"pause_ms,omitempty"`
 	Compatibility  compat.Report `json:"compatibility"`
 	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+	// Options are the new job's options; OptionsChanged those that differ
+	// from the running job's.
+	Options        *service.JobOptions    `json:"options,omitempty"`
+	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -394,13 +398,27 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	// Options the user did not give are sent unset (0): the server keeps
+	// the running job's values for them.
+	var opts service.JobOptions
+	if cmd.Flags().Changed("num-workers") {
+		opts.NumWorkers = f.numWorkers
+	}
+	if cmd.Flags().Changed("max-num-workers") {
+		opts.MaxNumWorkers = f.maxNumWorkers
+	}
 	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
-	if err != nil && res == nil {
+	// A refusal for another reason than the check (no running job, a
+	// pipeline that does not load) prints that reason only: the check did
+	// not run, so there is no report to show.
+	var ae *api.Error
+	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != service.CodeIncompatible) {
 		return clientError(ctx, c, err)
 	}
-	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report}
+	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
+		Options: res.Options, OptionsChanged: res.OptionsChanged}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
 	}
@@ -422,7 +440,15 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		case res.Report.Compatible:
 			fmt.Fprintf(e.stdout, "the update of %s is compatible (not applied: --validate-only)\n", f.jobName)
 		}
-		if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
+		if res.Report.Compatible {
+			writeOptionChanges(e.stderr, res.Options, res.OptionsChanged)
+		}
+		if f.validateOnly {
+			// --validate-only is asked for the report: all of it.
+			if werr := res.Report.WriteText(e.stdout); werr != nil {
+				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
+			}
+		} else if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
 			return werr
 		}
 	}
@@ -573,4 +599,28 @@ func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.Submi
 		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", j.ID, name, j.Error))
 	}
 	return nil
+}
+
+// writeOptionChanges says which job options an update changed and which it
+// kept from the running job.
+func writeOptionChanges(w io.Writer, opts *service.JobOptions, changed []service.OptionChange) {
+	if opts == nil {
+		return
+	}
+	for _, c := range changed {
+		fmt.Fprintf(w, "option %s: %s -> %s\n", c.Option, c.From, c.To)
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(w, "options unchanged: num_workers=%d", opts.NumWorkers)
+		if opts.MinNumWorkers > 0 {
+			fmt.Fprintf(w, " min_num_workers=%d", opts.MinNumWorkers)
+		}
+		if opts.MaxNumWorkers > 0 {
+			fmt.Fprintf(w, " max_num_workers=%d", opts.MaxNumWorkers)
+		}
+		if opts.WorkerUtilizationHint > 0 {
+			fmt.Fprintf(w, " worker_utilization_hint=%g", opts.WorkerUtilizationHint)
+		}
+		fmt.Fprintln(w)
+	}
 }
