@@ -241,12 +241,6 @@ func runResultOf(res *runner.Result) runResult {
 	return out
 }
 
-// submitted is what `weir run --format json` prints for a submitted job.
-type submitted struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-}
-
 // submitPipeline sends the pipeline to the weir server as a new job and
 // prints its ID once the job is created.
 func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
@@ -274,25 +268,31 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
-	if f.format == formatJSON {
-		if err := writeJSON(e.stdout, submitted{ID: res.ID, Name: res.Name}); err != nil {
-			return err
+	// Text prints the ID at once (scripts read it while the job starts);
+	// JSON prints the job record as it is when the command returns.
+	if f.format != formatJSON {
+		if _, err := fmt.Fprintln(e.stdout, res.ID); err != nil {
+			return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 		}
-	} else if _, err := fmt.Fprintln(e.stdout, res.ID); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	if res.State == service.StateFailed {
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
 	}
 	e.logger.Info("job submitted", "job_id", res.ID, "job_name", res.Name, "server", c.Base())
-	if f.noWait {
-		return nil
-	}
 	j, err := c.Get(ctx, res.ID)
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
-	return waitSubmitted(ctx, e, c, j, f.wait)
+	var waitErr error
+	switch {
+	case res.State == service.StateFailed:
+		waitErr = withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
+	case !f.noWait:
+		j, waitErr = waitSubmitted(ctx, e, c, j, f.wait)
+	}
+	if f.format == formatJSON && j != nil {
+		if err := writeJSON(e.stdout, j); err != nil {
+			return err
+		}
+	}
+	return waitErr
 }
 
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
@@ -303,24 +303,25 @@ const submitWaitPoll = 100 * time.Millisecond
 // its end; with toEnd until its end, printing each state it passes on
 // stderr. A job that ends FAILED or CANCELLED is an error (exit 1) with
 // the job's reason.
-func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) error {
+func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) (*service.Job, error) {
 	var until func(*service.Job) bool
 	if !toEnd {
 		until = func(j *service.Job) bool {
 			return (j.State == service.StateRunning || j.State == service.StateDraining) && (j.LastCheckpoint != nil || !j.Checkpointing)
 		}
 	}
+	last := j
 	j, err := followJob(ctx, e, c, j, until, toEnd)
 	if err != nil {
-		return err
+		return last, err
 	}
 	switch j.State {
 	case service.StateFailed:
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
+		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
 	case service.StateCancelled:
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
+		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
 	}
-	return nil
+	return j, nil
 }
 
 // followJob polls job j until until(j) holds (nil: never) or j is

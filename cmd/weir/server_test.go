@@ -248,7 +248,14 @@ func TestCLIServerJobs(t *testing.T) {
 	r = srv.cli("", "jobs", "describe", "sums")
 	cliCase{args: []string{"jobs", "describe", "sums"}, wantCode: ExitOK, wantStdout: []string{
 		"Job ID:", sumsID, "State:", "Running (RUNNING)", "Create time:", "Generation:", "num_workers=1",
-		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums", "Graph (canonical JSON):", `"format_version"`}}.check(t, r)
+		"Lineage:", "first job of its name", "State history:", "PENDING", "RUNNING",
+		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums"}}.check(t, r)
+	if strings.Contains(r.stdout, "Graph (canonical JSON)") {
+		t.Errorf("describe prints the graph without --show-graph:\n%s", r.stdout)
+	}
+	r = srv.cli("", "jobs", "describe", "sums", "--show-graph")
+	cliCase{args: []string{"jobs", "describe", "sums", "--show-graph"}, wantCode: ExitOK, wantStdout: []string{
+		"Graph (canonical JSON):", `"format_version"`}}.check(t, r)
 
 	r = srv.cli("", "jobs", "drain", "sums", totalsID, "nope")
 	cliCase{args: []string{"jobs", "drain", "sums", totalsID, "nope"}, wantCode: ExitFailure,
