@@ -65,6 +65,7 @@ const (
 	CodeInvalidConfig        = errcode.InvalidConfig
 	CodePubSubUnavailable    = errcode.PubSubUnavailable
 	CodeMessageTooLarge      = errcode.MessageTooLarge
+	CodeBrokerStorageFull    = errcode.BrokerStorageFull
 	CodeTopicInUse           = errcode.TopicInUse
 	CodeSubscriptionInUse    = errcode.SubscriptionInUse
 )
@@ -100,6 +101,8 @@ func pubsubCode(err error) service.Code {
 		return CodeInvalidConfig
 	case errors.Is(err, pubsub.ErrMessageTooLarge):
 		return CodeMessageTooLarge
+	case errors.Is(err, pubsub.ErrStorageFull):
+		return CodeBrokerStorageFull
 	case errors.Is(err, pubsub.ErrUnavailable), errors.Is(err, pubsub.ErrBrokerClosed):
 		return CodePubSubUnavailable
 	}

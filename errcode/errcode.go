@@ -208,6 +208,10 @@ const (
 	// MessageTooLarge: a published message (data, attributes and ID) is
 	// larger than the broker accepts; the message says the limit.
 	MessageTooLarge Code = "MESSAGE_TOO_LARGE"
+	// BrokerStorageFull: the broker refused a publish for lack of storage
+	// (its limit is reached or the disk is full); retry once space is
+	// freed: a limit that follows the disk rises on its own.
+	BrokerStorageFull Code = "BROKER_STORAGE_FULL"
 	// TopicInUse: deleting a topic that an active job writes or reads
 	// (directly or through one of its subscriptions) needs force.
 	TopicInUse Code = "TOPIC_IN_USE"
@@ -326,6 +330,7 @@ func registry() []Info {
 		{InvalidConfig, ps, KindInvalid, http.StatusBadRequest},
 		{PubSubUnavailable, ps, KindUnavailable, http.StatusServiceUnavailable},
 		{MessageTooLarge, ps, KindInvalid, http.StatusRequestEntityTooLarge},
+		{BrokerStorageFull, ps, KindUnavailable, http.StatusServiceUnavailable},
 		{TopicInUse, ps, KindConflict, http.StatusConflict},
 		{SubscriptionInUse, ps, KindConflict, http.StatusConflict},
 

@@ -32,6 +32,11 @@ var (
 	// larger than the broker accepts. Split it, or raise the NATS server's
 	// max_payload.
 	ErrMessageTooLarge = errors.New("message too large")
+	// ErrStorageFull: the broker refused a write for lack of storage: its
+	// limit is reached or the disk is full. Free space: a limit that
+	// follows the disk (Options.MaxStore 0, the default) rises on its own
+	// once space returns (within Options.DiskCheckInterval).
+	ErrStorageFull = errors.New("broker storage full")
 	// ErrInUse: a topic or subscription that a running job reads or writes
 	// cannot be deleted (or a job's subscription drained by hand) without
 	// force.
