@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,8 +194,14 @@ func TestCLIServerJobs(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sub); err != nil || r.code != ExitOK {
 		t.Fatalf("run --format json: exit %d, %q (%v)\n%s", r.code, r.stdout, err, r.stderr)
 	}
-	if keys := slices.Sorted(maps.Keys(sub)); !slices.Equal(keys, []string{"id", "name"}) || sub["name"] != "totals" {
-		t.Errorf("run --format json printed %v, want {id, name}", sub)
+	// The job record, as `jobs describe --format json` prints it.
+	for _, k := range []string{"id", "name", "state", "create_time", "generation", "type", "options", "history"} {
+		if _, ok := sub[k]; !ok {
+			t.Errorf("run --format json lacks %q of the job record: %v", k, sub)
+		}
+	}
+	if sub["name"] != "totals" {
+		t.Errorf("run --format json printed the job %v, want totals", sub["name"])
 	}
 	totalsID := sub["id"].(string)
 
