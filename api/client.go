@@ -225,9 +225,31 @@ func (c *Client) GetTopic(ctx context.Context, name string) (*Topic, error) {
 	return &out, nil
 }
 
+// DeleteOption changes how a delete request treats what it would break.
+type DeleteOption func(*deleteOptions)
+
+type deleteOptions struct{ force bool }
+
+// Force deletes a topic or subscription even when an active job uses it
+// (without it the server answers 409 TOPIC_IN_USE or SUBSCRIPTION_IN_USE).
+func Force() DeleteOption { return func(o *deleteOptions) { o.force = true } }
+
+func deleteQuery(opts []DeleteOption) string {
+	var o deleteOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.force {
+		return "?force=true"
+	}
+	return ""
+}
+
 // DeleteTopic deletes the topic name with its messages and subscriptions.
-func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name), nil, nil)
+// It is refused (TOPIC_IN_USE) while an active job uses the topic, unless
+// Force is given.
+func (c *Client) DeleteTopic(ctx context.Context, name string, opts ...DeleteOption) error {
+	return c.do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(name)+deleteQuery(opts), nil, nil)
 }
 
 // Publish publishes msgs to topic, in order. Keep a request under
@@ -274,8 +296,10 @@ func (c *Client) GetSubscription(ctx context.Context, name string) (*Subscriptio
 
 // DeleteSubscription deletes the subscription name; its topic keeps its
 // messages.
-func (c *Client) DeleteSubscription(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/subscriptions/"+url.PathEscape(name), nil, nil)
+// It is refused (SUBSCRIPTION_IN_USE) while an active job reads it, unless
+// Force is given.
+func (c *Client) DeleteSubscription(ctx context.Context, name string, opts ...DeleteOption) error {
+	return c.do(ctx, http.MethodDelete, "/v1/subscriptions/"+url.PathEscape(name)+deleteQuery(opts), nil, nil)
 }
 
 // Pull returns up to req.Max messages available now from the subscription

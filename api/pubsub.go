@@ -64,6 +64,10 @@ const (
 	CodeInvalidName          = errcode.InvalidName
 	CodeInvalidConfig        = errcode.InvalidConfig
 	CodePubSubUnavailable    = errcode.PubSubUnavailable
+	CodeMessageTooLarge      = errcode.MessageTooLarge
+	CodeBrokerStorageFull    = errcode.BrokerStorageFull
+	CodeTopicInUse           = errcode.TopicInUse
+	CodeSubscriptionInUse    = errcode.SubscriptionInUse
 )
 
 // PubSubCodes returns the codes of the topic and subscription routes.
@@ -95,6 +99,10 @@ func pubsubCode(err error) service.Code {
 		return CodeInvalidName
 	case errors.Is(err, pubsub.ErrInvalidConfig):
 		return CodeInvalidConfig
+	case errors.Is(err, pubsub.ErrMessageTooLarge):
+		return CodeMessageTooLarge
+	case errors.Is(err, pubsub.ErrStorageFull):
+		return CodeBrokerStorageFull
 	case errors.Is(err, pubsub.ErrUnavailable), errors.Is(err, pubsub.ErrBrokerClosed):
 		return CodePubSubUnavailable
 	}
@@ -228,6 +236,10 @@ type PullRequest struct {
 	// message of the subscription too). Default false: they are delivered
 	// again after the subscription's ack wait.
 	Ack bool `json:"ack,omitempty"`
+	// Force acknowledges even when a running job reads the subscription
+	// (taking messages from it); without it such a pull with Ack answers
+	// 409 SUBSCRIPTION_IN_USE.
+	Force bool `json:"force,omitempty"`
 }
 
 // MaxPull is the most messages one pull request returns.
@@ -392,7 +404,19 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	if s.refuseAction(w, r) {
 		return
 	}
-	if err := s.pubsub.DeleteTopic(r.Context(), r.PathValue("name")); err != nil {
+	name := r.PathValue("name")
+	force, err := forceParam(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if !force {
+		if err := s.refuseInUseTopic(r.Context(), name); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	if err := s.pubsub.DeleteTopic(r.Context(), name); err != nil {
 		s.writeError(w, pubsubError(err))
 		return
 	}
@@ -550,7 +574,19 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {
 	if s.refuseAction(w, r) {
 		return
 	}
-	if err := s.pubsub.DeleteSubscription(r.Context(), r.PathValue("name")); err != nil {
+	name := r.PathValue("name")
+	force, err := forceParam(r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	if !force {
+		if err := s.refuseInUse(CodeSubscriptionInUse, "subscription "+name, "", name, "delete it anyway with force=true (weir subscriptions delete --force)"); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	if err := s.pubsub.DeleteSubscription(r.Context(), name); err != nil {
 		s.writeError(w, pubsubError(err))
 		return
 	}
@@ -591,6 +627,13 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name
 		s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"max\" is %d: want 1 to %d", req.Max, MaxPull))
 		return
 	}
+	if req.Ack && !req.Force {
+		if err := s.refuseInUse(CodeSubscriptionInUse, "subscription "+name, "", name,
+			"pull without acknowledging to look at its messages (ack: false; weir subscriptions pull --no-ack), or acknowledge anyway with force: true (--force)"); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
 	msgs, err := s.pubsub.Pull(r.Context(), name, req.Max, req.Ack)
 	if err != nil {
 		s.writeError(w, pubsubError(err))
@@ -601,4 +644,55 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name
 		out.Messages = append(out.Messages, pulledOf(m))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// forceParam reads the optional ?force=true of a destructive request (and
+// refuses any other query parameter).
+func forceParam(r *http.Request) (bool, error) {
+	if err := noQuery(r, "force"); err != nil {
+		return false, err
+	}
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, service.NewError(service.CodeInvalidRequest, "query parameter force=%q: use true or false", v)
+	}
+}
+
+// refuseInUseTopic refuses deleting topic while an active job writes it,
+// reads it, or reads one of its subscriptions.
+func (s *Server) refuseInUseTopic(ctx context.Context, topic string) error {
+	if err := s.refuseInUse(CodeTopicInUse, "topic "+topic, topic, "", "delete it anyway with force=true (weir topics delete --force)"); err != nil {
+		return err
+	}
+	subs, err := s.pubsub.ListSubscriptions(ctx, topic)
+	if err != nil {
+		return nil // the delete itself reports a missing topic or a broker fault
+	}
+	for _, sub := range subs {
+		if err := s.refuseInUse(CodeTopicInUse, "topic "+topic, "", sub.Name, "delete it anyway with force=true (weir topics delete --force)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseInUse returns a code error naming the active jobs that use topic or
+// sub, or nil when none does.
+func (s *Server) refuseInUse(code service.Code, what, topic, sub, hint string) error {
+	uses, err := s.svc.PubSubUsers(topic, sub)
+	if err != nil {
+		return err
+	}
+	if len(uses) == 0 {
+		return nil
+	}
+	parts := make([]string, 0, len(uses))
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("job %s (%s, %s) step %q %s", u.Job.Name, u.Job.ID, u.Job.State, u.Step, u.Use))
+	}
+	return service.NewError(code, "%s is in use: %s; drain or cancel the job first, or %s", what, strings.Join(parts, "; "), hint)
 }

@@ -28,7 +28,11 @@ type UpdateResponse struct {
 	Job      *SubmitResponse  `json:"job,omitempty"`
 	Replaced *service.Summary `json:"replaced,omitempty"`
 	PauseMS  int64            `json:"pause_ms,omitempty"`
-	Error    *ErrorDetail     `json:"error,omitempty"`
+	// Options are the new job's options (given ones, the running job's for
+	// the rest); OptionsChanged those that differ from the running job's.
+	Options        *service.JobOptions    `json:"options,omitempty"`
+	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
+	Error          *ErrorDetail           `json:"error,omitempty"`
 }
 
 // HistoryResponse is the reply of GET /v1/history/{name}: every job of a
@@ -89,7 +93,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis}
+	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis,
+		Options: res.Options, OptionsChanged: res.OptionsChanged}
 	if res.Job != nil {
 		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
 	}

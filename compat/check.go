@@ -150,10 +150,16 @@ func (c *checker) resolveTargets() {
 	}
 }
 
-// withEntry returns the user's mapping plus key -> value, as JSON.
+// withEntry returns the user's mapping plus key -> value, as JSON. Entries
+// of the user's mapping that are wrong on their own (a key naming no step
+// of the running pipeline, or a value naming no step of the new one) are
+// left out, so that a suggested fix never repeats a mistake.
 func (c *checker) withEntry(key, value string) string {
 	m := Mapping{}
 	for k, v := range c.opts.Mapping {
+		if !anyUnder(c.old, k) || v != "" && !anyUnder(c.new, v) {
+			continue
+		}
 		m[k] = v
 	}
 	m[key] = value

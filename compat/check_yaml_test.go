@@ -103,6 +103,7 @@ type want struct {
 	dropped    []string // steps
 	matches    []string // "Old->New"
 	text       []string // substrings of the text report
+	notText    []string // not substrings of the text report
 }
 
 func (w want) check(t *testing.T, r compat.Report) {
@@ -144,6 +145,11 @@ func (w want) check(t *testing.T, r compat.Report) {
 	for _, s := range w.text {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("the report lacks %q:\n%s", s, text.String())
+		}
+	}
+	for _, s := range w.notText {
+		if strings.Contains(text.String(), s) {
+			t.Errorf("the report has %q:\n%s", s, text.String())
 		}
 	}
 }
@@ -192,7 +198,10 @@ func TestCheckYAML(t *testing.T) {
 		// What a combine stores.
 		{name: "key field added",
 			newEdits: []edit{{"group_by: user", "group_by: [user, amount]"}},
-			want:     want{errors: []string{"CountByUser KEY_CODER_CHANGED"}, text: []string{"weir:coder:row{user:string}", "weir:coder:row{user:string,amount:int}", `'{"CountByUser":""}'`}}},
+			want: want{errors: []string{"CountByUser KEY_CODER_CHANGED"}, text: []string{"weir:coder:row{user:string}", "weir:coder:row{user:string,amount:int}", `'{"CountByUser":""}'`,
+				"state that would be carried over once the errors are fixed:"},
+				// The step with the error carries nothing over.
+				notText: []string{"  CountByUser (combine_per_key)", "\nstate carried over:"}}},
 		{name: "key field typed differently",
 			newEdits: []edit{{"user: user\n", "user: size(user)\n"}},
 			want:     want{errors: []string{"CountByUser KEY_CODER_CHANGED"}, text: []string{"{user:int}"}}},
@@ -259,6 +268,12 @@ func TestCheckYAML(t *testing.T) {
 		{name: "mapping names an unknown step",
 			mapping: `{"CountByUsr":"CountByUser"}`,
 			want:    want{errors: []string{"CountByUsr MAPPING_UNKNOWN_STEP"}, text: []string{"the running pipeline has no step CountByUsr"}}},
+		{name: "a suggested mapping fix leaves out the misspelt entry",
+			newEdits: []edit{{"name: CountByUser", "name: CountByUserId"}, {"input: CountByUser", "input: CountByUserId"}},
+			mapping:  `{"CountByUsr":"CountByUserId"}`,
+			want: want{errors: []string{"CountByUser STEP_MISSING", "CountByUsr MAPPING_UNKNOWN_STEP"},
+				text:    []string{`add --transform-name-mapping '{"CountByUser":"CountByUserId"}'`},
+				notText: []string{`"CountByUsr":"CountByUserId"`}}},
 		{name: "mapping to a step the new pipeline lacks",
 			mapping: `{"Enrich":"Enrichment"}`,
 			want:    want{errors: []string{"Enrich MAPPING_UNKNOWN_STEP"}, text: []string{"the new pipeline has no step Enrichment"}}},

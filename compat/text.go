@@ -33,9 +33,25 @@ func (r Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s (%s): %s\n", d.Step, d.Kind, d.What)
 		}
 	}
-	if len(r.Matches) > 0 {
-		b.WriteString("\nstate carried over:\n")
-		for _, m := range r.Matches {
+	// A step with an error carries nothing over: it is listed under its
+	// error only.
+	failed := map[string]bool{}
+	for _, f := range r.Errors {
+		failed[f.Step] = true
+	}
+	var carried []Match
+	for _, m := range r.Matches {
+		if !failed[m.Old] && !failed[m.New] {
+			carried = append(carried, m)
+		}
+	}
+	if len(carried) > 0 {
+		if r.Compatible {
+			b.WriteString("\nstate carried over:\n")
+		} else {
+			b.WriteString("\nstate that would be carried over once the errors are fixed:\n")
+		}
+		for _, m := range carried {
 			if m.Old == m.New {
 				fmt.Fprintf(&b, "  %s (%s)\n", m.Old, m.Kind)
 			} else {

@@ -205,6 +205,19 @@ const (
 	// PubSubUnavailable: the server has no broker, or the broker does not
 	// answer (shut down, unreachable); retry later.
 	PubSubUnavailable Code = "PUBSUB_UNAVAILABLE"
+	// MessageTooLarge: a published message (data, attributes and ID) is
+	// larger than the broker accepts; the message says the limit.
+	MessageTooLarge Code = "MESSAGE_TOO_LARGE"
+	// BrokerStorageFull: the broker refused a publish for lack of storage
+	// (its limit is reached or the disk is full); retry once space is
+	// freed: a limit that follows the disk rises on its own.
+	BrokerStorageFull Code = "BROKER_STORAGE_FULL"
+	// TopicInUse: deleting a topic that an active job writes or reads
+	// (directly or through one of its subscriptions) needs force.
+	TopicInUse Code = "TOPIC_IN_USE"
+	// SubscriptionInUse: deleting, or pulling with acknowledgement from, a
+	// subscription that an active job reads needs force.
+	SubscriptionInUse Code = "SUBSCRIPTION_IN_USE"
 )
 
 // Codes of the compatibility check's errors (AreaCompat, KindConflict
@@ -316,6 +329,10 @@ func registry() []Info {
 		{InvalidName, ps, KindInvalid, http.StatusBadRequest},
 		{InvalidConfig, ps, KindInvalid, http.StatusBadRequest},
 		{PubSubUnavailable, ps, KindUnavailable, http.StatusServiceUnavailable},
+		{MessageTooLarge, ps, KindInvalid, http.StatusRequestEntityTooLarge},
+		{BrokerStorageFull, ps, KindUnavailable, http.StatusServiceUnavailable},
+		{TopicInUse, ps, KindConflict, http.StatusConflict},
+		{SubscriptionInUse, ps, KindConflict, http.StatusConflict},
 
 		{StepMissing, compat, KindConflict, http.StatusConflict},
 		{StepKindChanged, compat, KindConflict, http.StatusConflict},

@@ -79,11 +79,22 @@ func unmarshalJob(b []byte, j *Job) error {
 
 // load compiles j's pipeline for j's run.
 func (s *Service) load(j *Job) (*weir.Pipeline, error) {
+	return s.loadYAML(j, false)
+}
+
+// loadGraph compiles j's pipeline for its graph only (yamlpipe's
+// GraphOnly: no sink checks its table), for the compatibility check of a
+// pipeline that does not load for a run. The result must not be run.
+func (s *Service) loadGraph(j *Job) (*weir.Pipeline, error) {
+	return s.loadYAML(j, true)
+}
+
+func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	if j.SDK == SDKGo {
 		return s.loadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
-	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env})
+	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly})
 	if err != nil {
 		return nil, errorf(CodeInvalidPipeline, "%w", err)
 	}

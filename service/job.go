@@ -59,19 +59,82 @@ func (o *JobOptions) EnsureDefaults() {
 	}
 }
 
+// Inherit returns o with every unset (zero) field taken from running: the
+// options an update or rescale does not give keep the running job's
+// values, so that `--update` without `--num-workers` never resets a job
+// rescaled to 3 workers back to 1.
+func (o JobOptions) Inherit(running JobOptions) JobOptions {
+	if o.NumWorkers == 0 {
+		o.NumWorkers = running.NumWorkers
+	}
+	if o.MinNumWorkers == 0 {
+		o.MinNumWorkers = running.MinNumWorkers
+	}
+	if o.MaxNumWorkers == 0 {
+		o.MaxNumWorkers = running.MaxNumWorkers
+	}
+	if o.WorkerUtilizationHint == 0 {
+		o.WorkerUtilizationHint = running.WorkerUtilizationHint
+	}
+	return o
+}
+
+// OptionChange is one job option an update or rescale changed, for the
+// report: its JSON name and its values before and after.
+type OptionChange struct {
+	Option string `json:"option"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+}
+
+// ChangesTo lists the options that differ between o (the running job's)
+// and to, in a fixed order; nil when none does.
+func (o JobOptions) ChangesTo(to JobOptions) []OptionChange {
+	var out []OptionChange
+	add := func(name string, from, into any) {
+		f, t := fmt.Sprint(from), fmt.Sprint(into)
+		if f != t {
+			out = append(out, OptionChange{Option: name, From: f, To: t})
+		}
+	}
+	add("num_workers", o.NumWorkers, to.NumWorkers)
+	add("min_num_workers", o.MinNumWorkers, to.MinNumWorkers)
+	add("max_num_workers", o.MaxNumWorkers, to.MaxNumWorkers)
+	add("worker_utilization_hint", o.WorkerUtilizationHint, to.WorkerUtilizationHint)
+	return out
+}
+
 // Validate reports options out of range as INVALID_OPTIONS.
 func (o JobOptions) Validate() error {
 	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
 		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
 	}
-	if o.MinNumWorkers < 0 || o.MaxNumWorkers < 0 || o.MaxNumWorkers > MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.min_num_workers and max_num_workers must be between 0 and %d", MaxNumWorkers)
+	if err := o.validateRanges(); err != nil {
+		return err
 	}
 	if o.MinNumWorkers > 0 && o.NumWorkers < o.MinNumWorkers || o.MaxNumWorkers > 0 && o.NumWorkers > o.MaxNumWorkers {
 		return errorf(CodeInvalidOptions, "options.num_workers %d is outside [min_num_workers %d, max_num_workers %d]", o.NumWorkers, o.MinNumWorkers, o.MaxNumWorkers)
 	}
 	if o.MinNumWorkers > 0 && o.MaxNumWorkers > 0 && o.MinNumWorkers > o.MaxNumWorkers {
 		return errorf(CodeInvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)
+	}
+	return nil
+}
+
+// validateGiven reports the set fields of a partial options value (an
+// update's or rescale's, before JobOptions.Inherit) that are out of range
+// on their own; Validate checks the whole once it is filled.
+func (o JobOptions) validateGiven() error {
+	if o.NumWorkers < 0 || o.NumWorkers > MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
+	}
+	return o.validateRanges()
+}
+
+// validateRanges checks the fields that have a range of their own.
+func (o JobOptions) validateRanges() error {
+	if o.MinNumWorkers < 0 || o.MaxNumWorkers < 0 || o.MinNumWorkers > MaxNumWorkers || o.MaxNumWorkers > MaxNumWorkers {
+		return errorf(CodeInvalidOptions, "options.min_num_workers and max_num_workers must be between 0 and %d", MaxNumWorkers)
 	}
 	if h := o.WorkerUtilizationHint; h != 0 && (h < 0.1 || h > 0.9) {
 		return errorf(CodeInvalidOptions, "options.worker_utilization_hint must be between 0.1 and 0.9, got %g", h)

@@ -41,6 +41,11 @@ type UpdateResult struct {
 	// old execution to the start of the new one (the handover's durable
 	// write follows while the new execution runs).
 	PauseMillis int64 `json:"pause_ms,omitempty"`
+	// Options are the new job's options: those the request gave, the
+	// running job's for the rest (JobOptions.Inherit).
+	Options *JobOptions `json:"options,omitempty"`
+	// OptionsChanged lists the options that differ from the running job's.
+	OptionsChanged []OptionChange `json:"options_changed,omitempty"`
 }
 
 // Attempt is a recorded update attempt that the check refused (a refused
@@ -76,8 +81,13 @@ func attemptKey(name string, t time.Time) string {
 // from the pause on, the new execution's from its start; Service.mu only
 // for the store writes. Reads of the service answer meanwhile.
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
+	// The options are validated whole in prepareUpdate, once the running
+	// job's values have filled those the request left unset.
+	mapping, err := s.admitChange(req.Name, req.Mapping, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := req.Options.validateGiven(); err != nil {
 		return nil, err
 	}
 	if req.PipelineFile == "" {
@@ -189,6 +199,11 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	if err != nil {
 		return nil, nil, internalf("reading the graph of job %s: %w", old.ID, err)
 	}
+	opts := req.Options.Inherit(old.Options)
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
+	}
 	now := s.now()
 	id, err := newJobID(now)
 	if err != nil {
@@ -196,16 +211,27 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	}
 	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-		BaseDir: req.BaseDir, Options: req.Options, ReplacesJobID: old.ID,
+		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
-	p, err := s.load(nj)
-	if err != nil {
-		return nil, nil, err
+	p, loadErr := s.load(nj)
+	if loadErr != nil {
+		// A pipeline that does not load for a run (say its SQL table
+		// cannot hold the new rows) may still load for its graph: the
+		// check then says what the change breaks (a key change, as weir
+		// check does) before the load error does.
+		gp, err := s.loadGraph(nj)
+		if err != nil {
+			return nil, nil, loadErr
+		}
+		p = gp
 	}
 	newGraph := p.Graph()
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
+	if loadErr != nil && report.Compatible {
+		return nil, nil, loadErr
+	}
 	sum := old.Summary()
-	res := &UpdateResult{Report: report, Replaced: &sum}
+	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts)}
 	if !report.Compatible || req.ValidateOnly {
 		w := &state.Write{}
 		if err := putJSON(w, attemptKey(req.Name, now), Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
@@ -473,7 +499,8 @@ func decodeJSON(b []byte, v any) error {
 // workers: the execution pauses at a checkpoint (written durably), and a
 // new execution with the new worker count takes the keyed state of each
 // key group over in memory from whichever worker held it, while sources
-// resume from the checkpoint's positions.
+// resume from the checkpoint's positions. Options left unset (zero) in
+// opts keep the job's values.
 //
 // The job's name guard is held throughout and its execution's cpMu from
 // the job's read on; Service.mu only for the store writes. Reads of the
@@ -482,8 +509,9 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+	// What is wrong on its own is refused now; the whole is validated
+	// below, once the job's values have filled the unset fields.
+	if err := opts.validateGiven(); err != nil {
 		return nil, err
 	}
 	target, err := s.resolve(ref)
@@ -522,6 +550,11 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	}
 	if (j.State != StateRunning && j.State != StateDraining) || s.runningJob(j.ID) != jr {
 		return nil, errorf(CodeIllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+	}
+	opts = opts.Inherit(j.Options)
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if !jr.checkpointed || opts.NumWorkers == j.Options.NumWorkers {
 		if opts.NumWorkers != j.Options.NumWorkers {

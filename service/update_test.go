@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,5 +337,68 @@ func TestRescaleInFlight(t *testing.T) {
 	}
 	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, CodeInvalidOptions) {
 		t.Errorf("bad utilization hint: %v", err)
+	}
+}
+
+// TestUpdateKeepsUnsetOptions: an in-place update and a rescale that give
+// no value for an option keep the running job's (a job rescaled to 3
+// workers is not reset to 1 by an update without --num-workers), and the
+// result says what changed.
+func TestUpdateKeepsUnsetOptions(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "job.sqlite")
+	s := openService(t, filepath.Join(dir, "data"))
+	// A long stream, so that the job still runs for every update below.
+	long := strings.Replace(updatePipeline(db, false, "Sums", ""), "count: 6000,", "count: 6000000,", 1)
+	j := submit(t, s, "totals", long, dir)
+	waitElements(t, s, j.ID, "Events", 600)
+	got, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.5})
+	if err != nil {
+		t.Fatalf("rescale: %v", err)
+	}
+	// A rescale giving only the hint keeps the worker count and bound.
+	if got, err = s.UpdateOptions(context.Background(), "totals", JobOptions{WorkerUtilizationHint: 0.6}); err != nil {
+		t.Fatalf("hint only: %v", err)
+	}
+	if want := (JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}); got.Options != want {
+		t.Fatalf("after a hint-only change the options are %+v, want %+v", got.Options, want)
+	}
+	tests := []struct {
+		name    string
+		give    JobOptions
+		want    JobOptions
+		changed []OptionChange
+	}{
+		{"no options given", JobOptions{}, JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}, nil},
+		{"only the worker count", JobOptions{NumWorkers: 2}, JobOptions{NumWorkers: 2, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6},
+			[]OptionChange{{Option: "num_workers", From: "3", To: "2"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := s.Update(context.Background(), UpdateRequest{
+				SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: tc.give}})
+			if err != nil || res.Job == nil {
+				t.Fatalf("update: %v (%+v)", err, res)
+			}
+			if res.Job.Options != tc.want || *res.Options != tc.want {
+				t.Errorf("the new job's options are %+v (result %+v), want %+v", res.Job.Options, *res.Options, tc.want)
+			}
+			if !slices.Equal(res.OptionsChanged, tc.changed) {
+				t.Errorf("options changed %+v, want %+v", res.OptionsChanged, tc.changed)
+			}
+		})
+	}
+	// Out of range on its own: refused before anything changes.
+	if _, err := s.Update(context.Background(), UpdateRequest{
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{WorkerUtilizationHint: 2}}}); !hasCode(err, CodeInvalidOptions) {
+		t.Errorf("bad hint: %v, want %s", err, CodeInvalidOptions)
+	}
+	// Given options are checked against the inherited bound too.
+	if _, err := s.Update(context.Background(), UpdateRequest{
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{NumWorkers: 9}}}); !hasCode(err, CodeInvalidOptions) {
+		t.Errorf("9 workers over the kept max of 4: %v, want %s", err, CodeInvalidOptions)
+	}
+	if _, err := s.Cancel(context.Background(), "totals"); err != nil {
+		t.Fatal(err)
 	}
 }

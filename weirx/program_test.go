@@ -52,12 +52,20 @@ type proc struct {
 // startProgram starts exe with args and waits for its address line.
 func startProgram(t *testing.T, exe string, args ...string) *proc {
 	t.Helper()
+	return startProgramIn(t, "", exe, args...)
+}
+
+// startProgramIn is startProgram in the working directory wd ("" the
+// test's).
+func startProgramIn(t *testing.T, wd, exe string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "program.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, append(args, "--checkpoint-interval", "100ms", "--log-level", "info")...)
+	cmd.Dir = wd
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

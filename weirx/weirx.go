@@ -119,7 +119,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs := pflag.NewFlagSet("program", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.jobName, "job-name", "", "the job name (required): lower-case letters, digits and '-'")
-	fs.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "directory of the job registry, state and checkpoints")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory of the job registry, state and checkpoints (default ./JOB_NAME-data, so that a program never shares a weir server's ./weir-data)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the HTTP API (port 0: chosen by the system, printed on the first line)")
 	fs.BoolVar(&f.update, "update", false, "replace the running job of --job-name with this build (after the compatibility check)")
 	fs.StringVar(&f.mapping, "transform-name-mapping", "", `with --update: JSON object mapping old step names (prefixes) to new ones, e.g. '{"Old":"New"}'; "" deletes a step's state`)
@@ -179,6 +179,11 @@ type program struct {
 	report func(r *compat.Report, replaced *service.Summary, err error) error
 }
 
+// DefaultDataDir is a program's data directory when --data-dir is not
+// given: ./JOB_NAME-data, apart from a weir server's ./weir-data and from
+// the programs of other job names.
+func DefaultDataDir(jobName string) string { return "./" + jobName + "-data" }
+
 // Run runs a Go program's job with the command line args (without the
 // program name), printing to stdout; logs go to stderr. build constructs
 // the pipeline on p, which is built for the job p.Job() describes; it may
@@ -208,6 +213,9 @@ func Run(ctx context.Context, args []string, stdout io.Writer, build func(p *wei
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return withCode(ExitUsage, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel))
+	}
+	if f.dataDir == "" {
+		f.dataDir = DefaultDataDir(f.jobName)
 	}
 	dir, err := filepath.Abs(f.dataDir)
 	if err != nil {
@@ -308,15 +316,16 @@ func (pr *program) run(ctx context.Context) error {
 func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock, error) {
 	f := pr.f
 	inUse := server.InUseError(pr.dir, server.ErrDataDirLocked)
+	ctl, err := server.ReadControlFile(pr.dir)
+	if err == nil && ctl.Kind != server.KindProgram {
+		// A server's directory: --update cannot help either.
+		return nil, withCode(ExitFailure, fmt.Errorf("%w; a weir server does not hand its data directory over: give this program its own --data-dir (the default is ./JOB_NAME-data)", inUse))
+	}
 	if !f.update {
 		return nil, withCode(ExitFailure, fmt.Errorf("%w; to replace its job with this build, start this build with --update", inUse))
 	}
-	ctl, err := server.ReadControlFile(pr.dir)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("%w, which has not published its address yet (%w): try again once it has started", inUse, err))
-	}
-	if ctl.Kind != server.KindProgram {
-		return nil, withCode(ExitFailure, fmt.Errorf("%w; a weir server does not hand its data directory over: stop it first, or give this program another --data-dir", inUse))
 	}
 	c, err := api.NewClient(ctl.Address, &http.Client{Timeout: server.DefaultShutdownTimeout + time.Minute})
 	if err != nil {

@@ -39,6 +39,10 @@ type Options struct {
 	// LogOutput receives LogForTesting's lines, one JSON object per line
 	// (default: standard output for in-process runs; dropped in a job).
 	LogOutput io.Writer
+	// GraphOnly builds the pipeline for its graph only (the compatibility
+	// check): SQL sinks do not connect to their database to check that
+	// their table can hold the rows. Such a pipeline must not be run.
+	GraphOnly bool
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline

@@ -142,12 +142,22 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 	if err != nil {
 		return err
 	}
-	p, err := loadNewPipeline(newPath, jobName)
-	if err != nil {
-		return err
+	p, loadErr := loadNewPipeline(newPath, jobName, false)
+	if loadErr != nil {
+		// As the server does for an update: a pipeline that does not load
+		// for a run may load for its graph, and then the check says what
+		// the change breaks before the load error does.
+		gp, err := loadNewPipeline(newPath, jobName, true)
+		if err != nil {
+			return loadErr
+		}
+		p = gp
 	}
 	e.logger.Info("checking compatibility", "old", oldArg, "new", newPath, "mapping", mapping.String())
 	r := compat.Check(old, p.Graph(), compat.Options{Mapping: mapping, AllowSourceChange: f.allowSourceChange})
+	if loadErr != nil && r.Compatible {
+		return loadErr
+	}
 	if f.format == formatJSON {
 		err = writeReportJSON(e.stdout, r)
 	} else {
@@ -193,7 +203,7 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 		}
 		return g, arg, nil
 	}
-	p, err := inspectPipeline(arg)
+	p, err := inspectPipeline(arg, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -203,12 +213,12 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 // inspectPipeline loads a pipeline file only to look at its graph (graph,
 // check, --validate-only): its Pub/Sub steps load without a server, as
 // loadNewPipeline does for a job, under a job name derived from the file.
-func inspectPipeline(path string) (*weir.Pipeline, error) {
+func inspectPipeline(path string, graphOnly bool) (*weir.Pipeline, error) {
 	name := jobNameFromFile(path)
 	if name == "" {
 		name = "inspect"
 	}
-	return loadNewPipeline(path, name)
+	return loadNewPipeline(path, name, graphOnly)
 }
 
 // loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
@@ -216,10 +226,11 @@ func inspectPipeline(path string) (*weir.Pipeline, error) {
 // have (which need a broker) load too. The pipeline is only inspected:
 // its Pub/Sub steps get no broker connection (a nil *pubsub.Broker, which
 // building a step does not touch) and its SQL sinks without a dsn default
-// to a scratch directory, removed afterwards.
-func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
+// to a scratch directory, removed afterwards. graphOnly skips the SQL
+// sinks' table checks (yamlpipe's GraphOnly).
+func loadNewPipeline(path, jobName string, graphOnly bool) (*weir.Pipeline, error) {
 	if jobName == "" {
-		return inspectPipeline(path)
+		return inspectPipeline(path, graphOnly)
 	}
 	wd, err := workingDir()
 	if err != nil {
@@ -231,7 +242,7 @@ func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
 	}
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, GraphOnly: graphOnly})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

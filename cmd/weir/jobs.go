@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/service"
@@ -95,14 +96,18 @@ func newJobsListCommand(e *env) *cobra.Command {
 }
 
 func newJobsDescribeCommand(e *env) *cobra.Command {
+	var showGraph bool
 	return showCommand(e, showSpec[*service.Job]{
-		use:   "describe ID|NAME",
-		short: "Describe a job: state, times, options, graph, per-step counters, watermarks, backlog",
+		use:   "describe ID|NAME [--show-graph]",
+		short: "Describe a job: state and its history, options, condition, lineage, per-step counters, watermarks, backlog",
 		args:  exactArgs("ID|NAME"),
 		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Job, error) {
 			return c.Get(ctx, args[0])
 		},
-		text: describeJob,
+		text: func(w io.Writer, j *service.Job) error { return describeJob(w, j, showGraph) },
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&showGraph, "show-graph", false, "also print the job's pipeline graph (canonical JSON); --format json always includes it")
+		},
 	})
 }
 
@@ -192,7 +197,7 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 }
 
 // describeJob prints a job for humans.
-func describeJob(w io.Writer, j *service.Job) error {
+func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Job ID", j.ID)
@@ -205,16 +210,27 @@ func describeJob(w io.Writer, j *service.Job) error {
 	if j.SDK == service.SDKGo {
 		row("Pipeline", "Go program "+j.Program)
 	}
-	row("Options", fmt.Sprintf("num_workers=%d", j.Options.NumWorkers))
+	row("Options", formatOptions(j.Options))
+	if c := j.Condition; c != nil {
+		row("Condition", fmt.Sprintf("%s since %s: %s", c.Code, formatTime(c.Since), c.Message))
+	}
+	lineage := []string{}
 	if j.ReplacesJobID != "" {
-		row("Replaces job", j.ReplacesJobID)
+		lineage = append(lineage, "replaces job "+j.ReplacesJobID)
 	}
 	if j.ReplacedByJobID != "" {
-		row("Replaced by job", j.ReplacedByJobID)
+		lineage = append(lineage, "replaced by job "+j.ReplacedByJobID)
 	}
 	if j.CreatedFromSnapshotID != "" {
-		row("Created from snapshot", j.CreatedFromSnapshotID)
+		lineage = append(lineage, "created from snapshot "+j.CreatedFromSnapshotID)
 	}
+	if len(lineage) == 0 {
+		lineage = append(lineage, "first job of its name")
+		if j.Generation > 1 {
+			lineage[0] = fmt.Sprintf("generation %d of its name (see weir jobs history %s)", j.Generation, j.Name)
+		}
+	}
+	row("Lineage", strings.Join(lineage, "; "))
 	if j.Error != "" {
 		row("Error", j.Error)
 	}
@@ -272,13 +288,38 @@ func describeJob(w io.Writer, j *service.Job) error {
 			return err
 		}
 	}
-	if len(j.Graph) > 0 {
+	if len(j.History) > 0 {
+		fmt.Fprintln(w, "\nState history:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, h := range j.History {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", formatTime(h.Time), h.State, h.Reason)
+		}
+		if err := flush(tw); err != nil {
+			return err
+		}
+	}
+	if showGraph && len(j.Graph) > 0 {
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, j.Graph, "", "  "); err == nil {
 			fmt.Fprintf(w, "\nGraph (canonical JSON):\n%s\n", strings.TrimSpace(buf.String()))
 		}
 	}
 	return nil
+}
+
+// formatOptions renders a job's options, the unset bounds left out.
+func formatOptions(o service.JobOptions) string {
+	parts := []string{fmt.Sprintf("num_workers=%d", o.NumWorkers)}
+	if o.MinNumWorkers > 0 {
+		parts = append(parts, fmt.Sprintf("min_num_workers=%d", o.MinNumWorkers))
+	}
+	if o.MaxNumWorkers > 0 {
+		parts = append(parts, fmt.Sprintf("max_num_workers=%d", o.MaxNumWorkers))
+	}
+	if o.WorkerUtilizationHint > 0 {
+		parts = append(parts, fmt.Sprintf("worker_utilization_hint=%g", o.WorkerUtilizationHint))
+	}
+	return strings.Join(parts, " ")
 }
 
 func formatTime(t time.Time) string {

@@ -175,7 +175,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 
 	if f.validateOnly {
-		p, err := inspectPipeline(path)
+		p, err := inspectPipeline(path, false)
 		if err != nil {
 			return err
 		}
@@ -241,12 +241,6 @@ func runResultOf(res *runner.Result) runResult {
 	return out
 }
 
-// submitted is what `weir run --format json` prints for a submitted job.
-type submitted struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-}
-
 // submitPipeline sends the pipeline to the weir server as a new job and
 // prints its ID once the job is created.
 func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
@@ -274,25 +268,31 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
-	if f.format == formatJSON {
-		if err := writeJSON(e.stdout, submitted{ID: res.ID, Name: res.Name}); err != nil {
-			return err
+	// Text prints the ID at once (scripts read it while the job starts);
+	// JSON prints the job record as it is when the command returns.
+	if f.format != formatJSON {
+		if _, err := fmt.Fprintln(e.stdout, res.ID); err != nil {
+			return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 		}
-	} else if _, err := fmt.Fprintln(e.stdout, res.ID); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	if res.State == service.StateFailed {
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
 	}
 	e.logger.Info("job submitted", "job_id", res.ID, "job_name", res.Name, "server", c.Base())
-	if f.noWait {
-		return nil
-	}
 	j, err := c.Get(ctx, res.ID)
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
-	return waitSubmitted(ctx, e, c, j, f.wait)
+	var waitErr error
+	switch {
+	case res.State == service.StateFailed:
+		waitErr = withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
+	case !f.noWait:
+		j, waitErr = waitSubmitted(ctx, e, c, j, f.wait)
+	}
+	if f.format == formatJSON && j != nil {
+		if err := writeJSON(e.stdout, j); err != nil {
+			return err
+		}
+	}
+	return waitErr
 }
 
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
@@ -303,24 +303,25 @@ const submitWaitPoll = 100 * time.Millisecond
 // its end; with toEnd until its end, printing each state it passes on
 // stderr. A job that ends FAILED or CANCELLED is an error (exit 1) with
 // the job's reason.
-func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) error {
+func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) (*service.Job, error) {
 	var until func(*service.Job) bool
 	if !toEnd {
 		until = func(j *service.Job) bool {
 			return (j.State == service.StateRunning || j.State == service.StateDraining) && (j.LastCheckpoint != nil || !j.Checkpointing)
 		}
 	}
+	last := j
 	j, err := followJob(ctx, e, c, j, until, toEnd)
 	if err != nil {
-		return err
+		return last, err
 	}
 	switch j.State {
 	case service.StateFailed:
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
+		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
 	case service.StateCancelled:
-		return withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
+		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
 	}
-	return nil
+	return j, nil
 }
 
 // followJob polls job j until until(j) holds (nil: never) or j is
@@ -375,6 +376,10 @@ type updated struct {
 	PauseMillis    int64         `json:"pause_ms,omitempty"`
 	Compatibility  compat.Report `json:"compatibility"`
 	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+	// Options are the new job's options; OptionsChanged those that differ
+	// from the running job's.
+	Options        *service.JobOptions    `json:"options,omitempty"`
+	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -394,13 +399,27 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	// Options the user did not give are sent unset (0): the server keeps
+	// the running job's values for them.
+	var opts service.JobOptions
+	if cmd.Flags().Changed("num-workers") {
+		opts.NumWorkers = f.numWorkers
+	}
+	if cmd.Flags().Changed("max-num-workers") {
+		opts.MaxNumWorkers = f.maxNumWorkers
+	}
 	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
-	if err != nil && res == nil {
+	// A refusal for another reason than the check (no running job, a
+	// pipeline that does not load) prints that reason only: the check did
+	// not run, so there is no report to show.
+	var ae *api.Error
+	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != service.CodeIncompatible) {
 		return clientError(ctx, c, err)
 	}
-	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report}
+	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
+		Options: res.Options, OptionsChanged: res.OptionsChanged}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
 	}
@@ -422,7 +441,15 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		case res.Report.Compatible:
 			fmt.Fprintf(e.stdout, "the update of %s is compatible (not applied: --validate-only)\n", f.jobName)
 		}
-		if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
+		if res.Report.Compatible {
+			writeOptionChanges(e.stderr, res.Options, res.OptionsChanged)
+		}
+		if f.validateOnly {
+			// --validate-only is asked for the report: all of it.
+			if werr := res.Report.WriteText(e.stdout); werr != nil {
+				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
+			}
+		} else if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
 			return werr
 		}
 	}
@@ -573,4 +600,28 @@ func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.Submi
 		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", j.ID, name, j.Error))
 	}
 	return nil
+}
+
+// writeOptionChanges says which job options an update changed and which it
+// kept from the running job.
+func writeOptionChanges(w io.Writer, opts *service.JobOptions, changed []service.OptionChange) {
+	if opts == nil {
+		return
+	}
+	for _, c := range changed {
+		fmt.Fprintf(w, "option %s: %s -> %s\n", c.Option, c.From, c.To)
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(w, "options unchanged: num_workers=%d", opts.NumWorkers)
+		if opts.MinNumWorkers > 0 {
+			fmt.Fprintf(w, " min_num_workers=%d", opts.MinNumWorkers)
+		}
+		if opts.MaxNumWorkers > 0 {
+			fmt.Fprintf(w, " max_num_workers=%d", opts.MaxNumWorkers)
+		}
+		if opts.WorkerUtilizationHint > 0 {
+			fmt.Fprintf(w, " worker_utilization_hint=%g", opts.WorkerUtilizationHint)
+		}
+		fmt.Fprintln(w)
+	}
 }

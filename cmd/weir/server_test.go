@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,8 +194,14 @@ func TestCLIServerJobs(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sub); err != nil || r.code != ExitOK {
 		t.Fatalf("run --format json: exit %d, %q (%v)\n%s", r.code, r.stdout, err, r.stderr)
 	}
-	if keys := slices.Sorted(maps.Keys(sub)); !slices.Equal(keys, []string{"id", "name"}) || sub["name"] != "totals" {
-		t.Errorf("run --format json printed %v, want {id, name}", sub)
+	// The job record, as `jobs describe --format json` prints it.
+	for _, k := range []string{"id", "name", "state", "create_time", "generation", "type", "options", "history"} {
+		if _, ok := sub[k]; !ok {
+			t.Errorf("run --format json lacks %q of the job record: %v", k, sub)
+		}
+	}
+	if sub["name"] != "totals" {
+		t.Errorf("run --format json printed the job %v, want totals", sub["name"])
 	}
 	totalsID := sub["id"].(string)
 
@@ -248,7 +252,14 @@ func TestCLIServerJobs(t *testing.T) {
 	r = srv.cli("", "jobs", "describe", "sums")
 	cliCase{args: []string{"jobs", "describe", "sums"}, wantCode: ExitOK, wantStdout: []string{
 		"Job ID:", sumsID, "State:", "Running (RUNNING)", "Create time:", "Generation:", "num_workers=1",
-		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums", "Graph (canonical JSON):", `"format_version"`}}.check(t, r)
+		"Lineage:", "first job of its name", "State history:", "PENDING", "RUNNING",
+		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums"}}.check(t, r)
+	if strings.Contains(r.stdout, "Graph (canonical JSON)") {
+		t.Errorf("describe prints the graph without --show-graph:\n%s", r.stdout)
+	}
+	r = srv.cli("", "jobs", "describe", "sums", "--show-graph")
+	cliCase{args: []string{"jobs", "describe", "sums", "--show-graph"}, wantCode: ExitOK, wantStdout: []string{
+		"Graph (canonical JSON):", `"format_version"`}}.check(t, r)
 
 	r = srv.cli("", "jobs", "drain", "sums", totalsID, "nope")
 	cliCase{args: []string{"jobs", "drain", "sums", totalsID, "nope"}, wantCode: ExitFailure,

@@ -57,7 +57,7 @@ func TestCLISnapshots(t *testing.T) {
 		t.Fatalf("job from the snapshot: created_from_snapshot_id %v generation %v", m["created_from_snapshot_id"], m["generation"])
 	}
 	r = srv.cli(work, "jobs", "describe", "sums-v2")
-	cliCase{wantCode: ExitOK, wantStdout: []string{"Created from snapshot", id}}.check(t, r)
+	cliCase{wantCode: ExitOK, wantStdout: []string{"created from snapshot " + id}}.check(t, r)
 
 	r = srv.cli(work, "snapshots", "delete", id)
 	cliCase{wantCode: ExitOK, wantStdout: []string{"deleted"}}.check(t, r)

@@ -158,22 +158,28 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 
 func newTopicsDeleteCommand(e *env) *cobra.Command {
 	var server serverFlag
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a topic with its messages and its subscriptions",
+		Short: "Delete a topic with its messages and its subscriptions (refused while a job uses it, unless --force)",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient(server)
 			if err != nil {
 				return err
 			}
-			if err := c.DeleteTopic(cmd.Context(), args[0]); err != nil {
+			var opts []api.DeleteOption
+			if force {
+				opts = append(opts, api.Force())
+			}
+			if err := c.DeleteTopic(cmd.Context(), args[0], opts...); err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
 			_, err = fmt.Fprintf(e.stdout, "Deleted topic %s.\n", args[0])
 			return outputErr(err)
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even when a running job uses it (the job then fails to read or write it)")
 	addServerFlag(cmd, &server)
 	return cmd
 }
@@ -473,22 +479,28 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 
 func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
 	var server serverFlag
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a subscription (its topic keeps its messages)",
+		Short: "Delete a subscription (its topic keeps its messages; refused while a job reads it, unless --force)",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient(server)
 			if err != nil {
 				return err
 			}
-			if err := c.DeleteSubscription(cmd.Context(), args[0]); err != nil {
+			var opts []api.DeleteOption
+			if force {
+				opts = append(opts, api.Force())
+			}
+			if err := c.DeleteSubscription(cmd.Context(), args[0], opts...); err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
 			_, err = fmt.Fprintf(e.stdout, "Deleted subscription %s.\n", args[0])
 			return outputErr(err)
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even when a running job uses it (the job then fails to read or write it)")
 	addServerFlag(cmd, &server)
 	return cmd
 }
@@ -497,14 +509,15 @@ func newSubscriptionsPullCommand(e *env) *cobra.Command {
 	var format string
 	var server serverFlag
 	var maxN int
-	var noAck bool
+	var noAck, forcePull bool
 	cmd := &cobra.Command{
-		Use:   "pull NAME [--max N] [--no-ack]",
+		Use:   "pull NAME [--max N] [--no-ack] [--force]",
 		Short: "Print the messages available now and acknowledge them (for people, not pipelines)",
 		Long: `Pull prints up to --max messages available now in the subscription, without
 waiting for more, and acknowledges them. With --no-ack they are delivered again
-after the subscription's ack wait. Acknowledgement is cumulative: do not pull
-with acknowledgement from a subscription a running job reads.
+after the subscription's ack wait. Acknowledgement is cumulative, so pulling
+with acknowledgement from a subscription a running job reads is refused
+(SUBSCRIPTION_IN_USE) unless --force: use --no-ack to look at its messages.
 
 The text output is one block per message: its sequence, publish time, ID and
 attributes, then its data. --format json prints
@@ -521,7 +534,7 @@ attributes, then its data. --format json prints
 			if err != nil {
 				return err
 			}
-			msgs, err := c.Pull(cmd.Context(), args[0], api.PullRequest{Max: maxN, Ack: !noAck})
+			msgs, err := c.Pull(cmd.Context(), args[0], api.PullRequest{Max: maxN, Ack: !noAck, Force: forcePull})
 			if err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
@@ -535,6 +548,7 @@ attributes, then its data. --format json prints
 	addServerFlag(cmd, &server)
 	cmd.Flags().IntVar(&maxN, "max", 10, "most messages to print")
 	cmd.Flags().BoolVar(&noAck, "no-ack", false, "leave the messages unacknowledged (delivered again after the ack wait)")
+	cmd.Flags().BoolVar(&forcePull, "force", false, "acknowledge even when a running job reads the subscription (it then never sees those messages)")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,18 @@ type Options struct {
 	// ServerName names the embedded server in logs. Default "weir".
 	ServerName string
 	// MaxStore caps the bytes JetStream may store on disk. Default 0: the
-	// server's own limit (a share of the free disk space).
+	// limit follows the disk: what the store holds plus three quarters of
+	// the free space of StoreDir's file system, looked at again every
+	// DiskCheckInterval and raised when the disk has more room (so a
+	// broker that refused publishes when the disk was full accepts them
+	// again once space returns, without a restart).
 	MaxStore int64
+	// DiskCheckInterval is how often a limit that follows the disk is
+	// recomputed. Default DefaultDiskCheckInterval (30s).
+	DiskCheckInterval time.Duration
+	// diskFree reads the bytes available on a directory's file system
+	// (default: statfs); tests replace it.
+	diskFree func(dir string) (int64, error)
 	// Logger receives the broker's and the server's logs. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -49,6 +60,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 10 * time.Second
+	}
+	if o.DiskCheckInterval <= 0 {
+		o.DiskCheckInterval = DefaultDiskCheckInterval
+	}
+	if o.diskFree == nil {
+		o.diskFree = statfsFree
 	}
 }
 
@@ -94,6 +111,10 @@ type Broker struct {
 	// the create it guards must not interleave with another's. A leaf: no
 	// other lock is taken while it is held.
 	admin sync.Mutex
+
+	// storeLimit is set for an embedded broker whose storage limit follows
+	// the disk (Options.MaxStore 0).
+	storeLimit *storeLimit
 }
 
 // StartEmbedded starts an in-process nats-server with JetStream and its file
@@ -112,6 +133,22 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		NoSigs:            true,
 		DontListen:        opts.Listen == "",
 		JetStreamMaxStore: max(opts.MaxStore, 0),
+	}
+	var limit *storeLimit
+	if opts.MaxStore == 0 {
+		// An explicit limit (JetStream's dynamic one cannot be raised at
+		// runtime), computed as JetStream would, then kept up with the disk.
+		if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the broker's store directory: %w", err)
+		}
+		limit = &storeLimit{dir: opts.StoreDir, free: opts.diskFree, stop: make(chan struct{}), done: make(chan struct{})}
+		v, err := limit.compute(dirBytes(opts.StoreDir))
+		if err != nil {
+			return nil, fmt.Errorf("sizing the broker's storage: %w", err)
+		}
+		limit.limit.Store(v)
+		so.JetStreamMaxStore = v
+		limit.srvOpts = so
 	}
 	if opts.Listen != "" {
 		host, port, _ := splitHostPort(opts.Listen)
@@ -144,6 +181,10 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		return nil, err
+	}
+	if limit != nil {
+		b.storeLimit = limit
+		go b.followDisk(opts.DiskCheckInterval)
 	}
 	b.log.Info("embedded broker started", "store_dir", opts.StoreDir, "listen", opts.Listen, "server_version", server.VERSION)
 	return b, nil
@@ -226,6 +267,7 @@ func (b *Broker) Conn() *nats.Conn { return b.nc }
 // done or ctx is done; in the latter case the connection is closed at once
 // and the server still stops in the background.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	b.stopFollowing()
 	var errs []error
 	if !b.nc.IsClosed() {
 		closed := make(chan struct{})
@@ -261,6 +303,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // apiErr wraps an error from a JetStream call with what was being done,
 // adding ErrUnavailable when the server could not be reached.
 func apiErr(what string, err error) error {
+	if storageFull(err) {
+		return fmt.Errorf("%s: %w: %w", what, ErrStorageFull, err)
+	}
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return fmt.Errorf("%s: %w: %w", what, ErrBrokerClosed, err)
 	}

@@ -28,6 +28,19 @@ var (
 	// ErrInvalidConfig: a source or sink configuration cannot work. Fix the
 	// pipeline; retrying cannot help.
 	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrMessageTooLarge: a published message (data, attributes and ID) is
+	// larger than the broker accepts. Split it, or raise the NATS server's
+	// max_payload.
+	ErrMessageTooLarge = errors.New("message too large")
+	// ErrStorageFull: the broker refused a write for lack of storage: its
+	// limit is reached or the disk is full. Free space: a limit that
+	// follows the disk (Options.MaxStore 0, the default) rises on its own
+	// once space returns (within Options.DiskCheckInterval).
+	ErrStorageFull = errors.New("broker storage full")
+	// ErrInUse: a topic or subscription that a running job reads or writes
+	// cannot be deleted (or a job's subscription drained by hand) without
+	// force.
+	ErrInUse = errors.New("in use by a running job")
 	// ErrInvalidPosition: a checkpointed position cannot be decoded or
 	// belongs to another subscription. The checkpoint is not for this
 	// source; start without it or fix the pipeline's subscription.

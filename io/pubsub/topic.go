@@ -56,8 +56,25 @@ func (c *TopicConfig) EnsureDefaults() {
 	}
 }
 
+// MinRetention is the shortest retention and duplicate window a topic
+// accepts; shorter ones are refused as invalid configuration (JetStream
+// itself refuses ages under 100 ms, and no stream is useful below a second).
+const MinRetention = time.Second
+
+// MaxMessageIDBytes is the longest message ID a publish accepts.
+const MaxMessageIDBytes = 1024
+
 // Validate reports settings that cannot work.
 func (c *TopicConfig) Validate() error {
+	if c.Retention < MinRetention {
+		return fmt.Errorf("retention %s is shorter than the minimum %s: %w", c.Retention, MinRetention, ErrInvalidConfig)
+	}
+	if c.DuplicateWindow < MinRetention {
+		return fmt.Errorf("duplicate window %s is shorter than the minimum %s: %w", c.DuplicateWindow, MinRetention, ErrInvalidConfig)
+	}
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("max bytes %d is negative: %w", c.MaxBytes, ErrInvalidConfig)
+	}
 	if c.DuplicateWindow > c.Retention {
 		return fmt.Errorf("duplicate window %s exceeds retention %s: %w", c.DuplicateWindow, c.Retention, ErrInvalidConfig)
 	}
@@ -292,6 +309,12 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 	if err != nil {
 		return PublishResult{}, err
 	}
+	if len(msgID) > MaxMessageIDBytes {
+		return PublishResult{}, fmt.Errorf("message ID of %d bytes is longer than the limit of %d bytes: %w", len(msgID), MaxMessageIDBytes, ErrInvalidConfig)
+	}
+	if err := b.checkSize(msg, msgID); err != nil {
+		return PublishResult{}, err
+	}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
@@ -302,7 +325,33 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 	return PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
+// checkSize refuses a message that the NATS server would refuse for its
+// size (data and headers over the connection's maximum payload), with the
+// limit in the message.
+func (b *Broker) checkSize(msg *nats.Msg, msgID string) error {
+	limit := b.nc.MaxPayload()
+	if limit <= 0 {
+		return nil
+	}
+	size := int64(len(msg.Data))
+	for k, vs := range msg.Header {
+		for _, v := range vs {
+			size += int64(len(k) + len(v) + 4)
+		}
+	}
+	if msgID != "" {
+		size += int64(len(jetstream.MsgIDHeader) + len(msgID) + 4)
+	}
+	if size > limit {
+		return fmt.Errorf("message of %d bytes (data %d, attributes and ID the rest) is larger than the broker's limit of %d bytes: %w", size, len(msg.Data), limit, ErrMessageTooLarge)
+	}
+	return nil
+}
+
 func publishErr(topic string, err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("publishing to topic %s: %w (%w)", topic, ErrMessageTooLarge, err)
+	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("publishing to topic %s: %w", topic, ErrTopicNotFound)
 	}

@@ -1,0 +1,53 @@
+package service
+
+import (
+	"strings"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+)
+
+// PubSubUse is one step of an active job that reads or writes a topic or
+// reads a subscription: what a destructive broker request would break.
+type PubSubUse struct {
+	Job  Summary `json:"job"`
+	Step string  `json:"step"`
+	// Use is "reads subscription S", "reads topic T" or "writes topic T".
+	Use string `json:"use"`
+}
+
+// PubSubUsers returns the steps of active jobs (not in a final state) that
+// read subscription sub, read topic topic (through their own subscription)
+// or write topic; "" matches nothing. A topic source's subscription, named
+// after the job and step, counts as a subscription it reads. Jobs whose
+// graph cannot be read are skipped. It takes no lock.
+func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
+	jobs, err := s.List(StatusActive)
+	if err != nil {
+		return nil, err
+	}
+	var uses []PubSubUse
+	for _, j := range jobs {
+		g, err := graph.Parse(j.Graph)
+		if err != nil {
+			continue
+		}
+		for _, st := range g.Steps {
+			if src := st.Source; src != nil && src.Kind == "pubsub" {
+				kind, name, _ := strings.Cut(src.Identity, "/")
+				switch {
+				case kind == "subscription" && name == sub && sub != "":
+					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + name})
+				case kind == "topic" && name == topic && topic != "":
+					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads topic " + name})
+				case kind == "topic" && sub != "" && pubsub.SubscriptionName(j.Name, st.Name) == sub:
+					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + sub + " (of topic " + name + ")"})
+				}
+			}
+			if snk := st.Sink; snk != nil && snk.Kind == "pubsub" && topic != "" && snk.Identity == "topic/"+topic {
+				uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "writes topic " + topic})
+			}
+		}
+	}
+	return uses, nil
+}
