@@ -25,6 +25,9 @@ type Sink struct {
 	cfg    Config
 	schema *row.Schema
 	l      *layout
+	// progressID is the sink's key in the progress table: Config.SinkID,
+	// plus "@g<generation>" in façade mode.
+	progressID string
 
 	// dbMu serialises database work.
 	dbMu sync.Mutex
@@ -33,6 +36,11 @@ type Sink struct {
 		opened   bool
 		prepared bool
 		closed   bool
+		// l is the layout of the table the backend writes: s.l, or in
+		// façade mode that of the generation's physical table.
+		l *layout
+		// facade says the sink writes a façade generation's table.
+		facade bool
 	}
 
 	mu struct {
@@ -77,12 +85,17 @@ func New(cfg Config, s *row.Schema) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := &Sink{cfg: cfg, schema: s, l: l}
+	sk := &Sink{cfg: cfg, schema: s, l: l, progressID: cfg.SinkID}
+	sk.db.l = l
+	if cfg.Facade {
+		sk.db.l, sk.db.facade = l.physical(cfg.Generation), true
+		sk.progressID = cfg.SinkID + "@g" + strconv.FormatInt(cfg.Generation, 10)
+	}
 	switch cfg.Driver {
 	case DriverSQLite:
-		sk.db.be = newSQLite(&sk.cfg, l)
+		sk.db.be = newSQLite(&sk.cfg, sk.db.l)
 	default:
-		sk.db.be = newPostgres(&sk.cfg, l)
+		sk.db.be = newPostgres(&sk.cfg, sk.db.l)
 	}
 	return sk, nil
 }
@@ -130,13 +143,25 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	if s.db.prepared {
 		return nil
 	}
-	be, l := s.db.be, s.l
+	be := s.db.be
 	if !s.db.opened {
 		if err := be.open(ctx); err != nil {
-			return fmt.Errorf("table %s: connecting to %s: %w", l.table, s.cfg.Driver, err)
+			return fmt.Errorf("table %s: connecting to %s: %w", s.l.table, s.cfg.Driver, err)
 		}
 		s.db.opened = true
 	}
+	if !s.db.facade {
+		// A plain table that has become a façade view (a parallel
+		// replacement migrated it): write this generation's table.
+		joined, err := s.viewIsFacadeLocked(ctx)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+		if joined {
+			s.joinFacadeLocked()
+		}
+	}
+	l := s.db.l
 	existing, err := be.describe(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the columns of table %s: %w", l.table, err)
@@ -189,6 +214,11 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	ddl = append(ddl, createIndexSQL(l, be), progressDDL)
 	if err := be.exec(ctx, ddl...); err != nil {
 		return fmt.Errorf("creating table %s: %w", l.table, err)
+	}
+	if s.db.facade {
+		if err := s.setupFacadeLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: setting up the façade view: %w", s.l.table, err)
+		}
 	}
 	if err := be.ready(ctx, existing); err != nil {
 		return fmt.Errorf("preparing writes to table %s: %w", l.table, err)
@@ -459,13 +489,25 @@ func (s *Sink) Close(ctx context.Context) error {
 // apply writes parts in one transaction; with progress, as epoch.
 func (s *Sink) apply(ctx context.Context, parts []part, epoch int64, progress bool) error {
 	b := s.batch(parts)
-	b.progress, b.sinkID, b.epoch = progress, s.cfg.SinkID, epoch
+	b.progress, b.sinkID, b.epoch = progress, s.progressID, epoch
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	if err := s.prepareLocked(ctx, true); err != nil {
 		return err
 	}
-	if _, err := s.db.be.apply(ctx, b); err != nil {
+	_, err := s.db.be.apply(ctx, b)
+	if err != nil && !s.db.facade {
+		// The table may have become a façade view since Prepare (another
+		// generation migrated it): join it and write again. The failed
+		// transaction changed nothing.
+		if joined, jerr := s.viewIsFacadeLocked(ctx); jerr == nil && joined {
+			s.joinFacadeLocked()
+			if err = s.prepareLocked(ctx, true); err == nil {
+				_, err = s.db.be.apply(ctx, b)
+			}
+		}
+	}
+	if err != nil {
 		if progress {
 			return fmt.Errorf("table %s: committing epoch %d (%d rows): %w", s.l.table, epoch, b.n, err)
 		}
