@@ -237,19 +237,64 @@ func fxGenerations(ctx context.Context, fx facadeExec, table string) ([]facadeGe
 	return out, nil
 }
 
-// fxRegister records generation g of façade table, refusing one whose mode
-// or key differs from the generations already recorded.
-func fxRegister(ctx context.Context, fx facadeExec, table string, g facadeGen) error {
+// fxSameKey refuses generation g when a generation recorded behind the
+// view writes another mode or key.
+func fxSameKey(ctx context.Context, fx facadeExec, table string, g facadeGen) error {
 	gens, err := fxGenerations(ctx, fx, table)
 	if err != nil {
 		return err
 	}
 	for _, o := range gens {
-		if o.mode != g.mode || !slices.Equal(o.keys, g.keys) {
+		if o.generation != g.generation && (o.mode != g.mode || !slices.Equal(o.keys, g.keys)) {
 			return fmt.Errorf("%w: table %s: generation %d writes %s rows keyed by (%s), but generation %d behind the same view "+
 				"writes %s rows keyed by (%s); every generation of a façade keys its rows alike: write to a new table",
 				ErrFacade, table, g.generation, g.mode, strings.Join(g.keys, ", "), o.generation, o.mode, strings.Join(o.keys, ", "))
 		}
+	}
+	return nil
+}
+
+// checkFacadeLocked is Validate's façade check, changing nothing: the
+// generations already behind the view key their rows like this sink.
+func (s *Sink) checkFacadeLocked(ctx context.Context) error {
+	l := s.db.l
+	me := facadeGen{generation: s.cfg.Generation, physical: l.table, mode: l.mode(), keys: l.keyColumnNames()}
+	return s.db.be.facadeTx(ctx, func(fx facadeExec) error {
+		kind, err := fxKind(ctx, fx, s.cfg.Table)
+		if err != nil {
+			return err
+		}
+		if err := facadeKindOK(ctx, fx, s.cfg.Table, kind); err != nil {
+			return err
+		}
+		return fxSameKey(ctx, fx, s.cfg.Table, me)
+	})
+}
+
+// facadeKindOK refuses a relation of the view's name that is neither a
+// plain table (to migrate) nor a façade view weir made.
+func facadeKindOK(ctx context.Context, fx facadeExec, view, kind string) error {
+	switch kind {
+	case "view":
+		gens, err := fxGenerations(ctx, fx, view)
+		if err != nil {
+			return err
+		}
+		if len(gens) == 0 {
+			return fmt.Errorf("%w: %s is a view weir did not create; the sink cannot put a façade view in its place: "+
+				"drop it, or write to another table", ErrFacade, view)
+		}
+	case "other":
+		return fmt.Errorf("%w: %s exists and is neither a table nor a view", ErrFacade, view)
+	}
+	return nil
+}
+
+// fxRegister records generation g of façade table, refusing one whose mode
+// or key differs from the generations already recorded.
+func fxRegister(ctx context.Context, fx facadeExec, table string, g facadeGen) error {
+	if err := fxSameKey(ctx, fx, table, g); err != nil {
+		return err
 	}
 	q := `INSERT INTO ` + FacadeTable + ` (facade, generation, physical, mode, key_columns) VALUES (` +
 		ph(fx, 1) + `, ` + ph(fx, 2) + `, ` + ph(fx, 3) + `, ` + ph(fx, 4) + `, ` + ph(fx, 5) + `) ON CONFLICT (facade, generation) DO NOTHING`
@@ -376,22 +421,13 @@ func (s *Sink) setupFacadeLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		switch kind {
-		case "table":
+		if err := facadeKindOK(ctx, fx, view, kind); err != nil {
+			return err
+		}
+		if kind == "table" {
 			if err := s.migrateLocked(ctx, fx, me); err != nil {
 				return err
 			}
-		case "view":
-			gens, err := fxGenerations(ctx, fx, view)
-			if err != nil {
-				return err
-			}
-			if len(gens) == 0 {
-				return fmt.Errorf("%w: %s is a view weir did not create; the sink cannot put a façade view in its place: "+
-					"drop it, or write to another table", ErrFacade, view)
-			}
-		case "other":
-			return fmt.Errorf("%w: %s exists and is neither a table nor a view", ErrFacade, view)
 		}
 		if err := fxRegister(ctx, fx, view, me); err != nil {
 			return err

@@ -539,10 +539,31 @@ func TestFacadeRefusals(t *testing.T) {
 		bad.Facade, bad.Generation = true, 2
 		s, err := New(bad, other)
 		must(t, err)
+		verr := s.Validate(ctx)
 		err = s.Prepare(ctx)
 		s.Close(ctx)
-		if !errors.Is(err, ErrFacade) || !strings.Contains(err.Error(), "keyed by (region, city, window_start, window_end)") {
-			t.Fatalf("a generation keyed differently: %v, want ErrFacade naming both keys", err)
+		for what, err := range map[string]error{"Validate": verr, "Prepare": err} {
+			if !errors.Is(err, ErrFacade) || !strings.Contains(err.Error(), "keyed by (region, city, window_start, window_end)") {
+				t.Fatalf("%s of a generation keyed differently: %v, want ErrFacade naming both keys", what, err)
+			}
+		}
+		// A view of the table's name that weir did not make.
+		foreign := e.config(ModeUpsert, "region")
+		foreign.Table += "_v"
+		must(t, e.exec("CREATE VIEW "+quoteTable(foreign.Table)+" AS SELECT 1 AS x"))
+		defer e.exec("DROP VIEW IF EXISTS " + quoteTable(foreign.Table))
+		for _, facade := range []bool{false, true} {
+			foreign.Facade = facade
+			s, err := New(foreign, totalsSchema)
+			must(t, err)
+			err = s.Prepare(ctx)
+			s.Close(ctx)
+			if err == nil || !strings.Contains(err.Error(), "view weir did not create") {
+				t.Fatalf("Prepare (facade %t) over a foreign view: %v, want a refusal naming it", facade, err)
+			}
+		}
+		if e.exists(FacadeTableName(foreign.Table, 1)) {
+			t.Errorf("the refused façade sink created %s", FacadeTableName(foreign.Table, 1))
 		}
 		// An unknown generation.
 		if err := EndFacadeGeneration(ctx, e.target(nil), 9); !errors.Is(err, ErrFacade) {

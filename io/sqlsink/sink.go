@@ -161,6 +161,12 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 			s.joinFacadeLocked()
 		}
 	}
+	if s.db.facade {
+		// Refuse what cannot be a façade before creating anything.
+		if err := s.checkFacadeLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+	}
 	l := s.db.l
 	existing, err := be.describe(ctx)
 	if err != nil {

@@ -191,6 +191,11 @@ func (d *sqliteDB) insertSQL(rows int) string {
 }
 
 func (d *sqliteDB) ready(ctx context.Context, _ map[string]string) error {
+	for _, st := range []*sql.Stmt{d.one, d.many} {
+		if st != nil {
+			st.Close() // of the table written before (a façade joined)
+		}
+	}
 	var err error
 	if d.one, err = d.db.PrepareContext(ctx, d.insertSQL(1)); err != nil {
 		return err
