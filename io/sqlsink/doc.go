@@ -85,7 +85,11 @@
 //     Config.FlushEvery is set).
 //   - PreCommit(worker, epoch) returns the worker's rows buffered since its
 //     previous PreCommit, encoded (see the part format below); the runner stores
-//     them in the checkpoint.
+//     them in the checkpoint. If a part of an earlier epoch was never
+//     committed (its Commit failed, or its checkpoint did not complete), its
+//     rows are carried into the new part, so a later epoch's commit (after
+//     which the sources acknowledge) or a restart from the later checkpoint
+//     never leaves them out.
 //   - Commit(epoch, parts) applies all parts of an epoch in one database
 //     transaction together with the progress record
 //     weir_sink_progress(sink_id, epoch). If the stored epoch is already >=

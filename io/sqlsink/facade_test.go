@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -613,4 +615,54 @@ func TestIdentifierTooLong(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFacadeScale measures, behind WEIR_FACADE_SCALE=<rows>, a migration
+// of a plain table of that many rows, the view's read of all rows during
+// an overlap where generation 2 has half of them, and the compaction.
+func TestFacadeScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_FACADE_SCALE"))
+	if n <= 0 {
+		t.Skip("set WEIR_FACADE_SCALE=<rows> to measure")
+	}
+	forEachDriver(t, func(t *testing.T, base *env) {
+		e := &facadeEnv{env: base}
+		if e.driver == DriverPostgres {
+			e = newFacadeEnv(t, DriverPostgres, false)
+		}
+		ctx := context.Background()
+		rows := func(from, to int, v int64) []contract.Element {
+			out := make([]contract.Element, 0, to-from)
+			for i := from; i < to; i++ {
+				out = append(out, total(fmt.Sprintf("r%07d", i), v, w0, onTime0))
+			}
+			return out
+		}
+		s1 := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
+		commit(t, s1, 1, rows(0, n, 1)...)
+		cfg := e.config(ModeUpsert, "region")
+		cfg.Generation, cfg.Facade = 2, true
+		start := time.Now()
+		s2 := e.sink(cfg, totalsSchema)
+		migrate := time.Since(start)
+		commit(t, s2, 1, rows(0, n/2, 2)...)
+		start = time.Now()
+		got := e.query(`SELECT COUNT(*), CAST(SUM(total) AS BIGINT) FROM ` + quoteTable(e.table))
+		read := time.Since(start)
+		if got[0][0].(int64) != int64(n) || got[0][1].(int64) != int64(n/2*2+(n-n/2)) {
+			t.Fatalf("view: %v", got)
+		}
+		must(t, s1.Close(ctx))
+		now := time.Now()
+		must(t, EndFacadeGeneration(ctx, e.target(func() time.Time { return now }), 1))
+		start = time.Now()
+		rep, err := CompactFacade(ctx, e.target(func() time.Time { return now.Add(time.Hour) }), 2, time.Minute)
+		must(t, err)
+		compact := time.Since(start)
+		if rep.Rows != int64(n-n/2) {
+			t.Fatalf("compaction: %+v", rep)
+		}
+		t.Logf("%s, %d rows: migration (Prepare of generation 2) %v; view read of all rows during the overlap %v; compaction of %d rows %v",
+			e.driver, n, migrate.Round(time.Millisecond), read.Round(time.Millisecond), rep.Rows, compact.Round(time.Millisecond))
+	})
 }

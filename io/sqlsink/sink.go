@@ -59,8 +59,9 @@ type Sink struct {
 }
 
 type pendingPart struct {
-	epoch uint64
-	data  []byte
+	epoch  uint64
+	worker int
+	data   []byte
 }
 
 // workerBuf holds what one worker wrote since its last PreCommit.
@@ -376,6 +377,14 @@ func (s *Sink) elementID(wb *workerBuf, e *contract.Element, r *row.Row) error {
 // PreCommit returns, encoded, the rows worker buffered since its previous
 // PreCommit, and forgets them: the runner stores the part in the checkpoint
 // of epoch and hands it back to Commit. It does no I/O.
+//
+// If the worker's part of an earlier epoch has not been committed (its
+// Commit failed, or its checkpoint never completed), its rows are carried
+// into this part too: a checkpoint's parts always hold every row the sink
+// has not committed, so a Commit of a later epoch (which records that
+// epoch as done and lets the sources acknowledge) or a restart from the
+// later checkpoint never leaves them out. Rows are idempotent, so a row
+// applied twice is harmless.
 func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, error) {
 	wb, err := s.worker(worker)
 	if err != nil {
@@ -385,14 +394,32 @@ func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, e
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	wb.seen = nil
-	if len(wb.vals) == 0 {
+	// The newest uncommitted part of the worker already carries the older
+	// ones.
+	var carry []byte
+	s.mu.Lock()
+	for _, pp := range s.mu.pending {
+		if pp.worker == worker && pp.epoch < epoch {
+			carry = pp.data
+		}
+	}
+	s.mu.Unlock()
+	vals := wb.vals
+	if carry != nil {
+		p, err := s.l.decodePart(carry)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(p.vals, wb.vals...)
+	}
+	if len(vals) == 0 {
 		return nil, nil
 	}
-	b := s.l.encodePart(s.cfg.Generation, s.cfg.JobID, wb.vals)
+	b := s.l.encodePart(s.cfg.Generation, s.cfg.JobID, vals)
 	clear(wb.vals)
 	wb.vals = wb.vals[:0]
 	s.mu.Lock()
-	s.mu.pending = append(s.mu.pending, pendingPart{epoch: epoch, data: b})
+	s.mu.pending = append(s.mu.pending, pendingPart{epoch: epoch, worker: worker, data: b})
 	s.mu.Unlock()
 	return b, nil
 }
