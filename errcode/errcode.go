@@ -182,6 +182,11 @@ const (
 	// LimitExceeded: creating the job, topic or subscription would pass the
 	// server's --max-jobs, --max-topics or --max-subscriptions.
 	LimitExceeded Code = "LIMIT_EXCEEDED"
+	// SQLIdentifierTooLong: a WriteToSql table name, or the name of a
+	// generation's table behind a façade view (<table>__g<generation>), is
+	// longer than the database keeps (63 bytes in PostgreSQL); the message
+	// gives the limit and the longest name that fits.
+	SQLIdentifierTooLong Code = "SQL_IDENTIFIER_TOO_LONG"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -321,6 +326,7 @@ func registry() []Info {
 		{InvalidHost, svc, KindDenied, http.StatusForbidden},
 		{RequestTooLarge, svc, KindInvalid, http.StatusRequestEntityTooLarge},
 		{LimitExceeded, svc, KindConflict, http.StatusConflict},
+		{SQLIdentifierTooLong, svc, KindInvalid, http.StatusBadRequest},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

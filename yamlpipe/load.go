@@ -60,6 +60,11 @@ type JobEnv struct {
 	// Broker is the Pub/Sub broker (a *pubsub.Broker); nil when the
 	// service has none.
 	Broker Broker
+	// SQLFacade makes every WriteToSql sink of the job write its
+	// generation's own table, <table>__g<Generation>, behind a façade view
+	// named <table> (io/sqlsink, "Façade views"): the service sets it for
+	// the jobs of a parallel replacement.
+	SQLFacade bool
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

@@ -58,6 +58,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.DataDir = job.DataDir
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
+		cfg.Facade = job.SQLFacade
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {
@@ -72,7 +73,10 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, l.errf(t.typNode, "%v", err)
+		// Keep the cause (sqlsink.ErrIdentifierTooLong has a code).
+		e := l.errf(t.typNode, "%v", err).(*Error)
+		e.Err = err
+		return nil, e
 	}
 	if err := sqlsink.CheckAccumulation(cfg.Mode, in.rows.Windowing()); err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

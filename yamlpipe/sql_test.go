@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/sqlsink"
 )
 
 // TestStreamingFixtureIntoSQL: the DESIGN.md §4 panes through an upserting
@@ -106,6 +108,84 @@ func TestWriteToSqlTypeConflictAtLoad(t *testing.T) {
 		t.Fatal("a column type conflict was accepted")
 	}
 	for _, want := range []string{"p.yaml:6:", "totals", "total"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestWriteToSqlFacadeJob: a job the service runs in façade mode writes its
+// generation's table behind a view of the configured name.
+func TestWriteToSqlFacadeJob(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	yaml := `pipeline:
+  transforms:
+    - type: Create
+      config:
+        elements: [{region: NORTH, total: 1}, {region: SOUTH, total: 2}]
+    - type: WriteToSql
+      input: Create
+      config:
+        dsn: ` + db + `
+        table: totals
+        mode: append
+`
+	job := &JobEnv{Name: "totals-job", ID: "job-7", Generation: 7, DataDir: dir, SQLFacade: true}
+	p, err := Load("p.yaml", []byte(yaml), Options{BaseDir: dir, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []struct {
+		sql  string
+		want string
+	}{
+		{`SELECT type FROM sqlite_master WHERE name = 'totals'`, "view"},
+		{`SELECT type FROM sqlite_master WHERE name = 'totals__g7'`, "table"},
+		{`SELECT group_concat(region, ',') FROM (SELECT region FROM totals ORDER BY region)`, "NORTH,SOUTH"},
+	} {
+		var got string
+		if err := conn.QueryRow(q.sql).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+		if got != q.want {
+			t.Errorf("%s = %q, want %q", q.sql, got, q.want)
+		}
+	}
+}
+
+// TestWriteToSqlIdentifierTooLongAtLoad: a PostgreSQL table whose façade
+// table name would pass PostgreSQL's 63 bytes is refused at load, at the
+// transform's position, with the limit, and the cause kept for its code.
+func TestWriteToSqlIdentifierTooLongAtLoad(t *testing.T) {
+	table := "t" + strings.Repeat("x", 58) // 59 bytes: totals__g10 is 64
+	yaml := `pipeline:
+  transforms:
+    - type: Create
+      config:
+        elements: [{region: NORTH, total: 1}]
+    - type: WriteToSql
+      input: Create
+      config:
+        driver: postgres
+        dsn: postgres://127.0.0.1:1/none
+        table: ` + table + `
+        mode: append
+`
+	job := &JobEnv{Name: "j", ID: "job-1", Generation: 10, DataDir: t.TempDir(), SQLFacade: true}
+	_, err := Load("p.yaml", []byte(yaml), Options{BaseDir: t.TempDir(), Job: job})
+	if !errors.Is(err, sqlsink.ErrIdentifierTooLong) {
+		t.Fatalf("Load: %v, want sqlsink.ErrIdentifierTooLong", err)
+	}
+	for _, want := range []string{"p.yaml:6:", "63 bytes", "at most 58 bytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -103,6 +103,14 @@ type Config struct {
 	BusyTimeout time.Duration
 	// Now gives updated_at. Default time.Now.
 	Now func() time.Time
+	// Facade makes the sink write its generation's own physical table,
+	// Table + "__g" + Generation, behind a view named Table that serves,
+	// per key and window (append: per element), the row of the newest
+	// generation that has it (see the package documentation, "Façade
+	// views"). Its progress record is then per generation. Default false:
+	// the sink writes Table itself (and joins the façade as its generation
+	// if Table has become a façade view).
+	Facade bool
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -166,6 +174,12 @@ func (c *Config) Validate() error {
 	if strings.HasPrefix(strings.ToLower(parts[len(parts)-1]), "weir_") {
 		return bad("table %q: names starting with weir_ are reserved", c.Table)
 	}
+	if c.Generation < 0 {
+		return bad("generation %d is negative", c.Generation)
+	}
+	if err := checkIdentifiers(c); err != nil {
+		return err
+	}
 	switch c.Mode {
 	case ModeUpsert, ModeAppend:
 	default:
@@ -183,9 +197,6 @@ func (c *Config) Validate() error {
 	}
 	if c.SinkID == "" {
 		return bad("table %s: a sink ID (job name and step name) is required", c.Table)
-	}
-	if c.Generation < 0 {
-		return bad("generation %d is negative", c.Generation)
 	}
 	if c.FlushEvery < 0 {
 		return bad("flush_every %d is negative", c.FlushEvery)

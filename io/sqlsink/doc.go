@@ -85,7 +85,11 @@
 //     Config.FlushEvery is set).
 //   - PreCommit(worker, epoch) returns the worker's rows buffered since its
 //     previous PreCommit, encoded (see the part format below); the runner stores
-//     them in the checkpoint.
+//     them in the checkpoint. If a part of an earlier epoch was never
+//     committed (its Commit failed, or its checkpoint did not complete), its
+//     rows are carried into the new part, so a later epoch's commit (after
+//     which the sources acknowledge) or a restart from the later checkpoint
+//     never leaves them out.
 //   - Commit(epoch, parts) applies all parts of an epoch in one database
 //     transaction together with the progress record
 //     weir_sink_progress(sink_id, epoch). If the stored epoch is already >=
@@ -99,6 +103,37 @@
 // Rows are also idempotent by construction (revisions, element IDs), so a
 // part applied twice, or a run replayed from its start, writes the same
 // table.
+//
+// # Façade views
+//
+// In a parallel replacement two jobs of one name write one table at once.
+// With Config.Facade the sink of generation G writes its own physical table
+// <table>__g<G> (FacadeTableName) and keeps a view named <table> over every
+// generation's table: per conflict key (key fields and window; element_id
+// in append mode) the view returns the row of the newest generation that
+// has one, else the older generation's:
+//
+//	SELECT ... FROM t__g2 AS o
+//	UNION ALL SELECT ... FROM t__g1 AS o WHERE NOT EXISTS
+//	  (SELECT 1 FROM t__g2 AS n WHERE n.k = o.k AND COALESCE(n.window_start, ..) = ...)
+//
+// The generations are recorded in FacadeTable; every change to a façade
+// (a generation's first Prepare, a migration, CompactFacade,
+// DropFacadeGeneration) runs in one transaction holding the database's
+// façade lock (SQLite's write lock, a PostgreSQL advisory lock) and
+// rebuilds the view. The first façade Prepare of a plain table renames it to
+// the physical table of the newest generation stored in it (no row moves).
+// A sink without Facade whose table has become a façade view joins it as
+// its own generation: at Prepare, or when a commit fails because the table
+// became a view under it (that transaction changed nothing and is applied
+// again to the generation's table). In façade mode the progress record is
+// per generation (SinkID + "@g<G>"). EndFacadeGeneration records when a
+// generation's job ended; CompactFacade merges the rows the view still
+// serves from generations that ended a retention ago into the kept
+// generation's table and drops theirs, in one transaction. On PostgreSQL a
+// table or schema name over PostgresIdentifierLimit bytes, or a physical
+// table name that would be, is refused by Config.Validate
+// (ErrIdentifierTooLong). Every generation of a façade keys its rows alike.
 //
 // # Part format
 //

@@ -165,7 +165,7 @@ func (e *env) q(n int) string {
 // count returns the number of rows of the env's table.
 func (e *env) count() int64 {
 	e.t.Helper()
-	return e.query("SELECT COUNT(*) FROM " + quoteIdent(e.table))[0][0].(int64)
+	return e.query("SELECT COUNT(*) FROM " + quoteTable(e.table))[0][0].(int64)
 }
 
 // progress returns the stored epoch of sinkID, or -2 when there is none.

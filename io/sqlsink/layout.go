@@ -298,11 +298,15 @@ func splitTable(t string) (schema, name string) {
 }
 
 // keyIndexPrefix is the prefix of the names of the sink's unique indexes on
-// table t; indexName adds the key hash. Both fit PostgreSQL's 63 bytes.
+// table t; indexName adds the key hash. Both fit PostgreSQL's 63 bytes. A
+// name longer than 40 bytes keeps its first 31 and a hash of the whole
+// name, so that tables sharing a long prefix (a façade's generations:
+// orders__g1, orders__g2) never share an index name.
 func keyIndexPrefix(t string) string {
 	_, name := splitTable(t)
 	if len(name) > 40 {
-		name = name[:40]
+		h := sha256.Sum256([]byte(name))
+		name = name[:31] + "_" + hex.EncodeToString(h[:4])
 	}
 	return name + "_weir_key_"
 }

@@ -2,6 +2,7 @@ package sqlsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -246,4 +247,68 @@ func (d *pgDB) close(ctx context.Context) error {
 		return nil
 	}
 	return d.conn.Close(ctx)
+}
+
+func (d *pgDB) setLayout(l *layout) { d.l = l }
+
+// facadeLockKey is the transaction-scoped advisory lock that serialises
+// façade changes on a PostgreSQL database.
+const facadeLockKey = 0x77656972_66616364 // "weirfacd"
+
+// facadeTx runs fn in one transaction holding the façade advisory lock.
+func (d *pgDB) facadeTx(ctx context.Context, fn func(fx facadeExec) error) error {
+	if d.conn == nil || d.conn.IsClosed() {
+		if err := d.open(ctx); err != nil {
+			return fmt.Errorf("reconnecting: %w", err)
+		}
+		if d.l != nil && d.row != nil {
+			if err := d.ready(ctx, d.cols); err != nil {
+				return fmt.Errorf("reconnecting: %w", err)
+			}
+		}
+	}
+	tx, err := d.conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	fx := pgFx{tx}
+	if err := fx.exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(facadeLockKey)); err != nil {
+		return errors.Join(err, tx.Rollback(ctx))
+	}
+	if err := fn(fx); err != nil {
+		return errors.Join(err, tx.Rollback(ctx))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// pgFx is a façade transaction on PostgreSQL.
+type pgFx struct{ tx pgx.Tx }
+
+func (f pgFx) pg() bool { return true }
+
+func (f pgFx) exec(ctx context.Context, q string, args ...any) error {
+	if _, err := f.tx.Exec(ctx, q, args...); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	return nil
+}
+
+func (f pgFx) query(ctx context.Context, q string, args ...any) ([][]any, error) {
+	rows, err := f.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vals)
+	}
+	return out, rows.Err()
 }

@@ -25,6 +25,9 @@ type Sink struct {
 	cfg    Config
 	schema *row.Schema
 	l      *layout
+	// progressID is the sink's key in the progress table: Config.SinkID,
+	// plus "@g<generation>" in façade mode.
+	progressID string
 
 	// dbMu serialises database work.
 	dbMu sync.Mutex
@@ -33,6 +36,11 @@ type Sink struct {
 		opened   bool
 		prepared bool
 		closed   bool
+		// l is the layout of the table the backend writes: s.l, or in
+		// façade mode that of the generation's physical table.
+		l *layout
+		// facade says the sink writes a façade generation's table.
+		facade bool
 	}
 
 	mu struct {
@@ -51,8 +59,9 @@ type Sink struct {
 }
 
 type pendingPart struct {
-	epoch uint64
-	data  []byte
+	epoch  uint64
+	worker int
+	data   []byte
 }
 
 // workerBuf holds what one worker wrote since its last PreCommit.
@@ -77,12 +86,17 @@ func New(cfg Config, s *row.Schema) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := &Sink{cfg: cfg, schema: s, l: l}
+	sk := &Sink{cfg: cfg, schema: s, l: l, progressID: cfg.SinkID}
+	sk.db.l = l
+	if cfg.Facade {
+		sk.db.l, sk.db.facade = l.physical(cfg.Generation), true
+		sk.progressID = cfg.SinkID + "@g" + strconv.FormatInt(cfg.Generation, 10)
+	}
 	switch cfg.Driver {
 	case DriverSQLite:
-		sk.db.be = newSQLite(&sk.cfg, l)
+		sk.db.be = newSQLite(&sk.cfg, sk.db.l)
 	default:
-		sk.db.be = newPostgres(&sk.cfg, l)
+		sk.db.be = newPostgres(&sk.cfg, sk.db.l)
 	}
 	return sk, nil
 }
@@ -130,13 +144,31 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	if s.db.prepared {
 		return nil
 	}
-	be, l := s.db.be, s.l
+	be := s.db.be
 	if !s.db.opened {
 		if err := be.open(ctx); err != nil {
-			return fmt.Errorf("table %s: connecting to %s: %w", l.table, s.cfg.Driver, err)
+			return fmt.Errorf("table %s: connecting to %s: %w", s.l.table, s.cfg.Driver, err)
 		}
 		s.db.opened = true
 	}
+	if !s.db.facade {
+		// A plain table that has become a façade view (a parallel
+		// replacement migrated it): write this generation's table.
+		joined, err := s.viewIsFacadeLocked(ctx)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+		if joined {
+			s.joinFacadeLocked()
+		}
+	}
+	if s.db.facade {
+		// Refuse what cannot be a façade before creating anything.
+		if err := s.checkFacadeLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+	}
+	l := s.db.l
 	existing, err := be.describe(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the columns of table %s: %w", l.table, err)
@@ -189,6 +221,11 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	ddl = append(ddl, createIndexSQL(l, be), progressDDL)
 	if err := be.exec(ctx, ddl...); err != nil {
 		return fmt.Errorf("creating table %s: %w", l.table, err)
+	}
+	if s.db.facade {
+		if err := s.setupFacadeLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: setting up the façade view: %w", s.l.table, err)
+		}
 	}
 	if err := be.ready(ctx, existing); err != nil {
 		return fmt.Errorf("preparing writes to table %s: %w", l.table, err)
@@ -340,6 +377,14 @@ func (s *Sink) elementID(wb *workerBuf, e *contract.Element, r *row.Row) error {
 // PreCommit returns, encoded, the rows worker buffered since its previous
 // PreCommit, and forgets them: the runner stores the part in the checkpoint
 // of epoch and hands it back to Commit. It does no I/O.
+//
+// If the worker's part of an earlier epoch has not been committed (its
+// Commit failed, or its checkpoint never completed), its rows are carried
+// into this part too: a checkpoint's parts always hold every row the sink
+// has not committed, so a Commit of a later epoch (which records that
+// epoch as done and lets the sources acknowledge) or a restart from the
+// later checkpoint never leaves them out. Rows are idempotent, so a row
+// applied twice is harmless.
 func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, error) {
 	wb, err := s.worker(worker)
 	if err != nil {
@@ -349,14 +394,32 @@ func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, e
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	wb.seen = nil
-	if len(wb.vals) == 0 {
+	// The newest uncommitted part of the worker already carries the older
+	// ones.
+	var carry []byte
+	s.mu.Lock()
+	for _, pp := range s.mu.pending {
+		if pp.worker == worker && pp.epoch < epoch {
+			carry = pp.data
+		}
+	}
+	s.mu.Unlock()
+	vals := wb.vals
+	if carry != nil {
+		p, err := s.l.decodePart(carry)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(p.vals, wb.vals...)
+	}
+	if len(vals) == 0 {
 		return nil, nil
 	}
-	b := s.l.encodePart(s.cfg.Generation, s.cfg.JobID, wb.vals)
+	b := s.l.encodePart(s.cfg.Generation, s.cfg.JobID, vals)
 	clear(wb.vals)
 	wb.vals = wb.vals[:0]
 	s.mu.Lock()
-	s.mu.pending = append(s.mu.pending, pendingPart{epoch: epoch, data: b})
+	s.mu.pending = append(s.mu.pending, pendingPart{epoch: epoch, worker: worker, data: b})
 	s.mu.Unlock()
 	return b, nil
 }
@@ -459,13 +522,25 @@ func (s *Sink) Close(ctx context.Context) error {
 // apply writes parts in one transaction; with progress, as epoch.
 func (s *Sink) apply(ctx context.Context, parts []part, epoch int64, progress bool) error {
 	b := s.batch(parts)
-	b.progress, b.sinkID, b.epoch = progress, s.cfg.SinkID, epoch
+	b.progress, b.sinkID, b.epoch = progress, s.progressID, epoch
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	if err := s.prepareLocked(ctx, true); err != nil {
 		return err
 	}
-	if _, err := s.db.be.apply(ctx, b); err != nil {
+	_, err := s.db.be.apply(ctx, b)
+	if err != nil && !s.db.facade {
+		// The table may have become a façade view since Prepare (another
+		// generation migrated it): join it and write again. The failed
+		// transaction changed nothing.
+		if joined, jerr := s.viewIsFacadeLocked(ctx); jerr == nil && joined {
+			s.joinFacadeLocked()
+			if err = s.prepareLocked(ctx, true); err == nil {
+				_, err = s.db.be.apply(ctx, b)
+			}
+		}
+	}
+	if err != nil {
 		if progress {
 			return fmt.Errorf("table %s: committing epoch %d (%d rows): %w", s.l.table, epoch, b.n, err)
 		}

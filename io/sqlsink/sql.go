@@ -34,6 +34,12 @@ type backend interface {
 	apply(ctx context.Context, b *batch) (skipped bool, err error)
 	// close disconnects.
 	close(ctx context.Context) error
+	// setLayout makes the backend write the table of l (a façade
+	// generation's physical table); ready must run again.
+	setLayout(l *layout)
+	// facadeTx runs fn in one transaction that holds the database's façade
+	// lock (SQLite: the write lock; PostgreSQL: an advisory lock).
+	facadeTx(ctx context.Context, fn func(fx facadeExec) error) error
 }
 
 // batch is what one transaction writes: n rows of len(l.cols) values each

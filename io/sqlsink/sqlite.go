@@ -191,6 +191,11 @@ func (d *sqliteDB) insertSQL(rows int) string {
 }
 
 func (d *sqliteDB) ready(ctx context.Context, _ map[string]string) error {
+	for _, st := range []*sql.Stmt{d.one, d.many} {
+		if st != nil {
+			st.Close() // of the table written before (a façade joined)
+		}
+	}
 	var err error
 	if d.one, err = d.db.PrepareContext(ctx, d.insertSQL(1)); err != nil {
 		return err
@@ -274,4 +279,71 @@ func (d *sqliteDB) close(context.Context) error {
 		return nil
 	}
 	return d.db.Close()
+}
+
+func (d *sqliteDB) setLayout(l *layout) { d.l = l }
+
+// facadeTx runs fn in one BEGIN IMMEDIATE transaction: it holds the file's
+// write lock, which serialises façade changes.
+func (d *sqliteDB) facadeTx(ctx context.Context, fn func(fx facadeExec) error) (err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	if err := fn(sqliteFx{tx}); err != nil {
+		return errors.Join(err, rollbackErr(tx.Rollback()))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+func rollbackErr(err error) error {
+	if err == nil || errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return fmt.Errorf("rolling back: %w", err)
+}
+
+// sqliteFx is a façade transaction on SQLite.
+type sqliteFx struct{ tx *sql.Tx }
+
+func (f sqliteFx) pg() bool { return false }
+
+func (f sqliteFx) exec(ctx context.Context, q string, args ...any) error {
+	if _, err := f.tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	return nil
+}
+
+func (f sqliteFx) query(ctx context.Context, q string, args ...any) ([][]any, error) {
+	rows, err := f.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				vals[i] = string(b)
+			}
+		}
+		out = append(out, vals)
+	}
+	return out, rows.Err()
 }
