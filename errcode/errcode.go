@@ -205,6 +205,22 @@ const (
 	// PubSubUnavailable: the server has no broker, or the broker does not
 	// answer (shut down, unreachable); retry later.
 	PubSubUnavailable Code = "PUBSUB_UNAVAILABLE"
+	// SubscriptionSnapshotNotFound: no subscription snapshot has this name
+	// (or it expired).
+	SubscriptionSnapshotNotFound Code = "SUBSCRIPTION_SNAPSHOT_NOT_FOUND"
+	// SubscriptionSnapshotExists: a subscription snapshot of this name exists.
+	SubscriptionSnapshotExists Code = "SUBSCRIPTION_SNAPSHOT_EXISTS"
+	// SnapshotExpiresTooSoon: a subscription snapshot would live less than
+	// an hour (7 days, bounded by the topic's retention, less the age of
+	// the oldest unacknowledged message); the message gives the lifetime.
+	SnapshotExpiresTooSoon Code = "SNAPSHOT_EXPIRES_TOO_SOON"
+	// SnapshotTopicMismatch: a seek to a snapshot of another topic's
+	// subscription.
+	SnapshotTopicMismatch Code = "SNAPSHOT_TOPIC_MISMATCH"
+	// SubscriptionInUse: a seek of a subscription that a RUNNING or
+	// DRAINING job reads, without force: it would break the job's
+	// watermark and exactly-once; the message names the job.
+	SubscriptionInUse Code = "SUBSCRIPTION_IN_USE"
 )
 
 // Codes of the compatibility check's errors (AreaCompat, KindConflict
@@ -316,6 +332,11 @@ func registry() []Info {
 		{InvalidName, ps, KindInvalid, http.StatusBadRequest},
 		{InvalidConfig, ps, KindInvalid, http.StatusBadRequest},
 		{PubSubUnavailable, ps, KindUnavailable, http.StatusServiceUnavailable},
+		{SubscriptionSnapshotNotFound, ps, KindNotFound, http.StatusNotFound},
+		{SubscriptionSnapshotExists, ps, KindConflict, http.StatusConflict},
+		{SnapshotExpiresTooSoon, ps, KindConflict, http.StatusConflict},
+		{SnapshotTopicMismatch, ps, KindInvalid, http.StatusBadRequest},
+		{SubscriptionInUse, ps, KindConflict, http.StatusConflict},
 
 		{StepMissing, compat, KindConflict, http.StatusConflict},
 		{StepKindChanged, compat, KindConflict, http.StatusConflict},

@@ -320,6 +320,16 @@ func (b *Broker) DeleteSubscriptionSnapshot(ctx context.Context, name string) er
 	return nil
 }
 
+// DropSubscriptionSnapshot deletes snapshot name if it exists: one that is
+// missing (expired, deleted) is no error.
+func (b *Broker) DropSubscriptionSnapshot(ctx context.Context, name string) error {
+	err := b.DeleteSubscriptionSnapshot(ctx, name)
+	if errors.Is(err, ErrSnapshotNotFound) {
+		return nil
+	}
+	return err
+}
+
 // ExpireSubscriptionSnapshots deletes every snapshot whose expire time has
 // passed on the broker's clock (Options.Clock).
 func (b *Broker) ExpireSubscriptionSnapshots(ctx context.Context) error {
