@@ -423,6 +423,22 @@ func (b *Broker) firstAtOrAfter(ctx context.Context, stream string, t time.Time)
 	if si.State.Msgs == 0 {
 		return si.State.LastSeq + 1, nil
 	}
+	// The ends first: the server counts in nanoseconds since 1970, which
+	// a time far out (year 2999) overflows.
+	first, err := s.GetMsg(ctx, si.State.FirstSeq)
+	if err != nil {
+		return 0, apiErr("reading the oldest message", err)
+	}
+	if !first.Time.Before(t) {
+		return si.State.FirstSeq, nil
+	}
+	last, err := s.GetMsg(ctx, si.State.LastSeq)
+	if err != nil {
+		return 0, apiErr("reading the newest message", err)
+	}
+	if last.Time.Before(t) {
+		return si.State.LastSeq + 1, nil
+	}
 	start := t
 	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,

@@ -164,6 +164,8 @@ func TestSeekToTime(t *testing.T) {
 		{"just after it", fourth.Add(time.Nanosecond), seqs(5, 6)},
 		{"before everything retained", msgs[0].PublishTime.Add(-time.Hour), seqs(1, 6)},
 		{"after everything", msgs[5].PublishTime.Add(time.Second), []uint64{}},
+		{"far in the future (past int64 nanoseconds)", time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), []uint64{}},
+		{"the last message's time", msgs[5].PublishTime, seqs(6, 6)},
 	}
 	for _, c := range cases {
 		res, err := b.Seek(ctx, "clicks-sub", SeekTarget{Time: c.at})
