@@ -25,7 +25,7 @@ const snapshotWaitInterval = 200 * time.Millisecond
 func newSnapshotsCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshots",
-		Short: "Create, list, describe and delete job snapshots",
+		Short: "Create, list, describe, delete, export and import job snapshots",
 		Long: `Snapshots manages the job snapshots of a weir server (Dataflow's snapshots):
 restore points of a running streaming job — its full keyed state (open
 windows, panes, timers), source positions, sink progress and graph — taken
@@ -34,6 +34,8 @@ independent of its job: it outlives the job's end, updates and restarts
 until it is deleted or expires (--snapshot-ttl, default 7d, 1h to 30d).
 
 States: PENDING → RUNNING → READY | FAILED; DELETED (deleted or expired).
+Move a snapshot to another server as a file with
+  weir snapshots export ID --output FILE, then weir snapshots import FILE
 Start a job from a READY snapshot with
   weir run P.yaml --job-name N --create-from-snapshot ID [--transform-name-mapping JSON]
 
@@ -47,12 +49,13 @@ FAILED with --wait), 2 usage, 5 no weir server answers.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown snapshots command %q (want create, list, describe or delete)", args[0])
+				return usageErrorf("unknown snapshots command %q (want create, list, describe, delete, export or import)", args[0])
 			}
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newSnapshotsCreateCommand(e), newSnapshotsListCommand(e), newSnapshotsDescribeCommand(e), newSnapshotsDeleteCommand(e))
+	cmd.AddCommand(newSnapshotsCreateCommand(e), newSnapshotsListCommand(e), newSnapshotsDescribeCommand(e), newSnapshotsDeleteCommand(e),
+		newSnapshotsExportCommand(e), newSnapshotsImportCommand(e))
 	return cmd
 }
 
