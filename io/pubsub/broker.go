@@ -96,6 +96,12 @@ type Broker struct {
 	log *slog.Logger
 	// clock gives subscription snapshots' times (Options.Clock).
 	clock mtime.Clock
+	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
+	// its mutex, a leaf.
+	expiry struct {
+		sync.Mutex
+		last time.Time
+	}
 
 	// admin serialises the creation and deletion of topics and
 	// subscriptions within the process: JetStream creates a stream or

@@ -330,9 +330,25 @@ func (b *Broker) DropSubscriptionSnapshot(ctx context.Context, name string) erro
 	return err
 }
 
+// expireEvery is the least time between two sweeps of
+// ExpireSubscriptionSnapshots (expired snapshots are also deleted whenever
+// they are read or listed).
+const expireEvery = time.Minute
+
 // ExpireSubscriptionSnapshots deletes every snapshot whose expire time has
-// passed on the broker's clock (Options.Clock).
+// passed on the broker's clock (Options.Clock). It sweeps at most once per
+// minute of that clock; calls in between return at once.
 func (b *Broker) ExpireSubscriptionSnapshots(ctx context.Context) error {
+	now := b.now()
+	b.expiry.Lock()
+	due := b.expiry.last.IsZero() || now.Sub(b.expiry.last) >= expireEvery || now.Before(b.expiry.last)
+	if due {
+		b.expiry.last = now
+	}
+	b.expiry.Unlock()
+	if !due {
+		return nil
+	}
 	_, err := b.ListSubscriptionSnapshots(ctx, "")
 	return err
 }
