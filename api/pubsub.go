@@ -290,6 +290,7 @@ func (s *Server) registerPubSub() {
 	s.mux.HandleFunc("DELETE /v1/subscriptions/{name}", s.withPubSub(s.deleteSubscription))
 	s.mux.HandleFunc("POST /v1/subscriptions/{name}", s.withPubSub(s.subscriptionColonAction))
 	s.mux.HandleFunc("POST /v1/subscriptions/{name}/{action}", s.withPubSub(s.subscriptionPathAction))
+	s.registerSubscriptionSnapshots()
 }
 
 // withPubSub answers 503 PUBSUB_UNAVAILABLE when the server has no broker.
@@ -609,8 +610,12 @@ func (s *Server) subscriptionPathAction(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name, action string) {
+	if action == "seek" {
+		s.seekSubscription(w, r, name)
+		return
+	}
 	if action != "pull" {
-		s.writeError(w, service.NewError(service.CodeNotFound, "unknown subscription action %q: use pull", action))
+		s.writeError(w, service.NewError(service.CodeNotFound, "unknown subscription action %q: use pull or seek", action))
 		return
 	}
 	var req PullRequest

@@ -16,6 +16,8 @@ import (
 //	GET    /v1/snapshots?job_id=ID|NAME&all=true  → {snapshots: [snapshot...]} newest first; all: DELETED too
 //	GET    /v1/snapshots/{id}            → snapshot (DELETED for a deleted one)
 //	DELETE /v1/snapshots/{id}            → the DELETED snapshot
+//	GET    /v1/snapshots/{id}:export     → the snapshot's portable file (snapshotfiles.go)
+//	POST   /v1/snapshots:import          chunked upload of a file (snapshotfiles.go)
 //	POST   /v1/jobs:createFromSnapshot   {name, pipeline, pipeline_file, base_dir, options, snapshot_id,
 //	                                      transform_name_mapping?, allow_source_change?} → {report, job};
 //	                                     409 INCOMPATIBLE_UPDATE with the same body when the check refuses
@@ -52,6 +54,7 @@ func (s *Server) registerSnapshots() {
 	s.mux.HandleFunc("GET /v1/snapshots/{id}", s.getSnapshot)
 	s.mux.HandleFunc("DELETE /v1/snapshots/{id}", s.deleteSnapshot)
 	s.mux.HandleFunc("POST /v1/jobs:createFromSnapshot", s.createFromSnapshot)
+	s.registerSnapshotFiles()
 }
 
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -126,6 +129,10 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	if id, ok := isExport(r.PathValue("id")); ok {
+		s.exportSnapshot(w, r, id)
+		return
+	}
 	snap, err := s.svc.GetSnapshot(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, err)

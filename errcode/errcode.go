@@ -220,8 +220,21 @@ const (
 	// TopicInUse: deleting a topic that an active job writes or reads
 	// (directly or through one of its subscriptions) needs force.
 	TopicInUse Code = "TOPIC_IN_USE"
-	// SubscriptionInUse: deleting, or pulling with acknowledgement from, a
-	// subscription that an active job reads needs force.
+	// SubscriptionSnapshotNotFound: no subscription snapshot has this name
+	// (or it expired).
+	SubscriptionSnapshotNotFound Code = "SUBSCRIPTION_SNAPSHOT_NOT_FOUND"
+	// SubscriptionSnapshotExists: a subscription snapshot of this name exists.
+	SubscriptionSnapshotExists Code = "SUBSCRIPTION_SNAPSHOT_EXISTS"
+	// SnapshotExpiresTooSoon: a subscription snapshot would live less than
+	// an hour (7 days, bounded by the topic's retention, less the age of
+	// the oldest unacknowledged message); the message gives the lifetime.
+	SnapshotExpiresTooSoon Code = "SNAPSHOT_EXPIRES_TOO_SOON"
+	// SnapshotTopicMismatch: a seek to a snapshot of another topic's
+	// subscription.
+	SnapshotTopicMismatch Code = "SNAPSHOT_TOPIC_MISMATCH"
+	// SubscriptionInUse: deleting, seeking, or pulling with acknowledgement
+	// from a subscription that an active job reads needs force (it would
+	// break the job's watermark and exactly-once); the message names the job.
 	SubscriptionInUse Code = "SUBSCRIPTION_IN_USE"
 )
 
@@ -338,6 +351,10 @@ func registry() []Info {
 		{MessageTooLarge, ps, KindInvalid, http.StatusRequestEntityTooLarge},
 		{BrokerStorageFull, ps, KindUnavailable, http.StatusServiceUnavailable},
 		{TopicInUse, ps, KindConflict, http.StatusConflict},
+		{SubscriptionSnapshotNotFound, ps, KindNotFound, http.StatusNotFound},
+		{SubscriptionSnapshotExists, ps, KindConflict, http.StatusConflict},
+		{SnapshotExpiresTooSoon, ps, KindConflict, http.StatusConflict},
+		{SnapshotTopicMismatch, ps, KindInvalid, http.StatusBadRequest},
 		{SubscriptionInUse, ps, KindConflict, http.StatusConflict},
 
 		{StepMissing, compat, KindConflict, http.StatusConflict},

@@ -64,7 +64,10 @@ const (
 )
 
 // PubsubSnapshotMetadata names a subscription snapshot taken with a job
-// snapshot (--snapshot-sources; not offered yet: the list is empty).
+// snapshot (--snapshot-sources) at the cut's position of the
+// subscription; SnapshotName is "<snapshot id>--<subscription>". It is
+// deleted with the job snapshot, and may expire before it (a subscription
+// snapshot lives at most 7 days, see package pubsub).
 type PubsubSnapshotMetadata struct {
 	Subscription string    `json:"subscription"`
 	Topic        string    `json:"topic"`
@@ -145,8 +148,8 @@ type SnapshotRequest struct {
 	// TTL is the snapshot's lifetime; 0 means DefaultSnapshotTTL.
 	TTL         time.Duration
 	Description string
-	// SnapshotSources would snapshot the job's Pub/Sub subscriptions too
-	// (not offered yet: refused).
+	// SnapshotSources snapshots each Pub/Sub subscription the job reads at
+	// exactly the cut's position too (see PubsubSnapshotMetadata).
 	SnapshotSources bool
 }
 
@@ -162,8 +165,9 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	if req.SnapshotSources {
-		return nil, errorf(CodeInvalidRequest, "snapshot_sources (subscription snapshots taken with the job's) is not offered yet")
+	ss, hasBroker := s.sourceSnapshotter()
+	if req.SnapshotSources && !hasBroker {
+		return nil, errorf(CodeInvalidRequest, "snapshot_sources needs the server's Pub/Sub broker, and this service has none")
 	}
 	if req.TTL == 0 {
 		req.TTL = DefaultSnapshotTTL
@@ -222,6 +226,18 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 			s.checkpointFailed(jr, err)
 		}
 		return s.snapshotFailed(id, fmt.Sprintf("taking the cut: %v", err))
+	}
+	if req.SnapshotSources {
+		if err := s.snapshotJobSources(ctx, ss, snap, j, cp.Positions); err != nil {
+			_ = pin.Release()
+			guarded = false
+			unlock()
+			failed, ferr := s.snapshotFailed(id, fmt.Sprintf("snapshotting the job's subscriptions at the cut: %v", err))
+			if ferr == nil {
+				s.dropSourceSnapshots(failed)
+			}
+			return failed, ferr
+		}
 	}
 	snap.State, snap.StateTime = SnapshotRunning, s.now()
 	snap.Epoch, snap.Positions, snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
@@ -322,9 +338,12 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 }
 
 func (s *Service) logSnapshotFailed(id, reason string) {
-	if _, err := s.snapshotFailed(id, reason); err != nil {
+	snap, err := s.snapshotFailed(id, reason)
+	if err != nil {
 		s.opts.Logger.Error("recording a failed snapshot", "snapshot_id", id, "error", err)
+		return
 	}
+	s.dropSourceSnapshots(snap)
 }
 
 // snapshotFailed makes snapshot id FAILED with reason (unless it is
@@ -443,6 +462,16 @@ func (s *Service) DeleteSnapshot(id string) (*Snapshot, error) {
 }
 
 func (s *Service) deleteSnapshot(id, reason string) (*Snapshot, error) {
+	snap, err := s.deleteSnapshotRecord(id, reason)
+	if err == nil {
+		s.dropSourceSnapshots(snap) // outside Service.mu: a broker call
+	}
+	return snap, err
+}
+
+// deleteSnapshotRecord makes snapshot id DELETED and removes its data,
+// taking Service.mu.
+func (s *Service) deleteSnapshotRecord(id, reason string) (*Snapshot, error) {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	snap, err := s.readSnapshot(id)
@@ -486,8 +515,12 @@ func (s *Service) WaitSnapshot(ctx context.Context, id string) (*Snapshot, error
 
 // recoverSnapshots, at Open: a snapshot left PENDING or RUNNING was cut
 // short by the stop (its data is written in one batch with READY, so it
-// has none) and becomes FAILED; expired snapshots are deleted.
+// has none) and becomes FAILED; expired snapshots are deleted; uploads of
+// snapshot files cut short by the stop are removed.
 func (s *Service) recoverSnapshots() error {
+	if err := s.clearImports(); err != nil {
+		return err
+	}
 	var stale []string
 	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
 		snap := &Snapshot{}
@@ -503,9 +536,11 @@ func (s *Service) recoverSnapshots() error {
 		return fmt.Errorf("reading the snapshot registry: %w", err)
 	}
 	for _, id := range stale {
-		if _, err := s.snapshotFailed(id, "the server stopped while the snapshot was being taken"); err != nil {
+		snap, err := s.snapshotFailed(id, "the server stopped while the snapshot was being taken")
+		if err != nil {
 			return err
 		}
+		s.dropSourceSnapshots(snap)
 	}
 	return s.expireSnapshots()
 }
@@ -537,6 +572,7 @@ func (s *Service) expireSnapshots() error {
 			errs = append(errs, err)
 		}
 	}
+	s.expireSourceSnapshots()
 	return errors.Join(errs...)
 }
 

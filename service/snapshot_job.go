@@ -22,6 +22,12 @@ type FromSnapshotRequest struct {
 	// AllowSourceChange accepts a source that reads something else; its
 	// positions are then dropped.
 	AllowSourceChange bool
+	// Program, when set, makes the new job a Go program's (this
+	// executable's, built through Options.Program, package weirx's
+	// --create-from-snapshot) instead of the YAML pipeline of
+	// SubmitRequest, whose Pipeline, PipelineFile and BaseDir are then
+	// unused. The snapshot must then be of a Go program's job.
+	Program string
 }
 
 // CreateFromSnapshot checks req's pipeline against the graph of snapshot
@@ -45,14 +51,19 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if err != nil {
 		return nil, err
 	}
-	if req.Pipeline == "" {
-		return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
-	}
-	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
-		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
-	}
-	if req.PipelineFile == "" {
-		req.PipelineFile = "pipeline.yaml"
+	goProgram := req.Program != ""
+	if goProgram {
+		req.Pipeline, req.PipelineFile, req.BaseDir = "", "", ""
+	} else {
+		if req.Pipeline == "" {
+			return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+		}
+		if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
+			return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+		}
+		if req.PipelineFile == "" {
+			req.PipelineFile = "pipeline.yaml"
+		}
 	}
 	snap, err := s.GetSnapshot(req.SnapshotID)
 	if err != nil {
@@ -61,7 +72,10 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if snap.State != SnapshotReady {
 		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
 	}
-	if snap.SDK != "" {
+	if goProgram && snap.SDK != SDKGo {
+		return nil, errorf(CodeSnapshotSDKMismatch, "snapshot %s is of a YAML pipeline's job (%s): a Go program cannot start from it; start a job from it with weir run P.yaml --create-from-snapshot", snap.ID, snap.JobName)
+	}
+	if !goProgram && snap.SDK != "" {
 		return nil, errorf(CodeSnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
 	}
 	oldGraph, err := snapshotGraph(snap)
@@ -94,6 +108,9 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		Generation: gen, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options, CreatedFromSnapshotID: snap.ID,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "created from snapshot " + snap.ID}}}
+	if goProgram {
+		j.SDK, j.Program = SDKGo, req.Program
+	}
 	p, err := s.load(j)
 	if err != nil {
 		return nil, err
@@ -106,7 +123,7 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
 	}
 	j.Graph, j.Type = canon, jobType(newGraph)
 	r := restoreOf(j, rec, report, newGraph)
@@ -161,3 +178,7 @@ func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *gra
 	}
 	return r
 }
+
+// ActionCreatedFromSnapshot is the ProgramStart action of a Go program's
+// job created from a snapshot (weirx's --create-from-snapshot).
+const ActionCreatedFromSnapshot = "created_from_snapshot"

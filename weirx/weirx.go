@@ -112,6 +112,7 @@ type flags struct {
 	allowedHosts       []string
 	token              string
 	tokenFile          string
+	fromSnapshot       string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -121,6 +122,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.jobName, "job-name", "", "the job name (required): lower-case letters, digits and '-'")
 	fs.StringVar(&f.dataDir, "data-dir", "", "directory of the job registry, state and checkpoints (default ./JOB_NAME-data, so that a program never shares a weir server's ./weir-data)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the HTTP API (port 0: chosen by the system, printed on the first line)")
+	fs.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start a new job of --job-name from this READY snapshot of a Go program's job (after the compatibility check; no job of the name may be active)")
 	fs.BoolVar(&f.update, "update", false, "replace the running job of --job-name with this build (after the compatibility check)")
 	fs.StringVar(&f.mapping, "transform-name-mapping", "", `with --update: JSON object mapping old step names (prefixes) to new ones, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fs.BoolVar(&f.allowSourceChange, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
@@ -155,8 +157,11 @@ func parseFlags(args []string) (*flags, error) {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return nil, withCode(ExitUsage, fmt.Errorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval))
 	}
-	if !f.update && (fs.Changed("transform-name-mapping") || f.allowSourceChange) {
-		return nil, withCode(ExitUsage, errors.New("--transform-name-mapping and --allow-source-change apply to --update"))
+	if !f.update && f.fromSnapshot == "" && (fs.Changed("transform-name-mapping") || f.allowSourceChange) {
+		return nil, withCode(ExitUsage, errors.New("--transform-name-mapping and --allow-source-change apply to --update and --create-from-snapshot"))
+	}
+	if f.fromSnapshot != "" && (f.update || f.validateOnly) {
+		return nil, withCode(ExitUsage, errors.New("--create-from-snapshot creates a new job: it does not go with --update or --validate-only"))
 	}
 	if _, err := compat.ParseMapping(f.mapping); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--transform-name-mapping: %w", err))
@@ -282,9 +287,14 @@ func (pr *program) run(ctx context.Context) error {
 	if tok := p.GeneratedToken(); tok != "" {
 		fmt.Fprintf(os.Stderr, "generated an auth token in %s (shown this once; clients: --token-file %s or WEIR_TOKEN=...):\n%s\n", p.TokenFile(), p.TokenFile(), tok)
 	}
-	st, err := p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
-		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
-		Update:  f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+	var st *service.ProgramStart
+	if f.fromSnapshot != "" {
+		st, err = pr.fromSnapshot(ctx, p.Service())
+	} else {
+		st, err = p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
+			Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
+			Update:  f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
+	}
 	if err != nil || st.Job == nil {
 		closeErr := p.Close(ctx)
 		if st != nil && st.Report != nil {
@@ -508,4 +518,24 @@ func writeJSON(w io.Writer, v any) error {
 		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 	}
 	return nil
+}
+
+// fromSnapshot creates the job of --job-name from snapshot
+// --create-from-snapshot with this build (the compatibility check of the
+// snapshot's graph against this build's runs first; a refusal creates
+// nothing and comes with the report).
+func (pr *program) fromSnapshot(ctx context.Context, svc *service.Service) (*service.ProgramStart, error) {
+	f := pr.f
+	res, err := svc.CreateFromSnapshot(ctx, service.FromSnapshotRequest{
+		SubmitRequest: service.SubmitRequest{Name: f.jobName, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+		SnapshotID:    f.fromSnapshot, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, Program: pr.exe})
+	if res == nil {
+		return nil, err
+	}
+	st := &service.ProgramStart{Action: service.ActionCreatedFromSnapshot, Job: res.Job}
+	if len(res.Report.Errors) > 0 || len(res.Report.Warnings) > 0 || len(res.Report.DroppedState) > 0 || err != nil {
+		r := res.Report
+		st.Report = &r
+	}
+	return st, err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +25,7 @@ const snapshotWaitInterval = 200 * time.Millisecond
 func newSnapshotsCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshots",
-		Short: "Create, list, describe and delete job snapshots",
+		Short: "Create, list, describe, delete, export and import job snapshots",
 		Long: `Snapshots manages the job snapshots of a weir server (Dataflow's snapshots):
 restore points of a running streaming job — its full keyed state (open
 windows, panes, timers), source positions, sink progress and graph — taken
@@ -35,21 +34,28 @@ independent of its job: it outlives the job's end, updates and restarts
 until it is deleted or expires (--snapshot-ttl, default 7d, 1h to 30d).
 
 States: PENDING → RUNNING → READY | FAILED; DELETED (deleted or expired).
+Move a snapshot to another server as a file with
+  weir snapshots export ID --output FILE, then weir snapshots import FILE
 Start a job from a READY snapshot with
   weir run P.yaml --job-name N --create-from-snapshot ID [--transform-name-mapping JSON]
 
+With --snapshot-sources each Pub/Sub subscription the job reads gets a
+subscription snapshot named <snapshot id>--<subscription> at exactly the cut's
+position (pubsub_metadata); it is deleted with the job snapshot. Reprocess with
+  weir subscriptions seek SUB --snapshot <snapshot id>--SUB
+
 Exit codes: 0 success, 1 failure (unknown snapshot or job, a snapshot that
-FAILED with --wait), 2 usage, 4 a flag not offered yet (--snapshot-sources),
-5 no weir server answers.`,
+FAILED with --wait), 2 usage, 5 no weir server answers.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErrorf("unknown snapshots command %q (want create, list, describe or delete)", args[0])
+				return usageErrorf("unknown snapshots command %q (want create, list, describe, delete, export or import)", args[0])
 			}
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newSnapshotsCreateCommand(e), newSnapshotsListCommand(e), newSnapshotsDescribeCommand(e), newSnapshotsDeleteCommand(e))
+	cmd.AddCommand(newSnapshotsCreateCommand(e), newSnapshotsListCommand(e), newSnapshotsDescribeCommand(e), newSnapshotsDeleteCommand(e),
+		newSnapshotsExportCommand(e), newSnapshotsImportCommand(e))
 	return cmd
 }
 
@@ -68,9 +74,6 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 			if jobID == "" {
 				return usageErrorf("--job-id is required: the ID or name of the job to snapshot")
 			}
-			if sources {
-				return withCode(ExitNeedsServer, errors.New("--snapshot-sources: not available yet (subscription snapshots come with Pub/Sub snapshots and seek); snapshot without it"))
-			}
 			if _, err := service.ParseSnapshotTTL(ttl); err != nil {
 				return usageErrorf("--snapshot-ttl: %v", err)
 			}
@@ -79,7 +82,7 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			snap, err := c.CreateSnapshot(ctx, api.CreateSnapshotRequest{JobID: jobID, TTL: ttl, Description: description})
+			snap, err := c.CreateSnapshot(ctx, api.CreateSnapshotRequest{JobID: jobID, TTL: ttl, Description: description, SnapshotSources: sources})
 			if err != nil {
 				return clientError(ctx, c, err)
 			}
@@ -105,7 +108,7 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
 	fl.StringVar(&jobID, "job-id", "", "ID or name of the running streaming job to snapshot")
-	fl.BoolVar(&sources, "snapshot-sources", false, "also snapshot the job's Pub/Sub subscriptions (not available yet)")
+	fl.BoolVar(&sources, "snapshot-sources", false, "also snapshot each Pub/Sub subscription the job reads, at the cut's position (listed in pubsub_metadata)")
 	fl.StringVar(&ttl, "snapshot-ttl", duration.Format(service.DefaultSnapshotTTL), "how long the snapshot is kept: a duration such as 36h or 7d, 1h to 30d")
 	fl.StringVar(&description, "description", "", "a description kept with the snapshot")
 	fl.BoolVar(&wait, "wait", false, "wait until the snapshot is READY (exit 0) or FAILED (exit 1)")
@@ -226,6 +229,9 @@ func describeSnapshot(w io.Writer, s *service.Snapshot) error {
 	}
 	if s.FailureReason != "" {
 		row("failure reason", s.FailureReason)
+	}
+	for _, m := range s.PubsubMetadata {
+		row("subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
 	}
 	if len(s.Positions) > 0 {
 		var srcs []string

@@ -71,7 +71,7 @@ func TestCLISnapshots(t *testing.T) {
 	cliCase{wantCode: ExitOK, wantStdout: []string{id, "DELETED"}}.check(t, r)
 
 	for _, tc := range []cliCase{
-		{name: "sources", args: []string{"snapshots", "create", "--job-id", "sums", "--snapshot-sources"}, wantCode: ExitNeedsServer, wantStderr: []string{"--snapshot-sources", "not available yet"}},
+		{name: "sources of a job without Pub/Sub sources", args: []string{"snapshots", "create", "--job-id", "sums", "--snapshot-sources", "--wait"}, wantCode: ExitOK},
 		{name: "ttl too short", args: []string{"snapshots", "create", "--job-id", "sums", "--snapshot-ttl", "30m"}, wantCode: ExitUsage, wantStderr: []string{"at least 1h"}},
 		{name: "ttl without unit", args: []string{"snapshots", "create", "--job-id", "sums", "--snapshot-ttl", "7"}, wantCode: ExitUsage, wantStderr: []string{"unit"}},
 		{name: "no job", args: []string{"snapshots", "create"}, wantCode: ExitUsage, wantStderr: []string{"--job-id"}},

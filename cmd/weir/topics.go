@@ -375,11 +375,14 @@ cumulative (acknowledging a message acknowledges every earlier one), so a
 subscription has one reader at a time: do not pull with acknowledgement from a
 subscription a running job reads. A new subscription gets the messages
 published after its creation, or every retained one with --from-beginning.
+`+"`weir subscriptions snapshots`"+` records a subscription's acknowledgement
+state; `+"`weir subscriptions seek`"+` sets it to a snapshot's or to a time.
 
 Exit codes: 0 success, 1 the subscription or topic was not found or the name
 is taken, 2 usage (also an invalid name or setting), 5 no weir server answers.`,
 		newSubscriptionsCreateCommand(e), newSubscriptionsListCommand(e), newSubscriptionsDescribeCommand(e),
-		newSubscriptionsDeleteCommand(e), newSubscriptionsPullCommand(e))
+		newSubscriptionsDeleteCommand(e), newSubscriptionsPullCommand(e),
+		newSubscriptionsSeekCommand(e), newSubscriptionSnapshotsCommand(e))
 }
 
 func newSubscriptionsCreateCommand(e *env) *cobra.Command {

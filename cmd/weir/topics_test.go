@@ -218,7 +218,7 @@ func TestCLITopicsUnreachable(t *testing.T) {
 	}
 	cases = append(cases,
 		cliCase{name: "unknown topics command", args: []string{"topics", "purge"}, wantCode: ExitUsage, wantStderr: []string{"unknown topics command", "publish"}},
-		cliCase{name: "unknown subscriptions command", args: []string{"subscriptions", "seek"}, wantCode: ExitUsage, wantStderr: []string{"unknown subscriptions command", "pull"}})
+		cliCase{name: "unknown subscriptions command", args: []string{"subscriptions", "purge"}, wantCode: ExitUsage, wantStderr: []string{"unknown subscriptions command", "pull", "seek", "snapshots"}})
 	runCases(t, dir, cases)
 	r := runCLIStdin(t, dir, orderLines(0, 1), "topics", "publish", "t", "--server", dead)
 	cliCase{args: []string{"topics", "publish"}, wantCode: ExitServerUnreachable}.check(t, r)

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/mtime"
 )
 
 // Options configure an embedded broker. The zero value of every field but
@@ -48,6 +50,9 @@ type Options struct {
 	// ReadyTimeout bounds how long StartEmbedded waits for the server to
 	// accept connections. Default 10s.
 	ReadyTimeout time.Duration
+	// Clock gives the creation and expire times of subscription snapshots.
+	// Default the wall clock; tests inject one.
+	Clock mtime.Clock
 }
 
 // EnsureDefaults fills unset options with their defaults.
@@ -66,6 +71,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.diskFree == nil {
 		o.diskFree = statfsFree
+	}
+	if o.Clock == nil {
+		o.Clock = mtime.WallClock{}
 	}
 }
 
@@ -103,6 +111,14 @@ type Broker struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	log *slog.Logger
+	// clock gives subscription snapshots' times (Options.Clock).
+	clock mtime.Clock
+	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
+	// its mutex, a leaf.
+	expiry struct {
+		sync.Mutex
+		last time.Time
+	}
 
 	// admin serialises the creation and deletion of topics and
 	// subscriptions within the process: JetStream creates a stream or
@@ -175,7 +191,7 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("connecting to the embedded broker: %w: %w", ErrUnavailable, err)
 	}
-	b, err := newBroker(nc, srv, opts.Logger)
+	b, err := newBroker(nc, srv, opts.Logger, opts.Clock)
 	if err != nil {
 		nc.Close()
 		srv.Shutdown()
@@ -228,7 +244,7 @@ func Connect(ctx context.Context, url string, logger *slog.Logger) (*Broker, err
 	if r.err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, r.err)
 	}
-	b, err := newBroker(r.nc, nil, logger)
+	b, err := newBroker(r.nc, nil, logger, mtime.WallClock{})
 	if err != nil {
 		r.nc.Close()
 		return nil, err
@@ -241,12 +257,12 @@ func Connect(ctx context.Context, url string, logger *slog.Logger) (*Broker, err
 	return b, nil
 }
 
-func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger) (*Broker, error) {
+func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mtime.Clock) (*Broker, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncWindow*2))
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub")}, nil
+	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub"), clock: clock}, nil
 }
 
 // asyncWindow is the most asynchronous publishes the sink keeps in flight.

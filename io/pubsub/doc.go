@@ -40,6 +40,15 @@
 // (Resume) or to the acknowledgement floor (Split), and any other reader gets
 // them again after the subscription's AckWait.
 //
+// # Subscription snapshots and seek
+//
+// A subscription snapshot (CreateSubscriptionSnapshot, Pub/Sub's) records a
+// subscription's acknowledgement floor; Seek sets a subscription's state to
+// a snapshot's of the same topic, or to a time. Snapshots live in the
+// key-value bucket WEIR_SUBSCRIPTION_SNAPSHOTS for 7 days less the age of
+// their oldest unacknowledged message, bounded by the topic's retention
+// (see seek.go); deleting a topic deletes its subscriptions' snapshots.
+//
 // It may import row, runner/contract, mtime, window,
 // github.com/nats-io/nats-server/v2 and github.com/nats-io/nats.go (the
 // NATS server and client) and the standard library. It knows nothing of YAML, HTTP or the job store,

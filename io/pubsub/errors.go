@@ -45,4 +45,17 @@ var (
 	// belongs to another subscription. The checkpoint is not for this
 	// source; start without it or fix the pipeline's subscription.
 	ErrInvalidPosition = errors.New("invalid source position")
+	// ErrSnapshotNotFound: no subscription snapshot has this name (or it
+	// expired). Check the name; list the snapshots.
+	ErrSnapshotNotFound = errors.New("subscription snapshot not found")
+	// ErrSnapshotExists: a subscription snapshot of this name exists. Choose
+	// another name, or delete the old snapshot first.
+	ErrSnapshotExists = errors.New("subscription snapshot already exists")
+	// ErrSnapshotExpiresTooSoon: the snapshot would live less than
+	// MinSnapshotLifetime (its oldest unacknowledged message is too old).
+	// Acknowledge or seek past the old messages first.
+	ErrSnapshotExpiresTooSoon = errors.New("subscription snapshot would expire too soon")
+	// ErrSnapshotTopicMismatch: a seek to a snapshot of another topic's
+	// subscription. Seek to a snapshot of the same topic.
+	ErrSnapshotTopicMismatch = errors.New("snapshot belongs to another topic")
 )

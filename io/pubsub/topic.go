@@ -264,6 +264,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err != nil {
 		return apiErr("deleting topic "+name, err)
 	}
+	if err := b.deleteTopicSnapshots(ctx, name); err != nil {
+		return fmt.Errorf("deleting topic %s: its subscription snapshots: %w", name, err)
+	}
 	b.log.Info("topic deleted", "topic", name)
 	return nil
 }

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/io/pubsub"
+)
+
+// weir subscriptions snapshots ... and weir subscriptions seek: Pub/Sub's
+// subscription snapshots and seek, through the server's API.
+
+func newSubscriptionSnapshotsCommand(e *env) *cobra.Command {
+	return groupCommand("snapshots", "Create, list, describe and delete subscription snapshots",
+		`Snapshots manages subscription snapshots (Pub/Sub's): a snapshot records a
+subscription's acknowledgement state at its creation — every message up to its
+acknowledgement floor counts as acknowledged, every later one as not — so that
+the subscription, or another of the same topic, can later be sought back to it
+(weir subscriptions seek SUB --snapshot NAME).
+
+A snapshot lives 7 days less the age of the subscription's oldest
+unacknowledged message, and never past that message's expiry from the topic
+(its retention); a snapshot that would live under an hour is refused
+(SNAPSHOT_EXPIRES_TOO_SOON). Expired snapshots are deleted automatically;
+deleting a topic deletes its subscriptions' snapshots.
+
+Exit codes: 0 success, 1 not found, name taken, or expires too soon, 2 usage,
+5 no weir server answers.`,
+		newSubSnapshotsCreateCommand(e), newSubSnapshotsListCommand(e), newSubSnapshotsDescribeCommand(e), newSubSnapshotsDeleteCommand(e))
+}
+
+func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Name", s.Name)
+	row("Topic", s.Topic)
+	row("Subscription", s.Subscription)
+	row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+	row("Create time", formatTime(s.CreateTime))
+	row("Expire time", formatTime(s.ExpireTime))
+	return flush(tw)
+}
+
+func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
+	var format, sub string
+	var server serverFlag
+	cmd := &cobra.Command{
+		Use:   "create NAME --subscription SUB",
+		Short: "Snapshot a subscription's acknowledgement state",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if sub == "" {
+				return usageErrorf("%s needs --subscription SUB: the subscription to snapshot", cmd.CommandPath())
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			s, err := c.CreateSubscriptionSnapshot(cmd.Context(), api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, s)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
+				s.Name, s.Subscription, s.Topic, s.AckFloor, formatTime(s.ExpireTime))
+			return outputErr(err)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	cmd.Flags().StringVar(&sub, "subscription", "", "subscription to snapshot (required)")
+	return cmd
+}
+
+func newSubSnapshotsListCommand(e *env) *cobra.Command {
+	var topic string
+	return showCommand(e, showSpec[[]pubsub.SubscriptionSnapshot]{
+		use:   "list [--topic TOPIC]",
+		short: "List subscription snapshots (NAME TOPIC SUBSCRIPTION ACK_FLOOR EXPIRE_TIME), by name",
+		args:  exactArgs(),
+		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]pubsub.SubscriptionSnapshot, error) {
+			return c.ListSubscriptionSnapshots(ctx, topic)
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, list []pubsub.SubscriptionSnapshot) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
+			}
+			return flush(tw)
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&topic, "topic", "", "list only the snapshots of this topic's subscriptions")
+		},
+	})
+}
+
+func newSubSnapshotsDescribeCommand(e *env) *cobra.Command {
+	return showCommand(e, showSpec[*pubsub.SubscriptionSnapshot]{
+		use:   "describe NAME",
+		short: "Describe a subscription snapshot",
+		args:  exactArgs("NAME"),
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SubscriptionSnapshot, error) {
+			return c.GetSubscriptionSnapshot(ctx, args[0])
+		},
+		clientErr: pubsubClientError,
+		text:      printSubSnapshot,
+	})
+}
+
+func newSubSnapshotsDeleteCommand(e *env) *cobra.Command {
+	var server serverFlag
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a subscription snapshot",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteSubscriptionSnapshot(cmd.Context(), args[0]); err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Deleted subscription snapshot %s.\n", args[0])
+			return outputErr(err)
+		},
+	}
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newSubscriptionsSeekCommand(e *env) *cobra.Command {
+	var format, snapshot, at string
+	var server serverFlag
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
+		Short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
+		Long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
+
+  --snapshot NAME  to a snapshot's, which must be of a subscription of the same
+                   topic (SNAPSHOT_TOPIC_MISMATCH otherwise);
+  --time T         to a time (RFC 3339, e.g. 2026-12-01T10:00:00Z): messages
+                   published before T count as acknowledged, those at or after
+                   T as unacknowledged (a time before the oldest retained
+                   message makes everything retained unacknowledged).
+
+The subscription then delivers again from its first unacknowledged message.
+Seeking a subscription that a RUNNING or DRAINING job reads is refused
+(SUBSCRIPTION_IN_USE, naming the job): it breaks the job's watermark and
+exactly-once. Drain or cancel the job first; --force seeks anyway.
+
+The reprocessing recipe: weir snapshots create --job-id J --snapshot-sources
+(or weir subscriptions snapshots create S --subscription SUB), drain or cancel
+J, weir subscriptions seek SUB --snapshot S, deploy the job again.
+
+Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
+5 no weir server answers.`,
+		Args: exactArgs("SUB"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if (snapshot == "") == (at == "") {
+				return usageErrorf("%s needs exactly one of --snapshot NAME and --time RFC3339", cmd.CommandPath())
+			}
+			if at != "" {
+				if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
+					return usageErrorf("--time %q is not an RFC 3339 time (like 2026-12-01T10:00:00Z)", at)
+				}
+			}
+			c, err := newClient(server)
+			if err != nil {
+				return err
+			}
+			res, err := c.Seek(cmd.Context(), args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
+			if err != nil {
+				return pubsubClientError(cmd.Context(), c, err)
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, res)
+			}
+			to := "snapshot " + snapshot
+			if at != "" {
+				to = at
+			}
+			_, err = fmt.Fprintf(e.stdout, "Sought subscription %s (topic %s) to %s: acknowledged up to sequence %d, %s unacknowledged.\n",
+				res.Subscription, res.Topic, to, res.AckFloor, plural(int(res.Backlog), "message"))
+			return outputErr(err)
+		},
+	}
+	addFormatFlag(cmd, &format)
+	addServerFlag(cmd, &server)
+	fl := cmd.Flags()
+	fl.StringVar(&snapshot, "snapshot", "", "seek to this subscription snapshot's state")
+	fl.StringVar(&at, "time", "", "seek to this time (RFC 3339): earlier messages count as acknowledged")
+	fl.BoolVar(&force, "force", false, "seek even when a running or draining job reads the subscription")
+	return cmd
+}

@@ -1,0 +1,608 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/state"
+)
+
+// Portable snapshot files: a READY job snapshot exported as one
+// self-describing file, to back a job up or move it to another machine,
+// and imported from it (the same snapshot ID, a TTL counted from the
+// import). The layout is documented in docs/JOBS.md ("Snapshot files"):
+//
+//	"WEIRSNAP" (8 bytes) | format version (uint16, big endian)
+//	frame*: kind (1 byte) | length (uint32) | payload | CRC-32C of kind, length and payload (uint32)
+//	  'M' once, first: the manifest, JSON {format_version, snapshot (the
+//	      record: job, generation, sdk, graph, positions, sink epoch, ...),
+//	      checkpoint (the cut's checkpoint record), export_time}
+//	  'P' one per (step, key group), in key order: uvarint len(step) |
+//	      step | key group (uint16) | uvarint n | n × (uvarint len(key) |
+//	      key | uvarint len(value) | value)
+//	  'E' once, last: JSON {parts: [{step, key_group, entries, bytes,
+//	      crc32c}], entries, sha256}, sha256 being that of every byte of
+//	      the file before the 'E' frame
+//
+// An import reads and verifies the whole file — every frame's CRC, the
+// part table against the parts read, the SHA-256, nothing after 'E' —
+// into an uncommitted batch, and commits it with the READY record in one
+// write: a damaged or truncated file is refused (SNAPSHOT_CORRUPT) and
+// leaves nothing behind.
+
+// SnapshotFileVersion is the format version export writes and import
+// reads.
+const SnapshotFileVersion = 1
+
+const (
+	snapshotFileMagic = "WEIRSNAP"
+	frameManifest     = 'M'
+	framePart         = 'P'
+	frameEnd          = 'E'
+	// maxFrameBytes bounds one frame, so that a damaged length cannot make
+	// an import allocate without limit.
+	maxFrameBytes = 1 << 30
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// snapshotManifest is the 'M' frame.
+type snapshotManifest struct {
+	FormatVersion int             `json:"format_version"`
+	Snapshot      *Snapshot       `json:"snapshot"`
+	Checkpoint    json.RawMessage `json:"checkpoint"`
+	ExportTime    time.Time       `json:"export_time"`
+}
+
+// filePart describes one 'P' frame in the 'E' frame.
+type filePart struct {
+	Step     string `json:"step"`
+	KeyGroup uint16 `json:"key_group"`
+	Entries  int    `json:"entries"`
+	Bytes    int    `json:"bytes"`
+	CRC32C   uint32 `json:"crc32c"`
+}
+
+// fileEnd is the 'E' frame.
+type fileEnd struct {
+	Parts   []filePart `json:"parts"`
+	Entries int        `json:"entries"`
+	SHA256  string     `json:"sha256"`
+}
+
+// SnapshotFileInfo summarises a snapshot file.
+type SnapshotFileInfo struct {
+	SnapshotID string `json:"snapshot_id"`
+	JobName    string `json:"job_name"`
+	Version    int    `json:"format_version"`
+	Parts      int    `json:"parts"`
+	Entries    int    `json:"entries"`
+	Bytes      int64  `json:"bytes"`
+}
+
+// frameWriter writes frames, hashing everything it writes.
+type frameWriter struct {
+	w    *bufio.Writer
+	sha  hash.Hash
+	n    int64
+	hdr  [5]byte
+	crcb [4]byte
+}
+
+func (fw *frameWriter) raw(b []byte) error {
+	fw.sha.Write(b)
+	fw.n += int64(len(b))
+	_, err := fw.w.Write(b)
+	return err
+}
+
+func (fw *frameWriter) frame(kind byte, payload []byte) (uint32, error) {
+	if len(payload) > maxFrameBytes {
+		return 0, fmt.Errorf("a frame of %d bytes is over the format's limit of %d (a key group too large to export)", len(payload), maxFrameBytes)
+	}
+	fw.hdr[0] = kind
+	binary.BigEndian.PutUint32(fw.hdr[1:], uint32(len(payload)))
+	crc := crc32.Update(crc32.Update(0, crcTable, fw.hdr[:]), crcTable, payload)
+	binary.BigEndian.PutUint32(fw.crcb[:], crc)
+	for _, b := range [][]byte{fw.hdr[:], payload, fw.crcb[:]} {
+		if err := fw.raw(b); err != nil {
+			return 0, err
+		}
+	}
+	return crc, nil
+}
+
+// ExportSnapshot writes READY snapshot id to w as a snapshot file and
+// returns what it wrote. It reads the snapshot through a pinned view of
+// the store (a delete meanwhile does not tear the file) and takes no lock.
+func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (SnapshotFileInfo, error) {
+	snap, err := s.GetSnapshot(id)
+	if err != nil {
+		return SnapshotFileInfo{}, err
+	}
+	if snap.State != SnapshotReady {
+		return SnapshotFileInfo{}, errorf(CodeSnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
+	}
+	pin := s.store.Pin()
+	defer pin.Release()
+	fw := &frameWriter{w: bufio.NewWriterSize(w, 1<<20), sha: sha256.New()}
+	info := SnapshotFileInfo{SnapshotID: id, JobName: snap.JobName, Version: SnapshotFileVersion}
+	var end fileEnd
+	var cur *filePart
+	var part []byte
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		var hdr []byte
+		hdr = binary.AppendUvarint(hdr, uint64(len(cur.Step)))
+		hdr = append(hdr, cur.Step...)
+		hdr = binary.BigEndian.AppendUint16(hdr, cur.KeyGroup)
+		hdr = binary.AppendUvarint(hdr, uint64(cur.Entries))
+		payload := append(hdr, part...)
+		crc, err := fw.frame(framePart, payload)
+		if err != nil {
+			return err
+		}
+		cur.CRC32C, cur.Bytes = crc, len(payload)
+		end.Parts = append(end.Parts, *cur)
+		cur, part = nil, part[:0]
+		return nil
+	}
+	sawCP := false
+	n := 0
+	err = s.store.SnapshotEntries(pin, id, func(rel, value []byte) error {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if string(rel) == "cp" {
+			sawCP = true
+			m := snapshotManifest{FormatVersion: SnapshotFileVersion, Snapshot: snap, Checkpoint: json.RawMessage(bytes.Clone(value)), ExportTime: s.now()}
+			b, err := json.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("encoding the manifest: %w", err)
+			}
+			var ver [2]byte
+			binary.BigEndian.PutUint16(ver[:], SnapshotFileVersion)
+			if err := fw.raw(append([]byte(snapshotFileMagic), ver[:]...)); err != nil {
+				return err
+			}
+			_, err = fw.frame(frameManifest, b)
+			return err
+		}
+		if !sawCP {
+			return fmt.Errorf("state before the checkpoint record")
+		}
+		step, kg, key, err := splitStateKey(rel)
+		if err != nil {
+			return err
+		}
+		if cur == nil || cur.Step != step || cur.KeyGroup != kg {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur = &filePart{Step: step, KeyGroup: kg}
+		}
+		part = binary.AppendUvarint(part, uint64(len(key)))
+		part = append(part, key...)
+		part = binary.AppendUvarint(part, uint64(len(value)))
+		part = append(part, value...)
+		cur.Entries++
+		end.Entries++
+		return nil
+	})
+	if err == nil && !sawCP {
+		err = errorf(CodeSnapshotNotFound, "snapshot %s has no data (deleted meanwhile?)", id)
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err == nil {
+		end.SHA256 = hex.EncodeToString(fw.sha.Sum(nil))
+		var b []byte
+		if b, err = json.Marshal(end); err == nil {
+			_, err = fw.frame(frameEnd, b)
+		}
+	}
+	if err == nil {
+		err = fw.w.Flush()
+	}
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			return SnapshotFileInfo{}, err
+		}
+		return SnapshotFileInfo{}, fmt.Errorf("exporting snapshot %s: %w", id, err)
+	}
+	info.Parts, info.Entries, info.Bytes = len(end.Parts), end.Entries, fw.n
+	s.opts.Logger.Info("snapshot exported", "snapshot_id", id, "bytes", fw.n, "parts", info.Parts)
+	return info, nil
+}
+
+// splitStateKey splits "s/<step>\x00<kg><key>".
+func splitStateKey(rel []byte) (step string, kg uint16, key []byte, err error) {
+	r, ok := bytes.CutPrefix(rel, []byte("s/"))
+	i := bytes.IndexByte(r, 0)
+	if !ok || i < 0 || len(r) < i+3 {
+		return "", 0, nil, fmt.Errorf("key %q is not a snapshot state key", rel)
+	}
+	return string(r[:i]), binary.BigEndian.Uint16(r[i+1 : i+3]), r[i+3:], nil
+}
+
+func corruptf(format string, args ...any) error {
+	return errorf(CodeSnapshotCorrupt, "snapshot file: "+format, args...)
+}
+
+// countingReader hashes and counts what is read through it.
+type countingReader struct {
+	r   *bufio.Reader
+	sha hash.Hash
+	n   int64
+}
+
+func (c *countingReader) full(b []byte) error {
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		return err
+	}
+	c.sha.Write(b)
+	c.n += int64(len(b))
+	return nil
+}
+
+// readSnapshotFile reads and verifies a snapshot file, calling manifest
+// with the manifest (first) and put with every entry (key relative to the
+// snapshot's key space). A damaged, truncated or foreign file is
+// SNAPSHOT_CORRUPT, with what is wrong; nothing put is valid then.
+func readSnapshotFile(r io.Reader, manifest func(*snapshotManifest) error, put func(rel, value []byte) error) (SnapshotFileInfo, error) {
+	cr := &countingReader{r: bufio.NewReaderSize(r, 1<<20), sha: sha256.New()}
+	var info SnapshotFileInfo
+	head := make([]byte, len(snapshotFileMagic)+2)
+	if err := cr.full(head); err != nil {
+		return info, corruptf("it is too short to be a weir snapshot file (%d bytes)", cr.n)
+	}
+	if string(head[:len(snapshotFileMagic)]) != snapshotFileMagic {
+		return info, corruptf("it is not a weir snapshot file (it does not start with %q)", snapshotFileMagic)
+	}
+	if v := binary.BigEndian.Uint16(head[len(snapshotFileMagic):]); v != SnapshotFileVersion {
+		return info, corruptf("format version %d: this weir reads version %d", v, SnapshotFileVersion)
+	}
+	info.Version = SnapshotFileVersion
+	var seen []filePart
+	var hdr [5]byte
+	var crcb [4]byte
+	for frame := 1; ; frame++ {
+		before := hex.EncodeToString(cr.sha.Sum(nil))
+		at := cr.n
+		if err := cr.full(hdr[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return info, corruptf("it ends at byte %d before its end record: the file is truncated", cr.n)
+			}
+			return info, fmt.Errorf("reading the snapshot file: %w", err)
+		}
+		kind, size := hdr[0], binary.BigEndian.Uint32(hdr[1:])
+		if size > maxFrameBytes {
+			return info, corruptf("frame %d at byte %d claims %d bytes, over the format's limit: the file is damaged", frame, at, size)
+		}
+		payload := make([]byte, size)
+		if err := cr.full(payload); err != nil {
+			return info, corruptf("frame %d at byte %d is cut short (%d of %d bytes): the file is truncated", frame, at, cr.n-at-5, size)
+		}
+		if err := cr.full(crcb[:]); err != nil {
+			return info, corruptf("frame %d at byte %d has no checksum: the file is truncated", frame, at)
+		}
+		crc := crc32.Update(crc32.Update(0, crcTable, hdr[:]), crcTable, payload)
+		if crc != binary.BigEndian.Uint32(crcb[:]) {
+			return info, corruptf("frame %d at byte %d fails its checksum: the file is damaged", frame, at)
+		}
+		switch {
+		case frame == 1 && kind != frameManifest:
+			return info, corruptf("its first frame is %q, not the manifest", kind)
+		case kind == frameManifest && frame != 1:
+			return info, corruptf("frame %d is a second manifest", frame)
+		case kind == frameManifest:
+			var m snapshotManifest
+			if err := json.Unmarshal(payload, &m); err != nil || m.Snapshot == nil || len(m.Checkpoint) == 0 {
+				return info, corruptf("its manifest does not decode (%v)", err)
+			}
+			if m.FormatVersion != SnapshotFileVersion {
+				return info, corruptf("its manifest says format version %d, its header %d", m.FormatVersion, SnapshotFileVersion)
+			}
+			info.SnapshotID, info.JobName = m.Snapshot.ID, m.Snapshot.JobName
+			if err := manifest(&m); err != nil {
+				return info, err
+			}
+			if put != nil {
+				if err := put([]byte("cp"), m.Checkpoint); err != nil {
+					return info, err
+				}
+			}
+		case kind == framePart:
+			p, err := readPart(payload, put)
+			if err != nil {
+				return info, corruptf("frame %d at byte %d: %v", frame, at, err)
+			}
+			p.CRC32C, p.Bytes = crc, len(payload)
+			seen = append(seen, p)
+			info.Entries += p.Entries
+		case kind == frameEnd:
+			var end fileEnd
+			if err := json.Unmarshal(payload, &end); err != nil {
+				return info, corruptf("its end record does not decode: %v", err)
+			}
+			if end.SHA256 != before {
+				return info, corruptf("its SHA-256 does not match its end record: the file is damaged")
+			}
+			if len(end.Parts) != len(seen) || end.Entries != info.Entries {
+				return info, corruptf("its end record lists %d parts and %d entries, the file holds %d and %d", len(end.Parts), end.Entries, len(seen), info.Entries)
+			}
+			for i := range seen {
+				if seen[i] != end.Parts[i] {
+					return info, corruptf("part %d (%s, key group %d) differs from its end record", i, seen[i].Step, seen[i].KeyGroup)
+				}
+			}
+			if _, err := cr.r.ReadByte(); err != io.EOF {
+				return info, corruptf("data follows its end record at byte %d", cr.n)
+			}
+			info.Parts, info.Bytes = len(seen), cr.n
+			return info, nil
+		default:
+			return info, corruptf("frame %d at byte %d has unknown kind %q", frame, at, kind)
+		}
+	}
+}
+
+// readPart decodes a 'P' payload, calling put with each entry.
+func readPart(p []byte, put func(rel, value []byte) error) (filePart, error) {
+	var fp filePart
+	next := func() ([]byte, error) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < n {
+			return nil, errors.New("a length runs past the part's end")
+		}
+		b := p[k : k+int(n)]
+		p = p[k+int(n):]
+		return b, nil
+	}
+	step, err := next()
+	if err != nil {
+		return fp, err
+	}
+	if len(p) < 2 {
+		return fp, errors.New("the part has no key group")
+	}
+	fp.Step, fp.KeyGroup = string(step), binary.BigEndian.Uint16(p)
+	p = p[2:]
+	n, k := binary.Uvarint(p)
+	if k <= 0 {
+		return fp, errors.New("the part has no entry count")
+	}
+	p = p[k:]
+	prefix := append(append([]byte("s/"), step...), 0, byte(fp.KeyGroup>>8), byte(fp.KeyGroup))
+	for i := uint64(0); i < n; i++ {
+		key, err := next()
+		if err != nil {
+			return fp, err
+		}
+		val, err := next()
+		if err != nil {
+			return fp, err
+		}
+		if put != nil {
+			if err := put(append(bytes.Clone(prefix), key...), val); err != nil {
+				return fp, err
+			}
+		}
+		fp.Entries++
+	}
+	if len(p) != 0 {
+		return fp, fmt.Errorf("%d bytes follow the part's %d entries", len(p), n)
+	}
+	return fp, nil
+}
+
+// VerifySnapshotFile reads a snapshot file to its end and checks it as an
+// import does, without importing anything.
+func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
+	return readSnapshotFile(r, func(*snapshotManifest) error { return nil }, nil)
+}
+
+var snapshotIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// ImportSnapshot reads a snapshot file from r, verifies it completely,
+// and records it as a READY snapshot with the file's snapshot ID (refused
+// with SNAPSHOT_EXISTS when a snapshot of that ID exists and is not
+// DELETED), expiring ttl after now (0: DefaultSnapshotTTL). The data and
+// the record are one atomic write: a damaged or truncated file imports
+// nothing. Subscription snapshots (pubsub_metadata) do not travel: the
+// list is emptied. It takes Service.mu for the write only.
+func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*Snapshot, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	if ttl == 0 {
+		ttl = DefaultSnapshotTTL
+	}
+	if err := validateSnapshotTTL(ttl); err != nil {
+		return nil, err
+	}
+	var sb *state.SnapshotBatch
+	var snap *Snapshot
+	defer func() {
+		if sb != nil {
+			sb.Close()
+		}
+	}()
+	n := 0
+	_, err := readSnapshotFile(r, func(m *snapshotManifest) error {
+		if !snapshotIDRE.MatchString(m.Snapshot.ID) {
+			return corruptf("its snapshot ID %q is not a snapshot ID", m.Snapshot.ID)
+		}
+		if _, err := graphOf(m.Snapshot); err != nil {
+			return err
+		}
+		snap = m.Snapshot
+		sb = s.store.NewSnapshotBatch(snap.ID)
+		return nil
+	}, func(rel, value []byte) error {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return fmt.Errorf("importing a snapshot: %w", ctx.Err())
+		}
+		return sb.Put(rel, value)
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
+	snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = sb.Size, "", []PubsubSnapshotMetadata{}
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+		return nil, err
+	}
+	s.mu.Lock() // lock order 3
+	cur, err := s.readSnapshot(snap.ID)
+	switch {
+	case err == nil && cur.State != SnapshotDeleted:
+		err = errorf(CodeSnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
+	case err == nil || ErrorCode(err) == CodeSnapshotNotFound:
+		err = s.writeSnapshotLocked(sb, w)
+		sb = nil // committed (or closed) by the write
+		if err != nil {
+			err = internalf("importing snapshot %s: %w", snap.ID, err)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Logger.Info("snapshot imported", "snapshot_id", snap.ID, "job_name", snap.JobName, "disk_size_bytes", snap.DiskSizeBytes)
+	return snap, nil
+}
+
+// graphOf checks that a manifest's snapshot has a graph that parses.
+func graphOf(snap *Snapshot) (any, error) {
+	if len(snap.Graph) == 0 {
+		return nil, corruptf("its snapshot %s has no graph", snap.ID)
+	}
+	g, err := snapshotGraph(snap)
+	if err != nil {
+		return nil, corruptf("%v", err)
+	}
+	return g, nil
+}
+
+// Uploads of snapshot files through the API come in chunks (a request
+// body is at most a few MiB), staged under DATA-DIR/imports until the last
+// one, then imported from the staged file and removed. The staging
+// directory is emptied at start (uploads cut short by a stop).
+
+var uploadIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+func (s *Service) importsDir() string { return filepath.Join(s.opts.DataDir, "imports") }
+
+// clearImports removes the staged uploads of an earlier run.
+func (s *Service) clearImports() error {
+	if err := os.RemoveAll(s.importsDir()); err != nil {
+		return fmt.Errorf("removing unfinished snapshot uploads: %w", err)
+	}
+	return nil
+}
+
+// UploadChunk is one chunk of a snapshot file upload.
+type UploadChunk struct {
+	// UploadID is "" for the first chunk (the reply names the upload).
+	UploadID string
+	// Offset is where Data goes in the file: the bytes received so far.
+	Offset int64
+	Data   []byte
+	// Final makes this the last chunk: the file is verified and imported.
+	Final bool
+	// TTL of the imported snapshot (Final only); 0: DefaultSnapshotTTL.
+	TTL time.Duration
+}
+
+// UploadProgress is the state of an upload after a chunk.
+type UploadProgress struct {
+	UploadID string `json:"upload_id"`
+	Received int64  `json:"received_bytes"`
+}
+
+// UploadSnapshotChunk stages chunk c of a snapshot file upload; with
+// c.Final it imports the staged file (ImportSnapshot) and removes it,
+// whatever the outcome. A chunk at another offset than the bytes received
+// is INVALID_REQUEST (the message gives the offset expected).
+func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (UploadProgress, *Snapshot, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return UploadProgress{}, nil, err
+	}
+	if c.UploadID == "" {
+		if c.Offset != 0 {
+			return UploadProgress{}, nil, errorf(CodeInvalidRequest, "the first chunk of an upload starts at offset 0, not %d", c.Offset)
+		}
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return UploadProgress{}, nil, internalf("naming an upload: %w", err)
+		}
+		c.UploadID = hex.EncodeToString(b[:])
+		if err := os.MkdirAll(s.importsDir(), 0o700); err != nil {
+			return UploadProgress{}, nil, internalf("staging an upload: %w", err)
+		}
+	} else if !uploadIDRE.MatchString(c.UploadID) {
+		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload_id %q is not an upload ID", c.UploadID)
+	}
+	path := filepath.Join(s.importsDir(), c.UploadID+".part")
+	flags := os.O_WRONLY | os.O_APPEND
+	if c.Offset == 0 {
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) {
+		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload %s is unknown, finished or already started (start a new one without upload_id)", c.UploadID)
+	}
+	if err != nil {
+		return UploadProgress{}, nil, internalf("staging upload %s: %w", c.UploadID, err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() != c.Offset {
+		f.Close()
+		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload %s has %d bytes, the chunk is for offset %d: send the chunk at offset %d", c.UploadID, st.Size(), c.Offset, st.Size())
+	}
+	if err == nil {
+		_, err = f.Write(c.Data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return UploadProgress{}, nil, internalf("staging upload %s: %w", c.UploadID, err)
+	}
+	prog := UploadProgress{UploadID: c.UploadID, Received: c.Offset + int64(len(c.Data))}
+	if !c.Final {
+		return prog, nil, nil
+	}
+	defer os.Remove(path)
+	in, err := os.Open(path)
+	if err != nil {
+		return prog, nil, internalf("reading upload %s: %w", c.UploadID, err)
+	}
+	defer in.Close()
+	snap, err := s.ImportSnapshot(ctx, in, c.TTL)
+	return prog, snap, err
+}
