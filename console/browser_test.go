@@ -494,3 +494,57 @@ func evaluate[T any](ctx context.Context, js string, dst *T) error {
 	}
 	return err
 }
+
+// TestConsoleTopics: the topics page lists a topic and its subscription
+// with its backlog, and the job that reads the subscription.
+func TestConsoleTopics(t *testing.T) {
+	ctx := newBrowser(t)
+	p, c := startWeir(t, server.Config{})
+	bg := context.Background()
+	if _, err := c.CreateTopic(bg, api.CreateTopicRequest{Name: "clicks"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSubscription(bg, api.CreateSubscriptionRequest{Name: "clicks-audit", Topic: "clicks"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSubscription(bg, api.CreateSubscriptionRequest{Name: "clicks-idle", Topic: "clicks"}); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []api.PublishMessage
+	for i := 0; i < 5; i++ {
+		msgs = append(msgs, api.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d}`, i, i))})
+	}
+	if _, err := c.Publish(bg, "clicks", msgs); err != nil {
+		t.Fatal(err)
+	}
+	j := submit(t, c, "audit", `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: ReadClicks
+      config:
+        subscription: clicks-audit
+        schema: {user: string, n: int}
+    - type: Combine
+      name: PerUser
+      input: ReadClicks
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: user
+        combine: {total: {value: n, fn: sum}}
+`)
+	waitJob(t, c, j.ID, "the reading job runs", running)
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.Address()+"/topics?refresh=300"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="clicks"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-subscription="clicks-idle"]`))); err != nil {
+		t.Fatalf("the topics page does not list the topic and its subscriptions: %v", err)
+	}
+	evalUntil(t, ctx, "the audit subscription names its reader", fmt.Sprintf(`!!document.querySelector('tr[data-subscription="clicks-audit"] a[href="/jobs/%s"]')`, j.ID))
+	var idle struct{ Backlog, Readers string }
+	if err := evaluate(ctx, `(() => { const r = document.querySelector('tr[data-subscription="clicks-idle"]'); return {Backlog: r.cells[2].textContent, Readers: r.cells[5].textContent}; })()`, &idle); err != nil {
+		t.Fatal(err)
+	}
+	if idle.Backlog != "5" || idle.Readers != "" {
+		t.Errorf("clicks-idle shows backlog %q, readers %q; want 5 and none", idle.Backlog, idle.Readers)
+	}
+	screenshot(t, ctx, "console-topics")
+}

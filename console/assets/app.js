@@ -102,6 +102,8 @@ function throughputOf(job) {
 
 // ---- jobs list: / ----
 
+const maxDetails = 50;
+
 async function jobsPage() {
   const status = params.get('status') || 'all';
   document.title = 'Jobs · weir';
@@ -120,7 +122,10 @@ async function jobsPage() {
     } catch (e) { showError(msg, e); return; }
     msg.replaceChildren();
     const jobs = list.jobs || [];
-    const details = await Promise.all(jobs.map((j) => terminal.has(j.state) ? Promise.resolve(null) : api('GET', '/v1/jobs/' + encodeURIComponent(j.id)).catch(() => null)));
+    // The list has no metrics: read them from each active job (the first
+    // maxDetails of them, newest first, to bound the page's requests).
+    let budget = maxDetails;
+    const details = await Promise.all(jobs.map((j) => terminal.has(j.state) || budget-- <= 0 ? Promise.resolve(null) : api('GET', '/v1/jobs/' + encodeURIComponent(j.id)).catch(() => null)));
     body.replaceChildren(...jobs.map((j, i) => {
       const d = details[i] || {};
       const m = d.metrics;
