@@ -325,6 +325,24 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 		t.Fatalf("expanding the composite Sums: %v", err)
 	}
 
+	// Cancel, then "keep the job": nothing is sent.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-cancel`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)), chromedp.Click(chromedp.CSS(`#confirm-no`))); err != nil {
+		t.Fatal(err)
+	}
+	evalUntil(t, ctx, "the page says the cancel was not sent", `document.getElementById('action-result').textContent.includes('Cancel not sent')`)
+	// A snapshot from the console.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-snapshot`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)), chromedp.Click(chromedp.CSS(`#confirm-yes`))); err != nil {
+		t.Fatal(err)
+	}
+	evalUntil(t, ctx, "the page names the new snapshot", `/Snapshot \S+ is /.test(document.getElementById('action-result').textContent)`)
+	if snaps, err := c.ListSnapshots(context.Background(), stream.ID, false); err != nil || len(snaps) != 1 {
+		t.Errorf("the job has %d snapshots (%v), want the console's one", len(snaps), err)
+	}
+	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != service.StateRunning {
+		t.Fatalf("the job is %v (%v) after a kept cancel and a snapshot, want RUNNING", j.State, err)
+	}
 	// Drain from the console, behind the confirmation.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-drain`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`))); err != nil {
