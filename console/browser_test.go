@@ -246,6 +246,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	if got[batch.ID] != "orders DONE" || !strings.HasPrefix(got[stream.ID], "events ") {
 		t.Errorf("jobs page rows %v, want orders DONE and events", got)
 	}
+	screenshot(t, ctx, "console-jobs")
 	// The filter for active jobs leaves the DONE job out.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?status=active&refresh=300"),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job-id=%q]`, stream.ID)))); err != nil {
@@ -255,7 +256,6 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	if err := evaluate(ctx, fmt.Sprintf(`document.querySelectorAll('tr[data-job-id=%q]').length`, batch.ID), &n); err != nil || n != 0 {
 		t.Errorf("the active filter shows the DONE job (%d rows, %v)", n, err)
 	}
-	screenshot(t, ctx, "console-jobs")
 
 	// The batch job's graph: every step of its graph, counts equal to the API's.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/"+batch.ID),
