@@ -120,7 +120,7 @@ func TestConsolePayload50Steps(t *testing.T) {
 
 	for run := 0; run < 3; run++ {
 		if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/jobs/"+j.ID),
-			chromedp.WaitVisible(chromedp.CSS(`main[data-loaded] svg.graph g.step[data-step="Totals"]`))); err != nil {
+			present(`main[data-loaded] svg.graph g.step[data-step="Totals"]`)); err != nil {
 			t.Fatal(err)
 		}
 		var m struct {

@@ -231,8 +231,8 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 
 	base := p.Address()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?refresh=300"),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job-id=%q]`, batch.ID))),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job-id=%q]`, stream.ID)))); err != nil {
+		present(fmt.Sprintf(`tr[data-job-id=%q]`, batch.ID)),
+		present(fmt.Sprintf(`tr[data-job-id=%q]`, stream.ID))); err != nil {
 		t.Fatalf("the jobs page does not list both jobs: %v", err)
 	}
 	var rows []map[string]string
@@ -249,7 +249,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	screenshot(t, ctx, "console-jobs")
 	// The filter for active jobs leaves the DONE job out.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?status=active&refresh=300"),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job-id=%q]`, stream.ID)))); err != nil {
+		present(fmt.Sprintf(`tr[data-job-id=%q]`, stream.ID))); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -259,7 +259,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 
 	// The batch job's graph: every step of its graph, counts equal to the API's.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/"+batch.ID),
-		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.step[data-step="Totals"][data-in]`))); err != nil {
+		present(`svg.graph g.step[data-step="Totals"][data-in]`)); err != nil {
 		t.Fatalf("the job page draws no graph with counts: %v", err)
 	}
 	var drawn map[string]stepCounts
@@ -304,7 +304,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 
 	// The streaming job: a chart fills while the page is open.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/events?refresh=250"),
-		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.step[data-step="Sums"]`))); err != nil {
+		present(`svg.graph g.step[data-step="Sums"]`)); err != nil {
 		t.Fatal(err)
 	}
 	evalUntil(t, ctx, "the throughput chart has points", `+(document.querySelector('#chart-throughput svg.chart')||{dataset:{}}).dataset.points >= 3`)
@@ -312,28 +312,33 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	screenshot(t, ctx, "console-job")
 	// The composite of the windowed Combine collapses into one box and
 	// expands again.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`g.composite-frame[data-composite="Sums"] text`)),
-		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.step.composite[data-step="Sums"]`))); err != nil {
+	// The graph is redrawn at every refresh, so the clicks are sent in
+	// the page, to the element there at that moment.
+	clickJS := func(sel string) string {
+		return fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.dispatchEvent(new MouseEvent('click', {bubbles: true})); return true; })()`, sel)
+	}
+	evalUntil(t, ctx, "clicking the composite frame of Sums", clickJS(`g.composite-frame[data-composite="Sums"] text`))
+	if err := chromedp.Do(ctx, present(`svg.graph g.step.composite[data-step="Sums"]`)); err != nil {
 		t.Fatalf("collapsing the composite Sums: %v", err)
 	}
 	var inner int
 	if err := evaluate(ctx, `document.querySelectorAll('svg.graph g.step[data-step="Sums/Window"]').length`, &inner); err != nil || inner != 0 {
 		t.Errorf("the collapsed composite still shows Sums/Window (%d, %v)", inner, err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`svg.graph g.step.composite[data-step="Sums"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.step[data-step="Sums/Window"]`))); err != nil {
+	evalUntil(t, ctx, "clicking the collapsed Sums", clickJS(`svg.graph g.step.composite[data-step="Sums"]`))
+	if err := chromedp.Do(ctx, present(`svg.graph g.step[data-step="Sums/Window"]`)); err != nil {
 		t.Fatalf("expanding the composite Sums: %v", err)
 	}
 
 	// Cancel, then "keep the job": nothing is sent.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-cancel`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)), chromedp.Click(chromedp.CSS(`#confirm-no`))); err != nil {
+		present(`#confirm-dialog:not([hidden])`), chromedp.Click(chromedp.CSS(`#confirm-no`))); err != nil {
 		t.Fatal(err)
 	}
 	evalUntil(t, ctx, "the page says the cancel was not sent", `document.getElementById('action-result').textContent.includes('Cancel not sent')`)
 	// A snapshot from the console.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-snapshot`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`)), chromedp.Click(chromedp.CSS(`#confirm-yes`))); err != nil {
+		present(`#confirm-dialog:not([hidden])`), chromedp.Click(chromedp.CSS(`#confirm-yes`))); err != nil {
 		t.Fatal(err)
 	}
 	evalUntil(t, ctx, "the page names the new snapshot", `/Snapshot \S+ is /.test(document.getElementById('action-result').textContent)`)
@@ -345,7 +350,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	}
 	// Drain from the console, behind the confirmation.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#action-drain`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm-dialog`))); err != nil {
+		present(`#confirm-dialog:not([hidden])`)); err != nil {
 		t.Fatal(err)
 	}
 	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != service.StateRunning {
@@ -370,11 +375,11 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 
 	// Preview first (the check changes nothing).
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/totals/update"),
-		chromedp.WaitVisible(chromedp.CSS(`#pipeline`)),
+		present(`#pipeline`),
 		chromedp.SetValue(chromedp.CSS(`#pipeline`), updatedYAML),
 		chromedp.SendKeys(chromedp.CSS(`#mapping`), `{"Sums": "Totals"}`),
 		chromedp.Click(chromedp.CSS(`#check`)),
-		chromedp.WaitVisible(chromedp.CSS(`#preview-result[data-checked] .report`))); err != nil {
+		present(`#preview-result[data-checked] .report`)); err != nil {
 		t.Fatalf("the update preview shows no report: %v", err)
 	}
 	var marks map[string]string
@@ -410,7 +415,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	succ := res.Job.ID
 	waitJob(t, c, old.ID, "the old job is UPDATED", func(j *service.Job) bool { return j.State == service.StateUpdated })
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lineage/totals"),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`li[data-job-id=%q] a.successor`, old.ID)))); err != nil {
+		present(fmt.Sprintf(`li[data-job-id=%q] a.successor`, old.ID))); err != nil {
 		t.Fatalf("the lineage page shows no successor link: %v", err)
 	}
 	var link struct{ Href, Successor, How string }
@@ -428,11 +433,11 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	screenshot(t, ctx, "console-lineage")
 	// Following the link opens the successor's job page.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`li[data-job-id=%q] a.successor`, old.ID))),
-		chromedp.WaitVisible(chromedp.CSS(`#job-id`))); err != nil {
+		present(`#job-id`)); err != nil {
 		t.Fatal(err)
 	}
-	shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#job-id`)))
-	if err != nil || shown != succ {
+	var shown string
+	if err := evaluate(ctx, `document.getElementById('job-id').textContent`, &shown); err != nil || shown != succ {
 		t.Errorf("the successor link opened job %q (%v), want %s", shown, err, succ)
 	}
 }
@@ -446,7 +451,7 @@ func TestConsoleAsksForToken(t *testing.T) {
 	j := submit(t, c, "orders", batchYAML)
 	base := p.Address()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?refresh=300"),
-		chromedp.WaitVisible(chromedp.CSS(`#token-input`))); err != nil {
+		present(`#token-dialog:not([hidden]) #token-input`)); err != nil {
 		t.Fatalf("the console does not ask for a token: %v", err)
 	}
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#token-input`), "wrong-token-0123456789"),
@@ -456,7 +461,7 @@ func TestConsoleAsksForToken(t *testing.T) {
 	evalUntil(t, ctx, "a wrong token is asked again", `!document.getElementById('token-dialog').hidden && document.getElementById('token-why').textContent.includes('refused')`)
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#token-input`), p.GeneratedToken()),
 		chromedp.Click(chromedp.CSS(`#token-save`)),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job-id=%q]`, j.ID)))); err != nil {
+		present(fmt.Sprintf(`tr[data-job-id=%q]`, j.ID))); err != nil {
 		t.Fatalf("the jobs page does not load with the token: %v", err)
 	}
 	var stored string
@@ -552,8 +557,8 @@ func TestConsoleTopics(t *testing.T) {
 `)
 	waitJob(t, c, j.ID, "the reading job runs", running)
 	if err := chromedp.Do(ctx, chromedp.Navigate(p.Address()+"/topics?refresh=300"),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-topic="clicks"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-subscription="clicks-idle"]`))); err != nil {
+		present(`tr[data-topic="clicks"]`),
+		present(`tr[data-subscription="clicks-idle"]`)); err != nil {
 		t.Fatalf("the topics page does not list the topic and its subscriptions: %v", err)
 	}
 	evalUntil(t, ctx, "the audit subscription names its reader", fmt.Sprintf(`!!document.querySelector('tr[data-subscription="clicks-audit"] a[href="/jobs/%s"]')`, j.ID))
@@ -565,4 +570,25 @@ func TestConsoleTopics(t *testing.T) {
 		t.Errorf("clicks-idle shows backlog %q, readers %q; want 5 and none", idle.Backlog, idle.Readers)
 	}
 	screenshot(t, ctx, "console-topics")
+}
+
+// present waits until an element matches sel, asking the page (the pages
+// redraw what they poll, so a node found by the DevTools protocol may be
+// gone before it is inspected). The tab's context bounds the wait.
+func present(sel string) chromedp.Action[chromedp.Void] {
+	js := fmt.Sprintf(`!!document.querySelector(%q)`, sel)
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if ok, err := chromedp.Evaluate[bool](js)(ctx, tg); err == nil && ok {
+				return chromedp.Void{}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, fmt.Errorf("waiting for %s: %w", sel, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
 }
