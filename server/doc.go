@@ -13,7 +13,10 @@
 // directory is made private (0700, files 0600) at every start. See
 // docs/SECURITY.md.
 //
-// It may import service, api, io/pubsub, runner (for the dead-letter hook)
-// and the standard library. It knows nothing of the command line, and must
-// not import cmd/weir or weirx.
+// It serves the web console (package console) beside the API, its pages
+// behind a guard of their own that asks no token.
+//
+// It may import service, api, console, io/pubsub, runner (for the
+// dead-letter hook) and the standard library. It knows nothing of the
+// command line, and must not import cmd/weir or weirx.
 package server

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/console"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
@@ -298,7 +299,17 @@ func (p *Process) Serve() error {
 	// Headers must arrive within ReadHeaderTimeout and a body within the
 	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
 	// cut long requests (a release waits for every job's checkpoint).
-	p.srv = &http.Server{Handler: p.guard.Wrap(p.gate.wrap(h)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// The console's pages hold no data and ask for the token the API
+	// calls they make need, so their guard keeps the Host, Origin, rate
+	// and header rules but asks no token.
+	host, _, _ := net.SplitHostPort(p.cfg.Listen)
+	pages, err := api.NewGuard(api.GuardConfig{ListenHost: host, AllowedHosts: p.cfg.AllowedHosts,
+		RequestsPerSecond: p.cfg.RequestsPerSecond, RequestBurst: p.cfg.RequestBurst, Logger: p.log})
+	if err != nil {
+		return fmt.Errorf("the console's guard: %w", err)
+	}
+	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
+	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}

@@ -1,0 +1,548 @@
+// The console's pages. Every URL serves the same document; this module
+// reads location.pathname and draws the page, then keeps it live by
+// polling the API (every ?refresh=MS milliseconds, default 2000).
+
+import { api, optional, ApiError, showAuth } from './api.js';
+import { modelOf, drawGraph, compositeOf } from './graph.js';
+import { drawChart } from './chart.js';
+import { readPipeline } from './pipeline.js';
+
+const params = new URLSearchParams(location.search);
+const refreshMS = Math.max(200, Number(params.get('refresh')) || 2000);
+const main = document.getElementById('main');
+
+// ---- small DOM helpers ----
+
+/** el makes an element: el('a', {href}, 'text', child...). */
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) if (c !== undefined && c !== null && c !== false) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+function section(id, title, ...children) {
+  return el('section', { id, class: 'card' }, el('h2', {}, title), ...children);
+}
+
+function fmtTime(t) {
+  if (!t || t.startsWith('0001-')) return '–';
+  return t.replace('T', ' ').replace(/\.\d+/, '').replace('Z', ' UTC');
+}
+
+function fmtSeconds(s) {
+  if (s === undefined || s === null || !Number.isFinite(s)) return '–';
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+function age(t) {
+  if (!t || t.startsWith('0001-')) return undefined;
+  return (Date.now() - Date.parse(t)) / 1000;
+}
+
+function fmtNum(n) {
+  if (n === undefined || n === null || !Number.isFinite(n)) return '–';
+  return Number.isInteger(n) ? n.toLocaleString('en-US') : n.toFixed(1);
+}
+
+function stateBadge(state) {
+  return el('span', { class: 'state state-' + String(state).toLowerCase(), 'data-state': state }, state);
+}
+
+const terminal = new Set(['DONE', 'DRAINED', 'CANCELLED', 'UPDATED', 'FAILED']);
+
+function jobLink(id, text) { return el('a', { href: '/jobs/' + encodeURIComponent(id) }, text || id); }
+
+/** markLoaded says the page has drawn what it loaded (tests and the benchmark wait for it). */
+function markLoaded() {
+  if (main.dataset.loaded) return;
+  main.dataset.loadedMs = String(Math.round(performance.now()));
+  main.dataset.loaded = 'true';
+}
+
+function showError(where, e) {
+  const msg = e instanceof ApiError ? `${e.code ? e.code + ': ' : ''}${e.message}` : String(e && e.message ? e.message : e);
+  where.replaceChildren(el('p', { class: 'error', role: 'alert' }, msg));
+}
+
+/** poll runs fn now and every refreshMS, one run at a time. */
+function poll(fn) {
+  let running = false;
+  const tick = async () => {
+    if (running) return;
+    running = true;
+    try { await fn(); } finally { running = false; }
+  };
+  const first = tick();
+  return { id: setInterval(tick, refreshMS), first };
+}
+
+/** sourceSteps are the names of the steps that read from outside. */
+function sourceSteps(graph) {
+  return new Set(((graph && graph.steps) || []).filter((s) => !s.inputs || Object.keys(s.inputs).length === 0).map((s) => s.name));
+}
+
+/** jobRates sums what a job's metrics say about its throughput. */
+function throughputOf(job) {
+  const m = job.metrics;
+  if (!m) return undefined;
+  const src = sourceSteps(job.graph);
+  return (m.steps || []).filter((s) => src.has(s.name)).reduce((a, s) => a + (s.throughput_per_second || 0), 0);
+}
+
+// ---- jobs list: / ----
+
+const maxDetails = 50;
+
+async function jobsPage() {
+  const status = params.get('status') || 'all';
+  document.title = 'Jobs · weir';
+  const filters = el('nav', { class: 'filters' }, ...['active', 'terminated', 'all'].map((s) =>
+    el('a', { href: '/?status=' + s, class: s === status ? 'current' : '', 'data-filter': s, 'aria-current': s === status ? 'page' : null }, s)));
+  const body = el('tbody');
+  const table = el('table', { id: 'jobs', class: 'jobs' },
+    el('thead', {}, el('tr', {}, ...['Name', 'Job ID', 'State', 'Type', 'Gen', 'Created', 'Watermark', 'System lag', 'Data freshness', 'Elements/s', 'Last checkpoint', 'Condition'].map((h) => el('th', {}, h)))),
+    body);
+  const msg = el('div', { id: 'jobs-message' });
+  main.replaceChildren(el('h1', {}, 'Jobs'), filters, msg, table);
+  poll(async () => {
+    let list;
+    try {
+      list = await api('GET', '/v1/jobs?status=' + encodeURIComponent(status));
+    } catch (e) { showError(msg, e); return; }
+    msg.replaceChildren();
+    const jobs = list.jobs || [];
+    // The list has no metrics: read them from each active job (the first
+    // maxDetails of them, newest first, to bound the page's requests).
+    let budget = maxDetails;
+    const details = await Promise.all(jobs.map((j) => terminal.has(j.state) || budget-- <= 0 ? Promise.resolve(null) : api('GET', '/v1/jobs/' + encodeURIComponent(j.id)).catch(() => null)));
+    body.replaceChildren(...jobs.map((j, i) => {
+      const d = details[i] || {};
+      const m = d.metrics;
+      return el('tr', { 'data-job-id': j.id, 'data-job-name': j.name, 'data-state': j.state },
+        el('td', {}, jobLink(j.id, j.name)),
+        el('td', { class: 'mono' }, j.id),
+        el('td', {}, stateBadge(j.state)),
+        el('td', {}, j.type || ''),
+        el('td', { class: 'num' }, j.generation),
+        el('td', {}, fmtTime(j.create_time)),
+        el('td', {}, m && m.data_watermark ? fmtTime(m.data_watermark) : '–'),
+        el('td', { class: 'num' }, m ? fmtSeconds(m.system_lag_seconds) : '–'),
+        el('td', { class: 'num' }, m ? fmtSeconds(m.data_watermark_age_seconds) : '–'),
+        el('td', { class: 'num' }, m ? fmtNum(throughputOf(d)) : '–'),
+        el('td', { class: 'num' }, d.last_checkpoint ? fmtSeconds(age(d.last_checkpoint.time)) + ' ago' : '–'),
+        el('td', { class: d.condition ? 'warn' : '' }, d.condition ? `${d.condition.code}: ${d.condition.message}` : (j.error || '')));
+    }));
+    if (jobs.length === 0) body.append(el('tr', {}, el('td', { colspan: 12, class: 'muted' }, `no ${status === 'all' ? '' : status + ' '}jobs`)));
+    markLoaded();
+  });
+}
+
+// ---- job: /jobs/{id_or_name} ----
+
+const charts = [
+  { id: 'throughput', title: 'Throughput (elements/s, sources)', unit: '/s', metrics: ['throughput_per_second', 'elements_per_second', 'throughput'] },
+  { id: 'freshness', title: 'Data freshness (watermark age)', unit: 's', metrics: ['data_watermark_age_seconds', 'data_freshness_seconds', 'watermark_lag_seconds'] },
+  { id: 'system-lag', title: 'System lag', unit: 's', metrics: ['system_lag_seconds'] },
+  { id: 'backlog', title: 'Backlog (elements)', unit: '', metrics: ['backlog_elements'] },
+  { id: 'checkpoint', title: 'Checkpoint duration', unit: 's', metrics: ['checkpoint_duration_seconds'] },
+];
+
+// The charts show the last 24 hours at 2-minute resolution: 720 points a
+// series, about what a 420-pixel chart can show, and small enough for the
+// page's 1 MB budget.
+const historyMS = 24 * 3600e3;
+const historyResolution = '2m';
+
+/** sampleOf is what one poll of a running job adds to its charts. */
+function sampleOf(job) {
+  const m = job.metrics;
+  if (!m || !m.time) return null;
+  const t = Date.parse(m.time);
+  const out = { t, throughput: throughputOf(job), 'system-lag': m.system_lag_seconds };
+  if (m.data_watermark_age_seconds !== undefined) out.freshness = m.data_watermark_age_seconds;
+  if (m.backlog_elements !== undefined) out.backlog = m.backlog_elements;
+  return out;
+}
+
+/** chartSeries is a chart's lines: the server's history, then this page's samples. */
+function chartSeries(c, history, samples) {
+  let series = [];
+  if (history) {
+    const mine = history.filter((s) => c.metrics.includes(s.metric));
+    const job = mine.filter((s) => !s.step);
+    series = (job.length ? job : mine.slice(0, 8)).map((s) => ({ label: s.step || s.metric, points: (s.points || []).filter((p) => Number.isFinite(p[1])) }));
+  }
+  const after = series.reduce((a, s) => Math.max(a, s.points.length ? s.points[s.points.length - 1][0] : -Infinity), -Infinity);
+  const live = samples.filter((s) => s[c.id] !== undefined && s.t > after).map((s) => [s.t, s[c.id]]);
+  if (live.length) {
+    const job = series.find((s) => s.label === c.metrics[0] || s.label === 'job');
+    if (job && series.length === 1) job.points = job.points.concat(live);
+    else series.push({ label: 'job', points: live });
+  }
+  return series;
+}
+
+function timeline(job) {
+  const hist = job.history || [];
+  const start = Date.parse(job.create_time);
+  const end = terminal.has(job.state) ? Date.parse(job.state_time) : Date.now();
+  const span = Math.max(1, end - start);
+  const bar = el('div', { class: 'timeline-bar' });
+  hist.forEach((h, i) => {
+    const t0 = Date.parse(h.time), t1 = i + 1 < hist.length ? Date.parse(hist[i + 1].time) : end;
+    const w = Math.max(0.5, ((t1 - t0) / span) * 100);
+    bar.append(el('span', { class: 'seg state-' + h.state.toLowerCase(), style: null, title: `${h.state} from ${fmtTime(h.time)}`, 'data-width': w.toFixed(2) }, h.state));
+  });
+  // widths through CSSOM: inline style attributes would need 'unsafe-inline'.
+  requestAnimationFrame(() => bar.querySelectorAll('.seg').forEach((s) => { s.style.flexGrow = s.dataset.width; }));
+  const list = el('ol', { class: 'timeline' }, ...hist.map((h) => el('li', { 'data-state': h.state }, stateBadge(h.state), ' ', fmtTime(h.time), h.reason ? el('span', { class: 'muted' }, ' — ' + h.reason) : '')));
+  return [bar, list];
+}
+
+function kv(rows) {
+  return el('table', { class: 'kv' }, el('tbody', {}, ...rows.filter(Boolean).map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)))));
+}
+
+/** confirmAction asks before a drain, cancel or snapshot. */
+function confirmAction(text) {
+  const dlg = document.getElementById('confirm-dialog');
+  document.getElementById('confirm-text').textContent = text;
+  dlg.hidden = false;
+  return new Promise((resolve) => {
+    const done = (v) => { dlg.hidden = true; resolve(v); };
+    document.getElementById('confirm-yes').onclick = () => done(true);
+    document.getElementById('confirm-no').onclick = () => done(false);
+  });
+}
+
+function eventsOf(reply) {
+  if (!reply) return null;
+  return Array.isArray(reply) ? reply : reply.events || [];
+}
+
+async function jobPage(ref) {
+  let job;
+  try {
+    job = await api('GET', '/v1/jobs/' + encodeURIComponent(ref));
+  } catch (e) { showError(main, e); return; }
+  const id = job.id;
+  document.title = `${job.name} · weir`;
+  const model = modelOf(job.graph);
+  const collapsed = new Set();
+  const samples = [];
+  let history = null;
+
+  const head = el('div', { id: 'job-head' });
+  const actions = el('div', { id: 'actions', class: 'actions' });
+  const result = el('div', { id: 'action-result', role: 'status' });
+  const graphBox = el('div', { id: 'graph', class: 'graph-box' });
+  const chartBox = el('div', { id: 'charts', class: 'charts' }, ...charts.map((c) => el('div', { id: 'chart-' + c.id, class: 'chart-box' })));
+  const tl = el('div', { id: 'timeline' });
+  const ckpt = el('div', { id: 'checkpoints' });
+  const snaps = el('div', { id: 'snapshots' });
+  const events = el('div', { id: 'events' });
+  const dead = el('div', { id: 'dead-letters' });
+  const links = el('p', { id: 'job-links', class: 'links' });
+  main.replaceChildren(head, links, actions, result,
+    section('graph-card', 'Pipeline graph', graphBox),
+    section('charts-card', 'Charts', chartBox),
+    section('timeline-card', 'State history', tl),
+    section('checkpoints-card', 'Checkpoints', ckpt),
+    section('dead-letters-card', 'Dead letters', dead),
+    section('snapshots-card', 'Snapshots', snaps),
+    section('events-card', 'Events', events),
+    section('options-card', 'Options', kv(Object.entries(job.options || {}).map(([k, v]) => [k, String(v)]))),
+    section('pipeline-card', 'Pipeline', job.sdk === 'go' ? el('p', {}, `A Go program's job: ${job.program || ''}`) : el('pre', { id: 'pipeline-text' }, job.pipeline || '')));
+
+  for (const [action, label, text] of [
+    ['drain', 'Drain', 'Drain stops reading new input, finishes the data in flight (every open window fires) and ends the job DRAINED.'],
+    ['cancel', 'Cancel', 'Cancel stops the job now; data in flight and open windows are not finished. The job ends CANCELLED.'],
+    ['snapshot', 'Snapshot', 'Take a snapshot of the job (state and source positions), kept 7 days.'],
+  ]) {
+    actions.append(el('button', { id: 'action-' + action, class: action === 'snapshot' ? '' : 'danger', onclick: async () => {
+      if (!(await confirmAction(`${text} Job ${job.name} (${id}).`))) { result.textContent = `${label} not sent.`; return; }
+      try {
+        const r = await api('POST', `/v1/jobs/${encodeURIComponent(id)}:${action}`);
+        result.replaceChildren(el('p', { class: 'ok' }, action === 'snapshot' ? `Snapshot ${r.id} is ${r.state}.` : `${label} requested: the job is ${r.state}.`));
+        refresh();
+      } catch (e) { showError(result, e); }
+    } }, label + '…'));
+  }
+
+  const draw = () => drawGraph(graphBox, model, {
+    metrics: new Map(((job.metrics && job.metrics.steps) || []).map((s) => [s.name, s])),
+    collapsed, onToggle: (c) => { collapsed.has(c) ? collapsed.delete(c) : collapsed.add(c); draw(); },
+  });
+  const drawCharts = () => {
+    for (const c of charts) drawChart(document.getElementById('chart-' + c.id), c.title, chartSeries(c, history, samples), c.unit);
+  };
+
+  let fresh = true; // the job read above is this moment's: the first refresh draws it
+  const refresh = async () => {
+    try {
+      if (!fresh) job = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
+      fresh = false;
+    } catch (e) { showError(result, e); return; }
+    const active = !terminal.has(job.state);
+    head.replaceChildren(el('h1', {}, job.name, ' ', stateBadge(job.state)),
+      kv([['Job ID', el('span', { class: 'mono', id: 'job-id' }, job.id)], ['Type', job.type], ['Generation', String(job.generation)],
+        ['Created', fmtTime(job.create_time)], ['State since', fmtTime(job.state_time)], ['Delivery', job.delivery + (job.delivery_note ? ` (${job.delivery_note})` : '')],
+        job.metrics && ['Data watermark', fmtTime(job.metrics.data_watermark)],
+        job.metrics && ['System lag', fmtSeconds(job.metrics.system_lag_seconds)],
+        job.condition && ['Condition', el('span', { class: 'warn' }, `${job.condition.code}: ${job.condition.message} (since ${fmtTime(job.condition.since)})`)],
+        job.error && ['Error', el('span', { class: 'error' }, job.error)]]));
+    links.replaceChildren(...[el('a', { href: '/lineage/' + encodeURIComponent(job.name), id: 'lineage-link' }, 'Lineage of ' + job.name),
+      active && job.sdk !== 'go' ? [' · ', el('a', { href: `/jobs/${encodeURIComponent(id)}/update`, id: 'preview-link' }, 'Preview an update')] : '',
+      job.replaces_job_id ? [' · replaces ', jobLink(job.replaces_job_id)] : '',
+      job.replaced_by_job_id ? [' · replaced by ', el('a', { href: '/jobs/' + encodeURIComponent(job.replaced_by_job_id), class: 'successor' }, job.replaced_by_job_id)] : '',
+      job.created_from_snapshot_id ? [' · from snapshot ', job.created_from_snapshot_id] : ''].flat());
+    for (const b of actions.querySelectorAll('button')) b.disabled = !active;
+    const s = sampleOf(job);
+    if (active && s && !samples.some((x) => x.t === s.t)) samples.push(s);
+    draw();
+    drawCharts();
+    tl.replaceChildren(...timeline(job));
+    ckpt.replaceChildren(job.last_checkpoint
+      ? kv([['Last checkpoint', `epoch ${job.last_checkpoint.epoch} at ${fmtTime(job.last_checkpoint.time)} (${fmtSeconds(age(job.last_checkpoint.time))} ago)`],
+        ['Checkpointing', job.checkpointing ? 'on' : 'off' + (job.checkpoint_note ? ` (${job.checkpoint_note})` : '')]])
+      : el('p', { class: 'muted' }, job.checkpointing ? 'no checkpoint yet' : `no checkpoints: ${job.checkpoint_note || 'checkpointing is off'}`));
+    dead.replaceChildren(kv([['Dead letters', fmtNum(job.dead_letters)], job.last_dead_letter && ['Latest', el('pre', { class: 'record' }, job.last_dead_letter)]]));
+    if (!active && timer) clearInterval(timer.id);
+  };
+
+  const slow = async () => {
+    const [hist, ev, sn] = await Promise.all([
+      optional(`/v1/jobs/${encodeURIComponent(id)}/metrics:history?from=${Date.now() - historyMS}&to=${Date.now()}&resolution=${historyResolution}`).catch(() => null),
+      optional(`/v1/jobs/${encodeURIComponent(id)}/events`).catch(() => null),
+      api('GET', '/v1/snapshots?job_id=' + encodeURIComponent(id)).catch(() => null)]);
+    history = hist && hist.series ? hist.series : null;
+    drawCharts();
+    const evs = eventsOf(ev);
+    events.replaceChildren(evs === null
+      ? el('p', { class: 'muted' }, 'This server does not serve job events (GET /v1/jobs/{id}/events answered 404).')
+      : evs.length === 0 ? el('p', { class: 'muted' }, 'no events')
+        : el('table', { class: 'events' }, el('tbody', {}, ...evs.slice(-200).reverse().map((e) => el('tr', { class: 'sev-' + String(e.severity || '').toLowerCase(), 'data-type': e.type },
+          el('td', {}, fmtTime(e.time)), el('td', {}, e.severity || ''), el('td', { class: 'mono' }, e.type), el('td', {}, e.message || ''))))));
+    const list = (sn && sn.snapshots) || [];
+    snaps.replaceChildren(list.length === 0 ? el('p', { class: 'muted' }, 'no snapshots') : el('table', {}, el('tbody', {}, ...list.map((x) =>
+      el('tr', {}, el('td', { class: 'mono' }, x.id), el('td', {}, stateBadge(x.state)), el('td', {}, fmtTime(x.creation_time)), el('td', {}, 'expires ' + fmtTime(x.expire_time)), el('td', {}, x.description || ''))))));
+  };
+
+  let timer = null;
+  timer = poll(refresh);
+  let slowRuns = 0;
+  const slowTimer = setInterval(() => { if (slowRuns++ % 5 === 0 || !terminal.has(job.state)) slow(); }, Math.max(refreshMS, 5000));
+  await Promise.all([timer.first, slow()]);
+  markLoaded();
+  window.addEventListener('pagehide', () => clearInterval(slowTimer));
+}
+
+// ---- lineage: /lineage/{name} ----
+
+function howReplaced(job, prev) {
+  if (job.created_from_snapshot_id) return `started from snapshot ${job.created_from_snapshot_id}`;
+  if (!prev) return 'first job of the name';
+  const reasons = (job.history || []).map((h) => h.reason || '').join(' ').toLowerCase();
+  if (reasons.includes('rollback')) return 'rollback';
+  if (job.replaces_job_id === prev.id) {
+    if (prev.state === 'UPDATED') return 'in-place update';
+    if (reasons.includes('parallel')) return 'parallel replacement';
+    return 'stop-and-replace';
+  }
+  return `new run (the previous job ended ${prev.state})`;
+}
+
+function reportView(report) {
+  const rows = [];
+  for (const f of report.errors || []) rows.push(el('tr', { class: 'finding error', 'data-step': f.step, 'data-code': f.code }, el('td', {}, 'refused'), el('td', { class: 'mono' }, f.step), el('td', { class: 'mono' }, f.code), el('td', {}, f.reason), el('td', {}, f.fix || '')));
+  for (const f of report.warnings || []) rows.push(el('tr', { class: 'finding warning', 'data-step': f.step, 'data-code': f.code }, el('td', {}, 'warning'), el('td', { class: 'mono' }, f.step), el('td', { class: 'mono' }, f.code), el('td', {}, f.reason), el('td', {}, f.fix || '')));
+  for (const d of report.dropped_state || []) rows.push(el('tr', { class: 'finding dropped', 'data-step': d.step }, el('td', {}, 'state dropped'), el('td', { class: 'mono' }, d.step), el('td', {}, ''), el('td', {}, d.what), el('td', {}, '')));
+  return el('div', { class: 'report' },
+    el('p', { class: report.compatible ? 'ok' : 'error', 'data-compatible': String(report.compatible) }, report.compatible ? 'Compatible: the new pipeline can take over the state.' : 'Refused: the update would be incompatible.'),
+    rows.length ? el('table', { class: 'findings' }, el('thead', {}, el('tr', {}, ...['', 'Step', 'Code', 'Why', 'Fix'].map((h) => el('th', {}, h)))), el('tbody', {}, ...rows)) : '');
+}
+
+async function lineagePage(name) {
+  document.title = `Lineage of ${name} · weir`;
+  let h;
+  try {
+    h = await api('GET', '/v1/history/' + encodeURIComponent(name));
+  } catch (e) { showError(main, e); return; }
+  const jobs = h.jobs || [];
+  const gens = el('ol', { id: 'generations', class: 'lineage' });
+  jobs.forEach((j, i) => {
+    const prev = i > 0 ? jobs[i - 1] : null;
+    gens.append(el('li', { 'data-job-id': j.id, 'data-generation': j.generation, class: 'generation card' },
+      el('h3', {}, `Generation ${j.generation} `, jobLink(j.id), ' ', stateBadge(j.state)),
+      el('p', {}, el('strong', {}, howReplaced(j, prev)), j.replaces_job_id ? [' of ', jobLink(j.replaces_job_id)] : '', ` · created ${fmtTime(j.create_time)}`),
+      el('ol', { class: 'timeline' }, ...(j.history || []).map((x) => el('li', {}, stateBadge(x.state), ' ', fmtTime(x.time), x.reason ? el('span', { class: 'muted' }, ' — ' + x.reason) : ''))),
+      j.replaced_by_job_id ? el('p', {}, '→ replaced by ', el('a', { class: 'successor', href: '/jobs/' + encodeURIComponent(j.replaced_by_job_id), 'data-successor': j.replaced_by_job_id }, j.replaced_by_job_id)) : ''));
+  });
+  const attempts = el('div', { id: 'attempts' });
+  for (const a of (h.attempts || []).slice().reverse()) {
+    attempts.append(el('div', { class: 'attempt card' },
+      el('h3', {}, fmtTime(a.time), ' · ', a.validate_only ? 'validate-only check' : 'refused update', ' of ', jobLink(a.running_job_id)),
+      reportView(a.report)));
+  }
+  main.replaceChildren(el('h1', {}, 'Lineage of ', name), section('generations-card', `Generations (${jobs.length})`, gens),
+    section('attempts-card', `Update attempts (${(h.attempts || []).length})`, attempts.childElementCount ? attempts : el('p', { class: 'muted' }, 'no refused or validate-only attempts')));
+  markLoaded();
+}
+
+// ---- update preview: /jobs/{id_or_name}/update ----
+
+/** previewMarks computes the marks of both graphs from a report. */
+export function previewMarks(oldModel, newModel, report, mapping) {
+  const oldMarks = new Map(), newMarks = new Map();
+  const newNames = new Set(newModel ? newModel.nodes.map((n) => n.name) : []);
+  const target = new Map();
+  for (const [o, n] of Object.entries(mapping || {})) target.set(o, n);
+  for (const m of report.matches || []) target.set(m.old, m.new);
+  const errs = new Map();
+  for (const f of report.errors || []) (errs.get(f.step) || errs.set(f.step, []).get(f.step)).push(f);
+  const dropped = new Set((report.dropped_state || []).map((d) => d.step));
+  const targetOf = (name) => {
+    if (target.has(name)) return target.get(name);
+    // A step inside a composite (a windowed Combine's "X/Window") follows
+    // its composite when the pasted text names only the composite.
+    const c = compositeOf(name);
+    if (newModel && !newNames.has(name) && c) {
+      const pt = target.has(c) ? target.get(c) : c;
+      if (pt === '') return '';
+      if (newNames.has(pt) || newNames.has(pt + name.slice(c.length))) return pt + name.slice(c.length);
+    }
+    return name;
+  };
+  const inner = (name) => !newNames.has(name) && newNames.has(compositeOf(name));
+  for (const n of oldModel.nodes) {
+    const t = targetOf(n.name);
+    const e = errs.get(n.name);
+    if (e) oldMarks.set(n.name, { mark: 'refused', label: `refused: ${e[0].code}`, note: e.map((f) => `${f.code}: ${f.reason}${f.fix ? '\nfix: ' + f.fix : ''}`).join('\n') });
+    else if (t === '' || (!newNames.has(t) && !inner(t) && newModel)) oldMarks.set(n.name, { mark: 'removed', label: dropped.has(n.name) ? 'removed · state dropped' : 'removed' });
+    else if (t !== n.name) oldMarks.set(n.name, { mark: 'renamed', label: `renamed → ${t}` });
+    else oldMarks.set(n.name, { mark: 'matched', label: n.keyed ? 'matched · state carried' : 'matched' });
+    if (t && newNames.has(t)) {
+      const om = oldMarks.get(n.name);
+      newMarks.set(t, om.mark === 'refused' ? { ...om } : om.mark === 'renamed' ? { mark: 'renamed', label: `renamed from ${n.name}` } : { mark: 'matched', label: om.label });
+    }
+  }
+  for (const n of newModel ? newModel.nodes : []) if (!newMarks.has(n.name)) newMarks.set(n.name, { mark: 'added', label: 'added' });
+  return { oldMarks, newMarks };
+}
+
+async function previewPage(ref) {
+  let job;
+  try {
+    job = await api('GET', '/v1/jobs/' + encodeURIComponent(ref));
+  } catch (e) { showError(main, e); return; }
+  document.title = `Update preview of ${job.name} · weir`;
+  const oldModel = modelOf(job.graph);
+  const text = el('textarea', { id: 'pipeline', rows: 18, spellcheck: 'false' });
+  text.value = job.pipeline || '';
+  const file = el('input', { type: 'file', id: 'pipeline-file', accept: '.yaml,.yml,text/yaml' });
+  file.addEventListener('change', async () => { if (file.files[0]) text.value = await file.files[0].text(); });
+  const mapping = el('input', { id: 'mapping', type: 'text', placeholder: '{"OldStep": "NewStep"}', spellcheck: 'false' });
+  const allow = el('input', { id: 'allow-source-change', type: 'checkbox' });
+  const out = el('div', { id: 'preview-result', role: 'status' });
+  const oldBox = el('div', { id: 'old-graph', class: 'graph-box' });
+  const newBox = el('div', { id: 'new-graph', class: 'graph-box' });
+  drawGraph(oldBox, oldModel);
+  const check = async () => {
+    let map = {};
+    if (mapping.value.trim()) {
+      try { map = JSON.parse(mapping.value); } catch (e) { out.replaceChildren(el('p', { class: 'error' }, `The name mapping is not JSON: ${e.message}`)); return; }
+    }
+    out.replaceChildren(el('p', { class: 'muted' }, 'checking…'));
+    let res;
+    try {
+      res = await api('POST', '/v1/jobs:update', { name: job.name, pipeline: text.value, pipeline_file: job.pipeline_file || undefined, base_dir: job.base_dir,
+        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true }, { allowError: true });
+    } catch (e) { showError(out, e); return; }
+    const body = res && res.body ? res.body : res;
+    if (!body || !body.report) { showError(out, new Error('the server answered without a report')); return; }
+    const parsed = readPipeline(text.value);
+    const { oldMarks, newMarks } = previewMarks(oldModel, parsed.model, body.report, map);
+    drawGraph(oldBox, oldModel, { marks: oldMarks });
+    if (parsed.model) drawGraph(newBox, parsed.model, { marks: newMarks });
+    else newBox.replaceChildren(el('p', { class: 'muted' }, `The new graph cannot be drawn (${parsed.error}); the report above is the server's.`));
+    out.replaceChildren(body.error && body.error.code !== 'INCOMPATIBLE_UPDATE' ? el('p', { class: 'error' }, `${body.error.code}: ${body.error.message}`) : '', reportView(body.report));
+    out.dataset.checked = 'true';
+  };
+  main.replaceChildren(el('h1', {}, 'Update preview of ', jobLink(job.id, job.name)),
+    el('p', { class: 'muted' }, 'Paste or upload the new pipeline: the server checks it against the running job (validate only; nothing changes).'),
+    section('input-card', 'New pipeline', text, el('p', {}, file),
+      el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, allow, ' allow a changed source'),
+      el('p', {}, el('button', { id: 'check', class: 'primary', onclick: check }, 'Check compatibility'))),
+    out,
+    el('div', { class: 'two' }, section('old-card', 'Running job', oldBox), section('new-card', 'New pipeline', newBox)),
+    el('p', { class: 'legend-line' }, ...['matched', 'renamed', 'added', 'removed', 'refused'].map((m) => el('span', { class: 'legend mark-' + m }, m))));
+  markLoaded();
+}
+
+// ---- topics and subscriptions: /topics ----
+
+async function topicsPage() {
+  document.title = 'Topics & subscriptions · weir';
+  const msg = el('div', { id: 'topics-message' });
+  const topics = el('tbody'), subs = el('tbody');
+  main.replaceChildren(el('h1', {}, 'Topics & subscriptions'), msg,
+    section('topics-card', 'Topics', el('table', { id: 'topics' }, el('thead', {}, el('tr', {}, ...['Topic', 'Messages', 'Bytes', 'Publish rate', 'Retention', 'Subscriptions'].map((h) => el('th', {}, h)))), topics)),
+    section('subs-card', 'Subscriptions', el('table', { id: 'subscriptions' }, el('thead', {}, el('tr', {}, ...['Subscription', 'Topic', 'Backlog', 'Ack rate', 'Ack pending', 'Read by', 'Snapshots'].map((h) => el('th', {}, h)))), subs)));
+  const prev = new Map();
+  const rate = (key, v, t) => {
+    const p = prev.get(key);
+    prev.set(key, [v, t]);
+    return p && t > p[1] ? ((v - p[0]) / ((t - p[1]) / 1000)) : undefined;
+  };
+  poll(async () => {
+    let tl, sl;
+    try {
+      [tl, sl] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/subscriptions')]);
+    } catch (e) { showError(msg, e); return; }
+    msg.replaceChildren();
+    const now = Date.now();
+    const [active, snaps] = await Promise.all([
+      api('GET', '/v1/jobs?status=active').then((l) => Promise.all((l.jobs || []).map((j) => api('GET', '/v1/jobs/' + encodeURIComponent(j.id)).catch(() => null)))).catch(() => []),
+      api('GET', '/v1/snapshots').then((r) => r.snapshots || []).catch(() => [])]);
+    const readers = (sub) => active.filter(Boolean).filter((j) => ((j.graph && j.graph.steps) || []).some((s) => s.source && s.source.kind === 'pubsub' &&
+      (s.source.identity === 'subscription/' + sub.name || (s.source.identity === 'topic/' + sub.topic && sub.name.startsWith(j.name)))));
+    topics.replaceChildren(...(tl.topics || []).map((t) => el('tr', { 'data-topic': t.name },
+      el('td', { class: 'mono' }, t.name), el('td', { class: 'num' }, fmtNum(t.messages)), el('td', { class: 'num' }, fmtNum(t.bytes)),
+      el('td', { class: 'num' }, (() => { const r = rate('t/' + t.name, t.last_seq, now); return r === undefined ? '…' : fmtNum(r) + '/s'; })()),
+      el('td', {}, t.retention), el('td', { class: 'num' }, t.subscriptions))));
+    subs.replaceChildren(...(sl.subscriptions || []).map((s) => el('tr', { 'data-subscription': s.name },
+      el('td', { class: 'mono' }, s.name), el('td', { class: 'mono' }, s.topic), el('td', { class: 'num' }, fmtNum(s.backlog)),
+      el('td', { class: 'num' }, (() => { const r = rate('s/' + s.name, s.ack_floor, now); return r === undefined ? '…' : fmtNum(r) + '/s'; })()),
+      el('td', { class: 'num' }, fmtNum(s.num_ack_pending)),
+      el('td', {}, ...readers(s).map((j) => jobLink(j.id, j.name))),
+      el('td', {}, snaps.flatMap((x) => (x.pubsub_metadata || []).filter((m) => m.subscription === s.name).map((m) => `${m.snapshot_name} (job snapshot ${x.id})`)).join(', ')))));
+    markLoaded();
+  });
+}
+
+// ---- router ----
+
+function route() {
+  showAuth();
+  const p = location.pathname;
+  let m;
+  if (p === '/') return jobsPage();
+  if (p === '/topics') return topicsPage();
+  if ((m = /^\/jobs\/([^/]+)\/update$/.exec(p))) return previewPage(decodeURIComponent(m[1]));
+  if ((m = /^\/jobs\/([^/]+)$/.exec(p))) return jobPage(decodeURIComponent(m[1]));
+  if ((m = /^\/lineage\/([^/]+)$/.exec(p))) return lineagePage(decodeURIComponent(m[1]));
+  main.replaceChildren(el('p', { class: 'error' }, `No console page at ${p}: see the jobs at /.`));
+}
+
+route();
