@@ -32,4 +32,8 @@ var (
 	// belongs to another subscription. The checkpoint is not for this
 	// source; start without it or fix the pipeline's subscription.
 	ErrInvalidPosition = errors.New("invalid source position")
+	// ErrPerMessageSubscription: a pipeline was given a subscription that
+	// acknowledges each message on its own (created through the Pub/Sub
+	// gRPC API); pipelines acknowledge cumulatively. Read the topic instead.
+	ErrPerMessageSubscription = errors.New("subscription acknowledges per message")
 )
