@@ -13,7 +13,10 @@
 // directory is made private (0700, files 0600) at every start. See
 // docs/SECURITY.md.
 //
-// It may import service, api, io/pubsub, runner (for the dead-letter hook)
+// It serves Google's Pub/Sub v1 gRPC API (io/pubsub/pubsubgrpc) on
+// Config.PubSubGRPCListen, behind the same tokens.
+//
+// It may import service, api, io/pubsub, io/pubsub/pubsubgrpc, runner (for the dead-letter hook)
 // and the standard library. It knows nothing of the command line, and must
 // not import cmd/weir or weirx.
 package server
