@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
 )
 
@@ -46,7 +47,14 @@ func (p *Process) servePubSubGRPC() error {
 	if p.cfg.PubSubGRPCListen == "" {
 		return nil
 	}
-	opts := pubsubgrpc.Options{Project: p.cfg.PubSubProject, Auth: p.guard, Logger: p.log}
+	limit := func(n int) int {
+		if n == 0 {
+			return api.DefaultMaxObjects
+		}
+		return n
+	}
+	opts := pubsubgrpc.Options{Project: p.cfg.PubSubProject, Auth: p.guard, Logger: p.log,
+		MaxTopics: limit(p.cfg.MaxTopics), MaxSubscriptions: limit(p.cfg.MaxSubscriptions)}
 	if p.cfg.PubSubGRPCTLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(p.cfg.PubSubGRPCTLSCert, p.cfg.PubSubGRPCTLSKey)
 		if err != nil {

@@ -35,6 +35,9 @@
 // created with weir's HTTP API) with FAILED_PRECONDITION naming the job.
 // Both read the same topics, each through its own subscription.
 //
+// Snapshots (CreateSnapshot, Seek to a snapshot) record a subscription's
+// acknowledgement floor in a JetStream key-value bucket.
+//
 // It may import io/pubsub, cloud.google.com/go/pubsub/v2 (for the
 // generated apiv1/pubsubpb protos), google.golang.org/grpc,
 // google.golang.org/protobuf, github.com/nats-io/nats.go (the JetStream

@@ -44,6 +44,23 @@ func (s *Server) CreateTopic(ctx context.Context, t *pubsubpb.Topic) (*pubsubpb.
 		}
 		cfg.Retention = d.AsDuration()
 	}
+	s.creatingTopic.Lock()
+	defer s.creatingTopic.Unlock()
+	if s.opts.MaxTopics > 0 {
+		all, err := s.b.ListTopics(ctx)
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		n := 0
+		for _, t := range all {
+			if !strings.HasPrefix(t.Name, pubsub.DeadLetterTopic("")) {
+				n++
+			}
+		}
+		if n >= s.opts.MaxTopics {
+			return nil, status.Errorf(codes.ResourceExhausted, "the server already has %d topics, its limit (--max-topics %d): delete one first, or restart the server with a higher --max-topics", n, s.opts.MaxTopics)
+		}
+	}
 	info, err := s.b.CreateTopic(ctx, id, cfg)
 	if err != nil {
 		return nil, statusOf(err)

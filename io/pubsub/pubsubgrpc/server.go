@@ -72,6 +72,11 @@ type Options struct {
 	// for FAILED_PRECONDITION messages; nil: derived from weir's naming of
 	// a job's subscriptions (JOB--STEP).
 	JobOfSubscription func(ctx context.Context, sub string) string
+	// MaxTopics and MaxSubscriptions bound the topics (dead-letter topics
+	// not counted) and subscriptions that exist when a client creates one
+	// (RESOURCE_EXHAUSTED past them, naming --max-topics or
+	// --max-subscriptions); 0 or less: no bound.
+	MaxTopics, MaxSubscriptions int
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -89,6 +94,10 @@ type Server struct {
 
 	mu   sync.Mutex
 	subs map[string]*subscription // guarded by mu: by subscription ID
+
+	// creating serialises creations with their limit check (leaves: no
+	// other lock is taken while one is held, but the broker's own).
+	creatingTopic, creatingSub sync.Mutex
 }
 
 // New returns a server over b.

@@ -474,10 +474,10 @@ func TestAdminCallsAndStatusCodes(t *testing.T) {
 		{"delete missing subscription", func() error {
 			return sc.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: subPath("nope")})
 		}, codes.NotFound, "nope"},
-		{"seek to a snapshot", func() error {
+		{"seek to a missing snapshot", func() error {
 			_, err := sc.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("a-1"), Target: &pubsubpb.SeekRequest_Snapshot{Snapshot: "projects/" + project + "/snapshots/x"}})
 			return err
-		}, codes.Unimplemented, "snapshot"},
+		}, codes.NotFound, "snapshot x"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -497,6 +497,21 @@ func TestAdminCallsAndStatusCodes(t *testing.T) {
 	}
 	if _, err := tc.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topicPath("b")}); status.Code(err) != codes.NotFound {
 		t.Fatalf("GetTopic after delete: %v", err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{MaxTopics: 1, MaxSubscriptions: 1})
+	ctx := context.Background()
+	f.topic(t, "a")
+	if _, err := f.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topicPath("b")}); status.Code(err) != codes.ResourceExhausted ||
+		!strings.Contains(err.Error(), "--max-topics 1") {
+		t.Fatalf("a second topic: %v", err)
+	}
+	f.subscription(t, "s", "a", false, 0)
+	if _, err := f.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subPath("s2"), Topic: topicPath("a")}); status.Code(err) != codes.ResourceExhausted ||
+		!strings.Contains(err.Error(), "--max-subscriptions 1") {
+		t.Fatalf("a second subscription: %v", err)
 	}
 }
 
@@ -560,5 +575,92 @@ func TestBearerToken(t *testing.T) {
 		cancel()
 	}); err != nil || got != "x" {
 		t.Fatalf("Receive with the token: %q %v", got, err)
+	}
+}
+
+func TestSnapshotsAndSeekToSnapshot(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{})
+	ctx := context.Background()
+	sc := f.client.SubscriptionAdminClient
+	f.topic(t, "t")
+	f.topic(t, "other")
+	f.subscription(t, "s", "t", false, 0)
+	f.subscription(t, "o", "other", false, 0)
+	p := f.client.Publisher("t")
+	defer p.Stop()
+	publish := func(data ...string) {
+		for _, d := range data {
+			if _, err := p.Publish(ctx, &gpubsub.Message{Data: []byte(d)}).Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish("a", "b")
+	f.receive(t, "s", 2, nil)
+	// The acknowledgements of Receive are sent asynchronously: the
+	// snapshot is taken once the broker has them.
+	if !await.Until(10*time.Second, 10*time.Millisecond, func() bool {
+		info, err := f.b.Subscription(ctx, "s")
+		return err == nil && info.Backlog == 0
+	}) {
+		t.Fatal("a and b were not acknowledged")
+	}
+	snap, err := sc.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/snap", Subscription: subPath("s")})
+	if err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	if snap.GetTopic() != topicPath("t") || time.Until(snap.GetExpireTime().AsTime()) < 6*24*time.Hour {
+		t.Fatalf("snapshot %v", snap)
+	}
+	if _, err := sc.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/snap", Subscription: subPath("s")}); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("CreateSnapshot again: %v", err)
+	}
+	publish("c", "d")
+	if got := datas(f.receive(t, "s", 2, nil)); got != "c,d" {
+		t.Fatalf("got %s", got)
+	}
+	if _, err := sc.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("s"), Target: &pubsubpb.SeekRequest_Snapshot{Snapshot: snap.GetName()}}); err != nil {
+		t.Fatalf("Seek to the snapshot: %v", err)
+	}
+	// What was unacknowledged when the snapshot was taken (c and d came
+	// after it) is delivered again; a and b are not.
+	if got := datas(f.receive(t, "s", 2, nil)); got != "c,d" {
+		t.Fatalf("after seeking to the snapshot: %s", got)
+	}
+	if r, err := sc.Pull(ctx, &pubsubpb.PullRequest{Subscription: subPath("s"), MaxMessages: 10, ReturnImmediately: true}); err != nil || len(r.GetReceivedMessages()) != 0 {
+		t.Fatalf("more after the seek: %v %v", r, err)
+	}
+	if _, err := sc.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("o"), Target: &pubsubpb.SeekRequest_Snapshot{Snapshot: snap.GetName()}}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Seek of another topic's subscription: %v", err)
+	}
+	var names []string
+	it := sc.ListSnapshots(ctx, &pubsubpb.ListSnapshotsRequest{Project: "projects/" + project})
+	for {
+		s, err := it.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, s.GetName())
+	}
+	if strings.Join(names, ",") != snap.GetName() {
+		t.Fatalf("ListSnapshots: %v", names)
+	}
+	var topicSnaps []string
+	tit := f.client.TopicAdminClient.ListTopicSnapshots(ctx, &pubsubpb.ListTopicSnapshotsRequest{Topic: topicPath("t")})
+	for {
+		s, err := tit.Next()
+		if err != nil {
+			break
+		}
+		topicSnaps = append(topicSnaps, s)
+	}
+	if strings.Join(topicSnaps, ",") != snap.GetName() {
+		t.Fatalf("ListTopicSnapshots: %v", topicSnaps)
+	}
+	if err := sc.DeleteSnapshot(ctx, &pubsubpb.DeleteSnapshotRequest{Snapshot: snap.GetName()}); err != nil {
+		t.Fatalf("DeleteSnapshot: %v", err)
+	}
+	if _, err := sc.GetSnapshot(ctx, &pubsubpb.GetSnapshotRequest{Snapshot: snap.GetName()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("GetSnapshot after delete: %v", err)
 	}
 }

@@ -155,6 +155,17 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 	for k, v := range req.GetLabels() {
 		meta[metaLabel+k] = v
 	}
+	s.creatingSub.Lock()
+	defer s.creatingSub.Unlock()
+	if s.opts.MaxSubscriptions > 0 {
+		all, err := s.b.ListSubscriptions(ctx, "")
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		if len(all) >= s.opts.MaxSubscriptions {
+			return nil, status.Errorf(codes.ResourceExhausted, "the server already has %d subscriptions, its limit (--max-subscriptions %d): delete one first, or restart the server with a higher --max-subscriptions", len(all), s.opts.MaxSubscriptions)
+		}
+	}
 	info, err := s.b.CreateSubscription(ctx, id, topic, pubsub.SubscriptionConfig{AckWait: ackWait, PerMessageAck: true, Metadata: meta})
 	if err != nil {
 		return nil, statusOf(err)
@@ -462,31 +473,36 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 	return &emptypb.Empty{}, nil
 }
 
-// Seek implements the Subscriber service for a time: messages published
-// before it count as acknowledged, the others as not (delivered again).
+// Seek implements the Subscriber service. To a time: messages published
+// before it count as acknowledged, the others as not (delivered again). To
+// a snapshot: the messages after the snapshot's acknowledgement floor count
+// as not acknowledged (those acknowledged out of order above the floor
+// when the snapshot was taken are delivered again too).
 func (s *Server) Seek(ctx context.Context, req *pubsubpb.SeekRequest) (*pubsubpb.SeekResponse, error) {
 	sub, err := s.readable(ctx, req.GetSubscription())
 	if err != nil {
 		return nil, err
 	}
-	t := req.GetTime()
-	if t == nil {
-		if req.GetSnapshot() != "" {
-			return nil, status.Errorf(codes.Unimplemented, "seek to a snapshot is not supported by weir's Pub/Sub gRPC API yet: seek to a time")
+	var seq uint64
+	switch t := req.GetTime(); {
+	case t != nil:
+		if err := t.CheckValid(); err != nil {
+			return nil, invalid("seek on %s: time: %v", req.GetSubscription(), err)
 		}
+		if seq, err = s.firstAtOrAfter(ctx, sub, t.AsTime()); err != nil {
+			return nil, err
+		}
+	case req.GetSnapshot() != "":
+		if seq, err = s.seekSnapshot(ctx, sub, req.GetSnapshot()); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, invalid("seek on %s: set time or snapshot", req.GetSubscription())
-	}
-	if err := t.CheckValid(); err != nil {
-		return nil, invalid("seek on %s: time: %v", req.GetSubscription(), err)
-	}
-	seq, err := s.firstAtOrAfter(ctx, sub, t.AsTime())
-	if err != nil {
-		return nil, err
 	}
 	if _, err := s.b.JetStream().ResetConsumerToSequence(ctx, sub.stream, sub.id, seq); err != nil {
 		return nil, statusOf(fmt.Errorf("seeking %s to sequence %d: %w: %w", sub.id, seq, pubsub.ErrUnavailable, err))
 	}
-	s.log.Info("subscription sought", "subscription", sub.id, "time", t.AsTime(), "seq", seq)
+	s.log.Info("subscription sought", "subscription", sub.id, "to_seq", seq)
 	return &pubsubpb.SeekResponse{}, nil
 }
 
