@@ -39,7 +39,7 @@ type fixture struct {
 	client *gpubsub.Client
 }
 
-func start(t *testing.T, opts pubsubgrpc.Options) *fixture {
+func start(t testing.TB, opts pubsubgrpc.Options) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -78,14 +78,14 @@ func start(t *testing.T, opts pubsubgrpc.Options) *fixture {
 func topicPath(id string) string { return "projects/" + project + "/topics/" + id }
 func subPath(id string) string   { return "projects/" + project + "/subscriptions/" + id }
 
-func (f *fixture) topic(t *testing.T, id string) {
+func (f *fixture) topic(t testing.TB, id string) {
 	t.Helper()
 	if _, err := f.client.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topicPath(id)}); err != nil {
 		t.Fatalf("CreateTopic %s: %v", id, err)
 	}
 }
 
-func (f *fixture) subscription(t *testing.T, id, topic string, ordered bool, ackSecs int32) {
+func (f *fixture) subscription(t testing.TB, id, topic string, ordered bool, ackSecs int32) {
 	t.Helper()
 	_, err := f.client.SubscriptionAdminClient.CreateSubscription(context.Background(), &pubsubpb.Subscription{
 		Name: subPath(id), Topic: topicPath(topic), EnableMessageOrdering: ordered, AckDeadlineSeconds: ackSecs})
@@ -309,6 +309,19 @@ func TestOrderingKeys(t *testing.T) {
 	}
 }
 
+// settled waits until the broker has every acknowledgement of sub (the
+// client sends them asynchronously, possibly after Receive returned).
+func (f *fixture) settled(t testing.TB, sub string) {
+	t.Helper()
+	if !await.Until(20*time.Second, 10*time.Millisecond, func() bool {
+		info, err := f.b.Subscription(context.Background(), sub)
+		return err == nil && info.Backlog == 0
+	}) {
+		info, err := f.b.Subscription(context.Background(), sub)
+		t.Fatalf("subscription %s still has a backlog: %+v %v", sub, info, err)
+	}
+}
+
 // datas returns the messages' data, sorted, comma-separated.
 func datas(ms []*gpubsub.Message) string {
 	out := make([]string, len(ms))
@@ -333,6 +346,7 @@ func TestSeekToTime(t *testing.T) {
 	}
 	publish("old")
 	f.receive(t, "s", 1, nil)
+	f.settled(t, "s")
 	// The broker's publish times have nanosecond resolution: a mark
 	// between two publishes separates them.
 	mark := time.Now()
@@ -342,6 +356,7 @@ func TestSeekToTime(t *testing.T) {
 	if got := datas(f.receive(t, "s", 2, nil)); got != "new1,new2" {
 		t.Fatalf("got %s", got)
 	}
+	f.settled(t, "s")
 	// Seek back to the mark: new1 and new2 count as unacknowledged again,
 	// old stays acknowledged.
 	if _, err := f.client.SubscriptionAdminClient.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("s"),
@@ -351,6 +366,7 @@ func TestSeekToTime(t *testing.T) {
 	if got := datas(f.receive(t, "s", 2, nil)); got != "new1,new2" {
 		t.Fatalf("after seek: %s", got)
 	}
+	f.settled(t, "s")
 	// Seek to the beginning: all three.
 	if _, err := f.client.SubscriptionAdminClient.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("s"),
 		Target: &pubsubpb.SeekRequest_Time{Time: timestamppb.New(time.Unix(0, 0))}}); err != nil {
@@ -597,14 +613,7 @@ func TestSnapshotsAndSeekToSnapshot(t *testing.T) {
 	}
 	publish("a", "b")
 	f.receive(t, "s", 2, nil)
-	// The acknowledgements of Receive are sent asynchronously: the
-	// snapshot is taken once the broker has them.
-	if !await.Until(10*time.Second, 10*time.Millisecond, func() bool {
-		info, err := f.b.Subscription(ctx, "s")
-		return err == nil && info.Backlog == 0
-	}) {
-		t.Fatal("a and b were not acknowledged")
-	}
+	f.settled(t, "s") // the snapshot is taken once the broker has the acknowledgements
 	snap, err := sc.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/snap", Subscription: subPath("s")})
 	if err != nil {
 		t.Fatalf("CreateSnapshot: %v", err)
@@ -619,6 +628,7 @@ func TestSnapshotsAndSeekToSnapshot(t *testing.T) {
 	if got := datas(f.receive(t, "s", 2, nil)); got != "c,d" {
 		t.Fatalf("got %s", got)
 	}
+	f.settled(t, "s")
 	if _, err := sc.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("s"), Target: &pubsubpb.SeekRequest_Snapshot{Snapshot: snap.GetName()}}); err != nil {
 		t.Fatalf("Seek to the snapshot: %v", err)
 	}
