@@ -222,7 +222,10 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
 			}
 			p.mu.Unlock()
-			if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs}); err != nil {
+			// The properties tell Google's clients to hand messages of one
+			// ordering key to the application one at a time, in order.
+			props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
+			if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
 				ids := make([]string, len(msgs))
 				for i, rm := range msgs {
 					ids[i] = rm.GetAckId()

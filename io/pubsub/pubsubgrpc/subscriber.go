@@ -33,6 +33,7 @@ type subscription struct {
 	id, topic, stream string
 	cons              jetstream.Consumer
 	perMessage        bool
+	ordered           bool // enable_message_ordering
 	ackWait           time.Duration
 }
 
@@ -51,7 +52,8 @@ func (s *Server) lookup(ctx context.Context, id string) (*subscription, error) {
 	stream, _ := pubsub.TopicStream(topic)
 	ci := cons.CachedInfo()
 	sub = &subscription{id: id, topic: topic, stream: stream, cons: cons,
-		perMessage: ci.Config.AckPolicy == jetstream.AckExplicitPolicy, ackWait: ci.Config.AckWait}
+		perMessage: ci.Config.AckPolicy == jetstream.AckExplicitPolicy, ordered: ci.Config.Metadata[metaOrdering] == "true",
+		ackWait: ci.Config.AckWait}
 	s.mu.Lock()
 	s.subs[id] = sub
 	s.mu.Unlock()
