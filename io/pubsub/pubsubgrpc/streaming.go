@@ -162,7 +162,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if err := checkAckIDs(p.sub, ids); err != nil {
 			return err
 		}
-		if err := p.s.modAck(ctx, ids, d); err != nil {
+		if err := p.s.modAck(ctx, p.sub, ids, d); err != nil {
 			return err
 		}
 		if d == 0 {
@@ -230,7 +230,7 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				for i, rm := range msgs {
 					ids[i] = rm.GetAckId()
 				}
-				_ = p.s.nak(ids, 0)
+				_ = p.s.nak(p.sub, ids, 0)
 				go nakRest(batch)
 				return nil
 			}
@@ -239,7 +239,7 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				for i, rm := range msgs {
 					ids[i] = rm.GetAckId()
 				}
-				_ = p.s.nak(ids, p.deadline) // the stream's deadline, not the subscription's
+				_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
 			}
 		case <-ctx.Done():
 			go nakRest(batch)
