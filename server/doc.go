@@ -14,9 +14,11 @@
 // docs/SECURITY.md.
 //
 // It serves the web console (package console) beside the API, its pages
-// behind a guard of their own that asks no token.
+// behind a guard of their own that asks no token, and Google's Pub/Sub v1
+// gRPC API (io/pubsub/pubsubgrpc) on Config.PubSubGRPCListen, behind the
+// same tokens.
 //
-// It may import service, api, console, io/pubsub, runner (for the
-// dead-letter hook) and the standard library. It knows nothing of the
-// command line, and must not import cmd/weir or weirx.
+// It may import service, api, console, io/pubsub, io/pubsub/pubsubgrpc,
+// runner (for the dead-letter hook) and the standard library. It knows
+// nothing of the command line, and must not import cmd/weir or weirx.
 package server

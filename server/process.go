@@ -18,6 +18,7 @@ import (
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/console"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
 )
@@ -87,6 +88,17 @@ type Config struct {
 	// topics and the subscriptions clients may create (api.Limits); 0
 	// takes api.DefaultMaxObjects, a negative value is no limit.
 	MaxJobs, MaxTopics, MaxSubscriptions int
+
+	// PubSubGRPCListen is the address of Google's Pub/Sub v1 gRPC API over
+	// the broker (package pubsubgrpc; `weir server` defaults to
+	// DefaultPubSubGRPCListen); "": not served. A busy port is a warning. An
+	// address beyond loopback needs PubSubGRPCTLSCert/Key and a token.
+	PubSubGRPCListen string
+	// PubSubProject, when set, is the only project ID the gRPC API accepts.
+	PubSubProject string
+	// PubSubGRPCTLSCert and PubSubGRPCTLSKey are PEM files: the gRPC API
+	// serves TLS with them.
+	PubSubGRPCTLSCert, PubSubGRPCTLSKey string
 }
 
 // Stop says why Wait returned.
@@ -118,6 +130,8 @@ type Process struct {
 	srv    *http.Server
 	gate   gate
 	guard  *api.Guard
+	grpc   *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
+	grpcLn net.Listener
 	// token is the token this start generated (GenerateAuthToken), "" if
 	// none was generated.
 	token string
@@ -160,6 +174,9 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, fmt.Errorf("resolving the data directory: %w", err)
 	}
 	if err := checkAuthConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkPubSubGRPCConfig(cfg); err != nil {
 		return nil, err
 	}
 	p := &Process{cfg: cfg, log: cfg.Logger, dir: dir, lock: cfg.Lock, serveErr: make(chan error, 1), released: make(chan struct{})}
@@ -311,6 +328,9 @@ func (p *Process) Serve() error {
 	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
 	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
+	if err := p.servePubSubGRPC(); err != nil {
+		return err
+	}
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}
 	if err := writeControlFile(p.dir, c); err != nil {
@@ -378,6 +398,7 @@ func (p *Process) release(ctx context.Context) error {
 func (p *Process) stopBackends(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		var errs []error
+		p.stopPubSubGRPC(ctx)
 		if p.svc != nil {
 			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 			if err := p.svc.Close(jctx); err != nil {

@@ -20,7 +20,9 @@
 // --generate-auth-token, --auth-exempt, --allowed-hosts), and a build started
 // with --update authenticates its release call with --token, --token-file,
 // $WEIR_TOKEN, its --auth-token-file or DATA_DIR/auth-token (see
-// docs/SECURITY.md).
+// docs/SECURITY.md). Like weir server, a program serves Google's Pub/Sub
+// gRPC API on --pubsub-grpc-listen (default 127.0.0.1:8085; a busy port is
+// a warning), limited to --pubsub-project when set (docs/PUBSUB.md).
 //
 // It may import weir (the SDK root package), server, service, api, compat,
 // io/sqlsink, row, github.com/spf13/pflag and the standard library; nothing

@@ -113,6 +113,8 @@ type flags struct {
 	token              string
 	tokenFile          string
 	fromSnapshot       string
+	pubsubGRPCListen   string
+	pubsubProject      string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -139,6 +141,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names")
 	fs.StringVar(&f.token, "token", "", "with --update: the running process's bearer token (default: --token-file, $WEIR_TOKEN, --auth-token-file, DATA-DIR/"+server.AuthTokenFileName+")")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --update: file holding the running process's bearer token")
+	fs.StringVar(&f.pubsubGRPCListen, "pubsub-grpc-listen", server.DefaultPubSubGRPCListen, "address of Google's Pub/Sub v1 gRPC API over the broker (PUBSUB_EMULATOR_HOST); '' turns it off; a busy port is a warning")
+	fs.StringVar(&f.pubsubProject, "pubsub-project", "", "the only project ID the Pub/Sub gRPC API accepts (default: any)")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -277,7 +281,7 @@ func (pr *program) run(ctx context.Context) error {
 	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
 		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
-		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts})
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject})
 	if errors.Is(err, server.ErrAuthRequired) {
 		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
 	}

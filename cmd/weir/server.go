@@ -31,6 +31,10 @@ type serverFlags struct {
 	maxJobs            int
 	maxTopics          int
 	maxSubscriptions   int
+	pubsubGRPCListen   string
+	pubsubProject      string
+	pubsubGRPCTLSCert  string
+	pubsubGRPCTLSKey   string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -68,6 +72,7 @@ changes. See docs/SECURITY.md.`,
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
 	addAuthFlags(fl, &f)
+	addPubSubGRPCFlags(fl, &f)
 	return cmd
 }
 
@@ -85,7 +90,8 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
-		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions)})
+		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
+		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey})
 	if errors.Is(err, server.ErrAuthRequired) {
 		return withCode(ExitUsage, err)
 	}
@@ -107,6 +113,9 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	}
 	fmt.Fprintf(e.stdout, "weir server listening on %s (data dir %s)\n", p.Address(), p.DataDir())
 	e.logger.Info("weir server started", "listen", p.Address(), "data_dir", p.DataDir())
+	if a := p.PubSubGRPCAddress(); a != "" {
+		fmt.Fprintf(e.stderr, "weir: Pub/Sub gRPC API on %s (Google's clients: PUBSUB_EMULATOR_HOST=%s)\n", a, a)
+	}
 	why, runErr := p.Wait(sigCtx)
 	if why == server.StopContext && sigCtx.Err() != nil {
 		e.logger.Info("shutting down: checkpointing every job")
@@ -140,4 +149,13 @@ func nonZero(n int) int {
 		return -1
 	}
 	return n
+}
+
+// addPubSubGRPCFlags declares the flags of the Pub/Sub gRPC API (shared
+// with Go programs, package weirx, which declare the same names).
+func addPubSubGRPCFlags(fl *pflag.FlagSet, f *serverFlags) {
+	fl.StringVar(&f.pubsubGRPCListen, "pubsub-grpc-listen", server.DefaultPubSubGRPCListen, "address of Google's Pub/Sub v1 gRPC API over the broker (PUBSUB_EMULATOR_HOST for Google's clients); '' turns it off; a busy port is a warning")
+	fl.StringVar(&f.pubsubProject, "pubsub-project", "", "the only project ID the Pub/Sub gRPC API accepts (default: any)")
+	fl.StringVar(&f.pubsubGRPCTLSCert, "pubsub-grpc-tls-cert", "", "PEM certificate of the Pub/Sub gRPC API (with --pubsub-grpc-tls-key; required beyond loopback)")
+	fl.StringVar(&f.pubsubGRPCTLSKey, "pubsub-grpc-tls-key", "", "PEM private key of the Pub/Sub gRPC API")
 }

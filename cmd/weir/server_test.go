@@ -48,7 +48,8 @@ func startServerArgs(t *testing.T, dataDir string, extra ...string) *serverProc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, append([]string{"server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info"}, extra...)...)
+	cmd := exec.Command(exe, append([]string{"server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info",
+		"--pubsub-grpc-listen", "127.0.0.1:0"}, extra...)...)
 	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()

@@ -58,4 +58,8 @@ var (
 	// ErrSnapshotTopicMismatch: a seek to a snapshot of another topic's
 	// subscription. Seek to a snapshot of the same topic.
 	ErrSnapshotTopicMismatch = errors.New("snapshot belongs to another topic")
+	// ErrPerMessageSubscription: a pipeline was given a subscription that
+	// acknowledges each message on its own (created through the Pub/Sub
+	// gRPC API); pipelines acknowledge cumulatively. Read the topic instead.
+	ErrPerMessageSubscription = errors.New("subscription acknowledges per message")
 )

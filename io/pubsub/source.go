@@ -329,6 +329,9 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	if from != nil {
 		seq = from.StreamSeq + 1
 	}
+	if err := s.b.refusePerMessage(ctx, stream, cfg.Step, cfg.Subscription, topic); err != nil {
+		return nil, err
+	}
 	if err := s.b.rewind(ctx, stream, cfg.Subscription, seq); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}

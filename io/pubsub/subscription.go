@@ -31,6 +31,15 @@ type SubscriptionConfig struct {
 	// pauses at the cap until acknowledgements arrive. Default -1: no cap
 	// (cumulative acknowledgements at checkpoints leave many in flight).
 	MaxAckPending int
+	// PerMessageAck makes the subscription acknowledge each message on its
+	// own (JetStream AckExplicit), as Google's Pub/Sub API does, instead of
+	// cumulatively. The Pub/Sub gRPC API creates its subscriptions so;
+	// pipelines refuse to read them (they acknowledge cumulatively at
+	// checkpoints). Default false.
+	PerMessageAck bool
+	// Metadata is stored with the subscription (JetStream consumer
+	// metadata), e.g. the Pub/Sub API's ordering flag and labels.
+	Metadata map[string]string
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -60,6 +69,11 @@ type SubscriptionInfo struct {
 	Delivered uint64        `json:"delivered"`
 	AckWait   time.Duration `json:"ack_wait"`
 	Created   time.Time     `json:"created"`
+	// PerMessageAck reports a subscription that acknowledges each message
+	// on its own (SubscriptionConfig.PerMessageAck).
+	PerMessageAck bool `json:"per_message_ack,omitempty"`
+	// Metadata is what SubscriptionConfig.Metadata stored.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo {
@@ -73,6 +87,8 @@ func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo
 		Delivered:     ci.Delivered.Stream,
 		AckWait:       ci.Config.AckWait,
 		Created:       ci.Created,
+		PerMessageAck: ci.Config.AckPolicy == jetstream.AckExplicitPolicy,
+		Metadata:      ci.Config.Metadata,
 	}
 }
 
@@ -111,6 +127,10 @@ func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg
 		MaxDeliver:    -1,
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      cfg.Metadata,
+	}
+	if cfg.PerMessageAck {
+		cc.AckPolicy = jetstream.AckExplicitPolicy
 	}
 	if !cfg.FromBeginning {
 		// DeliverByStartSequence rather than DeliverNew: a subscription can
@@ -296,6 +316,7 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 	}
 	var out []Message
 	var last jetstream.Msg
+	var earlier []jetstream.Msg // before last, for a per-message subscription
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -307,6 +328,14 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 					if err := last.DoubleAck(ctx); err != nil {
 						return out, apiErr("acknowledging messages of "+sub, err)
 					}
+					if c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy {
+						// One by one (a subscription of the Pub/Sub gRPC API).
+						for _, m := range earlier {
+							if err := m.DoubleAck(ctx); err != nil {
+								return out, apiErr("acknowledging messages of "+sub, err)
+							}
+						}
+					}
 				}
 				return out, nil
 			}
@@ -315,6 +344,9 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 				return out, err
 			}
 			out = append(out, msg)
+			if last != nil {
+				earlier = append(earlier, last)
+			}
 			last = m
 		case <-ctx.Done():
 			return out, fmt.Errorf("pulling from %s: %w", sub, ctx.Err())

@@ -1,0 +1,249 @@
+package pubsubgrpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// streamFetchWait bounds one pull request of a streaming pull to the
+// broker: messages are sent as they arrive, and a new request follows.
+const streamFetchWait = time.Second
+
+// StreamingPull implements the Subscriber service: it sends messages as
+// they arrive, at most max_outstanding_messages unacknowledged at a time
+// (an unacknowledged message stops counting once its deadline passes), and
+// takes acknowledgements and deadline changes on the same stream. Messages
+// fetched but not sent when the stream ends are delivered again at once.
+func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	sub, err := s.readable(ctx, first.GetSubscription())
+	if err != nil {
+		return err
+	}
+	dl := sub.ackWait
+	if secs := first.GetStreamAckDeadlineSeconds(); secs != 0 {
+		if secs < 10 || secs > 600 {
+			return invalid("stream_ack_deadline_seconds %d: want 10 to 600", secs)
+		}
+		dl = time.Duration(secs) * time.Second
+	}
+	sp := &streamPull{s: s, sub: sub, deadline: dl, max: int(first.GetMaxOutstandingMessages()),
+		outstanding: make(map[string]time.Time), changed: make(chan struct{}, 1)}
+	if sp.max <= 0 {
+		sp.max = DefaultMaxOutstanding
+	}
+	if err := sp.handle(ctx, first); err != nil {
+		return err
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err == nil {
+				err = sp.handle(ctx, req)
+			}
+			if err != nil {
+				recvErr <- err
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-ctx.Done():
+			return nil
+		default:
+		}
+		room := sp.room(time.Now())
+		if room <= 0 {
+			select {
+			case <-sp.changed:
+			case <-time.After(time.Second): // deadlines pass
+			case err := <-recvErr:
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		batch, err := sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
+		if err != nil {
+			return s.fetchStatus(sub, err)
+		}
+		if err := sp.forward(ctx, stream, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// streamPull is the state of one streaming pull.
+type streamPull struct {
+	s        *Server
+	sub      *subscription
+	deadline time.Duration // of each message sent, until modified
+	max      int
+
+	mu          sync.Mutex
+	outstanding map[string]time.Time // guarded by mu: ack ID -> deadline
+	changed     chan struct{}        // a slot freed
+}
+
+// room says how many more messages may be sent now.
+func (p *streamPull) room(now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, d := range p.outstanding {
+		if now.After(d) {
+			delete(p.outstanding, id)
+		}
+	}
+	return p.max - len(p.outstanding)
+}
+
+func (p *streamPull) free(ids []string) {
+	p.mu.Lock()
+	for _, id := range ids {
+		delete(p.outstanding, id)
+	}
+	p.mu.Unlock()
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// handle applies a request's acknowledgements and deadline changes.
+func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequest) error {
+	if len(req.GetModifyDeadlineAckIds()) != len(req.GetModifyDeadlineSeconds()) {
+		return invalid("modify_deadline_ack_ids (%d) and modify_deadline_seconds (%d) differ in length",
+			len(req.GetModifyDeadlineAckIds()), len(req.GetModifyDeadlineSeconds()))
+	}
+	if ids := req.GetAckIds(); len(ids) > 0 {
+		if err := checkAckIDs(p.sub, ids); err != nil {
+			return err
+		}
+		if err := p.s.ack(ctx, ids); err != nil {
+			return err
+		}
+		p.free(ids)
+	}
+	byDeadline := map[int32][]string{}
+	for i, id := range req.GetModifyDeadlineAckIds() {
+		secs := req.GetModifyDeadlineSeconds()[i]
+		byDeadline[secs] = append(byDeadline[secs], id)
+	}
+	now := time.Now()
+	for secs, ids := range byDeadline {
+		d, err := deadline(secs)
+		if err != nil {
+			return err
+		}
+		if err := checkAckIDs(p.sub, ids); err != nil {
+			return err
+		}
+		if err := p.s.modAck(ctx, p.sub, ids, d); err != nil {
+			return err
+		}
+		if d == 0 {
+			p.free(ids)
+			continue
+		}
+		p.mu.Lock()
+		for _, id := range ids {
+			if _, ok := p.outstanding[id]; ok {
+				p.outstanding[id] = now.Add(d)
+			}
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// forward sends a fetch's messages as they arrive, in order. When the
+// stream ends, the rest are delivered again at once.
+func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch) error {
+	for {
+		select {
+		case m, ok := <-batch.Messages():
+			if !ok {
+				if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+					return p.s.fetchStatus(p.sub, err)
+				}
+				return nil
+			}
+			rm, err := received(m)
+			if err != nil {
+				_ = m.Nak()
+				return status.Error(codes.Internal, err.Error())
+			}
+			msgs := []*pubsubpb.ReceivedMessage{rm}
+			// And whatever else has arrived already, in one response.
+		more:
+			for len(msgs) < 100 {
+				select {
+				case m, ok := <-batch.Messages():
+					if !ok {
+						break more
+					}
+					rm, err := received(m)
+					if err != nil {
+						_ = m.Nak()
+						break more
+					}
+					msgs = append(msgs, rm)
+				default:
+					break more
+				}
+			}
+			now := time.Now()
+			p.mu.Lock()
+			for _, rm := range msgs {
+				p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
+			}
+			p.mu.Unlock()
+			// The properties tell Google's clients to hand messages of one
+			// ordering key to the application one at a time, in order.
+			props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
+			if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
+				ids := make([]string, len(msgs))
+				for i, rm := range msgs {
+					ids[i] = rm.GetAckId()
+				}
+				_ = p.s.nak(p.sub, ids, 0)
+				go nakRest(batch)
+				return nil
+			}
+			if p.deadline != p.sub.ackWait {
+				ids := make([]string, len(msgs))
+				for i, rm := range msgs {
+					ids[i] = rm.GetAckId()
+				}
+				_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
+			}
+		case <-ctx.Done():
+			go nakRest(batch)
+			return nil
+		}
+	}
+}

@@ -1,0 +1,548 @@
+package pubsubgrpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/weir-dev/weir/io/pubsub"
+)
+
+// Metadata keys this API stores with its subscriptions.
+const (
+	metaAPI      = "pubsub.api"
+	metaOrdering = "pubsub.enable_message_ordering"
+	metaLabel    = "pubsub.label."
+)
+
+// subscription is what calls need of a subscription, cached by ID.
+type subscription struct {
+	id, topic, stream string
+	cons              jetstream.Consumer
+	perMessage        bool
+	ordered           bool // enable_message_ordering
+	ackWait           time.Duration
+}
+
+// lookup returns subscription id, from the cache or the broker.
+func (s *Server) lookup(ctx context.Context, id string) (*subscription, error) {
+	s.mu.Lock()
+	sub, ok := s.subs[id]
+	s.mu.Unlock()
+	if ok {
+		return sub, nil
+	}
+	topic, cons, err := s.b.SubscriptionConsumer(ctx, id)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	stream, _ := pubsub.TopicStream(topic)
+	ci := cons.CachedInfo()
+	sub = &subscription{id: id, topic: topic, stream: stream, cons: cons,
+		perMessage: ci.Config.AckPolicy == jetstream.AckExplicitPolicy, ordered: ci.Config.Metadata[metaOrdering] == "true",
+		ackWait: ci.Config.AckWait}
+	s.mu.Lock()
+	s.subs[id] = sub
+	s.mu.Unlock()
+	return sub, nil
+}
+
+func (s *Server) forget(id string) {
+	s.mu.Lock()
+	delete(s.subs, id)
+	s.mu.Unlock()
+}
+
+func (s *Server) forgetTopic(topic string) {
+	s.mu.Lock()
+	for id, sub := range s.subs {
+		if sub.topic == topic {
+			delete(s.subs, id)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// readable returns subscription id for pulling and acknowledging: it must
+// acknowledge per message (see the package documentation).
+func (s *Server) readable(ctx context.Context, name string) (*subscription, error) {
+	_, id, err := s.parseName("subscription", name, kindSubscriptions)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := s.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sub.perMessage {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"subscription %s acknowledges cumulatively at checkpoints (%s), and this API acknowledges each message: "+
+				"create a subscription of topic %s through the Pub/Sub API (or `weir subscriptions create`'s per-message counterpart) and pull from it",
+			id, s.reader(ctx, id), sub.topic)
+	}
+	return sub, nil
+}
+
+// reader words who reads a cumulative subscription.
+func (s *Server) reader(ctx context.Context, id string) string {
+	job := ""
+	if s.opts.JobOfSubscription != nil {
+		job = s.opts.JobOfSubscription(ctx, id)
+	} else if j, _, ok := strings.Cut(id, "--"); ok {
+		job = j
+	}
+	if job != "" {
+		return "it is read by weir job " + job
+	}
+	return "it was created with weir's HTTP API or CLI"
+}
+
+// CreateSubscription implements the Subscriber service.
+func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscription) (*pubsubpb.Subscription, error) {
+	project, id, err := s.parseName("name", req.GetName(), kindSubscriptions)
+	if err != nil {
+		return nil, err
+	}
+	_, topic, err := s.parseName("topic", req.GetTopic(), kindTopics)
+	if err != nil {
+		return nil, err
+	}
+	unsupported := ""
+	switch {
+	case req.GetPushConfig().GetPushEndpoint() != "":
+		unsupported = "push_config (push delivery)"
+	case req.GetBigqueryConfig() != nil:
+		unsupported = "bigquery_config"
+	case req.GetCloudStorageConfig() != nil:
+		unsupported = "cloud_storage_config"
+	case req.GetBigtableConfig() != nil:
+		unsupported = "bigtable_config"
+	case req.GetFilter() != "":
+		unsupported = "filter"
+	case req.GetDeadLetterPolicy() != nil:
+		unsupported = "dead_letter_policy"
+	case req.GetRetryPolicy() != nil:
+		unsupported = "retry_policy"
+	case req.GetEnableExactlyOnceDelivery():
+		unsupported = "enable_exactly_once_delivery"
+	case req.GetDetached():
+		unsupported = "detached"
+	case len(req.GetMessageTransforms()) > 0:
+		unsupported = "message_transforms"
+	}
+	if unsupported != "" {
+		return nil, invalid("subscription %s: %s is not supported by weir", req.GetName(), unsupported)
+	}
+	ackWait := DefaultAckDeadline
+	if secs := req.GetAckDeadlineSeconds(); secs != 0 {
+		ackWait = time.Duration(secs) * time.Second
+		if ackWait < DefaultAckDeadline || ackWait > MaxAckDeadline {
+			return nil, invalid("subscription %s: ack_deadline_seconds %d: want 10 to 600", req.GetName(), secs)
+		}
+	}
+	meta := map[string]string{metaAPI: "v1", metaOrdering: strconv.FormatBool(req.GetEnableMessageOrdering())}
+	for k, v := range req.GetLabels() {
+		meta[metaLabel+k] = v
+	}
+	s.creatingSub.Lock()
+	defer s.creatingSub.Unlock()
+	if s.opts.MaxSubscriptions > 0 {
+		all, err := s.b.ListSubscriptions(ctx, "")
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		if len(all) >= s.opts.MaxSubscriptions {
+			return nil, status.Errorf(codes.ResourceExhausted, "the server already has %d subscriptions, its limit (--max-subscriptions %d): delete one first, or restart the server with a higher --max-subscriptions", len(all), s.opts.MaxSubscriptions)
+		}
+	}
+	info, err := s.b.CreateSubscription(ctx, id, topic, pubsub.SubscriptionConfig{AckWait: ackWait, PerMessageAck: true, Metadata: meta})
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	s.forget(id)
+	return s.subscriptionProto(ctx, project, info), nil
+}
+
+func (s *Server) subscriptionProto(ctx context.Context, project string, info pubsub.SubscriptionInfo) *pubsubpb.Subscription {
+	p := &pubsubpb.Subscription{
+		Name:                  subName(project, info.Name),
+		Topic:                 topicName(project, info.Topic),
+		AckDeadlineSeconds:    int32(info.AckWait / time.Second),
+		EnableMessageOrdering: info.Metadata[metaOrdering] == "true",
+		RetainAckedMessages:   true, // topics keep messages by age, acknowledged or not
+		ExpirationPolicy:      &pubsubpb.ExpirationPolicy{},
+		State:                 pubsubpb.Subscription_ACTIVE,
+	}
+	for k, v := range info.Metadata {
+		if l, ok := strings.CutPrefix(k, metaLabel); ok {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[l] = v
+		}
+	}
+	if t, err := s.b.Topic(ctx, info.Topic); err == nil {
+		p.MessageRetentionDuration = durationpb.New(t.Retention)
+		p.TopicMessageRetentionDuration = durationpb.New(t.Retention)
+	}
+	return p
+}
+
+// GetSubscription implements the Subscriber service.
+func (s *Server) GetSubscription(ctx context.Context, req *pubsubpb.GetSubscriptionRequest) (*pubsubpb.Subscription, error) {
+	project, id, err := s.parseName("subscription", req.GetSubscription(), kindSubscriptions)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.b.Subscription(ctx, id)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	return s.subscriptionProto(ctx, project, info), nil
+}
+
+// ListSubscriptions implements the Subscriber service: every
+// subscription, by name (weir's cumulative ones included).
+func (s *Server) ListSubscriptions(ctx context.Context, req *pubsubpb.ListSubscriptionsRequest) (*pubsubpb.ListSubscriptionsResponse, error) {
+	project, err := s.parseProject("project", req.GetProject())
+	if err != nil {
+		return nil, err
+	}
+	all, err := s.b.ListSubscriptions(ctx, "")
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	items, next := page(all, func(i pubsub.SubscriptionInfo) string { return i.Name }, req.GetPageSize(), req.GetPageToken())
+	resp := &pubsubpb.ListSubscriptionsResponse{NextPageToken: next}
+	for _, i := range items {
+		resp.Subscriptions = append(resp.Subscriptions, s.subscriptionProto(ctx, project, i))
+	}
+	return resp, nil
+}
+
+// DeleteSubscription implements the Subscriber service.
+func (s *Server) DeleteSubscription(ctx context.Context, req *pubsubpb.DeleteSubscriptionRequest) (*emptypb.Empty, error) {
+	_, id, err := s.parseName("subscription", req.GetSubscription(), kindSubscriptions)
+	if err != nil {
+		return nil, err
+	}
+	s.forget(id)
+	if err := s.b.DeleteSubscription(ctx, id); err != nil {
+		return nil, statusOf(err)
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// Pull implements the Subscriber service: it returns the messages
+// available now, up to max_messages, waiting up to Options.PullWait for a
+// first one unless return_immediately.
+func (s *Server) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb.PullResponse, error) {
+	sub, err := s.readable(ctx, req.GetSubscription())
+	if err != nil {
+		return nil, err
+	}
+	max := int(req.GetMaxMessages())
+	if max <= 0 {
+		return nil, invalid("pull from %s: max_messages must be positive", req.GetSubscription())
+	}
+	resp := &pubsubpb.PullResponse{}
+	got, err := s.fetch(ctx, sub, max, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) == 0 && !req.GetReturnImmediately() {
+		wait := s.opts.PullWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl)-100*time.Millisecond)
+		}
+		if wait > 0 {
+			if got, err = s.fetch(ctx, sub, 1, wait); err != nil {
+				return nil, err
+			}
+			if len(got) == 1 && max > 1 {
+				more, err := s.fetch(ctx, sub, max-1, 0)
+				if err != nil {
+					return nil, err
+				}
+				got = append(got, more...)
+			}
+		}
+	}
+	resp.ReceivedMessages = got
+	return resp, nil
+}
+
+// fetch pulls up to n messages of sub, waiting up to wait for them (0: the
+// ones available now).
+func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.Duration) ([]*pubsubpb.ReceivedMessage, error) {
+	var batch jetstream.MessageBatch
+	var err error
+	if wait <= 0 {
+		batch, err = sub.cons.FetchNoWait(n)
+	} else {
+		batch, err = sub.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	}
+	if err != nil {
+		return nil, s.fetchStatus(sub, err)
+	}
+	var out []*pubsubpb.ReceivedMessage
+	for {
+		select {
+		case m, ok := <-batch.Messages():
+			if !ok {
+				if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+					return out, s.fetchStatus(sub, err)
+				}
+				return out, nil
+			}
+			rm, err := received(m)
+			if err != nil {
+				_ = m.Nak()
+				return out, status.Error(codes.Internal, err.Error())
+			}
+			out = append(out, rm)
+		case <-ctx.Done():
+			go nakRest(batch)
+			for _, rm := range out { // not returned: deliver them again now
+				_ = s.b.Conn().Publish(rm.GetAckId(), []byte("-NAK"))
+			}
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func (s *Server) fetchStatus(sub *subscription, err error) error {
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		s.forget(sub.id)
+		return status.Errorf(codes.NotFound, "subscription %s does not exist", sub.id)
+	}
+	return statusOf(fmt.Errorf("pulling from %s: %w: %w", sub.id, pubsub.ErrUnavailable, err))
+}
+
+// nakRest delivers again, at once, what a fetch abandoned got.
+func nakRest(batch jetstream.MessageBatch) {
+	for m := range batch.Messages() {
+		_ = m.Nak()
+	}
+}
+
+// received converts a JetStream message; its ack ID is its reply subject.
+func received(m jetstream.Msg) (*pubsubpb.ReceivedMessage, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("reading message metadata: %w", err)
+	}
+	pm := &pubsubpb.PubsubMessage{
+		Data:        m.Data(),
+		MessageId:   strconv.FormatUint(md.Sequence.Stream, 10),
+		PublishTime: timestamppb.New(md.Timestamp),
+	}
+	for k, v := range m.Headers() {
+		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+			continue
+		}
+		if k == OrderingKeyAttribute {
+			pm.OrderingKey = v[0]
+			continue
+		}
+		if pm.Attributes == nil {
+			pm.Attributes = make(map[string]string, len(m.Headers()))
+		}
+		pm.Attributes[k] = v[0]
+	}
+	return &pubsubpb.ReceivedMessage{AckId: m.Reply(), Message: pm}, nil
+}
+
+// checkAckIDs refuses ack IDs that are not deliveries of sub: an ack ID is
+// the reply subject of a delivery, $JS.ACK.<stream>.<consumer>.… (or, with
+// a domain and account, $JS.ACK.<domain>.<account>.<stream>.<consumer>.…).
+func checkAckIDs(sub *subscription, ids []string) error {
+	for _, id := range ids {
+		rest, ok := strings.CutPrefix(id, "$JS.ACK.")
+		tok := strings.Split(rest, ".")
+		switch {
+		case ok && len(tok) == 7 && tok[0] == sub.stream && tok[1] == sub.id:
+		case ok && len(tok) >= 10 && tok[2] == sub.stream && tok[3] == sub.id:
+		default:
+			return invalid("ack ID %.80q is not one of subscription %s's", id, sub.id)
+		}
+	}
+	return nil
+}
+
+// ack acknowledges the deliveries ids, and waits until the broker has them.
+func (s *Server) ack(ctx context.Context, ids []string) error {
+	nc := s.b.Conn()
+	for _, id := range ids {
+		if err := nc.Publish(id, []byte("+ACK")); err != nil {
+			return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
+		}
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
+	}
+	return nil
+}
+
+// modAck sets the deadline of the deliveries ids to d from now (0:
+// deliver them again at once), and waits until the broker has the changes.
+func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d time.Duration) error {
+	if err := s.nak(sub, ids, d); err != nil {
+		return err
+	}
+	if err := s.b.Conn().FlushWithContext(ctx); err != nil {
+		return statusOf(fmt.Errorf("modifying ack deadlines: %w: %w", pubsub.ErrUnavailable, err))
+	}
+	return nil
+}
+
+// nak sends the deadline changes of modAck without waiting: a NAK with a
+// delay keeps a delivery pending and moves its deadline to d from now; a
+// deadline of the subscription's ack wait is a progress report (+WPI),
+// which the broker handles much faster (no timer reset).
+func (s *Server) nak(sub *subscription, ids []string, d time.Duration) error {
+	body := []byte("-NAK")
+	if d == sub.ackWait {
+		body = []byte("+WPI")
+	} else if d > 0 {
+		opt, _ := json.Marshal(struct {
+			Delay time.Duration `json:"delay"`
+		}{d})
+		body = append([]byte("-NAK "), opt...)
+	}
+	nc := s.b.Conn()
+	for _, id := range ids {
+		if err := nc.Publish(id, body); err != nil {
+			return statusOf(fmt.Errorf("modifying ack deadlines: %w: %w", pubsub.ErrUnavailable, err))
+		}
+	}
+	return nil
+}
+
+func deadline(secs int32) (time.Duration, error) {
+	if secs < 0 || time.Duration(secs)*time.Second > MaxAckDeadline {
+		return 0, invalid("ack deadline %ds: want 0 to 600", secs)
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+// Acknowledge implements the Subscriber service.
+func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeRequest) (*emptypb.Empty, error) {
+	sub, err := s.readable(ctx, req.GetSubscription())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetAckIds()) == 0 {
+		return nil, invalid("acknowledge on %s: no ack_ids", req.GetSubscription())
+	}
+	if err := checkAckIDs(sub, req.GetAckIds()); err != nil {
+		return nil, err
+	}
+	if err := s.ack(ctx, req.GetAckIds()); err != nil {
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// ModifyAckDeadline implements the Subscriber service.
+func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckDeadlineRequest) (*emptypb.Empty, error) {
+	sub, err := s.readable(ctx, req.GetSubscription())
+	if err != nil {
+		return nil, err
+	}
+	d, err := deadline(req.GetAckDeadlineSeconds())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetAckIds()) == 0 {
+		return nil, invalid("modify ack deadline on %s: no ack_ids", req.GetSubscription())
+	}
+	if err := checkAckIDs(sub, req.GetAckIds()); err != nil {
+		return nil, err
+	}
+	if err := s.modAck(ctx, sub, req.GetAckIds(), d); err != nil {
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// Seek implements the Subscriber service. To a time: messages published
+// before it count as acknowledged, the others as not (delivered again). To
+// a snapshot: the messages after the snapshot's acknowledgement floor count
+// as not acknowledged (those acknowledged out of order above the floor
+// when the snapshot was taken are delivered again too).
+func (s *Server) Seek(ctx context.Context, req *pubsubpb.SeekRequest) (*pubsubpb.SeekResponse, error) {
+	sub, err := s.readable(ctx, req.GetSubscription())
+	if err != nil {
+		return nil, err
+	}
+	var seq uint64
+	switch t := req.GetTime(); {
+	case t != nil:
+		if err := t.CheckValid(); err != nil {
+			return nil, invalid("seek on %s: time: %v", req.GetSubscription(), err)
+		}
+		if seq, err = s.firstAtOrAfter(ctx, sub, t.AsTime()); err != nil {
+			return nil, err
+		}
+	case req.GetSnapshot() != "":
+		if seq, err = s.seekSnapshot(ctx, sub, req.GetSnapshot()); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid("seek on %s: set time or snapshot", req.GetSubscription())
+	}
+	if _, err := s.b.JetStream().ResetConsumerToSequence(ctx, sub.stream, sub.id, seq); err != nil {
+		return nil, statusOf(fmt.Errorf("seeking %s to sequence %d: %w: %w", sub.id, seq, pubsub.ErrUnavailable, err))
+	}
+	s.log.Info("subscription sought", "subscription", sub.id, "to_seq", seq)
+	return &pubsubpb.SeekResponse{}, nil
+}
+
+// firstAtOrAfter returns the stream sequence of sub's topic's first
+// message published at or after t, or the next sequence if there is none.
+func (s *Server) firstAtOrAfter(ctx context.Context, sub *subscription, t time.Time) (uint64, error) {
+	req, _ := json.Marshal(struct {
+		StartTime time.Time `json:"start_time"`
+	}{t.UTC()})
+	reply, err := s.b.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+sub.stream, req)
+	if err != nil {
+		return 0, statusOf(fmt.Errorf("seeking %s: %w: %w", sub.id, pubsub.ErrUnavailable, err))
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return 0, status.Errorf(codes.Internal, "seeking %s: reading the broker's answer: %v", sub.id, err)
+	}
+	if resp.Message != nil {
+		return resp.Message.Seq, nil
+	}
+	if resp.Error != nil && resp.Error.Code != 404 {
+		return 0, status.Errorf(codes.Internal, "seeking %s: %s", sub.id, resp.Error.Description)
+	}
+	info, err := s.b.Topic(ctx, sub.topic)
+	if err != nil {
+		return 0, statusOf(err)
+	}
+	return info.LastSeq + 1, nil
+}
