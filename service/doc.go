@@ -13,7 +13,8 @@
 //
 // It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
 // duration, io/pubsub (only for the subscription name a topic source reads,
-// to tell which jobs use a topic or subscription),
+// to tell which jobs use a topic or subscription), io/sqlsink (only for
+// its errors' codes),
 // weir (the SDK root package, whose pipelines yamlpipe builds) and the
 // standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
 // the store's file system that tests replace). It must not import api,

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -96,7 +98,11 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly})
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%w", err)
+		code := CodeInvalidPipeline
+		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
+			code = errcode.SQLIdentifierTooLong
+		}
+		return nil, errorf(code, "%w", err)
 	}
 	if err := p.Err(); err != nil {
 		return nil, errorf(CodeInvalidPipeline, "%s: %w", j.PipelineFile, err)
