@@ -115,6 +115,9 @@ type Process struct {
 	broker *pubsub.Broker
 	svc    *service.Service
 	srv    *http.Server
+	// endStreams ends the API's event follow streams (api.Server.EndStreams),
+	// which would hold a release or a shutdown open; nil before listening.
+	endStreams func()
 	gate   gate
 	guard  *api.Guard
 	// token is the token this start generated (GenerateAuthToken), "" if
@@ -299,6 +302,8 @@ func (p *Process) Serve() error {
 	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
 	// cut long requests (a release waits for every job's checkpoint).
 	p.srv = &http.Server{Handler: p.guard.Wrap(p.gate.wrap(h)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	p.endStreams = h.EndStreams
+	p.srv.RegisterOnShutdown(h.EndStreams)
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}
@@ -352,6 +357,9 @@ func (p *Process) Close(ctx context.Context) error {
 // checkpointed and the data directory freed.
 func (p *Process) release(ctx context.Context) error {
 	p.log.Info("a new build takes the data directory over: checkpointing every job and releasing it")
+	if p.endStreams != nil {
+		p.endStreams()
+	}
 	p.gate.close()
 	err := p.stopBackends(ctx)
 	select {

@@ -319,6 +319,8 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		return
 	}
 	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
+	s.emit(snap.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", snap.ID, sb.Size),
+		map[string]any{"snapshot_id": snap.ID, "disk_size_bytes": sb.Size})
 }
 
 func (s *Service) logSnapshotFailed(id, reason string) {
@@ -350,6 +352,8 @@ func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
 		return nil, internalf("recording snapshot %s as failed: %w", id, err)
 	}
 	s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
+	s.emitLocked(snap.SourceJobID, EventSnapshotFailed, SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
+		map[string]any{"snapshot_id": id, "reason": reason})
 	return snap, nil
 }
 
