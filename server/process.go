@@ -118,8 +118,8 @@ type Process struct {
 	// endStreams ends the API's event follow streams (api.Server.EndStreams),
 	// which would hold a release or a shutdown open; nil before listening.
 	endStreams func()
-	gate   gate
-	guard  *api.Guard
+	gate       gate
+	guard      *api.Guard
 	// token is the token this start generated (GenerateAuthToken), "" if
 	// none was generated.
 	token string
