@@ -20,7 +20,9 @@ func TestCLIJobsLogs(t *testing.T) {
 	cliCase{wantCode: ExitOK, wantStdout: []string{"INFO", "state_changed", "job is PENDING", "job moved from PENDING to RUNNING: execution started"}}.check(t, r)
 
 	followed := make(chan cliResult, 1)
-	go func() { followed <- runCLI(t, work, "jobs", "logs", "sums", "--follow", "--format", "json", "--server", srv.url) }()
+	go func() {
+		followed <- runCLI(t, work, "jobs", "logs", "sums", "--follow", "--format", "json", "--server", srv.url)
+	}()
 	cliCase{wantCode: ExitOK}.check(t, srv.cli(work, "jobs", "drain", "sums"))
 	r = <-followed
 	cliCase{wantCode: ExitOK}.check(t, r)
