@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -111,4 +112,64 @@ func TestEventTypesDocumented(t *testing.T) {
 			t.Errorf("EventTypes lacks %s", typ)
 		}
 	}
+}
+
+// eventTypes returns the types of job id's events, oldest first.
+func eventTypes(t *testing.T, s *Service, id string) []EventType {
+	t.Helper()
+	evs, err := s.readEvents(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []EventType
+	for _, ev := range evs {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+// TestUpdateAndSnapshotEvents: a refused, a validate-only and an in-place
+// update, and a snapshot, are events of the jobs they concern.
+func TestUpdateAndSnapshotEvents(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	old := submitCheckpointed(t, s, base)
+	ctx := context.Background()
+	renamed := strings.Replace(strings.Replace(streamingYAML, "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals", 1)
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); ErrorCode(err) != CodeIncompatible {
+		t.Fatalf("renaming without a mapping: %v", err)
+	}
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}, ValidateOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := res.Job
+	got := eventTypes(t, s, old.ID)
+	want := []EventType{EventStateChanged, EventStateChanged, EventUpdateRefused, EventUpdateValidated, EventStateChanged, EventUpdateSucceeded}
+	if !slices.Equal(got, want) {
+		t.Errorf("old job's events %v, want %v", got, want)
+	}
+	evs, _ := s.readEvents(old.ID, 0, 0)
+	if d := evs[2].Details; d["problems"].(float64) < 1 || d["errors"] == nil {
+		t.Errorf("refused update's details %v", d)
+	}
+	snap, err := s.CreateSnapshot(ctx, SnapshotRequest{Job: "sums"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = s.WaitSnapshot(ctx, snap.ID); err != nil || snap.State != SnapshotReady {
+		t.Fatalf("snapshot %+v, %v", snap, err)
+	}
+	got = eventTypes(t, s, nj.ID)
+	want = []EventType{EventStateChanged, EventUpdateSucceeded, EventSnapshotCreated}
+	if !slices.Equal(got, want) {
+		t.Errorf("new job's events %v, want %v", got, want)
+	}
+	if _, err := s.Cancel(ctx, "sums"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, nj.ID, StateCancelled)
 }

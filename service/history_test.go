@@ -2,8 +2,11 @@ package service
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -59,8 +62,8 @@ func TestHistorySeriesCap(t *testing.T) {
 	for _, sr := range h.series {
 		bytes += 8 * (len(sr.fine.vals) + len(sr.coarse.vals))
 	}
-	if bytes > HistoryBytesPerJob || HistoryBytesPerJob != 5_529_600 {
-		t.Errorf("history values take %d bytes; the documented cap is %d (docs/METRICS.md: 5,529,600)", bytes, HistoryBytesPerJob)
+	if bytes != MaxHistorySeries*HistorySeriesBytes || HistorySeriesBytes != 17_280 || HistoryBytesPerJob != 6_291_456 {
+		t.Errorf("history values take %d bytes, cap %d (docs/METRICS.md: 17,280 bytes a series, 6 MiB a job)", bytes, HistoryBytesPerJob)
 	}
 }
 
@@ -171,5 +174,78 @@ func TestMetricsHistoryTiers(t *testing.T) {
 	}
 	if got := historyPoints(t, s, j.ID, "Events", HistElementsIn, HistoryCoarseResolution); len(got) < 2 || math.IsNaN(got[0][1]) {
 		t.Errorf("a cancelled job's coarse tier: %v", got)
+	}
+}
+
+// TestHistoryMemoryWithinCap fills the history of a pipeline at the series
+// cap (50 steps with 6 series each, the job's 7, and 13 more) with 24 hours
+// (1 min samples, then 5 s samples for the last hour) and checks that its
+// heap stays within HistoryBytesPerJob, and that the job-wide series of
+// the day fit the console's 1 MB payload.
+func TestHistoryMemoryWithinCap(t *testing.T) {
+	stepMetrics := []string{HistElementsIn, HistElementsOut, HistThroughput, HistSystemLag, HistWatermarkAge, HistBacklogElements}
+	jobMetrics := []string{HistSystemLag, HistElementsPerSecond, HistDeadLetters, HistWatermarkAge, HistBacklogElements, HistCheckpointDuration, HistCheckpointSizeBytes}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	h := newJobHistory()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	steps := make([]string, 50)
+	for i := range steps {
+		steps[i] = fmt.Sprintf("Step%02d/Transform", i)
+	}
+	var times []time.Time
+	for k := range 23 * 60 {
+		times = append(times, start.Add(time.Duration(k)*time.Minute))
+	}
+	for k := range 720 {
+		times = append(times, start.Add(23*time.Hour+time.Duration(k)*HistoryFineResolution))
+	}
+	for k, now := range times {
+		v := float64(k) * 1234.5
+		for _, st := range steps {
+			for _, m := range stepMetrics {
+				h.add(now, st, m, v)
+			}
+		}
+		for _, m := range jobMetrics {
+			h.add(now, "", m, v)
+		}
+		for i := range MaxHistorySeries - len(steps)*len(stepMetrics) - len(jobMetrics) {
+			h.add(now, "Extra", fmt.Sprint("metric", i), v)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	used := int64(ms.HeapAlloc) - int64(before)
+	runtime.KeepAlive(h)
+	if len(h.series) != MaxHistorySeries {
+		t.Fatalf("%d series", len(h.series))
+	}
+	t.Logf("history of 50 steps, 24 h: %d series, %d bytes of heap (cap %d)", len(h.series), used, HistoryBytesPerJob)
+	if used > HistoryBytesPerJob {
+		t.Errorf("the history takes %d bytes of heap, over its documented cap of %d", used, HistoryBytesPerJob)
+	}
+	// The answer for the job's own series over the day, as the API sends it.
+	out := History{Series: []HistorySeries{}}
+	all := History{Series: []HistorySeries{}}
+	end := start.Add(24 * time.Hour)
+	from, to := start.UnixMilli()/60000, end.UnixMilli()/60000
+	for k, sr := range h.series {
+		s := HistorySeries{Step: k.step, Metric: k.metric, Points: sr.coarse.points(from, to)}
+		all.Series = append(all.Series, s)
+		if k.step == "Extra" {
+			continue
+		}
+		if k.step == "" {
+			out.Series = append(out.Series, s)
+		}
+	}
+	jb, _ := json.Marshal(out)
+	ab, _ := json.Marshal(all)
+	t.Logf("24 h at 1 min: the job's 7 series %d bytes, all %d series %d bytes", len(jb), len(all.Series), len(ab))
+	if len(jb) > 1<<20 {
+		t.Errorf("the job's own series of a day take %d bytes, over 1 MB", len(jb))
 	}
 }
