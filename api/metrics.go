@@ -1,64 +1,103 @@
 package api
 
 import (
+	"math"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-dev/weir/service"
 )
 
+// MetricDef documents one metric of GET /metrics (docs/METRICS.md lists
+// the same; a test checks both against a scrape).
+type MetricDef struct {
+	Name   string
+	Type   string // counter, gauge or histogram
+	Labels []string
+	Help   string
+}
+
+var (
+	jobLabels  = []string{"job_id", "job_name"}
+	stepLabels = []string{"job_id", "job_name", "step"}
+)
+
+// The metrics of GET /metrics, with Dataflow's meanings (see
+// service.JobMetrics). Indices into metricDefs name them in Collect.
+const (
+	mJobs = iota
+	mJobSystemLag
+	mJobWMAge
+	mJobBacklog
+	mJobBacklogBytes
+	mJobBacklogTime
+	mJobDeadLetters
+	mStepIn
+	mStepOut
+	mStepProduced
+	mStepRejects
+	mStepDropped
+	mStepWatermark
+	mStepWMAge
+	mStepThroughput
+	mStepSystemLag
+	mStepBacklog
+	mStepTimers
+	mStepTimersPending
+	mCheckpointDuration
+	mCheckpointSize
+)
+
+var metricDefs = []MetricDef{
+	mJobs:            {"weir_jobs", "gauge", []string{"state", "type"}, "Number of jobs known to the service, by state and type."},
+	mJobSystemLag:    {"weir_job_system_lag_seconds", "gauge", jobLabels, "Largest system lag of the job's steps: approximately the longest time an element has been waiting (Dataflow's system lag)."},
+	mJobWMAge:        {"weir_job_data_watermark_age_seconds", "gauge", jobLabels, "Now minus the job's data watermark, the minimum watermark of its sources (Dataflow's data freshness)."},
+	mJobBacklog:      {"weir_job_backlog_elements", "gauge", jobLabels, "Unread elements of the job's sources that report a backlog."},
+	mJobBacklogBytes: {"weir_job_backlog_bytes", "gauge", jobLabels, "Estimated size of the unread elements of the job's sources that report one."},
+	mJobBacklogTime:  {"weir_job_estimated_backlog_processing_time_seconds", "gauge", jobLabels, "Backlog elements divided by the sources' current throughput: the time to read the backlog at the current rate (+Inf while nothing is read)."},
+	mJobDeadLetters:  {"weir_job_dead_letters_total", "counter", jobLabels, "Rejects of steps without an error output sent to the dead-letter topic (or counted)."},
+	mStepIn:          {"weir_step_elements_in_total", "counter", stepLabels, "Elements the step consumed."},
+	mStepOut:         {"weir_step_elements_out_total", "counter", stepLabels, "Elements the step produced (the same as weir_step_elements_produced_total)."},
+	mStepProduced:    {"weir_step_elements_produced_total", "counter", stepLabels, "Elements the step produced (Dataflow's ElementCount of the step's output)."},
+	mStepRejects:     {"weir_step_rejects_total", "counter", stepLabels, "Elements the step rejected."},
+	mStepDropped:     {"weir_step_dropped_late_elements_total", "counter", stepLabels, "Elements dropped because they were later than the allowed lateness."},
+	mStepWatermark:   {"weir_step_watermark_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
+	mStepWMAge:       {"weir_step_data_watermark_age_seconds", "gauge", stepLabels, "Now minus the step's output watermark."},
+	mStepThroughput:  {"weir_step_throughput_elements_per_second", "gauge", stepLabels, "Elements consumed per second over the last sampling interval."},
+	mStepSystemLag:   {"weir_step_system_lag_seconds", "gauge", stepLabels, "Approximately the longest time an element has been waiting for the step."},
+	mStepBacklog:     {"weir_step_backlog_elements", "gauge", stepLabels, "Unread elements of a source step, when it reports them."},
+	mStepTimers:      {"weir_step_pending_timers", "gauge", stepLabels, "Timers set and not yet fired, of keyed steps (the same as weir_step_timers_pending)."},
+	mStepTimersPending: {"weir_step_timers_pending", "gauge", stepLabels,
+		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
+	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
+	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
+}
+
+// MetricDefs returns the metrics GET /metrics exports.
+func MetricDefs() []MetricDef {
+	out := make([]MetricDef, len(metricDefs))
+	copy(out, metricDefs)
+	return out
+}
+
 // collector exports the service's metrics at scrape time: per job and per
 // step, with Dataflow's meanings (see service.JobMetrics).
 type collector struct {
-	svc *service.Service
-
-	jobs           *prometheus.Desc
-	jobSystemLag   *prometheus.Desc
-	jobWMAge       *prometheus.Desc
-	jobBacklog     *prometheus.Desc
-	jobDeadLetters *prometheus.Desc
-	stepIn         *prometheus.Desc
-	stepOut        *prometheus.Desc
-	stepRejects    *prometheus.Desc
-	stepDropped    *prometheus.Desc
-	stepWatermark  *prometheus.Desc
-	stepWMAge      *prometheus.Desc
-	stepThroughput *prometheus.Desc
-	stepSystemLag  *prometheus.Desc
-	stepBacklog    *prometheus.Desc
-	stepTimers     *prometheus.Desc
+	svc   *service.Service
+	descs []*prometheus.Desc
 }
 
 func newCollector(svc *service.Service) *collector {
-	job := []string{"job_id", "job_name"}
-	step := []string{"job_id", "job_name", "step"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
+	c := &collector{svc: svc}
+	for _, d := range metricDefs {
+		c.descs = append(c.descs, prometheus.NewDesc(d.Name, d.Help, d.Labels, nil))
 	}
-	return &collector{
-		svc:            svc,
-		jobs:           d("weir_jobs", "Number of jobs known to the service, by state and type.", []string{"state", "type"}),
-		jobSystemLag:   d("weir_job_system_lag_seconds", "Largest system lag of the job's steps: approximately the longest time an element has been waiting.", job),
-		jobWMAge:       d("weir_job_data_watermark_age_seconds", "Now minus the job's data watermark (the minimum watermark of its sources).", job),
-		jobBacklog:     d("weir_job_backlog_elements", "Unread elements of the job's sources that report a backlog.", job),
-		jobDeadLetters: d("weir_job_dead_letters_total", "Rejects of steps without an error output sent to the dead-letter topic (or counted).", job),
-		stepIn:         d("weir_step_elements_in_total", "Elements the step consumed.", step),
-		stepOut:        d("weir_step_elements_out_total", "Elements the step produced.", step),
-		stepRejects:    d("weir_step_rejects_total", "Elements the step rejected.", step),
-		stepDropped:    d("weir_step_dropped_late_elements_total", "Elements dropped because they were later than the allowed lateness.", step),
-		stepWatermark:  d("weir_step_watermark_seconds", "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only).", step),
-		stepWMAge:      d("weir_step_data_watermark_age_seconds", "Now minus the step's output watermark.", step),
-		stepThroughput: d("weir_step_throughput_elements_per_second", "Elements consumed per second over the last sampling interval.", step),
-		stepSystemLag:  d("weir_step_system_lag_seconds", "Approximately the longest time an element has been waiting for the step.", step),
-		stepBacklog:    d("weir_step_backlog_elements", "Unread elements of a source step, when it reports them.", step),
-		stepTimers:     d("weir_step_pending_timers", "Timers set and not yet fired, when the runner reports them.", step),
-	}
+	return c
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.jobs, c.jobSystemLag, c.jobWMAge, c.jobBacklog, c.jobDeadLetters,
-		c.stepIn, c.stepOut, c.stepRejects, c.stepDropped, c.stepWatermark, c.stepWMAge, c.stepThroughput,
-		c.stepSystemLag, c.stepBacklog, c.stepTimers} {
+	for _, d := range c.descs {
 		ch <- d
 	}
 }
@@ -75,42 +114,62 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counts[key{j.State, j.Type}]++
 		}
 		for k, n := range counts {
-			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n), k.state.String(), string(k.typ))
+			ch <- prometheus.MustNewConstMetric(c.descs[mJobs], prometheus.GaugeValue, float64(n), k.state.String(), string(k.typ))
 		}
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	gauge := func(m int, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[m], prometheus.GaugeValue, v, labels...)
 	}
-	counter := func(d *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	counter := func(m int, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.descs[m], prometheus.CounterValue, float64(v), labels...)
 	}
+	names := map[string]string{}
 	for j, m := range c.svc.RunningMetrics() {
-		gauge(c.jobSystemLag, m.SystemLagSeconds, j.ID, j.Name)
+		names[j.ID] = j.Name
+		gauge(mJobSystemLag, m.SystemLagSeconds, j.ID, j.Name)
 		if m.DataWatermarkAgeSeconds != nil {
-			gauge(c.jobWMAge, *m.DataWatermarkAgeSeconds, j.ID, j.Name)
+			gauge(mJobWMAge, *m.DataWatermarkAgeSeconds, j.ID, j.Name)
 		}
 		if m.BacklogElements != nil {
-			gauge(c.jobBacklog, float64(*m.BacklogElements), j.ID, j.Name)
+			gauge(mJobBacklog, float64(*m.BacklogElements), j.ID, j.Name)
+			est := math.Inf(1)
+			if m.EstimatedBacklogProcessingTimeSeconds != nil {
+				est = *m.EstimatedBacklogProcessingTimeSeconds
+			}
+			gauge(mJobBacklogTime, est, j.ID, j.Name)
 		}
-		counter(c.jobDeadLetters, m.DeadLetters, j.ID, j.Name)
+		if m.BacklogBytes != nil {
+			gauge(mJobBacklogBytes, float64(*m.BacklogBytes), j.ID, j.Name)
+		}
+		counter(mJobDeadLetters, m.DeadLetters, j.ID, j.Name)
 		for _, st := range m.Steps {
 			l := []string{j.ID, j.Name, st.Name}
-			counter(c.stepIn, st.ElementsIn, l...)
-			counter(c.stepOut, st.ElementsOut, l...)
-			counter(c.stepRejects, st.Rejects, l...)
-			counter(c.stepDropped, st.DroppedLateElements, l...)
-			gauge(c.stepThroughput, st.ThroughputPerSecond, l...)
-			gauge(c.stepSystemLag, st.SystemLagSeconds, l...)
+			counter(mStepIn, st.ElementsIn, l...)
+			counter(mStepOut, st.ElementsOut, l...)
+			counter(mStepProduced, st.ElementsOut, l...)
+			counter(mStepRejects, st.Rejects, l...)
+			counter(mStepDropped, st.DroppedLateElements, l...)
+			gauge(mStepThroughput, st.ThroughputPerSecond, l...)
+			gauge(mStepSystemLag, st.SystemLagSeconds, l...)
 			if st.DataWatermarkAgeSeconds != nil && st.WatermarkMillis != nil {
-				gauge(c.stepWatermark, float64(*st.WatermarkMillis)/1000, l...)
-				gauge(c.stepWMAge, *st.DataWatermarkAgeSeconds, l...)
+				gauge(mStepWatermark, float64(*st.WatermarkMillis)/1000, l...)
+				gauge(mStepWMAge, *st.DataWatermarkAgeSeconds, l...)
 			}
 			if st.BacklogElements != nil {
-				gauge(c.stepBacklog, float64(*st.BacklogElements), l...)
+				gauge(mStepBacklog, float64(*st.BacklogElements), l...)
 			}
 			if st.PendingTimers != nil {
-				gauge(c.stepTimers, float64(*st.PendingTimers), l...)
+				gauge(mStepTimers, float64(*st.PendingTimers), l...)
+				gauge(mStepTimersPending, float64(*st.PendingTimers), l...)
 			}
 		}
+	}
+	for id, h := range c.svc.CheckpointHistograms() {
+		name, ok := names[id]
+		if !ok {
+			continue // ended between the two reads
+		}
+		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointDuration], h.Duration.Count, h.Duration.Sum, h.Duration.Buckets, id, name)
+		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointSize], h.Size.Count, h.Size.Sum, h.Size.Buckets, id, name)
 	}
 }

@@ -36,6 +36,9 @@ type Server struct {
 	// each kind's creations with their check.
 	limits   Limits
 	creating creations
+	// streams ends the event follow streams (EndStreams).
+	streams    context.Context
+	endStreams context.CancelFunc
 }
 
 // NewServer returns the API of svc. logger receives request errors
@@ -45,6 +48,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 		logger = slog.Default()
 	}
 	s := &Server{svc: svc, logger: logger, mux: http.NewServeMux()}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
 	}
@@ -59,6 +63,8 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	s.registerUpdate()
 	s.registerProcess()
 	s.registerSnapshots()
+	s.registerEvents()
+	s.registerHistory()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -128,10 +128,13 @@ type Process struct {
 	broker *pubsub.Broker
 	svc    *service.Service
 	srv    *http.Server
-	gate   gate
-	guard  *api.Guard
-	grpc   *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
-	grpcLn net.Listener
+	// endStreams ends the API's event follow streams (api.Server.EndStreams),
+	// which would hold a release or a shutdown open; nil before listening.
+	endStreams func()
+	gate       gate
+	guard      *api.Guard
+	grpc       *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
+	grpcLn     net.Listener
 	// token is the token this start generated (GenerateAuthToken), "" if
 	// none was generated.
 	token string
@@ -327,6 +330,8 @@ func (p *Process) Serve() error {
 	}
 	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
 	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	p.endStreams = h.EndStreams
+	p.srv.RegisterOnShutdown(h.EndStreams)
 	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
 	if err := p.servePubSubGRPC(); err != nil {
 		return err
@@ -383,6 +388,9 @@ func (p *Process) Close(ctx context.Context) error {
 // checkpointed and the data directory freed.
 func (p *Process) release(ctx context.Context) error {
 	p.log.Info("a new build takes the data directory over: checkpointing every job and releasing it")
+	if p.endStreams != nil {
+		p.endStreams()
+	}
 	p.gate.close()
 	err := p.stopBackends(ctx)
 	select {

@@ -54,8 +54,13 @@
 //     while starting one or committing sinks: only across in-memory work
 //     and store writes. Methods that need it held end in Locked.
 //  4. Leaves, never held while taking another lock: jobRun.smu (the
-//     metrics sampler), the name-guard table's mutex, and the mutex of
-//     Service.changes.
+//     metrics sampler), jobHistory.mu (a job's metrics history), the
+//     name-guard table's mutex, and the mutex of Service.changes.
+//
+// Job events (events.go) are store writes like any other: under
+// Service.mu, a transition's event in the transition's own write, others
+// through emit, which takes Service.mu (so it is never called with it held:
+// emitLocked is).
 //
 // A job snapshot (snapshot.go) takes the name's guard and the execution's
 // cpMu for its cut only (a checkpoint, with the store pinned under the same
@@ -65,7 +70,7 @@
 // Service.mu for its one write.
 //
 // Reads — Get, List, History, Metrics, RunningMetrics, ElementsRead,
-// WaitJob, everything the API's describe, list and metrics call — take no
+// WaitJob, Events, FollowEvents, MetricsHistory, CheckpointHistograms, everything the API's describe, list and metrics call — take no
 // lock but the leaves: they read registry records from the store (each
 // record is written atomically, so a read sees one whole version of it)
 // and live executions from the running table (a sync.Map). So a read never

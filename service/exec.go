@@ -46,6 +46,13 @@ type jobRun struct {
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
 
+	// base holds the job's counters of its earlier executions (set at the
+	// start, then only read): metrics add them, so counters never go back
+	// for a job ID across restarts and rescales.
+	base map[string]StepCounters
+	// cpStats is the latest durable checkpoint's duration and size.
+	cpStats atomic.Pointer[cpStat]
+
 	// smu guards sampler, written by the supervisor and read by metrics.
 	// A leaf: no other lock is taken while it is held.
 	smu     sync.Mutex
@@ -69,7 +76,7 @@ func (jr *jobRun) metrics(now time.Time) *JobMetrics {
 func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *JobMetrics {
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
-	return jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load())
+	return jr.withBase(jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load()))
 }
 
 func unmarshalJob(b []byte, j *Job) error {
@@ -96,7 +103,8 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.loadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
-	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly})
+	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
+		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := CodeInvalidPipeline
 		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
@@ -229,7 +237,8 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 // when the pipeline cannot take them. It records j's checkpointing and
 // delivery fields but writes nothing to the registry.
 func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Program, restore *runner.Restore, adopt *runner.Adoption) (*jobRun, error) {
-	jr := &jobRun{id: j.ID, name: j.Name, started: time.Now(), prog: prog, sampler: newSampler(prog.Graph)}
+	jr := &jobRun{id: j.ID, name: j.Name, started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
+	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	// Executions outlive the request that started them.
@@ -288,6 +297,10 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) er
 		// The first ten, then every thousandth: a log line per reject would
 		// drown the log (the topic and dead_letters count them all).
 		logIt := n <= 10 || n%1000 == 0
+		if logIt {
+			s.emit(jr.id, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc,
+				map[string]any{"step": r.Step, "reason": r.Reason, "source": r.Source.String(), "dead_letters": n})
+		}
 		if s.opts.DeadLetter != nil {
 			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
 				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
@@ -334,7 +347,9 @@ func (s *Service) supervise(jr *jobRun) {
 			}
 			return
 		case <-t.C:
-			jr.observe(s.now())
+			now := s.now()
+			jr.observe(now)
+			s.recordHistory(jr, now)
 			s.changes.notify()
 			if jr.checkpointed {
 				if err := s.checkpoint(jr, nil); err != nil {
@@ -359,6 +374,7 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	defer jr.cpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
 	defer cancel()
+	start := time.Now()
 	cp, err := jr.x.Checkpoint(ctx)
 	if err != nil {
 		return err
@@ -369,6 +385,7 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	if err := jr.x.Commit(ctx, cp); err != nil {
 		return fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
 	}
+	s.observeCheckpoint(jr, time.Since(start), checkpointSize(cp))
 	return nil
 }
 
@@ -387,10 +404,12 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(
 		return errNotWritten
 	}
 	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
+	j.Counters = jr.totals()
 	j.DeadLetters = jr.deadLetters.Load()
 	if d := jr.lastDeadLetter.Load(); d != nil {
 		j.LastDeadLetter = *d
 	}
+	from := j.State
 	if final != nil {
 		if err := final(j); err != nil {
 			return err
@@ -400,6 +419,7 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(
 	if err := s.terminalWriteLocked(w, j); err != nil {
 		return err
 	}
+	s.stateEventLocked(w, j, from)
 	if err := s.writeCheckpointLocked(jr.name, jr.id, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
@@ -433,6 +453,7 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	if rerr != nil || j.State.Terminal() {
 		return
 	}
+	s.emitLocked(j.ID, EventCheckpointFailed, SeverityError, fmt.Sprintf("checkpoint failed: %v", err), map[string]any{"error": err.Error()})
 	if ferr := s.failLocked(j, fmt.Sprintf("checkpoint failed: %v", err)); ferr != nil {
 		s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
 	}
@@ -570,6 +591,8 @@ func (s *Service) forget(jr *jobRun) {
 	s.running.CompareAndDelete(jr.id, jr)
 	s.live.CompareAndDelete(jr.name, jr)
 	s.mu.Unlock()
+	j, err := s.readJob(jr.id)
+	s.flushHistory(jr.id, err == nil && j.State.Terminal() && s.runningJob(jr.id) == nil)
 	s.changes.notify()
 }
 
@@ -594,6 +617,8 @@ func (s *Service) recover() error {
 	for _, j := range jobs {
 		if j.Active() && j.SDK != SDKGo {
 			s.resuming.Store(j.ID, since)
+			s.emit(j.ID, EventConditionChanged, SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
+				map[string]any{"code": string(CodeResuming), "set": true})
 		}
 	}
 	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
@@ -674,7 +699,21 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		return s.applyLocked(w)
 	}
 	log.Info("resuming job", "state", j.State)
-	return s.launch(ctx, j, p.Program(), nil)
+	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+		return err
+	}
+	if s.runningJob(j.ID) != nil {
+		d := map[string]any{"code": string(CodeResuming), "set": false}
+		msg := "the job resumed after a restart"
+		if j.LastCheckpoint != nil {
+			d["epoch"] = j.LastCheckpoint.Epoch
+			msg += fmt.Sprintf(" from checkpoint %d", j.LastCheckpoint.Epoch)
+		} else {
+			msg += " from the beginning (it had no checkpoint)"
+		}
+		s.emit(j.ID, EventRecovered, SeverityInfo, msg, d)
+	}
+	return nil
 }
 
 // runningIDs returns the IDs of the live executions (for tests).

@@ -204,6 +204,10 @@ type Job struct {
 	LastDeadLetter string `json:"last_dead_letter,omitempty"`
 	// History lists every transition, oldest first.
 	History []StateChange `json:"history"`
+	// Counters are the job's per-step counters as of its latest
+	// checkpoint, carried into its next execution (a restart, a rescale),
+	// so that its metrics never go back.
+	Counters map[string]StepCounters `json:"counters,omitempty"`
 	// Metrics are the job's final metrics once it is terminal.
 	Metrics *JobMetrics `json:"metrics,omitempty"`
 	// PendingCommit is set while a terminal job's final checkpoint is

@@ -18,6 +18,15 @@ type BacklogReporter interface {
 	BacklogElements() (n int64, ok bool)
 }
 
+// BacklogBytesReporter is implemented by source code that can tell how
+// many bytes wait to be read; backlog_bytes is absent for sources that
+// cannot.
+type BacklogBytesReporter interface {
+	// BacklogBytes returns the size of the unread elements, or ok false
+	// when it is unknown right now. It must not block for long.
+	BacklogBytes() (n int64, ok bool)
+}
+
 // JobMetrics are a job's metrics, with Dataflow's meanings.
 type JobMetrics struct {
 	// Time is when the metrics were taken.
@@ -33,6 +42,14 @@ type JobMetrics struct {
 	SystemLagSeconds float64 `json:"system_lag_seconds"`
 	// BacklogElements sums the backlog of sources that report one.
 	BacklogElements *int64 `json:"backlog_elements,omitempty"`
+	// BacklogBytes sums the backlog bytes of sources that report them.
+	BacklogBytes *int64 `json:"backlog_bytes,omitempty"`
+	// EstimatedBacklogProcessingTimeSeconds is the backlog divided by the
+	// sources' current throughput (Dataflow's estimated backlog
+	// processing time): how long the job needs to read its backlog at
+	// the current rate. Absent without a backlog, and while the job reads
+	// nothing although a backlog waits (infinite; Prometheus exports +Inf).
+	EstimatedBacklogProcessingTimeSeconds *float64 `json:"estimated_backlog_processing_time_seconds,omitempty"`
 	// DeadLetters counts rejects sent to the dead-letter topic (or counted).
 	DeadLetters int64         `json:"dead_letters"`
 	Steps       []StepMetrics `json:"steps"`
@@ -135,8 +152,9 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 	m := &JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []StepMetrics{}}
 	dataWM := mtime.MaxTimestamp
 	haveWM := false
-	var backlog int64
-	haveBacklog := false
+	var backlog, backlogBytes int64
+	haveBacklog, haveBytes := false, false
+	var sourceRate float64
 	for _, st := range res.Steps {
 		sm2 := StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
 			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements}
@@ -164,6 +182,13 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 		if isSource {
 			dataWM = mtime.Min(dataWM, st.Watermark)
 			haveWM = true
+			sourceRate += sm2.ThroughputPerSecond
+			if br, ok := code[st.Name].(BacklogBytesReporter); ok {
+				if n, ok := br.BacklogBytes(); ok {
+					backlogBytes += n
+					haveBytes = true
+				}
+			}
 			if br, ok := code[st.Name].(BacklogReporter); ok {
 				if n, ok := br.BacklogElements(); ok {
 					sm2.BacklogElements = &n
@@ -184,6 +209,16 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 	}
 	if haveBacklog {
 		m.BacklogElements = &backlog
+		if backlog == 0 || sourceRate > 0 {
+			est := 0.0
+			if backlog > 0 {
+				est = float64(backlog) / sourceRate
+			}
+			m.EstimatedBacklogProcessingTimeSeconds = &est
+		}
+	}
+	if haveBytes {
+		m.BacklogBytes = &backlogBytes
 	}
 	return m
 }

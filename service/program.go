@@ -290,6 +290,7 @@ func (s *Service) recordAttempt(old *Job, program string, validateOnly bool, rep
 	if err := s.apply(w); err != nil {
 		return internalf("recording the update attempt: %w", err)
 	}
+	s.attemptEvent(old.ID, report)
 	return nil
 }
 

@@ -136,6 +136,14 @@ type Service struct {
 	resuming sync.Map
 	// recovered is closed when recovery has finished.
 	recovered chan struct{}
+	// eventSeq is the last event sequence number of each job that recorded
+	// one since Open (events.go); guarded by mu.
+	eventSeq map[string]uint64
+	// eventCap is MaxEventsPerJob (tests lower it before the first event).
+	eventCap uint64
+	// histories holds the metrics history of each job with a live
+	// execution (job ID -> *jobHistory; history.go); no lock.
+	histories sync.Map
 }
 
 // testHooks are calls into tests at points of the service's work.
@@ -201,7 +209,7 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{})}
+	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{}), eventCap: MaxEventsPerJob}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.recoverSnapshots(); err != nil {
 		s.cancel()
@@ -330,6 +338,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 		return err
 	}
 	s.mu.Lock() // lock order 3
+	s.stateEventLocked(w, j, 0)
 	err = s.applyLocked(w)
 	s.mu.Unlock()
 	if err != nil {
@@ -546,6 +555,7 @@ func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
 
 // transitionLocked moves j to state to and persists it. Service.mu is held.
 func (s *Service) transitionLocked(j *Job, to JobState, reason string) error {
+	from := j.State
 	if err := transition(j, to, s.now(), reason); err != nil {
 		return err
 	}
@@ -553,6 +563,7 @@ func (s *Service) transitionLocked(j *Job, to JobState, reason string) error {
 	if err := s.terminalWriteLocked(w, j); err != nil {
 		return err
 	}
+	s.stateEventLocked(w, j, from)
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the %s state of job %s: %w", to, j.ID, err)
 	}

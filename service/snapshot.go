@@ -322,6 +322,8 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), sb.Size
 		w := &state.Write{}
 		if err = putJSON(w, snapshotKey(cur.ID), cur); err == nil {
+			s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
+				map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
 			err = s.writeSnapshotLocked(sb, w)
 		} else {
 			sb.Close()
@@ -365,6 +367,8 @@ func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
 	if err := putJSON(w, snapshotKey(id), snap); err != nil {
 		return nil, err
 	}
+	s.addEventLocked(w, snap.SourceJobID, EventSnapshotFailed, SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
+		map[string]any{"snapshot_id": id, "reason": reason})
 	if err := s.deleteSnapshotLocked(id, w); err != nil {
 		return nil, internalf("recording snapshot %s as failed: %w", id, err)
 	}

@@ -242,10 +242,12 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 			return nil, nil, internalf("recording the update attempt: %w", err)
 		}
 		if !report.Compatible {
+			s.attemptEvent(old.ID, report)
 			s.opts.Logger.Warn("update refused: the new pipeline is not compatible; the running job was not changed",
 				"job_name", req.Name, "job_id", old.ID, "problems", len(report.Errors))
 			return nil, res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 		}
+		s.attemptEvent(old.ID, report)
 		return nil, res, nil
 	}
 	canon, err := newGraph.Canonical()
@@ -334,6 +336,7 @@ func (s *Service) handOver(ctx context.Context, u *update) error {
 func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	now := s.now()
 	old, nj, l := u.old, u.nj, u.l
+	oldFrom, newFrom := old.State, nj.State
 	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
 		return s.abortUpdate(ctx, u, err)
 	}
@@ -346,6 +349,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	// Until its sinks confirm the handover epoch, a restart re-commits it.
 	old.PendingCommit = true
 	old.Metrics = u.jr.metrics(now)
+	old.Counters = u.jr.totals()
 	if nj.State == StatePending {
 		if err := transition(nj, StateRunning, now, "execution started"); err != nil {
 			return s.abortUpdate(ctx, u, err)
@@ -362,6 +366,11 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 		}
 	}
 	s.mu.Lock() // lock order 3: the write only
+	s.stateEventLocked(w, old, oldFrom)
+	s.stateEventLocked(w, nj, newFrom)
+	d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
+	s.addEventLocked(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
+	s.addEventLocked(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
 	err := s.writeHandoverLocked(u.h, u.cp, w)
 	s.mu.Unlock()
 	if err != nil {
@@ -423,6 +432,8 @@ func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error
 	<-u.jr.x.Done()
 	s.forget(u.jr)
 	s.opts.Logger.Error("update failed; the running job resumes from its last checkpoint", "job_id", u.old.ID, "job_name", u.old.Name, "error", cause)
+	s.emit(u.old.ID, EventUpdateFailed, SeverityError, "the update failed and changed nothing; the job resumes from its last checkpoint: "+cause.Error(),
+		map[string]any{"error": cause.Error()})
 	j, err := s.readJob(u.old.ID)
 	if err != nil {
 		return errors.Join(cause, internalf("reading job %s to resume it: %w", u.old.ID, err))
@@ -570,7 +581,16 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 		}
 		return j, nil
 	}
-	return s.rescale(ctx, j, jr, opts)
+	from, to := j.Options.NumWorkers, opts.NumWorkers
+	rj, err := s.rescale(ctx, j, jr, opts)
+	d := map[string]any{"from_workers": from, "to_workers": to}
+	if err != nil {
+		d["error"] = err.Error()
+		s.emit(j.ID, EventRescaleFailed, SeverityError, fmt.Sprintf("rescaling from %d to %d workers failed: %v", from, to, err), d)
+		return nil, err
+	}
+	s.emit(j.ID, EventRescaleSucceeded, SeverityInfo, fmt.Sprintf("rescaled from %d to %d workers", from, to), d)
+	return rj, nil
 }
 
 // rescale moves job j from execution jr to a new execution with opts'
@@ -598,6 +618,8 @@ func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptio
 	now := s.now()
 	j.Options = opts
 	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
+	j.Counters = jr.totals() // exact: the execution is paused
+	j.DeadLetters = jr.deadLetters.Load()
 	j.History = append(j.History, StateChange{State: j.State, Time: now, Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {

@@ -50,7 +50,7 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e), newJobsUpdateOptionsCommand(e),
+	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e), newJobsUpdateOptionsCommand(e), newJobsLogsCommand(e),
 		newJobsActionCommand(e, "drain", "Drain streaming jobs: stop reading, fire every open window, end as DRAINED"),
 		newJobsActionCommand(e, "cancel", "Cancel jobs: stop at once, discarding work after the last checkpoint"))
 	return cmd

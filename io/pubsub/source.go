@@ -271,6 +271,26 @@ func (s *Source) BacklogElements() (int64, bool) {
 	return int64(info.Backlog), true
 }
 
+// BacklogBytes estimates the size of the subscription's messages not yet
+// acknowledged: the backlog times the topic's mean stored message size
+// (service.BacklogBytesReporter).
+func (s *Source) BacklogBytes() (int64, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+	defer cancel()
+	info, err := s.b.Subscription(ctx, s.cfg.Subscription)
+	if err != nil {
+		return 0, false
+	}
+	ti, err := s.b.Topic(ctx, info.Topic)
+	if err != nil {
+		return 0, false
+	}
+	if ti.Messages == 0 {
+		return 0, true
+	}
+	return int64(float64(info.Backlog) * float64(ti.Bytes) / float64(ti.Messages)), true
+}
+
 // Split opens the subscription as one split, starting from its
 // acknowledgement floor: messages delivered earlier but not acknowledged
 // (an earlier run that stopped before its checkpoint) are delivered again

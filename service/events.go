@@ -1,0 +1,313 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/state"
+)
+
+// Job events: what happened to a job, as a user reads it in `weir jobs
+// logs` and the console. Each event is one registry record,
+// event/<job ID>/<seq>, written under Service.mu like every other store
+// write — a state transition's event in the same atomic write as the
+// transition. A job keeps its last MaxEventsPerJob events: the write that
+// adds event n deletes event n-MaxEventsPerJob.
+
+// EventType is the kind of a job event; EventTypes lists them all.
+type EventType string
+
+// Event types (see docs/METRICS.md, "Job events").
+const (
+	EventStateChanged     EventType = "state_changed"
+	EventConditionChanged EventType = "condition_changed"
+	EventCheckpointFailed EventType = "checkpoint_failed"
+	EventDeadLetter       EventType = "dead_letter"
+	EventUpdateRefused    EventType = "update_refused"
+	EventUpdateValidated  EventType = "update_validated"
+	EventUpdateSucceeded  EventType = "update_succeeded"
+	EventUpdateFailed     EventType = "update_failed"
+	EventRescaleSucceeded EventType = "rescale_succeeded"
+	EventRescaleFailed    EventType = "rescale_failed"
+	EventReplacementPhase EventType = "replacement_phase"
+	EventSnapshotCreated  EventType = "snapshot_created"
+	EventSnapshotFailed   EventType = "snapshot_failed"
+	EventRecovered        EventType = "recovered"
+	EventLog              EventType = "log"
+)
+
+// Severity is how much an event matters.
+type Severity string
+
+// Severities, lowest first.
+const (
+	SeverityInfo    Severity = "info"
+	SeverityWarning Severity = "warning"
+	SeverityError   Severity = "error"
+)
+
+// EventTypeInfo documents one event type.
+type EventTypeInfo struct {
+	Type EventType
+	// Severity is the type's usual severity ("info", "warning", "error",
+	// or "info|error" when it depends on the event).
+	Severity string
+	Meaning  string
+}
+
+// EventTypes lists every event type with its meaning; docs/METRICS.md
+// documents the same set (a test checks it).
+func EventTypes() []EventTypeInfo {
+	return []EventTypeInfo{
+		{EventStateChanged, "info|error", "the job moved to another state (details: from, to, reason); FAILED is an error"},
+		{EventConditionChanged, "warning|info", "a condition that keeps an active job from processing was set or cleared (details: code, set)"},
+		{EventCheckpointFailed, "error", "a periodic checkpoint failed; the job fails (details: error)"},
+		{EventDeadLetter, "warning", "a step without error_handling rejected an element: the first 10 per execution, then every 1000th (details: step, reason, source, dead_letters)"},
+		{EventUpdateRefused, "warning", "an update was refused by the compatibility check; the job was not changed (details: problems, errors)"},
+		{EventUpdateValidated, "info", "a validate-only update was checked (details: compatible)"},
+		{EventUpdateSucceeded, "info", "the job was updated in place into a new job, or is the new job of an update (details: old_job_id, new_job_id)"},
+		{EventUpdateFailed, "error", "an update or its handover failed; the job resumed from its last checkpoint (details: error)"},
+		{EventRescaleSucceeded, "info", "the job was rescaled in flight (details: from_workers, to_workers)"},
+		{EventRescaleFailed, "error", "a rescale failed (details: from_workers, to_workers, error)"},
+		{EventReplacementPhase, "info", "a phase of a replacement (stop-and-replace, parallel replacement) began or ended (details: strategy, phase)"},
+		{EventSnapshotCreated, "info", "a snapshot of the job is READY (details: snapshot_id, disk_size_bytes)"},
+		{EventSnapshotFailed, "error", "a snapshot of the job failed (details: snapshot_id, reason)"},
+		{EventRecovered, "info", "the job resumed after a restart of the service (details: epoch, the checkpoint it resumed from)"},
+		{EventLog, "info", "a line a LogForTesting step printed (the element as JSON)"},
+	}
+}
+
+// Event is one job event, as the API serves it.
+type Event struct {
+	// Seq numbers the job's events from 1, in order; GET
+	// /v1/jobs/{id}/events?after=SEQ continues after one.
+	Seq      uint64         `json:"seq"`
+	Time     time.Time      `json:"time"`
+	Type     EventType      `json:"type"`
+	Severity Severity       `json:"severity"`
+	Message  string         `json:"message"`
+	Details  map[string]any `json:"details,omitempty"`
+}
+
+// MaxEventsPerJob bounds the events a job keeps: the oldest go first.
+const MaxEventsPerJob = 10000
+
+// MaxEventMessageBytes bounds an event's message (a longer one is cut,
+// ending in "…").
+const MaxEventMessageBytes = 4096
+
+func eventPrefix(jobID string) string { return "event/" + jobID + "/" }
+
+func eventKey(jobID string, seq uint64) string {
+	return fmt.Sprintf("%s%020d", eventPrefix(jobID), seq)
+}
+
+// nextEventSeqLocked returns the sequence number of job id's next event,
+// reading the job's last stored one the first time. Service.mu is held.
+func (s *Service) nextEventSeqLocked(id string) uint64 {
+	if s.eventSeq == nil {
+		s.eventSeq = map[string]uint64{}
+	}
+	if n, ok := s.eventSeq[id]; ok {
+		s.eventSeq[id] = n + 1
+		return n + 1
+	}
+	var last uint64
+	_ = s.store.Scan(eventPrefix(id), func(k string, _ []byte) error {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(k, eventPrefix(id)), 10, 64); err == nil {
+			last = max(last, n)
+		}
+		return nil
+	})
+	s.eventSeq[id] = last + 1
+	return last + 1
+}
+
+// addEventLocked adds an event of job id to w, with the deletion of the
+// event that falls out of the job's bound. Service.mu is held; the caller
+// applies w.
+func (s *Service) addEventLocked(w *state.Write, id string, typ EventType, sev Severity, msg string, details map[string]any) {
+	if len(msg) > MaxEventMessageBytes {
+		msg = msg[:MaxEventMessageBytes] + "…"
+	}
+	seq := s.nextEventSeqLocked(id)
+	ev := Event{Seq: seq, Time: s.now(), Type: typ, Severity: sev, Message: msg, Details: details}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		b, _ = json.Marshal(Event{Seq: seq, Time: ev.Time, Type: typ, Severity: sev, Message: msg})
+	}
+	w.Put(eventKey(id, seq), b)
+	if seq > s.eventCap {
+		w.Delete(eventKey(id, seq-s.eventCap))
+	}
+}
+
+// emit records an event of job id in a write of its own, taking
+// Service.mu. It is the one call the service's work uses to tell a job's
+// user what happened (state transitions use stateEventLocked, within their
+// write). A failed write is logged: an event never fails the work it
+// describes.
+func (s *Service) emit(id string, typ EventType, sev Severity, msg string, details map[string]any) {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	s.emitLocked(id, typ, sev, msg, details)
+}
+
+// emitLocked is emit with Service.mu held.
+func (s *Service) emitLocked(id string, typ EventType, sev Severity, msg string, details map[string]any) {
+	if s.storeFailed() != nil {
+		return // nothing can be written; the fault is logged once
+	}
+	w := &state.Write{}
+	s.addEventLocked(w, id, typ, sev, msg, details)
+	if err := s.applyLocked(w); err != nil {
+		s.opts.Logger.Warn("recording a job event", "job_id", id, "type", typ, "error", err)
+	}
+}
+
+// stateEventLocked adds to w the event of j's move from state from to its
+// current state, when it moved. Service.mu is held.
+func (s *Service) stateEventLocked(w *state.Write, j *Job, from JobState) {
+	if j.State == from {
+		return
+	}
+	reason := ""
+	if n := len(j.History); n > 0 {
+		reason = j.History[n-1].Reason
+	}
+	sev := SeverityInfo
+	if j.State == StateFailed {
+		sev = SeverityError
+	}
+	msg := fmt.Sprintf("job is %s", j.State)
+	if from != 0 {
+		msg = fmt.Sprintf("job moved from %s to %s", from, j.State)
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	d := map[string]any{"to": j.State.String()}
+	if from != 0 {
+		d["from"] = from.String()
+	}
+	if reason != "" {
+		d["reason"] = reason
+	}
+	s.addEventLocked(w, j.ID, EventStateChanged, sev, msg, d)
+}
+
+// Events returns the events of job ref with a sequence number above
+// after, oldest first, at most limit of them (0: all the job keeps). It
+// takes no lock.
+func (s *Service) Events(ref string, after uint64, limit int) (*Job, []Event, error) {
+	j, err := s.resolve(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, err := s.readEvents(j.ID, after, limit)
+	return j, evs, err
+}
+
+func (s *Service) readEvents(id string, after uint64, limit int) ([]Event, error) {
+	evs := []Event{}
+	err := s.store.Scan(eventPrefix(id), func(k string, v []byte) error {
+		if limit > 0 && len(evs) >= limit {
+			return errStopScan
+		}
+		n, err := strconv.ParseUint(strings.TrimPrefix(k, eventPrefix(id)), 10, 64)
+		if err != nil || n <= after {
+			return nil
+		}
+		var ev Event
+		if err := json.Unmarshal(v, &ev); err != nil {
+			return internalf("decoding event %s: %w", k, err)
+		}
+		evs = append(evs, ev)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return nil, internalf("reading the events of job %s: %w", id, err)
+	}
+	return evs, nil
+}
+
+var errStopScan = errors.New("stop scan")
+
+// FollowEvents calls fn with the events of job ref after seq after, in
+// order, as they are recorded, until the job is terminal and every event
+// is delivered, ctx ends, or fn fails. It takes no lock while it waits.
+func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn func([]Event) error) error {
+	j, err := s.resolve(ref)
+	if err != nil {
+		return err
+	}
+	id := j.ID
+	for {
+		next := s.changes.next()
+		evs, err := s.readEvents(id, after, 1000)
+		if err != nil {
+			return err
+		}
+		if len(evs) > 0 {
+			if err := fn(evs); err != nil {
+				return err
+			}
+			after = evs[len(evs)-1].Seq
+			continue
+		}
+		cur, err := s.readJob(id)
+		if err != nil {
+			return internalf("reading job %s: %w", id, err)
+		}
+		if !cur.Active() && s.runningJob(id) == nil {
+			// A terminal job's last events are written with its end:
+			// read once more after it, then stop.
+			evs, err := s.readEvents(id, after, 0)
+			if err != nil {
+				return err
+			}
+			if len(evs) > 0 {
+				return fn(evs)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return nil // the service closes: the follower reconnects to the next one
+		case <-next:
+		}
+	}
+}
+
+// logWriter routes a job's LogForTesting lines to its events
+// (yamlpipe.Options.LogOutput): every Write is one line.
+type logWriter struct {
+	s  *Service
+	id string
+}
+
+// Write records p, one line, as a log event of the job.
+func (w logWriter) Write(p []byte) (int, error) {
+	line := strings.TrimRight(string(p), "\n")
+	w.s.emit(w.id, EventLog, SeverityInfo, line, nil)
+	return len(p), nil
+}
+
+// attemptEvent records a refused or validate-only update attempt of job id.
+func (s *Service) attemptEvent(id string, report compat.Report) {
+	if !report.Compatible {
+		s.emit(id, EventUpdateRefused, SeverityWarning,
+			fmt.Sprintf("update refused: the new pipeline is not compatible (%d problem(s)); the job was not changed", len(report.Errors)),
+			map[string]any{"problems": len(report.Errors), "errors": report.Errors})
+		return
+	}
+	s.emit(id, EventUpdateValidated, SeverityInfo, "a validate-only update was checked: compatible", map[string]any{"compatible": true})
+}

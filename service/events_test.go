@@ -1,0 +1,175 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func seqs(evs []Event) []uint64 {
+	var out []uint64
+	for _, ev := range evs {
+		out = append(out, ev.Seq)
+	}
+	return out
+}
+
+// TestEventBound: a job keeps its last eventCap events, and numbering goes
+// on after a restart.
+func TestEventBound(t *testing.T) {
+	dir := t.TempDir()
+	s := openService(t, dir)
+	s.eventCap = 3
+	for i := range 5 {
+		s.emit("job-x", EventLog, SeverityInfo, fmt.Sprint("line ", i), nil)
+	}
+	evs, err := s.readEvents("job-x", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqs(evs); !slices.Equal(got, []uint64{3, 4, 5}) || evs[2].Message != "line 4" {
+		t.Fatalf("kept events %v (%+v), want 3, 4, 5", got, evs)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s = openService(t, dir)
+	s.eventCap = 3
+	s.emit("job-x", EventLog, SeverityInfo, "after the restart", nil)
+	evs, _ = s.readEvents("job-x", 0, 0)
+	if got := seqs(evs); !slices.Equal(got, []uint64{4, 5, 6}) {
+		t.Fatalf("after a restart: events %v, want 4, 5, 6", got)
+	}
+	if evs, _ = s.readEvents("job-x", 5, 0); !slices.Equal(seqs(evs), []uint64{6}) {
+		t.Errorf("after 5: %v", seqs(evs))
+	}
+	if evs, _ = s.readEvents("job-x", 0, 1); !slices.Equal(seqs(evs), []uint64{4}) {
+		t.Errorf("limit 1: %v", seqs(evs))
+	}
+}
+
+// TestJobEventsOfABatchJob: a batch job's transitions and its dead letter
+// are its events, in order, each transition with its reason.
+func TestJobEventsOfABatchJob(t *testing.T) {
+	s := openService(t, t.TempDir())
+	const failing = `pipeline:
+  transforms:
+    - type: Create
+      name: Transactions
+      config:
+        elements: [{region: NORTH, amount: 250}, {region: UNKNOWN, amount: 50}]
+    - type: Validate
+      name: CheckRegion
+      input: Transactions
+      config:
+        rules:
+          known_region: region in ["NORTH", "WEST"]
+`
+	j := submit(t, s, "failing", failing, t.TempDir())
+	waitState(t, s, j.ID, StateDone)
+	waitLetGo(t, s, j.ID)
+	_, evs, err := s.Events("failing", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range evs {
+		switch ev.Type {
+		case EventStateChanged:
+			got = append(got, ev.Details["to"].(string))
+		case EventDeadLetter:
+			got = append(got, "dead letter "+ev.Details["step"].(string))
+			if ev.Severity != SeverityWarning {
+				t.Errorf("dead letter severity %s", ev.Severity)
+			}
+		default:
+			got = append(got, string(ev.Type))
+		}
+	}
+	if want := []string{"PENDING", "RUNNING", "dead letter CheckRegion", "DONE"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if last := evs[len(evs)-1]; last.Message != "job moved from RUNNING to DONE: execution completed" {
+		t.Errorf("last event %+v", last)
+	}
+}
+
+// TestEventTypesDocumented: EventTypes lists every type the service emits.
+func TestEventTypesDocumented(t *testing.T) {
+	all := map[EventType]bool{}
+	for _, e := range EventTypes() {
+		if all[e.Type] || e.Meaning == "" {
+			t.Errorf("event type %s listed twice or without a meaning", e.Type)
+		}
+		all[e.Type] = true
+	}
+	for _, typ := range []EventType{EventStateChanged, EventConditionChanged, EventCheckpointFailed, EventDeadLetter, EventUpdateRefused,
+		EventUpdateValidated, EventUpdateSucceeded, EventUpdateFailed, EventRescaleSucceeded, EventRescaleFailed, EventReplacementPhase,
+		EventSnapshotCreated, EventSnapshotFailed, EventRecovered, EventLog} {
+		if !all[typ] {
+			t.Errorf("EventTypes lacks %s", typ)
+		}
+	}
+}
+
+// eventTypes returns the types of job id's events, oldest first.
+func eventTypes(t *testing.T, s *Service, id string) []EventType {
+	t.Helper()
+	evs, err := s.readEvents(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []EventType
+	for _, ev := range evs {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+// TestUpdateAndSnapshotEvents: a refused, a validate-only and an in-place
+// update, and a snapshot, are events of the jobs they concern.
+func TestUpdateAndSnapshotEvents(t *testing.T) {
+	s := openService(t, t.TempDir())
+	base := t.TempDir()
+	old := submitCheckpointed(t, s, base)
+	ctx := context.Background()
+	renamed := strings.Replace(strings.Replace(streamingYAML, "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals", 1)
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); ErrorCode(err) != CodeIncompatible {
+		t.Fatalf("renaming without a mapping: %v", err)
+	}
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}, ValidateOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := res.Job
+	got := eventTypes(t, s, old.ID)
+	want := []EventType{EventStateChanged, EventStateChanged, EventUpdateRefused, EventUpdateValidated, EventStateChanged, EventUpdateSucceeded}
+	if !slices.Equal(got, want) {
+		t.Errorf("old job's events %v, want %v", got, want)
+	}
+	evs, _ := s.readEvents(old.ID, 0, 0)
+	if d := evs[2].Details; d["problems"].(float64) < 1 || d["errors"] == nil {
+		t.Errorf("refused update's details %v", d)
+	}
+	snap, err := s.CreateSnapshot(ctx, SnapshotRequest{Job: "sums"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = s.WaitSnapshot(ctx, snap.ID); err != nil || snap.State != SnapshotReady {
+		t.Fatalf("snapshot %+v, %v", snap, err)
+	}
+	got = eventTypes(t, s, nj.ID)
+	want = []EventType{EventStateChanged, EventUpdateSucceeded, EventSnapshotCreated}
+	if !slices.Equal(got, want) {
+		t.Errorf("new job's events %v, want %v", got, want)
+	}
+	if _, err := s.Cancel(ctx, "sums"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, s, nj.ID, StateCancelled)
+}

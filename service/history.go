@@ -1,0 +1,599 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+)
+
+// Metrics history: a time series per job and step that charts and GET
+// /v1/jobs/{id}/metrics:history read. Two tiers, each a ring of fixed
+// buckets holding the last value sampled in the bucket:
+//
+//   - fine: HistoryFineResolution (5 s) buckets for the last
+//     HistoryFinePoints (720, one hour), in memory only;
+//   - coarse: HistoryCoarseResolution (1 min) buckets for the last
+//     HistoryCoarsePoints (1440, 24 hours), in memory and in the registry
+//     store (history/<job ID>/<minute>, one record per completed minute,
+//     the oldest deleted as a new one lands), so it survives a restart.
+//
+// A job records at most MaxHistorySeries series; each holds
+// HistorySeriesBytes of values, so a job's history stays within
+// HistoryBytesPerJob of heap (TestHistoryMemoryWithinCap measures it). The history of a job lives
+// in memory while it runs; a terminal job's is read from the store
+// (coarse tier).
+
+// History bounds.
+const (
+	HistoryFineResolution   = 5 * time.Second
+	HistoryFinePoints       = 720
+	HistoryCoarseResolution = time.Minute
+	HistoryCoarsePoints     = 1440
+	// MaxHistorySeries bounds the series of one job: a 50-step pipeline
+	// records 6 per step and 7 for the job (307).
+	MaxHistorySeries = 320
+	// HistorySeriesBytes is the size of one series' values (18,432 bytes
+	// of heap once Go's allocator rounds the two rings up to its size
+	// classes).
+	HistorySeriesBytes = (HistoryFinePoints + HistoryCoarsePoints) * 8
+	// HistoryBytesPerJob is the documented cap of a job's history in
+	// memory: MaxHistorySeries series as allocated, their names and maps.
+	HistoryBytesPerJob = 6 << 20
+)
+
+// History metric names (the "metric" of a series). Step series carry the
+// step's name; job series have step "".
+const (
+	HistElementsIn          = "elements_in"
+	HistElementsOut         = "elements_out"
+	HistThroughput          = "throughput_per_second"
+	HistSystemLag           = "system_lag_seconds"
+	HistWatermarkAge        = "data_watermark_age_seconds"
+	HistBacklogElements     = "backlog_elements"
+	HistDeadLetters         = "dead_letters"
+	HistElementsPerSecond   = "elements_per_second"
+	HistCheckpointDuration  = "checkpoint_duration_seconds"
+	HistCheckpointSizeBytes = "checkpoint_size_bytes"
+)
+
+// ring is one tier of a series: len(vals) buckets of res, the newest
+// bucket number last (a bucket is a count of res since the epoch); NaN
+// marks an empty bucket.
+type ring struct {
+	res  time.Duration
+	vals []float64
+	last int64
+}
+
+func newRing(res time.Duration, n int) ring {
+	r := ring{res: res, vals: make([]float64, n), last: math.MinInt64}
+	for i := range r.vals {
+		r.vals[i] = math.NaN()
+	}
+	return r
+}
+
+func (r *ring) bucket(t time.Time) int64 { return t.UnixMilli() / r.res.Milliseconds() }
+
+func (r *ring) idx(b int64) int {
+	n := int64(len(r.vals))
+	return int(((b % n) + n) % n)
+}
+
+// put sets bucket b to v, clearing the buckets skipped since the newest.
+func (r *ring) put(b int64, v float64) {
+	n := int64(len(r.vals))
+	switch {
+	case r.last == math.MinInt64:
+	case b > r.last:
+		for k := r.last + 1; k < b && k <= r.last+n; k++ {
+			r.vals[r.idx(k)] = math.NaN()
+		}
+	case b <= r.last-n:
+		return // older than the ring holds
+	}
+	if b > r.last || r.last == math.MinInt64 {
+		r.last = b
+	}
+	r.vals[r.idx(b)] = v
+}
+
+// points returns the non-empty buckets in [from, to] as [unix_ms, value].
+func (r *ring) points(from, to int64) [][2]float64 {
+	pts := [][2]float64{}
+	if r.last == math.MinInt64 {
+		return pts
+	}
+	lo := max(from, r.last-int64(len(r.vals))+1)
+	hi := min(to, r.last)
+	for b := lo; b <= hi; b++ {
+		if v := r.vals[r.idx(b)]; !math.IsNaN(v) {
+			pts = append(pts, [2]float64{float64(b * r.res.Milliseconds()), v})
+		}
+	}
+	return pts
+}
+
+type seriesKey struct{ step, metric string }
+
+type series struct {
+	fine, coarse ring
+}
+
+// jobHistory is the in-memory history of one job, kept across its
+// executions (restarts of the service read the coarse tier back).
+type jobHistory struct {
+	mu     sync.Mutex // a leaf
+	series map[seriesKey]*series
+	// coarseBucket is the coarse bucket being filled (written to the store
+	// when a sample lands in a later one).
+	coarseBucket int64
+	overflow     bool // a series was refused by MaxHistorySeries (logged once)
+	cpDur        histogram
+	cpSize       histogram
+}
+
+func newJobHistory() *jobHistory {
+	return &jobHistory{series: map[seriesKey]*series{}, coarseBucket: math.MinInt64,
+		cpDur: newHistogram(CheckpointDurationBuckets), cpSize: newHistogram(CheckpointSizeBuckets)}
+}
+
+// add records v for (step, metric) at t; false when the job has
+// MaxHistorySeries series already. h.mu is held.
+func (h *jobHistory) add(t time.Time, step, metric string, v float64) bool {
+	k := seriesKey{step, metric}
+	sr := h.series[k]
+	if sr == nil {
+		if len(h.series) >= MaxHistorySeries {
+			return false
+		}
+		sr = &series{fine: newRing(HistoryFineResolution, HistoryFinePoints), coarse: newRing(HistoryCoarseResolution, HistoryCoarsePoints)}
+		h.series[k] = sr
+	}
+	sr.fine.put(sr.fine.bucket(t), v)
+	sr.coarse.put(sr.coarse.bucket(t), v)
+	return true
+}
+
+// coarseRecord is the stored form of one coarse bucket of a job: every
+// series' value in that minute.
+type coarseRecord struct {
+	Values []coarseValue `json:"values"`
+}
+
+type coarseValue struct {
+	Step   string  `json:"step,omitempty"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+}
+
+func historyPrefix(jobID string) string { return "history/" + jobID + "/" }
+
+func historyKey(jobID string, bucket int64) string {
+	return fmt.Sprintf("%s%020d", historyPrefix(jobID), bucket)
+}
+
+// coarseWrite adds bucket b of h's coarse tier to w (with the deletion of
+// the bucket that falls out of the tier). h.mu is held.
+func (h *jobHistory) coarseWrite(w *state.Write, jobID string, b int64) {
+	rec := coarseRecord{Values: []coarseValue{}}
+	for k, sr := range h.series {
+		if sr.coarse.last < b || b <= sr.coarse.last-int64(len(sr.coarse.vals)) {
+			continue
+		}
+		if v := sr.coarse.vals[sr.coarse.idx(b)]; !math.IsNaN(v) {
+			rec.Values = append(rec.Values, coarseValue{Step: k.step, Metric: k.metric, Value: v})
+		}
+	}
+	if len(rec.Values) == 0 {
+		return
+	}
+	sort.Slice(rec.Values, func(i, j int) bool {
+		a, c := rec.Values[i], rec.Values[j]
+		return a.Step < c.Step || a.Step == c.Step && a.Metric < c.Metric
+	})
+	bs, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	w.Put(historyKey(jobID, b), bs)
+	w.Delete(historyKey(jobID, b-HistoryCoarsePoints))
+}
+
+// loadCoarse reads job id's stored coarse tier into h (a new history).
+func (s *Service) loadCoarse(id string, h *jobHistory) {
+	_ = s.store.Scan(historyPrefix(id), func(k string, v []byte) error {
+		b, err := strconv.ParseInt(strings.TrimPrefix(k, historyPrefix(id)), 10, 64)
+		if err != nil {
+			return nil
+		}
+		var rec coarseRecord
+		if json.Unmarshal(v, &rec) != nil {
+			return nil
+		}
+		for _, cv := range rec.Values {
+			key := seriesKey{cv.Step, cv.Metric}
+			sr := h.series[key]
+			if sr == nil {
+				if len(h.series) >= MaxHistorySeries {
+					continue
+				}
+				sr = &series{fine: newRing(HistoryFineResolution, HistoryFinePoints), coarse: newRing(HistoryCoarseResolution, HistoryCoarsePoints)}
+				h.series[key] = sr
+			}
+			sr.coarse.put(b, cv.Value)
+		}
+		return nil
+	})
+}
+
+// history returns job id's in-memory history, creating it (with its
+// stored coarse tier) when create is set; nil otherwise.
+func (s *Service) history(id string, create bool) *jobHistory {
+	if v, ok := s.histories.Load(id); ok {
+		return v.(*jobHistory)
+	}
+	if !create {
+		return nil
+	}
+	h := newJobHistory()
+	s.loadCoarse(id, h)
+	v, _ := s.histories.LoadOrStore(id, h)
+	return v.(*jobHistory)
+}
+
+// recordHistory samples jr's metrics at now into its job's history, and
+// stores the coarse bucket that now completed, if one did.
+func (s *Service) recordHistory(jr *jobRun, now time.Time) {
+	m := jr.metrics(now)
+	h := s.history(jr.id, true)
+	h.mu.Lock() // a leaf
+	ok := true
+	add := func(step, metric string, v float64) { ok = h.add(now, step, metric, v) && ok }
+	var eps float64
+	for _, st := range m.Steps {
+		add(st.Name, HistElementsIn, float64(st.ElementsIn))
+		add(st.Name, HistElementsOut, float64(st.ElementsOut))
+		add(st.Name, HistThroughput, st.ThroughputPerSecond)
+		add(st.Name, HistSystemLag, st.SystemLagSeconds)
+		if st.DataWatermarkAgeSeconds != nil {
+			add(st.Name, HistWatermarkAge, *st.DataWatermarkAgeSeconds)
+		}
+		if st.BacklogElements != nil {
+			add(st.Name, HistBacklogElements, float64(*st.BacklogElements))
+		}
+		if g := jr.prog.Graph.Step(st.Name); g != nil && g.Kind == graph.KindSource {
+			eps += st.ThroughputPerSecond
+		}
+	}
+	add("", HistSystemLag, m.SystemLagSeconds)
+	add("", HistElementsPerSecond, eps)
+	add("", HistDeadLetters, float64(m.DeadLetters))
+	if m.DataWatermarkAgeSeconds != nil {
+		add("", HistWatermarkAge, *m.DataWatermarkAgeSeconds)
+	}
+	if m.BacklogElements != nil {
+		add("", HistBacklogElements, float64(*m.BacklogElements))
+	}
+	if d, n, ok := jr.lastCheckpointStats(); ok {
+		add("", HistCheckpointDuration, d.Seconds())
+		add("", HistCheckpointSizeBytes, float64(n))
+	}
+	warn := !ok && !h.overflow
+	if !ok {
+		h.overflow = true
+	}
+	cb := now.UnixMilli() / HistoryCoarseResolution.Milliseconds()
+	var w *state.Write
+	if h.coarseBucket != math.MinInt64 && cb > h.coarseBucket {
+		w = &state.Write{}
+		h.coarseWrite(w, jr.id, h.coarseBucket)
+	}
+	h.coarseBucket = cb
+	h.mu.Unlock()
+	if warn {
+		s.opts.Logger.Warn("metrics history: the job has more series than the cap; the extra series are not recorded",
+			"job_id", jr.id, "job_name", jr.name, "max_series", MaxHistorySeries)
+	}
+	if w != nil {
+		s.writeHistory(jr.id, w)
+	}
+}
+
+// writeHistory writes a coarse bucket under Service.mu; a failure is
+// logged (the history is an aid, not a record the job depends on).
+func (s *Service) writeHistory(id string, w *state.Write) {
+	if s.storeFailed() != nil {
+		return
+	}
+	s.mu.Lock() // lock order 3
+	err := s.applyLocked(w)
+	s.mu.Unlock()
+	if err != nil {
+		s.opts.Logger.Warn("writing the metrics history", "job_id", id, "error", err)
+	}
+}
+
+// flushHistory stores job id's coarse bucket being filled (the execution
+// stops) and, when the job is terminal, lets its in-memory history go:
+// reads then come from the stored coarse tier.
+func (s *Service) flushHistory(id string, terminal bool) {
+	h := s.history(id, false)
+	if h == nil {
+		return
+	}
+	h.mu.Lock() // a leaf
+	w := &state.Write{}
+	if h.coarseBucket != math.MinInt64 {
+		h.coarseWrite(w, id, h.coarseBucket)
+	}
+	h.mu.Unlock()
+	s.writeHistory(id, w)
+	if terminal {
+		s.histories.Delete(id)
+	}
+}
+
+// HistoryQuery selects a part of a job's metrics history.
+type HistoryQuery struct {
+	// From and To bound the points (inclusive); zero To means now, zero
+	// From means To minus one hour.
+	From, To time.Time
+	// Step keeps the series of one step ("" keeps all; "-" the job's own).
+	Step string
+	// Metric keeps one metric ("" keeps all).
+	Metric string
+	// Resolution is HistoryFineResolution or HistoryCoarseResolution; zero
+	// chooses: fine when From is within the fine tier's hour, else coarse.
+	Resolution time.Duration
+}
+
+// HistorySeries is one series of a job's history.
+type HistorySeries struct {
+	// Step is the step's name; "" for the job's own series.
+	Step   string `json:"step"`
+	Metric string `json:"metric"`
+	// Points are [unix_ms, value] pairs, oldest first: the last value
+	// sampled in each bucket of the resolution, empty buckets left out.
+	Points [][2]float64 `json:"points"`
+}
+
+// History is the answer of MetricsHistory.
+type History struct {
+	JobID      string          `json:"job_id"`
+	Resolution string          `json:"resolution"`
+	From       time.Time       `json:"from"`
+	To         time.Time       `json:"to"`
+	Series     []HistorySeries `json:"series"`
+}
+
+// MetricsHistory returns the metrics history of job ref selected by q. It
+// takes no lock but the history's leaf.
+func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
+	j, err := s.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if q.To.IsZero() {
+		q.To = now
+	}
+	if q.From.IsZero() {
+		q.From = q.To.Add(-time.Hour)
+	}
+	if q.From.After(q.To) {
+		return nil, errorf(CodeInvalidRequest, "from (%s) is after to (%s)", q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339))
+	}
+	switch q.Resolution {
+	case 0:
+		q.Resolution = HistoryCoarseResolution
+		if !q.From.Before(now.Add(-HistoryFineResolution * HistoryFinePoints)) {
+			q.Resolution = HistoryFineResolution
+		}
+	case HistoryFineResolution, HistoryCoarseResolution:
+	default:
+		return nil, errorf(CodeInvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
+	}
+	h := s.history(j.ID, false)
+	if h == nil {
+		h = newJobHistory()
+		s.loadCoarse(j.ID, h)
+	}
+	out := &History{JobID: j.ID, Resolution: q.Resolution.String(), From: q.From, To: q.To, Series: []HistorySeries{}}
+	from, to := q.From.UnixMilli()/q.Resolution.Milliseconds(), q.To.UnixMilli()/q.Resolution.Milliseconds()
+	h.mu.Lock() // a leaf
+	for k, sr := range h.series {
+		switch {
+		case q.Step == "-" && k.step != "", q.Step != "" && q.Step != "-" && k.step != q.Step:
+			continue
+		case q.Metric != "" && k.metric != q.Metric:
+			continue
+		}
+		r := &sr.coarse
+		if q.Resolution == HistoryFineResolution {
+			r = &sr.fine
+		}
+		out.Series = append(out.Series, HistorySeries{Step: k.step, Metric: k.metric, Points: r.points(from, to)})
+	}
+	h.mu.Unlock()
+	sort.Slice(out.Series, func(a, b int) bool {
+		x, y := out.Series[a], out.Series[b]
+		return x.Step < y.Step || x.Step == y.Step && x.Metric < y.Metric
+	})
+	return out, nil
+}
+
+// ---- checkpoint histograms ----
+
+// Bucket upper bounds of the checkpoint histograms.
+var (
+	CheckpointDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	CheckpointSizeBuckets     = []float64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30}
+)
+
+// histogram is a cumulative histogram (Prometheus's meaning).
+type histogram struct {
+	bounds []float64
+	counts []uint64 // per bound, not cumulative; the last is +Inf
+	count  uint64
+	sum    float64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(v float64) {
+	i := sort.SearchFloat64s(h.bounds, v)
+	h.counts[i]++
+	h.count++
+	h.sum += v
+}
+
+// HistogramSnapshot is a histogram as Prometheus exports it: Buckets maps
+// each upper bound to the number of observations at or below it.
+type HistogramSnapshot struct {
+	Count   uint64
+	Sum     float64
+	Buckets map[float64]uint64
+}
+
+func (h *histogram) snapshot() HistogramSnapshot {
+	out := HistogramSnapshot{Count: h.count, Sum: h.sum, Buckets: map[float64]uint64{}}
+	var c uint64
+	for i, b := range h.bounds {
+		c += h.counts[i]
+		out.Buckets[b] = c
+	}
+	return out
+}
+
+// CheckpointHistograms are a job's checkpoint duration (seconds) and size
+// (bytes) histograms, since the service opened.
+type CheckpointHistograms struct {
+	Duration HistogramSnapshot
+	Size     HistogramSnapshot
+}
+
+// CheckpointHistograms returns the checkpoint histograms of every running
+// job, by job ID. It takes no lock but the histories' leaves.
+func (s *Service) CheckpointHistograms() map[string]CheckpointHistograms {
+	out := map[string]CheckpointHistograms{}
+	s.running.Range(func(k, _ any) bool {
+		id := k.(string)
+		if h := s.history(id, false); h != nil {
+			h.mu.Lock() // a leaf
+			out[id] = CheckpointHistograms{Duration: h.cpDur.snapshot(), Size: h.cpSize.snapshot()}
+			h.mu.Unlock()
+		} else {
+			out[id] = CheckpointHistograms{Duration: newHistogramSnapshot(CheckpointDurationBuckets), Size: newHistogramSnapshot(CheckpointSizeBuckets)}
+		}
+		return true
+	})
+	return out
+}
+
+func newHistogramSnapshot(bounds []float64) HistogramSnapshot {
+	h := newHistogram(bounds)
+	return h.snapshot()
+}
+
+// checkpointSize is the size of cp's encoded content: state entries, source
+// positions and sink parts.
+func checkpointSize(cp *runner.Checkpoint) int64 {
+	var n int64
+	for _, e := range cp.State {
+		n += int64(len(e.Step) + 2 + len(e.Key) + len(e.Value))
+	}
+	for _, ps := range cp.Positions {
+		for _, p := range ps {
+			n += int64(len(p))
+		}
+	}
+	for _, ps := range cp.SinkParts {
+		for _, p := range ps {
+			n += int64(len(p))
+		}
+	}
+	return n
+}
+
+// observeCheckpoint records a durable checkpoint of jr that took d and
+// held size bytes.
+func (s *Service) observeCheckpoint(jr *jobRun, d time.Duration, size int64) {
+	jr.cpStats.Store(&cpStat{d: d, size: size})
+	h := s.history(jr.id, true)
+	h.mu.Lock() // a leaf
+	h.cpDur.observe(d.Seconds())
+	h.cpSize.observe(float64(size))
+	h.mu.Unlock()
+}
+
+type cpStat struct {
+	d    time.Duration
+	size int64
+}
+
+// lastCheckpointStats returns the duration and size of jr's latest
+// durable checkpoint.
+func (jr *jobRun) lastCheckpointStats() (time.Duration, int64, bool) {
+	st := jr.cpStats.Load()
+	if st == nil {
+		return 0, 0, false
+	}
+	return st.d, st.size, true
+}
+
+// ---- counters across executions ----
+
+// StepCounters are the counters of a step that a job carries across its
+// executions (restarts, rescales): persisted in the job record with every
+// checkpoint, so they never go back for a job ID.
+type StepCounters struct {
+	ElementsIn          int64 `json:"elements_in"`
+	ElementsOut         int64 `json:"elements_out"`
+	Rejects             int64 `json:"rejects"`
+	DroppedLateElements int64 `json:"dropped_late_elements"`
+}
+
+// totals returns the job's counters: those of earlier executions plus
+// this one's live ones.
+func (jr *jobRun) totals() map[string]StepCounters {
+	out := map[string]StepCounters{}
+	for k, v := range jr.base {
+		out[k] = v
+	}
+	for _, st := range jr.x.Metrics().Steps {
+		c := out[st.Name]
+		c.ElementsIn += st.ElementsIn
+		c.ElementsOut += st.ElementsOut
+		c.Rejects += st.Rejects
+		c.DroppedLateElements += st.DroppedLateElements
+		out[st.Name] = c
+	}
+	return out
+}
+
+// withBase adds the counters of earlier executions to m's steps.
+func (jr *jobRun) withBase(m *JobMetrics) *JobMetrics {
+	if len(jr.base) == 0 {
+		return m
+	}
+	for i := range m.Steps {
+		b := jr.base[m.Steps[i].Name]
+		m.Steps[i].ElementsIn += b.ElementsIn
+		m.Steps[i].ElementsOut += b.ElementsOut
+		m.Steps[i].Rejects += b.Rejects
+		m.Steps[i].DroppedLateElements += b.DroppedLateElements
+	}
+	return m
+}
