@@ -107,6 +107,9 @@ type transformSpec struct {
 	def       *transformDef
 	// sides are the side_inputs of the config, resolved like inputs.
 	sides []sideRef
+	// hints are the transform's resource_hints merged over its composites'
+	// and the pipeline's (advisory: recorded in the step's config).
+	hints map[string]any
 }
 
 type inputRef struct {
@@ -144,6 +147,9 @@ func (l *loader) parse(root *node) error {
 	if root.kind != kMap {
 		return l.errf(root, "a pipeline file must be a mapping with a pipeline key, not %s", root.kind)
 	}
+	if err := l.refuseProviders(root); err != nil {
+		return err
+	}
 	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options"); err != nil {
 		return err
 	}
@@ -154,7 +160,11 @@ func (l *loader) parse(root *node) error {
 	if pl.kind == kSeq {
 		pl = &node{kind: kMap, line: pl.line, col: pl.col, keys: []*node{{kind: kString, text: "transforms", line: pl.line, col: pl.col}}, vals: []*node{pl}}
 	}
-	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink"); err != nil {
+	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink", "resource_hints"); err != nil {
+		return err
+	}
+	pipelineHints, err := l.readHints(pl.get("resource_hints"))
+	if err != nil {
 		return err
 	}
 	ptype, err := l.str(pl.get("type"), "pipeline type")
@@ -214,6 +224,9 @@ func (l *loader) parse(root *node) error {
 		}
 		l.specs = append(l.specs, t)
 	}
+	for _, t := range l.specs {
+		t.hints = mergeHints(pipelineHints, t.hints)
+	}
 	if err := l.assignNames(); err != nil {
 		return err
 	}
@@ -241,11 +254,14 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 	if n.kind != kMap {
 		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.kind)
 	}
-	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling"); err != nil {
+	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling", "resource_hints"); err != nil {
 		return nil, err
 	}
 	t := &transformSpec{n: n}
 	var err error
+	if t.hints, err = l.readHints(n.get("resource_hints")); err != nil {
+		return nil, err
+	}
 	if t.typ, t.typNode, err = l.requireStr(n, "type", "a transform"); err != nil {
 		return nil, err
 	}
@@ -537,6 +553,9 @@ func stepOpts(t *transformSpec, extra ...weir.StepOption) []weir.StepOption {
 	cfg := t.config.plain()
 	if cfg == nil {
 		cfg = map[string]any{}
+	}
+	if m, ok := cfg.(map[string]any); ok && len(t.hints) > 0 {
+		m[resourceHintsKey] = t.hints
 	}
 	opts := []weir.StepOption{weir.WithURN("weir:yaml:" + t.typ), weir.WithConfig(cfg)}
 	return append(opts, extra...)
