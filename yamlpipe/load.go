@@ -39,6 +39,10 @@ type Options struct {
 	// LogOutput receives LogForTesting's lines, one JSON object per line
 	// (default: standard output for in-process runs; dropped in a job).
 	LogOutput io.Writer
+	// JinjaVariables are Beam's --jinja_variables. A file that uses Jinja
+	// syntax, or any file when variables are given, is rendered as a Jinja
+	// template first (see RenderJinja).
+	JinjaVariables map[string]any
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -72,6 +76,10 @@ func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
 // error messages and element source positions.
 func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
+	src, err := renderIfJinja(filename, src, opts.JinjaVariables)
+	if err != nil {
+		return nil, err
+	}
 	root, err := parseYAML(filename, src)
 	if err != nil {
 		return nil, err
