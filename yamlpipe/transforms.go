@@ -79,6 +79,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "delimiter"}, source: true, build: buildReadFromText}, true
 	case "WriteToText":
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWriteToText}, true
+	case "Join":
+		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
 	case "ExtractWindowingInfo":
 		return &transformDef{keys: []string{"fields"}, build: buildExtractWindowingInfo}, true
 	}
@@ -90,7 +92,7 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo"}
+		"ExtractWindowingInfo", "Join"}
 	sort.Strings(out)
 	return out
 }
