@@ -138,11 +138,11 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 	if err != nil {
 		return usageErrorf("--transform-name-mapping: %w", err)
 	}
-	old, jobName, err := resolveOld(ctx, jobs, oldArg)
+	old, jobName, err := resolveOld(ctx, jobs, oldArg, e.jinja)
 	if err != nil {
 		return err
 	}
-	p, err := loadNewPipeline(newPath, jobName)
+	p, err := loadNewPipeline(newPath, jobName, e.jinja)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func writeReportJSON(w io.Writer, r compat.Report) error {
 // resolveOld returns the graph OLD names: a pipeline file or, when arg is
 // not a file but a job name, the graph of that running job (jobName is
 // then arg).
-func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.Pipeline, jobName string, err error) {
+func resolveOld(ctx context.Context, jobs runningGraphs, arg string, jinja map[string]any) (g *graph.Pipeline, jobName string, err error) {
 	if _, statErr := os.Stat(arg); statErr != nil && jobNameRE.MatchString(arg) && filepath.Ext(arg) == "" {
 		if jobs == nil {
 			return nil, "", withCode(ExitNeedsServer, fmt.Errorf("%q is not a pipeline file; checking against the running job of that name needs the job service, which weir check cannot ask yet", arg))
@@ -193,7 +193,7 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 		}
 		return g, arg, nil
 	}
-	p, err := inspectPipeline(arg)
+	p, err := inspectPipeline(arg, jinja)
 	if err != nil {
 		return nil, "", err
 	}
@@ -203,12 +203,12 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 // inspectPipeline loads a pipeline file only to look at its graph (graph,
 // check, --validate-only): its Pub/Sub steps load without a server, as
 // loadNewPipeline does for a job, under a job name derived from the file.
-func inspectPipeline(path string) (*weir.Pipeline, error) {
+func inspectPipeline(path string, jinja map[string]any) (*weir.Pipeline, error) {
 	name := jobNameFromFile(path)
 	if name == "" {
 		name = "inspect"
 	}
-	return loadNewPipeline(path, name)
+	return loadNewPipeline(path, name, jinja)
 }
 
 // loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
@@ -217,9 +217,9 @@ func inspectPipeline(path string) (*weir.Pipeline, error) {
 // its Pub/Sub steps get no broker connection (a nil *pubsub.Broker, which
 // building a step does not touch) and its SQL sinks without a dsn default
 // to a scratch directory, removed afterwards.
-func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
+func loadNewPipeline(path, jobName string, jinja map[string]any) (*weir.Pipeline, error) {
 	if jobName == "" {
-		return inspectPipeline(path)
+		return inspectPipeline(path, jinja)
 	}
 	wd, err := workingDir()
 	if err != nil {
@@ -231,7 +231,7 @@ func loadNewPipeline(path, jobName string) (*weir.Pipeline, error) {
 	}
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
