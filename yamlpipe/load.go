@@ -39,10 +39,14 @@ type Options struct {
 	// LogOutput receives LogForTesting's lines, one JSON object per line
 	// (default: standard output for in-process runs; dropped in a job).
 	LogOutput io.Writer
-	// JinjaVariables are Beam's --jinja_variables. A file that uses Jinja
-	// syntax, or any file when variables are given, is rendered as a Jinja
-	// template first (see RenderJinja).
+	// JinjaVariables are Beam's --jinja_variables (see RenderJinja).
 	JinjaVariables map[string]any
+	// RenderJinja renders the pipeline as a Jinja template before parsing
+	// it, as Beam does, when it uses Jinja syntax or JinjaVariables are
+	// given. LoadFile sets it: its includes read files beside the local
+	// file. Load leaves text as it is unless asked, so a job service never
+	// reads files a submitted template names.
+	RenderJinja bool
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -63,12 +67,14 @@ type JobEnv struct {
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
-// pipeline. Every error names file:line:column and the problem.
+// pipeline, rendering it first when it is a Jinja template (see
+// Options.RenderJinja). Every error names file:line:column and the problem.
 func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline file: %w", err)
 	}
+	opts.RenderJinja = true
 	return Load(path, src, opts)
 }
 
@@ -76,9 +82,11 @@ func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
 // error messages and element source positions.
 func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
-	src, err := renderIfJinja(filename, src, opts.JinjaVariables)
-	if err != nil {
-		return nil, err
+	if opts.RenderJinja {
+		var err error
+		if src, err = renderIfJinja(filename, src, opts.JinjaVariables); err != nil {
+			return nil, err
+		}
 	}
 	root, err := parseYAML(filename, src)
 	if err != nil {
