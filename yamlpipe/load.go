@@ -6,7 +6,8 @@
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, io/pubsub, io/sqlsink, cel.dev/cel-go,
-// github.com/goccy/go-yaml and the standard library; it reaches the
+// github.com/goccy/go-yaml, go.starlark.net (language: python),
+// github.com/ardanlabs/jinja (Jinja templating) and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.
