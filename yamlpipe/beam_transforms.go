@@ -30,12 +30,14 @@ import (
 type valueFn struct {
 	src  int
 	prg  *program
+	py   *pyProgram // language: python
 	typ  row.Type
 	expr *node // while resolving: the expression to compile
 }
 
 // exprLanguage reads a Beam language key: cel and generic expressions are
-// CEL; with python or javascript only field names are accepted for now.
+// CEL; python is weir's Starlark dialect; with javascript only field names
+// are accepted.
 func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 	ln := t.config.get("language")
 	if ln == nil {
@@ -49,7 +51,7 @@ func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 	case "cel", "generic", "python", "javascript":
 		return lang, nil
 	}
-	return "", l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel or generic); python and javascript accept field names only", lang)
+	return "", l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel or generic) and Python in its Starlark dialect (language: python); javascript accepts field names only", lang)
 }
 
 // fieldOrExpr compiles n, Beam's `field`, `expression` or {expression: ...}:
@@ -57,7 +59,7 @@ func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 // compiled in the returned scope with the step's side inputs.
 func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celScope, []weir.StepOption, error) {
 	v, err := l.fieldOrExprValue(t, in, n, what)
-	if err != nil || v.src >= 0 {
+	if err != nil || v.src >= 0 || v.py != nil {
 		return v, nil, nil, err
 	}
 	sc, sides, err := l.celStep(t, in)
@@ -78,9 +80,16 @@ func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what stri
 	if err != nil {
 		return valueFn{}, err
 	}
+	if lang == "python" && (n.kind != kString || in.schema.Index(n.text) < 0) {
+		py, err := l.compilePython(in, n, what)
+		if err != nil {
+			return valueFn{}, err
+		}
+		return valueFn{src: -1, py: py, typ: py.typ}, nil
+	}
 	if n.kind == kMap {
 		if c := n.get("callable"); c != nil {
-			return valueFn{}, l.errf(c, "%s: callable needs language: python, which weir does not run yet; write the expression in CEL", what)
+			return valueFn{}, l.errf(c, "%s: callable needs language: python (weir's Starlark dialect); or write the expression in CEL", what)
 		}
 		if err := l.checkKeys(n, what, "expression"); err != nil {
 			return valueFn{}, err
@@ -96,8 +105,8 @@ func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what stri
 			return valueFn{src: i, typ: in.schema.Fields[i].Type}, nil
 		}
 	}
-	if lang == "python" || lang == "javascript" {
-		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); %s expressions are not supported yet: use CEL (language: generic)", what, n.text, in.schema, lang)
+	if lang == "javascript" {
+		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); javascript expressions are not supported: use CEL (language: generic) or python", what, n.text, in.schema)
 	}
 	return valueFn{src: -1, expr: n}, nil
 }
@@ -107,12 +116,16 @@ func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what stri
 type evaluator struct {
 	v   valueFn
 	act *activation
+	pe  *pyEval
 }
 
 func newEvaluator(v valueFn, sc *celScope) evaluator {
 	e := evaluator{v: v}
 	if v.prg != nil {
 		e.act = &activation{sc: sc}
+	}
+	if v.py != nil {
+		e.pe = v.py.newEval()
 	}
 	return e
 }
@@ -122,10 +135,16 @@ func (e *evaluator) clone() evaluator {
 	if e.act != nil {
 		c.act = &activation{sc: e.act.sc}
 	}
+	if e.v.py != nil {
+		c.pe = e.v.py.newEval()
+	}
 	return c
 }
 
 func (e *evaluator) eval(r *rowT, pc *contract.ProcessContext, what string) (any, error) {
+	if e.pe != nil {
+		return e.pe.eval(r, what)
+	}
 	if e.v.prg == nil {
 		return r.Values[e.v.src], nil
 	}

@@ -267,7 +267,7 @@ func TestAssignTimestampsExpression(t *testing.T) {
 		`{"k": "a", "m": 2, "start": "2026-03-01T01:01:00.000Z"}`,
 		`{"k": "b", "reason": "bad_timestamp"}`)
 	loadErr(t, createT+"    - type: AssignTimestamps\n      input: In\n      config: {timestamp: 'amount > 1'}\n", "timestamp has type bool")
-	loadErr(t, createT+"    - type: AssignTimestamps\n      input: In\n      config: {language: python, timestamp: 'amount * 2'}\n", "python expressions are not supported yet")
+	loadErr(t, createT+"    - type: AssignTimestamps\n      input: In\n      config: {language: javascript, timestamp: 'amount * 2'}\n", "javascript expressions are not supported")
 }
 
 func TestPartition(t *testing.T) {

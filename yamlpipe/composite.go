@@ -32,9 +32,20 @@ func isComposite(n *node) bool {
 // top level), into its transforms, recording its outputs in l.alias.
 // outer resolves the composite's inputs in the enclosing composite (nil at
 // the top level).
-func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) error) ([]*transformSpec, error) {
-	if err := l.checkKeys(n, "a composite transform", "type", "name", "input", "transforms", "output"); err != nil {
+func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) error) (specs []*transformSpec, err error) {
+	if err := l.checkKeys(n, "a composite transform", "type", "name", "input", "transforms", "output", "resource_hints"); err != nil {
 		return nil, err
+	}
+	hints, err := l.readHints(n.get("resource_hints"))
+	if err != nil {
+		return nil, err
+	}
+	if hints != nil {
+		defer func() {
+			for _, t := range specs {
+				t.hints = mergeHints(hints, t.hints)
+			}
+		}()
 	}
 	typ := n.get("type").text
 	chain := typ == "chain"

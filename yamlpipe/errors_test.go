@@ -81,7 +81,8 @@ func TestLoadErrors(t *testing.T) {
 		{"two documents", "pipeline: {transforms: []}\n---\npipeline: {transforms: []}\n", 2, 1, "2 YAML documents"},
 		{"bad name", createT + "    - type: Filter\n      name: 'a*b'\n      input: In\n      config: {keep: 'true'}\n", 9, 13, "bad transform name"},
 		{"map to fields drop without append", createT + "    - type: MapToFields\n      input: In\n      config: {fields: {x: amount}, drop: [region]}\n", 10, 37, "drop only applies with append"},
-		{"language python", createT + "    - type: Filter\n      input: In\n      config: {language: python, keep: 'true'}\n", 10, 26, `language "python" is not supported`},
+		{"language python", createT + "    - type: Filter\n      input: In\n      config: {language: python, keep: 'true'}\n", 10, 41, `name "true" is not defined: Python spells it True`},
+		{"language ruby", createT + "    - type: Filter\n      input: In\n      config: {language: ruby, keep: 'true'}\n", 10, 26, `language "ruby" is not supported`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"errors"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +18,11 @@ import (
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(createT))
 	f.Add([]byte("pipeline:\n  type: chain\n  transforms:\n    - type: Generate\n      config: {count: 3}\n    - type: Filter\n      config: {keep: amount > 5}\n"))
+	// Beam YAML's newer syntax: Python, Join, ExtractWindowingInfo, hints.
+	f.Add([]byte(pyInput + "    - type: MapToFields\n      config:\n        language: python\n        fields: {x: \"name.upper() if price > 2 else f'{name}'\", y: {callable: 'lambda r: r.tags'}}\n"))
+	f.Add([]byte(pyInput + "    - type: Filter\n      config:\n        language: python\n        keep:\n          callable: |\n            def f(row):\n              import os\n              return row.price\n"))
+	f.Add([]byte(joinInputs + "    - type: Join\n      input: {A: A, B: B}\n      config: {equalities: common, type: {outer: [A]}, fields: {A: [a]}}\n"))
+	f.Add([]byte(pyInput + "    - type: ExtractWindowingInfo\n      config: {fields: {t: timestamp, w: window_string, p: pane_info}}\n      resource_hints: {min_ram: 1GB}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		_, err := Load("f.yaml", src, Options{BaseDir: t.TempDir()})
 		if err == nil {
@@ -99,6 +105,59 @@ func FuzzCEL(f *testing.F) {
 			}
 			if got != want {
 				t.Fatalf("%q: fast path gave %#v, CEL %#v", expr, got, want)
+			}
+		}
+	})
+}
+
+// FuzzPython checks that compiling arbitrary Python in the Starlark
+// dialect over a fixed schema, and running it on a row, never panics, and
+// that every load error carries a position.
+func FuzzPython(f *testing.F) {
+	for _, s := range []string{"price * 2", "name.upper()", "import os", "lambda row: row.tags[0]", "f'{name}'",
+		"x is None", "price ** 2", "def f(row):\n  return row.price", "class A: pass", "[t for t in tags if t]", "'%s' % name"} {
+		f.Add(s)
+	}
+	schema := row.MustSchema(
+		row.Field{Name: "name", Type: row.Of(row.KindString)},
+		row.Field{Name: "price", Type: row.Of(row.KindInt)},
+		row.Field{Name: "tags", Type: row.ListOf(row.Of(row.KindString))},
+	)
+	r := &row.Row{Schema: schema, Values: []any{"kiwi", int64(7), []any{"a"}}}
+	f.Fuzz(func(t *testing.T, src string) {
+		l := &loader{file: "f.yaml"}
+		n := &node{kind: kString, text: src, line: 3, col: 9}
+		if strings.HasPrefix(strings.TrimSpace(src), "lambda") || strings.HasPrefix(strings.TrimSpace(src), "def") {
+			n = &node{kind: kMap, line: 3, col: 9, keys: []*node{{kind: kString, text: "callable", line: 3, col: 9}}, vals: []*node{n}}
+		}
+		py, err := l.compilePython(&coll{schema: schema}, n, "fuzz")
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Line < 1 || pe.Col < 1 {
+				t.Fatalf("error without a position: %v", err)
+			}
+			return
+		}
+		_, _ = py.newEval().eval(r, "fuzz")
+	})
+}
+
+// FuzzJinja checks that rendering arbitrary templates never panics and
+// that errors carry a position.
+func FuzzJinja(f *testing.F) {
+	for _, s := range []string{"{{ x }}", "{% for i in range(3) %}{{ i }}{% endfor %}", "{% include 'nope' %}",
+		"{% import 'nope' as m %}{{ m.f() }}", "{{ foo( }}", "{% if %}", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1) }}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if strings.Contains(src, "range") {
+			return // a template's loops are the user's to bound
+		}
+		_, err := RenderJinja(filepath.Join(t.TempDir(), "f.yaml"), []byte(src), map[string]any{"x": 1})
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Line < 1 || pe.Col < 1 {
+				t.Fatalf("error without a position: %v", err)
 			}
 		}
 	})

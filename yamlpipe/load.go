@@ -6,7 +6,8 @@
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, io/pubsub, io/sqlsink, cel.dev/cel-go,
-// github.com/goccy/go-yaml and the standard library; it reaches the
+// github.com/goccy/go-yaml, go.starlark.net (language: python),
+// github.com/ardanlabs/jinja (Jinja templating) and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.
@@ -43,6 +44,14 @@ type Options struct {
 	// check): SQL sinks do not connect to their database to check that
 	// their table can hold the rows. Such a pipeline must not be run.
 	GraphOnly bool
+	// JinjaVariables are Beam's --jinja_variables (see RenderJinja).
+	JinjaVariables map[string]any
+	// RenderJinja renders the pipeline as a Jinja template before parsing
+	// it, as Beam does, when it uses Jinja syntax or JinjaVariables are
+	// given. LoadFile sets it: its includes read files beside the local
+	// file. Load leaves text as it is unless asked, so a job service never
+	// reads files a submitted template names.
+	RenderJinja bool
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -68,12 +77,14 @@ type JobEnv struct {
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
-// pipeline. Every error names file:line:column and the problem.
+// pipeline, rendering it first when it is a Jinja template (see
+// Options.RenderJinja). Every error names file:line:column and the problem.
 func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline file: %w", err)
 	}
+	opts.RenderJinja = true
 	return Load(path, src, opts)
 }
 
@@ -81,6 +92,12 @@ func LoadFile(path string, opts Options) (*weir.Pipeline, error) {
 // error messages and element source positions.
 func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
+	if opts.RenderJinja {
+		var err error
+		if src, err = renderIfJinja(filename, src, opts.JinjaVariables); err != nil {
+			return nil, err
+		}
+	}
 	root, err := parseYAML(filename, src)
 	if err != nil {
 		return nil, err
@@ -116,6 +133,9 @@ type transformSpec struct {
 	def       *transformDef
 	// sides are the side_inputs of the config, resolved like inputs.
 	sides []sideRef
+	// hints are the transform's resource_hints merged over its composites'
+	// and the pipeline's (advisory: recorded in the step's config).
+	hints map[string]any
 }
 
 type inputRef struct {
@@ -153,6 +173,9 @@ func (l *loader) parse(root *node) error {
 	if root.kind != kMap {
 		return l.errf(root, "a pipeline file must be a mapping with a pipeline key, not %s", root.kind)
 	}
+	if err := l.refuseProviders(root); err != nil {
+		return err
+	}
 	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options"); err != nil {
 		return err
 	}
@@ -163,7 +186,11 @@ func (l *loader) parse(root *node) error {
 	if pl.kind == kSeq {
 		pl = &node{kind: kMap, line: pl.line, col: pl.col, keys: []*node{{kind: kString, text: "transforms", line: pl.line, col: pl.col}}, vals: []*node{pl}}
 	}
-	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink"); err != nil {
+	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink", "resource_hints"); err != nil {
+		return err
+	}
+	pipelineHints, err := l.readHints(pl.get("resource_hints"))
+	if err != nil {
 		return err
 	}
 	ptype, err := l.str(pl.get("type"), "pipeline type")
@@ -223,6 +250,9 @@ func (l *loader) parse(root *node) error {
 		}
 		l.specs = append(l.specs, t)
 	}
+	for _, t := range l.specs {
+		t.hints = mergeHints(pipelineHints, t.hints)
+	}
 	if err := l.assignNames(); err != nil {
 		return err
 	}
@@ -250,11 +280,14 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 	if n.kind != kMap {
 		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.kind)
 	}
-	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling"); err != nil {
+	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling", "resource_hints"); err != nil {
 		return nil, err
 	}
 	t := &transformSpec{n: n}
 	var err error
+	if t.hints, err = l.readHints(n.get("resource_hints")); err != nil {
+		return nil, err
+	}
 	if t.typ, t.typNode, err = l.requireStr(n, "type", "a transform"); err != nil {
 		return nil, err
 	}
@@ -546,6 +579,9 @@ func stepOpts(t *transformSpec, extra ...weir.StepOption) []weir.StepOption {
 	cfg := t.config.plain()
 	if cfg == nil {
 		cfg = map[string]any{}
+	}
+	if m, ok := cfg.(map[string]any); ok && len(t.hints) > 0 {
+		m[resourceHintsKey] = t.hints
 	}
 	opts := []weir.StepOption{weir.WithURN("weir:yaml:" + t.typ), weir.WithConfig(cfg)}
 	return append(opts, extra...)

@@ -21,8 +21,17 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOpti
 		if err != nil {
 			return nil, nil, err
 		}
-		if lang != "cel" && lang != "generic" {
-			return nil, nil, l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel)", lang)
+		switch lang {
+		case "cel", "generic":
+		case "python":
+			if t.typ == "Validate" {
+				return nil, nil, l.errf(ln, "Validate rules are CEL (language: cel); python is accepted by MapToFields, Filter, AssignTimestamps and Partition")
+			}
+			if sn := t.config.get("side_inputs"); sn != nil {
+				return nil, nil, l.errf(sn, "side_inputs are read by CEL expressions; with language: python they are not supported")
+			}
+		default:
+			return nil, nil, l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel or generic) and Python in its Starlark dialect (language: python)", lang)
 		}
 	}
 	var keyOf func(name string) (string, *node, error)
@@ -133,6 +142,7 @@ type fieldOp struct {
 	name string
 	src  int
 	prg  *program
+	py   *pyProgram
 	typ  row.Type
 }
 
@@ -142,11 +152,28 @@ type mapFieldsFn struct {
 	ops  []fieldOp
 	act  activation
 	slab slab
+	// pys are the Python evaluators of the ops that have one.
+	pys []*pyEval
 }
 
-// Clone gives each worker its own activation and allocation slab.
+// Clone gives each worker its own activation, Python threads and
+// allocation slab.
 func (f *mapFieldsFn) Clone() any {
-	return &mapFieldsFn{out: f.out, ops: f.ops, act: activation{sc: f.act.sc}}
+	return &mapFieldsFn{out: f.out, ops: f.ops, act: activation{sc: f.act.sc}, pys: newPyEvals(f.ops)}
+}
+
+// newPyEvals makes one Python evaluator per op that has Python code.
+func newPyEvals(ops []fieldOp) []*pyEval {
+	var out []*pyEval
+	for i := range ops {
+		if ops[i].py != nil {
+			if out == nil {
+				out = make([]*pyEval, len(ops))
+			}
+			out[i] = ops[i].py.newEval()
+		}
+	}
+	return out
 }
 
 func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error) {
@@ -154,6 +181,14 @@ func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error
 	out := f.slab.row(f.out)
 	for i := range f.ops {
 		op := &f.ops[i]
+		if op.py != nil {
+			x, err := f.pys[i].eval(in, "field "+op.name)
+			if err != nil {
+				return nil, err
+			}
+			out.Values[i] = x
+			continue
+		}
 		if op.prg == nil {
 			if op.src < len(in.Values) {
 				out.Values[i] = in.Values[op.src]
@@ -236,6 +271,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if fn != nil && fn.kind != kMap {
 		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.kind)
 	}
+	python := l.isPython(t)
 	var ops []fieldOp
 	var fields []row.Field
 	if appendIn {
@@ -256,6 +292,15 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if fn != nil {
 		for i, k := range fn.keys {
 			en := fn.vals[i]
+			if python && (en.kind != kString || !pyIdent(en.text) || in.schema.Index(en.text) < 0) {
+				py, err := l.compilePython(in, en, "field "+k.text)
+				if err != nil {
+					return nil, err
+				}
+				op := fieldOp{name: k.text, src: -1, py: py, typ: py.typ}
+				ops, fields = setField(ops, fields, op)
+				continue
+			}
 			if en.kind == kMap {
 				if err := l.checkKeys(en, "a field", "expression"); err != nil {
 					return nil, err
@@ -276,17 +321,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 				}
 				op.prg, op.typ = prg, rowTypeOfCEL(typ)
 			}
-			replaced := false
-			for j := range fields {
-				if fields[j].Name == k.text {
-					fields[j].Type, ops[j] = op.typ, op
-					replaced = true
-				}
-			}
-			if !replaced {
-				fields = append(fields, row.Field{Name: k.text, Type: op.typ})
-				ops = append(ops, op)
-			}
+			ops, fields = setField(ops, fields, op)
 		}
 	}
 	out, err := row.NewSchema(fields...)
@@ -296,11 +331,22 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if len(fields) == 0 {
 		return nil, l.errf(t.typNode, "MapToFields produces no fields")
 	}
-	dofn := &mapFieldsFn{out: out, ops: ops, act: activation{sc: sc}}
+	dofn := &mapFieldsFn{out: out, ops: ops, act: activation{sc: sc}, pys: newPyEvals(ops)}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(out.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)
 	return rowsColl(out, res), nil
+}
+
+// setField replaces the field op.name (MapToFields with append) or adds it.
+func setField(ops []fieldOp, fields []row.Field, op fieldOp) ([]fieldOp, []row.Field) {
+	for j := range fields {
+		if fields[j].Name == op.name {
+			fields[j].Type, ops[j] = op.typ, op
+			return ops, fields
+		}
+	}
+	return append(ops, op), append(fields, row.Field{Name: op.name, Type: op.typ})
 }
 
 // ---- Filter ----
@@ -310,14 +356,28 @@ type filterFn struct {
 	expr string
 	prg  *program
 	act  activation
+	// py is the Python keep (language: python), with this worker's pe.
+	py *pyProgram
+	pe *pyEval
 }
 
 // Clone gives each worker its own activation.
 func (f *filterFn) Clone() any {
-	return &filterFn{expr: f.expr, prg: f.prg, act: activation{sc: f.act.sc}}
+	c := &filterFn{expr: f.expr, prg: f.prg, act: activation{sc: f.act.sc}, py: f.py}
+	if f.py != nil {
+		c.pe = f.py.newEval()
+	}
+	return c
 }
 
 func (f *filterFn) keep(in *rowT, pc *contract.ProcessContext) (bool, error) {
+	if f.pe != nil {
+		v, err := f.pe.call(in, "keep")
+		if err != nil {
+			return false, err
+		}
+		return bool(v.Truth()), nil
+	}
 	f.act.reset(in, pc)
 	b, err := f.act.evalBool(f.prg)
 	if err != nil {
@@ -363,11 +423,21 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if kn == nil {
 		return nil, l.errf(t.typNode, "Filter needs config.keep (a CEL boolean expression)")
 	}
-	prg, err := l.boolExpr(sc, kn, "keep")
-	if err != nil {
-		return nil, err
+	var dofn *filterFn
+	if l.isPython(t) {
+		py, err := l.compilePython(in, kn, "keep")
+		if err != nil {
+			return nil, err
+		}
+		// Beam keeps an element when keep is truthy, as Python's if does.
+		dofn = &filterFn{expr: py.src, py: py, pe: py.newEval()}
+	} else {
+		prg, err := l.boolExpr(sc, kn, "keep")
+		if err != nil {
+			return nil, err
+		}
+		dofn = &filterFn{expr: kn.text, prg: prg, act: activation{sc: sc}}
 	}
-	dofn := &filterFn{expr: kn.text, prg: prg, act: activation{sc: sc}}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)

@@ -54,6 +54,10 @@ type node struct {
 	line, col int
 	// quoted is true for a quoted string scalar.
 	quoted bool
+	// block is true for a block scalar (| or >); its text starts at
+	// bodyLine:bodyCol.
+	block             bool
+	bodyLine, bodyCol int
 	// text is the scalar as written (the string value for strings).
 	text string
 	b    bool
@@ -135,6 +139,8 @@ type converter struct {
 	anchors map[string]*node
 	sizes   map[*node]int
 	total   int
+	// lines is the source, for the positions of block scalars' bodies.
+	lines []string
 }
 
 func (c *converter) errAt(tk *token.Token, format string, args ...any) error {
@@ -184,7 +190,7 @@ func parseYAML(file string, src []byte) (root *node, err error) {
 	default:
 		return nil, (&converter{file: file}).errAt(starts[1], "the file holds %d YAML documents; want one pipeline", len(bodies))
 	}
-	c := &converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}}
+	c := &converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}, lines: strings.Split(string(src), "\n")}
 	return c.convert(bodies[0], 0)
 }
 
@@ -235,6 +241,15 @@ func (c *converter) convert(an ast.Node, depth int) (*node, error) {
 		n.kind = kString
 		if x.Value != nil {
 			n.text = x.Value.Value
+		}
+		n.block, n.bodyLine, n.bodyCol = true, n.line+1, n.col
+		// The body starts on the first non-blank line after the indicator,
+		// at that line's indentation.
+		for i := n.line; i < len(c.lines); i++ {
+			if ln := c.lines[i]; strings.TrimSpace(ln) != "" {
+				n.bodyLine, n.bodyCol = i+1, len(ln)-len(strings.TrimLeft(ln, " "))+1
+				break
+			}
 		}
 		n.text = strings.TrimRight(n.text, "\n")
 	case *ast.MappingNode:

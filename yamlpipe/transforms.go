@@ -79,6 +79,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "delimiter"}, source: true, build: buildReadFromText}, true
 	case "WriteToText":
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWriteToText}, true
+	case "Join":
+		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
+	case "ExtractWindowingInfo":
+		return &transformDef{keys: []string{"fields"}, build: buildExtractWindowingInfo}, true
 	}
 	return nil, false
 }
@@ -87,7 +91,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
-		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText"}
+		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
+		"ExtractWindowingInfo", "Join"}
 	sort.Strings(out)
 	return out
 }

@@ -138,16 +138,16 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 	if err != nil {
 		return usageErrorf("--transform-name-mapping: %w", err)
 	}
-	old, jobName, err := resolveOld(ctx, jobs, oldArg)
+	old, jobName, err := resolveOld(ctx, jobs, oldArg, e.jinja)
 	if err != nil {
 		return err
 	}
-	p, loadErr := loadNewPipeline(newPath, jobName, false)
+	p, loadErr := loadNewPipeline(newPath, jobName, e.jinja, false)
 	if loadErr != nil {
 		// As the server does for an update: a pipeline that does not load
 		// for a run may load for its graph, and then the check says what
 		// the change breaks before the load error does.
-		gp, err := loadNewPipeline(newPath, jobName, true)
+		gp, err := loadNewPipeline(newPath, jobName, e.jinja, true)
 		if err != nil {
 			return loadErr
 		}
@@ -187,7 +187,7 @@ func writeReportJSON(w io.Writer, r compat.Report) error {
 // resolveOld returns the graph OLD names: a pipeline file or, when arg is
 // not a file but a job name, the graph of that running job (jobName is
 // then arg).
-func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.Pipeline, jobName string, err error) {
+func resolveOld(ctx context.Context, jobs runningGraphs, arg string, jinja map[string]any) (g *graph.Pipeline, jobName string, err error) {
 	if _, statErr := os.Stat(arg); statErr != nil && jobNameRE.MatchString(arg) && filepath.Ext(arg) == "" {
 		if jobs == nil {
 			return nil, "", withCode(ExitNeedsServer, fmt.Errorf("%q is not a pipeline file; checking against the running job of that name needs the job service, which weir check cannot ask yet", arg))
@@ -203,7 +203,7 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 		}
 		return g, arg, nil
 	}
-	p, err := inspectPipeline(arg, true)
+	p, err := inspectPipeline(arg, jinja, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -213,12 +213,12 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string) (g *graph.P
 // inspectPipeline loads a pipeline file only to look at its graph (graph,
 // check, --validate-only): its Pub/Sub steps load without a server, as
 // loadNewPipeline does for a job, under a job name derived from the file.
-func inspectPipeline(path string, graphOnly bool) (*weir.Pipeline, error) {
+func inspectPipeline(path string, jinja map[string]any, graphOnly bool) (*weir.Pipeline, error) {
 	name := jobNameFromFile(path)
 	if name == "" {
 		name = "inspect"
 	}
-	return loadNewPipeline(path, name, graphOnly)
+	return loadNewPipeline(path, name, jinja, graphOnly)
 }
 
 // loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
@@ -228,9 +228,9 @@ func inspectPipeline(path string, graphOnly bool) (*weir.Pipeline, error) {
 // building a step does not touch) and its SQL sinks without a dsn default
 // to a scratch directory, removed afterwards. graphOnly skips the SQL
 // sinks' table checks (yamlpipe's GraphOnly).
-func loadNewPipeline(path, jobName string, graphOnly bool) (*weir.Pipeline, error) {
+func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool) (*weir.Pipeline, error) {
 	if jobName == "" {
-		return inspectPipeline(path, graphOnly)
+		return inspectPipeline(path, jinja, graphOnly)
 	}
 	wd, err := workingDir()
 	if err != nil {
@@ -242,7 +242,7 @@ func loadNewPipeline(path, jobName string, graphOnly bool) (*weir.Pipeline, erro
 	}
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, GraphOnly: graphOnly})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

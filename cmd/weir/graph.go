@@ -18,7 +18,7 @@ checked against.
 Exit codes: 0 success, 2 usage, 3 invalid pipeline.`,
 		Args: exactArgs("PIPELINE.yaml"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			p, err := inspectPipeline(args[0], false)
+			p, err := inspectPipeline(args[0], e.jinja, false)
 			if err != nil {
 				return err
 			}

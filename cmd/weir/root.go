@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // Exit codes. Scripts and tests match on these, so they never change.
@@ -89,6 +91,8 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	logger *slog.Logger
+	// jinja are the --jinja-variables pipeline files are rendered with.
+	jinja map[string]any
 }
 
 // Main runs the weir CLI with args (without the program name) and returns
@@ -110,7 +114,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // newRootCommand builds the command tree. Nothing is kept in package
 // variables: every call builds a fresh tree bound to e.
 func newRootCommand(e *env) *cobra.Command {
-	var logLevel string
+	var logLevel, jinjaVars string
 	root := &cobra.Command{
 		Use:   "weir",
 		Short: "weir runs and changes streaming pipelines (Apache Beam / Dataflow semantics)",
@@ -140,12 +144,18 @@ drains and cancels its jobs.`,
 				return usageErrorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			e.logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+			vars, err := yamlpipe.ParseJinjaVariables(jinjaVars)
+			if err != nil {
+				return usageErrorf("--jinja-variables: %w", err)
+			}
+			e.jinja = vars
 			return nil
 		},
 	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error (weir server: info unless this flag is given)")
+	addJinjaFlags(root, &jinjaVars)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
 		newRunCommand(e),
@@ -207,4 +217,14 @@ func workingDir() (string, error) {
 func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 	cmd.AddCommand(subs...)
 	return cmd
+}
+
+// addJinjaFlags declares --jinja-variables (Beam's spelling
+// --jinja_variables too): a JSON object of the variables pipeline files
+// are rendered with as Jinja templates, by run, check and graph.
+func addJinjaFlags(root *cobra.Command, dst *string) {
+	const usage = "JSON object of Jinja variables to render pipeline files with, as Beam YAML's --jinja_variables (run, check, graph)"
+	root.PersistentFlags().StringVar(dst, "jinja-variables", "", usage)
+	root.PersistentFlags().StringVar(dst, "jinja_variables", "", usage)
+	_ = root.PersistentFlags().MarkHidden("jinja_variables")
 }

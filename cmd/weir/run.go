@@ -175,13 +175,13 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 
 	if f.validateOnly {
-		p, err := inspectPipeline(path, false)
+		p, err := inspectPipeline(path, e.jinja, false)
 		if err != nil {
 			return err
 		}
 		return printValid(e.stdout, path, p.Graph(), f.format)
 	}
-	p, err := loadPipelineLogging(path, e.stdout)
+	p, err := loadPipelineLogging(path, e.stdout, e.jinja)
 	if err != nil {
 		return err
 	}
@@ -245,9 +245,9 @@ func runResultOf(res *runner.Result) runResult {
 // prints its ID once the job is created.
 func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	ctx := cmd.Context()
-	src, err := os.ReadFile(path)
+	src, err := readPipelineFile(path, e.jinja)
 	if err != nil {
-		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+		return err
 	}
 	wd, err := workingDir()
 	if err != nil {
@@ -387,9 +387,9 @@ type updated struct {
 // compatibility report when the update is refused or only validated.
 func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	ctx := cmd.Context()
-	src, err := os.ReadFile(path)
+	src, err := readPipelineFile(path, e.jinja)
 	if err != nil {
-		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+		return err
 	}
 	wd, err := workingDir()
 	if err != nil {
@@ -481,16 +481,16 @@ func jobNameFromFile(path string) string {
 
 // loadPipeline loads a YAML pipeline, resolving paths against the current
 // directory; any load or validation error is an invalid pipeline.
-func loadPipeline(path string) (*weir.Pipeline, error) { return loadPipelineLogging(path, nil) }
+func loadPipeline(path string) (*weir.Pipeline, error) { return loadPipelineLogging(path, nil, nil) }
 
 // loadPipelineLogging is loadPipeline with LogForTesting printing to
-// logOut (nil: standard output).
-func loadPipelineLogging(path string, logOut io.Writer) (*weir.Pipeline, error) {
+// logOut (nil: standard output), rendering its Jinja with jinja.
+func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*weir.Pipeline, error) {
 	wd, err := workingDir()
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut, JinjaVariables: jinja})
 	if errors.Is(err, yamlpipe.ErrNeedsServer) {
 		return nil, withCode(ExitNeedsServer, err)
 	}
@@ -624,4 +624,22 @@ func writeOptionChanges(w io.Writer, opts *service.JobOptions, changed []service
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// readPipelineFile reads a pipeline file to send to a server, rendered as
+// a Jinja template (Beam's --jinja_variables) when it is one: the job
+// stores the rendered text.
+func readPipelineFile(path string, jinja map[string]any) ([]byte, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+	}
+	if jinja == nil && !yamlpipe.HasJinja(src) {
+		return src, nil
+	}
+	out, err := yamlpipe.RenderJinja(path, src, jinja)
+	if err != nil {
+		return nil, withCode(ExitInvalidPipeline, err)
+	}
+	return out, nil
 }

@@ -1,0 +1,149 @@
+package yamlpipe
+
+import "testing"
+
+// The inputs of Beam's join tests (sdks/python/apache_beam/yaml/tests/join.yaml).
+const joinInputs = `pipeline:
+  transforms:
+    - type: Create
+      name: A
+      config:
+        elements:
+          - {common: "x", a: 1}
+          - {common: "y", a: 2}
+          - {common: "z", a: 3}
+    - type: Create
+      name: B
+      config:
+        elements:
+          - {common: "x", b: 10}
+          - {common: "y", b: 20}
+          - {common: "z", b: 30}
+    - type: Create
+      name: C
+      config:
+        elements:
+          - {common: "x", c: 100}
+          - {common: "y", c: 200}
+`
+
+// Beam's own Join tests give Beam's rows.
+func TestJoinBeamTests(t *testing.T) {
+	tests := []struct {
+		name, step string
+		want       []string
+	}{
+		{"inner", `    - type: Join
+      input: {A: A, B: B, C: C}
+      config:
+        type: inner
+        equalities:
+          - {A: common, B: common, C: common}
+        fields:
+          A: [common, a]
+          B: [b]
+          C: {c: c, common_c: common}
+`, []string{`{"common": "x", "a": 1, "b": 10, "c": 100, "common_c": "x"}`, `{"common": "y", "a": 2, "b": 20, "c": 200, "common_c": "y"}`}},
+		{"outer", `    - type: Join
+      input: {A: A, B: B, C: C}
+      config:
+        type: outer
+        equalities:
+          - {A: common, B: common, C: common}
+        fields:
+          A: [common, a]
+          B: [b]
+          C: {c: c, common_c: common}
+`, []string{`{"common": "x", "a": 1, "b": 10, "c": 100, "common_c": "x"}`, `{"common": "y", "a": 2, "b": 20, "c": 200, "common_c": "y"}`,
+			`{"common": "z", "a": 3, "b": 30, "c": null, "common_c": null}`}},
+		{"left", `    - type: Join
+      input: {A: A, C: C}
+      config:
+        type: left
+        equalities: [{A: common, C: common}]
+        fields: {A: [a], C: [c]}
+`, []string{`{"a": 1, "c": 100}`, `{"a": 2, "c": 200}`, `{"a": 3, "c": null}`}},
+		{"right", `    - type: Join
+      input: {A: A, C: C}
+      config:
+        type: right
+        equalities: [{A: common, C: common}]
+        fields: {A: [a], C: [c]}
+`, []string{`{"a": 1, "c": 100}`, `{"a": 2, "c": 200}`}},
+		{"right keeps unmatched right rows", `    - type: Join
+      input: {C: C, A: A}
+      config:
+        type: right
+        equalities: common
+        fields: {A: [a], C: [c]}
+`, []string{`{"a": 1, "c": 100}`, `{"a": 2, "c": 200}`, `{"a": 3, "c": null}`}},
+		{"shorthand, all fields", `    - type: Join
+      input: {A: A, C: C}
+      config:
+        equalities: common
+`, []string{`{"common": "x", "a": 1, "common0": "x", "c": 100}`, `{"common": "y", "a": 2, "common0": "y", "c": 200}`}},
+		{"outer by input", `    - type: Join
+      input: {A: A, C: C}
+      config:
+        type: {outer: [A]}
+        equalities: common
+        fields: {A: [a], C: [c]}
+`, []string{`{"a": 1, "c": 100}`, `{"a": 2, "c": 200}`, `{"a": 3, "c": null}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lines, _ := runLogged(t, joinInputs+tc.step+"    - type: LogForTesting\n      input: Join\n", 2)
+			wantLines(t, lines, tc.want...)
+		})
+	}
+}
+
+// Rows join within windows, as in Beam: the same key in different windows
+// does not meet.
+func TestJoinWithinWindows(t *testing.T) {
+	src := `pipeline:
+  transforms:
+    - type: Create
+      name: Clicks
+      config:
+        elements:
+          - {user: u1, t: 10, page: home}
+          - {user: u1, t: 70, page: cart}
+    - type: Create
+      name: Buys
+      config:
+        elements:
+          - {user: u1, t: 20, item: book}
+          - {user: u1, t: 130, item: pen}
+    - type: AssignTimestamps
+      name: TC
+      input: Clicks
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TB
+      input: Buys
+      config: {timestamp: t}
+    - type: Join
+      input: {c: TC, b: TB}
+      windowing: {type: fixed, size: 60s}
+      config:
+        type: outer
+        equalities: user
+        fields: {c: [page], b: [item]}
+    - type: LogForTesting
+      input: Join
+`
+	lines, _ := runLogged(t, src, 2)
+	wantLines(t, lines, `{"page": "home", "item": "book"}`, `{"page": "cart", "item": null}`, `{"page": null, "item": "pen"}`)
+}
+
+func TestJoinErrors(t *testing.T) {
+	at := joinInputs + "    - type: Join\n"
+	loadErr(t, at+"      input: [A, B]\n      config: {equalities: common}\n", "Join needs at least 2 named inputs")
+	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: nope}\n", `"nope" is not a field of input A`)
+	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: common, type: sideways}\n", `Join type "sideways" is not one of`)
+	loadErr(t, at+"      input: {A: A, B: B, C: C}\n      config: {equalities: [{A: common, B: common}]}\n", "does not name every input")
+	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: [{A: common, X: common}]}\n", `"X" is not an input of the Join`)
+	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: [{A: a, B: common}]}\n", "A.a is int but B.common is string")
+	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: common, fields: {A: [a], B: {a: b}}}\n", `"a" is given more than once`)
+}
