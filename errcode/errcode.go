@@ -182,6 +182,16 @@ const (
 	// LimitExceeded: creating the job, topic or subscription would pass the
 	// server's --max-jobs, --max-topics or --max-subscriptions.
 	LimitExceeded Code = "LIMIT_EXCEEDED"
+	// PathNotAllowed: a file path of a submitted pipeline (a source, a
+	// sink, a SQLite DSN) leads outside the server's --file-roots, or into
+	// the server's own files; the message names the path and the roots.
+	PathNotAllowed Code = "PATH_NOT_ALLOWED"
+	// SQLHostNotAllowed: a PostgreSQL DSN of a submitted pipeline names a
+	// host outside the server's --allowed-sql-hosts; nothing connected to it.
+	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
+	// OutputExists: a file sink's path holds a file weir did not create,
+	// another job's output, or what an earlier job of the name wrote.
+	OutputExists Code = "OUTPUT_EXISTS"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -308,6 +318,9 @@ func registry() []Info {
 		{InvalidHost, svc, KindDenied, http.StatusForbidden},
 		{RequestTooLarge, svc, KindInvalid, http.StatusRequestEntityTooLarge},
 		{LimitExceeded, svc, KindConflict, http.StatusConflict},
+		{PathNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{OutputExists, svc, KindConflict, http.StatusConflict},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

@@ -13,7 +13,7 @@
 // directory is made private (0700, files 0600) at every start. See
 // docs/SECURITY.md.
 //
-// It may import service, api, io/pubsub, runner (for the dead-letter hook)
-// and the standard library. It knows nothing of the command line, and must
+// It may import service, api, io/pubsub, runner (for the dead-letter hook),
+// yamlpipe (what submitted pipelines may touch) and the standard library. It knows nothing of the command line, and must
 // not import cmd/weir or weirx.
 package server

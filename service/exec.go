@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -77,15 +78,29 @@ func unmarshalJob(b []byte, j *Job) error {
 	return nil
 }
 
+// accessCode is the code of a pipeline that does not load: what the
+// server's access rules refused, else INVALID_PIPELINE.
+func accessCode(err error) Code {
+	switch {
+	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
+		return errcode.PathNotAllowed
+	case errors.Is(err, yamlpipe.ErrSQLHostNotAllowed):
+		return errcode.SQLHostNotAllowed
+	case errors.Is(err, yamlpipe.ErrOutputExists):
+		return errcode.OutputExists
+	}
+	return CodeInvalidPipeline
+}
+
 // load compiles j's pipeline for j's run.
 func (s *Service) load(j *Job) (*weir.Pipeline, error) {
 	if j.SDK == SDKGo {
 		return s.loadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
-	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env})
+	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, Access: s.opts.Access})
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%w", err)
+		return nil, errorf(accessCode(err), "%w", err)
 	}
 	if err := p.Err(); err != nil {
 		return nil, errorf(CodeInvalidPipeline, "%s: %w", j.PipelineFile, err)

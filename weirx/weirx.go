@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -112,6 +111,10 @@ type flags struct {
 	allowedHosts       []string
 	token              string
 	tokenFile          string
+	fileRoots          []string
+	allowedSQLHosts    []string
+	tlsCert, tlsKey    string
+	tlsCA              string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -137,6 +140,11 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringSliceVar(&f.allowedHosts, "allowed-hosts", nil, "host names the Host header may carry besides the listen address and loopback names")
 	fs.StringVar(&f.token, "token", "", "with --update: the running process's bearer token (default: --token-file, $WEIR_TOKEN, --auth-token-file, DATA-DIR/"+server.AuthTokenFileName+")")
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --update: file holding the running process's bearer token")
+	fs.StringSliceVar(&f.fileRoots, "file-roots", nil, "directories the file paths of YAML pipelines submitted to the API may lead into (default: the current directory and the data directory)")
+	fs.StringSliceVar(&f.allowedSQLHosts, "allowed-sql-hosts", nil, "hosts the PostgreSQL dsns of YAML pipelines submitted to the API may name (default localhost,127.0.0.0/8,::1)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve the API over HTTPS with, read again when it changes (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "with --update: PEM file of the CA that signed the running process's certificate (default $"+api.TLSCAEnv+", else --tls-cert's own chain, else the system's roots)")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -264,8 +272,9 @@ func (pr *program) run(ctx context.Context) error {
 	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
 		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
-		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts})
-	if errors.Is(err, server.ErrAuthRequired) {
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts,
+		TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
 		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
 	}
 	if err != nil {
@@ -318,7 +327,11 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	if ctl.Kind != server.KindProgram {
 		return nil, withCode(ExitFailure, fmt.Errorf("%w; a weir server does not hand its data directory over: stop it first, or give this program another --data-dir", inUse))
 	}
-	c, err := api.NewClient(ctl.Address, &http.Client{Timeout: server.DefaultShutdownTimeout + time.Minute})
+	hc, err := api.NewHTTPClient(pr.releaseCA(), server.DefaultShutdownTimeout+time.Minute)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--tls-ca: %w", err))
+	}
+	c, err := api.NewClient(ctl.Address, hc)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("the control file's address: %w", err))
 	}
@@ -359,6 +372,17 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 		return nil, withCode(ExitFailure, fmt.Errorf("process %d released the data directory but still holds its lock: %w", ctl.PID, err))
 	}
 	return lock, nil
+}
+
+// releaseCA is the CA file the release call trusts: --tls-ca, else
+// $WEIR_TLS_CA, else this build's own --tls-cert (a chain that ends in its
+// CA, or a self-signed certificate, which the running build most likely
+// shares); "" trusts the system's roots.
+func (pr *program) releaseCA() string {
+	if ca := api.ClientCAFile(pr.f.tlsCA); ca != "" {
+		return ca
+	}
+	return pr.f.tlsCert
 }
 
 // releaseToken is the bearer token of the release call: --token, else

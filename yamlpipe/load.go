@@ -36,6 +36,10 @@ type Options struct {
 	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
 	// Nil for in-process runs of bounded pipelines.
 	Job *JobEnv
+	// Access confines the files and database hosts the pipeline may touch
+	// (a server's --file-roots and --allowed-sql-hosts); nil: every one
+	// its user may (an in-process run).
+	Access *Access
 	// LogOutput receives LogForTesting's lines, one JSON object per line
 	// (default: standard output for in-process runs; dropped in a job).
 	LogOutput io.Writer
