@@ -98,7 +98,7 @@ func (s *Service) load(j *Job) (*weir.Pipeline, error) {
 		return s.loadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
-	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, Access: s.opts.Access})
+	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, Access: s.opts.Access, CheckOutputs: true})
 	if err != nil {
 		return nil, errorf(accessCode(err), "%w", err)
 	}

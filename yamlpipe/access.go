@@ -100,8 +100,8 @@ func (l *loader) fileSink(t *transformSpec, pn *node, in *coll, cfg files.SinkCo
 	if !l.bounded(in) {
 		layout = files.LayoutParts
 	}
-	if l.opts.Access != nil {
-		// A submission to a server: the path must be free for this job.
+	if l.opts.CheckOutputs {
+		// A job service's load: the path must be free for this job.
 		if err := files.CheckOutput(cfg.Path, *cfg.Owner, layout); err != nil {
 			return nil, l.wrapf(pn, err, "%s path", t.typ)
 		}

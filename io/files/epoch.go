@@ -49,6 +49,10 @@ type EpochSink struct {
 	dir, stem, ext   string
 	generationPrefix string
 
+	// claim records the owner once for all workers (claimErr its outcome).
+	claim    sync.Once
+	claimErr error
+
 	mu struct {
 		sync.Mutex
 		workers  map[int]*partWriter
@@ -135,8 +139,12 @@ func (s *EpochSink) openLocked(pw *partWriter) error {
 	if pw.f != nil {
 		return nil
 	}
-	if err := prepareOutput(&s.cfg, pw.path, LayoutParts); err != nil {
+	if err := s.cfg.Roots.Check(pw.path); err != nil {
 		return err
+	}
+	s.claim.Do(func() { s.claimErr = prepareOutput(&s.cfg, pw.path, LayoutParts) })
+	if s.claimErr != nil {
+		return s.claimErr
 	}
 	// Truncated: what an earlier attempt left there no checkpoint covers.
 	f, err := os.OpenFile(pw.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.cfg.mode())

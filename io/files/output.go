@@ -161,9 +161,16 @@ func claimOutput(p string, owner Owner, layout string, mode fs.FileMode) error {
 // writeFileAtomic writes b to path through a temporary file renamed over
 // it, synced, so a reader sees the old content or the new, never half.
 func writeFileAtomic(path string, b []byte, mode fs.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	// A temporary file of its own: several sinks (or workers) may claim
+	// the same path at once.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	_, werr := f.Write(b)
