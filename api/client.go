@@ -3,12 +3,15 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -127,6 +130,9 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, in any) (in
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, ctx.Err()
+		}
+		if terr := tlsError(c.base, err); terr != nil {
+			return 0, nil, terr
 		}
 		return 0, nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
 	}
@@ -310,4 +316,60 @@ func (c *Client) Pull(ctx context.Context, name string, req PullRequest) ([]Pull
 		return nil, err
 	}
 	return out.Messages, nil
+}
+
+// ErrTLS marks a failed TLS handshake with the server: its certificate is
+// not trusted (give its CA with --tls-ca or $WEIR_TLS_CA), or one side does
+// not speak TLS (check the address's scheme).
+var ErrTLS = errors.New("TLS handshake with the weir server failed")
+
+// tlsError words err when it is a TLS failure, nil otherwise.
+func tlsError(base string, err error) error {
+	var verr *tls.CertificateVerificationError
+	var rerr tls.RecordHeaderError
+	switch {
+	case errors.As(err, &verr):
+		return fmt.Errorf("%w: the certificate of %s is not trusted (%v); give the CA that signed it with --tls-ca or $%s", ErrTLS, base, verr.Err, TLSCAEnv)
+	case errors.As(err, &rerr):
+		return fmt.Errorf("%w: %s does not answer TLS; if it serves plain HTTP, use an http:// address", ErrTLS, base)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("%w: %s serves plain HTTP; use an http:// address", ErrTLS, base)
+	}
+	return nil
+}
+
+// TLSCAEnv is the environment variable clients read their private CA file
+// from when --tls-ca is not given.
+const TLSCAEnv = "WEIR_TLS_CA"
+
+// NewHTTPClient returns the HTTP client of a weir API client: timeout
+// bounds each request (0: none); caFile, when not "", holds the PEM
+// certificates of the only authorities trusted for https addresses (a
+// private CA), else the system's roots are. Certificates are always
+// verified, and TLS 1.2 is the oldest version offered.
+func NewHTTPClient(caFile string, timeout time.Duration) (*http.Client, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Timeout: timeout, Transport: tr}, nil
+}
+
+// ClientCAFile returns the CA file a client trusts: caFile (--tls-ca),
+// else $WEIR_TLS_CA; "" trusts the system's roots.
+func ClientCAFile(caFile string) string {
+	if caFile != "" {
+		return caFile
+	}
+	return strings.TrimSpace(os.Getenv(TLSCAEnv))
 }

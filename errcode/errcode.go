@@ -187,6 +187,16 @@ const (
 	// longer than the database keeps (63 bytes in PostgreSQL); the message
 	// gives the limit and the longest name that fits.
 	SQLIdentifierTooLong Code = "SQL_IDENTIFIER_TOO_LONG"
+	// PathNotAllowed: a file path of a submitted pipeline (a source, a
+	// sink, a SQLite DSN) leads outside the server's --file-roots, or into
+	// the server's own files; the message names the path and the roots.
+	PathNotAllowed Code = "PATH_NOT_ALLOWED"
+	// SQLHostNotAllowed: a PostgreSQL DSN of a submitted pipeline names a
+	// host outside the server's --allowed-sql-hosts; nothing connected to it.
+	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
+	// OutputExists: a file sink's path holds a file weir did not create,
+	// another job's output, or what an earlier job of the name wrote.
+	OutputExists Code = "OUTPUT_EXISTS"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -340,6 +350,9 @@ func registry() []Info {
 		{RequestTooLarge, svc, KindInvalid, http.StatusRequestEntityTooLarge},
 		{LimitExceeded, svc, KindConflict, http.StatusConflict},
 		{SQLIdentifierTooLong, svc, KindInvalid, http.StatusBadRequest},
+		{PathNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{OutputExists, svc, KindConflict, http.StatusConflict},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // Defaults of Config.
@@ -99,6 +101,20 @@ type Config struct {
 	// PubSubGRPCTLSCert and PubSubGRPCTLSKey are PEM files: the gRPC API
 	// serves TLS with them.
 	PubSubGRPCTLSCert, PubSubGRPCTLSKey string
+	// FileRoots are the directories the file paths of submitted pipelines
+	// may lead into (--file-roots); nil: the current directory and the
+	// data directory. The data directory's own files (state, broker,
+	// process files, the generated token) and the token and TLS key files
+	// are out of reach inside any root.
+	FileRoots []string
+	// AllowedSQLHosts are the hosts PostgreSQL DSNs of submitted pipelines
+	// may name (--allowed-sql-hosts: names, IPs, CIDR prefixes); nil:
+	// loopback (yamlpipe.NewAccess).
+	AllowedSQLHosts []string
+	// TLSCertFile and TLSKeyFile, both or neither, make the API serve
+	// HTTPS with that PEM certificate (chain) and key, read again when
+	// they change (--tls-cert, --tls-key).
+	TLSCertFile, TLSKeyFile string
 }
 
 // Stop says why Wait returned.
@@ -133,6 +149,7 @@ type Process struct {
 	endStreams func()
 	gate       gate
 	guard      *api.Guard
+	certs      *certReloader      // nil: plain HTTP
 	grpc       *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
 	grpcLn     net.Listener
 	// token is the token this start generated (GenerateAuthToken), "" if
@@ -182,6 +199,9 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err := checkPubSubGRPCConfig(cfg); err != nil {
 		return nil, err
 	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, ErrTLSConfig
+	}
 	p := &Process{cfg: cfg, log: cfg.Logger, dir: dir, lock: cfg.Lock, serveErr: make(chan error, 1), released: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -205,11 +225,20 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if p.guard, err = p.newGuard(); err != nil {
 		return nil, err
 	}
+	if cfg.TLSCertFile != "" {
+		if p.certs, err = newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, p.log); err != nil {
+			return nil, err
+		}
+	}
+	access, err := p.access()
+	if err != nil {
+		return nil, err
+	}
 	if p.broker, err = startBroker(ctx, cfg, dir); err != nil {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program})
+		Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}
@@ -243,6 +272,27 @@ func (p *Process) newGuard() (*api.Guard, error) {
 		return nil, fmt.Errorf("--auth-token-file: %w", err)
 	}
 	return g, nil
+}
+
+// access builds what submitted pipelines may touch: the file roots
+// (default: the current directory and the data directory) less the
+// server's own files, and the allowed SQL hosts.
+func (p *Process) access() (*yamlpipe.Access, error) {
+	roots := p.cfg.FileRoots
+	if roots == nil {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("--file-roots: the default root, the current directory: %w", err)
+		}
+		roots = []string{wd, p.dir}
+	}
+	reserved := []string{filepath.Join(p.dir, "state"), filepath.Join(p.dir, "broker"), filepath.Join(p.dir, AuthTokenFileName),
+		filepath.Join(p.dir, ControlFileName), filepath.Join(p.dir, LockFile), p.cfg.AuthTokenFile, p.cfg.TLSKeyFile}
+	a, err := yamlpipe.NewAccess(roots, reserved, p.cfg.AllowedSQLHosts)
+	if err != nil {
+		return nil, fmt.Errorf("--file-roots or --allowed-sql-hosts: %w", err)
+	}
+	return a, nil
 }
 
 // GeneratedToken returns the token GenerateAuthToken wrote at this start,
@@ -298,8 +348,13 @@ func (p *Process) Service() *service.Service { return p.svc }
 // DataDir returns the absolute data directory.
 func (p *Process) DataDir() string { return p.dir }
 
-// Address returns the API's base URL, http://host:port.
-func (p *Process) Address() string { return "http://" + p.ln.Addr().String() }
+// Address returns the API's base URL, http://host:port (https:// with TLS).
+func (p *Process) Address() string {
+	if p.certs != nil {
+		return "https://" + p.ln.Addr().String()
+	}
+	return "http://" + p.ln.Addr().String()
+}
 
 // Serve starts serving the API in the background and writes the control
 // file.
@@ -332,7 +387,12 @@ func (p *Process) Serve() error {
 	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	p.endStreams = h.EndStreams
 	p.srv.RegisterOnShutdown(h.EndStreams)
-	go func() { p.serveErr <- p.srv.Serve(p.ln) }()
+	ln := p.ln
+	if p.certs != nil {
+		p.srv.TLSConfig = p.certs.tlsConfig()
+		ln = tls.NewListener(p.ln, p.srv.TLSConfig)
+	}
+	go func() { p.serveErr <- p.srv.Serve(ln) }()
 	if err := p.servePubSubGRPC(); err != nil {
 		return err
 	}

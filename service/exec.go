@@ -86,6 +86,20 @@ func unmarshalJob(b []byte, j *Job) error {
 	return nil
 }
 
+// accessCode is the code of a pipeline that does not load: what the
+// server's access rules refused, else INVALID_PIPELINE.
+func accessCode(err error) Code {
+	switch {
+	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
+		return errcode.PathNotAllowed
+	case errors.Is(err, yamlpipe.ErrSQLHostNotAllowed):
+		return errcode.SQLHostNotAllowed
+	case errors.Is(err, yamlpipe.ErrOutputExists):
+		return errcode.OutputExists
+	}
+	return CodeInvalidPipeline
+}
+
 // load compiles j's pipeline for j's run.
 func (s *Service) load(j *Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, false)
@@ -104,9 +118,10 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
+		Access: s.opts.Access, CheckOutputs: !graphOnly,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
-		code := CodeInvalidPipeline
+		code := accessCode(err)
 		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
 			code = errcode.SQLIdentifierTooLong
 		}

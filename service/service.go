@@ -57,6 +57,10 @@ type Options struct {
 	// nil: the service runs YAML jobs only and leaves Go program jobs it
 	// finds in the data directory untouched for their program.
 	Program ProgramLoader
+	// Access confines the files and database hosts submitted YAML
+	// pipelines may touch (the server's --file-roots and
+	// --allowed-sql-hosts); nil: every one the service's user may.
+	Access *yamlpipe.Access
 	// StoreFS is the file system of the state store; nil: the operating
 	// system's. Tests inject faults through it (Pebble's vfs/errorfs).
 	StoreFS vfs.FS

@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -259,7 +262,17 @@ func TestBatchJobDone(t *testing.T) {
 	if j.Delivery != DeliveryAtLeastOnce || j.DeliveryNote == "" {
 		t.Errorf("delivery %q (%q): file sinks make a job at-least-once", j.Delivery, j.DeliveryNote)
 	}
-	// The name is free again: a rerun gets generation 2.
+	// A rerun of the name never overwrites what the first job wrote
+	// (OUTPUT_EXISTS, issue 12 item 13); its file is untouched.
+	_, err = s.Submit(context.Background(), SubmitRequest{Name: "regional-totals", Pipeline: batchYAML, PipelineFile: "regional-totals.yaml", BaseDir: base})
+	if ErrorCode(err) != errcode.OutputExists || !strings.Contains(fmt.Sprint(err), "earlier job of regional-totals") {
+		t.Errorf("rerun writing the first job's file: %v, want OUTPUT_EXISTS naming the earlier job", err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(base, "out", "totals.jsonl")); string(again) != string(out) {
+		t.Errorf("the refused rerun changed the first job's output")
+	}
+	// The name is free again: a rerun elsewhere gets generation 2.
+	base = t.TempDir()
 	j2 := submit(t, s, "regional-totals", batchYAML, base)
 	if j2.Generation != 2 || j2.ID == j.ID {
 		t.Errorf("rerun: generation %d, id %s (first %s)", j2.Generation, j2.ID, j.ID)
@@ -273,9 +286,20 @@ func TestBatchJobDone(t *testing.T) {
 // readWindows returns the records the streaming pipeline wrote.
 func readWindows(t *testing.T, path string) []map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
+	// A streaming job writes part files next to path (files.PartName).
+	ext := filepath.Ext(path)
+	parts, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-g*-e*-w*" + ext)
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("no part files of %s: %v", path, err)
+	}
+	sort.Strings(parts)
+	var b []byte
+	for _, p := range parts {
+		pb, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("reading %s: %v", p, err)
+		}
+		b = append(b, pb...)
 	}
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -325,6 +349,8 @@ func TestStreamingDrain(t *testing.T) {
 			read = st.ElementsOut
 		}
 	}
+	// The sinks commit the final checkpoint after DRAINED is durable.
+	waitLetGo(t, s, j.ID)
 	recs := readWindows(t, filepath.Join(base, "out", "sums.jsonl"))
 	last := 0
 	for _, r := range recs {
@@ -382,15 +408,16 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 	base := t.TempDir()
 	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
-	drained := submit(t, s, "drained", streamingYAML, base)
+	// Each job its own directory: a sink path is one job name's.
+	drained := submit(t, s, "drained", streamingYAML, t.TempDir())
 	if _, err := s.Drain(context.Background(), drained.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, s, drained.ID, StateDrained)
-	running := submit(t, s, "running", streamingYAML, base)
+	running := submit(t, s, "running", streamingYAML, t.TempDir())
 	holdEnd.Store(&running.ID)
 	// A batch job that still runs: Generate with a large count.
-	slowBatch := submit(t, s, "slow-batch", strings.Replace(streamingYAML, "rate: 400,", "rate: 400, count: 1000000,", 1), base)
+	slowBatch := submit(t, s, "slow-batch", strings.Replace(streamingYAML, "rate: 400,", "rate: 400, count: 1000000,", 1), t.TempDir())
 
 	tests := []struct {
 		name string

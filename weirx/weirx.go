@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -115,6 +114,10 @@ type flags struct {
 	fromSnapshot       string
 	pubsubGRPCListen   string
 	pubsubProject      string
+	fileRoots          []string
+	allowedSQLHosts    []string
+	tlsCert, tlsKey    string
+	tlsCA              string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -143,6 +146,11 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.tokenFile, "token-file", "", "with --update: file holding the running process's bearer token")
 	fs.StringVar(&f.pubsubGRPCListen, "pubsub-grpc-listen", server.DefaultPubSubGRPCListen, "address of Google's Pub/Sub v1 gRPC API over the broker (PUBSUB_EMULATOR_HOST); '' turns it off; a busy port is a warning")
 	fs.StringVar(&f.pubsubProject, "pubsub-project", "", "the only project ID the Pub/Sub gRPC API accepts (default: any)")
+	fs.StringSliceVar(&f.fileRoots, "file-roots", nil, "directories the file paths of YAML pipelines submitted to the API may lead into (default: the current directory and the data directory)")
+	fs.StringSliceVar(&f.allowedSQLHosts, "allowed-sql-hosts", nil, "hosts the PostgreSQL dsns of YAML pipelines submitted to the API may name (default localhost,127.0.0.0/8,::1)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve the API over HTTPS with, read again when it changes (with --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "with --update: PEM file of the CA that signed the running process's certificate (default $"+api.TLSCAEnv+", else --tls-cert's own chain, else the system's roots)")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -281,8 +289,9 @@ func (pr *program) run(ctx context.Context) error {
 	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
 		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
 		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
-		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject})
-	if errors.Is(err, server.ErrAuthRequired) {
+		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject,
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
 		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
 	}
 	if err != nil {
@@ -341,7 +350,11 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("%w, which has not published its address yet (%w): try again once it has started", inUse, err))
 	}
-	c, err := api.NewClient(ctl.Address, &http.Client{Timeout: server.DefaultShutdownTimeout + time.Minute})
+	hc, err := api.NewHTTPClient(pr.releaseCA(), server.DefaultShutdownTimeout+time.Minute)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--tls-ca: %w", err))
+	}
+	c, err := api.NewClient(ctl.Address, hc)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("the control file's address: %w", err))
 	}
@@ -382,6 +395,17 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 		return nil, withCode(ExitFailure, fmt.Errorf("process %d released the data directory but still holds its lock: %w", ctl.PID, err))
 	}
 	return lock, nil
+}
+
+// releaseCA is the CA file the release call trusts: --tls-ca, else
+// $WEIR_TLS_CA, else this build's own --tls-cert (a chain that ends in its
+// CA, or a self-signed certificate, which the running build most likely
+// shares); "" trusts the system's roots.
+func (pr *program) releaseCA() string {
+	if ca := api.ClientCAFile(pr.f.tlsCA); ca != "" {
+		return ca
+	}
+	return pr.f.tlsCert
 }
 
 // releaseToken is the bearer token of the release call: --token, else

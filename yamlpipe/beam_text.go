@@ -121,11 +121,14 @@ func splitAt(delim string) bufio.SplitFunc {
 }
 
 func buildReadFromText(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
-	path, _, err := l.requireStr(t.config, "path", "ReadFromText config")
+	path, pn, err := l.requireStr(t.config, "path", "ReadFromText config")
 	if err != nil {
 		return nil, err
 	}
 	path = l.path(path)
+	if err := l.checkPath(t, pn, path, true); err != nil {
+		return nil, err
+	}
 	delim, dn, err := l.optStr(t.config, "delimiter")
 	if err != nil {
 		return nil, err
@@ -233,7 +236,7 @@ func appendPyStr(dst []byte, v any) []byte {
 }
 
 func buildWriteToText(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
-	path, _, err := l.requireStr(t.config, "path", "WriteToText config")
+	path, pn, err := l.requireStr(t.config, "path", "WriteToText config")
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +245,9 @@ func buildWriteToText(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(t.typNode, "WriteToText requires an input schema with exactly one field, got %d (%s): select it with MapToFields", n, in.schema)
 	}
 	path = l.path(path)
+	if err := l.checkPath(t, pn, path, false); err != nil {
+		return nil, err
+	}
 	write(l.root, t.name, in, &textSink{path: path}, stepOpts(t, weir.WithSinkIdentity("file_text", path))...)
 	return nil, nil
 }

@@ -37,6 +37,15 @@ type Options struct {
 	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
 	// Nil for in-process runs of bounded pipelines.
 	Job *JobEnv
+	// Access confines the files and database hosts the pipeline may touch
+	// (a server's --file-roots and --allowed-sql-hosts); nil: every one
+	// its user may (an in-process run).
+	Access *Access
+	// CheckOutputs, set by a job service, refuses file sink paths the job
+	// may not write (files.CheckOutput: a file weir did not create,
+	// another job name's output, an earlier job's batch file) with
+	// ErrOutputExists. Offline loads (weir check) leave it unset.
+	CheckOutputs bool
 	// LogOutput receives LogForTesting's lines, one JSON object per line
 	// (default: standard output for in-process runs; dropped in a job).
 	LogOutput io.Writer

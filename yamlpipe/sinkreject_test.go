@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -179,10 +182,7 @@ func TestKeylessMessageIsASinkReject(t *testing.T) {
 
 func readJSONLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readSinkOutput(t, path)
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if line == "" {
@@ -356,4 +356,33 @@ func TestFarFutureMessageDoesNotSilenceTheStream(t *testing.T) {
 	if len(bad) != 1 || bad[0]["error"].(map[string]any)["reason"] != "timestamp_in_future" {
 		t.Errorf("source rejects %v, want the 2099 message as timestamp_in_future", bad)
 	}
+}
+
+// readSinkOutput returns what a file sink wrote at path: the file of a
+// bounded run, or, when there is none, the committed part files of a
+// streaming job (files.PartName) in name order.
+func readSinkOutput(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ext := filepath.Ext(path)
+	parts, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-g*-e*-w*" + ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(parts)
+	var out []byte
+	for _, p := range parts {
+		pb, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, pb...)
+	}
+	return out
 }

@@ -28,8 +28,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, err
 		}
 	}
-	if n := t.config.get("dsn"); n != nil {
-		if cfg.DSN, err = l.str(n, "WriteToSql dsn"); err != nil {
+	dsnNode := t.config.get("dsn")
+	if dsnNode != nil {
+		if cfg.DSN, err = l.str(dsnNode, "WriteToSql dsn"); err != nil {
 			return nil, err
 		}
 	}
@@ -68,7 +69,14 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	if cfg.Driver == "" || cfg.Driver == sqlsink.DriverSQLite {
 		if cfg.DSN != "" {
-			cfg.DSN = l.path(cfg.DSN)
+			if cfg.DSN, err = l.sqliteDSN(t, dsnNode, cfg.DSN); err != nil {
+				return nil, err
+			}
+		}
+	} else if cfg.Driver == sqlsink.DriverPostgres {
+		// Before sink.Validate connects: a refused host is never tried.
+		if err := l.checkSQLHost(dsnNode, cfg.DSN); err != nil {
+			return nil, err
 		}
 	}
 	cfg.EnsureDefaults()

@@ -44,9 +44,9 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "ReadFromCsv":
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
 	case "WriteToJson":
-		return &transformDef{keys: []string{"path", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
-		return &transformDef{keys: []string{"path", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
 			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
@@ -395,6 +395,9 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			return nil, err
 		}
 		path = l.path(path)
+		if err := l.checkPath(t, pn, path, true); err != nil {
+			return nil, err
+		}
 		var schema *row.Schema
 		sn := t.config.get("schema")
 		if sn != nil {
@@ -429,7 +432,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.errf(tn, "timestamp_field %q has type %s; want timestamp, int (epoch ms) or string", ts, schema.Fields[tsIdx].Type)
 			}
 		}
-		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx})
+		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files()})
 		kind := "file_json"
 		if format == files.CSV {
 			kind = "file_csv"
@@ -517,16 +520,22 @@ func (l *loader) schemaType(n *node) (row.Type, error) {
 
 func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {
 	return func(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
-		path, _, err := l.requireStr(t.config, "path", t.typ+" config")
+		path, pn, err := l.requireStr(t.config, "path", t.typ+" config")
 		if err != nil {
 			return nil, err
 		}
 		path = l.path(path)
+		if err := l.checkPath(t, pn, path, false); err != nil {
+			return nil, err
+		}
 		kind := "file_json"
 		if format == files.CSV {
 			kind = "file_csv"
 		}
-		sink := files.NewSink(path, format, ins[0].schema)
+		sink, err := l.fileSink(t, pn, ins[0], files.SinkConfig{Path: path, Format: format, Schema: ins[0].schema})
+		if err != nil {
+			return nil, err
+		}
 		l.writeWithErrors(t, ins[0], sink, stepOpts(t, weir.WithSinkIdentity(kind, path))...)
 		return nil, nil
 	}

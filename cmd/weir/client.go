@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -26,6 +28,7 @@ type serverFlag struct {
 	addr      string
 	token     string
 	tokenFile string
+	tlsCA     string
 }
 
 // addServerFlag declares --server, --token and --token-file on cmd.
@@ -34,6 +37,7 @@ func addServerFlag(cmd *cobra.Command, dst *serverFlag) {
 	fl.StringVar(&dst.addr, "server", "", "address of the weir server (default $"+serverEnv+", else "+api.DefaultServer+")")
 	fl.StringVar(&dst.token, "token", "", "bearer token of the weir server (visible to other local users in the process list: prefer --token-file or $"+tokenEnv+")")
 	fl.StringVar(&dst.tokenFile, "token-file", "", "file holding the weir server's bearer token (default $"+tokenEnv+")")
+	fl.StringVar(&dst.tlsCA, "tls-ca", "", "PEM file of the CA that signed an https server's certificate (default $"+api.TLSCAEnv+", else the system's roots)")
 }
 
 // serverAddr returns the server address: the flag, $WEIR_SERVER, or the default.
@@ -61,7 +65,11 @@ func clientToken(f serverFlag) (string, error) {
 // newClient returns an API client of the server f designates, sending
 // its token.
 func newClient(f serverFlag) (*api.Client, error) {
-	c, err := api.NewClient(serverAddr(f.addr), nil)
+	hc, err := api.NewHTTPClient(api.ClientCAFile(f.tlsCA), 30*time.Second)
+	if err != nil {
+		return nil, usageErrorf("--tls-ca: %w", err)
+	}
+	c, err := api.NewClient(serverAddr(f.addr), hc)
 	if err != nil {
 		return nil, usageErrorf("--server: %w", err)
 	}
@@ -82,6 +90,9 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}
+	if errors.Is(err, api.ErrTLS) {
+		return withCode(ExitServerUnreachable, err)
+	}
 	if errors.Is(err, api.ErrUnreachable) {
 		return withCode(ExitServerUnreachable, fmt.Errorf("no weir server answers at %s: start one with 'weir server' (from a checkout: go run ./cmd/weir server), or point --server or $%s at a running one", c.Base(), serverEnv))
 	}
@@ -101,7 +112,7 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 // user's: a failure.
 func exitCodeOf(c service.Code) int {
 	switch {
-	case c == service.CodeInvalidPipeline:
+	case c == service.CodeInvalidPipeline, c == errcode.PathNotAllowed, c == errcode.SQLHostNotAllowed:
 		return ExitInvalidPipeline
 	case c.Kind() == service.KindInvalid && c != service.CodeMethodNotAllowed:
 		return ExitUsage

@@ -43,7 +43,12 @@ func TestCLIRunWaits(t *testing.T) {
 	if r.code != ExitFailure || !strings.Contains(r.stderr, "failed") || !strings.Contains(r.stderr, "no-such-input") {
 		t.Errorf("a job failing at once: exit %d, stderr %q; want 1 naming the job's error", r.code, r.stderr)
 	}
-	r = p.cli(dir, "run", "missing.yaml", "--job-name", "missing-nowait", "--no-wait")
+	// Another job name needs another output path (OUTPUT_EXISTS): its own directory.
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, "missing.yaml"), []byte(missingInputYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = p.cli(dir2, "run", "missing.yaml", "--job-name", "missing-nowait", "--no-wait")
 	if r.code != ExitOK || strings.TrimSpace(r.stdout) == "" {
 		t.Errorf("--no-wait: exit %d, stdout %q, stderr %q; want 0 and the job ID", r.code, r.stdout, r.stderr)
 	}
@@ -65,18 +70,19 @@ func TestCLIRunWaits(t *testing.T) {
 // CANCELLED.
 func TestCLIDrainAndCancelWait(t *testing.T) {
 	p := startServer(t, t.TempDir())
-	dir := t.TempDir()
 	stream, err := os.ReadFile(filepath.Join("testdata", "stream_windows.yaml"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "stream.yaml"), stream, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ action, name, want string }{
 		{"drain", "drained", "DRAINED"},
 		{"cancel", "cancelled", "CANCELLED"},
 	} {
+		// Each job name its own output directory (OUTPUT_EXISTS otherwise).
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "stream.yaml"), stream, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if r := p.cli(dir, "run", "stream.yaml", "--job-name", tc.name); r.code != ExitOK {
 			t.Fatalf("submitting %s: exit %d, stderr %q", tc.name, r.code, r.stderr)
 		}

@@ -35,6 +35,9 @@ type serverFlags struct {
 	pubsubProject      string
 	pubsubGRPCTLSCert  string
 	pubsubGRPCTLSKey   string
+	fileRoots          []string
+	allowedSQLHosts    []string
+	tlsCert, tlsKey    string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -91,8 +94,9 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
-		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey})
-	if errors.Is(err, server.ErrAuthRequired) {
+		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
 		return withCode(ExitUsage, err)
 	}
 	if err != nil {
@@ -140,6 +144,17 @@ func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.IntVar(&f.maxJobs, "max-jobs", api.DefaultMaxObjects, "most active jobs clients may submit (LIMIT_EXCEEDED past it); 0: no limit")
 	fl.IntVar(&f.maxTopics, "max-topics", api.DefaultMaxObjects, "most topics clients may create (dead-letter topics not counted); 0: no limit")
 	fl.IntVar(&f.maxSubscriptions, "max-subscriptions", api.DefaultMaxObjects, "most subscriptions clients may create; 0: no limit")
+	addAccessFlags(fl, f)
+}
+
+// addAccessFlags declares the flags of what submitted pipelines may touch
+// and of TLS (shared with Go programs, package weirx, which declares the
+// same names).
+func addAccessFlags(fl *pflag.FlagSet, f *serverFlags) {
+	fl.StringSliceVar(&f.fileRoots, "file-roots", nil, "directories the file paths of submitted pipelines may lead into, comma-separated (default: the current directory and the data directory)")
+	fl.StringSliceVar(&f.allowedSQLHosts, "allowed-sql-hosts", nil, "hosts the PostgreSQL dsns of submitted pipelines may name: names, IPs, CIDR prefixes, comma-separated (default localhost,127.0.0.0/8,::1)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve the API over HTTPS with, read again when it changes (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 }
 
 // nonZero maps a --max-* flag to server.Config, where 0 is the default:

@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,8 +50,11 @@ func startServerArgs(t *testing.T, dataDir string, extra ...string) *serverProc 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tests' pipelines live in temporary directories: let them touch
+	// those (the default roots are the working directory and the data
+	// directory).
 	cmd := exec.Command(exe, append([]string{"server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info",
-		"--pubsub-grpc-listen", "127.0.0.1:0"}, extra...)...)
+		"--pubsub-grpc-listen", "127.0.0.1:0", "--file-roots", os.TempDir()}, extra...)...)
 	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
@@ -274,7 +279,8 @@ func TestCLIServerJobs(t *testing.T) {
 		t.Errorf("drained job %v", d)
 	}
 
-	out, err := os.ReadFile(filepath.Join(work, "out", "sums.jsonl"))
+	srv.waitJob(sumsID, "its final commit", func(m map[string]any) bool { return m["pending_commit"] != true })
+	out, err := readParts(filepath.Join(work, "out", "sums.jsonl"))
 	if err != nil {
 		t.Fatalf("the job wrote nothing relative to the client's directory: %v", err)
 	}
@@ -376,7 +382,8 @@ func TestCLIServerRestart(t *testing.T) {
 			}
 			id := strings.TrimSpace(r.stdout)
 			before := srv.waitJob(id, "three checkpoints", epochAtLeast(3))
-			if before["checkpointing"] != true || before["delivery"] != "at_least_once" {
+			// File sinks commit part files per checkpoint epoch: exactly once.
+			if before["checkpointing"] != true || before["delivery"] != "exactly_once" {
 				t.Errorf("checkpointing %v, delivery %v", before["checkpointing"], before["delivery"])
 			}
 			if code := srv.stop(tc.sig); code != tc.wantCode {
@@ -474,4 +481,27 @@ func TestCLIServerCrashAppendSQL(t *testing.T) {
 		t.Errorf("table holds %d rows (%d distinct ids, %d..%d), want each of 0..%d once", rows, distinct, minID, maxID, count-1)
 	}
 	srv.stop(syscall.SIGTERM)
+}
+
+// readParts returns what a streaming job's file sink committed for path:
+// its part files (files.PartName) concatenated in name order.
+func readParts(path string) ([]byte, error) {
+	ext := filepath.Ext(path)
+	parts, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-g*-e*-w*" + ext)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("no part files of %s", path)
+	}
+	sort.Strings(parts)
+	var out []byte
+	for _, p := range parts {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
 }

@@ -42,7 +42,13 @@ func TestCLISnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2 := filepath.Join(work, "v2.yaml")
-	if err := os.WriteFile(v2, []byte(strings.ReplaceAll(strings.Replace(string(src), "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals")), 0o644); err != nil {
+	// Another job name writes its own output path (OUTPUT_EXISTS otherwise).
+	v2src := strings.ReplaceAll(strings.Replace(string(src), "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals")
+	if !strings.Contains(v2src, "path: out/") {
+		t.Fatalf("%s has no sink under out/", stream)
+	}
+	v2src = strings.ReplaceAll(v2src, "path: out/", "path: out-v2/")
+	if err := os.WriteFile(v2, []byte(v2src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r = srv.cli(work, "run", v2, "--job-name", "sums-v2", "--create-from-snapshot", id)

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,60 +15,110 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 )
 
+// DefaultFileMode is the permission bits of the files a sink creates when
+// its configuration gives none: the owner reads and writes, the group
+// reads. Directories a sink creates get the same bits plus search
+// (0750).
+const DefaultFileMode fs.FileMode = 0o640
+
+// SinkConfig configures a file sink.
+type SinkConfig struct {
+	// Path is the file the sink writes (a bounded run), or the name the
+	// part files of a streaming run are derived from (EpochSink).
+	Path string
+	// Format says how rows are written.
+	Format Format
+	// Schema gives a CSV sink's header and column order; rows of another
+	// schema are written by field name. Nil: the first row's.
+	Schema *row.Schema
+	// Mode is the permission bits of created files (the umask still
+	// applies); 0: DefaultFileMode.
+	Mode fs.FileMode
+	// Roots, when set, is checked again for every file the sink creates, so
+	// a link created after the submission cannot lead out.
+	Roots *Roots
+	// Owner is the job writing; when set the sink records it in the
+	// owner file next to Path (OwnerFile) before creating any output, and
+	// refuses to write when another job name owns the path. Nil for
+	// in-process runs.
+	Owner *Owner
+}
+
+func (c *SinkConfig) mode() fs.FileMode {
+	if c.Mode == 0 {
+		return DefaultFileMode
+	}
+	return c.Mode.Perm()
+}
+
+// dirMode is the mode of directories created for a file of mode m: m with
+// search wherever it has read.
+func dirMode(m fs.FileMode) fs.FileMode { return m | (m&0o444)>>2 | 0o700 }
+
 // Sink writes rows to one file, as JSON lines or CSV. Write may be called
 // concurrently from several workers: writes are serialised by a mutex, each
 // bundle is written whole. The file is created (truncated) at the first
-// Write or at Close, whichever comes first, with missing parent directories.
-// Close flushes and closes it. Runner rejects are written as error rows.
+// Write or at Close, whichever comes first, with missing parent directories,
+// mode SinkConfig.Mode. Close flushes and closes it. Runner rejects are
+// written as error rows. It is the sink of bounded runs: streaming jobs of
+// the job service use EpochSink.
 type Sink struct {
-	path   string
-	format Format
-	schema *row.Schema
+	cfg SinkConfig
 
 	mu struct {
 		sync.Mutex
 		f      *os.File
-		w      *bufio.Writer
-		cw     *csv.Writer
-		buf    []byte
-		cells  []string
+		enc    encoder
 		closed bool
 	}
 }
 
-// NewSink returns a sink writing to path. For CSV, schema gives the header
-// and column order; rows of another schema are written by field name.
+// NewSink returns a sink writing to path with the default file mode. For
+// CSV, schema gives the header and column order; rows of another schema are
+// written by field name.
 func NewSink(path string, format Format, schema *row.Schema) *Sink {
-	return &Sink{path: path, format: format, schema: schema}
+	return NewFileSink(SinkConfig{Path: path, Format: format, Schema: schema})
 }
 
+// NewFileSink returns a sink for cfg.
+func NewFileSink(cfg SinkConfig) *Sink { return &Sink{cfg: cfg} }
+
 // Path returns the file the sink writes.
-func (s *Sink) Path() string { return s.path }
+func (s *Sink) Path() string { return s.cfg.Path }
 
 func (s *Sink) openLocked() error {
 	if s.mu.f != nil {
 		return nil
 	}
 	if s.mu.closed {
-		return fmt.Errorf("sink %s is closed", s.path)
+		return fmt.Errorf("sink %s is closed", s.cfg.Path)
 	}
-	if dir := filepath.Dir(s.path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("creating the directory of %s: %w", s.path, err)
-		}
+	if err := prepareOutput(&s.cfg, s.cfg.Path, LayoutFile); err != nil {
+		return err
 	}
-	f, err := os.Create(s.path)
+	f, err := os.OpenFile(s.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, s.cfg.mode())
 	if err != nil {
-		return fmt.Errorf("creating %s: %w", s.path, err)
+		return fmt.Errorf("creating %s: %w", s.cfg.Path, err)
 	}
 	s.mu.f = f
-	s.mu.w = bufio.NewWriterSize(f, 64<<10)
-	if s.format == CSV {
-		s.mu.cw = csv.NewWriter(s.mu.w)
-		if s.schema != nil {
-			if err := s.mu.cw.Write(s.schema.Names()); err != nil {
-				return fmt.Errorf("writing %s: %w", s.path, err)
-			}
+	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema)
+}
+
+// prepareOutput checks file (a file the sink is about to create) against
+// cfg's roots, records cfg's owner next to cfg.Path, and creates file's
+// directory.
+func prepareOutput(cfg *SinkConfig, file, layout string) error {
+	if err := cfg.Roots.Check(file); err != nil {
+		return err
+	}
+	if dir := filepath.Dir(file); dir != "" {
+		if err := os.MkdirAll(dir, dirMode(cfg.mode())); err != nil {
+			return fmt.Errorf("creating the directory of %s: %w", file, err)
+		}
+	}
+	if cfg.Owner != nil {
+		if err := claimOutput(cfg.Path, *cfg.Owner, layout, cfg.mode()); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -99,62 +150,7 @@ func (s *Sink) write(elems []contract.Element, rejects []contract.SinkReject, re
 	if err := s.openLocked(); err != nil {
 		return rejects, err
 	}
-	for i := range elems {
-		var err error
-		if s.format == CSV {
-			err = s.writeCSVLocked(elems[i].Value)
-		} else {
-			err = s.writeJSONLocked(elems[i].Value)
-		}
-		if err != nil {
-			if reject && errors.Is(err, errNotARow) {
-				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonNotARow, Message: fmt.Sprintf("writing %s: %v", s.path, err)}})
-				continue
-			}
-			return rejects, fmt.Errorf("writing %s: %w", s.path, err)
-		}
-	}
-	return rejects, nil
-}
-
-func (s *Sink) writeJSONLocked(v any) error {
-	b := s.mu.buf[:0]
-	if r, ok := row.AsRow(v); ok {
-		b = row.AppendJSON(b, r)
-	} else {
-		b = row.AppendJSONValue(b, v)
-	}
-	b = append(b, '\n')
-	s.mu.buf = b
-	_, err := s.mu.w.Write(b)
-	return err
-}
-
-func (s *Sink) writeCSVLocked(v any) error {
-	r, ok := row.AsRow(v)
-	if !ok {
-		return fmt.Errorf("CSV sink got a %T: %w", v, errNotARow)
-	}
-	if s.schema == nil {
-		s.schema = r.Schema
-		if err := s.mu.cw.Write(s.schema.Names()); err != nil {
-			return err
-		}
-	}
-	cells := s.mu.cells[:0]
-	same := r.Schema == s.schema
-	for i, f := range s.schema.Fields {
-		var x any
-		if same {
-			x = r.Values[i]
-		} else {
-			x, _ = r.Get(f.Name)
-		}
-		s.mu.buf = row.AppendText(s.mu.buf[:0], x)
-		cells = append(cells, string(s.mu.buf))
-	}
-	s.mu.cells = cells
-	return s.mu.cw.Write(cells)
+	return s.mu.enc.write(s.cfg.Path, elems, rejects, reject)
 }
 
 // Close flushes and closes the file, creating it if nothing was written.
@@ -168,15 +164,115 @@ func (s *Sink) Close(context.Context) error {
 		return err
 	}
 	s.mu.closed = true
-	var errs []error
-	if s.mu.cw != nil {
-		s.mu.cw.Flush()
-		errs = append(errs, s.mu.cw.Error())
-	}
-	errs = append(errs, s.mu.w.Flush(), s.mu.f.Close())
+	err := errors.Join(s.mu.enc.flush(), s.mu.f.Close())
 	s.mu.f = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("closing %s: %w", s.path, err)
+	if err != nil {
+		return fmt.Errorf("closing %s: %w", s.cfg.Path, err)
 	}
 	return nil
+}
+
+// encoder writes rows to one file as JSON lines or CSV.
+type encoder struct {
+	format Format
+	schema *row.Schema
+	w      *bufio.Writer
+	cw     *csv.Writer
+	buf    []byte
+	cells  []string
+	rows   int64
+}
+
+// init starts encoding into f, writing the CSV header when the schema is
+// known.
+func (e *encoder) init(f *os.File, format Format, schema *row.Schema) error {
+	e.format, e.schema, e.rows = format, schema, 0
+	if e.w == nil {
+		e.w = bufio.NewWriterSize(f, 64<<10)
+	} else {
+		e.w.Reset(f)
+	}
+	e.cw = nil
+	if format == CSV {
+		e.cw = csv.NewWriter(e.w)
+		if schema != nil {
+			if err := e.cw.Write(schema.Names()); err != nil {
+				return fmt.Errorf("writing %s: %w", f.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// write encodes elems; with reject set, a value CSV cannot hold is appended
+// to rejects instead of failing.
+func (e *encoder) write(path string, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
+	for i := range elems {
+		var err error
+		if e.format == CSV {
+			err = e.writeCSV(elems[i].Value)
+		} else {
+			err = e.writeJSON(elems[i].Value)
+		}
+		if err != nil {
+			if reject && errors.Is(err, errNotARow) {
+				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonNotARow, Message: fmt.Sprintf("writing %s: %v", path, err)}})
+				continue
+			}
+			return rejects, fmt.Errorf("writing %s: %w", path, err)
+		}
+		e.rows++
+	}
+	return rejects, nil
+}
+
+func (e *encoder) writeJSON(v any) error {
+	b := e.buf[:0]
+	if r, ok := row.AsRow(v); ok {
+		b = row.AppendJSON(b, r)
+	} else {
+		b = row.AppendJSONValue(b, v)
+	}
+	b = append(b, '\n')
+	e.buf = b
+	_, err := e.w.Write(b)
+	return err
+}
+
+func (e *encoder) writeCSV(v any) error {
+	r, ok := row.AsRow(v)
+	if !ok {
+		return fmt.Errorf("CSV sink got a %T: %w", v, errNotARow)
+	}
+	if e.schema == nil {
+		e.schema = r.Schema
+		if err := e.cw.Write(e.schema.Names()); err != nil {
+			return err
+		}
+	}
+	cells := e.cells[:0]
+	same := r.Schema == e.schema
+	for i, f := range e.schema.Fields {
+		var x any
+		if same {
+			x = r.Values[i]
+		} else {
+			x, _ = r.Get(f.Name)
+		}
+		e.buf = row.AppendText(e.buf[:0], x)
+		cells = append(cells, string(e.buf))
+	}
+	e.cells = cells
+	return e.cw.Write(cells)
+}
+
+// flush writes what is buffered to the file.
+func (e *encoder) flush() error {
+	if e.cw != nil {
+		e.cw.Flush()
+		if err := e.cw.Error(); err != nil {
+			return err
+		}
+	}
+	return e.w.Flush()
 }

@@ -66,6 +66,10 @@ type SourceConfig struct {
 	// (a timestamp, RFC 3339 string or epoch milliseconds); -1 puts every
 	// element at mtime.MinTimestamp.
 	TimestampField int
+	// Roots, when set, confines the files read: every file the path
+	// matches when the source splits is checked again (Roots.Check), so a
+	// link created after the submission cannot lead out.
+	Roots *Roots
 }
 
 // Source reads rows from files. It is bounded.
@@ -99,6 +103,9 @@ func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error)
 	}
 	out := make([]contract.SourceSplit, 0, len(paths))
 	for _, p := range paths {
+		if err := s.cfg.Roots.Check(p); err != nil {
+			return nil, err
+		}
 		out = append(out, &split{cfg: &s.cfg, path: p})
 	}
 	return out, nil

@@ -1,0 +1,170 @@
+package yamlpipe
+
+import (
+	"io/fs"
+	"strconv"
+
+	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// This file holds what a server lets a submitted pipeline touch (Access)
+// and the file sinks' choice between one file (bounded runs) and part
+// files per checkpoint epoch (streaming jobs).
+
+// Errors of the access checks, matched with errors.Is (the job service
+// answers them as PATH_NOT_ALLOWED, SQL_HOST_NOT_ALLOWED and
+// OUTPUT_EXISTS).
+var (
+	// ErrPathNotAllowed: a file path (a source, a sink, a SQLite DSN) leads
+	// outside Access.Files.
+	ErrPathNotAllowed = files.ErrPathNotAllowed
+	// ErrSQLHostNotAllowed: a PostgreSQL DSN names a host outside
+	// Access.SQLHosts.
+	ErrSQLHostNotAllowed = sqlsink.ErrHostNotAllowed
+	// ErrOutputExists: a file sink's path holds output its job may not
+	// touch (files.CheckOutput).
+	ErrOutputExists = files.ErrOutputExists
+)
+
+// Access is what a server lets the pipelines it is sent touch. A nil
+// *Access (an in-process run, a check) has the user's full rights, and
+// nil fields allow everything of their kind.
+type Access struct {
+	// Files confines every file path: sources, sinks, SQLite DSNs.
+	Files *files.Roots
+	// SQLHosts confines the hosts of PostgreSQL DSNs; checked before any
+	// connection.
+	SQLHosts *sqlsink.HostPolicy
+}
+
+func (l *loader) files() *files.Roots {
+	if l.opts.Access == nil {
+		return nil
+	}
+	return l.opts.Access.Files
+}
+
+func (l *loader) sqlHosts() *sqlsink.HostPolicy {
+	if l.opts.Access == nil {
+		return nil
+	}
+	return l.opts.Access.SQLHosts
+}
+
+// checkPath checks a file path (a glob for sources) against the roots.
+func (l *loader) checkPath(t *transformSpec, n *node, p string, pattern bool) error {
+	check := l.files().Check
+	if pattern {
+		check = l.files().CheckPattern
+	}
+	if err := check(p); err != nil {
+		if n == nil {
+			n = t.typNode
+		}
+		return l.wrapf(n, err, "%s path", t.typ)
+	}
+	return nil
+}
+
+// fileMode reads a file sink's optional file_mode: an octal string
+// ("0640"), at least owner read and write; 0 when absent.
+func (l *loader) fileMode(t *transformSpec) (fs.FileMode, error) {
+	s, n, err := l.optStr(t.config, "file_mode")
+	if err != nil || n == nil {
+		return 0, err
+	}
+	v, perr := strconv.ParseUint(s, 8, 32)
+	if perr != nil || v > 0o777 || v&0o600 != 0o600 {
+		return 0, l.errf(n, "file_mode %q: want an octal mode string such as \"0640\" or \"0600\", with owner read and write", s)
+	}
+	return fs.FileMode(v), nil
+}
+
+// fileSink builds the sink of WriteToJson/WriteToCsv for input in: in a
+// job whose input is unbounded, part files per checkpoint epoch (the path
+// checked against the outputs already there); otherwise one file.
+func (l *loader) fileSink(t *transformSpec, pn *node, in *coll, cfg files.SinkConfig) (contract.Sink, error) {
+	mode, err := l.fileMode(t)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Mode, cfg.Roots = mode, l.files()
+	job := l.opts.Job
+	if job == nil {
+		return files.NewFileSink(cfg), nil
+	}
+	cfg.Owner = &files.Owner{JobName: job.Name, JobID: job.ID, Generation: job.Generation}
+	layout := files.LayoutFile
+	if !l.bounded(in) {
+		layout = files.LayoutParts
+	}
+	if l.opts.CheckOutputs {
+		// A job service's load: the path must be free for this job.
+		if err := files.CheckOutput(cfg.Path, *cfg.Owner, layout); err != nil {
+			return nil, l.wrapf(pn, err, "%s path", t.typ)
+		}
+	}
+	if layout == files.LayoutFile {
+		return files.NewFileSink(cfg), nil
+	}
+	s, err := files.NewEpochSink(cfg)
+	if err != nil {
+		return nil, l.wrapf(pn, err, "%s", t.typ)
+	}
+	return s, nil
+}
+
+// bounded says whether collection c is bounded.
+func (l *loader) bounded(c *coll) bool {
+	id := c.rows.ID()
+	if c.isReject {
+		id = c.rejects.ID()
+	}
+	col := l.p.Graph().Collection(id)
+	return col == nil || col.Bounded
+}
+
+// sqliteDSN resolves a SQLite DSN (a path or a file: URI) against the base
+// directory and checks its file against the roots.
+func (l *loader) sqliteDSN(t *transformSpec, n *node, dsn string) (string, error) {
+	p, resolved, memory, err := sqlsink.SQLitePath(dsn, l.opts.BaseDir)
+	if err != nil {
+		return "", l.wrapf(n, err, "WriteToSql dsn")
+	}
+	if memory {
+		return resolved, nil
+	}
+	if err := l.files().Check(p); err != nil {
+		return "", l.wrapf(n, err, "WriteToSql dsn")
+	}
+	return resolved, nil
+}
+
+// checkSQLHost checks a PostgreSQL DSN's hosts before anything connects.
+func (l *loader) checkSQLHost(n *node, dsn string) error {
+	if err := l.sqlHosts().CheckDSN(dsn); err != nil {
+		return l.wrapf(n, err, "WriteToSql dsn")
+	}
+	return nil
+}
+
+// NewAccess builds an Access: roots are the directories files may be in
+// (files.NewRoots), reserved the paths no pipeline may touch inside them,
+// sqlHosts the PostgreSQL hosts (sqlsink.NewHostPolicy; nil takes
+// sqlsink.DefaultAllowedHosts).
+func NewAccess(roots, reserved, sqlHosts []string) (*Access, error) {
+	r, err := files.NewRoots(roots, reserved)
+	if err != nil {
+		return nil, err
+	}
+	if sqlHosts == nil {
+		sqlHosts = sqlsink.DefaultAllowedHosts
+	}
+	h, err := sqlsink.NewHostPolicy(sqlHosts)
+	if err != nil {
+		return nil, err
+	}
+	return &Access{Files: r, SQLHosts: h}, nil
+}
