@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -38,12 +38,13 @@ type runFlags struct {
 	server         serverFlag
 	allowSource    bool
 	wait, noWait   bool
+	requestID      string
 }
 
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
-	return []string{"service-options"}
+	return nil
 }
 
 // submits reports whether `weir run` submits to a weir server: when
@@ -53,20 +54,8 @@ func (f runFlags) submits(cmd *cobra.Command) bool {
 }
 
 // serviceOptionKeys returns the keys --service-options accepts, verbatim
-// from Dataflow; those that take a value end with '='.
-func serviceOptionKeys() []string {
-	return []string{
-		"update_strategy_parallel_job_update",
-		"update_strategy_in_place_update",
-		"parallel_replace_job_name=",
-		"parallel_replace_job_id=",
-		"parallel_replace_job_min_parallel_pipelines_duration=",
-		"parallel_replace_job_max_stop_duration=",
-		"parallel_replace_job_cancel_on_drain_timeout=",
-		"parallel_replace_job_preallocate_compute_resources=",
-		"create_or_update_job",
-	}
-}
+// from Dataflow plus weir's own; those that take a value end with '='.
+func serviceOptionKeys() []string { return serviceopt.Known() }
 
 func newRunCommand(e *env) *cobra.Command {
 	var f runFlags
@@ -95,8 +84,24 @@ names every incompatible step, the reason and a fix. --update
 --validate-only only prints the report.
 
 --max-num-workers is recorded with the job (the bound of later rescaling;
-autoscaling is not implemented). --service-options is not offered by the
-job service yet.
+autoscaling is not implemented).
+
+--service-options K[=V] (repeatable, or comma-separated; also
+--dataflow-service-options and --additional-experiments, as pasted from a
+Dataflow command) takes Dataflow's keys verbatim: create_or_update_job
+updates the running job of --job-name when there is one and creates a new
+job otherwise; update_strategy_in_place_update is the default of --update;
+a replacement job is asked for with --update and
+update_strategy_parallel_job_update (same name), or with
+parallel_replace_job_name=OLD or parallel_replace_job_id=ID (a new name,
+without --update), together with
+parallel_replace_job_max_stop_duration=D (stop-and-replace) or
+parallel_replace_job_min_parallel_pipelines_duration=D (parallel). The CLI
+checks every rule before sending anything (exit 2); the server refuses
+what depends on its jobs (exit 1 with the code). --request-id ID makes the
+submission idempotent for 24 hours: a retry with the same ID gets the
+first answer, never a second job. Every flag also accepts '_' for '-'
+(--job_name, --dataflow_service_options).
 
 With --create-from-snapshot ID the new job of --job-name starts from a job
 snapshot ('weir snapshots'): its state and source positions. The snapshot's
@@ -124,7 +129,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is created (default: wait for its first durable checkpoint or its end)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
-	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
+	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable or comma-separated; also --dataflow-service-options, --additional-experiments (needs a weir server)")
+	fl.StringVar(&f.requestID, "request-id", "", "make the submission idempotent: a retry with the same ID within 24 hours gets the first answer (needs a weir server)")
 	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to, recorded with the job (needs a weir server)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	return cmd
@@ -137,8 +143,15 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.numWorkers < 1 {
 		return usageErrorf("--num-workers must be at least 1, got %d", f.numWorkers)
 	}
-	if err := checkServiceOptions(f.serviceOptions); err != nil {
+	plan, err := checkServiceOptions(f.serviceOptions, f.jobName, f.update)
+	if err != nil {
 		return err
+	}
+	if (len(f.serviceOptions) > 0 || f.requestID != "") && f.jobName == "" && !f.validateOnly {
+		return withCode(ExitNeedsServer, fmt.Errorf("--service-options and --request-id are job options: submit the pipeline to a weir server with --job-name NAME"))
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(e.stderr, "note: %s\n", n)
 	}
 	if f.nameMapping != "" {
 		var m map[string]string
@@ -161,7 +174,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.fromSnapshot != "" {
 		return runFromSnapshot(cmd, e, path, f) // snapshots.go
 	}
-	if f.update || cmd.Flags().Changed("transform-name-mapping") {
+	if f.update || plan.CreateOrUpdate || cmd.Flags().Changed("transform-name-mapping") {
 		if f.jobName == "" {
 			return usageErrorf("--update needs --job-name: the name of the running job to replace")
 		}
@@ -270,7 +283,8 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}})
+		Options:        service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
+		ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
@@ -375,6 +389,7 @@ type updated struct {
 	PauseMillis    int64         `json:"pause_ms,omitempty"`
 	Compatibility  compat.Report `json:"compatibility"`
 	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+	Notes          []string      `json:"notes,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -395,12 +410,14 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
+			Options:        service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
+			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
 	if err != nil && res == nil {
 		return clientError(ctx, c, err)
 	}
-	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report}
+	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report, Notes: res.Notes}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
 	}
@@ -415,7 +432,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			return werr
 		}
 	} else {
+		for _, n := range res.Notes {
+			fmt.Fprintf(e.stderr, "%s\n", n)
+		}
 		switch {
+		case res.Job != nil && out.ReplacesJobID == "":
+			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)
 			fmt.Fprintf(e.stderr, "job %s replaced job %s (%s); the handover paused output for %d ms\n", res.Job.ID, out.ReplacesJobID, f.jobName, res.PauseMS)
@@ -479,26 +501,17 @@ func loadPipelineLogging(path string, logOut io.Writer) (*weir.Pipeline, error) 
 	return p, nil
 }
 
-// checkServiceOptions reports --service-options values with unknown keys,
-// or a missing or unexpected value.
-func checkServiceOptions(opts []string) error {
-	known := serviceOptionKeys()
-	for _, o := range opts {
-		key, _, hasValue := strings.Cut(o, "=")
-		switch {
-		case slices.Contains(known, key+"="):
-			if !hasValue {
-				return usageErrorf("--service-options %q: %s needs a value (%s=VALUE)", o, key, key)
-			}
-		case slices.Contains(known, key):
-			if hasValue {
-				return usageErrorf("--service-options %q: %s takes no value", o, key)
-			}
-		default:
-			return usageErrorf("--service-options %q: unknown option (known: %s)", o, strings.Join(known, ", "))
-		}
+// checkServiceOptions checks --service-options (every rule of package
+// serviceopt that does not depend on the server's jobs) with --job-name
+// and --update, and returns what they ask for; a refusal is a usage error
+// naming its code.
+func checkServiceOptions(opts []string, jobName string, update bool) (serviceopt.Plan, error) {
+	plan, err := serviceopt.ParseAndResolve(opts, jobName, update, nil)
+	var oe *serviceopt.Error
+	if errors.As(err, &oe) {
+		return plan, usageErrorf("--service-options: %s (%s)", oe.Message, oe.Code)
 	}
-	return nil
+	return plan, err
 }
 
 // validation is what --validate-only prints as JSON.
