@@ -70,3 +70,51 @@ func TestCLIServiceOptions(t *testing.T) {
 		t.Fatalf("the name's job after create_or_update: %v replaces %v", m["id"], m["replaces_job_id"])
 	}
 }
+
+// TestCLIStopAndReplaceWait: `weir run --update` with a stop-and-replace
+// and --wait follows the flow's phases and returns at CUT_OVER (exit 0);
+// the old job ends DRAINED, replaced by the new one.
+func TestCLIStopAndReplaceWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir := t.TempDir()
+	p := startServerArgs(t, filepath.Join(dir, "data"), "--min-replace-interval", "0s")
+	pipe, err := filepath.Abs("testdata/stream_windows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.cli(dir, "run", pipe, "--job-name", "sums", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("submit: exit %d: %s", r.code, r.stderr)
+	}
+	var sub struct{ ID string }
+	if err := json.Unmarshal([]byte(r.stdout), &sub); err != nil {
+		t.Fatal(err)
+	}
+	// The default re-reads retained input, which this server refuses.
+	r = p.cli(dir, "run", pipe, "--job-name", "sums", "--update", "--dataflow_service_options=update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=1m")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "REPLACEMENT_UNAVAILABLE") {
+		t.Fatalf("stop-and-replace with rewind: exit %d: %s", r.code, r.stderr)
+	}
+	r = p.cli(dir, "run", pipe, "--job-name", "sums", "--update", "--wait",
+		"--dataflow_service_options=update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=1m,weir_replace_rewind=false")
+	if r.code != ExitOK {
+		t.Fatalf("stop-and-replace --wait: exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"DRAINING_OLD", "CUT_OVER", "stop window"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the progress does not mention %q:\n%s", want, r.stderr)
+		}
+	}
+	newID := strings.TrimSpace(r.stdout)
+	old := p.describe(sub.ID)
+	if old["state"] != "DRAINED" || old["replaced_by_job_id"] != newID {
+		t.Fatalf("old job: %v replaced by %v, want DRAINED replaced by %s", old["state"], old["replaced_by_job_id"], newID)
+	}
+	m := p.describe("sums")
+	rep, _ := m["replacement"].(map[string]any)
+	if m["id"] != newID || m["state"] != "RUNNING" || m["replaces_job_id"] != sub.ID || rep["phase"] != "CUT_OVER" || rep["stop_window_ms"] == nil {
+		t.Fatalf("new job: %v %v replaces %v, replacement %v", m["id"], m["state"], m["replaces_job_id"], rep)
+	}
+}

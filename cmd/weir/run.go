@@ -306,7 +306,58 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
+	if j.Replacement != nil && f.wait {
+		return followReplacement(ctx, e, c, j)
+	}
 	return waitSubmitted(ctx, e, c, j, f.wait)
+}
+
+// followReplacement follows the replacement flow of new job j, printing
+// each phase it passes on stderr with the time elapsed against the
+// maximum stop duration, and returns at its final phase: nil at CUT_OVER,
+// an error (exit 1) at ROLLED_BACK or FAILED.
+func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
+	t := time.NewTicker(submitWaitPoll)
+	defer t.Stop()
+	var last service.ReplacementPhase
+	notes := 0
+	for {
+		r := j.Replacement
+		if r.Phase != last {
+			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
+			if r.DrainStart != nil && !r.Phase.Final() {
+				line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+			}
+			if r.StopWindowMillis != nil {
+				line += fmt.Sprintf(", stop window %d ms", *r.StopWindowMillis)
+			}
+			fmt.Fprintln(e.stderr, line)
+			last = r.Phase
+		}
+		for ; notes < len(r.Notes); notes++ {
+			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
+		}
+		if r.Phase.Final() && j.State != service.StatePending {
+			if r.Phase == service.PhaseCutOver {
+				return nil
+			}
+			msg := fmt.Sprintf("the replacement of job %s by job %s ended %s", r.OldJobID, j.ID, r.Phase)
+			if j.Error != "" {
+				msg += ": " + j.Error
+			}
+			return withCode(ExitFailure, errors.New(msg))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.Get(ctx, j.ID)
+		if err != nil {
+			return clientError(ctx, c, err)
+		}
+		j = next
+	}
 }
 
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
@@ -436,7 +487,8 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			fmt.Fprintf(e.stderr, "%s\n", n)
 		}
 		switch {
-		case res.Job != nil && out.ReplacesJobID == "":
+		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending):
+			// A new job, or a replacement job waiting for its flow.
 			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)
@@ -450,6 +502,15 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
 		return err
+	}
+	if res.Job != nil && f.wait {
+		j, err := c.Get(ctx, res.Job.ID)
+		if err != nil {
+			return clientError(ctx, c, err)
+		}
+		if j.Replacement != nil {
+			return followReplacement(ctx, e, c, j)
+		}
 	}
 	return nil
 }
