@@ -202,8 +202,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	err := s.admitJob()
 	var j *service.Job
 	if err == nil {
-		j, err = s.svc.Submit(r.Context(), service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline,
-			PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options})
+		j, err = s.svc.Submit(r.Context(), req.serviceRequest())
 	}
 	s.creating.jobs.Unlock()
 	if err != nil {

@@ -16,6 +16,18 @@ type SubmitRequest struct {
 	// resolve against (the client's working directory).
 	BaseDir string             `json:"base_dir"`
 	Options service.JobOptions `json:"options"`
+	// ServiceOptions are Dataflow's service options, verbatim ("KEY" or
+	// "KEY=VALUE"; package serviceopt): create_or_update_job, a replacement
+	// under a new name (parallel_replace_job_name=OLD), ...
+	ServiceOptions []string `json:"service_options,omitempty"`
+	// RequestID makes the request idempotent for 24 hours.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// serviceRequest is the service's form of r.
+func (r SubmitRequest) serviceRequest() service.SubmitRequest {
+	return service.SubmitRequest{Name: r.Name, Pipeline: r.Pipeline, PipelineFile: r.PipelineFile,
+		BaseDir: r.BaseDir, Options: r.Options, ServiceOptions: r.ServiceOptions, RequestID: r.RequestID}
 }
 
 // SubmitResponse is the reply to a submission.

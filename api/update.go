@@ -32,7 +32,9 @@ type UpdateResponse struct {
 	// the rest); OptionsChanged those that differ from the running job's.
 	Options        *service.JobOptions    `json:"options,omitempty"`
 	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
-	Error          *ErrorDetail           `json:"error,omitempty"`
+	// Notes say what the service options made of the request.
+	Notes []string     `json:"notes,omitempty"`
+	Error *ErrorDetail `json:"error,omitempty"`
 }
 
 // HistoryResponse is the reply of GET /v1/history/{name}: every job of a
@@ -86,15 +88,14 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.svc.Update(r.Context(), service.UpdateRequest{
-		SubmitRequest: service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-			BaseDir: req.BaseDir, Options: req.Options},
-		Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly})
+		SubmitRequest: req.serviceRequest(),
+		Mapping:       req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
 	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis,
-		Options: res.Options, OptionsChanged: res.OptionsChanged}
+		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes}
 	if res.Job != nil {
 		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
 	}

@@ -197,6 +197,30 @@ const (
 	// OutputExists: a file sink's path holds a file weir did not create,
 	// another job's output, or what an earlier job of the name wrote.
 	OutputExists Code = "OUTPUT_EXISTS"
+	// UnknownServiceOption: a service option's key is not one weir knows;
+	// the message lists the known keys.
+	UnknownServiceOption Code = "UNKNOWN_SERVICE_OPTION"
+	// InvalidServiceOption: a service option misses its value, has one it
+	// does not take, or a value of the wrong form (a boolean, a duration
+	// within 0s..744h, a job name or ID).
+	InvalidServiceOption Code = "INVALID_SERVICE_OPTION"
+	// ConflictingServiceOptions: the service options, --update and
+	// --job-name do not make one request (two strategies, a replacement
+	// without a duration, a replacement option without a replacement).
+	ConflictingServiceOptions Code = "CONFLICTING_SERVICE_OPTIONS"
+	// RequestIDReused: a request ID seen within 24 hours came with a
+	// different request; a retry must repeat the request exactly.
+	RequestIDReused Code = "REQUEST_ID_REUSED"
+	// ReplaceTooSoon: a same-name replacement started less than the
+	// server's --min-replace-interval after the previous job of the name
+	// started; the message says how long to wait.
+	ReplaceTooSoon Code = "REPLACE_TOO_SOON"
+	// RewindBeyondRetention: a replacement job would have to re-read input
+	// its source no longer retains (or cannot re-read); nothing changed.
+	RewindBeyondRetention Code = "REWIND_BEYOND_RETENTION"
+	// ReplacementUnavailable: the server does not offer this replacement
+	// flow yet (see the message for what it offers instead); nothing changed.
+	ReplacementUnavailable Code = "REPLACEMENT_UNAVAILABLE"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -353,6 +377,13 @@ func registry() []Info {
 		{PathNotAllowed, svc, KindInvalid, http.StatusBadRequest},
 		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
 		{OutputExists, svc, KindConflict, http.StatusConflict},
+		{UnknownServiceOption, svc, KindInvalid, http.StatusBadRequest},
+		{InvalidServiceOption, svc, KindInvalid, http.StatusBadRequest},
+		{ConflictingServiceOptions, svc, KindInvalid, http.StatusBadRequest},
+		{RequestIDReused, svc, KindConflict, http.StatusConflict},
+		{ReplaceTooSoon, svc, KindConflict, http.StatusConflict},
+		{RewindBeyondRetention, svc, KindConflict, http.StatusConflict},
+		{ReplacementUnavailable, svc, KindConflict, http.StatusConflict},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

@@ -45,6 +45,10 @@ type Config struct {
 	// CheckpointInterval is the jobs' checkpoint interval. Default
 	// service.DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
+	// MinReplaceInterval is the job service's minimum time between a job's
+	// start and a same-name replacement of it (service.Options). Default
+	// service.DefaultMinReplaceInterval; negative: none.
+	MinReplaceInterval time.Duration
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
@@ -238,7 +242,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}

@@ -12,9 +12,9 @@
 // nothing of HTTP (package api serves it) or of the command line.
 //
 // It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
-// duration, io/pubsub (only for the subscription name a topic source reads,
-// to tell which jobs use a topic or subscription), io/sqlsink (only for
-// its errors' codes),
+// duration, serviceopt, io/pubsub (only for the subscription name a topic
+// source reads, to tell which jobs use a topic or subscription), io/sqlsink
+// (only for its errors' codes),
 // weir (the SDK root package, whose pipelines yamlpipe builds) and the
 // standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
 // the store's file system that tests replace). It must not import api,
@@ -26,6 +26,9 @@
 // keeps locksordering.txt). Locks are taken in this order, never the other
 // way round; a lock is never taken while one below it is held:
 //
+//  0. The guard of a request ID (Service.requests, replace.go), held by a
+//     request with an ID from the lookup of its earlier answer to the
+//     record of its own, so that two retries never both run.
 //  1. The name guard of a job name (Service.names, taken with lockName). It
 //     serialises the operations that change a name's jobs or its lineage
 //     record: Submit, StartProgram, CheckRelease, Update, UpdateOptions,

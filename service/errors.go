@@ -67,6 +67,14 @@ const (
 	CodeSnapshotCorrupt      = errcode.SnapshotCorrupt
 	CodeSnapshotSDKMismatch  = errcode.SnapshotSDKMismatch
 	CodeInternal             = errcode.Internal
+	// Codes of service options and replacement jobs (replace.go).
+	CodeUnknownServiceOption      = errcode.UnknownServiceOption
+	CodeInvalidServiceOption      = errcode.InvalidServiceOption
+	CodeConflictingServiceOptions = errcode.ConflictingServiceOptions
+	CodeRequestIDReused           = errcode.RequestIDReused
+	CodeReplaceTooSoon            = errcode.ReplaceTooSoon
+	CodeRewindBeyondRetention     = errcode.RewindBeyondRetention
+	CodeReplacementUnavailable    = errcode.ReplacementUnavailable
 )
 
 // Codes returns the codes of the job service (errcode.AreaService).

@@ -713,6 +713,13 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		defer s.mu.Unlock()
 		return s.applyLocked(w)
 	}
+	if j.State == StatePending && j.Replacement != nil && !j.Replacement.Phase.Final() {
+		// A replacement job waiting for its flow: the flow resumes where
+		// it was (the old job resumes as its own record says).
+		log.Info("resuming a replacement flow", "phase", j.Replacement.Phase, "old_job_id", j.Replacement.OldJobID)
+		s.startDriver(j.ID)
+		return nil
+	}
 	log.Info("resuming job", "state", j.State)
 	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
 		return err

@@ -184,6 +184,10 @@ type Job struct {
 	Options         JobOptions      `json:"options"`
 	ReplacesJobID   string          `json:"replaces_job_id,omitempty"`
 	ReplacedByJobID string          `json:"replaced_by_job_id,omitempty"`
+	// Replacement is set on both jobs of a stop-and-replace or parallel
+	// replacement: the strategy, the flow's phase and its times
+	// (replace_flow.go).
+	Replacement *Replacement `json:"replacement,omitempty"`
 	// CreatedFromSnapshotID names the snapshot the job started from.
 	CreatedFromSnapshotID string `json:"created_from_snapshot_id,omitempty"`
 	// Error is why a FAILED job failed.

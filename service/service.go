@@ -64,12 +64,19 @@ type Options struct {
 	// StoreFS is the file system of the state store; nil: the operating
 	// system's. Tests inject faults through it (Pebble's vfs/errorfs).
 	StoreFS vfs.FS
+	// MinReplaceInterval is how long after the previous job of a name
+	// started a same-name replacement (stop-and-replace or parallel) may
+	// start; earlier ones are refused (REPLACE_TOO_SOON), which guards
+	// against duplicate replacements from client retries. In-place updates
+	// and rescales are exempt. Default 2m; negative: no minimum.
+	MinReplaceInterval time.Duration
 }
 
 // Defaults of Options.
 const (
 	DefaultDataDir            = "./weir-data"
 	DefaultCheckpointInterval = time.Second
+	DefaultMinReplaceInterval = 2 * time.Minute
 )
 
 // EnsureDefaults fills unset options with their defaults.
@@ -85,6 +92,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MinReplaceInterval == 0 {
+		o.MinReplaceInterval = DefaultMinReplaceInterval
 	}
 }
 
@@ -107,6 +117,9 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors; Add only under mu while !closing
 
+	// requests holds the per-request-ID guards (lock order 0, see
+	// replace.go): taken before the name's guard, never while holding one.
+	requests nameGuards
 	// names holds the per-name operation guards (lock order 1).
 	names nameGuards
 	// updating marks names with an update or rescale under way (no lock).
@@ -273,12 +286,36 @@ type SubmitRequest struct {
 	// BaseDir resolves relative paths in the pipeline; it must be absolute.
 	BaseDir string
 	Options JobOptions
+	// ServiceOptions are the request's service options ("KEY" or
+	// "KEY=VALUE", package serviceopt), checked before anything changes.
+	ServiceOptions []string
+	// RequestID, when set, makes the request idempotent for 24 hours: a
+	// retry with the same ID gets the first answer (REQUEST_ID_REUSED when
+	// the request differs).
+	RequestID string
 }
 
 // Submit validates and starts a new job. It returns once the job is
 // created and its execution started (the job is then RUNNING), or FAILED
 // when the execution could not start.
+//
+// Its service options may make it something else (replace.go): with
+// create_or_update_job it updates the name's running job when there is
+// one, and with parallel_replace_job_name or _id it replaces that job
+// under the new name.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
+	res, err := s.once(ctx, req.RequestID, "submit", req, func() (*UpdateResult, error) {
+		return s.route(ctx, UpdateRequest{SubmitRequest: req}, false)
+	})
+	if res != nil && res.Job != nil && err == nil {
+		return res.Job, nil
+	}
+	return nil, err
+}
+
+// submitNew creates and starts a new job of req (Submit without service
+// options).
+func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error) {
 	if _, err := s.admitChange(req.Name, "", &req.Options); err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ type UpdateResult struct {
 	Options *JobOptions `json:"options,omitempty"`
 	// OptionsChanged lists the options that differ from the running job's.
 	OptionsChanged []OptionChange `json:"options_changed,omitempty"`
+	// Notes say what the request's service options made of it, and what
+	// they ignored ("the in-place update ignores ...").
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Attempt is a recorded update attempt that the check refused (a refused
@@ -80,7 +83,16 @@ func attemptKey(name string, t time.Time) string {
 // (finish). The name's guard is held throughout, the old execution's cpMu
 // from the pause on, the new execution's from its start; Service.mu only
 // for the store writes. Reads of the service answer meanwhile.
+//
+// Its service options may make it a replacement instead (replace.go).
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+	return s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
+		return s.route(ctx, req, true)
+	})
+}
+
+// updateInPlace is the in-place update of Update.
+func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
 	// The options are validated whole in prepareUpdate, once the running
 	// job's values have filled those the request left unset.
 	mapping, err := s.admitChange(req.Name, req.Mapping, nil)

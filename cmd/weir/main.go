@@ -7,7 +7,7 @@
 // lists and deletes job snapshots (`weir snapshots`).
 //
 // It may import api, bench, compat, duration, errcode, graph, io/pubsub, runner,
-// server, service, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
+// server, service, serviceopt, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
 // and the standard library. It must not import weirx (Go programs embed
 // weir, not the other way round).
 //

@@ -111,7 +111,15 @@ func TestCLIUsage(t *testing.T) {
 		{name: "bad workers", args: []string{"run", "--num-workers", "0", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"--num-workers"}},
 		{name: "bad log level", args: []string{"--log-level", "loud", "version"}, wantCode: ExitUsage, wantStderr: []string{"--log-level"}},
 		{name: "unknown service option", args: []string{"run", "--service-options", "go_faster", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"go_faster", "create_or_update_job"}},
-		{name: "service option without its value", args: []string{"run", "--service-options", "parallel_replace_job_name", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"needs a value"}},
+		{name: "service option without its value", args: []string{"run", "--service-options", "parallel_replace_job_name", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"needs a value", "INVALID_SERVICE_OPTION"}},
+		{name: "unknown service option lists weir's own", args: []string{"run", "--job-name", "j", "--dataflow_service_options=nope", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"UNKNOWN_SERVICE_OPTION", "weir_replace_rewind="}},
+		{name: "two strategies", args: []string{"run", "--job_name", "j", "--update", "--additional-experiments", "update_strategy_in_place_update,update_strategy_parallel_job_update", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"CONFLICTING_SERVICE_OPTIONS", "two update strategies"}},
+		{name: "stop-and-replace needs a duration", args: []string{"run", "--job-name", "j", "--update", "--service-options", "update_strategy_parallel_job_update", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"CONFLICTING_SERVICE_OPTIONS", "parallel_replace_job_max_stop_duration=D"}},
+		{name: "name and id", args: []string{"run", "--job-name", "j", "--service-options", "parallel_replace_job_name=old", "--service-options", "parallel_replace_job_id=2026-11-30_01_51_02-3f9a0c1d,parallel_replace_job_max_stop_duration=1m", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"give one"}},
+		{name: "new name with update", args: []string{"run", "--job-name", "j", "--update", "--service-options", "parallel_replace_job_name=old,parallel_replace_job_max_stop_duration=1m", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"drop --update"}},
+		{name: "bad boolean", args: []string{"run", "--job-name", "j", "--update", "--service-options", "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=1m,parallel_replace_job_cancel_on_drain_timeout=no", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"is a boolean"}},
+		{name: "parallel duration too long", args: []string{"run", "--job-name", "j", "--update", "--service-options", "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=800h", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"between 0s and 744h"}},
+		{name: "underscore flag", args: []string{"run", "--num_workers", "0", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"--num-workers"}},
 		{name: "bad name mapping", args: []string{"run", "--update", "--transform-name-mapping", "[1]", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"--transform-name-mapping"}},
 		{name: "bench without workload prints help", args: []string{"bench"}, wantCode: ExitOK, wantStdout: []string{"windowed-sum"}},
 		{name: "bench bad events", args: []string{"bench", "windowed-sum", "--events", "0"}, wantCode: ExitUsage, wantStderr: []string{"events"}},
@@ -129,13 +137,14 @@ func TestCLINeedsServer(t *testing.T) {
 	var cases []cliCase
 	for _, flags := range [][]string{
 		{"--service-options", "create_or_update_job"},
-		{"--service-options", "parallel_replace_job_name=regional-totals"},
+		{"--service-options", "parallel_replace_job_name=regional-totals,parallel_replace_job_max_stop_duration=5m"},
+		{"--request-id", "r-1"},
 	} {
 		cases = append(cases, cliCase{
-			name:       flags[0],
+			name:       flags[0] + " " + flags[1],
 			args:       append(append([]string{"run"}, flags...), "does-not-exist.yaml"),
 			wantCode:   ExitNeedsServer,
-			wantStderr: []string{flags[0], "not available yet"},
+			wantStderr: []string{"--request-id are job options", "--job-name NAME"},
 		})
 	}
 	cases = append(cases, cliCase{

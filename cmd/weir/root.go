@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -171,7 +172,28 @@ drains and cancels its jobs.`,
 		newBenchChildCommand(e),
 		newVersionCommand(e),
 	)
+	// After the commands are added: it applies to every flag set of the tree.
+	root.SetGlobalNormalizationFunc(normalizeFlagName)
 	return root
+}
+
+// flagAliases maps the other names of weir's flags, as users paste them
+// from Dataflow commands, to weir's name.
+func flagAliases() map[string]string {
+	return map[string]string{
+		"dataflow-service-options": "service-options",
+		"additional-experiments":   "service-options",
+	}
+}
+
+// normalizeFlagName lets every flag be written with '_' for '-'
+// (--job_name, --dataflow_service_options) and maps flagAliases.
+func normalizeFlagName(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	name = strings.ReplaceAll(name, "_", "-")
+	if to, ok := flagAliases()[name]; ok {
+		name = to
+	}
+	return pflag.NormalizedName(name)
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code and the argument's name.

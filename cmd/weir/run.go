@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -38,12 +38,13 @@ type runFlags struct {
 	server         serverFlag
 	allowSource    bool
 	wait, noWait   bool
+	requestID      string
 }
 
 // unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
-	return []string{"service-options"}
+	return nil
 }
 
 // submits reports whether `weir run` submits to a weir server: when
@@ -53,20 +54,8 @@ func (f runFlags) submits(cmd *cobra.Command) bool {
 }
 
 // serviceOptionKeys returns the keys --service-options accepts, verbatim
-// from Dataflow; those that take a value end with '='.
-func serviceOptionKeys() []string {
-	return []string{
-		"update_strategy_parallel_job_update",
-		"update_strategy_in_place_update",
-		"parallel_replace_job_name=",
-		"parallel_replace_job_id=",
-		"parallel_replace_job_min_parallel_pipelines_duration=",
-		"parallel_replace_job_max_stop_duration=",
-		"parallel_replace_job_cancel_on_drain_timeout=",
-		"parallel_replace_job_preallocate_compute_resources=",
-		"create_or_update_job",
-	}
-}
+// from Dataflow plus weir's own; those that take a value end with '='.
+func serviceOptionKeys() []string { return serviceopt.Known() }
 
 func newRunCommand(e *env) *cobra.Command {
 	var f runFlags
@@ -95,8 +84,24 @@ names every incompatible step, the reason and a fix. --update
 --validate-only only prints the report.
 
 --max-num-workers is recorded with the job (the bound of later rescaling;
-autoscaling is not implemented). --service-options is not offered by the
-job service yet.
+autoscaling is not implemented).
+
+--service-options K[=V] (repeatable, or comma-separated; also
+--dataflow-service-options and --additional-experiments, as pasted from a
+Dataflow command) takes Dataflow's keys verbatim: create_or_update_job
+updates the running job of --job-name when there is one and creates a new
+job otherwise; update_strategy_in_place_update is the default of --update;
+a replacement job is asked for with --update and
+update_strategy_parallel_job_update (same name), or with
+parallel_replace_job_name=OLD or parallel_replace_job_id=ID (a new name,
+without --update), together with
+parallel_replace_job_max_stop_duration=D (stop-and-replace) or
+parallel_replace_job_min_parallel_pipelines_duration=D (parallel). The CLI
+checks every rule before sending anything (exit 2); the server refuses
+what depends on its jobs (exit 1 with the code). --request-id ID makes the
+submission idempotent for 24 hours: a retry with the same ID gets the
+first answer, never a second job. Every flag also accepts '_' for '-'
+(--job_name, --dataflow_service_options).
 
 With --create-from-snapshot ID the new job of --job-name starts from a job
 snapshot ('weir snapshots'): its state and source positions. The snapshot's
@@ -124,7 +129,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is created (default: wait for its first durable checkpoint or its end)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
-	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable (needs a weir server)")
+	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable or comma-separated; also --dataflow-service-options, --additional-experiments (needs a weir server)")
+	fl.StringVar(&f.requestID, "request-id", "", "make the submission idempotent: a retry with the same ID within 24 hours gets the first answer (needs a weir server)")
 	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to, recorded with the job (needs a weir server)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	return cmd
@@ -137,8 +143,15 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.numWorkers < 1 {
 		return usageErrorf("--num-workers must be at least 1, got %d", f.numWorkers)
 	}
-	if err := checkServiceOptions(f.serviceOptions); err != nil {
+	plan, err := checkServiceOptions(f.serviceOptions, f.jobName, f.update)
+	if err != nil {
 		return err
+	}
+	if (len(f.serviceOptions) > 0 || f.requestID != "") && f.jobName == "" && !f.validateOnly {
+		return withCode(ExitNeedsServer, fmt.Errorf("--service-options and --request-id are job options: submit the pipeline to a weir server with --job-name NAME"))
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(e.stderr, "note: %s\n", n)
 	}
 	if f.nameMapping != "" {
 		var m map[string]string
@@ -161,7 +174,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.fromSnapshot != "" {
 		return runFromSnapshot(cmd, e, path, f) // snapshots.go
 	}
-	if f.update || cmd.Flags().Changed("transform-name-mapping") {
+	if f.update || plan.CreateOrUpdate || cmd.Flags().Changed("transform-name-mapping") {
 		if f.jobName == "" {
 			return usageErrorf("--update needs --job-name: the name of the running job to replace")
 		}
@@ -263,8 +276,17 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	// Options the user did not give are sent unset: a new job takes the
+	// defaults, and a create-or-update of a running job keeps its values.
+	var opts service.JobOptions
+	if cmd.Flags().Changed("num-workers") {
+		opts.NumWorkers = f.numWorkers
+	}
+	if cmd.Flags().Changed("max-num-workers") {
+		opts.MaxNumWorkers = f.maxNumWorkers
+	}
 	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-		Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}})
+		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
@@ -284,6 +306,12 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	switch {
 	case res.State == service.StateFailed:
 		waitErr = withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
+	case j.Replacement != nil && f.wait:
+		if waitErr = followReplacement(ctx, e, c, j); f.format == formatJSON {
+			if latest, err := c.Get(ctx, j.ID); err == nil {
+				j = latest
+			}
+		}
 	case !f.noWait:
 		j, waitErr = waitSubmitted(ctx, e, c, j, f.wait)
 	}
@@ -293,6 +321,54 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	}
 	return waitErr
+}
+
+// followReplacement follows the replacement flow of new job j, printing
+// each phase it passes on stderr with the time elapsed against the
+// maximum stop duration, and returns at its final phase: nil at CUT_OVER,
+// an error (exit 1) at ROLLED_BACK or FAILED.
+func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
+	t := time.NewTicker(submitWaitPoll)
+	defer t.Stop()
+	var last service.ReplacementPhase
+	notes := 0
+	for {
+		r := j.Replacement
+		if r.Phase != last {
+			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
+			if r.DrainStart != nil && !r.Phase.Final() {
+				line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+			}
+			if r.StopWindowMillis != nil {
+				line += fmt.Sprintf(", stop window %d ms", *r.StopWindowMillis)
+			}
+			fmt.Fprintln(e.stderr, line)
+			last = r.Phase
+		}
+		for ; notes < len(r.Notes); notes++ {
+			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
+		}
+		if r.Phase.Final() && j.State != service.StatePending {
+			if r.Phase == service.PhaseCutOver {
+				return nil
+			}
+			msg := fmt.Sprintf("the replacement of job %s by job %s ended %s", r.OldJobID, j.ID, r.Phase)
+			if j.Error != "" {
+				msg += ": " + j.Error
+			}
+			return withCode(ExitFailure, errors.New(msg))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.Get(ctx, j.ID)
+		if err != nil {
+			return clientError(ctx, c, err)
+		}
+		j = next
+	}
 }
 
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
@@ -380,6 +456,7 @@ type updated struct {
 	// from the running job's.
 	Options        *service.JobOptions    `json:"options,omitempty"`
 	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
+	Notes          []string               `json:"notes,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -409,7 +486,8 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		opts.MaxNumWorkers = f.maxNumWorkers
 	}
 	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest:        api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts},
+		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
+			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
 	// A refusal for another reason than the check (no running job, a
 	// pipeline that does not load) prints that reason only: the check did
@@ -419,7 +497,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return clientError(ctx, c, err)
 	}
 	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
-		Options: res.Options, OptionsChanged: res.OptionsChanged}
+		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
 	}
@@ -434,7 +512,13 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			return werr
 		}
 	} else {
+		for _, n := range res.Notes {
+			fmt.Fprintf(e.stderr, "%s\n", n)
+		}
 		switch {
+		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending):
+			// A new job, or a replacement job waiting for its flow.
+			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)
 			fmt.Fprintf(e.stderr, "job %s replaced job %s (%s); the handover paused output for %d ms\n", res.Job.ID, out.ReplacesJobID, f.jobName, res.PauseMS)
@@ -455,6 +539,15 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
 		return err
+	}
+	if res.Job != nil && f.wait {
+		j, err := c.Get(ctx, res.Job.ID)
+		if err != nil {
+			return clientError(ctx, c, err)
+		}
+		if j.Replacement != nil {
+			return followReplacement(ctx, e, c, j)
+		}
 	}
 	return nil
 }
@@ -506,26 +599,17 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 	return p, nil
 }
 
-// checkServiceOptions reports --service-options values with unknown keys,
-// or a missing or unexpected value.
-func checkServiceOptions(opts []string) error {
-	known := serviceOptionKeys()
-	for _, o := range opts {
-		key, _, hasValue := strings.Cut(o, "=")
-		switch {
-		case slices.Contains(known, key+"="):
-			if !hasValue {
-				return usageErrorf("--service-options %q: %s needs a value (%s=VALUE)", o, key, key)
-			}
-		case slices.Contains(known, key):
-			if hasValue {
-				return usageErrorf("--service-options %q: %s takes no value", o, key)
-			}
-		default:
-			return usageErrorf("--service-options %q: unknown option (known: %s)", o, strings.Join(known, ", "))
-		}
+// checkServiceOptions checks --service-options (every rule of package
+// serviceopt that does not depend on the server's jobs) with --job-name
+// and --update, and returns what they ask for; a refusal is a usage error
+// naming its code.
+func checkServiceOptions(opts []string, jobName string, update bool) (serviceopt.Plan, error) {
+	plan, err := serviceopt.ParseAndResolve(opts, jobName, update, nil)
+	var oe *serviceopt.Error
+	if errors.As(err, &oe) {
+		return plan, usageErrorf("--service-options: %s (%s)", oe.Message, oe.Code)
 	}
-	return nil
+	return plan, err
 }
 
 // validation is what --validate-only prints as JSON.

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weir-dev/weir/duration"
+
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
@@ -22,6 +24,7 @@ type serverFlags struct {
 	dataDir            string
 	listen             string
 	checkpointInterval time.Duration
+	minReplaceInterval string
 	natsURL            string
 	authTokenFile      string
 	generateAuthToken  bool
@@ -73,6 +76,7 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "directory of the job registry, state and checkpoints")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
+	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
@@ -85,13 +89,20 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
 	}
+	minReplace, err := duration.Parse(f.minReplaceInterval)
+	if err != nil {
+		return usageErrorf("--min-replace-interval: %w", err)
+	}
+	if minReplace == 0 {
+		minReplace = -1 // none (0 means the default to the service)
+	}
 	// SIGTERM or SIGINT from the start on, not only once serving: a signal
 	// that arrives while the server opens (or just after it printed its
 	// address) stops it cleanly too, every job checkpointed.
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,

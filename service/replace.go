@@ -1,0 +1,316 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/serviceopt"
+	"github.com/weir-dev/weir/state"
+)
+
+// RequestIDRetention is how long a request ID's answer is kept: a retry
+// within it gets the first answer.
+const RequestIDRetention = 24 * time.Hour
+
+// requestIDRE is the form of a request ID.
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// planOf checks the service options of a request on name (with or without
+// --update) and returns what they ask for. Every refusal carries the code
+// serviceopt gives it.
+func (s *Service) planOf(name string, opts []string, update bool) (serviceopt.Plan, error) {
+	plan, err := serviceopt.ParseAndResolve(opts, name, update, s.hasRunningJob)
+	var oe *serviceopt.Error
+	if errors.As(err, &oe) {
+		return serviceopt.Plan{}, &Error{Code: oe.Code, Message: oe.Message}
+	}
+	return plan, err
+}
+
+// hasRunningJob reports whether name's active job is RUNNING or DRAINING.
+func (s *Service) hasRunningJob(name string) bool {
+	l, err := s.readLineage(name)
+	if err != nil || l.ActiveJobID == "" {
+		return false
+	}
+	j, err := s.readJob(l.ActiveJobID)
+	return err == nil && (j.State == StateRunning || j.State == StateDraining)
+}
+
+// route performs a submission (update false) or an update (update true)
+// as its service options say: a new job, an in-place update, or a
+// replacement; create_or_update_job picks an update when the name has a
+// running or draining job, a new job otherwise.
+func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*UpdateResult, error) {
+	if err := s.refuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	if err := ValidateJobName(req.Name); err != nil {
+		return nil, err
+	}
+	plan, err := s.planOf(req.Name, req.ServiceOptions, update)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range plan.Notes {
+		s.opts.Logger.Info("service options", "job_name", req.Name, "note", n)
+	}
+	create := plan.Strategy == serviceopt.StrategyCreate ||
+		plan.CreateOrUpdate && !s.hasRunningJob(req.Name)
+	var res *UpdateResult
+	switch {
+	case create && req.ValidateOnly:
+		if _, err := s.admitChange(req.Name, req.Mapping, &req.Options); err != nil {
+			return nil, err
+		}
+		if _, err := s.load(&Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
+			return nil, err
+		}
+		res = &UpdateResult{Report: compatibleReport(), Notes: []string{fmt.Sprintf("no running job named %s: the request would create a new job (not created: validate only)", req.Name)}}
+	case create:
+		j, err := s.submitNew(ctx, req.SubmitRequest)
+		if err != nil {
+			return nil, err
+		}
+		res = &UpdateResult{Report: compatibleReport(), Job: j}
+		if plan.CreateOrUpdate {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
+		}
+	case plan.Strategy == serviceopt.StrategyInPlace:
+		res, err = s.updateInPlace(ctx, req)
+		if err != nil {
+			if res != nil {
+				res.Notes = append(res.Notes, plan.Notes...)
+			}
+			return res, err
+		}
+	default:
+		res, err = s.replace(ctx, req, plan)
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Notes = append(plan.Notes, res.Notes...)
+	return res, nil
+}
+
+// checkReplaceInterval refuses a same-name replacement of old that comes
+// less than Options.MinReplaceInterval after old started (REPLACE_TOO_SOON).
+func (s *Service) checkReplaceInterval(old *Job) error {
+	min := s.opts.MinReplaceInterval
+	if min <= 0 {
+		return nil
+	}
+	started := old.CreateTime
+	for _, c := range old.History {
+		if c.State == StateRunning {
+			started = c.Time
+			break
+		}
+	}
+	if left := started.Add(min).Sub(s.now()); left > 0 {
+		return errorf(CodeReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
+			old.Name, old.ID, duration.Format(s.now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
+	}
+	return nil
+}
+
+// requestRecord is the stored answer to a request with an ID
+// (request/<id>).
+type requestRecord struct {
+	ID          string        `json:"id"`
+	Kind        string        `json:"kind"`
+	Fingerprint string        `json:"fingerprint"`
+	Time        time.Time     `json:"time"`
+	JobID       string        `json:"job_id,omitempty"`
+	Result      *UpdateResult `json:"result,omitempty"`
+	Code        Code          `json:"code,omitempty"`
+	Message     string        `json:"message,omitempty"`
+}
+
+func requestKey(id string) string { return "request/" + id }
+
+// once runs do at most once per request ID within RequestIDRetention: a
+// request with an ID seen before gets the first answer again (the job it
+// created, read anew, or the same refusal), and REQUEST_ID_REUSED when it
+// is not the same request. Without an ID, do just runs. Answers that a
+// retry should not repeat (the server shutting down or failing, another
+// update under way, the request's context ending) are not kept.
+func (s *Service) once(ctx context.Context, id, kind string, req any, do func() (*UpdateResult, error)) (*UpdateResult, error) {
+	if id == "" {
+		return do()
+	}
+	if !requestIDRE.MatchString(id) {
+		return nil, errorf(CodeInvalidRequest, "request ID %q is invalid: use 1 to 128 letters, digits, '.', '_', ':' or '-' (a UUID works)", id)
+	}
+	b, err := json.Marshal(struct {
+		Kind string `json:"kind"`
+		Req  any    `json:"req"`
+	}{kind, req})
+	if err != nil {
+		return nil, internalf("encoding the request: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	fp := hex.EncodeToString(sum[:])
+	unlock, err := s.requests.lock(ctx, id) // lock order 0
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if rec, err := s.readRequest(id); err != nil {
+		return nil, err
+	} else if rec != nil && s.now().Sub(rec.Time) < RequestIDRetention {
+		if rec.Fingerprint != fp {
+			return nil, errorf(CodeRequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
+		}
+		s.opts.Logger.Info("request retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
+		res := rec.Result
+		if rec.JobID != "" {
+			if j, err := s.readJob(rec.JobID); err == nil {
+				if res == nil {
+					res = &UpdateResult{}
+				}
+				res.Job = s.withCondition(j)
+			}
+		}
+		if rec.Code != "" {
+			return res, &Error{Code: rec.Code, Message: rec.Message}
+		}
+		return res, nil
+	}
+	res, err := do()
+	if err != nil && !keptRefusal(ctx, err) {
+		return res, err
+	}
+	rec := requestRecord{ID: id, Kind: kind, Fingerprint: fp, Time: s.now()}
+	if res != nil {
+		kept := *res
+		if res.Job != nil {
+			rec.JobID = res.Job.ID
+			kept.Job = nil
+		}
+		rec.Result = &kept
+	}
+	if err != nil {
+		rec.Code, rec.Message = ErrorCode(err), err.Error()
+	}
+	w := &state.Write{}
+	if perr := putJSON(w, requestKey(id), rec); perr != nil {
+		return res, errors.Join(err, perr)
+	}
+	if aerr := s.apply(w); aerr != nil {
+		s.opts.Logger.Error("recording the answer to a request ID (a retry runs the request again)", "request_id", id, "error", aerr)
+	}
+	return res, err
+}
+
+// keptRefusal reports whether err is an answer a retry with the same
+// request ID gets again: a refusal of the request itself, not a
+// failure of the moment.
+func keptRefusal(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case CodeUpdateInProgress, CodeShuttingDown, CodeStorageUnavailable, CodeResuming:
+		return false
+	}
+	k := e.Code.Kind()
+	return k == KindInvalid || k == KindConflict || k == KindNotFound
+}
+
+func (s *Service) readRequest(id string) (*requestRecord, error) {
+	b, err := s.store.Get(requestKey(id))
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, internalf("reading request ID %s: %w", id, err)
+	}
+	var rec requestRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, internalf("decoding the record of request ID %s: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// compatibleReport is the report of a request that ran no compatibility
+// check (a new job).
+func compatibleReport() compat.Report { return compat.Report{Compatible: true} }
+
+// replacementTarget finds the job a replacement replaces: the running job
+// of req.Name (a same-name replacement) or the job plan names
+// (parallel_replace_job_name or _id), which must be RUNNING.
+func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*Job, error) {
+	ref := req.Name
+	switch {
+	case plan.ReplaceJobID != "":
+		ref = plan.ReplaceJobID
+	case plan.ReplaceJobName != "":
+		ref = plan.ReplaceJobName
+	}
+	old, err := s.resolve(ref)
+	if err != nil {
+		if ErrorCode(err) == CodeJobNotFound {
+			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace", ref)
+		}
+		return nil, err
+	}
+	if plan.ReplaceJobID == "" && !s.hasRunningJob(old.Name) || old.State != StateRunning {
+		if old.State == StateUpdated {
+			return nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
+		}
+		return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
+	}
+	if old.SDK == SDKGo {
+		return nil, errorf(CodeIllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
+	}
+	if old.Type != TypeStreaming {
+		return nil, errorf(CodeIllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
+	}
+	if plan.SameName() {
+		if err := s.checkReplaceInterval(old); err != nil {
+			return nil, err
+		}
+	}
+	return old, nil
+}
+
+// replace performs a replacement (stop-and-replace or parallel) of plan.
+// Every check runs before anything changes.
+func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan) (*UpdateResult, error) {
+	if _, err := s.admitChange(req.Name, req.Mapping, &req.Options); err != nil {
+		return nil, err
+	}
+	if req.BaseDir == "" {
+		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+	}
+	if req.PipelineFile == "" {
+		req.PipelineFile = "pipeline.yaml"
+	}
+	old, err := s.replacementTarget(req, plan)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case plan.Strategy == serviceopt.StrategyParallel:
+		return nil, errorf(CodeReplacementUnavailable, "parallel replacement (%s) is not offered by this server yet; job %s (%s) was not changed: update it in place (--update) if the new pipeline is compatible",
+			serviceopt.KeyMinParallel, old.Name, old.ID)
+	case plan.Rewind:
+		return nil, errorf(CodeReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) is not offered by this server yet; job %s (%s) was not changed: add %s=false for a plain continuation from the old job's position (the old job's drain fires its open windows as final, partial panes, and the new job starts those windows from empty, so use it when no window spans the cut or the sink adds partial results itself), or update in place",
+			serviceopt.KeyRewind, old.Name, old.ID, serviceopt.KeyRewind)
+	}
+	return s.stopAndReplace(ctx, req, plan, old)
+}

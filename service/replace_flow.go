@@ -1,0 +1,496 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/serviceopt"
+	"github.com/weir-dev/weir/state"
+)
+
+// ReplacementPhase is where a replacement flow is.
+type ReplacementPhase string
+
+// Replacement phases (issue 10 item 4). CUT_OVER, ROLLED_BACK and FAILED
+// are final.
+const (
+	// PhasePreparing: the new job is created and built (PENDING); the old
+	// one still runs.
+	PhasePreparing ReplacementPhase = "PREPARING"
+	// PhaseDrainingOld: the old job is draining; the new one waits.
+	PhaseDrainingOld ReplacementPhase = "DRAINING_OLD"
+	// PhaseOverlap: both run (parallel replacement).
+	PhaseOverlap ReplacementPhase = "OVERLAP"
+	// PhaseCutOver: the new job processes; the old one has ended.
+	PhaseCutOver ReplacementPhase = "CUT_OVER"
+	// PhaseRolledBack: the new job was given up and the old one kept.
+	PhaseRolledBack ReplacementPhase = "ROLLED_BACK"
+	// PhaseFailed: the flow could not complete; the records say why.
+	PhaseFailed ReplacementPhase = "FAILED"
+)
+
+// Final reports whether the flow has ended in phase p.
+func (p ReplacementPhase) Final() bool {
+	return p == PhaseCutOver || p == PhaseRolledBack || p == PhaseFailed
+}
+
+// Replacement strategies as job records name them.
+const (
+	StrategyStopAndReplace = "stop_and_replace"
+	StrategyParallel       = "parallel"
+)
+
+// Replacement is the record of a replacement flow, carried by both the
+// old and the new job (job.replacement). The new job's copy is the flow's
+// durable state: a restarted service resumes the flow from it.
+type Replacement struct {
+	Strategy  string           `json:"strategy"`
+	Phase     ReplacementPhase `json:"phase"`
+	PhaseTime time.Time        `json:"phase_time"`
+	// StopWindowMillis is the stop window: from the old job's sources
+	// stopping (the drain request) to the new job processing.
+	StopWindowMillis *int64 `json:"stop_window_ms,omitempty"`
+	OldJobID         string `json:"old_job_id"`
+	NewJobID         string `json:"new_job_id"`
+	// MaxStopMillis bounds the old job's drain.
+	MaxStopMillis        int64 `json:"max_stop_ms"`
+	CancelOnDrainTimeout bool  `json:"cancel_on_drain_timeout"`
+	Preallocate          bool  `json:"preallocate_compute_resources"`
+	Rewind               bool  `json:"rewind"`
+	// DrainStart is when the old job was asked to drain.
+	DrainStart *time.Time `json:"drain_start_time,omitempty"`
+	// DrainTimedOut is set once the drain took longer than MaxStopMillis.
+	DrainTimedOut bool `json:"drain_timed_out,omitempty"`
+	// Notes say what happened beyond the phases (a drain timeout).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// stopAndReplace runs the stop-and-replace of old by req's pipeline with a
+// plain continuation (weir_replace_rewind=false): the new job is created
+// PENDING and built (its pipeline loaded and checked, its graph stored) as
+// the name's active job while old still runs (phase PREPARING); old is
+// drained (DRAINING_OLD); once it ended the new job starts at once
+// (CUT_OVER) and reads on from where old's sources stopped. The request
+// returns once the drain began; a driver (drive) takes the flow on, and a
+// restarted service resumes it from the new job's record.
+func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
+	sameName := old.Name == req.Name
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
+	if err != nil {
+		return nil, err
+	}
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
+	if s.closing.Load() {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	var l *lineage
+	if sameName {
+		if l, err = s.readLineage(req.Name); err != nil {
+			return nil, err
+		}
+		if old, err = s.readJob(old.ID); err != nil {
+			return nil, internalf("reading job %s: %w", old.ID, err)
+		}
+		if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
+			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", req.Name, old.ID, old.State)
+		}
+	} else if l, err = s.lineageForNewJob(req.Name); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	gen := max(l.Generation, old.Generation) + 1
+	rep := &Replacement{Strategy: StrategyStopAndReplace, Phase: PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
+		MaxStopMillis: plan.MaxStop.Milliseconds(), CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind}
+	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
+		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
+		ReplacesJobID: old.ID, Replacement: rep,
+		History: []StateChange{{State: StatePending, Time: now, Reason: "stop-and-replace of job " + old.ID}}}
+	// Built now, with or without preallocation: every check runs before
+	// anything changes. Without preallocation it is built again at the cut.
+	p, err := s.load(nj)
+	if err != nil {
+		return nil, err
+	}
+	g := p.Graph()
+	if !sameName {
+		if topics := topicSources(g); len(topics) > 0 {
+			return nil, errorf(CodeReplacementUnavailable, "step(s) %s read a topic through a subscription named after the job, and a replacement under the new name %s would need a new subscription positioned where job %s (%s) stopped, which this server does not create yet; job %s was not changed: read a named subscription (ReadFromPubSub subscription: NAME), or replace the job under its own name (--update with %s)",
+				strings.Join(topics, ", "), req.Name, old.Name, old.ID, old.ID, serviceopt.KeyParallelUpdate)
+		}
+	}
+	canon, err := g.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	nj.Graph, nj.Type = canon, jobType(g)
+	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
+		return nil, err
+	}
+	if err := s.apply(w); err != nil {
+		return nil, internalf("recording job %s: %w", nj.ID, err)
+	}
+	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
+		"replaces_job_id", old.ID, "strategy", rep.Strategy, "phase", rep.Phase)
+	if !sameName {
+		unlock()
+		locked = false
+		if unlock, err = s.lockName(ctx, old.Name); err != nil { // lock order 1: the old job's name, one guard at a time
+			s.startDriver(nj.ID) // the driver drains the old job instead
+			return nil, err
+		}
+		locked = true
+	}
+	if err := s.beginDrain(nj.ID); err != nil {
+		return nil, err
+	}
+	s.startDriver(nj.ID)
+	nj, err = s.readJob(nj.ID)
+	if err != nil {
+		return nil, internalf("reading job %s: %w", nj.ID, err)
+	}
+	sum := old.Summary()
+	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
+		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
+}
+
+// topicSources returns the Pub/Sub source steps of g that read a topic
+// through a subscription named after the job.
+func topicSources(g *graph.Pipeline) []string {
+	var out []string
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == "pubsub" && strings.HasPrefix(st.Source.Identity, "topic/") {
+			out = append(out, st.Name)
+		}
+	}
+	return out
+}
+
+// beginDrain moves the flow of the replacement job newID from PREPARING to
+// DRAINING_OLD: the old job becomes DRAINING (replaced_by_job_id set, the
+// replacement recorded on it) in the same write as the new job's phase,
+// then its execution drains. An old job that is no longer running fails
+// the flow. The caller holds the old job's name guard.
+func (s *Service) beginDrain(newID string) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return internalf("reading job %s: %w", newID, err)
+	}
+	rep := nj.Replacement
+	if rep == nil || rep.Phase != PhasePreparing {
+		return nil
+	}
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return internalf("reading job %s: %w", rep.OldJobID, err)
+	}
+	jr := s.runningJob(old.ID)
+	now := s.now()
+	w := &state.Write{}
+	if old.State != StateRunning || jr == nil {
+		rep.Phase, rep.PhaseTime = PhaseFailed, now
+		reason := fmt.Sprintf("job %s (%s), which this job was to replace, is %s and was not drained", old.ID, old.Name, old.State)
+		rep.Notes = append(rep.Notes, reason)
+		if err := transition(nj, StateFailed, now, reason); err != nil {
+			return err
+		}
+		if err := s.terminalWriteLocked(w, nj); err != nil {
+			return err
+		}
+		if err := s.applyLocked(w); err != nil {
+			return internalf("recording job %s: %w", nj.ID, err)
+		}
+		return errorf(CodeNoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
+	}
+	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
+	oldRep := *rep
+	old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
+	if err := transition(old, StateDraining, now, "drained to be replaced by job "+nj.ID); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	jr.x.Drain()
+	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
+	return nil
+}
+
+// startDriver starts the goroutine that takes the flow of replacement job
+// newID to its end (unless the service is closing: the flow then resumes
+// on the next Open).
+func (s *Service) startDriver(newID string) {
+	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return
+	}
+	s.wg.Add(1)
+	go s.drive(newID)
+}
+
+// drive takes the flow of replacement job newID on at every change of the
+// service (and at every checkpoint interval, for the drain's deadline)
+// until it reaches a final phase or the service closes.
+func (s *Service) drive(newID string) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	log := s.opts.Logger.With("job_id", newID)
+	for {
+		changed := s.changes.next()
+		done, err := s.driveStep(newID)
+		if err != nil && s.ctx.Err() == nil {
+			log.Error("replacement flow", "error", err)
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// driveStep moves the flow of replacement job newID on by what its jobs'
+// records say now, and reports whether the flow has ended.
+func (s *Service) driveStep(newID string) (done bool, err error) {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return true, err
+	}
+	rep := nj.Replacement
+	if rep == nil || rep.Phase.Final() {
+		return true, nil
+	}
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return true, err
+	}
+	if nj.State == StateCancelling && s.runningJob(nj.ID) == nil {
+		// Cancelled while it waited: it never ran, so it ends at once.
+		unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+		if err != nil {
+			return true, err
+		}
+		s.mu.Lock() // lock order 3
+		if nj, err = s.readJob(newID); err == nil && nj.State == StateCancelling {
+			err = s.transitionLocked(nj, StateCancelled, "cancelled before the cut-over")
+		}
+		s.mu.Unlock()
+		unlock()
+		if err != nil {
+			return true, err
+		}
+	}
+	if nj.State != StatePending {
+		// The new job was cancelled (or failed) while it waited.
+		return true, s.endFlow(nj.ID, old.ID, PhaseFailed, fmt.Sprintf("job %s was %s before the cut-over", nj.ID, nj.State))
+	}
+	switch rep.Phase {
+	case PhasePreparing:
+		unlock, err := s.lockName(s.ctx, old.Name) // lock order 1
+		if err != nil {
+			return true, err
+		}
+		err = s.beginDrain(nj.ID)
+		unlock()
+		return false, err
+	case PhaseDrainingOld:
+	default:
+		return true, nil
+	}
+	switch {
+	case old.State == StateFailed:
+		return true, s.failFlow(nj.ID, old.ID, fmt.Sprintf("job %s (%s), being replaced, failed while draining: %s", old.ID, old.Name, old.Error))
+	case old.State.Terminal() && !old.PendingCommit && s.runningJob(old.ID) == nil:
+		return true, s.cutOver(nj.ID)
+	case old.State.Terminal():
+		return false, nil // its final commit is not confirmed yet
+	}
+	if rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
+		return false, nil
+	}
+	maxStop := duration.Format(time.Duration(rep.MaxStopMillis) * time.Millisecond)
+	if rep.CancelOnDrainTimeout {
+		note := fmt.Sprintf("the drain of job %s did not finish within %s: it was cancelled (its unacknowledged messages stay in its subscription)", old.ID, maxStop)
+		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
+			return false, err
+		}
+		if _, err := s.Cancel(s.ctx, old.ID); err != nil && !old.State.Terminal() {
+			return false, err
+		}
+		return false, nil
+	}
+	return false, s.noteFlow(nj.ID, old.ID, fmt.Sprintf("the drain of job %s did not finish within %s and %s=false: both jobs are kept, job %s keeps draining and job %s starts when it ends (cancel job %s to cut over now)",
+		old.ID, maxStop, serviceopt.KeyCancelOnDrainTimeout, old.ID, nj.ID, old.ID))
+}
+
+// noteFlow records that the drain timed out, with note, on both jobs.
+func (s *Service) noteFlow(newID, oldID, note string) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	w := &state.Write{}
+	for _, id := range []string{newID, oldID} {
+		j, err := s.readJob(id)
+		if err != nil {
+			return err
+		}
+		if j.Replacement != nil {
+			j.Replacement.DrainTimedOut = true
+			j.Replacement.Notes = append(j.Replacement.Notes, note)
+		}
+		if err := putJSON(w, jobKey(id), j); err != nil {
+			return err
+		}
+	}
+	s.opts.Logger.Warn("replacement: drain timeout", "job_id", newID, "old_job_id", oldID, "note", note)
+	return s.applyLocked(w)
+}
+
+// endFlow records the flow's final phase on both jobs (the new job's
+// state is left as it is).
+func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note string) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	now := s.now()
+	w := &state.Write{}
+	for _, id := range []string{newID, oldID} {
+		j, err := s.readJob(id)
+		if err != nil {
+			return err
+		}
+		if j.Replacement == nil {
+			continue
+		}
+		j.Replacement.Phase, j.Replacement.PhaseTime = phase, now
+		if note != "" {
+			j.Replacement.Notes = append(j.Replacement.Notes, note)
+		}
+		if err := putJSON(w, jobKey(id), j); err != nil {
+			return err
+		}
+	}
+	return s.applyLocked(w)
+}
+
+// failFlow ends the flow FAILED: the new job (still PENDING) fails with
+// reason. It takes the new job's name guard.
+func (s *Service) failFlow(newID, oldID, reason string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	if nj.State == StatePending {
+		if err := s.fail(nj, reason); err != nil {
+			return err
+		}
+	}
+	return s.endFlow(newID, oldID, PhaseFailed, reason)
+}
+
+// cutOver starts the new job of a flow whose old job ended: CUT_OVER and
+// RUNNING in the write that records its start, the stop window measured
+// from the drain request. It takes the new job's name guard.
+func (s *Service) cutOver(newID string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	if nj.State != StatePending || nj.Replacement == nil || nj.Replacement.Phase != PhaseDrainingOld {
+		return nil
+	}
+	p, err := s.load(nj)
+	if err != nil {
+		reason := fmt.Sprintf("building the replacement job at the cut-over: %v", err)
+		if ferr := s.fail(nj, reason); ferr != nil {
+			return ferr
+		}
+		return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
+	}
+	rep := nj.Replacement
+	now := s.now()
+	rep.Phase, rep.PhaseTime = PhaseCutOver, now
+	var stopMS int64
+	if rep.DrainStart != nil {
+		stopMS = now.Sub(*rep.DrainStart).Milliseconds()
+		rep.StopWindowMillis = &stopMS
+	}
+	// The old job's record first (the new job's follows with its start):
+	// a failed start records FAILED on both.
+	if err := s.copyFlow(rep); err != nil {
+		return err
+	}
+	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
+		return err
+	}
+	if nj.State == StateFailed {
+		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the replacement job failed to start: "+nj.Error)
+	}
+	s.opts.Logger.Info("replacement: cut over", "job_id", nj.ID, "job_name", nj.Name, "old_job_id", rep.OldJobID, "stop_window_ms", stopMS)
+	return nil
+}
+
+// copyFlow records rep (the new job's flow) on the old job, keeping its notes.
+func (s *Service) copyFlow(rep *Replacement) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return err
+	}
+	if old.Replacement != nil {
+		notes := old.Replacement.Notes
+		*old.Replacement = *rep
+		old.Replacement.Notes = notes
+	}
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	return s.applyLocked(w)
+}
