@@ -69,10 +69,13 @@ func TestCLISnapshotExportImport(t *testing.T) {
 		{name: "import", args: []string{"snapshots", "import", file, "--snapshot-ttl", "2d"}, wantStdout: []string{"Imported snapshot " + id + " of job sums", "READY"}},
 		{name: "import it again", args: []string{"snapshots", "import", file}, wantCode: ExitFailure, wantStderr: []string{"SNAPSHOT_EXISTS"}},
 		{name: "describe the import", args: []string{"snapshots", "describe", id}, wantStdout: []string{"READY", "2d"}},
-		{name: "a job from it", args: []string{"run", stream, "--job-name", "moved", "--create-from-snapshot", id}},
 	} {
 		tc.check(t, b.cli(work, tc.args...))
 	}
+	// The job from it writes its own output (another job's file is
+	// OUTPUT_EXISTS): it runs in another directory.
+	moved := t.TempDir()
+	cliCase{name: "a job from it", args: []string{"run", stream, "--job-name", "moved", "--create-from-snapshot", id}}.check(t, b.cli(moved, "run", stream, "--job-name", "moved", "--create-from-snapshot", id))
 	m := b.waitJob("moved", "RUNNING", stateIs("RUNNING"))
 	if m["created_from_snapshot_id"] != id {
 		t.Fatalf("the job from the imported snapshot: %v", m)

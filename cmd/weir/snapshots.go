@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -282,7 +283,10 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 			Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
 		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource})
-	if err != nil && res == nil {
+	// As for an update: a refusal for another reason than the check (the
+	// pipeline does not load, the name is taken) prints that reason only.
+	var ae *api.Error
+	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != service.CodeIncompatible) {
 		return clientError(ctx, c, err)
 	}
 	out := fromSnapshotResult{Name: f.jobName, SnapshotID: f.fromSnapshot, Compatibility: res.Report}
