@@ -35,6 +35,12 @@ func TestCLIServiceOptions(t *testing.T) {
 	}
 	first := idOf(r)
 	p.waitJob(first, "a checkpoint", epochAtLeast(1))
+	// A new name with --update: the server has no running job of the new
+	// name, so the answer is its "no running job named NEW" (exit 1).
+	r = p.cli(dir, "run", pipe, "--job-name", "sums-next", "--update", "--service-options", "parallel_replace_job_name=sums,parallel_replace_job_max_stop_duration=1m")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "no running job named sums-next") {
+		t.Fatalf("a new name with --update: exit %d, stderr %s", r.code, r.stderr)
+	}
 	// The retry answers the same job.
 	r = p.cli(dir, "run", pipe, "--job_name", "sums", "--dataflow_service_options=create_or_update_job", "--request-id", "req-1", "--no-wait", "--format", "json")
 	if r.code != ExitOK || idOf(r) != first {

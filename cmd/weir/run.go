@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
@@ -143,7 +144,21 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if f.numWorkers < 1 {
 		return usageErrorf("--num-workers must be at least 1, got %d", f.numWorkers)
 	}
-	plan, err := checkServiceOptions(f.serviceOptions, f.jobName, f.update)
+	// The one rule that depends on the server's jobs (a new name with
+	// --update) asks the server whether the name has a running job.
+	running := func(name string) bool {
+		c, err := newClient(f.server)
+		if err != nil {
+			return true // unknown: refuse it as a conflict
+		}
+		j, err := c.Get(cmd.Context(), name)
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == service.CodeJobNotFound {
+			return false
+		}
+		return err != nil || j.State == service.StateRunning || j.State == service.StateDraining
+	}
+	plan, err := checkServiceOptions(f.serviceOptions, f.jobName, f.update, running)
 	if err != nil {
 		return err
 	}
@@ -600,13 +615,18 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 }
 
 // checkServiceOptions checks --service-options (every rule of package
-// serviceopt that does not depend on the server's jobs) with --job-name
-// and --update, and returns what they ask for; a refusal is a usage error
-// naming its code.
-func checkServiceOptions(opts []string, jobName string, update bool) (serviceopt.Plan, error) {
-	plan, err := serviceopt.ParseAndResolve(opts, jobName, update, nil)
+// serviceopt) with --job-name and --update, and returns what they ask for;
+// a refusal is a usage error naming its code, but for the one rule that
+// depends on the server's jobs (running says whether a name has a running
+// job): "no running job named NEW" exits 1 as the server's answer would.
+func checkServiceOptions(opts []string, jobName string, update bool, running func(name string) bool) (serviceopt.Plan, error) {
+	plan, err := serviceopt.ParseAndResolve(opts, jobName, update, running)
 	var oe *serviceopt.Error
 	if errors.As(err, &oe) {
+		if oe.Code == errcode.NoRunningJob {
+			// The server's answer, not a usage error (exit 1).
+			return plan, withCode(ExitFailure, fmt.Errorf("%s (%s)", oe.Message, oe.Code))
+		}
 		return plan, usageErrorf("--service-options: %s (%s)", oe.Message, oe.Code)
 	}
 	return plan, err
