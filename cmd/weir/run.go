@@ -16,8 +16,8 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
