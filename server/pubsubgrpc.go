@@ -32,8 +32,9 @@ func checkPubSubGRPCConfig(cfg Config) error {
 		return fmt.Errorf("--pubsub-grpc-listen: %w", err)
 	}
 	token := cfg.AuthTokenFile != "" || cfg.GenerateAuthToken
-	if !loop && (cfg.PubSubGRPCTLSCert == "" || !token) {
-		return fmt.Errorf("--pubsub-grpc-listen %s serves beyond loopback: that needs TLS (--pubsub-grpc-tls-cert and --pubsub-grpc-tls-key) "+
+	tlsGiven := cfg.PubSubGRPCTLSCert != "" || cfg.TLSCertFile != ""
+	if !loop && (!tlsGiven || !token) {
+		return fmt.Errorf("--pubsub-grpc-listen %s serves beyond loopback: that needs TLS (--tls-cert and --tls-key, or --pubsub-grpc-tls-cert and --pubsub-grpc-tls-key) "+
 			"and a token (--auth-token-file or --generate-auth-token), since clients in emulator mode send neither; "+
 			"or listen on 127.0.0.1 (see docs/PUBSUB.md): %w", cfg.PubSubGRPCListen, ErrAuthRequired)
 	}
@@ -61,6 +62,11 @@ func (p *Process) servePubSubGRPC() error {
 			return fmt.Errorf("--pubsub-grpc-tls-cert/--pubsub-grpc-tls-key: %w", err)
 		}
 		opts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	} else if p.certs != nil {
+		// The API's certificate (--tls-cert), reloaded when it changes.
+		cfg := p.certs.tlsConfig()
+		cfg.NextProtos = []string{"h2"}
+		opts.TLS = cfg
 	}
 	ln, err := net.Listen("tcp", p.cfg.PubSubGRPCListen)
 	if errors.Is(err, syscall.EADDRINUSE) {

@@ -197,3 +197,40 @@ func TestPubSubGRPCTokenAndTLS(t *testing.T) {
 		t.Fatalf("GET /v1/topics/t-TLS-the-token: %d %s", r.status, r.body)
 	}
 }
+
+// TestPubSubGRPCUsesAPICert: with --tls-cert and --tls-key (the API's)
+// and no gRPC-specific pair, the Pub/Sub listener serves TLS with the same
+// certificate.
+func TestPubSubGRPCUsesAPICert(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	tok := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tok, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, pool := selfSigned(t)
+	p := openServing(t, Config{Listen: "127.0.0.1:0", AuthTokenFile: tok, PubSubGRPCListen: "127.0.0.1:0",
+		TLSCertFile: cert, TLSKeyFile: key})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+		code  codes.Code
+	}{
+		{"TLS with the API certificate", credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), codes.OK},
+		{"plaintext", insecure.NewCredentials(), codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(p.PubSubGRPCAddress(), grpc.WithTransportCredentials(tc.creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_, err = pubsubpb.NewPublisherClient(conn).CreateTopic(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token),
+				&pubsubpb.Topic{Name: "projects/p/topics/" + strings.ReplaceAll(tc.name, " ", "-")})
+			if got := status.Code(err); got != tc.code {
+				t.Fatalf("CreateTopic: %v, want %v", err, tc.code)
+			}
+		})
+	}
+}
