@@ -161,15 +161,18 @@ func (g *gapTracker) mark(now time.Time) {
 }
 
 // reset starts a new measurement and returns the longest gap of the last,
-// counting the gap still open (no element since the last one seen).
+// counting the gap still open (no element since the last one seen). The
+// new measurement starts now, so a stretch without any element is a gap
+// as long as the stretch, not none.
 func (g *gapTracker) reset() time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := time.Now()
 	gap := g.maxGap
 	if !g.lastAt.IsZero() {
-		gap = max(gap, time.Since(g.lastAt))
+		gap = max(gap, now.Sub(g.lastAt))
 	}
-	g.maxGap, g.lastAt = 0, time.Time{}
+	g.maxGap, g.lastAt = 0, now
 	return gap
 }
 
