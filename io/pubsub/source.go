@@ -141,8 +141,11 @@ type SourceConfig struct {
 	MaxDedupeIDs int
 	// Watermark is the watermark policy.
 	Watermark WatermarkPolicy
-	// FetchWait is the longest Read blocks when nothing is available.
-	// Default 100ms.
+	// FetchWait is the longest Read blocks when nothing is available, and
+	// so the longest a pause (an update's, a rescale's, a drain's) waits
+	// for the pull request in flight. Default 25ms: with 100ms an update
+	// under light traffic paused up to ~95 ms; an idle source then costs
+	// 40 pull requests a second (docs/BENCHMARKS.md).
 	FetchWait time.Duration
 	// MaxFutureSkew is how far ahead of processing time (Clock) an event
 	// time may be. A message stamped further ahead is a reject with reason
@@ -169,7 +172,7 @@ func (c *SourceConfig) EnsureDefaults() {
 		c.MaxDedupeIDs = DefaultMaxDedupeIDs
 	}
 	if c.FetchWait <= 0 {
-		c.FetchWait = 100 * time.Millisecond
+		c.FetchWait = 25 * time.Millisecond
 	}
 	if c.Clock == nil {
 		c.Clock = mtime.WallClock{}
