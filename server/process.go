@@ -375,9 +375,6 @@ func (p *Process) Serve() error {
 		opts = append(opts, api.WithRelease(p.release))
 	}
 	h := api.NewServer(p.svc, p.log, opts...)
-	// Headers must arrive within ReadHeaderTimeout and a body within the
-	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
-	// cut long requests (a release waits for every job's checkpoint).
 	// The console's pages hold no data and ask for the token the API
 	// calls they make need, so their guard keeps the Host, Origin, rate
 	// and header rules but asks no token.
@@ -388,6 +385,9 @@ func (p *Process) Serve() error {
 		return fmt.Errorf("the console's guard: %w", err)
 	}
 	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
+	// Headers must arrive within ReadHeaderTimeout and a body within the
+	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
+	// cut long requests (a release waits for every job's checkpoint).
 	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	p.endStreams = h.EndStreams
 	p.srv.RegisterOnShutdown(h.EndStreams)
