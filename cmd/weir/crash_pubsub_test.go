@@ -105,15 +105,31 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 		srv.waitJob(id, "RUNNING after the restart", stateIs("RUNNING"))
 	}
 	// Let the job read everything, then drain: every window fires.
-	var mm map[string]any
-	if !await.Until(60*time.Second, 200*time.Millisecond, func() bool {
+	waitCaughtUp(t, srv, id)
+	drainAndCheckTotals(t, srv, work, id, db, want, wantN)
+	srv.stop(syscall.SIGTERM)
+}
+
+// waitCaughtUp waits until job id has read its subscription to the end
+// (no backlog) and taken a checkpoint.
+func waitCaughtUp(t *testing.T, srv *serverProc, id string) {
+	t.Helper()
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
 		m := srv.describe(id)
-		mm, _ = m["metrics"].(map[string]any)
+		mm, _ := m["metrics"].(map[string]any)
 		b, ok := mm["backlog_elements"].(float64)
 		return ok && b == 0 && epochOf(m) > 0
 	}) {
-		t.Fatalf("the job did not catch up: %v", mm["backlog_elements"])
+		t.Fatalf("job %s did not catch up\nserver log:\n%s", id, srv.log())
 	}
+}
+
+// drainAndCheckTotals drains job id, waits until it is DRAINED with its
+// last commit done, and checks that the totals table of the SQLite file db
+// holds exactly want (total) and wantN (count) per "key window_start"
+// (RFC 3339): nothing lost, nothing counted twice.
+func drainAndCheckTotals(t *testing.T, srv *serverProc, work, id, db string, want, wantN map[string]int64) {
+	t.Helper()
 	if r := srv.cli(work, "jobs", "drain", id); r.code != ExitOK {
 		t.Fatalf("drain: %d %s", r.code, r.stderr)
 	}
@@ -147,6 +163,9 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 		key := k + " " + ws.UTC().Format(time.RFC3339)
 		got[key], gotN[key] = tot, n
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != len(want) {
 		t.Errorf("table has %d (key, window) rows, want %d", len(got), len(want))
 	}
@@ -155,5 +174,4 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 			t.Errorf("%s: total %d count %d, want %d and %d", k, got[k], gotN[k], w, wantN[k])
 		}
 	}
-	srv.stop(syscall.SIGTERM)
 }

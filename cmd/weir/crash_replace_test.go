@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
-
-	"github.com/weir-dev/weir/internal/await"
 )
 
 // TestCLIServerCrashStopAndReplace kills the server with SIGKILL at a
@@ -103,18 +100,7 @@ func crashStopAndReplace(t *testing.T, seed uint64) {
 	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(0, 1200, 0), "--id-field", "id"); r.code != ExitOK {
 		t.Fatalf("publish: %d %s", r.code, r.stderr)
 	}
-	caughtUp := func(id string) {
-		t.Helper()
-		if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
-			m := srv.describe(id)
-			mm, _ := m["metrics"].(map[string]any)
-			b, ok := mm["backlog_elements"].(float64)
-			return ok && b == 0 && epochOf(m) > 0
-		}) {
-			t.Fatalf("job %s did not catch up\nserver log:\n%s", id, srv.log())
-		}
-	}
-	caughtUp(oldID)
+	waitCaughtUp(t, srv, oldID)
 	// The replacement, with the server killed at a seeded point while it
 	// runs or soon after.
 	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "replace-1",
@@ -157,47 +143,7 @@ func crashStopAndReplace(t *testing.T, seed uint64) {
 	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(1200, 2400, 10*time.Minute), "--id-field", "id"); r.code != ExitOK {
 		t.Fatalf("publish: %d %s", r.code, r.stderr)
 	}
-	caughtUp(newID)
-	if r := srv.cli(work, "jobs", "drain", newID); r.code != ExitOK {
-		t.Fatalf("drain: %d %s", r.code, r.stderr)
-	}
-	end := srv.waitJob(newID, "DRAINED", func(m map[string]any) bool {
-		return m["state"] != "DRAINING" && m["state"] != "RUNNING" && m["pending_commit"] == nil
-	})
-	if end["state"] != "DRAINED" {
-		t.Fatalf("state %v (error %v)", end["state"], end["error"])
-	}
-	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got, gotN := map[string]int64{}, map[string]int64{}
-	for rows.Next() {
-		var k, w string
-		var tot, n int64
-		if err := rows.Scan(&k, &w, &tot, &n); err != nil {
-			t.Fatal(err)
-		}
-		ws, err := time.Parse(time.RFC3339Nano, w)
-		if err != nil {
-			t.Fatalf("window_start %q: %v", w, err)
-		}
-		key := k + " " + ws.UTC().Format(time.RFC3339)
-		got[key], gotN[key] = tot, n
-	}
-	if len(got) != len(want) {
-		t.Errorf("table has %d (key, window) rows, want %d", len(got), len(want))
-	}
-	for k, w := range want {
-		if got[k] != w || gotN[k] != wantN[k] {
-			t.Errorf("%s: total %d count %d, want %d and %d", k, got[k], gotN[k], w, wantN[k])
-		}
-	}
+	waitCaughtUp(t, srv, newID)
+	drainAndCheckTotals(t, srv, work, newID, db, want, wantN)
 	srv.stop(syscall.SIGTERM)
 }

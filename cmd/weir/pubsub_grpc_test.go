@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -161,55 +160,7 @@ func TestGoogleClientAndWeirJob(t *testing.T) {
 	}
 
 	// Drain: every window fires, and the table holds the exact sums.
-	var mm map[string]any
-	if !await.Until(60*time.Second, 200*time.Millisecond, func() bool {
-		m := srv.describe(id)
-		mm, _ = m["metrics"].(map[string]any)
-		b, ok := mm["backlog_elements"].(float64)
-		return ok && b == 0 && epochOf(m) > 0
-	}) {
-		t.Fatalf("the job did not catch up: %v", mm["backlog_elements"])
-	}
-	if r := srv.cli(work, "jobs", "drain", id); r.code != ExitOK {
-		t.Fatalf("drain: %d %s", r.code, r.stderr)
-	}
-	done := srv.waitJob(id, "DRAINED", func(m map[string]any) bool {
-		return m["state"] != "DRAINING" && m["state"] != "RUNNING" && m["pending_commit"] == nil
-	})
-	if done["state"] != "DRAINED" {
-		t.Fatalf("state %v (error %v)", done["state"], done["error"])
-	}
-	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got, gotN := map[string]int64{}, map[string]int64{}
-	for rows.Next() {
-		var k, w string
-		var tot, n int64
-		if err := rows.Scan(&k, &w, &tot, &n); err != nil {
-			t.Fatal(err)
-		}
-		ws, err := time.Parse(time.RFC3339Nano, w)
-		if err != nil {
-			t.Fatalf("window_start %q: %v", w, err)
-		}
-		key := k + " " + ws.UTC().Format(time.RFC3339)
-		got[key], gotN[key] = tot, n
-	}
-	if len(got) != len(want) {
-		t.Errorf("table has %d (key, window) rows, want %d", len(got), len(want))
-	}
-	for k, w := range want {
-		if got[k] != w || gotN[k] != wantN[k] {
-			t.Errorf("%s: total %d count %d, want %d and %d", k, got[k], gotN[k], w, wantN[k])
-		}
-	}
+	waitCaughtUp(t, srv, id)
+	drainAndCheckTotals(t, srv, work, id, db, want, wantN)
 	srv.stop(syscall.SIGTERM)
 }
