@@ -50,15 +50,7 @@ const pubsubPipeline = `pipeline:
 func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(ctx)
-	if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := ordersBroker(t, dir)
 	store, err := state.Open(filepath.Join(dir, "state"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +146,46 @@ func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	got, count := regionTotals(t, db)
+	for r, w := range want {
+		if got[r] != w {
+			t.Errorf("%s: table total %d, want %d", r, got[r], w)
+		}
+	}
+	if count != 900 {
+		t.Errorf("table counts %d elements, want 900 (each exactly once)", count)
+	}
+}
+
+func replaceOnce(s, old, new string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + new + s[i+len(old):]
+		}
+	}
+	return s
+}
+
+// ordersBroker starts an embedded broker in dir/broker with the topic
+// "orders", stopped when the test ends.
+func ordersBroker(t *testing.T, dir string) *pubsub.Broker {
+	t.Helper()
+	ctx := context.Background()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Shutdown(ctx) })
+	if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// regionTotals reads the SQLite table totals of db: each region's summed
+// total, and the count of elements over all rows.
+func regionTotals(t *testing.T, db string) (map[string]int64, int64) {
+	t.Helper()
 	conn, err := sql.Open("sqlite", db)
 	if err != nil {
 		t.Fatal(err)
@@ -175,21 +207,8 @@ func TestPubSubToSQLExactlyOnceAcrossCrash(t *testing.T) {
 		got[region] = total
 		count += n
 	}
-	for r, w := range want {
-		if got[r] != w {
-			t.Errorf("%s: table total %d, want %d", r, got[r], w)
-		}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
-	if count != 900 {
-		t.Errorf("table counts %d elements, want 900 (each exactly once)", count)
-	}
-}
-
-func replaceOnce(s, old, new string) string {
-	for i := 0; i+len(old) <= len(s); i++ {
-		if s[i:i+len(old)] == old {
-			return s[:i] + new + s[i+len(old):]
-		}
-	}
-	return s
+	return got, count
 }

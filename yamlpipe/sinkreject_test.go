@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,15 +65,7 @@ const keylessPipeline = `pipeline:
 func TestKeylessMessageIsASinkReject(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(ctx)
-	if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := ordersBroker(t, dir)
 	db := filepath.Join(dir, "out.sqlite")
 	job := &JobEnv{Name: "keyless-job", ID: "job-1", Generation: 1, DataDir: dir, Broker: b}
 	p, err := Load("p.yaml", []byte(fmt.Sprintf(keylessPipeline, db)), Options{BaseDir: dir, Job: job})
@@ -132,27 +122,7 @@ func TestKeylessMessageIsASinkReject(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conn, err := sql.Open("sqlite", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(`SELECT region, SUM(total), SUM(n) FROM totals GROUP BY region`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[string]int64{}
-	var count int64
-	for rows.Next() {
-		var region string
-		var total, n int64
-		if err := rows.Scan(&region, &total, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[region] = total
-		count += n
-	}
+	got, count := regionTotals(t, db)
 	for r, w := range want {
 		if got[r] != w {
 			t.Errorf("%s: table total %d, want %d", r, got[r], w)
@@ -295,15 +265,7 @@ const futurePipeline = `pipeline:
 func TestFarFutureMessageDoesNotSilenceTheStream(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(ctx)
-	if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := ordersBroker(t, dir)
 	job := &JobEnv{Name: "future-job", ID: "job-1", Generation: 1, DataDir: dir, Broker: b}
 	p, err := Load("p.yaml", []byte(futurePipeline), Options{BaseDir: dir, Job: job})
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,15 +199,7 @@ func TestFailedSQLCommitIsNotAcknowledged(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			f := newFaultDB(t, driver)
-			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-			b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Shutdown(ctx)
-			if _, err := b.CreateTopic(ctx, "orders", pubsub.TopicConfig{}); err != nil {
-				t.Fatal(err)
-			}
+			b := ordersBroker(t, dir)
 			store, err := state.Open(filepath.Join(dir, "state"), nil)
 			if err != nil {
 				t.Fatal(err)
