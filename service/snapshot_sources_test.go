@@ -54,6 +54,8 @@ func publishRecipe(t *testing.T, b *pubsub.Broker, from, to int, want map[string
 	}
 }
 
+// totalsTable reads the SQLite table totals of db as "key total n" lines,
+// ordered by key.
 func totalsTable(t *testing.T, db string) []string {
 	t.Helper()
 	conn, err := sql.Open("sqlite", db)
@@ -74,6 +76,9 @@ func totalsTable(t *testing.T, db string) []string {
 			t.Fatal(err)
 		}
 		got = append(got, fmt.Sprintf("%s %d %d", key, total, n))
+	}
+	if err := q.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return got
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -138,25 +137,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	for k, w := range want {
 		rows = append(rows, fmt.Sprintf("%s %d %d", k, w[0], w[1]))
 	}
-	conn, err := sql.Open("sqlite", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	q, err := conn.Query(`SELECT key, total, n FROM totals ORDER BY key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	var got []string
-	for q.Next() {
-		var key string
-		var total, cnt int64
-		if err := q.Scan(&key, &total, &cnt); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fmt.Sprintf("%s %d %d", key, total, cnt))
-	}
+	got := totalsTable(t, db)
 	sort.Strings(rows)
 	if strings.Join(got, "\n") != strings.Join(rows, "\n") {
 		t.Errorf("the table holds (key total count):\n%s\nwhat was published:\n%s", strings.Join(got, "\n"), strings.Join(rows, "\n"))
