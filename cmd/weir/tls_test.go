@@ -126,6 +126,7 @@ func TestCLIServerExternalNATS(t *testing.T) {
 	if r.code != ExitFailure {
 		t.Fatalf("a wrong NATS password: exit %d, want %d\n%s", r.code, ExitFailure, r.stderr)
 	}
+	t.Logf("a wrong NATS password: %s", r.stderr)
 	for _, w := range []string{natsURL, `refused user "weir"`, "--nats-password-file"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("a wrong NATS password: stderr lacks %q:\n%s", w, r.stderr)
