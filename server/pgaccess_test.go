@@ -117,9 +117,6 @@ func TestPipelinePostgresFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-		t.Fatal(err)
-	}
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
@@ -128,25 +125,59 @@ func TestPipelinePostgresFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Name: "pg-inside", Pipeline: pg(dsn+sep+"sslrootcert="+rel, table), PipelineFile: "pg.yaml", BaseDir: root})
+	run := func(name, dsn string) {
+		t.Helper()
+		if _, err := conn.Exec("DROP TABLE IF EXISTS " + table); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Submit(context.Background(), api.SubmitRequest{Name: name, Pipeline: pg(dsn, table), PipelineFile: "pg.yaml", BaseDir: root})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var j *service.Job
+		if !await.Until(30*time.Second, 10*time.Millisecond, func() bool {
+			j, err = c.Get(context.Background(), res.ID)
+			// DONE is recorded before the final commit (pending_commit).
+			return err == nil && j.State.Terminal() && !j.PendingCommit
+		}) {
+			t.Fatalf("%s: the job did not end: %v %v", name, j, err)
+		}
+		if j.State != service.StateDone {
+			t.Fatalf("job %s: %s (%s)", j.Name, j.State, j.Error)
+		}
+		var n int
+		if err := conn.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("%s: rows %d (%v), want 2", name, n, err)
+		}
+	}
+	run("pg-inside", dsn+sep+"sslrootcert="+rel)
+	defer conn.Exec("DROP TABLE IF EXISTS " + table)
+
+	// TLS against the test server's own certificate (Debian's default
+	// ssl = on with its self-signed snakeoil pair), when it has one: with
+	// sslmode=verify-ca the sink connects only if sslrootcert holds the
+	// certificate that signed the server's; a CA that did not sign it is
+	// refused at submission, where the sink's check connects.
+	var sslOn, certFile string
+	if err := conn.QueryRow("SHOW ssl").Scan(&sslOn); err != nil || sslOn != "on" {
+		t.Logf("the test PostgreSQL does not serve TLS (ssl=%q, %v): the TLS runs are skipped", sslOn, err)
+		return
+	}
+	if err := conn.QueryRow("SHOW ssl_cert_file").Scan(&certFile); err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(certFile)
 	if err != nil {
+		t.Logf("the test PostgreSQL's certificate %s cannot be read here (%v): the TLS runs are skipped", certFile, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(root, "certs", "pg-server.pem"), pem, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var j *service.Job
-	if !await.Until(30*time.Second, 10*time.Millisecond, func() bool {
-		j, err = c.Get(context.Background(), res.ID)
-		return err == nil && j.State.Terminal()
-	}) {
-		t.Fatalf("the job did not end: %v %v", j, err)
+	run("pg-verify-ca", dsn+sep+"sslmode=verify-ca&sslrootcert=certs/pg-server.pem")
+	_, err = c.Submit(context.Background(), api.SubmitRequest{Name: "pg-wrong-ca", Pipeline: pg(dsn+sep+"sslmode=verify-ca&sslrootcert="+rel, table), PipelineFile: "pg.yaml", BaseDir: root})
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("verify-ca with a CA that did not sign the server's certificate: %v, want a certificate error", err)
 	}
-	if j.State != service.StateDone {
-		t.Fatalf("job %s: %s (%s)", j.Name, j.State, j.Error)
-	}
-	var n int
-	if err := conn.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil || n != 2 {
-		t.Fatalf("rows %d (%v), want 2", n, err)
-	}
-	if _, err := conn.Exec("DROP TABLE " + table); err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("verify-ca with another CA: %v", err)
 }
