@@ -6,8 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/errcode"
@@ -126,4 +130,58 @@ func waitCheckpoint(t *testing.T, p *proc, c *api.Client, ref string) *service.J
 		t.Fatalf("job %s took no checkpoint\nlog:\n%s", ref, p.log())
 	}
 	return j
+}
+
+// TestProgramExternalNATS: a program takes the NATS flags of `weir
+// server`: against a real NATS server that requires an NKEY, a wrong seed
+// stops it at once naming the URL and the seed file, the right one serves,
+// and credentials without --nats-url are a usage error.
+func TestProgramExternalNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs programs")
+	}
+	v1 := buildCounts(t, t.TempDir(), "v1")
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	keys := t.TempDir()
+	good, bad := filepath.Join(keys, "weir.nk"), filepath.Join(keys, "other.nk")
+	for p, b := range map[string][]byte{good: seed, bad: otherSeed} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true, Nkeys: []*natsserver.NkeyUser{{Nkey: pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	url := "nats://" + ns.Addr().String()
+
+	code, _, stderr := runProgram(t, v1, "--job-name", "counts", "--data-dir", t.TempDir(), "--nats-url", url, "--nats-nkey", bad)
+	if code != weirx.ExitFailure || !strings.Contains(stderr, url) || !strings.Contains(stderr, "refused the NKEY seed of --nats-nkey "+bad) {
+		t.Fatalf("a wrong NKEY: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, _, stderr = runProgram(t, v1, "--job-name", "counts", "--data-dir", t.TempDir(), "--nats-creds", good)
+	if code != weirx.ExitUsage || !strings.Contains(stderr, "need --nats-url") {
+		t.Fatalf("--nats-creds without --nats-url: exit %d, stderr:\n%s", code, stderr)
+	}
+	p := startProgram(t, v1, "--job-name", "counts", "--data-dir", t.TempDir(), "--nats-url", url, "--nats-nkey", good)
+	if !strings.Contains(p.log(), "connected to external broker") {
+		t.Errorf("the program's log does not say it connected to the external broker:\n%s", p.log())
+	}
+	p.waitEpoch("counts", 0)
+	if code := p.signal(syscall.SIGTERM); code != weirx.ExitOK {
+		t.Fatalf("exit %d after SIGTERM\nlog:\n%s", code, p.log())
+	}
 }
