@@ -37,16 +37,17 @@ import (
 // source position, io/pubsub/rewind.go); a topic whose table has no such
 // bucket starts right after the old job's last message. The new job's
 // splits then (pubsub.RewindStart):
-//   - skip, counting them (source metric rewind_skipped, never a dead
-//     letter), messages up to the old job's last one whose event time is
+//   - skip, counting them (pubsub.Source.RewindSkipped, logged when the
+//     split closes; never a dead letter), messages whose event time is
 //     before min C(S): all their windows expired at W, the old job's panes
-//     for them are final;
+//     for them are final (the old job dropped such messages as too late);
 //   - hold their watermark at −∞ until they have read the old job's last
 //     message: no window fires, nothing is late, while the new job catches
 //     up; then every window not expired at W fires for the first time with
 //     everything the old job had read for it (its first pane is complete
 //     and supersedes the old job's partial panes in the sink), and the old
-//     job had dropped nothing of such a window as too late.
+//     job had dropped nothing of such a window as too late. The watermark
+//     then starts at W, as the old job's stood.
 //
 // Refused (REWIND_BEYOND_RETENTION), before anything changes: a source of
 // the old job that is not a Pub/Sub topic or subscription (files,
@@ -229,13 +230,24 @@ func toTime(t mtime.Time) time.Time {
 // the drain's final one). It refuses with REWIND_BEYOND_RETENTION or
 // REPLACEMENT_UNAVAILABLE, saying what to do instead; it changes nothing.
 func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pipeline) (RewindPoint, error) {
-	rw, ok := s.rewinder()
-	if !ok {
-		return RewindPoint{}, errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
-	}
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
 		return RewindPoint{}, internalf("job %s: its graph does not parse: %w", old.ID, err)
+	}
+	for _, st := range og.Steps {
+		if st.Kind != graph.KindSource || st.Source != nil && st.Source.Kind == pubsubSourceKind {
+			continue
+		}
+		kind := "a source of unknown kind"
+		if st.Source != nil {
+			kind = st.Source.Kind + " " + st.Source.Identity
+		}
+		return RewindPoint{}, errorf(CodeRewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
+			st.Name, old.ID, kind, rewindInstead(old))
+	}
+	rw, ok := s.rewinder()
+	if !ok {
+		return RewindPoint{}, errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
 	}
 	oldS, newS := keyedStrategies(og), keyedStrategies(newGraph)
 	if err := checkRewindable(old, oldS, newS); err != nil {
@@ -257,14 +269,6 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 	for _, st := range og.Steps {
 		if st.Kind != graph.KindSource {
 			continue
-		}
-		if st.Source == nil || st.Source.Kind != pubsubSourceKind {
-			kind := "an unknown kind"
-			if st.Source != nil {
-				kind = st.Source.Kind
-			}
-			return RewindPoint{}, errorf(CodeRewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position: only Pub/Sub topics and subscriptions can; %s",
-				st.Name, old.ID, kind, rewindInstead(old))
 		}
 		ps := positions[st.Name]
 		if len(ps) != 1 {
@@ -305,6 +309,9 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 				}
 			}
 		}
+	}
+	if skip >= mtime.MaxTimestamp {
+		skip = mtime.MinTimestamp // no keyed step: nothing expires
 	}
 	rp := RewindPoint{Watermark: toTime(wm), FromTime: toTime(t), SkipBefore: toTime(skip)}
 	if len(srcs) == 0 {
@@ -357,7 +364,7 @@ func rewindStarts(rp *RewindPoint) map[string]pubsub.RewindStart {
 	}
 	out := map[string]pubsub.RewindStart{}
 	for _, rs := range rp.Sources {
-		out[rs.Subscription] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), HoldUntil: rs.LastSequence}
+		out[rs.Subscription] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence}
 	}
 	return out
 }

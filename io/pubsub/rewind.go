@@ -121,11 +121,15 @@ func (tr *Track) prune(wm mtime.Time, horizon mtime.Duration) {
 // RewindStart is what a split re-reading a subscription for a replacement
 // job needs (SourceConfig.Rewind).
 type RewindStart struct {
-	// SkipBefore: a message with an event time before it, read at or
-	// before sequence HoldUntil, is skipped (counted in RewindSkipped, not
-	// emitted, not dead-lettered): every window of the new pipeline it
-	// belongs to had expired at the old job's final watermark.
+	// SkipBefore: a message with an event time before it is skipped
+	// (counted in RewindSkipped, not emitted, not dead-lettered): every
+	// window of the new pipeline it belongs to had expired at the old
+	// job's final watermark, whose panes for them are final (the old job
+	// would have dropped it as too late).
 	SkipBefore mtime.Time `json:"skip_before_ms"`
+	// Watermark is the old job's final watermark: once the hold ends the
+	// split's watermark is at least this, as the old job's was.
+	Watermark mtime.Time `json:"watermark_ms"`
 	// HoldUntil is the stream sequence of the last message the old job
 	// read: until the split has handled it, its watermark stays at −∞, so
 	// no window fires (and nothing is late) while the split catches up;

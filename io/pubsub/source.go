@@ -487,6 +487,8 @@ type split struct {
 	horizon  mtime.Duration
 	// rewindSkipped counts the messages skipped by SourceConfig.Rewind.
 	rewindSkipped int64
+	// floored: the watermark was raised to SourceConfig.Rewind.Watermark.
+	floored bool
 
 	acked atomic.Uint64 // highest stream sequence acknowledged
 }
@@ -552,10 +554,13 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 }
 
 func (s *split) result(n int) contract.ReadResult {
-	wm := s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)
 	if s.holding() {
-		wm = mtime.MinTimestamp
+		return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}
 	}
+	if s.cfg.Rewind != nil && !s.floored {
+		s.wm.wm, s.floored = mtime.Max(s.wm.wm, s.cfg.Rewind.Watermark), true
+	}
+	wm := s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)
 	return contract.ReadResult{N: n, Watermark: wm}
 }
 
@@ -641,7 +646,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 			return true, nil
 		}
 	}
-	if s.cfg.Rewind != nil && seq <= s.cfg.Rewind.HoldUntil && t < s.cfg.Rewind.SkipBefore {
+	if s.cfg.Rewind != nil && t < s.cfg.Rewind.SkipBefore {
 		s.rewindSkipped++
 		s.src.rewindSkipped.Add(1)
 		return false, nil
