@@ -113,7 +113,7 @@ func rwTruth(evs []rwEvent, size time.Duration, byGrp bool, from time.Time) map[
 // rwDB is a totals table in SQLite or PostgreSQL.
 type rwDB struct {
 	driver, dsn, table string
-	read       func(t *testing.T) (map[rwCell][2]int64, map[rwCell]int64, error)
+	read               func(t *testing.T) (map[rwCell][2]int64, map[rwCell]int64, error)
 }
 
 func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
