@@ -459,3 +459,104 @@ func TestStopAndReplaceRewind(t *testing.T) {
 		}
 	}
 }
+
+// TestRewindRefusals: a re-reading stop-and-replace is refused before
+// anything changes when the topic has discarded messages the re-read
+// needs (a topic capped in bytes), and when the new pipeline's windows
+// cannot be made complete (sliding windows); the running job keeps its ID,
+// its state and its checkpoints, and no job is created.
+func TestRewindRefusals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{MaxBytes: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &shiftClock{base: time.Now()}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	db := &rwDB{driver: "sqlite", dsn: filepath.Join(dir, "totals.sqlite")}
+	old := submit(t, s, "sums", rwPipeline("10s", "key", db, "totals"), dir)
+	// Event times in [0s, 30s): the re-read must start at the window
+	// [10s, 20s), whose first message is in the first minute's bucket —
+	// sequence 1 — and then more messages (at 29s) until the topic has
+	// discarded sequence 1.
+	phase1 := rwEvents(300, 0, 30*time.Second, 1)
+	publishRW(t, b, phase1)
+	read := int64(len(phase1))
+	for {
+		first, _, err := b.Retained(ctx, "sr-events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first > 1 {
+			break
+		}
+		more := rwEvents(100, 29*time.Second, 500*time.Millisecond, 100)
+		publishRW(t, b, more)
+		read += int64(len(more))
+	}
+	waitElements(t, s, old.ID, "Events", read)
+	epoch := waitFor(t, s, old.ID, "a checkpoint", checkpointed(1)).LastCheckpoint.Epoch
+	waitFor(t, s, old.ID, "a checkpoint after the reads", checkpointed(epoch+1))
+	clock.advance(DefaultMinReplaceInterval)
+	sliding := strings.Replace(rwPipeline("10s", "key", db, "totals"), "{type: fixed, size: 10s}", "{type: sliding, size: 20s, period: 10s}", 1)
+	tests := []struct {
+		name     string
+		pipeline string
+		code     Code
+		msgs     []string
+	}{
+		{"beyond retention", rwPipeline("10s", "key", db, "totals"), CodeRewindBeyondRetention,
+			[]string{"topic sr-events no longer retains the messages the replacement must re-read: it needs sequence 1 on (event times from 2026-11-30T00:00:10Z",
+				"its oldest retained message is sequence ", "weir_replace_rewind=false", "in place", "snapshot"}},
+		{"sliding windows", sliding, CodeReplacementUnavailable, []string{"step Sums of the new pipeline uses sliding windows", "weir_replace_rewind=false"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: tc.pipeline, BaseDir: dir,
+				ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m"}}})
+			if !hasCode(err, tc.code) {
+				t.Fatalf("got %v (%s), want %s", err, ErrorCode(err), tc.code)
+			}
+			for _, m := range tc.msgs {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("the refusal %q does not say %q", err, m)
+				}
+			}
+			got, _ := s.Get("sums")
+			if got.ID != old.ID || got.State != StateRunning || got.ReplacedByJobID != "" {
+				t.Fatalf("the refusal changed the running job: %s %s replaced by %q", got.ID, got.State, got.ReplacedByJobID)
+			}
+			jobs, err := s.List(StatusAll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(jobs) != 1 {
+				t.Fatalf("the refusal created a job: %d jobs", len(jobs))
+			}
+		})
+	}
+	epoch = waitFor(t, s, old.ID, "a checkpoint", checkpointed(1)).LastCheckpoint.Epoch
+	waitFor(t, s, old.ID, "a later checkpoint", checkpointed(epoch+1))
+	// With weir_replace_rewind=false the same replacement goes ahead.
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: rwPipeline("10s", "key", db, "totals"), BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m", "weir_replace_rewind=false"}}})
+	if err != nil {
+		t.Fatalf("plain continuation: %v", err)
+	}
+	if fin := waitPhase(t, s, res.Job.ID); fin.Replacement.Phase != PhaseCutOver {
+		t.Fatalf("plain continuation: %+v", fin.Replacement)
+	}
+}
