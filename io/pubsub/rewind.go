@@ -173,7 +173,7 @@ func (p PositionTrack) FirstSequenceFor(t mtime.Time) (uint64, bool) {
 
 // Covers reports whether the table is complete for event times ≥ t.
 func (p PositionTrack) Covers(t mtime.Time) bool {
-	return p.Tracked && bucketOf(t) >= int64(p.From)
+	return p.Tracked && (p.From <= mtime.MinTimestamp || bucketOf(t) >= int64(p.From))
 }
 
 // PositionTrack decodes a checkpointed source position of a ReadFromPubSub
