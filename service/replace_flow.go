@@ -220,6 +220,11 @@ func (s *Service) beginDrain(newID string) error {
 		return internalf("reading job %s: %w", rep.OldJobID, err)
 	}
 	jr := s.runningJob(old.ID)
+	if old.State == StateRunning && jr == nil && !s.recoveryDone() {
+		// A restarted service has not resumed the old job yet: the driver
+		// tries again at the next change.
+		return nil
+	}
 	now := s.now()
 	w := &state.Write{}
 	if old.State != StateRunning || jr == nil {
@@ -597,4 +602,15 @@ func (s *Service) positionRewind(nj *Job) error {
 			"first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 	}
 	return nil
+}
+
+// recoveryDone reports whether the service has finished resuming the jobs
+// of its store.
+func (s *Service) recoveryDone() bool {
+	select {
+	case <-s.recovered:
+		return true
+	default:
+		return false
+	}
 }
