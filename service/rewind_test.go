@@ -148,7 +148,7 @@ func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
 				return 0, 0, err
 			}
 			defer conn.Close()
-			err = conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT amount) FROM " + eventsTable(table)).Scan(&rows, &distinct)
+			err = conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT amount) FROM "+eventsTable(table)).Scan(&rows, &distinct)
 			return rows, distinct, err
 		}
 		return db
