@@ -37,8 +37,8 @@ import (
 // source position, io/pubsub/rewind.go); a topic whose table has no such
 // bucket starts right after the old job's last message. The new job's
 // splits then (pubsub.RewindStart):
-//   - skip, counting them (pubsub.Source.RewindSkipped, logged when the
-//     split closes; never a dead letter), messages whose event time is
+//   - skip, counting them (the source step's rewind_skipped_elements
+//     metric, RewindSkipReporter; never a dead letter), messages whose event time is
 //     before min C(S): all their windows expired at W, the old job's panes
 //     for them are final (the old job dropped such messages as too late);
 //   - hold their watermark at −∞ until they have read the old job's last

@@ -19,6 +19,8 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
+var _ RewindSkipReporter = (*pubsub.Source)(nil)
+
 // rwYAML reads the subscription sr-sub (no idle advancement: the
 // watermark follows event time only, so the scenario is deterministic),
 // sums amounts per %s in fixed windows of %s and upserts the totals into
@@ -442,6 +444,25 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, "sr-sub")
+				// The window [0s,10s) had expired at the old job's watermark:
+				// the re-read skips its 100 messages (10s windows) and counts
+				// them; with 20s windows nothing had expired.
+				wantSkipped := int64(100)
+				if newSize == 20*time.Second {
+					wantSkipped = 0
+				}
+				m, err := s.Metrics(nj.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, st := range m.Steps {
+					if st.Name != "Events" {
+						continue
+					}
+					if got := st.RewindSkippedElements; wantSkipped == 0 && got != nil || wantSkipped > 0 && (got == nil || *got != wantSkipped) {
+						t.Errorf("rewind_skipped_elements of Events: %v, want %d", got, wantSkipped)
+					}
+				}
 				if _, err := s.Drain(ctx, nj.ID); err != nil {
 					t.Fatal(err)
 				}
