@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
@@ -591,7 +592,15 @@ func (s *Service) positionRewind(nj *Job) error {
 	if !ok {
 		return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 	}
+	g, err := graph.Parse(nj.Graph)
+	if err != nil {
+		return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+	}
+	reads := readSubscriptions(nj.Name, g)
 	for _, rs := range rep.RewindPoint.Sources {
+		if !reads[rs.Subscription] {
+			continue // the new pipeline no longer reads it: left as the old job left it
+		}
 		ctx, cancel := context.WithTimeout(s.ctx, brokerCallTimeout)
 		err := rw.SeekToSequence(ctx, rs.Subscription, rs.FirstSequence)
 		cancel()
@@ -613,4 +622,21 @@ func (s *Service) recoveryDone() bool {
 	default:
 		return false
 	}
+}
+
+// readSubscriptions returns the subscriptions the Pub/Sub sources of job
+// name's graph g read.
+func readSubscriptions(name string, g *graph.Pipeline) map[string]bool {
+	out := map[string]bool{}
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+			continue
+		}
+		if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {
+			out[sub] = true
+		} else if strings.HasPrefix(st.Source.Identity, "topic/") {
+			out[pubsub.SubscriptionName(name, st.Name)] = true
+		}
+	}
+	return out
 }
