@@ -214,14 +214,23 @@ func fmtTime(t mtime.Time) string {
 	return t.ToTime().Format(time.RFC3339Nano)
 }
 
+// Bounds of the times a RewindPoint records (JSON times have four-digit
+// years): −∞ is recorded as the first instant of year 1, +∞ as the last
+// of year 9999.
+var (
+	rewindMinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	rewindMaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
+
 func toTime(t mtime.Time) time.Time {
+	tt := t.ToTime()
 	switch {
-	case t <= mtime.MinTimestamp:
-		return time.UnixMilli(-1 << 50).UTC()
-	case t >= mtime.MaxTimestamp:
-		return time.UnixMilli(1 << 50).UTC()
+	case t <= mtime.MinTimestamp || tt.Before(rewindMinTime):
+		return rewindMinTime
+	case t >= mtime.MaxTimestamp || tt.After(rewindMaxTime):
+		return rewindMaxTime
 	}
-	return t.ToTime()
+	return tt
 }
 
 // rewindPoint computes where the new job of a stop-and-replace of old by

@@ -50,8 +50,9 @@ type Track struct {
 	// message this job's split read with an event time ≥ From is in a
 	// bucket. mtime.MinTimestamp when nothing was pruned.
 	From int64 `json:"from_ms"`
-	// Watermark is the split's own watermark estimate (ms) when the
-	// position was taken (a drain's +∞ is not included: it is the runner's).
+	// Watermark is the highest watermark estimate (ms) the subscription's
+	// splits reached up to this position, across restarts (a drain's +∞ is
+	// not included: it is the runner's); −∞ while a re-reading split holds.
 	Watermark int64 `json:"wm_ms"`
 	// Buckets are sorted by Start.
 	Buckets []Bucket `json:"buckets,omitempty"`
