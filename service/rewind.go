@@ -300,28 +300,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 	for _, sr := range srcs {
 		wm = min(wm, sr.pt.Watermark)
 	}
-	// A: the earliest event time of a window the old job held state for.
-	a := mtime.MaxTimestamp
-	for _, ws := range oldS {
-		a = min(a, earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness)))
-	}
-	// T and the skip bound from the new pipeline's strategies.
-	t, skip := mtime.MaxTimestamp, mtime.MaxTimestamp
-	for _, ws := range newS {
-		c := earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness))
-		skip = min(skip, c)
-		t = min(t, c)
-		if a < mtime.MaxTimestamp {
-			for _, w := range ws.Fn.Assign(nil, a) {
-				if !ws.Expired(w, wm) {
-					t = min(t, w.Start)
-				}
-			}
-		}
-	}
-	if skip >= mtime.MaxTimestamp {
-		skip = mtime.MinTimestamp // no keyed step: nothing expires
-	}
+	t, skip := rewindTimes(wm, oldS, newS)
 	rp := RewindPoint{Watermark: toTime(wm), FromTime: toTime(t), SkipBefore: toTime(skip)}
 	if len(srcs) == 0 {
 		rp.Watermark = toTime(mtime.MinTimestamp)
@@ -355,6 +334,35 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		rp.Sources = append(rp.Sources, rs)
 	}
 	return rp, nil
+}
+
+// rewindTimes applies the rule at the top of this file: at the old job's
+// final watermark wm, with the old and new pipelines' keyed windowing, it
+// returns T (the earliest event time to re-read; +∞: nothing) and the skip
+// bound (−∞: skip nothing).
+func rewindTimes(wm mtime.Time, oldS, newS map[string]window.Strategy) (t, skip mtime.Time) {
+	// A: the earliest event time of a window the old job held state for.
+	a := mtime.MaxTimestamp
+	for _, ws := range oldS {
+		a = min(a, earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness)))
+	}
+	t, skip = mtime.MaxTimestamp, mtime.MaxTimestamp
+	for _, ws := range newS {
+		c := earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness))
+		skip = min(skip, c)
+		t = min(t, c)
+		if a > mtime.MinTimestamp && a < mtime.MaxTimestamp {
+			for _, w := range ws.Fn.Assign(nil, a) {
+				if !ws.Expired(w, wm) {
+					t = min(t, w.Start)
+				}
+			}
+		}
+	}
+	if skip >= mtime.MaxTimestamp {
+		skip = mtime.MinTimestamp // no keyed step: nothing expires
+	}
+	return t, skip
 }
 
 // lateBy returns wm − d, keeping ±∞.
