@@ -45,6 +45,8 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 	if sp.max <= 0 {
 		sp.max = DefaultMaxOutstanding
 	}
+	s.addStream(sub.id, sp)
+	defer s.removeStream(sub.id, sp)
 	if err := sp.handle(ctx, first); err != nil {
 		return err
 	}
@@ -107,6 +109,65 @@ type streamPull struct {
 	mu          sync.Mutex
 	outstanding map[string]time.Time // guarded by mu: ack ID -> deadline
 	changed     chan struct{}        // a slot freed
+}
+
+func (s *Server) addStream(sub string, sp *streamPull) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[sub] == nil {
+		s.streams[sub] = make(map[*streamPull]struct{})
+	}
+	s.streams[sub][sp] = struct{}{}
+}
+
+func (s *Server) removeStream(sub string, sp *streamPull) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.streams[sub], sp)
+	if len(s.streams[sub]) == 0 {
+		delete(s.streams, sub)
+	}
+}
+
+// streamsOf returns the open streaming pulls of subscription sub.
+func (s *Server) streamsOf(sub string) []*streamPull {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*streamPull, 0, len(s.streams[sub]))
+	for sp := range s.streams[sub] {
+		out = append(out, sp)
+	}
+	return out
+}
+
+// acked frees, in every open stream of sub, the slots of ids, acknowledged
+// or given back (deadline 0) outside the streams. Without this a client
+// that acknowledges with Acknowledge (as Google's Go client does) keeps its
+// stream's window full until the deadlines pass, and throughput falls to
+// a window per ack deadline once more messages wait than the window holds.
+func (s *Server) acked(sub string, ids []string) {
+	for _, sp := range s.streamsOf(sub) {
+		sp.free(ids)
+	}
+}
+
+// extended moves the deadlines of ids in every open stream of sub to d
+// from now, as ModifyAckDeadline outside the stream asked.
+func (s *Server) extended(sub string, ids []string, d time.Duration) {
+	if d == 0 {
+		s.acked(sub, ids)
+		return
+	}
+	until := time.Now().Add(d)
+	for _, sp := range s.streamsOf(sub) {
+		sp.mu.Lock()
+		for _, id := range ids {
+			if _, ok := sp.outstanding[id]; ok {
+				sp.outstanding[id] = until
+			}
+		}
+		sp.mu.Unlock()
+	}
 }
 
 // room says how many more messages may be sent now.

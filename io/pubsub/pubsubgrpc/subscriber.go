@@ -454,6 +454,7 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if err := s.ack(ctx, req.GetAckIds()); err != nil {
 		return nil, err
 	}
+	s.acked(sub.id, req.GetAckIds())
 	return &emptypb.Empty{}, nil
 }
 
@@ -476,6 +477,7 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 	if err := s.modAck(ctx, sub, req.GetAckIds(), d); err != nil {
 		return nil, err
 	}
+	s.extended(sub.id, req.GetAckIds(), d)
 	return &emptypb.Empty{}, nil
 }
 
