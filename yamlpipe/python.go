@@ -372,6 +372,9 @@ func (l *loader) pyError(n *node, src, what, fields string, err error) error {
 			switch name {
 			case "true", "false", "null":
 				msg = fmt.Sprintf("name %q is not defined: Python spells it %s", name, map[string]string{"true": "True", "false": "False", "null": "None"}[name])
+			case fieldWindowStart, fieldWindowEnd, fieldPane:
+				msg = fmt.Sprintf("name %q is not defined: it is not a field of the input (%s); the window and pane are element metadata (after a Combine with language, as in Beam): "+
+					"add an ExtractWindowingInfo step before this one (config: {fields: [window_start, window_end, pane_info]}) and read the fields it adds, or read %s in a CEL expression (language: generic)", name, fields, name)
 			default:
 				msg = fmt.Sprintf("name %q is not defined: it is neither a field of the input (%s) nor a builtin; third-party modules are not available", name, fields)
 			}
