@@ -99,6 +99,9 @@ type Server struct {
 	// (Google's clients send them with Acknowledge and ModifyAckDeadline)
 	// frees the slots of the streams that delivered the messages.
 	streams map[string]map[*streamPull]struct{}
+	// ordered is the ordering-key state of ordered subscriptions, by ID
+	// (guarded by mu; see ordering.go).
+	ordered map[string]*orderedKeys
 
 	// creating serialises creations with their limit check (leaves: no
 	// other lock is taken while one is held, but the broker's own).

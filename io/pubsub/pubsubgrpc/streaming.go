@@ -208,6 +208,9 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 			return err
 		}
 		p.free(ids)
+		if p.sub.ordered {
+			p.s.ordering(p.sub.id).acked(ids)
+		}
 	}
 	byDeadline := map[int32][]string{}
 	for i, id := range req.GetModifyDeadlineAckIds() {
@@ -258,6 +261,9 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				_ = m.Nak()
 				return status.Error(codes.Internal, err.Error())
 			}
+			if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+				continue // held back behind a redelivered message of its key
+			}
 			msgs := []*pubsubpb.ReceivedMessage{rm}
 			// And whatever else has arrived already, in one response.
 		more:
@@ -271,6 +277,9 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					if err != nil {
 						_ = m.Nak()
 						break more
+					}
+					if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+						continue
 					}
 					msgs = append(msgs, rm)
 				default:
