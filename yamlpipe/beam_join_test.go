@@ -253,3 +253,55 @@ func TestJoinDifferentKeysWithinWindows(t *testing.T) {
 	lines, _ := runLogged(t, src, 2)
 	wantLines(t, lines, `{"page": "home", "item": "book"}`, `{"page": "cart", "item": "pen"}`)
 }
+
+// Three inputs joined on different keys per pair, in fixed windows: rows
+// meet only within their window.
+func TestJoinDifferentKeysPerPairWithinWindows(t *testing.T) {
+	src := `pipeline:
+  transforms:
+    - type: Create
+      name: Users
+      config:
+        elements:
+          - {uid: 1, name: ann, city: 10, t: 5}
+          - {uid: 1, name: ann, city: 20, t: 65}
+    - type: Create
+      name: Orders
+      config:
+        elements:
+          - {user: 1, item: book, t: 10}
+          - {user: 1, item: pen, t: 70}
+    - type: Create
+      name: Cities
+      config:
+        elements:
+          - {id: 10, cname: paris, t: 1}
+          - {id: 20, cname: rome, t: 2}
+    - type: AssignTimestamps
+      name: TU
+      input: Users
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TO
+      input: Orders
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TC
+      input: Cities
+      config: {timestamp: t}
+    - type: Join
+      input: {U: TU, O: TO, C: TC}
+      windowing: {type: fixed, size: 60s}
+      config:
+        type: left
+        equalities:
+          - {U: uid, O: user}
+          - {U: city, C: id}
+        fields: {U: [name], O: [item], C: [cname]}
+    - type: LogForTesting
+      input: Join
+`
+	lines, _ := runLogged(t, src, 2)
+	// rome is in the first window, the second user row in the second.
+	wantLines(t, lines, `{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": null}`)
+}
