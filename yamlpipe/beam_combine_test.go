@@ -166,12 +166,18 @@ func TestCombineBeamWindowed(t *testing.T) {
 	wantLines(t, outLines(t, cel, 2),
 		`{"k":"a","v":3,"start":"2026-03-01T00:00:00.000Z","late":false}`,
 		`{"k":"a","v":4,"start":"2026-03-01T00:01:00.000Z","late":false}`)
+	// Python reads them too: timestamps as seconds, as Beam's Timestamp.
 	py := src + `    - type: MapToFields
       config:
         language: python
-        fields: {start: window_start}
+        fields:
+          k: k
+          size: window_end - window_start
+          first: pane.is_first
+          span: {callable: 'lambda row: row.window_end - row.window_start'}
+          start: window_start
 ` + sinkJSON
-	loadErr(t, py, `name "window_start" is not defined: it is not a field of the input ({k:string,v:int}); the window and pane are element metadata`)
+	wantLines(t, outLines(t, py, 2), `{"k":"a","size":60,"first":true,"span":60,"start":1772323200}`, `{"k":"a","size":60,"first":true,"span":60,"start":1772323260}`)
 }
 
 // Beam groups a null key like any other value.
