@@ -100,6 +100,64 @@ func TestOrderingKeyHeldBackAfterRedelivery(t *testing.T) {
 	}
 }
 
+// A redelivery after the ack deadline passed blocks the key too: k0's
+// deadline (10 s, the minimum) passes unacknowledged, k0 comes again, and
+// k1, published after that, waits until k0 is acknowledged.
+func TestOrderingKeyHeldBackAfterDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a 10 s ack deadline")
+	}
+	f := start(t, pubsubgrpc.Options{PullWait: 2 * time.Second})
+	ctx := context.Background()
+	sc := f.client.SubscriptionAdminClient
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", true, 10)
+	p := f.client.Publisher("t")
+	p.EnableMessageOrdering = true
+	defer p.Stop()
+	publish := func(d string) {
+		t.Helper()
+		if _, err := p.Publish(ctx, &gpubsub.Message{Data: []byte(d), OrderingKey: "k"}).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pullOne := func(tries int) (string, string) {
+		t.Helper()
+		for ; tries > 0; tries-- {
+			r, err := sc.Pull(ctx, &pubsubpb.PullRequest{Subscription: subPath("s"), MaxMessages: 10})
+			if err != nil {
+				t.Fatalf("Pull: %v", err)
+			}
+			if ms := r.GetReceivedMessages(); len(ms) > 0 {
+				if len(ms) > 1 {
+					t.Fatalf("pulled %d messages at once: %v", len(ms), ms)
+				}
+				return string(ms[0].GetMessage().GetData()), ms[0].GetAckId()
+			}
+		}
+		return "", ""
+	}
+	publish("k0")
+	if d, _ := pullOne(5); d != "k0" {
+		t.Fatalf("first pull: %q", d)
+	}
+	// Not acknowledged: after its deadline it is delivered again.
+	d, id := pullOne(15)
+	if d != "k0" {
+		t.Fatalf("after the deadline: %q, want k0 again", d)
+	}
+	publish("k1")
+	if d, _ := pullOne(2); d != "" {
+		t.Fatalf("while the redelivered k0 is unacknowledged: %q", d)
+	}
+	if err := sc.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: subPath("s"), AckIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := pullOne(10); d != "k1" {
+		t.Fatalf("after k0 was acknowledged: %q, want k1", d)
+	}
+}
+
 // The same through the Go client's streaming pull: the first delivery of
 // k0 is nacked, and while its redelivery is being processed the key's next
 // messages are published (the server holds them back until k0 is
