@@ -309,6 +309,29 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	}
 	evalUntil(t, ctx, "the throughput chart has points", `+(document.querySelector('#chart-throughput svg.chart')||{dataset:{}}).dataset.points >= 3`)
 	evalUntil(t, ctx, "the system lag chart has points", `+(document.querySelector('#chart-system-lag svg.chart')||{dataset:{}}).dataset.points >= 3`)
+	// The stateful boxes show their key counts, the API's: Generate
+	// writes 3 keys, and each windowed Combine holds all 3 at every moment
+	// after the first elements (a key's next window opens before its
+	// previous one ends).
+	evalUntil(t, ctx, "the stateful boxes show key counts",
+		`['Sums', 'Counts'].every(n => (document.querySelector('svg.graph g.step[data-step="' + n + '"]')||{dataset:{}}).dataset.keys === '3')`)
+	var drawnKeys map[string]string
+	if err := evaluate(ctx, `Object.fromEntries([...document.querySelectorAll('svg.graph g.step.keyed')].map(g => [g.dataset.step, g.dataset.keys || '']))`, &drawnKeys); err != nil {
+		t.Fatal(err)
+	}
+	sj, err := c.Get(context.Background(), stream.ID)
+	if err != nil || sj.Metrics == nil {
+		t.Fatalf("reading the streaming job's metrics: %v", err)
+	}
+	apiKeys := map[string]string{}
+	for _, st := range sj.Metrics.Steps {
+		if st.Keys != nil {
+			apiKeys[st.Name] = fmt.Sprint(*st.Keys)
+		}
+	}
+	if fmt.Sprint(drawnKeys) != fmt.Sprint(apiKeys) || apiKeys["Sums"] != "3" || apiKeys["Counts"] != "3" {
+		t.Errorf("key counts drawn %v, the API says %v (want Sums and Counts 3)", drawnKeys, apiKeys)
+	}
 	screenshot(t, ctx, "console-job")
 	// The composite of the windowed Combine collapses into one box and
 	// expands again.

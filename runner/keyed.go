@@ -36,6 +36,8 @@ type keyedState interface {
 	eventTime(wm mtime.Time) error
 	// processingTime fires the processing-time timers due by now.
 	processingTime(now mtime.Time) error
+	// keyCount is the number of keys the node holds state for.
+	keyCount() int64
 }
 
 // stateLog is a keyed node's change log as the control protocol sees it
@@ -84,10 +86,14 @@ func (k *keyed) enableCheckpoints(inner alignedNode, adopt func([]node), restore
 	k.w.r.coord.register(k.key())
 	if olds := k.w.r.adoptable(k.sp.step.Name); olds != nil {
 		adopt(olds)
+		k.publishKeys()
 		return nil
 	}
 	if rs := k.w.r.opts.Restore; rs != nil && rs.State != nil {
-		return restore()
+		if err := restore(); err != nil {
+			return err
+		}
+		k.publishKeys()
 	}
 	return nil
 }
@@ -122,6 +128,7 @@ func (k *keyed) leave(prev int) { k.w.cur = prev }
 
 func (k *keyed) process(port int, b bundle) error {
 	defer k.leave(k.enter())
+	defer k.publishKeys()
 	if k.al != nil {
 		return k.al.process(port, b)
 	}
@@ -130,6 +137,7 @@ func (k *keyed) process(port int, b bundle) error {
 
 func (k *keyed) control(port int, c ctrl) error {
 	defer k.leave(k.enter())
+	defer k.publishKeys()
 	if k.al != nil {
 		return k.al.control(port, c)
 	}
