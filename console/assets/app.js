@@ -5,7 +5,6 @@
 import { api, optional, ApiError, showAuth } from './api.js';
 import { modelOf, drawGraph, compositeOf } from './graph.js';
 import { drawChart } from './chart.js';
-import { readPipeline } from './pipeline.js';
 
 const params = new URLSearchParams(location.search);
 const refreshMS = Math.max(200, Number(params.get('refresh')) || 2000);
@@ -441,6 +440,34 @@ export function previewMarks(oldModel, newModel, report, mapping) {
   return { oldMarks, newMarks };
 }
 
+/**
+ * loadErrorView shows why a pipeline does not load, with each
+ * file:line:column of the message as a link that selects that line in
+ * the pipeline's text area.
+ */
+function loadErrorView(e, text) {
+  const msg = e instanceof ApiError ? e.message : String(e && e.message ? e.message : e);
+  const code = e instanceof ApiError && e.code ? e.code : '';
+  const view = el('div', { id: 'load-error', class: 'error', role: 'alert', 'data-code': code });
+  view.append(el('p', {}, code ? el('strong', {}, code + ': ') : '', msg));
+  const at = /([^\s:]+):(\d+):(\d+): ([^\n]*)/g;
+  let m;
+  while ((m = at.exec(msg))) {
+    const line = +m[2], col = +m[3];
+    const link = el('a', { href: '#pipeline', class: 'position', 'data-file': m[1], 'data-line': line, 'data-column': col }, `${m[1]} line ${line}, column ${col}`);
+    link.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      const lines = text.value.split('\n');
+      const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + Math.max(0, col - 1);
+      const end = lines.slice(0, line).reduce((n, l) => n + l.length + 1, 0) - 1;
+      text.focus();
+      text.setSelectionRange(Math.min(start, end), Math.max(start, end));
+    });
+    view.append(el('p', { class: 'position-line' }, link, ': ', m[4]));
+  }
+  return view;
+}
+
 async function previewPage(ref) {
   let job;
   try {
@@ -453,38 +480,64 @@ async function previewPage(ref) {
   const file = el('input', { type: 'file', id: 'pipeline-file', accept: '.yaml,.yml,text/yaml' });
   file.addEventListener('change', async () => { if (file.files[0]) text.value = await file.files[0].text(); });
   const mapping = el('input', { id: 'mapping', type: 'text', placeholder: '{"OldStep": "NewStep"}', spellcheck: 'false' });
+  const jinja = el('input', { id: 'jinja-variables', type: 'text', placeholder: '{"env": "prod"}', spellcheck: 'false' });
   const allow = el('input', { id: 'allow-source-change', type: 'checkbox' });
   const out = el('div', { id: 'preview-result', role: 'status' });
   const oldBox = el('div', { id: 'old-graph', class: 'graph-box' });
   const newBox = el('div', { id: 'new-graph', class: 'graph-box' });
+  const rendered = el('div', { id: 'rendered-box' });
   drawGraph(oldBox, oldModel);
+  const jsonField = (input, what) => {
+    if (!input.value.trim()) return [undefined, null];
+    try {
+      const v = JSON.parse(input.value);
+      if (what === 'Jinja variables' && (v === null || typeof v !== 'object' || Array.isArray(v))) return [undefined, `The ${what} are not a JSON object`];
+      return [v, null];
+    } catch (e) { return [undefined, `The ${what} are not JSON: ${e.message}`]; }
+  };
   const check = async () => {
-    let map = {};
-    if (mapping.value.trim()) {
-      try { map = JSON.parse(mapping.value); } catch (e) { out.replaceChildren(el('p', { class: 'error' }, `The name mapping is not JSON: ${e.message}`)); return; }
-    }
+    const [map, mapErr] = jsonField(mapping, 'name mapping');
+    const [vars, varsErr] = jsonField(jinja, 'Jinja variables');
+    if (mapErr || varsErr) { out.replaceChildren(el('p', { class: 'error' }, mapErr || varsErr)); return; }
+    // The server renders a template (given variables, or none when the
+    // text uses Jinja syntax) and reads the new pipeline's graph: the
+    // preview draws what the server's check read, nothing of its own.
+    const jinjaVariables = vars || (/\{\{|\{%|\{#/.test(text.value) ? {} : undefined);
     out.replaceChildren(el('p', { class: 'muted' }, 'checking…'));
+    rendered.replaceChildren();
     let res;
     try {
       res = await api('POST', '/v1/jobs:update', { name: job.name, pipeline: text.value, pipeline_file: job.pipeline_file || undefined, base_dir: job.base_dir,
-        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true }, { allowError: true });
-    } catch (e) { showError(out, e); return; }
+        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true,
+        jinja_variables: jinjaVariables }, { allowError: true });
+    } catch (e) {
+      // The pipeline does not load (YAML, Jinja, an unknown transform...):
+      // no report and no graph, the error at its file:line:column.
+      drawGraph(oldBox, oldModel);
+      newBox.replaceChildren(el('p', { class: 'muted' }, 'The new pipeline does not load: no graph to draw.'));
+      out.replaceChildren(loadErrorView(e, text));
+      out.dataset.checked = 'true';
+      return;
+    }
     const body = res && res.body ? res.body : res;
     if (!body || !body.report) { showError(out, new Error('the server answered without a report')); return; }
-    const parsed = readPipeline(text.value);
-    const { oldMarks, newMarks } = previewMarks(oldModel, parsed.model, body.report, map);
+    const newModel = body.graph ? modelOf(body.graph) : null;
+    const { oldMarks, newMarks } = previewMarks(oldModel, newModel, body.report, map || {});
     drawGraph(oldBox, oldModel, { marks: oldMarks });
-    if (parsed.model) drawGraph(newBox, parsed.model, { marks: newMarks });
-    else newBox.replaceChildren(el('p', { class: 'muted' }, `The new graph cannot be drawn (${parsed.error}); the report above is the server's.`));
+    if (newModel) drawGraph(newBox, newModel, { marks: newMarks });
+    else newBox.replaceChildren(el('p', { class: 'muted' }, 'The server sent no graph of the new pipeline; the report above is its check.'));
+    if (body.rendered_pipeline !== undefined) {
+      rendered.replaceChildren(el('details', { id: 'rendered' }, el('summary', {}, 'The pipeline as the Jinja rendering left it'), el('pre', { class: 'pipeline' }, body.rendered_pipeline)));
+    }
     out.replaceChildren(body.error && body.error.code !== 'INCOMPATIBLE_UPDATE' ? el('p', { class: 'error' }, `${body.error.code}: ${body.error.message}`) : '', reportView(body.report));
     out.dataset.checked = 'true';
   };
   main.replaceChildren(el('h1', {}, 'Update preview of ', jobLink(job.id, job.name)),
     el('p', { class: 'muted' }, 'Paste or upload the new pipeline: the server checks it against the running job (validate only; nothing changes).'),
     section('input-card', 'New pipeline', text, el('p', {}, file),
-      el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, allow, ' allow a changed source'),
+      el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, 'Jinja variables (JSON) ', jinja), ' ', el('label', {}, allow, ' allow a changed source'),
       el('p', {}, el('button', { id: 'check', class: 'primary', onclick: check }, 'Check compatibility'))),
-    out,
+    out, rendered,
     el('div', { class: 'two' }, section('old-card', 'Running job', oldBox), section('new-card', 'New pipeline', newBox)),
     el('p', { class: 'legend-line' }, ...['matched', 'renamed', 'added', 'removed', 'refused'].map((m) => el('span', { class: 'legend mark-' + m }, m))));
   markLoaded();
