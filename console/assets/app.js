@@ -351,6 +351,10 @@ async function jobPage(ref) {
 
 function howReplaced(job, prev) {
   if (job.created_from_snapshot_id) return `started from snapshot ${job.created_from_snapshot_id}`;
+  // A replacement's record names its strategy (stop-and-replace, parallel,
+  // rollback, and whatever the service adds): it is the authority.
+  const r = job.replacement;
+  if (r && r.strategy && (!r.new_job_id || r.new_job_id === job.id)) return strategyName(r.strategy);
   if (!prev) return 'first job of the name';
   const reasons = (job.history || []).map((h) => h.reason || '').join(' ').toLowerCase();
   if (reasons.includes('rollback')) return 'rollback';
@@ -360,6 +364,39 @@ function howReplaced(job, prev) {
     return 'stop-and-replace';
   }
   return `new run (the previous job ended ${prev.state})`;
+}
+
+/** strategyName words a replacement strategy as the docs do. */
+function strategyName(s) {
+  const known = { stop_and_replace: 'stop-and-replace', 'stop-and-replace': 'stop-and-replace', parallel: 'parallel replacement', rollback: 'rollback', in_place: 'in-place update' };
+  return known[s] || String(s).replace(/_/g, ' ');
+}
+
+/**
+ * replacementView renders a job's replacement record generically: every
+ * recorded field (times formatted, job IDs linked, lists as lists), so
+ * the fields the service adds for new flows show without a console
+ * change; then the phases with their times, from the job's
+ * replacement_phase events.
+ */
+function replacementView(jobID, r, events) {
+  const value = (k, v) => {
+    if (v === null || v === undefined) return '–';
+    if (Array.isArray(v)) return v.length ? el('ul', {}, ...v.map((x) => el('li', {}, typeof x === 'object' ? JSON.stringify(x) : String(x)))) : '–';
+    if (typeof v === 'object') return el('code', {}, JSON.stringify(v));
+    if (/job_id$/.test(k) && v) return v === jobID ? el('span', {}, v, el('span', { class: 'muted' }, ' (this job)')) : jobLink(v);
+    if ((/_time$/.test(k) || /^\d{4}-\d\d-\d\dT/.test(String(v))) && !Number.isNaN(Date.parse(v))) return fmtTime(v);
+    if (/_ms$/.test(k) && typeof v === 'number') return `${v} ms`;
+    return String(v);
+  };
+  const rows = Object.entries(r).map(([k, v]) => el('tr', { 'data-field': k }, el('th', {}, k.replace(/_/g, ' ')), el('td', {}, value(k, v))));
+  const phases = (events || []).filter((e) => e.type === 'replacement_phase');
+  return el('div', { class: 'replacement', 'data-strategy': r.strategy || '', 'data-phase': r.phase || '' },
+    el('p', {}, el('strong', {}, strategyName(r.strategy || 'replacement')), ' · phase ', el('span', { class: 'phase' }, r.phase || '–'),
+      r.phase_time ? ` since ${fmtTime(r.phase_time)}` : ''),
+    phases.length ? el('ol', { class: 'timeline phases' }, ...phases.map((e) => el('li', { 'data-phase': (e.details && e.details.phase) || '' },
+      el('span', { class: 'mono' }, (e.details && e.details.phase) || e.type), ' ', fmtTime(e.time), el('span', { class: 'muted' }, ' — ' + e.message)))) : '',
+    el('details', {}, el('summary', {}, 'recorded fields'), el('table', { class: 'fields' }, el('tbody', {}, ...rows))));
 }
 
 function reportView(report) {
@@ -379,12 +416,17 @@ async function lineagePage(name) {
     h = await api('GET', '/v1/history/' + encodeURIComponent(name));
   } catch (e) { showError(main, e); return; }
   const jobs = h.jobs || [];
+  // The phases of a replacement are the jobs' replacement_phase events.
+  const events = await Promise.all(jobs.map((j) => j.replacement
+    ? optional('/v1/jobs/' + encodeURIComponent(j.id) + '/events').then((r) => (r && r.events) || []).catch(() => [])
+    : Promise.resolve([])));
   const gens = el('ol', { id: 'generations', class: 'lineage' });
   jobs.forEach((j, i) => {
     const prev = i > 0 ? jobs[i - 1] : null;
     gens.append(el('li', { 'data-job-id': j.id, 'data-generation': j.generation, class: 'generation card' },
       el('h3', {}, `Generation ${j.generation} `, jobLink(j.id), ' ', stateBadge(j.state)),
-      el('p', {}, el('strong', {}, howReplaced(j, prev)), j.replaces_job_id ? [' of ', jobLink(j.replaces_job_id)] : '', ` · created ${fmtTime(j.create_time)}`),
+      el('p', {}, el('strong', {}, howReplaced(j, prev)), j.replaces_job_id ? [' of ', el('a', { class: 'predecessor', href: '/jobs/' + encodeURIComponent(j.replaces_job_id), 'data-predecessor': j.replaces_job_id }, j.replaces_job_id)] : '', ` · created ${fmtTime(j.create_time)}`),
+      j.replacement ? replacementView(j.id, j.replacement, events[i]) : '',
       el('ol', { class: 'timeline' }, ...(j.history || []).map((x) => el('li', {}, stateBadge(x.state), ' ', fmtTime(x.time), x.reason ? el('span', { class: 'muted' }, ' — ' + x.reason) : ''))),
       j.replaced_by_job_id ? el('p', {}, '→ replaced by ', el('a', { class: 'successor', href: '/jobs/' + encodeURIComponent(j.replaced_by_job_id), 'data-successor': j.replaced_by_job_id }, j.replaced_by_job_id)) : ''));
   });
