@@ -19,7 +19,7 @@ func (n *aggNode) countKeys() int64 {
 	return c
 }
 
-func (n *aggNode) keyCount() int64 { return n.nkeys }
+func (n *aggNode) nkeysField() *int64 { return &n.nkeys }
 
 // countKeys recounts the keys of the key groups the node holds.
 func (n *statefulNode) countKeys() int64 {
@@ -30,12 +30,21 @@ func (n *statefulNode) countKeys() int64 {
 	return c
 }
 
-func (n *statefulNode) keyCount() int64 { return n.nkeys }
+func (n *statefulNode) nkeysField() *int64 { return &n.nkeys }
 
-// publishKeys stores the node's key count where Metrics reads it.
+// publishKeys stores the node's key count where Metrics reads it, when
+// it changed since the last store (a plain compare per bundle otherwise).
 func (k *keyed) publishKeys() {
-	if c := k.sp.counters.keys; c != nil {
-		c[k.w.id].Store(k.state.keyCount())
+	c := k.sp.counters.keys
+	if c == nil {
+		return
+	}
+	if k.nkeys == nil {
+		k.nkeys = k.state.nkeysField()
+	}
+	if v := *k.nkeys; v != k.published || !k.publishedOnce {
+		k.published, k.publishedOnce = v, true
+		c[k.w.id].Store(v)
 	}
 }
 

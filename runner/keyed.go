@@ -36,8 +36,9 @@ type keyedState interface {
 	eventTime(wm mtime.Time) error
 	// processingTime fires the processing-time timers due by now.
 	processingTime(now mtime.Time) error
-	// keyCount is the number of keys the node holds state for.
-	keyCount() int64
+	// nkeysField is where the node counts the keys it holds state for
+	// (keycount.go).
+	nkeysField() *int64
 }
 
 // stateLog is a keyed node's change log as the control protocol sees it
@@ -67,6 +68,11 @@ type keyed struct {
 	done  bool
 	state keyedState
 	log   stateLog
+	// nkeys points at the node's key count; published is the count last
+	// stored in the step's counters (keycount.go).
+	nkeys         *int64
+	published     int64
+	publishedOnce bool
 }
 
 func newKeyed(w *worker, sp *stepPlan, out *outputs) keyed {
