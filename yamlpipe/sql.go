@@ -74,8 +74,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			}
 		}
 	} else if cfg.Driver == sqlsink.DriverPostgres {
-		// Before sink.Validate connects: a refused host is never tried.
-		if err := l.checkSQLHost(dsnNode, cfg.DSN); err != nil {
+		// Before sink.Validate connects: a refused host is never tried,
+		// a refused certificate file never read.
+		if cfg.DSN, err = l.postgresDSN(dsnNode, cfg.DSN); err != nil {
 			return nil, err
 		}
 	}

@@ -26,6 +26,7 @@ type serverFlags struct {
 	checkpointInterval time.Duration
 	minReplaceInterval string
 	natsURL            string
+	nats               server.NATSCredentials
 	authTokenFile      string
 	generateAuthToken  bool
 	authExempt         []string
@@ -77,7 +78,8 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
-	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
+	addNATSFlags(fl, &f.nats)
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	return cmd
@@ -102,12 +104,12 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		MinReplaceInterval: minReplace, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
-	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, err)
 	}
 	if err != nil {
@@ -146,6 +148,17 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 
 // addAuthFlags declares the flags of the API's protections (shared by
 // `weir server`; Go programs declare the same names, package weirx).
+// addNATSFlags adds the credential and TLS flags of --nats-url.
+func addNATSFlags(fl *pflag.FlagSet, c *server.NATSCredentials) {
+	fl.StringVar(&c.CredsFile, "nats-creds", "", "with --nats-url: NATS .creds file (user JWT and NKEY seed) to authenticate with")
+	fl.StringVar(&c.NKeyFile, "nats-nkey", "", "with --nats-url: file holding an NKEY user seed to authenticate with")
+	fl.StringVar(&c.User, "nats-user", "", "with --nats-url: user name to authenticate with (password from --nats-password-file)")
+	fl.StringVar(&c.PasswordFile, "nats-password-file", "", "with --nats-user: file holding the password")
+	fl.StringVar(&c.TLSCAFile, "nats-tls-ca", "", "with --nats-url: PEM file of the CA that signed the NATS server's certificate (turns TLS on)")
+	fl.StringVar(&c.TLSCertFile, "nats-tls-cert", "", "with --nats-url: PEM client certificate for mutual TLS (with --nats-tls-key)")
+	fl.StringVar(&c.TLSKeyFile, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
+}
+
 func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line (read again when it changes); required beyond loopback unless --generate-auth-token")
 	fl.BoolVar(&f.generateAuthToken, "generate-auth-token", false, "use DATA-DIR/"+server.AuthTokenFileName+" as the token file, creating it (0600, printed once on stderr) if it does not exist")
