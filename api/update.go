@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 
@@ -18,6 +19,10 @@ type UpdateRequest struct {
 	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
 	// ValidateOnly runs the compatibility check and changes nothing.
 	ValidateOnly bool `json:"validate_only,omitempty"`
+	// JinjaVariables, when given (even {}), make the server render the
+	// pipeline as a Jinja template first; includes and imports are refused
+	// (the server reads no file a submitted template names).
+	JinjaVariables map[string]any `json:"jinja_variables,omitempty"`
 }
 
 // UpdateResponse is the reply to an update: the compatibility report, and
@@ -33,8 +38,14 @@ type UpdateResponse struct {
 	Options        *service.JobOptions    `json:"options,omitempty"`
 	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
 	// Notes say what the service options made of the request.
-	Notes []string     `json:"notes,omitempty"`
-	Error *ErrorDetail `json:"error,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Graph is the new pipeline's canonical graph, as the check read it
+	// (also when it refuses the update): the console's preview draws it.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// RenderedPipeline is the pipeline after Jinja rendering, when
+	// JinjaVariables were given.
+	RenderedPipeline string       `json:"rendered_pipeline,omitempty"`
+	Error            *ErrorDetail `json:"error,omitempty"`
 }
 
 // HistoryResponse is the reply of GET /v1/history/{name}: every job of a
@@ -89,13 +100,15 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.svc.Update(r.Context(), service.UpdateRequest{
 		SubmitRequest: req.serviceRequest(),
-		Mapping:       req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly})
+		Mapping:       req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly,
+		JinjaVariables: req.JinjaVariables})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
 	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis,
-		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes}
+		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes,
+		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline}
 	if res.Job != nil {
 		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
 	}

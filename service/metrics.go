@@ -92,6 +92,11 @@ type StepMetrics struct {
 	// PendingTimers is the number of timers set and not fired; absent
 	// until the runner reports it.
 	PendingTimers *int64 `json:"pending_timers,omitempty"`
+	// Keys is the number of keys a keyed step (GroupByKey, Combine,
+	// stateful ParDo, windowed aggregation) holds state for; absent for
+	// other steps. Kept incrementally by the runner: reading it scans
+	// nothing.
+	Keys *int64 `json:"keys,omitempty"`
 }
 
 // sampler keeps what the previous metrics sample saw, to compute rates and
@@ -180,6 +185,8 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 		if step != nil && step.Kind.IsKeyed() {
 			pt := st.PendingTimers
 			sm2.PendingTimers = &pt
+			keys := st.Keys
+			sm2.Keys = &keys
 		}
 		isSource := step != nil && step.Kind == graph.KindSource
 		if st.Watermark > mtime.MinTimestamp || isSource {

@@ -27,6 +27,9 @@ type UpdateRequest struct {
 	AllowSourceChange bool
 	// ValidateOnly runs the compatibility check and changes nothing.
 	ValidateOnly bool
+	// JinjaVariables, when not nil, make the service render Pipeline as a
+	// Jinja template first (without includes: see jinja.go).
+	JinjaVariables map[string]any
 }
 
 // UpdateResult is the outcome of an update: the compatibility report, and
@@ -49,6 +52,13 @@ type UpdateResult struct {
 	// Notes say what the request's service options made of it, and what
 	// they ignored ("the in-place update ignores ...").
 	Notes []string `json:"notes,omitempty"`
+	// Graph is the new pipeline's canonical graph, as the check read it
+	// (set by the in-place check, also when it refuses): what the console's
+	// update preview draws.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// RenderedPipeline is the pipeline as the Jinja rendering left it,
+	// when the request asked for one (UpdateRequest.JinjaVariables).
+	RenderedPipeline string `json:"rendered_pipeline,omitempty"`
 }
 
 // Attempt is a recorded update attempt that the check refused (a refused
@@ -86,9 +96,13 @@ func attemptKey(name string, t time.Time) string {
 //
 // Its service options may make it a replacement instead (replace.go).
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	return s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
+	if err := renderRequestJinja(&req); err != nil {
+		return nil, err
+	}
+	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
 		return s.route(ctx, req, true)
 	})
+	return withRendered(res, req), err
 }
 
 // updateInPlace is the in-place update of Update.
@@ -242,8 +256,12 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	if loadErr != nil && report.Compatible {
 		return nil, nil, loadErr
 	}
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
 	sum := old.Summary()
-	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts)}
+	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
 	if !report.Compatible || req.ValidateOnly {
 		w := &state.Write{}
 		if err := putJSON(w, attemptKey(req.Name, now), Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
@@ -261,10 +279,6 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		}
 		s.attemptEvent(old.ID, report)
 		return nil, res, nil
-	}
-	canon, err := newGraph.Canonical()
-	if err != nil {
-		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	nj.Graph, nj.Type = canon, jobType(newGraph)
 	if old.State == StateDraining {
