@@ -24,8 +24,10 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -83,6 +85,21 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// Subscriptions maps the name of a ReadFromPubSub step that reads a
+	// topic to the subscription it reads instead of the one named after
+	// the job and step (pubsub.SubscriptionName): the service gives the
+	// new job of a parallel replacement under the same name a
+	// subscription of its own. Steps not in it keep the default.
+	Subscriptions map[string]string
+	// Owns, when set, goes to every WriteToSql and WriteToPubSub sink of
+	// the job (sqlsink.Config.Owns, pubsub.SinkConfig.Owns): the windows
+	// the job writes, the rest being another job's during a parallel
+	// replacement.
+	Owns func(w window.Window) bool
+	// OnFirstEvent, when set, is called with the step name and event time
+	// of the first element each ReadFromPubSub step reads
+	// (pubsub.SourceConfig.OnFirstEvent).
+	OnFirstEvent func(step string, t mtime.Time)
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 )
 
@@ -132,7 +133,14 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	identity := "subscription/" + cfg.Subscription
 	if cfg.Topic != "" {
 		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
+		if sub := l.opts.Job.Subscriptions[t.name]; sub != "" {
+			cfg.Subscription = sub
+		}
 		identity = "topic/" + cfg.Topic
+	}
+	if hook := l.opts.Job.OnFirstEvent; hook != nil {
+		step := t.name
+		cfg.OnFirstEvent = func(ts mtime.Time) { hook(step, ts) }
 	}
 	src, err := b.NewSource(cfg)
 	if err != nil {
@@ -185,6 +193,7 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
+	cfg.Owns = l.opts.Job.Owns
 	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

@@ -60,6 +60,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
 		cfg.Facade = job.SQLFacade
+		cfg.Owns = job.Owns
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {

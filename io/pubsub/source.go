@@ -156,6 +156,11 @@ type SourceConfig struct {
 	// Clock gives processing time for the idle watermark and the
 	// MaxFutureSkew bound. Default the wall clock.
 	Clock mtime.Clock
+	// OnFirstEvent, when set, is called with the event time of the first
+	// element each split of the source produces, before that element is
+	// returned (the job service learns from it where a parallel
+	// replacement job's input begins). It must not block for long.
+	OnFirstEvent func(t mtime.Time)
 }
 
 // DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
@@ -434,6 +439,8 @@ type split struct {
 	srcName string
 	tsField int
 	idField int
+	// sawFirst is set once the split produced its first element.
+	sawFirst bool
 
 	// batch is the pull request in flight, kept across Reads so that no
 	// delivered message is dropped when Read returns early.
@@ -589,6 +596,12 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		}
 	}
 	s.wm.observe(t)
+	if !s.sawFirst {
+		s.sawFirst = true
+		if s.cfg.OnFirstEvent != nil {
+			s.cfg.OnFirstEvent(t)
+		}
+	}
 	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
 	return true, nil
 }
