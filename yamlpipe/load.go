@@ -91,11 +91,11 @@ type JobEnv struct {
 	// new job of a parallel replacement under the same name a
 	// subscription of its own. Steps not in it keep the default.
 	Subscriptions map[string]string
-	// Owns, when set, goes to every WriteToSql and WriteToPubSub sink of
-	// the job (sqlsink.Config.Owns, pubsub.SinkConfig.Owns): the windows
-	// the job writes, the rest being another job's during a parallel
-	// replacement.
-	Owns func(w window.Window) bool
+	// Owns, when set, says which windows the job's WriteToSql (sink "sql")
+	// and WriteToPubSub (sink "pubsub") steps write
+	// (sqlsink.Config.Owns, pubsub.SinkConfig.Owns), the rest being
+	// another job's during a parallel replacement.
+	Owns func(sink string, w window.Window) bool
 	// OnFirstEvent, when set, is called with the step name and event time
 	// of the first element each ReadFromPubSub step reads
 	// (pubsub.SourceConfig.OnFirstEvent).

@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/window"
 )
 
 // ErrNeedsServer is wrapped by the load error of a pipeline whose
@@ -193,7 +194,9 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
-	cfg.Owns = l.opts.Job.Owns
+	if owns := l.opts.Job.Owns; owns != nil {
+		cfg.Owns = func(w window.Window) bool { return owns("pubsub", w) }
+	}
 	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

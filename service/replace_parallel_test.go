@@ -1,0 +1,469 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
+)
+
+// parYAML reads a topic (through a subscription the service names after
+// the job), sums amounts per key in fixed 10s windows of event time and
+// upserts the totals with the WriteToSql config %s.
+const parYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        topic: par-events
+        schema: {key: string, amount: int, ts: string}
+        timestamp_field: ts
+    - type: Combine
+      name: Sums
+      input: Events
+      windowing: {type: fixed, size: 10s}
+      config:
+        group_by: [key]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Sums
+      config: %s
+`
+
+// parEvents returns the events of seconds [from, to) after base, three
+// keys a second, in event-time order (the cut-over rule of a plain
+// continuation assumes the topic is about in order).
+func parEvents(base time.Time, from, to int, seed int64) []srEvent {
+	var out []srEvent
+	for sec := from; sec < to; sec++ {
+		for k := range 3 {
+			out = append(out, srEvent{key: fmt.Sprintf("k%d", k), amount: seed + int64(sec*3+k), at: base.Add(time.Duration(sec) * time.Second)})
+		}
+	}
+	return out
+}
+
+func publishPar(t *testing.T, b *pubsub.Broker, evs []srEvent) {
+	t.Helper()
+	for _, e := range evs {
+		msg := fmt.Sprintf(`{"key": %q, "amount": %d, "ts": %q}`, e.key, e.amount, e.at.Format(time.RFC3339))
+		if _, err := b.Publish(context.Background(), "par-events", []byte(msg), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// kwTotal is one (key, window) row of the view.
+type kwTotal struct{ total, n int64 }
+
+// parTruth is the ground truth per "key@window start ms" of evs in 10s
+// windows.
+func parTruth(evs []srEvent) map[string]kwTotal {
+	out := map[string]kwTotal{}
+	for _, e := range evs {
+		k := fmt.Sprintf("%s@%d", e.key, e.at.Truncate(10*time.Second).UnixMilli())
+		v := out[k]
+		out[k] = kwTotal{v.total + e.amount, v.n + 1}
+	}
+	return out
+}
+
+// viewReader reads the view (or, before the first parallel replacement,
+// the table) as "key@window start ms" -> total; every row it returns is
+// one (key, window).
+type viewReader struct {
+	name  string
+	read  func(ctx context.Context) ([][4]any, error)
+	close func()
+}
+
+func sqliteView(t *testing.T, path string) *viewReader {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &viewReader{name: "totals", close: func() { db.Close() }, read: func(ctx context.Context) ([][4]any, error) {
+		rows, err := db.QueryContext(ctx, `SELECT key, window_start, total, n FROM totals`)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out [][4]any
+		for rows.Next() {
+			var key, start string
+			var total, n int64
+			if err := rows.Scan(&key, &start, &total, &n); err != nil {
+				return nil, err
+			}
+			ts, err := time.Parse(time.RFC3339Nano, start)
+			if err != nil {
+				return nil, fmt.Errorf("window_start %q: %w", start, err)
+			}
+			out = append(out, [4]any{key, ts.UnixMilli(), total, n})
+		}
+		return out, rows.Err()
+	}}
+}
+
+func postgresView(t *testing.T, dsn, table string) *viewReader {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &viewReader{name: table, close: func() { conn.Close(context.Background()) }, read: func(ctx context.Context) ([][4]any, error) {
+		rows, err := conn.Query(ctx, `SELECT key, (EXTRACT(EPOCH FROM window_start)*1000)::bigint, total, n FROM `+table)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out [][4]any
+		for rows.Next() {
+			var key string
+			var start, total, n int64
+			if err := rows.Scan(&key, &start, &total, &n); err != nil {
+				return nil, err
+			}
+			out = append(out, [4]any{key, start, total, n})
+		}
+		return out, rows.Err()
+	}}
+}
+
+// consumer polls a view at every change of the service until stopped and
+// records what a reader would object to: a (key, window) twice in one
+// read, a total or count going backwards, a read that fails.
+type consumer struct {
+	mu         sync.Mutex
+	last       map[string]kwTotal
+	reads      int
+	violations []string
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+func startConsumer(s *Service, v *viewReader) *consumer {
+	c := &consumer{last: map[string]kwTotal{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			changed := s.changes.next()
+			c.poll(v)
+			select {
+			case <-changed:
+			case <-c.stop:
+				c.poll(v)
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *consumer) poll(v *viewReader) {
+	rows, err := v.read(context.Background())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") && c.reads == 0 {
+			return // the old job has not created its table yet
+		}
+		c.violations = append(c.violations, "read: "+err.Error())
+		return
+	}
+	c.reads++
+	seen := map[string]bool{}
+	for _, r := range rows {
+		k := fmt.Sprintf("%s@%d", r[0], r[1])
+		if seen[k] {
+			c.violations = append(c.violations, "twice in one read: "+k)
+		}
+		seen[k] = true
+		cur := kwTotal{r[2].(int64), r[3].(int64)}
+		if p, ok := c.last[k]; ok && (cur.total < p.total || cur.n < p.n) {
+			c.violations = append(c.violations, fmt.Sprintf("%s went backwards: %+v after %+v", k, cur, p))
+		}
+		c.last[k] = cur
+	}
+	for k := range c.last {
+		if !seen[k] {
+			c.violations = append(c.violations, "disappeared: "+k)
+		}
+	}
+}
+
+// finish stops the consumer and returns its last read.
+func (c *consumer) finish(t *testing.T) map[string]kwTotal {
+	t.Helper()
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.violations) > 0 {
+		n := min(len(c.violations), 20)
+		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(c.violations), c.reads, n, strings.Join(c.violations[:n], "\n"))
+	}
+	t.Logf("the consumer read the view %d times", c.reads)
+	return c.last
+}
+
+func diffTotals(got, want map[string]kwTotal) string {
+	var out []string
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			out = append(out, fmt.Sprintf("%s: got %+v (present %v), want %+v", k, g, ok, w))
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: got %+v, not in the input", k, g))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// waitAcked waits until subscription sub has no backlog (its reader
+// checkpointed and acknowledged everything published).
+func waitAcked(t *testing.T, s *Service, b *pubsub.Broker, sub string) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next()
+		info, err := b.Subscription(context.Background(), sub)
+		if err == nil && info.Backlog == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("subscription %s still has a backlog: %+v %v", sub, info, err)
+		}
+	}
+}
+
+// parDriver is one database the scenarios run on.
+type parDriver struct {
+	name string
+	// setup returns the WriteToSql config and the view's reader.
+	setup func(t *testing.T, dir string) (string, *viewReader)
+}
+
+func parDrivers() []parDriver {
+	return []parDriver{
+		{name: "sqlite", setup: func(t *testing.T, dir string) (string, *viewReader) {
+			db := filepath.Join(dir, "totals.sqlite")
+			return fmt.Sprintf("{dsn: %s, table: totals, key: [key]}", db), sqliteView(t, db)
+		}},
+		{name: "postgres", setup: func(t *testing.T, dir string) (string, *viewReader) {
+			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
+			if dsn == "" {
+				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
+			}
+			defer conn.Close(context.Background())
+			schema := fmt.Sprintf("par_%d", time.Now().UnixNano())
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				c, err := pgx.Connect(context.Background(), dsn)
+				if err == nil {
+					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					_ = c.Close(context.Background())
+				}
+			})
+			table := schema + ".totals"
+			return fmt.Sprintf("{driver: postgres, dsn: %q, table: %s, key: [key]}", dsn, table), postgresView(t, dsn, table)
+		}},
+	}
+}
+
+// TestParallelReplace: with data flowing (Pub/Sub in, windowed sums, an
+// upsert SQL sink on SQLite and on PostgreSQL with a schema-qualified
+// table), a parallel replacement with weir_replace_rewind=false — by the
+// same name (option 1) and by a new name (option 2, by name and by ID),
+// with D = 0s and D = 10m on the service's injectable clock — starts the
+// new job at once on its own subscription, positioned where the old one
+// stood, keeps both running through the overlap, drains the old one once
+// D has passed and its watermark has passed the cut-over window, and cuts
+// over. A consumer polling the view <table> all through never sees a
+// (key, window) twice, a total going backwards or a row disappear, and at
+// the end every (key, window) total equals the ground truth.
+func TestParallelReplace(t *testing.T) {
+	tests := []struct {
+		name    string
+		newName string
+		byID    bool
+		d       time.Duration
+		drivers []string
+	}{
+		{name: "same name D=0", d: 0, drivers: []string{"sqlite", "postgres"}},
+		{name: "same name D=10m", d: 10 * time.Minute, drivers: []string{"sqlite"}},
+		{name: "new name D=10m", newName: "sums-v2", d: 10 * time.Minute, drivers: []string{"sqlite", "postgres"}},
+		{name: "new name by ID D=0", newName: "sums-v2", byID: true, d: 0, drivers: []string{"sqlite"}},
+	}
+	for _, tc := range tests {
+		for _, drv := range parDrivers() {
+			if !strings.Contains(strings.Join(tc.drivers, ","), drv.name) {
+				continue
+			}
+			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
+				runParallel(t, drv, tc.newName, tc.byID, tc.d)
+			})
+		}
+	}
+}
+
+func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	if _, err := b.CreateTopic(ctx, "par-events", pubsub.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &shiftClock{base: time.Now()}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	sinkCfg, view := drv.setup(t, dir)
+	defer view.close()
+	// Event times half an hour ahead of the wall clock: an idle
+	// subscription's watermark (processing time) never makes them late.
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+
+	req := SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"parallel_replace_job_min_parallel_pipelines_duration=" + duration.Format(d), "parallel_replace_job_max_stop_duration=5m", "weir_replace_rewind=false"}}
+	var nj *Job
+	if newName == "" {
+		req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
+		res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
+		if err != nil {
+			t.Fatalf("parallel replacement: %v", err)
+		}
+		nj = res.Job
+	} else {
+		req.Name = newName
+		target := "parallel_replace_job_name=sums"
+		if byID {
+			target = "parallel_replace_job_id=" + old.ID
+		}
+		req.ServiceOptions = append(req.ServiceOptions, target)
+		if nj, err = s.Submit(ctx, req); err != nil {
+			t.Fatalf("parallel replacement under a new name: %v", err)
+		}
+	}
+	if nj.State != StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != old.Generation+1 || nj.Replacement == nil ||
+		nj.Replacement.Strategy != StrategyParallel || nj.Replacement.Phase != PhaseOverlap {
+		t.Fatalf("new job: %s replaces %q generation %d replacement %+v (error %q)", nj.State, nj.ReplacesJobID, nj.Generation, nj.Replacement, nj.Error)
+	}
+	if got, _ := s.Get(nj.Name); got.ID != nj.ID {
+		t.Fatalf("the name %s resolves to %s, want the new job %s", nj.Name, got.ID, nj.ID)
+	}
+	if o, _ := s.Get(old.ID); o.State != StateRunning || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseOverlap {
+		t.Fatalf("old job in the overlap: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
+	}
+	// Both jobs read the events from here on, each from its own
+	// subscription. The first one (second 35) is T0: the new job owns the
+	// windows from second 40 on; the old job owns [30s, 40s), which only
+	// it has whole (seconds 30-33 came before), and is drained once its
+	// watermark passes 45s (T0 + the 10s window).
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
+	cut := waitFor(t, s, nj.ID, "the cut-over time", func(j *Job) bool { return j.Replacement.Parallel.CutTime != nil })
+	if got := *cut.Replacement.Parallel.CutTime; !got.Equal(base.Add(35 * time.Second)) {
+		t.Fatalf("cut-over time %s, want the first event the new job read, %s", got, base.Add(35*time.Second))
+	}
+	if d > 0 {
+		// The watermark rule holds; the duration does not yet.
+		waitFor(t, s, nj.ID, "the old watermark past the cut-over window", func(j *Job) bool {
+			pp := s.parallelProgress(j)
+			return !pp.OldWatermark.IsZero() && !pp.OldWatermark.Before(pp.CutOver)
+		})
+		if o, _ := s.Get(old.ID); o.State != StateRunning {
+			t.Fatalf("the old job is %s before min_parallel_pipelines_duration passed", o.State)
+		}
+		clock.advance(d)
+	}
+	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
+	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+		t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
+	}
+	o, _ := s.Get(old.ID)
+	if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver {
+		t.Fatalf("old job after the flow: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
+	}
+	if _, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events")); err == nil {
+		t.Errorf("the old job's subscription is still there after the cut-over")
+	}
+	// The new job goes on alone.
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)+len(phase3)))
+	if _, err := s.Drain(ctx, nj.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	// The view's generations: the old job's (migrated from the plain
+	// table, ended at the cut-over) and the new job's.
+	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
+	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) != 2 || gens[0].Generation+gens[1].Generation != old.Generation+nj.Generation {
+		t.Fatalf("façade generations %+v, want the old job's %d and the new job's %d", gens, old.Generation, nj.Generation)
+	}
+	for _, g := range gens {
+		if g.Generation == old.Generation && g.Ended.IsZero() {
+			t.Errorf("the old job's generation is not marked ended: %+v", g)
+		}
+	}
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view %s against the ground truth:\n%s", view.name, diff)
+	}
+}
