@@ -29,17 +29,23 @@ import (
 // job's watermark has passed every window it owns, the old job is drained.
 //
 // The cut-over rule (weir_replace_rewind=false): the new job starts at the
-// old subscription's position, so it sees the windows that began before
-// its first element only in part. Let T0 be the event time of the first
-// element the new job reads (recorded durably before that element goes
-// on). The new job owns the windows that start at or after T0, the old job
-// those that start before it; a sink leaves out elements of windows its job
-// does not own (sqlsink.Config.Owns, pubsub.SinkConfig.Owns). The old job
-// is drained only once its data watermark has passed T0 plus the longest
+// old subscription's position P (its acknowledged messages), so it sees
+// the windows that began before its input only in part. When the new
+// subscription is positioned, T0 is the newest event time the old job's
+// sources have produced (they have read at least to P, so for input about
+// in event-time order every message up to P is at or before T0, and no
+// window starting after T0 has fired yet: the old watermark is behind
+// T0). T0 is recorded with the positions, before the new job starts. The
+// new job owns the windows that start after T0, which it sees whole; the
+// old job those that start at or before it. A sink leaves out elements of
+// windows its job does not own (sqlsink.Config.Owns,
+// pubsub.SinkConfig.Owns), except that the old job writes every window to
+// SQL (a newer generation's row wins in the view, and the old rows keep
+// the view whole should the new job be rolled back). The old job is
+// drained only once its data watermark has passed T0 plus the longest
 // window (and allowed lateness) of its pipeline, so every window it owns
 // has fired complete before its drain fires partial panes, which are then
-// of windows it does not own. Elements in the global window are written
-// by both (an append table shows each element once).
+// of windows it does not own.
 //
 // Phases, recorded on both jobs (the new job's record is the flow's
 // durable state): PREPARING (the new job is created PENDING and its
@@ -60,8 +66,9 @@ type ParallelFlow struct {
 	MinParallelMillis int64 `json:"min_parallel_ms"`
 	// OverlapStart is when the new job started beside the old one.
 	OverlapStart *time.Time `json:"overlap_start_time,omitempty"`
-	// CutTime is T0, the event time of the first element the new job read
-	// (rewind false): the new job owns the windows starting at or after it.
+	// CutTime is T0 (rewind false): the newest event time the old job had
+	// read when the new subscriptions were positioned; the new job owns
+	// the windows starting after it.
 	CutTime *time.Time `json:"cut_time,omitempty"`
 	// CutSpanMillis is the longest window plus allowed lateness of the old
 	// pipeline: the old job is drained once its watermark has passed
@@ -130,20 +137,18 @@ type cutRule struct {
 func (r *cutRule) known() bool { return mtime.Time(r.cut.Load()) != mtime.MinTimestamp }
 
 // owns reports whether job id (one of the flow's) writes window w to a
-// sink of kind sink. The new job writes the windows that start at or
-// after T0. The old job publishes (Pub/Sub) those that start before it;
-// to SQL it writes every window: a newer generation's row wins in the
-// view, and the old job's rows keep the view whole if the new job is
-// rolled back.
+// sink of kind sink. The new job writes the windows that start after T0.
+// The old job publishes (Pub/Sub) those that start at or before it; to
+// SQL it writes every window.
 func (r *cutRule) owns(id, sink string, w window.Window) bool {
 	if w.IsGlobal() {
 		return true
 	}
 	c := mtime.Time(r.cut.Load())
 	if id == r.newID {
-		return c != mtime.MinTimestamp && w.Start >= c
+		return c != mtime.MinTimestamp && w.Start > c
 	}
-	return sink == "sql" || c == mtime.MinTimestamp || w.Start < c
+	return sink == "sql" || c == mtime.MinTimestamp || w.Start <= c
 }
 
 // cutRuleOf returns the ownership rule of the flow whose new job is
@@ -191,48 +196,11 @@ func (s *Service) jobEnv(j *Job) *yamlpipe.JobEnv {
 		if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 			flow = nj.Replacement.Parallel
 		}
-		r := s.cutRuleOf(rep.NewJobID, rep.OldJobID, flow.CutTime)
-		if !rep.Rewind && !r.known() {
-			env.OnFirstEvent = func(_ string, t mtime.Time) { s.recordCut(r, t) }
-		}
+		s.cutRuleOf(rep.NewJobID, rep.OldJobID, flow.CutTime)
 	} else if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 		s.cutRuleOf(rep.NewJobID, rep.OldJobID, nj.Replacement.Parallel.CutTime)
 	}
 	return env
-}
-
-// recordCut records T0, the event time t of the first element the new job
-// of r's flow read, on the new job's record before that element goes on
-// (the source waits for the write), so that a restart keeps the rule.
-func (s *Service) recordCut(r *cutRule, t mtime.Time) {
-	if r.known() {
-		return
-	}
-	s.mu.Lock() // lock order 3 (the source's goroutine holds no lock)
-	defer s.mu.Unlock()
-	if r.known() {
-		return
-	}
-	nj, err := s.readJob(r.newID)
-	if err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
-		s.opts.Logger.Error("parallel replacement: recording the cut-over time", "job_id", r.newID, "error", err)
-		return
-	}
-	flow := nj.Replacement.Parallel
-	if flow.CutTime == nil {
-		ct := t.ToTime()
-		flow.CutTime = &ct
-		w := &state.Write{}
-		if err := putJSON(w, jobKey(nj.ID), nj); err == nil {
-			err = s.applyLocked(w)
-		}
-		if err != nil {
-			s.opts.Logger.Error("parallel replacement: recording the cut-over time", "job_id", r.newID, "error", err)
-			return
-		}
-		s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", ct, "old_job_id", r.oldID)
-	}
-	r.cut.Store(int64(mtime.FromTime(*flow.CutTime)))
 }
 
 // parallelChecks returns the cut span of the old pipeline g (the longest
@@ -437,7 +405,9 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	// The flow goes on at once (the request returns with the new job
 	// running); what fails here is the driver's to retry.
 	if err := s.positionSubscriptions(ctx, pb, nj.ID); err != nil {
-		s.opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
+		if !errors.Is(err, errNotYet) {
+			s.opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
+		}
 	} else if err := s.startParallelLocked(ctx, nj.ID); err != nil {
 		s.opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
 	}
@@ -451,23 +421,73 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s; job %s drains after %s, %s", nj.ID, old.ID, old.ID, duration.Format(plan.MinParallel), wait)}}, nil
 }
 
+// maxEventReporter is a source that tells the newest event time it
+// produced (*pubsub.Source).
+type maxEventReporter interface {
+	MaxEventTime() (mtime.Time, bool)
+}
+
+// errNotYet is a step of a flow that waits for something to happen.
+var errNotYet = errors.New("not yet")
+
 // positionSubscriptions creates each new subscription of the flow of job
 // newID and moves it to where the old job's stands (its acknowledged
-// position), then records them positioned. It runs before the new job
-// starts, so doing it again after a crash is harmless.
+// position), and records them positioned with T0, the newest event time
+// the old job's sources produced after those positions were taken. It
+// runs before the new job starts, so doing it again after a crash is
+// harmless. errNotYet: the old job's execution has not produced an
+// element yet (it resumes, or no message came since it started).
 func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, newID string) error {
 	nj, err := s.readJob(newID)
 	if err != nil {
 		return err
 	}
 	flow := nj.Replacement.Parallel
-	todo := false
-	for i := range flow.Subscriptions {
-		ps := &flow.Subscriptions[i]
-		if ps.Positioned {
-			continue
+	if len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned {
+		return nil
+	}
+	snaps := make([]string, len(flow.Subscriptions))
+	defer func() {
+		for _, snap := range snaps {
+			if snap == "" {
+				continue
+			}
+			if err := pb.DeleteSubscriptionSnapshot(ctx, snap); err != nil && !errors.Is(err, pubsub.ErrSnapshotNotFound) {
+				s.opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", err)
+			}
 		}
-		todo = true
+	}()
+	for i, ps := range flow.Subscriptions {
+		snap := pubsub.SubscriptionName(nj.ID+"--at", ps.Step)
+		_ = pb.DeleteSubscriptionSnapshot(ctx, snap) // a leftover of a crash
+		if _, err := pb.CreateSubscriptionSnapshot(ctx, snap, ps.Old); err != nil {
+			return fmt.Errorf("taking the position of subscription %s: %w", ps.Old, err)
+		}
+		snaps[i] = snap
+	}
+	// T0, read after the positions: the old job has read at least to them.
+	var cut mtime.Time
+	if !nj.Replacement.Rewind {
+		jr := s.runningJob(nj.Replacement.OldJobID)
+		if jr == nil {
+			return errNotYet
+		}
+		known := false
+		for name, code := range jr.prog.Code {
+			if st := jr.prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
+				continue
+			}
+			if r, ok := code.(maxEventReporter); ok {
+				if t, ok := r.MaxEventTime(); ok {
+					cut, known = max(cut, t), true
+				}
+			}
+		}
+		if !known {
+			return errNotYet
+		}
+	}
+	for i, ps := range flow.Subscriptions {
 		info, err := pb.Subscription(ctx, ps.Old)
 		if err != nil {
 			return fmt.Errorf("reading subscription %s of job %s: %w", ps.Old, nj.Replacement.OldJobID, err)
@@ -475,37 +495,35 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		if _, err := pb.EnsureSubscription(ctx, ps.New, ps.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
 			return fmt.Errorf("creating subscription %s for job %s: %w", ps.New, nj.ID, err)
 		}
-		snap := fmt.Sprintf("%s--at--%s", nj.ID, ps.Step)
-		snap = pubsub.SubscriptionName(snap, "")
-		_ = pb.DeleteSubscriptionSnapshot(ctx, snap) // a leftover of a crash
-		if _, err := pb.CreateSubscriptionSnapshot(ctx, snap, ps.Old); err != nil {
-			return fmt.Errorf("taking the position of subscription %s: %w", ps.Old, err)
-		}
-		res, err := pb.Seek(ctx, ps.New, pubsub.SeekTarget{Snapshot: snap})
-		if derr := pb.DeleteSubscriptionSnapshot(ctx, snap); derr != nil {
-			s.opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", derr)
-		}
+		res, err := pb.Seek(ctx, ps.New, pubsub.SeekTarget{Snapshot: snaps[i]})
 		if err != nil {
 			return fmt.Errorf("positioning subscription %s at %s's position: %w", ps.New, ps.Old, err)
 		}
 		s.opts.Logger.Info("parallel replacement: subscription positioned", "job_id", nj.ID, "subscription", ps.New, "from", ps.Old, "ack_floor", res.AckFloor, "backlog", res.Backlog)
-	}
-	if !todo {
-		return nil
 	}
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	if nj, err = s.readJob(newID); err != nil {
 		return err
 	}
-	for i := range nj.Replacement.Parallel.Subscriptions {
-		nj.Replacement.Parallel.Subscriptions[i].Positioned = true
+	flow = nj.Replacement.Parallel
+	for i := range flow.Subscriptions {
+		flow.Subscriptions[i].Positioned = true
+	}
+	if !nj.Replacement.Rewind {
+		ct := cut.ToTime()
+		flow.CutTime = &ct
+		s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nil).cut.Store(int64(cut))
 	}
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
-	return s.applyLocked(w)
+	if err := s.applyLocked(w); err != nil {
+		return err
+	}
+	s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
+	return nil
 }
 
 // startParallelLocked starts the new job of the flow (PREPARING →
@@ -634,7 +652,9 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if !ok {
 			return true, s.parallelFailed(newID, "the server has no Pub/Sub broker")
 		}
-		if err := s.positionSubscriptions(ctx, pb, newID); err != nil {
+		if err := s.positionSubscriptions(ctx, pb, newID); errors.Is(err, errNotYet) {
+			return false, nil
+		} else if err != nil {
 			return false, err
 		}
 		unlock, err := s.lockName(ctx, nj.Name) // lock order 1

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -44,6 +45,10 @@ const parYAML = `pipeline:
       name: WriteTotals
       input: Sums
       config: %s
+    - type: WriteToPubSub
+      name: PublishTotals
+      input: Sums
+      config: {topic: par-out}
 `
 
 // parEvents returns the events of seconds [from, to) after base, three
@@ -71,6 +76,45 @@ func publishPar(t *testing.T, b *pubsub.Broker, evs []srEvent) {
 
 // kwTotal is one (key, window) row of the view.
 type kwTotal struct{ total, n int64 }
+
+// paneTruth is the ground truth of evs as the sorted "key total n" panes
+// a topic's reader should see: one complete pane per (key, window).
+func paneTruth(evs []srEvent) []string {
+	var out []string
+	for k, v := range parTruth(evs) {
+		out = append(out, fmt.Sprintf("%s %d %d", k[:strings.IndexByte(k, '@')], v.total, v.n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pulledPanes pulls every message of subscription sub as sorted "key
+// total n" panes.
+func pulledPanes(t *testing.T, b *pubsub.Broker, sub string) []string {
+	t.Helper()
+	var out []string
+	for {
+		msgs, err := b.Pull(context.Background(), sub, 1000, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			var v struct {
+				Key      string `json:"key"`
+				Total, N int64
+			}
+			if err := json.Unmarshal(m.Data, &v); err != nil {
+				t.Fatalf("message %s: %v", m.Data, err)
+			}
+			out = append(out, fmt.Sprintf("%s %d %d", v.Key, v.Total, v.N))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // parTruth is the ground truth per "key@window start ms" of evs in 10s
 // windows.
@@ -346,7 +390,12 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "par-events", pubsub.TopicConfig{}); err != nil {
+	for _, topic := range []string{"par-events", "par-out"} {
+		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.CreateSubscription(ctx, "par-out-reader", "par-out", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
 	clock := &shiftClock{base: time.Now()}
@@ -401,20 +450,22 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	if o, _ := s.Get(old.ID); o.State != StateRunning || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseOverlap {
 		t.Fatalf("old job in the overlap: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
 	}
-	// Both jobs read the events from here on, each from its own
-	// subscription. The first one (second 35) is T0: the new job owns the
+	// T0 is the newest event time the old job had read when the new
+	// subscription was positioned (second 33): the new job owns the
 	// windows from second 40 on; the old job owns [30s, 40s), which only
-	// it has whole (seconds 30-33 came before), and is drained once its
-	// watermark passes 45s (T0 + the 10s window).
+	// it has whole (seconds 30-33 came before the new job's input), and is
+	// drained once its watermark passes 43s (T0 + the 10s window).
+	if got := nj.Replacement.Parallel.CutTime; got == nil || !got.Equal(base.Add(33*time.Second)) {
+		t.Fatalf("cut-over time %v, want the newest event the old job had read, %s", got, base.Add(33*time.Second))
+	}
+	// Both jobs read the events from here on, each from its own
+	// subscription.
 	phase2 := parEvents(base, 35, 70, 1000)
 	publishPar(t, b, phase2)
 	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
-	cut := waitFor(t, s, nj.ID, "the cut-over time", func(j *Job) bool { return j.Replacement.Parallel.CutTime != nil })
-	if got := *cut.Replacement.Parallel.CutTime; !got.Equal(base.Add(35 * time.Second)) {
-		t.Fatalf("cut-over time %s, want the first event the new job read, %s", got, base.Add(35*time.Second))
-	}
 	if d > 0 {
+		// (With D = 0 the old job may be drained before it read them all.)
+		waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
 		// The watermark rule holds; the duration does not yet.
 		waitFor(t, s, nj.ID, "the old watermark past the cut-over window", func(j *Job) bool {
 			pp := s.parallelProgress(j)
@@ -465,5 +516,10 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
 	if diff := diffTotals(got, parTruth(all)); diff != "" {
 		t.Fatalf("the view %s against the ground truth:\n%s", view.name, diff)
+	}
+	// The topic's reader saw each window's pane from one job only: the
+	// old job's before the cut-over time, the new job's after it.
+	if got, want := pulledPanes(t, b, "par-out-reader"), paneTruth(all); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("WriteToPubSub published (key total n):\n%s\nwant one complete pane per (key, window):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -24,7 +24,6 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
@@ -96,10 +95,6 @@ type JobEnv struct {
 	// (sqlsink.Config.Owns, pubsub.SinkConfig.Owns), the rest being
 	// another job's during a parallel replacement.
 	Owns func(sink string, w window.Window) bool
-	// OnFirstEvent, when set, is called with the step name and event time
-	// of the first element each ReadFromPubSub step reads
-	// (pubsub.SourceConfig.OnFirstEvent).
-	OnFirstEvent func(step string, t mtime.Time)
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

@@ -7,7 +7,6 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/window"
 )
@@ -139,10 +138,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 		}
 		identity = "topic/" + cfg.Topic
 	}
-	if hook := l.opts.Job.OnFirstEvent; hook != nil {
-		step := t.name
-		cfg.OnFirstEvent = func(ts mtime.Time) { hook(step, ts) }
-	}
+
 	src, err := b.NewSource(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

@@ -156,11 +156,6 @@ type SourceConfig struct {
 	// Clock gives processing time for the idle watermark and the
 	// MaxFutureSkew bound. Default the wall clock.
 	Clock mtime.Clock
-	// OnFirstEvent, when set, is called with the event time of the first
-	// element each split of the source produces, before that element is
-	// returned (the job service learns from it where a parallel
-	// replacement job's input begins). It must not block for long.
-	OnFirstEvent func(t mtime.Time)
 }
 
 // DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
@@ -247,6 +242,17 @@ func (c *SourceConfig) Validate() error {
 type Source struct {
 	b   *Broker
 	cfg SourceConfig
+	// maxEvent is the newest event time its splits produced (mtime
+	// milliseconds; MinTimestamp before the first).
+	maxEvent *atomic.Int64
+}
+
+// MaxEventTime returns the newest event time of an element the source
+// produced since it was built; ok is false before the first. The job
+// service reads it to tell which windows a job may already have fired.
+func (s *Source) MaxEventTime() (t mtime.Time, ok bool) {
+	t = mtime.Time(s.maxEvent.Load())
+	return t, t != mtime.MinTimestamp
 }
 
 // NewSource returns a source reading through b. It checks cfg but does not
@@ -257,7 +263,9 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{b: b, cfg: cfg}, nil
+	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
+	src.maxEvent.Store(int64(mtime.MinTimestamp))
+	return src, nil
 }
 
 // Config returns the source's configuration with defaults filled in.
@@ -368,12 +376,13 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	sp := &split{
-		b:       s.b,
-		cfg:     cfg,
-		cons:    cons,
-		stream:  stream,
-		srcName: topic + "/" + cfg.Subscription,
-		wm:      newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		b:        s.b,
+		cfg:      cfg,
+		cons:     cons,
+		stream:   stream,
+		srcName:  topic + "/" + cfg.Subscription,
+		wm:       newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		maxEvent: s.maxEvent,
 	}
 	if cfg.IDAttribute != "" || cfg.IDField != "" {
 		sp.seen = newSeenIDs(mtime.FromDuration(cfg.DedupeWindow), cfg.MaxDedupeIDs)
@@ -439,8 +448,8 @@ type split struct {
 	srcName string
 	tsField int
 	idField int
-	// sawFirst is set once the split produced its first element.
-	sawFirst bool
+	// maxEvent is the source's (Source.maxEvent).
+	maxEvent *atomic.Int64
 
 	// batch is the pull request in flight, kept across Reads so that no
 	// delivered message is dropped when Read returns early.
@@ -596,11 +605,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		}
 	}
 	s.wm.observe(t)
-	if !s.sawFirst {
-		s.sawFirst = true
-		if s.cfg.OnFirstEvent != nil {
-			s.cfg.OnFirstEvent(t)
-		}
+	for cur := s.maxEvent.Load(); int64(t) > cur && !s.maxEvent.CompareAndSwap(cur, int64(t)); cur = s.maxEvent.Load() {
 	}
 	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
 	return true, nil
