@@ -118,6 +118,9 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.loadProgram(j)
 	}
 	env := s.jobEnv(j)
+	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID {
+		env.PubSubRewind = rewindStarts(r.RewindPoint)
+	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.opts.Access, CheckOutputs: !graphOnly,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events

@@ -307,9 +307,6 @@ func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceop
 	switch {
 	case plan.Strategy == serviceopt.StrategyParallel:
 		return s.parallelReplace(ctx, req, plan, old)
-	case plan.Rewind:
-		return nil, errorf(CodeReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) is not offered by this server yet; job %s (%s) was not changed: add %s=false for a plain continuation from the old job's position (the old job's drain fires its open windows as final, partial panes, and the new job starts those windows from empty, so use it when no window spans the cut or the sink adds partial results itself), or update in place",
-			serviceopt.KeyRewind, old.Name, old.ID, serviceopt.KeyRewind)
 	}
 	return s.stopAndReplace(ctx, req, plan, old)
 }
