@@ -129,6 +129,9 @@ var _ parallelBroker = (*pubsub.Broker)(nil)
 // cutRule is the window ownership of the two jobs of one parallel flow.
 type cutRule struct {
 	newID, oldID string
+	// rewind: the new job re-reads from the rewind point, so every window
+	// it emits is complete and it writes all of them to SQL.
+	rewind bool
 	// cut is T0 in mtime milliseconds; mtime.MinTimestamp while unknown.
 	cut atomic.Int64
 }
@@ -146,15 +149,15 @@ func (r *cutRule) owns(id, sink string, w window.Window) bool {
 	}
 	c := mtime.Time(r.cut.Load())
 	if id == r.newID {
-		return c != mtime.MinTimestamp && w.Start > c
+		return c != mtime.MinTimestamp && (r.rewind && sink == "sql" || w.Start > c)
 	}
 	return sink == "sql" || c == mtime.MinTimestamp || w.Start <= c
 }
 
 // cutRuleOf returns the ownership rule of the flow whose new job is
 // newID, registering it for both jobs the first time.
-func (s *Service) cutRuleOf(newID, oldID string, cut *time.Time) *cutRule {
-	r := &cutRule{newID: newID, oldID: oldID}
+func (s *Service) cutRuleOf(newID, oldID string, rewind bool, cut *time.Time) *cutRule {
+	r := &cutRule{newID: newID, oldID: oldID, rewind: rewind}
 	r.cut.Store(int64(mtime.MinTimestamp))
 	if cut != nil {
 		r.cut.Store(int64(mtime.FromTime(*cut)))
@@ -196,9 +199,9 @@ func (s *Service) jobEnv(j *Job) *yamlpipe.JobEnv {
 		if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 			flow = nj.Replacement.Parallel
 		}
-		s.cutRuleOf(rep.NewJobID, rep.OldJobID, flow.CutTime)
+		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, flow.CutTime)
 	} else if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
-		s.cutRuleOf(rep.NewJobID, rep.OldJobID, nj.Replacement.Parallel.CutTime)
+		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, nj.Replacement.Parallel.CutTime)
 	}
 	return env
 }
@@ -243,10 +246,6 @@ func parallelChecks(g *graph.Pipeline, which string) (time.Duration, error) {
 // takes it to its end. A restarted service resumes it from the new job's
 // record.
 func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
-	if plan.Rewind {
-		return nil, errorf(CodeReplacementUnavailable, "a parallel replacement that re-reads retained input (%s, the default) is not offered by this server yet; job %s (%s) was not changed: add %s=false, so the new job starts where the old job's subscription stands and the old job is drained once its watermark has passed the first window the new job saw whole, or update it in place",
-			serviceopt.KeyRewind, old.Name, old.ID, serviceopt.KeyRewind)
-	}
 	pb, ok := s.opts.Broker.(parallelBroker)
 	if !ok || s.opts.Broker == nil {
 		return nil, errorf(CodeReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
@@ -332,6 +331,13 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if _, err := parallelChecks(ng, "new"); err != nil {
 		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
+	if plan.Rewind {
+		// Checked now, before anything changes, from the old job's last
+		// checkpoint; computed again when the subscriptions are positioned.
+		if _, err := s.rewindPoint(ctx, old, ng); err != nil {
+			return nil, err
+		}
+	}
 	for _, st := range ng.Steps {
 		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != "pubsub" {
 			continue
@@ -371,7 +377,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if len(rep.Parallel.Subscriptions) == 0 {
 		return nil, errorf(CodeReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}
-	s.cutRuleOf(nj.ID, old.ID, nil)
+	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
 	p, err := s.load(nj)
 	if err != nil {
 		s.cuts.Delete(nj.ID)
@@ -467,7 +473,39 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 	}
 	// T0, read after the positions: the old job has read at least to them.
 	var cut mtime.Time
-	if !nj.Replacement.Rewind {
+	var rp *RewindPoint
+	if nj.Replacement.Rewind {
+		// The re-read starts at the rewind point of the old job's last
+		// checkpoint (service/rewind.go); its first pane of every window it
+		// emits is complete. It publishes (Pub/Sub) the windows that start
+		// at or after the old job's watermark now (none of them fired in
+		// the old job yet), less 1ms for the rule's "after T0".
+		old, err := s.readJob(nj.Replacement.OldJobID)
+		if err != nil {
+			return err
+		}
+		g, err := graph.Parse(nj.Graph)
+		if err != nil {
+			return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+		}
+		p, err := s.rewindPoint(ctx, old, g)
+		if err != nil {
+			return err
+		}
+		wm, ok := s.dataWatermark(old.ID)
+		if !ok || wm <= mtime.MinTimestamp {
+			return errNotYet
+		}
+		cut = max(mtime.FromTime(p.SkipBefore), min(wm, mtime.MaxTimestamp-1)) - 1
+		for i := range p.Sources {
+			for _, ps := range flow.Subscriptions {
+				if ps.Old == p.Sources[i].Subscription {
+					p.Sources[i].Subscription = ps.New
+				}
+			}
+		}
+		rp = &p
+	} else {
 		jr := s.runningJob(nj.Replacement.OldJobID)
 		if jr == nil {
 			return errNotYet
@@ -500,6 +538,22 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			return fmt.Errorf("positioning subscription %s at %s's position: %w", ps.New, ps.Old, err)
 		}
 		s.opts.Logger.Info("parallel replacement: subscription positioned", "job_id", nj.ID, "subscription", ps.New, "from", ps.Old, "ack_floor", res.AckFloor, "backlog", res.Backlog)
+		if rp == nil {
+			continue
+		}
+		for _, rs := range rp.Sources {
+			if rs.Subscription != ps.New {
+				continue
+			}
+			rw, ok := s.rewinder()
+			if !ok {
+				return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+			}
+			if err := rw.SeekToSequence(ctx, ps.New, rs.FirstSequence); err != nil {
+				return fmt.Errorf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", ps.New, rs.Topic, rs.FirstSequence, err)
+			}
+			s.opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
+		}
 	}
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
@@ -510,10 +564,11 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 	for i := range flow.Subscriptions {
 		flow.Subscriptions[i].Positioned = true
 	}
-	if !nj.Replacement.Rewind {
+	nj.Replacement.RewindPoint = rp
+	{
 		ct := cut.ToTime()
 		flow.CutTime = &ct
-		s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nil).cut.Store(int64(cut))
+		s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
 	}
 	w := &state.Write{}
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {

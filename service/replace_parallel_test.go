@@ -363,12 +363,15 @@ func TestParallelReplace(t *testing.T) {
 		newName string
 		byID    bool
 		d       time.Duration
+		rewind  bool
 		drivers []string
 	}{
 		{name: "same name D=0", d: 0, drivers: []string{"sqlite", "postgres"}},
 		{name: "same name D=10m", d: 10 * time.Minute, drivers: []string{"sqlite"}},
 		{name: "new name D=10m", newName: "sums-v2", d: 10 * time.Minute, drivers: []string{"sqlite", "postgres"}},
 		{name: "new name by ID D=0", newName: "sums-v2", byID: true, d: 0, drivers: []string{"sqlite"}},
+		{name: "same name rewind D=10m", d: 10 * time.Minute, rewind: true, drivers: []string{"sqlite", "postgres"}},
+		{name: "new name rewind D=0", newName: "sums-v2", d: 0, rewind: true, drivers: []string{"sqlite"}},
 	}
 	for _, tc := range tests {
 		for _, drv := range parDrivers() {
@@ -376,13 +379,13 @@ func TestParallelReplace(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
-				runParallel(t, drv, tc.newName, tc.byID, tc.d)
+				runParallel(t, drv, tc.newName, tc.byID, tc.d, tc.rewind)
 			})
 		}
 	}
 }
 
-func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration) {
+func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
@@ -420,7 +423,10 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	clock.advance(DefaultMinReplaceInterval)
 
 	req := SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"parallel_replace_job_min_parallel_pipelines_duration=" + duration.Format(d), "parallel_replace_job_max_stop_duration=5m", "weir_replace_rewind=false"}}
+		ServiceOptions: []string{"parallel_replace_job_min_parallel_pipelines_duration=" + duration.Format(d), "parallel_replace_job_max_stop_duration=5m"}}
+	if !rewind {
+		req.ServiceOptions = append(req.ServiceOptions, "weir_replace_rewind=false")
+	}
 	var nj *Job
 	if newName == "" {
 		req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
@@ -455,8 +461,21 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	// windows from second 40 on; the old job owns [30s, 40s), which only
 	// it has whole (seconds 30-33 came before the new job's input), and is
 	// drained once its watermark passes 43s (T0 + the 10s window).
-	if got := nj.Replacement.Parallel.CutTime; got == nil || !got.Equal(base.Add(33*time.Second)) {
-		t.Fatalf("cut-over time %v, want the newest event the old job had read, %s", got, base.Add(33*time.Second))
+	//
+	// With the default (rewind) the new job re-reads from the first window
+	// still open at the old job's last checkpoint ([20s, 30s): its
+	// watermark was 23s), so every window it emits is complete; it
+	// publishes the windows starting at or after the old watermark (23s),
+	// the old job those before.
+	wantCut := base.Add(33 * time.Second)
+	if rewind {
+		wantCut = base.Add(23*time.Second - time.Millisecond)
+		if rp := nj.Replacement.RewindPoint; rp == nil || !rp.FromTime.Equal(base.Add(20*time.Second)) {
+			t.Fatalf("rewind point %+v, want a re-read from %s", rp, base.Add(20*time.Second))
+		}
+	}
+	if got := nj.Replacement.Parallel.CutTime; got == nil || !got.Equal(wantCut) {
+		t.Fatalf("cut-over time %v, want %s", got, wantCut)
 	}
 	// Both jobs read the events from here on, each from its own
 	// subscription.
