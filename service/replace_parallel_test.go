@@ -542,3 +542,153 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 		t.Fatalf("WriteToPubSub published (key total n):\n%s\nwant one complete pane per (key, window):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// openParallel opens a service with an embedded broker holding the topics
+// of the parallel scenarios.
+func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClock) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	for _, topic := range []string{"par-events", "par-out"} {
+		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := &shiftClock{base: time.Now()}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s, b, clock
+}
+
+// TestParallelRollbackDuringOverlap: abortParallel (what weir jobs
+// rollback does during an overlap) cancels the new job, drops its
+// generation from the view, deletes its subscription and keeps the old
+// job, which is the name's active job again and goes on: the view's
+// consumer never sees a double count or a total going backwards, and
+// after the old job drained every total equals the ground truth.
+func TestParallelRollbackDuringOverlap(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := res.Job
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
+	// The old job's rows of the windows both fired are committed.
+	o, _ := s.Get(old.ID)
+	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+	if err := s.abortParallel(ctx, nj.ID, "rolled back during the overlap"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := s.Get(nj.ID)
+	o, _ = s.Get(old.ID)
+	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack || o.State != StateRunning || o.Replacement.Phase != PhaseRolledBack || o.ReplacedByJobID != "" {
+		t.Fatalf("after the rollback: new %s %s, old %s %s replaced by %q", n.State, n.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
+	}
+	if a, _ := s.Get("sums"); a.ID != old.ID {
+		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
+	}
+	if _, err := b.Subscription(ctx, n.Replacement.Parallel.Subscriptions[0].New); err == nil {
+		t.Errorf("the new job's subscription is still there")
+	}
+	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(n.Replacement.Parallel.Tables[0]))
+	if err != nil || len(gens) != 1 || gens[0].Generation != old.Generation {
+		t.Fatalf("façade generations after the rollback: %+v %v", gens, err)
+	}
+	// A rolled-back flow is not rolled back twice.
+	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != CodeIllegalTransition {
+		t.Fatalf("a second rollback: %v", err)
+	}
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
+	if _, err := s.Drain(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view against the ground truth:\n%s", diff)
+	}
+}
+
+// TestParallelRefusals: what a parallel replacement cannot hand over is
+// refused with its code before anything changes: the old job keeps
+// running as it was and no job is created.
+func TestParallelRefusals(t *testing.T) {
+	named := func(p string) string {
+		return strings.Replace(p, "topic: par-events", "subscription: par-sub", 1)
+	}
+	global := func(p string) string { return strings.Replace(p, "      windowing: {type: fixed, size: 10s}\n", "", 1) }
+	sessions := func(p string) string {
+		return strings.Replace(p, "{type: fixed, size: 10s}", "{type: sessions, gap: 10s}", 1)
+	}
+	otherTopic := func(p string) string { return strings.Replace(p, "topic: par-events", "topic: par-out", 1) }
+	same := func(p string) string { return p }
+	tests := []struct {
+		name     string
+		old, new func(string) string
+		code     Code
+		msg      string
+	}{
+		{"old job reads a named subscription", named, named, CodeReplacementUnavailable, "reads a named subscription"},
+		{"new pipeline reads a named subscription", same, named, CodeReplacementUnavailable, "reads a named subscription"},
+		{"new pipeline writes the global window", same, global, CodeReplacementUnavailable, "global window"},
+		{"new pipeline writes session windows", same, sessions, CodeReplacementUnavailable, "sessions"},
+		{"new pipeline reads a topic the old job does not", same, otherTopic, CodeReplacementUnavailable, "does not read"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			s, b, clock := openParallel(t, dir)
+			if _, err := b.CreateSubscription(ctx, "par-sub", "par-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
+				t.Fatal(err)
+			}
+			sinkCfg, view := parDrivers()[0].setup(t, dir)
+			view.close()
+			p := fmt.Sprintf(parYAML, sinkCfg)
+			old := submit(t, s, "sums", tc.old(p), dir)
+			clock.advance(DefaultMinReplaceInterval)
+			_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: tc.new(p), BaseDir: dir,
+				ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s", "weir_replace_rewind=false"}}})
+			if ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "was not changed") {
+				t.Fatalf("got %v (%s), want %s saying %q", err, ErrorCode(err), tc.code, tc.msg)
+			}
+			if j, _ := s.Get("sums"); j.ID != old.ID || j.State != StateRunning || j.Replacement != nil || j.ReplacedByJobID != "" {
+				t.Fatalf("the old job after the refusal: %s %s %+v", j.ID, j.State, j.Replacement)
+			}
+			if jobs, _ := s.List(StatusAll); len(jobs) != 1 {
+				t.Fatalf("%d jobs after the refusal, want the old one only", len(jobs))
+			}
+		})
+	}
+}

@@ -15,8 +15,9 @@ import (
 )
 
 // TestCLIServerCrashParallelReplace kills the server with SIGKILL at a
-// seeded random point of a parallel replacement (weir_replace_rewind=false,
-// the same name, min_parallel_pipelines_duration=0s) — while the request
+// seeded random point of a parallel replacement (the same name,
+// min_parallel_pipelines_duration=0s; odd seeds weir_replace_rewind=false,
+// even seeds the default re-read) — while the request
 // runs, during the overlap, while the old job drains, around the cut-over
 // — restarts it, and checks that the flow completes: exactly one job of
 // the name is active (the new one, CUT_OVER), the old one DRAINED, and
@@ -105,8 +106,11 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 	// The replacement, and input that moves it on (both jobs read it; the
 	// old job's watermark passes the cut-over window, so it is drained),
 	// with the server killed at a seeded point meanwhile.
-	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "parallel-1",
-		"--service-options", "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,parallel_replace_job_max_stop_duration=5m,weir_replace_rewind=false"}
+	opts := "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,parallel_replace_job_max_stop_duration=5m"
+	if seed%2 == 1 {
+		opts += ",weir_replace_rewind=false"
+	}
+	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "parallel-1", "--service-options", opts}
 	c2 := chunk(1200, 3600) // 120-360s
 	done := make(chan cliResult, 1)
 	go func() {
@@ -122,7 +126,7 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 	srv = start()
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok && m["id"] != oldID {
-		t.Logf("crash point: the flow was in phase %v (new job %v), old job %v", rep["phase"], m["state"], srv.describe(oldID)["state"])
+		t.Logf("rewind %v; crash point: the flow was in phase %v (new job %v), old job %v", seed%2 == 0, rep["phase"], m["state"], srv.describe(oldID)["state"])
 	} else {
 		t.Logf("crash point: before the replacement was recorded (first attempt exit %d)", first.code)
 	}
