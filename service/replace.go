@@ -85,6 +85,9 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
 		}
 	case plan.Strategy == serviceopt.StrategyInPlace:
+		if err := s.refuseDuringParallel(req.Name); err != nil {
+			return nil, err
+		}
 		res, err = s.updateInPlace(ctx, req)
 		if err != nil {
 			if res != nil {

@@ -1120,3 +1120,20 @@ func parallelDriven(j *Job) bool {
 	}
 	return true
 }
+
+// refuseDuringParallel refuses (UPDATE_IN_PROGRESS) to change name's
+// active job in place while it is one of the jobs of a parallel
+// replacement that has not cut over: the flow's records and views are
+// about those two jobs.
+func (s *Service) refuseDuringParallel(name string) error {
+	l, err := s.readLineage(name)
+	if err != nil || l.ActiveJobID == "" {
+		return nil
+	}
+	j, err := s.readJob(l.ActiveJobID)
+	if err != nil || j.Replacement == nil || j.Replacement.Strategy != StrategyParallel || j.Replacement.Phase.Final() {
+		return nil
+	}
+	return errorf(CodeUpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
+		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
+}

@@ -595,6 +595,10 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	nj := res.Job
+	// No in-place update while the two jobs overlap.
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir}}); ErrorCode(err) != CodeUpdateInProgress {
+		t.Fatalf("an in-place update during the overlap: %v", err)
+	}
 	phase2 := parEvents(base, 35, 70, 1000)
 	publishPar(t, b, phase2)
 	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
