@@ -84,6 +84,23 @@ type ParallelFlow struct {
 	// Compacted is set once the old generations were merged into the new
 	// job's tables.
 	Compacted bool `json:"compacted,omitempty"`
+	// Progress is where the flow stands against its rules, computed when
+	// the record is read (Service.Get) while the flow has not cut over;
+	// never stored.
+	Progress *FlowProgress `json:"progress,omitempty"`
+}
+
+// FlowProgress is what `weir run --wait` shows of a parallel flow: the
+// overlap against min_parallel_pipelines_duration, and the old job's
+// watermark against the one it must pass before it is drained.
+type FlowProgress struct {
+	ElapsedMillis     int64 `json:"elapsed_ms"`
+	MinParallelMillis int64 `json:"min_parallel_ms"`
+	// OldWatermark is the old job's data watermark (absent while ±∞ or
+	// unknown); CutOverWatermark is T0 plus the cut span (absent until the
+	// subscriptions are positioned).
+	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
+	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
 }
 
 // ParallelSubscription is the subscription pair of one source step.
@@ -1136,4 +1153,29 @@ func (s *Service) refuseDuringParallel(name string) error {
 	}
 	return errorf(CodeUpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
 		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
+}
+
+// withParallelProgress fills the progress of j's parallel flow, if one is
+// under way, on j (a copy read for the caller).
+func (s *Service) withParallelProgress(j *Job) *Job {
+	if j == nil || j.Replacement == nil || j.Replacement.Parallel == nil || j.Replacement.Phase.Final() {
+		return j
+	}
+	nj := j
+	if j.ID != j.Replacement.NewJobID {
+		var err error
+		if nj, err = s.readJob(j.Replacement.NewJobID); err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
+			return j
+		}
+	}
+	pp := s.parallelProgress(nj)
+	fp := &FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
+	if !pp.OldWatermark.IsZero() {
+		fp.OldWatermark = &pp.OldWatermark
+	}
+	if !pp.CutOver.IsZero() {
+		fp.CutOverWatermark = &pp.CutOver
+	}
+	j.Replacement.Parallel.Progress = fp
+	return j
 }

@@ -493,6 +493,15 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 		if o, _ := s.Get(old.ID); o.State != StateRunning {
 			t.Fatalf("the old job is %s before min_parallel_pipelines_duration passed", o.State)
 		}
+		// What weir run --wait shows, on either job's record.
+		for _, ref := range []string{nj.ID, old.ID} {
+			j, _ := s.Get(ref)
+			p := j.Replacement.Parallel.Progress
+			if p == nil || p.MinParallelMillis != d.Milliseconds() || p.ElapsedMillis >= d.Milliseconds() || p.OldWatermark == nil || p.CutOverWatermark == nil ||
+				!p.CutOverWatermark.Equal(j.Replacement.Parallel.CutTime.Add(10*time.Second)) || p.OldWatermark.Before(*p.CutOverWatermark) {
+				t.Fatalf("progress on job %s: %+v", ref, p)
+			}
+		}
 		clock.advance(d)
 	}
 	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
