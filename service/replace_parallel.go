@@ -84,6 +84,11 @@ type ParallelFlow struct {
 	// Compacted is set once the old generations were merged into the new
 	// job's tables.
 	Compacted bool `json:"compacted,omitempty"`
+	// RollbackReason is set by a rollback during the overlap
+	// (abortParallel) before it cancels the new job, so that the flow ends
+	// ROLLED_BACK, not FAILED, whoever records the end (after a restart
+	// too).
+	RollbackReason string `json:"rollback_reason,omitempty"`
 	// Progress is where the flow stands against its rules, computed when
 	// the record is read (Service.Get) while the flow has not cut over;
 	// never stored.
@@ -757,9 +762,11 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if pp.Elapsed < pp.MinParallel {
 			return false, nil
 		}
-		if !rep.Rewind && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
+		if pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver) {
 			return false, nil
 		}
+		s.opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
+			"old_watermark", pp.OldWatermark, "cut_over_watermark", pp.CutOver)
 		unlock, err := s.lockName(ctx, old.Name) // lock order 1
 		if err != nil {
 			return true, err
@@ -1013,6 +1020,9 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
 		return errorf(CodeIllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
 	}
+	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
+		return err
+	}
 	return s.parallelGiveUp(ctx, newID, PhaseRolledBack, reason)
 }
 
@@ -1091,6 +1101,12 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 	}
 	if old, err = s.readJob(old.ID); err != nil {
 		return err
+	}
+	if nj.Replacement.Phase.Final() {
+		return nil // ended by another caller (the driver, or a rollback)
+	}
+	if r := nj.Replacement.Parallel.RollbackReason; r != "" {
+		phase, reason = PhaseRolledBack, r
 	}
 	now := s.now()
 	nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
