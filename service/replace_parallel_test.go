@@ -550,6 +550,18 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	if got, want := pulledPanes(t, b, "par-out-reader"), paneTruth(all); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("WriteToPubSub published (key total n):\n%s\nwant one complete pane per (key, window):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// Once the old job ended --rollback-retention ago (and the new job has
+	// run that long), its rows are merged into the new table and its table
+	// dropped; the view still serves the ground truth.
+	clock.advance(DefaultRollbackRetention + time.Minute)
+	waitFor(t, s, nj.ID, "the compaction", func(j *Job) bool { return j.Replacement.Parallel.Compacted })
+	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
+		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
+	}
+	after := startConsumer(s, view)
+	if diff := diffTotals(after.finish(t), parTruth(all)); diff != "" {
+		t.Fatalf("the view %s after the compaction against the ground truth:\n%s", view.name, diff)
+	}
 }
 
 // openParallel opens a service with an embedded broker holding the topics
