@@ -444,9 +444,13 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, internalf("reading job %s: %w", id, err)
 	}
 	sum := old.Summary()
-	wait := "then its watermark passes the first window the new job saw whole"
+	how := "the old subscription's position"
+	if plan.Rewind {
+		how = "the old job's rewind point (every window it emits is complete)"
+	}
 	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
-		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s; job %s drains after %s, %s", nj.ID, old.ID, old.ID, duration.Format(plan.MinParallel), wait)}}, nil
+		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
+			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
 }
 
 // maxEventReporter is a source that tells the newest event time it

@@ -357,7 +357,11 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 		if r.Phase != last {
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
-				line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				if r.MaxStopMillis > 0 {
+					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				} else {
+					line += fmt.Sprintf(", draining for %s (no maximum stop duration)", time.Since(*r.DrainStart).Round(time.Millisecond))
+				}
 			}
 			if r.StopWindowMillis != nil {
 				line += fmt.Sprintf(", stop window %d ms", *r.StopWindowMillis)
@@ -559,8 +563,8 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			fmt.Fprintf(e.stderr, "%s\n", n)
 		}
 		switch {
-		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending):
-			// A new job, or a replacement job waiting for its flow.
+		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending || res.Job.Replacement != ""):
+			// A new job, or a replacement job (its flow is followed below).
 			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)
