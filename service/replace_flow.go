@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
@@ -225,6 +226,11 @@ func (s *Service) beginDrain(newID string) error {
 		return internalf("reading job %s: %w", rep.OldJobID, err)
 	}
 	jr := s.runningJob(old.ID)
+	if old.State == StateRunning && jr == nil && !s.recoveryDone() {
+		// A restarted service has not resumed the old job yet: the driver
+		// tries again at the next change.
+		return nil
+	}
 	now := s.now()
 	w := &state.Write{}
 	if old.State != StateRunning || jr == nil {
@@ -594,7 +600,15 @@ func (s *Service) positionRewind(nj *Job) error {
 	if !ok {
 		return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 	}
+	g, err := graph.Parse(nj.Graph)
+	if err != nil {
+		return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+	}
+	reads := readSubscriptions(nj.Name, g)
 	for _, rs := range rep.RewindPoint.Sources {
+		if !reads[rs.Subscription] {
+			continue // the new pipeline no longer reads it: left as the old job left it
+		}
 		ctx, cancel := context.WithTimeout(s.ctx, brokerCallTimeout)
 		err := rw.SeekToSequence(ctx, rs.Subscription, rs.FirstSequence)
 		cancel()
@@ -605,4 +619,32 @@ func (s *Service) positionRewind(nj *Job) error {
 			"first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 	}
 	return nil
+}
+
+// recoveryDone reports whether the service has finished resuming the jobs
+// of its store.
+func (s *Service) recoveryDone() bool {
+	select {
+	case <-s.recovered:
+		return true
+	default:
+		return false
+	}
+}
+
+// readSubscriptions returns the subscriptions the Pub/Sub sources of job
+// name's graph g read.
+func readSubscriptions(name string, g *graph.Pipeline) map[string]bool {
+	out := map[string]bool{}
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+			continue
+		}
+		if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {
+			out[sub] = true
+		} else if strings.HasPrefix(st.Source.Identity, "topic/") {
+			out[pubsub.SubscriptionName(name, st.Name)] = true
+		}
+	}
+	return out
 }

@@ -37,8 +37,8 @@ import (
 // source position, io/pubsub/rewind.go); a topic whose table has no such
 // bucket starts right after the old job's last message. The new job's
 // splits then (pubsub.RewindStart):
-//   - skip, counting them (pubsub.Source.RewindSkipped, logged when the
-//     split closes; never a dead letter), messages whose event time is
+//   - skip, counting them (the source step's rewind_skipped_elements
+//     metric, RewindSkipReporter; never a dead letter), messages whose event time is
 //     before min C(S): all their windows expired at W, the old job's panes
 //     for them are final (the old job dropped such messages as too late);
 //   - hold their watermark at −∞ until they have read the old job's last
@@ -214,14 +214,23 @@ func fmtTime(t mtime.Time) string {
 	return t.ToTime().Format(time.RFC3339Nano)
 }
 
+// Bounds of the times a RewindPoint records (JSON times have four-digit
+// years): −∞ is recorded as the first instant of year 1, +∞ as the last
+// of year 9999.
+var (
+	rewindMinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	rewindMaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+)
+
 func toTime(t mtime.Time) time.Time {
+	tt := t.ToTime()
 	switch {
-	case t <= mtime.MinTimestamp:
-		return time.UnixMilli(-1 << 50).UTC()
-	case t >= mtime.MaxTimestamp:
-		return time.UnixMilli(1 << 50).UTC()
+	case t <= mtime.MinTimestamp || tt.Before(rewindMinTime):
+		return rewindMinTime
+	case t >= mtime.MaxTimestamp || tt.After(rewindMaxTime):
+		return rewindMaxTime
 	}
-	return t.ToTime()
+	return tt
 }
 
 // rewindPoint computes where the new job of a stop-and-replace of old by
@@ -291,28 +300,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 	for _, sr := range srcs {
 		wm = min(wm, sr.pt.Watermark)
 	}
-	// A: the earliest event time of a window the old job held state for.
-	a := mtime.MaxTimestamp
-	for _, ws := range oldS {
-		a = min(a, earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness)))
-	}
-	// T and the skip bound from the new pipeline's strategies.
-	t, skip := mtime.MaxTimestamp, mtime.MaxTimestamp
-	for _, ws := range newS {
-		c := earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness))
-		skip = min(skip, c)
-		t = min(t, c)
-		if a < mtime.MaxTimestamp {
-			for _, w := range ws.Fn.Assign(nil, a) {
-				if !ws.Expired(w, wm) {
-					t = min(t, w.Start)
-				}
-			}
-		}
-	}
-	if skip >= mtime.MaxTimestamp {
-		skip = mtime.MinTimestamp // no keyed step: nothing expires
-	}
+	t, skip := rewindTimes(wm, oldS, newS)
 	rp := RewindPoint{Watermark: toTime(wm), FromTime: toTime(t), SkipBefore: toTime(skip)}
 	if len(srcs) == 0 {
 		rp.Watermark = toTime(mtime.MinTimestamp)
@@ -346,6 +334,35 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		rp.Sources = append(rp.Sources, rs)
 	}
 	return rp, nil
+}
+
+// rewindTimes applies the rule at the top of this file: at the old job's
+// final watermark wm, with the old and new pipelines' keyed windowing, it
+// returns T (the earliest event time to re-read; +∞: nothing) and the skip
+// bound (−∞: skip nothing).
+func rewindTimes(wm mtime.Time, oldS, newS map[string]window.Strategy) (t, skip mtime.Time) {
+	// A: the earliest event time of a window the old job held state for.
+	a := mtime.MaxTimestamp
+	for _, ws := range oldS {
+		a = min(a, earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness)))
+	}
+	t, skip = mtime.MaxTimestamp, mtime.MaxTimestamp
+	for _, ws := range newS {
+		c := earliestStart(ws.Fn, lateBy(wm, ws.AllowedLateness))
+		skip = min(skip, c)
+		t = min(t, c)
+		if a > mtime.MinTimestamp && a < mtime.MaxTimestamp {
+			for _, w := range ws.Fn.Assign(nil, a) {
+				if !ws.Expired(w, wm) {
+					t = min(t, w.Start)
+				}
+			}
+		}
+	}
+	if skip >= mtime.MaxTimestamp {
+		skip = mtime.MinTimestamp // no keyed step: nothing expires
+	}
+	return t, skip
 }
 
 // lateBy returns wm − d, keeping ±∞.

@@ -19,6 +19,8 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
+var _ RewindSkipReporter = (*pubsub.Source)(nil)
+
 // rwYAML reads the subscription sr-sub (no idle advancement: the
 // watermark follows event time only, so the scenario is deterministic),
 // sums amounts per %s in fixed windows of %s and upserts the totals into
@@ -45,11 +47,19 @@ const rwYAML = `pipeline:
       name: WriteTotals
       input: Sums
       config: {driver: %s, dsn: %q, table: %s, key: [%s]}
+    - type: WriteToSql
+      name: WriteEvents
+      input: Events
+      config: {driver: %s, dsn: %q, table: %s, mode: append}
 `
 
+// rwPipeline is rwYAML; every event is also appended to <table>_ev
+// (without a _grp suffix).
 func rwPipeline(size, key string, db *rwDB, table string) string {
-	return fmt.Sprintf(rwYAML, size, key, db.driver, db.dsn, table, key)
+	return fmt.Sprintf(rwYAML, size, key, db.driver, db.dsn, table, key, db.driver, db.dsn, eventsTable(table))
 }
+
+func eventsTable(table string) string { return strings.TrimSuffix(table, "_grp") + "_ev" }
 
 // rwEvent is one message of the re-read scenarios.
 type rwEvent struct {
@@ -114,6 +124,9 @@ func rwTruth(evs []rwEvent, size time.Duration, byGrp bool, from time.Time) map[
 type rwDB struct {
 	driver, dsn, table string
 	read               func(t *testing.T) (map[rwCell][2]int64, map[rwCell]int64, error)
+	// events returns the rows of the append table and their distinct
+	// amounts (every published amount is unique).
+	events func() (rows, distinct int64, err error)
 }
 
 func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
@@ -131,6 +144,15 @@ func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
 			defer conn.Close()
 			return scanRW(conn.QueryContext, fmt.Sprintf(q, keyCol(table), table))
 		}
+		db.events = func() (rows, distinct int64, err error) {
+			conn, err := sql.Open("sqlite", db.dsn)
+			if err != nil {
+				return 0, 0, err
+			}
+			defer conn.Close()
+			err = conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT amount) FROM "+eventsTable(table)).Scan(&rows, &distinct)
+			return rows, distinct, err
+		}
 		return db
 	default:
 		dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
@@ -145,6 +167,7 @@ func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
 		}
 		t.Cleanup(func() {
 			_, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			_, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+eventsTable(table))
 			_ = conn.Close(context.Background())
 		})
 		_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+table)
@@ -169,6 +192,12 @@ func openRWDB(t *testing.T, driver, dir, table string) *rwDB {
 				tot[c], gens[c] = [2]int64{total, n}, gen
 			}
 			return tot, gens, rows.Err()
+		}
+		db.events = func() (rows, distinct int64, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			err = conn.QueryRow(ctx, "SELECT COUNT(*), COUNT(DISTINCT amount) FROM "+eventsTable(table)).Scan(&rows, &distinct)
+			return rows, distinct, err
 		}
 		return db
 	}
@@ -415,6 +444,25 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, "sr-sub")
+				// The window [0s,10s) had expired at the old job's watermark:
+				// the re-read skips its 100 messages (10s windows) and counts
+				// them; with 20s windows nothing had expired.
+				wantSkipped := int64(100)
+				if newSize == 20*time.Second {
+					wantSkipped = 0
+				}
+				m, err := s.Metrics(nj.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, st := range m.Steps {
+					if st.Name != "Events" {
+						continue
+					}
+					if got := st.RewindSkippedElements; wantSkipped == 0 && got != nil || wantSkipped > 0 && (got == nil || *got != wantSkipped) {
+						t.Errorf("rewind_skipped_elements of Events: %v, want %d", got, wantSkipped)
+					}
+				}
 				if _, err := s.Drain(ctx, nj.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -450,6 +498,10 @@ func TestStopAndReplaceRewind(t *testing.T) {
 					if c.start.Equal(srBase) && (oldGot[c] != v || oldGens[c] != old.Generation) {
 						diffs = append(diffs, fmt.Sprintf("expired window %s: %v generation %d, want %v of generation %d", c, oldGot[c], oldGens[c], v, old.Generation))
 					}
+				}
+				// The append table holds every event once, re-read or not.
+				if rows, distinct, err := oldDB.events(); err != nil || rows != int64(len(all)) || distinct != int64(len(all)) {
+					diffs = append(diffs, fmt.Sprintf("append table: %d rows, %d distinct events, want %d of each (%v)", rows, distinct, len(all), err))
 				}
 				sort.Strings(diffs)
 				if len(diffs) > 0 {

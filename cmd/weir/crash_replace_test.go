@@ -138,7 +138,11 @@ func crashStopAndReplace(t *testing.T, seed uint64, rewind bool) {
 		"--service-options", opts}
 	done := make(chan cliResult, 1)
 	go func() { done <- srv.cli(work, replace...) }()
-	<-time.After(time.Duration(rng.IntN(400)) * time.Millisecond) // the crash point, on purpose a delay
+	window := 400
+	if rewind {
+		window = 200 // the re-reading flow's phases, packed closer to the request
+	}
+	<-time.After(time.Duration(rng.IntN(window)) * time.Millisecond) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
 	first := <-done
 	srv = start()

@@ -50,8 +50,9 @@ type Track struct {
 	// message this job's split read with an event time ≥ From is in a
 	// bucket. mtime.MinTimestamp when nothing was pruned.
 	From int64 `json:"from_ms"`
-	// Watermark is the split's own watermark estimate (ms) when the
-	// position was taken (a drain's +∞ is not included: it is the runner's).
+	// Watermark is the highest watermark estimate (ms) the subscription's
+	// splits reached up to this position, across restarts (a drain's +∞ is
+	// not included: it is the runner's); −∞ while a re-reading split holds.
 	Watermark int64 `json:"wm_ms"`
 	// Buckets are sorted by Start.
 	Buckets []Bucket `json:"buckets,omitempty"`
@@ -173,7 +174,7 @@ func (p PositionTrack) FirstSequenceFor(t mtime.Time) (uint64, bool) {
 
 // Covers reports whether the table is complete for event times ≥ t.
 func (p PositionTrack) Covers(t mtime.Time) bool {
-	return p.Tracked && bucketOf(t) >= int64(p.From)
+	return p.Tracked && (p.From <= mtime.MinTimestamp || bucketOf(t) >= int64(p.From))
 }
 
 // PositionTrack decodes a checkpointed source position of a ReadFromPubSub

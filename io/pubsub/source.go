@@ -432,7 +432,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		if sp.pos.Track == nil {
 			// A position from before event-time tracking: what it read
 			// earlier is unknown, so nothing is known complete.
-			sp.pos.Track = &Track{From: int64(mtime.MaxTimestamp)}
+			sp.pos.Track = &Track{From: int64(mtime.MaxTimestamp), Watermark: int64(mtime.MinTimestamp)}
 		}
 		if sp.seen != nil {
 			if err := sp.warmSeen(ctx); err != nil {
@@ -441,7 +441,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		}
 	} else {
 		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: cons.CachedInfo().AckFloor.Stream,
-			Track: &Track{From: int64(mtime.MinTimestamp)}}
+			Track: &Track{From: int64(mtime.MinTimestamp), Watermark: int64(mtime.MinTimestamp)}}
 	}
 	return sp, nil
 }
@@ -754,9 +754,11 @@ func (s *split) Position() ([]byte, error) {
 	p.V = positionVersion
 	if p.Track != nil {
 		tr := *p.Track
-		tr.Watermark = int64(s.wm.wm)
-		if s.holding() {
-			tr.Watermark = int64(mtime.MinTimestamp)
+		if !s.holding() {
+			// The highest watermark the subscription's reader reached: a
+			// restart starts the estimate again from −∞, but windows that
+			// expired before it stay expired for a re-read.
+			tr.Watermark = max(tr.Watermark, int64(s.wm.wm))
 		}
 		p.Track = &tr
 	}
