@@ -74,6 +74,12 @@ type ParallelFlow struct {
 	// pipeline: the old job is drained once its watermark has passed
 	// CutTime + CutSpan.
 	CutSpanMillis int64 `json:"cut_span_ms"`
+	// WaitWatermark says the drain waits for that watermark: always with
+	// weir_replace_rewind=false (the old job's windows up to T0 must fire
+	// complete), and with the re-read when a pipeline publishes to Pub/Sub
+	// (the old job's panes up to T0 must; to SQL the new job's complete
+	// rows win anyway).
+	WaitWatermark bool `json:"wait_watermark"`
 	// Subscriptions are the new job's subscriptions and the old job's.
 	Subscriptions []ParallelSubscription `json:"subscriptions,omitempty"`
 	// Tables are the façade views the jobs write.
@@ -261,6 +267,16 @@ func parallelChecks(g *graph.Pipeline, which string) (time.Duration, error) {
 	return time.Duration(span) * time.Millisecond, nil
 }
 
+// publishes reports whether g writes to Pub/Sub.
+func publishes(g *graph.Pipeline) bool {
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindSink && st.Sink != nil && st.Sink.Kind == "pubsub" {
+			return true
+		}
+	}
+	return false
+}
+
 // parallelReplace starts the parallel replacement of old by req's
 // pipeline: every check, then the new job PENDING as the name's active job
 // (phase PREPARING) in one write; then the flow goes on at once (its
@@ -330,6 +346,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
 	rep.Parallel.CutSpanMillis = span.Milliseconds()
+	rep.Parallel.WaitWatermark = !plan.Rewind || publishes(og)
 	// The subscriptions: a topic source of the old job reads the
 	// subscription named after it (or the one its own replacement gave
 	// it); the new job gets one of its own on the same topic.
@@ -353,6 +370,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if _, err := parallelChecks(ng, "new"); err != nil {
 		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
+	rep.Parallel.WaitWatermark = rep.Parallel.WaitWatermark || publishes(ng)
 	if plan.Rewind {
 		// Checked now, before anything changes, from the old job's last
 		// checkpoint; computed again when the subscriptions are positioned.
@@ -766,7 +784,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if pp.Elapsed < pp.MinParallel {
 			return false, nil
 		}
-		if pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver) {
+		if flow.WaitWatermark && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
 			return false, nil
 		}
 		s.opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,

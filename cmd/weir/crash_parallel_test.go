@@ -141,6 +141,12 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 	if r := srv.cli(work, "topics", "publish", "orders", "--file", c2, "--id-field", "id"); r.code != ExitOK {
 		t.Fatalf("publish: %d %s", r.code, r.stderr)
 	}
+	// And more: should the cut-over time have been taken after the old job
+	// read all of c2 (a request sent again after the restart), the old
+	// watermark must still pass the cut-over window.
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(3600, 4800), "--id-field", "id"); r.code != ExitOK { // 360-480s
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
 	fin := srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
 		rep, _ := m["replacement"].(map[string]any)
 		return rep != nil && (rep["phase"] == "CUT_OVER" || rep["phase"] == "FAILED" || rep["phase"] == "ROLLED_BACK") && m["state"] != "PENDING"
@@ -157,7 +163,7 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 		t.Fatalf("active jobs after the flow (want only %s):\n%s", newID, active.stdout)
 	}
 	// Later input goes to the new job; then drain it: every window fires.
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(3600, 4200), "--id-field", "id"); r.code != ExitOK {
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(4800, 5400), "--id-field", "id"); r.code != ExitOK {
 		t.Fatalf("publish: %d %s", r.code, r.stderr)
 	}
 	waitCaughtUp(t, srv, newID)
