@@ -638,19 +638,17 @@ func (s *Service) startParallelLocked(ctx context.Context, newID string) error {
 		return nil
 	}
 	if nj.State == StatePending {
+		// A new job that fails here ends the flow FAILED through the
+		// driver (which holds no guard; this caller holds one).
 		p, err := s.load(nj)
 		if err != nil {
-			reason := fmt.Sprintf("building the replacement job: %v", err)
-			if ferr := s.fail(nj, reason); ferr != nil {
-				return ferr
-			}
-			return s.parallelFailed(newID, reason)
+			return s.fail(nj, fmt.Sprintf("building the replacement job: %v", err))
 		}
 		if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 			return err
 		}
 		if nj.State == StateFailed {
-			return s.parallelFailed(newID, "the replacement job failed to start: "+nj.Error)
+			return nil
 		}
 	}
 	s.mu.Lock() // lock order 3
@@ -745,7 +743,12 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 	switch rep.Phase {
 	case PhasePreparing:
 		if nj.State != StatePending && nj.State != StateRunning {
-			return true, s.parallelFailed(newID, fmt.Sprintf("job %s was %s before it started", nj.ID, nj.State))
+			reason := fmt.Sprintf("job %s, the replacement, is %s before the overlap began", nj.ID, nj.State)
+			if nj.Error != "" {
+				reason += ": " + nj.Error
+			}
+			err := s.parallelFailed(newID, reason)
+			return err == nil, err
 		}
 		pb, ok := s.opts.Broker.(parallelBroker)
 		if !ok {
@@ -766,7 +769,8 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 	case PhaseOverlap, PhaseDrainingOld:
 		if nj.State.Terminal() || nj.State == StateCancelling {
 			// The new job ended during the overlap: the old one is kept.
-			return true, s.parallelGiveUp(ctx, newID, PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
+			err := s.parallelGiveUp(ctx, newID, PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
+			return err == nil, err
 		}
 	case PhaseCutOver:
 		return s.compactStep(ctx, nj)
@@ -1058,8 +1062,10 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 		return err
 	}
 	if !nj.State.Terminal() {
-		if _, err := s.Cancel(ctx, nj.ID); err != nil && ErrorCode(err) != CodeIllegalTransition {
-			return err
+		if _, err := s.Cancel(ctx, nj.ID); err != nil {
+			if cur, rerr := s.readJob(newID); rerr != nil || !cur.State.Terminal() {
+				return err // not ended in between
+			}
 		}
 	}
 	for {

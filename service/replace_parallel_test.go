@@ -717,3 +717,41 @@ func TestParallelRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestParallelNewJobCancelledDuringOverlap: cancelling the new job during
+// the overlap ends the flow FAILED and keeps the old job as the name's
+// active job, its generation the only one behind the view.
+func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := waitFor(t, s, res.Job.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
+	if _, err := s.Cancel(ctx, nj.ID); err != nil {
+		t.Fatal(err)
+	}
+	fin := waitFor(t, s, nj.ID, "the end of the flow", func(j *Job) bool { return j.Replacement.Phase.Final() })
+	o, _ := s.Get(old.ID)
+	if fin.State != StateCancelled || fin.Replacement.Phase != PhaseFailed || o.State != StateRunning || o.Replacement.Phase != PhaseFailed || o.ReplacedByJobID != "" {
+		t.Fatalf("after cancelling the new job: new %s %s, old %s %s replaced by %q", fin.State, fin.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
+	}
+	if a, _ := s.Get("sums"); a.ID != old.ID {
+		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
+	}
+	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) > 1 || len(gens) == 1 && gens[0].Generation != old.Generation {
+		t.Fatalf("façade generations after the flow failed: %+v %v", gens, err)
+	}
+}
