@@ -11,7 +11,8 @@ import (
 )
 
 // TestCLIParallelReplaceWait: `weir run --update --wait` with a Dataflow
-// user's parallel-replacement options follows the flow through a real
+// user's parallel-replacement options (and weir_replace_rewind=false)
+// follows the flow through a real
 // server — PREPARING, OVERLAP with its progress line, DRAINING_OLD,
 // CUT_OVER — and exits 0 at the cut-over, the new job the name's only
 // active job and the view holding every total.
@@ -76,9 +77,11 @@ func TestCLIParallelReplaceWait(t *testing.T) {
 	done := make(chan cliResult, 1)
 	go func() {
 		done <- srv.cli(work, "run", pipeline, "--job-name", "orders", "--update", "--wait",
-			"--dataflow_service_options=update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s")
+			"--dataflow_service_options=update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,weir_replace_rewind=false")
 	}()
-	// Input that moves the old job's watermark past the cut-over window.
+	// Input that moves the old job's watermark past the cut-over window
+	// (weir_replace_rewind=false: the overlap lasts until it has, so the
+	// progress line is printed meanwhile).
 	srv.waitJob("orders", "the overlap", func(m map[string]any) bool {
 		rep, _ := m["replacement"].(map[string]any)
 		return rep != nil && rep["phase"] != "PREPARING"
