@@ -111,17 +111,32 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 		opts += ",weir_replace_rewind=false"
 	}
 	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "parallel-1", "--service-options", opts}
-	c2 := chunk(1200, 3600) // 120-360s
+	// 120-360s in four parts published one after the other, so that the
+	// old watermark passes the cut-over window part way (the crash points
+	// then spread over the phases).
+	var c2 []string
+	for from := 1200; from < 3600; from += 600 {
+		c2 = append(c2, chunk(from, from+600))
+	}
 	done := make(chan cliResult, 1)
 	go func() {
 		res := srv.cli(work, replace...)
-		if res.code == ExitOK {
-			srv.cli(work, "topics", "publish", "orders", "--file", c2, "--id-field", "id")
+		for _, c := range c2 {
+			if res.code != ExitOK || srv.cli(work, "topics", "publish", "orders", "--file", c, "--id-field", "id").code != ExitOK {
+				break
+			}
 		}
 		done <- res
 	}()
-	<-time.After(time.Duration(rng.IntN(700)) * time.Millisecond) // the crash point, on purpose a delay
+	<-time.After(time.Duration(rng.IntN(200)) * time.Millisecond) // the crash point, on purpose a delay
+	before := "no replacement yet"
+	if m := srv.describe("orders"); m["id"] != oldID {
+		if rep, ok := m["replacement"].(map[string]any); ok {
+			before = fmt.Sprint(rep["phase"])
+		}
+	}
 	srv.stop(syscall.SIGKILL)
+	t.Logf("killed with the flow in phase %s (read just before the kill)", before)
 	first := <-done
 	srv = start()
 	m := srv.describe("orders")
@@ -138,8 +153,10 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 		}
 	}
 	// Published again: what reached the topic before the crash counts once.
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", c2, "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	for _, c := range c2 {
+		if r := srv.cli(work, "topics", "publish", "orders", "--file", c, "--id-field", "id"); r.code != ExitOK {
+			t.Fatalf("publish: %d %s", r.code, r.stderr)
+		}
 	}
 	// And more: should the cut-over time have been taken after the old job
 	// read all of c2 (a request sent again after the restart), the old
