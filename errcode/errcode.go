@@ -218,8 +218,9 @@ const (
 	// RewindBeyondRetention: a replacement job would have to re-read input
 	// its source no longer retains (or cannot re-read); nothing changed.
 	RewindBeyondRetention Code = "REWIND_BEYOND_RETENTION"
-	// ReplacementUnavailable: the server does not offer this replacement
-	// flow yet (see the message for what it offers instead); nothing changed.
+	// ReplacementUnavailable: the server cannot perform this replacement
+	// flow for this job (a source, window or sink it cannot hand over; see
+	// the message for what to do instead); nothing changed.
 	ReplacementUnavailable Code = "REPLACEMENT_UNAVAILABLE"
 )
 

@@ -85,6 +85,9 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
 		}
 	case plan.Strategy == serviceopt.StrategyInPlace:
+		if err := s.refuseDuringParallel(req.Name); err != nil {
+			return nil, err
+		}
 		res, err = s.updateInPlace(ctx, req)
 		if err != nil {
 			if res != nil {
@@ -306,8 +309,7 @@ func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceop
 	}
 	switch {
 	case plan.Strategy == serviceopt.StrategyParallel:
-		return nil, errorf(CodeReplacementUnavailable, "parallel replacement (%s) is not offered by this server yet; job %s (%s) was not changed: update it in place (--update) if the new pipeline is compatible",
-			serviceopt.KeyMinParallel, old.Name, old.ID)
+		return s.parallelReplace(ctx, req, plan, old)
 	}
 	return s.stopAndReplace(ctx, req, plan, old)
 }

@@ -69,6 +69,8 @@ type Replacement struct {
 	DrainTimedOut bool `json:"drain_timed_out,omitempty"`
 	// Notes say what happened beyond the phases (a drain timeout).
 	Notes []string `json:"notes,omitempty"`
+	// Parallel is the state of a parallel replacement (replace_parallel.go).
+	Parallel *ParallelFlow `json:"parallel,omitempty"`
 	// RewindPoint is where the new job re-reads its topics from (with
 	// Rewind), computed from the old job's final checkpoint at the cut
 	// and recorded before the subscriptions are positioned.
@@ -127,6 +129,9 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
 		ReplacesJobID: old.ID, Replacement: rep,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "stop-and-replace of job " + old.ID}}}
+	if sameName {
+		nj.inheritFrom(old)
+	}
 	// Built now, with or without preallocation: every check runs before
 	// anything changes. Without preallocation it is built again at the cut.
 	p, err := s.load(nj)
@@ -310,6 +315,9 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		return true, err
 	}
 	rep := nj.Replacement
+	if rep != nil && rep.Strategy == StrategyParallel {
+		return s.parallelStep(newID)
+	}
 	if rep == nil || rep.Phase.Final() {
 		return true, nil
 	}

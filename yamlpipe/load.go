@@ -27,6 +27,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -84,6 +85,17 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// Subscriptions maps the name of a ReadFromPubSub step that reads a
+	// topic to the subscription it reads instead of the one named after
+	// the job and step (pubsub.SubscriptionName): the service gives the
+	// new job of a parallel replacement under the same name a
+	// subscription of its own. Steps not in it keep the default.
+	Subscriptions map[string]string
+	// Owns, when set, says which windows the job's WriteToSql (sink "sql")
+	// and WriteToPubSub (sink "pubsub") steps write
+	// (sqlsink.Config.Owns, pubsub.SinkConfig.Owns), the rest being
+	// another job's during a parallel replacement.
+	Owns func(sink string, w window.Window) bool
 	// PubSubRewind makes the ReadFromPubSub sources of the listed
 	// subscriptions re-read for a replacement job (pubsub.RewindStart):
 	// the service sets it for the new job of a stop-and-replace that

@@ -8,6 +8,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/window"
 )
 
 // ErrNeedsServer is wrapped by the load error of a pipeline whose
@@ -132,6 +133,9 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	identity := "subscription/" + cfg.Subscription
 	if cfg.Topic != "" {
 		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
+		if sub := l.opts.Job.Subscriptions[t.name]; sub != "" {
+			cfg.Subscription = sub
+		}
 		identity = "topic/" + cfg.Topic
 	}
 	if l.opts.Job != nil {
@@ -191,6 +195,9 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
+	if owns := l.opts.Job.Owns; owns != nil {
+		cfg.Owns = func(w window.Window) bool { return owns("pubsub", w) }
+	}
 	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

@@ -254,9 +254,20 @@ func (c *SourceConfig) Validate() error {
 type Source struct {
 	b   *Broker
 	cfg SourceConfig
+	// maxEvent is the newest event time its splits produced (mtime
+	// milliseconds; MinTimestamp before the first).
+	maxEvent *atomic.Int64
 	// rewindSkipped counts the messages its splits skipped under
 	// SourceConfig.Rewind.
 	rewindSkipped atomic.Int64
+}
+
+// MaxEventTime returns the newest event time of an element the source
+// produced since it was built; ok is false before the first. The job
+// service reads it to tell which windows a job may already have fired.
+func (s *Source) MaxEventTime() (t mtime.Time, ok bool) {
+	t = mtime.Time(s.maxEvent.Load())
+	return t, t != mtime.MinTimestamp
 }
 
 // RewindSkipped returns how many messages the source skipped because every
@@ -272,7 +283,9 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{b: b, cfg: cfg}, nil
+	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
+	src.maxEvent.Store(int64(mtime.MinTimestamp))
+	return src, nil
 }
 
 // SetRewindHorizon sets SourceConfig.RewindHorizon (capped at
@@ -391,13 +404,14 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	sp := &split{
-		src:     s,
-		b:       s.b,
-		cfg:     cfg,
-		cons:    cons,
-		stream:  stream,
-		srcName: topic + "/" + cfg.Subscription,
-		wm:      newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		src:      s,
+		b:        s.b,
+		cfg:      cfg,
+		cons:     cons,
+		stream:   stream,
+		srcName:  topic + "/" + cfg.Subscription,
+		wm:       newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		maxEvent: s.maxEvent,
 	}
 	if cfg.IDAttribute != "" || cfg.IDField != "" {
 		sp.seen = newSeenIDs(mtime.FromDuration(cfg.DedupeWindow), cfg.MaxDedupeIDs)
@@ -474,6 +488,8 @@ type split struct {
 	srcName string
 	tsField int
 	idField int
+	// maxEvent is the source's (Source.maxEvent).
+	maxEvent *atomic.Int64
 
 	// batch is the pull request in flight, kept across Reads so that no
 	// delivered message is dropped when Read returns early.
@@ -652,6 +668,8 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		return false, nil
 	}
 	s.wm.observe(t)
+	for cur := s.maxEvent.Load(); int64(t) > cur && !s.maxEvent.CompareAndSwap(cur, int64(t)); cur = s.maxEvent.Load() {
+	}
 	s.pos.Track.note(t, seq)
 	s.pos.Track.prune(s.wm.wm, s.horizon)
 	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
