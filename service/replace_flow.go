@@ -189,6 +189,10 @@ func topicSources(g *graph.Pipeline) []string {
 // then its execution drains. An old job that is no longer running fails
 // the flow. The caller holds the old job's name guard.
 func (s *Service) beginDrain(newID string) error {
+	// The rollback snapshot of the old job: cut now, recorded with the
+	// drain's start (rollback.go).
+	rb := s.drainRollbackCut(newID)
+	defer s.finishRollbackCut(rb)
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	nj, err := s.readJob(newID)
@@ -233,8 +237,14 @@ func (s *Service) beginDrain(newID string) error {
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
+	if err := rb.put(w); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	if rb != nil {
+		rb.written = true
 	}
 	jr.x.Drain()
 	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
@@ -464,6 +474,12 @@ func (s *Service) cutOver(newID string) error {
 	// a failed start records FAILED on both.
 	if err := s.copyFlow(rep); err != nil {
 		return err
+	}
+	if err := s.restoreRollback(nj, p.Graph()); err != nil { // rollback.go
+		if ferr := s.fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
+			return ferr
+		}
+		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
 	}
 	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 		return err

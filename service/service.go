@@ -70,6 +70,10 @@ type Options struct {
 	// against duplicate replacements from client retries. In-place updates
 	// and rescales are exempt. Default 2m; negative: no minimum.
 	MinReplaceInterval time.Duration
+	// RollbackRetention is how long the rollback snapshot an update or a
+	// replacement keeps of the old job lives (rollback.go); it is never
+	// deleted before the new job has run that long. Default 24h.
+	RollbackRetention time.Duration
 }
 
 // Defaults of Options.
@@ -95,6 +99,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MinReplaceInterval == 0 {
 		o.MinReplaceInterval = DefaultMinReplaceInterval
+	}
+	if o.RollbackRetention == 0 {
+		o.RollbackRetention = DefaultRollbackRetention
 	}
 }
 

@@ -105,6 +105,12 @@ type Snapshot struct {
 	// SinkEpoch is the sink progress at the cut: sinks had pre-committed
 	// up to this epoch, whose parts the snapshot keeps.
 	SinkEpoch uint64 `json:"sink_epoch,omitempty"`
+	// Kind is SnapshotKindRollback for the rollback snapshot an update or
+	// replacement kept of the old job (rollback.go); "" for a user's.
+	Kind string `json:"kind,omitempty"`
+	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
+	// the snapshot's job.
+	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
 }
 
 func snapshotKey(id string) string { return "snapshot/" + id }
@@ -561,7 +567,7 @@ func (s *Service) expireSnapshots() error {
 		}
 		switch snap.State {
 		case SnapshotReady, SnapshotFailed:
-			if !now.Before(snap.ExpireTime) {
+			if !now.Before(snap.ExpireTime) && !s.rollbackHeld(snap, now) {
 				expired = append(expired, snap.ID)
 			}
 		}
