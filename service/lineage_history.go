@@ -91,7 +91,13 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	for _, j := range jobs {
 		h := GenerationHistory{Generation: j.Generation, JobID: j.ID, State: j.State, CreateTime: j.CreateTime, StateTime: j.StateTime,
 			ReplacesJobID: j.ReplacesJobID, ReplacedByJobID: j.ReplacedByJobID, FromSnapshotID: j.CreatedFromSnapshotID, Error: j.Error}
-		switch rep := j.Replacement; {
+		// The flow that created j: the old job's copy of it (j's own is
+		// replaced when j is in turn replaced by a flow).
+		rep := j.Replacement
+		if prev := byID[j.ReplacesJobID]; prev != nil && prev.Replacement != nil && prev.Replacement.NewJobID == j.ID {
+			rep = prev.Replacement
+		}
+		switch {
 		case rep != nil && rep.NewJobID == j.ID:
 			h.How = rep.Strategy
 			h.Phases = replacementPhases(j, rep)
