@@ -48,7 +48,7 @@ const rbYAML = `pipeline:
 // each line's generation.
 type rbSink struct {
 	driver, dsn, table string
-	read       func(t *testing.T) ([]string, map[string]int64)
+	read               func(t *testing.T) ([]string, map[string]int64)
 }
 
 func rbSinks(t *testing.T, dir string) map[string]func(t *testing.T) rbSink {
