@@ -269,6 +269,14 @@ func (s *Service) startDriver(newID string) {
 // until it reaches a final phase or the service closes.
 func (s *Service) drive(newID string) {
 	defer s.wg.Done()
+	// After a restart, the old job's execution resumes in the recovery
+	// that started this driver: a step before it is back would find the
+	// old job without an execution and fail the flow.
+	select {
+	case <-s.recovered:
+	case <-s.ctx.Done():
+		return
+	}
 	t := time.NewTicker(s.opts.CheckpointInterval)
 	defer t.Stop()
 	log := s.opts.Logger.With("job_id", newID)

@@ -144,7 +144,7 @@ func crashRollback(t *testing.T, seed uint64) {
 	// The rollback, with the server killed at a seeded point.
 	done := make(chan cliResult, 1)
 	go func() { done <- srv.cli(work, "jobs", "rollback", "orders") }()
-	<-time.After(time.Duration(rng.IntN(400)) * time.Millisecond) // the crash point, on purpose a delay
+	<-time.After(time.Duration(rng.IntN(150)) * time.Millisecond) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
 	first := <-done
 	srv = start()
