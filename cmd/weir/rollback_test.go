@@ -181,5 +181,8 @@ func crashRollback(t *testing.T, seed uint64) {
 	if h.code != ExitOK || !strings.Contains(h.stdout, "rollback to generation 1") || !strings.Contains(h.stdout, "in_place_update") {
 		t.Fatalf("jobs history: %d %s\n%s", h.code, h.stderr, h.stdout)
 	}
+	if l := srv.cli(work, "snapshots", "list", "--job-id", "orders"); l.code != ExitOK || !strings.Contains(l.stdout, id1) || !strings.Contains(l.stdout, "rollback") {
+		t.Fatalf("snapshots list: %d %s\n%s", l.code, l.stderr, l.stdout)
+	}
 	srv.stop(syscall.SIGTERM)
 }
