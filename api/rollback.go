@@ -4,9 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
 
-	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -39,17 +37,13 @@ func (s *Server) rollbackJob(w http.ResponseWriter, r *http.Request, name string
 			return
 		}
 	}
-	var maxStop int64
-	if req.MaxStopDuration != "" {
-		d, err := duration.Parse(req.MaxStopDuration)
-		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "max_stop_duration: %w", err))
-			return
-		}
-		maxStop = int64(d)
+	maxStop, err := service.ParseRollbackMaxStop(req.MaxStopDuration)
+	if err != nil {
+		s.writeError(w, err)
+		return
 	}
 	res, err := s.svc.Rollback(r.Context(), service.RollbackRequest{Name: name, ToGeneration: req.ToGeneration,
-		ValidateOnly: req.ValidateOnly, MaxStop: time.Duration(maxStop)})
+		ValidateOnly: req.ValidateOnly, MaxStop: maxStop})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return

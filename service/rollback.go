@@ -12,7 +12,6 @@ import (
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/state"
-	"github.com/weir-dev/weir/window"
 )
 
 // Rollback snapshots and `weir jobs rollback` (issue 10 item 7).
@@ -569,7 +568,8 @@ func (s *Service) rollbackWindows(snapID string, g *graph.Pipeline, sources []Ro
 		desc := "global window"
 		for _, cid := range st.Inputs {
 			if c := g.Collection(cid); c != nil {
-				desc = describeWindowFn(c.Windowing.Fn)
+				fn := c.Windowing.Fn
+				desc = describeWindowFn(string(fn.Kind), int64(fn.Size), int64(fn.Period), int64(fn.Gap))
 				break
 			}
 		}
@@ -581,18 +581,33 @@ func (s *Service) rollbackWindows(snapID string, g *graph.Pipeline, sources []Ro
 	return out
 }
 
-// describeWindowFn says what windows fn makes ("fixed 10s").
-func describeWindowFn(fn window.Fn) string {
+// describeWindowFn says what windows the window function of a collection
+// makes ("fixed 10s"). Its kinds are package window's (fixed, sliding,
+// sessions, global), compared by name: the service does not import it.
+func describeWindowFn(kind string, size, period, gap int64) string {
 	d := func(v int64) string { return duration.Format(time.Duration(v) * time.Millisecond) }
-	switch fn.Kind {
-	case window.KindFixed:
-		return "fixed " + d(int64(fn.Size))
-	case window.KindSliding:
-		return fmt.Sprintf("sliding %s every %s", d(int64(fn.Size)), d(int64(fn.Period)))
-	case window.KindSessions:
-		return "sessions with a gap of " + d(int64(fn.Gap))
+	switch kind {
+	case "fixed":
+		return "fixed " + d(size)
+	case "sliding":
+		return fmt.Sprintf("sliding %s every %s", d(size), d(period))
+	case "sessions":
+		return "sessions with a gap of " + d(gap)
 	}
 	return "global window"
+}
+
+// ParseRollbackMaxStop parses the maximum stop duration of a rollback
+// ("5m"); "" is 0, the default.
+func ParseRollbackMaxStop(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := duration.Parse(v)
+	if err != nil {
+		return 0, errorf(CodeInvalidRequest, "max_stop_duration: %w", err)
+	}
+	return d, nil
 }
 
 // restoreRollback writes, at the cut-over of rollback job nj (whose old
