@@ -61,9 +61,6 @@ const SnapshotKindRollback = "rollback"
 // StrategyRollback is the replacement strategy of a rollback job.
 const StrategyRollback = "rollback"
 
-// DefaultRollbackRetention is the default of Options.RollbackRetention.
-const DefaultRollbackRetention = 24 * time.Hour
-
 // DefaultRollbackMaxStop bounds the current job's drain in a rollback when
 // the request gives no bound; it is then cancelled.
 const DefaultRollbackMaxStop = 5 * time.Minute

@@ -257,7 +257,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	for _, st := range jr.prog.Graph.Steps {
 		steps = append(steps, st.Name)
 	}
-	cut := state.SnapshotCut{Lineage: j.Name, Steps: steps,
+	cut := state.SnapshotCut{Lineage: j.stateLineage(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
 	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
 	if s.closing.Load() {

@@ -227,6 +227,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
+	nj.inheritFrom(old)
 	p, loadErr := s.load(nj)
 	if loadErr != nil {
 		// A pipeline that does not load for a run (say its SQL table
@@ -313,7 +314,7 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 // caller holds the name's guard and the old execution's cpMu, not
 // Service.mu. A failure aborts the update (abortUpdate).
 func (s *Service) handOver(ctx context.Context, u *update) error {
-	u.h = handoverOf(u.old.Name, u.old.ID, u.nj.ID, u.cp.Positions, u.report)
+	u.h = handoverOf(u.old.stateLineage(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
 	adopt := &runner.Adoption{From: u.jr.x, Steps: map[string]string{}}
 	for _, m := range u.report.Matches {
 		if m.Kind.IsKeyed() {
@@ -653,7 +654,7 @@ func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptio
 		return nil, err
 	}
 	s.mu.Lock() // lock order 3: the write only
-	err = s.writeCheckpointLocked(j.Name, j.ID, cp, w)
+	err = s.writeCheckpointLocked(j.stateLineage(), j.ID, cp, w)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
