@@ -126,10 +126,14 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 }
 
 // replacementPhases reconstructs the phases of the flow that created job
-// j from its record: PREPARING at its creation, DRAINING_OLD at the drain
-// request, and the phase it is in now since its phase time.
+// j from its record: PREPARING at its creation, OVERLAP when a parallel
+// replacement's new job started, DRAINING_OLD at the drain request, and
+// the phase it is in now since its phase time.
 func replacementPhases(j *Job, rep *Replacement) []PhaseTime {
 	ps := []PhaseTime{{Phase: PhasePreparing, Time: j.CreateTime}}
+	if rep.Parallel != nil && rep.Parallel.OverlapStart != nil {
+		ps = append(ps, PhaseTime{Phase: PhaseOverlap, Time: *rep.Parallel.OverlapStart})
+	}
 	if rep.DrainStart != nil {
 		ps = append(ps, PhaseTime{Phase: PhaseDrainingOld, Time: *rep.DrainStart})
 	}

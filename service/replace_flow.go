@@ -212,7 +212,7 @@ func topicSources(g *graph.Pipeline) []string {
 func (s *Service) beginDrain(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.drainRollbackCut(newID)
+	rb := s.drainRollbackCut(newID, PhasePreparing)
 	defer s.finishRollbackCut(rb)
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()

@@ -150,15 +150,16 @@ func (s *Service) updateRollbackCut(u *update) (*rollbackCut, error) {
 }
 
 // drainRollbackCut takes the rollback snapshot's cut of the old job of
-// replacement job newID when the flow is about to drain it (PREPARING):
+// replacement job newID when the flow is about to drain it (in phase
+// before: PREPARING for a stop-and-replace, OVERLAP for a parallel one):
 // one checkpoint of the old execution, written as its own and pinned. It
 // returns nil when there is nothing to cut (the flow is past PREPARING,
 // the old job does not run or takes no checkpoints) and when the cut
 // failed (logged: the replacement goes on without a rollback point). The
 // caller holds the old job's name guard, not Service.mu.
-func (s *Service) drainRollbackCut(newID string) *rollbackCut {
+func (s *Service) drainRollbackCut(newID string, before ReplacementPhase) *rollbackCut {
 	nj, err := s.readJob(newID)
-	if err != nil || nj.Replacement == nil || nj.Replacement.Phase != PhasePreparing {
+	if err != nil || nj.Replacement == nil || nj.Replacement.Phase != before {
 		return nil
 	}
 	old, err := s.readJob(nj.Replacement.OldJobID)
@@ -280,7 +281,7 @@ type RollbackResult struct {
 // rewind beyond the topic's retention: Options.Broker implements it
 // (*pubsub.Broker does). See pubsub.Broker.RetainedAfter.
 type RetentionReader interface {
-	RetainedAfter(ctx context.Context, position []byte) (sub, topic string, next, first, last uint64, err error)
+	RetainedAfter(ctx context.Context, position []byte, topicHint string) (sub, topic string, next, first, last uint64, err error)
 }
 
 // Rollback goes back to an earlier generation of req.Name (see the top of
@@ -304,6 +305,9 @@ func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	if req.MaxStop == 0 {
 		req.MaxStop = DefaultRollbackMaxStop
+	}
+	if res, done, err := s.rollbackOverlap(ctx, req); done {
+		return res, err
 	}
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1
 	if err != nil {
@@ -428,18 +432,58 @@ func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	return res, nil
 }
 
+// rollbackOverlap is the rollback of a parallel replacement that has not
+// begun to drain its old job (PREPARING or OVERLAP): the new job is
+// cancelled and the old one kept (abortParallel: its façade generation
+// dropped, its subscriptions deleted, the flow ROLLED_BACK), a real
+// rollback with no snapshot. done is false when the name's active job is
+// not in such a flow. It holds no guard: abortParallel takes them.
+func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *RollbackResult, done bool, _ error) {
+	l, err := s.readLineage(req.Name)
+	if err != nil || l.ActiveJobID == "" {
+		return nil, false, nil
+	}
+	cur, err := s.readJob(l.ActiveJobID)
+	if err != nil {
+		return nil, false, nil
+	}
+	rep := cur.Replacement
+	if rep == nil || rep.Strategy != StrategyParallel || rep.NewJobID != cur.ID || (rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap) {
+		return nil, false, nil
+	}
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return nil, true, internalf("reading job %s: %w", rep.OldJobID, err)
+	}
+	if req.ToGeneration != 0 && req.ToGeneration != old.Generation {
+		return nil, true, errorf(CodeRollbackUnavailable, "job %s (%s) is in the overlap of a parallel replacement of generation %d: a rollback now goes back to generation %d only (cancelling job %s); nothing changed",
+			cur.Name, cur.ID, old.Generation, old.Generation, cur.ID)
+	}
+	cs := cur.Summary()
+	res := &RollbackResult{Current: &cs, ToGeneration: old.Generation, NewGeneration: old.Generation, ValidateOnly: req.ValidateOnly,
+		Sources: []RollbackSource{}, Windows: []RollbackWindows{},
+		Notes: []string{fmt.Sprintf("parallel replacement in phase %s: job %s (generation %d) is cancelled and job %s (generation %d) kept as it runs; the view serves job %s's rows again", rep.Phase, cur.ID, cur.Generation, old.ID, old.Generation, old.ID)}}
+	if req.ValidateOnly {
+		res.Notes = append(res.Notes, "validate only: nothing changed")
+		return res, true, nil
+	}
+	if err := s.abortParallel(ctx, cur.ID, "rolled back (weir jobs rollback): job "+old.ID+" is kept"); err != nil {
+		return nil, true, err
+	}
+	if res.Job, err = s.readJob(old.ID); err != nil {
+		return nil, true, internalf("reading job %s: %w", old.ID, err)
+	}
+	s.opts.Logger.Info("parallel replacement rolled back", "job_name", cur.Name, "cancelled_job_id", cur.ID, "kept_job_id", old.ID)
+	return res, true, nil
+}
+
 // refuseRollbackDuringFlow refuses a rollback while a replacement flow of
-// the name is under way: the active job is a replacement's that has not
-// cut over, or in a parallel overlap (cancelling the new job of an
-// overlap needs the parallel flow, which this build does not have).
+// the name is under way past the point rollbackOverlap handles: the active
+// job is a replacement's that has not cut over.
 func (s *Service) refuseRollbackDuringFlow(cur *Job) error {
 	rep := cur.Replacement
-	if rep == nil || rep.Phase.Final() {
+	if rep == nil || rep.Phase.Final() || rep.NewJobID != cur.ID {
 		return nil
-	}
-	if rep.Phase == PhaseOverlap {
-		return errorf(CodeRollbackUnavailable, "job %s (%s) is in a parallel replacement's overlap with job %s: this server cannot roll an overlap back yet (cancel job %s to keep job %s); nothing changed",
-			cur.Name, cur.ID, rep.OldJobID, cur.ID, rep.OldJobID)
 	}
 	return errorf(CodeRollbackUnavailable, "job %s (%s) is a %s still in phase %s: roll back once it has cut over (or cancel job %s); nothing changed",
 		cur.Name, cur.ID, rep.Strategy, rep.Phase, cur.ID)
@@ -518,7 +562,11 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 		if rr == nil || len(pos) != 1 {
 			return nil, errorf(CodeRewindBeyondRetention, "step %s reads Pub/Sub, and the rollback cannot tell what its topic still holds (no broker, or %d positions in the snapshot); nothing changed", st.Name, len(pos))
 		}
-		sub, topic, next, first, last, err := rr.RetainedAfter(ctx, pos[0])
+		hint := "" // a topic source creates its subscription again
+		if kind, name, ok := strings.Cut(st.Source.Identity, "/"); ok && kind == "topic" {
+			hint = name
+		}
+		sub, topic, next, first, last, err := rr.RetainedAfter(ctx, pos[0], hint)
 		if err != nil {
 			return nil, errorf(CodeRewindBeyondRetention, "step %s: the rollback cannot re-read its subscription: %w; nothing changed", st.Name, err)
 		}

@@ -387,3 +387,146 @@ func TestRollbackRefusals(t *testing.T) {
 	}
 	unchanged(t, j2.ID, 2)
 }
+
+// TestRollbackDuringOverlap: weir jobs rollback during a parallel
+// replacement's overlap is a real rollback: validate-only says what it
+// would do and changes nothing; then the new job is cancelled and the old
+// one kept (the name's active job again, going on), and a consumer of the
+// view never sees a double count or a total going backwards; after the
+// old job drained every total equals the ground truth.
+func TestRollbackDuringOverlap(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := res.Job
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
+	o, _ := s.Get(old.ID)
+	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != CodeRollbackUnavailable {
+		t.Fatalf("a rollback during the overlap to another generation: %v", err)
+	}
+	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
+	if err != nil || vo.Job != nil || vo.ToGeneration != old.Generation || vo.Current.ID != nj.ID {
+		t.Fatalf("validate-only rollback during the overlap: %+v %v", vo, err)
+	}
+	if n, _ := s.Get(nj.ID); n.State != StateRunning || n.Replacement.Phase != PhaseOverlap {
+		t.Fatalf("validate-only changed the new job: %s %s", n.State, n.Replacement.Phase)
+	}
+	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
+	if err != nil {
+		t.Fatalf("rollback during the overlap: %v", err)
+	}
+	if rb.Job == nil || rb.Job.ID != old.ID || rb.Job.State != StateRunning {
+		t.Fatalf("the rollback kept %+v, want job %s RUNNING", rb.Job, old.ID)
+	}
+	n, _ := s.Get(nj.ID)
+	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack {
+		t.Fatalf("the new job after the rollback: %s %s", n.State, n.Replacement.Phase)
+	}
+	if a, _ := s.Get("sums"); a.ID != old.ID {
+		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
+	}
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
+	if _, err := s.Drain(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view against the ground truth:\n%s", diff)
+	}
+	h, err := s.LineageHistory("sums")
+	if err != nil || len(h) != 2 || h[1].How != HowParallel || h[1].Phases[len(h[1].Phases)-1].Phase != PhaseRolledBack {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+}
+
+// TestRollbackAfterParallel: after a parallel replacement cut over, the
+// rollback starts the old generation again from the rollback snapshot cut
+// when its drain began: behind the façade view, whose consumer never sees
+// a double count or a total going backwards, every total ends equal to
+// the ground truth, and the history lists create, parallel, rollback.
+func TestRollbackAfterParallel(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := waitPhase(t, s, res.Job.ID)
+	if nj.Replacement.Phase != PhaseCutOver {
+		t.Fatalf("the parallel replacement ended %+v (%s)", nj.Replacement, nj.Error)
+	}
+	snap := rollbackSnapshotOf(t, s, "sums", old.ID)
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
+	if err != nil {
+		t.Fatalf("rollback after the parallel replacement: %+v %v", rb, err)
+	}
+	if rb.Snapshot.ID != snap.ID || rb.Job.Generation != nj.Generation+1 {
+		t.Fatalf("rollback: snapshot %s (want %s), generation %d", rb.Snapshot.ID, snap.ID, rb.Job.Generation)
+	}
+	fin := waitPhase(t, s, rb.Job.ID)
+	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+		t.Fatalf("the rollback ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
+	}
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitFor(t, s, fin.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+	waitElements(t, s, fin.ID, "Events", int64(len(phase3)))
+	if _, err := s.Drain(ctx, fin.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, fin.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view against the ground truth:\n%s", diff)
+	}
+	h, err := s.LineageHistory("sums")
+	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+}

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -12,14 +13,20 @@ import (
 // returns the position's subscription and topic, next (the stream sequence
 // of the first message after the position), and the topic's first and
 // last stored sequences: the input since the position is retained when
-// first <= next. It fails with ErrInvalidPosition for a position that is
-// not one, and as Subscription does for a subscription that is gone.
-func (b *Broker) RetainedAfter(ctx context.Context, position []byte) (sub, topic string, next, first, last uint64, err error) {
+// first <= next. A subscription that is gone is looked for in topicHint
+// (the topic a ReadFromPubSub `topic:` source names; its subscription is
+// created again when the source opens); without one it fails as
+// Subscription does. It fails with ErrInvalidPosition for a position that
+// is not one.
+func (b *Broker) RetainedAfter(ctx context.Context, position []byte, topicHint string) (sub, topic string, next, first, last uint64, err error) {
 	p, err := decodePosition(position)
 	if err != nil {
 		return "", "", 0, 0, 0, err
 	}
 	topic, _, err = b.findSubscription(ctx, p.Subscription)
+	if errors.Is(err, ErrSubscriptionNotFound) && topicHint != "" {
+		topic, err = topicHint, nil
+	}
 	if err != nil {
 		return "", "", 0, 0, 0, err
 	}
