@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/state"
 )
 
 // rbYAML is srYAML with an optional step before the windowed sums (%s: the
@@ -528,5 +529,46 @@ func TestRollbackAfterParallel(t *testing.T) {
 	h, err := s.LineageHistory("sums")
 	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
 		t.Fatalf("history: %+v %v", h, err)
+	}
+}
+
+// TestRollbackHeld: a rollback snapshot past its expire time is kept while
+// the job that replaced its job has run less than the retention (its TTL)
+// on the service's clock, or has not run yet; a user's snapshot, or one
+// whose replacing job ended without running, is not.
+func TestRollbackHeld(t *testing.T) {
+	s, _ := openShifted(t, t.TempDir())
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	jobs := []*Job{
+		{ID: "ran", Name: "sums", State: StateRunning, History: []StateChange{{State: StatePending, Time: t0}, {State: StateRunning, Time: t0.Add(time.Hour)}}},
+		{ID: "waits", Name: "sums", State: StatePending, History: []StateChange{{State: StatePending, Time: t0}}},
+		{ID: "never", Name: "sums", State: StateFailed, History: []StateChange{{State: StatePending, Time: t0}, {State: StateFailed, Time: t0}}},
+	}
+	w := &state.Write{}
+	for _, j := range jobs {
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.apply(w); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		snap Snapshot
+		now  time.Time
+		want bool
+	}{
+		{"new job ran less than the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(2*time.Hour + 59*time.Minute), true},
+		{"new job ran the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(3 * time.Hour), false},
+		{"new job not started", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "waits"}, t0.Add(48 * time.Hour), true},
+		{"new job ended without running", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "never"}, t0.Add(48 * time.Hour), false},
+		{"a user's snapshot", Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.rollbackHeld(&tc.snap, tc.now); got != tc.want {
+				t.Errorf("rollbackHeld = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
