@@ -328,8 +328,13 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), sb.Size
 		w := &state.Write{}
 		if err = putJSON(w, snapshotKey(cur.ID), cur); err == nil {
-			s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
-				map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
+			// A rollback snapshot is no event of its job's: it comes
+			// with the update or replacement that ended the job, whose
+			// events say so (weir jobs history lists it).
+			if cur.Kind != SnapshotKindRollback {
+				s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
+					map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
+			}
 			err = s.writeSnapshotLocked(sb, w)
 		} else {
 			sb.Close()
