@@ -84,6 +84,28 @@ type ParallelFlow struct {
 	// Compacted is set once the old generations were merged into the new
 	// job's tables.
 	Compacted bool `json:"compacted,omitempty"`
+	// RollbackReason is set by a rollback during the overlap
+	// (abortParallel) before it cancels the new job, so that the flow ends
+	// ROLLED_BACK, not FAILED, whoever records the end (after a restart
+	// too).
+	RollbackReason string `json:"rollback_reason,omitempty"`
+	// Progress is where the flow stands against its rules, computed when
+	// the record is read (Service.Get) while the flow has not cut over;
+	// never stored.
+	Progress *FlowProgress `json:"progress,omitempty"`
+}
+
+// FlowProgress is what `weir run --wait` shows of a parallel flow: the
+// overlap against min_parallel_pipelines_duration, and the old job's
+// watermark against the one it must pass before it is drained.
+type FlowProgress struct {
+	ElapsedMillis     int64 `json:"elapsed_ms"`
+	MinParallelMillis int64 `json:"min_parallel_ms"`
+	// OldWatermark is the old job's data watermark (absent while ±∞ or
+	// unknown); CutOverWatermark is T0 plus the cut span (absent until the
+	// subscriptions are positioned).
+	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
+	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
 }
 
 // ParallelSubscription is the subscription pair of one source step.
@@ -422,9 +444,13 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, internalf("reading job %s: %w", id, err)
 	}
 	sum := old.Summary()
-	wait := "then its watermark passes the first window the new job saw whole"
+	how := "the old subscription's position"
+	if plan.Rewind {
+		how = "the old job's rewind point (every window it emits is complete)"
+	}
 	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
-		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s; job %s drains after %s, %s", nj.ID, old.ID, old.ID, duration.Format(plan.MinParallel), wait)}}, nil
+		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
+			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
 }
 
 // maxEventReporter is a source that tells the newest event time it
@@ -740,9 +766,11 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if pp.Elapsed < pp.MinParallel {
 			return false, nil
 		}
-		if !rep.Rewind && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
+		if pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver) {
 			return false, nil
 		}
+		s.opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
+			"old_watermark", pp.OldWatermark, "cut_over_watermark", pp.CutOver)
 		unlock, err := s.lockName(ctx, old.Name) // lock order 1
 		if err != nil {
 			return true, err
@@ -1006,6 +1034,9 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
 		return errorf(CodeIllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
 	}
+	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
+		return err
+	}
 	return s.parallelGiveUp(ctx, newID, PhaseRolledBack, reason)
 }
 
@@ -1085,6 +1116,12 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 	if old, err = s.readJob(old.ID); err != nil {
 		return err
 	}
+	if nj.Replacement.Phase.Final() {
+		return nil // ended by another caller (the driver, or a rollback)
+	}
+	if r := nj.Replacement.Parallel.RollbackReason; r != "" {
+		phase, reason = PhaseRolledBack, r
+	}
 	now := s.now()
 	nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
 	nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
@@ -1146,4 +1183,29 @@ func (s *Service) refuseDuringParallel(name string) error {
 	}
 	return errorf(CodeUpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
 		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
+}
+
+// withParallelProgress fills the progress of j's parallel flow, if one is
+// under way, on j (a copy read for the caller).
+func (s *Service) withParallelProgress(j *Job) *Job {
+	if j == nil || j.Replacement == nil || j.Replacement.Parallel == nil || j.Replacement.Phase.Final() {
+		return j
+	}
+	nj := j
+	if j.ID != j.Replacement.NewJobID {
+		var err error
+		if nj, err = s.readJob(j.Replacement.NewJobID); err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
+			return j
+		}
+	}
+	pp := s.parallelProgress(nj)
+	fp := &FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
+	if !pp.OldWatermark.IsZero() {
+		fp.OldWatermark = &pp.OldWatermark
+	}
+	if !pp.CutOver.IsZero() {
+		fp.CutOverWatermark = &pp.CutOver
+	}
+	j.Replacement.Parallel.Progress = fp
+	return j
 }

@@ -493,6 +493,15 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 		if o, _ := s.Get(old.ID); o.State != StateRunning {
 			t.Fatalf("the old job is %s before min_parallel_pipelines_duration passed", o.State)
 		}
+		// What weir run --wait shows, on either job's record.
+		for _, ref := range []string{nj.ID, old.ID} {
+			j, _ := s.Get(ref)
+			p := j.Replacement.Parallel.Progress
+			if p == nil || p.MinParallelMillis != d.Milliseconds() || p.ElapsedMillis >= d.Milliseconds() || p.OldWatermark == nil || p.CutOverWatermark == nil ||
+				!p.CutOverWatermark.Equal(j.Replacement.Parallel.CutTime.Add(10*time.Second)) || p.OldWatermark.Before(*p.CutOverWatermark) {
+				t.Fatalf("progress on job %s: %+v", ref, p)
+			}
+		}
 		clock.advance(d)
 	}
 	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
@@ -540,6 +549,18 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	// old job's before the cut-over time, the new job's after it.
 	if got, want := pulledPanes(t, b, "par-out-reader"), paneTruth(all); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("WriteToPubSub published (key total n):\n%s\nwant one complete pane per (key, window):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Once the old job ended --rollback-retention ago (and the new job has
+	// run that long), its rows are merged into the new table and its table
+	// dropped; the view still serves the ground truth.
+	clock.advance(DefaultRollbackRetention + time.Minute)
+	waitFor(t, s, nj.ID, "the compaction", func(j *Job) bool { return j.Replacement.Parallel.Compacted })
+	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
+		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
+	}
+	after := startConsumer(s, view)
+	if diff := diffTotals(after.finish(t), parTruth(all)); diff != "" {
+		t.Fatalf("the view %s after the compaction against the ground truth:\n%s", view.name, diff)
 	}
 }
 

@@ -412,7 +412,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 // waits for a handover, a rescale or a checkpoint.
 func (s *Service) Get(ref string) (*Job, error) {
 	j, err := s.resolve(ref)
-	return s.withCondition(j), err
+	return s.withParallelProgress(s.withCondition(j)), err
 }
 
 // Status filters List.

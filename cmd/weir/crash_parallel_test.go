@@ -120,7 +120,7 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 		}
 		done <- res
 	}()
-	<-time.After(time.Duration(rng.IntN(1500)) * time.Millisecond) // the crash point, on purpose a delay
+	<-time.After(time.Duration(rng.IntN(700)) * time.Millisecond) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
 	first := <-done
 	srv = start()
