@@ -492,13 +492,14 @@ func TestRollbackAfterParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Data that moves the old job's watermark past the cut-over window.
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
 	nj := waitPhase(t, s, res.Job.ID)
 	if nj.Replacement.Phase != PhaseCutOver {
 		t.Fatalf("the parallel replacement ended %+v (%s)", nj.Replacement, nj.Error)
 	}
 	snap := rollbackSnapshotOf(t, s, "sums", old.ID)
-	phase2 := parEvents(base, 35, 70, 1000)
-	publishPar(t, b, phase2)
 	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
 	if err != nil {
