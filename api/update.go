@@ -54,6 +54,9 @@ type HistoryResponse struct {
 	Name     string            `json:"name"`
 	Jobs     []*service.Job    `json:"jobs"`
 	Attempts []service.Attempt `json:"attempts"`
+	// Generations tells how each job took over from the one before, its
+	// replacement phases, stop window, rescales and rollback snapshots.
+	Generations []service.GenerationHistory `json:"generations"`
 }
 
 func (s *Server) registerUpdate() {
@@ -134,7 +137,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	if attempts == nil {
 		attempts = []service.Attempt{}
 	}
-	writeJSON(w, http.StatusOK, HistoryResponse{Name: name, Jobs: jobs, Attempts: attempts})
+	gens, err := s.svc.LineageHistory(name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, HistoryResponse{Name: name, Jobs: jobs, Attempts: attempts, Generations: gens})
 }
 
 // Update asks the server to replace the running job of req.Name. A refused

@@ -49,6 +49,9 @@ type Config struct {
 	// start and a same-name replacement of it (service.Options). Default
 	// service.DefaultMinReplaceInterval; negative: none.
 	MinReplaceInterval time.Duration
+	// RollbackRetention is how long rollback snapshots are kept
+	// (service.Options). Default service.DefaultRollbackRetention.
+	RollbackRetention time.Duration
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
@@ -250,7 +253,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}

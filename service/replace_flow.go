@@ -211,6 +211,10 @@ func topicSources(g *graph.Pipeline) []string {
 // then its execution drains. An old job that is no longer running fails
 // the flow. The caller holds the old job's name guard.
 func (s *Service) beginDrain(newID string) error {
+	// The rollback snapshot of the old job: cut now, recorded with the
+	// drain's start (rollback.go).
+	rb := s.drainRollbackCut(newID, PhasePreparing)
+	defer s.finishRollbackCut(rb)
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	nj, err := s.readJob(newID)
@@ -260,8 +264,14 @@ func (s *Service) beginDrain(newID string) error {
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
+	if err := rb.put(w); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	if rb != nil {
+		rb.written = true
 	}
 	jr.x.Drain()
 	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
@@ -286,6 +296,14 @@ func (s *Service) startDriver(newID string) {
 // until it reaches a final phase or the service closes.
 func (s *Service) drive(newID string) {
 	defer s.wg.Done()
+	// After a restart, the old job's execution resumes in the recovery
+	// that started this driver: a step before it is back would find the
+	// old job without an execution and fail the flow.
+	select {
+	case <-s.recovered:
+	case <-s.ctx.Done():
+		return
+	}
 	t := time.NewTicker(s.opts.CheckpointInterval)
 	defer t.Stop()
 	log := s.opts.Logger.With("job_id", newID)
@@ -507,6 +525,12 @@ func (s *Service) cutOver(newID string) error {
 	// a failed start records FAILED on both.
 	if err := s.copyFlow(rep); err != nil {
 		return err
+	}
+	if err := s.restoreRollback(nj, p.Graph()); err != nil { // rollback.go
+		if ferr := s.fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
+			return ferr
+		}
+		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
 	}
 	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 		return err

@@ -824,6 +824,10 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 // the old job DRAINING and both records in one write, then its execution
 // drains. The caller holds the old job's name guard.
 func (s *Service) drainOldLocked(newID string) error {
+	// The rollback snapshot of the old job: cut now, recorded with the
+	// drain's start (rollback.go).
+	rb := s.drainRollbackCut(newID, PhaseOverlap)
+	defer s.finishRollbackCut(rb)
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	nj, err := s.readJob(newID)
@@ -856,8 +860,14 @@ func (s *Service) drainOldLocked(newID string) error {
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
+	if err := rb.put(w); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	if rb != nil {
+		rb.written = true
 	}
 	jr.x.Drain()
 	s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)

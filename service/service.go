@@ -70,10 +70,12 @@ type Options struct {
 	// against duplicate replacements from client retries. In-place updates
 	// and rescales are exempt. Default 2m; negative: no minimum.
 	MinReplaceInterval time.Duration
-	// RollbackRetention is how long an old job's generation behind a
-	// façade view is kept after a parallel replacement's cut-over (and
-	// never before the new job has run that long); then its rows are
-	// compacted into the new generation's table. Default 24h.
+	// RollbackRetention is how long the rollback snapshot an update or a
+	// replacement keeps of the old job lives (rollback.go), and how long an
+	// old job's generation behind a façade view is kept after a parallel
+	// replacement's cut-over before its rows are compacted into the new
+	// generation's table; neither goes before the new job has run that
+	// long. Default 24h.
 	RollbackRetention time.Duration
 }
 

@@ -105,6 +105,12 @@ type Snapshot struct {
 	// SinkEpoch is the sink progress at the cut: sinks had pre-committed
 	// up to this epoch, whose parts the snapshot keeps.
 	SinkEpoch uint64 `json:"sink_epoch,omitempty"`
+	// Kind is SnapshotKindRollback for the rollback snapshot an update or
+	// replacement kept of the old job (rollback.go); "" for a user's.
+	Kind string `json:"kind,omitempty"`
+	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
+	// the snapshot's job.
+	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
 }
 
 func snapshotKey(id string) string { return "snapshot/" + id }
@@ -322,8 +328,13 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), sb.Size
 		w := &state.Write{}
 		if err = putJSON(w, snapshotKey(cur.ID), cur); err == nil {
-			s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
-				map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
+			// A rollback snapshot is no event of its job's: it comes
+			// with the update or replacement that ended the job, whose
+			// events say so (weir jobs history lists it).
+			if cur.Kind != SnapshotKindRollback {
+				s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
+					map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
+			}
 			err = s.writeSnapshotLocked(sb, w)
 		} else {
 			sb.Close()
@@ -561,7 +572,7 @@ func (s *Service) expireSnapshots() error {
 		}
 		switch snap.State {
 		case SnapshotReady, SnapshotFailed:
-			if !now.Before(snap.ExpireTime) {
+			if !now.Before(snap.ExpireTime) && !s.rollbackHeld(snap, now) {
 				expired = append(expired, snap.ID)
 			}
 		}

@@ -156,6 +156,7 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 	if err := s.persistHandover(ctx, u); err != nil {
 		return nil, err
 	}
+	s.finishRollbackCut(u.rb) // rollback.go: the rollback snapshot's copy
 	s.finishHandover(ctx, u)
 	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", u.old.ID, "new_job_id", u.nj.ID,
 		"generation", u.nj.Generation, "pause_ms", res.PauseMillis)
@@ -179,6 +180,7 @@ type update struct {
 	cp       *runner.Checkpoint // the handover checkpoint (pauseForUpdate)
 	h        state.Handover     // what it hands over (handOver)
 	njr      *jobRun            // the new execution (handOver)
+	rb       *rollbackCut       // the rollback snapshot (persistHandover)
 }
 
 // prepareUpdate is the update's phase 1, prepare and check: it reads the
@@ -384,6 +386,15 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	}
 	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
 	w := &state.Write{}
+	// The rollback snapshot of the old job: its record in this write, its
+	// state copied from the store as this write leaves it (rollback.go).
+	rb, err := s.updateRollbackCut(u)
+	if err != nil {
+		return s.abortUpdate(ctx, u, err)
+	}
+	if err := rb.put(w); err != nil {
+		return s.abortUpdate(ctx, u, err)
+	}
 	for _, rec := range []struct {
 		key string
 		v   any
@@ -398,7 +409,11 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
 	s.addEventLocked(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
 	s.addEventLocked(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
-	err := s.writeHandoverLocked(u.h, u.cp, w)
+	err = s.writeHandoverLocked(u.h, u.cp, w)
+	if err == nil {
+		rb.pin, rb.written = s.store.Pin(), true
+		u.rb = rb
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return s.abortUpdate(ctx, u, internalf("writing the handover of job %s: %w", old.ID, err))
