@@ -49,6 +49,10 @@ type Config struct {
 	// start and a same-name replacement of it (service.Options). Default
 	// service.DefaultMinReplaceInterval; negative: none.
 	MinReplaceInterval time.Duration
+	// StorageRetryInterval is how often the job service retries a failed
+	// state store or sink (service.Options). Default
+	// service.DefaultStorageRetryInterval.
+	StorageRetryInterval time.Duration
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
@@ -242,7 +246,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}

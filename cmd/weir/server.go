@@ -21,26 +21,27 @@ import (
 
 // serverFlags are the flags of `weir server`.
 type serverFlags struct {
-	dataDir            string
-	listen             string
-	checkpointInterval time.Duration
-	minReplaceInterval string
-	natsURL            string
-	authTokenFile      string
-	generateAuthToken  bool
-	authExempt         []string
-	allowedHosts       []string
-	rateLimit          float64
-	maxJobs            int
-	maxTopics          int
-	maxSubscriptions   int
-	pubsubGRPCListen   string
-	pubsubProject      string
-	pubsubGRPCTLSCert  string
-	pubsubGRPCTLSKey   string
-	fileRoots          []string
-	allowedSQLHosts    []string
-	tlsCert, tlsKey    string
+	dataDir              string
+	listen               string
+	checkpointInterval   time.Duration
+	minReplaceInterval   string
+	storageRetryInterval time.Duration
+	natsURL              string
+	authTokenFile        string
+	generateAuthToken    bool
+	authExempt           []string
+	allowedHosts         []string
+	rateLimit            float64
+	maxJobs              int
+	maxTopics            int
+	maxSubscriptions     int
+	pubsubGRPCListen     string
+	pubsubProject        string
+	pubsubGRPCTLSCert    string
+	pubsubGRPCTLSKey     string
+	fileRoots            []string
+	allowedSQLHosts      []string
+	tlsCert, tlsKey      string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -77,6 +78,7 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
+	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
@@ -88,6 +90,9 @@ changes. See docs/SECURITY.md.`,
 func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
+	}
+	if f.storageRetryInterval < 10*time.Millisecond {
+		return usageErrorf("--storage-retry-interval %s: want at least 10ms", f.storageRetryInterval)
 	}
 	minReplace, err := duration.Parse(f.minReplaceInterval)
 	if err != nil {
@@ -102,7 +107,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		MinReplaceInterval: minReplace, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, StorageRetryInterval: f.storageRetryInterval, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
