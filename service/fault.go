@@ -68,8 +68,9 @@ func (s *Service) refuseIfStoreFailed() error {
 }
 
 // withCondition adds to an active job's record what keeps it from
-// processing: the store's fault, or a resumption after a restart that has
-// not happened yet.
+// processing or committing: the store's fault, a sink commit being retried
+// (fault_sink.go), or a resumption after a restart that has not happened
+// yet.
 func (s *Service) withCondition(j *Job) *Job {
 	if j == nil || !j.Active() {
 		return j
@@ -77,6 +78,8 @@ func (s *Service) withCondition(j *Job) *Job {
 	if f := s.storeFailed(); f != nil {
 		j.Condition = &Condition{Code: CodeStorageUnavailable, Since: f.since,
 			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.opts.StorageRetryInterval)}
+	} else if c := s.sinkCondition(j.ID); c != nil {
+		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
 		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint after a restart", Since: since.(time.Time)}
 	}
