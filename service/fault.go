@@ -81,7 +81,7 @@ func (s *Service) withCondition(j *Job) *Job {
 	} else if c := s.sinkCondition(j.ID); c != nil {
 		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
-		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint after a restart", Since: since.(time.Time)}
+		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
 	}
 	return j
 }

@@ -98,21 +98,28 @@ func (s *Service) retryStorage(ctx context.Context, f *storeFault) error {
 	if err := s.store.Apply(w); err != nil {
 		return fmt.Errorf("the reopened state store does not write: %w", err)
 	}
-	if !s.fault.CompareAndSwap(f, nil) {
-		return errors.New("the store failed again while it was reopened")
-	}
-	down := s.now().Sub(f.since).Round(time.Millisecond)
 	ids, err := s.activeJobIDs()
 	if err != nil {
-		// The store works; the jobs stay where they are until the next
-		// restart. Say so: this is not expected.
-		s.opts.Logger.Error("the state store writes again, but the job registry does not read", "error", err)
-		return nil
+		return fmt.Errorf("the reopened state store does not read the job registry: %w", err)
 	}
+	// Until each has resumed, the jobs read with condition RESUMING.
+	now := s.now()
+	for _, id := range ids {
+		s.resuming.Store(id, now)
+	}
+	if !s.fault.CompareAndSwap(f, nil) {
+		for _, id := range ids {
+			s.resuming.Delete(id)
+		}
+		return errors.New("the store failed again while it was reopened")
+	}
+	down := now.Sub(f.since).Round(time.Millisecond)
 	s.opts.Logger.Info(fmt.Sprintf("the state store writes again after %s: %d job(s) resume from their last durable checkpoint", down, len(ids)),
 		"cause", f.cause.Error(), "since", f.since)
 	for _, id := range ids {
-		if err := s.resumeAfterFault(ctx, id, f); err != nil && ctx.Err() == nil {
+		err := s.resumeAfterFault(ctx, id, f)
+		s.resuming.Delete(id)
+		if err != nil && ctx.Err() == nil {
 			s.opts.Logger.Error("resuming a job after the state store came back", "job_id", id, "error", err)
 		}
 	}
