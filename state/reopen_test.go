@@ -136,3 +136,60 @@ func TestReopenAfterFailure(t *testing.T) {
 		t.Errorf("read after Close: %v, want the store closed (not a panic)", err)
 	}
 }
+
+// TestReopenReadOnlyFallback: when the directory cannot be opened for
+// writing (no file can be created: the disk is still full), Reopen opens
+// it read-only, so reads go on answering what was durable, the store stays
+// failed, and a later Reopen, once files can be created, makes it write.
+func TestReopenReadOnlyFallback(t *testing.T) {
+	var inject errorfs.Toggle
+	inject.Injector = errorfs.ErrInjected
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpCreate, errorfs.OpReuseForWrite, errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+			if strings.Contains(op.Path, "LOCK") {
+				return nil
+			}
+			return inject.MaybeError(op)
+		}
+		return nil
+	}))
+	s, err := open(t.TempDir(), nil, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var w Write
+	w.Put("job/j1", []byte("durable"))
+	if err := s.Apply(&w); err != nil {
+		t.Fatal(err)
+	}
+	inject.On()
+	if err := s.Apply(&w); !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("write on a failing disk: %v, want ErrStoreFailed", err)
+	}
+	err = s.Reopen(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("Reopen while no file can be created: %v, want the read-only fallback", err)
+	}
+	if s.Failed() == nil {
+		t.Error("the read-only store does not say it failed")
+	}
+	if v, err := s.Get("job/j1"); err != nil || string(v) != "durable" {
+		t.Errorf("read from the read-only store: %q %v", v, err)
+	}
+	if err := s.Apply(&w); !errors.Is(err, ErrStoreFailed) {
+		t.Errorf("write to the read-only store: %v, want ErrStoreFailed", err)
+	}
+	inject.Off()
+	if err := s.Reopen(context.Background()); err != nil {
+		t.Fatalf("Reopen once files can be created: %v", err)
+	}
+	w.Put("job/j1", []byte("again"))
+	if err := s.Apply(&w); err != nil {
+		t.Fatalf("write after the reopen: %v", err)
+	}
+	if v, err := s.Get("job/j1"); err != nil || string(v) != "again" {
+		t.Errorf("read after the reopen: %q %v", v, err)
+	}
+}
