@@ -78,13 +78,36 @@ func fillDisk(t *testing.T, dir string) string {
 // change. Then the filler is deleted: the job resumes by itself, without a
 // restart, and after a drain the table equals the ground truth (0
 // acknowledged messages lost, none counted twice).
+//
+// Two layouts: only DATA_DIR/state on the tmpfs, with messages published
+// while the disk is full (the broker is on another disk); and the whole
+// data directory on it, broker included, with the backlog published
+// before the disk fills (a publish to a full disk is refused, so the
+// publisher keeps it).
 func TestCLIServerFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server on a tmpfs")
 	}
+	for _, tt := range []struct {
+		name         string
+		whole        bool // the whole data directory on the tmpfs, else DATA_DIR/state
+		sizeMiB      int
+		publishFirst bool // publish everything before filling the disk
+	}{
+		{name: "state directory", sizeMiB: 24},
+		{name: "whole data directory", whole: true, sizeMiB: 64, publishFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testFullDisk(t, tt.whole, tt.sizeMiB, tt.publishFirst) })
+	}
+}
+
+func testFullDisk(t *testing.T, whole bool, sizeMiB int, publishFirst bool) {
 	dir, work := t.TempDir(), t.TempDir()
 	disk := filepath.Join(dir, "state") // the store's directory: DATA_DIR/state
-	mountTmpfs(t, disk, 24)
+	if whole {
+		disk = dir
+	}
+	mountTmpfs(t, disk, sizeMiB)
 	db := filepath.Join(work, "totals.db")
 	pipeline := filepath.Join(work, "p.yaml")
 	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
@@ -96,9 +119,14 @@ func TestCLIServerFullDisk(t *testing.T) {
 	f.publish(srv, 0, 2000)
 	waitCaughtUp(t, srv, id)
 
-	// Fill the disk while messages keep coming: the store fails.
-	filler := fillDisk(t, disk)
+	// Fill the disk while messages keep coming (or while the job reads the
+	// backlog): the store fails.
 	n := 2000
+	if publishFirst {
+		f.publish(srv, n, 8000)
+		n = 8000
+	}
+	filler := fillDisk(t, disk)
 	faulted := await.Until(60*time.Second, 100*time.Millisecond, func() bool {
 		m := srv.describe(id)
 		if c, ok := m["condition"].(map[string]any); ok && c["code"] == "STORAGE_UNAVAILABLE" {
