@@ -69,6 +69,7 @@ func (s *Service) storageRetryLoop() {
 		case <-t.C:
 			f := s.storeFailed()
 			if f == nil {
+				s.retryPendingCommits(s.ctx)
 				continue
 			}
 			if err := s.retryStorage(s.ctx, f); err != nil && s.ctx.Err() == nil {
@@ -237,4 +238,44 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 	s.emit(j.ID, EventConditionChanged, SeverityInfo, msg, d)
 	s.opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
 	return nil
+}
+
+// retryPendingCommits commits again the final checkpoint of every ended
+// job whose final commit failed (pending_commit: a sink did not accept
+// the job's last rows when it drained or finished), as a restart would:
+// the retry of a sink that was unavailable when its job ended.
+func (s *Service) retryPendingCommits(ctx context.Context) {
+	var jobs []*Job
+	err := s.store.Scan("job/", func(_ string, v []byte) error {
+		j := &Job{}
+		if err := unmarshalJob(v, j); err != nil {
+			return err
+		}
+		if j.PendingCommit && !j.Active() && s.runningJob(j.ID) == nil && (j.SDK != SDKGo || s.opts.Program != nil) {
+			jobs = append(jobs, j)
+		}
+		return nil
+	})
+	if err != nil {
+		s.opts.Logger.Error("reading the job registry for final commits to retry", "error", err)
+		return
+	}
+	for _, j := range jobs {
+		unlock, err := s.lockName(ctx, j.Name) // lock order 1: after a finish in progress
+		if err != nil {
+			return
+		}
+		cur, err := s.readJob(j.ID)
+		unlock()
+		if err != nil || !cur.PendingCommit || s.runningJob(j.ID) != nil {
+			continue
+		}
+		if err := s.recoverJob(ctx, cur); err != nil && ctx.Err() == nil {
+			s.opts.Logger.Error("committing a finished job's final checkpoint again", "job_id", j.ID, "job_name", j.Name, "error", err)
+			continue
+		}
+		if after, err := s.readJob(j.ID); err == nil && !after.PendingCommit {
+			s.opts.Logger.Info("the final checkpoint of a finished job is committed", "job_id", j.ID, "job_name", j.Name, "state", after.State)
+		}
+	}
 }

@@ -129,6 +129,30 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 	})
 
+	t.Run("final commit", func(t *testing.T) {
+		// The sink refuses from the start until after the job ended: its
+		// final commit fails (DONE, pending_commit), and the retry loop
+		// commits it once the sink accepts, without a restart.
+		db := filepath.Join(dir, "final.sqlite")
+		j := submit(t, s, "final", fmt.Sprintf(sinkFaultYAML, db), dir)
+		waitFor(t, s, j.ID, "rows committed", func(*Job) bool { return committedRows(t, db) > 0 })
+		execSQL(t, db, `CREATE TRIGGER fail_insert BEFORE INSERT ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`,
+			`CREATE TRIGGER fail_update BEFORE UPDATE ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`)
+		// Pending and let go of: only a failed final commit gets there (a
+		// successful one clears pending_commit before its execution ends).
+		ended := waitFor(t, s, j.ID, "the end with a failed final commit", func(j *Job) bool {
+			return j.State.Terminal() && j.PendingCommit && s.runningJob(j.ID) == nil
+		})
+		if ended.State != StateDone {
+			t.Fatalf("job ended %s (%s), want DONE with its final commit pending", ended.State, ended.Error)
+		}
+		execSQL(t, db, `DROP TRIGGER fail_insert`, `DROP TRIGGER fail_update`)
+		waitFor(t, s, j.ID, "the final commit", func(j *Job) bool { return !j.PendingCommit })
+		if got := tableRows(t, db); !slices.Equal(got, want) {
+			t.Errorf("totals after the retried final commit:\n got %v\nwant %v", got, want)
+		}
+	})
+
 	t.Run("permanent", func(t *testing.T) {
 		db := filepath.Join(dir, "permanent.sqlite")
 		j := submit(t, s, "permanent", fmt.Sprintf(sinkFaultYAML, db), dir)
