@@ -21,27 +21,29 @@ import (
 
 // serverFlags are the flags of `weir server`.
 type serverFlags struct {
-	dataDir              string
-	listen               string
-	checkpointInterval   time.Duration
-	minReplaceInterval   string
+	dataDir            string
+	listen             string
+	checkpointInterval time.Duration
+	minReplaceInterval string
+	natsURL            string
+	authTokenFile      string
+	generateAuthToken  bool
+	authExempt         []string
+	allowedHosts       []string
+	rateLimit          float64
+	maxJobs            int
+	maxTopics          int
+	maxSubscriptions   int
+	pubsubGRPCListen   string
+	pubsubProject      string
+	pubsubGRPCTLSCert  string
+	pubsubGRPCTLSKey   string
+	fileRoots          []string
+	allowedSQLHosts    []string
+	tlsCert, tlsKey    string
+
+	// storageRetryInterval is --storage-retry-interval.
 	storageRetryInterval time.Duration
-	natsURL              string
-	authTokenFile        string
-	generateAuthToken    bool
-	authExempt           []string
-	allowedHosts         []string
-	rateLimit            float64
-	maxJobs              int
-	maxTopics            int
-	maxSubscriptions     int
-	pubsubGRPCListen     string
-	pubsubProject        string
-	pubsubGRPCTLSCert    string
-	pubsubGRPCTLSKey     string
-	fileRoots            []string
-	allowedSQLHosts      []string
-	tlsCert, tlsKey      string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -107,11 +109,12 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		MinReplaceInterval: minReplace, StorageRetryInterval: f.storageRetryInterval, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
-		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
+		StorageRetryInterval: f.storageRetryInterval})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
 		return withCode(ExitUsage, err)
 	}
