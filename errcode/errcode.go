@@ -143,6 +143,11 @@ const (
 	// Resuming: the job was active when the server stopped and has not
 	// resumed yet after the restart; it does shortly (a job condition).
 	Resuming Code = "RESUMING"
+	// SinkUnavailable: a sink's commit failed for a reason that may pass
+	// (its database is down, busy or out of disk); the job keeps running,
+	// acknowledges nothing past the sink's last committed checkpoint and
+	// retries the commit (a job condition).
+	SinkUnavailable Code = "SINK_UNAVAILABLE"
 	// SnapshotNotFound: no job snapshot has this ID.
 	SnapshotNotFound Code = "SNAPSHOT_NOT_FOUND"
 	// JobNotSnapshottable: only a RUNNING streaming job that takes
@@ -372,6 +377,7 @@ func registry() []Info {
 		{NotReleasable, svc, KindConflict, http.StatusConflict},
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Resuming, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{SinkUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{SnapshotNotFound, svc, KindNotFound, http.StatusNotFound},
 		{JobNotSnapshottable, svc, KindConflict, http.StatusConflict},
 		{InvalidTTL, svc, KindInvalid, http.StatusBadRequest},

@@ -52,6 +52,10 @@ type Config struct {
 	// RollbackRetention is how long rollback snapshots are kept
 	// (service.Options). Default service.DefaultRollbackRetention.
 	RollbackRetention time.Duration
+	// StorageRetryInterval is how often the job service retries a failed
+	// state store or sink (service.Options). Default
+	// service.DefaultStorageRetryInterval.
+	StorageRetryInterval time.Duration
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
@@ -253,7 +257,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}

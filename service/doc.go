@@ -63,6 +63,14 @@
 //     metrics sampler), jobHistory.mu (a job's metrics history), the
 //     name-guard table's mutex, and the mutex of Service.changes.
 //
+// Below every one of these, the state store keeps its own lock of which
+// Pebble database is current (state/handle.go): taken inside each store
+// call only to pick the database, never across a Pebble call, so that a
+// reopen after a store failure (fault_resume.go) swaps the database under
+// running reads. The retry loop that reopens the store holds no lock of
+// the service while it does; it then resumes each job under the job's
+// name guard (order 1), as recovery at Open does.
+//
 // Job events (events.go) are store writes like any other: under
 // Service.mu, a transition's event in the transition's own write, others
 // through emit, which takes Service.mu (so it is never called with it held:

@@ -60,6 +60,7 @@ const (
 	CodeNotReleasable        = errcode.NotReleasable
 	CodeStorageUnavailable   = errcode.StorageUnavailable
 	CodeResuming             = errcode.Resuming
+	CodeSinkUnavailable      = errcode.SinkUnavailable
 	CodeSnapshotNotFound     = errcode.SnapshotNotFound
 	CodeNotSnapshottable     = errcode.JobNotSnapshottable
 	CodeInvalidTTL           = errcode.InvalidTTL

@@ -44,6 +44,11 @@ type jobRun struct {
 	// one of the same job: its end is then not the job's end.
 	superseded atomic.Bool
 
+	// sinkFault is set while a failed sink commit is retried, and
+	// committed is the last checkpoint every sink committed (fault_sink.go).
+	sinkFault atomic.Pointer[sinkFault]
+	committed atomic.Uint64
+
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
 
@@ -258,6 +263,9 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Program, restore *runner.Restore, adopt *runner.Adoption) (*jobRun, error) {
 	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.stateLineage(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
 	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
+	if restore != nil {
+		jr.committed.Store(restore.Epoch) // launch committed it again
+	}
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	// Executions outlive the request that started them.
@@ -370,7 +378,7 @@ func (s *Service) supervise(jr *jobRun) {
 			jr.observe(now)
 			s.recordHistory(jr, now)
 			s.changes.notify()
-			if jr.checkpointed {
+			if jr.checkpointed && s.sinkRetryDue(jr) {
 				if err := s.checkpoint(jr, nil); err != nil {
 					s.checkpointFailed(jr, err)
 				}
@@ -402,8 +410,9 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 		return err
 	}
 	if err := jr.x.Commit(ctx, cp); err != nil {
-		return fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
+		return &commitError{epoch: cp.Epoch, err: err}
 	}
+	s.sinkCommitted(jr, cp.Epoch)
 	s.observeCheckpoint(jr, time.Since(start), checkpointSize(cp))
 	return nil
 }
@@ -459,6 +468,9 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	if errors.Is(err, errNotWritten) || s.storeFailed() != nil {
 		return // a failed store stopped every execution (fault.go)
 	}
+	if s.sinkUnavailable(jr, err) {
+		return // retried on the storage retry interval (fault_sink.go)
+	}
 	// A state change of the job: under its name's guard (lock order 1),
 	// which an update or rescale of the job holds until it is done.
 	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
@@ -472,8 +484,9 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	if rerr != nil || j.State.Terminal() {
 		return
 	}
-	s.emitLocked(j.ID, EventCheckpointFailed, SeverityError, fmt.Sprintf("checkpoint failed: %v", err), map[string]any{"error": err.Error()})
-	if ferr := s.failLocked(j, fmt.Sprintf("checkpoint failed: %v", err)); ferr != nil {
+	reason := s.checkpointFailure(jr, err)
+	s.emitLocked(j.ID, EventCheckpointFailed, SeverityError, reason, map[string]any{"error": err.Error()})
+	if ferr := s.failLocked(j, reason); ferr != nil {
 		s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
 	}
 	jr.x.Cancel()

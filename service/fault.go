@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weir-dev/weir/state"
@@ -19,8 +20,10 @@ import (
 // RUNNING (or DRAINING) in the store with their last durable checkpoint;
 // reads add a Condition with code STORAGE_UNAVAILABLE and the cause; every
 // request that would change a job is refused with that code; the API keeps
-// answering. A restart of the process, once the disk has room, resumes
-// the jobs from their last durable checkpoint.
+// answering. Every Options.StorageRetryInterval the service tries to bring
+// the store back (fault_resume.go); once it writes again, the fault clears
+// and the jobs resume from their last durable checkpoint, without a
+// restart (a restart does the same).
 type storeFault struct {
 	cause error
 	since time.Time
@@ -33,16 +36,15 @@ type storeFault struct {
 func (s *Service) noteStoreError(err error) bool {
 	cause := s.store.Failed()
 	if cause == nil {
-		if err == nil || !errors.Is(err, state.ErrStoreFailed) {
-			return false
-		}
-		cause = err
+		// An error of a failed database that a reopen has replaced since
+		// (the write started before the swap): the store works now.
+		return err != nil && errors.Is(err, state.ErrStoreFailed)
 	}
 	if !s.fault.CompareAndSwap(nil, &storeFault{cause: cause, since: s.now()}) {
 		return true
 	}
-	s.opts.Logger.Error("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; restart weir once the disk has room",
-		"code", CodeStorageUnavailable, "error", cause)
+	s.opts.Logger.Error(fmt.Sprintf("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; weir retries every %s and the jobs resume by themselves once the disk has room", s.opts.StorageRetryInterval),
+		"code", CodeStorageUnavailable, "error", cause.Error())
 	s.running.Range(func(_, v any) bool {
 		v.(*jobRun).x.Cancel()
 		return true
@@ -61,21 +63,25 @@ func (s *Service) refuseIfStoreFailed() error {
 	if f == nil {
 		return nil
 	}
-	return errorf(CodeStorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; restart weir once the disk has room)",
-		f.since.UTC().Format(time.RFC3339), f.cause)
+	return errorf(CodeStorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
+		f.since.UTC().Format(time.RFC3339), f.cause, s.opts.StorageRetryInterval)
 }
 
 // withCondition adds to an active job's record what keeps it from
-// processing: the store's fault, or a resumption after a restart that has
-// not happened yet.
+// processing or committing: the store's fault, a sink commit being retried
+// (fault_sink.go), or a resumption after a restart that has not happened
+// yet.
 func (s *Service) withCondition(j *Job) *Job {
 	if j == nil || !j.Active() {
 		return j
 	}
 	if f := s.storeFailed(); f != nil {
-		j.Condition = &Condition{Code: CodeStorageUnavailable, Message: "the job stopped: " + f.cause.Error(), Since: f.since}
+		j.Condition = &Condition{Code: CodeStorageUnavailable, Since: f.since,
+			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.opts.StorageRetryInterval)}
+	} else if c := s.sinkCondition(j.ID); c != nil {
+		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
-		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint after a restart", Since: since.(time.Time)}
+		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
 	}
 	return j
 }

@@ -13,15 +13,16 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
-// failingDisk is a file system whose write-ahead-log writes fail while it
-// is switched on: what a full disk does to the state store.
+// failingDisk is a file system whose write-ahead-log writes (and the
+// service's disk probe) fail while it is switched on: what a full disk
+// does to the state store.
 type failingDisk struct{ toggle errorfs.Toggle }
 
 func newFailingDisk() (*failingDisk, vfs.FS) {
 	d := &failingDisk{}
 	d.toggle.Injector = errorfs.ErrInjected
 	walWrites := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".log") {
+		if !strings.HasSuffix(op.Path, ".log") && !strings.HasSuffix(op.Path, storageProbeName) {
 			return nil
 		}
 		switch op.Kind {
@@ -47,7 +48,8 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	disk, fs := newFailingDisk()
 	s, err := Open(context.Background(), Options{DataDir: data, CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), StoreFS: fs})
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), StoreFS: fs,
+		StorageRetryInterval: time.Hour}) // this test resumes by a restart
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +100,82 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 	}
 	if got := tableRows(t, db); !slices.Equal(got, want) {
 		t.Errorf("totals after the fault and the restart:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestStoreFailureResumesWithoutRestart: after the state store failed in
+// the middle of a job, the service retries on its interval; while the disk
+// still fails the job stays stopped (RUNNING, STORAGE_UNAVAILABLE, its sink
+// unchanged, reads answering); once the disk works again the service
+// reopens the store by itself, the condition clears with an event, and the
+// job resumes from its last durable checkpoint and ends with exactly the
+// totals of a run without any fault — in the same process.
+func TestStoreFailureResumesWithoutRestart(t *testing.T) {
+	dir := t.TempDir()
+	want := oracle(t, dir)
+	db := filepath.Join(dir, "job.sqlite")
+	disk, fs := newFailingDisk()
+	s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), StoreFS: fs,
+		StorageRetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	j := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+	waitElements(t, s, j.ID, "Events", 1500)
+	durable := waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
+
+	disk.toggle.On()
+	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
+	if stopped.Condition.Code != CodeStorageUnavailable || stopped.State != StateRunning {
+		t.Fatalf("after the failure: state %s, condition %+v; want RUNNING with STORAGE_UNAVAILABLE", stopped.State, stopped.Condition)
+	}
+	waitLetGo(t, s, j.ID)
+	rowsAtFault := tableRows(t, db)
+
+	// Several retries find the disk still failing: nothing moves.
+	for range 5 {
+		<-s.changes.next()
+	}
+	if got, err := s.Get(j.ID); err != nil || got.Condition == nil || got.Condition.Code != CodeStorageUnavailable {
+		t.Fatalf("while the disk still fails: %v, %+v", err, got)
+	}
+	if s.runningJob(j.ID) != nil {
+		t.Fatal("the job runs again although the disk still fails")
+	}
+	if got := tableRows(t, db); !slices.Equal(got, rowsAtFault) {
+		t.Errorf("the sink committed while the store was failed:\nat the fault %v\nlater       %v", rowsAtFault, got)
+	}
+
+	// The disk has room again: no restart.
+	disk.toggle.Off()
+	resumed := waitFor(t, s, j.ID, "the job to resume by itself", func(j *Job) bool { return j.Condition == nil })
+	if resumed.LastCheckpoint.Epoch < durable.LastCheckpoint.Epoch {
+		t.Errorf("resumed at checkpoint %d, before the durable %d", resumed.LastCheckpoint.Epoch, durable.LastCheckpoint.Epoch)
+	}
+	done := waitDone(t, s, j.ID)
+	if done.State != StateDone {
+		t.Fatalf("job ended %s (%s)", done.State, done.Error)
+	}
+	if got := tableRows(t, db); !slices.Equal(got, want) {
+		t.Errorf("totals after the fault and the in-process resume:\n got %v\nwant %v", got, want)
+	}
+	_, evs, err := s.Events(j.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleared := false
+	for _, e := range evs {
+		if e.Type == EventConditionChanged && e.Details["code"] == string(CodeStorageUnavailable) && e.Details["set"] == false {
+			cleared = true
+		}
+	}
+	if !cleared {
+		t.Errorf("no condition_changed event clearing STORAGE_UNAVAILABLE among %d events", len(evs))
+	}
+	// The service takes changes again.
+	if _, err := s.Submit(context.Background(), SubmitRequest{Name: "other", Pipeline: updatePipeline(filepath.Join(dir, "other.sqlite"), false, "Sums", ""), BaseDir: dir}); err != nil {
+		t.Errorf("submit after the store came back: %v", err)
 	}
 }

@@ -77,6 +77,13 @@ type Options struct {
 	// generation's table; neither goes before the new job has run that
 	// long. Default 24h.
 	RollbackRetention time.Duration
+	// StorageRetryInterval is how often, after the state store failed (a
+	// full disk, an I/O error), the service probes the disk and tries to
+	// reopen the store; once it writes again, the jobs the failure stopped
+	// resume from their last durable checkpoint (fault_resume.go). The
+	// same interval paces the retries of a sink whose commit failed
+	// (SINK_UNAVAILABLE). Default 10s; at least 10ms.
+	StorageRetryInterval time.Duration
 }
 
 // Defaults of Options.
@@ -107,12 +114,18 @@ func (o *Options) EnsureDefaults() {
 	if o.RollbackRetention == 0 {
 		o.RollbackRetention = DefaultRollbackRetention
 	}
+	if o.StorageRetryInterval == 0 {
+		o.StorageRetryInterval = DefaultStorageRetryInterval
+	}
 }
 
 // Validate reports options that cannot work.
 func (o Options) Validate() error {
 	if o.CheckpointInterval < 10*time.Millisecond {
 		return fmt.Errorf("checkpoint interval %s is shorter than the minimum of 10ms", o.CheckpointInterval)
+	}
+	if o.StorageRetryInterval < 10*time.Millisecond {
+		return fmt.Errorf("storage retry interval %s is shorter than the minimum of 10ms", o.StorageRetryInterval)
 	}
 	return nil
 }
@@ -247,9 +260,10 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 		return nil, errors.Join(err, st.Close())
 	}
 	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	s.mu.Unlock()
 	go s.expireLoop()
+	go s.storageRetryLoop()
 	if err := s.recover(); err != nil {
 		s.cancel()
 		s.wg.Wait()

@@ -58,7 +58,17 @@ func (f *failure) get() error {
 // fatal error, that error (wrapping ErrStoreFailed and Pebble's cause). A
 // failed store refuses every write; the process can keep serving reads and
 // report the cause. Safe for concurrent use.
-func (s *Store) Failed() error { return s.fail.get() }
+func (s *Store) Failed() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.h != nil {
+		return s.h.fail.get()
+	}
+	if s.closed {
+		return nil
+	}
+	return s.lastFail // being reopened, or the reopen failed
+}
 
 // commit commits b synced. It refuses to when the store has failed, and it
 // checks again after Pebble returns: Pebble's DB.Commit reports a failed
@@ -68,12 +78,12 @@ func (s *Store) Failed() error { return s.fail.get() }
 // after such a failure Pebble's commit pipeline keeps the failed batch in
 // its pending queue and a commit semaphore slot taken, so a later commit
 // could block forever instead of failing.
-func (s *Store) commit(b *pebble.Batch) error {
-	if err := s.Failed(); err != nil {
+func (h *handle) commit(b *pebble.Batch) error {
+	if err := h.fail.get(); err != nil {
 		return err
 	}
 	err := b.Commit(pebble.Sync)
-	if f := s.Failed(); f != nil {
+	if f := h.fail.get(); f != nil {
 		if err != nil {
 			return errors.Join(f, err)
 		}
@@ -137,12 +147,11 @@ func open(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Store{}
-	opts := &pebble.Options{Logger: pebbleLogger{l: logger, fail: &s.fail}, FS: fs}
-	db, err := pebble.Open(dir, opts)
+	h, err := openHandle(dir, logger, fs, false)
 	if err != nil {
-		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)
+		return nil, err
 	}
-	s.db = db
+	s := &Store{dir: dir, logger: logger, fs: fs}
+	s.h = h
 	return s, nil
 }

@@ -37,16 +37,31 @@ func snapStatePrefix(id, step string) []byte {
 // (a Pebble snapshot): the cut a job snapshot copies from while the job's
 // later checkpoints write on. Release it when done.
 type Pinned struct {
+	h    *handle // referenced until Release; nil when err is set
 	snap *pebble.Snapshot
+	err  error // the store could not be pinned (it is being reopened)
 }
 
 // Pin returns a view of the store as it is now. The caller makes sure that
 // no write it must exclude runs concurrently (the job service pins under
 // its store lock, right after the cut's checkpoint write).
-func (s *Store) Pin() *Pinned { return &Pinned{snap: s.db.NewSnapshot()} }
+// A view of a store that is being reopened carries the error, which the
+// functions reading it return.
+func (s *Store) Pin() *Pinned {
+	h, err := s.acquire()
+	if err != nil {
+		return &Pinned{err: fmt.Errorf("pinning a view of the store: %w", err)}
+	}
+	return &Pinned{h: h, snap: h.db.NewSnapshot()}
+}
 
 // Release lets go of the view.
 func (p *Pinned) Release() error {
+	if p.h == nil {
+		return nil
+	}
+	defer p.h.release()
+	p.h = nil
 	if err := p.snap.Close(); err != nil {
 		return fmt.Errorf("releasing a pinned view of the store: %w", err)
 	}
@@ -70,9 +85,10 @@ type SnapshotCut struct {
 // not yet written: the caller commits it with the registry write that
 // marks the snapshot complete, or closes it to write nothing.
 type SnapshotBatch struct {
-	s  *Store
-	id string
-	b  *pebble.Batch
+	h   *handle // referenced until Commit or Close; nil when err is set
+	id  string
+	b   *pebble.Batch
+	err error // the store could not give a database (it is being reopened)
 	// Size is the bytes the snapshot takes (keys and values).
 	Size int64
 }
@@ -81,7 +97,13 @@ type SnapshotBatch struct {
 // and cut's checkpoint record, into a batch for snapshot id's own key
 // space. It writes nothing: see SnapshotBatch.
 func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *SnapshotBatch, err error) {
-	sb := &SnapshotBatch{s: s, id: id, b: s.db.NewBatch()}
+	if pin.err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, pin.err)
+	}
+	// The batch goes to the database the view was pinned on: its commit
+	// fails if that one failed meanwhile.
+	pin.h.refs.Add(1)
+	sb := &SnapshotBatch{h: pin.h, id: id, b: pin.h.db.NewBatch()}
 	defer func() {
 		if err != nil {
 			sb.Close()
@@ -134,11 +156,14 @@ func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *Snaps
 // Commit writes the snapshot's data with the registry changes w (the
 // snapshot's complete record) in one synced batch, and closes sb.
 func (sb *SnapshotBatch) Commit(w *Write) error {
+	if sb.err != nil {
+		return fmt.Errorf("writing snapshot %s: %w", sb.id, sb.err)
+	}
 	defer sb.Close()
-	if err := sb.s.applyWrite(sb.b, w); err != nil {
+	if err := applyWrite(sb.b, w); err != nil {
 		return fmt.Errorf("snapshot %s: %w", sb.id, err)
 	}
-	if err := sb.s.commit(sb.b); err != nil {
+	if err := sb.h.commit(sb.b); err != nil {
 		return fmt.Errorf("writing snapshot %s: %w", sb.id, err)
 	}
 	return nil
@@ -149,12 +174,18 @@ func (sb *SnapshotBatch) Close() {
 	if sb.b != nil {
 		sb.b.Close()
 		sb.b = nil
+		sb.h.release()
 	}
 }
 
 // SnapshotRecord returns the checkpoint record of snapshot id.
 func (s *Store) SnapshotRecord(id string) (*CheckpointRecord, error) {
-	v, closer, err := s.db.Get(append(snapPrefix(id), "cp"...))
+	h, err := s.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	defer h.release()
+	v, closer, err := h.db.Get(append(snapPrefix(id), "cp"...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
 	}
@@ -172,16 +203,21 @@ func (s *Store) SnapshotRecord(id string) (*CheckpointRecord, error) {
 // DeleteSnapshot removes every key of snapshot id, with the registry
 // changes w (its tombstone record), in one synced batch.
 func (s *Store) DeleteSnapshot(id string, w *Write) error {
-	b := s.db.NewBatch()
+	h, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("deleting snapshot %s: %w", id, err)
+	}
+	defer h.release()
+	b := h.db.NewBatch()
 	defer b.Close()
 	lo := snapPrefix(id)
 	if err := b.DeleteRange(lo, prefixEnd(lo), nil); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
 	}
-	if err := s.applyWrite(b, w); err != nil {
+	if err := applyWrite(b, w); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
 	}
-	if err := s.commit(b); err != nil {
+	if err := h.commit(b); err != nil {
 		return fmt.Errorf("deleting snapshot %s: %w", id, err)
 	}
 	return nil
@@ -209,15 +245,20 @@ func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
 	if w == nil {
 		w = &Write{}
 	}
-	b := s.db.NewBatch()
+	h, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	defer h.release()
+	b := h.db.NewBatch()
 	defer b.Close()
 	clear := func(step string) (uint32, error) {
-		ns, ok, err := s.lookupNamespace(r.Lineage, step)
+		ns, ok, err := h.lookupNamespace(r.Lineage, step)
 		if err != nil {
 			return 0, err
 		}
 		if !ok {
-			return s.Namespace(r.Lineage, step)
+			return h.namespace(r.Lineage, step)
 		}
 		return ns, b.DeleteRange(nsPrefix(ns), prefixEnd(nsPrefix(ns)), nil)
 	}
@@ -232,7 +273,7 @@ func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
 			return fmt.Errorf("restoring snapshot %s: emptying the state of step %q: %w", id, nw, err)
 		}
 		lo := snapStatePrefix(id, old)
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+		it, err := h.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
 			return fmt.Errorf("restoring snapshot %s: %w", id, err)
 		}
@@ -254,10 +295,10 @@ func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
 	if err := b.Set([]byte(prefixCheckpoint+r.JobID), rec, nil); err != nil {
 		return err
 	}
-	if err := s.applyWrite(b, w); err != nil {
+	if err := applyWrite(b, w); err != nil {
 		return fmt.Errorf("restoring snapshot %s: %w", id, err)
 	}
-	if err := s.commit(b); err != nil {
+	if err := h.commit(b); err != nil {
 		return fmt.Errorf("restoring snapshot %s into job %s: %w", id, r.JobID, err)
 	}
 	return nil

@@ -18,6 +18,9 @@ import (
 // "cp" (the cut's checkpoint record) and "s/<step>\x00<kg><key>" (keyed
 // state). The slices are valid only during the call.
 func (s *Store) SnapshotEntries(pin *Pinned, id string, fn func(rel, value []byte) error) error {
+	if pin.err != nil {
+		return fmt.Errorf("reading snapshot %s: %w", id, pin.err)
+	}
 	lo := snapPrefix(id)
 	it, err := pin.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
@@ -37,8 +40,15 @@ func (s *Store) SnapshotEntries(pin *Pinned, id string, fn func(rel, value []byt
 
 // NewSnapshotBatch returns an empty batch of snapshot id's data, to fill
 // with Put (an import) and commit with the snapshot's READY record.
+//
+// While the store is being reopened the batch is bound to no database:
+// its Put and Commit fail with the store's error.
 func (s *Store) NewSnapshotBatch(id string) *SnapshotBatch {
-	return &SnapshotBatch{s: s, id: id, b: s.db.NewBatch()}
+	h, err := s.acquire()
+	if err != nil {
+		return &SnapshotBatch{id: id, err: err}
+	}
+	return &SnapshotBatch{h: h, id: id, b: h.db.NewBatch()}
 }
 
 // Put adds one key of the snapshot's data; rel is relative to its key
@@ -46,6 +56,9 @@ func (s *Store) NewSnapshotBatch(id string) *SnapshotBatch {
 func (sb *SnapshotBatch) Put(rel, value []byte) error {
 	if !bytes.Equal(rel, []byte("cp")) && !bytes.HasPrefix(rel, []byte("s/")) {
 		return fmt.Errorf("snapshot %s: key %q is not a snapshot key", sb.id, rel)
+	}
+	if sb.err != nil {
+		return fmt.Errorf("snapshot %s: %w", sb.id, sb.err)
 	}
 	k := append(snapPrefix(sb.id), rel...)
 	if err := sb.b.Set(k, value, nil); err != nil {

@@ -46,9 +46,15 @@ var ErrNotFound = errors.New("not found")
 // broken invariant) the store fails: Failed returns the cause and every
 // write from then on returns an error wrapping ErrStoreFailed, including
 // the write during which Pebble reported it (see fatal.go).
+//
+// A failed store can be reopened in place (Reopen, handle.go): its
+// database is swapped under running reads, which never touch a closed
+// database.
 type Store struct {
-	db   *pebble.DB
-	fail failure
+	storeLocks
+	dir    string
+	logger *slog.Logger
+	fs     vfs.FS
 }
 
 // Open opens (creating if needed) the store in dir.
@@ -62,9 +68,21 @@ func OpenFS(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {
 	return open(dir, logger, fs)
 }
 
-// Close flushes and closes the store.
+// Close flushes and closes the store, once the operations using it have
+// ended. Operations after Close fail; a second Close does nothing.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	s.reopenMu.Lock()
+	defer s.reopenMu.Unlock()
+	s.mu.Lock()
+	h := s.h
+	s.h, s.closed = nil, true
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	h.draining.Store(true)
+	_ = h.wait(context.Background())
+	if err := h.db.Close(); err != nil {
 		return fmt.Errorf("closing state store: %w", err)
 	}
 	return nil
@@ -74,7 +92,12 @@ func (s *Store) Close() error {
 
 // Get returns the registry value at key.
 func (s *Store) Get(key string) ([]byte, error) {
-	v, closer, err := s.db.Get([]byte(prefixRegistry + key))
+	h, err := s.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("reading registry key %q: %w", key, err)
+	}
+	defer h.release()
+	v, closer, err := h.db.Get([]byte(prefixRegistry + key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("registry key %q: %w", key, ErrNotFound)
 	}
@@ -87,8 +110,13 @@ func (s *Store) Get(key string) ([]byte, error) {
 
 // Scan calls fn for every registry key with the given prefix, in key order.
 func (s *Store) Scan(prefix string, fn func(key string, value []byte) error) error {
+	h, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("scanning registry: %w", err)
+	}
+	defer h.release()
 	lo := []byte(prefixRegistry + prefix)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	it, err := h.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return fmt.Errorf("scanning registry: %w", err)
 	}
@@ -121,12 +149,17 @@ func (w *Write) Delete(key string) { w.deletes = append(w.deletes, key) }
 
 // Apply commits w durably.
 func (s *Store) Apply(w *Write) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := s.applyWrite(b, w); err != nil {
+	h, err := s.acquire()
+	if err != nil {
 		return fmt.Errorf("writing registry: %w", err)
 	}
-	if err := s.commit(b); err != nil {
+	defer h.release()
+	b := h.db.NewBatch()
+	defer b.Close()
+	if err := applyWrite(b, w); err != nil {
+		return fmt.Errorf("writing registry: %w", err)
+	}
+	if err := h.commit(b); err != nil {
 		return fmt.Errorf("writing registry: %w", err)
 	}
 	return nil
@@ -141,10 +174,19 @@ func nsKey(lineage, step string) []byte {
 // Namespace returns the namespace ID bound to (lineage, step), creating one
 // if the step has none yet.
 func (s *Store) Namespace(lineage, step string) (uint32, error) {
-	if id, ok, err := s.lookupNamespace(lineage, step); err != nil || ok {
+	h, err := s.acquire()
+	if err != nil {
+		return 0, fmt.Errorf("allocating a state namespace: %w", err)
+	}
+	defer h.release()
+	return h.namespace(lineage, step)
+}
+
+func (h *handle) namespace(lineage, step string) (uint32, error) {
+	if id, ok, err := h.lookupNamespace(lineage, step); err != nil || ok {
 		return id, err
 	}
-	b := s.db.NewIndexedBatch()
+	b := h.db.NewIndexedBatch()
 	defer b.Close()
 	next := uint32(1)
 	if v, closer, err := b.Get([]byte(keyNextNamespace)); err == nil {
@@ -159,14 +201,14 @@ func (s *Store) Namespace(lineage, step string) (uint32, error) {
 	if err := b.Set(nsKey(lineage, step), binary.BigEndian.AppendUint32(nil, next), nil); err != nil {
 		return 0, err
 	}
-	if err := s.commit(b); err != nil {
+	if err := h.commit(b); err != nil {
 		return 0, fmt.Errorf("allocating a state namespace: %w", err)
 	}
 	return next, nil
 }
 
-func (s *Store) lookupNamespace(lineage, step string) (uint32, bool, error) {
-	v, closer, err := s.db.Get(nsKey(lineage, step))
+func (h *handle) lookupNamespace(lineage, step string) (uint32, bool, error) {
+	v, closer, err := h.db.Get(nsKey(lineage, step))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, false, nil
 	}
@@ -181,7 +223,16 @@ func (s *Store) lookupNamespace(lineage, step string) (uint32, bool, error) {
 // rename during an update), as part of w's atomic write. The state itself
 // is not touched.
 func (s *Store) Rebind(w *Write, lineage, old, new string) error {
-	id, ok, err := s.lookupNamespace(lineage, old)
+	h, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	return h.rebind(w, lineage, old, new)
+}
+
+func (h *handle) rebind(w *Write, lineage, old, new string) error {
+	id, ok, err := h.lookupNamespace(lineage, old)
 	if err != nil || !ok {
 		return err
 	}
@@ -228,18 +279,23 @@ type CheckpointRecord struct {
 // synced batch: the changed keyed state, the checkpoint record, and the
 // registry changes in w (a state transition recorded with the checkpoint).
 func (s *Store) WriteCheckpoint(lineage, jobID string, cp *contract.Checkpoint, w *Write) error {
-	b := s.db.NewBatch()
+	h, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+	}
+	defer h.release()
+	b := h.db.NewBatch()
 	defer b.Close()
-	if err := s.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
+	if err := h.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
 		return err
 	}
-	if err := s.commit(b); err != nil {
+	if err := h.commit(b); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	return nil
 }
 
-func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *contract.Checkpoint, w *Write) error {
+func (h *handle) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp *contract.Checkpoint, w *Write) error {
 	if cp.Incomplete() {
 		return fmt.Errorf("checkpoint %d of job %s is not complete: its keyed state is still being encoded (call Checkpoint.Complete first)", cp.Epoch, jobID)
 	}
@@ -248,7 +304,7 @@ func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp 
 		ns, ok := nss[e.Step]
 		if !ok {
 			var err error
-			if ns, err = s.Namespace(lineage, e.Step); err != nil {
+			if ns, err = h.namespace(lineage, e.Step); err != nil {
 				return err
 			}
 			nss[e.Step] = ns
@@ -271,10 +327,10 @@ func (s *Store) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp 
 	if err := b.Set([]byte(prefixCheckpoint+jobID), rec, nil); err != nil {
 		return err
 	}
-	return s.applyWrite(b, w)
+	return applyWrite(b, w)
 }
 
-func (s *Store) applyWrite(b *pebble.Batch, w *Write) error {
+func applyWrite(b *pebble.Batch, w *Write) error {
 	if w == nil {
 		return nil
 	}
@@ -326,17 +382,22 @@ func (s *Store) WriteHandover(h Handover, cp *contract.Checkpoint, w *Write) err
 	if w == nil {
 		w = &Write{}
 	}
+	sh, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("writing the handover from job %s to %s: %w", h.OldJob, h.NewJob, err)
+	}
+	defer sh.release()
 	for old, nw := range h.Renames {
 		if old == nw {
 			continue
 		}
-		if err := s.Rebind(w, h.Lineage, old, nw); err != nil {
+		if err := sh.rebind(w, h.Lineage, old, nw); err != nil {
 			return fmt.Errorf("handing over the state of step %q to %q: %w", old, nw, err)
 		}
 	}
 	var dropRanges [][2][]byte
 	for _, step := range h.Drops {
-		id, ok, err := s.lookupNamespace(h.Lineage, step)
+		id, ok, err := sh.lookupNamespace(h.Lineage, step)
 		if err != nil {
 			return err
 		}
@@ -352,17 +413,17 @@ func (s *Store) WriteHandover(h Handover, cp *contract.Checkpoint, w *Write) err
 		return fmt.Errorf("encoding the handover checkpoint: %w", err)
 	}
 	w.rawPut([]byte(prefixCheckpoint+h.NewJob), next)
-	b := s.db.NewBatch()
+	b := sh.db.NewBatch()
 	defer b.Close()
 	for _, r := range dropRanges {
 		if err := b.DeleteRange(r[0], r[1], nil); err != nil {
 			return err
 		}
 	}
-	if err := s.writeCheckpointBatch(b, h.Lineage, h.OldJob, cp, w); err != nil {
+	if err := sh.writeCheckpointBatch(b, h.Lineage, h.OldJob, cp, w); err != nil {
 		return err
 	}
-	if err := s.commit(b); err != nil {
+	if err := sh.commit(b); err != nil {
 		return fmt.Errorf("writing the handover from job %s to %s: %w", h.OldJob, h.NewJob, err)
 	}
 	return nil
@@ -370,7 +431,12 @@ func (s *Store) WriteHandover(h Handover, cp *contract.Checkpoint, w *Write) err
 
 // LastCheckpoint returns the latest checkpoint record of job jobID.
 func (s *Store) LastCheckpoint(jobID string) (*CheckpointRecord, error) {
-	v, closer, err := s.db.Get([]byte(prefixCheckpoint + jobID))
+	h, err := s.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("reading the checkpoint of job %s: %w", jobID, err)
+	}
+	defer h.release()
+	v, closer, err := h.db.Get([]byte(prefixCheckpoint + jobID))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("checkpoint of job %s: %w", jobID, ErrNotFound)
 	}
@@ -410,12 +476,17 @@ type reader struct {
 }
 
 func (r *reader) Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error {
-	ns, ok, err := r.s.lookupNamespace(r.lineage, step)
+	h, err := r.s.acquire()
+	if err != nil {
+		return fmt.Errorf("scanning the state of step %q: %w", step, err)
+	}
+	defer h.release()
+	ns, ok, err := h.lookupNamespace(r.lineage, step)
 	if err != nil || !ok {
 		return err
 	}
 	lo := nsPrefix(ns)
-	it, err := r.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	it, err := h.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return fmt.Errorf("scanning the state of step %q: %w", step, err)
 	}
@@ -440,12 +511,17 @@ func (r *reader) Scan(ctx context.Context, step string, keyGroups []int, fn func
 // DropState deletes the keyed state of a step of lineage (a step deleted on
 // purpose by an update, or a lineage that ended).
 func (s *Store) DropState(lineage, step string) error {
-	ns, ok, err := s.lookupNamespace(lineage, step)
+	h, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("dropping the state of step %q: %w", step, err)
+	}
+	defer h.release()
+	ns, ok, err := h.lookupNamespace(lineage, step)
 	if err != nil || !ok {
 		return err
 	}
 	lo := nsPrefix(ns)
-	b := s.db.NewBatch()
+	b := h.db.NewBatch()
 	defer b.Close()
 	if err := b.DeleteRange(lo, prefixEnd(lo), nil); err != nil {
 		return err
@@ -453,7 +529,7 @@ func (s *Store) DropState(lineage, step string) error {
 	if err := b.Delete(nsKey(lineage, step), nil); err != nil {
 		return err
 	}
-	return s.commit(b)
+	return h.commit(b)
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.

@@ -43,6 +43,9 @@ type serverFlags struct {
 	fileRoots          []string
 	allowedSQLHosts    []string
 	tlsCert, tlsKey    string
+
+	// storageRetryInterval is --storage-retry-interval.
+	storageRetryInterval time.Duration
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -84,6 +87,7 @@ changes. See docs/SECURITY.md.`,
 	addNATSFlags(fl, &f.nats)
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
+	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
 	return cmd
 }
 
@@ -92,6 +96,9 @@ changes. See docs/SECURITY.md.`,
 func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
+	}
+	if f.storageRetryInterval < 10*time.Millisecond {
+		return usageErrorf("--storage-retry-interval %s: want at least 10ms", f.storageRetryInterval)
 	}
 	minReplace, err := duration.Parse(f.minReplaceInterval)
 	if err != nil {
@@ -113,7 +120,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
-		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
+		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey, StorageRetryInterval: f.storageRetryInterval,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, err)

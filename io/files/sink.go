@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -131,6 +132,15 @@ const ReasonNotARow = "not_a_row"
 // errNotARow marks a value a CSV sink cannot write as a row.
 var errNotARow = errors.New("not a row")
 
+// ReasonValueOutOfRange is the reason of the reject of a value a JSON sink
+// cannot write: a float that is NaN or infinite, which JSON has no number
+// for (WriteRejecting). Before, it was written as null, changing the data
+// silently.
+const ReasonValueOutOfRange = "value_out_of_range"
+
+// errNonFinite marks a float JSON cannot hold.
+var errNonFinite = errors.New("JSON has no number for it")
+
 // Write appends the rows of elems to the file.
 func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
 	_, err := s.write(elems, nil, false)
@@ -219,6 +229,10 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonNotARow, Message: fmt.Sprintf("writing %s: %v", path, err)}})
 				continue
 			}
+			if reject && errors.Is(err, errNonFinite) {
+				rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonValueOutOfRange, Message: fmt.Sprintf("writing %s: %v", path, err)}})
+				continue
+			}
 			return rejects, fmt.Errorf("writing %s: %w", path, err)
 		}
 		e.rows++
@@ -227,6 +241,12 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 }
 
 func (e *encoder) writeJSON(v any) error {
+	if where, f, bad := nonFinite(v, ""); bad {
+		if where == "" {
+			return fmt.Errorf("the value is %v: %w", f, errNonFinite)
+		}
+		return fmt.Errorf("field %s is %v: %w", where, f, errNonFinite)
+	}
 	b := e.buf[:0]
 	if r, ok := row.AsRow(v); ok {
 		b = row.AppendJSON(b, r)
@@ -275,4 +295,49 @@ func (e *encoder) flush() error {
 		}
 	}
 	return e.w.Flush()
+}
+
+// nonFinite finds a NaN or infinite float in v (a row, a list, a map or a
+// scalar) and returns where it is (a field path; "" for v itself).
+func nonFinite(v any, at string) (string, float64, bool) {
+	join := func(name string) string {
+		if at == "" {
+			return name
+		}
+		return at + "." + name
+	}
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return at, x, true
+		}
+	case float32:
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return at, f, true
+		}
+	case *row.Row:
+		if x == nil {
+			return "", 0, false
+		}
+		for i, f := range x.Schema.Fields {
+			if i < len(x.Values) {
+				if w, g, bad := nonFinite(x.Values[i], join(f.Name)); bad {
+					return w, g, true
+				}
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if w, g, bad := nonFinite(e, fmt.Sprintf("%s[%d]", at, i)); bad {
+				return w, g, true
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if w, g, bad := nonFinite(e, join(k)); bad {
+				return w, g, true
+			}
+		}
+	}
+	return "", 0, false
 }

@@ -1,0 +1,135 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir/io/sqlsink"
+)
+
+// A failed sink commit (issue 12 item 1, the sink half).
+//
+// A checkpoint is written to the store first and committed to the sinks
+// after; the sources acknowledge only once every sink committed. So when a
+// sink's commit fails, nothing past the sink's last committed checkpoint
+// is acknowledged, and the rows of the failed epoch stay pending in the
+// sink (io/sqlsink carries them into the next epoch's part). What happens
+// then depends on the error (sqlsink.Permanent decides):
+//
+//   - An error that may pass (the database is down, busy or out of disk, a
+//     connection broke, a trigger raised): the job stays RUNNING with
+//     condition SINK_UNAVAILABLE (and a warning event and log line); it
+//     takes its next checkpoint, which retries the commit with the carried
+//     rows, only every Options.StorageRetryInterval; when a commit
+//     succeeds the condition clears (an info event and log line), the
+//     sources acknowledge and the job goes on. Meanwhile the job keeps
+//     reading and its sink buffers rows in memory.
+//   - An error that cannot pass (the table was dropped or no longer fits
+//     the rows, the database refuses a value): the job FAILS, with a
+//     message naming the last committed checkpoint and how to resume.
+
+// sinkFault is a sink commit of a running execution that failed and is
+// being retried.
+type sinkFault struct {
+	cause error
+	since time.Time
+	// tried is when the last commit was tried.
+	tried time.Time
+	// epoch is the checkpoint whose commit failed first.
+	epoch uint64
+}
+
+// commitError is a checkpoint that was written to the store but whose
+// commit (the sinks', then the sources' acknowledgements) failed.
+type commitError struct {
+	epoch uint64
+	err   error
+}
+
+func (e *commitError) Error() string {
+	return fmt.Sprintf("committing checkpoint %d: %v", e.epoch, e.err)
+}
+
+func (e *commitError) Unwrap() error { return e.err }
+
+// sinkRetryDue reports whether jr's next periodic checkpoint is due: always
+// while its sinks commit, and once per retry interval while a commit
+// failure is being retried.
+func (s *Service) sinkRetryDue(jr *jobRun) bool {
+	f := jr.sinkFault.Load()
+	return f == nil || time.Since(f.tried) >= s.opts.StorageRetryInterval
+}
+
+// sinkCommitted is called after each checkpoint of jr that committed: it
+// clears a sink fault, with an event and an info log line.
+func (s *Service) sinkCommitted(jr *jobRun, epoch uint64) {
+	jr.committed.Store(epoch)
+	f := jr.sinkFault.Swap(nil)
+	if f == nil {
+		return
+	}
+	down := time.Since(f.since).Round(time.Millisecond)
+	msg := fmt.Sprintf("the sink accepts commits again after %s: checkpoint %d committed the rows held back since checkpoint %d, and the sources acknowledged them", down, epoch, f.epoch)
+	s.emit(jr.id, EventConditionChanged, SeverityInfo, msg,
+		map[string]any{"code": string(CodeSinkUnavailable), "set": false, "epoch": epoch})
+	s.opts.Logger.Info(msg, "job_id", jr.id, "job_name", jr.name)
+	s.changes.notify()
+}
+
+// sinkUnavailable handles a failed periodic checkpoint of jr whose commit
+// failed for a reason that may pass: it records (or updates) jr's sink
+// fault and reports true; the job goes on and retries. It reports false
+// for every other error, which fails the job.
+func (s *Service) sinkUnavailable(jr *jobRun, err error) bool {
+	var ce *commitError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	if _, permanent := sqlsink.Permanent(err); permanent {
+		return false
+	}
+	now := time.Now()
+	if old := jr.sinkFault.Load(); old != nil {
+		jr.sinkFault.Store(&sinkFault{cause: err, since: old.since, tried: now, epoch: old.epoch})
+		s.opts.Logger.Warn(fmt.Sprintf("a sink commit failed again: the job acknowledges nothing past checkpoint %d and retries in %s", jr.committed.Load(), s.opts.StorageRetryInterval),
+			"job_id", jr.id, "job_name", jr.name, "code", CodeSinkUnavailable, "error", err.Error())
+		s.changes.notify()
+		return true
+	}
+	jr.sinkFault.Store(&sinkFault{cause: err, since: now, tried: now, epoch: ce.epoch})
+	msg := fmt.Sprintf("a sink commit failed: %v; the job keeps running, acknowledges nothing past checkpoint %d and retries every %s", err, jr.committed.Load(), s.opts.StorageRetryInterval)
+	s.emit(jr.id, EventConditionChanged, SeverityWarning, msg,
+		map[string]any{"code": string(CodeSinkUnavailable), "set": true, "epoch": ce.epoch, "error": err.Error()})
+	s.opts.Logger.Warn(msg, "job_id", jr.id, "job_name", jr.name, "code", CodeSinkUnavailable)
+	s.changes.notify()
+	return true
+}
+
+// checkpointFailure is the FAILED reason of a job whose periodic
+// checkpoint failed with err: for a sink's permanent refusal it says
+// which checkpoint was committed last and how to resume.
+func (s *Service) checkpointFailure(jr *jobRun, err error) string {
+	var ce *commitError
+	reason, permanent := sqlsink.Permanent(err)
+	if !errors.As(err, &ce) || !permanent {
+		return fmt.Sprintf("checkpoint failed: %v", err)
+	}
+	return fmt.Sprintf("a sink refused the commit of checkpoint %d for good (%s): %v. Nothing past checkpoint %d, the last the sinks committed, was acknowledged: fix the table, then run the pipeline again under the same job name (weir run PIPELINE --job-name %s), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)",
+		ce.epoch, reason, ce.err, jr.committed.Load(), jr.name)
+}
+
+// sinkCondition returns the SINK_UNAVAILABLE condition of job id's live
+// execution, or nil.
+func (s *Service) sinkCondition(id string) *Condition {
+	jr := s.runningJob(id)
+	if jr == nil {
+		return nil
+	}
+	f := jr.sinkFault.Load()
+	if f == nil {
+		return nil
+	}
+	return &Condition{Code: CodeSinkUnavailable, Since: f.since,
+		Message: fmt.Sprintf("a sink does not accept commits since checkpoint %d: %v (the job runs on, acknowledges nothing past checkpoint %d and retries every %s)", f.epoch, f.cause, jr.committed.Load(), s.opts.StorageRetryInterval)}
+}
