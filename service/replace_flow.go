@@ -244,6 +244,7 @@ func (s *Service) beginDrain(newID string) error {
 		if err := transition(nj, StateFailed, now, reason); err != nil {
 			return err
 		}
+		s.phaseEventsLocked(w, nj)
 		if err := s.terminalWriteLocked(w, nj); err != nil {
 			return err
 		}
@@ -258,6 +259,7 @@ func (s *Service) beginDrain(newID string) error {
 	if err := transition(old, StateDraining, now, "drained to be replaced by job "+nj.ID); err != nil {
 		return err
 	}
+	s.phaseEventsLocked(w, nj, old)
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
@@ -443,6 +445,7 @@ func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note stri
 		if note != "" {
 			j.Replacement.Notes = append(j.Replacement.Notes, note)
 		}
+		s.phaseEventsLocked(w, j)
 		if err := putJSON(w, jobKey(id), j); err != nil {
 			return err
 		}
@@ -556,10 +559,36 @@ func (s *Service) copyFlow(rep *Replacement) error {
 		old.Replacement.Notes = notes
 	}
 	w := &state.Write{}
+	// The new job's record follows with its start; its event is written
+	// here, with the old job's, as the phase begins.
+	s.phaseEventsLocked(w, old, &Job{ID: rep.NewJobID, Replacement: rep})
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
 	return s.applyLocked(w)
+}
+
+// phaseEventsLocked adds to w a replacement_phase event on each of jobs for
+// the phase its replacement record now holds (strategy, phase, the two
+// jobs, the stop window once known). Callers hold Service.mu and land w.
+func (s *Service) phaseEventsLocked(w *state.Write, jobs ...*Job) {
+	for _, j := range jobs {
+		rep := j.Replacement
+		if rep == nil {
+			continue
+		}
+		d := map[string]any{"strategy": rep.Strategy, "phase": rep.Phase, "old_job_id": rep.OldJobID, "new_job_id": rep.NewJobID}
+		msg := fmt.Sprintf("%s of job %s by job %s: phase %s", rep.Strategy, rep.OldJobID, rep.NewJobID, rep.Phase)
+		if rep.StopWindowMillis != nil {
+			d["stop_window_ms"] = *rep.StopWindowMillis
+			msg += fmt.Sprintf(" (stop window %d ms)", *rep.StopWindowMillis)
+		}
+		sev := SeverityInfo
+		if rep.Phase == PhaseFailed || rep.Phase == PhaseRolledBack {
+			sev = SeverityWarning
+		}
+		s.addEventLocked(w, j.ID, EventReplacementPhase, sev, msg, d)
+	}
 }
 
 // checkRewindSources refuses a re-reading replacement whose new pipeline

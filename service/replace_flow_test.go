@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -229,6 +230,12 @@ func TestStopAndReplace(t *testing.T) {
 			if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver || o.Replacement.Strategy != StrategyStopAndReplace {
 				t.Fatalf("old job after the flow: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
 			}
+			// Each job's events record the phases it went through.
+			for _, id := range []string{old.ID, nj.ID} {
+				if got, want := phaseEvents(t, s, id), []string{"DRAINING_OLD", "CUT_OVER"}; !slices.Equal(got, want) {
+					t.Errorf("job %s: replacement_phase events %v, want %v", id, got, want)
+				}
+			}
 			// RUNNING is recorded just before the execution is registered.
 			waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
 			waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
@@ -310,4 +317,21 @@ func TestStopAndReplaceDrainTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// phaseEvents returns the phases of job id's replacement_phase events, in
+// order.
+func phaseEvents(t *testing.T, s *Service, id string) []string {
+	t.Helper()
+	_, evs, err := s.Events(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []string
+	for _, e := range evs {
+		if e.Type == EventReplacementPhase {
+			phases = append(phases, fmt.Sprint(e.Details["phase"]))
+		}
+	}
+	return phases
 }

@@ -666,6 +666,7 @@ func (s *Service) startParallelLocked(ctx context.Context, newID string) error {
 	oldRep := *rep
 	old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
 	w := &state.Write{}
+	s.phaseEventsLocked(w, nj, old)
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
@@ -854,6 +855,7 @@ func (s *Service) drainOldLocked(newID string) error {
 		return err
 	}
 	w := &state.Write{}
+	s.phaseEventsLocked(w, nj, old)
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
@@ -934,6 +936,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	oldRep := *cur.Replacement
 	old.Replacement = &oldRep
 	w := &state.Write{}
+	s.phaseEventsLocked(w, cur, old)
 	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
 		return err
 	}
@@ -1152,6 +1155,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 	oldRep := *nj.Replacement
 	old.Replacement, old.ReplacedByJobID = &oldRep, ""
 	w := &state.Write{}
+	s.phaseEventsLocked(w, nj, old)
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -511,6 +512,11 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	o, _ := s.Get(old.ID)
 	if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver {
 		t.Fatalf("old job after the flow: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
+	}
+	for _, id := range []string{old.ID, nj.ID} {
+		if got, want := phaseEvents(t, s, id), []string{"OVERLAP", "DRAINING_OLD", "CUT_OVER"}; !slices.Equal(got, want) {
+			t.Errorf("job %s: replacement_phase events %v, want %v", id, got, want)
+		}
 	}
 	if _, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events")); err == nil {
 		t.Errorf("the old job's subscription is still there after the cut-over")
