@@ -107,7 +107,7 @@ type SnapshotOutcome struct {
 	// FromSnapshotFirstMillis: from the create-from-snapshot request to
 	// the first element the new job read.
 	FromSnapshotFirstMillis float64 `json:"from_snapshot_first_element_ms"`
-	// Elements is how many messages were published.
+	// Elements is how many messages were published (the topic's count).
 	Elements int64 `json:"elements"`
 	// Verified says the table's per-key counts add up to Elements.
 	Verified bool `json:"verified"`
@@ -349,7 +349,16 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	if err := stopPublisher(); err != nil {
 		return out, err
 	}
-	out.Elements = cfg.Keys + next.Load()
+	// Ground truth: the messages the topic holds (the publisher's own
+	// count may include one it was stopped before handing over).
+	ti, err := b.Topic(ctx, snapshotBenchTopic)
+	if err != nil {
+		return out, err
+	}
+	out.Elements = int64(ti.Messages)
+	if sent := cfg.Keys + next.Load(); out.Elements > sent || out.Elements < sent-1 {
+		return out, fmt.Errorf("%w: the topic holds %d messages, the publisher sent %d", ErrMismatch, out.Elements, sent)
+	}
 	j, err := svc.Get(snapshotBenchJob)
 	if err != nil {
 		return out, err

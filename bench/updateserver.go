@@ -103,6 +103,7 @@ func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate fl
 		for ; sent < due; sent++ {
 			i := next.Add(1) - 1
 			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys)); err != nil {
+				next.Add(-1) // not handed to the broker
 				if ctx.Err() != nil {
 					return nil
 				}
