@@ -349,14 +349,14 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	if err := stopPublisher(); err != nil {
 		return out, err
 	}
-	// Ground truth: the messages the topic holds (the publisher's own
-	// count may include one it was stopped before handing over).
+	// Ground truth: the messages the topic holds, which must be those the
+	// publisher sent.
 	ti, err := b.Topic(ctx, snapshotBenchTopic)
 	if err != nil {
 		return out, err
 	}
 	out.Elements = int64(ti.Messages)
-	if sent := cfg.Keys + next.Load(); out.Elements > sent || out.Elements < sent-1 {
+	if sent := cfg.Keys + next.Load(); out.Elements != sent {
 		return out, fmt.Errorf("%w: the topic holds %d messages, the publisher sent %d", ErrMismatch, out.Elements, sent)
 	}
 	j, err := svc.Get(snapshotBenchJob)

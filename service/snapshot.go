@@ -520,9 +520,13 @@ func (s *Service) WaitSnapshot(ctx context.Context, id string) (*Snapshot, error
 // recoverSnapshots, at Open: a snapshot left PENDING or RUNNING was cut
 // short by the stop (its data is written in one batch with READY, so it
 // has none) and becomes FAILED; expired snapshots are deleted; uploads of
-// snapshot files cut short by the stop are removed.
+// snapshot files and imports cut short by the stop are removed (an
+// import's snapshot is then absent).
 func (s *Service) recoverSnapshots() error {
 	if err := s.clearImports(); err != nil {
+		return err
+	}
+	if err := s.recoverImports(); err != nil {
 		return err
 	}
 	var stale []string
