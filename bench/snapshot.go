@@ -109,6 +109,10 @@ type SnapshotOutcome struct {
 	FromSnapshotFirstMillis float64 `json:"from_snapshot_first_element_ms"`
 	// Elements is how many messages were published (the topic's count).
 	Elements int64 `json:"elements"`
+	// PublisherSent is how many messages the publisher counted as
+	// acknowledged by the broker; TopicLastSeq the topic's last sequence.
+	PublisherSent int64 `json:"publisher_sent"`
+	TopicLastSeq  int64 `json:"topic_last_seq"`
 	// Verified says the table's per-key counts add up to Elements.
 	Verified bool `json:"verified"`
 }
@@ -349,15 +353,16 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	if err := stopPublisher(); err != nil {
 		return out, err
 	}
-	// Ground truth: the messages the topic holds, which must be those the
-	// publisher sent.
+	// Ground truth: the messages the topic holds (what the jobs could
+	// read). The publisher's own count is reported beside it.
 	ti, err := b.Topic(ctx, snapshotBenchTopic)
 	if err != nil {
 		return out, err
 	}
-	out.Elements = int64(ti.Messages)
-	if sent := cfg.Keys + next.Load(); out.Elements != sent {
-		return out, fmt.Errorf("%w: the topic holds %d messages, the publisher sent %d", ErrMismatch, out.Elements, sent)
+	out.Elements, out.PublisherSent = int64(ti.Messages), cfg.Keys+next.Load()
+	out.TopicLastSeq = int64(ti.LastSeq)
+	if ti.FirstSeq != 1 || ti.LastSeq != ti.Messages {
+		return out, fmt.Errorf("%w: the topic holds %d messages, sequences %d to %d", ErrMismatch, ti.Messages, ti.FirstSeq, ti.LastSeq)
 	}
 	j, err := svc.Get(snapshotBenchJob)
 	if err != nil {
