@@ -3,12 +3,15 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -284,7 +287,17 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	time.Sleep(stretch)
 	out.CheckpointPauseMillis = float64(mon.reset().Microseconds()) / 1000
 
+	// marks are the topic's last sequence at each step, for the report of
+	// a mismatch.
+	var marks []string
+	mark := func(what string) {
+		if ti, err := b.Topic(ctx, snapshotBenchTopic); err == nil {
+			marks = append(marks, fmt.Sprintf("%s@%d", what, ti.LastSeq))
+		}
+	}
+
 	// The snapshot.
+	mark("snapshot-request")
 	reqAt := time.Now()
 	snap, err := svc.CreateSnapshot(ctx, service.SnapshotRequest{Job: snapshotBenchJob, Description: "weir bench snapshot"})
 	if err != nil {
@@ -300,6 +313,15 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 		return out, fmt.Errorf("the snapshot ended %s: %s", snap.State, snap.FailureReason)
 	}
 	out.DiskSizeBytes = snap.DiskSizeBytes
+	mark("ready")
+	if ps := snap.Positions["Events"]; len(ps) == 1 {
+		var pos struct {
+			StreamSeq uint64 `json:"stream_seq"`
+		}
+		if json.Unmarshal(ps[0], &pos) == nil {
+			marks = append(marks, fmt.Sprintf("cut@%d", pos.StreamSeq))
+		}
+	}
 	if out.CheckpointPauseMillis > 0 {
 		out.PauseRatio = out.SnapshotPauseMillis / out.CheckpointPauseMillis
 	}
@@ -315,6 +337,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 
 	// Restore from checkpoint: stop the service (every job checkpoints),
 	// open it again, wait for the job's first element.
+	mark("close")
 	if err := svc.Close(ctx); err != nil {
 		return out, fmt.Errorf("stopping the service: %w", err)
 	}
@@ -331,6 +354,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 
 	// Create from snapshot: cancel the job, start a new job of the name
 	// from the snapshot (the subscription rewinds to the cut).
+	mark("cancel")
 	old, _ := svc.ElementsRead(snapshotBenchJob)
 	cancelled, err := svc.Cancel(ctx, snapshotBenchJob)
 	if err != nil {
@@ -339,6 +363,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	if _, err := svc.WaitJob(ctx, cancelled.ID); err != nil {
 		return out, err
 	}
+	mark("create-from-snapshot")
 	fromAt := time.Now()
 	if _, err := svc.CreateFromSnapshot(ctx, service.FromSnapshotRequest{SubmitRequest: req, SnapshotID: snap.ID}); err != nil {
 		return out, fmt.Errorf("creating a job from the snapshot: %w", err)
@@ -386,7 +411,8 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	}
 	out.Verified = total == out.Elements
 	if !out.Verified {
-		return out, fmt.Errorf("%w: the per-key counts add up to %d, but %d messages were published", ErrMismatch, total, out.Elements)
+		return out, fmt.Errorf("%w: the per-key counts add up to %d, but %d messages were published (topic sequences: %s; %s)",
+			ErrMismatch, total, out.Elements, strings.Join(marks, " "), diagnoseCounts(ctx, dbPath, cfg.Keys, out.Elements))
 	}
 	return out, nil
 }
@@ -481,4 +507,70 @@ func sumCounts(ctx context.Context, path string) (int64, error) {
 		return 0, fmt.Errorf("reading the totals: %w", err)
 	}
 	return total.Int64, nil
+}
+
+// keyOfSeq is the key of the message at topic sequence seq (from 1): the
+// fill publishes keys 0..keys-1 in order, then steadyPublisher's order.
+func keyOfSeq(seq uint64, keys int64) int64 {
+	if int64(seq) <= keys {
+		return int64(seq) - 1
+	}
+	i := int64(seq) - keys - 1
+	return (i * 2654435761) % keys
+}
+
+// diagnoseCounts compares the table's per-key counts with those of the
+// published messages and describes the difference: how many keys are
+// over and under, and for a few over-counted keys the sequences of their
+// messages (which shows the stretch read twice).
+func diagnoseCounts(ctx context.Context, path string, keys, messages int64) string {
+	want := make([]int64, keys)
+	seqs := map[int64][]uint64{}
+	for seq := uint64(1); seq <= uint64(messages); seq++ {
+		want[keyOfSeq(seq, keys)]++
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT key, n FROM totals`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	got := make([]int64, keys)
+	for rows.Next() {
+		var k, n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return err.Error()
+		}
+		if k >= 0 && k < keys {
+			got[k] = n
+		}
+	}
+	var over, under, excess int64
+	var sample []int64
+	for k := range want {
+		switch d := got[k] - want[k]; {
+		case d > 0:
+			over, excess = over+1, excess+d
+			if len(sample) < 4 {
+				sample = append(sample, int64(k))
+			}
+		case d < 0:
+			under++
+		}
+	}
+	for seq := uint64(1); seq <= uint64(messages); seq++ {
+		if k := keyOfSeq(seq, keys); slices.Contains(sample, k) {
+			seqs[k] = append(seqs[k], seq)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d keys over by %d in all, %d under", over, excess, under)
+	for _, k := range sample {
+		fmt.Fprintf(&b, "; key %d: %d counted, %d published at sequences %v", k, got[k], want[k], seqs[k])
+	}
+	return b.String()
 }
