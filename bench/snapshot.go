@@ -101,8 +101,10 @@ type SnapshotOutcome struct {
 	ExportMBps   float64 `json:"export_mb_per_s"`
 	ImportMillis float64 `json:"import_ms"`
 	ImportMBps   float64 `json:"import_mb_per_s"`
-	// ImportHeapPeakBytes is the largest growth of the Go heap in use
-	// during the import over the heap before it.
+	// ImportHeapPeakBytes is the largest growth of the process's Go heap
+	// in use during the import over the heap before it. The job keeps
+	// running in the same process, so its garbage counts too: an upper
+	// bound (service.TestImportMemory measures an import alone).
 	ImportHeapPeakBytes int64 `json:"import_heap_peak_bytes"`
 	// RestoreFirstMillis: the service stopped and opened again, from the
 	// start of Open to the first element the resumed job read.
