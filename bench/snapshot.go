@@ -120,6 +120,8 @@ type SnapshotOutcome struct {
 	TopicLastSeq  int64 `json:"topic_last_seq"`
 	// Verified says the table's per-key counts add up to Elements.
 	Verified bool `json:"verified"`
+	// Error is why the run failed, when it got as far as its figures.
+	Error string `json:"error,omitempty"`
 }
 
 // SnapshotPipelineYAML is the benchmark's job, writing to the SQLite

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,6 +74,7 @@ counts are checked against the messages published.`,
 				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
 			var runs []snapshotRun
+			var failed []string
 			for _, n := range counts {
 				dir, err := os.MkdirTemp("", "weir-bench-snapshot-")
 				if err != nil {
@@ -84,22 +86,38 @@ counts are checked against the messages published.`,
 				var out bytes.Buffer
 				c.Stdout, c.Stderr = &out, e.stderr
 				e.logger.Info("running", "keys", n)
-				err = c.Run()
+				runErr := c.Run()
 				os.RemoveAll(dir)
-				if err != nil {
-					return withCode(ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, err))
-				}
 				var r snapshotRun
+				if len(bytes.TrimSpace(out.Bytes())) == 0 {
+					return withCode(ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
+				}
 				if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.SnapshotOutcome); err != nil {
 					return withCode(ExitFailure, fmt.Errorf("reading the outcome with %d keys: %w", n, err))
+				}
+				if runErr != nil && r.Error == "" {
+					return withCode(ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
+				}
+				if r.Error != "" {
+					failed = append(failed, fmt.Sprintf("%d keys: %s", n, r.Error))
 				}
 				if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 					r.PeakRSSBytes = ru.Maxrss * 1024
 				}
 				runs = append(runs, r)
 			}
+			// A failed check is reported after the figures.
+			fail := func() error {
+				if len(failed) == 0 {
+					return nil
+				}
+				return withCode(ExitFailure, fmt.Errorf("bench snapshot: the check failed: %s", strings.Join(failed, "; ")))
+			}
 			if format == formatJSON {
-				return writeJSON(e.stdout, runs)
+				if err := writeJSON(e.stdout, runs); err != nil {
+					return err
+				}
+				return fail()
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tFROM SNAP FIRST MS\tVERIFIED\tPEAK RSS MiB\t")
@@ -108,7 +126,10 @@ counts are checked against the messages published.`,
 					r.PauseRatio, r.ReadyMillis, float64(r.DiskSizeBytes)/1e6, r.ExportMBps, r.ImportMBps, float64(r.ImportHeapPeakBytes)/(1<<20),
 					r.RestoreFirstMillis, r.FromSnapshotFirstMillis, r.Verified, float64(r.PeakRSSBytes)/(1<<20))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return fail()
 		},
 	}
 	fl := cmd.Flags()
@@ -134,16 +155,26 @@ func newBenchChildSnapshotCommand(e *env) *cobra.Command {
 			if cfg.Dir == "" {
 				return usageErrorf("--dir is required")
 			}
-			out, err := bench.RunSnapshot(cmd.Context(), cfg)
-			if err != nil {
-				return withCode(ExitFailure, err)
+			out, runErr := bench.RunSnapshot(cmd.Context(), cfg)
+			if runErr != nil && !errors.Is(runErr, bench.ErrMismatch) {
+				return withCode(ExitFailure, runErr)
+			}
+			if runErr != nil {
+				// The figures were measured: report them with the failed
+				// check, and fail.
+				out.Error = runErr.Error()
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
 				return withCode(ExitFailure, err)
 			}
-			_, err = fmt.Fprintln(e.stdout, string(b))
-			return err
+			if _, err := fmt.Fprintln(e.stdout, string(b)); err != nil {
+				return err
+			}
+			if runErr != nil {
+				return withCode(ExitFailure, runErr)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
