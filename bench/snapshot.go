@@ -118,6 +118,9 @@ type SnapshotOutcome struct {
 	// acknowledged by the broker; TopicLastSeq the topic's last sequence.
 	PublisherSent int64 `json:"publisher_sent"`
 	TopicLastSeq  int64 `json:"topic_last_seq"`
+	// TopicSettleMillis is how long the topic's info took to count every
+	// message the publisher had acknowledged (see settledTopic).
+	TopicSettleMillis float64 `json:"topic_settle_ms"`
 	// Verified says the table's per-key counts add up to Elements.
 	Verified bool `json:"verified"`
 	// Error is why the run failed, when it got as far as its figures.
@@ -384,11 +387,14 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	}
 	// Ground truth: the messages the topic holds (what the jobs could
 	// read). The publisher's own count is reported beside it.
-	ti, err := b.Topic(ctx, snapshotBenchTopic)
+	out.PublisherSent = cfg.Keys + next.Load()
+	settleAt := time.Now()
+	ti, err := settledTopic(ctx, b, uint64(out.PublisherSent))
+	out.TopicSettleMillis = millisSince(settleAt)
 	if err != nil {
 		return out, err
 	}
-	out.Elements, out.PublisherSent = int64(ti.Messages), cfg.Keys+next.Load()
+	out.Elements = int64(ti.Messages)
 	out.TopicLastSeq = int64(ti.LastSeq)
 	if ti.FirstSeq != 1 || ti.LastSeq != ti.Messages {
 		return out, fmt.Errorf("%w: the topic holds %d messages, sequences %d to %d", ErrMismatch, ti.Messages, ti.FirstSeq, ti.LastSeq)
@@ -476,6 +482,20 @@ func importFrom(ctx context.Context, file, dir string, logger *slog.Logger, want
 		return fmt.Errorf("%w: imported snapshot %s is %s with %d bytes, exported %s had %d", ErrMismatch, got.ID, got.State, got.DiskSizeBytes, want.ID, want.DiskSizeBytes)
 	}
 	return nil
+}
+
+// settledTopic reads the topic's info until it holds sent messages, for
+// up to 30 s (its counts were seen to lag the publisher's acknowledged
+// messages by a few hundred under load), and returns the last read.
+func settledTopic(ctx context.Context, b *pubsub.Broker, sent uint64) (pubsub.TopicInfo, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ti, err := b.Topic(ctx, snapshotBenchTopic)
+		if err != nil || ti.Messages >= sent || time.Now().After(deadline) {
+			return ti, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitBacklogRead waits until job's subscription has no message left
