@@ -105,7 +105,9 @@ func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate fl
 			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys)); err != nil {
 				next.Add(-1) // not handed to the broker
 				if ctx.Err() != nil {
-					return nil
+					// Stopped while waiting for an acknowledgement: the
+					// messages in flight are counted, so wait for them.
+					return p.flush(context.WithoutCancel(ctx))
 				}
 				return err
 			}
