@@ -88,6 +88,11 @@ type SnapshotOutcome struct {
 	// SnapshotPauseMillis is the longest gap from the snapshot request
 	// until it was READY (periodic checkpoints go on meanwhile).
 	SnapshotPauseMillis float64 `json:"snapshot_pause_ms"`
+	// CutPauseMillis and CopyPauseMillis split SnapshotPauseMillis: the
+	// longest gap while the cut was taken (the request) and while the
+	// state was copied afterwards (until READY).
+	CutPauseMillis  float64 `json:"cut_pause_ms"`
+	CopyPauseMillis float64 `json:"copy_pause_ms"`
 	// PauseRatio is SnapshotPauseMillis over CheckpointPauseMillis.
 	PauseRatio float64 `json:"pause_ratio"`
 	// CutMillis is how long the snapshot request took (the cut).
@@ -311,11 +316,13 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 		return out, fmt.Errorf("taking the snapshot: %w", err)
 	}
 	out.CutMillis = millisSince(reqAt)
+	out.CutPauseMillis = float64(mon.reset().Microseconds()) / 1000
 	if snap, err = svc.WaitSnapshot(ctx, snap.ID); err != nil {
 		return out, err
 	}
 	out.ReadyMillis = millisSince(reqAt)
-	out.SnapshotPauseMillis = float64(mon.reset().Microseconds()) / 1000
+	out.CopyPauseMillis = float64(mon.reset().Microseconds()) / 1000
+	out.SnapshotPauseMillis = max(out.CutPauseMillis, out.CopyPauseMillis)
 	if snap.State != service.SnapshotReady {
 		return out, fmt.Errorf("the snapshot ended %s: %s", snap.State, snap.FailureReason)
 	}

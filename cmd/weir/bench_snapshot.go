@@ -120,9 +120,9 @@ counts are checked against the messages published.`,
 				return fail()
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tFROM SNAP FIRST MS\tVERIFIED\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS (CUT/COPY)\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tFROM SNAP FIRST MS\tVERIFIED\tPEAK RSS MiB\t")
 			for _, r := range runs {
-				fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%t\t%.0f\t\n", r.Keys, r.CheckpointPauseMillis, r.SnapshotPauseMillis,
+				fmt.Fprintf(tw, "%d\t%.1f\t%.1f (%.1f/%.1f)\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%t\t%.0f\t\n", r.Keys, r.CheckpointPauseMillis, r.SnapshotPauseMillis, r.CutPauseMillis, r.CopyPauseMillis,
 					r.PauseRatio, r.ReadyMillis, float64(r.DiskSizeBytes)/1e6, r.ExportMBps, r.ImportMBps, float64(r.ImportHeapPeakBytes)/(1<<20),
 					r.RestoreFirstMillis, r.FromSnapshotFirstMillis, r.Verified, float64(r.PeakRSSBytes)/(1<<20))
 			}

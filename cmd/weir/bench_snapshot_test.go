@@ -35,6 +35,11 @@ func TestCLIBenchSnapshot(t *testing.T) {
 				t.Errorf("run %d: %s = %v, want a positive figure", i, f, run[f])
 			}
 		}
+		for _, f := range []string{"cut_pause_ms", "copy_pause_ms", "topic_settle_ms"} {
+			if v, ok := run[f].(float64); !ok || v < 0 {
+				t.Errorf("run %d: %s = %v, want a figure", i, f, run[f])
+			}
+		}
 	}
 	text := runCLI(t, "", "bench", "snapshot", "--keys", "1000", "--rate", "2000", "--steady", "200ms", "--checkpoint-interval", "100ms")
 	if text.code != ExitOK {
