@@ -44,6 +44,7 @@ const (
 	mStepBacklog
 	mStepTimers
 	mStepTimersPending
+	mStepKeys
 	mCheckpointDuration
 	mCheckpointSize
 )
@@ -69,6 +70,8 @@ var metricDefs = []MetricDef{
 	mStepTimers:      {"weir_step_pending_timers", "gauge", stepLabels, "Timers set and not yet fired, of keyed steps (the same as weir_step_timers_pending)."},
 	mStepTimersPending: {"weir_step_timers_pending", "gauge", stepLabels,
 		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
+	mStepKeys: {"weir_step_keys", "gauge", stepLabels,
+		"Keys a keyed step (GroupByKey, Combine, stateful ParDo, windowed aggregation) holds state for."},
 	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
 }
@@ -161,6 +164,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if st.PendingTimers != nil {
 				gauge(mStepTimers, float64(*st.PendingTimers), l...)
 				gauge(mStepTimersPending, float64(*st.PendingTimers), l...)
+			}
+			if st.Keys != nil {
+				gauge(mStepKeys, float64(*st.Keys), l...)
 			}
 		}
 	}

@@ -285,8 +285,11 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, ref, action string)
 	case "snapshot":
 		s.snapshotJob(w, r, ref) // snapshots.go
 		return
+	case "rollback":
+		s.rollbackJob(w, r, ref) // rollback.go
+		return
 	default:
-		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain, cancel or snapshot", action)
+		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain, cancel, snapshot or rollback", action)
 	}
 	if err != nil {
 		s.writeError(w, err)

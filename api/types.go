@@ -37,6 +37,10 @@ type SubmitResponse struct {
 	State service.JobState `json:"state"`
 	// Error is why the job failed to start, when State is FAILED.
 	Error string `json:"error,omitempty"`
+	// Replacement is the strategy of the replacement flow the job is the
+	// new job of (stop_and_replace, parallel); empty for a new job or an
+	// in-place update.
+	Replacement string `json:"replacement,omitempty"`
 }
 
 // JobList is the reply to GET /v1/jobs.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 
@@ -18,6 +19,10 @@ type UpdateRequest struct {
 	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
 	// ValidateOnly runs the compatibility check and changes nothing.
 	ValidateOnly bool `json:"validate_only,omitempty"`
+	// JinjaVariables, when given (even {}), make the server render the
+	// pipeline as a Jinja template first; includes and imports are refused
+	// (the server reads no file a submitted template names).
+	JinjaVariables map[string]any `json:"jinja_variables,omitempty"`
 }
 
 // UpdateResponse is the reply to an update: the compatibility report, and
@@ -33,8 +38,14 @@ type UpdateResponse struct {
 	Options        *service.JobOptions    `json:"options,omitempty"`
 	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
 	// Notes say what the service options made of the request.
-	Notes []string     `json:"notes,omitempty"`
-	Error *ErrorDetail `json:"error,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Graph is the new pipeline's canonical graph, as the check read it
+	// (also when it refuses the update): the console's preview draws it.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// RenderedPipeline is the pipeline after Jinja rendering, when
+	// JinjaVariables were given.
+	RenderedPipeline string       `json:"rendered_pipeline,omitempty"`
+	Error            *ErrorDetail `json:"error,omitempty"`
 }
 
 // HistoryResponse is the reply of GET /v1/history/{name}: every job of a
@@ -43,6 +54,9 @@ type HistoryResponse struct {
 	Name     string            `json:"name"`
 	Jobs     []*service.Job    `json:"jobs"`
 	Attempts []service.Attempt `json:"attempts"`
+	// Generations tells how each job took over from the one before, its
+	// replacement phases, stop window, rescales and rollback snapshots.
+	Generations []service.GenerationHistory `json:"generations"`
 }
 
 func (s *Server) registerUpdate() {
@@ -89,15 +103,20 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.svc.Update(r.Context(), service.UpdateRequest{
 		SubmitRequest: req.serviceRequest(),
-		Mapping:       req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly})
+		Mapping:       req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange, ValidateOnly: req.ValidateOnly,
+		JinjaVariables: req.JinjaVariables})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
 	out := UpdateResponse{Report: res.Report, Replaced: res.Replaced, PauseMS: res.PauseMillis,
-		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes}
+		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes,
+		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline}
 	if res.Job != nil {
 		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
+		if r := res.Job.Replacement; r != nil && res.Job.ID == r.NewJobID {
+			out.Job.Replacement = r.Strategy
+		}
 	}
 	status := http.StatusOK
 	if err != nil {
@@ -118,7 +137,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	if attempts == nil {
 		attempts = []service.Attempt{}
 	}
-	writeJSON(w, http.StatusOK, HistoryResponse{Name: name, Jobs: jobs, Attempts: attempts})
+	gens, err := s.svc.LineageHistory(name)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, HistoryResponse{Name: name, Jobs: jobs, Attempts: attempts, Generations: gens})
 }
 
 // Update asks the server to replace the running job of req.Name. A refused

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,11 @@ type UpdateConfig struct {
 	// Steady is how long the steady load runs before and after the swap.
 	// Default 2s.
 	Steady time.Duration
+	// Swaps is how many swaps one run of the server variant makes, each
+	// after a baseline stretch of Steady and followed by Steady of load, so
+	// that the pauses have a distribution (p50, p99). Default 1. The SDK
+	// variant always swaps once.
+	Swaps int
 }
 
 // UpdateOutcome is what one run of the update benchmark measured.
@@ -56,6 +63,36 @@ type UpdateOutcome struct {
 	Elements int64 `json:"elements"`
 	// Verified says the final per-key totals add up to the elements read.
 	Verified bool `json:"verified"`
+	// PausesMillis and BaselinesMillis are every swap's pause and the
+	// baseline gap of the stretch just before it (server variant), in the
+	// order measured; PauseMillis and BaselineMillis are their maxima.
+	PausesMillis    []float64 `json:"pauses_ms,omitempty"`
+	BaselinesMillis []float64 `json:"baseline_gaps_ms,omitempty"`
+	// PauseP50Millis, PauseP99Millis, BaselineP50Millis and
+	// BaselineP99Millis summarise them (nearest rank; with fewer than 100
+	// swaps the p99 is the largest value).
+	PauseP50Millis    float64 `json:"pause_p50_ms,omitempty"`
+	PauseP99Millis    float64 `json:"pause_p99_ms,omitempty"`
+	BaselineP50Millis float64 `json:"baseline_gap_p50_ms,omitempty"`
+	BaselineP99Millis float64 `json:"baseline_gap_p99_ms,omitempty"`
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p <= 100) of xs, 0
+// for none. It does not change xs.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	if rank < 1 {
+		rank = 1
+	}
+	if rank > len(s) {
+		rank = len(s)
+	}
+	return s[rank-1]
 }
 
 func (c *UpdateConfig) ensureDefaults() {
@@ -64,6 +101,9 @@ func (c *UpdateConfig) ensureDefaults() {
 	}
 	if c.Workers <= 0 {
 		c.Workers = 2
+	}
+	if c.Swaps <= 0 {
+		c.Swaps = 1
 	}
 	if c.Steady <= 0 {
 		c.Steady = 2 * time.Second

@@ -21,3 +21,43 @@ func TestUpdateBenchSmall(t *testing.T) {
 		t.Logf("%s: %+v", mode, out)
 	}
 }
+
+// TestServerUpdateSwaps runs the server variant with three swaps: every
+// swap's pause and baseline is reported, the maxima and percentiles agree
+// with them, and the job read everything published.
+func TestServerUpdateSwaps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a job service")
+	}
+	out, err := RunServerUpdate(context.Background(), UpdateConfig{Keys: 2000, Rate: 2000, Mode: "update", Dir: t.TempDir(), Steady: 200 * time.Millisecond, Swaps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.PausesMillis) != 3 || len(out.BaselinesMillis) != 3 {
+		t.Fatalf("want 3 pauses and 3 baselines: %+v", out)
+	}
+	if out.PauseMillis != Percentile(out.PausesMillis, 100) || out.PauseP99Millis != out.PauseMillis {
+		t.Errorf("max pause %v, p99 %v, pauses %v", out.PauseMillis, out.PauseP99Millis, out.PausesMillis)
+	}
+	if out.PauseP50Millis <= 0 || out.PauseP50Millis > out.PauseP99Millis || out.BaselineP50Millis > out.BaselineP99Millis {
+		t.Errorf("percentiles out of order: %+v", out)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	for _, tc := range []struct {
+		p    float64
+		want float64
+	}{{50, 3}, {99, 5}, {100, 5}, {1, 1}, {20, 1}, {21, 2}} {
+		if got := Percentile(xs, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if xs[0] != 5 {
+		t.Error("Percentile sorted its input")
+	}
+	if got := Percentile(nil, 50); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,7 +131,9 @@ func appendKeyMessage(dst []byte, k int64) []byte {
 // service (every job checkpoints) and opens it again (every job restores
 // its state from the store). The pause is the longest time the job read
 // nothing around the swap; BaselineMillis is the same measure over as long
-// a stretch of steady load before it.
+// a stretch of steady load before it. With cfg.Swaps > 1 the swap repeats,
+// each after its own baseline stretch, and the outcome carries every pause
+// and baseline gap with their p50 and p99.
 func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	cfg.ensureDefaults()
 	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true}
@@ -207,41 +210,49 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		return <-pubErr
 	}
 	time.Sleep(cfg.Steady)
-	mon.reset()
-	time.Sleep(cfg.Steady)
-	out.BaselineMillis = float64(mon.reset().Microseconds()) / 1000
-
-	swapStart := time.Now()
-	switch cfg.Mode {
-	case "update":
-		res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
-		if err != nil {
-			stopPublisher()
-			return out, fmt.Errorf("updating the job: %w", err)
+	for i := 0; i < cfg.Swaps; i++ {
+		mon.reset()
+		time.Sleep(cfg.Steady)
+		base := float64(mon.reset().Microseconds()) / 1000
+		swapStart := time.Now()
+		switch cfg.Mode {
+		case "update":
+			res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
+			if err != nil {
+				stopPublisher()
+				return out, fmt.Errorf("updating the job (swap %d): %w", i+1, err)
+			}
+			out.Phases = map[string]float64{"service_pause": float64(res.PauseMillis)}
+		case "restore":
+			if err := svc.Close(ctx); err != nil {
+				stopPublisher()
+				return out, fmt.Errorf("stopping the service (swap %d): %w", i+1, err)
+			}
+			if svc, err = service.Open(ctx, sopts); err != nil {
+				stopPublisher()
+				return out, fmt.Errorf("reopening the service (swap %d): %w", i+1, err)
+			}
+			mon.svc.Store(svc)
+			// Open answers at once and resumes the job in the background:
+			// the swap ends when the job has resumed.
+			select {
+			case <-svc.Recovered():
+			case <-ctx.Done():
+				stopPublisher()
+				return out, ctx.Err()
+			}
 		}
-		out.Phases = map[string]float64{"service_pause": float64(res.PauseMillis)}
-	case "restore":
-		if err := svc.Close(ctx); err != nil {
-			stopPublisher()
-			return out, fmt.Errorf("stopping the service: %w", err)
-		}
-		if svc, err = service.Open(ctx, sopts); err != nil {
-			stopPublisher()
-			return out, fmt.Errorf("reopening the service: %w", err)
-		}
-		mon.svc.Store(svc)
-		// Open answers at once and resumes the job in the background: the
-		// swap ends when the job has resumed.
-		select {
-		case <-svc.Recovered():
-		case <-ctx.Done():
-			stopPublisher()
-			return out, ctx.Err()
-		}
+		swap := float64(time.Since(swapStart).Microseconds()) / 1000
+		time.Sleep(cfg.Steady)
+		pause := float64(mon.reset().Microseconds()) / 1000
+		out.PausesMillis = append(out.PausesMillis, pause)
+		out.BaselinesMillis = append(out.BaselinesMillis, base)
+		out.SwapMillis = math.Max(out.SwapMillis, swap)
+		out.PauseMillis = math.Max(out.PauseMillis, pause)
+		out.BaselineMillis = math.Max(out.BaselineMillis, base)
 	}
-	out.SwapMillis = float64(time.Since(swapStart).Microseconds()) / 1000
-	time.Sleep(cfg.Steady)
-	out.PauseMillis = float64(mon.reset().Microseconds()) / 1000
+	out.PauseP50Millis, out.PauseP99Millis = Percentile(out.PausesMillis, 50), Percentile(out.PausesMillis, 99)
+	out.BaselineP50Millis, out.BaselineP99Millis = Percentile(out.BaselinesMillis, 50), Percentile(out.BaselinesMillis, 99)
 	if err := stopPublisher(); err != nil {
 		return out, err
 	}

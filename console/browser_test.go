@@ -309,6 +309,29 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	}
 	evalUntil(t, ctx, "the throughput chart has points", `+(document.querySelector('#chart-throughput svg.chart')||{dataset:{}}).dataset.points >= 3`)
 	evalUntil(t, ctx, "the system lag chart has points", `+(document.querySelector('#chart-system-lag svg.chart')||{dataset:{}}).dataset.points >= 3`)
+	// The stateful boxes show their key counts, the API's: Generate
+	// writes 3 keys, and each windowed Combine holds all 3 at every moment
+	// after the first elements (a key's next window opens before its
+	// previous one ends).
+	evalUntil(t, ctx, "the stateful boxes show key counts",
+		`['Sums', 'Counts'].every(n => (document.querySelector('svg.graph g.step[data-step="' + n + '"]')||{dataset:{}}).dataset.keys === '3')`)
+	var drawnKeys map[string]string
+	if err := evaluate(ctx, `Object.fromEntries([...document.querySelectorAll('svg.graph g.step.keyed')].map(g => [g.dataset.step, g.dataset.keys || '']))`, &drawnKeys); err != nil {
+		t.Fatal(err)
+	}
+	sj, err := c.Get(context.Background(), stream.ID)
+	if err != nil || sj.Metrics == nil {
+		t.Fatalf("reading the streaming job's metrics: %v", err)
+	}
+	apiKeys := map[string]string{}
+	for _, st := range sj.Metrics.Steps {
+		if st.Keys != nil {
+			apiKeys[st.Name] = fmt.Sprint(*st.Keys)
+		}
+	}
+	if fmt.Sprint(drawnKeys) != fmt.Sprint(apiKeys) || apiKeys["Sums"] != "3" || apiKeys["Counts"] != "3" {
+		t.Errorf("key counts drawn %v, the API says %v (want Sums and Counts 3)", drawnKeys, apiKeys)
+	}
 	screenshot(t, ctx, "console-job")
 	// The composite of the windowed Combine collapses into one box and
 	// expands again.
@@ -402,7 +425,77 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	if finding.Code == "" {
 		t.Errorf("the report shows no refusal at Counts")
 	}
+	// The new graph is the server's: the windowed Combine's inner step,
+	// which the pipeline's text does not name, is drawn and marked too.
+	if marks["new-graph:Totals/Window"] != "renamed" || marks["new-graph:Counts/Window"] == "" {
+		t.Errorf("the new graph's inner steps are marked %q and %q, want the server's graph with Totals/Window renamed (all: %v)",
+			marks["new-graph:Totals/Window"], marks["new-graph:Counts/Window"], marks)
+	}
 	screenshot(t, ctx, "console-update-preview")
+
+	// The same update as a Jinja template: the server renders it with the
+	// page's variables, the marks are the same and the rendered text is shown.
+	template := strings.Replace(updatedYAML, "name: Totals", "name: {{ total_step }}", 1)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/totals/update"),
+		present(`#pipeline`),
+		chromedp.SetValue(chromedp.CSS(`#pipeline`), template),
+		chromedp.SendKeys(chromedp.CSS(`#mapping`), `{"Sums": "Totals"}`),
+		chromedp.SendKeys(chromedp.CSS(`#jinja-variables`), `{"total_step": "Totals"}`),
+		chromedp.Click(chromedp.CSS(`#check`)),
+		present(`#preview-result[data-checked] .report`), present(`#rendered pre`)); err != nil {
+		t.Fatalf("the preview of a template shows no report or rendered text: %v", err)
+	}
+	var jinjaMarks map[string]string
+	if err := evaluate(ctx, `Object.fromEntries([...document.querySelectorAll('#new-graph g.step')].map(g =>
+		[g.dataset.step, (g.getAttribute('class').match(/mark-(\w+)/)||[])[1] || '']))`, &jinjaMarks); err != nil {
+		t.Fatal(err)
+	}
+	var renderedText string
+	if err := evaluate(ctx, `document.querySelector('#rendered pre').textContent`, &renderedText); err != nil {
+		t.Fatal(err)
+	}
+	if jinjaMarks["Totals"] != "renamed" || jinjaMarks["Counts"] != "refused" || !strings.Contains(renderedText, "name: Totals") {
+		t.Errorf("the rendered template's new graph is marked %v and rendered as %q, want Totals renamed, Counts refused", jinjaMarks, renderedText)
+	}
+
+	// A pipeline that does not load: no graph, the error at its line.
+	broken := strings.Replace(updatedYAML, "type: Combine\n      name: Totals", "type: NoSuchTransform\n      name: Totals", 1)
+	wantLine := 1 + strings.Count(broken[:strings.Index(broken, "NoSuchTransform")], "\n")
+	_, apiErr := c.Update(context.Background(), api.UpdateRequest{SubmitRequest: api.SubmitRequest{Name: "totals", Pipeline: broken, BaseDir: t.TempDir()},
+		TransformNameMapping: `{"Sums": "Totals"}`, ValidateOnly: true})
+	if apiErr == nil || !strings.Contains(apiErr.Error(), fmt.Sprintf(":%d:", wantLine)) {
+		t.Fatalf("the API's answer to a broken pipeline: %v, want an error at line %d", apiErr, wantLine)
+	}
+	for _, tc := range []struct{ what, text string }{
+		{"an unknown transform", broken},
+		{"a Jinja include", strings.Replace(updatedYAML, "name: Totals", "name: {% include 'steps.yaml' %}", 1)},
+	} {
+		line := wantLine
+		if tc.what == "a Jinja include" {
+			line = 1 + strings.Count(tc.text[:strings.Index(tc.text, "{%")], "\n")
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/totals/update"),
+			present(`#pipeline`),
+			chromedp.SetValue(chromedp.CSS(`#pipeline`), tc.text),
+			chromedp.Click(chromedp.CSS(`#check`)),
+			present(`#preview-result[data-checked] #load-error a.position`)); err != nil {
+			t.Fatalf("%s: the preview shows no positioned error: %v", tc.what, err)
+		}
+		var pos struct {
+			Code, Line string
+			Boxes      int
+		}
+		if err := evaluate(ctx, `(() => { const a = document.querySelector('#load-error a.position');
+			return {Code: document.getElementById('load-error').dataset.code, Line: a.dataset.line, Boxes: document.querySelectorAll('#new-graph g.step').length}; })()`, &pos); err != nil {
+			t.Fatal(err)
+		}
+		if pos.Code != "INVALID_PIPELINE" || pos.Line != fmt.Sprint(line) || pos.Boxes != 0 {
+			t.Errorf("%s: error shown %+v, want INVALID_PIPELINE at line %d and no new graph", tc.what, pos, line)
+		}
+		if tc.what == "an unknown transform" {
+			screenshot(t, ctx, "console-update-preview-error")
+		}
+	}
 	if j, err := c.Get(context.Background(), old.ID); err != nil || j.State != service.StateRunning {
 		t.Fatalf("the preview changed the job: %v %v", j.State, err)
 	}

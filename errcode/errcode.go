@@ -218,9 +218,22 @@ const (
 	// RewindBeyondRetention: a replacement job would have to re-read input
 	// its source no longer retains (or cannot re-read); nothing changed.
 	RewindBeyondRetention Code = "REWIND_BEYOND_RETENTION"
-	// ReplacementUnavailable: the server does not offer this replacement
-	// flow yet (see the message for what it offers instead); nothing changed.
+	// ReplacementUnavailable: the server cannot perform this replacement
+	// flow for this job (a source, window or sink it cannot hand over; see
+	// the message for what to do instead); nothing changed.
 	ReplacementUnavailable Code = "REPLACEMENT_UNAVAILABLE"
+
+	// Rollback (weir jobs rollback).
+
+	// NoRollbackSnapshot: the job name has no rollback snapshot to go back
+	// to (none of the asked generation, or its replacement kept none).
+	NoRollbackSnapshot Code = "NO_ROLLBACK_SNAPSHOT"
+	// RollbackSnapshotExpired: the rollback snapshot of the asked
+	// generation was deleted once the rollback retention had passed.
+	RollbackSnapshotExpired Code = "ROLLBACK_SNAPSHOT_EXPIRED"
+	// RollbackUnavailable: a rollback cannot run now (a replacement flow
+	// of the name is under way); the message says what to do.
+	RollbackUnavailable Code = "ROLLBACK_UNAVAILABLE"
 )
 
 // Codes of the topic and subscription routes (AreaPubSub).
@@ -384,6 +397,9 @@ func registry() []Info {
 		{ReplaceTooSoon, svc, KindConflict, http.StatusConflict},
 		{RewindBeyondRetention, svc, KindConflict, http.StatusConflict},
 		{ReplacementUnavailable, svc, KindConflict, http.StatusConflict},
+		{NoRollbackSnapshot, svc, KindNotFound, http.StatusNotFound},
+		{RollbackSnapshotExpired, svc, KindConflict, http.StatusConflict},
+		{RollbackUnavailable, svc, KindConflict, http.StatusConflict},
 
 		{TopicNotFound, ps, KindNotFound, http.StatusNotFound},
 		{TopicExists, ps, KindConflict, http.StatusConflict},

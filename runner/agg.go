@@ -44,6 +44,8 @@ func (k *aggKey) has(ws *winState) bool {
 // as a unit.
 type keyGroupState struct {
 	keys map[uint64]*aggKey
+	// n is the number of keys held (chains included), for key counts.
+	n int
 }
 
 // find returns the key with hash h and encoding key, or nil.
@@ -69,6 +71,7 @@ func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
 func (g *keyGroupState) add(k *aggKey) {
 	k.next = g.keys[k.hash]
 	g.keys[k.hash] = k
+	g.n++
 }
 
 func (g *keyGroupState) remove(k *aggKey) {
@@ -79,11 +82,13 @@ func (g *keyGroupState) remove(k *aggKey) {
 		} else {
 			g.keys[k.hash] = k.next
 		}
+		g.n--
 		return
 	}
 	for p := head; p != nil; p = p.next {
 		if p.next == k {
 			p.next = k.next
+			g.n--
 			return
 		}
 	}
@@ -131,6 +136,8 @@ type aggNode struct {
 	late      lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
 	checked RejectingAggregator
+	// nkeys is the number of keys the node holds (keycount.go).
+	nkeys int64
 }
 
 type touchRef struct {
@@ -219,6 +226,7 @@ func (n *aggNode) adopt(olds []node) {
 		heap.Init(&n.events)
 		heap.Init(&n.deadlines)
 	}
+	n.nkeys = n.countKeys()
 }
 
 // restore loads the checkpointed state of the key groups this worker owns.
@@ -231,6 +239,7 @@ func (n *aggNode) restore() error {
 		k.str = string(key)
 		k.hash = KeyHash(key)
 		n.group(kg).add(k)
+		n.nkeys++
 		for _, ws := range k.wins {
 			n.setEventTimers(kg, k, ws)
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
@@ -286,6 +295,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		if k == nil {
 			k = &aggKey{key: n.agg.Key(e.Value), str: string(n.scratch), hash: h}
 			g.add(k)
+			n.nkeys++
 		}
 		n.markDirty(kg, k)
 		var ws *winState
@@ -451,6 +461,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		}
 		if len(k.wins) == 0 {
 			n.groups[kg].remove(k)
+			n.nkeys--
 			k.dead = true
 		}
 		return nil

@@ -167,6 +167,11 @@ type StepMetrics struct {
 	// fired, as of their last watermark move (window-end and expiry timers
 	// included; lazily cancelled ones too).
 	PendingTimers int64
+	// Keys is the number of keys a keyed step (GroupByKey, Combine,
+	// stateful ParDo) holds state for, as of its instances' last bundle or
+	// control message; Keyed reports whether the step is keyed.
+	Keys  int64
+	Keyed bool
 }
 
 // Result is the outcome of a completed run.

@@ -188,10 +188,12 @@ func (r *run) result() *Result {
 	res := &Result{}
 	for _, sp := range r.steps {
 		c := sp.counters
+		keys, keyed := c.keyCount()
 		res.Steps = append(res.Steps, StepMetrics{
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
 			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
 			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
+			Keys: keys, Keyed: keyed,
 		})
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })

@@ -36,6 +36,9 @@ type keyedState interface {
 	eventTime(wm mtime.Time) error
 	// processingTime fires the processing-time timers due by now.
 	processingTime(now mtime.Time) error
+	// nkeysField is where the node counts the keys it holds state for
+	// (keycount.go).
+	nkeysField() *int64
 }
 
 // stateLog is a keyed node's change log as the control protocol sees it
@@ -65,6 +68,11 @@ type keyed struct {
 	done  bool
 	state keyedState
 	log   stateLog
+	// nkeys points at the node's key count; published is the count last
+	// stored in the step's counters (keycount.go).
+	nkeys         *int64
+	published     int64
+	publishedOnce bool
 }
 
 func newKeyed(w *worker, sp *stepPlan, out *outputs) keyed {
@@ -84,10 +92,14 @@ func (k *keyed) enableCheckpoints(inner alignedNode, adopt func([]node), restore
 	k.w.r.coord.register(k.key())
 	if olds := k.w.r.adoptable(k.sp.step.Name); olds != nil {
 		adopt(olds)
+		k.publishKeys()
 		return nil
 	}
 	if rs := k.w.r.opts.Restore; rs != nil && rs.State != nil {
-		return restore()
+		if err := restore(); err != nil {
+			return err
+		}
+		k.publishKeys()
 	}
 	return nil
 }
@@ -122,6 +134,7 @@ func (k *keyed) leave(prev int) { k.w.cur = prev }
 
 func (k *keyed) process(port int, b bundle) error {
 	defer k.leave(k.enter())
+	defer k.publishKeys()
 	if k.al != nil {
 		return k.al.process(port, b)
 	}
@@ -130,6 +143,7 @@ func (k *keyed) process(port int, b bundle) error {
 
 func (k *keyed) control(port int, c ctrl) error {
 	defer k.leave(k.enter())
+	defer k.publishKeys()
 	if k.al != nil {
 		return k.al.control(port, c)
 	}

@@ -22,6 +22,9 @@ type stepCounters struct {
 	// timers holds, per worker, the timers a keyed step's instance has set
 	// and not fired (event- and processing-time, including window ends).
 	timers []atomic.Int64
+	// keys holds, per worker, the keys a keyed step's instance holds
+	// state for (keycount.go); nil for other steps.
+	keys []atomic.Int64
 }
 
 func (c *stepCounters) pendingTimers() int64 {
@@ -71,6 +74,9 @@ func (r *run) plan() error {
 			r.nroots++
 			sp.counters.wms = make([]atomic.Int64, r.opts.NumWorkers)
 			sp.counters.timers = make([]atomic.Int64, r.opts.NumWorkers)
+			if s.Kind.IsKeyed() {
+				sp.counters.keys = make([]atomic.Int64, r.opts.NumWorkers)
+			}
 			for w := range sp.counters.wms {
 				sp.counters.wms[w].Store(int64(mtime.MinTimestamp))
 			}

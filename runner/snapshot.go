@@ -90,6 +90,9 @@ type lazySnapshot[R any] struct {
 
 	state atomic.Int32
 	done  chan struct{}
+	// freed gets a token when the owning worker gives the snapshot up
+	// (release), so that Await claims it at once instead of polling.
+	freed chan struct{}
 	out   []StateEntry
 	// now reads the time that bounds an encoding slice; nil: time.Now.
 	// Tests inject a clock that runs fast.
@@ -103,7 +106,7 @@ type snapSpan struct {
 
 func newLazySnapshot[R any](step string, gen uint64, refs []R, keyGen func(R) *uint64, id func(R) dirtyKey,
 	enc func([]byte, R) ([]byte, bool, error), state int32) *lazySnapshot[R] {
-	l := &lazySnapshot[R]{step: step, gen: gen, refs: refs, keyGen: keyGen, id: id, enc: enc, done: make(chan struct{})}
+	l := &lazySnapshot[R]{step: step, gen: gen, refs: refs, keyGen: keyGen, id: id, enc: enc, done: make(chan struct{}), freed: make(chan struct{}, 1)}
 	l.state.Store(state)
 	return l
 }
@@ -195,7 +198,14 @@ func (l *lazySnapshot[R]) finish() {
 	close(l.done)
 }
 
-func (l *lazySnapshot[R]) release() { l.state.CompareAndSwap(snapWorker, snapFree) }
+func (l *lazySnapshot[R]) release() {
+	if l.state.CompareAndSwap(snapWorker, snapFree) {
+		select {
+		case l.freed <- struct{}{}:
+		default: // a token is already waiting
+		}
+	}
+}
 
 func (l *lazySnapshot[R]) claim() bool { return l.state.CompareAndSwap(snapFree, snapClaimed) }
 
@@ -257,11 +267,9 @@ func (w *worker) releaseSnapshots() {
 }
 
 // Await encodes the snapshot on the calling goroutine when nobody else
-// does, or waits until its owner has; it re-checks every 2 ms whether the
-// owner (an exiting worker) gave it up.
+// does, or waits until its owner has; when the owner (an exiting worker)
+// gives it up instead, release wakes Await, which encodes the rest.
 func (l *lazySnapshot[R]) Await(ctx context.Context) ([]StateEntry, error) {
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		if l.claim() {
 			l.finishHere()
@@ -271,7 +279,7 @@ func (l *lazySnapshot[R]) Await(ctx context.Context) ([]StateEntry, error) {
 			return l.result()
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-tick.C:
+		case <-l.freed:
 		}
 	}
 }

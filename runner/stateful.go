@@ -213,6 +213,8 @@ type statefulNode struct {
 	changes changeLog[sfDirty]
 	coder   StateCoder
 	late    lateRoute
+	// nkeys is the number of keys the node holds (keycount.go).
+	nkeys int64
 }
 
 type sfDirty struct {
@@ -259,6 +261,7 @@ func (n *statefulNode) adopt(olds []node) {
 		heap.Init(&n.events)
 		heap.Init(&n.proc)
 	}
+	n.nkeys = n.countKeys()
 }
 
 func (n *statefulNode) restore() error {
@@ -272,6 +275,9 @@ func (n *statefulNode) restore() error {
 		if g == nil {
 			g = map[string]*sfKey{}
 			n.groups[kg] = g
+		}
+		if g[k.str] == nil {
+			n.nkeys++
 		}
 		g[k.str] = k
 		for _, ws := range k.wins {
@@ -353,6 +359,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		if k == nil {
 			k = &sfKey{key: n.fn.Key(e.Value), str: key}
 			g[key] = k
+			n.nkeys++
 		}
 		n.markDirty(kg, k)
 		var ws *sfWin
@@ -415,6 +422,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 		}
 		if len(k.wins) == 0 {
 			delete(n.groups[ref.kg], ref.key)
+			n.nkeys--
 			k.dead = true
 		}
 		return nil
@@ -478,6 +486,7 @@ func (n *statefulNode) finish() error {
 		}
 	}
 	clear(n.groups)
+	n.nkeys = 0
 	return nil
 }
 

@@ -49,9 +49,17 @@ type Config struct {
 	// start and a same-name replacement of it (service.Options). Default
 	// service.DefaultMinReplaceInterval; negative: none.
 	MinReplaceInterval time.Duration
+	// RollbackRetention is how long rollback snapshots are kept
+	// (service.Options). Default service.DefaultRollbackRetention.
+	RollbackRetention time.Duration
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
+	// NATSCredentials authenticate the connection to NATSURL and set its
+	// TLS (--nats-creds, --nats-nkey, --nats-user, --nats-password-file,
+	// --nats-tls-ca, --nats-tls-cert, --nats-tls-key). Their files are out
+	// of the pipelines' reach inside any file root.
+	NATSCredentials NATSCredentials
 	// Logger receives the process's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Program builds the pipelines of Go program jobs (service.Options.Program).
@@ -203,6 +211,9 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err := checkPubSubGRPCConfig(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkNATSConfig(cfg); err != nil {
+		return nil, err
+	}
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, ErrTLSConfig
 	}
@@ -242,7 +253,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}
@@ -291,7 +302,8 @@ func (p *Process) access() (*yamlpipe.Access, error) {
 		roots = []string{wd, p.dir}
 	}
 	reserved := []string{filepath.Join(p.dir, "state"), filepath.Join(p.dir, "broker"), filepath.Join(p.dir, AuthTokenFileName),
-		filepath.Join(p.dir, ControlFileName), filepath.Join(p.dir, LockFile), p.cfg.AuthTokenFile, p.cfg.TLSKeyFile}
+		filepath.Join(p.dir, ControlFileName), filepath.Join(p.dir, LockFile), p.cfg.AuthTokenFile, p.cfg.TLSKeyFile, p.cfg.PubSubGRPCTLSKey}
+	reserved = append(reserved, p.cfg.NATSCredentials.Files()...)
 	a, err := yamlpipe.NewAccess(roots, reserved, p.cfg.AllowedSQLHosts)
 	if err != nil {
 		return nil, fmt.Errorf("--file-roots or --allowed-sql-hosts: %w", err)
@@ -329,11 +341,34 @@ func InUseError(dir string, err error) error {
 	return fmt.Errorf("data directory %s is in use by another process: %w", dir, err)
 }
 
+// NATSCredentials are the credential and TLS files of an external NATS
+// server (Config.NATSCredentials).
+type NATSCredentials = pubsub.Credentials
+
+// ErrNATSConfig: the external NATS options cannot work (credentials
+// without --nats-url, two ways to authenticate, a half TLS pair). Fix the
+// flags.
+var ErrNATSConfig = errors.New("invalid NATS options")
+
+// checkNATSConfig checks the external NATS options before anything starts.
+func checkNATSConfig(cfg Config) error {
+	if cfg.NATSURL == "" {
+		if cfg.NATSCredentials != (pubsub.Credentials{}) {
+			return fmt.Errorf("--nats-creds, --nats-nkey, --nats-user and --nats-tls-* need --nats-url (the embedded broker takes none): %w", ErrNATSConfig)
+		}
+		return nil
+	}
+	if err := (pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNATSConfig, err)
+	}
+	return nil
+}
+
 // startBroker starts the embedded NATS JetStream broker under
 // DATA_DIR/broker, or connects to cfg.NATSURL.
 func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, error) {
 	if cfg.NATSURL != "" {
-		b, err := pubsub.Connect(ctx, cfg.NATSURL, cfg.Logger)
+		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("--nats-url: %w", err)
 		}

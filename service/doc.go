@@ -12,9 +12,12 @@
 // nothing of HTTP (package api serves it) or of the command line.
 //
 // It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
-// duration, serviceopt, io/pubsub (only for the subscription name a topic
-// source reads, to tell which jobs use a topic or subscription), io/sqlsink
-// (only for its errors' codes),
+// duration, serviceopt, window (the windowing a re-read must cover),
+// io/pubsub (for the subscription name a topic source reads, to tell which
+// jobs use a topic or subscription, the types of a re-read's positions,
+// service/rewind.go, and the subscriptions of a parallel replacement),
+// io/sqlsink (for its errors' codes and the façade views of a parallel
+// replacement),
 // weir (the SDK root package, whose pipelines yamlpipe builds) and the
 // standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
 // the store's file system that tests replace). It must not import api,

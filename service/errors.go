@@ -75,6 +75,9 @@ const (
 	CodeReplaceTooSoon            = errcode.ReplaceTooSoon
 	CodeRewindBeyondRetention     = errcode.RewindBeyondRetention
 	CodeReplacementUnavailable    = errcode.ReplacementUnavailable
+	CodeNoRollbackSnapshot        = errcode.NoRollbackSnapshot
+	CodeRollbackSnapshotExpired   = errcode.RollbackSnapshotExpired
+	CodeRollbackUnavailable       = errcode.RollbackUnavailable
 )
 
 // Codes returns the codes of the job service (errcode.AreaService).

@@ -27,6 +27,7 @@ const finalCheckpointTimeout = time.Minute
 // jobRun is a live execution of a job, watched by one supervisor goroutine.
 type jobRun struct {
 	id, name     string
+	lineage      string // the store key of its state (Job.stateLineage)
 	started      time.Time
 	prog         *runner.Program
 	x            *runner.Execution
@@ -116,7 +117,10 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	if j.SDK == SDKGo {
 		return s.loadProgram(j)
 	}
-	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker}
+	env := s.jobEnv(j)
+	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID {
+		env.PubSubRewind = rewindStarts(r.RewindPoint)
+	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.opts.Access, CheckOutputs: !graphOnly,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
@@ -182,7 +186,7 @@ func delivery(prog *runner.Program, checkpointed bool) (string, string) {
 // The caller holds j's name guard, not Service.mu: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
 func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
-	restore, cp, err := s.store.Restore(j.Name, j.ID)
+	restore, cp, err := s.store.Restore(j.stateLineage(), j.ID)
 	if err != nil {
 		return s.fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
 	}
@@ -214,7 +218,7 @@ func (s *Service) dropStaleState(j *Job, prog *runner.Program) error {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	for _, st := range prog.Graph.Steps {
-		if err := s.dropStateLocked(j.Name, st.Name); err != nil {
+		if err := s.dropStateLocked(j.stateLineage(), st.Name); err != nil {
 			return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
 		}
 	}
@@ -252,7 +256,7 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 // when the pipeline cannot take them. It records j's checkpointing and
 // delivery fields but writes nothing to the registry.
 func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Program, restore *runner.Restore, adopt *runner.Adoption) (*jobRun, error) {
-	jr := &jobRun{id: j.ID, name: j.Name, started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
+	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.stateLineage(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
 	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
@@ -435,7 +439,7 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(
 		return err
 	}
 	s.stateEventLocked(w, j, from)
-	if err := s.writeCheckpointLocked(jr.name, jr.id, cp, w); err != nil {
+	if err := s.writeCheckpointLocked(jr.lineage, jr.id, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	if written != nil {
@@ -696,7 +700,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		return nil
 	}
 	if !j.Active() {
-		_, cp, err := s.store.Restore(j.Name, j.ID)
+		_, cp, err := s.store.Restore(j.stateLineage(), j.ID)
 		if err == nil && cp != nil {
 			err = runner.CommitRestored(ctx, p.Program(), cp)
 		}
@@ -723,6 +727,10 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 	log.Info("resuming job", "state", j.State)
 	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
 		return err
+	}
+	if parallelDriven(j) {
+		log.Info("resuming a parallel replacement flow", "phase", j.Replacement.Phase, "old_job_id", j.Replacement.OldJobID)
+		s.startDriver(j.ID)
 	}
 	if s.runningJob(j.ID) != nil {
 		d := map[string]any{"code": string(CodeResuming), "set": false}

@@ -188,6 +188,17 @@ type Job struct {
 	// replacement: the strategy, the flow's phase and its times
 	// (replace_flow.go).
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// StateLineage is the key the job's keyed state and checkpoints are
+	// kept under in the store; empty means the job name. The new job of a
+	// parallel replacement under the same name runs beside the old one,
+	// so it gets a key of its own (replace_parallel.go), which its
+	// successors (updates, replacements) keep.
+	StateLineage string `json:"state_lineage,omitempty"`
+	// Subscriptions maps a ReadFromPubSub step reading a topic to the
+	// subscription the job reads instead of the one named after the job
+	// and step (the same-name parallel replacement gives its new job its
+	// own); successors keep it.
+	Subscriptions map[string]string `json:"subscriptions,omitempty"`
 	// CreatedFromSnapshotID names the snapshot the job started from.
 	CreatedFromSnapshotID string `json:"created_from_snapshot_id,omitempty"`
 	// Error is why a FAILED job failed.
@@ -385,4 +396,20 @@ func (s *Service) resolve(ref string) (*Job, error) {
 		}
 	}
 	return nil, errorf(CodeJobNotFound, "no job has the ID or name %q", ref)
+}
+
+// stateLineage returns the key j's keyed state and checkpoints are kept
+// under: StateLineage, else the job name.
+func (j *Job) stateLineage() string {
+	if j.StateLineage != "" {
+		return j.StateLineage
+	}
+	return j.Name
+}
+
+// inheritFrom gives j, a successor of old under the same name, the state
+// key and subscriptions old reads.
+func (j *Job) inheritFrom(old *Job) {
+	j.StateLineage = old.StateLineage
+	j.Subscriptions = old.Subscriptions
 }

@@ -27,6 +27,14 @@ type BacklogBytesReporter interface {
 	BacklogBytes() (n int64, ok bool)
 }
 
+// RewindSkipReporter is implemented by source code that re-reads for a
+// replacement job and skips the messages of windows that had expired
+// before the cut (*pubsub.Source, service/rewind.go).
+type RewindSkipReporter interface {
+	// RewindSkipped returns how many messages were skipped.
+	RewindSkipped() int64
+}
+
 // JobMetrics are a job's metrics, with Dataflow's meanings.
 type JobMetrics struct {
 	// Time is when the metrics were taken.
@@ -77,9 +85,18 @@ type StepMetrics struct {
 	SystemLagSeconds float64 `json:"system_lag_seconds"`
 	// BacklogElements is the source's unread elements, when it reports them.
 	BacklogElements *int64 `json:"backlog_elements,omitempty"`
+	// RewindSkippedElements counts the messages a re-reading source of a
+	// replacement job skipped because every window they belong to had
+	// expired before the cut (never dead-lettered); absent when none.
+	RewindSkippedElements *int64 `json:"rewind_skipped_elements,omitempty"`
 	// PendingTimers is the number of timers set and not fired; absent
 	// until the runner reports it.
 	PendingTimers *int64 `json:"pending_timers,omitempty"`
+	// Keys is the number of keys a keyed step (GroupByKey, Combine,
+	// stateful ParDo, windowed aggregation) holds state for; absent for
+	// other steps. Kept incrementally by the runner: reading it scans
+	// nothing.
+	Keys *int64 `json:"keys,omitempty"`
 }
 
 // sampler keeps what the previous metrics sample saw, to compute rates and
@@ -168,6 +185,8 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 		if step != nil && step.Kind.IsKeyed() {
 			pt := st.PendingTimers
 			sm2.PendingTimers = &pt
+			keys := st.Keys
+			sm2.Keys = &keys
 		}
 		isSource := step != nil && step.Kind == graph.KindSource
 		if st.Watermark > mtime.MinTimestamp || isSource {
@@ -187,6 +206,11 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 				if n, ok := br.BacklogBytes(); ok {
 					backlogBytes += n
 					haveBytes = true
+				}
+			}
+			if rs, ok := code[st.Name].(RewindSkipReporter); ok {
+				if n := rs.RewindSkipped(); n > 0 {
+					sm2.RewindSkippedElements = &n
 				}
 			}
 			if br, ok := code[st.Name].(BacklogReporter); ok {

@@ -40,7 +40,7 @@ func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + name})
 				case kind == "topic" && name == topic && topic != "":
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads topic " + name})
-				case kind == "topic" && sub != "" && pubsub.SubscriptionName(j.Name, st.Name) == sub:
+				case kind == "topic" && sub != "" && (pubsub.SubscriptionName(j.Name, st.Name) == sub && j.Subscriptions[st.Name] == "" || j.Subscriptions[st.Name] == sub):
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + sub + " (of topic " + name + ")"})
 				}
 			}

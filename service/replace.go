@@ -85,6 +85,9 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
 		}
 	case plan.Strategy == serviceopt.StrategyInPlace:
+		if err := s.refuseDuringParallel(req.Name); err != nil {
+			return nil, err
+		}
 		res, err = s.updateInPlace(ctx, req)
 		if err != nil {
 			if res != nil {
@@ -306,11 +309,7 @@ func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceop
 	}
 	switch {
 	case plan.Strategy == serviceopt.StrategyParallel:
-		return nil, errorf(CodeReplacementUnavailable, "parallel replacement (%s) is not offered by this server yet; job %s (%s) was not changed: update it in place (--update) if the new pipeline is compatible",
-			serviceopt.KeyMinParallel, old.Name, old.ID)
-	case plan.Rewind:
-		return nil, errorf(CodeReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) is not offered by this server yet; job %s (%s) was not changed: add %s=false for a plain continuation from the old job's position (the old job's drain fires its open windows as final, partial panes, and the new job starts those windows from empty, so use it when no window spans the cut or the sink adds partial results itself), or update in place",
-			serviceopt.KeyRewind, old.Name, old.ID, serviceopt.KeyRewind)
+		return s.parallelReplace(ctx, req, plan, old)
 	}
 	return s.stopAndReplace(ctx, req, plan, old)
 }

@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
@@ -67,16 +69,25 @@ type Replacement struct {
 	DrainTimedOut bool `json:"drain_timed_out,omitempty"`
 	// Notes say what happened beyond the phases (a drain timeout).
 	Notes []string `json:"notes,omitempty"`
+	// Parallel is the state of a parallel replacement (replace_parallel.go).
+	Parallel *ParallelFlow `json:"parallel,omitempty"`
+	// RewindPoint is where the new job re-reads its topics from (with
+	// Rewind), computed from the old job's final checkpoint at the cut
+	// and recorded before the subscriptions are positioned.
+	RewindPoint *RewindPoint `json:"rewind_point,omitempty"`
 }
 
-// stopAndReplace runs the stop-and-replace of old by req's pipeline with a
-// plain continuation (weir_replace_rewind=false): the new job is created
-// PENDING and built (its pipeline loaded and checked, its graph stored) as
-// the name's active job while old still runs (phase PREPARING); old is
-// drained (DRAINING_OLD); once it ended the new job starts at once
-// (CUT_OVER) and reads on from where old's sources stopped. The request
-// returns once the drain began; a driver (drive) takes the flow on, and a
-// restarted service resumes it from the new job's record.
+// stopAndReplace runs the stop-and-replace of old by req's pipeline: the
+// new job is created PENDING and built (its pipeline loaded and checked,
+// its graph stored) as the name's active job while old still runs (phase
+// PREPARING); old is drained (DRAINING_OLD); once it ended the new job
+// starts at once (CUT_OVER). With plan.Rewind (the default) it re-reads
+// each topic from the rewind point (service/rewind.go), checked here from
+// old's last checkpoint before anything changes and computed again from
+// its final one at the cut; with weir_replace_rewind=false it reads on
+// from where old's sources stopped. The request returns once the drain
+// began; a driver (drive) takes the flow on, and a restarted service
+// resumes it from the new job's record.
 func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
 	sameName := old.Name == req.Name
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
@@ -118,6 +129,9 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
 		ReplacesJobID: old.ID, Replacement: rep,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "stop-and-replace of job " + old.ID}}}
+	if sameName {
+		nj.inheritFrom(old)
+	}
 	// Built now, with or without preallocation: every check runs before
 	// anything changes. Without preallocation it is built again at the cut.
 	p, err := s.load(nj)
@@ -129,6 +143,14 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		if topics := topicSources(g); len(topics) > 0 {
 			return nil, errorf(CodeReplacementUnavailable, "step(s) %s read a topic through a subscription named after the job, and a replacement under the new name %s would need a new subscription positioned where job %s (%s) stopped, which this server does not create yet; job %s was not changed: read a named subscription (ReadFromPubSub subscription: NAME), or replace the job under its own name (--update with %s)",
 				strings.Join(topics, ", "), req.Name, old.Name, old.ID, old.ID, serviceopt.KeyParallelUpdate)
+		}
+	}
+	if plan.Rewind {
+		if err := checkRewindSources(old, g); err != nil {
+			return nil, err
+		}
+		if _, err := s.rewindPoint(ctx, old, g); err != nil {
+			return nil, err
 		}
 	}
 	canon, err := g.Canonical()
@@ -189,6 +211,10 @@ func topicSources(g *graph.Pipeline) []string {
 // then its execution drains. An old job that is no longer running fails
 // the flow. The caller holds the old job's name guard.
 func (s *Service) beginDrain(newID string) error {
+	// The rollback snapshot of the old job: cut now, recorded with the
+	// drain's start (rollback.go).
+	rb := s.drainRollbackCut(newID, PhasePreparing)
+	defer s.finishRollbackCut(rb)
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	nj, err := s.readJob(newID)
@@ -204,6 +230,11 @@ func (s *Service) beginDrain(newID string) error {
 		return internalf("reading job %s: %w", rep.OldJobID, err)
 	}
 	jr := s.runningJob(old.ID)
+	if old.State == StateRunning && jr == nil && !s.recoveryDone() {
+		// A restarted service has not resumed the old job yet: the driver
+		// tries again at the next change.
+		return nil
+	}
 	now := s.now()
 	w := &state.Write{}
 	if old.State != StateRunning || jr == nil {
@@ -233,8 +264,14 @@ func (s *Service) beginDrain(newID string) error {
 	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
 		return err
 	}
+	if err := rb.put(w); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	if rb != nil {
+		rb.written = true
 	}
 	jr.x.Drain()
 	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
@@ -259,6 +296,14 @@ func (s *Service) startDriver(newID string) {
 // until it reaches a final phase or the service closes.
 func (s *Service) drive(newID string) {
 	defer s.wg.Done()
+	// After a restart, the old job's execution resumes in the recovery
+	// that started this driver: a step before it is back would find the
+	// old job without an execution and fail the flow.
+	select {
+	case <-s.recovered:
+	case <-s.ctx.Done():
+		return
+	}
 	t := time.NewTicker(s.opts.CheckpointInterval)
 	defer t.Stop()
 	log := s.opts.Logger.With("job_id", newID)
@@ -288,6 +333,9 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		return true, err
 	}
 	rep := nj.Replacement
+	if rep != nil && rep.Strategy == StrategyParallel {
+		return s.parallelStep(newID)
+	}
 	if rep == nil || rep.Phase.Final() {
 		return true, nil
 	}
@@ -444,6 +492,19 @@ func (s *Service) cutOver(newID string) error {
 	if nj.State != StatePending || nj.Replacement == nil || nj.Replacement.Phase != PhaseDrainingOld {
 		return nil
 	}
+	if nj.Replacement.Rewind {
+		if err := s.positionRewind(nj); err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code == CodeInternal {
+				return err // the broker or the store: tried again
+			}
+			reason := fmt.Sprintf("re-reading retained input at the cut-over: %v", err)
+			if ferr := s.fail(nj, reason); ferr != nil {
+				return ferr
+			}
+			return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
+		}
+	}
 	p, err := s.load(nj)
 	if err != nil {
 		reason := fmt.Sprintf("building the replacement job at the cut-over: %v", err)
@@ -464,6 +525,12 @@ func (s *Service) cutOver(newID string) error {
 	// a failed start records FAILED on both.
 	if err := s.copyFlow(rep); err != nil {
 		return err
+	}
+	if err := s.restoreRollback(nj, p.Graph()); err != nil { // rollback.go
+		if ferr := s.fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
+			return ferr
+		}
+		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
 	}
 	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 		return err
@@ -493,4 +560,115 @@ func (s *Service) copyFlow(rep *Replacement) error {
 		return err
 	}
 	return s.applyLocked(w)
+}
+
+// checkRewindSources refuses a re-reading replacement whose new pipeline
+// reads a topic of old's through another subscription than old did: the
+// re-read positions old's subscriptions.
+func checkRewindSources(old *Job, g *graph.Pipeline) error {
+	og, err := graph.Parse(old.Graph)
+	if err != nil {
+		return internalf("job %s: its graph does not parse: %w", old.ID, err)
+	}
+	oldIDs := map[string]string{}
+	for _, st := range og.Steps {
+		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == pubsubSourceKind {
+			oldIDs[st.Source.Identity] = st.Name
+		}
+	}
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+			continue
+		}
+		if oldStep, ok := oldIDs[st.Source.Identity]; ok && oldStep != st.Name && strings.HasPrefix(st.Source.Identity, "topic/") {
+			return errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads %s, which step %s of job %s read: a re-read positions the subscription named after the job and the old step, so keep the step's name %s (or read a named subscription); job %s was not changed",
+				st.Name, st.Source.Identity, oldStep, old.ID, oldStep, old.ID)
+		}
+	}
+	return nil
+}
+
+// positionRewind computes the rewind point of replacement job nj from its
+// old job's final checkpoint (once; a resumed flow reuses the recorded
+// one), records it on nj, and positions every subscription it names at
+// its first sequence. The old job has ended and nothing reads them. It
+// takes the service lock for the record only.
+func (s *Service) positionRewind(nj *Job) error {
+	rep := nj.Replacement
+	if rep.RewindPoint == nil {
+		old, err := s.readJob(rep.OldJobID)
+		if err != nil {
+			return internalf("reading job %s: %w", rep.OldJobID, err)
+		}
+		g, err := graph.Parse(nj.Graph)
+		if err != nil {
+			return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+		}
+		rp, err := s.rewindPoint(s.ctx, old, g)
+		if err != nil {
+			return err
+		}
+		rep.RewindPoint = &rp
+		s.mu.Lock() // lock order 3
+		w := &state.Write{}
+		err = putJSON(w, jobKey(nj.ID), nj)
+		if err == nil {
+			err = s.applyLocked(w)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return internalf("recording the rewind point of job %s: %w", nj.ID, err)
+		}
+	}
+	rw, ok := s.rewinder()
+	if !ok {
+		return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+	}
+	g, err := graph.Parse(nj.Graph)
+	if err != nil {
+		return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+	}
+	reads := readSubscriptions(nj.Name, g)
+	for _, rs := range rep.RewindPoint.Sources {
+		if !reads[rs.Subscription] {
+			continue // the new pipeline no longer reads it: left as the old job left it
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, brokerCallTimeout)
+		err := rw.SeekToSequence(ctx, rs.Subscription, rs.FirstSequence)
+		cancel()
+		if err != nil {
+			return internalf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", rs.Subscription, rs.Topic, rs.FirstSequence, err)
+		}
+		s.opts.Logger.Info("replacement: re-reading", "job_id", nj.ID, "topic", rs.Topic, "subscription", rs.Subscription,
+			"first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
+	}
+	return nil
+}
+
+// recoveryDone reports whether the service has finished resuming the jobs
+// of its store.
+func (s *Service) recoveryDone() bool {
+	select {
+	case <-s.recovered:
+		return true
+	default:
+		return false
+	}
+}
+
+// readSubscriptions returns the subscriptions the Pub/Sub sources of job
+// name's graph g read.
+func readSubscriptions(name string, g *graph.Pipeline) map[string]bool {
+	out := map[string]bool{}
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+			continue
+		}
+		if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {
+			out[sub] = true
+		} else if strings.HasPrefix(st.Source.Identity, "topic/") {
+			out[pubsub.SubscriptionName(name, st.Name)] = true
+		}
+	}
+	return out
 }

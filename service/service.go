@@ -70,6 +70,13 @@ type Options struct {
 	// against duplicate replacements from client retries. In-place updates
 	// and rescales are exempt. Default 2m; negative: no minimum.
 	MinReplaceInterval time.Duration
+	// RollbackRetention is how long the rollback snapshot an update or a
+	// replacement keeps of the old job lives (rollback.go), and how long an
+	// old job's generation behind a façade view is kept after a parallel
+	// replacement's cut-over before its rows are compacted into the new
+	// generation's table; neither goes before the new job has run that
+	// long. Default 24h.
+	RollbackRetention time.Duration
 }
 
 // Defaults of Options.
@@ -77,6 +84,7 @@ const (
 	DefaultDataDir            = "./weir-data"
 	DefaultCheckpointInterval = time.Second
 	DefaultMinReplaceInterval = 2 * time.Minute
+	DefaultRollbackRetention  = 24 * time.Hour
 )
 
 // EnsureDefaults fills unset options with their defaults.
@@ -95,6 +103,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MinReplaceInterval == 0 {
 		o.MinReplaceInterval = DefaultMinReplaceInterval
+	}
+	if o.RollbackRetention == 0 {
+		o.RollbackRetention = DefaultRollbackRetention
 	}
 }
 
@@ -128,6 +139,9 @@ type Service struct {
 	// live holds the live execution of each job name (the one reading
 	// data), readable without mu: see ElementsRead.
 	live sync.Map // job name -> *jobRun
+	// cuts maps the jobs of a parallel replacement to the rule that says
+	// which windows each writes (replace_parallel.go): job ID -> *cutRule.
+	cuts sync.Map
 
 	// changes is notified after every registry write, metrics sample and
 	// forgotten execution.
@@ -404,7 +418,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 // waits for a handover, a rescale or a checkpoint.
 func (s *Service) Get(ref string) (*Job, error) {
 	j, err := s.resolve(ref)
-	return s.withCondition(j), err
+	return s.withParallelProgress(s.withCondition(j)), err
 }
 
 // Status filters List.

@@ -106,6 +106,12 @@ type Snapshot struct {
 	// SinkEpoch is the sink progress at the cut: sinks had pre-committed
 	// up to this epoch, whose parts the snapshot keeps.
 	SinkEpoch uint64 `json:"sink_epoch,omitempty"`
+	// Kind is SnapshotKindRollback for the rollback snapshot an update or
+	// replacement kept of the old job (rollback.go); "" for a user's.
+	Kind string `json:"kind,omitempty"`
+	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
+	// the snapshot's job.
+	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
 }
 
 func snapshotKey(id string) string { return "snapshot/" + id }
@@ -252,7 +258,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	for _, st := range jr.prog.Graph.Steps {
 		steps = append(steps, st.Name)
 	}
-	cut := state.SnapshotCut{Lineage: j.Name, Steps: steps,
+	cut := state.SnapshotCut{Lineage: j.stateLineage(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
 	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
 	if s.closing.Load() {
@@ -370,8 +376,13 @@ func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size i
 		sb.Close()
 		return err
 	}
-	s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
-		map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
+	// A rollback snapshot is no event of its job's: it comes with the
+	// update or replacement that ended the job, whose events say so (weir
+	// jobs history lists it).
+	if cur.Kind != SnapshotKindRollback {
+		s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
+			map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
+	}
 	if err := s.writeSnapshotLocked(sb, w); err != nil {
 		return fmt.Errorf("writing the snapshot: %w", err)
 	}
@@ -604,7 +615,7 @@ func (s *Service) expireSnapshots() error {
 		}
 		switch snap.State {
 		case SnapshotReady, SnapshotFailed:
-			if !now.Before(snap.ExpireTime) {
+			if !now.Before(snap.ExpireTime) && !s.rollbackHeld(snap, now) {
 				expired = append(expired, snap.ID)
 			}
 		}

@@ -158,7 +158,7 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 // (snapshotCut fails the snapshot otherwise), so committing them again
 // under the new job's sinks would write them twice to an appending sink.
 func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
-	r := state.SnapshotRestore{Lineage: j.Name, JobID: j.ID, Steps: map[string]string{},
+	r := state.SnapshotRestore{Lineage: j.stateLineage(), JobID: j.ID, Steps: map[string]string{},
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}}}
 	filled := map[string]bool{}
 	for _, m := range report.Matches {

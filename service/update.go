@@ -27,6 +27,9 @@ type UpdateRequest struct {
 	AllowSourceChange bool
 	// ValidateOnly runs the compatibility check and changes nothing.
 	ValidateOnly bool
+	// JinjaVariables, when not nil, make the service render Pipeline as a
+	// Jinja template first (without includes: see jinja.go).
+	JinjaVariables map[string]any
 }
 
 // UpdateResult is the outcome of an update: the compatibility report, and
@@ -49,6 +52,13 @@ type UpdateResult struct {
 	// Notes say what the request's service options made of it, and what
 	// they ignored ("the in-place update ignores ...").
 	Notes []string `json:"notes,omitempty"`
+	// Graph is the new pipeline's canonical graph, as the check read it
+	// (set by the in-place check, also when it refuses): what the console's
+	// update preview draws.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// RenderedPipeline is the pipeline as the Jinja rendering left it,
+	// when the request asked for one (UpdateRequest.JinjaVariables).
+	RenderedPipeline string `json:"rendered_pipeline,omitempty"`
 }
 
 // Attempt is a recorded update attempt that the check refused (a refused
@@ -86,9 +96,13 @@ func attemptKey(name string, t time.Time) string {
 //
 // Its service options may make it a replacement instead (replace.go).
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	return s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
+	if err := renderRequestJinja(&req); err != nil {
+		return nil, err
+	}
+	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
 		return s.route(ctx, req, true)
 	})
+	return withRendered(res, req), err
 }
 
 // updateInPlace is the in-place update of Update.
@@ -142,6 +156,7 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 	if err := s.persistHandover(ctx, u); err != nil {
 		return nil, err
 	}
+	s.finishRollbackCut(u.rb) // rollback.go: the rollback snapshot's copy
 	s.finishHandover(ctx, u)
 	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", u.old.ID, "new_job_id", u.nj.ID,
 		"generation", u.nj.Generation, "pause_ms", res.PauseMillis)
@@ -165,6 +180,7 @@ type update struct {
 	cp       *runner.Checkpoint // the handover checkpoint (pauseForUpdate)
 	h        state.Handover     // what it hands over (handOver)
 	njr      *jobRun            // the new execution (handOver)
+	rb       *rollbackCut       // the rollback snapshot (persistHandover)
 }
 
 // prepareUpdate is the update's phase 1, prepare and check: it reads the
@@ -225,6 +241,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
+	nj.inheritFrom(old)
 	p, loadErr := s.load(nj)
 	if loadErr != nil {
 		// A pipeline that does not load for a run (say its SQL table
@@ -242,8 +259,12 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	if loadErr != nil && report.Compatible {
 		return nil, nil, loadErr
 	}
+	canon, err := newGraph.Canonical()
+	if err != nil {
+		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
 	sum := old.Summary()
-	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts)}
+	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
 	if !report.Compatible || req.ValidateOnly {
 		w := &state.Write{}
 		if err := putJSON(w, attemptKey(req.Name, now), Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
@@ -261,10 +282,6 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		}
 		s.attemptEvent(old.ID, report)
 		return nil, res, nil
-	}
-	canon, err := newGraph.Canonical()
-	if err != nil {
-		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	nj.Graph, nj.Type = canon, jobType(newGraph)
 	if old.State == StateDraining {
@@ -311,7 +328,7 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 // caller holds the name's guard and the old execution's cpMu, not
 // Service.mu. A failure aborts the update (abortUpdate).
 func (s *Service) handOver(ctx context.Context, u *update) error {
-	u.h = handoverOf(u.old.Name, u.old.ID, u.nj.ID, u.cp.Positions, u.report)
+	u.h = handoverOf(u.old.stateLineage(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
 	adopt := &runner.Adoption{From: u.jr.x, Steps: map[string]string{}}
 	for _, m := range u.report.Matches {
 		if m.Kind.IsKeyed() {
@@ -369,6 +386,15 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	}
 	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
 	w := &state.Write{}
+	// The rollback snapshot of the old job: its record in this write, its
+	// state copied from the store as this write leaves it (rollback.go).
+	rb, err := s.updateRollbackCut(u)
+	if err != nil {
+		return s.abortUpdate(ctx, u, err)
+	}
+	if err := rb.put(w); err != nil {
+		return s.abortUpdate(ctx, u, err)
+	}
 	for _, rec := range []struct {
 		key string
 		v   any
@@ -383,7 +409,11 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
 	s.addEventLocked(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
 	s.addEventLocked(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
-	err := s.writeHandoverLocked(u.h, u.cp, w)
+	err = s.writeHandoverLocked(u.h, u.cp, w)
+	if err == nil {
+		rb.pin, rb.written = s.store.Pin(), true
+		u.rb = rb
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return s.abortUpdate(ctx, u, internalf("writing the handover of job %s: %w", old.ID, err))
@@ -638,7 +668,7 @@ func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptio
 		return nil, err
 	}
 	s.mu.Lock() // lock order 3: the write only
-	err = s.writeCheckpointLocked(j.Name, j.ID, cp, w)
+	err = s.writeCheckpointLocked(j.stateLineage(), j.ID, cp, w)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)

@@ -62,6 +62,10 @@ type SnapshotCut struct {
 	Lineage string
 	Steps   []string
 	Record  CheckpointRecord
+	// Names, when a step is in it, names the lineage step whose state the
+	// snapshot keeps under the step's own name (a rollback snapshot taken
+	// after a handover that renamed steps reads the renamed namespaces).
+	Names map[string]string
 }
 
 // SnapshotBatch is a job snapshot's data, read from a pinned view and
@@ -86,7 +90,11 @@ func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *Snaps
 		}
 	}()
 	for _, step := range cut.Steps {
-		v, closer, err := pin.snap.Get(nsKey(cut.Lineage, step))
+		src := step
+		if n, ok := cut.Names[step]; ok {
+			src = n
+		}
+		v, closer, err := pin.snap.Get(nsKey(cut.Lineage, src))
 		if errors.Is(err, pebble.ErrNotFound) {
 			continue
 		}

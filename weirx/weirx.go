@@ -103,6 +103,7 @@ type flags struct {
 	maxNumWorkers      int
 	checkpointInterval time.Duration
 	natsURL            string
+	nats               server.NATSCredentials
 	format             string
 	logLevel           string
 	authTokenFile      string
@@ -135,7 +136,14 @@ func parseFlags(args []string) (*flags, error) {
 	fs.IntVar(&f.numWorkers, "num-workers", 1, "number of workers of a new job")
 	fs.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "largest number of workers of a new job (recorded)")
 	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often the job takes a checkpoint")
-	fs.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	fs.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
+	fs.StringVar(&f.nats.CredsFile, "nats-creds", "", "with --nats-url: NATS .creds file (user JWT and NKEY seed) to authenticate with")
+	fs.StringVar(&f.nats.NKeyFile, "nats-nkey", "", "with --nats-url: file holding an NKEY user seed to authenticate with")
+	fs.StringVar(&f.nats.User, "nats-user", "", "with --nats-url: user name to authenticate with (password from --nats-password-file)")
+	fs.StringVar(&f.nats.PasswordFile, "nats-password-file", "", "with --nats-user: file holding the password")
+	fs.StringVar(&f.nats.TLSCAFile, "nats-tls-ca", "", "with --nats-url: PEM file of the CA that signed the NATS server's certificate (turns TLS on)")
+	fs.StringVar(&f.nats.TLSCertFile, "nats-tls-cert", "", "with --nats-url: PEM client certificate for mutual TLS (with --nats-tls-key)")
+	fs.StringVar(&f.nats.TLSKeyFile, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
 	fs.StringVar(&f.format, "format", "text", "output format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line; required beyond loopback unless --generate-auth-token")
@@ -287,11 +295,11 @@ func (pr *program) run(ctx context.Context) error {
 		return withCode(ExitFailure, err)
 	}
 	p, err := server.Open(ctx, server.Config{DataDir: pr.dir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		NATSURL: f.natsURL, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
+		NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
 		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
-	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
 	}
 	if err != nil {

@@ -142,12 +142,29 @@ func (l *loader) sqliteDSN(t *transformSpec, n *node, dsn string) (string, error
 	return resolved, nil
 }
 
-// checkSQLHost checks a PostgreSQL DSN's hosts before anything connects.
-func (l *loader) checkSQLHost(n *node, dsn string) error {
-	if err := l.sqlHosts().CheckDSN(dsn); err != nil {
-		return l.wrapf(n, err, "WriteToSql dsn")
+// postgresDSN checks a PostgreSQL DSN before anything reads a file of it
+// or connects: the files it names (sslrootcert, sslcert, sslkey,
+// passfile), resolved against the base directory, must be inside the
+// roots, a submitted pipeline may not name a servicefile (its entries
+// could name any file), and its hosts must be allowed. It returns the
+// DSN with those files made absolute.
+func (l *loader) postgresDSN(n *node, dsn string) (string, error) {
+	files, resolved, err := sqlsink.PostgresFiles(dsn, l.opts.BaseDir)
+	if err != nil {
+		return "", l.wrapf(n, err, "WriteToSql dsn")
 	}
-	return nil
+	for _, f := range files {
+		if f.Key == "servicefile" && l.files() != nil {
+			return "", l.errf(n, "WriteToSql dsn: servicefile is not accepted in a pipeline sent to a server (its entries could name files outside --file-roots); put the settings in the dsn itself")
+		}
+		if err := l.files().Check(f.Path); err != nil {
+			return "", l.wrapf(n, err, "WriteToSql dsn %s", f.Key)
+		}
+	}
+	if err := l.sqlHosts().CheckDSN(resolved); err != nil {
+		return "", l.wrapf(n, err, "WriteToSql dsn")
+	}
+	return resolved, nil
 }
 
 // NewAccess builds an Access: roots are the directories files may be in

@@ -130,8 +130,9 @@ func TestCombineWeirShapeKept(t *testing.T) {
 		`{"produce":"🥕","amount":5,"s":[2],"window_start":null,"window_end":null,`+pane+`}`)
 }
 
-// Windowed results keep their window and pane columns (DESIGN.md §3) even
-// with a language, until window and pane become element metadata.
+// A windowed Combine written for Beam (with language) has Beam's rows:
+// the window and pane are element metadata, which ExtractWindowingInfo
+// gives as Beam's fields and CEL reads as window_start, window_end and pane.
 func TestCombineBeamWindowed(t *testing.T) {
 	src := `pipeline:
   type: chain
@@ -149,11 +150,34 @@ func TestCombineBeamWindowed(t *testing.T) {
         language: python
         group_by: k
         combine: {v: sum}
+`
+	wantLines(t, outLines(t, src+sinkJSON, 2), `{"k":"a","v":3}`, `{"k":"a","v":4}`)
+	info := src + `    - type: ExtractWindowingInfo
+      config: {fields: [window_start, window_end, window_string, pane_info]}
 ` + sinkJSON
-	pane := `"pane":{"index":0,"timing":"ON_TIME","is_first":true,"is_last":true}`
-	wantLines(t, outLines(t, src, 2),
-		`{"k":"a","v":3,"window_start":"2026-03-01T00:00:00.000Z","window_end":"2026-03-01T00:01:00.000Z",`+pane+`}`,
-		`{"k":"a","v":4,"window_start":"2026-03-01T00:01:00.000Z","window_end":"2026-03-01T00:02:00.000Z",`+pane+`}`)
+	pane := `"pane_info":{"index":0,"timing":"ON_TIME","is_first":true,"is_last":true}`
+	wantLines(t, outLines(t, info, 2),
+		`{"k":"a","v":3,"window_start":"2026-03-01T00:00:00.000Z","window_end":"2026-03-01T00:01:00.000Z","window_string":"[1772323200.0, 1772323260.0)",`+pane+`}`,
+		`{"k":"a","v":4,"window_start":"2026-03-01T00:01:00.000Z","window_end":"2026-03-01T00:02:00.000Z","window_string":"[1772323260.0, 1772323320.0)",`+pane+`}`)
+	cel := src + `    - type: MapToFields
+      config:
+        fields: {k: k, v: v, start: window_start, late: pane.timing == 'LATE'}
+` + sinkJSON
+	wantLines(t, outLines(t, cel, 2),
+		`{"k":"a","v":3,"start":"2026-03-01T00:00:00.000Z","late":false}`,
+		`{"k":"a","v":4,"start":"2026-03-01T00:01:00.000Z","late":false}`)
+	// Python reads them too: timestamps as seconds, as Beam's Timestamp.
+	py := src + `    - type: MapToFields
+      config:
+        language: python
+        fields:
+          k: k
+          size: window_end - window_start
+          first: pane.is_first
+          span: {callable: 'lambda row: row.window_end - row.window_start'}
+          start: window_start
+` + sinkJSON
+	wantLines(t, outLines(t, py, 2), `{"k":"a","size":60,"first":true,"span":60,"start":1772323200}`, `{"k":"a","size":60,"first":true,"span":60,"start":1772323260}`)
 }
 
 // Beam groups a null key like any other value.

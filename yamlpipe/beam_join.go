@@ -24,9 +24,14 @@ import (
 // happens within windows: rows meet when they have the same key and the
 // same window, and a window's joined rows are emitted when its pane fires.
 //
-// weir joins all inputs on one shared key: every equality names every
-// input (the equalities: col shorthand does). Beam's chains of joins on
-// different keys per pair of inputs are refused with a message.
+// Each equality maps two or more inputs to a field of each; the joined
+// rows are those of SQL's a JOIN b ON a.f = b.g JOIN c ON ..., the inputs
+// taken in the order given (an input that no equality links to the inputs
+// before it waits until one does), every pair of inputs an equality names
+// being one condition. When every equality names every input (the
+// `equalities: field` shorthand does) the inputs share one key and rows are
+// grouped by it; otherwise (different keys per pair of inputs) a window's
+// rows are grouped together and joined by hash lookups per condition.
 //
 // Steps: each input is tagged into a union row ({tag, in0, in1, ...}), the
 // tagged rows are flattened, an aggregation keyed by the join key collects
@@ -46,9 +51,15 @@ const (
 // joinAggregator groups the tagged rows of a window by join key.
 type joinAggregator struct {
 	ins []*row.Schema
-	// keys[i] are the key fields of input i, in equality order.
-	keys [][]int
-	// types[i] is how input i joins the inputs before it (types[0] unused).
+	// keys[i] are the key fields of input i, in equality order, when all
+	// inputs share one key (shared); otherwise rows are keyed by window only.
+	keys   [][]int
+	shared bool
+	// order is the order inputs are joined in; conds[k] are the conditions
+	// joining input order[k] to those before it; types[k] is how it joins
+	// them (types[0], conds[0] unused).
+	order []int
+	conds [][]joinCond
 	types []joinType
 	// pick maps each output field to (input, field).
 	pick [][2]int
@@ -56,6 +67,10 @@ type joinAggregator struct {
 	// batch is the aggregation's output: the joined rows of a pane.
 	batch *row.Schema
 }
+
+// joinCond is one condition of an ON clause: field prevField of input
+// prev equals field field of the input being joined.
+type joinCond struct{ prev, prevField, field int }
 
 // joinAcc holds a window's rows of one key, per input.
 type joinAcc struct{ rows [][]*rowT }
@@ -77,7 +92,7 @@ func (j *joinAggregator) tagged(v any) (int, *rowT) {
 // key matches nothing (as in SQL), so it is keyed by itself.
 func (j *joinAggregator) AppendKey(dst []byte, v any) []byte {
 	tag, r := j.tagged(v)
-	if r == nil {
+	if r == nil || !j.shared {
 		return dst
 	}
 	for _, i := range j.keys[tag] {
@@ -121,34 +136,49 @@ func (j *joinAggregator) MergeAccumulators(x, y any) any {
 // the SQL chain of joins gives them.
 func (j *joinAggregator) Output(_ any, acc any, _ window.Window, _ window.PaneInfo) any {
 	a := acc.(*joinAcc)
-	// combos are tuples of one row (or nil) per input joined so far.
+	n := len(j.ins)
+	// combos are tuples of one row (or nil) per input, in input order.
 	var combos [][]*rowT
-	for _, r := range a.rows[0] {
-		combos = append(combos, []*rowT{r})
+	for _, r := range a.rows[j.order[0]] {
+		c := make([]*rowT, n)
+		c[j.order[0]] = r
+		combos = append(combos, c)
 	}
-	for i := 1; i < len(j.ins); i++ {
-		rs := a.rows[i]
+	for k := 1; k < len(j.order); k++ {
+		in, conds, typ := j.order[k], j.conds[k], j.types[k]
+		rs := a.rows[in]
+		// index the rows of this input by their condition fields.
+		index := map[string][]int{}
+		for ri, r := range rs {
+			if key, ok := joinCondKey(r, conds); ok {
+				index[key] = append(index[key], ri)
+			}
+		}
+		matched := make([]bool, len(rs))
 		var next [][]*rowT
 		extend := func(c []*rowT, r *rowT) {
-			n := make([]*rowT, i+1)
-			copy(n, c)
-			n[i] = r
-			next = append(next, n)
+			x := make([]*rowT, n)
+			copy(x, c)
+			x[in] = r
+			next = append(next, x)
 		}
-		switch {
-		case len(combos) > 0 && len(rs) > 0:
-			for _, c := range combos {
-				for _, r := range rs {
-					extend(c, r)
+		for _, c := range combos {
+			hit := false
+			if key, ok := joinComboKey(c, conds); ok {
+				for _, ri := range index[key] {
+					extend(c, rs[ri])
+					matched[ri], hit = true, true
 				}
 			}
-		case len(combos) > 0 && (j.types[i] == joinLeft || j.types[i] == joinFull):
-			for _, c := range combos {
+			if !hit && (typ == joinLeft || typ == joinFull) {
 				extend(c, nil)
 			}
-		case len(rs) > 0 && (j.types[i] == joinRight || j.types[i] == joinFull):
-			for _, r := range rs {
-				extend(nil, r)
+		}
+		if typ == joinRight || typ == joinFull {
+			for ri, r := range rs {
+				if !matched[ri] {
+					extend(nil, r)
+				}
 			}
 		}
 		combos = next
@@ -164,6 +194,34 @@ func (j *joinAggregator) Output(_ any, acc any, _ window.Window, _ window.PaneIn
 		out = append(out, &rowT{Schema: j.out, Values: vals})
 	}
 	return &rowT{Schema: j.batch, Values: []any{out}}
+}
+
+// joinCondKey encodes the condition fields of r, the row being joined; a
+// null field matches nothing, as in SQL.
+func joinCondKey(r *rowT, conds []joinCond) (string, bool) {
+	var b []byte
+	for _, c := range conds {
+		v := r.Values[c.field]
+		if v == nil {
+			return "", false
+		}
+		b = appendKeyValue(b, v)
+	}
+	return string(b), true
+}
+
+// joinComboKey encodes the fields of the inputs joined so far that conds
+// compare; false when one is missing (an outer join's null side) or null.
+func joinComboKey(c []*rowT, conds []joinCond) (string, bool) {
+	var b []byte
+	for _, cd := range conds {
+		r := c[cd.prev]
+		if r == nil || r.Values[cd.prevField] == nil {
+			return "", false
+		}
+		b = appendKeyValue(b, r.Values[cd.prevField])
+	}
+	return string(b), true
 }
 
 var _ contract.StateCoder = (*joinAggregator)(nil)
@@ -314,10 +372,13 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	flat := weir.Flatten(l.root, t.name+"/inputs", tagged, stepOpts(t, weir.WithCoder(union.Coder()))...)
 	j.batch = row.MustSchema(row.Field{Name: "rows", Type: row.ListOf(row.RowOf(j.out))})
 	var keyFields []graph.Field
-	for _, ki := range j.keys[0] {
-		keyFields = append(keyFields, graph.Field{Name: j.ins[0].Fields[ki].Name, Type: j.ins[0].Fields[ki].Type.String()})
+	keyCoder := graph.Coder{URN: "weir:yaml:join_window", Version: 1}
+	if j.shared {
+		for _, ki := range j.keys[0] {
+			keyFields = append(keyFields, graph.Field{Name: j.ins[0].Fields[ki].Name, Type: j.ins[0].Fields[ki].Type.String()})
+		}
+		keyCoder = graph.Coder{URN: "weir:yaml:join_key", Version: 1, Fields: keyFields}
 	}
-	keyCoder := graph.Coder{URN: "weir:yaml:join_key", Version: 1, Fields: keyFields}
 	var stored []graph.Field
 	for i, s := range j.ins {
 		stored = append(stored, graph.Field{Name: aliases[i], Type: s.String()})
@@ -329,66 +390,131 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 }
 
 // joinEqualities reads equalities: a field name shared by all inputs, or a
-// list of {alias: field, ...} naming every input.
+// list of {alias: field, ...}, each naming two or more inputs, as Beam's;
+// different pairs of inputs may join on different fields.
 func (l *loader) joinEqualities(t *transformSpec, j *joinAggregator, aliases []string, index map[string]int) error {
 	en := t.config.get("equalities")
 	if en == nil {
 		return l.errf(t.typNode, "Join needs config.equalities (a field in every input, or a list of {input: field, ...})")
 	}
-	j.keys = make([][]int, len(aliases))
-	field := func(i int, name string, at *node) error {
+	type equality struct {
+		ins    []int // inputs, in the order the equality names them
+		fields map[int]int
+		at     *node
+	}
+	var eqs []equality
+	field := func(eq *equality, i int, name string, at *node) error {
 		fi := j.ins[i].Index(name)
 		if fi < 0 {
 			return l.errf(at, "equalities: %q is not a field of input %s (%s)", name, aliases[i], j.ins[i])
 		}
-		j.keys[i] = append(j.keys[i], fi)
+		if _, dup := eq.fields[i]; !dup {
+			eq.ins = append(eq.ins, i)
+		}
+		eq.fields[i] = fi
 		return nil
 	}
 	switch en.kind {
 	case kString:
+		eq := equality{fields: map[int]int{}, at: en}
 		for i := range aliases {
-			if err := field(i, en.text, en); err != nil {
+			if err := field(&eq, i, en.text, en); err != nil {
 				return err
 			}
 		}
+		eqs = append(eqs, eq)
 	case kSeq:
 		if len(en.seq) == 0 {
 			return l.errf(en, "equalities is empty")
 		}
-		for _, eq := range en.seq {
-			if eq.kind != kMap || len(eq.keys) < 2 {
-				return l.errf(eq, "each equality must map at least 2 inputs to fields ({%s: field, %s: field})", aliases[0], aliases[1])
+		for _, en := range en.seq {
+			if en.kind != kMap || len(en.keys) < 2 {
+				return l.errf(en, "each equality must map at least 2 inputs to fields ({%s: field, %s: field})", aliases[0], aliases[1])
 			}
-			seen := map[int]bool{}
-			for k, kn := range eq.keys {
+			eq := equality{fields: map[int]int{}, at: en}
+			for k, kn := range en.keys {
 				i, ok := index[kn.text]
 				if !ok {
 					return l.errf(kn, "equalities: %q is not an input of the Join (inputs: %s)", kn.text, strings.Join(aliases, ", "))
 				}
-				name, err := l.str(eq.vals[k], "equality field")
+				name, err := l.str(en.vals[k], "equality field")
 				if err != nil {
 					return err
 				}
-				if err := field(i, name, eq.vals[k]); err != nil {
+				if err := field(&eq, i, name, en.vals[k]); err != nil {
 					return err
 				}
-				seen[i] = true
 			}
-			if len(seen) != len(aliases) {
-				return l.errf(eq, "this equality does not name every input: weir joins all inputs on one shared key, so each equality names each of %s (joins on different keys per pair of inputs are not supported; join two at a time)", strings.Join(aliases, ", "))
-			}
+			eqs = append(eqs, eq)
 		}
 	default:
 		return l.errf(en, "equalities must be a field name or a list of {input: field} mappings, not %s", en.kind)
 	}
-	for k := range j.keys[0] {
-		t0 := j.ins[0].Fields[j.keys[0][k]].Type
-		for i := 1; i < len(aliases); i++ {
-			ti := j.ins[i].Fields[j.keys[i][k]].Type
-			if !t0.Equal(ti) && t0.Kind != row.KindAny && ti.Kind != row.KindAny {
-				return l.errf(en, "equalities: %s.%s is %s but %s.%s is %s; cast one in MapToFields first", aliases[0], j.ins[0].Fields[j.keys[0][k]].Name, t0, aliases[i], j.ins[i].Fields[j.keys[i][k]].Name, ti)
+	// The fields an equality compares have one type.
+	for _, eq := range eqs {
+		a := eq.ins[0]
+		ta := j.ins[a].Fields[eq.fields[a]].Type
+		for _, b := range eq.ins[1:] {
+			tb := j.ins[b].Fields[eq.fields[b]].Type
+			if !ta.Equal(tb) && ta.Kind != row.KindAny && tb.Kind != row.KindAny {
+				return l.errf(eq.at, "equalities: %s.%s is %s but %s.%s is %s; cast one in MapToFields first", aliases[a], j.ins[a].Fields[eq.fields[a]].Name, ta, aliases[b], j.ins[b].Fields[eq.fields[b]].Name, tb)
 			}
 		}
+	}
+	// One shared key when every equality names every input.
+	j.shared = true
+	for _, eq := range eqs {
+		if len(eq.ins) != len(aliases) {
+			j.shared = false
+		}
+	}
+	j.keys = make([][]int, len(aliases))
+	if j.shared {
+		for _, eq := range eqs {
+			for i := range aliases {
+				j.keys[i] = append(j.keys[i], eq.fields[i])
+			}
+		}
+	}
+	// The join order: the inputs as given, each after one it is linked to.
+	joined := map[int]bool{0: true}
+	j.order, j.conds = []int{0}, [][]joinCond{nil}
+	for len(j.order) < len(aliases) {
+		next := -1
+		var conds []joinCond
+		for i := range aliases {
+			if joined[i] {
+				continue
+			}
+			conds = nil
+			for _, eq := range eqs {
+				fi, ok := eq.fields[i]
+				if !ok {
+					continue
+				}
+				for _, p := range eq.ins {
+					if joined[p] {
+						conds = append(conds, joinCond{prev: p, prevField: eq.fields[p], field: fi})
+					}
+				}
+			}
+			if len(conds) > 0 {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			var loose []string
+			for i := range aliases {
+				if !joined[i] {
+					loose = append(loose, aliases[i])
+				}
+			}
+			return l.errf(en, "equalities do not link input(s) %s to %s: every input must be joined to another by an equality", strings.Join(loose, ", "), aliases[0])
+		}
+		joined[next] = true
+		j.order = append(j.order, next)
+		j.conds = append(j.conds, conds)
 	}
 	return nil
 }
@@ -429,19 +555,19 @@ func (l *loader) joinTypes(t *transformSpec, j *joinAggregator, aliases []string
 	default:
 		return l.errf(tn, "Join type must be a string or {outer: [inputs]}, not %s", tn.kind)
 	}
-	for i := 1; i < len(aliases); i++ {
-		prev, cur := slices.Contains(outer, aliases[i-1]), slices.Contains(outer, aliases[i])
+	for k := 1; k < len(j.order); k++ {
+		prev, cur := slices.Contains(outer, aliases[j.order[k-1]]), slices.Contains(outer, aliases[j.order[k]])
 		switch {
 		case prev && cur:
-			j.types[i] = joinFull
+			j.types[k] = joinFull
 		case prev:
-			j.types[i] = joinLeft
+			j.types[k] = joinLeft
 		case cur:
-			j.types[i] = joinRight
+			j.types[k] = joinRight
 		case outer == nil:
-			j.types[i] = map[string]joinType{"inner": joinInner, "left": joinLeft, "right": joinRight, "outer": joinFull}[typ]
+			j.types[k] = map[string]joinType{"inner": joinInner, "left": joinLeft, "right": joinRight, "outer": joinFull}[typ]
 		default:
-			j.types[i] = joinInner
+			j.types[k] = joinInner
 		}
 	}
 	return nil

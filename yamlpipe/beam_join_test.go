@@ -142,8 +142,166 @@ func TestJoinErrors(t *testing.T) {
 	loadErr(t, at+"      input: [A, B]\n      config: {equalities: common}\n", "Join needs at least 2 named inputs")
 	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: nope}\n", `"nope" is not a field of input A`)
 	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: common, type: sideways}\n", `Join type "sideways" is not one of`)
-	loadErr(t, at+"      input: {A: A, B: B, C: C}\n      config: {equalities: [{A: common, B: common}]}\n", "does not name every input")
+	loadErr(t, at+"      input: {A: A, B: B, C: C}\n      config: {equalities: [{A: common, B: common}]}\n", "equalities do not link input(s) C to A")
+	loadErr(t, at+"      input: {A: A, B: B, C: C}\n      config: {equalities: [{A: common, B: common}, {B: b, C: common}]}\n", "B.b is int but C.common is string")
 	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: [{A: common, X: common}]}\n", `"X" is not an input of the Join`)
 	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: [{A: a, B: common}]}\n", "A.a is int but B.common is string")
 	loadErr(t, at+"      input: {A: A, B: B}\n      config: {equalities: common, fields: {A: [a], B: {a: b}}}\n", `"a" is given more than once`)
+}
+
+// The inputs of the joins on different keys per pair of inputs.
+const joinPairInputs = `pipeline:
+  transforms:
+    - type: Create
+      name: Users
+      config:
+        elements:
+          - {uid: 1, name: ann, city: 10}
+          - {uid: 2, name: bob, city: 20}
+          - {uid: 3, name: cy, city: 99}
+    - type: Create
+      name: Orders
+      config:
+        elements:
+          - {oid: 100, user: 1, item: book}
+          - {oid: 101, user: 1, item: pen}
+          - {oid: 102, user: 4, item: cup}
+    - type: Create
+      name: Cities
+      config:
+        elements:
+          - {id: 10, cname: paris}
+          - {id: 20, cname: rome}
+          - {id: 30, cname: oslo}
+`
+
+// Beam's equalities may join each pair of inputs on its own fields:
+// U JOIN O ON U.uid = O.user JOIN C ON U.city = C.id, for every join type.
+func TestJoinDifferentKeysPerPair(t *testing.T) {
+	step := func(input, typ string) string {
+		return `    - type: Join
+      input: ` + input + `
+      config:
+        type: ` + typ + `
+        equalities:
+          - {U: uid, O: user}
+          - {U: city, C: id}
+        fields: {U: [name], O: [item], C: [cname]}
+    - type: LogForTesting
+      input: Join
+`
+	}
+	const uoc = "{U: Users, O: Orders, C: Cities}"
+	tests := []struct {
+		name, input, typ string
+		want             []string
+	}{
+		{"inner", uoc, "inner", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`}},
+		{"left", uoc, "left", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`,
+			`{"name": "bob", "item": null, "cname": "rome"}`, `{"name": "cy", "item": null, "cname": null}`}},
+		{"right", uoc, "right", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`,
+			`{"name": null, "item": null, "cname": "rome"}`, `{"name": null, "item": null, "cname": "oslo"}`}},
+		{"outer", uoc, "outer", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`,
+			`{"name": "bob", "item": null, "cname": "rome"}`, `{"name": "cy", "item": null, "cname": null}`,
+			`{"name": null, "item": "cup", "cname": null}`, `{"name": null, "item": null, "cname": "oslo"}`}},
+		{"outer by input", uoc, "{outer: [O]}", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`,
+			`{"name": null, "item": "cup", "cname": null}`}},
+		// C is linked to U only, so it is joined after U.
+		{"inputs in another order", "{O: Orders, C: Cities, U: Users}", "inner", []string{`{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": "paris"}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			lines, _ := runLogged(t, joinPairInputs+step(tc.input, tc.typ), 2)
+			wantLines(t, lines, tc.want...)
+		})
+	}
+}
+
+// A join on different keys per pair happens within windows too.
+func TestJoinDifferentKeysWithinWindows(t *testing.T) {
+	src := `pipeline:
+  transforms:
+    - type: Create
+      name: Clicks
+      config:
+        elements:
+          - {user: u1, t: 10, page: home}
+          - {user: u1, t: 70, page: cart}
+    - type: Create
+      name: Buys
+      config:
+        elements:
+          - {buyer: u1, t: 20, item: book}
+          - {buyer: u1, t: 80, item: pen}
+    - type: AssignTimestamps
+      name: TC
+      input: Clicks
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TB
+      input: Buys
+      config: {timestamp: t}
+    - type: Join
+      input: {c: TC, b: TB}
+      windowing: {type: fixed, size: 60s}
+      config:
+        equalities: [{c: user, b: buyer}]
+        fields: {c: [page], b: [item]}
+    - type: LogForTesting
+      input: Join
+`
+	lines, _ := runLogged(t, src, 2)
+	wantLines(t, lines, `{"page": "home", "item": "book"}`, `{"page": "cart", "item": "pen"}`)
+}
+
+// Three inputs joined on different keys per pair, in fixed windows: rows
+// meet only within their window.
+func TestJoinDifferentKeysPerPairWithinWindows(t *testing.T) {
+	src := `pipeline:
+  transforms:
+    - type: Create
+      name: Users
+      config:
+        elements:
+          - {uid: 1, name: ann, city: 10, t: 5}
+          - {uid: 1, name: ann, city: 20, t: 65}
+    - type: Create
+      name: Orders
+      config:
+        elements:
+          - {user: 1, item: book, t: 10}
+          - {user: 1, item: pen, t: 70}
+    - type: Create
+      name: Cities
+      config:
+        elements:
+          - {id: 10, cname: paris, t: 1}
+          - {id: 20, cname: rome, t: 2}
+    - type: AssignTimestamps
+      name: TU
+      input: Users
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TO
+      input: Orders
+      config: {timestamp: t}
+    - type: AssignTimestamps
+      name: TC
+      input: Cities
+      config: {timestamp: t}
+    - type: Join
+      input: {U: TU, O: TO, C: TC}
+      windowing: {type: fixed, size: 60s}
+      config:
+        type: left
+        equalities:
+          - {U: uid, O: user}
+          - {U: city, C: id}
+        fields: {U: [name], O: [item], C: [cname]}
+    - type: LogForTesting
+      input: Join
+`
+	lines, _ := runLogged(t, src, 2)
+	// rome is in the first window, the second user row in the second.
+	wantLines(t, lines, `{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": null}`)
 }

@@ -143,7 +143,7 @@ func (e *evaluator) clone() evaluator {
 
 func (e *evaluator) eval(r *rowT, pc *contract.ProcessContext, what string) (any, error) {
 	if e.pe != nil {
-		return e.pe.eval(r, what)
+		return e.pe.at(pc).eval(r, what)
 	}
 	if e.v.prg == nil {
 		return r.Values[e.v.src], nil

@@ -47,7 +47,24 @@ const (
 	slotElement = -1
 	// slotSide0 - i is side input i.
 	slotSide0 = -2
+	// slotMeta0 - i is the element metadata metaVars[i].
+	slotMeta0 = -1 << 20
 )
+
+// metaVars are the element metadata an expression reads by name when the
+// row has no field of that name: the element's window and pane, as
+// ExtractWindowingInfo gives them. A Combine written for Beam (with
+// language) keeps its rows to the group_by fields and the aggregates, so
+// window_start, window_end and pane after it are these, not fields.
+var metaVars = []windowInfo{infoWindowStart, infoWindowEnd, infoPaneInfo}
+
+// metaVarName is the variable name of metadata w.
+func metaVarName(w windowInfo) string {
+	if w == infoPaneInfo {
+		return fieldPane
+	}
+	return string(w)
+}
 
 // sideDecl declares a side input visible to CEL: a list of rows, or a map
 // of rows keyed by the value of KeyField.
@@ -132,6 +149,14 @@ func newCELScope(schema *row.Schema, sides []sideDecl, prgOpts ...cel.ProgramOpt
 			opts = append(opts, cel.Variable(sd.Name, cel.MapType(celTypeOf(sd.Schema.Fields[sd.KeyField].Type), rowT)))
 		}
 		sc.builds = append(sc.builds, sideBuilder(sd))
+	}
+	for i, w := range metaVars {
+		name := metaVarName(w)
+		if _, taken := sc.vars[name]; taken {
+			continue
+		}
+		sc.vars[name] = slotMeta0 - i
+		opts = append(opts, cel.Variable(name, celTypeOf(w.typ())))
 	}
 	env, err := cel.NewEnv(opts...)
 	if err != nil {
@@ -316,6 +341,15 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.elem = rowToCEL(a.r)
 		}
 		return a.elem, true
+	case slot <= slotMeta0:
+		var cur *contract.Element
+		if a.pc != nil {
+			cur = a.pc.Current()
+		}
+		if cur == nil {
+			return types.NullValue, true
+		}
+		return toCEL(metaVars[slotMeta0-slot].value(cur)), true
 	}
 	i := slotSide0 - slot
 	if a.pc == nil {

@@ -59,8 +59,8 @@ type aggregator struct {
 	ops   []combineOp
 	out   *row.Schema
 	// beam makes rows of exactly the group_by fields and the aggregates
-	// (Beam's shape, for a Combine with a language in the global window);
-	// otherwise window_start, window_end and pane follow.
+	// (Beam's shape, for a Combine with a language); otherwise
+	// window_start, window_end and pane follow.
 	beam bool
 }
 
@@ -448,8 +448,8 @@ const (
 const accumulatorURN = "weir:yaml:combine_accumulator"
 
 // combineLanguage reads Combine's language (Beam's key). A Combine that
-// names a language is written for Beam: in the global window its rows have
-// Beam's shape, exactly the group_by fields and the aggregates.
+// names a language is written for Beam: its rows have Beam's shape,
+// exactly the group_by fields and the aggregates, in every windowing.
 func (l *loader) combineLanguage(t *transformSpec) (lang string, beam bool, err error) {
 	ln := t.config.get("language")
 	if ln == nil {
@@ -586,13 +586,11 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws := in.rows.Windowing()
-	if in.isReject {
-		ws = in.rejects.Windowing()
-	}
-	// Windowed results keep their window and pane columns (DESIGN.md §3)
-	// until window and pane become element metadata.
-	beamShape = beamShape && (ws.Fn.Kind == window.KindGlobal || ws.Fn.Kind == "")
+	// A Combine written for Beam (with language) has Beam's rows in every
+	// windowing: the window and pane are element metadata only (as they are
+	// of every element), which ExtractWindowingInfo, CEL's window_start,
+	// window_end and pane, and WriteToSql's window and pane columns read.
+	// weir's Combine (no language) keeps them as columns too (DESIGN.md §3).
 	groups, groupNodes, err := l.strList(t.config.get("group_by"), "group_by")
 	if err != nil {
 		return nil, err

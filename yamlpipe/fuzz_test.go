@@ -22,6 +22,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(pyInput + "    - type: MapToFields\n      config:\n        language: python\n        fields: {x: \"name.upper() if price > 2 else f'{name}'\", y: {callable: 'lambda r: r.tags'}}\n"))
 	f.Add([]byte(pyInput + "    - type: Filter\n      config:\n        language: python\n        keep:\n          callable: |\n            def f(row):\n              import os\n              return row.price\n"))
 	f.Add([]byte(joinInputs + "    - type: Join\n      input: {A: A, B: B}\n      config: {equalities: common, type: {outer: [A]}, fields: {A: [a]}}\n"))
+	f.Add([]byte(joinPairInputs + "    - type: Join\n      input: {U: Users, O: Orders, C: Cities}\n      config: {type: right, equalities: [{U: uid, O: user}, {U: city, C: id}], fields: {U: [name]}}\n"))
+	f.Add([]byte("pipeline:\n  type: chain\n  transforms:\n    - type: Create\n      config: {elements: [{k: a, v: 1}]}\n    - type: Combine\n      windowing: {type: fixed, size: 60s}\n      config: {language: python, group_by: k, combine: {v: sum}}\n    - type: MapToFields\n      config: {fields: {k: k, s: window_start, late: \"pane.timing == 'LATE'\"}}\n"))
 	f.Add([]byte(pyInput + "    - type: ExtractWindowingInfo\n      config: {fields: {t: timestamp, w: window_string, p: pane_info}}\n      resource_hints: {min_ram: 1GB}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		_, err := Load("f.yaml", src, Options{BaseDir: t.TempDir()})
@@ -146,7 +148,8 @@ func FuzzPython(f *testing.F) {
 // that errors carry a position.
 func FuzzJinja(f *testing.F) {
 	for _, s := range []string{"{{ x }}", "{% for i in range(3) %}{{ i }}{% endfor %}", "{% include 'nope' %}",
-		"{% import 'nope' as m %}{{ m.f() }}", "{{ foo( }}", "{% if %}", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1) }}"} {
+		"{% import 'nope' as m %}{{ m.f() }}", "{{ foo( }}", "{% if %}", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1) }}",
+		"{{ undefined_var }}", "{% if y is defined %}{{ y }}{% endif %}{{ z | default('d') }}", "{% set a = 1 %}{{ a.b }}{{ q.r }}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {

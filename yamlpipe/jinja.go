@@ -19,7 +19,8 @@ import (
 // variables, filters, if/for/set and macros. {% include 'file' %},
 // {% import 'file' as name %} and {% from 'file' import a, b %} are
 // expanded by weir before rendering, with paths relative to the including
-// file. Unlike Beam's StrictUndefined, an undefined variable renders empty.
+// file. As with Beam's StrictUndefined, a template that uses an undefined
+// variable fails to render (jinja_strict.go).
 
 // maxJinjaDepth bounds nested includes and imports.
 const maxJinjaDepth = 16
@@ -46,7 +47,9 @@ func RenderJinja(filename string, src []byte, vars map[string]any) (out []byte, 
 			out, err = nil, &Error{File: filename, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: the template could not be rendered (%v)", r)}
 		}
 	}()
-	text, err := jinjaExpand(filename, string(src), 0)
+	names := newJinjaNames()
+	names.scan(filename, string(src))
+	text, err := jinjaExpand(filename, string(src), 0, names)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +63,9 @@ func RenderJinja(filename string, src []byte, vars map[string]any) (out []byte, 
 	s, err := t.Render(vars)
 	if err != nil {
 		return nil, jinjaErr(filename, err, "rendering the Jinja template")
+	}
+	if err := names.strictCheck(vars, t.Render); err != nil {
+		return nil, err
 	}
 	return []byte(s), nil
 }
@@ -96,7 +102,7 @@ func lineAt(s string, i int) int { return 1 + strings.Count(s[:i], "\n") }
 
 // jinjaExpand replaces the include, import and from tags of text (the
 // contents of file) with what they load.
-func jinjaExpand(file, text string, depth int) (string, error) {
+func jinjaExpand(file, text string, depth int, names *jinjaNames) (string, error) {
 	if depth > maxJinjaDepth {
 		return "", &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: includes and imports nest more than %d deep (is a file including itself?)", maxJinjaDepth)}
 	}
@@ -111,7 +117,8 @@ func jinjaExpand(file, text string, depth int) (string, error) {
 			return "", "", &Error{File: file, Line: lineAt(text, loc[0]), Col: 1 + loc[0] - strings.LastIndex(text[:loc[0]], "\n") - 1, Err: err,
 				Msg: fmt.Sprintf("Jinja: cannot read %q: %v", name, err)}
 		}
-		sub, err := jinjaExpand(p, string(b), depth+1)
+		names.scan(p, string(b))
+		sub, err := jinjaExpand(p, string(b), depth+1, names)
 		return p, sub, err
 	}
 	var firstErr error

@@ -98,3 +98,46 @@ func TestJinjaErrors(t *testing.T) {
 		t.Errorf("ParseJinjaVariables([1]) = %v", err)
 	}
 }
+
+// An undefined variable fails the render, as Beam's StrictUndefined does,
+// at the position of its first use and by name; guarded and defaulted uses
+// and branches that are not rendered do not.
+func TestJinjaStrictUndefined(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "part.yaml"), []byte("# part\n    - type: Filter\n      config: {keep: \"n > {{ least }}\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head := "pipeline:\n  type: chain\n  transforms:\n    - type: Create\n      config: {elements: [{n: 1}, {n: 2}]}\n"
+	tests := []struct {
+		name, body, vars, want string
+	}{
+		{"output", "    - type: LogForTesting\n      config: {prefix: '{{ prefix }}'}\n", `{}`, `main.yaml:7:28: Jinja: "prefix" is undefined`},
+		{"condition", "{% if verbose %}\n    - type: LogForTesting\n{% endif %}\n", `{}`, `main.yaml:6:7: Jinja: "verbose" is undefined`},
+		{"attribute", "    - type: LogForTesting\n      config: {prefix: '{{ cfg.prefix }}'}\n", `{"cfg2": 1}`, `main.yaml:7:28: Jinja: "cfg" is undefined`},
+		{"loop", "{% for x in things %}\n    - type: LogForTesting\n{% endfor %}\n", `{}`, `main.yaml:6:13: Jinja: "things" is undefined`},
+		{"included file", "{% include 'part.yaml' %}\n", `{}`, `part.yaml:3:30: Jinja: "least" is undefined`},
+		{"defined", "    - type: LogForTesting\n      config: {prefix: '{{ prefix if prefix is defined else \"p\" }}{{ other | default(\"q\") }}'}\n", `{}`, ``},
+		{"not rendered", "{% if env == 'prod' %}\n    - type: Filter\n      config: {keep: \"n > {{ prod_min }}\"}\n{% endif %}\n    - type: LogForTesting\n", `{"env": "dev"}`, ``},
+		{"bound", "{% set p = 'x' %}{% for k in [1] %}{% endfor %}\n    - type: LogForTesting\n      config: {prefix: '{{ p }}{{ loop_var | default(1) }}'}\n", `{}`, ``},
+		{"given", "    - type: LogForTesting\n      config: {prefix: '{{ prefix }}'}\n", `{"prefix": "a"}`, ``},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			main := filepath.Join(dir, "main.yaml")
+			if err := os.WriteFile(main, []byte(head+tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			vars, err := ParseJinjaVariables(tc.vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = LoadFile(main, Options{BaseDir: dir, LogOutput: &bytes.Buffer{}, JinjaVariables: vars})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("err = %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -24,8 +24,10 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -83,6 +85,22 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// Subscriptions maps the name of a ReadFromPubSub step that reads a
+	// topic to the subscription it reads instead of the one named after
+	// the job and step (pubsub.SubscriptionName): the service gives the
+	// new job of a parallel replacement under the same name a
+	// subscription of its own. Steps not in it keep the default.
+	Subscriptions map[string]string
+	// Owns, when set, says which windows the job's WriteToSql (sink "sql")
+	// and WriteToPubSub (sink "pubsub") steps write
+	// (sqlsink.Config.Owns, pubsub.SinkConfig.Owns), the rest being
+	// another job's during a parallel replacement.
+	Owns func(sink string, w window.Window) bool
+	// PubSubRewind makes the ReadFromPubSub sources of the listed
+	// subscriptions re-read for a replacement job (pubsub.RewindStart):
+	// the service sets it for the new job of a stop-and-replace that
+	// re-reads retained input.
+	PubSubRewind map[string]pubsub.RewindStart
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
@@ -123,6 +141,7 @@ func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	if err := l.p.Graph().Validate(); err != nil {
 		return nil, l.wrapf(root, err, "validating the pipeline graph")
 	}
+	l.setRewindHorizon()
 	return l.p, nil
 }
 
@@ -169,6 +188,9 @@ type loader struct {
 	root   weir.Scope
 	// outs maps "Name" and "Name.tag" to built collections.
 	outs map[string]*coll
+	// pubsubSources are the ReadFromPubSub sources built, whose rewind
+	// horizon is set once the graph is known (setRewindHorizon).
+	pubsubSources []*pubsub.Source
 	// log is where the LogForTesting steps print (see logOutput).
 	log *logLines
 	// alias maps a nested composite's name (and Name.output) to the

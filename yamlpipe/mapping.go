@@ -182,7 +182,7 @@ func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error
 	for i := range f.ops {
 		op := &f.ops[i]
 		if op.py != nil {
-			x, err := f.pys[i].eval(in, "field "+op.name)
+			x, err := f.pys[i].at(pc).eval(in, "field "+op.name)
 			if err != nil {
 				return nil, err
 			}
@@ -372,7 +372,7 @@ func (f *filterFn) Clone() any {
 
 func (f *filterFn) keep(in *rowT, pc *contract.ProcessContext) (bool, error) {
 	if f.pe != nil {
-		v, err := f.pe.call(in, "keep")
+		v, err := f.pe.at(pc).call(in, "keep")
 		if err != nil {
 			return false, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/window"
 )
 
 // ErrNeedsServer is wrapped by the load error of a pipeline whose
@@ -132,12 +133,21 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	identity := "subscription/" + cfg.Subscription
 	if cfg.Topic != "" {
 		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
+		if sub := l.opts.Job.Subscriptions[t.name]; sub != "" {
+			cfg.Subscription = sub
+		}
 		identity = "topic/" + cfg.Topic
+	}
+	if l.opts.Job != nil {
+		if rs, ok := l.opts.Job.PubSubRewind[cfg.Subscription]; ok {
+			cfg.Rewind = &rs
+		}
 	}
 	src, err := b.NewSource(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)
 	}
+	l.pubsubSources = append(l.pubsubSources, src)
 	opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity("pubsub", identity, false))...)
 	out := weir.Read[*rowT](l.root, t.name, src, false, opts...)
 	l.registerErrors(t, out)
@@ -185,10 +195,37 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
+	if owns := l.opts.Job.Owns; owns != nil {
+		cfg.Owns = func(w window.Window) bool { return owns("pubsub", w) }
+	}
 	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)
 	}
 	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
 	return nil, nil
+}
+
+// setRewindHorizon sets the rewind horizon of every ReadFromPubSub source
+// (pubsub.SourceConfig.RewindHorizon): twice the longest window plus
+// allowed lateness of the graph plus one bucket, at least
+// pubsub.DefaultRewindHorizon, so that the event-time table of a source
+// position reaches back to every window the job may still hold state for.
+func (l *loader) setRewindHorizon() {
+	if len(l.pubsubSources) == 0 {
+		return
+	}
+	h := pubsub.DefaultRewindHorizon
+	for _, c := range l.p.Graph().Collections {
+		ws := c.Windowing
+		size := ws.Fn.Size
+		if ws.Fn.Gap > size {
+			size = ws.Fn.Gap
+		}
+		d := 2*time.Duration(size+ws.AllowedLateness)*time.Millisecond + pubsub.RewindBucket
+		h = max(h, d)
+	}
+	for _, src := range l.pubsubSources {
+		src.SetRewindHorizon(h)
+	}
 }

@@ -58,6 +58,21 @@ type pyEval struct {
 	p    *pyProgram
 	th   *starlark.Thread
 	args starlark.Tuple
+	// cur is the element being evaluated, for its window and pane (see
+	// metaVars); nil when unknown.
+	cur *contract.Element
+}
+
+// pyMetaParam0 - i, as a parameter index, is the metadata metaVars[i].
+const pyMetaParam0 = -1
+
+// at sets the element being evaluated to pc's current one.
+func (e *pyEval) at(pc *contract.ProcessContext) *pyEval {
+	e.cur = nil
+	if pc != nil {
+		e.cur = pc.Current()
+	}
+	return e
 }
 
 func (p *pyProgram) newEval() *pyEval {
@@ -72,11 +87,16 @@ func (p *pyProgram) newEval() *pyEval {
 // call runs the program on r and returns Starlark's result.
 func (e *pyEval) call(r *rowT, what string) (starlark.Value, error) {
 	if e.p.params == nil {
-		e.args[0] = &pyRow{r: r}
+		e.args[0] = &pyRow{r: r, cur: e.cur}
 	} else {
 		for i, idx := range e.p.params {
 			var v any
-			if idx < len(r.Values) {
+			switch {
+			case idx < 0:
+				if e.cur != nil {
+					v = metaVars[pyMetaParam0-idx].value(e.cur)
+				}
+			case idx < len(r.Values):
 				v = r.Values[idx]
 			}
 			e.args[i] = toStarlark(v)
@@ -205,7 +225,12 @@ func fromStarlark(v starlark.Value, depth int) (any, error) {
 }
 
 // pyRow is a row as Python code sees it: Beam's Row, fields as attributes.
-type pyRow struct{ r *rowT }
+// A callable's row also answers window_start, window_end and pane from the
+// element's metadata when it has no such field (cur; see metaVars).
+type pyRow struct {
+	r   *rowT
+	cur *contract.Element
+}
 
 // String renders the row as Beam prints one: Row(a=1, b='x').
 func (p *pyRow) String() string {
@@ -238,6 +263,13 @@ func (p *pyRow) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: 
 // Attr returns a field's value.
 func (p *pyRow) Attr(name string) (starlark.Value, error) {
 	i := p.r.Schema.Index(name)
+	if i < 0 && p.cur != nil {
+		for _, w := range metaVars {
+			if metaVarName(w) == name {
+				return toStarlark(w.value(p.cur)), nil
+			}
+		}
+	}
 	if i < 0 || i >= len(p.r.Values) {
 		return nil, nil
 	}
@@ -447,6 +479,16 @@ func (l *loader) compilePython(in *coll, n *node, what string) (*pyProgram, erro
 			p.params = append(p.params, i)
 			params = append(params, &syntax.Ident{NamePos: start, Name: f.Name})
 			types[f.Name] = f.Type
+		}
+	}
+	// The element's window and pane, by name, when the row has no such
+	// field (a Combine written for Beam keeps them as metadata).
+	for k, w := range metaVars {
+		name := metaVarName(w)
+		if used[name] && in.schema.Index(name) < 0 {
+			p.params = append(p.params, pyMetaParam0-k)
+			params = append(params, &syntax.Ident{NamePos: start, Name: name})
+			types[name] = w.typ()
 		}
 	}
 	lam := &syntax.LambdaExpr{Lambda: start, Params: params, Body: expr}

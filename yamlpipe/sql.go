@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/window"
 )
 
 // sqlValidateTimeout bounds the submit-time check of a WriteToSql table.
@@ -60,6 +61,10 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
 		cfg.Facade = job.SQLFacade
+		if job.Owns != nil {
+			owns := job.Owns
+			cfg.Owns = func(w window.Window) bool { return owns("sql", w) }
+		}
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {
@@ -74,8 +79,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			}
 		}
 	} else if cfg.Driver == sqlsink.DriverPostgres {
-		// Before sink.Validate connects: a refused host is never tried.
-		if err := l.checkSQLHost(dsnNode, cfg.DSN); err != nil {
+		// Before sink.Validate connects: a refused host is never tried,
+		// a refused certificate file never read.
+		if cfg.DSN, err = l.postgresDSN(dsnNode, cfg.DSN); err != nil {
 			return nil, err
 		}
 	}

@@ -191,3 +191,68 @@ func TestWriteToSqlIdentifierTooLongAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// A windowed Combine written for Beam (with language) has Beam's rows, and
+// an upserting WriteToSql stores its window and pane from the element
+// metadata: the table has the same window_start, window_end and pane
+// columns as for weir's Combine, with the same values.
+func TestBeamCombineWindowColumnsFromMetadata(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	src := `pipeline:
+  type: chain
+  transforms:
+    - type: Create
+      config:
+        timestamp_field: ts
+        elements:
+          - {k: a, v: 1, ts: '2026-03-01T00:00:01Z'}
+          - {k: a, v: 2, ts: '2026-03-01T00:00:02Z'}
+          - {k: a, v: 4, ts: '2026-03-01T00:01:02Z'}
+    - type: Combine
+      windowing: {type: fixed, size: 60s}
+      config:
+        %s
+        group_by: k
+        combine: {v: sum}
+    - type: WriteToSql
+      config: {driver: sqlite, dsn: ` + db + `, table: %s, key: [k]}
+`
+	read := func(table string) string {
+		conn, err := sql.Open("sqlite", db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		rows, err := conn.Query(`SELECT k, v, window_start, window_end, pane_index, pane_timing FROM ` + table + ` ORDER BY window_start`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var k, ws, we, timing string
+			var v, idx int64
+			if err := rows.Scan(&k, &v, &ws, &we, &idx, &timing); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s %d %s %s %d %s", k, v, ws, we, idx, timing))
+		}
+		return strings.Join(got, "\n")
+	}
+	for _, tc := range []struct{ table, lang string }{{"beam_shape", "language: python"}, {"native_shape", "# weir's Combine"}} {
+		p, err := Load("p.yaml", []byte(fmt.Sprintf(src, tc.lang, tc.table)), Options{BaseDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "a 3 2026-03-01T00:00:00.000Z 2026-03-01T00:01:00.000Z 0 ON_TIME\na 4 2026-03-01T00:01:00.000Z 2026-03-01T00:02:00.000Z 0 ON_TIME"
+	for _, table := range []string{"beam_shape", "native_shape"} {
+		if got := read(table); got != want {
+			t.Errorf("%s:\n%s\nwant:\n%s", table, got, want)
+		}
+	}
+}

@@ -44,3 +44,23 @@ func TestCLIRunLogForTesting(t *testing.T) {
 		t.Errorf("stderr is not the JSON summary (%v):\n%s", err, r.stderr)
 	}
 }
+
+// A windowed Beam aggregation prints Beam's rows: the group_by field and
+// the aggregate, no window columns (window and pane are element metadata).
+func TestCLIRunBeamWindowedRows(t *testing.T) {
+	r := runCLI(t, t.TempDir(), "run", testdata(t, "beam_sum_windowed.yaml"))
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	slices.Sort(got)
+	want := []string{
+		`{"produce": "\ud83c\udf45", "amount": 1.5}`,
+		`{"produce": "\ud83c\udf45", "amount": 4.0}`,
+		`{"produce": "\ud83e\udd55", "amount": 5.0}`,
+		`{"produce": "\ud83e\udd55", "amount": 7.0}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

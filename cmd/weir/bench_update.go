@@ -29,6 +29,7 @@ func newBenchUpdateCommand(e *env) *cobra.Command {
 	var rate float64
 	var workers int
 	var steady time.Duration
+	var swaps int
 	var format string
 	var jobs []string
 	cmd := &cobra.Command{
@@ -50,6 +51,9 @@ embedded broker, built by publishing one message per key, then fed at --rate;
 job checkpoints) and opens it again (state read back from the store). The gap
 is sampled every millisecond from the elements the live execution has read,
 and a baseline gap over as long a stretch without a swap is reported beside it.
+--swaps N repeats the swap N times in one run of the yaml job (each after its
+own baseline stretch) and reports the pauses' and baselines' p50 and p99
+(nearest rank: below 100 swaps the p99 is the largest).
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified.`,
@@ -61,6 +65,9 @@ are verified.`,
 			exe, err := os.Executable()
 			if err != nil {
 				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+			}
+			if swaps < 1 {
+				return usageErrorf("--swaps: %d is not a positive number", swaps)
 			}
 			var runs []updateRun
 			for _, k := range keys {
@@ -78,7 +85,7 @@ are verified.`,
 							return withCode(ExitFailure, err)
 						}
 						c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
-							"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir,
+							"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
 							"--server="+strconv.FormatBool(job == "yaml"))
 						var out bytes.Buffer
 						c.Stdout, c.Stderr = &out, e.stderr
@@ -103,13 +110,15 @@ are verified.`,
 				return writeJSON(e.stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "JOB\tMODE\tKEYS\tPAUSE MS\tBASELINE GAP MS\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
 			for _, r := range runs {
-				job, base := "sdk", "-"
+				job, n, p50, p99, base, b50, b99 := "sdk", "1", "-", "-", "-", "-", "-"
 				if r.Server {
-					job, base = "yaml", fmt.Sprintf("%.1f", r.BaselineMillis)
+					ms := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+					job, n = "yaml", strconv.Itoa(len(r.PausesMillis))
+					p50, p99, base, b50, b99 = ms(r.PauseP50Millis), ms(r.PauseP99Millis), ms(r.BaselineMillis), ms(r.BaselineP50Millis), ms(r.BaselineP99Millis)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, r.Mode, r.Keys, r.PauseMillis, base, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, r.Mode, r.Keys, n, r.PauseMillis, p50, p99, base, b50, b99, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			return tw.Flush()
 		},
@@ -119,6 +128,7 @@ are verified.`,
 	fl.Float64Var(&rate, "rate", 50000, "steady load in elements per second")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.DurationVar(&steady, "steady", 2*time.Second, "steady load before and after the swap")
+	fl.IntVar(&swaps, "swaps", 1, "swaps per run of the yaml job, for the pauses' p50 and p99")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	addFormatFlag(cmd, &format)
 	return cmd
@@ -158,6 +168,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
 	fl.DurationVar(&cfg.Steady, "steady", 2*time.Second, "steady load before and after the swap")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
+	fl.IntVar(&cfg.Swaps, "swaps", 1, "swaps in this run (server variant)")
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
 	return cmd
 }

@@ -35,11 +35,38 @@ func TestCLIServerCrashStopAndReplace(t *testing.T) {
 		points = n
 	}
 	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashStopAndReplace(t, uint64(seed)) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashStopAndReplace(t, uint64(seed), false) })
 	}
 }
 
-func crashStopAndReplace(t *testing.T, seed uint64) {
+// TestCLIServerCrashStopAndReplaceRewind is the same for the default
+// stop-and-replace, which re-reads retained input: the old job's last
+// window is open at the cut ([1m, 2m), its watermark at 1m59s), more
+// messages for it are published once the server is back, and the new job
+// re-reads the topic from the window's first message — so the window's
+// total in the table is the ground truth of all of them, however the
+// crash fell (before the request was recorded, while the old job drained,
+// between recording the rewind point, positioning the subscription and
+// starting the new job). Two seeded points by default;
+// WEIR_REPLACE_CRASH_POINTS=N runs N.
+func TestCLIServerCrashStopAndReplaceRewind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	points := 2
+	if v := os.Getenv("WEIR_REPLACE_CRASH_POINTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WEIR_REPLACE_CRASH_POINTS=%q: want a positive number", v)
+		}
+		points = n
+	}
+	for seed := 1; seed <= points; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashStopAndReplace(t, uint64(seed), true) })
+	}
+}
+
+func crashStopAndReplace(t *testing.T, seed uint64, rewind bool) {
 	rng := rand.New(rand.NewPCG(seed, 29))
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "totals.db")
@@ -103,14 +130,29 @@ func crashStopAndReplace(t *testing.T, seed uint64) {
 	waitCaughtUp(t, srv, oldID)
 	// The replacement, with the server killed at a seeded point while it
 	// runs or soon after.
+	opts := "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=5m"
+	if !rewind {
+		opts += ",weir_replace_rewind=false"
+	}
 	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "replace-1",
-		"--service-options", "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=5m,weir_replace_rewind=false"}
+		"--service-options", opts}
 	done := make(chan cliResult, 1)
 	go func() { done <- srv.cli(work, replace...) }()
-	<-time.After(time.Duration(rng.IntN(400)) * time.Millisecond) // the crash point, on purpose a delay
+	window := 400
+	if rewind {
+		window = 200 // the re-reading flow's phases, packed closer to the request
+	}
+	<-time.After(time.Duration(rng.IntN(window)) * time.Millisecond) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
 	first := <-done
 	srv = start()
+	if rewind {
+		// Into the window that was open at the cut, read by the old job,
+		// the new one, or both.
+		if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(5000, 5300, time.Minute), "--id-field", "id"); r.code != ExitOK {
+			t.Fatalf("publish: %d %s", r.code, r.stderr)
+		}
+	}
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok {
 		t.Logf("crash point: the flow was in phase %v (new job %v), old job %v", rep["phase"], m["state"], srv.describe(oldID)["state"])
@@ -128,8 +170,12 @@ func crashStopAndReplace(t *testing.T, seed uint64) {
 		rep, _ := m["replacement"].(map[string]any)
 		return rep != nil && (rep["phase"] == "CUT_OVER" || rep["phase"] == "FAILED") && m["state"] != "PENDING"
 	})
-	if rep := fin["replacement"].(map[string]any); rep["phase"] != "CUT_OVER" || fin["state"] != "RUNNING" {
+	rep := fin["replacement"].(map[string]any)
+	if rep["phase"] != "CUT_OVER" || fin["state"] != "RUNNING" {
 		t.Fatalf("after the restart the flow ended %v, job %v (%v)", rep["phase"], fin["state"], fin["error"])
+	}
+	if rp, _ := rep["rewind_point"].(map[string]any); rewind != (rp != nil) {
+		t.Fatalf("rewind %v, but the record's rewind point is %v", rewind, rep["rewind_point"])
 	}
 	newID := fin["id"].(string)
 	if old := srv.describe(oldID); old["state"] != "DRAINED" || old["replaced_by_job_id"] != newID {

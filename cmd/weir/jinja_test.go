@@ -41,4 +41,13 @@ func TestCLIJinjaVariables(t *testing.T) {
 	if r := runCLI(t, dir, "run", main, "--jinja-variables", `[1]`); r.code != ExitUsage || !strings.Contains(r.stderr, "JSON object") {
 		t.Errorf("bad variables: exit code %d, stderr %q", r.code, r.stderr)
 	}
+	// Beam renders strictly: an undefined variable fails run, check and
+	// graph with its file:line:column and name (here in the included file).
+	for _, args := range [][]string{{"run", main}, {"check", main, main}, {"graph", main}} {
+		cmd := args[0]
+		r := runCLI(t, dir, append(args, "--jinja-variables", `{"elems": "1"}`)...)
+		if r.code != ExitInvalidPipeline || !strings.Contains(r.stderr, "log.yaml:2:28: Jinja: \"prefix\" is undefined") {
+			t.Errorf("%s without prefix: exit code %d, stderr %q", cmd, r.code, r.stderr)
+		}
+	}
 }

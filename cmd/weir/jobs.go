@@ -50,7 +50,7 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e), newJobsUpdateOptionsCommand(e), newJobsLogsCommand(e),
+	cmd.AddCommand(newJobsListCommand(e), newJobsDescribeCommand(e), newJobsHistoryCommand(e), newJobsRollbackCommand(e), newJobsUpdateOptionsCommand(e), newJobsLogsCommand(e),
 		newJobsActionCommand(e, "drain", "Drain streaming jobs: stop reading, fire every open window, end as DRAINED"),
 		newJobsActionCommand(e, "cancel", "Cancel jobs: stop at once, discarding work after the last checkpoint"))
 	return cmd
@@ -343,7 +343,7 @@ func flush(tw *tabwriter.Writer) error {
 func newJobsHistoryCommand(e *env) *cobra.Command {
 	return showCommand(e, showSpec[*api.HistoryResponse]{
 		use:   "history NAME",
-		short: "Show every job of a name (its updates and reruns) and every refused update attempt",
+		short: "Show every job of a name: how each generation replaced the one before (update, stop-and-replace, parallel, rollback), phases, stop windows, rollback snapshots, refused update attempts",
 		args:  exactArgs("NAME"),
 		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.HistoryResponse, error) {
 			return c.History(ctx, args[0])
@@ -363,6 +363,9 @@ func writeHistory(w io.Writer, h *api.HistoryResponse) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	}
+	if err := writeGenerations(w, h); err != nil { // rollback.go
+		return err
 	}
 	for _, a := range h.Attempts {
 		verdict := "refused"

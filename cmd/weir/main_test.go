@@ -103,7 +103,7 @@ func TestCLIUsage(t *testing.T) {
 		{name: "no command prints help", wantCode: ExitOK, wantStdout: []string{"Available Commands", "run", "graph", "bench"}},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: ExitUsage, wantStderr: []string{`unknown command "frobnicate"`}},
 		{name: "unknown jobs command lists every jobs command", args: []string{"jobs", "frobnicate"}, wantCode: ExitUsage,
-			wantStderr: []string{`unknown jobs command "frobnicate"`, "cancel, describe, drain, history, list, logs, update-options"}},
+			wantStderr: []string{`unknown jobs command "frobnicate"`, "cancel, describe, drain, history, list, logs, rollback, update-options"}},
 		{name: "unknown flag", args: []string{"run", "--frobnicate", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"unknown flag: --frobnicate"}},
 		{name: "run needs a file", args: []string{"run"}, wantCode: ExitUsage, wantStderr: []string{"PIPELINE.yaml"}},
 		{name: "graph needs a file", args: []string{"graph"}, wantCode: ExitUsage},

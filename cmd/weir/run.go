@@ -346,13 +346,22 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
 	var last service.ReplacementPhase
+	var lastProgress string
 	notes := 0
 	for {
 		r := j.Replacement
+		if p := parallelProgressLine(r); p != "" && p != lastProgress && r.Phase == last {
+			fmt.Fprintln(e.stderr, p)
+			lastProgress = p
+		}
 		if r.Phase != last {
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
-				line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				if r.MaxStopMillis > 0 {
+					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				} else {
+					line += fmt.Sprintf(", draining for %s (no maximum stop duration)", time.Since(*r.DrainStart).Round(time.Millisecond))
+				}
 			}
 			if r.StopWindowMillis != nil {
 				line += fmt.Sprintf(", stop window %d ms", *r.StopWindowMillis)
@@ -384,6 +393,29 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 		}
 		j = next
 	}
+}
+
+// parallelProgressLine is the progress of a parallel replacement's
+// overlap as `weir run --wait` prints it: the overlap against
+// min_parallel_pipelines_duration and the old job's watermark against the
+// one it must pass to be drained; "" when there is nothing to show. The
+// elapsed time is shown in whole seconds, so a line is printed about once
+// a second while it changes.
+func parallelProgressLine(r *service.Replacement) string {
+	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil || r.Phase != service.PhaseOverlap {
+		return ""
+	}
+	p := r.Parallel.Progress
+	line := fmt.Sprintf("parallel: overlap %s of at least %s", (time.Duration(p.ElapsedMillis) * time.Millisecond).Truncate(time.Second), time.Duration(p.MinParallelMillis)*time.Millisecond)
+	switch {
+	case p.CutOverWatermark == nil:
+		line += "; the cut-over window is not known yet"
+	case p.OldWatermark == nil:
+		line += fmt.Sprintf("; old job's watermark unknown, the cut-over needs %s", p.CutOverWatermark.Format(time.RFC3339Nano))
+	default:
+		line += fmt.Sprintf("; old job's watermark %s, the cut-over needs %s", p.OldWatermark.Format(time.RFC3339Nano), p.CutOverWatermark.Format(time.RFC3339Nano))
+	}
+	return line
 }
 
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
@@ -531,8 +563,8 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			fmt.Fprintf(e.stderr, "%s\n", n)
 		}
 		switch {
-		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending):
-			// A new job, or a replacement job waiting for its flow.
+		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending || res.Job.Replacement != ""):
+			// A new job, or a replacement job (its flow is followed below).
 			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)

@@ -25,7 +25,9 @@ type serverFlags struct {
 	listen             string
 	checkpointInterval time.Duration
 	minReplaceInterval string
+	rollbackRetention  string
 	natsURL            string
+	nats               server.NATSCredentials
 	authTokenFile      string
 	generateAuthToken  bool
 	authExempt         []string
@@ -76,8 +78,10 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "directory of the job registry, state and checkpoints")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
+	fl.StringVar(&f.rollbackRetention, "rollback-retention", "24h", "how long the rollback snapshot of every update and replacement is kept (never less than the new job has run); weir jobs rollback starts from it")
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
-	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker")
+	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
+	addNATSFlags(fl, &f.nats)
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	return cmd
@@ -96,18 +100,22 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if minReplace == 0 {
 		minReplace = -1 // none (0 means the default to the service)
 	}
+	rollbackRetention, err := duration.Parse(f.rollbackRetention)
+	if err != nil || rollbackRetention <= 0 {
+		return usageErrorf("--rollback-retention %q: want a positive duration (24h, 7d)", f.rollbackRetention)
+	}
 	// SIGTERM or SIGINT from the start on, not only once serving: a signal
 	// that arrives while the server opens (or just after it printed its
 	// address) stops it cleanly too, every job checkpointed.
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
-		MinReplaceInterval: minReplace, NATSURL: f.natsURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
-	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) {
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, err)
 	}
 	if err != nil {
@@ -146,6 +154,17 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 
 // addAuthFlags declares the flags of the API's protections (shared by
 // `weir server`; Go programs declare the same names, package weirx).
+// addNATSFlags adds the credential and TLS flags of --nats-url.
+func addNATSFlags(fl *pflag.FlagSet, c *server.NATSCredentials) {
+	fl.StringVar(&c.CredsFile, "nats-creds", "", "with --nats-url: NATS .creds file (user JWT and NKEY seed) to authenticate with")
+	fl.StringVar(&c.NKeyFile, "nats-nkey", "", "with --nats-url: file holding an NKEY user seed to authenticate with")
+	fl.StringVar(&c.User, "nats-user", "", "with --nats-url: user name to authenticate with (password from --nats-password-file)")
+	fl.StringVar(&c.PasswordFile, "nats-password-file", "", "with --nats-user: file holding the password")
+	fl.StringVar(&c.TLSCAFile, "nats-tls-ca", "", "with --nats-url: PEM file of the CA that signed the NATS server's certificate (turns TLS on)")
+	fl.StringVar(&c.TLSCertFile, "nats-tls-cert", "", "with --nats-url: PEM client certificate for mutual TLS (with --nats-tls-key)")
+	fl.StringVar(&c.TLSKeyFile, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
+}
+
 func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.StringVar(&f.authTokenFile, "auth-token-file", "", "file of the bearer tokens the API accepts, one a line (read again when it changes); required beyond loopback unless --generate-auth-token")
 	fl.BoolVar(&f.generateAuthToken, "generate-auth-token", false, "use DATA-DIR/"+server.AuthTokenFileName+" as the token file, creating it (0600, printed once on stderr) if it does not exist")

@@ -157,7 +157,7 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 	var all bool
 	return showCommand(e, showSpec[[]*service.Snapshot]{
 		use:   "list [--job-id ID|NAME] [--all]",
-		short: "List snapshots (SNAPSHOT_ID JOB_NAME SOURCE_JOB_ID CREATION_TIME STATE EXPIRE_TIME), newest first",
+		short: "List snapshots (SNAPSHOT_ID JOB_NAME SOURCE_JOB_ID CREATION_TIME STATE EXPIRE_TIME KIND), newest first; KIND rollback: kept by an update or replacement for weir jobs rollback",
 		args:  exactArgs(),
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&jobID, "job-id", "", "only the snapshots of this job (an ID), or of every job of this name")
@@ -168,10 +168,14 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 		},
 		text: func(w io.Writer, list []*service.Snapshot) error {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME")
+			fmt.Fprintln(tw, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME\tKIND")
 			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.JobName, s.SourceJobID,
-					s.CreationTime.UTC().Format(listTimeLayout), s.State, s.ExpireTime.UTC().Format(listTimeLayout))
+				kind := s.Kind
+				if kind == "" {
+					kind = "user"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.JobName, s.SourceJobID,
+					s.CreationTime.UTC().Format(listTimeLayout), s.State, s.ExpireTime.UTC().Format(listTimeLayout), kind)
 			}
 			return flush(tw)
 		},

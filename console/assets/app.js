@@ -5,7 +5,6 @@
 import { api, optional, ApiError, showAuth } from './api.js';
 import { modelOf, drawGraph, compositeOf } from './graph.js';
 import { drawChart } from './chart.js';
-import { readPipeline } from './pipeline.js';
 
 const params = new URLSearchParams(location.search);
 const refreshMS = Math.max(200, Number(params.get('refresh')) || 2000);
@@ -352,6 +351,10 @@ async function jobPage(ref) {
 
 function howReplaced(job, prev) {
   if (job.created_from_snapshot_id) return `started from snapshot ${job.created_from_snapshot_id}`;
+  // A replacement's record names its strategy (stop-and-replace, parallel,
+  // rollback, and whatever the service adds): it is the authority.
+  const r = job.replacement;
+  if (r && r.strategy && (!r.new_job_id || r.new_job_id === job.id)) return strategyName(r.strategy);
   if (!prev) return 'first job of the name';
   const reasons = (job.history || []).map((h) => h.reason || '').join(' ').toLowerCase();
   if (reasons.includes('rollback')) return 'rollback';
@@ -361,6 +364,39 @@ function howReplaced(job, prev) {
     return 'stop-and-replace';
   }
   return `new run (the previous job ended ${prev.state})`;
+}
+
+/** strategyName words a replacement strategy as the docs do. */
+function strategyName(s) {
+  const known = { stop_and_replace: 'stop-and-replace', 'stop-and-replace': 'stop-and-replace', parallel: 'parallel replacement', rollback: 'rollback', in_place: 'in-place update' };
+  return known[s] || String(s).replace(/_/g, ' ');
+}
+
+/**
+ * replacementView renders a job's replacement record generically: every
+ * recorded field (times formatted, job IDs linked, lists as lists), so
+ * the fields the service adds for new flows show without a console
+ * change; then the phases with their times, from the job's
+ * replacement_phase events.
+ */
+function replacementView(jobID, r, events) {
+  const value = (k, v) => {
+    if (v === null || v === undefined) return '–';
+    if (Array.isArray(v)) return v.length ? el('ul', {}, ...v.map((x) => el('li', {}, typeof x === 'object' ? JSON.stringify(x) : String(x)))) : '–';
+    if (typeof v === 'object') return el('code', {}, JSON.stringify(v));
+    if (/job_id$/.test(k) && v) return v === jobID ? el('span', {}, v, el('span', { class: 'muted' }, ' (this job)')) : jobLink(v);
+    if ((/_time$/.test(k) || /^\d{4}-\d\d-\d\dT/.test(String(v))) && !Number.isNaN(Date.parse(v))) return fmtTime(v);
+    if (/_ms$/.test(k) && typeof v === 'number') return `${v} ms`;
+    return String(v);
+  };
+  const rows = Object.entries(r).map(([k, v]) => el('tr', { 'data-field': k }, el('th', {}, k.replace(/_/g, ' ')), el('td', {}, value(k, v))));
+  const phases = (events || []).filter((e) => e.type === 'replacement_phase');
+  return el('div', { class: 'replacement', 'data-strategy': r.strategy || '', 'data-phase': r.phase || '' },
+    el('p', {}, el('strong', {}, strategyName(r.strategy || 'replacement')), ' · phase ', el('span', { class: 'phase' }, r.phase || '–'),
+      r.phase_time ? ` since ${fmtTime(r.phase_time)}` : ''),
+    phases.length ? el('ol', { class: 'timeline phases' }, ...phases.map((e) => el('li', { 'data-phase': (e.details && e.details.phase) || '' },
+      el('span', { class: 'mono' }, (e.details && e.details.phase) || e.type), ' ', fmtTime(e.time), el('span', { class: 'muted' }, ' — ' + e.message)))) : '',
+    el('details', {}, el('summary', {}, 'recorded fields'), el('table', { class: 'fields' }, el('tbody', {}, ...rows))));
 }
 
 function reportView(report) {
@@ -380,12 +416,17 @@ async function lineagePage(name) {
     h = await api('GET', '/v1/history/' + encodeURIComponent(name));
   } catch (e) { showError(main, e); return; }
   const jobs = h.jobs || [];
+  // The phases of a replacement are the jobs' replacement_phase events.
+  const events = await Promise.all(jobs.map((j) => j.replacement
+    ? optional('/v1/jobs/' + encodeURIComponent(j.id) + '/events').then((r) => (r && r.events) || []).catch(() => [])
+    : Promise.resolve([])));
   const gens = el('ol', { id: 'generations', class: 'lineage' });
   jobs.forEach((j, i) => {
     const prev = i > 0 ? jobs[i - 1] : null;
     gens.append(el('li', { 'data-job-id': j.id, 'data-generation': j.generation, class: 'generation card' },
       el('h3', {}, `Generation ${j.generation} `, jobLink(j.id), ' ', stateBadge(j.state)),
-      el('p', {}, el('strong', {}, howReplaced(j, prev)), j.replaces_job_id ? [' of ', jobLink(j.replaces_job_id)] : '', ` · created ${fmtTime(j.create_time)}`),
+      el('p', {}, el('strong', {}, howReplaced(j, prev)), j.replaces_job_id ? [' of ', el('a', { class: 'predecessor', href: '/jobs/' + encodeURIComponent(j.replaces_job_id), 'data-predecessor': j.replaces_job_id }, j.replaces_job_id)] : '', ` · created ${fmtTime(j.create_time)}`),
+      j.replacement ? replacementView(j.id, j.replacement, events[i]) : '',
       el('ol', { class: 'timeline' }, ...(j.history || []).map((x) => el('li', {}, stateBadge(x.state), ' ', fmtTime(x.time), x.reason ? el('span', { class: 'muted' }, ' — ' + x.reason) : ''))),
       j.replaced_by_job_id ? el('p', {}, '→ replaced by ', el('a', { class: 'successor', href: '/jobs/' + encodeURIComponent(j.replaced_by_job_id), 'data-successor': j.replaced_by_job_id }, j.replaced_by_job_id)) : ''));
   });
@@ -441,6 +482,34 @@ export function previewMarks(oldModel, newModel, report, mapping) {
   return { oldMarks, newMarks };
 }
 
+/**
+ * loadErrorView shows why a pipeline does not load, with each
+ * file:line:column of the message as a link that selects that line in
+ * the pipeline's text area.
+ */
+function loadErrorView(e, text) {
+  const msg = e instanceof ApiError ? e.message : String(e && e.message ? e.message : e);
+  const code = e instanceof ApiError && e.code ? e.code : '';
+  const view = el('div', { id: 'load-error', class: 'error', role: 'alert', 'data-code': code });
+  view.append(el('p', {}, code ? el('strong', {}, code + ': ') : '', msg));
+  const at = /([^\s:]+):(\d+):(\d+): ([^\n]*)/g;
+  let m;
+  while ((m = at.exec(msg))) {
+    const line = +m[2], col = +m[3];
+    const link = el('a', { href: '#pipeline', class: 'position', 'data-file': m[1], 'data-line': line, 'data-column': col }, `${m[1]} line ${line}, column ${col}`);
+    link.addEventListener('click', (ev) => {
+      ev.preventDefault();
+      const lines = text.value.split('\n');
+      const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0) + Math.max(0, col - 1);
+      const end = lines.slice(0, line).reduce((n, l) => n + l.length + 1, 0) - 1;
+      text.focus();
+      text.setSelectionRange(Math.min(start, end), Math.max(start, end));
+    });
+    view.append(el('p', { class: 'position-line' }, link, ': ', m[4]));
+  }
+  return view;
+}
+
 async function previewPage(ref) {
   let job;
   try {
@@ -453,38 +522,64 @@ async function previewPage(ref) {
   const file = el('input', { type: 'file', id: 'pipeline-file', accept: '.yaml,.yml,text/yaml' });
   file.addEventListener('change', async () => { if (file.files[0]) text.value = await file.files[0].text(); });
   const mapping = el('input', { id: 'mapping', type: 'text', placeholder: '{"OldStep": "NewStep"}', spellcheck: 'false' });
+  const jinja = el('input', { id: 'jinja-variables', type: 'text', placeholder: '{"env": "prod"}', spellcheck: 'false' });
   const allow = el('input', { id: 'allow-source-change', type: 'checkbox' });
   const out = el('div', { id: 'preview-result', role: 'status' });
   const oldBox = el('div', { id: 'old-graph', class: 'graph-box' });
   const newBox = el('div', { id: 'new-graph', class: 'graph-box' });
+  const rendered = el('div', { id: 'rendered-box' });
   drawGraph(oldBox, oldModel);
+  const jsonField = (input, what) => {
+    if (!input.value.trim()) return [undefined, null];
+    try {
+      const v = JSON.parse(input.value);
+      if (what === 'Jinja variables' && (v === null || typeof v !== 'object' || Array.isArray(v))) return [undefined, `The ${what} are not a JSON object`];
+      return [v, null];
+    } catch (e) { return [undefined, `The ${what} are not JSON: ${e.message}`]; }
+  };
   const check = async () => {
-    let map = {};
-    if (mapping.value.trim()) {
-      try { map = JSON.parse(mapping.value); } catch (e) { out.replaceChildren(el('p', { class: 'error' }, `The name mapping is not JSON: ${e.message}`)); return; }
-    }
+    const [map, mapErr] = jsonField(mapping, 'name mapping');
+    const [vars, varsErr] = jsonField(jinja, 'Jinja variables');
+    if (mapErr || varsErr) { out.replaceChildren(el('p', { class: 'error' }, mapErr || varsErr)); return; }
+    // The server renders a template (given variables, or none when the
+    // text uses Jinja syntax) and reads the new pipeline's graph: the
+    // preview draws what the server's check read, nothing of its own.
+    const jinjaVariables = vars || (/\{\{|\{%|\{#/.test(text.value) ? {} : undefined);
     out.replaceChildren(el('p', { class: 'muted' }, 'checking…'));
+    rendered.replaceChildren();
     let res;
     try {
       res = await api('POST', '/v1/jobs:update', { name: job.name, pipeline: text.value, pipeline_file: job.pipeline_file || undefined, base_dir: job.base_dir,
-        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true }, { allowError: true });
-    } catch (e) { showError(out, e); return; }
+        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true,
+        jinja_variables: jinjaVariables }, { allowError: true });
+    } catch (e) {
+      // The pipeline does not load (YAML, Jinja, an unknown transform...):
+      // no report and no graph, the error at its file:line:column.
+      drawGraph(oldBox, oldModel);
+      newBox.replaceChildren(el('p', { class: 'muted' }, 'The new pipeline does not load: no graph to draw.'));
+      out.replaceChildren(loadErrorView(e, text));
+      out.dataset.checked = 'true';
+      return;
+    }
     const body = res && res.body ? res.body : res;
     if (!body || !body.report) { showError(out, new Error('the server answered without a report')); return; }
-    const parsed = readPipeline(text.value);
-    const { oldMarks, newMarks } = previewMarks(oldModel, parsed.model, body.report, map);
+    const newModel = body.graph ? modelOf(body.graph) : null;
+    const { oldMarks, newMarks } = previewMarks(oldModel, newModel, body.report, map || {});
     drawGraph(oldBox, oldModel, { marks: oldMarks });
-    if (parsed.model) drawGraph(newBox, parsed.model, { marks: newMarks });
-    else newBox.replaceChildren(el('p', { class: 'muted' }, `The new graph cannot be drawn (${parsed.error}); the report above is the server's.`));
+    if (newModel) drawGraph(newBox, newModel, { marks: newMarks });
+    else newBox.replaceChildren(el('p', { class: 'muted' }, 'The server sent no graph of the new pipeline; the report above is its check.'));
+    if (body.rendered_pipeline !== undefined) {
+      rendered.replaceChildren(el('details', { id: 'rendered' }, el('summary', {}, 'The pipeline as the Jinja rendering left it'), el('pre', { class: 'pipeline' }, body.rendered_pipeline)));
+    }
     out.replaceChildren(body.error && body.error.code !== 'INCOMPATIBLE_UPDATE' ? el('p', { class: 'error' }, `${body.error.code}: ${body.error.message}`) : '', reportView(body.report));
     out.dataset.checked = 'true';
   };
   main.replaceChildren(el('h1', {}, 'Update preview of ', jobLink(job.id, job.name)),
     el('p', { class: 'muted' }, 'Paste or upload the new pipeline: the server checks it against the running job (validate only; nothing changes).'),
     section('input-card', 'New pipeline', text, el('p', {}, file),
-      el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, allow, ' allow a changed source'),
+      el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, 'Jinja variables (JSON) ', jinja), ' ', el('label', {}, allow, ' allow a changed source'),
       el('p', {}, el('button', { id: 'check', class: 'primary', onclick: check }, 'Check compatibility'))),
-    out,
+    out, rendered,
     el('div', { class: 'two' }, section('old-card', 'Running job', oldBox), section('new-card', 'New pipeline', newBox)),
     el('p', { class: 'legend-line' }, ...['matched', 'renamed', 'added', 'removed', 'refused'].map((m) => el('span', { class: 'legend mark-' + m }, m))));
   markLoaded();

@@ -187,6 +187,7 @@ export function drawGraph(container, model, opts = {}) {
       }
       if (mk) g.append(svg('text', { x: 8, y: H - 5, class: 'step-mark' }, clip(mk.label || mk.mark, 30)));
       if (n.keyed) {
+        if (s && s.keys !== undefined) g.setAttribute('data-keys', s.keys);
         const keys = s && s.keys !== undefined ? ` ${fmt(s.keys)} keys` : ' keyed';
         g.append(svg('text', { x: W - 6, y: 17, class: 'step-badge', 'text-anchor': 'end' }, '⚷' + keys));
       }

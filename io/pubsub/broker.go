@@ -206,57 +206,6 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 	return b, nil
 }
 
-// Connect connects to an external NATS server with JetStream enabled, at url
-// (e.g. nats://127.0.0.1:4222). It blocks until connected, ctx is done or the
-// server is found unreachable; it fails with ErrUnavailable when the server
-// cannot be reached or has no JetStream.
-func Connect(ctx context.Context, url string, logger *slog.Logger) (*Broker, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	if timeout <= 0 {
-		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, context.DeadlineExceeded)
-	}
-	type result struct {
-		nc  *nats.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		nc, err := nats.Connect(url, nats.Name("weir"), nats.Timeout(timeout), nats.MaxReconnects(-1))
-		ch <- result{nc, err}
-	}()
-	var r result
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.nc != nil {
-				r.nc.Close()
-			}
-		}()
-		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, ctx.Err())
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w: %w", url, ErrUnavailable, r.err)
-	}
-	b, err := newBroker(r.nc, nil, logger, mtime.WallClock{})
-	if err != nil {
-		r.nc.Close()
-		return nil, err
-	}
-	if _, err := b.js.AccountInfo(ctx); err != nil {
-		r.nc.Close()
-		return nil, fmt.Errorf("checking JetStream on %s (is it enabled?): %w: %w", url, ErrUnavailable, err)
-	}
-	b.log.Info("connected to external broker", "url", url, "server_version", r.nc.ConnectedServerVersion())
-	return b, nil
-}
-
 func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mtime.Clock) (*Broker, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncWindow*2))
 	if err != nil {

@@ -25,6 +25,10 @@ var (
 	// ErrUnavailable: the NATS server could not be reached or did not answer
 	// in time. Retry later, or check --nats-url and that JetStream is enabled.
 	ErrUnavailable = errors.New("broker unavailable")
+	// ErrAuthRefused: the external NATS server refused weir's credentials
+	// (--nats-creds, --nats-nkey, --nats-user or the URL's user). Check
+	// them against the server's configuration; retrying cannot help.
+	ErrAuthRefused = errors.New("credentials refused")
 	// ErrInvalidConfig: a source or sink configuration cannot work. Fix the
 	// pipeline; retrying cannot help.
 	ErrInvalidConfig = errors.New("invalid configuration")

@@ -610,3 +610,46 @@ func (b *Broker) firstAtOrAfter(ctx context.Context, stream string, t time.Time)
 	}
 	return si.State.LastSeq + 1, nil
 }
+
+// UpdateSubscriptionSnapshot changes snapshot name with change (its
+// labels or expire time; the rest is kept whatever change does), retrying
+// when it was changed concurrently, and returns the stored result. It
+// fails with ErrSnapshotNotFound when there is none (or it expired), and
+// with change's error, as is.
+func (b *Broker) UpdateSubscriptionSnapshot(ctx context.Context, name string, change func(*SubscriptionSnapshot) error) (SubscriptionSnapshot, error) {
+	if err := validateSnapshotName(name); err != nil {
+		return SubscriptionSnapshot{}, err
+	}
+	kv, err := b.snapshots(ctx)
+	if err != nil {
+		return SubscriptionSnapshot{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := b.getSnapshot(ctx, kv, name)
+		if err != nil {
+			return SubscriptionSnapshot{}, err
+		}
+		e, err := kv.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return SubscriptionSnapshot{}, fmt.Errorf("snapshot %s: %w", name, ErrSnapshotNotFound)
+		}
+		if err != nil {
+			return SubscriptionSnapshot{}, apiErr("reading snapshot "+name, err)
+		}
+		next := cur
+		if err := change(&next); err != nil {
+			return SubscriptionSnapshot{}, err
+		}
+		next.Name, next.Topic, next.Subscription, next.AckFloor, next.CreateTime = cur.Name, cur.Topic, cur.Subscription, cur.AckFloor, cur.CreateTime
+		v, err := json.Marshal(next)
+		if err != nil {
+			return SubscriptionSnapshot{}, fmt.Errorf("encoding snapshot %s: %w", name, err)
+		}
+		if _, err := kv.Update(ctx, name, v, e.Revision()); err == nil {
+			return next, nil
+		} else if attempt >= 3 {
+			return SubscriptionSnapshot{}, apiErr("updating snapshot "+name, err)
+		}
+		// Changed concurrently (the revision moved): read it again.
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // SinkConfig configures a WriteToPubSub sink.
@@ -39,6 +40,11 @@ type SinkConfig struct {
 	IDField string
 	// Attributes are added to every message.
 	Attributes map[string]string
+	// Owns, when set, says which windows the sink publishes: an element
+	// whose window it returns false for is left out (the job service sets
+	// it during a parallel replacement, so that each window's panes reach
+	// the topic from one job only). Nil publishes every element.
+	Owns func(w window.Window) bool
 }
 
 // Validate reports settings that cannot work.
@@ -122,6 +128,9 @@ func (s *Sink) Stats() (published, duplicates int64) {
 func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) error {
 	msgs := make([]outMsg, 0, len(elems))
 	for i := range elems {
+		if s.cfg.Owns != nil && !s.cfg.Owns(elems[i].Window) {
+			continue
+		}
 		m, err := s.encode(elems[i].Value)
 		if err != nil {
 			return fmt.Errorf("WriteToPubSub %s: element at %s: %w", s.cfg.Step, elems[i].Source, err)

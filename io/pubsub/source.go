@@ -156,6 +156,14 @@ type SourceConfig struct {
 	// Clock gives processing time for the idle watermark and the
 	// MaxFutureSkew bound. Default the wall clock.
 	Clock mtime.Clock
+	// RewindHorizon is how far behind the watermark the event-time table
+	// of the position keeps buckets (rewind.go): the job's longest window
+	// plus its allowed lateness. Default DefaultRewindHorizon, at most
+	// MaxRewindHorizon.
+	RewindHorizon time.Duration
+	// Rewind, when set, makes the split re-read for a replacement job:
+	// see RewindStart.
+	Rewind *RewindStart
 }
 
 // DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
@@ -180,6 +188,10 @@ func (c *SourceConfig) EnsureDefaults() {
 	if c.MaxFutureSkew == 0 {
 		c.MaxFutureSkew = DefaultMaxFutureSkew
 	}
+	if c.RewindHorizon <= 0 {
+		c.RewindHorizon = DefaultRewindHorizon
+	}
+	c.RewindHorizon = min(c.RewindHorizon, MaxRewindHorizon)
 }
 
 // Validate reports settings that cannot work.
@@ -242,7 +254,26 @@ func (c *SourceConfig) Validate() error {
 type Source struct {
 	b   *Broker
 	cfg SourceConfig
+	// maxEvent is the newest event time its splits produced (mtime
+	// milliseconds; MinTimestamp before the first).
+	maxEvent *atomic.Int64
+	// rewindSkipped counts the messages its splits skipped under
+	// SourceConfig.Rewind.
+	rewindSkipped atomic.Int64
 }
+
+// MaxEventTime returns the newest event time of an element the source
+// produced since it was built; ok is false before the first. The job
+// service reads it to tell which windows a job may already have fired.
+func (s *Source) MaxEventTime() (t mtime.Time, ok bool) {
+	t = mtime.Time(s.maxEvent.Load())
+	return t, t != mtime.MinTimestamp
+}
+
+// RewindSkipped returns how many messages the source skipped because every
+// window they belong to had expired before the replacement it re-reads for
+// (SourceConfig.Rewind); they are neither emitted nor dead-lettered.
+func (s *Source) RewindSkipped() int64 { return s.rewindSkipped.Load() }
 
 // NewSource returns a source reading through b. It checks cfg but does not
 // touch the broker: the subscription is resolved (or created) by Split or
@@ -252,7 +283,17 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{b: b, cfg: cfg}, nil
+	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
+	src.maxEvent.Store(int64(mtime.MinTimestamp))
+	return src, nil
+}
+
+// SetRewindHorizon sets SourceConfig.RewindHorizon (capped at
+// MaxRewindHorizon); call it before Split or Resume.
+func (s *Source) SetRewindHorizon(d time.Duration) {
+	if d > 0 {
+		s.cfg.RewindHorizon = min(d, MaxRewindHorizon)
+	}
 }
 
 // Config returns the source's configuration with defaults filled in.
@@ -363,12 +404,14 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	sp := &split{
-		b:       s.b,
-		cfg:     cfg,
-		cons:    cons,
-		stream:  stream,
-		srcName: topic + "/" + cfg.Subscription,
-		wm:      newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		src:      s,
+		b:        s.b,
+		cfg:      cfg,
+		cons:     cons,
+		stream:   stream,
+		srcName:  topic + "/" + cfg.Subscription,
+		wm:       newWatermarker(cfg.Watermark, cfg.Clock.Now()),
+		maxEvent: s.maxEvent,
 	}
 	if cfg.IDAttribute != "" || cfg.IDField != "" {
 		sp.seen = newSeenIDs(mtime.FromDuration(cfg.DedupeWindow), cfg.MaxDedupeIDs)
@@ -382,16 +425,23 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 			sp.idField = cfg.Schema.Index(cfg.IDField)
 		}
 	}
+	sp.horizon = mtime.FromDuration(cfg.RewindHorizon)
 	if from != nil {
 		sp.pos = *from
 		sp.pos.Ack = ""
+		if sp.pos.Track == nil {
+			// A position from before event-time tracking: what it read
+			// earlier is unknown, so nothing is known complete.
+			sp.pos.Track = &Track{From: int64(mtime.MaxTimestamp), Watermark: int64(mtime.MinTimestamp)}
+		}
 		if sp.seen != nil {
 			if err := sp.warmSeen(ctx); err != nil {
 				return nil, err
 			}
 		}
 	} else {
-		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: cons.CachedInfo().AckFloor.Stream}
+		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: cons.CachedInfo().AckFloor.Stream,
+			Track: &Track{From: int64(mtime.MinTimestamp), Watermark: int64(mtime.MinTimestamp)}}
 	}
 	return sp, nil
 }
@@ -409,6 +459,9 @@ type position struct {
 	// Ack is its acknowledgement subject: acknowledging it acknowledges
 	// everything before it too (AckAll).
 	Ack string `json:"ack,omitempty"`
+	// Track is the event-time table of what the split read (rewind.go);
+	// nil in positions written before it existed.
+	Track *Track `json:"track,omitempty"`
 }
 
 const positionVersion = 1
@@ -427,6 +480,7 @@ func decodePosition(b []byte) (position, error) {
 // split reads one subscription. Read, Position and Close are called from
 // one goroutine; Ack from any (it touches only acked and the connection).
 type split struct {
+	src     *Source
 	b       *Broker
 	cfg     *SourceConfig
 	cons    jetstream.Consumer
@@ -434,6 +488,8 @@ type split struct {
 	srcName string
 	tsField int
 	idField int
+	// maxEvent is the source's (Source.maxEvent).
+	maxEvent *atomic.Int64
 
 	// batch is the pull request in flight, kept across Reads so that no
 	// delivered message is dropped when Read returns early.
@@ -444,6 +500,11 @@ type split struct {
 	wm       *watermarker
 	seen     *seenIDs
 	skipped  int64 // redeliveries and duplicates dropped
+	horizon  mtime.Duration
+	// rewindSkipped counts the messages skipped by SourceConfig.Rewind.
+	rewindSkipped int64
+	// floored: the watermark was raised to SourceConfig.Rewind.Watermark.
+	floored bool
 
 	acked atomic.Uint64 // highest stream sequence acknowledged
 }
@@ -509,7 +570,20 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 }
 
 func (s *split) result(n int) contract.ReadResult {
-	return contract.ReadResult{N: n, Watermark: s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)}
+	if s.holding() {
+		return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}
+	}
+	if s.cfg.Rewind != nil && !s.floored {
+		s.wm.wm, s.floored = mtime.Max(s.wm.wm, s.cfg.Rewind.Watermark), true
+	}
+	wm := s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)
+	return contract.ReadResult{N: n, Watermark: wm}
+}
+
+// holding reports whether a re-reading split has not yet handled the old
+// job's last message (RewindStart.HoldUntil).
+func (s *split) holding() bool {
+	return s.cfg.Rewind != nil && s.pos.StreamSeq < s.cfg.Rewind.HoldUntil
 }
 
 // handle turns one message into an element (or a reject); it returns false
@@ -531,7 +605,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	}
 	publish := mtime.FromTime(md.Timestamp)
 	s.pos = position{V: positionVersion, Subscription: s.cfg.Subscription, StreamSeq: seq,
-		ConsumerSeq: md.Sequence.Consumer, PublishMillis: int64(publish), Ack: m.Reply()}
+		ConsumerSeq: md.Sequence.Consumer, PublishMillis: int64(publish), Ack: m.Reply(), Track: s.pos.Track}
 	src := &contract.SourcePos{Source: s.srcName, Offset: int64(seq)}
 	hdr := m.Headers()
 
@@ -588,7 +662,16 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 			return true, nil
 		}
 	}
+	if s.cfg.Rewind != nil && t < s.cfg.Rewind.SkipBefore {
+		s.rewindSkipped++
+		s.src.rewindSkipped.Add(1)
+		return false, nil
+	}
 	s.wm.observe(t)
+	for cur := s.maxEvent.Load(); int64(t) > cur && !s.maxEvent.CompareAndSwap(cur, int64(t)); cur = s.maxEvent.Load() {
+	}
+	s.pos.Track.note(t, seq)
+	s.pos.Track.prune(s.wm.wm, s.horizon)
 	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
 	return true, nil
 }
@@ -669,6 +752,16 @@ func rawRow(data []byte, hdr nats.Header, publish mtime.Time) *row.Row {
 func (s *split) Position() ([]byte, error) {
 	p := s.pos
 	p.V = positionVersion
+	if p.Track != nil {
+		tr := *p.Track
+		if !s.holding() {
+			// The highest watermark the subscription's reader reached: a
+			// restart starts the estimate again from −∞, but windows that
+			// expired before it stay expired for a re-read.
+			tr.Watermark = max(tr.Watermark, int64(s.wm.wm))
+		}
+		p.Track = &tr
+	}
 	return json.Marshal(p)
 }
 
@@ -708,6 +801,10 @@ func (s *split) Close() error {
 	}
 	if s.skipped > 0 {
 		s.b.log.Debug("source closed", "subscription", s.cfg.Subscription, "dropped_duplicates", s.skipped)
+	}
+	if s.rewindSkipped > 0 {
+		s.b.log.Info("re-read: skipped messages of windows that had expired before the replacement", "subscription", s.cfg.Subscription,
+			"skipped", s.rewindSkipped, "skip_before", s.cfg.Rewind.SkipBefore)
 	}
 	return nil
 }

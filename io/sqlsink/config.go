@@ -111,6 +111,13 @@ type Config struct {
 	// the sink writes Table itself (and joins the façade as its generation
 	// if Table has become a façade view).
 	Facade bool
+	// Owns, when set, says which windows the sink writes: an element whose
+	// window it returns false for is left out. The job service sets it
+	// during a parallel replacement, so that each (key, window) is written
+	// by the job that owns it under the cut-over rule and a view reader
+	// never sees a newer generation's partial total replace an older
+	// generation's complete one. Nil writes every element.
+	Owns func(w window.Window) bool
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -315,6 +315,9 @@ func (s *Sink) bufferLocked(wb *workerBuf, elems []contract.Element, rejects []c
 	l := s.l
 	for i := range elems {
 		e := &elems[i]
+		if s.cfg.Owns != nil && !s.cfg.Owns(e.Window) {
+			continue
+		}
 		r, ok := e.Value.(*row.Row)
 		if !ok || r == nil {
 			return rejects, fmt.Errorf("table %s: WriteToSql writes rows, got %s", l.table, row.GoTypeName(e.Value))

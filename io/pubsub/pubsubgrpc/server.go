@@ -94,6 +94,14 @@ type Server struct {
 
 	mu   sync.Mutex
 	subs map[string]*subscription // guarded by mu: by subscription ID
+	// streams are the open streaming pulls, by subscription ID (guarded by
+	// mu): an acknowledgement or deadline change sent outside a stream
+	// (Google's clients send them with Acknowledge and ModifyAckDeadline)
+	// frees the slots of the streams that delivered the messages.
+	streams map[string]map[*streamPull]struct{}
+	// ordered is the ordering-key state of ordered subscriptions, by ID
+	// (guarded by mu; see ordering.go).
+	ordered map[string]*orderedKeys
 
 	// creating serialises creations with their limit check (leaves: no
 	// other lock is taken while one is held, but the broker's own).
@@ -108,7 +116,8 @@ func New(b *pubsub.Broker, opts Options) *Server {
 	if opts.PullWait <= 0 {
 		opts.PullWait = DefaultPullWait
 	}
-	s := &Server{b: b, opts: opts, log: opts.Logger.With("component", "pubsub-grpc"), subs: make(map[string]*subscription)}
+	s := &Server{b: b, opts: opts, log: opts.Logger.With("component", "pubsub-grpc"), subs: make(map[string]*subscription),
+		streams: make(map[string]map[*streamPull]struct{})}
 	sopts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),

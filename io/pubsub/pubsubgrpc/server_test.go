@@ -674,3 +674,36 @@ func TestSnapshotsAndSeekToSnapshot(t *testing.T) {
 		t.Fatalf("GetSnapshot after delete: %v", err)
 	}
 }
+
+// More messages wait than a streaming pull's window holds, and the client
+// acknowledges them outside the stream (Google's Go client uses
+// Acknowledge): each acknowledgement frees a slot at once, so all arrive
+// long before the 600 s deadline would have freed the window. (Before the
+// fix, the stream sent 50 and then waited for the deadlines.)
+func TestStreamWindowFreedByAcknowledge(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{})
+	ctx := context.Background()
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", false, 600)
+	p := f.client.Publisher("t")
+	defer p.Stop()
+	const n = 400
+	var results []*gpubsub.PublishResult
+	for i := range n {
+		results = append(results, p.Publish(ctx, &gpubsub.Message{Data: []byte(strconv.Itoa(i))}))
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := f.receive(t, "s", n, func(s *gpubsub.ReceiveSettings) { s.MaxOutstandingMessages = 50 })
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		seen[string(m.Data)] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages of %d", len(seen), n)
+	}
+	f.settled(t, "s")
+}

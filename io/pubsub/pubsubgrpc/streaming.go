@@ -45,6 +45,8 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 	if sp.max <= 0 {
 		sp.max = DefaultMaxOutstanding
 	}
+	s.addStream(sub.id, sp)
+	defer s.removeStream(sub.id, sp)
 	if err := sp.handle(ctx, first); err != nil {
 		return err
 	}
@@ -109,6 +111,65 @@ type streamPull struct {
 	changed     chan struct{}        // a slot freed
 }
 
+func (s *Server) addStream(sub string, sp *streamPull) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[sub] == nil {
+		s.streams[sub] = make(map[*streamPull]struct{})
+	}
+	s.streams[sub][sp] = struct{}{}
+}
+
+func (s *Server) removeStream(sub string, sp *streamPull) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.streams[sub], sp)
+	if len(s.streams[sub]) == 0 {
+		delete(s.streams, sub)
+	}
+}
+
+// streamsOf returns the open streaming pulls of subscription sub.
+func (s *Server) streamsOf(sub string) []*streamPull {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*streamPull, 0, len(s.streams[sub]))
+	for sp := range s.streams[sub] {
+		out = append(out, sp)
+	}
+	return out
+}
+
+// acked frees, in every open stream of sub, the slots of ids, acknowledged
+// or given back (deadline 0) outside the streams. Without this a client
+// that acknowledges with Acknowledge (as Google's Go client does) keeps its
+// stream's window full until the deadlines pass, and throughput falls to
+// a window per ack deadline once more messages wait than the window holds.
+func (s *Server) acked(sub string, ids []string) {
+	for _, sp := range s.streamsOf(sub) {
+		sp.free(ids)
+	}
+}
+
+// extended moves the deadlines of ids in every open stream of sub to d
+// from now, as ModifyAckDeadline outside the stream asked.
+func (s *Server) extended(sub string, ids []string, d time.Duration) {
+	if d == 0 {
+		s.acked(sub, ids)
+		return
+	}
+	until := time.Now().Add(d)
+	for _, sp := range s.streamsOf(sub) {
+		sp.mu.Lock()
+		for _, id := range ids {
+			if _, ok := sp.outstanding[id]; ok {
+				sp.outstanding[id] = until
+			}
+		}
+		sp.mu.Unlock()
+	}
+}
+
 // room says how many more messages may be sent now.
 func (p *streamPull) room(now time.Time) int {
 	p.mu.Lock()
@@ -147,6 +208,9 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 			return err
 		}
 		p.free(ids)
+		if p.sub.ordered {
+			p.s.ordering(p.sub.id).acked(ids)
+		}
 	}
 	byDeadline := map[int32][]string{}
 	for i, id := range req.GetModifyDeadlineAckIds() {
@@ -197,6 +261,9 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				_ = m.Nak()
 				return status.Error(codes.Internal, err.Error())
 			}
+			if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+				continue // held back behind a redelivered message of its key
+			}
 			msgs := []*pubsubpb.ReceivedMessage{rm}
 			// And whatever else has arrived already, in one response.
 		more:
@@ -210,6 +277,9 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					if err != nil {
 						_ = m.Nak()
 						break more
+					}
+					if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+						continue
 					}
 					msgs = append(msgs, rm)
 				default:

@@ -173,6 +173,7 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 		return nil, statusOf(err)
 	}
 	s.forget(id)
+	s.forgetOrdering(id) // a subscription of the same name before this one
 	return s.subscriptionProto(ctx, project, info), nil
 }
 
@@ -240,6 +241,7 @@ func (s *Server) DeleteSubscription(ctx context.Context, req *pubsubpb.DeleteSub
 		return nil, err
 	}
 	s.forget(id)
+	s.forgetOrdering(id)
 	if err := s.b.DeleteSubscription(ctx, id); err != nil {
 		return nil, statusOf(err)
 	}
@@ -312,6 +314,9 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 			if err != nil {
 				_ = m.Nak()
 				return out, status.Error(codes.Internal, err.Error())
+			}
+			if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+				continue // held back behind a redelivered message of its key
 			}
 			out = append(out, rm)
 		case <-ctx.Done():
@@ -400,6 +405,9 @@ func (s *Server) ack(ctx context.Context, ids []string) error {
 // modAck sets the deadline of the deliveries ids to d from now (0:
 // deliver them again at once), and waits until the broker has the changes.
 func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d time.Duration) error {
+	if d == 0 && sub.ordered {
+		s.ordering(sub.id).nacked(ids) // before the broker can deliver them again
+	}
 	if err := s.nak(sub, ids, d); err != nil {
 		return err
 	}
@@ -454,6 +462,10 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if err := s.ack(ctx, req.GetAckIds()); err != nil {
 		return nil, err
 	}
+	s.acked(sub.id, req.GetAckIds())
+	if sub.ordered {
+		s.ordering(sub.id).acked(req.GetAckIds())
+	}
 	return &emptypb.Empty{}, nil
 }
 
@@ -476,6 +488,7 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 	if err := s.modAck(ctx, sub, req.GetAckIds(), d); err != nil {
 		return nil, err
 	}
+	s.extended(sub.id, req.GetAckIds(), d)
 	return &emptypb.Empty{}, nil
 }
 
@@ -508,6 +521,7 @@ func (s *Server) Seek(ctx context.Context, req *pubsubpb.SeekRequest) (*pubsubpb
 	if _, err := s.b.JetStream().ResetConsumerToSequence(ctx, sub.stream, sub.id, seq); err != nil {
 		return nil, statusOf(fmt.Errorf("seeking %s to sequence %d: %w: %w", sub.id, seq, pubsub.ErrUnavailable, err))
 	}
+	s.forgetOrdering(sub.id) // every message after seq is delivered anew, in order
 	s.log.Info("subscription sought", "subscription", sub.id, "to_seq", seq)
 	return &pubsubpb.SeekResponse{}, nil
 }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/service"
+)
+
+// TestParallelProgressLine: what weir run --wait prints of a parallel
+// replacement's overlap.
+func TestParallelProgressLine(t *testing.T) {
+	wm := time.Date(2026, 3, 1, 0, 2, 0, 0, time.UTC)
+	cut := time.Date(2026, 3, 1, 0, 3, 0, 0, time.UTC)
+	overlap := func(p *service.FlowProgress) *service.Replacement {
+		return &service.Replacement{Phase: service.PhaseOverlap, Parallel: &service.ParallelFlow{Progress: p}}
+	}
+	tests := []struct {
+		name string
+		r    *service.Replacement
+		want string
+	}{
+		{"stop-and-replace", &service.Replacement{Phase: service.PhaseDrainingOld}, ""},
+		{"not the overlap", &service.Replacement{Phase: service.PhaseDrainingOld, Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{}}}, ""},
+		{"before positioning", overlap(&service.FlowProgress{ElapsedMillis: 1500, MinParallelMillis: 600000}),
+			"parallel: overlap 1s of at least 10m0s; the cut-over window is not known yet"},
+		{"old watermark unknown", overlap(&service.FlowProgress{ElapsedMillis: 61000, MinParallelMillis: 0, CutOverWatermark: &cut}),
+			"parallel: overlap 1m1s of at least 0s; old job's watermark unknown, the cut-over needs 2026-03-01T00:03:00Z"},
+		{"both", overlap(&service.FlowProgress{ElapsedMillis: 2000, MinParallelMillis: 600000, OldWatermark: &wm, CutOverWatermark: &cut}),
+			"parallel: overlap 2s of at least 10m0s; old job's watermark 2026-03-01T00:02:00Z, the cut-over needs 2026-03-01T00:03:00Z"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parallelProgressLine(tc.r); got != tc.want {
+				t.Fatalf("got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCLIServerCrashRollback kills the server with SIGKILL at a seeded
+// random point of `weir jobs rollback` after an in-place update (while the
+// request runs, while the updated job drains, around the cut-over that
+// restores the snapshot), restarts it, and checks that the rollback
+// completes: exactly one job of the name is active (the rollback job,
+// generation 3, CUT_OVER), and after it re-read the input since the
+// snapshot, read later input and drained, every (key, window) total in the
+// table equals v1's ground truth for all the input although v2 counted
+// only even amounts. `--validate-only` first reports and changes nothing;
+// `jobs history` lists the three generations. Two seeded points run by
+// default; WEIR_ROLLBACK_CRASH_POINTS=N runs N.
+func TestCLIServerCrashRollback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	points := 2
+	if v := os.Getenv("WEIR_ROLLBACK_CRASH_POINTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WEIR_ROLLBACK_CRASH_POINTS=%q: want a positive number", v)
+		}
+		points = n
+	}
+	for seed := 1; seed <= points; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashRollback(t, uint64(seed)) })
+	}
+}
+
+func crashRollback(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	yaml := `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Orders
+      config: {subscription: orders-sub, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
+%s    - type: Combine
+      name: Totals
+      input: %s
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: key
+        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
+    - type: WriteToSql
+      name: Write
+      input: Totals
+      config: {dsn: "` + db + `", table: totals, key: [key]}
+`
+	v1, v2 := filepath.Join(work, "v1.yaml"), filepath.Join(work, "v2.yaml")
+	if err := os.WriteFile(v1, []byte(fmt.Sprintf(yaml, "", "Orders")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	even := "    - type: Filter\n      name: EvenOnly\n      input: Orders\n      config: {keep: \"amount % 2 == 0\"}\n"
+	if err := os.WriteFile(v2, []byte(fmt.Sprintf(yaml, even, "EvenOnly")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, wantN := map[string]int64{}, map[string]int64{}
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	// chunk writes events from..to (100ms of event time apart, starting at
+	// offset) and adds them to v1's ground truth.
+	chunk := func(from, to int, offset time.Duration) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("k%d", i%5)
+			ts := base.Add(offset + time.Duration(i-from)*100*time.Millisecond)
+			w := ts.Truncate(time.Minute).Format(time.RFC3339)
+			want[k+" "+w] += int64(i)
+			wantN[k+" "+w]++
+			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
+		}
+		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	publish := func(srv *serverProc, path string) {
+		t.Helper()
+		if r := srv.cli(work, "topics", "publish", "orders", "--file", path, "--id-field", "id"); r.code != ExitOK {
+			t.Fatalf("publish: %d %s", r.code, r.stderr)
+		}
+	}
+	start := func() *serverProc { return startServerArgs(t, dir) }
+	srv := start()
+	for _, args := range [][]string{{"topics", "create", "orders"}, {"subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning"}} {
+		if r := srv.cli(work, args...); r.code != ExitOK {
+			t.Fatalf("%v: %d %s", args, r.code, r.stderr)
+		}
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	id1 := strings.TrimSpace(r.stdout)
+	// 90 s of event time: the window [1m, 2m) is open at the update.
+	publish(srv, chunk(0, 900, 0))
+	waitCaughtUp(t, srv, id1)
+	if r := srv.cli(work, "run", v2, "--job-name", "orders", "--update"); r.code != ExitOK {
+		t.Fatalf("update to v2: %d %s", r.code, r.stderr)
+	}
+	id2, _ := srv.describe("orders")["id"].(string)
+	if id2 == id1 {
+		t.Fatalf("the update did not replace job %s", id1)
+	}
+	publish(srv, chunk(900, 1800, 90*time.Second))
+	waitCaughtUp(t, srv, id2)
+
+	vo := srv.cli(work, "jobs", "rollback", "orders", "--validate-only", "--format", "json")
+	if vo.code != ExitOK {
+		t.Fatalf("validate-only rollback: %d %s", vo.code, vo.stderr)
+	}
+	var rep struct {
+		ToGeneration  int64 `json:"to_generation"`
+		NewGeneration int64 `json:"new_generation"`
+		Sources       []struct {
+			Messages uint64 `json:"messages"`
+			Retained bool   `json:"retained"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(vo.stdout), &rep); err != nil || rep.ToGeneration != 1 || rep.NewGeneration != 3 ||
+		len(rep.Sources) != 1 || rep.Sources[0].Messages != 900 || !rep.Sources[0].Retained {
+		t.Fatalf("validate-only report %+v (%v):\n%s", rep, err, vo.stdout)
+	}
+	if m := srv.describe("orders"); m["id"] != id2 || m["state"] != "RUNNING" {
+		t.Fatalf("validate-only changed the name: %v %v", m["id"], m["state"])
+	}
+
+	// The rollback, with the server killed at a seeded point.
+	done := make(chan cliResult, 1)
+	go func() { done <- srv.cli(work, "jobs", "rollback", "orders") }()
+	<-time.After(time.Duration(rng.IntN(150)) * time.Millisecond) // the crash point, on purpose a delay
+	srv.stop(syscall.SIGKILL)
+	first := <-done
+	srv = start()
+	m := srv.describe("orders")
+	if rp, ok := m["replacement"].(map[string]any); ok && m["id"] != id2 {
+		t.Logf("crash point: the rollback was in phase %v (rollback job %v), job %s %v", rp["phase"], m["state"], id2, srv.describe(id2)["state"])
+	} else {
+		t.Logf("crash point: before the rollback was recorded (first attempt exit %d)", first.code)
+	}
+	if m["id"] == id2 {
+		if r := srv.cli(work, "jobs", "rollback", "orders"); r.code != ExitOK {
+			t.Fatalf("the rollback after the restart: %d %s (first attempt: %d %s)", r.code, r.stderr, first.code, first.stderr)
+		}
+	}
+	fin := srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
+		rp, _ := m["replacement"].(map[string]any)
+		return rp != nil && (rp["phase"] == "CUT_OVER" || rp["phase"] == "FAILED") && m["state"] != "PENDING"
+	})
+	if rp := fin["replacement"].(map[string]any); rp["phase"] != "CUT_OVER" || fin["state"] != "RUNNING" || rp["strategy"] != "rollback" || fin["generation"] != float64(3) {
+		t.Fatalf("after the restart the rollback ended %v, job %v generation %v (%v)\nserver log:\n%s", rp, fin["state"], fin["generation"], fin["error"], srv.log())
+	}
+	id3 := fin["id"].(string)
+	if old := srv.describe(id2); old["state"] != "DRAINED" || old["replaced_by_job_id"] != id3 {
+		t.Fatalf("rolled-back job: %v replaced by %v", old["state"], old["replaced_by_job_id"])
+	}
+	active := srv.cli(work, "jobs", "list", "--status", "active", "--format", "json")
+	if n := strings.Count(active.stdout, `"id"`); n != 1 || !strings.Contains(active.stdout, id3) {
+		t.Fatalf("active jobs after the rollback (want only %s):\n%s", id3, active.stdout)
+	}
+	publish(srv, chunk(1800, 2400, 10*time.Minute))
+	waitCaughtUp(t, srv, id3)
+	drainAndCheckTotals(t, srv, work, id3, db, want, wantN)
+	h := srv.cli(work, "jobs", "history", "orders")
+	if h.code != ExitOK || !strings.Contains(h.stdout, "rollback to generation 1") || !strings.Contains(h.stdout, "in_place_update") {
+		t.Fatalf("jobs history: %d %s\n%s", h.code, h.stderr, h.stdout)
+	}
+	if l := srv.cli(work, "snapshots", "list", "--job-id", "orders"); l.code != ExitOK || !strings.Contains(l.stdout, id1) || !strings.Contains(l.stdout, "rollback") {
+		t.Fatalf("snapshots list: %d %s\n%s", l.code, l.stderr, l.stdout)
+	}
+	srv.stop(syscall.SIGTERM)
+}

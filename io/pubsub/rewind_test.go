@@ -1,0 +1,151 @@
+package pubsub
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// TestTrack: the event-time table keeps per one-minute bucket the smallest
+// sequence read, answers the first sequence to re-read for an event time,
+// and prunes buckets behind the watermark by the horizon and the cap,
+// raising From so that a rewind it can no longer answer is known.
+func TestTrack(t *testing.T) {
+	min := func(m int) mtime.Time { return mtime.Time(int64(m) * 60_000) }
+	tr := &Track{From: int64(mtime.MinTimestamp)}
+	// seq: event minute (out of order on purpose).
+	for seq, m := range []int{0, 0, 2, 1, 2, 5, 1, 3} {
+		tr.note(min(m).Add(1500), uint64(seq+1))
+	}
+	pt := PositionTrack{Tracked: true, From: mtime.Time(tr.From), Buckets: tr.Buckets}
+	tests := []struct {
+		name  string
+		t     mtime.Time
+		want  uint64
+		found bool
+	}{
+		{"from the first minute", min(0), 1, true},
+		{"inside the first minute", min(0).Add(59_000), 1, true},
+		{"from minute 1", min(1), 3, true}, // minute 2 was first read at seq 3
+		{"from minute 3", min(3), 6, true},
+		{"from minute 4", min(4), 6, true},
+		{"after everything", min(6), 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := pt.FirstSequenceFor(tc.t)
+		if got != tc.want || ok != tc.found {
+			t.Errorf("%s: FirstSequenceFor = %d %v, want %d %v", tc.name, got, ok, tc.want, tc.found)
+		}
+	}
+	if !pt.Covers(min(0)) || !pt.Covers(mtime.MinTimestamp+1) {
+		t.Errorf("an unpruned table covers everything")
+	}
+	// Watermark at minute 4: with a 2-minute horizon the buckets ending at
+	// or before minute 2 (minutes 0 and 1) go.
+	tr.prune(min(4), 2*mtime.Minute)
+	if tr.From != int64(min(2)) || len(tr.Buckets) != 3 || tr.Buckets[0].Start != int64(min(2)) {
+		t.Fatalf("after pruning: from %d, buckets %+v", tr.From, tr.Buckets)
+	}
+	pt = PositionTrack{Tracked: true, From: mtime.Time(tr.From), Buckets: tr.Buckets}
+	if pt.Covers(min(1)) || !pt.Covers(min(2)) {
+		t.Errorf("after pruning: covers minute 1 %v, minute 2 %v", pt.Covers(min(1)), pt.Covers(min(2)))
+	}
+	if (PositionTrack{Tracked: false}).Covers(min(9)) {
+		t.Error("an untracked position covers nothing")
+	}
+	// The cap keeps the newest MaxRewindBuckets.
+	tr = &Track{From: int64(mtime.MinTimestamp)}
+	for i := range MaxRewindBuckets + 10 {
+		tr.note(min(i), uint64(i+1))
+	}
+	tr.prune(mtime.MinTimestamp, mtime.Hour)
+	if len(tr.Buckets) != MaxRewindBuckets || tr.From != int64(min(10)) {
+		t.Fatalf("capped: %d buckets, from %d", len(tr.Buckets), tr.From)
+	}
+	// Negative event times bucket down.
+	if bucketOf(-1) != -60_000 {
+		t.Errorf("bucketOf(-1) = %d", bucketOf(-1))
+	}
+}
+
+// TestSourceRewind: a split configured to re-read (RewindStart) skips the
+// messages of expired windows (counted, not emitted), holds its watermark
+// at −∞ until it has read the old job's last message, then starts it at
+// the old job's watermark; its positions carry the event-time table, which
+// a Resume restores.
+func TestSourceRewind(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "rw", "rw", 0)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		ts := base.Add(time.Duration(i) * 10 * time.Second).Format(time.RFC3339)
+		if _, err := b.Publish(ctx, "rw", []byte(fmt.Sprintf(`{"region":"N","amount":%d,"ts":%q}`, i, ts)), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldWM := mtime.FromTime(base.Add(80 * time.Second))
+	src, err := NewSource(b, SourceConfig{Subscription: "rw", Schema: orderSchema, TimestampField: "ts",
+		Watermark: WatermarkPolicy{IdleTimeout: -1},
+		Rewind:    &RewindStart{SkipBefore: mtime.FromTime(base.Add(30 * time.Second)), Watermark: oldWM, HoldUntil: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	buf := make([]contract.Element, 1)
+	var got []int64
+	for len(got) < 7 {
+		res, err := sp.Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.N == 0 {
+			continue
+		}
+		e := buf[0]
+		got = append(got, e.Source.Offset)
+		if e.Source.Offset < 8 && res.Watermark != mtime.MinTimestamp {
+			t.Fatalf("after sequence %d (before the old job's last, 8) the watermark is %v, want -inf", e.Source.Offset, res.Watermark)
+		}
+		if e.Source.Offset >= 8 && res.Watermark < oldWM {
+			t.Fatalf("after sequence %d the watermark is %v, want at least the old job's %v", e.Source.Offset, res.Watermark, oldWM)
+		}
+	}
+	if fmt.Sprint(got) != "[4 5 6 7 8 9 10]" {
+		t.Fatalf("read sequences %v, want 4..10 (1..3 are before the skip bound)", got)
+	}
+	if src.RewindSkipped() != 3 {
+		t.Errorf("RewindSkipped = %d, want 3", src.RewindSkipped())
+	}
+	pos, err := sp.Position()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p position
+	if err := json.Unmarshal(pos, &p); err != nil {
+		t.Fatal(err)
+	}
+	// Sequences 4..10 at 30s..90s: minute 0 from 4, minute 1 from 7.
+	if p.Track == nil || len(p.Track.Buckets) != 2 || p.Track.Buckets[0].MinSeq != 4 || p.Track.Buckets[1].MinSeq != 7 || p.Track.From != int64(mtime.MinTimestamp) {
+		t.Fatalf("position track: %+v", p.Track)
+	}
+	pt, err := b.PositionTrack(ctx, pos)
+	if err != nil || !pt.Tracked || pt.Topic != "rw" || pt.StreamSeq != 10 || pt.Watermark < oldWM {
+		t.Fatalf("PositionTrack: %+v %v", pt, err)
+	}
+	first, retainedAt, err := b.Retained(ctx, "rw")
+	if err != nil || first != 1 || retainedAt.IsZero() {
+		t.Fatalf("Retained: %d %v %v", first, retainedAt, err)
+	}
+	if err := b.SeekToSequence(ctx, "rw", 9); err != nil {
+		t.Fatal(err)
+	}
+	sp2 := openSplit(t, src)
+	if els := readN(t, ctx, sp2, 2, 4); els[0].Source.Offset != 9 {
+		t.Fatalf("after SeekToSequence(9) read from %d", els[0].Source.Offset)
+	}
+}

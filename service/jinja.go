@@ -1,0 +1,37 @@
+package service
+
+import (
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// renderRequestJinja renders req's pipeline with its Jinja variables, when
+// it has any (the console's update preview sends them; the CLI renders a
+// template itself, where its included files are). Includes are refused:
+// the service reads no file a submitted template names. A template that
+// does not render is INVALID_PIPELINE, its message at file:line:column.
+func renderRequestJinja(req *UpdateRequest) error {
+	if req.JinjaVariables == nil {
+		return nil
+	}
+	name := req.PipelineFile
+	if name == "" {
+		name = "pipeline.yaml"
+	}
+	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
+	if err != nil {
+		return errorf(CodeInvalidPipeline, "%w", err)
+	}
+	req.Pipeline = string(out)
+	return nil
+}
+
+// withRendered adds the rendered pipeline to an update's result, when the
+// request was rendered.
+func withRendered(res *UpdateResult, req UpdateRequest) *UpdateResult {
+	if res == nil || req.JinjaVariables == nil {
+		return res
+	}
+	out := *res
+	out.RenderedPipeline = req.Pipeline
+	return &out
+}

@@ -1,0 +1,1235 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/serviceopt"
+	"github.com/weir-dev/weir/state"
+	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// Automated parallel replacement (issue 10 item 3): the new job starts at
+// once beside the old one, on its own subscription of each topic the old
+// job reads, positioned where the old job's subscription stands; both
+// write their SQL tables through a façade view (io/sqlsink), each (key,
+// window) written by the job that owns it under the cut-over rule; after
+// min_parallel_pipelines_duration (the service's clock) and once the old
+// job's watermark has passed every window it owns, the old job is drained.
+//
+// The cut-over rule (weir_replace_rewind=false): the new job starts at the
+// old subscription's position P (its acknowledged messages), so it sees
+// the windows that began before its input only in part. When the new
+// subscription is positioned, T0 is the newest event time the old job's
+// sources have produced (they have read at least to P, so for input about
+// in event-time order every message up to P is at or before T0, and no
+// window starting after T0 has fired yet: the old watermark is behind
+// T0). T0 is recorded with the positions, before the new job starts. The
+// new job owns the windows that start after T0, which it sees whole; the
+// old job those that start at or before it. A sink leaves out elements of
+// windows its job does not own (sqlsink.Config.Owns,
+// pubsub.SinkConfig.Owns), except that the old job writes every window to
+// SQL (a newer generation's row wins in the view, and the old rows keep
+// the view whole should the new job be rolled back). The old job is
+// drained only once its data watermark has passed T0 plus the longest
+// window (and allowed lateness) of its pipeline, so every window it owns
+// has fired complete before its drain fires partial panes, which are then
+// of windows it does not own.
+//
+// Phases, recorded on both jobs (the new job's record is the flow's
+// durable state): PREPARING (the new job is created PENDING and its
+// subscriptions are positioned) → OVERLAP (the new job runs) →
+// DRAINING_OLD (the old job drains) → CUT_OVER (the old job ended; its
+// façade generation is marked ended, the subscriptions the service created
+// for it are deleted). FAILED when the new job fails or is cancelled
+// during the overlap (the old job is kept), ROLLED_BACK through
+// abortParallel. After CUT_OVER the driver stays until the old
+// generation's rows are compacted into the new table, once the old job
+// ended and RollbackRetention has passed, and the new job has run that
+// long.
+
+// ParallelFlow is the part of a replacement record that only a parallel
+// replacement has.
+type ParallelFlow struct {
+	// MinParallelMillis is min_parallel_pipelines_duration.
+	MinParallelMillis int64 `json:"min_parallel_ms"`
+	// OverlapStart is when the new job started beside the old one.
+	OverlapStart *time.Time `json:"overlap_start_time,omitempty"`
+	// CutTime is T0 (rewind false): the newest event time the old job had
+	// read when the new subscriptions were positioned; the new job owns
+	// the windows starting after it.
+	CutTime *time.Time `json:"cut_time,omitempty"`
+	// CutSpanMillis is the longest window plus allowed lateness of the old
+	// pipeline: the old job is drained once its watermark has passed
+	// CutTime + CutSpan.
+	CutSpanMillis int64 `json:"cut_span_ms"`
+	// WaitWatermark says the drain waits for that watermark: always with
+	// weir_replace_rewind=false (the old job's windows up to T0 must fire
+	// complete), and with the re-read when a pipeline publishes to Pub/Sub
+	// (the old job's panes up to T0 must; to SQL the new job's complete
+	// rows win anyway).
+	WaitWatermark bool `json:"wait_watermark"`
+	// Subscriptions are the new job's subscriptions and the old job's.
+	Subscriptions []ParallelSubscription `json:"subscriptions,omitempty"`
+	// Tables are the façade views the jobs write.
+	Tables []FacadeTable `json:"tables,omitempty"`
+	// OldEnded is when the old job's end was recorded (its façade
+	// generations ended).
+	OldEnded *time.Time `json:"old_ended_time,omitempty"`
+	// Compacted is set once the old generations were merged into the new
+	// job's tables.
+	Compacted bool `json:"compacted,omitempty"`
+	// RollbackReason is set by a rollback during the overlap
+	// (abortParallel) before it cancels the new job, so that the flow ends
+	// ROLLED_BACK, not FAILED, whoever records the end (after a restart
+	// too).
+	RollbackReason string `json:"rollback_reason,omitempty"`
+	// Progress is where the flow stands against its rules, computed when
+	// the record is read (Service.Get) while the flow has not cut over;
+	// never stored.
+	Progress *FlowProgress `json:"progress,omitempty"`
+}
+
+// FlowProgress is what `weir run --wait` shows of a parallel flow: the
+// overlap against min_parallel_pipelines_duration, and the old job's
+// watermark against the one it must pass before it is drained.
+type FlowProgress struct {
+	ElapsedMillis     int64 `json:"elapsed_ms"`
+	MinParallelMillis int64 `json:"min_parallel_ms"`
+	// OldWatermark is the old job's data watermark (absent while ±∞ or
+	// unknown); CutOverWatermark is T0 plus the cut span (absent until the
+	// subscriptions are positioned).
+	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
+	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
+}
+
+// ParallelSubscription is the subscription pair of one source step.
+type ParallelSubscription struct {
+	Step  string `json:"step"`
+	Topic string `json:"topic"`
+	// Old is the subscription the old job reads; the service created it
+	// (a subscription named after the job), so it is deleted once the old
+	// job ended.
+	Old string `json:"old"`
+	// New is the new job's own subscription, created by the service.
+	New string `json:"new"`
+	// Positioned is set once New stands where Old stood.
+	Positioned bool `json:"positioned,omitempty"`
+	// OldDeleted is set once Old was deleted.
+	OldDeleted bool `json:"old_deleted,omitempty"`
+}
+
+// FacadeTable is a SQL table written through a façade view.
+type FacadeTable struct {
+	Driver string `json:"driver"`
+	DSN    string `json:"dsn"`
+	Table  string `json:"table"`
+	// OldEnded is set once the old job's generation is recorded ended in
+	// the view's registry (which happens when the table has become a view:
+	// at the new job's first commit, which may come after the cut-over).
+	OldEnded bool `json:"old_ended,omitempty"`
+}
+
+// parallelBroker is what a parallel replacement needs of the broker
+// (*pubsub.Broker implements it).
+type parallelBroker interface {
+	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
+	EnsureSubscription(ctx context.Context, name, topic string, cfg pubsub.SubscriptionConfig) (pubsub.SubscriptionInfo, error)
+	CreateSubscriptionSnapshot(ctx context.Context, name, sub string) (pubsub.SubscriptionSnapshot, error)
+	DeleteSubscriptionSnapshot(ctx context.Context, name string) error
+	Seek(ctx context.Context, sub string, target pubsub.SeekTarget) (pubsub.SeekResult, error)
+	DeleteSubscription(ctx context.Context, name string) error
+}
+
+var _ parallelBroker = (*pubsub.Broker)(nil)
+
+// cutRule is the window ownership of the two jobs of one parallel flow.
+type cutRule struct {
+	newID, oldID string
+	// rewind: the new job re-reads from the rewind point, so every window
+	// it emits is complete and it writes all of them to SQL.
+	rewind bool
+	// cut is T0 in mtime milliseconds; mtime.MinTimestamp while unknown.
+	cut atomic.Int64
+}
+
+// known reports whether T0 is known.
+func (r *cutRule) known() bool { return mtime.Time(r.cut.Load()) != mtime.MinTimestamp }
+
+// owns reports whether job id (one of the flow's) writes window w to a
+// sink of kind sink. The new job writes the windows that start after T0.
+// The old job publishes (Pub/Sub) those that start at or before it; to
+// SQL it writes every window.
+func (r *cutRule) owns(id, sink string, w window.Window) bool {
+	if w.IsGlobal() {
+		return true
+	}
+	c := mtime.Time(r.cut.Load())
+	if id == r.newID {
+		return c != mtime.MinTimestamp && (r.rewind && sink == "sql" || w.Start > c)
+	}
+	return sink == "sql" || c == mtime.MinTimestamp || w.Start <= c
+}
+
+// cutRuleOf returns the ownership rule of the flow whose new job is
+// newID, registering it for both jobs the first time.
+func (s *Service) cutRuleOf(newID, oldID string, rewind bool, cut *time.Time) *cutRule {
+	r := &cutRule{newID: newID, oldID: oldID, rewind: rewind}
+	r.cut.Store(int64(mtime.MinTimestamp))
+	if cut != nil {
+		r.cut.Store(int64(mtime.FromTime(*cut)))
+	}
+	v, _ := s.cuts.LoadOrStore(newID, r)
+	r = v.(*cutRule)
+	s.cuts.LoadOrStore(oldID, r)
+	if cut != nil && !r.known() {
+		r.cut.Store(int64(mtime.FromTime(*cut)))
+	}
+	return r
+}
+
+// owns is every service job's sinks' ownership of windows: all of them,
+// except for the jobs of a parallel replacement (cutRule).
+func (s *Service) owns(id, sink string, w window.Window) bool {
+	v, ok := s.cuts.Load(id)
+	if !ok {
+		return true
+	}
+	return v.(*cutRule).owns(id, sink, w)
+}
+
+// jobEnv is the environment a YAML pipeline of job j is loaded in.
+func (s *Service) jobEnv(j *Job) *yamlpipe.JobEnv {
+	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker,
+		Subscriptions: j.Subscriptions}
+	id := j.ID
+	env.Owns = func(sink string, w window.Window) bool { return s.owns(id, sink, w) }
+	rep := j.Replacement
+	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil || rep.Phase == PhaseRolledBack {
+		return env
+	}
+	if j.ID == rep.NewJobID {
+		// The new job writes its own generation's tables behind the views
+		// (the old job's plain sinks join as their generation by themselves).
+		env.SQLFacade = true
+		flow := rep.Parallel
+		if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
+			flow = nj.Replacement.Parallel
+		}
+		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, flow.CutTime)
+	} else if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
+		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, nj.Replacement.Parallel.CutTime)
+	}
+	return env
+}
+
+// parallelChecks returns the cut span of the old pipeline g (the longest
+// fixed or sliding window plus allowed lateness), refusing pipelines
+// whose windows never end or have no bound (global, sessions) feeding a
+// sink, which a plain continuation cannot hand over by the cut-over rule.
+func parallelChecks(g *graph.Pipeline, which string) (time.Duration, error) {
+	var span mtime.Duration
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSink {
+			continue
+		}
+		for _, cid := range st.Inputs {
+			c := g.Collection(cid)
+			if c == nil {
+				continue
+			}
+			ws := c.Windowing
+			switch ws.Fn.Kind {
+			case window.KindFixed, window.KindSliding:
+				span = max(span, ws.Fn.Size+ws.AllowedLateness)
+			case window.KindGlobal, "":
+				if st.Sink != nil && (st.Sink.Kind == "sql" || st.Sink.Kind == "pubsub") {
+					// Totals of the global window would be replaced by the
+					// new job's partial ones.
+					return 0, fmt.Errorf("the %s pipeline's sink %s writes elements of the global window, which never closes, so no cut-over time can hand it from one job to the other (the new job, starting at the old subscription's position, would replace complete totals with partial ones): window the input (fixed or sliding), or stop-and-replace the job", which, st.Name)
+				}
+			default:
+				return 0, fmt.Errorf("the %s pipeline's sink %s writes %s windows, whose end the cut-over rule cannot bound: use fixed or sliding windows, or stop-and-replace the job", which, st.Name, ws.Fn.Kind)
+			}
+		}
+	}
+	return time.Duration(span) * time.Millisecond, nil
+}
+
+// publishes reports whether g writes to Pub/Sub.
+func publishes(g *graph.Pipeline) bool {
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindSink && st.Sink != nil && st.Sink.Kind == "pubsub" {
+			return true
+		}
+	}
+	return false
+}
+
+// parallelReplace starts the parallel replacement of old by req's
+// pipeline: every check, then the new job PENDING as the name's active job
+// (phase PREPARING) in one write; then the flow goes on at once (its
+// subscriptions positioned, the new job started: OVERLAP) and a driver
+// takes it to its end. A restarted service resumes it from the new job's
+// record.
+func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
+	pb, ok := s.opts.Broker.(parallelBroker)
+	if !ok || s.opts.Broker == nil {
+		return nil, errorf(CodeReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
+	}
+	sameName := old.Name == req.Name
+	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s.closing.Load() {
+		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	var l *lineage
+	if sameName {
+		if l, err = s.readLineage(req.Name); err != nil {
+			return nil, err
+		}
+		if old, err = s.readJob(old.ID); err != nil {
+			return nil, internalf("reading job %s: %w", old.ID, err)
+		}
+		if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
+			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", req.Name, old.ID, old.State)
+		}
+	} else if l, err = s.lineageForNewJob(req.Name); err != nil {
+		return nil, err
+	}
+	if old.Replacement != nil && !old.Replacement.Phase.Final() {
+		return nil, errorf(CodeUpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
+	}
+	now := s.now()
+	id, err := newJobID(now)
+	if err != nil {
+		return nil, internalf("%w", err)
+	}
+	gen := max(l.Generation, old.Generation) + 1
+	maxStop := int64(0)
+	if plan.HasMaxStop {
+		maxStop = plan.MaxStop.Milliseconds()
+	}
+	rep := &Replacement{Strategy: StrategyParallel, Phase: PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
+		MaxStopMillis: maxStop, CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind,
+		Parallel: &ParallelFlow{MinParallelMillis: plan.MinParallel.Milliseconds()}}
+	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
+		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
+		ReplacesJobID: old.ID, Replacement: rep,
+		History: []StateChange{{State: StatePending, Time: now, Reason: "parallel replacement of job " + old.ID}}}
+	if sameName {
+		// Both run under one name: the new job's state and subscriptions
+		// are its own (and its successors').
+		nj.StateLineage = fmt.Sprintf("%s~g%d", req.Name, gen)
+	}
+	oldProg, err := s.loadGraph(old)
+	if err != nil {
+		return nil, errorf(CodeReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
+	}
+	og := oldProg.Graph()
+	span, err := parallelChecks(og, "old")
+	if err != nil {
+		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+	}
+	rep.Parallel.CutSpanMillis = span.Milliseconds()
+	rep.Parallel.WaitWatermark = !plan.Rewind || publishes(og)
+	// The subscriptions: a topic source of the old job reads the
+	// subscription named after it (or the one its own replacement gave
+	// it); the new job gets one of its own on the same topic.
+	oldTopics := map[string]string{}
+	for _, st := range og.Steps {
+		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == "pubsub" {
+			if !strings.HasPrefix(st.Source.Identity, "topic/") {
+				return nil, errorf(CodeReplacementUnavailable, "step %s of job %s (%s) reads a named subscription (%s), which two jobs cannot share without taking messages from each other: read the topic instead (ReadFromPubSub topic: T), so the service gives each job its own subscription, or stop-and-replace the job; job %s was not changed",
+					st.Name, old.Name, old.ID, strings.TrimPrefix(st.Source.Identity, "subscription/"), old.ID)
+			}
+			oldTopics[st.Name] = strings.TrimPrefix(st.Source.Identity, "topic/")
+		}
+	}
+	// The new pipeline is loaded for its graph first: its topic sources
+	// decide the subscriptions it is loaded with for real.
+	gp, err := s.loadGraph(nj)
+	if err != nil {
+		return nil, err
+	}
+	ng := gp.Graph()
+	if _, err := parallelChecks(ng, "new"); err != nil {
+		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+	}
+	rep.Parallel.WaitWatermark = rep.Parallel.WaitWatermark || publishes(ng)
+	if plan.Rewind {
+		// Checked now, before anything changes, from the old job's last
+		// checkpoint; computed again when the subscriptions are positioned.
+		if _, err := s.rewindPoint(ctx, old, ng); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range ng.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != "pubsub" {
+			continue
+		}
+		topic, ok := strings.CutPrefix(st.Source.Identity, "topic/")
+		if !ok {
+			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads a named subscription (%s), which it cannot share with job %s (%s) without taking messages from it: read the topic (ReadFromPubSub topic: T); job %s was not changed",
+				st.Name, strings.TrimPrefix(st.Source.Identity, "subscription/"), old.Name, old.ID, old.ID)
+		}
+		oldStep := ""
+		for name, t := range oldTopics {
+			if t == topic && (oldStep == "" || name == st.Name) {
+				oldStep = name
+			}
+		}
+		if oldStep == "" {
+			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
+				st.Name, topic, old.Name, old.ID, old.ID)
+		}
+		oldSub := pubsub.SubscriptionName(old.Name, oldStep)
+		if sub := old.Subscriptions[oldStep]; sub != "" {
+			oldSub = sub
+		}
+		newSub := pubsub.SubscriptionName(req.Name, st.Name)
+		if sameName {
+			newSub = pubsub.SubscriptionName(fmt.Sprintf("%s--g%d", req.Name, gen), st.Name)
+			if nj.Subscriptions == nil {
+				nj.Subscriptions = map[string]string{}
+			}
+			nj.Subscriptions[st.Name] = newSub
+		}
+		if newSub == oldSub {
+			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
+		}
+		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub})
+	}
+	if len(rep.Parallel.Subscriptions) == 0 {
+		return nil, errorf(CodeReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
+	}
+	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
+	p, err := s.load(nj)
+	if err != nil {
+		s.cuts.Delete(nj.ID)
+		s.cuts.Delete(old.ID)
+		return nil, err
+	}
+	for _, code := range p.Program().Code {
+		if sk, ok := code.(*sqlsink.Sink); ok {
+			c := sk.Config()
+			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
+		}
+	}
+	canon, err := ng.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+	}
+	nj.Graph, nj.Type = canon, jobType(ng)
+	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
+		return nil, err
+	}
+	if err := s.apply(w); err != nil {
+		return nil, internalf("recording job %s: %w", nj.ID, err)
+	}
+	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
+		"replaces_job_id", old.ID, "strategy", rep.Strategy, "phase", rep.Phase)
+	// The flow goes on at once (the request returns with the new job
+	// running); what fails here is the driver's to retry.
+	if err := s.positionSubscriptions(ctx, pb, nj.ID); err != nil {
+		if !errors.Is(err, errNotYet) {
+			s.opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
+		}
+	} else if err := s.startParallelLocked(ctx, nj.ID); err != nil {
+		s.opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
+	}
+	s.startDriver(nj.ID)
+	if nj, err = s.readJob(nj.ID); err != nil {
+		return nil, internalf("reading job %s: %w", id, err)
+	}
+	sum := old.Summary()
+	how := "the old subscription's position"
+	if plan.Rewind {
+		how = "the old job's rewind point (every window it emits is complete)"
+	}
+	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
+		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
+			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
+}
+
+// maxEventReporter is a source that tells the newest event time it
+// produced (*pubsub.Source).
+type maxEventReporter interface {
+	MaxEventTime() (mtime.Time, bool)
+}
+
+// errNotYet is a step of a flow that waits for something to happen.
+var errNotYet = errors.New("not yet")
+
+// positionSubscriptions creates each new subscription of the flow of job
+// newID and moves it to where the old job's stands (its acknowledged
+// position), and records them positioned with T0, the newest event time
+// the old job's sources produced after those positions were taken. It
+// runs before the new job starts, so doing it again after a crash is
+// harmless. errNotYet: the old job's execution has not produced an
+// element yet (it resumes, or no message came since it started).
+func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, newID string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	flow := nj.Replacement.Parallel
+	if len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned {
+		return nil
+	}
+	snaps := make([]string, len(flow.Subscriptions))
+	defer func() {
+		for _, snap := range snaps {
+			if snap == "" {
+				continue
+			}
+			if err := pb.DeleteSubscriptionSnapshot(ctx, snap); err != nil && !errors.Is(err, pubsub.ErrSnapshotNotFound) {
+				s.opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", err)
+			}
+		}
+	}()
+	for i, ps := range flow.Subscriptions {
+		snap := pubsub.SubscriptionName(nj.ID+"--at", ps.Step)
+		_ = pb.DeleteSubscriptionSnapshot(ctx, snap) // a leftover of a crash
+		if _, err := pb.CreateSubscriptionSnapshot(ctx, snap, ps.Old); err != nil {
+			return fmt.Errorf("taking the position of subscription %s: %w", ps.Old, err)
+		}
+		snaps[i] = snap
+	}
+	// T0, read after the positions: the old job has read at least to them.
+	var cut mtime.Time
+	var rp *RewindPoint
+	if nj.Replacement.Rewind {
+		// The re-read starts at the rewind point of the old job's last
+		// checkpoint (service/rewind.go); its first pane of every window it
+		// emits is complete. It publishes (Pub/Sub) the windows that start
+		// at or after the old job's watermark now (none of them fired in
+		// the old job yet), less 1ms for the rule's "after T0".
+		old, err := s.readJob(nj.Replacement.OldJobID)
+		if err != nil {
+			return err
+		}
+		g, err := graph.Parse(nj.Graph)
+		if err != nil {
+			return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+		}
+		p, err := s.rewindPoint(ctx, old, g)
+		if err != nil {
+			return err
+		}
+		wm, ok := s.dataWatermark(old.ID)
+		if !ok || wm <= mtime.MinTimestamp {
+			return errNotYet
+		}
+		cut = max(mtime.FromTime(p.SkipBefore), min(wm, mtime.MaxTimestamp-1)) - 1
+		for i := range p.Sources {
+			for _, ps := range flow.Subscriptions {
+				if ps.Old == p.Sources[i].Subscription {
+					p.Sources[i].Subscription = ps.New
+				}
+			}
+		}
+		rp = &p
+	} else {
+		jr := s.runningJob(nj.Replacement.OldJobID)
+		if jr == nil {
+			return errNotYet
+		}
+		known := false
+		for name, code := range jr.prog.Code {
+			if st := jr.prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
+				continue
+			}
+			if r, ok := code.(maxEventReporter); ok {
+				if t, ok := r.MaxEventTime(); ok {
+					cut, known = max(cut, t), true
+				}
+			}
+		}
+		if !known {
+			return errNotYet
+		}
+	}
+	for i, ps := range flow.Subscriptions {
+		info, err := pb.Subscription(ctx, ps.Old)
+		if err != nil {
+			return fmt.Errorf("reading subscription %s of job %s: %w", ps.Old, nj.Replacement.OldJobID, err)
+		}
+		if _, err := pb.EnsureSubscription(ctx, ps.New, ps.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
+			return fmt.Errorf("creating subscription %s for job %s: %w", ps.New, nj.ID, err)
+		}
+		res, err := pb.Seek(ctx, ps.New, pubsub.SeekTarget{Snapshot: snaps[i]})
+		if err != nil {
+			return fmt.Errorf("positioning subscription %s at %s's position: %w", ps.New, ps.Old, err)
+		}
+		s.opts.Logger.Info("parallel replacement: subscription positioned", "job_id", nj.ID, "subscription", ps.New, "from", ps.Old, "ack_floor", res.AckFloor, "backlog", res.Backlog)
+		if rp == nil {
+			continue
+		}
+		for _, rs := range rp.Sources {
+			if rs.Subscription != ps.New {
+				continue
+			}
+			rw, ok := s.rewinder()
+			if !ok {
+				return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+			}
+			if err := rw.SeekToSequence(ctx, ps.New, rs.FirstSequence); err != nil {
+				return fmt.Errorf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", ps.New, rs.Topic, rs.FirstSequence, err)
+			}
+			s.opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
+		}
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	flow = nj.Replacement.Parallel
+	for i := range flow.Subscriptions {
+		flow.Subscriptions[i].Positioned = true
+	}
+	nj.Replacement.RewindPoint = rp
+	{
+		ct := cut.ToTime()
+		flow.CutTime = &ct
+		s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
+	}
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return err
+	}
+	s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
+	return nil
+}
+
+// startParallelLocked starts the new job of the flow (PREPARING →
+// OVERLAP): RUNNING, then the phase on both jobs, the old one with
+// replaced_by_job_id. The caller holds the new job's name guard.
+func (s *Service) startParallelLocked(ctx context.Context, newID string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	if rep.Phase != PhasePreparing {
+		return nil
+	}
+	if nj.State == StatePending {
+		// A new job that fails here ends the flow FAILED through the
+		// driver (which holds no guard; this caller holds one).
+		p, err := s.load(nj)
+		if err != nil {
+			return s.fail(nj, fmt.Sprintf("building the replacement job: %v", err))
+		}
+		if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
+			return err
+		}
+		if nj.State == StateFailed {
+			return nil
+		}
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	old, err := s.readJob(nj.Replacement.OldJobID)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	rep = nj.Replacement
+	rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = PhaseOverlap, now, &now
+	oldRep := *rep
+	old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
+	}
+	s.opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
+		"min_parallel", duration.Format(time.Duration(rep.Parallel.MinParallelMillis)*time.Millisecond))
+	return nil
+}
+
+// dataWatermark returns the data watermark of job id's live execution (the
+// minimum of its sources' output watermarks); ok false when it has none.
+func (s *Service) dataWatermark(id string) (mtime.Time, bool) {
+	jr := s.runningJob(id)
+	if jr == nil {
+		return 0, false
+	}
+	res := jr.x.Metrics()
+	wm, have := mtime.MaxTimestamp, false
+	for _, st := range jr.prog.Graph.Steps {
+		if st.Kind == graph.KindSource {
+			wm, have = mtime.Min(wm, res.Step(st.Name).Watermark), true
+		}
+	}
+	return wm, have
+}
+
+// ParallelProgress is where a parallel flow stands against its rules.
+type ParallelProgress struct {
+	// Elapsed is the overlap so far, against MinParallel.
+	Elapsed, MinParallel time.Duration
+	// OldWatermark is the old job's data watermark; CutOver is the
+	// watermark it must pass (T0 + the cut span); zero while unknown.
+	OldWatermark, CutOver time.Time
+}
+
+// parallelProgress computes the progress of the flow of the new job nj.
+func (s *Service) parallelProgress(nj *Job) ParallelProgress {
+	rep := nj.Replacement
+	flow := rep.Parallel
+	pp := ParallelProgress{MinParallel: time.Duration(flow.MinParallelMillis) * time.Millisecond}
+	if flow.OverlapStart != nil {
+		pp.Elapsed = s.now().Sub(*flow.OverlapStart)
+	}
+	if wm, ok := s.dataWatermark(rep.OldJobID); ok && wm > mtime.MinTimestamp && wm < mtime.MaxTimestamp {
+		pp.OldWatermark = wm.ToTime()
+	}
+	if flow.CutTime != nil {
+		pp.CutOver = flow.CutTime.Add(time.Duration(flow.CutSpanMillis) * time.Millisecond)
+	}
+	return pp
+}
+
+// parallelStep moves the parallel flow of job newID on by what the
+// records say now, and reports whether the driver is done with it.
+func (s *Service) parallelStep(newID string) (done bool, err error) {
+	ctx := s.ctx
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return true, err
+	}
+	rep := nj.Replacement
+	flow := rep.Parallel
+	if flow == nil || rep.Phase == PhaseFailed || rep.Phase == PhaseRolledBack {
+		return true, nil
+	}
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return true, err
+	}
+	switch rep.Phase {
+	case PhasePreparing:
+		if nj.State != StatePending && nj.State != StateRunning {
+			reason := fmt.Sprintf("job %s, the replacement, is %s before the overlap began", nj.ID, nj.State)
+			if nj.Error != "" {
+				reason += ": " + nj.Error
+			}
+			err := s.parallelFailed(newID, reason)
+			return err == nil, err
+		}
+		pb, ok := s.opts.Broker.(parallelBroker)
+		if !ok {
+			return true, s.parallelFailed(newID, "the server has no Pub/Sub broker")
+		}
+		if err := s.positionSubscriptions(ctx, pb, newID); errors.Is(err, errNotYet) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		unlock, err := s.lockName(ctx, nj.Name) // lock order 1
+		if err != nil {
+			return true, err
+		}
+		err = s.startParallelLocked(ctx, newID)
+		unlock()
+		return false, err
+	case PhaseOverlap, PhaseDrainingOld:
+		if nj.State.Terminal() || nj.State == StateCancelling {
+			// The new job ended during the overlap: the old one is kept.
+			err := s.parallelGiveUp(ctx, newID, PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
+			return err == nil, err
+		}
+	case PhaseCutOver:
+		return s.compactStep(ctx, nj)
+	default:
+		return true, nil
+	}
+	if old.State.Terminal() {
+		if old.PendingCommit || s.runningJob(old.ID) != nil {
+			return false, nil // its final commit is not confirmed yet
+		}
+		return false, s.parallelCutOver(ctx, newID)
+	}
+	if rep.Phase == PhaseOverlap {
+		pp := s.parallelProgress(nj)
+		if pp.Elapsed < pp.MinParallel {
+			return false, nil
+		}
+		if flow.WaitWatermark && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
+			return false, nil
+		}
+		s.opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
+			"old_watermark", pp.OldWatermark, "cut_over_watermark", pp.CutOver)
+		unlock, err := s.lockName(ctx, old.Name) // lock order 1
+		if err != nil {
+			return true, err
+		}
+		err = s.drainOldLocked(newID)
+		unlock()
+		return false, err
+	}
+	// DRAINING_OLD: the drain's deadline, as in stop-and-replace.
+	if rep.MaxStopMillis <= 0 || rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
+		return false, nil
+	}
+	maxStop := duration.Format(time.Duration(rep.MaxStopMillis) * time.Millisecond)
+	if rep.CancelOnDrainTimeout {
+		note := fmt.Sprintf("the drain of job %s did not finish within %s: it was cancelled (job %s owns its windows from the cut-over on)", old.ID, maxStop, nj.ID)
+		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
+			return false, err
+		}
+		if _, err := s.Cancel(ctx, old.ID); err != nil && !old.State.Terminal() {
+			return false, err
+		}
+		return false, nil
+	}
+	return false, s.noteFlow(nj.ID, old.ID, fmt.Sprintf("the drain of job %s did not finish within %s and %s=false: both jobs keep running; the cut-over happens when job %s ends (cancel it to cut over now)",
+		old.ID, maxStop, serviceopt.KeyCancelOnDrainTimeout, old.ID))
+}
+
+// drainOldLocked moves the flow of job newID from OVERLAP to DRAINING_OLD:
+// the old job DRAINING and both records in one write, then its execution
+// drains. The caller holds the old job's name guard.
+func (s *Service) drainOldLocked(newID string) error {
+	// The rollback snapshot of the old job: cut now, recorded with the
+	// drain's start (rollback.go).
+	rb := s.drainRollbackCut(newID, PhaseOverlap)
+	defer s.finishRollbackCut(rb)
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	if rep.Phase != PhaseOverlap {
+		return nil
+	}
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return err
+	}
+	jr := s.runningJob(old.ID)
+	if old.State != StateRunning || jr == nil {
+		return nil // it ends by itself (the next step cuts over)
+	}
+	now := s.now()
+	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
+	oldRep := *rep
+	old.Replacement = &oldRep
+	if err := transition(old, StateDraining, now, "drained after its parallel replacement by job "+nj.ID); err != nil {
+		return err
+	}
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := rb.put(w); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the drain of job %s: %w", old.ID, err)
+	}
+	if rb != nil {
+		rb.written = true
+	}
+	jr.x.Drain()
+	s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
+	return nil
+}
+
+// facadeTarget is t as io/sqlsink addresses it, on the service's clock.
+func (s *Service) facadeTarget(t FacadeTable) sqlsink.FacadeTarget {
+	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.now}
+}
+
+// parallelCutOver completes the flow of job newID once the old job ended:
+// its façade generations ended, the subscriptions the service created for
+// it deleted, CUT_OVER on both jobs. Each step is idempotent (a crash
+// repeats it).
+func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	flow := rep.Parallel
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.endOldGenerations(ctx, flow, old.Generation); err != nil {
+		return err
+	}
+	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+		for i := range flow.Subscriptions {
+			ps := &flow.Subscriptions[i]
+			if ps.OldDeleted {
+				continue
+			}
+			if err := pb.DeleteSubscription(ctx, ps.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.Old, old.ID, err)
+			}
+			ps.OldDeleted = true
+		}
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	cur, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	if cur.Replacement.Phase.Final() {
+		return nil
+	}
+	now := s.now()
+	cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
+	cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = PhaseCutOver, now, &now
+	if cur.Replacement.DrainStart != nil {
+		ms := now.Sub(*cur.Replacement.DrainStart).Milliseconds()
+		cur.Replacement.StopWindowMillis = &ms
+	}
+	if old.State != StateDrained {
+		cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
+	}
+	if old, err = s.readJob(old.ID); err != nil {
+		return err
+	}
+	oldRep := *cur.Replacement
+	old.Replacement = &oldRep
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the cut-over of job %s: %w", cur.ID, err)
+	}
+	s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
+	return nil
+}
+
+// endOldGenerations records the old job's generation (oldGen) ended in
+// each table of flow not done yet, and reports whether all are. A table
+// not yet a view (the new job has not committed to it) waits.
+func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, oldGen int64) (bool, error) {
+	all := true
+	for i := range flow.Tables {
+		t := &flow.Tables[i]
+		if t.OldEnded {
+			continue
+		}
+		err := sqlsink.EndFacadeGeneration(ctx, s.facadeTarget(*t), oldGen)
+		switch {
+		case err == nil:
+			t.OldEnded = true
+		case errors.Is(err, sqlsink.ErrFacade):
+			all = false // not a view yet: once the new job committed
+		default:
+			return false, fmt.Errorf("recording the end of generation %d in %s: %w", oldGen, t.Table, err)
+		}
+	}
+	return all, nil
+}
+
+// compactStep merges, after CUT_OVER, the old generations' rows into the
+// new job's tables once the old job ended RollbackRetention ago and the
+// new job has run that long; done once compacted.
+func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
+	flow := nj.Replacement.Parallel
+	if flow.Compacted || len(flow.Tables) == 0 {
+		return true, nil
+	}
+	if slices.ContainsFunc(flow.Tables, func(t FacadeTable) bool { return !t.OldEnded }) {
+		old, err := s.readJob(nj.Replacement.OldJobID)
+		if err != nil {
+			return false, err
+		}
+		all, err := s.endOldGenerations(ctx, flow, old.Generation)
+		if err != nil {
+			return false, err
+		}
+		if err := s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Tables = flow.Tables }); err != nil {
+			return false, err
+		}
+		if !all {
+			return false, nil
+		}
+	}
+	ret := s.opts.RollbackRetention
+	started := nj.CreateTime
+	if flow.OverlapStart != nil {
+		started = *flow.OverlapStart
+	}
+	now := s.now()
+	if flow.OldEnded == nil || now.Sub(*flow.OldEnded) < ret || now.Sub(started) < ret {
+		return false, nil
+	}
+	for _, t := range flow.Tables {
+		rep, err := sqlsink.CompactFacade(ctx, s.facadeTarget(t), nj.Generation, ret)
+		if err != nil {
+			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
+		}
+		s.opts.Logger.Info("parallel replacement: old generation compacted", "job_id", nj.ID, "table", t.Table, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
+		if len(rep.Waiting) > 0 {
+			return false, nil
+		}
+	}
+	return true, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true })
+}
+
+// updateFlow applies fn to the parallel flow on job newID's record.
+func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	cur, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	fn(cur.Replacement.Parallel)
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		return err
+	}
+	return s.applyLocked(w)
+}
+
+// parallelFailed ends the flow of job newID FAILED while it has not
+// started: the old job stays as it is and, under the same name, active.
+func (s *Service) parallelFailed(newID, reason string) error {
+	return s.parallelGiveUp(s.ctx, newID, PhaseFailed, reason)
+}
+
+// abortParallel gives the parallel replacement whose new job is newID up
+// during its overlap (a rollback): the new job is cancelled, its façade
+// generation dropped (the view serves the old job's rows again) and its
+// subscriptions deleted, the flow ROLLED_BACK on both jobs; the old job
+// keeps running and is the name's active job again. It returns once the
+// new job has stopped.
+func (s *Service) abortParallel(ctx context.Context, newID, reason string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil {
+		return errorf(CodeIllegalTransition, "job %s is not the new job of a parallel replacement", newID)
+	}
+	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
+		return errorf(CodeIllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
+	}
+	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
+		return err
+	}
+	return s.parallelGiveUp(ctx, newID, PhaseRolledBack, reason)
+}
+
+// parallelGiveUp ends the flow of job newID in phase (FAILED or
+// ROLLED_BACK) keeping the old job: the new job stopped, its generation
+// dropped from the views, its subscriptions deleted, the name's lineage
+// pointing at the old job again.
+func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase ReplacementPhase, reason string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	if !nj.State.Terminal() {
+		if _, err := s.Cancel(ctx, nj.ID); err != nil {
+			if cur, rerr := s.readJob(newID); rerr != nil || !cur.State.Terminal() {
+				return err // not ended in between
+			}
+		}
+	}
+	for {
+		changed := s.changes.next()
+		cur, err := s.readJob(newID)
+		if err != nil {
+			return err
+		}
+		if cur.State == StateCancelling && s.runningJob(cur.ID) == nil {
+			unlock, err := s.lockName(ctx, cur.Name) // lock order 1
+			if err != nil {
+				return err
+			}
+			s.mu.Lock() // lock order 3
+			if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
+				err = s.transitionLocked(cur, StateCancelled, reason)
+			}
+			s.mu.Unlock()
+			unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if cur.State.Terminal() && s.runningJob(cur.ID) == nil {
+			nj = cur
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	flow := nj.Replacement.Parallel
+	for _, t := range flow.Tables {
+		if err := sqlsink.DropFacadeGeneration(ctx, s.facadeTarget(t), nj.Generation); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
+			return fmt.Errorf("dropping generation %d of %s: %w", nj.Generation, t.Table, err)
+		}
+	}
+	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+		for _, ps := range flow.Subscriptions {
+			if err := pb.DeleteSubscription(ctx, ps.New); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.New, nj.ID, err)
+			}
+		}
+	}
+	old, err := s.readJob(nj.Replacement.OldJobID)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockName(ctx, old.Name) // lock order 1
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	if old, err = s.readJob(old.ID); err != nil {
+		return err
+	}
+	if nj.Replacement.Phase.Final() {
+		return nil // ended by another caller (the driver, or a rollback)
+	}
+	if r := nj.Replacement.Parallel.RollbackReason; r != "" {
+		phase, reason = PhaseRolledBack, r
+	}
+	now := s.now()
+	nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
+	nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
+	oldRep := *nj.Replacement
+	old.Replacement, old.ReplacedByJobID = &oldRep, ""
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if old.Name == nj.Name && old.Active() {
+		l, err := s.readLineage(old.Name)
+		if err != nil {
+			return err
+		}
+		l.ActiveJobID = old.ID
+		if err := putJSON(w, lineageKey(old.Name), l); err != nil {
+			return err
+		}
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
+	}
+	s.cuts.Delete(old.ID) // the old job owns every window again
+	s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
+	return nil
+}
+
+// parallelDriven reports whether j is the new job of a parallel flow the
+// driver has not finished with (recovery restarts its driver).
+func parallelDriven(j *Job) bool {
+	rep := j.Replacement
+	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil || j.ID != rep.NewJobID {
+		return false
+	}
+	switch rep.Phase {
+	case PhaseFailed, PhaseRolledBack:
+		return false
+	case PhaseCutOver:
+		return !rep.Parallel.Compacted && len(rep.Parallel.Tables) > 0
+	}
+	return true
+}
+
+// refuseDuringParallel refuses (UPDATE_IN_PROGRESS) to change name's
+// active job in place while it is one of the jobs of a parallel
+// replacement that has not cut over: the flow's records and views are
+// about those two jobs.
+func (s *Service) refuseDuringParallel(name string) error {
+	l, err := s.readLineage(name)
+	if err != nil || l.ActiveJobID == "" {
+		return nil
+	}
+	j, err := s.readJob(l.ActiveJobID)
+	if err != nil || j.Replacement == nil || j.Replacement.Strategy != StrategyParallel || j.Replacement.Phase.Final() {
+		return nil
+	}
+	return errorf(CodeUpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
+		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
+}
+
+// withParallelProgress fills the progress of j's parallel flow, if one is
+// under way, on j (a copy read for the caller).
+func (s *Service) withParallelProgress(j *Job) *Job {
+	if j == nil || j.Replacement == nil || j.Replacement.Parallel == nil || j.Replacement.Phase.Final() {
+		return j
+	}
+	nj := j
+	if j.ID != j.Replacement.NewJobID {
+		var err error
+		if nj, err = s.readJob(j.Replacement.NewJobID); err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
+			return j
+		}
+	}
+	pp := s.parallelProgress(nj)
+	fp := &FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
+	if !pp.OldWatermark.IsZero() {
+		fp.OldWatermark = &pp.OldWatermark
+	}
+	if !pp.CutOver.IsZero() {
+		fp.CutOverWatermark = &pp.CutOver
+	}
+	j.Replacement.Parallel.Progress = fp
+	return j
+}

@@ -1,0 +1,88 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
+)
+
+// TestRewindTimes: the rule of service/rewind.go on windowings — where the
+// re-read starts (T) and below which it skips — at the old job's final
+// watermark.
+func TestRewindTimes(t *testing.T) {
+	sec := func(n int64) mtime.Time { return mtime.Time(n * 1000) }
+	fixed := func(size, late int64) window.Strategy {
+		ws := window.Strategy{Fn: window.FixedFn(mtime.Duration(size * 1000)), AllowedLateness: mtime.Duration(late * 1000)}
+		ws.EnsureDefaults()
+		return ws
+	}
+	global := window.DefaultStrategy()
+	one := func(ws window.Strategy) map[string]window.Strategy { return map[string]window.Strategy{"Sums": ws} }
+	tests := []struct {
+		name           string
+		wm             mtime.Time
+		old, new       map[string]window.Strategy
+		wantT, wantSkp mtime.Time
+	}{
+		{"same fixed windows: from the open window", sec(19), one(fixed(10, 0)), one(fixed(10, 0)), sec(10), sec(10)},
+		{"on a window boundary the window ending there has expired", sec(20), one(fixed(10, 0)), one(fixed(10, 0)), sec(20), sec(20)},
+		{"allowed lateness keeps older windows", sec(35), one(fixed(10, 15)), one(fixed(10, 15)), sec(20), sec(20)},
+		{"a larger new window covers more", sec(19), one(fixed(10, 0)), one(fixed(20, 0)), sec(0), sec(0)},
+		{"a smaller new window: its windows that expired inside the old open one are not re-read", sec(29), one(fixed(20, 0)), one(fixed(5, 0)), sec(25), sec(25)},
+		{"a smaller new window with lateness: from the old open window", sec(29), one(fixed(20, 0)), one(fixed(5, 10)), sec(15), sec(15)},
+		{"the new job's lateness reaches further back", sec(19), one(fixed(10, 0)), one(fixed(10, 30)), sec(-20), sec(-20)},
+		{"the global window: everything", sec(19), one(global), one(global), mtime.MinTimestamp, mtime.MinTimestamp},
+		{"nothing read yet", mtime.MinTimestamp, one(fixed(10, 0)), one(fixed(10, 0)), mtime.MinTimestamp, mtime.MinTimestamp},
+		{"no keyed step in the new pipeline: nothing to re-read", sec(19), one(fixed(10, 0)), nil, mtime.MaxTimestamp, mtime.MinTimestamp},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gotT, gotSkip := rewindTimes(tc.wm, tc.old, tc.new)
+			if gotT != tc.wantT || gotSkip != tc.wantSkp {
+				t.Fatalf("T %v skip %v, want T %v skip %v", gotT, gotSkip, tc.wantT, tc.wantSkp)
+			}
+		})
+	}
+}
+
+// TestCheckRewindable: windowing a re-read cannot make complete is refused
+// with REPLACEMENT_UNAVAILABLE, naming the step.
+func TestCheckRewindable(t *testing.T) {
+	early := window.Strategy{Fn: window.FixedFn(10_000), Trigger: window.AfterWatermark(&window.Trigger{Kind: window.TriggerAfterCount, Count: 5}, nil)}
+	tests := []struct {
+		name     string
+		old, new window.Strategy
+		want     string
+	}{
+		{"fixed", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.FixedFn(20_000)}, ""},
+		{"old sessions", window.Strategy{Fn: window.SessionsFn(10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, "step Sums of the old pipeline uses session windows"},
+		{"new sliding", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, "step Sums of the new pipeline uses sliding windows"},
+		{"old sliding is fine", window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
+		{"new early trigger", window.Strategy{Fn: window.FixedFn(10_000)}, early, "early or repeated trigger"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, ws := range []*window.Strategy{&tc.old, &tc.new} {
+				ws.EnsureDefaults()
+			}
+			err := checkRewindable(&Job{ID: "j1", Name: "sums"}, map[string]window.Strategy{"Sums": tc.old}, map[string]window.Strategy{"Sums": tc.new})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (!hasCode(err, CodeReplacementUnavailable) || !containsAll(err.Error(), tc.want, "weir_replace_rewind=false")):
+				t.Fatalf("got %v, want REPLACEMENT_UNAVAILABLE saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,575 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/state"
+)
+
+// rbYAML is srYAML with an optional step before the windowed sums (%s: the
+// step, %s: the combine's input) and a sink of %s (driver), %s (dsn) and
+// %s (table).
+const rbYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        subscription: sr-sub
+        schema: {key: string, amount: int, ts: string}
+        timestamp_field: ts
+%s    - type: Combine
+      name: Sums
+      input: %s
+      windowing: {type: fixed, size: 10s}
+      config:
+        group_by: [key]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Sums
+      config: {driver: %s, dsn: %q, table: %s, key: [key]}
+`
+
+// rbSink is the table a rollback scenario writes: its DSN and table name
+// for the pipeline, and a reader of "key window_start total n" lines with
+// each line's generation.
+type rbSink struct {
+	driver, dsn, table string
+	read               func(t *testing.T) ([]string, map[string]int64)
+}
+
+func rbSinks(t *testing.T, dir string) map[string]func(t *testing.T) rbSink {
+	return map[string]func(t *testing.T) rbSink{
+		"sqlite": func(t *testing.T) rbSink {
+			db := filepath.Join(dir, "totals.sqlite")
+			return rbSink{driver: "sqlite", dsn: db, table: "totals", read: func(t *testing.T) ([]string, map[string]int64) { return totalsByGeneration(t, db) }}
+		},
+		"postgres": func(t *testing.T) rbSink {
+			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
+			if dsn == "" {
+				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+			}
+			ctx := context.Background()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(cctx, dsn)
+			if err != nil {
+				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
+			}
+			table := fmt.Sprintf("rollback_totals_%d", time.Now().UnixNano()%1e9)
+			t.Cleanup(func() {
+				_, _ = conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+				_ = conn.Close(context.Background())
+			})
+			return rbSink{driver: "postgres", dsn: dsn, table: table, read: func(t *testing.T) ([]string, map[string]int64) {
+				t.Helper()
+				rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				var out []string
+				gens := map[string]int64{}
+				for rows.Next() {
+					var key, start string
+					var total, n, gen int64
+					if err := rows.Scan(&key, &start, &total, &n, &gen); err != nil {
+						t.Fatal(err)
+					}
+					line := fmt.Sprintf("%s %s %d %d", key, start, total, n)
+					out = append(out, line)
+					gens[line] = gen
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				sort.Strings(out)
+				return out, gens
+			}}
+		},
+	}
+}
+
+// rbPipelines returns v1 (the windowed sums) and v2 (the same, summing
+// only even amounts: a compatible update whose totals differ).
+func rbPipelines(sink rbSink) (v1, v2 string) {
+	v1 = fmt.Sprintf(rbYAML, "", "Events", sink.driver, sink.dsn, sink.table)
+	v2 = fmt.Sprintf(rbYAML, "    - type: Filter\n      name: EvenOnly\n      input: Events\n      config: {keep: \"amount % 2 == 0\"}\n", "EvenOnly", sink.driver, sink.dsn, sink.table)
+	return v1, v2
+}
+
+// openRollback opens a service with a broker (topic sr-events,
+// subscription sr-sub) and the given rollback retention.
+func openRollback(t *testing.T, dir string, retention time.Duration) (*Service, *pubsub.Broker, *shiftClock) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
+		t.Fatal(err)
+	}
+	clock := &shiftClock{base: time.Now()}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b, RollbackRetention: retention})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s, b, clock
+}
+
+// rollbackSnapshotOf waits for the READY rollback snapshot of job id.
+func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *Snapshot {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		next := s.changes.next()
+		snaps, err := s.ListSnapshots(name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sn := range snaps {
+			if sn.Kind == SnapshotKindRollback && sn.SourceJobID == id {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				sn, err = s.WaitSnapshot(ctx, sn.ID)
+				cancel()
+				if err != nil || sn.State != SnapshotReady {
+					t.Fatalf("rollback snapshot of job %s: %+v %v", id, sn, err)
+				}
+				return sn
+			}
+		}
+		select {
+		case <-next:
+		case <-deadline.C:
+			t.Fatalf("job %s has no rollback snapshot", id)
+		}
+	}
+}
+
+// replaceV2 replaces the running v1 of "sums" by v2: in place, or by a
+// stop-and-replace with a plain continuation. It returns the new job once
+// it runs.
+func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string) *Job {
+	t.Helper()
+	ctx := context.Background()
+	req := SubmitRequest{Name: "sums", Pipeline: v2, BaseDir: dir}
+	if how == HowStopAndReplace {
+		clock.advance(DefaultMinReplaceInterval)
+		req.ServiceOptions = []string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=5m", "weir_replace_rewind=false"}
+	}
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
+	if err != nil {
+		t.Fatalf("%s to v2: %v", how, err)
+	}
+	j := res.Job
+	if how == HowStopAndReplace {
+		j = waitPhase(t, s, j.ID)
+		if j.Replacement.Phase != PhaseCutOver {
+			t.Fatalf("stop-and-replace ended %+v", j.Replacement)
+		}
+	}
+	return waitFor(t, s, j.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+}
+
+// TestRollback: with data flowing (Pub/Sub in, windowed accumulating sums,
+// an upsert SQL sink on SQLite and PostgreSQL), v1 is replaced by v2 (in
+// place, or by a stop-and-replace) and input keeps coming; a validate-only
+// rollback reports what would be re-read and changes nothing; the rollback
+// then starts v1 again as generation 3 from the rollback snapshot, which
+// re-reads the input since the snapshot: every (key, window) total in the
+// table equals v1's ground truth for all the input, written by generation
+// 3, and the history tells it all.
+func TestRollback(t *testing.T) {
+	for _, how := range []string{HowInPlaceUpdate, HowStopAndReplace} {
+		for _, driver := range []string{"sqlite", "postgres"} {
+			t.Run(how+"/"+driver, func(t *testing.T) {
+				ctx := context.Background()
+				dir := t.TempDir()
+				sink := rbSinks(t, dir)[driver](t)
+				s, b, clock := openRollback(t, dir, 0)
+				v1, v2 := rbPipelines(sink)
+				j1 := submit(t, s, "sums", v1, dir)
+				phase1 := srEvents(300, 0, 1)
+				publishEvents(t, b, phase1)
+				waitElements(t, s, j1.ID, "Events", int64(len(phase1)))
+				j2 := replaceV2(t, s, clock, how, v2, dir)
+				snap := rollbackSnapshotOf(t, s, "sums", j1.ID)
+				if snap.ReplacedByJobID != j2.ID || snap.Generation != 1 || snap.TTL != "1d" {
+					t.Fatalf("rollback snapshot: %+v", snapshotView(snap))
+				}
+				// Input the window [0s,10s) already holds state for, and a new window.
+				phase2 := append(srEvents(150, 0, 1000), srEvents(150, 10*time.Second, 2000)...)
+				publishEvents(t, b, phase2)
+				waitElements(t, s, j2.ID, "Events", int64(len(phase2)))
+
+				vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
+				if err != nil {
+					t.Fatalf("validate-only rollback: %v", err)
+				}
+				if vo.Job != nil || vo.ToGeneration != 1 || vo.NewGeneration != 3 || vo.Snapshot.ID != snap.ID ||
+					len(vo.Sources) != 1 || !vo.Sources[0].Retained || vo.Sources[0].Messages != uint64(len(phase2)) ||
+					len(vo.Windows) != 1 || vo.Windows[0].KeysWithState != 3 || vo.Windows[0].Windowing != "fixed 10s" {
+					t.Fatalf("validate-only report: %+v sources %+v windows %+v", vo, vo.Sources, vo.Windows)
+				}
+				if cur, _ := s.Get("sums"); cur.ID != j2.ID || cur.State != StateRunning {
+					t.Fatalf("validate-only changed the name: %s %s", cur.ID, cur.State)
+				}
+				if jobs, _, _ := s.History("sums"); len(jobs) != 2 {
+					t.Fatalf("validate-only created a job: %d jobs", len(jobs))
+				}
+
+				rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
+				if err != nil {
+					t.Fatalf("rollback: %v", err)
+				}
+				nj := rb.Job
+				if nj == nil || nj.Generation != 3 || nj.ReplacesJobID != j2.ID || nj.Replacement.Strategy != StrategyRollback || nj.Pipeline != v1 {
+					t.Fatalf("rollback job: %+v", nj)
+				}
+				fin := waitPhase(t, s, nj.ID)
+				if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+					t.Fatalf("rollback flow ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
+				}
+				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+				// Everything since the snapshot is read again.
+				waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+				phase3 := srEvents(90, 20*time.Second, 5000)
+				publishEvents(t, b, phase3)
+				waitElements(t, s, nj.ID, "Events", int64(len(phase2)+len(phase3)))
+				if _, err := s.Drain(ctx, nj.ID); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
+					return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+				})
+				all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+				want := truth(all, 10*time.Second)
+				got, gens := sink.read(t)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("the table (key window total n):\n%s\nv1's ground truth:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				for _, line := range got {
+					if gens[line] != 3 {
+						t.Errorf("row %q has generation %d, want the rollback job's 3", line, gens[line])
+					}
+				}
+				if o, _ := s.Get(j2.ID); o.State != StateDrained || o.ReplacedByJobID != nj.ID {
+					t.Errorf("the rolled-back job: %s replaced by %q", o.State, o.ReplacedByJobID)
+				}
+
+				h, err := s.LineageHistory("sums")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(h) != 3 || h[0].How != HowCreate || h[1].How != how || h[2].How != HowRollback || h[2].RolledBackToGeneration != 1 {
+					t.Fatalf("history: %+v", h)
+				}
+				if len(h[0].RollbackPoints) != 1 || h[0].RollbackPoints[0].SnapshotID != snap.ID || len(h[1].RollbackPoints) != 1 {
+					t.Fatalf("rollback points: gen 1 %+v, gen 2 %+v", h[0].RollbackPoints, h[1].RollbackPoints)
+				}
+				var phases []string
+				for _, p := range h[2].Phases {
+					phases = append(phases, string(p.Phase))
+				}
+				if strings.Join(phases, " ") != "PREPARING DRAINING_OLD CUT_OVER" || h[2].StopWindowMillis == nil {
+					t.Fatalf("rollback phases %v, stop window %v", phases, h[2].StopWindowMillis)
+				}
+			})
+		}
+	}
+}
+
+// TestRollbackRefusals: every refusal changes nothing — the running job
+// stays, no job is created: no rollback snapshot (a job that was never
+// replaced), a generation that has none, input the topic no longer holds
+// (REWIND_BEYOND_RETENTION), and a snapshot deleted once the retention
+// passed (ROLLBACK_SNAPSHOT_EXPIRED) — while the retention never deletes a
+// rollback snapshot before the new job has run that long.
+func TestRollbackRefusals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	sink := rbSinks(t, dir)["sqlite"](t)
+	s, b, clock := openRollback(t, dir, time.Hour)
+	v1, v2 := rbPipelines(sink)
+	j1 := submit(t, s, "sums", v1, dir)
+	unchanged := func(t *testing.T, running string, jobs int) {
+		t.Helper()
+		if cur, _ := s.Get("sums"); cur.ID != running || cur.State != StateRunning {
+			t.Fatalf("the name's job is %s %s, want %s RUNNING", cur.ID, cur.State, running)
+		}
+		if js, _, _ := s.History("sums"); len(js) != jobs {
+			t.Fatalf("%d jobs, want %d", len(js), jobs)
+		}
+	}
+	refused := func(t *testing.T, req RollbackRequest, code Code) {
+		t.Helper()
+		_, err := s.Rollback(ctx, req)
+		if ErrorCode(err) != code {
+			t.Fatalf("rollback %+v: %v, want %s", req, err, code)
+		}
+	}
+	publishEvents(t, b, srEvents(30, 0, 1))
+	waitElements(t, s, j1.ID, "Events", 30)
+	refused(t, RollbackRequest{Name: "sums"}, CodeNoRollbackSnapshot)
+	unchanged(t, j1.ID, 1)
+	refused(t, RollbackRequest{Name: "nosuch"}, CodeJobNotFound)
+
+	j2 := replaceV2(t, s, clock, HowInPlaceUpdate, v2, dir)
+	snap := rollbackSnapshotOf(t, s, "sums", j1.ID)
+	refused(t, RollbackRequest{Name: "sums", ToGeneration: 2}, CodeNoRollbackSnapshot)
+	unchanged(t, j2.ID, 2)
+
+	// The retention: kept until the new job has run an hour.
+	clock.advance(59 * time.Minute)
+	if err := s.expireSnapshots(); err != nil {
+		t.Fatal(err)
+	}
+	if sn, _ := s.GetSnapshot(snap.ID); sn.State != SnapshotReady {
+		t.Fatalf("after 59m the rollback snapshot is %s", sn.State)
+	}
+
+	// Input since the snapshot that the topic no longer holds.
+	publishEvents(t, b, srEvents(30, 0, 100))
+	waitElements(t, s, j2.ID, "Events", 30)
+	ti, err := b.Topic(ctx, "sr-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.JetStream().Stream(ctx, ti.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
+	if ErrorCode(err) != CodeRewindBeyondRetention || res == nil || res.Sources[0].Retained {
+		t.Fatalf("validate-only rollback past the retention: %+v %v", res, err)
+	}
+	refused(t, RollbackRequest{Name: "sums"}, CodeRewindBeyondRetention)
+	unchanged(t, j2.ID, 2)
+
+	clock.advance(2 * time.Minute)
+	if err := s.expireSnapshots(); err != nil {
+		t.Fatal(err)
+	}
+	if sn, _ := s.GetSnapshot(snap.ID); sn.State != SnapshotDeleted {
+		t.Fatalf("after the retention the rollback snapshot is %s", sn.State)
+	}
+	_, err = s.Rollback(ctx, RollbackRequest{Name: "sums"})
+	if ErrorCode(err) != CodeRollbackSnapshotExpired {
+		t.Fatalf("rollback after the retention: %v", err)
+	}
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), snap.ID) {
+		t.Fatalf("the refusal does not name the snapshot: %v", err)
+	}
+	unchanged(t, j2.ID, 2)
+}
+
+// TestRollbackDuringOverlap: weir jobs rollback during a parallel
+// replacement's overlap is a real rollback: validate-only says what it
+// would do and changes nothing; then the new job is cancelled and the old
+// one kept (the name's active job again, going on), and a consumer of the
+// view never sees a double count or a total going backwards; after the
+// old job drained every total equals the ground truth.
+func TestRollbackDuringOverlap(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nj := res.Job
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
+	o, _ := s.Get(old.ID)
+	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != CodeRollbackUnavailable {
+		t.Fatalf("a rollback during the overlap to another generation: %v", err)
+	}
+	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
+	if err != nil || vo.Job != nil || vo.ToGeneration != old.Generation || vo.Current.ID != nj.ID {
+		t.Fatalf("validate-only rollback during the overlap: %+v %v", vo, err)
+	}
+	if n, _ := s.Get(nj.ID); n.State != StateRunning || n.Replacement.Phase != PhaseOverlap {
+		t.Fatalf("validate-only changed the new job: %s %s", n.State, n.Replacement.Phase)
+	}
+	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
+	if err != nil {
+		t.Fatalf("rollback during the overlap: %v", err)
+	}
+	if rb.Job == nil || rb.Job.ID != old.ID || rb.Job.State != StateRunning {
+		t.Fatalf("the rollback kept %+v, want job %s RUNNING", rb.Job, old.ID)
+	}
+	n, _ := s.Get(nj.ID)
+	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack {
+		t.Fatalf("the new job after the rollback: %s %s", n.State, n.Replacement.Phase)
+	}
+	if a, _ := s.Get("sums"); a.ID != old.ID {
+		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
+	}
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
+	if _, err := s.Drain(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view against the ground truth:\n%s", diff)
+	}
+	h, err := s.LineageHistory("sums")
+	if err != nil || len(h) != 2 || h[1].How != HowParallel || h[1].Phases[len(h[1].Phases)-1].Phase != PhaseRolledBack {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+}
+
+// TestRollbackAfterParallel: after a parallel replacement cut over, the
+// rollback starts the old generation again from the rollback snapshot cut
+// when its drain began: behind the façade view, whose consumer never sees
+// a double count or a total going backwards, every total ends equal to
+// the ground truth, and the history lists create, parallel, rollback.
+func TestRollbackAfterParallel(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, b, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	defer view.close()
+	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	pipeline := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", pipeline, dir)
+	phase1 := parEvents(base, 0, 34, 1)
+	publishPar(t, b, phase1)
+	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
+	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	cons := startConsumer(s, view)
+	clock.advance(DefaultMinReplaceInterval)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Data that moves the old job's watermark past the cut-over window.
+	phase2 := parEvents(base, 35, 70, 1000)
+	publishPar(t, b, phase2)
+	nj := waitPhase(t, s, res.Job.ID)
+	if nj.Replacement.Phase != PhaseCutOver {
+		t.Fatalf("the parallel replacement ended %+v (%s)", nj.Replacement, nj.Error)
+	}
+	snap := rollbackSnapshotOf(t, s, "sums", old.ID)
+	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
+	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
+	if err != nil {
+		t.Fatalf("rollback after the parallel replacement: %+v %v", rb, err)
+	}
+	if rb.Snapshot.ID != snap.ID || rb.Job.Generation != nj.Generation+1 {
+		t.Fatalf("rollback: snapshot %s (want %s), generation %d", rb.Snapshot.ID, snap.ID, rb.Job.Generation)
+	}
+	fin := waitPhase(t, s, rb.Job.ID)
+	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+		t.Fatalf("the rollback ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
+	}
+	phase3 := parEvents(base, 70, 90, 5000)
+	publishPar(t, b, phase3)
+	waitFor(t, s, fin.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+	waitElements(t, s, fin.ID, "Events", int64(len(phase3)))
+	if _, err := s.Drain(ctx, fin.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, fin.ID, "DRAINED and committed", func(j *Job) bool {
+		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	})
+	got := cons.finish(t)
+	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
+	if diff := diffTotals(got, parTruth(all)); diff != "" {
+		t.Fatalf("the view against the ground truth:\n%s", diff)
+	}
+	h, err := s.LineageHistory("sums")
+	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+}
+
+// TestRollbackHeld: a rollback snapshot past its expire time is kept while
+// the job that replaced its job has run less than the retention (its TTL)
+// on the service's clock, or has not run yet; a user's snapshot, or one
+// whose replacing job ended without running, is not.
+func TestRollbackHeld(t *testing.T) {
+	s, _ := openShifted(t, t.TempDir())
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	jobs := []*Job{
+		{ID: "ran", Name: "sums", State: StateRunning, History: []StateChange{{State: StatePending, Time: t0}, {State: StateRunning, Time: t0.Add(time.Hour)}}},
+		{ID: "waits", Name: "sums", State: StatePending, History: []StateChange{{State: StatePending, Time: t0}}},
+		{ID: "never", Name: "sums", State: StateFailed, History: []StateChange{{State: StatePending, Time: t0}, {State: StateFailed, Time: t0}}},
+	}
+	w := &state.Write{}
+	for _, j := range jobs {
+		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.apply(w); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		snap Snapshot
+		now  time.Time
+		want bool
+	}{
+		{"new job ran less than the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(2*time.Hour + 59*time.Minute), true},
+		{"new job ran the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(3 * time.Hour), false},
+		{"new job not started", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "waits"}, t0.Add(48 * time.Hour), true},
+		{"new job ended without running", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "never"}, t0.Add(48 * time.Hour), false},
+		{"a user's snapshot", Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.rollbackHeld(&tc.snap, tc.now); got != tc.want {
+				t.Errorf("rollbackHeld = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
