@@ -104,8 +104,11 @@ func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate fl
 		for ; sent < due; sent++ {
 			i := next.Add(1) - 1
 			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys)); err != nil {
+				next.Add(-1) // not handed to the broker
 				if ctx.Err() != nil {
-					return nil
+					// Stopped while waiting for an acknowledgement: the
+					// messages in flight are counted, so wait for them.
+					return p.flush(context.WithoutCancel(ctx))
 				}
 				return err
 			}

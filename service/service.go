@@ -207,6 +207,12 @@ type testHooks struct {
 	// committed (no lock held), with its ID and size; an error fails the
 	// snapshot as a storage error would.
 	snapshotWrite func(id string, size int64) error
+	// importBatchBytes, when positive, replaces the import's batch size.
+	importBatchBytes int64
+	// importBatch, when set, is called after batch n (from 1) of an
+	// import of snapshot id is written, before the next (no lock held);
+	// an error stops the import as a failed read would.
+	importBatch func(id string, n int) error
 }
 
 // runningJob returns the live execution of job id, or nil.

@@ -30,9 +30,10 @@ import (
 // job's lineage from the pinned view (checkpoints are incremental, so the
 // cut's checkpoint alone holds only the keys it changed; the namespaces as
 // of the cut hold them all) into the snapshot's own key space, snap/<id>/,
-// and commits it under Service.mu in one batch with the READY record. So a
-// snapshot is READY and complete, or FAILED with no data; one found
-// PENDING or RUNNING at Open was cut short by a stop and becomes FAILED.
+// and commits it under Service.mu in bounded batches, the last one with the
+// READY record. So a snapshot is READY and complete, or FAILED with its
+// batches removed; one found PENDING or RUNNING at Open was cut short by a
+// stop and becomes FAILED, its batches removed.
 //
 // Nothing of a job's own writes touches snap/<id>/: later checkpoints,
 // updates, drains, cancels, the job's end, DropState by a new job of the
@@ -296,58 +297,96 @@ func (s *Service) snapshotCut(jr *jobRun) (*runner.Checkpoint, *state.Pinned, er
 	return cp, pin, nil
 }
 
+// snapshotBatchBytes bounds a snapshot's data held in memory while it is
+// copied: the copy is written in batches of about this size while the
+// snapshot is RUNNING, so the job's process does not build (and the store
+// does not commit) the whole state in one batch.
+const snapshotBatchBytes = 4 << 20
+
 // copySnapshot copies the cut's full state from pin into the snapshot's
-// key space and makes it READY, or FAILED when that fails. It holds no
-// guard; Service.mu only for the commit. The job is never touched.
+// key space, in bounded batches, and makes it READY with the last one, or
+// FAILED when that fails (snapshotFailed removes the batches written; a
+// stop in between leaves it RUNNING, which Open turns into FAILED the same
+// way). It holds no guard; Service.mu only for each commit. The job is
+// never touched.
 func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
 	defer s.wg.Done()
 	defer pin.Release()
-	sb, err := s.store.BuildSnapshot(snap.ID, pin, cut)
-	if err == nil && s.hooks.snapshotWrite != nil {
-		if err = s.hooks.snapshotWrite(snap.ID, sb.Size); err != nil {
-			sb.Close()
+	var total int64
+	size, err := s.store.StreamSnapshot(snap.ID, pin, cut, snapshotBatchBytes, func(sb *state.SnapshotBatch, last bool) error {
+		total += sb.Size
+		if !last {
+			if s.ctx.Err() != nil {
+				sb.Close()
+				return errors.New("the server shut down while the snapshot's state was copied")
+			}
+			s.mu.Lock() // lock order 3
+			defer s.mu.Unlock()
+			if cur, err := s.readSnapshot(snap.ID); err != nil || cur.State != SnapshotRunning {
+				sb.Close()
+				return errSnapshotGone
+			}
+			if err := s.writeSnapshotLocked(sb, &state.Write{}); err != nil {
+				return fmt.Errorf("writing the snapshot: %w", err)
+			}
+			return nil
 		}
-	}
-	if err == nil && s.ctx.Err() != nil {
-		sb.Close()
-		err = errors.New("the server shut down while the snapshot's state was copied")
+		return s.finishSnapshot(snap, sb, total)
+	})
+	if errors.Is(err, errSnapshotGone) {
+		return // deleted meanwhile: its data went with it
 	}
 	if err != nil {
 		s.logSnapshotFailed(snap.ID, err.Error())
 		return
 	}
+	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", size)
+}
+
+// errSnapshotGone stops the copy of a snapshot deleted while it was copied.
+var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
+
+// finishSnapshot commits the last batch sb of snapshot snap's data with
+// its READY record (size bytes in all), taking Service.mu.
+func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size int64) error {
+	if s.hooks.snapshotWrite != nil {
+		if err := s.hooks.snapshotWrite(snap.ID, size); err != nil {
+			sb.Close()
+			return err
+		}
+	}
+	if s.ctx.Err() != nil {
+		sb.Close()
+		return errors.New("the server shut down while the snapshot's state was copied")
+	}
 	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
 	cur, err := s.readSnapshot(snap.ID)
 	if err == nil && cur.State != SnapshotRunning {
-		// Deleted meanwhile: write nothing.
-		s.mu.Unlock()
 		sb.Close()
-		return
+		return errSnapshotGone
 	}
-	if err == nil {
-		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), sb.Size
-		w := &state.Write{}
-		if err = putJSON(w, snapshotKey(cur.ID), cur); err == nil {
-			// A rollback snapshot is no event of its job's: it comes
-			// with the update or replacement that ended the job, whose
-			// events say so (weir jobs history lists it).
-			if cur.Kind != SnapshotKindRollback {
-				s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, sb.Size),
-					map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": sb.Size})
-			}
-			err = s.writeSnapshotLocked(sb, w)
-		} else {
-			sb.Close()
-		}
-	} else {
-		sb.Close()
-	}
-	s.mu.Unlock()
 	if err != nil {
-		s.logSnapshotFailed(snap.ID, fmt.Sprintf("writing the snapshot: %v", err))
-		return
+		sb.Close()
+		return err
 	}
-	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
+	cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), size
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(cur.ID), cur); err != nil {
+		sb.Close()
+		return err
+	}
+	// A rollback snapshot is no event of its job's: it comes with the
+	// update or replacement that ended the job, whose events say so (weir
+	// jobs history lists it).
+	if cur.Kind != SnapshotKindRollback {
+		s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
+			map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
+	}
+	if err := s.writeSnapshotLocked(sb, w); err != nil {
+		return fmt.Errorf("writing the snapshot: %w", err)
+	}
+	return nil
 }
 
 func (s *Service) logSnapshotFailed(id, reason string) {
@@ -529,11 +568,15 @@ func (s *Service) WaitSnapshot(ctx context.Context, id string) (*Snapshot, error
 }
 
 // recoverSnapshots, at Open: a snapshot left PENDING or RUNNING was cut
-// short by the stop (its data is written in one batch with READY, so it
-// has none) and becomes FAILED; expired snapshots are deleted; uploads of
-// snapshot files cut short by the stop are removed.
+// short by the stop (READY lands with its last batch) and becomes FAILED,
+// its batches removed; expired snapshots are deleted; uploads of
+// snapshot files and imports cut short by the stop are removed (an
+// import's snapshot is then absent).
 func (s *Service) recoverSnapshots() error {
 	if err := s.clearImports(); err != nil {
+		return err
+	}
+	if err := s.recoverImports(); err != nil {
 		return err
 	}
 	var stale []string

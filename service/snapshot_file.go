@@ -334,6 +334,10 @@ func readSnapshotFile(r io.Reader, manifest func(*snapshotManifest) error, put f
 			}
 		case kind == framePart:
 			p, err := readPart(payload, put)
+			var pe putError
+			if errors.As(err, &pe) {
+				return info, pe.err // the importer's, not the file's
+			}
 			if err != nil {
 				return info, corruptf("frame %d at byte %d: %v", frame, at, err)
 			}
@@ -366,6 +370,12 @@ func readSnapshotFile(r io.Reader, manifest func(*snapshotManifest) error, put f
 		}
 	}
 }
+
+// putError carries an error of readSnapshotFile's put callback (a write
+// of the importer) through readPart, so it is not reported as damage.
+type putError struct{ err error }
+
+func (e putError) Error() string { return e.err.Error() }
 
 // readPart decodes a 'P' payload, calling put with each entry.
 func readPart(p []byte, put func(rel, value []byte) error) (filePart, error) {
@@ -405,7 +415,7 @@ func readPart(p []byte, put func(rel, value []byte) error) (filePart, error) {
 		}
 		if put != nil {
 			if err := put(append(bytes.Clone(prefix), key...), val); err != nil {
-				return fp, err
+				return fp, putError{err}
 			}
 		}
 		fp.Entries++
@@ -424,13 +434,33 @@ func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
 
 var snapshotIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
+// importBatchBytes bounds the snapshot data an import holds in memory
+// before it writes them: an import streams the file in batches of about
+// this size, so its memory does not grow with the snapshot.
+const importBatchBytes = 4 << 20
+
+// importKey marks snapshot id as being imported: it is written with the
+// PENDING record before the first batch of data and deleted with the READY
+// record after the last. A mark found at Open is an import cut short by a
+// stop: its record and data are removed (recoverImports).
+func importKey(id string) string { return "snapimport/" + id }
+
 // ImportSnapshot reads a snapshot file from r, verifies it completely,
 // and records it as a READY snapshot with the file's snapshot ID (refused
 // with SNAPSHOT_EXISTS when a snapshot of that ID exists and is not
-// DELETED), expiring ttl after now (0: DefaultSnapshotTTL). The data and
-// the record are one atomic write: a damaged or truncated file imports
-// nothing. Subscription snapshots (pubsub_metadata) do not travel: the
-// list is emptied. It takes Service.mu for the write only.
+// DELETED), expiring ttl after now (0: DefaultSnapshotTTL).
+//
+// The data is written in bounded batches as the file is read (memory does
+// not grow with the snapshot): the snapshot is PENDING (marked as an
+// import) from the manifest until the last batch, which lands with the
+// READY record in one write. A damaged or truncated file, a failed write
+// or a cancelled ctx removes the record and what was written (the
+// snapshot is absent again; an earlier DELETED tombstone of the ID goes
+// too); a stop in between leaves the mark, and Open removes it all. The
+// snapshot is never READY with part of its data. A PENDING import deleted
+// meanwhile stops at its next batch. Subscription snapshots
+// (pubsub_metadata) do not travel: the list is emptied. It takes
+// Service.mu for each write only.
 func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
@@ -441,13 +471,34 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 	if err := validateSnapshotTTL(ttl); err != nil {
 		return nil, err
 	}
+	limit := int64(importBatchBytes)
+	if s.hooks.importBatchBytes > 0 {
+		limit = s.hooks.importBatchBytes
+	}
 	var sb *state.SnapshotBatch
 	var snap *Snapshot
+	started := false // the PENDING record and mark are written
+	var size int64
+	batches := 0
 	defer func() {
 		if sb != nil {
 			sb.Close()
 		}
 	}()
+	flush := func() error {
+		s.mu.Lock() // lock order 3
+		defer s.mu.Unlock()
+		if err := s.stillImporting(snap.ID); err != nil {
+			return err
+		}
+		size += sb.Size
+		err := s.writeSnapshotLocked(sb, &state.Write{})
+		sb = s.store.NewSnapshotBatch(snap.ID)
+		if err != nil {
+			return internalf("importing snapshot %s: %w", snap.ID, err)
+		}
+		return nil
+	}
 	n := 0
 	_, err := readSnapshotFile(r, func(m *snapshotManifest) error {
 		if !snapshotIDRE.MatchString(m.Snapshot.ID) {
@@ -457,42 +508,144 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 			return err
 		}
 		snap = m.Snapshot
+		if err := s.beginImport(snap); err != nil {
+			return err
+		}
+		started = true
 		sb = s.store.NewSnapshotBatch(snap.ID)
 		return nil
 	}, func(rel, value []byte) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
 			return fmt.Errorf("importing a snapshot: %w", ctx.Err())
 		}
-		return sb.Put(rel, value)
+		if err := sb.Put(rel, value); err != nil {
+			return err
+		}
+		if sb.Size < limit {
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		batches++
+		if s.hooks.importBatch != nil {
+			return s.hooks.importBatch(snap.ID, batches)
+		}
+		return nil
 	})
+	if err == nil {
+		err = s.finishImport(snap, sb, size, ttl)
+		sb = nil // committed (or closed) by the write
+	}
 	if err != nil {
+		if started {
+			s.abandonImport(snap.ID, err)
+		}
 		return nil, err
 	}
-	now := s.now()
-	snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
-	snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = sb.Size, "", []PubsubSnapshotMetadata{}
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
-		return nil, err
-	}
+	s.opts.Logger.Info("snapshot imported", "snapshot_id", snap.ID, "job_name", snap.JobName, "disk_size_bytes", snap.DiskSizeBytes,
+		"batches", batches+1)
+	return snap, nil
+}
+
+// beginImport records snap as PENDING and marked as an import, refusing
+// an ID in use (SNAPSHOT_EXISTS unless DELETED). It takes Service.mu.
+func (s *Service) beginImport(snap *Snapshot) error {
 	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
 	cur, err := s.readSnapshot(snap.ID)
 	switch {
 	case err == nil && cur.State != SnapshotDeleted:
-		err = errorf(CodeSnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
-	case err == nil || ErrorCode(err) == CodeSnapshotNotFound:
-		err = s.writeSnapshotLocked(sb, w)
-		sb = nil // committed (or closed) by the write
-		if err != nil {
-			err = internalf("importing snapshot %s: %w", snap.ID, err)
-		}
+		return errorf(CodeSnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
+	case err != nil && ErrorCode(err) != CodeSnapshotNotFound:
+		return err
 	}
-	s.mu.Unlock()
+	now := s.now()
+	pending := *snap
+	pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = SnapshotPending, now, 0, ""
+	pending.PubsubMetadata = []PubsubSnapshotMetadata{}
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(snap.ID), &pending); err != nil {
+		return err
+	}
+	w.Put(importKey(snap.ID), []byte(now.Format(time.RFC3339Nano)))
+	if err := s.applyLocked(w); err != nil {
+		return internalf("importing snapshot %s: %w", snap.ID, err)
+	}
+	return nil
+}
+
+// stillImporting says whether snapshot id is still the PENDING import
+// this service is writing; Service.mu is held.
+func (s *Service) stillImporting(id string) error {
+	cur, err := s.readSnapshot(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.opts.Logger.Info("snapshot imported", "snapshot_id", snap.ID, "job_name", snap.JobName, "disk_size_bytes", snap.DiskSizeBytes)
-	return snap, nil
+	if cur.State != SnapshotPending {
+		return errorf(CodeSnapshotNotFound, "snapshot %s was %s while it was imported: the import stopped", id, cur.State)
+	}
+	return nil
+}
+
+// finishImport writes the last batch sb with snap's READY record and the
+// end of its import mark, in one write. It takes Service.mu.
+func (s *Service) finishImport(snap *Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	if err := s.stillImporting(snap.ID); err != nil {
+		sb.Close()
+		return err
+	}
+	now := s.now()
+	snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
+	snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []PubsubSnapshotMetadata{}
+	w := &state.Write{}
+	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+		sb.Close()
+		return err
+	}
+	w.Delete(importKey(snap.ID))
+	if err := s.writeSnapshotLocked(sb, w); err != nil {
+		return internalf("importing snapshot %s: %w", snap.ID, err)
+	}
+	return nil
+}
+
+// abandonImport removes what the failed import of snapshot id wrote: its
+// data, its PENDING record and its mark (unless the record is no longer
+// that import's: deleted meanwhile, the data went with it). It takes
+// Service.mu.
+func (s *Service) abandonImport(id string, why error) {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	w := &state.Write{}
+	w.Delete(importKey(id))
+	if s.stillImporting(id) == nil {
+		w.Delete(snapshotKey(id))
+	}
+	if err := s.deleteSnapshotLocked(id, w); err != nil {
+		s.opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
+		return
+	}
+	s.opts.Logger.Warn("snapshot import failed; nothing of it is kept", "snapshot_id", id, "error", why)
+}
+
+// recoverImports, at Open, removes every import cut short by a stop: its
+// data, its record (if still PENDING) and its mark.
+func (s *Service) recoverImports() error {
+	var ids []string
+	err := s.store.Scan("snapimport/", func(k string, _ []byte) error {
+		ids = append(ids, k[len("snapimport/"):])
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the unfinished snapshot imports: %w", err)
+	}
+	for _, id := range ids {
+		s.abandonImport(id, errors.New("the server stopped while the snapshot was imported"))
+	}
+	return nil
 }
 
 // graphOf checks that a manifest's snapshot has a graph that parses.

@@ -22,7 +22,9 @@ import (
 // A snapshot's data is written in ONE synced batch together with the
 // registry write that marks it complete (the service's READY record), so
 // a snapshot is either complete or has no data at all (BuildSnapshot,
-// SnapshotBatch.Commit). Nothing but
+// SnapshotBatch.Commit) — or, streamed in bounded batches (StreamSnapshot),
+// the last batch lands with that record and the caller removes the earlier
+// ones (DeleteSnapshot) when it cannot make it complete. Nothing but
 // DeleteSnapshot ever removes or changes those keys: later checkpoints,
 // handovers, DropState and the job's end write other key spaces.
 const prefixSnapshot = "snap/"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -45,6 +47,17 @@ func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
 	row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
 	row("Create time", formatTime(s.CreateTime))
 	row("Expire time", formatTime(s.ExpireTime))
+	if len(s.Labels) > 0 {
+		keys := make([]string, 0, len(s.Labels))
+		for k := range s.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + s.Labels[k]
+		}
+		row("Labels", strings.Join(keys, ", "))
+	}
 	return flush(tw)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,6 +23,17 @@ import (
 // kept in the JetStream key-value bucket WEIR_SUBSCRIPTION_SNAPSHOTS, next
 // to the topics, so they live as long as the broker's store.
 //
+// It is the one store of subscription snapshots: weir's HTTP API and CLI,
+// job snapshots (--snapshot-sources) and the Pub/Sub gRPC API (package
+// pubsubgrpc, with the snapshot's labels) all read and write it, so a
+// snapshot made through one is listed and can be sought to through the
+// others. Snapshots of subscriptions that acknowledge each message on its
+// own (PerMessageAck, the gRPC API's) record the acknowledgement floor
+// too, and a seek keeps the subscription's per-message mode. The bucket
+// earlier versions of the gRPC API kept beside it,
+// WEIR_PUBSUB_GRPC_SNAPSHOTS, is moved into it when the store is first
+// opened (migrateLegacySnapshots).
+//
 // Seek sets a subscription's acknowledgement state: to a snapshot's (which
 // must be of the same topic), or to a time (messages published before it
 // count as acknowledged, those at or after it as unacknowledged). Either
@@ -29,6 +41,10 @@ import (
 // first unacknowledged message.
 
 const snapshotBucket = "WEIR_SUBSCRIPTION_SNAPSHOTS"
+
+// legacyGRPCSnapshotBucket is where the gRPC API kept its snapshots
+// before they moved into snapshotBucket.
+const legacyGRPCSnapshotBucket = "WEIR_PUBSUB_GRPC_SNAPSHOTS"
 
 // Lifetimes of subscription snapshots.
 const (
@@ -58,6 +74,15 @@ type SubscriptionSnapshot struct {
 	AckFloor   uint64    `json:"ack_floor"`
 	CreateTime time.Time `json:"create_time"`
 	ExpireTime time.Time `json:"expire_time"`
+	// Labels are the labels the Pub/Sub gRPC API's CreateSnapshot set.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// SnapshotOptions are the optional settings of a new subscription
+// snapshot.
+type SnapshotOptions struct {
+	// Labels are kept with the snapshot (the gRPC API's labels).
+	Labels map[string]string
 }
 
 // SeekTarget is where Seek moves a subscription: a snapshot's state
@@ -79,6 +104,10 @@ type SeekResult struct {
 	Backlog uint64 `json:"backlog"`
 }
 
+// ValidateSnapshotName checks a subscription snapshot name: weir's name
+// rule, up to 255 characters (a job snapshot's "<uuid>--<subscription>").
+func ValidateSnapshotName(name string) error { return validateSnapshotName(name) }
+
 func validateSnapshotName(name string) error {
 	if len(name) > maxSnapshotNameLen {
 		return fmt.Errorf("snapshot name %.20q... is longer than %d characters: %w", name, maxSnapshotNameLen, ErrInvalidName)
@@ -90,7 +119,8 @@ func validateSnapshotName(name string) error {
 	return ValidateName("snapshot", name)
 }
 
-// snapshots opens the snapshot bucket, creating it on first use.
+// snapshots opens the snapshot bucket, creating it on first use, and
+// moves the gRPC API's legacy bucket into it when there is one.
 func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := b.js.KeyValue(ctx, snapshotBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -108,7 +138,91 @@ func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, apiErr("opening the subscription snapshot store", err)
 	}
+	if err := b.migrateLegacySnapshots(ctx, kv); err != nil {
+		return nil, err
+	}
 	return kv, nil
+}
+
+// legacySnapshot is a snapshot as the gRPC API stored it in
+// legacyGRPCSnapshotBucket (the key is its name).
+type legacySnapshot struct {
+	Topic        string            `json:"topic"`
+	Subscription string            `json:"subscription"`
+	AckFloor     uint64            `json:"ack_floor"`
+	Created      time.Time         `json:"created"`
+	Expire       time.Time         `json:"expire"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// migrateLegacySnapshots moves every live snapshot of the gRPC API's
+// legacy bucket into kv (expired ones are dropped) and deletes the bucket.
+// A name taken in kv already keeps kv's snapshot: the legacy one stays in
+// the legacy bucket, which is then kept, and is logged. Concurrent
+// migrations are harmless (creation is create-only).
+func (b *Broker) migrateLegacySnapshots(ctx context.Context, kv jetstream.KeyValue) error {
+	old, err := b.js.KeyValue(ctx, legacyGRPCSnapshotBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return apiErr("opening the gRPC API's old snapshot store", err)
+	}
+	keys, err := old.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return apiErr("listing the gRPC API's old snapshots", err)
+	}
+	now := b.now()
+	var kept []string
+	moved := 0
+	for _, k := range keys {
+		e, err := old.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return apiErr("reading the gRPC API's old snapshot "+k, err)
+		}
+		var ls legacySnapshot
+		if err := json.Unmarshal(e.Value(), &ls); err != nil {
+			b.log.Warn("dropping an unreadable snapshot of the gRPC API's old store", "snapshot", k, "error", err)
+			continue
+		}
+		if !now.Before(ls.Expire) {
+			continue
+		}
+		snap := SubscriptionSnapshot{Name: k, Topic: ls.Topic, Subscription: ls.Subscription, AckFloor: ls.AckFloor,
+			CreateTime: ls.Created, ExpireTime: ls.Expire, Labels: ls.Labels}
+		v, err := json.Marshal(snap)
+		if err != nil {
+			return fmt.Errorf("encoding snapshot %s: %w", k, err)
+		}
+		if _, err := kv.Create(ctx, k, v); errors.Is(err, jetstream.ErrKeyExists) {
+			if cur, gerr := kv.Get(ctx, k); gerr == nil && string(cur.Value()) == string(v) {
+				continue // a concurrent migration moved it
+			}
+			kept = append(kept, k)
+			continue
+		} else if err != nil {
+			return apiErr("moving the gRPC API's snapshot "+k, err)
+		}
+		moved++
+	}
+	if len(kept) > 0 {
+		b.log.Warn("snapshots of the gRPC API's old store have names taken in the subscription snapshot store: they stay in the old bucket, not listed; rename or delete the others to keep them",
+			"bucket", legacyGRPCSnapshotBucket, "snapshots", kept)
+		for _, k := range keys {
+			if !slices.Contains(kept, k) {
+				_ = old.Purge(ctx, k)
+			}
+		}
+		return nil
+	}
+	if err := b.js.DeleteKeyValue(ctx, legacyGRPCSnapshotBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return apiErr("deleting the gRPC API's old snapshot store", err)
+	}
+	b.log.Info("moved the gRPC API's snapshots into the subscription snapshot store", "from", legacyGRPCSnapshotBucket, "to", snapshotBucket, "snapshots", moved)
+	return nil
 }
 
 // CreateSubscriptionSnapshot snapshots the acknowledgement state of
@@ -118,6 +232,11 @@ func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 // ErrSnapshotExpiresTooSoon. It fails with ErrSnapshotExists when the name
 // is taken, ErrSubscriptionNotFound when sub does not exist.
 func (b *Broker) CreateSubscriptionSnapshot(ctx context.Context, name, sub string) (SubscriptionSnapshot, error) {
+	return b.CreateSubscriptionSnapshotWith(ctx, name, sub, SnapshotOptions{})
+}
+
+// CreateSubscriptionSnapshotWith is CreateSubscriptionSnapshot with opts.
+func (b *Broker) CreateSubscriptionSnapshotWith(ctx context.Context, name, sub string, opts SnapshotOptions) (SubscriptionSnapshot, error) {
 	if err := validateSnapshotName(name); err != nil {
 		return SubscriptionSnapshot{}, err
 	}
@@ -129,7 +248,7 @@ func (b *Broker) CreateSubscriptionSnapshot(ctx context.Context, name, sub strin
 	if err != nil {
 		return SubscriptionSnapshot{}, apiErr("reading the state of subscription "+sub, err)
 	}
-	return b.createSnapshot(ctx, name, sub, topic, ci.AckFloor.Stream)
+	return b.createSnapshot(ctx, name, sub, topic, ci.AckFloor.Stream, opts.Labels)
 }
 
 // PositionSubscription returns the subscription a source position (a
@@ -160,14 +279,14 @@ func (b *Broker) SnapshotSourcePosition(ctx context.Context, name string, positi
 	if err != nil {
 		return "", "", time.Time{}, err
 	}
-	snap, err := b.createSnapshot(ctx, name, p.Subscription, topic, p.StreamSeq)
+	snap, err := b.createSnapshot(ctx, name, p.Subscription, topic, p.StreamSeq, nil)
 	if err != nil {
 		return "", "", time.Time{}, err
 	}
 	return snap.Subscription, snap.Topic, snap.ExpireTime, nil
 }
 
-func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, floor uint64) (SubscriptionSnapshot, error) {
+func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, floor uint64, labels map[string]string) (SubscriptionSnapshot, error) {
 	stream, _, _ := topicNames(topic)
 	s, err := b.js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -197,7 +316,7 @@ func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, fl
 			name, sub, roundDur(max(lifetime, 0)), roundDur(si.Config.MaxAge), roundDur(MinSnapshotLifetime), ErrSnapshotExpiresTooSoon)
 	}
 	snap := SubscriptionSnapshot{Name: name, Topic: topic, Subscription: sub, AckFloor: floor,
-		CreateTime: now, ExpireTime: now.Add(lifetime)}
+		CreateTime: now, ExpireTime: now.Add(lifetime), Labels: labels}
 	v, err := json.Marshal(snap)
 	if err != nil {
 		return SubscriptionSnapshot{}, fmt.Errorf("encoding snapshot %s: %w", name, err)
@@ -490,4 +609,47 @@ func (b *Broker) firstAtOrAfter(ctx context.Context, stream string, t time.Time)
 		return 0, apiErr("finding the first message at the time", err)
 	}
 	return si.State.LastSeq + 1, nil
+}
+
+// UpdateSubscriptionSnapshot changes snapshot name with change (its
+// labels or expire time; the rest is kept whatever change does), retrying
+// when it was changed concurrently, and returns the stored result. It
+// fails with ErrSnapshotNotFound when there is none (or it expired), and
+// with change's error, as is.
+func (b *Broker) UpdateSubscriptionSnapshot(ctx context.Context, name string, change func(*SubscriptionSnapshot) error) (SubscriptionSnapshot, error) {
+	if err := validateSnapshotName(name); err != nil {
+		return SubscriptionSnapshot{}, err
+	}
+	kv, err := b.snapshots(ctx)
+	if err != nil {
+		return SubscriptionSnapshot{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := b.getSnapshot(ctx, kv, name)
+		if err != nil {
+			return SubscriptionSnapshot{}, err
+		}
+		e, err := kv.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return SubscriptionSnapshot{}, fmt.Errorf("snapshot %s: %w", name, ErrSnapshotNotFound)
+		}
+		if err != nil {
+			return SubscriptionSnapshot{}, apiErr("reading snapshot "+name, err)
+		}
+		next := cur
+		if err := change(&next); err != nil {
+			return SubscriptionSnapshot{}, err
+		}
+		next.Name, next.Topic, next.Subscription, next.AckFloor, next.CreateTime = cur.Name, cur.Topic, cur.Subscription, cur.AckFloor, cur.CreateTime
+		v, err := json.Marshal(next)
+		if err != nil {
+			return SubscriptionSnapshot{}, fmt.Errorf("encoding snapshot %s: %w", name, err)
+		}
+		if _, err := kv.Update(ctx, name, v, e.Revision()); err == nil {
+			return next, nil
+		} else if attempt >= 3 {
+			return SubscriptionSnapshot{}, apiErr("updating snapshot "+name, err)
+		}
+		// Changed concurrently (the revision moved): read it again.
+	}
 }

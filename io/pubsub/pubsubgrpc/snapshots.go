@@ -2,14 +2,10 @@ package pubsubgrpc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"sort"
-	"time"
+	"strings"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -18,66 +14,59 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
-// snapshotBucket is the JetStream key-value bucket of this API's
-// subscription snapshots, one key per snapshot ID.
-const snapshotBucket = "WEIR_PUBSUB_GRPC_SNAPSHOTS"
+// Snapshots live in the broker's one subscription snapshot store (see
+// pubsub.Broker.CreateSubscriptionSnapshot): a snapshot made here is
+// listed and can be sought to through weir's HTTP API and CLI, and one
+// made there (or with a job snapshot's --snapshot-sources) is listed and
+// can be sought to here. A snapshot records the subscription's
+// acknowledgement floor; a seek keeps the subscription's per-message
+// acknowledgement mode. The lifetime is Pub/Sub's: 7 days less the age of
+// the oldest unacknowledged message, bounded by the topic's retention
+// (FAILED_PRECONDITION under 1 hour). The bucket earlier versions kept,
+// WEIR_PUBSUB_GRPC_SNAPSHOTS, is moved into the store on its first use.
 
-// snapshotLifetime is how long a snapshot lives, as in Pub/Sub (at most 7
-// days).
-const snapshotLifetime = 7 * 24 * time.Hour
-
-// snapshot is a stored snapshot: the subscription's acknowledgement floor
-// (every message up to AckFloor is acknowledged) when it was taken.
-type snapshot struct {
-	Topic        string            `json:"topic"`
-	Subscription string            `json:"subscription"`
-	AckFloor     uint64            `json:"ack_floor"`
-	Created      time.Time         `json:"created"`
-	Expire       time.Time         `json:"expire"`
-	Labels       map[string]string `json:"labels,omitempty"`
+// snapshotStatus maps the broker's snapshot errors to Pub/Sub's codes.
+func snapshotStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pubsub.ErrSnapshotNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, pubsub.ErrSnapshotExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, pubsub.ErrSnapshotExpiresTooSoon), errors.Is(err, pubsub.ErrSnapshotTopicMismatch):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return statusOf(err)
 }
 
-func (s *Server) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
-	js := s.b.JetStream()
-	kv, err := js.KeyValue(ctx, snapshotBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: snapshotBucket,
-			Description: "snapshots of the Pub/Sub gRPC API's subscriptions", Storage: jetstream.FileStorage})
+// parseSnapshotName splits projects/{project}/snapshots/{id}; the ID
+// follows the store's rule (pubsub.ValidateSnapshotName: up to 255
+// characters, so a job snapshot's "<uuid>--<subscription>" is addressable).
+func (s *Server) parseSnapshotName(field, name string) (project, id string, err error) {
+	parts := strings.Split(name, "/")
+	if len(parts) != 4 || parts[0] != "projects" || parts[2] != kindSnapshots || parts[1] == "" || parts[3] == "" {
+		return "", "", invalid("%s %q: want projects/{project}/%s/{id}", field, name, kindSnapshots)
 	}
-	if err != nil {
-		return nil, statusOf(fmt.Errorf("opening the snapshot store: %w: %w", pubsub.ErrUnavailable, err))
+	project, id = parts[1], parts[3]
+	if err := s.checkProject(field, project); err != nil {
+		return "", "", err
 	}
-	return kv, nil
+	if err := pubsub.ValidateSnapshotName(id); err != nil {
+		return "", "", invalid("%s %q: %v", field, name, err)
+	}
+	return project, id, nil
 }
 
-// loadSnapshot reads snapshot id; NOT_FOUND when missing or expired.
-func (s *Server) loadSnapshot(ctx context.Context, kv jetstream.KeyValue, id string) (snapshot, error) {
-	var snap snapshot
-	e, err := kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return snap, status.Errorf(codes.NotFound, "snapshot %s does not exist", id)
-	}
-	if err != nil {
-		return snap, statusOf(fmt.Errorf("reading snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
-	}
-	if err := json.Unmarshal(e.Value(), &snap); err != nil {
-		return snap, status.Errorf(codes.Internal, "snapshot %s is unreadable: %v", id, err)
-	}
-	if time.Now().After(snap.Expire) {
-		return snap, status.Errorf(codes.NotFound, "snapshot %s expired at %s", id, snap.Expire.Format(time.RFC3339))
-	}
-	return snap, nil
-}
-
-func snapshotProto(project, id string, snap snapshot) *pubsubpb.Snapshot {
-	return &pubsubpb.Snapshot{Name: "projects/" + project + "/snapshots/" + id, Topic: topicName(project, snap.Topic),
-		ExpireTime: timestamppb.New(snap.Expire), Labels: snap.Labels}
+func snapshotProto(project string, snap pubsub.SubscriptionSnapshot) *pubsubpb.Snapshot {
+	return &pubsubpb.Snapshot{Name: "projects/" + project + "/snapshots/" + snap.Name, Topic: topicName(project, snap.Topic),
+		ExpireTime: timestamppb.New(snap.ExpireTime), Labels: snap.Labels}
 }
 
 // CreateSnapshot implements the Subscriber service: it records the
 // subscription's acknowledgement floor (see Seek).
 func (s *Server) CreateSnapshot(ctx context.Context, req *pubsubpb.CreateSnapshotRequest) (*pubsubpb.Snapshot, error) {
-	project, id, err := s.parseName("name", req.GetName(), kindSnapshots)
+	project, id, err := s.parseSnapshotName("name", req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -85,77 +74,25 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *pubsubpb.CreateSnapsho
 	if err != nil {
 		return nil, err
 	}
-	ci, err := sub.cons.Info(ctx)
+	snap, err := s.b.CreateSubscriptionSnapshotWith(ctx, id, sub.id, pubsub.SnapshotOptions{Labels: req.GetLabels()})
 	if err != nil {
-		return nil, s.fetchStatus(sub, err)
-	}
-	now := time.Now().UTC()
-	snap := snapshot{Topic: sub.topic, Subscription: sub.id, AckFloor: ci.AckFloor.Stream, Created: now,
-		Expire: now.Add(snapshotLifetime), Labels: req.GetLabels()}
-	kv, err := s.snapshots(ctx)
-	if err != nil {
-		return nil, err
-	}
-	b, _ := json.Marshal(snap)
-	if _, err := kv.Create(ctx, id, b); errors.Is(err, jetstream.ErrKeyExists) {
-		if _, lerr := s.loadSnapshot(ctx, kv, id); status.Code(lerr) != codes.NotFound {
-			return nil, status.Errorf(codes.AlreadyExists, "snapshot %s already exists", id)
-		}
-		if _, err := kv.Put(ctx, id, b); err != nil { // replaces an expired one
-			return nil, statusOf(fmt.Errorf("storing snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
-		}
-	} else if err != nil {
-		return nil, statusOf(fmt.Errorf("storing snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
+		return nil, snapshotStatus(err)
 	}
 	s.log.Info("snapshot created", "snapshot", id, "subscription", sub.id, "ack_floor", snap.AckFloor)
-	return snapshotProto(project, id, snap), nil
+	return snapshotProto(project, snap), nil
 }
 
 // GetSnapshot implements the Subscriber service.
 func (s *Server) GetSnapshot(ctx context.Context, req *pubsubpb.GetSnapshotRequest) (*pubsubpb.Snapshot, error) {
-	project, id, err := s.parseName("snapshot", req.GetSnapshot(), kindSnapshots)
+	project, id, err := s.parseSnapshotName("snapshot", req.GetSnapshot())
 	if err != nil {
 		return nil, err
 	}
-	kv, err := s.snapshots(ctx)
+	snap, err := s.b.SubscriptionSnapshot(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, snapshotStatus(err)
 	}
-	snap, err := s.loadSnapshot(ctx, kv, id)
-	if err != nil {
-		return nil, err
-	}
-	return snapshotProto(project, id, snap), nil
-}
-
-// allSnapshots lists the live snapshots, by ID.
-func (s *Server) allSnapshots(ctx context.Context) ([]string, map[string]snapshot, error) {
-	kv, err := s.snapshots(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	keys, err := kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, statusOf(fmt.Errorf("listing snapshots: %w: %w", pubsub.ErrUnavailable, err))
-	}
-	sort.Strings(keys)
-	out := map[string]snapshot{}
-	var ids []string
-	for _, k := range keys {
-		snap, err := s.loadSnapshot(ctx, kv, k)
-		if status.Code(err) == codes.NotFound {
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		ids = append(ids, k)
-		out[k] = snap
-	}
-	return ids, out, nil
+	return snapshotProto(project, snap), nil
 }
 
 // ListSnapshots implements the Subscriber service.
@@ -164,14 +101,14 @@ func (s *Server) ListSnapshots(ctx context.Context, req *pubsubpb.ListSnapshotsR
 	if err != nil {
 		return nil, err
 	}
-	ids, snaps, err := s.allSnapshots(ctx)
+	snaps, err := s.b.ListSubscriptionSnapshots(ctx, "")
 	if err != nil {
-		return nil, err
+		return nil, snapshotStatus(err)
 	}
-	items, next := page(ids, func(id string) string { return id }, req.GetPageSize(), req.GetPageToken())
+	items, next := page(snaps, func(sn pubsub.SubscriptionSnapshot) string { return sn.Name }, req.GetPageSize(), req.GetPageToken())
 	resp := &pubsubpb.ListSnapshotsResponse{NextPageToken: next}
-	for _, id := range items {
-		resp.Snapshots = append(resp.Snapshots, snapshotProto(project, id, snaps[id]))
+	for _, sn := range items {
+		resp.Snapshots = append(resp.Snapshots, snapshotProto(project, sn))
 	}
 	return resp, nil
 }
@@ -182,59 +119,39 @@ func (s *Server) ListTopicSnapshots(ctx context.Context, req *pubsubpb.ListTopic
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.b.Topic(ctx, topic); err != nil {
-		return nil, statusOf(err)
-	}
-	ids, snaps, err := s.allSnapshots(ctx)
+	snaps, err := s.b.ListSubscriptionSnapshots(ctx, topic)
 	if err != nil {
-		return nil, err
+		return nil, snapshotStatus(err)
 	}
-	var mine []string
-	for _, id := range ids {
-		if snaps[id].Topic == topic {
-			mine = append(mine, id)
-		}
-	}
-	items, next := page(mine, func(id string) string { return id }, req.GetPageSize(), req.GetPageToken())
+	items, next := page(snaps, func(sn pubsub.SubscriptionSnapshot) string { return sn.Name }, req.GetPageSize(), req.GetPageToken())
 	resp := &pubsubpb.ListTopicSnapshotsResponse{NextPageToken: next}
-	for _, id := range items {
-		resp.Snapshots = append(resp.Snapshots, "projects/"+project+"/snapshots/"+id)
+	for _, sn := range items {
+		resp.Snapshots = append(resp.Snapshots, "projects/"+project+"/snapshots/"+sn.Name)
 	}
 	return resp, nil
 }
 
 // DeleteSnapshot implements the Subscriber service.
 func (s *Server) DeleteSnapshot(ctx context.Context, req *pubsubpb.DeleteSnapshotRequest) (*emptypb.Empty, error) {
-	_, id, err := s.parseName("snapshot", req.GetSnapshot(), kindSnapshots)
+	_, id, err := s.parseSnapshotName("snapshot", req.GetSnapshot())
 	if err != nil {
 		return nil, err
 	}
-	kv, err := s.snapshots(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.loadSnapshot(ctx, kv, id); err != nil {
-		return nil, err
-	}
-	if err := kv.Purge(ctx, id); err != nil {
-		return nil, statusOf(fmt.Errorf("deleting snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
+	if err := s.b.DeleteSubscriptionSnapshot(ctx, id); err != nil {
+		return nil, snapshotStatus(err)
 	}
 	return &emptypb.Empty{}, nil
 }
 
 // seekSnapshot returns the sequence a seek to snapshot name starts sub at.
 func (s *Server) seekSnapshot(ctx context.Context, sub *subscription, name string) (uint64, error) {
-	_, id, err := s.parseName("snapshot", name, kindSnapshots)
+	_, id, err := s.parseSnapshotName("snapshot", name)
 	if err != nil {
 		return 0, err
 	}
-	kv, err := s.snapshots(ctx)
+	snap, err := s.b.SubscriptionSnapshot(ctx, id)
 	if err != nil {
-		return 0, err
-	}
-	snap, err := s.loadSnapshot(ctx, kv, id)
-	if err != nil {
-		return 0, err
+		return 0, snapshotStatus(err)
 	}
 	if snap.Topic != sub.topic {
 		return 0, status.Errorf(codes.FailedPrecondition, "snapshot %s is of topic %s, subscription %s reads topic %s", id, snap.Topic, sub.id, sub.topic)

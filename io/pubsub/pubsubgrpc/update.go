@@ -2,15 +2,12 @@ package pubsubgrpc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -197,7 +194,7 @@ func (s *Server) UpdateSubscription(ctx context.Context, req *pubsubpb.UpdateSub
 // taken, as Pub/Sub bounds it) may change.
 func (s *Server) UpdateSnapshot(ctx context.Context, req *pubsubpb.UpdateSnapshotRequest) (*pubsubpb.Snapshot, error) {
 	u := req.GetSnapshot()
-	project, id, err := s.parseName("snapshot.name", u.GetName(), kindSnapshots)
+	project, id, err := s.parseSnapshotName("snapshot.name", u.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -205,22 +202,7 @@ func (s *Server) UpdateSnapshot(ctx context.Context, req *pubsubpb.UpdateSnapsho
 	if err != nil {
 		return nil, err
 	}
-	kv, err := s.snapshots(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for attempt := 0; ; attempt++ {
-		snap, err := s.loadSnapshot(ctx, kv, id)
-		if err != nil {
-			return nil, err
-		}
-		entry, err := kv.Get(ctx, id)
-		if err != nil {
-			return nil, statusOf(fmt.Errorf("reading snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
-		}
-		if err := json.Unmarshal(entry.Value(), &snap); err != nil {
-			return nil, status.Errorf(codes.Internal, "snapshot %s is unreadable: %v", id, err)
-		}
+	snap, err := s.b.UpdateSubscriptionSnapshot(ctx, id, func(snap *pubsub.SubscriptionSnapshot) error {
 		for _, p := range paths {
 			switch p {
 			case "labels":
@@ -228,29 +210,24 @@ func (s *Server) UpdateSnapshot(ctx context.Context, req *pubsubpb.UpdateSnapsho
 			case "expire_time":
 				e := u.GetExpireTime()
 				if e == nil || e.CheckValid() != nil {
-					return nil, invalid("snapshot %s: update_mask names expire_time but the snapshot gives no valid expire_time", u.GetName())
+					return invalid("snapshot %s: update_mask names expire_time but the snapshot gives no valid expire_time", u.GetName())
 				}
 				t := e.AsTime()
-				if limit := snap.Created.Add(snapshotLifetime); !t.After(time.Now()) || t.After(limit) {
-					return nil, invalid("snapshot %s: expire_time %s: want a time in the future and at most 7 days after the snapshot was taken (%s)",
+				if limit := snap.CreateTime.Add(pubsub.MaxSnapshotLifetime); !t.After(time.Now()) || t.After(limit) {
+					return invalid("snapshot %s: expire_time %s: want a time in the future and at most 7 days after the snapshot was taken (%s)",
 						u.GetName(), t.UTC().Format(time.RFC3339), limit.UTC().Format(time.RFC3339))
 				}
-				snap.Expire = t.UTC()
+				snap.ExpireTime = t.UTC()
 			case "name", "topic":
-				return nil, invalid("snapshot %s: update_mask path %s: it cannot change (create a new snapshot)", u.GetName(), p)
+				return invalid("snapshot %s: update_mask path %s: it cannot change (create a new snapshot)", u.GetName(), p)
 			default:
-				return nil, invalid("snapshot %s: update_mask path %q is not a field of Snapshot that can be updated (labels, expire_time)", u.GetName(), p)
+				return invalid("snapshot %s: update_mask path %q is not a field of Snapshot that can be updated (labels, expire_time)", u.GetName(), p)
 			}
 		}
-		b, _ := json.Marshal(snap)
-		_, err = kv.Update(ctx, id, b, entry.Revision())
-		if err == nil {
-			return snapshotProto(project, id, snap), nil
-		}
-		if attempt >= 3 {
-			return nil, statusOf(fmt.Errorf("storing snapshot %s: %w: %w", id, pubsub.ErrUnavailable, err))
-		}
-		// Changed concurrently (the revision moved), or a passing failure:
-		// read it again.
+		return nil
+	})
+	if err != nil {
+		return nil, snapshotStatus(err)
 	}
+	return snapshotProto(project, snap), nil
 }

@@ -1,0 +1,198 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/state"
+)
+
+// openImportService opens a service on dataDir with the import hooks.
+func openImportService(t *testing.T, dataDir string, h testHooks) *Service {
+	t.Helper()
+	s, err := open(context.Background(), Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// exportedFile takes a snapshot of a running job and returns it exported.
+func exportedFile(t *testing.T, dir string) (*Snapshot, []byte) {
+	t.Helper()
+	s := openService(t, filepath.Join(dir, "data"))
+	v1 := submit(t, s, "totals", snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), dir)
+	waitElements(t, s, v1.ID, "Events", 400)
+	snap := snapshotOf(t, s, "totals")
+	cancelAndWait(t, s, v1.ID)
+	var file bytes.Buffer
+	if _, err := s.ExportSnapshot(context.Background(), snap.ID, &file); err != nil {
+		t.Fatalf("ExportSnapshot: %v", err)
+	}
+	return snap, file.Bytes()
+}
+
+// assertAbsent checks that snapshot id has no record and no data in s.
+func assertAbsent(t *testing.T, s *Service, id string) {
+	t.Helper()
+	if got, err := s.GetSnapshot(id); ErrorCode(err) != CodeSnapshotNotFound {
+		t.Errorf("snapshot %s after a failed import: %+v, %v; want SNAPSHOT_NOT_FOUND", id, got, err)
+	}
+	if _, err := s.store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("snapshot %s after a failed import still has data: %v", id, err)
+	}
+	n := 0
+	pin := s.store.Pin()
+	defer pin.Release()
+	if err := s.store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil || n != 0 {
+		t.Errorf("snapshot %s after a failed import: %d keys left (%v)", id, n, err)
+	}
+	if err := s.store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSnapshotImportInBatches: a large import is written in bounded
+// batches, and until the last one lands with the READY record the
+// snapshot is PENDING — listed as such, and no job can start from it; a
+// failure between batches, and a stop between batches followed by Open,
+// leave no trace of it.
+func TestSnapshotImportInBatches(t *testing.T) {
+	dir := t.TempDir()
+	snap, file := exportedFile(t, dir)
+	ctx := context.Background()
+
+	t.Run("complete", func(t *testing.T) {
+		var s2 *Service
+		var seen []SnapshotState
+		s2 = openImportService(t, filepath.Join(dir, "ok"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+			cur, err := s2.GetSnapshot(id)
+			if err != nil {
+				return err
+			}
+			seen = append(seen, cur.State)
+			if n == 1 {
+				list, err := s2.ListSnapshots("", false)
+				if err != nil || len(list) != 1 || list[0].State != SnapshotPending {
+					t.Errorf("list mid-import: %+v, %v", list, err)
+				}
+				_, err = s2.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "early",
+					Pipeline: snapshotPipeline(filepath.Join(dir, "early.sqlite"), "Sums"), BaseDir: dir}, SnapshotID: id})
+				if ErrorCode(err) != CodeSnapshotCorrupt {
+					t.Errorf("create-from-snapshot mid-import: %v, want a refusal (not READY)", err)
+				}
+			}
+			return nil
+		}})
+		imp, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0)
+		if err != nil {
+			t.Fatalf("ImportSnapshot: %v", err)
+		}
+		if len(seen) < 3 {
+			t.Fatalf("the import wrote %d intermediate batches of ≤64 bytes for a %d-byte snapshot, want several", len(seen), snap.DiskSizeBytes)
+		}
+		for i, st := range seen {
+			if st != SnapshotPending {
+				t.Errorf("after batch %d the snapshot is %s, want PENDING", i+1, st)
+			}
+		}
+		if imp.State != SnapshotReady || imp.DiskSizeBytes != snap.DiskSizeBytes {
+			t.Errorf("imported %s with %d bytes, want READY with %d", imp.State, imp.DiskSizeBytes, snap.DiskSizeBytes)
+		}
+		var got bytes.Buffer
+		if _, err := s2.ExportSnapshot(ctx, imp.ID, &got); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := VerifySnapshotFile(bytes.NewReader(got.Bytes())); err != nil {
+			t.Errorf("the imported snapshot exports a bad file: %v", err)
+		}
+		if err := s2.store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("failure between batches", func(t *testing.T) {
+		boom := errors.New("injected failure")
+		s2 := openImportService(t, filepath.Join(dir, "fail"), testHooks{importBatchBytes: 64, importBatch: func(_ string, n int) error {
+			if n == 2 {
+				return boom
+			}
+			return nil
+		}})
+		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); !errors.Is(err, boom) {
+			t.Fatalf("ImportSnapshot: %v, want the injected failure", err)
+		}
+		assertAbsent(t, s2, snap.ID)
+		// The ID is free again: a later import succeeds.
+		s3 := s2
+		s3.hooks = testHooks{}
+		if imp, err := s3.ImportSnapshot(ctx, bytes.NewReader(file), 0); err != nil || imp.State != SnapshotReady {
+			t.Fatalf("import after a failed one: %+v, %v", imp, err)
+		}
+	})
+
+	t.Run("deleted while importing", func(t *testing.T) {
+		var s2 *Service
+		s2 = openImportService(t, filepath.Join(dir, "del"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+			if n == 1 {
+				if _, err := s2.DeleteSnapshot(id); err != nil {
+					t.Errorf("DeleteSnapshot mid-import: %v", err)
+				}
+			}
+			return nil
+		}})
+		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); ErrorCode(err) != CodeSnapshotNotFound {
+			t.Fatalf("ImportSnapshot of a snapshot deleted meanwhile: %v, want SNAPSHOT_NOT_FOUND", err)
+		}
+		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != SnapshotDeleted {
+			t.Errorf("after the delete: %+v, %v; want the DELETED tombstone", cur, err)
+		}
+		if _, err := s2.store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("a deleted import left data: %v", err)
+		}
+	})
+
+	t.Run("stop between batches", func(t *testing.T) {
+		// What a stop leaves: the PENDING record, the mark and some batches
+		// of data; Open removes all of it.
+		data := filepath.Join(dir, "stop")
+		s2 := openImportService(t, data, testHooks{})
+		var m snapshotManifest
+		n := 0
+		_, err := readSnapshotFile(bytes.NewReader(file), func(mm *snapshotManifest) error { m = *mm; return nil }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.beginImport(m.Snapshot); err != nil {
+			t.Fatal(err)
+		}
+		sb := s2.store.NewSnapshotBatch(m.Snapshot.ID)
+		_, _ = readSnapshotFile(bytes.NewReader(file), func(*snapshotManifest) error { return nil }, func(rel, v []byte) error {
+			if n++; n > 5 {
+				return errors.New("stop")
+			}
+			return sb.Put(rel, v)
+		})
+		s2.mu.Lock()
+		err = s2.writeSnapshotLocked(sb, &state.Write{})
+		s2.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur, err := s2.GetSnapshot(m.Snapshot.ID); err != nil || cur.State != SnapshotPending {
+			t.Fatalf("mid-import: %+v, %v", cur, err)
+		}
+		if err := s2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s3 := openImportService(t, data, testHooks{})
+		assertAbsent(t, s3, m.Snapshot.ID)
+	})
+}
