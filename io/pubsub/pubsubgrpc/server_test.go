@@ -35,6 +35,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // Google's Go client pointed at it with PUBSUB_EMULATOR_HOST.
 type fixture struct {
 	b      *pubsub.Broker
+	srv    *pubsubgrpc.Server
 	addr   string
 	client *gpubsub.Client
 }
@@ -55,7 +56,7 @@ func start(t testing.TB, opts pubsubgrpc.Options) *fixture {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	f := &fixture{b: b, addr: ln.Addr().String()}
+	f := &fixture{b: b, srv: srv, addr: ln.Addr().String()}
 	t.Setenv("PUBSUB_EMULATOR_HOST", f.addr)
 	if f.client, err = gpubsub.NewClient(ctx, project); err != nil {
 		t.Fatalf("NewClient: %v", err)
@@ -120,6 +121,14 @@ func (f *fixture) receive(t *testing.T, sub string, n int, settings func(*gpubsu
 	}
 	if len(got) < n {
 		t.Fatalf("received %d messages, want %d", len(got), n)
+	}
+	// The client closes its streams as Receive returns; the server ends
+	// them a moment later (at most one fetch wait). A message the broker
+	// hands a closing stream goes to a client that no longer reads and is
+	// delivered again only after its ack deadline, so wait for them to end
+	// before the test changes the subscription (a seek) and receives again.
+	if !await.Until(10*time.Second, 5*time.Millisecond, func() bool { return f.srv.OpenStreams(sub) == 0 }) {
+		t.Fatalf("subscription %s: %d streaming pulls still open after Receive returned", sub, f.srv.OpenStreams(sub))
 	}
 	return got
 }
