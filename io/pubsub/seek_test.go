@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -46,6 +47,22 @@ func pullSeqs(t *testing.T, ctx context.Context, b *Broker, sub string, ack bool
 	return out
 }
 
+// waitBacklog waits until subscription sub counts n messages not yet
+// acknowledged. A pull answers with what the subscription holds at once,
+// and a message the topic just stored reaches its subscriptions a moment
+// later.
+func waitBacklog(t *testing.T, ctx context.Context, b *Broker, sub string, n uint64) {
+	t.Helper()
+	var info SubscriptionInfo
+	if !await.Until(10*time.Second, time.Millisecond, func() bool {
+		var err error
+		info, err = b.Subscription(ctx, sub)
+		return err == nil && info.Backlog == n
+	}) {
+		t.Fatalf("subscription %s: backlog %d, want %d", sub, info.Backlog, n)
+	}
+}
+
 func seqs(from, to uint64) []uint64 {
 	out := []uint64{}
 	for s := from; s <= to; s++ {
@@ -77,6 +94,7 @@ func TestSnapshotAndSeek(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishN(t, b, "orders", 1, 10, nil)
+	waitBacklog(t, ctx, b, "orders-sub", 10)
 	msgs, err := b.Pull(ctx, "orders-sub", 4, true)
 	if err != nil || len(msgs) != 4 {
 		t.Fatalf("Pull 4: %d messages, %v", len(msgs), err)
@@ -107,6 +125,7 @@ func TestSnapshotAndSeek(t *testing.T) {
 		}, seqs(5, 10)},
 		{"more messages after the seek", func() error {
 			publishN(t, b, "orders", 11, 12, nil)
+			waitBacklog(t, ctx, b, "orders-sub", 2)
 			return nil
 		}, seqs(11, 12)},
 		{"seek to the snapshot again", func() error {
