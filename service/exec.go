@@ -124,7 +124,7 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	}
 	env := s.jobEnv(j)
 	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID {
-		env.PubSubRewind = rewindStarts(r.RewindPoint)
+		env.PubSubRewind = rewindStarts(r.RewindPoint, r.Handover)
 	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.opts.Access, CheckOutputs: !graphOnly,

@@ -75,6 +75,10 @@ type Replacement struct {
 	// Rewind), computed from the old job's final checkpoint at the cut
 	// and recorded before the subscriptions are positioned.
 	RewindPoint *RewindPoint `json:"rewind_point,omitempty"`
+	// Handover lists the topic sources of a replacement under a new name,
+	// each read through a subscription of the new job's that the cut-over
+	// positions (replace_handover.go).
+	Handover []SubscriptionHandover `json:"handover_subscriptions,omitempty"`
 }
 
 // stopAndReplace runs the stop-and-replace of old by req's pipeline: the
@@ -140,14 +144,22 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	}
 	g := p.Graph()
 	if !sameName {
-		if topics := topicSources(g); len(topics) > 0 {
-			return nil, errorf(CodeReplacementUnavailable, "step(s) %s read a topic through a subscription named after the job, and a replacement under the new name %s would need a new subscription positioned where job %s (%s) stopped, which this server does not create yet; job %s was not changed: read a named subscription (ReadFromPubSub subscription: NAME), or replace the job under its own name (--update with %s)",
-				strings.Join(topics, ", "), req.Name, old.Name, old.ID, old.ID, serviceopt.KeyParallelUpdate)
+		// The new job's topic sources read subscriptions of its own, created
+		// and positioned at the cut-over where the old job's stopped.
+		hs, err := handoverSubscriptions(old, req.Name, g)
+		if err != nil {
+			return nil, err
+		}
+		if len(hs) > 0 {
+			rep.Handover = hs
+			rep.Notes = append(rep.Notes, handoverNote(hs))
 		}
 	}
 	if plan.Rewind {
-		if err := checkRewindSources(old, g); err != nil {
-			return nil, err
+		if sameName {
+			if err := checkRewindSources(old, g); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := s.rewindPoint(ctx, old, g); err != nil {
 			return nil, err
@@ -508,6 +520,11 @@ func (s *Service) cutOver(newID string) error {
 			return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
 		}
 	}
+	if !nj.Replacement.Rewind && len(nj.Replacement.Handover) > 0 {
+		if err := s.positionHandover(s.ctx, nj, nil); err != nil {
+			return err // the broker or the store: tried again
+		}
+	}
 	p, err := s.load(nj)
 	if err != nil {
 		reason := fmt.Sprintf("building the replacement job at the cut-over: %v", err)
@@ -656,6 +673,20 @@ func (s *Service) positionRewind(nj *Job) error {
 	g, err := graph.Parse(nj.Graph)
 	if err != nil {
 		return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+	}
+	if len(rep.Handover) > 0 {
+		// Under a new name: the new job's own subscriptions start at the
+		// first sequence of the old one they take over.
+		first := map[string]uint64{}
+		for _, rs := range rep.RewindPoint.Sources {
+			first[rs.Subscription] = rs.FirstSequence
+		}
+		for _, h := range rep.Handover {
+			if _, ok := first[h.Old]; !ok {
+				return errorf(CodeRewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
+			}
+		}
+		return s.positionHandover(s.ctx, nj, first)
 	}
 	reads := readSubscriptions(nj.Name, g)
 	for _, rs := range rep.RewindPoint.Sources {

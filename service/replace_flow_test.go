@@ -169,12 +169,14 @@ func TestStopAndReplace(t *testing.T) {
 		byID    bool
 		size    string // the new pipeline's window size
 		opts    []string
+		topic   bool // both pipelines read the topic (a subscription named after the job) instead of sr-sub
 	}{
 		{name: "same name compatible", size: "10s"},
 		{name: "same name new window size", size: "20s"},
 		{name: "same name no preallocation", size: "10s", opts: []string{"parallel_replace_job_preallocate_compute_resources=false"}},
 		{name: "new name", newName: "sums-v2", size: "10s"},
 		{name: "new name by ID with a new window size", newName: "sums-v2", byID: true, size: "20s"},
+		{name: "new name reading a topic", newName: "sums-v2", size: "10s", topic: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,12 +184,19 @@ func TestStopAndReplace(t *testing.T) {
 			dir := t.TempDir()
 			s, b, clock := openWithBroker(t, dir)
 			db := filepath.Join(dir, "totals.sqlite")
-			old := submit(t, s, "sums", fmt.Sprintf(srYAML, "10s", db), dir)
+			pipeline := func(size string) string {
+				y := fmt.Sprintf(srYAML, size, db)
+				if tc.topic {
+					y = strings.Replace(y, "subscription: sr-sub", "topic: sr-events", 1)
+				}
+				return y
+			}
+			old := submit(t, s, "sums", pipeline("10s"), dir)
 			phase1 := srEvents(300, 0, 1)
 			publishEvents(t, b, phase1)
 			waitElements(t, s, old.ID, "Events", int64(len(phase1)))
 			clock.advance(DefaultMinReplaceInterval)
-			req := SubmitRequest{Name: "sums", Pipeline: fmt.Sprintf(srYAML, tc.size, db), BaseDir: dir,
+			req := SubmitRequest{Name: "sums", Pipeline: pipeline(tc.size), BaseDir: dir,
 				ServiceOptions: append([]string{"parallel_replace_job_max_stop_duration=5m", "weir_replace_rewind=false"}, tc.opts...)}
 			var nj *Job
 			if tc.newName == "" {
@@ -245,6 +254,18 @@ func TestStopAndReplace(t *testing.T) {
 			waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
 				return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
 			})
+			// The new job read exactly what the old one had not: its
+			// subscription (its own, under a new name with a topic source)
+			// started where the old job's stopped.
+			if m, err := s.Metrics(nj.ID); err != nil {
+				t.Fatal(err)
+			} else {
+				for _, st := range m.Steps {
+					if st.Name == "Events" && st.ElementsIn != int64(len(phase2)) {
+						t.Errorf("the new job read %d messages, want the %d published after the old job stopped", st.ElementsIn, len(phase2))
+					}
+				}
+			}
 			newSize, _ := time.ParseDuration(tc.size)
 			want := append(truth(phase1, 10*time.Second), truth(phase2, newSize)...)
 			sort.Strings(want)

@@ -374,14 +374,21 @@ func lateBy(wm mtime.Time, d mtime.Duration) mtime.Time {
 }
 
 // rewindStarts returns what the new job's Pub/Sub splits need to re-read
-// for rp, by subscription (yamlpipe.JobEnv.PubSubRewind).
-func rewindStarts(rp *RewindPoint) map[string]pubsub.RewindStart {
+// for rp, by subscription (yamlpipe.JobEnv.PubSubRewind): the new job's,
+// where a handover under a new name gave it its own.
+func rewindStarts(rp *RewindPoint, handover []SubscriptionHandover) map[string]pubsub.RewindStart {
 	if rp == nil {
 		return nil
 	}
 	out := map[string]pubsub.RewindStart{}
 	for _, rs := range rp.Sources {
-		out[rs.Subscription] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence}
+		sub := rs.Subscription
+		for _, h := range handover {
+			if h.Old == sub {
+				sub = h.New
+			}
+		}
+		out[sub] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -347,6 +348,8 @@ func TestStopAndReplaceRewind(t *testing.T) {
 		opts        []string
 		holdOld     bool // the old job's end waits for the drain timeout
 		wantOldStop JobState
+		newName     string // under a new name (option 2); "" the same name
+		topic       bool   // both read the topic (subscriptions named after the job) instead of sr-sub
 	}{
 		{name: "compatible", size: "10s", wantOldStop: StateDrained},
 		{name: "new window size", size: "20s", wantOldStop: StateDrained},
@@ -354,6 +357,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 		{name: "no preallocation", size: "10s", opts: []string{"parallel_replace_job_preallocate_compute_resources=false"}, wantOldStop: StateDrained},
 		{name: "drain timeout cancels", size: "10s", holdOld: true, wantOldStop: StateCancelled},
 		{name: "drain timeout keeps both", size: "10s", opts: []string{"parallel_replace_job_cancel_on_drain_timeout=false"}, holdOld: true, wantOldStop: StateDrained},
+		{name: "new name reading a topic", size: "20s", newName: "sums-v2", topic: true, wantOldStop: StateDrained},
 	}
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
@@ -375,7 +379,18 @@ func TestStopAndReplaceRewind(t *testing.T) {
 					newTable, newKey = table+"_grp", "grp"
 					newDB = openRWDB(t, driver, dir, newTable)
 				}
-				old := submit(t, s, "sums", rwPipeline("10s", "key", oldDB, table), dir)
+				pipeline := func(size, key string, db *rwDB, table string) string {
+					y := rwPipeline(size, key, db, table)
+					if tc.topic {
+						y = strings.Replace(y, "subscription: sr-sub", "topic: sr-events", 1)
+					}
+					return y
+				}
+				oldSub, newSub := "sr-sub", "sr-sub"
+				if tc.topic {
+					oldSub, newSub = pubsub.SubscriptionName("sums", "Events"), pubsub.SubscriptionName(cmp.Or(tc.newName, "sums"), "Events")
+				}
+				old := submit(t, s, "sums", pipeline("10s", "key", oldDB, table), dir)
 				// Phase 1: event times in [0s, 30s); the old job's watermark
 				// ends at 19s (29s − 10s of out-of-orderness): window
 				// [0s,10s) fired and expired, [10s,20s) and [20s,30s) open.
@@ -411,12 +426,24 @@ func TestStopAndReplaceRewind(t *testing.T) {
 					hold.Store(old.ID)
 				}
 				clock.advance(DefaultMinReplaceInterval)
-				res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: rwPipeline(tc.size, newKey, newDB, newTable), BaseDir: dir,
-					ServiceOptions: append([]string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m"}, tc.opts...)}})
-				if err != nil {
-					t.Fatalf("stop-and-replace: %v", err)
+				req := SubmitRequest{Name: "sums", Pipeline: pipeline(tc.size, newKey, newDB, newTable), BaseDir: dir,
+					ServiceOptions: append([]string{"parallel_replace_job_max_stop_duration=1m"}, tc.opts...)}
+				var nj *Job
+				if tc.newName == "" {
+					req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
+					res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
+					if err != nil {
+						t.Fatalf("stop-and-replace: %v", err)
+					}
+					nj = res.Job
+				} else {
+					req.Name = tc.newName
+					req.ServiceOptions = append(req.ServiceOptions, "parallel_replace_job_name=sums")
+					var err error
+					if nj, err = s.Submit(ctx, req); err != nil {
+						t.Fatalf("stop-and-replace under a new name: %v", err)
+					}
 				}
-				nj := res.Job
 				if !nj.Replacement.Rewind || nj.State != StatePending {
 					t.Fatalf("new job: %s %+v", nj.State, nj.Replacement)
 				}
@@ -434,7 +461,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 					t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 				}
 				rp := fin.Replacement.RewindPoint
-				if rp == nil || len(rp.Sources) != 1 || rp.Sources[0].Topic != "sr-events" || rp.Sources[0].Subscription != "sr-sub" ||
+				if rp == nil || len(rp.Sources) != 1 || rp.Sources[0].Topic != "sr-events" || rp.Sources[0].Subscription != oldSub ||
 					rp.Sources[0].FirstSequence != 1 || rp.Sources[0].LastSequence < uint64(len(phase1)) {
 					t.Fatalf("rewind point: %+v", rp)
 				}
@@ -443,7 +470,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				}
 				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
-				waitBacklog(t, s, b, "sr-sub")
+				waitBacklog(t, s, b, newSub)
 				// The window [0s,10s) had expired at the old job's watermark:
 				// the re-read skips its 100 messages (10s windows) and counts
 				// them; with 20s windows nothing had expired.

@@ -409,7 +409,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		cfg:      cfg,
 		cons:     cons,
 		stream:   stream,
-		srcName:  topic + "/" + cfg.Subscription,
+		srcName:  topic,
 		wm:       newWatermarker(cfg.Watermark, cfg.Clock.Now()),
 		maxEvent: s.maxEvent,
 	}
@@ -480,11 +480,16 @@ func decodePosition(b []byte) (position, error) {
 // split reads one subscription. Read, Position and Close are called from
 // one goroutine; Ack from any (it touches only acked and the connection).
 type split struct {
-	src     *Source
-	b       *Broker
-	cfg     *SourceConfig
-	cons    jetstream.Consumer
-	stream  string
+	src    *Source
+	b      *Broker
+	cfg    *SourceConfig
+	cons   jetstream.Consumer
+	stream string
+	// srcName is the Source of the elements' positions: the topic. Its
+	// stream sequences number the topic's messages for every subscription
+	// alike, so a message read through two subscriptions (a replacement
+	// job's own and its predecessor's) has one identity (sinks' element
+	// IDs agree across the jobs).
 	srcName string
 	tsField int
 	idField int

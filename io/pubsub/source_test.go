@@ -150,7 +150,8 @@ func TestSourceJSON(t *testing.T) {
 				if d != tc.want[j] {
 					t.Errorf("element %d = %s, want %s", j, d, tc.want[j])
 				}
-				if e.Source == nil || e.Source.Source != topic+"/read" || e.Source.Offset != int64(j+1) {
+				// The topic and its stream sequence, whatever the subscription.
+				if e.Source == nil || e.Source.Source != topic || e.Source.Offset != int64(j+1) {
 					t.Errorf("element %d source = %v", j, e.Source)
 				}
 			}
