@@ -205,18 +205,6 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
 }
 
-// topicSources returns the Pub/Sub source steps of g that read a topic
-// through a subscription named after the job.
-func topicSources(g *graph.Pipeline) []string {
-	var out []string
-	for _, st := range g.Steps {
-		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == "pubsub" && strings.HasPrefix(st.Source.Identity, "topic/") {
-			out = append(out, st.Name)
-		}
-	}
-	return out
-}
-
 // beginDrain moves the flow of the replacement job newID from PREPARING to
 // DRAINING_OLD: the old job becomes DRAINING (replaced_by_job_id set, the
 // replacement recorded on it) in the same write as the new job's phase,
