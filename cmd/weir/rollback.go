@@ -17,6 +17,7 @@ import (
 // earlier generation of a job name from its rollback snapshot.
 func newJobsRollbackCommand(e *env) *cobra.Command {
 	var format, maxStop string
+	var wait bool
 	var server serverFlag
 	var req api.RollbackRequest
 	cmd := &cobra.Command{
@@ -29,7 +30,9 @@ that generation's pipeline from the snapshot as a NEW generation (so its sink
 rows win), with its subscriptions rewound to the snapshot's positions: the input
 since the snapshot is re-read from the topic's retention and every window it
 touches is computed again. The running job is drained (cancelled after
---max-stop-duration). --validate-only prints the report and changes nothing.`,
+--max-stop-duration). --validate-only prints the report and changes nothing.
+--wait follows the rollback's phases (the running job draining, the cut-over)
+and exits 0 once the rollback job runs, 1 if the flow failed.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -53,13 +56,20 @@ touches is computed again. The running job is drained (cancelled after
 					return werr
 				}
 			}
-			return clientError(cmd.Context(), c, err)
+			if err != nil {
+				return clientError(cmd.Context(), c, err)
+			}
+			if wait && res != nil && res.Job != nil && res.Job.Replacement != nil {
+				return followReplacement(cmd.Context(), e, c, res.Job)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.Int64Var(&req.ToGeneration, "to-generation", 0, "the generation to go back to (default: the one the running job replaced)")
 	fl.BoolVar(&req.ValidateOnly, "validate-only", false, "print the report (what is re-read and recomputed) and change nothing")
 	fl.StringVar(&maxStop, "max-stop-duration", "", "how long the running job may drain before it is cancelled (default 5m)")
+	fl.BoolVar(&wait, "wait", false, "follow the rollback until the rollback job runs (exit 0) or the flow fails (exit 1)")
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
 	return cmd

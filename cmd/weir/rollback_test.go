@@ -155,8 +155,13 @@ func crashRollback(t *testing.T, seed uint64) {
 		t.Logf("crash point: before the rollback was recorded (first attempt exit %d)", first.code)
 	}
 	if m["id"] == id2 {
-		if r := srv.cli(work, "jobs", "rollback", "orders"); r.code != ExitOK {
+		// --wait follows the flow to its cut-over.
+		r := srv.cli(work, "jobs", "rollback", "orders", "--wait")
+		if r.code != ExitOK {
 			t.Fatalf("the rollback after the restart: %d %s (first attempt: %d %s)", r.code, r.stderr, first.code, first.stderr)
+		}
+		if !strings.Contains(r.stderr, "(rollback): CUT_OVER") {
+			t.Errorf("jobs rollback --wait printed no cut-over:\n%s", r.stderr)
 		}
 	}
 	fin := srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
