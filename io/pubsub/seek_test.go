@@ -344,3 +344,28 @@ func mustTopic(t *testing.T, ctx context.Context, b *Broker, name string) {
 		t.Fatalf("CreateTopic %s: %v", name, err)
 	}
 }
+
+// TestPullRightAfterPublish: a pull right after a publish gets what was
+// published, although a subscription sees messages just stored (or, just
+// created or sought, the messages it now starts at) a moment later.
+func TestPullRightAfterPublish(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	for i := range 40 {
+		topic, sub := fmt.Sprintf("quick%d", i), fmt.Sprintf("quick%d-sub", i)
+		mustTopic(t, ctx, b, topic)
+		if _, err := b.CreateSubscription(ctx, sub, topic, SubscriptionConfig{FromBeginning: true}); err != nil {
+			t.Fatal(err)
+		}
+		publishN(t, b, topic, 1, 5, nil)
+		if got := pullSeqs(t, ctx, b, sub, true); !equalSeqs(got, seqs(1, 5)) {
+			t.Fatalf("round %d: a pull right after publishing 5 messages got %v", i, got)
+		}
+		if _, err := b.Seek(ctx, sub, SeekTarget{Time: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := pullSeqs(t, ctx, b, sub, true); !equalSeqs(got, seqs(1, 5)) {
+			t.Fatalf("round %d: a pull right after a seek to the beginning got %v", i, got)
+		}
+	}
+}

@@ -296,12 +296,20 @@ type Message struct {
 	NumDelivered uint64 `json:"num_delivered"`
 }
 
+// pullCatchUp bounds how long Pull waits for messages its topic stored
+// before the pull but that have not reached the subscription yet.
+const pullCatchUp = 500 * time.Millisecond
+
 // Pull reads up to max messages that are available now from subscription
 // sub, without waiting for more; it is meant for people (weir
-// subscriptions pull). With ack, every returned message is acknowledged
-// (cumulatively: with the last one); without, they are delivered again
-// after the subscription's AckWait. Do not pull with ack from a subscription
-// a running job reads: it would acknowledge the job's in-flight messages too.
+// subscriptions pull). Messages the topic stored before the pull are
+// available: a subscription sees a message just stored a moment later,
+// so Pull waits (at most pullCatchUp) until the subscription has been
+// offered everything its topic held when the pull began. With ack, every
+// returned message is acknowledged (cumulatively: with the last one);
+// without, they are delivered again after the subscription's AckWait. Do
+// not pull with ack from a subscription a running job reads: it would
+// acknowledge the job's in-flight messages too.
 func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Message, error) {
 	if max <= 0 {
 		max = 1
@@ -310,48 +318,80 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 	if err != nil {
 		return nil, err
 	}
-	batch, err := c.FetchNoWait(max)
+	stream, _, err := topicNames(topic)
+	if err != nil {
+		return nil, err
+	}
+	st, err := b.js.Stream(ctx, stream)
 	if err != nil {
 		return nil, apiErr("pulling from "+sub, err)
 	}
+	stored := st.CachedInfo().State.LastSeq // what the pull must have been offered
 	var out []Message
 	var last jetstream.Msg
 	var earlier []jetstream.Msg // before last, for a per-message subscription
-	for {
+	deadline := time.Now().Add(pullCatchUp)
+	for len(out) < max {
+		batch, err := c.FetchNoWait(max - len(out))
+		if err != nil {
+			return nil, apiErr("pulling from "+sub, err)
+		}
+		n := len(out)
+	drain:
+		for {
+			select {
+			case m, ok := <-batch.Messages():
+				if !ok {
+					if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+						return out, apiErr("pulling from "+sub, err)
+					}
+					break drain
+				}
+				msg, err := toMessage(topic, m)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, msg)
+				if last != nil {
+					earlier = append(earlier, last)
+				}
+				last = m
+			case <-ctx.Done():
+				return out, fmt.Errorf("pulling from %s: %w", sub, ctx.Err())
+			}
+		}
+		if len(out) > n {
+			continue // more may be there
+		}
+		// Nothing this round: done once the subscription has been offered
+		// everything stored before the pull (or the catch-up time is over).
+		info, err := c.Info(ctx)
+		if err != nil {
+			return out, apiErr("pulling from "+sub, err)
+		}
+		if info.Delivered.Stream >= stored || !time.Now().Before(deadline) {
+			break
+		}
 		select {
-		case m, ok := <-batch.Messages():
-			if !ok {
-				if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-					return out, apiErr("pulling from "+sub, err)
-				}
-				if ack && last != nil {
-					if err := last.DoubleAck(ctx); err != nil {
-						return out, apiErr("acknowledging messages of "+sub, err)
-					}
-					if c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy {
-						// One by one (a subscription of the Pub/Sub gRPC API).
-						for _, m := range earlier {
-							if err := m.DoubleAck(ctx); err != nil {
-								return out, apiErr("acknowledging messages of "+sub, err)
-							}
-						}
-					}
-				}
-				return out, nil
-			}
-			msg, err := toMessage(topic, m)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, msg)
-			if last != nil {
-				earlier = append(earlier, last)
-			}
-			last = m
 		case <-ctx.Done():
 			return out, fmt.Errorf("pulling from %s: %w", sub, ctx.Err())
+		case <-time.After(time.Millisecond):
 		}
 	}
+	if ack && last != nil {
+		if err := last.DoubleAck(ctx); err != nil {
+			return out, apiErr("acknowledging messages of "+sub, err)
+		}
+		if c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy {
+			// One by one (a subscription of the Pub/Sub gRPC API).
+			for _, m := range earlier {
+				if err := m.DoubleAck(ctx); err != nil {
+					return out, apiErr("acknowledging messages of "+sub, err)
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 func toMessage(topic string, m jetstream.Msg) (Message, error) {
