@@ -774,7 +774,14 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 			return err == nil, err
 		}
 	case PhaseCutOver:
-		return s.compactStep(ctx, nj)
+		done, err := s.compactStep(ctx, nj)
+		if errors.Is(err, errFlowGone) {
+			// A rollback of the new job took its record over: its own flow
+			// decides what happens to the tables; nothing is compacted.
+			s.opts.Logger.Info("parallel replacement: the flow's record was replaced by a later flow; not compacting", "job_id", newID)
+			return true, nil
+		}
+		return done, err
 	default:
 		return true, nil
 	}
@@ -1019,13 +1026,22 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 	return true, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true })
 }
 
-// updateFlow applies fn to the parallel flow on job newID's record.
+// errFlowGone: the job's record no longer holds the parallel flow a
+// driver step read a moment before (a later flow, such as a rollback of
+// the job, replaced it); the driver is done with it.
+var errFlowGone = errors.New("the parallel replacement's record was replaced by a later flow")
+
+// updateFlow applies fn to the parallel flow on job newID's record, or
+// answers errFlowGone when the record holds none any more.
 func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	cur, err := s.readJob(newID)
 	if err != nil {
 		return err
+	}
+	if cur.Replacement == nil || cur.Replacement.Parallel == nil {
+		return errFlowGone
 	}
 	fn(cur.Replacement.Parallel)
 	w := &state.Write{}
