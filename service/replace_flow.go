@@ -165,17 +165,8 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 			return nil, err
 		}
 	}
-	canon, err := g.Canonical()
+	w, err := replacementJobWrite(nj, l, g, gen, req.PipelineFile)
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
-	}
-	nj.Graph, nj.Type = canon, jobType(g)
-	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return nil, err
-	}
-	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
 		return nil, err
 	}
 	if err := s.apply(w); err != nil {
@@ -203,6 +194,27 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	sum := old.Summary()
 	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
+}
+
+// replacementJobWrite records new replacement job nj, with its pipeline's
+// graph g, as the active and latest job of its name's lineage l at
+// generation gen: the write that creates it. file names the pipeline in
+// an error.
+func replacementJobWrite(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
+	canon, err := g.Canonical()
+	if err != nil {
+		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
+	}
+	nj.Graph, nj.Type = canon, jobType(g)
+	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return nil, err
+	}
+	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // beginDrain moves the flow of the replacement job newID from PREPARING to

@@ -430,17 +430,8 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}
-	canon, err := ng.Canonical()
+	w, err := replacementJobWrite(nj, l, ng, gen, req.PipelineFile)
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
-	}
-	nj.Graph, nj.Type = canon, jobType(ng)
-	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return nil, err
-	}
-	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
 		return nil, err
 	}
 	if err := s.apply(w); err != nil {

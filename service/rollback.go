@@ -398,17 +398,8 @@ func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		res.Notes = append(res.Notes, "validate only: nothing changed")
 		return res, nil
 	}
-	canon, err := g.Canonical()
+	w, err := replacementJobWrite(nj, l, g, gen, nj.PipelineFile)
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", nj.PipelineFile, err)
-	}
-	nj.Graph, nj.Type = canon, jobType(g)
-	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return nil, err
-	}
-	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
 		return nil, err
 	}
 	s.mu.Lock() // lock order 3
