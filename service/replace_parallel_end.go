@@ -1,0 +1,330 @@
+package service
+
+// The end of a parallel replacement (replace_parallel.go has its start
+// and overlap): the cut-over, the compaction of the old generation's rows
+// into the new job's tables after the rollback retention, and giving the
+// flow up (the new job failed, or a rollback during the overlap).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/state"
+)
+
+// facadeTarget is t as io/sqlsink addresses it, on the service's clock.
+func (s *Service) facadeTarget(t FacadeTable) sqlsink.FacadeTarget {
+	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.now}
+}
+
+// parallelCutOver completes the flow of job newID once the old job ended:
+// its façade generations ended, the subscriptions the service created for
+// it deleted, CUT_OVER on both jobs. Each step is idempotent (a crash
+// repeats it).
+func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	flow := rep.Parallel
+	old, err := s.readJob(rep.OldJobID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.endOldGenerations(ctx, flow, old.Generation); err != nil {
+		return err
+	}
+	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+		for i := range flow.Subscriptions {
+			ps := &flow.Subscriptions[i]
+			if ps.OldDeleted {
+				continue
+			}
+			if err := pb.DeleteSubscription(ctx, ps.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.Old, old.ID, err)
+			}
+			ps.OldDeleted = true
+		}
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	cur, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	if cur.Replacement.Phase.Final() {
+		return nil
+	}
+	now := s.now()
+	cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
+	cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = PhaseCutOver, now, &now
+	if cur.Replacement.DrainStart != nil {
+		ms := now.Sub(*cur.Replacement.DrainStart).Milliseconds()
+		cur.Replacement.StopWindowMillis = &ms
+	}
+	if old.State != StateDrained {
+		cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
+	}
+	if old, err = s.readJob(old.ID); err != nil {
+		return err
+	}
+	oldRep := *cur.Replacement
+	old.Replacement = &oldRep
+	w := &state.Write{}
+	s.phaseEventsLocked(w, cur, old)
+	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the cut-over of job %s: %w", cur.ID, err)
+	}
+	s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
+	return nil
+}
+
+// endOldGenerations records the old job's generation (oldGen) ended in
+// each table of flow not done yet, and reports whether all are. A table
+// not yet a view (the new job has not committed to it) waits.
+func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, oldGen int64) (bool, error) {
+	all := true
+	for i := range flow.Tables {
+		t := &flow.Tables[i]
+		if t.OldEnded {
+			continue
+		}
+		err := sqlsink.EndFacadeGeneration(ctx, s.facadeTarget(*t), oldGen)
+		switch {
+		case err == nil:
+			t.OldEnded = true
+		case errors.Is(err, sqlsink.ErrFacade):
+			all = false // not a view yet: once the new job committed
+		default:
+			return false, fmt.Errorf("recording the end of generation %d in %s: %w", oldGen, t.Table, err)
+		}
+	}
+	return all, nil
+}
+
+// compactStep merges, after CUT_OVER, the old generations' rows into the
+// new job's tables once the old job ended RollbackRetention ago and the
+// new job has run that long; done once compacted.
+func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
+	flow := nj.Replacement.Parallel
+	if flow.Compacted || len(flow.Tables) == 0 {
+		return true, nil
+	}
+	if slices.ContainsFunc(flow.Tables, func(t FacadeTable) bool { return !t.OldEnded }) {
+		old, err := s.readJob(nj.Replacement.OldJobID)
+		if err != nil {
+			return false, err
+		}
+		all, err := s.endOldGenerations(ctx, flow, old.Generation)
+		if err != nil {
+			return false, err
+		}
+		if err := s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Tables = flow.Tables }); err != nil {
+			return false, err
+		}
+		if !all {
+			return false, nil
+		}
+	}
+	ret := s.opts.RollbackRetention
+	started := nj.CreateTime
+	if flow.OverlapStart != nil {
+		started = *flow.OverlapStart
+	}
+	now := s.now()
+	if flow.OldEnded == nil || now.Sub(*flow.OldEnded) < ret || now.Sub(started) < ret {
+		return false, nil
+	}
+	for _, t := range flow.Tables {
+		rep, err := sqlsink.CompactFacade(ctx, s.facadeTarget(t), nj.Generation, ret)
+		if err != nil {
+			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
+		}
+		s.opts.Logger.Info("parallel replacement: old generation compacted", "job_id", nj.ID, "table", t.Table, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
+		if len(rep.Waiting) > 0 {
+			return false, nil
+		}
+	}
+	return true, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true })
+}
+
+// errFlowGone: the job's record no longer holds the parallel flow a
+// driver step read a moment before (a later flow, such as a rollback of
+// the job, replaced it); the driver is done with it.
+var errFlowGone = errors.New("the parallel replacement's record was replaced by a later flow")
+
+// updateFlow applies fn to the parallel flow on job newID's record, or
+// answers errFlowGone when the record holds none any more.
+func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	cur, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	if cur.Replacement == nil || cur.Replacement.Parallel == nil {
+		return errFlowGone
+	}
+	fn(cur.Replacement.Parallel)
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		return err
+	}
+	return s.applyLocked(w)
+}
+
+// parallelFailed ends the flow of job newID FAILED while it has not
+// started: the old job stays as it is and, under the same name, active.
+func (s *Service) parallelFailed(newID, reason string) error {
+	return s.parallelGiveUp(s.ctx, newID, PhaseFailed, reason)
+}
+
+// abortParallel gives the parallel replacement whose new job is newID up
+// during its overlap (a rollback): the new job is cancelled, its façade
+// generation dropped (the view serves the old job's rows again) and its
+// subscriptions deleted, the flow ROLLED_BACK on both jobs; the old job
+// keeps running and is the name's active job again. It returns once the
+// new job has stopped.
+func (s *Service) abortParallel(ctx context.Context, newID, reason string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	rep := nj.Replacement
+	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil {
+		return errorf(CodeIllegalTransition, "job %s is not the new job of a parallel replacement", newID)
+	}
+	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
+		return errorf(CodeIllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
+	}
+	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
+		return err
+	}
+	return s.parallelGiveUp(ctx, newID, PhaseRolledBack, reason)
+}
+
+// parallelGiveUp ends the flow of job newID in phase (FAILED or
+// ROLLED_BACK) keeping the old job: the new job stopped, its generation
+// dropped from the views, its subscriptions deleted, the name's lineage
+// pointing at the old job again.
+func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase ReplacementPhase, reason string) error {
+	nj, err := s.readJob(newID)
+	if err != nil {
+		return err
+	}
+	if !nj.State.Terminal() {
+		if _, err := s.Cancel(ctx, nj.ID); err != nil {
+			if cur, rerr := s.readJob(newID); rerr != nil || !cur.State.Terminal() {
+				return err // not ended in between
+			}
+		}
+	}
+	for {
+		changed := s.changes.next()
+		cur, err := s.readJob(newID)
+		if err != nil {
+			return err
+		}
+		if cur.State == StateCancelling && s.runningJob(cur.ID) == nil {
+			unlock, err := s.lockName(ctx, cur.Name) // lock order 1
+			if err != nil {
+				return err
+			}
+			s.mu.Lock() // lock order 3
+			if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
+				err = s.transitionLocked(cur, StateCancelled, reason)
+			}
+			s.mu.Unlock()
+			unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if cur.State.Terminal() && s.runningJob(cur.ID) == nil {
+			nj = cur
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	flow := nj.Replacement.Parallel
+	for _, t := range flow.Tables {
+		if err := sqlsink.DropFacadeGeneration(ctx, s.facadeTarget(t), nj.Generation); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
+			return fmt.Errorf("dropping generation %d of %s: %w", nj.Generation, t.Table, err)
+		}
+	}
+	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+		for _, ps := range flow.Subscriptions {
+			if err := pb.DeleteSubscription(ctx, ps.New); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.New, nj.ID, err)
+			}
+		}
+	}
+	old, err := s.readJob(nj.Replacement.OldJobID)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockName(ctx, old.Name) // lock order 1
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	if nj, err = s.readJob(newID); err != nil {
+		return err
+	}
+	if old, err = s.readJob(old.ID); err != nil {
+		return err
+	}
+	if nj.Replacement.Phase.Final() {
+		return nil // ended by another caller (the driver, or a rollback)
+	}
+	if r := nj.Replacement.Parallel.RollbackReason; r != "" {
+		phase, reason = PhaseRolledBack, r
+	}
+	now := s.now()
+	nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
+	nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
+	oldRep := *nj.Replacement
+	old.Replacement, old.ReplacedByJobID = &oldRep, ""
+	w := &state.Write{}
+	s.phaseEventsLocked(w, nj, old)
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		return err
+	}
+	if old.Name == nj.Name && old.Active() {
+		l, err := s.readLineage(old.Name)
+		if err != nil {
+			return err
+		}
+		l.ActiveJobID = old.ID
+		if err := putJSON(w, lineageKey(old.Name), l); err != nil {
+			return err
+		}
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
+	}
+	s.cuts.Delete(old.ID) // the old job owns every window again
+	s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
+	return nil
+}
