@@ -40,6 +40,10 @@ type UpdateConfig struct {
 	// that the pauses have a distribution (p50, p99). Default 1. The SDK
 	// variant always swaps once.
 	Swaps int
+	// BeforeEnd, when set, is called by the server variant after the last
+	// swap, while the job and its state are still live (for a heap
+	// profile).
+	BeforeEnd func()
 }
 
 // UpdateOutcome is what one run of the update benchmark measured.

@@ -256,6 +256,9 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	if err := stopPublisher(); err != nil {
 		return out, err
 	}
+	if cfg.BeforeEnd != nil {
+		cfg.BeforeEnd()
+	}
 	out.Elements = cfg.Keys + next.Load()
 	if _, err := svc.Cancel(ctx, serverUpdateJob); err != nil {
 		return out, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,6 +141,7 @@ are verified.`,
 func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	var cfg bench.UpdateConfig
 	var server bool
+	var cpuProfile, heapProfile, tracePath string
 	cmd := &cobra.Command{
 		Use:    benchChildCommand + "-update MODE",
 		Short:  "Run one update benchmark in this process (used by weir bench update)",
@@ -150,9 +153,34 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 			if server {
 				run = bench.RunServerUpdate
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return withCode(ExitFailure, err)
+				}
+				defer stop()
+			}
+			if tracePath != "" {
+				f, err := os.Create(tracePath)
+				if err != nil {
+					return withCode(ExitFailure, fmt.Errorf("creating the execution trace: %w", err))
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return withCode(ExitFailure, fmt.Errorf("starting the execution trace: %w", err))
+				}
+				defer trace.Stop()
+			}
+			var heapErr error
+			if heapProfile != "" {
+				cfg.BeforeEnd = func() { heapErr = writeHeapProfile(heapProfile) }
+			}
 			out, err := run(cmd.Context(), cfg)
 			if err != nil {
 				return withCode(ExitFailure, err)
+			}
+			if heapErr != nil {
+				return withCode(ExitFailure, heapErr)
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
@@ -170,7 +198,24 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
 	fl.IntVar(&cfg.Swaps, "swaps", 1, "swaps in this run (server variant)")
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
+	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
+	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run to this file (inspect with go tool trace)")
+	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
 	return cmd
+}
+
+// writeHeapProfile writes the heap profile (in-use and allocated since
+// start) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("creating the heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 // lastLineOf returns the last non-empty line of b.

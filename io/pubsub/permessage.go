@@ -43,7 +43,13 @@ func (b *Broker) refusePerMessage(ctx context.Context, stream, step, sub, topic 
 	if err != nil {
 		return apiErr("ReadFromPubSub "+step+": opening subscription "+sub, err)
 	}
-	if c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy {
+	return refusePerMessageConsumer(c.CachedInfo(), step, sub, topic)
+}
+
+// refusePerMessageConsumer is refusePerMessage for a subscription already
+// looked up (ci its consumer's info).
+func refusePerMessageConsumer(ci *jetstream.ConsumerInfo, step, sub, topic string) error {
+	if ci != nil && ci.Config.AckPolicy == jetstream.AckExplicitPolicy {
 		return fmt.Errorf("ReadFromPubSub %s: subscription %s acknowledges each message on its own (it was created through the Pub/Sub gRPC API), "+
 			"and a pipeline acknowledges cumulatively at checkpoints: read its topic (topic: %s) or a subscription created with weir: %w",
 			step, sub, topic, ErrPerMessageSubscription)

@@ -375,33 +375,25 @@ func (s *Source) Resume(ctx context.Context, positions [][]byte) ([]contract.Sou
 
 func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	cfg := &s.cfg
-	var topic string
-	if cfg.Topic != "" {
-		if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
-			return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
-		}
-		topic = cfg.Topic
-	} else {
-		t, _, err := s.b.findSubscription(ctx, cfg.Subscription)
-		if err != nil {
-			return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
-		}
-		topic = t
+	// A resumed split (every in-place update and restart) is on the data
+	// pause's path: the subscription is looked up once, on its topic's
+	// stream when the topic is known, and that lookup serves the per-message
+	// check and the rewind too (each lookup is a round trip to the broker,
+	// and a search over every topic's stream is one per topic).
+	topic, cons, err := s.consumer(ctx)
+	if err != nil {
+		return nil, err
 	}
 	stream, _, _ := topicNames(topic)
+	if err := refusePerMessageConsumer(cons.CachedInfo(), cfg.Step, cfg.Subscription, topic); err != nil {
+		return nil, err
+	}
 	var seq uint64
 	if from != nil {
 		seq = from.StreamSeq + 1
 	}
-	if err := s.b.refusePerMessage(ctx, stream, cfg.Step, cfg.Subscription, topic); err != nil {
-		return nil, err
-	}
-	if err := s.b.rewind(ctx, stream, cfg.Subscription, seq); err != nil {
+	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
-	}
-	cons, err := s.b.js.Consumer(ctx, stream, cfg.Subscription)
-	if err != nil {
-		return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	sp := &split{
 		src:      s,
@@ -440,10 +432,45 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 			}
 		}
 	} else {
-		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: cons.CachedInfo().AckFloor.Stream,
+		// The rewind above left the delivery at the acknowledgement floor.
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
+		}
+		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: ci.AckFloor.Stream,
 			Track: &Track{From: int64(mtime.MinTimestamp), Watermark: int64(mtime.MinTimestamp)}}
 	}
 	return sp, nil
+}
+
+// consumer finds the source's subscription and its topic: on the topic's
+// stream when the source reads a topic (creating the subscription the
+// first time), else by searching every topic's stream.
+func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, error) {
+	cfg := &s.cfg
+	if cfg.Topic == "" {
+		t, c, err := s.b.findSubscription(ctx, cfg.Subscription)
+		if err != nil {
+			return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+		}
+		return t, c, nil
+	}
+	stream, _, _ := topicNames(cfg.Topic)
+	c, err := s.b.js.Consumer(ctx, stream, cfg.Subscription)
+	if err == nil {
+		return cfg.Topic, c, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
+	}
+	// Missing (or on another topic, which EnsureSubscription refuses).
+	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
+		return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+	}
+	if c, err = s.b.js.Consumer(ctx, stream, cfg.Subscription); err != nil {
+		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
+	}
+	return cfg.Topic, c, nil
 }
 
 // position is a split's position: the last message Read handled.

@@ -438,15 +438,24 @@ func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) err
 	if err != nil {
 		return apiErr("rewinding subscription "+sub, err)
 	}
+	_, err = b.rewindConsumer(ctx, stream, sub, seq, c)
+	return err
+}
+
+// rewindConsumer is rewind for the subscription's consumer c, just looked
+// up: it returns the consumer to read from (c, or the one created in its
+// place on a server without the reset API).
+func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uint64, c jetstream.Consumer) (jetstream.Consumer, error) {
 	ci := c.CachedInfo()
 	target := seq
 	if target == 0 {
 		target = ci.AckFloor.Stream + 1
 	}
 	if ci.NumAckPending == 0 && ci.Delivered.Stream+1 == target && ci.AckFloor.Stream == ci.Delivered.Stream {
-		return nil // already there
+		return c, nil // already there
 	}
 	if serverAtLeast(b.nc.ConnectedServerVersion(), 2, 14) {
+		var err error
 		if seq == 0 {
 			_, err = b.js.ResetConsumer(ctx, stream, sub)
 		} else {
@@ -454,10 +463,10 @@ func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) err
 		}
 		if err == nil {
 			b.log.Debug("subscription rewound", "subscription", sub, "to_seq", target)
-			return nil
+			return c, nil
 		}
 		if !errors.Is(err, jetstream.ErrConsumerInvalidReset) {
-			return apiErr("rewinding subscription "+sub, err)
+			return nil, apiErr("rewinding subscription "+sub, err)
 		}
 	}
 	cfg := ci.Config
@@ -465,13 +474,14 @@ func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) err
 	cfg.OptStartSeq = target
 	cfg.OptStartTime = nil
 	if err := b.js.DeleteConsumer(ctx, stream, sub); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return apiErr("rewinding subscription "+sub, err)
+		return nil, apiErr("rewinding subscription "+sub, err)
 	}
-	if _, err := b.js.CreateConsumer(ctx, stream, cfg); err != nil {
-		return apiErr(fmt.Sprintf("recreating subscription %s at sequence %d", sub, target), err)
+	nc, err := b.js.CreateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, apiErr(fmt.Sprintf("recreating subscription %s at sequence %d", sub, target), err)
 	}
 	b.log.Info("subscription recreated to rewind it", "subscription", sub, "to_seq", target)
-	return nil
+	return nc, nil
 }
 
 // serverAtLeast reports whether version ("2.15.3") is at least major.minor.
