@@ -51,6 +51,11 @@ func TestRewindTimes(t *testing.T) {
 // with REPLACEMENT_UNAVAILABLE, naming the step.
 func TestCheckRewindable(t *testing.T) {
 	early := window.Strategy{Fn: window.FixedFn(10_000), Trigger: window.AfterWatermark(&window.Trigger{Kind: window.TriggerAfterCount, Count: 5}, nil)}
+	earlyAcc := early
+	earlyAcc.Accumulation = window.Accumulating
+	repeated := window.Strategy{Fn: window.SlidingFn(20_000, 10_000), Trigger: window.Repeatedly(window.AfterCount(3))}
+	repeatedAcc := repeated
+	repeatedAcc.Accumulation = window.Accumulating
 	tests := []struct {
 		name     string
 		old, new window.Strategy
@@ -58,9 +63,14 @@ func TestCheckRewindable(t *testing.T) {
 	}{
 		{"fixed", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.FixedFn(20_000)}, ""},
 		{"old sessions", window.Strategy{Fn: window.SessionsFn(10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, "step Sums of the old pipeline uses session windows"},
-		{"new sliding", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, "step Sums of the new pipeline uses sliding windows"},
-		{"old sliding is fine", window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
-		{"new early trigger", window.Strategy{Fn: window.FixedFn(10_000)}, early, "early or repeated trigger"},
+		{"new sessions", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SessionsFn(10_000)}, "step Sums of the new pipeline uses session windows"},
+		{"new sliding", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, ""},
+		{"old sliding", window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
+		{"new early trigger, accumulating", window.Strategy{Fn: window.FixedFn(10_000)}, earlyAcc, ""},
+		{"new repeated count trigger, accumulating", window.Strategy{Fn: window.FixedFn(10_000)}, repeatedAcc, ""},
+		{"new early trigger, discarding", window.Strategy{Fn: window.FixedFn(10_000)}, early, "early or repeated trigger (after_watermark) in discarding mode"},
+		{"new repeated trigger, discarding", window.Strategy{Fn: window.FixedFn(10_000)}, repeated, "early or repeated trigger (repeatedly) in discarding mode"},
+		{"old early trigger, discarding", early, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
