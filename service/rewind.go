@@ -96,7 +96,10 @@ import (
 // arbitrarily long before it, and the start of the earliest one the old
 // job holds is in its keyed state, not in the event-time table, so no
 // re-read point is known to cover it; with a different gap a re-read
-// session could also merge with one the old job closed), and discarding
+// session could also merge with one the old job closed; and even with a
+// known start, the drain's partial pane of an open session is a (key,
+// window) of its own, shorter than the completed session, so an upsert
+// sink would keep both rows: a double count for a reader), and discarding
 // early or repeated triggers in the new pipeline (above).
 // weir_replace_rewind=false avoids all of these.
 
@@ -219,7 +222,7 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 			ws := m.ss[name]
 			switch {
 			case ws.Fn.Kind == window.KindSessions:
-				bad = append(bad, fmt.Sprintf("step %s of the %s pipeline uses session windows: a session still open at the cut can have started arbitrarily long before it, and where the earliest one the old job holds begins is in its keyed state, not in the topic's event-time table, so no re-read point is known to rebuild it (a re-read session could also merge with one the old job closed)", name, m.which))
+				bad = append(bad, fmt.Sprintf("step %s of the %s pipeline uses session windows: a session still open at the cut can have started arbitrarily long before it, and where the earliest one the old job holds begins is in its keyed state, not in the topic's event-time table, so no re-read point is known to rebuild it (a re-read session could also merge with one the old job closed); and the drain's partial pane of an open session is a row of its own (key, window), which the completed, longer session does not replace", name, m.which))
 			case m.which == "new" && earlyTrigger(ws.Trigger) && ws.Accumulation != window.Accumulating:
 				bad = append(bad, fmt.Sprintf("step %s of the new pipeline has an early or repeated trigger (%s) in %s mode: its panes are deltas that consumers add up, and the re-read's first pane would carry again what the old job's panes already delivered (a double count); use accumulation_mode: accumulating (each pane then carries the window's whole total, complete from the first pane after the catch-up)", name, ws.Trigger.Kind, cmp.Or(string(ws.Accumulation), string(window.Discarding))))
 			}
