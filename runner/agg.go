@@ -14,6 +14,9 @@ type winState struct {
 	st      window.State
 	acc     any
 	touched uint64
+	// held: a pane of the window was held back at a −∞ watermark
+	// (Options.HoldPanesAtMinWatermark); it is in aggNode.held.
+	held bool
 }
 
 type aggKey struct {
@@ -131,9 +134,12 @@ type aggNode struct {
 	scratch   []byte
 	gen       uint64
 	touched   []touchRef
-	changes   changeLog[dirtyRef]
-	sc        StateCoder
-	late      lateRoute
+	// held are the windows whose panes were held back while the input
+	// watermark was −∞ (Options.HoldPanesAtMinWatermark).
+	held    []touchRef
+	changes changeLog[dirtyRef]
+	sc      StateCoder
+	late    lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
 	checked RejectingAggregator
 	// nkeys is the number of keys the node holds (keycount.go).
@@ -439,6 +445,15 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 
 // evaluate asks the machine whether the window fires and emits its pane.
 func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) error {
+	if n.w.r.opts.HoldPanesAtMinWatermark && n.wm <= mtime.MinTimestamp {
+		// Catching up: evaluated again when the watermark rises
+		// (releaseHeld); the window keeps its contents and trigger state.
+		if !ws.held {
+			ws.held = true
+			n.held = append(n.held, touchRef{kg: kg, k: k, ws: ws})
+		}
+		return nil
+	}
 	n.markDirty(kg, k)
 	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
 	if f.Emit {
@@ -481,6 +496,23 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 		if k, ws := n.lookup(ref); ws != nil {
 			if err := n.evaluate(ref.kg, k, ws, now); err != nil {
 				return err
+			}
+		}
+	}
+	if wm > mtime.MinTimestamp && len(n.held) > 0 {
+		// The watermark left −∞: the held windows are evaluated now, after
+		// the on-time panes the timers above fired.
+		held := n.held
+		n.held = nil
+		for _, t := range held {
+			if !t.ws.held {
+				continue
+			}
+			t.ws.held = false
+			if g := n.groups[t.kg]; g != nil && g.find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
+				if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
+					return err
+				}
 			}
 		}
 	}

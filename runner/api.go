@@ -118,6 +118,18 @@ type Options struct {
 	// them to its dead-letter topic). It is called from worker goroutines;
 	// an error it returns fails the execution.
 	DeadLetter func(ctx context.Context, r Reject) error
+	// HoldPanesAtMinWatermark makes every GroupByKey and CombinePerKey
+	// fire no pane while its input watermark is −∞: a window whose trigger
+	// would fire (an early, count or processing-time trigger) keeps its
+	// contents and its trigger state, and is evaluated again as soon as
+	// the watermark rises above −∞. The job service sets it for the new
+	// job of a replacement that re-reads retained input, whose sources
+	// hold their watermark at −∞ while they catch up with the old job: the
+	// first pane of each window then carries everything the old job had
+	// read for it, instead of a partial total fired half-way through the
+	// catch-up. Nothing is discarded, so discarding panes lose nothing
+	// either; they are only delayed.
+	HoldPanesAtMinWatermark bool
 }
 
 // DefaultKeyGroups is the number of key groups used when none is set.

@@ -125,6 +125,7 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 	env := s.jobEnv(j)
 	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID {
 		env.PubSubRewind = rewindStarts(r.RewindPoint, r.Handover)
+		env.Owns = rewindOwns(r.RewindPoint, env.Owns)
 	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.opts.Access, CheckOutputs: !graphOnly,
@@ -267,7 +268,8 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Progr
 		jr.committed.Store(restore.Epoch) // launch committed it again
 	}
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
-		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
+		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr),
+		HoldPanesAtMinWatermark: rewindsInput(j)}
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
 	x, err := runner.Start(runCtx, prog, opts)

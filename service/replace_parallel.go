@@ -202,6 +202,13 @@ func parallelChecks(g *graph.Pipeline, which string) (time.Duration, error) {
 					// new job's partial ones.
 					return 0, fmt.Errorf("the %s pipeline's sink %s writes elements of the global window, which never closes, so no cut-over time can hand it from one job to the other (the new job, starting at the old subscription's position, would replace complete totals with partial ones): window the input (fixed or sliding), or stop-and-replace the job", which, st.Name)
 				}
+			case window.KindSessions:
+				// Ownership by session start against T0 is not sound: a
+				// session the old job started before T0 can grow past it
+				// and, in the new job, merge with sessions that start after
+				// T0, so one (key, session) would be split between the jobs
+				// with neither total complete.
+				return 0, fmt.Errorf("the %s pipeline's sink %s writes session windows: a session that starts before the cut-over time can grow past it and merge with sessions the new job starts after it, so no cut-over time gives each session to one job with a complete total: use fixed or sliding windows, or stop-and-replace the job with %s=false", which, st.Name, serviceopt.KeyRewind)
 			default:
 				return 0, fmt.Errorf("the %s pipeline's sink %s writes %s windows, whose end the cut-over rule cannot bound: use fixed or sliding windows, or stop-and-replace the job", which, st.Name, ws.Fn.Kind)
 			}

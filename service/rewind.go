@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -49,17 +50,58 @@ import (
 //     job had dropped nothing of such a window as too late. The watermark
 //     then starts at W, as the old job's stood.
 //
+// Sliding windows in the new pipeline. An element with an event time at
+// or after C(S) also belongs to windows of S that start before C(S), and
+// those expired at W: the re-read cannot give them everything (what came
+// before SkipBefore was skipped), and once the hold ends they fire at the
+// watermark W with a partial total that, being the newest generation's,
+// would overwrite the old job's complete final pane. So the new job owns
+// only the windows that start at or after SkipBefore (rewindOwns, applied
+// to every sink of the new job, SQL and Pub/Sub, for its whole life): a
+// window that starts earlier is left out of its sinks, its old job's pane
+// final in the sink. That is sound for every strategy at once: a window
+// starting before SkipBefore = min C(S) starts before every C(S), so it
+// expired at W whatever its strategy; a window starting at or after it
+// holds only event times ≥ SkipBefore ≥ T, all re-read, so it is
+// complete. For fixed windows nothing changes (no element at or after
+// C(S) is in a window that starts before it). In a parallel replacement
+// the same filter runs on top of the cut-over rule (cutRule), where the
+// old job, still running, writes every window to SQL.
+//
+// Early and repeated triggers in the new pipeline. The hold at −∞ stops
+// watermark panes during the catch-up, but a count, processing-time or
+// early trigger would still fire partial panes that overwrite the old
+// job's newer totals. The new job runs with
+// runner.Options.HoldPanesAtMinWatermark (rewindsInput): while a keyed
+// step's input watermark is −∞ it fires nothing, keeping each window's
+// contents and trigger state, and evaluates those windows as soon as the
+// watermark rises. The watermark travels in-band behind the data, so when
+// it rises the step has aggregated every message up to the old job's last
+// one: the first pane of each window after the catch-up is complete, and
+// from then on the triggers behave as the pipeline says. Accumulating mode
+// only: a discarding pane is a delta its consumers add up, and the
+// re-read's first pane would carry again what the old job's panes had
+// already delivered (a double count for whoever adds them, even though
+// holding loses nothing), so discarding mode with an early or repeated
+// trigger is refused; weir_replace_rewind=false is the continuation for
+// such consumers.
+//
 // Refused (REWIND_BEYOND_RETENTION), before anything changes: a source of
 // the old job that is not a Pub/Sub topic or subscription (files,
 // Generate), or whose position predates event-time tracking; a table that
 // no longer reaches back to T (pruned behind its horizon, see
 // pubsub.SourceConfig.RewindHorizon); a topic that no longer retains the
 // first message to re-read. Refused as REPLACEMENT_UNAVAILABLE: session
-// windows (their extent is unbounded), sliding windows in the new pipeline
-// (an element in a window that expired at W can also be in one that did
-// not, so it can be neither skipped nor kept), and early or repeated
-// triggers in the new pipeline (they would fire partial panes during the
-// catch-up). weir_replace_rewind=false avoids all of these.
+// windows in either pipeline (a session still open at W can have started
+// arbitrarily long before it, and the start of the earliest one the old
+// job holds is in its keyed state, not in the event-time table, so no
+// re-read point is known to cover it; with a different gap a re-read
+// session could also merge with one the old job closed; and even with a
+// known start, the drain's partial pane of an open session is a (key,
+// window) of its own, shorter than the completed session, so an upsert
+// sink would keep both rows: a double count for a reader), and discarding
+// early or repeated triggers in the new pipeline (above).
+// weir_replace_rewind=false avoids all of these.
 
 // RewindPoint is where the new job of a stop-and-replace re-reads its
 // topics from (rewindPoint).
@@ -180,11 +222,9 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 			ws := m.ss[name]
 			switch {
 			case ws.Fn.Kind == window.KindSessions:
-				bad = append(bad, fmt.Sprintf("step %s of the %s pipeline uses session windows, whose extent the event-time table cannot bound", name, m.which))
-			case m.which == "new" && ws.Fn.Kind == window.KindSliding:
-				bad = append(bad, fmt.Sprintf("step %s of the new pipeline uses sliding windows: an element of a window that expired before the cut can also belong to one that did not, so the re-read could neither skip it nor keep it without emitting a partial total", name))
-			case m.which == "new" && earlyTrigger(ws.Trigger):
-				bad = append(bad, fmt.Sprintf("step %s of the new pipeline has an early or repeated trigger (%s), which would fire partial panes while the new job catches up", name, ws.Trigger.Kind))
+				bad = append(bad, fmt.Sprintf("step %s of the %s pipeline uses session windows: a session still open at the cut can have started arbitrarily long before it, and where the earliest one the old job holds begins is in its keyed state, not in the topic's event-time table, so no re-read point is known to rebuild it (a re-read session could also merge with one the old job closed); and the drain's partial pane of an open session is a row of its own (key, window), which the completed, longer session does not replace", name, m.which))
+			case m.which == "new" && earlyTrigger(ws.Trigger) && ws.Accumulation != window.Accumulating:
+				bad = append(bad, fmt.Sprintf("step %s of the new pipeline has an early or repeated trigger (%s) in %s mode: its panes are deltas that consumers add up, and the re-read's first pane would carry again what the old job's panes already delivered (a double count); use accumulation_mode: accumulating (each pane then carries the window's whole total, complete from the first pane after the catch-up)", name, ws.Trigger.Kind, cmp.Or(string(ws.Accumulation), string(window.Discarding))))
 			}
 		}
 	}
@@ -193,6 +233,32 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 	}
 	return errorf(CodeReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) cannot make every window complete: %s; %s",
 		serviceopt.KeyRewind, strings.Join(bad, "; "), rewindInstead(old))
+}
+
+// rewindsInput reports whether j is the new job of a replacement that
+// re-reads retained input (its panes are held while its sources catch up:
+// runner.Options.HoldPanesAtMinWatermark).
+func rewindsInput(j *Job) bool {
+	r := j.Replacement
+	return r != nil && r.Rewind && r.NewJobID == j.ID && r.RewindPoint != nil
+}
+
+// rewindOwns returns the window ownership of the new job of a replacement
+// that re-reads from rp, on top of owns (nil: every window): it leaves out
+// the windows that start before rp.SkipBefore, which expired at the old
+// job's final watermark and which the re-read cannot make complete (the
+// rule for sliding windows at the top of this file).
+func rewindOwns(rp *RewindPoint, owns func(sink string, w window.Window) bool) func(sink string, w window.Window) bool {
+	if rp == nil || !rp.SkipBefore.After(rewindMinTime) {
+		return owns
+	}
+	skip := mtime.FromTime(rp.SkipBefore)
+	return func(sink string, w window.Window) bool {
+		if !w.IsGlobal() && w.Start < skip {
+			return false
+		}
+		return owns == nil || owns(sink, w)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -3,6 +3,7 @@ package service
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -51,6 +52,11 @@ func TestRewindTimes(t *testing.T) {
 // with REPLACEMENT_UNAVAILABLE, naming the step.
 func TestCheckRewindable(t *testing.T) {
 	early := window.Strategy{Fn: window.FixedFn(10_000), Trigger: window.AfterWatermark(&window.Trigger{Kind: window.TriggerAfterCount, Count: 5}, nil)}
+	earlyAcc := early
+	earlyAcc.Accumulation = window.Accumulating
+	repeated := window.Strategy{Fn: window.SlidingFn(20_000, 10_000), Trigger: window.Repeatedly(window.AfterCount(3))}
+	repeatedAcc := repeated
+	repeatedAcc.Accumulation = window.Accumulating
 	tests := []struct {
 		name     string
 		old, new window.Strategy
@@ -58,9 +64,14 @@ func TestCheckRewindable(t *testing.T) {
 	}{
 		{"fixed", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.FixedFn(20_000)}, ""},
 		{"old sessions", window.Strategy{Fn: window.SessionsFn(10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, "step Sums of the old pipeline uses session windows"},
-		{"new sliding", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, "step Sums of the new pipeline uses sliding windows"},
-		{"old sliding is fine", window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
-		{"new early trigger", window.Strategy{Fn: window.FixedFn(10_000)}, early, "early or repeated trigger"},
+		{"new sessions", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SessionsFn(10_000)}, "step Sums of the new pipeline uses session windows"},
+		{"new sliding", window.Strategy{Fn: window.FixedFn(10_000)}, window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, ""},
+		{"old sliding", window.Strategy{Fn: window.SlidingFn(20_000, 10_000)}, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
+		{"new early trigger, accumulating", window.Strategy{Fn: window.FixedFn(10_000)}, earlyAcc, ""},
+		{"new repeated count trigger, accumulating", window.Strategy{Fn: window.FixedFn(10_000)}, repeatedAcc, ""},
+		{"new early trigger, discarding", window.Strategy{Fn: window.FixedFn(10_000)}, early, "early or repeated trigger (after_watermark) in discarding mode"},
+		{"new repeated trigger, discarding", window.Strategy{Fn: window.FixedFn(10_000)}, repeated, "early or repeated trigger (repeatedly) in discarding mode"},
+		{"old early trigger, discarding", early, window.Strategy{Fn: window.FixedFn(10_000)}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,4 +96,42 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRewindOwns: the new job of a re-reading replacement leaves out the
+// windows that start before the skip bound (they expired at the old job's
+// watermark and the re-read would make them partial), keeps the global
+// window and every later window, and still defers to the ownership it is
+// layered on (the cut-over rule of a parallel replacement).
+func TestRewindOwns(t *testing.T) {
+	skip := time.Date(2026, 11, 30, 0, 0, 20, 0, time.UTC)
+	at := func(sec int) mtime.Time { return mtime.FromTime(skip.Add(time.Duration(sec-20) * time.Second)) }
+	win := func(from, to int) window.Window { return window.Window{Start: at(from), End: at(to)} }
+	noPubSub := func(sink string, _ window.Window) bool { return sink != "pubsub" }
+	tests := []struct {
+		name string
+		rp   *RewindPoint
+		base func(string, window.Window) bool
+		sink string
+		w    window.Window
+		want bool
+	}{
+		{"expired sliding window", &RewindPoint{SkipBefore: skip}, nil, "sql", win(10, 30), false},
+		{"window at the bound", &RewindPoint{SkipBefore: skip}, nil, "sql", win(20, 40), true},
+		{"later window", &RewindPoint{SkipBefore: skip}, nil, "pubsub", win(30, 50), true},
+		{"global window", &RewindPoint{SkipBefore: skip}, nil, "sql", window.Global, true},
+		{"nothing skipped", &RewindPoint{SkipBefore: rewindMinTime}, nil, "sql", win(10, 30), true},
+		{"no rewind point", nil, nil, "sql", win(10, 30), true},
+		{"the base rule still decides", &RewindPoint{SkipBefore: skip}, noPubSub, "pubsub", win(30, 50), false},
+		{"the base rule allows", &RewindPoint{SkipBefore: skip}, noPubSub, "sql", win(30, 50), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			owns := rewindOwns(tc.rp, tc.base)
+			got := owns == nil || owns(tc.sink, tc.w)
+			if got != tc.want {
+				t.Fatalf("owns(%s, %v) = %v, want %v", tc.sink, tc.w, got, tc.want)
+			}
+		})
+	}
 }

@@ -542,7 +542,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 // TestRewindRefusals: a re-reading stop-and-replace is refused before
 // anything changes when the topic has discarded messages the re-read
 // needs (a topic capped in bytes), and when the new pipeline's windows
-// cannot be made complete (sliding windows); the running job keeps its ID,
+// cannot be made complete (a discarding early trigger, sessions); the running job keeps its ID,
 // its state and its checkpoints, and no job is created.
 func TestRewindRefusals(t *testing.T) {
 	ctx := context.Background()
@@ -590,7 +590,11 @@ func TestRewindRefusals(t *testing.T) {
 	epoch := waitFor(t, s, old.ID, "a checkpoint", checkpointed(1)).LastCheckpoint.Epoch
 	waitFor(t, s, old.ID, "a checkpoint after the reads", checkpointed(epoch+1))
 	clock.advance(DefaultMinReplaceInterval)
-	sliding := strings.Replace(rwPipeline("10s", "key", db, "totals"), "{type: fixed, size: 10s}", "{type: sliding, size: 20s, period: 10s}", 1)
+	// Discarding panes can only go to an append table (an upsert sink
+	// refuses them at load).
+	discarding := strings.Replace(strings.Replace(rwPipeline("10s", "key", db, "totals_d"), ", key: [key]}", ", mode: append}", 1),
+		"{type: fixed, size: 10s}", "{type: sliding, size: 20s, period: 10s, trigger: {type: after_watermark, early: {type: after_count, count: 5}}}", 1)
+	sessions := strings.Replace(rwPipeline("10s", "key", db, "totals"), "{type: fixed, size: 10s}", "{type: sessions, gap: 10s}", 1)
 	tests := []struct {
 		name     string
 		pipeline string
@@ -600,7 +604,8 @@ func TestRewindRefusals(t *testing.T) {
 		{"beyond retention", rwPipeline("10s", "key", db, "totals"), CodeRewindBeyondRetention,
 			[]string{"topic sr-events no longer retains the messages the replacement must re-read: it needs sequence 1 on (event times from 2026-11-30T00:00:10Z",
 				"its oldest retained message is sequence ", "weir_replace_rewind=false", "in place", "snapshot"}},
-		{"sliding windows", sliding, CodeReplacementUnavailable, []string{"step Sums of the new pipeline uses sliding windows", "weir_replace_rewind=false"}},
+		{"discarding early trigger", discarding, CodeReplacementUnavailable, []string{"step Sums of the new pipeline has an early or repeated trigger (after_watermark) in discarding mode", "accumulation_mode: accumulating", "weir_replace_rewind=false"}},
+		{"session windows", sessions, CodeReplacementUnavailable, []string{"step Sums of the new pipeline uses session windows", "weir_replace_rewind=false"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
