@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/state"
 )
 
 // windowMetaYAML joins per user and one-minute window the sales total of
@@ -74,10 +77,25 @@ const windowMetaYAML = `pipeline:
 // visits' watermark keeps the window open); after the update more visits
 // close it. The check warns (STORED_WINDOW_FIELDS_DROPPED for the Join,
 // COMBINE_FN_CHANGED for the count) and lets the update go ahead; the
-// joined rows are exactly those the new pipeline gives for all the input:
-// the adopted rows are read by field name (big sat after the window fields
-// in the old rows).
+// joined rows are exactly those the new pipeline gives for all the input.
+//
+// Two ways the old rows reach the new Join (big sat after the window
+// fields in the old rows, so a row read by position would be wrong):
+//   - in memory: the update adopts the running old-shape execution's state;
+//   - after an upgrade: the server stops, its job's pipeline is today's
+//     file (as when the binary that loads it changed) while its stored
+//     graph stays the old one, the server restarts (the job resumes,
+//     reading the old rows from the store), then the update runs.
 func TestUpdateJoinStoredBeforeWindowMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		upgrade bool
+	}{{"in memory", false}, {"after an upgrade", true}} {
+		t.Run(tc.name, func(t *testing.T) { testUpdateJoinStoredBeforeWindowMetadata(t, tc.upgrade) })
+	}
+}
+
+func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
@@ -90,12 +108,17 @@ func TestUpdateJoinStoredBeforeWindowMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
-	if err != nil {
-		t.Fatal(err)
+	dataDir := filepath.Join(dir, "data")
+	open := func() *Service {
+		s, err := Open(ctx, Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
+			Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		return s
 	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := open()
 	db := filepath.Join(dir, "joined.sqlite")
 	oldYAML := fmt.Sprintf(windowMetaYAML, "# weir's Combine", db)
 	newYAML := fmt.Sprintf(windowMetaYAML, "language: python", db)
@@ -131,6 +154,46 @@ func TestUpdateJoinStoredBeforeWindowMetadata(t *testing.T) {
 	publish("wm-visits", visit("alice", 15), visit("alice", 25), visit("bob", 20))
 	waitElements(t, s, j.ID, "Joined/group", 2)
 	waitElements(t, s, j.ID, "VisitsPerUser", 3)
+
+	if upgrade {
+		// A checkpoint after the Join stored the rows, then the server
+		// stops; the job's record gets today's file, its graph stays.
+		cur, err := s.Get(j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var epoch uint64
+		if cur.LastCheckpoint != nil {
+			epoch = cur.LastCheckpoint.Epoch
+		}
+		waitFor(t, s, j.ID, "a checkpoint after the Join's rows", checkpointed(epoch+2))
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := state.Open(filepath.Join(dataDir, "state"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := st.Get(jobKey(j.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec Job
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Pipeline = newYAML
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(j.ID), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(st.Apply(w), st.Close()); err != nil {
+			t.Fatal(err)
+		}
+		s = open()
+		<-s.Recovered()
+		waitFor(t, s, j.ID, "RUNNING again", func(j *Job) bool { return j.State == StateRunning })
+	}
 
 	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "joined", Pipeline: newYAML, BaseDir: dir}})
 	if err != nil {
