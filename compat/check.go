@@ -483,7 +483,13 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 	oi, ni := inputCollection(c.oldG, o), inputCollection(c.newG, n)
 	switch o.Kind {
 	case graph.KindCombinePerKey:
-		if !coderEqual(o.StoredCoder, n.StoredCoder) {
+		if dropped, ok := windowFieldsDropped(o.StoredCoder, n.StoredCoder); ok {
+			c.warn(o.Name, StoredWindowFieldsDropped, "%s: the rows it stores lose their window and pane fields (%s), which are element metadata now (the window is the one each row is stored under): stored rows are read without them",
+				ref, strings.Join(dropped, "; "))
+		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
+			c.warn(o.Name, CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
+				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if !coderEqual(o.StoredCoder, n.StoredCoder) {
 			c.fail(o.Name, StateCoderChanged, fmt.Sprintf("keep the combine functions and the types of their value fields as they were, or %s", dropFix),
 				"%s: its accumulator changed from %s to %s: stored accumulators could not be read by the new combine", ref, coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if o.Fn != nil && n.Fn != nil && o.Fn.URN != n.Fn.URN {

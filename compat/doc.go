@@ -57,7 +57,16 @@
 //	                          keep their old boundaries
 //	COMBINE_FN_CHANGED        a combine's function changed while its accumulator
 //	                          coder did not: stored accumulators are handed to
-//	                          the new function as they are
+//	                          the new function as they are; or a windowed Beam
+//	                          Combine's count of a field became Beam's count of
+//	                          elements (graphs stored before window and pane
+//	                          became metadata): the stored counter carries on
+//	STORED_WINDOW_FIELDS_DROPPED
+//	                          the rows a keyed step stores (a Join's input
+//	                          rows) lost only window_start, window_end and pane
+//	                          fields, now element metadata (graphs stored
+//	                          before that change): stored rows are read
+//	                          without them; see window_meta.go
 //	SOURCE_POSITIONS_DROPPED  a source changed or disappeared under
 //	                          AllowSourceChange, or was mapped to "": its read
 //	                          positions are dropped

@@ -38,6 +38,8 @@ const (
 	CombineFnChanged       = errcode.CombineFnChanged
 	SourcePositionsDropped = errcode.SourcePositionsDropped
 	StateDropped           = errcode.StateDropped
+	// StoredWindowFieldsDropped: see the package doc and window_meta.go.
+	StoredWindowFieldsDropped = errcode.StoredWindowFieldsDropped
 )
 
 // Options adjust a check. The zero value is the strict default: no

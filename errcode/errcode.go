@@ -333,6 +333,10 @@ const (
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
 	StateDropped Code = "STATE_DROPPED"
+	// StoredWindowFieldsDropped: the rows a keyed step stores lose only
+	// their window_start, window_end and pane fields (now element
+	// metadata); stored rows are read without them.
+	StoredWindowFieldsDropped Code = "STORED_WINDOW_FIELDS_DROPPED"
 )
 
 // Info is what the registry records of a code.
@@ -440,6 +444,7 @@ func registry() []Info {
 		{CombineFnChanged, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
+		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},
 	}
 }
 

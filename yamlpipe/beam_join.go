@@ -136,6 +136,7 @@ func (j *joinAggregator) MergeAccumulators(x, y any) any {
 // the SQL chain of joins gives them.
 func (j *joinAggregator) Output(_ any, acc any, _ window.Window, _ window.PaneInfo) any {
 	a := acc.(*joinAcc)
+	j.conformAcc(a) // rows adopted from an execution of another row type
 	n := len(j.ins)
 	// combos are tuples of one row (or nil) per input, in input order.
 	var combos [][]*rowT
@@ -244,6 +245,7 @@ func (j *joinAggregator) EncodeState(_ string, v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("join accumulator has type %T", v)
 	}
+	j.conformAcc(a) // stored rows have the input's schema (beam_join_migrate.go)
 	var out []byte
 	for _, rs := range a.rows {
 		out = binary.AppendUvarint(out, uint64(len(rs)))
@@ -256,7 +258,9 @@ func (j *joinAggregator) EncodeState(_ string, v any) ([]byte, error) {
 	return out, nil
 }
 
-// DecodeState implements contract.StateCoder.
+// DecodeState implements contract.StateCoder. Rows are read by field name
+// into the input's schema, so rows stored with fields the input no longer
+// has are read without them (beam_join_migrate.go).
 func (j *joinAggregator) DecodeState(_ string, b []byte) (any, error) {
 	a := j.NewAccumulator().(*joinAcc)
 	for i := range a.rows {
