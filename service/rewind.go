@@ -454,7 +454,7 @@ func rewindStarts(rp *RewindPoint, handover []SubscriptionHandover) map[string]p
 				sub = h.New
 			}
 		}
-		out[sub] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence}
+		out[sub] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence, FromSeq: rs.FirstSequence}
 	}
 	return out
 }

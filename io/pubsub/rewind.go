@@ -137,6 +137,14 @@ type RewindStart struct {
 	// then it is the split's own estimate again, and every window fires
 	// with everything the old job had read for it.
 	HoldUntil uint64 `json:"hold_until_seq"`
+	// FromSeq, when not 0, is the stream sequence the re-read starts at: a
+	// split opened without a checkpointed position (the new job's first
+	// start, or a restart before its first checkpoint) positions the
+	// subscription there itself rather than at its acknowledgement floor,
+	// so that nothing that moved the floor after the service's seek (a
+	// late acknowledgement, a seek that had not yet taken effect) skips
+	// the re-read.
+	FromSeq uint64 `json:"from_seq,omitempty"`
 }
 
 // PositionTrack is what a checkpointed position says about re-reading its

@@ -149,3 +149,46 @@ func TestSourceRewind(t *testing.T) {
 		t.Fatalf("after SeekToSequence(9) read from %d", els[0].Source.Offset)
 	}
 }
+
+// TestSourceRewindFromSeq: a re-reading split opened without a position
+// starts at RewindStart.FromSeq even when the subscription's
+// acknowledgement floor has moved past it since the service positioned it
+// (a late acknowledgement of the old job), instead of skipping the re-read.
+func TestSourceRewindFromSeq(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "rf", "rf", 0)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		ts := base.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
+		if _, err := b.Publish(ctx, "rf", []byte(fmt.Sprintf(`{"region":"N","amount":%d,"ts":%q}`, i, ts)), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Everything up to 10 counts as acknowledged.
+	if err := b.SeekToSequence(ctx, "rf", 11); err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewSource(b, SourceConfig{Subscription: "rf", Schema: orderSchema, TimestampField: "ts",
+		Watermark: WatermarkPolicy{IdleTimeout: -1},
+		Rewind:    &RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: mtime.FromTime(base.Add(9 * time.Second)), HoldUntil: 10, FromSeq: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src)
+	buf := make([]contract.Element, 1)
+	var got []int64
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 7 && time.Now().Before(deadline) {
+		res, err := sp.Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.N == 1 {
+			got = append(got, buf[0].Source.Offset)
+		}
+	}
+	if fmt.Sprint(got) != "[4 5 6 7 8 9 10]" {
+		t.Fatalf("read sequences %v, want 4..10 (the re-read starts at FromSeq, not at the floor 10)", got)
+	}
+}

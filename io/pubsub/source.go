@@ -389,8 +389,11 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		return nil, err
 	}
 	var seq uint64
-	if from != nil {
+	switch {
+	case from != nil:
 		seq = from.StreamSeq + 1
+	case cfg.Rewind != nil && cfg.Rewind.FromSeq > 0:
+		seq = cfg.Rewind.FromSeq
 	}
 	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
@@ -431,6 +434,9 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 				return nil, err
 			}
 		}
+	} else if seq > 0 {
+		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: seq - 1,
+			Track: &Track{From: int64(mtime.MinTimestamp), Watermark: int64(mtime.MinTimestamp)}}
 	} else {
 		// The rewind above left the delivery at the acknowledgement floor.
 		ci, err := cons.Info(ctx)
