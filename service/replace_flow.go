@@ -355,6 +355,14 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		return true, err
 	}
 	rep := nj.Replacement
+	if rep != nil && rep.NewJobID != newID {
+		// A later flow, in which the job is the one replaced, took its
+		// record over (a parallel flow's driver runs on after CUT_OVER,
+		// until the compaction): that flow's driver drives it, and acting
+		// on it here, as its new job, would end it.
+		s.opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
+		return true, nil
+	}
 	if rep != nil && rep.Strategy == StrategyParallel {
 		return s.parallelStep(newID)
 	}
