@@ -881,6 +881,14 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 	if ps2.Old != ps1.New || ps2.OldNamed || !ps2.OldDeleted || ps2.InsteadOf != "par-sub" || nj2.Subscriptions["Events"] != ps2.New {
 		t.Fatalf("second replacement: %+v, job subscriptions %v", ps2, nj2.Subscriptions)
 	}
+	// What a delete or seek of a subscription would break: the job reads
+	// its own subscription, not par-sub.
+	if uses, err := s.PubSubUsers("", "par-sub"); err != nil || len(uses) != 0 {
+		t.Fatalf("users of par-sub after the cut-over: %+v %v, want none", uses, err)
+	}
+	if uses, err := s.PubSubUsers("", ps2.New); err != nil || len(uses) != 1 || uses[0].Job.ID != nj2.ID || !strings.Contains(uses[0].Use, "in place of par-sub") {
+		t.Fatalf("users of %s: %+v %v, want job %s", ps2.New, uses, err, nj2.ID)
+	}
 	if exists(ps1.New) || !exists("par-sub") {
 		t.Fatalf("after the second cut-over: %s exists %v (want deleted), par-sub exists %v (want kept)", ps1.New, exists(ps1.New), exists("par-sub"))
 	}
