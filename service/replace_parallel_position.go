@@ -247,8 +247,8 @@ func namedSubscriptionNotes(old *Job, subs []ParallelSubscription) []string {
 	}
 	for _, ps := range subs {
 		if ps.OldNamed {
-			notes = append(notes, fmt.Sprintf("subscription %s, which job %s reads, is the user's: the service never deletes it, and once job %s ended no job reads it any more, so its backlog grows until the topic's retention discards messages; delete it (weir subscriptions delete %s) unless another reader needs it",
-				ps.Old, old.ID, old.ID, ps.Old))
+			notes = append(notes, fmt.Sprintf("subscription %s, which job %s reads, is the user's: the service never deletes it, and once job %s ended no job reads it any more, so its backlog grows until the topic's retention discards messages; a rollback to job %s's generation (weir jobs rollback) re-reads it, so delete it (weir subscriptions delete %s) once you no longer need that rollback and no other reader uses it",
+				ps.Old, old.ID, old.ID, old.ID, ps.Old))
 		}
 	}
 	return notes
