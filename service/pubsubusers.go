@@ -19,7 +19,9 @@ type PubSubUse struct {
 // PubSubUsers returns the steps of active jobs (not in a final state) that
 // read subscription sub, read topic topic (through their own subscription)
 // or write topic; "" matches nothing. A topic source's subscription, named
-// after the job and step, counts as a subscription it reads. Jobs whose
+// after the job and step, counts as a subscription it reads, and so does
+// the subscription a step reads in place of the one it names
+// (job.subscriptions); the named one then does not. Jobs whose
 // graph cannot be read are skipped. It takes no lock.
 func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 	jobs, err := s.List(StatusActive)
@@ -36,7 +38,11 @@ func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 			if src := st.Source; src != nil && src.Kind == "pubsub" {
 				kind, name, _ := strings.Cut(src.Identity, "/")
 				switch {
-				case kind == "subscription" && name == sub && sub != "":
+				case kind == "subscription" && sub != "" && j.Subscriptions[st.Name] == sub:
+					// A parallel replacement gave the step its own
+					// subscription in place of the one it names.
+					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + sub + " (in place of " + name + ")"})
+				case kind == "subscription" && name == sub && sub != "" && j.Subscriptions[st.Name] == "":
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + name})
 				case kind == "topic" && name == topic && topic != "":
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads topic " + name})

@@ -154,6 +154,14 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 			rep.Handover = hs
 			rep.Notes = append(rep.Notes, handoverNote(hs))
 		}
+		for _, h := range hs {
+			if h.InsteadOf != "" { // read in place of the named subscription
+				if nj.Subscriptions == nil {
+					nj.Subscriptions = map[string]string{}
+				}
+				nj.Subscriptions[h.Step] = h.New
+			}
+		}
 	}
 	if plan.Rewind {
 		if sameName {
@@ -347,6 +355,14 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		return true, err
 	}
 	rep := nj.Replacement
+	if rep != nil && rep.NewJobID != newID {
+		// A later flow, in which the job is the one replaced, took its
+		// record over (a parallel flow's driver runs on after CUT_OVER,
+		// until the compaction): that flow's driver drives it, and acting
+		// on it here, as its new job, would end it.
+		s.opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
+		return true, nil
+	}
 	if rep != nil && rep.Strategy == StrategyParallel {
 		return s.parallelStep(newID)
 	}
@@ -533,6 +549,10 @@ func (s *Service) cutOver(newID string) error {
 		}
 		return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
 	}
+	// The old job's subscriptions handed over are not read any more.
+	if err := s.deleteHandedOver(s.ctx, nj); err != nil {
+		return err // the broker: tried again
+	}
 	rep := nj.Replacement
 	now := s.now()
 	rep.Phase, rep.PhaseTime = PhaseCutOver, now
@@ -686,10 +706,20 @@ func (s *Service) positionRewind(nj *Job) error {
 				return errorf(CodeRewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
 			}
 		}
-		return s.positionHandover(s.ctx, nj, first)
+		if err := s.positionHandover(s.ctx, nj, first); err != nil {
+			return err
+		}
+		// A named subscription both jobs read is positioned below.
 	}
 	reads := readSubscriptions(nj.Name, g)
 	for _, rs := range rep.RewindPoint.Sources {
+		handed := false
+		for _, h := range rep.Handover {
+			handed = handed || h.Old == rs.Subscription
+		}
+		if handed {
+			continue
+		}
 		if !reads[rs.Subscription] {
 			continue // the new pipeline no longer reads it: left as the old job left it
 		}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -234,6 +235,20 @@ func TestStopAndReplace(t *testing.T) {
 			fin := waitPhase(t, s, nj.ID)
 			if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || fin.Replacement.StopWindowMillis == nil {
 				t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
+			}
+			// Under a new name the old job's subscription of a topic source,
+			// which the service created, is deleted once the new job's is
+			// positioned; a named one (sr-sub) is the user's and stays.
+			oldSub := "sr-sub"
+			if tc.topic {
+				oldSub = pubsub.SubscriptionName("sums", "Events")
+			}
+			_, err := b.Subscription(ctx, oldSub)
+			if deleted := tc.topic && tc.newName != ""; deleted != errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+				t.Errorf("the old job's subscription %s after the cut-over: %v, want deleted = %v", oldSub, err, deleted)
+			}
+			if hs := fin.Replacement.Handover; tc.topic && tc.newName != "" && (len(hs) != 1 || !hs[0].Positioned || !hs[0].OldDeleted || hs[0].Old != oldSub) {
+				t.Errorf("handover record %+v, want %s positioned from and then deleted", hs, oldSub)
 			}
 			o, _ := s.Get(old.ID)
 			if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver || o.Replacement.Strategy != StrategyStopAndReplace {

@@ -2,24 +2,42 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/state"
 )
 
-// SubscriptionHandover is one Pub/Sub topic source of a stop-and-replace
-// under a new name: the new job's step Step reads Topic through New (the
+// SubscriptionHandover is one Pub/Sub source of a stop-and-replace under
+// a new name: the new job's step Step reads Topic through New (the
 // subscription named after the new job and its step), which the cut-over
 // creates and positions where the old job's subscription Old stopped (with
-// weir_replace_rewind=false) or at the rewind point (the default). Under
-// the same name the new job reads the old job's subscriptions themselves.
+// weir_replace_rewind=false) or at the rewind point (the default); then
+// it deletes Old, which the service created (named after the old job and
+// its step, or given to it by an earlier replacement), before the new job
+// starts. Under the same name the new job reads the old job's
+// subscriptions themselves. A step that reads a named subscription S reads
+// S itself, unless the old job read a subscription of its own in place of
+// S (an earlier parallel replacement): then it is handed over too, S
+// being InsteadOf.
 type SubscriptionHandover struct {
-	Step  string `json:"step"`
-	Topic string `json:"topic"`
+	Step string `json:"step"`
+	// Topic is the topic read; for a handover InsteadOf a named
+	// subscription, Old's, known once positioned.
+	Topic string `json:"topic,omitempty"`
 	Old   string `json:"old"`
 	New   string `json:"new"`
+	// InsteadOf is the named subscription the new pipeline's step names,
+	// which the new job reads New in place of (job.subscriptions).
+	InsteadOf string `json:"instead_of,omitempty"`
+	// Positioned is set once New stands where it starts (recorded before
+	// Old is deleted, so a resumed cut-over does not position it again).
+	Positioned bool `json:"positioned,omitempty"`
+	// OldDeleted is set once Old was deleted.
+	OldDeleted bool `json:"old_deleted,omitempty"`
 }
 
 // handoverBroker is what positioning a handed-over subscription needs of
@@ -28,6 +46,7 @@ type handoverBroker interface {
 	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
 	EnsureSubscription(ctx context.Context, name, topic string, cfg pubsub.SubscriptionConfig) (pubsub.SubscriptionInfo, error)
 	SeekToSequence(ctx context.Context, sub string, seq uint64) error
+	DeleteSubscription(ctx context.Context, name string) error
 }
 
 var _ handoverBroker = (*pubsub.Broker)(nil)
@@ -57,9 +76,13 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 		return nil, internalf("job %s: its graph does not parse: %w", old.ID, err)
 	}
 	byTopic := map[string][]string{} // topic -> old steps reading it
+	instead := map[string]string{}   // a named subscription -> the old step reading its own in place of it
 	for _, st := range og.Steps {
 		if t := topicOf(st); t != "" {
 			byTopic[t] = append(byTopic[t], st.Name)
+		}
+		if sub, ok := namedSubscriptionOf(st); ok && old.Subscriptions[st.Name] != "" {
+			instead[sub] = st.Name
 		}
 	}
 	oldSub := func(step string) string {
@@ -70,6 +93,12 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 	}
 	var out []SubscriptionHandover
 	for _, st := range g.Steps {
+		if sub, ok := namedSubscriptionOf(st); ok {
+			if from, ok := instead[sub]; ok {
+				out = append(out, SubscriptionHandover{Step: st.Name, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name), InsteadOf: sub})
+			}
+			continue
+		}
 		t := topicOf(st)
 		if t == "" {
 			continue
@@ -109,7 +138,12 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 	if !ok {
 		return errorf(CodeReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
 	}
-	for _, h := range nj.Replacement.Handover {
+	hs := nj.Replacement.Handover
+	if len(hs) == 0 || hs[0].Positioned {
+		return nil // positioned before a crash: Old may be gone
+	}
+	for i := range hs {
+		h := &hs[i]
 		info, err := hb.Subscription(ctx, h.Old)
 		if err != nil {
 			return internalf("reading subscription %s of job %s: %w", h.Old, nj.Replacement.OldJobID, err)
@@ -117,6 +151,9 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 		seq, ok := first[h.Old]
 		if !ok {
 			seq = info.AckFloor + 1
+		}
+		if h.Topic == "" {
+			h.Topic = info.Topic
 		}
 		if _, err := hb.EnsureSubscription(ctx, h.New, h.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
 			return internalf("creating subscription %s for job %s: %w", h.New, nj.ID, err)
@@ -126,14 +163,65 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 		}
 		s.opts.Logger.Info("replacement: subscription handed over", "job_id", nj.ID, "subscription", h.New, "from", h.Old, "topic", h.Topic, "first_seq", seq)
 	}
+	for i := range hs {
+		hs[i].Positioned = true
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	w := &state.Write{}
+	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		return err
+	}
+	if err := s.applyLocked(w); err != nil {
+		return internalf("recording the subscriptions of job %s positioned: %w", nj.ID, err)
+	}
 	return nil
+}
+
+// deleteHandedOver deletes the old job's subscriptions that the handover
+// of replacement job nj positioned its own from (the service created
+// them; the old job has ended and committed, and nothing reads them any
+// more, so keeping them would only keep their messages). A named
+// subscription of the user's is never handed over, so never deleted. It
+// runs before the new job starts, whose start records OldDeleted; a
+// resumed cut-over deletes again, finding them gone.
+func (s *Service) deleteHandedOver(ctx context.Context, nj *Job) error {
+	hb, ok := s.opts.Broker.(handoverBroker)
+	if !ok {
+		return nil
+	}
+	for i := range nj.Replacement.Handover {
+		h := &nj.Replacement.Handover[i]
+		if h.OldDeleted {
+			continue
+		}
+		if err := hb.DeleteSubscription(ctx, h.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+			return internalf("deleting subscription %s of job %s, handed over to %s: %w", h.Old, nj.Replacement.OldJobID, h.New, err)
+		}
+		h.OldDeleted = true
+		s.opts.Logger.Info("replacement: old subscription deleted", "job_id", nj.ID, "subscription", h.Old, "old_job_id", nj.Replacement.OldJobID)
+	}
+	return nil
+}
+
+// namedSubscriptionOf returns the subscription a step that reads a named
+// one (ReadFromPubSub subscription: S) names; ok false for any other step.
+func namedSubscriptionOf(st *graph.Step) (string, bool) {
+	if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		return "", false
+	}
+	return strings.CutPrefix(st.Source.Identity, "subscription/")
 }
 
 // handoverNote says what a handover does, for the replacement's notes.
 func handoverNote(hs []SubscriptionHandover) string {
 	parts := make([]string, len(hs))
 	for i, h := range hs {
+		if h.InsteadOf != "" {
+			parts[i] = fmt.Sprintf("%s reads %s in place of the named subscription %s, positioned from %s", h.Step, h.New, h.InsteadOf, h.Old)
+			continue
+		}
 		parts[i] = fmt.Sprintf("%s reads topic %s through %s, positioned from %s", h.Step, h.Topic, h.New, h.Old)
 	}
-	return "subscriptions handed over: " + strings.Join(parts, "; ")
+	return "subscriptions handed over: " + strings.Join(parts, "; ") + "; the old job's subscriptions are deleted once the new one is positioned"
 }

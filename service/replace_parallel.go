@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weir-dev/weir/duration"
@@ -116,9 +115,9 @@ type FlowProgress struct {
 type ParallelSubscription struct {
 	Step  string `json:"step"`
 	Topic string `json:"topic"`
-	// Old is the subscription the old job reads; the service created it
-	// (a subscription named after the job), so it is deleted once the old
-	// job ended.
+	// Old is the subscription the old job reads; unless OldNamed, the
+	// service created it (a subscription named after the job), so it is
+	// deleted once the old job ended.
 	Old string `json:"old"`
 	// New is the new job's own subscription, created by the service.
 	New string `json:"new"`
@@ -126,6 +125,14 @@ type ParallelSubscription struct {
 	Positioned bool `json:"positioned,omitempty"`
 	// OldDeleted is set once Old was deleted.
 	OldDeleted bool `json:"old_deleted,omitempty"`
+	// OldNamed says Old is the user's named subscription (the old job's
+	// step reads `subscription: S`): the service never deletes it, and
+	// after the cut-over no job of the flow reads it.
+	OldNamed bool `json:"old_named,omitempty"`
+	// InsteadOf is the named subscription the new pipeline's step names:
+	// the new job reads New in its place (job.subscriptions), so that it
+	// takes no message from the old job; it never reads InsteadOf.
+	InsteadOf string `json:"instead_of,omitempty"`
 }
 
 // FacadeTable is a SQL table written through a façade view.
@@ -297,18 +304,13 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	rep.Parallel.CutSpanMillis = span.Milliseconds()
 	rep.Parallel.WaitWatermark = !plan.Rewind || publishes(og)
-	// The subscriptions: a topic source of the old job reads the
-	// subscription named after it (or the one its own replacement gave
-	// it); the new job gets one of its own on the same topic.
-	oldTopics := map[string]string{}
-	for _, st := range og.Steps {
-		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == "pubsub" {
-			if !strings.HasPrefix(st.Source.Identity, "topic/") {
-				return nil, errorf(CodeReplacementUnavailable, "step %s of job %s (%s) reads a named subscription (%s), which two jobs cannot share without taking messages from each other: read the topic instead (ReadFromPubSub topic: T), so the service gives each job its own subscription, or stop-and-replace the job; job %s was not changed",
-					st.Name, old.Name, old.ID, strings.TrimPrefix(st.Source.Identity, "subscription/"), old.ID)
-			}
-			oldTopics[st.Name] = strings.TrimPrefix(st.Source.Identity, "topic/")
-		}
+	// The subscriptions: a source of the old job reads the subscription
+	// named after it (a topic source), the user's named subscription, or
+	// the one its own replacement gave it; the new job gets one of its own
+	// on the same topic (replace_parallel_position.go).
+	oldSrcs, err := parallelOldSources(ctx, pb, old, og)
+	if err != nil {
+		return nil, err
 	}
 	// The new pipeline is loaded for its graph first: its topic sources
 	// decide the subscriptions it is loaded with for real.
@@ -329,17 +331,16 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		}
 	}
 	for _, st := range ng.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != "pubsub" {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
 			continue
 		}
-		topic, ok := strings.CutPrefix(st.Source.Identity, "topic/")
-		if !ok {
-			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads a named subscription (%s), which it cannot share with job %s (%s) without taking messages from it: read the topic (ReadFromPubSub topic: T); job %s was not changed",
-				st.Name, strings.TrimPrefix(st.Source.Identity, "subscription/"), old.Name, old.ID, old.ID)
+		topic, named, err := parallelNewTopic(ctx, pb, old, oldSrcs, st)
+		if err != nil {
+			return nil, err
 		}
 		oldStep := ""
-		for name, t := range oldTopics {
-			if t == topic && (oldStep == "" || name == st.Name) {
+		for name, src := range oldSrcs {
+			if src.topic == topic && (oldStep == "" || name == st.Name) {
 				oldStep = name
 			}
 		}
@@ -347,23 +348,27 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, topic, old.Name, old.ID, old.ID)
 		}
-		oldSub := pubsub.SubscriptionName(old.Name, oldStep)
-		if sub := old.Subscriptions[oldStep]; sub != "" {
-			oldSub = sub
-		}
+		oldSub := oldSrcs[oldStep].sub
 		newSub := pubsub.SubscriptionName(req.Name, st.Name)
 		if sameName {
 			newSub = pubsub.SubscriptionName(fmt.Sprintf("%s--g%d", req.Name, gen), st.Name)
+		}
+		if sameName || named != "" {
+			// A step that names a subscription reads the new one in its
+			// place; under the same name a topic source's default name is
+			// the old job's.
 			if nj.Subscriptions == nil {
 				nj.Subscriptions = map[string]string{}
 			}
 			nj.Subscriptions[st.Name] = newSub
 		}
-		if newSub == oldSub {
-			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
+		if newSub == oldSub || newSub == named {
+			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) or the user reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
 		}
-		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub})
+		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub,
+			OldNamed: oldSrcs[oldStep].named, InsteadOf: named})
 	}
+	rep.Notes = append(rep.Notes, namedSubscriptionNotes(old, rep.Parallel.Subscriptions)...)
 	if len(rep.Parallel.Subscriptions) == 0 {
 		return nil, errorf(CodeReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}

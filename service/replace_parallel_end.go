@@ -42,8 +42,8 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	if pb, ok := s.opts.Broker.(parallelBroker); ok {
 		for i := range flow.Subscriptions {
 			ps := &flow.Subscriptions[i]
-			if ps.OldDeleted {
-				continue
+			if ps.OldDeleted || ps.OldNamed {
+				continue // the user's named subscription is never deleted
 			}
 			if err := pb.DeleteSubscription(ctx, ps.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
 				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.Old, old.ID, err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -158,4 +159,97 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 	}
 	s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
 	return nil
+}
+
+// parallelOldSource is a Pub/Sub source step of the old job of a parallel
+// replacement: what it reads and on which topic.
+type parallelOldSource struct {
+	identity string // the step's source identity (topic/T or subscription/S)
+	topic    string
+	// sub is the subscription the old job reads: the one named after the
+	// job and step for a topic source, the user's for a step that names
+	// one, or the one an earlier replacement gave the step
+	// (job.subscriptions).
+	sub string
+	// named: sub is the user's named subscription, never deleted by the
+	// service.
+	named bool
+}
+
+// parallelOldSources returns the Pub/Sub sources of old (its graph og) by
+// step. A named subscription's topic is the broker's; one that cannot be
+// read is refused, nothing changed.
+func parallelOldSources(ctx context.Context, pb parallelBroker, old *Job, og *graph.Pipeline) (map[string]parallelOldSource, error) {
+	out := map[string]parallelOldSource{}
+	for _, st := range og.Steps {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+			continue
+		}
+		src := parallelOldSource{identity: st.Source.Identity, sub: old.Subscriptions[st.Name]}
+		if t, ok := strings.CutPrefix(st.Source.Identity, "topic/"); ok {
+			src.topic = t
+			if src.sub == "" {
+				src.sub = pubsub.SubscriptionName(old.Name, st.Name)
+			}
+			out[st.Name] = src
+			continue
+		}
+		if src.sub == "" {
+			src.sub, src.named = strings.TrimPrefix(st.Source.Identity, "subscription/"), true
+		}
+		info, err := pb.Subscription(ctx, src.sub)
+		if err != nil {
+			return nil, errorf(CodeReplacementUnavailable, "step %s of job %s (%s) reads subscription %s, whose topic cannot be read (%v), so the new job cannot be given a subscription of its own on it: check the subscription (weir subscriptions describe %s); job %s was not changed",
+				st.Name, old.Name, old.ID, src.sub, err, src.sub, old.ID)
+		}
+		src.topic = info.Topic
+		out[st.Name] = src
+	}
+	return out, nil
+}
+
+// parallelNewTopic returns the topic the new pipeline's Pub/Sub source st
+// reads and, for a step that names a subscription S, S (which the new job
+// does not read: it reads a subscription of its own on S's topic). S's
+// topic is the old job's when one of its steps names S too (S may be gone
+// since an earlier replacement, the step reading the service's), else the
+// broker's.
+func parallelNewTopic(ctx context.Context, pb parallelBroker, old *Job, oldSrcs map[string]parallelOldSource, st *graph.Step) (topic, named string, err error) {
+	if t, ok := strings.CutPrefix(st.Source.Identity, "topic/"); ok {
+		return t, "", nil
+	}
+	named = strings.TrimPrefix(st.Source.Identity, "subscription/")
+	for _, src := range oldSrcs {
+		if src.identity == st.Source.Identity {
+			return src.topic, named, nil
+		}
+	}
+	info, err := pb.Subscription(ctx, named)
+	if err != nil {
+		return "", "", errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads subscription %s, whose topic cannot be read (%v): create the subscription on the topic to read (weir subscriptions create %s --topic T), or read the topic (ReadFromPubSub topic: T); job %s (%s) was not changed",
+			st.Name, named, err, named, old.Name, old.ID)
+	}
+	return info.Topic, named, nil
+}
+
+// namedSubscriptionNotes says, for the replacement record, what a
+// parallel replacement does with the named subscriptions of its jobs: the
+// new job reads its own subscription in place of the one its step names,
+// and the old job's named subscription is the user's, kept but no longer
+// read once the old job ended.
+func namedSubscriptionNotes(old *Job, subs []ParallelSubscription) []string {
+	var notes []string
+	for _, ps := range subs {
+		if ps.InsteadOf != "" {
+			notes = append(notes, fmt.Sprintf("step %s of the new job reads subscription %s, which the service created on topic %s, in place of the named subscription %s, so that it takes no message from job %s; its successors keep reading %s (weir jobs describe shows job.subscriptions)",
+				ps.Step, ps.New, ps.Topic, ps.InsteadOf, old.ID, ps.New))
+		}
+	}
+	for _, ps := range subs {
+		if ps.OldNamed {
+			notes = append(notes, fmt.Sprintf("subscription %s, which job %s reads, is the user's: the service never deletes it, and once job %s ended no job reads it any more, so its backlog grows until the topic's retention discards messages; a rollback to job %s's generation (weir jobs rollback) re-reads it, so delete it (weir subscriptions delete %s) once you no longer need that rollback and no other reader uses it",
+				ps.Old, old.ID, old.ID, old.ID, ps.Old))
+		}
+	}
+	return notes
 }

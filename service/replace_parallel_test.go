@@ -365,6 +365,10 @@ func TestParallelReplace(t *testing.T) {
 		byID    bool
 		d       time.Duration
 		rewind  bool
+		// named: which pipelines read the user's named subscription
+		// par-sub of par-events instead of the topic ("old", "new",
+		// "both"; "" neither).
+		named   string
 		drivers []string
 	}{
 		{name: "same name D=0", d: 0, drivers: []string{"sqlite", "postgres"}},
@@ -373,6 +377,10 @@ func TestParallelReplace(t *testing.T) {
 		{name: "new name by ID D=0", newName: "sums-v2", byID: true, d: 0, drivers: []string{"sqlite"}},
 		{name: "same name rewind D=10m", d: 10 * time.Minute, rewind: true, drivers: []string{"sqlite", "postgres"}},
 		{name: "new name rewind D=0", newName: "sums-v2", d: 0, rewind: true, drivers: []string{"sqlite"}},
+		{name: "old reads a named subscription same name D=0", named: "old", d: 0, drivers: []string{"sqlite", "postgres"}},
+		{name: "both read a named subscription new name rewind D=0", newName: "sums-v2", named: "both", d: 0, rewind: true, drivers: []string{"sqlite", "postgres"}},
+		{name: "new reads a named subscription same name rewind D=10m", named: "new", d: 10 * time.Minute, rewind: true, drivers: []string{"sqlite"}},
+		{name: "both read a named subscription same name D=10m", named: "both", d: 10 * time.Minute, drivers: []string{"postgres"}},
 	}
 	for _, tc := range tests {
 		for _, drv := range parDrivers() {
@@ -380,13 +388,21 @@ func TestParallelReplace(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
-				runParallel(t, drv, tc.newName, tc.byID, tc.d, tc.rewind)
+				runParallelNamed(t, drv, tc.newName, tc.byID, tc.d, tc.rewind, tc.named)
 			})
 		}
 	}
 }
 
 func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool) {
+	runParallelNamed(t, drv, newName, byID, d, rewind, "")
+}
+
+// runParallelNamed is runParallel with the old job, the new pipeline or
+// both (named "old", "new", "both") reading the user's named subscription
+// par-sub of par-events: the new job reads a subscription of its own on
+// the topic in place of par-sub, and par-sub is never deleted.
+func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool, named string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
@@ -402,6 +418,20 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	if _, err := b.CreateSubscription(ctx, "par-out-reader", "par-out", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
+	if named != "" {
+		if _, err := b.CreateSubscription(ctx, "par-sub", "par-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldPipeline, newPipeline := func(p string) string { return p }, func(p string) string { return p }
+	namedSub := func(p string) string { return strings.Replace(p, "topic: par-events", "subscription: par-sub", 1) }
+	oldSub := pubsub.SubscriptionName("sums", "Events")
+	if named == "old" || named == "both" {
+		oldPipeline, oldSub = namedSub, "par-sub"
+	}
+	if named == "new" || named == "both" {
+		newPipeline = namedSub
+	}
 	clock := &shiftClock{base: time.Now()}
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
 		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
@@ -415,11 +445,12 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 	// subscription's watermark (processing time) never makes them late.
 	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
 	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
+	old := submit(t, s, "sums", oldPipeline(pipeline), dir)
+	pipeline = newPipeline(pipeline)
 	phase1 := parEvents(base, 0, 34, 1)
 	publishPar(t, b, phase1)
 	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
+	waitAcked(t, s, b, oldSub)
 	cons := startConsumer(s, view)
 	clock.advance(DefaultMinReplaceInterval)
 
@@ -518,8 +549,13 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 			t.Errorf("job %s: replacement_phase events %v, want %v", id, got, want)
 		}
 	}
-	if _, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events")); err == nil {
+	if _, err := b.Subscription(ctx, oldSub); err == nil && oldSub != "par-sub" {
 		t.Errorf("the old job's subscription is still there after the cut-over")
+	} else if err != nil && oldSub == "par-sub" {
+		t.Errorf("the user's named subscription par-sub was deleted at the cut-over: %v", err)
+	}
+	if named != "" {
+		checkNamedRecord(t, fin, named)
 	}
 	// The new job goes on alone.
 	phase3 := parEvents(base, 70, 90, 5000)
@@ -675,8 +711,8 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 // refused with its code before anything changes: the old job keeps
 // running as it was and no job is created.
 func TestParallelRefusals(t *testing.T) {
-	named := func(p string) string {
-		return strings.Replace(p, "topic: par-events", "subscription: par-sub", 1)
+	missing := func(p string) string {
+		return strings.Replace(p, "topic: par-events", "subscription: no-such-sub", 1)
 	}
 	global := func(p string) string { return strings.Replace(p, "      windowing: {type: fixed, size: 10s}\n", "", 1) }
 	sessions := func(p string) string {
@@ -690,8 +726,8 @@ func TestParallelRefusals(t *testing.T) {
 		code     Code
 		msg      string
 	}{
-		{"old job reads a named subscription", named, named, CodeReplacementUnavailable, "reads a named subscription"},
-		{"new pipeline reads a named subscription", same, named, CodeReplacementUnavailable, "reads a named subscription"},
+		// (Named subscriptions that exist are scenarios of TestParallelReplace.)
+		{"new pipeline reads a named subscription that does not exist", same, missing, CodeReplacementUnavailable, "subscription no-such-sub, whose topic cannot be read"},
 		{"new pipeline writes the global window", same, global, CodeReplacementUnavailable, "global window"},
 		{"new pipeline writes session windows", same, sessions, CodeReplacementUnavailable, "sessions"},
 		{"new pipeline reads a topic the old job does not", same, otherTopic, CodeReplacementUnavailable, "does not read"},

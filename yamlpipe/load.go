@@ -85,11 +85,13 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
-	// Subscriptions maps the name of a ReadFromPubSub step that reads a
-	// topic to the subscription it reads instead of the one named after
-	// the job and step (pubsub.SubscriptionName): the service gives the
-	// new job of a parallel replacement under the same name a
-	// subscription of its own. Steps not in it keep the default.
+	// Subscriptions maps the name of a ReadFromPubSub step to the
+	// subscription it reads instead of its default: for a step that reads
+	// a topic, the one named after the job and step
+	// (pubsub.SubscriptionName); for a step that reads a named
+	// subscription, that subscription. The service gives the new job of a
+	// parallel replacement a subscription of its own this way. Steps not
+	// in it keep the default.
 	Subscriptions map[string]string
 	// Owns, when set, says which windows the job's WriteToSql (sink "sql")
 	// and WriteToPubSub (sink "pubsub") steps write

@@ -137,6 +137,11 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 			cfg.Subscription = sub
 		}
 		identity = "topic/" + cfg.Topic
+	} else if sub := l.opts.Job.Subscriptions[t.name]; sub != "" {
+		// A parallel replacement gave the step a subscription of its own
+		// on the named subscription's topic: the step's identity (the
+		// user's subscription) stays, what it reads is the service's.
+		cfg.Subscription = sub
 	}
 	if l.opts.Job != nil {
 		if rs, ok := l.opts.Job.PubSubRewind[cfg.Subscription]; ok {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -231,6 +233,9 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 		}
 	}
 	row("Lineage", strings.Join(lineage, "; "))
+	if subs := describeSubscriptions(j); subs != "" {
+		row("Subscriptions", subs)
+	}
 	if j.Error != "" {
 		row("Error", j.Error)
 	}
@@ -305,6 +310,38 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 		}
 	}
 	return nil
+}
+
+// describeSubscriptions renders the subscriptions a replacement gave j's
+// steps (job.subscriptions), saying which named subscription a step reads
+// one in place of; "" when it has none.
+func describeSubscriptions(j *service.Job) string {
+	if len(j.Subscriptions) == 0 {
+		return ""
+	}
+	named := map[string]string{}
+	if g, err := graph.Parse(j.Graph); err == nil {
+		for _, st := range g.Steps {
+			if st.Kind == graph.KindSource && st.Source != nil {
+				if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {
+					named[st.Name] = sub
+				}
+			}
+		}
+	}
+	steps := make([]string, 0, len(j.Subscriptions))
+	for step := range j.Subscriptions {
+		steps = append(steps, step)
+	}
+	sort.Strings(steps)
+	parts := make([]string, len(steps))
+	for i, step := range steps {
+		parts[i] = fmt.Sprintf("%s reads %s (created by the service)", step, j.Subscriptions[step])
+		if sub := named[step]; sub != "" {
+			parts[i] = fmt.Sprintf("%s reads %s (created by the service) in place of the named subscription %s, which it does not read", step, j.Subscriptions[step], sub)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // formatOptions renders a job's options, the unset bounds left out.
