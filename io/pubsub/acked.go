@@ -36,6 +36,10 @@ import (
 // of handing it to a client. Any seek replaces the record with the new
 // state; deleting or creating a subscription clears both.
 //
+// The restored set is cached in memory per process: weir processes that
+// share one external NATS server do not see each other's seeks until they
+// restart.
+//
 // A record may lack an acknowledgement whose call failed, and records
 // whose sequences all fell under the floor are pruned: either way a
 // snapshot then holds fewer acknowledged messages, so a seek to it
