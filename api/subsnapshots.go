@@ -48,6 +48,7 @@ const (
 	CodeSubscriptionSnapshotExists   = errcode.SubscriptionSnapshotExists
 	CodeSnapshotExpiresTooSoon       = errcode.SnapshotExpiresTooSoon
 	CodeSnapshotTopicMismatch        = errcode.SnapshotTopicMismatch
+	CodeSnapshotTooLarge             = errcode.SnapshotTooLarge
 )
 
 // snapshotCode returns the code of a broker error of the snapshot and
@@ -62,6 +63,8 @@ func snapshotCode(err error) service.Code {
 		return CodeSnapshotExpiresTooSoon
 	case errors.Is(err, pubsub.ErrSnapshotTopicMismatch):
 		return CodeSnapshotTopicMismatch
+	case errors.Is(err, pubsub.ErrSnapshotTooLarge):
+		return CodeSnapshotTooLarge
 	}
 	return ""
 }

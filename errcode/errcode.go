@@ -284,6 +284,10 @@ const (
 	// SnapshotTopicMismatch: a seek to a snapshot of another topic's
 	// subscription.
 	SnapshotTopicMismatch Code = "SNAPSHOT_TOPIC_MISMATCH"
+	// SnapshotTooLarge: a subscription acknowledged more runs of messages
+	// out of order above its acknowledgement floor than a snapshot holds
+	// (10,000); acknowledge the oldest unacknowledged messages first.
+	SnapshotTooLarge Code = "SNAPSHOT_TOO_LARGE"
 	// SubscriptionInUse: deleting, seeking, or pulling with acknowledgement
 	// from a subscription that an active job reads needs force (it would
 	// break the job's watermark and exactly-once); the message names the job.
@@ -425,6 +429,7 @@ func registry() []Info {
 		{SubscriptionSnapshotExists, ps, KindConflict, http.StatusConflict},
 		{SnapshotExpiresTooSoon, ps, KindConflict, http.StatusConflict},
 		{SnapshotTopicMismatch, ps, KindInvalid, http.StatusBadRequest},
+		{SnapshotTooLarge, ps, KindConflict, http.StatusConflict},
 		{SubscriptionInUse, ps, KindConflict, http.StatusConflict},
 
 		{StepMissing, compat, KindConflict, http.StatusConflict},

@@ -23,8 +23,11 @@ func newSubscriptionSnapshotsCommand(e *env) *cobra.Command {
 	return groupCommand("snapshots", "Create, list, describe and delete subscription snapshots",
 		`Snapshots manages subscription snapshots (Pub/Sub's): a snapshot records a
 subscription's acknowledgement state at its creation — every message up to its
-acknowledgement floor counts as acknowledged, every later one as not — so that
-the subscription, or another of the same topic, can later be sought back to it
+acknowledgement floor counts as acknowledged and, for a subscription that
+acknowledges each message on its own (the Pub/Sub gRPC API's), so does every
+message acknowledged above the floor by then (at most 10,000 runs of them,
+else SNAPSHOT_TOO_LARGE); every other message counts as not — so that the
+subscription, or another of the same topic, can later be sought back to it
 (weir subscriptions seek SUB --snapshot NAME).
 
 A snapshot lives 7 days less the age of the subscription's oldest
@@ -33,7 +36,7 @@ unacknowledged message, and never past that message's expiry from the topic
 (SNAPSHOT_EXPIRES_TOO_SOON). Expired snapshots are deleted automatically;
 deleting a topic deletes its subscriptions' snapshots.
 
-Exit codes: 0 success, 1 not found, name taken, or expires too soon, 2 usage,
+Exit codes: 0 success, 1 not found, name taken, expires too soon or too large, 2 usage,
 5 no weir server answers.`,
 		newSubSnapshotsCreateCommand(e), newSubSnapshotsListCommand(e), newSubSnapshotsDescribeCommand(e), newSubSnapshotsDeleteCommand(e))
 }
@@ -45,6 +48,9 @@ func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
 	row("Topic", s.Topic)
 	row("Subscription", s.Subscription)
 	row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+	if len(s.Acked) > 0 {
+		row("Also acknowledged", formatRuns(s.Acked))
+	}
 	row("Create time", formatTime(s.CreateTime))
 	row("Expire time", formatTime(s.ExpireTime))
 	if len(s.Labels) > 0 {
@@ -59,6 +65,25 @@ func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
 		row("Labels", strings.Join(keys, ", "))
 	}
 	return flush(tw)
+}
+
+// formatRuns shows runs of sequences as "5, 8, 10-12", the first 20 and
+// a count of the rest.
+func formatRuns(runs []pubsub.SeqRange) string {
+	const shown = 20
+	var parts []string
+	for i, r := range runs {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more runs", len(runs)-shown))
+			break
+		}
+		if r.First == r.Last {
+			parts = append(parts, fmt.Sprintf("%d", r.First))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r.First, r.Last))
+		}
+	}
+	return "sequences " + strings.Join(parts, ", ")
 }
 
 func newSubSnapshotsCreateCommand(e *env) *cobra.Command {

@@ -128,6 +128,9 @@ type Broker struct {
 	// other lock is taken while it is held.
 	admin sync.Mutex
 
+	// acks keeps the per-message acknowledgement state (acked.go).
+	acks ackState
+
 	// storeLimit is set for an embedded broker whose storage limit follows
 	// the disk (Options.MaxStore 0).
 	storeLimit *storeLimit

@@ -43,7 +43,8 @@
 // # Subscription snapshots and seek
 //
 // A subscription snapshot (CreateSubscriptionSnapshot, Pub/Sub's) records a
-// subscription's acknowledgement floor; Seek sets a subscription's state to
+// subscription's acknowledgement floor and, for a per-message subscription,
+// the messages acknowledged above it (see acked.go); Seek sets a subscription's state to
 // a snapshot's of the same topic, or to a time. Snapshots live in the
 // key-value bucket WEIR_SUBSCRIPTION_SNAPSHOTS for 7 days less the age of
 // their oldest unacknowledged message, bounded by the topic's retention

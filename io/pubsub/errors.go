@@ -59,6 +59,11 @@ var (
 	// MinSnapshotLifetime (its oldest unacknowledged message is too old).
 	// Acknowledge or seek past the old messages first.
 	ErrSnapshotExpiresTooSoon = errors.New("subscription snapshot would expire too soon")
+	// ErrSnapshotTooLarge: the subscription has more runs of messages
+	// acknowledged out of order above its acknowledgement floor than a
+	// snapshot holds (MaxSnapshotAckedRuns). Acknowledge (or seek past) the
+	// oldest unacknowledged messages first, so the floor moves up.
+	ErrSnapshotTooLarge = errors.New("subscription snapshot too large")
 	// ErrSnapshotTopicMismatch: a seek to a snapshot of another topic's
 	// subscription. Seek to a snapshot of the same topic.
 	ErrSnapshotTopicMismatch = errors.New("snapshot belongs to another topic")

@@ -16,10 +16,12 @@ import (
 // Subscription snapshots and seek (Pub/Sub's semantics and names).
 //
 // A subscription snapshot records a subscription's acknowledgement state
-// at its creation. Acknowledgements are cumulative (see the package
-// documentation), so that state is one number: the acknowledgement floor,
-// the stream sequence up to which every message counts as acknowledged;
-// every later message of the topic counts as unacknowledged. Snapshots are
+// at its creation: the acknowledgement floor, the stream sequence up to
+// which every message counts as acknowledged, and, for a subscription
+// that acknowledges each message on its own (PerMessageAck), the messages
+// above the floor acknowledged at that moment (Acked, see acked.go); every
+// other later message of the topic counts as unacknowledged. Cumulative
+// subscriptions (and job snapshots) have no such messages. Snapshots are
 // kept in the JetStream key-value bucket WEIR_SUBSCRIPTION_SNAPSHOTS, next
 // to the topics, so they live as long as the broker's store.
 //
@@ -27,15 +29,14 @@ import (
 // job snapshots (--snapshot-sources) and the Pub/Sub gRPC API (package
 // pubsubgrpc, with the snapshot's labels) all read and write it, so a
 // snapshot made through one is listed and can be sought to through the
-// others. Snapshots of subscriptions that acknowledge each message on its
-// own (PerMessageAck, the gRPC API's) record the acknowledgement floor
-// too, and a seek keeps the subscription's per-message mode. The bucket
+// others. A seek keeps the subscription's acknowledgement mode. The bucket
 // earlier versions of the gRPC API kept beside it,
 // WEIR_PUBSUB_GRPC_SNAPSHOTS, is moved into it when the store is first
 // opened (migrateLegacySnapshots).
 //
 // Seek sets a subscription's acknowledgement state: to a snapshot's (which
-// must be of the same topic), or to a time (messages published before it
+// must be of the same topic; a cumulative subscription cannot keep the
+// messages acknowledged above the floor, and gets them again), or to a time (messages published before it
 // count as acknowledged, those at or after it as unacknowledged). Either
 // way the subscription forgets its deliveries and delivers again from the
 // first unacknowledged message.
@@ -70,10 +71,15 @@ type SubscriptionSnapshot struct {
 	// Subscription is the subscription it was taken of.
 	Subscription string `json:"subscription"`
 	// AckFloor is the stream sequence up to which every message counts as
-	// acknowledged; later messages count as unacknowledged.
-	AckFloor   uint64    `json:"ack_floor"`
-	CreateTime time.Time `json:"create_time"`
-	ExpireTime time.Time `json:"expire_time"`
+	// acknowledged; later messages count as unacknowledged, but for Acked.
+	AckFloor uint64 `json:"ack_floor"`
+	// Acked are the runs of messages above AckFloor that were acknowledged
+	// (one by one) when the snapshot was taken, in order; at most
+	// MaxSnapshotAckedRuns. Empty for a cumulative subscription's snapshot
+	// and for those of earlier versions.
+	Acked      []SeqRange `json:"acked,omitempty"`
+	CreateTime time.Time  `json:"create_time"`
+	ExpireTime time.Time  `json:"expire_time"`
 	// Labels are the labels the Pub/Sub gRPC API's CreateSnapshot set.
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -248,7 +254,19 @@ func (b *Broker) CreateSubscriptionSnapshotWith(ctx context.Context, name, sub s
 	if err != nil {
 		return SubscriptionSnapshot{}, apiErr("reading the state of subscription "+sub, err)
 	}
-	return b.createSnapshot(ctx, name, sub, topic, ci.AckFloor.Stream, opts.Labels)
+	var acked []SeqRange
+	if ci.Config.AckPolicy == jetstream.AckExplicitPolicy {
+		// After the floor is read: what the record holds is at least as
+		// recent, so every run was acknowledged by the snapshot's moment.
+		if acked, err = b.readAcked(ctx, sub, ci.AckFloor.Stream, true); err != nil {
+			return SubscriptionSnapshot{}, err
+		}
+		if len(acked) > b.maxAckedRuns() {
+			return SubscriptionSnapshot{}, fmt.Errorf("snapshot %s of subscription %s: %d runs of messages are acknowledged out of order above its acknowledgement floor (sequence %d), more than a snapshot holds (%d): acknowledge the oldest unacknowledged messages first (from sequence %d), or seek the subscription forward: %w",
+				name, sub, len(acked), ci.AckFloor.Stream, b.maxAckedRuns(), ci.AckFloor.Stream+1, ErrSnapshotTooLarge)
+		}
+	}
+	return b.createSnapshot(ctx, name, sub, topic, ci.AckFloor.Stream, acked, opts.Labels)
 }
 
 // PositionSubscription returns the subscription a source position (a
@@ -279,14 +297,14 @@ func (b *Broker) SnapshotSourcePosition(ctx context.Context, name string, positi
 	if err != nil {
 		return "", "", time.Time{}, err
 	}
-	snap, err := b.createSnapshot(ctx, name, p.Subscription, topic, p.StreamSeq, nil)
+	snap, err := b.createSnapshot(ctx, name, p.Subscription, topic, p.StreamSeq, nil, nil)
 	if err != nil {
 		return "", "", time.Time{}, err
 	}
 	return snap.Subscription, snap.Topic, snap.ExpireTime, nil
 }
 
-func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, floor uint64, labels map[string]string) (SubscriptionSnapshot, error) {
+func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, floor uint64, acked []SeqRange, labels map[string]string) (SubscriptionSnapshot, error) {
 	stream, _, _ := topicNames(topic)
 	s, err := b.js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -302,6 +320,11 @@ func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, fl
 		lifetime = MaxSnapshotLifetime
 	}
 	oldest := max(floor+1, si.State.FirstSeq)
+	for _, r := range acked { // acknowledged: not the oldest unacknowledged
+		if oldest >= r.First && oldest <= r.Last {
+			oldest = r.Last + 1
+		}
+	}
 	if si.State.Msgs > 0 && oldest <= si.State.LastSeq {
 		m, err := s.GetMsg(ctx, oldest)
 		if err != nil {
@@ -315,7 +338,7 @@ func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, fl
 		return SubscriptionSnapshot{}, fmt.Errorf("snapshot %s of subscription %s would live only %s (7d, bounded by the topic's retention of %s, less the age of the oldest unacknowledged message): at least %s is needed; acknowledge the old messages or seek the subscription forward first: %w",
 			name, sub, roundDur(max(lifetime, 0)), roundDur(si.Config.MaxAge), roundDur(MinSnapshotLifetime), ErrSnapshotExpiresTooSoon)
 	}
-	snap := SubscriptionSnapshot{Name: name, Topic: topic, Subscription: sub, AckFloor: floor,
+	snap := SubscriptionSnapshot{Name: name, Topic: topic, Subscription: sub, AckFloor: floor, Acked: acked,
 		CreateTime: now, ExpireTime: now.Add(lifetime), Labels: labels}
 	v, err := json.Marshal(snap)
 	if err != nil {
@@ -336,7 +359,7 @@ func (b *Broker) createSnapshot(ctx context.Context, name, sub, topic string, fl
 		return SubscriptionSnapshot{}, apiErr("creating snapshot "+name, err)
 	}
 	b.log.Info("subscription snapshot created", "snapshot", name, "subscription", sub, "topic", topic,
-		"ack_floor", floor, "expire_time", snap.ExpireTime)
+		"ack_floor", floor, "acked_runs", len(acked), "expire_time", snap.ExpireTime)
 	return snap, nil
 }
 
@@ -510,12 +533,14 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 	}
 	b.admin.Lock() // a leaf: see Broker.admin
 	defer b.admin.Unlock()
-	topic, _, err := b.findSubscription(ctx, sub)
+	topic, c, err := b.findSubscription(ctx, sub)
 	if err != nil {
 		return SeekResult{}, err
 	}
+	perMessage := c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy
 	stream, _, _ := topicNames(topic)
 	var seq uint64
+	var acked []SeqRange // restored as acknowledged
 	if target.Snapshot != "" {
 		snap, err := b.SubscriptionSnapshot(ctx, target.Snapshot)
 		if err != nil {
@@ -526,15 +551,35 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 				sub, topic, snap.Name, snap.Topic, ErrSnapshotTopicMismatch)
 		}
 		seq = snap.AckFloor + 1
+		if perMessage {
+			acked = snap.Acked
+		} else if len(snap.Acked) > 0 {
+			b.log.Warn("seeking a cumulative subscription to a snapshot with messages acknowledged above its floor: a cumulative subscription cannot keep them acknowledged, so they are delivered again",
+				"subscription", sub, "snapshot", snap.Name, "ack_floor", snap.AckFloor, "acked_runs", len(snap.Acked))
+		}
 	} else {
 		if seq, err = b.firstAtOrAfter(ctx, stream, target.Time); err != nil {
 			return SeekResult{}, fmt.Errorf("seeking subscription %s to %s: %w", sub, target.Time.Format(time.RFC3339Nano), err)
 		}
 	}
+	if perMessage {
+		// Before the rewind, so that no delivery after it hands out a
+		// restored message; kept in the store after it, so that a crash
+		// in between cannot skip messages of the old state.
+		b.setRestored(sub, acked)
+	}
 	if err := b.rewind(ctx, stream, sub, seq); err != nil {
+		if perMessage {
+			b.forgetRestored(sub)
+		}
 		return SeekResult{}, err
 	}
-	c, err := b.js.Consumer(ctx, stream, sub)
+	if perMessage {
+		if err := b.resetAckState(ctx, sub, acked); err != nil {
+			return SeekResult{}, fmt.Errorf("seeking subscription %s: it was sought, but keeping its acknowledgement state failed (until the next seek, a restart of weir delivers again the messages the snapshot holds as acknowledged): %w", sub, err)
+		}
+	}
+	c, err = b.js.Consumer(ctx, stream, sub)
 	if err != nil {
 		return SeekResult{}, apiErr("describing subscription "+sub, err)
 	}
@@ -640,7 +685,7 @@ func (b *Broker) UpdateSubscriptionSnapshot(ctx context.Context, name string, ch
 		if err := change(&next); err != nil {
 			return SubscriptionSnapshot{}, err
 		}
-		next.Name, next.Topic, next.Subscription, next.AckFloor, next.CreateTime = cur.Name, cur.Topic, cur.Subscription, cur.AckFloor, cur.CreateTime
+		next.Name, next.Topic, next.Subscription, next.AckFloor, next.Acked, next.CreateTime = cur.Name, cur.Topic, cur.Subscription, cur.AckFloor, cur.Acked, cur.CreateTime
 		v, err := json.Marshal(next)
 		if err != nil {
 			return SubscriptionSnapshot{}, fmt.Errorf("encoding snapshot %s: %w", name, err)

@@ -145,6 +145,14 @@ func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg
 	if err != nil {
 		return SubscriptionInfo{}, apiErr("creating subscription "+name, err)
 	}
+	if cfg.PerMessageAck {
+		// A deleted subscription of the same name may have left its
+		// acknowledgement record (a crash before its deletion cleared it).
+		b.setRestored(name, nil)
+		if err := b.resetAckState(ctx, name, nil); err != nil {
+			b.log.Warn("clearing the acknowledgement record of a new subscription", "subscription", name, "error", err)
+		}
+	}
 	b.log.Info("subscription created", "subscription", name, "topic", topic, "ack_wait", cfg.AckWait)
 	return subscriptionInfo(topic, c.CachedInfo()), nil
 }
@@ -220,7 +228,7 @@ func (b *Broker) Subscription(ctx context.Context, name string) (SubscriptionInf
 func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
 	b.admin.Lock() // a leaf: see Broker.admin
 	defer b.admin.Unlock()
-	topic, _, err := b.findSubscription(ctx, name)
+	topic, c, err := b.findSubscription(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -231,6 +239,12 @@ func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		return apiErr("deleting subscription "+name, err)
+	}
+	if c.CachedInfo().Config.AckPolicy == jetstream.AckExplicitPolicy {
+		b.setRestored(name, nil)
+		if err := b.resetAckState(ctx, name, nil); err != nil {
+			b.log.Warn("clearing the acknowledgement record of a deleted subscription (a subscription created with its name clears it too)", "subscription", name, "error", err)
+		}
 	}
 	b.log.Info("subscription deleted", "subscription", name, "topic", topic)
 	return nil
@@ -336,7 +350,7 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 		if err != nil {
 			return nil, apiErr("pulling from "+sub, err)
 		}
-		n := len(out)
+		progress := false // messages came: more may be there
 	drain:
 		for {
 			select {
@@ -347,11 +361,18 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 					}
 					break drain
 				}
+				if done, err := b.AckRestored(ctx, sub, m); err != nil {
+					return out, err
+				} else if done {
+					progress = true // a seek to a snapshot restored it as acknowledged
+					continue
+				}
 				msg, err := toMessage(topic, m)
 				if err != nil {
 					return out, err
 				}
 				out = append(out, msg)
+				progress = true
 				if last != nil {
 					earlier = append(earlier, last)
 				}
@@ -360,8 +381,8 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 				return out, fmt.Errorf("pulling from %s: %w", sub, ctx.Err())
 			}
 		}
-		if len(out) > n {
-			continue // more may be there
+		if progress {
+			continue
 		}
 		// Nothing this round: done once the subscription has been offered
 		// everything stored before the pull (or the catch-up time is over).
@@ -388,6 +409,13 @@ func (b *Broker) Pull(ctx context.Context, sub string, max int, ack bool) ([]Mes
 				if err := m.DoubleAck(ctx); err != nil {
 					return out, apiErr("acknowledging messages of "+sub, err)
 				}
+			}
+			seqs := make([]uint64, len(out))
+			for i, msg := range out {
+				seqs[i] = msg.Sequence
+			}
+			if err := b.recordAcked(ctx, sub, seqs); err != nil {
+				return out, err
 			}
 		}
 	}

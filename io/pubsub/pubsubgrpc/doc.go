@@ -36,7 +36,11 @@
 // Both read the same topics, each through its own subscription.
 //
 // Snapshots (CreateSnapshot, Seek to a snapshot) record a subscription's
-// acknowledgement floor in a JetStream key-value bucket.
+// acknowledgement floor and the messages acknowledged one by one above it
+// (see pubsub.Broker.RecordAcks, which Acknowledge and StreamingPull call),
+// in weir's one subscription snapshot store; deliveries skip, and
+// acknowledge, what a seek to a snapshot restored as acknowledged
+// (pubsub.Broker.AckRestored).
 //
 // It may import io/pubsub, cloud.google.com/go/pubsub/v2 (for the
 // generated apiv1/pubsubpb protos), google.golang.org/grpc,

@@ -29,7 +29,12 @@ import (
 //     is free again.
 //
 // The state is in memory: after a restart of the server, keys start free
-// (the broker still delivers every unacknowledged message again).
+// (the broker still delivers every unacknowledged message again). So a
+// message delivered before the restart and not acknowledged does not hold
+// its key back: the key's later messages can be sent before its
+// redelivery, once its deadline passes. (weir's acknowledgement record,
+// pubsub.Broker.RecordAcks, could tell which messages above the floor are
+// still unacknowledged after a restart, to block their keys: not done.)
 
 // holdBack is how long a held-back message waits before the broker offers
 // it again.

@@ -19,8 +19,11 @@ import (
 // listed and can be sought to through weir's HTTP API and CLI, and one
 // made there (or with a job snapshot's --snapshot-sources) is listed and
 // can be sought to here. A snapshot records the subscription's
-// acknowledgement floor; a seek keeps the subscription's per-message
-// acknowledgement mode. The lifetime is Pub/Sub's: 7 days less the age of
+// acknowledgement floor and the messages acknowledged one by one above it
+// (at most pubsub.MaxSnapshotAckedRuns runs of them: FAILED_PRECONDITION
+// beyond); a seek keeps the subscription's per-message acknowledgement
+// mode and delivers again exactly the messages the snapshot holds as
+// unacknowledged, and all later ones. The lifetime is Pub/Sub's: 7 days less the age of
 // the oldest unacknowledged message, bounded by the topic's retention
 // (FAILED_PRECONDITION under 1 hour). The bucket earlier versions kept,
 // WEIR_PUBSUB_GRPC_SNAPSHOTS, is moved into the store on its first use.
@@ -34,7 +37,7 @@ func snapshotStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, pubsub.ErrSnapshotExists):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, pubsub.ErrSnapshotExpiresTooSoon), errors.Is(err, pubsub.ErrSnapshotTopicMismatch):
+	case errors.Is(err, pubsub.ErrSnapshotExpiresTooSoon), errors.Is(err, pubsub.ErrSnapshotTopicMismatch), errors.Is(err, pubsub.ErrSnapshotTooLarge):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	return statusOf(err)
@@ -64,7 +67,7 @@ func snapshotProto(project string, snap pubsub.SubscriptionSnapshot) *pubsubpb.S
 }
 
 // CreateSnapshot implements the Subscriber service: it records the
-// subscription's acknowledgement floor (see Seek).
+// subscription's acknowledgement state (see Seek).
 func (s *Server) CreateSnapshot(ctx context.Context, req *pubsubpb.CreateSnapshotRequest) (*pubsubpb.Snapshot, error) {
 	project, id, err := s.parseSnapshotName("name", req.GetName())
 	if err != nil {
@@ -143,18 +146,18 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *pubsubpb.DeleteSnapsho
 	return &emptypb.Empty{}, nil
 }
 
-// seekSnapshot returns the sequence a seek to snapshot name starts sub at.
-func (s *Server) seekSnapshot(ctx context.Context, sub *subscription, name string) (uint64, error) {
+// seekSnapshot returns the ID of snapshot name, which sub may seek to.
+func (s *Server) seekSnapshot(ctx context.Context, sub *subscription, name string) (string, error) {
 	_, id, err := s.parseSnapshotName("snapshot", name)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	snap, err := s.b.SubscriptionSnapshot(ctx, id)
 	if err != nil {
-		return 0, snapshotStatus(err)
+		return "", snapshotStatus(err)
 	}
 	if snap.Topic != sub.topic {
-		return 0, status.Errorf(codes.FailedPrecondition, "snapshot %s is of topic %s, subscription %s reads topic %s", id, snap.Topic, sub.id, sub.topic)
+		return "", status.Errorf(codes.FailedPrecondition, "snapshot %s is of topic %s, subscription %s reads topic %s", id, snap.Topic, sub.id, sub.topic)
 	}
-	return snap.AckFloor + 1, nil
+	return id, nil
 }

@@ -204,7 +204,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if err := checkAckIDs(p.sub, ids); err != nil {
 			return err
 		}
-		if err := p.s.ack(ctx, ids); err != nil {
+		if err := p.s.ack(ctx, p.sub, ids); err != nil {
 			return err
 		}
 		p.free(ids)
@@ -261,6 +261,12 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				_ = m.Nak()
 				return status.Error(codes.Internal, err.Error())
 			}
+			if done, err := p.s.b.AckRestored(ctx, p.sub.id, m); err != nil {
+				_ = m.Nak()
+				return statusOf(err)
+			} else if done {
+				continue // a seek to a snapshot restored it as acknowledged
+			}
 			if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
 				continue // held back behind a redelivered message of its key
 			}
@@ -277,6 +283,12 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					if err != nil {
 						_ = m.Nak()
 						break more
+					}
+					if done, err := p.s.b.AckRestored(ctx, p.sub.id, m); err != nil {
+						_ = m.Nak()
+						break more
+					} else if done {
+						continue
 					}
 					if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
 						continue

@@ -315,6 +315,12 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 				_ = m.Nak()
 				return out, status.Error(codes.Internal, err.Error())
 			}
+			if done, err := s.b.AckRestored(ctx, sub.id, m); err != nil {
+				_ = m.Nak()
+				return out, statusOf(err)
+			} else if done {
+				continue // a seek to a snapshot restored it as acknowledged
+			}
 			if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
 				continue // held back behind a redelivered message of its key
 			}
@@ -388,13 +394,17 @@ func checkAckIDs(sub *subscription, ids []string) error {
 	return nil
 }
 
-// ack acknowledges the deliveries ids, and waits until the broker has them.
-func (s *Server) ack(ctx context.Context, ids []string) error {
+// ack acknowledges the deliveries ids of sub, records them for snapshots
+// (pubsub.Broker.RecordAcks), and waits until the broker has both.
+func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) error {
 	nc := s.b.Conn()
 	for _, id := range ids {
 		if err := nc.Publish(id, []byte("+ACK")); err != nil {
 			return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
 		}
+	}
+	if err := s.b.RecordAcks(ctx, sub.id, ids); err != nil {
+		return statusOf(err)
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
 		return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
@@ -459,7 +469,7 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if err := checkAckIDs(sub, req.GetAckIds()); err != nil {
 		return nil, err
 	}
-	if err := s.ack(ctx, req.GetAckIds()); err != nil {
+	if err := s.ack(ctx, sub, req.GetAckIds()); err != nil {
 		return nil, err
 	}
 	s.acked(sub.id, req.GetAckIds())
@@ -494,69 +504,33 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 
 // Seek implements the Subscriber service. To a time: messages published
 // before it count as acknowledged, the others as not (delivered again). To
-// a snapshot: the messages after the snapshot's acknowledgement floor count
-// as not acknowledged (those acknowledged out of order above the floor
-// when the snapshot was taken are delivered again too).
+// a snapshot: the messages the snapshot holds as acknowledged (up to its
+// acknowledgement floor, and those acknowledged one by one above it) count
+// as acknowledged and are not delivered again; every other message is.
 func (s *Server) Seek(ctx context.Context, req *pubsubpb.SeekRequest) (*pubsubpb.SeekResponse, error) {
 	sub, err := s.readable(ctx, req.GetSubscription())
 	if err != nil {
 		return nil, err
 	}
-	var seq uint64
+	var target pubsub.SeekTarget
 	switch t := req.GetTime(); {
 	case t != nil:
 		if err := t.CheckValid(); err != nil {
 			return nil, invalid("seek on %s: time: %v", req.GetSubscription(), err)
 		}
-		if seq, err = s.firstAtOrAfter(ctx, sub, t.AsTime()); err != nil {
-			return nil, err
-		}
+		target.Time = t.AsTime()
 	case req.GetSnapshot() != "":
-		if seq, err = s.seekSnapshot(ctx, sub, req.GetSnapshot()); err != nil {
+		if target.Snapshot, err = s.seekSnapshot(ctx, sub, req.GetSnapshot()); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, invalid("seek on %s: set time or snapshot", req.GetSubscription())
 	}
-	if _, err := s.b.JetStream().ResetConsumerToSequence(ctx, sub.stream, sub.id, seq); err != nil {
-		return nil, statusOf(fmt.Errorf("seeking %s to sequence %d: %w: %w", sub.id, seq, pubsub.ErrUnavailable, err))
+	res, err := s.b.Seek(ctx, sub.id, target)
+	if err != nil {
+		return nil, snapshotStatus(err)
 	}
-	s.forgetOrdering(sub.id) // every message after seq is delivered anew, in order
-	s.log.Info("subscription sought", "subscription", sub.id, "to_seq", seq)
+	s.forgetOrdering(sub.id) // every message after the floor is delivered anew, in order
+	s.log.Info("subscription sought", "subscription", sub.id, "ack_floor", res.AckFloor)
 	return &pubsubpb.SeekResponse{}, nil
-}
-
-// firstAtOrAfter returns the stream sequence of sub's topic's first
-// message published at or after t, or the next sequence if there is none.
-func (s *Server) firstAtOrAfter(ctx context.Context, sub *subscription, t time.Time) (uint64, error) {
-	req, _ := json.Marshal(struct {
-		StartTime time.Time `json:"start_time"`
-	}{t.UTC()})
-	reply, err := s.b.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+sub.stream, req)
-	if err != nil {
-		return 0, statusOf(fmt.Errorf("seeking %s: %w: %w", sub.id, pubsub.ErrUnavailable, err))
-	}
-	var resp struct {
-		Message *struct {
-			Seq uint64 `json:"seq"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return 0, status.Errorf(codes.Internal, "seeking %s: reading the broker's answer: %v", sub.id, err)
-	}
-	if resp.Message != nil {
-		return resp.Message.Seq, nil
-	}
-	if resp.Error != nil && resp.Error.Code != 404 {
-		return 0, status.Errorf(codes.Internal, "seeking %s: %s", sub.id, resp.Error.Description)
-	}
-	info, err := s.b.Topic(ctx, sub.topic)
-	if err != nil {
-		return 0, statusOf(err)
-	}
-	return info.LastSeq + 1, nil
 }
