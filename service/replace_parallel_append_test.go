@@ -286,11 +286,15 @@ func TestParallelReplaceAppend(t *testing.T) {
 		newName string
 		d       time.Duration
 		rewind  bool
-		drivers []string
+		// priorRuns jobs of newName ran (and were cancelled) before, so
+		// the new job's generation is not the old job's + 1.
+		priorRuns int
+		drivers   []string
 	}{
 		{name: "same name rewind D=10m", d: 10 * time.Minute, rewind: true, drivers: []string{"sqlite", "postgres"}},
 		{name: "same name D=0", d: 0, drivers: []string{"sqlite", "postgres"}},
 		{name: "new name rewind D=0", newName: "events-v2", d: 0, rewind: true, drivers: []string{"sqlite"}},
+		{name: "new name used before D=10m", newName: "events-v2", d: 10 * time.Minute, priorRuns: 2, drivers: []string{"sqlite", "postgres"}},
 	}
 	for _, tc := range tests {
 		for _, drv := range appendDrivers() {
@@ -298,16 +302,24 @@ func TestParallelReplaceAppend(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
-				runParallelAppend(t, drv, tc.newName, tc.d, tc.rewind)
+				runParallelAppend(t, drv, tc.newName, tc.d, tc.rewind, tc.priorRuns)
 			})
 		}
 	}
 }
 
-func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Duration, rewind bool) {
+func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Duration, rewind bool, priorRuns int) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openParallel(t, dir)
+	for range priorRuns {
+		j := submit(t, s, newName, statelessYAML, dir)
+		if _, err := s.Cancel(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, j.ID, StateCancelled)
+		waitLetGo(t, s, j.ID)
+	}
 	sinkCfg, view := drv.setup(t, dir)
 	defer view.close()
 	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
@@ -348,6 +360,9 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if nj.State != StateRunning || nj.Replacement == nil || nj.Replacement.Phase != PhaseOverlap {
 		t.Fatalf("new job: %s replacement %+v (error %q)", nj.State, nj.Replacement, nj.Error)
 	}
+	if want := max(old.Generation, int64(priorRuns)) + 1; nj.Generation != want {
+		t.Fatalf("the new job's generation is %d, want %d", nj.Generation, want)
+	}
 	reread := 0
 	if rewind {
 		// The old job's watermark was at 23s: the new job re-reads the
@@ -363,23 +378,40 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if d > 0 {
 		waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
 		// Both jobs' rows of the overlap are committed, in their own tables.
-		o, _ := s.Get(old.ID)
-		waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
-		n, _ := s.Get(nj.ID)
-		waitFor(t, s, nj.ID, "two more checkpoints", checkpointed(n.LastCheckpoint.Epoch+2))
+		for _, id := range []string{old.ID, nj.ID} {
+			j, _ := s.Get(id)
+			var epoch uint64
+			if j.LastCheckpoint != nil {
+				epoch = j.LastCheckpoint.Epoch
+			}
+			waitFor(t, s, id, "two more checkpoints", checkpointed(epoch+2))
+		}
 		// Both generations' tables hold the overlap's elements; the view
 		// shows each once.
-		inOld, err := view.count(ctx, sqlsink.FacadeTableName(view.name, old.Generation))
+		gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(nj.Replacement.Parallel.Tables[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		inNew, err := view.count(ctx, sqlsink.FacadeTableName(view.name, nj.Generation))
-		if err != nil {
-			t.Fatal(err)
+		var inOld, inNew int64
+		for _, g := range gens {
+			n, err := view.count(ctx, g.Table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Generation == nj.Generation {
+				inNew += n
+			} else {
+				inOld += n
+			}
 		}
-		if inOld < int64(len(phase1)+len(phase2)) || inNew < int64(reread+len(phase2)) {
-			t.Fatalf("during the overlap generation %d's table holds %d rows, generation %d's %d; want both to hold the overlap's %d elements",
-				old.Generation, inOld, nj.Generation, inNew, len(phase2))
+		// (Without the rewind the new job writes only the windows it owns
+		// under the cut-over rule, from the first one it read whole.)
+		if inOld < int64(len(phase1)+len(phase2)) || inNew == 0 || inOld+inNew <= int64(len(phase1)+len(phase2)) {
+			t.Fatalf("during the overlap the old generations' tables hold %d rows, generation %d's %d (%+v); want the old ones all %d elements and both some of the overlap's",
+				inOld, nj.Generation, inNew, gens, len(phase1)+len(phase2))
+		}
+		if rewind && inNew < int64(reread+len(phase2)) {
+			t.Fatalf("with the rewind rule generation %d's table holds %d rows, want the %d re-read and the overlap's %d", nj.Generation, inNew, reread, len(phase2))
 		}
 		if rows, err := view.read(ctx); err != nil || len(rows) != len(phase1)+len(phase2) {
 			t.Fatalf("the view serves %d elements during the overlap (%v), want %d", len(rows), err, len(phase1)+len(phase2))
@@ -405,8 +437,17 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	target := s.facadeTarget(fin.Replacement.Parallel.Tables[0])
 	gens, err := sqlsink.FacadeGenerations(ctx, target)
-	if err != nil || len(gens) != 2 {
-		t.Fatalf("façade generations %+v %v, want the old job's %d (migrated from the plain table) and the new job's %d", gens, err, old.Generation, nj.Generation)
+	// The plain table becomes generation nj.Generation-1 (append rows
+	// carry no generation); the old job writes its own generation's table
+	// if it commits after the migration, the same one unless the
+	// generations have a gap. All of them end at the cut-over.
+	if err != nil || len(gens) < 2 || gens[0].Generation != nj.Generation || gens[1].Generation != nj.Generation-1 {
+		t.Fatalf("façade generations %+v %v, want the new job's %d, the migrated plain table's %d and maybe the old job's %d", gens, err, nj.Generation, nj.Generation-1, old.Generation)
+	}
+	for _, g := range gens {
+		if g.Generation < nj.Generation && g.Ended.IsZero() {
+			t.Errorf("generation %d is not marked ended after the cut-over: %+v", g.Generation, gens)
+		}
 	}
 	if got := cons.finish(t); len(got) != len(all) {
 		t.Fatalf("the view %s serves %d elements, want %d:\n%s", view.name, len(got), len(all), diffElems(got, all))

@@ -36,7 +36,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.endOldGenerations(ctx, flow, old.Generation); err != nil {
+	if _, err := s.endOldGenerations(ctx, flow, nj.Generation); err != nil {
 		return err
 	}
 	if pb, ok := s.opts.Broker.(parallelBroker); ok {
@@ -90,10 +90,16 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	return nil
 }
 
-// endOldGenerations records the old job's generation (oldGen) ended in
-// each table of flow not done yet, and reports whether all are. A table
-// not yet a view (the new job has not committed to it) waits.
-func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, oldGen int64) (bool, error) {
+// endOldGenerations records every generation older than the new job's
+// (newGen) ended in each table of flow not done yet, and reports whether
+// all are. Not just the old job's: a plain append table migrated behind
+// the view becomes generation newGen-1 (its rows carry none), which is the
+// old job's only when the generations are consecutive (a replacement under
+// a name that had jobs before is not), and the old job's own generation is
+// behind the view only if it wrote after the migration. A table not yet a
+// view (the new job has not committed to it) waits.
+func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, newGen int64) (bool, error) {
+	oldGen := newGen - 1
 	all := true
 	for i := range flow.Tables {
 		t := &flow.Tables[i]
@@ -122,11 +128,7 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 		return true, nil
 	}
 	if slices.ContainsFunc(flow.Tables, func(t FacadeTable) bool { return !t.OldEnded }) {
-		old, err := s.readJob(nj.Replacement.OldJobID)
-		if err != nil {
-			return false, err
-		}
-		all, err := s.endOldGenerations(ctx, flow, old.Generation)
+		all, err := s.endOldGenerations(ctx, flow, nj.Generation)
 		if err != nil {
 			return false, err
 		}
