@@ -461,6 +461,8 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
 		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
 	}
+	// The cut-over's façade sweep entry goes once one generation is left.
+	waitSwept(t, s)
 	if got := after.finish(t); len(got) != len(all) {
 		t.Fatalf("the view %s after the compaction serves %d elements, want %d:\n%s", view.name, len(got), len(all), diffElems(got, all))
 	} else if diff := diffElems(got, all); diff != "" {

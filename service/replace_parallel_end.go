@@ -83,6 +83,12 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
+	// The compaction waits for the rollback retention; should a later flow
+	// take this record over meanwhile, the façade sweep does it
+	// (facade_sweep.go).
+	if err := s.putFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the cut-over of job %s: %w", cur.ID, err)
 	}
@@ -133,7 +139,7 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 			return false, err
 		}
 		if err := s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Tables = flow.Tables }); err != nil {
-			return false, err
+			return false, s.sweepGoneFlow(nj, err)
 		}
 		if !all {
 			return false, nil
@@ -158,7 +164,35 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true })
+	return true, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true }))
+}
+
+// sweepGoneFlow hands the tables of nj's flow to the façade sweep when err
+// says a later flow took nj's record over (a record cut over before the
+// cut-over wrote sweep entries has none), and returns err.
+func (s *Service) sweepGoneFlow(nj *Job, err error) error {
+	if !errors.Is(err, errFlowGone) {
+		return err
+	}
+	names := []string{nj.Name}
+	if old, rerr := s.readJob(nj.Replacement.OldJobID); rerr == nil {
+		names = append(names, old.Name)
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	w := &state.Write{}
+	for _, t := range nj.Replacement.Parallel.Tables {
+		if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
+			continue // the cut-over's entry
+		}
+		if perr := s.putFacadeSweeps(w, []FacadeTable{t}, names...); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+	if aerr := s.applyLocked(w); aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	return err
 }
 
 // errFlowGone: the job's record no longer holds the parallel flow a

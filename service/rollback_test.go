@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -530,6 +531,64 @@ func TestRollbackAfterParallel(t *testing.T) {
 	h, err := s.LineageHistory("sums")
 	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
 		t.Fatalf("history: %+v %v", h, err)
+	}
+	// The rollback came during the parallel flow's compaction wait, so its
+	// driver stopped: the façade sweep compacts the generations instead —
+	// after a restart too, once the retention has passed.
+	table := nj.Replacement.Parallel.Tables[0]
+	target := s.facadeTarget(table)
+	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 3 {
+		t.Fatalf("façade generations before the retention passed: %+v %v, want the old job's, the parallel job's and the rollback job's", gens, err)
+	}
+	if sw, err := s.facadeSweeps(); err != nil || len(sw) != 1 || sw[0].Table.Table != table.Table {
+		t.Fatalf("façade sweep entries: %+v %v, want one for %s", sw, err, table.Table)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(DefaultRollbackRetention + time.Minute)
+	s = reopenParallel(t, dir, b, clock)
+	waitSwept(t, s)
+	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(table))
+	if err != nil || len(gens) != 1 || gens[0].Generation != rb.Job.Generation {
+		t.Fatalf("façade generations after the sweep: %+v %v, want the rollback job's %d only", gens, err, rb.Job.Generation)
+	}
+	after := startConsumer(s, view)
+	if diff := diffTotals(after.finish(t), parTruth(all)); diff != "" {
+		t.Fatalf("the view after the sweep against the ground truth:\n%s", diff)
+	}
+}
+
+// reopenParallel opens the service of openParallel again on dir (after
+// a Close: a restart).
+func reopenParallel(t *testing.T, dir string, b *pubsub.Broker, clock *shiftClock) *Service {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	<-s.Recovered()
+	return s
+}
+
+// waitSwept waits until the service has no façade sweep entry left.
+func waitSwept(t *testing.T, s *Service) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next() // the sweep's writes are changes
+		sw, err := s.facadeSweeps()
+		if err == nil && len(sw) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("façade sweep entries left: %+v %v", sw, err)
+		}
 	}
 }
 
