@@ -18,6 +18,10 @@ type RollbackRequest struct {
 	// MaxStopDuration bounds the running job's drain ("5m"); it is
 	// cancelled after. Default 5m.
 	MaxStopDuration string `json:"max_stop_duration,omitempty"`
+	// RequestID makes the rollback idempotent for 24 hours, as a
+	// submission's: a retry gets the first answer, never a second
+	// rollback; the same ID with another request is 409 REQUEST_ID_REUSED.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // RollbackResponse is the reply of a rollback: the report (what is re-read
@@ -43,7 +47,7 @@ func (s *Server) rollbackJob(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	res, err := s.svc.Rollback(r.Context(), service.RollbackRequest{Name: name, ToGeneration: req.ToGeneration,
-		ValidateOnly: req.ValidateOnly, MaxStop: maxStop})
+		ValidateOnly: req.ValidateOnly, MaxStop: maxStop, RequestID: req.RequestID})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return

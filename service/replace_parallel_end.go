@@ -36,7 +36,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.endOldGenerations(ctx, flow, old.Generation); err != nil {
+	if _, err := s.endOldGenerations(ctx, flow, nj.Generation); err != nil {
 		return err
 	}
 	if pb, ok := s.opts.Broker.(parallelBroker); ok {
@@ -83,6 +83,12 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
+	// The compaction waits for the rollback retention; should a later flow
+	// take this record over meanwhile, the façade sweep does it
+	// (facade_sweep.go).
+	if err := s.putFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
+		return err
+	}
 	if err := s.applyLocked(w); err != nil {
 		return internalf("recording the cut-over of job %s: %w", cur.ID, err)
 	}
@@ -90,10 +96,16 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 	return nil
 }
 
-// endOldGenerations records the old job's generation (oldGen) ended in
-// each table of flow not done yet, and reports whether all are. A table
-// not yet a view (the new job has not committed to it) waits.
-func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, oldGen int64) (bool, error) {
+// endOldGenerations records every generation older than the new job's
+// (newGen) ended in each table of flow not done yet, and reports whether
+// all are. Not just the old job's: a plain append table migrated behind
+// the view becomes generation newGen-1 (its rows carry none), which is the
+// old job's only when the generations are consecutive (a replacement under
+// a name that had jobs before is not), and the old job's own generation is
+// behind the view only if it wrote after the migration. A table not yet a
+// view (the new job has not committed to it) waits.
+func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, newGen int64) (bool, error) {
+	oldGen := newGen - 1
 	all := true
 	for i := range flow.Tables {
 		t := &flow.Tables[i]
@@ -122,16 +134,12 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 		return true, nil
 	}
 	if slices.ContainsFunc(flow.Tables, func(t FacadeTable) bool { return !t.OldEnded }) {
-		old, err := s.readJob(nj.Replacement.OldJobID)
-		if err != nil {
-			return false, err
-		}
-		all, err := s.endOldGenerations(ctx, flow, old.Generation)
+		all, err := s.endOldGenerations(ctx, flow, nj.Generation)
 		if err != nil {
 			return false, err
 		}
 		if err := s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Tables = flow.Tables }); err != nil {
-			return false, err
+			return false, s.sweepGoneFlow(nj, err)
 		}
 		if !all {
 			return false, nil
@@ -156,7 +164,35 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true })
+	return true, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true }))
+}
+
+// sweepGoneFlow hands the tables of nj's flow to the façade sweep when err
+// says a later flow took nj's record over (a record cut over before the
+// cut-over wrote sweep entries has none), and returns err.
+func (s *Service) sweepGoneFlow(nj *Job, err error) error {
+	if !errors.Is(err, errFlowGone) {
+		return err
+	}
+	names := []string{nj.Name}
+	if old, rerr := s.readJob(nj.Replacement.OldJobID); rerr == nil {
+		names = append(names, old.Name)
+	}
+	s.mu.Lock() // lock order 3
+	defer s.mu.Unlock()
+	w := &state.Write{}
+	for _, t := range nj.Replacement.Parallel.Tables {
+		if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
+			continue // the cut-over's entry
+		}
+		if perr := s.putFacadeSweeps(w, []FacadeTable{t}, names...); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+	if aerr := s.applyLocked(w); aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	return err
 }
 
 // errFlowGone: the job's record no longer holds the parallel flow a

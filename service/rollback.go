@@ -226,6 +226,12 @@ type RollbackRequest struct {
 	// MaxStop bounds the current job's drain (it is cancelled after);
 	// 0: DefaultRollbackMaxStop.
 	MaxStop time.Duration
+	// RequestID makes the rollback idempotent as a submission's does: a
+	// retry with the same ID within RequestIDRetention gets the first
+	// answer (the rollback job, read anew, or the same refusal), never a
+	// second rollback; the same ID with another request is
+	// REQUEST_ID_REUSED. "" (the default): no ID.
+	RequestID string
 }
 
 // RollbackSource is one source of the rollback job: where its subscription
@@ -294,6 +300,11 @@ func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
+	return s.rollbackOnce(ctx, req, func() (*RollbackResult, error) { return s.rollback(ctx, req) })
+}
+
+// rollback is Rollback once its request ID (if any) is new.
+func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
 	if err := ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -531,6 +532,64 @@ func TestRollbackAfterParallel(t *testing.T) {
 	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
 		t.Fatalf("history: %+v %v", h, err)
 	}
+	// The rollback came during the parallel flow's compaction wait, so its
+	// driver stopped: the façade sweep compacts the generations instead —
+	// after a restart too, once the retention has passed.
+	table := nj.Replacement.Parallel.Tables[0]
+	target := s.facadeTarget(table)
+	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 3 {
+		t.Fatalf("façade generations before the retention passed: %+v %v, want the old job's, the parallel job's and the rollback job's", gens, err)
+	}
+	if sw, err := s.facadeSweeps(); err != nil || len(sw) != 1 || sw[0].Table.Table != table.Table {
+		t.Fatalf("façade sweep entries: %+v %v, want one for %s", sw, err, table.Table)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(DefaultRollbackRetention + time.Minute)
+	s = reopenParallel(t, dir, b, clock)
+	waitSwept(t, s)
+	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(table))
+	if err != nil || len(gens) != 1 || gens[0].Generation != rb.Job.Generation {
+		t.Fatalf("façade generations after the sweep: %+v %v, want the rollback job's %d only", gens, err, rb.Job.Generation)
+	}
+	after := startConsumer(s, view)
+	if diff := diffTotals(after.finish(t), parTruth(all)); diff != "" {
+		t.Fatalf("the view after the sweep against the ground truth:\n%s", diff)
+	}
+}
+
+// reopenParallel opens the service of openParallel again on dir (after
+// a Close: a restart).
+func reopenParallel(t *testing.T, dir string, b *pubsub.Broker, clock *shiftClock) *Service {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	<-s.Recovered()
+	return s
+}
+
+// waitSwept waits until the service has no façade sweep entry left.
+func waitSwept(t *testing.T, s *Service) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next() // the sweep's writes are changes
+		sw, err := s.facadeSweeps()
+		if err == nil && len(sw) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("façade sweep entries left: %+v %v", sw, err)
+		}
+	}
 }
 
 // TestRollbackHeld: a rollback snapshot past its expire time is kept while
@@ -571,5 +630,105 @@ func TestRollbackHeld(t *testing.T) {
 				t.Errorf("rollbackHeld = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRollbackRequestID: a rollback with --request-id is idempotent as a
+// submission is: a refusal retried is the same refusal, a retry of the
+// rollback (also after a restart) answers the same rollback job, read
+// anew, and never rolls back a second time; the same ID with another
+// request, or an ID a submission used, is REQUEST_ID_REUSED; once
+// RequestIDRetention has passed, the ID is new again.
+func TestRollbackRequestID(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	sink := rbSinks(t, dir)["sqlite"](t)
+	s, b, clock := openRollback(t, dir, 0)
+	v1, v2 := rbPipelines(sink)
+	j1 := submit(t, s, "sums", v1, dir)
+	phase1 := srEvents(300, 0, 1)
+	publishEvents(t, b, phase1)
+	waitElements(t, s, j1.ID, "Events", int64(len(phase1)))
+
+	// A refusal (no rollback snapshot yet) is kept and answered again.
+	refused := RollbackRequest{Name: "sums", RequestID: "rb-refused"}
+	for i := range 2 {
+		if _, err := s.Rollback(ctx, refused); ErrorCode(err) != CodeNoRollbackSnapshot {
+			t.Fatalf("attempt %d of a rollback with no snapshot: %v, want %s", i+1, err, CodeNoRollbackSnapshot)
+		}
+	}
+	j2 := replaceV2(t, s, clock, HowInPlaceUpdate, v2, dir)
+	rollbackSnapshotOf(t, s, "sums", j1.ID)
+	// The same ID after the snapshot exists still gets the first answer.
+	if _, err := s.Rollback(ctx, refused); ErrorCode(err) != CodeNoRollbackSnapshot {
+		t.Fatalf("a retry of the refused rollback: %v, want the first answer %s", err, CodeNoRollbackSnapshot)
+	}
+
+	req := RollbackRequest{Name: "sums", RequestID: "rb-1"}
+	first, err := s.Rollback(ctx, req)
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if first.Job == nil || first.Job.Generation != 3 || first.Job.ReplacesJobID != j2.ID {
+		t.Fatalf("rollback job: %+v", first.Job)
+	}
+	steps := []struct {
+		name string
+		do   func() (*RollbackResult, error)
+		code Code
+	}{
+		{"retry during the flow", func() (*RollbackResult, error) { return s.Rollback(ctx, req) }, ""},
+		{"same ID, another request", func() (*RollbackResult, error) {
+			return s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: 1, RequestID: "rb-1"})
+		}, CodeRequestIDReused},
+		{"retry once the rollback job runs", func() (*RollbackResult, error) {
+			waitPhase(t, s, first.Job.ID)
+			return s.Rollback(ctx, req)
+		}, ""},
+		{"retry after a restart", func() (*RollbackResult, error) {
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s = reopenParallel(t, dir, b, clock)
+			return s.Rollback(ctx, req)
+		}, ""},
+	}
+	for _, st := range steps {
+		res, err := st.do()
+		if st.code != "" {
+			if ErrorCode(err) != st.code {
+				t.Fatalf("%s: %v, want code %s", st.name, err, st.code)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v, want the first answer", st.name, err)
+		}
+		if res == nil || res.Job == nil || res.Job.ID != first.Job.ID || res.NewGeneration != first.NewGeneration || res.Snapshot == nil || res.Snapshot.ID != first.Snapshot.ID {
+			t.Fatalf("%s: answered %+v, want the first rollback's job %s", st.name, res, first.Job.ID)
+		}
+		if jobs, _, _ := s.History("sums"); len(jobs) != 3 {
+			t.Fatalf("%s: %d jobs of sums, want 3 (no second rollback)", st.name, len(jobs))
+		}
+	}
+	if cur, _ := s.Get("sums"); cur.ID != first.Job.ID {
+		t.Fatalf("the name's active job is %s, want the rollback job %s", cur.ID, first.Job.ID)
+	}
+	// An ID a submission used names that submission.
+	if _, err := s.Submit(ctx, SubmitRequest{Name: "other", Pipeline: statelessYAML, BaseDir: dir, RequestID: "sub-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "sub-1"}); ErrorCode(err) != CodeRequestIDReused {
+		t.Fatalf("a rollback with a submission's request ID: %v, want %s", err, CodeRequestIDReused)
+	}
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "not an id!"}); ErrorCode(err) != CodeInvalidRequest {
+		t.Fatalf("an invalid request ID: %v, want %s", err, CodeInvalidRequest)
+	}
+	// After the retention the ID is new: another request under it runs
+	// (a validate-only one here) instead of REQUEST_ID_REUSED.
+	clock.advance(RequestIDRetention + time.Minute)
+	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true, RequestID: "rb-1"})
+	if err != nil || !vo.ValidateOnly || vo.Job != nil {
+		t.Fatalf("another request under an ID past the retention: %+v %v, want its own validate-only report", vo, err)
 	}
 }

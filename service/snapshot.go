@@ -651,6 +651,9 @@ func (s *Service) expireLoop() {
 			if err := s.expireSnapshots(); err != nil {
 				s.opts.Logger.Error("deleting expired snapshots", "error", err)
 			}
+			if err := s.sweepFacades(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.opts.Logger.Error("compacting façade views (retried)", "error", err)
+			}
 		}
 	}
 }

@@ -21,7 +21,7 @@ func newJobsRollbackCommand(e *env) *cobra.Command {
 	var server serverFlag
 	var req api.RollbackRequest
 	cmd := &cobra.Command{
-		Use:   "rollback NAME [--to-generation N] [--validate-only]",
+		Use:   "rollback NAME [--to-generation N] [--validate-only] [--request-id ID]",
 		Short: "Go back to an earlier generation of a job: its pipeline runs again as a new generation from the rollback snapshot kept at its replacement",
 		Long: `Go back to an earlier generation of a job name. Every in-place update and
 replacement keeps the old job's state at the handover as a rollback snapshot
@@ -32,7 +32,11 @@ since the snapshot is re-read from the topic's retention and every window it
 touches is computed again. The running job is drained (cancelled after
 --max-stop-duration). --validate-only prints the report and changes nothing.
 --wait follows the rollback's phases (the running job draining, the cut-over)
-and exits 0 once the rollback job runs, 1 if the flow failed.`,
+and exits 0 once the rollback job runs, 1 if the flow failed. --request-id ID
+makes the rollback idempotent as a submission's: a retry with the same ID
+within 24 hours gets the first answer (the same rollback job, or the same
+refusal), never a second rollback; the same ID with another request is
+refused (REQUEST_ID_REUSED).`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -70,6 +74,7 @@ and exits 0 once the rollback job runs, 1 if the flow failed.`,
 	fl.BoolVar(&req.ValidateOnly, "validate-only", false, "print the report (what is re-read and recomputed) and change nothing")
 	fl.StringVar(&maxStop, "max-stop-duration", "", "how long the running job may drain before it is cancelled (default 5m)")
 	fl.BoolVar(&wait, "wait", false, "follow the rollback until the rollback job runs (exit 0) or the flow fails (exit 1)")
+	fl.StringVar(&req.RequestID, "request-id", "", "make the rollback idempotent: a retry with the same ID within 24 hours gets the first answer, never a second rollback")
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
 	return cmd

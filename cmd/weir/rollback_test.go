@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/internal/await"
 )
 
 // TestCLIServerCrashRollback kills the server with SIGKILL at a seeded
@@ -190,4 +192,85 @@ func crashRollback(t *testing.T, seed uint64) {
 		t.Fatalf("snapshots list: %d %s\n%s", l.code, l.stderr, l.stdout)
 	}
 	srv.stop(syscall.SIGTERM)
+}
+
+// TestCLIRollbackRequestID: `weir jobs rollback NAME --request-id ID`
+// against a real server is idempotent as a submission is: a refusal
+// retried is the same refusal; after an in-place update, the rollback and
+// its retry answer the same rollback job (never a second rollback); the
+// same ID with another request is refused by the server (exit 1,
+// REQUEST_ID_REUSED).
+func TestCLIRollbackRequestID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir := t.TempDir()
+	p := startServer(t, filepath.Join(dir, "data"))
+	pipe, err := filepath.Abs("testdata/stream_windows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.cli(dir, "run", pipe, "--job-name", "sums", "--no-wait"); r.code != ExitOK {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	p.waitJob("sums", "a checkpoint", epochAtLeast(1))
+	for i := range 2 {
+		r := p.cli(dir, "jobs", "rollback", "sums", "--request-id", "rb-none")
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "NO_ROLLBACK_SNAPSHOT") {
+			t.Fatalf("attempt %d of a rollback with no rollback snapshot: exit %d: %s", i+1, r.code, r.stderr)
+		}
+	}
+	if r := p.cli(dir, "run", pipe, "--job-name", "sums", "--update"); r.code != ExitOK {
+		t.Fatalf("in-place update: exit %d: %s", r.code, r.stderr)
+	}
+	jobOf := func(r cliResult) (id string, gen float64) {
+		t.Helper()
+		var out struct {
+			Job struct {
+				ID         string  `json:"id"`
+				Generation float64 `json:"generation"`
+			} `json:"job"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Job.ID == "" {
+			t.Fatalf("no rollback job in %q (%v); stderr %s", r.stdout, err, r.stderr)
+		}
+		return out.Job.ID, out.Job.Generation
+	}
+	// The rollback snapshot is copied after the update: until it is READY
+	// the server answers ROLLBACK_UNAVAILABLE, which a retry asks again.
+	var first cliResult
+	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		first = p.cli(dir, "jobs", "rollback", "sums", "--request-id", "rb-1", "--format", "json")
+		return first.code != ExitFailure || !strings.Contains(first.stderr, "ROLLBACK_UNAVAILABLE")
+	}) {
+		t.Fatalf("the rollback stayed unavailable: %s", first.stderr)
+	}
+	if first.code != ExitOK {
+		t.Fatalf("rollback: exit %d: %s", first.code, first.stderr)
+	}
+	id, gen := jobOf(first)
+	if gen != 3 {
+		t.Fatalf("the rollback job %s has generation %v, want 3", id, gen)
+	}
+	r := p.cli(dir, "jobs", "rollback", "sums", "--request_id", "rb-1", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("retry: exit %d: %s", r.code, r.stderr)
+	}
+	if again, _ := jobOf(r); again != id {
+		t.Fatalf("the retry answered job %s, want the first rollback's %s", again, id)
+	}
+	r = p.cli(dir, "jobs", "rollback", "sums", "--request-id", "rb-1", "--to-generation", "1")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "REQUEST_ID_REUSED") {
+		t.Fatalf("the same ID with another request: exit %d: %s", r.code, r.stderr)
+	}
+	if m := p.describe("sums"); m["id"] != id {
+		t.Fatalf("the name's job is %v, want the rollback job %s", m["id"], id)
+	}
+	r = p.cli(dir, "jobs", "list", "--status", "all", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("jobs list: exit %d: %s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, `"name":"sums"`) + strings.Count(r.stdout, `"name": "sums"`); n != 3 {
+		t.Fatalf("%d jobs of sums, want 3 (no second rollback):\n%s", n, r.stdout)
+	}
 }

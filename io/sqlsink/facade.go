@@ -601,18 +601,24 @@ func FacadeGenerations(ctx context.Context, t FacadeTarget) ([]FacadeGeneration,
 	return out, err
 }
 
-// EndFacadeGeneration records that the job of generation gen, and the jobs
-// of every older generation behind the view that were not yet recorded as
-// ended, have ended, at t.Now(): the start of their retention before
-// CompactFacade merges them.
+// EndFacadeGeneration records that the jobs of generation gen and of
+// every older generation behind the view that were not yet recorded as
+// ended have ended, at t.Now(): the start of their retention before
+// CompactFacade merges them. gen itself need not be behind the view: a
+// service ending every generation before the new job's passes the new
+// generation - 1, which covers the generation a plain table was migrated
+// to (append tables carry no generation, so the migration names it the
+// sink's - 1) and the old job's own, whether or not it wrote after the
+// migration. It answers ErrFacade when no generation up to gen is behind
+// the view (the table is not a façade yet).
 func EndFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) error {
 	return withFacade(ctx, t, func(fx facadeExec, now time.Time) error {
 		gens, err := fxGenerations(ctx, fx, t.Table)
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(gens, func(g facadeGen) bool { return g.generation == gen }) {
-			return fmt.Errorf("%w: %s has no generation %d (generations: %s)", ErrFacade, t.Table, gen, genList(gens, func(g facadeGen) int64 { return g.generation }))
+		if !slices.ContainsFunc(gens, func(g facadeGen) bool { return g.generation <= gen }) {
+			return fmt.Errorf("%w: %s has no generation up to %d (generations: %s)", ErrFacade, t.Table, gen, genList(gens, func(g facadeGen) int64 { return g.generation }))
 		}
 		err = fx.exec(ctx, `UPDATE `+FacadeTable+` SET ended_at = `+ph(fx, 1)+` WHERE facade = `+ph(fx, 2)+
 			` AND generation <= `+ph(fx, 3)+` AND ended_at IS NULL`, now.UnixMilli(), t.Table, gen)

@@ -482,6 +482,86 @@ func TestFacadeAppend(t *testing.T) {
 	})
 }
 
+// TestFacadeAppendMigration: a plain append table written by generation
+// 1 is put behind the view the first time generation 4 (not 2: the new
+// job's name had jobs before) writes it in façade mode. The old
+// generation's plain sink goes on writing (it joins the façade as
+// generation 1) and both write the same elements during the overlap; the
+// view shows each element once at every step. Ending every generation
+// before the new one (EndFacadeGeneration(3), what the service does at
+// the cut-over) covers both the migrated table and the old sink's, so the
+// compaction merges both, moves only the elements generation 4 lacks, and
+// leaves generation 4 alone behind the view.
+func TestFacadeAppendMigration(t *testing.T) {
+	forEachFacadeDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		mk := func(gen int64, facade bool) *Sink {
+			cfg := e.config(ModeAppend)
+			cfg.Generation, cfg.Facade, cfg.SinkID = gen, facade, e.table+"/Write"
+			return e.sink(cfg, factsSchema)
+		}
+		el := func(i int) contract.Element {
+			return contract.Element{Value: &row.Row{Schema: factsSchema, Values: []any{fmt.Sprintf("ev-%03d", i), int64(i)}},
+				Source: &contract.SourcePos{Source: "events", Offset: int64(i)}, Window: fwin(i / 10), Pane: window.NoFiring}
+		}
+		span := func(a, b int) []contract.Element {
+			var out []contract.Element
+			for i := a; i < b; i++ {
+				out = append(out, el(i))
+			}
+			return out
+		}
+		check := func(step string, want int64) {
+			t.Helper()
+			r := e.query(`SELECT COUNT(*), COUNT(DISTINCT event_id) FROM ` + quoteTable(e.table))
+			if r[0][0].(int64) != want || r[0][1].(int64) != want {
+				t.Fatalf("%s: the view has %d rows, %d distinct elements; want %d and %d", step, r[0][0], r[0][1], want, want)
+			}
+		}
+		g1 := mk(1, false)
+		commit(t, g1, 1, span(0, 30)...)
+		check("plain table", 30)
+		g4 := mk(4, true)
+		if !e.exists(FacadeTableName(e.table, 3)) {
+			t.Fatalf("the plain append table was not moved to %s", FacadeTableName(e.table, 3))
+		}
+		check("migrated", 30)
+		commit(t, g4, 1, span(20, 40)...) // the rewind re-read
+		check("new generation re-read", 40)
+		commit(t, g1, 2, span(30, 45)...) // joins as generation 1
+		if !e.exists(FacadeTableName(e.table, 1)) {
+			t.Fatalf("the old generation's plain sink did not join the façade as %s", FacadeTableName(e.table, 1))
+		}
+		check("overlap", 45)
+		commit(t, g4, 2, span(40, 50)...)
+		check("overlap, new generation ahead", 50)
+		must(t, g1.Close(ctx))
+		now := time.Now()
+		must(t, EndFacadeGeneration(ctx, e.target(func() time.Time { return now }), 3))
+		gens, err := FacadeGenerations(ctx, e.target(nil))
+		must(t, err)
+		for _, g := range gens {
+			if ended := !g.Ended.IsZero(); ended != (g.Generation < 4) {
+				t.Fatalf("after ending the generations before 4: %+v", gens)
+			}
+		}
+		rep, err := CompactFacade(ctx, e.target(func() time.Time { return now.Add(time.Hour) }), 4, time.Minute)
+		must(t, err)
+		if !slices.Equal(rep.Merged, []int64{3, 1}) || rep.Rows != 20 || len(rep.Waiting) != 0 {
+			t.Fatalf("compaction: %+v, want generations 3 and 1 merged with 20 rows (ev-000..ev-019)", rep)
+		}
+		check("compacted", 50)
+		if gens, err := FacadeGenerations(ctx, e.target(nil)); err != nil || len(gens) != 1 || gens[0].Generation != 4 {
+			t.Fatalf("generations after the compaction: %+v %v", gens, err)
+		}
+		for _, g := range []int64{1, 3} {
+			if e.exists(FacadeTableName(e.table, g)) {
+				t.Errorf("the table of generation %d is still there after the compaction", g)
+			}
+		}
+	})
+}
+
 // TestFacadeMigrationKeepsRows: a plain table with rows of several
 // generations becomes the physical table of the newest one; the view
 // serves every row; a plain sink of the old generation keeps writing
@@ -567,9 +647,13 @@ func TestFacadeRefusals(t *testing.T) {
 		if e.exists(FacadeTableName(foreign.Table, 1)) {
 			t.Errorf("the refused façade sink created %s", FacadeTableName(foreign.Table, 1))
 		}
-		// An unknown generation.
-		if err := EndFacadeGeneration(ctx, e.target(nil), 9); !errors.Is(err, ErrFacade) {
-			t.Fatalf("ending an unknown generation: %v, want ErrFacade", err)
+		// No generation up to the one ended (the façade holds generation 1).
+		if err := EndFacadeGeneration(ctx, e.target(nil), 0); !errors.Is(err, ErrFacade) {
+			t.Fatalf("ending generation 0 of a façade of generation 1: %v, want ErrFacade", err)
+		}
+		// A table that is no façade.
+		if err := EndFacadeGeneration(ctx, FacadeTarget{Driver: e.driver, DSN: e.dsn, Table: e.table + "_plain"}, 9); !errors.Is(err, ErrFacade) {
+			t.Fatalf("ending a generation of a table that is no façade: %v, want ErrFacade", err)
 		}
 		if _, err := CompactFacade(ctx, e.target(nil), 9, 0); !errors.Is(err, ErrFacade) {
 			t.Fatalf("compacting into an unknown generation: %v, want ErrFacade", err)
