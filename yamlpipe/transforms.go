@@ -83,6 +83,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
 	case "ExtractWindowingInfo":
 		return &transformDef{keys: []string{"fields"}, build: buildExtractWindowingInfo}, true
+	case "AssertEqual":
+		return &transformDef{keys: []string{"elements"}, sink: true, build: buildAssertEqual}, true
+	case "Reshuffle":
+		return &transformDef{keys: []string{"num_buckets"}, build: buildReshuffle}, true
 	}
 	return nil, false
 }
@@ -92,7 +96,7 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo", "Join"}
+		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
 	sort.Strings(out)
 	return out
 }
