@@ -63,6 +63,15 @@ func TestBeamYAMLTests(t *testing.T) {
 	}{
 		{file: "reshuffle.yaml"},
 		{file: "windowinto.yaml"},
+		{file: "create.yaml"},
+		{file: "explode.yaml"},
+		{file: "assign_timestamps.yaml"},
+		{file: "filter.yaml"},
+		{file: "flatten.yaml"},
+		{file: "windowing.yaml"},
+		{file: "join.yaml"},
+		{file: "partition.yaml"},
+		{file: "maptofields.yaml"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

@@ -34,7 +34,7 @@ var celKeys = []string{"language", "side_inputs", "side_input_key", "error_handl
 func lookupTransform(typ string) (*transformDef, bool) {
 	switch typ {
 	case "Create":
-		return &transformDef{keys: []string{"elements", "timestamp_field", "reshuffle", "error_handling"}, source: true, errors: true, build: buildCreate}, true
+		return &transformDef{keys: []string{"elements", "timestamp_field", "reshuffle", "output_schema", "error_handling"}, source: true, errors: true, build: buildCreate}, true
 	case "TestStream":
 		return &transformDef{keys: []string{"events", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildTestStream}, true
 	case "Generate":
@@ -115,7 +115,21 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	lit, err := l.literalRows(en.seq, tsField)
+	if rn := t.config.get("reshuffle"); rn != nil && rn.kind != kBool {
+		return nil, l.errf(rn, "Create reshuffle must be true or false")
+	}
+	elems := en.seq
+	var invalid []weir.TimestampedValue[*rowT]
+	if osn := t.config.get("output_schema"); osn != nil {
+		os, err := l.parseOutputSchema(osn)
+		if err != nil {
+			return nil, err
+		}
+		if elems, invalid, err = l.splitBySchema(os, elems); err != nil {
+			return nil, err
+		}
+	}
+	lit, err := l.literalRows(elems, tsField)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +140,7 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	for i, r := range lit.rows {
 		tvs[i] = l.timestamped(r, lit.nodes[i], tsField, mtime.MinTimestamp)
 	}
+	tvs = append(tvs, invalid...)
 	out := weir.CreateTimestamped(l.root, t.name, tvs, stepOpts(t, append(errorOpt(t), weir.WithCoder(lit.schema.Coder()))...)...)
 	l.registerErrors(t, out)
 	return rowsColl(lit.schema, out), nil
