@@ -455,6 +455,7 @@ func (l *loader) compilePython(in *coll, n *node, what string) (*pyProgram, erro
 	if strings.TrimSpace(src) == "" {
 		return nil, l.errf(n, "%s is empty", what)
 	}
+	src = pyGeneratorArgs(src)
 	fields := in.schema.String()
 	// Parse the text alone so positions are the text's; wrapping it in
 	// parentheses would allow line breaks but shift the columns.
@@ -509,6 +510,7 @@ func (l *loader) compilePyCallable(in *coll, n *node, what string) (*pyProgram, 
 	if err != nil {
 		return nil, err
 	}
+	src = pyGeneratorArgs(src)
 	fields := in.schema.String()
 	trimmed := strings.TrimSpace(src)
 	p := &pyProgram{src: trimmed, typ: row.Of(row.KindAny)}
