@@ -6,7 +6,7 @@ import "sort"
 // lacks, into list comprehensions of the same elements: any(f(x) for x in
 // xs) becomes any([f(x) for x in xs]), (x for x in xs) a list. Beam's
 // callables use them with any, all, sum, min, max, sorted, list, tuple,
-// set and ”.join, whose results are the same for a list. A parenthesized
+// set and str.join, whose results are the same for a list. A parenthesized
 // group is rewritten when a for sits directly in it and no comma does
 // (Python requires a generator argument to be the only one); strings and
 // comments are left alone. The rewrite inserts one character on each side,
