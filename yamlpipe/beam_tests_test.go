@@ -81,6 +81,11 @@ func TestBeamYAMLTests(t *testing.T) {
 		{file: "join.yaml"},
 		{file: "partition.yaml"},
 		{file: "maptofields.yaml"},
+		{file: "text.yaml"},
+		{file: "json.yaml", loadErr: map[int]string{
+			// Beam reads the schema from the file; weir needs it in the config.
+			1: `json.yaml:23:17: ReadFromJson needs config.schema`,
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
