@@ -44,7 +44,7 @@ func TestBeamPublishedExamples(t *testing.T) {
 		{file: "top_largest_per_key.yaml"},
 		{file: "top_smallest_per_key.yaml"},
 		{file: "explode.yaml"},
-		{file: "regex_matches.yaml", loadErr: "regex_matches.yaml:26:15: field plant: python: imports are not supported"},
+		{file: "regex_matches.yaml"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package yamlpipe
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // pyGeneratorArgs rewrites Python's generator expressions, which Starlark
 // lacks, into list comprehensions of the same elements: any(f(x) for x in
@@ -91,4 +94,69 @@ func pyGeneratorArgs(src string) string {
 		prev = x.at
 	}
 	return string(append(out, src[prev:]...))
+}
+
+// pyKeepUnknownEscapes doubles the backslash of escapes Python keeps as
+// they are in a non-raw string ("\s" is a backslash and an s, as regular
+// expressions rely on) and Starlark refuses. Raw strings are left alone;
+// the rewrite inserts a character per such escape.
+func pyKeepUnknownEscapes(src string) string {
+	var out []byte
+	last := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if c == '#' {
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			continue
+		}
+		if c != '\'' && c != '"' {
+			continue
+		}
+		raw := false
+		for j := i - 1; j >= 0 && j >= i-2; j-- {
+			p := src[j] | 0x20
+			if p == 'r' {
+				raw = true
+			} else if p != 'b' {
+				break
+			}
+		}
+		q := src[i : i+1]
+		if i+2 < len(src) && src[i+1] == c && src[i+2] == c {
+			q = src[i : i+3]
+		}
+		j := i + len(q)
+		for j < len(src) {
+			if src[j] == '\\' && j+1 < len(src) {
+				if !raw && !strings.ContainsRune("\n\\'\"abfnrtv01234567xuU", rune(src[j+1])) {
+					out = append(append(out, src[last:j]...), '\\')
+					last = j
+				}
+				j += 2
+				continue
+			}
+			if len(q) == 1 && src[j] == '\n' {
+				break
+			}
+			if strings.HasPrefix(src[j:], q) {
+				j += len(q) - 1
+				break
+			}
+			j++
+		}
+		i = j
+	}
+	if out == nil {
+		return src
+	}
+	return string(append(out, src[last:]...))
+}
+
+// pyPrepare rewrites Python source into weir's dialect before it is
+// parsed: imports of the predeclared modules blanked, unknown string
+// escapes kept, generator expressions made lists.
+func pyPrepare(src string) string {
+	return pyGeneratorArgs(pyKeepUnknownEscapes(pyBlankImports(src)))
 }

@@ -21,3 +21,17 @@ func TestPyGeneratorArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestPyKeepUnknownEscapes(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`re.match("[^\s,]+ (\w+)", x)`, `re.match("[^\\s,]+ (\\w+)", x)`},
+		{`r"\s" + '\n\t\\' + "\d"`, `r"\s" + '\n\t\\' + "\\d"`},
+		{`"\x41\u00e9\101"`, `"\x41\u00e9\101"`},
+		{"'''a\\sb''' # \\s", "'''a\\\\sb''' # \\s"},
+	}
+	for _, tc := range tests {
+		if got := pyKeepUnknownEscapes(tc.in); got != tc.want {
+			t.Errorf("pyKeepUnknownEscapes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
