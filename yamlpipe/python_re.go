@@ -127,7 +127,10 @@ func reDoMatch(re *regexp.Regexp, mode, s string) starlark.Value {
 		if loc[0] != 0 {
 			// The leftmost match is later, so none starts at 0; but a
 			// match at 0 may exist that is not leftmost-first: anchor.
-			anchored := regexp.MustCompile(`^(?:` + re.String() + `)`)
+			anchored, err := regexp.Compile(`^(?:` + re.String() + `)`)
+			if err != nil {
+				return starlark.None
+			}
 			if loc = anchored.FindStringSubmatchIndex(s); loc == nil {
 				return starlark.None
 			}
