@@ -124,16 +124,9 @@ func reDoMatch(re *regexp.Regexp, mode, s string) starlark.Value {
 	}
 	switch mode {
 	case "match":
+		// The leftmost match: when it starts later, none starts at 0.
 		if loc[0] != 0 {
-			// The leftmost match is later, so none starts at 0; but a
-			// match at 0 may exist that is not leftmost-first: anchor.
-			anchored, err := regexp.Compile(`^(?:` + re.String() + `)`)
-			if err != nil {
-				return starlark.None
-			}
-			if loc = anchored.FindStringSubmatchIndex(s); loc == nil {
-				return starlark.None
-			}
+			return starlark.None
 		}
 	case "fullmatch":
 		full, err := regexp.Compile(`^(?:` + re.String() + `)\z`)
