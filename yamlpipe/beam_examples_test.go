@@ -45,6 +45,8 @@ func TestBeamPublishedExamples(t *testing.T) {
 		{file: "top_smallest_per_key.yaml"},
 		{file: "explode.yaml"},
 		{file: "regex_matches.yaml"},
+		// Reads gs://; weir reads local files.
+		{file: "simple_filter.yaml", loadErr: "simple_filter.yaml:17:15: gs:// paths are not supported"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
