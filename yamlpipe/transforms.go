@@ -426,7 +426,9 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		}
 		switch {
 		case format == files.JSONLines && schema == nil:
-			return nil, l.errf(t.typNode, "ReadFromJson needs config.schema (field: int|float|bool|string|timestamp)")
+			if schema, err = inferJSONSchema(path); err != nil {
+				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
+			}
 		case format == files.CSV:
 			header, herr := files.CSVHeader(path)
 			if herr != nil && schema == nil {
