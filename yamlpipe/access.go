@@ -2,6 +2,7 @@ package yamlpipe
 
 import (
 	"io/fs"
+	"regexp"
 	"strconv"
 
 	"github.com/weir-dev/weir/io/files"
@@ -53,8 +54,17 @@ func (l *loader) sqlHosts() *sqlsink.HostPolicy {
 	return l.opts.Access.SQLHosts
 }
 
-// checkPath checks a file path (a glob for sources) against the roots.
+// remoteURL finds a URL scheme (gs://, s3://, hdfs://...) at the start of a path.
+var remoteURL = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*://`)
+
+// checkPath checks a file path (a glob for sources) against the roots; a
+// remote URL (Beam's gs:// paths) is refused with what to do.
 func (l *loader) checkPath(t *transformSpec, n *node, p string, pattern bool) error {
+	if n != nil && n.kind == kString {
+		if m := remoteURL.FindString(n.text); m != "" {
+			return l.errf(n, "%s paths are not supported: weir reads and writes local files (copy the data and give its local path)", m)
+		}
+	}
 	check := l.files().Check
 	if pattern {
 		check = l.files().CheckPattern

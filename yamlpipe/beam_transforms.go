@@ -591,6 +591,22 @@ func appendPyJSON(dst []byte, v any) []byte {
 		return append(dst, ']')
 	case contract.Reject:
 		return appendPyJSON(dst, row.FromReject(x))
+	case map[string]any:
+		// A dict (of a field of type any): keys sorted, as a Go map has no order.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = append(appendPyString(dst, k), ": "...)
+			dst = appendPyJSON(dst, x[k])
+		}
+		return append(dst, '}')
 	}
 	if r, ok := row.AsRow(v); ok {
 		return appendPyJSON(dst, r)

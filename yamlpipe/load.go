@@ -363,6 +363,15 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 		}
 		eh = ceh
 	}
+	if osh := t.config.get("output_schema"); osh != nil && t.typ == "Create" {
+		// Beam's Create declares its error output inside output_schema.
+		if oeh := osh.get("error_handling"); oeh != nil {
+			if eh != nil {
+				return nil, l.errf(oeh, "error_handling is given twice (in output_schema and in the transform or its config)")
+			}
+			eh = oeh
+		}
+	}
 	if eh != nil {
 		if !def.errors {
 			return nil, l.errf(eh, "%s does not produce rejects: it takes no error_handling", t.typ)
@@ -431,8 +440,20 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 // names are unique.
 func (l *loader) assignNames() error {
 	unnamed := map[string]*transformSpec{}
+	sinks := map[string]int{}
 	for _, t := range l.specs {
 		if t.nameNode != nil {
+			continue
+		}
+		if def, ok := lookupTransform(t.typ); ok && def.sink {
+			// As in Beam, unnamed sinks of one type may repeat: nothing can
+			// refer to a sink, so the name is never ambiguous. The second is
+			// "AssertEqual 2", and so on, in the file's order.
+			sinks[t.typ]++
+			t.name = t.typ
+			if n := sinks[t.typ]; n > 1 {
+				t.name = fmt.Sprintf("%s %d", t.typ, n)
+			}
 			continue
 		}
 		if prev, dup := unnamed[t.typ]; dup {

@@ -23,6 +23,10 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOpti
 		}
 		switch lang {
 		case "cel", "generic":
+		case "sql", "javascript":
+			if t.typ != "MapToFields" {
+				return nil, nil, l.errf(ln, "language %q is not supported in %s: weir has no %s engine; use CEL (language: generic) or python", lang, t.typ, lang)
+			}
 		case "python":
 			if t.typ == "Validate" {
 				return nil, nil, l.errf(ln, "Validate rules are CEL (language: cel); python is accepted by MapToFields, Filter, AssignTimestamps and Partition")
@@ -272,6 +276,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.kind)
 	}
 	python := l.isPython(t)
+	fieldsOnly := l.fieldNamesOnly(t)
 	var ops []fieldOp
 	var fields []row.Field
 	if appendIn {
@@ -310,6 +315,15 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 				}
 			}
 			op := fieldOp{name: k.text, src: -1}
+			if fieldsOnly != "" {
+				src, err := l.fieldNameOnly(in, en, fieldsOnly, "field "+k.text)
+				if err != nil {
+					return nil, err
+				}
+				op.src, op.typ = src, in.schema.Fields[src].Type
+				ops, fields = setField(ops, fields, op)
+				continue
+			}
 			if en.kind == kString && celIdent.MatchString(en.text) && in.schema.Index(en.text) >= 0 {
 				// A bare field name is a copy: no program to run.
 				op.src = in.schema.Index(en.text)
@@ -517,4 +531,29 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)
 	return rowsColl(in.schema, res), nil
+}
+
+// fieldNamesOnly returns the language of a MapToFields whose expressions
+// weir can take only as field names (sql, javascript), or "".
+func (l *loader) fieldNamesOnly(t *transformSpec) string {
+	if ln := t.config.get("language"); ln != nil && ln.kind == kString && (ln.text == "sql" || ln.text == "javascript") {
+		return ln.text
+	}
+	return ""
+}
+
+// fieldNameOnly resolves a sql or javascript expression that must name an
+// input field: in SQL it may be quoted with backticks (`rank`), as Beam's
+// Calcite dialect quotes identifiers.
+func (l *loader) fieldNameOnly(in *coll, n *node, lang, what string) (int, error) {
+	name := n.text
+	if lang == "sql" && len(name) >= 2 && name[0] == '`' && name[len(name)-1] == '`' {
+		name = name[1 : len(name)-1]
+	}
+	if n.kind == kString {
+		if i := in.schema.Index(name); i >= 0 {
+			return i, nil
+		}
+	}
+	return -1, l.errf(n, "%s: %q is not a field of the input (%s); weir has no %s engine, so language: %s expressions may only name a field: use CEL (language: generic) or python", what, n.text, in.schema, lang, lang)
 }

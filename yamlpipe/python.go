@@ -38,7 +38,7 @@ var pyFileOptions = syntax.FileOptions{Set: true, While: true, TopLevelControl: 
 // pyPredeclared are the names a Python expression sees besides its fields
 // and Starlark's builtins: the math and json modules.
 func pyPredeclared() starlark.StringDict {
-	return starlark.StringDict{"math": starmath.Module, "json": starjson.Module}
+	return starlark.StringDict{"math": starmath.Module, "json": starjson.Module, "re": reModule}
 }
 
 // pyProgram is a compiled Python expression or callable.
@@ -344,7 +344,7 @@ var pyConstructs = []struct {
 	re  *regexp.Regexp
 	msg string
 }{
-	{regexp.MustCompile(`(?:^|[^\w.])(import\s+\w|from\s+[\w.]+\s+import\b)`), "imports are not supported (weir's Python dialect is Starlark: no modules besides the predeclared math and json)"},
+	{regexp.MustCompile(`(?:^|[^\w.])(import\s+\w|from\s+[\w.]+\s+import\b)`), "imports are not supported (weir's Python dialect is Starlark: no modules besides re, math and json, which need no import)"},
 	{regexp.MustCompile(`(?:^|[^\w.])(class\s+\w)`), "classes are not supported (weir's Python dialect is Starlark: use functions, dicts and lists)"},
 	{regexp.MustCompile(`(?:^|[^\w.])(try\s*:|except\b|finally\s*:|raise\b)`), "exceptions (try/except/raise) are not supported (weir's Python dialect is Starlark; an element whose code fails goes to the error output)"},
 	{regexp.MustCompile(`(?:^|[^\w.])(with|yield|async|await|global|nonlocal|del)\b`), "this statement is not supported (weir's Python dialect is Starlark: no with, yield, async, global, nonlocal or del)"},
@@ -455,6 +455,7 @@ func (l *loader) compilePython(in *coll, n *node, what string) (*pyProgram, erro
 	if strings.TrimSpace(src) == "" {
 		return nil, l.errf(n, "%s is empty", what)
 	}
+	src = pyPrepare(src)
 	fields := in.schema.String()
 	// Parse the text alone so positions are the text's; wrapping it in
 	// parentheses would allow line breaks but shift the columns.
@@ -509,6 +510,7 @@ func (l *loader) compilePyCallable(in *coll, n *node, what string) (*pyProgram, 
 	if err != nil {
 		return nil, err
 	}
+	src = pyPrepare(src)
 	fields := in.schema.String()
 	trimmed := strings.TrimSpace(src)
 	p := &pyProgram{src: trimmed, typ: row.Of(row.KindAny)}

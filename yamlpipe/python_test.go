@@ -135,7 +135,7 @@ func TestPythonLoadErrors(t *testing.T) {
 		line, col   int
 		msg         string
 	}{
-		{"import", "          x: {callable: \"import math\"}\n", 13, 26, "imports are not supported"},
+		{"import", "          x: {callable: \"import numpy\"}\n", 13, 26, "imports are not supported"},
 		{"def with import", "          x:\n            callable: |\n              def f(row):\n                import numpy\n                return 1\n", 16, 17, "imports are not supported"},
 		{"class", "          x:\n            callable: |\n              class A:\n                pass\n", 15, 15, "classes are not supported"},
 		{"f-string", "          x: \"f'{name}!'\"\n", 13, 15, "f-strings are not supported"},

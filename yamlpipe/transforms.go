@@ -34,7 +34,7 @@ var celKeys = []string{"language", "side_inputs", "side_input_key", "error_handl
 func lookupTransform(typ string) (*transformDef, bool) {
 	switch typ {
 	case "Create":
-		return &transformDef{keys: []string{"elements", "timestamp_field", "reshuffle", "error_handling"}, source: true, errors: true, build: buildCreate}, true
+		return &transformDef{keys: []string{"elements", "timestamp_field", "reshuffle", "output_schema", "error_handling"}, source: true, errors: true, build: buildCreate}, true
 	case "TestStream":
 		return &transformDef{keys: []string{"events", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildTestStream}, true
 	case "Generate":
@@ -83,6 +83,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
 	case "ExtractWindowingInfo":
 		return &transformDef{keys: []string{"fields"}, build: buildExtractWindowingInfo}, true
+	case "AssertEqual":
+		return &transformDef{keys: []string{"elements"}, sink: true, build: buildAssertEqual}, true
+	case "Reshuffle":
+		return &transformDef{keys: []string{"num_buckets"}, build: buildReshuffle}, true
 	}
 	return nil, false
 }
@@ -92,7 +96,7 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo", "Join"}
+		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
 	sort.Strings(out)
 	return out
 }
@@ -111,7 +115,21 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	lit, err := l.literalRows(en.seq, tsField)
+	if rn := t.config.get("reshuffle"); rn != nil && rn.kind != kBool {
+		return nil, l.errf(rn, "Create reshuffle must be true or false")
+	}
+	elems := en.seq
+	var invalid []weir.TimestampedValue[*rowT]
+	if osn := t.config.get("output_schema"); osn != nil {
+		os, err := l.parseOutputSchema(osn)
+		if err != nil {
+			return nil, err
+		}
+		if elems, invalid, err = l.splitBySchema(os, elems); err != nil {
+			return nil, err
+		}
+	}
+	lit, err := l.literalRows(elems, tsField)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +140,7 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	for i, r := range lit.rows {
 		tvs[i] = l.timestamped(r, lit.nodes[i], tsField, mtime.MinTimestamp)
 	}
+	tvs = append(tvs, invalid...)
 	out := weir.CreateTimestamped(l.root, t.name, tvs, stepOpts(t, append(errorOpt(t), weir.WithCoder(lit.schema.Coder()))...)...)
 	l.registerErrors(t, out)
 	return rowsColl(lit.schema, out), nil
@@ -407,7 +426,9 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		}
 		switch {
 		case format == files.JSONLines && schema == nil:
-			return nil, l.errf(t.typNode, "ReadFromJson needs config.schema (field: int|float|bool|string|timestamp)")
+			if schema, err = inferJSONSchema(path); err != nil {
+				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
+			}
 		case format == files.CSV:
 			header, herr := files.CSVHeader(path)
 			if herr != nil && schema == nil {
