@@ -112,20 +112,24 @@ func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bo
 // job's totals with partial ones.
 func TestRewindCatchUp(t *testing.T) {
 	tests := []struct {
-		op string
-		// atSeq: the operation happens once the catching-up job has read
-		// at least this far (0: at once).
+		name string
+		// ops happen in turn while the job catches up: update (in place),
+		// rescale, restart (of the service), drain.
+		ops []string
+		// atSeq: the first operation happens once the catching-up job has
+		// read at least this far (0: at once).
 		atSeq uint64
 	}{
-		{op: "update", atSeq: 0},
-		{op: "update twice", atSeq: 0},
-		{op: "rescale", atSeq: 140},
-		{op: "restart", atSeq: 140},
-		{op: "drain", atSeq: 140},
+		{name: "update", ops: []string{"update"}},
+		{name: "update twice", ops: []string{"update", "update"}},
+		{name: "update then restart", ops: []string{"update", "restart"}},
+		{name: "rescale", ops: []string{"rescale"}, atSeq: 140},
+		{name: "restart", ops: []string{"restart"}, atSeq: 140},
+		{name: "drain", ops: []string{"drain"}, atSeq: 140},
 	}
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
-			t.Run(driver+"/"+strings.ReplaceAll(tc.op, " ", "_"), func(t *testing.T) {
+			t.Run(driver+"/"+strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 				ctx := context.Background()
 				dir := t.TempDir()
 				s, b, clock := openCatchUpService(t, dir, nil)
@@ -174,44 +178,47 @@ func TestRewindCatchUp(t *testing.T) {
 				})
 				c := catchUpOfJob(t, s, nj.ID)
 				if c == nil || c.CaughtUp || c.HoldUntil != uint64(len(phase1)) || c.ReadSequence >= c.HoldUntil {
-					t.Fatalf("catch_up of the new job before the %s: %+v, want catching up to %d", tc.op, c, len(phase1))
+					t.Fatalf("catch_up of the new job before the %s: %+v, want catching up to %d", tc.ops[0], c, len(phase1))
 				}
 				last := nj // the job that runs at the end
-				switch tc.op {
-				case "update", "update twice":
-					for n := 0; n < strings.Count(tc.op, " ")+1; n++ {
+				drained := false
+				for n, op := range tc.ops {
+					switch op {
+					case "update":
 						ur, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: yaml, BaseDir: dir}})
 						if err != nil {
-							t.Fatalf("in-place update %d: %v", n+1, err)
+							t.Fatalf("in-place update (operation %d): %v", n+1, err)
 						}
 						if ur.Job.CatchUp == nil || ur.Job.CatchUp.FromJobID != nj.ID || ur.Job.Replacement != nil {
-							t.Errorf("updated job %d: catch_up %+v, replacement %+v; want the catch-up of %s carried on", n+1, ur.Job.CatchUp, ur.Job.Replacement, nj.ID)
+							t.Errorf("updated job (operation %d): catch_up %+v, replacement %+v; want the catch-up of %s carried on", n+1, ur.Job.CatchUp, ur.Job.Replacement, nj.ID)
 						}
 						last = ur.Job
-						if c := catchUpOfJob(t, s, last.ID); c == nil || c.CaughtUp {
-							t.Errorf("catch_up of updated job %d: %+v, want catching up", n+1, c)
+					case "rescale":
+						if _, err := s.UpdateOptions(ctx, last.ID, JobOptions{NumWorkers: 2}); err != nil {
+							t.Fatalf("rescale: %v", err)
 						}
+					case "restart":
+						if err := s.Close(ctx); err != nil {
+							t.Fatalf("closing the service: %v", err)
+						}
+						s, _, _ = openCatchUpService(t, dir, b)
+						id := last.ID
+						checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.runningJob(id) != nil })
+						if j, err := s.Get(id); err != nil || (j.Replacement == nil) == (j.CatchUp == nil) {
+							t.Errorf("resumed job %s: replacement %+v, catch_up %+v; want the one it had", id, j.Replacement, j.CatchUp)
+						}
+					case "drain":
+						if _, err := s.Drain(ctx, last.ID); err != nil {
+							t.Fatalf("drain: %v", err)
+						}
+						drained = true
 					}
-				case "rescale":
-					if _, err := s.UpdateOptions(ctx, nj.ID, JobOptions{NumWorkers: 2}); err != nil {
-						t.Fatalf("rescale: %v", err)
+					if c := catchUpOfJob(t, s, last.ID); !drained && (c == nil || c.CaughtUp || c.HoldUntil != uint64(len(phase1))) {
+						t.Errorf("catch_up after the %s: %+v, want still catching up to %d", op, c, len(phase1))
 					}
-				case "restart":
-					if err := s.Close(ctx); err != nil {
-						t.Fatalf("closing the service: %v", err)
-					}
-					s, _, _ = openCatchUpService(t, dir, b)
-					checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.runningJob(nj.ID) != nil })
-				case "drain":
-					if _, err := s.Drain(ctx, nj.ID); err != nil {
-						t.Fatalf("drain: %v", err)
-					}
-				}
-				if c := catchUpOfJob(t, s, last.ID); tc.op != "drain" && (c == nil || c.CaughtUp || c.HoldUntil != uint64(len(phase1))) {
-					t.Errorf("catch_up after the %s: %+v, want still catching up", tc.op, c)
 				}
 				checkpointUntil(t, s, "sums", "the catch-up to end", func() bool {
-					if tc.op == "drain" {
+					if drained {
 						j, err := s.Get(last.ID)
 						return err == nil && j.State.Terminal()
 					}
@@ -222,7 +229,7 @@ func TestRewindCatchUp(t *testing.T) {
 					}
 					return c.CaughtUp
 				})
-				if tc.op != "drain" {
+				if !drained {
 					if _, err := s.Drain(ctx, last.ID); err != nil {
 						t.Fatal(err)
 					}
