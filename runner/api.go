@@ -79,6 +79,10 @@ type Source = contract.Source
 // SourceSplit is contract.SourceSplit: one independently readable part of a source.
 type SourceSplit = contract.SourceSplit
 
+// CatchingUpSplit is contract.CatchingUpSplit: a split a drain must let
+// finish its catch-up first.
+type CatchingUpSplit = contract.CatchingUpSplit
+
 // Sink is contract.Sink: the code of a sink step.
 type Sink = contract.Sink
 

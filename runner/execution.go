@@ -149,7 +149,10 @@ func (x *Execution) Done() <-chan struct{} { return x.done }
 
 // Drain stops reading every source and moves its watermark to +∞, so that
 // every open window fires (its last pane has is_last) and event-time timers
-// fire; the execution then ends by itself. Draining twice is harmless.
+// fire; the execution then ends by itself. A source with a split that is
+// catching up (CatchingUpSplit: a replacement job re-reading what the old
+// job read) first reads that split on until it has caught up. Draining
+// twice is harmless.
 func (x *Execution) Drain() {
 	x.r.draining.Store(true)
 	for _, w := range x.r.workers {

@@ -111,7 +111,8 @@ func (n *sourceNode) read(ctx context.Context) error {
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()
-	if n.w.r.draining.Load() {
+	draining := n.w.r.draining.Load()
+	if draining && !n.catchingUp() {
 		// Drain: read nothing more; the watermark goes to +∞.
 		n.done = true
 		if err := n.out.forward(ctrl{kind: ctrlWatermark, sender: n.id(), wm: mtime.MaxTimestamp}); err != nil {
@@ -127,7 +128,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 	for range n.splits {
 		c := n.splits[n.next%len(n.splits)]
 		n.next++
-		if !c.done {
+		if !c.done && (!draining || isCatchingUp(c.split)) {
 			s = c
 			break
 		}
@@ -196,6 +197,23 @@ func (n *sourceNode) read(ctx context.Context) error {
 		return n.finish()
 	}
 	return nil
+}
+
+// catchingUp reports whether a split of the node still catches up
+// (CatchingUpSplit): a drain reads those on first, so that the drain's
+// panes hold everything an earlier job had read for them.
+func (n *sourceNode) catchingUp() bool {
+	for _, s := range n.splits {
+		if !s.done && isCatchingUp(s.split) {
+			return true
+		}
+	}
+	return false
+}
+
+func isCatchingUp(s SourceSplit) bool {
+	c, ok := s.(CatchingUpSplit)
+	return ok && c.CatchingUp()
 }
 
 // finish reports a checkpointed source's final positions once it has ended.

@@ -123,9 +123,11 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.loadProgram(j)
 	}
 	env := s.jobEnv(j)
-	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID {
-		env.PubSubRewind = rewindStarts(r.RewindPoint, r.Handover)
-		env.Owns = rewindOwns(r.RewindPoint, env.Owns)
+	if cu := rewindOf(j); cu != nil {
+		// On every load: the first start, restarts, rescales, and an
+		// in-place update that carries a catch-up on (rewind_catchup.go).
+		env.PubSubRewind = cu.Starts
+		env.Owns = rewindOwns(cu.RewindPoint, env.Owns)
 	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.opts.Access, CheckOutputs: !graphOnly,

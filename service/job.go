@@ -188,6 +188,10 @@ type Job struct {
 	// replacement: the strategy, the flow's phase and its times
 	// (replace_flow.go).
 	Replacement *Replacement `json:"replacement,omitempty"`
+	// CatchUp is set on the in-place update of a re-reading replacement
+	// job that was still catching up: the re-read it carries on
+	// (rewind_catchup.go).
+	CatchUp *CatchUp `json:"catch_up,omitempty"`
 	// StateLineage is the key the job's keyed state and checkpoints are
 	// kept under in the store; empty means the job name. The new job of a
 	// parallel replacement under the same name runs beside the old one,

@@ -89,6 +89,10 @@ type StepMetrics struct {
 	// replacement job skipped because every window they belong to had
 	// expired before the cut (never dead-lettered); absent when none.
 	RewindSkippedElements *int64 `json:"rewind_skipped_elements,omitempty"`
+	// CatchUp is a re-reading source's progress: the last sequence read
+	// and the old job's last one, until which no pane fires; absent for a
+	// source that does not re-read.
+	CatchUp *SourceCatchUp `json:"catch_up,omitempty"`
 	// PendingTimers is the number of timers set and not fired; absent
 	// until the runner reports it.
 	PendingTimers *int64 `json:"pending_timers,omitempty"`
@@ -213,6 +217,7 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 					sm2.RewindSkippedElements = &n
 				}
 			}
+			sm2.CatchUp = catchUpOf(code[st.Name])
 			if br, ok := code[st.Name].(BacklogReporter); ok {
 				if n, ok := br.BacklogElements(); ok {
 					sm2.BacklogElements = &n

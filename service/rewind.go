@@ -236,11 +236,11 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 }
 
 // rewindsInput reports whether j is the new job of a replacement that
-// re-reads retained input (its panes are held while its sources catch up:
+// re-reads retained input, or an in-place update of one that carries its
+// catch-up on (its panes are held while its sources catch up:
 // runner.Options.HoldPanesAtMinWatermark).
 func rewindsInput(j *Job) bool {
-	r := j.Replacement
-	return r != nil && r.Rewind && r.NewJobID == j.ID && r.RewindPoint != nil
+	return rewindOf(j) != nil
 }
 
 // rewindOwns returns the window ownership of the new job of a replacement

@@ -242,6 +242,9 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
 	nj.inheritFrom(old)
+	// A re-reading replacement job still catching up keeps its guarantee
+	// through the update: the new job re-reads on as it did.
+	nj.CatchUp = carriedCatchUp(old, jr)
 	p, loadErr := s.load(nj)
 	if loadErr != nil {
 		// A pipeline that does not load for a run (say its SQL table

@@ -95,7 +95,14 @@ func TestSourceRewind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c, ok := src.CatchUp(); !ok || !c.Holding || c.HoldUntil != 8 {
+		t.Fatalf("CatchUp before the first read: %+v %v, want holding until 8", c, ok)
+	}
 	sp := openSplit(t, src)
+	cs, ok := sp.(contract.CatchingUpSplit)
+	if !ok {
+		t.Fatalf("the split %T is not a contract.CatchingUpSplit", sp)
+	}
 	buf := make([]contract.Element, 1)
 	var got []int64
 	for len(got) < 7 {
@@ -108,6 +115,12 @@ func TestSourceRewind(t *testing.T) {
 		}
 		e := buf[0]
 		got = append(got, e.Source.Offset)
+		// The drain of a split still catching up reads on (CatchingUp), and
+		// the service shows the progress (CatchUp).
+		holding := e.Source.Offset < 8
+		if c, _ := src.CatchUp(); c.ReadSeq != uint64(e.Source.Offset) || c.Holding != holding || cs.CatchingUp() != holding {
+			t.Fatalf("after sequence %d: CatchUp %+v, CatchingUp %v; want read_seq %d, holding %v", e.Source.Offset, c, cs.CatchingUp(), e.Source.Offset, holding)
+		}
 		if e.Source.Offset < 8 && res.Watermark != mtime.MinTimestamp {
 			t.Fatalf("after sequence %d (before the old job's last, 8) the watermark is %v, want -inf", e.Source.Offset, res.Watermark)
 		}

@@ -260,6 +260,34 @@ type Source struct {
 	// rewindSkipped counts the messages its splits skipped under
 	// SourceConfig.Rewind.
 	rewindSkipped atomic.Int64
+	// readSeq is the last stream sequence its split handled (set only
+	// under SourceConfig.Rewind: CatchUp).
+	readSeq atomic.Uint64
+}
+
+// CatchUp is the progress of a source re-reading for a replacement job
+// (SourceConfig.Rewind).
+type CatchUp struct {
+	// ReadSeq is the last stream sequence the split handled (0 before it
+	// opened).
+	ReadSeq uint64
+	// HoldUntil is RewindStart.HoldUntil: the last message the old job
+	// read.
+	HoldUntil uint64
+	// Holding is ReadSeq < HoldUntil: the split's watermark is held at −∞
+	// and a drain reads on until it is false (contract.CatchingUpSplit).
+	Holding bool
+}
+
+// CatchUp returns the progress of the source's re-read, or false when it
+// does not re-read (no SourceConfig.Rewind). Safe from any goroutine.
+func (s *Source) CatchUp() (CatchUp, bool) {
+	if s.cfg.Rewind == nil {
+		return CatchUp{}, false
+	}
+	c := CatchUp{ReadSeq: s.readSeq.Load(), HoldUntil: s.cfg.Rewind.HoldUntil}
+	c.Holding = c.ReadSeq < c.HoldUntil
+	return c, true
 }
 
 // MaxEventTime returns the newest event time of an element the source
@@ -446,6 +474,9 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		sp.pos = position{Subscription: cfg.Subscription, StreamSeq: ci.AckFloor.Stream,
 			Track: &Track{From: int64(mtime.MinTimestamp), Watermark: int64(mtime.MinTimestamp)}}
 	}
+	if cfg.Rewind != nil {
+		s.readSeq.Store(sp.pos.StreamSeq)
+	}
 	return sp, nil
 }
 
@@ -624,6 +655,12 @@ func (s *split) holding() bool {
 	return s.cfg.Rewind != nil && s.pos.StreamSeq < s.cfg.Rewind.HoldUntil
 }
 
+// CatchingUp implements contract.CatchingUpSplit: a drain of a re-reading
+// split that still holds reads on up to the old job's last message first,
+// so that the drain's panes are no smaller than the old job's (the old job
+// had read every one of those messages).
+func (s *split) CatchingUp() bool { return s.holding() }
+
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
 func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
@@ -640,6 +677,9 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		// was already emitted by this split.
 		s.skipped++
 		return false, nil
+	}
+	if s.cfg.Rewind != nil {
+		s.src.readSeq.Store(seq)
 	}
 	publish := mtime.FromTime(md.Timestamp)
 	s.pos = position{V: positionVersion, Subscription: s.cfg.Subscription, StreamSeq: seq,

@@ -39,6 +39,17 @@ type SourceSplit interface {
 	Close() error
 }
 
+// CatchingUpSplit is implemented by a split that re-reads input an earlier
+// job already processed (a replacement job catching up) and must not be cut
+// short by a drain while it does. CatchingUp is called between Reads from
+// the reading goroutine; while it returns true, a drain keeps reading the
+// split as usual (its watermark as Read reports it) before it moves the
+// source's watermark to +∞. It must become false by reading alone.
+type CatchingUpSplit interface {
+	SourceSplit
+	CatchingUp() bool
+}
+
 // Sink is the code of a sink step. Write is called with each bundle, from
 // the worker that produced it (so concurrently across workers), and must not
 // keep elems after it returns (the runner reuses the slice); Close is called
