@@ -30,7 +30,9 @@ that generation's pipeline from the snapshot as a NEW generation (so its sink
 rows win), with its subscriptions rewound to the snapshot's positions: the input
 since the snapshot is re-read from the topic's retention and every window it
 touches is computed again. The running job is drained (cancelled after
---max-stop-duration). --validate-only prints the report and changes nothing.
+--max-stop-duration). During a parallel replacement's overlap a rollback
+instead cancels the new job and keeps the old one running (a real rollback:
+the view serves the old job's rows again). --validate-only prints the report and changes nothing.
 --wait follows the rollback's phases (the running job draining, the cut-over)
 and exits 0 once the rollback job runs, 1 if the flow failed.`,
 		Args: exactArgs("NAME"),

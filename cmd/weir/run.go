@@ -70,7 +70,9 @@ submitted to a weir server (default http://127.0.0.1:7070) as a job: the
 command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
-to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED). Paths in the pipeline resolve against the current
+to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED; for a
+replacement job, through the replacement's phases: exit 0 at CUT_OVER, 1 at
+ROLLED_BACK or FAILED). Paths in the pipeline resolve against the current
 directory (sent as the job's base_dir). Without a job name, one is derived
 from the file name.
 
@@ -125,8 +127,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.BoolVar(&f.validateOnly, "validate-only", false, "load and validate the pipeline, then exit without running it")
 	fl.StringVar(&f.jobName, "job-name", "", "submit the pipeline to the weir server as a job of this name ([a-z]([-a-z0-9]*[a-z0-9])?)")
 	addServerFlag(cmd, &f.server)
-	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name in place (needs a weir server)")
-	fl.BoolVar(&f.wait, "wait", false, "after submitting, wait for the job's end: exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED")
+	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name: in place, or by a replacement job with --service-options update_strategy_parallel_job_update (needs a weir server)")
+	fl.BoolVar(&f.wait, "wait", false, "after submitting, wait for the job's end: exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED (a replacement job: follow its phases, exit 0 at CUT_OVER, 1 at ROLLED_BACK or FAILED)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is created (default: wait for its first durable checkpoint or its end)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
@@ -165,9 +167,8 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if (len(f.serviceOptions) > 0 || f.requestID != "") && f.jobName == "" && !f.validateOnly {
 		return withCode(ExitNeedsServer, fmt.Errorf("--service-options and --request-id are job options: submit the pipeline to a weir server with --job-name NAME"))
 	}
-	for _, n := range plan.Notes {
-		fmt.Fprintf(e.stderr, "note: %s\n", n)
-	}
+	// plan.Notes (what the options ignore) are not printed here: they
+	// come back in the server's answer, which updateJob prints.
 	if f.nameMapping != "" {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(f.nameMapping), &m); err != nil {
@@ -560,7 +561,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	} else {
 		for _, n := range res.Notes {
-			fmt.Fprintf(e.stderr, "%s\n", n)
+			fmt.Fprintf(e.stderr, "note: %s\n", n)
 		}
 		switch {
 		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending || res.Job.Replacement != ""):

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// audit10Pipeline writes a Pub/Sub → per-key 1-minute sums → SQLite upsert
+// pipeline keyed by keys (a YAML flow list of fields) to dir/name.
+func audit10Pipeline(t *testing.T, dir, name, db, keys string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	yaml := `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Orders
+      config: {topic: orders, schema: {key: string, region: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
+    - type: Combine
+      name: Totals
+      input: Orders
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: ` + keys + `
+        combine: {total: {value: amount, fn: sum}}
+    - type: WriteToSql
+      name: Write
+      input: Totals
+      config: {dsn: "` + db + `", table: totals, key: ` + keys + `}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestCLIParallelNewKeyOnOldTableRefused: a parallel replacement whose new
+// pipeline keys its rows by a column the old job's plain table lacks
+// cannot put that table behind a façade view. Issue 10 checks every rule
+// before anything changes, so the request is refused with
+// REPLACEMENT_UNAVAILABLE (exit 1) and the old job keeps running alone.
+// Before, the flow cut over and the new job stalled at its first commit
+// (SINK_UNAVAILABLE, FAILED after a restart) with the old job drained:
+// nobody wrote the table any more.
+func TestCLIParallelNewKeyOnOldTableRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	v2 := audit10Pipeline(t, work, "v2.yaml", db, "[key, region]")
+	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	oldID := strings.TrimSpace(r.stdout)
+	var b strings.Builder
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		fmt.Fprintf(&b, `{"key": "k%d", "region": "r%d", "amount": %d, "ts": %q, "id": %d}`+"\n", i%3, i%2, i, base.Add(time.Duration(i)*time.Second).Format(time.RFC3339), i)
+	}
+	in := filepath.Join(work, "in.jsonl")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", in, "--id-field", "id"); r.code != ExitOK {
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
+	waitCaughtUp(t, srv, oldID)
+	for _, opts := range []string{
+		"update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s",
+		"update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,weir_replace_rewind=false",
+	} {
+		r = srv.cli(work, "run", v2, "--job-name", "orders", "--update", "--wait", "--dataflow_service_options="+opts)
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "REPLACEMENT_UNAVAILABLE") || !strings.Contains(r.stderr, "no column region") {
+			t.Fatalf("%s: exit %d, want 1 with REPLACEMENT_UNAVAILABLE naming column region:\n%s", opts, r.code, r.stderr)
+		}
+	}
+	m := srv.describe("orders")
+	if m["id"] != oldID || m["state"] != "RUNNING" || m["replaced_by_job_id"] != nil {
+		t.Fatalf("after the refusal the name's job is %v %v (replaced by %v), want %s RUNNING", m["id"], m["state"], m["replaced_by_job_id"], oldID)
+	}
+	if r := srv.cli(work, "jobs", "list", "--status", "all", "--format", "json"); strings.Count(r.stdout, `"id"`) != 1 {
+		t.Fatalf("jobs after the refusal:\n%s", r.stdout)
+	}
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var kind string
+	if err := conn.QueryRow(`SELECT type FROM sqlite_master WHERE name = 'totals'`).Scan(&kind); err != nil || kind != "table" {
+		t.Fatalf("totals is %q (%v), want the plain table, untouched", kind, err)
+	}
+}
+
+// TestCLIInPlaceIgnoredOptionsNoteOnce: update_strategy_in_place_update
+// with parallel options says once that the in-place update ignores them
+// (the CLI printed the server's note and its own copy).
+func TestCLIInPlaceIgnoredOptionsNoteOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir := t.TempDir()
+	p := startServer(t, filepath.Join(dir, "data"))
+	pipe, err := filepath.Abs("testdata/stream_windows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.cli(dir, "run", pipe, "--job-name", "sums"); r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	for _, extra := range [][]string{{"--validate-only"}, nil} {
+		args := append([]string{"run", pipe, "--job-name", "sums", "--update",
+			"--service_options", "update_strategy_in_place_update,parallel_replace_job_max_stop_duration=1m"}, extra...)
+		r := p.cli(dir, args...)
+		if r.code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", extra, r.code, r.stderr)
+		}
+		out := r.stdout + r.stderr
+		if n := strings.Count(out, "the in-place update ignores parallel_replace_job_max_stop_duration"); n != 1 {
+			t.Errorf("%v: the note is printed %d times, want once:\n%s", extra, n, out)
+		}
+	}
+}
