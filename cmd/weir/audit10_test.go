@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,4 +134,83 @@ func TestCLIInPlaceIgnoredOptionsNoteOnce(t *testing.T) {
 			t.Errorf("%v: the note is printed %d times, want once:\n%s", extra, n, out)
 		}
 	}
+}
+
+// TestCLIParallelAfterRestartWaitsQuietly: a parallel replacement of a job
+// that has read nothing since the server restarted waits in PREPARING for
+// its first message (T0 needs it). The wait took a subscription snapshot
+// and deleted it again on every turn of the flow's driver, each waking
+// the driver again: thousands a second in the broker and the log. Now
+// nothing is taken until the old job has read, and the flow goes on once
+// a message arrives.
+func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	oldID := strings.TrimSpace(r.stdout)
+	msg := func(i int) string {
+		path := filepath.Join(work, fmt.Sprintf("m%d.jsonl", i))
+		line := fmt.Sprintf(`{"key": "k1", "region": "r1", "amount": %d, "ts": %q, "id": %d}`+"\n", i, time.Date(2026, 3, 1, 0, 0, i, 0, time.UTC).Format(time.RFC3339), i)
+		if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", msg(1), "--id-field", "id"); r.code != ExitOK {
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
+	waitCaughtUp(t, srv, oldID)
+	srv.stop(syscall.SIGTERM)
+	srv = startServerArgs(t, dir, "--min-replace-interval", "0s")
+	srv.waitJob(oldID, "resumed", func(m map[string]any) bool { return m["state"] == "RUNNING" })
+	for _, opts := range []string{"", ",weir_replace_rewind=false"} {
+		name := "orders-v2"
+		if opts != "" {
+			name = "orders-v3"
+		}
+		r = srv.cli(work, "run", v1, "--job-name", name, "--no-wait",
+			"--dataflow_service_options=parallel_replace_job_id="+oldID+",parallel_replace_job_min_parallel_pipelines_duration=0s"+opts)
+		if r.code != ExitOK {
+			t.Fatalf("parallel replacement%s: exit %d: %s", opts, r.code, r.stderr)
+		}
+		// Some turns of the driver while it waits (each describe is a
+		// request, and the flow's driver wakes on every record change).
+		for range 20 {
+			if m := srv.describe(name); m["replacement"].(map[string]any)["phase"] != "PREPARING" {
+				t.Fatalf("%s left PREPARING before the old job read anything: %v", name, m["replacement"])
+			}
+		}
+		if n := strings.Count(srv.log(), "subscription snapshot created"); n != 0 {
+			t.Fatalf("%d subscription snapshots taken while job %s had read nothing since its restart, want none", n, oldID)
+		}
+		// Cancel it: the next round replaces the same old job.
+		if r := srv.cli(work, "jobs", "cancel", name, "--wait"); r.code == ExitFailure && !strings.Contains(r.stderr, "CANCELLED") {
+			t.Logf("cancel %s: %d %s", name, r.code, r.stderr)
+		}
+		srv.waitJob(oldID, "kept", func(m map[string]any) bool { return m["state"] == "RUNNING" && m["replaced_by_job_id"] == nil })
+	}
+	// With a message the flow goes on.
+	r = srv.cli(work, "run", v1, "--job-name", "orders-v4", "--no-wait",
+		"--dataflow_service_options=parallel_replace_job_id="+oldID+",parallel_replace_job_min_parallel_pipelines_duration=0s")
+	if r.code != ExitOK {
+		t.Fatalf("parallel replacement: exit %d: %s", r.code, r.stderr)
+	}
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", msg(2), "--id-field", "id"); r.code != ExitOK {
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
+	srv.waitJob("orders-v4", "past PREPARING", func(m map[string]any) bool {
+		rep, _ := m["replacement"].(map[string]any)
+		return rep != nil && rep["phase"] != "PREPARING"
+	})
 }
