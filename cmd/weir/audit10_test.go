@@ -214,3 +214,56 @@ func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
 		return rep != nil && rep["phase"] != "PREPARING"
 	})
 }
+
+// TestCLIRollbackDuringOverlapWait: `weir jobs rollback NAME --wait` during
+// a parallel overlap cancels the new job and keeps the old one; the flow
+// ending ROLLED_BACK is what was asked for, so it exits 0, and its lines
+// name the new job (they named the kept old job twice, and exited 1).
+func TestCLIRollbackDuringOverlapWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	oldID := strings.TrimSpace(r.stdout)
+	in := filepath.Join(work, "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"key": "k1", "region": "r1", "amount": 5, "ts": "2026-03-01T00:00:01Z", "id": 1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.cli(work, "topics", "publish", "orders", "--file", in, "--id-field", "id"); r.code != ExitOK {
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
+	waitCaughtUp(t, srv, oldID)
+	r = srv.cli(work, "run", v1, "--job-name", "orders", "--update", "--no-wait",
+		"--service-options", "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=744h")
+	if r.code != ExitOK {
+		t.Fatalf("parallel replacement: exit %d: %s", r.code, r.stderr)
+	}
+	newID := strings.TrimSpace(r.stdout)
+	srv.waitJob(newID, "the overlap", func(m map[string]any) bool {
+		rep, _ := m["replacement"].(map[string]any)
+		return rep != nil && rep["phase"] == "OVERLAP"
+	})
+	r = srv.cli(work, "jobs", "rollback", "orders", "--wait")
+	if r.code != ExitOK {
+		t.Fatalf("rollback --wait during the overlap: exit %d, want 0\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if want := "replacement of job " + oldID + " by job " + newID + " (parallel): ROLLED_BACK"; !strings.Contains(r.stderr, want) {
+		t.Errorf("rollback --wait printed\n%s\nwant a line %q", r.stderr, want)
+	}
+	if m := srv.describe("orders"); m["id"] != oldID || m["state"] != "RUNNING" {
+		t.Fatalf("after the rollback the name's job is %v %v, want %s RUNNING", m["id"], m["state"], oldID)
+	}
+	if m := srv.describe(newID); m["state"] != "CANCELLED" {
+		t.Fatalf("the new job is %v, want CANCELLED", m["state"])
+	}
+}

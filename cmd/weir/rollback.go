@@ -34,7 +34,8 @@ touches is computed again. The running job is drained (cancelled after
 instead cancels the new job and keeps the old one running (a real rollback:
 the view serves the old job's rows again). --validate-only prints the report and changes nothing.
 --wait follows the rollback's phases (the running job draining, the cut-over)
-and exits 0 once the rollback job runs, 1 if the flow failed.`,
+and exits 0 once the rollback job runs (during an overlap: once the flow is
+ROLLED_BACK with the old job kept), 1 if the flow failed.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
@@ -62,7 +63,14 @@ and exits 0 once the rollback job runs, 1 if the flow failed.`,
 				return clientError(cmd.Context(), c, err)
 			}
 			if wait && res != nil && res.Job != nil && res.Job.Replacement != nil {
-				return followReplacement(cmd.Context(), e, c, res.Job)
+				// During a parallel overlap the rollback cancels the new
+				// job and answers the kept old one: its flow ending
+				// ROLLED_BACK is the rollback done, not a failure.
+				success := service.PhaseCutOver
+				if res.Job.Replacement.NewJobID != res.Job.ID {
+					success = service.PhaseRolledBack
+				}
+				return followFlow(cmd.Context(), e, c, res.Job, success)
 			}
 			return nil
 		},

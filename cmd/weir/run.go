@@ -344,6 +344,14 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 // maximum stop duration, and returns at its final phase: nil at CUT_OVER,
 // an error (exit 1) at ROLLED_BACK or FAILED.
 func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
+	return followFlow(ctx, e, c, j, service.PhaseCutOver)
+}
+
+// followFlow is followReplacement ending with nil at the final phase
+// success, an error (exit 1) at any other final phase. j may be either
+// job of the flow (a rollback during an overlap answers the kept old
+// job); the lines name the flow's old and new jobs from its record.
+func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, success service.ReplacementPhase) error {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
 	var last service.ReplacementPhase
@@ -356,7 +364,7 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 			lastProgress = p
 		}
 		if r.Phase != last {
-			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
+			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
 				if r.MaxStopMillis > 0 {
 					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
@@ -374,10 +382,10 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
 		}
 		if r.Phase.Final() && j.State != service.StatePending {
-			if r.Phase == service.PhaseCutOver {
+			if r.Phase == success {
 				return nil
 			}
-			msg := fmt.Sprintf("the replacement of job %s by job %s ended %s", r.OldJobID, j.ID, r.Phase)
+			msg := fmt.Sprintf("the replacement of job %s by job %s ended %s", r.OldJobID, flowNewJob(r, j), r.Phase)
 			if j.Error != "" {
 				msg += ": " + j.Error
 			}
@@ -394,6 +402,14 @@ func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Jo
 		}
 		j = next
 	}
+}
+
+// flowNewJob is the ID of the new job of flow r, as recorded, else of j.
+func flowNewJob(r *service.Replacement, j *service.Job) string {
+	if r.NewJobID != "" {
+		return r.NewJobID
+	}
+	return j.ID
 }
 
 // parallelProgressLine is the progress of a parallel replacement's
