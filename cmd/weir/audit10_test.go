@@ -267,3 +267,56 @@ func TestCLIRollbackDuringOverlapWait(t *testing.T) {
 		t.Fatalf("the new job is %v, want CANCELLED", m["state"])
 	}
 }
+
+// TestCLISQLPipelineRefusalsExit3: what is wrong with a WriteToSql step is
+// an invalid pipeline (exit 3) whether the CLI or the server finds it: a
+// PostgreSQL table name over 63 bytes (the server's refusal exited 2, the
+// usage code, while --validate-only said 3), and a PostgreSQL URL given
+// as the dsn of the default sqlite driver (which wrote a SQLite file named
+// after the URL under ./postgres:/).
+func TestCLISQLPipelineRefusalsExit3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	srv := startServerArgs(t, dir)
+	const pg = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	cases := []struct {
+		name, sink, want string
+	}{
+		{"long-name", `driver: postgres, dsn: "` + pg + `", table: ` + strings.Repeat("t", 64), "PostgreSQL keeps at most 63 bytes"},
+		{"url-as-sqlite", `dsn: "` + pg + `", table: totals`, "add driver: postgres"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(work, c.name+".yaml")
+			yaml := `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Orders
+      config: {topic: orders, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts}
+    - type: Combine
+      name: Totals
+      input: Orders
+      windowing: {type: fixed, size: 1m}
+      config: {group_by: key, combine: {total: {value: amount, fn: sum}}}
+    - type: WriteToSql
+      name: Write
+      input: Totals
+      config: {` + c.sink + `, key: [key]}
+`
+			if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"--validate-only"}, {"--job-name", c.name}} {
+				r := srv.cli(work, append([]string{"run", path}, args...)...)
+				if r.code != ExitInvalidPipeline || !strings.Contains(r.stderr, c.want) {
+					t.Errorf("run %v: exit %d, want %d with %q:\n%s", args, r.code, ExitInvalidPipeline, c.want, r.stderr)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(work, "postgres:")); err == nil {
+				t.Errorf("a directory postgres: was created in %s", work)
+			}
+		})
+	}
+}
