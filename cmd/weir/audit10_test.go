@@ -266,6 +266,11 @@ func TestCLIRollbackDuringOverlapWait(t *testing.T) {
 	if m := srv.describe(newID); m["state"] != "CANCELLED" {
 		t.Fatalf("the new job is %v, want CANCELLED", m["state"])
 	}
+	// The text form says which flow the job is in and its phase.
+	r = srv.cli(work, "jobs", "describe", "orders")
+	if want := "parallel of job " + oldID + " by job " + newID + ": ROLLED_BACK since"; r.code != ExitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("jobs describe orders: exit %d, lacks %q:\n%s", r.code, want, r.stdout)
+	}
 }
 
 // TestCLISQLPipelineRefusalsExit3: what is wrong with a WriteToSql step is
