@@ -325,3 +325,38 @@ func TestCLISQLPipelineRefusalsExit3(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIReplaceBeforeFirstCheckpoint: a replacement under a new name
+// (exempt from the 2-minute rule) of a job that has taken no checkpoint
+// yet is an ordinary replacement: nothing the old job read is
+// acknowledged, so the new job reads from the subscription's floor. The
+// re-read's check answered INTERNAL ("checkpoint ... not found").
+func TestCLIReplaceBeforeFirstCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	// No periodic checkpoint within the test.
+	srv := startServerArgs(t, dir, "--checkpoint-interval", "1h")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders", "--no-wait")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	oldID := strings.TrimSpace(r.stdout)
+	if m := srv.describe(oldID); m["last_checkpoint"] != nil {
+		t.Fatalf("job %s has a checkpoint already: %v", oldID, m["last_checkpoint"])
+	}
+	r = srv.cli(work, "run", v1, "--job-name", "orders-v2", "--wait",
+		"--dataflow_service_options=parallel_replace_job_name=orders,parallel_replace_job_max_stop_duration=1m")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "CUT_OVER") {
+		t.Fatalf("stop-and-replace of a job without a checkpoint: exit %d, want 0 at CUT_OVER:\n%s", r.code, r.stderr)
+	}
+	if m := srv.describe(oldID); m["state"] != "DRAINED" {
+		t.Fatalf("old job %v, want DRAINED", m["state"])
+	}
+}
