@@ -359,6 +359,20 @@ func TestCLIReplaceBeforeFirstCheckpoint(t *testing.T) {
 	if m := srv.describe(oldID); m["state"] != "DRAINED" {
 		t.Fatalf("old job %v, want DRAINED", m["state"])
 	}
+	// A rollback of a replacement under a new name is refused before
+	// anything changes, saying where the old job's snapshot is.
+	r = srv.cli(work, "jobs", "rollback", "orders-v2")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "NO_ROLLBACK_SNAPSHOT") || !strings.Contains(r.stderr, "of another name, orders") ||
+		!strings.Contains(r.stderr, "weir snapshots list --job-id orders") {
+		t.Fatalf("rollback across names: exit %d: %s", r.code, r.stderr)
+	}
+	if m := srv.describe("orders-v2"); m["state"] != "RUNNING" || m["replacement"].(map[string]any)["phase"] != "CUT_OVER" {
+		t.Fatalf("after the refused rollback orders-v2 is %v %v", m["state"], m["replacement"])
+	}
+	// Every suggested command exists.
+	if r := srv.cli(work, "snapshots", "list", "--job-id", "orders"); r.code != ExitOK || !strings.Contains(r.stdout, "rollback") {
+		t.Fatalf("snapshots list --job-id orders: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestCLIStopAndReplaceZeroMaxStopWait: parallel_replace_job_max_stop_duration=0s

@@ -478,7 +478,7 @@ func describeReplacement(r *service.Replacement) string {
 	if r.DrainTimedOut {
 		out += "; the drain timed out"
 	}
-	if !r.Rewind {
+	if !r.Rewind && (r.Strategy == service.StrategyStopAndReplace || r.Strategy == service.StrategyParallel) {
 		out += "; weir_replace_rewind=false"
 	}
 	return out + " (--format json: replacement)"
