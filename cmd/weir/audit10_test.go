@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -418,5 +421,54 @@ func TestCLIStopAndReplaceZeroMaxStopWait(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "no maximum stop duration") {
 		t.Errorf("--wait printed\n%s\nclaiming no maximum stop duration", r.stderr)
+	}
+}
+
+// TestAPISubmitNamesReplacement: POST /v1/jobs that starts a replacement
+// (create_or_update_job with a running job and a strategy, or a new name
+// with parallel_replace_job_name) answers the flow's strategy in
+// `replacement`, as POST /v1/jobs:update does; it answered only
+// {id, name, state: PENDING}.
+func TestAPISubmitNamesReplacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	if r := srv.cli(work, "run", v1, "--job-name", "orders"); r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	src, err := os.ReadFile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(name string, opts ...string) map[string]any {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"name": name, "pipeline": string(src), "base_dir": work, "options": map[string]any{}, "service_options": opts})
+		resp, err := http.Post(srv.url+"/v1/jobs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /v1/jobs %s %v: %d %v (%v)", name, opts, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	if out := post("orders", "create_or_update_job", "update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m", "weir_replace_rewind=false"); out["replacement"] != "stop_and_replace" {
+		t.Fatalf("create_or_update_job with a stop-and-replace answered %v", out)
+	}
+	srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
+		rep, _ := m["replacement"].(map[string]any)
+		return m["state"] == "RUNNING" && rep != nil && rep["phase"] == "CUT_OVER"
+	})
+	if out := post("orders-v2", "parallel_replace_job_name=orders", "parallel_replace_job_min_parallel_pipelines_duration=0s", "weir_replace_rewind=false"); out["replacement"] != "parallel" {
+		t.Fatalf("a parallel replacement under a new name answered %v", out)
 	}
 }
