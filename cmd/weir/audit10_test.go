@@ -472,3 +472,37 @@ func TestAPISubmitNamesReplacement(t *testing.T) {
 		t.Fatalf("a parallel replacement under a new name answered %v", out)
 	}
 }
+
+// TestCLIIncompatibleUpdateHintsReplacement: an in-place update refused
+// as incompatible (exit 6, the job untouched) says how to replace the job
+// instead, the Dataflow way, and the suggested options are accepted.
+func TestCLIIncompatibleUpdateHintsReplacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	v2 := audit10Pipeline(t, work, "v2.yaml", filepath.Join(work, "totals2.db"), "[key, region]")
+	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
+	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := srv.cli(work, "run", v1, "--job-name", "orders")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	oldID := strings.TrimSpace(r.stdout)
+	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update")
+	const hint = "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=5m"
+	if r.code != ExitIncompatible || !strings.Contains(r.stderr, hint) {
+		t.Fatalf("incompatible update: exit %d, want %d with a hint %q:\n%s", r.code, ExitIncompatible, hint, r.stderr)
+	}
+	if m := srv.describe("orders"); m["id"] != oldID || m["state"] != "RUNNING" {
+		t.Fatalf("after the refusal: %v %v", m["id"], m["state"])
+	}
+	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update", "--wait", "--service-options", hint+",weir_replace_rewind=false")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "CUT_OVER") {
+		t.Fatalf("the hinted replacement: exit %d:\n%s", r.code, r.stderr)
+	}
+}

@@ -604,6 +604,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	}
 	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
+		if !res.Report.Compatible && f.format != formatJSON && inPlaceRequest(f.serviceOptions) {
+			// Dataflow's answer to an incompatible change: a replacement
+			// job, which hands no state over.
+			fmt.Fprintf(e.stderr, "hint: a change that cannot update the job in place can replace it by a new job: add --service-options %s,%s=5m (stop-and-replace) or %s,%s=10m (parallel replacement); see docs/JOBS.md\n",
+				serviceopt.KeyParallelUpdate, serviceopt.KeyMaxStop, serviceopt.KeyParallelUpdate, serviceopt.KeyMinParallel)
+		}
 		return err
 	}
 	if res.Job != nil && f.wait {
@@ -797,4 +803,12 @@ func readPipelineFile(path string, jinja map[string]any) ([]byte, error) {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
 	return out, nil
+}
+
+// inPlaceRequest reports whether service options (already checked) ask for
+// no replacement job: neither update_strategy_parallel_job_update nor a
+// new name.
+func inPlaceRequest(values []string) bool {
+	o, err := serviceopt.Parse(values)
+	return err == nil && !o.ParallelUpdate && o.ReplaceJobName == "" && o.ReplaceJobID == ""
 }
