@@ -210,7 +210,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/jobs/"+j.ID)
-	writeJSON(w, http.StatusCreated, SubmitResponse{ID: j.ID, Name: j.Name, State: j.State, Error: j.Error})
+	writeJSON(w, http.StatusCreated, submitResponse(j))
+}
+
+// submitResponse is the reply naming job j: with the strategy of the
+// replacement flow j is the new job of (a submission with
+// create_or_update_job or parallel_replace_job_* starts one).
+func submitResponse(j *service.Job) SubmitResponse {
+	out := SubmitResponse{ID: j.ID, Name: j.Name, State: j.State, Error: j.Error}
+	if r := j.Replacement; r != nil && j.ID == r.NewJobID {
+		out.Replacement = r.Strategy
+	}
+	return out
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

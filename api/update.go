@@ -113,10 +113,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes,
 		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline}
 	if res.Job != nil {
-		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
-		if r := res.Job.Replacement; r != nil && res.Job.ID == r.NewJobID {
-			out.Job.Replacement = r.Strategy
-		}
+		sr := submitResponse(res.Job)
+		out.Job = &sr
 	}
 	status := http.StatusOK
 	if err != nil {

@@ -382,6 +382,11 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	for _, code := range p.Program().Code {
 		if sk, ok := code.(*sqlsink.Sink); ok {
 			c := sk.Config()
+			if err := sk.CheckFacadeTable(ctx); err != nil {
+				s.cuts.Delete(nj.ID)
+				s.cuts.Delete(old.ID)
+				return nil, errorf(CodeReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
+			}
 			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}

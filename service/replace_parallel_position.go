@@ -32,6 +32,12 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 	if len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned {
 		return nil
 	}
+	// Wait without taking snapshots while the old job has produced
+	// nothing yet: each snapshot wakes the flow's driver again, which
+	// turned the wait into a loop of snapshots created and deleted.
+	if !s.oldJobHasRead(nj) {
+		return errNotYet
+	}
 	snaps := make([]string, len(flow.Subscriptions))
 	defer func() {
 		for _, snap := range snaps {
@@ -252,4 +258,31 @@ func namedSubscriptionNotes(old *Job, subs []ParallelSubscription) []string {
 		}
 	}
 	return notes
+}
+
+// oldJobHasRead reports whether the old job of nj's parallel flow has
+// what positionSubscriptions needs to record T0: a data watermark (the
+// re-read) or a source's newest event time (weir_replace_rewind=false).
+// Neither goes back once known, so the positioning that follows finds it
+// too.
+func (s *Service) oldJobHasRead(nj *Job) bool {
+	if nj.Replacement.Rewind {
+		wm, ok := s.dataWatermark(nj.Replacement.OldJobID)
+		return ok && wm > mtime.MinTimestamp
+	}
+	jr := s.runningJob(nj.Replacement.OldJobID)
+	if jr == nil {
+		return false
+	}
+	for name, code := range jr.prog.Code {
+		if st := jr.prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
+			continue
+		}
+		if r, ok := code.(maxEventReporter); ok {
+			if _, ok := r.MaxEventTime(); ok {
+				return true
+			}
+		}
+	}
+	return false
 }

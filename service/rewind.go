@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/serviceopt"
+	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -329,6 +331,10 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		return RewindPoint{}, err
 	}
 	rec, err := s.store.LastCheckpoint(old.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		// No checkpoint yet: nothing it read is acknowledged (below).
+		rec, err = nil, nil
+	}
 	if err != nil {
 		return RewindPoint{}, internalf("reading the last checkpoint of job %s: %w", old.ID, err)
 	}

@@ -522,7 +522,10 @@ func (s *Service) findRollbackSnapshot(cur *Job, gen int64) (*Snapshot, error) {
 	}
 	which := fmt.Sprintf("generation %d of %s", gen, cur.Name)
 	if gen == 0 {
-		which = fmt.Sprintf("the generation job %s (%s, generation %d) replaced", cur.ID, cur.Name, cur.Generation)
+		which = fmt.Sprintf("the job that job %s (%s, generation %d) replaced", cur.ID, cur.Name, cur.Generation)
+		if cur.ReplacesJobID == "" {
+			which = fmt.Sprintf("a job before job %s (%s, generation %d), which replaced none", cur.ID, cur.Name, cur.Generation)
+		}
 	}
 	switch {
 	case gen != 0 && gen >= cur.Generation:
@@ -535,7 +538,11 @@ func (s *Service) findRollbackSnapshot(cur *Job, gen int64) (*Snapshot, error) {
 	case failed != nil:
 		return nil, errorf(CodeRollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
 	}
-	return nil, errorf(CodeNoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list %s the snapshots); nothing changed", which, cur.Name, cur.Name)
+	if prev, err := s.readJob(cur.ReplacesJobID); gen == 0 && cur.ReplacesJobID != "" && err == nil && prev.Name != cur.Name {
+		return nil, errorf(CodeNoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
+			"weir snapshots list --job-id %s shows it, and weir run OLD.yaml --job-name %s --create-from-snapshot ID starts a job from it; nothing changed", cur.ID, cur.Name, prev.ID, prev.Name, prev.Name, prev.Name)
+	}
+	return nil, errorf(CodeNoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list --job-id %s the snapshots); nothing changed", which, cur.Name, cur.Name)
 }
 
 // snapshotView is snap without its graph and positions, for a report.

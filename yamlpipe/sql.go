@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -73,6 +74,10 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.SinkID = "local/" + t.name
 	}
 	if cfg.Driver == "" || cfg.Driver == sqlsink.DriverSQLite {
+		if lower := strings.ToLower(cfg.DSN); strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
+			// SQLite would take the URL for a file name and write there.
+			return nil, l.errf(dsnNode, "WriteToSql dsn is a PostgreSQL URL, but the driver is sqlite (the default): add driver: postgres")
+		}
 		if cfg.DSN != "" {
 			if cfg.DSN, err = l.sqliteDSN(t, dsnNode, cfg.DSN); err != nil {
 				return nil, err

@@ -112,7 +112,7 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 // user's: a failure.
 func exitCodeOf(c service.Code) int {
 	switch {
-	case c == service.CodeInvalidPipeline, c == errcode.PathNotAllowed, c == errcode.SQLHostNotAllowed:
+	case c == service.CodeInvalidPipeline, c == errcode.PathNotAllowed, c == errcode.SQLHostNotAllowed, c == errcode.SQLIdentifierTooLong:
 		return ExitInvalidPipeline
 	case c.Kind() == service.KindInvalid && c != service.CodeMethodNotAllowed:
 		return ExitUsage

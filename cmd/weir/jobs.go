@@ -233,6 +233,9 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 		}
 	}
 	row("Lineage", strings.Join(lineage, "; "))
+	if r := j.Replacement; r != nil {
+		row("Replacement", describeReplacement(r))
+	}
 	if subs := describeSubscriptions(j); subs != "" {
 		row("Subscriptions", subs)
 	}
@@ -462,4 +465,21 @@ func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
 	return cmd
+}
+
+// describeReplacement is the Replacement line of `weir jobs describe`: the
+// flow a job takes part in (as the old or the new job), its phase and
+// since when, and what it measured.
+func describeReplacement(r *service.Replacement) string {
+	out := fmt.Sprintf("%s of job %s by job %s: %s since %s", r.Strategy, r.OldJobID, r.NewJobID, r.Phase, formatTime(r.PhaseTime))
+	if r.StopWindowMillis != nil {
+		out += fmt.Sprintf("; stop window %d ms", *r.StopWindowMillis)
+	}
+	if r.DrainTimedOut {
+		out += "; the drain timed out"
+	}
+	if !r.Rewind && (r.Strategy == service.StrategyStopAndReplace || r.Strategy == service.StrategyParallel) {
+		out += "; weir_replace_rewind=false"
+	}
+	return out + " (--format json: replacement)"
 }

@@ -30,9 +30,12 @@ that generation's pipeline from the snapshot as a NEW generation (so its sink
 rows win), with its subscriptions rewound to the snapshot's positions: the input
 since the snapshot is re-read from the topic's retention and every window it
 touches is computed again. The running job is drained (cancelled after
---max-stop-duration). --validate-only prints the report and changes nothing.
+--max-stop-duration). During a parallel replacement's overlap a rollback
+instead cancels the new job and keeps the old one running (a real rollback:
+the view serves the old job's rows again). --validate-only prints the report and changes nothing.
 --wait follows the rollback's phases (the running job draining, the cut-over)
-and exits 0 once the rollback job runs, 1 if the flow failed. --request-id ID
+and exits 0 once the rollback job runs (during an overlap: once the flow is
+ROLLED_BACK with the old job kept), 1 if the flow failed. --request-id ID
 makes the rollback idempotent as a submission's: a retry with the same ID
 within 24 hours gets the first answer (the same rollback job, or the same
 refusal), never a second rollback; the same ID with another request is
@@ -64,7 +67,14 @@ refused (REQUEST_ID_REUSED).`,
 				return clientError(cmd.Context(), c, err)
 			}
 			if wait && res != nil && res.Job != nil && res.Job.Replacement != nil {
-				return followReplacement(cmd.Context(), e, c, res.Job)
+				// During a parallel overlap the rollback cancels the new
+				// job and answers the kept old one: its flow ending
+				// ROLLED_BACK is the rollback done, not a failure.
+				success := service.PhaseCutOver
+				if res.Job.Replacement.NewJobID != res.Job.ID {
+					success = service.PhaseRolledBack
+				}
+				return followFlow(cmd.Context(), e, c, res.Job, success)
 			}
 			return nil
 		},

@@ -70,7 +70,9 @@ submitted to a weir server (default http://127.0.0.1:7070) as a job: the
 command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
-to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED). Paths in the pipeline resolve against the current
+to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED; for a
+replacement job, through the replacement's phases: exit 0 at CUT_OVER, 1 at
+ROLLED_BACK or FAILED). Paths in the pipeline resolve against the current
 directory (sent as the job's base_dir). Without a job name, one is derived
 from the file name.
 
@@ -125,8 +127,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.BoolVar(&f.validateOnly, "validate-only", false, "load and validate the pipeline, then exit without running it")
 	fl.StringVar(&f.jobName, "job-name", "", "submit the pipeline to the weir server as a job of this name ([a-z]([-a-z0-9]*[a-z0-9])?)")
 	addServerFlag(cmd, &f.server)
-	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name in place (needs a weir server)")
-	fl.BoolVar(&f.wait, "wait", false, "after submitting, wait for the job's end: exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED")
+	fl.BoolVar(&f.update, "update", false, "update the running job of --job-name: in place, or by a replacement job with --service-options update_strategy_parallel_job_update (needs a weir server)")
+	fl.BoolVar(&f.wait, "wait", false, "after submitting, wait for the job's end: exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED (a replacement job: follow its phases, exit 0 at CUT_OVER, 1 at ROLLED_BACK or FAILED)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "return as soon as the job is created (default: wait for its first durable checkpoint or its end)")
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (prefixes) to new ones for --update, e.g. '{"Old":"New"}'; "" deletes a step's state`)
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
@@ -165,9 +167,8 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if (len(f.serviceOptions) > 0 || f.requestID != "") && f.jobName == "" && !f.validateOnly {
 		return withCode(ExitNeedsServer, fmt.Errorf("--service-options and --request-id are job options: submit the pipeline to a weir server with --job-name NAME"))
 	}
-	for _, n := range plan.Notes {
-		fmt.Fprintf(e.stderr, "note: %s\n", n)
-	}
+	// plan.Notes (what the options ignore) are not printed here: they
+	// come back in the server's answer, which updateJob prints.
 	if f.nameMapping != "" {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(f.nameMapping), &m); err != nil {
@@ -338,86 +339,6 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	return waitErr
 }
 
-// followReplacement follows the replacement flow of new job j, printing
-// each phase it passes on stderr with the time elapsed against the
-// maximum stop duration, and returns at its final phase: nil at CUT_OVER,
-// an error (exit 1) at ROLLED_BACK or FAILED.
-func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
-	t := time.NewTicker(submitWaitPoll)
-	defer t.Stop()
-	var last service.ReplacementPhase
-	var lastProgress string
-	notes := 0
-	for {
-		r := j.Replacement
-		if p := parallelProgressLine(r); p != "" && p != lastProgress && r.Phase == last {
-			fmt.Fprintln(e.stderr, p)
-			lastProgress = p
-		}
-		if r.Phase != last {
-			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, j.ID, r.Strategy, r.Phase)
-			if r.DrainStart != nil && !r.Phase.Final() {
-				if r.MaxStopMillis > 0 {
-					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
-				} else {
-					line += fmt.Sprintf(", draining for %s (no maximum stop duration)", time.Since(*r.DrainStart).Round(time.Millisecond))
-				}
-			}
-			if r.StopWindowMillis != nil {
-				line += fmt.Sprintf(", stop window %d ms", *r.StopWindowMillis)
-			}
-			fmt.Fprintln(e.stderr, line)
-			last = r.Phase
-		}
-		for ; notes < len(r.Notes); notes++ {
-			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
-		}
-		if r.Phase.Final() && j.State != service.StatePending {
-			if r.Phase == service.PhaseCutOver {
-				return nil
-			}
-			msg := fmt.Sprintf("the replacement of job %s by job %s ended %s", r.OldJobID, j.ID, r.Phase)
-			if j.Error != "" {
-				msg += ": " + j.Error
-			}
-			return withCode(ExitFailure, errors.New(msg))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		next, err := c.Get(ctx, j.ID)
-		if err != nil {
-			return clientError(ctx, c, err)
-		}
-		j = next
-	}
-}
-
-// parallelProgressLine is the progress of a parallel replacement's
-// overlap as `weir run --wait` prints it: the overlap against
-// min_parallel_pipelines_duration and the old job's watermark against the
-// one it must pass to be drained; "" when there is nothing to show. The
-// elapsed time is shown in whole seconds, so a line is printed about once
-// a second while it changes.
-func parallelProgressLine(r *service.Replacement) string {
-	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil || r.Phase != service.PhaseOverlap {
-		return ""
-	}
-	p := r.Parallel.Progress
-	line := fmt.Sprintf("parallel: overlap %s of at least %s", (time.Duration(p.ElapsedMillis) * time.Millisecond).Truncate(time.Second), time.Duration(p.MinParallelMillis)*time.Millisecond)
-	switch {
-	case p.CutOverWatermark == nil:
-		line += "; the cut-over window is not known yet"
-	case p.OldWatermark == nil:
-		line += fmt.Sprintf("; old job's watermark unknown, the cut-over needs %s", p.CutOverWatermark.Format(time.RFC3339Nano))
-	default:
-		line += fmt.Sprintf("; old job's watermark %s, the cut-over needs %s", p.OldWatermark.Format(time.RFC3339Nano), p.CutOverWatermark.Format(time.RFC3339Nano))
-	}
-	return line
-}
-
 // submitWaitPoll is how often `weir run` asks a submitted job's state.
 const submitWaitPoll = 100 * time.Millisecond
 
@@ -560,7 +481,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	} else {
 		for _, n := range res.Notes {
-			fmt.Fprintf(e.stderr, "%s\n", n)
+			fmt.Fprintf(e.stderr, "note: %s\n", n)
 		}
 		switch {
 		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending || res.Job.Replacement != ""):
@@ -585,6 +506,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	}
 	if err := checkedJobError(ctx, c, err, res.Job, f.jobName); err != nil {
+		if !res.Report.Compatible && f.format != formatJSON && inPlaceRequest(f.serviceOptions) {
+			// Dataflow's answer to an incompatible change: a replacement
+			// job, which hands no state over.
+			fmt.Fprintf(e.stderr, "hint: a change that cannot update the job in place can replace it by a new job: add --service-options %s,%s=5m (stop-and-replace) or %s,%s=10m (parallel replacement); see docs/JOBS.md\n",
+				serviceopt.KeyParallelUpdate, serviceopt.KeyMaxStop, serviceopt.KeyParallelUpdate, serviceopt.KeyMinParallel)
+		}
 		return err
 	}
 	if res.Job != nil && f.wait {
