@@ -40,6 +40,9 @@ type UpdateConfig struct {
 	// that the pauses have a distribution (p50, p99). Default 1. The SDK
 	// variant always swaps once.
 	Swaps int
+	// AfterFill, when set, is called by the server variant once the state
+	// is built, before the steady load (to trace only the swaps).
+	AfterFill func()
 	// BeforeEnd, when set, is called by the server variant after the last
 	// swap, while the job and its state are still live (for a heap
 	// profile).

@@ -199,6 +199,9 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		time.Sleep(20 * time.Millisecond)
 	}
 	out.FillSeconds = time.Since(start).Seconds()
+	if cfg.AfterFill != nil {
+		cfg.AfterFill()
+	}
 
 	// Steady load, with the service's checkpoint every second.
 	pubCtx, stopPub := context.WithCancel(ctx)

@@ -166,8 +166,17 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 					return withCode(ExitFailure, fmt.Errorf("creating the execution trace: %w", err))
 				}
 				defer f.Close()
-				if err := trace.Start(f); err != nil {
-					return withCode(ExitFailure, fmt.Errorf("starting the execution trace: %w", err))
+				// The server variant traces the steady load and the swaps
+				// only (a trace of building 1M keys would be gigabytes).
+				startTrace := func() {
+					if err := trace.Start(f); err != nil {
+						fmt.Fprintf(e.stderr, "weir: starting the execution trace: %v\n", err)
+					}
+				}
+				if server {
+					cfg.AfterFill = startTrace
+				} else {
+					startTrace()
 				}
 				defer trace.Stop()
 			}
@@ -199,7 +208,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.IntVar(&cfg.Swaps, "swaps", 1, "swaps in this run (server variant)")
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
-	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run to this file (inspect with go tool trace)")
+	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
 	return cmd
 }
