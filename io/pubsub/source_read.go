@@ -1,0 +1,311 @@
+// This file holds the split of the ReadFromPubSub source and its read path:
+// the Read loop over the pull request in flight, handle (redelivery and
+// dedupe drops, event time, future-skew rejects, the watermark), the JSON
+// decode and the raw-format row.
+
+package pubsub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+)
+
+// split reads one subscription. Read, Position and Close are called from
+// one goroutine; Ack from any (it touches only acked and the connection).
+type split struct {
+	src    *Source
+	b      *Broker
+	cfg    *SourceConfig
+	cons   jetstream.Consumer
+	stream string
+	// srcName is the Source of the elements' positions: the topic. Its
+	// stream sequences number the topic's messages for every subscription
+	// alike, so a message read through two subscriptions (a replacement
+	// job's own and its predecessor's) has one identity (sinks' element
+	// IDs agree across the jobs).
+	srcName string
+	tsField int
+	idField int
+	// maxEvent is the source's (Source.maxEvent).
+	maxEvent *atomic.Int64
+
+	// batch is the pull request in flight, kept across Reads so that no
+	// delivered message is dropped when Read returns early.
+	batch    jetstream.MessageBatch
+	batchN   int  // messages the in-flight batch delivered so far
+	caughtUp bool // the last completed fetch delivered nothing
+	pos      position
+	wm       *watermarker
+	seen     *seenIDs
+	skipped  int64 // redeliveries and duplicates dropped
+	horizon  mtime.Duration
+	// rewindSkipped counts the messages skipped by SourceConfig.Rewind.
+	rewindSkipped int64
+	// floored: the watermark was raised to SourceConfig.Rewind.Watermark.
+	floored bool
+
+	acked atomic.Uint64 // highest stream sequence acknowledged
+}
+
+// fetchBatch is how many bundles one pull request asks for: the batch
+// continues across Reads, so fewer round trips to the broker stall the
+// worker.
+const fetchBatch = 4
+
+// Read fills buf with up to len(buf) elements. It returns what is available
+// as soon as there is something, and blocks at most about FetchWait when
+// there is nothing; it returns ctx's error when ctx is done before any
+// element arrived. A fetch still in flight when Read returns is continued by
+// the next Read, so no delivered message is lost.
+func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
+	n := 0
+	fetched := false
+	for n < len(buf) {
+		if s.batch == nil {
+			if n > 0 || fetched {
+				break
+			}
+			b, err := s.cons.Fetch(fetchBatch*len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
+			if err != nil {
+				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+			}
+			s.batch, s.batchN, fetched = b, 0, true
+		}
+		var m jetstream.Msg
+		var ok bool
+		if n == 0 {
+			select {
+			case m, ok = <-s.batch.Messages():
+			case <-ctx.Done():
+				return s.result(0), ctx.Err()
+			}
+		} else {
+			select {
+			case m, ok = <-s.batch.Messages():
+			default:
+				return s.result(n), nil
+			}
+		}
+		if !ok {
+			err := s.batch.Error()
+			s.caughtUp = s.batchN == 0
+			s.batch = nil
+			if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+			}
+			continue
+		}
+		s.batchN++
+		emitted, err := s.handle(m, &buf[n])
+		if err != nil {
+			return s.result(n), err
+		}
+		if emitted {
+			n++
+		}
+	}
+	return s.result(n), nil
+}
+
+func (s *split) result(n int) contract.ReadResult {
+	if s.holding() {
+		return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}
+	}
+	if s.cfg.Rewind != nil && !s.floored {
+		s.wm.wm, s.floored = mtime.Max(s.wm.wm, s.cfg.Rewind.Watermark), true
+	}
+	wm := s.wm.current(s.cfg.Clock.Now(), s.caughtUp && n == 0)
+	return contract.ReadResult{N: n, Watermark: wm}
+}
+
+// holding reports whether a re-reading split has not yet handled the old
+// job's last message (RewindStart.HoldUntil).
+func (s *split) holding() bool {
+	return s.cfg.Rewind != nil && s.pos.StreamSeq < s.cfg.Rewind.HoldUntil
+}
+
+// CatchingUp implements contract.CatchingUpSplit: a drain of a re-reading
+// split that still holds reads on up to the old job's last message first,
+// so that the drain's panes are no smaller than the old job's (the old job
+// had read every one of those messages).
+func (s *split) CatchingUp() bool { return s.holding() }
+
+// handle turns one message into an element (or a reject); it returns false
+// for a message dropped as a redelivery or a duplicate.
+func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
+	}
+	s.caughtUp = false
+	now := s.cfg.Clock.Now()
+	s.wm.busy(now)
+	seq := md.Sequence.Stream
+	if seq <= s.pos.StreamSeq {
+		// Delivered again after AckWait while its checkpoint is pending: it
+		// was already emitted by this split.
+		s.skipped++
+		return false, nil
+	}
+	if s.cfg.Rewind != nil {
+		s.src.readSeq.Store(seq)
+	}
+	publish := mtime.FromTime(md.Timestamp)
+	s.pos = position{V: positionVersion, Subscription: s.cfg.Subscription, StreamSeq: seq,
+		ConsumerSeq: md.Sequence.Consumer, PublishMillis: int64(publish), Ack: m.Reply(), Track: s.pos.Track}
+	src := &contract.SourcePos{Source: s.srcName, Offset: int64(seq)}
+	hdr := m.Headers()
+
+	if s.seen != nil && s.cfg.IDAttribute != "" {
+		if id := hdr.Get(s.cfg.IDAttribute); id != "" && s.seen.check(id, publish) {
+			s.skipped++
+			return false, nil
+		}
+	}
+	var value *row.Row
+	if s.cfg.Format == FormatRaw {
+		value = rawRow(m.Data(), hdr, publish)
+	} else {
+		r, reason, msg := s.decode(m.Data())
+		if r == nil {
+			*dst = s.reject(m.Data(), reason, msg, publish, src)
+			return true, nil
+		}
+		value = r
+	}
+	if s.idField >= 0 {
+		if v := value.Values[s.idField]; v != nil && s.seen.check(string(row.AppendText(nil, v)), publish) {
+			s.skipped++
+			return false, nil
+		}
+	}
+	t := publish
+	switch {
+	case s.cfg.TimestampAttribute != "":
+		a := hdr.Get(s.cfg.TimestampAttribute)
+		if a == "" {
+			*dst = s.reject(m.Data(), ReasonBadTimestamp, fmt.Sprintf("attribute %s is missing", s.cfg.TimestampAttribute), publish, src)
+			return true, nil
+		}
+		ts, err := row.ToTimestamp(a)
+		if err != nil {
+			*dst = s.reject(m.Data(), timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("attribute %s: %v", s.cfg.TimestampAttribute, err), publish, src)
+			return true, nil
+		}
+		t = ts
+	case s.tsField >= 0:
+		ts, err := row.ToTimestamp(value.Values[s.tsField])
+		if err != nil {
+			*dst = s.reject(m.Data(), timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", s.cfg.TimestampField, err), publish, src)
+			return true, nil
+		}
+		t = ts
+	}
+	if s.cfg.MaxFutureSkew > 0 {
+		if limit := now.Add(mtime.FromDuration(s.cfg.MaxFutureSkew)); t > limit {
+			*dst = s.reject(m.Data(), ReasonTimestampInFuture, fmt.Sprintf("event time %s is %s ahead of processing time %s, more than max_future_skew %s "+
+				"(a wrong clock or unit upstream? raise max_future_skew if events are stamped ahead on purpose)",
+				t, time.Duration(t-now)*time.Millisecond, now, s.cfg.MaxFutureSkew), publish, src)
+			return true, nil
+		}
+	}
+	if s.cfg.Rewind != nil && t < s.cfg.Rewind.SkipBefore {
+		s.rewindSkipped++
+		s.src.rewindSkipped.Add(1)
+		return false, nil
+	}
+	s.wm.observe(t)
+	for cur := s.maxEvent.Load(); int64(t) > cur && !s.maxEvent.CompareAndSwap(cur, int64(t)); cur = s.maxEvent.Load() {
+	}
+	s.pos.Track.note(t, seq)
+	s.pos.Track.prune(s.wm.wm, s.horizon)
+	*dst = contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
+	return true, nil
+}
+
+// decode reads a JSON object into a row of the schema; on failure it
+// returns a nil row, the reject reason and a message.
+func (s *split) decode(data []byte) (*row.Row, string, string) {
+	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(data, s.cfg.Schema, r) {
+		return r, "", "" // the common flat shape, without a map
+	}
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return nil, ReasonMalformedJSON, err.Error()
+	}
+	if obj == nil {
+		return nil, ReasonMalformedJSON, "want a JSON object, got null"
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, ReasonMalformedJSON, "extra data after the JSON object"
+	}
+	sch := s.cfg.Schema
+	r := row.New(sch)
+	for i, f := range sch.Fields {
+		v, err := row.FromJSON(obj[f.Name], f.Type)
+		if err != nil {
+			if i == s.tsField {
+				return nil, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", f.Name, err)
+			}
+			return nil, timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err)
+		}
+		r.Values[i] = v
+	}
+	return r, "", ""
+}
+
+// timestampReason is the reason of a reject for a conversion error err:
+// ReasonTimestampInSeconds for a timestamp in seconds, else def.
+func timestampReason(err error, def string) string {
+	if errors.Is(err, row.ErrTimestampInSeconds) {
+		return ReasonTimestampInSeconds
+	}
+	return def
+}
+
+func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *contract.SourcePos) contract.Element {
+	return contract.Element{
+		Value: contract.Reject{Element: string(data), Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
+		Time:  t, Window: window.Global, Pane: window.NoFiring, Source: src,
+	}
+}
+
+func rawRow(data []byte, hdr nats.Header, publish mtime.Time) *row.Row {
+	var attrs map[string]any
+	var id any
+	for k, v := range hdr {
+		if k == jetstream.MsgIDHeader && len(v) > 0 {
+			id = v[0]
+			continue
+		}
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
+			continue
+		}
+		if attrs == nil {
+			attrs = make(map[string]any, len(hdr))
+		}
+		attrs[k] = v[0]
+	}
+	var a any
+	if attrs != nil {
+		a = attrs
+	}
+	return &row.Row{Schema: rawSchema, Values: []any{string(data), a, id, publish}}
+}
