@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -533,4 +534,76 @@ func (b *Broker) AckRestored(ctx context.Context, sub string, m jetstream.Msg) (
 		return false, apiErr("acknowledging a restored message of "+sub, err)
 	}
 	return true, nil
+}
+
+// DeliveredUnacked calls visit, in stream order, with the sequence and
+// headers of every message of subscription sub (one that acknowledges per
+// message) delivered and not acknowledged as far as the acknowledgement
+// record tells: above the floor, up to the last delivered message, and
+// not in the record. The record may lack an acknowledgement (one whose
+// call failed, or a crash between the two), so a message visited may have
+// been acknowledged; every unacknowledged delivered message is visited.
+func (b *Broker) DeliveredUnacked(ctx context.Context, sub string, visit func(seq uint64, h nats.Header)) error {
+	topic, c, err := b.findSubscription(ctx, sub)
+	if err != nil {
+		return err
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return apiErr("reading the state of subscription "+sub, err)
+	}
+	floor, last := ci.AckFloor.Stream, ci.Delivered.Stream
+	if last <= floor || ci.NumAckPending == 0 {
+		return nil
+	}
+	runs, err := b.readAcked(ctx, sub, floor, false)
+	if err != nil {
+		return err
+	}
+	stream, _, _ := topicNames(topic)
+	s, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return apiErr("reading the deliveries of "+sub, err)
+	}
+	filters := ci.Config.FilterSubjects
+	if ci.Config.FilterSubject != "" {
+		filters = append(filters, ci.Config.FilterSubject)
+	}
+	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: floor + 1, HeadersOnly: true})
+	if err != nil {
+		return apiErr("reading the deliveries of "+sub, err)
+	}
+	for {
+		batch, err := oc.Fetch(int(min(last-floor, 1000)), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return apiErr("reading the deliveries of "+sub, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("reading the deliveries of %s: %w", sub, err)
+			}
+			q := md.Sequence.Stream
+			if q > last {
+				drain(batch)
+				return nil
+			}
+			if !inRuns(runs, q) {
+				visit(q, m.Headers())
+			}
+			if q == last {
+				drain(batch)
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return apiErr("reading the deliveries of "+sub, err)
+		}
+		if n == 0 {
+			return nil // the rest expired from the topic
+		}
+	}
 }

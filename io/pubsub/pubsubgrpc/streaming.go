@@ -91,6 +91,9 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 		if err != nil {
 			return statusOf(err)
 		}
+		if err := s.orderedReady(ctx, sub); err != nil {
+			return err
+		}
 		batch, err := sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
 		if err != nil {
 			return s.fetchStatus(sub, err)

@@ -294,6 +294,9 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 	if err != nil {
 		return nil, statusOf(err)
 	}
+	if err := s.orderedReady(ctx, sub); err != nil {
+		return nil, err
+	}
 	var batch jetstream.MessageBatch
 	if wait <= 0 {
 		batch, err = sub.cons.FetchNoWait(n)
