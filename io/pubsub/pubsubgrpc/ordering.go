@@ -71,6 +71,8 @@ type orderedKeys struct {
 	// not come again since; until is the rebuild's time plus rebuildBound.
 	unseen map[uint64]bool
 	until  time.Time
+	// now is the server's clock (Options.Clock).
+	now func() time.Time
 }
 
 // ordering returns the blocking state of subscription sub.
@@ -83,7 +85,10 @@ func (s *Server) ordering(sub string) *orderedKeys {
 	o := s.ordered[sub]
 	if o == nil {
 		o = &orderedKeys{sent: map[uint64]string{}, blocked: map[string]uint64{}, held: map[string]map[uint64]bool{},
-			early: map[uint64]bool{}, unseen: map[uint64]bool{}}
+			early: map[uint64]bool{}, unseen: map[uint64]bool{}, now: s.opts.Clock}
+		if o.now == nil {
+			o.now = time.Now
+		}
 		s.ordered[sub] = o
 	}
 	return o
@@ -127,7 +132,7 @@ func (o *orderedKeys) admit(m jetstream.Msg, key string) bool {
 	seq := md.Sequence.Stream
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := time.Now()
+	now := o.now()
 	if wait, blocked := o.blocked[key]; blocked && wait != seq && o.unseen[wait] && now.After(o.until) {
 		// The rebuild's message did not come again: the record lacked
 		// its acknowledgement.
@@ -177,7 +182,7 @@ func (o *orderedKeys) nacked(ids []string) {
 func (o *orderedKeys) acked(ids []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	now := time.Now()
+	now := o.now()
 	for _, id := range ids {
 		seq := ackSeq(id)
 		if !o.rebuilt {
@@ -257,7 +262,7 @@ func (s *Server) orderedReady(ctx context.Context, sub *subscription) error {
 	if err != nil {
 		return statusOf(fmt.Errorf("ordering keys of %s: %w", sub.id, err))
 	}
-	o.rebuilt, o.early, o.until = true, nil, time.Now().Add(rebuildBound)
+	o.rebuilt, o.early, o.until = true, nil, o.now().Add(rebuildBound)
 	if blocked > 0 {
 		s.log.Info("ordering keys held back behind messages delivered before a restart and not acknowledged",
 			"subscription", sub.id, "keys", blocked, "messages", len(o.unseen))
