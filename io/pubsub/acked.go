@@ -262,7 +262,9 @@ func (b *Broker) startRecord(ctx context.Context, sub string, seqs []uint64) (fu
 	}
 	// Sent after the acknowledgements, sent before on the same connection;
 	// stored before the wait returns (a snapshot right after sees it).
-	fut, err := b.js.PublishAsync(ackRecordSubject+sub, v)
+	// The async window is shared with the topics' publishers: wait for
+	// room rather than fail an acknowledgement in a burst.
+	fut, err := b.js.PublishAsync(ackRecordSubject+sub, v, jetstream.WithStallWait(10*time.Second))
 	if err != nil {
 		return nil, apiErr("recording acknowledgements of "+sub, err)
 	}
