@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,7 +23,8 @@ import (
 // weir keeps its own record of them: every per-message acknowledgement
 // weir sends (the gRPC API's Acknowledge and StreamingPull, weir's Pull
 // with ack) is also published, on the same connection right after the
-// acknowledgement and before the call returns, to the file-stored stream
+// acknowledgements, and stored before the call returns (the gRPC API waits
+// for the store and for the flush of the acknowledgements together), to the file-stored stream
 // WEIR_ACK_RECORDS, subject weir.acks.<subscription>: it lives in the
 // broker's store, so a restart or a kill -9 keeps it as well as the
 // acknowledgements themselves. A snapshot of such a subscription reads the
@@ -35,6 +37,14 @@ import (
 // paths (AckRestored) acknowledge a message of the set themselves instead
 // of handing it to a client. Any seek replaces the record with the new
 // state; deleting or creating a subscription clears both.
+//
+// Each subscription's deliveries also have a generation (AckGeneration),
+// kept with the restored set: a seek, a creation or a deletion starts a
+// new one. The gRPC API labels its ack IDs with it and drops the
+// acknowledgements of another generation: JetStream ignores those (the
+// seek dropped the delivery) or would apply them to a later delivery of
+// the same message, so recording them would make a snapshot hold as
+// acknowledged a message nobody acknowledged since the seek.
 //
 // The restored set is cached in memory per process: weir processes that
 // share one external NATS server do not see each other's seeks until they
@@ -154,9 +164,9 @@ func AckIDSequence(id string) (uint64, bool) {
 // ackState is the broker's per-message acknowledgement bookkeeping.
 type ackState struct {
 	mu sync.Mutex // a leaf
-	// restored caches the restored sets by subscription; an entry with
-	// nil runs means "none" (looked up already).
-	restored map[string][]SeqRange
+	// restored caches the restored sets and generations by subscription;
+	// an entry with nil runs means "none" (looked up already).
+	restored map[string]restoredState
 	// records counts the records written per subscription since the last
 	// prune.
 	records map[string]int
@@ -198,25 +208,49 @@ func (b *Broker) ackRecords(ctx context.Context) (jetstream.Stream, error) {
 // sending the acknowledgements on the broker's connection (Conn): it
 // returns once the record is stored.
 func (b *Broker) RecordAcks(ctx context.Context, sub string, ackIDs []string) error {
+	wait, err := b.StartRecordAcks(ctx, sub, ackIDs)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// StartRecordAcks is RecordAcks without the wait: it sends the record and
+// returns a function that waits until it is stored (and then prunes the
+// record when due). The caller overlaps the wait with its own (the flush
+// of the acknowledgements) and must call it before telling anyone the
+// acknowledgements are done, so that a snapshot right after sees them.
+func (b *Broker) StartRecordAcks(ctx context.Context, sub string, ackIDs []string) (func(context.Context) error, error) {
 	seqs := make([]uint64, 0, len(ackIDs))
 	for _, id := range ackIDs {
 		if q, ok := AckIDSequence(id); ok {
 			seqs = append(seqs, q)
 		}
 	}
-	return b.recordAcked(ctx, sub, seqs)
+	return b.startRecord(ctx, sub, seqs)
 }
 
 func (b *Broker) recordAcked(ctx context.Context, sub string, seqs []uint64) error {
+	wait, err := b.startRecord(ctx, sub, seqs)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// noWait is the wait of a record with nothing to store.
+func noWait(context.Context) error { return nil }
+
+func (b *Broker) startRecord(ctx context.Context, sub string, seqs []uint64) (func(context.Context) error, error) {
 	if len(seqs) == 0 {
-		return nil
+		return noWait, nil
 	}
 	b.acks.mu.Lock()
 	known := b.acks.stream
 	b.acks.mu.Unlock()
 	if !known {
 		if _, err := b.ackRecords(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		b.acks.mu.Lock()
 		b.acks.stream = true
@@ -224,13 +258,32 @@ func (b *Broker) recordAcked(ctx context.Context, sub string, seqs []uint64) err
 	}
 	v, err := json.Marshal(seqs)
 	if err != nil {
-		return fmt.Errorf("encoding acknowledged sequences: %w", err)
+		return nil, fmt.Errorf("encoding acknowledged sequences: %w", err)
 	}
-	// Stored before it returns (a snapshot right after sees it), and
-	// after the acknowledgements, sent before on the same connection.
-	if _, err := b.js.Publish(ctx, ackRecordSubject+sub, v); err != nil {
-		return apiErr("recording acknowledgements of "+sub, err)
+	// Sent after the acknowledgements, sent before on the same connection;
+	// stored before the wait returns (a snapshot right after sees it).
+	// The async window is shared with the topics' publishers: wait for
+	// room rather than fail an acknowledgement in a burst.
+	fut, err := b.js.PublishAsync(ackRecordSubject+sub, v, jetstream.WithStallWait(10*time.Second))
+	if err != nil {
+		return nil, apiErr("recording acknowledgements of "+sub, err)
 	}
+	return func(ctx context.Context) error {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			return apiErr("recording acknowledgements of "+sub, err)
+		case <-ctx.Done():
+			return fmt.Errorf("recording acknowledgements of %s: %w", sub, ctx.Err())
+		}
+		b.recorded(ctx, sub)
+		return nil
+	}, nil
+}
+
+// recorded counts a stored record of sub and prunes the record every
+// pruneEvery of them.
+func (b *Broker) recorded(ctx context.Context, sub string) {
 	b.acks.mu.Lock()
 	if b.acks.records == nil {
 		b.acks.records = map[string]int{}
@@ -250,7 +303,6 @@ func (b *Broker) recordAcked(ctx context.Context, sub string, seqs []uint64) err
 			}
 		}
 	}
-	return nil
 }
 
 // readAcked reads the record of sub and returns the acknowledged sequences
@@ -322,10 +374,29 @@ func (b *Broker) readAcked(ctx context.Context, sub string, floor uint64, prune 
 	return toRuns(seqs), nil
 }
 
+// restoredState is what a subscription's entry in restoredBucket holds:
+// the restored set, and the generation of its deliveries (AckGeneration).
+// Entries of earlier versions are the runs alone, a JSON array.
+type restoredState struct {
+	Runs []SeqRange `json:"runs,omitempty"`
+	Gen  uint64     `json:"gen,omitempty"`
+}
+
 // resetAckState sets the acknowledgement bookkeeping of sub after a seek
 // or (runs nil, clear) its creation or deletion: the record becomes runs,
-// and so does the restored set.
+// and so does the restored set; the subscription's deliveries start a new
+// generation, so acknowledgements of the earlier ones are ignored.
 func (b *Broker) resetAckState(ctx context.Context, sub string, runs []SeqRange) error {
+	b.acks.mu.Lock()
+	gen := uint64(time.Now().UnixNano())
+	if cur, ok := b.acks.restored[sub]; ok && cur.Gen >= gen {
+		gen = cur.Gen + 1
+	}
+	if b.acks.restored == nil {
+		b.acks.restored = map[string]restoredState{}
+	}
+	b.acks.restored[sub] = restoredState{Runs: runs, Gen: gen}
+	b.acks.mu.Unlock()
 	s, err := b.ackRecords(ctx)
 	if err != nil {
 		return err
@@ -337,18 +408,14 @@ func (b *Broker) resetAckState(ctx context.Context, sub string, runs []SeqRange)
 	if err != nil {
 		return err
 	}
-	if len(runs) == 0 {
-		if err := kv.Delete(ctx, sub); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return apiErr("clearing the restored acknowledgements of "+sub, err)
-		}
-	} else {
-		v, err := json.Marshal(runs)
-		if err != nil {
-			return fmt.Errorf("encoding restored acknowledgements: %w", err)
-		}
-		if _, err := kv.Put(ctx, sub, v); err != nil {
-			return apiErr("keeping the restored acknowledgements of "+sub, err)
-		}
+	v, err := json.Marshal(restoredState{Runs: runs, Gen: gen})
+	if err != nil {
+		return fmt.Errorf("encoding restored acknowledgements: %w", err)
+	}
+	if _, err := kv.Put(ctx, sub, v); err != nil {
+		return apiErr("keeping the restored acknowledgements of "+sub, err)
+	}
+	if len(runs) > 0 {
 		rec, _ := json.Marshal(runSeqs(runs))
 		if _, err := b.js.Publish(ctx, ackRecordSubject+sub, rec); err != nil {
 			return apiErr("recording the restored acknowledgements of "+sub, err)
@@ -357,13 +424,16 @@ func (b *Broker) resetAckState(ctx context.Context, sub string, runs []SeqRange)
 	return nil
 }
 
-// setRestored sets the cached restored set of sub (nil: none).
+// setRestored sets the cached restored set of sub (nil: none), keeping
+// its generation.
 func (b *Broker) setRestored(sub string, runs []SeqRange) {
 	b.acks.mu.Lock()
 	if b.acks.restored == nil {
-		b.acks.restored = map[string][]SeqRange{}
+		b.acks.restored = map[string]restoredState{}
 	}
-	b.acks.restored[sub] = runs
+	st := b.acks.restored[sub]
+	st.Runs = runs
+	b.acks.restored[sub] = st
 	b.acks.mu.Unlock()
 }
 
@@ -395,45 +465,63 @@ func (b *Broker) restoredSets(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// restored returns the restored set of sub, from the cache or the store.
-func (b *Broker) restored(ctx context.Context, sub string) ([]SeqRange, error) {
+// restored returns the restored state of sub, from the cache or the store.
+func (b *Broker) restored(ctx context.Context, sub string) (restoredState, error) {
 	b.acks.mu.Lock()
-	runs, ok := b.acks.restored[sub]
+	st, ok := b.acks.restored[sub]
 	b.acks.mu.Unlock()
 	if ok {
-		return runs, nil
+		return st, nil
 	}
 	kv, err := b.restoredSets(ctx)
 	if err != nil {
-		return nil, err
+		return restoredState{}, err
 	}
 	e, err := kv.Get(ctx, sub)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		runs = nil
 	case err != nil:
-		return nil, apiErr("reading the restored acknowledgements of "+sub, err)
+		return restoredState{}, apiErr("reading the restored acknowledgements of "+sub, err)
+	case strings.HasPrefix(strings.TrimSpace(string(e.Value())), "["): // an earlier version's
+		if err := json.Unmarshal(e.Value(), &st.Runs); err != nil {
+			return restoredState{}, fmt.Errorf("decoding the restored acknowledgements of %s: %w", sub, err)
+		}
 	default:
-		if err := json.Unmarshal(e.Value(), &runs); err != nil {
-			return nil, fmt.Errorf("decoding the restored acknowledgements of %s: %w", sub, err)
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			return restoredState{}, fmt.Errorf("decoding the restored acknowledgements of %s: %w", sub, err)
 		}
 	}
 	b.acks.mu.Lock()
-	if _, raced := b.acks.restored[sub]; !raced { // a seek set it meanwhile
+	if cur, raced := b.acks.restored[sub]; raced { // a seek set it meanwhile
+		st = cur
+	} else {
 		if b.acks.restored == nil {
-			b.acks.restored = map[string][]SeqRange{}
+			b.acks.restored = map[string]restoredState{}
 		}
-		b.acks.restored[sub] = runs
+		b.acks.restored[sub] = st
 	}
 	b.acks.mu.Unlock()
-	return runs, nil
+	return st, nil
+}
+
+// AckGeneration returns the generation of the deliveries of subscription
+// sub (one that acknowledges per message): it changes at each seek (and
+// creation) of the subscription, and is 0 for one that was neither since
+// this record began. A delivery made before the change is one JetStream
+// no longer holds: its acknowledgement must not be sent or recorded (the
+// gRPC API labels its ack IDs with the generation of their fetch and
+// drops those of another).
+func (b *Broker) AckGeneration(ctx context.Context, sub string) (uint64, error) {
+	st, err := b.restored(ctx, sub)
+	return st.Gen, err
 }
 
 // AckRestored acknowledges delivery m of subscription sub and returns
 // true when a seek to a snapshot restored it as acknowledged: the caller
 // must not hand it to anyone. It returns false for every other message.
 func (b *Broker) AckRestored(ctx context.Context, sub string, m jetstream.Msg) (bool, error) {
-	runs, err := b.restored(ctx, sub)
+	st, err := b.restored(ctx, sub)
+	runs := st.Runs
 	if err != nil || len(runs) == 0 {
 		return false, err
 	}
@@ -448,4 +536,76 @@ func (b *Broker) AckRestored(ctx context.Context, sub string, m jetstream.Msg) (
 		return false, apiErr("acknowledging a restored message of "+sub, err)
 	}
 	return true, nil
+}
+
+// DeliveredUnacked calls visit, in stream order, with the sequence and
+// headers of every message of subscription sub (one that acknowledges per
+// message) delivered and not acknowledged as far as the acknowledgement
+// record tells: above the floor, up to the last delivered message, and
+// not in the record. The record may lack an acknowledgement (one whose
+// call failed, or a crash between the two), so a message visited may have
+// been acknowledged; every unacknowledged delivered message is visited.
+func (b *Broker) DeliveredUnacked(ctx context.Context, sub string, visit func(seq uint64, h nats.Header)) error {
+	topic, c, err := b.findSubscription(ctx, sub)
+	if err != nil {
+		return err
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return apiErr("reading the state of subscription "+sub, err)
+	}
+	floor, last := ci.AckFloor.Stream, ci.Delivered.Stream
+	if last <= floor || ci.NumAckPending == 0 {
+		return nil
+	}
+	runs, err := b.readAcked(ctx, sub, floor, false)
+	if err != nil {
+		return err
+	}
+	stream, _, _ := topicNames(topic)
+	s, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return apiErr("reading the deliveries of "+sub, err)
+	}
+	filters := ci.Config.FilterSubjects
+	if ci.Config.FilterSubject != "" {
+		filters = append(filters, ci.Config.FilterSubject)
+	}
+	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: floor + 1, HeadersOnly: true})
+	if err != nil {
+		return apiErr("reading the deliveries of "+sub, err)
+	}
+	for {
+		batch, err := oc.Fetch(int(min(last-floor, 1000)), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return apiErr("reading the deliveries of "+sub, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("reading the deliveries of %s: %w", sub, err)
+			}
+			q := md.Sequence.Stream
+			if q > last {
+				drain(batch)
+				return nil
+			}
+			if !inRuns(runs, q) {
+				visit(q, m.Headers())
+			}
+			if q == last {
+				drain(batch)
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return apiErr("reading the deliveries of "+sub, err)
+		}
+		if n == 0 {
+			return nil // the rest expired from the topic
+		}
+	}
 }

@@ -146,3 +146,60 @@ func held(runs []pubsub.SeqRange, q uint64) bool {
 	}
 	return false
 }
+
+// TestAcksOfDeliveriesBeforeASeekAreIgnored: after a seek, an
+// acknowledgement that comes with the ack ID of a delivery made before it
+// is ignored, as Pub/Sub ignores ack IDs that are no longer valid. Before,
+// weir recorded it though JetStream had dropped the delivery, so a
+// snapshot taken next held the message as acknowledged and a seek to it
+// skipped a message nobody had acknowledged since; and once the message
+// was delivered again, the stale ack ID acknowledged the new delivery.
+func TestAcksOfDeliveriesBeforeASeekAreIgnored(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{})
+	ctx := context.Background()
+	sc := f.client.SubscriptionAdminClient
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", false, 600)
+	p := f.client.Publisher("t")
+	defer p.Stop()
+	for i := 1; i <= 3; i++ {
+		if _, err := p.Publish(ctx, &gpubsub.Message{Data: []byte(strconv.Itoa(i))}).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seekToStart := func() {
+		t.Helper()
+		if _, err := sc.Seek(ctx, &pubsubpb.SeekRequest{Subscription: subPath("s"), Target: &pubsubpb.SeekRequest_Time{Time: timestamppb.New(time.Unix(0, 0))}}); err != nil {
+			t.Fatalf("Seek to a time: %v", err)
+		}
+	}
+	old := pullN(t, f, "s", 3)
+	seekToStart()
+	ackData(t, f, "s", old, "1", "2", "3") // not an error: ignored
+	if _, err := sc.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: snapPath("snap"), Subscription: subPath("s")}); err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	snap, err := f.b.SubscriptionSnapshot(ctx, "snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.AckFloor != 0 || len(snap.Acked) != 0 {
+		t.Fatalf("the snapshot holds acknowledgements of deliveries made before the seek: floor %d, acked %v; want none", snap.AckFloor, snap.Acked)
+	}
+
+	// Delivered again after the seek: the old ack IDs do not acknowledge
+	// the new deliveries either.
+	seekToStart()
+	again := pullN(t, f, "s", 3)
+	ackData(t, f, "s", old, "1", "2", "3")
+	var ids []string
+	for _, id := range again {
+		ids = append(ids, id)
+	}
+	if err := sc.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: subPath("s"), AckIds: ids, AckDeadlineSeconds: 0}); err != nil {
+		t.Fatalf("ModifyAckDeadline 0: %v", err)
+	}
+	third := pullN(t, f, "s", 3)
+	ackData(t, f, "s", third, "1", "2", "3")
+	f.settled(t, "s")
+}

@@ -37,10 +37,13 @@
 //
 // Snapshots (CreateSnapshot, Seek to a snapshot) record a subscription's
 // acknowledgement floor and the messages acknowledged one by one above it
-// (see pubsub.Broker.RecordAcks, which Acknowledge and StreamingPull call),
-// in weir's one subscription snapshot store; deliveries skip, and
+// (see pubsub.Broker.StartRecordAcks, which Acknowledge and StreamingPull
+// call), in weir's one subscription snapshot store; deliveries skip, and
 // acknowledge, what a seek to a snapshot restored as acknowledged
-// (pubsub.Broker.AckRestored).
+// (pubsub.Broker.AckRestored). An ack ID carries the generation of the
+// subscription's deliveries it was fetched in (pubsub.Broker.AckGeneration,
+// after a '#'): acknowledgements and deadline changes of a generation
+// before the last seek are ignored.
 //
 // It may import io/pubsub, cloud.google.com/go/pubsub/v2 (for the
 // generated apiv1/pubsubpb protos), google.golang.org/grpc,

@@ -79,6 +79,9 @@ type Options struct {
 	MaxTopics, MaxSubscriptions int
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Clock tells the time for the ordering keys' bound after a restart
+	// (see ordering.go); nil: time.Now. Tests inject one.
+	Clock func() time.Time
 }
 
 // Server serves the Publisher and Subscriber services over a broker.

@@ -10,8 +10,6 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // streamFetchWait bounds one pull request of a streaming pull to the
@@ -89,11 +87,18 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 			}
 			continue
 		}
+		gen, err := s.b.AckGeneration(ctx, sub.id) // before the fetch: see admitted
+		if err != nil {
+			return statusOf(err)
+		}
+		if err := s.orderedReady(ctx, sub); err != nil {
+			return err
+		}
 		batch, err := sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
 		if err != nil {
 			return s.fetchStatus(sub, err)
 		}
-		if err := sp.forward(ctx, stream, batch); err != nil {
+		if err := sp.forward(ctx, stream, batch, gen); err != nil {
 			return err
 		}
 	}
@@ -204,12 +209,13 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if err := checkAckIDs(p.sub, ids); err != nil {
 			return err
 		}
-		if err := p.s.ack(ctx, p.sub, ids); err != nil {
+		done, err := p.s.ack(ctx, p.sub, ids)
+		if err != nil {
 			return err
 		}
 		p.free(ids)
 		if p.sub.ordered {
-			p.s.ordering(p.sub.id).acked(ids)
+			p.s.ordering(p.sub.id).acked(done)
 		}
 	}
 	byDeadline := map[int32][]string{}
@@ -246,7 +252,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 
 // forward sends a fetch's messages as they arrive, in order. When the
 // stream ends, the rest are delivered again at once.
-func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch) error {
+func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch, gen uint64) error {
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -256,19 +262,12 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 				}
 				return nil
 			}
-			rm, err := received(m)
+			rm, ok, err := p.s.admitted(ctx, p.sub, m, gen)
 			if err != nil {
-				_ = m.Nak()
-				return status.Error(codes.Internal, err.Error())
+				return err
 			}
-			if done, err := p.s.b.AckRestored(ctx, p.sub.id, m); err != nil {
-				_ = m.Nak()
-				return statusOf(err)
-			} else if done {
-				continue // a seek to a snapshot restored it as acknowledged
-			}
-			if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
-				continue // held back behind a redelivered message of its key
+			if !ok {
+				continue
 			}
 			msgs := []*pubsubpb.ReceivedMessage{rm}
 			// And whatever else has arrived already, in one response.
@@ -279,21 +278,13 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					if !ok {
 						break more
 					}
-					rm, err := received(m)
+					rm, ok, err := p.s.admitted(ctx, p.sub, m, gen)
 					if err != nil {
-						_ = m.Nak()
 						break more
 					}
-					if done, err := p.s.b.AckRestored(ctx, p.sub.id, m); err != nil {
-						_ = m.Nak()
-						break more
-					} else if done {
-						continue
+					if ok {
+						msgs = append(msgs, rm)
 					}
-					if p.sub.ordered && !p.s.ordering(p.sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
-						continue
-					}
-					msgs = append(msgs, rm)
 				default:
 					break more
 				}

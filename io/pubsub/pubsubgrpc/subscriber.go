@@ -290,8 +290,14 @@ func (s *Server) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb
 // fetch pulls up to n messages of sub, waiting up to wait for them (0: the
 // ones available now).
 func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.Duration) ([]*pubsubpb.ReceivedMessage, error) {
+	gen, err := s.b.AckGeneration(ctx, sub.id) // before the fetch: see admitted
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if err := s.orderedReady(ctx, sub); err != nil {
+		return nil, err
+	}
 	var batch jetstream.MessageBatch
-	var err error
 	if wait <= 0 {
 		batch, err = sub.cons.FetchNoWait(n)
 	} else {
@@ -310,29 +316,96 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 				}
 				return out, nil
 			}
-			rm, err := received(m)
+			rm, ok, err := s.admitted(ctx, sub, m, gen)
 			if err != nil {
-				_ = m.Nak()
-				return out, status.Error(codes.Internal, err.Error())
+				return out, err
 			}
-			if done, err := s.b.AckRestored(ctx, sub.id, m); err != nil {
-				_ = m.Nak()
-				return out, statusOf(err)
-			} else if done {
-				continue // a seek to a snapshot restored it as acknowledged
+			if ok {
+				out = append(out, rm)
 			}
-			if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
-				continue // held back behind a redelivered message of its key
-			}
-			out = append(out, rm)
 		case <-ctx.Done():
 			go nakRest(batch)
 			for _, rm := range out { // not returned: deliver them again now
-				_ = s.b.Conn().Publish(rm.GetAckId(), []byte("-NAK"))
+				reply, _ := splitAckID(rm.GetAckId())
+				_ = s.b.Conn().Publish(reply, []byte("-NAK"))
 			}
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
+}
+
+// admitted converts delivery m of sub, fetched in generation gen, and says
+// whether it goes to the client: not when a seek came between the fetch
+// and now (it is given back at once: JetStream may have delivered it
+// before the seek, so its ack ID could not tell), when a seek restored it
+// as acknowledged, or when it is held back behind a redelivered message of
+// its ordering key. Its ack ID carries gen.
+func (s *Server) admitted(ctx context.Context, sub *subscription, m jetstream.Msg, gen uint64) (*pubsubpb.ReceivedMessage, bool, error) {
+	rm, err := received(m)
+	if err != nil {
+		_ = m.Nak()
+		return nil, false, status.Error(codes.Internal, err.Error())
+	}
+	if now, err := s.b.AckGeneration(ctx, sub.id); err != nil {
+		_ = m.Nak()
+		return nil, false, statusOf(err)
+	} else if now != gen {
+		_ = m.Nak()
+		return nil, false, nil
+	}
+	rm.AckId = ackID(m.Reply(), gen)
+	if done, err := s.b.AckRestored(ctx, sub.id, m); err != nil {
+		_ = m.Nak()
+		return nil, false, statusOf(err)
+	} else if done {
+		return nil, false, nil // a seek to a snapshot restored it as acknowledged
+	}
+	if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
+		return nil, false, nil // held back behind a redelivered message of its key
+	}
+	return rm, true, nil
+}
+
+// ackID is the ack ID of a delivery: its reply subject, and the
+// generation of the subscription's deliveries it was fetched in
+// (pubsub.Broker.AckGeneration) after a '#' unless that is 0.
+func ackID(reply string, gen uint64) string {
+	if gen == 0 {
+		return reply
+	}
+	return reply + "#" + strconv.FormatUint(gen, 10)
+}
+
+// splitAckID returns the reply subject and generation of an ack ID.
+func splitAckID(id string) (reply string, gen uint64) {
+	reply, g, ok := strings.Cut(id, "#")
+	if ok {
+		gen, _ = strconv.ParseUint(g, 10, 64)
+	}
+	return reply, gen
+}
+
+// current returns the ack IDs of ids fetched in sub's current generation
+// of deliveries. The others were made before a seek (or before the
+// subscription was created again): JetStream ignores their
+// acknowledgements, or would apply them to a later delivery, so they are
+// dropped, as Pub/Sub drops acknowledgements of ack IDs that are no
+// longer valid.
+func (s *Server) current(ctx context.Context, sub *subscription, ids []string) ([]string, error) {
+	gen, err := s.b.AckGeneration(ctx, sub.id)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	out := ids[:0:0]
+	for _, id := range ids {
+		if _, g := splitAckID(id); g == gen {
+			out = append(out, id)
+		}
+	}
+	if n := len(ids) - len(out); n > 0 {
+		s.log.Debug("ignoring ack IDs of deliveries made before the subscription's last seek", "subscription", sub.id, "ack_ids", n)
+	}
+	return out, nil
 }
 
 func (s *Server) fetchStatus(sub *subscription, err error) error {
@@ -395,19 +468,37 @@ func checkAckIDs(sub *subscription, ids []string) error {
 }
 
 // ack acknowledges the deliveries ids of sub, records them for snapshots
-// (pubsub.Broker.RecordAcks), and waits until the broker has both.
-func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) error {
+// (pubsub.Broker.RecordAcks), and waits until the broker has both. It
+// returns the ids it acknowledged: those of deliveries made before the
+// subscription's last seek are ignored (see current).
+func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) ([]string, error) {
+	ids, err := s.current(ctx, sub, ids)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	return ids, s.ackCurrent(ctx, sub, ids)
+}
+
+func (s *Server) ackCurrent(ctx context.Context, sub *subscription, ids []string) error {
 	nc := s.b.Conn()
 	for _, id := range ids {
-		if err := nc.Publish(id, []byte("+ACK")); err != nil {
+		reply, _ := splitAckID(id)
+		if err := nc.Publish(reply, []byte("+ACK")); err != nil {
 			return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
 		}
 	}
-	if err := s.b.RecordAcks(ctx, sub.id, ids); err != nil {
+	// The record goes out right behind the acknowledgements; its store
+	// and the flush of the acknowledgements are awaited together.
+	stored, err := s.b.StartRecordAcks(ctx, sub.id, ids)
+	if err != nil {
 		return statusOf(err)
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
+		_ = stored(ctx)
 		return statusOf(fmt.Errorf("acknowledging: %w: %w", pubsub.ErrUnavailable, err))
+	}
+	if err := stored(ctx); err != nil {
+		return statusOf(err)
 	}
 	return nil
 }
@@ -415,6 +506,10 @@ func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) error
 // modAck sets the deadline of the deliveries ids to d from now (0:
 // deliver them again at once), and waits until the broker has the changes.
 func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d time.Duration) error {
+	ids, err := s.current(ctx, sub, ids)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
 	if d == 0 && sub.ordered {
 		s.ordering(sub.id).nacked(ids) // before the broker can deliver them again
 	}
@@ -443,7 +538,8 @@ func (s *Server) nak(sub *subscription, ids []string, d time.Duration) error {
 	}
 	nc := s.b.Conn()
 	for _, id := range ids {
-		if err := nc.Publish(id, body); err != nil {
+		reply, _ := splitAckID(id)
+		if err := nc.Publish(reply, body); err != nil {
 			return statusOf(fmt.Errorf("modifying ack deadlines: %w: %w", pubsub.ErrUnavailable, err))
 		}
 	}
@@ -469,12 +565,13 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if err := checkAckIDs(sub, req.GetAckIds()); err != nil {
 		return nil, err
 	}
-	if err := s.ack(ctx, sub, req.GetAckIds()); err != nil {
+	done, err := s.ack(ctx, sub, req.GetAckIds())
+	if err != nil {
 		return nil, err
 	}
 	s.acked(sub.id, req.GetAckIds())
 	if sub.ordered {
-		s.ordering(sub.id).acked(req.GetAckIds())
+		s.ordering(sub.id).acked(done)
 	}
 	return &emptypb.Empty{}, nil
 }
