@@ -38,10 +38,9 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 		if r.Phase != last {
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
-				// A stop-and-replace always has a maximum stop duration
-				// (0s included); a parallel one records 0 for none.
-				if r.MaxStopMillis > 0 || r.Strategy == service.StrategyStopAndReplace {
-					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				// A maximum of 0s is one (the drain gets no time).
+				if limit, ok := r.MaxStop(); ok {
+					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), limit)
 				} else {
 					line += fmt.Sprintf(", draining for %s (no maximum stop duration)", time.Since(*r.DrainStart).Round(time.Millisecond))
 				}
