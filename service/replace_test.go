@@ -196,7 +196,7 @@ func TestReplacementRefusals(t *testing.T) {
 		}, CodeReplacementUnavailable, "parallel replacement"},
 		{"rewind of a source that cannot be re-read", func() error {
 			return create("sums-v2", "parallel_replace_job_id="+j.ID, "parallel_replace_job_max_stop_duration=1m")
-		}, CodeRewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (--update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
+		}, CodeRewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
