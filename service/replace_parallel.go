@@ -109,6 +109,11 @@ type FlowProgress struct {
 	// subscriptions are positioned).
 	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
 	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
+	// WaitingForOldMessage is set in PREPARING while the flow waits for
+	// the old job to read a message (it has read none since its execution
+	// started, e.g. after a restart): only then is the cut-over time known
+	// and the new subscriptions positioned.
+	WaitingForOldMessage bool `json:"waiting_for_old_message,omitempty"`
 }
 
 // ParallelSubscription is the subscription pair of one source step.
@@ -746,6 +751,15 @@ func (s *Service) withParallelProgress(j *Job) *Job {
 	if !pp.CutOver.IsZero() {
 		fp.CutOverWatermark = &pp.CutOver
 	}
+	if nj.Replacement.Phase == PhasePreparing && !parallelPositioned(nj.Replacement.Parallel) && !s.oldJobHasRead(nj) {
+		fp.WaitingForOldMessage = true
+	}
 	j.Replacement.Parallel.Progress = fp
 	return j
+}
+
+// parallelPositioned reports whether the flow's new subscriptions are
+// positioned (positionSubscriptions is done).
+func parallelPositioned(flow *ParallelFlow) bool {
+	return len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned
 }

@@ -21,6 +21,11 @@ func TestParallelProgressLine(t *testing.T) {
 		want string
 	}{
 		{"stop-and-replace", &service.Replacement{Phase: service.PhaseDrainingOld}, ""},
+		{"preparing, waiting for the old job's next message", &service.Replacement{Phase: service.PhasePreparing, OldJobID: "j1",
+			Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{WaitingForOldMessage: true}}},
+			"parallel: waiting for job j1's next message to fix the cut-over time (it has read none since it started, e.g. after a restart; the new job starts once a message arrives on its topic)"},
+		{"preparing, not waiting", &service.Replacement{Phase: service.PhasePreparing, OldJobID: "j1",
+			Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{}}}, ""},
 		{"not the overlap", &service.Replacement{Phase: service.PhaseDrainingOld, Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{}}}, ""},
 		{"before positioning", overlap(&service.FlowProgress{ElapsedMillis: 1500, MinParallelMillis: 600000}),
 			"parallel: overlap 1s of at least 10m0s; the cut-over window is not known yet"},
