@@ -499,6 +499,9 @@ func describeReplacement(r *service.Replacement) string {
 	if r.DrainTimedOut {
 		out += "; the drain timed out"
 	}
+	if r.Phase == service.PhasePreparing && r.Parallel != nil && r.Parallel.Progress != nil && r.Parallel.Progress.WaitingForOldMessage {
+		out += fmt.Sprintf("; waiting for job %s's next message to fix the cut-over time", r.OldJobID)
+	}
 	if !r.Rewind && (r.Strategy == service.StrategyStopAndReplace || r.Strategy == service.StrategyParallel) {
 		out += "; weir_replace_rewind=false"
 	}

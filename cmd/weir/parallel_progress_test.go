@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,19 @@ func TestParallelProgressLine(t *testing.T) {
 				t.Fatalf("got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDescribeReplacementWaiting: weir jobs describe's Replacement row
+// says a PREPARING parallel flow waits for the old job's next message.
+func TestDescribeReplacementWaiting(t *testing.T) {
+	r := &service.Replacement{Strategy: service.StrategyParallel, Phase: service.PhasePreparing, OldJobID: "j1", NewJobID: "j2", Rewind: true,
+		Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{WaitingForOldMessage: true}}}
+	if got := describeReplacement(r); !strings.Contains(got, "waiting for job j1's next message to fix the cut-over time") {
+		t.Fatalf("got %q", got)
+	}
+	r.Parallel.Progress.WaitingForOldMessage = false
+	if got := describeReplacement(r); strings.Contains(got, "waiting") {
+		t.Fatalf("got %q", got)
 	}
 }
