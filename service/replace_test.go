@@ -80,7 +80,11 @@ func TestCreateOrUpdate(t *testing.T) {
 		t.Fatalf("refused create_or_update changed the job: %s %s", j.ID, j.State)
 	}
 	// Through Update on a name without a job: a new job.
-	res, err = s.Update(ctx, UpdateRequest{SubmitRequest: streamingReq("fresh", dir, "create_or_update_job")})
+	// (Its own output file: once sums has written out/sums.jsonl, the
+	// file belongs to sums and a second name is refused it.)
+	fresh := streamingReq("fresh", dir, "create_or_update_job")
+	fresh.Pipeline = strings.Replace(fresh.Pipeline, "out/sums.jsonl", "out/fresh.jsonl", 1)
+	res, err = s.Update(ctx, UpdateRequest{SubmitRequest: fresh})
 	if err != nil || res.Job == nil || res.Job.Generation != 1 || res.Replaced != nil {
 		t.Fatalf("create_or_update via Update without a job: %+v %v", res, err)
 	}
