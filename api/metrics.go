@@ -45,6 +45,9 @@ const (
 	mStepTimers
 	mStepTimersPending
 	mStepKeys
+	mStepCatchUpRead
+	mStepCatchUpHoldUntil
+	mStepCatchUpCaughtUp
 	mCheckpointDuration
 	mCheckpointSize
 )
@@ -72,6 +75,12 @@ var metricDefs = []MetricDef{
 		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
 	mStepKeys: {"weir_step_keys", "gauge", stepLabels,
 		"Keys a keyed step (GroupByKey, Combine, stateful ParDo, windowed aggregation) holds state for."},
+	mStepCatchUpRead: {"weir_step_catch_up_read_sequence", "gauge", stepLabels,
+		"Last stream sequence a re-reading source (a replacement's re-read) has read; only while it re-reads or after."},
+	mStepCatchUpHoldUntil: {"weir_step_catch_up_hold_until_sequence", "gauge", stepLabels,
+		"Last sequence the replaced job had read: until the re-reading source has read it, its watermark is held and no pane fires."},
+	mStepCatchUpCaughtUp: {"weir_step_catch_up_caught_up", "gauge", stepLabels,
+		"1 once the re-reading source has read through weir_step_catch_up_hold_until_sequence, 0 while it still catches up."},
 	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
 }
@@ -147,6 +156,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(mJobDeadLetters, m.DeadLetters, j.ID, j.Name)
 		for _, st := range m.Steps {
 			l := []string{j.ID, j.Name, st.Name}
+			collectCatchUp(gauge, st, l)
 			counter(mStepIn, st.ElementsIn, l...)
 			counter(mStepOut, st.ElementsOut, l...)
 			counter(mStepProduced, st.ElementsOut, l...)
@@ -178,4 +188,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointDuration], h.Duration.Count, h.Duration.Sum, h.Duration.Buckets, id, name)
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointSize], h.Size.Count, h.Size.Sum, h.Size.Buckets, id, name)
 	}
+}
+
+// collectCatchUp exports the catch-up progress of step st (labels l), when
+// it re-reads its topic, through gauge.
+func collectCatchUp(gauge func(m int, v float64, labels ...string), st service.StepMetrics, l []string) {
+	c := st.CatchUp
+	if c == nil {
+		return
+	}
+	gauge(mStepCatchUpRead, float64(c.ReadSequence), l...)
+	gauge(mStepCatchUpHoldUntil, float64(c.HoldUntil), l...)
+	caught := 0.0
+	if c.CaughtUp {
+		caught = 1
+	}
+	gauge(mStepCatchUpCaughtUp, caught, l...)
 }

@@ -144,6 +144,9 @@ func counterOf(fams map[string]*dto.MetricFamily, name, id, step string) float64
 // are there.
 func missingMetric(fams map[string]*dto.MetricFamily, id string) string {
 	for _, d := range MetricDefs() {
+		if strings.HasPrefix(d.Name, "weir_step_catch_up_") {
+			continue // only a re-reading replacement's sources (TestCollectCatchUp)
+		}
 		f := fams[d.Name]
 		if f == nil {
 			return d.Name + ": absent"

@@ -60,18 +60,53 @@ type GenerationHistory struct {
 	RollbackPoints []RollbackPoint `json:"rollback_points,omitempty"`
 	Notes          []string        `json:"notes,omitempty"`
 	Error          string          `json:"error,omitempty"`
+	// JobName is set on a generation of another name that this name's
+	// lineage continues: a replacement under a new name
+	// (parallel_replace_job_name/_id) carries the old name's generations
+	// on, and the history of the new name shows them, marked by the name.
+	JobName string `json:"job_name,omitempty"`
 }
 
 // LineageHistory returns every job of name, oldest first, as the history
-// of its generations (see GenerationHistory). It takes no lock.
+// of its generations (see GenerationHistory), preceded by the generations
+// of other names its lineage continues (GenerationHistory.JobName): when
+// the name's first job replaced a job under another name, that name's
+// jobs up to the replaced one come first, and so on back. It takes no
+// lock.
 func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	jobs, _, err := s.History(name)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := s.ListSnapshots(name, true)
-	if err != nil {
-		return nil, err
+	names := []string{name}
+	for seen := map[string]bool{name: true}; len(jobs) > 0 && jobs[0].ReplacesJobID != ""; {
+		prev, err := s.readJob(jobs[0].ReplacesJobID)
+		if err != nil || seen[prev.Name] {
+			break // deleted, or a loop of names: the history starts here
+		}
+		seen[prev.Name] = true
+		earlier, _, err := s.History(prev.Name)
+		if err != nil {
+			return nil, err
+		}
+		var kept []*Job
+		for _, j := range earlier {
+			// The old name's jobs up to the replaced one; later jobs of
+			// that name are a lineage of their own.
+			if j.Generation <= prev.Generation && !j.CreateTime.After(prev.CreateTime) {
+				kept = append(kept, j)
+			}
+		}
+		jobs = append(kept, jobs...)
+		names = append(names, prev.Name)
+	}
+	var snaps []*Snapshot
+	for _, n := range names {
+		ns, err := s.ListSnapshots(n, true)
+		if err != nil {
+			return nil, err
+		}
+		snaps = append(snaps, ns...)
 	}
 	byID := map[string]*Job{}
 	for _, j := range jobs {
@@ -91,6 +126,9 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	for _, j := range jobs {
 		h := GenerationHistory{Generation: j.Generation, JobID: j.ID, State: j.State, CreateTime: j.CreateTime, StateTime: j.StateTime,
 			ReplacesJobID: j.ReplacesJobID, ReplacedByJobID: j.ReplacedByJobID, FromSnapshotID: j.CreatedFromSnapshotID, Error: j.Error}
+		if j.Name != name {
+			h.JobName = j.Name
+		}
 		// The flow that created j: the old job's copy of it (j's own is
 		// replaced when j is in turn replaced by a flow).
 		rep := j.Replacement

@@ -58,11 +58,17 @@ type Replacement struct {
 	StopWindowMillis *int64 `json:"stop_window_ms,omitempty"`
 	OldJobID         string `json:"old_job_id"`
 	NewJobID         string `json:"new_job_id"`
-	// MaxStopMillis bounds the old job's drain.
-	MaxStopMillis        int64 `json:"max_stop_ms"`
-	CancelOnDrainTimeout bool  `json:"cancel_on_drain_timeout"`
-	Preallocate          bool  `json:"preallocate_compute_resources"`
-	Rewind               bool  `json:"rewind"`
+	// MaxStopMillis bounds the old job's drain (see MaxStop: a parallel
+	// replacement without the option records 0 and HasMaxStop false).
+	MaxStopMillis int64 `json:"max_stop_ms"`
+	// HasMaxStop is set on a parallel replacement that was given
+	// parallel_replace_job_max_stop_duration, so that 0s (the drain gets
+	// no time) differs from no maximum. Records written before it have
+	// only MaxStopMillis, where 0 meant none.
+	HasMaxStop           bool `json:"has_max_stop,omitempty"`
+	CancelOnDrainTimeout bool `json:"cancel_on_drain_timeout"`
+	Preallocate          bool `json:"preallocate_compute_resources"`
+	Rewind               bool `json:"rewind"`
 	// DrainStart is when the old job was asked to drain.
 	DrainStart *time.Time `json:"drain_start_time,omitempty"`
 	// DrainTimedOut is set once the drain took longer than MaxStopMillis.
@@ -79,6 +85,18 @@ type Replacement struct {
 	// each read through a subscription of the new job's that the cut-over
 	// positions (replace_handover.go).
 	Handover []SubscriptionHandover `json:"handover_subscriptions,omitempty"`
+}
+
+// MaxStop returns the maximum duration of the old job's drain and whether
+// there is one. A stop-and-replace and a rollback always have one (0s
+// included: the drain gets no time); a parallel replacement only when it
+// was given parallel_replace_job_max_stop_duration.
+func (r *Replacement) MaxStop() (time.Duration, bool) {
+	d := time.Duration(r.MaxStopMillis) * time.Millisecond
+	if r.Strategy != StrategyParallel || r.HasMaxStop || r.MaxStopMillis > 0 {
+		return d, true
+	}
+	return 0, false
 }
 
 // stopAndReplace runs the stop-and-replace of old by req's pipeline: the

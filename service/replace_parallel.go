@@ -109,6 +109,11 @@ type FlowProgress struct {
 	// subscriptions are positioned).
 	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
 	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
+	// WaitingForOldMessage is set in PREPARING while the flow waits for
+	// the old job to read a message (it has read none since its execution
+	// started, e.g. after a restart): only then is the cut-over time known
+	// and the new subscriptions positioned.
+	WaitingForOldMessage bool `json:"waiting_for_old_message,omitempty"`
 }
 
 // ParallelSubscription is the subscription pair of one source step.
@@ -282,7 +287,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		maxStop = plan.MaxStop.Milliseconds()
 	}
 	rep := &Replacement{Strategy: StrategyParallel, Phase: PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
-		MaxStopMillis: maxStop, CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind,
+		MaxStopMillis: maxStop, HasMaxStop: plan.HasMaxStop, CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind,
 		Parallel: &ParallelFlow{MinParallelMillis: plan.MinParallel.Milliseconds()}}
 	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
@@ -616,10 +621,13 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		return false, err
 	}
 	// DRAINING_OLD: the drain's deadline, as in stop-and-replace.
-	if rep.MaxStopMillis <= 0 || rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
+	// A maximum of 0s gives the drain no time: the first step after it
+	// began times it out.
+	limit, hasLimit := rep.MaxStop()
+	if !hasLimit || rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < limit {
 		return false, nil
 	}
-	maxStop := duration.Format(time.Duration(rep.MaxStopMillis) * time.Millisecond)
+	maxStop := duration.Format(limit)
 	if rep.CancelOnDrainTimeout {
 		note := fmt.Sprintf("the drain of job %s did not finish within %s: it was cancelled (job %s owns its windows from the cut-over on)", old.ID, maxStop, nj.ID)
 		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
@@ -743,6 +751,15 @@ func (s *Service) withParallelProgress(j *Job) *Job {
 	if !pp.CutOver.IsZero() {
 		fp.CutOverWatermark = &pp.CutOver
 	}
+	if nj.Replacement.Phase == PhasePreparing && !parallelPositioned(nj.Replacement.Parallel) && !s.oldJobHasRead(nj) {
+		fp.WaitingForOldMessage = true
+	}
 	j.Replacement.Parallel.Progress = fp
 	return j
+}
+
+// parallelPositioned reports whether the flow's new subscriptions are
+// positioned (positionSubscriptions is done).
+func parallelPositioned(flow *ParallelFlow) bool {
+	return len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned
 }

@@ -29,7 +29,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		return err
 	}
 	flow := nj.Replacement.Parallel
-	if len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned {
+	if parallelPositioned(flow) {
 		return nil
 	}
 	// Wait without taking snapshots while the old job has produced

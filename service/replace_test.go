@@ -80,7 +80,11 @@ func TestCreateOrUpdate(t *testing.T) {
 		t.Fatalf("refused create_or_update changed the job: %s %s", j.ID, j.State)
 	}
 	// Through Update on a name without a job: a new job.
-	res, err = s.Update(ctx, UpdateRequest{SubmitRequest: streamingReq("fresh", dir, "create_or_update_job")})
+	// (Its own output file: once sums has written out/sums.jsonl, the
+	// file belongs to sums and a second name is refused it.)
+	fresh := streamingReq("fresh", dir, "create_or_update_job")
+	fresh.Pipeline = strings.Replace(fresh.Pipeline, "out/sums.jsonl", "out/fresh.jsonl", 1)
+	res, err = s.Update(ctx, UpdateRequest{SubmitRequest: fresh})
 	if err != nil || res.Job == nil || res.Job.Generation != 1 || res.Replaced != nil {
 		t.Fatalf("create_or_update via Update without a job: %+v %v", res, err)
 	}
@@ -196,7 +200,7 @@ func TestReplacementRefusals(t *testing.T) {
 		}, CodeReplacementUnavailable, "parallel replacement"},
 		{"rewind of a source that cannot be re-read", func() error {
 			return create("sums-v2", "parallel_replace_job_id="+j.ID, "parallel_replace_job_max_stop_duration=1m")
-		}, CodeRewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (--update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
+		}, CodeRewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -159,7 +159,7 @@ func (s *Service) rewinder() (Rewinder, bool) {
 
 // rewindInstead is what every rewind refusal suggests.
 func rewindInstead(old *Job) string {
-	return fmt.Sprintf("job %s (%s) was not changed: update it in place (--update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add %s=false for a plain continuation from the old job's position",
+	return fmt.Sprintf("job %s (%s) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add %s=false for a plain continuation from the old job's position",
 		old.ID, old.Name, serviceopt.KeyRewind)
 }
 

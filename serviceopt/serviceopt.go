@@ -280,6 +280,14 @@ const (
 	StrategyParallel Strategy = "parallel"
 )
 
+// AsUpdate and AsNewJob are how refusals tell a client to submit a
+// request as an update or as a new job, naming the CLI's and the HTTP
+// API's way, since both clients get the same message.
+const (
+	AsUpdate = "submit it as an update (weir run --update, or POST /v1/jobs:update)"
+	AsNewJob = "submit it as a new job (weir run without --update, or POST /v1/jobs)"
+)
+
 // Plan is what a request's options, together with --update, ask for.
 type Plan struct {
 	Strategy Strategy
@@ -335,6 +343,8 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		return Plan{}, errorf(errcode.ConflictingServiceOptions, format, args...)
 	}
 	newName := o.ReplaceJobName != "" || o.ReplaceJobID != ""
+	// The refusals reach both CLI and HTTP API clients, so they name
+	// both ways of submitting.
 	if o.InPlaceUpdate && o.ParallelUpdate {
 		return conflict("service options %s and %s ask for two update strategies: give one", KeyInPlaceUpdate, KeyParallelUpdate)
 	}
@@ -345,18 +355,18 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		return conflict("service option %s updates the job of --job-name %s, while %s replaces another job under a new name: give one of them", KeyCreateOrUpdate, jobName, givenNewNameKey(o))
 	}
 	if o.ReplaceJobName != "" && o.ReplaceJobName == jobName {
-		return conflict("service option %s=%s names the job itself: to replace a job under the same name use --update with %s", KeyReplaceJobName, jobName, KeyParallelUpdate)
+		return conflict("service option %s=%s names the job itself: to replace a job under the same name, %s with %s", KeyReplaceJobName, jobName, AsUpdate, KeyParallelUpdate)
 	}
 	if newName && update {
 		if newNameRunning != nil && !newNameRunning(jobName) {
-			return Plan{}, errorf(errcode.NoRunningJob, "no running job named %s: %s replaces a job under the new name %s, so drop --update", jobName, givenNewNameKey(o), jobName)
+			return Plan{}, errorf(errcode.NoRunningJob, "no running job named %s: %s replaces a job under the new name %s, so %s", jobName, givenNewNameKey(o), jobName, AsNewJob)
 		}
-		return conflict("service option %s replaces a job under a new name and does not go with --update: drop --update (or, to replace job %s under its own name, drop %s and add %s)", givenNewNameKey(o), jobName, givenNewNameKey(o), KeyParallelUpdate)
+		return conflict("service option %s replaces a job under a new name and does not go with an update: %s (or, to replace job %s under its own name, drop %s and add %s)", givenNewNameKey(o), AsNewJob, jobName, givenNewNameKey(o), KeyParallelUpdate)
 	}
 	updating := update || o.CreateOrUpdate
 	if o.InPlaceUpdate {
 		if !updating {
-			return conflict("service option %s is an update strategy: add --update (or %s)", KeyInPlaceUpdate, KeyCreateOrUpdate)
+			return conflict("service option %s is an update strategy: %s (or add %s)", KeyInPlaceUpdate, AsUpdate, KeyCreateOrUpdate)
 		}
 		p.Strategy = StrategyInPlace
 		p.ReplaceJobName, p.ReplaceJobID = "", ""
@@ -373,7 +383,7 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 	}
 	replacing := newName || o.ParallelUpdate && updating
 	if o.ParallelUpdate && !updating && !newName {
-		return conflict("service option %s is an update strategy: add --update to replace the running job of %s (or %s)", KeyParallelUpdate, jobName, KeyCreateOrUpdate)
+		return conflict("service option %s is an update strategy: to replace the running job of %s, %s (or add %s)", KeyParallelUpdate, jobName, AsUpdate, KeyCreateOrUpdate)
 	}
 	if !replacing {
 		for _, k := range o.Given {
@@ -381,7 +391,7 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 				if updating {
 					return conflict("service option %s applies to a replacement job: add %s (or %s to update in place without it)", k, KeyParallelUpdate, KeyInPlaceUpdate)
 				}
-				return conflict("service option %s applies to a replacement job: add --update and %s to replace the job of %s, or %s=OLD to replace job OLD under this name", k, KeyParallelUpdate, jobName, KeyReplaceJobName)
+				return conflict("service option %s applies to a replacement job: to replace the job of %s, %s with %s, or add %s=OLD to replace job OLD under this name", k, jobName, AsUpdate, KeyParallelUpdate, KeyReplaceJobName)
 			}
 		}
 		if updating {

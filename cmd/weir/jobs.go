@@ -273,6 +273,9 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 		} else {
 			row("Backlog", "unknown (no source reports one)")
 		}
+		if c := describeCatchUp(m.Steps); c != "" {
+			row("Catch-up", c)
+		}
 	}
 	if err := flush(tw); err != nil {
 		return err
@@ -313,6 +316,24 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 		}
 	}
 	return nil
+}
+
+// describeCatchUp renders the progress of the steps that re-read their
+// topic (a replacement's re-read, catch_up in the JSON), "" when none does.
+func describeCatchUp(steps []service.StepMetrics) string {
+	var parts []string
+	for _, s := range steps {
+		c := s.CatchUp
+		if c == nil {
+			continue
+		}
+		if c.CaughtUp {
+			parts = append(parts, fmt.Sprintf("%s caught up (read seq %d, re-read through seq %d)", s.Name, c.ReadSequence, c.HoldUntil))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s re-reading: seq %d of %d (its watermark is held until then, so no pane fires)", s.Name, c.ReadSequence, c.HoldUntil))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // describeSubscriptions renders the subscriptions a replacement gave j's
@@ -477,6 +498,9 @@ func describeReplacement(r *service.Replacement) string {
 	}
 	if r.DrainTimedOut {
 		out += "; the drain timed out"
+	}
+	if r.Phase == service.PhasePreparing && r.Parallel != nil && r.Parallel.Progress != nil && r.Parallel.Progress.WaitingForOldMessage {
+		out += fmt.Sprintf("; waiting for job %s's next message to fix the cut-over time", r.OldJobID)
 	}
 	if !r.Rewind && (r.Strategy == service.StrategyStopAndReplace || r.Strategy == service.StrategyParallel) {
 		out += "; weir_replace_rewind=false"

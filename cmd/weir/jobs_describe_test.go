@@ -45,3 +45,39 @@ func TestDescribeSubscriptions(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeCatchUp: weir jobs describe shows a re-reading source's
+// catch-up progress (catch_up of the JSON) as a Catch-up row, and no row
+// for a job that re-reads nothing.
+func TestDescribeCatchUp(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []service.StepMetrics
+		want  string
+	}{
+		{"none", []service.StepMetrics{{Name: "Events"}, {Name: "Sums"}}, ""},
+		{"re-reading", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}}, {Name: "Sums"}},
+			"Events re-reading: seq 40 of 102 (its watermark is held until then, so no pane fires)"},
+		{"caught up", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}}},
+			"Events caught up (read seq 130, re-read through seq 102)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &service.Job{ID: "j1", Name: "sums", Metrics: &service.JobMetrics{Steps: tc.steps}}
+			var b strings.Builder
+			if err := describeJob(&b, j, false); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if tc.want == "" {
+				if strings.Contains(out, "Catch-up") {
+					t.Fatalf("describe shows a Catch-up row for a job that re-reads nothing:\n%s", out)
+				}
+				return
+			}
+			if !strings.Contains(out, "Catch-up:") || !strings.Contains(out, tc.want) {
+				t.Fatalf("describe:\n%s\nwithout a Catch-up row %q", out, tc.want)
+			}
+		})
+	}
+}

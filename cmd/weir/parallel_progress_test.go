@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,11 @@ func TestParallelProgressLine(t *testing.T) {
 		want string
 	}{
 		{"stop-and-replace", &service.Replacement{Phase: service.PhaseDrainingOld}, ""},
+		{"preparing, waiting for the old job's next message", &service.Replacement{Phase: service.PhasePreparing, OldJobID: "j1",
+			Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{WaitingForOldMessage: true}}},
+			"parallel: waiting for job j1's next message to fix the cut-over time (it has read none since it started, e.g. after a restart; the new job starts once a message arrives on its topic)"},
+		{"preparing, not waiting", &service.Replacement{Phase: service.PhasePreparing, OldJobID: "j1",
+			Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{}}}, ""},
 		{"not the overlap", &service.Replacement{Phase: service.PhaseDrainingOld, Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{}}}, ""},
 		{"before positioning", overlap(&service.FlowProgress{ElapsedMillis: 1500, MinParallelMillis: 600000}),
 			"parallel: overlap 1s of at least 10m0s; the cut-over window is not known yet"},
@@ -35,5 +41,19 @@ func TestParallelProgressLine(t *testing.T) {
 				t.Fatalf("got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDescribeReplacementWaiting: weir jobs describe's Replacement row
+// says a PREPARING parallel flow waits for the old job's next message.
+func TestDescribeReplacementWaiting(t *testing.T) {
+	r := &service.Replacement{Strategy: service.StrategyParallel, Phase: service.PhasePreparing, OldJobID: "j1", NewJobID: "j2", Rewind: true,
+		Parallel: &service.ParallelFlow{Progress: &service.FlowProgress{WaitingForOldMessage: true}}}
+	if got := describeReplacement(r); !strings.Contains(got, "waiting for job j1's next message to fix the cut-over time") {
+		t.Fatalf("got %q", got)
+	}
+	r.Parallel.Progress.WaitingForOldMessage = false
+	if got := describeReplacement(r); strings.Contains(got, "waiting") {
+		t.Fatalf("got %q", got)
 	}
 }

@@ -162,7 +162,12 @@ func writeGenerations(w io.Writer, h *api.HistoryResponse) error {
 		for _, p := range g.RollbackPoints {
 			points = append(points, fmt.Sprintf("%s (%s, expires %s)", p.SnapshotID, p.State, p.ExpireTime.UTC().Format(time.RFC3339)))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Generation, g.JobID, how, g.State.Title(),
+		id := g.JobID
+		if g.JobName != "" {
+			// A generation of the name this lineage continues.
+			id += " (as " + g.JobName + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Generation, id, how, g.State.Title(),
 			dash(strings.Join(phases, " ")), stop, dash(strings.Join(points, ", ")))
 		for _, r := range g.Rescales {
 			fmt.Fprintf(tw, "\t\t%s at %s\t\t\t\t\n", r.Reason, r.Time.UTC().Format(time.RFC3339))

@@ -38,10 +38,9 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 		if r.Phase != last {
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
-				// A stop-and-replace always has a maximum stop duration
-				// (0s included); a parallel one records 0 for none.
-				if r.MaxStopMillis > 0 || r.Strategy == service.StrategyStopAndReplace {
-					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), time.Duration(r.MaxStopMillis)*time.Millisecond)
+				// A maximum of 0s is one (the drain gets no time).
+				if limit, ok := r.MaxStop(); ok {
+					line += fmt.Sprintf(", draining for %s of at most %s", time.Since(*r.DrainStart).Round(time.Millisecond), limit)
 				} else {
 					line += fmt.Sprintf(", draining for %s (no maximum stop duration)", time.Since(*r.DrainStart).Round(time.Millisecond))
 				}
@@ -89,14 +88,21 @@ func flowNewJob(r *service.Replacement, j *service.Job) string {
 // parallelProgressLine is the progress of a parallel replacement's
 // overlap as `weir run --wait` prints it: the overlap against
 // min_parallel_pipelines_duration and the old job's watermark against the
-// one it must pass to be drained; "" when there is nothing to show. The
+// one it must pass to be drained, and in PREPARING that the flow waits
+// for the old job's next message; "" when there is nothing to show. The
 // elapsed time is shown in whole seconds, so a line is printed about once
 // a second while it changes.
 func parallelProgressLine(r *service.Replacement) string {
-	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil || r.Phase != service.PhaseOverlap {
+	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
 		return ""
 	}
 	p := r.Parallel.Progress
+	if r.Phase == service.PhasePreparing && p.WaitingForOldMessage {
+		return fmt.Sprintf("parallel: waiting for job %s's next message to fix the cut-over time (it has read none since it started, e.g. after a restart; the new job starts once a message arrives on its topic)", r.OldJobID)
+	}
+	if r.Phase != service.PhaseOverlap {
+		return ""
+	}
 	line := fmt.Sprintf("parallel: overlap %s of at least %s", (time.Duration(p.ElapsedMillis) * time.Millisecond).Truncate(time.Second), time.Duration(p.MinParallelMillis)*time.Millisecond)
 	switch {
 	case p.CutOverWatermark == nil:
