@@ -109,6 +109,8 @@ type crashInput struct {
 	// windows are the starts of the windows an event time falls in (one
 	// fixed minute when nil).
 	windows func(ts time.Time) []time.Time
+	// per is how many messages share each 100ms of event time (1 when 0).
+	per int
 	// want and wantN are the ground truth per "key window_start" (RFC
 	// 3339): the total and the count of every message written.
 	want, wantN map[string]int64
@@ -133,15 +135,15 @@ func slidingWindows(size, period time.Duration) func(ts time.Time) []time.Time {
 	}
 }
 
-// chunk writes messages from..to (100ms of event time apart, the first at
-// base+offset) to a file, adds them to the ground truth and returns the
+// chunk writes messages from..to (100ms of event time apart, or per of
+// them in each 100ms, the first at base+offset) to a file, adds them to the ground truth and returns the
 // file's path. chunk(from, to, from*100ms) puts message i at base+i×100ms.
 func (c *crashInput) chunk(from, to int, offset time.Duration) string {
 	c.t.Helper()
 	var b strings.Builder
 	for i := from; i < to; i++ {
 		k := fmt.Sprintf("k%d", i%c.keys)
-		ts := c.base.Add(offset + time.Duration(i-from)*100*time.Millisecond)
+		ts := c.base.Add(offset + time.Duration((i-from)/max(c.per, 1))*100*time.Millisecond)
 		starts := []time.Time{ts.Truncate(time.Minute)}
 		if c.windows != nil {
 			starts = c.windows(ts)
@@ -289,4 +291,59 @@ func firstOf(xs []any) any {
 		return nil
 	}
 	return xs[0]
+}
+
+// watchTotals polls the totals table of the SQLite file db (from before
+// it exists) as a consumer would, until the returned stop is called; stop
+// returns every time a (key, window) total or count went backwards
+// between two polls (a consumer of an accumulating pipeline never sees
+// that: a replacement's catch-up holds its partial panes, a crash repeats
+// only committed output).
+func watchTotals(t *testing.T, db string) (stop func() []string) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quit, done := make(chan struct{}), make(chan []string, 1)
+	go func() {
+		defer conn.Close()
+		var back []string
+		last := map[string][2]int64{}
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				done <- back
+				return
+			case <-tick.C:
+			}
+			rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals`)
+			if err != nil {
+				continue // not created yet, or busy
+			}
+			for rows.Next() {
+				var k, w string
+				var tot, n int64
+				if rows.Scan(&k, &w, &tot, &n) != nil {
+					continue
+				}
+				ws, err := time.Parse(time.RFC3339Nano, w)
+				if err != nil {
+					continue
+				}
+				key := k + " " + ws.UTC().Format(time.RFC3339)
+				if p, ok := last[key]; ok && (tot < p[0] || n < p[1]) && len(back) < 20 {
+					back = append(back, fmt.Sprintf("%s: total %d count %d after %d and %d", key, tot, n, p[0], p[1]))
+				}
+				last[key] = [2]int64{tot, n}
+			}
+			rows.Close()
+		}
+	}()
+	return func() []string {
+		close(quit)
+		return <-done
+	}
 }

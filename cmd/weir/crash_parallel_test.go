@@ -30,7 +30,8 @@ func TestCLIServerCrashParallelReplace(t *testing.T) {
 // the old job's, while the old job goes on reading orders-sub. Wherever
 // the kill falls, after the restart the flow completes, exactly one job of
 // the name is active and the view's totals equal the ground truth; the
-// named subscription is still there. Two seeded points by default;
+// named subscription is still there; a consumer polling the view
+// meanwhile never saw a total go backwards. Two seeded points by default;
 // WEIR_PARALLEL_CRASH_POINTS=N runs N.
 func TestCLIServerCrashParallelReplaceNamed(t *testing.T) {
 	forEachCrashPoint(t, "WEIR_PARALLEL_CRASH_POINTS", func(t *testing.T, seed uint64) { crashParallelReplace(t, seed, true) })
@@ -49,6 +50,10 @@ func crashParallelReplace(t *testing.T, seed uint64, named bool) {
 	// chunk puts message i at base+i×100ms.
 	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
 	start := func() *serverProc { return startServerArgs(t, dir, "--min-replace-interval", "0s") }
+	var stopWatch func() []string
+	if named {
+		stopWatch = watchTotals(t, db)
+	}
 	srv := start()
 	srv.mustCLI(t, work, "topics", "create", "orders")
 	if named {
@@ -126,5 +131,10 @@ func crashParallelReplace(t *testing.T, seed uint64, named bool) {
 	srv.publish(t, work, chunk(4800, 5400))
 	waitCaughtUp(t, srv, newID)
 	drainAndCheckTotals(t, srv, work, newID, db, in.want, in.wantN)
+	if named {
+		if back := stopWatch(); len(back) > 0 {
+			t.Errorf("a consumer polling the view saw totals go backwards:\n%s", strings.Join(back, "\n"))
+		}
+	}
 	srv.stop(syscall.SIGTERM)
 }

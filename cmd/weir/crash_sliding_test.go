@@ -12,7 +12,9 @@ import (
 // TestCLIServerCrashStopAndReplaceSliding kills the server with SIGKILL at
 // a seeded random point of a re-reading stop-and-replace (the default,
 // same name) whose pipelines count in sliding windows (2m every 1m) with
-// an accumulating early trigger (every 7 elements). At the cut the old
+// an accumulating early trigger (every 7 elements), 30 messages a second
+// of event time and a checkpoint every 10ms (so the new job's re-read
+// spans several of its commits). At the cut the old
 // job's watermark is ~2m29s, so the rewind point skips the windows that
 // start before 1m (the window [0, 2m) had expired with its complete total
 // in the table) and the new job holds its early panes until it has read
@@ -24,7 +26,8 @@ import (
 // job), after the restart the flow completes: exactly one job of the name
 // is active (the new one, CUT_OVER), the old one DRAINED, the record's
 // skip_before is 1m, and after the new job read later input and drained,
-// every (key, window) total in the table equals the ground truth. Two
+// every (key, window) total in the table equals the ground truth, and a
+// consumer polling the table meanwhile never saw a total go backwards. Two
 // seeded points by default; WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplaceSliding(t *testing.T) {
 	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", crashReplaceSliding)
@@ -38,12 +41,20 @@ func crashReplaceSliding(t *testing.T, seed uint64) {
 	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("subscription: orders-sub", "", "", windowing, db))
 	in := newCrashInput(t, work, 5)
 	in.windows = slidingWindows(2*time.Minute, time.Minute)
-	start := func() *serverProc { return startServerArgs(t, dir, "--min-replace-interval", "0s") }
+	start := func() *serverProc {
+		return startServerArgs(t, dir, "--min-replace-interval", "0s", "--checkpoint-interval", "10ms")
+	}
+	stopWatch := watchTotals(t, db)
 	srv := start()
 	srv.mustCLI(t, work, "topics", "create", "orders")
 	srv.mustCLI(t, work, "subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning")
 	oldID := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
-	srv.publish(t, work, in.chunk(0, 1500, 0)) // event time 0-150s
+	// Event time 0-150s, 30 messages a second: the re-read of the windows
+	// open at the cut (from 1m) spans several of the new job's checkpoints,
+	// so a partial pane of the catch-up would reach the table.
+	in.per = 3
+	srv.publish(t, work, in.chunk(0, 4500, 0))
+	in.per = 1
 	waitCaughtUp(t, srv, oldID)
 	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "sliding-1",
 		"--service-options", "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=5m"}
@@ -56,7 +67,7 @@ func crashReplaceSliding(t *testing.T, seed uint64) {
 	srv = start()
 	// Into the windows open at the cut ([1m, 3m) and [2m, 4m)), read by
 	// the old job, the new one, or both; none before skip_before.
-	srv.publish(t, work, in.chunk(5000, 5300, 150*time.Second))
+	srv.publish(t, work, in.chunk(6000, 6300, 150*time.Second))
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok {
 		t.Logf("killed %s after the request: the flow was in phase %v (new job %v), old job %v", delay, rep["phase"], m["state"], srv.describe(oldID)["state"])
@@ -78,9 +89,12 @@ func crashReplaceSliding(t *testing.T, seed uint64) {
 		t.Fatalf("the rewind point %v: want skip_before %s (the windows open at the cut start at 1m and 2m)", rp, want.Format(time.RFC3339))
 	}
 	// Later input goes to the new job; then drain it: every window fires.
-	srv.publish(t, work, in.chunk(1500, 2700, 10*time.Minute))
+	srv.publish(t, work, in.chunk(7000, 8200, 10*time.Minute))
 	waitCaughtUp(t, srv, newID)
 	drainAndCheckTotals(t, srv, work, newID, db, in.want, in.wantN)
+	if back := stopWatch(); len(back) > 0 {
+		t.Errorf("a consumer polling the table saw totals go backwards:\n%s", strings.Join(back, "\n"))
+	}
 	srv.stop(syscall.SIGTERM)
 }
 
