@@ -88,9 +88,14 @@ func crashFacadeSweep(t *testing.T, seed uint64) {
 	rollback := []string{"jobs", "rollback", "orders", "--request-id", "rollback-1"}
 	done := make(chan cliResult, 1)
 	go func() { done <- srv.cli(work, rollback...) }()
-	// The kill falls in the rollback's flow or in the sweep after it (the
-	// generations merge once they ended the retention ago).
-	delay := time.Duration(rng.Int64N(int64(facadeRetention + 2*time.Second)))
+	// Odd seeds kill in the rollback's flow (it cuts over within a few
+	// hundred milliseconds), even seeds in the sweep after it: the
+	// generations are marked ended, and merge once they ended the
+	// retention ago (the sweep looks again every retention).
+	delay := time.Duration(rng.IntN(300)) * time.Millisecond
+	if seed%2 == 0 {
+		delay = facadeRetention/2 + time.Duration(rng.Int64N(int64(2*facadeRetention)))
+	}
 	<-time.After(delay) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
 	first := <-done

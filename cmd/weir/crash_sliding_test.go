@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,14 @@ func crashReplaceSliding(t *testing.T, seed uint64) {
 	go func() { done <- srv.cli(work, replace...) }()
 	delay := time.Duration(rng.IntN(200)) * time.Millisecond
 	<-time.After(delay) // the crash point, on purpose a delay
+	before := "no replacement yet"
+	if m := srv.describe("orders"); m["id"] != oldID {
+		if rep, ok := m["replacement"].(map[string]any); ok {
+			before = fmt.Sprint(rep["phase"])
+		}
+	}
 	srv.stop(syscall.SIGKILL)
+	t.Logf("killed %s after the request with the flow in phase %s (read just before the kill)", delay, before)
 	first := <-done
 	srv = start()
 	// Into the windows open at the cut ([1m, 3m) and [2m, 4m)), read by
@@ -70,9 +78,9 @@ func crashReplaceSliding(t *testing.T, seed uint64) {
 	srv.publish(t, work, in.chunk(6000, 6300, 150*time.Second))
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok {
-		t.Logf("killed %s after the request: the flow was in phase %v (new job %v), old job %v", delay, rep["phase"], m["state"], srv.describe(oldID)["state"])
+		t.Logf("after the restart: the flow is in phase %v (new job %v), old job %v", rep["phase"], m["state"], srv.describe(oldID)["state"])
 	} else {
-		t.Logf("killed %s after the request: before the replacement was recorded (first attempt exit %d)", delay, first.code)
+		t.Logf("after the restart: no replacement recorded (first attempt exit %d)", first.code)
 	}
 	if m["id"] == oldID {
 		// The request had not reached the store: send it again (the same
