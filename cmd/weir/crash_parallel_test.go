@@ -3,15 +3,11 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 // TestCLIServerCrashParallelReplace kills the server with SIGKILL at a
@@ -25,89 +21,53 @@ import (
 // total the view totals serves equals the ground truth. Two seeded points
 // run by default; WEIR_PARALLEL_CRASH_POINTS=N runs N.
 func TestCLIServerCrashParallelReplace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts servers")
-	}
-	points := 2
-	if v := os.Getenv("WEIR_PARALLEL_CRASH_POINTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEIR_PARALLEL_CRASH_POINTS=%q: want a positive number", v)
-		}
-		points = n
-	}
-	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashParallelReplace(t, uint64(seed)) })
-	}
+	forEachCrashPoint(t, "WEIR_PARALLEL_CRASH_POINTS", func(t *testing.T, seed uint64) { crashParallelReplace(t, seed, false) })
 }
 
-func crashParallelReplace(t *testing.T, seed uint64) {
+// TestCLIServerCrashParallelReplaceNamed is the same for pipelines that
+// read a named subscription (orders-sub) rather than a topic: the new job
+// gets a subscription of its own on orders-sub's topic, positioned from
+// the old job's, while the old job goes on reading orders-sub. Wherever
+// the kill falls, after the restart the flow completes, exactly one job of
+// the name is active and the view's totals equal the ground truth; the
+// named subscription is still there; a consumer polling the view
+// meanwhile never saw a total go backwards. Two seeded points by default;
+// WEIR_PARALLEL_CRASH_POINTS=N runs N.
+func TestCLIServerCrashParallelReplaceNamed(t *testing.T) {
+	forEachCrashPoint(t, "WEIR_PARALLEL_CRASH_POINTS", func(t *testing.T, seed uint64) { crashParallelReplace(t, seed, true) })
+}
+
+func crashParallelReplace(t *testing.T, seed uint64, named bool) {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	yaml := `pipeline:
-  transforms:
-    - type: ReadFromPubSub
-      name: Orders
-      config: {topic: orders, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
-    - type: Combine
-      name: Totals
-      input: Orders
-      windowing: {type: fixed, size: 1m}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
-    - type: WriteToSql
-      name: Write
-      input: Totals
-      config: {dsn: "` + db + `", table: totals, key: [key]}
-`
-	if err := os.WriteFile(pipeline, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
+	from := "topic: orders"
+	if named {
+		from = "subscription: orders-sub"
 	}
-	want := map[string]int64{}
-	wantN := map[string]int64{}
-	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	// chunk writes events from..to (100ms of event time apart from base)
-	// and adds them to the ground truth; message IDs make a republished
-	// chunk count once.
-	chunk := func(from, to int) string {
-		var b strings.Builder
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("k%d", i%5)
-			ts := base.Add(time.Duration(i) * 100 * time.Millisecond)
-			w := ts.Truncate(time.Minute).Format(time.RFC3339)
-			want[k+" "+w] += int64(i)
-			wantN[k+" "+w]++
-			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
-		}
-		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline(from, "", "", "", db))
+	in := newCrashInput(t, work, 5)
+	// chunk puts message i at base+i×100ms.
+	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
 	start := func() *serverProc { return startServerArgs(t, dir, "--min-replace-interval", "0s") }
+	var stopWatch func() []string
+	if named {
+		stopWatch = watchTotals(t, db)
+	}
 	srv := start()
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	srv.mustCLI(t, work, "topics", "create", "orders")
+	if named {
+		srv.mustCLI(t, work, "subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning")
 	}
-	r := srv.cli(work, "run", pipeline, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	c1 := chunk(0, 1200) // event time 0-120s
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", c1, "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	oldID := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
+	srv.publish(t, work, chunk(0, 1200)) // event time 0-120s
 	waitCaughtUp(t, srv, oldID)
 	// The replacement, and input that moves it on (both jobs read it; the
 	// old job's watermark passes the cut-over window, so it is drained),
 	// with the server killed at a seeded point meanwhile.
 	opts := "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,parallel_replace_job_max_stop_duration=5m"
-	if seed%2 == 1 {
+	rewind := seed%2 == 0
+	if !rewind {
 		opts += ",weir_replace_rewind=false"
 	}
 	replace := []string{"run", pipeline, "--job-name", "orders", "--update", "--no-wait", "--request-id", "parallel-1", "--service-options", opts}
@@ -141,7 +101,7 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 	srv = start()
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok && m["id"] != oldID {
-		t.Logf("rewind %v; crash point: the flow was in phase %v (new job %v), old job %v", seed%2 == 0, rep["phase"], m["state"], srv.describe(oldID)["state"])
+		t.Logf("rewind %v; crash point: the flow was in phase %v (new job %v), old job %v", rewind, rep["phase"], m["state"], srv.describe(oldID)["state"])
 	} else {
 		t.Logf("crash point: before the replacement was recorded (first attempt exit %d)", first.code)
 	}
@@ -154,36 +114,27 @@ func crashParallelReplace(t *testing.T, seed uint64) {
 	}
 	// Published again: what reached the topic before the crash counts once.
 	for _, c := range c2 {
-		if r := srv.cli(work, "topics", "publish", "orders", "--file", c, "--id-field", "id"); r.code != ExitOK {
-			t.Fatalf("publish: %d %s", r.code, r.stderr)
-		}
+		srv.publish(t, work, c)
 	}
 	// And more: should the cut-over time have been taken after the old job
 	// read all of c2 (a request sent again after the restart), the old
 	// watermark must still pass the cut-over window.
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(3600, 4800), "--id-field", "id"); r.code != ExitOK { // 360-480s
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
-	fin := srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
-		rep, _ := m["replacement"].(map[string]any)
-		return rep != nil && (rep["phase"] == "CUT_OVER" || rep["phase"] == "FAILED" || rep["phase"] == "ROLLED_BACK") && m["state"] != "PENDING"
-	})
-	if rep := fin["replacement"].(map[string]any); rep["phase"] != "CUT_OVER" || fin["state"] != "RUNNING" {
-		t.Fatalf("after the restart the flow ended %v, job %v (%v)\nserver log:\n%s", rep["phase"], fin["state"], fin["error"], srv.log())
-	}
-	newID := fin["id"].(string)
-	if old := srv.describe(oldID); old["state"] != "DRAINED" || old["replaced_by_job_id"] != newID {
-		t.Fatalf("old job: %v replaced by %v", old["state"], old["replaced_by_job_id"])
-	}
-	active := srv.cli(work, "jobs", "list", "--status", "active", "--format", "json")
-	if n := strings.Count(active.stdout, `"id"`); n != 1 || !strings.Contains(active.stdout, newID) {
-		t.Fatalf("active jobs after the flow (want only %s):\n%s", newID, active.stdout)
+	srv.publish(t, work, chunk(3600, 4800)) // 360-480s
+	newID := checkCutOver(t, srv, work, srv.waitFlowEnd("orders"), oldID)
+	if named {
+		if r := srv.cli(work, "subscriptions", "describe", "orders-sub"); r.code != ExitOK {
+			t.Fatalf("the named subscription orders-sub after the flow: %d %s", r.code, r.stderr)
+		}
+		t.Logf("subscriptions after the flow:\n%s", srv.cli(work, "subscriptions", "list").stdout)
 	}
 	// Later input goes to the new job; then drain it: every window fires.
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(4800, 5400), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, chunk(4800, 5400))
 	waitCaughtUp(t, srv, newID)
-	drainAndCheckTotals(t, srv, work, newID, db, want, wantN)
+	drainAndCheckTotals(t, srv, work, newID, db, in.want, in.wantN)
+	if named {
+		if back := stopWatch(); len(back) > 0 {
+			t.Errorf("a consumer polling the view saw totals go backwards:\n%s", strings.Join(back, "\n"))
+		}
+	}
 	srv.stop(syscall.SIGTERM)
 }

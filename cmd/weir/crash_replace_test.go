@@ -1,17 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 // TestCLIServerCrashStopAndReplace kills the server with SIGKILL at a
@@ -23,20 +18,7 @@ import (
 // table equals the ground truth. Two seeded points run by default;
 // WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts servers")
-	}
-	points := 2
-	if v := os.Getenv("WEIR_REPLACE_CRASH_POINTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEIR_REPLACE_CRASH_POINTS=%q: want a positive number", v)
-		}
-		points = n
-	}
-	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashStopAndReplace(t, uint64(seed), false) })
-	}
+	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", func(t *testing.T, seed uint64) { crashStopAndReplace(t, seed, false) })
 }
 
 // TestCLIServerCrashStopAndReplaceRewind is the same for the default
@@ -50,83 +32,21 @@ func TestCLIServerCrashStopAndReplace(t *testing.T) {
 // starting the new job). Two seeded points by default;
 // WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplaceRewind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts servers")
-	}
-	points := 2
-	if v := os.Getenv("WEIR_REPLACE_CRASH_POINTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEIR_REPLACE_CRASH_POINTS=%q: want a positive number", v)
-		}
-		points = n
-	}
-	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashStopAndReplace(t, uint64(seed), true) })
-	}
+	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", func(t *testing.T, seed uint64) { crashStopAndReplace(t, seed, true) })
 }
 
 func crashStopAndReplace(t *testing.T, seed uint64, rewind bool) {
 	rng := rand.New(rand.NewPCG(seed, 29))
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	yaml := `pipeline:
-  transforms:
-    - type: ReadFromPubSub
-      name: Orders
-      config: {subscription: orders-sub, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
-    - type: Combine
-      name: Totals
-      input: Orders
-      windowing: {type: fixed, size: 1m}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
-    - type: WriteToSql
-      name: Write
-      input: Totals
-      config: {dsn: "` + db + `", table: totals, key: [key]}
-`
-	if err := os.WriteFile(pipeline, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]int64{}
-	wantN := map[string]int64{}
-	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	// chunk writes events from..to (100ms of event time apart, starting at
-	// offset) and adds them to the ground truth.
-	chunk := func(from, to int, offset time.Duration) string {
-		var b strings.Builder
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("k%d", i%5)
-			ts := base.Add(offset + time.Duration(i-from)*100*time.Millisecond)
-			w := ts.Truncate(time.Minute).Format(time.RFC3339)
-			want[k+" "+w] += int64(i)
-			wantN[k+" "+w]++
-			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
-		}
-		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("subscription: orders-sub", "", "", "", db))
+	in := newCrashInput(t, work, 5)
 	start := func() *serverProc { return startServerArgs(t, dir, "--min-replace-interval", "0s") }
 	srv := start()
-	for _, args := range [][]string{{"topics", "create", "orders"}, {"subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning"}} {
-		if r := srv.cli(work, args...); r.code != ExitOK {
-			t.Fatalf("%v: %d %s", args, r.code, r.stderr)
-		}
-	}
-	r := srv.cli(work, "run", pipeline, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(0, 1200, 0), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.mustCLI(t, work, "topics", "create", "orders")
+	srv.mustCLI(t, work, "subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning")
+	oldID := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
+	srv.publish(t, work, in.chunk(0, 1200, 0))
 	waitCaughtUp(t, srv, oldID)
 	// The replacement, with the server killed at a seeded point while it
 	// runs or soon after.
@@ -149,9 +69,7 @@ func crashStopAndReplace(t *testing.T, seed uint64, rewind bool) {
 	if rewind {
 		// Into the window that was open at the cut, read by the old job,
 		// the new one, or both.
-		if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(5000, 5300, time.Minute), "--id-field", "id"); r.code != ExitOK {
-			t.Fatalf("publish: %d %s", r.code, r.stderr)
-		}
+		srv.publish(t, work, in.chunk(5000, 5300, time.Minute))
 	}
 	m := srv.describe("orders")
 	if rep, ok := m["replacement"].(map[string]any); ok {
@@ -166,30 +84,15 @@ func crashStopAndReplace(t *testing.T, seed uint64, rewind bool) {
 			t.Fatalf("the replacement after the restart: %d %s (first attempt: %d %s)", r.code, r.stderr, first.code, first.stderr)
 		}
 	}
-	fin := srv.waitJob("orders", "the cut-over", func(m map[string]any) bool {
-		rep, _ := m["replacement"].(map[string]any)
-		return rep != nil && (rep["phase"] == "CUT_OVER" || rep["phase"] == "FAILED") && m["state"] != "PENDING"
-	})
+	fin := srv.waitFlowEnd("orders")
+	newID := checkCutOver(t, srv, work, fin, oldID)
 	rep := fin["replacement"].(map[string]any)
-	if rep["phase"] != "CUT_OVER" || fin["state"] != "RUNNING" {
-		t.Fatalf("after the restart the flow ended %v, job %v (%v)", rep["phase"], fin["state"], fin["error"])
-	}
 	if rp, _ := rep["rewind_point"].(map[string]any); rewind != (rp != nil) {
 		t.Fatalf("rewind %v, but the record's rewind point is %v", rewind, rep["rewind_point"])
 	}
-	newID := fin["id"].(string)
-	if old := srv.describe(oldID); old["state"] != "DRAINED" || old["replaced_by_job_id"] != newID {
-		t.Fatalf("old job: %v replaced by %v", old["state"], old["replaced_by_job_id"])
-	}
-	active := srv.cli(work, "jobs", "list", "--status", "active", "--format", "json")
-	if n := strings.Count(active.stdout, `"id"`); n != 1 || !strings.Contains(active.stdout, newID) {
-		t.Fatalf("active jobs after the flow (want only %s):\n%s", newID, active.stdout)
-	}
 	// Later input goes to the new job; then drain it: every window fires.
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(1200, 2400, 10*time.Minute), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, in.chunk(1200, 2400, 10*time.Minute))
 	waitCaughtUp(t, srv, newID)
-	drainAndCheckTotals(t, srv, work, newID, db, want, wantN)
+	drainAndCheckTotals(t, srv, work, newID, db, in.want, in.wantN)
 	srv.stop(syscall.SIGTERM)
 }

@@ -23,15 +23,7 @@ import (
 // crashPoints is how many seeded kill points each operation of
 // TestCLIServerCrashSnapshot gets: 2, or WEIR_SNAPSHOT_CRASH_POINTS.
 func crashPoints(t *testing.T) int {
-	v := os.Getenv("WEIR_SNAPSHOT_CRASH_POINTS")
-	if v == "" {
-		return 2
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("WEIR_SNAPSHOT_CRASH_POINTS=%q is not a positive number", v)
-	}
-	return n
+	return crashPointsFrom(t, "WEIR_SNAPSHOT_CRASH_POINTS")
 }
 
 // asyncCLI starts the CLI against srv and returns its wait.

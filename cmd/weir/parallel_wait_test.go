@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,57 +20,13 @@ func TestCLIParallelReplaceWait(t *testing.T) {
 	}
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	yaml := `pipeline:
-  transforms:
-    - type: ReadFromPubSub
-      name: Orders
-      config: {topic: orders, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
-    - type: Combine
-      name: Totals
-      input: Orders
-      windowing: {type: fixed, size: 1m}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
-    - type: WriteToSql
-      name: Write
-      input: Totals
-      config: {dsn: "` + db + `", table: totals, key: [key]}
-`
-	if err := os.WriteFile(pipeline, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want, wantN := map[string]int64{}, map[string]int64{}
-	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	chunk := func(from, to int) string {
-		var b strings.Builder
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("k%d", i%5)
-			ts := base.Add(time.Duration(i) * 100 * time.Millisecond)
-			w := ts.Truncate(time.Minute).Format(time.RFC3339)
-			want[k+" "+w] += int64(i)
-			wantN[k+" "+w]++
-			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
-		}
-		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("topic: orders", "", "", "", db))
+	in := newCrashInput(t, work, 5)
+	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
 	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", pipeline, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(0, 1200), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.mustCLI(t, work, "topics", "create", "orders")
+	oldID := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
+	srv.publish(t, work, chunk(0, 1200))
 	waitCaughtUp(t, srv, oldID)
 	done := make(chan cliResult, 1)
 	go func() {
@@ -86,9 +40,7 @@ func TestCLIParallelReplaceWait(t *testing.T) {
 		rep, _ := m["replacement"].(map[string]any)
 		return rep != nil && rep["phase"] != "PREPARING"
 	})
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", chunk(1200, 3600), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, chunk(1200, 3600))
 	res := <-done
 	if res.code != ExitOK {
 		t.Fatalf("run --wait: exit %d\nstderr:\n%s", res.code, res.stderr)
@@ -108,6 +60,6 @@ func TestCLIParallelReplaceWait(t *testing.T) {
 		t.Fatalf("old job %v", old["state"])
 	}
 	waitCaughtUp(t, srv, newID)
-	drainAndCheckTotals(t, srv, work, newID, db, want, wantN)
+	drainAndCheckTotals(t, srv, work, newID, db, in.want, in.wantN)
 	srv.stop(syscall.SIGTERM)
 }

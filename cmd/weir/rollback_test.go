@@ -2,11 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,89 +24,28 @@ import (
 // `jobs history` lists the three generations. Two seeded points run by
 // default; WEIR_ROLLBACK_CRASH_POINTS=N runs N.
 func TestCLIServerCrashRollback(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts servers")
-	}
-	points := 2
-	if v := os.Getenv("WEIR_ROLLBACK_CRASH_POINTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("WEIR_ROLLBACK_CRASH_POINTS=%q: want a positive number", v)
-		}
-		points = n
-	}
-	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { crashRollback(t, uint64(seed)) })
-	}
+	forEachCrashPoint(t, "WEIR_ROLLBACK_CRASH_POINTS", crashRollback)
 }
 
 func crashRollback(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "totals.db")
-	yaml := `pipeline:
-  transforms:
-    - type: ReadFromPubSub
-      name: Orders
-      config: {subscription: orders-sub, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: 1h, max_out_of_orderness: 1s}
-%s    - type: Combine
-      name: Totals
-      input: %s
-      windowing: {type: fixed, size: 1m}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
-    - type: WriteToSql
-      name: Write
-      input: Totals
-      config: {dsn: "` + db + `", table: totals, key: [key]}
-`
-	v1, v2 := filepath.Join(work, "v1.yaml"), filepath.Join(work, "v2.yaml")
-	if err := os.WriteFile(v1, []byte(fmt.Sprintf(yaml, "", "Orders")), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	even := "    - type: Filter\n      name: EvenOnly\n      input: Orders\n      config: {keep: \"amount % 2 == 0\"}\n"
-	if err := os.WriteFile(v2, []byte(fmt.Sprintf(yaml, even, "EvenOnly")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want, wantN := map[string]int64{}, map[string]int64{}
-	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	// chunk writes events from..to (100ms of event time apart, starting at
-	// offset) and adds them to v1's ground truth.
-	chunk := func(from, to int, offset time.Duration) string {
-		var b strings.Builder
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("k%d", i%5)
-			ts := base.Add(offset + time.Duration(i-from)*100*time.Millisecond)
-			w := ts.Truncate(time.Minute).Format(time.RFC3339)
-			want[k+" "+w] += int64(i)
-			wantN[k+" "+w]++
-			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
-		}
-		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	v1 := writeTestFile(t, work, "v1.yaml", totalsPipeline("subscription: orders-sub", "", "", "", db))
+	v2 := writeTestFile(t, work, "v2.yaml", totalsPipeline("subscription: orders-sub", even, "EvenOnly", "", db))
+	// The input, with v1's ground truth.
+	in := newCrashInput(t, work, 5)
+	chunk := in.chunk
 	publish := func(srv *serverProc, path string) {
 		t.Helper()
-		if r := srv.cli(work, "topics", "publish", "orders", "--file", path, "--id-field", "id"); r.code != ExitOK {
-			t.Fatalf("publish: %d %s", r.code, r.stderr)
-		}
+		srv.publish(t, work, path)
 	}
 	start := func() *serverProc { return startServerArgs(t, dir) }
 	srv := start()
-	for _, args := range [][]string{{"topics", "create", "orders"}, {"subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning"}} {
-		if r := srv.cli(work, args...); r.code != ExitOK {
-			t.Fatalf("%v: %d %s", args, r.code, r.stderr)
-		}
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	id1 := strings.TrimSpace(r.stdout)
+	srv.mustCLI(t, work, "topics", "create", "orders")
+	srv.mustCLI(t, work, "subscriptions", "create", "orders-sub", "--topic", "orders", "--from-beginning")
+	id1 := strings.TrimSpace(srv.mustCLI(t, work, "run", v1, "--job-name", "orders").stdout)
 	// 90 s of event time: the window [1m, 2m) is open at the update.
 	publish(srv, chunk(0, 900, 0))
 	waitCaughtUp(t, srv, id1)
@@ -177,13 +113,10 @@ func crashRollback(t *testing.T, seed uint64) {
 	if old := srv.describe(id2); old["state"] != "DRAINED" || old["replaced_by_job_id"] != id3 {
 		t.Fatalf("rolled-back job: %v replaced by %v", old["state"], old["replaced_by_job_id"])
 	}
-	active := srv.cli(work, "jobs", "list", "--status", "active", "--format", "json")
-	if n := strings.Count(active.stdout, `"id"`); n != 1 || !strings.Contains(active.stdout, id3) {
-		t.Fatalf("active jobs after the rollback (want only %s):\n%s", id3, active.stdout)
-	}
+	checkOnlyActive(t, srv, work, id3)
 	publish(srv, chunk(1800, 2400, 10*time.Minute))
 	waitCaughtUp(t, srv, id3)
-	drainAndCheckTotals(t, srv, work, id3, db, want, wantN)
+	drainAndCheckTotals(t, srv, work, id3, db, in.want, in.wantN)
 	h := srv.cli(work, "jobs", "history", "orders")
 	if h.code != ExitOK || !strings.Contains(h.stdout, "rollback to generation 1") || !strings.Contains(h.stdout, "in_place_update") {
 		t.Fatalf("jobs history: %d %s\n%s", h.code, h.stderr, h.stdout)

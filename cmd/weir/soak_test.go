@@ -94,52 +94,15 @@ func soakRun(t *testing.T, seed uint64, size soakSize) {
 	// on).
 	versions := make([]string, 2)
 	for v := range versions {
-		versions[v] = filepath.Join(work, fmt.Sprintf("p%d.yaml", v))
-		yaml := `pipeline:
-  transforms:
-    - type: ReadFromPubSub
-      name: Orders
-      config: {topic: orders, schema: {key: string, amount: int, ts: timestamp}, timestamp_field: ts, idle_timeout: ` + []string{"1h", "2h"}[v] + `, max_out_of_orderness: 1s}
-    - type: Combine
-      name: Totals
-      input: Orders
-      windowing: {type: fixed, size: 1m}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}, n: {value: amount, fn: count}}
-    - type: WriteToSql
-      name: Write
-      input: Totals
-      config: {dsn: "` + db + `", table: totals, key: [key]}
-`
-		if err := os.WriteFile(versions[v], []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		versions[v] = writeTestFile(t, work, fmt.Sprintf("p%d.yaml", v), totalsPipeline("topic: orders, idle_timeout: "+[]string{"1h", "2h"}[v], "", "", "", db))
 	}
 
 	// The input: message i has key k(i mod keys), amount i and an event
-	// time 100 ms after message i-1's, so windows span 600 messages.
-	want, wantN := map[string]int64{}, map[string]int64{}
-	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	chunkFile := func(from, to int) string {
-		var b strings.Builder
-		for i := from; i < to; i++ {
-			k := fmt.Sprintf("k%d", i%size.keys)
-			ts := base.Add(time.Duration(i) * 100 * time.Millisecond)
-			fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
-		}
-		path := filepath.Join(work, fmt.Sprintf("chunk-%d.jsonl", from))
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	for i := 0; i < size.messages; i++ {
-		k := fmt.Sprintf("k%d", i%size.keys)
-		w := base.Add(time.Duration(i) * 100 * time.Millisecond).Truncate(time.Minute).Format(time.RFC3339)
-		want[k+" "+w] += int64(i)
-		wantN[k+" "+w]++
-	}
+	// time 100 ms after message i-1's, so windows span 600 messages; the
+	// chunks are written up front, so the ground truth is that of every
+	// message.
+	in := newCrashInput(t, work, size.keys)
+	chunkFile := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
 	// One chunk per kill and one after the last: random bounds.
 	bounds := []int{0}
 	for i := 1; i <= size.kills; i++ {
@@ -153,13 +116,9 @@ func soakRun(t *testing.T, seed uint64, size soakSize) {
 	}
 
 	srv := startServer(t, dir)
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
+	srv.mustCLI(t, work, "topics", "create", "orders")
 	version := 0
-	if r := srv.cli(work, "run", versions[version], "--job-name", "orders"); r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
+	srv.mustCLI(t, work, "run", versions[version], "--job-name", "orders")
 	srv.waitJob("orders", "RUNNING", stateIs("RUNNING"))
 	sub := pubsub.SubscriptionName("orders", "Orders")
 	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
@@ -228,7 +187,7 @@ func soakRun(t *testing.T, seed uint64, size soakSize) {
 	}
 	t.Logf("seed %d: %d messages, %d keys, %d kills\n%s", seed, size.messages, size.keys, size.kills, strings.Join(outcomes, "\n"))
 	waitCaughtUp(t, srv, "orders")
-	drainAndCheckTotals(t, srv, work, "orders", db, want, wantN)
+	drainAndCheckTotals(t, srv, work, "orders", db, in.want, in.wantN)
 	srv.stop(syscall.SIGTERM)
 }
 
