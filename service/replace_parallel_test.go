@@ -561,6 +561,11 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	phase3 := parEvents(base, 70, 90, 5000)
 	publishPar(t, b, phase3)
 	waitElements(t, s, nj.ID, "Events", int64(len(phase2)+len(phase3)))
+	// A re-reading new job also counts what it re-read of phase 1, so its
+	// element count says nothing about phase 3: wait until it has read the
+	// topic's last message (a drain stops reading, and what it did not read
+	// would be missing from the totals).
+	waitReadSequence(t, s, nj.ID, "Events", uint64(len(phase1)+len(phase2)+len(phase3)))
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -795,5 +800,31 @@ func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 	}
 	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) > 1 || len(gens) == 1 && gens[0].Generation != old.Generation {
 		t.Fatalf("façade generations after the flow failed: %+v %v", gens, err)
+	}
+}
+
+// waitReadSequence waits until step of job ref, when it re-reads for a
+// replacement (its catch_up metric), has read stream sequence seq; a step
+// that does not re-read returns at once.
+func waitReadSequence(t *testing.T, s *Service, ref, step string, seq uint64) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next()
+		m, err := s.Metrics(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range m.Steps {
+			if st.Name == step && (st.CatchUp == nil || st.CatchUp.ReadSequence >= seq) {
+				return
+			}
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("job %s: step %s did not read sequence %d: %+v", ref, step, seq, m.Steps)
+		}
 	}
 }
