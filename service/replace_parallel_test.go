@@ -808,23 +808,7 @@ func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 // that does not re-read returns at once.
 func waitReadSequence(t *testing.T, s *Service, ref, step string, seq uint64) {
 	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for {
-		changed := s.changes.next()
-		m, err := s.Metrics(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range m.Steps {
-			if st.Name == step && (st.CatchUp == nil || st.CatchUp.ReadSequence >= seq) {
-				return
-			}
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("job %s: step %s did not read sequence %d: %+v", ref, step, seq, m.Steps)
-		}
-	}
+	waitStep(t, s, ref, step, fmt.Sprintf("read sequence %d", seq), func(st StepMetrics) bool {
+		return st.CatchUp == nil || st.CatchUp.ReadSequence >= seq
+	})
 }

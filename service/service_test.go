@@ -100,6 +100,13 @@ const statelessYAML = `pipeline:
 // running job is one).
 func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 	t.Helper()
+	waitStep(t, s, ref, step, fmt.Sprintf("read %d elements", n), func(st StepMetrics) bool { return st.ElementsIn >= n })
+}
+
+// waitStep waits until step of job ref has metrics for which ok holds;
+// what names the wait in the failure.
+func waitStep(t *testing.T, s *Service, ref, step, what string, ok func(StepMetrics) bool) {
+	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
@@ -109,14 +116,14 @@ func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 			t.Fatal(err)
 		}
 		for _, st := range m.Steps {
-			if st.Name == step && st.ElementsIn >= n {
+			if st.Name == step && ok(st) {
 				return
 			}
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("job %s: step %s did not read %d elements: %+v", ref, step, n, m.Steps)
+			t.Fatalf("job %s: step %s did not %s: %+v", ref, step, what, m.Steps)
 		}
 	}
 }
