@@ -127,16 +127,20 @@ func (s *Service) checkReplaceInterval(old *Job) error {
 }
 
 // requestRecord is the stored answer to a request with an ID
-// (request/<id>).
+// (request/<id>): an ID names one request of any kind. A submission's or
+// update's result is in Result, a rollback's in RollbackResult, so that a
+// record of the other kind decodes with none (and a different
+// fingerprint).
 type requestRecord struct {
-	ID          string        `json:"id"`
-	Kind        string        `json:"kind"`
-	Fingerprint string        `json:"fingerprint"`
-	Time        time.Time     `json:"time"`
-	JobID       string        `json:"job_id,omitempty"`
-	Result      *UpdateResult `json:"result,omitempty"`
-	Code        Code          `json:"code,omitempty"`
-	Message     string        `json:"message,omitempty"`
+	ID             string          `json:"id"`
+	Kind           string          `json:"kind"`
+	Fingerprint    string          `json:"fingerprint"`
+	Time           time.Time       `json:"time"`
+	JobID          string          `json:"job_id,omitempty"`
+	Result         *UpdateResult   `json:"result,omitempty"`
+	RollbackResult *RollbackResult `json:"rollback_result,omitempty"`
+	Code           Code            `json:"code,omitempty"`
+	Message        string          `json:"message,omitempty"`
 }
 
 func requestKey(id string) string { return "request/" + id }
@@ -148,6 +152,30 @@ func requestKey(id string) string { return "request/" + id }
 // retry should not repeat (the server shutting down or failing, another
 // update under way, the request's context ending) are not kept.
 func (s *Service) once(ctx context.Context, id, kind string, req any, do func() (*UpdateResult, error)) (*UpdateResult, error) {
+	return answerOnce(s, ctx, requestKind[UpdateResult]{
+		id: id, kind: kind, req: req, what: "request",
+		result: func(rec *requestRecord) **UpdateResult { return &rec.Result },
+		job:    func(r *UpdateResult) **Job { return &r.Job },
+		kept:   keptRefusal,
+	}, do)
+}
+
+// requestKind is what answerOnce needs to know of one kind of request
+// with an ID: its ID, kind and request (for the fingerprint), what a log
+// line calls it, where its result goes in the record and where the job is
+// in the result, and which errors a retry gets again.
+type requestKind[R any] struct {
+	id, kind string
+	req      any
+	what     string
+	result   func(*requestRecord) **R
+	job      func(*R) **Job
+	kept     func(context.Context, error) bool
+}
+
+// answerOnce is once for a result of type R (see once; rollbackOnce).
+func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do func() (*R, error)) (*R, error) {
+	id := k.id
 	if id == "" {
 		return do()
 	}
@@ -157,7 +185,7 @@ func (s *Service) once(ctx context.Context, id, kind string, req any, do func() 
 	b, err := json.Marshal(struct {
 		Kind string `json:"kind"`
 		Req  any    `json:"req"`
-	}{kind, req})
+	}{k.kind, k.req})
 	if err != nil {
 		return nil, internalf("encoding the request: %w", err)
 	}
@@ -174,14 +202,14 @@ func (s *Service) once(ctx context.Context, id, kind string, req any, do func() 
 		if rec.Fingerprint != fp {
 			return nil, errorf(CodeRequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
 		}
-		s.opts.Logger.Info("request retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
-		res := rec.Result
+		s.opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
+		res := *k.result(rec)
 		if rec.JobID != "" {
 			if j, err := s.readJob(rec.JobID); err == nil {
 				if res == nil {
-					res = &UpdateResult{}
+					res = new(R)
 				}
-				res.Job = s.withCondition(j)
+				*k.job(res) = s.withCondition(j)
 			}
 		}
 		if rec.Code != "" {
@@ -190,17 +218,17 @@ func (s *Service) once(ctx context.Context, id, kind string, req any, do func() 
 		return res, nil
 	}
 	res, err := do()
-	if err != nil && !keptRefusal(ctx, err) {
+	if err != nil && !k.kept(ctx, err) {
 		return res, err
 	}
-	rec := requestRecord{ID: id, Kind: kind, Fingerprint: fp, Time: s.now()}
+	rec := requestRecord{ID: id, Kind: k.kind, Fingerprint: fp, Time: s.now()}
 	if res != nil {
 		kept := *res
-		if res.Job != nil {
-			rec.JobID = res.Job.ID
-			kept.Job = nil
+		if j := k.job(res); *j != nil {
+			rec.JobID = (*j).ID
+			*k.job(&kept) = nil
 		}
-		rec.Result = &kept
+		*k.result(&rec) = &kept
 	}
 	if err != nil {
 		rec.Code, rec.Message = ErrorCode(err), err.Error()
@@ -210,7 +238,7 @@ func (s *Service) once(ctx context.Context, id, kind string, req any, do func() 
 		return res, errors.Join(err, perr)
 	}
 	if aerr := s.apply(w); aerr != nil {
-		s.opts.Logger.Error("recording the answer to a request ID (a retry runs the request again)", "request_id", id, "error", aerr)
+		s.opts.Logger.Error("recording the answer to a request ID (a retry runs the "+k.what+" again)", "request_id", id, "error", aerr)
 	}
 	return res, err
 }
