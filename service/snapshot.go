@@ -297,30 +297,28 @@ func (s *Service) snapshotCut(jr *jobRun) (*runner.Checkpoint, *state.Pinned, er
 	return cp, pin, nil
 }
 
-// snapshotBatchBytes bounds a snapshot's data held in memory while it is
-// copied: the copy is written in batches of about this size while the
-// snapshot is RUNNING, so the job's process does not build (and the store
-// does not commit) the whole state in one batch.
+// snapshotBatchBytes is the size of each table file a snapshot's copy
+// writes (state.StreamSnapshot): the copy checks between files that the
+// snapshot still exists, and a rollback snapshot's copy waits there.
 const snapshotBatchBytes = 4 << 20
 
-// copySnapshot copies the cut's full state from pin into the snapshot's
-// key space, in bounded batches, and makes it READY with the last one, or
-// FAILED when that fails (snapshotFailed removes the batches written; a
-// stop in between leaves it RUNNING, which Open turns into FAILED the same
-// way). It holds no guard; Service.mu only for each commit. The job is
-// never touched.
+// copySnapshot copies the cut's full state from pin into table files
+// beside the store, adds them to the store's snapshot key space, and makes
+// the snapshot READY, or FAILED when that fails (snapshotFailed removes
+// what was added; a stop in between leaves it RUNNING, which Open turns
+// into FAILED the same way, and the files not added are removed when the
+// store opens). It holds no guard; Service.mu only for the READY write.
+// The job is never touched.
 func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
 	defer s.wg.Done()
 	defer pin.Release()
-	var total int64
-	began := time.Now() // the current batch's start: reading it from pin, then writing it
-	size, err := s.store.StreamSnapshot(snap.ID, pin, cut, snapshotBatchBytes, func(sb *state.SnapshotBatch, last bool) error {
-		total += sb.Size
-		if last {
-			return s.finishSnapshot(snap, sb, total)
+	began := time.Now() // the current file's start
+	sb, err := s.store.StreamSnapshot(s.ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
+		if s.ctx.Err() != nil {
+			return errors.New("the server shut down while the snapshot's state was copied")
 		}
-		if err := s.writeSnapshotBatch(snap.ID, sb); err != nil {
-			return err
+		if cur, err := s.readSnapshot(snap.ID); err != nil || cur.State != SnapshotRunning {
+			return errSnapshotGone
 		}
 		if snap.Kind == SnapshotKindRollback {
 			// Paced: see rollbackCopyPace.
@@ -334,6 +332,16 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		began = time.Now()
 		return nil
 	})
+	if err == nil {
+		// The state's files join the store outside Service.mu (their
+		// ingest waits for a sync); finishSnapshot takes it to write the
+		// READY record, or removes them if the snapshot went meanwhile.
+		if err = sb.Ingest(s.ctx); err == nil {
+			err = s.finishSnapshot(snap, sb, sb.Size)
+		} else {
+			sb.Close()
+		}
+	}
 	if errors.Is(err, errSnapshotGone) {
 		return // deleted meanwhile: its data went with it
 	}
@@ -341,40 +349,16 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		s.logSnapshotFailed(snap.ID, err.Error())
 		return
 	}
-	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", size)
+	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
 }
 
-// rollbackCopyPace paces the copy of a rollback snapshot: after each batch
-// the copy waits this many times as long as the batch took, so that it
-// takes at most a quarter of one core. A rollback snapshot is copied in the
-// background after every update and replacement, just when the new job
-// catches up with the backlog of the pause; at full speed the copy of a
-// large state and the compactions its writes start took both cores from
-// the job and the broker for 100–500 ms (1M keys: an execution trace of
-// weir bench update showed the job's source waiting for the broker while
-// the copy and a compaction ran). A snapshot a user asks for copies at
-// full speed.
+// rollbackCopyPace paces the copy of a rollback snapshot: after each file
+// of its state the copy waits this many times as long as the file took,
+// so that it takes at most a quarter of one core. A rollback snapshot is
+// copied in the background after every update and replacement, just when
+// the new job catches up with the backlog of the pause. A snapshot a user
+// asks for copies at full speed.
 const rollbackCopyPace = 3
-
-// writeSnapshotBatch writes one batch of snapshot id's copy (not the
-// last), taking Service.mu; errSnapshotGone when the snapshot was deleted
-// meanwhile.
-func (s *Service) writeSnapshotBatch(id string, sb *state.SnapshotBatch) error {
-	if s.ctx.Err() != nil {
-		sb.Close()
-		return errors.New("the server shut down while the snapshot's state was copied")
-	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if cur, err := s.readSnapshot(id); err != nil || cur.State != SnapshotRunning {
-		sb.Close()
-		return errSnapshotGone
-	}
-	if err := s.writeSnapshotLocked(sb, &state.Write{}); err != nil {
-		return fmt.Errorf("writing the snapshot: %w", err)
-	}
-	return nil
-}
 
 // errSnapshotGone stops the copy of a snapshot deleted while it was copied.
 var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
@@ -396,7 +380,12 @@ func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size i
 	defer s.mu.Unlock()
 	cur, err := s.readSnapshot(snap.ID)
 	if err == nil && cur.State != SnapshotRunning {
+		// Deleted (or failed) while the state was copied: what the batch
+		// ingested goes too.
 		sb.Close()
+		if err := s.deleteSnapshotLocked(snap.ID, &state.Write{}); err != nil {
+			s.opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
+		}
 		return errSnapshotGone
 	}
 	if err != nil {

@@ -153,5 +153,9 @@ func open(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {
 	}
 	s := &Store{dir: dir, logger: logger, fs: fs}
 	s.h = h
+	if err := s.clearIngestDir(); err != nil {
+		_ = h.db.Close()
+		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)
+	}
 	return s, nil
 }

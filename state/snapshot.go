@@ -2,12 +2,14 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Snapshots of jobs live in their own key space, independent of the job's
@@ -22,9 +24,10 @@ import (
 // A snapshot's data is written in ONE synced batch together with the
 // registry write that marks it complete (the service's READY record), so
 // a snapshot is either complete or has no data at all (BuildSnapshot,
-// SnapshotBatch.Commit) — or, streamed in bounded batches (StreamSnapshot),
-// the last batch lands with that record and the caller removes the earlier
-// ones (DeleteSnapshot) when it cannot make it complete. Nothing but
+// SnapshotBatch.Commit) — or, streamed into table files (StreamSnapshot,
+// snapshot_ingest.go), the files are ingested just before that write and
+// the caller removes them (DeleteSnapshot) when it cannot make the
+// snapshot complete. Nothing but
 // DeleteSnapshot ever removes or changes those keys: later checkpoints,
 // handovers, DropState and the job's end write other key spaces.
 const prefixSnapshot = "snap/"
@@ -91,6 +94,10 @@ type SnapshotBatch struct {
 	id  string
 	b   *pebble.Batch
 	err error // the store could not give a database (it is being reopened)
+	// files are table files of the snapshot's state not yet ingested
+	// (StreamSnapshot), on fs; Close removes them.
+	files []string
+	fs    vfs.FS
 	// Size is the bytes the snapshot takes (keys and values).
 	Size int64
 }
@@ -156,12 +163,16 @@ func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *Snaps
 }
 
 // Commit writes the snapshot's data with the registry changes w (the
-// snapshot's complete record) in one synced batch, and closes sb.
+// snapshot's complete record) in one synced batch, and closes sb. Table
+// files that Ingest has not added yet are ingested first.
 func (sb *SnapshotBatch) Commit(w *Write) error {
 	if sb.err != nil {
 		return fmt.Errorf("writing snapshot %s: %w", sb.id, sb.err)
 	}
 	defer sb.Close()
+	if err := sb.Ingest(context.Background()); err != nil {
+		return err
+	}
 	if err := applyWrite(sb.b, w); err != nil {
 		return fmt.Errorf("snapshot %s: %w", sb.id, err)
 	}
@@ -174,6 +185,7 @@ func (sb *SnapshotBatch) Commit(w *Write) error {
 // Close drops what sb holds; after Commit it does nothing.
 func (sb *SnapshotBatch) Close() {
 	if sb.b != nil {
+		sb.removeFiles()
 		sb.b.Close()
 		sb.b = nil
 		sb.h.release()
