@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,9 @@ const (
 	serverUpdateTopic = "bench-update-events"
 	// gapPoll is how often the gap monitor samples the elements read.
 	gapPoll = time.Millisecond
+	// traceGapMin is the shortest stall the gap monitor marks in an
+	// execution trace (weir.bench.gap log events, in microseconds).
+	traceGapMin = 30 * time.Millisecond
 )
 
 // ServerUpdatePipelineYAML is the job of the server variant: per key, the
@@ -57,7 +61,8 @@ type gapMonitor struct {
 	name string
 
 	gapTracker
-	last service.Progress // written by run only
+	last     service.Progress // written by run only
+	lastMark time.Time        // written by run only
 }
 
 func (g *gapMonitor) run(ctx context.Context) {
@@ -79,7 +84,14 @@ func (g *gapMonitor) run(ctx context.Context) {
 		}
 		same := p.JobID == g.last.JobID && p.Started.Equal(g.last.Started)
 		if moved := same && p.Read > g.last.Read || !same && p.Read > 0; moved {
-			g.mark(time.Now())
+			now := time.Now()
+			if prev := g.lastMark; trace.IsEnabled() && !prev.IsZero() && now.Sub(prev) >= traceGapMin {
+				// Mark the stall's end in the execution trace, with its
+				// length, so a trace reader can find what ran during it.
+				trace.Log(ctx, "weir.bench.gap", strconv.FormatInt(now.Sub(prev).Microseconds(), 10))
+			}
+			g.lastMark = now
+			g.mark(now)
 			g.last = p
 		} else if !same {
 			g.last = p
@@ -218,6 +230,7 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		time.Sleep(cfg.Steady)
 		base := float64(mon.reset().Microseconds()) / 1000
 		swapStart := time.Now()
+		trace.Log(ctx, "weir.bench.swap", "start")
 		switch cfg.Mode {
 		case "update":
 			res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
@@ -246,6 +259,7 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 			}
 		}
 		swap := float64(time.Since(swapStart).Microseconds()) / 1000
+		trace.Log(ctx, "weir.bench.swap", "end")
 		time.Sleep(cfg.Steady)
 		pause := float64(mon.reset().Microseconds()) / 1000
 		out.PausesMillis = append(out.PausesMillis, pause)
