@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -31,6 +33,32 @@ type aggKey struct {
 	// (see changeLog); dead is set when the key left its key group.
 	dirty uint64
 	dead  bool
+	// win0 and wins0 hold the key's first window and the first slot of
+	// wins inside the key itself: most keys only ever have one window (the
+	// global one, or one fixed window at a time), and a million keys are
+	// then two million objects fewer for the garbage collector to mark.
+	// win0 serves only the key's first window (used), never a later one,
+	// so that a pointer to a closed window never aliases a new one.
+	win0  winState
+	wins0 [1]*winState
+	used  bool
+}
+
+// newWindow adds window w, with state st, to the key's windows.
+func (k *aggKey) newWindow(w window.Window, st window.State) *winState {
+	var ws *winState
+	if !k.used {
+		k.used = true
+		k.win0 = winState{w: w, st: st}
+		ws = &k.win0
+	} else {
+		ws = &winState{w: w, st: st}
+	}
+	if k.wins == nil {
+		k.wins = k.wins0[:0]
+	}
+	k.wins = append(k.wins, ws)
+	return ws
 }
 
 func (k *aggKey) has(ws *winState) bool {
@@ -131,9 +159,12 @@ type aggNode struct {
 	groups    []*keyGroupState
 	events    timerHeap
 	deadlines timerHeap
-	scratch   []byte
-	gen       uint64
-	touched   []touchRef
+	// far holds the event-time timers kept out of events (see
+	// farTimerAt); once loaded, later ones go to events.
+	far     farTimers
+	scratch []byte
+	gen     uint64
+	touched []touchRef
 	// held are the windows whose panes were held back while the input
 	// watermark was −∞ (Options.HoldPanesAtMinWatermark).
 	held    []touchRef
@@ -218,6 +249,7 @@ func (n *aggNode) adopt(olds []node) {
 		n.changes.continueAfter(&old.changes, n.w, true)
 		n.gen = old.gen
 		n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
+		n.far = old.far
 	}, func(old *aggNode) {
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
@@ -227,6 +259,7 @@ func (n *aggNode) adopt(olds []node) {
 		kg := func(t timerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
 		n.deadlines = ownedBy(n.deadlines, old.deadlines, kg, route, n.w.id)
+		n.far.join(old.far)
 	})
 	if !whole {
 		heap.Init(&n.events)
@@ -256,7 +289,7 @@ func (n *aggNode) restore() error {
 	})
 }
 
-func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) }
+func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) + n.far.n }
 
 func (n *aggNode) group(kg uint16) *keyGroupState {
 	g := n.groups[kg]
@@ -320,8 +353,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			}
 		}
 		if ws == nil {
-			ws = &winState{w: e.Window, st: n.m.NewState()}
-			k.wins = append(k.wins, ws)
+			ws = k.newWindow(e.Window, n.m.NewState())
 			n.setEventTimers(kg, k, ws)
 		}
 		if ws.st.Closed {
@@ -421,9 +453,51 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 
 func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
 	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
-		heap.Push(&n.events, timerRef{t: t, kg: kg, h: k.hash, key: k.str, w: ws.w})
+		n.pushEvent(timerRef{t: t, kg: kg, h: k.hash, key: k.str, w: ws.w})
 	}
-	heap.Push(&n.events, timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.hash, key: k.str, w: ws.w})
+	n.pushEvent(timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.hash, key: k.str, w: ws.w})
+}
+
+// pushEvent adds an event-time timer, or counts it in n.far (farTimerAt).
+func (n *aggNode) pushEvent(ref timerRef) {
+	if n.far.keep(ref.t) {
+		return
+	}
+	heap.Push(&n.events, ref)
+}
+
+// loadFarTimers puts the timers kept out of the heap into it: for every
+// window of every key the node holds, the timers setEventTimers would have
+// set at or after farTimerAt. They are pushed in a fixed order (time, key
+// group, key, window), so that timers due at once fire in the same order
+// on every run.
+func (n *aggNode) loadFarTimers() {
+	var refs []timerRef
+	for kg, g := range n.groups {
+		if g == nil {
+			continue
+		}
+		for _, head := range g.keys {
+			for k := head; k != nil; k = k.next {
+				for _, ws := range k.wins {
+					if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= farTimerAt {
+						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
+					}
+					if t := n.m.Strategy.GCTime(ws.w); t >= farTimerAt {
+						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(refs, func(a, b timerRef) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.kg, b.kg), cmp.Compare(a.key, b.key),
+			cmp.Compare(a.w.Start, b.w.Start), cmp.Compare(a.w.End, b.w.End))
+	})
+	n.far.loaded()
+	for _, r := range refs {
+		heap.Push(&n.events, r)
+	}
 }
 
 func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
@@ -491,6 +565,9 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 // at +∞ every window fires and nothing waits for processing time any more.
 func (n *aggNode) eventTime(wm mtime.Time) error {
 	now := n.clock.now()
+	if n.far.due(wm) {
+		n.loadFarTimers()
+	}
 	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
 		ref := heap.Pop(&n.events).(timerRef)
 		if k, ws := n.lookup(ref); ws != nil {

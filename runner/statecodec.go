@@ -114,10 +114,12 @@ func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
 	}
 	b = b[m:]
 	for i := uint64(0); i < n; i++ {
-		ws := &winState{}
-		if ws.w, b, err = readWindow(b); err != nil {
+		w, rest, err := readWindow(b)
+		if err != nil {
 			return nil, err
 		}
+		b = rest
+		ws := k.newWindow(w, window.State{})
 		if b, err = ws.st.DecodeBinary(b); err != nil {
 			return nil, fmt.Errorf("decoding trigger state: %w", err)
 		}
@@ -135,7 +137,6 @@ func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
 				return nil, fmt.Errorf("decoding accumulator: %w", err)
 			}
 		}
-		k.wins = append(k.wins, ws)
 	}
 	return k, nil
 }
