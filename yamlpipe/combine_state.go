@@ -113,7 +113,11 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.ops))
 	}
 	b = b[k:]
-	ac.slots = make([]slot, ns)
+	if ns <= uint64(len(ac.slot0)) {
+		ac.slots = ac.slot0[:ns]
+	} else {
+		ac.slots = make([]slot, ns)
+	}
 	for i := range ac.slots {
 		s := &ac.slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
