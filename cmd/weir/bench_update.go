@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -214,12 +215,14 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 }
 
 // writeHeapProfile writes the heap profile (in-use and allocated since
-// start) to path.
+// start) to path, after a collection, so that in-use is what is live now
+// (not as of whichever collection ran last).
 func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("creating the heap profile: %w", err)
 	}
+	runtime.GC()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		f.Close()
 		return fmt.Errorf("writing the heap profile: %w", err)
