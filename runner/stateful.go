@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
@@ -205,9 +207,12 @@ type statefulNode struct {
 	groups   []map[string]*sfKey
 	events   sfTimerHeap
 	proc     sfTimerHeap
-	seq      uint64
-	scratch  []byte
-	sc       sfContext
+	// far counts the windows' expiry timers kept out of events
+	// (farTimerAt); user timers always go to the heap.
+	far     farTimers
+	seq     uint64
+	scratch []byte
+	sc      sfContext
 	// ctx is what the code is handed; its calls go to sc.
 	ctx     contract.StateContext
 	changes changeLog[sfDirty]
@@ -245,6 +250,7 @@ func (n *statefulNode) adopt(olds []node) {
 		n.seq = old.seq
 		n.changes.continueAfter(&old.changes, n.w, true)
 		n.groups, n.events, n.proc = old.groups, old.events, old.proc
+		n.far = old.far
 	}, func(old *statefulNode) {
 		n.seq = max(n.seq, old.seq)
 		n.changes.continueAfter(&old.changes, n.w, false)
@@ -256,6 +262,7 @@ func (n *statefulNode) adopt(olds []node) {
 		kg := func(t sfTimerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
 		n.proc = ownedBy(n.proc, old.proc, kg, route, n.w.id)
+		n.far.join(old.far)
 	})
 	if !whole {
 		heap.Init(&n.events)
@@ -281,8 +288,7 @@ func (n *statefulNode) restore() error {
 		}
 		g[k.str] = k
 		for _, ws := range k.wins {
-			n.seq++
-			heap.Push(&n.events, sfTimerRef{t: n.strategy.GCTime(ws.w), seq: n.seq, kg: kg, key: k.str, w: ws.w})
+			n.pushExpiry(kg, k.str, ws.w)
 			for id, t := range ws.timers {
 				n.seq++
 				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, key: k.str, w: ws.w, id: id}
@@ -328,7 +334,43 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	return n, nil
 }
 
-func (n *statefulNode) timerCount() int { return len(n.events) + len(n.proc) }
+func (n *statefulNode) timerCount() int { return len(n.events) + len(n.proc) + n.far.n }
+
+// pushExpiry sets the expiry timer of window w of key: in the heap, or
+// counted in n.far when it is at or after the end of the global window.
+func (n *statefulNode) pushExpiry(kg uint16, key string, w window.Window) {
+	t := n.strategy.GCTime(w)
+	if n.far.keep(t) {
+		return
+	}
+	n.seq++
+	heap.Push(&n.events, sfTimerRef{t: t, seq: n.seq, kg: kg, key: key, w: w})
+}
+
+// loadFarTimers puts the expiry timers kept out of the heap into it, in a
+// fixed order (time, key group, key, window), as aggNode's.
+func (n *statefulNode) loadFarTimers() {
+	var refs []sfTimerRef
+	for kg, g := range n.groups {
+		for _, k := range g {
+			for _, ws := range k.wins {
+				if t := n.strategy.GCTime(ws.w); t >= farTimerAt {
+					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), key: k.str, w: ws.w})
+				}
+			}
+		}
+	}
+	slices.SortFunc(refs, func(a, b sfTimerRef) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.kg, b.kg), cmp.Compare(a.key, b.key),
+			cmp.Compare(a.w.Start, b.w.Start), cmp.Compare(a.w.End, b.w.End))
+	})
+	n.far.loaded()
+	for _, r := range refs {
+		n.seq++
+		r.seq = n.seq
+		heap.Push(&n.events, r)
+	}
+}
 
 func (n *statefulNode) processAligned(_ int, b bundle) error {
 	var dropped int64
@@ -372,8 +414,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		if ws == nil {
 			ws = &sfWin{w: e.Window}
 			k.wins = append(k.wins, ws)
-			n.seq++
-			heap.Push(&n.events, sfTimerRef{t: n.strategy.GCTime(e.Window), seq: n.seq, kg: kg, key: key, w: e.Window})
+			n.pushExpiry(kg, key, e.Window)
 		}
 		n.sc = sfContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
 		if err := n.fn.Process(&n.ctx, *e); err != nil {
@@ -443,7 +484,10 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 // eventTime fires the event-time timers due at wm; at +∞ the node finishes.
 func (n *statefulNode) eventTime(wm mtime.Time) error {
 	if atEnd(wm) {
-		return n.finish()
+		return n.finish() // expiry timers do not fire there: nothing to load
+	}
+	if n.far.due(wm) {
+		n.loadFarTimers()
 	}
 	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
 		ref := heap.Pop(&n.events).(sfTimerRef)
@@ -463,6 +507,7 @@ func (n *statefulNode) eventTime(wm mtime.Time) error {
 func (n *statefulNode) finish() error {
 	events, proc := n.events, n.proc
 	n.events, n.proc = nil, nil
+	n.far = farTimers{} // expiry timers: they do not fire at the end
 	for len(events) > 0 {
 		ref := heap.Pop(&events).(sfTimerRef)
 		if ref.id == "" {
