@@ -336,7 +336,13 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		// The state's files join the store outside Service.mu (their
 		// ingest waits for a sync); finishSnapshot takes it to write the
 		// READY record, or removes them if the snapshot went meanwhile.
-		if err = sb.Ingest(s.ctx); err == nil {
+		if s.hooks.snapshotWrite != nil {
+			err = s.hooks.snapshotWrite(snap.ID, sb.Size)
+		}
+		if err == nil {
+			err = sb.Ingest(s.ctx)
+		}
+		if err == nil {
 			err = s.finishSnapshot(snap, sb, sb.Size)
 		} else {
 			sb.Close()
@@ -366,22 +372,12 @@ var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
 // finishSnapshot commits the last batch sb of snapshot snap's data with
 // its READY record (size bytes in all), taking Service.mu.
 func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size int64) error {
-	if s.hooks.snapshotWrite != nil {
-		if err := s.hooks.snapshotWrite(snap.ID, size); err != nil {
-			sb.Close()
-			return err
-		}
-	}
-	if s.ctx.Err() != nil {
-		sb.Close()
-		return errors.New("the server shut down while the snapshot's state was copied")
-	}
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	cur, err := s.readSnapshot(snap.ID)
 	if err == nil && cur.State != SnapshotRunning {
 		// Deleted (or failed) while the state was copied: what the batch
-		// ingested goes too.
+		// ingested goes too (the delete found nothing to remove).
 		sb.Close()
 		if err := s.deleteSnapshotLocked(snap.ID, &state.Write{}); err != nil {
 			s.opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
@@ -391,6 +387,12 @@ func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size i
 	if err != nil {
 		sb.Close()
 		return err
+	}
+	if s.ctx.Err() != nil {
+		// Still RUNNING: the caller makes it FAILED, which removes what
+		// was ingested.
+		sb.Close()
+		return errors.New("the server shut down while the snapshot's state was copied")
 	}
 	cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), size
 	w := &state.Write{}
