@@ -39,6 +39,7 @@ const (
 	EventSnapshotCreated  EventType = "snapshot_created"
 	EventSnapshotFailed   EventType = "snapshot_failed"
 	EventRecovered        EventType = "recovered"
+	EventCatchUpExpired   EventType = "catch_up_expired"
 	EventLog              EventType = "log"
 )
 
@@ -79,6 +80,7 @@ func EventTypes() []EventTypeInfo {
 		{EventSnapshotCreated, "info", "a snapshot of the job is READY (details: snapshot_id, disk_size_bytes)"},
 		{EventSnapshotFailed, "error", "a snapshot of the job failed (details: snapshot_id, reason)"},
 		{EventRecovered, "info", "the job resumed after a restart of the service (details: epoch, the checkpoint it resumed from)"},
+		{EventCatchUpExpired, "warning", "a source re-reading a topic for a replacement found messages the old job had read gone from the topic's retention; its catch-up went on, or ended, without them (details: step, topic, subscription, expired_messages, first_seq, last_seq, hold_until_seq, next_seq)"},
 		{EventLog, "info", "a line a LogForTesting step printed (the element as JSON)"},
 	}
 }

@@ -107,7 +107,7 @@ func TestEventTypesDocumented(t *testing.T) {
 	}
 	for _, typ := range []EventType{EventStateChanged, EventConditionChanged, EventCheckpointFailed, EventDeadLetter, EventUpdateRefused,
 		EventUpdateValidated, EventUpdateSucceeded, EventUpdateFailed, EventRescaleSucceeded, EventRescaleFailed, EventReplacementPhase,
-		EventSnapshotCreated, EventSnapshotFailed, EventRecovered, EventLog} {
+		EventSnapshotCreated, EventSnapshotFailed, EventRecovered, EventCatchUpExpired, EventLog} {
 		if !all[typ] {
 			t.Errorf("EventTypes lacks %s", typ)
 		}

@@ -1,8 +1,11 @@
 package service
 
 import (
+	"fmt"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner"
 )
 
 // A re-reading replacement job keeps its guarantee while it catches up
@@ -32,7 +35,17 @@ import (
 //     yet processed; this data was);
 //   - the progress shows in the source step's metrics (catch_up: the last
 //     sequence read and HoldUntil), so a user knows when the re-read is
-//     done.
+//     done;
+//   - when the topic no longer holds part of what the re-read must read
+//     (retention, a size limit or a purge dropped it after the
+//     replacement began: rewindPoint refuses a topic that had already
+//     dropped its first message), the split goes on past the gap, and when
+//     nothing up to HoldUntil is left it stops holding (otherwise its
+//     watermark stayed at −∞ and a drain waited for the catch-up
+//     forever). The windows holding those messages then fire without
+//     them: the job records a catch_up_expired warning event with the
+//     count, the service logs it at warn, and the count shows in the
+//     metrics (catch_up.expired_messages).
 
 // CatchUp is the re-read a job carries on from the replacement job it
 // updates in place while that job was still catching up.
@@ -75,6 +88,9 @@ type SourceCatchUp struct {
 	HoldUntil uint64 `json:"hold_until_seq"`
 	// CaughtUp says the re-read is done.
 	CaughtUp bool `json:"caught_up"`
+	// ExpiredMessages counts the messages the re-read had to read again
+	// but the topic no longer held (EventCatchUpExpired).
+	ExpiredMessages uint64 `json:"expired_messages,omitempty"`
 }
 
 // catchUpOf returns the progress of a source's code, or nil.
@@ -87,7 +103,60 @@ func catchUpOf(code any) *SourceCatchUp {
 	if !ok {
 		return nil
 	}
-	return &SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding}
+	return &SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
+}
+
+// CatchUpExpiryReporter is implemented by source code that re-reads for a
+// replacement job (*pubsub.Source): it tells of the messages of the
+// re-read the topic no longer holds.
+type CatchUpExpiryReporter interface {
+	// OnCatchUpExpired makes the source call fn, from its reading
+	// goroutine, for each gap it finds; it is called before the
+	// execution starts.
+	OnCatchUpExpired(fn func(pubsub.CatchUpExpired))
+}
+
+var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
+
+// reportCatchUpExpired makes the re-reading sources of prog, j's program,
+// record what their re-read found gone (catchUpExpired). Called for every
+// execution before it starts.
+func (s *Service) reportCatchUpExpired(j *Job, prog *runner.Program) {
+	if !rewindsInput(j) {
+		return
+	}
+	for _, st := range prog.Graph.Steps {
+		if st.Kind != graph.KindSource {
+			continue
+		}
+		if r, ok := prog.Code[st.Name].(CatchUpExpiryReporter); ok {
+			r.OnCatchUpExpired(s.catchUpExpired(j.ID, j.Name))
+		}
+	}
+}
+
+// catchUpExpired returns what records, for job id, that a source's re-read
+// went on without messages the topic no longer held: a warning event and
+// a log line. Nothing is lost silently: the old job had read those
+// messages, so the windows holding them fire without them.
+func (s *Service) catchUpExpired(id, name string) func(pubsub.CatchUpExpired) {
+	return func(e pubsub.CatchUpExpired) {
+		gone := fmt.Sprintf("%d messages the old job had read (sequences %d to %d)", e.Messages, e.FirstSeq, e.LastSeq)
+		if e.Messages == 1 {
+			gone = fmt.Sprintf("1 message the old job had read (sequence %d)", e.FirstSeq)
+		}
+		then := fmt.Sprintf("the re-read goes on at sequence %d", e.NextSeq)
+		if e.LastSeq >= e.HoldUntil {
+			then = fmt.Sprintf("the catch-up ended there, short of the old job's last message (sequence %d): its watermark is no longer held", e.HoldUntil)
+		}
+		msg := fmt.Sprintf("source %s re-reads topic %s for the replacement, but %s are no longer in the topic (its retention, a size limit or a purge dropped them): %s, and the windows holding those messages fire without them. Keep a topic's messages longer than a replacement's re-read takes",
+			e.Step, e.Topic, gone, then)
+		s.opts.Logger.Warn("re-read: messages the old job had read are no longer in the topic's retention", "job_id", id, "job_name", name,
+			"step", e.Step, "topic", e.Topic, "subscription", e.Subscription, "expired_messages", e.Messages,
+			"first_seq", e.FirstSeq, "last_seq", e.LastSeq, "hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
+		s.emit(id, EventCatchUpExpired, SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
+			"expired_messages": e.Messages, "first_seq": e.FirstSeq, "last_seq": e.LastSeq, "hold_until_seq": e.HoldUntil, "next_seq": e.NextSeq})
+	}
 }
 
 // carriedCatchUp returns what the in-place update of old, running as jr,

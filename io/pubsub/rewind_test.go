@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -203,5 +205,79 @@ func TestSourceRewindFromSeq(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[4 5 6 7 8 9 10]" {
 		t.Fatalf("read sequences %v, want 4..10 (the re-read starts at FromSeq, not at the floor 10)", got)
+	}
+}
+
+// TestSourceRewindExpired: when the topic drops the rest of what a
+// re-reading split must read (retention, a size limit or a purge) while it
+// holds, the split ends its hold instead of waiting forever for the old
+// job's last message: it reports the lost sequences (OnCatchUpExpired,
+// CatchUp.Expired), its watermark is no longer −∞, and its position is at
+// HoldUntil, so a split resumed from it does not hold again.
+func TestSourceRewindExpired(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	setupTopic(t, b, "rx", "rx", 0)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 8 {
+		ts := base.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
+		if _, err := b.Publish(ctx, "rx", []byte(fmt.Sprintf(`{"region":"N","amount":%d,"ts":%q}`, i, ts)), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldWM := mtime.FromTime(base.Add(7 * time.Second))
+	src, err := NewSource(b, SourceConfig{Step: "Events", Subscription: "rx", Schema: orderSchema, TimestampField: "ts",
+		Watermark: WatermarkPolicy{IdleTimeout: -1},
+		Rewind:    &RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: oldWM, HoldUntil: 8, FromSeq: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []CatchUpExpired
+	src.OnCatchUpExpired(func(e CatchUpExpired) { got = append(got, e) })
+	sp := openSplit(t, src)
+	cs := sp.(contract.CatchingUpSplit)
+	read := readN(t, ctx, sp, 3, 1)
+	last := uint64(read[2].Source.Offset)
+	st, err := b.js.Stream(ctx, "WEIR_TOPIC_rx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(9)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]contract.Element, 1)
+	var res contract.ReadResult
+	for cs.CatchingUp() {
+		// A message the fetch in flight had delivered before the purge is
+		// still read.
+		if res, err = sp.Read(ctx, buf); err != nil {
+			t.Fatal(err)
+		}
+		if res.N == 1 {
+			last = uint64(buf[0].Source.Offset)
+		}
+	}
+	if res.Watermark < oldWM {
+		t.Errorf("watermark after the hold ended: %v, want at least the old job's %v", res.Watermark, oldWM)
+	}
+	want := CatchUpExpired{Step: "Events", Subscription: "rx", Topic: "rx", FirstSeq: last + 1, LastSeq: 8, Messages: 8 - last, HoldUntil: 8, NextSeq: 9}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("reported %+v, want [%+v]", got, want)
+	}
+	if c, _ := src.CatchUp(); c.Holding || c.ReadSeq != 8 || c.Expired != 8-last {
+		t.Errorf("CatchUp after the hold ended: %+v, want read_seq 8, %d expired, not holding", c, 8-last)
+	}
+	pos, err := sp.Position()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	sps, err := src.Resume(ctx, [][]byte{pos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sps[0].Close()
+	if sps[0].(contract.CatchingUpSplit).CatchingUp() {
+		t.Errorf("a split resumed from the position after the hold ended holds again")
 	}
 }

@@ -266,6 +266,10 @@ type Source struct {
 	// readSeq is the last stream sequence its split handled (set only
 	// under SourceConfig.Rewind: CatchUp).
 	readSeq atomic.Uint64
+	// expired counts the messages of the re-read the topic no longer held
+	// (CatchUp.Expired); onExpired, when set, is told of each gap.
+	expired   atomic.Uint64
+	onExpired atomic.Pointer[func(CatchUpExpired)]
 }
 
 // CatchUp is the progress of a source re-reading for a replacement job
@@ -280,6 +284,32 @@ type CatchUp struct {
 	// Holding is ReadSeq < HoldUntil: the split's watermark is held at −∞
 	// and a drain reads on until it is false (contract.CatchingUpSplit).
 	Holding bool
+	// Expired counts the messages up to HoldUntil the re-read had to read
+	// again but the topic no longer held (retention, a message or size
+	// limit, a purge): the catch-up went on, or ended, without them
+	// (CatchUpExpired).
+	Expired uint64
+}
+
+// CatchUpExpired says that part of a re-read is gone: the messages of
+// stream sequences FirstSeq to LastSeq (at most HoldUntil), which the old
+// job had read, are no longer in the topic's retention, so the split
+// re-reading for a replacement job went on without them — it stopped
+// holding its watermark when nothing up to HoldUntil was left to read
+// (otherwise the catch-up, and a drain waiting for it, would never end).
+type CatchUpExpired struct {
+	Step         string
+	Subscription string
+	Topic        string
+	// FirstSeq and LastSeq bound the sequences that were gone; Messages
+	// is LastSeq − FirstSeq + 1.
+	FirstSeq, LastSeq, Messages uint64
+	// HoldUntil is RewindStart.HoldUntil.
+	HoldUntil uint64
+	// NextSeq is where the re-read went on: the next message the split
+	// read, or, with nothing up to HoldUntil left, the topic's first
+	// retained sequence (its next one when it held none).
+	NextSeq uint64
 }
 
 // CatchUp returns the progress of the source's re-read, or false when it
@@ -288,10 +318,16 @@ func (s *Source) CatchUp() (CatchUp, bool) {
 	if s.cfg.Rewind == nil {
 		return CatchUp{}, false
 	}
-	c := CatchUp{ReadSeq: s.readSeq.Load(), HoldUntil: s.cfg.Rewind.HoldUntil}
+	c := CatchUp{ReadSeq: s.readSeq.Load(), HoldUntil: s.cfg.Rewind.HoldUntil, Expired: s.expired.Load()}
 	c.Holding = c.ReadSeq < c.HoldUntil
 	return c, true
 }
+
+// OnCatchUpExpired makes the source call fn, from its reading goroutine,
+// each time its split finds that messages its re-read had to read again
+// are gone from the topic (CatchUpExpired); without it the source logs a
+// warning. Call it before Split or Resume.
+func (s *Source) OnCatchUpExpired(fn func(CatchUpExpired)) { s.onExpired.Store(&fn) }
 
 // MaxEventTime returns the newest event time of an element the source
 // produced since it was built; ok is false before the first. The job

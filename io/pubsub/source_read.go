@@ -58,6 +58,9 @@ type split struct {
 	rewindSkipped int64
 	// floored: the watermark was raised to SourceConfig.Rewind.Watermark.
 	floored bool
+	// emptyHeld counts the fetches in a row that delivered nothing while
+	// the split held (checkRetained).
+	emptyHeld int
 
 	acked atomic.Uint64 // highest stream sequence acknowledged
 }
@@ -108,6 +111,9 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
 			}
+			if s.caughtUp && s.holding() {
+				s.checkRetained(ctx)
+			}
 			continue
 		}
 		s.batchN++
@@ -142,8 +148,66 @@ func (s *split) holding() bool {
 // CatchingUp implements contract.CatchingUpSplit: a drain of a re-reading
 // split that still holds reads on up to the old job's last message first,
 // so that the drain's panes are no smaller than the old job's (the old job
-// had read every one of those messages).
+// had read every one of those messages). It becomes false by reading
+// alone, also when the topic no longer holds those messages
+// (checkRetained).
 func (s *split) CatchingUp() bool { return s.holding() }
+
+// retainedCheckEvery is how often a holding split whose fetches deliver
+// nothing asks the broker whether what it still has to re-read is
+// retained: on the first empty fetch, then every this many in a row
+// (about a second at the default FetchWait; an idle holding split would
+// otherwise double its requests to the broker).
+const retainedCheckEvery = 40
+
+// checkRetained ends the hold of a split whose fetches deliver nothing
+// when the topic retains no message it still has to re-read: none of
+// sequences (position, HoldUntil] is stored any more (the stream's first
+// sequence is past HoldUntil: retention, a size limit or a purge dropped
+// them) or the stream's last sequence is at or below the position (it can
+// never reach HoldUntil). Without this the hold, and a drain that waits
+// for it, would never end. The messages are counted and reported
+// (CatchUpExpired); the position moves to HoldUntil, so that a restart
+// from it does not hold again. A failed look-up is retried at the next
+// check.
+func (s *split) checkRetained(ctx context.Context) {
+	s.emptyHeld++
+	if (s.emptyHeld-1)%retainedCheckEvery != 0 {
+		return
+	}
+	st, err := s.b.js.Stream(ctx, s.stream)
+	if err != nil {
+		s.b.log.Debug("re-read: reading the topic's retention", "subscription", s.cfg.Subscription, "topic", s.srcName, "error", err)
+		return
+	}
+	si := st.CachedInfo().State
+	hold := s.cfg.Rewind.HoldUntil
+	if si.Msgs > 0 && si.FirstSeq <= hold && si.LastSeq > s.pos.StreamSeq {
+		return // still there: the fetches come back empty for another reason (the subscription's cap of messages in flight)
+	}
+	next := si.FirstSeq
+	if si.Msgs == 0 {
+		next = si.LastSeq + 1
+	}
+	s.expire(s.pos.StreamSeq+1, hold, next)
+	s.pos.StreamSeq = hold
+	s.src.readSeq.Store(hold)
+}
+
+// expire counts and reports that the re-read's messages of sequences
+// first to last are gone from the topic; next is where the re-read goes on.
+func (s *split) expire(first, last, next uint64) {
+	e := CatchUpExpired{Step: s.cfg.Step, Subscription: s.cfg.Subscription, Topic: s.srcName,
+		FirstSeq: first, LastSeq: last, Messages: last - first + 1, HoldUntil: s.cfg.Rewind.HoldUntil, NextSeq: next}
+	s.src.expired.Add(e.Messages)
+	if fn := s.src.onExpired.Load(); fn != nil && *fn != nil {
+		(*fn)(e)
+		return
+	}
+	s.b.log.Warn("re-read: messages the old job had read are no longer in the topic's retention; the catch-up goes on without them",
+		"subscription", e.Subscription, "topic", e.Topic, "expired_messages", e.Messages, "first_seq", e.FirstSeq, "last_seq", e.LastSeq,
+		"hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
+}
 
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
@@ -153,6 +217,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
 	}
 	s.caughtUp = false
+	s.emptyHeld = 0
 	now := s.cfg.Clock.Now()
 	s.wm.busy(now)
 	seq := md.Sequence.Stream
@@ -161,6 +226,12 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		// was already emitted by this split.
 		s.skipped++
 		return false, nil
+	}
+	if s.holding() && seq > s.pos.StreamSeq+1 {
+		// A topic's sequences have no holes but the messages it dropped
+		// (retention, a size limit, a purge): those the re-read still had
+		// to read are gone.
+		s.expire(s.pos.StreamSeq+1, min(seq-1, s.cfg.Rewind.HoldUntil), seq)
 	}
 	if s.cfg.Rewind != nil {
 		s.src.readSeq.Store(seq)

@@ -44,7 +44,10 @@ type SourceSplit interface {
 // short by a drain while it does. CatchingUp is called between Reads from
 // the reading goroutine; while it returns true, a drain keeps reading the
 // split as usual (its watermark as Read reports it) before it moves the
-// source's watermark to +∞. It must become false by reading alone.
+// source's watermark to +∞. It must become false by reading alone, also
+// when the input it still had to re-read is gone (a Pub/Sub topic's
+// retention dropped it): a split that cannot reach the end of its re-read
+// ends it and says so, or the drain would never end.
 type CatchingUpSplit interface {
 	SourceSplit
 	CatchingUp() bool
