@@ -48,6 +48,7 @@ const (
 	mStepCatchUpRead
 	mStepCatchUpHoldUntil
 	mStepCatchUpCaughtUp
+	mStepCatchUpExpired
 	mCheckpointDuration
 	mCheckpointSize
 )
@@ -81,6 +82,8 @@ var metricDefs = []MetricDef{
 		"Last sequence the replaced job had read: until the re-reading source has read it, its watermark is held and no pane fires."},
 	mStepCatchUpCaughtUp: {"weir_step_catch_up_caught_up", "gauge", stepLabels,
 		"1 once the re-reading source has read through weir_step_catch_up_hold_until_sequence, 0 while it still catches up."},
+	mStepCatchUpExpired: {"weir_step_catch_up_expired_messages", "gauge", stepLabels,
+		"Messages a re-reading source had to read again but found gone from the topic's retention (each gap is a catch_up_expired event)."},
 	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
 }
@@ -204,4 +207,5 @@ func collectCatchUp(gauge func(m int, v float64, labels ...string), st service.S
 		caught = 1
 	}
 	gauge(mStepCatchUpCaughtUp, caught, l...)
+	gauge(mStepCatchUpExpired, float64(c.ExpiredMessages), l...)
 }

@@ -21,9 +21,11 @@ func TestCollectCatchUp(t *testing.T) {
 	}{
 		{"no re-read", service.StepMetrics{Name: "Events"}, nil},
 		{"re-reading", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}},
-			[]sample{{"weir_step_catch_up_read_sequence", 40}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 0}}},
+			[]sample{{"weir_step_catch_up_read_sequence", 40}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 0}, {"weir_step_catch_up_expired_messages", 0}}},
 		{"caught up", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}},
-			[]sample{{"weir_step_catch_up_read_sequence", 130}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 1}}},
+			[]sample{{"weir_step_catch_up_read_sequence", 130}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 1}, {"weir_step_catch_up_expired_messages", 0}}},
+		{"caught up past a gap", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}},
+			[]sample{{"weir_step_catch_up_read_sequence", 102}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 1}, {"weir_step_catch_up_expired_messages", 60}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -327,8 +327,14 @@ func describeCatchUp(steps []service.StepMetrics) string {
 		if c == nil {
 			continue
 		}
+		gone := ""
+		if c.ExpiredMessages > 0 {
+			gone = fmt.Sprintf("; %d messages of the re-read were gone from the topic's retention", c.ExpiredMessages)
+		}
 		if c.CaughtUp {
-			parts = append(parts, fmt.Sprintf("%s caught up (read seq %d, re-read through seq %d)", s.Name, c.ReadSequence, c.HoldUntil))
+			parts = append(parts, fmt.Sprintf("%s caught up (read seq %d, re-read through seq %d%s)", s.Name, c.ReadSequence, c.HoldUntil, gone))
+		} else if gone != "" {
+			parts = append(parts, fmt.Sprintf("%s re-reading: seq %d of %d (its watermark is held until then, so no pane fires%s)", s.Name, c.ReadSequence, c.HoldUntil, gone))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s re-reading: seq %d of %d (its watermark is held until then, so no pane fires)", s.Name, c.ReadSequence, c.HoldUntil))
 		}

@@ -60,6 +60,8 @@ func TestDescribeCatchUp(t *testing.T) {
 			"Events re-reading: seq 40 of 102 (its watermark is held until then, so no pane fires)"},
 		{"caught up", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}}},
 			"Events caught up (read seq 130, re-read through seq 102)"},
+		{"caught up past a gap", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}}},
+			"Events caught up (read seq 102, re-read through seq 102; 60 messages of the re-read were gone from the topic's retention)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
