@@ -270,6 +270,15 @@ type Source struct {
 	// (CatchUp.Expired); onExpired, when set, is told of each gap.
 	expired   atomic.Uint64
 	onExpired atomic.Pointer[func(CatchUpExpired)]
+	// live is the subscription its last opened split reads (the backlog
+	// metrics ask it directly, without looking the subscription up).
+	live atomic.Pointer[liveConsumer]
+}
+
+// liveConsumer is the subscription an open split reads, on its topic.
+type liveConsumer struct {
+	topic string
+	cons  jetstream.Consumer
 }
 
 // CatchUp is the progress of a source re-reading for a replacement job
@@ -375,7 +384,7 @@ const backlogTimeout = 200 * time.Millisecond
 func (s *Source) BacklogElements() (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	info, err := s.b.Subscription(ctx, s.cfg.Subscription)
+	info, err := s.backlogInfo(ctx)
 	if err != nil {
 		return 0, false
 	}
@@ -388,7 +397,7 @@ func (s *Source) BacklogElements() (int64, bool) {
 func (s *Source) BacklogBytes() (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	info, err := s.b.Subscription(ctx, s.cfg.Subscription)
+	info, err := s.backlogInfo(ctx)
 	if err != nil {
 		return 0, false
 	}
@@ -400,6 +409,21 @@ func (s *Source) BacklogBytes() (int64, bool) {
 		return 0, true
 	}
 	return int64(float64(info.Backlog) * float64(ti.Bytes) / float64(ti.Messages)), true
+}
+
+// backlogInfo describes the subscription for the backlog metrics: through
+// the open split's consumer (one round trip to the broker), else by looking
+// it up (a search over the topics' streams, several round trips, which
+// under load queue with the broker's other requests, a resume's among
+// them: the metrics are sampled while jobs run and at every update).
+func (s *Source) backlogInfo(ctx context.Context) (SubscriptionInfo, error) {
+	if lc := s.live.Load(); lc != nil {
+		if ci, err := lc.cons.Info(ctx); err == nil {
+			return subscriptionInfo(lc.topic, ci), nil
+		}
+		// Deleted, or recreated meanwhile: look it up.
+	}
+	return s.b.Subscription(ctx, s.cfg.Subscription)
 }
 
 // Split opens the subscription as one split, starting from its
@@ -465,6 +489,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}
+	s.live.Store(&liveConsumer{topic: topic, cons: cons})
 	sp := &split{
 		src:      s,
 		b:        s.b,
