@@ -671,14 +671,26 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	publishPar(t, b, phase2)
 	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
-	// The old job's rows of the windows both fired are committed.
-	o, _ := s.Get(old.ID)
-	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+	// Both jobs' rows of the windows both fired are committed: the new
+	// job's first commit is what puts its generation behind the view,
+	// beside the old job's, so that the rollback has one to drop.
+	for _, id := range []string{old.ID, nj.ID} {
+		j, _ := s.Get(id)
+		var epoch uint64
+		if j.LastCheckpoint != nil {
+			epoch = j.LastCheckpoint.Epoch
+		}
+		waitFor(t, s, id, "two more checkpoints", checkpointed(epoch+2))
+	}
+	cur, _ := s.Get(nj.ID)
+	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(cur.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 2 || gens[0].Generation != nj.Generation || gens[1].Generation != old.Generation {
+		t.Fatalf("façade generations before the rollback: %+v %v", gens, err)
+	}
 	if err := s.abortParallel(ctx, nj.ID, "rolled back during the overlap"); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := s.Get(nj.ID)
-	o, _ = s.Get(old.ID)
+	o, _ := s.Get(old.ID)
 	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack || o.State != StateRunning || o.Replacement.Phase != PhaseRolledBack || o.ReplacedByJobID != "" {
 		t.Fatalf("after the rollback: new %s %s, old %s %s replaced by %q", n.State, n.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
 	}
