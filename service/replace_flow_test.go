@@ -266,9 +266,7 @@ func TestStopAndReplace(t *testing.T) {
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-				return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-			})
+			waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 			// The new job read exactly what the old one had not: its
 			// subscription (its own, under a new name with a topic source)
 			// started where the old job's stopped.

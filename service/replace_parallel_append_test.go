@@ -378,14 +378,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if d > 0 {
 		waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
 		// Both jobs' rows of the overlap are committed, in their own tables.
-		for _, id := range []string{old.ID, nj.ID} {
-			j, _ := s.Get(id)
-			var epoch uint64
-			if j.LastCheckpoint != nil {
-				epoch = j.LastCheckpoint.Epoch
-			}
-			waitFor(t, s, id, "two more checkpoints", checkpointed(epoch+2))
-		}
+		waitCheckpointsAfter(t, s, 2, old.ID, nj.ID)
 		// Both generations' tables hold the overlap's elements; the view
 		// shows each once.
 		gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(nj.Replacement.Parallel.Tables[0]))
@@ -431,9 +424,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	target := s.facadeTarget(fin.Replacement.Parallel.Tables[0])
 	gens, err := sqlsink.FacadeGenerations(ctx, target)

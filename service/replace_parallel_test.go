@@ -569,9 +569,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	// The view's generations: the old job's (migrated from the plain
 	// table, ended at the cut-over) and the new job's.
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
@@ -644,44 +642,17 @@ func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClo
 // after the old job drained every total equals the ground truth.
 func TestParallelRollbackDuringOverlap(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
-	cons := startConsumer(s, view)
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nj := res.Job
+	sc := startParScenario(t)
+	s, b, old := sc.s, sc.b, sc.old
+	cons := sc.acked(t)
+	nj := sc.update(t, parallelOverlapOptions...)
 	// No in-place update while the two jobs overlap.
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir}}); ErrorCode(err) != CodeUpdateInProgress {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); ErrorCode(err) != CodeUpdateInProgress {
 		t.Fatalf("an in-place update during the overlap: %v", err)
 	}
-	phase2 := parEvents(base, 35, 70, 1000)
-	publishPar(t, b, phase2)
-	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
-	// Both jobs' rows of the windows both fired are committed: the new
-	// job's first commit is what puts its generation behind the view,
-	// beside the old job's, so that the rollback has one to drop.
-	for _, id := range []string{old.ID, nj.ID} {
-		j, _ := s.Get(id)
-		var epoch uint64
-		if j.LastCheckpoint != nil {
-			epoch = j.LastCheckpoint.Epoch
-		}
-		waitFor(t, s, id, "two more checkpoints", checkpointed(epoch+2))
-	}
+	// Both jobs' rows of the windows both fired are committed, so that
+	// the rollback has a generation to drop.
+	phase2 := sc.overlap(t, nj)
 	cur, _ := s.Get(nj.ID)
 	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(cur.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 2 || gens[0].Generation != nj.Generation || gens[1].Generation != old.Generation {
 		t.Fatalf("façade generations before the rollback: %+v %v", gens, err)
@@ -708,20 +679,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != CodeIllegalTransition {
 		t.Fatalf("a second rollback: %v", err)
 	}
-	phase3 := parEvents(base, 70, 90, 5000)
-	publishPar(t, b, phase3)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
-	if _, err := s.Drain(ctx, old.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
-	got := cons.finish(t)
-	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
-	if diff := diffTotals(got, parTruth(all)); diff != "" {
-		t.Fatalf("the view against the ground truth:\n%s", diff)
-	}
+	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
 }
 
 // TestParallelRefusals: what a parallel replacement cannot hand over is
@@ -782,23 +740,10 @@ func TestParallelRefusals(t *testing.T) {
 // active job, its generation the only one behind the view.
 func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nj := waitFor(t, s, res.Job.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
+	sc := startParScenario(t)
+	s, old := sc.s, sc.old
+	res := sc.update(t, parallelOverlapOptions...)
+	nj := waitFor(t, s, res.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
 	if _, err := s.Cancel(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}

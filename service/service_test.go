@@ -213,6 +213,12 @@ func checkpointed(epoch uint64) func(*Job) bool {
 	return func(j *Job) bool { return j.LastCheckpoint != nil && j.LastCheckpoint.Epoch >= epoch }
 }
 
+// drainedAndCommitted holds for a job that ended DRAINED with its final
+// checkpoint committed, or ended otherwise (the waiter then says how).
+func drainedAndCommitted(j *Job) bool {
+	return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+}
+
 func states(j *Job) []JobState {
 	var out []JobState
 	for _, h := range j.History {

@@ -127,9 +127,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	}
 	// DRAINED is recorded with the final checkpoint; the sink commits it
 	// right after (pending_commit until then).
-	fin := waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
 	if fin.State != StateDrained || fin.Generation != 3 {
 		t.Fatalf("after the drain: %s, generation %d", fin.State, fin.Generation)
 	}

@@ -221,9 +221,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 	if _, err := s.Drain(ctx, "joined"); err != nil {
 		t.Fatal(err)
 	}
-	fin := waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
 	if fin.State != StateDrained {
 		t.Fatalf("after the drain: %s", fin.State)
 	}
