@@ -405,16 +405,7 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool, named string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	for _, topic := range []string{"par-events", "par-out"} {
-		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := startBroker(t, dir, "par-events", "par-out")
 	if _, err := b.CreateSubscription(ctx, "par-out-reader", "par-out", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -614,16 +605,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	for _, topic := range []string{"par-events", "par-out"} {
-		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := startBroker(t, dir, "par-events", "par-out")
 	clock := &shiftClock{base: time.Now()}
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
 		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})

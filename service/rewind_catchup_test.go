@@ -29,15 +29,7 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 	t.Helper()
 	ctx := context.Background()
 	if b == nil {
-		var err error
-		b, err = pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-		if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
+		b = startBroker(t, dir, "sr-events")
 		if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true, MaxAckPending: catchUpAck}); err != nil {
 			t.Fatal(err)
 		}

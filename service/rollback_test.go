@@ -118,14 +118,7 @@ func rbPipelines(sink rbSink) (v1, v2 string) {
 func openRollback(t *testing.T, dir string, retention time.Duration) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, dir, "sr-events")
 	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
