@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +133,47 @@ func waitCheckpointsAfter(t *testing.T, s *Service, n uint64, ids ...string) {
 		}
 		waitFor(t, s, id, fmt.Sprintf("%d more checkpoints", n), checkpointed(epoch+n))
 	}
+}
+
+// viewPoller is what the consumers of a view (consumer, elemConsumer)
+// share: a poll at every change of the service until stopped, and the
+// violations their polls record, under mu.
+type viewPoller struct {
+	mu         sync.Mutex
+	reads      int
+	violations []string
+	stop, done chan struct{}
+}
+
+// start calls poll at once and after every change of s, until end.
+func (p *viewPoller) start(s *Service, poll func()) {
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		for {
+			changed := s.changes.next()
+			poll()
+			select {
+			case <-changed:
+			case <-p.stop:
+				poll()
+				return
+			}
+		}
+	}()
+}
+
+// end stops the polling after one last poll and fails t with the
+// violations recorded; the consumer's last read is then its own to read.
+func (p *viewPoller) end(t *testing.T) {
+	t.Helper()
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.violations) > 0 {
+		n := min(len(p.violations), 20)
+		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(p.violations), p.reads, n, strings.Join(p.violations[:n], "\n"))
+	}
+	t.Logf("the consumer read the view %d times", p.reads)
 }

@@ -82,13 +82,12 @@ func appendDrivers() []appendDriver {
 					return n, err
 				},
 				read: func(ctx context.Context) ([]string, error) {
-					return readElems(func() (elemRows, error) {
-						r, err := db.QueryContext(ctx, `SELECT key, amount FROM events`)
-						if err != nil {
-							return nil, err
-						}
-						return r, nil
-					})
+					rows, err := db.QueryContext(ctx, `SELECT key, amount FROM events`)
+					if err != nil {
+						return nil, err
+					}
+					defer rows.Close()
+					return readElems(rows)
 				}}
 		}},
 		{name: "postgres", setup: func(t *testing.T, dir string) (string, *elemReader) {
@@ -131,35 +130,22 @@ func appendDrivers() []appendDriver {
 						return nil, err
 					}
 					defer rows.Close()
-					var out []string
-					for rows.Next() {
-						var key string
-						var amount int64
-						if err := rows.Scan(&key, &amount); err != nil {
-							return nil, err
-						}
-						out = append(out, fmt.Sprintf("%s %d", key, amount))
-					}
-					return out, rows.Err()
+					return readElems(rows)
 				}}
 		}},
 	}
 }
 
-// elemRows is what readElems needs of *sql.Rows.
+// elemRows is what readElems needs of *sql.Rows and pgx.Rows.
 type elemRows interface {
 	Next() bool
 	Scan(...any) error
 	Err() error
-	Close() error
 }
 
-func readElems(query func() (elemRows, error)) ([]string, error) {
-	rows, err := query()
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+// readElems reads rows of (key, amount) as "key amount"; the caller
+// closes rows.
+func readElems(rows elemRows) ([]string, error) {
 	var out []string
 	for rows.Next() {
 		var key string
@@ -176,32 +162,17 @@ func readElems(query func() (elemRows, error)) ([]string, error) {
 // records what its reader would object to: an element twice in one read,
 // an element that was there and is gone, an element not in the input.
 type elemConsumer struct {
-	mu         sync.Mutex
-	input      map[string]bool
-	last       map[string]bool
-	reads      int
-	violations []string
-	stop, done chan struct{}
+	viewPoller
+	input map[string]bool
+	last  map[string]bool
 }
 
 func startElemConsumer(s *Service, r *elemReader, input []srEvent) *elemConsumer {
-	c := &elemConsumer{input: map[string]bool{}, last: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &elemConsumer{input: map[string]bool{}, last: map[string]bool{}}
 	for _, e := range input {
 		c.input[fmt.Sprintf("%s %d", e.key, e.amount)] = true
 	}
-	go func() {
-		defer close(c.done)
-		for {
-			changed := s.changes.next()
-			c.poll(r)
-			select {
-			case <-changed:
-			case <-c.stop:
-				c.poll(r)
-				return
-			}
-		}
-	}()
+	c.start(s, func() { c.poll(r) })
 	return c
 }
 
@@ -235,15 +206,7 @@ func (c *elemConsumer) poll(r *elemReader) {
 // finish stops the consumer and returns the elements of its last read.
 func (c *elemConsumer) finish(t *testing.T) map[string]bool {
 	t.Helper()
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.violations) > 0 {
-		n := min(len(c.violations), 20)
-		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(c.violations), c.reads, n, strings.Join(c.violations[:n], "\n"))
-	}
-	t.Logf("the consumer read the view %d times", c.reads)
+	c.end(t)
 	return c.last
 }
 

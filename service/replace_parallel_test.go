@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -196,29 +195,13 @@ func postgresView(t *testing.T, dsn, table string) *viewReader {
 // records what a reader would object to: a (key, window) twice in one
 // read, a total or count going backwards, a read that fails.
 type consumer struct {
-	mu         sync.Mutex
-	last       map[string]kwTotal
-	reads      int
-	violations []string
-	stop       chan struct{}
-	done       chan struct{}
+	viewPoller
+	last map[string]kwTotal
 }
 
 func startConsumer(s *Service, v *viewReader) *consumer {
-	c := &consumer{last: map[string]kwTotal{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for {
-			changed := s.changes.next()
-			c.poll(v)
-			select {
-			case <-changed:
-			case <-c.stop:
-				c.poll(v)
-				return
-			}
-		}
-	}()
+	c := &consumer{last: map[string]kwTotal{}}
+	c.start(s, func() { c.poll(v) })
 	return c
 }
 
@@ -257,15 +240,7 @@ func (c *consumer) poll(v *viewReader) {
 // finish stops the consumer and returns its last read.
 func (c *consumer) finish(t *testing.T) map[string]kwTotal {
 	t.Helper()
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.violations) > 0 {
-		n := min(len(c.violations), 20)
-		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(c.violations), c.reads, n, strings.Join(c.violations[:n], "\n"))
-	}
-	t.Logf("the consumer read the view %d times", c.reads)
+	c.end(t)
 	return c.last
 }
 
