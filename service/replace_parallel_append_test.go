@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -91,27 +88,7 @@ func appendDrivers() []appendDriver {
 				}}
 		}},
 		{name: "postgres", setup: func(t *testing.T, dir string) (string, *elemReader) {
-			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
-			if dsn == "" {
-				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
-			}
-			schema := fmt.Sprintf("parapp_%d", time.Now().UnixNano())
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				c, err := pgx.Connect(context.Background(), dsn)
-				if err == nil {
-					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					_ = c.Close(context.Background())
-				}
-			})
+			dsn, schema, conn := pgTestSchema(t, "parapp")
 			table := schema + ".events"
 			var mu sync.Mutex
 			return fmt.Sprintf("{driver: postgres, dsn: %q, table: %s}", dsn, table), &elemReader{name: table,

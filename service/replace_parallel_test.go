@@ -294,32 +294,43 @@ func parDrivers() []parDriver {
 			return fmt.Sprintf("{dsn: %s, table: totals, key: [key]}", db), sqliteView(t, db)
 		}},
 		{name: "postgres", setup: func(t *testing.T, dir string) (string, *viewReader) {
-			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
-			if dsn == "" {
-				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
-			}
-			defer conn.Close(context.Background())
-			schema := fmt.Sprintf("par_%d", time.Now().UnixNano())
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				c, err := pgx.Connect(context.Background(), dsn)
-				if err == nil {
-					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					_ = c.Close(context.Background())
-				}
-			})
+			dsn, schema, conn := pgTestSchema(t, "par")
+			conn.Close(context.Background())
 			table := schema + ".totals"
 			return fmt.Sprintf("{driver: postgres, dsn: %q, table: %s, key: [key]}", dsn, table), postgresView(t, dsn, table)
 		}},
 	}
+}
+
+// pgTestSchema connects to the test PostgreSQL (WEIR_TEST_POSTGRES_DSN;
+// the test is skipped when it is not reachable) and creates a schema
+// named prefix_<nanoseconds>, dropped when the test ends; it returns the
+// DSN, the schema and the connection, which the caller closes.
+func pgTestSchema(t *testing.T, prefix string) (dsn, schema string, conn *pgx.Conn) {
+	t.Helper()
+	dsn = os.Getenv("WEIR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
+	}
+	schema = fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		conn.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			_ = c.Close(context.Background())
+		}
+	})
+	return dsn, schema, conn
 }
 
 // TestParallelReplace: with data flowing (Pub/Sub in, windowed sums, an
