@@ -63,9 +63,15 @@ func srEvents(n int, from time.Duration, seed int64) []srEvent {
 
 func publishEvents(t *testing.T, b *pubsub.Broker, evs []srEvent) {
 	t.Helper()
+	publishTo(t, b, "sr-events", evs)
+}
+
+// publishTo publishes evs to topic as JSON {key, amount, ts}.
+func publishTo(t *testing.T, b *pubsub.Broker, topic string, evs []srEvent) {
+	t.Helper()
 	for _, e := range evs {
 		msg := fmt.Sprintf(`{"key": %q, "amount": %d, "ts": %q}`, e.key, e.amount, e.at.Format(time.RFC3339))
-		if _, err := b.Publish(context.Background(), "sr-events", []byte(msg), nil, ""); err != nil {
+		if _, err := b.Publish(context.Background(), topic, []byte(msg), nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,6 +112,14 @@ func totalsByGeneration(t *testing.T, db string) ([]string, map[string]int64) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	return scanTotals(t, rows)
+}
+
+// scanTotals reads rows of (key, window_start, total, n, generation) as
+// sorted "key window_start total n" lines and the generation of each
+// line; the caller closes rows.
+func scanTotals(t *testing.T, rows sqlRows) ([]string, map[string]int64) {
+	t.Helper()
 	var out []string
 	gens := map[string]int64{}
 	for rows.Next() {
@@ -117,6 +131,9 @@ func totalsByGeneration(t *testing.T, db string) ([]string, map[string]int64) {
 		line := fmt.Sprintf("%s %s %d %d", key, start, total, n)
 		out = append(out, line)
 		gens[line] = gen
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	sort.Strings(out)
 	return out, gens

@@ -113,16 +113,9 @@ func appendDrivers() []appendDriver {
 	}
 }
 
-// elemRows is what readElems needs of *sql.Rows and pgx.Rows.
-type elemRows interface {
-	Next() bool
-	Scan(...any) error
-	Err() error
-}
-
 // readElems reads rows of (key, amount) as "key amount"; the caller
 // closes rows.
-func readElems(rows elemRows) ([]string, error) {
+func readElems(rows sqlRows) ([]string, error) {
 	var out []string
 	for rows.Next() {
 		var key string

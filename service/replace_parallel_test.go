@@ -66,12 +66,7 @@ func parEvents(base time.Time, from, to int, seed int64) []srEvent {
 
 func publishPar(t *testing.T, b *pubsub.Broker, evs []srEvent) {
 	t.Helper()
-	for _, e := range evs {
-		msg := fmt.Sprintf(`{"key": %q, "amount": %d, "ts": %q}`, e.key, e.amount, e.at.Format(time.RFC3339))
-		if _, err := b.Publish(context.Background(), "par-events", []byte(msg), nil, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishTo(t, b, "par-events", evs)
 }
 
 // kwTotal is one (key, window) row of the view.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -83,23 +82,7 @@ func rbSinks(t *testing.T, dir string) map[string]func(t *testing.T) rbSink {
 					t.Fatal(err)
 				}
 				defer rows.Close()
-				var out []string
-				gens := map[string]int64{}
-				for rows.Next() {
-					var key, start string
-					var total, n, gen int64
-					if err := rows.Scan(&key, &start, &total, &n, &gen); err != nil {
-						t.Fatal(err)
-					}
-					line := fmt.Sprintf("%s %s %d %d", key, start, total, n)
-					out = append(out, line)
-					gens[line] = gen
-				}
-				if err := rows.Err(); err != nil {
-					t.Fatal(err)
-				}
-				sort.Strings(out)
-				return out, gens
+				return scanTotals(t, rows)
 			}}
 		},
 	}

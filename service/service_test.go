@@ -232,6 +232,14 @@ func startBroker(t *testing.T, dir string, topics ...string) *pubsub.Broker {
 	return b
 }
 
+// sqlRows is what readElems and scanTotals need of *sql.Rows and
+// pgx.Rows.
+type sqlRows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}
+
 // drainedAndCommitted holds for a job that ended DRAINED with its final
 // checkpoint committed, or ended otherwise (the waiter then says how).
 func drainedAndCommitted(j *Job) bool {
