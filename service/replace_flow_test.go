@@ -63,9 +63,15 @@ func srEvents(n int, from time.Duration, seed int64) []srEvent {
 
 func publishEvents(t *testing.T, b *pubsub.Broker, evs []srEvent) {
 	t.Helper()
+	publishTo(t, b, "sr-events", evs)
+}
+
+// publishTo publishes evs to topic as JSON {key, amount, ts}.
+func publishTo(t *testing.T, b *pubsub.Broker, topic string, evs []srEvent) {
+	t.Helper()
 	for _, e := range evs {
 		msg := fmt.Sprintf(`{"key": %q, "amount": %d, "ts": %q}`, e.key, e.amount, e.at.Format(time.RFC3339))
-		if _, err := b.Publish(context.Background(), "sr-events", []byte(msg), nil, ""); err != nil {
+		if _, err := b.Publish(context.Background(), topic, []byte(msg), nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,6 +112,14 @@ func totalsByGeneration(t *testing.T, db string) ([]string, map[string]int64) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	return scanTotals(t, rows)
+}
+
+// scanTotals reads rows of (key, window_start, total, n, generation) as
+// sorted "key window_start total n" lines and the generation of each
+// line; the caller closes rows.
+func scanTotals(t *testing.T, rows sqlRows) ([]string, map[string]int64) {
+	t.Helper()
 	var out []string
 	gens := map[string]int64{}
 	for rows.Next() {
@@ -118,6 +132,9 @@ func totalsByGeneration(t *testing.T, db string) ([]string, map[string]int64) {
 		out = append(out, line)
 		gens[line] = gen
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	sort.Strings(out)
 	return out, gens
 }
@@ -125,14 +142,7 @@ func totalsByGeneration(t *testing.T, db string) ([]string, map[string]int64) {
 func openWithBroker(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, dir, "sr-events")
 	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,9 +276,7 @@ func TestStopAndReplace(t *testing.T) {
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-				return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-			})
+			waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 			// The new job read exactly what the old one had not: its
 			// subscription (its own, under a new name with a topic source)
 			// started where the old job's stopped.

@@ -117,9 +117,7 @@ func TestStopAndReplaceNewNameTopicAndNamed(t *testing.T) {
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	view := sqliteView(t, db)
 	defer view.close()
 	if diff := diffTotals(startConsumer(s, view).finish(t), parTruth(all)); diff != "" {

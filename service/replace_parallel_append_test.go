@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -82,37 +79,16 @@ func appendDrivers() []appendDriver {
 					return n, err
 				},
 				read: func(ctx context.Context) ([]string, error) {
-					return readElems(func() (elemRows, error) {
-						r, err := db.QueryContext(ctx, `SELECT key, amount FROM events`)
-						if err != nil {
-							return nil, err
-						}
-						return r, nil
-					})
+					rows, err := db.QueryContext(ctx, `SELECT key, amount FROM events`)
+					if err != nil {
+						return nil, err
+					}
+					defer rows.Close()
+					return readElems(rows)
 				}}
 		}},
 		{name: "postgres", setup: func(t *testing.T, dir string) (string, *elemReader) {
-			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
-			if dsn == "" {
-				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
-			}
-			schema := fmt.Sprintf("parapp_%d", time.Now().UnixNano())
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				c, err := pgx.Connect(context.Background(), dsn)
-				if err == nil {
-					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					_ = c.Close(context.Background())
-				}
-			})
+			dsn, schema, conn := pgTestSchema(t, "parapp")
 			table := schema + ".events"
 			var mu sync.Mutex
 			return fmt.Sprintf("{driver: postgres, dsn: %q, table: %s}", dsn, table), &elemReader{name: table,
@@ -131,35 +107,15 @@ func appendDrivers() []appendDriver {
 						return nil, err
 					}
 					defer rows.Close()
-					var out []string
-					for rows.Next() {
-						var key string
-						var amount int64
-						if err := rows.Scan(&key, &amount); err != nil {
-							return nil, err
-						}
-						out = append(out, fmt.Sprintf("%s %d", key, amount))
-					}
-					return out, rows.Err()
+					return readElems(rows)
 				}}
 		}},
 	}
 }
 
-// elemRows is what readElems needs of *sql.Rows.
-type elemRows interface {
-	Next() bool
-	Scan(...any) error
-	Err() error
-	Close() error
-}
-
-func readElems(query func() (elemRows, error)) ([]string, error) {
-	rows, err := query()
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+// readElems reads rows of (key, amount) as "key amount"; the caller
+// closes rows.
+func readElems(rows sqlRows) ([]string, error) {
 	var out []string
 	for rows.Next() {
 		var key string
@@ -176,32 +132,17 @@ func readElems(query func() (elemRows, error)) ([]string, error) {
 // records what its reader would object to: an element twice in one read,
 // an element that was there and is gone, an element not in the input.
 type elemConsumer struct {
-	mu         sync.Mutex
-	input      map[string]bool
-	last       map[string]bool
-	reads      int
-	violations []string
-	stop, done chan struct{}
+	viewPoller
+	input map[string]bool
+	last  map[string]bool
 }
 
 func startElemConsumer(s *Service, r *elemReader, input []srEvent) *elemConsumer {
-	c := &elemConsumer{input: map[string]bool{}, last: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &elemConsumer{input: map[string]bool{}, last: map[string]bool{}}
 	for _, e := range input {
 		c.input[fmt.Sprintf("%s %d", e.key, e.amount)] = true
 	}
-	go func() {
-		defer close(c.done)
-		for {
-			changed := s.changes.next()
-			c.poll(r)
-			select {
-			case <-changed:
-			case <-c.stop:
-				c.poll(r)
-				return
-			}
-		}
-	}()
+	c.start(s, func() { c.poll(r) })
 	return c
 }
 
@@ -235,15 +176,7 @@ func (c *elemConsumer) poll(r *elemReader) {
 // finish stops the consumer and returns the elements of its last read.
 func (c *elemConsumer) finish(t *testing.T) map[string]bool {
 	t.Helper()
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.violations) > 0 {
-		n := min(len(c.violations), 20)
-		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(c.violations), c.reads, n, strings.Join(c.violations[:n], "\n"))
-	}
-	t.Logf("the consumer read the view %d times", c.reads)
+	c.end(t)
 	return c.last
 }
 
@@ -378,14 +311,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if d > 0 {
 		waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
 		// Both jobs' rows of the overlap are committed, in their own tables.
-		for _, id := range []string{old.ID, nj.ID} {
-			j, _ := s.Get(id)
-			var epoch uint64
-			if j.LastCheckpoint != nil {
-				epoch = j.LastCheckpoint.Epoch
-			}
-			waitFor(t, s, id, "two more checkpoints", checkpointed(epoch+2))
-		}
+		waitCheckpointsAfter(t, s, 2, old.ID, nj.ID)
 		// Both generations' tables hold the overlap's elements; the view
 		// shows each once.
 		gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(nj.Replacement.Parallel.Tables[0]))
@@ -431,9 +357,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	target := s.facadeTarget(fin.Replacement.Parallel.Tables[0])
 	gens, err := sqlsink.FacadeGenerations(ctx, target)

@@ -26,16 +26,7 @@ func TestParallelZeroMaxStop(t *testing.T) {
 		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-			for _, topic := range []string{"par-events", "par-out"} {
-				if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			b := startBroker(t, dir, "par-events", "par-out")
 			release := make(chan struct{})
 			released := false
 			defer func() {

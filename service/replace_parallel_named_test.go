@@ -131,9 +131,7 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 	if _, err := s.Drain(ctx, nj3.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj3.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj3.ID, "DRAINED and committed", drainedAndCommitted)
 	if diff := diffTotals(cons.finish(t), parTruth(all)); diff != "" {
 		t.Fatalf("the view %s against the ground truth:\n%s", view.name, diff)
 	}

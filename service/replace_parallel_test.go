@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,12 +66,7 @@ func parEvents(base time.Time, from, to int, seed int64) []srEvent {
 
 func publishPar(t *testing.T, b *pubsub.Broker, evs []srEvent) {
 	t.Helper()
-	for _, e := range evs {
-		msg := fmt.Sprintf(`{"key": %q, "amount": %d, "ts": %q}`, e.key, e.amount, e.at.Format(time.RFC3339))
-		if _, err := b.Publish(context.Background(), "par-events", []byte(msg), nil, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishTo(t, b, "par-events", evs)
 }
 
 // kwTotal is one (key, window) row of the view.
@@ -196,29 +190,13 @@ func postgresView(t *testing.T, dsn, table string) *viewReader {
 // records what a reader would object to: a (key, window) twice in one
 // read, a total or count going backwards, a read that fails.
 type consumer struct {
-	mu         sync.Mutex
-	last       map[string]kwTotal
-	reads      int
-	violations []string
-	stop       chan struct{}
-	done       chan struct{}
+	viewPoller
+	last map[string]kwTotal
 }
 
 func startConsumer(s *Service, v *viewReader) *consumer {
-	c := &consumer{last: map[string]kwTotal{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for {
-			changed := s.changes.next()
-			c.poll(v)
-			select {
-			case <-changed:
-			case <-c.stop:
-				c.poll(v)
-				return
-			}
-		}
-	}()
+	c := &consumer{last: map[string]kwTotal{}}
+	c.start(s, func() { c.poll(v) })
 	return c
 }
 
@@ -257,15 +235,7 @@ func (c *consumer) poll(v *viewReader) {
 // finish stops the consumer and returns its last read.
 func (c *consumer) finish(t *testing.T) map[string]kwTotal {
 	t.Helper()
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.violations) > 0 {
-		n := min(len(c.violations), 20)
-		t.Errorf("the consumer of the view saw %d violation(s) in %d reads, first %d:\n%s", len(c.violations), c.reads, n, strings.Join(c.violations[:n], "\n"))
-	}
-	t.Logf("the consumer read the view %d times", c.reads)
+	c.end(t)
 	return c.last
 }
 
@@ -319,32 +289,43 @@ func parDrivers() []parDriver {
 			return fmt.Sprintf("{dsn: %s, table: totals, key: [key]}", db), sqliteView(t, db)
 		}},
 		{name: "postgres", setup: func(t *testing.T, dir string) (string, *viewReader) {
-			dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
-			if dsn == "" {
-				dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
-			}
-			defer conn.Close(context.Background())
-			schema := fmt.Sprintf("par_%d", time.Now().UnixNano())
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				c, err := pgx.Connect(context.Background(), dsn)
-				if err == nil {
-					_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-					_ = c.Close(context.Background())
-				}
-			})
+			dsn, schema, conn := pgTestSchema(t, "par")
+			conn.Close(context.Background())
 			table := schema + ".totals"
 			return fmt.Sprintf("{driver: postgres, dsn: %q, table: %s, key: [key]}", dsn, table), postgresView(t, dsn, table)
 		}},
 	}
+}
+
+// pgTestSchema connects to the test PostgreSQL (WEIR_TEST_POSTGRES_DSN;
+// the test is skipped when it is not reachable) and creates a schema
+// named prefix_<nanoseconds>, dropped when the test ends; it returns the
+// DSN, the schema and the connection, which the caller closes.
+func pgTestSchema(t *testing.T, prefix string) (dsn, schema string, conn *pgx.Conn) {
+	t.Helper()
+	dsn = os.Getenv("WEIR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
+	}
+	schema = fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		conn.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			_ = c.Close(context.Background())
+		}
+	})
+	return dsn, schema, conn
 }
 
 // TestParallelReplace: with data flowing (Pub/Sub in, windowed sums, an
@@ -405,16 +386,7 @@ func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.
 func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool, named string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	for _, topic := range []string{"par-events", "par-out"} {
-		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := startBroker(t, dir, "par-events", "par-out")
 	if _, err := b.CreateSubscription(ctx, "par-out-reader", "par-out", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -569,9 +541,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	if _, err := s.Drain(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	// The view's generations: the old job's (migrated from the plain
 	// table, ended at the cut-over) and the new job's.
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
@@ -616,16 +586,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	for _, topic := range []string{"par-events", "par-out"} {
-		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := startBroker(t, dir, "par-events", "par-out")
 	clock := &shiftClock{base: time.Now()}
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
 		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
@@ -644,41 +605,26 @@ func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClo
 // after the old job drained every total equals the ground truth.
 func TestParallelRollbackDuringOverlap(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
-	cons := startConsumer(s, view)
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nj := res.Job
+	sc := startParScenario(t)
+	s, b, old := sc.s, sc.b, sc.old
+	cons := sc.acked(t)
+	nj := sc.update(t, parallelOverlapOptions...)
 	// No in-place update while the two jobs overlap.
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir}}); ErrorCode(err) != CodeUpdateInProgress {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); ErrorCode(err) != CodeUpdateInProgress {
 		t.Fatalf("an in-place update during the overlap: %v", err)
 	}
-	phase2 := parEvents(base, 35, 70, 1000)
-	publishPar(t, b, phase2)
-	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
-	// The old job's rows of the windows both fired are committed.
-	o, _ := s.Get(old.ID)
-	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+	// Both jobs' rows of the windows both fired are committed, so that
+	// the rollback has a generation to drop.
+	phase2 := sc.overlap(t, nj)
+	cur, _ := s.Get(nj.ID)
+	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(cur.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 2 || gens[0].Generation != nj.Generation || gens[1].Generation != old.Generation {
+		t.Fatalf("façade generations before the rollback: %+v %v", gens, err)
+	}
 	if err := s.abortParallel(ctx, nj.ID, "rolled back during the overlap"); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := s.Get(nj.ID)
-	o, _ = s.Get(old.ID)
+	o, _ := s.Get(old.ID)
 	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack || o.State != StateRunning || o.Replacement.Phase != PhaseRolledBack || o.ReplacedByJobID != "" {
 		t.Fatalf("after the rollback: new %s %s, old %s %s replaced by %q", n.State, n.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
 	}
@@ -696,20 +642,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != CodeIllegalTransition {
 		t.Fatalf("a second rollback: %v", err)
 	}
-	phase3 := parEvents(base, 70, 90, 5000)
-	publishPar(t, b, phase3)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
-	if _, err := s.Drain(ctx, old.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
-	got := cons.finish(t)
-	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
-	if diff := diffTotals(got, parTruth(all)); diff != "" {
-		t.Fatalf("the view against the ground truth:\n%s", diff)
-	}
+	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
 }
 
 // TestParallelRefusals: what a parallel replacement cannot hand over is
@@ -770,23 +703,10 @@ func TestParallelRefusals(t *testing.T) {
 // active job, its generation the only one behind the view.
 func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nj := waitFor(t, s, res.Job.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
+	sc := startParScenario(t)
+	s, old := sc.s, sc.old
+	res := sc.update(t, parallelOverlapOptions...)
+	nj := waitFor(t, s, res.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
 	if _, err := s.Cancel(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}

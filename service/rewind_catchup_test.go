@@ -29,15 +29,7 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 	t.Helper()
 	ctx := context.Background()
 	if b == nil {
-		var err error
-		b, err = pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-		if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
+		b = startBroker(t, dir, "sr-events")
 		if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true, MaxAckPending: catchUpAck}); err != nil {
 			t.Fatal(err)
 		}
@@ -53,16 +45,19 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 }
 
 // takeCheckpoint takes a checkpoint of the live execution of name, which
-// acknowledges what it read and lets the subscription deliver more.
-func takeCheckpoint(t *testing.T, s *Service, name string) {
+// acknowledges what it read and lets the subscription deliver more. It
+// reports whether a checkpoint was written.
+func takeCheckpoint(t *testing.T, s *Service, name string) bool {
 	t.Helper()
 	v, ok := s.live.Load(name)
 	if !ok {
-		return // between executions
+		return false // between executions
 	}
-	if err := s.checkpoint(v.(*jobRun), nil); err != nil && !errors.Is(err, errNotWritten) {
+	err := s.checkpoint(v.(*jobRun), nil)
+	if err != nil && !errors.Is(err, errNotWritten) {
 		t.Logf("checkpoint of %s: %v", name, err)
 	}
+	return err == nil
 }
 
 // catchUpOfJob returns the catch-up progress of step Events of job ref.
@@ -81,16 +76,43 @@ func catchUpOfJob(t *testing.T, s *Service, ref string) *SourceCatchUp {
 }
 
 // checkpointUntil takes checkpoints of name's live execution until cond
-// holds.
+// holds. A checkpoint needs no pause before the next: its barrier enters
+// the source between two reads, so each checkpoint waits for the read in
+// progress, which ends once the job has read what the previous checkpoint
+// let the subscription deliver (or found nothing within the source's
+// fetch wait). Where no checkpoint is written (between executions, or the
+// job is ending), it waits for the service's next change instead.
+//
+// A new execution becomes live (runningJob, Service.live) under the same
+// hold of Service.mu as the registry write that records it RUNNING, after
+// that write's notify: taking Service.mu once after next orders cond after
+// the end of any hold whose notify came before next, so that the wait
+// cannot miss an execution that became live (with no periodic checkpoint,
+// nothing else notifies).
 func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.changes.next()
+		s.mu.Lock() // lock order 3; no other lock is held
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		default:
+		}
+		if takeCheckpoint(t, s, name) {
+			continue // the checkpoint waited for the job's read
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		takeCheckpoint(t, s, name)
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

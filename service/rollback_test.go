@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -83,23 +82,7 @@ func rbSinks(t *testing.T, dir string) map[string]func(t *testing.T) rbSink {
 					t.Fatal(err)
 				}
 				defer rows.Close()
-				var out []string
-				gens := map[string]int64{}
-				for rows.Next() {
-					var key, start string
-					var total, n, gen int64
-					if err := rows.Scan(&key, &start, &total, &n, &gen); err != nil {
-						t.Fatal(err)
-					}
-					line := fmt.Sprintf("%s %s %d %d", key, start, total, n)
-					out = append(out, line)
-					gens[line] = gen
-				}
-				if err := rows.Err(); err != nil {
-					t.Fatal(err)
-				}
-				sort.Strings(out)
-				return out, gens
+				return scanTotals(t, rows)
 			}}
 		},
 	}
@@ -118,14 +101,7 @@ func rbPipelines(sink rbSink) (v1, v2 string) {
 func openRollback(t *testing.T, dir string, retention time.Duration) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, dir, "sr-events")
 	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +238,7 @@ func TestRollback(t *testing.T) {
 				if _, err := s.Drain(ctx, nj.ID); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-					return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-				})
+				waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 				all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
 				want := truth(all, 10*time.Second)
 				got, gens := sink.read(t)
@@ -398,31 +372,11 @@ func TestRollbackRefusals(t *testing.T) {
 // old job drained every total equals the ground truth.
 func TestRollbackDuringOverlap(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
-	cons := startConsumer(s, view)
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nj := res.Job
-	phase2 := parEvents(base, 35, 70, 1000)
-	publishPar(t, b, phase2)
-	waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
-	o, _ := s.Get(old.ID)
-	waitFor(t, s, old.ID, "two more checkpoints", checkpointed(o.LastCheckpoint.Epoch+2))
+	sc := startParScenario(t)
+	s, old := sc.s, sc.old
+	cons := sc.acked(t)
+	nj := sc.update(t, parallelOverlapOptions...)
+	phase2 := sc.overlap(t, nj)
 
 	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != CodeRollbackUnavailable {
 		t.Fatalf("a rollback during the overlap to another generation: %v", err)
@@ -448,20 +402,7 @@ func TestRollbackDuringOverlap(t *testing.T) {
 	if a, _ := s.Get("sums"); a.ID != old.ID {
 		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
 	}
-	phase3 := parEvents(base, 70, 90, 5000)
-	publishPar(t, b, phase3)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)+len(phase3)))
-	if _, err := s.Drain(ctx, old.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, s, old.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
-	got := cons.finish(t)
-	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
-	if diff := diffTotals(got, parTruth(all)); diff != "" {
-		t.Fatalf("the view against the ground truth:\n%s", diff)
-	}
+	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
 	h, err := s.LineageHistory("sums")
 	if err != nil || len(h) != 2 || h[1].How != HowParallel || h[1].Phases[len(h[1].Phases)-1].Phase != PhaseRolledBack {
 		t.Fatalf("history: %+v %v", h, err)
@@ -475,28 +416,14 @@ func TestRollbackDuringOverlap(t *testing.T) {
 // the ground truth, and the history lists create, parallel, rollback.
 func TestRollbackAfterParallel(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, b, clock := openParallel(t, dir)
-	sinkCfg, view := parDrivers()[0].setup(t, dir)
-	defer view.close()
-	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	pipeline := fmt.Sprintf(parYAML, sinkCfg)
-	old := submit(t, s, "sums", pipeline, dir)
-	phase1 := parEvents(base, 0, 34, 1)
-	publishPar(t, b, phase1)
-	waitElements(t, s, old.ID, "Events", int64(len(phase1)))
-	waitAcked(t, s, b, pubsub.SubscriptionName("sums", "Events"))
-	cons := startConsumer(s, view)
-	clock.advance(DefaultMinReplaceInterval)
-	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
-		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := startParScenario(t)
+	s, b, clock, dir, old := sc.s, sc.b, sc.clock, sc.dir, sc.old
+	cons := sc.acked(t)
+	res := sc.update(t, "parallel_replace_job_min_parallel_pipelines_duration=0s")
 	// Data that moves the old job's watermark past the cut-over window.
-	phase2 := parEvents(base, 35, 70, 1000)
+	phase2 := parEvents(sc.base, 35, 70, 1000)
 	publishPar(t, b, phase2)
-	nj := waitPhase(t, s, res.Job.ID)
+	nj := waitPhase(t, s, res.ID)
 	if nj.Replacement.Phase != PhaseCutOver {
 		t.Fatalf("the parallel replacement ended %+v (%s)", nj.Replacement, nj.Error)
 	}
@@ -513,21 +440,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
 		t.Fatalf("the rollback ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 	}
-	phase3 := parEvents(base, 70, 90, 5000)
-	publishPar(t, b, phase3)
-	waitFor(t, s, fin.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
-	waitElements(t, s, fin.ID, "Events", int64(len(phase3)))
-	if _, err := s.Drain(ctx, fin.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, s, fin.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
-	got := cons.finish(t)
-	all := append(append(append([]srEvent{}, phase1...), phase2...), phase3...)
-	if diff := diffTotals(got, parTruth(all)); diff != "" {
-		t.Fatalf("the view against the ground truth:\n%s", diff)
-	}
+	all := sc.drainToTruth(t, cons, fin.ID, 0, phase2)
 	h, err := s.LineageHistory("sums")
 	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
 		t.Fatalf("history: %+v %v", h, err)
@@ -553,7 +466,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	if err != nil || len(gens) != 1 || gens[0].Generation != rb.Job.Generation {
 		t.Fatalf("façade generations after the sweep: %+v %v, want the rollback job's %d only", gens, err, rb.Job.Generation)
 	}
-	after := startConsumer(s, view)
+	after := startConsumer(s, sc.view)
 	if diff := diffTotals(after.finish(t), parTruth(all)); diff != "" {
 		t.Fatalf("the view after the sweep against the ground truth:\n%s", diff)
 	}

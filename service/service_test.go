@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -211,6 +212,38 @@ func waitState(t *testing.T, s *Service, ref string, want JobState) *Job {
 
 func checkpointed(epoch uint64) func(*Job) bool {
 	return func(j *Job) bool { return j.LastCheckpoint != nil && j.LastCheckpoint.Epoch >= epoch }
+}
+
+// startBroker starts an embedded broker storing under dir/broker, with the
+// topics (default configuration); it is shut down when the test ends.
+func startBroker(t *testing.T, dir string, topics ...string) *pubsub.Broker {
+	t.Helper()
+	ctx := context.Background()
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	for _, topic := range topics {
+		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// sqlRows is what readElems and scanTotals need of *sql.Rows and
+// pgx.Rows.
+type sqlRows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}
+
+// drainedAndCommitted holds for a job that ended DRAINED with its final
+// checkpoint committed, or ended otherwise (the waiter then says how).
+func drainedAndCommitted(j *Job) bool {
+	return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
 }
 
 func states(j *Job) []JobState {

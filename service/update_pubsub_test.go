@@ -46,14 +46,7 @@ const pubsubUpdateYAML = `pipeline:
 func TestUpdatePubSubUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "update-events", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, dir, "update-events")
 	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
 		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
 	if err != nil {
@@ -127,9 +120,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	}
 	// DRAINED is recorded with the final checkpoint; the sink commits it
 	// right after (pending_commit until then).
-	fin := waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
 	if fin.State != StateDrained || fin.Generation != 3 {
 		t.Fatalf("after the drain: %s, generation %d", fin.State, fin.Generation)
 	}

@@ -98,16 +98,7 @@ func TestUpdateJoinStoredBeforeWindowMetadata(t *testing.T) {
 func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	for _, topic := range []string{"wm-sales", "wm-visits"} {
-		if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := startBroker(t, dir, "wm-sales", "wm-visits")
 	dataDir := filepath.Join(dir, "data")
 	open := func() *Service {
 		s, err := Open(ctx, Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
@@ -221,9 +212,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 	if _, err := s.Drain(ctx, "joined"); err != nil {
 		t.Fatal(err)
 	}
-	fin := waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
-	})
+	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
 	if fin.State != StateDrained {
 		t.Fatalf("after the drain: %s", fin.State)
 	}
