@@ -301,6 +301,10 @@ func (s *Service) superviseLocked(j *Job, jr *jobRun) {
 	jr.observe(s.now())
 	s.running.Store(j.ID, jr)
 	s.live.Store(j.Name, jr)
+	// The registry write that recorded the job RUNNING notified before
+	// the execution was live: a waiter woken by it may have looked too
+	// early, so it is woken again now.
+	s.changes.notify()
 	s.wg.Add(1)
 	go s.supervise(jr)
 }

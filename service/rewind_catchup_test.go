@@ -83,20 +83,15 @@ func catchUpOfJob(t *testing.T, s *Service, ref string) *SourceCatchUp {
 // fetch wait). Where no checkpoint is written (between executions, or the
 // job is ending), it waits for the service's next change instead.
 //
-// A new execution becomes live (runningJob, Service.live) under the same
-// hold of Service.mu as the registry write that records it RUNNING, after
-// that write's notify: taking Service.mu once after next orders cond after
-// the end of any hold whose notify came before next, so that the wait
-// cannot miss an execution that became live (with no periodic checkpoint,
-// nothing else notifies).
+// A new execution becomes live (runningJob, Service.live) after the
+// registry write that records it RUNNING, and the service notifies again
+// then (superviseLocked), so the wait cannot miss it.
 func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
 		changed := s.changes.next()
-		s.mu.Lock() // lock order 3; no other lock is held
-		s.mu.Unlock()
 		if cond() {
 			return
 		}
