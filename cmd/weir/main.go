@@ -24,6 +24,7 @@ import (
 
 func main() {
 	tuneGC()
+	tuneProcs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
