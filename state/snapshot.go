@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -118,7 +119,33 @@ func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *Snaps
 			sb.Close()
 		}
 	}()
-	for _, step := range cut.Steps {
+	if err := scanCut(id, pin, cut, func(k, v []byte) error {
+		if err := sb.b.Set(k, v, nil); err != nil { // Set copies
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		sb.Size += int64(len(k) + len(v))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := sb.putRecord(cut); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// scanCut calls fn with every key of the keyed state of cut's steps as pin
+// sees it, under snapshot id's key space (snap/<id>/s/<step>\x00<key
+// group><key>), with its value, in ascending key order: steps in the order
+// of their key space (snap/<id>/s/<step>\x00 sorts as the step names do),
+// each one's keys in the store's. A step of cut.Names is read from the
+// lineage step it names. The slices are valid only during the call.
+func scanCut(id string, pin *Pinned, cut SnapshotCut, fn func(key, value []byte) error) error {
+	steps := slices.Clone(cut.Steps)
+	slices.Sort(steps)
+	steps = slices.Compact(steps)
+	var key []byte
+	for _, step := range steps {
 		src := step
 		if n, ok := cut.Names[step]; ok {
 			src = n
@@ -128,38 +155,42 @@ func (s *Store) BuildSnapshot(id string, pin *Pinned, cut SnapshotCut) (_ *Snaps
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
+			return fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
 		}
 		ns := binary.BigEndian.Uint32(v)
 		closer.Close()
 		lo := nsPrefix(ns)
 		it, err := pin.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+			return fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
 		}
 		dst := snapStatePrefix(id, step)
 		for it.First(); it.Valid(); it.Next() {
-			k := append(bytes.Clone(dst), it.Key()[len(lo):]...)
-			if err := sb.b.Set(k, it.Value(), nil); err != nil {
+			key = append(append(key[:0], dst...), it.Key()[len(lo):]...)
+			if err := fn(key, it.Value()); err != nil {
 				it.Close()
-				return nil, fmt.Errorf("snapshot %s: %w", id, err)
+				return err
 			}
-			sb.Size += int64(len(k) + len(it.Value()))
 		}
 		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
+			return fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
 		}
 	}
+	return nil
+}
+
+// putRecord adds the cut's checkpoint record (snap/<id>/cp) to the batch.
+func (sb *SnapshotBatch) putRecord(cut SnapshotCut) error {
 	rec, err := json.Marshal(cut.Record)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", id, err)
+		return fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", sb.id, err)
 	}
-	cpKey := append(snapPrefix(id), "cp"...)
+	cpKey := append(snapPrefix(sb.id), "cp"...)
 	if err := sb.b.Set(cpKey, rec, nil); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+		return fmt.Errorf("snapshot %s: %w", sb.id, err)
 	}
 	sb.Size += int64(len(cpKey) + len(rec))
-	return sb, nil
+	return nil
 }
 
 // Commit writes the snapshot's data with the registry changes w (the

@@ -2,15 +2,11 @@ package state
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -67,8 +63,8 @@ func (s *Store) clearIngestDir() error {
 // Nothing is in the store until the batch is ingested and committed: the
 // caller commits it with the snapshot's READY record (Commit ingests the
 // files first; Ingest may be called before, without the caller's locks),
-// or closes it, which removes the files. It returns the batch and the
-// bytes the snapshot takes (keys and values, as SnapshotBatch.Size).
+// or closes it, which removes the files. The batch's Size is the bytes
+// the snapshot takes (keys and values).
 func (s *Store) StreamSnapshot(ctx context.Context, id string, pin *Pinned, cut SnapshotCut, limit int64, pace func(bytes int64) error) (_ *SnapshotBatch, err error) {
 	if pin.err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, pin.err)
@@ -80,7 +76,6 @@ func (s *Store) StreamSnapshot(ctx context.Context, id string, pin *Pinned, cut 
 		w       *sstable.Writer // the file being written, at path
 		path    string
 		inFile  int64
-		key     []byte
 		written int
 	)
 	defer func() {
@@ -132,58 +127,24 @@ func (s *Store) StreamSnapshot(ctx context.Context, id string, pin *Pinned, cut 
 		}
 		return nil
 	}
-	// The files' keys must ascend: steps in the order of their key space
-	// (snap/<id>/s/<step>\x00 sorts as the step names do), each one's keys
-	// in the store's order.
-	steps := slices.Clone(cut.Steps)
-	slices.Sort(steps)
-	steps = slices.Compact(steps)
-	for _, step := range steps {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", id, err)
-		}
-		src := step
-		if n, ok := cut.Names[step]; ok {
-			src = n
-		}
-		v, closer, err := pin.snap.Get(nsKey(cut.Lineage, src))
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: reading the state namespace of step %q: %w", id, step, err)
-		}
-		ns := binary.BigEndian.Uint32(v)
-		closer.Close()
-		lo := nsPrefix(ns)
-		it, err := pin.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
-		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
-		}
-		dst := snapStatePrefix(id, step)
-		for it.First(); it.Valid(); it.Next() {
-			key = append(append(key[:0], dst...), it.Key()[len(lo):]...)
-			if err := add(key, it.Value()); err != nil {
-				it.Close()
-				return nil, err
+	// The files' keys must ascend, as scanCut gives them.
+	keys := 0
+	if err := scanCut(id, pin, cut, func(k, v []byte) error {
+		if keys++; keys%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("snapshot %s: %w", id, err)
 			}
 		}
-		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return nil, fmt.Errorf("snapshot %s: scanning the state of step %q: %w", id, step, err)
-		}
+		return add(k, v)
+	}); err != nil {
+		return nil, err
 	}
 	if err := finishFile(); err != nil {
 		return nil, err
 	}
-	rec, err := json.Marshal(cut.Record)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: encoding its checkpoint record: %w", id, err)
+	if err := sb.putRecord(cut); err != nil {
+		return nil, err
 	}
-	cpKey := append(snapPrefix(id), "cp"...)
-	if err := sb.b.Set(cpKey, rec, nil); err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", id, err)
-	}
-	sb.Size += int64(len(cpKey) + len(rec))
 	return sb, nil
 }
 
