@@ -111,6 +111,25 @@ func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bo
 	}
 }
 
+// checkpointRead checkpoints job name until job id's source Events has
+// read n elements, and then once more, so that a checkpoint holds them all.
+func checkpointRead(t *testing.T, s *Service, name, id string, n int, what string) {
+	t.Helper()
+	checkpointUntil(t, s, name, what, func() bool {
+		m, err := s.Metrics(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range m.Steps {
+			if st.Name == "Events" && st.ElementsIn >= int64(n) {
+				return true
+			}
+		}
+		return false
+	})
+	takeCheckpoint(t, s, name)
+}
+
 // TestRewindCatchUp: the new job of a re-reading stop-and-replace keeps
 // its guarantee when it is updated in place, rescaled, restarted or
 // drained while it is still catching up (it has not yet read the old
@@ -160,19 +179,7 @@ func TestRewindCatchUp(t *testing.T) {
 				// starts at sequence 1 and holds until sequence 300.
 				phase1 := rwEvents(300, 0, 30*time.Second, 1)
 				publishRW(t, b, phase1)
-				checkpointUntil(t, s, "sums", "the old job to read phase 1", func() bool {
-					m, err := s.Metrics(old.ID)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, st := range m.Steps {
-						if st.Name == "Events" && st.ElementsIn >= int64(len(phase1)) {
-							return true
-						}
-					}
-					return false
-				})
-				takeCheckpoint(t, s, "sums")
+				checkpointRead(t, s, "sums", old.ID, len(phase1), "the old job to read phase 1")
 				w := watchRW(t, []*rwDB{db}, []map[rwCell][2]int64{rwTruth(phase1, 10*time.Second, false, srBase)})
 
 				clock.advance(DefaultMinReplaceInterval)

@@ -72,19 +72,7 @@ func TestRewindRetentionGap(t *testing.T) {
 			old := submit(t, s, "sums", yaml, dir)
 			phase1 := rwEvents(300, 0, 30*time.Second, 1)
 			publishRW(t, b, phase1)
-			checkpointUntil(t, s, "sums", "the old job to read phase 1", func() bool {
-				m, err := s.Metrics(old.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, st := range m.Steps {
-					if st.Name == "Events" && st.ElementsIn >= int64(len(phase1)) {
-						return true
-					}
-				}
-				return false
-			})
-			takeCheckpoint(t, s, "sums")
+			checkpointRead(t, s, "sums", old.ID, len(phase1), "the old job to read phase 1")
 
 			clock.advance(DefaultMinReplaceInterval)
 			res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: yaml, BaseDir: dir,
