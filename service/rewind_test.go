@@ -308,14 +308,7 @@ func (w *rwWatcher) finish(t *testing.T) {
 func openRewindService(t *testing.T, dir string, finishing func(string)) (*Service, *pubsub.Broker, *shiftClock) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	if _, err := b.CreateTopic(ctx, "sr-events", pubsub.TopicConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	b := startBroker(t, dir, "sr-events")
 	if _, err := b.CreateSubscription(ctx, "sr-sub", "sr-events", pubsub.SubscriptionConfig{FromBeginning: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/weir-dev/weir/state"
 )
 
-// openImportService opens a service on dataDir with the import hooks.
-func openImportService(t *testing.T, dataDir string, h testHooks) *Service {
+// openServiceHooks opens a service on dataDir with the test hooks h; it
+// is closed when the test ends (if the test has not closed it).
+func openServiceHooks(t *testing.T, dataDir string, h testHooks) *Service {
 	t.Helper()
 	s, err := open(context.Background(), Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
 		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, h)
@@ -72,7 +73,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
 		var s2 *Service
 		var seen []SnapshotState
-		s2 = openImportService(t, filepath.Join(dir, "ok"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+		s2 = openServiceHooks(t, filepath.Join(dir, "ok"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
 			cur, err := s2.GetSnapshot(id)
 			if err != nil {
 				return err
@@ -120,7 +121,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 
 	t.Run("failure between batches", func(t *testing.T) {
 		boom := errors.New("injected failure")
-		s2 := openImportService(t, filepath.Join(dir, "fail"), testHooks{importBatchBytes: 64, importBatch: func(_ string, n int) error {
+		s2 := openServiceHooks(t, filepath.Join(dir, "fail"), testHooks{importBatchBytes: 64, importBatch: func(_ string, n int) error {
 			if n == 2 {
 				return boom
 			}
@@ -140,7 +141,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 
 	t.Run("deleted while importing", func(t *testing.T) {
 		var s2 *Service
-		s2 = openImportService(t, filepath.Join(dir, "del"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+		s2 = openServiceHooks(t, filepath.Join(dir, "del"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
 			if n == 1 {
 				if _, err := s2.DeleteSnapshot(id); err != nil {
 					t.Errorf("DeleteSnapshot mid-import: %v", err)
@@ -163,7 +164,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		// What a stop leaves: the PENDING record, the mark and some batches
 		// of data; Open removes all of it.
 		data := filepath.Join(dir, "stop")
-		s2 := openImportService(t, data, testHooks{})
+		s2 := openServiceHooks(t, data, testHooks{})
 		var m snapshotManifest
 		n := 0
 		_, err := readSnapshotFile(bytes.NewReader(file), func(mm *snapshotManifest) error { m = *mm; return nil }, nil)
@@ -192,7 +193,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if err := s2.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s3 := openImportService(t, data, testHooks{})
+		s3 := openServiceHooks(t, data, testHooks{})
 		assertAbsent(t, s3, m.Snapshot.ID)
 	})
 }

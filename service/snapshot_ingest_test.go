@@ -2,10 +2,8 @@ package service
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // snapshotDataKeys counts the keys of snapshot id's data in the store
@@ -29,16 +27,11 @@ func TestSnapshotDeletedWhileCopiedLeavesNoData(t *testing.T) {
 	dir := t.TempDir()
 	var s *Service
 	deleted := make(chan error, 1)
-	s, err := open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
-		testHooks{snapshotWrite: func(id string, _ int64) error {
-			_, err := s.DeleteSnapshot(id)
-			deleted <- err
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openServiceHooks(t, filepath.Join(dir, "data"), testHooks{snapshotWrite: func(id string, _ int64) error {
+		_, err := s.DeleteSnapshot(id)
+		deleted <- err
+		return nil
+	}})
 	j := submitCheckpointed(t, s, dir)
 	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
 	if err != nil {

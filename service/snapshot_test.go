@@ -339,13 +339,7 @@ func TestSnapshotExpiry(t *testing.T) {
 func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 	dir := t.TempDir()
 	full := errors.New("no space left on device")
-	s, err := open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
-		testHooks{snapshotWrite: func(string, int64) error { return full }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := openServiceHooks(t, filepath.Join(dir, "data"), testHooks{snapshotWrite: func(string, int64) error { return full }})
 	j := submitCheckpointed(t, s, dir)
 	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
 	if err != nil {
@@ -373,16 +367,11 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	release := make(chan struct{})
 	reached := make(chan string, 1)
-	s, err := open(context.Background(), Options{DataDir: data, CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
-		testHooks{snapshotWrite: func(id string, _ int64) error {
-			reached <- id
-			<-release
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openServiceHooks(t, data, testHooks{snapshotWrite: func(id string, _ int64) error {
+		reached <- id
+		<-release
+		return nil
+	}})
 	j := submitCheckpointed(t, s, dir)
 	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
 	if err != nil {
