@@ -149,9 +149,19 @@ func (p *serverProc) waitJob(ref, what string, cond func(map[string]any) bool) m
 	p.t.Helper()
 	var m map[string]any
 	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool { m = p.describe(ref); return cond(m) }) {
-		p.t.Fatalf("job %s: timed out waiting for %s: state %v, error %v\nserver log:\n%s", ref, what, m["state"], m["error"], p.log())
+		p.t.Fatalf("job %s: timed out waiting for %s: state %v, error %v, condition %v\n%s\nserver log:\n%s",
+			ref, what, m["state"], m["error"], m["condition"], p.diagnosis(ref), p.log())
 	}
 	return m
+}
+
+// diagnosis is what a timed-out wait prints besides the server's log: every
+// job of the server and the events of job ref.
+func (p *serverProc) diagnosis(ref string) string {
+	p.t.Helper()
+	list := p.cli("", "jobs", "list", "--format", "json")
+	logs := p.cli("", "jobs", "logs", ref)
+	return fmt.Sprintf("jobs:\n%s%s\nevents of %s:\n%s%s", list.stdout, list.stderr, ref, logs.stdout, logs.stderr)
 }
 
 func stateIs(want string) func(map[string]any) bool {
