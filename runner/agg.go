@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -42,6 +43,24 @@ type aggKey struct {
 	win0  winState
 	wins0 [1]*winState
 	used  bool
+	// inline holds str when it is short (setStr): one object per key,
+	// not two.
+	inline [keyInline]byte
+}
+
+// keyInline is the longest key encoding kept inside its aggKey.
+const keyInline = 24
+
+// setStr sets k's encoding to a copy of enc: inside k when it fits (str
+// then points into k.inline, which is never written again, so the string
+// stays immutable), else a string of its own.
+func (k *aggKey) setStr(enc []byte) {
+	if len(enc) == 0 || len(enc) > keyInline {
+		k.str = string(enc)
+		return
+	}
+	n := copy(k.inline[:], enc)
+	k.str = unsafe.String(&k.inline[0], n)
 }
 
 // newWindow adds window w, with state st, to the key's windows.
@@ -170,7 +189,10 @@ type aggNode struct {
 	held    []touchRef
 	changes changeLog[dirtyRef]
 	sc      StateCoder
-	late    lateRoute
+	// ek is agg when the node keeps keys as their encodings only (nil
+	// otherwise): aggKey.key is then nil (see keyOf).
+	ek   EncodedKeyer
+	late lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
 	checked RejectingAggregator
 	// nkeys is the number of keys the node holds (keycount.go).
@@ -192,6 +214,9 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		late:    newLateRoute(w, sp, out),
 	}
 	n.checked, _ = n.agg.(RejectingAggregator)
+	if ek, ok := n.agg.(EncodedKeyer); ok && ek.KeysFromEncoding() {
+		n.ek = ek
+	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
 		func(d dirtyRef) *uint64 { return &d.k.dirty },
@@ -232,8 +257,20 @@ func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 	if d.k.dead {
 		return buf, false, nil
 	}
-	buf, err := appendAggKey(buf, n.sc, d.k)
+	buf, err := appendAggKey(buf, n.sc, n.ek, d.k)
 	return buf, true, err
+}
+
+// keyOf returns k's key, from its encoding when the node keeps only that.
+func (n *aggNode) keyOf(k *aggKey) (any, error) {
+	if k.key != nil || n.ek == nil {
+		return k.key, nil
+	}
+	key, err := n.ek.KeyFromEncoding(k.str)
+	if err != nil {
+		return nil, fmt.Errorf("step %q: decoding a key: %w", n.sp.step.Name, err)
+	}
+	return key, nil
 }
 
 // adopt takes over, in memory, the keyed state and timers of the key
@@ -243,7 +280,9 @@ func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 // rescaling, key groups move between workers as the routing table says.
 func (n *aggNode) adopt(olds []node) {
 	route := n.w.r.route
+	var oldEK EncodedKeyer
 	whole := adoptFrom(n.w, olds, func(old *aggNode) {
+		oldEK = cmp.Or(oldEK, old.ek)
 		// Same worker count, same routing: take the predecessor's state and
 		// timers whole, without touching them.
 		n.changes.continueAfter(&old.changes, n.w, true)
@@ -251,6 +290,7 @@ func (n *aggNode) adopt(olds []node) {
 		n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
 		n.far = old.far
 	}, func(old *aggNode) {
+		oldEK = cmp.Or(oldEK, old.ek)
 		// Keys remember the snapshot interval and windows the bundle in
 		// which they were last marked; continue both counters past the old.
 		n.changes.continueAfter(&old.changes, n.w, false)
@@ -266,16 +306,43 @@ func (n *aggNode) adopt(olds []node) {
 		heap.Init(&n.deadlines)
 	}
 	n.nkeys = n.countKeys()
+	if n.ek == nil && oldEK != nil {
+		n.materializeKeys(oldEK)
+	}
+}
+
+// materializeKeys gives every key kept as its encoding only (adopted from
+// a node that kept keys so) its key, decoded by ek, for a node that keeps
+// keys whole.
+func (n *aggNode) materializeKeys(ek EncodedKeyer) {
+	for _, g := range n.groups {
+		if g == nil {
+			continue
+		}
+		for _, head := range g.keys {
+			for k := head; k != nil; k = k.next {
+				if k.key != nil {
+					continue
+				}
+				key, err := ek.KeyFromEncoding(k.str)
+				if err != nil {
+					n.w.r.opts.Logger.Error("adopting a key: decoding it failed; its panes have no key", "step", n.sp.step.Name, "error", err)
+					continue
+				}
+				k.key = key
+			}
+		}
+	}
 }
 
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
 	return n.scanRestore(func(kg uint16, key, value []byte) error {
-		k, err := decodeAggKey(n.sc, value)
+		k, err := decodeAggKey(n.sc, value, n.ek != nil)
 		if err != nil {
 			return err
 		}
-		k.str = string(key)
+		k.setStr(key)
 		k.hash = KeyHash(key)
 		n.group(kg).add(k)
 		n.nkeys++
@@ -332,7 +399,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.scratch = n.agg.AppendKey(n.scratch[:0], e.Value)
 		k := g.findBytes(h, n.scratch)
 		if k == nil {
-			k = &aggKey{key: n.agg.Key(e.Value), str: string(n.scratch), hash: h}
+			k = &aggKey{hash: h}
+			k.setStr(n.scratch)
+			if n.ek == nil {
+				k.key = n.agg.Key(e.Value)
+			}
 			g.add(k)
 			n.nkeys++
 		}
@@ -535,7 +606,11 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		if acc == nil {
 			acc = n.agg.NewAccumulator()
 		}
-		v := n.agg.Output(k.key, acc, ws.w, f.Pane)
+		key, err := n.keyOf(k)
+		if err != nil {
+			return err
+		}
+		v := n.agg.Output(key, acc, ws.w, f.Pane)
 		n.out.Emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
 		if f.Discard {
 			ws.acc = nil

@@ -9,7 +9,8 @@
 // and the checkpoint contract are declared there and aliased here. The
 // runner speaks in step names, bundles and watermarks. It may import
 // runner/contract, graph, window, mtime, github.com/cespare/xxhash/v2 (the
-// key hash) and the standard library; it knows nothing of YAML, HTTP or the
+// key hash) and the standard library (unsafe only for unsafe.String, in
+// aggKey.setStr); it knows nothing of YAML, HTTP or the
 // job store, and must not import yamlpipe, state, service, api or server.
 package runner
 

@@ -23,6 +23,10 @@ type StateCoder = contract.StateCoder
 // StateAppender is contract.StateAppender: a StateCoder appending to a buffer.
 type StateAppender = contract.StateAppender
 
+// EncodedKeyer is contract.EncodedKeyer: an aggregation whose keys the
+// runner keeps as their encodings only.
+type EncodedKeyer = contract.EncodedKeyer
+
 // AccumulatorCell is contract.AccumulatorCell: the cell name of an
 // aggregation's accumulator.
 const AccumulatorCell = contract.AccumulatorCell

@@ -39,13 +39,14 @@ func readWindow(b []byte) (window.Window, []byte, error) {
 	return window.Window{Start: mtime.Time(binary.BigEndian.Uint64(b)), End: mtime.Time(binary.BigEndian.Uint64(b[8:]))}, b[16:], nil
 }
 
-// encodeAggKey encodes the windows of one key of an aggregation.
-func encodeAggKey(sc StateCoder, k *aggKey) ([]byte, error) {
-	return appendAggKey(nil, sc, k)
-}
-
-// appendAggKey appends the encoding of encodeAggKey to out.
-func appendAggKey(out []byte, sc StateCoder, k *aggKey) ([]byte, error) {
+// appendAggKey appends the encoding of the windows of one key of an
+// aggregation to out. A key kept as
+// its encoding only (a nil key, ek set: see EncodedKeyer) is encoded from
+// it, to the same bytes.
+func appendAggKey(out []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte, error) {
+	if k.key == nil && ek != nil {
+		return appendEncodedAggKey(out, ek, k)
+	}
 	sa, fast := sc.(StateAppender)
 	var err error
 	if fast {
@@ -98,16 +99,44 @@ func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error
 	return out, nil
 }
 
-func decodeAggKey(sc StateCoder, b []byte) (*aggKey, error) {
+// appendEncodedAggKey is appendAggKey for a key kept as its encoding.
+func appendEncodedAggKey(out []byte, ek EncodedKeyer, k *aggKey) ([]byte, error) {
+	out, err := appendPrefixed(out, func(b []byte) ([]byte, error) { return ek.AppendEncodedKeyFrom(b, k.str) })
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	for _, ws := range k.wins {
+		out = appendWindow(out, ws.w)
+		out = ws.st.AppendBinary(out)
+		if ws.acc == nil {
+			out = append(out, 0)
+			continue
+		}
+		out = append(out, 1)
+		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) {
+			return ek.AppendEncodedStateFor(b, k.str, AccumulatorCell, ws.acc)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("encoding accumulator: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// decodeAggKey decodes what appendAggKey wrote. With lazy set the key is
+// not decoded (the caller sets the key's encoding: see EncodedKeyer).
+func decodeAggKey(sc StateCoder, b []byte, lazy bool) (*aggKey, error) {
 	kb, b, err := readBytes(b)
 	if err != nil {
 		return nil, err
 	}
-	key, err := sc.DecodeKey(kb)
-	if err != nil {
-		return nil, fmt.Errorf("decoding key: %w", err)
+	k := &aggKey{}
+	if !lazy {
+		if k.key, err = sc.DecodeKey(kb); err != nil {
+			return nil, fmt.Errorf("decoding key: %w", err)
+		}
 	}
-	k := &aggKey{key: key}
 	n, m := binary.Uvarint(b)
 	if m <= 0 {
 		return nil, fmt.Errorf("corrupt state entry")

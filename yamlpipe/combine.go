@@ -58,6 +58,11 @@ type aggregator struct {
 	group []int
 	ops   []combineOp
 	out   *row.Schema
+	// keysFromEncoding: every group_by field is a scalar (int, float,
+	// bool, string, timestamp), whose key encoding decodes to the value
+	// itself, so the runner keeps only keys' encodings and accumulators
+	// keep no copy of the group values (combine_state.go).
+	keysFromEncoding bool
 	// beam makes rows of exactly the group_by fields and the aggregates
 	// (Beam's shape, for a Combine with a language); otherwise
 	// window_start, window_end and pane follow.
@@ -206,7 +211,7 @@ func (a *aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 			}
 		}
 	}
-	if ac.group == nil && len(a.group) > 0 {
+	if ac.group == nil && len(a.group) > 0 && !a.keysFromEncoding {
 		ac.group = make([]any, len(a.group))
 		for j, i := range a.group {
 			ac.group[j] = r.Values[i]
@@ -403,10 +408,14 @@ func (a *aggregator) MergeAccumulators(x, y any) any {
 
 // Output builds the pane's row: group values, outputs and, unless the step
 // has Beam's shape, window and pane.
-func (a *aggregator) Output(_ any, acc any, w window.Window, p window.PaneInfo) any {
+func (a *aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo) any {
 	ac := acc.(*accumulator)
 	r := row.New(a.out)
-	copy(r.Values, ac.group)
+	if vals, ok := key.([]any); ok && len(vals) == len(a.group) {
+		copy(r.Values, vals)
+	} else {
+		copy(r.Values, ac.group)
+	}
 	j := len(a.group)
 	for k := range a.ops {
 		op, s := &a.ops[k], &ac.slots[k]
@@ -628,6 +637,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		agg.group = append(agg.group, idx)
 		keyFields = append(keyFields, in.schema.Fields[idx])
 	}
+	agg.keysFromEncoding = scalarFields(keyFields)
 	outFields = append(outFields, keyFields...)
 	cn := t.config.get("combine")
 	if cn == nil || cn.kind != kMap || len(cn.keys) == 0 {
@@ -755,4 +765,17 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	l.registerErrors(t, res)
 	return rowsColl(out, res), nil
+}
+
+// scalarFields reports whether every field is an int, float, bool, string
+// or timestamp: values whose key encoding decodes to the value itself.
+func scalarFields(fs []row.Field) bool {
+	for _, f := range fs {
+		switch f.Type.Kind {
+		case row.KindInt, row.KindFloat, row.KindBool, row.KindString, row.KindTimestamp:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -60,6 +60,134 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 	for _, g := range ac.group {
 		out = appendKeyValue(out, g)
 	}
+	return appendSlots(out, ac), nil
+}
+
+// The contract.EncodedKeyer of a Combine whose group_by fields are all
+// scalars: the key encoding (AppendKey) is each value's tag and bytes,
+// which is also how EncodeKey and EncodeState write the group values after
+// their count, so both are the count and the encoding, byte for byte what
+// they write from the values.
+var _ contract.EncodedKeyer = (*aggregator)(nil)
+
+// KeysFromEncoding reports whether every group_by field is a scalar.
+func (a *aggregator) KeysFromEncoding() bool { return a.keysFromEncoding }
+
+// KeyFromEncoding returns the group values encoded in enc (strings share
+// enc's memory); an empty enc of a step with group_by is the key of an
+// element that is not a row (nil), as Key returns it.
+func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
+	if len(a.group) == 0 {
+		return []any{}, nil
+	}
+	if enc == "" {
+		return nil, nil
+	}
+	vals := make([]any, len(a.group))
+	for i := range vals {
+		var err error
+		if vals[i], enc, err = readEncodedKeyValue(enc); err != nil {
+			return nil, err
+		}
+	}
+	if enc != "" {
+		return nil, fmt.Errorf("corrupt combine key: %d bytes after its %d values", len(enc), len(a.group))
+	}
+	return vals, nil
+}
+
+// readEncodedKeyValue is readKeyValue over a string: a string value is a
+// substring of enc, not a copy.
+func readEncodedKeyValue(enc string) (any, string, error) {
+	bad := fmt.Errorf("corrupt combine key")
+	if enc == "" {
+		return nil, "", bad
+	}
+	tag, rest := enc[0], enc[1:]
+	switch tag {
+	case tagNull:
+		return nil, rest, nil
+	case tagInt, tagFloat, tagTime:
+		if len(rest) < 8 {
+			return nil, "", bad
+		}
+		var u uint64
+		for i := range 8 {
+			u = u<<8 | uint64(rest[i])
+		}
+		switch tag {
+		case tagInt:
+			return int64(u), rest[8:], nil
+		case tagFloat:
+			return math.Float64frombits(u), rest[8:], nil
+		}
+		return mtime.Time(u), rest[8:], nil
+	case tagBool:
+		if rest == "" {
+			return nil, "", bad
+		}
+		return rest[0] == 1, rest[1:], nil
+	case tagString:
+		var n uint64
+		k := 0
+		for shift := uint(0); ; shift += 7 {
+			if k >= len(rest) || k >= binary.MaxVarintLen64 {
+				return nil, "", bad
+			}
+			c := rest[k]
+			k++
+			n |= uint64(c&0x7f) << shift
+			if c < 0x80 {
+				break
+			}
+		}
+		if uint64(len(rest)-k) < n {
+			return nil, "", bad
+		}
+		return rest[k : k+int(n)], rest[k+int(n):], nil
+	}
+	v, left, err := readKeyValue([]byte(enc))
+	if err != nil {
+		return nil, "", err
+	}
+	return v, enc[len(enc)-len(left):], nil
+}
+
+// groupCount is the number of group values of the key encoded in enc.
+func (a *aggregator) groupCount(enc string) int {
+	if enc == "" {
+		return 0 // not a row: no group values (EncodeKey of a nil key)
+	}
+	return len(a.group)
+}
+
+// AppendEncodedKeyFrom appends EncodeKey of the key encoded in enc.
+func (a *aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
+	return append(dst, enc...), nil
+}
+
+// AppendEncodedStateFor appends EncodeState of the accumulator v of the key
+// encoded in enc.
+func (a *aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]byte, error) {
+	ac, ok := v.(*accumulator)
+	if !ok {
+		return nil, fmt.Errorf("combine accumulator has type %T", v)
+	}
+	if ac.group != nil { // adopted from an execution that kept them
+		dst = binary.AppendUvarint(dst, uint64(len(ac.group)))
+		for _, g := range ac.group {
+			dst = appendKeyValue(dst, g)
+		}
+	} else {
+		dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
+		dst = append(dst, enc...)
+	}
+	return appendSlots(dst, ac), nil
+}
+
+// appendSlots appends the slots of ac, as EncodeState writes them.
+func appendSlots(out []byte, ac *accumulator) []byte {
 	out = binary.AppendUvarint(out, uint64(len(ac.slots)))
 	for _, s := range ac.slots {
 		out = binary.AppendVarint(out, s.i)
@@ -73,7 +201,7 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 		out = binary.BigEndian.AppendUint64(out, uint64(s.t))
 		out = appendStateValue(out, s.v)
 	}
-	return out, nil
+	return out
 }
 
 // appendStateValue encodes a slot's value: lists element by element (so
@@ -99,13 +227,17 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	b = b[k:]
 	ac := &accumulator{}
-	if n > 0 {
+	if n > 0 && !a.keysFromEncoding {
 		ac.group = make([]any, n)
 	}
 	var err error
-	for i := range ac.group {
-		if ac.group[i], b, err = readKeyValue(b); err != nil {
+	for i := uint64(0); i < n; i++ {
+		var g any
+		if g, b, err = readKeyValue(b); err != nil {
 			return nil, err
+		}
+		if ac.group != nil {
+			ac.group[i] = g
 		}
 	}
 	ns, k := binary.Uvarint(b)

@@ -75,6 +75,27 @@ type StateAppender interface {
 	AppendEncodedState(dst []byte, cell string, v any) ([]byte, error)
 }
 
+// EncodedKeyer is what an Aggregator that is also a StateCoder may
+// implement when its key is a function of its Keyer.AppendKey encoding
+// (and KeysFromEncoding reports true): the runner then keeps only that
+// encoding per key, not the key, and asks for the key only when it needs
+// it. A million keys are then millions of objects fewer for the garbage
+// collector to mark.
+type EncodedKeyer interface {
+	// KeysFromEncoding reports whether the runner may keep only keys'
+	// encodings (a step may decide by its key's types).
+	KeysFromEncoding() bool
+	// KeyFromEncoding returns the key of the elements whose AppendKey
+	// encoding is enc (what Key returns for them, or its decoded form, as
+	// DecodeKey returns it). The key may share enc's memory.
+	KeyFromEncoding(enc string) (any, error)
+	// AppendEncodedKeyFrom appends EncodeKey of that key to dst.
+	AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error)
+	// AppendEncodedStateFor appends EncodeState(cell, v) of the state v of
+	// that key to dst: an accumulator need not keep its key to encode it.
+	AppendEncodedStateFor(dst []byte, enc, cell string, v any) ([]byte, error)
+}
+
 // AccumulatorCell is the cell name of an aggregation's accumulator.
 const AccumulatorCell = "acc"
 
