@@ -206,11 +206,16 @@ type asyncPublisher struct {
 }
 
 func newAsyncPublisher(b *pubsub.Broker, topic string) (*asyncPublisher, error) {
+	return newConnPublisher(b.Conn(), topic)
+}
+
+// newConnPublisher is newAsyncPublisher over any connection to the broker.
+func newConnPublisher(nc *nats.Conn, topic string) (*asyncPublisher, error) {
 	subject, err := pubsub.TopicSubject(topic)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(b.Conn(), jetstream.WithPublishAsyncMaxPending(2*publishWindow))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*publishWindow))
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}

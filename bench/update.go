@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -43,6 +44,13 @@ type UpdateConfig struct {
 	// AfterFill, when set, is called by the server variant once the state
 	// is built, before the steady load (to trace only the swaps).
 	AfterFill func()
+	// Publisher, when set, gives the server variant's steady load to
+	// another process (as in production, where publishers are not the
+	// job's process): it returns the command of `weir bench-child-publish`
+	// for the broker's network URL. The command publishes until its stdin
+	// closes, then prints the number of messages the broker acknowledged.
+	// Unset, the load is published from this process.
+	Publisher func(ctx context.Context, url, topic string, keys int64, rate float64) *exec.Cmd
 	// BeforeEnd, when set, is called by the server variant after the last
 	// swap, while the job and its state are still live (for a heap
 	// profile).

@@ -1,16 +1,22 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/trace"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
@@ -153,7 +159,15 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
 	}
 	logger := slog.New(discardHandler{})
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger})
+	bopts := pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger}
+	if cfg.Publisher != nil {
+		port, err := freePort()
+		if err != nil {
+			return out, err
+		}
+		bopts.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	b, err := pubsub.StartEmbedded(ctx, bopts)
 	if err != nil {
 		return out, err
 	}
@@ -216,13 +230,22 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	}
 
 	// Steady load, with the service's checkpoint every second.
-	pubCtx, stopPub := context.WithCancel(ctx)
 	var next atomic.Int64
-	pubErr := make(chan error, 1)
-	go func() { pubErr <- steadyPublisher(pubCtx, pub, cfg.Keys, cfg.Rate, &next) }()
-	stopPublisher := func() error {
-		stopPub()
-		return <-pubErr
+	var stopPublisher func() error
+	if cfg.Publisher != nil {
+		stop, err := startPublisherProcess(ctx, cfg.Publisher(ctx, "nats://"+bopts.Listen, serverUpdateTopic, cfg.Keys, cfg.Rate), &next)
+		if err != nil {
+			return out, err
+		}
+		stopPublisher = stop
+	} else {
+		pubCtx, stopPub := context.WithCancel(ctx)
+		pubErr := make(chan error, 1)
+		go func() { pubErr <- steadyPublisher(pubCtx, pub, cfg.Keys, cfg.Rate, &next) }()
+		stopPublisher = func() error {
+			stopPub()
+			return <-pubErr
+		}
 	}
 	time.Sleep(cfg.Steady)
 	for i := 0; i < cfg.Swaps; i++ {
@@ -281,4 +304,66 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		return out, err
 	}
 	return out, nil
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port for the broker: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PublishOutcome is what `weir bench-child-publish` prints when it stops.
+type PublishOutcome struct {
+	// Published is the number of messages the broker acknowledged.
+	Published int64 `json:"published"`
+}
+
+// startPublisherProcess starts cmd (a `weir bench-child-publish`) and
+// returns the function that stops it: it closes the child's stdin, waits
+// for it and adds the messages it published to next.
+func startPublisherProcess(ctx context.Context, cmd *exec.Cmd, next *atomic.Int64) (func() error, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting the publisher process: %w", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the publisher process: %w", err)
+	}
+	return func() error {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("the publisher process: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		}
+		var o PublishOutcome
+		if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &o); err != nil {
+			return fmt.Errorf("reading what the publisher process published: %w (%q)", err, stdout.String())
+		}
+		next.Add(o.Published)
+		return nil
+	}, nil
+}
+
+// RunPublisher is `weir bench-child-publish`: it connects to the broker at
+// url and publishes the server variant's steady load (keys cycling through
+// [0, keys) in a scattered order, rate messages per second) until ctx is
+// done, then waits for the acknowledgements in flight.
+func RunPublisher(ctx context.Context, url, topic string, keys int64, rate float64) (PublishOutcome, error) {
+	nc, err := nats.Connect(url, nats.Name("weir-bench-publisher"))
+	if err != nil {
+		return PublishOutcome{}, fmt.Errorf("connecting to the broker at %s: %w", url, err)
+	}
+	defer nc.Close()
+	pub, err := newConnPublisher(nc, topic)
+	if err != nil {
+		return PublishOutcome{}, err
+	}
+	var next atomic.Int64
+	err = steadyPublisher(ctx, pub, keys, rate, &next)
+	return PublishOutcome{Published: next.Load()}, err
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -33,7 +35,7 @@ func newBenchUpdateCommand(e *env) *cobra.Command {
 	var workers int
 	var steady time.Duration
 	var swaps int
-	var format string
+	var format, publisher string
 	var jobs []string
 	cmd := &cobra.Command{
 		Use:   "update",
@@ -57,6 +59,10 @@ and a baseline gap over as long a stretch without a swap is reported beside it.
 --swaps N repeats the swap N times in one run of the yaml job (each after its
 own baseline stretch) and reports the pauses' and baselines' p50 and p99
 (nearest rank: below 100 swaps the p99 is the largest).
+The steady load comes from a publisher process of its own (--publisher
+process, over the broker's network port on 127.0.0.1), as production
+publishers are not the job's process; --publisher inline publishes it from the
+job's process, whose garbage collector then also pays for the publisher.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified.`,
@@ -71,6 +77,9 @@ are verified.`,
 			}
 			if swaps < 1 {
 				return usageErrorf("--swaps: %d is not a positive number", swaps)
+			}
+			if publisher != publisherProcess && publisher != publisherInline {
+				return usageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
 			}
 			var runs []updateRun
 			for _, k := range keys {
@@ -89,7 +98,7 @@ are verified.`,
 						}
 						c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
 							"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
-							"--server="+strconv.FormatBool(job == "yaml"))
+							"--server="+strconv.FormatBool(job == "yaml"), "--publisher", publisher)
 						var out bytes.Buffer
 						c.Stdout, c.Stderr = &out, e.stderr
 						e.logger.Info("running", "mode", mode, "keys", n)
@@ -132,6 +141,7 @@ are verified.`,
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.DurationVar(&steady, "steady", 2*time.Second, "steady load before and after the swap")
 	fl.IntVar(&swaps, "swaps", 1, "swaps per run of the yaml job, for the pauses' p50 and p99")
+	fl.StringVar(&publisher, "publisher", publisherProcess, "where the yaml job's steady load is published from: process (a process of its own, as a production publisher is) or inline (the job's process)")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	addFormatFlag(cmd, &format)
 	return cmd
@@ -142,7 +152,7 @@ are verified.`,
 func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	var cfg bench.UpdateConfig
 	var server bool
-	var cpuProfile, heapProfile, tracePath string
+	var cpuProfile, heapProfile, tracePath, publisher string
 	cmd := &cobra.Command{
 		Use:    benchChildCommand + "-update MODE",
 		Short:  "Run one update benchmark in this process (used by weir bench update)",
@@ -150,6 +160,20 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 		Args:   exactArgs("MODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Mode = args[0]
+			switch publisher {
+			case publisherProcess:
+				exe, err := os.Executable()
+				if err != nil {
+					return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+				}
+				cfg.Publisher = func(ctx context.Context, url, topic string, keys int64, rate float64) *exec.Cmd {
+					return exec.CommandContext(ctx, exe, benchChildCommand+"-publish", "--url", url, "--topic", topic,
+						"--keys", strconv.FormatInt(keys, 10), "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
+				}
+			case publisherInline:
+			default:
+				return usageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
+			}
 			run := bench.RunUpdate
 			if server {
 				run = bench.RunServerUpdate
@@ -211,6 +235,47 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
+	fl.StringVar(&publisher, "publisher", publisherProcess, "where the server variant's steady load is published from: process (a process of its own, as a production publisher is) or inline (this process)")
+	return cmd
+}
+
+// The places the update benchmark's steady load can be published from.
+const (
+	publisherProcess = "process"
+	publisherInline  = "inline"
+)
+
+// newBenchChildPublishCommand is the hidden command that publishes the
+// update benchmark's steady load from a process of its own, until its
+// stdin closes; it then prints what the broker acknowledged.
+func newBenchChildPublishCommand(e *env) *cobra.Command {
+	var url, topic string
+	var keys int64
+	var rate float64
+	cmd := &cobra.Command{
+		Use:    benchChildCommand + "-publish",
+		Short:  "Publish the update benchmark's steady load (used by weir bench update)",
+		Hidden: true,
+		Args:   exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			go func() {
+				_, _ = io.Copy(io.Discard, cmd.InOrStdin())
+				stop()
+			}()
+			out, err := bench.RunPublisher(ctx, url, topic, keys, rate)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			return writeJSON(e.stdout, out)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&url, "url", "", "the broker's NATS URL")
+	fl.StringVar(&topic, "topic", "", "the topic to publish to")
+	fl.Int64Var(&keys, "keys", 100000, "keys the messages cycle through")
+	fl.Float64Var(&rate, "rate", 50000, "messages per second")
 	return cmd
 }
 

@@ -128,7 +128,8 @@ func TestCLIUpdate(t *testing.T) {
 // TestCLIBenchUpdate runs `weir bench update` at a tiny size: both jobs
 // (a YAML job in the job service, a Go SDK pipeline) and both modes run in
 // child processes and report a pause; the SDK runs verify their totals, the
-// YAML runs report the baseline gap beside the pause.
+// YAML runs report the baseline gap beside the pause and count the steady
+// load their publisher process published.
 func TestCLIBenchUpdate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs benchmark children")
@@ -145,6 +146,7 @@ func TestCLIBenchUpdate(t *testing.T) {
 		BaselineMS float64 `json:"baseline_gap_ms"`
 		Verified   bool    `json:"verified"`
 		PeakRSS    int64   `json:"peak_rss_bytes"`
+		Elements   int64   `json:"elements"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
@@ -162,6 +164,9 @@ func TestCLIBenchUpdate(t *testing.T) {
 		}
 		if run.Server && run.BaselineMS <= 0 {
 			t.Errorf("run %d (YAML job): no baseline gap: %+v", i, run)
+		}
+		if run.Server && run.Elements <= run.Keys {
+			t.Errorf("run %d (YAML job): the publisher process published nothing of the steady load: %+v", i, run)
 		}
 		if !run.Server && !run.Verified {
 			t.Errorf("run %d (SDK pipeline): totals not verified: %+v", i, run)
