@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
@@ -63,6 +64,8 @@ type aggregator struct {
 	// itself, so the runner keeps only keys' encodings and accumulators
 	// keep no copy of the group values (combine_state.go).
 	keysFromEncoding bool
+	// accs hands out the step's accumulators.
+	accs accSlab
 	// beam makes rows of exactly the group_by fields and the aggregates
 	// (Beam's shape, for a Combine with a language); otherwise
 	// window_start, window_end and pane follow.
@@ -89,9 +92,36 @@ type accumulator struct {
 	slot0 [1]slot
 }
 
-// newAccumulator returns an accumulator of n empty slots.
-func newAccumulator(n int) *accumulator {
-	ac := &accumulator{}
+// accSlabLen is how many accumulators one allocation of an accSlab holds.
+const accSlabLen = 32
+
+// accSlab hands out accumulators carved from arrays of accSlabLen: a
+// million keys' accumulators are then about 31,000 objects for the garbage
+// collector to mark, not a million. An array stays allocated while any of
+// its accumulators is referenced, so at worst (one accumulator of an array
+// still live) an accumulator holds accSlabLen's worth of memory (3.3 KB).
+type accSlab struct {
+	// mu guards free. Workers create accumulators concurrently; it is taken
+	// alone, for a slice operation, never with another lock held.
+	mu   sync.Mutex
+	free []accumulator
+}
+
+// take returns a zero accumulator.
+func (s *accSlab) take() *accumulator {
+	s.mu.Lock()
+	if len(s.free) == 0 {
+		s.free = make([]accumulator, accSlabLen)
+	}
+	ac := &s.free[0]
+	s.free = s.free[1:]
+	s.mu.Unlock()
+	return ac
+}
+
+// newAccumulator returns an accumulator of n empty slots, from s.
+func newAccumulator(s *accSlab, n int) *accumulator {
+	ac := s.take()
 	if n <= len(ac.slot0) {
 		ac.slots = ac.slot0[:n]
 	} else {
@@ -170,7 +200,7 @@ func (a *aggregator) Key(v any) any {
 
 // NewAccumulator returns an empty accumulator.
 func (a *aggregator) NewAccumulator() any {
-	return newAccumulator(len(a.ops))
+	return newAccumulator(&a.accs, len(a.ops))
 }
 
 // AddInput folds one row into acc. The runner calls AddInputErr instead

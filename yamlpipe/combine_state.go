@@ -226,7 +226,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		return nil, bad
 	}
 	b = b[k:]
-	ac := &accumulator{}
+	ac := a.accs.take()
 	if n > 0 && !a.keysFromEncoding {
 		ac.group = make([]any, n)
 	}
