@@ -59,10 +59,11 @@ and a baseline gap over as long a stretch without a swap is reported beside it.
 --swaps N repeats the swap N times in one run of the yaml job (each after its
 own baseline stretch) and reports the pauses' and baselines' p50 and p99
 (nearest rank: below 100 swaps the p99 is the largest).
-The steady load comes from a publisher process of its own (--publisher
-process, over the broker's network port on 127.0.0.1), as production
-publishers are not the job's process; --publisher inline publishes it from the
-job's process, whose garbage collector then also pays for the publisher.
+The steady load is published from the job's process (--publisher inline),
+whose garbage collector then also pays for the publisher; --publisher process
+publishes it from a process of its own over the broker's network port on
+127.0.0.1, which takes the publisher's allocations out of the job's process
+but, on a small machine, adds a process and a TCP connection on the same CPUs.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified.`,
@@ -141,7 +142,7 @@ are verified.`,
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.DurationVar(&steady, "steady", 2*time.Second, "steady load before and after the swap")
 	fl.IntVar(&swaps, "swaps", 1, "swaps per run of the yaml job, for the pauses' p50 and p99")
-	fl.StringVar(&publisher, "publisher", publisherProcess, "where the yaml job's steady load is published from: process (a process of its own, as a production publisher is) or inline (the job's process)")
+	fl.StringVar(&publisher, "publisher", publisherInline, "where the yaml job's steady load is published from: inline (the job's process) or process (a process of its own, whose allocations are not the job's)")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	addFormatFlag(cmd, &format)
 	return cmd
@@ -235,7 +236,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
-	fl.StringVar(&publisher, "publisher", publisherProcess, "where the server variant's steady load is published from: process (a process of its own, as a production publisher is) or inline (this process)")
+	fl.StringVar(&publisher, "publisher", publisherInline, "where the server variant's steady load is published from: inline (this process) or process (a process of its own, whose allocations are not the job's)")
 	return cmd
 }
 

@@ -129,12 +129,12 @@ func TestCLIUpdate(t *testing.T) {
 // (a YAML job in the job service, a Go SDK pipeline) and both modes run in
 // child processes and report a pause; the SDK runs verify their totals, the
 // YAML runs report the baseline gap beside the pause and count the steady
-// load their publisher process published.
+// load their publisher process (--publisher process) published.
 func TestCLIBenchUpdate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs benchmark children")
 	}
-	r := runCLI(t, "", "bench", "update", "--keys", "5000", "--rate", "20000", "--steady", "300ms", "--format", "json")
+	r := runCLI(t, "", "bench", "update", "--keys", "5000", "--rate", "20000", "--steady", "300ms", "--publisher", "process", "--format", "json")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
