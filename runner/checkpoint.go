@@ -77,6 +77,13 @@ func (c *coordinator) add(cp *Checkpoint, r *report) {
 // submit records a participant's report for the pending epoch; a finished
 // participant's report also stands in for every later epoch (its state
 // deletions go into the next checkpoint only).
+//
+// A final report may name the epoch before the pending one: a participant
+// reads the run's epoch, which Execution.checkpoint stores only after it
+// began the next. It then stands in for the pending epoch at once, so that
+// the epoch completes when it was the last report the epoch waited for
+// (nothing else would report again once every participant finished, and
+// the checkpoint would wait forever).
 func (c *coordinator) submit(key string, r *report) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,10 +91,14 @@ func (c *coordinator) submit(key string, r *report) {
 		c.finals[key] = r
 	}
 	p := c.pending
-	if p == nil || r.epoch != c.epoch || p.reported[key] {
+	if p == nil || p.reported[key] {
 		return
 	}
-	c.take(p, key, r)
+	if r.epoch == c.epoch {
+		c.take(p, key, r)
+	} else if !r.finished {
+		return
+	}
 	c.completeLocked()
 }
 
@@ -182,7 +193,11 @@ func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, er
 			if x.err != nil {
 				return nil, fmt.Errorf("checkpoint %d: execution failed: %w", e, x.err)
 			}
-			<-p.done
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("checkpoint %d: the ended execution's participants did not complete it: %w", e, ctx.Err())
+			}
 		}
 	}
 	if pause {

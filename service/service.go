@@ -196,6 +196,11 @@ type testHooks struct {
 	// job's old execution is paused (with the name guard and the
 	// execution's cpMu held, Service.mu not held), with the job's ID.
 	paused func(jobID string)
+	// updatePhase, when set, is called by an in-place update after each of
+	// its phases once the next has not begun ("handed-over", "persisted",
+	// "cut", "finished"), with the old job's ID and the locks the update
+	// holds then (the name guard, both executions' cpMu).
+	updatePhase func(jobID, phase string)
 	// resuming, when set, is called before a job found active at Open
 	// resumes (no lock held), with the job's ID.
 	resuming func(jobID string)

@@ -153,15 +153,26 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 	if err != nil {
 		return nil, err
 	}
+	s.updatePhase(u, "handed-over")
 	if err := s.persistHandover(ctx, u); err != nil {
 		return nil, err
 	}
+	s.updatePhase(u, "persisted")
 	s.finishRollbackCut(u.rb) // rollback.go: the rollback snapshot's copy
+	s.updatePhase(u, "cut")
 	s.finishHandover(ctx, u)
+	s.updatePhase(u, "finished")
 	s.opts.Logger.Info("job updated", "job_name", req.Name, "old_job_id", u.old.ID, "new_job_id", u.nj.ID,
 		"generation", u.nj.Generation, "pause_ms", res.PauseMillis)
 	res.Job = u.nj
 	return res, nil
+}
+
+// updatePhase calls the updatePhase test hook, when set, after phase.
+func (s *Service) updatePhase(u *update, phase string) {
+	if h := s.hooks.updatePhase; h != nil {
+		h(u.old.ID, phase)
+	}
 }
 
 // update is an in-place update on its way through the phases of Update.
