@@ -109,7 +109,7 @@ type accSlab struct {
 
 // take returns a zero accumulator.
 func (s *accSlab) take() *accumulator {
-	s.mu.Lock()
+	s.mu.Lock() // a leaf
 	if len(s.free) == 0 {
 		s.free = make([]accumulator, accSlabLen)
 	}

@@ -99,9 +99,8 @@ func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
 // readEncodedKeyValue is readKeyValue over a string: a string value is a
 // substring of enc, not a copy.
 func readEncodedKeyValue(enc string) (any, string, error) {
-	bad := fmt.Errorf("corrupt combine key")
 	if enc == "" {
-		return nil, "", bad
+		return nil, "", errCorruptKey()
 	}
 	tag, rest := enc[0], enc[1:]
 	switch tag {
@@ -109,7 +108,7 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 		return nil, rest, nil
 	case tagInt, tagFloat, tagTime:
 		if len(rest) < 8 {
-			return nil, "", bad
+			return nil, "", errCorruptKey()
 		}
 		var u uint64
 		for i := range 8 {
@@ -124,7 +123,7 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 		return mtime.Time(u), rest[8:], nil
 	case tagBool:
 		if rest == "" {
-			return nil, "", bad
+			return nil, "", errCorruptKey()
 		}
 		return rest[0] == 1, rest[1:], nil
 	case tagString:
@@ -132,7 +131,7 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 		k := 0
 		for shift := uint(0); ; shift += 7 {
 			if k >= len(rest) || k >= binary.MaxVarintLen64 {
-				return nil, "", bad
+				return nil, "", errCorruptKey()
 			}
 			c := rest[k]
 			k++
@@ -142,7 +141,7 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 			}
 		}
 		if uint64(len(rest)-k) < n {
-			return nil, "", bad
+			return nil, "", errCorruptKey()
 		}
 		return rest[k : k+int(n)], rest[k+int(n):], nil
 	}
@@ -152,6 +151,10 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 	}
 	return v, enc[len(enc)-len(left):], nil
 }
+
+// errCorruptKey is the error of a key encoding that does not decode (made
+// on failure only: decoding a key allocates nothing else).
+func errCorruptKey() error { return fmt.Errorf("corrupt combine key") }
 
 // groupCount is the number of group values of the key encoded in enc.
 func (a *aggregator) groupCount(enc string) int {
