@@ -233,7 +233,7 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	var next atomic.Int64
 	var stopPublisher func() error
 	if cfg.Publisher != nil {
-		stop, err := startPublisherProcess(ctx, cfg.Publisher(ctx, "nats://"+bopts.Listen, serverUpdateTopic, cfg.Keys, cfg.Rate), &next)
+		stop, err := startPublisherProcess(cfg.Publisher(ctx, "nats://"+bopts.Listen, serverUpdateTopic, cfg.Keys, cfg.Rate), &next)
 		if err != nil {
 			return out, err
 		}
@@ -325,7 +325,7 @@ type PublishOutcome struct {
 // startPublisherProcess starts cmd (a `weir bench-child-publish`) and
 // returns the function that stops it: it closes the child's stdin, waits
 // for it and adds the messages it published to next.
-func startPublisherProcess(ctx context.Context, cmd *exec.Cmd, next *atomic.Int64) (func() error, error) {
+func startPublisherProcess(cmd *exec.Cmd, next *atomic.Int64) (func() error, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting the publisher process: %w", err)
