@@ -40,22 +40,10 @@ func readWindow(b []byte) (window.Window, []byte, error) {
 }
 
 // appendAggKey appends the encoding of the windows of one key of an
-// aggregation to out. A key kept as
-// its encoding only (a nil key, ek set: see EncodedKeyer) is encoded from
-// it, to the same bytes.
+// aggregation to out: the key, then per window its bounds, trigger state
+// and accumulator, each encoding length-prefixed.
 func appendAggKey(out []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte, error) {
-	if k.key == nil && ek != nil {
-		return appendEncodedAggKey(out, ek, k)
-	}
-	sa, fast := sc.(StateAppender)
-	var err error
-	if fast {
-		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedKey(b, k.key) })
-	} else {
-		var kb []byte
-		kb, err = sc.EncodeKey(k.key)
-		out = appendBytes(out, kb)
-	}
+	out, err := appendPrefixed(out, func(b []byte) ([]byte, error) { return appendAggKeyOnly(b, sc, ek, k) })
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
@@ -68,18 +56,38 @@ func appendAggKey(out []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte
 			continue
 		}
 		out = append(out, 1)
-		if fast {
-			out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return sa.AppendEncodedState(b, AccumulatorCell, ws.acc) })
-		} else {
-			var acc []byte
-			acc, err = sc.EncodeState(AccumulatorCell, ws.acc)
-			out = appendBytes(out, acc)
-		}
+		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) { return appendAggAcc(b, sc, ek, k, ws.acc) })
 		if err != nil {
 			return nil, fmt.Errorf("encoding accumulator: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// appendAggKeyOnly appends the StateCoder encoding of k's key: from its
+// encoding when the node keeps only that (a nil key, ek set: see
+// EncodedKeyer), to the same bytes.
+func appendAggKeyOnly(b []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte, error) {
+	if k.key == nil && ek != nil {
+		return ek.AppendEncodedKeyFrom(b, k.str)
+	}
+	if sa, ok := sc.(StateAppender); ok {
+		return sa.AppendEncodedKey(b, k.key)
+	}
+	kb, err := sc.EncodeKey(k.key)
+	return append(b, kb...), err
+}
+
+// appendAggAcc appends the StateCoder encoding of accumulator acc of k.
+func appendAggAcc(b []byte, sc StateCoder, ek EncodedKeyer, k *aggKey, acc any) ([]byte, error) {
+	if k.key == nil && ek != nil {
+		return ek.AppendEncodedStateFor(b, k.str, AccumulatorCell, acc)
+	}
+	if sa, ok := sc.(StateAppender); ok {
+		return sa.AppendEncodedState(b, AccumulatorCell, acc)
+	}
+	ab, err := sc.EncodeState(AccumulatorCell, acc)
+	return append(b, ab...), err
 }
 
 // appendPrefixed appends what enc appends, preceded by its length as
@@ -96,31 +104,6 @@ func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error
 	out = append(out, hdr[:h]...)
 	copy(out[start+h:], out[start:start+n])
 	copy(out[start:], hdr[:h])
-	return out, nil
-}
-
-// appendEncodedAggKey is appendAggKey for a key kept as its encoding.
-func appendEncodedAggKey(out []byte, ek EncodedKeyer, k *aggKey) ([]byte, error) {
-	out, err := appendPrefixed(out, func(b []byte) ([]byte, error) { return ek.AppendEncodedKeyFrom(b, k.str) })
-	if err != nil {
-		return nil, fmt.Errorf("encoding key: %w", err)
-	}
-	out = binary.AppendUvarint(out, uint64(len(k.wins)))
-	for _, ws := range k.wins {
-		out = appendWindow(out, ws.w)
-		out = ws.st.AppendBinary(out)
-		if ws.acc == nil {
-			out = append(out, 0)
-			continue
-		}
-		out = append(out, 1)
-		out, err = appendPrefixed(out, func(b []byte) ([]byte, error) {
-			return ek.AppendEncodedStateFor(b, k.str, AccumulatorCell, ws.acc)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("encoding accumulator: %w", err)
-		}
-	}
 	return out, nil
 }
 

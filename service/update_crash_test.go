@@ -98,18 +98,7 @@ func TestUpdateCrashAtPhase(t *testing.T) {
 				SubmitRequest: SubmitRequest{Name: "totals", Pipeline: updatePipeline(db, true, "Sums", ""), BaseDir: dir}})
 			<-copied
 
-			s2 := openService(t, crashed)
-			active, err := s2.List(StatusActive)
-			if err != nil || len(active) != 1 {
-				t.Fatalf("active jobs after the crash: %v %v", active, err)
-			}
-			j := waitDone(t, s2, active[0].ID)
-			if j.State != StateDone {
-				t.Fatalf("job %s after the crash: %s %q", j.ID, j.State, j.Error)
-			}
-			if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("after the update and crash the table holds:\n%s\nwithout either it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			recoveredExactly(t, openService(t, crashed), db, want)
 		})
 	}
 }
@@ -144,17 +133,7 @@ func TestUpdateCrashAnytimeStress(t *testing.T) {
 					t.Logf("after the crash: job %s generation %d %s pending_commit %v", j.ID, j.Generation, j.State, j.PendingCommit)
 				}
 			}
-			active, err := s2.List(StatusActive)
-			if err != nil || len(active) != 1 {
-				t.Fatalf("active jobs after the crash: %v %v", active, err)
-			}
-			j := waitDone(t, s2, active[0].ID)
-			if j.State != StateDone {
-				t.Fatalf("job %s after the crash: %s %q", j.ID, j.State, j.Error)
-			}
-			if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("after the update and crash the table holds:\n%s\nwithout either it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			recoveredExactly(t, s2, db, want)
 		})
 	}
 }
@@ -166,4 +145,22 @@ func copyDataDirFrozen(t *testing.T, s *Service, dst string) {
 	s.mu.Lock()            // lock order 3
 	t.Cleanup(s.mu.Unlock) // before s closes
 	copyDataDirLocked(t, s, dst)
+}
+
+// recoveredExactly checks the service recovered from a crashed update: one
+// active job, which finishes DONE with want, the table of a run without
+// update or crash, in db.
+func recoveredExactly(t *testing.T, s2 *Service, db string, want []string) {
+	t.Helper()
+	active, err := s2.List(StatusActive)
+	if err != nil || len(active) != 1 {
+		t.Fatalf("active jobs after the crash: %v %v", active, err)
+	}
+	j := waitDone(t, s2, active[0].ID)
+	if j.State != StateDone {
+		t.Fatalf("job %s after the crash: %s %q", j.ID, j.State, j.Error)
+	}
+	if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after the update and crash the table holds:\n%s\nwithout either it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

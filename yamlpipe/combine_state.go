@@ -56,11 +56,17 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
-	out := binary.AppendUvarint(nil, uint64(len(ac.group)))
-	for _, g := range ac.group {
-		out = appendKeyValue(out, g)
+	return appendSlots(appendGroup(nil, ac.group), ac), nil
+}
+
+// appendGroup appends an accumulator's group values: their count, then
+// each as appendKeyValue writes it.
+func appendGroup(dst []byte, group []any) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(group)))
+	for _, g := range group {
+		dst = appendKeyValue(dst, g)
 	}
-	return appendSlots(out, ac), nil
+	return dst
 }
 
 // The contract.EncodedKeyer of a Combine whose group_by fields are all
@@ -178,10 +184,7 @@ func (a *aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
 	if ac.group != nil { // adopted from an execution that kept them
-		dst = binary.AppendUvarint(dst, uint64(len(ac.group)))
-		for _, g := range ac.group {
-			dst = appendKeyValue(dst, g)
-		}
+		dst = appendGroup(dst, ac.group)
 	} else {
 		dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
 		dst = append(dst, enc...)
