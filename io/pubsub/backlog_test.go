@@ -3,7 +3,9 @@ package pubsub
 import (
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -32,6 +34,13 @@ func TestSourceBacklogThroughItsSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		return ai.API.Total
+	}
+	// The broker counts a consumer's pending messages a moment after it
+	// acknowledged their publish: wait until it has, then count the
+	// requests of one sample.
+	if !await.Until(10*time.Second, 5*time.Millisecond, func() bool { n, ok := src.BacklogElements(); return ok && n == 5 }) {
+		n, ok := src.BacklogElements()
+		t.Fatalf("backlog before the split opened: %d, %v; want 5", n, ok)
 	}
 	before := apiCalls()
 	if n, ok := src.BacklogElements(); !ok || n != 5 {
