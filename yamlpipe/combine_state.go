@@ -116,35 +116,18 @@ func readEncodedKeyValue(enc string) (any, string, error) {
 		if len(rest) < 8 {
 			return nil, "", errCorruptKey()
 		}
-		var u uint64
-		for i := range 8 {
-			u = u<<8 | uint64(rest[i])
-		}
-		switch tag {
-		case tagInt:
-			return int64(u), rest[8:], nil
-		case tagFloat:
-			return math.Float64frombits(u), rest[8:], nil
-		}
-		return mtime.Time(u), rest[8:], nil
+		// A short conversion to []byte that does not escape is not a
+		// heap allocation.
+		return fixedKeyValue(tag, binary.BigEndian.Uint64([]byte(rest[:8]))), rest[8:], nil
 	case tagBool:
 		if rest == "" {
 			return nil, "", errCorruptKey()
 		}
 		return rest[0] == 1, rest[1:], nil
 	case tagString:
-		var n uint64
-		k := 0
-		for shift := uint(0); ; shift += 7 {
-			if k >= len(rest) || k >= binary.MaxVarintLen64 {
-				return nil, "", errCorruptKey()
-			}
-			c := rest[k]
-			k++
-			n |= uint64(c&0x7f) << shift
-			if c < 0x80 {
-				break
-			}
+		n, k := binary.Uvarint([]byte(rest[:min(len(rest), binary.MaxVarintLen64)]))
+		if k <= 0 {
+			return nil, "", errCorruptKey()
 		}
 		if uint64(len(rest)-k) < n {
 			return nil, "", errCorruptKey()
@@ -298,14 +281,7 @@ func readKeyValue(b []byte) (any, []byte, error) {
 		if len(b) < 8 {
 			return nil, nil, bad
 		}
-		u := binary.BigEndian.Uint64(b)
-		switch tag {
-		case tagInt:
-			return int64(u), b[8:], nil
-		case tagFloat:
-			return math.Float64frombits(u), b[8:], nil
-		}
-		return mtime.Time(u), b[8:], nil
+		return fixedKeyValue(tag, binary.BigEndian.Uint64(b)), b[8:], nil
 	case tagBool:
 		if len(b) < 1 {
 			return nil, nil, bad
@@ -341,4 +317,16 @@ func readKeyValue(b []byte) (any, []byte, error) {
 		return v, b[k+int(n):], nil
 	}
 	return nil, nil, bad
+}
+
+// fixedKeyValue is the value of an 8-byte key value (tagInt, tagFloat or
+// tagTime) whose bytes read u.
+func fixedKeyValue(tag byte, u uint64) any {
+	switch tag {
+	case tagInt:
+		return int64(u)
+	case tagFloat:
+		return math.Float64frombits(u)
+	}
+	return mtime.Time(u)
 }
