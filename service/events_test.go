@@ -51,9 +51,10 @@ func TestEventBound(t *testing.T) {
 }
 
 // TestJobEventsOfABatchJob: a batch job's transitions and its dead letter
-// are its events, in order, each transition with its reason.
+// are its events, in order, each transition with its reason — even when
+// the execution rejected the element before the job was recorded RUNNING.
 func TestJobEventsOfABatchJob(t *testing.T) {
-	s := openService(t, t.TempDir())
+	s := openServiceHooks(t, t.TempDir(), testHooks{started: func(jr *jobRun) { <-jr.x.Done() }})
 	const failing = `pipeline:
   transforms:
     - type: Create

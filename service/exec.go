@@ -52,6 +52,14 @@ type jobRun struct {
 	deadLetters    atomic.Int64
 	lastDeadLetter atomic.Pointer[string]
 
+	// emu guards recorded and held: the events the execution emits before
+	// its job's start is recorded (the job is still PENDING, or for an
+	// update not yet in the registry) wait in held, so that a job's events
+	// read PENDING, RUNNING, then what its execution did. A leaf.
+	emu      sync.Mutex
+	recorded bool        // guarded by emu
+	held     []heldEvent // guarded by emu
+
 	// base holds the job's counters of its earlier executions (set at the
 	// start, then only read): metrics add them, so counters never go back
 	// for a job ID across restarts and rescales.
@@ -209,6 +217,9 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adop
 	if err != nil {
 		return s.fail(j, err.Error())
 	}
+	if s.hooks.started != nil {
+		s.hooks.started(jr)
+	}
 	s.mu.Lock() // lock order 3
 	err = s.recordStartedLocked(j, jr)
 	s.mu.Unlock()
@@ -246,11 +257,17 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
 			return err
 		}
+		if w := (&state.Write{}); s.releaseEventsLocked(w, jr) {
+			if err := s.applyLocked(w); err != nil {
+				s.opts.Logger.Warn("recording a job's first events", "job_id", j.ID, "error", err)
+			}
+		}
 	} else {
 		w := &state.Write{}
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return err
 		}
+		s.releaseEventsLocked(w, jr)
 		if err := s.applyLocked(w); err != nil {
 			return internalf("recording job %s: %w", j.ID, err)
 		}
@@ -334,7 +351,7 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) er
 		// drown the log (the topic and dead_letters count them all).
 		logIt := n <= 10 || n%1000 == 0
 		if logIt {
-			s.emit(jr.id, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc,
+			s.emitRun(jr, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc,
 				map[string]any{"step": r.Step, "reason": r.Reason, "source": r.Source.String(), "dead_letters": n})
 		}
 		if s.opts.DeadLetter != nil {
@@ -353,6 +370,44 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) er
 		}
 		return nil
 	}
+}
+
+// heldEvent is an event an execution emitted before its job's start was
+// recorded (jobRun.held).
+type heldEvent struct {
+	typ     EventType
+	sev     Severity
+	msg     string
+	details map[string]any
+}
+
+// emitRun records an event of jr's job, or holds it while the job's start
+// is not recorded yet (releaseEventsLocked writes it then). Service.mu is
+// not held.
+func (s *Service) emitRun(jr *jobRun, typ EventType, sev Severity, msg string, details map[string]any) {
+	jr.emu.Lock() // a leaf
+	if !jr.recorded {
+		jr.held = append(jr.held, heldEvent{typ, sev, msg, details})
+		jr.emu.Unlock()
+		return
+	}
+	jr.emu.Unlock()
+	s.emit(jr.id, typ, sev, msg, details)
+}
+
+// releaseEventsLocked adds to w the events jr held until its job's start
+// was recorded, after whatever w holds, and lets the later ones through;
+// it reports whether there were any. Service.mu is held, so an event
+// emitted meanwhile is written after these.
+func (s *Service) releaseEventsLocked(w *state.Write, jr *jobRun) bool {
+	jr.emu.Lock() // a leaf
+	held := jr.held
+	jr.held, jr.recorded = nil, true
+	jr.emu.Unlock()
+	for _, ev := range held {
+		s.addEventLocked(w, jr.id, ev.typ, ev.sev, ev.msg, ev.details)
+	}
+	return len(held) > 0
 }
 
 // supervise watches one execution: it takes a checkpoint every interval,

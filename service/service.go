@@ -208,6 +208,9 @@ type testHooks struct {
 	// by itself or was cancelled, before it records the job's end (no
 	// lock held), with the job's ID.
 	finishing func(jobID string)
+	// started, when set, is called by launch once a job's execution has
+	// started and before the job is recorded as started (no lock held).
+	started func(jr *jobRun)
 	// snapshotWrite, when set, is called before a snapshot's data is
 	// committed (no lock held), with its ID and size; an error fails the
 	// snapshot as a storage error would.

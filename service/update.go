@@ -423,6 +423,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
 	s.addEventLocked(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
 	s.addEventLocked(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
+	s.releaseEventsLocked(w, u.njr)
 	err = s.writeHandoverLocked(u.h, u.cp, w)
 	if err == nil {
 		rb.pin, rb.written = s.store.Pin(), true
