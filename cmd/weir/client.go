@@ -98,7 +98,7 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 	}
 	var ae *api.Error
 	if errors.As(err, &ae) {
-		return withCode(exitCodeOf(ae.Code), fmt.Errorf("%s (%s)", ae.Message, ae.Code))
+		return &exitError{code: exitCodeOf(ae.Code), err: fmt.Errorf("%s (%s)", ae.Message, ae.Code), byServer: true}
 	}
 	return withCode(ExitFailure, err)
 }

@@ -69,6 +69,7 @@ type cliCase struct {
 	wantCode   int
 	wantStdout []string // substrings
 	wantStderr []string // substrings
+	noStderr   []string // substrings stderr must not hold
 }
 
 func (tc cliCase) check(t *testing.T, r cliResult) {
@@ -86,6 +87,11 @@ func (tc cliCase) check(t *testing.T, r cliResult) {
 			t.Errorf("weir %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), s, r.stderr)
 		}
 	}
+	for _, s := range tc.noStderr {
+		if strings.Contains(r.stderr, s) {
+			t.Errorf("weir %s: stderr holds %q:\n%s", strings.Join(tc.args, " "), s, r.stderr)
+		}
+	}
 }
 
 func runCases(t *testing.T, dir string, cases []cliCase) {
@@ -101,7 +107,7 @@ func runCases(t *testing.T, dir string, cases []cliCase) {
 func TestCLIUsage(t *testing.T) {
 	runCases(t, "", []cliCase{
 		{name: "no command prints help", wantCode: ExitOK, wantStdout: []string{"Available Commands", "run", "graph", "bench"}},
-		{name: "unknown command", args: []string{"frobnicate"}, wantCode: ExitUsage, wantStderr: []string{`unknown command "frobnicate"`}},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: ExitUsage, wantStderr: []string{`unknown command "frobnicate"`, "Run 'weir --help' for usage."}},
 		{name: "unknown jobs command lists every jobs command", args: []string{"jobs", "frobnicate"}, wantCode: ExitUsage,
 			wantStderr: []string{`unknown jobs command "frobnicate"`, "cancel, describe, drain, history, list, logs, rollback, update-options"}},
 		{name: "unknown flag", args: []string{"run", "--frobnicate", "p.yaml"}, wantCode: ExitUsage, wantStderr: []string{"unknown flag: --frobnicate"}},

@@ -48,6 +48,9 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// byServer marks the server's answer to a request: its message says
+	// what was wrong, and the usage hint would mislead.
+	byServer bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -105,7 +108,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	if err != nil && !errors.Is(err, errAlreadyReported) {
 		fmt.Fprintf(stderr, "weir: %v\n", err)
-		if exitCode(ctx, err) == ExitUsage {
+		var ee *exitError
+		if exitCode(ctx, err) == ExitUsage && !(errors.As(err, &ee) && ee.byServer) {
 			fmt.Fprintf(stderr, "Run 'weir --help' for usage.\n")
 		}
 	}

@@ -223,7 +223,9 @@ func TestCLIServerJobs(t *testing.T) {
 
 	for _, tc := range []cliCase{
 		{name: "second active job", args: []string{"run", stream, "--job-name", "sums"}, wantCode: ExitFailure, wantStderr: []string{"JOB_NAME_ACTIVE", sumsID}},
-		{name: "invalid name", args: []string{"run", totals, "--job-name", "Bad_Name"}, wantCode: ExitUsage, wantStderr: []string{"INVALID_JOB_NAME", "Bad_Name"}},
+		// The server's answer says what was wrong: no usage hint.
+		{name: "invalid name", args: []string{"run", totals, "--job-name", "Bad_Name"}, wantCode: ExitUsage, wantStderr: []string{"INVALID_JOB_NAME", "Bad_Name"},
+			noStderr: []string{"weir --help"}},
 		{name: "invalid pipeline", args: []string{"run", testdata(t, "unknown_type.yaml"), "--job-name", "broken"}, wantCode: ExitInvalidPipeline, wantStderr: []string{"unknown_type.yaml:8:", "Frobnicate"}},
 		{name: "missing file", args: []string{"run", "nope.yaml", "--job-name", "x"}, wantCode: ExitInvalidPipeline, wantStderr: []string{"nope.yaml"}},
 		{name: "bad status", args: []string{"jobs", "list", "--status", "sleeping"}, wantCode: ExitUsage, wantStderr: []string{"--status"}},
