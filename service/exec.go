@@ -345,28 +345,37 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) er
 	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
 	return func(ctx context.Context, r runner.Reject) error {
 		n := jr.deadLetters.Add(1)
-		desc := fmt.Sprintf("step %q at %s: %s: %s", r.Step, r.Source, r.Reason, r.Message)
+		// An element derived from many (a window's aggregate) has no one
+		// position in a source.
+		at, attrs := "", []any{"step", r.Step}
+		if r.Source != nil {
+			at = " at " + r.Source.String()
+			attrs = append(attrs, "source", r.Source.String())
+		}
+		desc := fmt.Sprintf("step %q%s: %s: %s", r.Step, at, r.Reason, r.Message)
 		jr.lastDeadLetter.Store(&desc)
+		attrs = append(attrs, "reason", r.Reason, "message", r.Message, "dead_letters", n)
 		// The first ten, then every thousandth: a log line per reject would
 		// drown the log (the topic and dead_letters count them all).
 		logIt := n <= 10 || n%1000 == 0
 		if logIt {
-			s.emitRun(jr, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc,
-				map[string]any{"step": r.Step, "reason": r.Reason, "source": r.Source.String(), "dead_letters": n})
+			d := map[string]any{"step": r.Step, "reason": r.Reason, "dead_letters": n}
+			if r.Source != nil {
+				d["source"] = r.Source.String()
+			}
+			s.emitRun(jr, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
 		}
 		if s.opts.DeadLetter != nil {
 			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
 				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
 			}
 			if logIt {
-				log.Warn("element rejected by a step without error_handling: sent to the dead-letter topic",
-					"step", r.Step, "source", r.Source.String(), "reason", r.Reason, "message", r.Message, "dead_letters", n)
+				log.Warn("element rejected by a step without error_handling: sent to the dead-letter topic", attrs...)
 			}
 			return nil
 		}
 		if logIt {
-			log.Warn("element rejected by a step without error_handling (no broker for a dead-letter topic: counted only)",
-				"step", r.Step, "source", r.Source.String(), "reason", r.Reason, "message", r.Message, "dead_letters", n)
+			log.Warn("element rejected by a step without error_handling (no broker for a dead-letter topic: counted only)", attrs...)
 		}
 		return nil
 	}

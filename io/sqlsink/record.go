@@ -158,7 +158,7 @@ func (l *layout) appendRecord(dst []any, e *contract.Element, r *row.Row) ([]any
 			return dst, fmt.Errorf("table %s, column %s: %w", l.table, c.name, err)
 		}
 		if v == nil && c.notNull && c.role != roleElementID {
-			return dst, &valueError{reason: ReasonNullKey, err: fmt.Errorf("table %s, column %s: the value is null, but it is part of the key (or the pane) and cannot be", l.table, c.name)}
+			return dst, &valueError{reason: ReasonNullKey, err: fmt.Errorf("table %s, column %s: the value is null, but the column is part of the key (or the pane), which cannot hold null", l.table, c.name)}
 		}
 		dst = append(dst, v)
 	}
