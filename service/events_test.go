@@ -174,3 +174,51 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	}
 	waitState(t, s, nj.ID, StateCancelled)
 }
+
+// TestDeadLetterOfAnAggregate: a sink's reject of a window's aggregate,
+// which no one source position produced, is described by its step and
+// reason, without a position.
+func TestDeadLetterOfAnAggregate(t *testing.T) {
+	s := openService(t, t.TempDir())
+	const keyless = `pipeline:
+  transforms:
+    - type: Create
+      name: Orders
+      config:
+        elements: [{region: NORTH, amount: 250}, {amount: 50}]
+    - type: Combine
+      name: Totals
+      input: Orders
+      config:
+        group_by: [region]
+        combine:
+          total: {value: amount, fn: sum}
+    - type: WriteToSql
+      name: Write
+      input: Totals
+      config: {dsn: totals.sqlite, table: totals, key: [region]}
+`
+	j := submit(t, s, "keyless", keyless, t.TempDir())
+	waitState(t, s, j.ID, StateDone)
+	waitLetGo(t, s, j.ID)
+	_, evs, err := s.Events("keyless", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []Event
+	for _, ev := range evs {
+		if ev.Type == EventDeadLetter {
+			dead = append(dead, ev)
+		}
+	}
+	if len(dead) != 1 {
+		t.Fatalf("dead letter events %+v, want one", dead)
+	}
+	ev := dead[0]
+	if want := `element rejected by a step without error_handling: step "Write": null_key: `; !strings.HasPrefix(ev.Message, want) {
+		t.Errorf("dead letter %q, want it to start %q", ev.Message, want)
+	}
+	if _, ok := ev.Details["source"]; ok || ev.Details["reason"] != "null_key" {
+		t.Errorf("dead letter details %v: want reason null_key and no source", ev.Details)
+	}
+}
