@@ -255,6 +255,14 @@ func TestCheckOutput(t *testing.T) {
 	write(batch, Owner{JobName: "daily", JobID: "d1", Generation: 1}, false)
 	stream := filepath.Join(dir, "stream.jsonl")
 	write(stream, Owner{JobName: "live", JobID: "l1", Generation: 1}, true)
+	// A failed job's empty file: it wrote nothing.
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := claimOutput(empty, Owner{JobName: "daily2", JobID: "e1", Generation: 1}, LayoutFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	unowned := filepath.Join(dir, "unowned.jsonl")
 	if err := os.WriteFile(filepath.Join(dir, PartName(unowned, 1, 1, 0)), []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -274,6 +282,8 @@ func TestCheckOutput(t *testing.T) {
 		{name: "another job name's file", path: batch, owner: Owner{JobName: "other", JobID: "o1"}, layout: LayoutFile, wantErr: "output of job daily"},
 		{name: "another job name's parts", path: stream, owner: Owner{JobName: "other", JobID: "o1"}, layout: LayoutParts, wantErr: "output of job live"},
 		{name: "a rerun of the name over its file", path: batch, owner: Owner{JobName: "daily", JobID: "d2", Generation: 2}, layout: LayoutFile, wantErr: "earlier job of daily"},
+		{name: "a rerun of the name over its empty file", path: empty, owner: Owner{JobName: "daily2", JobID: "e2", Generation: 2}, layout: LayoutFile},
+		{name: "another job name over an empty file", path: empty, owner: Owner{JobName: "other", JobID: "o1"}, layout: LayoutFile, wantErr: "output of job daily2"},
 		{name: "the same job again (a restart)", path: batch, owner: Owner{JobName: "daily", JobID: "d1", Generation: 1}, layout: LayoutFile},
 		{name: "a new streaming job of the name", path: stream, owner: Owner{JobName: "live", JobID: "l2", Generation: 2}, layout: LayoutParts},
 	}

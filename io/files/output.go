@@ -93,9 +93,10 @@ func (e *OutputError) Is(target error) bool { return target == ErrOutputExists }
 //   - another job name owns p (its owner file says so);
 //   - p (or, for parts, a part file) exists and no owner file says weir
 //     wrote it;
-//   - with LayoutFile, p exists and an earlier job of owner's name wrote
-//     it: a new job never truncates it. The same job (resumed after a
-//     restart) may.
+//   - with LayoutFile, p holds data an earlier job of owner's name wrote:
+//     a new job never truncates it. The same job (resumed after a restart)
+//     may, and so may a new job when the file is empty (its earlier job
+//     failed before it wrote anything: there is nothing to lose).
 //
 // A streaming job of the name writes new part files (named with its
 // generation) and may therefore share a path with its name's earlier jobs.
@@ -113,7 +114,7 @@ func CheckOutput(p string, owner Owner, layout string) error {
 		return &OutputError{Path: p, Owner: &o}
 	case !found && exists:
 		return &OutputError{Path: p}
-	case found && layout == LayoutFile && o.JobID != owner.JobID && fileExists(p):
+	case found && layout == LayoutFile && o.JobID != owner.JobID && holdsData(p):
 		return &OutputError{Path: p, Owner: &o, Earlier: true}
 	}
 	return nil
@@ -129,6 +130,13 @@ func outputExists(p string) (bool, error) {
 		return false, fmt.Errorf("looking for the part files of %s: %w", p, err)
 	}
 	return len(m) > 0, nil
+}
+
+// holdsData says whether p exists and is anything but an empty regular
+// file.
+func holdsData(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && !(fi.Mode().IsRegular() && fi.Size() == 0)
 }
 
 func fileExists(p string) bool {
