@@ -60,7 +60,7 @@ func (s *textSplit) Read(ctx context.Context, buf []contract.Element) (contract.
 	if s.f == nil && !s.done {
 		f, err := os.Open(s.path)
 		if err != nil {
-			return contract.ReadResult{}, fmt.Errorf("opening %s: %w", s.path, err)
+			return contract.ReadResult{}, err // os.Open's error names the path: "open PATH: no such file or directory"
 		}
 		s.f = f
 		s.sc = bufio.NewScanner(f)

@@ -127,7 +127,7 @@ type split struct {
 func (s *split) open() error {
 	f, err := os.Open(s.path)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", s.path, err)
+		return err // os.Open's error names the path: "open PATH: no such file or directory"
 	}
 	s.f = f
 	s.br = bufio.NewReaderSize(f, 64<<10)
