@@ -609,7 +609,7 @@ func (s *Service) finish(jr *jobRun) {
 	case j.State == StateCancelling:
 		target, reason = StateCancelled, "cancelled"
 	case runErr != nil:
-		target, reason = StateFailed, runErr.Error()
+		target, reason = StateFailed, s.runFailure(jr, runErr)
 	case j.State == StateDraining:
 		target, reason = StateDrained, "drain completed"
 	default:

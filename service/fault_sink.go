@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/sqlsink"
 )
 
@@ -117,6 +119,33 @@ func (s *Service) checkpointFailure(jr *jobRun, err error) string {
 	}
 	return fmt.Sprintf("a sink refused the commit of checkpoint %d for good (%s): %v. Nothing past checkpoint %d, the last the sinks committed, was acknowledged: fix the table, then run the pipeline again under the same job name (weir run PIPELINE --job-name %s), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)",
 		ce.epoch, reason, ce.err, jr.committed.Load(), jr.name)
+}
+
+// runFailure is the FAILED reason of a job whose execution failed with
+// err. A job that takes checkpoints and reads Pub/Sub acknowledged nothing
+// past its sinks' last committed checkpoint: the reason says so and how to
+// go on from there (through a new subscription when the job's was deleted).
+func (s *Service) runFailure(jr *jobRun, err error) string {
+	if !jr.checkpointed || !readsPubSub(jr.prog.Graph) {
+		return err.Error()
+	}
+	if errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+		return fmt.Sprintf("%v. The results up to checkpoint %d, the last the sinks committed, are stored; the messages after it are no longer kept for the job: create the subscription again (weir subscriptions create NAME --topic TOPIC), seek it to the time to reprocess from (weir subscriptions seek NAME --time T), then run the pipeline again (keyed state, such as windows still open, starts empty)",
+			err, jr.committed.Load())
+	}
+	return fmt.Sprintf("%v. Nothing past checkpoint %d, the last the sinks committed, was acknowledged: run the pipeline again under the same job name (weir run PIPELINE --job-name %s), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)",
+		err, jr.committed.Load(), jr.name)
+}
+
+// readsPubSub says whether a step of g reads a Pub/Sub topic or
+// subscription.
+func readsPubSub(g *graph.Pipeline) bool {
+	for _, st := range g.Steps {
+		if st.Source != nil && st.Source.Kind == "pubsub" {
+			return true
+		}
+	}
+	return false
 }
 
 // sinkCondition returns the SINK_UNAVAILABLE condition of job id's live

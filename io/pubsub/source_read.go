@@ -85,7 +85,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			}
 			b, err := s.cons.Fetch(fetchBatch*len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
 			if err != nil {
-				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+				return s.result(n), s.readError(err)
 			}
 			s.batch, s.batchN, fetched = b, 0, true
 		}
@@ -109,7 +109,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			s.caughtUp = s.batchN == 0
 			s.batch = nil
 			if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-				return s.result(n), apiErr("reading subscription "+s.cfg.Subscription, err)
+				return s.result(n), s.readError(err)
 			}
 			if s.caughtUp && s.holding() {
 				s.checkRetained(ctx)
@@ -207,6 +207,16 @@ func (s *split) expire(first, last, next uint64) {
 	s.b.log.Warn("re-read: messages the old job had read are no longer in the topic's retention; the catch-up goes on without them",
 		"subscription", e.Subscription, "topic", e.Topic, "expired_messages", e.Messages, "first_seq", e.FirstSeq, "last_seq", e.LastSeq,
 		"hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
+}
+
+// readError is the error of a failed fetch from the split's subscription:
+// a subscription deleted under the job says so (ErrSubscriptionNotFound).
+func (s *split) readError(err error) error {
+	what := "reading subscription " + s.cfg.Subscription
+	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("%s: %w: it was deleted while the job read it (%w)", what, ErrSubscriptionNotFound, err)
+	}
+	return apiErr(what, err)
 }
 
 // handle turns one message into an element (or a reject); it returns false

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner"
+)
+
+// TestFailedPubSubJobSaysHowToResume: a streaming job whose execution
+// fails because its subscription was deleted (with force) under it is
+// FAILED with an error that says so, names the last committed checkpoint
+// and how to reprocess what came after.
+func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "update-events")
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	j := submit(t, s, "sums", fmt.Sprintf(pubsubUpdateYAML, "", "Events", filepath.Join(dir, "totals.sqlite")), dir)
+	for i := range 5 {
+		if _, err := b.Publish(ctx, "update-events", fmt.Appendf(nil, `{"key": "k%d", "amount": %d}`, i, i), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, s, j.ID, "a checkpoint", checkpointed(2))
+	if err := b.DeleteSubscription(ctx, pubsub.SubscriptionName("sums", "Events")); err != nil {
+		t.Fatal(err)
+	}
+	j = waitState(t, s, j.ID, StateFailed)
+	for _, want := range []string{"reading subscription sums--Events: subscription not found: it was deleted while the job read it",
+		"up to checkpoint", "weir subscriptions create", "weir subscriptions seek"} {
+		if !strings.Contains(j.Error, want) {
+			t.Errorf("error %q lacks %q", j.Error, want)
+		}
+	}
+}
+
+// TestRunFailure: the FAILED reason of an execution's failure says how to
+// go on from the last committed checkpoint when the job reads Pub/Sub and
+// takes checkpoints, and is the error alone otherwise.
+func TestRunFailure(t *testing.T) {
+	pubsubRead := &graph.Pipeline{Steps: []*graph.Step{{Name: "Events", Kind: graph.KindSource, Source: &graph.IOIdentity{Kind: "pubsub", Identity: "topic/t"}}}}
+	fileRead := &graph.Pipeline{Steps: []*graph.Step{{Name: "Lines", Kind: graph.KindSource, Source: &graph.IOIdentity{Kind: "file", Identity: "x.jsonl"}}}}
+	broke := errors.New("reading source \"Events\": broker unavailable")
+	tests := []struct {
+		name         string
+		g            *graph.Pipeline
+		checkpointed bool
+		err          error
+		want         string
+	}{
+		{name: "pubsub, checkpointed", g: pubsubRead, checkpointed: true, err: broke,
+			want: broke.Error() + ". Nothing past checkpoint 7, the last the sinks committed, was acknowledged: run the pipeline again under the same job name (weir run PIPELINE --job-name sums), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)"},
+		{name: "pubsub, subscription deleted", g: pubsubRead, checkpointed: true, err: fmt.Errorf("reading: %w", pubsub.ErrSubscriptionNotFound),
+			want: "reading: subscription not found. The results up to checkpoint 7, the last the sinks committed, are stored; the messages after it are no longer kept for the job: create the subscription again (weir subscriptions create NAME --topic TOPIC), seek it to the time to reprocess from (weir subscriptions seek NAME --time T), then run the pipeline again (keyed state, such as windows still open, starts empty)"},
+		{name: "pubsub, no checkpoints", g: pubsubRead, err: broke, want: broke.Error()},
+		{name: "files", g: fileRead, checkpointed: true, err: broke, want: broke.Error()},
+	}
+	s := &Service{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			jr := &jobRun{name: "sums", prog: &runner.Program{Graph: tc.g}, checkpointed: tc.checkpointed}
+			jr.committed.Store(7)
+			if got := s.runFailure(jr, tc.err); got != tc.want {
+				t.Errorf("runFailure =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
