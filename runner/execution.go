@@ -26,8 +26,12 @@ type StepError struct {
 	Err     error
 }
 
-// Error names the step, the element's source position and the reason.
+// Error names the step, the element's source position (when it has one:
+// an aggregate has none) and the reason.
 func (e *StepError) Error() string {
+	if e.Source == nil {
+		return fmt.Sprintf("step %q failed on an element: %s: %s", e.Step, e.Reason, e.Message)
+	}
 	return fmt.Sprintf("step %q failed on the element at %s: %s: %s", e.Step, e.Source, e.Reason, e.Message)
 }
 
