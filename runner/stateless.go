@@ -43,12 +43,16 @@ func errTag(sp *stepPlan) int {
 	return -1
 }
 
-// reject routes a failed element to the error output, or fails the run.
+// reject routes a failed element to the error output or the dead-letter
+// hook, or fails the run (when there is neither, or the error is Fatal).
 func reject(out *outputs, sp *stepPlan, tag int, e Element, err error) error {
 	rj := Reject{Element: e.Value, Step: sp.step.Name, Reason: "error", Message: err.Error(), Source: e.Source}
 	var ee *ElementError
 	if errors.As(err, &ee) {
 		rj.Reason, rj.Message = ee.Reason, ee.Message
+		if ee.Fatal {
+			return &StepError{Step: rj.Step, Reason: rj.Reason, Message: rj.Message, Source: rj.Source, Err: err}
+		}
 	}
 	return emitReject(out, sp, tag, e, rj, err)
 }

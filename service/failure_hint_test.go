@@ -80,3 +80,29 @@ func TestRunFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestAssertEqualFailsAServerJob: a failed AssertEqual fails a server job,
+// as Beam fails the pipeline; it is no dead letter.
+func TestAssertEqualFailsAServerJob(t *testing.T) {
+	s := openService(t, t.TempDir())
+	const assert = `pipeline:
+  transforms:
+    - type: Create
+      name: Orders
+      config:
+        elements: [{a: 1}, {a: 2}]
+    - type: AssertEqual
+      name: Check
+      input: Orders
+      config:
+        elements: [{a: 1}, {a: 3}]
+`
+	j := submit(t, s, "assert", assert, t.TempDir())
+	j = waitState(t, s, j.ID, StateFailed)
+	if !strings.Contains(j.Error, `assert_equal: AssertEqual "Check" (assert.yaml:7:13)`) || !strings.Contains(j.Error, `1 missing (expected, not in the input): {"a":3}`) {
+		t.Errorf("error %q: want the failed AssertEqual", j.Error)
+	}
+	if j.DeadLetters != 0 {
+		t.Errorf("dead letters %d, want 0", j.DeadLetters)
+	}
+}

@@ -138,7 +138,8 @@ func (c *assertCheck) check(got []string) error {
 	}
 	list("missing (expected, not in the input)", missing)
 	list("unexpected (in the input, not expected)", unexpected)
-	return weir.Fail(reasonAssertEqual, "%s", b.String())
+	// Beam fails the pipeline: never a dead letter, even in a server job.
+	return &contract.ElementError{Reason: reasonAssertEqual, Message: b.String(), Fatal: true}
 }
 
 func countAll(m map[string]int) int {

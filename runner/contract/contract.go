@@ -57,6 +57,10 @@ type ElementError struct {
 	// Reason is a short stable word (a rule name, "schema_mismatch", ...).
 	Reason  string
 	Message string
+	// Fatal makes the error fail the run even where a rejected element
+	// would go to an error output or a dead-letter topic: the failure of a
+	// check of the pipeline itself (AssertEqual), not bad data.
+	Fatal bool
 }
 
 // Error implements error.
