@@ -60,7 +60,9 @@
 //     while starting one or committing sinks: only across in-memory work
 //     and store writes. Methods that need it held end in Locked.
 //  4. Leaves, never held while taking another lock: jobRun.smu (the
-//     metrics sampler), jobHistory.mu (a job's metrics history), the
+//     metrics sampler), jobRun.emu (the events an execution emits before
+//     its job's start is recorded; taken under Service.mu by
+//     releaseEventsLocked), jobHistory.mu (a job's metrics history), the
 //     name-guard table's mutex, and the mutex of Service.changes.
 //
 // Below every one of these, the state store keeps its own lock of which
