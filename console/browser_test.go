@@ -69,28 +69,16 @@ const streamingYAML = `pipeline:
         combine: {n: {value: amount, fn: count}}
 `
 
-// updatedYAML renames Sums to Totals (through the mapping) and changes
-// Counts' windows from fixed to sessions, which the check refuses.
-const updatedYAML = `pipeline:
-  transforms:
-    - type: Generate
-      name: Events
-      config: {rate: 200, keys: 3, spacing: 100ms}
-    - type: Combine
-      name: Totals
-      input: Events
-      windowing: {type: fixed, size: 10s}
-      config:
-        group_by: key
-        combine: {total: {value: amount, fn: sum}}
-    - type: Combine
-      name: Counts
-      input: Events
-      windowing: {type: sessions, gap: 10s}
-      config:
-        group_by: key
-        combine: {n: {value: amount, fn: count}}
-`
+// updatedYAML is streamingYAML with Sums renamed Totals (through the
+// mapping) and Counts' windows changed from fixed to sessions, which the
+// check refuses.
+func updatedYAML() string {
+	return strings.NewReplacer(
+		"name: Sums\n", "name: Totals\n",
+		"name: Counts\n      input: Events\n      windowing: {type: fixed, size: 10s}\n",
+		"name: Counts\n      input: Events\n      windowing: {type: sessions, gap: 10s}\n",
+	).Replace(streamingYAML)
+}
 
 // chromiumPath finds the browser, "" when none is installed.
 func chromiumPath() string {
@@ -399,7 +387,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	// Preview first (the check changes nothing).
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/totals/update"),
 		present(`#pipeline`),
-		chromedp.SetValue(chromedp.CSS(`#pipeline`), updatedYAML),
+		chromedp.SetValue(chromedp.CSS(`#pipeline`), updatedYAML()),
 		chromedp.SendKeys(chromedp.CSS(`#mapping`), `{"Sums": "Totals"}`),
 		chromedp.Click(chromedp.CSS(`#check`)),
 		present(`#preview-result[data-checked] .report`)); err != nil {
@@ -435,7 +423,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 
 	// The same update as a Jinja template: the server renders it with the
 	// page's variables, the marks are the same and the rendered text is shown.
-	template := strings.Replace(updatedYAML, "name: Totals", "name: {{ total_step }}", 1)
+	template := strings.Replace(updatedYAML(), "name: Totals", "name: {{ total_step }}", 1)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/totals/update"),
 		present(`#pipeline`),
 		chromedp.SetValue(chromedp.CSS(`#pipeline`), template),
@@ -459,7 +447,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	}
 
 	// A pipeline that does not load: no graph, the error at its line.
-	broken := strings.Replace(updatedYAML, "type: Combine\n      name: Totals", "type: NoSuchTransform\n      name: Totals", 1)
+	broken := strings.Replace(updatedYAML(), "type: Combine\n      name: Totals", "type: NoSuchTransform\n      name: Totals", 1)
 	wantLine := 1 + strings.Count(broken[:strings.Index(broken, "NoSuchTransform")], "\n")
 	_, apiErr := c.Update(context.Background(), api.UpdateRequest{SubmitRequest: api.SubmitRequest{Name: "totals", Pipeline: broken, BaseDir: t.TempDir()},
 		TransformNameMapping: `{"Sums": "Totals"}`, ValidateOnly: true})
@@ -468,7 +456,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	}
 	for _, tc := range []struct{ what, text string }{
 		{"an unknown transform", broken},
-		{"a Jinja include", strings.Replace(updatedYAML, "name: Totals", "name: {% include 'steps.yaml' %}", 1)},
+		{"a Jinja include", strings.Replace(updatedYAML(), "name: Totals", "name: {% include 'steps.yaml' %}", 1)},
 	} {
 		line := wantLine
 		if tc.what == "a Jinja include" {

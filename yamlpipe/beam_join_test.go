@@ -1,6 +1,10 @@
 package yamlpipe
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // The inputs of Beam's join tests (sdks/python/apache_beam/yaml/tests/join.yaml).
 const joinInputs = `pipeline:
@@ -98,41 +102,45 @@ func TestJoinBeamTests(t *testing.T) {
 	}
 }
 
+// joinInput is a Create step of the join tests: its name and its
+// elements (YAML flow maps).
+type joinInput struct {
+	name     string
+	elements []string
+}
+
+// windowedJoinYAML is a pipeline that creates inputs, stamps the rows of
+// each with their field t (in step T followed by the input's initial),
+// joins the stamped inputs named by input (a YAML flow map) in fixed 60s
+// windows with config (the lines of the Join's config block) and logs the
+// joined rows.
+func windowedJoinYAML(inputs []joinInput, input, config string) string {
+	var b strings.Builder
+	b.WriteString("pipeline:\n  transforms:\n")
+	for _, in := range inputs {
+		fmt.Fprintf(&b, "    - type: Create\n      name: %s\n      config:\n        elements:\n", in.name)
+		for _, e := range in.elements {
+			fmt.Fprintf(&b, "          - %s\n", e)
+		}
+	}
+	for _, in := range inputs {
+		fmt.Fprintf(&b, "    - type: AssignTimestamps\n      name: T%s\n      input: %s\n      config: {timestamp: t}\n", in.name[:1], in.name)
+	}
+	fmt.Fprintf(&b, "    - type: Join\n      input: %s\n      windowing: {type: fixed, size: 60s}\n      config:\n%s", input, config)
+	b.WriteString("    - type: LogForTesting\n      input: Join\n")
+	return b.String()
+}
+
 // Rows join within windows, as in Beam: the same key in different windows
 // does not meet.
 func TestJoinWithinWindows(t *testing.T) {
-	src := `pipeline:
-  transforms:
-    - type: Create
-      name: Clicks
-      config:
-        elements:
-          - {user: u1, t: 10, page: home}
-          - {user: u1, t: 70, page: cart}
-    - type: Create
-      name: Buys
-      config:
-        elements:
-          - {user: u1, t: 20, item: book}
-          - {user: u1, t: 130, item: pen}
-    - type: AssignTimestamps
-      name: TC
-      input: Clicks
-      config: {timestamp: t}
-    - type: AssignTimestamps
-      name: TB
-      input: Buys
-      config: {timestamp: t}
-    - type: Join
-      input: {c: TC, b: TB}
-      windowing: {type: fixed, size: 60s}
-      config:
-        type: outer
+	src := windowedJoinYAML([]joinInput{
+		{"Clicks", []string{"{user: u1, t: 10, page: home}", "{user: u1, t: 70, page: cart}"}},
+		{"Buys", []string{"{user: u1, t: 20, item: book}", "{user: u1, t: 130, item: pen}"}},
+	}, "{c: TC, b: TB}", `        type: outer
         equalities: user
         fields: {c: [page], b: [item]}
-    - type: LogForTesting
-      input: Join
-`
+`)
 	lines, _ := runLogged(t, src, 2)
 	wantLines(t, lines, `{"page": "home", "item": "book"}`, `{"page": "cart", "item": null}`, `{"page": null, "item": "pen"}`)
 }
@@ -219,37 +227,12 @@ func TestJoinDifferentKeysPerPair(t *testing.T) {
 
 // A join on different keys per pair happens within windows too.
 func TestJoinDifferentKeysWithinWindows(t *testing.T) {
-	src := `pipeline:
-  transforms:
-    - type: Create
-      name: Clicks
-      config:
-        elements:
-          - {user: u1, t: 10, page: home}
-          - {user: u1, t: 70, page: cart}
-    - type: Create
-      name: Buys
-      config:
-        elements:
-          - {buyer: u1, t: 20, item: book}
-          - {buyer: u1, t: 80, item: pen}
-    - type: AssignTimestamps
-      name: TC
-      input: Clicks
-      config: {timestamp: t}
-    - type: AssignTimestamps
-      name: TB
-      input: Buys
-      config: {timestamp: t}
-    - type: Join
-      input: {c: TC, b: TB}
-      windowing: {type: fixed, size: 60s}
-      config:
-        equalities: [{c: user, b: buyer}]
+	src := windowedJoinYAML([]joinInput{
+		{"Clicks", []string{"{user: u1, t: 10, page: home}", "{user: u1, t: 70, page: cart}"}},
+		{"Buys", []string{"{buyer: u1, t: 20, item: book}", "{buyer: u1, t: 80, item: pen}"}},
+	}, "{c: TC, b: TB}", `        equalities: [{c: user, b: buyer}]
         fields: {c: [page], b: [item]}
-    - type: LogForTesting
-      input: Join
-`
+`)
 	lines, _ := runLogged(t, src, 2)
 	wantLines(t, lines, `{"page": "home", "item": "book"}`, `{"page": "cart", "item": "pen"}`)
 }
@@ -257,50 +240,16 @@ func TestJoinDifferentKeysWithinWindows(t *testing.T) {
 // Three inputs joined on different keys per pair, in fixed windows: rows
 // meet only within their window.
 func TestJoinDifferentKeysPerPairWithinWindows(t *testing.T) {
-	src := `pipeline:
-  transforms:
-    - type: Create
-      name: Users
-      config:
-        elements:
-          - {uid: 1, name: ann, city: 10, t: 5}
-          - {uid: 1, name: ann, city: 20, t: 65}
-    - type: Create
-      name: Orders
-      config:
-        elements:
-          - {user: 1, item: book, t: 10}
-          - {user: 1, item: pen, t: 70}
-    - type: Create
-      name: Cities
-      config:
-        elements:
-          - {id: 10, cname: paris, t: 1}
-          - {id: 20, cname: rome, t: 2}
-    - type: AssignTimestamps
-      name: TU
-      input: Users
-      config: {timestamp: t}
-    - type: AssignTimestamps
-      name: TO
-      input: Orders
-      config: {timestamp: t}
-    - type: AssignTimestamps
-      name: TC
-      input: Cities
-      config: {timestamp: t}
-    - type: Join
-      input: {U: TU, O: TO, C: TC}
-      windowing: {type: fixed, size: 60s}
-      config:
-        type: left
+	src := windowedJoinYAML([]joinInput{
+		{"Users", []string{"{uid: 1, name: ann, city: 10, t: 5}", "{uid: 1, name: ann, city: 20, t: 65}"}},
+		{"Orders", []string{"{user: 1, item: book, t: 10}", "{user: 1, item: pen, t: 70}"}},
+		{"Cities", []string{"{id: 10, cname: paris, t: 1}", "{id: 20, cname: rome, t: 2}"}},
+	}, "{U: TU, O: TO, C: TC}", `        type: left
         equalities:
           - {U: uid, O: user}
           - {U: city, C: id}
         fields: {U: [name], O: [item], C: [cname]}
-    - type: LogForTesting
-      input: Join
-`
+`)
 	lines, _ := runLogged(t, src, 2)
 	// rome is in the first window, the second user row in the second.
 	wantLines(t, lines, `{"name": "ann", "item": "book", "cname": "paris"}`, `{"name": "ann", "item": "pen", "cname": null}`)

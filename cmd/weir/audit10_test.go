@@ -20,7 +20,6 @@ import (
 // pipeline keyed by keys (a YAML flow list of fields) to dir/name.
 func audit10Pipeline(t *testing.T, dir, name, db, keys string) string {
 	t.Helper()
-	path := filepath.Join(dir, name)
 	yaml := `pipeline:
   transforms:
     - type: ReadFromPubSub
@@ -38,10 +37,43 @@ func audit10Pipeline(t *testing.T, dir, name, db, keys string) string {
       input: Totals
       config: {dsn: "` + db + `", table: totals, key: ` + keys + `}
 `
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
+	return writeTestFile(t, dir, name, yaml)
+}
+
+// audit10Job is what the prologue most audit10 tests share leaves behind:
+// a server with topic orders and the v1 totals pipeline running as job
+// orders.
+type audit10Job struct {
+	srv *serverProc
+	// dir is the server's data directory (for a restart), work the CLI's
+	// working directory, db the SQLite file v1 writes and v1 its pipeline.
+	dir, work, db, v1 string
+	// oldID is the ID of job orders as `weir run` printed it.
+	oldID string
+}
+
+// startAudit10Job skips the test under -short, starts a server with
+// serverArgs, creates topic orders and runs audit10Pipeline's v1 (totals
+// per key into work/totals.db) as job orders with runArgs, failing the
+// test unless each step exits 0.
+func startAudit10Job(t *testing.T, serverArgs []string, runArgs ...string) *audit10Job {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a server")
 	}
-	return path
+	a := &audit10Job{dir: t.TempDir(), work: t.TempDir()}
+	a.db = filepath.Join(a.work, "totals.db")
+	a.v1 = audit10Pipeline(t, a.work, "v1.yaml", a.db, "[key]")
+	a.srv = startServerArgs(t, a.dir, serverArgs...)
+	if r := a.srv.cli(a.work, "topics", "create", "orders"); r.code != ExitOK {
+		t.Fatalf("topics create: %d %s", r.code, r.stderr)
+	}
+	r := a.srv.cli(a.work, append([]string{"run", a.v1, "--job-name", "orders"}, runArgs...)...)
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	a.oldID = strings.TrimSpace(r.stdout)
+	return a
 }
 
 // TestCLIParallelNewKeyOnOldTableRefused: a parallel replacement whose new
@@ -53,40 +85,21 @@ func audit10Pipeline(t *testing.T, dir, name, db, keys string) string {
 // (SINK_UNAVAILABLE, FAILED after a restart) with the old job drained:
 // nobody wrote the table any more.
 func TestCLIParallelNewKeyOnOldTableRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, db, oldID := a.srv, a.work, a.db, a.oldID
 	v2 := audit10Pipeline(t, work, "v2.yaml", db, "[key, region]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
 	var b strings.Builder
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 300 {
 		fmt.Fprintf(&b, `{"key": "k%d", "region": "r%d", "amount": %d, "ts": %q, "id": %d}`+"\n", i%3, i%2, i, base.Add(time.Duration(i)*time.Second).Format(time.RFC3339), i)
 	}
-	in := filepath.Join(work, "in.jsonl")
-	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", in, "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, writeTestFile(t, work, "in.jsonl", b.String()))
 	waitCaughtUp(t, srv, oldID)
 	for _, opts := range []string{
 		"update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s",
 		"update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=0s,weir_replace_rewind=false",
 	} {
-		r = srv.cli(work, "run", v2, "--job-name", "orders", "--update", "--wait", "--dataflow_service_options="+opts)
+		r := srv.cli(work, "run", v2, "--job-name", "orders", "--update", "--wait", "--dataflow_service_options="+opts)
 		if r.code != ExitFailure || !strings.Contains(r.stderr, "REPLACEMENT_UNAVAILABLE") || !strings.Contains(r.stderr, "no column region") {
 			t.Fatalf("%s: exit %d, want 1 with REPLACEMENT_UNAVAILABLE naming column region:\n%s", opts, r.code, r.stderr)
 		}
@@ -118,10 +131,7 @@ func TestCLIInPlaceIgnoredOptionsNoteOnce(t *testing.T) {
 	}
 	dir := t.TempDir()
 	p := startServer(t, filepath.Join(dir, "data"))
-	pipe, err := filepath.Abs("testdata/stream_windows.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe := testdata(t, "stream_windows.yaml")
 	if r := p.cli(dir, "run", pipe, "--job-name", "sums"); r.code != ExitOK {
 		t.Fatalf("run: %d %s", r.code, r.stderr)
 	}
@@ -147,42 +157,23 @@ func TestCLIInPlaceIgnoredOptionsNoteOnce(t *testing.T) {
 // nothing is taken until the old job has read, and the flow goes on once
 // a message arrives.
 func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, v1, oldID := a.srv, a.work, a.v1, a.oldID
 	msg := func(i int) string {
-		path := filepath.Join(work, fmt.Sprintf("m%d.jsonl", i))
 		line := fmt.Sprintf(`{"key": "k1", "region": "r1", "amount": %d, "ts": %q, "id": %d}`+"\n", i, time.Date(2026, 3, 1, 0, 0, i, 0, time.UTC).Format(time.RFC3339), i)
-		if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return writeTestFile(t, work, fmt.Sprintf("m%d.jsonl", i), line)
 	}
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", msg(1), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, msg(1))
 	waitCaughtUp(t, srv, oldID)
 	srv.stop(syscall.SIGTERM)
-	srv = startServerArgs(t, dir, "--min-replace-interval", "0s")
+	srv = startServerArgs(t, a.dir, "--min-replace-interval", "0s")
 	srv.waitJob(oldID, "resumed", func(m map[string]any) bool { return m["state"] == "RUNNING" })
 	for _, opts := range []string{"", ",weir_replace_rewind=false"} {
 		name := "orders-v2"
 		if opts != "" {
 			name = "orders-v3"
 		}
-		r = srv.cli(work, "run", v1, "--job-name", name, "--no-wait",
+		r := srv.cli(work, "run", v1, "--job-name", name, "--no-wait",
 			"--dataflow_service_options=parallel_replace_job_id="+oldID+",parallel_replace_job_min_parallel_pipelines_duration=0s"+opts)
 		if r.code != ExitOK {
 			t.Fatalf("parallel replacement%s: exit %d: %s", opts, r.code, r.stderr)
@@ -204,14 +195,12 @@ func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
 		srv.waitJob(oldID, "kept", func(m map[string]any) bool { return m["state"] == "RUNNING" && m["replaced_by_job_id"] == nil })
 	}
 	// With a message the flow goes on.
-	r = srv.cli(work, "run", v1, "--job-name", "orders-v4", "--no-wait",
+	r := srv.cli(work, "run", v1, "--job-name", "orders-v4", "--no-wait",
 		"--dataflow_service_options=parallel_replace_job_id="+oldID+",parallel_replace_job_min_parallel_pipelines_duration=0s")
 	if r.code != ExitOK {
 		t.Fatalf("parallel replacement: exit %d: %s", r.code, r.stderr)
 	}
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", msg(2), "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	srv.publish(t, work, msg(2))
 	srv.waitJob("orders-v4", "past PREPARING", func(m map[string]any) bool {
 		rep, _ := m["replacement"].(map[string]any)
 		return rep != nil && rep["phase"] != "PREPARING"
@@ -223,30 +212,11 @@ func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
 // ending ROLLED_BACK is what was asked for, so it exits 0, and its lines
 // name the new job (they named the kept old job twice, and exited 1).
 func TestCLIRollbackDuringOverlapWait(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	in := filepath.Join(work, "in.jsonl")
-	if err := os.WriteFile(in, []byte(`{"key": "k1", "region": "r1", "amount": 5, "ts": "2026-03-01T00:00:01Z", "id": 1}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := srv.cli(work, "topics", "publish", "orders", "--file", in, "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish: %d %s", r.code, r.stderr)
-	}
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, v1, oldID := a.srv, a.work, a.v1, a.oldID
+	srv.publish(t, work, writeTestFile(t, work, "in.jsonl", `{"key": "k1", "region": "r1", "amount": 5, "ts": "2026-03-01T00:00:01Z", "id": 1}`+"\n"))
 	waitCaughtUp(t, srv, oldID)
-	r = srv.cli(work, "run", v1, "--job-name", "orders", "--update", "--no-wait",
+	r := srv.cli(work, "run", v1, "--job-name", "orders", "--update", "--no-wait",
 		"--service-options", "update_strategy_parallel_job_update,parallel_replace_job_min_parallel_pipelines_duration=744h")
 	if r.code != ExitOK {
 		t.Fatalf("parallel replacement: exit %d: %s", r.code, r.stderr)
@@ -335,26 +305,13 @@ func TestCLISQLPipelineRefusalsExit3(t *testing.T) {
 // acknowledged, so the new job reads from the subscription's floor. The
 // re-read's check answered INTERNAL ("checkpoint ... not found").
 func TestCLIReplaceBeforeFirstCheckpoint(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
 	// No periodic checkpoint within the test.
-	srv := startServerArgs(t, dir, "--checkpoint-interval", "1h")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders", "--no-wait")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
+	a := startAudit10Job(t, []string{"--checkpoint-interval", "1h"}, "--no-wait")
+	srv, work, v1, oldID := a.srv, a.work, a.v1, a.oldID
 	if m := srv.describe(oldID); m["last_checkpoint"] != nil {
 		t.Fatalf("job %s has a checkpoint already: %v", oldID, m["last_checkpoint"])
 	}
-	r = srv.cli(work, "run", v1, "--job-name", "orders-v2", "--wait",
+	r := srv.cli(work, "run", v1, "--job-name", "orders-v2", "--wait",
 		"--dataflow_service_options=parallel_replace_job_name=orders,parallel_replace_job_max_stop_duration=1m")
 	if r.code != ExitOK || !strings.Contains(r.stderr, "CUT_OVER") {
 		t.Fatalf("stop-and-replace of a job without a checkpoint: exit %d, want 0 at CUT_OVER:\n%s", r.code, r.stderr)
@@ -383,22 +340,9 @@ func TestCLIReplaceBeforeFirstCheckpoint(t *testing.T) {
 // and --wait's progress says "at most 0s" (it said "no maximum stop
 // duration"), the note that both are kept, and CUT_OVER.
 func TestCLIStopAndReplaceZeroMaxStopWait(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	r = srv.cli(work, "run", v1, "--job-name", "orders", "--update", "--wait", "--service-options",
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, v1, oldID := a.srv, a.work, a.v1, a.oldID
+	r := srv.cli(work, "run", v1, "--job-name", "orders", "--update", "--wait", "--service-options",
 		"update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=0s,parallel_replace_job_cancel_on_drain_timeout=false")
 	if r.code != ExitOK {
 		t.Fatalf("stop-and-replace: exit %d: %s", r.code, r.stderr)
@@ -430,19 +374,8 @@ func TestCLIStopAndReplaceZeroMaxStopWait(t *testing.T) {
 // `replacement`, as POST /v1/jobs:update does; it answered only
 // {id, name, state: PENDING}.
 func TestAPISubmitNamesReplacement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	if r := srv.cli(work, "run", v1, "--job-name", "orders"); r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, v1 := a.srv, a.work, a.v1
 	src, err := os.ReadFile(v1)
 	if err != nil {
 		t.Fatal(err)
@@ -477,23 +410,10 @@ func TestAPISubmitNamesReplacement(t *testing.T) {
 // as incompatible (exit 6, the job untouched) says how to replace the job
 // instead, the Dataflow way, and the suggested options are accepted.
 func TestCLIIncompatibleUpdateHintsReplacement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a server")
-	}
-	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	v1 := audit10Pipeline(t, work, "v1.yaml", db, "[key]")
+	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
+	srv, work, oldID := a.srv, a.work, a.oldID
 	v2 := audit10Pipeline(t, work, "v2.yaml", filepath.Join(work, "totals2.db"), "[key, region]")
-	srv := startServerArgs(t, dir, "--min-replace-interval", "0s")
-	if r := srv.cli(work, "topics", "create", "orders"); r.code != ExitOK {
-		t.Fatalf("topics create: %d %s", r.code, r.stderr)
-	}
-	r := srv.cli(work, "run", v1, "--job-name", "orders")
-	if r.code != ExitOK {
-		t.Fatalf("run: %d %s", r.code, r.stderr)
-	}
-	oldID := strings.TrimSpace(r.stdout)
-	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update")
+	r := srv.cli(work, "run", v2, "--job-name", "orders", "--update")
 	const hint = "update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=5m"
 	if r.code != ExitIncompatible || !strings.Contains(r.stderr, hint) {
 		t.Fatalf("incompatible update: exit %d, want %d with a hint %q:\n%s", r.code, ExitIncompatible, hint, r.stderr)
