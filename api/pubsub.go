@@ -389,19 +389,26 @@ func (s *Server) refuseAction(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
+// getNamed serves GET of one topic or subscription: it refuses a
+// NAME:ACTION path, reads the named resource with get and answers 200 with
+// view's API form of it.
+func getNamed[I, V any](s *Server, w http.ResponseWriter, r *http.Request, get func(context.Context, string) (I, error), view func(I) V) {
 	if s.refuseAction(w, r) {
 		return
 	}
-	info, err := s.pubsub.Topic(r.Context(), r.PathValue("name"))
+	info, err := get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, pubsubError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, topicOf(info))
+	writeJSON(w, http.StatusOK, view(info))
 }
 
-func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
+// deleteNamed serves DELETE of one topic or subscription: it refuses a
+// NAME:ACTION path and unknown query parameters, runs inUse (which refuses
+// a resource active jobs use) unless ?force=true, deletes with del and
+// answers 204.
+func (s *Server) deleteNamed(w http.ResponseWriter, r *http.Request, inUse, del func(context.Context, string) error) {
 	if s.refuseAction(w, r) {
 		return
 	}
@@ -412,26 +419,42 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !force {
-		if err := s.refuseInUseTopic(r.Context(), name); err != nil {
+		if err := inUse(r.Context(), name); err != nil {
 			s.writeError(w, err)
 			return
 		}
 	}
-	if err := s.pubsub.DeleteTopic(r.Context(), name); err != nil {
+	if err := del(r.Context(), name); err != nil {
 		s.writeError(w, pubsubError(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// topicColonAction serves POST /v1/topics/{name}:publish.
-func (s *Server) topicColonAction(w http.ResponseWriter, r *http.Request) {
+// namedColonAction serves POST /v1/COLLECTION/{name}:ACTION: it splits the
+// action off the name and hands both to act. A name without an action is
+// refused (METHOD_NOT_ALLOWED) with the path of the collection's
+// defaultAction as the example.
+func (s *Server) namedColonAction(w http.ResponseWriter, r *http.Request, collection, defaultAction string, act func(http.ResponseWriter, *http.Request, string, string)) {
 	name, action, ok := strings.Cut(r.PathValue("name"), ":")
 	if !ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/topics/%s needs an action: /v1/topics/%s:publish", name, name))
+		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/%s/%s needs an action: /v1/%s/%s:%s", collection, name, collection, name, defaultAction))
 		return
 	}
-	s.topicAction(w, r, name, action)
+	act(w, r, name, action)
+}
+
+func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
+	getNamed(s, w, r, s.pubsub.Topic, topicOf)
+}
+
+func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	s.deleteNamed(w, r, s.refuseInUseTopic, s.pubsub.DeleteTopic)
+}
+
+// topicColonAction serves POST /v1/topics/{name}:publish.
+func (s *Server) topicColonAction(w http.ResponseWriter, r *http.Request) {
+	s.namedColonAction(w, r, "topics", "publish", s.topicAction)
 }
 
 // topicPathAction serves POST /v1/topics/{name}/publish.
@@ -560,48 +583,16 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) {
-	if s.refuseAction(w, r) {
-		return
-	}
-	info, err := s.pubsub.Subscription(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.writeError(w, pubsubError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, subscriptionOf(info))
+	getNamed(s, w, r, s.pubsub.Subscription, subscriptionOf)
 }
 
 func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {
-	if s.refuseAction(w, r) {
-		return
-	}
-	name := r.PathValue("name")
-	force, err := forceParam(r)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	if !force {
-		if err := s.refuseInUse(CodeSubscriptionInUse, "subscription "+name, "", name, "delete it anyway with force=true (weir subscriptions delete --force)"); err != nil {
-			s.writeError(w, err)
-			return
-		}
-	}
-	if err := s.pubsub.DeleteSubscription(r.Context(), name); err != nil {
-		s.writeError(w, pubsubError(err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.deleteNamed(w, r, s.refuseInUseSubscription, s.pubsub.DeleteSubscription)
 }
 
 // subscriptionColonAction serves POST /v1/subscriptions/{name}:pull.
 func (s *Server) subscriptionColonAction(w http.ResponseWriter, r *http.Request) {
-	name, action, ok := strings.Cut(r.PathValue("name"), ":")
-	if !ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/subscriptions/%s needs an action: /v1/subscriptions/%s:pull", name, name))
-		return
-	}
-	s.subscriptionAction(w, r, name, action)
+	s.namedColonAction(w, r, "subscriptions", "pull", s.subscriptionAction)
 }
 
 // subscriptionPathAction serves POST /v1/subscriptions/{name}/pull.
@@ -683,6 +674,12 @@ func (s *Server) refuseInUseTopic(ctx context.Context, topic string) error {
 		}
 	}
 	return nil
+}
+
+// refuseInUseSubscription refuses deleting subscription sub while an
+// active job reads it.
+func (s *Server) refuseInUseSubscription(_ context.Context, sub string) error {
+	return s.refuseInUse(CodeSubscriptionInUse, "subscription "+sub, "", sub, "delete it anyway with force=true (weir subscriptions delete --force)")
 }
 
 // refuseInUse returns a code error naming the active jobs that use topic or

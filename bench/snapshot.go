@@ -220,18 +220,11 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 		return out, errors.New("snapshot bench: keys must be positive and a directory given")
 	}
 	logger := slog.New(discardHandler{})
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger})
+	b, stopBroker, err := startBenchBroker(ctx, pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger}, snapshotBenchTopic)
 	if err != nil {
 		return out, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerShutdownTimeout)
-		defer cancel()
-		b.Shutdown(sctx)
-	}()
-	if _, err := b.CreateTopic(ctx, snapshotBenchTopic, pubsub.TopicConfig{}); err != nil {
-		return out, err
-	}
+	defer stopBroker()
 	sopts := service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b, CheckpointInterval: cfg.CheckpointInterval}
 	svc, err := service.Open(ctx, sopts)
 	if err != nil {
@@ -241,40 +234,21 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	dbPath := filepath.Join(cfg.Dir, "totals.db")
 	req := service.SubmitRequest{Name: snapshotBenchJob, Pipeline: SnapshotPipelineYAML(dbPath), PipelineFile: "bench-snapshot.yaml",
 		BaseDir: cfg.Dir, Options: service.JobOptions{NumWorkers: cfg.Workers}}
-	start := time.Now()
-	if _, err := svc.Submit(ctx, req); err != nil {
+	start, mon, stopMon, err := submitWatched(ctx, svc, req)
+	if err != nil {
 		return out, err
 	}
-	mon := &gapMonitor{name: snapshotBenchJob}
-	mon.svc.Store(svc)
-	monCtx, stopMon := context.WithCancel(ctx)
 	defer stopMon()
-	go mon.run(monCtx)
 
 	// Fill: one message per key.
 	pub, err := newAsyncPublisher(b, snapshotBenchTopic)
 	if err != nil {
 		return out, err
 	}
-	for k := int64(0); k < cfg.Keys; k++ {
-		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 24), k)); err != nil {
-			return out, err
-		}
-	}
-	if err := pub.flush(ctx); err != nil {
+	if err := fillKeys(ctx, svc, pub, snapshotBenchJob, cfg.Keys, start); err != nil {
 		return out, err
 	}
-	fillLimit := stallTimeout + time.Duration(cfg.Keys/10000)*time.Second
-	for {
-		p, _ := svc.ElementsRead(snapshotBenchJob)
-		if p.Read >= cfg.Keys {
-			break
-		}
-		if time.Since(start) > fillLimit {
-			return out, fmt.Errorf("the job read %d of %d fill messages", p.Read, cfg.Keys)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	fillLimit := fillTimeout(cfg.Keys)
 	out.FillSeconds = time.Since(start).Seconds()
 
 	// Steady load, with the service's periodic checkpoints.

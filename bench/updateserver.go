@@ -105,6 +105,72 @@ func (g *gapMonitor) run(ctx context.Context) {
 	}
 }
 
+// submitWatched submits req to svc and starts a gapMonitor of its job. It
+// returns when the submit began and the monitor, which the returned cancel
+// stops.
+func submitWatched(ctx context.Context, svc *service.Service, req service.SubmitRequest) (time.Time, *gapMonitor, context.CancelFunc, error) {
+	start := time.Now()
+	if _, err := svc.Submit(ctx, req); err != nil {
+		return start, nil, nil, err
+	}
+	mon := &gapMonitor{name: req.Name}
+	mon.svc.Store(svc)
+	monCtx, stop := context.WithCancel(ctx)
+	go mon.run(monCtx)
+	return start, mon, stop, nil
+}
+
+// startBenchBroker starts an embedded broker with opts and creates topic
+// on it; the returned stop shuts the broker down (within
+// brokerShutdownTimeout, even after ctx is done).
+func startBenchBroker(ctx context.Context, opts pubsub.Options, topic string) (*pubsub.Broker, func(), error) {
+	b, err := pubsub.StartEmbedded(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerShutdownTimeout)
+		defer cancel()
+		b.Shutdown(sctx)
+	}
+	if _, err := b.CreateTopic(ctx, topic, pubsub.TopicConfig{}); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return b, stop, nil
+}
+
+// fillKeys publishes one message for each of keys keys through pub and
+// waits until job's live execution on svc has read them all; it gives up
+// fillTimeout(keys) after start.
+func fillKeys(ctx context.Context, svc *service.Service, pub *asyncPublisher, job string, keys int64, start time.Time) error {
+	for k := int64(0); k < keys; k++ {
+		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 24), k)); err != nil {
+			return err
+		}
+	}
+	if err := pub.flush(ctx); err != nil {
+		return err
+	}
+	limit := fillTimeout(keys)
+	for {
+		p, _ := svc.ElementsRead(job)
+		if p.Read >= keys {
+			return nil
+		}
+		if time.Since(start) > limit {
+			return fmt.Errorf("the job read %d of %d fill messages", p.Read, keys)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fillTimeout is how long a job may take to read the fill of keys keys:
+// stallTimeout plus a second per 10,000 keys.
+func fillTimeout(keys int64) time.Duration {
+	return stallTimeout + time.Duration(keys/10000)*time.Second
+}
+
 // steadyPublisher publishes events at a fixed rate until stopped: keys
 // cycle through [0, keys) in a scattered order.
 func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate float64, next *atomic.Int64) error {
@@ -167,18 +233,11 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		}
 		bopts.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	b, err := pubsub.StartEmbedded(ctx, bopts)
+	b, stopBroker, err := startBenchBroker(ctx, bopts, serverUpdateTopic)
 	if err != nil {
 		return out, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerShutdownTimeout)
-		defer cancel()
-		b.Shutdown(sctx)
-	}()
-	if _, err := b.CreateTopic(ctx, serverUpdateTopic, pubsub.TopicConfig{}); err != nil {
-		return out, err
-	}
+	defer stopBroker()
 	sopts := service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b}
 	svc, err := service.Open(ctx, sopts)
 	if err != nil {
@@ -191,38 +250,19 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	}
 	req := service.SubmitRequest{Name: serverUpdateJob, Pipeline: ServerUpdatePipelineYAML(), PipelineFile: "bench-update.yaml",
 		BaseDir: wd, Options: service.JobOptions{NumWorkers: cfg.Workers}}
-	start := time.Now()
-	if _, err := svc.Submit(ctx, req); err != nil {
+	start, mon, stopMon, err := submitWatched(ctx, svc, req)
+	if err != nil {
 		return out, err
 	}
-	mon := &gapMonitor{name: serverUpdateJob}
-	mon.svc.Store(svc)
-	monCtx, stopMon := context.WithCancel(ctx)
 	defer stopMon()
-	go mon.run(monCtx)
 
 	// Fill: one message per key, as fast as the broker takes them.
 	pub, err := newAsyncPublisher(b, serverUpdateTopic)
 	if err != nil {
 		return out, err
 	}
-	for k := int64(0); k < cfg.Keys; k++ {
-		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 24), k)); err != nil {
-			return out, err
-		}
-	}
-	if err := pub.flush(ctx); err != nil {
+	if err := fillKeys(ctx, svc, pub, serverUpdateJob, cfg.Keys, start); err != nil {
 		return out, err
-	}
-	for {
-		p, _ := svc.ElementsRead(serverUpdateJob)
-		if n := p.Read; n >= cfg.Keys {
-			break
-		}
-		if time.Since(start) > stallTimeout+time.Duration(cfg.Keys/10000)*time.Second {
-			return out, fmt.Errorf("the job read %d of %d fill messages", p.Read, cfg.Keys)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	out.FillSeconds = time.Since(start).Seconds()
 	if cfg.AfterFill != nil {

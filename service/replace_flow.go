@@ -122,21 +122,8 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 			unlock()
 		}
 	}()
-	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	var l *lineage
-	if sameName {
-		if l, err = s.readLineage(req.Name); err != nil {
-			return nil, err
-		}
-		if old, err = s.readJob(old.ID); err != nil {
-			return nil, internalf("reading job %s: %w", old.ID, err)
-		}
-		if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
-			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", req.Name, old.ID, old.State)
-		}
-	} else if l, err = s.lineageForNewJob(req.Name); err != nil {
+	l, old, err := s.replacementLineage(req.Name, old)
+	if err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -191,15 +178,9 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 			return nil, err
 		}
 	}
-	w, err := replacementJobWrite(nj, l, g, gen, req.PipelineFile)
-	if err != nil {
+	if err := s.recordReplacementJob(nj, l, g, gen, req.PipelineFile); err != nil {
 		return nil, err
 	}
-	if err := s.apply(w); err != nil {
-		return nil, internalf("recording job %s: %w", nj.ID, err)
-	}
-	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
-		"replaces_job_id", old.ID, "strategy", rep.Strategy, "phase", rep.Phase)
 	if !sameName {
 		unlock()
 		locked = false
@@ -220,6 +201,47 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	sum := old.Summary()
 	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
+}
+
+// replacementLineage returns the lineage that a replacement job named name
+// of job old joins, and old read again. The caller holds name's guard
+// (lock order 1). A closing service is refused; under old's own name, old
+// must still be the name's active, running job.
+func (s *Service) replacementLineage(name string, old *Job) (*lineage, *Job, error) {
+	if s.closing.Load() {
+		return nil, nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	if old.Name != name {
+		l, err := s.lineageForNewJob(name)
+		return l, old, err
+	}
+	l, err := s.readLineage(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := old.ID
+	if old, err = s.readJob(id); err != nil {
+		return nil, nil, internalf("reading job %s: %w", id, err)
+	}
+	if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
+		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
+	}
+	return l, old, nil
+}
+
+// recordReplacementJob records new replacement job nj of a stop-and-replace
+// or parallel flow (see replacementJobWrite) and logs its creation.
+func (s *Service) recordReplacementJob(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file string) error {
+	w, err := replacementJobWrite(nj, l, g, gen, file)
+	if err != nil {
+		return err
+	}
+	if err := s.apply(w); err != nil {
+		return internalf("recording job %s: %w", nj.ID, err)
+	}
+	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
+		"replaces_job_id", nj.ReplacesJobID, "strategy", nj.Replacement.Strategy, "phase", nj.Replacement.Phase)
+	return nil
 }
 
 // replacementJobWrite records new replacement job nj, with its pipeline's
@@ -274,8 +296,8 @@ func (s *Service) beginDrain(newID string) error {
 		return nil
 	}
 	now := s.now()
-	w := &state.Write{}
 	if old.State != StateRunning || jr == nil {
+		w := &state.Write{}
 		rep.Phase, rep.PhaseTime = PhaseFailed, now
 		reason := fmt.Sprintf("job %s (%s), which this job was to replace, is %s and was not drained", old.ID, old.Name, old.State)
 		rep.Notes = append(rep.Notes, reason)
@@ -291,12 +313,28 @@ func (s *Service) beginDrain(newID string) error {
 		}
 		return errorf(CodeNoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
 	}
-	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
-	oldRep := *rep
-	old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
-	if err := transition(old, StateDraining, now, "drained to be replaced by job "+nj.ID); err != nil {
+	old.ReplacedByJobID = nj.ID
+	if err := s.drainOldJobLocked(nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
 		return err
 	}
+	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
+	return nil
+}
+
+// drainOldJobLocked moves the flow of replacement job nj to DRAINING_OLD
+// at now and its old job old, whose live execution is jr, to DRAINING for
+// reason (the replacement recorded on it): both records and the rollback
+// cut rb (nil for none) in one write, then old's execution drains. The
+// caller holds s.mu (lock order 3), taken after the old job's name guard.
+func (s *Service) drainOldJobLocked(nj, old *Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
+	rep := nj.Replacement
+	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
+	oldRep := *rep
+	old.Replacement = &oldRep
+	if err := transition(old, StateDraining, now, reason); err != nil {
+		return err
+	}
+	w := &state.Write{}
 	s.phaseEventsLocked(w, nj, old)
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
@@ -314,7 +352,6 @@ func (s *Service) beginDrain(newID string) error {
 		rb.written = true
 	}
 	jr.x.Drain()
-	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
 	return nil
 }
 
@@ -499,21 +536,32 @@ func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note stri
 	return s.applyLocked(w)
 }
 
+// lockJobName takes the guard of job id's name (lock order 1) and returns
+// the job as read under it, with the guard's release.
+func (s *Service) lockJobName(id string) (*Job, func(), error) {
+	j, err := s.readJob(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := s.lockName(s.ctx, j.Name) // lock order 1
+	if err != nil {
+		return nil, nil, err
+	}
+	if j, err = s.readJob(id); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return j, unlock, nil
+}
+
 // failFlow ends the flow FAILED: the new job (still PENDING) fails with
 // reason. It takes the new job's name guard.
 func (s *Service) failFlow(newID, oldID, reason string) error {
-	nj, err := s.readJob(newID)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+	nj, unlock, err := s.lockJobName(newID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if nj, err = s.readJob(newID); err != nil {
-		return err
-	}
 	if nj.State == StatePending {
 		if err := s.fail(nj, reason); err != nil {
 			return err
@@ -526,18 +574,11 @@ func (s *Service) failFlow(newID, oldID, reason string) error {
 // RUNNING in the write that records its start, the stop window measured
 // from the drain request. It takes the new job's name guard.
 func (s *Service) cutOver(newID string) error {
-	nj, err := s.readJob(newID)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+	nj, unlock, err := s.lockJobName(newID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if nj, err = s.readJob(newID); err != nil {
-		return err
-	}
 	if nj.State != StatePending || nj.Replacement == nil || nj.Replacement.Phase != PhaseDrainingOld {
 		return nil
 	}

@@ -256,21 +256,8 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	var l *lineage
-	if sameName {
-		if l, err = s.readLineage(req.Name); err != nil {
-			return nil, err
-		}
-		if old, err = s.readJob(old.ID); err != nil {
-			return nil, internalf("reading job %s: %w", old.ID, err)
-		}
-		if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
-			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", req.Name, old.ID, old.State)
-		}
-	} else if l, err = s.lineageForNewJob(req.Name); err != nil {
+	l, old, err := s.replacementLineage(req.Name, old)
+	if err != nil {
 		return nil, err
 	}
 	if old.Replacement != nil && !old.Replacement.Phase.Final() {
@@ -395,15 +382,9 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}
-	w, err := replacementJobWrite(nj, l, ng, gen, req.PipelineFile)
-	if err != nil {
+	if err := s.recordReplacementJob(nj, l, ng, gen, req.PipelineFile); err != nil {
 		return nil, err
 	}
-	if err := s.apply(w); err != nil {
-		return nil, internalf("recording job %s: %w", nj.ID, err)
-	}
-	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
-		"replaces_job_id", old.ID, "strategy", rep.Strategy, "phase", rep.Phase)
 	// The flow goes on at once (the request returns with the new job
 	// running); what fails here is the driver's to retry.
 	if err := s.positionSubscriptions(ctx, pb, nj.ID); err != nil {
@@ -668,31 +649,9 @@ func (s *Service) drainOldLocked(newID string) error {
 	if old.State != StateRunning || jr == nil {
 		return nil // it ends by itself (the next step cuts over)
 	}
-	now := s.now()
-	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
-	oldRep := *rep
-	old.Replacement = &oldRep
-	if err := transition(old, StateDraining, now, "drained after its parallel replacement by job "+nj.ID); err != nil {
+	if err := s.drainOldJobLocked(nj, old, jr, rb, s.now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
 		return err
 	}
-	w := &state.Write{}
-	s.phaseEventsLocked(w, nj, old)
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
-		return err
-	}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return err
-	}
-	if err := rb.put(w); err != nil {
-		return err
-	}
-	if err := s.applyLocked(w); err != nil {
-		return internalf("recording the drain of job %s: %w", old.ID, err)
-	}
-	if rb != nil {
-		rb.written = true
-	}
-	jr.x.Drain()
 	s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
 	return nil
 }
