@@ -422,14 +422,12 @@ func newJobsHistoryCommand(e *env) *cobra.Command {
 // writeHistory prints a name's jobs (oldest first) with their lineage,
 // then its refused or validate-only update attempts.
 func writeHistory(w io.Writer, h *api.HistoryResponse) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY")
-	for _, j := range h.Jobs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
+	err := writeTable(w, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY", h.Jobs, func(j *service.Job) string {
+		return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
 			dash(j.ReplacesJobID), dash(j.ReplacedByJobID))
-	}
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	})
+	if err != nil {
+		return err
 	}
 	if err := writeGenerations(w, h); err != nil { // rollback.go
 		return err

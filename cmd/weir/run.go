@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -614,15 +613,9 @@ func printValid(w io.Writer, path string, g *graph.Pipeline, format string) erro
 
 // writeStepTable prints the run's step metrics as an aligned table.
 func writeStepTable(w io.Writer, res *runner.Result) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tELEMENTS_IN\tELEMENTS_OUT\tREJECTS\tDROPPED_LATE_ELEMENTS")
-	for _, s := range res.Steps {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s.Name, s.ElementsIn, s.ElementsOut, s.Rejects, s.DroppedLateElements)
-	}
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return writeTable(w, "STEP\tELEMENTS_IN\tELEMENTS_OUT\tREJECTS\tDROPPED_LATE_ELEMENTS", res.Steps, func(s runner.StepMetrics) string {
+		return fmt.Sprintf("%s\t%d\t%d\t%d\t%d", s.Name, s.ElementsIn, s.ElementsOut, s.Rejects, s.DroppedLateElements)
+	})
 }
 
 // writeJSON prints v as indented JSON.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,30 +40,31 @@ Exit codes: 0 success, 1 not found, name taken, expires too soon or too large, 2
 		newSubSnapshotsCreateCommand(e), newSubSnapshotsListCommand(e), newSubSnapshotsDescribeCommand(e), newSubSnapshotsDeleteCommand(e))
 }
 
+// printSubSnapshot prints a subscription snapshot for people (weir
+// subscriptions snapshots describe).
 func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("Name", s.Name)
-	row("Topic", s.Topic)
-	row("Subscription", s.Subscription)
-	row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
-	if len(s.Acked) > 0 {
-		row("Also acknowledged", formatRuns(s.Acked))
-	}
-	row("Create time", formatTime(s.CreateTime))
-	row("Expire time", formatTime(s.ExpireTime))
-	if len(s.Labels) > 0 {
-		keys := make([]string, 0, len(s.Labels))
-		for k := range s.Labels {
-			keys = append(keys, k)
+	return writeFields(w, func(row func(k, v string)) {
+		row("Name", s.Name)
+		row("Topic", s.Topic)
+		row("Subscription", s.Subscription)
+		row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+		if len(s.Acked) > 0 {
+			row("Also acknowledged", formatRuns(s.Acked))
 		}
-		sort.Strings(keys)
-		for i, k := range keys {
-			keys[i] = k + "=" + s.Labels[k]
+		row("Create time", formatTime(s.CreateTime))
+		row("Expire time", formatTime(s.ExpireTime))
+		if len(s.Labels) > 0 {
+			keys := make([]string, 0, len(s.Labels))
+			for k := range s.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for i, k := range keys {
+				keys[i] = k + "=" + s.Labels[k]
+			}
+			row("Labels", strings.Join(keys, ", "))
 		}
-		row("Labels", strings.Join(keys, ", "))
-	}
-	return flush(tw)
+	})
 }
 
 // formatRuns shows runs of sequences as "5, 8, 10-12", the first 20 and
@@ -133,12 +133,9 @@ func newSubSnapshotsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, list []pubsub.SubscriptionSnapshot) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME")
-			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME", list, func(s pubsub.SubscriptionSnapshot) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
+			})
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&topic, "topic", "", "list only the snapshots of this topic's subscriptions")

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -122,12 +121,9 @@ func newTopicsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, topics []api.Topic) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION")
-			for _, t := range topics {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION", topics, func(t api.Topic) string {
+				return fmt.Sprintf("%s\t%d\t%d\t%d\t%s", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
+			})
 		},
 	})
 }
@@ -142,16 +138,15 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, t *api.Topic) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-			row("Name", t.Name)
-			row("Subject", t.Subject)
-			row("Messages", fmt.Sprintf("%d (%d bytes), sequences %d..%d", t.Messages, t.Bytes, t.FirstSeq, t.LastSeq))
-			row("Retention", t.Retention)
-			row("Duplicate window", t.DuplicateWindow)
-			row("Subscriptions", strconv.Itoa(t.Subscriptions))
-			row("Create time", formatTime(t.CreateTime))
-			return flush(tw)
+			return writeFields(w, func(row func(k, v string)) {
+				row("Name", t.Name)
+				row("Subject", t.Subject)
+				row("Messages", fmt.Sprintf("%d (%d bytes), sequences %d..%d", t.Messages, t.Bytes, t.FirstSeq, t.LastSeq))
+				row("Retention", t.Retention)
+				row("Duplicate window", t.DuplicateWindow)
+				row("Subscriptions", strconv.Itoa(t.Subscriptions))
+				row("Create time", formatTime(t.CreateTime))
+			})
 		},
 	})
 }
@@ -443,12 +438,9 @@ func newSubscriptionsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, subs []api.Subscription) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT")
-			for _, s := range subs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT", subs, func(s api.Subscription) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
+			})
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&topic, "topic", "", "list only the subscriptions of this topic")
@@ -466,16 +458,15 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, s *api.Subscription) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-			row("Name", s.Name)
-			row("Topic", s.Topic)
-			row("Backlog", fmt.Sprintf("%d (%d not delivered, %d awaiting acknowledgement)", s.Backlog, s.NumPending, s.NumAckPending))
-			row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
-			row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
-			row("Ack wait", s.AckWait)
-			row("Create time", formatTime(s.CreateTime))
-			return flush(tw)
+			return writeFields(w, func(row func(k, v string)) {
+				row("Name", s.Name)
+				row("Topic", s.Topic)
+				row("Backlog", fmt.Sprintf("%d (%d not delivered, %d awaiting acknowledgement)", s.Backlog, s.NumPending, s.NumAckPending))
+				row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+				row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
+				row("Ack wait", s.AckWait)
+				row("Create time", formatTime(s.CreateTime))
+			})
 		},
 	})
 }
