@@ -87,39 +87,30 @@ func formatRuns(runs []pubsub.SeqRange) string {
 }
 
 func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
-	var format, sub string
-	var server serverFlag
-	cmd := &cobra.Command{
-		Use:   "create NAME --subscription SUB",
-		Short: "Snapshot a subscription's acknowledgement state",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	var sub string
+	return showCommand(e, showSpec[*pubsub.SubscriptionSnapshot]{
+		use:   "create NAME --subscription SUB",
+		short: "Snapshot a subscription's acknowledgement state",
+		args:  exactArgs("NAME"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if sub == "" {
 				return usageErrorf("%s needs --subscription SUB: the subscription to snapshot", cmd.CommandPath())
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			s, err := c.CreateSubscriptionSnapshot(cmd.Context(), api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, s)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SubscriptionSnapshot, error) {
+			return c.CreateSubscriptionSnapshot(ctx, api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
+			_, err := fmt.Fprintf(w, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
 				s.Name, s.Subscription, s.Topic, s.AckFloor, formatTime(s.ExpireTime))
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	cmd.Flags().StringVar(&sub, "subscription", "", "subscription to snapshot (required)")
-	return cmd
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&sub, "subscription", "", "subscription to snapshot (required)")
+		},
+	})
 }
 
 func newSubSnapshotsListCommand(e *env) *cobra.Command {
@@ -157,35 +148,19 @@ func newSubSnapshotsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newSubSnapshotsDeleteCommand(e *env) *cobra.Command {
-	var server serverFlag
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a subscription snapshot",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteSubscriptionSnapshot(cmd.Context(), args[0]); err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Deleted subscription snapshot %s.\n", args[0])
-			return outputErr(err)
-		},
-	}
-	addServerFlag(cmd, &server)
-	return cmd
+	return pubsubDeleteCommand(e, "Delete a subscription snapshot", "subscription snapshot", false,
+		func(c *api.Client, ctx context.Context, name string, _ ...api.DeleteOption) error {
+			return c.DeleteSubscriptionSnapshot(ctx, name)
+		})
 }
 
 func newSubscriptionsSeekCommand(e *env) *cobra.Command {
-	var format, snapshot, at string
-	var server serverFlag
+	var snapshot, at string
 	var force bool
-	cmd := &cobra.Command{
-		Use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
-		Short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
-		Long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
+	return showCommand(e, showSpec[*pubsub.SeekResult]{
+		use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
+		short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
+		long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
 
   --snapshot NAME  to a snapshot's, which must be of a subscription of the same
                    topic (SNAPSHOT_TOPIC_MISMATCH otherwise);
@@ -205,11 +180,8 @@ J, weir subscriptions seek SUB --snapshot S, deploy the job again.
 
 Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
 5 no weir server answers.`,
-		Args: exactArgs("SUB"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+		args: exactArgs("SUB"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if (snapshot == "") == (at == "") {
 				return usageErrorf("%s needs exactly one of --snapshot NAME and --time RFC3339", cmd.CommandPath())
 			}
@@ -218,31 +190,25 @@ Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
 					return usageErrorf("--time %q is not an RFC 3339 time (like 2026-12-01T10:00:00Z)", at)
 				}
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			res, err := c.Seek(cmd.Context(), args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, res)
-			}
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SeekResult, error) {
+			return c.Seek(ctx, args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, res *pubsub.SeekResult) error {
 			to := "snapshot " + snapshot
 			if at != "" {
 				to = at
 			}
-			_, err = fmt.Fprintf(e.stdout, "Sought subscription %s (topic %s) to %s: acknowledged up to sequence %d, %s unacknowledged.\n",
+			_, err := fmt.Fprintf(w, "Sought subscription %s (topic %s) to %s: acknowledged up to sequence %d, %s unacknowledged.\n",
 				res.Subscription, res.Topic, to, res.AckFloor, plural(int(res.Backlog), "message"))
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	fl := cmd.Flags()
-	fl.StringVar(&snapshot, "snapshot", "", "seek to this subscription snapshot's state")
-	fl.StringVar(&at, "time", "", "seek to this time (RFC 3339): earlier messages count as acknowledged")
-	fl.BoolVar(&force, "force", false, "seek even when a running or draining job reads the subscription")
-	return cmd
+		flags: func(fl *pflag.FlagSet) {
+			fl.StringVar(&snapshot, "snapshot", "", "seek to this subscription snapshot's state")
+			fl.StringVar(&at, "time", "", "seek to this time (RFC 3339): earlier messages count as acknowledged")
+			fl.BoolVar(&force, "force", false, "seek even when a running or draining job reads the subscription")
+		},
+	})
 }
