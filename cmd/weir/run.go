@@ -53,6 +53,19 @@ func (f runFlags) submits(cmd *cobra.Command) bool {
 	return f.jobName != "" || cmd.Flags().Changed("server") || os.Getenv(serverEnv) != ""
 }
 
+// givenJobOptions are the job options the user gave on cmd's command line
+// (--num-workers, --max-num-workers); the others stay unset (0).
+func (f runFlags) givenJobOptions(cmd *cobra.Command) service.JobOptions {
+	var opts service.JobOptions
+	if cmd.Flags().Changed("num-workers") {
+		opts.NumWorkers = f.numWorkers
+	}
+	if cmd.Flags().Changed("max-num-workers") {
+		opts.MaxNumWorkers = f.maxNumWorkers
+	}
+	return opts
+}
+
 // serviceOptionKeys returns the keys --service-options accepts, verbatim
 // from Dataflow plus weir's own; those that take a value end with '='.
 func serviceOptionKeys() []string { return serviceopt.Known() }
@@ -293,13 +306,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	// Options the user did not give are sent unset: a new job takes the
 	// defaults, and a create-or-update of a running job keeps its values.
-	var opts service.JobOptions
-	if cmd.Flags().Changed("num-workers") {
-		opts.NumWorkers = f.numWorkers
-	}
-	if cmd.Flags().Changed("max-num-workers") {
-		opts.MaxNumWorkers = f.maxNumWorkers
-	}
+	opts := f.givenJobOptions(cmd)
 	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
 	if err != nil {
@@ -445,13 +452,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	// Options the user did not give are sent unset (0): the server keeps
 	// the running job's values for them.
-	var opts service.JobOptions
-	if cmd.Flags().Changed("num-workers") {
-		opts.NumWorkers = f.numWorkers
-	}
-	if cmd.Flags().Changed("max-num-workers") {
-		opts.MaxNumWorkers = f.maxNumWorkers
-	}
+	opts := f.givenJobOptions(cmd)
 	res, err := c.Update(ctx, api.UpdateRequest{
 		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
 			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
@@ -563,6 +564,13 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
+	return validPipeline(path, p)
+}
+
+// validPipeline returns p, loaded from path, when it holds no build error
+// and its graph is valid; otherwise the first problem, prefixed by path, as
+// an invalid-pipeline error.
+func validPipeline(path string, p *weir.Pipeline) (*weir.Pipeline, error) {
 	if err := p.Err(); err != nil {
 		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
 	}
