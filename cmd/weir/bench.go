@@ -185,15 +185,6 @@ func writeTargets(b *strings.Builder, ts []bench.Target) {
 	}
 }
 
-// writeReport writes the report built in b to w, a failure as a failed
-// write to stdout.
-func writeReport(w io.Writer, b *strings.Builder) error {
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
-}
-
 func formatFigure(x float64) string {
 	if x >= 1000 {
 		return strconv.FormatFloat(x, 'f', 0, 64)

@@ -387,11 +387,9 @@ func seconds(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
 }
 
+// flush writes out a table, a failure as a failed write to stdout.
 func flush(tw *tabwriter.Writer) error {
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(tw.Flush())
 }
 
 func newJobsHistoryCommand(e *env) *cobra.Command {

@@ -613,10 +613,8 @@ func printValid(w io.Writer, path string, g *graph.Pipeline, format string) erro
 	if format == formatJSON {
 		return writeJSON(w, v)
 	}
-	if _, err := fmt.Fprintf(w, "%s: valid pipeline of %d steps (not run: --validate-only)\n", path, len(v.Steps)); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	_, err := fmt.Fprintf(w, "%s: valid pipeline of %d steps (not run: --validate-only)\n", path, len(v.Steps))
+	return outputErr(err)
 }
 
 // writeStepTable prints the run's step metrics as an aligned table.
@@ -630,10 +628,7 @@ func writeStepTable(w io.Writer, res *runner.Result) error {
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(enc.Encode(v))
 }
 
 // writeNotableReport prints a compatibility report when it says something
@@ -642,10 +637,7 @@ func writeNotableReport(w io.Writer, r compat.Report) error {
 	if r.Compatible && len(r.Warnings) == 0 && len(r.DroppedState) == 0 {
 		return nil
 	}
-	if err := r.WriteText(w); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(r.WriteText(w))
 }
 
 // checkedJobError turns the outcome of a request that ran the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -91,4 +92,11 @@ func writeFields(w io.Writer, fill func(row func(key, value string))) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fill(func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) })
 	return flush(tw)
+}
+
+// writeReport writes the text built in b (a benchmark report, a rollback)
+// to w, a failure as a failed write to stdout.
+func writeReport(w io.Writer, b *strings.Builder) error {
+	_, err := io.WriteString(w, b.String())
+	return outputErr(err)
 }
