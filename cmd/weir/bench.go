@@ -164,20 +164,25 @@ func writeBenchTable(w io.Writer, cfg bench.Config, ms []bench.Measurement) erro
 	if err := tw.Flush(); err != nil {
 		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
-	if ts := bench.Targets(ms); len(ts) > 0 {
-		b.WriteString("\nTargets:\n")
-		for _, t := range ts {
-			verdict := "met"
-			if !t.Met {
-				verdict = fmt.Sprintf("MISSED by %.0f%%", 100*(1-t.Got/t.Want))
-			}
-			fmt.Fprintf(&b, "  %-8s %s: got %s, want %s: %s\n", t.Variant, t.Description, formatFigure(t.Got), formatFigure(t.Want), verdict)
+	writeTargets(&b, bench.Targets(ms))
+	return writeReport(w, &b)
+}
+
+// writeTargets appends the "Targets:" section of a benchmark report to b:
+// each goal with what was measured and whether it was met (nothing when
+// there are no goals).
+func writeTargets(b *strings.Builder, ts []bench.Target) {
+	if len(ts) == 0 {
+		return
+	}
+	b.WriteString("\nTargets:\n")
+	for _, t := range ts {
+		verdict := "met"
+		if !t.Met {
+			verdict = fmt.Sprintf("MISSED by %.0f%%", 100*(1-t.Got/t.Want))
 		}
+		fmt.Fprintf(b, "  %-8s %s: got %s, want %s: %s\n", t.Variant, t.Description, formatFigure(t.Got), formatFigure(t.Want), verdict)
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
 }
 
 func formatFigure(x float64) string {
@@ -446,20 +451,12 @@ func writePubSubTable(w io.Writer, rep *bench.PubSubReport) error {
 		fmt.Fprintf(&b, "  latency at %d messages/s, publish → committed row: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
 			rep.LatencyRate, s.LatencyP50Ms, s.LatencyP99Ms, s.LatencyMaxMs)
 	}
-	if len(rep.Targets) > 0 {
-		b.WriteString("\nTargets:\n")
-		for _, t := range rep.Targets {
-			verdict := "met"
-			if !t.Met {
-				verdict = fmt.Sprintf("MISSED by %.0f%%", 100*(1-t.Got/t.Want))
-			}
-			fmt.Fprintf(&b, "  %-8s %s: got %s, want %s: %s\n", t.Variant, t.Description, formatFigure(t.Got), formatFigure(t.Want), verdict)
-		}
+	ts := make([]bench.Target, len(rep.Targets))
+	for i, t := range rep.Targets {
+		ts[i] = bench.Target(t)
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	writeTargets(&b, ts)
+	return writeReport(w, &b)
 }
 
 func newBenchChildPubSubSQLCommand(e *env) *cobra.Command {

@@ -18,6 +18,15 @@ import (
 	"github.com/weir-dev/weir/bench"
 )
 
+// childPeakRSS is the peak resident memory, in bytes, of the benchmark
+// child c that has run (0 where the system does not report it).
+func childPeakRSS(c *exec.Cmd) int64 {
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss * 1024
+	}
+	return 0
+}
+
 // snapshotRun is one row of `weir bench snapshot`: an outcome with the
 // child's peak memory.
 type snapshotRun struct {
@@ -101,9 +110,7 @@ counts are checked against the messages published.`,
 				if r.Error != "" {
 					failed = append(failed, fmt.Sprintf("%d keys: %s", n, r.Error))
 				}
-				if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-					r.PeakRSSBytes = ru.Maxrss * 1024
-				}
+				r.PeakRSSBytes = childPeakRSS(c)
 				runs = append(runs, r)
 			}
 			// A failed check is reported after the figures.

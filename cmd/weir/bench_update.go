@@ -13,7 +13,6 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -112,9 +111,7 @@ are verified.`,
 						if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
 							return withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
 						}
-						if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-							r.PeakRSSBytes = ru.Maxrss * 1024
-						}
+						r.PeakRSSBytes = childPeakRSS(c)
 						runs = append(runs, r)
 					}
 				}

@@ -246,11 +246,5 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool)
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
-	if err := p.Err(); err != nil {
-		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
-	}
-	if err := p.Graph().Validate(); err != nil {
-		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
-	}
-	return p, nil
+	return validPipeline(path, p)
 }

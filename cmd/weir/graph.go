@@ -26,10 +26,8 @@ Exit codes: 0 success, 2 usage, 3 invalid pipeline.`,
 			if err != nil {
 				return withCode(ExitFailure, fmt.Errorf("encoding the graph of %s: %w", args[0], err))
 			}
-			if _, err := fmt.Fprintf(e.stdout, "%s\n", out); err != nil {
-				return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-			}
-			return nil
+			_, err = fmt.Fprintf(e.stdout, "%s\n", out)
+			return outputErr(err)
 		},
 	}
 }

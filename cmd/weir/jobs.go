@@ -59,42 +59,29 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 }
 
 func newJobsListCommand(e *env) *cobra.Command {
-	var format, status string
-	var server serverFlag
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	var status string
+	return showCommand(e, showSpec[[]service.Summary]{
+		use:   "list",
+		short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
+		args:  exactArgs(),
+		check: func(*cobra.Command, []string) error {
 			if _, err := service.ParseStatus(status); err != nil {
 				return usageErrorf("--status %q: want active, terminated or all", status)
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			jobs, err := c.List(cmd.Context(), status)
-			if err != nil {
-				return clientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, jobs)
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB_ID\tNAME\tTYPE\tCREATION_TIME\tSTATE")
-			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Type, j.CreateTime.UTC().Format(listTimeLayout), j.State.Title())
-			}
-			return flush(tw)
+			return nil
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	cmd.Flags().StringVar(&status, "status", "all", "which jobs: active, terminated or all")
-	return cmd
+		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]service.Summary, error) {
+			return c.List(ctx, status)
+		},
+		text: func(w io.Writer, jobs []service.Summary) error {
+			return writeTable(w, "JOB_ID\tNAME\tTYPE\tCREATION_TIME\tSTATE", jobs, func(j service.Summary) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", j.ID, j.Name, j.Type, j.CreateTime.UTC().Format(listTimeLayout), j.State.Title())
+			})
+		},
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&status, "status", "all", "which jobs: active, terminated or all")
+		},
+	})
 }
 
 func newJobsDescribeCommand(e *env) *cobra.Command {
@@ -400,11 +387,9 @@ func seconds(s float64) string {
 	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
 }
 
+// flush writes out a table, a failure as a failed write to stdout.
 func flush(tw *tabwriter.Writer) error {
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(tw.Flush())
 }
 
 func newJobsHistoryCommand(e *env) *cobra.Command {
@@ -422,14 +407,12 @@ func newJobsHistoryCommand(e *env) *cobra.Command {
 // writeHistory prints a name's jobs (oldest first) with their lineage,
 // then its refused or validate-only update attempts.
 func writeHistory(w io.Writer, h *api.HistoryResponse) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY")
-	for _, j := range h.Jobs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
+	err := writeTable(w, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY", h.Jobs, func(j *service.Job) string {
+		return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
 			dash(j.ReplacesJobID), dash(j.ReplacedByJobID))
-	}
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
+	})
+	if err != nil {
+		return err
 	}
 	if err := writeGenerations(w, h); err != nil { // rollback.go
 		return err
@@ -455,43 +438,31 @@ func dash(s string) string {
 }
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
-	var format string
-	var server serverFlag
 	var opts service.JobOptions
-	cmd := &cobra.Command{
-		Use:   "update-options ID|NAME --num-workers N",
-		Short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
-		Args:  exactArgs("ID|NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	return showCommand(e, showSpec[*service.Summary]{
+		use:   "update-options ID|NAME --num-workers N",
+		short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
+		args:  exactArgs("ID|NAME"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("num-workers") {
 				return usageErrorf("give the new --num-workers (and optionally --min-num-workers, --max-num-workers, --worker-utilization-hint)")
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			sum, err := c.UpdateOptions(cmd.Context(), args[0], opts)
-			if err != nil {
-				return clientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, sum)
-			}
-			_, err = fmt.Fprintf(e.stdout, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Summary, error) {
+			return c.UpdateOptions(ctx, args[0], opts)
+		},
+		text: func(w io.Writer, sum *service.Summary) error {
+			_, err := fmt.Fprintf(w, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
 			return err
 		},
-	}
-	fl := cmd.Flags()
-	fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
-	fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
-	fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
-	fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "target CPU utilisation 0.1..0.9 for autoscaling (recorded)")
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	return cmd
+		flags: func(fl *pflag.FlagSet) {
+			fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
+			fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
+			fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
+			fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "target CPU utilisation 0.1..0.9 for autoscaling (recorded)")
+		},
+	})
 }
 
 // describeReplacement is the Replacement line of `weir jobs describe`: the

@@ -123,10 +123,7 @@ func writeRollback(w io.Writer, r *api.RollbackResponse) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return writeReport(w, &b)
 }
 
 func phaseOf(rep *service.Replacement) string {
@@ -173,8 +170,5 @@ func writeGenerations(w io.Writer, h *api.HistoryResponse) error {
 			fmt.Fprintf(tw, "\t\t%s at %s\t\t\t\t\n", r.Reason, r.Time.UTC().Format(time.RFC3339))
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return flush(tw)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +51,19 @@ func unsupportedJobFlags() []string {
 // --job-name or --server is given, or $WEIR_SERVER is set.
 func (f runFlags) submits(cmd *cobra.Command) bool {
 	return f.jobName != "" || cmd.Flags().Changed("server") || os.Getenv(serverEnv) != ""
+}
+
+// givenJobOptions are the job options the user gave on cmd's command line
+// (--num-workers, --max-num-workers); the others stay unset (0).
+func (f runFlags) givenJobOptions(cmd *cobra.Command) service.JobOptions {
+	var opts service.JobOptions
+	if cmd.Flags().Changed("num-workers") {
+		opts.NumWorkers = f.numWorkers
+	}
+	if cmd.Flags().Changed("max-num-workers") {
+		opts.MaxNumWorkers = f.maxNumWorkers
+	}
+	return opts
 }
 
 // serviceOptionKeys returns the keys --service-options accepts, verbatim
@@ -294,13 +306,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	// Options the user did not give are sent unset: a new job takes the
 	// defaults, and a create-or-update of a running job keeps its values.
-	var opts service.JobOptions
-	if cmd.Flags().Changed("num-workers") {
-		opts.NumWorkers = f.numWorkers
-	}
-	if cmd.Flags().Changed("max-num-workers") {
-		opts.MaxNumWorkers = f.maxNumWorkers
-	}
+	opts := f.givenJobOptions(cmd)
 	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
 	if err != nil {
@@ -446,13 +452,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	// Options the user did not give are sent unset (0): the server keeps
 	// the running job's values for them.
-	var opts service.JobOptions
-	if cmd.Flags().Changed("num-workers") {
-		opts.NumWorkers = f.numWorkers
-	}
-	if cmd.Flags().Changed("max-num-workers") {
-		opts.MaxNumWorkers = f.maxNumWorkers
-	}
+	opts := f.givenJobOptions(cmd)
 	res, err := c.Update(ctx, api.UpdateRequest{
 		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
 			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
@@ -564,6 +564,13 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
+	return validPipeline(path, p)
+}
+
+// validPipeline returns p, loaded from path, when it holds no build error
+// and its graph is valid; otherwise the first problem, prefixed by path, as
+// an invalid-pipeline error.
+func validPipeline(path string, p *weir.Pipeline) (*weir.Pipeline, error) {
 	if err := p.Err(); err != nil {
 		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("%s: %w", path, err))
 	}
@@ -606,33 +613,22 @@ func printValid(w io.Writer, path string, g *graph.Pipeline, format string) erro
 	if format == formatJSON {
 		return writeJSON(w, v)
 	}
-	if _, err := fmt.Fprintf(w, "%s: valid pipeline of %d steps (not run: --validate-only)\n", path, len(v.Steps)); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	_, err := fmt.Fprintf(w, "%s: valid pipeline of %d steps (not run: --validate-only)\n", path, len(v.Steps))
+	return outputErr(err)
 }
 
 // writeStepTable prints the run's step metrics as an aligned table.
 func writeStepTable(w io.Writer, res *runner.Result) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tELEMENTS_IN\tELEMENTS_OUT\tREJECTS\tDROPPED_LATE_ELEMENTS")
-	for _, s := range res.Steps {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", s.Name, s.ElementsIn, s.ElementsOut, s.Rejects, s.DroppedLateElements)
-	}
-	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return writeTable(w, "STEP\tELEMENTS_IN\tELEMENTS_OUT\tREJECTS\tDROPPED_LATE_ELEMENTS", res.Steps, func(s runner.StepMetrics) string {
+		return fmt.Sprintf("%s\t%d\t%d\t%d\t%d", s.Name, s.ElementsIn, s.ElementsOut, s.Rejects, s.DroppedLateElements)
+	})
 }
 
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(enc.Encode(v))
 }
 
 // writeNotableReport prints a compatibility report when it says something
@@ -641,10 +637,7 @@ func writeNotableReport(w io.Writer, r compat.Report) error {
 	if r.Compatible && len(r.Warnings) == 0 && len(r.DroppedState) == 0 {
 		return nil
 	}
-	if err := r.WriteText(w); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
+	return outputErr(r.WriteText(w))
 }
 
 // checkedJobError turns the outcome of a request that ran the

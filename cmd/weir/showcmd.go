@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -10,11 +13,15 @@ import (
 	"github.com/weir-dev/weir/api"
 )
 
-// showSpec describes a command that asks the weir server for something and
-// prints it: as JSON with --format json, otherwise as text.
+// showSpec describes a command that asks the weir server for something (to
+// read it, or to create or change it) and prints the answer: as JSON with
+// --format json, otherwise as text.
 type showSpec[T any] struct {
-	use, short string
-	args       cobra.PositionalArgs
+	use, short, long string
+	args             cobra.PositionalArgs
+	// check, when set, validates the flags and arguments before the client
+	// is made (after --format is checked); its error is returned as it is.
+	check func(cmd *cobra.Command, args []string) error
 	// fetch asks the server.
 	fetch func(ctx context.Context, c *api.Client, args []string) (T, error)
 	// text prints the result for people.
@@ -32,10 +39,16 @@ func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   s.use,
 		Short: s.short,
+		Long:  s.long,
 		Args:  s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format); err != nil {
 				return err
+			}
+			if s.check != nil {
+				if err := s.check(cmd, args); err != nil {
+					return err
+				}
 			}
 			c, err := newClient(server)
 			if err != nil {
@@ -60,4 +73,30 @@ func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 		s.flags(cmd.Flags())
 	}
 	return cmd
+}
+
+// writeTable prints items as an aligned table for people: the header line
+// (tab-separated columns), then the line row makes of each item.
+func writeTable[T any](w io.Writer, header string, items []T, row func(T) string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return flush(tw)
+}
+
+// writeFields prints one resource for people as aligned "Key:  value"
+// lines, those fill adds with the row function it is given, in order.
+func writeFields(w io.Writer, fill func(row func(key, value string))) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fill(func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) })
+	return flush(tw)
+}
+
+// writeReport writes the text built in b (a benchmark report, a rollback)
+// to w, a failure as a failed write to stdout.
+func writeReport(w io.Writer, b *strings.Builder) error {
+	_, err := io.WriteString(w, b.String())
+	return outputErr(err)
 }

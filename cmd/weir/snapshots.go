@@ -8,7 +8,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -167,17 +166,14 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 			return c.ListSnapshots(ctx, jobID, all)
 		},
 		text: func(w io.Writer, list []*service.Snapshot) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME\tKIND")
-			for _, s := range list {
+			return writeTable(w, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME\tKIND", list, func(s *service.Snapshot) string {
 				kind := s.Kind
 				if kind == "" {
 					kind = "user"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.JobName, s.SourceJobID,
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", s.ID, s.JobName, s.SourceJobID,
 					s.CreationTime.UTC().Format(listTimeLayout), s.State, s.ExpireTime.UTC().Format(listTimeLayout), kind)
-			}
-			return flush(tw)
+			})
 		},
 	})
 }
@@ -211,42 +207,41 @@ func newSnapshotsDeleteCommand(e *env) *cobra.Command {
 
 // describeSnapshot prints a snapshot for people.
 func describeSnapshot(w io.Writer, s *service.Snapshot) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("id", s.ID)
-	row("state", string(s.State))
-	row("job", fmt.Sprintf("%s (%s, generation %d)", s.JobName, s.SourceJobID, s.Generation))
-	row("creation time", s.CreationTime.UTC().Format(time.RFC3339))
-	row("state time", s.StateTime.UTC().Format(time.RFC3339))
-	row("ttl", s.TTL)
-	row("expire time", s.ExpireTime.UTC().Format(time.RFC3339))
-	if s.Description != "" {
-		row("description", s.Description)
-	}
-	if s.SDK != "" {
-		row("sdk", s.SDK)
-	}
-	if s.Epoch > 0 {
-		row("checkpoint epoch", fmt.Sprint(s.Epoch))
-	}
-	if s.State == service.SnapshotReady {
-		row("disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
-	}
-	if s.FailureReason != "" {
-		row("failure reason", s.FailureReason)
-	}
-	for _, m := range s.PubsubMetadata {
-		row("subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
-	}
-	if len(s.Positions) > 0 {
-		var srcs []string
-		for k := range s.Positions {
-			srcs = append(srcs, k)
+	return writeFields(w, func(row func(k, v string)) {
+		row("id", s.ID)
+		row("state", string(s.State))
+		row("job", fmt.Sprintf("%s (%s, generation %d)", s.JobName, s.SourceJobID, s.Generation))
+		row("creation time", s.CreationTime.UTC().Format(time.RFC3339))
+		row("state time", s.StateTime.UTC().Format(time.RFC3339))
+		row("ttl", s.TTL)
+		row("expire time", s.ExpireTime.UTC().Format(time.RFC3339))
+		if s.Description != "" {
+			row("description", s.Description)
 		}
-		sort.Strings(srcs)
-		row("sources", strings.Join(srcs, ", "))
-	}
-	return flush(tw)
+		if s.SDK != "" {
+			row("sdk", s.SDK)
+		}
+		if s.Epoch > 0 {
+			row("checkpoint epoch", fmt.Sprint(s.Epoch))
+		}
+		if s.State == service.SnapshotReady {
+			row("disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
+		}
+		if s.FailureReason != "" {
+			row("failure reason", s.FailureReason)
+		}
+		for _, m := range s.PubsubMetadata {
+			row("subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
+		}
+		if len(s.Positions) > 0 {
+			var srcs []string
+			for k := range s.Positions {
+				srcs = append(srcs, k)
+			}
+			sort.Strings(srcs)
+			row("sources", strings.Join(srcs, ", "))
+		}
+	})
 }
 
 // fromSnapshotResult is what `weir run --create-from-snapshot --format

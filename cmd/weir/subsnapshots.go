@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,30 +40,31 @@ Exit codes: 0 success, 1 not found, name taken, expires too soon or too large, 2
 		newSubSnapshotsCreateCommand(e), newSubSnapshotsListCommand(e), newSubSnapshotsDescribeCommand(e), newSubSnapshotsDeleteCommand(e))
 }
 
+// printSubSnapshot prints a subscription snapshot for people (weir
+// subscriptions snapshots describe).
 func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("Name", s.Name)
-	row("Topic", s.Topic)
-	row("Subscription", s.Subscription)
-	row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
-	if len(s.Acked) > 0 {
-		row("Also acknowledged", formatRuns(s.Acked))
-	}
-	row("Create time", formatTime(s.CreateTime))
-	row("Expire time", formatTime(s.ExpireTime))
-	if len(s.Labels) > 0 {
-		keys := make([]string, 0, len(s.Labels))
-		for k := range s.Labels {
-			keys = append(keys, k)
+	return writeFields(w, func(row func(k, v string)) {
+		row("Name", s.Name)
+		row("Topic", s.Topic)
+		row("Subscription", s.Subscription)
+		row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+		if len(s.Acked) > 0 {
+			row("Also acknowledged", formatRuns(s.Acked))
 		}
-		sort.Strings(keys)
-		for i, k := range keys {
-			keys[i] = k + "=" + s.Labels[k]
+		row("Create time", formatTime(s.CreateTime))
+		row("Expire time", formatTime(s.ExpireTime))
+		if len(s.Labels) > 0 {
+			keys := make([]string, 0, len(s.Labels))
+			for k := range s.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for i, k := range keys {
+				keys[i] = k + "=" + s.Labels[k]
+			}
+			row("Labels", strings.Join(keys, ", "))
 		}
-		row("Labels", strings.Join(keys, ", "))
-	}
-	return flush(tw)
+	})
 }
 
 // formatRuns shows runs of sequences as "5, 8, 10-12", the first 20 and
@@ -87,39 +87,30 @@ func formatRuns(runs []pubsub.SeqRange) string {
 }
 
 func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
-	var format, sub string
-	var server serverFlag
-	cmd := &cobra.Command{
-		Use:   "create NAME --subscription SUB",
-		Short: "Snapshot a subscription's acknowledgement state",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	var sub string
+	return showCommand(e, showSpec[*pubsub.SubscriptionSnapshot]{
+		use:   "create NAME --subscription SUB",
+		short: "Snapshot a subscription's acknowledgement state",
+		args:  exactArgs("NAME"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if sub == "" {
 				return usageErrorf("%s needs --subscription SUB: the subscription to snapshot", cmd.CommandPath())
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			s, err := c.CreateSubscriptionSnapshot(cmd.Context(), api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, s)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SubscriptionSnapshot, error) {
+			return c.CreateSubscriptionSnapshot(ctx, api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
+			_, err := fmt.Fprintf(w, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
 				s.Name, s.Subscription, s.Topic, s.AckFloor, formatTime(s.ExpireTime))
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	cmd.Flags().StringVar(&sub, "subscription", "", "subscription to snapshot (required)")
-	return cmd
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&sub, "subscription", "", "subscription to snapshot (required)")
+		},
+	})
 }
 
 func newSubSnapshotsListCommand(e *env) *cobra.Command {
@@ -133,12 +124,9 @@ func newSubSnapshotsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, list []pubsub.SubscriptionSnapshot) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME")
-			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME", list, func(s pubsub.SubscriptionSnapshot) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
+			})
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&topic, "topic", "", "list only the snapshots of this topic's subscriptions")
@@ -160,35 +148,19 @@ func newSubSnapshotsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newSubSnapshotsDeleteCommand(e *env) *cobra.Command {
-	var server serverFlag
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a subscription snapshot",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteSubscriptionSnapshot(cmd.Context(), args[0]); err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Deleted subscription snapshot %s.\n", args[0])
-			return outputErr(err)
-		},
-	}
-	addServerFlag(cmd, &server)
-	return cmd
+	return pubsubDeleteCommand(e, "Delete a subscription snapshot", "subscription snapshot", false,
+		func(c *api.Client, ctx context.Context, name string, _ ...api.DeleteOption) error {
+			return c.DeleteSubscriptionSnapshot(ctx, name)
+		})
 }
 
 func newSubscriptionsSeekCommand(e *env) *cobra.Command {
-	var format, snapshot, at string
-	var server serverFlag
+	var snapshot, at string
 	var force bool
-	cmd := &cobra.Command{
-		Use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
-		Short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
-		Long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
+	return showCommand(e, showSpec[*pubsub.SeekResult]{
+		use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
+		short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
+		long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
 
   --snapshot NAME  to a snapshot's, which must be of a subscription of the same
                    topic (SNAPSHOT_TOPIC_MISMATCH otherwise);
@@ -208,11 +180,8 @@ J, weir subscriptions seek SUB --snapshot S, deploy the job again.
 
 Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
 5 no weir server answers.`,
-		Args: exactArgs("SUB"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+		args: exactArgs("SUB"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if (snapshot == "") == (at == "") {
 				return usageErrorf("%s needs exactly one of --snapshot NAME and --time RFC3339", cmd.CommandPath())
 			}
@@ -221,31 +190,25 @@ Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
 					return usageErrorf("--time %q is not an RFC 3339 time (like 2026-12-01T10:00:00Z)", at)
 				}
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			res, err := c.Seek(cmd.Context(), args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, res)
-			}
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SeekResult, error) {
+			return c.Seek(ctx, args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, res *pubsub.SeekResult) error {
 			to := "snapshot " + snapshot
 			if at != "" {
 				to = at
 			}
-			_, err = fmt.Fprintf(e.stdout, "Sought subscription %s (topic %s) to %s: acknowledged up to sequence %d, %s unacknowledged.\n",
+			_, err := fmt.Fprintf(w, "Sought subscription %s (topic %s) to %s: acknowledged up to sequence %d, %s unacknowledged.\n",
 				res.Subscription, res.Topic, to, res.AckFloor, plural(int(res.Backlog), "message"))
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	fl := cmd.Flags()
-	fl.StringVar(&snapshot, "snapshot", "", "seek to this subscription snapshot's state")
-	fl.StringVar(&at, "time", "", "seek to this time (RFC 3339): earlier messages count as acknowledged")
-	fl.BoolVar(&force, "force", false, "seek even when a running or draining job reads the subscription")
-	return cmd
+		flags: func(fl *pflag.FlagSet) {
+			fl.StringVar(&snapshot, "snapshot", "", "seek to this subscription snapshot's state")
+			fl.StringVar(&at, "time", "", "seek to this time (RFC 3339): earlier messages count as acknowledged")
+			fl.BoolVar(&force, "force", false, "seek even when a running or draining job reads the subscription")
+		},
+	})
 }

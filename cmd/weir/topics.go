@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,39 +76,29 @@ Exit codes: 0 success, 1 the topic was not found or exists already, 2 usage
 }
 
 func newTopicsCreateCommand(e *env) *cobra.Command {
-	var format string
-	var server serverFlag
 	var retention time.Duration
-	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a topic",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	return showCommand(e, showSpec[*api.Topic]{
+		use:   "create NAME",
+		short: "Create a topic",
+		args:  exactArgs("NAME"),
+		check: func(*cobra.Command, []string) error {
 			if retention <= 0 {
 				return usageErrorf("--retention %s: want a positive duration such as 168h", retention)
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			t, err := c.CreateTopic(cmd.Context(), api.CreateTopicRequest{Name: args[0], Retention: retention.String()})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, t)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Created topic %s (retention %s).\n", t.Name, t.Retention)
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Topic, error) {
+			return c.CreateTopic(ctx, api.CreateTopicRequest{Name: args[0], Retention: retention.String()})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, t *api.Topic) error {
+			_, err := fmt.Fprintf(w, "Created topic %s (retention %s).\n", t.Name, t.Retention)
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	cmd.Flags().DurationVar(&retention, "retention", 7*24*time.Hour, "how long the topic keeps messages, acknowledged or not")
-	return cmd
+		flags: func(fs *pflag.FlagSet) {
+			fs.DurationVar(&retention, "retention", 7*24*time.Hour, "how long the topic keeps messages, acknowledged or not")
+		},
+	})
 }
 
 func newTopicsListCommand(e *env) *cobra.Command {
@@ -122,12 +111,9 @@ func newTopicsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, topics []api.Topic) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION")
-			for _, t := range topics {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION", topics, func(t api.Topic) string {
+				return fmt.Sprintf("%s\t%d\t%d\t%d\t%s", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
+			})
 		},
 	})
 }
@@ -142,26 +128,34 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, t *api.Topic) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-			row("Name", t.Name)
-			row("Subject", t.Subject)
-			row("Messages", fmt.Sprintf("%d (%d bytes), sequences %d..%d", t.Messages, t.Bytes, t.FirstSeq, t.LastSeq))
-			row("Retention", t.Retention)
-			row("Duplicate window", t.DuplicateWindow)
-			row("Subscriptions", strconv.Itoa(t.Subscriptions))
-			row("Create time", formatTime(t.CreateTime))
-			return flush(tw)
+			return writeFields(w, func(row func(k, v string)) {
+				row("Name", t.Name)
+				row("Subject", t.Subject)
+				row("Messages", fmt.Sprintf("%d (%d bytes), sequences %d..%d", t.Messages, t.Bytes, t.FirstSeq, t.LastSeq))
+				row("Retention", t.Retention)
+				row("Duplicate window", t.DuplicateWindow)
+				row("Subscriptions", strconv.Itoa(t.Subscriptions))
+				row("Create time", formatTime(t.CreateTime))
+			})
 		},
 	})
 }
 
 func newTopicsDeleteCommand(e *env) *cobra.Command {
+	return pubsubDeleteCommand(e, "Delete a topic with its messages and its subscriptions (refused while a job uses it, unless --force)",
+		"topic", true, (*api.Client).DeleteTopic)
+}
+
+// pubsubDeleteCommand builds `weir ... delete NAME`, which deletes the Pub/Sub
+// resource NAME (a noun such as "topic") with del and prints "Deleted noun
+// NAME."; withForce adds --force, which makes del pass api.Force().
+func pubsubDeleteCommand(e *env, short, noun string, withForce bool,
+	del func(c *api.Client, ctx context.Context, name string, opts ...api.DeleteOption) error) *cobra.Command {
 	var server serverFlag
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a topic with its messages and its subscriptions (refused while a job uses it, unless --force)",
+		Short: short,
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newClient(server)
@@ -172,14 +166,16 @@ func newTopicsDeleteCommand(e *env) *cobra.Command {
 			if force {
 				opts = append(opts, api.Force())
 			}
-			if err := c.DeleteTopic(cmd.Context(), args[0], opts...); err != nil {
+			if err := del(c, cmd.Context(), args[0], opts...); err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
-			_, err = fmt.Fprintf(e.stdout, "Deleted topic %s.\n", args[0])
+			_, err = fmt.Fprintf(e.stdout, "Deleted %s %s.\n", noun, args[0])
 			return outputErr(err)
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even when a running job uses it (the job then fails to read or write it)")
+	if withForce {
+		cmd.Flags().BoolVar(&force, "force", false, "delete even when a running job uses it (the job then fails to read or write it)")
+	}
 	addServerFlag(cmd, &server)
 	return cmd
 }
@@ -386,50 +382,40 @@ is taken, 2 usage (also an invalid name or setting), 5 no weir server answers.`,
 }
 
 func newSubscriptionsCreateCommand(e *env) *cobra.Command {
-	var format, topic string
-	var server serverFlag
+	var topic string
 	var ackWait time.Duration
 	var fromBeginning bool
-	cmd := &cobra.Command{
-		Use:   "create NAME --topic TOPIC",
-		Short: "Create a subscription on a topic",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
+	return showCommand(e, showSpec[*api.Subscription]{
+		use:   "create NAME --topic TOPIC",
+		short: "Create a subscription on a topic",
+		args:  exactArgs("NAME"),
+		check: func(cmd *cobra.Command, _ []string) error {
 			if topic == "" {
 				return usageErrorf("%s needs --topic TOPIC", cmd.CommandPath())
 			}
 			if ackWait <= 0 {
 				return usageErrorf("--ack-wait %s: want a positive duration such as 60s", ackWait)
 			}
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			s, err := c.CreateSubscription(cmd.Context(), api.CreateSubscriptionRequest{Name: args[0], Topic: topic, AckWait: ackWait.String(), FromBeginning: fromBeginning})
-			if err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, s)
-			}
+			return nil
+		},
+		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Subscription, error) {
+			return c.CreateSubscription(ctx, api.CreateSubscriptionRequest{Name: args[0], Topic: topic, AckWait: ackWait.String(), FromBeginning: fromBeginning})
+		},
+		clientErr: pubsubClientError,
+		text: func(w io.Writer, s *api.Subscription) error {
 			from := "new messages only"
 			if fromBeginning {
 				from = fmt.Sprintf("from the beginning: %d messages pending", s.Backlog)
 			}
-			_, err = fmt.Fprintf(e.stdout, "Created subscription %s on topic %s (ack wait %s, %s).\n", s.Name, s.Topic, s.AckWait, from)
+			_, err := fmt.Fprintf(w, "Created subscription %s on topic %s (ack wait %s, %s).\n", s.Name, s.Topic, s.AckWait, from)
 			return outputErr(err)
 		},
-	}
-	addFormatFlag(cmd, &format)
-	addServerFlag(cmd, &server)
-	fl := cmd.Flags()
-	fl.StringVar(&topic, "topic", "", "topic the subscription reads (required)")
-	fl.DurationVar(&ackWait, "ack-wait", 60*time.Second, "how long a delivered message may stay unacknowledged before it is delivered again")
-	fl.BoolVar(&fromBeginning, "from-beginning", false, "deliver every message the topic retains, not only those published from now on")
-	return cmd
+		flags: func(fl *pflag.FlagSet) {
+			fl.StringVar(&topic, "topic", "", "topic the subscription reads (required)")
+			fl.DurationVar(&ackWait, "ack-wait", 60*time.Second, "how long a delivered message may stay unacknowledged before it is delivered again")
+			fl.BoolVar(&fromBeginning, "from-beginning", false, "deliver every message the topic retains, not only those published from now on")
+		},
+	})
 }
 
 func newSubscriptionsListCommand(e *env) *cobra.Command {
@@ -443,12 +429,9 @@ func newSubscriptionsListCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, subs []api.Subscription) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT")
-			for _, s := range subs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
-			}
-			return flush(tw)
+			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT", subs, func(s api.Subscription) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
+			})
 		},
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&topic, "topic", "", "list only the subscriptions of this topic")
@@ -466,46 +449,22 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, s *api.Subscription) error {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-			row("Name", s.Name)
-			row("Topic", s.Topic)
-			row("Backlog", fmt.Sprintf("%d (%d not delivered, %d awaiting acknowledgement)", s.Backlog, s.NumPending, s.NumAckPending))
-			row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
-			row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
-			row("Ack wait", s.AckWait)
-			row("Create time", formatTime(s.CreateTime))
-			return flush(tw)
+			return writeFields(w, func(row func(k, v string)) {
+				row("Name", s.Name)
+				row("Topic", s.Topic)
+				row("Backlog", fmt.Sprintf("%d (%d not delivered, %d awaiting acknowledgement)", s.Backlog, s.NumPending, s.NumAckPending))
+				row("Acknowledged up to", fmt.Sprintf("sequence %d", s.AckFloor))
+				row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
+				row("Ack wait", s.AckWait)
+				row("Create time", formatTime(s.CreateTime))
+			})
 		},
 	})
 }
 
 func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
-	var server serverFlag
-	var force bool
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a subscription (its topic keeps its messages; refused while a job reads it, unless --force)",
-		Args:  exactArgs("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newClient(server)
-			if err != nil {
-				return err
-			}
-			var opts []api.DeleteOption
-			if force {
-				opts = append(opts, api.Force())
-			}
-			if err := c.DeleteSubscription(cmd.Context(), args[0], opts...); err != nil {
-				return pubsubClientError(cmd.Context(), c, err)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Deleted subscription %s.\n", args[0])
-			return outputErr(err)
-		},
-	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even when a running job uses it (the job then fails to read or write it)")
-	addServerFlag(cmd, &server)
-	return cmd
+	return pubsubDeleteCommand(e, "Delete a subscription (its topic keeps its messages; refused while a job reads it, unless --force)",
+		"subscription", true, (*api.Client).DeleteSubscription)
 }
 
 func newSubscriptionsPullCommand(e *env) *cobra.Command {

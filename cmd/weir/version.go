@@ -58,10 +58,8 @@ func newVersionCommand(e *env) *cobra.Command {
 					rev += "+modified"
 				}
 			}
-			if _, err := fmt.Fprintf(e.stdout, "weir %s%s (%s, %s)\n", v.Version, rev, v.Go, v.Platform); err != nil {
-				return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-			}
-			return nil
+			_, err := fmt.Fprintf(e.stdout, "weir %s%s (%s, %s)\n", v.Version, rev, v.Go, v.Platform)
+			return outputErr(err)
 		},
 	}
 	addFormatFlag(cmd, &format)
