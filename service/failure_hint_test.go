@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -23,12 +21,7 @@ func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "update-events")
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := openServiceWithBroker(t, filepath.Join(dir, "data"), b)
 	j := submit(t, s, "sums", fmt.Sprintf(pubsubUpdateYAML, "", "Events", filepath.Join(dir, "totals.sqlite")), dir)
 	for i := range 5 {
 		if _, err := b.Publish(ctx, "update-events", fmt.Appendf(nil, `{"key": "k%d", "amount": %d}`, i, i), nil, ""); err != nil {

@@ -232,6 +232,19 @@ func startBroker(t *testing.T, dir string, topics ...string) *pubsub.Broker {
 	return b
 }
 
+// openServiceWithBroker opens a service on dataDir whose jobs use broker
+// b, with 50 ms checkpoints; it is closed when the test ends.
+func openServiceWithBroker(t *testing.T, dataDir string, b *pubsub.Broker) *Service {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
 // sqlRows is what readElems and scanTotals need of *sql.Rows and
 // pgx.Rows.
 type sqlRows interface {

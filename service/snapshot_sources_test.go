@@ -129,12 +129,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 	if _, err := b.CreateTopic(ctx, "recipe-events", pubsub.TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := openServiceWithBroker(t, filepath.Join(dir, "data"), b)
 	db := filepath.Join(dir, "totals.sqlite")
 	y := fmt.Sprintf(recipeYAML, db)
 	sub := pubsub.SubscriptionName("sums", "Events")

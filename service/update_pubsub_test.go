@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -47,12 +46,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "update-events")
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := openServiceWithBroker(t, filepath.Join(dir, "data"), b)
 	db := filepath.Join(dir, "totals.sqlite")
 	pipeline := func(filter bool) string {
 		if filter {

@@ -100,15 +100,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 	dir := t.TempDir()
 	b := startBroker(t, dir, "wm-sales", "wm-visits")
 	dataDir := filepath.Join(dir, "data")
-	open := func() *Service {
-		s, err := Open(ctx, Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
-			Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		return s
-	}
+	open := func() *Service { return openServiceWithBroker(t, dataDir, b) }
 	s := open()
 	db := filepath.Join(dir, "joined.sqlite")
 	oldYAML := fmt.Sprintf(windowMetaYAML, "# weir's Combine", db)
