@@ -208,30 +208,30 @@ func newSnapshotsDeleteCommand(e *env) *cobra.Command {
 // describeSnapshot prints a snapshot for people.
 func describeSnapshot(w io.Writer, s *service.Snapshot) error {
 	return writeFields(w, func(row func(k, v string)) {
-		row("id", s.ID)
-		row("state", string(s.State))
-		row("job", fmt.Sprintf("%s (%s, generation %d)", s.JobName, s.SourceJobID, s.Generation))
-		row("creation time", s.CreationTime.UTC().Format(time.RFC3339))
-		row("state time", s.StateTime.UTC().Format(time.RFC3339))
-		row("ttl", s.TTL)
-		row("expire time", s.ExpireTime.UTC().Format(time.RFC3339))
+		row("ID", s.ID)
+		row("State", string(s.State))
+		row("Job", fmt.Sprintf("%s (%s, generation %d)", s.JobName, s.SourceJobID, s.Generation))
+		row("Creation time", s.CreationTime.UTC().Format(time.RFC3339))
+		row("State time", s.StateTime.UTC().Format(time.RFC3339))
+		row("TTL", s.TTL)
+		row("Expire time", s.ExpireTime.UTC().Format(time.RFC3339))
 		if s.Description != "" {
-			row("description", s.Description)
+			row("Description", s.Description)
 		}
 		if s.SDK != "" {
-			row("sdk", s.SDK)
+			row("SDK", s.SDK)
 		}
 		if s.Epoch > 0 {
-			row("checkpoint epoch", fmt.Sprint(s.Epoch))
+			row("Checkpoint epoch", fmt.Sprint(s.Epoch))
 		}
 		if s.State == service.SnapshotReady {
-			row("disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
+			row("Disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
 		}
 		if s.FailureReason != "" {
-			row("failure reason", s.FailureReason)
+			row("Failure reason", s.FailureReason)
 		}
 		for _, m := range s.PubsubMetadata {
-			row("subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
+			row("Subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
 		}
 		if len(s.Positions) > 0 {
 			var srcs []string
@@ -239,7 +239,7 @@ func describeSnapshot(w io.Writer, s *service.Snapshot) error {
 				srcs = append(srcs, k)
 			}
 			sort.Strings(srcs)
-			row("sources", strings.Join(srcs, ", "))
+			row("Sources", strings.Join(srcs, ", "))
 		}
 	})
 }

@@ -34,7 +34,7 @@ func TestCLISnapshots(t *testing.T) {
 	r = srv.cli(work, "snapshots", "list", "--job-id", "sums")
 	cliCase{wantCode: ExitOK, wantStdout: []string{"SNAPSHOT_ID", id, "READY"}}.check(t, r)
 	r = srv.cli(work, "snapshots", "describe", id)
-	cliCase{wantCode: ExitOK, wantStdout: []string{"READY", "before v2", "36h", "disk size"}}.check(t, r)
+	cliCase{wantCode: ExitOK, wantStdout: []string{"READY", "before v2", "36h", "Disk size"}}.check(t, r)
 
 	// v2 renames the combine: refused without the mapping, created with it.
 	src, err := os.ReadFile(stream)
