@@ -1,0 +1,92 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/state"
+)
+
+// This file holds what an execution reports as its job's events: dead
+// letters (rate-limited in the log), and the events emitted before the
+// job's start is recorded, held until it is.
+
+// deadLetter returns the runner's dead-letter hook for jr.
+func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) error {
+	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+	return func(ctx context.Context, r runner.Reject) error {
+		n := jr.deadLetters.Add(1)
+		// An element derived from many (a window's aggregate) has no one
+		// position in a source.
+		at, attrs := "", []any{"step", r.Step}
+		if r.Source != nil {
+			at = " at " + r.Source.String()
+			attrs = append(attrs, "source", r.Source.String())
+		}
+		desc := fmt.Sprintf("step %q%s: %s: %s", r.Step, at, r.Reason, r.Message)
+		jr.lastDeadLetter.Store(&desc)
+		attrs = append(attrs, "reason", r.Reason, "message", r.Message, "dead_letters", n)
+		// The first ten, then every thousandth: a log line per reject would
+		// drown the log (the topic and dead_letters count them all).
+		logIt := n <= 10 || n%1000 == 0
+		if logIt {
+			d := map[string]any{"step": r.Step, "reason": r.Reason, "dead_letters": n}
+			if r.Source != nil {
+				d["source"] = r.Source.String()
+			}
+			s.emitRun(jr, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
+		}
+		if s.opts.DeadLetter != nil {
+			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
+				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
+			}
+			if logIt {
+				log.Warn("element rejected by a step without error_handling: sent to the dead-letter topic", attrs...)
+			}
+			return nil
+		}
+		if logIt {
+			log.Warn("element rejected by a step without error_handling (no broker for a dead-letter topic: counted only)", attrs...)
+		}
+		return nil
+	}
+}
+
+// heldEvent is an event an execution emitted before its job's start was
+// recorded (jobRun.held).
+type heldEvent struct {
+	typ     EventType
+	sev     Severity
+	msg     string
+	details map[string]any
+}
+
+// emitRun records an event of jr's job, or holds it while the job's start
+// is not recorded yet (releaseEventsLocked writes it then). Service.mu is
+// not held.
+func (s *Service) emitRun(jr *jobRun, typ EventType, sev Severity, msg string, details map[string]any) {
+	jr.emu.Lock() // a leaf
+	if !jr.recorded {
+		jr.held = append(jr.held, heldEvent{typ, sev, msg, details})
+		jr.emu.Unlock()
+		return
+	}
+	jr.emu.Unlock()
+	s.emit(jr.id, typ, sev, msg, details)
+}
+
+// releaseEventsLocked adds to w the events jr held until its job's start
+// was recorded, after whatever w holds, and lets the later ones through;
+// it reports whether there were any. Service.mu is held, so an event
+// emitted meanwhile is written after these.
+func (s *Service) releaseEventsLocked(w *state.Write, jr *jobRun) bool {
+	jr.emu.Lock() // a leaf
+	held := jr.held
+	jr.held, jr.recorded = nil, true
+	jr.emu.Unlock()
+	for _, ev := range held {
+		s.addEventLocked(w, jr.id, ev.typ, ev.sev, ev.msg, ev.details)
+	}
+	return len(held) > 0
+}
