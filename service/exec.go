@@ -289,7 +289,7 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Progr
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr),
 		HoldPanesAtMinWatermark: rewindsInput(j)}
-	s.reportCatchUpExpired(j, prog) // before the splits open
+	s.reportCatchUpExpired(j, prog, jr) // before the splits open
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
 	x, err := runner.Start(runCtx, prog, opts)

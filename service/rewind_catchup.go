@@ -118,10 +118,10 @@ type CatchUpExpiryReporter interface {
 
 var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
 
-// reportCatchUpExpired makes the re-reading sources of prog, j's program,
-// record what their re-read found gone (catchUpExpired). Called for every
-// execution before it starts.
-func (s *Service) reportCatchUpExpired(j *Job, prog *runner.Program) {
+// reportCatchUpExpired makes the re-reading sources of prog, j's program
+// run as jr, record what their re-read found gone (catchUpExpired). Called
+// for every execution before it starts.
+func (s *Service) reportCatchUpExpired(j *Job, prog *runner.Program, jr *jobRun) {
 	if !rewindsInput(j) {
 		return
 	}
@@ -130,16 +130,18 @@ func (s *Service) reportCatchUpExpired(j *Job, prog *runner.Program) {
 			continue
 		}
 		if r, ok := prog.Code[st.Name].(CatchUpExpiryReporter); ok {
-			r.OnCatchUpExpired(s.catchUpExpired(j.ID, j.Name))
+			r.OnCatchUpExpired(s.catchUpExpired(jr))
 		}
 	}
 }
 
-// catchUpExpired returns what records, for job id, that a source's re-read
+// catchUpExpired returns what records, for the job jr runs, that a source's re-read
 // went on without messages the topic no longer held: a warning event and
 // a log line. Nothing is lost silently: the old job had read those
-// messages, so the windows holding them fire without them.
-func (s *Service) catchUpExpired(id, name string) func(pubsub.CatchUpExpired) {
+// messages, so the windows holding them fire without them. The event
+// follows the job's start (emitRun).
+func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
+	id, name := jr.id, jr.name
 	return func(e pubsub.CatchUpExpired) {
 		gone := fmt.Sprintf("%d messages the old job had read (sequences %d to %d)", e.Messages, e.FirstSeq, e.LastSeq)
 		if e.Messages == 1 {
@@ -154,7 +156,7 @@ func (s *Service) catchUpExpired(id, name string) func(pubsub.CatchUpExpired) {
 		s.opts.Logger.Warn("re-read: messages the old job had read are no longer in the topic's retention", "job_id", id, "job_name", name,
 			"step", e.Step, "topic", e.Topic, "subscription", e.Subscription, "expired_messages", e.Messages,
 			"first_seq", e.FirstSeq, "last_seq", e.LastSeq, "hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
-		s.emit(id, EventCatchUpExpired, SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
+		s.emitRun(jr, EventCatchUpExpired, SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
 			"expired_messages": e.Messages, "first_seq": e.FirstSeq, "last_seq": e.LastSeq, "hold_until_seq": e.HoldUntil, "next_seq": e.NextSeq})
 	}
 }
