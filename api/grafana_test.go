@@ -190,6 +190,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishOrders(t, st.c, 0, 100)
+	publishReusedID(t, st.c)
 	var fams map[string]*dto.MetricFamily
 	missing := ""
 	await.Until(30*time.Second, 50*time.Millisecond, func() bool {

@@ -51,6 +51,7 @@ const (
 	mStepCatchUpExpired
 	mCheckpointDuration
 	mCheckpointSize
+	mTopicIDConflicts
 )
 
 var metricDefs = []MetricDef{
@@ -86,6 +87,14 @@ var metricDefs = []MetricDef{
 		"Messages a re-reading source had to read again but found gone from the topic's retention (each gap is a catch_up_expired event)."},
 	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
+	mTopicIDConflicts: {"weir_topic_duplicate_id_conflicts_total", "counter", []string{"topic"},
+		"Publishes the topic's duplicate window dropped although their content differed from the stored message of their ID (an ID reused for other content), since the server started."},
+}
+
+// idConflictCounter is a broker that counts the publishes that reused a
+// message ID for other content (*pubsub.Broker).
+type idConflictCounter interface {
+	DuplicateIDConflicts() map[string]int64
 }
 
 // MetricDefs returns the metrics GET /metrics exports.
@@ -100,10 +109,15 @@ func MetricDefs() []MetricDef {
 type collector struct {
 	svc   *service.Service
 	descs []*prometheus.Desc
+	// topics, when set, counts the broker's reused message IDs.
+	topics idConflictCounter
 }
 
-func newCollector(svc *service.Service) *collector {
+// newCollector returns the collector of svc's metrics and, when ps counts
+// them, of the broker's reused message IDs.
+func newCollector(svc *service.Service, ps PubSub) *collector {
 	c := &collector{svc: svc}
+	c.topics, _ = ps.(idConflictCounter)
 	for _, d := range metricDefs {
 		c.descs = append(c.descs, prometheus.NewDesc(d.Name, d.Help, d.Labels, nil))
 	}
@@ -181,6 +195,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if st.Keys != nil {
 				gauge(mStepKeys, float64(*st.Keys), l...)
 			}
+		}
+	}
+	if c.topics != nil {
+		for topic, n := range c.topics.DuplicateIDConflicts() {
+			counter(mTopicIDConflicts, n, topic)
 		}
 	}
 	for id, h := range c.svc.CheckpointHistograms() {

@@ -105,6 +105,19 @@ func publishOrders(t *testing.T, c *Client, from, n int) {
 	}
 }
 
+// publishReusedID publishes to topic orders a message whose ID, o0, the
+// topic stores with other data (publishOrders): an ID conflict, dropped.
+func publishReusedID(t *testing.T, c *Client) {
+	t.Helper()
+	res, err := c.Publish(context.Background(), "orders", []PublishMessage{{Data: json.RawMessage(`{"region": "NORTH", "amount": -1}`), ID: "o0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != 0 || res.Duplicates != 1 || res.IDConflicts != 1 || !res.Results[0].IDConflict {
+		t.Fatalf("publishing a reused ID: %+v, want one duplicate, an ID conflict", res)
+	}
+}
+
 // scrape parses GET /metrics with the Prometheus text-format parser.
 func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -166,7 +179,7 @@ func missingMetric(fams map[string]*dto.MetricFamily, id string) string {
 					ok = false
 				}
 			}
-			if ok && (d.Name == "weir_jobs" || l["job_id"] == id) {
+			if ok && (d.Name == "weir_jobs" || l["job_id"] == id || l["topic"] == "orders") {
 				found = true
 			}
 		}
@@ -194,6 +207,7 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 	}
 	id := res.ID
 	publishOrders(t, st.c, 0, 200)
+	publishReusedID(t, st.c)
 
 	// Every documented metric, and the source's 200 elements.
 	var fams map[string]*dto.MetricFamily
@@ -260,8 +274,10 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 	if after < before {
 		t.Fatalf("after the restart Orders counts %v elements, before %v: a counter dropped", after, before)
 	}
-	// New orders move the watermark again, and every metric is back.
+	// New orders move the watermark again, and every metric is back (the
+	// count of reused message IDs starts again with the server).
 	publishOrders(t, st.c, 250, 10)
+	publishReusedID(t, st.c)
 	await.Until(30*time.Second, 50*time.Millisecond, func() bool {
 		fams = scrape(t, st.ts.URL)
 		missing = missingMetric(fams, id)

@@ -199,15 +199,22 @@ type PublishResult struct {
 	// Duplicate reports that the ID was already stored within the
 	// duplicate window: nothing new was stored.
 	Duplicate bool `json:"duplicate"`
+	// IDConflict reports a Duplicate whose data differs from the stored
+	// message's: the ID was reused for other content, which
+	// was dropped.
+	IDConflict bool `json:"id_conflict,omitempty"`
 }
 
 // PublishResponse is the reply to a publish request, one result per
 // message in request order.
 type PublishResponse struct {
 	// Published counts the messages stored, duplicates excluded.
-	Published  int             `json:"published"`
-	Duplicates int             `json:"duplicates"`
-	Results    []PublishResult `json:"results"`
+	Published  int `json:"published"`
+	Duplicates int `json:"duplicates"`
+	// IDConflicts counts the duplicates whose content differed from the
+	// stored message of their ID (PublishResult.IDConflict).
+	IDConflicts int             `json:"id_conflicts"`
+	Results     []PublishResult `json:"results"`
 }
 
 // CreateSubscriptionRequest is the body of POST /v1/subscriptions.
@@ -504,10 +511,14 @@ func (s *Server) publish(ctx context.Context, topic string, msgs []PublishMessag
 			}
 			return nil, service.NewError(pubsubCode(err), "message %d: %w (the %d messages before it were published; republishing them with IDs stores nothing twice)", i, err, i)
 		}
-		resp.Results = append(resp.Results, PublishResult{Sequence: res.Sequence, Duplicate: res.Duplicate})
-		if res.Duplicate {
+		resp.Results = append(resp.Results, PublishResult{Sequence: res.Sequence, Duplicate: res.Duplicate, IDConflict: res.IDConflict})
+		switch {
+		case res.IDConflict:
 			resp.Duplicates++
-		} else {
+			resp.IDConflicts++
+		case res.Duplicate:
+			resp.Duplicates++
+		default:
 			resp.Published++
 		}
 	}

@@ -53,7 +53,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 		o(s)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(svc))
+	reg.MustRegister(newCollector(svc, s.pubsub))
 	s.mux.HandleFunc("POST /v1/jobs", s.submit)
 	s.mux.HandleFunc("GET /v1/jobs", s.list)
 	s.mux.HandleFunc("GET /v1/jobs/{ref}", s.get)

@@ -192,6 +192,9 @@ type publishSummary struct {
 	Topic      string `json:"topic"`
 	Published  int    `json:"published"`
 	Duplicates int    `json:"duplicates"`
+	// IDConflicts counts the duplicates whose content differed from the
+	// stored message of their ID: dropped all the same.
+	IDConflicts int `json:"id_conflicts"`
 }
 
 func newTopicsPublishCommand(e *env) *cobra.Command {
@@ -209,7 +212,9 @@ takes each message's ID from the top-level field F of its JSON object (a string
 or a number): a message whose ID the topic stored within its duplicate window
 (10 minutes) is not stored again, so publishing a file twice is harmless.
 
-It prints how many messages were stored and how many were duplicates.`,
+It prints how many messages were stored and how many were duplicates, and
+warns when a duplicate's content differed from the stored message of its ID
+(an ID reused for another message: the topic dropped it all the same).`,
 		Args: exactArgs("TOPIC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPublish(cmd.Context(), e, cmd.InOrStdin(), args[0], f)
@@ -278,6 +283,7 @@ func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f pu
 		}
 		sum.Published += res.Published
 		sum.Duplicates += res.Duplicates
+		sum.IDConflicts += res.IDConflicts
 		batch, size = batch[:0], 0
 		return nil
 	}
@@ -310,6 +316,9 @@ func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f pu
 	}
 	if err := send(); err != nil {
 		return err
+	}
+	if sum.IDConflicts > 0 {
+		fmt.Fprintf(e.stderr, "weir: warning: %s of the duplicates reused an ID the topic stores with other content: the topic kept its first message and dropped these (use a new ID for new content)\n", plural(sum.IDConflicts, "message"))
 	}
 	if f.format == formatJSON {
 		return writeJSON(e.stdout, sum)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"database/sql"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,6 +86,7 @@ func TestCLITopicsSubscriptionsPipeline(t *testing.T) {
 	orders := write("orders.jsonl", orderLines(0, 5)+"\n") // a trailing blank line is skipped
 	badLine := write("bad.jsonl", orderLines(100, 1)+"{not json\n")
 	noID := write("noid.jsonl", `{"region": "NORTH"}`+"\n")
+	reused := write("reused.jsonl", strings.Replace(orderLines(1, 1), `"amount": 10`, `"amount": 11`, 1)) // o1 with another amount
 	pipeline := write("orders.yaml", ordersPipeline("orders-job", db))
 	same := write("same.yaml", strings.Replace(ordersPipeline("orders-job", db), "id_field: order_id", "id_field: order_id\n        dedupe_window: 1h", 1))
 	otherSub := write("other-sub.yaml", ordersPipeline("orders-peek", db))
@@ -106,6 +109,8 @@ func TestCLITopicsSubscriptionsPipeline(t *testing.T) {
 			wantStdout: []string{"Published 5 messages to topic orders (0 duplicates)."}},
 		{name: "publish it again", args: []string{"topics", "publish", "orders", "--file", orders, "--id-field", "order_id", "--format", "json"},
 			wantStdout: []string{`"published": 0`, `"duplicates": 5`}},
+		{name: "an ID reused for other content", args: []string{"topics", "publish", "orders", "--file", reused, "--id-field", "order_id", "--format", "json"},
+			wantStdout: []string{`"published": 0`, `"duplicates": 1`, `"id_conflicts": 1`}, wantStderr: []string{"1 message of the duplicates reused an ID the topic stores with other content"}},
 		{name: "publish a bad line", args: []string{"topics", "publish", "orders", "--file", badLine, "--id-field", "order_id"}, wantCode: ExitFailure,
 			wantStderr: []string{"bad.jsonl:2: the line is not valid JSON; 1 message was published before it"}},
 		{name: "publish without the ID field", args: []string{"topics", "publish", "orders", "--file", noID, "--id-field", "order_id"}, wantCode: ExitFailure,
@@ -132,6 +137,9 @@ func TestCLITopicsSubscriptionsPipeline(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.check(t, srv.cli(work, st.args...))
+	}
+	if m := scrapeMetrics(t, srv.url); !strings.Contains(m, `weir_topic_duplicate_id_conflicts_total{topic="orders"} 1`) {
+		t.Errorf("/metrics lacks the reused ID of topic orders:\n%s", m)
 	}
 
 	// The job reads the subscription from its beginning: the 5 orders and
@@ -222,4 +230,19 @@ func TestCLITopicsUnreachable(t *testing.T) {
 	runCases(t, dir, cases)
 	r := runCLIStdin(t, dir, orderLines(0, 1), "topics", "publish", "t", "--server", dead)
 	cliCase{args: []string{"topics", "publish"}, wantCode: ExitServerUnreachable}.check(t, r)
+}
+
+// scrapeMetrics returns the text of GET /metrics of the server at base.
+func scrapeMetrics(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }

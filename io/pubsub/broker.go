@@ -134,6 +134,11 @@ type Broker struct {
 	// storeLimit is set for an embedded broker whose storage limit follows
 	// the disk (Options.MaxStore 0).
 	storeLimit *storeLimit
+
+	// idConflicts counts, per topic (string → *atomic.Int64), the
+	// publishes dropped as duplicates of a stored message ID whose content
+	// differed (topic.go).
+	idConflicts sync.Map
 }
 
 // StartEmbedded starts an in-process nats-server with JetStream and its file

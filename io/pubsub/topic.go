@@ -1,11 +1,13 @@
 package pubsub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -295,6 +297,10 @@ type PublishResult struct {
 	// within the duplicate window: nothing new was stored, and Sequence is
 	// that of the earlier message.
 	Duplicate bool `json:"duplicate"`
+	// IDConflict reports a Duplicate whose data differs from the stored
+	// message's: a publisher reused an ID for other content,
+	// which the duplicate window dropped (counted, DuplicateIDConflicts).
+	IDConflict bool `json:"id_conflict,omitempty"`
 }
 
 // Publish stores one message on a topic and waits for the server's
@@ -325,7 +331,59 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 	if err != nil {
 		return PublishResult{}, publishErr(topic, err)
 	}
-	return PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	res := PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+	if ack.Duplicate && msgID != "" && b.differsFromStored(ctx, ack.Stream, ack.Sequence, msg) {
+		res.IDConflict = true
+		b.countIDConflict(topic, msgID, ack.Sequence)
+	}
+	return res, nil
+}
+
+// differsFromStored reports whether msg's data differs from that of the
+// message stored at seq of stream, whose ID msg repeats (attributes may
+// differ on a retry: a publisher's own timestamps, a batch number). A
+// stored message that cannot be read (gone by now) counts as the same: a
+// conflict is reported only when it is certain.
+func (b *Broker) differsFromStored(ctx context.Context, stream string, seq uint64, msg *nats.Msg) bool {
+	st, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		b.log.Debug("reading the stored message a duplicate repeats", "stream", stream, "sequence", seq, "error", err)
+		return false
+	}
+	stored, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		b.log.Debug("reading the stored message a duplicate repeats", "stream", stream, "sequence", seq, "error", err)
+		return false
+	}
+	return !bytes.Equal(stored.Data, msg.Data)
+}
+
+// countIDConflict counts a publish to topic that reused message ID id of
+// the stored message seq with other content, and logs the first ten and
+// every thousandth per topic (a publisher bug repeats).
+func (b *Broker) countIDConflict(topic, id string, seq uint64) {
+	v, _ := b.idConflicts.LoadOrStore(topic, new(atomic.Int64))
+	n := v.(*atomic.Int64).Add(1)
+	if n <= 10 || n%1000 == 0 {
+		if len(id) > 64 {
+			id = id[:64] + "…"
+		}
+		b.log.Warn("a publish reused a message ID with different content: the topic's duplicate window dropped it",
+			"topic", topic, "message_id", id, "stored_sequence", seq, "id_conflicts", n)
+	}
+}
+
+// DuplicateIDConflicts returns, per topic, the publishes since the broker
+// started that were dropped as duplicates of a stored message ID although
+// their data differed (PublishResult.IDConflict). Topics
+// without one are absent.
+func (b *Broker) DuplicateIDConflicts() map[string]int64 {
+	out := map[string]int64{}
+	b.idConflicts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 // checkSize refuses a message that the NATS server would refuse for its

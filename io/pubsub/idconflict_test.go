@@ -1,0 +1,61 @@
+package pubsub
+
+import (
+	"context"
+	"testing"
+)
+
+// TestPublishIDConflict: a publish that repeats a stored message's ID is
+// a duplicate; when its data differs it is an ID conflict, dropped all the
+// same and counted per topic (attributes may differ on a retry).
+func TestPublishIDConflict(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBroker(t)
+	if _, err := b.CreateTopic(ctx, "orders", TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name          string
+		data          string
+		attrs         map[string]string
+		id            string
+		wantDuplicate bool
+		wantConflict  bool
+	}{
+		{name: "first", data: `{"n":1}`, attrs: map[string]string{"source": "a"}, id: "o1"},
+		{name: "the same again", data: `{"n":1}`, attrs: map[string]string{"source": "a"}, id: "o1", wantDuplicate: true},
+		{name: "other data", data: `{"n":2}`, attrs: map[string]string{"source": "a"}, id: "o1", wantDuplicate: true, wantConflict: true},
+		{name: "other data, no attributes", data: `{"n":3}`, id: "o1", wantDuplicate: true, wantConflict: true},
+		{name: "other attributes", data: `{"n":1}`, attrs: map[string]string{"source": "b"}, id: "o1", wantDuplicate: true},
+		{name: "a new ID", data: `{"n":2}`, id: "o2"},
+		{name: "no ID", data: `{"n":1}`},
+	}
+	for _, st := range steps {
+		res, err := b.Publish(ctx, "orders", []byte(st.data), st.attrs, st.id)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if res.Duplicate != st.wantDuplicate || res.IDConflict != st.wantConflict {
+			t.Errorf("%s: duplicate %v, conflict %v; want %v, %v", st.name, res.Duplicate, res.IDConflict, st.wantDuplicate, st.wantConflict)
+		}
+	}
+	if got := b.DuplicateIDConflicts(); len(got) != 1 || got["orders"] != 2 {
+		t.Errorf("DuplicateIDConflicts = %v, want orders: 2", got)
+	}
+	msgs, err := b.Pull(ctx, mustSub(t, b), 10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 || string(msgs[0].Data) != `{"n":1}` {
+		t.Errorf("stored %d messages (first %q), want 3, the first {\"n\":1}", len(msgs), msgs[0].Data)
+	}
+}
+
+// mustSub creates a subscription of topic orders from its beginning.
+func mustSub(t *testing.T, b *Broker) string {
+	t.Helper()
+	if _, err := b.CreateSubscription(context.Background(), "orders-all", "orders", SubscriptionConfig{FromBeginning: true}); err != nil {
+		t.Fatal(err)
+	}
+	return "orders-all"
+}
