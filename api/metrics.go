@@ -49,6 +49,7 @@ const (
 	mStepCatchUpHoldUntil
 	mStepCatchUpCaughtUp
 	mStepCatchUpExpired
+	mStepIDConflicts
 	mCheckpointDuration
 	mCheckpointSize
 	mTopicIDConflicts
@@ -85,6 +86,8 @@ var metricDefs = []MetricDef{
 		"1 once the re-reading source has read through weir_step_catch_up_hold_until_sequence, 0 while it still catches up."},
 	mStepCatchUpExpired: {"weir_step_catch_up_expired_messages", "gauge", stepLabels,
 		"Messages a re-reading source had to read again but found gone from the topic's retention (each gap is a catch_up_expired event)."},
+	mStepIDConflicts: {"weir_step_duplicate_id_conflicts_total", "counter", stepLabels,
+		"Messages a source dropped as duplicates of an ID seen within its dedupe window although their data differed (an ID reused for another message); since the execution started, only for sources with one."},
 	mCheckpointDuration: {"weir_checkpoint_duration_seconds", "histogram", jobLabels, "Time from a checkpoint's barrier to its durable write and sink commit."},
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
 	mTopicIDConflicts: {"weir_topic_duplicate_id_conflicts_total", "counter", []string{"topic"},
@@ -194,6 +197,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if st.Keys != nil {
 				gauge(mStepKeys, float64(*st.Keys), l...)
+			}
+			if st.DuplicateIDConflicts != nil {
+				counter(mStepIDConflicts, *st.DuplicateIDConflicts, l...)
 			}
 		}
 	}

@@ -99,3 +99,49 @@ func TestAssertEqualFailsAServerJob(t *testing.T) {
 		t.Errorf("dead letters %d, want 0", j.DeadLetters)
 	}
 }
+
+// TestSourceIDConflictMetric: a job whose ReadFromPubSub de-duplicates by
+// id_field counts a message that reuses an ID for other data (dropped) in
+// its step's duplicate_id_conflicts; a plain repeat is not counted.
+func TestSourceIDConflictMetric(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "id-events")
+	s := openServiceWithBroker(t, filepath.Join(dir, "data"), b)
+	const yaml = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        topic: id-events
+        schema: {id: string, amount: int}
+        id_field: id
+    - type: LogForTesting
+      name: Log
+      input: Events
+`
+	j := submit(t, s, "ids", yaml, dir)
+	waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
+	// Published without a message ID: the topic stores all four, the
+	// source's dedupe window drops the last two.
+	for _, m := range []string{`{"id": "a", "amount": 1}`, `{"id": "b", "amount": 2}`, `{"id": "a", "amount": 1}`, `{"id": "b", "amount": 3}`} {
+		if _, err := b.Publish(ctx, "id-events", []byte(m), nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, s, j.ID, "the reused ID counted", func(j *Job) bool {
+		m, err := s.Metrics(j.ID)
+		if err != nil {
+			return false
+		}
+		for _, st := range m.Steps {
+			if st.Name == "Events" && st.DuplicateIDConflicts != nil {
+				if *st.DuplicateIDConflicts != 1 {
+					t.Fatalf("Events counts %d ID conflicts, want 1", *st.DuplicateIDConflicts)
+				}
+				return st.ElementsOut == 2
+			}
+		}
+		return false
+	})
+}

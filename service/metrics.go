@@ -35,6 +35,15 @@ type RewindSkipReporter interface {
 	RewindSkipped() int64
 }
 
+// IDConflictReporter is implemented by source code that drops messages
+// whose ID it saw within its dedupe window (*pubsub.Source with
+// id_attribute or id_field).
+type IDConflictReporter interface {
+	// DuplicateIDConflicts returns how many of those duplicates carried
+	// other data than the first message of their ID.
+	DuplicateIDConflicts() int64
+}
+
 // JobMetrics are a job's metrics, with Dataflow's meanings.
 type JobMetrics struct {
 	// Time is when the metrics were taken.
@@ -89,6 +98,10 @@ type StepMetrics struct {
 	// replacement job skipped because every window they belong to had
 	// expired before the cut (never dead-lettered); absent when none.
 	RewindSkippedElements *int64 `json:"rewind_skipped_elements,omitempty"`
+	// DuplicateIDConflicts counts the messages a source dropped as
+	// duplicates of an ID seen within its dedupe window although their
+	// data differed (an ID reused for another message); absent when none.
+	DuplicateIDConflicts *int64 `json:"duplicate_id_conflicts,omitempty"`
 	// CatchUp is a re-reading source's progress: the last sequence read
 	// and the old job's last one, until which no pane fires; absent for a
 	// source that does not re-read.
@@ -215,6 +228,11 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 			if rs, ok := code[st.Name].(RewindSkipReporter); ok {
 				if n := rs.RewindSkipped(); n > 0 {
 					sm2.RewindSkippedElements = &n
+				}
+			}
+			if ic, ok := code[st.Name].(IDConflictReporter); ok {
+				if n := ic.DuplicateIDConflicts(); n > 0 {
+					sm2.DuplicateIDConflicts = &n
 				}
 			}
 			sm2.CatchUp = catchUpOf(code[st.Name])

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"hash/maphash"
 	"time"
 
 	"github.com/weir-dev/weir/mtime"
@@ -17,12 +18,15 @@ const (
 // seenIDs is a bounded, time-indexed set of message IDs: an ID is a
 // duplicate if it was seen with a publish time within window of the newest
 // publish time seen. The oldest IDs are forgotten first, when they leave
-// the window or when the set holds max IDs.
+// the window or when the set holds max IDs. With each ID it keeps a hash
+// of its message's data, so that a duplicate with other data (an ID
+// reused for another message) can be told apart.
 type seenIDs struct {
 	window mtime.Duration
 	max    int
 	newest mtime.Time
-	ids    map[string]mtime.Time
+	seed   maphash.Seed
+	ids    map[string]seenAt
 	// order holds the IDs in insertion order from head on; publish times
 	// are non-decreasing along it, as stream order follows publish time.
 	order []seenEntry
@@ -34,22 +38,36 @@ type seenEntry struct {
 	t  mtime.Time
 }
 
+// seenAt is when an ID was seen and the hash of its message's data (0:
+// not known, as for IDs read back from headers only).
+type seenAt struct {
+	t mtime.Time
+	h uint64
+}
+
 func newSeenIDs(window mtime.Duration, max int) *seenIDs {
-	return &seenIDs{window: window, max: max, newest: mtime.MinTimestamp, ids: make(map[string]mtime.Time)}
+	return &seenIDs{window: window, max: max, newest: mtime.MinTimestamp, seed: maphash.MakeSeed(), ids: make(map[string]seenAt)}
+}
+
+// hash returns the hash check compares a message's data by; never 0.
+func (s *seenIDs) hash(data []byte) uint64 {
+	return maphash.Bytes(s.seed, data) | 1
 }
 
 // check reports whether id was seen within the window before t, and
-// remembers it at t if not.
-func (s *seenIDs) check(id string, t mtime.Time) bool {
+// remembers it at t, with h (the hash of its data, 0 when not known), if
+// not. conflict reports a duplicate whose data hash differs from the one
+// remembered (both known).
+func (s *seenIDs) check(id string, t mtime.Time, h uint64) (dup, conflict bool) {
 	s.newest = mtime.Max(s.newest, t)
 	s.evict()
-	if at, ok := s.ids[id]; ok && at >= s.newest.Add(-s.window) {
-		return true
+	if at, ok := s.ids[id]; ok && at.t >= s.newest.Add(-s.window) {
+		return true, at.h != 0 && h != 0 && at.h != h
 	}
-	s.ids[id] = t
+	s.ids[id] = seenAt{t, h}
 	s.order = append(s.order, seenEntry{id, t})
 	s.evict()
-	return false
+	return false, false
 }
 
 func (s *seenIDs) evict() {
@@ -59,7 +77,7 @@ func (s *seenIDs) evict() {
 		if e.t >= floor && len(s.ids) <= s.max {
 			break
 		}
-		if s.ids[e.id] == e.t {
+		if s.ids[e.id].t == e.t {
 			delete(s.ids, e.id)
 		}
 		s.order[s.head] = seenEntry{}

@@ -263,6 +263,9 @@ type Source struct {
 	// rewindSkipped counts the messages its splits skipped under
 	// SourceConfig.Rewind.
 	rewindSkipped atomic.Int64
+	// idConflicts counts the messages its splits dropped as duplicates of
+	// an ID seen within the dedupe window although their data differed.
+	idConflicts atomic.Int64
 	// readSeq is the last stream sequence its split handled (set only
 	// under SourceConfig.Rewind: CatchUp).
 	readSeq atomic.Uint64
@@ -350,6 +353,12 @@ func (s *Source) MaxEventTime() (t mtime.Time, ok bool) {
 // window they belong to had expired before the replacement it re-reads for
 // (SourceConfig.Rewind); they are neither emitted nor dead-lettered.
 func (s *Source) RewindSkipped() int64 { return s.rewindSkipped.Load() }
+
+// DuplicateIDConflicts returns how many messages the source dropped as
+// duplicates of an ID (id_attribute or id_field) it had seen within its
+// dedupe window although their data differed from the first message's: a
+// publisher reused an ID for another message. Since the source was built.
+func (s *Source) DuplicateIDConflicts() int64 { return s.idConflicts.Load() }
 
 // NewSource returns a source reading through b. It checks cfg but does not
 // touch the broker: the subscription is resolved (or created) by Split or
@@ -606,11 +615,11 @@ func (s *split) warmSeen(ctx context.Context) error {
 			publish := mtime.FromTime(md.Timestamp)
 			if s.cfg.IDAttribute != "" {
 				if id := m.Headers().Get(s.cfg.IDAttribute); id != "" {
-					s.seen.check(id, publish)
+					s.seen.check(id, publish, 0) // headers only: the data is not known
 				}
 			} else if r, _, _ := s.decode(m.Data()); r != nil {
 				if v := r.Values[s.idField]; v != nil {
-					s.seen.check(string(row.AppendText(nil, v)), publish)
+					s.seen.check(string(row.AppendText(nil, v)), publish, s.seen.hash(m.Data()))
 				}
 			}
 			if md.Sequence.Stream >= s.pos.StreamSeq {

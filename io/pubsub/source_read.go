@@ -219,6 +219,26 @@ func (s *split) readError(err error) error {
 	return apiErr(what, err)
 }
 
+// duplicate reports whether the message seq, published at publish with
+// data and ID id, repeats an ID seen within the dedupe window: it is then
+// dropped, and counted as an ID conflict when its data differs from the
+// first message's (Source.DuplicateIDConflicts; the first ten and every
+// thousandth logged).
+func (s *split) duplicate(id string, publish mtime.Time, data []byte, seq uint64) bool {
+	dup, conflict := s.seen.check(id, publish, s.seen.hash(data))
+	if !dup {
+		return false
+	}
+	s.skipped++
+	if conflict {
+		if n := s.src.idConflicts.Add(1); n <= 10 || n%1000 == 0 {
+			s.b.log.Warn("a message reused an ID with other data: the source's dedupe window dropped it",
+				"subscription", s.cfg.Subscription, "message_id", truncateID(id), "sequence", seq, "id_conflicts", n)
+		}
+	}
+	return true
+}
+
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
 func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
@@ -253,8 +273,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	hdr := m.Headers()
 
 	if s.seen != nil && s.cfg.IDAttribute != "" {
-		if id := hdr.Get(s.cfg.IDAttribute); id != "" && s.seen.check(id, publish) {
-			s.skipped++
+		if id := hdr.Get(s.cfg.IDAttribute); id != "" && s.duplicate(id, publish, m.Data(), seq) {
 			return false, nil
 		}
 	}
@@ -270,8 +289,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		value = r
 	}
 	if s.idField >= 0 {
-		if v := value.Values[s.idField]; v != nil && s.seen.check(string(row.AppendText(nil, v)), publish) {
-			s.skipped++
+		if v := value.Values[s.idField]; v != nil && s.duplicate(string(row.AppendText(nil, v)), publish, m.Data(), seq) {
 			return false, nil
 		}
 	}

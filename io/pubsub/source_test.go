@@ -602,6 +602,10 @@ func TestDedupe(t *testing.T) {
 			if fmt.Sprint(amounts(got)) != "[1 2]" {
 				t.Fatalf("first run: %v", amounts(got))
 			}
+			// The republished "a" carries other data: an ID conflict.
+			if n := src.DuplicateIDConflicts(); n != 1 {
+				t.Errorf("first run: %d ID conflicts, want 1", n)
+			}
 			pos, _ := sp.Position() // covers all three
 			sp.Close()
 			pub(4, "b") // republished after the checkpoint
@@ -616,29 +620,49 @@ func TestDedupe(t *testing.T) {
 			if fmt.Sprint(amounts(got)) != "[5]" {
 				t.Fatalf("after resume: %v", amounts(got))
 			}
+			// "b" again with other data: the IDs read back by field carry
+			// their data's hash, those read back from headers only do not.
+			want := int64(0)
+			if byField {
+				want = 1
+			}
+			if n := src2.DuplicateIDConflicts(); n != want {
+				t.Errorf("after resume: %d ID conflicts, want %d", n, want)
+			}
 		})
 	}
 }
 
+// TestSeenIDs: an ID is a duplicate within the window of the newest
+// publish time, at most max IDs are remembered, and a duplicate whose data
+// hash differs from the remembered one (both known) is a conflict.
 func TestSeenIDs(t *testing.T) {
 	s := newSeenIDs(10, 3)
+	x, y := s.hash([]byte("x")), s.hash([]byte("y"))
 	steps := []struct {
-		id   string
-		t    mtime.Time
-		want bool
+		id           string
+		t            mtime.Time
+		h            uint64
+		want         bool
+		wantConflict bool
 	}{
-		{"a", 0, false}, {"a", 5, true}, {"b", 6, false}, {"a", 10, true},
-		{"a", 11, false},                   // "a"@0 left the window
-		{"c", 12, false}, {"d", 12, false}, // max 3: "b" forgotten
-		{"b", 13, false},
+		{"a", 0, x, false, false}, {"a", 5, x, true, false}, {"b", 6, x, false, false}, {"a", 10, y, true, true},
+		{"a", 11, y, false, false},                             // "a"@0 left the window
+		{"c", 12, 0, false, false}, {"d", 12, x, false, false}, // max 3: "b" forgotten
+		{"b", 13, x, false, false},
+		{"c", 13, y, true, false}, // "c"'s data is not known: no conflict
+		{"d", 14, 0, true, false}, // nor this one's
 	}
 	for i, st := range steps {
-		if got := s.check(st.id, st.t); got != st.want {
-			t.Fatalf("step %d: check(%s, %d) = %v, want %v", i, st.id, st.t, got, st.want)
+		if got, conflict := s.check(st.id, st.t, st.h); got != st.want || conflict != st.wantConflict {
+			t.Fatalf("step %d: check(%s, %d) = %v, %v; want %v, %v", i, st.id, st.t, got, conflict, st.want, st.wantConflict)
 		}
 		if s.len() > 3 {
 			t.Fatalf("step %d: %d ids remembered", i, s.len())
 		}
+	}
+	if x == 0 || y == 0 || x == y {
+		t.Errorf("hashes %x, %x: want two distinct, neither 0", x, y)
 	}
 }
 

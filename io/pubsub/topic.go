@@ -365,12 +365,17 @@ func (b *Broker) countIDConflict(topic, id string, seq uint64) {
 	v, _ := b.idConflicts.LoadOrStore(topic, new(atomic.Int64))
 	n := v.(*atomic.Int64).Add(1)
 	if n <= 10 || n%1000 == 0 {
-		if len(id) > 64 {
-			id = id[:64] + "…"
-		}
 		b.log.Warn("a publish reused a message ID with different content: the topic's duplicate window dropped it",
-			"topic", topic, "message_id", id, "stored_sequence", seq, "id_conflicts", n)
+			"topic", topic, "message_id", truncateID(id), "stored_sequence", seq, "id_conflicts", n)
 	}
+}
+
+// truncateID shortens a message ID for a log line.
+func truncateID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "…"
+	}
+	return id
 }
 
 // DuplicateIDConflicts returns, per topic, the publishes since the broker
