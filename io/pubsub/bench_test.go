@@ -3,12 +3,14 @@ package pubsub
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -150,3 +152,32 @@ func BenchmarkSourceRead(b *testing.B) {
 
 // consumeBatch is the pull batch of BenchmarkConsume.
 const consumeBatch = 4096
+
+// BenchmarkSeenIDs measures the source's dedupe check per message, with
+// the hash of a 200-byte message's data that tells an ID reused for other
+// data apart ("hash") and without it ("id_only", what a header-only read
+// back does): the cost of counting ID conflicts.
+func BenchmarkSeenIDs(b *testing.B) {
+	data := bytes.Repeat([]byte("x"), 200)
+	ids := make([]string, 1<<16)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("order-%08d", i)
+	}
+	for _, withHash := range []bool{false, true} {
+		name := "id_only"
+		if withHash {
+			name = "hash"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := newSeenIDs(mtime.FromDuration(DefaultDedupeWindow), DefaultMaxDedupeIDs)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				var h uint64
+				if withHash {
+					h = s.hash(data)
+				}
+				s.check(ids[i&(len(ids)-1)], mtime.Time(i), h)
+			}
+		})
+	}
+}
