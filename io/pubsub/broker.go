@@ -139,6 +139,10 @@ type Broker struct {
 	// publishes dropped as duplicates of a stored message ID whose content
 	// differed (topic.go).
 	idConflicts sync.Map
+	// recent remembers the data hash of the message IDs this broker
+	// published lately, so that telling an ID conflict from a plain
+	// repeat reads no stored message (topic.go).
+	recent recentIDs
 }
 
 // StartEmbedded starts an in-process nats-server with JetStream and its file

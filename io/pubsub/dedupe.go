@@ -70,6 +70,25 @@ func (s *seenIDs) check(id string, t mtime.Time, h uint64) (dup, conflict bool) 
 	return false, false
 }
 
+// lookup returns the data hash remembered for id, when id was seen within
+// the window of the newest time seen.
+func (s *seenIDs) lookup(id string) (uint64, bool) {
+	at, ok := s.ids[id]
+	if !ok || at.t < s.newest.Add(-s.window) {
+		return 0, false
+	}
+	return at.h, true
+}
+
+// put remembers id at t with data hash h, in place of what was remembered
+// of it.
+func (s *seenIDs) put(id string, t mtime.Time, h uint64) {
+	s.newest = mtime.Max(s.newest, t)
+	s.ids[id] = seenAt{t, h}
+	s.order = append(s.order, seenEntry{id, t})
+	s.evict()
+}
+
 func (s *seenIDs) evict() {
 	floor := s.newest.Add(-s.window)
 	for s.head < len(s.order) {

@@ -42,11 +42,28 @@ func TestPublishIDConflict(t *testing.T) {
 	if got := b.DuplicateIDConflicts(); len(got) != 1 || got["orders"] != 2 {
 		t.Errorf("DuplicateIDConflicts = %v, want orders: 2", got)
 	}
+	// A broker that did not publish the ID itself (restarted, or another
+	// process on a shared server) compares with the stored message.
+	for _, st := range []struct {
+		data         string
+		wantConflict bool
+	}{{`{"n":9}`, true}, {`{"n":1}`, false}} {
+		b.recent.mu.Lock()
+		b.recent.seen = nil
+		b.recent.mu.Unlock()
+		res, err := b.Publish(ctx, "orders", []byte(st.data), nil, "o1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Duplicate || res.IDConflict != st.wantConflict {
+			t.Errorf("%s against the stored o1: duplicate %v, conflict %v; want true, %v", st.data, res.Duplicate, res.IDConflict, st.wantConflict)
+		}
+	}
 	msgs, err := b.Pull(ctx, mustSub(t, b), 10, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 3 || string(msgs[0].Data) != `{"n":1}` {
+	if len(msgs) != 3 || string(msgs[0].Data) != `{"n":1}` { // o1, o2 and the one without an ID
 		t.Errorf("stored %d messages (first %q), want 3, the first {\"n\":1}", len(msgs), msgs[0].Data)
 	}
 }

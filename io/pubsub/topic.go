@@ -1,17 +1,19 @@
 package pubsub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/mtime"
 )
 
 // Stream and subject prefixes of topics (see the package documentation).
@@ -332,30 +334,76 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 		return PublishResult{}, publishErr(topic, err)
 	}
 	res := PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
-	if ack.Duplicate && msgID != "" && b.differsFromStored(ctx, ack.Stream, ack.Sequence, msg) {
-		res.IDConflict = true
-		b.countIDConflict(topic, msgID, ack.Sequence)
+	if msgID != "" {
+		res.IDConflict = b.idConflict(ctx, topic, msgID, msg, ack)
 	}
 	return res, nil
 }
 
-// differsFromStored reports whether msg's data differs from that of the
-// message stored at seq of stream, whose ID msg repeats (attributes may
-// differ on a retry: a publisher's own timestamps, a batch number). A
-// stored message that cannot be read (gone by now) counts as the same: a
-// conflict is reported only when it is certain.
-func (b *Broker) differsFromStored(ctx context.Context, stream string, seq uint64, msg *nats.Msg) bool {
+// Bounds of the memory of recently published message IDs (recentIDs): a
+// duplicate beyond them is told apart by reading the stored message.
+const (
+	recentIDsWindow = DefaultDuplicateWindow
+	recentIDsMax    = 200_000
+)
+
+// recentIDs remembers, for the message IDs the broker published lately
+// (per topic), a hash of their data. mu is a leaf.
+type recentIDs struct {
+	mu   sync.Mutex
+	seen *seenIDs // guarded by mu; made on first use
+}
+
+// idConflict records the publish of msg with ID id to topic, answered by
+// ack, and reports whether it was a duplicate whose data differs from the
+// stored message of the ID (then counted and logged). The data is compared
+// by hash with what this broker published under the ID within the last
+// recentIDsWindow, else with the stored message itself.
+func (b *Broker) idConflict(ctx context.Context, topic, id string, msg *nats.Msg, ack *jetstream.PubAck) bool {
+	key := topic + "\x00" + id
+	now := b.clock.Now()
+	r := &b.recent
+	r.mu.Lock() // a leaf
+	if r.seen == nil {
+		r.seen = newSeenIDs(mtime.FromDuration(recentIDsWindow), recentIDsMax)
+	}
+	h := r.seen.hash(msg.Data)
+	if !ack.Duplicate {
+		r.seen.put(key, now, h)
+		r.mu.Unlock()
+		return false
+	}
+	stored, known := r.seen.lookup(key)
+	r.mu.Unlock()
+	if !known {
+		data, ok := b.storedData(ctx, ack.Stream, ack.Sequence)
+		if !ok {
+			return false // a conflict is reported only when it is certain
+		}
+		r.mu.Lock() // a leaf
+		stored = r.seen.hash(data)
+		r.seen.put(key, now, stored)
+		r.mu.Unlock()
+	}
+	if stored == h {
+		return false
+	}
+	b.countIDConflict(topic, id, ack.Sequence)
+	return true
+}
+
+// storedData returns the data of the message stored at seq of stream, or
+// ok false when it cannot be read (gone by now).
+func (b *Broker) storedData(ctx context.Context, stream string, seq uint64) ([]byte, bool) {
 	st, err := b.js.Stream(ctx, stream)
-	if err != nil {
-		b.log.Debug("reading the stored message a duplicate repeats", "stream", stream, "sequence", seq, "error", err)
-		return false
+	if err == nil {
+		var m *jetstream.RawStreamMsg
+		if m, err = st.GetMsg(ctx, seq); err == nil {
+			return m.Data, true
+		}
 	}
-	stored, err := st.GetMsg(ctx, seq)
-	if err != nil {
-		b.log.Debug("reading the stored message a duplicate repeats", "stream", stream, "sequence", seq, "error", err)
-		return false
-	}
-	return !bytes.Equal(stored.Data, msg.Data)
+	b.log.Debug("reading the stored message a duplicate repeats", "stream", stream, "sequence", seq, "error", err)
+	return nil, false
 }
 
 // countIDConflict counts a publish to topic that reused message ID id of
