@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +15,7 @@ func TestPublishIDConflict(t *testing.T) {
 	if _, err := b.CreateTopic(ctx, "orders", TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
+	long := strings.Repeat("x", recentIDMaxBytes+1) // not remembered by the broker
 	steps := []struct {
 		name          string
 		data          string
@@ -28,6 +30,9 @@ func TestPublishIDConflict(t *testing.T) {
 		{name: "other data, no attributes", data: `{"n":3}`, id: "o1", wantDuplicate: true, wantConflict: true},
 		{name: "other attributes", data: `{"n":1}`, attrs: map[string]string{"source": "b"}, id: "o1", wantDuplicate: true},
 		{name: "a new ID", data: `{"n":2}`, id: "o2"},
+		{name: "a long ID", data: `{"n":4}`, id: long},
+		{name: "a long ID, other data (compared with the stored message)", data: `{"n":5}`, id: long, wantDuplicate: true, wantConflict: true},
+		{name: "a long ID again", data: `{"n":4}`, id: long, wantDuplicate: true},
 		{name: "no ID", data: `{"n":1}`},
 	}
 	for _, st := range steps {
@@ -39,8 +44,8 @@ func TestPublishIDConflict(t *testing.T) {
 			t.Errorf("%s: duplicate %v, conflict %v; want %v, %v", st.name, res.Duplicate, res.IDConflict, st.wantDuplicate, st.wantConflict)
 		}
 	}
-	if got := b.DuplicateIDConflicts(); len(got) != 1 || got["orders"] != 2 {
-		t.Errorf("DuplicateIDConflicts = %v, want orders: 2", got)
+	if got := b.DuplicateIDConflicts(); len(got) != 1 || got["orders"] != 3 {
+		t.Errorf("DuplicateIDConflicts = %v, want orders: 3", got)
 	}
 	// A broker that did not publish the ID itself (restarted, or another
 	// process on a shared server) compares with the stored message.
@@ -63,8 +68,8 @@ func TestPublishIDConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 3 || string(msgs[0].Data) != `{"n":1}` { // o1, o2 and the one without an ID
-		t.Errorf("stored %d messages (first %q), want 3, the first {\"n\":1}", len(msgs), msgs[0].Data)
+	if len(msgs) != 4 || string(msgs[0].Data) != `{"n":1}` { // o1, o2, the long ID and the one without an ID
+		t.Errorf("stored %d messages (first %q), want 4, the first {\"n\":1}", len(msgs), msgs[0].Data)
 	}
 }
 

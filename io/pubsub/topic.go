@@ -345,6 +345,9 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 const (
 	recentIDsWindow = DefaultDuplicateWindow
 	recentIDsMax    = 200_000
+	// recentIDMaxBytes bounds the IDs remembered, and so the memory (at
+	// most about 50 MB): a longer ID is compared with the stored message.
+	recentIDMaxBytes = 128
 )
 
 // recentIDs remembers, for the message IDs the broker published lately
@@ -358,7 +361,8 @@ type recentIDs struct {
 // ack, and reports whether it was a duplicate whose data differs from the
 // stored message of the ID (then counted and logged). The data is compared
 // by hash with what this broker published under the ID within the last
-// recentIDsWindow, else with the stored message itself.
+// recentIDsWindow (IDs of at most recentIDMaxBytes), else with the stored
+// message itself.
 func (b *Broker) idConflict(ctx context.Context, topic, id string, msg *nats.Msg, ack *jetstream.PubAck) bool {
 	key := topic + "\x00" + id
 	now := b.clock.Now()
@@ -368,8 +372,11 @@ func (b *Broker) idConflict(ctx context.Context, topic, id string, msg *nats.Msg
 		r.seen = newSeenIDs(mtime.FromDuration(recentIDsWindow), recentIDsMax)
 	}
 	h := r.seen.hash(msg.Data)
+	remember := len(id) <= recentIDMaxBytes
 	if !ack.Duplicate {
-		r.seen.put(key, now, h)
+		if remember {
+			r.seen.put(key, now, h)
+		}
 		r.mu.Unlock()
 		return false
 	}
@@ -382,7 +389,9 @@ func (b *Broker) idConflict(ctx context.Context, topic, id string, msg *nats.Msg
 		}
 		r.mu.Lock() // a leaf
 		stored = r.seen.hash(data)
-		r.seen.put(key, now, stored)
+		if remember {
+			r.seen.put(key, now, stored)
+		}
 		r.mu.Unlock()
 	}
 	if stored == h {
