@@ -371,28 +371,31 @@ func (b *Broker) idConflict(ctx context.Context, topic, id string, msg *nats.Msg
 	if r.seen == nil {
 		r.seen = newSeenIDs(mtime.FromDuration(recentIDsWindow), recentIDsMax)
 	}
-	h := r.seen.hash(msg.Data)
+	seen := r.seen // its hash seed never changes: hashing needs no lock
+	r.mu.Unlock()
+	h := seen.hash(msg.Data)
 	remember := len(id) <= recentIDMaxBytes
+	r.mu.Lock() // a leaf
 	if !ack.Duplicate {
 		if remember {
-			r.seen.put(key, now, h)
+			seen.put(key, now, h)
 		}
 		r.mu.Unlock()
 		return false
 	}
-	stored, known := r.seen.lookup(key)
+	stored, known := seen.lookup(key)
 	r.mu.Unlock()
 	if !known {
 		data, ok := b.storedData(ctx, ack.Stream, ack.Sequence)
 		if !ok {
 			return false // a conflict is reported only when it is certain
 		}
-		r.mu.Lock() // a leaf
-		stored = r.seen.hash(data)
+		stored = seen.hash(data)
 		if remember {
-			r.seen.put(key, now, stored)
+			r.mu.Lock() // a leaf
+			seen.put(key, now, stored)
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
 	}
 	if stored == h {
 		return false
