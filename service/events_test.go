@@ -129,6 +129,22 @@ func eventTypes(t *testing.T, s *Service, id string) []EventType {
 	return out
 }
 
+// eventsOf returns the events of type typ of job ref, oldest first.
+func eventsOf(t *testing.T, s *Service, ref string, typ EventType) []Event {
+	t.Helper()
+	_, evs, err := s.Events(ref, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Event
+	for _, ev := range evs {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // TestUpdateAndSnapshotEvents: a refused, a validate-only and an in-place
 // update, and a snapshot, are events of the jobs they concern.
 func TestUpdateAndSnapshotEvents(t *testing.T) {
@@ -201,16 +217,7 @@ func TestDeadLetterOfAnAggregate(t *testing.T) {
 	j := submit(t, s, "keyless", keyless, t.TempDir())
 	waitState(t, s, j.ID, StateDone)
 	waitLetGo(t, s, j.ID)
-	_, evs, err := s.Events("keyless", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dead []Event
-	for _, ev := range evs {
-		if ev.Type == EventDeadLetter {
-			dead = append(dead, ev)
-		}
-	}
+	dead := eventsOf(t, s, "keyless", EventDeadLetter)
 	if len(dead) != 1 {
 		t.Fatalf("dead letter events %+v, want one", dead)
 	}

@@ -367,15 +367,9 @@ func TestStopAndReplaceDrainTimeout(t *testing.T) {
 // order.
 func phaseEvents(t *testing.T, s *Service, id string) []string {
 	t.Helper()
-	_, evs, err := s.Events(id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var phases []string
-	for _, e := range evs {
-		if e.Type == EventReplacementPhase {
-			phases = append(phases, fmt.Sprint(e.Details["phase"]))
-		}
+	for _, e := range eventsOf(t, s, id, EventReplacementPhase) {
+		phases = append(phases, fmt.Sprint(e.Details["phase"]))
 	}
 	return phases
 }

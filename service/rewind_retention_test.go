@@ -124,17 +124,9 @@ func TestRewindRetentionGap(t *testing.T) {
 				t.Fatalf("job %s ended %s (%s), want DRAINED", j.ID, j.State, j.Error)
 			}
 
-			_, evs, err := s.Events(nj.ID, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []Event
-			for _, e := range evs {
-				if e.Type == EventCatchUpExpired {
-					got = append(got, e)
-				}
-			}
+			got := eventsOf(t, s, nj.ID, EventCatchUpExpired)
 			if len(got) != 1 {
+				_, evs, _ := s.Events(nj.ID, 0, 0)
 				t.Fatalf("%d catch_up_expired events, want 1 (events: %+v)", len(got), evs)
 			}
 			e := got[0]

@@ -61,12 +61,10 @@ func (s *seenIDs) hash(data []byte) uint64 {
 func (s *seenIDs) check(id string, t mtime.Time, h uint64) (dup, conflict bool) {
 	s.newest = mtime.Max(s.newest, t)
 	s.evict()
-	if at, ok := s.ids[id]; ok && at.t >= s.newest.Add(-s.window) {
-		return true, at.h != 0 && h != 0 && at.h != h
+	if prev, ok := s.lookup(id); ok {
+		return true, prev != 0 && h != 0 && prev != h
 	}
-	s.ids[id] = seenAt{t, h}
-	s.order = append(s.order, seenEntry{id, t})
-	s.evict()
+	s.put(id, t, h)
 	return false, false
 }
 

@@ -231,7 +231,7 @@ func (s *split) duplicate(id string, publish mtime.Time, data []byte, seq uint64
 	}
 	s.skipped++
 	if conflict {
-		if n := s.src.idConflicts.Add(1); n <= 10 || n%1000 == 0 {
+		if n := s.src.idConflicts.Add(1); logged(n) {
 			s.b.log.Warn("a message reused an ID with other data: the source's dedupe window dropped it",
 				"subscription", s.cfg.Subscription, "message_id", truncateID(id), "sequence", seq, "id_conflicts", n)
 		}

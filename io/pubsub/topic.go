@@ -424,11 +424,16 @@ func (b *Broker) storedData(ctx context.Context, stream string, seq uint64) ([]b
 func (b *Broker) countIDConflict(topic, id string, seq uint64) {
 	v, _ := b.idConflicts.LoadOrStore(topic, new(atomic.Int64))
 	n := v.(*atomic.Int64).Add(1)
-	if n <= 10 || n%1000 == 0 {
+	if logged(n) {
 		b.log.Warn("a publish reused a message ID with different content: the topic's duplicate window dropped it",
 			"topic", topic, "message_id", truncateID(id), "stored_sequence", seq, "id_conflicts", n)
 	}
 }
+
+// logged says whether the nth occurrence of a repeating warning is
+// logged: the first ten and every thousandth, so that a publisher's bug
+// does not drown the log (the counters count them all).
+func logged(n int64) bool { return n <= 10 || n%1000 == 0 }
 
 // truncateID shortens a message ID for a log line.
 func truncateID(id string) string {
