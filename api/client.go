@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -29,7 +31,7 @@ var ErrUnreachable = errors.New("weir server unreachable")
 // Error is an error reply of the API: its HTTP status, stable code and message.
 type Error struct {
 	Status  int
-	Code    service.Code
+	Code    errcode.Code
 	Message string
 }
 
@@ -149,7 +151,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, in any) (in
 func replyError(method, path string, status int, b []byte) *Error {
 	var eb ErrorBody
 	if err := json.Unmarshal(b, &eb); err != nil || eb.Error.Code == "" {
-		return &Error{Status: status, Code: service.CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, status, strings.TrimSpace(string(b)))}
+		return &Error{Status: status, Code: errcode.Internal, Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, path, status, strings.TrimSpace(string(b)))}
 	}
 	return &Error{Status: status, Code: eb.Error.Code, Message: eb.Error.Message}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -47,7 +49,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		switch k {
 		case "after", "limit", "follow":
 		default:
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: after, limit, follow)", k))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "unknown query parameter %q (known: after, limit, follow)", k))
 			return
 		}
 	}
@@ -55,7 +57,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "after=%q is not an event sequence number (a non-negative integer)", v))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "after=%q is not an event sequence number (a non-negative integer)", v))
 			return
 		}
 		after = n
@@ -68,7 +70,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > service.MaxEventsPerJob {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "limit=%q must be an integer between 1 and %d", v, service.MaxEventsPerJob))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "limit=%q must be an integer between 1 and %d", v, service.MaxEventsPerJob))
 			return
 		}
 		limit = n
@@ -77,7 +79,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("follow"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "follow=%q must be true or false", v))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "follow=%q must be true or false", v))
 			return
 		}
 		follow = b
@@ -98,7 +100,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		s.writeError(w, service.NewError(service.CodeInternal, "this connection cannot stream server-sent events"))
+		s.writeError(w, service.NewError(errcode.Internal, "this connection cannot stream server-sent events"))
 		return
 	}
 	h := w.Header()

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -30,7 +32,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				continue
 			}
 			var se *service.Error
-			if !errors.As(err, &se) || se.Code != service.CodeInvalidRequest {
+			if !errors.As(err, &se) || se.Code != errcode.InvalidRequest {
 				t.Fatalf("decode(%q) = %v, want an INVALID_REQUEST error", body, err)
 			}
 		}

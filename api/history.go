@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -25,7 +27,7 @@ func (s *Server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 		switch k {
 		case "from", "to", "step", "metric", "resolution":
 		default:
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: from, to, step, metric, resolution)", k))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "unknown query parameter %q (known: from, to, step, metric, resolution)", k))
 			return
 		}
 	}
@@ -39,7 +41,7 @@ func (s *Server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		t, err := parseHistoryTime(v)
 		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "%s=%q is neither Unix milliseconds nor an RFC 3339 time", p.name, v))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "%s=%q is neither Unix milliseconds nor an RFC 3339 time", p.name, v))
 			return
 		}
 		*p.dst = t
@@ -50,7 +52,7 @@ func (s *Server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "resolution=%q: use 5s, 1m or auto", v))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "resolution=%q: use 5s, 1m or auto", v))
 			return
 		}
 		hq.Resolution = d
@@ -63,7 +65,7 @@ func (s *Server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 	// Compact: a day of a large pipeline's history is many points.
 	b, err := json.Marshal(h)
 	if err != nil {
-		s.writeError(w, service.NewError(service.CodeInternal, "encoding the metrics history: %w", err))
+		s.writeError(w, service.NewError(errcode.Internal, "encoding the metrics history: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

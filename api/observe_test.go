@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -414,16 +416,16 @@ func TestEventsRoutes(t *testing.T) {
 		var eb ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || eb.Error.Code != service.CodeInvalidRequest || !strings.Contains(eb.Error.Message, tc.want) {
+		if resp.StatusCode != http.StatusBadRequest || eb.Error.Code != errcode.InvalidRequest || !strings.Contains(eb.Error.Message, tc.want) {
 			t.Errorf("?%s: %d %s %q, want 400 INVALID_REQUEST with %q", tc.query, resp.StatusCode, eb.Error.Code, eb.Error.Message, tc.want)
 		}
 	}
-	if _, err := c.Events(ctx, "no-such-job", 0, 0); !isCode(err, service.CodeJobNotFound) {
+	if _, err := c.Events(ctx, "no-such-job", 0, 0); !isCode(err, errcode.JobNotFound) {
 		t.Errorf("events of an unknown job: %v", err)
 	}
 }
 
-func isCode(err error, code service.Code) bool {
+func isCode(err error, code errcode.Code) bool {
 	ae, ok := err.(*Error)
 	return ok && ae.Code == code
 }

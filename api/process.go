@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/service"
 )
@@ -51,7 +53,7 @@ func (s *Server) registerProcess() {
 
 func (s *Server) releaseProcess(w http.ResponseWriter, r *http.Request) {
 	if s.release == nil {
-		s.writeError(w, service.NewError(service.CodeNotReleasable, "this process does not hand its data directory over (it is a weir server, not a Go program): stop it before starting a program on its data directory"))
+		s.writeError(w, service.NewError(errcode.NotReleasable, "this process does not hand its data directory over (it is a weir server, not a Go program): stop it before starting a program on its data directory"))
 		return
 	}
 	var req ReleaseRequest
@@ -77,7 +79,7 @@ func (s *Server) releaseProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	if !req.ValidateOnly {
 		if err := s.release(r.Context()); err != nil {
-			s.writeError(w, service.NewError(service.CodeInternal, "releasing the data directory: %w", err))
+			s.writeError(w, service.NewError(errcode.Internal, "releasing the data directory: %w", err))
 			return
 		}
 		out.Released = true

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/errcode"
 )
 
 // TestReleaseNotReleasable: a server without WithRelease (weir server)
@@ -14,7 +14,7 @@ func TestReleaseNotReleasable(t *testing.T) {
 	_, c := newTestServer(t)
 	res, err := c.Release(context.Background(), ReleaseRequest{Name: "counts", Graph: []byte(`{}`)})
 	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != service.CodeNotReleasable || ae.Status != 409 || res != nil {
+	if !errors.As(err, &ae) || ae.Code != errcode.NotReleasable || ae.Status != 409 || res != nil {
 		t.Fatalf("Release on a weir server = %+v, %v; want 409 NOT_RELEASABLE", res, err)
 	}
 }

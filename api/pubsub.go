@@ -53,25 +53,8 @@ func WithPubSub(ps PubSub) ServerOption {
 	}
 }
 
-// Error codes of the topic and subscription routes (errcode.AreaPubSub),
-// re-declared from the registry in package errcode, which gives each its
-// kind and HTTP status; see there for what each means.
-const (
-	CodeTopicNotFound        = errcode.TopicNotFound
-	CodeTopicExists          = errcode.TopicExists
-	CodeSubscriptionNotFound = errcode.SubscriptionNotFound
-	CodeSubscriptionExists   = errcode.SubscriptionExists
-	CodeInvalidName          = errcode.InvalidName
-	CodeInvalidConfig        = errcode.InvalidConfig
-	CodePubSubUnavailable    = errcode.PubSubUnavailable
-	CodeMessageTooLarge      = errcode.MessageTooLarge
-	CodeBrokerStorageFull    = errcode.BrokerStorageFull
-	CodeTopicInUse           = errcode.TopicInUse
-	CodeSubscriptionInUse    = errcode.SubscriptionInUse
-)
-
 // PubSubCodes returns the codes of the topic and subscription routes.
-func PubSubCodes() []service.Code { return errcode.CodesOf(errcode.AreaPubSub) }
+func PubSubCodes() []errcode.Code { return errcode.CodesOf(errcode.AreaPubSub) }
 
 // pubsubError gives a broker error its stable code; the message is the
 // broker's, which names the topic or subscription concerned.
@@ -85,26 +68,26 @@ func pubsubError(err error) error {
 
 // pubsubCode returns the code of a broker error: the code of its typed
 // error, INTERNAL for others.
-func pubsubCode(err error) service.Code {
+func pubsubCode(err error) errcode.Code {
 	switch {
 	case errors.Is(err, pubsub.ErrTopicNotFound):
-		return CodeTopicNotFound
+		return errcode.TopicNotFound
 	case errors.Is(err, pubsub.ErrTopicExists):
-		return CodeTopicExists
+		return errcode.TopicExists
 	case errors.Is(err, pubsub.ErrSubscriptionNotFound):
-		return CodeSubscriptionNotFound
+		return errcode.SubscriptionNotFound
 	case errors.Is(err, pubsub.ErrSubscriptionExists):
-		return CodeSubscriptionExists
+		return errcode.SubscriptionExists
 	case errors.Is(err, pubsub.ErrInvalidName):
-		return CodeInvalidName
+		return errcode.InvalidName
 	case errors.Is(err, pubsub.ErrInvalidConfig):
-		return CodeInvalidConfig
+		return errcode.InvalidConfig
 	case errors.Is(err, pubsub.ErrMessageTooLarge):
-		return CodeMessageTooLarge
+		return errcode.MessageTooLarge
 	case errors.Is(err, pubsub.ErrStorageFull):
-		return CodeBrokerStorageFull
+		return errcode.BrokerStorageFull
 	case errors.Is(err, pubsub.ErrUnavailable), errors.Is(err, pubsub.ErrBrokerClosed):
-		return CodePubSubUnavailable
+		return errcode.PubSubUnavailable
 	}
 	return service.ErrorCode(err)
 }
@@ -304,7 +287,7 @@ func (s *Server) registerPubSub() {
 func (s *Server) withPubSub(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.pubsub == nil {
-			s.writeError(w, service.NewError(CodePubSubUnavailable, "this weir server has no Pub/Sub broker: topics and subscriptions are unavailable"))
+			s.writeError(w, service.NewError(errcode.PubSubUnavailable, "this weir server has no Pub/Sub broker: topics and subscriptions are unavailable"))
 			return
 		}
 		h(w, r)
@@ -323,7 +306,7 @@ func noQuery(r *http.Request, allowed ...string) error {
 			if len(allowed) > 0 {
 				known = strings.Join(allowed, ", ")
 			}
-			return service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: %s)", k, known)
+			return service.NewError(errcode.InvalidRequest, "unknown query parameter %q (known: %s)", k, known)
 		}
 	}
 	return nil
@@ -336,10 +319,10 @@ func parseDuration(field, v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, service.NewError(service.CodeInvalidRequest, "field %q: %q is not a duration (write it like 168h, 30m or 90s)", field, v)
+		return 0, service.NewError(errcode.InvalidRequest, "field %q: %q is not a duration (write it like 168h, 30m or 90s)", field, v)
 	}
 	if d <= 0 {
-		return 0, service.NewError(CodeInvalidConfig, "field %q: %s must be positive (leave it out for the default)", field, v)
+		return 0, service.NewError(errcode.InvalidConfig, "field %q: %s must be positive (leave it out for the default)", field, v)
 	}
 	return d, nil
 }
@@ -390,7 +373,7 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
 // refuseAction answers a GET or DELETE of NAME:ACTION, which needs POST.
 func (s *Server) refuseAction(w http.ResponseWriter, r *http.Request) bool {
 	if name, action, ok := strings.Cut(r.PathValue("name"), ":"); ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "%s:%s needs POST, not %s", name, action, r.Method))
+		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "%s:%s needs POST, not %s", name, action, r.Method))
 		return true
 	}
 	return false
@@ -445,7 +428,7 @@ func (s *Server) deleteNamed(w http.ResponseWriter, r *http.Request, inUse, del 
 func (s *Server) namedColonAction(w http.ResponseWriter, r *http.Request, collection, defaultAction string, act func(http.ResponseWriter, *http.Request, string, string)) {
 	name, action, ok := strings.Cut(r.PathValue("name"), ":")
 	if !ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/%s/%s needs an action: /v1/%s/%s:%s", collection, name, collection, name, defaultAction))
+		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "POST /v1/%s/%s needs an action: /v1/%s/%s:%s", collection, name, collection, name, defaultAction))
 		return
 	}
 	act(w, r, name, action)
@@ -471,7 +454,7 @@ func (s *Server) topicPathAction(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) topicAction(w http.ResponseWriter, r *http.Request, name, action string) {
 	if action != "publish" {
-		s.writeError(w, service.NewError(service.CodeNotFound, "unknown topic action %q: use publish", action))
+		s.writeError(w, service.NewError(errcode.NotFound, "unknown topic action %q: use publish", action))
 		return
 	}
 	var req PublishRequest
@@ -492,13 +475,13 @@ func (s *Server) topicAction(w http.ResponseWriter, r *http.Request, name, actio
 // (republishing with IDs stores nothing twice).
 func (s *Server) publish(ctx context.Context, topic string, msgs []PublishMessage) (*PublishResponse, error) {
 	if len(msgs) == 0 {
-		return nil, service.NewError(service.CodeInvalidRequest, "field \"messages\" is empty: send at least one {data, attributes, id}")
+		return nil, service.NewError(errcode.InvalidRequest, "field \"messages\" is empty: send at least one {data, attributes, id}")
 	}
 	payloads := make([][]byte, len(msgs))
 	for i, m := range msgs {
 		p, err := payload(m.Data)
 		if err != nil {
-			return nil, service.NewError(service.CodeInvalidRequest, "message %d: %w", i, err)
+			return nil, service.NewError(errcode.InvalidRequest, "message %d: %w", i, err)
 		}
 		payloads[i] = p
 	}
@@ -553,7 +536,7 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Topic == "" {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"topic\" is missing: name the topic the subscription reads"))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "field \"topic\" is missing: name the topic the subscription reads"))
 		return
 	}
 	ackWait, err := parseDuration("ack_wait", req.AckWait)
@@ -617,7 +600,7 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name
 		return
 	}
 	if action != "pull" {
-		s.writeError(w, service.NewError(service.CodeNotFound, "unknown subscription action %q: use pull or seek", action))
+		s.writeError(w, service.NewError(errcode.NotFound, "unknown subscription action %q: use pull or seek", action))
 		return
 	}
 	var req PullRequest
@@ -631,11 +614,11 @@ func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name
 		req.Max = 1
 	}
 	if req.Max < 0 || req.Max > MaxPull {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"max\" is %d: want 1 to %d", req.Max, MaxPull))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "field \"max\" is %d: want 1 to %d", req.Max, MaxPull))
 		return
 	}
 	if req.Ack && !req.Force {
-		if err := s.refuseInUse(CodeSubscriptionInUse, "subscription "+name, "", name,
+		if err := s.refuseInUse(errcode.SubscriptionInUse, "subscription "+name, "", name,
 			"pull without acknowledging to look at its messages (ack: false; weir subscriptions pull --no-ack), or acknowledge anyway with force: true (--force)"); err != nil {
 			s.writeError(w, err)
 			return
@@ -665,14 +648,14 @@ func forceParam(r *http.Request) (bool, error) {
 	case "true":
 		return true, nil
 	default:
-		return false, service.NewError(service.CodeInvalidRequest, "query parameter force=%q: use true or false", v)
+		return false, service.NewError(errcode.InvalidRequest, "query parameter force=%q: use true or false", v)
 	}
 }
 
 // refuseInUseTopic refuses deleting topic while an active job writes it,
 // reads it, or reads one of its subscriptions.
 func (s *Server) refuseInUseTopic(ctx context.Context, topic string) error {
-	if err := s.refuseInUse(CodeTopicInUse, "topic "+topic, topic, "", "delete it anyway with force=true (weir topics delete --force)"); err != nil {
+	if err := s.refuseInUse(errcode.TopicInUse, "topic "+topic, topic, "", "delete it anyway with force=true (weir topics delete --force)"); err != nil {
 		return err
 	}
 	subs, err := s.pubsub.ListSubscriptions(ctx, topic)
@@ -680,7 +663,7 @@ func (s *Server) refuseInUseTopic(ctx context.Context, topic string) error {
 		return nil // the delete itself reports a missing topic or a broker fault
 	}
 	for _, sub := range subs {
-		if err := s.refuseInUse(CodeTopicInUse, "topic "+topic, "", sub.Name, "delete it anyway with force=true (weir topics delete --force)"); err != nil {
+		if err := s.refuseInUse(errcode.TopicInUse, "topic "+topic, "", sub.Name, "delete it anyway with force=true (weir topics delete --force)"); err != nil {
 			return err
 		}
 	}
@@ -690,12 +673,12 @@ func (s *Server) refuseInUseTopic(ctx context.Context, topic string) error {
 // refuseInUseSubscription refuses deleting subscription sub while an
 // active job reads it.
 func (s *Server) refuseInUseSubscription(_ context.Context, sub string) error {
-	return s.refuseInUse(CodeSubscriptionInUse, "subscription "+sub, "", sub, "delete it anyway with force=true (weir subscriptions delete --force)")
+	return s.refuseInUse(errcode.SubscriptionInUse, "subscription "+sub, "", sub, "delete it anyway with force=true (weir subscriptions delete --force)")
 }
 
 // refuseInUse returns a code error naming the active jobs that use topic or
 // sub, or nil when none does.
-func (s *Server) refuseInUse(code service.Code, what, topic, sub, hint string) error {
+func (s *Server) refuseInUse(code errcode.Code, what, topic, sub, hint string) error {
 	uses, err := s.svc.PubSubUsers(topic, sub)
 	if err != nil {
 		return err

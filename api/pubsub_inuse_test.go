@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -50,19 +52,19 @@ func TestAPIPubSubInUse(t *testing.T) {
 	steps := []struct {
 		name, method, path, body string
 		status                   int
-		code                     service.Code
+		code                     errcode.Code
 		contains                 []string
 	}{
-		{"delete the job's subscription", "DELETE", "/v1/subscriptions/in-sub", "", 409, CodeSubscriptionInUse, []string{"copier", job.ID, `step \"Orders\"`, "--force"}},
-		{"delete the job's output topic", "DELETE", "/v1/topics/out", "", 409, CodeTopicInUse, []string{"copier", "writes topic out"}},
-		{"delete the topic of the job's subscription", "DELETE", "/v1/topics/in", "", 409, CodeTopicInUse, []string{"reads subscription in-sub"}},
-		{"pull with ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{"ack": true}`, 409, CodeSubscriptionInUse, []string{"--no-ack"}},
+		{"delete the job's subscription", "DELETE", "/v1/subscriptions/in-sub", "", 409, errcode.SubscriptionInUse, []string{"copier", job.ID, `step \"Orders\"`, "--force"}},
+		{"delete the job's output topic", "DELETE", "/v1/topics/out", "", 409, errcode.TopicInUse, []string{"copier", "writes topic out"}},
+		{"delete the topic of the job's subscription", "DELETE", "/v1/topics/in", "", 409, errcode.TopicInUse, []string{"reads subscription in-sub"}},
+		{"pull with ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{"ack": true}`, 409, errcode.SubscriptionInUse, []string{"--no-ack"}},
 		{"pull without ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{}`, 200, "", nil},
 		{"delete a subscription no job reads", "DELETE", "/v1/subscriptions/in-free", "", 204, "", nil},
 		{"delete a topic no job uses", "DELETE", "/v1/topics/spare", "", 204, "", nil},
-		{"force, bad value", "DELETE", "/v1/topics/out?force=yes", "", 400, service.CodeInvalidRequest, []string{"force"}},
+		{"force, bad value", "DELETE", "/v1/topics/out?force=yes", "", 400, errcode.InvalidRequest, []string{"force"}},
 	}
-	run := func(t *testing.T, method, path, reqBody string, status int, code service.Code, contains []string) {
+	run := func(t *testing.T, method, path, reqBody string, status int, code errcode.Code, contains []string) {
 		t.Helper()
 		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(reqBody))
 		if err != nil {
@@ -99,8 +101,8 @@ func TestAPIPubSubInUse(t *testing.T) {
 	}
 	// The client's Force option overrides the refusal.
 	var apiErr *Error
-	if err := c.DeleteTopic(ctx, "out"); !errors.As(err, &apiErr) || apiErr.Code != CodeTopicInUse {
-		t.Fatalf("client delete without Force: %v, want %s", err, CodeTopicInUse)
+	if err := c.DeleteTopic(ctx, "out"); !errors.As(err, &apiErr) || apiErr.Code != errcode.TopicInUse {
+		t.Fatalf("client delete without Force: %v, want %s", err, errcode.TopicInUse)
 	}
 	if _, err := c.Cancel(ctx, job.ID); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
 )
@@ -56,80 +58,80 @@ func TestAPIPubSubRequests(t *testing.T) {
 	steps := []struct {
 		name, method, path, body string
 		wantStatus               int
-		wantCode                 service.Code // for errors
+		wantCode                 errcode.Code // for errors
 		wantBody                 []string     // substrings of the reply
 	}{
 		{"create topic", "POST", "/v1/topics", `{"name": "orders", "retention": "48h"}`, 201, "", []string{`"name": "orders"`, `"retention": "48h0m0s"`, `"subject": "weir.topic.orders"`}},
 		{"create topic, default retention", "POST", "/v1/topics", `{"name": "clicks"}`, 201, "", []string{`"retention": "168h0m0s"`, `"duplicate_window": "10m0s"`}},
-		{"create topic twice", "POST", "/v1/topics", `{"name": "orders"}`, 409, CodeTopicExists, []string{"orders"}},
-		{"create topic, bad name", "POST", "/v1/topics", `{"name": "or ders"}`, 400, CodeInvalidName, []string{"or ders"}},
-		{"create topic, empty name", "POST", "/v1/topics", `{}`, 400, CodeInvalidName, []string{"empty"}},
-		{"create topic, bad retention", "POST", "/v1/topics", `{"name": "x", "retention": "a week"}`, 400, service.CodeInvalidRequest, []string{"retention", "168h"}},
-		{"create topic, negative retention", "POST", "/v1/topics", `{"name": "x", "retention": "-1h"}`, 400, CodeInvalidConfig, []string{"retention"}},
+		{"create topic twice", "POST", "/v1/topics", `{"name": "orders"}`, 409, errcode.TopicExists, []string{"orders"}},
+		{"create topic, bad name", "POST", "/v1/topics", `{"name": "or ders"}`, 400, errcode.InvalidName, []string{"or ders"}},
+		{"create topic, empty name", "POST", "/v1/topics", `{}`, 400, errcode.InvalidName, []string{"empty"}},
+		{"create topic, bad retention", "POST", "/v1/topics", `{"name": "x", "retention": "a week"}`, 400, errcode.InvalidRequest, []string{"retention", "168h"}},
+		{"create topic, negative retention", "POST", "/v1/topics", `{"name": "x", "retention": "-1h"}`, 400, errcode.InvalidConfig, []string{"retention"}},
 		{"create topic, retention under the duplicate window", "POST", "/v1/topics", `{"name": "x", "retention": "1m"}`, 201, "", []string{`"duplicate_window": "1m0s"`}},
-		{"create topic, unknown field", "POST", "/v1/topics", `{"name": "y", "partitions": 3}`, 400, service.CodeInvalidRequest, []string{"partitions", "retention"}},
-		{"create topic, bad JSON", "POST", "/v1/topics", `{"name": `, 400, service.CodeInvalidRequest, []string{"not valid JSON"}},
+		{"create topic, unknown field", "POST", "/v1/topics", `{"name": "y", "partitions": 3}`, 400, errcode.InvalidRequest, []string{"partitions", "retention"}},
+		{"create topic, bad JSON", "POST", "/v1/topics", `{"name": `, 400, errcode.InvalidRequest, []string{"not valid JSON"}},
 		{"list topics", "GET", "/v1/topics", "", 200, "", []string{`"clicks"`, `"orders"`, `"x"`}},
-		{"list topics, unknown parameter", "GET", "/v1/topics?prefix=o", "", 400, service.CodeInvalidRequest, []string{"prefix"}},
+		{"list topics, unknown parameter", "GET", "/v1/topics?prefix=o", "", 400, errcode.InvalidRequest, []string{"prefix"}},
 		{"get topic", "GET", "/v1/topics/orders", "", 200, "", []string{`"messages": 0`}},
-		{"get missing topic", "GET", "/v1/topics/nope", "", 404, CodeTopicNotFound, []string{"nope"}},
-		{"get publish action", "GET", "/v1/topics/orders:publish", "", 405, service.CodeMethodNotAllowed, []string{"needs POST"}},
-		{"put topic", "PUT", "/v1/topics/orders", "{}", 405, service.CodeMethodNotAllowed, nil},
+		{"get missing topic", "GET", "/v1/topics/nope", "", 404, errcode.TopicNotFound, []string{"nope"}},
+		{"get publish action", "GET", "/v1/topics/orders:publish", "", 405, errcode.MethodNotAllowed, []string{"needs POST"}},
+		{"put topic", "PUT", "/v1/topics/orders", "{}", 405, errcode.MethodNotAllowed, nil},
 
 		{"publish", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": {"id": 1}, "attributes": {"src": "test"}, "id": "m1"}, {"data": "plain text"}]}`, 200, "",
 			[]string{`"published": 2`, `"duplicates": 0`, `"sequence": 1`, `"sequence": 2`}},
 		{"publish a duplicate ID", "POST", "/v1/topics/orders/publish", `{"messages": [{"data": {"id": 1}, "id": "m1"}]}`, 200, "", []string{`"published": 0`, `"duplicates": 1`, `"duplicate": true`}},
-		{"publish to a missing topic", "POST", "/v1/topics/nope:publish", `{"messages": [{"data": "x"}]}`, 404, CodeTopicNotFound, []string{"nope"}},
-		{"publish without messages", "POST", "/v1/topics/orders:publish", `{"messages": []}`, 400, service.CodeInvalidRequest, []string{"messages"}},
-		{"publish without data", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a"}, {"id": "x"}]}`, 400, service.CodeInvalidRequest, []string{"message 1", "data"}},
-		{"create topic, retention under the minimum", "POST", "/v1/topics", `{"name": "tiny", "retention": "1ns"}`, 400, CodeInvalidConfig, []string{"retention 1ns", "minimum 1s"}},
-		{"publish a message ID over the limit", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a", "id": "` + strings.Repeat("i", 100000) + `"}]}`, 400, CodeInvalidConfig, []string{"message ID of 100000 bytes", "1024"}},
-		{"publish a payload over the limit", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "` + strings.Repeat("x", 2<<20) + `"}]}`, 413, CodeMessageTooLarge, []string{"limit of 1048576 bytes"}},
-		{"publish a reserved attribute", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a", "attributes": {"Nats-Expected-Stream": "x"}}]}`, 400, CodeInvalidName, []string{"reserved"}},
-		{"unknown topic action", "POST", "/v1/topics/orders:purge", `{}`, 404, service.CodeNotFound, []string{"purge"}},
-		{"post topic without action", "POST", "/v1/topics/orders", `{}`, 405, service.CodeMethodNotAllowed, []string{":publish"}},
+		{"publish to a missing topic", "POST", "/v1/topics/nope:publish", `{"messages": [{"data": "x"}]}`, 404, errcode.TopicNotFound, []string{"nope"}},
+		{"publish without messages", "POST", "/v1/topics/orders:publish", `{"messages": []}`, 400, errcode.InvalidRequest, []string{"messages"}},
+		{"publish without data", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a"}, {"id": "x"}]}`, 400, errcode.InvalidRequest, []string{"message 1", "data"}},
+		{"create topic, retention under the minimum", "POST", "/v1/topics", `{"name": "tiny", "retention": "1ns"}`, 400, errcode.InvalidConfig, []string{"retention 1ns", "minimum 1s"}},
+		{"publish a message ID over the limit", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a", "id": "` + strings.Repeat("i", 100000) + `"}]}`, 400, errcode.InvalidConfig, []string{"message ID of 100000 bytes", "1024"}},
+		{"publish a payload over the limit", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "` + strings.Repeat("x", 2<<20) + `"}]}`, 413, errcode.MessageTooLarge, []string{"limit of 1048576 bytes"}},
+		{"publish a reserved attribute", "POST", "/v1/topics/orders:publish", `{"messages": [{"data": "a", "attributes": {"Nats-Expected-Stream": "x"}}]}`, 400, errcode.InvalidName, []string{"reserved"}},
+		{"unknown topic action", "POST", "/v1/topics/orders:purge", `{}`, 404, errcode.NotFound, []string{"purge"}},
+		{"post topic without action", "POST", "/v1/topics/orders", `{}`, 405, errcode.MethodNotAllowed, []string{":publish"}},
 
 		{"create subscription", "POST", "/v1/subscriptions", `{"name": "orders-all", "topic": "orders", "from_beginning": true, "ack_wait": "30s"}`, 201, "",
 			[]string{`"topic": "orders"`, `"ack_wait": "30s"`, `"num_pending": 2`}},
 		{"create subscription, new messages only", "POST", "/v1/subscriptions", `{"name": "orders-new", "topic": "orders"}`, 201, "", []string{`"num_pending": 0`, `"ack_wait": "1m0s"`}},
-		{"create subscription twice", "POST", "/v1/subscriptions", `{"name": "orders-all", "topic": "clicks"}`, 409, CodeSubscriptionExists, []string{"orders-all"}},
-		{"create subscription, missing topic", "POST", "/v1/subscriptions", `{"name": "s", "topic": "nope"}`, 404, CodeTopicNotFound, []string{"nope"}},
-		{"create subscription, no topic", "POST", "/v1/subscriptions", `{"name": "s"}`, 400, service.CodeInvalidRequest, []string{"topic"}},
-		{"create subscription, bad name", "POST", "/v1/subscriptions", `{"name": "-s", "topic": "orders"}`, 400, CodeInvalidName, []string{"-s"}},
-		{"create subscription, bad ack wait", "POST", "/v1/subscriptions", `{"name": "s", "topic": "orders", "ack_wait": "soon"}`, 400, service.CodeInvalidRequest, []string{"ack_wait"}},
+		{"create subscription twice", "POST", "/v1/subscriptions", `{"name": "orders-all", "topic": "clicks"}`, 409, errcode.SubscriptionExists, []string{"orders-all"}},
+		{"create subscription, missing topic", "POST", "/v1/subscriptions", `{"name": "s", "topic": "nope"}`, 404, errcode.TopicNotFound, []string{"nope"}},
+		{"create subscription, no topic", "POST", "/v1/subscriptions", `{"name": "s"}`, 400, errcode.InvalidRequest, []string{"topic"}},
+		{"create subscription, bad name", "POST", "/v1/subscriptions", `{"name": "-s", "topic": "orders"}`, 400, errcode.InvalidName, []string{"-s"}},
+		{"create subscription, bad ack wait", "POST", "/v1/subscriptions", `{"name": "s", "topic": "orders", "ack_wait": "soon"}`, 400, errcode.InvalidRequest, []string{"ack_wait"}},
 		{"list subscriptions", "GET", "/v1/subscriptions", "", 200, "", []string{`"orders-all"`, `"orders-new"`}},
 		{"list subscriptions of a topic", "GET", "/v1/subscriptions?topic=clicks", "", 200, "", []string{`"subscriptions": []`}},
-		{"list subscriptions of a missing topic", "GET", "/v1/subscriptions?topic=nope", "", 404, CodeTopicNotFound, nil},
+		{"list subscriptions of a missing topic", "GET", "/v1/subscriptions?topic=nope", "", 404, errcode.TopicNotFound, nil},
 		{"get subscription", "GET", "/v1/subscriptions/orders-all", "", 200, "", []string{`"backlog": 2`}},
-		{"get missing subscription", "GET", "/v1/subscriptions/nope", "", 404, CodeSubscriptionNotFound, []string{"nope"}},
-		{"pull, bad max", "POST", "/v1/subscriptions/orders-all:pull", `{"max": -1}`, 400, service.CodeInvalidRequest, []string{"max"}},
-		{"pull, missing subscription", "POST", "/v1/subscriptions/nope:pull", `{}`, 404, CodeSubscriptionNotFound, nil},
+		{"get missing subscription", "GET", "/v1/subscriptions/nope", "", 404, errcode.SubscriptionNotFound, []string{"nope"}},
+		{"pull, bad max", "POST", "/v1/subscriptions/orders-all:pull", `{"max": -1}`, 400, errcode.InvalidRequest, []string{"max"}},
+		{"pull, missing subscription", "POST", "/v1/subscriptions/nope:pull", `{}`, 404, errcode.SubscriptionNotFound, nil},
 		{"pull, default one message", "POST", "/v1/subscriptions/orders-all:pull", "", 200, "", []string{`"data": "{\"id\":1}"`, `"id": "m1"`}},
-		{"unknown subscription action", "POST", "/v1/subscriptions/orders-all:purge", `{}`, 404, service.CodeNotFound, []string{"purge", "seek"}},
+		{"unknown subscription action", "POST", "/v1/subscriptions/orders-all:purge", `{}`, 404, errcode.NotFound, []string{"purge", "seek"}},
 
 		{"snapshot", "POST", "/v1/subscription-snapshots", `{"name": "s1", "subscription": "orders-all"}`, 201, "", []string{`"name": "s1"`, `"topic": "orders"`, `"ack_floor": 0`, `"expire_time"`}},
-		{"snapshot twice", "POST", "/v1/subscription-snapshots", `{"name": "s1", "subscription": "orders-all"}`, 409, CodeSubscriptionSnapshotExists, []string{"s1"}},
-		{"snapshot without subscription", "POST", "/v1/subscription-snapshots", `{"name": "s2"}`, 400, service.CodeInvalidRequest, []string{"subscription"}},
-		{"snapshot of a missing subscription", "POST", "/v1/subscription-snapshots", `{"name": "s2", "subscription": "nope"}`, 404, CodeSubscriptionNotFound, nil},
-		{"snapshot, bad name", "POST", "/v1/subscription-snapshots", `{"name": "s.2", "subscription": "orders-all"}`, 400, CodeInvalidName, nil},
+		{"snapshot twice", "POST", "/v1/subscription-snapshots", `{"name": "s1", "subscription": "orders-all"}`, 409, errcode.SubscriptionSnapshotExists, []string{"s1"}},
+		{"snapshot without subscription", "POST", "/v1/subscription-snapshots", `{"name": "s2"}`, 400, errcode.InvalidRequest, []string{"subscription"}},
+		{"snapshot of a missing subscription", "POST", "/v1/subscription-snapshots", `{"name": "s2", "subscription": "nope"}`, 404, errcode.SubscriptionNotFound, nil},
+		{"snapshot, bad name", "POST", "/v1/subscription-snapshots", `{"name": "s.2", "subscription": "orders-all"}`, 400, errcode.InvalidName, nil},
 		{"list snapshots", "GET", "/v1/subscription-snapshots?topic=orders", "", 200, "", []string{`"s1"`}},
-		{"list snapshots, unknown parameter", "GET", "/v1/subscription-snapshots?sub=x", "", 400, service.CodeInvalidRequest, nil},
+		{"list snapshots, unknown parameter", "GET", "/v1/subscription-snapshots?sub=x", "", 400, errcode.InvalidRequest, nil},
 		{"get snapshot", "GET", "/v1/subscription-snapshots/s1", "", 200, "", []string{`"subscription": "orders-all"`}},
-		{"get missing snapshot", "GET", "/v1/subscription-snapshots/nope", "", 404, CodeSubscriptionSnapshotNotFound, nil},
+		{"get missing snapshot", "GET", "/v1/subscription-snapshots/nope", "", 404, errcode.SubscriptionSnapshotNotFound, nil},
 		{"pull with ack", "POST", "/v1/subscriptions/orders-all:pull", `{"max": 10, "ack": true}`, 200, "", []string{`"sequence": 2`}},
 		{"seek to the snapshot", "POST", "/v1/subscriptions/orders-all:seek", `{"snapshot": "s1"}`, 200, "", []string{`"ack_floor": 0`, `"backlog": 2`}},
 		{"seek to a time", "POST", "/v1/subscriptions/orders-all/seek", `{"time": "2999-01-01T00:00:00Z"}`, 200, "", []string{`"ack_floor": 2`, `"backlog": 0`}},
-		{"seek to both", "POST", "/v1/subscriptions/orders-all:seek", `{"snapshot": "s1", "time": "2999-01-01T00:00:00Z"}`, 400, service.CodeInvalidRequest, []string{"exactly one"}},
-		{"seek to a bad time", "POST", "/v1/subscriptions/orders-all:seek", `{"time": "noon"}`, 400, service.CodeInvalidRequest, []string{"RFC 3339"}},
-		{"seek to a missing snapshot", "POST", "/v1/subscriptions/orders-all:seek", `{"snapshot": "nope"}`, 404, CodeSubscriptionSnapshotNotFound, nil},
-		{"seek a missing subscription", "POST", "/v1/subscriptions/nope:seek", `{"snapshot": "s1"}`, 404, CodeSubscriptionNotFound, nil},
+		{"seek to both", "POST", "/v1/subscriptions/orders-all:seek", `{"snapshot": "s1", "time": "2999-01-01T00:00:00Z"}`, 400, errcode.InvalidRequest, []string{"exactly one"}},
+		{"seek to a bad time", "POST", "/v1/subscriptions/orders-all:seek", `{"time": "noon"}`, 400, errcode.InvalidRequest, []string{"RFC 3339"}},
+		{"seek to a missing snapshot", "POST", "/v1/subscriptions/orders-all:seek", `{"snapshot": "nope"}`, 404, errcode.SubscriptionSnapshotNotFound, nil},
+		{"seek a missing subscription", "POST", "/v1/subscriptions/nope:seek", `{"snapshot": "s1"}`, 404, errcode.SubscriptionNotFound, nil},
 		{"delete snapshot", "DELETE", "/v1/subscription-snapshots/s1", "", 204, "", nil},
-		{"delete snapshot twice", "DELETE", "/v1/subscription-snapshots/s1", "", 404, CodeSubscriptionSnapshotNotFound, nil},
+		{"delete snapshot twice", "DELETE", "/v1/subscription-snapshots/s1", "", 404, errcode.SubscriptionSnapshotNotFound, nil},
 		{"delete subscription", "DELETE", "/v1/subscriptions/orders-new", "", 204, "", nil},
-		{"delete subscription twice", "DELETE", "/v1/subscriptions/orders-new", "", 404, CodeSubscriptionNotFound, nil},
+		{"delete subscription twice", "DELETE", "/v1/subscriptions/orders-new", "", 404, errcode.SubscriptionNotFound, nil},
 		{"delete topic", "DELETE", "/v1/topics/clicks", "", 204, "", nil},
-		{"delete topic twice", "DELETE", "/v1/topics/clicks", "", 404, CodeTopicNotFound, nil},
-		{"delete topic, bad name", "DELETE", "/v1/topics/a.b", "", 400, CodeInvalidName, nil},
+		{"delete topic twice", "DELETE", "/v1/topics/clicks", "", 404, errcode.TopicNotFound, nil},
+		{"delete topic, bad name", "DELETE", "/v1/topics/a.b", "", 400, errcode.InvalidName, nil},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -254,7 +256,7 @@ func TestAPIPubSubRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ae *Error
-	if _, err := c.GetSubscription(ctx, "events-sub"); !errors.As(err, &ae) || ae.Code != CodeSubscriptionNotFound || ae.Status != 404 {
+	if _, err := c.GetSubscription(ctx, "events-sub"); !errors.As(err, &ae) || ae.Code != errcode.SubscriptionNotFound || ae.Status != 404 {
 		t.Errorf("subscription of a deleted topic: %v", err)
 	}
 	if topics, err := c.ListTopics(ctx); err != nil || len(topics) != 0 {
@@ -302,12 +304,12 @@ func TestAPIPubSubUnavailable(t *testing.T) {
 		var eb ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || eb.Error.Code != CodePubSubUnavailable {
-			t.Errorf("%s %s: %d %+v, want 503 %s", r.method, r.path, resp.StatusCode, eb, CodePubSubUnavailable)
+		if resp.StatusCode != http.StatusServiceUnavailable || eb.Error.Code != errcode.PubSubUnavailable {
+			t.Errorf("%s %s: %d %+v, want 503 %s", r.method, r.path, resp.StatusCode, eb, errcode.PubSubUnavailable)
 		}
 	}
 	var ae *Error
-	if _, err := c.ListTopics(context.Background()); !errors.As(err, &ae) || ae.Code != CodePubSubUnavailable {
+	if _, err := c.ListTopics(context.Background()); !errors.As(err, &ae) || ae.Code != errcode.PubSubUnavailable {
 		t.Errorf("client: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/errcode"
 )
 
 // TestAPIRefusalsNameBothClients: a service-option refusal reached
@@ -22,17 +22,17 @@ func TestAPIRefusalsNameBothClients(t *testing.T) {
 		name   string
 		update bool
 		opts   []string
-		code   service.Code
+		code   errcode.Code
 		want   string
 	}{
 		{"parallel strategy on create", false, []string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m"},
-			service.CodeConflictingServiceOptions, "submit it as an update (weir run --update, or POST /v1/jobs:update)"},
+			errcode.ConflictingServiceOptions, "submit it as an update (weir run --update, or POST /v1/jobs:update)"},
 		{"in-place strategy on create", false, []string{"update_strategy_in_place_update"},
-			service.CodeConflictingServiceOptions, "POST /v1/jobs:update"},
+			errcode.ConflictingServiceOptions, "POST /v1/jobs:update"},
 		{"replacement option on create", false, []string{"parallel_replace_job_cancel_on_drain_timeout=false"},
-			service.CodeConflictingServiceOptions, "POST /v1/jobs:update"},
+			errcode.ConflictingServiceOptions, "POST /v1/jobs:update"},
 		{"new name on update", true, []string{"parallel_replace_job_name=old", "parallel_replace_job_max_stop_duration=1m"},
-			service.CodeNoRunningJob, "submit it as a new job (weir run without --update, or POST /v1/jobs)"},
+			errcode.NoRunningJob, "submit it as a new job (weir run without --update, or POST /v1/jobs)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

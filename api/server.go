@@ -13,6 +13,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -70,10 +72,10 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		code, msg := service.CodeNotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
+		code, msg := errcode.NotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
 		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions", "/v1/snapshots"} {
 			if r.URL.Path == c || strings.HasPrefix(r.URL.Path, c+"/") {
-				code, msg = service.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
+				code, msg = errcode.MethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
 			}
 		}
 		s.writeError(w, service.NewError(code, "%s", msg))
@@ -90,7 +92,7 @@ func (a slogAdapter) Println(v ...any) { a.l.Error(fmt.Sprint(v...), "component"
 
 // StatusOf returns the HTTP status of an error code, as the registry in
 // package errcode records it (500 for an unregistered code).
-func StatusOf(c service.Code) int { return c.Status() }
+func StatusOf(c errcode.Code) int { return c.Status() }
 
 func (s *Server) writeError(w http.ResponseWriter, err error) {
 	code := service.ErrorCode(err)
@@ -123,13 +125,13 @@ func decode(r *http.Request, dst any) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return service.NewError(service.CodeInvalidRequest, "the request body did not arrive within the server's body read timeout: %w", err)
+		return service.NewError(errcode.InvalidRequest, "the request body did not arrive within the server's body read timeout: %w", err)
 	}
 	if err != nil {
-		return service.NewError(service.CodeInvalidRequest, "reading the request body: %w", err)
+		return service.NewError(errcode.InvalidRequest, "reading the request body: %w", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return service.NewError(service.CodeInvalidRequest, "the request body is empty: send a JSON object")
+		return service.NewError(errcode.InvalidRequest, "the request body is empty: send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -138,19 +140,19 @@ func decode(r *http.Request, dst any) error {
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syn):
-			return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
+			return service.NewError(errcode.InvalidRequest, "the request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
 		case errors.As(err, &typ):
-			return service.NewError(service.CodeInvalidRequest, "field %q of the request body must be %s, not a JSON %s", typ.Field, typeName(typ.Type), typ.Value)
+			return service.NewError(errcode.InvalidRequest, "field %q of the request body must be %s, not a JSON %s", typ.Field, typeName(typ.Type), typ.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return service.NewError(service.CodeInvalidRequest, "unknown field %s in the request body (known fields: %s)", field, strings.Join(jsonFields(reflect.TypeOf(dst)), ", "))
+			return service.NewError(errcode.InvalidRequest, "unknown field %s in the request body (known fields: %s)", field, strings.Join(jsonFields(reflect.TypeOf(dst)), ", "))
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: it ends early")
+			return service.NewError(errcode.InvalidRequest, "the request body is not valid JSON: it ends early")
 		}
-		return service.NewError(service.CodeInvalidRequest, "the request body is not valid JSON: %v", err)
+		return service.NewError(errcode.InvalidRequest, "the request body is not valid JSON: %v", err)
 	}
 	if dec.More() {
-		return service.NewError(service.CodeInvalidRequest, "the request body has data after its JSON object")
+		return service.NewError(errcode.InvalidRequest, "the request body has data after its JSON object")
 	}
 	return nil
 }
@@ -228,7 +230,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "status" {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: status)", k))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "unknown query parameter %q (known: status)", k))
 			return
 		}
 	}
@@ -252,7 +254,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("ref")
 	if name, action, ok := strings.Cut(ref, ":"); ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "%s:%s needs POST, not GET", name, action))
+		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "%s:%s needs POST, not GET", name, action))
 		return
 	}
 	j, err := s.svc.Get(ref)
@@ -272,7 +274,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 func (s *Server) colonAction(w http.ResponseWriter, r *http.Request) {
 	ref, action, ok := strings.Cut(r.PathValue("ref"), ":")
 	if !ok {
-		s.writeError(w, service.NewError(service.CodeMethodNotAllowed, "POST /v1/jobs/%s needs an action: /v1/jobs/%s:drain or /v1/jobs/%s:cancel", ref, ref, ref))
+		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "POST /v1/jobs/%s needs an action: /v1/jobs/%s:drain or /v1/jobs/%s:cancel", ref, ref, ref))
 		return
 	}
 	s.act(w, r, ref, action)
@@ -300,7 +302,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, ref, action string)
 		s.rollbackJob(w, r, ref) // rollback.go
 		return
 	default:
-		err = service.NewError(service.CodeNotFound, "unknown job action %q: use drain, cancel, snapshot or rollback", action)
+		err = service.NewError(errcode.NotFound, "unknown job action %q: use drain, cancel, snapshot or rollback", action)
 	}
 	if err != nil {
 		s.writeError(w, err)

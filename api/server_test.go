@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/service"
 )
@@ -88,40 +90,40 @@ func TestAPIRequests(t *testing.T) {
 	tests := []struct {
 		name, method, path, body string
 		status                   int
-		code                     service.Code
+		code                     errcode.Code
 		contains                 []string
 	}{
 		{"health", "GET", "/healthz", "", 200, "", []string{`"ok"`}},
 		{"submit", "POST", "/v1/jobs", body(SubmitRequest{Name: "other", Pipeline: batchYAML, BaseDir: base}), 201, "", []string{`"id"`, `"name": "other"`}},
-		{"unknown field", "POST", "/v1/jobs", `{"name": "x", "pipeline": "p", "base_dir": "/", "colour": "red"}`, 400, service.CodeInvalidRequest, []string{`unknown field \"colour\"`, "base_dir"}},
-		{"unknown option", "POST", "/v1/jobs", `{"name": "x", "pipeline": "p", "base_dir": "/", "options": {"num_wokers": 2}}`, 400, service.CodeInvalidRequest, []string{"num_wokers", "options.num_workers"}},
-		{"bad json", "POST", "/v1/jobs", `{"name": `, 400, service.CodeInvalidRequest, []string{"not valid JSON"}},
-		{"syntax error", "POST", "/v1/jobs", `{"name" "x"}`, 400, service.CodeInvalidRequest, []string{"not valid JSON", "byte"}},
-		{"wrong type", "POST", "/v1/jobs", `{"name": 3}`, 400, service.CodeInvalidRequest, []string{`\"name\"`, "a string"}},
-		{"trailing data", "POST", "/v1/jobs", `{"name": "x"} {}`, 400, service.CodeInvalidRequest, []string{"after its JSON object"}},
-		{"empty body", "POST", "/v1/jobs", ``, 400, service.CodeInvalidRequest, []string{"empty"}},
-		{"invalid name", "POST", "/v1/jobs", body(SubmitRequest{Name: "Bad_Name", Pipeline: batchYAML, BaseDir: base}), 400, service.CodeInvalidJobName, []string{"Bad_Name"}},
-		{"invalid options", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: batchYAML, BaseDir: base, Options: service.JobOptions{NumWorkers: -2}}), 400, service.CodeInvalidOptions, []string{"num_workers"}},
-		{"invalid pipeline", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: "pipeline:\n  transforms:\n    - type: Nope\n", PipelineFile: "/home/me/p.yaml", BaseDir: base}), 400, service.CodeInvalidPipeline, []string{"/home/me/p.yaml:3:13", "Nope"}},
-		{"second active job", "POST", "/v1/jobs", body(SubmitRequest{Name: "stream", Pipeline: streamingYAML, BaseDir: base}), 409, service.CodeJobNameActive, []string{stream.ID}},
+		{"unknown field", "POST", "/v1/jobs", `{"name": "x", "pipeline": "p", "base_dir": "/", "colour": "red"}`, 400, errcode.InvalidRequest, []string{`unknown field \"colour\"`, "base_dir"}},
+		{"unknown option", "POST", "/v1/jobs", `{"name": "x", "pipeline": "p", "base_dir": "/", "options": {"num_wokers": 2}}`, 400, errcode.InvalidRequest, []string{"num_wokers", "options.num_workers"}},
+		{"bad json", "POST", "/v1/jobs", `{"name": `, 400, errcode.InvalidRequest, []string{"not valid JSON"}},
+		{"syntax error", "POST", "/v1/jobs", `{"name" "x"}`, 400, errcode.InvalidRequest, []string{"not valid JSON", "byte"}},
+		{"wrong type", "POST", "/v1/jobs", `{"name": 3}`, 400, errcode.InvalidRequest, []string{`\"name\"`, "a string"}},
+		{"trailing data", "POST", "/v1/jobs", `{"name": "x"} {}`, 400, errcode.InvalidRequest, []string{"after its JSON object"}},
+		{"empty body", "POST", "/v1/jobs", ``, 400, errcode.InvalidRequest, []string{"empty"}},
+		{"invalid name", "POST", "/v1/jobs", body(SubmitRequest{Name: "Bad_Name", Pipeline: batchYAML, BaseDir: base}), 400, errcode.InvalidJobName, []string{"Bad_Name"}},
+		{"invalid options", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: batchYAML, BaseDir: base, Options: service.JobOptions{NumWorkers: -2}}), 400, errcode.InvalidOptions, []string{"num_workers"}},
+		{"invalid pipeline", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: "pipeline:\n  transforms:\n    - type: Nope\n", PipelineFile: "/home/me/p.yaml", BaseDir: base}), 400, errcode.InvalidPipeline, []string{"/home/me/p.yaml:3:13", "Nope"}},
+		{"second active job", "POST", "/v1/jobs", body(SubmitRequest{Name: "stream", Pipeline: streamingYAML, BaseDir: base}), 409, errcode.JobNameActive, []string{stream.ID}},
 		{"list", "GET", "/v1/jobs", "", 200, "", []string{stream.ID, batch.ID}},
 		{"list active", "GET", "/v1/jobs?status=active", "", 200, "", []string{stream.ID}},
-		{"list bad status", "GET", "/v1/jobs?status=sleeping", "", 400, service.CodeInvalidFilter, []string{"sleeping"}},
-		{"list bad parameter", "GET", "/v1/jobs?state=active", "", 400, service.CodeInvalidRequest, []string{`\"state\"`}},
+		{"list bad status", "GET", "/v1/jobs?status=sleeping", "", 400, errcode.InvalidFilter, []string{"sleeping"}},
+		{"list bad parameter", "GET", "/v1/jobs?state=active", "", 400, errcode.InvalidRequest, []string{`\"state\"`}},
 		{"get by id", "GET", "/v1/jobs/" + batch.ID, "", 200, "", []string{`"state": "DONE"`, `"type": "Batch"`, `"generation": 1`, `"graph"`}},
 		{"get by name", "GET", "/v1/jobs/stream", "", 200, "", []string{stream.ID, `"state": "RUNNING"`, `"metrics"`}},
-		{"get unknown", "GET", "/v1/jobs/nope", "", 404, service.CodeJobNotFound, []string{`\"nope\"`}},
-		{"get with action", "GET", "/v1/jobs/stream:drain", "", 405, service.CodeMethodNotAllowed, nil},
-		{"drain a batch job", "POST", "/v1/jobs/" + batch.ID + ":drain", "", 409, service.CodeJobTerminated, nil},
-		{"cancel unknown", "POST", "/v1/jobs/nope:cancel", "", 404, service.CodeJobNotFound, nil},
-		{"unknown action", "POST", "/v1/jobs/stream:pause", "", 404, service.CodeNotFound, []string{"pause"}},
-		{"no action", "POST", "/v1/jobs/stream", "", 405, service.CodeMethodNotAllowed, nil},
-		{"wrong method", "DELETE", "/v1/jobs", "", 405, service.CodeMethodNotAllowed, nil},
-		{"unknown route", "GET", "/v2/things", "", 404, service.CodeNotFound, nil},
+		{"get unknown", "GET", "/v1/jobs/nope", "", 404, errcode.JobNotFound, []string{`\"nope\"`}},
+		{"get with action", "GET", "/v1/jobs/stream:drain", "", 405, errcode.MethodNotAllowed, nil},
+		{"drain a batch job", "POST", "/v1/jobs/" + batch.ID + ":drain", "", 409, errcode.JobTerminated, nil},
+		{"cancel unknown", "POST", "/v1/jobs/nope:cancel", "", 404, errcode.JobNotFound, nil},
+		{"unknown action", "POST", "/v1/jobs/stream:pause", "", 404, errcode.NotFound, []string{"pause"}},
+		{"no action", "POST", "/v1/jobs/stream", "", 405, errcode.MethodNotAllowed, nil},
+		{"wrong method", "DELETE", "/v1/jobs", "", 405, errcode.MethodNotAllowed, nil},
+		{"unknown route", "GET", "/v2/things", "", 404, errcode.NotFound, nil},
 		{"drain", "POST", "/v1/jobs/stream:drain", "", 200, "", []string{`"state": "DRAINING"`}},
 		// The path form of an action, on a job whose answer cannot race
 		// (the stream above may already be DRAINED by now).
-		{"cancel a finished job (path form)", "POST", "/v1/jobs/batch/cancel", "", 409, service.CodeJobTerminated, []string{"DONE"}},
+		{"cancel a finished job (path form)", "POST", "/v1/jobs/batch/cancel", "", 409, errcode.JobTerminated, []string{"DONE"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,7 +162,7 @@ func TestAPIRequests(t *testing.T) {
 	// A drained job cannot be drained again.
 	_, err = c.Drain(ctx, stream.ID)
 	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != service.CodeJobTerminated || ae.Status != 409 {
+	if !errors.As(err, &ae) || ae.Code != errcode.JobTerminated || ae.Status != 409 {
 		t.Errorf("drain a DRAINED job: %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -94,7 +96,7 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Data) > ImportChunkBytes {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "a chunk carries at most %d bytes, this one %d", ImportChunkBytes, len(req.Data)))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "a chunk carries at most %d bytes, this one %d", ImportChunkBytes, len(req.Data)))
 		return
 	}
 	var c service.UploadChunk

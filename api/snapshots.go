@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -76,7 +78,7 @@ func (s *Server) snapshotJob(w http.ResponseWriter, r *http.Request, ref string)
 		}
 	}
 	if req.JobID != "" && req.JobID != ref {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "job_id %q in the body differs from the job %q of the path", req.JobID, ref))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "job_id %q in the body differs from the job %q of the path", req.JobID, ref))
 		return
 	}
 	req.JobID = ref
@@ -85,7 +87,7 @@ func (s *Server) snapshotJob(w http.ResponseWriter, r *http.Request, ref string)
 
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, req CreateSnapshotRequest) {
 	if req.JobID == "" {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "job_id is required: the ID or name of the job to snapshot"))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "job_id is required: the ID or name of the job to snapshot"))
 		return
 	}
 	ttl, err := service.ParseSnapshotTTL(req.TTL)
@@ -107,7 +109,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "job_id" && k != "all" {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "unknown query parameter %q (known: job_id, all)", k))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "unknown query parameter %q (known: job_id, all)", k))
 			return
 		}
 	}
@@ -117,7 +119,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	case "true":
 		all = true
 	default:
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "all must be true or false, got %q", q.Get("all")))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "all must be true or false, got %q", q.Get("all")))
 		return
 	}
 	list, err := s.svc.ListSnapshots(q.Get("job_id"), all)

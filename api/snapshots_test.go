@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/service"
 )
 
@@ -60,24 +62,24 @@ func TestSnapshotRoutes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		call   func() error
-		code   service.Code
+		code   errcode.Code
 		status int
 	}{
 		{func() error {
 			_, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "10m"})
 			return err
-		}, service.CodeInvalidTTL, 400},
+		}, errcode.InvalidTTL, 400},
 		{func() error {
 			_, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "sums", TTL: "7"})
 			return err
-		}, service.CodeInvalidTTL, 400},
-		{func() error { _, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "nope"}); return err }, service.CodeJobNotFound, 404},
-		{func() error { _, err := c.GetSnapshot(ctx, "no-such"); return err }, service.CodeSnapshotNotFound, 404},
-		{func() error { _, err := c.DeleteSnapshot(ctx, "no-such"); return err }, service.CodeSnapshotNotFound, 404},
+		}, errcode.InvalidTTL, 400},
+		{func() error { _, err := c.CreateSnapshot(ctx, CreateSnapshotRequest{JobID: "nope"}); return err }, errcode.JobNotFound, 404},
+		{func() error { _, err := c.GetSnapshot(ctx, "no-such"); return err }, errcode.SnapshotNotFound, 404},
+		{func() error { _, err := c.DeleteSnapshot(ctx, "no-such"); return err }, errcode.SnapshotNotFound, 404},
 		{func() error {
 			_, err := c.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "v2", Pipeline: streamingYAML, BaseDir: "/"}, SnapshotID: snap.ID})
 			return err
-		}, service.CodeSnapshotCorrupt, 400},
+		}, errcode.SnapshotCorrupt, 400},
 	} {
 		err := tc.call()
 		var e *Error

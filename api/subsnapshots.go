@@ -42,29 +42,20 @@ var (
 	_ service.SourceSnapshotter = (*pubsub.Broker)(nil)
 )
 
-// Codes of the subscription snapshot and seek routes (errcode.AreaPubSub).
-const (
-	CodeSubscriptionSnapshotNotFound = errcode.SubscriptionSnapshotNotFound
-	CodeSubscriptionSnapshotExists   = errcode.SubscriptionSnapshotExists
-	CodeSnapshotExpiresTooSoon       = errcode.SnapshotExpiresTooSoon
-	CodeSnapshotTopicMismatch        = errcode.SnapshotTopicMismatch
-	CodeSnapshotTooLarge             = errcode.SnapshotTooLarge
-)
-
 // snapshotCode returns the code of a broker error of the snapshot and
 // seek routes, or "" when it is none of theirs.
-func snapshotCode(err error) service.Code {
+func snapshotCode(err error) errcode.Code {
 	switch {
 	case errors.Is(err, pubsub.ErrSnapshotNotFound):
-		return CodeSubscriptionSnapshotNotFound
+		return errcode.SubscriptionSnapshotNotFound
 	case errors.Is(err, pubsub.ErrSnapshotExists):
-		return CodeSubscriptionSnapshotExists
+		return errcode.SubscriptionSnapshotExists
 	case errors.Is(err, pubsub.ErrSnapshotExpiresTooSoon):
-		return CodeSnapshotExpiresTooSoon
+		return errcode.SnapshotExpiresTooSoon
 	case errors.Is(err, pubsub.ErrSnapshotTopicMismatch):
-		return CodeSnapshotTopicMismatch
+		return errcode.SnapshotTopicMismatch
 	case errors.Is(err, pubsub.ErrSnapshotTooLarge):
-		return CodeSnapshotTooLarge
+		return errcode.SnapshotTooLarge
 	}
 	return ""
 }
@@ -112,7 +103,7 @@ func (s *Server) snapshotter() (SubscriptionSnapshots, bool) {
 func (s *Server) withSnapshots(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := s.snapshotter(); !ok {
-			s.writeError(w, service.NewError(CodePubSubUnavailable, "this weir server's Pub/Sub has no subscription snapshots"))
+			s.writeError(w, service.NewError(errcode.PubSubUnavailable, "this weir server's Pub/Sub has no subscription snapshots"))
 			return
 		}
 		h(w, r)
@@ -126,7 +117,7 @@ func (s *Server) createSubscriptionSnapshot(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	if req.Name == "" || req.Subscription == "" {
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "fields \"name\" and \"subscription\" are required: the snapshot's name and the subscription to snapshot"))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "fields \"name\" and \"subscription\" are required: the snapshot's name and the subscription to snapshot"))
 		return
 	}
 	ss, _ := s.snapshotter()
@@ -177,7 +168,7 @@ func (s *Server) deleteSubscriptionSnapshot(w http.ResponseWriter, r *http.Reque
 func (s *Server) seekSubscription(w http.ResponseWriter, r *http.Request, name string) {
 	ss, ok := s.snapshotter()
 	if !ok {
-		s.writeError(w, service.NewError(CodePubSubUnavailable, "this weir server's Pub/Sub cannot seek"))
+		s.writeError(w, service.NewError(errcode.PubSubUnavailable, "this weir server's Pub/Sub cannot seek"))
 		return
 	}
 	var req SeekRequest
@@ -188,14 +179,14 @@ func (s *Server) seekSubscription(w http.ResponseWriter, r *http.Request, name s
 	var target pubsub.SeekTarget
 	switch {
 	case req.Snapshot != "" && req.Time != "", req.Snapshot == "" && req.Time == "":
-		s.writeError(w, service.NewError(service.CodeInvalidRequest, "give exactly one of \"snapshot\" (a subscription snapshot's name) and \"time\" (RFC 3339)"))
+		s.writeError(w, service.NewError(errcode.InvalidRequest, "give exactly one of \"snapshot\" (a subscription snapshot's name) and \"time\" (RFC 3339)"))
 		return
 	case req.Snapshot != "":
 		target.Snapshot = req.Snapshot
 	default:
 		t, err := time.Parse(time.RFC3339Nano, req.Time)
 		if err != nil {
-			s.writeError(w, service.NewError(service.CodeInvalidRequest, "field \"time\": %q is not an RFC 3339 time (like 2026-12-01T10:00:00Z)", req.Time))
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "field \"time\": %q is not an RFC 3339 time (like 2026-12-01T10:00:00Z)", req.Time))
 			return
 		}
 		target.Time = t
@@ -207,7 +198,7 @@ func (s *Server) seekSubscription(w http.ResponseWriter, r *http.Request, name s
 	}
 	if len(readers) > 0 && !req.Force {
 		j := readers[0]
-		s.writeError(w, service.NewError(CodeSubscriptionInUse,
+		s.writeError(w, service.NewError(errcode.SubscriptionInUse,
 			"subscription %s is read by job %s (%s, %s, step %s): seeking it under the job would break the job's watermark and exactly-once (the job's checkpointed position no longer matches the subscription); drain or cancel the job first, or seek with force",
 			name, j.JobName, j.JobID, j.State, j.Step))
 		return

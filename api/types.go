@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service"
 )
 
@@ -55,6 +56,6 @@ type ErrorBody struct {
 
 // ErrorDetail is a stable code and a message for the user.
 type ErrorDetail struct {
-	Code    service.Code `json:"code"`
+	Code    errcode.Code `json:"code"`
 	Message string       `json:"message"`
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -461,7 +463,7 @@ func (c *checkpointer) fill(o *PubSubOutcome) {
 
 // startPipeline loads a YAML pipeline as a job of the embedded broker and
 // opens its state store in work.
-func startPipeline(b *pubsub.Broker, src, work string, logger *slog.Logger) (*runner.Program, *state.Store, *yamlpipe.JobEnv, error) {
+func startPipeline(b *pubsub.Broker, src, work string, logger *slog.Logger) (*contract.Program, *state.Store, *yamlpipe.JobEnv, error) {
 	job := &yamlpipe.JobEnv{Name: benchJobName, ID: "bench-job-1", Generation: 1, DataDir: work, Broker: b}
 	p, err := yamlpipe.Load("pubsub-to-sql.yaml", []byte(src), yamlpipe.Options{BaseDir: work, Job: job})
 	if err != nil {

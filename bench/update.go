@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -134,16 +136,16 @@ type fillSource struct {
 	rate float64
 }
 
-func (s *fillSource) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
+func (s *fillSource) Split(ctx context.Context, _ int) ([]contract.SourceSplit, error) {
 	return s.Resume(ctx, [][]byte{nil})
 }
 
-func (s *fillSource) Resume(_ context.Context, pos [][]byte) ([]runner.SourceSplit, error) {
+func (s *fillSource) Resume(_ context.Context, pos [][]byte) ([]contract.SourceSplit, error) {
 	next := int64(0)
 	if len(pos) > 0 && len(pos[0]) == 8 {
 		next = int64(binary.BigEndian.Uint64(pos[0]))
 	}
-	return []runner.SourceSplit{&fillSplit{src: s, next: next, start: time.Now(), startNext: next}}, nil
+	return []contract.SourceSplit{&fillSplit{src: s, next: next, start: time.Now(), startNext: next}}, nil
 }
 
 type fillSplit struct {
@@ -153,7 +155,7 @@ type fillSplit struct {
 	startNext int64
 }
 
-func (f *fillSplit) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (f *fillSplit) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	n := 0
 	if f.next >= f.src.keys {
 		// Steady phase: pace to the rate, from when this split reached it.
@@ -166,7 +168,7 @@ func (f *fillSplit) Read(ctx context.Context, buf []runner.Element) (runner.Read
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return runner.ReadResult{}, ctx.Err()
+				return contract.ReadResult{}, ctx.Err()
 			case <-t.C:
 			}
 		}
@@ -180,14 +182,14 @@ func (f *fillSplit) Read(ctx context.Context, buf []runner.Element) (runner.Read
 		if i >= f.src.keys {
 			k = (i * 2654435761) % f.src.keys
 		}
-		buf[n] = runner.Element{Value: weir.KV[int64, int64]{Key: k, Value: 1}, Time: 0, Window: window.Global, Pane: window.NoFiring}
+		buf[n] = contract.Element{Value: weir.KV[int64, int64]{Key: k, Value: 1}, Time: 0, Window: window.Global, Pane: window.NoFiring}
 		n++
 		f.next++
 		if f.next == f.src.keys {
 			break
 		}
 	}
-	return runner.ReadResult{N: n, Watermark: 0}, nil
+	return contract.ReadResult{N: n, Watermark: 0}, nil
 }
 
 func (f *fillSplit) Close() error { return nil }
@@ -238,7 +240,7 @@ type gapProbe struct {
 	arrived atomic.Int64
 }
 
-func (g *gapProbe) Process(pc *runner.ProcessContext, e runner.Element) error {
+func (g *gapProbe) Process(pc *contract.ProcessContext, e contract.Element) error {
 	g.arrived.Add(1)
 	if g.armed.Load() {
 		g.gaps.mark(time.Now())
@@ -255,7 +257,7 @@ func (g *gapProbe) arm() {
 // totalsSink adds up the final per-key sums.
 type totalsSink struct{ total atomic.Int64 }
 
-func (t *totalsSink) Write(_ context.Context, _ int, es []runner.Element) error {
+func (t *totalsSink) Write(_ context.Context, _ int, es []contract.Element) error {
 	var s int64
 	for _, e := range es {
 		s += e.Value.(weir.KV[int64, int64]).Value
@@ -272,7 +274,7 @@ func updatePipeline(src *fillSource, probe *gapProbe, sink *totalsSink) *weir.Pi
 	in := weir.Read[weir.KV[int64, int64]](s, "Events", src, false)
 	probed := weir.ParDoFn[weir.KV[int64, int64], weir.KV[int64, int64]](s, "Probe", in, probe)
 	sums := weir.CombinePerKey(s, "CountByKey", probed, weir.Sum[int64]())
-	weir.Write(s, "Totals", sums, runner.Sink(sink))
+	weir.Write(s, "Totals", sums, contract.Sink(sink))
 	return p
 }
 
@@ -366,7 +368,7 @@ func RunUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 		// The new execution adopts the keyed state in memory and starts at
 		// once; the paused checkpoint is encoded by its workers (copy on
 		// write) and written while it runs, as the job service does.
-		restore := &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions}
+		restore := &contract.Restore{Epoch: cp.Epoch, Positions: cp.Positions}
 		adopt := &runner.Adoption{From: x, Steps: map[string]string{"CountByKey": "CountByKey"}}
 		if x2, err = runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: restore, Adopt: adopt}); err != nil {
 			return out, err

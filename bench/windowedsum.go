@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -261,14 +262,14 @@ func (o Outcome) Check(cfg Config, expectedTotal int64) error {
 	return nil
 }
 
-// sumSink is a runner.Sink that tallies the KV[int64, int64] window sums
+// sumSink is a contract.Sink that tallies the KV[int64, int64] window sums
 // written to it.
 type sumSink struct {
 	t *Tally
 }
 
-// Write implements runner.Sink.
-func (s sumSink) Write(_ context.Context, _ int, elems []runner.Element) error {
+// Write implements contract.Sink.
+func (s sumSink) Write(_ context.Context, _ int, elems []contract.Element) error {
 	var total int64
 	var sum uint64
 	for _, e := range elems {
@@ -286,7 +287,7 @@ func (s sumSink) Write(_ context.Context, _ int, elems []runner.Element) error {
 	return nil
 }
 
-// Close implements runner.Sink.
+// Close implements contract.Sink.
 func (sumSink) Close(context.Context) error { return nil }
 
 func checkWindow(w window.Window) error {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 )
 
@@ -70,11 +72,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func (c *checker) fail(step string, code Code, fix, format string, args ...any) {
+func (c *checker) fail(step string, code errcode.Code, fix, format string, args ...any) {
 	c.report.Errors = append(c.report.Errors, Finding{Step: step, Code: code, Reason: fmt.Sprintf(format, args...), Fix: fix})
 }
 
-func (c *checker) warn(step string, code Code, format string, args ...any) {
+func (c *checker) warn(step string, code errcode.Code, format string, args ...any) {
 	c.report.Warnings = append(c.report.Warnings, Finding{Step: step, Code: code, Reason: fmt.Sprintf(format, args...)})
 }
 
@@ -83,12 +85,12 @@ func (c *checker) warn(step string, code Code, format string, args ...any) {
 func (c *checker) checkMappingNames() {
 	for _, k := range c.opts.Mapping.keys() {
 		if !anyUnder(c.old, k) {
-			c.fail(k, MappingUnknownStep,
+			c.fail(k, errcode.MappingUnknownStep,
 				fmt.Sprintf("check the spelling; the running pipeline's steps are: %s", strings.Join(topLevel(c.old), ", ")),
 				"the transform name mapping renames %q, but the running pipeline has no step %s (nor steps under %s/)", k, k, k)
 		}
 		if v := c.opts.Mapping[k]; v != "" && !anyUnder(c.new, v) {
-			c.fail(k, MappingUnknownStep,
+			c.fail(k, errcode.MappingUnknownStep,
 				fmt.Sprintf(`check the spelling, or map %q to "" to drop its state on purpose; the new pipeline's steps are: %s`, k, strings.Join(topLevel(c.new), ", ")),
 				"the transform name mapping renames %q to %q, but the new pipeline has no step %s (nor steps under %s/)", k, v, v, v)
 		}
@@ -144,7 +146,7 @@ func (c *checker) resolveTargets() {
 				via = append(via, o+" (its own name)")
 			}
 		}
-		c.fail(newName, MappingConflict,
+		c.fail(newName, errcode.MappingConflict,
 			fmt.Sprintf(`map all but one of them to another name, or to "" to drop its state on purpose, e.g. --transform-name-mapping '%s'`, c.withEntry(olds[0], "")),
 			"steps %s of the running pipeline all map to step %s of the new pipeline: a step can take over the state of one step only", strings.Join(via, ", "), newName)
 	}
@@ -215,10 +217,10 @@ func (c *checker) drop(o *graph.Step, why string) {
 	d.What = describeStored(o)
 	c.report.DroppedState = append(c.report.DroppedState, d)
 	if o.Kind == graph.KindSource {
-		c.warn(o.Name, SourcePositionsDropped, "source step %s is %s: its read positions (%s) are dropped", o.Name, why, describeIO(o.Source))
+		c.warn(o.Name, errcode.SourcePositionsDropped, "source step %s is %s: its read positions (%s) are dropped", o.Name, why, describeIO(o.Source))
 		return
 	}
-	c.warn(o.Name, StateDropped, "%s step %s is %s: its state is dropped: %s", o.Kind, o.Name, why, d.What)
+	c.warn(o.Name, errcode.StateDropped, "%s step %s is %s: its state is dropped: %s", o.Kind, o.Name, why, d.What)
 }
 
 // describeStored says what a step with state keeps.
@@ -274,7 +276,7 @@ func (c *checker) missing(o *graph.Step, t target) {
 		} else if cands := c.candidates(o, sameKeyedShape(true)); len(cands) > 0 {
 			fix = fmt.Sprintf("%s has the same kind and coders, and windowing that differs only in its numbers — %s", orList(cands), c.mappingFix(o.Name, cands[0]))
 		}
-		c.fail(o.Name, StepMissing, fix,
+		c.fail(o.Name, errcode.StepMissing, fix,
 			"%s step %s has no match in the new pipeline%s: its state would be lost (%s)", o.Kind, o.Name, looked, describeStored(o))
 	case o.Kind == graph.KindSource:
 		if c.opts.AllowSourceChange {
@@ -286,7 +288,7 @@ func (c *checker) missing(o *graph.Step, t target) {
 		if len(cands) > 0 {
 			fix = fmt.Sprintf("%s reads the same %s — %s", orList(cands), o.Source.Kind, c.mappingFix(o.Name, cands[0]))
 		}
-		c.fail(o.Name, SourceChanged, fix,
+		c.fail(o.Name, errcode.SourceChanged, fix,
 			"source step %s has no match in the new pipeline%s: its read positions (%s) would be lost", o.Name, looked, describeIO(o.Source))
 	}
 }
@@ -443,13 +445,13 @@ func (c *checker) checkSideInputs(o, n *graph.Step) {
 	} else {
 		fix += "; a side input's contents may change freely"
 	}
-	c.fail(o.Name, SideInputsChanged, fix, "%s: its side inputs changed (%s); side inputs cannot be added to or removed from a running step", stepRef(o.Name, n.Name), strings.Join(what, "; "))
+	c.fail(o.Name, errcode.SideInputsChanged, fix, "%s: its side inputs changed (%s); side inputs cannot be added to or removed from a running step", stepRef(o.Name, n.Name), strings.Join(what, "; "))
 }
 
 // checkSource checks a matched source step.
 func (c *checker) checkSource(o, n *graph.Step) {
 	if n.Kind != graph.KindSource {
-		c.fail(o.Name, StepKindChanged,
+		c.fail(o.Name, errcode.StepKindChanged,
 			fmt.Sprintf(`keep %s a source, or map it to "" to drop its read positions on purpose: --transform-name-mapping '%s'`, n.Name, c.withEntry(o.Name, "")),
 			"%s was a source and is a %s step in the new pipeline: its read positions (%s) would be lost", stepRef(o.Name, n.Name), n.Kind, describeIO(o.Source))
 		return
@@ -462,7 +464,7 @@ func (c *checker) checkSource(o, n *graph.Step) {
 		c.drop(o, fmt.Sprintf("now reading %s and --allow-source-change is given", describeIO(n.Source)))
 		return
 	}
-	c.fail(o.Name, SourceChanged,
+	c.fail(o.Name, errcode.SourceChanged,
 		fmt.Sprintf("read %s again, or pass --allow-source-change to drop the old source's positions and start reading %s from its start position", describeIO(o.Source), describeIO(n.Source)),
 		"source %s read %s and would read %s: the running job's read positions do not apply to another source", stepRef(o.Name, n.Name), describeIO(o.Source), describeIO(n.Source))
 }
@@ -472,28 +474,28 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 	ref := stepRef(o.Name, n.Name)
 	dropFix := fmt.Sprintf(`map it to "" to drop its state on purpose: --transform-name-mapping '%s'`, c.withEntry(o.Name, ""))
 	if n.Kind != o.Kind {
-		c.fail(o.Name, StepKindChanged, fmt.Sprintf("keep %s a %s step, or %s", n.Name, o.Kind, dropFix),
+		c.fail(o.Name, errcode.StepKindChanged, fmt.Sprintf("keep %s a %s step, or %s", n.Name, o.Kind, dropFix),
 			"%s was a %s step and is a %s step in the new pipeline: the new step cannot read the old one's state (%s)", ref, o.Kind, n.Kind, describeStored(o))
 		return
 	}
 	if !coderEqual(o.KeyCoder, n.KeyCoder) {
-		c.fail(o.Name, KeyCoderChanged, fmt.Sprintf("keep the key as it was (%s; for YAML, the group_by fields and their types), or %s", coderString(o.KeyCoder), dropFix),
+		c.fail(o.Name, errcode.KeyCoderChanged, fmt.Sprintf("keep the key as it was (%s; for YAML, the group_by fields and their types), or %s", coderString(o.KeyCoder), dropFix),
 			"%s: its key changed from %s to %s: the keys of its stored state could not be read or would hash to other key groups", ref, coderString(o.KeyCoder), coderString(n.KeyCoder))
 	}
 	oi, ni := inputCollection(c.oldG, o), inputCollection(c.newG, n)
 	switch o.Kind {
 	case graph.KindCombinePerKey:
 		if dropped, ok := windowFieldsDropped(o.StoredCoder, n.StoredCoder); ok {
-			c.warn(o.Name, StoredWindowFieldsDropped, "%s: the rows it stores lose their window and pane fields (%s), which are element metadata now (the window is the one each row is stored under): stored rows are read without them",
+			c.warn(o.Name, errcode.StoredWindowFieldsDropped, "%s: the rows it stores lose their window and pane fields (%s), which are element metadata now (the window is the one each row is stored under): stored rows are read without them",
 				ref, strings.Join(dropped, "; "))
 		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
-			c.warn(o.Name, CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
+			c.warn(o.Name, errcode.CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) {
-			c.fail(o.Name, StateCoderChanged, fmt.Sprintf("keep the combine functions and the types of their value fields as they were, or %s", dropFix),
+			c.fail(o.Name, errcode.StateCoderChanged, fmt.Sprintf("keep the combine functions and the types of their value fields as they were, or %s", dropFix),
 				"%s: its accumulator changed from %s to %s: stored accumulators could not be read by the new combine", ref, coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if o.Fn != nil && n.Fn != nil && o.Fn.URN != n.Fn.URN {
-			c.warn(o.Name, CombineFnChanged, "%s: its combine function changed from %s to %s with the same accumulator %s: stored accumulators are handed to the new function as they are",
+			c.warn(o.Name, errcode.CombineFnChanged, "%s: its combine function changed from %s to %s with the same accumulator %s: stored accumulators are handed to the new function as they are",
 				ref, o.Fn.URN, n.Fn.URN, coderString(o.StoredCoder))
 		}
 	case graph.KindGroupByKey:
@@ -507,12 +509,12 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 			}
 		}
 		if len(what) > 0 {
-			c.fail(o.Name, BufferedElementChanged, fmt.Sprintf("keep the fields of the elements it groups as they were, or %s", dropFix),
+			c.fail(o.Name, errcode.BufferedElementChanged, fmt.Sprintf("keep the fields of the elements it groups as they were, or %s", dropFix),
 				"%s buffers raw elements and their coder changed (%s): buffered elements could not be read", ref, strings.Join(what, "; "))
 		}
 	default:
 		if o.StoredCoder != nil && !coderEqual(o.StoredCoder, n.StoredCoder) {
-			c.fail(o.Name, StateCoderChanged, fmt.Sprintf("keep what it stores as it was, or %s", dropFix),
+			c.fail(o.Name, errcode.StateCoderChanged, fmt.Sprintf("keep what it stores as it was, or %s", dropFix),
 				"%s: what it stores changed from %s to %s", ref, coderString(o.StoredCoder), coderString(n.StoredCoder))
 		}
 	}
@@ -535,16 +537,16 @@ func (c *checker) checkStateSpecs(o, n *graph.Step, ref, dropFix string) {
 		ns, found := newState[sp.ID]
 		switch {
 		case !found:
-			c.fail(o.Name, StateSpecChanged, fmt.Sprintf("keep declaring %s state %q, or %s", sp.Kind, sp.ID, dropFix),
+			c.fail(o.Name, errcode.StateSpecChanged, fmt.Sprintf("keep declaring %s state %q, or %s", sp.Kind, sp.ID, dropFix),
 				"%s: its %s state %q (%s) is gone from the new pipeline: its contents would be lost", ref, sp.Kind, sp.ID, sp.Coder.String())
 		case ns.Kind != sp.Kind:
-			c.fail(o.Name, StateSpecChanged, fmt.Sprintf("keep state %q a %s cell (declare a new cell under another ID for the new kind), or %s", sp.ID, sp.Kind, dropFix),
+			c.fail(o.Name, errcode.StateSpecChanged, fmt.Sprintf("keep state %q a %s cell (declare a new cell under another ID for the new kind), or %s", sp.ID, sp.Kind, dropFix),
 				"%s: its state %q changed from a %s cell to a %s cell", ref, sp.ID, sp.Kind, ns.Kind)
 		case !ns.Coder.Equal(sp.Coder):
-			code := StateCoderChanged
+			code := errcode.StateCoderChanged
 			what := "values"
 			if sp.Kind == graph.StateBag {
-				code, what = BufferedElementChanged, "buffered elements"
+				code, what = errcode.BufferedElementChanged, "buffered elements"
 			}
 			c.fail(o.Name, code, fmt.Sprintf("keep the type of state %q as it was, or declare a new cell under another ID, or %s", sp.ID, dropFix),
 				"%s: the %s of its %s state %q changed from %s to %s: stored %s could not be read", ref, what, sp.Kind, sp.ID, sp.Coder.String(), ns.Coder.String(), what)
@@ -558,10 +560,10 @@ func (c *checker) checkStateSpecs(o, n *graph.Step, ref, dropFix string) {
 		nt, found := newTimers[tm.ID]
 		switch {
 		case !found:
-			c.fail(o.Name, StateSpecChanged, fmt.Sprintf("keep declaring timer %q, or %s", tm.ID, dropFix),
+			c.fail(o.Name, errcode.StateSpecChanged, fmt.Sprintf("keep declaring timer %q, or %s", tm.ID, dropFix),
 				"%s: its %s timer %q is gone from the new pipeline: pending timers would never fire", ref, tm.Domain, tm.ID)
 		case nt.Domain != tm.Domain:
-			c.fail(o.Name, StateSpecChanged, fmt.Sprintf("keep timer %q in %s (declare a new timer under another ID), or %s", tm.ID, tm.Domain, dropFix),
+			c.fail(o.Name, errcode.StateSpecChanged, fmt.Sprintf("keep timer %q in %s (declare a new timer under another ID), or %s", tm.ID, tm.Domain, dropFix),
 				"%s: its timer %q changed from %s to %s: pending timers would fire at the wrong time", ref, tm.ID, tm.Domain, nt.Domain)
 		}
 	}
@@ -571,19 +573,19 @@ func (c *checker) checkStateSpecs(o, n *graph.Step, ref, dropFix string) {
 func (c *checker) checkWindowing(o *graph.Step, ref, dropFix string, oi, ni *graph.Collection) {
 	d := diffWindowing(oi.Windowing, ni.Windowing)
 	if d.fnKind != "" {
-		c.fail(o.Name, WindowFnChanged, fmt.Sprintf("keep %s windows for %s, or %s", d.oldKind, o.Name, dropFix),
+		c.fail(o.Name, errcode.WindowFnChanged, fmt.Sprintf("keep %s windows for %s, or %s", d.oldKind, o.Name, dropFix),
 			"%s: its input windows changed %s: windows already buffered cannot be re-assigned", ref, d.fnKind)
 	}
 	if d.trigger != "" {
-		c.fail(o.Name, TriggerChanged, fmt.Sprintf("keep the trigger as it was (counts and delays may change), or %s", dropFix),
+		c.fail(o.Name, errcode.TriggerChanged, fmt.Sprintf("keep the trigger as it was (counts and delays may change), or %s", dropFix),
 			"%s: its input's trigger changed %s: the trigger state of open windows could not be read", ref, d.trigger)
 	}
 	if d.accumulation != "" {
-		c.fail(o.Name, AccumulationChanged, fmt.Sprintf("keep %s panes, or %s", oi.Windowing.Accumulation, dropFix),
+		c.fail(o.Name, errcode.AccumulationChanged, fmt.Sprintf("keep %s panes, or %s", oi.Windowing.Accumulation, dropFix),
 			"%s: its input's accumulation mode changed %s: panes of open windows would be wrong (repeated or missing values)", ref, d.accumulation)
 	}
 	if len(d.params) > 0 {
-		c.warn(o.Name, WindowParamsChanged, "%s: its input's windowing changed only in its numbers (%s): windows already buffered keep their old boundaries and settings until they fire and expire; new windows use the new ones",
+		c.warn(o.Name, errcode.WindowParamsChanged, "%s: its input's windowing changed only in its numbers (%s): windows already buffered keep their old boundaries and settings until they fire and expire; new windows use the new ones",
 			ref, strings.Join(d.params, "; "))
 	}
 }

@@ -8,40 +8,6 @@ import (
 	"github.com/weir-dev/weir/graph"
 )
 
-// Code is the stable identifier of a finding; see the package doc for when
-// each is reported. It is an alias of errcode.Code: the codes are registered,
-// with their kinds, in package errcode, and re-declared here under the names
-// they have always had. Clients and tests match on codes, never on reason
-// texts.
-type Code = errcode.Code
-
-// Error codes: a finding with one of these makes the report incompatible.
-const (
-	StepMissing            = errcode.StepMissing
-	StepKindChanged        = errcode.StepKindChanged
-	KeyCoderChanged        = errcode.KeyCoderChanged
-	StateCoderChanged      = errcode.StateCoderChanged
-	BufferedElementChanged = errcode.BufferedElementChanged
-	StateSpecChanged       = errcode.StateSpecChanged
-	WindowFnChanged        = errcode.WindowFnChanged
-	TriggerChanged         = errcode.TriggerChanged
-	AccumulationChanged    = errcode.AccumulationChanged
-	SideInputsChanged      = errcode.SideInputsChanged
-	SourceChanged          = errcode.SourceChanged
-	MappingUnknownStep     = errcode.MappingUnknownStep
-	MappingConflict        = errcode.MappingConflict
-)
-
-// Warning codes: findings with these are reported, the update goes ahead.
-const (
-	WindowParamsChanged    = errcode.WindowParamsChanged
-	CombineFnChanged       = errcode.CombineFnChanged
-	SourcePositionsDropped = errcode.SourcePositionsDropped
-	StateDropped           = errcode.StateDropped
-	// StoredWindowFieldsDropped: see the package doc and window_meta.go.
-	StoredWindowFieldsDropped = errcode.StoredWindowFieldsDropped
-)
-
 // Options adjust a check. The zero value is the strict default: no
 // mapping, and a changed source is an error.
 type Options struct {
@@ -80,7 +46,7 @@ type Finding struct {
 	// mapping key; for a mapping conflict, the NEW step name).
 	Step string `json:"step"`
 	// Code is the stable code of the finding (see the package doc).
-	Code Code `json:"code"`
+	Code errcode.Code `json:"code"`
 	// Reason says what changed and why it matters, naming the step.
 	Reason string `json:"reason"`
 	// Fix is a concrete way out, when one can be inferred; "" otherwise.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
 )
@@ -172,7 +174,7 @@ func (h *timerHeap) Pop() any {
 // window machine when panes fire.
 type aggNode struct {
 	keyed
-	agg       Aggregator
+	agg       contract.Aggregator
 	m         *window.Machine
 	merging   bool
 	groups    []*keyGroupState
@@ -188,13 +190,13 @@ type aggNode struct {
 	// watermark was −∞ (Options.HoldPanesAtMinWatermark).
 	held    []touchRef
 	changes changeLog[dirtyRef]
-	sc      StateCoder
+	sc      contract.StateCoder
 	// ek is agg when the node keeps keys as their encodings only (nil
 	// otherwise): aggKey.key is then nil (see keyOf).
-	ek   EncodedKeyer
+	ek   contract.EncodedKeyer
 	late lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
-	checked RejectingAggregator
+	checked contract.RejectingAggregator
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
 }
@@ -208,13 +210,13 @@ type touchRef struct {
 func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	in := w.r.prog.Graph.Collection(sp.inputs[0])
 	n := &aggNode{
-		keyed: newKeyed(w, sp, out), agg: sp.code.(Aggregator), m: window.NewMachine(in.Windowing),
+		keyed: newKeyed(w, sp, out), agg: sp.code.(contract.Aggregator), m: window.NewMachine(in.Windowing),
 		merging: in.Windowing.Fn.IsMerging(),
 		groups:  make([]*keyGroupState, w.r.opts.KeyGroups),
 		late:    newLateRoute(w, sp, out),
 	}
-	n.checked, _ = n.agg.(RejectingAggregator)
-	if ek, ok := n.agg.(EncodedKeyer); ok && ek.KeysFromEncoding() {
+	n.checked, _ = n.agg.(contract.RejectingAggregator)
+	if ek, ok := n.agg.(contract.EncodedKeyer); ok && ek.KeysFromEncoding() {
 		n.ek = ek
 	}
 	n.state, n.log = n, &n.changes
@@ -223,9 +225,9 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
 		n.encodeKey)
 	if w.r.opts.Checkpoints {
-		sc, ok := sp.code.(StateCoder)
+		sc, ok := sp.code.(contract.StateCoder)
 		if !ok {
-			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and accumulators", ErrNotCheckpointable, sp.step.Name)
+			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and accumulators", contract.ErrNotCheckpointable, sp.step.Name)
 		}
 		n.sc = sc
 		if err := n.enableCheckpoints(n, n.adopt, n.restore); err != nil {
@@ -280,7 +282,7 @@ func (n *aggNode) keyOf(k *aggKey) (any, error) {
 // rescaling, key groups move between workers as the routing table says.
 func (n *aggNode) adopt(olds []node) {
 	route := n.w.r.route
-	var oldEK EncodedKeyer
+	var oldEK contract.EncodedKeyer
 	whole := adoptFrom(n.w, olds, func(old *aggNode) {
 		oldEK = cmp.Or(oldEK, old.ek)
 		// Same worker count, same routing: take the predecessor's state and
@@ -314,7 +316,7 @@ func (n *aggNode) adopt(olds []node) {
 // materializeKeys gives every key kept as its encoding only (adopted from
 // a node that kept keys so) its key, decoded by ek, for a node that keeps
 // keys whole.
-func (n *aggNode) materializeKeys(ek EncodedKeyer) {
+func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 	for _, g := range n.groups {
 		if g == nil {
 			continue
@@ -551,10 +553,10 @@ func (n *aggNode) loadFarTimers() {
 		for _, head := range g.keys {
 			for k := head; k != nil; k = k.next {
 				for _, ws := range k.wins {
-					if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= farTimerAt {
+					if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
 						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
 					}
-					if t := n.m.Strategy.GCTime(ws.w); t >= farTimerAt {
+					if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
 						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
 					}
 				}
@@ -611,7 +613,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 			return err
 		}
 		v := n.agg.Output(key, acc, ws.w, f.Pane)
-		n.out.Emit(0, Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
+		n.out.Emit(0, contract.Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
 		if f.Discard {
 			ws.acc = nil
 		}

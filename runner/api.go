@@ -6,7 +6,7 @@
 //
 // The runner is the executor above its contract, package contract
 // (runner/contract): elements, the Source/Sink/DoFn/Aggregator interfaces
-// and the checkpoint contract are declared there and aliased here. The
+// and the checkpoint contract are declared there. The
 // runner speaks in step names, bundles and watermarks. It may import
 // runner/contract, graph, window, mtime, github.com/cespare/xxhash/v2 (the
 // key hash) and the standard library (unsafe only for unsafe.String, in
@@ -22,79 +22,6 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
 )
-
-// The runner's contract lives in package contract (runner/contract), which
-// connectors, the state store, rows and the SDK import instead of the
-// executor. These aliases keep every moved identifier usable from package
-// runner, so existing code compiles unchanged.
-
-// Element is contract.Element: one value at one event time in one window.
-type Element = contract.Element
-
-// SourcePos is contract.SourcePos: the position of an element in its source.
-type SourcePos = contract.SourcePos
-
-// ElementError is contract.ElementError: a failure of one element.
-type ElementError = contract.ElementError
-
-// Reject is contract.Reject: the value carried on an error output.
-type Reject = contract.Reject
-
-// ProcessContext is contract.ProcessContext: what DoFns are handed.
-type ProcessContext = contract.ProcessContext
-
-// DoFn is contract.DoFn: the code of a stateless step.
-type DoFn = contract.DoFn
-
-// Cloner is contract.Cloner: DoFns copied once per worker.
-type Cloner = contract.Cloner
-
-// BundleFinisher is contract.BundleFinisher: DoFns called after every bundle.
-type BundleFinisher = contract.BundleFinisher
-
-// Keyer is contract.Keyer: the key of an element of a keyed step.
-type Keyer = contract.Keyer
-
-// Aggregator is contract.Aggregator: the code of a GroupByKey or CombinePerKey.
-type Aggregator = contract.Aggregator
-
-// RejectingAggregator is contract.RejectingAggregator: an aggregator that
-// can refuse an element.
-type RejectingAggregator = contract.RejectingAggregator
-
-// Timer is contract.Timer: a timer firing in a stateful step.
-type Timer = contract.Timer
-
-// StatefulDoFn is contract.StatefulDoFn: the code of a stateful ParDo.
-type StatefulDoFn = contract.StatefulDoFn
-
-// StateContext is contract.StateContext: what a stateful DoFn is handed.
-type StateContext = contract.StateContext
-
-// ReadResult is contract.ReadResult: what one Read call produced.
-type ReadResult = contract.ReadResult
-
-// Source is contract.Source: the code of a source step.
-type Source = contract.Source
-
-// SourceSplit is contract.SourceSplit: one independently readable part of a source.
-type SourceSplit = contract.SourceSplit
-
-// CatchingUpSplit is contract.CatchingUpSplit: a split a drain must let
-// finish its catch-up first.
-type CatchingUpSplit = contract.CatchingUpSplit
-
-// Sink is contract.Sink: the code of a sink step.
-type Sink = contract.Sink
-
-// RejectingSink is contract.RejectingSink: a sink that refuses single elements.
-type RejectingSink = contract.RejectingSink
-
-// SinkReject is contract.SinkReject: an element a RejectingSink refused.
-type SinkReject = contract.SinkReject
-
-// Program is contract.Program: a graph plus the code bound to its steps.
-type Program = contract.Program
 
 // Options configure one run.
 type Options struct {
@@ -113,7 +40,7 @@ type Options struct {
 	// of the run), and every keyed step's code must implement StateCoder.
 	Checkpoints bool
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
-	Restore *Restore
+	Restore *contract.Restore
 	// Adopt, when set, takes the keyed state of a paused execution over in
 	// memory for the steps it names (see Execution.Pause); those steps do
 	// not read Restore.State.
@@ -122,7 +49,7 @@ type Options struct {
 	// error output instead of failing the execution (a server job sends
 	// them to its dead-letter topic). It is called from worker goroutines;
 	// an error it returns fails the execution.
-	DeadLetter func(ctx context.Context, r Reject) error
+	DeadLetter func(ctx context.Context, r contract.Reject) error
 	// HoldPanesAtMinWatermark makes every GroupByKey and CombinePerKey
 	// fire no pane while its input watermark is −∞: a window whose trigger
 	// would fire (an early, count or processing-time trigger) keeps its

@@ -1,5 +1,7 @@
 package runner
 
+import "github.com/weir-dev/weir/runner/contract"
+
 // This file aligns a node's inputs on checkpoint barriers: inputs that
 // delivered the barrier of the epoch being aligned are held back until every
 // other unfinished input delivered it too.
@@ -38,7 +40,7 @@ type aligner struct {
 
 func copyBundle(b bundle) bundle {
 	c := b
-	c.elems = append([]Element(nil), b.elems...)
+	c.elems = append([]contract.Element(nil), b.elems...)
 	c.hashes = append([]uint64(nil), b.hashes...)
 	return c
 }

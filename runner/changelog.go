@@ -1,5 +1,7 @@
 package runner
 
+import "github.com/weir-dev/weir/runner/contract"
+
 // This file tracks the keys of a keyed step that changed since its last
 // snapshot, and a keyed node's part of a checkpoint barrier.
 
@@ -66,7 +68,7 @@ func (c *changeLog[R]) snapshot(w *worker, frozen bool) *lazySnapshot[R] {
 
 // takeNow encodes this interval's keys at once (the final state of a
 // finished node) and starts the next interval.
-func (c *changeLog[R]) takeNow() ([]StateEntry, error) {
+func (c *changeLog[R]) takeNow() ([]contract.StateEntry, error) {
 	c.finishPending()
 	l := newLazySnapshot(c.step, c.gen, c.refs, c.keyGen, c.id, c.enc, snapClaimed)
 	c.refs = nil

@@ -19,7 +19,7 @@ type report struct {
 	epoch     uint64
 	source    string
 	positions map[int][]byte // split index -> position
-	state     []StateEntry
+	state     []contract.StateEntry
 	sink      string
 	worker    int
 	part      []byte
@@ -38,7 +38,7 @@ type coordinator struct {
 }
 
 type pendingCheckpoint struct {
-	cp       *Checkpoint
+	cp       *contract.Checkpoint
 	reported map[string]bool
 	done     chan struct{}
 }
@@ -49,7 +49,7 @@ func newCoordinator() *coordinator {
 
 func (c *coordinator) register(key string) { c.participants[key] = true }
 
-func (c *coordinator) add(cp *Checkpoint, r *report) {
+func (c *coordinator) add(cp *contract.Checkpoint, r *report) {
 	if r.source != "" {
 		ps := cp.Positions[r.source]
 		for i, p := range r.positions {
@@ -136,7 +136,7 @@ func (c *coordinator) begin(e uint64) *pendingCheckpoint {
 	defer c.mu.Unlock()
 	c.epoch = e
 	p := &pendingCheckpoint{
-		cp:       &Checkpoint{Epoch: e, Positions: map[string][][]byte{}, SinkParts: map[string][][]byte{}},
+		cp:       &contract.Checkpoint{Epoch: e, Positions: map[string][][]byte{}, SinkParts: map[string][][]byte{}},
 		reported: map[string]bool{},
 		done:     make(chan struct{}),
 	}
@@ -150,7 +150,7 @@ func (c *coordinator) begin(e uint64) *pendingCheckpoint {
 // barrier arrived on all inputs; transactional sinks pre-commit. It returns
 // when every participant reported (or ctx is done). Only one checkpoint
 // runs at a time. Nothing is committed: persist the result, then call Commit.
-func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
+func (x *Execution) Checkpoint(ctx context.Context) (*contract.Checkpoint, error) {
 	return x.checkpoint(ctx, false)
 }
 
@@ -161,14 +161,14 @@ func (x *Execution) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 // a new execution may then adopt its keyed state in memory (Options.Adopt)
 // instead of reading it back from the store — a handover in O(1) of the
 // state's size.
-func (x *Execution) Pause(ctx context.Context) (*Checkpoint, error) {
+func (x *Execution) Pause(ctx context.Context) (*contract.Checkpoint, error) {
 	return x.checkpoint(ctx, true)
 }
 
-func (x *Execution) checkpoint(ctx context.Context, pause bool) (*Checkpoint, error) {
+func (x *Execution) checkpoint(ctx context.Context, pause bool) (*contract.Checkpoint, error) {
 	r := x.r
 	if !r.opts.Checkpoints {
-		return nil, fmt.Errorf("%w: the execution was started without Options.Checkpoints", ErrNotCheckpointable)
+		return nil, fmt.Errorf("%w: the execution was started without Options.Checkpoints", contract.ErrNotCheckpointable)
 	}
 	x.cpMu.Lock()
 	defer x.cpMu.Unlock()
@@ -249,10 +249,10 @@ func (r *run) closePausedSources() error {
 // acknowledge what cp covers. Call it only after cp is durable. It may be
 // called again for the same checkpoint (after a crash, with the restored
 // checkpoint): sinks skip epochs they already committed.
-func (x *Execution) Commit(ctx context.Context, cp *Checkpoint) error {
+func (x *Execution) Commit(ctx context.Context, cp *contract.Checkpoint) error {
 	var errs []error
 	for _, sp := range x.r.steps {
-		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == graph.KindSink {
+		if ts, ok := sp.code.(contract.TransactionalSink); ok && sp.step.Kind == graph.KindSink {
 			if err := ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]); err != nil {
 				errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", sp.step.Name, cp.Epoch, err))
 			}
@@ -264,7 +264,7 @@ func (x *Execution) Commit(ctx context.Context, cp *Checkpoint) error {
 	for _, w := range x.r.workers {
 		for _, sn := range w.sources {
 			for _, s := range sn.splits {
-				ps, ok := s.split.(PositionedSplit)
+				ps, ok := s.split.(contract.PositionedSplit)
 				pos := cp.Positions[sn.plan.step.Name]
 				if !ok || s.index >= len(pos) || pos[s.index] == nil {
 					continue
@@ -281,10 +281,10 @@ func (x *Execution) Commit(ctx context.Context, cp *Checkpoint) error {
 // CommitRestored commits the sink parts of the checkpoint an execution was
 // restored from, for the case where the process stopped after the
 // checkpoint became durable but before its sinks committed.
-func CommitRestored(ctx context.Context, prog *Program, cp *Checkpoint) error {
+func CommitRestored(ctx context.Context, prog *contract.Program, cp *contract.Checkpoint) error {
 	var errs []error
 	for name, code := range prog.Code {
-		if ts, ok := code.(TransactionalSink); ok {
+		if ts, ok := code.(contract.TransactionalSink); ok {
 			if parts, ok := cp.SinkParts[name]; ok {
 				if err := ts.Commit(ctx, cp.Epoch, parts); err != nil {
 					errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", name, cp.Epoch, err))

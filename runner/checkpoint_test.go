@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
@@ -103,13 +105,13 @@ func (s *seqSource) key(i int) string {
 	return fmt.Sprintf("k%d", i%10)
 }
 
-func (s *seqSource) Split(ctx context.Context, _ int) ([]runner.SourceSplit, error) {
+func (s *seqSource) Split(ctx context.Context, _ int) ([]contract.SourceSplit, error) {
 	pos := make([][]byte, s.splits)
 	return s.Resume(ctx, pos)
 }
 
-func (s *seqSource) Resume(_ context.Context, positions [][]byte) ([]runner.SourceSplit, error) {
-	out := make([]runner.SourceSplit, s.splits)
+func (s *seqSource) Resume(_ context.Context, positions [][]byte) ([]contract.SourceSplit, error) {
+	out := make([]contract.SourceSplit, s.splits)
 	for i := range out {
 		next := i
 		if len(positions) > i && positions[i] != nil {
@@ -125,7 +127,7 @@ type seqSplit struct {
 	next int
 }
 
-func (s *seqSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (s *seqSplit) Read(_ context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	g := &s.src.gate
 	g.mu.Lock()
 	limit := s.src.n
@@ -134,7 +136,7 @@ func (s *seqSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadRes
 	}
 	n := 0
 	for n < len(buf) && n < 7 && s.next < limit {
-		buf[n] = runner.Element{Value: kv{Key: s.src.key(s.next), Value: int64(s.next)}, Time: mtime.Time(s.next) * 1000, Window: window.Global, Pane: window.NoFiring}
+		buf[n] = contract.Element{Value: kv{Key: s.src.key(s.next), Value: int64(s.next)}, Time: mtime.Time(s.next) * 1000, Window: window.Global, Pane: window.NoFiring}
 		n++
 		s.next += s.src.splits
 	}
@@ -145,9 +147,9 @@ func (s *seqSplit) Read(_ context.Context, buf []runner.Element) (runner.ReadRes
 		runtime.Gosched() // held at the gate: let the test run
 	}
 	if s.next >= s.src.n {
-		return runner.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+		return contract.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
 	}
-	return runner.ReadResult{N: n, Watermark: mtime.Time(s.next-s.src.splits) * 1000}, nil
+	return contract.ReadResult{N: n, Watermark: mtime.Time(s.next-s.src.splits) * 1000}, nil
 }
 
 func (s *seqSplit) Close() error { return nil }
@@ -166,7 +168,7 @@ type memStore struct {
 	epoch     uint64
 }
 
-func (m *memStore) apply(cp *runner.Checkpoint) {
+func (m *memStore) apply(cp *contract.Checkpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state == nil {
@@ -238,7 +240,7 @@ func finishDurably(t *testing.T, x *runner.Execution, store *memStore) *runner.R
 }
 
 // makeDurable writes cp to store and lets x's sinks and sources commit it.
-func makeDurable(t *testing.T, x *runner.Execution, store *memStore, cp *runner.Checkpoint) {
+func makeDurable(t *testing.T, x *runner.Execution, store *memStore, cp *contract.Checkpoint) {
 	t.Helper()
 	store.apply(cp)
 	if err := x.Commit(context.Background(), cp); err != nil {
@@ -257,7 +259,7 @@ type txSink struct {
 
 func newTxSink() *txSink { return &txSink{buf: map[int][]kv{}, committed: map[string]int64{}} }
 
-func (t *txSink) Write(_ context.Context, w int, es []runner.Element) error {
+func (t *txSink) Write(_ context.Context, w int, es []contract.Element) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range es {
@@ -315,7 +317,7 @@ func buildCheckpointed(src *seqSource, sink *txSink) *weir.Pipeline {
 		OnTimer: nil,
 	})
 	_ = running
-	weir.Write(s, "Out", sums, runner.Sink(sink))
+	weir.Write(s, "Out", sums, contract.Sink(sink))
 	return p
 }
 
@@ -353,7 +355,7 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 			}
 
 			src.gate.open()
-			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)
@@ -415,7 +417,7 @@ func TestPauseAndAdopt(t *testing.T) {
 			x.Wait()
 			// The store deliberately lacks nothing; but the new execution must
 			// not need it: give it no state reader at all.
-			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions}
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions}
 			src.gate.open()
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
 			// A different worker count rescales: key groups move to the
@@ -450,12 +452,12 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			sink := newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
-			build := func() *runner.Program {
+			build := func() *contract.Program {
 				p := weir.NewPipeline()
 				s := p.Root()
 				in := weir.Read[kv](s, "Seq", src, true)
 				sums := weir.CombinePerKey(s, "Sum", in, weir.Sum[int64]())
-				weir.Write(s, "Out", sums, runner.Sink(sink))
+				weir.Write(s, "Out", sums, contract.Sink(sink))
 				return p.Program()
 			}
 			opts := runner.Options{NumWorkers: workers, Checkpoints: true}
@@ -487,7 +489,7 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 				close(crashAt)
 			}()
 			x2, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true,
-				Restore: &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions}, Adopt: adopt})
+				Restore: &contract.Restore{Epoch: cp.Epoch, Positions: cp.Positions}, Adopt: adopt})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -503,7 +505,7 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 			sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
 
 			src.gate.open()
-			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x3, err := runner.Start(ctx, build(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
@@ -22,35 +24,35 @@ type catchUpSource struct {
 	read  int
 }
 
-func (c *catchUpSource) Split(context.Context, int) ([]runner.SourceSplit, error) {
-	return []runner.SourceSplit{c}, nil
+func (c *catchUpSource) Split(context.Context, int) ([]contract.SourceSplit, error) {
+	return []contract.SourceSplit{c}, nil
 }
 
 func (c *catchUpSource) CatchingUp() bool { return c.read < c.n }
 
-func (c *catchUpSource) Read(ctx context.Context, buf []runner.Element) (runner.ReadResult, error) {
+func (c *catchUpSource) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
 	if c.read == c.at {
 		select {
 		case <-c.gate:
 		case <-ctx.Done():
-			return runner.ReadResult{Watermark: mtime.MinTimestamp}, ctx.Err()
+			return contract.ReadResult{Watermark: mtime.MinTimestamp}, ctx.Err()
 		}
 	}
 	if c.read >= c.n {
 		select {
 		case <-time.After(time.Millisecond): // nothing new: an unbounded source waits
 		case <-ctx.Done():
-			return runner.ReadResult{}, ctx.Err()
+			return contract.ReadResult{}, ctx.Err()
 		}
-		return runner.ReadResult{Watermark: mtime.Time(int64(c.n) * 1000)}, nil
+		return contract.ReadResult{Watermark: mtime.Time(int64(c.n) * 1000)}, nil
 	}
-	buf[0] = runner.Element{Value: kv{Key: "k", Value: int64(c.read + 1)}, Time: mtime.Time(int64(c.read) * 1000), Window: window.Global, Pane: window.NoFiring}
+	buf[0] = contract.Element{Value: kv{Key: "k", Value: int64(c.read + 1)}, Time: mtime.Time(int64(c.read) * 1000), Window: window.Global, Pane: window.NoFiring}
 	c.read++
 	wm := mtime.MinTimestamp
 	if c.read >= c.n {
 		wm = mtime.Time(int64(c.n) * 1000)
 	}
-	return runner.ReadResult{N: 1, Watermark: wm}, nil
+	return contract.ReadResult{N: 1, Watermark: wm}, nil
 }
 
 func (c *catchUpSource) Close() error { return nil }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
@@ -103,9 +105,9 @@ func TestDeadLetterInsteadOfFailure(t *testing.T) {
 		return nil
 	})
 	got := weir.Collect(s, "Out", out)
-	var dead []runner.Reject
+	var dead []contract.Reject
 	var mu sync.Mutex
-	res, err := runner.Run(context.Background(), p.Program(), runner.Options{DeadLetter: func(_ context.Context, r runner.Reject) error {
+	res, err := runner.Run(context.Background(), p.Program(), runner.Options{DeadLetter: func(_ context.Context, r contract.Reject) error {
 		mu.Lock()
 		defer mu.Unlock()
 		dead = append(dead, r)

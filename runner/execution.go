@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 )
@@ -22,7 +24,7 @@ type StepError struct {
 	Step    string
 	Reason  string
 	Message string
-	Source  *SourcePos
+	Source  *contract.SourcePos
 	Err     error
 }
 
@@ -42,7 +44,7 @@ type run struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	opts    Options
-	prog    *Program
+	prog    *contract.Program
 	steps   []*stepPlan
 	byName  map[string]*stepPlan
 	nroots  int
@@ -69,7 +71,7 @@ type run struct {
 // Run executes prog until every source has ended and every window has
 // fired, or until ctx is done or an element fails in a step without an
 // error output.
-func Run(ctx context.Context, prog *Program, opts Options) (*Result, error) {
+func Run(ctx context.Context, prog *contract.Program, opts Options) (*Result, error) {
 	x, err := Start(ctx, prog, opts)
 	if err != nil {
 		return nil, err
@@ -88,7 +90,7 @@ type Execution struct {
 
 // Start plans prog and starts its workers. It returns once the workers run;
 // Wait for the outcome. Cancelling ctx cancels the execution.
-func Start(ctx context.Context, prog *Program, opts Options) (*Execution, error) {
+func Start(ctx context.Context, prog *contract.Program, opts Options) (*Execution, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -179,7 +181,7 @@ var ErrCancelled = errors.New("execution cancelled")
 func (x *Execution) CloseSinks(ctx context.Context) error {
 	var errs []error
 	for _, sp := range x.r.steps {
-		if ts, ok := sp.code.(TransactionalSink); ok && sp.step.Kind == graph.KindSink {
+		if ts, ok := sp.code.(contract.TransactionalSink); ok && sp.step.Kind == graph.KindSink {
 			if err := ts.Close(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
 			}
@@ -211,8 +213,8 @@ func (r *run) close() error {
 	var errs []error
 	closeCtx := context.WithoutCancel(r.ctx)
 	for _, sp := range r.steps {
-		if s, ok := sp.code.(Sink); ok && sp.step.Kind == graph.KindSink {
-			if _, tx := s.(TransactionalSink); tx && r.opts.Checkpoints {
+		if s, ok := sp.code.(contract.Sink); ok && sp.step.Kind == graph.KindSink {
+			if _, tx := s.(contract.TransactionalSink); tx && r.opts.Checkpoints {
 				continue // closed by Execution.CloseSinks after the final commit
 			}
 			if err := s.Close(closeCtx); err != nil {

@@ -25,7 +25,7 @@ type farTimers struct {
 // keep counts a timer at t kept out of the heap and reports true, or
 // reports false when it belongs in the heap.
 func (f *farTimers) keep(t mtime.Time) bool {
-	if t < farTimerAt || f.done {
+	if t < mtime.EndOfGlobalWindow || f.done {
 		return false
 	}
 	if f.n == 0 || t < f.min {

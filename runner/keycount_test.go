@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/runner"
 )
@@ -26,7 +28,7 @@ func buildKeyCounted(src *seqSource, sink *txSink) *weir.Pipeline {
 			return nil
 		},
 	})
-	weir.Write(s, "Out", sums, runner.Sink(sink))
+	weir.Write(s, "Out", sums, contract.Sink(sink))
 	return p
 }
 
@@ -77,7 +79,7 @@ func TestKeyCounts(t *testing.T) {
 			x.Wait()
 
 			// Adopted in memory, before the new execution reads anything.
-			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions}
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions}
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
 			x2, err := runner.Start(ctx, buildKeyCounted(src, sink).Program(), runner.Options{NumWorkers: after, Checkpoints: true, Restore: restore, Adopt: adopt})
 			if err != nil {
@@ -88,7 +90,7 @@ func TestKeyCounts(t *testing.T) {
 			x2.Wait()
 
 			// Restored from the store, as after a crash.
-			restore = &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
+			restore = &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x3, err := runner.Start(ctx, buildKeyCounted(src, sink).Program(), runner.Options{NumWorkers: after, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,8 @@ package runner
 import (
 	"fmt"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -51,7 +53,7 @@ type stateLog interface {
 	isFrozen() bool
 	// takeNow encodes the changes not yet in a checkpoint, at the end of
 	// input.
-	takeNow() ([]StateEntry, error)
+	takeNow() ([]contract.StateEntry, error)
 }
 
 // keyed is the shared part of a keyed node on one worker.

@@ -31,11 +31,11 @@ func newLateRoute(w *worker, sp *stepPlan, out *outputs) lateRoute {
 
 // drop sends e, too late for its window at input watermark wm, to the
 // step's error output or the dead-letter hook. The caller counts it.
-func (l *lateRoute) drop(e *Element, wm mtime.Time) error {
+func (l *lateRoute) drop(e *contract.Element, wm mtime.Time) error {
 	if !l.on {
 		return nil
 	}
-	rj := Reject{Element: e.Value, Step: l.sp.step.Name, Reason: contract.ReasonTooLate,
+	rj := contract.Reject{Element: e.Value, Step: l.sp.step.Name, Reason: contract.ReasonTooLate,
 		Message: fmt.Sprintf("the element at %s arrived when the watermark was %s, past the end of window %s plus its allowed lateness (or the window had closed)",
 			e.Time, wm, e.Window),
 		Source: e.Source, Late: &contract.Lateness{Window: e.Window, Watermark: wm}}
@@ -46,6 +46,6 @@ func (l *lateRoute) drop(e *Element, wm mtime.Time) error {
 		}
 		return nil
 	}
-	l.out.Emit(l.tag, Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
+	l.out.Emit(l.tag, contract.Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
 	return nil
 }

@@ -113,10 +113,10 @@ func (r *run) plan() error {
 	for _, sp := range r.steps {
 		s := sp.step
 		kind := edgeLocal
-		var keyer Keyer
+		var keyer contract.Keyer
 		if s.Kind.IsKeyed() {
 			kind = edgePartition
-			keyer, _ = sp.code.(Keyer)
+			keyer, _ = sp.code.(contract.Keyer)
 		}
 		for _, in := range sp.inputs {
 			src := colTag[in]
@@ -183,19 +183,19 @@ func checkCode(s *graph.Step, code any) error {
 	}
 	switch s.Kind {
 	case graph.KindSource:
-		_, ok := code.(Source)
+		_, ok := code.(contract.Source)
 		return need(ok, "Source")
 	case graph.KindParDo:
-		_, ok := code.(DoFn)
+		_, ok := code.(contract.DoFn)
 		return need(ok, "DoFn")
 	case graph.KindGroupByKey, graph.KindCombinePerKey:
-		_, ok := code.(Aggregator)
+		_, ok := code.(contract.Aggregator)
 		return need(ok, "Aggregator")
 	case graph.KindStatefulParDo:
-		_, ok := code.(StatefulDoFn)
+		_, ok := code.(contract.StatefulDoFn)
 		return need(ok, "StatefulDoFn")
 	case graph.KindSink:
-		_, ok := code.(Sink)
+		_, ok := code.(contract.Sink)
 		return need(ok, "Sink")
 	case graph.KindWindowInto:
 		return need(s.Windowing != nil, "windowing strategy")
@@ -234,21 +234,21 @@ func (r *run) instantiate() error {
 		if sp.step.Kind != graph.KindSource {
 			continue
 		}
-		var splits []SourceSplit
+		var splits []contract.SourceSplit
 		var err error
 		if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
-			res, ok := sp.code.(ResumableSource)
+			res, ok := sp.code.(contract.ResumableSource)
 			if !ok {
-				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", ErrNotCheckpointable, sp.step.Name)
+				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", contract.ErrNotCheckpointable, sp.step.Name)
 			}
 			splits, err = res.Resume(r.ctx, rs.Positions[sp.step.Name])
 		} else {
-			splits, err = sp.code.(Source).Split(r.ctx, n)
+			splits, err = sp.code.(contract.Source).Split(r.ctx, n)
 		}
 		if err != nil {
 			return fmt.Errorf("splitting source %q: %w", sp.step.Name, err)
 		}
-		perWorker := make([][]SourceSplit, n)
+		perWorker := make([][]contract.SourceSplit, n)
 		indexes := make([][]int, n)
 		for i, s := range splits {
 			perWorker[i%n] = append(perWorker[i%n], s)

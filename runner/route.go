@@ -1,5 +1,7 @@
 package runner
 
+import "github.com/weir-dev/weir/runner/contract"
+
 // This file moves data between nodes: edges, bundles, delivery on the same
 // worker, partitioning by key group and broadcasting to other workers, and
 // the per-step output buffers that flush along the edges.
@@ -20,11 +22,11 @@ type edge struct {
 	kind  edgeKind
 	step  int // consumer step index
 	port  int // consumer input port: 0 main, 1+i side input i
-	keyer Keyer
+	keyer contract.Keyer
 }
 
 type bundle struct {
-	elems []Element
+	elems []contract.Element
 	// hashes holds, for bundles of keyed steps, the KeyHash of each
 	// element's key; its key group is the hash modulo the key groups.
 	hashes []uint64
@@ -55,7 +57,7 @@ type edgeScratch struct {
 // deliver hands a bundle produced on this worker to the consumer of edge e.
 // The consumer must not keep elems after returning; bundles sent to other
 // workers are copied.
-func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch, owned bool) error {
+func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owned bool) error {
 	switch e.kind {
 	case edgeLocal:
 		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur, owned: owned})
@@ -64,7 +66,7 @@ func (w *worker) deliver(e edge, elems []Element, sc *edgeScratch, owned bool) e
 			if other.id == w.id {
 				continue
 			}
-			w.send(other, e, bundle{elems: append([]Element(nil), elems...), sender: w.cur})
+			w.send(other, e, bundle{elems: append([]contract.Element(nil), elems...), sender: w.cur})
 		}
 		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur})
 	}
@@ -152,7 +154,7 @@ func (w *worker) deliverCtrl(e edge, c ctrl) error {
 type outputs struct {
 	w        *worker
 	sp       *stepPlan
-	bufs     [][]Element
+	bufs     [][]contract.Element
 	edges    [][]edge
 	scratch  [][]edgeScratch
 	ctrlTo   []edge // unique consumers for control messages
@@ -163,7 +165,7 @@ type outputs struct {
 }
 
 func newOutputs(w *worker, sp *stepPlan) *outputs {
-	o := &outputs{w: w, sp: sp, bufs: make([][]Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize, errTag: errTag(sp)}
+	o := &outputs{w: w, sp: sp, bufs: make([][]contract.Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize, errTag: errTag(sp)}
 	o.scratch = make([][]edgeScratch, len(sp.edges))
 	for i, es := range sp.edges {
 		o.scratch[i] = make([]edgeScratch, len(es))
@@ -183,7 +185,7 @@ func newOutputs(w *worker, sp *stepPlan) *outputs {
 
 // Emit buffers e for output tag, flushing the buffer when it is full
 // (contract.Emitter).
-func (o *outputs) Emit(tag int, e Element) {
+func (o *outputs) Emit(tag int, e contract.Element) {
 	o.bufs[tag] = append(o.bufs[tag], e)
 	if len(o.bufs[tag]) >= o.limit && o.err == nil {
 		o.err = o.flushTag(tag)
@@ -214,7 +216,7 @@ func (o *outputs) flushTag(tag int) error {
 // into the output buffer (after anything already buffered, to keep order).
 // owned says the caller gives the elements up: with a single consumer, that
 // consumer may then modify them in place.
-func (o *outputs) deliverBundle(tag int, elems []Element, owned bool) error {
+func (o *outputs) deliverBundle(tag int, elems []contract.Element, owned bool) error {
 	if err := o.flush(); err != nil {
 		return err
 	}

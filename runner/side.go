@@ -54,7 +54,7 @@ type sideNode struct {
 	*parDoNode
 	side     *sideState
 	wms      inputWatermarks
-	buffered []Element
+	buffered []contract.Element
 	outWM    mtime.Time
 	done     bool
 	al       *aligner
@@ -111,7 +111,7 @@ func (n *sideNode) processAligned(port int, b bundle) error {
 		}
 		return nil
 	}
-	var ready []Element
+	var ready []contract.Element
 	for _, e := range b.elems {
 		if len(n.buffered) == 0 && n.side.ready(e.Window) {
 			ready = append(ready, e)
@@ -128,7 +128,7 @@ func (n *sideNode) processAligned(port int, b bundle) error {
 // release processes buffered elements whose side inputs became ready, in
 // arrival order.
 func (n *sideNode) release() error {
-	var ready []Element
+	var ready []contract.Element
 	kept := n.buffered[:0]
 	for _, e := range n.buffered {
 		if n.side.ready(e.Window) {

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // This file holds the sink node; with a transactional sink in a
@@ -13,18 +15,18 @@ import (
 type sinkNode struct {
 	w        *worker
 	sp       *stepPlan
-	sink     Sink
+	sink     contract.Sink
 	counters *stepCounters
 	// For transactional sinks in a checkpointed execution: inputs are
 	// aligned on barriers and each epoch is pre-committed.
-	tx       TransactionalSink
+	tx       contract.TransactionalSink
 	wms      inputWatermarks
 	al       *aligner
 	finished bool
 	// rs is the sink as a RejectingSink, if it is one; rejects is its
 	// reusable scratch.
-	rs      RejectingSink
-	rejects []SinkReject
+	rs      contract.RejectingSink
+	rejects []contract.SinkReject
 	// out holds the step's outputs: none, or its error output (errTag is
 	// its index, -1 without one); fwd says there is one, so control
 	// messages are forwarded to it.
@@ -34,9 +36,9 @@ type sinkNode struct {
 }
 
 func newSinkNode(w *worker, sp *stepPlan) *sinkNode {
-	n := &sinkNode{w: w, sp: sp, sink: sp.code.(Sink), counters: sp.counters, out: newOutputs(w, sp), errTag: errTag(sp), fwd: len(sp.outTags) > 0}
-	n.rs, _ = n.sink.(RejectingSink)
-	if tx, ok := n.sink.(TransactionalSink); ok && w.r.opts.Checkpoints {
+	n := &sinkNode{w: w, sp: sp, sink: sp.code.(contract.Sink), counters: sp.counters, out: newOutputs(w, sp), errTag: errTag(sp), fwd: len(sp.outTags) > 0}
+	n.rs, _ = n.sink.(contract.RejectingSink)
+	if tx, ok := n.sink.(contract.TransactionalSink); ok && w.r.opts.Checkpoints {
 		n.tx = tx
 		n.wms = newInputWatermarks(w.r, sp, w.id, true)
 		n.al = &aligner{inner: n, wms: &n.wms}
@@ -73,7 +75,7 @@ func (n *sinkNode) processAligned(_ int, b bundle) error {
 	// The sink step's rejects go where any step's do (stateless.go).
 	for _, sr := range rejects {
 		e := b.elems[sr.Index]
-		rj := Reject{Element: e.Value, Step: n.sp.step.Name, Reason: sr.Err.Reason, Message: sr.Err.Message, Source: e.Source}
+		rj := contract.Reject{Element: e.Value, Step: n.sp.step.Name, Reason: sr.Err.Reason, Message: sr.Err.Message, Source: e.Source}
 		ee := sr.Err
 		if err := emitReject(n.out, n.sp, n.errTag, e, rj, &ee); err != nil {
 			return err

@@ -14,11 +14,11 @@ import (
 // rejectingTxSink is a txSink that cannot store values divisible by 100.
 type rejectingTxSink struct{ *txSink }
 
-func (s rejectingTxSink) WriteRejecting(ctx context.Context, w int, es []runner.Element, rejects []runner.SinkReject) ([]runner.SinkReject, error) {
-	keep := make([]runner.Element, 0, len(es))
+func (s rejectingTxSink) WriteRejecting(ctx context.Context, w int, es []contract.Element, rejects []contract.SinkReject) ([]contract.SinkReject, error) {
+	keep := make([]contract.Element, 0, len(es))
 	for i, e := range es {
 		if e.Value.(kv).Value%100 == 0 {
-			rejects = append(rejects, runner.SinkReject{Index: i, Err: runner.ElementError{Reason: "value_out_of_range", Message: "divisible by 100"}})
+			rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: "value_out_of_range", Message: "divisible by 100"}})
 			continue
 		}
 		keep = append(keep, e)
@@ -32,9 +32,9 @@ func buildRejecting(src *seqSource, out, rejected *txSink) *weir.Pipeline {
 	p := weir.NewPipeline()
 	s := p.Root()
 	in := weir.Read[kv](s, "Seq", src, true)
-	errs := weir.WriteWithErrors(s, "Out", in, runner.Sink(rejectingTxSink{out}), weir.WithErrorOutput("unstored"))
+	errs := weir.WriteWithErrors(s, "Out", in, contract.Sink(rejectingTxSink{out}), weir.WithErrorOutput("unstored"))
 	counted := weir.Map(s, "Count", errs, func(r contract.Reject) kv { return kv{Key: r.Reason, Value: 1} })
-	weir.Write(s, "Rejected", counted, runner.Sink(rejected))
+	weir.Write(s, "Rejected", counted, contract.Sink(rejected))
 	return p
 }
 
@@ -67,7 +67,7 @@ func TestSinkRejectsExactlyOnce(t *testing.T) {
 			}
 
 			src.gate.open()
-			restore := &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
 			x2, err := runner.Start(ctx, buildRejecting(src, out, rejected).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSinkRejectWithoutErrorOutput(t *testing.T) {
 		{Value: kv{Key: "a", Value: 1}, Source: &contract.SourcePos{Source: "in.jsonl", Offset: 1}},
 		{Value: kv{Key: "b", Value: 200}, Source: &contract.SourcePos{Source: "in.jsonl", Offset: 2}},
 	})
-	weir.Write(s, "Out", in, runner.Sink(rejectingTxSink{newTxSink()}))
+	weir.Write(s, "Out", in, contract.Sink(rejectingTxSink{newTxSink()}))
 	_, err := weir.Run(context.Background(), p, weir.RunOptions{})
 	if err == nil {
 		t.Fatal("run succeeded; want a failure")

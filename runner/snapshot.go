@@ -62,7 +62,7 @@ type pendingState interface {
 	// doneCh is closed once every key is encoded; result then holds the
 	// entries.
 	doneCh() <-chan struct{}
-	result() ([]StateEntry, error)
+	result() ([]contract.StateEntry, error)
 }
 
 // lazySnapshot holds the keys one keyed step instance changed in one
@@ -93,7 +93,7 @@ type lazySnapshot[R any] struct {
 	// freed gets a token when the owning worker gives the snapshot up
 	// (release), so that Await claims it at once instead of polling.
 	freed chan struct{}
-	out   []StateEntry
+	out   []contract.StateEntry
 	// now reads the time that bounds an encoding slice; nil: time.Now.
 	// Tests inject a clock that runs fast.
 	now func() time.Time
@@ -180,7 +180,7 @@ const (
 // flushChunk turns the spans of the current chunk into entries.
 func (l *lazySnapshot[R]) flushChunk() {
 	for _, sp := range l.spans {
-		e := StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
+		e := contract.StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
 		if sp.v0 >= 0 {
 			e.Value = l.buf[sp.v0:sp.v1:sp.v1]
 		}
@@ -217,7 +217,7 @@ func (l *lazySnapshot[R]) finishHere() {
 
 func (l *lazySnapshot[R]) doneCh() <-chan struct{} { return l.done }
 
-func (l *lazySnapshot[R]) result() ([]StateEntry, error) { return l.out, l.err }
+func (l *lazySnapshot[R]) result() ([]contract.StateEntry, error) { return l.out, l.err }
 
 // adoptBy hands a free snapshot (its step frozen at a Pause) to w, whose
 // adopting step now owns the keys: w encodes it between bundles.
@@ -269,7 +269,7 @@ func (w *worker) releaseSnapshots() {
 // Await encodes the snapshot on the calling goroutine when nobody else
 // does, or waits until its owner has; when the owner (an exiting worker)
 // gives it up instead, release wakes Await, which encodes the rest.
-func (l *lazySnapshot[R]) Await(ctx context.Context) ([]StateEntry, error) {
+func (l *lazySnapshot[R]) Await(ctx context.Context) ([]contract.StateEntry, error) {
 	for {
 		if l.claim() {
 			l.finishHere()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -12,7 +14,7 @@ import (
 // checkpoint barriers with the splits' positions.
 
 type splitState struct {
-	split SourceSplit
+	split contract.SourceSplit
 	index int
 	wm    mtime.Time
 	done  bool
@@ -25,7 +27,7 @@ type sourceNode struct {
 	plan    *stepPlan
 	splits  []*splitState
 	out     *outputs
-	buf     []Element
+	buf     []contract.Element
 	errTag  int
 	wm      mtime.Time
 	started bool
@@ -38,8 +40,8 @@ type sourceNode struct {
 	paused bool
 }
 
-func newSourceNode(w *worker, sp *stepPlan, splits []SourceSplit, indexes []int) *sourceNode {
-	n := &sourceNode{w: w, plan: sp, out: newOutputs(w, sp), buf: make([]Element, w.r.opts.BundleSize), errTag: errTag(sp), wm: mtime.MinTimestamp, epoch: w.r.epoch.Load()}
+func newSourceNode(w *worker, sp *stepPlan, splits []contract.SourceSplit, indexes []int) *sourceNode {
+	n := &sourceNode{w: w, plan: sp, out: newOutputs(w, sp), buf: make([]contract.Element, w.r.opts.BundleSize), errTag: errTag(sp), wm: mtime.MinTimestamp, epoch: w.r.epoch.Load()}
 	for i, s := range splits {
 		n.splits = append(n.splits, &splitState{split: s, index: indexes[i], wm: mtime.MinTimestamp})
 	}
@@ -55,7 +57,7 @@ func (n *sourceNode) key() string { return fmt.Sprintf("source/%s/%d", n.plan.st
 func (n *sourceNode) positions() (map[int][]byte, error) {
 	out := map[int][]byte{}
 	for _, s := range n.splits {
-		ps, ok := s.split.(PositionedSplit)
+		ps, ok := s.split.(contract.PositionedSplit)
 		if !ok {
 			continue
 		}
@@ -147,7 +149,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 	n.plan.counters.in.Add(int64(res.N))
 	clean := true
 	for i := 0; i < res.N; i++ {
-		if _, ok := n.buf[i].Value.(Reject); ok {
+		if _, ok := n.buf[i].Value.(contract.Reject); ok {
 			clean = false
 			break
 		}
@@ -161,7 +163,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 	}
 	for i := 0; i < res.N; i++ {
 		e := n.buf[i]
-		if rj, ok := e.Value.(Reject); ok {
+		if rj, ok := e.Value.(contract.Reject); ok {
 			// A source rejects an element by reading it as a Reject.
 			if rj.Step == "" {
 				rj.Step = n.plan.step.Name
@@ -169,7 +171,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 			if rj.Source == nil {
 				rj.Source = e.Source
 			}
-			if err := emitReject(n.out, n.plan, n.errTag, e, rj, &ElementError{Reason: rj.Reason, Message: rj.Message}); err != nil {
+			if err := emitReject(n.out, n.plan, n.errTag, e, rj, &contract.ElementError{Reason: rj.Reason, Message: rj.Message}); err != nil {
 				return err
 			}
 			continue
@@ -211,8 +213,8 @@ func (n *sourceNode) catchingUp() bool {
 	return false
 }
 
-func isCatchingUp(s SourceSplit) bool {
-	c, ok := s.(CatchingUpSplit)
+func isCatchingUp(s contract.SourceSplit) bool {
+	c, ok := s.(contract.CatchingUpSplit)
 	return ok && c.CatchingUp()
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -42,7 +44,7 @@ func readWindow(b []byte) (window.Window, []byte, error) {
 // appendAggKey appends the encoding of the windows of one key of an
 // aggregation to out: the key, then per window its bounds, trigger state
 // and accumulator, each encoding length-prefixed.
-func appendAggKey(out []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte, error) {
+func appendAggKey(out []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey) ([]byte, error) {
 	out, err := appendPrefixed(out, func(b []byte) ([]byte, error) { return appendAggKeyOnly(b, sc, ek, k) })
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
@@ -67,11 +69,11 @@ func appendAggKey(out []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte
 // appendAggKeyOnly appends the StateCoder encoding of k's key: from its
 // encoding when the node keeps only that (a nil key, ek set: see
 // EncodedKeyer), to the same bytes.
-func appendAggKeyOnly(b []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]byte, error) {
+func appendAggKeyOnly(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey) ([]byte, error) {
 	if k.key == nil && ek != nil {
 		return ek.AppendEncodedKeyFrom(b, k.str)
 	}
-	if sa, ok := sc.(StateAppender); ok {
+	if sa, ok := sc.(contract.StateAppender); ok {
 		return sa.AppendEncodedKey(b, k.key)
 	}
 	kb, err := sc.EncodeKey(k.key)
@@ -79,14 +81,14 @@ func appendAggKeyOnly(b []byte, sc StateCoder, ek EncodedKeyer, k *aggKey) ([]by
 }
 
 // appendAggAcc appends the StateCoder encoding of accumulator acc of k.
-func appendAggAcc(b []byte, sc StateCoder, ek EncodedKeyer, k *aggKey, acc any) ([]byte, error) {
+func appendAggAcc(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey, acc any) ([]byte, error) {
 	if k.key == nil && ek != nil {
-		return ek.AppendEncodedStateFor(b, k.str, AccumulatorCell, acc)
+		return ek.AppendEncodedStateFor(b, k.str, contract.AccumulatorCell, acc)
 	}
-	if sa, ok := sc.(StateAppender); ok {
-		return sa.AppendEncodedState(b, AccumulatorCell, acc)
+	if sa, ok := sc.(contract.StateAppender); ok {
+		return sa.AppendEncodedState(b, contract.AccumulatorCell, acc)
 	}
-	ab, err := sc.EncodeState(AccumulatorCell, acc)
+	ab, err := sc.EncodeState(contract.AccumulatorCell, acc)
 	return append(b, ab...), err
 }
 
@@ -109,7 +111,7 @@ func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error
 
 // decodeAggKey decodes what appendAggKey wrote. With lazy set the key is
 // not decoded (the caller sets the key's encoding: see EncodedKeyer).
-func decodeAggKey(sc StateCoder, b []byte, lazy bool) (*aggKey, error) {
+func decodeAggKey(sc contract.StateCoder, b []byte, lazy bool) (*aggKey, error) {
 	kb, b, err := readBytes(b)
 	if err != nil {
 		return nil, err
@@ -145,7 +147,7 @@ func decodeAggKey(sc StateCoder, b []byte, lazy bool) (*aggKey, error) {
 			if acc, b, err = readBytes(b); err != nil {
 				return nil, err
 			}
-			if ws.acc, err = sc.DecodeState(AccumulatorCell, acc); err != nil {
+			if ws.acc, err = sc.DecodeState(contract.AccumulatorCell, acc); err != nil {
 				return nil, fmt.Errorf("decoding accumulator: %w", err)
 			}
 		}
@@ -155,12 +157,12 @@ func decodeAggKey(sc StateCoder, b []byte, lazy bool) (*aggKey, error) {
 
 // encodeSfKey encodes the windows of one key of a stateful step: value
 // cells, bags, maps and timers.
-func encodeSfKey(sc StateCoder, k *sfKey) ([]byte, error) {
+func encodeSfKey(sc contract.StateCoder, k *sfKey) ([]byte, error) {
 	return appendSfKey(nil, sc, k)
 }
 
 // appendSfKey appends the encoding of encodeSfKey to out.
-func appendSfKey(out []byte, sc StateCoder, k *sfKey) ([]byte, error) {
+func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 	kb, err := sc.EncodeKey(k.key)
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
@@ -231,7 +233,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // stateDecoder reads what encodeSfKey wrote.
 type stateDecoder struct {
 	b   []byte
-	sc  StateCoder
+	sc  contract.StateCoder
 	err error
 }
 
@@ -269,7 +271,7 @@ func (d *stateDecoder) value(cell string) any {
 	return v
 }
 
-func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
+func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 	d := &stateDecoder{b: b, sc: sc}
 	kb := d.bytes()
 	if d.err != nil {
@@ -319,7 +321,7 @@ func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
 			}
 		}
 		if n := d.uvarint(); n > 0 {
-			ws.timers = map[string]Timer{}
+			ws.timers = map[string]contract.Timer{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				dom := string(d.bytes())
@@ -331,7 +333,7 @@ func decodeSfKey(sc StateCoder, b []byte) (*sfKey, error) {
 				}
 				t := mtime.Time(binary.BigEndian.Uint64(d.b))
 				d.b = d.b[8:]
-				ws.timers[id] = Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t}
+				ws.timers[id] = contract.Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t}
 			}
 		}
 		k.wins = append(k.wins, ws)

@@ -18,7 +18,7 @@ type sfWin struct {
 	values map[string]any
 	bags   map[string][]any
 	maps   map[string]map[any]any
-	timers map[string]Timer
+	timers map[string]contract.Timer
 }
 
 type sfKey struct {
@@ -67,7 +67,7 @@ type sfContext struct {
 	k   *sfKey
 	ws  *sfWin
 	ts  mtime.Time
-	cur *Element
+	cur *contract.Element
 }
 
 // Key returns the current key.
@@ -87,7 +87,7 @@ func (sc *sfContext) Watermark() mtime.Time { return sc.n.wm }
 
 // Output sends v to the main output at the context's timestamp and window.
 func (sc *sfContext) Output(v any) {
-	e := Element{Value: v, Time: sc.ts, Window: sc.ws.w, Pane: window.NoFiring}
+	e := contract.Element{Value: v, Time: sc.ts, Window: sc.ws.w, Pane: window.NoFiring}
 	if sc.cur != nil {
 		e.Source = sc.cur.Source
 	}
@@ -95,7 +95,7 @@ func (sc *sfContext) Output(v any) {
 }
 
 // Emit sends e to the output with index tag.
-func (sc *sfContext) Emit(tag int, e Element) { sc.n.out.Emit(tag, e) }
+func (sc *sfContext) Emit(tag int, e contract.Element) { sc.n.out.Emit(tag, e) }
 
 func (sc *sfContext) touch() { sc.n.markDirty(sc.kg, sc.k) }
 
@@ -179,9 +179,9 @@ func (sc *sfContext) ClearMap(id string) {
 func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) {
 	sc.touch()
 	if sc.ws.timers == nil {
-		sc.ws.timers = map[string]Timer{}
+		sc.ws.timers = map[string]contract.Timer{}
 	}
-	sc.ws.timers[id] = Timer{ID: id, Domain: domain, Time: t}
+	sc.ws.timers[id] = contract.Timer{ID: id, Domain: domain, Time: t}
 	n := sc.n
 	n.seq++
 	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, key: sc.key, w: sc.ws.w, id: id}
@@ -201,7 +201,7 @@ func (sc *sfContext) ClearTimer(id string) {
 // statefulNode runs a stateful ParDo on one worker.
 type statefulNode struct {
 	keyed
-	fn       StatefulDoFn
+	fn       contract.StatefulDoFn
 	strategy window.Strategy
 	errTag   int
 	groups   []map[string]*sfKey
@@ -216,7 +216,7 @@ type statefulNode struct {
 	// ctx is what the code is handed; its calls go to sc.
 	ctx     contract.StateContext
 	changes changeLog[sfDirty]
-	coder   StateCoder
+	coder   contract.StateCoder
 	late    lateRoute
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
@@ -305,9 +305,9 @@ func (n *statefulNode) restore() error {
 
 func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, error) {
 	in := w.r.prog.Graph.Collection(sp.inputs[0])
-	fn := sp.code.(StatefulDoFn)
-	if c, ok := fn.(Cloner); ok {
-		fn = c.Clone().(StatefulDoFn)
+	fn := sp.code.(contract.StatefulDoFn)
+	if c, ok := fn.(contract.Cloner); ok {
+		fn = c.Clone().(contract.StatefulDoFn)
 	}
 	n := &statefulNode{
 		keyed: newKeyed(w, sp, out), fn: fn, strategy: in.Windowing, errTag: errTag(sp),
@@ -322,9 +322,9 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	n.sc.n = n
 	n.ctx = contract.NewStateContext(&n.sc)
 	if w.r.opts.Checkpoints {
-		coder, ok := fn.(StateCoder)
+		coder, ok := fn.(contract.StateCoder)
 		if !ok {
-			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and state", ErrNotCheckpointable, sp.step.Name)
+			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and state", contract.ErrNotCheckpointable, sp.step.Name)
 		}
 		n.coder = coder
 		if err := n.enableCheckpoints(n, n.adopt, n.restore); err != nil {
@@ -354,7 +354,7 @@ func (n *statefulNode) loadFarTimers() {
 	for kg, g := range n.groups {
 		for _, k := range g {
 			for _, ws := range k.wins {
-				if t := n.strategy.GCTime(ws.w); t >= farTimerAt {
+				if t := n.strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), key: k.str, w: ws.w})
 				}
 			}

@@ -13,20 +13,20 @@ import (
 
 type parDoNode struct {
 	sp     *stepPlan
-	fn     DoFn
+	fn     contract.DoFn
 	out    *outputs
-	pc     ProcessContext
+	pc     contract.ProcessContext
 	errTag int
-	fin    BundleFinisher
+	fin    contract.BundleFinisher
 }
 
 func newParDoNode(w *worker, sp *stepPlan, out *outputs) *parDoNode {
-	fn := sp.code.(DoFn)
-	if c, ok := fn.(Cloner); ok {
-		fn = c.Clone().(DoFn)
+	fn := sp.code.(contract.DoFn)
+	if c, ok := fn.(contract.Cloner); ok {
+		fn = c.Clone().(contract.DoFn)
 	}
 	n := &parDoNode{sp: sp, fn: fn, out: out, errTag: errTag(sp)}
-	n.fin, _ = fn.(BundleFinisher)
+	n.fin, _ = fn.(contract.BundleFinisher)
 	n.pc = contract.NewProcessContext(out, nil, w.r.opts.Clock, w.id)
 	return n
 }
@@ -45,9 +45,9 @@ func errTag(sp *stepPlan) int {
 
 // reject routes a failed element to the error output or the dead-letter
 // hook, or fails the run (when there is neither, or the error is Fatal).
-func reject(out *outputs, sp *stepPlan, tag int, e Element, err error) error {
-	rj := Reject{Element: e.Value, Step: sp.step.Name, Reason: "error", Message: err.Error(), Source: e.Source}
-	var ee *ElementError
+func reject(out *outputs, sp *stepPlan, tag int, e contract.Element, err error) error {
+	rj := contract.Reject{Element: e.Value, Step: sp.step.Name, Reason: "error", Message: err.Error(), Source: e.Source}
+	var ee *contract.ElementError
 	if errors.As(err, &ee) {
 		rj.Reason, rj.Message = ee.Reason, ee.Message
 		if ee.Fatal {
@@ -59,7 +59,7 @@ func reject(out *outputs, sp *stepPlan, tag int, e Element, err error) error {
 
 // emitReject sends rj to the error output with index tag, or fails the run
 // when the step declares none.
-func emitReject(out *outputs, sp *stepPlan, tag int, e Element, rj Reject, err error) error {
+func emitReject(out *outputs, sp *stepPlan, tag int, e contract.Element, rj contract.Reject, err error) error {
 	sp.counters.rejects.Add(1)
 	if tag < 0 {
 		if dl := out.w.r.opts.DeadLetter; dl != nil {
@@ -70,7 +70,7 @@ func emitReject(out *outputs, sp *stepPlan, tag int, e Element, rj Reject, err e
 		}
 		return &StepError{Step: rj.Step, Reason: rj.Reason, Message: rj.Message, Source: rj.Source, Err: err}
 	}
-	out.Emit(tag, Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
+	out.Emit(tag, contract.Element{Value: rj, Time: e.Time, Window: e.Window, Pane: e.Pane, Source: e.Source})
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package runner
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/weir-dev/weir/runner/contract"
+)
 
 // TestStepErrorText: a step's failure names the element's position when it
 // has one, and reads as a sentence when it has none (an aggregate).
@@ -10,7 +14,7 @@ func TestStepErrorText(t *testing.T) {
 		err  StepError
 		want string
 	}{
-		{name: "with a position", err: StepError{Step: "Parse", Reason: "schema_mismatch", Message: "field a", Source: &SourcePos{Source: "in.jsonl", Offset: 3}},
+		{name: "with a position", err: StepError{Step: "Parse", Reason: "schema_mismatch", Message: "field a", Source: &contract.SourcePos{Source: "in.jsonl", Offset: 3}},
 			want: `step "Parse" failed on the element at in.jsonl:3: schema_mismatch: field a`},
 		{name: "an aggregate", err: StepError{Step: "Check", Reason: "assert_equal", Message: "1 missing"},
 			want: `step "Check" failed on an element: assert_equal: 1 missing`},

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // This file owns the runner's watermarks: every watermark the runner
@@ -47,7 +48,7 @@ import (
 func atEnd(wm mtime.Time) bool { return wm >= mtime.MaxTimestamp }
 
 // advance records a Read's result in the split's watermark (rule 1).
-func (s *splitState) advance(res ReadResult) {
+func (s *splitState) advance(res contract.ReadResult) {
 	if res.Done {
 		s.done = true
 		s.wm = mtime.MaxTimestamp
@@ -73,7 +74,7 @@ func eventTimerDue(t, wm mtime.Time) bool { return t < wm || atEnd(wm) }
 
 // heldWatermark returns the output watermark of a node that holds elements
 // back: in, held at the earliest event time of held (rule 5).
-func heldWatermark(in mtime.Time, held []Element) mtime.Time {
+func heldWatermark(in mtime.Time, held []contract.Element) mtime.Time {
 	for _, e := range held {
 		in = mtime.Min(in, e.Time)
 	}

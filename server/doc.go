@@ -19,7 +19,7 @@
 // same tokens.
 //
 // It may import service, api, console, io/pubsub, io/pubsub/pubsubgrpc,
-// runner (for the dead-letter hook), yamlpipe (what submitted pipelines may
+// runner/contract (for the dead-letter hook), errcode, yamlpipe (what submitted pipelines may
 // touch) and the standard library. It knows nothing of the command line,
 // and must not import cmd/weir or weirx.
 package server

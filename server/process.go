@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/console"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -572,7 +574,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 			return
 		}
 		if !g.enter() {
-			b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: service.CodeShuttingDown,
+			b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: errcode.ShuttingDown,
 				Message: "this process is handing its data directory over to a new build; retry against the new process"}})
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -590,7 +592,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 type deadLetters struct{ b *pubsub.Broker }
 
 // PublishDeadLetter implements service.DeadLetterPublisher.
-func (d deadLetters) PublishDeadLetter(ctx context.Context, jobName, _ string, r runner.Reject) error {
+func (d deadLetters) PublishDeadLetter(ctx context.Context, jobName, _ string, r contract.Reject) error {
 	_, err := d.b.PublishReject(ctx, jobName, r, pubsub.RejectID(r))
 	return err
 }

@@ -11,7 +11,7 @@
 // The service speaks Go: jobs, states, errors with stable codes. It knows
 // nothing of HTTP (package api serves it) or of the command line.
 //
-// It may import runner, state, yamlpipe, compat, errcode, graph, mtime,
+// It may import runner, runner/contract, state, yamlpipe, compat, errcode, graph, mtime,
 // duration, serviceopt, window (the windowing a re-read must cover),
 // io/pubsub (for the subscription name a topic source reads, to tell which
 // jobs use a topic or subscription, the types of a re-read's positions,

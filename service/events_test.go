@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/errcode"
 )
 
 func seqs(evs []Event) []uint64 {
@@ -153,7 +155,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	old := submitCheckpointed(t, s, base)
 	ctx := context.Background()
 	renamed := strings.Replace(strings.Replace(streamingYAML, "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals", 1)
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); ErrorCode(err) != CodeIncompatible {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); ErrorCode(err) != errcode.IncompatibleUpdate {
 		t.Fatalf("renaming without a mapping: %v", err)
 	}
 	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}, ValidateOnly: true}); err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
@@ -29,7 +31,7 @@ type jobRun struct {
 	id, name     string
 	lineage      string // the store key of its state (Job.stateLineage)
 	started      time.Time
-	prog         *runner.Program
+	prog         *contract.Program
 	x            *runner.Execution
 	checkpointed bool
 
@@ -102,7 +104,7 @@ func unmarshalJob(b []byte, j *Job) error {
 
 // accessCode is the code of a pipeline that does not load: what the
 // server's access rules refused, else INVALID_PIPELINE.
-func accessCode(err error) Code {
+func accessCode(err error) errcode.Code {
 	switch {
 	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
 		return errcode.PathNotAllowed
@@ -111,7 +113,7 @@ func accessCode(err error) Code {
 	case errors.Is(err, yamlpipe.ErrOutputExists):
 		return errcode.OutputExists
 	}
-	return CodeInvalidPipeline
+	return errcode.InvalidPipeline
 }
 
 // load compiles j's pipeline for j's run.
@@ -148,7 +150,7 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 		return nil, errorf(code, "%w", err)
 	}
 	if err := p.Err(); err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: %w", j.PipelineFile, err)
+		return nil, errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
 	}
 	return p, nil
 }
@@ -156,7 +158,7 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 // delivery says which guarantee prog can give when checkpointed: exactly
 // once only if every source resumes from positions and every sink commits
 // per epoch.
-func delivery(prog *runner.Program, checkpointed bool) (string, string) {
+func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 	if !checkpointed {
 		return DeliveryAtLeastOnce, "the job takes no checkpoints: after a restart it runs again from the beginning of its sources"
 	}
@@ -165,11 +167,11 @@ func delivery(prog *runner.Program, checkpointed bool) (string, string) {
 		code := prog.Code[st.Name]
 		switch st.Kind {
 		case graph.KindSource:
-			if _, ok := code.(runner.ResumableSource); !ok {
+			if _, ok := code.(contract.ResumableSource); !ok {
 				sources = append(sources, st.Name)
 			}
 		case graph.KindSink:
-			if _, ok := code.(runner.TransactionalSink); !ok {
+			if _, ok := code.(contract.TransactionalSink); !ok {
 				sinks = append(sinks, st.Name)
 			}
 		}
@@ -201,7 +203,7 @@ func delivery(prog *runner.Program, checkpointed bool) (string, string) {
 //
 // The caller holds j's name guard, not Service.mu: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
-func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adopt *runner.Adoption) error {
+func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, adopt *runner.Adoption) error {
 	restore, cp, err := s.store.Restore(j.stateLineage(), j.ID)
 	if err != nil {
 		return s.fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
@@ -233,7 +235,7 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *runner.Program, adop
 
 // dropStaleState drops the keyed state that earlier jobs of j's name left
 // for prog's steps, under Service.mu.
-func (s *Service) dropStaleState(j *Job, prog *runner.Program) error {
+func (s *Service) dropStaleState(j *Job, prog *contract.Program) error {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	for _, st := range prog.Graph.Steps {
@@ -251,7 +253,7 @@ func (s *Service) dropStaleState(j *Job, prog *runner.Program) error {
 // recorded on the next Open. Service.mu is held.
 func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 	if s.closing.Load() {
-		return errorf(CodeShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
+		return errorf(errcode.ShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
 	}
 	if j.State == StatePending {
 		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
@@ -280,7 +282,7 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 // with adopt's state in memory when set, falling back to no checkpoints
 // when the pipeline cannot take them. It records j's checkpointing and
 // delivery fields but writes nothing to the registry.
-func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Program, restore *runner.Restore, adopt *runner.Adoption) (*jobRun, error) {
+func (s *Service) startExecution(ctx context.Context, j *Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*jobRun, error) {
 	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.stateLineage(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
 	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
 	if restore != nil {
@@ -293,7 +295,7 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *runner.Progr
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
 	x, err := runner.Start(runCtx, prog, opts)
-	if errors.Is(err, runner.ErrNotCheckpointable) {
+	if errors.Is(err, contract.ErrNotCheckpointable) {
 		j.CheckpointNote = fmt.Sprintf("runs without checkpoints: %v", err)
 		opts.Checkpoints, opts.Restore, opts.Adopt = false, nil, nil
 		x, err = runner.Start(runCtx, prog, opts)
@@ -415,7 +417,7 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 // Service.mu (jr.cpMu is held). written, when set, is called under the
 // same hold of Service.mu once the write landed (a snapshot pins the
 // store there: no other store write comes between).
-func (s *Service) writeCheckpoint(jr *jobRun, cp *runner.Checkpoint, final func(*Job) error, written func()) error {
+func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func()) error {
 	s.mu.Lock() // lock order 3, after jr.cpMu
 	defer s.mu.Unlock()
 	j, err := s.readJob(jr.id)
@@ -509,7 +511,7 @@ func (s *Service) finish(jr *jobRun) {
 		// The store failed and stopped the execution: the job keeps its
 		// state and its last durable checkpoint, and nothing records an end
 		// the store could not make durable.
-		log.Error("job stopped: the state store failed", "code", CodeStorageUnavailable, "error", f.cause)
+		log.Error("job stopped: the state store failed", "code", errcode.StorageUnavailable, "error", f.cause)
 		s.forget(jr)
 		return
 	}
@@ -644,7 +646,7 @@ func (s *Service) recover() error {
 		if j.Active() && j.SDK != SDKGo {
 			s.resuming.Store(j.ID, since)
 			s.emit(j.ID, EventConditionChanged, SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
-				map[string]any{"code": string(CodeResuming), "set": true})
+				map[string]any{"code": string(errcode.Resuming), "set": true})
 		}
 	}
 	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
@@ -740,7 +742,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		s.startDriver(j.ID)
 	}
 	if s.runningJob(j.ID) != nil {
-		d := map[string]any{"code": string(CodeResuming), "set": false}
+		d := map[string]any{"code": string(errcode.Resuming), "set": false}
 		msg := "the job resumed after a restart"
 		if j.LastCheckpoint != nil {
 			d["epoch"] = j.LastCheckpoint.Epoch

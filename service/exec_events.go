@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/state"
 )
 
@@ -13,9 +14,9 @@ import (
 // job's start is recorded, held until it is.
 
 // deadLetter returns the runner's dead-letter hook for jr.
-func (s *Service) deadLetter(jr *jobRun) func(context.Context, runner.Reject) error {
+func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) error {
 	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
-	return func(ctx context.Context, r runner.Reject) error {
+	return func(ctx context.Context, r contract.Reject) error {
 		n := jr.deadLetters.Add(1)
 		// An element derived from many (a window's aggregate) has no one
 		// position in a source.

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/runner"
 )
 
 // TestFailedPubSubJobSaysHowToResume: a streaming job whose execution
@@ -65,7 +66,7 @@ func TestRunFailure(t *testing.T) {
 	s := &Service{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			jr := &jobRun{name: "sums", prog: &runner.Program{Graph: tc.g}, checkpointed: tc.checkpointed}
+			jr := &jobRun{name: "sums", prog: &contract.Program{Graph: tc.g}, checkpointed: tc.checkpointed}
 			jr.committed.Store(7)
 			if got := s.runFailure(jr, tc.err); got != tc.want {
 				t.Errorf("runFailure =\n%s\nwant\n%s", got, tc.want)

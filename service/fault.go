@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/state"
 )
 
@@ -44,7 +46,7 @@ func (s *Service) noteStoreError(err error) bool {
 		return true
 	}
 	s.opts.Logger.Error(fmt.Sprintf("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; weir retries every %s and the jobs resume by themselves once the disk has room", s.opts.StorageRetryInterval),
-		"code", CodeStorageUnavailable, "error", cause.Error())
+		"code", errcode.StorageUnavailable, "error", cause.Error())
 	s.running.Range(func(_, v any) bool {
 		v.(*jobRun).x.Cancel()
 		return true
@@ -63,7 +65,7 @@ func (s *Service) refuseIfStoreFailed() error {
 	if f == nil {
 		return nil
 	}
-	return errorf(CodeStorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
+	return errorf(errcode.StorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
 		f.since.UTC().Format(time.RFC3339), f.cause, s.opts.StorageRetryInterval)
 }
 
@@ -76,12 +78,12 @@ func (s *Service) withCondition(j *Job) *Job {
 		return j
 	}
 	if f := s.storeFailed(); f != nil {
-		j.Condition = &Condition{Code: CodeStorageUnavailable, Since: f.since,
+		j.Condition = &Condition{Code: errcode.StorageUnavailable, Since: f.since,
 			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.opts.StorageRetryInterval)}
 	} else if c := s.sinkCondition(j.ID); c != nil {
 		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
-		j.Condition = &Condition{Code: CodeResuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
+		j.Condition = &Condition{Code: errcode.Resuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
 	}
 	return j
 }

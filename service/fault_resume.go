@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-dev/weir/state"
@@ -74,7 +76,7 @@ func (s *Service) storageRetryLoop() {
 			}
 			if err := s.retryStorage(s.ctx, f); err != nil && s.ctx.Err() == nil {
 				s.opts.Logger.Warn(fmt.Sprintf("the state store is still unavailable: retrying in %s", s.opts.StorageRetryInterval),
-					"code", CodeStorageUnavailable, "error", err.Error(), "since", f.since)
+					"code", errcode.StorageUnavailable, "error", err.Error(), "since", f.since)
 			}
 			s.changes.notify() // an attempt is a change waiters may wait for
 		}
@@ -227,7 +229,7 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 	if s.runningJob(id) == nil {
 		return nil // it failed to start: its record says why
 	}
-	d := map[string]any{"code": string(CodeStorageUnavailable), "set": false, "since": f.since}
+	d := map[string]any{"code": string(errcode.StorageUnavailable), "set": false, "since": f.since}
 	msg := fmt.Sprintf("the state store writes again (it failed at %s: %v): the job resumed", f.since.UTC().Format(time.RFC3339), f.cause)
 	if j.LastCheckpoint != nil {
 		d["epoch"] = j.LastCheckpoint.Epoch

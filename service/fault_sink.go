@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -74,7 +76,7 @@ func (s *Service) sinkCommitted(jr *jobRun, epoch uint64) {
 	down := time.Since(f.since).Round(time.Millisecond)
 	msg := fmt.Sprintf("the sink accepts commits again after %s: checkpoint %d committed the rows held back since checkpoint %d, and the sources acknowledged them", down, epoch, f.epoch)
 	s.emit(jr.id, EventConditionChanged, SeverityInfo, msg,
-		map[string]any{"code": string(CodeSinkUnavailable), "set": false, "epoch": epoch})
+		map[string]any{"code": string(errcode.SinkUnavailable), "set": false, "epoch": epoch})
 	s.opts.Logger.Info(msg, "job_id", jr.id, "job_name", jr.name)
 	s.changes.notify()
 }
@@ -95,15 +97,15 @@ func (s *Service) sinkUnavailable(jr *jobRun, err error) bool {
 	if old := jr.sinkFault.Load(); old != nil {
 		jr.sinkFault.Store(&sinkFault{cause: err, since: old.since, tried: now, epoch: old.epoch})
 		s.opts.Logger.Warn(fmt.Sprintf("a sink commit failed again: the job acknowledges nothing past checkpoint %d and retries in %s", jr.committed.Load(), s.opts.StorageRetryInterval),
-			"job_id", jr.id, "job_name", jr.name, "code", CodeSinkUnavailable, "error", err.Error())
+			"job_id", jr.id, "job_name", jr.name, "code", errcode.SinkUnavailable, "error", err.Error())
 		s.changes.notify()
 		return true
 	}
 	jr.sinkFault.Store(&sinkFault{cause: err, since: now, tried: now, epoch: ce.epoch})
 	msg := fmt.Sprintf("a sink commit failed: %v; the job keeps running, acknowledges nothing past checkpoint %d and retries every %s", err, jr.committed.Load(), s.opts.StorageRetryInterval)
 	s.emit(jr.id, EventConditionChanged, SeverityWarning, msg,
-		map[string]any{"code": string(CodeSinkUnavailable), "set": true, "epoch": ce.epoch, "error": err.Error()})
-	s.opts.Logger.Warn(msg, "job_id", jr.id, "job_name", jr.name, "code", CodeSinkUnavailable)
+		map[string]any{"code": string(errcode.SinkUnavailable), "set": true, "epoch": ce.epoch, "error": err.Error()})
+	s.opts.Logger.Warn(msg, "job_id", jr.id, "job_name", jr.name, "code", errcode.SinkUnavailable)
 	s.changes.notify()
 	return true
 }
@@ -159,6 +161,6 @@ func (s *Service) sinkCondition(id string) *Condition {
 	if f == nil {
 		return nil
 	}
-	return &Condition{Code: CodeSinkUnavailable, Since: f.since,
+	return &Condition{Code: errcode.SinkUnavailable, Since: f.since,
 		Message: fmt.Sprintf("a sink does not accept commits since checkpoint %d: %v (the job runs on, acknowledges nothing past checkpoint %d and retries every %s)", f.epoch, f.cause, jr.committed.Load(), s.opts.StorageRetryInterval)}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -82,7 +84,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		execSQL(t, db, `CREATE TRIGGER fail_insert BEFORE INSERT ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`,
 			`CREATE TRIGGER fail_update BEFORE UPDATE ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`)
 		stopped := waitFor(t, s, j.ID, "the SINK_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
-		if stopped.Condition.Code != CodeSinkUnavailable || stopped.State != StateRunning || !strings.Contains(stopped.Condition.Message, "injected fault") {
+		if stopped.Condition.Code != errcode.SinkUnavailable || stopped.State != StateRunning || !strings.Contains(stopped.Condition.Message, "injected fault") {
 			t.Fatalf("after the sink failed: state %s, condition %+v; want RUNNING with SINK_UNAVAILABLE naming the cause", stopped.State, stopped.Condition)
 		}
 		atFault := tableRows(t, db)
@@ -119,7 +121,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 		var set, cleared bool
 		for _, e := range evs {
-			if e.Type == EventConditionChanged && e.Details["code"] == string(CodeSinkUnavailable) {
+			if e.Type == EventConditionChanged && e.Details["code"] == string(errcode.SinkUnavailable) {
 				set = set || e.Details["set"] == true
 				cleared = cleared || e.Details["set"] == false
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
@@ -59,7 +61,7 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 
 	disk.toggle.On()
 	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
-	if stopped.Condition.Code != CodeStorageUnavailable || !strings.Contains(stopped.Condition.Message, "injected") {
+	if stopped.Condition.Code != errcode.StorageUnavailable || !strings.Contains(stopped.Condition.Message, "injected") {
 		t.Errorf("condition %+v, want STORAGE_UNAVAILABLE naming the cause", stopped.Condition)
 	}
 	if stopped.State != StateRunning {
@@ -76,10 +78,10 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].Condition == nil {
 		t.Fatalf("list after the failure: %v, %+v", err, jobs)
 	}
-	if _, err := s.Drain(context.Background(), "totals"); !hasCode(err, CodeStorageUnavailable) {
+	if _, err := s.Drain(context.Background(), "totals"); !hasCode(err, errcode.StorageUnavailable) {
 		t.Errorf("drain after the failure: %v, want STORAGE_UNAVAILABLE", err)
 	}
-	if _, err := s.Submit(context.Background(), SubmitRequest{Name: "other", Pipeline: updatePipeline(db, false, "Sums", ""), BaseDir: dir}); !hasCode(err, CodeStorageUnavailable) {
+	if _, err := s.Submit(context.Background(), SubmitRequest{Name: "other", Pipeline: updatePipeline(db, false, "Sums", ""), BaseDir: dir}); !hasCode(err, errcode.StorageUnavailable) {
 		t.Errorf("submit after the failure: %v, want STORAGE_UNAVAILABLE", err)
 	}
 	if got := tableRows(t, db); !slices.Equal(got, rowsAtFault) {
@@ -128,7 +130,7 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 
 	disk.toggle.On()
 	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
-	if stopped.Condition.Code != CodeStorageUnavailable || stopped.State != StateRunning {
+	if stopped.Condition.Code != errcode.StorageUnavailable || stopped.State != StateRunning {
 		t.Fatalf("after the failure: state %s, condition %+v; want RUNNING with STORAGE_UNAVAILABLE", stopped.State, stopped.Condition)
 	}
 	waitLetGo(t, s, j.ID)
@@ -138,7 +140,7 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 	for range 5 {
 		<-s.changes.next()
 	}
-	if got, err := s.Get(j.ID); err != nil || got.Condition == nil || got.Condition.Code != CodeStorageUnavailable {
+	if got, err := s.Get(j.ID); err != nil || got.Condition == nil || got.Condition.Code != errcode.StorageUnavailable {
 		t.Fatalf("while the disk still fails: %v, %+v", err, got)
 	}
 	if s.runningJob(j.ID) != nil {
@@ -167,7 +169,7 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 	}
 	cleared := false
 	for _, e := range evs {
-		if e.Type == EventConditionChanged && e.Details["code"] == string(CodeStorageUnavailable) && e.Details["set"] == false {
+		if e.Type == EventConditionChanged && e.Details["code"] == string(errcode.StorageUnavailable) && e.Details["set"] == false {
 			cleared = true
 		}
 	}

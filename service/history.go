@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -391,7 +393,7 @@ func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 		q.From = q.To.Add(-time.Hour)
 	}
 	if q.From.After(q.To) {
-		return nil, errorf(CodeInvalidRequest, "from (%s) is after to (%s)", q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339))
+		return nil, errorf(errcode.InvalidRequest, "from (%s) is after to (%s)", q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339))
 	}
 	switch q.Resolution {
 	case 0:
@@ -401,7 +403,7 @@ func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 		}
 	case HistoryFineResolution, HistoryCoarseResolution:
 	default:
-		return nil, errorf(CodeInvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
+		return nil, errorf(errcode.InvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
 	}
 	h := s.history(j.ID, false)
 	if h == nil {
@@ -509,7 +511,7 @@ func newHistogramSnapshot(bounds []float64) HistogramSnapshot {
 
 // checkpointSize is the size of cp's encoded content: state entries, source
 // positions and sink parts.
-func checkpointSize(cp *runner.Checkpoint) int64 {
+func checkpointSize(cp *contract.Checkpoint) int64 {
 	var n int64
 	for _, e := range cp.State {
 		n += int64(len(e.Step) + 2 + len(e.Key) + len(e.Value))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -160,7 +162,7 @@ func TestMetricsHistoryTiers(t *testing.T) {
 	}
 
 	for _, q := range []HistoryQuery{{Resolution: 10 * time.Second}, {From: time.Unix(100, 0), To: time.Unix(50, 0)}} {
-		if _, err := s.MetricsHistory(j.ID, q); ErrorCode(err) != CodeInvalidRequest {
+		if _, err := s.MetricsHistory(j.ID, q); ErrorCode(err) != errcode.InvalidRequest {
 			t.Errorf("query %+v: %v, want INVALID_REQUEST", q, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -19,7 +20,7 @@ func renderRequestJinja(req *UpdateRequest) error {
 	}
 	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
 	if err != nil {
-		return errorf(CodeInvalidPipeline, "%w", err)
+		return errorf(errcode.InvalidPipeline, "%w", err)
 	}
 	req.Pipeline = string(out)
 	return nil

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/state"
 )
@@ -107,16 +109,16 @@ func (o JobOptions) ChangesTo(to JobOptions) []OptionChange {
 // Validate reports options out of range as INVALID_OPTIONS.
 func (o JobOptions) Validate() error {
 	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
+		return errorf(errcode.InvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
 	}
 	if err := o.validateRanges(); err != nil {
 		return err
 	}
 	if o.MinNumWorkers > 0 && o.NumWorkers < o.MinNumWorkers || o.MaxNumWorkers > 0 && o.NumWorkers > o.MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.num_workers %d is outside [min_num_workers %d, max_num_workers %d]", o.NumWorkers, o.MinNumWorkers, o.MaxNumWorkers)
+		return errorf(errcode.InvalidOptions, "options.num_workers %d is outside [min_num_workers %d, max_num_workers %d]", o.NumWorkers, o.MinNumWorkers, o.MaxNumWorkers)
 	}
 	if o.MinNumWorkers > 0 && o.MaxNumWorkers > 0 && o.MinNumWorkers > o.MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)
+		return errorf(errcode.InvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)
 	}
 	return nil
 }
@@ -126,7 +128,7 @@ func (o JobOptions) Validate() error {
 // on their own; Validate checks the whole once it is filled.
 func (o JobOptions) validateGiven() error {
 	if o.NumWorkers < 0 || o.NumWorkers > MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
+		return errorf(errcode.InvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
 	}
 	return o.validateRanges()
 }
@@ -134,10 +136,10 @@ func (o JobOptions) validateGiven() error {
 // validateRanges checks the fields that have a range of their own.
 func (o JobOptions) validateRanges() error {
 	if o.MinNumWorkers < 0 || o.MaxNumWorkers < 0 || o.MinNumWorkers > MaxNumWorkers || o.MaxNumWorkers > MaxNumWorkers {
-		return errorf(CodeInvalidOptions, "options.min_num_workers and max_num_workers must be between 0 and %d", MaxNumWorkers)
+		return errorf(errcode.InvalidOptions, "options.min_num_workers and max_num_workers must be between 0 and %d", MaxNumWorkers)
 	}
 	if h := o.WorkerUtilizationHint; h != 0 && (h < 0.1 || h > 0.9) {
-		return errorf(CodeInvalidOptions, "options.worker_utilization_hint must be between 0.1 and 0.9, got %g", h)
+		return errorf(errcode.InvalidOptions, "options.worker_utilization_hint must be between 0.1 and 0.9, got %g", h)
 	}
 	return nil
 }
@@ -242,9 +244,9 @@ type Job struct {
 // Condition is a cause that keeps an active job from processing: a code
 // from the registry, what happened, and since when.
 type Condition struct {
-	Code    Code      `json:"code"`
-	Message string    `json:"message"`
-	Since   time.Time `json:"since"`
+	Code    errcode.Code `json:"code"`
+	Message string       `json:"message"`
+	Since   time.Time    `json:"since"`
 }
 
 // Summary is the short form of a job that lists show.
@@ -299,11 +301,11 @@ const MaxJobNameLength = 63
 func ValidateJobName(name string) error {
 	switch {
 	case name == "":
-		return errorf(CodeInvalidJobName, "a job needs a name (lower-case letters, digits and '-', starting with a letter)")
+		return errorf(errcode.InvalidJobName, "a job needs a name (lower-case letters, digits and '-', starting with a letter)")
 	case len(name) > MaxJobNameLength:
-		return errorf(CodeInvalidJobName, "job name %q is longer than %d characters", name, MaxJobNameLength)
+		return errorf(errcode.InvalidJobName, "job name %q is longer than %d characters", name, MaxJobNameLength)
 	case !jobNameRE.MatchString(name):
-		return errorf(CodeInvalidJobName, "job name %q is invalid: it must match [a-z]([-a-z0-9]*[a-z0-9])? (lower-case letters, digits and '-', starting with a letter and not ending with '-')", name)
+		return errorf(errcode.InvalidJobName, "job name %q is invalid: it must match [a-z]([-a-z0-9]*[a-z0-9])? (lower-case letters, digits and '-', starting with a letter and not ending with '-')", name)
 	}
 	return nil
 }
@@ -373,7 +375,7 @@ func putJSON(w *state.Write, key string, v any) error {
 // latest job when none is active. It takes no lock.
 func (s *Service) resolve(ref string) (*Job, error) {
 	if ref == "" {
-		return nil, errorf(CodeJobNotFound, "no job ID or name given")
+		return nil, errorf(errcode.JobNotFound, "no job ID or name given")
 	}
 	j, err := s.readJob(ref)
 	if err == nil {
@@ -399,7 +401,7 @@ func (s *Service) resolve(ref string) (*Job, error) {
 			return j, nil
 		}
 	}
-	return nil, errorf(CodeJobNotFound, "no job has the ID or name %q", ref)
+	return nil, errorf(errcode.JobNotFound, "no job has the ID or name %q", ref)
 }
 
 // stateLineage returns the key j's keyed state and checkpoints are kept

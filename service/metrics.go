@@ -8,7 +8,7 @@ import (
 	"github.com/weir-dev/weir/runner"
 )
 
-// BacklogReporter is implemented by source code (a runner.Source) that can
+// BacklogReporter is implemented by source code (a contract.Source) that can
 // tell how many elements wait to be read (a Pub/Sub subscription's pending
 // messages). Sources that cannot say report nothing: backlog_elements is
 // then absent.

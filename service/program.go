@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
@@ -77,17 +79,17 @@ type ProgramStart struct {
 // loadProgram builds j's pipeline with the program's loader.
 func (s *Service) loadProgram(j *Job) (*weir.Pipeline, error) {
 	if s.opts.Program == nil {
-		return nil, errorf(CodeInvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
+		return nil, errorf(errcode.InvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
 	}
 	p, err := s.opts.Program(weir.JobInfo{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker})
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
+		return nil, errorf(errcode.InvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
 	}
 	if p == nil {
-		return nil, errorf(CodeInvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
+		return nil, errorf(errcode.InvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
 	}
 	if err := p.Err(); err != nil {
-		return nil, errorf(CodeInvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
+		return nil, errorf(errcode.InvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
 	}
 	return p, nil
 }
@@ -138,7 +140,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the job service is shutting down")
+		return nil, errorf(errcode.ShuttingDown, "the job service is shutting down")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -146,7 +148,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	if l.ActiveJobID == "" {
 		if req.Update {
-			return nil, errorf(CodeNoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
+			return nil, errorf(errcode.NoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
 		}
 		j, err := s.submitProgram(ctx, l, req)
 		if err != nil {
@@ -159,10 +161,10 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 		return nil, internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if active.SDK != SDKGo {
-		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
+		return nil, errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
 	if s.runningJob(active.ID) != nil {
-		return nil, errorf(CodeJobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
+		return nil, errorf(errcode.JobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
 	}
 	if req.Update {
 		return s.updateStored(ctx, l, active, req, mapping)
@@ -173,14 +175,14 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	canon, err := p.Graph().Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
+		return nil, errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
 	}
 	same, err := sameGraph(active.Graph, canon)
 	if err != nil {
 		return nil, internalf("comparing the graph of job %s with this build's: %w", active.ID, err)
 	}
 	if !same {
-		return nil, errorf(CodeProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
+		return nil, errorf(errcode.ProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
 	}
 	s.opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
 	if err := s.launch(ctx, active, p.Program(), nil); err != nil {
@@ -234,7 +236,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	newGraph, err := graph.Parse(req.Graph)
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "the new build's graph: %w", err)
+		return nil, errorf(errcode.InvalidPipeline, "the new build's graph: %w", err)
 	}
 	unlock, err := s.lockName(context.Background(), req.Name) // lock order 1
 	if err != nil {
@@ -242,7 +244,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "this process is shutting down; start the new build again once it has stopped")
+		return nil, errorf(errcode.ShuttingDown, "this process is shutting down; start the new build again once it has stopped")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -256,7 +258,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 		return nil, internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if old.SDK != SDKGo {
-		return nil, errorf(CodeNotReleasable, "the active job of %s, %s, is a YAML pipeline, not a Go program's: update it with 'weir run --update'", req.Name, old.ID)
+		return nil, errorf(errcode.NotReleasable, "the active job of %s, %s, is a YAML pipeline, not a Go program's: update it with 'weir run --update'", req.Name, old.ID)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
@@ -272,7 +274,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 		return nil, err
 	}
 	if !report.Compatible {
-		return res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+		return res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 	}
 	return res, nil
 }
@@ -306,13 +308,13 @@ func (s *Service) WaitJob(ctx context.Context, id string) (*Job, error) {
 	defer t.Stop()
 	for {
 		if s.closing.Load() {
-			return nil, errorf(CodeShuttingDown, "the job service is shutting down")
+			return nil, errorf(errcode.ShuttingDown, "the job service is shutting down")
 		}
 		j, err := s.readJob(id)
 		live := s.runningJob(id) != nil
 		switch {
 		case errors.Is(err, state.ErrNotFound):
-			return nil, errorf(CodeJobNotFound, "no job has the ID %q", id)
+			return nil, errorf(errcode.JobNotFound, "no job has the ID %q", id)
 		case err != nil:
 			return nil, err
 		case j.State.Terminal() && !live:

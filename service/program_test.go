@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
@@ -140,7 +142,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 		return b
 	}
 	res, err := s.CheckRelease(ReleaseRequest{Name: "counts", Graph: graphOf("v3")})
-	if !hasCode(err, CodeIncompatible) || res == nil || res.Report.Compatible {
+	if !hasCode(err, errcode.IncompatibleUpdate) || res == nil || res.Report.Compatible {
 		t.Fatalf("CheckRelease(v3) = %+v, %v; want INCOMPATIBLE_UPDATE with a report", res, err)
 	}
 	if res, err := s.CheckRelease(ReleaseRequest{Name: "counts", Graph: graphOf("v2"), Mapping: `{"CountPerKey":"Counts"}`}); err != nil || !res.Report.Compatible {
@@ -169,11 +171,11 @@ func TestProgramStoredUpdate(t *testing.T) {
 	// nothing changes but the attempt.
 	s = openProgramService(t, dir, clock, countingProgram(db, "v3"))
 	before := snapshotRegistry(t, s, "counts")
-	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts"}); !hasCode(err, CodeProgramChanged) {
+	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts"}); !hasCode(err, errcode.ProgramChanged) {
 		t.Fatalf("start of another graph without Update: %v, want PROGRAM_CHANGED", err)
 	}
 	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true})
-	if !hasCode(err, CodeIncompatible) || st == nil || st.Report == nil || st.Report.Compatible || st.Job != nil {
+	if !hasCode(err, errcode.IncompatibleUpdate) || st == nil || st.Report == nil || st.Report.Compatible || st.Job != nil {
 		t.Fatalf("incompatible update: %+v, %v", st, err)
 	}
 	if after := snapshotRegistry(t, s, "counts"); fmt.Sprint(after) != fmt.Sprint(before) {

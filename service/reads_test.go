@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/errcode"
 )
 
 // The tests of this file hold an update's or a rescale's pause open (the
@@ -330,7 +332,7 @@ func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
 	refused := func(what string, call func() error) {
 		t.Helper()
 		mustAnswer(t, what, func() error {
-			if err := call(); !hasCode(err, CodeUpdateInProgress) {
+			if err := call(); !hasCode(err, errcode.UpdateInProgress) {
 				return fmt.Errorf("got %v, want UPDATE_IN_PROGRESS", err)
 			}
 			return nil
@@ -392,7 +394,7 @@ func TestReadsAnswerWhileResuming(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if j.State != StateRunning || j.Condition == nil || j.Condition.Code != CodeResuming {
+		if j.State != StateRunning || j.Condition == nil || j.Condition.Code != errcode.Resuming {
 			return fmt.Errorf("job %s condition %+v, want RUNNING with RESUMING", j.State, j.Condition)
 		}
 		return nil
@@ -402,7 +404,7 @@ func TestReadsAnswerWhileResuming(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(jobs) != 1 || jobs[0].Condition == nil || jobs[0].Condition.Code != CodeResuming {
+		if len(jobs) != 1 || jobs[0].Condition == nil || jobs[0].Condition.Code != errcode.Resuming {
 			return fmt.Errorf("jobs %+v, want the one resuming", jobs)
 		}
 		return nil

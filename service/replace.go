@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/serviceopt"
@@ -120,7 +122,7 @@ func (s *Service) checkReplaceInterval(old *Job) error {
 		}
 	}
 	if left := started.Add(min).Sub(s.now()); left > 0 {
-		return errorf(CodeReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
+		return errorf(errcode.ReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
 			old.Name, old.ID, duration.Format(s.now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
 	}
 	return nil
@@ -139,7 +141,7 @@ type requestRecord struct {
 	JobID          string          `json:"job_id,omitempty"`
 	Result         *UpdateResult   `json:"result,omitempty"`
 	RollbackResult *RollbackResult `json:"rollback_result,omitempty"`
-	Code           Code            `json:"code,omitempty"`
+	Code           errcode.Code    `json:"code,omitempty"`
 	Message        string          `json:"message,omitempty"`
 }
 
@@ -180,7 +182,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		return do()
 	}
 	if !requestIDRE.MatchString(id) {
-		return nil, errorf(CodeInvalidRequest, "request ID %q is invalid: use 1 to 128 letters, digits, '.', '_', ':' or '-' (a UUID works)", id)
+		return nil, errorf(errcode.InvalidRequest, "request ID %q is invalid: use 1 to 128 letters, digits, '.', '_', ':' or '-' (a UUID works)", id)
 	}
 	b, err := json.Marshal(struct {
 		Kind string `json:"kind"`
@@ -200,7 +202,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		return nil, err
 	} else if rec != nil && s.now().Sub(rec.Time) < RequestIDRetention {
 		if rec.Fingerprint != fp {
-			return nil, errorf(CodeRequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
+			return nil, errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
 		}
 		s.opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
 		res := *k.result(rec)
@@ -255,11 +257,11 @@ func keptRefusal(ctx context.Context, err error) bool {
 		return false
 	}
 	switch e.Code {
-	case CodeUpdateInProgress, CodeShuttingDown, CodeStorageUnavailable, CodeResuming:
+	case errcode.UpdateInProgress, errcode.ShuttingDown, errcode.StorageUnavailable, errcode.Resuming:
 		return false
 	}
 	k := e.Code.Kind()
-	return k == KindInvalid || k == KindConflict || k == KindNotFound
+	return k == errcode.KindInvalid || k == errcode.KindConflict || k == errcode.KindNotFound
 }
 
 func (s *Service) readRequest(id string) (*requestRecord, error) {
@@ -294,22 +296,22 @@ func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*J
 	}
 	old, err := s.resolve(ref)
 	if err != nil {
-		if ErrorCode(err) == CodeJobNotFound {
-			return nil, errorf(CodeNoRunningJob, "no running job named %s to replace", ref)
+		if ErrorCode(err) == errcode.JobNotFound {
+			return nil, errorf(errcode.NoRunningJob, "no running job named %s to replace", ref)
 		}
 		return nil, err
 	}
 	if plan.ReplaceJobID == "" && !s.hasRunningJob(old.Name) || old.State != StateRunning {
 		if old.State == StateUpdated {
-			return nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
+			return nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
 		}
-		return nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
+		return nil, errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
 	}
 	if old.SDK == SDKGo {
-		return nil, errorf(CodeIllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
+		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
 	}
 	if old.Type != TypeStreaming {
-		return nil, errorf(CodeIllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
+		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
 	}
 	if plan.SameName() {
 		if err := s.checkReplaceInterval(old); err != nil {
@@ -326,7 +328,7 @@ func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceop
 		return nil, err
 	}
 	if req.BaseDir == "" {
-		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"

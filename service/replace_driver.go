@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
@@ -244,7 +246,7 @@ func (s *Service) cutOver(newID string) error {
 	if nj.Replacement.Rewind {
 		if err := s.positionRewind(nj); err != nil {
 			var e *Error
-			if !errors.As(err, &e) || e.Code == CodeInternal {
+			if !errors.As(err, &e) || e.Code == errcode.Internal {
 				return err // the broker or the store: tried again
 			}
 			reason := fmt.Sprintf("re-reading retained input at the cut-over: %v", err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -208,7 +210,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 // must still be the name's active, running job.
 func (s *Service) replacementLineage(name string, old *Job) (*lineage, *Job, error) {
 	if s.closing.Load() {
-		return nil, nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+		return nil, nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	if old.Name != name {
 		l, err := s.lineageForNewJob(name)
@@ -223,7 +225,7 @@ func (s *Service) replacementLineage(name string, old *Job) (*lineage, *Job, err
 		return nil, nil, internalf("reading job %s: %w", id, err)
 	}
 	if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
-		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
+		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
 	}
 	return l, old, nil
 }
@@ -250,7 +252,7 @@ func (s *Service) recordReplacementJob(nj *Job, l *lineage, g *graph.Pipeline, g
 func replacementJobWrite(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
 	canon, err := g.Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
+		return nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
 	}
 	nj.Graph, nj.Type = canon, jobType(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
@@ -310,7 +312,7 @@ func (s *Service) beginDrain(newID string) error {
 		if err := s.applyLocked(w); err != nil {
 			return internalf("recording job %s: %w", nj.ID, err)
 		}
-		return errorf(CodeNoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
+		return errorf(errcode.NoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
 	}
 	old.ReplacedByJobID = nj.ID
 	if err := s.drainOldJobLocked(nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
@@ -373,7 +375,7 @@ func checkRewindSources(old *Job, g *graph.Pipeline) error {
 			continue
 		}
 		if oldStep, ok := oldIDs[st.Source.Identity]; ok && oldStep != st.Name && strings.HasPrefix(st.Source.Identity, "topic/") {
-			return errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads %s, which step %s of job %s read: a re-read positions the subscription named after the job and the old step, so keep the step's name %s (or read a named subscription); job %s was not changed",
+			return errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads %s, which step %s of job %s read: a re-read positions the subscription named after the job and the old step, so keep the step's name %s (or read a named subscription); job %s was not changed",
 				st.Name, st.Source.Identity, oldStep, old.ID, oldStep, old.ID)
 		}
 	}
@@ -414,7 +416,7 @@ func (s *Service) positionRewind(nj *Job) error {
 	}
 	rw, ok := s.rewinder()
 	if !ok {
-		return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+		return errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 	}
 	g, err := graph.Parse(nj.Graph)
 	if err != nil {
@@ -429,7 +431,7 @@ func (s *Service) positionRewind(nj *Job) error {
 		}
 		for _, h := range rep.Handover {
 			if _, ok := first[h.Old]; !ok {
-				return errorf(CodeRewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
+				return errorf(errcode.RewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
 			}
 		}
 		if err := s.positionHandover(s.ctx, nj, first); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/state"
@@ -115,11 +117,11 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 				}
 			}
 			if from == "" {
-				return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) reads through several steps (%s): name the step after one of them, so its position is handed over; job %s was not changed",
+				return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) reads through several steps (%s): name the step after one of them, so its position is handed over; job %s was not changed",
 					st.Name, t, old.Name, old.ID, strings.Join(steps, ", "), old.ID)
 			}
 		default:
-			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
+			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, t, old.Name, old.ID, old.ID)
 		}
 		out = append(out, SubscriptionHandover{Step: st.Name, Topic: t, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name)})
@@ -136,7 +138,7 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[string]uint64) error {
 	hb, ok := s.opts.Broker.(handoverBroker)
 	if !ok {
-		return errorf(CodeReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
+		return errorf(errcode.ReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
 	}
 	hs := nj.Replacement.Handover
 	if len(hs) == 0 || hs[0].Positioned {

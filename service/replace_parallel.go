@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -248,7 +250,7 @@ func publishes(g *graph.Pipeline) bool {
 func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
 	pb, ok := s.opts.Broker.(parallelBroker)
 	if !ok || s.opts.Broker == nil {
-		return nil, errorf(CodeReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
+		return nil, errorf(errcode.ReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
 	}
 	sameName := old.Name == req.Name
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
@@ -261,7 +263,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, err
 	}
 	if old.Replacement != nil && !old.Replacement.Phase.Final() {
-		return nil, errorf(CodeUpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
+		return nil, errorf(errcode.UpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
 	}
 	now := s.now()
 	id, err := newJobID(now)
@@ -287,12 +289,12 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	oldProg, err := s.loadGraph(old)
 	if err != nil {
-		return nil, errorf(CodeReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
+		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
 	}
 	og := oldProg.Graph()
 	span, err := parallelChecks(og, "old")
 	if err != nil {
-		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
 	rep.Parallel.CutSpanMillis = span.Milliseconds()
 	rep.Parallel.WaitWatermark = !plan.Rewind || publishes(og)
@@ -312,7 +314,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	ng := gp.Graph()
 	if _, err := parallelChecks(ng, "new"); err != nil {
-		return nil, errorf(CodeReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
 	rep.Parallel.WaitWatermark = rep.Parallel.WaitWatermark || publishes(ng)
 	if plan.Rewind {
@@ -337,7 +339,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			}
 		}
 		if oldStep == "" {
-			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
+			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, topic, old.Name, old.ID, old.ID)
 		}
 		oldSub := oldSrcs[oldStep].sub
@@ -355,14 +357,14 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			nj.Subscriptions[st.Name] = newSub
 		}
 		if newSub == oldSub || newSub == named {
-			return nil, errorf(CodeReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) or the user reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
+			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) or the user reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
 		}
 		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub,
 			OldNamed: oldSrcs[oldStep].named, InsteadOf: named})
 	}
 	rep.Notes = append(rep.Notes, namedSubscriptionNotes(old, rep.Parallel.Subscriptions)...)
 	if len(rep.Parallel.Subscriptions) == 0 {
-		return nil, errorf(CodeReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
+		return nil, errorf(errcode.ReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}
 	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
 	p, err := s.load(nj)
@@ -377,7 +379,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			if err := sk.CheckFacadeTable(ctx); err != nil {
 				s.cuts.Delete(nj.ID)
 				s.cuts.Delete(old.ID)
-				return nil, errorf(CodeReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
+				return nil, errorf(errcode.ReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
 			}
 			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
@@ -685,7 +687,7 @@ func (s *Service) refuseDuringParallel(name string) error {
 	if err != nil || j.Replacement == nil || j.Replacement.Strategy != StrategyParallel || j.Replacement.Phase.Final() {
 		return nil
 	}
-	return errorf(CodeUpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
+	return errorf(errcode.UpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
 		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
 }
 

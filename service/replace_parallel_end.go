@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
@@ -239,10 +241,10 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 	}
 	rep := nj.Replacement
 	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil {
-		return errorf(CodeIllegalTransition, "job %s is not the new job of a parallel replacement", newID)
+		return errorf(errcode.IllegalTransition, "job %s is not the new job of a parallel replacement", newID)
 	}
 	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
-		return errorf(CodeIllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
+		return errorf(errcode.IllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
 	}
 	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
 		return err

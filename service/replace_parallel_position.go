@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
@@ -133,7 +135,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			}
 			rw, ok := s.rewinder()
 			if !ok {
-				return errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+				return errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 			}
 			if err := rw.SeekToSequence(ctx, ps.New, rs.FirstSequence); err != nil {
 				return fmt.Errorf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", ps.New, rs.Topic, rs.FirstSequence, err)
@@ -205,7 +207,7 @@ func parallelOldSources(ctx context.Context, pb parallelBroker, old *Job, og *gr
 		}
 		info, err := pb.Subscription(ctx, src.sub)
 		if err != nil {
-			return nil, errorf(CodeReplacementUnavailable, "step %s of job %s (%s) reads subscription %s, whose topic cannot be read (%v), so the new job cannot be given a subscription of its own on it: check the subscription (weir subscriptions describe %s); job %s was not changed",
+			return nil, errorf(errcode.ReplacementUnavailable, "step %s of job %s (%s) reads subscription %s, whose topic cannot be read (%v), so the new job cannot be given a subscription of its own on it: check the subscription (weir subscriptions describe %s); job %s was not changed",
 				st.Name, old.Name, old.ID, src.sub, err, src.sub, old.ID)
 		}
 		src.topic = info.Topic
@@ -232,7 +234,7 @@ func parallelNewTopic(ctx context.Context, pb parallelBroker, old *Job, oldSrcs 
 	}
 	info, err := pb.Subscription(ctx, named)
 	if err != nil {
-		return "", "", errorf(CodeReplacementUnavailable, "step %s of the new pipeline reads subscription %s, whose topic cannot be read (%v): create the subscription on the topic to read (weir subscriptions create %s --topic T), or read the topic (ReadFromPubSub topic: T); job %s (%s) was not changed",
+		return "", "", errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads subscription %s, whose topic cannot be read (%v): create the subscription on the topic to read (weir subscriptions create %s --topic T), or read the topic (ReadFromPubSub topic: T); job %s (%s) was not changed",
 			st.Name, named, err, named, old.Name, old.ID)
 	}
 	return info.Topic, named, nil

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/duration"
@@ -610,7 +612,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	cons := sc.acked(t)
 	nj := sc.update(t, parallelOverlapOptions...)
 	// No in-place update while the two jobs overlap.
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); ErrorCode(err) != CodeUpdateInProgress {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); ErrorCode(err) != errcode.UpdateInProgress {
 		t.Fatalf("an in-place update during the overlap: %v", err)
 	}
 	// Both jobs' rows of the windows both fired are committed, so that
@@ -639,7 +641,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 		t.Fatalf("façade generations after the rollback: %+v %v", gens, err)
 	}
 	// A rolled-back flow is not rolled back twice.
-	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != CodeIllegalTransition {
+	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != errcode.IllegalTransition {
 		t.Fatalf("a second rollback: %v", err)
 	}
 	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
@@ -661,14 +663,14 @@ func TestParallelRefusals(t *testing.T) {
 	tests := []struct {
 		name     string
 		old, new func(string) string
-		code     Code
+		code     errcode.Code
 		msg      string
 	}{
 		// (Named subscriptions that exist are scenarios of TestParallelReplace.)
-		{"new pipeline reads a named subscription that does not exist", same, missing, CodeReplacementUnavailable, "subscription no-such-sub, whose topic cannot be read"},
-		{"new pipeline writes the global window", same, global, CodeReplacementUnavailable, "global window"},
-		{"new pipeline writes session windows", same, sessions, CodeReplacementUnavailable, "sessions"},
-		{"new pipeline reads a topic the old job does not", same, otherTopic, CodeReplacementUnavailable, "does not read"},
+		{"new pipeline reads a named subscription that does not exist", same, missing, errcode.ReplacementUnavailable, "subscription no-such-sub, whose topic cannot be read"},
+		{"new pipeline writes the global window", same, global, errcode.ReplacementUnavailable, "global window"},
+		{"new pipeline writes session windows", same, sessions, errcode.ReplacementUnavailable, "sessions"},
+		{"new pipeline reads a topic the old job does not", same, otherTopic, errcode.ReplacementUnavailable, "does not read"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

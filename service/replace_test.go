@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -73,7 +75,7 @@ func TestCreateOrUpdate(t *testing.T) {
 	req := UpdateRequest{SubmitRequest: streamingReq("sums", dir, "create_or_update_job")}
 	req.Pipeline = bad
 	res, err := s.Update(ctx, req)
-	if !hasCode(err, CodeIncompatible) || res == nil || res.Report.Compatible {
+	if !hasCode(err, errcode.IncompatibleUpdate) || res == nil || res.Report.Compatible {
 		t.Fatalf("incompatible create_or_update: %+v %v", res, err)
 	}
 	if j, _ := s.Get("sums"); j.ID != j2.ID || j.State != StateRunning {
@@ -118,20 +120,20 @@ func TestRequestID(t *testing.T) {
 	}
 	other := req
 	other.Options.NumWorkers = 2
-	if _, err := s.Submit(ctx, other); !hasCode(err, CodeRequestIDReused) {
+	if _, err := s.Submit(ctx, other); !hasCode(err, errcode.RequestIDReused) {
 		t.Fatalf("same ID, other request: %v", err)
 	}
 	// A refusal is answered again, even once its cause is gone.
 	second := streamingReq("sums", dir)
 	second.RequestID = "req-2"
-	if _, err := s.Submit(ctx, second); !hasCode(err, CodeJobNameActive) {
+	if _, err := s.Submit(ctx, second); !hasCode(err, errcode.JobNameActive) {
 		t.Fatalf("second job of an active name: %v", err)
 	}
 	if _, err := s.Cancel(ctx, j1.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, s, j1.ID, StateCancelled)
-	if _, err := s.Submit(ctx, second); !hasCode(err, CodeJobNameActive) {
+	if _, err := s.Submit(ctx, second); !hasCode(err, errcode.JobNameActive) {
 		t.Fatalf("retry of a refused request: %v, want the first refusal", err)
 	}
 	if jobs, _ := s.List(StatusAll); len(jobs) != 1 {
@@ -145,7 +147,7 @@ func TestRequestID(t *testing.T) {
 	}
 	bad := streamingReq("sums", dir)
 	bad.RequestID = "no spaces"
-	if _, err := s.Submit(ctx, bad); !hasCode(err, CodeInvalidRequest) {
+	if _, err := s.Submit(ctx, bad); !hasCode(err, errcode.InvalidRequest) {
 		t.Errorf("bad request ID: %v", err)
 	}
 }
@@ -171,36 +173,36 @@ func TestReplacementRefusals(t *testing.T) {
 	tests := []struct {
 		name string
 		do   func() error
-		code Code
+		code errcode.Code
 		msg  string
 	}{
-		{"unknown key", func() error { return update("go_faster") }, CodeUnknownServiceOption, "weir_replace_rewind="},
-		{"bad value", func() error { return update("parallel_replace_job_max_stop_duration=soon") }, CodeInvalidServiceOption, "needs a unit"},
+		{"unknown key", func() error { return update("go_faster") }, errcode.UnknownServiceOption, "weir_replace_rewind="},
+		{"bad value", func() error { return update("parallel_replace_job_max_stop_duration=soon") }, errcode.InvalidServiceOption, "needs a unit"},
 		{"not a boolean", func() error {
 			return update("update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m", "parallel_replace_job_preallocate_compute_resources=1")
-		}, CodeInvalidServiceOption, "is a boolean"},
-		{"two strategies", func() error { return update("update_strategy_parallel_job_update,update_strategy_in_place_update") }, CodeConflictingServiceOptions, "two update strategies"},
-		{"no duration", func() error { return update("update_strategy_parallel_job_update") }, CodeConflictingServiceOptions, "needs parallel_replace_job_min_parallel_pipelines_duration"},
-		{"replacement option without replacement", func() error { return update("parallel_replace_job_max_stop_duration=1m") }, CodeConflictingServiceOptions, "add update_strategy_parallel_job_update"},
+		}, errcode.InvalidServiceOption, "is a boolean"},
+		{"two strategies", func() error { return update("update_strategy_parallel_job_update,update_strategy_in_place_update") }, errcode.ConflictingServiceOptions, "two update strategies"},
+		{"no duration", func() error { return update("update_strategy_parallel_job_update") }, errcode.ConflictingServiceOptions, "needs parallel_replace_job_min_parallel_pipelines_duration"},
+		{"replacement option without replacement", func() error { return update("parallel_replace_job_max_stop_duration=1m") }, errcode.ConflictingServiceOptions, "add update_strategy_parallel_job_update"},
 		{"new name with update, not running", func() error {
 			_, err := s.Update(ctx, UpdateRequest{SubmitRequest: streamingReq("sums-v2", dir, "parallel_replace_job_name=sums", "parallel_replace_job_max_stop_duration=1m")})
 			return err
-		}, CodeNoRunningJob, "no running job named sums-v2"},
+		}, errcode.NoRunningJob, "no running job named sums-v2"},
 		{"name and id", func() error {
 			return create("sums-v2", "parallel_replace_job_name=sums", "parallel_replace_job_id="+j.ID, "parallel_replace_job_max_stop_duration=1m")
-		}, CodeConflictingServiceOptions, "give one"},
+		}, errcode.ConflictingServiceOptions, "give one"},
 		{"replace an unknown job", func() error {
 			return create("sums-v2", "parallel_replace_job_name=nothing", "parallel_replace_job_max_stop_duration=1m")
-		}, CodeNoRunningJob, "no running job named nothing"},
+		}, errcode.NoRunningJob, "no running job named nothing"},
 		{"too soon", func() error {
 			return update("update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m", "weir_replace_rewind=false")
-		}, CodeReplaceTooSoon, "retry in"},
+		}, errcode.ReplaceTooSoon, "retry in"},
 		{"parallel not offered", func() error {
 			return create("sums-v2", "parallel_replace_job_name=sums", "parallel_replace_job_min_parallel_pipelines_duration=0s")
-		}, CodeReplacementUnavailable, "parallel replacement"},
+		}, errcode.ReplacementUnavailable, "parallel replacement"},
 		{"rewind of a source that cannot be re-read", func() error {
 			return create("sums-v2", "parallel_replace_job_id="+j.ID, "parallel_replace_job_max_stop_duration=1m")
-		}, CodeRewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
+		}, errcode.RewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,7 +214,7 @@ func TestReplacementRefusals(t *testing.T) {
 			if got.ID != j.ID || got.State != StateRunning || got.ReplacedByJobID != "" {
 				t.Fatalf("the refusal changed the running job: %s %s replaced by %q", got.ID, got.State, got.ReplacedByJobID)
 			}
-			if _, err := s.Get("sums-v2"); !hasCode(err, CodeJobNotFound) {
+			if _, err := s.Get("sums-v2"); !hasCode(err, errcode.JobNotFound) {
 				t.Fatalf("the refusal created a job sums-v2: %v", err)
 			}
 		})
@@ -224,7 +226,7 @@ func TestReplacementRefusals(t *testing.T) {
 	// request gets as far as the strategy.
 	clock.advance(DefaultMinReplaceInterval)
 	err := update("update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m")
-	if !hasCode(err, CodeRewindBeyondRetention) {
+	if !hasCode(err, errcode.RewindBeyondRetention) {
 		t.Fatalf("after the interval: %v", err)
 	}
 	// The in-place strategy ignores the parallel options and says so.

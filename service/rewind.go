@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
@@ -233,7 +235,7 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return errorf(CodeReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) cannot make every window complete: %s; %s",
+	return errorf(errcode.ReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) cannot make every window complete: %s; %s",
 		serviceopt.KeyRewind, strings.Join(bad, "; "), rewindInstead(old))
 }
 
@@ -319,12 +321,12 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		if st.Source != nil {
 			kind = st.Source.Kind + " " + st.Source.Identity
 		}
-		return RewindPoint{}, errorf(CodeRewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
+		return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
 			st.Name, old.ID, kind, rewindInstead(old))
 	}
 	rw, ok := s.rewinder()
 	if !ok {
-		return RewindPoint{}, errorf(CodeRewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
+		return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
 	}
 	oldS, newS := keyedStrategies(og), keyedStrategies(newGraph)
 	if err := checkRewindable(old, oldS, newS); err != nil {
@@ -360,10 +362,10 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		}
 		pt, err := rw.PositionTrack(ctx, ps[0])
 		if err != nil {
-			return RewindPoint{}, errorf(CodeRewindBeyondRetention, "source %s of job %s: its checkpointed position cannot be read again (%v); %s", st.Name, old.ID, err, rewindInstead(old))
+			return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s: its checkpointed position cannot be read again (%v); %s", st.Name, old.ID, err, rewindInstead(old))
 		}
 		if !pt.Tracked {
-			return RewindPoint{}, errorf(CodeRewindBeyondRetention, "source %s of job %s (topic %s) has a position written before weir tracked event times per message, so where to re-read from is unknown; %s",
+			return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s (topic %s) has a position written before weir tracked event times per message, so where to re-read from is unknown; %s",
 				st.Name, old.ID, pt.Topic, rewindInstead(old))
 		}
 		srcs = append(srcs, src{step: st.Name, pt: pt})
@@ -382,7 +384,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		rs := RewindSource{Step: sr.step, Topic: pt.Topic, Subscription: pt.Subscription, LastSequence: pt.StreamSeq, FirstSequence: pt.StreamSeq + 1, FromTime: rp.FromTime}
 		if t < mtime.MaxTimestamp {
 			if !pt.Covers(t) {
-				return RewindPoint{}, errorf(CodeRewindBeyondRetention, "topic %s (source %s of job %s): the re-read must cover event times from %s (the earliest window still open at the old job's watermark %s), but the job's event-time table only reaches back to %s (it keeps the job's longest window plus allowed lateness behind its watermark, at most %s); %s",
+				return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "topic %s (source %s of job %s): the re-read must cover event times from %s (the earliest window still open at the old job's watermark %s), but the job's event-time table only reaches back to %s (it keeps the job's longest window plus allowed lateness behind its watermark, at most %s); %s",
 					pt.Topic, sr.step, old.ID, fmtTime(t), fmtTime(wm), fmtTime(pt.From), pubsub.MaxRewindHorizon, rewindInstead(old))
 			}
 			if first, ok := pt.FirstSequenceFor(t); ok && first <= pt.StreamSeq {
@@ -399,7 +401,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 				if !oldestTime.IsZero() {
 					oldestText = fmt.Sprintf("its oldest retained message is sequence %d, published %s", oldest, oldestTime.Format(time.RFC3339))
 				}
-				return RewindPoint{}, errorf(CodeRewindBeyondRetention, "topic %s no longer retains the messages the replacement must re-read: it needs sequence %d on (event times from %s, the earliest window still open at the old job's watermark %s), but %s (retention or a message limit discarded the rest); %s",
+				return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "topic %s no longer retains the messages the replacement must re-read: it needs sequence %d on (event times from %s, the earliest window still open at the old job's watermark %s), but %s (retention or a message limit discarded the rest); %s",
 					pt.Topic, rs.FirstSequence, fmtTime(t), fmtTime(wm), oldestText, rewindInstead(old))
 			}
 		}

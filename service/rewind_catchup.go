@@ -3,9 +3,10 @@ package service
 import (
 	"fmt"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/runner"
 )
 
 // A re-reading replacement job keeps its guarantee while it catches up
@@ -121,7 +122,7 @@ var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
 // reportCatchUpExpired makes the re-reading sources of prog, j's program
 // run as jr, record what their re-read found gone (catchUpExpired). Called
 // for every execution before it starts.
-func (s *Service) reportCatchUpExpired(j *Job, prog *runner.Program, jr *jobRun) {
+func (s *Service) reportCatchUpExpired(j *Job, prog *contract.Program, jr *jobRun) {
 	if !rewindsInput(j) {
 		return
 	}

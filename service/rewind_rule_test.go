@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
 )
@@ -82,7 +84,7 @@ func TestCheckRewindable(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want != "" && (!hasCode(err, CodeReplacementUnavailable) || !containsAll(err.Error(), tc.want, "weir_replace_rewind=false")):
+			case tc.want != "" && (!hasCode(err, errcode.ReplacementUnavailable) || !containsAll(err.Error(), tc.want, "weir_replace_rewind=false")):
 				t.Fatalf("got %v, want REPLACEMENT_UNAVAILABLE saying %q", err, tc.want)
 			}
 		})

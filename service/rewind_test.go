@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -591,14 +593,14 @@ func TestRewindRefusals(t *testing.T) {
 	tests := []struct {
 		name     string
 		pipeline string
-		code     Code
+		code     errcode.Code
 		msgs     []string
 	}{
-		{"beyond retention", rwPipeline("10s", "key", db, "totals"), CodeRewindBeyondRetention,
+		{"beyond retention", rwPipeline("10s", "key", db, "totals"), errcode.RewindBeyondRetention,
 			[]string{"topic sr-events no longer retains the messages the replacement must re-read: it needs sequence 1 on (event times from 2026-11-30T00:00:10Z",
 				"its oldest retained message is sequence ", "weir_replace_rewind=false", "in place", "snapshot"}},
-		{"discarding early trigger", discarding, CodeReplacementUnavailable, []string{"step Sums of the new pipeline has an early or repeated trigger (after_watermark) in discarding mode", "accumulation_mode: accumulating", "weir_replace_rewind=false"}},
-		{"session windows", sessions, CodeReplacementUnavailable, []string{"step Sums of the new pipeline uses session windows", "weir_replace_rewind=false"}},
+		{"discarding early trigger", discarding, errcode.ReplacementUnavailable, []string{"step Sums of the new pipeline has an early or repeated trigger (after_watermark) in discarding mode", "accumulation_mode: accumulating", "weir_replace_rewind=false"}},
+		{"session windows", sessions, errcode.ReplacementUnavailable, []string{"step Sums of the new pipeline uses session windows", "weir_replace_rewind=false"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

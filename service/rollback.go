@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
@@ -309,10 +311,10 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		return nil, err
 	}
 	if req.ToGeneration < 0 {
-		return nil, errorf(CodeInvalidRequest, "to_generation must be a generation (1 or more), got %d", req.ToGeneration)
+		return nil, errorf(errcode.InvalidRequest, "to_generation must be a generation (1 or more), got %d", req.ToGeneration)
 	}
 	if req.MaxStop < 0 {
-		return nil, errorf(CodeInvalidRequest, "the maximum stop duration must not be negative")
+		return nil, errorf(errcode.InvalidRequest, "the maximum stop duration must not be negative")
 	}
 	if req.MaxStop == 0 {
 		req.MaxStop = DefaultRollbackMaxStop
@@ -326,7 +328,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; roll back once it is back")
+		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; roll back once it is back")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -334,9 +336,9 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	if l.ActiveJobID == "" {
 		if l.LatestJobID == "" {
-			return nil, errorf(CodeJobNotFound, "no job has the name %q", req.Name)
+			return nil, errorf(errcode.JobNotFound, "no job has the name %q", req.Name)
 		}
-		return nil, errorf(CodeNoRunningJob, "no running job named %s: a rollback replaces the running job (start a job from a rollback snapshot with weir run --create-from-snapshot instead)", req.Name)
+		return nil, errorf(errcode.NoRunningJob, "no running job named %s: a rollback replaces the running job (start a job from a rollback snapshot with weir run --create-from-snapshot instead)", req.Name)
 	}
 	cur, err := s.readJob(l.ActiveJobID)
 	if err != nil {
@@ -346,7 +348,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		return nil, err
 	}
 	if cur.State != StateRunning || s.runningJob(cur.ID) == nil {
-		return nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
+		return nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
 	}
 	snap, err := s.findRollbackSnapshot(cur, req.ToGeneration)
 	if err != nil {
@@ -357,7 +359,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		return nil, internalf("reading job %s of rollback snapshot %s: %w", snap.SourceJobID, snap.ID, err)
 	}
 	if src.SDK == SDKGo {
-		return nil, errorf(CodeIllegalTransition, "generation %d of %s (job %s) is a Go program's: roll it back by starting that build of the program with --create-from-snapshot %s", src.Generation, req.Name, src.ID, snap.ID)
+		return nil, errorf(errcode.IllegalTransition, "generation %d of %s (job %s) is a Go program's: roll it back by starting that build of the program with --create-from-snapshot %s", src.Generation, req.Name, src.ID, snap.ID)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -365,7 +367,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(CodeSnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
+		return nil, errorf(errcode.SnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
 		return nil, internalf("reading rollback snapshot %s: %w", snap.ID, err)
@@ -390,7 +392,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	g := p.Graph()
 	report := compat.Check(oldGraph, g, compat.Options{})
 	if !report.Compatible {
-		return nil, errorf(CodeIncompatible, "the pipeline of generation %d (job %s) no longer builds the graph its rollback snapshot %s holds (%d problem(s)), so its state cannot be restored; nothing changed",
+		return nil, errorf(errcode.IncompatibleUpdate, "the pipeline of generation %d (job %s) no longer builds the graph its rollback snapshot %s holds (%d problem(s)), so its state cannot be restored; nothing changed",
 			src.Generation, src.ID, snap.ID, len(report.Errors))
 	}
 	cs := cur.Summary()
@@ -401,7 +403,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	res.Windows = s.rollbackWindows(snap.ID, oldGraph, res.Sources)
 	for _, src := range res.Sources {
 		if !src.Retained {
-			return res, errorf(CodeRewindBeyondRetention, "topic %s no longer holds the messages from sequence %d on (its oldest is %d), which the rollback of %s to generation %d would have to re-read for step %s; nothing changed: start a job from rollback snapshot %s without the lost input (weir run --create-from-snapshot), or update the running job in place",
+			return res, errorf(errcode.RewindBeyondRetention, "topic %s no longer holds the messages from sequence %d on (its oldest is %d), which the rollback of %s to generation %d would have to re-read for step %s; nothing changed: start a job from rollback snapshot %s without the lost input (weir run --create-from-snapshot), or update the running job in place",
 				src.Topic, src.FromSeq, src.FirstRetainedSeq, req.Name, res.ToGeneration, src.Step, snap.ID)
 		}
 	}
@@ -458,7 +460,7 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 		return nil, true, internalf("reading job %s: %w", rep.OldJobID, err)
 	}
 	if req.ToGeneration != 0 && req.ToGeneration != old.Generation {
-		return nil, true, errorf(CodeRollbackUnavailable, "job %s (%s) is in the overlap of a parallel replacement of generation %d: a rollback now goes back to generation %d only (cancelling job %s); nothing changed",
+		return nil, true, errorf(errcode.RollbackUnavailable, "job %s (%s) is in the overlap of a parallel replacement of generation %d: a rollback now goes back to generation %d only (cancelling job %s); nothing changed",
 			cur.Name, cur.ID, old.Generation, old.Generation, cur.ID)
 	}
 	cs := cur.Summary()
@@ -487,7 +489,7 @@ func (s *Service) refuseRollbackDuringFlow(cur *Job) error {
 	if rep == nil || rep.Phase.Final() || rep.NewJobID != cur.ID {
 		return nil
 	}
-	return errorf(CodeRollbackUnavailable, "job %s (%s) is a %s still in phase %s: roll back once it has cut over (or cancel job %s); nothing changed",
+	return errorf(errcode.RollbackUnavailable, "job %s (%s) is a %s still in phase %s: roll back once it has cut over (or cancel job %s); nothing changed",
 		cur.Name, cur.ID, rep.Strategy, rep.Phase, cur.ID)
 }
 
@@ -529,20 +531,20 @@ func (s *Service) findRollbackSnapshot(cur *Job, gen int64) (*Snapshot, error) {
 	}
 	switch {
 	case gen != 0 && gen >= cur.Generation:
-		return nil, errorf(CodeNoRollbackSnapshot, "generation %d is not earlier than the running job's (%d): a rollback goes back to an earlier generation", gen, cur.Generation)
+		return nil, errorf(errcode.NoRollbackSnapshot, "generation %d is not earlier than the running job's (%d): a rollback goes back to an earlier generation", gen, cur.Generation)
 	case expired != nil:
-		return nil, errorf(CodeRollbackSnapshotExpired, "the rollback snapshot %s of %s was deleted at %s (the rollback retention had passed); nothing changed",
+		return nil, errorf(errcode.RollbackSnapshotExpired, "the rollback snapshot %s of %s was deleted at %s (the rollback retention had passed); nothing changed",
 			expired.ID, which, expired.StateTime.UTC().Format(time.RFC3339))
 	case failed != nil && failed.State == SnapshotFailed:
-		return nil, errorf(CodeNoRollbackSnapshot, "the rollback snapshot %s of %s failed (%s); nothing changed", failed.ID, which, failed.FailureReason)
+		return nil, errorf(errcode.NoRollbackSnapshot, "the rollback snapshot %s of %s failed (%s); nothing changed", failed.ID, which, failed.FailureReason)
 	case failed != nil:
-		return nil, errorf(CodeRollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
+		return nil, errorf(errcode.RollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
 	}
 	if prev, err := s.readJob(cur.ReplacesJobID); gen == 0 && cur.ReplacesJobID != "" && err == nil && prev.Name != cur.Name {
-		return nil, errorf(CodeNoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
+		return nil, errorf(errcode.NoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
 			"weir snapshots list --job-id %s shows it, and weir run OLD.yaml --job-name %s --create-from-snapshot ID starts a job from it; nothing changed", cur.ID, cur.Name, prev.ID, prev.Name, prev.Name, prev.Name)
 	}
-	return nil, errorf(CodeNoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list --job-id %s the snapshots); nothing changed", which, cur.Name, cur.Name)
+	return nil, errorf(errcode.NoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list --job-id %s the snapshots); nothing changed", which, cur.Name, cur.Name)
 }
 
 // snapshotView is snap without its graph and positions, for a report.
@@ -569,7 +571,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 			continue
 		}
 		if rr == nil || len(pos) != 1 {
-			return nil, errorf(CodeRewindBeyondRetention, "step %s reads Pub/Sub, and the rollback cannot tell what its topic still holds (no broker, or %d positions in the snapshot); nothing changed", st.Name, len(pos))
+			return nil, errorf(errcode.RewindBeyondRetention, "step %s reads Pub/Sub, and the rollback cannot tell what its topic still holds (no broker, or %d positions in the snapshot); nothing changed", st.Name, len(pos))
 		}
 		hint := "" // a topic source creates its subscription again
 		if kind, name, ok := strings.Cut(st.Source.Identity, "/"); ok && kind == "topic" {
@@ -577,7 +579,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 		}
 		sub, topic, next, first, last, err := rr.RetainedAfter(ctx, pos[0], hint)
 		if err != nil {
-			return nil, errorf(CodeRewindBeyondRetention, "step %s: the rollback cannot re-read its subscription: %w; nothing changed", st.Name, err)
+			return nil, errorf(errcode.RewindBeyondRetention, "step %s: the rollback cannot re-read its subscription: %w; nothing changed", st.Name, err)
 		}
 		rs.Subscription, rs.Topic, rs.FromSeq, rs.LastSeq, rs.FirstRetainedSeq = sub, topic, next, last, first
 		if last >= next {
@@ -659,7 +661,7 @@ func ParseRollbackMaxStop(v string) (time.Duration, error) {
 	}
 	d, err := duration.Parse(v)
 	if err != nil {
-		return 0, errorf(CodeInvalidRequest, "max_stop_duration: %w", err)
+		return 0, errorf(errcode.InvalidRequest, "max_stop_duration: %w", err)
 	}
 	return d, nil
 }
@@ -679,7 +681,7 @@ func (s *Service) restoreRollback(nj *Job, g *graph.Pipeline) error {
 		return err
 	}
 	if snap.State != SnapshotReady {
-		return errorf(CodeNoRollbackSnapshot, "rollback snapshot %s is %s: the rollback job cannot start from it", snap.ID, snap.State)
+		return errorf(errcode.NoRollbackSnapshot, "rollback snapshot %s is %s: the rollback job cannot start from it", snap.ID, snap.State)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -691,7 +693,7 @@ func (s *Service) restoreRollback(nj *Job, g *graph.Pipeline) error {
 	}
 	report := compat.Check(oldGraph, g, compat.Options{})
 	if !report.Compatible {
-		return errorf(CodeIncompatible, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
+		return errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
 	}
 	r := restoreOf(nj, rec, report, g)
 	s.mu.Lock() // lock order 3

@@ -1,6 +1,10 @@
 package service
 
-import "context"
+import (
+	"context"
+
+	"github.com/weir-dev/weir/errcode"
+)
 
 // rollbackOnce runs do at most once per request ID within
 // RequestIDRetention, as once does for submissions and updates: a retry
@@ -17,7 +21,7 @@ func (s *Service) rollbackOnce(ctx context.Context, req RollbackRequest, do func
 		kept: func(ctx context.Context, err error) bool {
 			// ROLLBACK_UNAVAILABLE says "not now" (a flow under way, the
 			// snapshot still being written): a retry asks again.
-			return keptRefusal(ctx, err) && ErrorCode(err) != CodeRollbackUnavailable
+			return keptRefusal(ctx, err) && ErrorCode(err) != errcode.RollbackUnavailable
 		},
 	}, do)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -298,7 +300,7 @@ func TestRollbackRefusals(t *testing.T) {
 			t.Fatalf("%d jobs, want %d", len(js), jobs)
 		}
 	}
-	refused := func(t *testing.T, req RollbackRequest, code Code) {
+	refused := func(t *testing.T, req RollbackRequest, code errcode.Code) {
 		t.Helper()
 		_, err := s.Rollback(ctx, req)
 		if ErrorCode(err) != code {
@@ -307,13 +309,13 @@ func TestRollbackRefusals(t *testing.T) {
 	}
 	publishEvents(t, b, srEvents(30, 0, 1))
 	waitElements(t, s, j1.ID, "Events", 30)
-	refused(t, RollbackRequest{Name: "sums"}, CodeNoRollbackSnapshot)
+	refused(t, RollbackRequest{Name: "sums"}, errcode.NoRollbackSnapshot)
 	unchanged(t, j1.ID, 1)
-	refused(t, RollbackRequest{Name: "nosuch"}, CodeJobNotFound)
+	refused(t, RollbackRequest{Name: "nosuch"}, errcode.JobNotFound)
 
 	j2 := replaceV2(t, s, clock, HowInPlaceUpdate, v2, dir)
 	snap := rollbackSnapshotOf(t, s, "sums", j1.ID)
-	refused(t, RollbackRequest{Name: "sums", ToGeneration: 2}, CodeNoRollbackSnapshot)
+	refused(t, RollbackRequest{Name: "sums", ToGeneration: 2}, errcode.NoRollbackSnapshot)
 	unchanged(t, j2.ID, 2)
 
 	// The retention: kept until the new job has run an hour.
@@ -340,10 +342,10 @@ func TestRollbackRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
-	if ErrorCode(err) != CodeRewindBeyondRetention || res == nil || res.Sources[0].Retained {
+	if ErrorCode(err) != errcode.RewindBeyondRetention || res == nil || res.Sources[0].Retained {
 		t.Fatalf("validate-only rollback past the retention: %+v %v", res, err)
 	}
-	refused(t, RollbackRequest{Name: "sums"}, CodeRewindBeyondRetention)
+	refused(t, RollbackRequest{Name: "sums"}, errcode.RewindBeyondRetention)
 	unchanged(t, j2.ID, 2)
 
 	clock.advance(2 * time.Minute)
@@ -354,7 +356,7 @@ func TestRollbackRefusals(t *testing.T) {
 		t.Fatalf("after the retention the rollback snapshot is %s", sn.State)
 	}
 	_, err = s.Rollback(ctx, RollbackRequest{Name: "sums"})
-	if ErrorCode(err) != CodeRollbackSnapshotExpired {
+	if ErrorCode(err) != errcode.RollbackSnapshotExpired {
 		t.Fatalf("rollback after the retention: %v", err)
 	}
 	var se *Error
@@ -378,7 +380,7 @@ func TestRollbackDuringOverlap(t *testing.T) {
 	nj := sc.update(t, parallelOverlapOptions...)
 	phase2 := sc.overlap(t, nj)
 
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != CodeRollbackUnavailable {
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != errcode.RollbackUnavailable {
 		t.Fatalf("a rollback during the overlap to another generation: %v", err)
 	}
 	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
@@ -566,15 +568,15 @@ func TestRollbackRequestID(t *testing.T) {
 	// A refusal (no rollback snapshot yet) is kept and answered again.
 	refused := RollbackRequest{Name: "sums", RequestID: "rb-refused"}
 	for i := range 2 {
-		if _, err := s.Rollback(ctx, refused); ErrorCode(err) != CodeNoRollbackSnapshot {
-			t.Fatalf("attempt %d of a rollback with no snapshot: %v, want %s", i+1, err, CodeNoRollbackSnapshot)
+		if _, err := s.Rollback(ctx, refused); ErrorCode(err) != errcode.NoRollbackSnapshot {
+			t.Fatalf("attempt %d of a rollback with no snapshot: %v, want %s", i+1, err, errcode.NoRollbackSnapshot)
 		}
 	}
 	j2 := replaceV2(t, s, clock, HowInPlaceUpdate, v2, dir)
 	rollbackSnapshotOf(t, s, "sums", j1.ID)
 	// The same ID after the snapshot exists still gets the first answer.
-	if _, err := s.Rollback(ctx, refused); ErrorCode(err) != CodeNoRollbackSnapshot {
-		t.Fatalf("a retry of the refused rollback: %v, want the first answer %s", err, CodeNoRollbackSnapshot)
+	if _, err := s.Rollback(ctx, refused); ErrorCode(err) != errcode.NoRollbackSnapshot {
+		t.Fatalf("a retry of the refused rollback: %v, want the first answer %s", err, errcode.NoRollbackSnapshot)
 	}
 
 	req := RollbackRequest{Name: "sums", RequestID: "rb-1"}
@@ -588,12 +590,12 @@ func TestRollbackRequestID(t *testing.T) {
 	steps := []struct {
 		name string
 		do   func() (*RollbackResult, error)
-		code Code
+		code errcode.Code
 	}{
 		{"retry during the flow", func() (*RollbackResult, error) { return s.Rollback(ctx, req) }, ""},
 		{"same ID, another request", func() (*RollbackResult, error) {
 			return s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: 1, RequestID: "rb-1"})
-		}, CodeRequestIDReused},
+		}, errcode.RequestIDReused},
 		{"retry once the rollback job runs", func() (*RollbackResult, error) {
 			waitPhase(t, s, first.Job.ID)
 			return s.Rollback(ctx, req)
@@ -631,11 +633,11 @@ func TestRollbackRequestID(t *testing.T) {
 	if _, err := s.Submit(ctx, SubmitRequest{Name: "other", Pipeline: statelessYAML, BaseDir: dir, RequestID: "sub-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "sub-1"}); ErrorCode(err) != CodeRequestIDReused {
-		t.Fatalf("a rollback with a submission's request ID: %v, want %s", err, CodeRequestIDReused)
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "sub-1"}); ErrorCode(err) != errcode.RequestIDReused {
+		t.Fatalf("a rollback with a submission's request ID: %v, want %s", err, errcode.RequestIDReused)
 	}
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "not an id!"}); ErrorCode(err) != CodeInvalidRequest {
-		t.Fatalf("an invalid request ID: %v, want %s", err, CodeInvalidRequest)
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "not an id!"}); ErrorCode(err) != errcode.InvalidRequest {
+		t.Fatalf("an invalid request ID: %v, want %s", err, errcode.InvalidRequest)
 	}
 	// After the retention the ID is new: another request under it runs
 	// (a validate-only one here) instead of REQUEST_ID_REUSED.

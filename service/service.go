@@ -12,12 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -27,7 +29,7 @@ import (
 // The Pub/Sub package implements it on its broker. Publish is called from
 // worker goroutines and must not block for long; an error fails the job.
 type DeadLetterPublisher interface {
-	PublishDeadLetter(ctx context.Context, jobName, jobID string, r runner.Reject) error
+	PublishDeadLetter(ctx context.Context, jobName, jobID string, r contract.Reject) error
 }
 
 // Options configure a Service.
@@ -362,10 +364,10 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error
 		return nil, err
 	}
 	if req.Pipeline == "" {
-		return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+		return nil, errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
 	}
 	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
-		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
 	}
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
@@ -409,7 +411,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 		if j.PipelineFile != "" {
 			where = j.PipelineFile + ": "
 		}
-		return errorf(CodeInvalidPipeline, "%sserialising the pipeline graph: %w", where, err)
+		return errorf(errcode.InvalidPipeline, "%sserialising the pipeline graph: %w", where, err)
 	}
 	j.Graph, j.Type = canon, jobType(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
@@ -461,7 +463,7 @@ func ParseStatus(v string) (Status, error) {
 	case StatusActive, StatusTerminated:
 		return Status(v), nil
 	}
-	return "", errorf(CodeInvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
+	return "", errorf(errcode.InvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
 }
 
 // List returns the jobs matching status, newest first. It takes no lock.
@@ -512,16 +514,16 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 	}
 	switch {
 	case j.State.Terminal():
-		return nil, errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
+		return nil, errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
 	case j.Type == TypeBatch:
-		return nil, errorf(CodeBatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
+		return nil, errorf(errcode.BatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
 	case j.State == StateDraining:
 		return j, nil
 	case j.State == StatePending:
 		// As in Dataflow, a drain request applies to a running job only;
 		// PENDING → DRAINING is the service's own edge (the successor of a
 		// draining job).
-		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
+		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
 	}
 	if err := s.transitionLocked(j, StateDraining, "drain requested"); err != nil {
 		return nil, err
@@ -695,14 +697,14 @@ func (s *Service) applyLocked(w *state.Write) error {
 
 // writeCheckpointLocked writes checkpoint cp of job id of lineage name
 // with the registry changes w in one atomic write. Service.mu is held.
-func (s *Service) writeCheckpointLocked(name, id string, cp *runner.Checkpoint, w *state.Write) error {
+func (s *Service) writeCheckpointLocked(name, id string, cp *contract.Checkpoint, w *state.Write) error {
 	defer s.changes.notify()
 	return s.stored(s.store.WriteCheckpoint(name, id, cp, w))
 }
 
 // writeHandoverLocked writes handover h of checkpoint cp with the registry
 // changes w in one atomic write. Service.mu is held.
-func (s *Service) writeHandoverLocked(h state.Handover, cp *runner.Checkpoint, w *state.Write) error {
+func (s *Service) writeHandoverLocked(h state.Handover, cp *contract.Checkpoint, w *state.Write) error {
 	defer s.changes.notify()
 	return s.stored(s.store.WriteHandover(h, cp, w))
 }
@@ -717,7 +719,7 @@ func (s *Service) dropStateLocked(name, step string) error {
 // stops every job, see fault.go) and then answering STORAGE_UNAVAILABLE.
 func (s *Service) stored(err error) error {
 	if err != nil && s.noteStoreError(err) {
-		return errorf(CodeStorageUnavailable, "%w", err)
+		return errorf(errcode.StorageUnavailable, "%w", err)
 	}
 	return err
 }
@@ -735,7 +737,7 @@ func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compa
 	}
 	mapping, err := compat.ParseMapping(mappingJSON)
 	if err != nil {
-		return nil, errorf(CodeInvalidMapping, "--transform-name-mapping: %w", err)
+		return nil, errorf(errcode.InvalidMapping, "--transform-name-mapping: %w", err)
 	}
 	if opts != nil {
 		opts.EnsureDefaults()
@@ -751,7 +753,7 @@ func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compa
 // holds the name's guard, so the answer stays true until it is released.
 func (s *Service) lineageForNewJob(name string) (*lineage, error) {
 	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; submit again once it is back")
+		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	l, err := s.readLineage(name)
 	if err != nil {
@@ -762,7 +764,7 @@ func (s *Service) lineageForNewJob(name string) (*lineage, error) {
 		if err != nil {
 			return nil, internalf("reading the active job of %q: %w", name, err)
 		}
-		return nil, errorf(CodeJobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
+		return nil, errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
 	}
 	return l, nil
 }

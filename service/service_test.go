@@ -476,14 +476,14 @@ func TestIllegalTransitions(t *testing.T) {
 		name string
 		op   func(context.Context, string) (*Job, error)
 		ref  string
-		code Code
+		code errcode.Code
 	}{
-		{"drain a DRAINED job", s.Drain, drained.ID, CodeJobTerminated},
-		{"cancel a DONE job", s.Cancel, batch.ID, CodeJobTerminated},
-		{"drain a DONE job", s.Drain, batch.ID, CodeJobTerminated},
-		{"drain a running batch job", s.Drain, slowBatch.ID, CodeBatchJobNotDrainable},
-		{"drain an unknown job", s.Drain, "no-such-job", CodeJobNotFound},
-		{"cancel an unknown ID", s.Cancel, "2026-01-01_00_00_00-00000000", CodeJobNotFound},
+		{"drain a DRAINED job", s.Drain, drained.ID, errcode.JobTerminated},
+		{"cancel a DONE job", s.Cancel, batch.ID, errcode.JobTerminated},
+		{"drain a DONE job", s.Drain, batch.ID, errcode.JobTerminated},
+		{"drain a running batch job", s.Drain, slowBatch.ID, errcode.BatchJobNotDrainable},
+		{"drain an unknown job", s.Drain, "no-such-job", errcode.JobNotFound},
+		{"cancel an unknown ID", s.Cancel, "2026-01-01_00_00_00-00000000", errcode.JobNotFound},
 		{"drain twice is harmless", s.Drain, running.ID, ""},
 		{"drain again", s.Drain, running.ID, ""},
 		{"cancel a DRAINING job", s.Cancel, running.ID, ""},
@@ -510,20 +510,20 @@ func TestSubmitErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		req  SubmitRequest
-		code Code
+		code errcode.Code
 		msg  []string
 	}{
-		{"empty name", SubmitRequest{Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{"needs a name"}},
-		{"upper case", SubmitRequest{Name: "Totals", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{`"Totals"`, "[a-z]"}},
-		{"trailing dash", SubmitRequest{Name: "totals-", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, []string{"totals-"}},
-		{"leading digit", SubmitRequest{Name: "1totals", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, nil},
-		{"underscore", SubmitRequest{Name: "my_job", Pipeline: batchYAML, BaseDir: base}, CodeInvalidJobName, nil},
-		{"negative workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: -1}}, CodeInvalidOptions, []string{"num_workers"}},
-		{"too many workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: 5000}}, CodeInvalidOptions, []string{"num_workers"}},
-		{"relative base dir", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: "rel"}, CodeInvalidRequest, []string{"base_dir"}},
-		{"empty pipeline", SubmitRequest{Name: "w", BaseDir: base}, CodeInvalidPipeline, []string{"empty"}},
-		{"unknown transform", SubmitRequest{Name: "w", Pipeline: "pipeline:\n  transforms:\n    - type: Frobnicate\n", PipelineFile: "p.yaml", BaseDir: base}, CodeInvalidPipeline, []string{"p.yaml:3:13", "Frobnicate"}},
-		{"second active job of a name", SubmitRequest{Name: "busy", Pipeline: streamingYAML, BaseDir: base}, CodeJobNameActive, []string{`"busy"`, active.ID}},
+		{"empty name", SubmitRequest{Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, []string{"needs a name"}},
+		{"upper case", SubmitRequest{Name: "Totals", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, []string{`"Totals"`, "[a-z]"}},
+		{"trailing dash", SubmitRequest{Name: "totals-", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, []string{"totals-"}},
+		{"leading digit", SubmitRequest{Name: "1totals", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, nil},
+		{"underscore", SubmitRequest{Name: "my_job", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, nil},
+		{"negative workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: -1}}, errcode.InvalidOptions, []string{"num_workers"}},
+		{"too many workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: 5000}}, errcode.InvalidOptions, []string{"num_workers"}},
+		{"relative base dir", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: "rel"}, errcode.InvalidRequest, []string{"base_dir"}},
+		{"empty pipeline", SubmitRequest{Name: "w", BaseDir: base}, errcode.InvalidPipeline, []string{"empty"}},
+		{"unknown transform", SubmitRequest{Name: "w", Pipeline: "pipeline:\n  transforms:\n    - type: Frobnicate\n", PipelineFile: "p.yaml", BaseDir: base}, errcode.InvalidPipeline, []string{"p.yaml:3:13", "Frobnicate"}},
+		{"second active job of a name", SubmitRequest{Name: "busy", Pipeline: streamingYAML, BaseDir: base}, errcode.JobNameActive, []string{`"busy"`, active.ID}},
 	}
 	for _, tt := range tests {
 		_, err := s.Submit(context.Background(), tt.req)
@@ -558,13 +558,13 @@ func TestListStatus(t *testing.T) {
 	tests := []struct {
 		status string
 		want   []string
-		code   Code
+		code   errcode.Code
 	}{
 		{"active", []string{run.ID}, ""},
 		{"terminated", []string{done.ID}, ""},
 		{"all", []string{run.ID, done.ID}, ""},
 		{"", []string{run.ID, done.ID}, ""},
-		{"running", nil, CodeInvalidFilter},
+		{"running", nil, errcode.InvalidFilter},
 	}
 	for _, tt := range tests {
 		st, err := ParseStatus(tt.status)
@@ -655,15 +655,15 @@ func TestStateMachine(t *testing.T) {
 	j := &Job{ID: "x", Name: "n", State: StateRunning}
 	steps := []struct {
 		to   JobState
-		code Code
+		code errcode.Code
 		want JobState
 	}{
-		{StatePending, CodeIllegalTransition, StateRunning},
+		{StatePending, errcode.IllegalTransition, StateRunning},
 		{StateDraining, "", StateDraining},
-		{StateDone, CodeIllegalTransition, StateDraining},
+		{StateDone, errcode.IllegalTransition, StateDraining},
 		{StateDrained, "", StateDrained},
-		{StateRunning, CodeJobTerminated, StateDrained},
-		{StateFailed, CodeJobTerminated, StateDrained},
+		{StateRunning, errcode.JobTerminated, StateDrained},
+		{StateFailed, errcode.JobTerminated, StateDrained},
 	}
 	if CanTransition(StateCancelling, StateDraining) || CanTransition(StateRunning, StateDrained) || CanTransition(StateRunning, StatePending) {
 		t.Error("the transitions table allows a skipped or backward step")

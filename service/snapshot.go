@@ -10,9 +10,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -124,14 +126,14 @@ func ParseSnapshotTTL(v string) (time.Duration, error) {
 	}
 	d, err := duration.Parse(v)
 	if err != nil {
-		return 0, errorf(CodeInvalidTTL, "snapshot TTL: %w", err)
+		return 0, errorf(errcode.InvalidTTL, "snapshot TTL: %w", err)
 	}
 	return d, validateSnapshotTTL(d)
 }
 
 func validateSnapshotTTL(d time.Duration) error {
 	if d < MinSnapshotTTL || d > MaxSnapshotTTL {
-		return errorf(CodeInvalidTTL, "snapshot TTL %s is outside the accepted range: at least 1h, at most 30d", duration.Format(d))
+		return errorf(errcode.InvalidTTL, "snapshot TTL %s is outside the accepted range: at least 1h, at most 30d", duration.Format(d))
 	}
 	return nil
 }
@@ -174,7 +176,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	}
 	ss, hasBroker := s.sourceSnapshotter()
 	if req.SnapshotSources && !hasBroker {
-		return nil, errorf(CodeInvalidRequest, "snapshot_sources needs the server's Pub/Sub broker, and this service has none")
+		return nil, errorf(errcode.InvalidRequest, "snapshot_sources needs the server's Pub/Sub broker, and this service has none")
 	}
 	if req.TTL == 0 {
 		req.TTL = DefaultSnapshotTTL
@@ -193,7 +195,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 		}
 	}()
 	if s.closing.Load() {
-		return nil, errorf(CodeShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
+		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
 	}
 	j, err := s.resolve(req.Job)
 	if err != nil {
@@ -202,15 +204,15 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	jr := s.runningJob(j.ID)
 	switch {
 	case j.Type != TypeStreaming:
-		return nil, errorf(CodeNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
+		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
 	case j.State != StateRunning:
-		return nil, errorf(CodeNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
+		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
 	case !j.Checkpointing || jr == nil || !jr.checkpointed:
 		note := j.CheckpointNote
 		if note == "" {
 			note = "it has no live execution taking checkpoints"
 		}
-		return nil, errorf(CodeNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
+		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
 	}
 	now := s.now()
 	id, err := newSnapshotID()
@@ -277,7 +279,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 // and pins the store right after the write (same hold of Service.mu), then
 // commits it. It takes jr.cpMu for the whole checkpoint, as checkpoint
 // does. On success the caller releases the pin.
-func (s *Service) snapshotCut(jr *jobRun) (*runner.Checkpoint, *state.Pinned, error) {
+func (s *Service) snapshotCut(jr *jobRun) (*contract.Checkpoint, *state.Pinned, error) {
 	jr.cpMu.Lock() // lock order 2
 	defer jr.cpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
@@ -467,7 +469,7 @@ func (s *Service) putSnapshot(snap *Snapshot) error {
 func (s *Service) readSnapshot(id string) (*Snapshot, error) {
 	b, err := s.store.Get(snapshotKey(id))
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(CodeSnapshotNotFound, "no snapshot has the ID %q", id)
+		return nil, errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id)
 	}
 	if err != nil {
 		return nil, internalf("reading snapshot %s: %w", id, err)
@@ -483,7 +485,7 @@ func (s *Service) readSnapshot(id string) (*Snapshot, error) {
 // no lock.
 func (s *Service) GetSnapshot(id string) (*Snapshot, error) {
 	if id == "" {
-		return nil, errorf(CodeSnapshotNotFound, "no snapshot ID given")
+		return nil, errorf(errcode.SnapshotNotFound, "no snapshot ID given")
 	}
 	return s.readSnapshot(id)
 }
@@ -499,7 +501,7 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
 		} else if !errors.Is(err, state.ErrNotFound) {
 			return nil, internalf("reading job %s: %w", ref, err)
 		} else if !jobNameRE.MatchString(ref) {
-			return nil, errorf(CodeJobNotFound, "no job has the ID or name %q", ref)
+			return nil, errorf(errcode.JobNotFound, "no job has the ID or name %q", ref)
 		}
 	}
 	out := []*Snapshot{}
@@ -710,7 +712,7 @@ func (s *Service) restoreSnapshotLocked(id string, r state.SnapshotRestore, w *s
 func snapshotGraph(snap *Snapshot) (*graph.Pipeline, error) {
 	g, err := graph.Parse(snap.Graph)
 	if err != nil {
-		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
+		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
 	}
 	return g, nil
 }

@@ -19,6 +19,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/state"
 )
@@ -137,7 +139,7 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 		return SnapshotFileInfo{}, err
 	}
 	if snap.State != SnapshotReady {
-		return SnapshotFileInfo{}, errorf(CodeSnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
+		return SnapshotFileInfo{}, errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
 	}
 	pin := s.store.Pin()
 	defer pin.Release()
@@ -208,7 +210,7 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 		return nil
 	})
 	if err == nil && !sawCP {
-		err = errorf(CodeSnapshotNotFound, "snapshot %s has no data (deleted meanwhile?)", id)
+		err = errorf(errcode.SnapshotNotFound, "snapshot %s has no data (deleted meanwhile?)", id)
 	}
 	if err == nil {
 		err = flush()
@@ -246,7 +248,7 @@ func splitStateKey(rel []byte) (step string, kg uint16, key []byte, err error) {
 }
 
 func corruptf(format string, args ...any) error {
-	return errorf(CodeSnapshotCorrupt, "snapshot file: "+format, args...)
+	return errorf(errcode.SnapshotCorrupt, "snapshot file: "+format, args...)
 }
 
 // countingReader hashes and counts what is read through it.
@@ -556,8 +558,8 @@ func (s *Service) beginImport(snap *Snapshot) error {
 	cur, err := s.readSnapshot(snap.ID)
 	switch {
 	case err == nil && cur.State != SnapshotDeleted:
-		return errorf(CodeSnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
-	case err != nil && ErrorCode(err) != CodeSnapshotNotFound:
+		return errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
+	case err != nil && ErrorCode(err) != errcode.SnapshotNotFound:
 		return err
 	}
 	now := s.now()
@@ -583,7 +585,7 @@ func (s *Service) stillImporting(id string) error {
 		return err
 	}
 	if cur.State != SnapshotPending {
-		return errorf(CodeSnapshotNotFound, "snapshot %s was %s while it was imported: the import stopped", id, cur.State)
+		return errorf(errcode.SnapshotNotFound, "snapshot %s was %s while it was imported: the import stopped", id, cur.State)
 	}
 	return nil
 }
@@ -706,7 +708,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	}
 	if c.UploadID == "" {
 		if c.Offset != 0 {
-			return UploadProgress{}, nil, errorf(CodeInvalidRequest, "the first chunk of an upload starts at offset 0, not %d", c.Offset)
+			return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "the first chunk of an upload starts at offset 0, not %d", c.Offset)
 		}
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -717,7 +719,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 			return UploadProgress{}, nil, internalf("staging an upload: %w", err)
 		}
 	} else if !uploadIDRE.MatchString(c.UploadID) {
-		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload_id %q is not an upload ID", c.UploadID)
+		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload_id %q is not an upload ID", c.UploadID)
 	}
 	path := filepath.Join(s.importsDir(), c.UploadID+".part")
 	flags := os.O_WRONLY | os.O_APPEND
@@ -726,7 +728,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	}
 	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) {
-		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload %s is unknown, finished or already started (start a new one without upload_id)", c.UploadID)
+		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload %s is unknown, finished or already started (start a new one without upload_id)", c.UploadID)
 	}
 	if err != nil {
 		return UploadProgress{}, nil, internalf("staging upload %s: %w", c.UploadID, err)
@@ -734,7 +736,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	st, err := f.Stat()
 	if err == nil && st.Size() != c.Offset {
 		f.Close()
-		return UploadProgress{}, nil, errorf(CodeInvalidRequest, "upload %s has %d bytes, the chunk is for offset %d: send the chunk at offset %d", c.UploadID, st.Size(), c.Offset, st.Size())
+		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload %s has %d bytes, the chunk is for offset %d: send the chunk at offset %d", c.UploadID, st.Size(), c.Offset, st.Size())
 	}
 	if err == nil {
 		_, err = f.Write(c.Data)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/state"
 )
 
@@ -43,7 +45,7 @@ func exportedFile(t *testing.T, dir string) (*Snapshot, []byte) {
 // assertAbsent checks that snapshot id has no record and no data in s.
 func assertAbsent(t *testing.T, s *Service, id string) {
 	t.Helper()
-	if got, err := s.GetSnapshot(id); ErrorCode(err) != CodeSnapshotNotFound {
+	if got, err := s.GetSnapshot(id); ErrorCode(err) != errcode.SnapshotNotFound {
 		t.Errorf("snapshot %s after a failed import: %+v, %v; want SNAPSHOT_NOT_FOUND", id, got, err)
 	}
 	if _, err := s.store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
@@ -86,7 +88,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 				}
 				_, err = s2.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "early",
 					Pipeline: snapshotPipeline(filepath.Join(dir, "early.sqlite"), "Sums"), BaseDir: dir}, SnapshotID: id})
-				if ErrorCode(err) != CodeSnapshotCorrupt {
+				if ErrorCode(err) != errcode.SnapshotCorrupt {
 					t.Errorf("create-from-snapshot mid-import: %v, want a refusal (not READY)", err)
 				}
 			}
@@ -149,7 +151,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 			}
 			return nil
 		}})
-		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); ErrorCode(err) != CodeSnapshotNotFound {
+		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); ErrorCode(err) != errcode.SnapshotNotFound {
 			t.Fatalf("ImportSnapshot of a snapshot deleted meanwhile: %v, want SNAPSHOT_NOT_FOUND", err)
 		}
 		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != SnapshotDeleted {

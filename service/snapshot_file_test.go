@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/errcode"
 )
 
 // TestSnapshotExportImport covers (g): a snapshot exported to a file and
@@ -42,7 +44,7 @@ func TestSnapshotExportImport(t *testing.T) {
 		!imp.ExpireTime.Equal(imp.StateTime.Add(DefaultSnapshotTTL)) || !imp.CreationTime.Equal(snap.CreationTime) {
 		t.Fatalf("imported %+v\nexported %+v", imp, snap)
 	}
-	if _, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(file.Bytes()), 0); ErrorCode(err) != CodeSnapshotExists {
+	if _, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(file.Bytes()), 0); ErrorCode(err) != errcode.SnapshotExists {
 		t.Fatalf("second import: %v, want SNAPSHOT_EXISTS", err)
 	}
 	db2 := filepath.Join(dir, "moved.sqlite")
@@ -92,7 +94,7 @@ func TestSnapshotFileDamage(t *testing.T) {
 	)
 	for _, c := range cases {
 		_, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(c.file), 0)
-		if ErrorCode(err) != CodeSnapshotCorrupt || !strings.Contains(err.Error(), "snapshot file") || c.want != "" && !strings.Contains(err.Error(), c.want) {
+		if ErrorCode(err) != errcode.SnapshotCorrupt || !strings.Contains(err.Error(), "snapshot file") || c.want != "" && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want SNAPSHOT_CORRUPT %q", c.name, err, c.want)
 		}
 	}

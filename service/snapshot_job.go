@@ -5,6 +5,8 @@ import (
 	"errors"
 	"path/filepath"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/state"
@@ -56,10 +58,10 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		req.Pipeline, req.PipelineFile, req.BaseDir = "", "", ""
 	} else {
 		if req.Pipeline == "" {
-			return nil, errorf(CodeInvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+			return nil, errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
 		}
 		if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
-			return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+			return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
 		}
 		if req.PipelineFile == "" {
 			req.PipelineFile = "pipeline.yaml"
@@ -70,13 +72,13 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		return nil, err
 	}
 	if snap.State != SnapshotReady {
-		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
+		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
 	}
 	if goProgram && snap.SDK != SDKGo {
-		return nil, errorf(CodeSnapshotSDKMismatch, "snapshot %s is of a YAML pipeline's job (%s): a Go program cannot start from it; start a job from it with weir run P.yaml --create-from-snapshot", snap.ID, snap.JobName)
+		return nil, errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a YAML pipeline's job (%s): a Go program cannot start from it; start a job from it with weir run P.yaml --create-from-snapshot", snap.ID, snap.JobName)
 	}
 	if !goProgram && snap.SDK != "" {
-		return nil, errorf(CodeSnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
+		return nil, errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -93,7 +95,7 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(CodeSnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
+		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
 		return nil, internalf("reading snapshot %s: %w", snap.ID, err)
@@ -119,11 +121,11 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
 	res := &UpdateResult{Report: report}
 	if !report.Compatible {
-		return res, errorf(CodeIncompatible, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
+		return res, errorf(errcode.IncompatibleUpdate, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
+		return nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
 	}
 	j.Graph, j.Type = canon, jobType(newGraph)
 	r := restoreOf(j, rec, report, newGraph)

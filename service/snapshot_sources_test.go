@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
@@ -211,7 +213,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 func TestSnapshotSourcesWithoutBroker(t *testing.T) {
 	s := openService(t, t.TempDir())
 	_, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: "none", SnapshotSources: true})
-	if ErrorCode(err) != CodeInvalidRequest {
+	if ErrorCode(err) != errcode.InvalidRequest {
 		t.Fatalf("snapshot_sources without a broker: %v, want INVALID_REQUEST", err)
 	}
 	if list, err := s.ListSnapshots("", true); err != nil || len(list) != 0 {

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -196,15 +197,15 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	for _, name := range []string{"totals", "fresh"} {
 		res, err := s.CreateFromSnapshot(context.Background(), FromSnapshotRequest{
 			SubmitRequest: SubmitRequest{Name: name, Pipeline: y, BaseDir: dir}, SnapshotID: snap.ID})
-		if !hasCode(err, CodeIncompatible) || res == nil || res.Job != nil {
+		if !hasCode(err, errcode.IncompatibleUpdate) || res == nil || res.Job != nil {
 			t.Fatalf("%s: %v %+v", name, err, res)
 		}
 		found := false
 		for _, f := range res.Report.Errors {
-			found = found || f.Code == compat.KeyCoderChanged
+			found = found || f.Code == errcode.KeyCoderChanged
 		}
 		if !found {
-			t.Errorf("%s: the report lacks %s: %+v", name, compat.KeyCoderChanged, res.Report.Errors)
+			t.Errorf("%s: the report lacks %s: %+v", name, errcode.KeyCoderChanged, res.Report.Errors)
 		}
 	}
 	after, _ := s.List(StatusAll)
@@ -219,21 +220,21 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	// Other refusals carry their codes.
 	for _, tc := range []struct {
 		req  SnapshotRequest
-		code Code
+		code errcode.Code
 	}{
-		{SnapshotRequest{Job: v1.ID}, CodeNotSnapshottable},
-		{SnapshotRequest{Job: "nope"}, CodeJobNotFound},
-		{SnapshotRequest{Job: v1.ID, TTL: 30 * time.Minute}, CodeInvalidTTL},
-		{SnapshotRequest{Job: v1.ID, TTL: 31 * 24 * time.Hour}, CodeInvalidTTL},
+		{SnapshotRequest{Job: v1.ID}, errcode.JobNotSnapshottable},
+		{SnapshotRequest{Job: "nope"}, errcode.JobNotFound},
+		{SnapshotRequest{Job: v1.ID, TTL: 30 * time.Minute}, errcode.InvalidTTL},
+		{SnapshotRequest{Job: v1.ID, TTL: 31 * 24 * time.Hour}, errcode.InvalidTTL},
 	} {
 		if _, err := s.CreateSnapshot(context.Background(), tc.req); !hasCode(err, tc.code) {
 			t.Errorf("%+v: %v, want %s", tc.req, err, tc.code)
 		}
 	}
-	if _, err := ParseSnapshotTTL("2w"); !hasCode(err, CodeInvalidTTL) {
+	if _, err := ParseSnapshotTTL("2w"); !hasCode(err, errcode.InvalidTTL) {
 		t.Errorf("ttl 2w: %v", err)
 	}
-	if _, err := s.GetSnapshot("00000000-0000-4000-8000-000000000000"); !hasCode(err, CodeSnapshotNotFound) {
+	if _, err := s.GetSnapshot("00000000-0000-4000-8000-000000000000"); !hasCode(err, errcode.SnapshotNotFound) {
 		t.Errorf("unknown snapshot: %v", err)
 	}
 	if _, err := s.DeleteSnapshot(snap.ID); err != nil {
@@ -241,7 +242,7 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	}
 	_, err := s.CreateFromSnapshot(context.Background(), FromSnapshotRequest{
 		SubmitRequest: SubmitRequest{Name: "fresh", Pipeline: y, BaseDir: dir}, SnapshotID: snap.ID})
-	if !hasCode(err, CodeSnapshotCorrupt) {
+	if !hasCode(err, errcode.SnapshotCorrupt) {
 		t.Errorf("from a deleted snapshot: %v", err)
 	}
 }
@@ -252,7 +253,7 @@ func TestSnapshotBatchJobNotSnapshottable(t *testing.T) {
 	s := openService(t, filepath.Join(dir, "data"))
 	j := submit(t, s, "batch", updatePipeline(filepath.Join(dir, "b.sqlite"), false, "Sums", ""), dir)
 	_, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
-	if !hasCode(err, CodeNotSnapshottable) || !strings.Contains(err.Error(), "batch") {
+	if !hasCode(err, errcode.JobNotSnapshottable) || !strings.Contains(err.Error(), "batch") {
 		t.Fatalf("batch job: %v", err)
 	}
 }

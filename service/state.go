@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/errcode"
 )
 
 // JobState is the state of a job. The zero value is not a state.
@@ -138,9 +140,9 @@ func CanTransition(from, to JobState) bool {
 func transition(j *Job, to JobState, now time.Time, reason string) error {
 	if !CanTransition(j.State, to) {
 		if j.State.Terminal() {
-			return errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: it can no longer move to %s", j.ID, j.Name, j.State, to)
+			return errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: it can no longer move to %s", j.ID, j.Name, j.State, to)
 		}
-		return errorf(CodeIllegalTransition, "job %s (%s) cannot move from %s to %s", j.ID, j.Name, j.State, to)
+		return errorf(errcode.IllegalTransition, "job %s (%s) cannot move from %s to %s", j.ID, j.Name, j.State, to)
 	}
 	j.State = to
 	j.StateTime = now

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
@@ -120,7 +123,7 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 		req.PipelineFile = "pipeline.yaml"
 	}
 	if req.BaseDir == "" {
-		return nil, errorf(CodeInvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
 	end, err := s.updating.begin(req.Name)
 	if err != nil {
@@ -187,11 +190,11 @@ type update struct {
 	report   compat.Report
 	res      *UpdateResult
 
-	pausedAt time.Time          // when pauseForUpdate began
-	cp       *runner.Checkpoint // the handover checkpoint (pauseForUpdate)
-	h        state.Handover     // what it hands over (handOver)
-	njr      *jobRun            // the new execution (handOver)
-	rb       *rollbackCut       // the rollback snapshot (persistHandover)
+	pausedAt time.Time            // when pauseForUpdate began
+	cp       *contract.Checkpoint // the handover checkpoint (pauseForUpdate)
+	h        state.Handover       // what it hands over (handOver)
+	njr      *jobRun              // the new execution (handOver)
+	rb       *rollbackCut         // the rollback snapshot (persistHandover)
 }
 
 // prepareUpdate is the update's phase 1, prepare and check: it reads the
@@ -202,7 +205,7 @@ type update struct {
 // final (validate-only). The caller holds the name's guard; no other lock.
 func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*update, *UpdateResult, error) {
 	if s.closing.Load() {
-		return nil, nil, errorf(CodeShuttingDown, "the weir server is shutting down; update again once it is back")
+		return nil, nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -211,28 +214,28 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	if l.ActiveJobID == "" {
 		if l.LatestJobID != "" {
 			if latest, err := s.readJob(l.LatestJobID); err == nil && latest.State == StateUpdated {
-				return nil, nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, latest.ID, latest.ReplacedByJobID)
+				return nil, nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, latest.ID, latest.ReplacedByJobID)
 			}
 		}
-		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s", req.Name)
+		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s", req.Name)
 	}
 	old, err := s.readJob(l.ActiveJobID)
 	if err != nil {
 		return nil, nil, internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if old.SDK == SDKGo {
-		return nil, nil, errorf(CodeIllegalTransition, "job %s (%s) is a Go program's: update it by starting the program's new build with --update", req.Name, old.ID)
+		return nil, nil, errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: update it by starting the program's new build with --update", req.Name, old.ID)
 	}
 	switch old.State {
 	case StateRunning, StateDraining:
 	case StateUpdated:
-		return nil, nil, errorf(CodeAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, old.ID, old.ReplacedByJobID)
+		return nil, nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, old.ID, old.ReplacedByJobID)
 	default:
-		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
+		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
 	}
 	jr := s.runningJob(old.ID)
 	if jr == nil {
-		return nil, nil, errorf(CodeNoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
+		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
@@ -275,7 +278,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, nil, errorf(CodeInvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+		return nil, nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	sum := old.Summary()
 	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
@@ -292,7 +295,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 			s.attemptEvent(old.ID, report)
 			s.opts.Logger.Warn("update refused: the new pipeline is not compatible; the running job was not changed",
 				"job_name", req.Name, "job_id", old.ID, "problems", len(report.Errors))
-			return nil, res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+			return nil, res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 		}
 		s.attemptEvent(old.ID, report)
 		return nil, res, nil
@@ -316,10 +319,10 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 	// ended (its end waits for the guard to be recorded) or the service
 	// begun closing.
 	if s.closing.Load() {
-		return errorf(CodeShuttingDown, "the weir server is shutting down; update again once it is back")
+		return errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
 	if s.runningJob(u.old.ID) != u.jr {
-		return errorf(CodeNoRunningJob, "no running job named %s: the execution of job %s ended during the update", u.old.Name, u.old.ID)
+		return errorf(errcode.NoRunningJob, "no running job named %s: the execution of job %s ended during the update", u.old.Name, u.old.ID)
 	}
 	u.pausedAt = time.Now()
 	cp, err := u.jr.x.Pause(ctx)
@@ -349,7 +352,7 @@ func (s *Service) handOver(ctx context.Context, u *update) error {
 			adopt.Steps[m.New] = m.Old
 		}
 	}
-	restore := &runner.Restore{Epoch: u.cp.Epoch, Positions: u.h.Positions}
+	restore := &contract.Restore{Epoch: u.cp.Epoch, Positions: u.h.Positions}
 	njr, err := s.startExecution(ctx, u.nj, u.p.Program(), restore, adopt)
 	if err != nil {
 		// Nothing adopted the paused state: the old job resumes from its
@@ -527,7 +530,7 @@ func (s *Service) History(name string) ([]*Job, []Attempt, error) {
 		return nil, nil, internalf("reading the job registry: %w", err)
 	}
 	if len(jobs) == 0 {
-		return nil, nil, errorf(CodeJobNotFound, "no job has the name %q", name)
+		return nil, nil, errorf(errcode.JobNotFound, "no job has the name %q", name)
 	}
 	sortJobsByCreation(jobs)
 	var attempts []Attempt
@@ -603,9 +606,9 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	jr := s.runningJob(j.ID)
 	if j.State != StateRunning && j.State != StateDraining || jr == nil {
 		if j.State.Terminal() {
-			return nil, errorf(CodeJobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
+			return nil, errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
 		}
-		return nil, errorf(CodeIllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
+		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
 	}
 	// Lock order 2: no checkpoint of the execution runs until the options
 	// are changed.
@@ -617,7 +620,7 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 		return nil, err
 	}
 	if (j.State != StateRunning && j.State != StateDraining) || s.runningJob(j.ID) != jr {
-		return nil, errorf(CodeIllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+		return nil, errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
 	}
 	opts = opts.Inherit(j.Options)
 	opts.EnsureDefaults()
@@ -626,7 +629,7 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	}
 	if !jr.checkpointed || opts.NumWorkers == j.Options.NumWorkers {
 		if opts.NumWorkers != j.Options.NumWorkers {
-			return nil, errorf(CodeIllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
+			return nil, errorf(errcode.IllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
 		}
 		j.Options = opts
 		w := &state.Write{}

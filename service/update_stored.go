@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
@@ -37,7 +40,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 	switch old.State {
 	case StatePending, StateRunning, StateDraining:
 	default:
-		return nil, errorf(CodeNoRunningJob, "no running job named %s: its active job %s is %s", old.Name, old.ID, old.State)
+		return nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", old.Name, old.ID, old.State)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
@@ -64,13 +67,13 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 			return nil, err
 		}
 		if !report.Compatible {
-			return res, errorf(CodeIncompatible, "the update of job %s (%s) is not compatible (%d problem(s)); the job was not changed", old.Name, old.ID, len(report.Errors))
+			return res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the job was not changed", old.Name, old.ID, len(report.Errors))
 		}
 		return res, nil
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, errorf(CodeInvalidPipeline, "serialising the pipeline graph: %w", err)
+		return nil, errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
 	}
 	nj.Graph, nj.Type = canon, jobType(newGraph)
 
@@ -121,7 +124,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 		}
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
-		cp := &runner.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
+		cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
 		s.mu.Lock() // lock order 3: the write only
 		err := s.writeHandoverLocked(h, cp, w)
 		s.mu.Unlock()
@@ -175,7 +178,7 @@ func (s *Service) recommitStored(ctx context.Context, old *Job, rec *state.Check
 		return err
 	}
 	code := p.Program().Code
-	cp := &runner.Checkpoint{Epoch: rec.Epoch, SinkParts: map[string][][]byte{}}
+	cp := &contract.Checkpoint{Epoch: rec.Epoch, SinkParts: map[string][][]byte{}}
 	for step, parts := range rec.SinkParts {
 		nw := step
 		if renamed, _, applied := mapping.Rename(step); applied {

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/errcode"
+
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -112,7 +113,7 @@ func TestUpdateKeepsState(t *testing.T) {
 		{name: "add a sink branch", combine: "Sums", mutate: func(y string) string {
 			return y + "    - type: WriteToJson\n      name: AlsoJSON\n      input: Sums\n      config: {path: out/sums.jsonl}\n"
 		}},
-		{name: "change the window size", combine: "Sums", warning: string(compat.WindowParamsChanged), noOracle: true,
+		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
 				return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 2h}", 1)
 			}},
@@ -191,15 +192,15 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 		name, combine, extra, mapping, code string
 		mutate                              func(string) string
 	}{
-		{name: "rename without a mapping", combine: "Totals", code: string(compat.StepMissing)},
-		{name: "key changed", combine: "Sums", extra: ", ts", code: string(compat.KeyCoderChanged)},
-		{name: "accumulator changed", combine: "Sums", code: string(compat.StateCoderChanged),
+		{name: "rename without a mapping", combine: "Totals", code: string(errcode.StepMissing)},
+		{name: "key changed", combine: "Sums", extra: ", ts", code: string(errcode.KeyCoderChanged)},
+		{name: "accumulator changed", combine: "Sums", code: string(errcode.StateCoderChanged),
 			mutate: swap("total: {value: amount, fn: sum}", "total: {value: amount, fn: max}")},
-		{name: "window type changed", combine: "Sums", code: string(compat.WindowFnChanged),
+		{name: "window type changed", combine: "Sums", code: string(errcode.WindowFnChanged),
 			mutate: swap("{type: fixed, size: 1h}", "{type: sliding, size: 1h, period: 30m}")},
-		{name: "trigger changed", combine: "Sums", code: string(compat.TriggerChanged),
+		{name: "trigger changed", combine: "Sums", code: string(errcode.TriggerChanged),
 			mutate: swap("{type: fixed, size: 1h}", "{type: fixed, size: 1h, accumulation_mode: accumulating, trigger: {type: after_watermark, early: {type: after_count, count: 100}}}")},
-		{name: "accumulation mode changed", combine: "Sums", code: string(compat.AccumulationChanged),
+		{name: "accumulation mode changed", combine: "Sums", code: string(errcode.AccumulationChanged),
 			mutate: swap("{type: fixed, size: 1h}", "{type: fixed, size: 1h, accumulation_mode: accumulating}")},
 	}
 	for _, tc := range tests {
@@ -218,7 +219,7 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 				SubmitRequest: SubmitRequest{Name: "totals", Pipeline: next, BaseDir: dir},
 				Mapping:       tc.mapping})
 			var se *Error
-			if !errors.As(err, &se) || se.Code != CodeIncompatible {
+			if !errors.As(err, &se) || se.Code != errcode.IncompatibleUpdate {
 				t.Fatalf("err = %v, want INCOMPATIBLE_UPDATE", err)
 			}
 			found := false
@@ -249,7 +250,7 @@ func TestUpdateErrors(t *testing.T) {
 	s := openService(t, filepath.Join(dir, "data"))
 	db := filepath.Join(dir, "job.sqlite")
 	req := UpdateRequest{SubmitRequest: SubmitRequest{Name: "nothing", Pipeline: updatePipeline(db, false, "Sums", ""), BaseDir: dir}}
-	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeNoRunningJob) || !strings.Contains(err.Error(), "no running job named nothing") {
+	if _, err := s.Update(context.Background(), req); !hasCode(err, errcode.NoRunningJob) || !strings.Contains(err.Error(), "no running job named nothing") {
 		t.Errorf("no job: %v", err)
 	}
 	old := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
@@ -260,11 +261,11 @@ func TestUpdateErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, res.Job.ID, StateDone)
-	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeAlreadyUpdated) && !hasCode(err, CodeNoRunningJob) {
+	if _, err := s.Update(context.Background(), req); !hasCode(err, errcode.JobAlreadyUpdated) && !hasCode(err, errcode.NoRunningJob) {
 		t.Errorf("update of a finished lineage: %v", err)
 	}
 	req.Mapping = `{"Sums": `
-	if _, err := s.Update(context.Background(), req); !hasCode(err, CodeInvalidMapping) {
+	if _, err := s.Update(context.Background(), req); !hasCode(err, errcode.InvalidMapping) {
 		t.Errorf("bad mapping: %v", err)
 	}
 	// Validate-only reports without changing anything.
@@ -301,7 +302,7 @@ func waitDone(t *testing.T, s *Service, ref string) *Job {
 	})
 }
 
-func hasCode(err error, code Code) bool {
+func hasCode(err error, code errcode.Code) bool {
 	var se *Error
 	return errors.As(err, &se) && se.Code == code
 }
@@ -332,10 +333,10 @@ func TestRescaleInFlight(t *testing.T) {
 	if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("after rescaling the table holds:\n%s\nwithout:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2}); !hasCode(err, CodeJobTerminated) {
+	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2}); !hasCode(err, errcode.JobTerminated) {
 		t.Errorf("rescaling a finished job: %v", err)
 	}
-	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, CodeInvalidOptions) {
+	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, errcode.InvalidOptions) {
 		t.Errorf("bad utilization hint: %v", err)
 	}
 }
@@ -390,13 +391,13 @@ func TestUpdateKeepsUnsetOptions(t *testing.T) {
 	}
 	// Out of range on its own: refused before anything changes.
 	if _, err := s.Update(context.Background(), UpdateRequest{
-		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{WorkerUtilizationHint: 2}}}); !hasCode(err, CodeInvalidOptions) {
-		t.Errorf("bad hint: %v, want %s", err, CodeInvalidOptions)
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{WorkerUtilizationHint: 2}}}); !hasCode(err, errcode.InvalidOptions) {
+		t.Errorf("bad hint: %v, want %s", err, errcode.InvalidOptions)
 	}
 	// Given options are checked against the inherited bound too.
 	if _, err := s.Update(context.Background(), UpdateRequest{
-		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{NumWorkers: 9}}}); !hasCode(err, CodeInvalidOptions) {
-		t.Errorf("9 workers over the kept max of 4: %v, want %s", err, CodeInvalidOptions)
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{NumWorkers: 9}}}); !hasCode(err, errcode.InvalidOptions) {
+		t.Errorf("9 workers over the kept max of 4: %v, want %s", err, errcode.InvalidOptions)
 	}
 	if _, err := s.Cancel(context.Background(), "totals"); err != nil {
 		t.Fatal(err)

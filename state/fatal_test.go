@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
-	"github.com/weir-dev/weir/runner"
 )
 
 // TestWriteErrorFailsStore: a write error in the WAL while a checkpoint is
@@ -34,10 +34,10 @@ func TestWriteErrorFailsStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	cp := func(epoch uint64) *runner.Checkpoint {
-		return &runner.Checkpoint{Epoch: epoch,
+	cp := func(epoch uint64) *contract.Checkpoint {
+		return &contract.Checkpoint{Epoch: epoch,
 			Positions: map[string][][]byte{"Read": {[]byte("p")}},
-			State:     []runner.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("k"), Value: []byte{byte(epoch)}}}}
+			State:     []contract.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("k"), Value: []byte{byte(epoch)}}}}
 	}
 	var w Write
 	w.Put("job/j1", []byte("RUNNING"))

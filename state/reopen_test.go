@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
-	"github.com/weir-dev/weir/runner"
 )
 
 // failingWAL returns a file system whose WAL writes fail while the toggle
@@ -43,9 +43,9 @@ func TestReopenAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	cp := func(epoch uint64) *runner.Checkpoint {
-		return &runner.Checkpoint{Epoch: epoch, Positions: map[string][][]byte{"Read": {[]byte{byte(epoch)}}},
-			State: []runner.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("k"), Value: []byte{byte(epoch)}}}}
+	cp := func(epoch uint64) *contract.Checkpoint {
+		return &contract.Checkpoint{Epoch: epoch, Positions: map[string][][]byte{"Read": {[]byte{byte(epoch)}}},
+			State: []contract.StateEntry{{Step: "Count", KeyGroup: 1, Key: []byte("k"), Value: []byte{byte(epoch)}}}}
 	}
 	var w Write
 	w.Put("job/j1", []byte("epoch 1"))

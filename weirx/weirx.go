@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir"
@@ -322,7 +324,7 @@ func (pr *program) run(ctx context.Context) error {
 			return errors.Join(pr.printReport(st.Report, st.Replaced, err), closeErr)
 		}
 		code := ExitFailure
-		if service.ErrorCode(err) == service.CodeInvalidPipeline {
+		if service.ErrorCode(err) == errcode.InvalidPipeline {
 			code = ExitInvalidPipeline
 		}
 		return errors.Join(withCode(code, err), closeErr)
@@ -476,7 +478,7 @@ func (pr *program) printReport(r *compat.Report, replaced *service.Summary, err 
 		return nil
 	}
 	var ae *api.Error
-	if errors.As(err, &ae) && ae.Code == service.CodeIncompatible || service.ErrorCode(err) == service.CodeIncompatible {
+	if errors.As(err, &ae) && ae.Code == errcode.IncompatibleUpdate || service.ErrorCode(err) == errcode.IncompatibleUpdate {
 		return withCode(ExitIncompatible, err)
 	}
 	return withCode(ExitFailure, err)

@@ -191,7 +191,7 @@ type keysStore struct {
 	epoch     uint64
 }
 
-func (m *keysStore) apply(cp *runner.Checkpoint) {
+func (m *keysStore) apply(cp *contract.Checkpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state == nil {
@@ -254,7 +254,7 @@ func TestCombineKeysAcrossHandovers(t *testing.T) {
 			dir := t.TempDir()
 			b := ordersBroker(t, dir)
 			job := &JobEnv{Name: "keys-job", ID: "job-1", Generation: 1, DataDir: dir, Broker: b}
-			load := func(lazy bool) *runner.Program {
+			load := func(lazy bool) *contract.Program {
 				t.Helper()
 				p, err := Load("p.yaml", []byte(fmt.Sprintf(keysPipeline, "s, i, b")), Options{BaseDir: dir, Job: job})
 				if err != nil {
@@ -327,7 +327,7 @@ func TestCombineKeysAcrossHandovers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts = runner.Options{Restore: &runner.Restore{Epoch: cp.Epoch, Positions: cp.Positions},
+				opts = runner.Options{Restore: &contract.Restore{Epoch: cp.Epoch, Positions: cp.Positions},
 					Adopt: &runner.Adoption{From: x, Steps: map[string]string{"Sums": "Sums"}}}
 				defer func() {
 					// The paused checkpoint is encoded by the adopting execution.
@@ -341,7 +341,7 @@ func TestCombineKeysAcrossHandovers(t *testing.T) {
 				checkpoint(x)
 				x.Cancel()
 				x.Wait()
-				opts = runner.Options{Restore: &runner.Restore{Epoch: store.epoch, Positions: store.positions, State: store}}
+				opts = runner.Options{Restore: &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}}
 			}
 			opts.NumWorkers, opts.Checkpoints = tc.workers[1], true
 			x2, err := runner.Start(ctx, load(tc.after), opts)

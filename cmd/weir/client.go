@@ -11,7 +11,6 @@ import (
 
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/service"
 )
 
 // serverEnv names the environment variable that points the CLI at a weir
@@ -110,11 +109,11 @@ func clientError(ctx context.Context, c *api.Client, err error) error {
 // rest (unknown job, illegal transition, internal) ExitFailure. A route
 // without the method (METHOD_NOT_ALLOWED) is the CLI's fault, not the
 // user's: a failure.
-func exitCodeOf(c service.Code) int {
+func exitCodeOf(c errcode.Code) int {
 	switch {
-	case c == service.CodeInvalidPipeline, c == errcode.PathNotAllowed, c == errcode.SQLHostNotAllowed, c == errcode.SQLIdentifierTooLong:
+	case c == errcode.InvalidPipeline, c == errcode.PathNotAllowed, c == errcode.SQLHostNotAllowed, c == errcode.SQLIdentifierTooLong:
 		return ExitInvalidPipeline
-	case c.Kind() == service.KindInvalid && c != service.CodeMethodNotAllowed:
+	case c.Kind() == errcode.KindInvalid && c != errcode.MethodNotAllowed:
 		return ExitUsage
 	}
 	return ExitFailure

@@ -167,7 +167,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 		j, err := c.Get(cmd.Context(), name)
 		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == service.CodeJobNotFound {
+		if errors.As(err, &ae) && ae.Code == errcode.JobNotFound {
 			return false
 		}
 		return err != nil || j.State == service.StateRunning || j.State == service.StateDraining
@@ -461,7 +461,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// pipeline that does not load) prints that reason only: the check did
 	// not run, so there is no report to show.
 	var ae *api.Error
-	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != service.CodeIncompatible) {
+	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
 	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
@@ -647,7 +647,7 @@ func writeNotableReport(w io.Writer, r compat.Report) error {
 func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.SubmitResponse, name string) error {
 	if err != nil {
 		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == service.CodeIncompatible {
+		if errors.As(err, &ae) && ae.Code == errcode.IncompatibleUpdate {
 			return withCode(ExitIncompatible, err)
 		}
 		return clientError(ctx, c, err)

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
 )
 
 // TestCLISnapshotExportImport moves a snapshot between two real `weir
@@ -59,7 +60,7 @@ func TestCLISnapshotExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ae *api.Error
-	if _, err := c.ImportSnapshot(context.Background(), bytes.NewReader(flipped), "", nil); !errors.As(err, &ae) || ae.Code != service.CodeSnapshotCorrupt {
+	if _, err := c.ImportSnapshot(context.Background(), bytes.NewReader(flipped), "", nil); !errors.As(err, &ae) || ae.Code != errcode.SnapshotCorrupt {
 		t.Fatalf("the server took a flipped file: %v", err)
 	}
 	for _, tc := range []cliCase{

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -285,7 +287,7 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	// As for an update: a refusal for another reason than the check (the
 	// pipeline does not load, the name is taken) prints that reason only.
 	var ae *api.Error
-	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != service.CodeIncompatible) {
+	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
 	out := fromSnapshotResult{Name: f.jobName, SnapshotID: f.fromSnapshot, Compatibility: res.Report}
