@@ -28,7 +28,7 @@ func tv(region string, cents int64, ts string) weir.TimestampedValue[txn] {
 	return weir.TimestampedValue[txn]{Value: txn{region, cents}, Time: at(ts)}
 }
 
-// TestReferenceFixtureStreaming is DESIGN.md §4 through the Go SDK.
+// TestReferenceFixtureStreaming is the reference fixture (docs/ARCHITECTURE.md) through the Go SDK.
 func TestReferenceFixtureStreaming(t *testing.T) {
 	for _, workers := range []int{1, 2, 3} {
 		p := weir.NewPipeline()
@@ -92,7 +92,7 @@ func TestReferenceFixtureStreaming(t *testing.T) {
 	}
 }
 
-// TestReferenceFixtureBatch is the batch half of DESIGN.md §4: rejects are data.
+// TestReferenceFixtureBatch is the batch half of the reference fixture (docs/ARCHITECTURE.md): rejects are data.
 func TestReferenceFixtureBatch(t *testing.T) {
 	p := weir.NewPipeline()
 	s := p.Root()

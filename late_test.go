@@ -11,7 +11,7 @@ import (
 	"github.com/weir-dev/weir/window"
 )
 
-// fixtureEvents is DESIGN.md §4's stream: the last +100 (at 00:02) arrives
+// fixtureEvents is the reference fixture's stream (docs/ARCHITECTURE.md): the last +100 (at 00:02) arrives
 // when the watermark (00:06:01) has passed [00:00, 00:05) plus its minute of
 // allowed lateness.
 func fixtureEvents() []weir.TestEvent[txn] {

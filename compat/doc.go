@@ -6,7 +6,7 @@
 // The check is name-based. Every step of the running job's graph (OLD) is
 // matched to the step of the new graph (NEW) with the same name, after the
 // user's --transform-name-mapping is applied (see Mapping). It then compares
-// what each matched step stores, as the graph records it (DESIGN.md, "The
+// what each matched step stores, as the graph records it (docs/ARCHITECTURE.md, "The
 // graph is the contract" and "What a coder identity covers"): key coders,
 // stored (accumulator or buffered element) coders, state and timer specs,
 // the windowing strategy of a keyed step's input, side inputs, and source

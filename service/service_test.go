@@ -20,7 +20,7 @@ import (
 	"github.com/weir-dev/weir/mtime"
 )
 
-// batchYAML is DESIGN.md §4's batch fixture: totals NORTH 425, WEST 100,
+// batchYAML is the batch half of the reference fixture (docs/ARCHITECTURE.md): totals NORTH 425, WEST 100,
 // one reject.
 const batchYAML = `pipeline:
   transforms:

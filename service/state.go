@@ -14,7 +14,7 @@ import (
 // the transitions table; terminal states never change.
 type JobState int
 
-// Job states, Dataflow's (see DESIGN.md §1).
+// Job states, Dataflow's (see docs/ARCHITECTURE.md, "Vocabulary").
 const (
 	// StatePending: the job is created but its execution has not started.
 	StatePending JobState = iota + 1

@@ -190,7 +190,7 @@ func checkPaneSequence(t *testing.T, firings []Firing) {
 	}
 }
 
-// TestReferenceFixture is DESIGN.md §4 at the machine level: five-minute
+// TestReferenceFixture is the reference fixture (docs/ARCHITECTURE.md) at the machine level: five-minute
 // fixed windows, after_watermark with a late firing after each late element,
 // one minute allowed lateness, accumulating panes.
 func TestReferenceFixture(t *testing.T) {

@@ -252,7 +252,7 @@ func canonRow(dst []byte, x *rowT, skip map[string]bool) []byte {
 }
 
 // weirWindowColumns returns the window and pane columns a Combine without
-// language adds to its rows (weir's shape, DESIGN.md §3) that no expected
+// language adds to its rows (weir's shape; docs/ARCHITECTURE.md, "Contracts") that no expected
 // element names: Beam keeps the window and pane as element metadata, so its
 // tests expect the rows without them.
 func weirWindowColumns(s *row.Schema, named map[string]bool) map[string]bool {

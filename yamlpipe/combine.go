@@ -585,7 +585,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	// windowing: the window and pane are element metadata only (as they are
 	// of every element), which ExtractWindowingInfo, CEL's window_start,
 	// window_end and pane, and WriteToSql's window and pane columns read.
-	// weir's Combine (no language) keeps them as columns too (DESIGN.md §3).
+	// weir's Combine (no language) keeps them as columns too (docs/ARCHITECTURE.md, "Contracts").
 	groups, groupNodes, err := l.strList(t.config.get("group_by"), "group_by")
 	if err != nil {
 		return nil, err

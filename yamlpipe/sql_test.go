@@ -16,7 +16,7 @@ import (
 	"github.com/weir-dev/weir/io/sqlsink"
 )
 
-// TestStreamingFixtureIntoSQL: the DESIGN.md §4 panes through an upserting
+// TestStreamingFixtureIntoSQL: the reference fixture (docs/ARCHITECTURE.md) panes through an upserting
 // SQLite sink leave 475 for NORTH [00:00, 00:05) — never the 900 an append
 // of both panes would show — with the pane bookkeeping columns.
 func TestStreamingFixtureIntoSQL(t *testing.T) {

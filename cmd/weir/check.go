@@ -37,7 +37,7 @@ type runningGraphs interface {
 	RunningGraph(ctx context.Context, name string) (*graph.Pipeline, error)
 }
 
-// jobNameRE is Dataflow's job name rule (DESIGN.md §1).
+// jobNameRE is Dataflow's job name rule (docs/ARCHITECTURE.md, "Vocabulary").
 var jobNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 func newCheckCommand(e *env) *cobra.Command {

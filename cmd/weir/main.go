@@ -1,4 +1,4 @@
-// Command weir is the weir CLI (DESIGN.md §3): it serves the job service
+// Command weir is the weir CLI (docs/ARCHITECTURE.md, "Contracts"): it serves the job service
 // and the HTTP API (`weir server`), runs pipelines in-process or submits
 // and updates them as jobs (`weir run`), manages jobs (`weir jobs`), topics
 // and subscriptions (`weir topics`, `weir subscriptions`), checks whether a

@@ -41,7 +41,7 @@ type runFlags struct {
 	requestID      string
 }
 
-// unsupportedJobFlags returns the `weir run` flags of DESIGN.md §3 that the
+// unsupportedJobFlags returns the `weir run` flags of docs/ARCHITECTURE.md ("Contracts") that the
 // job service does not offer yet.
 func unsupportedJobFlags() []string {
 	return nil

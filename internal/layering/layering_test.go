@@ -77,7 +77,7 @@ func TestPackageDocsSayWhatTheyImport(t *testing.T) {
 	}
 }
 
-// TestBelowTheRunner pins the layering of DESIGN.md §2 that the docs alone
+// TestBelowTheRunner pins the layering of docs/ARCHITECTURE.md ("Layers") that the docs alone
 // do not: the packages below the executor never reach it, not even through
 // another package.
 func TestBelowTheRunner(t *testing.T) {

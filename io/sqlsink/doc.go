@@ -11,7 +11,7 @@
 // revision's generation, the job_id and updated_at. A write replaces the
 // stored row only if its revision (generation, pane_index) is strictly newer:
 // an older or equal revision is ignored, so replays and out-of-order panes
-// never move a result backwards (DESIGN.md §4: an ON_TIME 425 then a LATE 475
+// never move a result backwards (the reference fixture in docs/ARCHITECTURE.md: an ON_TIME 425 then a LATE 475
 // leaves 475, never 900, and replaying either leaves 475). The whole rule is
 // one statement on both databases:
 //
@@ -40,7 +40,7 @@
 // # The global window
 //
 // Windowed results carry window_start and window_end, null for the global
-// window (DESIGN.md §3). The columns keep those nulls (readers see exactly the
+// window (docs/ARCHITECTURE.md, "Contracts"). The columns keep those nulls (readers see exactly the
 // records), and the upsert key is a unique expression index that maps null to
 // a sentinel:
 //

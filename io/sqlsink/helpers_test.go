@@ -213,7 +213,7 @@ func asBool(t *testing.T, v any) any {
 	return nil
 }
 
-// Schemas and rows of the DESIGN.md §4 fixture.
+// Schemas and rows of the reference fixture (docs/ARCHITECTURE.md).
 var (
 	totalsSchema = row.MustSchema(
 		row.Field{Name: "region", Type: row.Of(row.KindString)},

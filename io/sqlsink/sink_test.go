@@ -29,7 +29,7 @@ func readTotal(t *testing.T, e *env, region string, w window.Window) []any {
 	return nil
 }
 
-// TestFixture425Then475 is DESIGN.md §4: an ON_TIME 425 then a LATE 475 for
+// TestFixture425Then475 is the reference fixture (docs/ARCHITECTURE.md): an ON_TIME 425 then a LATE 475 for
 // the same key and window leave 475 (an append of both panes would sum to
 // 900); replaying either pane, in a new epoch or the same one, leaves 475.
 func TestFixture425Then475(t *testing.T) {
