@@ -6,9 +6,8 @@
 // with, so the API, the CLI and the tests derive everything from one table.
 //
 // Codes are part of weir's contract: clients and tests match on them, never
-// on messages, so a code, once published, is never renamed or reused. The
-// packages that own a family of codes re-declare them under their old names
-// (service.CodeJobNotFound, api.CodeTopicNotFound, compat.StepMissing).
+// on messages, so a code, once published, is never renamed or reused.
+// Every package spells a code one way, errcode.X; none re-declares them.
 //
 // It may import only the standard library; every other package may import it.
 package errcode
