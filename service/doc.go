@@ -48,22 +48,28 @@
 //     across waits (barrier alignment, encoding, commit). An update holds
 //     the old execution's cpMu and then takes the new execution's, before
 //     the new one has a supervisor: nothing else can hold or wait for it.
-//  3. Service.mu. It guards the writes of the running table, closing, and
-//     every write to the store: each read-modify-write of registry records
-//     (job records, name lineages, attempts) happens with the store write
-//     that lands it under mu (applyLocked, writeCheckpointLocked,
-//     writeHandoverLocked, dropStateLocked; for snapshots
-//     writeSnapshotLocked, deleteSnapshotLocked, restoreSnapshotLocked),
-//     which also serialises the
-//     store's namespace allocation. It is NEVER held while waiting for an
-//     execution (a pause, a checkpoint, encoding, a commit, an end), nor
-//     while starting one or committing sinks: only across in-memory work
-//     and store writes. Methods that need it held end in Locked.
+//  3. The registry lock (Service.mu), held only as a Tx (tx.go): a *Tx
+//     exists only inside the function Service.update runs with the lock
+//     held, and every store write is a method of *Tx (Apply,
+//     WriteCheckpoint, WriteHandover, DropState, WriteSnapshot,
+//     DeleteSnapshot, RestoreSnapshot, Transition, Emit, ...), so a
+//     function that needs the lock takes a *Tx and the compiler checks
+//     that it has one; update is the one place the lock is taken. It
+//     guards the writes of the running table, closing, and every write to
+//     the store: each read-modify-write of registry records (job records,
+//     name lineages, attempts, snapshots) happens with the store write
+//     that lands it in one Tx, which also serialises the store's namespace
+//     allocation. It is NEVER held while waiting for an execution (a
+//     pause, a checkpoint, encoding, a commit, an end), nor while starting
+//     one or committing sinks, nor across a broker call: only across
+//     in-memory work and store writes. A goroutine Close waits for is
+//     started by spawn, whose WaitGroup Add happens in a Tx that found the
+//     service not closing.
 //  4. Leaves, never held while taking another lock: jobRun.smu (the
 //     metrics sampler), jobRun.emu (the events an execution emits before
-//     its job's start is recorded; taken under Service.mu by
-//     releaseEventsLocked), jobHistory.mu (a job's metrics history), the
-//     name-guard table's mutex, and the mutex of Service.changes.
+//     its job's start is recorded; taken in a Tx by Tx.ReleaseEvents),
+//     jobHistory.mu (a job's metrics history), the name-guard table's
+//     mutex, and the mutex of Service.changes.
 //
 // Below every one of these, the state store keeps its own lock of which
 // Pebble database is current (state/handle.go): taken inside each store
@@ -73,17 +79,16 @@
 // the service while it does; it then resumes each job under the job's
 // name guard (order 1), as recovery at Open does.
 //
-// Job events (events.go) are store writes like any other: under
-// Service.mu, a transition's event in the transition's own write, others
-// through emit, which takes Service.mu (so it is never called with it held:
-// emitLocked is).
+// Job events (events.go) are store writes like any other: in a Tx, a
+// transition's event in the transition's own write, others through emit,
+// which runs a Tx of its own (within a Tx, Tx.Emit does the same).
 //
 // A job snapshot (snapshot.go) takes the name's guard and the execution's
-// cpMu for its cut only (a checkpoint, with the store pinned under the same
-// hold of Service.mu as the checkpoint's write); the copy of the cut's
-// state into the snapshot's key space holds neither, and Service.mu only
-// for its one commit. CreateFromSnapshot holds the new name's guard, and
-// Service.mu for its one write.
+// cpMu for its cut only (a checkpoint, with the store pinned in the same Tx
+// as the checkpoint's write); the copy of the cut's state into the
+// snapshot's key space holds neither, and a Tx only for its one commit.
+// CreateFromSnapshot holds the new name's guard, and a Tx for its one
+// write.
 //
 // Reads — Get, List, History, Metrics, RunningMetrics, ElementsRead,
 // WaitJob, Events, FollowEvents, MetricsHistory, CheckpointHistograms, everything the API's describe, list and metrics call — take no

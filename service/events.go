@@ -15,7 +15,7 @@ import (
 
 // Job events: what happened to a job, as a user reads it in `weir jobs
 // logs` and the console. Each event is one registry record,
-// event/<job ID>/<seq>, written under Service.mu like every other store
+// event/<job ID>/<seq>, written under the registry lock like every other store
 // write — a state transition's event in the same atomic write as the
 // transition. A job keeps its last MaxEventsPerJob events: the write that
 // adds event n deletes event n-MaxEventsPerJob.
@@ -110,9 +110,10 @@ func eventKey(jobID string, seq uint64) string {
 	return fmt.Sprintf("%s%020d", eventPrefix(jobID), seq)
 }
 
-// nextEventSeqLocked returns the sequence number of job id's next event,
-// reading the job's last stored one the first time. Service.mu is held.
-func (s *Service) nextEventSeqLocked(id string) uint64 {
+// nextEventSeq returns the sequence number of job id's next event,
+// reading the job's last stored one the first time.
+func (tx *Tx) nextEventSeq(id string) uint64 {
+	s := tx.s
 	if s.eventSeq == nil {
 		s.eventSeq = map[string]uint64{}
 	}
@@ -131,14 +132,17 @@ func (s *Service) nextEventSeqLocked(id string) uint64 {
 	return last + 1
 }
 
-// addEventLocked adds an event of job id to w, with the deletion of the
-// event that falls out of the job's bound. Service.mu is held; the caller
-// applies w.
-func (s *Service) addEventLocked(w *state.Write, id string, typ EventType, sev Severity, msg string, details map[string]any) {
+// AddEvent adds an event of job id to w, with the deletion of the event
+// that falls out of the job's bound. The caller applies w in the same Tx.
+func (tx *Tx) AddEvent(w *state.Write, id string, typ EventType, sev Severity, msg string, details map[string]any) {
+	s := tx.s
+	if s == nil {
+		return
+	}
 	if len(msg) > MaxEventMessageBytes {
 		msg = msg[:MaxEventMessageBytes] + "…"
 	}
-	seq := s.nextEventSeqLocked(id)
+	seq := tx.nextEventSeq(id)
 	ev := Event{Seq: seq, Time: s.now(), Type: typ, Severity: sev, Message: msg, Details: details}
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -150,32 +154,33 @@ func (s *Service) addEventLocked(w *state.Write, id string, typ EventType, sev S
 	}
 }
 
-// emit records an event of job id in a write of its own, taking
-// Service.mu. It is the one call the service's work uses to tell a job's
-// user what happened (state transitions use stateEventLocked, within their
-// write). A failed write is logged: an event never fails the work it
-// describes.
+// emit records an event of job id in a write of its own, in a Tx of its
+// own. It is the one call the service's work uses to tell a job's user
+// what happened (state transitions use Tx.StateEvent, within their write).
+// A failed write is logged: an event never fails the work it describes.
 func (s *Service) emit(id string, typ EventType, sev Severity, msg string, details map[string]any) {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	s.emitLocked(id, typ, sev, msg, details)
+	_ = s.update(func(tx *Tx) error {
+		tx.Emit(id, typ, sev, msg, details)
+		return nil
+	})
 }
 
-// emitLocked is emit with Service.mu held.
-func (s *Service) emitLocked(id string, typ EventType, sev Severity, msg string, details map[string]any) {
-	if s.storeFailed() != nil {
+// Emit is emit within tx.
+func (tx *Tx) Emit(id string, typ EventType, sev Severity, msg string, details map[string]any) {
+	s := tx.s
+	if s == nil || s.storeFailed() != nil {
 		return // nothing can be written; the fault is logged once
 	}
 	w := &state.Write{}
-	s.addEventLocked(w, id, typ, sev, msg, details)
-	if err := s.applyLocked(w); err != nil {
+	tx.AddEvent(w, id, typ, sev, msg, details)
+	if err := tx.Apply(w); err != nil {
 		s.opts.Logger.Warn("recording a job event", "job_id", id, "type", typ, "error", err)
 	}
 }
 
-// stateEventLocked adds to w the event of j's move from state from to its
-// current state, when it moved. Service.mu is held.
-func (s *Service) stateEventLocked(w *state.Write, j *Job, from JobState) {
+// StateEvent adds to w the event of j's move from state from to its
+// current state, when it moved.
+func (tx *Tx) StateEvent(w *state.Write, j *Job, from JobState) {
 	if j.State == from {
 		return
 	}
@@ -201,7 +206,7 @@ func (s *Service) stateEventLocked(w *state.Write, j *Job, from JobState) {
 	if reason != "" {
 		d["reason"] = reason
 	}
-	s.addEventLocked(w, j.ID, EventStateChanged, sev, msg, d)
+	tx.AddEvent(w, j.ID, EventStateChanged, sev, msg, d)
 }
 
 // Events returns the events of job ref with a sequence number above

@@ -39,7 +39,7 @@ type jobRun struct {
 	// (periodic, final, at shutdown, and an update's or rescale's pause),
 	// so that no checkpoint's state changes are taken but not yet written
 	// when another is taken. Lock order 2: after the name's guard, before
-	// Service.mu; held across waits.
+	// the registry lock; held across waits.
 	cpMu sync.Mutex
 
 	// superseded is set when a rescale replaced this execution with a new
@@ -201,7 +201,7 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 // FAILED; only registry failures, and SHUTTING_DOWN when the service
 // closes meanwhile (j then resumes on the next Open), are returned.
 //
-// The caller holds j's name guard, not Service.mu: reading the checkpoint,
+// The caller holds j's name guard, not the registry lock: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
 func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, adopt *runner.Adoption) error {
 	restore, cp, err := s.store.Restore(j.stateLineage(), j.ID)
@@ -222,9 +222,7 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, ad
 	if s.hooks.started != nil {
 		s.hooks.started(jr)
 	}
-	s.mu.Lock() // lock order 3
-	err = s.recordStartedLocked(j, jr)
-	s.mu.Unlock()
+	err = s.update(func(tx *Tx) error { return tx.RecordStarted(j, jr) })
 	if err != nil {
 		jr.x.Cancel()
 		<-jr.x.Done()
@@ -234,33 +232,37 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, ad
 }
 
 // dropStaleState drops the keyed state that earlier jobs of j's name left
-// for prog's steps, under Service.mu.
+// for prog's steps, in one Tx.
 func (s *Service) dropStaleState(j *Job, prog *contract.Program) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	for _, st := range prog.Graph.Steps {
-		if err := s.dropStateLocked(j.stateLineage(), st.Name); err != nil {
-			return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
+	return s.update(func(tx *Tx) error {
+		for _, st := range prog.Graph.Steps {
+			if err := tx.DropState(j.stateLineage(), st.Name); err != nil {
+				return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// recordStartedLocked records j, whose execution jr has started, as
-// RUNNING (a PENDING job; a DRAINING one stays so) and makes jr its
-// supervised live execution. When the service is closing it records
-// nothing and returns SHUTTING_DOWN: the caller stops jr, and j resumes as
-// recorded on the next Open. Service.mu is held.
-func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
-	if s.closing.Load() {
+// RecordStarted records j, whose execution jr has started, as RUNNING (a
+// PENDING job; a DRAINING one stays so) and makes jr its supervised live
+// execution. When the service is closing it records nothing and returns
+// SHUTTING_DOWN: the caller stops jr, and j resumes as recorded on the
+// next Open.
+func (tx *Tx) RecordStarted(j *Job, jr *jobRun) error {
+	s := tx.s
+	if s == nil {
+		return errTxDone
+	}
+	if tx.Closing() {
 		return errorf(errcode.ShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
 	}
 	if j.State == StatePending {
-		if err := s.transitionLocked(j, StateRunning, "execution started"); err != nil {
+		if err := tx.Transition(j, StateRunning, "execution started"); err != nil {
 			return err
 		}
-		if w := (&state.Write{}); s.releaseEventsLocked(w, jr) {
-			if err := s.applyLocked(w); err != nil {
+		if w := (&state.Write{}); tx.ReleaseEvents(w, jr) {
+			if err := tx.Apply(w); err != nil {
 				s.opts.Logger.Warn("recording a job's first events", "job_id", j.ID, "error", err)
 			}
 		}
@@ -269,12 +271,12 @@ func (s *Service) recordStartedLocked(j *Job, jr *jobRun) error {
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return err
 		}
-		s.releaseEventsLocked(w, jr)
-		if err := s.applyLocked(w); err != nil {
+		tx.ReleaseEvents(w, jr)
+		if err := tx.Apply(w); err != nil {
 			return internalf("recording job %s: %w", j.ID, err)
 		}
 	}
-	s.superviseLocked(j, jr)
+	tx.Supervise(j, jr)
 	return nil
 }
 
@@ -309,11 +311,15 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *contract.Pro
 	return jr, nil
 }
 
-// superviseLocked makes jr the live execution of j, recorded as RUNNING
-// (or DRAINING, then drained at once), and starts its supervisor. The
-// caller checked under the same hold of Service.mu that the service is not
-// closing (so that wg.Add never follows Close's wg.Wait). Service.mu is held.
-func (s *Service) superviseLocked(j *Job, jr *jobRun) {
+// Supervise makes jr the live execution of j, recorded as RUNNING (or
+// DRAINING, then drained at once), and starts its supervisor. The caller
+// checked in the same Tx that the service is not closing (so that wg.Add
+// never follows Close's wg.Wait).
+func (tx *Tx) Supervise(j *Job, jr *jobRun) {
+	s := tx.s
+	if s == nil {
+		return
+	}
 	if j.State == StateDraining {
 		jr.x.Drain()
 	}
@@ -328,18 +334,19 @@ func (s *Service) superviseLocked(j *Job, jr *jobRun) {
 	go s.supervise(jr)
 }
 
-// fail makes j FAILED with reason, taking Service.mu. The caller holds j's
+// fail makes j FAILED with reason in a Tx of its own. The caller holds j's
 // name guard.
 func (s *Service) fail(j *Job, reason string) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	return s.failLocked(j, reason)
+	return s.update(func(tx *Tx) error { return tx.Fail(j, reason) })
 }
 
-// failLocked makes j FAILED with reason. Service.mu is held.
-func (s *Service) failLocked(j *Job, reason string) error {
-	s.opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
-	return s.transitionLocked(j, StateFailed, reason)
+// Fail makes j FAILED with reason.
+func (tx *Tx) Fail(j *Job, reason string) error {
+	if tx.s == nil {
+		return errTxDone
+	}
+	tx.s.opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
+	return tx.Transition(j, StateFailed, reason)
 }
 
 // supervise watches one execution: it takes a checkpoint every interval,
@@ -390,7 +397,7 @@ var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
 // checkpoint takes a checkpoint of jr, writes it together with the job
 // record (to which final, when set, applies the terminal transition) in one
 // atomic write, then lets sinks commit and sources acknowledge. It takes
-// jr.cpMu for the whole checkpoint and Service.mu for the write only; with
+// jr.cpMu for the whole checkpoint and the registry lock for the write only; with
 // final set, the caller holds the name's guard.
 func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	jr.cpMu.Lock() // lock order 2
@@ -413,13 +420,16 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 	return nil
 }
 
-// writeCheckpoint writes checkpoint cp of jr with jr's job record, under
-// Service.mu (jr.cpMu is held). written, when set, is called under the
-// same hold of Service.mu once the write landed (a snapshot pins the
-// store there: no other store write comes between).
-func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func()) error {
-	s.mu.Lock() // lock order 3, after jr.cpMu
-	defer s.mu.Unlock()
+// writeCheckpoint writes checkpoint cp of jr with jr's job record, in a Tx
+// (jr.cpMu is held). written, when set, is called in the same Tx once the
+// write landed (a snapshot pins the store there: no other store write
+// comes between).
+func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func(tx *Tx)) error {
+	return s.update(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
+}
+
+// writeCheckpointTx is writeCheckpoint within tx.
+func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func(tx *Tx)) error {
 	j, err := s.readJob(jr.id)
 	if err != nil {
 		return err
@@ -440,15 +450,15 @@ func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final fun
 		}
 	}
 	w := &state.Write{}
-	if err := s.terminalWriteLocked(w, j); err != nil {
+	if err := tx.TerminalWrite(w, j); err != nil {
 		return err
 	}
-	s.stateEventLocked(w, j, from)
-	if err := s.writeCheckpointLocked(jr.lineage, jr.id, cp, w); err != nil {
+	tx.StateEvent(w, j, from)
+	if err := tx.WriteCheckpoint(jr.lineage, jr.id, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	if written != nil {
-		written()
+		written(tx)
 	}
 	return nil
 }
@@ -471,21 +481,22 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	// which an update or rescale of the job holds until it is done.
 	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
 	defer unlock()
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if jr.superseded.Load() || s.runningJob(jr.id) != jr {
-		return // another execution of the job took over meanwhile
-	}
-	j, rerr := s.readJob(jr.id)
-	if rerr != nil || j.State.Terminal() {
-		return
-	}
-	reason := s.checkpointFailure(jr, err)
-	s.emitLocked(j.ID, EventCheckpointFailed, SeverityError, reason, map[string]any{"error": err.Error()})
-	if ferr := s.failLocked(j, reason); ferr != nil {
-		s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
-	}
-	jr.x.Cancel()
+	_ = s.update(func(tx *Tx) error {
+		if jr.superseded.Load() || s.runningJob(jr.id) != jr {
+			return nil // another execution of the job took over meanwhile
+		}
+		j, rerr := s.readJob(jr.id)
+		if rerr != nil || j.State.Terminal() {
+			return nil
+		}
+		reason := s.checkpointFailure(jr, err)
+		tx.Emit(j.ID, EventCheckpointFailed, SeverityError, reason, map[string]any{"error": err.Error()})
+		if ferr := tx.Fail(j, reason); ferr != nil {
+			s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
+		}
+		jr.x.Cancel()
+		return nil
+	})
 }
 
 // finish records the end of an execution that ended by itself (or was
@@ -562,17 +573,18 @@ func (s *Service) finish(jr *jobRun) {
 		}
 		target, reason = StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
-	s.mu.Lock() // lock order 3
-	j, err = s.readJob(jr.id)
-	if err == nil && !j.State.Terminal() {
+	err = s.update(func(tx *Tx) error {
+		j, err := s.readJob(jr.id)
+		if err != nil || j.State.Terminal() {
+			return err
+		}
 		j.Metrics = metrics
 		j.DeadLetters = jr.deadLetters.Load()
 		if d := jr.lastDeadLetter.Load(); d != nil {
 			j.LastDeadLetter = *d
 		}
-		err = s.transitionLocked(j, target, reason)
-	}
-	s.mu.Unlock()
+		return tx.Transition(j, target, reason)
+	})
 	switch {
 	case err != nil:
 		log.Error("recording the end of a job", "error", err)
@@ -582,19 +594,21 @@ func (s *Service) finish(jr *jobRun) {
 	s.forget(jr)
 }
 
+// clearPendingCommit records that job id's sinks confirmed its final
+// commit.
 func (s *Service) clearPendingCommit(id string) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	j, err := s.readJob(id)
-	if err != nil {
-		return err
-	}
-	j.PendingCommit = false
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(id), j); err != nil {
-		return err
-	}
-	return s.applyLocked(w)
+	return s.update(func(tx *Tx) error {
+		j, err := s.readJob(id)
+		if err != nil {
+			return err
+		}
+		j.PendingCommit = false
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(id), j); err != nil {
+			return err
+		}
+		return tx.Apply(w)
+	})
 }
 
 // suspend checkpoints jr (write and commit) and stops its execution
@@ -615,10 +629,11 @@ func (s *Service) suspend(jr *jobRun) {
 
 // forget lets go of jr: it is no longer the live execution of its job.
 func (s *Service) forget(jr *jobRun) {
-	s.mu.Lock() // lock order 3
-	s.running.CompareAndDelete(jr.id, jr)
-	s.live.CompareAndDelete(jr.name, jr)
-	s.mu.Unlock()
+	_ = s.update(func(*Tx) error {
+		s.running.CompareAndDelete(jr.id, jr)
+		s.live.CompareAndDelete(jr.name, jr)
+		return nil
+	})
 	j, err := s.readJob(jr.id)
 	s.flushHistory(jr.id, err == nil && j.State.Terminal() && s.runningJob(jr.id) == nil)
 	s.changes.notify()
@@ -649,11 +664,7 @@ func (s *Service) recover() error {
 				map[string]any{"code": string(errcode.Resuming), "set": true})
 		}
 	}
-	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
+	started := s.spawn(func() {
 		defer close(s.recovered)
 		sem := make(chan struct{}, recoveryConcurrency)
 		var wg sync.WaitGroup
@@ -674,7 +685,10 @@ func (s *Service) recover() error {
 			}()
 		}
 		wg.Wait()
-	}()
+	})
+	if !started {
+		close(s.recovered) // closed before recovery began: the jobs resume at the next Open
+	}
 	return nil
 }
 
@@ -691,9 +705,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 	defer unlock()
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == StateCancelling {
-		s.mu.Lock() // lock order 3
-		defer s.mu.Unlock()
-		return s.transitionLocked(j, StateCancelled, "cancelled (completed after a restart)")
+		return s.update(func(tx *Tx) error { return tx.Transition(j, StateCancelled, "cancelled (completed after a restart)") })
 	}
 	if j.SDK == SDKGo && j.Active() {
 		// Its program resumes or updates it (StartProgram).
@@ -722,9 +734,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		if err := putJSON(w, jobKey(j.ID), j); err != nil {
 			return err
 		}
-		s.mu.Lock() // lock order 3
-		defer s.mu.Unlock()
-		return s.applyLocked(w)
+		return s.apply(w)
 	}
 	if j.State == StatePending && j.Replacement != nil && !j.Replacement.Phase.Final() {
 		// A replacement job waiting for its flow: the flow resumes where

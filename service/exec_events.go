@@ -64,8 +64,8 @@ type heldEvent struct {
 }
 
 // emitRun records an event of jr's job, or holds it while the job's start
-// is not recorded yet (releaseEventsLocked writes it then). Service.mu is
-// not held.
+// is not recorded yet (Tx.ReleaseEvents writes it then). The caller holds
+// no Tx.
 func (s *Service) emitRun(jr *jobRun, typ EventType, sev Severity, msg string, details map[string]any) {
 	jr.emu.Lock() // a leaf
 	if !jr.recorded {
@@ -77,17 +77,17 @@ func (s *Service) emitRun(jr *jobRun, typ EventType, sev Severity, msg string, d
 	s.emit(jr.id, typ, sev, msg, details)
 }
 
-// releaseEventsLocked adds to w the events jr held until its job's start
-// was recorded, after whatever w holds, and lets the later ones through;
-// it reports whether there were any. Service.mu is held, so an event
-// emitted meanwhile is written after these.
-func (s *Service) releaseEventsLocked(w *state.Write, jr *jobRun) bool {
+// ReleaseEvents adds to w the events jr held until its job's start was
+// recorded, after whatever w holds, and lets the later ones through; it
+// reports whether there were any. The Tx holds the registry lock, so an
+// event emitted meanwhile is written after these.
+func (tx *Tx) ReleaseEvents(w *state.Write, jr *jobRun) bool {
 	jr.emu.Lock() // a leaf
 	held := jr.held
 	jr.held, jr.recorded = nil, true
 	jr.emu.Unlock()
 	for _, ev := range held {
-		s.addEventLocked(w, jr.id, ev.typ, ev.sev, ev.msg, ev.details)
+		tx.AddEvent(w, jr.id, ev.typ, ev.sev, ev.msg, ev.details)
 	}
 	return len(held) > 0
 }

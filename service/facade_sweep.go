@@ -73,7 +73,7 @@ func (s *Service) putFacadeSweeps(w *state.Write, tables []FacadeTable, names ..
 }
 
 // sweepFacades runs the façade sweep once over the entries that are due.
-// It takes Service.mu only for its writes.
+// It takes the registry lock only for its writes.
 func (s *Service) sweepFacades(ctx context.Context) error {
 	var due []facadeSweep
 	now := s.now()
@@ -191,19 +191,19 @@ func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*Job, n
 			return err
 		}
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	w := &state.Write{}
-	if done() {
-		w.Delete(facadeSweepKey(e.Table))
-		s.opts.Logger.Info("façade sweep: done", "table", e.Table.Table, "generations", len(gens))
-	} else {
-		e.CheckAfter = now.Add(min(facadeRecheck, max(s.opts.RollbackRetention, time.Second)))
-		if err := putJSON(w, facadeSweepKey(e.Table), e); err != nil {
-			return err
+	return s.update(func(tx *Tx) error {
+		w := &state.Write{}
+		if done() {
+			w.Delete(facadeSweepKey(e.Table))
+			s.opts.Logger.Info("façade sweep: done", "table", e.Table.Table, "generations", len(gens))
+		} else {
+			e.CheckAfter = now.Add(min(facadeRecheck, max(s.opts.RollbackRetention, time.Second)))
+			if err := putJSON(w, facadeSweepKey(e.Table), e); err != nil {
+				return err
+			}
 		}
-	}
-	return s.applyLocked(w)
+		return tx.Apply(w)
+	})
 }
 
 // facadeSweeps returns the sweep entries.

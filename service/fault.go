@@ -34,7 +34,7 @@ type storeFault struct {
 // noteStoreError is called with the result of every store write. When the
 // store has failed it records the fault (once: it logs at error level and
 // stops every execution) and reports true. Safe with or without
-// Service.mu; it takes no lock.
+// the registry lock; it takes no lock.
 func (s *Service) noteStoreError(err error) bool {
 	cause := s.store.Failed()
 	if cause == nil {

@@ -61,7 +61,6 @@ const storageProbeKey = "storage-probe"
 // storageRetryLoop runs until the service closes: every retry interval,
 // while the store has failed, it tries to bring it back (see above).
 func (s *Service) storageRetryLoop() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.opts.StorageRetryInterval)
 	defer t.Stop()
 	for {

@@ -311,16 +311,13 @@ func (s *Service) recordHistory(jr *jobRun, now time.Time) {
 	}
 }
 
-// writeHistory writes a coarse bucket under Service.mu; a failure is
+// writeHistory writes a coarse bucket in a Tx of its own; a failure is
 // logged (the history is an aid, not a record the job depends on).
 func (s *Service) writeHistory(id string, w *state.Write) {
 	if s.storeFailed() != nil {
 		return
 	}
-	s.mu.Lock() // lock order 3
-	err := s.applyLocked(w)
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.apply(w); err != nil {
 		s.opts.Logger.Warn("writing the metrics history", "job_id", id, "error", err)
 	}
 }

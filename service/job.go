@@ -331,7 +331,7 @@ func jobType(g *graph.Pipeline) JobType {
 // ---- registry access ----
 //
 // Reads take no lock: every record is written whole, atomically. A read
-// that is modified and written back happens under Service.mu, or under the
+// that is modified and written back happens under the registry lock, or under the
 // guards that exclude every other writer of the record (see the lock
 // ordering in the package doc).
 

@@ -280,7 +280,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 }
 
 // recordAttempt records a refused or validate-only update of old by a Go
-// program build, taking Service.mu for the write.
+// program build, in a Tx of its own.
 func (s *Service) recordAttempt(old *Job, program string, validateOnly bool, report compat.Report) error {
 	now := s.now()
 	w := &state.Write{}

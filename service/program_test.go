@@ -80,8 +80,17 @@ type registrySnapshot struct {
 
 func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var snap registrySnapshot
+	_ = s.update(func(*Tx) error {
+		snap = snapshotRegistryTx(t, s, name)
+		return nil
+	})
+	return snap
+}
+
+// snapshotRegistryTx is snapshotRegistry within a Tx.
+func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot {
+	t.Helper()
 	l, err := s.readLineage(name)
 	if err != nil {
 		t.Fatal(err)

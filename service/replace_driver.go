@@ -20,20 +20,13 @@ import (
 // newID to its end (unless the service is closing: the flow then resumes
 // on the next Open).
 func (s *Service) startDriver(newID string) {
-	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	defer s.mu.Unlock()
-	if s.closing.Load() {
-		return
-	}
-	s.wg.Add(1)
-	go s.drive(newID)
+	s.spawn(func() { s.drive(newID) })
 }
 
 // drive takes the flow of replacement job newID on at every change of the
 // service (and at every checkpoint interval, for the drain's deadline)
 // until it reaches a final phase or the service closes.
 func (s *Service) drive(newID string) {
-	defer s.wg.Done()
 	// After a restart, the old job's execution resumes in the recovery
 	// that started this driver: a step before it is back would find the
 	// old job without an execution and fail the flow.
@@ -95,11 +88,13 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		s.mu.Lock() // lock order 3
-		if nj, err = s.readJob(newID); err == nil && nj.State == StateCancelling {
-			err = s.transitionLocked(nj, StateCancelled, "cancelled before the cut-over")
-		}
-		s.mu.Unlock()
+		err = s.update(func(tx *Tx) error {
+			var err error
+			if nj, err = s.readJob(newID); err == nil && nj.State == StateCancelling {
+				err = tx.Transition(nj, StateCancelled, "cancelled before the cut-over")
+			}
+			return err
+		})
 		unlock()
 		if err != nil {
 			return true, err
@@ -150,51 +145,51 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 
 // noteFlow records that the drain timed out, with note, on both jobs.
 func (s *Service) noteFlow(newID, oldID, note string) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	w := &state.Write{}
-	for _, id := range []string{newID, oldID} {
-		j, err := s.readJob(id)
-		if err != nil {
-			return err
+	return s.update(func(tx *Tx) error {
+		w := &state.Write{}
+		for _, id := range []string{newID, oldID} {
+			j, err := s.readJob(id)
+			if err != nil {
+				return err
+			}
+			if j.Replacement != nil {
+				j.Replacement.DrainTimedOut = true
+				j.Replacement.Notes = append(j.Replacement.Notes, note)
+			}
+			if err := putJSON(w, jobKey(id), j); err != nil {
+				return err
+			}
 		}
-		if j.Replacement != nil {
-			j.Replacement.DrainTimedOut = true
-			j.Replacement.Notes = append(j.Replacement.Notes, note)
-		}
-		if err := putJSON(w, jobKey(id), j); err != nil {
-			return err
-		}
-	}
-	s.opts.Logger.Warn("replacement: drain timeout", "job_id", newID, "old_job_id", oldID, "note", note)
-	return s.applyLocked(w)
+		s.opts.Logger.Warn("replacement: drain timeout", "job_id", newID, "old_job_id", oldID, "note", note)
+		return tx.Apply(w)
+	})
 }
 
 // endFlow records the flow's final phase on both jobs (the new job's
 // state is left as it is).
 func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note string) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	now := s.now()
-	w := &state.Write{}
-	for _, id := range []string{newID, oldID} {
-		j, err := s.readJob(id)
-		if err != nil {
-			return err
+	return s.update(func(tx *Tx) error {
+		now := s.now()
+		w := &state.Write{}
+		for _, id := range []string{newID, oldID} {
+			j, err := s.readJob(id)
+			if err != nil {
+				return err
+			}
+			if j.Replacement == nil {
+				continue
+			}
+			j.Replacement.Phase, j.Replacement.PhaseTime = phase, now
+			if note != "" {
+				j.Replacement.Notes = append(j.Replacement.Notes, note)
+			}
+			tx.PhaseEvents(w, j)
+			if err := putJSON(w, jobKey(id), j); err != nil {
+				return err
+			}
 		}
-		if j.Replacement == nil {
-			continue
-		}
-		j.Replacement.Phase, j.Replacement.PhaseTime = phase, now
-		if note != "" {
-			j.Replacement.Notes = append(j.Replacement.Notes, note)
-		}
-		s.phaseEventsLocked(w, j)
-		if err := putJSON(w, jobKey(id), j); err != nil {
-			return err
-		}
-	}
-	return s.applyLocked(w)
+		return tx.Apply(w)
+	})
 }
 
 // lockJobName takes the guard of job id's name (lock order 1) and returns
@@ -304,31 +299,31 @@ func (s *Service) cutOver(newID string) error {
 
 // copyFlow records rep (the new job's flow) on the old job, keeping its notes.
 func (s *Service) copyFlow(rep *Replacement) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	old, err := s.readJob(rep.OldJobID)
-	if err != nil {
-		return err
-	}
-	if old.Replacement != nil {
-		notes := old.Replacement.Notes
-		*old.Replacement = *rep
-		old.Replacement.Notes = notes
-	}
-	w := &state.Write{}
-	// The new job's record follows with its start; its event is written
-	// here, with the old job's, as the phase begins.
-	s.phaseEventsLocked(w, old, &Job{ID: rep.NewJobID, Replacement: rep})
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
-		return err
-	}
-	return s.applyLocked(w)
+	return s.update(func(tx *Tx) error {
+		old, err := s.readJob(rep.OldJobID)
+		if err != nil {
+			return err
+		}
+		if old.Replacement != nil {
+			notes := old.Replacement.Notes
+			*old.Replacement = *rep
+			old.Replacement.Notes = notes
+		}
+		w := &state.Write{}
+		// The new job's record follows with its start; its event is written
+		// here, with the old job's, as the phase begins.
+		tx.PhaseEvents(w, old, &Job{ID: rep.NewJobID, Replacement: rep})
+		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+			return err
+		}
+		return tx.Apply(w)
+	})
 }
 
-// phaseEventsLocked adds to w a replacement_phase event on each of jobs for
-// the phase its replacement record now holds (strategy, phase, the two
-// jobs, the stop window once known). Callers hold Service.mu and land w.
-func (s *Service) phaseEventsLocked(w *state.Write, jobs ...*Job) {
+// PhaseEvents adds to w a replacement_phase event on each of jobs for the
+// phase its replacement record now holds (strategy, phase, the two jobs,
+// the stop window once known). The caller lands w in the same Tx.
+func (tx *Tx) PhaseEvents(w *state.Write, jobs ...*Job) {
 	for _, j := range jobs {
 		rep := j.Replacement
 		if rep == nil {
@@ -344,6 +339,6 @@ func (s *Service) phaseEventsLocked(w *state.Write, jobs ...*Job) {
 		if rep.Phase == PhaseFailed || rep.Phase == PhaseRolledBack {
 			sev = SeverityWarning
 		}
-		s.addEventLocked(w, j.ID, EventReplacementPhase, sev, msg, d)
+		tx.AddEvent(w, j.ID, EventReplacementPhase, sev, msg, d)
 	}
 }

@@ -276,58 +276,58 @@ func (s *Service) beginDrain(newID string) error {
 	// drain's start (rollback.go).
 	rb := s.drainRollbackCut(newID, PhasePreparing)
 	defer s.finishRollbackCut(rb)
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	nj, err := s.readJob(newID)
-	if err != nil {
-		return internalf("reading job %s: %w", newID, err)
-	}
-	rep := nj.Replacement
-	if rep == nil || rep.Phase != PhasePreparing {
-		return nil
-	}
-	old, err := s.readJob(rep.OldJobID)
-	if err != nil {
-		return internalf("reading job %s: %w", rep.OldJobID, err)
-	}
-	jr := s.runningJob(old.ID)
-	if old.State == StateRunning && jr == nil && !s.recoveryDone() {
-		// A restarted service has not resumed the old job yet: the driver
-		// tries again at the next change.
-		return nil
-	}
-	now := s.now()
-	if old.State != StateRunning || jr == nil {
-		w := &state.Write{}
-		rep.Phase, rep.PhaseTime = PhaseFailed, now
-		reason := fmt.Sprintf("job %s (%s), which this job was to replace, is %s and was not drained", old.ID, old.Name, old.State)
-		rep.Notes = append(rep.Notes, reason)
-		if err := transition(nj, StateFailed, now, reason); err != nil {
+	return s.update(func(tx *Tx) error {
+		nj, err := s.readJob(newID)
+		if err != nil {
+			return internalf("reading job %s: %w", newID, err)
+		}
+		rep := nj.Replacement
+		if rep == nil || rep.Phase != PhasePreparing {
+			return nil
+		}
+		old, err := s.readJob(rep.OldJobID)
+		if err != nil {
+			return internalf("reading job %s: %w", rep.OldJobID, err)
+		}
+		jr := s.runningJob(old.ID)
+		if old.State == StateRunning && jr == nil && !s.recoveryDone() {
+			// A restarted service has not resumed the old job yet: the driver
+			// tries again at the next change.
+			return nil
+		}
+		now := s.now()
+		if old.State != StateRunning || jr == nil {
+			w := &state.Write{}
+			rep.Phase, rep.PhaseTime = PhaseFailed, now
+			reason := fmt.Sprintf("job %s (%s), which this job was to replace, is %s and was not drained", old.ID, old.Name, old.State)
+			rep.Notes = append(rep.Notes, reason)
+			if err := transition(nj, StateFailed, now, reason); err != nil {
+				return err
+			}
+			tx.PhaseEvents(w, nj)
+			if err := tx.TerminalWrite(w, nj); err != nil {
+				return err
+			}
+			if err := tx.Apply(w); err != nil {
+				return internalf("recording job %s: %w", nj.ID, err)
+			}
+			return errorf(errcode.NoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
+		}
+		old.ReplacedByJobID = nj.ID
+		if err := s.drainOldJob(tx, nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
 			return err
 		}
-		s.phaseEventsLocked(w, nj)
-		if err := s.terminalWriteLocked(w, nj); err != nil {
-			return err
-		}
-		if err := s.applyLocked(w); err != nil {
-			return internalf("recording job %s: %w", nj.ID, err)
-		}
-		return errorf(errcode.NoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
-	}
-	old.ReplacedByJobID = nj.ID
-	if err := s.drainOldJobLocked(nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
-		return err
-	}
-	s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
-	return nil
+		s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
+		return nil
+	})
 }
 
-// drainOldJobLocked moves the flow of replacement job nj to DRAINING_OLD
-// at now and its old job old, whose live execution is jr, to DRAINING for
-// reason (the replacement recorded on it): both records and the rollback
-// cut rb (nil for none) in one write, then old's execution drains. The
-// caller holds s.mu (lock order 3), taken after the old job's name guard.
-func (s *Service) drainOldJobLocked(nj, old *Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
+// drainOldJob moves the flow of replacement job nj to DRAINING_OLD at now
+// and its old job old, whose live execution is jr, to DRAINING for reason
+// (the replacement recorded on it): both records and the rollback cut rb
+// (nil for none) in one write of tx, then old's execution drains. The
+// caller took tx after the old job's name guard.
+func (s *Service) drainOldJob(tx *Tx, nj, old *Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
 	rep := nj.Replacement
 	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
 	oldRep := *rep
@@ -336,7 +336,7 @@ func (s *Service) drainOldJobLocked(nj, old *Job, jr *jobRun, rb *rollbackCut, n
 		return err
 	}
 	w := &state.Write{}
-	s.phaseEventsLocked(w, nj, old)
+	tx.PhaseEvents(w, nj, old)
 	if err := putJSON(w, jobKey(old.ID), old); err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (s *Service) drainOldJobLocked(nj, old *Job, jr *jobRun, rb *rollbackCut, n
 	if err := rb.put(w); err != nil {
 		return err
 	}
-	if err := s.applyLocked(w); err != nil {
+	if err := tx.Apply(w); err != nil {
 		return internalf("recording the drain of job %s: %w", old.ID, err)
 	}
 	if rb != nil {
@@ -403,13 +403,11 @@ func (s *Service) positionRewind(nj *Job) error {
 			return err
 		}
 		rep.RewindPoint = &rp
-		s.mu.Lock() // lock order 3
 		w := &state.Write{}
 		err = putJSON(w, jobKey(nj.ID), nj)
 		if err == nil {
-			err = s.applyLocked(w)
+			err = s.apply(w)
 		}
-		s.mu.Unlock()
 		if err != nil {
 			return internalf("recording the rewind point of job %s: %w", nj.ID, err)
 		}

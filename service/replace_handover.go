@@ -168,16 +168,16 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 	for i := range hs {
 		hs[i].Positioned = true
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return err
-	}
-	if err := s.applyLocked(w); err != nil {
-		return internalf("recording the subscriptions of job %s positioned: %w", nj.ID, err)
-	}
-	return nil
+	return s.update(func(tx *Tx) error {
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+			return err
+		}
+		if err := tx.Apply(w); err != nil {
+			return internalf("recording the subscriptions of job %s positioned: %w", nj.ID, err)
+		}
+		return nil
+	})
 }
 
 // deleteHandedOver deletes the old job's subscriptions that the handover

@@ -393,7 +393,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		if !errors.Is(err, errNotYet) {
 			s.opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
 		}
-	} else if err := s.startParallelLocked(ctx, nj.ID); err != nil {
+	} else if err := s.startParallel(ctx, nj.ID); err != nil {
 		s.opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
 	}
 	s.startDriver(nj.ID)
@@ -419,10 +419,10 @@ type maxEventReporter interface {
 // errNotYet is a step of a flow that waits for something to happen.
 var errNotYet = errors.New("not yet")
 
-// startParallelLocked starts the new job of the flow (PREPARING →
+// startParallel starts the new job of the flow (PREPARING →
 // OVERLAP): RUNNING, then the phase on both jobs, the old one with
 // replaced_by_job_id. The caller holds the new job's name guard.
-func (s *Service) startParallelLocked(ctx context.Context, newID string) error {
+func (s *Service) startParallel(ctx context.Context, newID string) error {
 	nj, err := s.readJob(newID)
 	if err != nil {
 		return err
@@ -445,34 +445,34 @@ func (s *Service) startParallelLocked(ctx context.Context, newID string) error {
 			return nil
 		}
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if nj, err = s.readJob(newID); err != nil {
-		return err
-	}
-	old, err := s.readJob(nj.Replacement.OldJobID)
-	if err != nil {
-		return err
-	}
-	now := s.now()
-	rep = nj.Replacement
-	rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = PhaseOverlap, now, &now
-	oldRep := *rep
-	old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
-	w := &state.Write{}
-	s.phaseEventsLocked(w, nj, old)
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return err
-	}
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
-		return err
-	}
-	if err := s.applyLocked(w); err != nil {
-		return internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
-	}
-	s.opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
-		"min_parallel", duration.Format(time.Duration(rep.Parallel.MinParallelMillis)*time.Millisecond))
-	return nil
+	return s.update(func(tx *Tx) error {
+		if nj, err = s.readJob(newID); err != nil {
+			return err
+		}
+		old, err := s.readJob(nj.Replacement.OldJobID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		rep = nj.Replacement
+		rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = PhaseOverlap, now, &now
+		oldRep := *rep
+		old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
+		w := &state.Write{}
+		tx.PhaseEvents(w, nj, old)
+		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+			return err
+		}
+		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+			return err
+		}
+		if err := tx.Apply(w); err != nil {
+			return internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
+		}
+		s.opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
+			"min_parallel", duration.Format(time.Duration(rep.Parallel.MinParallelMillis)*time.Millisecond))
+		return nil
+	})
 }
 
 // dataWatermark returns the data watermark of job id's live execution (the
@@ -558,7 +558,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		err = s.startParallelLocked(ctx, newID)
+		err = s.startParallel(ctx, newID)
 		unlock()
 		return false, err
 	case PhaseOverlap, PhaseDrainingOld:
@@ -599,7 +599,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		err = s.drainOldLocked(newID)
+		err = s.drainOld(newID)
 		unlock()
 		return false, err
 	}
@@ -625,37 +625,37 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		old.ID, maxStop, serviceopt.KeyCancelOnDrainTimeout, old.ID))
 }
 
-// drainOldLocked moves the flow of job newID from OVERLAP to DRAINING_OLD:
+// drainOld moves the flow of job newID from OVERLAP to DRAINING_OLD:
 // the old job DRAINING and both records in one write, then its execution
 // drains. The caller holds the old job's name guard.
-func (s *Service) drainOldLocked(newID string) error {
+func (s *Service) drainOld(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
 	rb := s.drainRollbackCut(newID, PhaseOverlap)
 	defer s.finishRollbackCut(rb)
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	nj, err := s.readJob(newID)
-	if err != nil {
-		return err
-	}
-	rep := nj.Replacement
-	if rep.Phase != PhaseOverlap {
+	return s.update(func(tx *Tx) error {
+		nj, err := s.readJob(newID)
+		if err != nil {
+			return err
+		}
+		rep := nj.Replacement
+		if rep.Phase != PhaseOverlap {
+			return nil
+		}
+		old, err := s.readJob(rep.OldJobID)
+		if err != nil {
+			return err
+		}
+		jr := s.runningJob(old.ID)
+		if old.State != StateRunning || jr == nil {
+			return nil // it ends by itself (the next step cuts over)
+		}
+		if err := s.drainOldJob(tx, nj, old, jr, rb, s.now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
+			return err
+		}
+		s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
 		return nil
-	}
-	old, err := s.readJob(rep.OldJobID)
-	if err != nil {
-		return err
-	}
-	jr := s.runningJob(old.ID)
-	if old.State != StateRunning || jr == nil {
-		return nil // it ends by itself (the next step cuts over)
-	}
-	if err := s.drainOldJobLocked(nj, old, jr, rb, s.now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
-		return err
-	}
-	s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
-	return nil
+	})
 }
 
 // parallelDriven reports whether j is the new job of a parallel flow the

@@ -53,49 +53,49 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 			ps.OldDeleted = true
 		}
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	cur, err := s.readJob(newID)
-	if err != nil {
-		return err
-	}
-	if cur.Replacement.Phase.Final() {
+	return s.update(func(tx *Tx) error {
+		cur, err := s.readJob(newID)
+		if err != nil {
+			return err
+		}
+		if cur.Replacement.Phase.Final() {
+			return nil
+		}
+		now := s.now()
+		cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
+		cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = PhaseCutOver, now, &now
+		if cur.Replacement.DrainStart != nil {
+			ms := now.Sub(*cur.Replacement.DrainStart).Milliseconds()
+			cur.Replacement.StopWindowMillis = &ms
+		}
+		if old.State != StateDrained {
+			cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
+		}
+		if old, err = s.readJob(old.ID); err != nil {
+			return err
+		}
+		oldRep := *cur.Replacement
+		old.Replacement = &oldRep
+		w := &state.Write{}
+		tx.PhaseEvents(w, cur, old)
+		if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+			return err
+		}
+		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+			return err
+		}
+		// The compaction waits for the rollback retention; should a later flow
+		// take this record over meanwhile, the façade sweep does it
+		// (facade_sweep.go).
+		if err := s.putFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
+			return err
+		}
+		if err := tx.Apply(w); err != nil {
+			return internalf("recording the cut-over of job %s: %w", cur.ID, err)
+		}
+		s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
 		return nil
-	}
-	now := s.now()
-	cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
-	cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = PhaseCutOver, now, &now
-	if cur.Replacement.DrainStart != nil {
-		ms := now.Sub(*cur.Replacement.DrainStart).Milliseconds()
-		cur.Replacement.StopWindowMillis = &ms
-	}
-	if old.State != StateDrained {
-		cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
-	}
-	if old, err = s.readJob(old.ID); err != nil {
-		return err
-	}
-	oldRep := *cur.Replacement
-	old.Replacement = &oldRep
-	w := &state.Write{}
-	s.phaseEventsLocked(w, cur, old)
-	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
-		return err
-	}
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
-		return err
-	}
-	// The compaction waits for the rollback retention; should a later flow
-	// take this record over meanwhile, the façade sweep does it
-	// (facade_sweep.go).
-	if err := s.putFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
-		return err
-	}
-	if err := s.applyLocked(w); err != nil {
-		return internalf("recording the cut-over of job %s: %w", cur.ID, err)
-	}
-	s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
-	return nil
+	})
 }
 
 // endOldGenerations records every generation older than the new job's
@@ -180,21 +180,21 @@ func (s *Service) sweepGoneFlow(nj *Job, err error) error {
 	if old, rerr := s.readJob(nj.Replacement.OldJobID); rerr == nil {
 		names = append(names, old.Name)
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	w := &state.Write{}
-	for _, t := range nj.Replacement.Parallel.Tables {
-		if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
-			continue // the cut-over's entry
+	return s.update(func(tx *Tx) error {
+		w := &state.Write{}
+		for _, t := range nj.Replacement.Parallel.Tables {
+			if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
+				continue // the cut-over's entry
+			}
+			if perr := s.putFacadeSweeps(w, []FacadeTable{t}, names...); perr != nil {
+				return errors.Join(err, perr)
+			}
 		}
-		if perr := s.putFacadeSweeps(w, []FacadeTable{t}, names...); perr != nil {
-			return errors.Join(err, perr)
+		if aerr := tx.Apply(w); aerr != nil {
+			return errors.Join(err, aerr)
 		}
-	}
-	if aerr := s.applyLocked(w); aerr != nil {
-		return errors.Join(err, aerr)
-	}
-	return err
+		return err
+	})
 }
 
 // errFlowGone: the job's record no longer holds the parallel flow a
@@ -205,21 +205,21 @@ var errFlowGone = errors.New("the parallel replacement's record was replaced by 
 // updateFlow applies fn to the parallel flow on job newID's record, or
 // answers errFlowGone when the record holds none any more.
 func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	cur, err := s.readJob(newID)
-	if err != nil {
-		return err
-	}
-	if cur.Replacement == nil || cur.Replacement.Parallel == nil {
-		return errFlowGone
-	}
-	fn(cur.Replacement.Parallel)
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
-		return err
-	}
-	return s.applyLocked(w)
+	return s.update(func(tx *Tx) error {
+		cur, err := s.readJob(newID)
+		if err != nil {
+			return err
+		}
+		if cur.Replacement == nil || cur.Replacement.Parallel == nil {
+			return errFlowGone
+		}
+		fn(cur.Replacement.Parallel)
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+			return err
+		}
+		return tx.Apply(w)
+	})
 }
 
 // parallelFailed ends the flow of job newID FAILED while it has not
@@ -279,11 +279,13 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 			if err != nil {
 				return err
 			}
-			s.mu.Lock() // lock order 3
-			if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
-				err = s.transitionLocked(cur, StateCancelled, reason)
-			}
-			s.mu.Unlock()
+			err = s.update(func(tx *Tx) error {
+				var err error
+				if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
+					err = tx.Transition(cur, StateCancelled, reason)
+				}
+				return err
+			})
 			unlock()
 			if err != nil {
 				return err
@@ -322,47 +324,47 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 		return err
 	}
 	defer unlock()
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if nj, err = s.readJob(newID); err != nil {
-		return err
-	}
-	if old, err = s.readJob(old.ID); err != nil {
-		return err
-	}
-	if nj.Replacement.Phase.Final() {
-		return nil // ended by another caller (the driver, or a rollback)
-	}
-	if r := nj.Replacement.Parallel.RollbackReason; r != "" {
-		phase, reason = PhaseRolledBack, r
-	}
-	now := s.now()
-	nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
-	nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
-	oldRep := *nj.Replacement
-	old.Replacement, old.ReplacedByJobID = &oldRep, ""
-	w := &state.Write{}
-	s.phaseEventsLocked(w, nj, old)
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return err
-	}
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
-		return err
-	}
-	if old.Name == nj.Name && old.Active() {
-		l, err := s.readLineage(old.Name)
-		if err != nil {
+	return s.update(func(tx *Tx) error {
+		if nj, err = s.readJob(newID); err != nil {
 			return err
 		}
-		l.ActiveJobID = old.ID
-		if err := putJSON(w, lineageKey(old.Name), l); err != nil {
+		if old, err = s.readJob(old.ID); err != nil {
 			return err
 		}
-	}
-	if err := s.applyLocked(w); err != nil {
-		return internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
-	}
-	s.cuts.Delete(old.ID) // the old job owns every window again
-	s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
-	return nil
+		if nj.Replacement.Phase.Final() {
+			return nil // ended by another caller (the driver, or a rollback)
+		}
+		if r := nj.Replacement.Parallel.RollbackReason; r != "" {
+			phase, reason = PhaseRolledBack, r
+		}
+		now := s.now()
+		nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
+		nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
+		oldRep := *nj.Replacement
+		old.Replacement, old.ReplacedByJobID = &oldRep, ""
+		w := &state.Write{}
+		tx.PhaseEvents(w, nj, old)
+		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+			return err
+		}
+		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+			return err
+		}
+		if old.Name == nj.Name && old.Active() {
+			l, err := s.readLineage(old.Name)
+			if err != nil {
+				return err
+			}
+			l.ActiveJobID = old.ID
+			if err := putJSON(w, lineageKey(old.Name), l); err != nil {
+				return err
+			}
+		}
+		if err := tx.Apply(w); err != nil {
+			return internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
+		}
+		s.cuts.Delete(old.ID) // the old job owns every window again
+		s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
+		return nil
+	})
 }

@@ -143,30 +143,30 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			s.opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 		}
 	}
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if nj, err = s.readJob(newID); err != nil {
-		return err
-	}
-	flow = nj.Replacement.Parallel
-	for i := range flow.Subscriptions {
-		flow.Subscriptions[i].Positioned = true
-	}
-	nj.Replacement.RewindPoint = rp
-	{
-		ct := cut.ToTime()
-		flow.CutTime = &ct
-		s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
-	}
-	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
-		return err
-	}
-	if err := s.applyLocked(w); err != nil {
-		return err
-	}
-	s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
-	return nil
+	return s.update(func(tx *Tx) error {
+		if nj, err = s.readJob(newID); err != nil {
+			return err
+		}
+		flow = nj.Replacement.Parallel
+		for i := range flow.Subscriptions {
+			flow.Subscriptions[i].Positioned = true
+		}
+		nj.Replacement.RewindPoint = rp
+		{
+			ct := cut.ToTime()
+			flow.CutTime = &ct
+			s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
+		}
+		w := &state.Write{}
+		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+			return err
+		}
+		if err := tx.Apply(w); err != nil {
+			return err
+		}
+		s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
+		return nil
+	})
 }
 
 // parallelOldSource is a Pub/Sub source step of the old job of a parallel

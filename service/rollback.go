@@ -25,7 +25,7 @@ import (
 //
 //   - In-place update: the handover checkpoint is the cut. The snapshot's
 //     record (RUNNING) is in the handover's own store write, and the store
-//     is pinned right after that write under the same hold of Service.mu;
+//     is pinned right after that write under the same hold of the registry lock;
 //     the copy of the pinned state into the snapshot's key space runs
 //     afterwards with no lock (as a user snapshot's copy), so the update's
 //     pause is not longer by anything. Steps the handover renamed are read
@@ -113,9 +113,9 @@ func (rc *rollbackCut) put(w *state.Write) error {
 	return putJSON(w, snapshotKey(rc.snap.ID), rc.snap)
 }
 
-// finish starts the copy of a written rollback cut (it becomes READY, or
-// FAILED), or releases the pin of one that was not written. It takes
-// Service.mu: the caller does not hold it.
+// finishRollbackCut starts the copy of a written rollback cut (it becomes
+// READY, or FAILED), or releases the pin of one that was not written. The
+// caller holds no Tx.
 func (s *Service) finishRollbackCut(rc *rollbackCut) {
 	if rc == nil || rc.pin == nil {
 		return
@@ -124,18 +124,13 @@ func (s *Service) finishRollbackCut(rc *rollbackCut) {
 		_ = rc.pin.Release()
 		return
 	}
-	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	if s.closing.Load() {
-		s.mu.Unlock()
+	if !s.spawn(func() { s.copySnapshot(rc.snap, rc.pin, rc.cut) }) {
 		_ = rc.pin.Release()
 		if _, err := s.snapshotFailed(rc.snap.ID, "the server shut down before the rollback snapshot's state was copied"); err != nil {
 			s.opts.Logger.Error("recording a failed rollback snapshot", "snapshot_id", rc.snap.ID, "error", err)
 		}
 		return
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go s.copySnapshot(rc.snap, rc.pin, rc.cut)
 	s.opts.Logger.Info("rollback snapshot cut taken", "snapshot_id", rc.snap.ID, "job_id", rc.snap.SourceJobID,
 		"replaced_by_job_id", rc.snap.ReplacedByJobID, "epoch", rc.snap.Epoch)
 }
@@ -158,7 +153,7 @@ func (s *Service) updateRollbackCut(u *update) (*rollbackCut, error) {
 // returns nil when there is nothing to cut (the flow is past PREPARING,
 // the old job does not run or takes no checkpoints) and when the cut
 // failed (logged: the replacement goes on without a rollback point). The
-// caller holds the old job's name guard, not Service.mu.
+// caller holds the old job's name guard, not the registry lock.
 func (s *Service) drainRollbackCut(newID string, before ReplacementPhase) *rollbackCut {
 	nj, err := s.readJob(newID)
 	if err != nil || nj.Replacement == nil || nj.Replacement.Phase != before {
@@ -297,7 +292,7 @@ type RetentionReader interface {
 // then, unless validate-only, creates the rollback job and drains the
 // current one; the call returns once the drain began (the job's record
 // follows the flow: replacement.phase). It holds the name's guard (lock
-// order 1) and Service.mu for the writes only.
+// order 1) and the registry lock for the writes only.
 func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
@@ -415,11 +410,11 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock() // lock order 3
-	s.addEventLocked(w, cur.ID, EventReplacementPhase, SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
-		map[string]any{"strategy": StrategyRollback, "phase": string(PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
-	err = s.applyLocked(w)
-	s.mu.Unlock()
+	err = s.update(func(tx *Tx) error {
+		tx.AddEvent(w, cur.ID, EventReplacementPhase, SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
+			map[string]any{"strategy": StrategyRollback, "phase": string(PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
+		return tx.Apply(w)
+	})
 	if err != nil {
 		return nil, internalf("recording the rollback job %s: %w", nj.ID, err)
 	}
@@ -696,10 +691,10 @@ func (s *Service) restoreRollback(nj *Job, g *graph.Pipeline) error {
 		return errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
 	}
 	r := restoreOf(nj, rec, report, g)
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if err := s.restoreSnapshotLocked(snap.ID, r, &state.Write{}); err != nil {
-		return internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
-	}
-	return nil
+	return s.update(func(tx *Tx) error {
+		if err := tx.RestoreSnapshot(snap.ID, r, &state.Write{}); err != nil {
+			return internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
+		}
+		return nil
+	})
 }

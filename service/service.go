@@ -196,7 +196,7 @@ type Service struct {
 type testHooks struct {
 	// paused, when set, is called by Update and UpdateOptions while the
 	// job's old execution is paused (with the name guard and the
-	// execution's cpMu held, Service.mu not held), with the job's ID.
+	// execution's cpMu held, the registry lock not held), with the job's ID.
 	paused func(jobID string)
 	// updatePhase, when set, is called by an in-place update after each of
 	// its phases once the next has not begun ("handed-over", "persisted",
@@ -275,11 +275,8 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 		s.cancel()
 		return nil, errors.Join(err, st.Close())
 	}
-	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	s.wg.Add(2)
-	s.mu.Unlock()
-	go s.expireLoop()
-	go s.storageRetryLoop()
+	s.spawn(s.expireLoop)
+	s.spawn(s.storageRetryLoop)
 	if err := s.recover(); err != nil {
 		s.cancel()
 		s.wg.Wait()
@@ -299,14 +296,15 @@ func (s *Service) DataDir() string { return s.opts.DataDir }
 // execution and closes the store. The jobs stay RUNNING (or DRAINING) in
 // the registry and resume on the next Open. ctx bounds the wait.
 func (s *Service) Close(ctx context.Context) error {
-	// Under mu: no supervisor starts (wg.Add) after this.
-	s.mu.Lock() // lock order 3
-	if s.closing.Load() {
-		s.mu.Unlock()
+	// Under the registry lock: no supervisor starts (spawn) after this.
+	already := false
+	_ = s.update(func(tx *Tx) error {
+		already = s.closing.Swap(true)
+		return nil
+	})
+	if already {
 		return nil
 	}
-	s.closing.Store(true)
-	s.mu.Unlock()
 	s.cancel()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -398,7 +396,7 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error
 
 // create loads j, a new PENDING job (YAML or Go program) of lineage l,
 // records it with its graph as the name's active job in one write, and
-// starts it. The caller holds the name's guard, not Service.mu.
+// starts it. The caller holds the name's guard, not the registry lock.
 func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 	p, err := s.load(j)
 	if err != nil {
@@ -422,10 +420,10 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
 		return err
 	}
-	s.mu.Lock() // lock order 3
-	s.stateEventLocked(w, j, 0)
-	err = s.applyLocked(w)
-	s.mu.Unlock()
+	err = s.update(func(tx *Tx) error {
+		tx.StateEvent(w, j, 0)
+		return tx.Apply(w)
+	})
 	if err != nil {
 		return internalf("recording job %s: %w", j.ID, err)
 	}
@@ -505,33 +503,43 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 		return nil, err
 	}
 	defer unlock()
-	s.mu.Lock() // lock order 3, after the name's guard
-	defer s.mu.Unlock()
-	// Resolved again under the guard: an update may have replaced the job.
-	j, err := s.resolve(ref)
+	var j *Job
+	err = s.update(func(tx *Tx) error {
+		// Resolved again under the guard: an update may have replaced the job.
+		if j, err = s.resolve(ref); err != nil {
+			return err
+		}
+		return s.drain(tx, j)
+	})
 	if err != nil {
 		return nil, err
 	}
+	return j, nil
+}
+
+// drain moves j to DRAINING (or leaves a draining job so) and drains its
+// execution.
+func (s *Service) drain(tx *Tx, j *Job) error {
 	switch {
 	case j.State.Terminal():
-		return nil, errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
+		return errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
 	case j.Type == TypeBatch:
-		return nil, errorf(errcode.BatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
+		return errorf(errcode.BatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
 	case j.State == StateDraining:
-		return j, nil
+		return nil
 	case j.State == StatePending:
 		// As in Dataflow, a drain request applies to a running job only;
 		// PENDING → DRAINING is the service's own edge (the successor of a
 		// draining job).
-		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
+		return errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
 	}
-	if err := s.transitionLocked(j, StateDraining, "drain requested"); err != nil {
-		return nil, err
+	if err := tx.Transition(j, StateDraining, "drain requested"); err != nil {
+		return err
 	}
 	if jr := s.runningJob(j.ID); jr != nil {
 		jr.x.Drain()
 	}
-	return j, nil
+	return nil
 }
 
 // lockJob takes the guard of the name of job ref (an ID or a name) and
@@ -561,21 +569,25 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
 		return nil, err
 	}
 	defer unlock()
-	s.mu.Lock() // lock order 3, after the name's guard
-	defer s.mu.Unlock()
-	// Resolved again under the guard: an update may have replaced the job.
-	j, err := s.resolve(ref)
+	var j *Job
+	err = s.update(func(tx *Tx) error {
+		// Resolved again under the guard: an update may have replaced the job.
+		if j, err = s.resolve(ref); err != nil {
+			return err
+		}
+		if j.State == StateCancelling {
+			return nil
+		}
+		if err := tx.Transition(j, StateCancelling, "cancel requested"); err != nil {
+			return err
+		}
+		if jr := s.runningJob(j.ID); jr != nil {
+			jr.x.Cancel()
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	if j.State == StateCancelling {
-		return j, nil
-	}
-	if err := s.transitionLocked(j, StateCancelling, "cancel requested"); err != nil {
-		return nil, err
-	}
-	if jr := s.runningJob(j.ID); jr != nil {
-		jr.x.Cancel()
 	}
 	return j, nil
 }
@@ -638,28 +650,36 @@ func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
 	return out
 }
 
-// transitionLocked moves j to state to and persists it. Service.mu is held.
-func (s *Service) transitionLocked(j *Job, to JobState, reason string) error {
+// Transition moves j to state to and persists it, with its event.
+func (tx *Tx) Transition(j *Job, to JobState, reason string) error {
+	s := tx.s
+	if s == nil {
+		return errTxDone
+	}
 	from := j.State
 	if err := transition(j, to, s.now(), reason); err != nil {
 		return err
 	}
 	w := &state.Write{}
-	if err := s.terminalWriteLocked(w, j); err != nil {
+	if err := tx.TerminalWrite(w, j); err != nil {
 		return err
 	}
-	s.stateEventLocked(w, j, from)
-	if err := s.applyLocked(w); err != nil {
+	tx.StateEvent(w, j, from)
+	if err := tx.Apply(w); err != nil {
 		return internalf("recording the %s state of job %s: %w", to, j.ID, err)
 	}
 	s.opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
 	return nil
 }
 
-// terminalWriteLocked adds j's record to w and, when j is terminal,
-// releases its name: the lineage no longer has an active job. Service.mu
-// is held (the lineage is read to be written).
-func (s *Service) terminalWriteLocked(w *state.Write, j *Job) error {
+// TerminalWrite adds j's record to w and, when j is terminal, releases its
+// name: the lineage no longer has an active job (the lineage is read to be
+// written).
+func (tx *Tx) TerminalWrite(w *state.Write, j *Job) error {
+	s := tx.s
+	if s == nil {
+		return errTxDone
+	}
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
 		return err
 	}
@@ -677,42 +697,10 @@ func (s *Service) terminalWriteLocked(w *state.Write, j *Job) error {
 	return nil
 }
 
-// The store writes of the service. Each is made under Service.mu, with the
-// read of the records it modifies (see the lock ordering in the package
-// doc), and notifies changes.
-
-// apply writes registry changes w durably, taking Service.mu for the
-// write (w modifies no record read without it, see the callers).
+// apply writes registry changes w durably in a Tx of its own (w modifies
+// no record read without the lock, see the callers).
 func (s *Service) apply(w *state.Write) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	return s.applyLocked(w)
-}
-
-// applyLocked writes registry changes w durably. Service.mu is held.
-func (s *Service) applyLocked(w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(s.store.Apply(w))
-}
-
-// writeCheckpointLocked writes checkpoint cp of job id of lineage name
-// with the registry changes w in one atomic write. Service.mu is held.
-func (s *Service) writeCheckpointLocked(name, id string, cp *contract.Checkpoint, w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(s.store.WriteCheckpoint(name, id, cp, w))
-}
-
-// writeHandoverLocked writes handover h of checkpoint cp with the registry
-// changes w in one atomic write. Service.mu is held.
-func (s *Service) writeHandoverLocked(h state.Handover, cp *contract.Checkpoint, w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(s.store.WriteHandover(h, cp, w))
-}
-
-// dropStateLocked deletes the keyed state of step of lineage name.
-// Service.mu is held.
-func (s *Service) dropStateLocked(name, step string) error {
-	return s.stored(s.store.DropState(name, step))
+	return s.update(func(tx *Tx) error { return tx.Apply(w) })
 }
 
 // stored returns the result of a store write, noting a failed store (which

@@ -26,13 +26,13 @@ import (
 // A snapshot is taken in two steps. The cut: under the name's guard and
 // the execution's cpMu, the job takes an ordinary checkpoint (written
 // durably as the job's own, then committed) and, under the same hold of
-// Service.mu as that write, the store is pinned (state.Store.Pin); the job
+// the registry lock as that write, the store is pinned (state.Store.Pin); the job
 // then goes on. Its pause is a periodic checkpoint's. The copy: without
 // any guard or cpMu, a goroutine reads the full state of every step of the
 // job's lineage from the pinned view (checkpoints are incremental, so the
 // cut's checkpoint alone holds only the keys it changed; the namespaces as
 // of the cut hold them all) into the snapshot's own key space, snap/<id>/,
-// and commits it under Service.mu in bounded batches, the last one with the
+// and commits it under the registry lock in bounded batches, the last one with the
 // READY record. So a snapshot is READY and complete, or FAILED with its
 // batches removed; one found PENDING or RUNNING at Open was cut short by a
 // stop and becomes FAILED, its batches removed.
@@ -169,7 +169,7 @@ type SnapshotRequest struct {
 // running throughout; its pause is one checkpoint's.
 //
 // It holds the job name's guard and the execution's cpMu for the cut only
-// (lock order 1, 2), Service.mu for the store writes; the copy holds none.
+// (lock order 1, 2), the registry lock for the store writes; the copy holds none.
 func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
@@ -262,21 +262,16 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	}
 	cut := state.SnapshotCut{Lineage: j.stateLineage(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
-	s.mu.Lock() // lock order 3: wg.Add under mu (see Close)
-	if s.closing.Load() {
-		s.mu.Unlock()
+	if !s.spawn(func() { s.copySnapshot(snap, pin, cut) }) {
 		_ = pin.Release()
 		return s.snapshotFailed(id, "the server shut down before the snapshot's state was copied")
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go s.copySnapshot(snap, pin, cut)
 	s.opts.Logger.Info("snapshot cut taken", "snapshot_id", id, "job_id", j.ID, "job_name", j.Name, "epoch", cp.Epoch)
 	return snap, nil
 }
 
 // snapshotCut takes a checkpoint of jr, writes it as the job's checkpoint
-// and pins the store right after the write (same hold of Service.mu), then
+// and pins the store right after the write (same hold of the registry lock), then
 // commits it. It takes jr.cpMu for the whole checkpoint, as checkpoint
 // does. On success the caller releases the pin.
 func (s *Service) snapshotCut(jr *jobRun) (*contract.Checkpoint, *state.Pinned, error) {
@@ -289,7 +284,7 @@ func (s *Service) snapshotCut(jr *jobRun) (*contract.Checkpoint, *state.Pinned, 
 		return nil, nil, err
 	}
 	var pin *state.Pinned
-	if err := s.writeCheckpoint(jr, cp, nil, func() { pin = s.store.Pin() }); err != nil {
+	if err := s.writeCheckpoint(jr, cp, nil, func(tx *Tx) { pin = tx.Pin() }); err != nil {
 		return nil, nil, err
 	}
 	if err := jr.x.Commit(ctx, cp); err != nil {
@@ -309,10 +304,9 @@ const snapshotBatchBytes = 4 << 20
 // the snapshot READY, or FAILED when that fails (snapshotFailed removes
 // what was added; a stop in between leaves it RUNNING, which Open turns
 // into FAILED the same way, and the files not added are removed when the
-// store opens). It holds no guard; Service.mu only for the READY write.
-// The job is never touched.
+// store opens). It holds no guard; a Tx only for the READY write. The job
+// is never touched. It runs in a goroutine Close waits for (spawn).
 func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
-	defer s.wg.Done()
 	defer pin.Release()
 	began := time.Now() // the current file's start
 	sb, err := s.store.StreamSnapshot(s.ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
@@ -335,7 +329,7 @@ func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.Snap
 		return nil
 	})
 	if err == nil {
-		// The state's files join the store outside Service.mu (their
+		// The state's files join the store outside the registry lock (their
 		// ingest waits for a sync); finishSnapshot takes it to write the
 		// READY record, or removes them if the snapshot went meanwhile.
 		if s.hooks.snapshotWrite != nil {
@@ -372,47 +366,47 @@ const rollbackCopyPace = 3
 var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
 
 // finishSnapshot commits the last batch sb of snapshot snap's data with
-// its READY record (size bytes in all), taking Service.mu.
+// its READY record (size bytes in all), in a Tx of its own.
 func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size int64) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	cur, err := s.readSnapshot(snap.ID)
-	if err == nil && cur.State != SnapshotRunning {
-		// Deleted (or failed) while the state was copied: what the batch
-		// ingested goes too (the delete found nothing to remove).
-		sb.Close()
-		if err := s.deleteSnapshotLocked(snap.ID, &state.Write{}); err != nil {
-			s.opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
+	return s.update(func(tx *Tx) error {
+		cur, err := s.readSnapshot(snap.ID)
+		if err == nil && cur.State != SnapshotRunning {
+			// Deleted (or failed) while the state was copied: what the batch
+			// ingested goes too (the delete found nothing to remove).
+			sb.Close()
+			if err := tx.DeleteSnapshot(snap.ID, &state.Write{}); err != nil {
+				s.opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
+			}
+			return errSnapshotGone
 		}
-		return errSnapshotGone
-	}
-	if err != nil {
-		sb.Close()
-		return err
-	}
-	if s.ctx.Err() != nil {
-		// Still RUNNING: the caller makes it FAILED, which removes what
-		// was ingested.
-		sb.Close()
-		return errors.New("the server shut down while the snapshot's state was copied")
-	}
-	cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), size
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(cur.ID), cur); err != nil {
-		sb.Close()
-		return err
-	}
-	// A rollback snapshot is no event of its job's: it comes with the
-	// update or replacement that ended the job, whose events say so (weir
-	// jobs history lists it).
-	if cur.Kind != SnapshotKindRollback {
-		s.addEventLocked(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
-			map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
-	}
-	if err := s.writeSnapshotLocked(sb, w); err != nil {
-		return fmt.Errorf("writing the snapshot: %w", err)
-	}
-	return nil
+		if err != nil {
+			sb.Close()
+			return err
+		}
+		if s.ctx.Err() != nil {
+			// Still RUNNING: the caller makes it FAILED, which removes what
+			// was ingested.
+			sb.Close()
+			return errors.New("the server shut down while the snapshot's state was copied")
+		}
+		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), size
+		w := &state.Write{}
+		if err := putJSON(w, snapshotKey(cur.ID), cur); err != nil {
+			sb.Close()
+			return err
+		}
+		// A rollback snapshot is no event of its job's: it comes with the
+		// update or replacement that ended the job, whose events say so (weir
+		// jobs history lists it).
+		if cur.Kind != SnapshotKindRollback {
+			tx.AddEvent(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
+				map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
+		}
+		if err := tx.WriteSnapshot(sb, w); err != nil {
+			return fmt.Errorf("writing the snapshot: %w", err)
+		}
+		return nil
+	})
 }
 
 func (s *Service) logSnapshotFailed(id, reason string) {
@@ -425,34 +419,39 @@ func (s *Service) logSnapshotFailed(id, reason string) {
 }
 
 // snapshotFailed makes snapshot id FAILED with reason (unless it is
-// already READY, FAILED or DELETED) and returns its record, taking
-// Service.mu.
+// already READY, FAILED or DELETED) and returns its record, in a Tx of its
+// own.
 func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	snap, err := s.readSnapshot(id)
+	var snap *Snapshot
+	err := s.update(func(tx *Tx) error {
+		var err error
+		if snap, err = s.readSnapshot(id); err != nil {
+			return err
+		}
+		if snap.State != SnapshotPending && snap.State != SnapshotRunning {
+			return nil
+		}
+		snap.State, snap.StateTime, snap.FailureReason = SnapshotFailed, s.now(), reason
+		snap.DiskSizeBytes = 0
+		w := &state.Write{}
+		if err := putJSON(w, snapshotKey(id), snap); err != nil {
+			return err
+		}
+		tx.AddEvent(w, snap.SourceJobID, EventSnapshotFailed, SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
+			map[string]any{"snapshot_id": id, "reason": reason})
+		if err := tx.DeleteSnapshot(id, w); err != nil {
+			return internalf("recording snapshot %s as failed: %w", id, err)
+		}
+		s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if snap.State != SnapshotPending && snap.State != SnapshotRunning {
-		return snap, nil
-	}
-	snap.State, snap.StateTime, snap.FailureReason = SnapshotFailed, s.now(), reason
-	snap.DiskSizeBytes = 0
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(id), snap); err != nil {
-		return nil, err
-	}
-	s.addEventLocked(w, snap.SourceJobID, EventSnapshotFailed, SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
-		map[string]any{"snapshot_id": id, "reason": reason})
-	if err := s.deleteSnapshotLocked(id, w); err != nil {
-		return nil, internalf("recording snapshot %s as failed: %w", id, err)
-	}
-	s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
 	return snap, nil
 }
 
-// putSnapshot writes snap's record, taking Service.mu.
+// putSnapshot writes snap's record, in a Tx of its own.
 func (s *Service) putSnapshot(snap *Snapshot) error {
 	w := &state.Write{}
 	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
@@ -533,7 +532,7 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
 
 // DeleteSnapshot deletes snapshot id: its data goes at once, its record
 // stays as a DELETED tombstone. Deleting a deleted snapshot answers the
-// tombstone. It takes Service.mu.
+// tombstone. It writes in a Tx of its own.
 func (s *Service) DeleteSnapshot(id string) (*Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
@@ -544,32 +543,37 @@ func (s *Service) DeleteSnapshot(id string) (*Snapshot, error) {
 func (s *Service) deleteSnapshot(id, reason string) (*Snapshot, error) {
 	snap, err := s.deleteSnapshotRecord(id, reason)
 	if err == nil {
-		s.dropSourceSnapshots(snap) // outside Service.mu: a broker call
+		s.dropSourceSnapshots(snap) // outside a Tx: a broker call
 	}
 	return snap, err
 }
 
 // deleteSnapshotRecord makes snapshot id DELETED and removes its data,
-// taking Service.mu.
+// in a Tx of its own.
 func (s *Service) deleteSnapshotRecord(id, reason string) (*Snapshot, error) {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	snap, err := s.readSnapshot(id)
+	var snap *Snapshot
+	err := s.update(func(tx *Tx) error {
+		var err error
+		if snap, err = s.readSnapshot(id); err != nil {
+			return err
+		}
+		if snap.State == SnapshotDeleted {
+			return nil
+		}
+		snap.State, snap.StateTime, snap.DiskSizeBytes = SnapshotDeleted, s.now(), 0
+		w := &state.Write{}
+		if err := putJSON(w, snapshotKey(id), snap); err != nil {
+			return err
+		}
+		if err := tx.DeleteSnapshot(id, w); err != nil {
+			return internalf("deleting snapshot %s: %w", id, err)
+		}
+		s.opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if snap.State == SnapshotDeleted {
-		return snap, nil
-	}
-	snap.State, snap.StateTime, snap.DiskSizeBytes = SnapshotDeleted, s.now(), 0
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(id), snap); err != nil {
-		return nil, err
-	}
-	if err := s.deleteSnapshotLocked(id, w); err != nil {
-		return nil, internalf("deleting snapshot %s: %w", id, err)
-	}
-	s.opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
 	return snap, nil
 }
 
@@ -661,9 +665,8 @@ func (s *Service) expireSnapshots() error {
 }
 
 // expireLoop deletes expired snapshots every checkpoint interval until
-// the service closes.
+// the service closes. It runs in a goroutine Close waits for (spawn).
 func (s *Service) expireLoop() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.opts.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -682,30 +685,6 @@ func (s *Service) expireLoop() {
 			}
 		}
 	}
-}
-
-// The store writes of snapshots, beside those of service.go: each under
-// Service.mu, noting a failed store.
-
-// writeSnapshotLocked commits a built snapshot with the registry changes
-// w. Service.mu is held.
-func (s *Service) writeSnapshotLocked(sb *state.SnapshotBatch, w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(sb.Commit(w))
-}
-
-// deleteSnapshotLocked deletes snapshot id's data with the registry
-// changes w. Service.mu is held.
-func (s *Service) deleteSnapshotLocked(id string, w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(s.store.DeleteSnapshot(id, w))
-}
-
-// restoreSnapshotLocked writes a new job's start from snapshot id with the
-// registry changes w. Service.mu is held.
-func (s *Service) restoreSnapshotLocked(id string, r state.SnapshotRestore, w *state.Write) error {
-	defer s.changes.notify()
-	return s.stored(s.store.RestoreSnapshot(id, r, w))
 }
 
 // snapshotGraph parses the graph of snap.

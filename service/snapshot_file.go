@@ -462,7 +462,7 @@ func importKey(id string) string { return "snapimport/" + id }
 // snapshot is never READY with part of its data. A PENDING import deleted
 // meanwhile stops at its next batch. Subscription snapshots
 // (pubsub_metadata) do not travel: the list is emptied. It takes
-// Service.mu for each write only.
+// the registry lock for each write only.
 func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
@@ -488,18 +488,18 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 		}
 	}()
 	flush := func() error {
-		s.mu.Lock() // lock order 3
-		defer s.mu.Unlock()
-		if err := s.stillImporting(snap.ID); err != nil {
-			return err
-		}
-		size += sb.Size
-		err := s.writeSnapshotLocked(sb, &state.Write{})
-		sb = s.store.NewSnapshotBatch(snap.ID)
-		if err != nil {
-			return internalf("importing snapshot %s: %w", snap.ID, err)
-		}
-		return nil
+		return s.update(func(tx *Tx) error {
+			if err := s.stillImporting(tx, snap.ID); err != nil {
+				return err
+			}
+			size += sb.Size
+			err := tx.WriteSnapshot(sb, &state.Write{})
+			sb = s.store.NewSnapshotBatch(snap.ID)
+			if err != nil {
+				return internalf("importing snapshot %s: %w", snap.ID, err)
+			}
+			return nil
+		})
 	}
 	n := 0
 	_, err := readSnapshotFile(r, func(m *snapshotManifest) error {
@@ -551,35 +551,35 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 }
 
 // beginImport records snap as PENDING and marked as an import, refusing
-// an ID in use (SNAPSHOT_EXISTS unless DELETED). It takes Service.mu.
+// an ID in use (SNAPSHOT_EXISTS unless DELETED). It writes in a Tx of its own.
 func (s *Service) beginImport(snap *Snapshot) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	cur, err := s.readSnapshot(snap.ID)
-	switch {
-	case err == nil && cur.State != SnapshotDeleted:
-		return errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
-	case err != nil && ErrorCode(err) != errcode.SnapshotNotFound:
-		return err
-	}
-	now := s.now()
-	pending := *snap
-	pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = SnapshotPending, now, 0, ""
-	pending.PubsubMetadata = []PubsubSnapshotMetadata{}
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(snap.ID), &pending); err != nil {
-		return err
-	}
-	w.Put(importKey(snap.ID), []byte(now.Format(time.RFC3339Nano)))
-	if err := s.applyLocked(w); err != nil {
-		return internalf("importing snapshot %s: %w", snap.ID, err)
-	}
-	return nil
+	return s.update(func(tx *Tx) error {
+		cur, err := s.readSnapshot(snap.ID)
+		switch {
+		case err == nil && cur.State != SnapshotDeleted:
+			return errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
+		case err != nil && ErrorCode(err) != errcode.SnapshotNotFound:
+			return err
+		}
+		now := s.now()
+		pending := *snap
+		pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = SnapshotPending, now, 0, ""
+		pending.PubsubMetadata = []PubsubSnapshotMetadata{}
+		w := &state.Write{}
+		if err := putJSON(w, snapshotKey(snap.ID), &pending); err != nil {
+			return err
+		}
+		w.Put(importKey(snap.ID), []byte(now.Format(time.RFC3339Nano)))
+		if err := tx.Apply(w); err != nil {
+			return internalf("importing snapshot %s: %w", snap.ID, err)
+		}
+		return nil
+	})
 }
 
 // stillImporting says whether snapshot id is still the PENDING import
-// this service is writing; Service.mu is held.
-func (s *Service) stillImporting(id string) error {
+// this service is writing, as the registry reads in tx.
+func (s *Service) stillImporting(_ *Tx, id string) error {
 	cur, err := s.readSnapshot(id)
 	if err != nil {
 		return err
@@ -591,46 +591,47 @@ func (s *Service) stillImporting(id string) error {
 }
 
 // finishImport writes the last batch sb with snap's READY record and the
-// end of its import mark, in one write. It takes Service.mu.
+// end of its import mark, in one write. It writes in a Tx of its own.
 func (s *Service) finishImport(snap *Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	if err := s.stillImporting(snap.ID); err != nil {
-		sb.Close()
-		return err
-	}
-	now := s.now()
-	snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
-	snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []PubsubSnapshotMetadata{}
-	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
-		sb.Close()
-		return err
-	}
-	w.Delete(importKey(snap.ID))
-	if err := s.writeSnapshotLocked(sb, w); err != nil {
-		return internalf("importing snapshot %s: %w", snap.ID, err)
-	}
-	return nil
+	return s.update(func(tx *Tx) error {
+		if err := s.stillImporting(tx, snap.ID); err != nil {
+			sb.Close()
+			return err
+		}
+		now := s.now()
+		snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
+		snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []PubsubSnapshotMetadata{}
+		w := &state.Write{}
+		if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+			sb.Close()
+			return err
+		}
+		w.Delete(importKey(snap.ID))
+		if err := tx.WriteSnapshot(sb, w); err != nil {
+			return internalf("importing snapshot %s: %w", snap.ID, err)
+		}
+		return nil
+	})
 }
 
 // abandonImport removes what the failed import of snapshot id wrote: its
 // data, its PENDING record and its mark (unless the record is no longer
 // that import's: deleted meanwhile, the data went with it). It takes
-// Service.mu.
+// the registry lock.
 func (s *Service) abandonImport(id string, why error) {
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	w := &state.Write{}
-	w.Delete(importKey(id))
-	if s.stillImporting(id) == nil {
-		w.Delete(snapshotKey(id))
-	}
-	if err := s.deleteSnapshotLocked(id, w); err != nil {
-		s.opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
-		return
-	}
-	s.opts.Logger.Warn("snapshot import failed; nothing of it is kept", "snapshot_id", id, "error", why)
+	_ = s.update(func(tx *Tx) error {
+		w := &state.Write{}
+		w.Delete(importKey(id))
+		if s.stillImporting(tx, id) == nil {
+			w.Delete(snapshotKey(id))
+		}
+		if err := tx.DeleteSnapshot(id, w); err != nil {
+			s.opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
+			return nil
+		}
+		s.opts.Logger.Warn("snapshot import failed; nothing of it is kept", "snapshot_id", id, "error", why)
+		return nil
+	})
 }
 
 // recoverImports, at Open, removes every import cut short by a stop: its

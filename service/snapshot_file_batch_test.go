@@ -183,9 +183,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 			}
 			return sb.Put(rel, v)
 		})
-		s2.mu.Lock()
-		err = s2.writeSnapshotLocked(sb, &state.Write{})
-		s2.mu.Unlock()
+		err = s2.update(func(tx *Tx) error { return tx.WriteSnapshot(sb, &state.Write{}) })
 		if err != nil {
 			t.Fatal(err)
 		}

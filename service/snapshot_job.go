@@ -46,7 +46,7 @@ type FromSnapshotRequest struct {
 // snapshot's job wrote. The copy, the new job's checkpoint record, its
 // job record and its name's lineage are one atomic write.
 //
-// It holds the name's guard (lock order 1) throughout and Service.mu for
+// It holds the name's guard (lock order 1) throughout and the registry lock for
 // the write; the snapshot is only read (it stays READY and unchanged).
 func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*UpdateResult, error) {
 	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
@@ -137,9 +137,7 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
 		return nil, err
 	}
-	s.mu.Lock() // lock order 3
-	err = s.restoreSnapshotLocked(snap.ID, r, w)
-	s.mu.Unlock()
+	err = s.update(func(tx *Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
 	if err != nil {
 		return nil, internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
 	}

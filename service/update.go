@@ -94,7 +94,7 @@ func attemptKey(name string, t time.Time) string {
 // discipline: prepareUpdate (prepare and check), pauseForUpdate (pause),
 // handOver (hand over), persistHandover (persist) and finishHandover
 // (finish). The name's guard is held throughout, the old execution's cpMu
-// from the pause on, the new execution's from its start; Service.mu only
+// from the pause on, the new execution's from its start; the registry lock only
 // for the store writes. Reads of the service answer meanwhile.
 //
 // Its service options may make it a replacement instead (replace.go).
@@ -200,7 +200,7 @@ type update struct {
 // prepareUpdate is the update's phase 1, prepare and check: it reads the
 // name's lineage and running job (once: the records stay current under the
 // guard), loads the new pipeline and runs the compatibility check. A
-// refused or validate-only attempt is recorded (Service.mu for the write)
+// refused or validate-only attempt is recorded (the registry lock for the write)
 // and ends the update: a nil update with a nil error means the result is
 // final (validate-only). The caller holds the name's guard; no other lock.
 func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*update, *UpdateResult, error) {
@@ -313,7 +313,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 // pauseForUpdate is the update's phase 2, pause: the old execution pauses
 // at an aligned checkpoint (its sources read nothing after the barrier,
 // its keyed steps freeze). The caller holds the name's guard and the old
-// execution's cpMu, not Service.mu: the pause waits for the barrier.
+// execution's cpMu, not the registry lock: the pause waits for the barrier.
 func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 	// The guard keeps the records as read; only the execution can have
 	// ended (its end waits for the guard to be recorded) or the service
@@ -343,7 +343,7 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 // checkpoint before the handover is durable. Then the checkpoint's changed
 // keys are encoded (by the new execution's workers, copy on write). The
 // caller holds the name's guard and the old execution's cpMu, not
-// Service.mu. A failure aborts the update (abortUpdate).
+// the registry lock. A failure aborts the update (abortUpdate).
 func (s *Service) handOver(ctx context.Context, u *update) error {
 	u.h = handoverOf(u.old.stateLineage(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
 	adopt := &runner.Adoption{From: u.jr.x, Steps: map[string]string{}}
@@ -377,7 +377,7 @@ func (s *Service) handOver(ctx context.Context, u *update) error {
 // old job stays the recovery point and the new execution commits nothing.
 // It writes the records prepareUpdate read without reading them again:
 // the name's guard and both executions' cpMu exclude every other writer.
-// The caller holds those; Service.mu is taken for the write only. A
+// The caller holds those; the registry lock is taken for the write only. A
 // failure aborts the update.
 func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	now := s.now()
@@ -420,19 +420,20 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 			return s.abortUpdate(ctx, u, err)
 		}
 	}
-	s.mu.Lock() // lock order 3: the write only
-	s.stateEventLocked(w, old, oldFrom)
-	s.stateEventLocked(w, nj, newFrom)
-	d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
-	s.addEventLocked(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
-	s.addEventLocked(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
-	s.releaseEventsLocked(w, u.njr)
-	err = s.writeHandoverLocked(u.h, u.cp, w)
-	if err == nil {
-		rb.pin, rb.written = s.store.Pin(), true
+	err = s.update(func(tx *Tx) error { // the write only
+		tx.StateEvent(w, old, oldFrom)
+		tx.StateEvent(w, nj, newFrom)
+		d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
+		tx.AddEvent(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
+		tx.AddEvent(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
+		tx.ReleaseEvents(w, u.njr)
+		if err := tx.WriteHandover(u.h, u.cp, w); err != nil {
+			return err
+		}
+		rb.pin, rb.written = tx.Pin(), true
 		u.rb = rb
-	}
-	s.mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return s.abortUpdate(ctx, u, internalf("writing the handover of job %s: %w", old.ID, err))
 	}
@@ -443,7 +444,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 // so the old job's sinks commit the handover epoch, its sources
 // acknowledge, then it stops (its supervisor finds it UPDATED and only
 // forgets it), and the new execution gets its supervisor. The caller holds
-// the name's guard and both executions' cpMu; Service.mu is taken for the
+// the name's guard and both executions' cpMu; the registry lock is taken for the
 // writes only.
 func (s *Service) finishHandover(ctx context.Context, u *update) {
 	commitErr := u.jr.x.Commit(ctx, u.cp)
@@ -460,12 +461,13 @@ func (s *Service) finishHandover(ctx context.Context, u *update) {
 			}
 		}
 	}
-	s.mu.Lock() // lock order 3
-	closing := s.closing.Load()
-	if !closing {
-		s.superviseLocked(u.nj, u.njr)
-	}
-	s.mu.Unlock()
+	closing := false
+	_ = s.update(func(tx *Tx) error {
+		if closing = tx.Closing(); !closing {
+			tx.Supervise(u.nj, u.njr)
+		}
+		return nil
+	})
 	if closing {
 		// The handover is durable: the new job resumes from it on the next Open.
 		u.njr.x.Cancel()
@@ -480,7 +482,7 @@ func (s *Service) finishHandover(ctx context.Context, u *update) {
 // checkpoint with a new execution (its paused one gave its state away),
 // read back from the registry. It returns cause, worded for the user. The
 // caller holds the name's guard and the old execution's cpMu, not
-// Service.mu.
+// the registry lock.
 func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error {
 	if njr := u.njr; njr != nil {
 		njr.x.Cancel()
@@ -574,7 +576,7 @@ func decodeJSON(b []byte, v any) error {
 // opts keep the job's values.
 //
 // The job's name guard is held throughout and its execution's cpMu from
-// the job's read on; Service.mu only for the store writes. Reads of the
+// the job's read on; the registry lock only for the store writes. Reads of the
 // service answer meanwhile.
 func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Job, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
@@ -655,7 +657,7 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 
 // rescale moves job j from execution jr to a new execution with opts'
 // worker count. The caller holds j's name guard and jr.cpMu, not
-// Service.mu: the pause, the encoding, the commit and the end of jr are
+// the registry lock: the pause, the encoding, the commit and the end of jr are
 // waited for without it, and it is taken for the checkpoint's write only.
 func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptions) (*Job, error) {
 	p, err := s.load(j)
@@ -685,9 +687,7 @@ func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptio
 	if err := putJSON(w, jobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	s.mu.Lock() // lock order 3: the write only
-	err = s.writeCheckpointLocked(j.stateLineage(), j.ID, cp, w)
-	s.mu.Unlock()
+	err = s.update(func(tx *Tx) error { return tx.WriteCheckpoint(j.stateLineage(), j.ID, cp, w) }) // the write only
 	if err != nil {
 		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
 	}

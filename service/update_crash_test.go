@@ -14,17 +14,17 @@ import (
 )
 
 // copyDataDir copies the data directory of s to dst as a crash would leave
-// it: under Service.mu, which every store write takes, so no write is half
-// copied.
+// it: in a Tx, which every store write takes, so no write is half copied.
 func copyDataDir(t *testing.T, s *Service, dst string) {
 	t.Helper()
-	s.mu.Lock() // lock order 3
-	defer s.mu.Unlock()
-	copyDataDirLocked(t, s, dst)
+	_ = s.update(func(tx *Tx) error {
+		copyDataDirTx(t, tx, s, dst)
+		return nil
+	})
 }
 
-// copyDataDirLocked is copyDataDir with Service.mu held.
-func copyDataDirLocked(t *testing.T, s *Service, dst string) {
+// copyDataDirTx is copyDataDir within tx.
+func copyDataDirTx(t *testing.T, _ *Tx, s *Service, dst string) {
 	t.Helper()
 	err := filepath.Walk(s.DataDir(), func(path string, info os.FileInfo, err error) error {
 		if err != nil {
@@ -138,13 +138,21 @@ func TestUpdateCrashAnytimeStress(t *testing.T) {
 	}
 }
 
-// copyDataDirFrozen is copyDataDir, leaving Service.mu held until the test
-// ends.
+// copyDataDirFrozen is copyDataDir, leaving the registry lock held (a Tx
+// that waits) until the test ends.
 func copyDataDirFrozen(t *testing.T, s *Service, dst string) {
 	t.Helper()
-	s.mu.Lock()            // lock order 3
-	t.Cleanup(s.mu.Unlock) // before s closes
-	copyDataDirLocked(t, s, dst)
+	held, release := make(chan *Tx), make(chan struct{})
+	go func() {
+		_ = s.update(func(tx *Tx) error {
+			held <- tx
+			<-release
+			return nil
+		})
+	}()
+	tx := <-held
+	t.Cleanup(func() { close(release) }) // before s closes
+	copyDataDirTx(t, tx, s, dst)
 }
 
 // recoveredExactly checks the service recovered from a crashed update: one

@@ -35,7 +35,7 @@ import (
 // A crash before step 3 leaves old the active job (its next start resumes
 // it from its last checkpoint); after it, the new job is the active one.
 // The caller holds the name's guard (old has no execution, so no
-// checkpoint writes its record); Service.mu is taken for the writes only.
+// checkpoint writes its record); the registry lock is taken for the writes only.
 func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
 	switch old.State {
 	case StatePending, StateRunning, StateDraining:
@@ -125,9 +125,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-		s.mu.Lock() // lock order 3: the write only
-		err := s.writeHandoverLocked(h, cp, w)
-		s.mu.Unlock()
+		err := s.update(func(tx *Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
 		if err != nil {
 			// Nothing was written: the old job is still the active one.
 			return nil, internalf("writing the handover of job %s: %w", old.ID, err)
@@ -171,7 +169,7 @@ func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, rep
 // that an epoch old's process wrote but did not commit is not lost. Sinks
 // skip epochs they already committed. A sink this build no longer has is
 // logged: its part of the epoch cannot be committed. It commits sinks, so
-// Service.mu is not held.
+// the registry lock is not held.
 func (s *Service) recommitStored(ctx context.Context, old *Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
 	p, err := s.loadProgram(old)
 	if err != nil {
