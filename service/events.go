@@ -1,15 +1,16 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -19,90 +20,6 @@ import (
 // write — a state transition's event in the same atomic write as the
 // transition. A job keeps its last MaxEventsPerJob events: the write that
 // adds event n deletes event n-MaxEventsPerJob.
-
-// EventType is the kind of a job event; EventTypes lists them all.
-type EventType string
-
-// Event types (see docs/METRICS.md, "Job events").
-const (
-	EventStateChanged     EventType = "state_changed"
-	EventConditionChanged EventType = "condition_changed"
-	EventCheckpointFailed EventType = "checkpoint_failed"
-	EventDeadLetter       EventType = "dead_letter"
-	EventUpdateRefused    EventType = "update_refused"
-	EventUpdateValidated  EventType = "update_validated"
-	EventUpdateSucceeded  EventType = "update_succeeded"
-	EventUpdateFailed     EventType = "update_failed"
-	EventRescaleSucceeded EventType = "rescale_succeeded"
-	EventRescaleFailed    EventType = "rescale_failed"
-	EventReplacementPhase EventType = "replacement_phase"
-	EventSnapshotCreated  EventType = "snapshot_created"
-	EventSnapshotFailed   EventType = "snapshot_failed"
-	EventRecovered        EventType = "recovered"
-	EventCatchUpExpired   EventType = "catch_up_expired"
-	EventLog              EventType = "log"
-)
-
-// Severity is how much an event matters.
-type Severity string
-
-// Severities, lowest first.
-const (
-	SeverityInfo    Severity = "info"
-	SeverityWarning Severity = "warning"
-	SeverityError   Severity = "error"
-)
-
-// EventTypeInfo documents one event type.
-type EventTypeInfo struct {
-	Type EventType
-	// Severity is the type's usual severity ("info", "warning", "error",
-	// or "info|error" when it depends on the event).
-	Severity string
-	Meaning  string
-}
-
-// EventTypes lists every event type with its meaning; docs/METRICS.md
-// documents the same set (a test checks it).
-func EventTypes() []EventTypeInfo {
-	return []EventTypeInfo{
-		{EventStateChanged, "info|error", "the job moved to another state (details: from, to, reason); FAILED is an error"},
-		{EventConditionChanged, "warning|info", "a condition that keeps an active job from processing was set or cleared (details: code, set)"},
-		{EventCheckpointFailed, "error", "a periodic checkpoint failed; the job fails (details: error)"},
-		{EventDeadLetter, "warning", "a step without error_handling rejected an element: the first 10 per execution, then every 1000th (details: step, reason, source, dead_letters)"},
-		{EventUpdateRefused, "warning", "an update was refused by the compatibility check; the job was not changed (details: problems, errors)"},
-		{EventUpdateValidated, "info", "a validate-only update was checked (details: compatible)"},
-		{EventUpdateSucceeded, "info", "the job was updated in place into a new job, or is the new job of an update (details: old_job_id, new_job_id)"},
-		{EventUpdateFailed, "error", "an update or its handover failed; the job resumed from its last checkpoint (details: error)"},
-		{EventRescaleSucceeded, "info", "the job was rescaled in flight (details: from_workers, to_workers)"},
-		{EventRescaleFailed, "error", "a rescale failed (details: from_workers, to_workers, error)"},
-		{EventReplacementPhase, "info", "a phase of a replacement (stop-and-replace, parallel replacement) began or ended (details: strategy, phase)"},
-		{EventSnapshotCreated, "info", "a snapshot of the job is READY (details: snapshot_id, disk_size_bytes)"},
-		{EventSnapshotFailed, "error", "a snapshot of the job failed (details: snapshot_id, reason)"},
-		{EventRecovered, "info", "the job resumed after a restart of the service (details: epoch, the checkpoint it resumed from)"},
-		{EventCatchUpExpired, "warning", "a source re-reading a topic for a replacement found messages the old job had read gone from the topic's retention; its catch-up went on, or ended, without them (details: step, topic, subscription, expired_messages, first_seq, last_seq, hold_until_seq, next_seq)"},
-		{EventLog, "info", "a line a LogForTesting step printed (the element as JSON)"},
-	}
-}
-
-// Event is one job event, as the API serves it.
-type Event struct {
-	// Seq numbers the job's events from 1, in order; GET
-	// /v1/jobs/{id}/events?after=SEQ continues after one.
-	Seq      uint64         `json:"seq"`
-	Time     time.Time      `json:"time"`
-	Type     EventType      `json:"type"`
-	Severity Severity       `json:"severity"`
-	Message  string         `json:"message"`
-	Details  map[string]any `json:"details,omitempty"`
-}
-
-// MaxEventsPerJob bounds the events a job keeps: the oldest go first.
-const MaxEventsPerJob = 10000
-
-// MaxEventMessageBytes bounds an event's message (a longer one is cut,
-// ending in "…").
-const MaxEventMessageBytes = 4096
 
 func eventPrefix(jobID string) string { return "event/" + jobID + "/" }
 
@@ -134,19 +51,19 @@ func (tx *Tx) nextEventSeq(id string) uint64 {
 
 // AddEvent adds an event of job id to w, with the deletion of the event
 // that falls out of the job's bound. The caller applies w in the same Tx.
-func (tx *Tx) AddEvent(w *state.Write, id string, typ EventType, sev Severity, msg string, details map[string]any) {
+func (tx *Tx) AddEvent(w *state.Write, id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	s := tx.s
 	if s == nil {
 		return
 	}
-	if len(msg) > MaxEventMessageBytes {
-		msg = msg[:MaxEventMessageBytes] + "…"
+	if len(msg) > record.MaxEventMessageBytes {
+		msg = msg[:record.MaxEventMessageBytes] + "…"
 	}
 	seq := tx.nextEventSeq(id)
-	ev := Event{Seq: seq, Time: s.now(), Type: typ, Severity: sev, Message: msg, Details: details}
+	ev := record.Event{Seq: seq, Time: s.now(), Type: typ, Severity: sev, Message: msg, Details: details}
 	b, err := json.Marshal(ev)
 	if err != nil {
-		b, _ = json.Marshal(Event{Seq: seq, Time: ev.Time, Type: typ, Severity: sev, Message: msg})
+		b, _ = json.Marshal(record.Event{Seq: seq, Time: ev.Time, Type: typ, Severity: sev, Message: msg})
 	}
 	w.Put(eventKey(id, seq), b)
 	if seq > s.eventCap {
@@ -158,7 +75,7 @@ func (tx *Tx) AddEvent(w *state.Write, id string, typ EventType, sev Severity, m
 // own. It is the one call the service's work uses to tell a job's user
 // what happened (state transitions use Tx.StateEvent, within their write).
 // A failed write is logged: an event never fails the work it describes.
-func (s *Service) emit(id string, typ EventType, sev Severity, msg string, details map[string]any) {
+func (s *Service) emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	_ = s.update(func(tx *Tx) error {
 		tx.Emit(id, typ, sev, msg, details)
 		return nil
@@ -166,7 +83,7 @@ func (s *Service) emit(id string, typ EventType, sev Severity, msg string, detai
 }
 
 // Emit is emit within tx.
-func (tx *Tx) Emit(id string, typ EventType, sev Severity, msg string, details map[string]any) {
+func (tx *Tx) Emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	s := tx.s
 	if s == nil || s.storeFailed() != nil {
 		return // nothing can be written; the fault is logged once
@@ -180,7 +97,7 @@ func (tx *Tx) Emit(id string, typ EventType, sev Severity, msg string, details m
 
 // StateEvent adds to w the event of j's move from state from to its
 // current state, when it moved.
-func (tx *Tx) StateEvent(w *state.Write, j *Job, from JobState) {
+func (tx *Tx) StateEvent(w *state.Write, j *record.Job, from record.JobState) {
 	if j.State == from {
 		return
 	}
@@ -188,9 +105,9 @@ func (tx *Tx) StateEvent(w *state.Write, j *Job, from JobState) {
 	if n := len(j.History); n > 0 {
 		reason = j.History[n-1].Reason
 	}
-	sev := SeverityInfo
-	if j.State == StateFailed {
-		sev = SeverityError
+	sev := record.SeverityInfo
+	if j.State == record.StateFailed {
+		sev = record.SeverityError
 	}
 	msg := fmt.Sprintf("job is %s", j.State)
 	if from != 0 {
@@ -206,13 +123,13 @@ func (tx *Tx) StateEvent(w *state.Write, j *Job, from JobState) {
 	if reason != "" {
 		d["reason"] = reason
 	}
-	tx.AddEvent(w, j.ID, EventStateChanged, sev, msg, d)
+	tx.AddEvent(w, j.ID, record.EventStateChanged, sev, msg, d)
 }
 
 // Events returns the events of job ref with a sequence number above
 // after, oldest first, at most limit of them (0: all the job keeps). It
 // takes no lock.
-func (s *Service) Events(ref string, after uint64, limit int) (*Job, []Event, error) {
+func (s *Service) Events(ref string, after uint64, limit int) (*record.Job, []record.Event, error) {
 	j, err := s.resolve(ref)
 	if err != nil {
 		return nil, nil, err
@@ -221,8 +138,8 @@ func (s *Service) Events(ref string, after uint64, limit int) (*Job, []Event, er
 	return j, evs, err
 }
 
-func (s *Service) readEvents(id string, after uint64, limit int) ([]Event, error) {
-	evs := []Event{}
+func (s *Service) readEvents(id string, after uint64, limit int) ([]record.Event, error) {
+	evs := []record.Event{}
 	err := s.store.Scan(eventPrefix(id), func(k string, v []byte) error {
 		if limit > 0 && len(evs) >= limit {
 			return errStopScan
@@ -231,15 +148,15 @@ func (s *Service) readEvents(id string, after uint64, limit int) ([]Event, error
 		if err != nil || n <= after {
 			return nil
 		}
-		var ev Event
+		var ev record.Event
 		if err := json.Unmarshal(v, &ev); err != nil {
-			return internalf("decoding event %s: %w", k, err)
+			return errcode.Internalf("decoding event %s: %w", k, err)
 		}
 		evs = append(evs, ev)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
-		return nil, internalf("reading the events of job %s: %w", id, err)
+		return nil, errcode.Internalf("reading the events of job %s: %w", id, err)
 	}
 	return evs, nil
 }
@@ -249,7 +166,7 @@ var errStopScan = errors.New("stop scan")
 // FollowEvents calls fn with the events of job ref after seq after, in
 // order, as they are recorded, until the job is terminal and every event
 // is delivered, ctx ends, or fn fails. It takes no lock while it waits.
-func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn func([]Event) error) error {
+func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn func([]record.Event) error) error {
 	j, err := s.resolve(ref)
 	if err != nil {
 		return err
@@ -270,7 +187,7 @@ func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn
 		}
 		cur, err := s.readJob(id)
 		if err != nil {
-			return internalf("reading job %s: %w", id, err)
+			return errcode.Internalf("reading job %s: %w", id, err)
 		}
 		if !cur.Active() && s.runningJob(id) == nil {
 			// A terminal job's last events are written with its end:
@@ -304,17 +221,17 @@ type logWriter struct {
 // Write records p, one line, as a log event of the job.
 func (w logWriter) Write(p []byte) (int, error) {
 	line := strings.TrimRight(string(p), "\n")
-	w.s.emit(w.id, EventLog, SeverityInfo, line, nil)
+	w.s.emit(w.id, record.EventLog, record.SeverityInfo, line, nil)
 	return len(p), nil
 }
 
 // attemptEvent records a refused or validate-only update attempt of job id.
 func (s *Service) attemptEvent(id string, report compat.Report) {
 	if !report.Compatible {
-		s.emit(id, EventUpdateRefused, SeverityWarning,
+		s.emit(id, record.EventUpdateRefused, record.SeverityWarning,
 			fmt.Sprintf("update refused: the new pipeline is not compatible (%d problem(s)); the job was not changed", len(report.Errors)),
 			map[string]any{"problems": len(report.Errors), "errors": report.Errors})
 		return
 	}
-	s.emit(id, EventUpdateValidated, SeverityInfo, "a validate-only update was checked: compatible", map[string]any{"compatible": true})
+	s.emit(id, record.EventUpdateValidated, record.SeverityInfo, "a validate-only update was checked: compatible", map[string]any{"compatible": true})
 }

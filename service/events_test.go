@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 )
 
-func seqs(evs []Event) []uint64 {
+func seqs(evs []record.Event) []uint64 {
 	var out []uint64
 	for _, ev := range evs {
 		out = append(out, ev.Seq)
@@ -25,7 +26,7 @@ func TestEventBound(t *testing.T) {
 	s := openService(t, dir)
 	s.eventCap = 3
 	for i := range 5 {
-		s.emit("job-x", EventLog, SeverityInfo, fmt.Sprint("line ", i), nil)
+		s.emit("job-x", record.EventLog, record.SeverityInfo, fmt.Sprint("line ", i), nil)
 	}
 	evs, err := s.readEvents("job-x", 0, 0)
 	if err != nil {
@@ -39,7 +40,7 @@ func TestEventBound(t *testing.T) {
 	}
 	s = openService(t, dir)
 	s.eventCap = 3
-	s.emit("job-x", EventLog, SeverityInfo, "after the restart", nil)
+	s.emit("job-x", record.EventLog, record.SeverityInfo, "after the restart", nil)
 	evs, _ = s.readEvents("job-x", 0, 0)
 	if got := seqs(evs); !slices.Equal(got, []uint64{4, 5, 6}) {
 		t.Fatalf("after a restart: events %v, want 4, 5, 6", got)
@@ -71,7 +72,7 @@ func TestJobEventsOfABatchJob(t *testing.T) {
           known_region: region in ["NORTH", "WEST"]
 `
 	j := submit(t, s, "failing", failing, t.TempDir())
-	waitState(t, s, j.ID, StateDone)
+	waitState(t, s, j.ID, record.StateDone)
 	waitLetGo(t, s, j.ID)
 	_, evs, err := s.Events("failing", 0, 0)
 	if err != nil {
@@ -80,11 +81,11 @@ func TestJobEventsOfABatchJob(t *testing.T) {
 	var got []string
 	for _, ev := range evs {
 		switch ev.Type {
-		case EventStateChanged:
+		case record.EventStateChanged:
 			got = append(got, ev.Details["to"].(string))
-		case EventDeadLetter:
+		case record.EventDeadLetter:
 			got = append(got, "dead letter "+ev.Details["step"].(string))
-			if ev.Severity != SeverityWarning {
+			if ev.Severity != record.SeverityWarning {
 				t.Errorf("dead letter severity %s", ev.Severity)
 			}
 		default:
@@ -101,16 +102,16 @@ func TestJobEventsOfABatchJob(t *testing.T) {
 
 // TestEventTypesDocumented: EventTypes lists every type the service emits.
 func TestEventTypesDocumented(t *testing.T) {
-	all := map[EventType]bool{}
-	for _, e := range EventTypes() {
+	all := map[record.EventType]bool{}
+	for _, e := range record.EventTypes() {
 		if all[e.Type] || e.Meaning == "" {
 			t.Errorf("event type %s listed twice or without a meaning", e.Type)
 		}
 		all[e.Type] = true
 	}
-	for _, typ := range []EventType{EventStateChanged, EventConditionChanged, EventCheckpointFailed, EventDeadLetter, EventUpdateRefused,
-		EventUpdateValidated, EventUpdateSucceeded, EventUpdateFailed, EventRescaleSucceeded, EventRescaleFailed, EventReplacementPhase,
-		EventSnapshotCreated, EventSnapshotFailed, EventRecovered, EventCatchUpExpired, EventLog} {
+	for _, typ := range []record.EventType{record.EventStateChanged, record.EventConditionChanged, record.EventCheckpointFailed, record.EventDeadLetter, record.EventUpdateRefused,
+		record.EventUpdateValidated, record.EventUpdateSucceeded, record.EventUpdateFailed, record.EventRescaleSucceeded, record.EventRescaleFailed, record.EventReplacementPhase,
+		record.EventSnapshotCreated, record.EventSnapshotFailed, record.EventRecovered, record.EventCatchUpExpired, record.EventLog} {
 		if !all[typ] {
 			t.Errorf("EventTypes lacks %s", typ)
 		}
@@ -118,13 +119,13 @@ func TestEventTypesDocumented(t *testing.T) {
 }
 
 // eventTypes returns the types of job id's events, oldest first.
-func eventTypes(t *testing.T, s *Service, id string) []EventType {
+func eventTypes(t *testing.T, s *Service, id string) []record.EventType {
 	t.Helper()
 	evs, err := s.readEvents(id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []EventType
+	var out []record.EventType
 	for _, ev := range evs {
 		out = append(out, ev.Type)
 	}
@@ -132,13 +133,13 @@ func eventTypes(t *testing.T, s *Service, id string) []EventType {
 }
 
 // eventsOf returns the events of type typ of job ref, oldest first.
-func eventsOf(t *testing.T, s *Service, ref string, typ EventType) []Event {
+func eventsOf(t *testing.T, s *Service, ref string, typ record.EventType) []record.Event {
 	t.Helper()
 	_, evs, err := s.Events(ref, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Event
+	var out []record.Event
 	for _, ev := range evs {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -155,7 +156,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	old := submitCheckpointed(t, s, base)
 	ctx := context.Background()
 	renamed := strings.Replace(strings.Replace(streamingYAML, "name: Sums", "name: Totals", 1), "input: Sums", "input: Totals", 1)
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); ErrorCode(err) != errcode.IncompatibleUpdate {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: renamed, BaseDir: base}}); errcode.Of(err) != errcode.IncompatibleUpdate {
 		t.Fatalf("renaming without a mapping: %v", err)
 	}
 	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: streamingYAML, BaseDir: base}, ValidateOnly: true}); err != nil {
@@ -167,7 +168,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	}
 	nj := res.Job
 	got := eventTypes(t, s, old.ID)
-	want := []EventType{EventStateChanged, EventStateChanged, EventUpdateRefused, EventUpdateValidated, EventStateChanged, EventUpdateSucceeded}
+	want := []record.EventType{record.EventStateChanged, record.EventStateChanged, record.EventUpdateRefused, record.EventUpdateValidated, record.EventStateChanged, record.EventUpdateSucceeded}
 	if !slices.Equal(got, want) {
 		t.Errorf("old job's events %v, want %v", got, want)
 	}
@@ -179,18 +180,18 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap, err = s.WaitSnapshot(ctx, snap.ID); err != nil || snap.State != SnapshotReady {
+	if snap, err = s.WaitSnapshot(ctx, snap.ID); err != nil || snap.State != record.SnapshotReady {
 		t.Fatalf("snapshot %+v, %v", snap, err)
 	}
 	got = eventTypes(t, s, nj.ID)
-	want = []EventType{EventStateChanged, EventUpdateSucceeded, EventSnapshotCreated}
+	want = []record.EventType{record.EventStateChanged, record.EventUpdateSucceeded, record.EventSnapshotCreated}
 	if !slices.Equal(got, want) {
 		t.Errorf("new job's events %v, want %v", got, want)
 	}
 	if _, err := s.Cancel(ctx, "sums"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, nj.ID, StateCancelled)
+	waitState(t, s, nj.ID, record.StateCancelled)
 }
 
 // TestDeadLetterOfAnAggregate: a sink's reject of a window's aggregate,
@@ -217,9 +218,9 @@ func TestDeadLetterOfAnAggregate(t *testing.T) {
       config: {dsn: totals.sqlite, table: totals, key: [region]}
 `
 	j := submit(t, s, "keyless", keyless, t.TempDir())
-	waitState(t, s, j.ID, StateDone)
+	waitState(t, s, j.ID, record.StateDone)
 	waitLetGo(t, s, j.ID)
-	dead := eventsOf(t, s, "keyless", EventDeadLetter)
+	dead := eventsOf(t, s, "keyless", record.EventDeadLetter)
 	if len(dead) != 1 {
 		t.Fatalf("dead letter events %+v, want one", dead)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
@@ -65,7 +66,7 @@ type jobRun struct {
 	// base holds the job's counters of its earlier executions (set at the
 	// start, then only read): metrics add them, so counters never go back
 	// for a job ID across restarts and rescales.
-	base map[string]StepCounters
+	base map[string]record.StepCounters
 	// cpStats is the latest durable checkpoint's duration and size.
 	cpStats atomic.Pointer[cpStat]
 
@@ -84,18 +85,18 @@ func (jr *jobRun) observe(now time.Time) {
 }
 
 // metrics returns the job's live metrics at now.
-func (jr *jobRun) metrics(now time.Time) *JobMetrics {
+func (jr *jobRun) metrics(now time.Time) *record.JobMetrics {
 	return jr.metricsOf(now, jr.x.Metrics())
 }
 
 // metricsOf returns the job's metrics at now from counters res.
-func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *JobMetrics {
+func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *record.JobMetrics {
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	return jr.withBase(jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load()))
 }
 
-func unmarshalJob(b []byte, j *Job) error {
+func unmarshalJob(b []byte, j *record.Job) error {
 	if err := json.Unmarshal(b, j); err != nil {
 		return fmt.Errorf("decoding a job record: %w", err)
 	}
@@ -117,19 +118,19 @@ func accessCode(err error) errcode.Code {
 }
 
 // load compiles j's pipeline for j's run.
-func (s *Service) load(j *Job) (*weir.Pipeline, error) {
+func (s *Service) load(j *record.Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, false)
 }
 
 // loadGraph compiles j's pipeline for its graph only (yamlpipe's
 // GraphOnly: no sink checks its table), for the compatibility check of a
 // pipeline that does not load for a run. The result must not be run.
-func (s *Service) loadGraph(j *Job) (*weir.Pipeline, error) {
+func (s *Service) loadGraph(j *record.Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, true)
 }
 
-func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
-	if j.SDK == SDKGo {
+func (s *Service) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
+	if j.SDK == record.SDKGo {
 		return s.loadProgram(j)
 	}
 	env := s.jobEnv(j)
@@ -147,10 +148,10 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
 			code = errcode.SQLIdentifierTooLong
 		}
-		return nil, errorf(code, "%w", err)
+		return nil, errcode.Errorf(code, "%w", err)
 	}
 	if err := p.Err(); err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
 	}
 	return p, nil
 }
@@ -160,7 +161,7 @@ func (s *Service) loadYAML(j *Job, graphOnly bool) (*weir.Pipeline, error) {
 // per epoch.
 func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 	if !checkpointed {
-		return DeliveryAtLeastOnce, "the job takes no checkpoints: after a restart it runs again from the beginning of its sources"
+		return record.DeliveryAtLeastOnce, "the job takes no checkpoints: after a restart it runs again from the beginning of its sources"
 	}
 	var sources, sinks []string
 	for _, st := range prog.Graph.Steps {
@@ -186,9 +187,9 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 		notes = append(notes, fmt.Sprintf("sink(s) %s write outside checkpoints (file sinks are for batch runs)", strings.Join(sinks, ", ")))
 	}
 	if len(notes) == 0 {
-		return DeliveryExactlyOnce, ""
+		return record.DeliveryExactlyOnce, ""
 	}
-	return DeliveryAtLeastOnce, strings.Join(notes, "; ")
+	return record.DeliveryAtLeastOnce, strings.Join(notes, "; ")
 }
 
 // launch starts j's execution: from its last checkpoint when it has one
@@ -203,8 +204,8 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 //
 // The caller holds j's name guard, not the registry lock: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
-func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, adopt *runner.Adoption) error {
-	restore, cp, err := s.store.Restore(j.stateLineage(), j.ID)
+func (s *Service) launch(ctx context.Context, j *record.Job, prog *contract.Program, adopt *runner.Adoption) error {
+	restore, cp, err := s.store.Restore(j.StateKey(), j.ID)
 	if err != nil {
 		return s.fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
 	}
@@ -233,10 +234,10 @@ func (s *Service) launch(ctx context.Context, j *Job, prog *contract.Program, ad
 
 // dropStaleState drops the keyed state that earlier jobs of j's name left
 // for prog's steps, in one Tx.
-func (s *Service) dropStaleState(j *Job, prog *contract.Program) error {
+func (s *Service) dropStaleState(j *record.Job, prog *contract.Program) error {
 	return s.update(func(tx *Tx) error {
 		for _, st := range prog.Graph.Steps {
-			if err := tx.DropState(j.stateLineage(), st.Name); err != nil {
+			if err := tx.DropState(j.StateKey(), st.Name); err != nil {
 				return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
 			}
 		}
@@ -249,16 +250,16 @@ func (s *Service) dropStaleState(j *Job, prog *contract.Program) error {
 // execution. When the service is closing it records nothing and returns
 // SHUTTING_DOWN: the caller stops jr, and j resumes as recorded on the
 // next Open.
-func (tx *Tx) RecordStarted(j *Job, jr *jobRun) error {
+func (tx *Tx) RecordStarted(j *record.Job, jr *jobRun) error {
 	s := tx.s
 	if s == nil {
 		return errTxDone
 	}
 	if tx.Closing() {
-		return errorf(errcode.ShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
+		return errcode.Errorf(errcode.ShuttingDown, "the job service is shutting down: job %s (%s) resumes when it starts again", j.ID, j.Name)
 	}
-	if j.State == StatePending {
-		if err := tx.Transition(j, StateRunning, "execution started"); err != nil {
+	if j.State == record.StatePending {
+		if err := tx.Transition(j, record.StateRunning, "execution started"); err != nil {
 			return err
 		}
 		if w := (&state.Write{}); tx.ReleaseEvents(w, jr) {
@@ -268,12 +269,12 @@ func (tx *Tx) RecordStarted(j *Job, jr *jobRun) error {
 		}
 	} else {
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 			return err
 		}
 		tx.ReleaseEvents(w, jr)
 		if err := tx.Apply(w); err != nil {
-			return internalf("recording job %s: %w", j.ID, err)
+			return errcode.Internalf("recording job %s: %w", j.ID, err)
 		}
 	}
 	tx.Supervise(j, jr)
@@ -284,8 +285,8 @@ func (tx *Tx) RecordStarted(j *Job, jr *jobRun) error {
 // with adopt's state in memory when set, falling back to no checkpoints
 // when the pipeline cannot take them. It records j's checkpointing and
 // delivery fields but writes nothing to the registry.
-func (s *Service) startExecution(ctx context.Context, j *Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*jobRun, error) {
-	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.stateLineage(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
+func (s *Service) startExecution(ctx context.Context, j *record.Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*jobRun, error) {
+	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.StateKey(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
 	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
 	if restore != nil {
 		jr.committed.Store(restore.Epoch) // launch committed it again
@@ -315,12 +316,12 @@ func (s *Service) startExecution(ctx context.Context, j *Job, prog *contract.Pro
 // DRAINING, then drained at once), and starts its supervisor. The caller
 // checked in the same Tx that the service is not closing (so that wg.Add
 // never follows Close's wg.Wait).
-func (tx *Tx) Supervise(j *Job, jr *jobRun) {
+func (tx *Tx) Supervise(j *record.Job, jr *jobRun) {
 	s := tx.s
 	if s == nil {
 		return
 	}
-	if j.State == StateDraining {
+	if j.State == record.StateDraining {
 		jr.x.Drain()
 	}
 	jr.observe(s.now())
@@ -336,17 +337,17 @@ func (tx *Tx) Supervise(j *Job, jr *jobRun) {
 
 // fail makes j FAILED with reason in a Tx of its own. The caller holds j's
 // name guard.
-func (s *Service) fail(j *Job, reason string) error {
+func (s *Service) fail(j *record.Job, reason string) error {
 	return s.update(func(tx *Tx) error { return tx.Fail(j, reason) })
 }
 
 // Fail makes j FAILED with reason.
-func (tx *Tx) Fail(j *Job, reason string) error {
+func (tx *Tx) Fail(j *record.Job, reason string) error {
 	if tx.s == nil {
 		return errTxDone
 	}
 	tx.s.opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
-	return tx.Transition(j, StateFailed, reason)
+	return tx.Transition(j, record.StateFailed, reason)
 }
 
 // supervise watches one execution: it takes a checkpoint every interval,
@@ -367,7 +368,7 @@ func (s *Service) supervise(jr *jobRun) {
 			case <-jr.x.Done():
 				s.finish(jr)
 			default:
-				if err == nil && j.State == StateCancelling {
+				if err == nil && j.State == record.StateCancelling {
 					// Finish the cancel rather than resume a cancelled job.
 					<-jr.x.Done()
 					s.finish(jr)
@@ -399,7 +400,7 @@ var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
 // atomic write, then lets sinks commit and sources acknowledge. It takes
 // jr.cpMu for the whole checkpoint and the registry lock for the write only; with
 // final set, the caller holds the name's guard.
-func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
+func (s *Service) checkpoint(jr *jobRun, final func(*record.Job) error) error {
 	jr.cpMu.Lock() // lock order 2
 	defer jr.cpMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
@@ -424,20 +425,20 @@ func (s *Service) checkpoint(jr *jobRun, final func(*Job) error) error {
 // (jr.cpMu is held). written, when set, is called in the same Tx once the
 // write landed (a snapshot pins the store there: no other store write
 // comes between).
-func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func(tx *Tx)) error {
+func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
 	return s.update(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
 }
 
 // writeCheckpointTx is writeCheckpoint within tx.
-func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint, final func(*Job) error, written func(tx *Tx)) error {
+func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
 	j, err := s.readJob(jr.id)
 	if err != nil {
 		return err
 	}
-	if j.State == StateCancelling || j.State.Terminal() {
+	if j.State == record.StateCancelling || j.State.Terminal() {
 		return errNotWritten
 	}
-	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
+	j.LastCheckpoint = &record.CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
 	j.Counters = jr.totals()
 	j.DeadLetters = jr.deadLetters.Load()
 	if d := jr.lastDeadLetter.Load(); d != nil {
@@ -490,7 +491,7 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 			return nil
 		}
 		reason := s.checkpointFailure(jr, err)
-		tx.Emit(j.ID, EventCheckpointFailed, SeverityError, reason, map[string]any{"error": err.Error()})
+		tx.Emit(j.ID, record.EventCheckpointFailed, record.SeverityError, reason, map[string]any{"error": err.Error()})
 		if ferr := tx.Fail(j, reason); ferr != nil {
 			s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
 		}
@@ -534,25 +535,25 @@ func (s *Service) finish(jr *jobRun) {
 	}
 	now := s.now()
 	metrics := jr.metricsOf(now, res)
-	var target JobState
+	var target record.JobState
 	reason := ""
 	switch {
 	case j.State.Terminal():
 		s.forget(jr) // failed by a checkpoint error
 		return
-	case j.State == StateCancelling:
-		target, reason = StateCancelled, "cancelled"
+	case j.State == record.StateCancelling:
+		target, reason = record.StateCancelled, "cancelled"
 	case runErr != nil:
-		target, reason = StateFailed, s.runFailure(jr, runErr)
-	case j.State == StateDraining:
-		target, reason = StateDrained, "drain completed"
+		target, reason = record.StateFailed, s.runFailure(jr, runErr)
+	case j.State == record.StateDraining:
+		target, reason = record.StateDrained, "drain completed"
 	default:
-		target, reason = StateDone, "execution completed"
+		target, reason = record.StateDone, "execution completed"
 	}
-	if (target == StateDone || target == StateDrained) && jr.checkpointed {
-		err := s.checkpoint(jr, func(j *Job) error {
+	if (target == record.StateDone || target == record.StateDrained) && jr.checkpointed {
+		err := s.checkpoint(jr, func(j *record.Job) error {
 			j.Metrics, j.PendingCommit = metrics, true
-			return transition(j, target, s.now(), reason)
+			return record.Transition(j, target, s.now(), reason)
 		})
 		if err == nil {
 			err = jr.x.CloseSinks(context.Background())
@@ -571,7 +572,7 @@ func (s *Service) finish(jr *jobRun) {
 			s.forget(jr)
 			return
 		}
-		target, reason = StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
+		target, reason = record.StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
 	err = s.update(func(tx *Tx) error {
 		j, err := s.readJob(jr.id)
@@ -588,7 +589,7 @@ func (s *Service) finish(jr *jobRun) {
 	switch {
 	case err != nil:
 		log.Error("recording the end of a job", "error", err)
-	case target == StateFailed:
+	case target == record.StateFailed:
 		log.Error("job failed", "error", reason)
 	}
 	s.forget(jr)
@@ -604,7 +605,7 @@ func (s *Service) clearPendingCommit(id string) error {
 		}
 		j.PendingCommit = false
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(id), j); err != nil {
+		if err := putJSON(w, record.JobKey(id), j); err != nil {
 			return err
 		}
 		return tx.Apply(w)
@@ -642,9 +643,9 @@ func (s *Service) forget(jr *jobRun) {
 // recover resumes, on Open, every job the previous process left active,
 // and re-commits terminal jobs whose final commit was not confirmed.
 func (s *Service) recover() error {
-	var jobs []*Job
+	var jobs []*record.Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
-		j := &Job{}
+		j := &record.Job{}
 		if err := unmarshalJob(v, j); err != nil {
 			return err
 		}
@@ -658,9 +659,9 @@ func (s *Service) recover() error {
 	}
 	since := s.now()
 	for _, j := range jobs {
-		if j.Active() && j.SDK != SDKGo {
+		if j.Active() && j.SDK != record.SDKGo {
 			s.resuming.Store(j.ID, since)
-			s.emit(j.ID, EventConditionChanged, SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
+			s.emit(j.ID, record.EventConditionChanged, record.SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
 				map[string]any{"code": string(errcode.Resuming), "set": true})
 		}
 	}
@@ -697,17 +698,17 @@ const recoveryConcurrency = 4
 
 // recoverJob resumes or re-commits j on Open, under its name's guard
 // (supervisors of jobs recovered before it already run).
-func (s *Service) recoverJob(ctx context.Context, j *Job) error {
+func (s *Service) recoverJob(ctx context.Context, j *record.Job) error {
 	unlock, err := s.lockName(ctx, j.Name) // lock order 1
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
-	if j.State == StateCancelling {
-		return s.update(func(tx *Tx) error { return tx.Transition(j, StateCancelled, "cancelled (completed after a restart)") })
+	if j.State == record.StateCancelling {
+		return s.update(func(tx *Tx) error { return tx.Transition(j, record.StateCancelled, "cancelled (completed after a restart)") })
 	}
-	if j.SDK == SDKGo && j.Active() {
+	if j.SDK == record.SDKGo && j.Active() {
 		// Its program resumes or updates it (StartProgram).
 		log.Info("job is a Go program's: it resumes when its program starts")
 		return nil
@@ -721,7 +722,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		return nil
 	}
 	if !j.Active() {
-		_, cp, err := s.store.Restore(j.stateLineage(), j.ID)
+		_, cp, err := s.store.Restore(j.StateKey(), j.ID)
 		if err == nil && cp != nil {
 			err = runner.CommitRestored(ctx, p.Program(), cp)
 		}
@@ -731,12 +732,12 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		}
 		j.PendingCommit = false
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 			return err
 		}
 		return s.apply(w)
 	}
-	if j.State == StatePending && j.Replacement != nil && !j.Replacement.Phase.Final() {
+	if j.State == record.StatePending && j.Replacement != nil && !j.Replacement.Phase.Final() {
 		// A replacement job waiting for its flow: the flow resumes where
 		// it was (the old job resumes as its own record says).
 		log.Info("resuming a replacement flow", "phase", j.Replacement.Phase, "old_job_id", j.Replacement.OldJobID)
@@ -760,7 +761,7 @@ func (s *Service) recoverJob(ctx context.Context, j *Job) error {
 		} else {
 			msg += " from the beginning (it had no checkpoint)"
 		}
-		s.emit(j.ID, EventRecovered, SeverityInfo, msg, d)
+		s.emit(j.ID, record.EventRecovered, record.SeverityInfo, msg, d)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 
@@ -36,7 +37,7 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) 
 			if r.Source != nil {
 				d["source"] = r.Source.String()
 			}
-			s.emitRun(jr, EventDeadLetter, SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
+			s.emitRun(jr, record.EventDeadLetter, record.SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
 		}
 		if s.opts.DeadLetter != nil {
 			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
@@ -57,8 +58,8 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) 
 // heldEvent is an event an execution emitted before its job's start was
 // recorded (jobRun.held).
 type heldEvent struct {
-	typ     EventType
-	sev     Severity
+	typ     record.EventType
+	sev     record.Severity
 	msg     string
 	details map[string]any
 }
@@ -66,7 +67,7 @@ type heldEvent struct {
 // emitRun records an event of jr's job, or holds it while the job's start
 // is not recorded yet (Tx.ReleaseEvents writes it then). The caller holds
 // no Tx.
-func (s *Service) emitRun(jr *jobRun, typ EventType, sev Severity, msg string, details map[string]any) {
+func (s *Service) emitRun(jr *jobRun, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	jr.emu.Lock() // a leaf
 	if !jr.recorded {
 		jr.held = append(jr.held, heldEvent{typ, sev, msg, details})

@@ -20,6 +20,7 @@ package service
 // goes on with them; each step is idempotent (a crash repeats it).
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,6 +31,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
 )
@@ -43,7 +45,7 @@ const facadeSweepPrefix = "facade-sweep/"
 const facadeRecheck = time.Minute
 
 // facadeSweepKey is the registry key of table t's sweep entry.
-func facadeSweepKey(t FacadeTable) string {
+func facadeSweepKey(t record.FacadeTable) string {
 	h := sha256.Sum256([]byte(t.Driver + "\x00" + t.DSN + "\x00" + t.Table))
 	return facadeSweepPrefix + hex.EncodeToString(h[:12])
 }
@@ -51,7 +53,7 @@ func facadeSweepKey(t FacadeTable) string {
 // facadeSweep is a façade view whose old generations wait to be compacted.
 type facadeSweep struct {
 	// Table is the view.
-	Table FacadeTable `json:"table"`
+	Table record.FacadeTable `json:"table"`
 	// Names are the job names whose generations are behind the view (a
 	// replacement's old and new names).
 	Names []string `json:"names"`
@@ -61,7 +63,7 @@ type facadeSweep struct {
 
 // putFacadeSweeps adds to w a sweep entry for each table of a parallel
 // flow between jobs of names, due at once.
-func (s *Service) putFacadeSweeps(w *state.Write, tables []FacadeTable, names ...string) error {
+func (s *Service) putFacadeSweeps(w *state.Write, tables []record.FacadeTable, names ...string) error {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	for _, t := range tables {
 		e := facadeSweep{Table: t, Names: names, CheckAfter: s.now()}
@@ -80,7 +82,7 @@ func (s *Service) sweepFacades(ctx context.Context) error {
 	err := s.store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
 		var e facadeSweep
 		if err := json.Unmarshal(v, &e); err != nil {
-			return internalf("decoding a façade sweep entry: %w", err)
+			return errcode.Internalf("decoding a façade sweep entry: %w", err)
 		}
 		if !now.Before(e.CheckAfter) {
 			due = append(due, e)
@@ -104,18 +106,18 @@ func (s *Service) sweepFacades(ctx context.Context) error {
 }
 
 // jobsNamed returns the jobs of the entries' names.
-func (s *Service) jobsNamed(entries []facadeSweep) ([]*Job, error) {
+func (s *Service) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
 	names := map[string]bool{}
 	for _, e := range entries {
 		for _, n := range e.Names {
 			names[n] = true
 		}
 	}
-	var out []*Job
+	var out []*record.Job
 	err := s.store.Scan("job/", func(k string, v []byte) error {
-		var j Job
+		var j record.Job
 		if err := json.Unmarshal(v, &j); err != nil {
-			return internalf("decoding the record %s: %w", k, err)
+			return errcode.Internalf("decoding the record %s: %w", k, err)
 		}
 		if names[j.Name] {
 			out = append(out, &j)
@@ -128,14 +130,14 @@ func (s *Service) jobsNamed(entries []facadeSweep) ([]*Job, error) {
 // mayWrite reports whether job j may still write its tables: it has not
 // ended, its final commit is not confirmed, or the service still holds
 // its execution.
-func (s *Service) mayWrite(j *Job) bool {
+func (s *Service) mayWrite(j *record.Job) bool {
 	return !j.State.Terminal() || j.PendingCommit || s.runningJob(j.ID) != nil
 }
 
 // sweepFacade is one entry's sweep (see the top of the file), begun at
 // now: the next look is due from now on, so that a clock that moved
 // during the sweep does not postpone it.
-func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*Job, now time.Time) error {
+func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record.Job, now time.Time) error {
 	target := s.facadeTarget(e.Table)
 	gens, err := sqlsink.FacadeGenerations(ctx, target)
 	if err != nil {
@@ -212,7 +214,7 @@ func (s *Service) facadeSweeps() ([]facadeSweep, error) {
 	err := s.store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
 		var e facadeSweep
 		if err := json.Unmarshal(v, &e); err != nil {
-			return internalf("decoding a façade sweep entry: %w", err)
+			return errcode.Internalf("decoding a façade sweep entry: %w", err)
 		}
 		out = append(out, e)
 		return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestFacadeSweep(t *testing.T) {
 	type job struct {
 		gen   int64
-		state JobState
+		state record.JobState
 		ago   time.Duration // since it entered its state
 	}
 	tests := []struct {
@@ -33,19 +34,19 @@ func TestFacadeSweep(t *testing.T) {
 		wantKept bool
 	}{
 		{"old job ended a retention ago, new one runs", []int64{1, 2},
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateRunning, 48 * time.Hour}}, []int64{2}, false},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateRunning, 48 * time.Hour}}, []int64{2}, false},
 		{"old job ended an hour ago", []int64{1, 2},
-			[]job{{1, StateDrained, time.Hour}, {2, StateRunning, 48 * time.Hour}}, []int64{2, 1}, true},
+			[]job{{1, record.StateDrained, time.Hour}, {2, record.StateRunning, 48 * time.Hour}}, []int64{2, 1}, true},
 		{"a newer overlap: generation 2's job still runs", []int64{1, 2, 3},
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateRunning, 48 * time.Hour}, {3, StateRunning, time.Hour}}, []int64{3, 2, 1}, true},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateRunning, 48 * time.Hour}, {3, record.StateRunning, time.Hour}}, []int64{3, 2, 1}, true},
 		{"rolled back after the cut-over, the rollback job not behind the view yet", []int64{1, 2},
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateDrained, 25 * time.Hour}, {3, StateRunning, 25 * time.Hour}}, []int64{2}, true},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateDrained, 25 * time.Hour}, {3, record.StateRunning, 25 * time.Hour}}, []int64{2}, true},
 		{"rolled back after the cut-over, everything ended", []int64{1, 2, 3},
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateDrained, 25 * time.Hour}, {3, StateDrained, 25 * time.Hour}}, []int64{3}, false},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateDrained, 25 * time.Hour}, {3, record.StateDrained, 25 * time.Hour}}, []int64{3}, false},
 		{"not a view yet, the new job runs", nil,
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateRunning, 48 * time.Hour}}, nil, true},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateRunning, 48 * time.Hour}}, nil, true},
 		{"not a view, nothing runs", nil,
-			[]job{{1, StateDrained, 48 * time.Hour}, {2, StateCancelled, 48 * time.Hour}}, nil, false},
+			[]job{{1, record.StateDrained, 48 * time.Hour}, {2, record.StateCancelled, 48 * time.Hour}}, nil, false},
 	}
 	schema := row.MustSchema(row.Field{Name: "event_id", Type: row.Of(row.KindString)})
 	for _, tc := range tests {
@@ -53,7 +54,7 @@ func TestFacadeSweep(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			s, _ := openShifted(t, filepath.Join(dir, "data"))
-			table := FacadeTable{Driver: sqlsink.DriverSQLite, DSN: filepath.Join(dir, "t.sqlite"), Table: "events"}
+			table := record.FacadeTable{Driver: sqlsink.DriverSQLite, DSN: filepath.Join(dir, "t.sqlite"), Table: "events"}
 			for _, g := range tc.behind {
 				sk, err := sqlsink.New(sqlsink.Config{Driver: table.Driver, DSN: table.DSN, Table: table.Table, Mode: sqlsink.ModeAppend,
 					SinkID: "sums/Write", Generation: g, Facade: true}, schema)
@@ -70,12 +71,12 @@ func TestFacadeSweep(t *testing.T) {
 			w := &state.Write{}
 			for _, j := range tc.jobs {
 				at := s.now().Add(-j.ago)
-				rec := &Job{ID: fmt.Sprintf("job-g%d", j.gen), Name: "sums", Generation: j.gen, State: j.state, StateTime: at, CreateTime: at}
-				if err := putJSON(w, jobKey(rec.ID), rec); err != nil {
+				rec := &record.Job{ID: fmt.Sprintf("job-g%d", j.gen), Name: "sums", Generation: j.gen, State: j.state, StateTime: at, CreateTime: at}
+				if err := putJSON(w, record.JobKey(rec.ID), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.putFacadeSweeps(w, []FacadeTable{table}, "sums"); err != nil {
+			if err := s.putFacadeSweeps(w, []record.FacadeTable{table}, "sums"); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.apply(w); err != nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
 	if err := b.DeleteSubscription(ctx, pubsub.SubscriptionName("sums", "Events")); err != nil {
 		t.Fatal(err)
 	}
-	j = waitState(t, s, j.ID, StateFailed)
+	j = waitState(t, s, j.ID, record.StateFailed)
 	for _, want := range []string{"reading subscription sums--Events: subscription not found: it was deleted while the job read it",
 		"up to checkpoint", "weir subscriptions create", "weir subscriptions seek"} {
 		if !strings.Contains(j.Error, want) {
@@ -92,7 +93,7 @@ func TestAssertEqualFailsAServerJob(t *testing.T) {
         elements: [{a: 1}, {a: 3}]
 `
 	j := submit(t, s, "assert", assert, t.TempDir())
-	j = waitState(t, s, j.ID, StateFailed)
+	j = waitState(t, s, j.ID, record.StateFailed)
 	if !strings.Contains(j.Error, `assert_equal: AssertEqual "Check" (assert.yaml:7:13)`) || !strings.Contains(j.Error, `1 missing (expected, not in the input): {"a":3}`) {
 		t.Errorf("error %q: want the failed AssertEqual", j.Error)
 	}
@@ -130,7 +131,7 @@ func TestSourceIDConflictMetric(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, s, j.ID, "the reused ID counted", func(j *Job) bool {
+	waitFor(t, s, j.ID, "the reused ID counted", func(j *record.Job) bool {
 		m, err := s.Metrics(j.ID)
 		if err != nil {
 			return false

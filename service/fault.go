@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"errors"
 	"fmt"
 	"time"
@@ -65,7 +66,7 @@ func (s *Service) refuseIfStoreFailed() error {
 	if f == nil {
 		return nil
 	}
-	return errorf(errcode.StorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
+	return errcode.Errorf(errcode.StorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
 		f.since.UTC().Format(time.RFC3339), f.cause, s.opts.StorageRetryInterval)
 }
 
@@ -73,17 +74,17 @@ func (s *Service) refuseIfStoreFailed() error {
 // processing or committing: the store's fault, a sink commit being retried
 // (fault_sink.go), or a resumption after a restart that has not happened
 // yet.
-func (s *Service) withCondition(j *Job) *Job {
+func (s *Service) withCondition(j *record.Job) *record.Job {
 	if j == nil || !j.Active() {
 		return j
 	}
 	if f := s.storeFailed(); f != nil {
-		j.Condition = &Condition{Code: errcode.StorageUnavailable, Since: f.since,
+		j.Condition = &record.Condition{Code: errcode.StorageUnavailable, Since: f.since,
 			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.opts.StorageRetryInterval)}
 	} else if c := s.sinkCondition(j.ID); c != nil {
 		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
-		j.Condition = &Condition{Code: errcode.Resuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
+		j.Condition = &record.Condition{Code: errcode.Resuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}
 	}
 	return j
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -181,7 +182,7 @@ func (s *Service) probeDisk() (err error) {
 func (s *Service) activeJobIDs() ([]string, error) {
 	var ids []string
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
-		j := &Job{}
+		j := &record.Job{}
 		if err := unmarshalJob(v, j); err != nil {
 			return err
 		}
@@ -210,11 +211,11 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 	if j, err = s.readJob(id); err != nil { // current, under the guard
 		return err
 	}
-	if s.runningJob(id) != nil || (j.SDK == SDKGo && s.opts.Program == nil) {
+	if s.runningJob(id) != nil || (j.SDK == record.SDKGo && s.opts.Program == nil) {
 		return nil
 	}
-	if !j.Active() || j.State == StateCancelling ||
-		(j.State == StatePending && j.Replacement != nil && !j.Replacement.Phase.Final()) {
+	if !j.Active() || j.State == record.StateCancelling ||
+		(j.State == record.StatePending && j.Replacement != nil && !j.Replacement.Phase.Final()) {
 		unlock()                    // recoverJob takes the guard itself
 		return s.recoverJob(ctx, j) // finishes a cancel, re-commits, or resumes a replacement flow
 	}
@@ -236,7 +237,7 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 	} else {
 		msg += " from the beginning (it had no checkpoint)"
 	}
-	s.emit(j.ID, EventConditionChanged, SeverityInfo, msg, d)
+	s.emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
 	s.opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
 	return nil
 }
@@ -246,13 +247,13 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 // the job's last rows when it drained or finished), as a restart would:
 // the retry of a sink that was unavailable when its job ended.
 func (s *Service) retryPendingCommits(ctx context.Context) {
-	var jobs []*Job
+	var jobs []*record.Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
-		j := &Job{}
+		j := &record.Job{}
 		if err := unmarshalJob(v, j); err != nil {
 			return err
 		}
-		if j.PendingCommit && !j.Active() && s.runningJob(j.ID) == nil && (j.SDK != SDKGo || s.opts.Program != nil) {
+		if j.PendingCommit && !j.Active() && s.runningJob(j.ID) == nil && (j.SDK != record.SDKGo || s.opts.Program != nil) {
 			jobs = append(jobs, j)
 		}
 		return nil

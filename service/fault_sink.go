@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"errors"
 	"fmt"
 	"time"
@@ -75,7 +76,7 @@ func (s *Service) sinkCommitted(jr *jobRun, epoch uint64) {
 	}
 	down := time.Since(f.since).Round(time.Millisecond)
 	msg := fmt.Sprintf("the sink accepts commits again after %s: checkpoint %d committed the rows held back since checkpoint %d, and the sources acknowledged them", down, epoch, f.epoch)
-	s.emit(jr.id, EventConditionChanged, SeverityInfo, msg,
+	s.emit(jr.id, record.EventConditionChanged, record.SeverityInfo, msg,
 		map[string]any{"code": string(errcode.SinkUnavailable), "set": false, "epoch": epoch})
 	s.opts.Logger.Info(msg, "job_id", jr.id, "job_name", jr.name)
 	s.changes.notify()
@@ -103,7 +104,7 @@ func (s *Service) sinkUnavailable(jr *jobRun, err error) bool {
 	}
 	jr.sinkFault.Store(&sinkFault{cause: err, since: now, tried: now, epoch: ce.epoch})
 	msg := fmt.Sprintf("a sink commit failed: %v; the job keeps running, acknowledges nothing past checkpoint %d and retries every %s", err, jr.committed.Load(), s.opts.StorageRetryInterval)
-	s.emit(jr.id, EventConditionChanged, SeverityWarning, msg,
+	s.emit(jr.id, record.EventConditionChanged, record.SeverityWarning, msg,
 		map[string]any{"code": string(errcode.SinkUnavailable), "set": true, "epoch": ce.epoch, "error": err.Error()})
 	s.opts.Logger.Warn(msg, "job_id", jr.id, "job_name", jr.name, "code", errcode.SinkUnavailable)
 	s.changes.notify()
@@ -152,7 +153,7 @@ func readsPubSub(g *graph.Pipeline) bool {
 
 // sinkCondition returns the SINK_UNAVAILABLE condition of job id's live
 // execution, or nil.
-func (s *Service) sinkCondition(id string) *Condition {
+func (s *Service) sinkCondition(id string) *record.Condition {
 	jr := s.runningJob(id)
 	if jr == nil {
 		return nil
@@ -161,6 +162,6 @@ func (s *Service) sinkCondition(id string) *Condition {
 	if f == nil {
 		return nil
 	}
-	return &Condition{Code: errcode.SinkUnavailable, Since: f.since,
+	return &record.Condition{Code: errcode.SinkUnavailable, Since: f.since,
 		Message: fmt.Sprintf("a sink does not accept commits since checkpoint %d: %v (the job runs on, acknowledges nothing past checkpoint %d and retries every %s)", f.epoch, f.cause, jr.committed.Load(), s.opts.StorageRetryInterval)}
 }

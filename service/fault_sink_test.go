@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"fmt"
@@ -80,11 +81,11 @@ func TestSinkCommitFailure(t *testing.T) {
 	t.Run("passing", func(t *testing.T) {
 		db := filepath.Join(dir, "passing.sqlite")
 		j := submit(t, s, "passing", fmt.Sprintf(sinkFaultYAML, db), dir)
-		waitFor(t, s, j.ID, "rows committed", func(*Job) bool { return committedRows(t, db) > 0 })
+		waitFor(t, s, j.ID, "rows committed", func(*record.Job) bool { return committedRows(t, db) > 0 })
 		execSQL(t, db, `CREATE TRIGGER fail_insert BEFORE INSERT ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`,
 			`CREATE TRIGGER fail_update BEFORE UPDATE ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`)
-		stopped := waitFor(t, s, j.ID, "the SINK_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
-		if stopped.Condition.Code != errcode.SinkUnavailable || stopped.State != StateRunning || !strings.Contains(stopped.Condition.Message, "injected fault") {
+		stopped := waitFor(t, s, j.ID, "the SINK_UNAVAILABLE condition", func(j *record.Job) bool { return j.Condition != nil })
+		if stopped.Condition.Code != errcode.SinkUnavailable || stopped.State != record.StateRunning || !strings.Contains(stopped.Condition.Message, "injected fault") {
 			t.Fatalf("after the sink failed: state %s, condition %+v; want RUNNING with SINK_UNAVAILABLE naming the cause", stopped.State, stopped.Condition)
 		}
 		atFault := tableRows(t, db)
@@ -98,18 +99,18 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 		for range 3 { // a few retries, failing
 			last := tried()
-			waitFor(t, s, j.ID, "another retry", func(j *Job) bool { return tried().After(last) })
+			waitFor(t, s, j.ID, "another retry", func(j *record.Job) bool { return tried().After(last) })
 		}
-		if c := waitFor(t, s, j.ID, "the condition", func(*Job) bool { return true }).Condition; c == nil || !c.Since.Equal(stopped.Condition.Since) {
+		if c := waitFor(t, s, j.ID, "the condition", func(*record.Job) bool { return true }).Condition; c == nil || !c.Since.Equal(stopped.Condition.Since) {
 			t.Errorf("condition after the failed retries: %+v, want the first one's", c)
 		}
 		if got := tableRows(t, db); !slices.Equal(got, atFault) {
 			t.Errorf("the table changed while its commits failed:\n%v\n%v", atFault, got)
 		}
 		execSQL(t, db, `DROP TRIGGER fail_insert`, `DROP TRIGGER fail_update`)
-		waitFor(t, s, j.ID, "the condition to clear", func(j *Job) bool { return j.Condition == nil || j.State.Terminal() })
+		waitFor(t, s, j.ID, "the condition to clear", func(j *record.Job) bool { return j.Condition == nil || j.State.Terminal() })
 		done := waitDone(t, s, j.ID)
-		if done.State != StateDone {
+		if done.State != record.StateDone {
 			t.Fatalf("job ended %s (%s)", done.State, done.Error)
 		}
 		if got := tableRows(t, db); !slices.Equal(got, want) {
@@ -121,7 +122,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 		var set, cleared bool
 		for _, e := range evs {
-			if e.Type == EventConditionChanged && e.Details["code"] == string(errcode.SinkUnavailable) {
+			if e.Type == record.EventConditionChanged && e.Details["code"] == string(errcode.SinkUnavailable) {
 				set = set || e.Details["set"] == true
 				cleared = cleared || e.Details["set"] == false
 			}
@@ -137,19 +138,19 @@ func TestSinkCommitFailure(t *testing.T) {
 		// commits it once the sink accepts, without a restart.
 		db := filepath.Join(dir, "final.sqlite")
 		j := submit(t, s, "final", fmt.Sprintf(sinkFaultYAML, db), dir)
-		waitFor(t, s, j.ID, "rows committed", func(*Job) bool { return committedRows(t, db) > 0 })
+		waitFor(t, s, j.ID, "rows committed", func(*record.Job) bool { return committedRows(t, db) > 0 })
 		execSQL(t, db, `CREATE TRIGGER fail_insert BEFORE INSERT ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`,
 			`CREATE TRIGGER fail_update BEFORE UPDATE ON totals BEGIN SELECT RAISE(ABORT, 'injected fault'); END`)
 		// Pending and let go of: only a failed final commit gets there (a
 		// successful one clears pending_commit before its execution ends).
-		ended := waitFor(t, s, j.ID, "the end with a failed final commit", func(j *Job) bool {
+		ended := waitFor(t, s, j.ID, "the end with a failed final commit", func(j *record.Job) bool {
 			return j.State.Terminal() && j.PendingCommit && s.runningJob(j.ID) == nil
 		})
-		if ended.State != StateDone {
+		if ended.State != record.StateDone {
 			t.Fatalf("job ended %s (%s), want DONE with its final commit pending", ended.State, ended.Error)
 		}
 		execSQL(t, db, `DROP TRIGGER fail_insert`, `DROP TRIGGER fail_update`)
-		waitFor(t, s, j.ID, "the final commit", func(j *Job) bool { return !j.PendingCommit })
+		waitFor(t, s, j.ID, "the final commit", func(j *record.Job) bool { return !j.PendingCommit })
 		if got := tableRows(t, db); !slices.Equal(got, want) {
 			t.Errorf("totals after the retried final commit:\n got %v\nwant %v", got, want)
 		}
@@ -158,10 +159,10 @@ func TestSinkCommitFailure(t *testing.T) {
 	t.Run("permanent", func(t *testing.T) {
 		db := filepath.Join(dir, "permanent.sqlite")
 		j := submit(t, s, "permanent", fmt.Sprintf(sinkFaultYAML, db), dir)
-		waitFor(t, s, j.ID, "rows committed", func(*Job) bool { return committedRows(t, db) > 0 })
+		waitFor(t, s, j.ID, "rows committed", func(*record.Job) bool { return committedRows(t, db) > 0 })
 		execSQL(t, db, `DROP TABLE totals`)
 		failed := waitDone(t, s, j.ID)
-		if failed.State != StateFailed {
+		if failed.State != record.StateFailed {
 			t.Fatalf("job ended %s after its table was dropped, want FAILED", failed.State)
 		}
 		for _, w := range []string{"for good", "the table does not exist", "--job-name permanent"} {

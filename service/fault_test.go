@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -60,11 +61,11 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 	durable := waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
 
 	disk.toggle.On()
-	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
+	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *record.Job) bool { return j.Condition != nil })
 	if stopped.Condition.Code != errcode.StorageUnavailable || !strings.Contains(stopped.Condition.Message, "injected") {
 		t.Errorf("condition %+v, want STORAGE_UNAVAILABLE naming the cause", stopped.Condition)
 	}
-	if stopped.State != StateRunning {
+	if stopped.State != record.StateRunning {
 		t.Errorf("state %s after the store failed, want RUNNING (the job resumes once the disk has room)", stopped.State)
 	}
 	if stopped.LastCheckpoint.Epoch < durable.LastCheckpoint.Epoch {
@@ -93,11 +94,11 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 	disk.toggle.Off()
 	_ = s.Close(context.Background()) // the failed store may report its failure on close
 	s2 := openService(t, data)
-	if after, err := s2.Get(j.ID); err != nil || after.Condition != nil || after.State != StateRunning {
+	if after, err := s2.Get(j.ID); err != nil || after.Condition != nil || after.State != record.StateRunning {
 		t.Fatalf("after the restart: %v, %+v", err, after)
 	}
 	done := waitDone(t, s2, j.ID)
-	if done.State != StateDone {
+	if done.State != record.StateDone {
 		t.Fatalf("job ended %s (%s)", done.State, done.Error)
 	}
 	if got := tableRows(t, db); !slices.Equal(got, want) {
@@ -129,8 +130,8 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 	durable := waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
 
 	disk.toggle.On()
-	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *Job) bool { return j.Condition != nil })
-	if stopped.Condition.Code != errcode.StorageUnavailable || stopped.State != StateRunning {
+	stopped := waitFor(t, s, j.ID, "the STORAGE_UNAVAILABLE condition", func(j *record.Job) bool { return j.Condition != nil })
+	if stopped.Condition.Code != errcode.StorageUnavailable || stopped.State != record.StateRunning {
 		t.Fatalf("after the failure: state %s, condition %+v; want RUNNING with STORAGE_UNAVAILABLE", stopped.State, stopped.Condition)
 	}
 	waitLetGo(t, s, j.ID)
@@ -152,12 +153,12 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 
 	// The disk has room again: no restart.
 	disk.toggle.Off()
-	resumed := waitFor(t, s, j.ID, "the job to resume by itself", func(j *Job) bool { return j.Condition == nil })
+	resumed := waitFor(t, s, j.ID, "the job to resume by itself", func(j *record.Job) bool { return j.Condition == nil })
 	if resumed.LastCheckpoint.Epoch < durable.LastCheckpoint.Epoch {
 		t.Errorf("resumed at checkpoint %d, before the durable %d", resumed.LastCheckpoint.Epoch, durable.LastCheckpoint.Epoch)
 	}
 	done := waitDone(t, s, j.ID)
-	if done.State != StateDone {
+	if done.State != record.StateDone {
 		t.Fatalf("job ended %s (%s)", done.State, done.Error)
 	}
 	if got := tableRows(t, db); !slices.Equal(got, want) {
@@ -169,7 +170,7 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 	}
 	cleared := false
 	for _, e := range evs {
-		if e.Type == EventConditionChanged && e.Details["code"] == string(errcode.StorageUnavailable) && e.Details["set"] == false {
+		if e.Type == record.EventConditionChanged && e.Details["code"] == string(errcode.StorageUnavailable) && e.Details["set"] == false {
 			cleared = true
 		}
 	}

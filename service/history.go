@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -390,7 +391,7 @@ func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 		q.From = q.To.Add(-time.Hour)
 	}
 	if q.From.After(q.To) {
-		return nil, errorf(errcode.InvalidRequest, "from (%s) is after to (%s)", q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339))
+		return nil, errcode.Errorf(errcode.InvalidRequest, "from (%s) is after to (%s)", q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339))
 	}
 	switch q.Resolution {
 	case 0:
@@ -400,7 +401,7 @@ func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 		}
 	case HistoryFineResolution, HistoryCoarseResolution:
 	default:
-		return nil, errorf(errcode.InvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
+		return nil, errcode.Errorf(errcode.InvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
 	}
 	h := s.history(j.ID, false)
 	if h == nil {
@@ -554,20 +555,10 @@ func (jr *jobRun) lastCheckpointStats() (time.Duration, int64, bool) {
 
 // ---- counters across executions ----
 
-// StepCounters are the counters of a step that a job carries across its
-// executions (restarts, rescales): persisted in the job record with every
-// checkpoint, so they never go back for a job ID.
-type StepCounters struct {
-	ElementsIn          int64 `json:"elements_in"`
-	ElementsOut         int64 `json:"elements_out"`
-	Rejects             int64 `json:"rejects"`
-	DroppedLateElements int64 `json:"dropped_late_elements"`
-}
-
 // totals returns the job's counters: those of earlier executions plus
 // this one's live ones.
-func (jr *jobRun) totals() map[string]StepCounters {
-	out := map[string]StepCounters{}
+func (jr *jobRun) totals() map[string]record.StepCounters {
+	out := map[string]record.StepCounters{}
 	for k, v := range jr.base {
 		out[k] = v
 	}
@@ -583,7 +574,7 @@ func (jr *jobRun) totals() map[string]StepCounters {
 }
 
 // withBase adds the counters of earlier executions to m's steps.
-func (jr *jobRun) withBase(m *JobMetrics) *JobMetrics {
+func (jr *jobRun) withBase(m *record.JobMetrics) *record.JobMetrics {
 	if len(jr.base) == 0 {
 		return m
 	}

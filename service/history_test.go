@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,14 +163,14 @@ func TestMetricsHistoryTiers(t *testing.T) {
 	}
 
 	for _, q := range []HistoryQuery{{Resolution: 10 * time.Second}, {From: time.Unix(100, 0), To: time.Unix(50, 0)}} {
-		if _, err := s.MetricsHistory(j.ID, q); ErrorCode(err) != errcode.InvalidRequest {
+		if _, err := s.MetricsHistory(j.ID, q); errcode.Of(err) != errcode.InvalidRequest {
 			t.Errorf("query %+v: %v, want INVALID_REQUEST", q, err)
 		}
 	}
 	if _, err := s.Cancel(context.Background(), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, j.ID, StateCancelled)
+	waitState(t, s, j.ID, record.StateCancelled)
 	// The execution's let-go flushes the history and then drops it.
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()

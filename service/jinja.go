@@ -20,7 +20,7 @@ func renderRequestJinja(req *UpdateRequest) error {
 	}
 	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
 	if err != nil {
-		return errorf(errcode.InvalidPipeline, "%w", err)
+		return errcode.Errorf(errcode.InvalidPipeline, "%w", err)
 	}
 	req.Pipeline = string(out)
 	return nil

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"sort"
 	"strings"
 	"time"
@@ -11,21 +12,21 @@ const (
 	HowCreate             = "create"
 	HowCreateFromSnapshot = "create_from_snapshot"
 	HowInPlaceUpdate      = "in_place_update"
-	HowStopAndReplace     = StrategyStopAndReplace
-	HowParallel           = StrategyParallel
-	HowRollback           = StrategyRollback
+	HowStopAndReplace     = record.StrategyStopAndReplace
+	HowParallel           = record.StrategyParallel
+	HowRollback           = record.StrategyRollback
 )
 
 // PhaseTime is one phase of a replacement flow and when it began.
 type PhaseTime struct {
-	Phase ReplacementPhase `json:"phase"`
+	Phase record.ReplacementPhase `json:"phase"`
 	Time  time.Time        `json:"time"`
 }
 
 // RollbackPoint is a rollback snapshot kept of a generation's job.
 type RollbackPoint struct {
 	SnapshotID string        `json:"snapshot_id"`
-	State      SnapshotState `json:"state"`
+	State      record.SnapshotState `json:"state"`
 	CreateTime time.Time     `json:"creation_time"`
 	ExpireTime time.Time     `json:"expire_time"`
 	// ReplacedByJobID is the job whose start the snapshot was kept for.
@@ -38,7 +39,7 @@ type RollbackPoint struct {
 type GenerationHistory struct {
 	Generation int64     `json:"generation"`
 	JobID      string    `json:"job_id"`
-	State      JobState  `json:"state"`
+	State      record.JobState  `json:"state"`
 	CreateTime time.Time `json:"create_time"`
 	StateTime  time.Time `json:"state_time"`
 	// How is HowCreate, HowCreateFromSnapshot, HowInPlaceUpdate,
@@ -55,7 +56,7 @@ type GenerationHistory struct {
 	Phases           []PhaseTime `json:"phases,omitempty"`
 	StopWindowMillis *int64      `json:"stop_window_ms,omitempty"`
 	// Rescales are the job's in-flight rescales.
-	Rescales []StateChange `json:"rescales,omitempty"`
+	Rescales []record.StateChange `json:"rescales,omitempty"`
 	// RollbackPoints are the rollback snapshots kept of this job.
 	RollbackPoints []RollbackPoint `json:"rollback_points,omitempty"`
 	Notes          []string        `json:"notes,omitempty"`
@@ -89,7 +90,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 		if err != nil {
 			return nil, err
 		}
-		var kept []*Job
+		var kept []*record.Job
 		for _, j := range earlier {
 			// The old name's jobs up to the replaced one; later jobs of
 			// that name are a lineage of their own.
@@ -100,7 +101,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 		jobs = append(kept, jobs...)
 		names = append(names, prev.Name)
 	}
-	var snaps []*Snapshot
+	var snaps []*record.Snapshot
 	for _, n := range names {
 		ns, err := s.ListSnapshots(n, true)
 		if err != nil {
@@ -108,7 +109,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 		}
 		snaps = append(snaps, ns...)
 	}
-	byID := map[string]*Job{}
+	byID := map[string]*record.Job{}
 	for _, j := range jobs {
 		byID[j.ID] = j
 	}
@@ -116,7 +117,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	snapGen := map[string]int64{}
 	for _, sn := range snaps {
 		snapGen[sn.ID] = sn.Generation
-		if sn.Kind != SnapshotKindRollback {
+		if sn.Kind != record.SnapshotKindRollback {
 			continue
 		}
 		points[sn.SourceJobID] = append(points[sn.SourceJobID], RollbackPoint{SnapshotID: sn.ID, State: sn.State,
@@ -141,7 +142,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 			h.Phases = replacementPhases(j, rep)
 			h.StopWindowMillis = rep.StopWindowMillis
 			h.Notes = rep.Notes
-			if rep.Strategy == StrategyRollback {
+			if rep.Strategy == record.StrategyRollback {
 				h.RolledBackToGeneration = snapGen[j.CreatedFromSnapshotID]
 			}
 		case j.ReplacesJobID != "":
@@ -167,15 +168,15 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 // j from its record: PREPARING at its creation, OVERLAP when a parallel
 // replacement's new job started, DRAINING_OLD at the drain request, and
 // the phase it is in now since its phase time.
-func replacementPhases(j *Job, rep *Replacement) []PhaseTime {
-	ps := []PhaseTime{{Phase: PhasePreparing, Time: j.CreateTime}}
+func replacementPhases(j *record.Job, rep *record.Replacement) []PhaseTime {
+	ps := []PhaseTime{{Phase: record.PhasePreparing, Time: j.CreateTime}}
 	if rep.Parallel != nil && rep.Parallel.OverlapStart != nil {
-		ps = append(ps, PhaseTime{Phase: PhaseOverlap, Time: *rep.Parallel.OverlapStart})
+		ps = append(ps, PhaseTime{Phase: record.PhaseOverlap, Time: *rep.Parallel.OverlapStart})
 	}
 	if rep.DrainStart != nil {
-		ps = append(ps, PhaseTime{Phase: PhaseDrainingOld, Time: *rep.DrainStart})
+		ps = append(ps, PhaseTime{Phase: record.PhaseDrainingOld, Time: *rep.DrainStart})
 	}
-	if rep.Phase != PhasePreparing && rep.Phase != PhaseDrainingOld {
+	if rep.Phase != record.PhasePreparing && rep.Phase != record.PhaseDrainingOld {
 		ps = append(ps, PhaseTime{Phase: rep.Phase, Time: rep.PhaseTime})
 	}
 	return ps

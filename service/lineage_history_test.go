@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestLineageHistoryAcrossNames(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stop-and-replace under the new name %s: %v", name, err)
 		}
-		if fin := waitPhase(t, s, nj.ID); fin.Replacement.Phase != PhaseCutOver {
+		if fin := waitPhase(t, s, nj.ID); fin.Replacement.Phase != record.PhaseCutOver {
 			t.Fatalf("%s: %+v", name, fin.Replacement)
 		}
 		ids = append(ids, nj.ID)

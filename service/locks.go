@@ -76,7 +76,7 @@ type updates struct {
 // the mark, or UPDATE_IN_PROGRESS when the name is marked already.
 func (u *updates) begin(name string) (end func(), err error) {
 	if _, busy := u.names.LoadOrStore(name, struct{}{}); busy {
-		return nil, errorf(errcode.UpdateInProgress, "job %s is being updated or rescaled by another request: wait until it has finished (weir jobs describe %s), then retry", name, name)
+		return nil, errcode.Errorf(errcode.UpdateInProgress, "job %s is being updated or rescaled by another request: wait until it has finished (weir jobs describe %s), then retry", name, name)
 	}
 	return func() { u.names.Delete(name) }, nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"time"
 
 	"github.com/weir-dev/weir/graph"
@@ -42,78 +43,6 @@ type IDConflictReporter interface {
 	// DuplicateIDConflicts returns how many of those duplicates carried
 	// other data than the first message of their ID.
 	DuplicateIDConflicts() int64
-}
-
-// JobMetrics are a job's metrics, with Dataflow's meanings.
-type JobMetrics struct {
-	// Time is when the metrics were taken.
-	Time time.Time `json:"time"`
-	// DataWatermark is the job's data watermark: the minimum output
-	// watermark of its source steps (RFC 3339, or -inf/+inf); empty when
-	// no source reported one yet.
-	DataWatermark string `json:"data_watermark,omitempty"`
-	// DataWatermarkAgeSeconds is now minus DataWatermark (absent while
-	// the watermark is ±∞).
-	DataWatermarkAgeSeconds *float64 `json:"data_watermark_age_seconds,omitempty"`
-	// SystemLagSeconds is the largest system lag of the job's steps.
-	SystemLagSeconds float64 `json:"system_lag_seconds"`
-	// BacklogElements sums the backlog of sources that report one.
-	BacklogElements *int64 `json:"backlog_elements,omitempty"`
-	// BacklogBytes sums the backlog bytes of sources that report them.
-	BacklogBytes *int64 `json:"backlog_bytes,omitempty"`
-	// EstimatedBacklogProcessingTimeSeconds is the backlog divided by the
-	// sources' current throughput (Dataflow's estimated backlog
-	// processing time): how long the job needs to read its backlog at
-	// the current rate. Absent without a backlog, and while the job reads
-	// nothing although a backlog waits (infinite; Prometheus exports +Inf).
-	EstimatedBacklogProcessingTimeSeconds *float64 `json:"estimated_backlog_processing_time_seconds,omitempty"`
-	// DeadLetters counts rejects sent to the dead-letter topic (or counted).
-	DeadLetters int64         `json:"dead_letters"`
-	Steps       []StepMetrics `json:"steps"`
-}
-
-// StepMetrics are the metrics of one step.
-type StepMetrics struct {
-	Name                string `json:"name"`
-	ElementsIn          int64  `json:"elements_in"`
-	ElementsOut         int64  `json:"elements_out"`
-	Rejects             int64  `json:"rejects"`
-	DroppedLateElements int64  `json:"dropped_late_elements"`
-	// Watermark is the step's output watermark (sources, keyed steps and
-	// steps with side inputs have one); empty otherwise.
-	Watermark string `json:"watermark,omitempty"`
-	// WatermarkMillis is Watermark in milliseconds since the epoch.
-	WatermarkMillis *int64 `json:"watermark_millis,omitempty"`
-	// DataWatermarkAgeSeconds is now minus Watermark (finite watermarks only).
-	DataWatermarkAgeSeconds *float64 `json:"data_watermark_age_seconds,omitempty"`
-	// ThroughputPerSecond is elements_in per second over the last
-	// sampling interval (the checkpoint interval).
-	ThroughputPerSecond float64 `json:"throughput_per_second"`
-	// SystemLagSeconds approximates the longest time an element has been
-	// waiting for this step: see systemLag.
-	SystemLagSeconds float64 `json:"system_lag_seconds"`
-	// BacklogElements is the source's unread elements, when it reports them.
-	BacklogElements *int64 `json:"backlog_elements,omitempty"`
-	// RewindSkippedElements counts the messages a re-reading source of a
-	// replacement job skipped because every window they belong to had
-	// expired before the cut (never dead-lettered); absent when none.
-	RewindSkippedElements *int64 `json:"rewind_skipped_elements,omitempty"`
-	// DuplicateIDConflicts counts the messages a source dropped as
-	// duplicates of an ID seen within its dedupe window although their
-	// data differed (an ID reused for another message); absent when none.
-	DuplicateIDConflicts *int64 `json:"duplicate_id_conflicts,omitempty"`
-	// CatchUp is a re-reading source's progress: the last sequence read
-	// and the old job's last one, until which no pane fires; absent for a
-	// source that does not re-read.
-	CatchUp *SourceCatchUp `json:"catch_up,omitempty"`
-	// PendingTimers is the number of timers set and not fired; absent
-	// until the runner reports it.
-	PendingTimers *int64 `json:"pending_timers,omitempty"`
-	// Keys is the number of keys a keyed step (GroupByKey, Combine,
-	// stateful ParDo, windowed aggregation) holds state for; absent for
-	// other steps. Kept incrementally by the runner: reading it scans
-	// nothing.
-	Keys *int64 `json:"keys,omitempty"`
 }
 
 // sampler keeps what the previous metrics sample saw, to compute rates and
@@ -182,15 +111,15 @@ func (sm *sampler) observe(now time.Time, res *runner.Result) {
 }
 
 // metrics builds the job's metrics from live counters res at now.
-func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]any, g *graph.Pipeline, deadLetters int64) *JobMetrics {
-	m := &JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []StepMetrics{}}
+func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]any, g *graph.Pipeline, deadLetters int64) *record.JobMetrics {
+	m := &record.JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []record.StepMetrics{}}
 	dataWM := mtime.MaxTimestamp
 	haveWM := false
 	var backlog, backlogBytes int64
 	haveBacklog, haveBytes := false, false
 	var sourceRate float64
 	for _, st := range res.Steps {
-		sm2 := StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
+		sm2 := record.StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
 			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements}
 		if sm != nil {
 			sm2.ThroughputPerSecond = sm.rate[st.Name]

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"strings"
@@ -31,7 +32,7 @@ type parScenario struct {
 	// time) never makes them late.
 	base time.Time
 	// old is the job the scenario starts with.
-	old *Job
+	old *record.Job
 	// phase1 is what old read before the replacement (seconds 0 to 33).
 	phase1 []srEvent
 }
@@ -70,7 +71,7 @@ var parallelOverlapOptions = []string{"parallel_replace_job_min_parallel_pipelin
 // update replaces "sums" in parallel by the same pipeline with the
 // service options opts (besides the strategy's), once the minimum
 // interval between replacements has passed, and returns the new job.
-func (sc *parScenario) update(t *testing.T, opts ...string) *Job {
+func (sc *parScenario) update(t *testing.T, opts ...string) *record.Job {
 	t.Helper()
 	sc.clock.advance(DefaultMinReplaceInterval)
 	res, err := sc.s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir,
@@ -86,7 +87,7 @@ func (sc *parScenario) update(t *testing.T, opts ...string) *Job {
 // windows both fired (two more checkpoints of each): the new job's first
 // commit is what puts its generation behind the view, beside the old
 // job's. It returns phase 2.
-func (sc *parScenario) overlap(t *testing.T, nj *Job) []srEvent {
+func (sc *parScenario) overlap(t *testing.T, nj *record.Job) []srEvent {
 	t.Helper()
 	phase2 := parEvents(sc.base, 35, 70, 1000)
 	publishPar(t, sc.b, phase2)
@@ -104,7 +105,7 @@ func (sc *parScenario) drainToTruth(t *testing.T, cons *consumer, id string, rea
 	t.Helper()
 	phase3 := parEvents(sc.base, 70, 90, 5000)
 	publishPar(t, sc.b, phase3)
-	waitFor(t, sc.s, id, "its execution", func(j *Job) bool { return sc.s.runningJob(j.ID) != nil })
+	waitFor(t, sc.s, id, "its execution", func(j *record.Job) bool { return sc.s.runningJob(j.ID) != nil })
 	waitElements(t, sc.s, id, "Events", int64(read+len(phase3)))
 	if _, err := sc.s.Drain(context.Background(), id); err != nil {
 		t.Fatal(err)

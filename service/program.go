@@ -9,16 +9,13 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/state"
 )
-
-// SDKGo is the Job.SDK of a job whose pipeline is built by the Go code of
-// its program (a program using package weirx) rather than loaded from YAML.
-const SDKGo = "go"
 
 // ProgramLoader builds the pipeline of a Go program's job for the job that
 // job describes (weir.NewJobPipeline(job) and the program's construction
@@ -50,7 +47,7 @@ type ProgramRequest struct {
 	// Program is the program's executable, recorded with a new job.
 	Program string
 	// Options are the options of a new job (a resumed job keeps its own).
-	Options JobOptions
+	Options record.JobOptions
 	// Update replaces the name's active job with a job of this build after
 	// the compatibility check, even when the graphs are equal.
 	Update bool
@@ -69,27 +66,27 @@ type ProgramStart struct {
 	// ActionValidated.
 	Action string `json:"action"`
 	// Job is the job that now runs (nil when validated or refused).
-	Job *Job `json:"job,omitempty"`
+	Job *record.Job `json:"job,omitempty"`
 	// Report is the compatibility report of an update.
 	Report *compat.Report `json:"report,omitempty"`
 	// Replaced is the job an update replaced (or would replace).
-	Replaced *Summary `json:"replaced,omitempty"`
+	Replaced *record.Summary `json:"replaced,omitempty"`
 }
 
 // loadProgram builds j's pipeline with the program's loader.
-func (s *Service) loadProgram(j *Job) (*weir.Pipeline, error) {
+func (s *Service) loadProgram(j *record.Job) (*weir.Pipeline, error) {
 	if s.opts.Program == nil {
-		return nil, errorf(errcode.InvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
 	}
 	p, err := s.opts.Program(weir.JobInfo{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker})
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
 	}
 	if p == nil {
-		return nil, errorf(errcode.InvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
 	}
 	if err := p.Err(); err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
 	}
 	return p, nil
 }
@@ -140,7 +137,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(errcode.ShuttingDown, "the job service is shutting down")
+		return nil, errcode.Errorf(errcode.ShuttingDown, "the job service is shutting down")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -148,7 +145,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	if l.ActiveJobID == "" {
 		if req.Update {
-			return nil, errorf(errcode.NoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
+			return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to update: start the program without --update to submit a new job", req.Name)
 		}
 		j, err := s.submitProgram(ctx, l, req)
 		if err != nil {
@@ -158,13 +155,13 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	active, err := s.readJob(l.ActiveJobID)
 	if err != nil {
-		return nil, internalf("reading the active job of %q: %w", req.Name, err)
+		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
-	if active.SDK != SDKGo {
-		return nil, errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
+	if active.SDK != record.SDKGo {
+		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
 	if s.runningJob(active.ID) != nil {
-		return nil, errorf(errcode.JobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
+		return nil, errcode.Errorf(errcode.JobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
 	}
 	if req.Update {
 		return s.updateStored(ctx, l, active, req, mapping)
@@ -175,14 +172,14 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	}
 	canon, err := p.Graph().Canonical()
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
 	}
 	same, err := sameGraph(active.Graph, canon)
 	if err != nil {
-		return nil, internalf("comparing the graph of job %s with this build's: %w", active.ID, err)
+		return nil, errcode.Internalf("comparing the graph of job %s with this build's: %w", active.ID, err)
 	}
 	if !same {
-		return nil, errorf(errcode.ProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
+		return nil, errcode.Errorf(errcode.ProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
 	}
 	s.opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
 	if err := s.launch(ctx, active, p.Program(), nil); err != nil {
@@ -193,15 +190,15 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 
 // submitProgram creates and starts a new Go program job of lineage l.
 // The caller holds the name's guard.
-func (s *Service) submitProgram(ctx context.Context, l *lineage, req ProgramRequest) (*Job, error) {
+func (s *Service) submitProgram(ctx context.Context, l *record.Lineage, req ProgramRequest) (*record.Job, error) {
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
-	j := &Job{ID: id, Name: req.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
+	j := &record.Job{ID: id, Name: req.Name, SDK: record.SDKGo, Program: req.Program, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options,
-		History: []StateChange{{State: StatePending, Time: now}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now}}}
 	if err := s.create(ctx, l, j); err != nil {
 		return nil, err
 	}
@@ -236,7 +233,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	newGraph, err := graph.Parse(req.Graph)
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "the new build's graph: %w", err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "the new build's graph: %w", err)
 	}
 	unlock, err := s.lockName(context.Background(), req.Name) // lock order 1
 	if err != nil {
@@ -244,7 +241,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(errcode.ShuttingDown, "this process is shutting down; start the new build again once it has stopped")
+		return nil, errcode.Errorf(errcode.ShuttingDown, "this process is shutting down; start the new build again once it has stopped")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -255,14 +252,14 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	old, err := s.readJob(l.ActiveJobID)
 	if err != nil {
-		return nil, internalf("reading the active job of %q: %w", req.Name, err)
+		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
-	if old.SDK != SDKGo {
-		return nil, errorf(errcode.NotReleasable, "the active job of %s, %s, is a YAML pipeline, not a Go program's: update it with 'weir run --update'", req.Name, old.ID)
+	if old.SDK != record.SDKGo {
+		return nil, errcode.Errorf(errcode.NotReleasable, "the active job of %s, %s, is a YAML pipeline, not a Go program's: update it with 'weir run --update'", req.Name, old.ID)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
-		return nil, internalf("reading the graph of job %s: %w", old.ID, err)
+		return nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
 	}
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
 	sum := old.Summary()
@@ -274,14 +271,14 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 		return nil, err
 	}
 	if !report.Compatible {
-		return res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+		return res, errcode.Errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 	}
 	return res, nil
 }
 
 // recordAttempt records a refused or validate-only update of old by a Go
 // program build, in a Tx of its own.
-func (s *Service) recordAttempt(old *Job, program string, validateOnly bool, report compat.Report) error {
+func (s *Service) recordAttempt(old *record.Job, program string, validateOnly bool, report compat.Report) error {
 	now := s.now()
 	w := &state.Write{}
 	a := Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
@@ -290,7 +287,7 @@ func (s *Service) recordAttempt(old *Job, program string, validateOnly bool, rep
 		return err
 	}
 	if err := s.apply(w); err != nil {
-		return internalf("recording the update attempt: %w", err)
+		return errcode.Internalf("recording the update attempt: %w", err)
 	}
 	s.attemptEvent(old.ID, report)
 	return nil
@@ -303,18 +300,18 @@ const waitJobPoll = 100 * time.Millisecond
 // it (final checkpoint written and committed), and returns its record. It
 // returns a SHUTTING_DOWN error once the service closes, and ctx's error
 // when ctx ends first. It takes no lock.
-func (s *Service) WaitJob(ctx context.Context, id string) (*Job, error) {
+func (s *Service) WaitJob(ctx context.Context, id string) (*record.Job, error) {
 	t := time.NewTicker(waitJobPoll)
 	defer t.Stop()
 	for {
 		if s.closing.Load() {
-			return nil, errorf(errcode.ShuttingDown, "the job service is shutting down")
+			return nil, errcode.Errorf(errcode.ShuttingDown, "the job service is shutting down")
 		}
 		j, err := s.readJob(id)
 		live := s.runningJob(id) != nil
 		switch {
 		case errors.Is(err, state.ErrNotFound):
-			return nil, errorf(errcode.JobNotFound, "no job has the ID %q", id)
+			return nil, errcode.Errorf(errcode.JobNotFound, "no job has the ID %q", id)
 		case err != nil:
 			return nil, err
 		case j.State.Terminal() && !live:

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -73,7 +74,7 @@ func openProgramService(t *testing.T, dir string, clock testClock, program Progr
 
 // registrySnapshot is what a refused start must not change.
 type registrySnapshot struct {
-	Lineage lineage
+	Lineage record.Lineage
 	Jobs    []string
 	Epoch   uint64
 }
@@ -97,7 +98,7 @@ func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot 
 	}
 	snap := registrySnapshot{Lineage: *l}
 	err = s.store.Scan("job/", func(_ string, v []byte) error {
-		var j Job
+		var j record.Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	j1 := st.Job
-	if st.Action != ActionSubmitted || j1.SDK != SDKGo || j1.Generation != 1 || j1.Pipeline != "" {
+	if st.Action != ActionSubmitted || j1.SDK != record.SDKGo || j1.Generation != 1 || j1.Pipeline != "" {
 		t.Fatalf("first start: action %s, job sdk %q generation %d", st.Action, j1.SDK, j1.Generation)
 	}
 	waitFor(t, s, "counts", "a checkpoint", checkpointed(2))
@@ -157,7 +158,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	if res, err := s.CheckRelease(ReleaseRequest{Name: "counts", Graph: graphOf("v2"), Mapping: `{"CountPerKey":"Counts"}`}); err != nil || !res.Report.Compatible {
 		t.Fatalf("CheckRelease(v2) = %+v, %v; want compatible", res, err)
 	}
-	if j, _ := s.Get("counts"); j.ID != j1.ID || j.State != StateRunning {
+	if j, _ := s.Get("counts"); j.ID != j1.ID || j.State != record.StateRunning {
 		t.Fatalf("after the checks the job is %s %s", j.ID, j.State)
 	}
 	if err := s.Close(ctx); err != nil {
@@ -169,7 +170,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	if ids := s.runningIDs(); len(ids) != 0 {
 		t.Fatalf("a service without the program runs %v", ids)
 	}
-	if j, _ := s.Get("counts"); j.State != StateRunning {
+	if j, _ := s.Get("counts"); j.State != record.StateRunning {
 		t.Fatalf("a service without the program made the job %s", j.State)
 	}
 	if err := s.Close(ctx); err != nil {
@@ -209,14 +210,14 @@ func TestProgramStoredUpdate(t *testing.T) {
 		t.Fatalf("update: action %s, job generation %d replaces %q", st.Action, j2.Generation, j2.ReplacesJobID)
 	}
 	done := waitDone(t, s, j2.ID)
-	if done.State != StateDone {
+	if done.State != record.StateDone {
 		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
 	}
 	jobs, attempts, err := s.History("counts")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || jobs[0].State != StateUpdated || jobs[0].ReplacedByJobID != j2.ID || len(attempts) != 2 {
+	if len(jobs) != 2 || jobs[0].State != record.StateUpdated || jobs[0].ReplacedByJobID != j2.ID || len(attempts) != 2 {
 		t.Fatalf("history: %d jobs (first %s → %q), %d attempts", len(jobs), jobs[0].State, jobs[0].ReplacedByJobID, len(attempts))
 	}
 	conn, err := sql.Open("sqlite", db)
@@ -293,7 +294,7 @@ func TestProgramUpdateOfDrainingJob(t *testing.T) {
 	}
 	// Without the program the job has no execution; a drain only records it.
 	s = openProgramService(t, dir, clock, nil)
-	if d, err := s.Drain(ctx, "counts"); err != nil || d.State != StateDraining {
+	if d, err := s.Drain(ctx, "counts"); err != nil || d.State != record.StateDraining {
 		t.Fatalf("drain without the program: %+v %v", d, err)
 	}
 	if err := s.Close(ctx); err != nil {
@@ -309,14 +310,14 @@ func TestProgramUpdateOfDrainingJob(t *testing.T) {
 	if st.Action != ActionUpdated || st.Job.ReplacesJobID != old.ID {
 		t.Fatalf("update: action %s, job %+v", st.Action, st.Job)
 	}
-	nj := waitState(t, s, st.Job.ID, StateDrained)
-	if want := []JobState{StatePending, StateDraining, StateDrained}; !equalStates(states(nj), want) {
+	nj := waitState(t, s, st.Job.ID, record.StateDrained)
+	if want := []record.JobState{record.StatePending, record.StateDraining, record.StateDrained}; !equalStates(states(nj), want) {
 		t.Errorf("history of the new job %v, want %v", states(nj), want)
 	}
 	if h := nj.History[1]; h.Reason != "replaces a draining job" || !h.Time.Equal(nj.History[0].Time) {
 		t.Errorf("the DRAINING entry %+v", h)
 	}
-	if o, err := s.Get(old.ID); err != nil || o.State != StateUpdated || o.ReplacedByJobID != nj.ID {
+	if o, err := s.Get(old.ID); err != nil || o.State != record.StateUpdated || o.ReplacedByJobID != nj.ID {
 		t.Errorf("old job: %+v %v", o, err)
 	}
 }

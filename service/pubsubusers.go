@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"strings"
 
 	"github.com/weir-dev/weir/graph"
@@ -10,7 +11,7 @@ import (
 // PubSubUse is one step of an active job that reads or writes a topic or
 // reads a subscription: what a destructive broker request would break.
 type PubSubUse struct {
-	Job  Summary `json:"job"`
+	Job  record.Summary `json:"job"`
 	Step string  `json:"step"`
 	// Use is "reads subscription S", "reads topic T" or "writes topic T".
 	Use string `json:"use"`

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"strings"
@@ -42,7 +43,7 @@ func holdPauses(t *testing.T, s *Service) (paused <-chan string, release func())
 // submitCheckpointed submits streamingYAML as job "sums" and waits for its
 // first checkpoint. (Its keyed step's snapshot is what completes a pause's
 // checkpoint, after the source marked itself paused.)
-func submitCheckpointed(t *testing.T, s *Service, base string) *Job {
+func submitCheckpointed(t *testing.T, s *Service, base string) *record.Job {
 	t.Helper()
 	j := submit(t, s, "sums", streamingYAML, base)
 	if !j.Checkpointing {
@@ -82,10 +83,10 @@ func mustAnswer(t *testing.T, what string, read func() error) {
 
 // readsAnswer checks every read the API's describe, list and metrics make
 // while job old of name is paused, and that they show old still running.
-func readsAnswer(t *testing.T, s *Service, name string, old *Job) {
+func readsAnswer(t *testing.T, s *Service, name string, old *record.Job) {
 	t.Helper()
-	isOld := func(j *Job) error {
-		if j.ID != old.ID || j.State != StateRunning {
+	isOld := func(j *record.Job) error {
+		if j.ID != old.ID || j.State != record.StateRunning {
 			return fmt.Errorf("job %s %s, want the paused job %s still RUNNING", j.ID, j.State, old.ID)
 		}
 		return nil
@@ -187,14 +188,14 @@ func TestReadsAnswerDuringUpdatePause(t *testing.T) {
 		t.Fatalf("update: %+v %v", o.res, o.err)
 	}
 	nj := o.res.Job
-	if nj.State != StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != 2 {
+	if nj.State != record.StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != 2 {
 		t.Errorf("new job: %s replaces %q generation %d", nj.State, nj.ReplacesJobID, nj.Generation)
 	}
 	o2, err := s.Get(old.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o2.State != StateUpdated || o2.ReplacedByJobID != nj.ID || o2.LastCheckpoint == nil {
+	if o2.State != record.StateUpdated || o2.ReplacedByJobID != nj.ID || o2.LastCheckpoint == nil {
 		t.Fatalf("old job: %s replaced by %q, checkpoint %+v", o2.State, o2.ReplacedByJobID, o2.LastCheckpoint)
 	}
 	if j, err := s.Get("sums"); err != nil || j.ID != nj.ID {
@@ -208,7 +209,7 @@ func TestReadsAnswerDuringUpdatePause(t *testing.T) {
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, nj.ID, StateCancelled)
+	waitState(t, s, nj.ID, record.StateCancelled)
 }
 
 // TestReadsAnswerDuringRescalePause: while a rescale holds the execution
@@ -220,12 +221,12 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 	j := submitCheckpointed(t, s, t.TempDir())
 
 	type outcome struct {
-		j   *Job
+		j   *record.Job
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		got, err := s.UpdateOptions(context.Background(), "sums", JobOptions{NumWorkers: 2})
+		got, err := s.UpdateOptions(context.Background(), "sums", record.JobOptions{NumWorkers: 2})
 		done <- outcome{got, err}
 	}()
 	if id := waitPaused(t, paused); id != j.ID {
@@ -243,7 +244,7 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 	if o.err != nil {
 		t.Fatalf("rescale: %v", o.err)
 	}
-	if o.j.ID != j.ID || o.j.Options.NumWorkers != 2 || o.j.State != StateRunning {
+	if o.j.ID != j.ID || o.j.Options.NumWorkers != 2 || o.j.State != record.StateRunning {
 		t.Fatalf("after the rescale: %s %d %s", o.j.ID, o.j.Options.NumWorkers, o.j.State)
 	}
 	last := o.j.History[len(o.j.History)-1]
@@ -257,7 +258,7 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, j.ID, StateCancelled)
+	waitState(t, s, j.ID, record.StateCancelled)
 }
 
 // TestDrainWaitsForUpdate: a drain requested while an update holds the job
@@ -278,7 +279,7 @@ func TestDrainWaitsForUpdate(t *testing.T) {
 	}()
 	waitPaused(t, paused)
 	type outcome struct {
-		j   *Job
+		j   *record.Job
 		err error
 	}
 	drained := make(chan outcome, 1)
@@ -302,13 +303,13 @@ func TestDrainWaitsForUpdate(t *testing.T) {
 	if o.err != nil {
 		t.Fatalf("drain: %v", o.err)
 	}
-	if o.j.ID == old.ID || o.j.ReplacesJobID != old.ID || o.j.State != StateDraining {
+	if o.j.ID == old.ID || o.j.ReplacesJobID != old.ID || o.j.State != record.StateDraining {
 		t.Fatalf("the drain acted on job %s (%s, replaces %q), want the new job DRAINING", o.j.ID, o.j.State, o.j.ReplacesJobID)
 	}
-	if d := waitState(t, s, o.j.ID, StateDrained); d.State != StateDrained {
+	if d := waitState(t, s, o.j.ID, record.StateDrained); d.State != record.StateDrained {
 		t.Fatalf("new job ended %s (%s)", d.State, d.Error)
 	}
-	if j, err := s.Get(old.ID); err != nil || j.State != StateUpdated {
+	if j, err := s.Get(old.ID); err != nil || j.State != record.StateUpdated {
 		t.Fatalf("old job: %v %v", j, err)
 	}
 }
@@ -342,7 +343,7 @@ func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
 		refused("a second update", func() error { _, err := s.Update(context.Background(), req); return err })
 	}
 	refused("a rescale by ID", func() error {
-		_, err := s.UpdateOptions(context.Background(), old.ID, JobOptions{NumWorkers: 2})
+		_, err := s.UpdateOptions(context.Background(), old.ID, record.JobOptions{NumWorkers: 2})
 		return err
 	})
 	release()
@@ -394,7 +395,7 @@ func TestReadsAnswerWhileResuming(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if j.State != StateRunning || j.Condition == nil || j.Condition.Code != errcode.Resuming {
+		if j.State != record.StateRunning || j.Condition == nil || j.Condition.Code != errcode.Resuming {
 			return fmt.Errorf("job %s condition %+v, want RUNNING with RESUMING", j.State, j.Condition)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
@@ -44,7 +45,7 @@ func (s *Service) hasRunningJob(name string) bool {
 		return false
 	}
 	j, err := s.readJob(l.ActiveJobID)
-	return err == nil && (j.State == StateRunning || j.State == StateDraining)
+	return err == nil && (j.State == record.StateRunning || j.State == record.StateDraining)
 }
 
 // route performs a submission (update false) or an update (update true)
@@ -55,7 +56,7 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	if err := ValidateJobName(req.Name); err != nil {
+	if err := record.ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
 	plan, err := s.planOf(req.Name, req.ServiceOptions, update)
@@ -73,7 +74,7 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		if _, err := s.admitChange(req.Name, req.Mapping, &req.Options); err != nil {
 			return nil, err
 		}
-		if _, err := s.load(&Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
+		if _, err := s.load(&record.Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
 			return nil, err
 		}
 		res = &UpdateResult{Report: compatibleReport(), Notes: []string{fmt.Sprintf("no running job named %s: the request would create a new job (not created: validate only)", req.Name)}}
@@ -109,20 +110,20 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 
 // checkReplaceInterval refuses a same-name replacement of old that comes
 // less than Options.MinReplaceInterval after old started (REPLACE_TOO_SOON).
-func (s *Service) checkReplaceInterval(old *Job) error {
+func (s *Service) checkReplaceInterval(old *record.Job) error {
 	min := s.opts.MinReplaceInterval
 	if min <= 0 {
 		return nil
 	}
 	started := old.CreateTime
 	for _, c := range old.History {
-		if c.State == StateRunning {
+		if c.State == record.StateRunning {
 			started = c.Time
 			break
 		}
 	}
 	if left := started.Add(min).Sub(s.now()); left > 0 {
-		return errorf(errcode.ReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
+		return errcode.Errorf(errcode.ReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
 			old.Name, old.ID, duration.Format(s.now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
 	}
 	return nil
@@ -157,7 +158,7 @@ func (s *Service) once(ctx context.Context, id, kind string, req any, do func() 
 	return answerOnce(s, ctx, requestKind[UpdateResult]{
 		id: id, kind: kind, req: req, what: "request",
 		result: func(rec *requestRecord) **UpdateResult { return &rec.Result },
-		job:    func(r *UpdateResult) **Job { return &r.Job },
+		job:    func(r *UpdateResult) **record.Job { return &r.Job },
 		kept:   keptRefusal,
 	}, do)
 }
@@ -171,7 +172,7 @@ type requestKind[R any] struct {
 	req      any
 	what     string
 	result   func(*requestRecord) **R
-	job      func(*R) **Job
+	job      func(*R) **record.Job
 	kept     func(context.Context, error) bool
 }
 
@@ -182,14 +183,14 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		return do()
 	}
 	if !requestIDRE.MatchString(id) {
-		return nil, errorf(errcode.InvalidRequest, "request ID %q is invalid: use 1 to 128 letters, digits, '.', '_', ':' or '-' (a UUID works)", id)
+		return nil, errcode.Errorf(errcode.InvalidRequest, "request ID %q is invalid: use 1 to 128 letters, digits, '.', '_', ':' or '-' (a UUID works)", id)
 	}
 	b, err := json.Marshal(struct {
 		Kind string `json:"kind"`
 		Req  any    `json:"req"`
 	}{k.kind, k.req})
 	if err != nil {
-		return nil, internalf("encoding the request: %w", err)
+		return nil, errcode.Internalf("encoding the request: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	fp := hex.EncodeToString(sum[:])
@@ -202,7 +203,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		return nil, err
 	} else if rec != nil && s.now().Sub(rec.Time) < RequestIDRetention {
 		if rec.Fingerprint != fp {
-			return nil, errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
+			return nil, errcode.Errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
 		}
 		s.opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
 		res := *k.result(rec)
@@ -233,7 +234,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		*k.result(&rec) = &kept
 	}
 	if err != nil {
-		rec.Code, rec.Message = ErrorCode(err), err.Error()
+		rec.Code, rec.Message = errcode.Of(err), err.Error()
 	}
 	w := &state.Write{}
 	if perr := putJSON(w, requestKey(id), rec); perr != nil {
@@ -270,11 +271,11 @@ func (s *Service) readRequest(id string) (*requestRecord, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, internalf("reading request ID %s: %w", id, err)
+		return nil, errcode.Internalf("reading request ID %s: %w", id, err)
 	}
 	var rec requestRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, internalf("decoding the record of request ID %s: %w", id, err)
+		return nil, errcode.Internalf("decoding the record of request ID %s: %w", id, err)
 	}
 	return &rec, nil
 }
@@ -286,7 +287,7 @@ func compatibleReport() compat.Report { return compat.Report{Compatible: true} }
 // replacementTarget finds the job a replacement replaces: the running job
 // of req.Name (a same-name replacement) or the job plan names
 // (parallel_replace_job_name or _id), which must be RUNNING.
-func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*Job, error) {
+func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*record.Job, error) {
 	ref := req.Name
 	switch {
 	case plan.ReplaceJobID != "":
@@ -296,22 +297,22 @@ func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*J
 	}
 	old, err := s.resolve(ref)
 	if err != nil {
-		if ErrorCode(err) == errcode.JobNotFound {
-			return nil, errorf(errcode.NoRunningJob, "no running job named %s to replace", ref)
+		if errcode.Of(err) == errcode.JobNotFound {
+			return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace", ref)
 		}
 		return nil, err
 	}
-	if plan.ReplaceJobID == "" && !s.hasRunningJob(old.Name) || old.State != StateRunning {
-		if old.State == StateUpdated {
-			return nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
+	if plan.ReplaceJobID == "" && !s.hasRunningJob(old.Name) || old.State != record.StateRunning {
+		if old.State == record.StateUpdated {
+			return nil, errcode.Errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
 		}
-		return nil, errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
+		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
 	}
-	if old.SDK == SDKGo {
-		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
+	if old.SDK == record.SDKGo {
+		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
 	}
-	if old.Type != TypeStreaming {
-		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
+	if old.Type != record.TypeStreaming {
+		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
 	}
 	if plan.SameName() {
 		if err := s.checkReplaceInterval(old); err != nil {
@@ -328,7 +329,7 @@ func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceop
 		return nil, err
 	}
 	if req.BaseDir == "" {
-		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+		return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/serviceopt"
@@ -72,7 +73,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		s.opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
 		return true, nil
 	}
-	if rep != nil && rep.Strategy == StrategyParallel {
+	if rep != nil && rep.Strategy == record.StrategyParallel {
 		return s.parallelStep(newID)
 	}
 	if rep == nil || rep.Phase.Final() {
@@ -82,7 +83,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	if nj.State == StateCancelling && s.runningJob(nj.ID) == nil {
+	if nj.State == record.StateCancelling && s.runningJob(nj.ID) == nil {
 		// Cancelled while it waited: it never ran, so it ends at once.
 		unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
 		if err != nil {
@@ -90,8 +91,8 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		}
 		err = s.update(func(tx *Tx) error {
 			var err error
-			if nj, err = s.readJob(newID); err == nil && nj.State == StateCancelling {
-				err = tx.Transition(nj, StateCancelled, "cancelled before the cut-over")
+			if nj, err = s.readJob(newID); err == nil && nj.State == record.StateCancelling {
+				err = tx.Transition(nj, record.StateCancelled, "cancelled before the cut-over")
 			}
 			return err
 		})
@@ -100,12 +101,12 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 			return true, err
 		}
 	}
-	if nj.State != StatePending {
+	if nj.State != record.StatePending {
 		// The new job was cancelled (or failed) while it waited.
-		return true, s.endFlow(nj.ID, old.ID, PhaseFailed, fmt.Sprintf("job %s was %s before the cut-over", nj.ID, nj.State))
+		return true, s.endFlow(nj.ID, old.ID, record.PhaseFailed, fmt.Sprintf("job %s was %s before the cut-over", nj.ID, nj.State))
 	}
 	switch rep.Phase {
-	case PhasePreparing:
+	case record.PhasePreparing:
 		unlock, err := s.lockName(s.ctx, old.Name) // lock order 1
 		if err != nil {
 			return true, err
@@ -113,12 +114,12 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		err = s.beginDrain(nj.ID)
 		unlock()
 		return false, err
-	case PhaseDrainingOld:
+	case record.PhaseDrainingOld:
 	default:
 		return true, nil
 	}
 	switch {
-	case old.State == StateFailed:
+	case old.State == record.StateFailed:
 		return true, s.failFlow(nj.ID, old.ID, fmt.Sprintf("job %s (%s), being replaced, failed while draining: %s", old.ID, old.Name, old.Error))
 	case old.State.Terminal() && !old.PendingCommit && s.runningJob(old.ID) == nil:
 		return true, s.cutOver(nj.ID)
@@ -156,7 +157,7 @@ func (s *Service) noteFlow(newID, oldID, note string) error {
 				j.Replacement.DrainTimedOut = true
 				j.Replacement.Notes = append(j.Replacement.Notes, note)
 			}
-			if err := putJSON(w, jobKey(id), j); err != nil {
+			if err := putJSON(w, record.JobKey(id), j); err != nil {
 				return err
 			}
 		}
@@ -167,7 +168,7 @@ func (s *Service) noteFlow(newID, oldID, note string) error {
 
 // endFlow records the flow's final phase on both jobs (the new job's
 // state is left as it is).
-func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note string) error {
+func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, note string) error {
 	return s.update(func(tx *Tx) error {
 		now := s.now()
 		w := &state.Write{}
@@ -184,7 +185,7 @@ func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note stri
 				j.Replacement.Notes = append(j.Replacement.Notes, note)
 			}
 			tx.PhaseEvents(w, j)
-			if err := putJSON(w, jobKey(id), j); err != nil {
+			if err := putJSON(w, record.JobKey(id), j); err != nil {
 				return err
 			}
 		}
@@ -194,7 +195,7 @@ func (s *Service) endFlow(newID, oldID string, phase ReplacementPhase, note stri
 
 // lockJobName takes the guard of job id's name (lock order 1) and returns
 // the job as read under it, with the guard's release.
-func (s *Service) lockJobName(id string) (*Job, func(), error) {
+func (s *Service) lockJobName(id string) (*record.Job, func(), error) {
 	j, err := s.readJob(id)
 	if err != nil {
 		return nil, nil, err
@@ -218,12 +219,12 @@ func (s *Service) failFlow(newID, oldID, reason string) error {
 		return err
 	}
 	defer unlock()
-	if nj.State == StatePending {
+	if nj.State == record.StatePending {
 		if err := s.fail(nj, reason); err != nil {
 			return err
 		}
 	}
-	return s.endFlow(newID, oldID, PhaseFailed, reason)
+	return s.endFlow(newID, oldID, record.PhaseFailed, reason)
 }
 
 // cutOver starts the new job of a flow whose old job ended: CUT_OVER and
@@ -235,7 +236,7 @@ func (s *Service) cutOver(newID string) error {
 		return err
 	}
 	defer unlock()
-	if nj.State != StatePending || nj.Replacement == nil || nj.Replacement.Phase != PhaseDrainingOld {
+	if nj.State != record.StatePending || nj.Replacement == nil || nj.Replacement.Phase != record.PhaseDrainingOld {
 		return nil
 	}
 	if nj.Replacement.Rewind {
@@ -248,7 +249,7 @@ func (s *Service) cutOver(newID string) error {
 			if ferr := s.fail(nj, reason); ferr != nil {
 				return ferr
 			}
-			return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
+			return s.endFlow(nj.ID, nj.Replacement.OldJobID, record.PhaseFailed, reason)
 		}
 	}
 	if !nj.Replacement.Rewind && len(nj.Replacement.Handover) > 0 {
@@ -262,7 +263,7 @@ func (s *Service) cutOver(newID string) error {
 		if ferr := s.fail(nj, reason); ferr != nil {
 			return ferr
 		}
-		return s.endFlow(nj.ID, nj.Replacement.OldJobID, PhaseFailed, reason)
+		return s.endFlow(nj.ID, nj.Replacement.OldJobID, record.PhaseFailed, reason)
 	}
 	// The old job's subscriptions handed over are not read any more.
 	if err := s.deleteHandedOver(s.ctx, nj); err != nil {
@@ -270,7 +271,7 @@ func (s *Service) cutOver(newID string) error {
 	}
 	rep := nj.Replacement
 	now := s.now()
-	rep.Phase, rep.PhaseTime = PhaseCutOver, now
+	rep.Phase, rep.PhaseTime = record.PhaseCutOver, now
 	var stopMS int64
 	if rep.DrainStart != nil {
 		stopMS = now.Sub(*rep.DrainStart).Milliseconds()
@@ -285,20 +286,20 @@ func (s *Service) cutOver(newID string) error {
 		if ferr := s.fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
 			return ferr
 		}
-		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
+		return s.endFlow(nj.ID, rep.OldJobID, record.PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
 	}
 	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 		return err
 	}
-	if nj.State == StateFailed {
-		return s.endFlow(nj.ID, rep.OldJobID, PhaseFailed, "the replacement job failed to start: "+nj.Error)
+	if nj.State == record.StateFailed {
+		return s.endFlow(nj.ID, rep.OldJobID, record.PhaseFailed, "the replacement job failed to start: "+nj.Error)
 	}
 	s.opts.Logger.Info("replacement: cut over", "job_id", nj.ID, "job_name", nj.Name, "old_job_id", rep.OldJobID, "stop_window_ms", stopMS)
 	return nil
 }
 
 // copyFlow records rep (the new job's flow) on the old job, keeping its notes.
-func (s *Service) copyFlow(rep *Replacement) error {
+func (s *Service) copyFlow(rep *record.Replacement) error {
 	return s.update(func(tx *Tx) error {
 		old, err := s.readJob(rep.OldJobID)
 		if err != nil {
@@ -312,8 +313,8 @@ func (s *Service) copyFlow(rep *Replacement) error {
 		w := &state.Write{}
 		// The new job's record follows with its start; its event is written
 		// here, with the old job's, as the phase begins.
-		tx.PhaseEvents(w, old, &Job{ID: rep.NewJobID, Replacement: rep})
-		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		tx.PhaseEvents(w, old, &record.Job{ID: rep.NewJobID, Replacement: rep})
+		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		return tx.Apply(w)
@@ -323,7 +324,7 @@ func (s *Service) copyFlow(rep *Replacement) error {
 // PhaseEvents adds to w a replacement_phase event on each of jobs for the
 // phase its replacement record now holds (strategy, phase, the two jobs,
 // the stop window once known). The caller lands w in the same Tx.
-func (tx *Tx) PhaseEvents(w *state.Write, jobs ...*Job) {
+func (tx *Tx) PhaseEvents(w *state.Write, jobs ...*record.Job) {
 	for _, j := range jobs {
 		rep := j.Replacement
 		if rep == nil {
@@ -335,10 +336,10 @@ func (tx *Tx) PhaseEvents(w *state.Write, jobs ...*Job) {
 			d["stop_window_ms"] = *rep.StopWindowMillis
 			msg += fmt.Sprintf(" (stop window %d ms)", *rep.StopWindowMillis)
 		}
-		sev := SeverityInfo
-		if rep.Phase == PhaseFailed || rep.Phase == PhaseRolledBack {
-			sev = SeverityWarning
+		sev := record.SeverityInfo
+		if rep.Phase == record.PhaseFailed || rep.Phase == record.PhaseRolledBack {
+			sev = record.SeverityWarning
 		}
-		tx.AddEvent(w, j.ID, EventReplacementPhase, sev, msg, d)
+		tx.AddEvent(w, j.ID, record.EventReplacementPhase, sev, msg, d)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
@@ -14,91 +15,6 @@ import (
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
-
-// ReplacementPhase is where a replacement flow is.
-type ReplacementPhase string
-
-// Replacement phases (issue 10 item 4). CUT_OVER, ROLLED_BACK and FAILED
-// are final.
-const (
-	// PhasePreparing: the new job is created and built (PENDING); the old
-	// one still runs.
-	PhasePreparing ReplacementPhase = "PREPARING"
-	// PhaseDrainingOld: the old job is draining; the new one waits.
-	PhaseDrainingOld ReplacementPhase = "DRAINING_OLD"
-	// PhaseOverlap: both run (parallel replacement).
-	PhaseOverlap ReplacementPhase = "OVERLAP"
-	// PhaseCutOver: the new job processes; the old one has ended.
-	PhaseCutOver ReplacementPhase = "CUT_OVER"
-	// PhaseRolledBack: the new job was given up and the old one kept.
-	PhaseRolledBack ReplacementPhase = "ROLLED_BACK"
-	// PhaseFailed: the flow could not complete; the records say why.
-	PhaseFailed ReplacementPhase = "FAILED"
-)
-
-// Final reports whether the flow has ended in phase p.
-func (p ReplacementPhase) Final() bool {
-	return p == PhaseCutOver || p == PhaseRolledBack || p == PhaseFailed
-}
-
-// Replacement strategies as job records name them.
-const (
-	StrategyStopAndReplace = "stop_and_replace"
-	StrategyParallel       = "parallel"
-)
-
-// Replacement is the record of a replacement flow, carried by both the
-// old and the new job (job.replacement). The new job's copy is the flow's
-// durable state: a restarted service resumes the flow from it.
-type Replacement struct {
-	Strategy  string           `json:"strategy"`
-	Phase     ReplacementPhase `json:"phase"`
-	PhaseTime time.Time        `json:"phase_time"`
-	// StopWindowMillis is the stop window: from the old job's sources
-	// stopping (the drain request) to the new job processing.
-	StopWindowMillis *int64 `json:"stop_window_ms,omitempty"`
-	OldJobID         string `json:"old_job_id"`
-	NewJobID         string `json:"new_job_id"`
-	// MaxStopMillis bounds the old job's drain (see MaxStop: a parallel
-	// replacement without the option records 0 and HasMaxStop false).
-	MaxStopMillis int64 `json:"max_stop_ms"`
-	// HasMaxStop is set on a parallel replacement that was given
-	// parallel_replace_job_max_stop_duration, so that 0s (the drain gets
-	// no time) differs from no maximum. Records written before it have
-	// only MaxStopMillis, where 0 meant none.
-	HasMaxStop           bool `json:"has_max_stop,omitempty"`
-	CancelOnDrainTimeout bool `json:"cancel_on_drain_timeout"`
-	Preallocate          bool `json:"preallocate_compute_resources"`
-	Rewind               bool `json:"rewind"`
-	// DrainStart is when the old job was asked to drain.
-	DrainStart *time.Time `json:"drain_start_time,omitempty"`
-	// DrainTimedOut is set once the drain took longer than MaxStopMillis.
-	DrainTimedOut bool `json:"drain_timed_out,omitempty"`
-	// Notes say what happened beyond the phases (a drain timeout).
-	Notes []string `json:"notes,omitempty"`
-	// Parallel is the state of a parallel replacement (replace_parallel.go).
-	Parallel *ParallelFlow `json:"parallel,omitempty"`
-	// RewindPoint is where the new job re-reads its topics from (with
-	// Rewind), computed from the old job's final checkpoint at the cut
-	// and recorded before the subscriptions are positioned.
-	RewindPoint *RewindPoint `json:"rewind_point,omitempty"`
-	// Handover lists the topic sources of a replacement under a new name,
-	// each read through a subscription of the new job's that the cut-over
-	// positions (replace_handover.go).
-	Handover []SubscriptionHandover `json:"handover_subscriptions,omitempty"`
-}
-
-// MaxStop returns the maximum duration of the old job's drain and whether
-// there is one. A stop-and-replace and a rollback always have one (0s
-// included: the drain gets no time); a parallel replacement only when it
-// was given parallel_replace_job_max_stop_duration.
-func (r *Replacement) MaxStop() (time.Duration, bool) {
-	d := time.Duration(r.MaxStopMillis) * time.Millisecond
-	if r.Strategy != StrategyParallel || r.HasMaxStop || r.MaxStopMillis > 0 {
-		return d, true
-	}
-	return 0, false
-}
 
 // stopAndReplace runs the stop-and-replace of old by req's pipeline: the
 // new job is created PENDING and built (its pipeline loaded and checked,
@@ -111,7 +27,7 @@ func (r *Replacement) MaxStop() (time.Duration, bool) {
 // from where old's sources stopped. The request returns once the drain
 // began; a driver (drive) takes the flow on, and a restarted service
 // resumes it from the new job's record.
-func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
+func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
 	sameName := old.Name == req.Name
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
 	if err != nil {
@@ -128,19 +44,19 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		return nil, err
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
 	gen := max(l.Generation, old.Generation) + 1
-	rep := &Replacement{Strategy: StrategyStopAndReplace, Phase: PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
+	rep := &record.Replacement{Strategy: record.StrategyStopAndReplace, Phase: record.PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
 		MaxStopMillis: plan.MaxStop.Milliseconds(), CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind}
-	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
+	nj := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now, Generation: gen,
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
 		ReplacesJobID: old.ID, Replacement: rep,
-		History: []StateChange{{State: StatePending, Time: now, Reason: "stop-and-replace of job " + old.ID}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "stop-and-replace of job " + old.ID}}}
 	if sameName {
-		nj.inheritFrom(old)
+		nj.InheritFrom(old)
 	}
 	// Built now, with or without preallocation: every check runs before
 	// anything changes. Without preallocation it is built again at the cut.
@@ -197,7 +113,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	s.startDriver(nj.ID)
 	nj, err = s.readJob(nj.ID)
 	if err != nil {
-		return nil, internalf("reading job %s: %w", nj.ID, err)
+		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
 	sum := old.Summary()
 	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
@@ -208,9 +124,9 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 // of job old joins, and old read again. The caller holds name's guard
 // (lock order 1). A closing service is refused; under old's own name, old
 // must still be the name's active, running job.
-func (s *Service) replacementLineage(name string, old *Job) (*lineage, *Job, error) {
+func (s *Service) replacementLineage(name string, old *record.Job) (*record.Lineage, *record.Job, error) {
 	if s.closing.Load() {
-		return nil, nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
+		return nil, nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	if old.Name != name {
 		l, err := s.lineageForNewJob(name)
@@ -222,23 +138,23 @@ func (s *Service) replacementLineage(name string, old *Job) (*lineage, *Job, err
 	}
 	id := old.ID
 	if old, err = s.readJob(id); err != nil {
-		return nil, nil, internalf("reading job %s: %w", id, err)
+		return nil, nil, errcode.Internalf("reading job %s: %w", id, err)
 	}
-	if l.ActiveJobID != old.ID || old.State != StateRunning || s.runningJob(old.ID) == nil {
-		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
+	if l.ActiveJobID != old.ID || old.State != record.StateRunning || s.runningJob(old.ID) == nil {
+		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
 	}
 	return l, old, nil
 }
 
 // recordReplacementJob records new replacement job nj of a stop-and-replace
 // or parallel flow (see replacementJobWrite) and logs its creation.
-func (s *Service) recordReplacementJob(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file string) error {
+func (s *Service) recordReplacementJob(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) error {
 	w, err := replacementJobWrite(nj, l, g, gen, file)
 	if err != nil {
 		return err
 	}
 	if err := s.apply(w); err != nil {
-		return internalf("recording job %s: %w", nj.ID, err)
+		return errcode.Internalf("recording job %s: %w", nj.ID, err)
 	}
 	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", nj.ReplacesJobID, "strategy", nj.Replacement.Strategy, "phase", nj.Replacement.Phase)
@@ -249,18 +165,18 @@ func (s *Service) recordReplacementJob(nj *Job, l *lineage, g *graph.Pipeline, g
 // graph g, as the active and latest job of its name's lineage l at
 // generation gen: the write that creates it. file names the pipeline in
 // an error.
-func replacementJobWrite(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
+func replacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
 	canon, err := g.Canonical()
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
 	}
-	nj.Graph, nj.Type = canon, jobType(g)
+	nj.Graph, nj.Type = canon, record.TypeOf(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
 	w := &state.Write{}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+	if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 		return nil, err
 	}
-	if err := putJSON(w, lineageKey(nj.Name), l); err != nil {
+	if err := putJSON(w, record.LineageKey(nj.Name), l); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -274,34 +190,34 @@ func replacementJobWrite(nj *Job, l *lineage, g *graph.Pipeline, gen int64, file
 func (s *Service) beginDrain(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.drainRollbackCut(newID, PhasePreparing)
+	rb := s.drainRollbackCut(newID, record.PhasePreparing)
 	defer s.finishRollbackCut(rb)
 	return s.update(func(tx *Tx) error {
 		nj, err := s.readJob(newID)
 		if err != nil {
-			return internalf("reading job %s: %w", newID, err)
+			return errcode.Internalf("reading job %s: %w", newID, err)
 		}
 		rep := nj.Replacement
-		if rep == nil || rep.Phase != PhasePreparing {
+		if rep == nil || rep.Phase != record.PhasePreparing {
 			return nil
 		}
 		old, err := s.readJob(rep.OldJobID)
 		if err != nil {
-			return internalf("reading job %s: %w", rep.OldJobID, err)
+			return errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 		}
 		jr := s.runningJob(old.ID)
-		if old.State == StateRunning && jr == nil && !s.recoveryDone() {
+		if old.State == record.StateRunning && jr == nil && !s.recoveryDone() {
 			// A restarted service has not resumed the old job yet: the driver
 			// tries again at the next change.
 			return nil
 		}
 		now := s.now()
-		if old.State != StateRunning || jr == nil {
+		if old.State != record.StateRunning || jr == nil {
 			w := &state.Write{}
-			rep.Phase, rep.PhaseTime = PhaseFailed, now
+			rep.Phase, rep.PhaseTime = record.PhaseFailed, now
 			reason := fmt.Sprintf("job %s (%s), which this job was to replace, is %s and was not drained", old.ID, old.Name, old.State)
 			rep.Notes = append(rep.Notes, reason)
-			if err := transition(nj, StateFailed, now, reason); err != nil {
+			if err := record.Transition(nj, record.StateFailed, now, reason); err != nil {
 				return err
 			}
 			tx.PhaseEvents(w, nj)
@@ -309,9 +225,9 @@ func (s *Service) beginDrain(newID string) error {
 				return err
 			}
 			if err := tx.Apply(w); err != nil {
-				return internalf("recording job %s: %w", nj.ID, err)
+				return errcode.Internalf("recording job %s: %w", nj.ID, err)
 			}
-			return errorf(errcode.NoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
+			return errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace: %s", old.Name, reason)
 		}
 		old.ReplacedByJobID = nj.ID
 		if err := s.drainOldJob(tx, nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
@@ -327,27 +243,27 @@ func (s *Service) beginDrain(newID string) error {
 // (the replacement recorded on it): both records and the rollback cut rb
 // (nil for none) in one write of tx, then old's execution drains. The
 // caller took tx after the old job's name guard.
-func (s *Service) drainOldJob(tx *Tx, nj, old *Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
+func (s *Service) drainOldJob(tx *Tx, nj, old *record.Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
 	rep := nj.Replacement
-	rep.Phase, rep.PhaseTime, rep.DrainStart = PhaseDrainingOld, now, &now
+	rep.Phase, rep.PhaseTime, rep.DrainStart = record.PhaseDrainingOld, now, &now
 	oldRep := *rep
 	old.Replacement = &oldRep
-	if err := transition(old, StateDraining, now, reason); err != nil {
+	if err := record.Transition(old, record.StateDraining, now, reason); err != nil {
 		return err
 	}
 	w := &state.Write{}
 	tx.PhaseEvents(w, nj, old)
-	if err := putJSON(w, jobKey(old.ID), old); err != nil {
+	if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
 		return err
 	}
-	if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+	if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 		return err
 	}
 	if err := rb.put(w); err != nil {
 		return err
 	}
 	if err := tx.Apply(w); err != nil {
-		return internalf("recording the drain of job %s: %w", old.ID, err)
+		return errcode.Internalf("recording the drain of job %s: %w", old.ID, err)
 	}
 	if rb != nil {
 		rb.written = true
@@ -359,10 +275,10 @@ func (s *Service) drainOldJob(tx *Tx, nj, old *Job, jr *jobRun, rb *rollbackCut,
 // checkRewindSources refuses a re-reading replacement whose new pipeline
 // reads a topic of old's through another subscription than old did: the
 // re-read positions old's subscriptions.
-func checkRewindSources(old *Job, g *graph.Pipeline) error {
+func checkRewindSources(old *record.Job, g *graph.Pipeline) error {
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
-		return internalf("job %s: its graph does not parse: %w", old.ID, err)
+		return errcode.Internalf("job %s: its graph does not parse: %w", old.ID, err)
 	}
 	oldIDs := map[string]string{}
 	for _, st := range og.Steps {
@@ -375,7 +291,7 @@ func checkRewindSources(old *Job, g *graph.Pipeline) error {
 			continue
 		}
 		if oldStep, ok := oldIDs[st.Source.Identity]; ok && oldStep != st.Name && strings.HasPrefix(st.Source.Identity, "topic/") {
-			return errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads %s, which step %s of job %s read: a re-read positions the subscription named after the job and the old step, so keep the step's name %s (or read a named subscription); job %s was not changed",
+			return errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads %s, which step %s of job %s read: a re-read positions the subscription named after the job and the old step, so keep the step's name %s (or read a named subscription); job %s was not changed",
 				st.Name, st.Source.Identity, oldStep, old.ID, oldStep, old.ID)
 		}
 	}
@@ -387,16 +303,16 @@ func checkRewindSources(old *Job, g *graph.Pipeline) error {
 // one), records it on nj, and positions every subscription it names at
 // its first sequence. The old job has ended and nothing reads them. It
 // takes the service lock for the record only.
-func (s *Service) positionRewind(nj *Job) error {
+func (s *Service) positionRewind(nj *record.Job) error {
 	rep := nj.Replacement
 	if rep.RewindPoint == nil {
 		old, err := s.readJob(rep.OldJobID)
 		if err != nil {
-			return internalf("reading job %s: %w", rep.OldJobID, err)
+			return errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 		}
 		g, err := graph.Parse(nj.Graph)
 		if err != nil {
-			return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+			return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 		}
 		rp, err := s.rewindPoint(s.ctx, old, g)
 		if err != nil {
@@ -404,21 +320,21 @@ func (s *Service) positionRewind(nj *Job) error {
 		}
 		rep.RewindPoint = &rp
 		w := &state.Write{}
-		err = putJSON(w, jobKey(nj.ID), nj)
+		err = putJSON(w, record.JobKey(nj.ID), nj)
 		if err == nil {
 			err = s.apply(w)
 		}
 		if err != nil {
-			return internalf("recording the rewind point of job %s: %w", nj.ID, err)
+			return errcode.Internalf("recording the rewind point of job %s: %w", nj.ID, err)
 		}
 	}
 	rw, ok := s.rewinder()
 	if !ok {
-		return errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+		return errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 	}
 	g, err := graph.Parse(nj.Graph)
 	if err != nil {
-		return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+		return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 	}
 	if len(rep.Handover) > 0 {
 		// Under a new name: the new job's own subscriptions start at the
@@ -429,7 +345,7 @@ func (s *Service) positionRewind(nj *Job) error {
 		}
 		for _, h := range rep.Handover {
 			if _, ok := first[h.Old]; !ok {
-				return errorf(errcode.RewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
+				return errcode.Errorf(errcode.RewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
 			}
 		}
 		if err := s.positionHandover(s.ctx, nj, first); err != nil {
@@ -453,7 +369,7 @@ func (s *Service) positionRewind(nj *Job) error {
 		err := rw.SeekToSequence(ctx, rs.Subscription, rs.FirstSequence)
 		cancel()
 		if err != nil {
-			return internalf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", rs.Subscription, rs.Topic, rs.FirstSequence, err)
+			return errcode.Internalf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", rs.Subscription, rs.Topic, rs.FirstSequence, err)
 		}
 		s.opts.Logger.Info("replacement: re-reading", "job_id", nj.ID, "topic", rs.Topic, "subscription", rs.Subscription,
 			"first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"errors"
@@ -157,10 +158,10 @@ func openWithBroker(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftC
 }
 
 // waitPhase waits until job ref's replacement reaches a final phase.
-func waitPhase(t *testing.T, s *Service, ref string) *Job {
+func waitPhase(t *testing.T, s *Service, ref string) *record.Job {
 	t.Helper()
-	return waitFor(t, s, ref, "the end of the replacement flow", func(j *Job) bool {
-		return j.Replacement != nil && j.Replacement.Phase.Final() && (j.State != StatePending)
+	return waitFor(t, s, ref, "the end of the replacement flow", func(j *record.Job) bool {
+		return j.Replacement != nil && j.Replacement.Phase.Final() && (j.State != record.StatePending)
 	})
 }
 
@@ -209,7 +210,7 @@ func TestStopAndReplace(t *testing.T) {
 			clock.advance(DefaultMinReplaceInterval)
 			req := SubmitRequest{Name: "sums", Pipeline: pipeline(tc.size), BaseDir: dir,
 				ServiceOptions: append([]string{"parallel_replace_job_max_stop_duration=5m", "weir_replace_rewind=false"}, tc.opts...)}
-			var nj *Job
+			var nj *record.Job
 			if tc.newName == "" {
 				req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
 				res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
@@ -229,7 +230,7 @@ func TestStopAndReplace(t *testing.T) {
 					t.Fatalf("stop-and-replace under a new name: %v", err)
 				}
 			}
-			if nj.State != StatePending || nj.ReplacesJobID != old.ID || nj.Generation != old.Generation+1 || nj.Replacement == nil || nj.Replacement.Phase != PhaseDrainingOld {
+			if nj.State != record.StatePending || nj.ReplacesJobID != old.ID || nj.Generation != old.Generation+1 || nj.Replacement == nil || nj.Replacement.Phase != record.PhaseDrainingOld {
 				t.Fatalf("new job: %s replaces %q generation %d replacement %+v", nj.State, nj.ReplacesJobID, nj.Generation, nj.Replacement)
 			}
 			// The new job is the name's active job from its creation.
@@ -239,11 +240,11 @@ func TestStopAndReplace(t *testing.T) {
 			// Published once the old job stopped reading (with
 			// weir_replace_rewind=false a window that spans the cut would be
 			// split between the jobs): the new job reads every one.
-			waitFor(t, s, old.ID, "DRAINED", func(j *Job) bool { return j.State.Terminal() })
+			waitFor(t, s, old.ID, "DRAINED", func(j *record.Job) bool { return j.State.Terminal() })
 			phase2 := srEvents(300, 20*time.Second, 1000)
 			publishEvents(t, b, phase2)
 			fin := waitPhase(t, s, nj.ID)
-			if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || fin.Replacement.StopWindowMillis == nil {
+			if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning || fin.Replacement.StopWindowMillis == nil {
 				t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 			}
 			// Under a new name the old job's subscription of a topic source,
@@ -261,7 +262,7 @@ func TestStopAndReplace(t *testing.T) {
 				t.Errorf("handover record %+v, want %s positioned from and then deleted", hs, oldSub)
 			}
 			o, _ := s.Get(old.ID)
-			if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver || o.Replacement.Strategy != StrategyStopAndReplace {
+			if o.State != record.StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != record.PhaseCutOver || o.Replacement.Strategy != record.StrategyStopAndReplace {
 				t.Fatalf("old job after the flow: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
 			}
 			// Each job's events record the phases it went through.
@@ -271,7 +272,7 @@ func TestStopAndReplace(t *testing.T) {
 				}
 			}
 			// RUNNING is recorded just before the execution is registered.
-			waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+			waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 			waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)
@@ -343,20 +344,20 @@ func TestStopAndReplaceDrainTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.advance(time.Minute)
-			waitFor(t, s, res.Job.ID, "the drain timeout recorded", func(j *Job) bool { return j.Replacement.DrainTimedOut })
+			waitFor(t, s, res.Job.ID, "the drain timeout recorded", func(j *record.Job) bool { return j.Replacement.DrainTimedOut })
 			if cancel {
-				waitFor(t, s, old.ID, "CANCELLING", func(j *Job) bool { return j.State == StateCancelling })
+				waitFor(t, s, old.ID, "CANCELLING", func(j *record.Job) bool { return j.State == record.StateCancelling })
 			}
 			close(release)
 			fin := waitPhase(t, s, res.Job.ID)
 			o, _ := s.Get(old.ID)
-			if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || len(fin.Replacement.Notes) == 0 {
+			if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning || len(fin.Replacement.Notes) == 0 {
 				t.Fatalf("new job: %s %+v", fin.State, fin.Replacement)
 			}
-			if cancel && (o.State != StateCancelled || !strings.Contains(fin.Replacement.Notes[0], "was cancelled")) {
+			if cancel && (o.State != record.StateCancelled || !strings.Contains(fin.Replacement.Notes[0], "was cancelled")) {
 				t.Fatalf("old job %s, notes %q; want CANCELLED", o.State, fin.Replacement.Notes)
 			}
-			if !cancel && (o.State != StateDrained || !strings.Contains(o.Replacement.Notes[0], "both jobs are kept")) {
+			if !cancel && (o.State != record.StateDrained || !strings.Contains(o.Replacement.Notes[0], "both jobs are kept")) {
 				t.Fatalf("old job %s, notes %q; want DRAINED and kept", o.State, o.Replacement.Notes)
 			}
 		})
@@ -368,7 +369,7 @@ func TestStopAndReplaceDrainTimeout(t *testing.T) {
 func phaseEvents(t *testing.T, s *Service, id string) []string {
 	t.Helper()
 	var phases []string
-	for _, e := range eventsOf(t, s, id, EventReplacementPhase) {
+	for _, e := range eventsOf(t, s, id, record.EventReplacementPhase) {
 		phases = append(phases, fmt.Sprint(e.Details["phase"]))
 	}
 	return phases

@@ -7,40 +7,12 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/state"
 )
-
-// SubscriptionHandover is one Pub/Sub source of a stop-and-replace under
-// a new name: the new job's step Step reads Topic through New (the
-// subscription named after the new job and its step), which the cut-over
-// creates and positions where the old job's subscription Old stopped (with
-// weir_replace_rewind=false) or at the rewind point (the default); then
-// it deletes Old, which the service created (named after the old job and
-// its step, or given to it by an earlier replacement), before the new job
-// starts. Under the same name the new job reads the old job's
-// subscriptions themselves. A step that reads a named subscription S reads
-// S itself, unless the old job read a subscription of its own in place of
-// S (an earlier parallel replacement): then it is handed over too, S
-// being InsteadOf.
-type SubscriptionHandover struct {
-	Step string `json:"step"`
-	// Topic is the topic read; for a handover InsteadOf a named
-	// subscription, Old's, known once positioned.
-	Topic string `json:"topic,omitempty"`
-	Old   string `json:"old"`
-	New   string `json:"new"`
-	// InsteadOf is the named subscription the new pipeline's step names,
-	// which the new job reads New in place of (job.subscriptions).
-	InsteadOf string `json:"instead_of,omitempty"`
-	// Positioned is set once New stands where it starts (recorded before
-	// Old is deleted, so a resumed cut-over does not position it again).
-	Positioned bool `json:"positioned,omitempty"`
-	// OldDeleted is set once Old was deleted.
-	OldDeleted bool `json:"old_deleted,omitempty"`
-}
 
 // handoverBroker is what positioning a handed-over subscription needs of
 // the broker.
@@ -72,10 +44,10 @@ func topicOf(st *graph.Step) string {
 // topic old does not read has no position to start at and is refused, as
 // is a topic old read through several steps none of which has the new
 // step's name.
-func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]SubscriptionHandover, error) {
+func handoverSubscriptions(old *record.Job, newName string, g *graph.Pipeline) ([]record.SubscriptionHandover, error) {
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
-		return nil, internalf("job %s: its graph does not parse: %w", old.ID, err)
+		return nil, errcode.Internalf("job %s: its graph does not parse: %w", old.ID, err)
 	}
 	byTopic := map[string][]string{} // topic -> old steps reading it
 	instead := map[string]string{}   // a named subscription -> the old step reading its own in place of it
@@ -93,11 +65,11 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 		}
 		return pubsub.SubscriptionName(old.Name, step)
 	}
-	var out []SubscriptionHandover
+	var out []record.SubscriptionHandover
 	for _, st := range g.Steps {
 		if sub, ok := namedSubscriptionOf(st); ok {
 			if from, ok := instead[sub]; ok {
-				out = append(out, SubscriptionHandover{Step: st.Name, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name), InsteadOf: sub})
+				out = append(out, record.SubscriptionHandover{Step: st.Name, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name), InsteadOf: sub})
 			}
 			continue
 		}
@@ -117,14 +89,14 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 				}
 			}
 			if from == "" {
-				return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) reads through several steps (%s): name the step after one of them, so its position is handed over; job %s was not changed",
+				return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) reads through several steps (%s): name the step after one of them, so its position is handed over; job %s was not changed",
 					st.Name, t, old.Name, old.ID, strings.Join(steps, ", "), old.ID)
 			}
 		default:
-			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, t, old.Name, old.ID, old.ID)
 		}
-		out = append(out, SubscriptionHandover{Step: st.Name, Topic: t, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name)})
+		out = append(out, record.SubscriptionHandover{Step: st.Name, Topic: t, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name)})
 	}
 	return out, nil
 }
@@ -135,10 +107,10 @@ func handoverSubscriptions(old *Job, newName string, g *graph.Pipeline) ([]Subsc
 // where the old job's subscription stopped (its acknowledgement floor; the
 // old job has ended and committed). Positioning again gives the same
 // result, so a flow resumed after a crash repeats it.
-func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[string]uint64) error {
+func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first map[string]uint64) error {
 	hb, ok := s.opts.Broker.(handoverBroker)
 	if !ok {
-		return errorf(errcode.ReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
+		return errcode.Errorf(errcode.ReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
 	}
 	hs := nj.Replacement.Handover
 	if len(hs) == 0 || hs[0].Positioned {
@@ -148,7 +120,7 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 		h := &hs[i]
 		info, err := hb.Subscription(ctx, h.Old)
 		if err != nil {
-			return internalf("reading subscription %s of job %s: %w", h.Old, nj.Replacement.OldJobID, err)
+			return errcode.Internalf("reading subscription %s of job %s: %w", h.Old, nj.Replacement.OldJobID, err)
 		}
 		seq, ok := first[h.Old]
 		if !ok {
@@ -158,10 +130,10 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 			h.Topic = info.Topic
 		}
 		if _, err := hb.EnsureSubscription(ctx, h.New, h.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
-			return internalf("creating subscription %s for job %s: %w", h.New, nj.ID, err)
+			return errcode.Internalf("creating subscription %s for job %s: %w", h.New, nj.ID, err)
 		}
 		if err := hb.SeekToSequence(ctx, h.New, seq); err != nil {
-			return internalf("positioning subscription %s of topic %s at sequence %d: %w", h.New, h.Topic, seq, err)
+			return errcode.Internalf("positioning subscription %s of topic %s at sequence %d: %w", h.New, h.Topic, seq, err)
 		}
 		s.opts.Logger.Info("replacement: subscription handed over", "job_id", nj.ID, "subscription", h.New, "from", h.Old, "topic", h.Topic, "first_seq", seq)
 	}
@@ -170,11 +142,11 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 	}
 	return s.update(func(tx *Tx) error {
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
-			return internalf("recording the subscriptions of job %s positioned: %w", nj.ID, err)
+			return errcode.Internalf("recording the subscriptions of job %s positioned: %w", nj.ID, err)
 		}
 		return nil
 	})
@@ -187,7 +159,7 @@ func (s *Service) positionHandover(ctx context.Context, nj *Job, first map[strin
 // subscription of the user's is never handed over, so never deleted. It
 // runs before the new job starts, whose start records OldDeleted; a
 // resumed cut-over deletes again, finding them gone.
-func (s *Service) deleteHandedOver(ctx context.Context, nj *Job) error {
+func (s *Service) deleteHandedOver(ctx context.Context, nj *record.Job) error {
 	hb, ok := s.opts.Broker.(handoverBroker)
 	if !ok {
 		return nil
@@ -198,7 +170,7 @@ func (s *Service) deleteHandedOver(ctx context.Context, nj *Job) error {
 			continue
 		}
 		if err := hb.DeleteSubscription(ctx, h.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
-			return internalf("deleting subscription %s of job %s, handed over to %s: %w", h.Old, nj.Replacement.OldJobID, h.New, err)
+			return errcode.Internalf("deleting subscription %s of job %s, handed over to %s: %w", h.Old, nj.Replacement.OldJobID, h.New, err)
 		}
 		h.OldDeleted = true
 		s.opts.Logger.Info("replacement: old subscription deleted", "job_id", nj.ID, "subscription", h.Old, "old_job_id", nj.Replacement.OldJobID)
@@ -216,7 +188,7 @@ func namedSubscriptionOf(st *graph.Step) (string, bool) {
 }
 
 // handoverNote says what a handover does, for the replacement's notes.
-func handoverNote(hs []SubscriptionHandover) string {
+func handoverNote(hs []record.SubscriptionHandover) string {
 	parts := make([]string, len(hs))
 	for i, h := range hs {
 		if h.InsteadOf != "" {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -93,13 +94,13 @@ func TestStopAndReplaceNewNameTopicAndNamed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stop-and-replace under a new name: %v", err)
 	}
-	waitFor(t, s, old.ID, "DRAINED", func(j *Job) bool { return j.State.Terminal() })
+	waitFor(t, s, old.ID, "DRAINED", func(j *record.Job) bool { return j.State.Terminal() })
 	a2, b2 := parEvents(srBase, 25, 40, 2000), parEvents(srBase, 25, 40, 3000)
 	publish("ho-a", a2)
 	publish("ho-b", b2)
 	fin := waitPhase(t, s, nj.ID)
 	hs := fin.Replacement.Handover
-	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || len(hs) != 1 || hs[0].Step != "A" || hs[0].Old != "sums--A" ||
+	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning || len(hs) != 1 || hs[0].Step != "A" || hs[0].Old != "sums--A" ||
 		hs[0].New != "sums-v2--A" || !hs[0].Positioned || !hs[0].OldDeleted {
 		t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
@@ -58,101 +59,6 @@ import (
 // ended and RollbackRetention has passed, and the new job has run that
 // long.
 
-// ParallelFlow is the part of a replacement record that only a parallel
-// replacement has.
-type ParallelFlow struct {
-	// MinParallelMillis is min_parallel_pipelines_duration.
-	MinParallelMillis int64 `json:"min_parallel_ms"`
-	// OverlapStart is when the new job started beside the old one.
-	OverlapStart *time.Time `json:"overlap_start_time,omitempty"`
-	// CutTime is T0 (rewind false): the newest event time the old job had
-	// read when the new subscriptions were positioned; the new job owns
-	// the windows starting after it.
-	CutTime *time.Time `json:"cut_time,omitempty"`
-	// CutSpanMillis is the longest window plus allowed lateness of the old
-	// pipeline: the old job is drained once its watermark has passed
-	// CutTime + CutSpan.
-	CutSpanMillis int64 `json:"cut_span_ms"`
-	// WaitWatermark says the drain waits for that watermark: always with
-	// weir_replace_rewind=false (the old job's windows up to T0 must fire
-	// complete), and with the re-read when a pipeline publishes to Pub/Sub
-	// (the old job's panes up to T0 must; to SQL the new job's complete
-	// rows win anyway).
-	WaitWatermark bool `json:"wait_watermark"`
-	// Subscriptions are the new job's subscriptions and the old job's.
-	Subscriptions []ParallelSubscription `json:"subscriptions,omitempty"`
-	// Tables are the façade views the jobs write.
-	Tables []FacadeTable `json:"tables,omitempty"`
-	// OldEnded is when the old job's end was recorded (its façade
-	// generations ended).
-	OldEnded *time.Time `json:"old_ended_time,omitempty"`
-	// Compacted is set once the old generations were merged into the new
-	// job's tables.
-	Compacted bool `json:"compacted,omitempty"`
-	// RollbackReason is set by a rollback during the overlap
-	// (abortParallel) before it cancels the new job, so that the flow ends
-	// ROLLED_BACK, not FAILED, whoever records the end (after a restart
-	// too).
-	RollbackReason string `json:"rollback_reason,omitempty"`
-	// Progress is where the flow stands against its rules, computed when
-	// the record is read (Service.Get) while the flow has not cut over;
-	// never stored.
-	Progress *FlowProgress `json:"progress,omitempty"`
-}
-
-// FlowProgress is what `weir run --wait` shows of a parallel flow: the
-// overlap against min_parallel_pipelines_duration, and the old job's
-// watermark against the one it must pass before it is drained.
-type FlowProgress struct {
-	ElapsedMillis     int64 `json:"elapsed_ms"`
-	MinParallelMillis int64 `json:"min_parallel_ms"`
-	// OldWatermark is the old job's data watermark (absent while ±∞ or
-	// unknown); CutOverWatermark is T0 plus the cut span (absent until the
-	// subscriptions are positioned).
-	OldWatermark     *time.Time `json:"old_watermark,omitempty"`
-	CutOverWatermark *time.Time `json:"cut_over_watermark,omitempty"`
-	// WaitingForOldMessage is set in PREPARING while the flow waits for
-	// the old job to read a message (it has read none since its execution
-	// started, e.g. after a restart): only then is the cut-over time known
-	// and the new subscriptions positioned.
-	WaitingForOldMessage bool `json:"waiting_for_old_message,omitempty"`
-}
-
-// ParallelSubscription is the subscription pair of one source step.
-type ParallelSubscription struct {
-	Step  string `json:"step"`
-	Topic string `json:"topic"`
-	// Old is the subscription the old job reads; unless OldNamed, the
-	// service created it (a subscription named after the job), so it is
-	// deleted once the old job ended.
-	Old string `json:"old"`
-	// New is the new job's own subscription, created by the service.
-	New string `json:"new"`
-	// Positioned is set once New stands where Old stood.
-	Positioned bool `json:"positioned,omitempty"`
-	// OldDeleted is set once Old was deleted.
-	OldDeleted bool `json:"old_deleted,omitempty"`
-	// OldNamed says Old is the user's named subscription (the old job's
-	// step reads `subscription: S`): the service never deletes it, and
-	// after the cut-over no job of the flow reads it.
-	OldNamed bool `json:"old_named,omitempty"`
-	// InsteadOf is the named subscription the new pipeline's step names:
-	// the new job reads New in its place (job.subscriptions), so that it
-	// takes no message from the old job; it never reads InsteadOf.
-	InsteadOf string `json:"instead_of,omitempty"`
-}
-
-// FacadeTable is a SQL table written through a façade view.
-type FacadeTable struct {
-	Driver string `json:"driver"`
-	DSN    string `json:"dsn"`
-	Table  string `json:"table"`
-	// OldEnded is set once the old job's generation is recorded ended in
-	// the view's registry (which happens when the table has become a view:
-	// at the new job's first commit, which may come after the cut-over).
-	OldEnded bool `json:"old_ended,omitempty"`
-}
-
 // parallelBroker is what a parallel replacement needs of the broker
 // (*pubsub.Broker implements it).
 type parallelBroker interface {
@@ -167,13 +73,13 @@ type parallelBroker interface {
 var _ parallelBroker = (*pubsub.Broker)(nil)
 
 // jobEnv is the environment a YAML pipeline of job j is loaded in.
-func (s *Service) jobEnv(j *Job) *yamlpipe.JobEnv {
+func (s *Service) jobEnv(j *record.Job) *yamlpipe.JobEnv {
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker,
 		Subscriptions: j.Subscriptions}
 	id := j.ID
 	env.Owns = func(sink string, w window.Window) bool { return s.owns(id, sink, w) }
 	rep := j.Replacement
-	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil || rep.Phase == PhaseRolledBack {
+	if rep == nil || rep.Strategy != record.StrategyParallel || rep.Parallel == nil || rep.Phase == record.PhaseRolledBack {
 		return env
 	}
 	if j.ID == rep.NewJobID {
@@ -247,10 +153,10 @@ func publishes(g *graph.Pipeline) bool {
 // subscriptions positioned, the new job started: OVERLAP) and a driver
 // takes it to its end. A restarted service resumes it from the new job's
 // record.
-func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *Job) (*UpdateResult, error) {
+func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
 	pb, ok := s.opts.Broker.(parallelBroker)
 	if !ok || s.opts.Broker == nil {
-		return nil, errorf(errcode.ReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
+		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
 	}
 	sameName := old.Name == req.Name
 	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
@@ -263,25 +169,25 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, err
 	}
 	if old.Replacement != nil && !old.Replacement.Phase.Final() {
-		return nil, errorf(errcode.UpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
+		return nil, errcode.Errorf(errcode.UpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
 	gen := max(l.Generation, old.Generation) + 1
 	maxStop := int64(0)
 	if plan.HasMaxStop {
 		maxStop = plan.MaxStop.Milliseconds()
 	}
-	rep := &Replacement{Strategy: StrategyParallel, Phase: PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
+	rep := &record.Replacement{Strategy: record.StrategyParallel, Phase: record.PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
 		MaxStopMillis: maxStop, HasMaxStop: plan.HasMaxStop, CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind,
-		Parallel: &ParallelFlow{MinParallelMillis: plan.MinParallel.Milliseconds()}}
-	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
+		Parallel: &record.ParallelFlow{MinParallelMillis: plan.MinParallel.Milliseconds()}}
+	nj := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now, Generation: gen,
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
 		ReplacesJobID: old.ID, Replacement: rep,
-		History: []StateChange{{State: StatePending, Time: now, Reason: "parallel replacement of job " + old.ID}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "parallel replacement of job " + old.ID}}}
 	if sameName {
 		// Both run under one name: the new job's state and subscriptions
 		// are its own (and its successors').
@@ -289,12 +195,12 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	oldProg, err := s.loadGraph(old)
 	if err != nil {
-		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
+		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
 	}
 	og := oldProg.Graph()
 	span, err := parallelChecks(og, "old")
 	if err != nil {
-		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
 	rep.Parallel.CutSpanMillis = span.Milliseconds()
 	rep.Parallel.WaitWatermark = !plan.Rewind || publishes(og)
@@ -314,7 +220,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	ng := gp.Graph()
 	if _, err := parallelChecks(ng, "new"); err != nil {
-		return nil, errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
+		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "job %s (%s) was not changed: %w", old.Name, old.ID, err)
 	}
 	rep.Parallel.WaitWatermark = rep.Parallel.WaitWatermark || publishes(ng)
 	if plan.Rewind {
@@ -339,7 +245,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			}
 		}
 		if oldStep == "" {
-			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, topic, old.Name, old.ID, old.ID)
 		}
 		oldSub := oldSrcs[oldStep].sub
@@ -357,14 +263,14 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			nj.Subscriptions[st.Name] = newSub
 		}
 		if newSub == oldSub || newSub == named {
-			return nil, errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) or the user reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline would read subscription %s, which job %s (%s) or the user reads: rename the step; job %s was not changed", st.Name, newSub, old.Name, old.ID, old.ID)
 		}
-		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub,
+		rep.Parallel.Subscriptions = append(rep.Parallel.Subscriptions, record.ParallelSubscription{Step: st.Name, Topic: topic, Old: oldSub, New: newSub,
 			OldNamed: oldSrcs[oldStep].named, InsteadOf: named})
 	}
 	rep.Notes = append(rep.Notes, namedSubscriptionNotes(old, rep.Parallel.Subscriptions)...)
 	if len(rep.Parallel.Subscriptions) == 0 {
-		return nil, errorf(errcode.ReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
+		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}
 	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
 	p, err := s.load(nj)
@@ -379,9 +285,9 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 			if err := sk.CheckFacadeTable(ctx); err != nil {
 				s.cuts.Delete(nj.ID)
 				s.cuts.Delete(old.ID)
-				return nil, errorf(errcode.ReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
+				return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
 			}
-			rep.Parallel.Tables = append(rep.Parallel.Tables, FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
+			rep.Parallel.Tables = append(rep.Parallel.Tables, record.FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}
 	if err := s.recordReplacementJob(nj, l, ng, gen, req.PipelineFile); err != nil {
@@ -398,7 +304,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	s.startDriver(nj.ID)
 	if nj, err = s.readJob(nj.ID); err != nil {
-		return nil, internalf("reading job %s: %w", id, err)
+		return nil, errcode.Internalf("reading job %s: %w", id, err)
 	}
 	sum := old.Summary()
 	how := "the old subscription's position"
@@ -428,10 +334,10 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 		return err
 	}
 	rep := nj.Replacement
-	if rep.Phase != PhasePreparing {
+	if rep.Phase != record.PhasePreparing {
 		return nil
 	}
-	if nj.State == StatePending {
+	if nj.State == record.StatePending {
 		// A new job that fails here ends the flow FAILED through the
 		// driver (which holds no guard; this caller holds one).
 		p, err := s.load(nj)
@@ -441,7 +347,7 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 		if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
 			return err
 		}
-		if nj.State == StateFailed {
+		if nj.State == record.StateFailed {
 			return nil
 		}
 	}
@@ -455,19 +361,19 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 		}
 		now := s.now()
 		rep = nj.Replacement
-		rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = PhaseOverlap, now, &now
+		rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = record.PhaseOverlap, now, &now
 		oldRep := *rep
 		old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
 		w := &state.Write{}
 		tx.PhaseEvents(w, nj, old)
-		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
-		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
-			return internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
+			return errcode.Internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
 		}
 		s.opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
 			"min_parallel", duration.Format(time.Duration(rep.Parallel.MinParallelMillis)*time.Millisecond))
@@ -502,7 +408,7 @@ type ParallelProgress struct {
 }
 
 // parallelProgress computes the progress of the flow of the new job nj.
-func (s *Service) parallelProgress(nj *Job) ParallelProgress {
+func (s *Service) parallelProgress(nj *record.Job) ParallelProgress {
 	rep := nj.Replacement
 	flow := rep.Parallel
 	pp := ParallelProgress{MinParallel: time.Duration(flow.MinParallelMillis) * time.Millisecond}
@@ -528,7 +434,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 	}
 	rep := nj.Replacement
 	flow := rep.Parallel
-	if flow == nil || rep.Phase == PhaseFailed || rep.Phase == PhaseRolledBack {
+	if flow == nil || rep.Phase == record.PhaseFailed || rep.Phase == record.PhaseRolledBack {
 		return true, nil
 	}
 	old, err := s.readJob(rep.OldJobID)
@@ -536,8 +442,8 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		return true, err
 	}
 	switch rep.Phase {
-	case PhasePreparing:
-		if nj.State != StatePending && nj.State != StateRunning {
+	case record.PhasePreparing:
+		if nj.State != record.StatePending && nj.State != record.StateRunning {
 			reason := fmt.Sprintf("job %s, the replacement, is %s before the overlap began", nj.ID, nj.State)
 			if nj.Error != "" {
 				reason += ": " + nj.Error
@@ -561,13 +467,13 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		err = s.startParallel(ctx, newID)
 		unlock()
 		return false, err
-	case PhaseOverlap, PhaseDrainingOld:
-		if nj.State.Terminal() || nj.State == StateCancelling {
+	case record.PhaseOverlap, record.PhaseDrainingOld:
+		if nj.State.Terminal() || nj.State == record.StateCancelling {
 			// The new job ended during the overlap: the old one is kept.
-			err := s.parallelGiveUp(ctx, newID, PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
+			err := s.parallelGiveUp(ctx, newID, record.PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
 			return err == nil, err
 		}
-	case PhaseCutOver:
+	case record.PhaseCutOver:
 		done, err := s.compactStep(ctx, nj)
 		if errors.Is(err, errFlowGone) {
 			// A rollback of the new job took its record over: its own flow
@@ -585,7 +491,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		}
 		return false, s.parallelCutOver(ctx, newID)
 	}
-	if rep.Phase == PhaseOverlap {
+	if rep.Phase == record.PhaseOverlap {
 		pp := s.parallelProgress(nj)
 		if pp.Elapsed < pp.MinParallel {
 			return false, nil
@@ -631,7 +537,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 func (s *Service) drainOld(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.drainRollbackCut(newID, PhaseOverlap)
+	rb := s.drainRollbackCut(newID, record.PhaseOverlap)
 	defer s.finishRollbackCut(rb)
 	return s.update(func(tx *Tx) error {
 		nj, err := s.readJob(newID)
@@ -639,7 +545,7 @@ func (s *Service) drainOld(newID string) error {
 			return err
 		}
 		rep := nj.Replacement
-		if rep.Phase != PhaseOverlap {
+		if rep.Phase != record.PhaseOverlap {
 			return nil
 		}
 		old, err := s.readJob(rep.OldJobID)
@@ -647,7 +553,7 @@ func (s *Service) drainOld(newID string) error {
 			return err
 		}
 		jr := s.runningJob(old.ID)
-		if old.State != StateRunning || jr == nil {
+		if old.State != record.StateRunning || jr == nil {
 			return nil // it ends by itself (the next step cuts over)
 		}
 		if err := s.drainOldJob(tx, nj, old, jr, rb, s.now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
@@ -660,15 +566,15 @@ func (s *Service) drainOld(newID string) error {
 
 // parallelDriven reports whether j is the new job of a parallel flow the
 // driver has not finished with (recovery restarts its driver).
-func parallelDriven(j *Job) bool {
+func parallelDriven(j *record.Job) bool {
 	rep := j.Replacement
-	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil || j.ID != rep.NewJobID {
+	if rep == nil || rep.Strategy != record.StrategyParallel || rep.Parallel == nil || j.ID != rep.NewJobID {
 		return false
 	}
 	switch rep.Phase {
-	case PhaseFailed, PhaseRolledBack:
+	case record.PhaseFailed, record.PhaseRolledBack:
 		return false
-	case PhaseCutOver:
+	case record.PhaseCutOver:
 		return !rep.Parallel.Compacted && len(rep.Parallel.Tables) > 0
 	}
 	return true
@@ -684,16 +590,16 @@ func (s *Service) refuseDuringParallel(name string) error {
 		return nil
 	}
 	j, err := s.readJob(l.ActiveJobID)
-	if err != nil || j.Replacement == nil || j.Replacement.Strategy != StrategyParallel || j.Replacement.Phase.Final() {
+	if err != nil || j.Replacement == nil || j.Replacement.Strategy != record.StrategyParallel || j.Replacement.Phase.Final() {
 		return nil
 	}
-	return errorf(errcode.UpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
+	return errcode.Errorf(errcode.UpdateInProgress, "job %s (%s) is in a parallel replacement (phase %s, old job %s, new job %s): update it once the replacement has cut over (weir jobs describe %s), or roll the replacement back",
 		j.Name, j.ID, j.Replacement.Phase, j.Replacement.OldJobID, j.Replacement.NewJobID, j.Replacement.NewJobID)
 }
 
 // withParallelProgress fills the progress of j's parallel flow, if one is
 // under way, on j (a copy read for the caller).
-func (s *Service) withParallelProgress(j *Job) *Job {
+func (s *Service) withParallelProgress(j *record.Job) *record.Job {
 	if j == nil || j.Replacement == nil || j.Replacement.Parallel == nil || j.Replacement.Phase.Final() {
 		return j
 	}
@@ -705,14 +611,14 @@ func (s *Service) withParallelProgress(j *Job) *Job {
 		}
 	}
 	pp := s.parallelProgress(nj)
-	fp := &FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
+	fp := &record.FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
 	if !pp.OldWatermark.IsZero() {
 		fp.OldWatermark = &pp.OldWatermark
 	}
 	if !pp.CutOver.IsZero() {
 		fp.CutOverWatermark = &pp.CutOver
 	}
-	if nj.Replacement.Phase == PhasePreparing && !parallelPositioned(nj.Replacement.Parallel) && !s.oldJobHasRead(nj) {
+	if nj.Replacement.Phase == record.PhasePreparing && !parallelPositioned(nj.Replacement.Parallel) && !s.oldJobHasRead(nj) {
 		fp.WaitingForOldMessage = true
 	}
 	j.Replacement.Parallel.Progress = fp
@@ -721,6 +627,6 @@ func (s *Service) withParallelProgress(j *Job) *Job {
 
 // parallelPositioned reports whether the flow's new subscriptions are
 // positioned (positionSubscriptions is done).
-func parallelPositioned(flow *ParallelFlow) bool {
+func parallelPositioned(flow *record.ParallelFlow) bool {
 	return len(flow.Subscriptions) > 0 && flow.Subscriptions[0].Positioned
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"fmt"
@@ -250,7 +251,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 		if _, err := s.Cancel(ctx, j.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, s, j.ID, StateCancelled)
+		waitState(t, s, j.ID, record.StateCancelled)
 		waitLetGo(t, s, j.ID)
 	}
 	sinkCfg, view := drv.setup(t, dir)
@@ -274,7 +275,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	if !rewind {
 		req.ServiceOptions = append(req.ServiceOptions, "weir_replace_rewind=false")
 	}
-	var nj *Job
+	var nj *record.Job
 	var err error
 	if newName == "" {
 		req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
@@ -290,7 +291,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 			t.Fatalf("parallel replacement under a new name: %v", err)
 		}
 	}
-	if nj.State != StateRunning || nj.Replacement == nil || nj.Replacement.Phase != PhaseOverlap {
+	if nj.State != record.StateRunning || nj.Replacement == nil || nj.Replacement.Phase != record.PhaseOverlap {
 		t.Fatalf("new job: %s replacement %+v (error %q)", nj.State, nj.Replacement, nj.Error)
 	}
 	if want := max(old.Generation, int64(priorRuns)) + 1; nj.Generation != want {
@@ -344,8 +345,8 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 		}
 		clock.advance(d)
 	}
-	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
-	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
+	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 		t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 	}
 	if len(fin.Replacement.Parallel.Tables) != 1 {
@@ -358,7 +359,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 		t.Fatal(err)
 	}
 	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
-	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
+	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *record.Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	target := s.facadeTarget(fin.Replacement.Parallel.Tables[0])
 	gens, err := sqlsink.FacadeGenerations(ctx, target)
 	// The plain table becomes generation nj.Generation-1 (append rows
@@ -381,7 +382,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	// The compaction moves into the new table only the elements it lacks.
 	after := startElemConsumer(s, view, all)
 	clock.advance(DefaultRollbackRetention + time.Minute)
-	waitFor(t, s, nj.ID, "the compaction", func(j *Job) bool { return j.Replacement.Parallel.Compacted })
+	waitFor(t, s, nj.ID, "the compaction", func(j *record.Job) bool { return j.Replacement.Parallel.Compacted })
 	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
 		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
 	}

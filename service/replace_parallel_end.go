@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -19,7 +20,7 @@ import (
 )
 
 // facadeTarget is t as io/sqlsink addresses it, on the service's clock.
-func (s *Service) facadeTarget(t FacadeTable) sqlsink.FacadeTarget {
+func (s *Service) facadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
 	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.now}
 }
 
@@ -63,12 +64,12 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 		}
 		now := s.now()
 		cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
-		cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = PhaseCutOver, now, &now
+		cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = record.PhaseCutOver, now, &now
 		if cur.Replacement.DrainStart != nil {
 			ms := now.Sub(*cur.Replacement.DrainStart).Milliseconds()
 			cur.Replacement.StopWindowMillis = &ms
 		}
-		if old.State != StateDrained {
+		if old.State != record.StateDrained {
 			cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
 		}
 		if old, err = s.readJob(old.ID); err != nil {
@@ -78,10 +79,10 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 		old.Replacement = &oldRep
 		w := &state.Write{}
 		tx.PhaseEvents(w, cur, old)
-		if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		if err := putJSON(w, record.JobKey(cur.ID), cur); err != nil {
 			return err
 		}
-		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		// The compaction waits for the rollback retention; should a later flow
@@ -91,7 +92,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
-			return internalf("recording the cut-over of job %s: %w", cur.ID, err)
+			return errcode.Internalf("recording the cut-over of job %s: %w", cur.ID, err)
 		}
 		s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
 		return nil
@@ -106,7 +107,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 // a name that had jobs before is not), and the old job's own generation is
 // behind the view only if it wrote after the migration. A table not yet a
 // view (the new job has not committed to it) waits.
-func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, newGen int64) (bool, error) {
+func (s *Service) endOldGenerations(ctx context.Context, flow *record.ParallelFlow, newGen int64) (bool, error) {
 	oldGen := newGen - 1
 	all := true
 	for i := range flow.Tables {
@@ -130,17 +131,17 @@ func (s *Service) endOldGenerations(ctx context.Context, flow *ParallelFlow, new
 // compactStep merges, after CUT_OVER, the old generations' rows into the
 // new job's tables once the old job ended RollbackRetention ago and the
 // new job has run that long; done once compacted.
-func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
+func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error) {
 	flow := nj.Replacement.Parallel
 	if flow.Compacted || len(flow.Tables) == 0 {
 		return true, nil
 	}
-	if slices.ContainsFunc(flow.Tables, func(t FacadeTable) bool { return !t.OldEnded }) {
+	if slices.ContainsFunc(flow.Tables, func(t record.FacadeTable) bool { return !t.OldEnded }) {
 		all, err := s.endOldGenerations(ctx, flow, nj.Generation)
 		if err != nil {
 			return false, err
 		}
-		if err := s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Tables = flow.Tables }); err != nil {
+		if err := s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Tables = flow.Tables }); err != nil {
 			return false, s.sweepGoneFlow(nj, err)
 		}
 		if !all {
@@ -166,13 +167,13 @@ func (s *Service) compactStep(ctx context.Context, nj *Job) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *ParallelFlow) { f.Compacted = true }))
+	return true, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Compacted = true }))
 }
 
 // sweepGoneFlow hands the tables of nj's flow to the façade sweep when err
 // says a later flow took nj's record over (a record cut over before the
 // cut-over wrote sweep entries has none), and returns err.
-func (s *Service) sweepGoneFlow(nj *Job, err error) error {
+func (s *Service) sweepGoneFlow(nj *record.Job, err error) error {
 	if !errors.Is(err, errFlowGone) {
 		return err
 	}
@@ -186,7 +187,7 @@ func (s *Service) sweepGoneFlow(nj *Job, err error) error {
 			if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
 				continue // the cut-over's entry
 			}
-			if perr := s.putFacadeSweeps(w, []FacadeTable{t}, names...); perr != nil {
+			if perr := s.putFacadeSweeps(w, []record.FacadeTable{t}, names...); perr != nil {
 				return errors.Join(err, perr)
 			}
 		}
@@ -204,7 +205,7 @@ var errFlowGone = errors.New("the parallel replacement's record was replaced by 
 
 // updateFlow applies fn to the parallel flow on job newID's record, or
 // answers errFlowGone when the record holds none any more.
-func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
+func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error {
 	return s.update(func(tx *Tx) error {
 		cur, err := s.readJob(newID)
 		if err != nil {
@@ -215,7 +216,7 @@ func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
 		}
 		fn(cur.Replacement.Parallel)
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(cur.ID), cur); err != nil {
+		if err := putJSON(w, record.JobKey(cur.ID), cur); err != nil {
 			return err
 		}
 		return tx.Apply(w)
@@ -225,7 +226,7 @@ func (s *Service) updateFlow(newID string, fn func(*ParallelFlow)) error {
 // parallelFailed ends the flow of job newID FAILED while it has not
 // started: the old job stays as it is and, under the same name, active.
 func (s *Service) parallelFailed(newID, reason string) error {
-	return s.parallelGiveUp(s.ctx, newID, PhaseFailed, reason)
+	return s.parallelGiveUp(s.ctx, newID, record.PhaseFailed, reason)
 }
 
 // abortParallel gives the parallel replacement whose new job is newID up
@@ -240,23 +241,23 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 		return err
 	}
 	rep := nj.Replacement
-	if rep == nil || rep.Strategy != StrategyParallel || rep.Parallel == nil {
-		return errorf(errcode.IllegalTransition, "job %s is not the new job of a parallel replacement", newID)
+	if rep == nil || rep.Strategy != record.StrategyParallel || rep.Parallel == nil {
+		return errcode.Errorf(errcode.IllegalTransition, "job %s is not the new job of a parallel replacement", newID)
 	}
-	if rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap {
-		return errorf(errcode.IllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
+	if rep.Phase != record.PhasePreparing && rep.Phase != record.PhaseOverlap {
+		return errcode.Errorf(errcode.IllegalTransition, "the parallel replacement of job %s by job %s is %s: only one in its overlap can be rolled back by cancelling the new job", rep.OldJobID, newID, rep.Phase)
 	}
-	if err := s.updateFlow(newID, func(f *ParallelFlow) { f.RollbackReason = reason }); err != nil {
+	if err := s.updateFlow(newID, func(f *record.ParallelFlow) { f.RollbackReason = reason }); err != nil {
 		return err
 	}
-	return s.parallelGiveUp(ctx, newID, PhaseRolledBack, reason)
+	return s.parallelGiveUp(ctx, newID, record.PhaseRolledBack, reason)
 }
 
 // parallelGiveUp ends the flow of job newID in phase (FAILED or
 // ROLLED_BACK) keeping the old job: the new job stopped, its generation
 // dropped from the views, its subscriptions deleted, the name's lineage
 // pointing at the old job again.
-func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase ReplacementPhase, reason string) error {
+func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record.ReplacementPhase, reason string) error {
 	nj, err := s.readJob(newID)
 	if err != nil {
 		return err
@@ -274,7 +275,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 		if err != nil {
 			return err
 		}
-		if cur.State == StateCancelling && s.runningJob(cur.ID) == nil {
+		if cur.State == record.StateCancelling && s.runningJob(cur.ID) == nil {
 			unlock, err := s.lockName(ctx, cur.Name) // lock order 1
 			if err != nil {
 				return err
@@ -282,7 +283,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 			err = s.update(func(tx *Tx) error {
 				var err error
 				if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
-					err = tx.Transition(cur, StateCancelled, reason)
+					err = tx.Transition(cur, record.StateCancelled, reason)
 				}
 				return err
 			})
@@ -335,7 +336,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 			return nil // ended by another caller (the driver, or a rollback)
 		}
 		if r := nj.Replacement.Parallel.RollbackReason; r != "" {
-			phase, reason = PhaseRolledBack, r
+			phase, reason = record.PhaseRolledBack, r
 		}
 		now := s.now()
 		nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
@@ -344,10 +345,10 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 		old.Replacement, old.ReplacedByJobID = &oldRep, ""
 		w := &state.Write{}
 		tx.PhaseEvents(w, nj, old)
-		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
-		if err := putJSON(w, jobKey(old.ID), old); err != nil {
+		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		if old.Name == nj.Name && old.Active() {
@@ -356,12 +357,12 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase Replac
 				return err
 			}
 			l.ActiveJobID = old.ID
-			if err := putJSON(w, lineageKey(old.Name), l); err != nil {
+			if err := putJSON(w, record.LineageKey(old.Name), l); err != nil {
 				return err
 			}
 		}
 		if err := tx.Apply(w); err != nil {
-			return internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
+			return errcode.Internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
 		}
 		s.cuts.Delete(old.ID) // the old job owns every window again
 		s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"log/slog"
@@ -69,23 +70,23 @@ func TestParallelZeroMaxStop(t *testing.T) {
 			// The pipeline publishes, so the drain also waits for the old
 			// watermark to pass the cut-over window: events past it.
 			publishPar(t, b, parEvents(base, 35, 70, 1000))
-			nj := waitFor(t, s, res.Job.ID, "the drain timeout recorded", func(j *Job) bool { return j.Replacement.DrainTimedOut })
-			if nj.Replacement.Phase != PhaseDrainingOld || len(nj.Replacement.Notes) == 0 || !strings.Contains(nj.Replacement.Notes[len(nj.Replacement.Notes)-1], "within 0s") {
+			nj := waitFor(t, s, res.Job.ID, "the drain timeout recorded", func(j *record.Job) bool { return j.Replacement.DrainTimedOut })
+			if nj.Replacement.Phase != record.PhaseDrainingOld || len(nj.Replacement.Notes) == 0 || !strings.Contains(nj.Replacement.Notes[len(nj.Replacement.Notes)-1], "within 0s") {
 				t.Fatalf("new job during the drain: %+v", nj.Replacement)
 			}
 			if cancel {
-				waitFor(t, s, old.ID, "CANCELLING", func(j *Job) bool { return j.State == StateCancelling })
-			} else if o, _ := s.Get(old.ID); o.State != StateDraining || !strings.Contains(strings.Join(o.Replacement.Notes, "\n"), "both jobs keep running") {
+				waitFor(t, s, old.ID, "CANCELLING", func(j *record.Job) bool { return j.State == record.StateCancelling })
+			} else if o, _ := s.Get(old.ID); o.State != record.StateDraining || !strings.Contains(strings.Join(o.Replacement.Notes, "\n"), "both jobs keep running") {
 				t.Fatalf("old job %s, notes %q; want DRAINING and kept", o.State, o.Replacement.Notes)
 			}
 			released = true
 			close(release)
-			fin := waitFor(t, s, res.Job.ID, "the cut-over", func(j *Job) bool { return j.Replacement.Phase.Final() })
+			fin := waitFor(t, s, res.Job.ID, "the cut-over", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
 			o, _ := s.Get(old.ID)
-			if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+			if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 				t.Fatalf("new job: %s %+v", fin.State, fin.Replacement)
 			}
-			if want := map[bool]JobState{true: StateCancelled, false: StateDrained}[cancel]; o.State != want {
+			if want := map[bool]record.JobState{true: record.StateCancelled, false: record.StateDrained}[cancel]; o.State != want {
 				t.Fatalf("old job %s, want %s", o.State, want)
 			}
 		})
@@ -97,16 +98,16 @@ func TestParallelZeroMaxStop(t *testing.T) {
 func TestReplacementMaxStop(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rep  Replacement
+		rep  record.Replacement
 		want time.Duration
 		ok   bool
 	}{
-		{"parallel without the option", Replacement{Strategy: StrategyParallel}, 0, false},
-		{"parallel 0s", Replacement{Strategy: StrategyParallel, HasMaxStop: true}, 0, true},
-		{"parallel 5m", Replacement{Strategy: StrategyParallel, MaxStopMillis: 300000, HasMaxStop: true}, 5 * time.Minute, true},
-		{"old parallel record with 5m", Replacement{Strategy: StrategyParallel, MaxStopMillis: 300000}, 5 * time.Minute, true},
-		{"stop-and-replace 0s", Replacement{Strategy: StrategyStopAndReplace}, 0, true},
-		{"rollback", Replacement{Strategy: StrategyRollback, MaxStopMillis: 1000}, time.Second, true},
+		{"parallel without the option", record.Replacement{Strategy: record.StrategyParallel}, 0, false},
+		{"parallel 0s", record.Replacement{Strategy: record.StrategyParallel, HasMaxStop: true}, 0, true},
+		{"parallel 5m", record.Replacement{Strategy: record.StrategyParallel, MaxStopMillis: 300000, HasMaxStop: true}, 5 * time.Minute, true},
+		{"old parallel record with 5m", record.Replacement{Strategy: record.StrategyParallel, MaxStopMillis: 300000}, 5 * time.Minute, true},
+		{"stop-and-replace 0s", record.Replacement{Strategy: record.StrategyStopAndReplace}, 0, true},
+		{"rollback", record.Replacement{Strategy: record.StrategyRollback, MaxStopMillis: 1000}, time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, ok := tc.rep.MaxStop(); got != tc.want || ok != tc.ok {

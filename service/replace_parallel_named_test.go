@@ -5,6 +5,7 @@ package service
 // replace_parallel_test.go).
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // subscription par-sub: the new job reads its own subscription, in place
 // of par-sub when its step names it, and the record says what happens to
 // par-sub.
-func checkNamedRecord(t *testing.T, fin *Job, named string) {
+func checkNamedRecord(t *testing.T, fin *record.Job, named string) {
 	t.Helper()
 	ps := fin.Replacement.Parallel.Subscriptions
 	if len(ps) != 1 {
@@ -71,7 +72,7 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 		}
 		return err == nil
 	}
-	parallel := func(from, to int, seed int64) *Job {
+	parallel := func(from, to int, seed int64) *record.Job {
 		t.Helper()
 		clock.advance(DefaultMinReplaceInterval)
 		res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: p, BaseDir: dir,
@@ -80,8 +81,8 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 			t.Fatalf("parallel replacement: %v", err)
 		}
 		evs := publish(parEvents(base, from, to, seed))
-		fin := waitFor(t, s, res.Job.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
-		if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+		fin := waitFor(t, s, res.Job.ID, "CUT_OVER", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
+		if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 			t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 		}
 		waitElements(t, s, fin.ID, "Events", int64(len(evs)))
@@ -118,14 +119,14 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 	}
 	fin := waitPhase(t, s, nj3.ID)
 	hs := fin.Replacement.Handover
-	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || len(hs) != 1 || hs[0].Old != ps2.New || hs[0].New != "sums-v2--Events" ||
+	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning || len(hs) != 1 || hs[0].Old != ps2.New || hs[0].New != "sums-v2--Events" ||
 		hs[0].InsteadOf != "par-sub" || !hs[0].OldDeleted || hs[0].Topic != "par-events" || fin.Subscriptions["Events"] != hs[0].New {
 		t.Fatalf("stop-and-replace: %s %+v, job subscriptions %v (error %q)", fin.State, fin.Replacement, fin.Subscriptions, fin.Error)
 	}
 	if exists(ps2.New) || !exists("par-sub") || !exists(hs[0].New) {
 		t.Fatalf("after the stop-and-replace: %s exists %v (want deleted), par-sub %v and %s %v (want kept)", ps2.New, exists(ps2.New), exists("par-sub"), hs[0].New, exists(hs[0].New))
 	}
-	waitFor(t, s, nj3.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+	waitFor(t, s, nj3.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 	ph4 := publish(parEvents(base, 90, 120, 3000))
 	waitElements(t, s, nj3.ID, "Events", int64(len(ph4)))
 	if _, err := s.Drain(ctx, nj3.ID); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -61,7 +62,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 	}
 	// T0, read after the positions: the old job has read at least to them.
 	var cut mtime.Time
-	var rp *RewindPoint
+	var rp *record.RewindPoint
 	if nj.Replacement.Rewind {
 		// The re-read starts at the rewind point of the old job's last
 		// checkpoint (service/rewind.go); its first pane of every window it
@@ -74,7 +75,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		}
 		g, err := graph.Parse(nj.Graph)
 		if err != nil {
-			return internalf("job %s: its graph does not parse: %w", nj.ID, err)
+			return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 		}
 		p, err := s.rewindPoint(ctx, old, g)
 		if err != nil {
@@ -135,7 +136,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			}
 			rw, ok := s.rewinder()
 			if !ok {
-				return errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
+				return errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 			}
 			if err := rw.SeekToSequence(ctx, ps.New, rs.FirstSequence); err != nil {
 				return fmt.Errorf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", ps.New, rs.Topic, rs.FirstSequence, err)
@@ -158,7 +159,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
 		}
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(nj.ID), nj); err != nil {
+		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
@@ -187,7 +188,7 @@ type parallelOldSource struct {
 // parallelOldSources returns the Pub/Sub sources of old (its graph og) by
 // step. A named subscription's topic is the broker's; one that cannot be
 // read is refused, nothing changed.
-func parallelOldSources(ctx context.Context, pb parallelBroker, old *Job, og *graph.Pipeline) (map[string]parallelOldSource, error) {
+func parallelOldSources(ctx context.Context, pb parallelBroker, old *record.Job, og *graph.Pipeline) (map[string]parallelOldSource, error) {
 	out := map[string]parallelOldSource{}
 	for _, st := range og.Steps {
 		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
@@ -207,7 +208,7 @@ func parallelOldSources(ctx context.Context, pb parallelBroker, old *Job, og *gr
 		}
 		info, err := pb.Subscription(ctx, src.sub)
 		if err != nil {
-			return nil, errorf(errcode.ReplacementUnavailable, "step %s of job %s (%s) reads subscription %s, whose topic cannot be read (%v), so the new job cannot be given a subscription of its own on it: check the subscription (weir subscriptions describe %s); job %s was not changed",
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of job %s (%s) reads subscription %s, whose topic cannot be read (%v), so the new job cannot be given a subscription of its own on it: check the subscription (weir subscriptions describe %s); job %s was not changed",
 				st.Name, old.Name, old.ID, src.sub, err, src.sub, old.ID)
 		}
 		src.topic = info.Topic
@@ -222,7 +223,7 @@ func parallelOldSources(ctx context.Context, pb parallelBroker, old *Job, og *gr
 // topic is the old job's when one of its steps names S too (S may be gone
 // since an earlier replacement, the step reading the service's), else the
 // broker's.
-func parallelNewTopic(ctx context.Context, pb parallelBroker, old *Job, oldSrcs map[string]parallelOldSource, st *graph.Step) (topic, named string, err error) {
+func parallelNewTopic(ctx context.Context, pb parallelBroker, old *record.Job, oldSrcs map[string]parallelOldSource, st *graph.Step) (topic, named string, err error) {
 	if t, ok := strings.CutPrefix(st.Source.Identity, "topic/"); ok {
 		return t, "", nil
 	}
@@ -234,7 +235,7 @@ func parallelNewTopic(ctx context.Context, pb parallelBroker, old *Job, oldSrcs 
 	}
 	info, err := pb.Subscription(ctx, named)
 	if err != nil {
-		return "", "", errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads subscription %s, whose topic cannot be read (%v): create the subscription on the topic to read (weir subscriptions create %s --topic T), or read the topic (ReadFromPubSub topic: T); job %s (%s) was not changed",
+		return "", "", errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads subscription %s, whose topic cannot be read (%v): create the subscription on the topic to read (weir subscriptions create %s --topic T), or read the topic (ReadFromPubSub topic: T); job %s (%s) was not changed",
 			st.Name, named, err, named, old.Name, old.ID)
 	}
 	return info.Topic, named, nil
@@ -245,7 +246,7 @@ func parallelNewTopic(ctx context.Context, pb parallelBroker, old *Job, oldSrcs 
 // new job reads its own subscription in place of the one its step names,
 // and the old job's named subscription is the user's, kept but no longer
 // read once the old job ended.
-func namedSubscriptionNotes(old *Job, subs []ParallelSubscription) []string {
+func namedSubscriptionNotes(old *record.Job, subs []record.ParallelSubscription) []string {
 	var notes []string
 	for _, ps := range subs {
 		if ps.InsteadOf != "" {
@@ -267,7 +268,7 @@ func namedSubscriptionNotes(old *Job, subs []ParallelSubscription) []string {
 // re-read) or a source's newest event time (weir_replace_rewind=false).
 // Neither goes back once known, so the positioning that follows finds it
 // too.
-func (s *Service) oldJobHasRead(nj *Job) bool {
+func (s *Service) oldJobHasRead(nj *record.Job) bool {
 	if nj.Replacement.Rewind {
 		wm, ok := s.dataWatermark(nj.Replacement.OldJobID)
 		return ok && wm > mtime.MinTimestamp

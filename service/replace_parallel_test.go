@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -433,7 +434,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	if !rewind {
 		req.ServiceOptions = append(req.ServiceOptions, "weir_replace_rewind=false")
 	}
-	var nj *Job
+	var nj *record.Job
 	if newName == "" {
 		req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
 		res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
@@ -452,14 +453,14 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 			t.Fatalf("parallel replacement under a new name: %v", err)
 		}
 	}
-	if nj.State != StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != old.Generation+1 || nj.Replacement == nil ||
-		nj.Replacement.Strategy != StrategyParallel || nj.Replacement.Phase != PhaseOverlap {
+	if nj.State != record.StateRunning || nj.ReplacesJobID != old.ID || nj.Generation != old.Generation+1 || nj.Replacement == nil ||
+		nj.Replacement.Strategy != record.StrategyParallel || nj.Replacement.Phase != record.PhaseOverlap {
 		t.Fatalf("new job: %s replaces %q generation %d replacement %+v (error %q)", nj.State, nj.ReplacesJobID, nj.Generation, nj.Replacement, nj.Error)
 	}
 	if got, _ := s.Get(nj.Name); got.ID != nj.ID {
 		t.Fatalf("the name %s resolves to %s, want the new job %s", nj.Name, got.ID, nj.ID)
 	}
-	if o, _ := s.Get(old.ID); o.State != StateRunning || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseOverlap {
+	if o, _ := s.Get(old.ID); o.State != record.StateRunning || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != record.PhaseOverlap {
 		t.Fatalf("old job in the overlap: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
 	}
 	// T0 is the newest event time the old job had read when the new
@@ -492,11 +493,11 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 		// (With D = 0 the old job may be drained before it read them all.)
 		waitElements(t, s, old.ID, "Events", int64(len(phase1)+len(phase2)))
 		// The watermark rule holds; the duration does not yet.
-		waitFor(t, s, nj.ID, "the old watermark past the cut-over window", func(j *Job) bool {
+		waitFor(t, s, nj.ID, "the old watermark past the cut-over window", func(j *record.Job) bool {
 			pp := s.parallelProgress(j)
 			return !pp.OldWatermark.IsZero() && !pp.OldWatermark.Before(pp.CutOver)
 		})
-		if o, _ := s.Get(old.ID); o.State != StateRunning {
+		if o, _ := s.Get(old.ID); o.State != record.StateRunning {
 			t.Fatalf("the old job is %s before min_parallel_pipelines_duration passed", o.State)
 		}
 		// What weir run --wait shows, on either job's record.
@@ -510,12 +511,12 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 		}
 		clock.advance(d)
 	}
-	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
-	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+	fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
+	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 		t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 	}
 	o, _ := s.Get(old.ID)
-	if o.State != StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != PhaseCutOver {
+	if o.State != record.StateDrained || o.ReplacedByJobID != nj.ID || o.Replacement == nil || o.Replacement.Phase != record.PhaseCutOver {
 		t.Fatalf("old job after the flow: %s replaced by %q %+v", o.State, o.ReplacedByJobID, o.Replacement)
 	}
 	for _, id := range []string{old.ID, nj.ID} {
@@ -546,7 +547,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	// The view's generations: the old job's (migrated from the plain
 	// table, ended at the cut-over) and the new job's.
-	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
+	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *record.Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0]))
 	if err != nil {
 		t.Fatal(err)
@@ -573,7 +574,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	// run that long), its rows are merged into the new table and its table
 	// dropped; the view still serves the ground truth.
 	clock.advance(DefaultRollbackRetention + time.Minute)
-	waitFor(t, s, nj.ID, "the compaction", func(j *Job) bool { return j.Replacement.Parallel.Compacted })
+	waitFor(t, s, nj.ID, "the compaction", func(j *record.Job) bool { return j.Replacement.Parallel.Compacted })
 	if gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
 		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
 	}
@@ -612,7 +613,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	cons := sc.acked(t)
 	nj := sc.update(t, parallelOverlapOptions...)
 	// No in-place update while the two jobs overlap.
-	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); ErrorCode(err) != errcode.UpdateInProgress {
+	if _, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: sc.pipeline, BaseDir: sc.dir}}); errcode.Of(err) != errcode.UpdateInProgress {
 		t.Fatalf("an in-place update during the overlap: %v", err)
 	}
 	// Both jobs' rows of the windows both fired are committed, so that
@@ -627,7 +628,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	}
 	n, _ := s.Get(nj.ID)
 	o, _ := s.Get(old.ID)
-	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack || o.State != StateRunning || o.Replacement.Phase != PhaseRolledBack || o.ReplacedByJobID != "" {
+	if n.State != record.StateCancelled || n.Replacement.Phase != record.PhaseRolledBack || o.State != record.StateRunning || o.Replacement.Phase != record.PhaseRolledBack || o.ReplacedByJobID != "" {
 		t.Fatalf("after the rollback: new %s %s, old %s %s replaced by %q", n.State, n.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
 	}
 	if a, _ := s.Get("sums"); a.ID != old.ID {
@@ -641,7 +642,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 		t.Fatalf("façade generations after the rollback: %+v %v", gens, err)
 	}
 	// A rolled-back flow is not rolled back twice.
-	if err := s.abortParallel(ctx, nj.ID, "again"); ErrorCode(err) != errcode.IllegalTransition {
+	if err := s.abortParallel(ctx, nj.ID, "again"); errcode.Of(err) != errcode.IllegalTransition {
 		t.Fatalf("a second rollback: %v", err)
 	}
 	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
@@ -687,10 +688,10 @@ func TestParallelRefusals(t *testing.T) {
 			clock.advance(DefaultMinReplaceInterval)
 			_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: tc.new(p), BaseDir: dir,
 				ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s", "weir_replace_rewind=false"}}})
-			if ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "was not changed") {
-				t.Fatalf("got %v (%s), want %s saying %q", err, ErrorCode(err), tc.code, tc.msg)
+			if errcode.Of(err) != tc.code || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "was not changed") {
+				t.Fatalf("got %v (%s), want %s saying %q", err, errcode.Of(err), tc.code, tc.msg)
 			}
-			if j, _ := s.Get("sums"); j.ID != old.ID || j.State != StateRunning || j.Replacement != nil || j.ReplacedByJobID != "" {
+			if j, _ := s.Get("sums"); j.ID != old.ID || j.State != record.StateRunning || j.Replacement != nil || j.ReplacedByJobID != "" {
 				t.Fatalf("the old job after the refusal: %s %s %+v", j.ID, j.State, j.Replacement)
 			}
 			if jobs, _ := s.List(StatusAll); len(jobs) != 1 {
@@ -708,13 +709,13 @@ func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 	sc := startParScenario(t)
 	s, old := sc.s, sc.old
 	res := sc.update(t, parallelOverlapOptions...)
-	nj := waitFor(t, s, res.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
+	nj := waitFor(t, s, res.ID, "the overlap", func(j *record.Job) bool { return j.Replacement.Phase == record.PhaseOverlap })
 	if _, err := s.Cancel(ctx, nj.ID); err != nil {
 		t.Fatal(err)
 	}
-	fin := waitFor(t, s, nj.ID, "the end of the flow", func(j *Job) bool { return j.Replacement.Phase.Final() })
+	fin := waitFor(t, s, nj.ID, "the end of the flow", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
 	o, _ := s.Get(old.ID)
-	if fin.State != StateCancelled || fin.Replacement.Phase != PhaseFailed || o.State != StateRunning || o.Replacement.Phase != PhaseFailed || o.ReplacedByJobID != "" {
+	if fin.State != record.StateCancelled || fin.Replacement.Phase != record.PhaseFailed || o.State != record.StateRunning || o.Replacement.Phase != record.PhaseFailed || o.ReplacedByJobID != "" {
 		t.Fatalf("after cancelling the new job: new %s %s, old %s %s replaced by %q", fin.State, fin.Replacement.Phase, o.State, o.Replacement.Phase, o.ReplacedByJobID)
 	}
 	if a, _ := s.Get("sums"); a.ID != old.ID {
@@ -730,7 +731,7 @@ func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 // that does not re-read returns at once.
 func waitReadSequence(t *testing.T, s *Service, ref, step string, seq uint64) {
 	t.Helper()
-	waitStep(t, s, ref, step, fmt.Sprintf("read sequence %d", seq), func(st StepMetrics) bool {
+	waitStep(t, s, ref, step, fmt.Sprintf("read sequence %d", seq), func(st record.StepMetrics) bool {
 		return st.CatchUp == nil || st.CatchUp.ReadSequence >= seq
 	})
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"testing"
@@ -20,7 +21,7 @@ func TestParallelWaitsForOldMessage(t *testing.T) {
 	defer view.close()
 	pipeline := fmt.Sprintf(parYAML, sinkCfg)
 	old := submit(t, s, "sums", pipeline, dir)
-	waitFor(t, s, old.ID, "RUNNING", func(j *Job) bool { return j.State == StateRunning })
+	waitFor(t, s, old.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
 	clock.advance(DefaultMinReplaceInterval)
 	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: pipeline, BaseDir: dir,
 		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=1h", "weir_replace_rewind=false"}}})
@@ -31,12 +32,12 @@ func TestParallelWaitsForOldMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nj.Replacement.Phase != PhasePreparing || nj.Replacement.Parallel.Progress == nil || !nj.Replacement.Parallel.Progress.WaitingForOldMessage {
+	if nj.Replacement.Phase != record.PhasePreparing || nj.Replacement.Parallel.Progress == nil || !nj.Replacement.Parallel.Progress.WaitingForOldMessage {
 		t.Fatalf("new job before the old job read a message: %s %+v", nj.Replacement.Phase, nj.Replacement.Parallel.Progress)
 	}
 	base := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
 	publishPar(t, b, parEvents(base, 0, 5, 1))
-	nj = waitFor(t, s, res.Job.ID, "the overlap", func(j *Job) bool { return j.Replacement.Phase == PhaseOverlap })
+	nj = waitFor(t, s, res.Job.ID, "the overlap", func(j *record.Job) bool { return j.Replacement.Phase == record.PhaseOverlap })
 	if p := nj.Replacement.Parallel.Progress; p == nil || p.WaitingForOldMessage {
 		t.Fatalf("progress in the overlap: %+v", p)
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"log/slog"
 	"strings"
@@ -65,7 +66,7 @@ func TestCreateOrUpdate(t *testing.T) {
 	if j2.ReplacesJobID != j1.ID || j2.Generation != 2 {
 		t.Fatalf("updated job: replaces %q (want %s), generation %d", j2.ReplacesJobID, j1.ID, j2.Generation)
 	}
-	if old, _ := s.Get(j1.ID); old.State != StateUpdated || old.ReplacedByJobID != j2.ID {
+	if old, _ := s.Get(j1.ID); old.State != record.StateUpdated || old.ReplacedByJobID != j2.ID {
 		t.Fatalf("old job: %s replaced by %q", old.State, old.ReplacedByJobID)
 	}
 	waitFor(t, s, j2.ID, "a checkpoint", checkpointed(1))
@@ -78,7 +79,7 @@ func TestCreateOrUpdate(t *testing.T) {
 	if !hasCode(err, errcode.IncompatibleUpdate) || res == nil || res.Report.Compatible {
 		t.Fatalf("incompatible create_or_update: %+v %v", res, err)
 	}
-	if j, _ := s.Get("sums"); j.ID != j2.ID || j.State != StateRunning {
+	if j, _ := s.Get("sums"); j.ID != j2.ID || j.State != record.StateRunning {
 		t.Fatalf("refused create_or_update changed the job: %s %s", j.ID, j.State)
 	}
 	// Through Update on a name without a job: a new job.
@@ -132,7 +133,7 @@ func TestRequestID(t *testing.T) {
 	if _, err := s.Cancel(ctx, j1.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, j1.ID, StateCancelled)
+	waitState(t, s, j1.ID, record.StateCancelled)
 	if _, err := s.Submit(ctx, second); !hasCode(err, errcode.JobNameActive) {
 		t.Fatalf("retry of a refused request: %v, want the first refusal", err)
 	}
@@ -208,10 +209,10 @@ func TestReplacementRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.do()
 			if !hasCode(err, tc.code) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("got %v (%s), want %s containing %q", err, ErrorCode(err), tc.code, tc.msg)
+				t.Fatalf("got %v (%s), want %s containing %q", err, errcode.Of(err), tc.code, tc.msg)
 			}
 			got, _ := s.Get("sums")
-			if got.ID != j.ID || got.State != StateRunning || got.ReplacedByJobID != "" {
+			if got.ID != j.ID || got.State != record.StateRunning || got.ReplacedByJobID != "" {
 				t.Fatalf("the refusal changed the running job: %s %s replaced by %q", got.ID, got.State, got.ReplacedByJobID)
 			}
 			if _, err := s.Get("sums-v2"); !hasCode(err, errcode.JobNotFound) {

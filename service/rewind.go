@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"cmp"
 	"context"
 	"errors"
@@ -107,35 +108,6 @@ import (
 // early or repeated triggers in the new pipeline (above).
 // weir_replace_rewind=false avoids all of these.
 
-// RewindPoint is where the new job of a stop-and-replace re-reads its
-// topics from (rewindPoint).
-type RewindPoint struct {
-	// Watermark is the old job's final watermark W.
-	Watermark time.Time `json:"watermark"`
-	// FromTime is T, the earliest event time re-read.
-	FromTime time.Time `json:"from_time"`
-	// SkipBefore: messages with an event time before it, up to the old
-	// job's last message of their topic, are skipped.
-	SkipBefore time.Time `json:"skip_before"`
-	// Sources lists every Pub/Sub source of the old job.
-	Sources []RewindSource `json:"sources"`
-}
-
-// RewindSource is where one topic is re-read from.
-type RewindSource struct {
-	// Step is the old job's source step.
-	Step         string `json:"step"`
-	Topic        string `json:"topic"`
-	Subscription string `json:"subscription"`
-	// FirstSequence is the first stream sequence the new job reads.
-	FirstSequence uint64 `json:"first_sequence"`
-	// LastSequence is the last message the old job read (the new job's
-	// watermark is held until it has read it).
-	LastSequence uint64 `json:"last_sequence"`
-	// FromTime is the event time the re-read must cover (T).
-	FromTime time.Time `json:"from_time"`
-}
-
 // Rewinder is what a re-reading replacement needs of the broker:
 // Options.Broker must implement it (*pubsub.Broker does). Its methods
 // block until the broker answers or ctx is done.
@@ -160,7 +132,7 @@ func (s *Service) rewinder() (Rewinder, bool) {
 }
 
 // rewindInstead is what every rewind refusal suggests.
-func rewindInstead(old *Job) string {
+func rewindInstead(old *record.Job) string {
 	return fmt.Sprintf("job %s (%s) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add %s=false for a plain continuation from the old job's position",
 		old.ID, old.Name, serviceopt.KeyRewind)
 }
@@ -216,7 +188,7 @@ func earlyTrigger(t window.Trigger) bool {
 
 // checkRewindable refuses, as REPLACEMENT_UNAVAILABLE, windowing the
 // re-read cannot make complete (see the rule above).
-func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
+func checkRewindable(old *record.Job, oldS, newS map[string]window.Strategy) error {
 	var bad []string
 	for _, m := range []struct {
 		which string
@@ -235,7 +207,7 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return errorf(errcode.ReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) cannot make every window complete: %s; %s",
+	return errcode.Errorf(errcode.ReplacementUnavailable, "a replacement that re-reads retained input (%s, the default) cannot make every window complete: %s; %s",
 		serviceopt.KeyRewind, strings.Join(bad, "; "), rewindInstead(old))
 }
 
@@ -243,7 +215,7 @@ func checkRewindable(old *Job, oldS, newS map[string]window.Strategy) error {
 // re-reads retained input, or an in-place update of one that carries its
 // catch-up on (its panes are held while its sources catch up:
 // runner.Options.HoldPanesAtMinWatermark).
-func rewindsInput(j *Job) bool {
+func rewindsInput(j *record.Job) bool {
 	return rewindOf(j) != nil
 }
 
@@ -252,7 +224,7 @@ func rewindsInput(j *Job) bool {
 // the windows that start before rp.SkipBefore, which expired at the old
 // job's final watermark and which the re-read cannot make complete (the
 // rule for sliding windows at the top of this file).
-func rewindOwns(rp *RewindPoint, owns func(sink string, w window.Window) bool) func(sink string, w window.Window) bool {
+func rewindOwns(rp *record.RewindPoint, owns func(sink string, w window.Window) bool) func(sink string, w window.Window) bool {
 	if rp == nil || !rp.SkipBefore.After(rewindMinTime) {
 		return owns
 	}
@@ -308,10 +280,10 @@ func toTime(t mtime.Time) time.Time {
 // top of this file, from old's last durable checkpoint (at the cut-over:
 // the drain's final one). It refuses with REWIND_BEYOND_RETENTION or
 // REPLACEMENT_UNAVAILABLE, saying what to do instead; it changes nothing.
-func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pipeline) (RewindPoint, error) {
+func (s *Service) rewindPoint(ctx context.Context, old *record.Job, newGraph *graph.Pipeline) (record.RewindPoint, error) {
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
-		return RewindPoint{}, internalf("job %s: its graph does not parse: %w", old.ID, err)
+		return record.RewindPoint{}, errcode.Internalf("job %s: its graph does not parse: %w", old.ID, err)
 	}
 	for _, st := range og.Steps {
 		if st.Kind != graph.KindSource || st.Source != nil && st.Source.Kind == pubsubSourceKind {
@@ -321,16 +293,16 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		if st.Source != nil {
 			kind = st.Source.Kind + " " + st.Source.Identity
 		}
-		return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
+		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
 			st.Name, old.ID, kind, rewindInstead(old))
 	}
 	rw, ok := s.rewinder()
 	if !ok {
-		return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
+		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
 	}
 	oldS, newS := keyedStrategies(og), keyedStrategies(newGraph)
 	if err := checkRewindable(old, oldS, newS); err != nil {
-		return RewindPoint{}, err
+		return record.RewindPoint{}, err
 	}
 	rec, err := s.store.LastCheckpoint(old.ID)
 	if errors.Is(err, state.ErrNotFound) {
@@ -338,7 +310,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		rec, err = nil, nil
 	}
 	if err != nil {
-		return RewindPoint{}, internalf("reading the last checkpoint of job %s: %w", old.ID, err)
+		return record.RewindPoint{}, errcode.Internalf("reading the last checkpoint of job %s: %w", old.ID, err)
 	}
 	var positions map[string][][]byte
 	if rec != nil {
@@ -362,10 +334,10 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		}
 		pt, err := rw.PositionTrack(ctx, ps[0])
 		if err != nil {
-			return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s: its checkpointed position cannot be read again (%v); %s", st.Name, old.ID, err, rewindInstead(old))
+			return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "source %s of job %s: its checkpointed position cannot be read again (%v); %s", st.Name, old.ID, err, rewindInstead(old))
 		}
 		if !pt.Tracked {
-			return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "source %s of job %s (topic %s) has a position written before weir tracked event times per message, so where to re-read from is unknown; %s",
+			return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "source %s of job %s (topic %s) has a position written before weir tracked event times per message, so where to re-read from is unknown; %s",
 				st.Name, old.ID, pt.Topic, rewindInstead(old))
 		}
 		srcs = append(srcs, src{step: st.Name, pt: pt})
@@ -375,16 +347,16 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		wm = min(wm, sr.pt.Watermark)
 	}
 	t, skip := rewindTimes(wm, oldS, newS)
-	rp := RewindPoint{Watermark: toTime(wm), FromTime: toTime(t), SkipBefore: toTime(skip)}
+	rp := record.RewindPoint{Watermark: toTime(wm), FromTime: toTime(t), SkipBefore: toTime(skip)}
 	if len(srcs) == 0 {
 		rp.Watermark = toTime(mtime.MinTimestamp)
 	}
 	for _, sr := range srcs {
 		pt := sr.pt
-		rs := RewindSource{Step: sr.step, Topic: pt.Topic, Subscription: pt.Subscription, LastSequence: pt.StreamSeq, FirstSequence: pt.StreamSeq + 1, FromTime: rp.FromTime}
+		rs := record.RewindSource{Step: sr.step, Topic: pt.Topic, Subscription: pt.Subscription, LastSequence: pt.StreamSeq, FirstSequence: pt.StreamSeq + 1, FromTime: rp.FromTime}
 		if t < mtime.MaxTimestamp {
 			if !pt.Covers(t) {
-				return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "topic %s (source %s of job %s): the re-read must cover event times from %s (the earliest window still open at the old job's watermark %s), but the job's event-time table only reaches back to %s (it keeps the job's longest window plus allowed lateness behind its watermark, at most %s); %s",
+				return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "topic %s (source %s of job %s): the re-read must cover event times from %s (the earliest window still open at the old job's watermark %s), but the job's event-time table only reaches back to %s (it keeps the job's longest window plus allowed lateness behind its watermark, at most %s); %s",
 					pt.Topic, sr.step, old.ID, fmtTime(t), fmtTime(wm), fmtTime(pt.From), pubsub.MaxRewindHorizon, rewindInstead(old))
 			}
 			if first, ok := pt.FirstSequenceFor(t); ok && first <= pt.StreamSeq {
@@ -394,14 +366,14 @@ func (s *Service) rewindPoint(ctx context.Context, old *Job, newGraph *graph.Pip
 		if rs.FirstSequence <= pt.StreamSeq {
 			oldest, oldestTime, err := rw.Retained(ctx, pt.Topic)
 			if err != nil {
-				return RewindPoint{}, internalf("reading what topic %s retains: %w", pt.Topic, err)
+				return record.RewindPoint{}, errcode.Internalf("reading what topic %s retains: %w", pt.Topic, err)
 			}
 			if oldest > rs.FirstSequence {
 				oldestText := "it holds no message any more"
 				if !oldestTime.IsZero() {
 					oldestText = fmt.Sprintf("its oldest retained message is sequence %d, published %s", oldest, oldestTime.Format(time.RFC3339))
 				}
-				return RewindPoint{}, errorf(errcode.RewindBeyondRetention, "topic %s no longer retains the messages the replacement must re-read: it needs sequence %d on (event times from %s, the earliest window still open at the old job's watermark %s), but %s (retention or a message limit discarded the rest); %s",
+				return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "topic %s no longer retains the messages the replacement must re-read: it needs sequence %d on (event times from %s, the earliest window still open at the old job's watermark %s), but %s (retention or a message limit discarded the rest); %s",
 					pt.Topic, rs.FirstSequence, fmtTime(t), fmtTime(wm), oldestText, rewindInstead(old))
 			}
 		}
@@ -450,7 +422,7 @@ func lateBy(wm mtime.Time, d mtime.Duration) mtime.Time {
 // rewindStarts returns what the new job's Pub/Sub splits need to re-read
 // for rp, by subscription (yamlpipe.JobEnv.PubSubRewind): the new job's,
 // where a handover under a new name gave it its own.
-func rewindStarts(rp *RewindPoint, handover []SubscriptionHandover) map[string]pubsub.RewindStart {
+func rewindStarts(rp *record.RewindPoint, handover []record.SubscriptionHandover) map[string]pubsub.RewindStart {
 	if rp == nil {
 		return nil
 	}

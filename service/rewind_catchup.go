@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"fmt"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -48,24 +49,12 @@ import (
 //     count, the service logs it at warn, and the count shows in the
 //     metrics (catch_up.expired_messages).
 
-// CatchUp is the re-read a job carries on from the replacement job it
-// updates in place while that job was still catching up.
-type CatchUp struct {
-	// FromJobID is the replacement job whose re-read this is.
-	FromJobID string `json:"from_job_id"`
-	// RewindPoint is that job's (its SkipBefore bounds the windows the job
-	// owns, rewindOwns).
-	RewindPoint *RewindPoint `json:"rewind_point"`
-	// Starts are the RewindStarts of its Pub/Sub splits, by subscription.
-	Starts map[string]pubsub.RewindStart `json:"starts"`
-}
-
 // rewindOf returns the re-read j's Pub/Sub splits do: a replacement job's
 // own (its Replacement), or the one an in-place update carried on
 // (j.CatchUp); nil when j re-reads nothing.
-func rewindOf(j *Job) *CatchUp {
+func rewindOf(j *record.Job) *record.CatchUp {
 	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID && r.RewindPoint != nil {
-		return &CatchUp{FromJobID: j.ID, RewindPoint: r.RewindPoint, Starts: rewindStarts(r.RewindPoint, r.Handover)}
+		return &record.CatchUp{FromJobID: j.ID, RewindPoint: r.RewindPoint, Starts: rewindStarts(r.RewindPoint, r.Handover)}
 	}
 	return j.CatchUp
 }
@@ -80,22 +69,8 @@ type CatchUpReporter interface {
 
 var _ CatchUpReporter = (*pubsub.Source)(nil)
 
-// SourceCatchUp is a re-reading source's progress (StepMetrics.CatchUp).
-type SourceCatchUp struct {
-	// ReadSequence is the last stream sequence the source read.
-	ReadSequence uint64 `json:"read_seq"`
-	// HoldUntil is the last sequence the old job read: until the source
-	// has read it, its watermark is held and no pane fires.
-	HoldUntil uint64 `json:"hold_until_seq"`
-	// CaughtUp says the re-read is done.
-	CaughtUp bool `json:"caught_up"`
-	// ExpiredMessages counts the messages the re-read had to read again
-	// but the topic no longer held (EventCatchUpExpired).
-	ExpiredMessages uint64 `json:"expired_messages,omitempty"`
-}
-
 // catchUpOf returns the progress of a source's code, or nil.
-func catchUpOf(code any) *SourceCatchUp {
+func catchUpOf(code any) *record.SourceCatchUp {
 	cr, ok := code.(CatchUpReporter)
 	if !ok {
 		return nil
@@ -104,7 +79,7 @@ func catchUpOf(code any) *SourceCatchUp {
 	if !ok {
 		return nil
 	}
-	return &SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
+	return &record.SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
 }
 
 // CatchUpExpiryReporter is implemented by source code that re-reads for a
@@ -122,7 +97,7 @@ var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
 // reportCatchUpExpired makes the re-reading sources of prog, j's program
 // run as jr, record what their re-read found gone (catchUpExpired). Called
 // for every execution before it starts.
-func (s *Service) reportCatchUpExpired(j *Job, prog *contract.Program, jr *jobRun) {
+func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr *jobRun) {
 	if !rewindsInput(j) {
 		return
 	}
@@ -157,7 +132,7 @@ func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
 		s.opts.Logger.Warn("re-read: messages the old job had read are no longer in the topic's retention", "job_id", id, "job_name", name,
 			"step", e.Step, "topic", e.Topic, "subscription", e.Subscription, "expired_messages", e.Messages,
 			"first_seq", e.FirstSeq, "last_seq", e.LastSeq, "hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
-		s.emitRun(jr, EventCatchUpExpired, SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
+		s.emitRun(jr, record.EventCatchUpExpired, record.SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
 			"expired_messages": e.Messages, "first_seq": e.FirstSeq, "last_seq": e.LastSeq, "hold_until_seq": e.HoldUntil, "next_seq": e.NextSeq})
 	}
 }
@@ -165,7 +140,7 @@ func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
 // carriedCatchUp returns what the in-place update of old, running as jr,
 // carries on (Job.CatchUp): old's re-read when one of its sources still
 // catches up, else nil.
-func carriedCatchUp(old *Job, jr *jobRun) *CatchUp {
+func carriedCatchUp(old *record.Job, jr *jobRun) *record.CatchUp {
 	cu := rewindOf(old)
 	if cu == nil {
 		return nil

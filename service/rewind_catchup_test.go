@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,7 @@ func takeCheckpoint(t *testing.T, s *Service, name string) bool {
 }
 
 // catchUpOfJob returns the catch-up progress of step Events of job ref.
-func catchUpOfJob(t *testing.T, s *Service, ref string) *SourceCatchUp {
+func catchUpOfJob(t *testing.T, s *Service, ref string) *record.SourceCatchUp {
 	t.Helper()
 	m, err := s.Metrics(ref)
 	if err != nil {
@@ -189,7 +190,7 @@ func TestRewindCatchUp(t *testing.T) {
 					t.Fatalf("stop-and-replace: %v", err)
 				}
 				nj := waitPhase(t, s, res.Job.ID)
-				if nj.Replacement.Phase != PhaseCutOver || nj.Replacement.RewindPoint == nil {
+				if nj.Replacement.Phase != record.PhaseCutOver || nj.Replacement.RewindPoint == nil {
 					t.Fatalf("new job after the flow: %s %+v (error %q)", nj.State, nj.Replacement, nj.Error)
 				}
 				if last := nj.Replacement.RewindPoint.Sources[0].LastSequence; last != uint64(len(phase1)) {
@@ -218,7 +219,7 @@ func TestRewindCatchUp(t *testing.T) {
 						}
 						last = ur.Job
 					case "rescale":
-						if _, err := s.UpdateOptions(ctx, last.ID, JobOptions{NumWorkers: 2}); err != nil {
+						if _, err := s.UpdateOptions(ctx, last.ID, record.JobOptions{NumWorkers: 2}); err != nil {
 							t.Fatalf("rescale: %v", err)
 						}
 					case "restart":
@@ -260,9 +261,9 @@ func TestRewindCatchUp(t *testing.T) {
 				}
 				checkpointUntil(t, s, "sums", "DRAINED and committed", func() bool {
 					j, err := s.Get(last.ID)
-					return err == nil && (j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained)
+					return err == nil && (j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained)
 				})
-				if j, _ := s.Get(last.ID); j.State != StateDrained {
+				if j, _ := s.Get(last.ID); j.State != record.StateDrained {
 					t.Fatalf("job %s ended %s (%s), want DRAINED", j.ID, j.State, j.Error)
 				}
 				w.finish(t)

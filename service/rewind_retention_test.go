@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"cmp"
 	"context"
 	"fmt"
@@ -81,7 +82,7 @@ func TestRewindRetentionGap(t *testing.T) {
 				t.Fatalf("parallel replacement: %v", err)
 			}
 			nj := waitPhase(t, s, res.Job.ID)
-			if nj.Replacement.Phase != PhaseCutOver || nj.Replacement.RewindPoint == nil {
+			if nj.Replacement.Phase != record.PhaseCutOver || nj.Replacement.RewindPoint == nil {
 				t.Fatalf("new job after the flow: %s %+v (error %q)", nj.State, nj.Replacement, nj.Error)
 			}
 			hold := nj.Replacement.RewindPoint.Sources[0].LastSequence
@@ -118,13 +119,13 @@ func TestRewindRetentionGap(t *testing.T) {
 			}
 			checkpointUntil(t, s, "sums", "DRAINED and committed", func() bool {
 				j, err := s.Get(nj.ID)
-				return err == nil && (j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained)
+				return err == nil && (j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained)
 			})
-			if j, _ := s.Get(nj.ID); j.State != StateDrained {
+			if j, _ := s.Get(nj.ID); j.State != record.StateDrained {
 				t.Fatalf("job %s ended %s (%s), want DRAINED", j.ID, j.State, j.Error)
 			}
 
-			got := eventsOf(t, s, nj.ID, EventCatchUpExpired)
+			got := eventsOf(t, s, nj.ID, record.EventCatchUpExpired)
 			if len(got) != 1 {
 				_, evs, _ := s.Events(nj.ID, 0, 0)
 				t.Fatalf("%d catch_up_expired events, want 1 (events: %+v)", len(got), evs)
@@ -134,7 +135,7 @@ func TestRewindRetentionGap(t *testing.T) {
 			last, _ := e.Details["last_seq"].(float64)
 			n, _ := e.Details["expired_messages"].(float64)
 			next, _ := e.Details["next_seq"].(float64)
-			if e.Severity != SeverityWarning || uint64(last) != keep-1 || uint64(first) <= readBefore || n != last-first+1 || uint64(next) != keep {
+			if e.Severity != record.SeverityWarning || uint64(last) != keep-1 || uint64(first) <= readBefore || n != last-first+1 || uint64(next) != keep {
 				t.Errorf("catch_up_expired event %+v: want a warning for sequences after %d through %d, going on at %d", e, readBefore, keep-1, keep)
 			}
 			t.Logf("event: %s", e.Message)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestCheckRewindable(t *testing.T) {
 			for _, ws := range []*window.Strategy{&tc.old, &tc.new} {
 				ws.EnsureDefaults()
 			}
-			err := checkRewindable(&Job{ID: "j1", Name: "sums"}, map[string]window.Strategy{"Sums": tc.old}, map[string]window.Strategy{"Sums": tc.new})
+			err := checkRewindable(&record.Job{ID: "j1", Name: "sums"}, map[string]window.Strategy{"Sums": tc.old}, map[string]window.Strategy{"Sums": tc.new})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -112,20 +113,20 @@ func TestRewindOwns(t *testing.T) {
 	noPubSub := func(sink string, _ window.Window) bool { return sink != "pubsub" }
 	tests := []struct {
 		name string
-		rp   *RewindPoint
+		rp   *record.RewindPoint
 		base func(string, window.Window) bool
 		sink string
 		w    window.Window
 		want bool
 	}{
-		{"expired sliding window", &RewindPoint{SkipBefore: skip}, nil, "sql", win(10, 30), false},
-		{"window at the bound", &RewindPoint{SkipBefore: skip}, nil, "sql", win(20, 40), true},
-		{"later window", &RewindPoint{SkipBefore: skip}, nil, "pubsub", win(30, 50), true},
-		{"global window", &RewindPoint{SkipBefore: skip}, nil, "sql", window.Global, true},
-		{"nothing skipped", &RewindPoint{SkipBefore: rewindMinTime}, nil, "sql", win(10, 30), true},
+		{"expired sliding window", &record.RewindPoint{SkipBefore: skip}, nil, "sql", win(10, 30), false},
+		{"window at the bound", &record.RewindPoint{SkipBefore: skip}, nil, "sql", win(20, 40), true},
+		{"later window", &record.RewindPoint{SkipBefore: skip}, nil, "pubsub", win(30, 50), true},
+		{"global window", &record.RewindPoint{SkipBefore: skip}, nil, "sql", window.Global, true},
+		{"nothing skipped", &record.RewindPoint{SkipBefore: rewindMinTime}, nil, "sql", win(10, 30), true},
 		{"no rewind point", nil, nil, "sql", win(10, 30), true},
-		{"the base rule still decides", &RewindPoint{SkipBefore: skip}, noPubSub, "pubsub", win(30, 50), false},
-		{"the base rule allows", &RewindPoint{SkipBefore: skip}, noPubSub, "sql", win(30, 50), true},
+		{"the base rule still decides", &record.RewindPoint{SkipBefore: skip}, noPubSub, "pubsub", win(30, 50), false},
+		{"the base rule allows", &record.RewindPoint{SkipBefore: skip}, noPubSub, "sql", win(30, 50), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"sort"
@@ -98,7 +99,7 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 				nj := res.Job
 				publishRW(t, b, phase2)
 				fin := waitPhase(t, s, nj.ID)
-				if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+				if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 					t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 				}
 				skip := srBase.Add(20 * time.Second)
@@ -106,7 +107,7 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 					t.Fatalf("rewind point %+v, want skip_before %s", rp, skip)
 				}
 				t.Logf("rewind point %+v", fin.Replacement.RewindPoint)
-				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, "sr-sub")
 				m, err := s.Metrics(nj.ID)
@@ -121,8 +122,8 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 				if _, err := s.Drain(ctx, nj.ID); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-					return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *record.Job) bool {
+					return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 				})
 				w.finish(t)
 
@@ -219,8 +220,8 @@ func TestParallelReplaceRewindSliding(t *testing.T) {
 			}
 			phase2 := parEvents(base, 45, 70, 1000)
 			publishPar(t, b, phase2)
-			fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *Job) bool { return j.Replacement.Phase.Final() })
-			if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+			fin := waitFor(t, s, nj.ID, "CUT_OVER", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
+			if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 				t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 			}
 			phase3 := parEvents(base, 70, 90, 5000)
@@ -234,8 +235,8 @@ func TestParallelReplaceRewindSliding(t *testing.T) {
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-				return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+			waitFor(t, s, nj.ID, "DRAINED and committed", func(j *record.Job) bool {
+				return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 			})
 			got := cons.finish(t)
 			if diff := diffTotals(got, parSlidingTruth(all)); diff != "" {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"cmp"
 	"context"
 	"database/sql"
@@ -342,17 +343,17 @@ func TestStopAndReplaceRewind(t *testing.T) {
 		byGrp       bool   // the new pipeline groups by grp into table <t>_grp
 		opts        []string
 		holdOld     bool // the old job's end waits for the drain timeout
-		wantOldStop JobState
+		wantOldStop record.JobState
 		newName     string // under a new name (option 2); "" the same name
 		topic       bool   // both read the topic (subscriptions named after the job) instead of sr-sub
 	}{
-		{name: "compatible", size: "10s", wantOldStop: StateDrained},
-		{name: "new window size", size: "20s", wantOldStop: StateDrained},
-		{name: "new key", size: "10s", byGrp: true, wantOldStop: StateDrained},
-		{name: "no preallocation", size: "10s", opts: []string{"parallel_replace_job_preallocate_compute_resources=false"}, wantOldStop: StateDrained},
-		{name: "drain timeout cancels", size: "10s", holdOld: true, wantOldStop: StateCancelled},
-		{name: "drain timeout keeps both", size: "10s", opts: []string{"parallel_replace_job_cancel_on_drain_timeout=false"}, holdOld: true, wantOldStop: StateDrained},
-		{name: "new name reading a topic", size: "20s", newName: "sums-v2", topic: true, wantOldStop: StateDrained},
+		{name: "compatible", size: "10s", wantOldStop: record.StateDrained},
+		{name: "new window size", size: "20s", wantOldStop: record.StateDrained},
+		{name: "new key", size: "10s", byGrp: true, wantOldStop: record.StateDrained},
+		{name: "no preallocation", size: "10s", opts: []string{"parallel_replace_job_preallocate_compute_resources=false"}, wantOldStop: record.StateDrained},
+		{name: "drain timeout cancels", size: "10s", holdOld: true, wantOldStop: record.StateCancelled},
+		{name: "drain timeout keeps both", size: "10s", opts: []string{"parallel_replace_job_cancel_on_drain_timeout=false"}, holdOld: true, wantOldStop: record.StateDrained},
+		{name: "new name reading a topic", size: "20s", newName: "sums-v2", topic: true, wantOldStop: record.StateDrained},
 	}
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
@@ -423,7 +424,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				clock.advance(DefaultMinReplaceInterval)
 				req := SubmitRequest{Name: "sums", Pipeline: pipeline(tc.size, newKey, newDB, newTable), BaseDir: dir,
 					ServiceOptions: append([]string{"parallel_replace_job_max_stop_duration=1m"}, tc.opts...)}
-				var nj *Job
+				var nj *record.Job
 				if tc.newName == "" {
 					req.ServiceOptions = append(req.ServiceOptions, "update_strategy_parallel_job_update")
 					res, err := s.Update(ctx, UpdateRequest{SubmitRequest: req})
@@ -439,20 +440,20 @@ func TestStopAndReplaceRewind(t *testing.T) {
 						t.Fatalf("stop-and-replace under a new name: %v", err)
 					}
 				}
-				if !nj.Replacement.Rewind || nj.State != StatePending {
+				if !nj.Replacement.Rewind || nj.State != record.StatePending {
 					t.Fatalf("new job: %s %+v", nj.State, nj.Replacement)
 				}
 				publishRW(t, b, phase2)
 				if tc.holdOld {
 					clock.advance(time.Minute)
-					waitFor(t, s, nj.ID, "the drain timeout recorded", func(j *Job) bool { return j.Replacement.DrainTimedOut })
-					if tc.wantOldStop == StateCancelled {
-						waitFor(t, s, old.ID, "CANCELLING", func(j *Job) bool { return j.State == StateCancelling })
+					waitFor(t, s, nj.ID, "the drain timeout recorded", func(j *record.Job) bool { return j.Replacement.DrainTimedOut })
+					if tc.wantOldStop == record.StateCancelled {
+						waitFor(t, s, old.ID, "CANCELLING", func(j *record.Job) bool { return j.State == record.StateCancelling })
 					}
 					close(release)
 				}
 				fin := waitPhase(t, s, nj.ID)
-				if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning || fin.Replacement.StopWindowMillis == nil {
+				if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning || fin.Replacement.StopWindowMillis == nil {
 					t.Fatalf("new job after the flow: %s %+v (error %q)", fin.State, fin.Replacement, fin.Error)
 				}
 				rp := fin.Replacement.RewindPoint
@@ -463,7 +464,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				if o, _ := s.Get(old.ID); o.State != tc.wantOldStop || o.ReplacedByJobID != nj.ID {
 					t.Fatalf("old job: %s replaced by %q, want %s", o.State, o.ReplacedByJobID, tc.wantOldStop)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, newSub)
 				// The window [0s,10s) had expired at the old job's watermark:
@@ -488,8 +489,8 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				if _, err := s.Drain(ctx, nj.ID); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *Job) bool {
-					return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+				waitFor(t, s, nj.ID, "DRAINED and committed", func(j *record.Job) bool {
+					return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 				})
 				w.finish(t)
 
@@ -607,7 +608,7 @@ func TestRewindRefusals(t *testing.T) {
 			_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: tc.pipeline, BaseDir: dir,
 				ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m"}}})
 			if !hasCode(err, tc.code) {
-				t.Fatalf("got %v (%s), want %s", err, ErrorCode(err), tc.code)
+				t.Fatalf("got %v (%s), want %s", err, errcode.Of(err), tc.code)
 			}
 			for _, m := range tc.msgs {
 				if !strings.Contains(err.Error(), m) {
@@ -615,7 +616,7 @@ func TestRewindRefusals(t *testing.T) {
 				}
 			}
 			got, _ := s.Get("sums")
-			if got.ID != old.ID || got.State != StateRunning || got.ReplacedByJobID != "" {
+			if got.ID != old.ID || got.State != record.StateRunning || got.ReplacedByJobID != "" {
 				t.Fatalf("the refusal changed the running job: %s %s replaced by %q", got.ID, got.State, got.ReplacedByJobID)
 			}
 			jobs, err := s.List(StatusAll)
@@ -635,7 +636,7 @@ func TestRewindRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plain continuation: %v", err)
 	}
-	if fin := waitPhase(t, s, res.Job.ID); fin.Replacement.Phase != PhaseCutOver {
+	if fin := waitPhase(t, s, res.Job.ID); fin.Replacement.Phase != record.PhaseCutOver {
 		t.Fatalf("plain continuation: %+v", fin.Replacement)
 	}
 }

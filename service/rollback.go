@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
@@ -57,12 +58,6 @@ import (
 // generation. The flow's state is the new job's record, so a restarted
 // server resumes it (recoverJob → drive).
 
-// SnapshotKindRollback marks a rollback snapshot.
-const SnapshotKindRollback = "rollback"
-
-// StrategyRollback is the replacement strategy of a rollback job.
-const StrategyRollback = "rollback"
-
 // DefaultRollbackMaxStop bounds the current job's drain in a rollback when
 // the request gives no bound; it is then cancelled.
 const DefaultRollbackMaxStop = 5 * time.Minute
@@ -71,7 +66,7 @@ const DefaultRollbackMaxStop = 5 * time.Minute
 // the handover's or the drain's write), the pinned store its state is
 // copied from, and what to copy.
 type rollbackCut struct {
-	snap    *Snapshot
+	snap    *record.Snapshot
 	pin     *state.Pinned
 	cut     state.SnapshotCut
 	written bool
@@ -80,22 +75,22 @@ type rollbackCut struct {
 // newRollbackCut returns the rollback snapshot of job old, replaced by job
 // newID at the checkpoint (epoch, positions); names maps old step names to
 // the lineage names their state has after the handover (renames).
-func (s *Service) newRollbackCut(old *Job, newID string, epoch uint64, positions map[string][][]byte, names map[string]string) (*rollbackCut, error) {
+func (s *Service) newRollbackCut(old *record.Job, newID string, epoch uint64, positions map[string][][]byte, names map[string]string) (*rollbackCut, error) {
 	g, err := graph.Parse(old.Graph)
 	if err != nil {
-		return nil, internalf("reading the graph of job %s: %w", old.ID, err)
+		return nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
 	}
 	id, err := newSnapshotID()
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
 	now := s.now()
 	ret := s.opts.RollbackRetention
-	snap := &Snapshot{ID: id, SourceJobID: old.ID, JobName: old.Name, Generation: old.Generation, CreationTime: now,
-		TTL: duration.Format(ret), ExpireTime: now.Add(ret), State: SnapshotRunning, StateTime: now,
+	snap := &record.Snapshot{ID: id, SourceJobID: old.ID, JobName: old.Name, Generation: old.Generation, CreationTime: now,
+		TTL: duration.Format(ret), ExpireTime: now.Add(ret), State: record.SnapshotRunning, StateTime: now,
 		Description:    fmt.Sprintf("rollback point of generation %d (job %s), kept when job %s replaced it", old.Generation, old.ID, newID),
-		PubsubMetadata: []PubsubSnapshotMetadata{}, SDK: old.SDK, Graph: old.Graph,
-		Epoch: epoch, Positions: positions, SinkEpoch: epoch, Kind: SnapshotKindRollback, ReplacedByJobID: newID}
+		PubsubMetadata: []record.PubsubSnapshotMetadata{}, SDK: old.SDK, Graph: old.Graph,
+		Epoch: epoch, Positions: positions, SinkEpoch: epoch, Kind: record.SnapshotKindRollback, ReplacedByJobID: newID}
 	steps := make([]string, 0, len(g.Steps))
 	for _, st := range g.Steps {
 		steps = append(steps, st.Name)
@@ -110,7 +105,7 @@ func (rc *rollbackCut) put(w *state.Write) error {
 	if rc == nil {
 		return nil
 	}
-	return putJSON(w, snapshotKey(rc.snap.ID), rc.snap)
+	return putJSON(w, record.SnapshotKey(rc.snap.ID), rc.snap)
 }
 
 // finishRollbackCut starts the copy of a written rollback cut (it becomes
@@ -154,13 +149,13 @@ func (s *Service) updateRollbackCut(u *update) (*rollbackCut, error) {
 // the old job does not run or takes no checkpoints) and when the cut
 // failed (logged: the replacement goes on without a rollback point). The
 // caller holds the old job's name guard, not the registry lock.
-func (s *Service) drainRollbackCut(newID string, before ReplacementPhase) *rollbackCut {
+func (s *Service) drainRollbackCut(newID string, before record.ReplacementPhase) *rollbackCut {
 	nj, err := s.readJob(newID)
 	if err != nil || nj.Replacement == nil || nj.Replacement.Phase != before {
 		return nil
 	}
 	old, err := s.readJob(nj.Replacement.OldJobID)
-	if err != nil || old.State != StateRunning || !old.Checkpointing {
+	if err != nil || old.State != record.StateRunning || !old.Checkpointing {
 		return nil
 	}
 	jr := s.runningJob(old.ID)
@@ -191,8 +186,8 @@ func (s *Service) drainRollbackCut(newID string, before ReplacementPhase) *rollb
 // (the rollback retention) after the job that replaced its job started
 // running, on the service's clock; one whose replacing job has not run
 // yet (a flow under way) is kept too.
-func (s *Service) rollbackHeld(snap *Snapshot, now time.Time) bool {
-	if snap.Kind != SnapshotKindRollback || snap.ReplacedByJobID == "" {
+func (s *Service) rollbackHeld(snap *record.Snapshot, now time.Time) bool {
+	if snap.Kind != record.SnapshotKindRollback || snap.ReplacedByJobID == "" {
 		return false
 	}
 	ttl, err := duration.Parse(snap.TTL)
@@ -204,7 +199,7 @@ func (s *Service) rollbackHeld(snap *Snapshot, now time.Time) bool {
 		return false
 	}
 	for _, c := range j.History {
-		if c.State == StateRunning {
+		if c.State == record.StateRunning {
 			return now.Before(c.Time.Add(ttl))
 		}
 	}
@@ -264,11 +259,11 @@ type RollbackWindows struct {
 // RollbackResult is the report of a rollback (and of a validate-only one).
 type RollbackResult struct {
 	// Job is the rollback job (nil when validate-only).
-	Job *Job `json:"job,omitempty"`
+	Job *record.Job `json:"job,omitempty"`
 	// Current is the job that is stopped (or would be).
-	Current *Summary `json:"current"`
+	Current *record.Summary `json:"current"`
 	// Snapshot is the rollback snapshot it starts from.
-	Snapshot *Snapshot `json:"snapshot"`
+	Snapshot *record.Snapshot `json:"snapshot"`
 	// ToGeneration is the generation whose pipeline runs again;
 	// NewGeneration the rollback job's.
 	ToGeneration  int64 `json:"to_generation"`
@@ -302,14 +297,14 @@ func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 
 // rollback is Rollback once its request ID (if any) is new.
 func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
-	if err := ValidateJobName(req.Name); err != nil {
+	if err := record.ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
 	if req.ToGeneration < 0 {
-		return nil, errorf(errcode.InvalidRequest, "to_generation must be a generation (1 or more), got %d", req.ToGeneration)
+		return nil, errcode.Errorf(errcode.InvalidRequest, "to_generation must be a generation (1 or more), got %d", req.ToGeneration)
 	}
 	if req.MaxStop < 0 {
-		return nil, errorf(errcode.InvalidRequest, "the maximum stop duration must not be negative")
+		return nil, errcode.Errorf(errcode.InvalidRequest, "the maximum stop duration must not be negative")
 	}
 	if req.MaxStop == 0 {
 		req.MaxStop = DefaultRollbackMaxStop
@@ -323,7 +318,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	defer unlock()
 	if s.closing.Load() {
-		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; roll back once it is back")
+		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; roll back once it is back")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -331,19 +326,19 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	if l.ActiveJobID == "" {
 		if l.LatestJobID == "" {
-			return nil, errorf(errcode.JobNotFound, "no job has the name %q", req.Name)
+			return nil, errcode.Errorf(errcode.JobNotFound, "no job has the name %q", req.Name)
 		}
-		return nil, errorf(errcode.NoRunningJob, "no running job named %s: a rollback replaces the running job (start a job from a rollback snapshot with weir run --create-from-snapshot instead)", req.Name)
+		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: a rollback replaces the running job (start a job from a rollback snapshot with weir run --create-from-snapshot instead)", req.Name)
 	}
 	cur, err := s.readJob(l.ActiveJobID)
 	if err != nil {
-		return nil, internalf("reading the active job of %q: %w", req.Name, err)
+		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if err := s.refuseRollbackDuringFlow(cur); err != nil {
 		return nil, err
 	}
-	if cur.State != StateRunning || s.runningJob(cur.ID) == nil {
-		return nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
+	if cur.State != record.StateRunning || s.runningJob(cur.ID) == nil {
+		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
 	}
 	snap, err := s.findRollbackSnapshot(cur, req.ToGeneration)
 	if err != nil {
@@ -351,10 +346,10 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	src, err := s.readJob(snap.SourceJobID)
 	if err != nil {
-		return nil, internalf("reading job %s of rollback snapshot %s: %w", snap.SourceJobID, snap.ID, err)
+		return nil, errcode.Internalf("reading job %s of rollback snapshot %s: %w", snap.SourceJobID, snap.ID, err)
 	}
-	if src.SDK == SDKGo {
-		return nil, errorf(errcode.IllegalTransition, "generation %d of %s (job %s) is a Go program's: roll it back by starting that build of the program with --create-from-snapshot %s", src.Generation, req.Name, src.ID, snap.ID)
+	if src.SDK == record.SDKGo {
+		return nil, errcode.Errorf(errcode.IllegalTransition, "generation %d of %s (job %s) is a Go program's: roll it back by starting that build of the program with --create-from-snapshot %s", src.Generation, req.Name, src.ID, snap.ID)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -362,24 +357,24 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(errcode.SnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
+		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
-		return nil, internalf("reading rollback snapshot %s: %w", snap.ID, err)
+		return nil, errcode.Internalf("reading rollback snapshot %s: %w", snap.ID, err)
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
 	gen := max(l.Generation, cur.Generation) + 1
-	rep := &Replacement{Strategy: StrategyRollback, Phase: PhasePreparing, PhaseTime: now, OldJobID: cur.ID, NewJobID: id,
+	rep := &record.Replacement{Strategy: record.StrategyRollback, Phase: record.PhasePreparing, PhaseTime: now, OldJobID: cur.ID, NewJobID: id,
 		MaxStopMillis: req.MaxStop.Milliseconds(), CancelOnDrainTimeout: true, Preallocate: true,
 		Notes: []string{fmt.Sprintf("rollback to generation %d (job %s) from rollback snapshot %s", src.Generation, src.ID, snap.ID)}}
-	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now, Generation: gen,
+	nj := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now, Generation: gen,
 		Pipeline: src.Pipeline, PipelineFile: src.PipelineFile, BaseDir: src.BaseDir, Options: src.Options,
 		ReplacesJobID: cur.ID, Replacement: rep, CreatedFromSnapshotID: snap.ID,
-		History: []StateChange{{State: StatePending, Time: now, Reason: fmt.Sprintf("rollback of job %s to generation %d (snapshot %s)", cur.ID, src.Generation, snap.ID)}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: fmt.Sprintf("rollback of job %s to generation %d (snapshot %s)", cur.ID, src.Generation, snap.ID)}}}
 	p, err := s.load(nj)
 	if err != nil {
 		return nil, fmt.Errorf("the pipeline of generation %d (job %s) no longer loads, so it cannot run again: %w", src.Generation, src.ID, err)
@@ -387,7 +382,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	g := p.Graph()
 	report := compat.Check(oldGraph, g, compat.Options{})
 	if !report.Compatible {
-		return nil, errorf(errcode.IncompatibleUpdate, "the pipeline of generation %d (job %s) no longer builds the graph its rollback snapshot %s holds (%d problem(s)), so its state cannot be restored; nothing changed",
+		return nil, errcode.Errorf(errcode.IncompatibleUpdate, "the pipeline of generation %d (job %s) no longer builds the graph its rollback snapshot %s holds (%d problem(s)), so its state cannot be restored; nothing changed",
 			src.Generation, src.ID, snap.ID, len(report.Errors))
 	}
 	cs := cur.Summary()
@@ -398,7 +393,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	res.Windows = s.rollbackWindows(snap.ID, oldGraph, res.Sources)
 	for _, src := range res.Sources {
 		if !src.Retained {
-			return res, errorf(errcode.RewindBeyondRetention, "topic %s no longer holds the messages from sequence %d on (its oldest is %d), which the rollback of %s to generation %d would have to re-read for step %s; nothing changed: start a job from rollback snapshot %s without the lost input (weir run --create-from-snapshot), or update the running job in place",
+			return res, errcode.Errorf(errcode.RewindBeyondRetention, "topic %s no longer holds the messages from sequence %d on (its oldest is %d), which the rollback of %s to generation %d would have to re-read for step %s; nothing changed: start a job from rollback snapshot %s without the lost input (weir run --create-from-snapshot), or update the running job in place",
 				src.Topic, src.FromSeq, src.FirstRetainedSeq, req.Name, res.ToGeneration, src.Step, snap.ID)
 		}
 	}
@@ -411,12 +406,12 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		return nil, err
 	}
 	err = s.update(func(tx *Tx) error {
-		tx.AddEvent(w, cur.ID, EventReplacementPhase, SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
-			map[string]any{"strategy": StrategyRollback, "phase": string(PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
+		tx.AddEvent(w, cur.ID, record.EventReplacementPhase, record.SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
+			map[string]any{"strategy": record.StrategyRollback, "phase": string(record.PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
 		return tx.Apply(w)
 	})
 	if err != nil {
-		return nil, internalf("recording the rollback job %s: %w", nj.ID, err)
+		return nil, errcode.Internalf("recording the rollback job %s: %w", nj.ID, err)
 	}
 	s.opts.Logger.Info("rollback job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", cur.ID, "to_generation", src.Generation, "snapshot_id", snap.ID)
@@ -425,7 +420,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	s.startDriver(nj.ID)
 	if res.Job, err = s.readJob(nj.ID); err != nil {
-		return nil, internalf("reading job %s: %w", nj.ID, err)
+		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("job %s drains (at most %s), then job %s starts from snapshot %s", cur.ID, duration.Format(req.MaxStop), nj.ID, snap.ID))
 	return res, nil
@@ -447,15 +442,15 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 		return nil, false, nil
 	}
 	rep := cur.Replacement
-	if rep == nil || rep.Strategy != StrategyParallel || rep.NewJobID != cur.ID || (rep.Phase != PhasePreparing && rep.Phase != PhaseOverlap) {
+	if rep == nil || rep.Strategy != record.StrategyParallel || rep.NewJobID != cur.ID || (rep.Phase != record.PhasePreparing && rep.Phase != record.PhaseOverlap) {
 		return nil, false, nil
 	}
 	old, err := s.readJob(rep.OldJobID)
 	if err != nil {
-		return nil, true, internalf("reading job %s: %w", rep.OldJobID, err)
+		return nil, true, errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 	}
 	if req.ToGeneration != 0 && req.ToGeneration != old.Generation {
-		return nil, true, errorf(errcode.RollbackUnavailable, "job %s (%s) is in the overlap of a parallel replacement of generation %d: a rollback now goes back to generation %d only (cancelling job %s); nothing changed",
+		return nil, true, errcode.Errorf(errcode.RollbackUnavailable, "job %s (%s) is in the overlap of a parallel replacement of generation %d: a rollback now goes back to generation %d only (cancelling job %s); nothing changed",
 			cur.Name, cur.ID, old.Generation, old.Generation, cur.ID)
 	}
 	cs := cur.Summary()
@@ -470,7 +465,7 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 		return nil, true, err
 	}
 	if res.Job, err = s.readJob(old.ID); err != nil {
-		return nil, true, internalf("reading job %s: %w", old.ID, err)
+		return nil, true, errcode.Internalf("reading job %s: %w", old.ID, err)
 	}
 	s.opts.Logger.Info("parallel replacement rolled back", "job_name", cur.Name, "cancelled_job_id", cur.ID, "kept_job_id", old.ID)
 	return res, true, nil
@@ -479,35 +474,35 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 // refuseRollbackDuringFlow refuses a rollback while a replacement flow of
 // the name is under way past the point rollbackOverlap handles: the active
 // job is a replacement's that has not cut over.
-func (s *Service) refuseRollbackDuringFlow(cur *Job) error {
+func (s *Service) refuseRollbackDuringFlow(cur *record.Job) error {
 	rep := cur.Replacement
 	if rep == nil || rep.Phase.Final() || rep.NewJobID != cur.ID {
 		return nil
 	}
-	return errorf(errcode.RollbackUnavailable, "job %s (%s) is a %s still in phase %s: roll back once it has cut over (or cancel job %s); nothing changed",
+	return errcode.Errorf(errcode.RollbackUnavailable, "job %s (%s) is a %s still in phase %s: roll back once it has cut over (or cancel job %s); nothing changed",
 		cur.Name, cur.ID, rep.Strategy, rep.Phase, cur.ID)
 }
 
 // findRollbackSnapshot returns the READY rollback snapshot to go back to:
 // that of generation gen of cur's name, or (gen 0) the one kept when cur
 // replaced its predecessor.
-func (s *Service) findRollbackSnapshot(cur *Job, gen int64) (*Snapshot, error) {
+func (s *Service) findRollbackSnapshot(cur *record.Job, gen int64) (*record.Snapshot, error) {
 	all, err := s.ListSnapshots(cur.Name, true)
 	if err != nil {
 		return nil, err
 	}
-	var expired, failed *Snapshot
+	var expired, failed *record.Snapshot
 	for _, snap := range all { // newest first
-		if snap.Kind != SnapshotKindRollback {
+		if snap.Kind != record.SnapshotKindRollback {
 			continue
 		}
 		if gen == 0 && snap.ReplacedByJobID != cur.ID || gen != 0 && snap.Generation != gen {
 			continue
 		}
 		switch snap.State {
-		case SnapshotReady:
+		case record.SnapshotReady:
 			return snap, nil
-		case SnapshotDeleted:
+		case record.SnapshotDeleted:
 			if expired == nil {
 				expired = snap
 			}
@@ -526,24 +521,24 @@ func (s *Service) findRollbackSnapshot(cur *Job, gen int64) (*Snapshot, error) {
 	}
 	switch {
 	case gen != 0 && gen >= cur.Generation:
-		return nil, errorf(errcode.NoRollbackSnapshot, "generation %d is not earlier than the running job's (%d): a rollback goes back to an earlier generation", gen, cur.Generation)
+		return nil, errcode.Errorf(errcode.NoRollbackSnapshot, "generation %d is not earlier than the running job's (%d): a rollback goes back to an earlier generation", gen, cur.Generation)
 	case expired != nil:
-		return nil, errorf(errcode.RollbackSnapshotExpired, "the rollback snapshot %s of %s was deleted at %s (the rollback retention had passed); nothing changed",
+		return nil, errcode.Errorf(errcode.RollbackSnapshotExpired, "the rollback snapshot %s of %s was deleted at %s (the rollback retention had passed); nothing changed",
 			expired.ID, which, expired.StateTime.UTC().Format(time.RFC3339))
-	case failed != nil && failed.State == SnapshotFailed:
-		return nil, errorf(errcode.NoRollbackSnapshot, "the rollback snapshot %s of %s failed (%s); nothing changed", failed.ID, which, failed.FailureReason)
+	case failed != nil && failed.State == record.SnapshotFailed:
+		return nil, errcode.Errorf(errcode.NoRollbackSnapshot, "the rollback snapshot %s of %s failed (%s); nothing changed", failed.ID, which, failed.FailureReason)
 	case failed != nil:
-		return nil, errorf(errcode.RollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
+		return nil, errcode.Errorf(errcode.RollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
 	}
 	if prev, err := s.readJob(cur.ReplacesJobID); gen == 0 && cur.ReplacesJobID != "" && err == nil && prev.Name != cur.Name {
-		return nil, errorf(errcode.NoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
+		return nil, errcode.Errorf(errcode.NoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
 			"weir snapshots list --job-id %s shows it, and weir run OLD.yaml --job-name %s --create-from-snapshot ID starts a job from it; nothing changed", cur.ID, cur.Name, prev.ID, prev.Name, prev.Name, prev.Name)
 	}
-	return nil, errorf(errcode.NoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list --job-id %s the snapshots); nothing changed", which, cur.Name, cur.Name)
+	return nil, errcode.Errorf(errcode.NoRollbackSnapshot, "there is no rollback snapshot of %s (weir jobs history %s lists the generations; weir snapshots list --job-id %s the snapshots); nothing changed", which, cur.Name, cur.Name)
 }
 
 // snapshotView is snap without its graph and positions, for a report.
-func snapshotView(snap *Snapshot) *Snapshot {
+func snapshotView(snap *record.Snapshot) *record.Snapshot {
 	v := *snap
 	v.Graph, v.Positions = nil, nil
 	return &v
@@ -566,7 +561,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 			continue
 		}
 		if rr == nil || len(pos) != 1 {
-			return nil, errorf(errcode.RewindBeyondRetention, "step %s reads Pub/Sub, and the rollback cannot tell what its topic still holds (no broker, or %d positions in the snapshot); nothing changed", st.Name, len(pos))
+			return nil, errcode.Errorf(errcode.RewindBeyondRetention, "step %s reads Pub/Sub, and the rollback cannot tell what its topic still holds (no broker, or %d positions in the snapshot); nothing changed", st.Name, len(pos))
 		}
 		hint := "" // a topic source creates its subscription again
 		if kind, name, ok := strings.Cut(st.Source.Identity, "/"); ok && kind == "topic" {
@@ -574,7 +569,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 		}
 		sub, topic, next, first, last, err := rr.RetainedAfter(ctx, pos[0], hint)
 		if err != nil {
-			return nil, errorf(errcode.RewindBeyondRetention, "step %s: the rollback cannot re-read its subscription: %w; nothing changed", st.Name, err)
+			return nil, errcode.Errorf(errcode.RewindBeyondRetention, "step %s: the rollback cannot re-read its subscription: %w; nothing changed", st.Name, err)
 		}
 		rs.Subscription, rs.Topic, rs.FromSeq, rs.LastSeq, rs.FirstRetainedSeq = sub, topic, next, last, first
 		if last >= next {
@@ -656,7 +651,7 @@ func ParseRollbackMaxStop(v string) (time.Duration, error) {
 	}
 	d, err := duration.Parse(v)
 	if err != nil {
-		return 0, errorf(errcode.InvalidRequest, "max_stop_duration: %w", err)
+		return 0, errcode.Errorf(errcode.InvalidRequest, "max_stop_duration: %w", err)
 	}
 	return d, nil
 }
@@ -667,16 +662,16 @@ func ParseRollbackMaxStop(v string) (time.Duration, error) {
 // its sources from the snapshot's positions (the subscriptions are
 // rewound), its keyed steps from the snapshot's state. A job that is not a
 // rollback's is left alone. The caller holds nj's name guard.
-func (s *Service) restoreRollback(nj *Job, g *graph.Pipeline) error {
-	if nj.Replacement == nil || nj.Replacement.Strategy != StrategyRollback || nj.CreatedFromSnapshotID == "" {
+func (s *Service) restoreRollback(nj *record.Job, g *graph.Pipeline) error {
+	if nj.Replacement == nil || nj.Replacement.Strategy != record.StrategyRollback || nj.CreatedFromSnapshotID == "" {
 		return nil
 	}
 	snap, err := s.readSnapshot(nj.CreatedFromSnapshotID)
 	if err != nil {
 		return err
 	}
-	if snap.State != SnapshotReady {
-		return errorf(errcode.NoRollbackSnapshot, "rollback snapshot %s is %s: the rollback job cannot start from it", snap.ID, snap.State)
+	if snap.State != record.SnapshotReady {
+		return errcode.Errorf(errcode.NoRollbackSnapshot, "rollback snapshot %s is %s: the rollback job cannot start from it", snap.ID, snap.State)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -684,16 +679,16 @@ func (s *Service) restoreRollback(nj *Job, g *graph.Pipeline) error {
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if err != nil {
-		return internalf("reading rollback snapshot %s: %w", snap.ID, err)
+		return errcode.Internalf("reading rollback snapshot %s: %w", snap.ID, err)
 	}
 	report := compat.Check(oldGraph, g, compat.Options{})
 	if !report.Compatible {
-		return errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
+		return errcode.Errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
 	}
 	r := restoreOf(nj, rec, report, g)
 	return s.update(func(tx *Tx) error {
 		if err := tx.RestoreSnapshot(snap.ID, r, &state.Write{}); err != nil {
-			return internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
+			return errcode.Internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 
 	"github.com/weir-dev/weir/errcode"
@@ -17,11 +18,11 @@ func (s *Service) rollbackOnce(ctx context.Context, req RollbackRequest, do func
 	return answerOnce(s, ctx, requestKind[RollbackResult]{
 		id: req.RequestID, kind: "rollback", req: req, what: "rollback",
 		result: func(rec *requestRecord) **RollbackResult { return &rec.RollbackResult },
-		job:    func(r *RollbackResult) **Job { return &r.Job },
+		job:    func(r *RollbackResult) **record.Job { return &r.Job },
 		kept: func(ctx context.Context, err error) bool {
 			// ROLLBACK_UNAVAILABLE says "not now" (a flow under way, the
 			// snapshot still being written): a retry asks again.
-			return keptRefusal(ctx, err) && ErrorCode(err) != errcode.RollbackUnavailable
+			return keptRefusal(ctx, err) && errcode.Of(err) != errcode.RollbackUnavailable
 		},
 	}, do)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/jackc/pgx/v5"
 
@@ -118,7 +119,7 @@ func openRollback(t *testing.T, dir string, retention time.Duration) (*Service, 
 }
 
 // rollbackSnapshotOf waits for the READY rollback snapshot of job id.
-func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *Snapshot {
+func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *record.Snapshot {
 	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
@@ -129,11 +130,11 @@ func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *Snapshot {
 			t.Fatal(err)
 		}
 		for _, sn := range snaps {
-			if sn.Kind == SnapshotKindRollback && sn.SourceJobID == id {
+			if sn.Kind == record.SnapshotKindRollback && sn.SourceJobID == id {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				sn, err = s.WaitSnapshot(ctx, sn.ID)
 				cancel()
-				if err != nil || sn.State != SnapshotReady {
+				if err != nil || sn.State != record.SnapshotReady {
 					t.Fatalf("rollback snapshot of job %s: %+v %v", id, sn, err)
 				}
 				return sn
@@ -150,7 +151,7 @@ func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *Snapshot {
 // replaceV2 replaces the running v1 of "sums" by v2: in place, or by a
 // stop-and-replace with a plain continuation. It returns the new job once
 // it runs.
-func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string) *Job {
+func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string) *record.Job {
 	t.Helper()
 	ctx := context.Background()
 	req := SubmitRequest{Name: "sums", Pipeline: v2, BaseDir: dir}
@@ -165,11 +166,11 @@ func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string)
 	j := res.Job
 	if how == HowStopAndReplace {
 		j = waitPhase(t, s, j.ID)
-		if j.Replacement.Phase != PhaseCutOver {
+		if j.Replacement.Phase != record.PhaseCutOver {
 			t.Fatalf("stop-and-replace ended %+v", j.Replacement)
 		}
 	}
-	return waitFor(t, s, j.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+	return waitFor(t, s, j.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 }
 
 // TestRollback: with data flowing (Pub/Sub in, windowed accumulating sums,
@@ -212,7 +213,7 @@ func TestRollback(t *testing.T) {
 					len(vo.Windows) != 1 || vo.Windows[0].KeysWithState != 3 || vo.Windows[0].Windowing != "fixed 10s" {
 					t.Fatalf("validate-only report: %+v sources %+v windows %+v", vo, vo.Sources, vo.Windows)
 				}
-				if cur, _ := s.Get("sums"); cur.ID != j2.ID || cur.State != StateRunning {
+				if cur, _ := s.Get("sums"); cur.ID != j2.ID || cur.State != record.StateRunning {
 					t.Fatalf("validate-only changed the name: %s %s", cur.ID, cur.State)
 				}
 				if jobs, _, _ := s.History("sums"); len(jobs) != 2 {
@@ -224,14 +225,14 @@ func TestRollback(t *testing.T) {
 					t.Fatalf("rollback: %v", err)
 				}
 				nj := rb.Job
-				if nj == nil || nj.Generation != 3 || nj.ReplacesJobID != j2.ID || nj.Replacement.Strategy != StrategyRollback || nj.Pipeline != v1 {
+				if nj == nil || nj.Generation != 3 || nj.ReplacesJobID != j2.ID || nj.Replacement.Strategy != record.StrategyRollback || nj.Pipeline != v1 {
 					t.Fatalf("rollback job: %+v", nj)
 				}
 				fin := waitPhase(t, s, nj.ID)
-				if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+				if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 					t.Fatalf("rollback flow ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
 				// Everything since the snapshot is read again.
 				waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 				phase3 := srEvents(90, 20*time.Second, 5000)
@@ -252,7 +253,7 @@ func TestRollback(t *testing.T) {
 						t.Errorf("row %q has generation %d, want the rollback job's 3", line, gens[line])
 					}
 				}
-				if o, _ := s.Get(j2.ID); o.State != StateDrained || o.ReplacedByJobID != nj.ID {
+				if o, _ := s.Get(j2.ID); o.State != record.StateDrained || o.ReplacedByJobID != nj.ID {
 					t.Errorf("the rolled-back job: %s replaced by %q", o.State, o.ReplacedByJobID)
 				}
 
@@ -293,7 +294,7 @@ func TestRollbackRefusals(t *testing.T) {
 	j1 := submit(t, s, "sums", v1, dir)
 	unchanged := func(t *testing.T, running string, jobs int) {
 		t.Helper()
-		if cur, _ := s.Get("sums"); cur.ID != running || cur.State != StateRunning {
+		if cur, _ := s.Get("sums"); cur.ID != running || cur.State != record.StateRunning {
 			t.Fatalf("the name's job is %s %s, want %s RUNNING", cur.ID, cur.State, running)
 		}
 		if js, _, _ := s.History("sums"); len(js) != jobs {
@@ -303,7 +304,7 @@ func TestRollbackRefusals(t *testing.T) {
 	refused := func(t *testing.T, req RollbackRequest, code errcode.Code) {
 		t.Helper()
 		_, err := s.Rollback(ctx, req)
-		if ErrorCode(err) != code {
+		if errcode.Of(err) != code {
 			t.Fatalf("rollback %+v: %v, want %s", req, err, code)
 		}
 	}
@@ -323,7 +324,7 @@ func TestRollbackRefusals(t *testing.T) {
 	if err := s.expireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
-	if sn, _ := s.GetSnapshot(snap.ID); sn.State != SnapshotReady {
+	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotReady {
 		t.Fatalf("after 59m the rollback snapshot is %s", sn.State)
 	}
 
@@ -342,7 +343,7 @@ func TestRollbackRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
-	if ErrorCode(err) != errcode.RewindBeyondRetention || res == nil || res.Sources[0].Retained {
+	if errcode.Of(err) != errcode.RewindBeyondRetention || res == nil || res.Sources[0].Retained {
 		t.Fatalf("validate-only rollback past the retention: %+v %v", res, err)
 	}
 	refused(t, RollbackRequest{Name: "sums"}, errcode.RewindBeyondRetention)
@@ -352,11 +353,11 @@ func TestRollbackRefusals(t *testing.T) {
 	if err := s.expireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
-	if sn, _ := s.GetSnapshot(snap.ID); sn.State != SnapshotDeleted {
+	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotDeleted {
 		t.Fatalf("after the retention the rollback snapshot is %s", sn.State)
 	}
 	_, err = s.Rollback(ctx, RollbackRequest{Name: "sums"})
-	if ErrorCode(err) != errcode.RollbackSnapshotExpired {
+	if errcode.Of(err) != errcode.RollbackSnapshotExpired {
 		t.Fatalf("rollback after the retention: %v", err)
 	}
 	var se *Error
@@ -380,25 +381,25 @@ func TestRollbackDuringOverlap(t *testing.T) {
 	nj := sc.update(t, parallelOverlapOptions...)
 	phase2 := sc.overlap(t, nj)
 
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); ErrorCode(err) != errcode.RollbackUnavailable {
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ToGeneration: old.Generation + 5}); errcode.Of(err) != errcode.RollbackUnavailable {
 		t.Fatalf("a rollback during the overlap to another generation: %v", err)
 	}
 	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
 	if err != nil || vo.Job != nil || vo.ToGeneration != old.Generation || vo.Current.ID != nj.ID {
 		t.Fatalf("validate-only rollback during the overlap: %+v %v", vo, err)
 	}
-	if n, _ := s.Get(nj.ID); n.State != StateRunning || n.Replacement.Phase != PhaseOverlap {
+	if n, _ := s.Get(nj.ID); n.State != record.StateRunning || n.Replacement.Phase != record.PhaseOverlap {
 		t.Fatalf("validate-only changed the new job: %s %s", n.State, n.Replacement.Phase)
 	}
 	rb, err := s.Rollback(ctx, RollbackRequest{Name: "sums"})
 	if err != nil {
 		t.Fatalf("rollback during the overlap: %v", err)
 	}
-	if rb.Job == nil || rb.Job.ID != old.ID || rb.Job.State != StateRunning {
+	if rb.Job == nil || rb.Job.ID != old.ID || rb.Job.State != record.StateRunning {
 		t.Fatalf("the rollback kept %+v, want job %s RUNNING", rb.Job, old.ID)
 	}
 	n, _ := s.Get(nj.ID)
-	if n.State != StateCancelled || n.Replacement.Phase != PhaseRolledBack {
+	if n.State != record.StateCancelled || n.Replacement.Phase != record.PhaseRolledBack {
 		t.Fatalf("the new job after the rollback: %s %s", n.State, n.Replacement.Phase)
 	}
 	if a, _ := s.Get("sums"); a.ID != old.ID {
@@ -406,7 +407,7 @@ func TestRollbackDuringOverlap(t *testing.T) {
 	}
 	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
 	h, err := s.LineageHistory("sums")
-	if err != nil || len(h) != 2 || h[1].How != HowParallel || h[1].Phases[len(h[1].Phases)-1].Phase != PhaseRolledBack {
+	if err != nil || len(h) != 2 || h[1].How != HowParallel || h[1].Phases[len(h[1].Phases)-1].Phase != record.PhaseRolledBack {
 		t.Fatalf("history: %+v %v", h, err)
 	}
 }
@@ -426,7 +427,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	phase2 := parEvents(sc.base, 35, 70, 1000)
 	publishPar(t, b, phase2)
 	nj := waitPhase(t, s, res.ID)
-	if nj.Replacement.Phase != PhaseCutOver {
+	if nj.Replacement.Phase != record.PhaseCutOver {
 		t.Fatalf("the parallel replacement ended %+v (%s)", nj.Replacement, nj.Error)
 	}
 	snap := rollbackSnapshotOf(t, s, "sums", old.ID)
@@ -439,7 +440,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 		t.Fatalf("rollback: snapshot %s (want %s), generation %d", rb.Snapshot.ID, snap.ID, rb.Job.Generation)
 	}
 	fin := waitPhase(t, s, rb.Job.ID)
-	if fin.Replacement.Phase != PhaseCutOver || fin.State != StateRunning {
+	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 		t.Fatalf("the rollback ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 	}
 	all := sc.drainToTruth(t, cons, fin.ID, 0, phase2)
@@ -514,14 +515,14 @@ func waitSwept(t *testing.T, s *Service) {
 func TestRollbackHeld(t *testing.T) {
 	s, _ := openShifted(t, t.TempDir())
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	jobs := []*Job{
-		{ID: "ran", Name: "sums", State: StateRunning, History: []StateChange{{State: StatePending, Time: t0}, {State: StateRunning, Time: t0.Add(time.Hour)}}},
-		{ID: "waits", Name: "sums", State: StatePending, History: []StateChange{{State: StatePending, Time: t0}}},
-		{ID: "never", Name: "sums", State: StateFailed, History: []StateChange{{State: StatePending, Time: t0}, {State: StateFailed, Time: t0}}},
+	jobs := []*record.Job{
+		{ID: "ran", Name: "sums", State: record.StateRunning, History: []record.StateChange{{State: record.StatePending, Time: t0}, {State: record.StateRunning, Time: t0.Add(time.Hour)}}},
+		{ID: "waits", Name: "sums", State: record.StatePending, History: []record.StateChange{{State: record.StatePending, Time: t0}}},
+		{ID: "never", Name: "sums", State: record.StateFailed, History: []record.StateChange{{State: record.StatePending, Time: t0}, {State: record.StateFailed, Time: t0}}},
 	}
 	w := &state.Write{}
 	for _, j := range jobs {
-		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -530,15 +531,15 @@ func TestRollbackHeld(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		snap Snapshot
+		snap record.Snapshot
 		now  time.Time
 		want bool
 	}{
-		{"new job ran less than the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(2*time.Hour + 59*time.Minute), true},
-		{"new job ran the retention", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(3 * time.Hour), false},
-		{"new job not started", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "waits"}, t0.Add(48 * time.Hour), true},
-		{"new job ended without running", Snapshot{Kind: SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "never"}, t0.Add(48 * time.Hour), false},
-		{"a user's snapshot", Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
+		{"new job ran less than the retention", record.Snapshot{Kind: record.SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(2*time.Hour + 59*time.Minute), true},
+		{"new job ran the retention", record.Snapshot{Kind: record.SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(3 * time.Hour), false},
+		{"new job not started", record.Snapshot{Kind: record.SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "waits"}, t0.Add(48 * time.Hour), true},
+		{"new job ended without running", record.Snapshot{Kind: record.SnapshotKindRollback, TTL: "2h", ReplacedByJobID: "never"}, t0.Add(48 * time.Hour), false},
+		{"a user's snapshot", record.Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := s.rollbackHeld(&tc.snap, tc.now); got != tc.want {
@@ -568,14 +569,14 @@ func TestRollbackRequestID(t *testing.T) {
 	// A refusal (no rollback snapshot yet) is kept and answered again.
 	refused := RollbackRequest{Name: "sums", RequestID: "rb-refused"}
 	for i := range 2 {
-		if _, err := s.Rollback(ctx, refused); ErrorCode(err) != errcode.NoRollbackSnapshot {
+		if _, err := s.Rollback(ctx, refused); errcode.Of(err) != errcode.NoRollbackSnapshot {
 			t.Fatalf("attempt %d of a rollback with no snapshot: %v, want %s", i+1, err, errcode.NoRollbackSnapshot)
 		}
 	}
 	j2 := replaceV2(t, s, clock, HowInPlaceUpdate, v2, dir)
 	rollbackSnapshotOf(t, s, "sums", j1.ID)
 	// The same ID after the snapshot exists still gets the first answer.
-	if _, err := s.Rollback(ctx, refused); ErrorCode(err) != errcode.NoRollbackSnapshot {
+	if _, err := s.Rollback(ctx, refused); errcode.Of(err) != errcode.NoRollbackSnapshot {
 		t.Fatalf("a retry of the refused rollback: %v, want the first answer %s", err, errcode.NoRollbackSnapshot)
 	}
 
@@ -611,7 +612,7 @@ func TestRollbackRequestID(t *testing.T) {
 	for _, st := range steps {
 		res, err := st.do()
 		if st.code != "" {
-			if ErrorCode(err) != st.code {
+			if errcode.Of(err) != st.code {
 				t.Fatalf("%s: %v, want code %s", st.name, err, st.code)
 			}
 			continue
@@ -633,10 +634,10 @@ func TestRollbackRequestID(t *testing.T) {
 	if _, err := s.Submit(ctx, SubmitRequest{Name: "other", Pipeline: statelessYAML, BaseDir: dir, RequestID: "sub-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "sub-1"}); ErrorCode(err) != errcode.RequestIDReused {
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "sub-1"}); errcode.Of(err) != errcode.RequestIDReused {
 		t.Fatalf("a rollback with a submission's request ID: %v, want %s", err, errcode.RequestIDReused)
 	}
-	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "not an id!"}); ErrorCode(err) != errcode.InvalidRequest {
+	if _, err := s.Rollback(ctx, RollbackRequest{Name: "sums", RequestID: "not an id!"}); errcode.Of(err) != errcode.InvalidRequest {
 		t.Fatalf("an invalid request ID: %v, want %s", err, errcode.InvalidRequest)
 	}
 	// After the retention the ID is new: another request under it runs

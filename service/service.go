@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -269,7 +270,7 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{}), eventCap: MaxEventsPerJob}
+	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{}), eventCap: record.MaxEventsPerJob}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.recoverSnapshots(); err != nil {
 		s.cancel()
@@ -327,7 +328,7 @@ type SubmitRequest struct {
 	PipelineFile string
 	// BaseDir resolves relative paths in the pipeline; it must be absolute.
 	BaseDir string
-	Options JobOptions
+	Options record.JobOptions
 	// ServiceOptions are the request's service options ("KEY" or
 	// "KEY=VALUE", package serviceopt), checked before anything changes.
 	ServiceOptions []string
@@ -345,7 +346,7 @@ type SubmitRequest struct {
 // create_or_update_job it updates the name's running job when there is
 // one, and with parallel_replace_job_name or _id it replaces that job
 // under the new name.
-func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, error) {
 	res, err := s.once(ctx, req.RequestID, "submit", req, func() (*UpdateResult, error) {
 		return s.route(ctx, UpdateRequest{SubmitRequest: req}, false)
 	})
@@ -357,15 +358,15 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*Job, error) {
 
 // submitNew creates and starts a new job of req (Submit without service
 // options).
-func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error) {
+func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*record.Job, error) {
 	if _, err := s.admitChange(req.Name, "", &req.Options); err != nil {
 		return nil, err
 	}
 	if req.Pipeline == "" {
-		return nil, errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
 	}
 	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
-		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+		return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
 	}
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
@@ -380,14 +381,14 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error
 		return nil, err
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
-	j := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+	j := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options,
-		History: []StateChange{{State: StatePending, Time: now}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now}}}
 	if err := s.create(ctx, l, j); err != nil {
 		return nil, err
 	}
@@ -397,7 +398,7 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*Job, error
 // create loads j, a new PENDING job (YAML or Go program) of lineage l,
 // records it with its graph as the name's active job in one write, and
 // starts it. The caller holds the name's guard, not the registry lock.
-func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
+func (s *Service) create(ctx context.Context, l *record.Lineage, j *record.Job) error {
 	p, err := s.load(j)
 	if err != nil {
 		return err
@@ -409,15 +410,15 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 		if j.PipelineFile != "" {
 			where = j.PipelineFile + ": "
 		}
-		return errorf(errcode.InvalidPipeline, "%sserialising the pipeline graph: %w", where, err)
+		return errcode.Errorf(errcode.InvalidPipeline, "%sserialising the pipeline graph: %w", where, err)
 	}
-	j.Graph, j.Type = canon, jobType(g)
+	j.Graph, j.Type = canon, record.TypeOf(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
-	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 		return err
 	}
-	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
+	if err := putJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return err
 	}
 	err = s.update(func(tx *Tx) error {
@@ -425,7 +426,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 		return tx.Apply(w)
 	})
 	if err != nil {
-		return internalf("recording job %s: %w", j.ID, err)
+		return errcode.Internalf("recording job %s: %w", j.ID, err)
 	}
 	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
 	if j.SDK != "" {
@@ -438,7 +439,7 @@ func (s *Service) create(ctx context.Context, l *lineage, j *Job) error {
 // Get returns the job with ID or name ref (a name means its active job,
 // or its latest job when none is active). It takes no lock: it never
 // waits for a handover, a rescale or a checkpoint.
-func (s *Service) Get(ref string) (*Job, error) {
+func (s *Service) Get(ref string) (*record.Job, error) {
 	j, err := s.resolve(ref)
 	return s.withParallelProgress(s.withCondition(j)), err
 }
@@ -461,14 +462,14 @@ func ParseStatus(v string) (Status, error) {
 	case StatusActive, StatusTerminated:
 		return Status(v), nil
 	}
-	return "", errorf(errcode.InvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
+	return "", errcode.Errorf(errcode.InvalidFilter, "status %q is not a job filter: use active, terminated or all", v)
 }
 
 // List returns the jobs matching status, newest first. It takes no lock.
-func (s *Service) List(status Status) ([]*Job, error) {
-	var jobs []*Job
+func (s *Service) List(status Status) ([]*record.Job, error) {
+	var jobs []*record.Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
-		j := &Job{}
+		j := &record.Job{}
 		if err := unmarshalJob(v, j); err != nil {
 			return err
 		}
@@ -480,7 +481,7 @@ func (s *Service) List(status Status) ([]*Job, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, internalf("listing jobs: %w", err)
+		return nil, errcode.Internalf("listing jobs: %w", err)
 	}
 	sort.SliceStable(jobs, func(a, b int) bool {
 		if !jobs[a].CreateTime.Equal(jobs[b].CreateTime) {
@@ -494,7 +495,7 @@ func (s *Service) List(status Status) ([]*Job, error) {
 // Drain asks the job ref to drain: its sources stop reading, every open
 // window fires and the job becomes DRAINED. Draining a DRAINING job is
 // harmless; draining a batch job or a terminal job is an error.
-func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
+func (s *Service) Drain(ctx context.Context, ref string) (*record.Job, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
@@ -503,7 +504,7 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 		return nil, err
 	}
 	defer unlock()
-	var j *Job
+	var j *record.Job
 	err = s.update(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
 		if j, err = s.resolve(ref); err != nil {
@@ -519,21 +520,21 @@ func (s *Service) Drain(ctx context.Context, ref string) (*Job, error) {
 
 // drain moves j to DRAINING (or leaves a draining job so) and drains its
 // execution.
-func (s *Service) drain(tx *Tx, j *Job) error {
+func (s *Service) drain(tx *Tx, j *record.Job) error {
 	switch {
 	case j.State.Terminal():
-		return errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
-	case j.Type == TypeBatch:
-		return errorf(errcode.BatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
-	case j.State == StateDraining:
+		return errcode.Errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
+	case j.Type == record.TypeBatch:
+		return errcode.Errorf(errcode.BatchJobNotDrainable, "job %s (%s) is a batch job: it finishes by itself; drain applies to streaming jobs (cancel stops a batch job early)", j.ID, j.Name)
+	case j.State == record.StateDraining:
 		return nil
-	case j.State == StatePending:
+	case j.State == record.StatePending:
 		// As in Dataflow, a drain request applies to a running job only;
 		// PENDING → DRAINING is the service's own edge (the successor of a
 		// draining job).
-		return errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
+		return errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running job can be drained (cancel stops it)", j.ID, j.Name, j.State)
 	}
-	if err := tx.Transition(j, StateDraining, "drain requested"); err != nil {
+	if err := tx.Transition(j, record.StateDraining, "drain requested"); err != nil {
 		return err
 	}
 	if jr := s.runningJob(j.ID); jr != nil {
@@ -546,7 +547,7 @@ func (s *Service) drain(tx *Tx, j *Job) error {
 // returns its release; an unknown ref is JOB_NOT_FOUND.
 func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err error) {
 	name := ref
-	if !jobNameRE.MatchString(ref) {
+	if !record.IsJobName(ref) {
 		// Job IDs never match the name rule.
 		j, err := s.resolve(ref)
 		if err != nil {
@@ -560,7 +561,7 @@ func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err e
 // Cancel asks the job ref to stop as fast as possible: work not covered by
 // a committed checkpoint is discarded (its messages stay unacknowledged in
 // their subscription) and the job becomes CANCELLED.
-func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
+func (s *Service) Cancel(ctx context.Context, ref string) (*record.Job, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
@@ -569,16 +570,16 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
 		return nil, err
 	}
 	defer unlock()
-	var j *Job
+	var j *record.Job
 	err = s.update(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
 		if j, err = s.resolve(ref); err != nil {
 			return err
 		}
-		if j.State == StateCancelling {
+		if j.State == record.StateCancelling {
 			return nil
 		}
-		if err := tx.Transition(j, StateCancelling, "cancel requested"); err != nil {
+		if err := tx.Transition(j, record.StateCancelling, "cancel requested"); err != nil {
 			return err
 		}
 		if jr := s.runningJob(j.ID); jr != nil {
@@ -595,7 +596,7 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*Job, error) {
 // Metrics returns the metrics of job ref: live for a running job, final
 // for a terminal one (nil when it never ran). It takes no lock but the
 // execution's sampler's.
-func (s *Service) Metrics(ref string) (*JobMetrics, error) {
+func (s *Service) Metrics(ref string) (*record.JobMetrics, error) {
 	j, err := s.resolve(ref)
 	if err != nil {
 		return nil, err
@@ -637,8 +638,8 @@ func (s *Service) ElementsRead(name string) (p Progress, ok bool) {
 // RunningMetrics returns the live metrics of every running job, keyed by
 // job; for the Prometheus endpoint. It takes no lock but the executions'
 // samplers'.
-func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
-	out := map[Summary]*JobMetrics{}
+func (s *Service) RunningMetrics() map[record.Summary]*record.JobMetrics {
+	out := map[record.Summary]*record.JobMetrics{}
 	now := s.now()
 	s.running.Range(func(k, v any) bool {
 		j, err := s.readJob(k.(string))
@@ -651,13 +652,13 @@ func (s *Service) RunningMetrics() map[Summary]*JobMetrics {
 }
 
 // Transition moves j to state to and persists it, with its event.
-func (tx *Tx) Transition(j *Job, to JobState, reason string) error {
+func (tx *Tx) Transition(j *record.Job, to record.JobState, reason string) error {
 	s := tx.s
 	if s == nil {
 		return errTxDone
 	}
 	from := j.State
-	if err := transition(j, to, s.now(), reason); err != nil {
+	if err := record.Transition(j, to, s.now(), reason); err != nil {
 		return err
 	}
 	w := &state.Write{}
@@ -666,7 +667,7 @@ func (tx *Tx) Transition(j *Job, to JobState, reason string) error {
 	}
 	tx.StateEvent(w, j, from)
 	if err := tx.Apply(w); err != nil {
-		return internalf("recording the %s state of job %s: %w", to, j.ID, err)
+		return errcode.Internalf("recording the %s state of job %s: %w", to, j.ID, err)
 	}
 	s.opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
 	return nil
@@ -675,12 +676,12 @@ func (tx *Tx) Transition(j *Job, to JobState, reason string) error {
 // TerminalWrite adds j's record to w and, when j is terminal, releases its
 // name: the lineage no longer has an active job (the lineage is read to be
 // written).
-func (tx *Tx) TerminalWrite(w *state.Write, j *Job) error {
+func (tx *Tx) TerminalWrite(w *state.Write, j *record.Job) error {
 	s := tx.s
 	if s == nil {
 		return errTxDone
 	}
-	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 		return err
 	}
 	if !j.State.Terminal() {
@@ -692,7 +693,7 @@ func (tx *Tx) TerminalWrite(w *state.Write, j *Job) error {
 	}
 	if l.ActiveJobID == j.ID {
 		l.ActiveJobID = ""
-		return putJSON(w, lineageKey(j.Name), l)
+		return putJSON(w, record.LineageKey(j.Name), l)
 	}
 	return nil
 }
@@ -707,7 +708,7 @@ func (s *Service) apply(w *state.Write) error {
 // stops every job, see fault.go) and then answering STORAGE_UNAVAILABLE.
 func (s *Service) stored(err error) error {
 	if err != nil && s.noteStoreError(err) {
-		return errorf(errcode.StorageUnavailable, "%w", err)
+		return errcode.Errorf(errcode.StorageUnavailable, "%w", err)
 	}
 	return err
 }
@@ -716,16 +717,16 @@ func (s *Service) stored(err error) error {
 // a job: the store works, name follows the job-name rule, the transform
 // name mapping parses (its result is returned; "" is no mapping) and opts,
 // when given, are valid once defaulted.
-func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compat.Mapping, error) {
+func (s *Service) admitChange(name, mappingJSON string, opts *record.JobOptions) (compat.Mapping, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	if err := ValidateJobName(name); err != nil {
+	if err := record.ValidateJobName(name); err != nil {
 		return nil, err
 	}
 	mapping, err := compat.ParseMapping(mappingJSON)
 	if err != nil {
-		return nil, errorf(errcode.InvalidMapping, "--transform-name-mapping: %w", err)
+		return nil, errcode.Errorf(errcode.InvalidMapping, "--transform-name-mapping: %w", err)
 	}
 	if opts != nil {
 		opts.EnsureDefaults()
@@ -739,9 +740,9 @@ func (s *Service) admitChange(name, mappingJSON string, opts *JobOptions) (compa
 // lineageForNewJob reads the lineage of name for a new job of it, refusing
 // while the service closes or while the name has an active job. The caller
 // holds the name's guard, so the answer stays true until it is released.
-func (s *Service) lineageForNewJob(name string) (*lineage, error) {
+func (s *Service) lineageForNewJob(name string) (*record.Lineage, error) {
 	if s.closing.Load() {
-		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
+		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	l, err := s.readLineage(name)
 	if err != nil {
@@ -750,9 +751,9 @@ func (s *Service) lineageForNewJob(name string) (*lineage, error) {
 	if l.ActiveJobID != "" {
 		active, err := s.readJob(l.ActiveJobID)
 		if err != nil {
-			return nil, internalf("reading the active job of %q: %w", name, err)
+			return nil, errcode.Internalf("reading the active job of %q: %w", name, err)
 		}
-		return nil, errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
+		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
 	}
 	return l, nil
 }

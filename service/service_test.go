@@ -18,6 +18,7 @@ import (
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // batchYAML is the batch half of the reference fixture (docs/ARCHITECTURE.md): totals NORTH 425, WEST 100,
@@ -101,12 +102,12 @@ const statelessYAML = `pipeline:
 // running job is one).
 func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 	t.Helper()
-	waitStep(t, s, ref, step, fmt.Sprintf("read %d elements", n), func(st StepMetrics) bool { return st.ElementsIn >= n })
+	waitStep(t, s, ref, step, fmt.Sprintf("read %d elements", n), func(st record.StepMetrics) bool { return st.ElementsIn >= n })
 }
 
 // waitStep waits until step of job ref has metrics for which ok holds;
 // what names the wait in the failure.
-func waitStep(t *testing.T, s *Service, ref, step, what string, ok func(StepMetrics) bool) {
+func waitStep(t *testing.T, s *Service, ref, step, what string, ok func(record.StepMetrics) bool) {
 	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
@@ -153,7 +154,7 @@ func openService(t *testing.T, dataDir string) *Service {
 	return s
 }
 
-func submit(t *testing.T, s *Service, name, yaml, baseDir string) *Job {
+func submit(t *testing.T, s *Service, name, yaml, baseDir string) *record.Job {
 	t.Helper()
 	j, err := s.Submit(context.Background(), SubmitRequest{Name: name, Pipeline: yaml, PipelineFile: name + ".yaml", BaseDir: baseDir})
 	if err != nil {
@@ -165,7 +166,7 @@ func submit(t *testing.T, s *Service, name, yaml, baseDir string) *Job {
 // waitFor waits until job ref satisfies cond, reading it again at every
 // change of the service (a registry write, a metrics sample, an execution
 // let go of).
-func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*Job) bool) *Job {
+func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*record.Job) bool) *record.Job {
 	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
@@ -205,13 +206,13 @@ func waitLetGo(t *testing.T, s *Service, id string) {
 	}
 }
 
-func waitState(t *testing.T, s *Service, ref string, want JobState) *Job {
+func waitState(t *testing.T, s *Service, ref string, want record.JobState) *record.Job {
 	t.Helper()
-	return waitFor(t, s, ref, want.String(), func(j *Job) bool { return j.State == want || j.State.Terminal() })
+	return waitFor(t, s, ref, want.String(), func(j *record.Job) bool { return j.State == want || j.State.Terminal() })
 }
 
-func checkpointed(epoch uint64) func(*Job) bool {
-	return func(j *Job) bool { return j.LastCheckpoint != nil && j.LastCheckpoint.Epoch >= epoch }
+func checkpointed(epoch uint64) func(*record.Job) bool {
+	return func(j *record.Job) bool { return j.LastCheckpoint != nil && j.LastCheckpoint.Epoch >= epoch }
 }
 
 // startBroker starts an embedded broker storing under dir/broker, with the
@@ -255,19 +256,19 @@ type sqlRows interface {
 
 // drainedAndCommitted holds for a job that ended DRAINED with its final
 // checkpoint committed, or ended otherwise (the waiter then says how).
-func drainedAndCommitted(j *Job) bool {
-	return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+func drainedAndCommitted(j *record.Job) bool {
+	return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 }
 
-func states(j *Job) []JobState {
-	var out []JobState
+func states(j *record.Job) []record.JobState {
+	var out []record.JobState
 	for _, h := range j.History {
 		out = append(out, h.State)
 	}
 	return out
 }
 
-func equalStates(a, b []JobState) bool {
+func equalStates(a, b []record.JobState) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -283,20 +284,20 @@ func TestBatchJobDone(t *testing.T) {
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	j := submit(t, s, "regional-totals", batchYAML, base)
-	if j.Type != TypeBatch || j.Generation != 1 || !strings.HasPrefix(j.ID, "2026-11-30_01_5") {
+	if j.Type != record.TypeBatch || j.Generation != 1 || !strings.HasPrefix(j.ID, "2026-11-30_01_5") {
 		t.Errorf("new job: type %s, generation %d, id %s", j.Type, j.Generation, j.ID)
 	}
-	j = waitState(t, s, j.ID, StateDone)
-	if j.State != StateDone {
+	j = waitState(t, s, j.ID, record.StateDone)
+	if j.State != record.StateDone {
 		t.Fatalf("state %s, want DONE (error %q)", j.State, j.Error)
 	}
-	if want := []JobState{StatePending, StateRunning, StateDone}; !equalStates(states(j), want) {
+	if want := []record.JobState{record.StatePending, record.StateRunning, record.StateDone}; !equalStates(states(j), want) {
 		t.Errorf("history %v, want %v", states(j), want)
 	}
 	if j.Metrics == nil {
 		t.Fatal("a finished job has no final metrics")
 	}
-	got := map[string]StepMetrics{}
+	got := map[string]record.StepMetrics{}
 	for _, st := range j.Metrics.Steps {
 		got[st.Name] = st
 	}
@@ -312,13 +313,13 @@ func TestBatchJobDone(t *testing.T) {
 			t.Errorf("totals lack %s:\n%s", want, out)
 		}
 	}
-	if j.Delivery != DeliveryAtLeastOnce || j.DeliveryNote == "" {
+	if j.Delivery != record.DeliveryAtLeastOnce || j.DeliveryNote == "" {
 		t.Errorf("delivery %q (%q): file sinks make a job at-least-once", j.Delivery, j.DeliveryNote)
 	}
 	// A rerun of the name never overwrites what the first job wrote
 	// (OUTPUT_EXISTS, issue 12 item 13); its file is untouched.
 	_, err = s.Submit(context.Background(), SubmitRequest{Name: "regional-totals", Pipeline: batchYAML, PipelineFile: "regional-totals.yaml", BaseDir: base})
-	if ErrorCode(err) != errcode.OutputExists || !strings.Contains(fmt.Sprint(err), "earlier job of regional-totals") {
+	if errcode.Of(err) != errcode.OutputExists || !strings.Contains(fmt.Sprint(err), "earlier job of regional-totals") {
 		t.Errorf("rerun writing the first job's file: %v, want OUTPUT_EXISTS naming the earlier job", err)
 	}
 	if again, _ := os.ReadFile(filepath.Join(base, "out", "totals.jsonl")); string(again) != string(out) {
@@ -330,7 +331,7 @@ func TestBatchJobDone(t *testing.T) {
 	if j2.Generation != 2 || j2.ID == j.ID {
 		t.Errorf("rerun: generation %d, id %s (first %s)", j2.Generation, j2.ID, j.ID)
 	}
-	waitState(t, s, j2.ID, StateDone)
+	waitState(t, s, j2.ID, record.StateDone)
 	if byName, err := s.Get("regional-totals"); err != nil || byName.ID != j2.ID {
 		t.Errorf("Get by name of a terminated lineage = %v, %v; want the latest job %s", byName, err, j2.ID)
 	}
@@ -372,7 +373,7 @@ func TestStreamingDrain(t *testing.T) {
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	j := submit(t, s, "sums", streamingYAML, base)
-	if j.Type != TypeStreaming || j.State != StateRunning {
+	if j.Type != record.TypeStreaming || j.State != record.StateRunning {
 		t.Fatalf("type %s, state %s", j.Type, j.State)
 	}
 	if !j.Checkpointing && !strings.Contains(j.CheckpointNote, "cannot be checkpointed") {
@@ -389,11 +390,11 @@ func TestStreamingDrain(t *testing.T) {
 	if _, err := s.Drain(context.Background(), "sums"); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	j = waitState(t, s, j.ID, StateDrained)
-	if j.State != StateDrained {
+	j = waitState(t, s, j.ID, record.StateDrained)
+	if j.State != record.StateDrained {
 		t.Fatalf("state %s, want DRAINED (error %q)", j.State, j.Error)
 	}
-	if want := []JobState{StatePending, StateRunning, StateDraining, StateDrained}; !equalStates(states(j), want) {
+	if want := []record.JobState{record.StatePending, record.StateRunning, record.StateDraining, record.StateDrained}; !equalStates(states(j), want) {
 		t.Errorf("history %v, want %v", states(j), want)
 	}
 	var total, read int64
@@ -436,11 +437,11 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if c.State != StateCancelling && c.State != StateCancelled {
+	if c.State != record.StateCancelling && c.State != record.StateCancelled {
 		t.Errorf("state right after cancel = %s", c.State)
 	}
-	j = waitState(t, s, j.ID, StateCancelled)
-	if want := []JobState{StatePending, StateRunning, StateCancelling, StateCancelled}; !equalStates(states(j), want) {
+	j = waitState(t, s, j.ID, record.StateCancelled)
+	if want := []record.JobState{record.StatePending, record.StateRunning, record.StateCancelling, record.StateCancelled}; !equalStates(states(j), want) {
 		t.Errorf("history %v, want %v", states(j), want)
 	}
 }
@@ -460,13 +461,13 @@ func TestIllegalTransitions(t *testing.T) {
 		}
 	}
 	base := t.TempDir()
-	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
+	batch := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, record.StateDone)
 	// Each job its own directory: a sink path is one job name's.
 	drained := submit(t, s, "drained", streamingYAML, t.TempDir())
 	if _, err := s.Drain(context.Background(), drained.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, drained.ID, StateDrained)
+	waitState(t, s, drained.ID, record.StateDrained)
 	running := submit(t, s, "running", streamingYAML, t.TempDir())
 	holdEnd.Store(&running.ID)
 	// A batch job that still runs: Generate with a large count.
@@ -474,7 +475,7 @@ func TestIllegalTransitions(t *testing.T) {
 
 	tests := []struct {
 		name string
-		op   func(context.Context, string) (*Job, error)
+		op   func(context.Context, string) (*record.Job, error)
 		ref  string
 		code errcode.Code
 	}{
@@ -491,7 +492,7 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := tt.op(context.Background(), tt.ref)
-		if got := ErrorCode(err); (err == nil) != (tt.code == "") || (err != nil && got != tt.code) {
+		if got := errcode.Of(err); (err == nil) != (tt.code == "") || (err != nil && got != tt.code) {
 			t.Errorf("%s: err %v (code %s), want code %q", tt.name, err, got, tt.code)
 		}
 	}
@@ -499,8 +500,8 @@ func TestIllegalTransitions(t *testing.T) {
 	if _, err := s.Cancel(context.Background(), slowBatch.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, slowBatch.ID, StateCancelled)
-	waitState(t, s, running.ID, StateCancelled)
+	waitState(t, s, slowBatch.ID, record.StateCancelled)
+	waitState(t, s, running.ID, record.StateCancelled)
 }
 
 func TestSubmitErrors(t *testing.T) {
@@ -518,8 +519,8 @@ func TestSubmitErrors(t *testing.T) {
 		{"trailing dash", SubmitRequest{Name: "totals-", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, []string{"totals-"}},
 		{"leading digit", SubmitRequest{Name: "1totals", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, nil},
 		{"underscore", SubmitRequest{Name: "my_job", Pipeline: batchYAML, BaseDir: base}, errcode.InvalidJobName, nil},
-		{"negative workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: -1}}, errcode.InvalidOptions, []string{"num_workers"}},
-		{"too many workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: JobOptions{NumWorkers: 5000}}, errcode.InvalidOptions, []string{"num_workers"}},
+		{"negative workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: record.JobOptions{NumWorkers: -1}}, errcode.InvalidOptions, []string{"num_workers"}},
+		{"too many workers", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: base, Options: record.JobOptions{NumWorkers: 5000}}, errcode.InvalidOptions, []string{"num_workers"}},
 		{"relative base dir", SubmitRequest{Name: "w", Pipeline: batchYAML, BaseDir: "rel"}, errcode.InvalidRequest, []string{"base_dir"}},
 		{"empty pipeline", SubmitRequest{Name: "w", BaseDir: base}, errcode.InvalidPipeline, []string{"empty"}},
 		{"unknown transform", SubmitRequest{Name: "w", Pipeline: "pipeline:\n  transforms:\n    - type: Frobnicate\n", PipelineFile: "p.yaml", BaseDir: base}, errcode.InvalidPipeline, []string{"p.yaml:3:13", "Frobnicate"}},
@@ -527,8 +528,8 @@ func TestSubmitErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := s.Submit(context.Background(), tt.req)
-		if ErrorCode(err) != tt.code {
-			t.Errorf("%s: err %v (code %s), want %s", tt.name, err, ErrorCode(err), tt.code)
+		if errcode.Of(err) != tt.code {
+			t.Errorf("%s: err %v (code %s), want %s", tt.name, err, errcode.Of(err), tt.code)
 			continue
 		}
 		for _, m := range tt.msg {
@@ -541,7 +542,7 @@ func TestSubmitErrors(t *testing.T) {
 	if _, err := s.Cancel(context.Background(), "busy"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, active.ID, StateCancelled)
+	waitState(t, s, active.ID, record.StateCancelled)
 	if j := submit(t, s, "busy", streamingYAML, base); j.Generation != 2 {
 		t.Errorf("generation after a refused submission = %d, want 2", j.Generation)
 	}
@@ -553,7 +554,7 @@ func TestSubmitErrors(t *testing.T) {
 func TestListStatus(t *testing.T) {
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
-	done := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, StateDone)
+	done := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, record.StateDone)
 	run := submit(t, s, "stream", streamingYAML, base)
 	tests := []struct {
 		status string
@@ -569,7 +570,7 @@ func TestListStatus(t *testing.T) {
 	for _, tt := range tests {
 		st, err := ParseStatus(tt.status)
 		if tt.code != "" {
-			if ErrorCode(err) != tt.code {
+			if errcode.Of(err) != tt.code {
 				t.Errorf("status %q: err %v, want %s", tt.status, err, tt.code)
 			}
 			continue
@@ -610,7 +611,7 @@ func TestRestartResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.State != StateRunning || after.ID != j.ID {
+	if after.State != record.StateRunning || after.ID != j.ID {
 		t.Fatalf("after restart: job %s state %s, want %s RUNNING", after.ID, after.State, j.ID)
 	}
 	if after.LastCheckpoint.Epoch < j.LastCheckpoint.Epoch {
@@ -623,62 +624,62 @@ func TestRestartResumes(t *testing.T) {
 	if _, err := s2.Drain(context.Background(), "sums"); err != nil {
 		t.Fatal(err)
 	}
-	if d := waitState(t, s2, j.ID, StateDrained); d.State != StateDrained {
+	if d := waitState(t, s2, j.ID, record.StateDrained); d.State != record.StateDrained {
 		t.Fatalf("state %s (error %q)", d.State, d.Error)
 	}
 }
 
 func TestStateMachine(t *testing.T) {
-	terminal := map[JobState]bool{StateDone: true, StateDrained: true, StateCancelled: true, StateUpdated: true, StateFailed: true}
-	for _, from := range AllStates() {
+	terminal := map[record.JobState]bool{record.StateDone: true, record.StateDrained: true, record.StateCancelled: true, record.StateUpdated: true, record.StateFailed: true}
+	for _, from := range record.AllStates() {
 		if from.Terminal() != terminal[from] {
 			t.Errorf("%s.Terminal() = %v", from, from.Terminal())
 		}
-		for _, to := range AllStates() {
-			if terminal[from] && CanTransition(from, to) {
+		for _, to := range record.AllStates() {
+			if terminal[from] && record.CanTransition(from, to) {
 				t.Errorf("terminal %s may move to %s", from, to)
 			}
-			if !terminal[from] && to == StateFailed && !CanTransition(from, to) {
+			if !terminal[from] && to == record.StateFailed && !record.CanTransition(from, to) {
 				t.Errorf("%s cannot fail", from)
 			}
 		}
-		if got, err := ParseJobState(from.String()); err != nil || got != from {
-			t.Errorf("ParseJobState(%s) = %v, %v", from, got, err)
+		if got, err := record.ParseJobState(from.String()); err != nil || got != from {
+			t.Errorf("record.ParseJobState(%s) = %v, %v", from, got, err)
 		}
 	}
-	titles := map[JobState]string{StatePending: "Pending", StateCancelling: "Cancelling", StateUpdated: "Updated"}
+	titles := map[record.JobState]string{record.StatePending: "Pending", record.StateCancelling: "Cancelling", record.StateUpdated: "Updated"}
 	for st, want := range titles {
 		if st.Title() != want {
 			t.Errorf("%s.Title() = %q, want %q", st, st.Title(), want)
 		}
 	}
-	j := &Job{ID: "x", Name: "n", State: StateRunning}
+	j := &record.Job{ID: "x", Name: "n", State: record.StateRunning}
 	steps := []struct {
-		to   JobState
+		to   record.JobState
 		code errcode.Code
-		want JobState
+		want record.JobState
 	}{
-		{StatePending, errcode.IllegalTransition, StateRunning},
-		{StateDraining, "", StateDraining},
-		{StateDone, errcode.IllegalTransition, StateDraining},
-		{StateDrained, "", StateDrained},
-		{StateRunning, errcode.JobTerminated, StateDrained},
-		{StateFailed, errcode.JobTerminated, StateDrained},
+		{record.StatePending, errcode.IllegalTransition, record.StateRunning},
+		{record.StateDraining, "", record.StateDraining},
+		{record.StateDone, errcode.IllegalTransition, record.StateDraining},
+		{record.StateDrained, "", record.StateDrained},
+		{record.StateRunning, errcode.JobTerminated, record.StateDrained},
+		{record.StateFailed, errcode.JobTerminated, record.StateDrained},
 	}
-	if CanTransition(StateCancelling, StateDraining) || CanTransition(StateRunning, StateDrained) || CanTransition(StateRunning, StatePending) {
+	if record.CanTransition(record.StateCancelling, record.StateDraining) || record.CanTransition(record.StateRunning, record.StateDrained) || record.CanTransition(record.StateRunning, record.StatePending) {
 		t.Error("the transitions table allows a skipped or backward step")
 	}
-	if !CanTransition(StatePending, StateDraining) {
+	if !record.CanTransition(record.StatePending, record.StateDraining) {
 		t.Error("the successor of a draining job cannot be created draining (PENDING → DRAINING)")
 	}
 	for i, st := range steps {
-		err := transition(j, st.to, time.Unix(int64(i), 0), "")
-		if ErrorCode(err) != st.code && !(err == nil && st.code == "") || j.State != st.want {
+		err := record.Transition(j, st.to, time.Unix(int64(i), 0), "")
+		if errcode.Of(err) != st.code && !(err == nil && st.code == "") || j.State != st.want {
 			t.Errorf("step %d → %s: err %v, state %s; want code %q, state %s", i, st.to, err, j.State, st.code, st.want)
 		}
 	}
 	var e *Error
-	if err := transition(j, StateRunning, time.Now(), ""); !errors.As(err, &e) {
+	if err := record.Transition(j, record.StateRunning, time.Now(), ""); !errors.As(err, &e) {
 		t.Errorf("transition error %T is not an *Error", err)
 	}
 }
@@ -701,8 +702,8 @@ func TestDeadLetterWithoutBroker(t *testing.T) {
         rules:
           known_region: region in ["NORTH", "WEST"]
 `
-	j := waitState(t, s, submit(t, s, "failing", failing, t.TempDir()).ID, StateDone)
-	if j.State != StateDone || j.DeadLetters != 1 || !strings.Contains(j.LastDeadLetter, "known_region") {
+	j := waitState(t, s, submit(t, s, "failing", failing, t.TempDir()).ID, record.StateDone)
+	if j.State != record.StateDone || j.DeadLetters != 1 || !strings.Contains(j.LastDeadLetter, "known_region") {
 		t.Errorf("state %s (error %q), dead letters %d (%q)", j.State, j.Error, j.DeadLetters, j.LastDeadLetter)
 	}
 	if j.Metrics.DeadLetters != 1 {

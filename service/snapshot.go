@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
@@ -41,82 +42,12 @@ import (
 // updates, drains, cancels, the job's end, DropState by a new job of the
 // name and restarts leave it intact until it is deleted or expires.
 
-// SnapshotState is the state of a job snapshot (Dataflow's names).
-type SnapshotState string
-
-// Snapshot states: PENDING → RUNNING → READY | FAILED; any → DELETED.
-const (
-	// SnapshotPending: the request is accepted; the cut is not taken yet.
-	SnapshotPending SnapshotState = "PENDING"
-	// SnapshotRunning: the cut is taken; its state is being copied.
-	SnapshotRunning SnapshotState = "RUNNING"
-	// SnapshotReady: complete; jobs can start from it.
-	SnapshotReady SnapshotState = "READY"
-	// SnapshotFailed: it could not be taken (failure_reason); no data.
-	SnapshotFailed SnapshotState = "FAILED"
-	// SnapshotDeleted: deleted or expired; its data is gone and only this
-	// record (a tombstone) remains.
-	SnapshotDeleted SnapshotState = "DELETED"
-)
-
 // TTL bounds of job snapshots.
 const (
 	DefaultSnapshotTTL = 7 * 24 * time.Hour
 	MinSnapshotTTL     = time.Hour
 	MaxSnapshotTTL     = 30 * 24 * time.Hour
 )
-
-// PubsubSnapshotMetadata names a subscription snapshot taken with a job
-// snapshot (--snapshot-sources) at the cut's position of the
-// subscription; SnapshotName is "<snapshot id>--<subscription>". It is
-// deleted with the job snapshot, and may expire before it (a subscription
-// snapshot lives at most 7 days, see package pubsub).
-type PubsubSnapshotMetadata struct {
-	Subscription string    `json:"subscription"`
-	Topic        string    `json:"topic"`
-	SnapshotName string    `json:"snapshot_name"`
-	ExpireTime   time.Time `json:"expire_time"`
-}
-
-// Snapshot is the registry record of a job snapshot, stored as JSON under
-// snapshot/<id> and served as is by the API. Its data (state, positions,
-// sink parts) lives in the store's snap/<id>/ key space.
-type Snapshot struct {
-	ID           string        `json:"id"`
-	SourceJobID  string        `json:"source_job_id"`
-	JobName      string        `json:"job_name"`
-	Generation   int64         `json:"generation"`
-	CreationTime time.Time     `json:"creation_time"`
-	TTL          string        `json:"ttl"`
-	ExpireTime   time.Time     `json:"expire_time"`
-	State        SnapshotState `json:"state"`
-	StateTime    time.Time     `json:"state_time"`
-	Description  string        `json:"description,omitempty"`
-	// DiskSizeBytes is the size of the snapshot's data (READY only).
-	DiskSizeBytes int64 `json:"disk_size_bytes,omitempty"`
-	// FailureReason says why a FAILED snapshot failed.
-	FailureReason  string                   `json:"failure_reason,omitempty"`
-	PubsubMetadata []PubsubSnapshotMetadata `json:"pubsub_metadata"`
-	// SDK is the source job's SDK (SDKGo, or "" for YAML).
-	SDK string `json:"sdk,omitempty"`
-	// Graph is the source job's canonical graph at the cut.
-	Graph json.RawMessage `json:"graph,omitempty"`
-	// Epoch is the cut's checkpoint epoch.
-	Epoch uint64 `json:"epoch,omitempty"`
-	// Positions are the source positions at the cut, per source step.
-	Positions map[string][][]byte `json:"positions,omitempty"`
-	// SinkEpoch is the sink progress at the cut: sinks had pre-committed
-	// up to this epoch, whose parts the snapshot keeps.
-	SinkEpoch uint64 `json:"sink_epoch,omitempty"`
-	// Kind is SnapshotKindRollback for the rollback snapshot an update or
-	// replacement kept of the old job (rollback.go); "" for a user's.
-	Kind string `json:"kind,omitempty"`
-	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
-	// the snapshot's job.
-	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
-}
-
-func snapshotKey(id string) string { return "snapshot/" + id }
 
 // ParseSnapshotTTL parses and checks a snapshot TTL ("7d", "36h"); ""
 // is the default, 7 days.
@@ -126,14 +57,14 @@ func ParseSnapshotTTL(v string) (time.Duration, error) {
 	}
 	d, err := duration.Parse(v)
 	if err != nil {
-		return 0, errorf(errcode.InvalidTTL, "snapshot TTL: %w", err)
+		return 0, errcode.Errorf(errcode.InvalidTTL, "snapshot TTL: %w", err)
 	}
 	return d, validateSnapshotTTL(d)
 }
 
 func validateSnapshotTTL(d time.Duration) error {
 	if d < MinSnapshotTTL || d > MaxSnapshotTTL {
-		return errorf(errcode.InvalidTTL, "snapshot TTL %s is outside the accepted range: at least 1h, at most 30d", duration.Format(d))
+		return errcode.Errorf(errcode.InvalidTTL, "snapshot TTL %s is outside the accepted range: at least 1h, at most 30d", duration.Format(d))
 	}
 	return nil
 }
@@ -170,13 +101,13 @@ type SnapshotRequest struct {
 //
 // It holds the job name's guard and the execution's cpMu for the cut only
 // (lock order 1, 2), the registry lock for the store writes; the copy holds none.
-func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Snapshot, error) {
+func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*record.Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	ss, hasBroker := s.sourceSnapshotter()
 	if req.SnapshotSources && !hasBroker {
-		return nil, errorf(errcode.InvalidRequest, "snapshot_sources needs the server's Pub/Sub broker, and this service has none")
+		return nil, errcode.Errorf(errcode.InvalidRequest, "snapshot_sources needs the server's Pub/Sub broker, and this service has none")
 	}
 	if req.TTL == 0 {
 		req.TTL = DefaultSnapshotTTL
@@ -195,7 +126,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 		}
 	}()
 	if s.closing.Load() {
-		return nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
+		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
 	}
 	j, err := s.resolve(req.Job)
 	if err != nil {
@@ -203,25 +134,25 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	}
 	jr := s.runningJob(j.ID)
 	switch {
-	case j.Type != TypeStreaming:
-		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
-	case j.State != StateRunning:
-		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
+	case j.Type != record.TypeStreaming:
+		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
+	case j.State != record.StateRunning:
+		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
 	case !j.Checkpointing || jr == nil || !jr.checkpointed:
 		note := j.CheckpointNote
 		if note == "" {
 			note = "it has no live execution taking checkpoints"
 		}
-		return nil, errorf(errcode.JobNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
+		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
 	}
 	now := s.now()
 	id, err := newSnapshotID()
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
-	snap := &Snapshot{ID: id, SourceJobID: j.ID, JobName: j.Name, Generation: j.Generation, CreationTime: now,
-		TTL: duration.Format(req.TTL), ExpireTime: now.Add(req.TTL), State: SnapshotPending, StateTime: now,
-		Description: req.Description, PubsubMetadata: []PubsubSnapshotMetadata{}, SDK: j.SDK, Graph: j.Graph}
+	snap := &record.Snapshot{ID: id, SourceJobID: j.ID, JobName: j.Name, Generation: j.Generation, CreationTime: now,
+		TTL: duration.Format(req.TTL), ExpireTime: now.Add(req.TTL), State: record.SnapshotPending, StateTime: now,
+		Description: req.Description, PubsubMetadata: []record.PubsubSnapshotMetadata{}, SDK: j.SDK, Graph: j.Graph}
 	if err := s.putSnapshot(snap); err != nil {
 		return nil, err
 	}
@@ -248,7 +179,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 			return failed, ferr
 		}
 	}
-	snap.State, snap.StateTime = SnapshotRunning, s.now()
+	snap.State, snap.StateTime = record.SnapshotRunning, s.now()
 	snap.Epoch, snap.Positions, snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
 	if err := s.putSnapshot(snap); err != nil {
 		_ = pin.Release()
@@ -260,7 +191,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*Sna
 	for _, st := range jr.prog.Graph.Steps {
 		steps = append(steps, st.Name)
 	}
-	cut := state.SnapshotCut{Lineage: j.stateLineage(), Steps: steps,
+	cut := state.SnapshotCut{Lineage: j.StateKey(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
 	if !s.spawn(func() { s.copySnapshot(snap, pin, cut) }) {
 		_ = pin.Release()
@@ -306,17 +237,17 @@ const snapshotBatchBytes = 4 << 20
 // into FAILED the same way, and the files not added are removed when the
 // store opens). It holds no guard; a Tx only for the READY write. The job
 // is never touched. It runs in a goroutine Close waits for (spawn).
-func (s *Service) copySnapshot(snap *Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
+func (s *Service) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
 	defer pin.Release()
 	began := time.Now() // the current file's start
 	sb, err := s.store.StreamSnapshot(s.ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
 		if s.ctx.Err() != nil {
 			return errors.New("the server shut down while the snapshot's state was copied")
 		}
-		if cur, err := s.readSnapshot(snap.ID); err != nil || cur.State != SnapshotRunning {
+		if cur, err := s.readSnapshot(snap.ID); err != nil || cur.State != record.SnapshotRunning {
 			return errSnapshotGone
 		}
-		if snap.Kind == SnapshotKindRollback {
+		if snap.Kind == record.SnapshotKindRollback {
 			// Paced: see rollbackCopyPace.
 			t := time.NewTimer(time.Since(began) * rollbackCopyPace)
 			select {
@@ -367,10 +298,10 @@ var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
 
 // finishSnapshot commits the last batch sb of snapshot snap's data with
 // its READY record (size bytes in all), in a Tx of its own.
-func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size int64) error {
+func (s *Service) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch, size int64) error {
 	return s.update(func(tx *Tx) error {
 		cur, err := s.readSnapshot(snap.ID)
-		if err == nil && cur.State != SnapshotRunning {
+		if err == nil && cur.State != record.SnapshotRunning {
 			// Deleted (or failed) while the state was copied: what the batch
 			// ingested goes too (the delete found nothing to remove).
 			sb.Close()
@@ -389,17 +320,17 @@ func (s *Service) finishSnapshot(snap *Snapshot, sb *state.SnapshotBatch, size i
 			sb.Close()
 			return errors.New("the server shut down while the snapshot's state was copied")
 		}
-		cur.State, cur.StateTime, cur.DiskSizeBytes = SnapshotReady, s.now(), size
+		cur.State, cur.StateTime, cur.DiskSizeBytes = record.SnapshotReady, s.now(), size
 		w := &state.Write{}
-		if err := putJSON(w, snapshotKey(cur.ID), cur); err != nil {
+		if err := putJSON(w, record.SnapshotKey(cur.ID), cur); err != nil {
 			sb.Close()
 			return err
 		}
 		// A rollback snapshot is no event of its job's: it comes with the
 		// update or replacement that ended the job, whose events say so (weir
 		// jobs history lists it).
-		if cur.Kind != SnapshotKindRollback {
-			tx.AddEvent(w, cur.SourceJobID, EventSnapshotCreated, SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
+		if cur.Kind != record.SnapshotKindRollback {
+			tx.AddEvent(w, cur.SourceJobID, record.EventSnapshotCreated, record.SeverityInfo, fmt.Sprintf("snapshot %s is READY (%d bytes)", cur.ID, size),
 				map[string]any{"snapshot_id": cur.ID, "disk_size_bytes": size})
 		}
 		if err := tx.WriteSnapshot(sb, w); err != nil {
@@ -421,26 +352,26 @@ func (s *Service) logSnapshotFailed(id, reason string) {
 // snapshotFailed makes snapshot id FAILED with reason (unless it is
 // already READY, FAILED or DELETED) and returns its record, in a Tx of its
 // own.
-func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
-	var snap *Snapshot
+func (s *Service) snapshotFailed(id, reason string) (*record.Snapshot, error) {
+	var snap *record.Snapshot
 	err := s.update(func(tx *Tx) error {
 		var err error
 		if snap, err = s.readSnapshot(id); err != nil {
 			return err
 		}
-		if snap.State != SnapshotPending && snap.State != SnapshotRunning {
+		if snap.State != record.SnapshotPending && snap.State != record.SnapshotRunning {
 			return nil
 		}
-		snap.State, snap.StateTime, snap.FailureReason = SnapshotFailed, s.now(), reason
+		snap.State, snap.StateTime, snap.FailureReason = record.SnapshotFailed, s.now(), reason
 		snap.DiskSizeBytes = 0
 		w := &state.Write{}
-		if err := putJSON(w, snapshotKey(id), snap); err != nil {
+		if err := putJSON(w, record.SnapshotKey(id), snap); err != nil {
 			return err
 		}
-		tx.AddEvent(w, snap.SourceJobID, EventSnapshotFailed, SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
+		tx.AddEvent(w, snap.SourceJobID, record.EventSnapshotFailed, record.SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
 			map[string]any{"snapshot_id": id, "reason": reason})
 		if err := tx.DeleteSnapshot(id, w); err != nil {
-			return internalf("recording snapshot %s as failed: %w", id, err)
+			return errcode.Internalf("recording snapshot %s as failed: %w", id, err)
 		}
 		s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
 		return nil
@@ -452,39 +383,39 @@ func (s *Service) snapshotFailed(id, reason string) (*Snapshot, error) {
 }
 
 // putSnapshot writes snap's record, in a Tx of its own.
-func (s *Service) putSnapshot(snap *Snapshot) error {
+func (s *Service) putSnapshot(snap *record.Snapshot) error {
 	w := &state.Write{}
-	if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+	if err := putJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
 		return err
 	}
 	if err := s.apply(w); err != nil {
-		return internalf("recording snapshot %s: %w", snap.ID, err)
+		return errcode.Internalf("recording snapshot %s: %w", snap.ID, err)
 	}
 	return nil
 }
 
 // readSnapshot reads snapshot id's record; a missing one is
 // SNAPSHOT_NOT_FOUND. It takes no lock.
-func (s *Service) readSnapshot(id string) (*Snapshot, error) {
-	b, err := s.store.Get(snapshotKey(id))
+func (s *Service) readSnapshot(id string) (*record.Snapshot, error) {
+	b, err := s.store.Get(record.SnapshotKey(id))
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id)
+		return nil, errcode.Errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id)
 	}
 	if err != nil {
-		return nil, internalf("reading snapshot %s: %w", id, err)
+		return nil, errcode.Internalf("reading snapshot %s: %w", id, err)
 	}
-	var snap Snapshot
+	var snap record.Snapshot
 	if err := json.Unmarshal(b, &snap); err != nil {
-		return nil, internalf("decoding the record of snapshot %s: %w", id, err)
+		return nil, errcode.Internalf("decoding the record of snapshot %s: %w", id, err)
 	}
 	return &snap, nil
 }
 
 // GetSnapshot returns snapshot id (a deleted one reads DELETED). It takes
 // no lock.
-func (s *Service) GetSnapshot(id string) (*Snapshot, error) {
+func (s *Service) GetSnapshot(id string) (*record.Snapshot, error) {
 	if id == "" {
-		return nil, errorf(errcode.SnapshotNotFound, "no snapshot ID given")
+		return nil, errcode.Errorf(errcode.SnapshotNotFound, "no snapshot ID given")
 	}
 	return s.readSnapshot(id)
 }
@@ -492,25 +423,25 @@ func (s *Service) GetSnapshot(id string) (*Snapshot, error) {
 // ListSnapshots returns the snapshots of job ref (an ID: that job's; a
 // name: those of every job of the name; "": all), newest first; DELETED
 // ones only with all. It takes no lock.
-func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
+func (s *Service) ListSnapshots(ref string, all bool) ([]*record.Snapshot, error) {
 	byID := false
 	if ref != "" {
 		if _, err := s.readJob(ref); err == nil {
 			byID = true
 		} else if !errors.Is(err, state.ErrNotFound) {
-			return nil, internalf("reading job %s: %w", ref, err)
-		} else if !jobNameRE.MatchString(ref) {
-			return nil, errorf(errcode.JobNotFound, "no job has the ID or name %q", ref)
+			return nil, errcode.Internalf("reading job %s: %w", ref, err)
+		} else if !record.IsJobName(ref) {
+			return nil, errcode.Errorf(errcode.JobNotFound, "no job has the ID or name %q", ref)
 		}
 	}
-	out := []*Snapshot{}
+	out := []*record.Snapshot{}
 	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
-		snap := &Snapshot{}
+		snap := &record.Snapshot{}
 		if err := decodeJSON(v, snap); err != nil {
 			return err
 		}
 		switch {
-		case snap.State == SnapshotDeleted && !all,
+		case snap.State == record.SnapshotDeleted && !all,
 			ref != "" && byID && snap.SourceJobID != ref,
 			ref != "" && !byID && snap.JobName != ref:
 			return nil
@@ -519,7 +450,7 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, internalf("listing snapshots: %w", err)
+		return nil, errcode.Internalf("listing snapshots: %w", err)
 	}
 	sort.SliceStable(out, func(a, b int) bool {
 		if !out[a].CreationTime.Equal(out[b].CreationTime) {
@@ -533,14 +464,14 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*Snapshot, error) {
 // DeleteSnapshot deletes snapshot id: its data goes at once, its record
 // stays as a DELETED tombstone. Deleting a deleted snapshot answers the
 // tombstone. It writes in a Tx of its own.
-func (s *Service) DeleteSnapshot(id string) (*Snapshot, error) {
+func (s *Service) DeleteSnapshot(id string) (*record.Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	return s.deleteSnapshot(id, "deleted")
 }
 
-func (s *Service) deleteSnapshot(id, reason string) (*Snapshot, error) {
+func (s *Service) deleteSnapshot(id, reason string) (*record.Snapshot, error) {
 	snap, err := s.deleteSnapshotRecord(id, reason)
 	if err == nil {
 		s.dropSourceSnapshots(snap) // outside a Tx: a broker call
@@ -550,23 +481,23 @@ func (s *Service) deleteSnapshot(id, reason string) (*Snapshot, error) {
 
 // deleteSnapshotRecord makes snapshot id DELETED and removes its data,
 // in a Tx of its own.
-func (s *Service) deleteSnapshotRecord(id, reason string) (*Snapshot, error) {
-	var snap *Snapshot
+func (s *Service) deleteSnapshotRecord(id, reason string) (*record.Snapshot, error) {
+	var snap *record.Snapshot
 	err := s.update(func(tx *Tx) error {
 		var err error
 		if snap, err = s.readSnapshot(id); err != nil {
 			return err
 		}
-		if snap.State == SnapshotDeleted {
+		if snap.State == record.SnapshotDeleted {
 			return nil
 		}
-		snap.State, snap.StateTime, snap.DiskSizeBytes = SnapshotDeleted, s.now(), 0
+		snap.State, snap.StateTime, snap.DiskSizeBytes = record.SnapshotDeleted, s.now(), 0
 		w := &state.Write{}
-		if err := putJSON(w, snapshotKey(id), snap); err != nil {
+		if err := putJSON(w, record.SnapshotKey(id), snap); err != nil {
 			return err
 		}
 		if err := tx.DeleteSnapshot(id, w); err != nil {
-			return internalf("deleting snapshot %s: %w", id, err)
+			return errcode.Internalf("deleting snapshot %s: %w", id, err)
 		}
 		s.opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
 		return nil
@@ -579,14 +510,14 @@ func (s *Service) deleteSnapshotRecord(id, reason string) (*Snapshot, error) {
 
 // WaitSnapshot waits until snapshot id is READY, FAILED or DELETED and
 // returns it.
-func (s *Service) WaitSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+func (s *Service) WaitSnapshot(ctx context.Context, id string) (*record.Snapshot, error) {
 	for {
 		next := s.changes.next()
 		snap, err := s.readSnapshot(id)
 		if err != nil {
 			return nil, err
 		}
-		if snap.State != SnapshotPending && snap.State != SnapshotRunning {
+		if snap.State != record.SnapshotPending && snap.State != record.SnapshotRunning {
 			return snap, nil
 		}
 		select {
@@ -611,11 +542,11 @@ func (s *Service) recoverSnapshots() error {
 	}
 	var stale []string
 	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
-		snap := &Snapshot{}
+		snap := &record.Snapshot{}
 		if err := decodeJSON(v, snap); err != nil {
 			return err
 		}
-		if snap.State == SnapshotPending || snap.State == SnapshotRunning {
+		if snap.State == record.SnapshotPending || snap.State == record.SnapshotRunning {
 			stale = append(stale, snap.ID)
 		}
 		return nil
@@ -639,12 +570,12 @@ func (s *Service) expireSnapshots() error {
 	now := s.now()
 	var expired []string
 	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
-		snap := &Snapshot{}
+		snap := &record.Snapshot{}
 		if err := decodeJSON(v, snap); err != nil {
 			return err
 		}
 		switch snap.State {
-		case SnapshotReady, SnapshotFailed:
+		case record.SnapshotReady, record.SnapshotFailed:
 			if !now.Before(snap.ExpireTime) && !s.rollbackHeld(snap, now) {
 				expired = append(expired, snap.ID)
 			}
@@ -688,10 +619,10 @@ func (s *Service) expireLoop() {
 }
 
 // snapshotGraph parses the graph of snap.
-func snapshotGraph(snap *Snapshot) (*graph.Pipeline, error) {
+func snapshotGraph(snap *record.Snapshot) (*graph.Pipeline, error) {
 	g, err := graph.Parse(snap.Graph)
 	if err != nil {
-		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
+		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
 	}
 	return g, nil
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/state"
@@ -67,7 +68,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // snapshotManifest is the 'M' frame.
 type snapshotManifest struct {
 	FormatVersion int             `json:"format_version"`
-	Snapshot      *Snapshot       `json:"snapshot"`
+	Snapshot      *record.Snapshot       `json:"snapshot"`
 	Checkpoint    json.RawMessage `json:"checkpoint"`
 	ExportTime    time.Time       `json:"export_time"`
 }
@@ -138,8 +139,8 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 	if err != nil {
 		return SnapshotFileInfo{}, err
 	}
-	if snap.State != SnapshotReady {
-		return SnapshotFileInfo{}, errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
+	if snap.State != record.SnapshotReady {
+		return SnapshotFileInfo{}, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
 	}
 	pin := s.store.Pin()
 	defer pin.Release()
@@ -210,7 +211,7 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 		return nil
 	})
 	if err == nil && !sawCP {
-		err = errorf(errcode.SnapshotNotFound, "snapshot %s has no data (deleted meanwhile?)", id)
+		err = errcode.Errorf(errcode.SnapshotNotFound, "snapshot %s has no data (deleted meanwhile?)", id)
 	}
 	if err == nil {
 		err = flush()
@@ -248,7 +249,7 @@ func splitStateKey(rel []byte) (step string, kg uint16, key []byte, err error) {
 }
 
 func corruptf(format string, args ...any) error {
-	return errorf(errcode.SnapshotCorrupt, "snapshot file: "+format, args...)
+	return errcode.Errorf(errcode.SnapshotCorrupt, "snapshot file: "+format, args...)
 }
 
 // countingReader hashes and counts what is read through it.
@@ -463,7 +464,7 @@ func importKey(id string) string { return "snapimport/" + id }
 // meanwhile stops at its next batch. Subscription snapshots
 // (pubsub_metadata) do not travel: the list is emptied. It takes
 // the registry lock for each write only.
-func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*Snapshot, error) {
+func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*record.Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
@@ -478,7 +479,7 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 		limit = s.hooks.importBatchBytes
 	}
 	var sb *state.SnapshotBatch
-	var snap *Snapshot
+	var snap *record.Snapshot
 	started := false // the PENDING record and mark are written
 	var size int64
 	batches := 0
@@ -496,7 +497,7 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 			err := tx.WriteSnapshot(sb, &state.Write{})
 			sb = s.store.NewSnapshotBatch(snap.ID)
 			if err != nil {
-				return internalf("importing snapshot %s: %w", snap.ID, err)
+				return errcode.Internalf("importing snapshot %s: %w", snap.ID, err)
 			}
 			return nil
 		})
@@ -552,26 +553,26 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 
 // beginImport records snap as PENDING and marked as an import, refusing
 // an ID in use (SNAPSHOT_EXISTS unless DELETED). It writes in a Tx of its own.
-func (s *Service) beginImport(snap *Snapshot) error {
+func (s *Service) beginImport(snap *record.Snapshot) error {
 	return s.update(func(tx *Tx) error {
 		cur, err := s.readSnapshot(snap.ID)
 		switch {
-		case err == nil && cur.State != SnapshotDeleted:
-			return errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
-		case err != nil && ErrorCode(err) != errcode.SnapshotNotFound:
+		case err == nil && cur.State != record.SnapshotDeleted:
+			return errcode.Errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
+		case err != nil && errcode.Of(err) != errcode.SnapshotNotFound:
 			return err
 		}
 		now := s.now()
 		pending := *snap
-		pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = SnapshotPending, now, 0, ""
-		pending.PubsubMetadata = []PubsubSnapshotMetadata{}
+		pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = record.SnapshotPending, now, 0, ""
+		pending.PubsubMetadata = []record.PubsubSnapshotMetadata{}
 		w := &state.Write{}
-		if err := putJSON(w, snapshotKey(snap.ID), &pending); err != nil {
+		if err := putJSON(w, record.SnapshotKey(snap.ID), &pending); err != nil {
 			return err
 		}
 		w.Put(importKey(snap.ID), []byte(now.Format(time.RFC3339Nano)))
 		if err := tx.Apply(w); err != nil {
-			return internalf("importing snapshot %s: %w", snap.ID, err)
+			return errcode.Internalf("importing snapshot %s: %w", snap.ID, err)
 		}
 		return nil
 	})
@@ -584,31 +585,31 @@ func (s *Service) stillImporting(_ *Tx, id string) error {
 	if err != nil {
 		return err
 	}
-	if cur.State != SnapshotPending {
-		return errorf(errcode.SnapshotNotFound, "snapshot %s was %s while it was imported: the import stopped", id, cur.State)
+	if cur.State != record.SnapshotPending {
+		return errcode.Errorf(errcode.SnapshotNotFound, "snapshot %s was %s while it was imported: the import stopped", id, cur.State)
 	}
 	return nil
 }
 
 // finishImport writes the last batch sb with snap's READY record and the
 // end of its import mark, in one write. It writes in a Tx of its own.
-func (s *Service) finishImport(snap *Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
+func (s *Service) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
 	return s.update(func(tx *Tx) error {
 		if err := s.stillImporting(tx, snap.ID); err != nil {
 			sb.Close()
 			return err
 		}
 		now := s.now()
-		snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
-		snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []PubsubSnapshotMetadata{}
+		snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = record.SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
+		snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []record.PubsubSnapshotMetadata{}
 		w := &state.Write{}
-		if err := putJSON(w, snapshotKey(snap.ID), snap); err != nil {
+		if err := putJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
 			sb.Close()
 			return err
 		}
 		w.Delete(importKey(snap.ID))
 		if err := tx.WriteSnapshot(sb, w); err != nil {
-			return internalf("importing snapshot %s: %w", snap.ID, err)
+			return errcode.Internalf("importing snapshot %s: %w", snap.ID, err)
 		}
 		return nil
 	})
@@ -623,7 +624,7 @@ func (s *Service) abandonImport(id string, why error) {
 		w := &state.Write{}
 		w.Delete(importKey(id))
 		if s.stillImporting(tx, id) == nil {
-			w.Delete(snapshotKey(id))
+			w.Delete(record.SnapshotKey(id))
 		}
 		if err := tx.DeleteSnapshot(id, w); err != nil {
 			s.opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
@@ -652,7 +653,7 @@ func (s *Service) recoverImports() error {
 }
 
 // graphOf checks that a manifest's snapshot has a graph that parses.
-func graphOf(snap *Snapshot) (any, error) {
+func graphOf(snap *record.Snapshot) (any, error) {
 	if len(snap.Graph) == 0 {
 		return nil, corruptf("its snapshot %s has no graph", snap.ID)
 	}
@@ -703,24 +704,24 @@ type UploadProgress struct {
 // c.Final it imports the staged file (ImportSnapshot) and removes it,
 // whatever the outcome. A chunk at another offset than the bytes received
 // is INVALID_REQUEST (the message gives the offset expected).
-func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (UploadProgress, *Snapshot, error) {
+func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (UploadProgress, *record.Snapshot, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return UploadProgress{}, nil, err
 	}
 	if c.UploadID == "" {
 		if c.Offset != 0 {
-			return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "the first chunk of an upload starts at offset 0, not %d", c.Offset)
+			return UploadProgress{}, nil, errcode.Errorf(errcode.InvalidRequest, "the first chunk of an upload starts at offset 0, not %d", c.Offset)
 		}
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return UploadProgress{}, nil, internalf("naming an upload: %w", err)
+			return UploadProgress{}, nil, errcode.Internalf("naming an upload: %w", err)
 		}
 		c.UploadID = hex.EncodeToString(b[:])
 		if err := os.MkdirAll(s.importsDir(), 0o700); err != nil {
-			return UploadProgress{}, nil, internalf("staging an upload: %w", err)
+			return UploadProgress{}, nil, errcode.Internalf("staging an upload: %w", err)
 		}
 	} else if !uploadIDRE.MatchString(c.UploadID) {
-		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload_id %q is not an upload ID", c.UploadID)
+		return UploadProgress{}, nil, errcode.Errorf(errcode.InvalidRequest, "upload_id %q is not an upload ID", c.UploadID)
 	}
 	path := filepath.Join(s.importsDir(), c.UploadID+".part")
 	flags := os.O_WRONLY | os.O_APPEND
@@ -729,15 +730,15 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	}
 	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) {
-		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload %s is unknown, finished or already started (start a new one without upload_id)", c.UploadID)
+		return UploadProgress{}, nil, errcode.Errorf(errcode.InvalidRequest, "upload %s is unknown, finished or already started (start a new one without upload_id)", c.UploadID)
 	}
 	if err != nil {
-		return UploadProgress{}, nil, internalf("staging upload %s: %w", c.UploadID, err)
+		return UploadProgress{}, nil, errcode.Internalf("staging upload %s: %w", c.UploadID, err)
 	}
 	st, err := f.Stat()
 	if err == nil && st.Size() != c.Offset {
 		f.Close()
-		return UploadProgress{}, nil, errorf(errcode.InvalidRequest, "upload %s has %d bytes, the chunk is for offset %d: send the chunk at offset %d", c.UploadID, st.Size(), c.Offset, st.Size())
+		return UploadProgress{}, nil, errcode.Errorf(errcode.InvalidRequest, "upload %s has %d bytes, the chunk is for offset %d: send the chunk at offset %d", c.UploadID, st.Size(), c.Offset, st.Size())
 	}
 	if err == nil {
 		_, err = f.Write(c.Data)
@@ -747,7 +748,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	}
 	if err != nil {
 		_ = os.Remove(path)
-		return UploadProgress{}, nil, internalf("staging upload %s: %w", c.UploadID, err)
+		return UploadProgress{}, nil, errcode.Internalf("staging upload %s: %w", c.UploadID, err)
 	}
 	prog := UploadProgress{UploadID: c.UploadID, Received: c.Offset + int64(len(c.Data))}
 	if !c.Final {
@@ -756,7 +757,7 @@ func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (Uploa
 	defer os.Remove(path)
 	in, err := os.Open(path)
 	if err != nil {
-		return prog, nil, internalf("reading upload %s: %w", c.UploadID, err)
+		return prog, nil, errcode.Internalf("reading upload %s: %w", c.UploadID, err)
 	}
 	defer in.Close()
 	snap, err := s.ImportSnapshot(ctx, in, c.TTL)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"bytes"
 	"context"
 	"errors"
@@ -28,7 +29,7 @@ func openServiceHooks(t *testing.T, dataDir string, h testHooks) *Service {
 }
 
 // exportedFile takes a snapshot of a running job and returns it exported.
-func exportedFile(t *testing.T, dir string) (*Snapshot, []byte) {
+func exportedFile(t *testing.T, dir string) (*record.Snapshot, []byte) {
 	t.Helper()
 	s := openService(t, filepath.Join(dir, "data"))
 	v1 := submit(t, s, "totals", snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), dir)
@@ -45,7 +46,7 @@ func exportedFile(t *testing.T, dir string) (*Snapshot, []byte) {
 // assertAbsent checks that snapshot id has no record and no data in s.
 func assertAbsent(t *testing.T, s *Service, id string) {
 	t.Helper()
-	if got, err := s.GetSnapshot(id); ErrorCode(err) != errcode.SnapshotNotFound {
+	if got, err := s.GetSnapshot(id); errcode.Of(err) != errcode.SnapshotNotFound {
 		t.Errorf("snapshot %s after a failed import: %+v, %v; want SNAPSHOT_NOT_FOUND", id, got, err)
 	}
 	if _, err := s.store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
@@ -74,7 +75,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 
 	t.Run("complete", func(t *testing.T) {
 		var s2 *Service
-		var seen []SnapshotState
+		var seen []record.SnapshotState
 		s2 = openServiceHooks(t, filepath.Join(dir, "ok"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
 			cur, err := s2.GetSnapshot(id)
 			if err != nil {
@@ -83,12 +84,12 @@ func TestSnapshotImportInBatches(t *testing.T) {
 			seen = append(seen, cur.State)
 			if n == 1 {
 				list, err := s2.ListSnapshots("", false)
-				if err != nil || len(list) != 1 || list[0].State != SnapshotPending {
+				if err != nil || len(list) != 1 || list[0].State != record.SnapshotPending {
 					t.Errorf("list mid-import: %+v, %v", list, err)
 				}
 				_, err = s2.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "early",
 					Pipeline: snapshotPipeline(filepath.Join(dir, "early.sqlite"), "Sums"), BaseDir: dir}, SnapshotID: id})
-				if ErrorCode(err) != errcode.SnapshotCorrupt {
+				if errcode.Of(err) != errcode.SnapshotCorrupt {
 					t.Errorf("create-from-snapshot mid-import: %v, want a refusal (not READY)", err)
 				}
 			}
@@ -102,11 +103,11 @@ func TestSnapshotImportInBatches(t *testing.T) {
 			t.Fatalf("the import wrote %d intermediate batches of ≤64 bytes for a %d-byte snapshot, want several", len(seen), snap.DiskSizeBytes)
 		}
 		for i, st := range seen {
-			if st != SnapshotPending {
+			if st != record.SnapshotPending {
 				t.Errorf("after batch %d the snapshot is %s, want PENDING", i+1, st)
 			}
 		}
-		if imp.State != SnapshotReady || imp.DiskSizeBytes != snap.DiskSizeBytes {
+		if imp.State != record.SnapshotReady || imp.DiskSizeBytes != snap.DiskSizeBytes {
 			t.Errorf("imported %s with %d bytes, want READY with %d", imp.State, imp.DiskSizeBytes, snap.DiskSizeBytes)
 		}
 		var got bytes.Buffer
@@ -136,7 +137,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		// The ID is free again: a later import succeeds.
 		s3 := s2
 		s3.hooks = testHooks{}
-		if imp, err := s3.ImportSnapshot(ctx, bytes.NewReader(file), 0); err != nil || imp.State != SnapshotReady {
+		if imp, err := s3.ImportSnapshot(ctx, bytes.NewReader(file), 0); err != nil || imp.State != record.SnapshotReady {
 			t.Fatalf("import after a failed one: %+v, %v", imp, err)
 		}
 	})
@@ -151,10 +152,10 @@ func TestSnapshotImportInBatches(t *testing.T) {
 			}
 			return nil
 		}})
-		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); ErrorCode(err) != errcode.SnapshotNotFound {
+		if _, err := s2.ImportSnapshot(ctx, bytes.NewReader(file), 0); errcode.Of(err) != errcode.SnapshotNotFound {
 			t.Fatalf("ImportSnapshot of a snapshot deleted meanwhile: %v, want SNAPSHOT_NOT_FOUND", err)
 		}
-		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != SnapshotDeleted {
+		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != record.SnapshotDeleted {
 			t.Errorf("after the delete: %+v, %v; want the DELETED tombstone", cur, err)
 		}
 		if _, err := s2.store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
@@ -187,7 +188,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur, err := s2.GetSnapshot(m.Snapshot.ID); err != nil || cur.State != SnapshotPending {
+		if cur, err := s2.GetSnapshot(m.Snapshot.ID); err != nil || cur.State != record.SnapshotPending {
 			t.Fatalf("mid-import: %+v, %v", cur, err)
 		}
 		if err := s2.Close(ctx); err != nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -40,11 +41,11 @@ func TestSnapshotExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ImportSnapshot: %v", err)
 	}
-	if imp.ID != snap.ID || imp.State != SnapshotReady || imp.DiskSizeBytes != snap.DiskSizeBytes || imp.JobName != "totals" ||
+	if imp.ID != snap.ID || imp.State != record.SnapshotReady || imp.DiskSizeBytes != snap.DiskSizeBytes || imp.JobName != "totals" ||
 		!imp.ExpireTime.Equal(imp.StateTime.Add(DefaultSnapshotTTL)) || !imp.CreationTime.Equal(snap.CreationTime) {
 		t.Fatalf("imported %+v\nexported %+v", imp, snap)
 	}
-	if _, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(file.Bytes()), 0); ErrorCode(err) != errcode.SnapshotExists {
+	if _, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(file.Bytes()), 0); errcode.Of(err) != errcode.SnapshotExists {
 		t.Fatalf("second import: %v, want SNAPSHOT_EXISTS", err)
 	}
 	db2 := filepath.Join(dir, "moved.sqlite")
@@ -94,7 +95,7 @@ func TestSnapshotFileDamage(t *testing.T) {
 	)
 	for _, c := range cases {
 		_, err := s2.ImportSnapshot(context.Background(), bytes.NewReader(c.file), 0)
-		if ErrorCode(err) != errcode.SnapshotCorrupt || !strings.Contains(err.Error(), "snapshot file") || c.want != "" && !strings.Contains(err.Error(), c.want) {
+		if errcode.Of(err) != errcode.SnapshotCorrupt || !strings.Contains(err.Error(), "snapshot file") || c.want != "" && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want SNAPSHOT_CORRUPT %q", c.name, err, c.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"path/filepath"
 	"testing"
@@ -46,7 +47,7 @@ func TestSnapshotDeletedWhileCopiedLeavesNoData(t *testing.T) {
 	}
 	s = openService(t, filepath.Join(dir, "data"))
 	got, err := s.GetSnapshot(snap.ID)
-	if err != nil || got.State != SnapshotDeleted {
+	if err != nil || got.State != record.SnapshotDeleted {
 		t.Fatalf("after the delete: %+v, %v; want DELETED", got, err)
 	}
 	if n := snapshotDataKeys(t, s, snap.ID); n != 0 {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
@@ -58,10 +59,10 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 		req.Pipeline, req.PipelineFile, req.BaseDir = "", "", ""
 	} else {
 		if req.Pipeline == "" {
-			return nil, errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+			return nil, errcode.Errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
 		}
 		if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
-			return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
+			return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
 		}
 		if req.PipelineFile == "" {
 			req.PipelineFile = "pipeline.yaml"
@@ -71,14 +72,14 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if err != nil {
 		return nil, err
 	}
-	if snap.State != SnapshotReady {
-		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
+	if snap.State != record.SnapshotReady {
+		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can start a job", snap.ID, snap.State)
 	}
-	if goProgram && snap.SDK != SDKGo {
-		return nil, errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a YAML pipeline's job (%s): a Go program cannot start from it; start a job from it with weir run P.yaml --create-from-snapshot", snap.ID, snap.JobName)
+	if goProgram && snap.SDK != record.SDKGo {
+		return nil, errcode.Errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a YAML pipeline's job (%s): a Go program cannot start from it; start a job from it with weir run P.yaml --create-from-snapshot", snap.ID, snap.JobName)
 	}
 	if !goProgram && snap.SDK != "" {
-		return nil, errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
+		return nil, errcode.Errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
 	}
 	oldGraph, err := snapshotGraph(snap)
 	if err != nil {
@@ -95,23 +96,23 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	}
 	rec, err := s.store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, errorf(errcode.SnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
+		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
-		return nil, internalf("reading snapshot %s: %w", snap.ID, err)
+		return nil, errcode.Internalf("reading snapshot %s: %w", snap.ID, err)
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
 	gen := max(l.Generation, snap.Generation) + 1
-	j := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+	j := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: gen, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options, CreatedFromSnapshotID: snap.ID,
-		History: []StateChange{{State: StatePending, Time: now, Reason: "created from snapshot " + snap.ID}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "created from snapshot " + snap.ID}}}
 	if goProgram {
-		j.SDK, j.Program = SDKGo, req.Program
+		j.SDK, j.Program = record.SDKGo, req.Program
 	}
 	p, err := s.load(j)
 	if err != nil {
@@ -121,25 +122,25 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
 	res := &UpdateResult{Report: report}
 	if !report.Compatible {
-		return res, errorf(errcode.IncompatibleUpdate, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
+		return res, errcode.Errorf(errcode.IncompatibleUpdate, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
 	}
-	j.Graph, j.Type = canon, jobType(newGraph)
+	j.Graph, j.Type = canon, record.TypeOf(newGraph)
 	r := restoreOf(j, rec, report, newGraph)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
-	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	if err := putJSON(w, lineageKey(j.Name), l); err != nil {
+	if err := putJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return nil, err
 	}
 	err = s.update(func(tx *Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
 	if err != nil {
-		return nil, internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
+		return nil, errcode.Internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
 	}
 	s.opts.Logger.Info("job created from a snapshot", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation,
 		"snapshot_id", snap.ID, "epoch", rec.Epoch)
@@ -157,8 +158,8 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 // snapshot's job committed them before the snapshot could become READY
 // (snapshotCut fails the snapshot otherwise), so committing them again
 // under the new job's sinks would write them twice to an appending sink.
-func restoreOf(j *Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
-	r := state.SnapshotRestore{Lineage: j.stateLineage(), JobID: j.ID, Steps: map[string]string{},
+func restoreOf(j *record.Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
+	r := state.SnapshotRestore{Lineage: j.StateKey(), JobID: j.ID, Steps: map[string]string{},
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}}}
 	filled := map[string]bool{}
 	for _, m := range report.Matches {

@@ -1,12 +1,14 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 )
 
@@ -55,8 +57,8 @@ func SourceSnapshotName(id, sub string) string { return id + "--" + sub }
 // planSourceSnapshots returns the subscription snapshots a job snapshot
 // with snapshot_sources takes of the Pub/Sub sources of graph g at the
 // cut's positions (names only; the times come when they are created).
-func planSourceSnapshots(ss SourceSnapshotter, id string, g *graph.Pipeline, positions map[string][][]byte) ([]PubsubSnapshotMetadata, map[string][]byte, error) {
-	meta := []PubsubSnapshotMetadata{}
+func planSourceSnapshots(ss SourceSnapshotter, id string, g *graph.Pipeline, positions map[string][][]byte) ([]record.PubsubSnapshotMetadata, map[string][]byte, error) {
+	meta := []record.PubsubSnapshotMetadata{}
 	pos := map[string][]byte{}
 	for _, st := range g.Steps {
 		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
@@ -76,7 +78,7 @@ func planSourceSnapshots(ss SourceSnapshotter, id string, g *graph.Pipeline, pos
 				continue
 			}
 			pos[name] = p
-			meta = append(meta, PubsubSnapshotMetadata{Subscription: sub, SnapshotName: name})
+			meta = append(meta, record.PubsubSnapshotMetadata{Subscription: sub, SnapshotName: name})
 		}
 	}
 	return meta, pos, nil
@@ -84,7 +86,7 @@ func planSourceSnapshots(ss SourceSnapshotter, id string, g *graph.Pipeline, pos
 
 // takeSourceSnapshots creates the planned subscription snapshots, filling
 // in their topics and expire times. On failure the caller drops them all.
-func takeSourceSnapshots(ctx context.Context, ss SourceSnapshotter, meta []PubsubSnapshotMetadata, pos map[string][]byte) error {
+func takeSourceSnapshots(ctx context.Context, ss SourceSnapshotter, meta []record.PubsubSnapshotMetadata, pos map[string][]byte) error {
 	for i := range meta {
 		m := &meta[i]
 		sub, topic, expire, err := ss.SnapshotSourcePosition(ctx, m.SnapshotName, pos[m.SnapshotName])
@@ -100,7 +102,7 @@ func takeSourceSnapshots(ctx context.Context, ss SourceSnapshotter, meta []Pubsu
 // deleted, expired or failed job snapshot); those already gone (expired
 // on their own) are skipped. Errors are logged: the job snapshot's own
 // state is already recorded. It holds no lock.
-func (s *Service) dropSourceSnapshots(snap *Snapshot) {
+func (s *Service) dropSourceSnapshots(snap *record.Snapshot) {
 	ss, ok := s.sourceSnapshotter()
 	if !ok || len(snap.PubsubMetadata) == 0 {
 		return
@@ -133,7 +135,7 @@ func (s *Service) expireSourceSnapshots() {
 type JobSource struct {
 	JobID   string
 	JobName string
-	State   JobState
+	State   record.JobState
 	Step    string
 	// Kind and Identity say what the step reads: kind "pubsub" with
 	// identity "subscription/NAME" or "topic/NAME" (read through the
@@ -151,12 +153,12 @@ func (s *Service) ActiveSources() ([]JobSource, error) {
 	}
 	var out []JobSource
 	for _, j := range jobs {
-		if j.State != StateRunning && j.State != StateDraining || len(j.Graph) == 0 {
+		if j.State != record.StateRunning && j.State != record.StateDraining || len(j.Graph) == 0 {
 			continue
 		}
 		g, err := graph.Parse(j.Graph)
 		if err != nil {
-			return nil, internalf("job %s: its graph does not parse: %w", j.ID, err)
+			return nil, errcode.Internalf("job %s: its graph does not parse: %w", j.ID, err)
 		}
 		for _, st := range g.Steps {
 			if st.Kind != graph.KindSource || st.Source == nil {
@@ -180,7 +182,7 @@ func (s *Service) ActiveSources() ([]JobSource, error) {
 // first (so a stop part-way leaves names that recovery can drop), then
 // creates them and fills in snap.PubsubMetadata. The caller holds the
 // job name's guard; on failure it fails snap and drops what was created.
-func (s *Service) snapshotJobSources(ctx context.Context, ss SourceSnapshotter, snap *Snapshot, j *Job, positions map[string][][]byte) error {
+func (s *Service) snapshotJobSources(ctx context.Context, ss SourceSnapshotter, snap *record.Snapshot, j *record.Job, positions map[string][][]byte) error {
 	g, err := graph.Parse(j.Graph)
 	if err != nil {
 		return fmt.Errorf("the job's graph does not parse: %w", err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -137,7 +138,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 	sub := pubsub.SubscriptionName("sums", "Events")
 
 	j := submit(t, s, "sums", y, dir)
-	waitFor(t, s, j.ID, "RUNNING", func(j *Job) bool { return j.State == StateRunning })
+	waitFor(t, s, j.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
 	publishRecipe(t, b, 0, 400, nil)
 	waitBacklog(t, s, b, sub)
 
@@ -147,7 +148,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if snap, err = s.WaitSnapshot(wctx, snap.ID); err != nil || snap.State != SnapshotReady {
+	if snap, err = s.WaitSnapshot(wctx, snap.ID); err != nil || snap.State != record.SnapshotReady {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	if len(snap.PubsubMetadata) != 1 {
@@ -190,10 +191,10 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 	if _, err := s.Drain(ctx, j2.ID); err != nil {
 		t.Fatal(err)
 	}
-	fin := waitFor(t, s, j2.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	fin := waitFor(t, s, j2.ID, "DRAINED and committed", func(j *record.Job) bool {
+		return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 	})
-	if fin.State != StateDrained {
+	if fin.State != record.StateDrained {
 		t.Fatalf("the reprocessing job ended %s: %s", fin.State, fin.Error)
 	}
 	if got, want := totalsTable(t, db), rowsOf(want); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -213,7 +214,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 func TestSnapshotSourcesWithoutBroker(t *testing.T) {
 	s := openService(t, t.TempDir())
 	_, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: "none", SnapshotSources: true})
-	if ErrorCode(err) != errcode.InvalidRequest {
+	if errcode.Of(err) != errcode.InvalidRequest {
 		t.Fatalf("snapshot_sources without a broker: %v, want INVALID_REQUEST", err)
 	}
 	if list, err := s.ListSnapshots("", true); err != nil || len(list) != 0 {

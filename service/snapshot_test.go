@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -61,7 +62,7 @@ func readTo(t *testing.T, s *Service, id string) uint64 {
 	return binary.BigEndian.Uint64(pos[0])
 }
 
-func snapshotOf(t *testing.T, s *Service, ref string) *Snapshot {
+func snapshotOf(t *testing.T, s *Service, ref string) *record.Snapshot {
 	t.Helper()
 	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: ref, Description: "before v2"})
 	if err != nil {
@@ -70,7 +71,7 @@ func snapshotOf(t *testing.T, s *Service, ref string) *Snapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	snap, err = s.WaitSnapshot(ctx, snap.ID)
-	if err != nil || snap.State != SnapshotReady {
+	if err != nil || snap.State != record.SnapshotReady {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	return snap
@@ -81,13 +82,13 @@ func cancelAndWait(t *testing.T, s *Service, id string) {
 	if _, err := s.Cancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, s, id, "the end", func(j *Job) bool { return j.State == StateCancelled })
+	waitFor(t, s, id, "the end", func(j *record.Job) bool { return j.State == record.StateCancelled })
 	waitLetGo(t, s, id)
 }
 
 // drainFrom starts job name from snap with pipeline y and mapping, lets it
 // read past `past` events, drains it and returns it with how far it read.
-func drainFrom(t *testing.T, s *Service, snap *Snapshot, name, y, mapping, dir string, past int64) (*Job, uint64) {
+func drainFrom(t *testing.T, s *Service, snap *record.Snapshot, name, y, mapping, dir string, past int64) (*record.Job, uint64) {
 	t.Helper()
 	res, err := s.CreateFromSnapshot(context.Background(), FromSnapshotRequest{
 		SubmitRequest: SubmitRequest{Name: name, Pipeline: y, PipelineFile: name + ".yaml", BaseDir: dir},
@@ -96,18 +97,18 @@ func drainFrom(t *testing.T, s *Service, snap *Snapshot, name, y, mapping, dir s
 		t.Fatalf("create from snapshot: %v (report %+v)", err, res)
 	}
 	j := res.Job
-	if j.CreatedFromSnapshotID != snap.ID || j.Generation < snap.Generation+1 || j.State != StateRunning {
+	if j.CreatedFromSnapshotID != snap.ID || j.Generation < snap.Generation+1 || j.State != record.StateRunning {
 		t.Fatalf("job from snapshot: %+v", j)
 	}
 	waitElements(t, s, j.ID, "Events", past)
 	if _, err := s.Drain(context.Background(), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	j = waitFor(t, s, j.ID, "DRAINED and committed", func(j *Job) bool {
-		return j.State == StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != StateDrained
+	j = waitFor(t, s, j.ID, "DRAINED and committed", func(j *record.Job) bool {
+		return j.State == record.StateDrained && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDrained
 	})
 	waitLetGo(t, s, j.ID)
-	if j.State != StateDrained {
+	if j.State != record.StateDrained {
 		t.Fatalf("job from snapshot ended %s: %s", j.State, j.Error)
 	}
 	return j, readTo(t, s, j.ID)
@@ -146,7 +147,7 @@ func TestSnapshotRestoreEqualsUninterruptedRun(t *testing.T) {
 	}
 	s = openService(t, data)
 	after, err := s.GetSnapshot(snap.ID)
-	if err != nil || after.State != SnapshotReady || after.DiskSizeBytes != snap.DiskSizeBytes {
+	if err != nil || after.State != record.SnapshotReady || after.DiskSizeBytes != snap.DiskSizeBytes {
 		t.Fatalf("after the job's end, a new job of the name and a restart: %+v %v", after, err)
 	}
 
@@ -214,7 +215,7 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	if len(after) != len(before) || *l1 != *l0 || l2.LatestJobID != "" || l2.Generation != 0 {
 		t.Fatalf("a refused create changed the registry: %d → %d jobs, lineage %+v → %+v, fresh %+v", len(before), len(after), l0, l1, l2)
 	}
-	if got, _ := s.GetSnapshot(snap.ID); got.State != SnapshotReady || got.StateTime != snap.StateTime {
+	if got, _ := s.GetSnapshot(snap.ID); got.State != record.SnapshotReady || got.StateTime != snap.StateTime {
 		t.Fatalf("snapshot changed: %+v", got)
 	}
 	// Other refusals carry their codes.
@@ -278,12 +279,12 @@ func TestSnapshotExpiry(t *testing.T) {
 	s := open()
 	j := submit(t, s, "sums", streamingYAML, dir)
 	waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
-	take := func(ttl time.Duration) *Snapshot {
+	take := func(ttl time.Duration) *record.Snapshot {
 		snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID, TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap, err = s.WaitSnapshot(context.Background(), snap.ID); err != nil || snap.State != SnapshotReady {
+		if snap, err = s.WaitSnapshot(context.Background(), snap.ID); err != nil || snap.State != record.SnapshotReady {
 			t.Fatalf("%+v %v", snap, err)
 		}
 		return snap
@@ -300,7 +301,7 @@ func TestSnapshotExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State == SnapshotDeleted {
+		if got.State == record.SnapshotDeleted {
 			if _, err := s.store.SnapshotRecord(short.ID); err == nil {
 				t.Fatal("an expired snapshot's data is still there")
 			}
@@ -312,7 +313,7 @@ func TestSnapshotExpiry(t *testing.T) {
 			t.Fatalf("the snapshot did not expire: %+v", got)
 		}
 	}
-	if got, _ := s.GetSnapshot(long.ID); got.State != SnapshotReady {
+	if got, _ := s.GetSnapshot(long.ID); got.State != record.SnapshotReady {
 		t.Fatalf("the 2h snapshot after 90m: %s", got.State)
 	}
 	if err := s.Close(context.Background()); err != nil {
@@ -321,7 +322,7 @@ func TestSnapshotExpiry(t *testing.T) {
 	// Down past the second snapshot's expiry: deleted at Open.
 	clock.Advance(mtime.Duration(time.Hour / time.Millisecond))
 	s = open()
-	if got, err := s.GetSnapshot(long.ID); err != nil || got.State != SnapshotDeleted {
+	if got, err := s.GetSnapshot(long.ID); err != nil || got.State != record.SnapshotDeleted {
 		t.Fatalf("after a restart past its expiry: %+v %v", got, err)
 	}
 	if list, _ := s.ListSnapshots("", false); len(list) != 0 {
@@ -347,7 +348,7 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, err = s.WaitSnapshot(context.Background(), snap.ID)
-	if err != nil || snap.State != SnapshotFailed || !strings.Contains(snap.FailureReason, full.Error()) || snap.DiskSizeBytes != 0 {
+	if err != nil || snap.State != record.SnapshotFailed || !strings.Contains(snap.FailureReason, full.Error()) || snap.DiskSizeBytes != 0 {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	if _, err := s.store.SnapshotRecord(snap.ID); err == nil {
@@ -355,7 +356,7 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 	}
 	epoch := snap.Epoch
 	got := waitFor(t, s, j.ID, "checkpoints after the failed snapshot", checkpointed(epoch+2))
-	if got.State != StateRunning || got.Error != "" {
+	if got.State != record.StateRunning || got.Error != "" {
 		t.Fatalf("job after a failed snapshot: %s %q", got.State, got.Error)
 	}
 }
@@ -381,7 +382,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	if id := <-reached; id != snap.ID {
 		t.Fatalf("hook for %s, want %s", id, snap.ID)
 	}
-	if got, _ := s.GetSnapshot(snap.ID); got.State != SnapshotRunning {
+	if got, _ := s.GetSnapshot(snap.ID); got.State != record.SnapshotRunning {
 		t.Fatalf("while copying: %s", got.State)
 	}
 	// The server stops while the snapshot is being copied: the copy sees
@@ -396,7 +397,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	}
 	s = openService(t, data)
 	got, err := s.GetSnapshot(snap.ID)
-	if err != nil || got.State != SnapshotFailed || got.FailureReason == "" {
+	if err != nil || got.State != record.SnapshotFailed || got.FailureReason == "" {
 		t.Fatalf("after a restart: %+v %v", got, err)
 	}
 	if _, err := s.store.SnapshotRecord(snap.ID); err == nil {
@@ -406,7 +407,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 
 	// What a kill -9 during the copy leaves: the record RUNNING, no data.
 	left := *got
-	left.ID, left.State, left.FailureReason = "11111111-1111-4111-8111-111111111111", SnapshotRunning, ""
+	left.ID, left.State, left.FailureReason = "11111111-1111-4111-8111-111111111111", record.SnapshotRunning, ""
 	if err := s.putSnapshot(&left); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openService(t, data)
-	if got, err := s.GetSnapshot(left.ID); err != nil || got.State != SnapshotFailed || !strings.Contains(got.FailureReason, "stopped") {
+	if got, err := s.GetSnapshot(left.ID); err != nil || got.State != record.SnapshotFailed || !strings.Contains(got.FailureReason, "stopped") {
 		t.Fatalf("a RUNNING snapshot at Open: %+v %v", got, err)
 	}
 }

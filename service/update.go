@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
@@ -40,18 +41,18 @@ type UpdateRequest struct {
 type UpdateResult struct {
 	Report compat.Report `json:"report"`
 	// Job is the replacement job (nil when validate-only or refused).
-	Job *Job `json:"job,omitempty"`
+	Job *record.Job `json:"job,omitempty"`
 	// Replaced is the job that was replaced (or would be).
-	Replaced *Summary `json:"replaced,omitempty"`
+	Replaced *record.Summary `json:"replaced,omitempty"`
 	// PauseMillis is how long the job read nothing: from the pause of the
 	// old execution to the start of the new one (the handover's durable
 	// write follows while the new execution runs).
 	PauseMillis int64 `json:"pause_ms,omitempty"`
 	// Options are the new job's options: those the request gave, the
 	// running job's for the rest (JobOptions.Inherit).
-	Options *JobOptions `json:"options,omitempty"`
+	Options *record.JobOptions `json:"options,omitempty"`
 	// OptionsChanged lists the options that differ from the running job's.
-	OptionsChanged []OptionChange `json:"options_changed,omitempty"`
+	OptionsChanged []record.OptionChange `json:"options_changed,omitempty"`
 	// Notes say what the request's service options made of it, and what
 	// they ignored ("the in-place update ignores ...").
 	Notes []string `json:"notes,omitempty"`
@@ -116,14 +117,14 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 	if err != nil {
 		return nil, err
 	}
-	if err := req.Options.validateGiven(); err != nil {
+	if err := req.Options.ValidateGiven(); err != nil {
 		return nil, err
 	}
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
 	}
 	if req.BaseDir == "" {
-		return nil, errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
+		return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
 	}
 	end, err := s.updating.begin(req.Name)
 	if err != nil {
@@ -181,10 +182,10 @@ func (s *Service) updatePhase(u *update, phase string) {
 // update is an in-place update on its way through the phases of Update.
 type update struct {
 	// Found by prepareUpdate, the only phase that reads the registry.
-	old      *Job     // the running job
-	l        *lineage // its name's lineage
+	old      *record.Job     // the running job
+	l        *record.Lineage // its name's lineage
 	jr       *jobRun  // its live execution
-	nj       *Job     // the new job, PENDING (or DRAINING after a draining job)
+	nj       *record.Job     // the new job, PENDING (or DRAINING after a draining job)
 	p        *weir.Pipeline
 	newGraph *graph.Pipeline
 	report   compat.Report
@@ -205,7 +206,7 @@ type update struct {
 // final (validate-only). The caller holds the name's guard; no other lock.
 func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*update, *UpdateResult, error) {
 	if s.closing.Load() {
-		return nil, nil, errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
+		return nil, nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
 	l, err := s.readLineage(req.Name)
 	if err != nil {
@@ -213,33 +214,33 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	}
 	if l.ActiveJobID == "" {
 		if l.LatestJobID != "" {
-			if latest, err := s.readJob(l.LatestJobID); err == nil && latest.State == StateUpdated {
-				return nil, nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, latest.ID, latest.ReplacedByJobID)
+			if latest, err := s.readJob(l.LatestJobID); err == nil && latest.State == record.StateUpdated {
+				return nil, nil, errcode.Errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, latest.ID, latest.ReplacedByJobID)
 			}
 		}
-		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s", req.Name)
+		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s", req.Name)
 	}
 	old, err := s.readJob(l.ActiveJobID)
 	if err != nil {
-		return nil, nil, internalf("reading the active job of %q: %w", req.Name, err)
+		return nil, nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
-	if old.SDK == SDKGo {
-		return nil, nil, errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: update it by starting the program's new build with --update", req.Name, old.ID)
+	if old.SDK == record.SDKGo {
+		return nil, nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: update it by starting the program's new build with --update", req.Name, old.ID)
 	}
 	switch old.State {
-	case StateRunning, StateDraining:
-	case StateUpdated:
-		return nil, nil, errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, old.ID, old.ReplacedByJobID)
+	case record.StateRunning, record.StateDraining:
+	case record.StateUpdated:
+		return nil, nil, errcode.Errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", req.Name, old.ID, old.ReplacedByJobID)
 	default:
-		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
+		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
 	}
 	jr := s.runningJob(old.ID)
 	if jr == nil {
-		return nil, nil, errorf(errcode.NoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
+		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: job %s has no live execution", req.Name, old.ID)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
-		return nil, nil, internalf("reading the graph of job %s: %w", old.ID, err)
+		return nil, nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
 	}
 	opts := req.Options.Inherit(old.Options)
 	opts.EnsureDefaults()
@@ -247,15 +248,15 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		return nil, nil, err
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, nil, internalf("%w", err)
+		return nil, nil, errcode.Internalf("%w", err)
 	}
-	nj := &Job{ID: id, Name: req.Name, State: StatePending, CreateTime: now, StateTime: now,
+	nj := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
-		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
-	nj.inheritFrom(old)
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
+	nj.InheritFrom(old)
 	// A re-reading replacement job still catching up keeps its guarantee
 	// through the update: the new job re-reads on as it did.
 	nj.CatchUp = carriedCatchUp(old, jr)
@@ -278,7 +279,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, nil, errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
+		return nil, nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	sum := old.Summary()
 	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
@@ -289,22 +290,22 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 			return nil, nil, err
 		}
 		if err := s.apply(w); err != nil {
-			return nil, nil, internalf("recording the update attempt: %w", err)
+			return nil, nil, errcode.Internalf("recording the update attempt: %w", err)
 		}
 		if !report.Compatible {
 			s.attemptEvent(old.ID, report)
 			s.opts.Logger.Warn("update refused: the new pipeline is not compatible; the running job was not changed",
 				"job_name", req.Name, "job_id", old.ID, "problems", len(report.Errors))
-			return nil, res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
+			return nil, res, errcode.Errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 		}
 		s.attemptEvent(old.ID, report)
 		return nil, res, nil
 	}
-	nj.Graph, nj.Type = canon, jobType(newGraph)
-	if old.State == StateDraining {
+	nj.Graph, nj.Type = canon, record.TypeOf(newGraph)
+	if old.State == record.StateDraining {
 		// A draining job's successor keeps draining.
-		if err := transition(nj, StateDraining, now, "replaces a draining job"); err != nil {
-			return nil, nil, internalf("%w", err)
+		if err := record.Transition(nj, record.StateDraining, now, "replaces a draining job"); err != nil {
+			return nil, nil, errcode.Internalf("%w", err)
 		}
 	}
 	return &update{old: old, l: l, jr: jr, nj: nj, p: p, newGraph: newGraph, report: report, res: res}, res, nil
@@ -319,15 +320,15 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 	// ended (its end waits for the guard to be recorded) or the service
 	// begun closing.
 	if s.closing.Load() {
-		return errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
+		return errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
 	if s.runningJob(u.old.ID) != u.jr {
-		return errorf(errcode.NoRunningJob, "no running job named %s: the execution of job %s ended during the update", u.old.Name, u.old.ID)
+		return errcode.Errorf(errcode.NoRunningJob, "no running job named %s: the execution of job %s ended during the update", u.old.Name, u.old.ID)
 	}
 	u.pausedAt = time.Now()
 	cp, err := u.jr.x.Pause(ctx)
 	if err != nil {
-		return internalf("taking the handover checkpoint of job %s: %w", u.old.ID, err)
+		return errcode.Internalf("taking the handover checkpoint of job %s: %w", u.old.ID, err)
 	}
 	u.cp = cp
 	if h := s.hooks.paused; h != nil {
@@ -345,7 +346,7 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 // caller holds the name's guard and the old execution's cpMu, not
 // the registry lock. A failure aborts the update (abortUpdate).
 func (s *Service) handOver(ctx context.Context, u *update) error {
-	u.h = handoverOf(u.old.stateLineage(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
+	u.h = handoverOf(u.old.StateKey(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
 	adopt := &runner.Adoption{From: u.jr.x, Steps: map[string]string{}}
 	for _, m := range u.report.Matches {
 		if m.Kind.IsKeyed() {
@@ -383,11 +384,11 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	now := s.now()
 	old, nj, l := u.old, u.nj, u.l
 	oldFrom, newFrom := old.State, nj.State
-	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID); err != nil {
+	if err := record.Transition(old, record.StateUpdated, now, "updated into job "+nj.ID); err != nil {
 		return s.abortUpdate(ctx, u, err)
 	}
 	old.ReplacedByJobID = nj.ID
-	old.LastCheckpoint = &CheckpointInfo{Epoch: u.cp.Epoch, Time: now}
+	old.LastCheckpoint = &record.CheckpointInfo{Epoch: u.cp.Epoch, Time: now}
 	old.DeadLetters = u.jr.deadLetters.Load()
 	if d := u.jr.lastDeadLetter.Load(); d != nil {
 		old.LastDeadLetter = *d
@@ -396,8 +397,8 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	old.PendingCommit = true
 	old.Metrics = u.jr.metrics(now)
 	old.Counters = u.jr.totals()
-	if nj.State == StatePending {
-		if err := transition(nj, StateRunning, now, "execution started"); err != nil {
+	if nj.State == record.StatePending {
+		if err := record.Transition(nj, record.StateRunning, now, "execution started"); err != nil {
 			return s.abortUpdate(ctx, u, err)
 		}
 	}
@@ -415,7 +416,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	for _, rec := range []struct {
 		key string
 		v   any
-	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(old.Name), l}} {
+	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
 		if err := putJSON(w, rec.key, rec.v); err != nil {
 			return s.abortUpdate(ctx, u, err)
 		}
@@ -424,8 +425,8 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 		tx.StateEvent(w, old, oldFrom)
 		tx.StateEvent(w, nj, newFrom)
 		d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
-		tx.AddEvent(w, old.ID, EventUpdateSucceeded, SeverityInfo, "updated in place into job "+nj.ID, d)
-		tx.AddEvent(w, nj.ID, EventUpdateSucceeded, SeverityInfo, "started as the in-place update of job "+old.ID, d)
+		tx.AddEvent(w, old.ID, record.EventUpdateSucceeded, record.SeverityInfo, "updated in place into job "+nj.ID, d)
+		tx.AddEvent(w, nj.ID, record.EventUpdateSucceeded, record.SeverityInfo, "started as the in-place update of job "+old.ID, d)
 		tx.ReleaseEvents(w, u.njr)
 		if err := tx.WriteHandover(u.h, u.cp, w); err != nil {
 			return err
@@ -435,7 +436,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 		return nil
 	})
 	if err != nil {
-		return s.abortUpdate(ctx, u, internalf("writing the handover of job %s: %w", old.ID, err))
+		return s.abortUpdate(ctx, u, errcode.Internalf("writing the handover of job %s: %w", old.ID, err))
 	}
 	return nil
 }
@@ -455,7 +456,7 @@ func (s *Service) finishHandover(ctx context.Context, u *update) {
 	} else {
 		u.old.PendingCommit = false
 		cw := &state.Write{}
-		if err := putJSON(cw, jobKey(u.old.ID), u.old); err == nil {
+		if err := putJSON(cw, record.JobKey(u.old.ID), u.old); err == nil {
 			if err := s.apply(cw); err != nil {
 				s.opts.Logger.Error("recording the handover commit", "job_id", u.old.ID, "error", err)
 			}
@@ -494,11 +495,11 @@ func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error
 	<-u.jr.x.Done()
 	s.forget(u.jr)
 	s.opts.Logger.Error("update failed; the running job resumes from its last checkpoint", "job_id", u.old.ID, "job_name", u.old.Name, "error", cause)
-	s.emit(u.old.ID, EventUpdateFailed, SeverityError, "the update failed and changed nothing; the job resumes from its last checkpoint: "+cause.Error(),
+	s.emit(u.old.ID, record.EventUpdateFailed, record.SeverityError, "the update failed and changed nothing; the job resumes from its last checkpoint: "+cause.Error(),
 		map[string]any{"error": cause.Error()})
 	j, err := s.readJob(u.old.ID)
 	if err != nil {
-		return errors.Join(cause, internalf("reading job %s to resume it: %w", u.old.ID, err))
+		return errors.Join(cause, errcode.Internalf("reading job %s to resume it: %w", u.old.ID, err))
 	}
 	p, err := s.load(j)
 	if err != nil {
@@ -513,13 +514,13 @@ func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error
 // History lists every job of a name, oldest first, and every recorded
 // update attempt that the check refused or only validated. It takes no
 // lock.
-func (s *Service) History(name string) ([]*Job, []Attempt, error) {
-	if err := ValidateJobName(name); err != nil {
+func (s *Service) History(name string) ([]*record.Job, []Attempt, error) {
+	if err := record.ValidateJobName(name); err != nil {
 		return nil, nil, err
 	}
-	var jobs []*Job
+	var jobs []*record.Job
 	err := s.store.Scan("job/", func(_ string, v []byte) error {
-		j := &Job{}
+		j := &record.Job{}
 		if err := unmarshalJob(v, j); err != nil {
 			return err
 		}
@@ -529,10 +530,10 @@ func (s *Service) History(name string) ([]*Job, []Attempt, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, internalf("reading the job registry: %w", err)
+		return nil, nil, errcode.Internalf("reading the job registry: %w", err)
 	}
 	if len(jobs) == 0 {
-		return nil, nil, errorf(errcode.JobNotFound, "no job has the name %q", name)
+		return nil, nil, errcode.Errorf(errcode.JobNotFound, "no job has the name %q", name)
 	}
 	sortJobsByCreation(jobs)
 	var attempts []Attempt
@@ -545,12 +546,12 @@ func (s *Service) History(name string) ([]*Job, []Attempt, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, internalf("reading update attempts of %q: %w", name, err)
+		return nil, nil, errcode.Internalf("reading update attempts of %q: %w", name, err)
 	}
 	return jobs, attempts, nil
 }
 
-func sortJobsByCreation(jobs []*Job) {
+func sortJobsByCreation(jobs []*record.Job) {
 	sort.SliceStable(jobs, func(i, k int) bool {
 		if !jobs[i].CreateTime.Equal(jobs[k].CreateTime) {
 			return jobs[i].CreateTime.Before(jobs[k].CreateTime)
@@ -578,13 +579,13 @@ func decodeJSON(b []byte, v any) error {
 // The job's name guard is held throughout and its execution's cpMu from
 // the job's read on; the registry lock only for the store writes. Reads of the
 // service answer meanwhile.
-func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Job, error) {
+func (s *Service) UpdateOptions(ctx context.Context, ref string, opts record.JobOptions) (*record.Job, error) {
 	if err := s.refuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	// What is wrong on its own is refused now; the whole is validated
 	// below, once the job's values have filled the unset fields.
-	if err := opts.validateGiven(); err != nil {
+	if err := opts.ValidateGiven(); err != nil {
 		return nil, err
 	}
 	target, err := s.resolve(ref)
@@ -606,11 +607,11 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 		return nil, err
 	}
 	jr := s.runningJob(j.ID)
-	if j.State != StateRunning && j.State != StateDraining || jr == nil {
+	if j.State != record.StateRunning && j.State != record.StateDraining || jr == nil {
 		if j.State.Terminal() {
-			return nil, errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
+			return nil, errcode.Errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
 		}
-		return nil, errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
+		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
 	}
 	// Lock order 2: no checkpoint of the execution runs until the options
 	// are changed.
@@ -621,8 +622,8 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	if j, err = s.readJob(j.ID); err != nil {
 		return nil, err
 	}
-	if (j.State != StateRunning && j.State != StateDraining) || s.runningJob(j.ID) != jr {
-		return nil, errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+	if (j.State != record.StateRunning && j.State != record.StateDraining) || s.runningJob(j.ID) != jr {
+		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
 	}
 	opts = opts.Inherit(j.Options)
 	opts.EnsureDefaults()
@@ -631,15 +632,15 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	}
 	if !jr.checkpointed || opts.NumWorkers == j.Options.NumWorkers {
 		if opts.NumWorkers != j.Options.NumWorkers {
-			return nil, errorf(errcode.IllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
+			return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
 		}
 		j.Options = opts
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(j.ID), j); err != nil {
+		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 			return nil, err
 		}
 		if err := s.apply(w); err != nil {
-			return nil, internalf("recording the options of job %s: %w", j.ID, err)
+			return nil, errcode.Internalf("recording the options of job %s: %w", j.ID, err)
 		}
 		return j, nil
 	}
@@ -648,10 +649,10 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 	d := map[string]any{"from_workers": from, "to_workers": to}
 	if err != nil {
 		d["error"] = err.Error()
-		s.emit(j.ID, EventRescaleFailed, SeverityError, fmt.Sprintf("rescaling from %d to %d workers failed: %v", from, to, err), d)
+		s.emit(j.ID, record.EventRescaleFailed, record.SeverityError, fmt.Sprintf("rescaling from %d to %d workers failed: %v", from, to, err), d)
 		return nil, err
 	}
-	s.emit(j.ID, EventRescaleSucceeded, SeverityInfo, fmt.Sprintf("rescaled from %d to %d workers", from, to), d)
+	s.emit(j.ID, record.EventRescaleSucceeded, record.SeverityInfo, fmt.Sprintf("rescaled from %d to %d workers", from, to), d)
 	return rj, nil
 }
 
@@ -659,14 +660,14 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts JobOptions
 // worker count. The caller holds j's name guard and jr.cpMu, not
 // the registry lock: the pause, the encoding, the commit and the end of jr are
 // waited for without it, and it is taken for the checkpoint's write only.
-func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptions) (*Job, error) {
+func (s *Service) rescale(ctx context.Context, j *record.Job, jr *jobRun, opts record.JobOptions) (*record.Job, error) {
 	p, err := s.load(j)
 	if err != nil {
 		return nil, err
 	}
 	cp, err := jr.x.Pause(ctx)
 	if err != nil {
-		return nil, internalf("pausing job %s to rescale it: %w", j.ID, err)
+		return nil, errcode.Internalf("pausing job %s to rescale it: %w", j.ID, err)
 	}
 	if h := s.hooks.paused; h != nil {
 		h(j.ID)
@@ -674,22 +675,22 @@ func (s *Service) rescale(ctx context.Context, j *Job, jr *jobRun, opts JobOptio
 	// The key groups move to other workers: encode the paused steps' changed
 	// keys here, before the new execution splits their state.
 	if err := cp.Complete(ctx); err != nil {
-		return nil, internalf("encoding the rescale checkpoint of job %s: %w", j.ID, err)
+		return nil, errcode.Internalf("encoding the rescale checkpoint of job %s: %w", j.ID, err)
 	}
 	from := j.Options.NumWorkers
 	now := s.now()
 	j.Options = opts
-	j.LastCheckpoint = &CheckpointInfo{Epoch: cp.Epoch, Time: now}
+	j.LastCheckpoint = &record.CheckpointInfo{Epoch: cp.Epoch, Time: now}
 	j.Counters = jr.totals() // exact: the execution is paused
 	j.DeadLetters = jr.deadLetters.Load()
-	j.History = append(j.History, StateChange{State: j.State, Time: now, Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
+	j.History = append(j.History, record.StateChange{State: j.State, Time: now, Reason: fmt.Sprintf("rescaled from %d to %d workers", from, opts.NumWorkers)})
 	w := &state.Write{}
-	if err := putJSON(w, jobKey(j.ID), j); err != nil {
+	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	err = s.update(func(tx *Tx) error { return tx.WriteCheckpoint(j.stateLineage(), j.ID, cp, w) }) // the write only
+	err = s.update(func(tx *Tx) error { return tx.WriteCheckpoint(j.StateKey(), j.ID, cp, w) }) // the write only
 	if err != nil {
-		return nil, internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
+		return nil, errcode.Internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
 	}
 	if err := jr.x.Commit(ctx, cp); err != nil {
 		s.opts.Logger.Error("committing the rescale checkpoint (the new execution commits it again)", "job_id", j.ID, "error", err)

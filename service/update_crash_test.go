@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"io"
@@ -165,7 +166,7 @@ func recoveredExactly(t *testing.T, s2 *Service, db string, want []string) {
 		t.Fatalf("active jobs after the crash: %v %v", active, err)
 	}
 	j := waitDone(t, s2, active[0].ID)
-	if j.State != StateDone {
+	if j.State != record.StateDone {
 		t.Fatalf("job %s after the crash: %s %q", j.ID, j.State, j.Error)
 	}
 	if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {

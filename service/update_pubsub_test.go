@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -115,7 +116,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	// DRAINED is recorded with the final checkpoint; the sink commits it
 	// right after (pending_commit until then).
 	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
-	if fin.State != StateDrained || fin.Generation != 3 {
+	if fin.State != record.StateDrained || fin.Generation != 3 {
 		t.Fatalf("after the drain: %s, generation %d", fin.State, fin.Generation)
 	}
 	var rows []string

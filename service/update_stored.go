@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
@@ -36,24 +37,24 @@ import (
 // it from its last checkpoint); after it, the new job is the active one.
 // The caller holds the name's guard (old has no execution, so no
 // checkpoint writes its record); the registry lock is taken for the writes only.
-func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
+func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *record.Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
 	switch old.State {
-	case StatePending, StateRunning, StateDraining:
+	case record.StatePending, record.StateRunning, record.StateDraining:
 	default:
-		return nil, errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", old.Name, old.ID, old.State)
+		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", old.Name, old.ID, old.State)
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {
-		return nil, internalf("reading the graph of job %s: %w", old.ID, err)
+		return nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
 	}
 	now := s.now()
-	id, err := newJobID(now)
+	id, err := record.NewJobID(now)
 	if err != nil {
-		return nil, internalf("%w", err)
+		return nil, errcode.Internalf("%w", err)
 	}
-	nj := &Job{ID: id, Name: old.Name, SDK: SDKGo, Program: req.Program, State: StatePending, CreateTime: now, StateTime: now,
+	nj := &record.Job{ID: id, Name: old.Name, SDK: record.SDKGo, Program: req.Program, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options, ReplacesJobID: old.ID,
-		History: []StateChange{{State: StatePending, Time: now, Reason: "update of job " + old.ID}}}
+		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
 	p, err := s.loadProgram(nj)
 	if err != nil {
 		return nil, err
@@ -67,22 +68,22 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 			return nil, err
 		}
 		if !report.Compatible {
-			return res, errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the job was not changed", old.Name, old.ID, len(report.Errors))
+			return res, errcode.Errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the job was not changed", old.Name, old.ID, len(report.Errors))
 		}
 		return res, nil
 	}
 	canon, err := newGraph.Canonical()
 	if err != nil {
-		return nil, errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
+		return nil, errcode.Errorf(errcode.InvalidPipeline, "serialising the pipeline graph: %w", err)
 	}
-	nj.Graph, nj.Type = canon, jobType(newGraph)
+	nj.Graph, nj.Type = canon, record.TypeOf(newGraph)
 
 	rec, err := s.store.LastCheckpoint(old.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		rec, err = nil, nil
 	}
 	if err != nil {
-		return nil, internalf("reading the last checkpoint of job %s: %w", old.ID, err)
+		return nil, errcode.Internalf("reading the last checkpoint of job %s: %w", old.ID, err)
 	}
 	if rec != nil && len(rec.SinkParts) > 0 {
 		if err := s.recommitStored(ctx, old, rec, mapping); err != nil {
@@ -90,19 +91,19 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 		}
 	}
 
-	if old.State == StatePending {
+	if old.State == record.StatePending {
 		// Created but never started (its process died at once).
-		if err := transition(old, StateRunning, now, "recovered for an update"); err != nil {
+		if err := record.Transition(old, record.StateRunning, now, "recovered for an update"); err != nil {
 			return nil, err
 		}
 	}
-	if old.State == StateDraining {
+	if old.State == record.StateDraining {
 		// A draining job's successor keeps draining.
-		if err := transition(nj, StateDraining, now, "replaces a draining job"); err != nil {
-			return nil, internalf("%w", err)
+		if err := record.Transition(nj, record.StateDraining, now, "replaces a draining job"); err != nil {
+			return nil, errcode.Internalf("%w", err)
 		}
 	}
-	if err := transition(old, StateUpdated, now, "updated into job "+nj.ID+" by a new build of its program"); err != nil {
+	if err := record.Transition(old, record.StateUpdated, now, "updated into job "+nj.ID+" by a new build of its program"); err != nil {
 		return nil, err
 	}
 	old.ReplacedByJobID = nj.ID
@@ -112,7 +113,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 	for _, r := range []struct {
 		key string
 		v   any
-	}{{jobKey(old.ID), old}, {jobKey(nj.ID), nj}, {lineageKey(old.Name), l}} {
+	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
 		if err := putJSON(w, r.key, r.v); err != nil {
 			return nil, err
 		}
@@ -120,7 +121,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 	if rec == nil {
 		// No checkpoint, so no state: the new job starts from scratch.
 		if err := s.apply(w); err != nil {
-			return nil, internalf("writing the update of job %s: %w", old.ID, err)
+			return nil, errcode.Internalf("writing the update of job %s: %w", old.ID, err)
 		}
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
@@ -128,7 +129,7 @@ func (s *Service) updateStored(ctx context.Context, l *lineage, old *Job, req Pr
 		err := s.update(func(tx *Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
 		if err != nil {
 			// Nothing was written: the old job is still the active one.
-			return nil, internalf("writing the handover of job %s: %w", old.ID, err)
+			return nil, errcode.Internalf("writing the handover of job %s: %w", old.ID, err)
 		}
 	}
 	s.opts.Logger.Info("job updated in the store", "job_name", old.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
@@ -170,7 +171,7 @@ func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, rep
 // skip epochs they already committed. A sink this build no longer has is
 // logged: its part of the epoch cannot be committed. It commits sinks, so
 // the registry lock is not held.
-func (s *Service) recommitStored(ctx context.Context, old *Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
+func (s *Service) recommitStored(ctx context.Context, old *record.Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
 	p, err := s.loadProgram(old)
 	if err != nil {
 		return err
@@ -190,7 +191,7 @@ func (s *Service) recommitStored(ctx context.Context, old *Job, rec *state.Check
 		cp.SinkParts[nw] = parts
 	}
 	if err := runner.CommitRestored(ctx, p.Program(), cp); err != nil {
-		return internalf("committing the sinks of checkpoint %d of job %s again: %w", rec.Epoch, old.ID, err)
+		return errcode.Internalf("committing the sinks of checkpoint %d of job %s again: %w", rec.Epoch, old.ID, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"errors"
@@ -149,14 +150,14 @@ func TestUpdateKeepsState(t *testing.T) {
 				}
 			}
 			nj := waitDone(t, s, res.Job.ID)
-			if nj.State != StateDone || nj.Generation != 2 || nj.ReplacesJobID != old.ID {
+			if nj.State != record.StateDone || nj.Generation != 2 || nj.ReplacesJobID != old.ID {
 				t.Fatalf("new job: state %s generation %d replaces %q", nj.State, nj.Generation, nj.ReplacesJobID)
 			}
 			o, err := s.Get(old.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.State != StateUpdated || o.ReplacedByJobID != nj.ID || o.PendingCommit {
+			if o.State != record.StateUpdated || o.ReplacedByJobID != nj.ID || o.PendingCommit {
 				t.Fatalf("old job: state %s replaced by %q pending commit %v", o.State, o.ReplacedByJobID, o.PendingCommit)
 			}
 			if tc.noOracle {
@@ -231,7 +232,7 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 			}
 			// The running job is untouched and finishes with the full result.
 			j := waitDone(t, s, old.ID)
-			if j.State != StateDone || j.ReplacedByJobID != "" {
+			if j.State != record.StateDone || j.ReplacedByJobID != "" {
 				t.Fatalf("old job: %s replaced by %q", j.State, j.ReplacedByJobID)
 			}
 			if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -260,7 +261,7 @@ func TestUpdateErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, s, res.Job.ID, StateDone)
+	waitState(t, s, res.Job.ID, record.StateDone)
 	if _, err := s.Update(context.Background(), req); !hasCode(err, errcode.JobAlreadyUpdated) && !hasCode(err, errcode.NoRunningJob) {
 		t.Errorf("update of a finished lineage: %v", err)
 	}
@@ -276,7 +277,7 @@ func TestUpdateErrors(t *testing.T) {
 		t.Fatalf("validate-only: %+v %v", res, err)
 	}
 	j, _ := s.Get("other")
-	if j.ID != j2.ID || j.State.Terminal() && j.State != StateDone {
+	if j.ID != j2.ID || j.State.Terminal() && j.State != record.StateDone {
 		t.Errorf("validate-only changed the job: %s %s", j.ID, j.State)
 	}
 	// The job goes on after the validate-only update: its next checkpoint
@@ -285,20 +286,20 @@ func TestUpdateErrors(t *testing.T) {
 	if j.LastCheckpoint != nil {
 		epoch = j.LastCheckpoint.Epoch
 	}
-	j = waitFor(t, s, j2.ID, "a checkpoint after the validate-only update", func(j *Job) bool {
+	j = waitFor(t, s, j2.ID, "a checkpoint after the validate-only update", func(j *record.Job) bool {
 		return j.State.Terminal() || j.LastCheckpoint != nil && j.LastCheckpoint.Epoch > epoch
 	})
-	if j.ReplacedByJobID != "" || j.State.Terminal() && j.State != StateDone {
+	if j.ReplacedByJobID != "" || j.State.Terminal() && j.State != record.StateDone {
 		t.Errorf("validate-only changed the job: %s %s replaced by %q", j.ID, j.State, j.ReplacedByJobID)
 	}
 }
 
 // waitDone waits until job ref is DONE and its final sink commit is
 // confirmed (DONE is durable before the sinks commit its last epoch).
-func waitDone(t *testing.T, s *Service, ref string) *Job {
+func waitDone(t *testing.T, s *Service, ref string) *record.Job {
 	t.Helper()
-	return waitFor(t, s, ref, "DONE and committed", func(j *Job) bool {
-		return j.State == StateDone && !j.PendingCommit || j.State.Terminal() && j.State != StateDone
+	return waitFor(t, s, ref, "DONE and committed", func(j *record.Job) bool {
+		return j.State == record.StateDone && !j.PendingCommit || j.State.Terminal() && j.State != record.StateDone
 	})
 }
 
@@ -318,25 +319,25 @@ func TestRescaleInFlight(t *testing.T) {
 	j := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
 	for i, n := range []int{3, 2} {
 		waitElements(t, s, j.ID, "Events", int64(1200*(i+1)))
-		got, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: n})
+		got, err := s.UpdateOptions(context.Background(), "totals", record.JobOptions{NumWorkers: n})
 		if err != nil {
 			t.Fatalf("rescale to %d: %v", n, err)
 		}
-		if got.ID != j.ID || got.Options.NumWorkers != n || got.State != StateRunning {
+		if got.ID != j.ID || got.Options.NumWorkers != n || got.State != record.StateRunning {
 			t.Fatalf("after rescale: %s %d %s", got.ID, got.Options.NumWorkers, got.State)
 		}
 	}
 	done := waitDone(t, s, j.ID)
-	if done.State != StateDone {
+	if done.State != record.StateDone {
 		t.Fatalf("job ended %s: %s", done.State, done.Error)
 	}
 	if got := tableRows(t, db); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("after rescaling the table holds:\n%s\nwithout:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2}); !hasCode(err, errcode.JobTerminated) {
+	if _, err := s.UpdateOptions(context.Background(), "totals", record.JobOptions{NumWorkers: 2}); !hasCode(err, errcode.JobTerminated) {
 		t.Errorf("rescaling a finished job: %v", err)
 	}
-	if _, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, errcode.InvalidOptions) {
+	if _, err := s.UpdateOptions(context.Background(), "totals", record.JobOptions{NumWorkers: 2, WorkerUtilizationHint: 0.95}); !hasCode(err, errcode.InvalidOptions) {
 		t.Errorf("bad utilization hint: %v", err)
 	}
 }
@@ -353,26 +354,26 @@ func TestUpdateKeepsUnsetOptions(t *testing.T) {
 	long := strings.Replace(updatePipeline(db, false, "Sums", ""), "count: 6000,", "count: 6000000,", 1)
 	j := submit(t, s, "totals", long, dir)
 	waitElements(t, s, j.ID, "Events", 600)
-	got, err := s.UpdateOptions(context.Background(), "totals", JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.5})
+	got, err := s.UpdateOptions(context.Background(), "totals", record.JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.5})
 	if err != nil {
 		t.Fatalf("rescale: %v", err)
 	}
 	// A rescale giving only the hint keeps the worker count and bound.
-	if got, err = s.UpdateOptions(context.Background(), "totals", JobOptions{WorkerUtilizationHint: 0.6}); err != nil {
+	if got, err = s.UpdateOptions(context.Background(), "totals", record.JobOptions{WorkerUtilizationHint: 0.6}); err != nil {
 		t.Fatalf("hint only: %v", err)
 	}
-	if want := (JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}); got.Options != want {
+	if want := (record.JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}); got.Options != want {
 		t.Fatalf("after a hint-only change the options are %+v, want %+v", got.Options, want)
 	}
 	tests := []struct {
 		name    string
-		give    JobOptions
-		want    JobOptions
-		changed []OptionChange
+		give    record.JobOptions
+		want    record.JobOptions
+		changed []record.OptionChange
 	}{
-		{"no options given", JobOptions{}, JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}, nil},
-		{"only the worker count", JobOptions{NumWorkers: 2}, JobOptions{NumWorkers: 2, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6},
-			[]OptionChange{{Option: "num_workers", From: "3", To: "2"}}},
+		{"no options given", record.JobOptions{}, record.JobOptions{NumWorkers: 3, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6}, nil},
+		{"only the worker count", record.JobOptions{NumWorkers: 2}, record.JobOptions{NumWorkers: 2, MaxNumWorkers: 4, WorkerUtilizationHint: 0.6},
+			[]record.OptionChange{{Option: "num_workers", From: "3", To: "2"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,12 +392,12 @@ func TestUpdateKeepsUnsetOptions(t *testing.T) {
 	}
 	// Out of range on its own: refused before anything changes.
 	if _, err := s.Update(context.Background(), UpdateRequest{
-		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{WorkerUtilizationHint: 2}}}); !hasCode(err, errcode.InvalidOptions) {
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: record.JobOptions{WorkerUtilizationHint: 2}}}); !hasCode(err, errcode.InvalidOptions) {
 		t.Errorf("bad hint: %v, want %s", err, errcode.InvalidOptions)
 	}
 	// Given options are checked against the inherited bound too.
 	if _, err := s.Update(context.Background(), UpdateRequest{
-		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: JobOptions{NumWorkers: 9}}}); !hasCode(err, errcode.InvalidOptions) {
+		SubmitRequest: SubmitRequest{Name: "totals", Pipeline: long, BaseDir: dir, Options: record.JobOptions{NumWorkers: 9}}}); !hasCode(err, errcode.InvalidOptions) {
 		t.Errorf("9 workers over the kept max of 4: %v, want %s", err, errcode.InvalidOptions)
 	}
 	if _, err := s.Cancel(context.Background(), "totals"); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -157,17 +158,17 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := st.Get(jobKey(j.ID))
+		raw, err := st.Get(record.JobKey(j.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec Job
+		var rec record.Job
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			t.Fatal(err)
 		}
 		rec.Pipeline = newYAML
 		w := &state.Write{}
-		if err := putJSON(w, jobKey(j.ID), &rec); err != nil {
+		if err := putJSON(w, record.JobKey(j.ID), &rec); err != nil {
 			t.Fatal(err)
 		}
 		if err := errors.Join(st.Apply(w), st.Close()); err != nil {
@@ -175,7 +176,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 		}
 		s = open()
 		<-s.Recovered()
-		waitFor(t, s, j.ID, "RUNNING again", func(j *Job) bool { return j.State == StateRunning })
+		waitFor(t, s, j.ID, "RUNNING again", func(j *record.Job) bool { return j.State == record.StateRunning })
 	}
 
 	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "joined", Pipeline: newYAML, BaseDir: dir}})
@@ -205,7 +206,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 		t.Fatal(err)
 	}
 	fin := waitFor(t, s, j.ID, "DRAINED and committed", drainedAndCommitted)
-	if fin.State != StateDrained {
+	if fin.State != record.StateDrained {
 		t.Fatalf("after the drain: %s", fin.State)
 	}
 	want := []string{

@@ -1,4 +1,4 @@
-package service
+package record
 
 import (
 	"encoding/json"
@@ -137,12 +137,12 @@ func CanTransition(from, to JobState) bool {
 // ILLEGAL_TRANSITION error naming both states (JOB_TERMINATED when j is
 // terminal). It is the only place that changes the State of an existing
 // Job (new jobs are created PENDING).
-func transition(j *Job, to JobState, now time.Time, reason string) error {
+func Transition(j *Job, to JobState, now time.Time, reason string) error {
 	if !CanTransition(j.State, to) {
 		if j.State.Terminal() {
-			return errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: it can no longer move to %s", j.ID, j.Name, j.State, to)
+			return errcode.Errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: it can no longer move to %s", j.ID, j.Name, j.State, to)
 		}
-		return errorf(errcode.IllegalTransition, "job %s (%s) cannot move from %s to %s", j.ID, j.Name, j.State, to)
+		return errcode.Errorf(errcode.IllegalTransition, "job %s (%s) cannot move from %s to %s", j.ID, j.Name, j.State, to)
 	}
 	j.State = to
 	j.StateTime = now
