@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,45 +18,11 @@ func seqs(evs []record.Event) []uint64 {
 	return out
 }
 
-// TestEventBound: a job keeps its last eventCap events, and numbering goes
-// on after a restart.
-func TestEventBound(t *testing.T) {
-	dir := t.TempDir()
-	s := openService(t, dir)
-	s.eventCap = 3
-	for i := range 5 {
-		s.emit("job-x", record.EventLog, record.SeverityInfo, fmt.Sprint("line ", i), nil)
-	}
-	evs, err := s.readEvents("job-x", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := seqs(evs); !slices.Equal(got, []uint64{3, 4, 5}) || evs[2].Message != "line 4" {
-		t.Fatalf("kept events %v (%+v), want 3, 4, 5", got, evs)
-	}
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s = openService(t, dir)
-	s.eventCap = 3
-	s.emit("job-x", record.EventLog, record.SeverityInfo, "after the restart", nil)
-	evs, _ = s.readEvents("job-x", 0, 0)
-	if got := seqs(evs); !slices.Equal(got, []uint64{4, 5, 6}) {
-		t.Fatalf("after a restart: events %v, want 4, 5, 6", got)
-	}
-	if evs, _ = s.readEvents("job-x", 5, 0); !slices.Equal(seqs(evs), []uint64{6}) {
-		t.Errorf("after 5: %v", seqs(evs))
-	}
-	if evs, _ = s.readEvents("job-x", 0, 1); !slices.Equal(seqs(evs), []uint64{4}) {
-		t.Errorf("limit 1: %v", seqs(evs))
-	}
-}
-
 // TestJobEventsOfABatchJob: a batch job's transitions and its dead letter
 // are its events, in order, each transition with its reason — even when
 // the execution rejected the element before the job was recorded RUNNING.
 func TestJobEventsOfABatchJob(t *testing.T) {
-	s := openServiceHooks(t, t.TempDir(), testHooks{started: func(jr *jobRun) { <-jr.x.Done() }})
+	s := openServiceHooks(t, t.TempDir(), Hooks{Started: func(jr *Run) { <-jr.X.Done() }})
 	const failing = `pipeline:
   transforms:
     - type: Create
@@ -121,7 +86,7 @@ func TestEventTypesDocumented(t *testing.T) {
 // eventTypes returns the types of job id's events, oldest first.
 func eventTypes(t *testing.T, s *Service, id string) []record.EventType {
 	t.Helper()
-	evs, err := s.readEvents(id, 0, 0)
+	evs, err := s.ReadEvents(id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +137,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("old job's events %v, want %v", got, want)
 	}
-	evs, _ := s.readEvents(old.ID, 0, 0)
+	evs, _ := s.ReadEvents(old.ID, 0, 0)
 	if d := evs[2].Details; d["problems"].(float64) < 1 || d["errors"] == nil {
 		t.Errorf("refused update's details %v", d)
 	}

@@ -20,7 +20,6 @@ package service
 // goes on with them; each step is idempotent (a crash repeats it).
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,6 +29,9 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -66,8 +68,8 @@ type facadeSweep struct {
 func (s *Service) putFacadeSweeps(w *state.Write, tables []record.FacadeTable, names ...string) error {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	for _, t := range tables {
-		e := facadeSweep{Table: t, Names: names, CheckAfter: s.now()}
-		if err := putJSON(w, facadeSweepKey(t), e); err != nil {
+		e := facadeSweep{Table: t, Names: names, CheckAfter: s.Now()}
+		if err := core.PutJSON(w, facadeSweepKey(t), e); err != nil {
 			return err
 		}
 	}
@@ -78,8 +80,8 @@ func (s *Service) putFacadeSweeps(w *state.Write, tables []record.FacadeTable, n
 // It takes the registry lock only for its writes.
 func (s *Service) sweepFacades(ctx context.Context) error {
 	var due []facadeSweep
-	now := s.now()
-	err := s.store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
+	now := s.Now()
+	err := s.Store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
 		var e facadeSweep
 		if err := json.Unmarshal(v, &e); err != nil {
 			return errcode.Internalf("decoding a façade sweep entry: %w", err)
@@ -114,7 +116,7 @@ func (s *Service) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
 		}
 	}
 	var out []*record.Job
-	err := s.store.Scan("job/", func(k string, v []byte) error {
+	err := s.Store.Scan("job/", func(k string, v []byte) error {
 		var j record.Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return errcode.Internalf("decoding the record %s: %w", k, err)
@@ -131,7 +133,7 @@ func (s *Service) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
 // ended, its final commit is not confirmed, or the service still holds
 // its execution.
 func (s *Service) mayWrite(j *record.Job) bool {
-	return !j.State.Terminal() || j.PendingCommit || s.runningJob(j.ID) != nil
+	return !j.State.Terminal() || j.PendingCommit || s.RunningJob(j.ID) != nil
 }
 
 // sweepFacade is one entry's sweep (see the top of the file), begun at
@@ -182,25 +184,25 @@ func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record
 				return fmt.Errorf("recording the end of the generations up to %d: %w", upTo, err)
 			}
 		}
-		rep, err := sqlsink.CompactFacade(ctx, target, keep, s.opts.RollbackRetention)
+		rep, err := sqlsink.CompactFacade(ctx, target, keep, s.Opts.RollbackRetention)
 		if err != nil {
 			return fmt.Errorf("compacting into generation %d: %w", keep, err)
 		}
 		if len(rep.Merged) > 0 {
-			s.opts.Logger.Info("façade sweep: old generations compacted", "table", e.Table.Table, "kept", keep, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
+			s.Opts.Logger.Info("façade sweep: old generations compacted", "table", e.Table.Table, "kept", keep, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
 		}
 		if gens, err = sqlsink.FacadeGenerations(ctx, target); err != nil {
 			return err
 		}
 	}
-	return s.update(func(tx *Tx) error {
+	return s.TxUpdate(func(tx *Tx) error {
 		w := &state.Write{}
 		if done() {
 			w.Delete(facadeSweepKey(e.Table))
-			s.opts.Logger.Info("façade sweep: done", "table", e.Table.Table, "generations", len(gens))
+			s.Opts.Logger.Info("façade sweep: done", "table", e.Table.Table, "generations", len(gens))
 		} else {
-			e.CheckAfter = now.Add(min(facadeRecheck, max(s.opts.RollbackRetention, time.Second)))
-			if err := putJSON(w, facadeSweepKey(e.Table), e); err != nil {
+			e.CheckAfter = now.Add(min(facadeRecheck, max(s.Opts.RollbackRetention, time.Second)))
+			if err := core.PutJSON(w, facadeSweepKey(e.Table), e); err != nil {
 				return err
 			}
 		}
@@ -211,7 +213,7 @@ func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record
 // facadeSweeps returns the sweep entries.
 func (s *Service) facadeSweeps() ([]facadeSweep, error) {
 	var out []facadeSweep
-	err := s.store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
+	err := s.Store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
 		var e facadeSweep
 		if err := json.Unmarshal(v, &e); err != nil {
 			return errcode.Internalf("decoding a façade sweep entry: %w", err)
@@ -220,4 +222,24 @@ func (s *Service) facadeSweeps() ([]facadeSweep, error) {
 		return nil
 	})
 	return out, err
+}
+
+// sweepLoop runs the façade sweep every checkpoint interval until the
+// service closes. It runs in a goroutine Close waits for (Spawn).
+func (s *Service) sweepLoop() {
+	t := time.NewTicker(s.Opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.Ctx.Done():
+			return
+		case <-t.C:
+			if s.StoreFailed() != nil {
+				continue
+			}
+			if err := s.sweepFacades(s.Ctx); err != nil && s.Ctx.Err() == nil {
+				s.Opts.Logger.Error("compacting façade views (retried)", "error", err)
+			}
+		}
+	}
 }

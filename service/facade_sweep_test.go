@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
@@ -70,16 +71,16 @@ func TestFacadeSweep(t *testing.T) {
 			}
 			w := &state.Write{}
 			for _, j := range tc.jobs {
-				at := s.now().Add(-j.ago)
+				at := s.Now().Add(-j.ago)
 				rec := &record.Job{ID: fmt.Sprintf("job-g%d", j.gen), Name: "sums", Generation: j.gen, State: j.state, StateTime: at, CreateTime: at}
-				if err := putJSON(w, record.JobKey(rec.ID), rec); err != nil {
+				if err := core.PutJSON(w, record.JobKey(rec.ID), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if err := s.putFacadeSweeps(w, []record.FacadeTable{table}, "sums"); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.apply(w); err != nil {
+			if err := s.Apply(w); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.sweepFacades(ctx); err != nil {

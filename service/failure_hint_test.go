@@ -1,17 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
@@ -40,39 +37,6 @@ func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
 		if !strings.Contains(j.Error, want) {
 			t.Errorf("error %q lacks %q", j.Error, want)
 		}
-	}
-}
-
-// TestRunFailure: the FAILED reason of an execution's failure says how to
-// go on from the last committed checkpoint when the job reads Pub/Sub and
-// takes checkpoints, and is the error alone otherwise.
-func TestRunFailure(t *testing.T) {
-	pubsubRead := &graph.Pipeline{Steps: []*graph.Step{{Name: "Events", Kind: graph.KindSource, Source: &graph.IOIdentity{Kind: "pubsub", Identity: "topic/t"}}}}
-	fileRead := &graph.Pipeline{Steps: []*graph.Step{{Name: "Lines", Kind: graph.KindSource, Source: &graph.IOIdentity{Kind: "file", Identity: "x.jsonl"}}}}
-	broke := errors.New("reading source \"Events\": broker unavailable")
-	tests := []struct {
-		name         string
-		g            *graph.Pipeline
-		checkpointed bool
-		err          error
-		want         string
-	}{
-		{name: "pubsub, checkpointed", g: pubsubRead, checkpointed: true, err: broke,
-			want: broke.Error() + ". Nothing past checkpoint 7, the last the sinks committed, was acknowledged: run the pipeline again under the same job name (weir run PIPELINE --job-name sums), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)"},
-		{name: "pubsub, subscription deleted", g: pubsubRead, checkpointed: true, err: fmt.Errorf("reading: %w", pubsub.ErrSubscriptionNotFound),
-			want: "reading: subscription not found. The results up to checkpoint 7, the last the sinks committed, are stored; the messages after it are no longer kept for the job: create the subscription again (weir subscriptions create NAME --topic TOPIC), seek it to the time to reprocess from (weir subscriptions seek NAME --time T), then run the pipeline again (keyed state, such as windows still open, starts empty)"},
-		{name: "pubsub, no checkpoints", g: pubsubRead, err: broke, want: broke.Error()},
-		{name: "files", g: fileRead, checkpointed: true, err: broke, want: broke.Error()},
-	}
-	s := &Service{}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			jr := &jobRun{name: "sums", prog: &contract.Program{Graph: tc.g}, checkpointed: tc.checkpointed}
-			jr.committed.Store(7)
-			if got := s.runFailure(jr, tc.err); got != tc.want {
-				t.Errorf("runFailure =\n%s\nwant\n%s", got, tc.want)
-			}
-		})
 	}
 }
 

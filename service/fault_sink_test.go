@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -90,9 +91,9 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 		atFault := tableRows(t, db)
 		tried := func() time.Time {
-			if jr := s.runningJob(j.ID); jr != nil {
-				if f := jr.sinkFault.Load(); f != nil {
-					return f.tried
+			if jr := s.RunningJob(j.ID); jr != nil {
+				if t, ok := jr.LastSinkRetry(); ok {
+					return t
 				}
 			}
 			return time.Time{}
@@ -144,7 +145,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		// Pending and let go of: only a failed final commit gets there (a
 		// successful one clears pending_commit before its execution ends).
 		ended := waitFor(t, s, j.ID, "the end with a failed final commit", func(j *record.Job) bool {
-			return j.State.Terminal() && j.PendingCommit && s.runningJob(j.ID) == nil
+			return j.State.Terminal() && j.PendingCommit && s.RunningJob(j.ID) == nil
 		})
 		if ended.State != record.StateDone {
 			t.Fatalf("job ended %s (%s), want DONE with its final commit pending", ended.State, ended.Error)

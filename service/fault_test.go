@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -25,7 +27,7 @@ func newFailingDisk() (*failingDisk, vfs.FS) {
 	d := &failingDisk{}
 	d.toggle.Injector = errorfs.ErrInjected
 	walWrites := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".log") && !strings.HasSuffix(op.Path, storageProbeName) {
+		if !strings.HasSuffix(op.Path, ".log") && !strings.HasSuffix(op.Path, core.StorageProbeName) {
 			return nil
 		}
 		switch op.Kind {
@@ -139,12 +141,12 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 
 	// Several retries find the disk still failing: nothing moves.
 	for range 5 {
-		<-s.changes.next()
+		<-s.Changes.Next()
 	}
 	if got, err := s.Get(j.ID); err != nil || got.Condition == nil || got.Condition.Code != errcode.StorageUnavailable {
 		t.Fatalf("while the disk still fails: %v, %+v", err, got)
 	}
-	if s.runningJob(j.ID) != nil {
+	if s.RunningJob(j.ID) != nil {
 		t.Fatal("the job runs again although the disk still fails")
 	}
 	if got := tableRows(t, db); !slices.Equal(got, rowsAtFault) {

@@ -1,10 +1,11 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 )
 
 // How a generation took over from the one before (GenerationHistory.How).
@@ -20,15 +21,15 @@ const (
 // PhaseTime is one phase of a replacement flow and when it began.
 type PhaseTime struct {
 	Phase record.ReplacementPhase `json:"phase"`
-	Time  time.Time        `json:"time"`
+	Time  time.Time               `json:"time"`
 }
 
 // RollbackPoint is a rollback snapshot kept of a generation's job.
 type RollbackPoint struct {
-	SnapshotID string        `json:"snapshot_id"`
+	SnapshotID string               `json:"snapshot_id"`
 	State      record.SnapshotState `json:"state"`
-	CreateTime time.Time     `json:"creation_time"`
-	ExpireTime time.Time     `json:"expire_time"`
+	CreateTime time.Time            `json:"creation_time"`
+	ExpireTime time.Time            `json:"expire_time"`
 	// ReplacedByJobID is the job whose start the snapshot was kept for.
 	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
 }
@@ -37,11 +38,11 @@ type RollbackPoint struct {
 // replaced the job before it, its phases, its stop window, its rescales,
 // the rollback snapshots kept of it and, for a rollback, what it went back to.
 type GenerationHistory struct {
-	Generation int64     `json:"generation"`
-	JobID      string    `json:"job_id"`
-	State      record.JobState  `json:"state"`
-	CreateTime time.Time `json:"create_time"`
-	StateTime  time.Time `json:"state_time"`
+	Generation int64           `json:"generation"`
+	JobID      string          `json:"job_id"`
+	State      record.JobState `json:"state"`
+	CreateTime time.Time       `json:"create_time"`
+	StateTime  time.Time       `json:"state_time"`
 	// How is HowCreate, HowCreateFromSnapshot, HowInPlaceUpdate,
 	// HowStopAndReplace, HowParallel or HowRollback.
 	How             string `json:"how"`
@@ -81,7 +82,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	}
 	names := []string{name}
 	for seen := map[string]bool{name: true}; len(jobs) > 0 && jobs[0].ReplacesJobID != ""; {
-		prev, err := s.readJob(jobs[0].ReplacesJobID)
+		prev, err := s.ReadJob(jobs[0].ReplacesJobID)
 		if err != nil || seen[prev.Name] {
 			break // deleted, or a loop of names: the history starts here
 		}

@@ -1,10 +1,11 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/service/record"
 )
 
 // TestLineageHistoryAcrossNames: the history of a name whose first job

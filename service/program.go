@@ -4,26 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/state"
 )
-
-// ProgramLoader builds the pipeline of a Go program's job for the job that
-// job describes (weir.NewJobPipeline(job) and the program's construction
-// code). It is called when the job is created, resumed, updated or
-// rescaled, and, with an empty job.ID, to compute the graph only. It must
-// build the same graph for every call of one build, and should do no I/O
-// beyond validation.
-type ProgramLoader func(job weir.JobInfo) (*weir.Pipeline, error)
 
 // Actions of StartProgram.
 const (
@@ -73,24 +62,6 @@ type ProgramStart struct {
 	Replaced *record.Summary `json:"replaced,omitempty"`
 }
 
-// loadProgram builds j's pipeline with the program's loader.
-func (s *Service) loadProgram(j *record.Job) (*weir.Pipeline, error) {
-	if s.opts.Program == nil {
-		return nil, errcode.Errorf(errcode.InvalidPipeline, "job %s (%s) is a Go program's: its pipeline is built by its program, which resumes it when started on this data directory", j.ID, j.Name)
-	}
-	p, err := s.opts.Program(weir.JobInfo{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker})
-	if err != nil {
-		return nil, errcode.Errorf(errcode.InvalidPipeline, "building the pipeline of job %s: %w", j.Name, err)
-	}
-	if p == nil {
-		return nil, errcode.Errorf(errcode.InvalidPipeline, "building the pipeline of job %s: the program returned no pipeline", j.Name)
-	}
-	if err := p.Err(); err != nil {
-		return nil, errcode.Errorf(errcode.InvalidPipeline, "the pipeline of job %s: %w", j.Name, err)
-	}
-	return p, nil
-}
-
 // sameGraph reports whether two canonical graphs are equal, comparing
 // their canonical forms (stored JSON may be formatted differently).
 func sameGraph(a, b json.RawMessage) (bool, error) {
@@ -127,19 +98,19 @@ func sameGraph(a, b json.RawMessage) (bool, error) {
 // Go program jobs never resume by themselves when the service opens: their
 // program decides here.
 func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
-	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
+	mapping, err := s.AdmitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
+	if s.Closing.Load() {
 		return nil, errcode.Errorf(errcode.ShuttingDown, "the job service is shutting down")
 	}
-	l, err := s.readLineage(req.Name)
+	l, err := s.ReadLineage(req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -153,20 +124,20 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 		}
 		return &ProgramStart{Action: ActionSubmitted, Job: j}, nil
 	}
-	active, err := s.readJob(l.ActiveJobID)
+	active, err := s.ReadJob(l.ActiveJobID)
 	if err != nil {
 		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if active.SDK != record.SDKGo {
 		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s), which is a YAML pipeline: drain or cancel it first, or choose another name", req.Name, active.ID, active.State)
 	}
-	if s.runningJob(active.ID) != nil {
+	if s.RunningJob(active.ID) != nil {
 		return nil, errcode.Errorf(errcode.JobNameActive, "job %s (%s) already runs in this process", active.ID, req.Name)
 	}
 	if req.Update {
 		return s.updateStored(ctx, l, active, req, mapping)
 	}
-	p, err := s.loadProgram(active)
+	p, err := s.LoadProgram(active)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +152,8 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 	if !same {
 		return nil, errcode.Errorf(errcode.ProgramChanged, "job %s (%s, generation %d) runs another pipeline graph than this build: start this build with --update to replace it (the compatibility check runs first; add --validate-only to only see the report), or start the build that matches the job to drain or cancel it", active.ID, req.Name, active.Generation)
 	}
-	s.opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
-	if err := s.launch(ctx, active, p.Program(), nil); err != nil {
+	s.Opts.Logger.Info("resuming job", "job_id", active.ID, "job_name", active.Name, "state", active.State)
+	if err := s.Launch(ctx, active, p.Program(), nil); err != nil {
 		return nil, err
 	}
 	return &ProgramStart{Action: ActionResumed, Job: active}, nil
@@ -191,7 +162,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 // submitProgram creates and starts a new Go program job of lineage l.
 // The caller holds the name's guard.
 func (s *Service) submitProgram(ctx context.Context, l *record.Lineage, req ProgramRequest) (*record.Job, error) {
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -199,7 +170,7 @@ func (s *Service) submitProgram(ctx context.Context, l *record.Lineage, req Prog
 	j := &record.Job{ID: id, Name: req.Name, SDK: record.SDKGo, Program: req.Program, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options,
 		History: []record.StateChange{{State: record.StatePending, Time: now}}}
-	if err := s.create(ctx, l, j); err != nil {
+	if err := s.Create(ctx, l, j); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -227,7 +198,7 @@ type ReleaseRequest struct {
 // active job of the name, the result has no report and the release may go
 // ahead.
 func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
-	mapping, err := s.admitChange(req.Name, req.Mapping, nil)
+	mapping, err := s.AdmitChange(req.Name, req.Mapping, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -235,22 +206,22 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	if err != nil {
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "the new build's graph: %w", err)
 	}
-	unlock, err := s.lockName(context.Background(), req.Name) // lock order 1
+	unlock, err := s.LockName(context.Background(), req.Name) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
+	if s.Closing.Load() {
 		return nil, errcode.Errorf(errcode.ShuttingDown, "this process is shutting down; start the new build again once it has stopped")
 	}
-	l, err := s.readLineage(req.Name)
+	l, err := s.ReadLineage(req.Name)
 	if err != nil {
 		return nil, err
 	}
 	if l.ActiveJobID == "" {
 		return &UpdateResult{}, nil
 	}
-	old, err := s.readJob(l.ActiveJobID)
+	old, err := s.ReadJob(l.ActiveJobID)
 	if err != nil {
 		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
@@ -279,48 +250,16 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 // recordAttempt records a refused or validate-only update of old by a Go
 // program build, in a Tx of its own.
 func (s *Service) recordAttempt(old *record.Job, program string, validateOnly bool, report compat.Report) error {
-	now := s.now()
+	now := s.Now()
 	w := &state.Write{}
 	a := Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
 		Pipeline: "Go program " + program}
-	if err := putJSON(w, attemptKey(old.Name, now), a); err != nil {
+	if err := core.PutJSON(w, core.AttemptKey(old.Name, now), a); err != nil {
 		return err
 	}
-	if err := s.apply(w); err != nil {
+	if err := s.Apply(w); err != nil {
 		return errcode.Internalf("recording the update attempt: %w", err)
 	}
-	s.attemptEvent(old.ID, report)
+	s.AttemptEvent(old.ID, report)
 	return nil
-}
-
-// waitJobPoll is how often WaitJob looks at the job's record.
-const waitJobPoll = 100 * time.Millisecond
-
-// WaitJob waits until job id is terminal and its execution has let go of
-// it (final checkpoint written and committed), and returns its record. It
-// returns a SHUTTING_DOWN error once the service closes, and ctx's error
-// when ctx ends first. It takes no lock.
-func (s *Service) WaitJob(ctx context.Context, id string) (*record.Job, error) {
-	t := time.NewTicker(waitJobPoll)
-	defer t.Stop()
-	for {
-		if s.closing.Load() {
-			return nil, errcode.Errorf(errcode.ShuttingDown, "the job service is shutting down")
-		}
-		j, err := s.readJob(id)
-		live := s.runningJob(id) != nil
-		switch {
-		case errors.Is(err, state.ErrNotFound):
-			return nil, errcode.Errorf(errcode.JobNotFound, "no job has the ID %q", id)
-		case err != nil:
-			return nil, err
-		case j.State.Terminal() && !live:
-			return j, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for job %s: %w", id, ctx.Err())
-		case <-t.C:
-		}
-	}
 }

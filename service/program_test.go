@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -82,7 +83,7 @@ type registrySnapshot struct {
 func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
 	t.Helper()
 	var snap registrySnapshot
-	_ = s.update(func(*Tx) error {
+	_ = s.TxUpdate(func(*Tx) error {
 		snap = snapshotRegistryTx(t, s, name)
 		return nil
 	})
@@ -92,12 +93,12 @@ func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
 // snapshotRegistryTx is snapshotRegistry within a Tx.
 func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot {
 	t.Helper()
-	l, err := s.readLineage(name)
+	l, err := s.ReadLineage(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	snap := registrySnapshot{Lineage: *l}
-	err = s.store.Scan("job/", func(_ string, v []byte) error {
+	err = s.Store.Scan("job/", func(_ string, v []byte) error {
 		var j record.Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return err
@@ -108,7 +109,7 @@ func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := s.store.LastCheckpoint(l.ActiveJobID); err == nil {
+	if rec, err := s.Store.LastCheckpoint(l.ActiveJobID); err == nil {
 		snap.Epoch = rec.Epoch
 	}
 	return snap
@@ -167,7 +168,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 
 	// A service without the program leaves the job alone.
 	s = openProgramService(t, dir, clock, nil)
-	if ids := s.runningIDs(); len(ids) != 0 {
+	if ids := s.RunningIDs(); len(ids) != 0 {
 		t.Fatalf("a service without the program runs %v", ids)
 	}
 	if j, _ := s.Get("counts"); j.State != record.StateRunning {
@@ -191,7 +192,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	if after := snapshotRegistry(t, s, "counts"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a refused update changed the registry:\nbefore %+v\nafter  %+v", before, after)
 	}
-	if ids := s.runningIDs(); len(ids) != 0 {
+	if ids := s.RunningIDs(); len(ids) != 0 {
 		t.Fatalf("a refused update runs %v", ids)
 	}
 	if err := s.Close(ctx); err != nil {

@@ -1,13 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 )
@@ -32,7 +33,7 @@ func holdPauses(t *testing.T, s *Service) (paused <-chan string, release func())
 	gate := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
-	s.hooks.paused = func(id string) {
+	s.Hooks.Paused = func(id string) {
 		ids <- id
 		<-gate
 	}
@@ -203,7 +204,7 @@ func TestReadsAnswerDuringUpdatePause(t *testing.T) {
 	}
 	// The new job checkpoints on from the handover.
 	waitFor(t, s, nj.ID, "a checkpoint after the handover", checkpointed(o2.LastCheckpoint.Epoch+1))
-	if ids := s.runningIDs(); len(ids) != 1 || ids[0] != nj.ID {
+	if ids := s.RunningIDs(); len(ids) != 1 || ids[0] != nj.ID {
 		t.Errorf("running executions %v, want only the new job's", ids)
 	}
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
@@ -252,7 +253,7 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 		t.Errorf("last history entry %+v, want the rescale", last)
 	}
 	waitFor(t, s, j.ID, "a checkpoint after the rescale", checkpointed(o.j.LastCheckpoint.Epoch+1))
-	if ids := s.runningIDs(); len(ids) != 1 || ids[0] != j.ID {
+	if ids := s.RunningIDs(); len(ids) != 1 || ids[0] != j.ID {
 		t.Errorf("running executions %v, want the job's one", ids)
 	}
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
@@ -381,7 +382,7 @@ func TestReadsAnswerWhileResuming(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
 	s2, err := open(context.Background(), Options{DataDir: dir, CheckpointInterval: 50 * time.Millisecond, Clock: testClock{base: time.Now()}},
-		testHooks{resuming: func(id string) { held <- id; <-gate }})
+		Hooks{Resuming: func(id string) { held <- id; <-gate }})
 	if err != nil {
 		t.Fatal(err)
 	}

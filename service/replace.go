@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
@@ -30,7 +30,7 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // --update) and returns what they ask for. Every refusal carries the code
 // serviceopt gives it.
 func (s *Service) planOf(name string, opts []string, update bool) (serviceopt.Plan, error) {
-	plan, err := serviceopt.ParseAndResolve(opts, name, update, s.hasRunningJob)
+	plan, err := serviceopt.ParseAndResolve(opts, name, update, s.HasRunningJob)
 	var oe *serviceopt.Error
 	if errors.As(err, &oe) {
 		return serviceopt.Plan{}, &Error{Code: oe.Code, Message: oe.Message}
@@ -38,22 +38,12 @@ func (s *Service) planOf(name string, opts []string, update bool) (serviceopt.Pl
 	return plan, err
 }
 
-// hasRunningJob reports whether name's active job is RUNNING or DRAINING.
-func (s *Service) hasRunningJob(name string) bool {
-	l, err := s.readLineage(name)
-	if err != nil || l.ActiveJobID == "" {
-		return false
-	}
-	j, err := s.readJob(l.ActiveJobID)
-	return err == nil && (j.State == record.StateRunning || j.State == record.StateDraining)
-}
-
 // route performs a submission (update false) or an update (update true)
 // as its service options say: a new job, an in-place update, or a
 // replacement; create_or_update_job picks an update when the name has a
 // running or draining job, a new job otherwise.
 func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*UpdateResult, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	if err := record.ValidateJobName(req.Name); err != nil {
@@ -64,26 +54,26 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		return nil, err
 	}
 	for _, n := range plan.Notes {
-		s.opts.Logger.Info("service options", "job_name", req.Name, "note", n)
+		s.Opts.Logger.Info("service options", "job_name", req.Name, "note", n)
 	}
 	create := plan.Strategy == serviceopt.StrategyCreate ||
-		plan.CreateOrUpdate && !s.hasRunningJob(req.Name)
+		plan.CreateOrUpdate && !s.HasRunningJob(req.Name)
 	var res *UpdateResult
 	switch {
 	case create && req.ValidateOnly:
-		if _, err := s.admitChange(req.Name, req.Mapping, &req.Options); err != nil {
+		if _, err := s.AdmitChange(req.Name, req.Mapping, &req.Options); err != nil {
 			return nil, err
 		}
-		if _, err := s.load(&record.Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
+		if _, err := s.Load(&record.Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
 			return nil, err
 		}
-		res = &UpdateResult{Report: compatibleReport(), Notes: []string{fmt.Sprintf("no running job named %s: the request would create a new job (not created: validate only)", req.Name)}}
+		res = &UpdateResult{Report: core.CompatibleReport(), Notes: []string{fmt.Sprintf("no running job named %s: the request would create a new job (not created: validate only)", req.Name)}}
 	case create:
-		j, err := s.submitNew(ctx, req.SubmitRequest)
+		j, err := s.SubmitNew(ctx, req.SubmitRequest)
 		if err != nil {
 			return nil, err
 		}
-		res = &UpdateResult{Report: compatibleReport(), Job: j}
+		res = &UpdateResult{Report: core.CompatibleReport(), Job: j}
 		if plan.CreateOrUpdate {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
 		}
@@ -111,7 +101,7 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 // checkReplaceInterval refuses a same-name replacement of old that comes
 // less than Options.MinReplaceInterval after old started (REPLACE_TOO_SOON).
 func (s *Service) checkReplaceInterval(old *record.Job) error {
-	min := s.opts.MinReplaceInterval
+	min := s.Opts.MinReplaceInterval
 	if min <= 0 {
 		return nil
 	}
@@ -122,9 +112,9 @@ func (s *Service) checkReplaceInterval(old *record.Job) error {
 			break
 		}
 	}
-	if left := started.Add(min).Sub(s.now()); left > 0 {
+	if left := started.Add(min).Sub(s.Now()); left > 0 {
 		return errcode.Errorf(errcode.ReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
-			old.Name, old.ID, duration.Format(s.now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
+			old.Name, old.ID, duration.Format(s.Now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
 	}
 	return nil
 }
@@ -194,25 +184,25 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 	}
 	sum := sha256.Sum256(b)
 	fp := hex.EncodeToString(sum[:])
-	unlock, err := s.requests.lock(ctx, id) // lock order 0
+	unlock, err := s.requests.Lock(ctx, id) // lock order 0
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	if rec, err := s.readRequest(id); err != nil {
 		return nil, err
-	} else if rec != nil && s.now().Sub(rec.Time) < RequestIDRetention {
+	} else if rec != nil && s.Now().Sub(rec.Time) < RequestIDRetention {
 		if rec.Fingerprint != fp {
-			return nil, errcode.Errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.now().Sub(rec.Time).Round(time.Second)))
+			return nil, errcode.Errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.Now().Sub(rec.Time).Round(time.Second)))
 		}
-		s.opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
+		s.Opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
 		res := *k.result(rec)
 		if rec.JobID != "" {
-			if j, err := s.readJob(rec.JobID); err == nil {
+			if j, err := s.ReadJob(rec.JobID); err == nil {
 				if res == nil {
 					res = new(R)
 				}
-				*k.job(res) = s.withCondition(j)
+				*k.job(res) = s.WithCondition(j)
 			}
 		}
 		if rec.Code != "" {
@@ -224,7 +214,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 	if err != nil && !k.kept(ctx, err) {
 		return res, err
 	}
-	rec := requestRecord{ID: id, Kind: k.kind, Fingerprint: fp, Time: s.now()}
+	rec := requestRecord{ID: id, Kind: k.kind, Fingerprint: fp, Time: s.Now()}
 	if res != nil {
 		kept := *res
 		if j := k.job(res); *j != nil {
@@ -237,11 +227,11 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 		rec.Code, rec.Message = errcode.Of(err), err.Error()
 	}
 	w := &state.Write{}
-	if perr := putJSON(w, requestKey(id), rec); perr != nil {
+	if perr := core.PutJSON(w, requestKey(id), rec); perr != nil {
 		return res, errors.Join(err, perr)
 	}
-	if aerr := s.apply(w); aerr != nil {
-		s.opts.Logger.Error("recording the answer to a request ID (a retry runs the "+k.what+" again)", "request_id", id, "error", aerr)
+	if aerr := s.Apply(w); aerr != nil {
+		s.Opts.Logger.Error("recording the answer to a request ID (a retry runs the "+k.what+" again)", "request_id", id, "error", aerr)
 	}
 	return res, err
 }
@@ -266,7 +256,7 @@ func keptRefusal(ctx context.Context, err error) bool {
 }
 
 func (s *Service) readRequest(id string) (*requestRecord, error) {
-	b, err := s.store.Get(requestKey(id))
+	b, err := s.Store.Get(requestKey(id))
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, nil
 	}
@@ -280,10 +270,6 @@ func (s *Service) readRequest(id string) (*requestRecord, error) {
 	return &rec, nil
 }
 
-// compatibleReport is the report of a request that ran no compatibility
-// check (a new job).
-func compatibleReport() compat.Report { return compat.Report{Compatible: true} }
-
 // replacementTarget finds the job a replacement replaces: the running job
 // of req.Name (a same-name replacement) or the job plan names
 // (parallel_replace_job_name or _id), which must be RUNNING.
@@ -295,14 +281,14 @@ func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*r
 	case plan.ReplaceJobName != "":
 		ref = plan.ReplaceJobName
 	}
-	old, err := s.resolve(ref)
+	old, err := s.Resolve(ref)
 	if err != nil {
 		if errcode.Of(err) == errcode.JobNotFound {
 			return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace", ref)
 		}
 		return nil, err
 	}
-	if plan.ReplaceJobID == "" && !s.hasRunningJob(old.Name) || old.State != record.StateRunning {
+	if plan.ReplaceJobID == "" && !s.HasRunningJob(old.Name) || old.State != record.StateRunning {
 		if old.State == record.StateUpdated {
 			return nil, errcode.Errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
 		}
@@ -325,7 +311,7 @@ func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*r
 // replace performs a replacement (stop-and-replace or parallel) of plan.
 // Every check runs before anything changes.
 func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan) (*UpdateResult, error) {
-	if _, err := s.admitChange(req.Name, req.Mapping, &req.Options); err != nil {
+	if _, err := s.AdmitChange(req.Name, req.Mapping, &req.Options); err != nil {
 		return nil, err
 	}
 	if req.BaseDir == "" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -21,7 +22,7 @@ import (
 // newID to its end (unless the service is closing: the flow then resumes
 // on the next Open).
 func (s *Service) startDriver(newID string) {
-	s.spawn(func() { s.drive(newID) })
+	s.Spawn(func() { s.drive(newID) })
 }
 
 // drive takes the flow of replacement job newID on at every change of the
@@ -32,17 +33,17 @@ func (s *Service) drive(newID string) {
 	// that started this driver: a step before it is back would find the
 	// old job without an execution and fail the flow.
 	select {
-	case <-s.recovered:
-	case <-s.ctx.Done():
+	case <-s.Recovered():
+	case <-s.Ctx.Done():
 		return
 	}
-	t := time.NewTicker(s.opts.CheckpointInterval)
+	t := time.NewTicker(s.Opts.CheckpointInterval)
 	defer t.Stop()
-	log := s.opts.Logger.With("job_id", newID)
+	log := s.Opts.Logger.With("job_id", newID)
 	for {
-		changed := s.changes.next()
+		changed := s.Changes.Next()
 		done, err := s.driveStep(newID)
-		if err != nil && s.ctx.Err() == nil {
+		if err != nil && s.Ctx.Err() == nil {
 			log.Error("replacement flow", "error", err)
 		}
 		if done {
@@ -51,7 +52,7 @@ func (s *Service) drive(newID string) {
 		select {
 		case <-changed:
 		case <-t.C:
-		case <-s.ctx.Done():
+		case <-s.Ctx.Done():
 			return
 		}
 	}
@@ -60,7 +61,7 @@ func (s *Service) drive(newID string) {
 // driveStep moves the flow of replacement job newID on by what its jobs'
 // records say now, and reports whether the flow has ended.
 func (s *Service) driveStep(newID string) (done bool, err error) {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return true, err
 	}
@@ -70,7 +71,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		// record over (a parallel flow's driver runs on after CUT_OVER,
 		// until the compaction): that flow's driver drives it, and acting
 		// on it here, as its new job, would end it.
-		s.opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
+		s.Opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
 		return true, nil
 	}
 	if rep != nil && rep.Strategy == record.StrategyParallel {
@@ -79,19 +80,19 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 	if rep == nil || rep.Phase.Final() {
 		return true, nil
 	}
-	old, err := s.readJob(rep.OldJobID)
+	old, err := s.ReadJob(rep.OldJobID)
 	if err != nil {
 		return true, err
 	}
-	if nj.State == record.StateCancelling && s.runningJob(nj.ID) == nil {
+	if nj.State == record.StateCancelling && s.RunningJob(nj.ID) == nil {
 		// Cancelled while it waited: it never ran, so it ends at once.
-		unlock, err := s.lockName(s.ctx, nj.Name) // lock order 1
+		unlock, err := s.LockName(s.Ctx, nj.Name) // lock order 1
 		if err != nil {
 			return true, err
 		}
-		err = s.update(func(tx *Tx) error {
+		err = s.TxUpdate(func(tx *Tx) error {
 			var err error
-			if nj, err = s.readJob(newID); err == nil && nj.State == record.StateCancelling {
+			if nj, err = s.ReadJob(newID); err == nil && nj.State == record.StateCancelling {
 				err = tx.Transition(nj, record.StateCancelled, "cancelled before the cut-over")
 			}
 			return err
@@ -107,7 +108,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 	}
 	switch rep.Phase {
 	case record.PhasePreparing:
-		unlock, err := s.lockName(s.ctx, old.Name) // lock order 1
+		unlock, err := s.LockName(s.Ctx, old.Name) // lock order 1
 		if err != nil {
 			return true, err
 		}
@@ -121,12 +122,12 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 	switch {
 	case old.State == record.StateFailed:
 		return true, s.failFlow(nj.ID, old.ID, fmt.Sprintf("job %s (%s), being replaced, failed while draining: %s", old.ID, old.Name, old.Error))
-	case old.State.Terminal() && !old.PendingCommit && s.runningJob(old.ID) == nil:
+	case old.State.Terminal() && !old.PendingCommit && s.RunningJob(old.ID) == nil:
 		return true, s.cutOver(nj.ID)
 	case old.State.Terminal():
 		return false, nil // its final commit is not confirmed yet
 	}
-	if rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
+	if rep.DrainTimedOut || rep.DrainStart == nil || s.Now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
 		return false, nil
 	}
 	maxStop := duration.Format(time.Duration(rep.MaxStopMillis) * time.Millisecond)
@@ -135,7 +136,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
 			return false, err
 		}
-		if _, err := s.Cancel(s.ctx, old.ID); err != nil && !old.State.Terminal() {
+		if _, err := s.Cancel(s.Ctx, old.ID); err != nil && !old.State.Terminal() {
 			return false, err
 		}
 		return false, nil
@@ -146,10 +147,10 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 
 // noteFlow records that the drain timed out, with note, on both jobs.
 func (s *Service) noteFlow(newID, oldID, note string) error {
-	return s.update(func(tx *Tx) error {
+	return s.TxUpdate(func(tx *Tx) error {
 		w := &state.Write{}
 		for _, id := range []string{newID, oldID} {
-			j, err := s.readJob(id)
+			j, err := s.ReadJob(id)
 			if err != nil {
 				return err
 			}
@@ -157,11 +158,11 @@ func (s *Service) noteFlow(newID, oldID, note string) error {
 				j.Replacement.DrainTimedOut = true
 				j.Replacement.Notes = append(j.Replacement.Notes, note)
 			}
-			if err := putJSON(w, record.JobKey(id), j); err != nil {
+			if err := core.PutJSON(w, record.JobKey(id), j); err != nil {
 				return err
 			}
 		}
-		s.opts.Logger.Warn("replacement: drain timeout", "job_id", newID, "old_job_id", oldID, "note", note)
+		s.Opts.Logger.Warn("replacement: drain timeout", "job_id", newID, "old_job_id", oldID, "note", note)
 		return tx.Apply(w)
 	})
 }
@@ -169,11 +170,11 @@ func (s *Service) noteFlow(newID, oldID, note string) error {
 // endFlow records the flow's final phase on both jobs (the new job's
 // state is left as it is).
 func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, note string) error {
-	return s.update(func(tx *Tx) error {
-		now := s.now()
+	return s.TxUpdate(func(tx *Tx) error {
+		now := s.Now()
 		w := &state.Write{}
 		for _, id := range []string{newID, oldID} {
-			j, err := s.readJob(id)
+			j, err := s.ReadJob(id)
 			if err != nil {
 				return err
 			}
@@ -184,8 +185,8 @@ func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, no
 			if note != "" {
 				j.Replacement.Notes = append(j.Replacement.Notes, note)
 			}
-			tx.PhaseEvents(w, j)
-			if err := putJSON(w, record.JobKey(id), j); err != nil {
+			addPhaseEvents(tx, w, j)
+			if err := core.PutJSON(w, record.JobKey(id), j); err != nil {
 				return err
 			}
 		}
@@ -195,16 +196,16 @@ func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, no
 
 // lockJobName takes the guard of job id's name (lock order 1) and returns
 // the job as read under it, with the guard's release.
-func (s *Service) lockJobName(id string) (*record.Job, func(), error) {
-	j, err := s.readJob(id)
+func (s *Service) LockJobName(id string) (*record.Job, func(), error) {
+	j, err := s.ReadJob(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	unlock, err := s.lockName(s.ctx, j.Name) // lock order 1
+	unlock, err := s.LockName(s.Ctx, j.Name) // lock order 1
 	if err != nil {
 		return nil, nil, err
 	}
-	if j, err = s.readJob(id); err != nil {
+	if j, err = s.ReadJob(id); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -214,13 +215,13 @@ func (s *Service) lockJobName(id string) (*record.Job, func(), error) {
 // failFlow ends the flow FAILED: the new job (still PENDING) fails with
 // reason. It takes the new job's name guard.
 func (s *Service) failFlow(newID, oldID, reason string) error {
-	nj, unlock, err := s.lockJobName(newID)
+	nj, unlock, err := s.LockJobName(newID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	if nj.State == record.StatePending {
-		if err := s.fail(nj, reason); err != nil {
+		if err := s.Fail(nj, reason); err != nil {
 			return err
 		}
 	}
@@ -231,7 +232,7 @@ func (s *Service) failFlow(newID, oldID, reason string) error {
 // RUNNING in the write that records its start, the stop window measured
 // from the drain request. It takes the new job's name guard.
 func (s *Service) cutOver(newID string) error {
-	nj, unlock, err := s.lockJobName(newID)
+	nj, unlock, err := s.LockJobName(newID)
 	if err != nil {
 		return err
 	}
@@ -246,31 +247,31 @@ func (s *Service) cutOver(newID string) error {
 				return err // the broker or the store: tried again
 			}
 			reason := fmt.Sprintf("re-reading retained input at the cut-over: %v", err)
-			if ferr := s.fail(nj, reason); ferr != nil {
+			if ferr := s.Fail(nj, reason); ferr != nil {
 				return ferr
 			}
 			return s.endFlow(nj.ID, nj.Replacement.OldJobID, record.PhaseFailed, reason)
 		}
 	}
 	if !nj.Replacement.Rewind && len(nj.Replacement.Handover) > 0 {
-		if err := s.positionHandover(s.ctx, nj, nil); err != nil {
+		if err := s.positionHandover(s.Ctx, nj, nil); err != nil {
 			return err // the broker or the store: tried again
 		}
 	}
-	p, err := s.load(nj)
+	p, err := s.Load(nj)
 	if err != nil {
 		reason := fmt.Sprintf("building the replacement job at the cut-over: %v", err)
-		if ferr := s.fail(nj, reason); ferr != nil {
+		if ferr := s.Fail(nj, reason); ferr != nil {
 			return ferr
 		}
 		return s.endFlow(nj.ID, nj.Replacement.OldJobID, record.PhaseFailed, reason)
 	}
 	// The old job's subscriptions handed over are not read any more.
-	if err := s.deleteHandedOver(s.ctx, nj); err != nil {
+	if err := s.deleteHandedOver(s.Ctx, nj); err != nil {
 		return err // the broker: tried again
 	}
 	rep := nj.Replacement
-	now := s.now()
+	now := s.Now()
 	rep.Phase, rep.PhaseTime = record.PhaseCutOver, now
 	var stopMS int64
 	if rep.DrainStart != nil {
@@ -282,26 +283,26 @@ func (s *Service) cutOver(newID string) error {
 	if err := s.copyFlow(rep); err != nil {
 		return err
 	}
-	if err := s.restoreRollback(nj, p.Graph()); err != nil { // rollback.go
-		if ferr := s.fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
+	if err := s.RestoreRollback(nj, p.Graph()); err != nil { // rollback.go
+		if ferr := s.Fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
 			return ferr
 		}
 		return s.endFlow(nj.ID, rep.OldJobID, record.PhaseFailed, "the rollback job could not start from its snapshot: "+err.Error())
 	}
-	if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
+	if err := s.Launch(s.Ctx, nj, p.Program(), nil); err != nil {
 		return err
 	}
 	if nj.State == record.StateFailed {
 		return s.endFlow(nj.ID, rep.OldJobID, record.PhaseFailed, "the replacement job failed to start: "+nj.Error)
 	}
-	s.opts.Logger.Info("replacement: cut over", "job_id", nj.ID, "job_name", nj.Name, "old_job_id", rep.OldJobID, "stop_window_ms", stopMS)
+	s.Opts.Logger.Info("replacement: cut over", "job_id", nj.ID, "job_name", nj.Name, "old_job_id", rep.OldJobID, "stop_window_ms", stopMS)
 	return nil
 }
 
 // copyFlow records rep (the new job's flow) on the old job, keeping its notes.
 func (s *Service) copyFlow(rep *record.Replacement) error {
-	return s.update(func(tx *Tx) error {
-		old, err := s.readJob(rep.OldJobID)
+	return s.TxUpdate(func(tx *Tx) error {
+		old, err := s.ReadJob(rep.OldJobID)
 		if err != nil {
 			return err
 		}
@@ -313,18 +314,18 @@ func (s *Service) copyFlow(rep *record.Replacement) error {
 		w := &state.Write{}
 		// The new job's record follows with its start; its event is written
 		// here, with the old job's, as the phase begins.
-		tx.PhaseEvents(w, old, &record.Job{ID: rep.NewJobID, Replacement: rep})
-		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
+		addPhaseEvents(tx, w, old, &record.Job{ID: rep.NewJobID, Replacement: rep})
+		if err := core.PutJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		return tx.Apply(w)
 	})
 }
 
-// PhaseEvents adds to w a replacement_phase event on each of jobs for the
+// addPhaseEvents adds to w a replacement_phase event on each of jobs for the
 // phase its replacement record now holds (strategy, phase, the two jobs,
 // the stop window once known). The caller lands w in the same Tx.
-func (tx *Tx) PhaseEvents(w *state.Write, jobs ...*record.Job) {
+func addPhaseEvents(tx *core.Tx, w *state.Write, jobs ...*record.Job) {
 	for _, j := range jobs {
 		rep := j.Replacement
 		if rep == nil {

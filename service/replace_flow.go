@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -29,7 +31,7 @@ import (
 // resumes it from the new job's record.
 func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
 	sameName := old.Name == req.Name
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the new job's name
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -60,7 +62,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	}
 	// Built now, with or without preallocation: every check runs before
 	// anything changes. Without preallocation it is built again at the cut.
-	p, err := s.load(nj)
+	p, err := s.Load(nj)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 	if !sameName {
 		unlock()
 		locked = false
-		if unlock, err = s.lockName(ctx, old.Name); err != nil { // lock order 1: the old job's name, one guard at a time
+		if unlock, err = s.LockName(ctx, old.Name); err != nil { // lock order 1: the old job's name, one guard at a time
 			s.startDriver(nj.ID) // the driver drains the old job instead
 			return nil, err
 		}
@@ -111,12 +113,12 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		return nil, err
 	}
 	s.startDriver(nj.ID)
-	nj, err = s.readJob(nj.ID)
+	nj, err = s.ReadJob(nj.ID)
 	if err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
 	sum := old.Summary()
-	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
+	return &UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
 }
 
@@ -125,22 +127,22 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 // (lock order 1). A closing service is refused; under old's own name, old
 // must still be the name's active, running job.
 func (s *Service) replacementLineage(name string, old *record.Job) (*record.Lineage, *record.Job, error) {
-	if s.closing.Load() {
+	if s.Closing.Load() {
 		return nil, nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
 	if old.Name != name {
-		l, err := s.lineageForNewJob(name)
+		l, err := s.LineageForNewJob(name)
 		return l, old, err
 	}
-	l, err := s.readLineage(name)
+	l, err := s.ReadLineage(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	id := old.ID
-	if old, err = s.readJob(id); err != nil {
+	if old, err = s.ReadJob(id); err != nil {
 		return nil, nil, errcode.Internalf("reading job %s: %w", id, err)
 	}
-	if l.ActiveJobID != old.ID || old.State != record.StateRunning || s.runningJob(old.ID) == nil {
+	if l.ActiveJobID != old.ID || old.State != record.StateRunning || s.RunningJob(old.ID) == nil {
 		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s", name, old.ID, old.State)
 	}
 	return l, old, nil
@@ -153,10 +155,10 @@ func (s *Service) recordReplacementJob(nj *record.Job, l *record.Lineage, g *gra
 	if err != nil {
 		return err
 	}
-	if err := s.apply(w); err != nil {
+	if err := s.Apply(w); err != nil {
 		return errcode.Internalf("recording job %s: %w", nj.ID, err)
 	}
-	s.opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
+	s.Opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", nj.ReplacesJobID, "strategy", nj.Replacement.Strategy, "phase", nj.Replacement.Phase)
 	return nil
 }
@@ -173,10 +175,10 @@ func replacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, g
 	nj.Graph, nj.Type = canon, record.TypeOf(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = gen, nj.ID, nj.ID
 	w := &state.Write{}
-	if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+	if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 		return nil, err
 	}
-	if err := putJSON(w, record.LineageKey(nj.Name), l); err != nil {
+	if err := core.PutJSON(w, record.LineageKey(nj.Name), l); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -190,10 +192,10 @@ func replacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, g
 func (s *Service) beginDrain(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.drainRollbackCut(newID, record.PhasePreparing)
-	defer s.finishRollbackCut(rb)
-	return s.update(func(tx *Tx) error {
-		nj, err := s.readJob(newID)
+	rb := s.DrainRollbackCut(newID, record.PhasePreparing)
+	defer s.FinishRollbackCut(rb)
+	return s.TxUpdate(func(tx *Tx) error {
+		nj, err := s.ReadJob(newID)
 		if err != nil {
 			return errcode.Internalf("reading job %s: %w", newID, err)
 		}
@@ -201,17 +203,17 @@ func (s *Service) beginDrain(newID string) error {
 		if rep == nil || rep.Phase != record.PhasePreparing {
 			return nil
 		}
-		old, err := s.readJob(rep.OldJobID)
+		old, err := s.ReadJob(rep.OldJobID)
 		if err != nil {
 			return errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 		}
-		jr := s.runningJob(old.ID)
-		if old.State == record.StateRunning && jr == nil && !s.recoveryDone() {
+		jr := s.RunningJob(old.ID)
+		if old.State == record.StateRunning && jr == nil && !s.RecoveryDone() {
 			// A restarted service has not resumed the old job yet: the driver
 			// tries again at the next change.
 			return nil
 		}
-		now := s.now()
+		now := s.Now()
 		if old.State != record.StateRunning || jr == nil {
 			w := &state.Write{}
 			rep.Phase, rep.PhaseTime = record.PhaseFailed, now
@@ -220,7 +222,7 @@ func (s *Service) beginDrain(newID string) error {
 			if err := record.Transition(nj, record.StateFailed, now, reason); err != nil {
 				return err
 			}
-			tx.PhaseEvents(w, nj)
+			addPhaseEvents(tx, w, nj)
 			if err := tx.TerminalWrite(w, nj); err != nil {
 				return err
 			}
@@ -233,7 +235,7 @@ func (s *Service) beginDrain(newID string) error {
 		if err := s.drainOldJob(tx, nj, old, jr, rb, now, "drained to be replaced by job "+nj.ID); err != nil {
 			return err
 		}
-		s.opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
+		s.Opts.Logger.Info("replacement: draining the old job", "job_id", old.ID, "job_name", old.Name, "new_job_id", nj.ID, "max_stop", duration.Format(time.Duration(rep.MaxStopMillis)*time.Millisecond))
 		return nil
 	})
 }
@@ -243,7 +245,7 @@ func (s *Service) beginDrain(newID string) error {
 // (the replacement recorded on it): both records and the rollback cut rb
 // (nil for none) in one write of tx, then old's execution drains. The
 // caller took tx after the old job's name guard.
-func (s *Service) drainOldJob(tx *Tx, nj, old *record.Job, jr *jobRun, rb *rollbackCut, now time.Time, reason string) error {
+func (s *Service) drainOldJob(tx *Tx, nj, old *record.Job, jr *Run, rb *snapshots.RollbackCut, now time.Time, reason string) error {
 	rep := nj.Replacement
 	rep.Phase, rep.PhaseTime, rep.DrainStart = record.PhaseDrainingOld, now, &now
 	oldRep := *rep
@@ -252,23 +254,21 @@ func (s *Service) drainOldJob(tx *Tx, nj, old *record.Job, jr *jobRun, rb *rollb
 		return err
 	}
 	w := &state.Write{}
-	tx.PhaseEvents(w, nj, old)
-	if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
+	addPhaseEvents(tx, w, nj, old)
+	if err := core.PutJSON(w, record.JobKey(old.ID), old); err != nil {
 		return err
 	}
-	if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+	if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 		return err
 	}
-	if err := rb.put(w); err != nil {
+	if err := rb.Put(w); err != nil {
 		return err
 	}
 	if err := tx.Apply(w); err != nil {
 		return errcode.Internalf("recording the drain of job %s: %w", old.ID, err)
 	}
-	if rb != nil {
-		rb.written = true
-	}
-	jr.x.Drain()
+	rb.Landed(tx)
+	jr.X.Drain()
 	return nil
 }
 
@@ -282,12 +282,12 @@ func checkRewindSources(old *record.Job, g *graph.Pipeline) error {
 	}
 	oldIDs := map[string]string{}
 	for _, st := range og.Steps {
-		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == pubsubSourceKind {
+		if st.Kind == graph.KindSource && st.Source != nil && st.Source.Kind == core.PubSubSourceKind {
 			oldIDs[st.Source.Identity] = st.Name
 		}
 	}
 	for _, st := range g.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			continue
 		}
 		if oldStep, ok := oldIDs[st.Source.Identity]; ok && oldStep != st.Name && strings.HasPrefix(st.Source.Identity, "topic/") {
@@ -306,7 +306,7 @@ func checkRewindSources(old *record.Job, g *graph.Pipeline) error {
 func (s *Service) positionRewind(nj *record.Job) error {
 	rep := nj.Replacement
 	if rep.RewindPoint == nil {
-		old, err := s.readJob(rep.OldJobID)
+		old, err := s.ReadJob(rep.OldJobID)
 		if err != nil {
 			return errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 		}
@@ -314,15 +314,15 @@ func (s *Service) positionRewind(nj *record.Job) error {
 		if err != nil {
 			return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 		}
-		rp, err := s.rewindPoint(s.ctx, old, g)
+		rp, err := s.rewindPoint(s.Ctx, old, g)
 		if err != nil {
 			return err
 		}
 		rep.RewindPoint = &rp
 		w := &state.Write{}
-		err = putJSON(w, record.JobKey(nj.ID), nj)
+		err = core.PutJSON(w, record.JobKey(nj.ID), nj)
 		if err == nil {
-			err = s.apply(w)
+			err = s.Apply(w)
 		}
 		if err != nil {
 			return errcode.Internalf("recording the rewind point of job %s: %w", nj.ID, err)
@@ -348,7 +348,7 @@ func (s *Service) positionRewind(nj *record.Job) error {
 				return errcode.Errorf(errcode.RewindBeyondRetention, "the rewind point of job %s has no position of subscription %s (topic %s), which step %s takes over", rep.OldJobID, h.Old, h.Topic, h.Step)
 			}
 		}
-		if err := s.positionHandover(s.ctx, nj, first); err != nil {
+		if err := s.positionHandover(s.Ctx, nj, first); err != nil {
 			return err
 		}
 		// A named subscription both jobs read is positioned below.
@@ -365,27 +365,16 @@ func (s *Service) positionRewind(nj *record.Job) error {
 		if !reads[rs.Subscription] {
 			continue // the new pipeline no longer reads it: left as the old job left it
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, brokerCallTimeout)
+		ctx, cancel := context.WithTimeout(s.Ctx, core.BrokerCallTimeout)
 		err := rw.SeekToSequence(ctx, rs.Subscription, rs.FirstSequence)
 		cancel()
 		if err != nil {
 			return errcode.Internalf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", rs.Subscription, rs.Topic, rs.FirstSequence, err)
 		}
-		s.opts.Logger.Info("replacement: re-reading", "job_id", nj.ID, "topic", rs.Topic, "subscription", rs.Subscription,
+		s.Opts.Logger.Info("replacement: re-reading", "job_id", nj.ID, "topic", rs.Topic, "subscription", rs.Subscription,
 			"first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 	}
 	return nil
-}
-
-// recoveryDone reports whether the service has finished resuming the jobs
-// of its store.
-func (s *Service) recoveryDone() bool {
-	select {
-	case <-s.recovered:
-		return true
-	default:
-		return false
-	}
 }
 
 // readSubscriptions returns the subscriptions the Pub/Sub sources of job
@@ -393,7 +382,7 @@ func (s *Service) recoveryDone() bool {
 func readSubscriptions(name string, g *graph.Pipeline) map[string]bool {
 	out := map[string]bool{}
 	for _, st := range g.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			continue
 		}
 		if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {

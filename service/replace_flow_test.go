@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )
@@ -272,7 +273,7 @@ func TestStopAndReplace(t *testing.T) {
 				}
 			}
 			// RUNNING is recorded just before the execution is registered.
-			waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
+			waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
 			waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)
@@ -324,7 +325,7 @@ func TestStopAndReplaceDrainTimeout(t *testing.T) {
 			var hold atomic.Value // the old job's ID
 			clock := &shiftClock{base: time.Now()}
 			s, err := open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-				Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, testHooks{finishing: func(id string) {
+				Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, Hooks{Finishing: func(id string) {
 				if v, _ := hold.Load().(string); v == id {
 					<-release
 				}

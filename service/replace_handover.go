@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
@@ -28,7 +29,7 @@ var _ handoverBroker = (*pubsub.Broker)(nil)
 // topicOf returns the topic a topic source step reads, "" for any other
 // step.
 func topicOf(st *graph.Step) string {
-	if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+	if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 		return ""
 	}
 	t, _ := strings.CutPrefix(st.Source.Identity, "topic/")
@@ -108,7 +109,7 @@ func handoverSubscriptions(old *record.Job, newName string, g *graph.Pipeline) (
 // old job has ended and committed). Positioning again gives the same
 // result, so a flow resumed after a crash repeats it.
 func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first map[string]uint64) error {
-	hb, ok := s.opts.Broker.(handoverBroker)
+	hb, ok := s.Opts.Broker.(handoverBroker)
 	if !ok {
 		return errcode.Errorf(errcode.ReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
 	}
@@ -135,14 +136,14 @@ func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first ma
 		if err := hb.SeekToSequence(ctx, h.New, seq); err != nil {
 			return errcode.Internalf("positioning subscription %s of topic %s at sequence %d: %w", h.New, h.Topic, seq, err)
 		}
-		s.opts.Logger.Info("replacement: subscription handed over", "job_id", nj.ID, "subscription", h.New, "from", h.Old, "topic", h.Topic, "first_seq", seq)
+		s.Opts.Logger.Info("replacement: subscription handed over", "job_id", nj.ID, "subscription", h.New, "from", h.Old, "topic", h.Topic, "first_seq", seq)
 	}
 	for i := range hs {
 		hs[i].Positioned = true
 	}
-	return s.update(func(tx *Tx) error {
+	return s.TxUpdate(func(tx *Tx) error {
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+		if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
@@ -160,7 +161,7 @@ func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first ma
 // runs before the new job starts, whose start records OldDeleted; a
 // resumed cut-over deletes again, finding them gone.
 func (s *Service) deleteHandedOver(ctx context.Context, nj *record.Job) error {
-	hb, ok := s.opts.Broker.(handoverBroker)
+	hb, ok := s.Opts.Broker.(handoverBroker)
 	if !ok {
 		return nil
 	}
@@ -173,7 +174,7 @@ func (s *Service) deleteHandedOver(ctx context.Context, nj *record.Job) error {
 			return errcode.Internalf("deleting subscription %s of job %s, handed over to %s: %w", h.Old, nj.Replacement.OldJobID, h.New, err)
 		}
 		h.OldDeleted = true
-		s.opts.Logger.Info("replacement: old subscription deleted", "job_id", nj.ID, "subscription", h.Old, "old_job_id", nj.Replacement.OldJobID)
+		s.Opts.Logger.Info("replacement: old subscription deleted", "job_id", nj.ID, "subscription", h.Old, "old_job_id", nj.Replacement.OldJobID)
 	}
 	return nil
 }
@@ -181,7 +182,7 @@ func (s *Service) deleteHandedOver(ctx context.Context, nj *record.Job) error {
 // namedSubscriptionOf returns the subscription a step that reads a named
 // one (ReadFromPubSub subscription: S) names; ok false for any other step.
 func namedSubscriptionOf(st *graph.Step) (string, bool) {
-	if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+	if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 		return "", false
 	}
 	return strings.CutPrefix(st.Source.Identity, "subscription/")

@@ -1,13 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -72,29 +73,28 @@ type parallelBroker interface {
 
 var _ parallelBroker = (*pubsub.Broker)(nil)
 
-// jobEnv is the environment a YAML pipeline of job j is loaded in.
-func (s *Service) jobEnv(j *record.Job) *yamlpipe.JobEnv {
-	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.opts.DataDir, Broker: s.opts.Broker,
-		Subscriptions: j.Subscriptions}
+// jobEnv adds to env, the environment a YAML pipeline of job j is loaded
+// in, the windows its sinks own and, for the new job of a parallel
+// replacement, the façade views its SQL sinks write behind.
+func (s *Service) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
 	id := j.ID
 	env.Owns = func(sink string, w window.Window) bool { return s.owns(id, sink, w) }
 	rep := j.Replacement
 	if rep == nil || rep.Strategy != record.StrategyParallel || rep.Parallel == nil || rep.Phase == record.PhaseRolledBack {
-		return env
+		return
 	}
 	if j.ID == rep.NewJobID {
 		// The new job writes its own generation's tables behind the views
 		// (the old job's plain sinks join as their generation by themselves).
 		env.SQLFacade = true
 		flow := rep.Parallel
-		if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
+		if nj, err := s.ReadJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 			flow = nj.Replacement.Parallel
 		}
 		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, flow.CutTime)
-	} else if nj, err := s.readJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
+	} else if nj, err := s.ReadJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, nj.Replacement.Parallel.CutTime)
 	}
-	return env
 }
 
 // parallelChecks returns the cut span of the old pipeline g (the longest
@@ -154,12 +154,12 @@ func publishes(g *graph.Pipeline) bool {
 // takes it to its end. A restarted service resumes it from the new job's
 // record.
 func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
-	pb, ok := s.opts.Broker.(parallelBroker)
-	if !ok || s.opts.Broker == nil {
+	pb, ok := s.Opts.Broker.(parallelBroker)
+	if !ok || s.Opts.Broker == nil {
 		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
 	}
 	sameName := old.Name == req.Name
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the new job's name
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the new job's name
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if old.Replacement != nil && !old.Replacement.Phase.Final() {
 		return nil, errcode.Errorf(errcode.UpdateInProgress, "job %s (%s) is in a replacement (%s, %s) already: wait for it to end (weir jobs describe %s)", old.Name, old.ID, old.Replacement.Strategy, old.Replacement.Phase, old.ID)
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -193,7 +193,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		// are its own (and its successors').
 		nj.StateLineage = fmt.Sprintf("%s~g%d", req.Name, gen)
 	}
-	oldProg, err := s.loadGraph(old)
+	oldProg, err := s.LoadGraph(old)
 	if err != nil {
 		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "job %s (%s): its pipeline no longer loads, so its sources cannot be handed over: %w", old.Name, old.ID, err)
 	}
@@ -214,7 +214,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	}
 	// The new pipeline is loaded for its graph first: its topic sources
 	// decide the subscriptions it is loaded with for real.
-	gp, err := s.loadGraph(nj)
+	gp, err := s.LoadGraph(nj)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		}
 	}
 	for _, st := range ng.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			continue
 		}
 		topic, named, err := parallelNewTopic(ctx, pb, old, oldSrcs, st)
@@ -273,7 +273,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}
 	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
-	p, err := s.load(nj)
+	p, err := s.Load(nj)
 	if err != nil {
 		s.cuts.Delete(nj.ID)
 		s.cuts.Delete(old.ID)
@@ -297,13 +297,13 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	// running); what fails here is the driver's to retry.
 	if err := s.positionSubscriptions(ctx, pb, nj.ID); err != nil {
 		if !errors.Is(err, errNotYet) {
-			s.opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
+			s.Opts.Logger.Error("parallel replacement: positioning the subscriptions (retried)", "job_id", nj.ID, "error", err)
 		}
 	} else if err := s.startParallel(ctx, nj.ID); err != nil {
-		s.opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
+		s.Opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
 	}
 	s.startDriver(nj.ID)
-	if nj, err = s.readJob(nj.ID); err != nil {
+	if nj, err = s.ReadJob(nj.ID); err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", id, err)
 	}
 	sum := old.Summary()
@@ -311,7 +311,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if plan.Rewind {
 		how = "the old job's rewind point (every window it emits is complete)"
 	}
-	return &UpdateResult{Report: compatibleReport(), Job: nj, Replaced: &sum,
+	return &UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
 			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
 }
@@ -329,7 +329,7 @@ var errNotYet = errors.New("not yet")
 // OVERLAP): RUNNING, then the phase on both jobs, the old one with
 // replaced_by_job_id. The caller holds the new job's name guard.
 func (s *Service) startParallel(ctx context.Context, newID string) error {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
 	}
@@ -340,42 +340,42 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 	if nj.State == record.StatePending {
 		// A new job that fails here ends the flow FAILED through the
 		// driver (which holds no guard; this caller holds one).
-		p, err := s.load(nj)
+		p, err := s.Load(nj)
 		if err != nil {
-			return s.fail(nj, fmt.Sprintf("building the replacement job: %v", err))
+			return s.Fail(nj, fmt.Sprintf("building the replacement job: %v", err))
 		}
-		if err := s.launch(s.ctx, nj, p.Program(), nil); err != nil {
+		if err := s.Launch(s.Ctx, nj, p.Program(), nil); err != nil {
 			return err
 		}
 		if nj.State == record.StateFailed {
 			return nil
 		}
 	}
-	return s.update(func(tx *Tx) error {
-		if nj, err = s.readJob(newID); err != nil {
+	return s.TxUpdate(func(tx *Tx) error {
+		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}
-		old, err := s.readJob(nj.Replacement.OldJobID)
+		old, err := s.ReadJob(nj.Replacement.OldJobID)
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := s.Now()
 		rep = nj.Replacement
 		rep.Phase, rep.PhaseTime, rep.Parallel.OverlapStart = record.PhaseOverlap, now, &now
 		oldRep := *rep
 		old.ReplacedByJobID, old.Replacement = nj.ID, &oldRep
 		w := &state.Write{}
-		tx.PhaseEvents(w, nj, old)
-		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+		addPhaseEvents(tx, w, nj, old)
+		if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
-		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
+		if err := core.PutJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
 			return errcode.Internalf("recording the overlap of jobs %s and %s: %w", old.ID, nj.ID, err)
 		}
-		s.opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
+		s.Opts.Logger.Info("parallel replacement: overlap", "job_id", nj.ID, "old_job_id", old.ID,
 			"min_parallel", duration.Format(time.Duration(rep.Parallel.MinParallelMillis)*time.Millisecond))
 		return nil
 	})
@@ -384,13 +384,13 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 // dataWatermark returns the data watermark of job id's live execution (the
 // minimum of its sources' output watermarks); ok false when it has none.
 func (s *Service) dataWatermark(id string) (mtime.Time, bool) {
-	jr := s.runningJob(id)
+	jr := s.RunningJob(id)
 	if jr == nil {
 		return 0, false
 	}
-	res := jr.x.Metrics()
+	res := jr.X.Metrics()
 	wm, have := mtime.MaxTimestamp, false
-	for _, st := range jr.prog.Graph.Steps {
+	for _, st := range jr.Prog.Graph.Steps {
 		if st.Kind == graph.KindSource {
 			wm, have = mtime.Min(wm, res.Step(st.Name).Watermark), true
 		}
@@ -413,7 +413,7 @@ func (s *Service) parallelProgress(nj *record.Job) ParallelProgress {
 	flow := rep.Parallel
 	pp := ParallelProgress{MinParallel: time.Duration(flow.MinParallelMillis) * time.Millisecond}
 	if flow.OverlapStart != nil {
-		pp.Elapsed = s.now().Sub(*flow.OverlapStart)
+		pp.Elapsed = s.Now().Sub(*flow.OverlapStart)
 	}
 	if wm, ok := s.dataWatermark(rep.OldJobID); ok && wm > mtime.MinTimestamp && wm < mtime.MaxTimestamp {
 		pp.OldWatermark = wm.ToTime()
@@ -427,8 +427,8 @@ func (s *Service) parallelProgress(nj *record.Job) ParallelProgress {
 // parallelStep moves the parallel flow of job newID on by what the
 // records say now, and reports whether the driver is done with it.
 func (s *Service) parallelStep(newID string) (done bool, err error) {
-	ctx := s.ctx
-	nj, err := s.readJob(newID)
+	ctx := s.Ctx
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return true, err
 	}
@@ -437,7 +437,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 	if flow == nil || rep.Phase == record.PhaseFailed || rep.Phase == record.PhaseRolledBack {
 		return true, nil
 	}
-	old, err := s.readJob(rep.OldJobID)
+	old, err := s.ReadJob(rep.OldJobID)
 	if err != nil {
 		return true, err
 	}
@@ -451,7 +451,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 			err := s.parallelFailed(newID, reason)
 			return err == nil, err
 		}
-		pb, ok := s.opts.Broker.(parallelBroker)
+		pb, ok := s.Opts.Broker.(parallelBroker)
 		if !ok {
 			return true, s.parallelFailed(newID, "the server has no Pub/Sub broker")
 		}
@@ -460,7 +460,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		} else if err != nil {
 			return false, err
 		}
-		unlock, err := s.lockName(ctx, nj.Name) // lock order 1
+		unlock, err := s.LockName(ctx, nj.Name) // lock order 1
 		if err != nil {
 			return true, err
 		}
@@ -478,7 +478,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if errors.Is(err, errFlowGone) {
 			// A rollback of the new job took its record over: its own flow
 			// decides what happens to the tables; nothing is compacted.
-			s.opts.Logger.Info("parallel replacement: the flow's record was replaced by a later flow; not compacting", "job_id", newID)
+			s.Opts.Logger.Info("parallel replacement: the flow's record was replaced by a later flow; not compacting", "job_id", newID)
 			return true, nil
 		}
 		return done, err
@@ -486,7 +486,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		return true, nil
 	}
 	if old.State.Terminal() {
-		if old.PendingCommit || s.runningJob(old.ID) != nil {
+		if old.PendingCommit || s.RunningJob(old.ID) != nil {
 			return false, nil // its final commit is not confirmed yet
 		}
 		return false, s.parallelCutOver(ctx, newID)
@@ -499,9 +499,9 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		if flow.WaitWatermark && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
 			return false, nil
 		}
-		s.opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
+		s.Opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
 			"old_watermark", pp.OldWatermark, "cut_over_watermark", pp.CutOver)
-		unlock, err := s.lockName(ctx, old.Name) // lock order 1
+		unlock, err := s.LockName(ctx, old.Name) // lock order 1
 		if err != nil {
 			return true, err
 		}
@@ -513,7 +513,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 	// A maximum of 0s gives the drain no time: the first step after it
 	// began times it out.
 	limit, hasLimit := rep.MaxStop()
-	if !hasLimit || rep.DrainTimedOut || rep.DrainStart == nil || s.now().Sub(*rep.DrainStart) < limit {
+	if !hasLimit || rep.DrainTimedOut || rep.DrainStart == nil || s.Now().Sub(*rep.DrainStart) < limit {
 		return false, nil
 	}
 	maxStop := duration.Format(limit)
@@ -537,10 +537,10 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 func (s *Service) drainOld(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.drainRollbackCut(newID, record.PhaseOverlap)
-	defer s.finishRollbackCut(rb)
-	return s.update(func(tx *Tx) error {
-		nj, err := s.readJob(newID)
+	rb := s.DrainRollbackCut(newID, record.PhaseOverlap)
+	defer s.FinishRollbackCut(rb)
+	return s.TxUpdate(func(tx *Tx) error {
+		nj, err := s.ReadJob(newID)
 		if err != nil {
 			return err
 		}
@@ -548,18 +548,18 @@ func (s *Service) drainOld(newID string) error {
 		if rep.Phase != record.PhaseOverlap {
 			return nil
 		}
-		old, err := s.readJob(rep.OldJobID)
+		old, err := s.ReadJob(rep.OldJobID)
 		if err != nil {
 			return err
 		}
-		jr := s.runningJob(old.ID)
+		jr := s.RunningJob(old.ID)
 		if old.State != record.StateRunning || jr == nil {
 			return nil // it ends by itself (the next step cuts over)
 		}
-		if err := s.drainOldJob(tx, nj, old, jr, rb, s.now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
+		if err := s.drainOldJob(tx, nj, old, jr, rb, s.Now(), "drained after its parallel replacement by job "+nj.ID); err != nil {
 			return err
 		}
-		s.opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
+		s.Opts.Logger.Info("parallel replacement: draining the old job", "job_id", old.ID, "new_job_id", nj.ID)
 		return nil
 	})
 }
@@ -585,11 +585,11 @@ func parallelDriven(j *record.Job) bool {
 // replacement that has not cut over: the flow's records and views are
 // about those two jobs.
 func (s *Service) refuseDuringParallel(name string) error {
-	l, err := s.readLineage(name)
+	l, err := s.ReadLineage(name)
 	if err != nil || l.ActiveJobID == "" {
 		return nil
 	}
-	j, err := s.readJob(l.ActiveJobID)
+	j, err := s.ReadJob(l.ActiveJobID)
 	if err != nil || j.Replacement == nil || j.Replacement.Strategy != record.StrategyParallel || j.Replacement.Phase.Final() {
 		return nil
 	}
@@ -606,7 +606,7 @@ func (s *Service) withParallelProgress(j *record.Job) *record.Job {
 	nj := j
 	if j.ID != j.Replacement.NewJobID {
 		var err error
-		if nj, err = s.readJob(j.Replacement.NewJobID); err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
+		if nj, err = s.ReadJob(j.Replacement.NewJobID); err != nil || nj.Replacement == nil || nj.Replacement.Parallel == nil {
 			return j
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -21,7 +22,7 @@ import (
 
 // facadeTarget is t as io/sqlsink addresses it, on the service's clock.
 func (s *Service) facadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
-	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.now}
+	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.Now}
 }
 
 // parallelCutOver completes the flow of job newID once the old job ended:
@@ -29,20 +30,20 @@ func (s *Service) facadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
 // it deleted, CUT_OVER on both jobs. Each step is idempotent (a crash
 // repeats it).
 func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
 	}
 	rep := nj.Replacement
 	flow := rep.Parallel
-	old, err := s.readJob(rep.OldJobID)
+	old, err := s.ReadJob(rep.OldJobID)
 	if err != nil {
 		return err
 	}
 	if _, err := s.endOldGenerations(ctx, flow, nj.Generation); err != nil {
 		return err
 	}
-	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+	if pb, ok := s.Opts.Broker.(parallelBroker); ok {
 		for i := range flow.Subscriptions {
 			ps := &flow.Subscriptions[i]
 			if ps.OldDeleted || ps.OldNamed {
@@ -54,15 +55,15 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 			ps.OldDeleted = true
 		}
 	}
-	return s.update(func(tx *Tx) error {
-		cur, err := s.readJob(newID)
+	return s.TxUpdate(func(tx *Tx) error {
+		cur, err := s.ReadJob(newID)
 		if err != nil {
 			return err
 		}
 		if cur.Replacement.Phase.Final() {
 			return nil
 		}
-		now := s.now()
+		now := s.Now()
 		cur.Replacement.Parallel.Subscriptions, cur.Replacement.Parallel.Tables = flow.Subscriptions, flow.Tables
 		cur.Replacement.Phase, cur.Replacement.PhaseTime, cur.Replacement.Parallel.OldEnded = record.PhaseCutOver, now, &now
 		if cur.Replacement.DrainStart != nil {
@@ -72,17 +73,17 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 		if old.State != record.StateDrained {
 			cur.Replacement.Notes = append(cur.Replacement.Notes, fmt.Sprintf("job %s ended %s", old.ID, old.State))
 		}
-		if old, err = s.readJob(old.ID); err != nil {
+		if old, err = s.ReadJob(old.ID); err != nil {
 			return err
 		}
 		oldRep := *cur.Replacement
 		old.Replacement = &oldRep
 		w := &state.Write{}
-		tx.PhaseEvents(w, cur, old)
-		if err := putJSON(w, record.JobKey(cur.ID), cur); err != nil {
+		addPhaseEvents(tx, w, cur, old)
+		if err := core.PutJSON(w, record.JobKey(cur.ID), cur); err != nil {
 			return err
 		}
-		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
+		if err := core.PutJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		// The compaction waits for the rollback retention; should a later flow
@@ -94,7 +95,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 		if err := tx.Apply(w); err != nil {
 			return errcode.Internalf("recording the cut-over of job %s: %w", cur.ID, err)
 		}
-		s.opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
+		s.Opts.Logger.Info("parallel replacement: cut over", "job_id", cur.ID, "old_job_id", old.ID)
 		return nil
 	})
 }
@@ -148,12 +149,12 @@ func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error)
 			return false, nil
 		}
 	}
-	ret := s.opts.RollbackRetention
+	ret := s.Opts.RollbackRetention
 	started := nj.CreateTime
 	if flow.OverlapStart != nil {
 		started = *flow.OverlapStart
 	}
-	now := s.now()
+	now := s.Now()
 	if flow.OldEnded == nil || now.Sub(*flow.OldEnded) < ret || now.Sub(started) < ret {
 		return false, nil
 	}
@@ -162,7 +163,7 @@ func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error)
 		if err != nil {
 			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
 		}
-		s.opts.Logger.Info("parallel replacement: old generation compacted", "job_id", nj.ID, "table", t.Table, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
+		s.Opts.Logger.Info("parallel replacement: old generation compacted", "job_id", nj.ID, "table", t.Table, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
 		if len(rep.Waiting) > 0 {
 			return false, nil
 		}
@@ -178,13 +179,13 @@ func (s *Service) sweepGoneFlow(nj *record.Job, err error) error {
 		return err
 	}
 	names := []string{nj.Name}
-	if old, rerr := s.readJob(nj.Replacement.OldJobID); rerr == nil {
+	if old, rerr := s.ReadJob(nj.Replacement.OldJobID); rerr == nil {
 		names = append(names, old.Name)
 	}
-	return s.update(func(tx *Tx) error {
+	return s.TxUpdate(func(tx *Tx) error {
 		w := &state.Write{}
 		for _, t := range nj.Replacement.Parallel.Tables {
-			if _, gerr := s.store.Get(facadeSweepKey(t)); gerr == nil {
+			if _, gerr := s.Store.Get(facadeSweepKey(t)); gerr == nil {
 				continue // the cut-over's entry
 			}
 			if perr := s.putFacadeSweeps(w, []record.FacadeTable{t}, names...); perr != nil {
@@ -206,8 +207,8 @@ var errFlowGone = errors.New("the parallel replacement's record was replaced by 
 // updateFlow applies fn to the parallel flow on job newID's record, or
 // answers errFlowGone when the record holds none any more.
 func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error {
-	return s.update(func(tx *Tx) error {
-		cur, err := s.readJob(newID)
+	return s.TxUpdate(func(tx *Tx) error {
+		cur, err := s.ReadJob(newID)
 		if err != nil {
 			return err
 		}
@@ -216,7 +217,7 @@ func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error 
 		}
 		fn(cur.Replacement.Parallel)
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(cur.ID), cur); err != nil {
+		if err := core.PutJSON(w, record.JobKey(cur.ID), cur); err != nil {
 			return err
 		}
 		return tx.Apply(w)
@@ -226,7 +227,7 @@ func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error 
 // parallelFailed ends the flow of job newID FAILED while it has not
 // started: the old job stays as it is and, under the same name, active.
 func (s *Service) parallelFailed(newID, reason string) error {
-	return s.parallelGiveUp(s.ctx, newID, record.PhaseFailed, reason)
+	return s.parallelGiveUp(s.Ctx, newID, record.PhaseFailed, reason)
 }
 
 // abortParallel gives the parallel replacement whose new job is newID up
@@ -236,7 +237,7 @@ func (s *Service) parallelFailed(newID, reason string) error {
 // keeps running and is the name's active job again. It returns once the
 // new job has stopped.
 func (s *Service) abortParallel(ctx context.Context, newID, reason string) error {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
 	}
@@ -258,31 +259,31 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 // dropped from the views, its subscriptions deleted, the name's lineage
 // pointing at the old job again.
 func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record.ReplacementPhase, reason string) error {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
 	}
 	if !nj.State.Terminal() {
 		if _, err := s.Cancel(ctx, nj.ID); err != nil {
-			if cur, rerr := s.readJob(newID); rerr != nil || !cur.State.Terminal() {
+			if cur, rerr := s.ReadJob(newID); rerr != nil || !cur.State.Terminal() {
 				return err // not ended in between
 			}
 		}
 	}
 	for {
-		changed := s.changes.next()
-		cur, err := s.readJob(newID)
+		changed := s.Changes.Next()
+		cur, err := s.ReadJob(newID)
 		if err != nil {
 			return err
 		}
-		if cur.State == record.StateCancelling && s.runningJob(cur.ID) == nil {
-			unlock, err := s.lockName(ctx, cur.Name) // lock order 1
+		if cur.State == record.StateCancelling && s.RunningJob(cur.ID) == nil {
+			unlock, err := s.LockName(ctx, cur.Name) // lock order 1
 			if err != nil {
 				return err
 			}
-			err = s.update(func(tx *Tx) error {
+			err = s.TxUpdate(func(tx *Tx) error {
 				var err error
-				if cur, err = s.readJob(newID); err == nil && !cur.State.Terminal() {
+				if cur, err = s.ReadJob(newID); err == nil && !cur.State.Terminal() {
 					err = tx.Transition(cur, record.StateCancelled, reason)
 				}
 				return err
@@ -293,7 +294,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 			}
 			continue
 		}
-		if cur.State.Terminal() && s.runningJob(cur.ID) == nil {
+		if cur.State.Terminal() && s.RunningJob(cur.ID) == nil {
 			nj = cur
 			break
 		}
@@ -309,27 +310,27 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 			return fmt.Errorf("dropping generation %d of %s: %w", nj.Generation, t.Table, err)
 		}
 	}
-	if pb, ok := s.opts.Broker.(parallelBroker); ok {
+	if pb, ok := s.Opts.Broker.(parallelBroker); ok {
 		for _, ps := range flow.Subscriptions {
 			if err := pb.DeleteSubscription(ctx, ps.New); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
 				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.New, nj.ID, err)
 			}
 		}
 	}
-	old, err := s.readJob(nj.Replacement.OldJobID)
+	old, err := s.ReadJob(nj.Replacement.OldJobID)
 	if err != nil {
 		return err
 	}
-	unlock, err := s.lockName(ctx, old.Name) // lock order 1
+	unlock, err := s.LockName(ctx, old.Name) // lock order 1
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return s.update(func(tx *Tx) error {
-		if nj, err = s.readJob(newID); err != nil {
+	return s.TxUpdate(func(tx *Tx) error {
+		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}
-		if old, err = s.readJob(old.ID); err != nil {
+		if old, err = s.ReadJob(old.ID); err != nil {
 			return err
 		}
 		if nj.Replacement.Phase.Final() {
@@ -338,26 +339,26 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 		if r := nj.Replacement.Parallel.RollbackReason; r != "" {
 			phase, reason = record.PhaseRolledBack, r
 		}
-		now := s.now()
+		now := s.Now()
 		nj.Replacement.Phase, nj.Replacement.PhaseTime = phase, now
 		nj.Replacement.Notes = append(nj.Replacement.Notes, reason)
 		oldRep := *nj.Replacement
 		old.Replacement, old.ReplacedByJobID = &oldRep, ""
 		w := &state.Write{}
-		tx.PhaseEvents(w, nj, old)
-		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+		addPhaseEvents(tx, w, nj, old)
+		if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
-		if err := putJSON(w, record.JobKey(old.ID), old); err != nil {
+		if err := core.PutJSON(w, record.JobKey(old.ID), old); err != nil {
 			return err
 		}
 		if old.Name == nj.Name && old.Active() {
-			l, err := s.readLineage(old.Name)
+			l, err := s.ReadLineage(old.Name)
 			if err != nil {
 				return err
 			}
 			l.ActiveJobID = old.ID
-			if err := putJSON(w, record.LineageKey(old.Name), l); err != nil {
+			if err := core.PutJSON(w, record.LineageKey(old.Name), l); err != nil {
 				return err
 			}
 		}
@@ -365,7 +366,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 			return errcode.Internalf("recording the end of the parallel replacement of job %s: %w", old.ID, err)
 		}
 		s.cuts.Delete(old.ID) // the old job owns every window again
-		s.opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
+		s.Opts.Logger.Warn("parallel replacement given up", "job_id", nj.ID, "old_job_id", old.ID, "phase", phase, "reason", reason)
 		return nil
 	})
 }

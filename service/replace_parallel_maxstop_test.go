@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )
@@ -38,7 +39,7 @@ func TestParallelZeroMaxStop(t *testing.T) {
 			var hold atomic.Value // the old job's ID
 			clock := &shiftClock{base: time.Now()}
 			s, err := open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-				Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, testHooks{finishing: func(id string) {
+				Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, Hooks{Finishing: func(id string) {
 				if v, _ := hold.Load().(string); v == id {
 					<-release
 				}

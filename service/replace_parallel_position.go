@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
@@ -27,7 +28,7 @@ import (
 // harmless. errNotYet: the old job's execution has not produced an
 // element yet (it resumes, or no message came since it started).
 func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, newID string) error {
-	nj, err := s.readJob(newID)
+	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 				continue
 			}
 			if err := pb.DeleteSubscriptionSnapshot(ctx, snap); err != nil && !errors.Is(err, pubsub.ErrSnapshotNotFound) {
-				s.opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", err)
+				s.Opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", err)
 			}
 		}
 	}()
@@ -69,7 +70,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		// emits is complete. It publishes (Pub/Sub) the windows that start
 		// at or after the old job's watermark now (none of them fired in
 		// the old job yet), less 1ms for the rule's "after T0".
-		old, err := s.readJob(nj.Replacement.OldJobID)
+		old, err := s.ReadJob(nj.Replacement.OldJobID)
 		if err != nil {
 			return err
 		}
@@ -95,13 +96,13 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		}
 		rp = &p
 	} else {
-		jr := s.runningJob(nj.Replacement.OldJobID)
+		jr := s.RunningJob(nj.Replacement.OldJobID)
 		if jr == nil {
 			return errNotYet
 		}
 		known := false
-		for name, code := range jr.prog.Code {
-			if st := jr.prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
+		for name, code := range jr.Prog.Code {
+			if st := jr.Prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
 				continue
 			}
 			if r, ok := code.(maxEventReporter); ok {
@@ -126,7 +127,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		if err != nil {
 			return fmt.Errorf("positioning subscription %s at %s's position: %w", ps.New, ps.Old, err)
 		}
-		s.opts.Logger.Info("parallel replacement: subscription positioned", "job_id", nj.ID, "subscription", ps.New, "from", ps.Old, "ack_floor", res.AckFloor, "backlog", res.Backlog)
+		s.Opts.Logger.Info("parallel replacement: subscription positioned", "job_id", nj.ID, "subscription", ps.New, "from", ps.Old, "ack_floor", res.AckFloor, "backlog", res.Backlog)
 		if rp == nil {
 			continue
 		}
@@ -141,11 +142,11 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			if err := rw.SeekToSequence(ctx, ps.New, rs.FirstSequence); err != nil {
 				return fmt.Errorf("positioning subscription %s of topic %s at sequence %d for the re-read: %w", ps.New, rs.Topic, rs.FirstSequence, err)
 			}
-			s.opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
+			s.Opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 		}
 	}
-	return s.update(func(tx *Tx) error {
-		if nj, err = s.readJob(newID); err != nil {
+	return s.TxUpdate(func(tx *Tx) error {
+		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}
 		flow = nj.Replacement.Parallel
@@ -159,13 +160,13 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			s.cutRuleOf(nj.ID, nj.Replacement.OldJobID, nj.Replacement.Rewind, nil).cut.Store(int64(cut))
 		}
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(nj.ID), nj); err != nil {
+		if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
 			return err
 		}
-		s.opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
+		s.Opts.Logger.Info("parallel replacement: cut-over time", "job_id", nj.ID, "cut_time", flow.CutTime, "old_job_id", nj.Replacement.OldJobID)
 		return nil
 	})
 }
@@ -191,7 +192,7 @@ type parallelOldSource struct {
 func parallelOldSources(ctx context.Context, pb parallelBroker, old *record.Job, og *graph.Pipeline) (map[string]parallelOldSource, error) {
 	out := map[string]parallelOldSource{}
 	for _, st := range og.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			continue
 		}
 		src := parallelOldSource{identity: st.Source.Identity, sub: old.Subscriptions[st.Name]}
@@ -273,12 +274,12 @@ func (s *Service) oldJobHasRead(nj *record.Job) bool {
 		wm, ok := s.dataWatermark(nj.Replacement.OldJobID)
 		return ok && wm > mtime.MinTimestamp
 	}
-	jr := s.runningJob(nj.Replacement.OldJobID)
+	jr := s.RunningJob(nj.Replacement.OldJobID)
 	if jr == nil {
 		return false
 	}
-	for name, code := range jr.prog.Code {
-		if st := jr.prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
+	for name, code := range jr.Prog.Code {
+		if st := jr.Prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
 			continue
 		}
 		if r, ok := code.(maxEventReporter); ok {

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -265,7 +266,7 @@ func waitAcked(t *testing.T, s *Service, b *pubsub.Broker, sub string) {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.changes.next()
+		changed := s.Changes.Next()
 		info, err := b.Subscription(context.Background(), sub)
 		if err == nil && info.Backlog == 0 {
 			return

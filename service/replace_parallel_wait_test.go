@@ -1,11 +1,12 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 )
 
 // TestParallelWaitsForOldMessage: a parallel flow whose old job has read

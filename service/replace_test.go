@@ -1,13 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -124,10 +126,10 @@ type Rewinder interface {
 var _ Rewinder = (*pubsub.Broker)(nil)
 
 func (s *Service) rewinder() (Rewinder, bool) {
-	if s.opts.Broker == nil {
+	if s.Opts.Broker == nil {
 		return nil, false
 	}
-	r, ok := s.opts.Broker.(Rewinder)
+	r, ok := s.Opts.Broker.(Rewinder)
 	return r, ok
 }
 
@@ -286,7 +288,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *record.Job, newGraph *gr
 		return record.RewindPoint{}, errcode.Internalf("job %s: its graph does not parse: %w", old.ID, err)
 	}
 	for _, st := range og.Steps {
-		if st.Kind != graph.KindSource || st.Source != nil && st.Source.Kind == pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source != nil && st.Source.Kind == core.PubSubSourceKind {
 			continue
 		}
 		kind := "a source of unknown kind"
@@ -304,7 +306,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *record.Job, newGraph *gr
 	if err := checkRewindable(old, oldS, newS); err != nil {
 		return record.RewindPoint{}, err
 	}
-	rec, err := s.store.LastCheckpoint(old.ID)
+	rec, err := s.Store.LastCheckpoint(old.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		// No checkpoint yet: nothing it read is acknowledged (below).
 		rec, err = nil, nil

@@ -1,8 +1,10 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"fmt"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -59,28 +61,7 @@ func rewindOf(j *record.Job) *record.CatchUp {
 	return j.CatchUp
 }
 
-// CatchUpReporter is implemented by source code that re-reads for a
-// replacement job (*pubsub.Source): how far its catch-up is.
-type CatchUpReporter interface {
-	// CatchUp returns the progress, or false when the source does not
-	// re-read.
-	CatchUp() (pubsub.CatchUp, bool)
-}
-
-var _ CatchUpReporter = (*pubsub.Source)(nil)
-
-// catchUpOf returns the progress of a source's code, or nil.
-func catchUpOf(code any) *record.SourceCatchUp {
-	cr, ok := code.(CatchUpReporter)
-	if !ok {
-		return nil
-	}
-	c, ok := cr.CatchUp()
-	if !ok {
-		return nil
-	}
-	return &record.SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
-}
+var _ core.CatchUpReporter = (*pubsub.Source)(nil)
 
 // CatchUpExpiryReporter is implemented by source code that re-reads for a
 // replacement job (*pubsub.Source): it tells of the messages of the
@@ -97,7 +78,7 @@ var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
 // reportCatchUpExpired makes the re-reading sources of prog, j's program
 // run as jr, record what their re-read found gone (catchUpExpired). Called
 // for every execution before it starts.
-func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr *jobRun) {
+func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr *Run) {
 	if !rewindsInput(j) {
 		return
 	}
@@ -116,8 +97,8 @@ func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr
 // a log line. Nothing is lost silently: the old job had read those
 // messages, so the windows holding them fire without them. The event
 // follows the job's start (emitRun).
-func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
-	id, name := jr.id, jr.name
+func (s *Service) catchUpExpired(jr *Run) func(pubsub.CatchUpExpired) {
+	id, name := jr.ID, jr.Name
 	return func(e pubsub.CatchUpExpired) {
 		gone := fmt.Sprintf("%d messages the old job had read (sequences %d to %d)", e.Messages, e.FirstSeq, e.LastSeq)
 		if e.Messages == 1 {
@@ -129,10 +110,10 @@ func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
 		}
 		msg := fmt.Sprintf("source %s re-reads topic %s for the replacement, but %s are no longer in the topic (its retention, a size limit or a purge dropped them): %s, and the windows holding those messages fire without them. Keep a topic's messages longer than a replacement's re-read takes",
 			e.Step, e.Topic, gone, then)
-		s.opts.Logger.Warn("re-read: messages the old job had read are no longer in the topic's retention", "job_id", id, "job_name", name,
+		s.Opts.Logger.Warn("re-read: messages the old job had read are no longer in the topic's retention", "job_id", id, "job_name", name,
 			"step", e.Step, "topic", e.Topic, "subscription", e.Subscription, "expired_messages", e.Messages,
 			"first_seq", e.FirstSeq, "last_seq", e.LastSeq, "hold_until_seq", e.HoldUntil, "next_seq", e.NextSeq)
-		s.emitRun(jr, record.EventCatchUpExpired, record.SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
+		s.EmitRun(jr, record.EventCatchUpExpired, record.SeverityWarning, msg, map[string]any{"step": e.Step, "topic": e.Topic, "subscription": e.Subscription,
 			"expired_messages": e.Messages, "first_seq": e.FirstSeq, "last_seq": e.LastSeq, "hold_until_seq": e.HoldUntil, "next_seq": e.NextSeq})
 	}
 }
@@ -140,16 +121,16 @@ func (s *Service) catchUpExpired(jr *jobRun) func(pubsub.CatchUpExpired) {
 // carriedCatchUp returns what the in-place update of old, running as jr,
 // carries on (Job.CatchUp): old's re-read when one of its sources still
 // catches up, else nil.
-func carriedCatchUp(old *record.Job, jr *jobRun) *record.CatchUp {
+func carriedCatchUp(old *record.Job, jr *Run) *record.CatchUp {
 	cu := rewindOf(old)
 	if cu == nil {
 		return nil
 	}
-	for _, st := range jr.prog.Graph.Steps {
+	for _, st := range jr.Prog.Graph.Steps {
 		if st.Kind != graph.KindSource {
 			continue
 		}
-		if c := catchUpOf(jr.prog.Code[st.Name]); c != nil && !c.CaughtUp {
+		if c := core.CatchUpOf(jr.Prog.Code[st.Name]); c != nil && !c.CaughtUp {
 			return cu
 		}
 	}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )
@@ -37,7 +39,7 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 	}
 	clock := &shiftClock{base: time.Now()}
 	s, err := open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: time.Hour,
-		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, testHooks{})
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +52,12 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 // reports whether a checkpoint was written.
 func takeCheckpoint(t *testing.T, s *Service, name string) bool {
 	t.Helper()
-	v, ok := s.live.Load(name)
+	v, ok := s.Live.Load(name)
 	if !ok {
 		return false // between executions
 	}
-	err := s.checkpoint(v.(*jobRun), nil)
-	if err != nil && !errors.Is(err, errNotWritten) {
+	err := s.Checkpoint(v.(*Run), nil)
+	if err != nil && !errors.Is(err, core.ErrNotWritten) {
 		t.Logf("checkpoint of %s: %v", name, err)
 	}
 	return err == nil
@@ -92,7 +94,7 @@ func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bo
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.changes.next()
+		changed := s.Changes.Next()
 		if cond() {
 			return
 		}
@@ -196,7 +198,7 @@ func TestRewindCatchUp(t *testing.T) {
 				if last := nj.Replacement.RewindPoint.Sources[0].LastSequence; last != uint64(len(phase1)) {
 					t.Fatalf("the old job's last sequence %d, want %d", last, len(phase1))
 				}
-				checkpointUntil(t, s, "sums", "its execution", func() bool { return s.runningJob(nj.ID) != nil })
+				checkpointUntil(t, s, "sums", "its execution", func() bool { return s.RunningJob(nj.ID) != nil })
 				checkpointUntil(t, s, "sums", "the catch-up to reach the operation's point", func() bool {
 					c := catchUpOfJob(t, s, nj.ID)
 					return c != nil && c.ReadSequence >= tc.atSeq
@@ -228,7 +230,7 @@ func TestRewindCatchUp(t *testing.T) {
 						}
 						s, _, _ = openCatchUpService(t, dir, b)
 						id := last.ID
-						checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.runningJob(id) != nil })
+						checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.RunningJob(id) != nil })
 						if j, err := s.Get(id); err != nil || (j.Replacement == nil) == (j.CatchUp == nil) {
 							t.Errorf("resumed job %s: replacement %+v, catch_up %+v; want the one it had", id, j.Replacement, j.CatchUp)
 						}

@@ -1,10 +1,11 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 

@@ -1,13 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )
@@ -107,7 +108,7 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 					t.Fatalf("rewind point %+v, want skip_before %s", rp, skip)
 				}
 				t.Logf("rewind point %+v", fin.Replacement.RewindPoint)
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, "sr-sub")
 				m, err := s.Metrics(nj.ID)

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"cmp"
 	"context"
 	"database/sql"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -317,7 +318,7 @@ func openRewindService(t *testing.T, dir string, finishing func(string)) (*Servi
 	}
 	clock := &shiftClock{base: time.Now()}
 	s, err := open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, testHooks{finishing: finishing})
+		Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}, Hooks{Finishing: finishing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				if o, _ := s.Get(old.ID); o.State != tc.wantOldStop || o.ReplacedByJobID != nj.ID {
 					t.Fatalf("old job: %s replaced by %q, want %s", o.State, o.ReplacedByJobID, tc.wantOldStop)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, newSub)
 				// The window [0s,10s) had expired at the old job's watermark:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
@@ -61,150 +63,6 @@ import (
 // DefaultRollbackMaxStop bounds the current job's drain in a rollback when
 // the request gives no bound; it is then cancelled.
 const DefaultRollbackMaxStop = 5 * time.Minute
-
-// rollbackCut is a rollback snapshot on its way: its record (written in
-// the handover's or the drain's write), the pinned store its state is
-// copied from, and what to copy.
-type rollbackCut struct {
-	snap    *record.Snapshot
-	pin     *state.Pinned
-	cut     state.SnapshotCut
-	written bool
-}
-
-// newRollbackCut returns the rollback snapshot of job old, replaced by job
-// newID at the checkpoint (epoch, positions); names maps old step names to
-// the lineage names their state has after the handover (renames).
-func (s *Service) newRollbackCut(old *record.Job, newID string, epoch uint64, positions map[string][][]byte, names map[string]string) (*rollbackCut, error) {
-	g, err := graph.Parse(old.Graph)
-	if err != nil {
-		return nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
-	}
-	id, err := newSnapshotID()
-	if err != nil {
-		return nil, errcode.Internalf("%w", err)
-	}
-	now := s.now()
-	ret := s.opts.RollbackRetention
-	snap := &record.Snapshot{ID: id, SourceJobID: old.ID, JobName: old.Name, Generation: old.Generation, CreationTime: now,
-		TTL: duration.Format(ret), ExpireTime: now.Add(ret), State: record.SnapshotRunning, StateTime: now,
-		Description:    fmt.Sprintf("rollback point of generation %d (job %s), kept when job %s replaced it", old.Generation, old.ID, newID),
-		PubsubMetadata: []record.PubsubSnapshotMetadata{}, SDK: old.SDK, Graph: old.Graph,
-		Epoch: epoch, Positions: positions, SinkEpoch: epoch, Kind: record.SnapshotKindRollback, ReplacedByJobID: newID}
-	steps := make([]string, 0, len(g.Steps))
-	for _, st := range g.Steps {
-		steps = append(steps, st.Name)
-	}
-	cut := state.SnapshotCut{Lineage: old.Name, Steps: steps, Names: names,
-		Record: state.CheckpointRecord{JobID: old.ID, Epoch: epoch, Positions: positions}}
-	return &rollbackCut{snap: snap, cut: cut}, nil
-}
-
-// put adds the snapshot's record (RUNNING) to w. A nil cut adds nothing.
-func (rc *rollbackCut) put(w *state.Write) error {
-	if rc == nil {
-		return nil
-	}
-	return putJSON(w, record.SnapshotKey(rc.snap.ID), rc.snap)
-}
-
-// finishRollbackCut starts the copy of a written rollback cut (it becomes
-// READY, or FAILED), or releases the pin of one that was not written. The
-// caller holds no Tx.
-func (s *Service) finishRollbackCut(rc *rollbackCut) {
-	if rc == nil || rc.pin == nil {
-		return
-	}
-	if !rc.written {
-		_ = rc.pin.Release()
-		return
-	}
-	if !s.spawn(func() { s.copySnapshot(rc.snap, rc.pin, rc.cut) }) {
-		_ = rc.pin.Release()
-		if _, err := s.snapshotFailed(rc.snap.ID, "the server shut down before the rollback snapshot's state was copied"); err != nil {
-			s.opts.Logger.Error("recording a failed rollback snapshot", "snapshot_id", rc.snap.ID, "error", err)
-		}
-		return
-	}
-	s.opts.Logger.Info("rollback snapshot cut taken", "snapshot_id", rc.snap.ID, "job_id", rc.snap.SourceJobID,
-		"replaced_by_job_id", rc.snap.ReplacedByJobID, "epoch", rc.snap.Epoch)
-}
-
-// updateRollbackCut is the rollback snapshot of an in-place update u: the
-// handover checkpoint, the old job's steps read under the names the
-// handover gives them.
-func (s *Service) updateRollbackCut(u *update) (*rollbackCut, error) {
-	names := map[string]string{}
-	for o, n := range u.h.Renames {
-		names[o] = n
-	}
-	return s.newRollbackCut(u.old, u.nj.ID, u.cp.Epoch, u.cp.Positions, names)
-}
-
-// drainRollbackCut takes the rollback snapshot's cut of the old job of
-// replacement job newID when the flow is about to drain it (in phase
-// before: PREPARING for a stop-and-replace, OVERLAP for a parallel one):
-// one checkpoint of the old execution, written as its own and pinned. It
-// returns nil when there is nothing to cut (the flow is past PREPARING,
-// the old job does not run or takes no checkpoints) and when the cut
-// failed (logged: the replacement goes on without a rollback point). The
-// caller holds the old job's name guard, not the registry lock.
-func (s *Service) drainRollbackCut(newID string, before record.ReplacementPhase) *rollbackCut {
-	nj, err := s.readJob(newID)
-	if err != nil || nj.Replacement == nil || nj.Replacement.Phase != before {
-		return nil
-	}
-	old, err := s.readJob(nj.Replacement.OldJobID)
-	if err != nil || old.State != record.StateRunning || !old.Checkpointing {
-		return nil
-	}
-	jr := s.runningJob(old.ID)
-	if jr == nil || !jr.checkpointed {
-		return nil
-	}
-	rc, err := s.newRollbackCut(old, nj.ID, 0, nil, nil)
-	if err != nil {
-		s.opts.Logger.Error("replacement: no rollback snapshot", "job_id", old.ID, "error", err)
-		return nil
-	}
-	cp, pin, err := s.snapshotCut(jr)
-	if err != nil {
-		if !errors.Is(err, errNotWritten) {
-			s.checkpointFailed(jr, err)
-		}
-		s.opts.Logger.Error("replacement: taking the rollback snapshot's cut failed; the replacement goes on without one", "job_id", old.ID, "error", err)
-		return nil
-	}
-	rc.pin = pin
-	rc.snap.Epoch, rc.snap.Positions, rc.snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
-	rc.cut.Record.Epoch, rc.cut.Record.Positions = cp.Epoch, cp.Positions
-	return rc
-}
-
-// rollbackHeld reports whether snapshot snap, whose expire time has
-// passed, must still be kept: a rollback snapshot lives at least its TTL
-// (the rollback retention) after the job that replaced its job started
-// running, on the service's clock; one whose replacing job has not run
-// yet (a flow under way) is kept too.
-func (s *Service) rollbackHeld(snap *record.Snapshot, now time.Time) bool {
-	if snap.Kind != record.SnapshotKindRollback || snap.ReplacedByJobID == "" {
-		return false
-	}
-	ttl, err := duration.Parse(snap.TTL)
-	if err != nil {
-		return false
-	}
-	j, err := s.readJob(snap.ReplacedByJobID)
-	if err != nil {
-		return false
-	}
-	for _, c := range j.History {
-		if c.State == record.StateRunning {
-			return now.Before(c.Time.Add(ttl))
-		}
-	}
-	return j.Active()
-}
 
 // RollbackRequest asks to go back to an earlier generation of a job name.
 type RollbackRequest struct {
@@ -289,7 +147,7 @@ type RetentionReader interface {
 // follows the flow: replacement.phase). It holds the name's guard (lock
 // order 1) and the registry lock for the writes only.
 func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	return s.rollbackOnce(ctx, req, func() (*RollbackResult, error) { return s.rollback(ctx, req) })
@@ -312,15 +170,15 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	if res, done, err := s.rollbackOverlap(ctx, req); done {
 		return res, err
 	}
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if s.closing.Load() {
+	if s.Closing.Load() {
 		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; roll back once it is back")
 	}
-	l, err := s.readLineage(req.Name)
+	l, err := s.ReadLineage(req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -330,39 +188,39 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		}
 		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: a rollback replaces the running job (start a job from a rollback snapshot with weir run --create-from-snapshot instead)", req.Name)
 	}
-	cur, err := s.readJob(l.ActiveJobID)
+	cur, err := s.ReadJob(l.ActiveJobID)
 	if err != nil {
 		return nil, errcode.Internalf("reading the active job of %q: %w", req.Name, err)
 	}
 	if err := s.refuseRollbackDuringFlow(cur); err != nil {
 		return nil, err
 	}
-	if cur.State != record.StateRunning || s.runningJob(cur.ID) == nil {
+	if cur.State != record.StateRunning || s.RunningJob(cur.ID) == nil {
 		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
 	}
 	snap, err := s.findRollbackSnapshot(cur, req.ToGeneration)
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.readJob(snap.SourceJobID)
+	src, err := s.ReadJob(snap.SourceJobID)
 	if err != nil {
 		return nil, errcode.Internalf("reading job %s of rollback snapshot %s: %w", snap.SourceJobID, snap.ID, err)
 	}
 	if src.SDK == record.SDKGo {
 		return nil, errcode.Errorf(errcode.IllegalTransition, "generation %d of %s (job %s) is a Go program's: roll it back by starting that build of the program with --create-from-snapshot %s", src.Generation, req.Name, src.ID, snap.ID)
 	}
-	oldGraph, err := snapshotGraph(snap)
+	oldGraph, err := snapshots.SnapshotGraph(snap)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.store.SnapshotRecord(snap.ID)
+	rec, err := s.Store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
 		return nil, errcode.Internalf("reading rollback snapshot %s: %w", snap.ID, err)
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -375,7 +233,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		Pipeline: src.Pipeline, PipelineFile: src.PipelineFile, BaseDir: src.BaseDir, Options: src.Options,
 		ReplacesJobID: cur.ID, Replacement: rep, CreatedFromSnapshotID: snap.ID,
 		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: fmt.Sprintf("rollback of job %s to generation %d (snapshot %s)", cur.ID, src.Generation, snap.ID)}}}
-	p, err := s.load(nj)
+	p, err := s.Load(nj)
 	if err != nil {
 		return nil, fmt.Errorf("the pipeline of generation %d (job %s) no longer loads, so it cannot run again: %w", src.Generation, src.ID, err)
 	}
@@ -405,7 +263,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	if err != nil {
 		return nil, err
 	}
-	err = s.update(func(tx *Tx) error {
+	err = s.TxUpdate(func(tx *Tx) error {
 		tx.AddEvent(w, cur.ID, record.EventReplacementPhase, record.SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
 			map[string]any{"strategy": record.StrategyRollback, "phase": string(record.PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
 		return tx.Apply(w)
@@ -413,13 +271,13 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	if err != nil {
 		return nil, errcode.Internalf("recording the rollback job %s: %w", nj.ID, err)
 	}
-	s.opts.Logger.Info("rollback job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
+	s.Opts.Logger.Info("rollback job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", cur.ID, "to_generation", src.Generation, "snapshot_id", snap.ID)
 	if err := s.beginDrain(nj.ID); err != nil {
 		return nil, err
 	}
 	s.startDriver(nj.ID)
-	if res.Job, err = s.readJob(nj.ID); err != nil {
+	if res.Job, err = s.ReadJob(nj.ID); err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("job %s drains (at most %s), then job %s starts from snapshot %s", cur.ID, duration.Format(req.MaxStop), nj.ID, snap.ID))
@@ -433,11 +291,11 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 // rollback with no snapshot. done is false when the name's active job is
 // not in such a flow. It holds no guard: abortParallel takes them.
 func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *RollbackResult, done bool, _ error) {
-	l, err := s.readLineage(req.Name)
+	l, err := s.ReadLineage(req.Name)
 	if err != nil || l.ActiveJobID == "" {
 		return nil, false, nil
 	}
-	cur, err := s.readJob(l.ActiveJobID)
+	cur, err := s.ReadJob(l.ActiveJobID)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -445,7 +303,7 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 	if rep == nil || rep.Strategy != record.StrategyParallel || rep.NewJobID != cur.ID || (rep.Phase != record.PhasePreparing && rep.Phase != record.PhaseOverlap) {
 		return nil, false, nil
 	}
-	old, err := s.readJob(rep.OldJobID)
+	old, err := s.ReadJob(rep.OldJobID)
 	if err != nil {
 		return nil, true, errcode.Internalf("reading job %s: %w", rep.OldJobID, err)
 	}
@@ -464,10 +322,10 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 	if err := s.abortParallel(ctx, cur.ID, "rolled back (weir jobs rollback): job "+old.ID+" is kept"); err != nil {
 		return nil, true, err
 	}
-	if res.Job, err = s.readJob(old.ID); err != nil {
+	if res.Job, err = s.ReadJob(old.ID); err != nil {
 		return nil, true, errcode.Internalf("reading job %s: %w", old.ID, err)
 	}
-	s.opts.Logger.Info("parallel replacement rolled back", "job_name", cur.Name, "cancelled_job_id", cur.ID, "kept_job_id", old.ID)
+	s.Opts.Logger.Info("parallel replacement rolled back", "job_name", cur.Name, "cancelled_job_id", cur.ID, "kept_job_id", old.ID)
 	return res, true, nil
 }
 
@@ -530,7 +388,7 @@ func (s *Service) findRollbackSnapshot(cur *record.Job, gen int64) (*record.Snap
 	case failed != nil:
 		return nil, errcode.Errorf(errcode.RollbackUnavailable, "the rollback snapshot %s of %s is still being written (%s); roll back in a moment", failed.ID, which, failed.State)
 	}
-	if prev, err := s.readJob(cur.ReplacesJobID); gen == 0 && cur.ReplacesJobID != "" && err == nil && prev.Name != cur.Name {
+	if prev, err := s.ReadJob(cur.ReplacesJobID); gen == 0 && cur.ReplacesJobID != "" && err == nil && prev.Name != cur.Name {
 		return nil, errcode.Errorf(errcode.NoRollbackSnapshot, "job %s (%s) replaced job %s of another name, %s, whose rollback snapshot is kept under that name and is not rolled back to across names: "+
 			"weir snapshots list --job-id %s shows it, and weir run OLD.yaml --job-name %s --create-from-snapshot ID starts a job from it; nothing changed", cur.ID, cur.Name, prev.ID, prev.Name, prev.Name, prev.Name)
 	}
@@ -547,7 +405,7 @@ func snapshotView(snap *record.Snapshot) *record.Snapshot {
 // rollbackSources says, per source of g, where the rollback re-reads
 // from and whether the topic still holds it.
 func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *state.CheckpointRecord) ([]RollbackSource, error) {
-	rr, _ := s.opts.Broker.(RetentionReader)
+	rr, _ := s.Opts.Broker.(RetentionReader)
 	out := []RollbackSource{}
 	for _, st := range g.Steps {
 		if st.Kind != graph.KindSource {
@@ -555,7 +413,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 		}
 		rs := RollbackSource{Step: st.Name, Retained: true}
 		pos := rec.Positions[st.Name]
-		if st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			// Another source resumes from its own position (a file's offset).
 			out = append(out, rs)
 			continue
@@ -586,8 +444,8 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 // those the input since the snapshot falls into.
 func (s *Service) rollbackWindows(snapID string, g *graph.Pipeline, sources []RollbackSource) []RollbackWindows {
 	keys := map[string]int64{}
-	pin := s.store.Pin()
-	_ = s.store.SnapshotEntries(pin, snapID, func(rel, _ []byte) error {
+	pin := s.Store.Pin()
+	_ = s.Store.SnapshotEntries(pin, snapID, func(rel, _ []byte) error {
 		if r, ok := strings.CutPrefix(string(rel), "s/"); ok {
 			if step, _, ok := strings.Cut(r, "\x00"); ok {
 				keys[step]++
@@ -654,42 +512,4 @@ func ParseRollbackMaxStop(v string) (time.Duration, error) {
 		return 0, errcode.Errorf(errcode.InvalidRequest, "max_stop_duration: %w", err)
 	}
 	return d, nil
-}
-
-// restoreRollback writes, at the cut-over of rollback job nj (whose old
-// job has ended), the state of its rollback snapshot into the name's
-// state and nj's checkpoint record, so that launch resumes it from there:
-// its sources from the snapshot's positions (the subscriptions are
-// rewound), its keyed steps from the snapshot's state. A job that is not a
-// rollback's is left alone. The caller holds nj's name guard.
-func (s *Service) restoreRollback(nj *record.Job, g *graph.Pipeline) error {
-	if nj.Replacement == nil || nj.Replacement.Strategy != record.StrategyRollback || nj.CreatedFromSnapshotID == "" {
-		return nil
-	}
-	snap, err := s.readSnapshot(nj.CreatedFromSnapshotID)
-	if err != nil {
-		return err
-	}
-	if snap.State != record.SnapshotReady {
-		return errcode.Errorf(errcode.NoRollbackSnapshot, "rollback snapshot %s is %s: the rollback job cannot start from it", snap.ID, snap.State)
-	}
-	oldGraph, err := snapshotGraph(snap)
-	if err != nil {
-		return err
-	}
-	rec, err := s.store.SnapshotRecord(snap.ID)
-	if err != nil {
-		return errcode.Internalf("reading rollback snapshot %s: %w", snap.ID, err)
-	}
-	report := compat.Check(oldGraph, g, compat.Options{})
-	if !report.Compatible {
-		return errcode.Errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
-	}
-	r := restoreOf(nj, rec, report, g)
-	return s.update(func(tx *Tx) error {
-		if err := tx.RestoreSnapshot(snap.ID, r, &state.Write{}); err != nil {
-			return errcode.Internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
-		}
-		return nil
-	})
 }

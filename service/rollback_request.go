@@ -1,8 +1,9 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/jackc/pgx/v5"
@@ -124,7 +125,7 @@ func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *record.Snaps
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		next := s.changes.next()
+		next := s.Changes.Next()
 		snaps, err := s.ListSnapshots(name, false)
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +171,7 @@ func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string)
 			t.Fatalf("stop-and-replace ended %+v", j.Replacement)
 		}
 	}
-	return waitFor(t, s, j.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
+	return waitFor(t, s, j.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
 }
 
 // TestRollback: with data flowing (Pub/Sub in, windowed accumulating sums,
@@ -232,7 +233,7 @@ func TestRollback(t *testing.T) {
 				if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 					t.Fatalf("rollback flow ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.runningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
 				// Everything since the snapshot is read again.
 				waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 				phase3 := srEvents(90, 20*time.Second, 5000)
@@ -321,7 +322,7 @@ func TestRollbackRefusals(t *testing.T) {
 
 	// The retention: kept until the new job has run an hour.
 	clock.advance(59 * time.Minute)
-	if err := s.expireSnapshots(); err != nil {
+	if err := s.ExpireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
 	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotReady {
@@ -350,7 +351,7 @@ func TestRollbackRefusals(t *testing.T) {
 	unchanged(t, j2.ID, 2)
 
 	clock.advance(2 * time.Minute)
-	if err := s.expireSnapshots(); err != nil {
+	if err := s.ExpireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
 	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotDeleted {
@@ -495,7 +496,7 @@ func waitSwept(t *testing.T, s *Service) {
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.changes.next() // the sweep's writes are changes
+		changed := s.Changes.Next() // the sweep's writes are changes
 		sw, err := s.facadeSweeps()
 		if err == nil && len(sw) == 0 {
 			return
@@ -522,11 +523,11 @@ func TestRollbackHeld(t *testing.T) {
 	}
 	w := &state.Write{}
 	for _, j := range jobs {
-		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+		if err := core.PutJSON(w, record.JobKey(j.ID), j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.apply(w); err != nil {
+	if err := s.Apply(w); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -542,7 +543,7 @@ func TestRollbackHeld(t *testing.T) {
 		{"a user's snapshot", record.Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := s.rollbackHeld(&tc.snap, tc.now); got != tc.want {
+			if got := s.RollbackHeld(&tc.snap, tc.now); got != tc.want {
 				t.Errorf("rollbackHeld = %v, want %v", got, tc.want)
 			}
 		})

@@ -1,14 +1,17 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -17,7 +20,7 @@ import (
 
 // openServiceHooks opens a service on dataDir with the test hooks h; it
 // is closed when the test ends (if the test has not closed it).
-func openServiceHooks(t *testing.T, dataDir string, h testHooks) *Service {
+func openServiceHooks(t *testing.T, dataDir string, h Hooks) *Service {
 	t.Helper()
 	s, err := open(context.Background(), Options{DataDir: dataDir, CheckpointInterval: 50 * time.Millisecond,
 		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}, h)
@@ -49,16 +52,16 @@ func assertAbsent(t *testing.T, s *Service, id string) {
 	if got, err := s.GetSnapshot(id); errcode.Of(err) != errcode.SnapshotNotFound {
 		t.Errorf("snapshot %s after a failed import: %+v, %v; want SNAPSHOT_NOT_FOUND", id, got, err)
 	}
-	if _, err := s.store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
+	if _, err := s.Store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("snapshot %s after a failed import still has data: %v", id, err)
 	}
 	n := 0
-	pin := s.store.Pin()
+	pin := s.Store.Pin()
 	defer pin.Release()
-	if err := s.store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil || n != 0 {
+	if err := s.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil || n != 0 {
 		t.Errorf("snapshot %s after a failed import: %d keys left (%v)", id, n, err)
 	}
-	if err := s.store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+	if err := s.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
 		t.Error(err)
 	}
 }
@@ -76,7 +79,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
 		var s2 *Service
 		var seen []record.SnapshotState
-		s2 = openServiceHooks(t, filepath.Join(dir, "ok"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+		s2 = openServiceHooks(t, filepath.Join(dir, "ok"), Hooks{ImportBatchBytes: 64, ImportBatch: func(id string, n int) error {
 			cur, err := s2.GetSnapshot(id)
 			if err != nil {
 				return err
@@ -117,14 +120,14 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if _, err := VerifySnapshotFile(bytes.NewReader(got.Bytes())); err != nil {
 			t.Errorf("the imported snapshot exports a bad file: %v", err)
 		}
-		if err := s2.store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+		if err := s2.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
 			t.Error(err)
 		}
 	})
 
 	t.Run("failure between batches", func(t *testing.T) {
 		boom := errors.New("injected failure")
-		s2 := openServiceHooks(t, filepath.Join(dir, "fail"), testHooks{importBatchBytes: 64, importBatch: func(_ string, n int) error {
+		s2 := openServiceHooks(t, filepath.Join(dir, "fail"), Hooks{ImportBatchBytes: 64, ImportBatch: func(_ string, n int) error {
 			if n == 2 {
 				return boom
 			}
@@ -136,7 +139,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		assertAbsent(t, s2, snap.ID)
 		// The ID is free again: a later import succeeds.
 		s3 := s2
-		s3.hooks = testHooks{}
+		s3.Hooks = Hooks{}
 		if imp, err := s3.ImportSnapshot(ctx, bytes.NewReader(file), 0); err != nil || imp.State != record.SnapshotReady {
 			t.Fatalf("import after a failed one: %+v, %v", imp, err)
 		}
@@ -144,7 +147,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 
 	t.Run("deleted while importing", func(t *testing.T) {
 		var s2 *Service
-		s2 = openServiceHooks(t, filepath.Join(dir, "del"), testHooks{importBatchBytes: 64, importBatch: func(id string, n int) error {
+		s2 = openServiceHooks(t, filepath.Join(dir, "del"), Hooks{ImportBatchBytes: 64, ImportBatch: func(id string, n int) error {
 			if n == 1 {
 				if _, err := s2.DeleteSnapshot(id); err != nil {
 					t.Errorf("DeleteSnapshot mid-import: %v", err)
@@ -158,7 +161,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != record.SnapshotDeleted {
 			t.Errorf("after the delete: %+v, %v; want the DELETED tombstone", cur, err)
 		}
-		if _, err := s2.store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
+		if _, err := s2.Store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("a deleted import left data: %v", err)
 		}
 	})
@@ -167,34 +170,40 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		// What a stop leaves: the PENDING record, the mark and some batches
 		// of data; Open removes all of it.
 		data := filepath.Join(dir, "stop")
-		s2 := openServiceHooks(t, data, testHooks{})
-		var m snapshotManifest
-		n := 0
-		_, err := readSnapshotFile(bytes.NewReader(file), func(mm *snapshotManifest) error { m = *mm; return nil }, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s2.beginImport(m.Snapshot); err != nil {
-			t.Fatal(err)
-		}
-		sb := s2.store.NewSnapshotBatch(m.Snapshot.ID)
-		_, _ = readSnapshotFile(bytes.NewReader(file), func(*snapshotManifest) error { return nil }, func(rel, v []byte) error {
-			if n++; n > 5 {
-				return errors.New("stop")
+		s2 := openServiceHooks(t, data, Hooks{})
+		// The record, the mark and one batch of data, written as an import
+		// writes them (snapshot_file.go: beginImport, then a batch).
+		pending := *snap
+		pending.State, pending.StateTime, pending.DiskSizeBytes = record.SnapshotPending, time.Now(), 0
+		err := s2.TxUpdate(func(tx *Tx) error {
+			w := &state.Write{}
+			if err := core.PutJSON(w, record.SnapshotKey(snap.ID), &pending); err != nil {
+				return err
 			}
-			return sb.Put(rel, v)
+			w.Put("snapimport/"+snap.ID, []byte(time.Now().Format(time.RFC3339Nano)))
+			return tx.Apply(w)
 		})
-		err = s2.update(func(tx *Tx) error { return tx.WriteSnapshot(sb, &state.Write{}) })
 		if err != nil {
 			t.Fatal(err)
 		}
+		sb := s2.Store.NewSnapshotBatch(snap.ID)
+		for i := range 5 {
+			if err := sb.Put([]byte(fmt.Sprintf("s/Sums\x00%d", i)), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = s2.TxUpdate(func(tx *Tx) error { return tx.WriteSnapshot(sb, &state.Write{}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := struct{ Snapshot *record.Snapshot }{snap}
 		if cur, err := s2.GetSnapshot(m.Snapshot.ID); err != nil || cur.State != record.SnapshotPending {
 			t.Fatalf("mid-import: %+v, %v", cur, err)
 		}
 		if err := s2.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s3 := openServiceHooks(t, data, testHooks{})
+		s3 := openServiceHooks(t, data, Hooks{})
 		assertAbsent(t, s3, m.Snapshot.ID)
 	})
 }

@@ -1,13 +1,14 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 )

@@ -1,20 +1,21 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"path/filepath"
 	"testing"
+
+	"github.com/weir-dev/weir/service/record"
 )
 
 // snapshotDataKeys counts the keys of snapshot id's data in the store
 // (its checkpoint record and its state).
 func snapshotDataKeys(t *testing.T, s *Service, id string) int {
 	t.Helper()
-	pin := s.store.Pin()
+	pin := s.Store.Pin()
 	defer pin.Release()
 	n := 0
-	if err := s.store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil {
+	if err := s.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -28,7 +29,7 @@ func TestSnapshotDeletedWhileCopiedLeavesNoData(t *testing.T) {
 	dir := t.TempDir()
 	var s *Service
 	deleted := make(chan error, 1)
-	s = openServiceHooks(t, filepath.Join(dir, "data"), testHooks{snapshotWrite: func(id string, _ int64) error {
+	s = openServiceHooks(t, filepath.Join(dir, "data"), Hooks{SnapshotWrite: func(id string, _ int64) error {
 		_, err := s.DeleteSnapshot(id)
 		deleted <- err
 		return nil

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -51,7 +52,7 @@ func oracleOf(t *testing.T, dir string, n uint64) []string {
 // last checkpoint (one split: the job runs one worker).
 func readTo(t *testing.T, s *Service, id string) uint64 {
 	t.Helper()
-	rec, err := s.store.LastCheckpoint(id)
+	rec, err := s.Store.LastCheckpoint(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	snap := snapshotOf(t, s, v1.ID)
 	cancelAndWait(t, s, v1.ID)
 	before, _ := s.List(StatusAll)
-	l0, _ := s.readLineage("totals")
+	l0, _ := s.ReadLineage("totals")
 	y := strings.Replace(snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), "group_by: [key]", "group_by: [key, ts]", 1)
 	for _, name := range []string{"totals", "fresh"} {
 		res, err := s.CreateFromSnapshot(context.Background(), FromSnapshotRequest{
@@ -210,8 +211,8 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 		}
 	}
 	after, _ := s.List(StatusAll)
-	l1, _ := s.readLineage("totals")
-	l2, _ := s.readLineage("fresh")
+	l1, _ := s.ReadLineage("totals")
+	l2, _ := s.ReadLineage("fresh")
 	if len(after) != len(before) || *l1 != *l0 || l2.LatestJobID != "" || l2.Generation != 0 {
 		t.Fatalf("a refused create changed the registry: %d → %d jobs, lineage %+v → %+v, fresh %+v", len(before), len(after), l0, l1, l2)
 	}
@@ -296,13 +297,13 @@ func TestSnapshotExpiry(t *testing.T) {
 	clock.Advance(mtime.Duration(90 * time.Minute / time.Millisecond))
 	deadline := time.After(20 * time.Second)
 	for {
-		changed := s.changes.next()
+		changed := s.Changes.Next()
 		got, err := s.GetSnapshot(short.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.State == record.SnapshotDeleted {
-			if _, err := s.store.SnapshotRecord(short.ID); err == nil {
+			if _, err := s.Store.SnapshotRecord(short.ID); err == nil {
 				t.Fatal("an expired snapshot's data is still there")
 			}
 			break
@@ -341,7 +342,7 @@ func TestSnapshotExpiry(t *testing.T) {
 func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 	dir := t.TempDir()
 	full := errors.New("no space left on device")
-	s := openServiceHooks(t, filepath.Join(dir, "data"), testHooks{snapshotWrite: func(string, int64) error { return full }})
+	s := openServiceHooks(t, filepath.Join(dir, "data"), Hooks{SnapshotWrite: func(string, int64) error { return full }})
 	j := submitCheckpointed(t, s, dir)
 	snap, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: j.ID})
 	if err != nil {
@@ -351,7 +352,7 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 	if err != nil || snap.State != record.SnapshotFailed || !strings.Contains(snap.FailureReason, full.Error()) || snap.DiskSizeBytes != 0 {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
-	if _, err := s.store.SnapshotRecord(snap.ID); err == nil {
+	if _, err := s.Store.SnapshotRecord(snap.ID); err == nil {
 		t.Fatal("a failed snapshot has data")
 	}
 	epoch := snap.Epoch
@@ -369,7 +370,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	release := make(chan struct{})
 	reached := make(chan string, 1)
-	s := openServiceHooks(t, data, testHooks{snapshotWrite: func(id string, _ int64) error {
+	s := openServiceHooks(t, data, Hooks{SnapshotWrite: func(id string, _ int64) error {
 		reached <- id
 		<-release
 		return nil
@@ -400,7 +401,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	if err != nil || got.State != record.SnapshotFailed || got.FailureReason == "" {
 		t.Fatalf("after a restart: %+v %v", got, err)
 	}
-	if _, err := s.store.SnapshotRecord(snap.ID); err == nil {
+	if _, err := s.Store.SnapshotRecord(snap.ID); err == nil {
 		t.Fatal("a snapshot cut short has data")
 	}
 	waitFor(t, s, j.ID, "the job resumed and checkpointing", checkpointed(snap.Epoch+1))
@@ -408,7 +409,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	// What a kill -9 during the copy leaves: the record RUNNING, no data.
 	left := *got
 	left.ID, left.State, left.FailureReason = "11111111-1111-4111-8111-111111111111", record.SnapshotRunning, ""
-	if err := s.putSnapshot(&left); err != nil {
+	if err := s.PutSnapshot(&left); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(context.Background()); err != nil {
@@ -424,7 +425,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 func waitClosing(t *testing.T, s *Service) {
 	t.Helper()
 	select {
-	case <-s.ctx.Done():
+	case <-s.Ctx.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close did not begin")
 	}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"io"
@@ -12,13 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 )
 
 // copyDataDir copies the data directory of s to dst as a crash would leave
 // it: in a Tx, which every store write takes, so no write is half copied.
 func copyDataDir(t *testing.T, s *Service, dst string) {
 	t.Helper()
-	_ = s.update(func(tx *Tx) error {
+	_ = s.TxUpdate(func(tx *Tx) error {
 		copyDataDirTx(t, tx, s, dst)
 		return nil
 	})
@@ -88,9 +89,9 @@ func TestUpdateCrashAtPhase(t *testing.T) {
 				close(copied)
 				<-release
 			}
-			s1 = openServiceHooks(t, filepath.Join(dir, "data"), testHooks{
-				paused:      func(string) { at("paused") },
-				updatePhase: func(_, p string) { at(p) },
+			s1 = openServiceHooks(t, filepath.Join(dir, "data"), Hooks{
+				Paused:      func(string) { at("paused") },
+				UpdatePhase: func(_, p string) { at(p) },
 			})
 			t.Cleanup(func() { close(release) }) // before s1 closes
 			old := submit(t, s1, "totals", updatePipeline(db, false, "Sums", ""), dir)
@@ -120,7 +121,7 @@ func TestUpdateCrashAnytimeStress(t *testing.T) {
 			want := oracle(t, dir)
 			db := filepath.Join(dir, "job.sqlite")
 			crashed := filepath.Join(dir, "crashed")
-			s1 := openServiceHooks(t, filepath.Join(dir, "data"), testHooks{})
+			s1 := openServiceHooks(t, filepath.Join(dir, "data"), Hooks{})
 			old := submit(t, s1, "totals", updatePipeline(db, false, "Sums", ""), dir)
 			waitElements(t, s1, old.ID, "Events", 1500)
 			go s1.Update(context.Background(), UpdateRequest{ //nolint:errcheck // the first service "crashed"
@@ -145,7 +146,7 @@ func copyDataDirFrozen(t *testing.T, s *Service, dst string) {
 	t.Helper()
 	held, release := make(chan *Tx), make(chan struct{})
 	go func() {
-		_ = s.update(func(tx *Tx) error {
+		_ = s.TxUpdate(func(tx *Tx) error {
 			held <- tx
 			<-release
 			return nil

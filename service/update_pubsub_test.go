@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/io/pubsub"
 )
@@ -99,7 +100,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.changes.next()
+		changed := s.Changes.Next()
 		info, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events"))
 		if err == nil && info.Backlog == 0 {
 			break

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
@@ -47,7 +48,7 @@ func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	if err != nil {
 		return nil, errcode.Internalf("reading the graph of job %s: %w", old.ID, err)
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -55,7 +56,7 @@ func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	nj := &record.Job{ID: id, Name: old.Name, SDK: record.SDKGo, Program: req.Program, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options, ReplacesJobID: old.ID,
 		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
-	p, err := s.loadProgram(nj)
+	p, err := s.LoadProgram(nj)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	}
 	nj.Graph, nj.Type = canon, record.TypeOf(newGraph)
 
-	rec, err := s.store.LastCheckpoint(old.ID)
+	rec, err := s.Store.LastCheckpoint(old.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		rec, err = nil, nil
 	}
@@ -114,26 +115,26 @@ func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *reco
 		key string
 		v   any
 	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
-		if err := putJSON(w, r.key, r.v); err != nil {
+		if err := core.PutJSON(w, r.key, r.v); err != nil {
 			return nil, err
 		}
 	}
 	if rec == nil {
 		// No checkpoint, so no state: the new job starts from scratch.
-		if err := s.apply(w); err != nil {
+		if err := s.Apply(w); err != nil {
 			return nil, errcode.Internalf("writing the update of job %s: %w", old.ID, err)
 		}
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-		err := s.update(func(tx *Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
+		err := s.TxUpdate(func(tx *Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
 		if err != nil {
 			// Nothing was written: the old job is still the active one.
 			return nil, errcode.Internalf("writing the handover of job %s: %w", old.ID, err)
 		}
 	}
-	s.opts.Logger.Info("job updated in the store", "job_name", old.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
-	if err := s.launch(ctx, nj, p.Program(), nil); err != nil {
+	s.Opts.Logger.Info("job updated in the store", "job_name", old.Name, "old_job_id", old.ID, "new_job_id", nj.ID, "generation", nj.Generation)
+	if err := s.Launch(ctx, nj, p.Program(), nil); err != nil {
 		return nil, err
 	}
 	res.Action, res.Job = ActionUpdated, nj
@@ -172,7 +173,7 @@ func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, rep
 // logged: its part of the epoch cannot be committed. It commits sinks, so
 // the registry lock is not held.
 func (s *Service) recommitStored(ctx context.Context, old *record.Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
-	p, err := s.loadProgram(old)
+	p, err := s.LoadProgram(old)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func (s *Service) recommitStored(ctx context.Context, old *record.Job, rec *stat
 			nw = renamed
 		}
 		if _, ok := code[nw]; !ok || nw == "" {
-			s.opts.Logger.Warn("the new build has no sink to commit this part of the old job's last checkpoint again",
+			s.Opts.Logger.Warn("the new build has no sink to commit this part of the old job's last checkpoint again",
 				"job_id", old.ID, "step", step, "epoch", rec.Epoch)
 			continue
 		}

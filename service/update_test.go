@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"database/sql"
 	"errors"
@@ -10,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 

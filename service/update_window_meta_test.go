@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
@@ -168,7 +169,7 @@ func testUpdateJoinStoredBeforeWindowMetadata(t *testing.T, upgrade bool) {
 		}
 		rec.Pipeline = newYAML
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(j.ID), &rec); err != nil {
+		if err := core.PutJSON(w, record.JobKey(j.ID), &rec); err != nil {
 			t.Fatal(err)
 		}
 		if err := errors.Join(st.Apply(w), st.Close()); err != nil {

@@ -1,4 +1,4 @@
-package service
+package core
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type DeadLetterPublisher interface {
 	PublishDeadLetter(ctx context.Context, jobName, jobID string, r contract.Reject) error
 }
 
-// Options configure a Service.
+// Options configure a Core.
 type Options struct {
 	// DataDir holds the state store (DataDir/state) and the default files
 	// of connectors (SQLite sinks). Default "./weir-data".
@@ -133,39 +133,33 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Service is the job service. Its methods are safe for concurrent use.
+// Core is the job service. Its methods are safe for concurrent use.
 // Its locks and their order are described in the package doc.
-type Service struct {
-	opts  Options
-	store *state.Store
+type Core struct {
+	Opts  Options
+	Store *state.Store
 	// ctx ends when Close starts: supervisors then checkpoint their job
 	// and stop its execution, leaving it to resume on the next Open.
-	ctx    context.Context
+	Ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // supervisors; Add only under mu while !closing
 
-	// requests holds the per-request-ID guards (lock order 0, see
-	// replace.go): taken before the name's guard, never while holding one.
-	requests nameGuards
 	// names holds the per-name operation guards (lock order 1).
-	names nameGuards
+	names NameGuards
 	// updating marks names with an update or rescale under way (no lock).
-	updating updates
+	Updating updates
 
 	// live holds the live execution of each job name (the one reading
 	// data), readable without mu: see ElementsRead.
-	live sync.Map // job name -> *jobRun
-	// cuts maps the jobs of a parallel replacement to the rule that says
-	// which windows each writes (replace_parallel.go): job ID -> *cutRule.
-	cuts sync.Map
+	Live sync.Map // job name -> *jobRun
 
 	// changes is notified after every registry write, metrics sample and
 	// forgotten execution.
-	changes changes
+	Changes changes
 
 	// hooks are called by the service at points tests hold open; set them
 	// before the first call that reaches them.
-	hooks testHooks
+	Hooks Hooks
 
 	// mu is lock order 3: never held across waits for an execution.
 	mu sync.Mutex
@@ -174,7 +168,7 @@ type Service struct {
 	// until mu is released, and read with or without mu.
 	running sync.Map
 	// closing is set under mu by Close; read with or without mu.
-	closing atomic.Bool
+	Closing atomic.Bool
 	// fault is set once, by the first store write that finds the store
 	// failed (see fault.go); read without a lock.
 	fault atomic.Pointer[storeFault]
@@ -191,69 +185,63 @@ type Service struct {
 	// histories holds the metrics history of each job with a live
 	// execution (job ID -> *jobHistory; history.go); no lock.
 	histories sync.Map
+	// flows are the registered flows (flow.go), called in order; set
+	// before Start, then only read.
+	flows []Flow
 }
 
-// testHooks are calls into tests at points of the service's work.
-type testHooks struct {
+// Hooks are calls into tests at points of the service's work; the zero
+// value calls nothing (production).
+type Hooks struct {
 	// paused, when set, is called by Update and UpdateOptions while the
 	// job's old execution is paused (with the name guard and the
 	// execution's cpMu held, the registry lock not held), with the job's ID.
-	paused func(jobID string)
+	Paused func(jobID string)
 	// updatePhase, when set, is called by an in-place update after each of
 	// its phases once the next has not begun ("handed-over", "persisted",
 	// "cut", "finished"), with the old job's ID and the locks the update
 	// holds then (the name guard, both executions' cpMu).
-	updatePhase func(jobID, phase string)
+	UpdatePhase func(jobID, phase string)
 	// resuming, when set, is called before a job found active at Open
 	// resumes (no lock held), with the job's ID.
-	resuming func(jobID string)
+	Resuming func(jobID string)
 	// finishing, when set, is called by a supervisor whose execution ended
 	// by itself or was cancelled, before it records the job's end (no
 	// lock held), with the job's ID.
-	finishing func(jobID string)
+	Finishing func(jobID string)
 	// started, when set, is called by launch once a job's execution has
 	// started and before the job is recorded as started (no lock held).
-	started func(jr *jobRun)
+	Started func(jr *Run)
 	// snapshotWrite, when set, is called before a snapshot's data is
 	// committed (no lock held), with its ID and size; an error fails the
 	// snapshot as a storage error would.
-	snapshotWrite func(id string, size int64) error
+	SnapshotWrite func(id string, size int64) error
 	// importBatchBytes, when positive, replaces the import's batch size.
-	importBatchBytes int64
+	ImportBatchBytes int64
 	// importBatch, when set, is called after batch n (from 1) of an
 	// import of snapshot id is written, before the next (no lock held);
 	// an error stops the import as a failed read would.
-	importBatch func(id string, n int) error
+	ImportBatch func(id string, n int) error
 }
 
 // runningJob returns the live execution of job id, or nil.
-func (s *Service) runningJob(id string) *jobRun {
+func (s *Core) RunningJob(id string) *Run {
 	if v, ok := s.running.Load(id); ok {
-		return v.(*jobRun)
+		return v.(*Run)
 	}
 	return nil
 }
 
 // lockName takes the guard of job name (lock order 1; see the package
 // doc) and returns its release.
-func (s *Service) lockName(ctx context.Context, name string) (unlock func(), err error) {
-	return s.names.lock(ctx, name)
+func (s *Core) LockName(ctx context.Context, name string) (unlock func(), err error) {
+	return s.names.Lock(ctx, name)
 }
 
-// Open opens (creating if needed) the data directory and resumes every job
-// that was RUNNING or DRAINING when the service last stopped, from its last
-// checkpoint.
-//
-// Open returns once the registry is read: the jobs resume in the background,
-// a few at a time (recoveryConcurrency), while the service already answers;
-// a job not yet resumed reads with condition RESUMING. Recovered tells when
-// every one has resumed.
-func Open(ctx context.Context, opts Options) (*Service, error) {
-	return open(ctx, opts, testHooks{})
-}
-
-// open is Open with the hooks tests set before recovery starts.
-func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) {
+// Open opens (creating if needed) the data directory and its state store,
+// with hooks (the zero Hooks outside tests). The flows built on the core
+// then Register, and Start resumes the jobs.
+func Open(ctx context.Context, opts Options, hooks Hooks) (*Core, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -270,37 +258,51 @@ func open(ctx context.Context, opts Options, hooks testHooks) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{opts: opts, store: st, hooks: hooks, recovered: make(chan struct{}), eventCap: record.MaxEventsPerJob}
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if err := s.recoverSnapshots(); err != nil {
-		s.cancel()
-		return nil, errors.Join(err, st.Close())
+	s := &Core{Opts: opts, Store: st, Hooks: hooks, recovered: make(chan struct{}), eventCap: record.MaxEventsPerJob}
+	s.Ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return s, nil
+}
+
+// Start calls every registered flow's Open, then resumes every job that
+// was RUNNING or DRAINING when the service last stopped, from its last
+// checkpoint. On an error the store is closed again.
+//
+// Start returns once the registry is read: the jobs resume in the
+// background, a few at a time (recoveryConcurrency), while the service
+// already answers; a job not yet resumed reads with condition RESUMING.
+// Recovered tells when every one has resumed.
+func (s *Core) Start() error {
+	for _, f := range s.flows {
+		if err := f.Open(s.Ctx); err != nil {
+			s.cancel()
+			s.wg.Wait()
+			return errors.Join(err, s.Store.Close())
+		}
 	}
-	s.spawn(s.expireLoop)
-	s.spawn(s.storageRetryLoop)
+	s.Spawn(s.storageRetryLoop)
 	if err := s.recover(); err != nil {
 		s.cancel()
 		s.wg.Wait()
-		return nil, errors.Join(err, st.Close())
+		return errors.Join(err, s.Store.Close())
 	}
-	return s, nil
+	return nil
 }
 
 // Recovered returns a channel closed once every job that was active when
 // the service opened has resumed (or failed to, which its record says).
-func (s *Service) Recovered() <-chan struct{} { return s.recovered }
+func (s *Core) Recovered() <-chan struct{} { return s.recovered }
 
 // DataDir returns the absolute data directory.
-func (s *Service) DataDir() string { return s.opts.DataDir }
+func (s *Core) DataDir() string { return s.Opts.DataDir }
 
 // Close checkpoints every running job (write and commit), stops its
 // execution and closes the store. The jobs stay RUNNING (or DRAINING) in
 // the registry and resume on the next Open. ctx bounds the wait.
-func (s *Service) Close(ctx context.Context) error {
+func (s *Core) Close(ctx context.Context) error {
 	// Under the registry lock: no supervisor starts (spawn) after this.
 	already := false
-	_ = s.update(func(tx *Tx) error {
-		already = s.closing.Swap(true)
+	_ = s.TxUpdate(func(tx *Tx) error {
+		already = s.Closing.Swap(true)
 		return nil
 	})
 	if already {
@@ -314,10 +316,10 @@ func (s *Service) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stopping jobs: %w (the store stays open; jobs resume from their last checkpoint)", ctx.Err())
 	}
-	return s.store.Close()
+	return s.Store.Close()
 }
 
-func (s *Service) now() time.Time { return s.opts.Clock.Now().ToTime() }
+func (s *Core) Now() time.Time { return s.Opts.Clock.Now().ToTime() }
 
 // SubmitRequest is a new job.
 type SubmitRequest struct {
@@ -338,28 +340,10 @@ type SubmitRequest struct {
 	RequestID string
 }
 
-// Submit validates and starts a new job. It returns once the job is
-// created and its execution started (the job is then RUNNING), or FAILED
-// when the execution could not start.
-//
-// Its service options may make it something else (replace.go): with
-// create_or_update_job it updates the name's running job when there is
-// one, and with parallel_replace_job_name or _id it replaces that job
-// under the new name.
-func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, error) {
-	res, err := s.once(ctx, req.RequestID, "submit", req, func() (*UpdateResult, error) {
-		return s.route(ctx, UpdateRequest{SubmitRequest: req}, false)
-	})
-	if res != nil && res.Job != nil && err == nil {
-		return res.Job, nil
-	}
-	return nil, err
-}
-
 // submitNew creates and starts a new job of req (Submit without service
 // options).
-func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*record.Job, error) {
-	if _, err := s.admitChange(req.Name, "", &req.Options); err != nil {
+func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, error) {
+	if _, err := s.AdmitChange(req.Name, "", &req.Options); err != nil {
 		return nil, err
 	}
 	if req.Pipeline == "" {
@@ -371,16 +355,16 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*record.Job
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
 	}
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1: the name's guard
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the name's guard
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	l, err := s.lineageForNewJob(req.Name)
+	l, err := s.LineageForNewJob(req.Name)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -389,7 +373,7 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*record.Job
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 		BaseDir: req.BaseDir, Options: req.Options,
 		History: []record.StateChange{{State: record.StatePending, Time: now}}}
-	if err := s.create(ctx, l, j); err != nil {
+	if err := s.Create(ctx, l, j); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -398,8 +382,8 @@ func (s *Service) submitNew(ctx context.Context, req SubmitRequest) (*record.Job
 // create loads j, a new PENDING job (YAML or Go program) of lineage l,
 // records it with its graph as the name's active job in one write, and
 // starts it. The caller holds the name's guard, not the registry lock.
-func (s *Service) create(ctx context.Context, l *record.Lineage, j *record.Job) error {
-	p, err := s.load(j)
+func (s *Core) Create(ctx context.Context, l *record.Lineage, j *record.Job) error {
+	p, err := s.Load(j)
 	if err != nil {
 		return err
 	}
@@ -415,33 +399,33 @@ func (s *Service) create(ctx context.Context, l *record.Lineage, j *record.Job) 
 	j.Graph, j.Type = canon, record.TypeOf(g)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
-	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
 		return err
 	}
-	if err := putJSON(w, record.LineageKey(j.Name), l); err != nil {
+	if err := PutJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return err
 	}
-	err = s.update(func(tx *Tx) error {
+	err = s.TxUpdate(func(tx *Tx) error {
 		tx.StateEvent(w, j, 0)
 		return tx.Apply(w)
 	})
 	if err != nil {
 		return errcode.Internalf("recording job %s: %w", j.ID, err)
 	}
-	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
+	log := s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
 	if j.SDK != "" {
 		log = log.With("sdk", j.SDK)
 	}
 	log.Info("job created")
-	return s.launch(ctx, j, p.Program(), nil)
+	return s.Launch(ctx, j, p.Program(), nil)
 }
 
 // Get returns the job with ID or name ref (a name means its active job,
 // or its latest job when none is active). It takes no lock: it never
 // waits for a handover, a rescale or a checkpoint.
-func (s *Service) Get(ref string) (*record.Job, error) {
-	j, err := s.resolve(ref)
-	return s.withParallelProgress(s.withCondition(j)), err
+func (s *Core) Get(ref string) (*record.Job, error) {
+	j, err := s.Resolve(ref)
+	return s.decorate(s.WithCondition(j)), err
 }
 
 // Status filters List.
@@ -466,18 +450,18 @@ func ParseStatus(v string) (Status, error) {
 }
 
 // List returns the jobs matching status, newest first. It takes no lock.
-func (s *Service) List(status Status) ([]*record.Job, error) {
+func (s *Core) List(status Status) ([]*record.Job, error) {
 	var jobs []*record.Job
-	err := s.store.Scan("job/", func(_ string, v []byte) error {
+	err := s.Store.Scan("job/", func(_ string, v []byte) error {
 		j := &record.Job{}
-		if err := unmarshalJob(v, j); err != nil {
+		if err := UnmarshalJob(v, j); err != nil {
 			return err
 		}
 		switch {
 		case status == StatusActive && !j.Active(), status == StatusTerminated && j.Active():
 			return nil
 		}
-		jobs = append(jobs, s.withCondition(j))
+		jobs = append(jobs, s.WithCondition(j))
 		return nil
 	})
 	if err != nil {
@@ -495,19 +479,19 @@ func (s *Service) List(status Status) ([]*record.Job, error) {
 // Drain asks the job ref to drain: its sources stop reading, every open
 // window fires and the job becomes DRAINED. Draining a DRAINING job is
 // harmless; draining a batch job or a terminal job is an error.
-func (s *Service) Drain(ctx context.Context, ref string) (*record.Job, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Core) Drain(ctx context.Context, ref string) (*record.Job, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockJob(ctx, ref) // lock order 1
+	unlock, err := s.LockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	var j *record.Job
-	err = s.update(func(tx *Tx) error {
+	err = s.TxUpdate(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
-		if j, err = s.resolve(ref); err != nil {
+		if j, err = s.Resolve(ref); err != nil {
 			return err
 		}
 		return s.drain(tx, j)
@@ -520,7 +504,7 @@ func (s *Service) Drain(ctx context.Context, ref string) (*record.Job, error) {
 
 // drain moves j to DRAINING (or leaves a draining job so) and drains its
 // execution.
-func (s *Service) drain(tx *Tx, j *record.Job) error {
+func (s *Core) drain(tx *Tx, j *record.Job) error {
 	switch {
 	case j.State.Terminal():
 		return errcode.Errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: there is nothing to drain", j.ID, j.Name, j.State)
@@ -537,43 +521,43 @@ func (s *Service) drain(tx *Tx, j *record.Job) error {
 	if err := tx.Transition(j, record.StateDraining, "drain requested"); err != nil {
 		return err
 	}
-	if jr := s.runningJob(j.ID); jr != nil {
-		jr.x.Drain()
+	if jr := s.RunningJob(j.ID); jr != nil {
+		jr.X.Drain()
 	}
 	return nil
 }
 
 // lockJob takes the guard of the name of job ref (an ID or a name) and
 // returns its release; an unknown ref is JOB_NOT_FOUND.
-func (s *Service) lockJob(ctx context.Context, ref string) (unlock func(), err error) {
+func (s *Core) LockJob(ctx context.Context, ref string) (unlock func(), err error) {
 	name := ref
 	if !record.IsJobName(ref) {
 		// Job IDs never match the name rule.
-		j, err := s.resolve(ref)
+		j, err := s.Resolve(ref)
 		if err != nil {
 			return nil, err
 		}
 		name = j.Name
 	}
-	return s.lockName(ctx, name) // lock order 1
+	return s.LockName(ctx, name) // lock order 1
 }
 
 // Cancel asks the job ref to stop as fast as possible: work not covered by
 // a committed checkpoint is discarded (its messages stay unacknowledged in
 // their subscription) and the job becomes CANCELLED.
-func (s *Service) Cancel(ctx context.Context, ref string) (*record.Job, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Core) Cancel(ctx context.Context, ref string) (*record.Job, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockJob(ctx, ref) // lock order 1
+	unlock, err := s.LockJob(ctx, ref) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	var j *record.Job
-	err = s.update(func(tx *Tx) error {
+	err = s.TxUpdate(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
-		if j, err = s.resolve(ref); err != nil {
+		if j, err = s.Resolve(ref); err != nil {
 			return err
 		}
 		if j.State == record.StateCancelling {
@@ -582,8 +566,8 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*record.Job, error) {
 		if err := tx.Transition(j, record.StateCancelling, "cancel requested"); err != nil {
 			return err
 		}
-		if jr := s.runningJob(j.ID); jr != nil {
-			jr.x.Cancel()
+		if jr := s.RunningJob(j.ID); jr != nil {
+			jr.X.Cancel()
 		}
 		return nil
 	})
@@ -596,13 +580,13 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*record.Job, error) {
 // Metrics returns the metrics of job ref: live for a running job, final
 // for a terminal one (nil when it never ran). It takes no lock but the
 // execution's sampler's.
-func (s *Service) Metrics(ref string) (*record.JobMetrics, error) {
-	j, err := s.resolve(ref)
+func (s *Core) Metrics(ref string) (*record.JobMetrics, error) {
+	j, err := s.Resolve(ref)
 	if err != nil {
 		return nil, err
 	}
-	if jr := s.runningJob(j.ID); jr != nil {
-		return jr.metrics(s.now()), nil
+	if jr := s.RunningJob(j.ID); jr != nil {
+		return jr.MetricsAt(s.Now()), nil
 	}
 	return j.Metrics, nil
 }
@@ -619,15 +603,15 @@ type Progress struct {
 // ElementsRead returns how far the live execution of job name has read,
 // without waiting for the service lock: progress monitors keep sampling
 // during an update. ok is false when no execution of the name is live.
-func (s *Service) ElementsRead(name string) (p Progress, ok bool) {
-	v, ok := s.live.Load(name)
+func (s *Core) ElementsRead(name string) (p Progress, ok bool) {
+	v, ok := s.Live.Load(name)
 	if !ok {
 		return Progress{}, false
 	}
-	jr := v.(*jobRun)
-	res := jr.x.Metrics()
-	p = Progress{JobID: jr.id, Started: jr.started}
-	for _, st := range jr.prog.Graph.Steps {
+	jr := v.(*Run)
+	res := jr.X.Metrics()
+	p = Progress{JobID: jr.ID, Started: jr.started}
+	for _, st := range jr.Prog.Graph.Steps {
 		if st.Kind == graph.KindSource {
 			p.Read += res.Step(st.Name).ElementsIn
 		}
@@ -638,13 +622,13 @@ func (s *Service) ElementsRead(name string) (p Progress, ok bool) {
 // RunningMetrics returns the live metrics of every running job, keyed by
 // job; for the Prometheus endpoint. It takes no lock but the executions'
 // samplers'.
-func (s *Service) RunningMetrics() map[record.Summary]*record.JobMetrics {
+func (s *Core) RunningMetrics() map[record.Summary]*record.JobMetrics {
 	out := map[record.Summary]*record.JobMetrics{}
-	now := s.now()
+	now := s.Now()
 	s.running.Range(func(k, v any) bool {
-		j, err := s.readJob(k.(string))
+		j, err := s.ReadJob(k.(string))
 		if err == nil {
-			out[j.Summary()] = v.(*jobRun).metrics(now)
+			out[j.Summary()] = v.(*Run).MetricsAt(now)
 		}
 		return true
 	})
@@ -658,7 +642,7 @@ func (tx *Tx) Transition(j *record.Job, to record.JobState, reason string) error
 		return errTxDone
 	}
 	from := j.State
-	if err := record.Transition(j, to, s.now(), reason); err != nil {
+	if err := record.Transition(j, to, s.Now(), reason); err != nil {
 		return err
 	}
 	w := &state.Write{}
@@ -669,7 +653,7 @@ func (tx *Tx) Transition(j *record.Job, to record.JobState, reason string) error
 	if err := tx.Apply(w); err != nil {
 		return errcode.Internalf("recording the %s state of job %s: %w", to, j.ID, err)
 	}
-	s.opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
+	s.Opts.Logger.Info("job state changed", "job_id", j.ID, "job_name", j.Name, "state", to, "reason", reason)
 	return nil
 }
 
@@ -681,32 +665,32 @@ func (tx *Tx) TerminalWrite(w *state.Write, j *record.Job) error {
 	if s == nil {
 		return errTxDone
 	}
-	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
 		return err
 	}
 	if !j.State.Terminal() {
 		return nil
 	}
-	l, err := s.readLineage(j.Name)
+	l, err := s.ReadLineage(j.Name)
 	if err != nil {
 		return err
 	}
 	if l.ActiveJobID == j.ID {
 		l.ActiveJobID = ""
-		return putJSON(w, record.LineageKey(j.Name), l)
+		return PutJSON(w, record.LineageKey(j.Name), l)
 	}
 	return nil
 }
 
 // apply writes registry changes w durably in a Tx of its own (w modifies
 // no record read without the lock, see the callers).
-func (s *Service) apply(w *state.Write) error {
-	return s.update(func(tx *Tx) error { return tx.Apply(w) })
+func (s *Core) Apply(w *state.Write) error {
+	return s.TxUpdate(func(tx *Tx) error { return tx.Apply(w) })
 }
 
 // stored returns the result of a store write, noting a failed store (which
 // stops every job, see fault.go) and then answering STORAGE_UNAVAILABLE.
-func (s *Service) stored(err error) error {
+func (s *Core) stored(err error) error {
 	if err != nil && s.noteStoreError(err) {
 		return errcode.Errorf(errcode.StorageUnavailable, "%w", err)
 	}
@@ -717,8 +701,8 @@ func (s *Service) stored(err error) error {
 // a job: the store works, name follows the job-name rule, the transform
 // name mapping parses (its result is returned; "" is no mapping) and opts,
 // when given, are valid once defaulted.
-func (s *Service) admitChange(name, mappingJSON string, opts *record.JobOptions) (compat.Mapping, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Core) AdmitChange(name, mappingJSON string, opts *record.JobOptions) (compat.Mapping, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	if err := record.ValidateJobName(name); err != nil {
@@ -740,16 +724,16 @@ func (s *Service) admitChange(name, mappingJSON string, opts *record.JobOptions)
 // lineageForNewJob reads the lineage of name for a new job of it, refusing
 // while the service closes or while the name has an active job. The caller
 // holds the name's guard, so the answer stays true until it is released.
-func (s *Service) lineageForNewJob(name string) (*record.Lineage, error) {
-	if s.closing.Load() {
+func (s *Core) LineageForNewJob(name string) (*record.Lineage, error) {
+	if s.Closing.Load() {
 		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
-	l, err := s.readLineage(name)
+	l, err := s.ReadLineage(name)
 	if err != nil {
 		return nil, err
 	}
 	if l.ActiveJobID != "" {
-		active, err := s.readJob(l.ActiveJobID)
+		active, err := s.ReadJob(l.ActiveJobID)
 		if err != nil {
 			return nil, errcode.Internalf("reading the active job of %q: %w", name, err)
 		}
@@ -757,3 +741,35 @@ func (s *Service) lineageForNewJob(name string) (*record.Lineage, error) {
 	}
 	return l, nil
 }
+
+// compatibleReport is the report of a request that ran no compatibility
+// check (a new job).
+func CompatibleReport() compat.Report { return compat.Report{Compatible: true} }
+
+// recoveryDone reports whether the service has finished resuming the jobs
+// of its store.
+func (s *Core) RecoveryDone() bool {
+	select {
+	case <-s.recovered:
+		return true
+	default:
+		return false
+	}
+}
+
+// HasRunningJob reports whether name's active job is RUNNING or DRAINING.
+func (s *Core) HasRunningJob(name string) bool {
+	l, err := s.ReadLineage(name)
+	if err != nil || l.ActiveJobID == "" {
+		return false
+	}
+	j, err := s.ReadJob(l.ActiveJobID)
+	return err == nil && (j.State == record.StateRunning || j.State == record.StateDraining)
+}
+
+// PubSubSourceKind is the source identity kind of ReadFromPubSub steps.
+const PubSubSourceKind = "pubsub"
+
+// BrokerCallTimeout bounds the broker calls of snapshot bookkeeping
+// (deleting subscription snapshots) made without a caller's context.
+const BrokerCallTimeout = 10 * time.Second

@@ -1,4 +1,4 @@
-package service
+package snapshots
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -67,10 +68,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // snapshotManifest is the 'M' frame.
 type snapshotManifest struct {
-	FormatVersion int             `json:"format_version"`
-	Snapshot      *record.Snapshot       `json:"snapshot"`
-	Checkpoint    json.RawMessage `json:"checkpoint"`
-	ExportTime    time.Time       `json:"export_time"`
+	FormatVersion int              `json:"format_version"`
+	Snapshot      *record.Snapshot `json:"snapshot"`
+	Checkpoint    json.RawMessage  `json:"checkpoint"`
+	ExportTime    time.Time        `json:"export_time"`
 }
 
 // filePart describes one 'P' frame in the 'E' frame.
@@ -134,7 +135,7 @@ func (fw *frameWriter) frame(kind byte, payload []byte) (uint32, error) {
 // ExportSnapshot writes READY snapshot id to w as a snapshot file and
 // returns what it wrote. It reads the snapshot through a pinned view of
 // the store (a delete meanwhile does not tear the file) and takes no lock.
-func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (SnapshotFileInfo, error) {
+func (s *Snapshots) ExportSnapshot(ctx context.Context, id string, w io.Writer) (SnapshotFileInfo, error) {
 	snap, err := s.GetSnapshot(id)
 	if err != nil {
 		return SnapshotFileInfo{}, err
@@ -142,7 +143,7 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 	if snap.State != record.SnapshotReady {
 		return SnapshotFileInfo{}, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is %s: only a READY snapshot can be exported", id, snap.State)
 	}
-	pin := s.store.Pin()
+	pin := s.Store.Pin()
 	defer pin.Release()
 	fw := &frameWriter{w: bufio.NewWriterSize(w, 1<<20), sha: sha256.New()}
 	info := SnapshotFileInfo{SnapshotID: id, JobName: snap.JobName, Version: SnapshotFileVersion}
@@ -170,13 +171,13 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 	}
 	sawCP := false
 	n := 0
-	err = s.store.SnapshotEntries(pin, id, func(rel, value []byte) error {
+	err = s.Store.SnapshotEntries(pin, id, func(rel, value []byte) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if string(rel) == "cp" {
 			sawCP = true
-			m := snapshotManifest{FormatVersion: SnapshotFileVersion, Snapshot: snap, Checkpoint: json.RawMessage(bytes.Clone(value)), ExportTime: s.now()}
+			m := snapshotManifest{FormatVersion: SnapshotFileVersion, Snapshot: snap, Checkpoint: json.RawMessage(bytes.Clone(value)), ExportTime: s.Now()}
 			b, err := json.Marshal(m)
 			if err != nil {
 				return fmt.Errorf("encoding the manifest: %w", err)
@@ -227,14 +228,14 @@ func (s *Service) ExportSnapshot(ctx context.Context, id string, w io.Writer) (S
 		err = fw.w.Flush()
 	}
 	if err != nil {
-		var se *Error
+		var se *errcode.Error
 		if errors.As(err, &se) {
 			return SnapshotFileInfo{}, err
 		}
 		return SnapshotFileInfo{}, fmt.Errorf("exporting snapshot %s: %w", id, err)
 	}
 	info.Parts, info.Entries, info.Bytes = len(end.Parts), end.Entries, fw.n
-	s.opts.Logger.Info("snapshot exported", "snapshot_id", id, "bytes", fw.n, "parts", info.Parts)
+	s.Opts.Logger.Info("snapshot exported", "snapshot_id", id, "bytes", fw.n, "parts", info.Parts)
 	return info, nil
 }
 
@@ -464,8 +465,8 @@ func importKey(id string) string { return "snapimport/" + id }
 // meanwhile stops at its next batch. Subscription snapshots
 // (pubsub_metadata) do not travel: the list is emptied. It takes
 // the registry lock for each write only.
-func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*record.Snapshot, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Snapshots) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Duration) (*record.Snapshot, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	if ttl == 0 {
@@ -475,8 +476,8 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 		return nil, err
 	}
 	limit := int64(importBatchBytes)
-	if s.hooks.importBatchBytes > 0 {
-		limit = s.hooks.importBatchBytes
+	if s.Hooks.ImportBatchBytes > 0 {
+		limit = s.Hooks.ImportBatchBytes
 	}
 	var sb *state.SnapshotBatch
 	var snap *record.Snapshot
@@ -489,13 +490,13 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 		}
 	}()
 	flush := func() error {
-		return s.update(func(tx *Tx) error {
+		return s.TxUpdate(func(tx *core.Tx) error {
 			if err := s.stillImporting(tx, snap.ID); err != nil {
 				return err
 			}
 			size += sb.Size
 			err := tx.WriteSnapshot(sb, &state.Write{})
-			sb = s.store.NewSnapshotBatch(snap.ID)
+			sb = s.Store.NewSnapshotBatch(snap.ID)
 			if err != nil {
 				return errcode.Internalf("importing snapshot %s: %w", snap.ID, err)
 			}
@@ -515,7 +516,7 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 			return err
 		}
 		started = true
-		sb = s.store.NewSnapshotBatch(snap.ID)
+		sb = s.Store.NewSnapshotBatch(snap.ID)
 		return nil
 	}, func(rel, value []byte) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
@@ -531,8 +532,8 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 			return err
 		}
 		batches++
-		if s.hooks.importBatch != nil {
-			return s.hooks.importBatch(snap.ID, batches)
+		if s.Hooks.ImportBatch != nil {
+			return s.Hooks.ImportBatch(snap.ID, batches)
 		}
 		return nil
 	})
@@ -546,28 +547,28 @@ func (s *Service) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Dura
 		}
 		return nil, err
 	}
-	s.opts.Logger.Info("snapshot imported", "snapshot_id", snap.ID, "job_name", snap.JobName, "disk_size_bytes", snap.DiskSizeBytes,
+	s.Opts.Logger.Info("snapshot imported", "snapshot_id", snap.ID, "job_name", snap.JobName, "disk_size_bytes", snap.DiskSizeBytes,
 		"batches", batches+1)
 	return snap, nil
 }
 
 // beginImport records snap as PENDING and marked as an import, refusing
-// an ID in use (SNAPSHOT_EXISTS unless DELETED). It writes in a Tx of its own.
-func (s *Service) beginImport(snap *record.Snapshot) error {
-	return s.update(func(tx *Tx) error {
-		cur, err := s.readSnapshot(snap.ID)
+// an ID in use (SNAPSHOT_EXISTS unless DELETED). It writes in a core.Tx of its own.
+func (s *Snapshots) beginImport(snap *record.Snapshot) error {
+	return s.TxUpdate(func(tx *core.Tx) error {
+		cur, err := s.ReadSnapshot(snap.ID)
 		switch {
 		case err == nil && cur.State != record.SnapshotDeleted:
 			return errcode.Errorf(errcode.SnapshotExists, "snapshot %s exists already (%s, of job %s): delete it first to import it again", snap.ID, cur.State, cur.JobName)
 		case err != nil && errcode.Of(err) != errcode.SnapshotNotFound:
 			return err
 		}
-		now := s.now()
+		now := s.Now()
 		pending := *snap
 		pending.State, pending.StateTime, pending.DiskSizeBytes, pending.FailureReason = record.SnapshotPending, now, 0, ""
 		pending.PubsubMetadata = []record.PubsubSnapshotMetadata{}
 		w := &state.Write{}
-		if err := putJSON(w, record.SnapshotKey(snap.ID), &pending); err != nil {
+		if err := core.PutJSON(w, record.SnapshotKey(snap.ID), &pending); err != nil {
 			return err
 		}
 		w.Put(importKey(snap.ID), []byte(now.Format(time.RFC3339Nano)))
@@ -580,8 +581,8 @@ func (s *Service) beginImport(snap *record.Snapshot) error {
 
 // stillImporting says whether snapshot id is still the PENDING import
 // this service is writing, as the registry reads in tx.
-func (s *Service) stillImporting(_ *Tx, id string) error {
-	cur, err := s.readSnapshot(id)
+func (s *Snapshots) stillImporting(_ *core.Tx, id string) error {
+	cur, err := s.ReadSnapshot(id)
 	if err != nil {
 		return err
 	}
@@ -592,18 +593,18 @@ func (s *Service) stillImporting(_ *Tx, id string) error {
 }
 
 // finishImport writes the last batch sb with snap's READY record and the
-// end of its import mark, in one write. It writes in a Tx of its own.
-func (s *Service) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
-	return s.update(func(tx *Tx) error {
+// end of its import mark, in one write. It writes in a core.Tx of its own.
+func (s *Snapshots) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
+	return s.TxUpdate(func(tx *core.Tx) error {
 		if err := s.stillImporting(tx, snap.ID); err != nil {
 			sb.Close()
 			return err
 		}
-		now := s.now()
+		now := s.Now()
 		snap.State, snap.StateTime, snap.TTL, snap.ExpireTime = record.SnapshotReady, now, duration.Format(ttl), now.Add(ttl)
 		snap.DiskSizeBytes, snap.FailureReason, snap.PubsubMetadata = size+sb.Size, "", []record.PubsubSnapshotMetadata{}
 		w := &state.Write{}
-		if err := putJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
+		if err := core.PutJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
 			sb.Close()
 			return err
 		}
@@ -619,27 +620,27 @@ func (s *Service) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch, s
 // data, its PENDING record and its mark (unless the record is no longer
 // that import's: deleted meanwhile, the data went with it). It takes
 // the registry lock.
-func (s *Service) abandonImport(id string, why error) {
-	_ = s.update(func(tx *Tx) error {
+func (s *Snapshots) abandonImport(id string, why error) {
+	_ = s.TxUpdate(func(tx *core.Tx) error {
 		w := &state.Write{}
 		w.Delete(importKey(id))
 		if s.stillImporting(tx, id) == nil {
 			w.Delete(record.SnapshotKey(id))
 		}
 		if err := tx.DeleteSnapshot(id, w); err != nil {
-			s.opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
+			s.Opts.Logger.Error("removing a failed import; the next start removes it", "snapshot_id", id, "error", err)
 			return nil
 		}
-		s.opts.Logger.Warn("snapshot import failed; nothing of it is kept", "snapshot_id", id, "error", why)
+		s.Opts.Logger.Warn("snapshot import failed; nothing of it is kept", "snapshot_id", id, "error", why)
 		return nil
 	})
 }
 
 // recoverImports, at Open, removes every import cut short by a stop: its
 // data, its record (if still PENDING) and its mark.
-func (s *Service) recoverImports() error {
+func (s *Snapshots) recoverImports() error {
 	var ids []string
-	err := s.store.Scan("snapimport/", func(k string, _ []byte) error {
+	err := s.Store.Scan("snapimport/", func(k string, _ []byte) error {
 		ids = append(ids, k[len("snapimport/"):])
 		return nil
 	})
@@ -657,7 +658,7 @@ func graphOf(snap *record.Snapshot) (any, error) {
 	if len(snap.Graph) == 0 {
 		return nil, corruptf("its snapshot %s has no graph", snap.ID)
 	}
-	g, err := snapshotGraph(snap)
+	g, err := SnapshotGraph(snap)
 	if err != nil {
 		return nil, corruptf("%v", err)
 	}
@@ -671,10 +672,10 @@ func graphOf(snap *record.Snapshot) (any, error) {
 
 var uploadIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-func (s *Service) importsDir() string { return filepath.Join(s.opts.DataDir, "imports") }
+func (s *Snapshots) importsDir() string { return filepath.Join(s.Opts.DataDir, "imports") }
 
 // clearImports removes the staged uploads of an earlier run.
-func (s *Service) clearImports() error {
+func (s *Snapshots) clearImports() error {
 	if err := os.RemoveAll(s.importsDir()); err != nil {
 		return fmt.Errorf("removing unfinished snapshot uploads: %w", err)
 	}
@@ -704,8 +705,8 @@ type UploadProgress struct {
 // c.Final it imports the staged file (ImportSnapshot) and removes it,
 // whatever the outcome. A chunk at another offset than the bytes received
 // is INVALID_REQUEST (the message gives the offset expected).
-func (s *Service) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (UploadProgress, *record.Snapshot, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Snapshots) UploadSnapshotChunk(ctx context.Context, c UploadChunk) (UploadProgress, *record.Snapshot, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return UploadProgress{}, nil, err
 	}
 	if c.UploadID == "" {

@@ -1,4 +1,4 @@
-package service
+package core
 
 import (
 	"github.com/weir-dev/weir/errcode"
@@ -6,8 +6,8 @@ import (
 	"github.com/weir-dev/weir/state"
 )
 
-// Tx is the registry lock (Service.mu, lock order 3) held: a value of it
-// exists only inside the function given to Service.update, which holds
+// Tx is the registry lock (Core.mu, lock order 3) held: a value of it
+// exists only inside the function given to Core.update, which holds
 // the lock while the function runs. Every store write of the service, and
 // every read of a registry record that such a write modifies, happens
 // through a Tx, so holding the lock is a fact the compiler checks, not a
@@ -17,7 +17,7 @@ import (
 // has returned. It is not safe for concurrent use (one goroutine holds the
 // lock).
 type Tx struct {
-	s *Service // nil once the update returned
+	s *Core // nil once the update returned
 }
 
 // update runs fn holding the registry lock (lock order 3): after the name
@@ -25,7 +25,7 @@ type Tx struct {
 // while waiting for an execution (a pause, a checkpoint, a commit, an end)
 // nor across a broker or sink call: fn does in-memory work and store
 // writes only. This is the one place the lock is taken.
-func (s *Service) update(fn func(tx *Tx) error) error {
+func (s *Core) TxUpdate(fn func(tx *Tx) error) error {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	tx := &Tx{s: s}
@@ -35,7 +35,7 @@ func (s *Service) update(fn func(tx *Tx) error) error {
 
 // errTxDone is what a Tx used after its update returned answers: a
 // programming error, reported instead of writing without the lock.
-var errTxDone = &Error{Code: errcode.Internal, Message: "internal error: a registry write was attempted after its lock was released"}
+var errTxDone = &errcode.Error{Code: errcode.Internal, Message: "internal error: a registry write was attempted after its lock was released"}
 
 // Apply writes registry changes w durably.
 func (tx *Tx) Apply(w *state.Write) error {
@@ -43,8 +43,8 @@ func (tx *Tx) Apply(w *state.Write) error {
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
-	return s.stored(s.store.Apply(w))
+	defer s.Changes.Notify()
+	return s.stored(s.Store.Apply(w))
 }
 
 // WriteCheckpoint writes checkpoint cp of job id, whose state is kept under
@@ -54,8 +54,8 @@ func (tx *Tx) WriteCheckpoint(lineage, id string, cp *contract.Checkpoint, w *st
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
-	return s.stored(s.store.WriteCheckpoint(lineage, id, cp, w))
+	defer s.Changes.Notify()
+	return s.stored(s.Store.WriteCheckpoint(lineage, id, cp, w))
 }
 
 // WriteHandover writes handover h of checkpoint cp with the registry
@@ -65,8 +65,8 @@ func (tx *Tx) WriteHandover(h state.Handover, cp *contract.Checkpoint, w *state.
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
-	return s.stored(s.store.WriteHandover(h, cp, w))
+	defer s.Changes.Notify()
+	return s.stored(s.Store.WriteHandover(h, cp, w))
 }
 
 // DropState deletes the keyed state of step of lineage.
@@ -75,7 +75,7 @@ func (tx *Tx) DropState(lineage, step string) error {
 	if s == nil {
 		return errTxDone
 	}
-	return s.stored(s.store.DropState(lineage, step))
+	return s.stored(s.Store.DropState(lineage, step))
 }
 
 // WriteSnapshot commits a built snapshot batch with the registry changes w.
@@ -84,7 +84,7 @@ func (tx *Tx) WriteSnapshot(sb *state.SnapshotBatch, w *state.Write) error {
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
+	defer s.Changes.Notify()
 	return s.stored(sb.Commit(w))
 }
 
@@ -94,8 +94,8 @@ func (tx *Tx) DeleteSnapshot(id string, w *state.Write) error {
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
-	return s.stored(s.store.DeleteSnapshot(id, w))
+	defer s.Changes.Notify()
+	return s.stored(s.Store.DeleteSnapshot(id, w))
 }
 
 // RestoreSnapshot writes a new job's start from snapshot id with the
@@ -105,8 +105,8 @@ func (tx *Tx) RestoreSnapshot(id string, r state.SnapshotRestore, w *state.Write
 	if s == nil {
 		return errTxDone
 	}
-	defer s.changes.notify()
-	return s.stored(s.store.RestoreSnapshot(id, r, w))
+	defer s.Changes.Notify()
+	return s.stored(s.Store.RestoreSnapshot(id, r, w))
 }
 
 // Pin pins the store as the Tx's writes so far left it: no other write
@@ -115,20 +115,20 @@ func (tx *Tx) Pin() *state.Pinned {
 	if tx.s == nil {
 		return nil
 	}
-	return tx.s.store.Pin()
+	return tx.s.Store.Pin()
 }
 
 // Closing reports whether the service is closing. Close sets it under
 // the lock, so the answer holds until the Tx ends: a goroutine the
-// service waits for is started only with Closing false (Service.spawn).
-func (tx *Tx) Closing() bool { return tx.s == nil || tx.s.closing.Load() }
+// service waits for is started only with Closing false (Core.spawn).
+func (tx *Tx) Closing() bool { return tx.s == nil || tx.s.Closing.Load() }
 
 // spawn starts fn in a goroutine that Close waits for, unless the service
 // is closing (then it returns false and fn does not run). The WaitGroup's
 // Add happens under the registry lock, so it never follows Close's Wait.
-func (s *Service) spawn(fn func()) bool {
+func (s *Core) Spawn(fn func()) bool {
 	started := false
-	_ = s.update(func(tx *Tx) error {
+	_ = s.TxUpdate(func(tx *Tx) error {
 		if tx.Closing() {
 			return nil
 		}

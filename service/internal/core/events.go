@@ -1,13 +1,14 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/errcode"
@@ -39,7 +40,7 @@ func (tx *Tx) nextEventSeq(id string) uint64 {
 		return n + 1
 	}
 	var last uint64
-	_ = s.store.Scan(eventPrefix(id), func(k string, _ []byte) error {
+	_ = s.Store.Scan(eventPrefix(id), func(k string, _ []byte) error {
 		if n, err := strconv.ParseUint(strings.TrimPrefix(k, eventPrefix(id)), 10, 64); err == nil {
 			last = max(last, n)
 		}
@@ -60,7 +61,7 @@ func (tx *Tx) AddEvent(w *state.Write, id string, typ record.EventType, sev reco
 		msg = msg[:record.MaxEventMessageBytes] + "…"
 	}
 	seq := tx.nextEventSeq(id)
-	ev := record.Event{Seq: seq, Time: s.now(), Type: typ, Severity: sev, Message: msg, Details: details}
+	ev := record.Event{Seq: seq, Time: s.Now(), Type: typ, Severity: sev, Message: msg, Details: details}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		b, _ = json.Marshal(record.Event{Seq: seq, Time: ev.Time, Type: typ, Severity: sev, Message: msg})
@@ -75,8 +76,8 @@ func (tx *Tx) AddEvent(w *state.Write, id string, typ record.EventType, sev reco
 // own. It is the one call the service's work uses to tell a job's user
 // what happened (state transitions use Tx.StateEvent, within their write).
 // A failed write is logged: an event never fails the work it describes.
-func (s *Service) emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
-	_ = s.update(func(tx *Tx) error {
+func (s *Core) Emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
+	_ = s.TxUpdate(func(tx *Tx) error {
 		tx.Emit(id, typ, sev, msg, details)
 		return nil
 	})
@@ -85,13 +86,13 @@ func (s *Service) emit(id string, typ record.EventType, sev record.Severity, msg
 // Emit is emit within tx.
 func (tx *Tx) Emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	s := tx.s
-	if s == nil || s.storeFailed() != nil {
+	if s == nil || s.StoreFailed() != nil {
 		return // nothing can be written; the fault is logged once
 	}
 	w := &state.Write{}
 	tx.AddEvent(w, id, typ, sev, msg, details)
 	if err := tx.Apply(w); err != nil {
-		s.opts.Logger.Warn("recording a job event", "job_id", id, "type", typ, "error", err)
+		s.Opts.Logger.Warn("recording a job event", "job_id", id, "type", typ, "error", err)
 	}
 }
 
@@ -129,18 +130,18 @@ func (tx *Tx) StateEvent(w *state.Write, j *record.Job, from record.JobState) {
 // Events returns the events of job ref with a sequence number above
 // after, oldest first, at most limit of them (0: all the job keeps). It
 // takes no lock.
-func (s *Service) Events(ref string, after uint64, limit int) (*record.Job, []record.Event, error) {
-	j, err := s.resolve(ref)
+func (s *Core) Events(ref string, after uint64, limit int) (*record.Job, []record.Event, error) {
+	j, err := s.Resolve(ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	evs, err := s.readEvents(j.ID, after, limit)
+	evs, err := s.ReadEvents(j.ID, after, limit)
 	return j, evs, err
 }
 
-func (s *Service) readEvents(id string, after uint64, limit int) ([]record.Event, error) {
+func (s *Core) ReadEvents(id string, after uint64, limit int) ([]record.Event, error) {
 	evs := []record.Event{}
-	err := s.store.Scan(eventPrefix(id), func(k string, v []byte) error {
+	err := s.Store.Scan(eventPrefix(id), func(k string, v []byte) error {
 		if limit > 0 && len(evs) >= limit {
 			return errStopScan
 		}
@@ -166,15 +167,15 @@ var errStopScan = errors.New("stop scan")
 // FollowEvents calls fn with the events of job ref after seq after, in
 // order, as they are recorded, until the job is terminal and every event
 // is delivered, ctx ends, or fn fails. It takes no lock while it waits.
-func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn func([]record.Event) error) error {
-	j, err := s.resolve(ref)
+func (s *Core) FollowEvents(ctx context.Context, ref string, after uint64, fn func([]record.Event) error) error {
+	j, err := s.Resolve(ref)
 	if err != nil {
 		return err
 	}
 	id := j.ID
 	for {
-		next := s.changes.next()
-		evs, err := s.readEvents(id, after, 1000)
+		next := s.Changes.Next()
+		evs, err := s.ReadEvents(id, after, 1000)
 		if err != nil {
 			return err
 		}
@@ -185,14 +186,14 @@ func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn
 			after = evs[len(evs)-1].Seq
 			continue
 		}
-		cur, err := s.readJob(id)
+		cur, err := s.ReadJob(id)
 		if err != nil {
 			return errcode.Internalf("reading job %s: %w", id, err)
 		}
-		if !cur.Active() && s.runningJob(id) == nil {
+		if !cur.Active() && s.RunningJob(id) == nil {
 			// A terminal job's last events are written with its end:
 			// read once more after it, then stop.
-			evs, err := s.readEvents(id, after, 0)
+			evs, err := s.ReadEvents(id, after, 0)
 			if err != nil {
 				return err
 			}
@@ -204,7 +205,7 @@ func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.ctx.Done():
+		case <-s.Ctx.Done():
 			return nil // the service closes: the follower reconnects to the next one
 		case <-next:
 		}
@@ -214,24 +215,24 @@ func (s *Service) FollowEvents(ctx context.Context, ref string, after uint64, fn
 // logWriter routes a job's LogForTesting lines to its events
 // (yamlpipe.Options.LogOutput): every Write is one line.
 type logWriter struct {
-	s  *Service
+	s  *Core
 	id string
 }
 
 // Write records p, one line, as a log event of the job.
 func (w logWriter) Write(p []byte) (int, error) {
 	line := strings.TrimRight(string(p), "\n")
-	w.s.emit(w.id, record.EventLog, record.SeverityInfo, line, nil)
+	w.s.Emit(w.id, record.EventLog, record.SeverityInfo, line, nil)
 	return len(p), nil
 }
 
 // attemptEvent records a refused or validate-only update attempt of job id.
-func (s *Service) attemptEvent(id string, report compat.Report) {
+func (s *Core) AttemptEvent(id string, report compat.Report) {
 	if !report.Compatible {
-		s.emit(id, record.EventUpdateRefused, record.SeverityWarning,
+		s.Emit(id, record.EventUpdateRefused, record.SeverityWarning,
 			fmt.Sprintf("update refused: the new pipeline is not compatible (%d problem(s)); the job was not changed", len(report.Errors)),
 			map[string]any{"problems": len(report.Errors), "errors": report.Errors})
 		return
 	}
-	s.emit(id, record.EventUpdateValidated, record.SeverityInfo, "a validate-only update was checked: compatible", map[string]any{"compatible": true})
+	s.Emit(id, record.EventUpdateValidated, record.SeverityInfo, "a validate-only update was checked: compatible", map[string]any{"compatible": true})
 }

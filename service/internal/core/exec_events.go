@@ -1,9 +1,10 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"fmt"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -15,10 +16,10 @@ import (
 // job's start is recorded, held until it is.
 
 // deadLetter returns the runner's dead-letter hook for jr.
-func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) error {
-	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
+func (s *Core) deadLetter(jr *Run) func(context.Context, contract.Reject) error {
+	log := s.Opts.Logger.With("job_id", jr.ID, "job_name", jr.Name)
 	return func(ctx context.Context, r contract.Reject) error {
-		n := jr.deadLetters.Add(1)
+		n := jr.DeadLetters.Add(1)
 		// An element derived from many (a window's aggregate) has no one
 		// position in a source.
 		at, attrs := "", []any{"step", r.Step}
@@ -27,7 +28,7 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) 
 			attrs = append(attrs, "source", r.Source.String())
 		}
 		desc := fmt.Sprintf("step %q%s: %s: %s", r.Step, at, r.Reason, r.Message)
-		jr.lastDeadLetter.Store(&desc)
+		jr.LastDeadLetter.Store(&desc)
 		attrs = append(attrs, "reason", r.Reason, "message", r.Message, "dead_letters", n)
 		// The first ten, then every thousandth: a log line per reject would
 		// drown the log (the topic and dead_letters count them all).
@@ -37,10 +38,10 @@ func (s *Service) deadLetter(jr *jobRun) func(context.Context, contract.Reject) 
 			if r.Source != nil {
 				d["source"] = r.Source.String()
 			}
-			s.emitRun(jr, record.EventDeadLetter, record.SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
+			s.EmitRun(jr, record.EventDeadLetter, record.SeverityWarning, "element rejected by a step without error_handling: "+desc, d)
 		}
-		if s.opts.DeadLetter != nil {
-			if err := s.opts.DeadLetter.PublishDeadLetter(ctx, jr.name, jr.id, r); err != nil {
+		if s.Opts.DeadLetter != nil {
+			if err := s.Opts.DeadLetter.PublishDeadLetter(ctx, jr.Name, jr.ID, r); err != nil {
 				return fmt.Errorf("publishing a reject of step %q to the dead-letter topic: %w", r.Step, err)
 			}
 			if logIt {
@@ -67,7 +68,7 @@ type heldEvent struct {
 // emitRun records an event of jr's job, or holds it while the job's start
 // is not recorded yet (Tx.ReleaseEvents writes it then). The caller holds
 // no Tx.
-func (s *Service) emitRun(jr *jobRun, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
+func (s *Core) EmitRun(jr *Run, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
 	jr.emu.Lock() // a leaf
 	if !jr.recorded {
 		jr.held = append(jr.held, heldEvent{typ, sev, msg, details})
@@ -75,20 +76,20 @@ func (s *Service) emitRun(jr *jobRun, typ record.EventType, sev record.Severity,
 		return
 	}
 	jr.emu.Unlock()
-	s.emit(jr.id, typ, sev, msg, details)
+	s.Emit(jr.ID, typ, sev, msg, details)
 }
 
 // ReleaseEvents adds to w the events jr held until its job's start was
 // recorded, after whatever w holds, and lets the later ones through; it
 // reports whether there were any. The Tx holds the registry lock, so an
 // event emitted meanwhile is written after these.
-func (tx *Tx) ReleaseEvents(w *state.Write, jr *jobRun) bool {
+func (tx *Tx) ReleaseEvents(w *state.Write, jr *Run) bool {
 	jr.emu.Lock() // a leaf
 	held := jr.held
 	jr.held, jr.recorded = nil, true
 	jr.emu.Unlock()
 	for _, ev := range held {
-		tx.AddEvent(w, jr.id, ev.typ, ev.sev, ev.msg, ev.details)
+		tx.AddEvent(w, jr.ID, ev.typ, ev.sev, ev.msg, ev.details)
 	}
 	return len(held) > 0
 }

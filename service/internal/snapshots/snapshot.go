@@ -1,4 +1,4 @@
-package service
+package snapshots
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -101,8 +102,8 @@ type SnapshotRequest struct {
 //
 // It holds the job name's guard and the execution's cpMu for the cut only
 // (lock order 1, 2), the registry lock for the store writes; the copy holds none.
-func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*record.Snapshot, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*record.Snapshot, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	ss, hasBroker := s.sourceSnapshotter()
@@ -115,7 +116,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*rec
 	if err := validateSnapshotTTL(req.TTL); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockJob(ctx, req.Job) // lock order 1
+	unlock, err := s.LockJob(ctx, req.Job) // lock order 1
 	if err != nil {
 		return nil, err
 	}
@@ -125,27 +126,27 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*rec
 			unlock()
 		}
 	}()
-	if s.closing.Load() {
+	if s.Closing.Load() {
 		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; snapshot the job once it is back")
 	}
-	j, err := s.resolve(req.Job)
+	j, err := s.Resolve(req.Job)
 	if err != nil {
 		return nil, err
 	}
-	jr := s.runningJob(j.ID)
+	jr := s.RunningJob(j.ID)
 	switch {
 	case j.Type != record.TypeStreaming:
 		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
 	case j.State != record.StateRunning:
 		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
-	case !j.Checkpointing || jr == nil || !jr.checkpointed:
+	case !j.Checkpointing || jr == nil || !jr.Checkpointed:
 		note := j.CheckpointNote
 		if note == "" {
 			note = "it has no live execution taking checkpoints"
 		}
 		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) takes no checkpoints (%s): a snapshot is a checkpoint cut", j.ID, j.Name, note)
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := newSnapshotID()
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -153,17 +154,17 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*rec
 	snap := &record.Snapshot{ID: id, SourceJobID: j.ID, JobName: j.Name, Generation: j.Generation, CreationTime: now,
 		TTL: duration.Format(req.TTL), ExpireTime: now.Add(req.TTL), State: record.SnapshotPending, StateTime: now,
 		Description: req.Description, PubsubMetadata: []record.PubsubSnapshotMetadata{}, SDK: j.SDK, Graph: j.Graph}
-	if err := s.putSnapshot(snap); err != nil {
+	if err := s.PutSnapshot(snap); err != nil {
 		return nil, err
 	}
 	cp, pin, err := s.snapshotCut(jr)
 	if err != nil {
 		guarded = false
 		unlock()
-		if !errors.Is(err, errNotWritten) {
+		if !errors.Is(err, core.ErrNotWritten) {
 			// A checkpoint taken and not written lost its state changes:
 			// the job fails as on a failed periodic checkpoint.
-			s.checkpointFailed(jr, err)
+			s.CheckpointFailed(jr, err)
 		}
 		return s.snapshotFailed(id, fmt.Sprintf("taking the cut: %v", err))
 	}
@@ -179,25 +180,25 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*rec
 			return failed, ferr
 		}
 	}
-	snap.State, snap.StateTime = record.SnapshotRunning, s.now()
+	snap.State, snap.StateTime = record.SnapshotRunning, s.Now()
 	snap.Epoch, snap.Positions, snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
-	if err := s.putSnapshot(snap); err != nil {
+	if err := s.PutSnapshot(snap); err != nil {
 		_ = pin.Release()
 		return nil, err
 	}
 	guarded = false
 	unlock()
-	steps := make([]string, 0, len(jr.prog.Graph.Steps))
-	for _, st := range jr.prog.Graph.Steps {
+	steps := make([]string, 0, len(jr.Prog.Graph.Steps))
+	for _, st := range jr.Prog.Graph.Steps {
 		steps = append(steps, st.Name)
 	}
 	cut := state.SnapshotCut{Lineage: j.StateKey(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
-	if !s.spawn(func() { s.copySnapshot(snap, pin, cut) }) {
+	if !s.Spawn(func() { s.copySnapshot(snap, pin, cut) }) {
 		_ = pin.Release()
 		return s.snapshotFailed(id, "the server shut down before the snapshot's state was copied")
 	}
-	s.opts.Logger.Info("snapshot cut taken", "snapshot_id", id, "job_id", j.ID, "job_name", j.Name, "epoch", cp.Epoch)
+	s.Opts.Logger.Info("snapshot cut taken", "snapshot_id", id, "job_id", j.ID, "job_name", j.Name, "epoch", cp.Epoch)
 	return snap, nil
 }
 
@@ -205,20 +206,20 @@ func (s *Service) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*rec
 // and pins the store right after the write (same hold of the registry lock), then
 // commits it. It takes jr.cpMu for the whole checkpoint, as checkpoint
 // does. On success the caller releases the pin.
-func (s *Service) snapshotCut(jr *jobRun) (*contract.Checkpoint, *state.Pinned, error) {
-	jr.cpMu.Lock() // lock order 2
-	defer jr.cpMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+func (s *Snapshots) snapshotCut(jr *core.Run) (*contract.Checkpoint, *state.Pinned, error) {
+	jr.CpMu.Lock() // lock order 2
+	defer jr.CpMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), core.FinalCheckpointTimeout)
 	defer cancel()
-	cp, err := jr.x.Checkpoint(ctx)
+	cp, err := jr.X.Checkpoint(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	var pin *state.Pinned
-	if err := s.writeCheckpoint(jr, cp, nil, func(tx *Tx) { pin = tx.Pin() }); err != nil {
+	if err := s.WriteCheckpoint(jr, cp, nil, func(tx *core.Tx) { pin = tx.Pin() }); err != nil {
 		return nil, nil, err
 	}
-	if err := jr.x.Commit(ctx, cp); err != nil {
+	if err := jr.X.Commit(ctx, cp); err != nil {
 		_ = pin.Release()
 		return nil, nil, fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
 	}
@@ -235,16 +236,16 @@ const snapshotBatchBytes = 4 << 20
 // the snapshot READY, or FAILED when that fails (snapshotFailed removes
 // what was added; a stop in between leaves it RUNNING, which Open turns
 // into FAILED the same way, and the files not added are removed when the
-// store opens). It holds no guard; a Tx only for the READY write. The job
+// store opens). It holds no guard; a core.Tx only for the READY write. The job
 // is never touched. It runs in a goroutine Close waits for (spawn).
-func (s *Service) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
+func (s *Snapshots) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
 	defer pin.Release()
 	began := time.Now() // the current file's start
-	sb, err := s.store.StreamSnapshot(s.ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
-		if s.ctx.Err() != nil {
+	sb, err := s.Store.StreamSnapshot(s.Ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
+		if s.Ctx.Err() != nil {
 			return errors.New("the server shut down while the snapshot's state was copied")
 		}
-		if cur, err := s.readSnapshot(snap.ID); err != nil || cur.State != record.SnapshotRunning {
+		if cur, err := s.ReadSnapshot(snap.ID); err != nil || cur.State != record.SnapshotRunning {
 			return errSnapshotGone
 		}
 		if snap.Kind == record.SnapshotKindRollback {
@@ -252,7 +253,7 @@ func (s *Service) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut sta
 			t := time.NewTimer(time.Since(began) * rollbackCopyPace)
 			select {
 			case <-t.C:
-			case <-s.ctx.Done():
+			case <-s.Ctx.Done():
 				t.Stop()
 			}
 		}
@@ -263,11 +264,11 @@ func (s *Service) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut sta
 		// The state's files join the store outside the registry lock (their
 		// ingest waits for a sync); finishSnapshot takes it to write the
 		// READY record, or removes them if the snapshot went meanwhile.
-		if s.hooks.snapshotWrite != nil {
-			err = s.hooks.snapshotWrite(snap.ID, sb.Size)
+		if s.Hooks.SnapshotWrite != nil {
+			err = s.Hooks.SnapshotWrite(snap.ID, sb.Size)
 		}
 		if err == nil {
-			err = sb.Ingest(s.ctx)
+			err = sb.Ingest(s.Ctx)
 		}
 		if err == nil {
 			err = s.finishSnapshot(snap, sb, sb.Size)
@@ -282,7 +283,7 @@ func (s *Service) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut sta
 		s.logSnapshotFailed(snap.ID, err.Error())
 		return
 	}
-	s.opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
+	s.Opts.Logger.Info("snapshot ready", "snapshot_id", snap.ID, "job_id", snap.SourceJobID, "disk_size_bytes", sb.Size)
 }
 
 // rollbackCopyPace paces the copy of a rollback snapshot: after each file
@@ -297,16 +298,16 @@ const rollbackCopyPace = 3
 var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
 
 // finishSnapshot commits the last batch sb of snapshot snap's data with
-// its READY record (size bytes in all), in a Tx of its own.
-func (s *Service) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch, size int64) error {
-	return s.update(func(tx *Tx) error {
-		cur, err := s.readSnapshot(snap.ID)
+// its READY record (size bytes in all), in a core.Tx of its own.
+func (s *Snapshots) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch, size int64) error {
+	return s.TxUpdate(func(tx *core.Tx) error {
+		cur, err := s.ReadSnapshot(snap.ID)
 		if err == nil && cur.State != record.SnapshotRunning {
 			// Deleted (or failed) while the state was copied: what the batch
 			// ingested goes too (the delete found nothing to remove).
 			sb.Close()
 			if err := tx.DeleteSnapshot(snap.ID, &state.Write{}); err != nil {
-				s.opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
+				s.Opts.Logger.Error("removing the state of a deleted snapshot", "snapshot_id", snap.ID, "error", err)
 			}
 			return errSnapshotGone
 		}
@@ -314,15 +315,15 @@ func (s *Service) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch,
 			sb.Close()
 			return err
 		}
-		if s.ctx.Err() != nil {
+		if s.Ctx.Err() != nil {
 			// Still RUNNING: the caller makes it FAILED, which removes what
 			// was ingested.
 			sb.Close()
 			return errors.New("the server shut down while the snapshot's state was copied")
 		}
-		cur.State, cur.StateTime, cur.DiskSizeBytes = record.SnapshotReady, s.now(), size
+		cur.State, cur.StateTime, cur.DiskSizeBytes = record.SnapshotReady, s.Now(), size
 		w := &state.Write{}
-		if err := putJSON(w, record.SnapshotKey(cur.ID), cur); err != nil {
+		if err := core.PutJSON(w, record.SnapshotKey(cur.ID), cur); err != nil {
 			sb.Close()
 			return err
 		}
@@ -340,32 +341,32 @@ func (s *Service) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch,
 	})
 }
 
-func (s *Service) logSnapshotFailed(id, reason string) {
+func (s *Snapshots) logSnapshotFailed(id, reason string) {
 	snap, err := s.snapshotFailed(id, reason)
 	if err != nil {
-		s.opts.Logger.Error("recording a failed snapshot", "snapshot_id", id, "error", err)
+		s.Opts.Logger.Error("recording a failed snapshot", "snapshot_id", id, "error", err)
 		return
 	}
 	s.dropSourceSnapshots(snap)
 }
 
 // snapshotFailed makes snapshot id FAILED with reason (unless it is
-// already READY, FAILED or DELETED) and returns its record, in a Tx of its
+// already READY, FAILED or DELETED) and returns its record, in a core.Tx of its
 // own.
-func (s *Service) snapshotFailed(id, reason string) (*record.Snapshot, error) {
+func (s *Snapshots) snapshotFailed(id, reason string) (*record.Snapshot, error) {
 	var snap *record.Snapshot
-	err := s.update(func(tx *Tx) error {
+	err := s.TxUpdate(func(tx *core.Tx) error {
 		var err error
-		if snap, err = s.readSnapshot(id); err != nil {
+		if snap, err = s.ReadSnapshot(id); err != nil {
 			return err
 		}
 		if snap.State != record.SnapshotPending && snap.State != record.SnapshotRunning {
 			return nil
 		}
-		snap.State, snap.StateTime, snap.FailureReason = record.SnapshotFailed, s.now(), reason
+		snap.State, snap.StateTime, snap.FailureReason = record.SnapshotFailed, s.Now(), reason
 		snap.DiskSizeBytes = 0
 		w := &state.Write{}
-		if err := putJSON(w, record.SnapshotKey(id), snap); err != nil {
+		if err := core.PutJSON(w, record.SnapshotKey(id), snap); err != nil {
 			return err
 		}
 		tx.AddEvent(w, snap.SourceJobID, record.EventSnapshotFailed, record.SeverityError, fmt.Sprintf("snapshot %s failed: %s", id, reason),
@@ -373,7 +374,7 @@ func (s *Service) snapshotFailed(id, reason string) (*record.Snapshot, error) {
 		if err := tx.DeleteSnapshot(id, w); err != nil {
 			return errcode.Internalf("recording snapshot %s as failed: %w", id, err)
 		}
-		s.opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
+		s.Opts.Logger.Error("snapshot failed", "snapshot_id", id, "job_id", snap.SourceJobID, "reason", reason)
 		return nil
 	})
 	if err != nil {
@@ -382,22 +383,22 @@ func (s *Service) snapshotFailed(id, reason string) (*record.Snapshot, error) {
 	return snap, nil
 }
 
-// putSnapshot writes snap's record, in a Tx of its own.
-func (s *Service) putSnapshot(snap *record.Snapshot) error {
+// putSnapshot writes snap's record, in a core.Tx of its own.
+func (s *Snapshots) PutSnapshot(snap *record.Snapshot) error {
 	w := &state.Write{}
-	if err := putJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
+	if err := core.PutJSON(w, record.SnapshotKey(snap.ID), snap); err != nil {
 		return err
 	}
-	if err := s.apply(w); err != nil {
+	if err := s.Apply(w); err != nil {
 		return errcode.Internalf("recording snapshot %s: %w", snap.ID, err)
 	}
 	return nil
 }
 
-// readSnapshot reads snapshot id's record; a missing one is
+// ReadSnapshot reads snapshot id's record; a missing one is
 // SNAPSHOT_NOT_FOUND. It takes no lock.
-func (s *Service) readSnapshot(id string) (*record.Snapshot, error) {
-	b, err := s.store.Get(record.SnapshotKey(id))
+func (s *Snapshots) ReadSnapshot(id string) (*record.Snapshot, error) {
+	b, err := s.Store.Get(record.SnapshotKey(id))
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, errcode.Errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id)
 	}
@@ -413,20 +414,20 @@ func (s *Service) readSnapshot(id string) (*record.Snapshot, error) {
 
 // GetSnapshot returns snapshot id (a deleted one reads DELETED). It takes
 // no lock.
-func (s *Service) GetSnapshot(id string) (*record.Snapshot, error) {
+func (s *Snapshots) GetSnapshot(id string) (*record.Snapshot, error) {
 	if id == "" {
 		return nil, errcode.Errorf(errcode.SnapshotNotFound, "no snapshot ID given")
 	}
-	return s.readSnapshot(id)
+	return s.ReadSnapshot(id)
 }
 
 // ListSnapshots returns the snapshots of job ref (an ID: that job's; a
 // name: those of every job of the name; "": all), newest first; DELETED
 // ones only with all. It takes no lock.
-func (s *Service) ListSnapshots(ref string, all bool) ([]*record.Snapshot, error) {
+func (s *Snapshots) ListSnapshots(ref string, all bool) ([]*record.Snapshot, error) {
 	byID := false
 	if ref != "" {
-		if _, err := s.readJob(ref); err == nil {
+		if _, err := s.ReadJob(ref); err == nil {
 			byID = true
 		} else if !errors.Is(err, state.ErrNotFound) {
 			return nil, errcode.Internalf("reading job %s: %w", ref, err)
@@ -435,9 +436,9 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*record.Snapshot, error
 		}
 	}
 	out := []*record.Snapshot{}
-	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+	err := s.Store.Scan("snapshot/", func(_ string, v []byte) error {
 		snap := &record.Snapshot{}
-		if err := decodeJSON(v, snap); err != nil {
+		if err := core.DecodeJSON(v, snap); err != nil {
 			return err
 		}
 		switch {
@@ -463,43 +464,43 @@ func (s *Service) ListSnapshots(ref string, all bool) ([]*record.Snapshot, error
 
 // DeleteSnapshot deletes snapshot id: its data goes at once, its record
 // stays as a DELETED tombstone. Deleting a deleted snapshot answers the
-// tombstone. It writes in a Tx of its own.
-func (s *Service) DeleteSnapshot(id string) (*record.Snapshot, error) {
-	if err := s.refuseIfStoreFailed(); err != nil {
+// tombstone. It writes in a core.Tx of its own.
+func (s *Snapshots) DeleteSnapshot(id string) (*record.Snapshot, error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	return s.deleteSnapshot(id, "deleted")
 }
 
-func (s *Service) deleteSnapshot(id, reason string) (*record.Snapshot, error) {
+func (s *Snapshots) deleteSnapshot(id, reason string) (*record.Snapshot, error) {
 	snap, err := s.deleteSnapshotRecord(id, reason)
 	if err == nil {
-		s.dropSourceSnapshots(snap) // outside a Tx: a broker call
+		s.dropSourceSnapshots(snap) // outside a core.Tx: a broker call
 	}
 	return snap, err
 }
 
 // deleteSnapshotRecord makes snapshot id DELETED and removes its data,
-// in a Tx of its own.
-func (s *Service) deleteSnapshotRecord(id, reason string) (*record.Snapshot, error) {
+// in a core.Tx of its own.
+func (s *Snapshots) deleteSnapshotRecord(id, reason string) (*record.Snapshot, error) {
 	var snap *record.Snapshot
-	err := s.update(func(tx *Tx) error {
+	err := s.TxUpdate(func(tx *core.Tx) error {
 		var err error
-		if snap, err = s.readSnapshot(id); err != nil {
+		if snap, err = s.ReadSnapshot(id); err != nil {
 			return err
 		}
 		if snap.State == record.SnapshotDeleted {
 			return nil
 		}
-		snap.State, snap.StateTime, snap.DiskSizeBytes = record.SnapshotDeleted, s.now(), 0
+		snap.State, snap.StateTime, snap.DiskSizeBytes = record.SnapshotDeleted, s.Now(), 0
 		w := &state.Write{}
-		if err := putJSON(w, record.SnapshotKey(id), snap); err != nil {
+		if err := core.PutJSON(w, record.SnapshotKey(id), snap); err != nil {
 			return err
 		}
 		if err := tx.DeleteSnapshot(id, w); err != nil {
 			return errcode.Internalf("deleting snapshot %s: %w", id, err)
 		}
-		s.opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
+		s.Opts.Logger.Info("snapshot deleted", "snapshot_id", id, "reason", reason)
 		return nil
 	})
 	if err != nil {
@@ -510,10 +511,10 @@ func (s *Service) deleteSnapshotRecord(id, reason string) (*record.Snapshot, err
 
 // WaitSnapshot waits until snapshot id is READY, FAILED or DELETED and
 // returns it.
-func (s *Service) WaitSnapshot(ctx context.Context, id string) (*record.Snapshot, error) {
+func (s *Snapshots) WaitSnapshot(ctx context.Context, id string) (*record.Snapshot, error) {
 	for {
-		next := s.changes.next()
-		snap, err := s.readSnapshot(id)
+		next := s.Changes.Next()
+		snap, err := s.ReadSnapshot(id)
 		if err != nil {
 			return nil, err
 		}
@@ -533,7 +534,7 @@ func (s *Service) WaitSnapshot(ctx context.Context, id string) (*record.Snapshot
 // its batches removed; expired snapshots are deleted; uploads of
 // snapshot files and imports cut short by the stop are removed (an
 // import's snapshot is then absent).
-func (s *Service) recoverSnapshots() error {
+func (s *Snapshots) recoverSnapshots() error {
 	if err := s.clearImports(); err != nil {
 		return err
 	}
@@ -541,9 +542,9 @@ func (s *Service) recoverSnapshots() error {
 		return err
 	}
 	var stale []string
-	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+	err := s.Store.Scan("snapshot/", func(_ string, v []byte) error {
 		snap := &record.Snapshot{}
-		if err := decodeJSON(v, snap); err != nil {
+		if err := core.DecodeJSON(v, snap); err != nil {
 			return err
 		}
 		if snap.State == record.SnapshotPending || snap.State == record.SnapshotRunning {
@@ -561,22 +562,22 @@ func (s *Service) recoverSnapshots() error {
 		}
 		s.dropSourceSnapshots(snap)
 	}
-	return s.expireSnapshots()
+	return s.ExpireSnapshots()
 }
 
 // expireSnapshots deletes every snapshot whose expire time has passed on
 // the service's clock.
-func (s *Service) expireSnapshots() error {
-	now := s.now()
+func (s *Snapshots) ExpireSnapshots() error {
+	now := s.Now()
 	var expired []string
-	err := s.store.Scan("snapshot/", func(_ string, v []byte) error {
+	err := s.Store.Scan("snapshot/", func(_ string, v []byte) error {
 		snap := &record.Snapshot{}
-		if err := decodeJSON(v, snap); err != nil {
+		if err := core.DecodeJSON(v, snap); err != nil {
 			return err
 		}
 		switch snap.State {
 		case record.SnapshotReady, record.SnapshotFailed:
-			if !now.Before(snap.ExpireTime) && !s.rollbackHeld(snap, now) {
+			if !now.Before(snap.ExpireTime) && !s.RollbackHeld(snap, now) {
 				expired = append(expired, snap.ID)
 			}
 		}
@@ -597,29 +598,26 @@ func (s *Service) expireSnapshots() error {
 
 // expireLoop deletes expired snapshots every checkpoint interval until
 // the service closes. It runs in a goroutine Close waits for (spawn).
-func (s *Service) expireLoop() {
-	t := time.NewTicker(s.opts.CheckpointInterval)
+func (s *Snapshots) expireLoop() {
+	t := time.NewTicker(s.Opts.CheckpointInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-s.Ctx.Done():
 			return
 		case <-t.C:
-			if s.storeFailed() != nil {
+			if s.StoreFailed() != nil {
 				continue
 			}
-			if err := s.expireSnapshots(); err != nil {
-				s.opts.Logger.Error("deleting expired snapshots", "error", err)
-			}
-			if err := s.sweepFacades(s.ctx); err != nil && s.ctx.Err() == nil {
-				s.opts.Logger.Error("compacting façade views (retried)", "error", err)
+			if err := s.ExpireSnapshots(); err != nil {
+				s.Opts.Logger.Error("deleting expired snapshots", "error", err)
 			}
 		}
 	}
 }
 
-// snapshotGraph parses the graph of snap.
-func snapshotGraph(snap *record.Snapshot) (*graph.Pipeline, error) {
+// SnapshotGraph parses the graph of snap.
+func SnapshotGraph(snap *record.Snapshot) (*graph.Pipeline, error) {
 	g, err := graph.Parse(snap.Graph)
 	if err != nil {
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)

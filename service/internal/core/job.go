@@ -1,4 +1,4 @@
-package service
+package core
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ import (
 // guards that exclude every other writer of the record (see the lock
 // ordering in the package doc).
 
-func (s *Service) readJob(id string) (*record.Job, error) {
-	b, err := s.store.Get(record.JobKey(id))
+func (s *Core) ReadJob(id string) (*record.Job, error) {
+	b, err := s.Store.Get(record.JobKey(id))
 	if err != nil {
 		return nil, err
 	}
@@ -29,8 +29,8 @@ func (s *Service) readJob(id string) (*record.Job, error) {
 	return &j, nil
 }
 
-func (s *Service) readLineage(name string) (*record.Lineage, error) {
-	b, err := s.store.Get(record.LineageKey(name))
+func (s *Core) ReadLineage(name string) (*record.Lineage, error) {
+	b, err := s.Store.Get(record.LineageKey(name))
 	if errors.Is(err, state.ErrNotFound) {
 		return &record.Lineage{Name: name}, nil
 	}
@@ -44,7 +44,7 @@ func (s *Service) readLineage(name string) (*record.Lineage, error) {
 	return &l, nil
 }
 
-func putJSON(w *state.Write, key string, v any) error {
+func PutJSON(w *state.Write, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return errcode.Internalf("encoding %s: %w", key, err)
@@ -55,11 +55,11 @@ func putJSON(w *state.Write, key string, v any) error {
 
 // resolve finds a job by ID, or by name: the name's active job, or its
 // latest job when none is active. It takes no lock.
-func (s *Service) resolve(ref string) (*record.Job, error) {
+func (s *Core) Resolve(ref string) (*record.Job, error) {
 	if ref == "" {
 		return nil, errcode.Errorf(errcode.JobNotFound, "no job ID or name given")
 	}
-	j, err := s.readJob(ref)
+	j, err := s.ReadJob(ref)
 	if err == nil {
 		return j, nil
 	}
@@ -67,7 +67,7 @@ func (s *Service) resolve(ref string) (*record.Job, error) {
 		return nil, errcode.Internalf("reading job %s: %w", ref, err)
 	}
 	if record.IsJobName(ref) {
-		l, err := s.readLineage(ref)
+		l, err := s.ReadLineage(ref)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +76,7 @@ func (s *Service) resolve(ref string) (*record.Job, error) {
 			id = l.LatestJobID
 		}
 		if id != "" {
-			j, err := s.readJob(id)
+			j, err := s.ReadJob(id)
 			if err != nil {
 				return nil, errcode.Internalf("reading job %s of name %q: %w", id, ref, err)
 			}

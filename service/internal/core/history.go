@@ -1,7 +1,6 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
@@ -213,8 +214,8 @@ func (h *jobHistory) coarseWrite(w *state.Write, jobID string, b int64) {
 }
 
 // loadCoarse reads job id's stored coarse tier into h (a new history).
-func (s *Service) loadCoarse(id string, h *jobHistory) {
-	_ = s.store.Scan(historyPrefix(id), func(k string, v []byte) error {
+func (s *Core) loadCoarse(id string, h *jobHistory) {
+	_ = s.Store.Scan(historyPrefix(id), func(k string, v []byte) error {
 		b, err := strconv.ParseInt(strings.TrimPrefix(k, historyPrefix(id)), 10, 64)
 		if err != nil {
 			return nil
@@ -241,7 +242,7 @@ func (s *Service) loadCoarse(id string, h *jobHistory) {
 
 // history returns job id's in-memory history, creating it (with its
 // stored coarse tier) when create is set; nil otherwise.
-func (s *Service) history(id string, create bool) *jobHistory {
+func (s *Core) history(id string, create bool) *jobHistory {
 	if v, ok := s.histories.Load(id); ok {
 		return v.(*jobHistory)
 	}
@@ -256,9 +257,9 @@ func (s *Service) history(id string, create bool) *jobHistory {
 
 // recordHistory samples jr's metrics at now into its job's history, and
 // stores the coarse bucket that now completed, if one did.
-func (s *Service) recordHistory(jr *jobRun, now time.Time) {
-	m := jr.metrics(now)
-	h := s.history(jr.id, true)
+func (s *Core) recordHistory(jr *Run, now time.Time) {
+	m := jr.MetricsAt(now)
+	h := s.history(jr.ID, true)
 	h.mu.Lock() // a leaf
 	ok := true
 	add := func(step, metric string, v float64) { ok = h.add(now, step, metric, v) && ok }
@@ -274,7 +275,7 @@ func (s *Service) recordHistory(jr *jobRun, now time.Time) {
 		if st.BacklogElements != nil {
 			add(st.Name, HistBacklogElements, float64(*st.BacklogElements))
 		}
-		if g := jr.prog.Graph.Step(st.Name); g != nil && g.Kind == graph.KindSource {
+		if g := jr.Prog.Graph.Step(st.Name); g != nil && g.Kind == graph.KindSource {
 			eps += st.ThroughputPerSecond
 		}
 	}
@@ -299,34 +300,34 @@ func (s *Service) recordHistory(jr *jobRun, now time.Time) {
 	var w *state.Write
 	if h.coarseBucket != math.MinInt64 && cb > h.coarseBucket {
 		w = &state.Write{}
-		h.coarseWrite(w, jr.id, h.coarseBucket)
+		h.coarseWrite(w, jr.ID, h.coarseBucket)
 	}
 	h.coarseBucket = cb
 	h.mu.Unlock()
 	if warn {
-		s.opts.Logger.Warn("metrics history: the job has more series than the cap; the extra series are not recorded",
-			"job_id", jr.id, "job_name", jr.name, "max_series", MaxHistorySeries)
+		s.Opts.Logger.Warn("metrics history: the job has more series than the cap; the extra series are not recorded",
+			"job_id", jr.ID, "job_name", jr.Name, "max_series", MaxHistorySeries)
 	}
 	if w != nil {
-		s.writeHistory(jr.id, w)
+		s.writeHistory(jr.ID, w)
 	}
 }
 
 // writeHistory writes a coarse bucket in a Tx of its own; a failure is
 // logged (the history is an aid, not a record the job depends on).
-func (s *Service) writeHistory(id string, w *state.Write) {
-	if s.storeFailed() != nil {
+func (s *Core) writeHistory(id string, w *state.Write) {
+	if s.StoreFailed() != nil {
 		return
 	}
-	if err := s.apply(w); err != nil {
-		s.opts.Logger.Warn("writing the metrics history", "job_id", id, "error", err)
+	if err := s.Apply(w); err != nil {
+		s.Opts.Logger.Warn("writing the metrics history", "job_id", id, "error", err)
 	}
 }
 
 // flushHistory stores job id's coarse bucket being filled (the execution
 // stops) and, when the job is terminal, lets its in-memory history go:
 // reads then come from the stored coarse tier.
-func (s *Service) flushHistory(id string, terminal bool) {
+func (s *Core) flushHistory(id string, terminal bool) {
 	h := s.history(id, false)
 	if h == nil {
 		return
@@ -378,12 +379,12 @@ type History struct {
 
 // MetricsHistory returns the metrics history of job ref selected by q. It
 // takes no lock but the history's leaf.
-func (s *Service) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
-	j, err := s.resolve(ref)
+func (s *Core) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
+	j, err := s.Resolve(ref)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
+	now := s.Now()
 	if q.To.IsZero() {
 		q.To = now
 	}
@@ -486,7 +487,7 @@ type CheckpointHistograms struct {
 
 // CheckpointHistograms returns the checkpoint histograms of every running
 // job, by job ID. It takes no lock but the histories' leaves.
-func (s *Service) CheckpointHistograms() map[string]CheckpointHistograms {
+func (s *Core) CheckpointHistograms() map[string]CheckpointHistograms {
 	out := map[string]CheckpointHistograms{}
 	s.running.Range(func(k, _ any) bool {
 		id := k.(string)
@@ -529,9 +530,9 @@ func checkpointSize(cp *contract.Checkpoint) int64 {
 
 // observeCheckpoint records a durable checkpoint of jr that took d and
 // held size bytes.
-func (s *Service) observeCheckpoint(jr *jobRun, d time.Duration, size int64) {
+func (s *Core) observeCheckpoint(jr *Run, d time.Duration, size int64) {
 	jr.cpStats.Store(&cpStat{d: d, size: size})
-	h := s.history(jr.id, true)
+	h := s.history(jr.ID, true)
 	h.mu.Lock() // a leaf
 	h.cpDur.observe(d.Seconds())
 	h.cpSize.observe(float64(size))
@@ -545,7 +546,7 @@ type cpStat struct {
 
 // lastCheckpointStats returns the duration and size of jr's latest
 // durable checkpoint.
-func (jr *jobRun) lastCheckpointStats() (time.Duration, int64, bool) {
+func (jr *Run) lastCheckpointStats() (time.Duration, int64, bool) {
 	st := jr.cpStats.Load()
 	if st == nil {
 		return 0, 0, false
@@ -557,12 +558,12 @@ func (jr *jobRun) lastCheckpointStats() (time.Duration, int64, bool) {
 
 // totals returns the job's counters: those of earlier executions plus
 // this one's live ones.
-func (jr *jobRun) totals() map[string]record.StepCounters {
+func (jr *Run) Totals() map[string]record.StepCounters {
 	out := map[string]record.StepCounters{}
 	for k, v := range jr.base {
 		out[k] = v
 	}
-	for _, st := range jr.x.Metrics().Steps {
+	for _, st := range jr.X.Metrics().Steps {
 		c := out[st.Name]
 		c.ElementsIn += st.ElementsIn
 		c.ElementsOut += st.ElementsOut
@@ -574,7 +575,7 @@ func (jr *jobRun) totals() map[string]record.StepCounters {
 }
 
 // withBase adds the counters of earlier executions to m's steps.
-func (jr *jobRun) withBase(m *record.JobMetrics) *record.JobMetrics {
+func (jr *Run) withBase(m *record.JobMetrics) *record.JobMetrics {
 	if len(jr.base) == 0 {
 		return m
 	}
@@ -587,3 +588,8 @@ func (jr *jobRun) withBase(m *record.JobMetrics) *record.JobMetrics {
 	}
 	return m
 }
+
+// HistoryInMemory reports whether job id's metrics history is held in
+// memory (while it has a live execution; a terminal job's is read from
+// the store's coarse tier).
+func (s *Core) HistoryInMemory(id string) bool { return s.history(id, false) != nil }

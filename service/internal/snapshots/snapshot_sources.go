@@ -1,14 +1,14 @@
-package service
+package snapshots
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
-	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/graph"
 )
 
@@ -35,18 +35,11 @@ type SourceSnapshotter interface {
 	ExpireSubscriptionSnapshots(ctx context.Context) error
 }
 
-// pubsubSourceKind is the source identity kind of ReadFromPubSub steps.
-const pubsubSourceKind = "pubsub"
-
-// brokerCallTimeout bounds the broker calls of snapshot bookkeeping
-// (deleting subscription snapshots) made without a caller's context.
-const brokerCallTimeout = 10 * time.Second
-
-func (s *Service) sourceSnapshotter() (SourceSnapshotter, bool) {
-	if s.opts.Broker == nil {
+func (s *Snapshots) sourceSnapshotter() (SourceSnapshotter, bool) {
+	if s.Opts.Broker == nil {
 		return nil, false
 	}
-	ss, ok := s.opts.Broker.(SourceSnapshotter)
+	ss, ok := s.Opts.Broker.(SourceSnapshotter)
 	return ss, ok
 }
 
@@ -61,7 +54,7 @@ func planSourceSnapshots(ss SourceSnapshotter, id string, g *graph.Pipeline, pos
 	meta := []record.PubsubSnapshotMetadata{}
 	pos := map[string][]byte{}
 	for _, st := range g.Steps {
-		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != pubsubSourceKind {
+		if st.Kind != graph.KindSource || st.Source == nil || st.Source.Kind != core.PubSubSourceKind {
 			continue
 		}
 		ps := positions[st.Name]
@@ -102,16 +95,16 @@ func takeSourceSnapshots(ctx context.Context, ss SourceSnapshotter, meta []recor
 // deleted, expired or failed job snapshot); those already gone (expired
 // on their own) are skipped. Errors are logged: the job snapshot's own
 // state is already recorded. It holds no lock.
-func (s *Service) dropSourceSnapshots(snap *record.Snapshot) {
+func (s *Snapshots) dropSourceSnapshots(snap *record.Snapshot) {
 	ss, ok := s.sourceSnapshotter()
 	if !ok || len(snap.PubsubMetadata) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), brokerCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), core.BrokerCallTimeout)
 	defer cancel()
 	for _, m := range snap.PubsubMetadata {
 		if err := ss.DropSubscriptionSnapshot(ctx, m.SnapshotName); err != nil {
-			s.opts.Logger.Error("deleting a subscription snapshot of a job snapshot", "snapshot_id", snap.ID,
+			s.Opts.Logger.Error("deleting a subscription snapshot of a job snapshot", "snapshot_id", snap.ID,
 				"subscription_snapshot", m.SnapshotName, "error", err)
 		}
 	}
@@ -119,62 +112,16 @@ func (s *Service) dropSourceSnapshots(snap *record.Snapshot) {
 
 // expireSourceSnapshots asks the broker to delete expired subscription
 // snapshots; a failure is logged.
-func (s *Service) expireSourceSnapshots() {
+func (s *Snapshots) expireSourceSnapshots() {
 	ss, ok := s.sourceSnapshotter()
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, brokerCallTimeout)
+	ctx, cancel := context.WithTimeout(s.Ctx, core.BrokerCallTimeout)
 	defer cancel()
 	if err := ss.ExpireSubscriptionSnapshots(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		s.opts.Logger.Error("deleting expired subscription snapshots", "error", err)
+		s.Opts.Logger.Error("deleting expired subscription snapshots", "error", err)
 	}
-}
-
-// JobSource is a source step of an active job, as its graph records it.
-type JobSource struct {
-	JobID   string
-	JobName string
-	State   record.JobState
-	Step    string
-	// Kind and Identity say what the step reads: kind "pubsub" with
-	// identity "subscription/NAME" or "topic/NAME" (read through the
-	// subscription "<job name>--<step>").
-	Kind     string
-	Identity string
-}
-
-// ActiveSources returns the source steps of every RUNNING or DRAINING
-// job, by job name then step. It takes no lock.
-func (s *Service) ActiveSources() ([]JobSource, error) {
-	jobs, err := s.List(StatusActive)
-	if err != nil {
-		return nil, err
-	}
-	var out []JobSource
-	for _, j := range jobs {
-		if j.State != record.StateRunning && j.State != record.StateDraining || len(j.Graph) == 0 {
-			continue
-		}
-		g, err := graph.Parse(j.Graph)
-		if err != nil {
-			return nil, errcode.Internalf("job %s: its graph does not parse: %w", j.ID, err)
-		}
-		for _, st := range g.Steps {
-			if st.Kind != graph.KindSource || st.Source == nil {
-				continue
-			}
-			out = append(out, JobSource{JobID: j.ID, JobName: j.Name, State: j.State, Step: st.Name,
-				Kind: st.Source.Kind, Identity: st.Source.Identity})
-		}
-	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].JobName != out[b].JobName {
-			return out[a].JobName < out[b].JobName
-		}
-		return out[a].Step < out[b].Step
-	})
-	return out, nil
 }
 
 // snapshotJobSources takes the subscription snapshots of --snapshot-sources
@@ -182,7 +129,7 @@ func (s *Service) ActiveSources() ([]JobSource, error) {
 // first (so a stop part-way leaves names that recovery can drop), then
 // creates them and fills in snap.PubsubMetadata. The caller holds the
 // job name's guard; on failure it fails snap and drops what was created.
-func (s *Service) snapshotJobSources(ctx context.Context, ss SourceSnapshotter, snap *record.Snapshot, j *record.Job, positions map[string][][]byte) error {
+func (s *Snapshots) snapshotJobSources(ctx context.Context, ss SourceSnapshotter, snap *record.Snapshot, j *record.Job, positions map[string][][]byte) error {
 	g, err := graph.Parse(j.Graph)
 	if err != nil {
 		return fmt.Errorf("the job's graph does not parse: %w", err)
@@ -192,7 +139,7 @@ func (s *Service) snapshotJobSources(ctx context.Context, ss SourceSnapshotter, 
 		return err
 	}
 	snap.PubsubMetadata = meta
-	if err := s.putSnapshot(snap); err != nil {
+	if err := s.PutSnapshot(snap); err != nil {
 		return err
 	}
 	if err := takeSourceSnapshots(ctx, ss, meta, pos); err != nil {

@@ -1,10 +1,11 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -61,14 +62,14 @@ func (e *commitError) Unwrap() error { return e.err }
 // sinkRetryDue reports whether jr's next periodic checkpoint is due: always
 // while its sinks commit, and once per retry interval while a commit
 // failure is being retried.
-func (s *Service) sinkRetryDue(jr *jobRun) bool {
+func (s *Core) sinkRetryDue(jr *Run) bool {
 	f := jr.sinkFault.Load()
-	return f == nil || time.Since(f.tried) >= s.opts.StorageRetryInterval
+	return f == nil || time.Since(f.tried) >= s.Opts.StorageRetryInterval
 }
 
 // sinkCommitted is called after each checkpoint of jr that committed: it
 // clears a sink fault, with an event and an info log line.
-func (s *Service) sinkCommitted(jr *jobRun, epoch uint64) {
+func (s *Core) sinkCommitted(jr *Run, epoch uint64) {
 	jr.committed.Store(epoch)
 	f := jr.sinkFault.Swap(nil)
 	if f == nil {
@@ -76,17 +77,17 @@ func (s *Service) sinkCommitted(jr *jobRun, epoch uint64) {
 	}
 	down := time.Since(f.since).Round(time.Millisecond)
 	msg := fmt.Sprintf("the sink accepts commits again after %s: checkpoint %d committed the rows held back since checkpoint %d, and the sources acknowledged them", down, epoch, f.epoch)
-	s.emit(jr.id, record.EventConditionChanged, record.SeverityInfo, msg,
+	s.Emit(jr.ID, record.EventConditionChanged, record.SeverityInfo, msg,
 		map[string]any{"code": string(errcode.SinkUnavailable), "set": false, "epoch": epoch})
-	s.opts.Logger.Info(msg, "job_id", jr.id, "job_name", jr.name)
-	s.changes.notify()
+	s.Opts.Logger.Info(msg, "job_id", jr.ID, "job_name", jr.Name)
+	s.Changes.Notify()
 }
 
 // sinkUnavailable handles a failed periodic checkpoint of jr whose commit
 // failed for a reason that may pass: it records (or updates) jr's sink
 // fault and reports true; the job goes on and retries. It reports false
 // for every other error, which fails the job.
-func (s *Service) sinkUnavailable(jr *jobRun, err error) bool {
+func (s *Core) sinkUnavailable(jr *Run, err error) bool {
 	var ce *commitError
 	if !errors.As(err, &ce) {
 		return false
@@ -97,39 +98,39 @@ func (s *Service) sinkUnavailable(jr *jobRun, err error) bool {
 	now := time.Now()
 	if old := jr.sinkFault.Load(); old != nil {
 		jr.sinkFault.Store(&sinkFault{cause: err, since: old.since, tried: now, epoch: old.epoch})
-		s.opts.Logger.Warn(fmt.Sprintf("a sink commit failed again: the job acknowledges nothing past checkpoint %d and retries in %s", jr.committed.Load(), s.opts.StorageRetryInterval),
-			"job_id", jr.id, "job_name", jr.name, "code", errcode.SinkUnavailable, "error", err.Error())
-		s.changes.notify()
+		s.Opts.Logger.Warn(fmt.Sprintf("a sink commit failed again: the job acknowledges nothing past checkpoint %d and retries in %s", jr.committed.Load(), s.Opts.StorageRetryInterval),
+			"job_id", jr.ID, "job_name", jr.Name, "code", errcode.SinkUnavailable, "error", err.Error())
+		s.Changes.Notify()
 		return true
 	}
 	jr.sinkFault.Store(&sinkFault{cause: err, since: now, tried: now, epoch: ce.epoch})
-	msg := fmt.Sprintf("a sink commit failed: %v; the job keeps running, acknowledges nothing past checkpoint %d and retries every %s", err, jr.committed.Load(), s.opts.StorageRetryInterval)
-	s.emit(jr.id, record.EventConditionChanged, record.SeverityWarning, msg,
+	msg := fmt.Sprintf("a sink commit failed: %v; the job keeps running, acknowledges nothing past checkpoint %d and retries every %s", err, jr.committed.Load(), s.Opts.StorageRetryInterval)
+	s.Emit(jr.ID, record.EventConditionChanged, record.SeverityWarning, msg,
 		map[string]any{"code": string(errcode.SinkUnavailable), "set": true, "epoch": ce.epoch, "error": err.Error()})
-	s.opts.Logger.Warn(msg, "job_id", jr.id, "job_name", jr.name, "code", errcode.SinkUnavailable)
-	s.changes.notify()
+	s.Opts.Logger.Warn(msg, "job_id", jr.ID, "job_name", jr.Name, "code", errcode.SinkUnavailable)
+	s.Changes.Notify()
 	return true
 }
 
 // checkpointFailure is the FAILED reason of a job whose periodic
 // checkpoint failed with err: for a sink's permanent refusal it says
 // which checkpoint was committed last and how to resume.
-func (s *Service) checkpointFailure(jr *jobRun, err error) string {
+func (s *Core) checkpointFailure(jr *Run, err error) string {
 	var ce *commitError
 	reason, permanent := sqlsink.Permanent(err)
 	if !errors.As(err, &ce) || !permanent {
 		return fmt.Sprintf("checkpoint failed: %v", err)
 	}
 	return fmt.Sprintf("a sink refused the commit of checkpoint %d for good (%s): %v. Nothing past checkpoint %d, the last the sinks committed, was acknowledged: fix the table, then run the pipeline again under the same job name (weir run PIPELINE --job-name %s), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)",
-		ce.epoch, reason, ce.err, jr.committed.Load(), jr.name)
+		ce.epoch, reason, ce.err, jr.committed.Load(), jr.Name)
 }
 
 // runFailure is the FAILED reason of a job whose execution failed with
 // err. A job that takes checkpoints and reads Pub/Sub acknowledged nothing
 // past its sinks' last committed checkpoint: the reason says so and how to
 // go on from there (through a new subscription when the job's was deleted).
-func (s *Service) runFailure(jr *jobRun, err error) string {
-	if !jr.checkpointed || !readsPubSub(jr.prog.Graph) {
+func (s *Core) runFailure(jr *Run, err error) string {
+	if !jr.Checkpointed || !readsPubSub(jr.Prog.Graph) {
 		return err.Error()
 	}
 	if errors.Is(err, pubsub.ErrSubscriptionNotFound) {
@@ -137,7 +138,7 @@ func (s *Service) runFailure(jr *jobRun, err error) string {
 			err, jr.committed.Load())
 	}
 	return fmt.Sprintf("%v. Nothing past checkpoint %d, the last the sinks committed, was acknowledged: run the pipeline again under the same job name (weir run PIPELINE --job-name %s), which reads its Pub/Sub subscriptions from there (keyed state, such as windows still open, starts empty)",
-		err, jr.committed.Load(), jr.name)
+		err, jr.committed.Load(), jr.Name)
 }
 
 // readsPubSub says whether a step of g reads a Pub/Sub topic or
@@ -153,8 +154,8 @@ func readsPubSub(g *graph.Pipeline) bool {
 
 // sinkCondition returns the SINK_UNAVAILABLE condition of job id's live
 // execution, or nil.
-func (s *Service) sinkCondition(id string) *record.Condition {
-	jr := s.runningJob(id)
+func (s *Core) sinkCondition(id string) *record.Condition {
+	jr := s.RunningJob(id)
 	if jr == nil {
 		return nil
 	}
@@ -163,5 +164,14 @@ func (s *Service) sinkCondition(id string) *record.Condition {
 		return nil
 	}
 	return &record.Condition{Code: errcode.SinkUnavailable, Since: f.since,
-		Message: fmt.Sprintf("a sink does not accept commits since checkpoint %d: %v (the job runs on, acknowledges nothing past checkpoint %d and retries every %s)", f.epoch, f.cause, jr.committed.Load(), s.opts.StorageRetryInterval)}
+		Message: fmt.Sprintf("a sink does not accept commits since checkpoint %d: %v (the job runs on, acknowledges nothing past checkpoint %d and retries every %s)", f.epoch, f.cause, jr.committed.Load(), s.Opts.StorageRetryInterval)}
+}
+
+// LastSinkRetry returns when the execution last retried a failed sink
+// commit; ok is false while no commit is failing.
+func (jr *Run) LastSinkRetry() (t time.Time, ok bool) {
+	if f := jr.sinkFault.Load(); f != nil {
+		return f.tried, true
+	}
+	return time.Time{}, false
 }

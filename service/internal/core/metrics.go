@@ -1,8 +1,10 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"time"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
@@ -164,7 +166,7 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 					sm2.DuplicateIDConflicts = &n
 				}
 			}
-			sm2.CatchUp = catchUpOf(code[st.Name])
+			sm2.CatchUp = CatchUpOf(code[st.Name])
 			if br, ok := code[st.Name].(BacklogReporter); ok {
 				if n, ok := br.BacklogElements(); ok {
 					sm2.BacklogElements = &n
@@ -197,4 +199,25 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 		m.BacklogBytes = &backlogBytes
 	}
 	return m
+}
+
+// CatchUpReporter is implemented by source code that re-reads for a
+// replacement job (*pubsub.Source): how far its catch-up is.
+type CatchUpReporter interface {
+	// CatchUp returns the progress, or false when the source does not
+	// re-read.
+	CatchUp() (pubsub.CatchUp, bool)
+}
+
+// CatchUpOf returns the progress of a source's code, or nil.
+func CatchUpOf(code any) *record.SourceCatchUp {
+	cr, ok := code.(CatchUpReporter)
+	if !ok {
+		return nil
+	}
+	c, ok := cr.CatchUp()
+	if !ok {
+		return nil
+	}
+	return &record.SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
 }

@@ -1,10 +1,11 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -36,51 +37,51 @@ type storeFault struct {
 // store has failed it records the fault (once: it logs at error level and
 // stops every execution) and reports true. Safe with or without
 // the registry lock; it takes no lock.
-func (s *Service) noteStoreError(err error) bool {
-	cause := s.store.Failed()
+func (s *Core) noteStoreError(err error) bool {
+	cause := s.Store.Failed()
 	if cause == nil {
 		// An error of a failed database that a reopen has replaced since
 		// (the write started before the swap): the store works now.
 		return err != nil && errors.Is(err, state.ErrStoreFailed)
 	}
-	if !s.fault.CompareAndSwap(nil, &storeFault{cause: cause, since: s.now()}) {
+	if !s.fault.CompareAndSwap(nil, &storeFault{cause: cause, since: s.Now()}) {
 		return true
 	}
-	s.opts.Logger.Error(fmt.Sprintf("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; weir retries every %s and the jobs resume by themselves once the disk has room", s.opts.StorageRetryInterval),
+	s.Opts.Logger.Error(fmt.Sprintf("the state store failed: every job stops at its last durable checkpoint and no sink commits or source acknowledges beyond it; weir retries every %s and the jobs resume by themselves once the disk has room", s.Opts.StorageRetryInterval),
 		"code", errcode.StorageUnavailable, "error", cause.Error())
 	s.running.Range(func(_, v any) bool {
-		v.(*jobRun).x.Cancel()
+		v.(*Run).X.Cancel()
 		return true
 	})
-	s.changes.notify()
+	s.Changes.Notify()
 	return true
 }
 
 // storeFailed returns the store's fault, or nil while the store works.
-func (s *Service) storeFailed() *storeFault { return s.fault.Load() }
+func (s *Core) StoreFailed() *storeFault { return s.fault.Load() }
 
 // refuseIfStoreFailed returns a STORAGE_UNAVAILABLE error when the store
 // has failed: requests that change jobs call it first.
-func (s *Service) refuseIfStoreFailed() error {
-	f := s.storeFailed()
+func (s *Core) RefuseIfStoreFailed() error {
+	f := s.StoreFailed()
 	if f == nil {
 		return nil
 	}
 	return errcode.Errorf(errcode.StorageUnavailable, "the state store failed at %s, so no job can change: %w (every job stopped at its last durable checkpoint; weir retries every %s and the jobs resume by themselves once the disk has room; retry the request then)",
-		f.since.UTC().Format(time.RFC3339), f.cause, s.opts.StorageRetryInterval)
+		f.since.UTC().Format(time.RFC3339), f.cause, s.Opts.StorageRetryInterval)
 }
 
 // withCondition adds to an active job's record what keeps it from
 // processing or committing: the store's fault, a sink commit being retried
 // (fault_sink.go), or a resumption after a restart that has not happened
 // yet.
-func (s *Service) withCondition(j *record.Job) *record.Job {
+func (s *Core) WithCondition(j *record.Job) *record.Job {
 	if j == nil || !j.Active() {
 		return j
 	}
-	if f := s.storeFailed(); f != nil {
+	if f := s.StoreFailed(); f != nil {
 		j.Condition = &record.Condition{Code: errcode.StorageUnavailable, Since: f.since,
-			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.opts.StorageRetryInterval)}
+			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.Opts.StorageRetryInterval)}
 	} else if c := s.sinkCondition(j.ID); c != nil {
 		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {

@@ -1,4 +1,4 @@
-package service
+package snapshots
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/compat"
@@ -16,7 +17,7 @@ import (
 // FromSnapshotRequest is a new job that starts from a snapshot (Dataflow's
 // --create_from_snapshot).
 type FromSnapshotRequest struct {
-	SubmitRequest
+	core.SubmitRequest
 	// SnapshotID is the READY snapshot to start from.
 	SnapshotID string
 	// Mapping renames (or, mapped to "", drops) steps of the snapshot's
@@ -28,7 +29,7 @@ type FromSnapshotRequest struct {
 	// Program, when set, makes the new job a Go program's (this
 	// executable's, built through Options.Program, package weirx's
 	// --create-from-snapshot) instead of the YAML pipeline of
-	// SubmitRequest, whose Pipeline, PipelineFile and BaseDir are then
+	// core.SubmitRequest, whose Pipeline, PipelineFile and BaseDir are then
 	// unused. The snapshot must then be of a Go program's job.
 	Program string
 }
@@ -49,8 +50,8 @@ type FromSnapshotRequest struct {
 //
 // It holds the name's guard (lock order 1) throughout and the registry lock for
 // the write; the snapshot is only read (it stays READY and unchanged).
-func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*UpdateResult, error) {
-	mapping, err := s.admitChange(req.Name, req.Mapping, &req.Options)
+func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*core.UpdateResult, error) {
+	mapping, err := s.AdmitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -81,27 +82,27 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if !goProgram && snap.SDK != "" {
 		return nil, errcode.Errorf(errcode.SnapshotSDKMismatch, "snapshot %s is of a Go program's job (%s): a YAML pipeline cannot start from it; start the program with its create-from-snapshot flag", snap.ID, snap.JobName)
 	}
-	oldGraph, err := snapshotGraph(snap)
+	oldGraph, err := SnapshotGraph(snap)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockName(ctx, req.Name) // lock order 1
+	unlock, err := s.LockName(ctx, req.Name) // lock order 1
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	l, err := s.lineageForNewJob(req.Name)
+	l, err := s.LineageForNewJob(req.Name)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := s.store.SnapshotRecord(snap.ID)
+	rec, err := s.Store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
 		return nil, errcode.Internalf("reading snapshot %s: %w", snap.ID, err)
 	}
-	now := s.now()
+	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
 		return nil, errcode.Internalf("%w", err)
@@ -114,13 +115,13 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	if goProgram {
 		j.SDK, j.Program = record.SDKGo, req.Program
 	}
-	p, err := s.load(j)
+	p, err := s.Load(j)
 	if err != nil {
 		return nil, err
 	}
 	newGraph := p.Graph()
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
-	res := &UpdateResult{Report: report}
+	res := &core.UpdateResult{Report: report}
 	if !report.Compatible {
 		return res, errcode.Errorf(errcode.IncompatibleUpdate, "the pipeline is not compatible with snapshot %s of job %s (%d problem(s)); no job was created", snap.ID, snap.JobName, len(report.Errors))
 	}
@@ -132,19 +133,19 @@ func (s *Service) CreateFromSnapshot(ctx context.Context, req FromSnapshotReques
 	r := restoreOf(j, rec, report, newGraph)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
-	if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+	if err := core.PutJSON(w, record.JobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	if err := putJSON(w, record.LineageKey(j.Name), l); err != nil {
+	if err := core.PutJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return nil, err
 	}
-	err = s.update(func(tx *Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
+	err = s.TxUpdate(func(tx *core.Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
 	if err != nil {
 		return nil, errcode.Internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
 	}
-	s.opts.Logger.Info("job created from a snapshot", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation,
+	s.Opts.Logger.Info("job created from a snapshot", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation,
 		"snapshot_id", snap.ID, "epoch", rec.Epoch)
-	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+	if err := s.Launch(ctx, j, p.Program(), nil); err != nil {
 		return nil, err
 	}
 	res.Job = j

@@ -1,8 +1,11 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
+	"sort"
 	"strings"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -12,7 +15,7 @@ import (
 // reads a subscription: what a destructive broker request would break.
 type PubSubUse struct {
 	Job  record.Summary `json:"job"`
-	Step string  `json:"step"`
+	Step string         `json:"step"`
 	// Use is "reads subscription S", "reads topic T" or "writes topic T".
 	Use string `json:"use"`
 }
@@ -24,7 +27,7 @@ type PubSubUse struct {
 // the subscription a step reads in place of the one it names
 // (job.subscriptions); the named one then does not. Jobs whose
 // graph cannot be read are skipped. It takes no lock.
-func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
+func (s *Core) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 	jobs, err := s.List(StatusActive)
 	if err != nil {
 		return nil, err
@@ -57,4 +60,50 @@ func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 		}
 	}
 	return uses, nil
+}
+
+// JobSource is a source step of an active job, as its graph records it.
+type JobSource struct {
+	JobID   string
+	JobName string
+	State   record.JobState
+	Step    string
+	// Kind and Identity say what the step reads: kind "pubsub" with
+	// identity "subscription/NAME" or "topic/NAME" (read through the
+	// subscription "<job name>--<step>").
+	Kind     string
+	Identity string
+}
+
+// ActiveSources returns the source steps of every RUNNING or DRAINING
+// job, by job name then step. It takes no lock.
+func (s *Core) ActiveSources() ([]JobSource, error) {
+	jobs, err := s.List(StatusActive)
+	if err != nil {
+		return nil, err
+	}
+	var out []JobSource
+	for _, j := range jobs {
+		if j.State != record.StateRunning && j.State != record.StateDraining || len(j.Graph) == 0 {
+			continue
+		}
+		g, err := graph.Parse(j.Graph)
+		if err != nil {
+			return nil, errcode.Internalf("job %s: its graph does not parse: %w", j.ID, err)
+		}
+		for _, st := range g.Steps {
+			if st.Kind != graph.KindSource || st.Source == nil {
+				continue
+			}
+			out = append(out, JobSource{JobID: j.ID, JobName: j.Name, State: j.State, Step: st.Name,
+				Kind: st.Source.Kind, Identity: st.Source.Identity})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].JobName != out[b].JobName {
+			return out[a].JobName < out[b].JobName
+		}
+		return out[a].Step < out[b].Step
+	})
+	return out, nil
 }

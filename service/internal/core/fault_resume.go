@@ -1,12 +1,13 @@
-package service
+package core
 
 import (
-	"github.com/weir-dev/weir/service/record"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -53,7 +54,7 @@ const DefaultStorageRetryInterval = 10 * time.Second
 const storageProbeSize = 4 << 20
 
 // storageProbeName is the probe file, in the store's directory.
-const storageProbeName = "weir-space-probe"
+const StorageProbeName = "weir-space-probe"
 
 // storageProbeKey is the registry record written through a reopened store
 // to check that it writes.
@@ -61,44 +62,44 @@ const storageProbeKey = "storage-probe"
 
 // storageRetryLoop runs until the service closes: every retry interval,
 // while the store has failed, it tries to bring it back (see above).
-func (s *Service) storageRetryLoop() {
-	t := time.NewTicker(s.opts.StorageRetryInterval)
+func (s *Core) storageRetryLoop() {
+	t := time.NewTicker(s.Opts.StorageRetryInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-s.Ctx.Done():
 			return
 		case <-t.C:
-			f := s.storeFailed()
+			f := s.StoreFailed()
 			if f == nil {
-				s.retryPendingCommits(s.ctx)
+				s.retryPendingCommits(s.Ctx)
 				continue
 			}
-			if err := s.retryStorage(s.ctx, f); err != nil && s.ctx.Err() == nil {
-				s.opts.Logger.Warn(fmt.Sprintf("the state store is still unavailable: retrying in %s", s.opts.StorageRetryInterval),
+			if err := s.retryStorage(s.Ctx, f); err != nil && s.Ctx.Err() == nil {
+				s.Opts.Logger.Warn(fmt.Sprintf("the state store is still unavailable: retrying in %s", s.Opts.StorageRetryInterval),
 					"code", errcode.StorageUnavailable, "error", err.Error(), "since", f.since)
 			}
-			s.changes.notify() // an attempt is a change waiters may wait for
+			s.Changes.Notify() // an attempt is a change waiters may wait for
 		}
 	}
 }
 
 // retryStorage makes one attempt to bring back the failed store f and
 // resume the jobs it stopped. It returns why the store is still failed.
-func (s *Service) retryStorage(ctx context.Context, f *storeFault) error {
+func (s *Core) retryStorage(ctx context.Context, f *storeFault) error {
 	if n := s.liveExecutions(); n > 0 {
 		return fmt.Errorf("%d execution(s) stopped by the failure have not let go of the store yet", n)
 	}
 	if err := s.probeDisk(); err != nil {
 		return err
 	}
-	if err := s.store.Reopen(ctx); err != nil {
+	if err := s.Store.Reopen(ctx); err != nil {
 		s.noteStoreError(err)
 		return err
 	}
 	w := &state.Write{}
-	w.Put(storageProbeKey, []byte(s.now().UTC().Format(time.RFC3339Nano)))
-	if err := s.store.Apply(w); err != nil {
+	w.Put(storageProbeKey, []byte(s.Now().UTC().Format(time.RFC3339Nano)))
+	if err := s.Store.Apply(w); err != nil {
 		return fmt.Errorf("the reopened state store does not write: %w", err)
 	}
 	ids, err := s.activeJobIDs()
@@ -106,7 +107,7 @@ func (s *Service) retryStorage(ctx context.Context, f *storeFault) error {
 		return fmt.Errorf("the reopened state store does not read the job registry: %w", err)
 	}
 	// Until each has resumed, the jobs read with condition RESUMING.
-	now := s.now()
+	now := s.Now()
 	for _, id := range ids {
 		s.resuming.Store(id, now)
 	}
@@ -117,21 +118,21 @@ func (s *Service) retryStorage(ctx context.Context, f *storeFault) error {
 		return errors.New("the store failed again while it was reopened")
 	}
 	down := now.Sub(f.since).Round(time.Millisecond)
-	s.opts.Logger.Info(fmt.Sprintf("the state store writes again after %s: %d job(s) resume from their last durable checkpoint", down, len(ids)),
+	s.Opts.Logger.Info(fmt.Sprintf("the state store writes again after %s: %d job(s) resume from their last durable checkpoint", down, len(ids)),
 		"cause", f.cause.Error(), "since", f.since)
 	for _, id := range ids {
 		err := s.resumeAfterFault(ctx, id, f)
 		s.resuming.Delete(id)
 		if err != nil && ctx.Err() == nil {
-			s.opts.Logger.Error("resuming a job after the state store came back", "job_id", id, "error", err)
+			s.Opts.Logger.Error("resuming a job after the state store came back", "job_id", id, "error", err)
 		}
 	}
-	s.changes.notify()
+	s.Changes.Notify()
 	return nil
 }
 
 // liveExecutions counts the executions the service still runs.
-func (s *Service) liveExecutions() int {
+func (s *Core) liveExecutions() int {
 	n := 0
 	s.running.Range(func(_, _ any) bool {
 		n++
@@ -143,12 +144,12 @@ func (s *Service) liveExecutions() int {
 // probeDisk writes storageProbeSize bytes to a file in the store's
 // directory, syncs and removes it: an error says the disk has no room (or
 // does not write) yet.
-func (s *Service) probeDisk() (err error) {
-	fs := s.opts.StoreFS
+func (s *Core) probeDisk() (err error) {
+	fs := s.Opts.StoreFS
 	if fs == nil {
 		fs = vfs.Default
 	}
-	name := filepath.Join(s.opts.DataDir, "state", storageProbeName)
+	name := filepath.Join(s.Opts.DataDir, "state", StorageProbeName)
 	defer func() {
 		if rerr := fs.Remove(name); rerr != nil && err == nil {
 			if _, serr := fs.Stat(name); serr == nil { // still there
@@ -179,11 +180,11 @@ func (s *Service) probeDisk() (err error) {
 
 // activeJobIDs returns the jobs the registry holds as active, and the
 // terminal ones whose final commit is not confirmed.
-func (s *Service) activeJobIDs() ([]string, error) {
+func (s *Core) activeJobIDs() ([]string, error) {
 	var ids []string
-	err := s.store.Scan("job/", func(_ string, v []byte) error {
+	err := s.Store.Scan("job/", func(_ string, v []byte) error {
 		j := &record.Job{}
-		if err := unmarshalJob(v, j); err != nil {
+		if err := UnmarshalJob(v, j); err != nil {
 			return err
 		}
 		if j.Active() || j.PendingCommit {
@@ -198,20 +199,20 @@ func (s *Service) activeJobIDs() ([]string, error) {
 // under its name's guard, from the job's last durable checkpoint, unless
 // it runs already (an earlier attempt, or a request meanwhile) or it is
 // a Go program's job this service cannot build (its program resumes it).
-func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault) error {
-	j, err := s.readJob(id)
+func (s *Core) resumeAfterFault(ctx context.Context, id string, f *storeFault) error {
+	j, err := s.ReadJob(id)
 	if err != nil {
 		return err
 	}
-	unlock, err := s.lockName(ctx, j.Name) // lock order 1
+	unlock, err := s.LockName(ctx, j.Name) // lock order 1
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if j, err = s.readJob(id); err != nil { // current, under the guard
+	if j, err = s.ReadJob(id); err != nil { // current, under the guard
 		return err
 	}
-	if s.runningJob(id) != nil || (j.SDK == record.SDKGo && s.opts.Program == nil) {
+	if s.RunningJob(id) != nil || (j.SDK == record.SDKGo && s.Opts.Program == nil) {
 		return nil
 	}
 	if !j.Active() || j.State == record.StateCancelling ||
@@ -219,14 +220,14 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 		unlock()                    // recoverJob takes the guard itself
 		return s.recoverJob(ctx, j) // finishes a cancel, re-commits, or resumes a replacement flow
 	}
-	p, err := s.load(j)
+	p, err := s.Load(j)
 	if err != nil {
-		return s.fail(j, fmt.Sprintf("the pipeline no longer loads after the state store came back: %v", err))
+		return s.Fail(j, fmt.Sprintf("the pipeline no longer loads after the state store came back: %v", err))
 	}
-	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+	if err := s.Launch(ctx, j, p.Program(), nil); err != nil {
 		return err
 	}
-	if s.runningJob(id) == nil {
+	if s.RunningJob(id) == nil {
 		return nil // it failed to start: its record says why
 	}
 	d := map[string]any{"code": string(errcode.StorageUnavailable), "set": false, "since": f.since}
@@ -237,8 +238,8 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 	} else {
 		msg += " from the beginning (it had no checkpoint)"
 	}
-	s.emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
-	s.opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
+	s.Emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
+	s.Opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
 	return nil
 }
 
@@ -246,38 +247,38 @@ func (s *Service) resumeAfterFault(ctx context.Context, id string, f *storeFault
 // job whose final commit failed (pending_commit: a sink did not accept
 // the job's last rows when it drained or finished), as a restart would:
 // the retry of a sink that was unavailable when its job ended.
-func (s *Service) retryPendingCommits(ctx context.Context) {
+func (s *Core) retryPendingCommits(ctx context.Context) {
 	var jobs []*record.Job
-	err := s.store.Scan("job/", func(_ string, v []byte) error {
+	err := s.Store.Scan("job/", func(_ string, v []byte) error {
 		j := &record.Job{}
-		if err := unmarshalJob(v, j); err != nil {
+		if err := UnmarshalJob(v, j); err != nil {
 			return err
 		}
-		if j.PendingCommit && !j.Active() && s.runningJob(j.ID) == nil && (j.SDK != record.SDKGo || s.opts.Program != nil) {
+		if j.PendingCommit && !j.Active() && s.RunningJob(j.ID) == nil && (j.SDK != record.SDKGo || s.Opts.Program != nil) {
 			jobs = append(jobs, j)
 		}
 		return nil
 	})
 	if err != nil {
-		s.opts.Logger.Error("reading the job registry for final commits to retry", "error", err)
+		s.Opts.Logger.Error("reading the job registry for final commits to retry", "error", err)
 		return
 	}
 	for _, j := range jobs {
-		unlock, err := s.lockName(ctx, j.Name) // lock order 1: after a finish in progress
+		unlock, err := s.LockName(ctx, j.Name) // lock order 1: after a finish in progress
 		if err != nil {
 			return
 		}
-		cur, err := s.readJob(j.ID)
+		cur, err := s.ReadJob(j.ID)
 		unlock()
-		if err != nil || !cur.PendingCommit || s.runningJob(j.ID) != nil {
+		if err != nil || !cur.PendingCommit || s.RunningJob(j.ID) != nil {
 			continue
 		}
 		if err := s.recoverJob(ctx, cur); err != nil && ctx.Err() == nil {
-			s.opts.Logger.Error("committing a finished job's final checkpoint again", "job_id", j.ID, "job_name", j.Name, "error", err)
+			s.Opts.Logger.Error("committing a finished job's final checkpoint again", "job_id", j.ID, "job_name", j.Name, "error", err)
 			continue
 		}
-		if after, err := s.readJob(j.ID); err == nil && !after.PendingCommit {
-			s.opts.Logger.Info("the final checkpoint of a finished job is committed", "job_id", j.ID, "job_name", j.Name, "state", after.State)
+		if after, err := s.ReadJob(j.ID); err == nil && !after.PendingCommit {
+			s.Opts.Logger.Info("the final checkpoint of a finished job is committed", "job_id", j.ID, "job_name", j.Name, "state", after.State)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package core
 
 import (
 	"context"
@@ -25,35 +25,35 @@ import (
 
 // finalCheckpointTimeout bounds the checkpoints taken when a job ends or
 // the service stops.
-const finalCheckpointTimeout = time.Minute
+const FinalCheckpointTimeout = time.Minute
 
 // jobRun is a live execution of a job, watched by one supervisor goroutine.
-type jobRun struct {
-	id, name     string
+type Run struct {
+	ID, Name     string
 	lineage      string // the store key of its state (Job.stateLineage)
 	started      time.Time
-	prog         *contract.Program
-	x            *runner.Execution
-	checkpointed bool
+	Prog         *contract.Program
+	X            *runner.Execution
+	Checkpointed bool
 
 	// cpMu serialises checkpoints of the execution from taking to commit
 	// (periodic, final, at shutdown, and an update's or rescale's pause),
 	// so that no checkpoint's state changes are taken but not yet written
 	// when another is taken. Lock order 2: after the name's guard, before
 	// the registry lock; held across waits.
-	cpMu sync.Mutex
+	CpMu sync.Mutex
 
 	// superseded is set when a rescale replaced this execution with a new
 	// one of the same job: its end is then not the job's end.
-	superseded atomic.Bool
+	Superseded atomic.Bool
 
 	// sinkFault is set while a failed sink commit is retried, and
 	// committed is the last checkpoint every sink committed (fault_sink.go).
 	sinkFault atomic.Pointer[sinkFault]
 	committed atomic.Uint64
 
-	deadLetters    atomic.Int64
-	lastDeadLetter atomic.Pointer[string]
+	DeadLetters    atomic.Int64
+	LastDeadLetter atomic.Pointer[string]
 
 	// emu guards recorded and held: the events the execution emits before
 	// its job's start is recorded (the job is still PENDING, or for an
@@ -77,26 +77,26 @@ type jobRun struct {
 }
 
 // observe samples the execution's live counters at now.
-func (jr *jobRun) observe(now time.Time) {
-	res := jr.x.Metrics()
+func (jr *Run) observe(now time.Time) {
+	res := jr.X.Metrics()
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	jr.sampler.observe(now, res)
 }
 
 // metrics returns the job's live metrics at now.
-func (jr *jobRun) metrics(now time.Time) *record.JobMetrics {
-	return jr.metricsOf(now, jr.x.Metrics())
+func (jr *Run) MetricsAt(now time.Time) *record.JobMetrics {
+	return jr.metricsOf(now, jr.X.Metrics())
 }
 
 // metricsOf returns the job's metrics at now from counters res.
-func (jr *jobRun) metricsOf(now time.Time, res *runner.Result) *record.JobMetrics {
+func (jr *Run) metricsOf(now time.Time, res *runner.Result) *record.JobMetrics {
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
-	return jr.withBase(jr.sampler.metrics(now, res, jr.prog.Code, jr.prog.Graph, jr.deadLetters.Load()))
+	return jr.withBase(jr.sampler.metrics(now, res, jr.Prog.Code, jr.Prog.Graph, jr.DeadLetters.Load()))
 }
 
-func unmarshalJob(b []byte, j *record.Job) error {
+func UnmarshalJob(b []byte, j *record.Job) error {
 	if err := json.Unmarshal(b, j); err != nil {
 		return fmt.Errorf("decoding a job record: %w", err)
 	}
@@ -118,30 +118,28 @@ func accessCode(err error) errcode.Code {
 }
 
 // load compiles j's pipeline for j's run.
-func (s *Service) load(j *record.Job) (*weir.Pipeline, error) {
+func (s *Core) Load(j *record.Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, false)
 }
 
 // loadGraph compiles j's pipeline for its graph only (yamlpipe's
 // GraphOnly: no sink checks its table), for the compatibility check of a
 // pipeline that does not load for a run. The result must not be run.
-func (s *Service) loadGraph(j *record.Job) (*weir.Pipeline, error) {
+func (s *Core) LoadGraph(j *record.Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, true)
 }
 
-func (s *Service) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
+func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	if j.SDK == record.SDKGo {
-		return s.loadProgram(j)
+		return s.LoadProgram(j)
 	}
-	env := s.jobEnv(j)
-	if cu := rewindOf(j); cu != nil {
-		// On every load: the first start, restarts, rescales, and an
-		// in-place update that carries a catch-up on (rewind_catchup.go).
-		env.PubSubRewind = cu.Starts
-		env.Owns = rewindOwns(cu.RewindPoint, env.Owns)
+	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
+		Subscriptions: j.Subscriptions}
+	for _, f := range s.flows {
+		f.Environment(j, env)
 	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
-		Access: s.opts.Access, CheckOutputs: !graphOnly,
+		Access: s.Opts.Access, CheckOutputs: !graphOnly,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := accessCode(err)
@@ -204,29 +202,29 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 //
 // The caller holds j's name guard, not the registry lock: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
-func (s *Service) launch(ctx context.Context, j *record.Job, prog *contract.Program, adopt *runner.Adoption) error {
-	restore, cp, err := s.store.Restore(j.StateKey(), j.ID)
+func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program, adopt *runner.Adoption) error {
+	restore, cp, err := s.Store.Restore(j.StateKey(), j.ID)
 	if err != nil {
-		return s.fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
+		return s.Fail(j, fmt.Sprintf("reading the last checkpoint: %v", err))
 	}
 	if cp == nil {
 		if err := s.dropStaleState(j, prog); err != nil {
-			return s.fail(j, err.Error())
+			return s.Fail(j, err.Error())
 		}
 	} else if err := runner.CommitRestored(ctx, prog, cp); err != nil {
-		return s.fail(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
+		return s.Fail(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
 	}
-	jr, err := s.startExecution(ctx, j, prog, restore, adopt)
+	jr, err := s.StartExecution(ctx, j, prog, restore, adopt)
 	if err != nil {
-		return s.fail(j, err.Error())
+		return s.Fail(j, err.Error())
 	}
-	if s.hooks.started != nil {
-		s.hooks.started(jr)
+	if s.Hooks.Started != nil {
+		s.Hooks.Started(jr)
 	}
-	err = s.update(func(tx *Tx) error { return tx.RecordStarted(j, jr) })
+	err = s.TxUpdate(func(tx *Tx) error { return tx.RecordStarted(j, jr) })
 	if err != nil {
-		jr.x.Cancel()
-		<-jr.x.Done()
+		jr.X.Cancel()
+		<-jr.X.Done()
 		return err
 	}
 	return nil
@@ -234,8 +232,8 @@ func (s *Service) launch(ctx context.Context, j *record.Job, prog *contract.Prog
 
 // dropStaleState drops the keyed state that earlier jobs of j's name left
 // for prog's steps, in one Tx.
-func (s *Service) dropStaleState(j *record.Job, prog *contract.Program) error {
-	return s.update(func(tx *Tx) error {
+func (s *Core) dropStaleState(j *record.Job, prog *contract.Program) error {
+	return s.TxUpdate(func(tx *Tx) error {
 		for _, st := range prog.Graph.Steps {
 			if err := tx.DropState(j.StateKey(), st.Name); err != nil {
 				return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
@@ -250,7 +248,7 @@ func (s *Service) dropStaleState(j *record.Job, prog *contract.Program) error {
 // execution. When the service is closing it records nothing and returns
 // SHUTTING_DOWN: the caller stops jr, and j resumes as recorded on the
 // next Open.
-func (tx *Tx) RecordStarted(j *record.Job, jr *jobRun) error {
+func (tx *Tx) RecordStarted(j *record.Job, jr *Run) error {
 	s := tx.s
 	if s == nil {
 		return errTxDone
@@ -264,12 +262,12 @@ func (tx *Tx) RecordStarted(j *record.Job, jr *jobRun) error {
 		}
 		if w := (&state.Write{}); tx.ReleaseEvents(w, jr) {
 			if err := tx.Apply(w); err != nil {
-				s.opts.Logger.Warn("recording a job's first events", "job_id", j.ID, "error", err)
+				s.Opts.Logger.Warn("recording a job's first events", "job_id", j.ID, "error", err)
 			}
 		}
 	} else {
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+		if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
 			return err
 		}
 		tx.ReleaseEvents(w, jr)
@@ -285,16 +283,17 @@ func (tx *Tx) RecordStarted(j *record.Job, jr *jobRun) error {
 // with adopt's state in memory when set, falling back to no checkpoints
 // when the pipeline cannot take them. It records j's checkpointing and
 // delivery fields but writes nothing to the registry.
-func (s *Service) startExecution(ctx context.Context, j *record.Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*jobRun, error) {
-	jr := &jobRun{id: j.ID, name: j.Name, lineage: j.StateKey(), started: time.Now(), prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
-	jr.deadLetters.Store(j.DeadLetters) // counted on from the job's record
+func (s *Core) StartExecution(ctx context.Context, j *record.Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*Run, error) {
+	jr := &Run{ID: j.ID, Name: j.Name, lineage: j.StateKey(), started: time.Now(), Prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
+	jr.DeadLetters.Store(j.DeadLetters) // counted on from the job's record
 	if restore != nil {
 		jr.committed.Store(restore.Epoch) // launch committed it again
 	}
-	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.opts.Logger.With("job_id", j.ID, "job_name", j.Name),
-		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr),
-		HoldPanesAtMinWatermark: rewindsInput(j)}
-	s.reportCatchUpExpired(j, prog, jr) // before the splits open
+	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name),
+		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
+	for _, f := range s.flows {
+		f.Execution(j, jr, &opts) // before the splits open
+	}
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
 	x, err := runner.Start(runCtx, prog, opts)
@@ -306,7 +305,7 @@ func (s *Service) startExecution(ctx context.Context, j *record.Job, prog *contr
 	if err != nil {
 		return nil, fmt.Errorf("starting the execution: %w", err)
 	}
-	jr.x, jr.checkpointed = x, opts.Checkpoints
+	jr.X, jr.Checkpointed = x, opts.Checkpoints
 	j.Checkpointing = opts.Checkpoints
 	j.Delivery, j.DeliveryNote = delivery(prog, opts.Checkpoints)
 	return jr, nil
@@ -316,29 +315,29 @@ func (s *Service) startExecution(ctx context.Context, j *record.Job, prog *contr
 // DRAINING, then drained at once), and starts its supervisor. The caller
 // checked in the same Tx that the service is not closing (so that wg.Add
 // never follows Close's wg.Wait).
-func (tx *Tx) Supervise(j *record.Job, jr *jobRun) {
+func (tx *Tx) Supervise(j *record.Job, jr *Run) {
 	s := tx.s
 	if s == nil {
 		return
 	}
 	if j.State == record.StateDraining {
-		jr.x.Drain()
+		jr.X.Drain()
 	}
-	jr.observe(s.now())
+	jr.observe(s.Now())
 	s.running.Store(j.ID, jr)
-	s.live.Store(j.Name, jr)
+	s.Live.Store(j.Name, jr)
 	// The registry write that recorded the job RUNNING notified before
 	// the execution was live: a waiter woken by it may have looked too
 	// early, so it is woken again now.
-	s.changes.notify()
+	s.Changes.Notify()
 	s.wg.Add(1)
 	go s.supervise(jr)
 }
 
 // fail makes j FAILED with reason in a Tx of its own. The caller holds j's
 // name guard.
-func (s *Service) fail(j *record.Job, reason string) error {
-	return s.update(func(tx *Tx) error { return tx.Fail(j, reason) })
+func (s *Core) Fail(j *record.Job, reason string) error {
+	return s.TxUpdate(func(tx *Tx) error { return tx.Fail(j, reason) })
 }
 
 // Fail makes j FAILED with reason.
@@ -346,31 +345,31 @@ func (tx *Tx) Fail(j *record.Job, reason string) error {
 	if tx.s == nil {
 		return errTxDone
 	}
-	tx.s.opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
+	tx.s.Opts.Logger.Error("job failed", "job_id", j.ID, "job_name", j.Name, "error", reason)
 	return tx.Transition(j, record.StateFailed, reason)
 }
 
 // supervise watches one execution: it takes a checkpoint every interval,
 // finishes the job when its execution ends, and suspends it when the
 // service closes.
-func (s *Service) supervise(jr *jobRun) {
+func (s *Core) supervise(jr *Run) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.CheckpointInterval)
+	t := time.NewTicker(s.Opts.CheckpointInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-jr.x.Done():
+		case <-jr.X.Done():
 			s.finish(jr)
 			return
-		case <-s.ctx.Done():
-			j, err := s.readJob(jr.id)
+		case <-s.Ctx.Done():
+			j, err := s.ReadJob(jr.ID)
 			select {
-			case <-jr.x.Done():
+			case <-jr.X.Done():
 				s.finish(jr)
 			default:
 				if err == nil && j.State == record.StateCancelling {
 					// Finish the cancel rather than resume a cancelled job.
-					<-jr.x.Done()
+					<-jr.X.Done()
 					s.finish(jr)
 					return
 				}
@@ -378,13 +377,13 @@ func (s *Service) supervise(jr *jobRun) {
 			}
 			return
 		case <-t.C:
-			now := s.now()
+			now := s.Now()
 			jr.observe(now)
 			s.recordHistory(jr, now)
-			s.changes.notify()
-			if jr.checkpointed && s.sinkRetryDue(jr) {
-				if err := s.checkpoint(jr, nil); err != nil {
-					s.checkpointFailed(jr, err)
+			s.Changes.Notify()
+			if jr.Checkpointed && s.sinkRetryDue(jr) {
+				if err := s.Checkpoint(jr, nil); err != nil {
+					s.CheckpointFailed(jr, err)
 				}
 			}
 		}
@@ -393,27 +392,27 @@ func (s *Service) supervise(jr *jobRun) {
 
 // errNotWritten says a checkpoint was taken but deliberately not written
 // (the job is being cancelled).
-var errNotWritten = errors.New("checkpoint not written: the job is cancelling")
+var ErrNotWritten = errors.New("checkpoint not written: the job is cancelling")
 
 // checkpoint takes a checkpoint of jr, writes it together with the job
 // record (to which final, when set, applies the terminal transition) in one
 // atomic write, then lets sinks commit and sources acknowledge. It takes
 // jr.cpMu for the whole checkpoint and the registry lock for the write only; with
 // final set, the caller holds the name's guard.
-func (s *Service) checkpoint(jr *jobRun, final func(*record.Job) error) error {
-	jr.cpMu.Lock() // lock order 2
-	defer jr.cpMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
+	jr.CpMu.Lock() // lock order 2
+	defer jr.CpMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), FinalCheckpointTimeout)
 	defer cancel()
 	start := time.Now()
-	cp, err := jr.x.Checkpoint(ctx)
+	cp, err := jr.X.Checkpoint(ctx)
 	if err != nil {
 		return err
 	}
-	if err := s.writeCheckpoint(jr, cp, final, nil); err != nil {
+	if err := s.WriteCheckpoint(jr, cp, final, nil); err != nil {
 		return err
 	}
-	if err := jr.x.Commit(ctx, cp); err != nil {
+	if err := jr.X.Commit(ctx, cp); err != nil {
 		return &commitError{epoch: cp.Epoch, err: err}
 	}
 	s.sinkCommitted(jr, cp.Epoch)
@@ -425,23 +424,23 @@ func (s *Service) checkpoint(jr *jobRun, final func(*record.Job) error) error {
 // (jr.cpMu is held). written, when set, is called in the same Tx once the
 // write landed (a snapshot pins the store there: no other store write
 // comes between).
-func (s *Service) writeCheckpoint(jr *jobRun, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
-	return s.update(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
+func (s *Core) WriteCheckpoint(jr *Run, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
+	return s.TxUpdate(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
 }
 
 // writeCheckpointTx is writeCheckpoint within tx.
-func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
-	j, err := s.readJob(jr.id)
+func (s *Core) writeCheckpointTx(tx *Tx, jr *Run, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
+	j, err := s.ReadJob(jr.ID)
 	if err != nil {
 		return err
 	}
 	if j.State == record.StateCancelling || j.State.Terminal() {
-		return errNotWritten
+		return ErrNotWritten
 	}
-	j.LastCheckpoint = &record.CheckpointInfo{Epoch: cp.Epoch, Time: s.now()}
-	j.Counters = jr.totals()
-	j.DeadLetters = jr.deadLetters.Load()
-	if d := jr.lastDeadLetter.Load(); d != nil {
+	j.LastCheckpoint = &record.CheckpointInfo{Epoch: cp.Epoch, Time: s.Now()}
+	j.Counters = jr.Totals()
+	j.DeadLetters = jr.DeadLetters.Load()
+	if d := jr.LastDeadLetter.Load(); d != nil {
 		j.LastDeadLetter = *d
 	}
 	from := j.State
@@ -455,7 +454,7 @@ func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint,
 		return err
 	}
 	tx.StateEvent(w, j, from)
-	if err := tx.WriteCheckpoint(jr.lineage, jr.id, cp, w); err != nil {
+	if err := tx.WriteCheckpoint(jr.lineage, jr.ID, cp, w); err != nil {
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	if written != nil {
@@ -466,13 +465,13 @@ func (s *Service) writeCheckpointTx(tx *Tx, jr *jobRun, cp *contract.Checkpoint,
 
 // checkpointFailed handles a failed periodic checkpoint: one that was not
 // written loses the state changes it carried, so the job cannot go on.
-func (s *Service) checkpointFailed(jr *jobRun, err error) {
+func (s *Core) CheckpointFailed(jr *Run, err error) {
 	select {
-	case <-jr.x.Done():
+	case <-jr.X.Done():
 		return // the end is handled by finish
 	default:
 	}
-	if errors.Is(err, errNotWritten) || s.storeFailed() != nil {
+	if errors.Is(err, ErrNotWritten) || s.StoreFailed() != nil {
 		return // a failed store stopped every execution (fault.go)
 	}
 	if s.sinkUnavailable(jr, err) {
@@ -480,66 +479,66 @@ func (s *Service) checkpointFailed(jr *jobRun, err error) {
 	}
 	// A state change of the job: under its name's guard (lock order 1),
 	// which an update or rescale of the job holds until it is done.
-	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
+	unlock, _ := s.LockName(context.Background(), jr.Name) // no deadline: never fails
 	defer unlock()
-	_ = s.update(func(tx *Tx) error {
-		if jr.superseded.Load() || s.runningJob(jr.id) != jr {
+	_ = s.TxUpdate(func(tx *Tx) error {
+		if jr.Superseded.Load() || s.RunningJob(jr.ID) != jr {
 			return nil // another execution of the job took over meanwhile
 		}
-		j, rerr := s.readJob(jr.id)
+		j, rerr := s.ReadJob(jr.ID)
 		if rerr != nil || j.State.Terminal() {
 			return nil
 		}
 		reason := s.checkpointFailure(jr, err)
 		tx.Emit(j.ID, record.EventCheckpointFailed, record.SeverityError, reason, map[string]any{"error": err.Error()})
 		if ferr := tx.Fail(j, reason); ferr != nil {
-			s.opts.Logger.Error("recording a job failure", "job_id", jr.id, "error", ferr)
+			s.Opts.Logger.Error("recording a job failure", "job_id", jr.ID, "error", ferr)
 		}
-		jr.x.Cancel()
+		jr.X.Cancel()
 		return nil
 	})
 }
 
 // finish records the end of an execution that ended by itself (or was
 // cancelled): DONE or DRAINED after a final checkpoint, CANCELLED, or FAILED.
-func (s *Service) finish(jr *jobRun) {
-	res, runErr := jr.x.Wait()
-	if jr.superseded.Load() {
+func (s *Core) finish(jr *Run) {
+	res, runErr := jr.X.Wait()
+	if jr.Superseded.Load() {
 		return // a rescale took over the job with a new execution
 	}
-	if h := s.hooks.finishing; h != nil {
-		h(jr.id)
+	if h := s.Hooks.Finishing; h != nil {
+		h(jr.ID)
 	}
 	// The end of a job is a state change of its name: under the name's
 	// guard (lock order 1), after any update or rescale in progress, which
 	// may have replaced the job or superseded this execution.
-	unlock, _ := s.lockName(context.Background(), jr.name) // no deadline: never fails
+	unlock, _ := s.LockName(context.Background(), jr.Name) // no deadline: never fails
 	defer unlock()
-	if jr.superseded.Load() {
+	if jr.Superseded.Load() {
 		return
 	}
-	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
-	if f := s.storeFailed(); f != nil {
+	log := s.Opts.Logger.With("job_id", jr.ID, "job_name", jr.Name)
+	if f := s.StoreFailed(); f != nil {
 		// The store failed and stopped the execution: the job keeps its
 		// state and its last durable checkpoint, and nothing records an end
 		// the store could not make durable.
 		log.Error("job stopped: the state store failed", "code", errcode.StorageUnavailable, "error", f.cause)
-		s.forget(jr)
+		s.Forget(jr)
 		return
 	}
-	j, err := s.readJob(jr.id)
+	j, err := s.ReadJob(jr.ID)
 	if err != nil {
 		log.Error("reading the record of a finished job", "error", err)
-		s.forget(jr)
+		s.Forget(jr)
 		return
 	}
-	now := s.now()
+	now := s.Now()
 	metrics := jr.metricsOf(now, res)
 	var target record.JobState
 	reason := ""
 	switch {
 	case j.State.Terminal():
-		s.forget(jr) // failed by a checkpoint error
+		s.Forget(jr) // failed by a checkpoint error
 		return
 	case j.State == record.StateCancelling:
 		target, reason = record.StateCancelled, "cancelled"
@@ -550,38 +549,38 @@ func (s *Service) finish(jr *jobRun) {
 	default:
 		target, reason = record.StateDone, "execution completed"
 	}
-	if (target == record.StateDone || target == record.StateDrained) && jr.checkpointed {
-		err := s.checkpoint(jr, func(j *record.Job) error {
+	if (target == record.StateDone || target == record.StateDrained) && jr.Checkpointed {
+		err := s.Checkpoint(jr, func(j *record.Job) error {
 			j.Metrics, j.PendingCommit = metrics, true
-			return record.Transition(j, target, s.now(), reason)
+			return record.Transition(j, target, s.Now(), reason)
 		})
 		if err == nil {
-			err = jr.x.CloseSinks(context.Background())
+			err = jr.X.CloseSinks(context.Background())
 			if err == nil {
-				err = s.clearPendingCommit(jr.id)
+				err = s.clearPendingCommit(jr.ID)
 			}
 			if err == nil {
 				log.Info("job finished", "state", target)
-				s.forget(jr)
+				s.Forget(jr)
 				return
 			}
 		}
-		if j2, rerr := s.readJob(jr.id); rerr == nil && j2.State.Terminal() {
+		if j2, rerr := s.ReadJob(jr.ID); rerr == nil && j2.State.Terminal() {
 			// The terminal state is durable; a restart re-commits (pending_commit).
 			log.Error("committing the final checkpoint", "error", err)
-			s.forget(jr)
+			s.Forget(jr)
 			return
 		}
 		target, reason = record.StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
-	err = s.update(func(tx *Tx) error {
-		j, err := s.readJob(jr.id)
+	err = s.TxUpdate(func(tx *Tx) error {
+		j, err := s.ReadJob(jr.ID)
 		if err != nil || j.State.Terminal() {
 			return err
 		}
 		j.Metrics = metrics
-		j.DeadLetters = jr.deadLetters.Load()
-		if d := jr.lastDeadLetter.Load(); d != nil {
+		j.DeadLetters = jr.DeadLetters.Load()
+		if d := jr.LastDeadLetter.Load(); d != nil {
 			j.LastDeadLetter = *d
 		}
 		return tx.Transition(j, target, reason)
@@ -592,20 +591,20 @@ func (s *Service) finish(jr *jobRun) {
 	case target == record.StateFailed:
 		log.Error("job failed", "error", reason)
 	}
-	s.forget(jr)
+	s.Forget(jr)
 }
 
 // clearPendingCommit records that job id's sinks confirmed its final
 // commit.
-func (s *Service) clearPendingCommit(id string) error {
-	return s.update(func(tx *Tx) error {
-		j, err := s.readJob(id)
+func (s *Core) clearPendingCommit(id string) error {
+	return s.TxUpdate(func(tx *Tx) error {
+		j, err := s.ReadJob(id)
 		if err != nil {
 			return err
 		}
 		j.PendingCommit = false
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(id), j); err != nil {
+		if err := PutJSON(w, record.JobKey(id), j); err != nil {
 			return err
 		}
 		return tx.Apply(w)
@@ -615,38 +614,38 @@ func (s *Service) clearPendingCommit(id string) error {
 // suspend checkpoints jr (write and commit) and stops its execution
 // without changing its state: the service is closing and the job resumes
 // from this checkpoint on the next Open.
-func (s *Service) suspend(jr *jobRun) {
-	log := s.opts.Logger.With("job_id", jr.id, "job_name", jr.name)
-	if jr.checkpointed {
-		if err := s.checkpoint(jr, nil); err != nil && !errors.Is(err, errNotWritten) {
+func (s *Core) suspend(jr *Run) {
+	log := s.Opts.Logger.With("job_id", jr.ID, "job_name", jr.Name)
+	if jr.Checkpointed {
+		if err := s.Checkpoint(jr, nil); err != nil && !errors.Is(err, ErrNotWritten) {
 			log.Error("checkpoint at shutdown failed: the job resumes from its previous checkpoint", "error", err)
 		}
 	}
-	jr.x.Cancel()
-	<-jr.x.Done()
+	jr.X.Cancel()
+	<-jr.X.Done()
 	log.Info("job suspended: it resumes when the server starts again")
-	s.forget(jr)
+	s.Forget(jr)
 }
 
 // forget lets go of jr: it is no longer the live execution of its job.
-func (s *Service) forget(jr *jobRun) {
-	_ = s.update(func(*Tx) error {
-		s.running.CompareAndDelete(jr.id, jr)
-		s.live.CompareAndDelete(jr.name, jr)
+func (s *Core) Forget(jr *Run) {
+	_ = s.TxUpdate(func(*Tx) error {
+		s.running.CompareAndDelete(jr.ID, jr)
+		s.Live.CompareAndDelete(jr.Name, jr)
 		return nil
 	})
-	j, err := s.readJob(jr.id)
-	s.flushHistory(jr.id, err == nil && j.State.Terminal() && s.runningJob(jr.id) == nil)
-	s.changes.notify()
+	j, err := s.ReadJob(jr.ID)
+	s.flushHistory(jr.ID, err == nil && j.State.Terminal() && s.RunningJob(jr.ID) == nil)
+	s.Changes.Notify()
 }
 
 // recover resumes, on Open, every job the previous process left active,
 // and re-commits terminal jobs whose final commit was not confirmed.
-func (s *Service) recover() error {
+func (s *Core) recover() error {
 	var jobs []*record.Job
-	err := s.store.Scan("job/", func(_ string, v []byte) error {
+	err := s.Store.Scan("job/", func(_ string, v []byte) error {
 		j := &record.Job{}
-		if err := unmarshalJob(v, j); err != nil {
+		if err := UnmarshalJob(v, j); err != nil {
 			return err
 		}
 		if j.Active() || j.PendingCommit {
@@ -657,15 +656,15 @@ func (s *Service) recover() error {
 	if err != nil {
 		return fmt.Errorf("reading the job registry: %w", err)
 	}
-	since := s.now()
+	since := s.Now()
 	for _, j := range jobs {
 		if j.Active() && j.SDK != record.SDKGo {
 			s.resuming.Store(j.ID, since)
-			s.emit(j.ID, record.EventConditionChanged, record.SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
+			s.Emit(j.ID, record.EventConditionChanged, record.SeverityWarning, "the service restarted: the job resumes from its last checkpoint",
 				map[string]any{"code": string(errcode.Resuming), "set": true})
 		}
 	}
-	started := s.spawn(func() {
+	started := s.Spawn(func() {
 		defer close(s.recovered)
 		sem := make(chan struct{}, recoveryConcurrency)
 		var wg sync.WaitGroup
@@ -675,13 +674,13 @@ func (s *Service) recover() error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				defer s.changes.notify()
+				defer s.Changes.Notify()
 				defer s.resuming.Delete(j.ID)
-				if h := s.hooks.resuming; h != nil {
+				if h := s.Hooks.Resuming; h != nil {
 					h(j.ID)
 				}
-				if err := s.recoverJob(s.ctx, j); err != nil && s.ctx.Err() == nil {
-					s.opts.Logger.Error("resuming a job after a restart", "job_id", j.ID, "job_name", j.Name, "error", err)
+				if err := s.recoverJob(s.Ctx, j); err != nil && s.Ctx.Err() == nil {
+					s.Opts.Logger.Error("resuming a job after a restart", "job_id", j.ID, "job_name", j.Name, "error", err)
 				}
 			}()
 		}
@@ -698,31 +697,33 @@ const recoveryConcurrency = 4
 
 // recoverJob resumes or re-commits j on Open, under its name's guard
 // (supervisors of jobs recovered before it already run).
-func (s *Service) recoverJob(ctx context.Context, j *record.Job) error {
-	unlock, err := s.lockName(ctx, j.Name) // lock order 1
+func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
+	unlock, err := s.LockName(ctx, j.Name) // lock order 1
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	log := s.opts.Logger.With("job_id", j.ID, "job_name", j.Name)
+	log := s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == record.StateCancelling {
-		return s.update(func(tx *Tx) error { return tx.Transition(j, record.StateCancelled, "cancelled (completed after a restart)") })
+		return s.TxUpdate(func(tx *Tx) error {
+			return tx.Transition(j, record.StateCancelled, "cancelled (completed after a restart)")
+		})
 	}
 	if j.SDK == record.SDKGo && j.Active() {
 		// Its program resumes or updates it (StartProgram).
 		log.Info("job is a Go program's: it resumes when its program starts")
 		return nil
 	}
-	p, err := s.load(j)
+	p, err := s.Load(j)
 	if err != nil {
 		if j.Active() {
-			return s.fail(j, fmt.Sprintf("the pipeline no longer loads after a restart: %v", err))
+			return s.Fail(j, fmt.Sprintf("the pipeline no longer loads after a restart: %v", err))
 		}
 		log.Error("re-committing the final checkpoint: the pipeline no longer loads", "error", err)
 		return nil
 	}
 	if !j.Active() {
-		_, cp, err := s.store.Restore(j.StateKey(), j.ID)
+		_, cp, err := s.Store.Restore(j.StateKey(), j.ID)
 		if err == nil && cp != nil {
 			err = runner.CommitRestored(ctx, p.Program(), cp)
 		}
@@ -732,27 +733,24 @@ func (s *Service) recoverJob(ctx context.Context, j *record.Job) error {
 		}
 		j.PendingCommit = false
 		w := &state.Write{}
-		if err := putJSON(w, record.JobKey(j.ID), j); err != nil {
+		if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
 			return err
 		}
-		return s.apply(w)
+		return s.Apply(w)
 	}
-	if j.State == record.StatePending && j.Replacement != nil && !j.Replacement.Phase.Final() {
-		// A replacement job waiting for its flow: the flow resumes where
-		// it was (the old job resumes as its own record says).
-		log.Info("resuming a replacement flow", "phase", j.Replacement.Phase, "old_job_id", j.Replacement.OldJobID)
-		s.startDriver(j.ID)
-		return nil
+	for _, f := range s.flows {
+		if f.Claim(j) {
+			return nil // the flow resumes it (a replacement job waiting for its flow)
+		}
 	}
 	log.Info("resuming job", "state", j.State)
-	if err := s.launch(ctx, j, p.Program(), nil); err != nil {
+	if err := s.Launch(ctx, j, p.Program(), nil); err != nil {
 		return err
 	}
-	if parallelDriven(j) {
-		log.Info("resuming a parallel replacement flow", "phase", j.Replacement.Phase, "old_job_id", j.Replacement.OldJobID)
-		s.startDriver(j.ID)
+	for _, f := range s.flows {
+		f.Resumed(j)
 	}
-	if s.runningJob(j.ID) != nil {
+	if s.RunningJob(j.ID) != nil {
 		d := map[string]any{"code": string(errcode.Resuming), "set": false}
 		msg := "the job resumed after a restart"
 		if j.LastCheckpoint != nil {
@@ -761,13 +759,13 @@ func (s *Service) recoverJob(ctx context.Context, j *record.Job) error {
 		} else {
 			msg += " from the beginning (it had no checkpoint)"
 		}
-		s.emit(j.ID, record.EventRecovered, record.SeverityInfo, msg, d)
+		s.Emit(j.ID, record.EventRecovered, record.SeverityInfo, msg, d)
 	}
 	return nil
 }
 
 // runningIDs returns the IDs of the live executions (for tests).
-func (s *Service) runningIDs() []string {
+func (s *Core) RunningIDs() []string {
 	var ids []string
 	s.running.Range(func(k, _ any) bool {
 		ids = append(ids, k.(string))

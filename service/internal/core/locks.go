@@ -1,4 +1,4 @@
-package service
+package core
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"github.com/weir-dev/weir/errcode"
 )
 
-// nameGuards is the table of per-name operation guards (see the lock
+// NameGuards is the table of per-name operation guards (see the lock
 // ordering in doc.go). A guard is held by the one operation that may change
 // the jobs of a name and its lineage record at a time — submit, update,
 // rescale, drain, cancel, a Go program's start, and a supervisor recording
 // its job's end — and it may be held across waits for an execution. Reads
 // never take it.
-type nameGuards struct {
+type NameGuards struct {
 	mu     sync.Mutex            // guards guards; a leaf, held only to look a guard up
 	guards map[string]*nameGuard // guarded by mu
 }
@@ -24,13 +24,13 @@ type nameGuards struct {
 // that the table forgets names nobody uses.
 type nameGuard struct {
 	sem  chan struct{}
-	refs int // guarded by nameGuards.mu
+	refs int // guarded by NameGuards.mu
 }
 
 // lock takes the guard of name, waiting while another operation holds it,
 // and returns the function that releases it. It returns ctx's error when
 // ctx ends first.
-func (g *nameGuards) lock(ctx context.Context, name string) (unlock func(), err error) {
+func (g *NameGuards) Lock(ctx context.Context, name string) (unlock func(), err error) {
 	g.mu.Lock() // a leaf
 	if g.guards == nil {
 		g.guards = map[string]*nameGuard{}
@@ -57,7 +57,7 @@ func (g *nameGuards) lock(ctx context.Context, name string) (unlock func(), err 
 	}, nil
 }
 
-func (g *nameGuards) release(name string, ng *nameGuard) {
+func (g *NameGuards) release(name string, ng *nameGuard) {
 	g.mu.Lock() // a leaf
 	defer g.mu.Unlock()
 	if ng.refs--; ng.refs == 0 {
@@ -74,7 +74,7 @@ type updates struct {
 
 // begin marks name as being updated and returns the function that clears
 // the mark, or UPDATE_IN_PROGRESS when the name is marked already.
-func (u *updates) begin(name string) (end func(), err error) {
+func (u *updates) Begin(name string) (end func(), err error) {
 	if _, busy := u.names.LoadOrStore(name, struct{}{}); busy {
 		return nil, errcode.Errorf(errcode.UpdateInProgress, "job %s is being updated or rescaled by another request: wait until it has finished (weir jobs describe %s), then retry", name, name)
 	}
@@ -90,7 +90,7 @@ type changes struct {
 }
 
 // next returns a channel closed at the next notify.
-func (c *changes) next() <-chan struct{} {
+func (c *changes) Next() <-chan struct{} {
 	c.mu.Lock() // a leaf
 	defer c.mu.Unlock()
 	if c.ch == nil {
@@ -100,7 +100,7 @@ func (c *changes) next() <-chan struct{} {
 }
 
 // notify wakes every waiter of next.
-func (c *changes) notify() {
+func (c *changes) Notify() {
 	c.mu.Lock() // a leaf
 	defer c.mu.Unlock()
 	if c.ch != nil {

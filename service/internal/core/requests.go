@@ -1,0 +1,71 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// UpdateRequest replaces the running job of a name with a new version of
+// its pipeline that inherits its state (Dataflow's in-place update).
+type UpdateRequest struct {
+	SubmitRequest
+	// Mapping renames (or, mapped to "", deletes on purpose) steps of the
+	// running job: JSON {"Old": "New"} with prefixes matched on '/' boundaries.
+	Mapping string
+	// AllowSourceChange accepts a source that reads something else; the old
+	// source's positions are then dropped.
+	AllowSourceChange bool
+	// ValidateOnly runs the compatibility check and changes nothing.
+	ValidateOnly bool
+	// JinjaVariables, when not nil, make the service render Pipeline as a
+	// Jinja template first (without includes: see jinja.go).
+	JinjaVariables map[string]any
+}
+
+// UpdateResult is the outcome of an update: the compatibility report, and
+// the new job when the update happened.
+type UpdateResult struct {
+	Report compat.Report `json:"report"`
+	// Job is the replacement job (nil when validate-only or refused).
+	Job *record.Job `json:"job,omitempty"`
+	// Replaced is the job that was replaced (or would be).
+	Replaced *record.Summary `json:"replaced,omitempty"`
+	// PauseMillis is how long the job read nothing: from the pause of the
+	// old execution to the start of the new one (the handover's durable
+	// write follows while the new execution runs).
+	PauseMillis int64 `json:"pause_ms,omitempty"`
+	// Options are the new job's options: those the request gave, the
+	// running job's for the rest (JobOptions.Inherit).
+	Options *record.JobOptions `json:"options,omitempty"`
+	// OptionsChanged lists the options that differ from the running job's.
+	OptionsChanged []record.OptionChange `json:"options_changed,omitempty"`
+	// Notes say what the request's service options made of it, and what
+	// they ignored ("the in-place update ignores ...").
+	Notes []string `json:"notes,omitempty"`
+	// Graph is the new pipeline's canonical graph, as the check read it
+	// (set by the in-place check, also when it refuses): what the console's
+	// update preview draws.
+	Graph json.RawMessage `json:"graph,omitempty"`
+	// RenderedPipeline is the pipeline as the Jinja rendering left it,
+	// when the request asked for one (UpdateRequest.JinjaVariables).
+	RenderedPipeline string `json:"rendered_pipeline,omitempty"`
+}
+
+// Attempt is a recorded update attempt that the check refused (a refused
+// attempt creates no job) or that was only validated.
+type Attempt struct {
+	Time         time.Time     `json:"time"`
+	Name         string        `json:"name"`
+	RunningJobID string        `json:"running_job_id"`
+	ValidateOnly bool          `json:"validate_only"`
+	Report       compat.Report `json:"report"`
+	Pipeline     string        `json:"pipeline"`
+}
+
+func AttemptKey(name string, t time.Time) string {
+	return fmt.Sprintf("attempt/%s/%020d", name, t.UnixNano())
+}

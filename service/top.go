@@ -1,0 +1,73 @@
+package service
+
+import (
+	"context"
+	"sync"
+
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/snapshots"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// Service is the job service: the core (records, executions, checkpoints,
+// events, metrics, faults, restart) and the flows built on it (snapshots,
+// in-place update, stop-and-replace, parallel replacement, rollback).
+// Its methods are safe for concurrent use. Its locks and their order are
+// described in the package doc.
+type Service struct {
+	*core.Core
+	*snapshots.Snapshots
+	// requests holds the per-request-ID guards (lock order 0, see
+	// replace.go): taken before the name's guard, never while holding one.
+	requests core.NameGuards
+	// cuts maps the jobs of a parallel replacement to the rule that says
+	// which windows each writes (replace_parallel.go): job ID -> *cutRule.
+	cuts sync.Map
+}
+
+// Options configure a Service (package core's, which owns them).
+type Options = core.Options
+
+// Open opens (creating if needed) the data directory and resumes every job
+// that was RUNNING or DRAINING when the service last stopped, from its last
+// checkpoint.
+//
+// Open returns once the registry is read: the jobs resume in the background,
+// a few at a time, while the service already answers; a job not yet
+// resumed reads with condition RESUMING. Recovered tells when every one
+// has resumed.
+func Open(ctx context.Context, opts Options) (*Service, error) {
+	return open(ctx, opts, core.Hooks{})
+}
+
+// open is Open with the hooks tests set before recovery starts.
+func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error) {
+	c, err := core.Open(ctx, opts, hooks)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Core: c, Snapshots: snapshots.New(c)}
+	c.Register(s.Snapshots, flows{s})
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Submit validates and starts a new job. It returns once the job is
+// created and its execution started (the job is then RUNNING), or FAILED
+// when the execution could not start.
+//
+// Its service options may make it something else (replace.go): with
+// create_or_update_job it updates the name's running job when there is
+// one, and with parallel_replace_job_name or _id it replaces that job
+// under the new name.
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, error) {
+	res, err := s.once(ctx, req.RequestID, "submit", req, func() (*UpdateResult, error) {
+		return s.route(ctx, UpdateRequest{SubmitRequest: req}, false)
+	})
+	if res != nil && res.Job != nil && err == nil {
+		return res.Job, nil
+	}
+	return nil, err
+}
