@@ -39,24 +39,14 @@ func (f flows) Resumed(j *record.Job) {
 	}
 }
 
-// Environment adds the windows a job's sinks own, a parallel replacement's
-// façades and a re-read's starts.
+// Environment adds the windows a job's sinks own and a parallel
+// replacement's façades.
 func (f flows) Environment(j *record.Job, env *yamlpipe.JobEnv) {
 	f.s.jobEnv(j, env)
-	if cu := rewindOf(j); cu != nil {
-		// On every load: the first start, restarts, rescales, and an
-		// in-place update that carries a catch-up on (rewind_catchup.go).
-		env.PubSubRewind = cu.Starts
-		env.Owns = rewindOwns(cu.RewindPoint, env.Owns)
-	}
 }
 
-// Execution holds a re-reading job's panes while it catches up and
-// reports what its re-read found gone.
-func (f flows) Execution(j *record.Job, run *core.Run, opts *runner.Options) {
-	opts.HoldPanesAtMinWatermark = rewindsInput(j)
-	f.s.reportCatchUpExpired(j, run.Prog, run)
-}
+// Execution changes nothing.
+func (flows) Execution(*record.Job, *core.Run, *runner.Options) {}
 
 // Decorate adds a parallel flow's progress.
 func (f flows) Decorate(j *record.Job) *record.Job { return f.s.withParallelProgress(j) }

@@ -81,7 +81,7 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		if err := s.refuseDuringParallel(req.Name); err != nil {
 			return nil, err
 		}
-		res, err = s.updateInPlace(ctx, req)
+		res, err = s.UpdateInPlace(ctx, req)
 		if err != nil {
 			if res != nil {
 				res.Notes = append(res.Notes, plan.Notes...)

@@ -93,7 +93,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 				return nil, err
 			}
 		}
-		if _, err := s.rewindPoint(ctx, old, g); err != nil {
+		if _, err := s.rewind.Point(ctx, old, g); err != nil {
 			return nil, err
 		}
 	}
@@ -314,7 +314,7 @@ func (s *Service) positionRewind(nj *record.Job) error {
 		if err != nil {
 			return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 		}
-		rp, err := s.rewindPoint(s.Ctx, old, g)
+		rp, err := s.rewind.Point(s.Ctx, old, g)
 		if err != nil {
 			return err
 		}
@@ -328,7 +328,7 @@ func (s *Service) positionRewind(nj *record.Job) error {
 			return errcode.Internalf("recording the rewind point of job %s: %w", nj.ID, err)
 		}
 	}
-	rw, ok := s.rewinder()
+	rw, ok := s.rewind.Broker()
 	if !ok {
 		return errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 	}

@@ -226,7 +226,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if plan.Rewind {
 		// Checked now, before anything changes, from the old job's last
 		// checkpoint; computed again when the subscriptions are positioned.
-		if _, err := s.rewindPoint(ctx, old, ng); err != nil {
+		if _, err := s.rewind.Point(ctx, old, ng); err != nil {
 			return nil, err
 		}
 	}

@@ -78,7 +78,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		if err != nil {
 			return errcode.Internalf("job %s: its graph does not parse: %w", nj.ID, err)
 		}
-		p, err := s.rewindPoint(ctx, old, g)
+		p, err := s.rewind.Point(ctx, old, g)
 		if err != nil {
 			return err
 		}
@@ -135,7 +135,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			if rs.Subscription != ps.New {
 				continue
 			}
-			rw, ok := s.rewinder()
+			rw, ok := s.rewind.Broker()
 			if !ok {
 				return errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic")
 			}

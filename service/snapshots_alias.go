@@ -29,7 +29,9 @@ const (
 func ParseSnapshotTTL(v string) (time.Duration, error) { return snapshots.ParseSnapshotTTL(v) }
 
 // VerifySnapshotFile is snapshots.VerifySnapshotFile.
-func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) { return snapshots.VerifySnapshotFile(r) }
+func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
+	return snapshots.VerifySnapshotFile(r)
+}
 
 // SourceSnapshotName is snapshots.SourceSnapshotName.
 func SourceSnapshotName(id, sub string) string { return snapshots.SourceSnapshotName(id, sub) }

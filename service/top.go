@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/inplace"
+	"github.com/weir-dev/weir/service/internal/rewind"
 	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 )
@@ -17,6 +19,8 @@ import (
 type Service struct {
 	*core.Core
 	*snapshots.Snapshots
+	*inplace.InPlace
+	rewind *rewind.Rewind
 	// requests holds the per-request-ID guards (lock order 0, see
 	// replace.go): taken before the name's guard, never while holding one.
 	requests core.NameGuards
@@ -46,8 +50,11 @@ func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Core: c, Snapshots: snapshots.New(c)}
-	c.Register(s.Snapshots, flows{s})
+	s := &Service{Core: c, Snapshots: snapshots.New(c), rewind: rewind.New(c)}
+	s.InPlace = inplace.New(c, s.Snapshots)
+	// The re-read narrows the windows the replacement flows give a job's
+	// sinks, so it comes after them.
+	c.Register(s.Snapshots, flows{s}, s.rewind)
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
@@ -70,4 +77,33 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, e
 		return res.Job, nil
 	}
 	return nil, err
+}
+
+// Update checks req's pipeline against the running (or draining) job of
+// req.Name and, when compatible, replaces it: the old job takes a final
+// checkpoint and ends UPDATED (replaced_by_job_id), the new job (new ID,
+// same name, next generation, replaces_job_id) starts from that checkpoint
+// with every matched step's state, timers and open windows, and sources
+// continue exactly where the checkpoint left them. The handover (the old
+// job's state transition, the new job's record and checkpoint, state
+// namespace rebinds for renamed steps) is one atomic write. When the check
+// fails, nothing changes: the running job keeps running, the attempt is
+// recorded, and the error (code INCOMPATIBLE_UPDATE) comes with the report.
+//
+// The update goes through five phases, each a method with its own lock
+// discipline: prepareUpdate (prepare and check), pauseForUpdate (pause),
+// handOver (hand over), persistHandover (persist) and finishHandover
+// (finish). The name's guard is held throughout, the old execution's cpMu
+// from the pause on, the new execution's from its start; the registry lock only
+// for the store writes. Reads of the service answer meanwhile.
+//
+// Its service options may make it a replacement instead (replace.go).
+func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+	if err := renderRequestJinja(&req); err != nil {
+		return nil, err
+	}
+	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
+		return s.route(ctx, req, true)
+	})
+	return withRendered(res, req), err
 }

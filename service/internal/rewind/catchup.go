@@ -1,4 +1,4 @@
-package service
+package rewind
 
 import (
 	"fmt"
@@ -51,10 +51,10 @@ import (
 //     count, the service logs it at warn, and the count shows in the
 //     metrics (catch_up.expired_messages).
 
-// rewindOf returns the re-read j's Pub/Sub splits do: a replacement job's
+// Of returns the re-read j's Pub/Sub splits do: a replacement job's
 // own (its Replacement), or the one an in-place update carried on
 // (j.CatchUp); nil when j re-reads nothing.
-func rewindOf(j *record.Job) *record.CatchUp {
+func Of(j *record.Job) *record.CatchUp {
 	if r := j.Replacement; r != nil && r.Rewind && r.NewJobID == j.ID && r.RewindPoint != nil {
 		return &record.CatchUp{FromJobID: j.ID, RewindPoint: r.RewindPoint, Starts: rewindStarts(r.RewindPoint, r.Handover)}
 	}
@@ -78,7 +78,7 @@ var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
 // reportCatchUpExpired makes the re-reading sources of prog, j's program
 // run as jr, record what their re-read found gone (catchUpExpired). Called
 // for every execution before it starts.
-func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr *Run) {
+func (s *Rewind) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr *core.Run) {
 	if !rewindsInput(j) {
 		return
 	}
@@ -97,7 +97,7 @@ func (s *Service) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr
 // a log line. Nothing is lost silently: the old job had read those
 // messages, so the windows holding them fire without them. The event
 // follows the job's start (emitRun).
-func (s *Service) catchUpExpired(jr *Run) func(pubsub.CatchUpExpired) {
+func (s *Rewind) catchUpExpired(jr *core.Run) func(pubsub.CatchUpExpired) {
 	id, name := jr.ID, jr.Name
 	return func(e pubsub.CatchUpExpired) {
 		gone := fmt.Sprintf("%d messages the old job had read (sequences %d to %d)", e.Messages, e.FirstSeq, e.LastSeq)
@@ -118,11 +118,11 @@ func (s *Service) catchUpExpired(jr *Run) func(pubsub.CatchUpExpired) {
 	}
 }
 
-// carriedCatchUp returns what the in-place update of old, running as jr,
+// CarriedCatchUp returns what the in-place update of old, running as jr,
 // carries on (Job.CatchUp): old's re-read when one of its sources still
 // catches up, else nil.
-func carriedCatchUp(old *record.Job, jr *Run) *record.CatchUp {
-	cu := rewindOf(old)
+func CarriedCatchUp(old *record.Job, jr *core.Run) *record.CatchUp {
+	cu := Of(old)
 	if cu == nil {
 		return nil
 	}

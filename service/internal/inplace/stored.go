@@ -1,4 +1,4 @@
-package service
+package inplace
 
 import (
 	"context"
@@ -38,7 +38,7 @@ import (
 // it from its last checkpoint); after it, the new job is the active one.
 // The caller holds the name's guard (old has no execution, so no
 // checkpoint writes its record); the registry lock is taken for the writes only.
-func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *record.Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
+func (s *InPlace) updateStored(ctx context.Context, l *record.Lineage, old *record.Job, req ProgramRequest, mapping compat.Mapping) (*ProgramStart, error) {
 	switch old.State {
 	case record.StatePending, record.StateRunning, record.StateDraining:
 	default:
@@ -127,7 +127,7 @@ func (s *Service) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-		err := s.TxUpdate(func(tx *Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
+		err := s.TxUpdate(func(tx *core.Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
 		if err != nil {
 			// Nothing was written: the old job is still the active one.
 			return nil, errcode.Internalf("writing the handover of job %s: %w", old.ID, err)
@@ -172,7 +172,7 @@ func handoverOf(lineage, oldID, newID string, positions map[string][][]byte, rep
 // skip epochs they already committed. A sink this build no longer has is
 // logged: its part of the epoch cannot be committed. It commits sinks, so
 // the registry lock is not held.
-func (s *Service) recommitStored(ctx context.Context, old *record.Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
+func (s *InPlace) recommitStored(ctx context.Context, old *record.Job, rec *state.CheckpointRecord, mapping compat.Mapping) error {
 	p, err := s.LoadProgram(old)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package service
+package inplace
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ type ProgramRequest struct {
 	// the compatibility check, even when the graphs are equal.
 	Update bool
 	// Mapping renames (or, mapped to "", deletes on purpose) steps of the
-	// active job, as UpdateRequest.Mapping.
+	// active job, as core.UpdateRequest.Mapping.
 	Mapping string
 	// AllowSourceChange accepts a source that reads something else.
 	AllowSourceChange bool
@@ -97,7 +97,7 @@ func sameGraph(a, b json.RawMessage) (bool, error) {
 //
 // Go program jobs never resume by themselves when the service opens: their
 // program decides here.
-func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
+func (s *InPlace) StartProgram(ctx context.Context, req ProgramRequest) (*ProgramStart, error) {
 	mapping, err := s.AdmitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func (s *Service) StartProgram(ctx context.Context, req ProgramRequest) (*Progra
 
 // submitProgram creates and starts a new Go program job of lineage l.
 // The caller holds the name's guard.
-func (s *Service) submitProgram(ctx context.Context, l *record.Lineage, req ProgramRequest) (*record.Job, error) {
+func (s *InPlace) submitProgram(ctx context.Context, l *record.Lineage, req ProgramRequest) (*record.Job, error) {
 	now := s.Now()
 	id, err := record.NewJobID(now)
 	if err != nil {
@@ -197,7 +197,7 @@ type ReleaseRequest struct {
 // caller releases the data directory (Close) when it passes. With no
 // active job of the name, the result has no report and the release may go
 // ahead.
-func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
+func (s *InPlace) CheckRelease(req ReleaseRequest) (*core.UpdateResult, error) {
 	mapping, err := s.AdmitChange(req.Name, req.Mapping, nil)
 	if err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 		return nil, err
 	}
 	if l.ActiveJobID == "" {
-		return &UpdateResult{}, nil
+		return &core.UpdateResult{}, nil
 	}
 	old, err := s.ReadJob(l.ActiveJobID)
 	if err != nil {
@@ -234,7 +234,7 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 	}
 	report := compat.Check(oldGraph, newGraph, compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange})
 	sum := old.Summary()
-	res := &UpdateResult{Report: report, Replaced: &sum}
+	res := &core.UpdateResult{Report: report, Replaced: &sum}
 	if report.Compatible && !req.ValidateOnly {
 		return res, nil
 	}
@@ -248,11 +248,11 @@ func (s *Service) CheckRelease(req ReleaseRequest) (*UpdateResult, error) {
 }
 
 // recordAttempt records a refused or validate-only update of old by a Go
-// program build, in a Tx of its own.
-func (s *Service) recordAttempt(old *record.Job, program string, validateOnly bool, report compat.Report) error {
+// program build, in a core.Tx of its own.
+func (s *InPlace) recordAttempt(old *record.Job, program string, validateOnly bool, report compat.Report) error {
 	now := s.Now()
 	w := &state.Write{}
-	a := Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
+	a := core.Attempt{Time: now, Name: old.Name, RunningJobID: old.ID, ValidateOnly: validateOnly, Report: report,
 		Pipeline: "Go program " + program}
 	if err := core.PutJSON(w, core.AttemptKey(old.Name, now), a); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package service
+package inplace
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/rewind"
 	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 
@@ -19,37 +20,8 @@ import (
 	"github.com/weir-dev/weir/state"
 )
 
-// Update checks req's pipeline against the running (or draining) job of
-// req.Name and, when compatible, replaces it: the old job takes a final
-// checkpoint and ends UPDATED (replaced_by_job_id), the new job (new ID,
-// same name, next generation, replaces_job_id) starts from that checkpoint
-// with every matched step's state, timers and open windows, and sources
-// continue exactly where the checkpoint left them. The handover (the old
-// job's state transition, the new job's record and checkpoint, state
-// namespace rebinds for renamed steps) is one atomic write. When the check
-// fails, nothing changes: the running job keeps running, the attempt is
-// recorded, and the error (code INCOMPATIBLE_UPDATE) comes with the report.
-//
-// The update goes through five phases, each a method with its own lock
-// discipline: prepareUpdate (prepare and check), pauseForUpdate (pause),
-// handOver (hand over), persistHandover (persist) and finishHandover
-// (finish). The name's guard is held throughout, the old execution's cpMu
-// from the pause on, the new execution's from its start; the registry lock only
-// for the store writes. Reads of the service answer meanwhile.
-//
-// Its service options may make it a replacement instead (replace.go).
-func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	if err := renderRequestJinja(&req); err != nil {
-		return nil, err
-	}
-	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {
-		return s.route(ctx, req, true)
-	})
-	return withRendered(res, req), err
-}
-
-// updateInPlace is the in-place update of Update.
-func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
+// UpdateInPlace is the in-place update of Update.
+func (s *InPlace) UpdateInPlace(ctx context.Context, req core.UpdateRequest) (*core.UpdateResult, error) {
 	// The options are validated whole in prepareUpdate, once the running
 	// job's values have filled those the request left unset.
 	mapping, err := s.AdmitChange(req.Name, req.Mapping, nil)
@@ -101,7 +73,7 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 		return nil, err
 	}
 	s.updatePhase(u, "persisted")
-	s.FinishRollbackCut(u.rb) // rollback.go: the rollback snapshot's copy
+	s.snaps.FinishRollbackCut(u.rb) // rollback.go: the rollback snapshot's copy
 	s.updatePhase(u, "cut")
 	s.finishHandover(ctx, u)
 	s.updatePhase(u, "finished")
@@ -112,7 +84,7 @@ func (s *Service) updateInPlace(ctx context.Context, req UpdateRequest) (*Update
 }
 
 // updatePhase calls the updatePhase test hook, when set, after phase.
-func (s *Service) updatePhase(u *update, phase string) {
+func (s *InPlace) updatePhase(u *update, phase string) {
 	if h := s.Hooks.UpdatePhase; h != nil {
 		h(u.old.ID, phase)
 	}
@@ -123,17 +95,17 @@ type update struct {
 	// Found by prepareUpdate, the only phase that reads the registry.
 	old      *record.Job     // the running job
 	l        *record.Lineage // its name's lineage
-	jr       *Run            // its live execution
+	jr       *core.Run       // its live execution
 	nj       *record.Job     // the new job, PENDING (or DRAINING after a draining job)
 	p        *weir.Pipeline
 	newGraph *graph.Pipeline
 	report   compat.Report
-	res      *UpdateResult
+	res      *core.UpdateResult
 
 	pausedAt time.Time              // when pauseForUpdate began
 	cp       *contract.Checkpoint   // the handover checkpoint (pauseForUpdate)
 	h        state.Handover         // what it hands over (handOver)
-	njr      *Run                   // the new execution (handOver)
+	njr      *core.Run              // the new execution (handOver)
 	rb       *snapshots.RollbackCut // the rollback snapshot (persistHandover)
 }
 
@@ -143,7 +115,7 @@ type update struct {
 // refused or validate-only attempt is recorded (the registry lock for the write)
 // and ends the update: a nil update with a nil error means the result is
 // final (validate-only). The caller holds the name's guard; no other lock.
-func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*update, *UpdateResult, error) {
+func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) (*update, *core.UpdateResult, error) {
 	if s.Closing.Load() {
 		return nil, nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; update again once it is back")
 	}
@@ -198,7 +170,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 	nj.InheritFrom(old)
 	// A re-reading replacement job still catching up keeps its guarantee
 	// through the update: the new job re-reads on as it did.
-	nj.CatchUp = carriedCatchUp(old, jr)
+	nj.CatchUp = rewind.CarriedCatchUp(old, jr)
 	p, loadErr := s.Load(nj)
 	if loadErr != nil {
 		// A pipeline that does not load for a run (say its SQL table
@@ -221,10 +193,10 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 		return nil, nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", req.PipelineFile, err)
 	}
 	sum := old.Summary()
-	res := &UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
+	res := &core.UpdateResult{Report: report, Replaced: &sum, Options: &opts, OptionsChanged: old.Options.ChangesTo(opts), Graph: canon}
 	if !report.Compatible || req.ValidateOnly {
 		w := &state.Write{}
-		if err := core.PutJSON(w, core.AttemptKey(req.Name, now), Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
+		if err := core.PutJSON(w, core.AttemptKey(req.Name, now), core.Attempt{Time: now, Name: req.Name, RunningJobID: old.ID,
 			ValidateOnly: req.ValidateOnly, Report: report, Pipeline: req.Pipeline}); err != nil {
 			return nil, nil, err
 		}
@@ -254,7 +226,7 @@ func (s *Service) prepareUpdate(req UpdateRequest, mapping compat.Mapping) (*upd
 // at an aligned checkpoint (its sources read nothing after the barrier,
 // its keyed steps freeze). The caller holds the name's guard and the old
 // execution's cpMu, not the registry lock: the pause waits for the barrier.
-func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
+func (s *InPlace) pauseForUpdate(ctx context.Context, u *update) error {
 	// The guard keeps the records as read; only the execution can have
 	// ended (its end waits for the guard to be recorded) or the service
 	// begun closing.
@@ -284,7 +256,7 @@ func (s *Service) pauseForUpdate(ctx context.Context, u *update) error {
 // keys are encoded (by the new execution's workers, copy on write). The
 // caller holds the name's guard and the old execution's cpMu, not
 // the registry lock. A failure aborts the update (abortUpdate).
-func (s *Service) handOver(ctx context.Context, u *update) error {
+func (s *InPlace) handOver(ctx context.Context, u *update) error {
 	u.h = handoverOf(u.old.StateKey(), u.old.ID, u.nj.ID, u.cp.Positions, u.report)
 	adopt := &runner.Adoption{From: u.jr.X, Steps: map[string]string{}}
 	for _, m := range u.report.Matches {
@@ -319,7 +291,7 @@ func (s *Service) handOver(ctx context.Context, u *update) error {
 // the name's guard and both executions' cpMu exclude every other writer.
 // The caller holds those; the registry lock is taken for the write only. A
 // failure aborts the update.
-func (s *Service) persistHandover(ctx context.Context, u *update) error {
+func (s *InPlace) persistHandover(ctx context.Context, u *update) error {
 	now := s.Now()
 	old, nj, l := u.old, u.nj, u.l
 	oldFrom, newFrom := old.State, nj.State
@@ -345,7 +317,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 	w := &state.Write{}
 	// The rollback snapshot of the old job: its record in this write, its
 	// state copied from the store as this write leaves it (rollback.go).
-	rb, err := s.UpdateRollbackCut(u.old, u.nj.ID, u.cp, u.h.Renames)
+	rb, err := s.snaps.UpdateRollbackCut(u.old, u.nj.ID, u.cp, u.h.Renames)
 	if err != nil {
 		return s.abortUpdate(ctx, u, err)
 	}
@@ -360,7 +332,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 			return s.abortUpdate(ctx, u, err)
 		}
 	}
-	err = s.TxUpdate(func(tx *Tx) error { // the write only
+	err = s.TxUpdate(func(tx *core.Tx) error { // the write only
 		tx.StateEvent(w, old, oldFrom)
 		tx.StateEvent(w, nj, newFrom)
 		d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
@@ -386,7 +358,7 @@ func (s *Service) persistHandover(ctx context.Context, u *update) error {
 // forgets it), and the new execution gets its supervisor. The caller holds
 // the name's guard and both executions' cpMu; the registry lock is taken for the
 // writes only.
-func (s *Service) finishHandover(ctx context.Context, u *update) {
+func (s *InPlace) finishHandover(ctx context.Context, u *update) {
 	commitErr := u.jr.X.Commit(ctx, u.cp)
 	u.jr.X.Cancel()
 	<-u.jr.X.Done()
@@ -402,7 +374,7 @@ func (s *Service) finishHandover(ctx context.Context, u *update) {
 		}
 	}
 	closing := false
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.TxUpdate(func(tx *core.Tx) error {
 		if closing = tx.Closing(); !closing {
 			tx.Supervise(u.nj, u.njr)
 		}
@@ -423,7 +395,7 @@ func (s *Service) finishHandover(ctx context.Context, u *update) {
 // read back from the registry. It returns cause, worded for the user. The
 // caller holds the name's guard and the old execution's cpMu, not
 // the registry lock.
-func (s *Service) abortUpdate(ctx context.Context, u *update, cause error) error {
+func (s *InPlace) abortUpdate(ctx context.Context, u *update, cause error) error {
 	if njr := u.njr; njr != nil {
 		njr.X.Cancel()
 		<-njr.X.Done()

@@ -1,4 +1,4 @@
-package service
+package rewind
 
 import (
 	"cmp"
@@ -125,7 +125,7 @@ type Rewinder interface {
 
 var _ Rewinder = (*pubsub.Broker)(nil)
 
-func (s *Service) rewinder() (Rewinder, bool) {
+func (s *Rewind) Broker() (Rewinder, bool) {
 	if s.Opts.Broker == nil {
 		return nil, false
 	}
@@ -218,7 +218,7 @@ func checkRewindable(old *record.Job, oldS, newS map[string]window.Strategy) err
 // catch-up on (its panes are held while its sources catch up:
 // runner.Options.HoldPanesAtMinWatermark).
 func rewindsInput(j *record.Job) bool {
-	return rewindOf(j) != nil
+	return Of(j) != nil
 }
 
 // rewindOwns returns the window ownership of the new job of a replacement
@@ -282,7 +282,7 @@ func toTime(t mtime.Time) time.Time {
 // top of this file, from old's last durable checkpoint (at the cut-over:
 // the drain's final one). It refuses with REWIND_BEYOND_RETENTION or
 // REPLACEMENT_UNAVAILABLE, saying what to do instead; it changes nothing.
-func (s *Service) rewindPoint(ctx context.Context, old *record.Job, newGraph *graph.Pipeline) (record.RewindPoint, error) {
+func (s *Rewind) Point(ctx context.Context, old *record.Job, newGraph *graph.Pipeline) (record.RewindPoint, error) {
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
 		return record.RewindPoint{}, errcode.Internalf("job %s: its graph does not parse: %w", old.ID, err)
@@ -298,7 +298,7 @@ func (s *Service) rewindPoint(ctx context.Context, old *record.Job, newGraph *gr
 		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
 			st.Name, old.ID, kind, rewindInstead(old))
 	}
-	rw, ok := s.rewinder()
+	rw, ok := s.Broker()
 	if !ok {
 		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
 	}

@@ -1,4 +1,4 @@
-package service
+package rewind
 
 import (
 	"strings"
@@ -86,7 +86,7 @@ func TestCheckRewindable(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want != "" && (!hasCode(err, errcode.ReplacementUnavailable) || !containsAll(err.Error(), tc.want, "weir_replace_rewind=false")):
+			case tc.want != "" && (!(errcode.Of(err) == errcode.ReplacementUnavailable) || !containsAll(err.Error(), tc.want, "weir_replace_rewind=false")):
 				t.Fatalf("got %v, want REPLACEMENT_UNAVAILABLE saying %q", err, tc.want)
 			}
 		})
