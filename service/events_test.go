@@ -86,7 +86,7 @@ func TestEventTypesDocumented(t *testing.T) {
 // eventTypes returns the types of job id's events, oldest first.
 func eventTypes(t *testing.T, s *Service, id string) []record.EventType {
 	t.Helper()
-	evs, err := s.ReadEvents(id, 0, 0)
+	evs, err := s.core.ReadEvents(id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("old job's events %v, want %v", got, want)
 	}
-	evs, _ := s.ReadEvents(old.ID, 0, 0)
+	evs, _ := s.core.ReadEvents(old.ID, 0, 0)
 	if d := evs[2].Details; d["problems"].(float64) < 1 || d["errors"] == nil {
 		t.Errorf("refused update's details %v", d)
 	}

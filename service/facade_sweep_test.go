@@ -71,22 +71,22 @@ func TestFacadeSweep(t *testing.T) {
 			}
 			w := &state.Write{}
 			for _, j := range tc.jobs {
-				at := s.Now().Add(-j.ago)
+				at := s.core.Now().Add(-j.ago)
 				rec := &record.Job{ID: fmt.Sprintf("job-g%d", j.gen), Name: "sums", Generation: j.gen, State: j.state, StateTime: at, CreateTime: at}
 				if err := core.PutJSON(w, record.JobKey(rec.ID), rec); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.putFacadeSweeps(w, []record.FacadeTable{table}, "sums"); err != nil {
+			if err := s.replace.PutFacadeSweeps(w, []record.FacadeTable{table}, "sums"); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Apply(w); err != nil {
+			if err := s.core.Apply(w); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.sweepFacades(ctx); err != nil {
+			if err := s.replace.SweepFacades(ctx); err != nil {
 				t.Fatal(err)
 			}
-			gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(table))
+			gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(table))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestFacadeSweep(t *testing.T) {
 			if !slices.Equal(got, tc.wantGens) {
 				t.Errorf("generations behind the view after the sweep: %v, want %v", got, tc.wantGens)
 			}
-			sw, err := s.facadeSweeps()
+			sw, err := s.replace.FacadeSweeps()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		}
 		atFault := tableRows(t, db)
 		tried := func() time.Time {
-			if jr := s.RunningJob(j.ID); jr != nil {
+			if jr := s.core.RunningJob(j.ID); jr != nil {
 				if t, ok := jr.LastSinkRetry(); ok {
 					return t
 				}
@@ -145,7 +145,7 @@ func TestSinkCommitFailure(t *testing.T) {
 		// Pending and let go of: only a failed final commit gets there (a
 		// successful one clears pending_commit before its execution ends).
 		ended := waitFor(t, s, j.ID, "the end with a failed final commit", func(j *record.Job) bool {
-			return j.State.Terminal() && j.PendingCommit && s.RunningJob(j.ID) == nil
+			return j.State.Terminal() && j.PendingCommit && s.core.RunningJob(j.ID) == nil
 		})
 		if ended.State != record.StateDone {
 			t.Fatalf("job ended %s (%s), want DONE with its final commit pending", ended.State, ended.Error)

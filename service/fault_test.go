@@ -141,12 +141,12 @@ func TestStoreFailureResumesWithoutRestart(t *testing.T) {
 
 	// Several retries find the disk still failing: nothing moves.
 	for range 5 {
-		<-s.Changes.Next()
+		<-s.core.Changes.Next()
 	}
 	if got, err := s.Get(j.ID); err != nil || got.Condition == nil || got.Condition.Code != errcode.StorageUnavailable {
 		t.Fatalf("while the disk still fails: %v, %+v", err, got)
 	}
-	if s.RunningJob(j.ID) != nil {
+	if s.core.RunningJob(j.ID) != nil {
 		t.Fatal("the job runs again although the disk still fails")
 	}
 	if got := tableRows(t, db); !slices.Equal(got, rowsAtFault) {

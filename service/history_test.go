@@ -51,7 +51,7 @@ func TestMetricsHistoryTiers(t *testing.T) {
 		deadline := time.NewTimer(20 * time.Second)
 		defer deadline.Stop()
 		for {
-			changed := s.Changes.Next()
+			changed := s.core.Changes.Next()
 			if pts := historyPoints(t, s, j.ID, "Events", HistElementsIn, res); len(pts) >= n {
 				return pts
 			}
@@ -108,8 +108,8 @@ func TestMetricsHistoryTiers(t *testing.T) {
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
-		if !s.HistoryInMemory(j.ID) {
+		changed := s.core.Changes.Next()
+		if !s.core.HistoryInMemory(j.ID) {
 			break
 		}
 		select {

@@ -76,18 +76,18 @@ type GenerationHistory struct {
 // jobs up to the replaced one come first, and so on back. It takes no
 // lock.
 func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
-	jobs, _, err := s.History(name)
+	jobs, _, err := s.core.History(name)
 	if err != nil {
 		return nil, err
 	}
 	names := []string{name}
 	for seen := map[string]bool{name: true}; len(jobs) > 0 && jobs[0].ReplacesJobID != ""; {
-		prev, err := s.ReadJob(jobs[0].ReplacesJobID)
+		prev, err := s.core.ReadJob(jobs[0].ReplacesJobID)
 		if err != nil || seen[prev.Name] {
 			break // deleted, or a loop of names: the history starts here
 		}
 		seen[prev.Name] = true
-		earlier, _, err := s.History(prev.Name)
+		earlier, _, err := s.core.History(prev.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +104,7 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 	}
 	var snaps []*record.Snapshot
 	for _, n := range names {
-		ns, err := s.ListSnapshots(n, true)
+		ns, err := s.snaps.ListSnapshots(n, true)
 		if err != nil {
 			return nil, err
 		}

@@ -106,7 +106,7 @@ func (sc *parScenario) drainToTruth(t *testing.T, cons *consumer, id string, rea
 	t.Helper()
 	phase3 := parEvents(sc.base, 70, 90, 5000)
 	publishPar(t, sc.b, phase3)
-	waitFor(t, sc.s, id, "its execution", func(j *record.Job) bool { return sc.s.RunningJob(j.ID) != nil })
+	waitFor(t, sc.s, id, "its execution", func(j *record.Job) bool { return sc.s.core.RunningJob(j.ID) != nil })
 	waitElements(t, sc.s, id, "Events", int64(read+len(phase3)))
 	if _, err := sc.s.Drain(context.Background(), id); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func (p *viewPoller) start(s *Service, poll func()) {
 	go func() {
 		defer close(p.done)
 		for {
-			changed := s.Changes.Next()
+			changed := s.core.Changes.Next()
 			poll()
 			select {
 			case <-changed:

@@ -83,7 +83,7 @@ type registrySnapshot struct {
 func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
 	t.Helper()
 	var snap registrySnapshot
-	_ = s.TxUpdate(func(*Tx) error {
+	_ = s.core.Update(func(*Tx) error {
 		snap = snapshotRegistryTx(t, s, name)
 		return nil
 	})
@@ -93,12 +93,12 @@ func snapshotRegistry(t *testing.T, s *Service, name string) registrySnapshot {
 // snapshotRegistryTx is snapshotRegistry within a Tx.
 func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot {
 	t.Helper()
-	l, err := s.ReadLineage(name)
+	l, err := s.core.ReadLineage(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	snap := registrySnapshot{Lineage: *l}
-	err = s.Store.Scan("job/", func(_ string, v []byte) error {
+	err = s.core.Store.Scan("job/", func(_ string, v []byte) error {
 		var j record.Job
 		if err := json.Unmarshal(v, &j); err != nil {
 			return err
@@ -109,7 +109,7 @@ func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := s.Store.LastCheckpoint(l.ActiveJobID); err == nil {
+	if rec, err := s.core.Store.LastCheckpoint(l.ActiveJobID); err == nil {
 		snap.Epoch = rec.Epoch
 	}
 	return snap
@@ -168,7 +168,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 
 	// A service without the program leaves the job alone.
 	s = openProgramService(t, dir, clock, nil)
-	if ids := s.RunningIDs(); len(ids) != 0 {
+	if ids := s.core.RunningIDs(); len(ids) != 0 {
 		t.Fatalf("a service without the program runs %v", ids)
 	}
 	if j, _ := s.Get("counts"); j.State != record.StateRunning {
@@ -192,7 +192,7 @@ func TestProgramStoredUpdate(t *testing.T) {
 	if after := snapshotRegistry(t, s, "counts"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a refused update changed the registry:\nbefore %+v\nafter  %+v", before, after)
 	}
-	if ids := s.RunningIDs(); len(ids) != 0 {
+	if ids := s.core.RunningIDs(); len(ids) != 0 {
 		t.Fatalf("a refused update runs %v", ids)
 	}
 	if err := s.Close(ctx); err != nil {

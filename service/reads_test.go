@@ -33,7 +33,7 @@ func holdPauses(t *testing.T, s *Service) (paused <-chan string, release func())
 	gate := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
-	s.Hooks.Paused = func(id string) {
+	s.core.Hooks.Paused = func(id string) {
 		ids <- id
 		<-gate
 	}
@@ -204,7 +204,7 @@ func TestReadsAnswerDuringUpdatePause(t *testing.T) {
 	}
 	// The new job checkpoints on from the handover.
 	waitFor(t, s, nj.ID, "a checkpoint after the handover", checkpointed(o2.LastCheckpoint.Epoch+1))
-	if ids := s.RunningIDs(); len(ids) != 1 || ids[0] != nj.ID {
+	if ids := s.core.RunningIDs(); len(ids) != 1 || ids[0] != nj.ID {
 		t.Errorf("running executions %v, want only the new job's", ids)
 	}
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {
@@ -253,7 +253,7 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 		t.Errorf("last history entry %+v, want the rescale", last)
 	}
 	waitFor(t, s, j.ID, "a checkpoint after the rescale", checkpointed(o.j.LastCheckpoint.Epoch+1))
-	if ids := s.RunningIDs(); len(ids) != 1 || ids[0] != j.ID {
+	if ids := s.core.RunningIDs(); len(ids) != 1 || ids[0] != j.ID {
 		t.Errorf("running executions %v, want the job's one", ids)
 	}
 	if _, err := s.Cancel(context.Background(), "sums"); err != nil {

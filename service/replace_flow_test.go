@@ -273,7 +273,7 @@ func TestStopAndReplace(t *testing.T) {
 				}
 			}
 			// RUNNING is recorded just before the execution is registered.
-			waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+			waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 			waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 			if _, err := s.Drain(ctx, nj.ID); err != nil {
 				t.Fatal(err)

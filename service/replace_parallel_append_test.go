@@ -316,7 +316,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 		waitCheckpointsAfter(t, s, 2, old.ID, nj.ID)
 		// Both generations' tables hold the overlap's elements; the view
 		// shows each once.
-		gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(nj.Replacement.Parallel.Tables[0]))
+		gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(nj.Replacement.Parallel.Tables[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -361,7 +361,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	}
 	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *record.Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
-	target := s.facadeTarget(fin.Replacement.Parallel.Tables[0])
+	target := s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])
 	gens, err := sqlsink.FacadeGenerations(ctx, target)
 	// The plain table becomes generation nj.Generation-1 (append rows
 	// carry no generation); the old job writes its own generation's table

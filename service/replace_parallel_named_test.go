@@ -127,7 +127,7 @@ func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
 	if exists(ps2.New) || !exists("par-sub") || !exists(hs[0].New) {
 		t.Fatalf("after the stop-and-replace: %s exists %v (want deleted), par-sub %v and %s %v (want kept)", ps2.New, exists(ps2.New), exists("par-sub"), hs[0].New, exists(hs[0].New))
 	}
-	waitFor(t, s, nj3.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+	waitFor(t, s, nj3.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 	ph4 := publish(parEvents(base, 90, 120, 3000))
 	waitElements(t, s, nj3.ID, "Events", int64(len(ph4)))
 	if _, err := s.Drain(ctx, nj3.ID); err != nil {

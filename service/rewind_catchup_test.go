@@ -52,11 +52,11 @@ func openCatchUpService(t *testing.T, dir string, b *pubsub.Broker) (*Service, *
 // reports whether a checkpoint was written.
 func takeCheckpoint(t *testing.T, s *Service, name string) bool {
 	t.Helper()
-	v, ok := s.Live.Load(name)
+	v, ok := s.core.Live.Load(name)
 	if !ok {
 		return false // between executions
 	}
-	err := s.Checkpoint(v.(*Run), nil)
+	err := s.core.Checkpoint(v.(*Run), nil)
 	if err != nil && !errors.Is(err, core.ErrNotWritten) {
 		t.Logf("checkpoint of %s: %v", name, err)
 	}
@@ -94,7 +94,7 @@ func checkpointUntil(t *testing.T, s *Service, name, what string, cond func() bo
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		if cond() {
 			return
 		}
@@ -198,7 +198,7 @@ func TestRewindCatchUp(t *testing.T) {
 				if last := nj.Replacement.RewindPoint.Sources[0].LastSequence; last != uint64(len(phase1)) {
 					t.Fatalf("the old job's last sequence %d, want %d", last, len(phase1))
 				}
-				checkpointUntil(t, s, "sums", "its execution", func() bool { return s.RunningJob(nj.ID) != nil })
+				checkpointUntil(t, s, "sums", "its execution", func() bool { return s.core.RunningJob(nj.ID) != nil })
 				checkpointUntil(t, s, "sums", "the catch-up to reach the operation's point", func() bool {
 					c := catchUpOfJob(t, s, nj.ID)
 					return c != nil && c.ReadSequence >= tc.atSeq
@@ -230,7 +230,7 @@ func TestRewindCatchUp(t *testing.T) {
 						}
 						s, _, _ = openCatchUpService(t, dir, b)
 						id := last.ID
-						checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.RunningJob(id) != nil })
+						checkpointUntil(t, s, "sums", "the resumed execution", func() bool { return s.core.RunningJob(id) != nil })
 						if j, err := s.Get(id); err != nil || (j.Replacement == nil) == (j.CatchUp == nil) {
 							t.Errorf("resumed job %s: replacement %+v, catch_up %+v; want the one it had", id, j.Replacement, j.CatchUp)
 						}

@@ -90,7 +90,7 @@ func TestRewindRetentionGap(t *testing.T) {
 			if hold != uint64(len(phase1)) {
 				t.Fatalf("the old job's last sequence %d, want %d", hold, len(phase1))
 			}
-			checkpointUntil(t, s, "sums", "its execution", func() bool { return s.RunningJob(nj.ID) != nil })
+			checkpointUntil(t, s, "sums", "its execution", func() bool { return s.core.RunningJob(nj.ID) != nil })
 			checkpointUntil(t, s, "sums", "the catch-up to get under way", func() bool {
 				c := catchUpOfJob(t, s, nj.ID)
 				return c != nil && c.ReadSequence >= 140

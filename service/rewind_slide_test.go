@@ -108,7 +108,7 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 					t.Fatalf("rewind point %+v, want skip_before %s", rp, skip)
 				}
 				t.Logf("rewind point %+v", fin.Replacement.RewindPoint)
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, "sr-sub")
 				m, err := s.Metrics(nj.ID)

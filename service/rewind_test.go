@@ -465,7 +465,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 				if o, _ := s.Get(old.ID); o.State != tc.wantOldStop || o.ReplacedByJobID != nj.ID {
 					t.Fatalf("old job: %s replaced by %q, want %s", o.State, o.ReplacedByJobID, tc.wantOldStop)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 				publishRW(t, b, phase3)
 				waitBacklog(t, s, b, newSub)
 				// The window [0s,10s) had expired at the old job's watermark:

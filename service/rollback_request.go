@@ -27,3 +27,16 @@ func (s *Service) rollbackOnce(ctx context.Context, req RollbackRequest, do func
 		},
 	}, do)
 }
+
+// Rollback goes back to an earlier generation of req.Name (see the top of
+// this file): it checks everything first (refusals change nothing), and
+// then, unless validate-only, creates the rollback job and drains the
+// current one; the call returns once the drain began (the job's record
+// follows the flow: replacement.phase). It holds the name's guard (lock
+// order 1) and the registry lock for the writes only.
+func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
+	if err := s.core.RefuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	return s.rollbackOnce(ctx, req, func() (*RollbackResult, error) { return s.rollback.Do(ctx, req) })
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/rollback"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/jackc/pgx/v5"
@@ -125,7 +126,7 @@ func rollbackSnapshotOf(t *testing.T, s *Service, name, id string) *record.Snaps
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		next := s.Changes.Next()
+		next := s.core.Changes.Next()
 		snaps, err := s.ListSnapshots(name, false)
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +172,7 @@ func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string)
 			t.Fatalf("stop-and-replace ended %+v", j.Replacement)
 		}
 	}
-	return waitFor(t, s, j.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+	return waitFor(t, s, j.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 }
 
 // TestRollback: with data flowing (Pub/Sub in, windowed accumulating sums,
@@ -198,7 +199,7 @@ func TestRollback(t *testing.T) {
 				j2 := replaceV2(t, s, clock, how, v2, dir)
 				snap := rollbackSnapshotOf(t, s, "sums", j1.ID)
 				if snap.ReplacedByJobID != j2.ID || snap.Generation != 1 || snap.TTL != "1d" {
-					t.Fatalf("rollback snapshot: %+v", snapshotView(snap))
+					t.Fatalf("rollback snapshot: %+v", rollback.SnapshotView(snap))
 				}
 				// Input the window [0s,10s) already holds state for, and a new window.
 				phase2 := append(srEvents(150, 0, 1000), srEvents(150, 10*time.Second, 2000)...)
@@ -233,7 +234,7 @@ func TestRollback(t *testing.T) {
 				if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 					t.Fatalf("rollback flow ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 				}
-				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.RunningJob(j.ID) != nil })
+				waitFor(t, s, nj.ID, "its execution", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
 				// Everything since the snapshot is read again.
 				waitElements(t, s, nj.ID, "Events", int64(len(phase2)))
 				phase3 := srEvents(90, 20*time.Second, 5000)
@@ -322,7 +323,7 @@ func TestRollbackRefusals(t *testing.T) {
 
 	// The retention: kept until the new job has run an hour.
 	clock.advance(59 * time.Minute)
-	if err := s.ExpireSnapshots(); err != nil {
+	if err := s.snaps.ExpireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
 	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotReady {
@@ -351,7 +352,7 @@ func TestRollbackRefusals(t *testing.T) {
 	unchanged(t, j2.ID, 2)
 
 	clock.advance(2 * time.Minute)
-	if err := s.ExpireSnapshots(); err != nil {
+	if err := s.snaps.ExpireSnapshots(); err != nil {
 		t.Fatal(err)
 	}
 	if sn, _ := s.GetSnapshot(snap.ID); sn.State != record.SnapshotDeleted {
@@ -453,11 +454,11 @@ func TestRollbackAfterParallel(t *testing.T) {
 	// driver stopped: the façade sweep compacts the generations instead —
 	// after a restart too, once the retention has passed.
 	table := nj.Replacement.Parallel.Tables[0]
-	target := s.facadeTarget(table)
+	target := s.replace.FacadeTarget(table)
 	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 3 {
 		t.Fatalf("façade generations before the retention passed: %+v %v, want the old job's, the parallel job's and the rollback job's", gens, err)
 	}
-	if sw, err := s.facadeSweeps(); err != nil || len(sw) != 1 || sw[0].Table.Table != table.Table {
+	if sw, err := s.replace.FacadeSweeps(); err != nil || len(sw) != 1 || sw[0].Table.Table != table.Table {
 		t.Fatalf("façade sweep entries: %+v %v, want one for %s", sw, err, table.Table)
 	}
 	if err := s.Close(ctx); err != nil {
@@ -466,7 +467,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	clock.advance(DefaultRollbackRetention + time.Minute)
 	s = reopenParallel(t, dir, b, clock)
 	waitSwept(t, s)
-	gens, err := sqlsink.FacadeGenerations(ctx, s.facadeTarget(table))
+	gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(table))
 	if err != nil || len(gens) != 1 || gens[0].Generation != rb.Job.Generation {
 		t.Fatalf("façade generations after the sweep: %+v %v, want the rollback job's %d only", gens, err, rb.Job.Generation)
 	}
@@ -496,8 +497,8 @@ func waitSwept(t *testing.T, s *Service) {
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next() // the sweep's writes are changes
-		sw, err := s.facadeSweeps()
+		changed := s.core.Changes.Next() // the sweep's writes are changes
+		sw, err := s.replace.FacadeSweeps()
 		if err == nil && len(sw) == 0 {
 			return
 		}
@@ -527,7 +528,7 @@ func TestRollbackHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Apply(w); err != nil {
+	if err := s.core.Apply(w); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -543,7 +544,7 @@ func TestRollbackHeld(t *testing.T) {
 		{"a user's snapshot", record.Snapshot{TTL: "2h", ReplacedByJobID: "ran"}, t0.Add(time.Hour), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := s.RollbackHeld(&tc.snap, tc.now); got != tc.want {
+			if got := s.snaps.RollbackHeld(&tc.snap, tc.now); got != tc.want {
 				t.Errorf("rollbackHeld = %v, want %v", got, tc.want)
 			}
 		})

@@ -112,7 +112,7 @@ func waitStep(t *testing.T, s *Service, ref, step, what string, ok func(record.S
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		m, err := s.Metrics(ref)
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +171,7 @@ func waitFor(t *testing.T, s *Service, ref string, what string, cond func(*recor
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		j, err := s.Get(ref)
 		if err != nil {
 			t.Fatalf("getting %s: %v", ref, err)
@@ -194,8 +194,8 @@ func waitLetGo(t *testing.T, s *Service, id string) {
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
-		if s.RunningJob(id) == nil {
+		changed := s.core.Changes.Next()
+		if s.core.RunningJob(id) == nil {
 			return
 		}
 		select {
@@ -424,7 +424,7 @@ func TestStreamingDrain(t *testing.T) {
 	}
 	// DRAINED is recorded before the supervisor lets go of the execution.
 	waitLetGo(t, s, j.ID)
-	if ids := s.RunningIDs(); len(ids) != 0 {
+	if ids := s.core.RunningIDs(); len(ids) != 0 {
 		t.Errorf("executions still registered after the drain: %v", ids)
 	}
 }
@@ -455,7 +455,7 @@ func TestIllegalTransitions(t *testing.T) {
 	var once sync.Once
 	releaseEnd := func() { once.Do(func() { close(endGate) }) }
 	t.Cleanup(releaseEnd)
-	s.Hooks.Finishing = func(id string) {
+	s.core.Hooks.Finishing = func(id string) {
 		if p := holdEnd.Load(); p != nil && *p == id {
 			<-endGate
 		}
@@ -617,7 +617,7 @@ func TestRestartResumes(t *testing.T) {
 	if after.LastCheckpoint.Epoch < j.LastCheckpoint.Epoch {
 		t.Errorf("the shutdown checkpoint %d is older than %d", after.LastCheckpoint.Epoch, j.LastCheckpoint.Epoch)
 	}
-	if ids := s2.RunningIDs(); len(ids) != 1 || ids[0] != j.ID {
+	if ids := s2.core.RunningIDs(); len(ids) != 1 || ids[0] != j.ID {
 		t.Fatalf("running after restart: %v", ids)
 	}
 	waitFor(t, s2, j.ID, "a checkpoint after the restart", checkpointed(after.LastCheckpoint.Epoch+2))

@@ -52,16 +52,16 @@ func assertAbsent(t *testing.T, s *Service, id string) {
 	if got, err := s.GetSnapshot(id); errcode.Of(err) != errcode.SnapshotNotFound {
 		t.Errorf("snapshot %s after a failed import: %+v, %v; want SNAPSHOT_NOT_FOUND", id, got, err)
 	}
-	if _, err := s.Store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
+	if _, err := s.core.Store.SnapshotRecord(id); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("snapshot %s after a failed import still has data: %v", id, err)
 	}
 	n := 0
-	pin := s.Store.Pin()
+	pin := s.core.Store.Pin()
 	defer pin.Release()
-	if err := s.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil || n != 0 {
+	if err := s.core.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil || n != 0 {
 		t.Errorf("snapshot %s after a failed import: %d keys left (%v)", id, n, err)
 	}
-	if err := s.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+	if err := s.core.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
 		t.Error(err)
 	}
 }
@@ -120,7 +120,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if _, err := VerifySnapshotFile(bytes.NewReader(got.Bytes())); err != nil {
 			t.Errorf("the imported snapshot exports a bad file: %v", err)
 		}
-		if err := s2.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
+		if err := s2.core.Store.Scan("snapimport/", func(k string, _ []byte) error { return errors.New("mark left: " + k) }); err != nil {
 			t.Error(err)
 		}
 	})
@@ -139,7 +139,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		assertAbsent(t, s2, snap.ID)
 		// The ID is free again: a later import succeeds.
 		s3 := s2
-		s3.Hooks = Hooks{}
+		s3.core.Hooks = Hooks{}
 		if imp, err := s3.ImportSnapshot(ctx, bytes.NewReader(file), 0); err != nil || imp.State != record.SnapshotReady {
 			t.Fatalf("import after a failed one: %+v, %v", imp, err)
 		}
@@ -161,7 +161,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if cur, err := s2.GetSnapshot(snap.ID); err != nil || cur.State != record.SnapshotDeleted {
 			t.Errorf("after the delete: %+v, %v; want the DELETED tombstone", cur, err)
 		}
-		if _, err := s2.Store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
+		if _, err := s2.core.Store.SnapshotRecord(snap.ID); !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("a deleted import left data: %v", err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		// writes them (snapshot_file.go: beginImport, then a batch).
 		pending := *snap
 		pending.State, pending.StateTime, pending.DiskSizeBytes = record.SnapshotPending, time.Now(), 0
-		err := s2.TxUpdate(func(tx *Tx) error {
+		err := s2.core.Update(func(tx *Tx) error {
 			w := &state.Write{}
 			if err := core.PutJSON(w, record.SnapshotKey(snap.ID), &pending); err != nil {
 				return err
@@ -186,13 +186,13 @@ func TestSnapshotImportInBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb := s2.Store.NewSnapshotBatch(snap.ID)
+		sb := s2.core.Store.NewSnapshotBatch(snap.ID)
 		for i := range 5 {
 			if err := sb.Put([]byte(fmt.Sprintf("s/Sums\x00%d", i)), []byte("v")); err != nil {
 				t.Fatal(err)
 			}
 		}
-		err = s2.TxUpdate(func(tx *Tx) error { return tx.WriteSnapshot(sb, &state.Write{}) })
+		err = s2.core.Update(func(tx *Tx) error { return tx.WriteSnapshot(sb, &state.Write{}) })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,10 +12,10 @@ import (
 // (its checkpoint record and its state).
 func snapshotDataKeys(t *testing.T, s *Service, id string) int {
 	t.Helper()
-	pin := s.Store.Pin()
+	pin := s.core.Store.Pin()
 	defer pin.Release()
 	n := 0
-	if err := s.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil {
+	if err := s.core.Store.SnapshotEntries(pin, id, func(_, _ []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -102,7 +102,7 @@ func waitBacklog(t *testing.T, s *Service, b *pubsub.Broker, sub string) {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		info, err := b.Subscription(context.Background(), sub)
 		if err == nil && info.Backlog == 0 {
 			return

@@ -52,7 +52,7 @@ func oracleOf(t *testing.T, dir string, n uint64) []string {
 // last checkpoint (one split: the job runs one worker).
 func readTo(t *testing.T, s *Service, id string) uint64 {
 	t.Helper()
-	rec, err := s.Store.LastCheckpoint(id)
+	rec, err := s.core.Store.LastCheckpoint(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 	snap := snapshotOf(t, s, v1.ID)
 	cancelAndWait(t, s, v1.ID)
 	before, _ := s.List(StatusAll)
-	l0, _ := s.ReadLineage("totals")
+	l0, _ := s.core.ReadLineage("totals")
 	y := strings.Replace(snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), "group_by: [key]", "group_by: [key, ts]", 1)
 	for _, name := range []string{"totals", "fresh"} {
 		res, err := s.CreateFromSnapshot(context.Background(), FromSnapshotRequest{
@@ -211,8 +211,8 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 		}
 	}
 	after, _ := s.List(StatusAll)
-	l1, _ := s.ReadLineage("totals")
-	l2, _ := s.ReadLineage("fresh")
+	l1, _ := s.core.ReadLineage("totals")
+	l2, _ := s.core.ReadLineage("fresh")
 	if len(after) != len(before) || *l1 != *l0 || l2.LatestJobID != "" || l2.Generation != 0 {
 		t.Fatalf("a refused create changed the registry: %d → %d jobs, lineage %+v → %+v, fresh %+v", len(before), len(after), l0, l1, l2)
 	}
@@ -297,13 +297,13 @@ func TestSnapshotExpiry(t *testing.T) {
 	clock.Advance(mtime.Duration(90 * time.Minute / time.Millisecond))
 	deadline := time.After(20 * time.Second)
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		got, err := s.GetSnapshot(short.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.State == record.SnapshotDeleted {
-			if _, err := s.Store.SnapshotRecord(short.ID); err == nil {
+			if _, err := s.core.Store.SnapshotRecord(short.ID); err == nil {
 				t.Fatal("an expired snapshot's data is still there")
 			}
 			break
@@ -352,7 +352,7 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 	if err != nil || snap.State != record.SnapshotFailed || !strings.Contains(snap.FailureReason, full.Error()) || snap.DiskSizeBytes != 0 {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
-	if _, err := s.Store.SnapshotRecord(snap.ID); err == nil {
+	if _, err := s.core.Store.SnapshotRecord(snap.ID); err == nil {
 		t.Fatal("a failed snapshot has data")
 	}
 	epoch := snap.Epoch
@@ -401,7 +401,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	if err != nil || got.State != record.SnapshotFailed || got.FailureReason == "" {
 		t.Fatalf("after a restart: %+v %v", got, err)
 	}
-	if _, err := s.Store.SnapshotRecord(snap.ID); err == nil {
+	if _, err := s.core.Store.SnapshotRecord(snap.ID); err == nil {
 		t.Fatal("a snapshot cut short has data")
 	}
 	waitFor(t, s, j.ID, "the job resumed and checkpointing", checkpointed(snap.Epoch+1))
@@ -409,7 +409,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 	// What a kill -9 during the copy leaves: the record RUNNING, no data.
 	left := *got
 	left.ID, left.State, left.FailureReason = "11111111-1111-4111-8111-111111111111", record.SnapshotRunning, ""
-	if err := s.PutSnapshot(&left); err != nil {
+	if err := s.snaps.PutSnapshot(&left); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(context.Background()); err != nil {
@@ -425,7 +425,7 @@ func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
 func waitClosing(t *testing.T, s *Service) {
 	t.Helper()
 	select {
-	case <-s.Ctx.Done():
+	case <-s.core.Ctx.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close did not begin")
 	}

@@ -2,31 +2,31 @@ package service
 
 import (
 	"context"
-	"sync"
 
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/inplace"
+	"github.com/weir-dev/weir/service/internal/replace"
 	"github.com/weir-dev/weir/service/internal/rewind"
+	"github.com/weir-dev/weir/service/internal/rollback"
 	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 )
 
 // Service is the job service: the core (records, executions, checkpoints,
-// events, metrics, faults, restart) and the flows built on it (snapshots,
-// in-place update, stop-and-replace, parallel replacement, rollback).
-// Its methods are safe for concurrent use. Its locks and their order are
-// described in the package doc.
+// events, metrics, faults, restart; package core) and the flows built on
+// it (snapshots, in-place update, stop-and-replace and parallel
+// replacement, rollback), each in its own package. Its methods are safe
+// for concurrent use. Its locks and their order are described in the
+// package doc.
 type Service struct {
-	*core.Core
-	*snapshots.Snapshots
-	*inplace.InPlace
-	rewind *rewind.Rewind
+	core     *core.Core
+	snaps    *snapshots.Snapshots
+	inplace  *inplace.InPlace
+	replace  *replace.Replace
+	rollback *rollback.Rollback
 	// requests holds the per-request-ID guards (lock order 0, see
-	// replace.go): taken before the name's guard, never while holding one.
+	// route.go): taken before the name's guard, never while holding one.
 	requests core.NameGuards
-	// cuts maps the jobs of a parallel replacement to the rule that says
-	// which windows each writes (replace_parallel.go): job ID -> *cutRule.
-	cuts sync.Map
 }
 
 // Options configure a Service (package core's, which owns them).
@@ -50,11 +50,14 @@ func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Core: c, Snapshots: snapshots.New(c), rewind: rewind.New(c)}
-	s.InPlace = inplace.New(c, s.Snapshots)
+	s := &Service{core: c, snaps: snapshots.New(c)}
+	rw := rewind.New(c)
+	s.inplace = inplace.New(c, s.snaps)
+	s.replace = replace.New(c, s.snaps, rw)
+	s.rollback = rollback.New(c, s.snaps, s.replace)
 	// The re-read narrows the windows the replacement flows give a job's
 	// sinks, so it comes after them.
-	c.Register(s.Snapshots, flows{s}, s.rewind)
+	c.Register(s.snaps, s.replace, rw)
 	if err := c.Start(); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 // it: in a Tx, which every store write takes, so no write is half copied.
 func copyDataDir(t *testing.T, s *Service, dst string) {
 	t.Helper()
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.core.Update(func(tx *Tx) error {
 		copyDataDirTx(t, tx, s, dst)
 		return nil
 	})
@@ -146,7 +146,7 @@ func copyDataDirFrozen(t *testing.T, s *Service, dst string) {
 	t.Helper()
 	held, release := make(chan *Tx), make(chan struct{})
 	go func() {
-		_ = s.TxUpdate(func(tx *Tx) error {
+		_ = s.core.Update(func(tx *Tx) error {
 			held <- tx
 			<-release
 			return nil

@@ -100,7 +100,7 @@ func TestUpdatePubSubUnderLoad(t *testing.T) {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		changed := s.Changes.Next()
+		changed := s.core.Changes.Next()
 		info, err := b.Subscription(ctx, pubsub.SubscriptionName("sums", "Events"))
 		if err == nil && info.Backlog == 0 {
 			break

@@ -77,7 +77,7 @@ func (tx *Tx) AddEvent(w *state.Write, id string, typ record.EventType, sev reco
 // what happened (state transitions use Tx.StateEvent, within their write).
 // A failed write is logged: an event never fails the work it describes.
 func (s *Core) Emit(id string, typ record.EventType, sev record.Severity, msg string, details map[string]any) {
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.Update(func(tx *Tx) error {
 		tx.Emit(id, typ, sev, msg, details)
 		return nil
 	})

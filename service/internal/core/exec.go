@@ -221,7 +221,7 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 	if s.Hooks.Started != nil {
 		s.Hooks.Started(jr)
 	}
-	err = s.TxUpdate(func(tx *Tx) error { return tx.RecordStarted(j, jr) })
+	err = s.Update(func(tx *Tx) error { return tx.RecordStarted(j, jr) })
 	if err != nil {
 		jr.X.Cancel()
 		<-jr.X.Done()
@@ -233,7 +233,7 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 // dropStaleState drops the keyed state that earlier jobs of j's name left
 // for prog's steps, in one Tx.
 func (s *Core) dropStaleState(j *record.Job, prog *contract.Program) error {
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *Tx) error {
 		for _, st := range prog.Graph.Steps {
 			if err := tx.DropState(j.StateKey(), st.Name); err != nil {
 				return fmt.Errorf("dropping the state of step %q left by an earlier job of %q: %w", st.Name, j.Name, err)
@@ -337,7 +337,7 @@ func (tx *Tx) Supervise(j *record.Job, jr *Run) {
 // fail makes j FAILED with reason in a Tx of its own. The caller holds j's
 // name guard.
 func (s *Core) Fail(j *record.Job, reason string) error {
-	return s.TxUpdate(func(tx *Tx) error { return tx.Fail(j, reason) })
+	return s.Update(func(tx *Tx) error { return tx.Fail(j, reason) })
 }
 
 // Fail makes j FAILED with reason.
@@ -425,7 +425,7 @@ func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
 // write landed (a snapshot pins the store there: no other store write
 // comes between).
 func (s *Core) WriteCheckpoint(jr *Run, cp *contract.Checkpoint, final func(*record.Job) error, written func(tx *Tx)) error {
-	return s.TxUpdate(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
+	return s.Update(func(tx *Tx) error { return s.writeCheckpointTx(tx, jr, cp, final, written) })
 }
 
 // writeCheckpointTx is writeCheckpoint within tx.
@@ -481,7 +481,7 @@ func (s *Core) CheckpointFailed(jr *Run, err error) {
 	// which an update or rescale of the job holds until it is done.
 	unlock, _ := s.LockName(context.Background(), jr.Name) // no deadline: never fails
 	defer unlock()
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.Update(func(tx *Tx) error {
 		if jr.Superseded.Load() || s.RunningJob(jr.ID) != jr {
 			return nil // another execution of the job took over meanwhile
 		}
@@ -573,7 +573,7 @@ func (s *Core) finish(jr *Run) {
 		}
 		target, reason = record.StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
-	err = s.TxUpdate(func(tx *Tx) error {
+	err = s.Update(func(tx *Tx) error {
 		j, err := s.ReadJob(jr.ID)
 		if err != nil || j.State.Terminal() {
 			return err
@@ -597,7 +597,7 @@ func (s *Core) finish(jr *Run) {
 // clearPendingCommit records that job id's sinks confirmed its final
 // commit.
 func (s *Core) clearPendingCommit(id string) error {
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *Tx) error {
 		j, err := s.ReadJob(id)
 		if err != nil {
 			return err
@@ -629,7 +629,7 @@ func (s *Core) suspend(jr *Run) {
 
 // forget lets go of jr: it is no longer the live execution of its job.
 func (s *Core) Forget(jr *Run) {
-	_ = s.TxUpdate(func(*Tx) error {
+	_ = s.Update(func(*Tx) error {
 		s.running.CompareAndDelete(jr.ID, jr)
 		s.Live.CompareAndDelete(jr.Name, jr)
 		return nil
@@ -705,7 +705,7 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 	defer unlock()
 	log := s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == record.StateCancelling {
-		return s.TxUpdate(func(tx *Tx) error {
+		return s.Update(func(tx *Tx) error {
 			return tx.Transition(j, record.StateCancelled, "cancelled (completed after a restart)")
 		})
 	}

@@ -131,7 +131,7 @@ func (s *Core) rescale(ctx context.Context, j *record.Job, jr *Run, opts record.
 	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
 		return nil, err
 	}
-	err = s.TxUpdate(func(tx *Tx) error { return tx.WriteCheckpoint(j.StateKey(), j.ID, cp, w) }) // the write only
+	err = s.Update(func(tx *Tx) error { return tx.WriteCheckpoint(j.StateKey(), j.ID, cp, w) }) // the write only
 	if err != nil {
 		return nil, errcode.Internalf("writing the rescale checkpoint of job %s: %w", j.ID, err)
 	}

@@ -301,7 +301,7 @@ func (s *Core) DataDir() string { return s.Opts.DataDir }
 func (s *Core) Close(ctx context.Context) error {
 	// Under the registry lock: no supervisor starts (spawn) after this.
 	already := false
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.Update(func(tx *Tx) error {
 		already = s.Closing.Swap(true)
 		return nil
 	})
@@ -405,7 +405,7 @@ func (s *Core) Create(ctx context.Context, l *record.Lineage, j *record.Job) err
 	if err := PutJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return err
 	}
-	err = s.TxUpdate(func(tx *Tx) error {
+	err = s.Update(func(tx *Tx) error {
 		tx.StateEvent(w, j, 0)
 		return tx.Apply(w)
 	})
@@ -489,7 +489,7 @@ func (s *Core) Drain(ctx context.Context, ref string) (*record.Job, error) {
 	}
 	defer unlock()
 	var j *record.Job
-	err = s.TxUpdate(func(tx *Tx) error {
+	err = s.Update(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
 		if j, err = s.Resolve(ref); err != nil {
 			return err
@@ -555,7 +555,7 @@ func (s *Core) Cancel(ctx context.Context, ref string) (*record.Job, error) {
 	}
 	defer unlock()
 	var j *record.Job
-	err = s.TxUpdate(func(tx *Tx) error {
+	err = s.Update(func(tx *Tx) error {
 		// Resolved again under the guard: an update may have replaced the job.
 		if j, err = s.Resolve(ref); err != nil {
 			return err
@@ -685,7 +685,7 @@ func (tx *Tx) TerminalWrite(w *state.Write, j *record.Job) error {
 // apply writes registry changes w durably in a Tx of its own (w modifies
 // no record read without the lock, see the callers).
 func (s *Core) Apply(w *state.Write) error {
-	return s.TxUpdate(func(tx *Tx) error { return tx.Apply(w) })
+	return s.Update(func(tx *Tx) error { return tx.Apply(w) })
 }
 
 // stored returns the result of a store write, noting a failed store (which

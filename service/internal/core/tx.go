@@ -25,7 +25,7 @@ type Tx struct {
 // while waiting for an execution (a pause, a checkpoint, a commit, an end)
 // nor across a broker or sink call: fn does in-memory work and store
 // writes only. This is the one place the lock is taken.
-func (s *Core) TxUpdate(fn func(tx *Tx) error) error {
+func (s *Core) Update(fn func(tx *Tx) error) error {
 	s.mu.Lock() // lock order 3
 	defer s.mu.Unlock()
 	tx := &Tx{s: s}
@@ -128,7 +128,7 @@ func (tx *Tx) Closing() bool { return tx.s == nil || tx.s.Closing.Load() }
 // Add happens under the registry lock, so it never follows Close's Wait.
 func (s *Core) Spawn(fn func()) bool {
 	started := false
-	_ = s.TxUpdate(func(tx *Tx) error {
+	_ = s.Update(func(tx *Tx) error {
 		if tx.Closing() {
 			return nil
 		}

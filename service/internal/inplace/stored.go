@@ -127,7 +127,7 @@ func (s *InPlace) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	} else {
 		h := handoverOf(old.Name, old.ID, nj.ID, rec.Positions, report)
 		cp := &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}
-		err := s.TxUpdate(func(tx *core.Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
+		err := s.Update(func(tx *core.Tx) error { return tx.WriteHandover(h, cp, w) }) // the write only
 		if err != nil {
 			// Nothing was written: the old job is still the active one.
 			return nil, errcode.Internalf("writing the handover of job %s: %w", old.ID, err)

@@ -332,7 +332,7 @@ func (s *InPlace) persistHandover(ctx context.Context, u *update) error {
 			return s.abortUpdate(ctx, u, err)
 		}
 	}
-	err = s.TxUpdate(func(tx *core.Tx) error { // the write only
+	err = s.Update(func(tx *core.Tx) error { // the write only
 		tx.StateEvent(w, old, oldFrom)
 		tx.StateEvent(w, nj, newFrom)
 		d := map[string]any{"old_job_id": old.ID, "new_job_id": nj.ID, "generation": nj.Generation}
@@ -374,7 +374,7 @@ func (s *InPlace) finishHandover(ctx context.Context, u *update) {
 		}
 	}
 	closing := false
-	_ = s.TxUpdate(func(tx *core.Tx) error {
+	_ = s.Update(func(tx *core.Tx) error {
 		if closing = tx.Closing(); !closing {
 			tx.Supervise(u.nj, u.njr)
 		}

@@ -204,7 +204,7 @@ func (s *Snapshots) RestoreRollback(nj *record.Job, g *graph.Pipeline) error {
 		return errcode.Errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
 	}
 	r := restoreOf(nj, rec, report, g)
-	return s.TxUpdate(func(tx *core.Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		if err := tx.RestoreSnapshot(snap.ID, r, &state.Write{}); err != nil {
 			return errcode.Internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)
 		}

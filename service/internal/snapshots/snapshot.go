@@ -300,7 +300,7 @@ var errSnapshotGone = errors.New("the snapshot was deleted while it was copied")
 // finishSnapshot commits the last batch sb of snapshot snap's data with
 // its READY record (size bytes in all), in a core.Tx of its own.
 func (s *Snapshots) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatch, size int64) error {
-	return s.TxUpdate(func(tx *core.Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		cur, err := s.ReadSnapshot(snap.ID)
 		if err == nil && cur.State != record.SnapshotRunning {
 			// Deleted (or failed) while the state was copied: what the batch
@@ -355,7 +355,7 @@ func (s *Snapshots) logSnapshotFailed(id, reason string) {
 // own.
 func (s *Snapshots) snapshotFailed(id, reason string) (*record.Snapshot, error) {
 	var snap *record.Snapshot
-	err := s.TxUpdate(func(tx *core.Tx) error {
+	err := s.Update(func(tx *core.Tx) error {
 		var err error
 		if snap, err = s.ReadSnapshot(id); err != nil {
 			return err
@@ -484,7 +484,7 @@ func (s *Snapshots) deleteSnapshot(id, reason string) (*record.Snapshot, error) 
 // in a core.Tx of its own.
 func (s *Snapshots) deleteSnapshotRecord(id, reason string) (*record.Snapshot, error) {
 	var snap *record.Snapshot
-	err := s.TxUpdate(func(tx *core.Tx) error {
+	err := s.Update(func(tx *core.Tx) error {
 		var err error
 		if snap, err = s.ReadSnapshot(id); err != nil {
 			return err

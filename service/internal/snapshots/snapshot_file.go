@@ -490,7 +490,7 @@ func (s *Snapshots) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Du
 		}
 	}()
 	flush := func() error {
-		return s.TxUpdate(func(tx *core.Tx) error {
+		return s.Update(func(tx *core.Tx) error {
 			if err := s.stillImporting(tx, snap.ID); err != nil {
 				return err
 			}
@@ -555,7 +555,7 @@ func (s *Snapshots) ImportSnapshot(ctx context.Context, r io.Reader, ttl time.Du
 // beginImport records snap as PENDING and marked as an import, refusing
 // an ID in use (SNAPSHOT_EXISTS unless DELETED). It writes in a core.Tx of its own.
 func (s *Snapshots) beginImport(snap *record.Snapshot) error {
-	return s.TxUpdate(func(tx *core.Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		cur, err := s.ReadSnapshot(snap.ID)
 		switch {
 		case err == nil && cur.State != record.SnapshotDeleted:
@@ -595,7 +595,7 @@ func (s *Snapshots) stillImporting(_ *core.Tx, id string) error {
 // finishImport writes the last batch sb with snap's READY record and the
 // end of its import mark, in one write. It writes in a core.Tx of its own.
 func (s *Snapshots) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch, size int64, ttl time.Duration) error {
-	return s.TxUpdate(func(tx *core.Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		if err := s.stillImporting(tx, snap.ID); err != nil {
 			sb.Close()
 			return err
@@ -621,7 +621,7 @@ func (s *Snapshots) finishImport(snap *record.Snapshot, sb *state.SnapshotBatch,
 // that import's: deleted meanwhile, the data went with it). It takes
 // the registry lock.
 func (s *Snapshots) abandonImport(id string, why error) {
-	_ = s.TxUpdate(func(tx *core.Tx) error {
+	_ = s.Update(func(tx *core.Tx) error {
 		w := &state.Write{}
 		w.Delete(importKey(id))
 		if s.stillImporting(tx, id) == nil {

@@ -139,7 +139,7 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 	if err := core.PutJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return nil, err
 	}
-	err = s.TxUpdate(func(tx *core.Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
+	err = s.Update(func(tx *core.Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
 	if err != nil {
 		return nil, errcode.Internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
 	}

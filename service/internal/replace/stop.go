@@ -1,4 +1,4 @@
-package service
+package replace
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // from where old's sources stopped. The request returns once the drain
 // began; a driver (drive) takes the flow on, and a restarted service
 // resumes it from the new job's record.
-func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
+func (s *Replace) stopAndReplace(ctx context.Context, req core.UpdateRequest, plan serviceopt.Plan, old *record.Job) (*core.UpdateResult, error) {
 	sameName := old.Name == req.Name
 	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the new job's name
 	if err != nil {
@@ -104,21 +104,21 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 		unlock()
 		locked = false
 		if unlock, err = s.LockName(ctx, old.Name); err != nil { // lock order 1: the old job's name, one guard at a time
-			s.startDriver(nj.ID) // the driver drains the old job instead
+			s.StartDriver(nj.ID) // the driver drains the old job instead
 			return nil, err
 		}
 		locked = true
 	}
-	if err := s.beginDrain(nj.ID); err != nil {
+	if err := s.BeginDrain(nj.ID); err != nil {
 		return nil, err
 	}
-	s.startDriver(nj.ID)
+	s.StartDriver(nj.ID)
 	nj, err = s.ReadJob(nj.ID)
 	if err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
 	sum := old.Summary()
-	return &UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
+	return &core.UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("stop-and-replace: job %s drains (at most %s), then job %s starts", old.ID, duration.Format(plan.MaxStop), nj.ID)}}, nil
 }
 
@@ -126,7 +126,7 @@ func (s *Service) stopAndReplace(ctx context.Context, req UpdateRequest, plan se
 // of job old joins, and old read again. The caller holds name's guard
 // (lock order 1). A closing service is refused; under old's own name, old
 // must still be the name's active, running job.
-func (s *Service) replacementLineage(name string, old *record.Job) (*record.Lineage, *record.Job, error) {
+func (s *Replace) replacementLineage(name string, old *record.Job) (*record.Lineage, *record.Job, error) {
 	if s.Closing.Load() {
 		return nil, nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
 	}
@@ -149,9 +149,9 @@ func (s *Service) replacementLineage(name string, old *record.Job) (*record.Line
 }
 
 // recordReplacementJob records new replacement job nj of a stop-and-replace
-// or parallel flow (see replacementJobWrite) and logs its creation.
-func (s *Service) recordReplacementJob(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) error {
-	w, err := replacementJobWrite(nj, l, g, gen, file)
+// or parallel flow (see ReplacementJobWrite) and logs its creation.
+func (s *Replace) recordReplacementJob(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) error {
+	w, err := ReplacementJobWrite(nj, l, g, gen, file)
 	if err != nil {
 		return err
 	}
@@ -163,11 +163,11 @@ func (s *Service) recordReplacementJob(nj *record.Job, l *record.Lineage, g *gra
 	return nil
 }
 
-// replacementJobWrite records new replacement job nj, with its pipeline's
+// ReplacementJobWrite records new replacement job nj, with its pipeline's
 // graph g, as the active and latest job of its name's lineage l at
 // generation gen: the write that creates it. file names the pipeline in
 // an error.
-func replacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
+func ReplacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, gen int64, file string) (*state.Write, error) {
 	canon, err := g.Canonical()
 	if err != nil {
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", file, err)
@@ -184,17 +184,17 @@ func replacementJobWrite(nj *record.Job, l *record.Lineage, g *graph.Pipeline, g
 	return w, nil
 }
 
-// beginDrain moves the flow of the replacement job newID from PREPARING to
+// BeginDrain moves the flow of the replacement job newID from PREPARING to
 // DRAINING_OLD: the old job becomes DRAINING (replaced_by_job_id set, the
 // replacement recorded on it) in the same write as the new job's phase,
 // then its execution drains. An old job that is no longer running fails
 // the flow. The caller holds the old job's name guard.
-func (s *Service) beginDrain(newID string) error {
+func (s *Replace) BeginDrain(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.DrainRollbackCut(newID, record.PhasePreparing)
-	defer s.FinishRollbackCut(rb)
-	return s.TxUpdate(func(tx *Tx) error {
+	rb := s.snaps.DrainRollbackCut(newID, record.PhasePreparing)
+	defer s.snaps.FinishRollbackCut(rb)
+	return s.Update(func(tx *core.Tx) error {
 		nj, err := s.ReadJob(newID)
 		if err != nil {
 			return errcode.Internalf("reading job %s: %w", newID, err)
@@ -245,7 +245,7 @@ func (s *Service) beginDrain(newID string) error {
 // (the replacement recorded on it): both records and the rollback cut rb
 // (nil for none) in one write of tx, then old's execution drains. The
 // caller took tx after the old job's name guard.
-func (s *Service) drainOldJob(tx *Tx, nj, old *record.Job, jr *Run, rb *snapshots.RollbackCut, now time.Time, reason string) error {
+func (s *Replace) drainOldJob(tx *core.Tx, nj, old *record.Job, jr *core.Run, rb *snapshots.RollbackCut, now time.Time, reason string) error {
 	rep := nj.Replacement
 	rep.Phase, rep.PhaseTime, rep.DrainStart = record.PhaseDrainingOld, now, &now
 	oldRep := *rep
@@ -303,7 +303,7 @@ func checkRewindSources(old *record.Job, g *graph.Pipeline) error {
 // one), records it on nj, and positions every subscription it names at
 // its first sequence. The old job has ended and nothing reads them. It
 // takes the service lock for the record only.
-func (s *Service) positionRewind(nj *record.Job) error {
+func (s *Replace) positionRewind(nj *record.Job) error {
 	rep := nj.Replacement
 	if rep.RewindPoint == nil {
 		old, err := s.ReadJob(rep.OldJobID)

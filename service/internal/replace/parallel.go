@@ -1,4 +1,4 @@
-package service
+package replace
 
 import (
 	"context"
@@ -76,7 +76,7 @@ var _ parallelBroker = (*pubsub.Broker)(nil)
 // jobEnv adds to env, the environment a YAML pipeline of job j is loaded
 // in, the windows its sinks own and, for the new job of a parallel
 // replacement, the façade views its SQL sinks write behind.
-func (s *Service) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
+func (s *Replace) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
 	id := j.ID
 	env.Owns = func(sink string, w window.Window) bool { return s.owns(id, sink, w) }
 	rep := j.Replacement
@@ -153,7 +153,7 @@ func publishes(g *graph.Pipeline) bool {
 // subscriptions positioned, the new job started: OVERLAP) and a driver
 // takes it to its end. A restarted service resumes it from the new job's
 // record.
-func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan, old *record.Job) (*UpdateResult, error) {
+func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, plan serviceopt.Plan, old *record.Job) (*core.UpdateResult, error) {
 	pb, ok := s.Opts.Broker.(parallelBroker)
 	if !ok || s.Opts.Broker == nil {
 		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "a parallel replacement gives the new job its own subscriptions, which needs the server's Pub/Sub broker; job %s (%s) was not changed", old.Name, old.ID)
@@ -302,7 +302,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	} else if err := s.startParallel(ctx, nj.ID); err != nil {
 		s.Opts.Logger.Error("parallel replacement: starting the new job (retried)", "job_id", nj.ID, "error", err)
 	}
-	s.startDriver(nj.ID)
+	s.StartDriver(nj.ID)
 	if nj, err = s.ReadJob(nj.ID); err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", id, err)
 	}
@@ -311,7 +311,7 @@ func (s *Service) parallelReplace(ctx context.Context, req UpdateRequest, plan s
 	if plan.Rewind {
 		how = "the old job's rewind point (every window it emits is complete)"
 	}
-	return &UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
+	return &core.UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
 			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
 }
@@ -328,7 +328,7 @@ var errNotYet = errors.New("not yet")
 // startParallel starts the new job of the flow (PREPARING →
 // OVERLAP): RUNNING, then the phase on both jobs, the old one with
 // replaced_by_job_id. The caller holds the new job's name guard.
-func (s *Service) startParallel(ctx context.Context, newID string) error {
+func (s *Replace) startParallel(ctx context.Context, newID string) error {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 			return nil
 		}
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}
@@ -383,7 +383,7 @@ func (s *Service) startParallel(ctx context.Context, newID string) error {
 
 // dataWatermark returns the data watermark of job id's live execution (the
 // minimum of its sources' output watermarks); ok false when it has none.
-func (s *Service) dataWatermark(id string) (mtime.Time, bool) {
+func (s *Replace) dataWatermark(id string) (mtime.Time, bool) {
 	jr := s.RunningJob(id)
 	if jr == nil {
 		return 0, false
@@ -408,7 +408,7 @@ type ParallelProgress struct {
 }
 
 // parallelProgress computes the progress of the flow of the new job nj.
-func (s *Service) parallelProgress(nj *record.Job) ParallelProgress {
+func (s *Replace) ParallelProgress(nj *record.Job) ParallelProgress {
 	rep := nj.Replacement
 	flow := rep.Parallel
 	pp := ParallelProgress{MinParallel: time.Duration(flow.MinParallelMillis) * time.Millisecond}
@@ -426,7 +426,7 @@ func (s *Service) parallelProgress(nj *record.Job) ParallelProgress {
 
 // parallelStep moves the parallel flow of job newID on by what the
 // records say now, and reports whether the driver is done with it.
-func (s *Service) parallelStep(newID string) (done bool, err error) {
+func (s *Replace) parallelStep(newID string) (done bool, err error) {
 	ctx := s.Ctx
 	nj, err := s.ReadJob(newID)
 	if err != nil {
@@ -492,7 +492,7 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 		return false, s.parallelCutOver(ctx, newID)
 	}
 	if rep.Phase == record.PhaseOverlap {
-		pp := s.parallelProgress(nj)
+		pp := s.ParallelProgress(nj)
 		if pp.Elapsed < pp.MinParallel {
 			return false, nil
 		}
@@ -534,12 +534,12 @@ func (s *Service) parallelStep(newID string) (done bool, err error) {
 // drainOld moves the flow of job newID from OVERLAP to DRAINING_OLD:
 // the old job DRAINING and both records in one write, then its execution
 // drains. The caller holds the old job's name guard.
-func (s *Service) drainOld(newID string) error {
+func (s *Replace) drainOld(newID string) error {
 	// The rollback snapshot of the old job: cut now, recorded with the
 	// drain's start (rollback.go).
-	rb := s.DrainRollbackCut(newID, record.PhaseOverlap)
-	defer s.FinishRollbackCut(rb)
-	return s.TxUpdate(func(tx *Tx) error {
+	rb := s.snaps.DrainRollbackCut(newID, record.PhaseOverlap)
+	defer s.snaps.FinishRollbackCut(rb)
+	return s.Update(func(tx *core.Tx) error {
 		nj, err := s.ReadJob(newID)
 		if err != nil {
 			return err
@@ -580,11 +580,11 @@ func parallelDriven(j *record.Job) bool {
 	return true
 }
 
-// refuseDuringParallel refuses (UPDATE_IN_PROGRESS) to change name's
+// RefuseDuringParallel refuses (UPDATE_IN_PROGRESS) to change name's
 // active job in place while it is one of the jobs of a parallel
 // replacement that has not cut over: the flow's records and views are
 // about those two jobs.
-func (s *Service) refuseDuringParallel(name string) error {
+func (s *Replace) RefuseDuringParallel(name string) error {
 	l, err := s.ReadLineage(name)
 	if err != nil || l.ActiveJobID == "" {
 		return nil
@@ -599,7 +599,7 @@ func (s *Service) refuseDuringParallel(name string) error {
 
 // withParallelProgress fills the progress of j's parallel flow, if one is
 // under way, on j (a copy read for the caller).
-func (s *Service) withParallelProgress(j *record.Job) *record.Job {
+func (s *Replace) withParallelProgress(j *record.Job) *record.Job {
 	if j == nil || j.Replacement == nil || j.Replacement.Parallel == nil || j.Replacement.Phase.Final() {
 		return j
 	}
@@ -610,7 +610,7 @@ func (s *Service) withParallelProgress(j *record.Job) *record.Job {
 			return j
 		}
 	}
-	pp := s.parallelProgress(nj)
+	pp := s.ParallelProgress(nj)
 	fp := &record.FlowProgress{ElapsedMillis: pp.Elapsed.Milliseconds(), MinParallelMillis: pp.MinParallel.Milliseconds()}
 	if !pp.OldWatermark.IsZero() {
 		fp.OldWatermark = &pp.OldWatermark

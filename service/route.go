@@ -10,11 +10,10 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
-
-	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
@@ -30,7 +29,7 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // --update) and returns what they ask for. Every refusal carries the code
 // serviceopt gives it.
 func (s *Service) planOf(name string, opts []string, update bool) (serviceopt.Plan, error) {
-	plan, err := serviceopt.ParseAndResolve(opts, name, update, s.HasRunningJob)
+	plan, err := serviceopt.ParseAndResolve(opts, name, update, s.core.HasRunningJob)
 	var oe *serviceopt.Error
 	if errors.As(err, &oe) {
 		return serviceopt.Plan{}, &Error{Code: oe.Code, Message: oe.Message}
@@ -43,7 +42,7 @@ func (s *Service) planOf(name string, opts []string, update bool) (serviceopt.Pl
 // replacement; create_or_update_job picks an update when the name has a
 // running or draining job, a new job otherwise.
 func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*UpdateResult, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
+	if err := s.core.RefuseIfStoreFailed(); err != nil {
 		return nil, err
 	}
 	if err := record.ValidateJobName(req.Name); err != nil {
@@ -54,22 +53,22 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		return nil, err
 	}
 	for _, n := range plan.Notes {
-		s.Opts.Logger.Info("service options", "job_name", req.Name, "note", n)
+		s.core.Opts.Logger.Info("service options", "job_name", req.Name, "note", n)
 	}
 	create := plan.Strategy == serviceopt.StrategyCreate ||
-		plan.CreateOrUpdate && !s.HasRunningJob(req.Name)
+		plan.CreateOrUpdate && !s.core.HasRunningJob(req.Name)
 	var res *UpdateResult
 	switch {
 	case create && req.ValidateOnly:
-		if _, err := s.AdmitChange(req.Name, req.Mapping, &req.Options); err != nil {
+		if _, err := s.core.AdmitChange(req.Name, req.Mapping, &req.Options); err != nil {
 			return nil, err
 		}
-		if _, err := s.Load(&record.Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
+		if _, err := s.core.Load(&record.Job{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir}); err != nil {
 			return nil, err
 		}
 		res = &UpdateResult{Report: core.CompatibleReport(), Notes: []string{fmt.Sprintf("no running job named %s: the request would create a new job (not created: validate only)", req.Name)}}
 	case create:
-		j, err := s.SubmitNew(ctx, req.SubmitRequest)
+		j, err := s.core.SubmitNew(ctx, req.SubmitRequest)
 		if err != nil {
 			return nil, err
 		}
@@ -78,10 +77,10 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: no running job named %s, so a new job was created", serviceopt.KeyCreateOrUpdate, req.Name))
 		}
 	case plan.Strategy == serviceopt.StrategyInPlace:
-		if err := s.refuseDuringParallel(req.Name); err != nil {
+		if err := s.replace.RefuseDuringParallel(req.Name); err != nil {
 			return nil, err
 		}
-		res, err = s.UpdateInPlace(ctx, req)
+		res, err = s.inplace.UpdateInPlace(ctx, req)
 		if err != nil {
 			if res != nil {
 				res.Notes = append(res.Notes, plan.Notes...)
@@ -89,34 +88,13 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			return res, err
 		}
 	default:
-		res, err = s.replace(ctx, req, plan)
+		res, err = s.replace.Replace(ctx, req, plan)
 		if err != nil {
 			return res, err
 		}
 	}
 	res.Notes = append(plan.Notes, res.Notes...)
 	return res, nil
-}
-
-// checkReplaceInterval refuses a same-name replacement of old that comes
-// less than Options.MinReplaceInterval after old started (REPLACE_TOO_SOON).
-func (s *Service) checkReplaceInterval(old *record.Job) error {
-	min := s.Opts.MinReplaceInterval
-	if min <= 0 {
-		return nil
-	}
-	started := old.CreateTime
-	for _, c := range old.History {
-		if c.State == record.StateRunning {
-			started = c.Time
-			break
-		}
-	}
-	if left := started.Add(min).Sub(s.Now()); left > 0 {
-		return errcode.Errorf(errcode.ReplaceTooSoon, "job %s (%s) started %s ago; a replacement of the same name may start %s after the previous job started (the server's --min-replace-interval, which guards against duplicate replacements from retries): retry in %s, or update it in place",
-			old.Name, old.ID, duration.Format(s.Now().Sub(started).Round(time.Second)), duration.Format(min), duration.Format(left.Round(time.Second)))
-	}
-	return nil
 }
 
 // requestRecord is the stored answer to a request with an ID
@@ -191,18 +169,18 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 	defer unlock()
 	if rec, err := s.readRequest(id); err != nil {
 		return nil, err
-	} else if rec != nil && s.Now().Sub(rec.Time) < RequestIDRetention {
+	} else if rec != nil && s.core.Now().Sub(rec.Time) < RequestIDRetention {
 		if rec.Fingerprint != fp {
-			return nil, errcode.Errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.Now().Sub(rec.Time).Round(time.Second)))
+			return nil, errcode.Errorf(errcode.RequestIDReused, "request ID %s was used %s ago for a different request: a retry must repeat the request exactly; use a new ID for a new request", id, duration.Format(s.core.Now().Sub(rec.Time).Round(time.Second)))
 		}
-		s.Opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
+		s.core.Opts.Logger.Info(k.what+" retried: answering as the first time", "request_id", id, "job_id", rec.JobID, "code", rec.Code)
 		res := *k.result(rec)
 		if rec.JobID != "" {
-			if j, err := s.ReadJob(rec.JobID); err == nil {
+			if j, err := s.core.ReadJob(rec.JobID); err == nil {
 				if res == nil {
 					res = new(R)
 				}
-				*k.job(res) = s.WithCondition(j)
+				*k.job(res) = s.core.WithCondition(j)
 			}
 		}
 		if rec.Code != "" {
@@ -214,7 +192,7 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 	if err != nil && !k.kept(ctx, err) {
 		return res, err
 	}
-	rec := requestRecord{ID: id, Kind: k.kind, Fingerprint: fp, Time: s.Now()}
+	rec := requestRecord{ID: id, Kind: k.kind, Fingerprint: fp, Time: s.core.Now()}
 	if res != nil {
 		kept := *res
 		if j := k.job(res); *j != nil {
@@ -230,8 +208,8 @@ func answerOnce[R any](s *Service, ctx context.Context, k requestKind[R], do fun
 	if perr := core.PutJSON(w, requestKey(id), rec); perr != nil {
 		return res, errors.Join(err, perr)
 	}
-	if aerr := s.Apply(w); aerr != nil {
-		s.Opts.Logger.Error("recording the answer to a request ID (a retry runs the "+k.what+" again)", "request_id", id, "error", aerr)
+	if aerr := s.core.Apply(w); aerr != nil {
+		s.core.Opts.Logger.Error("recording the answer to a request ID (a retry runs the "+k.what+" again)", "request_id", id, "error", aerr)
 	}
 	return res, err
 }
@@ -256,7 +234,7 @@ func keptRefusal(ctx context.Context, err error) bool {
 }
 
 func (s *Service) readRequest(id string) (*requestRecord, error) {
-	b, err := s.Store.Get(requestKey(id))
+	b, err := s.core.Store.Get(requestKey(id))
 	if errors.Is(err, state.ErrNotFound) {
 		return nil, nil
 	}
@@ -268,65 +246,4 @@ func (s *Service) readRequest(id string) (*requestRecord, error) {
 		return nil, errcode.Internalf("decoding the record of request ID %s: %w", id, err)
 	}
 	return &rec, nil
-}
-
-// replacementTarget finds the job a replacement replaces: the running job
-// of req.Name (a same-name replacement) or the job plan names
-// (parallel_replace_job_name or _id), which must be RUNNING.
-func (s *Service) replacementTarget(req UpdateRequest, plan serviceopt.Plan) (*record.Job, error) {
-	ref := req.Name
-	switch {
-	case plan.ReplaceJobID != "":
-		ref = plan.ReplaceJobID
-	case plan.ReplaceJobName != "":
-		ref = plan.ReplaceJobName
-	}
-	old, err := s.Resolve(ref)
-	if err != nil {
-		if errcode.Of(err) == errcode.JobNotFound {
-			return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace", ref)
-		}
-		return nil, err
-	}
-	if plan.ReplaceJobID == "" && !s.HasRunningJob(old.Name) || old.State != record.StateRunning {
-		if old.State == record.StateUpdated {
-			return nil, errcode.Errorf(errcode.JobAlreadyUpdated, "job %s (%s) has already been updated into job %s", old.Name, old.ID, old.ReplacedByJobID)
-		}
-		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s to replace: job %s is %s (a replacement drains a RUNNING job)", old.Name, old.ID, old.State)
-	}
-	if old.SDK == record.SDKGo {
-		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is a Go program's: replace it by starting the program's new build", old.Name, old.ID)
-	}
-	if old.Type != record.TypeStreaming {
-		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is a batch job: only a streaming job is replaced (a batch job finishes by itself)", old.Name, old.ID)
-	}
-	if plan.SameName() {
-		if err := s.checkReplaceInterval(old); err != nil {
-			return nil, err
-		}
-	}
-	return old, nil
-}
-
-// replace performs a replacement (stop-and-replace or parallel) of plan.
-// Every check runs before anything changes.
-func (s *Service) replace(ctx context.Context, req UpdateRequest, plan serviceopt.Plan) (*UpdateResult, error) {
-	if _, err := s.AdmitChange(req.Name, req.Mapping, &req.Options); err != nil {
-		return nil, err
-	}
-	if req.BaseDir == "" {
-		return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory)")
-	}
-	if req.PipelineFile == "" {
-		req.PipelineFile = "pipeline.yaml"
-	}
-	old, err := s.replacementTarget(req, plan)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case plan.Strategy == serviceopt.StrategyParallel:
-		return s.parallelReplace(ctx, req, plan, old)
-	}
-	return s.stopAndReplace(ctx, req, plan, old)
 }

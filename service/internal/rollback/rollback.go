@@ -1,4 +1,4 @@
-package service
+package rollback
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/service/internal/replace"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
@@ -140,21 +142,9 @@ type RetentionReader interface {
 	RetainedAfter(ctx context.Context, position []byte, topicHint string) (sub, topic string, next, first, last uint64, err error)
 }
 
-// Rollback goes back to an earlier generation of req.Name (see the top of
-// this file): it checks everything first (refusals change nothing), and
-// then, unless validate-only, creates the rollback job and drains the
-// current one; the call returns once the drain began (the job's record
-// follows the flow: replacement.phase). It holds the name's guard (lock
-// order 1) and the registry lock for the writes only.
-func (s *Service) Rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	return s.rollbackOnce(ctx, req, func() (*RollbackResult, error) { return s.rollback(ctx, req) })
-}
-
-// rollback is Rollback once its request ID (if any) is new.
-func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
+// Do goes back to an earlier generation of req.Name (see the top of this
+// file); the service answers a retry of a request ID before it calls Do.
+func (s *Rollback) Do(ctx context.Context, req RollbackRequest) (*RollbackResult, error) {
 	if err := record.ValidateJobName(req.Name); err != nil {
 		return nil, err
 	}
@@ -244,7 +234,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 			src.Generation, src.ID, snap.ID, len(report.Errors))
 	}
 	cs := cur.Summary()
-	res := &RollbackResult{Current: &cs, Snapshot: snapshotView(snap), ToGeneration: src.Generation, NewGeneration: gen, ValidateOnly: req.ValidateOnly}
+	res := &RollbackResult{Current: &cs, Snapshot: SnapshotView(snap), ToGeneration: src.Generation, NewGeneration: gen, ValidateOnly: req.ValidateOnly}
 	if res.Sources, err = s.rollbackSources(ctx, oldGraph, rec); err != nil {
 		return nil, err
 	}
@@ -259,11 +249,11 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 		res.Notes = append(res.Notes, "validate only: nothing changed")
 		return res, nil
 	}
-	w, err := replacementJobWrite(nj, l, g, gen, nj.PipelineFile)
+	w, err := replace.ReplacementJobWrite(nj, l, g, gen, nj.PipelineFile)
 	if err != nil {
 		return nil, err
 	}
-	err = s.TxUpdate(func(tx *Tx) error {
+	err = s.Update(func(tx *core.Tx) error {
 		tx.AddEvent(w, cur.ID, record.EventReplacementPhase, record.SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
 			map[string]any{"strategy": record.StrategyRollback, "phase": string(record.PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
 		return tx.Apply(w)
@@ -273,10 +263,10 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 	}
 	s.Opts.Logger.Info("rollback job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", cur.ID, "to_generation", src.Generation, "snapshot_id", snap.ID)
-	if err := s.beginDrain(nj.ID); err != nil {
+	if err := s.replace.BeginDrain(nj.ID); err != nil {
 		return nil, err
 	}
-	s.startDriver(nj.ID)
+	s.replace.StartDriver(nj.ID)
 	if res.Job, err = s.ReadJob(nj.ID); err != nil {
 		return nil, errcode.Internalf("reading job %s: %w", nj.ID, err)
 	}
@@ -290,7 +280,7 @@ func (s *Service) rollback(ctx context.Context, req RollbackRequest) (*RollbackR
 // dropped, its subscriptions deleted, the flow ROLLED_BACK), a real
 // rollback with no snapshot. done is false when the name's active job is
 // not in such a flow. It holds no guard: abortParallel takes them.
-func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *RollbackResult, done bool, _ error) {
+func (s *Rollback) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *RollbackResult, done bool, _ error) {
 	l, err := s.ReadLineage(req.Name)
 	if err != nil || l.ActiveJobID == "" {
 		return nil, false, nil
@@ -319,7 +309,7 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 		res.Notes = append(res.Notes, "validate only: nothing changed")
 		return res, true, nil
 	}
-	if err := s.abortParallel(ctx, cur.ID, "rolled back (weir jobs rollback): job "+old.ID+" is kept"); err != nil {
+	if err := s.replace.AbortParallel(ctx, cur.ID, "rolled back (weir jobs rollback): job "+old.ID+" is kept"); err != nil {
 		return nil, true, err
 	}
 	if res.Job, err = s.ReadJob(old.ID); err != nil {
@@ -332,7 +322,7 @@ func (s *Service) rollbackOverlap(ctx context.Context, req RollbackRequest) (_ *
 // refuseRollbackDuringFlow refuses a rollback while a replacement flow of
 // the name is under way past the point rollbackOverlap handles: the active
 // job is a replacement's that has not cut over.
-func (s *Service) refuseRollbackDuringFlow(cur *record.Job) error {
+func (s *Rollback) refuseRollbackDuringFlow(cur *record.Job) error {
 	rep := cur.Replacement
 	if rep == nil || rep.Phase.Final() || rep.NewJobID != cur.ID {
 		return nil
@@ -344,8 +334,8 @@ func (s *Service) refuseRollbackDuringFlow(cur *record.Job) error {
 // findRollbackSnapshot returns the READY rollback snapshot to go back to:
 // that of generation gen of cur's name, or (gen 0) the one kept when cur
 // replaced its predecessor.
-func (s *Service) findRollbackSnapshot(cur *record.Job, gen int64) (*record.Snapshot, error) {
-	all, err := s.ListSnapshots(cur.Name, true)
+func (s *Rollback) findRollbackSnapshot(cur *record.Job, gen int64) (*record.Snapshot, error) {
+	all, err := s.snaps.ListSnapshots(cur.Name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +386,7 @@ func (s *Service) findRollbackSnapshot(cur *record.Job, gen int64) (*record.Snap
 }
 
 // snapshotView is snap without its graph and positions, for a report.
-func snapshotView(snap *record.Snapshot) *record.Snapshot {
+func SnapshotView(snap *record.Snapshot) *record.Snapshot {
 	v := *snap
 	v.Graph, v.Positions = nil, nil
 	return &v
@@ -404,7 +394,7 @@ func snapshotView(snap *record.Snapshot) *record.Snapshot {
 
 // rollbackSources says, per source of g, where the rollback re-reads
 // from and whether the topic still holds it.
-func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *state.CheckpointRecord) ([]RollbackSource, error) {
+func (s *Rollback) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *state.CheckpointRecord) ([]RollbackSource, error) {
 	rr, _ := s.Opts.Broker.(RetentionReader)
 	out := []RollbackSource{}
 	for _, st := range g.Steps {
@@ -442,7 +432,7 @@ func (s *Service) rollbackSources(ctx context.Context, g *graph.Pipeline, rec *s
 // rollbackWindows says, per keyed step of g, which windows the rollback
 // job emits again: those open at the snapshot (its keys with state) and
 // those the input since the snapshot falls into.
-func (s *Service) rollbackWindows(snapID string, g *graph.Pipeline, sources []RollbackSource) []RollbackWindows {
+func (s *Rollback) rollbackWindows(snapID string, g *graph.Pipeline, sources []RollbackSource) []RollbackWindows {
 	keys := map[string]int64{}
 	pin := s.Store.Pin()
 	_ = s.Store.SnapshotEntries(pin, snapID, func(rel, _ []byte) error {

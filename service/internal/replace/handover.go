@@ -1,4 +1,4 @@
-package service
+package replace
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func handoverSubscriptions(old *record.Job, newName string, g *graph.Pipeline) (
 // where the old job's subscription stopped (its acknowledgement floor; the
 // old job has ended and committed). Positioning again gives the same
 // result, so a flow resumed after a crash repeats it.
-func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first map[string]uint64) error {
+func (s *Replace) positionHandover(ctx context.Context, nj *record.Job, first map[string]uint64) error {
 	hb, ok := s.Opts.Broker.(handoverBroker)
 	if !ok {
 		return errcode.Errorf(errcode.ReplacementUnavailable, "job %s reads Pub/Sub topics under a new name, which needs the server's Pub/Sub broker", nj.ID)
@@ -141,7 +141,7 @@ func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first ma
 	for i := range hs {
 		hs[i].Positioned = true
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		w := &state.Write{}
 		if err := core.PutJSON(w, record.JobKey(nj.ID), nj); err != nil {
 			return err
@@ -160,7 +160,7 @@ func (s *Service) positionHandover(ctx context.Context, nj *record.Job, first ma
 // subscription of the user's is never handed over, so never deleted. It
 // runs before the new job starts, whose start records OldDeleted; a
 // resumed cut-over deletes again, finding them gone.
-func (s *Service) deleteHandedOver(ctx context.Context, nj *record.Job) error {
+func (s *Replace) deleteHandedOver(ctx context.Context, nj *record.Job) error {
 	hb, ok := s.Opts.Broker.(handoverBroker)
 	if !ok {
 		return nil

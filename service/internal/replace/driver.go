@@ -1,4 +1,4 @@
-package service
+package replace
 
 import (
 	"errors"
@@ -18,17 +18,17 @@ import (
 // goroutine (drive, driveStep) moves the flow through its phases, and
 // noteFlow, endFlow, failFlow and cutOver record them.
 
-// startDriver starts the goroutine that takes the flow of replacement job
+// StartDriver starts the goroutine that takes the flow of replacement job
 // newID to its end (unless the service is closing: the flow then resumes
 // on the next Open).
-func (s *Service) startDriver(newID string) {
+func (s *Replace) StartDriver(newID string) {
 	s.Spawn(func() { s.drive(newID) })
 }
 
 // drive takes the flow of replacement job newID on at every change of the
 // service (and at every checkpoint interval, for the drain's deadline)
 // until it reaches a final phase or the service closes.
-func (s *Service) drive(newID string) {
+func (s *Replace) drive(newID string) {
 	// After a restart, the old job's execution resumes in the recovery
 	// that started this driver: a step before it is back would find the
 	// old job without an execution and fail the flow.
@@ -60,7 +60,7 @@ func (s *Service) drive(newID string) {
 
 // driveStep moves the flow of replacement job newID on by what its jobs'
 // records say now, and reports whether the flow has ended.
-func (s *Service) driveStep(newID string) (done bool, err error) {
+func (s *Replace) driveStep(newID string) (done bool, err error) {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return true, err
@@ -90,7 +90,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		err = s.TxUpdate(func(tx *Tx) error {
+		err = s.Update(func(tx *core.Tx) error {
 			var err error
 			if nj, err = s.ReadJob(newID); err == nil && nj.State == record.StateCancelling {
 				err = tx.Transition(nj, record.StateCancelled, "cancelled before the cut-over")
@@ -112,7 +112,7 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		err = s.beginDrain(nj.ID)
+		err = s.BeginDrain(nj.ID)
 		unlock()
 		return false, err
 	case record.PhaseDrainingOld:
@@ -146,8 +146,8 @@ func (s *Service) driveStep(newID string) (done bool, err error) {
 }
 
 // noteFlow records that the drain timed out, with note, on both jobs.
-func (s *Service) noteFlow(newID, oldID, note string) error {
-	return s.TxUpdate(func(tx *Tx) error {
+func (s *Replace) noteFlow(newID, oldID, note string) error {
+	return s.Update(func(tx *core.Tx) error {
 		w := &state.Write{}
 		for _, id := range []string{newID, oldID} {
 			j, err := s.ReadJob(id)
@@ -169,8 +169,8 @@ func (s *Service) noteFlow(newID, oldID, note string) error {
 
 // endFlow records the flow's final phase on both jobs (the new job's
 // state is left as it is).
-func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, note string) error {
-	return s.TxUpdate(func(tx *Tx) error {
+func (s *Replace) endFlow(newID, oldID string, phase record.ReplacementPhase, note string) error {
+	return s.Update(func(tx *core.Tx) error {
 		now := s.Now()
 		w := &state.Write{}
 		for _, id := range []string{newID, oldID} {
@@ -196,7 +196,7 @@ func (s *Service) endFlow(newID, oldID string, phase record.ReplacementPhase, no
 
 // lockJobName takes the guard of job id's name (lock order 1) and returns
 // the job as read under it, with the guard's release.
-func (s *Service) LockJobName(id string) (*record.Job, func(), error) {
+func (s *Replace) lockJobName(id string) (*record.Job, func(), error) {
 	j, err := s.ReadJob(id)
 	if err != nil {
 		return nil, nil, err
@@ -214,8 +214,8 @@ func (s *Service) LockJobName(id string) (*record.Job, func(), error) {
 
 // failFlow ends the flow FAILED: the new job (still PENDING) fails with
 // reason. It takes the new job's name guard.
-func (s *Service) failFlow(newID, oldID, reason string) error {
-	nj, unlock, err := s.LockJobName(newID)
+func (s *Replace) failFlow(newID, oldID, reason string) error {
+	nj, unlock, err := s.lockJobName(newID)
 	if err != nil {
 		return err
 	}
@@ -231,8 +231,8 @@ func (s *Service) failFlow(newID, oldID, reason string) error {
 // cutOver starts the new job of a flow whose old job ended: CUT_OVER and
 // RUNNING in the write that records its start, the stop window measured
 // from the drain request. It takes the new job's name guard.
-func (s *Service) cutOver(newID string) error {
-	nj, unlock, err := s.LockJobName(newID)
+func (s *Replace) cutOver(newID string) error {
+	nj, unlock, err := s.lockJobName(newID)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (s *Service) cutOver(newID string) error {
 	}
 	if nj.Replacement.Rewind {
 		if err := s.positionRewind(nj); err != nil {
-			var e *Error
+			var e *errcode.Error
 			if !errors.As(err, &e) || e.Code == errcode.Internal {
 				return err // the broker or the store: tried again
 			}
@@ -283,7 +283,7 @@ func (s *Service) cutOver(newID string) error {
 	if err := s.copyFlow(rep); err != nil {
 		return err
 	}
-	if err := s.RestoreRollback(nj, p.Graph()); err != nil { // rollback.go
+	if err := s.snaps.RestoreRollback(nj, p.Graph()); err != nil { // rollback.go
 		if ferr := s.Fail(nj, "starting the rollback job: "+err.Error()); ferr != nil {
 			return ferr
 		}
@@ -300,8 +300,8 @@ func (s *Service) cutOver(newID string) error {
 }
 
 // copyFlow records rep (the new job's flow) on the old job, keeping its notes.
-func (s *Service) copyFlow(rep *record.Replacement) error {
-	return s.TxUpdate(func(tx *Tx) error {
+func (s *Replace) copyFlow(rep *record.Replacement) error {
+	return s.Update(func(tx *core.Tx) error {
 		old, err := s.ReadJob(rep.OldJobID)
 		if err != nil {
 			return err
@@ -324,7 +324,7 @@ func (s *Service) copyFlow(rep *record.Replacement) error {
 
 // addPhaseEvents adds to w a replacement_phase event on each of jobs for the
 // phase its replacement record now holds (strategy, phase, the two jobs,
-// the stop window once known). The caller lands w in the same Tx.
+// the stop window once known). The caller lands w in the same core.Tx.
 func addPhaseEvents(tx *core.Tx, w *state.Write, jobs ...*record.Job) {
 	for _, j := range jobs {
 		rep := j.Replacement

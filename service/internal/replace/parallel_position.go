@@ -1,4 +1,4 @@
-package service
+package replace
 
 // Where the new job of a parallel replacement starts reading: its own
 // subscriptions, positioned at the old job's (or at the rewind point),
@@ -27,7 +27,7 @@ import (
 // runs before the new job starts, so doing it again after a crash is
 // harmless. errNotYet: the old job's execution has not produced an
 // element yet (it resumes, or no message came since it started).
-func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, newID string) error {
+func (s *Replace) positionSubscriptions(ctx context.Context, pb parallelBroker, newID string) error {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func (s *Service) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			s.Opts.Logger.Info("parallel replacement: re-reading", "job_id", nj.ID, "subscription", ps.New, "first_seq", rs.FirstSequence, "last_seq_of_old_job", rs.LastSequence, "from_time", rs.FromTime)
 		}
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}
@@ -269,7 +269,7 @@ func namedSubscriptionNotes(old *record.Job, subs []record.ParallelSubscription)
 // re-read) or a source's newest event time (weir_replace_rewind=false).
 // Neither goes back once known, so the positioning that follows finds it
 // too.
-func (s *Service) oldJobHasRead(nj *record.Job) bool {
+func (s *Replace) oldJobHasRead(nj *record.Job) bool {
 	if nj.Replacement.Rewind {
 		wm, ok := s.dataWatermark(nj.Replacement.OldJobID)
 		return ok && wm > mtime.MinTimestamp

@@ -1,4 +1,4 @@
-package service
+package replace
 
 // The façade sweep: compaction of a façade view's old generations that no
 // flow's driver will do any more.
@@ -65,7 +65,7 @@ type facadeSweep struct {
 
 // putFacadeSweeps adds to w a sweep entry for each table of a parallel
 // flow between jobs of names, due at once.
-func (s *Service) putFacadeSweeps(w *state.Write, tables []record.FacadeTable, names ...string) error {
+func (s *Replace) PutFacadeSweeps(w *state.Write, tables []record.FacadeTable, names ...string) error {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	for _, t := range tables {
 		e := facadeSweep{Table: t, Names: names, CheckAfter: s.Now()}
@@ -78,7 +78,7 @@ func (s *Service) putFacadeSweeps(w *state.Write, tables []record.FacadeTable, n
 
 // sweepFacades runs the façade sweep once over the entries that are due.
 // It takes the registry lock only for its writes.
-func (s *Service) sweepFacades(ctx context.Context) error {
+func (s *Replace) SweepFacades(ctx context.Context) error {
 	var due []facadeSweep
 	now := s.Now()
 	err := s.Store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
@@ -108,7 +108,7 @@ func (s *Service) sweepFacades(ctx context.Context) error {
 }
 
 // jobsNamed returns the jobs of the entries' names.
-func (s *Service) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
+func (s *Replace) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
 	names := map[string]bool{}
 	for _, e := range entries {
 		for _, n := range e.Names {
@@ -132,15 +132,15 @@ func (s *Service) jobsNamed(entries []facadeSweep) ([]*record.Job, error) {
 // mayWrite reports whether job j may still write its tables: it has not
 // ended, its final commit is not confirmed, or the service still holds
 // its execution.
-func (s *Service) mayWrite(j *record.Job) bool {
+func (s *Replace) mayWrite(j *record.Job) bool {
 	return !j.State.Terminal() || j.PendingCommit || s.RunningJob(j.ID) != nil
 }
 
 // sweepFacade is one entry's sweep (see the top of the file), begun at
 // now: the next look is due from now on, so that a clock that moved
 // during the sweep does not postpone it.
-func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record.Job, now time.Time) error {
-	target := s.facadeTarget(e.Table)
+func (s *Replace) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record.Job, now time.Time) error {
+	target := s.FacadeTarget(e.Table)
 	gens, err := sqlsink.FacadeGenerations(ctx, target)
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record
 			return err
 		}
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		w := &state.Write{}
 		if done() {
 			w.Delete(facadeSweepKey(e.Table))
@@ -211,7 +211,7 @@ func (s *Service) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record
 }
 
 // facadeSweeps returns the sweep entries.
-func (s *Service) facadeSweeps() ([]facadeSweep, error) {
+func (s *Replace) FacadeSweeps() ([]facadeSweep, error) {
 	var out []facadeSweep
 	err := s.Store.Scan(facadeSweepPrefix, func(_ string, v []byte) error {
 		var e facadeSweep
@@ -226,7 +226,7 @@ func (s *Service) facadeSweeps() ([]facadeSweep, error) {
 
 // sweepLoop runs the façade sweep every checkpoint interval until the
 // service closes. It runs in a goroutine Close waits for (Spawn).
-func (s *Service) sweepLoop() {
+func (s *Replace) sweepLoop() {
 	t := time.NewTicker(s.Opts.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -237,7 +237,7 @@ func (s *Service) sweepLoop() {
 			if s.StoreFailed() != nil {
 				continue
 			}
-			if err := s.sweepFacades(s.Ctx); err != nil && s.Ctx.Err() == nil {
+			if err := s.SweepFacades(s.Ctx); err != nil && s.Ctx.Err() == nil {
 				s.Opts.Logger.Error("compacting façade views (retried)", "error", err)
 			}
 		}

@@ -1,4 +1,4 @@
-package service
+package replace
 
 // The window ownership of the two jobs of a parallel replacement: which
 // job's sinks write (SQL) or publish (Pub/Sub) which windows while both
@@ -42,7 +42,7 @@ func (r *cutRule) owns(id, sink string, w window.Window) bool {
 
 // cutRuleOf returns the ownership rule of the flow whose new job is
 // newID, registering it for both jobs the first time.
-func (s *Service) cutRuleOf(newID, oldID string, rewind bool, cut *time.Time) *cutRule {
+func (s *Replace) cutRuleOf(newID, oldID string, rewind bool, cut *time.Time) *cutRule {
 	r := &cutRule{newID: newID, oldID: oldID, rewind: rewind}
 	r.cut.Store(int64(mtime.MinTimestamp))
 	if cut != nil {
@@ -59,7 +59,7 @@ func (s *Service) cutRuleOf(newID, oldID string, rewind bool, cut *time.Time) *c
 
 // owns is every service job's sinks' ownership of windows: all of them,
 // except for the jobs of a parallel replacement (cutRule).
-func (s *Service) owns(id, sink string, w window.Window) bool {
+func (s *Replace) owns(id, sink string, w window.Window) bool {
 	v, ok := s.cuts.Load(id)
 	if !ok {
 		return true

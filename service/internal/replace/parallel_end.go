@@ -1,4 +1,4 @@
-package service
+package replace
 
 // The end of a parallel replacement (replace_parallel.go has its start
 // and overlap): the cut-over, the compaction of the old generation's rows
@@ -21,7 +21,7 @@ import (
 )
 
 // facadeTarget is t as io/sqlsink addresses it, on the service's clock.
-func (s *Service) facadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
+func (s *Replace) FacadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
 	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.Now}
 }
 
@@ -29,7 +29,7 @@ func (s *Service) facadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
 // its façade generations ended, the subscriptions the service created for
 // it deleted, CUT_OVER on both jobs. Each step is idempotent (a crash
 // repeats it).
-func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
+func (s *Replace) parallelCutOver(ctx context.Context, newID string) error {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 			ps.OldDeleted = true
 		}
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		cur, err := s.ReadJob(newID)
 		if err != nil {
 			return err
@@ -89,7 +89,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 		// The compaction waits for the rollback retention; should a later flow
 		// take this record over meanwhile, the façade sweep does it
 		// (facade_sweep.go).
-		if err := s.putFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
+		if err := s.PutFacadeSweeps(w, flow.Tables, old.Name, cur.Name); err != nil {
 			return err
 		}
 		if err := tx.Apply(w); err != nil {
@@ -108,7 +108,7 @@ func (s *Service) parallelCutOver(ctx context.Context, newID string) error {
 // a name that had jobs before is not), and the old job's own generation is
 // behind the view only if it wrote after the migration. A table not yet a
 // view (the new job has not committed to it) waits.
-func (s *Service) endOldGenerations(ctx context.Context, flow *record.ParallelFlow, newGen int64) (bool, error) {
+func (s *Replace) endOldGenerations(ctx context.Context, flow *record.ParallelFlow, newGen int64) (bool, error) {
 	oldGen := newGen - 1
 	all := true
 	for i := range flow.Tables {
@@ -116,7 +116,7 @@ func (s *Service) endOldGenerations(ctx context.Context, flow *record.ParallelFl
 		if t.OldEnded {
 			continue
 		}
-		err := sqlsink.EndFacadeGeneration(ctx, s.facadeTarget(*t), oldGen)
+		err := sqlsink.EndFacadeGeneration(ctx, s.FacadeTarget(*t), oldGen)
 		switch {
 		case err == nil:
 			t.OldEnded = true
@@ -132,7 +132,7 @@ func (s *Service) endOldGenerations(ctx context.Context, flow *record.ParallelFl
 // compactStep merges, after CUT_OVER, the old generations' rows into the
 // new job's tables once the old job ended RollbackRetention ago and the
 // new job has run that long; done once compacted.
-func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error) {
+func (s *Replace) compactStep(ctx context.Context, nj *record.Job) (bool, error) {
 	flow := nj.Replacement.Parallel
 	if flow.Compacted || len(flow.Tables) == 0 {
 		return true, nil
@@ -159,7 +159,7 @@ func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error)
 		return false, nil
 	}
 	for _, t := range flow.Tables {
-		rep, err := sqlsink.CompactFacade(ctx, s.facadeTarget(t), nj.Generation, ret)
+		rep, err := sqlsink.CompactFacade(ctx, s.FacadeTarget(t), nj.Generation, ret)
 		if err != nil {
 			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
 		}
@@ -174,7 +174,7 @@ func (s *Service) compactStep(ctx context.Context, nj *record.Job) (bool, error)
 // sweepGoneFlow hands the tables of nj's flow to the façade sweep when err
 // says a later flow took nj's record over (a record cut over before the
 // cut-over wrote sweep entries has none), and returns err.
-func (s *Service) sweepGoneFlow(nj *record.Job, err error) error {
+func (s *Replace) sweepGoneFlow(nj *record.Job, err error) error {
 	if !errors.Is(err, errFlowGone) {
 		return err
 	}
@@ -182,13 +182,13 @@ func (s *Service) sweepGoneFlow(nj *record.Job, err error) error {
 	if old, rerr := s.ReadJob(nj.Replacement.OldJobID); rerr == nil {
 		names = append(names, old.Name)
 	}
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		w := &state.Write{}
 		for _, t := range nj.Replacement.Parallel.Tables {
 			if _, gerr := s.Store.Get(facadeSweepKey(t)); gerr == nil {
 				continue // the cut-over's entry
 			}
-			if perr := s.putFacadeSweeps(w, []record.FacadeTable{t}, names...); perr != nil {
+			if perr := s.PutFacadeSweeps(w, []record.FacadeTable{t}, names...); perr != nil {
 				return errors.Join(err, perr)
 			}
 		}
@@ -206,8 +206,8 @@ var errFlowGone = errors.New("the parallel replacement's record was replaced by 
 
 // updateFlow applies fn to the parallel flow on job newID's record, or
 // answers errFlowGone when the record holds none any more.
-func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error {
-	return s.TxUpdate(func(tx *Tx) error {
+func (s *Replace) updateFlow(newID string, fn func(*record.ParallelFlow)) error {
+	return s.Update(func(tx *core.Tx) error {
 		cur, err := s.ReadJob(newID)
 		if err != nil {
 			return err
@@ -226,17 +226,17 @@ func (s *Service) updateFlow(newID string, fn func(*record.ParallelFlow)) error 
 
 // parallelFailed ends the flow of job newID FAILED while it has not
 // started: the old job stays as it is and, under the same name, active.
-func (s *Service) parallelFailed(newID, reason string) error {
+func (s *Replace) parallelFailed(newID, reason string) error {
 	return s.parallelGiveUp(s.Ctx, newID, record.PhaseFailed, reason)
 }
 
-// abortParallel gives the parallel replacement whose new job is newID up
+// AbortParallel gives the parallel replacement whose new job is newID up
 // during its overlap (a rollback): the new job is cancelled, its façade
 // generation dropped (the view serves the old job's rows again) and its
 // subscriptions deleted, the flow ROLLED_BACK on both jobs; the old job
 // keeps running and is the name's active job again. It returns once the
 // new job has stopped.
-func (s *Service) abortParallel(ctx context.Context, newID, reason string) error {
+func (s *Replace) AbortParallel(ctx context.Context, newID, reason string) error {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
@@ -258,7 +258,7 @@ func (s *Service) abortParallel(ctx context.Context, newID, reason string) error
 // ROLLED_BACK) keeping the old job: the new job stopped, its generation
 // dropped from the views, its subscriptions deleted, the name's lineage
 // pointing at the old job again.
-func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record.ReplacementPhase, reason string) error {
+func (s *Replace) parallelGiveUp(ctx context.Context, newID string, phase record.ReplacementPhase, reason string) error {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 			if err != nil {
 				return err
 			}
-			err = s.TxUpdate(func(tx *Tx) error {
+			err = s.Update(func(tx *core.Tx) error {
 				var err error
 				if cur, err = s.ReadJob(newID); err == nil && !cur.State.Terminal() {
 					err = tx.Transition(cur, record.StateCancelled, reason)
@@ -306,7 +306,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 	}
 	flow := nj.Replacement.Parallel
 	for _, t := range flow.Tables {
-		if err := sqlsink.DropFacadeGeneration(ctx, s.facadeTarget(t), nj.Generation); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
+		if err := sqlsink.DropFacadeGeneration(ctx, s.FacadeTarget(t), nj.Generation); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
 			return fmt.Errorf("dropping generation %d of %s: %w", nj.Generation, t.Table, err)
 		}
 	}
@@ -326,7 +326,7 @@ func (s *Service) parallelGiveUp(ctx context.Context, newID string, phase record
 		return err
 	}
 	defer unlock()
-	return s.TxUpdate(func(tx *Tx) error {
+	return s.Update(func(tx *core.Tx) error {
 		if nj, err = s.ReadJob(newID); err != nil {
 			return err
 		}

@@ -1,0 +1,24 @@
+// Package replace is the job service's automated replacement of a running
+// job by a new job that does not inherit its state in memory:
+// stop-and-replace (stop.go: the old job drains, then the new one starts,
+// re-reading retained input by default, handing subscriptions over under a
+// new name) and parallel replacement (parallel*.go: both run for an
+// overlap, writing SQL tables behind façade views, the old job drains once
+// the cut-over rule says every window it owns has fired, and its
+// generation is compacted into the new one's after the rollback
+// retention). A rollback (package rollback) is a stop-and-replace too.
+//
+// A flow's durable state is its new job's record (record.Replacement): a
+// driver goroutine (driver.go) takes each flow from phase to phase and a
+// restarted service resumes it from the record.
+//
+// It registers with the core as a core.Flow: it resumes its flows at
+// Start, gives a job's sinks the windows they own and a parallel
+// replacement's façades at load, and adds a flow's progress to a read.
+//
+// It may import service/internal/core, service/internal/snapshots,
+// service/internal/rewind, service/record, graph, mtime, window, state,
+// errcode, duration, serviceopt, compat, io/pubsub (the broker's
+// subscriptions), io/sqlsink (façade views), yamlpipe and the standard
+// library.
+package replace
