@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/service"
@@ -456,42 +456,17 @@ func (l *limiter) until(b *bucket) time.Duration {
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// TokenEnv is the environment variable clients read their token from when
-// no flag gives one.
-const TokenEnv = "WEIR_TOKEN"
+// TokenEnv is client.TokenEnv.
+const TokenEnv = client.TokenEnv
 
-// ClientToken returns the bearer token a client sends, in the CLI's order:
-// token (--token), else the first token of tokenFile (--token-file), else
-// $WEIR_TOKEN. found says whether one of the three gave a token.
+// ErrNoToken is client.ErrNoToken.
+var ErrNoToken = client.ErrNoToken
+
+// ClientToken is client.ClientToken.
 func ClientToken(token, tokenFile string) (tok string, found bool, err error) {
-	switch {
-	case strings.TrimSpace(token) != "":
-		return strings.TrimSpace(token), true, nil
-	case tokenFile != "":
-		tok, err := ReadToken(tokenFile)
-		if err != nil {
-			return "", false, fmt.Errorf("--token-file: %w", err)
-		}
-		return tok, true, nil
-	}
-	tok = strings.TrimSpace(os.Getenv(TokenEnv))
-	return tok, tok != "", nil
+	return client.ClientToken(token, tokenFile)
 }
 
-// ErrNoToken is returned by ReadToken when no token is configured.
-var ErrNoToken = errors.New("no auth token")
-
-// ReadToken returns the first token of a token file (the format of
-// GuardConfig.TokenFile).
-func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the token file: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
-		}
-	}
-	return "", fmt.Errorf("token file %s: %w", path, ErrNoToken)
-}
+// ReadToken is client.ReadToken: the first token of a token file (the
+// format of GuardConfig.TokenFile).
+func ReadToken(path string) (string, error) { return client.ReadToken(path) }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 )
 
@@ -71,7 +72,7 @@ func call(t *testing.T, method, url, body string, headers ...string) reply {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var eb api.ErrorBody
+	var eb client.ErrorBody
 	_ = json.Unmarshal(b, &eb)
 	return reply{status: resp.StatusCode, header: resp.Header, code: eb.Error.Code, body: string(b)}
 }
@@ -138,7 +139,7 @@ func TestGenerateAuthToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s is %v, want 0600", path, fi.Mode().Perm())
 	}
-	if got, err := api.ReadToken(path); err != nil || got != tok {
+	if got, err := client.ReadToken(path); err != nil || got != tok {
 		t.Errorf("token file holds %q (%v), GeneratedToken %q", got, err, tok)
 	}
 	url := loopbackURL(p)
@@ -156,7 +157,7 @@ func TestGenerateAuthToken(t *testing.T) {
 	if p2.GeneratedToken() != "" {
 		t.Errorf("the second start generated another token")
 	}
-	if got, _ := api.ReadToken(path); got != tok {
+	if got, _ := client.ReadToken(path); got != tok {
 		t.Errorf("the second start rewrote the token file: %q, was %q", got, tok)
 	}
 	if r := call(t, "GET", p2.Address()+"/v1/jobs", "", "Authorization", "Bearer "+tok); r.status != 200 {

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/serviceopt"
 )
 
@@ -15,18 +14,18 @@ import (
 // each phase it passes on stderr with the time elapsed against the
 // maximum stop duration, and returns at its final phase: nil at CUT_OVER,
 // an error (exit 1) at ROLLED_BACK or FAILED.
-func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
-	return followFlow(ctx, e, c, j, service.PhaseCutOver)
+func followReplacement(ctx context.Context, e *env, c *client.Client, j *client.Job) error {
+	return followFlow(ctx, e, c, j, client.PhaseCutOver)
 }
 
 // followFlow is followReplacement ending with nil at the final phase
 // success, an error (exit 1) at any other final phase. j may be either
 // job of the flow (a rollback during an overlap answers the kept old
 // job); the lines name the flow's old and new jobs from its record.
-func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, success service.ReplacementPhase) error {
+func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, success client.ReplacementPhase) error {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
-	var last service.ReplacementPhase
+	var last client.ReplacementPhase
 	var lastProgress string
 	notes := 0
 	for {
@@ -54,7 +53,7 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 		for ; notes < len(r.Notes); notes++ {
 			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
 		}
-		if r.Phase.Final() && j.State != service.StatePending {
+		if r.Phase.Final() && j.State != client.StatePending {
 			if r.Phase == success {
 				return nil
 			}
@@ -78,7 +77,7 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 }
 
 // flowNewJob is the ID of the new job of flow r, as recorded, else of j.
-func flowNewJob(r *service.Replacement, j *service.Job) string {
+func flowNewJob(r *client.Replacement, j *client.Job) string {
 	if r.NewJobID != "" {
 		return r.NewJobID
 	}
@@ -92,15 +91,15 @@ func flowNewJob(r *service.Replacement, j *service.Job) string {
 // for the old job's next message; "" when there is nothing to show. The
 // elapsed time is shown in whole seconds, so a line is printed about once
 // a second while it changes.
-func parallelProgressLine(r *service.Replacement) string {
+func parallelProgressLine(r *client.Replacement) string {
 	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
 		return ""
 	}
 	p := r.Parallel.Progress
-	if r.Phase == service.PhasePreparing && p.WaitingForOldMessage {
+	if r.Phase == client.PhasePreparing && p.WaitingForOldMessage {
 		return fmt.Sprintf("parallel: waiting for job %s's next message to fix the cut-over time (it has read none since it started, e.g. after a restart; the new job starts once a message arrives on its topic)", r.OldJobID)
 	}
-	if r.Phase != service.PhaseOverlap {
+	if r.Phase != client.PhaseOverlap {
 		return ""
 	}
 	line := fmt.Sprintf("parallel: overlap %s of at least %s", (time.Duration(p.ElapsedMillis) * time.Millisecond).Truncate(time.Second), time.Duration(p.MinParallelMillis)*time.Millisecond)
