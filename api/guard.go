@@ -30,8 +30,9 @@ const (
 	DefaultRequestsPerSecond = 200
 	DefaultRequestBurst      = 400
 	// DefaultAuthFailures is how many failed authentications a client IP
-	// may make before it is answered 429 RATE_LIMITED; one more is allowed
-	// every DefaultAuthFailureRefill.
+	// may make before its failing attempts are answered 429 RATE_LIMITED
+	// instead of 401; one more is allowed every DefaultAuthFailureRefill. A
+	// request with a valid token is never refused for failures.
 	DefaultAuthFailures      = 10
 	DefaultAuthFailureRefill = 6 * time.Second
 	// DefaultBodyReadTimeout bounds the reading of a request body (an 8 MiB
@@ -68,7 +69,11 @@ type GuardConfig struct {
 	RequestsPerSecond float64
 	RequestBurst      int
 	// AuthFailures and AuthFailureRefill limit each client IP's failed
-	// authentications (defaults DefaultAuthFailures, DefaultAuthFailureRefill).
+	// authentications (defaults DefaultAuthFailures, DefaultAuthFailureRefill):
+	// past them its failing attempts are answered 429 without a log line
+	// each. Only failing attempts are limited: a request with a valid token
+	// is served whatever the failures of its address (behind a reverse
+	// proxy, other users').
 	AuthFailures      int
 	AuthFailureRefill time.Duration
 	// BodyReadTimeout bounds the reading of a request's body from its
@@ -154,18 +159,28 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			g.refuse(w, service.NewError(errcode.InvalidHost, "Host %q is not this server's: use the listen address, a loopback name (localhost, 127.0.0.1), or start the server with --allowed-hosts %s", r.Host, hostOnly(r.Host)))
 			return
 		}
-		if g.requests != nil {
-			if wait := g.requests.take(client); wait > 0 {
-				g.rateLimited(w, wait, "too many requests from %s: at most %g a second (burst %d)", client, g.cfg.RequestsPerSecond, g.cfg.RequestBurst)
-				return
-			}
-		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
 			g.refuse(w, service.NewError(errcode.ForbiddenOrigin, "Origin %q is not this server (%s): the API does not serve other sites' pages", o, r.Host))
 			return
 		}
-		if g.tokens != nil && !g.exempt(r.URL.Path) && !g.authenticate(w, r, client) {
-			return
+		// The request rate is limited per address; with tokens, requests
+		// that carry a valid one and those served without one (exempt
+		// paths) have buckets of their own, and failing ones only the
+		// failure limit, so that no one without the token uses up the
+		// rate of those with it.
+		bucket := client
+		if g.tokens != nil {
+			if g.exempt(r.URL.Path) {
+				bucket = client + " (without a token)"
+			} else if !g.authenticate(w, r, client) {
+				return
+			}
+		}
+		if g.requests != nil {
+			if wait := g.requests.take(bucket); wait > 0 {
+				g.rateLimited(w, wait, "too many requests from %s: at most %g a second (burst %d)", client, g.cfg.RequestsPerSecond, g.cfg.RequestBurst)
+				return
+			}
 		}
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
@@ -213,12 +228,10 @@ func tooLarge() error {
 	return service.NewError(errcode.RequestTooLarge, "the request body is larger than %d bytes", MaxRequestBytes)
 }
 
-// authenticate checks r's bearer token, answering 401 or 429 when it fails.
+// authenticate checks r's bearer token: a valid one passes whatever the
+// failures of client; a failing attempt takes one of client's failures and
+// is answered 401, or 429 once they are spent.
 func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request, client string) bool {
-	if wait := g.failures.wait(client); wait > 0 {
-		g.rateLimited(w, wait, "too many failed authentications from %s", client)
-		return false
-	}
 	reason := "no bearer token"
 	if tok, ok := bearer(r); ok {
 		if g.tokens.accepts(tok) {
@@ -226,7 +239,10 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request, client stri
 		}
 		reason = "wrong bearer token"
 	}
-	g.failures.take(client)
+	if wait := g.failures.take(client); wait > 0 {
+		g.rateLimited(w, wait, "too many failed authentications from %s", client)
+		return false
+	}
 	g.log.Warn("API authentication failed", "client", client, "method", r.Method, "path", r.URL.Path, "reason", reason)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 	g.refuse(w, service.NewError(errcode.Unauthenticated, "%s: send Authorization: Bearer TOKEN (the CLI reads --token, --token-file or $WEIR_TOKEN; see docs/SECURITY.md)", reason))
@@ -436,17 +452,6 @@ func (l *limiter) take(key string) time.Duration {
 	b := l.refill(key)
 	if b.tokens >= 1 {
 		b.tokens--
-		return 0
-	}
-	return l.until(b)
-}
-
-// wait returns how long until key has a token (0: it has one now).
-func (l *limiter) wait(key string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.refill(key)
-	if b.tokens >= 1 {
 		return 0
 	}
 	return l.until(b)
