@@ -14,8 +14,8 @@ import (
 )
 
 // serverEnv names the environment variable that points the CLI at a weir
-// server (and makes `weir run` submit to it); tokenEnv the one that holds
-// the server's bearer token.
+// server (where `weir run --job-name` submits, not whether `weir run`
+// does); tokenEnv the one that holds the server's bearer token.
 const (
 	serverEnv = "WEIR_SERVER"
 	tokenEnv  = client.TokenEnv

@@ -439,6 +439,7 @@ func dash(s string) string {
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 	var opts client.JobOptions
+	var flags *pflag.FlagSet
 	return showCommand(e, showSpec[*client.Summary]{
 		use:   "update-options ID|NAME --num-workers N",
 		short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
@@ -450,19 +451,44 @@ func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 			return nil
 		},
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Summary, error) {
-			return c.UpdateOptions(ctx, args[0], opts)
+			sum, err := c.UpdateOptions(ctx, args[0], opts)
+			if err == nil {
+				autoscalingNote(e.stderr, flags, opts.NumWorkers)
+			}
+			return sum, err
 		},
 		text: func(w io.Writer, sum *client.Summary) error {
 			_, err := fmt.Fprintf(w, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
 			return err
 		},
 		flags: func(fl *pflag.FlagSet) {
+			flags = fl
 			fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
 			fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
 			fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
 			fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "target CPU utilisation 0.1..0.9 for autoscaling (recorded)")
 		},
 	})
+}
+
+// autoscalingOptions are the job options that bound or steer autoscaling,
+// which the service records but does not act on yet.
+var autoscalingOptions = []string{"min-num-workers", "max-num-workers", "worker-utilization-hint"}
+
+// autoscalingNote says on w (stderr: --format json output stays clean)
+// that the autoscaling options given on fl are recorded only: the job runs
+// the workers it was given, whatever its bounds or utilisation.
+func autoscalingNote(w io.Writer, fl *pflag.FlagSet, workers int) {
+	var given []string
+	for _, name := range autoscalingOptions {
+		if fl.Lookup(name) != nil && fl.Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "note: %s recorded with the job only: autoscaling is not implemented yet, so the job keeps %d worker(s) until a --num-workers changes it\n", strings.Join(given, ", "), workers)
 }
 
 // describeReplacement is the Replacement line of `weir jobs describe`: the

@@ -57,3 +57,43 @@ func TestDescribeReplacementWaiting(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestProgressPrinterQuiet: `weir run --wait` over a ten-minute overlap
+// polled every second prints a progress line only when what it says
+// changes (the cut-over window known, the minimum overlap reached, the old
+// job's watermark past the cut-over), not one a poll; on a terminal it
+// rewrites one line in place.
+func TestProgressPrinterQuiet(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	cut := t0.Add(500 * time.Second)
+	polls := func(yield func(*client.Replacement)) {
+		for i := 0; i < 600; i++ {
+			wm := t0.Add(time.Duration(i) * time.Second)
+			p := &client.FlowProgress{ElapsedMillis: int64(i) * 1000, MinParallelMillis: 300_000, OldWatermark: &wm}
+			if i >= 10 {
+				p.CutOverWatermark = &cut
+			}
+			yield(&client.Replacement{Phase: client.PhaseOverlap, Parallel: &client.ParallelFlow{Progress: p}})
+		}
+	}
+	for _, tc := range []struct {
+		tty                 bool
+		maxLines, minWrites int
+		last                string
+	}{{false, 4, 4, "parallel: overlap 8m20s"}, {true, 1, 600, "parallel: overlap 9m59s"}} {
+		var b strings.Builder
+		pr := &progressPrinter{w: &b, tty: tc.tty}
+		polls(pr.show)
+		pr.end()
+		out := b.String()
+		if n := strings.Count(out, "\n"); n > tc.maxLines {
+			t.Errorf("tty %v: %d lines for 600 polls, want at most %d:\n%s", tc.tty, n, tc.maxLines, out)
+		}
+		if n := strings.Count(out, "parallel: overlap"); n < tc.minWrites {
+			t.Errorf("tty %v: the progress shown %d times, want at least %d", tc.tty, n, tc.minWrites)
+		}
+		if !strings.Contains(out, tc.last) {
+			t.Errorf("tty %v: the last progress is not shown:\n%.300s", tc.tty, out)
+		}
+	}
+}

@@ -47,9 +47,11 @@ func unsupportedJobFlags() []string {
 }
 
 // submits reports whether `weir run` submits to a weir server: when
-// --job-name or --server is given, or $WEIR_SERVER is set.
+// --job-name or --server is given. $WEIR_SERVER only says which server
+// (it points every command at one): without either flag a bounded
+// pipeline runs in this process whatever the environment.
 func (f runFlags) submits(cmd *cobra.Command) bool {
-	return f.jobName != "" || cmd.Flags().Changed("server") || os.Getenv(serverEnv) != ""
+	return f.jobName != "" || cmd.Flags().Changed("server")
 }
 
 // givenJobOptions are the job options the user gave on cmd's command line
@@ -76,8 +78,8 @@ func newRunCommand(e *env) *cobra.Command {
 		Short: "Run a pipeline",
 		Long: `Run loads a YAML pipeline and runs it.
 
-With --job-name NAME (or --server, or $WEIR_SERVER set) the pipeline is
-submitted to a weir server (default http://127.0.0.1:7070) as a job: the
+With --job-name NAME (or --server URL) the pipeline is submitted to a weir
+server (--server, else $WEIR_SERVER, else http://127.0.0.1:7070) as a job: the
 command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
@@ -88,7 +90,8 @@ directory (sent as the job's base_dir). Without a job name, one is derived
 from the file name.
 
 Otherwise a pipeline whose sources are all bounded runs to completion in this
-process; the command then prints the metrics of every step and exits 0.
+process, $WEIR_SERVER set or not; the command then prints the metrics of
+every step and exits 0.
 
 With --update the running (or draining) job of --job-name is replaced in
 place by the new pipeline: the compatibility check runs first (name-based,
@@ -226,7 +229,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	if unbounded := p.Graph().UnboundedSources(); len(unbounded) > 0 {
-		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server')", path, strings.Join(unbounded, ", "), path))
+		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server'; $%s only says which server a submission goes to)", path, strings.Join(unbounded, ", "), path, serverEnv))
 	}
 	e.logger.Info("running pipeline", "file", path, "steps", len(p.Graph().Steps), "workers", f.numWorkers)
 	res, err := weir.Run(cmd.Context(), p, weir.RunOptions{NumWorkers: f.numWorkers, Logger: e.logger})
@@ -311,6 +314,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
+	autoscalingNote(e.stderr, cmd.Flags(), f.numWorkers)
 	// Text prints the ID at once (scripts read it while the job starts);
 	// JSON prints the job record as it is when the command returns.
 	if f.format != formatJSON {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/weir-dev/weir/client"
@@ -26,15 +28,16 @@ func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, su
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
 	var last client.ReplacementPhase
-	var lastProgress string
+	pr := &progressPrinter{w: e.stderr, tty: isTerminal(e.stderr)}
+	defer pr.end()
 	notes := 0
 	for {
 		r := j.Replacement
-		if p := parallelProgressLine(r); p != "" && p != lastProgress && r.Phase == last {
-			fmt.Fprintln(e.stderr, p)
-			lastProgress = p
+		if r.Phase == last {
+			pr.show(r)
 		}
 		if r.Phase != last {
+			pr.end()
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
 				// A maximum of 0s is one (the drain gets no time).
@@ -51,6 +54,7 @@ func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, su
 			last = r.Phase
 		}
 		for ; notes < len(r.Notes); notes++ {
+			pr.end()
 			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
 		}
 		if r.Phase.Final() && j.State != client.StatePending {
@@ -84,13 +88,69 @@ func flowNewJob(r *client.Replacement, j *client.Job) string {
 	return j.ID
 }
 
+// progressPrinter prints the progress line of a flow's phase: on a
+// terminal rewritten in place at every poll, elsewhere (a log file, a CI
+// job) a new line only when what the line says changes beyond its clocks
+// (progressState), so that a ten-minute overlap prints a few lines, not
+// one a poll.
+type progressPrinter struct {
+	w         io.Writer
+	tty       bool
+	lastState string
+	inPlace   bool // a line is on the terminal without its newline
+}
+
+// show prints r's progress line, if it has one and it is news.
+func (p *progressPrinter) show(r *client.Replacement) {
+	line := parallelProgressLine(r)
+	if line == "" {
+		return
+	}
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K"+line)
+		p.inPlace = true
+		return
+	}
+	if st := progressState(r); st != p.lastState {
+		fmt.Fprintln(p.w, line)
+		p.lastState = st
+	}
+}
+
+// end finishes a line rewritten in place, before other lines are printed.
+func (p *progressPrinter) end() {
+	if p.inPlace {
+		fmt.Fprintln(p.w)
+		p.inPlace = false
+	}
+}
+
+// progressState is what a parallel flow's progress line says, without the
+// clocks that move at every poll (the overlap's length, the old job's
+// watermark): the phase, whether the flow waits for the old job's next
+// message, whether the cut-over window and the old job's watermark are
+// known, whether the overlap has lasted its minimum and whether the old
+// job's watermark has passed the cut-over.
+func progressState(r *client.Replacement) string {
+	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
+		return ""
+	}
+	p := r.Parallel.Progress
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s waiting=%v cut=%v wm=%v", r.Phase, p.WaitingForOldMessage, p.CutOverWatermark != nil, p.OldWatermark != nil)
+	fmt.Fprintf(&b, " min=%v", p.ElapsedMillis >= p.MinParallelMillis)
+	if p.CutOverWatermark != nil && p.OldWatermark != nil {
+		fmt.Fprintf(&b, " passed=%v", !p.OldWatermark.Before(*p.CutOverWatermark))
+	}
+	return b.String()
+}
+
 // parallelProgressLine is the progress of a parallel replacement's
 // overlap as `weir run --wait` prints it: the overlap against
 // min_parallel_pipelines_duration and the old job's watermark against the
 // one it must pass to be drained, and in PREPARING that the flow waits
 // for the old job's next message; "" when there is nothing to show. The
-// elapsed time is shown in whole seconds, so a line is printed about once
-// a second while it changes.
+// elapsed time is shown in whole seconds.
 func parallelProgressLine(r *client.Replacement) string {
 	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
 		return ""
