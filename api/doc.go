@@ -2,31 +2,55 @@
 // submission, listing, description, drain and cancel (under /v1/jobs),
 // the topics and subscriptions of the embedded Pub/Sub (under /v1/topics
 // and /v1/subscriptions, see pubsub.go), Prometheus metrics (/metrics) and
-// a health check (/healthz). It also holds the Go client the CLI uses.
+// a health check (/healthz). Its requests and replies are package client's
+// wire types: the handlers convert the service's records to them at the
+// edge (wire.go), and wire_test.go pins their JSON byte for byte to the
+// records'. The Go client is package client's; the names of it this
+// package still exports (Client, NewClient, Error, ...) are aliases.
 //
-// Routes (Go 1.22 net/http patterns, no framework):
+// Routes (Go 1.22 net/http patterns, no framework; TestRouteTable checks
+// this table against the routes the server registers, both ways). Every
+// POST .../{name}:ACTION route also answers at .../{name}/ACTION.
 //
-//	POST /v1/jobs                       submit {name, pipeline, pipeline_file, base_dir, options: {num_workers}} → 201 {id, name, state}
-//	GET  /v1/jobs?status=active|terminated|all   → {jobs: [summary...]} newest first
-//	GET  /v1/jobs/{id_or_name}          the job record, with live metrics while it runs
-//	POST /v1/jobs/{id_or_name}:drain    (or /drain) → the job's summary
-//	POST /v1/jobs/{id_or_name}:cancel   (or /cancel) → the job's summary
-//	POST   /v1/topics                   {name, retention?} → 201 topic
-//	GET    /v1/topics                   → {topics: [topic...]} by name
-//	GET    /v1/topics/{name}            → topic
-//	DELETE /v1/topics/{name}            → 204 (its messages and subscriptions too)
-//	POST   /v1/topics/{name}:publish    {messages: [{data, attributes?, id?}]} → {published, duplicates, results}
-//	POST   /v1/subscriptions            {name, topic, ack_wait?, from_beginning?} → 201 subscription
-//	GET    /v1/subscriptions?topic=T    → {subscriptions: [subscription...]} by name
-//	GET    /v1/subscriptions/{name}     → subscription
-//	DELETE /v1/subscriptions/{name}     → 204
-//	POST   /v1/subscriptions/{name}:pull  {max?, ack?} → {messages: [...]}
-//	POST /v1/snapshots, POST /v1/jobs/{id_or_name}:snapshot, GET /v1/snapshots[?job_id=&all=],
-//	GET|DELETE /v1/snapshots/{id}, POST /v1/jobs:createFromSnapshot   job snapshots (see snapshots.go)
-//	POST /v1/process:release            {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
-//	                                    → {report, replaced, released} (Go programs only: WithRelease)
-//	GET  /metrics                       Prometheus text format, per job and per step
-//	GET  /healthz                       {"status": "ok"}
+//	POST   /v1/jobs                                submit {name, pipeline, pipeline_file, base_dir, options, service_options?, request_id?} → 201 {id, name, state, replacement?}
+//	GET    /v1/jobs?status=active|terminated|all   → {jobs: [summary...]} newest first
+//	GET    /v1/jobs/{id_or_name}                   the job record, with live metrics while it runs
+//	POST   /v1/jobs/{id_or_name}:drain             → the job's summary
+//	POST   /v1/jobs/{id_or_name}:cancel            → the job's summary
+//	POST   /v1/jobs/{id_or_name}:snapshot          {ttl?, description?, snapshot_sources?} (body optional) → 201 snapshot
+//	POST   /v1/jobs/{name}:rollback                {to_generation?, validate_only?, max_stop_duration?, request_id?} → {report..., job} (rollback.go)
+//	POST   /v1/jobs/{id_or_name}/options           {options: {num_workers, ...}} → the job's summary (a rescale in flight)
+//	POST   /v1/jobs:update                         {submit fields, transform_name_mapping?, allow_source_change?, validate_only?, jinja_variables?}
+//	                                               → {report, job, replaced, pause_ms, options, options_changed, notes, graph}; 409 with the same body when refused
+//	POST   /v1/jobs:createFromSnapshot             {submit fields, snapshot_id, transform_name_mapping?, allow_source_change?} → 201 {report, job}
+//	GET    /v1/jobs/{id_or_name}/events[?after=SEQ&limit=N&follow=true]   → {job_id, events: [...]}; follow: server-sent events (events.go)
+//	GET    /v1/jobs/{id_or_name}/metrics:history[?from=&to=&step=&metric=&resolution=]   → {job_id, resolution, from, to, series: [...]} (history.go)
+//	GET    /v1/history/{name}                      → {name, jobs, attempts, generations}: every job of a name and every refused update
+//	POST   /v1/snapshots                           {job_id, ttl?, description?, snapshot_sources?} → 201 snapshot (snapshots.go)
+//	GET    /v1/snapshots[?job_id=ID|NAME&all=true] → {snapshots: [snapshot...]} newest first
+//	GET    /v1/snapshots/{id}                      → snapshot
+//	DELETE /v1/snapshots/{id}                      → the DELETED snapshot
+//	GET    /v1/snapshots/{id}:export               → the snapshot's portable file (snapshotfiles.go)
+//	POST   /v1/snapshots:import                    {upload_id?, offset, data, final?, ttl?} → {upload_id, received_bytes, snapshot?}
+//	POST   /v1/topics                              {name, retention?} → 201 topic
+//	GET    /v1/topics                              → {topics: [topic...]} by name
+//	GET    /v1/topics/{name}                       → topic
+//	DELETE /v1/topics/{name}[?force=true]          → 204 (its messages and subscriptions too)
+//	POST   /v1/topics/{name}:publish               {messages: [{data, attributes?, id?}]} → {published, duplicates, id_conflicts, results}
+//	POST   /v1/subscriptions                       {name, topic, ack_wait?, from_beginning?} → 201 subscription
+//	GET    /v1/subscriptions[?topic=T]             → {subscriptions: [subscription...]} by name
+//	GET    /v1/subscriptions/{name}                → subscription
+//	DELETE /v1/subscriptions/{name}[?force=true]   → 204
+//	POST   /v1/subscriptions/{name}:pull           {max?, ack?, force?} → {messages: [...]}
+//	POST   /v1/subscriptions/{name}:seek           {snapshot | time, force?} → {subscription, topic, ack_floor, backlog} (subsnapshots.go)
+//	POST   /v1/subscription-snapshots              {name, subscription} → 201 subscription snapshot
+//	GET    /v1/subscription-snapshots[?topic=T]    → {snapshots: [...]} by name
+//	GET    /v1/subscription-snapshots/{name}       → subscription snapshot
+//	DELETE /v1/subscription-snapshots/{name}       → 204
+//	POST   /v1/process:release                     {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
+//	                                               → {report, replaced, released} (Go programs only: WithRelease)
+//	GET    /metrics                                Prometheus text format, per job and per step
+//	GET    /healthz                                {"status": "ok"}
 //
 // A name means the name's active job, or its latest job when none is
 // active. Every error is {"error": {"code": CODE, "message": "..."}} with a
@@ -47,8 +71,9 @@
 // (REQUEST_TOO_LARGE, 413) and the security headers of every reply
 // (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
 //
-// It may import service, compat (the update report), errcode, mtime (the
-// rate limiter's clock), io/pubsub (the broker's types, through the PubSub
+// It may import service, client (the wire types), compat (the update
+// report), graph (the coders a report names), errcode, mtime (the rate
+// limiter's clock), io/pubsub (the broker's types, through the PubSub
 // interface), github.com/prometheus/client_golang and the standard library.
 // It knows nothing of the executor, the store or YAML, which it reaches
 // only through package service.

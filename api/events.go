@@ -1,16 +1,11 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,23 +14,12 @@ import (
 	"github.com/weir-dev/weir/service"
 )
 
-// EventList is the answer of GET /v1/jobs/{id}/events: the job's events,
-// oldest first.
-type EventList struct {
-	JobID  string          `json:"job_id"`
-	Events []service.Event `json:"events"`
-}
-
-// DefaultEventLimit is how many events GET /v1/jobs/{id}/events returns
-// without ?limit= (the job keeps at most service.MaxEventsPerJob).
-const DefaultEventLimit = 1000
-
 // sseKeepAlive is how often a follow stream without events sends a comment
 // line, so proxies keep it open.
 const sseKeepAlive = 15 * time.Second
 
 func (s *Server) registerEvents() {
-	s.mux.HandleFunc("GET /v1/jobs/{ref}/events", s.events)
+	s.handleFunc("GET /v1/jobs/{ref}/events", s.events)
 }
 
 // events serves GET /v1/jobs/{ref}/events[?after=SEQ][&limit=N][&follow=true].
@@ -90,7 +74,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, EventList{JobID: j.ID, Events: evs})
+		writeJSON(w, http.StatusOK, EventList{JobID: j.ID, Events: wireSlice(evs, wireEvent)})
 		return
 	}
 	j, err := s.svc.Get(r.PathValue("ref"))
@@ -142,7 +126,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ev := range evs {
-			b, err := json.Marshal(ev)
+			b, err := json.Marshal(wireEvent(ev))
 			if err != nil {
 				return err
 			}
@@ -167,110 +151,3 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // before it waits for in-flight requests (a shutdown, a release), which a
 // stream would otherwise hold open.
 func (s *Server) EndStreams() { s.endStreams() }
-
-// Events returns the events of job ref after sequence number after, at
-// most limit (0: the server's default).
-func (c *Client) Events(ctx context.Context, ref string, after uint64, limit int) (*EventList, error) {
-	q := url.Values{}
-	if after > 0 {
-		q.Set("after", strconv.FormatUint(after, 10))
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	path := "/v1/jobs/" + url.PathEscape(ref) + "/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out EventList
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// FollowEvents streams the events of job ref after sequence number after
-// (GET /v1/jobs/{ref}/events?follow=true) and calls fn with each, until
-// the job is terminal (nil), ctx ends, the server ends the stream (for a
-// shutdown: ErrStreamEnded, after which a caller may follow again from the
-// last sequence number it saw), or fn fails.
-func (c *Client) FollowEvents(ctx context.Context, ref string, after uint64, fn func(service.Event) error) error {
-	path := "/v1/jobs/" + url.PathEscape(ref) + "/events?follow=true"
-	if after > 0 {
-		path += "&after=" + strconv.FormatUint(after, 10)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return fmt.Errorf("building the request: %w", err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	hc := *c.http
-	hc.Timeout = 0 // a stream lasts as long as the job
-	resp, err := hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return replyError(http.MethodGet, path, resp.StatusCode, b)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var event, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if event == "end" {
-				return nil
-			}
-			if data != "" {
-				var ev service.Event
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					return fmt.Errorf("decoding an event of job %s: %w", ref, err)
-				}
-				if err := fn(ev); err != nil {
-					return err
-				}
-			}
-			event, data = "", ""
-		case strings.HasPrefix(line, "data: "):
-			data += strings.TrimPrefix(line, "data: ")
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading the events of job %s: %w", ref, err)
-	}
-	return ErrStreamEnded
-}
-
-// ErrStreamEnded says the server ended an event stream before the job
-// ended (it shuts down or hands its data directory over).
-var ErrStreamEnded = errors.New("the server ended the event stream")
-
-// MetricsHistory returns the metrics history of job ref; query holds the
-// parameters of GET /v1/jobs/{id}/metrics:history (from, to, step, metric,
-// resolution), nil for the default (the last hour).
-func (c *Client) MetricsHistory(ctx context.Context, ref string, query url.Values) (*service.History, error) {
-	path := "/v1/jobs/" + url.PathEscape(ref) + "/metrics:history"
-	if len(query) > 0 {
-		path += "?" + query.Encode()
-	}
-	var out service.History
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}

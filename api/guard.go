@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/service"
@@ -30,8 +30,9 @@ const (
 	DefaultRequestsPerSecond = 200
 	DefaultRequestBurst      = 400
 	// DefaultAuthFailures is how many failed authentications a client IP
-	// may make before it is answered 429 RATE_LIMITED; one more is allowed
-	// every DefaultAuthFailureRefill.
+	// may make before its failing attempts are answered 429 RATE_LIMITED
+	// instead of 401; one more is allowed every DefaultAuthFailureRefill. A
+	// request with a valid token is never refused for failures.
 	DefaultAuthFailures      = 10
 	DefaultAuthFailureRefill = 6 * time.Second
 	// DefaultBodyReadTimeout bounds the reading of a request body (an 8 MiB
@@ -68,7 +69,11 @@ type GuardConfig struct {
 	RequestsPerSecond float64
 	RequestBurst      int
 	// AuthFailures and AuthFailureRefill limit each client IP's failed
-	// authentications (defaults DefaultAuthFailures, DefaultAuthFailureRefill).
+	// authentications (defaults DefaultAuthFailures, DefaultAuthFailureRefill):
+	// past them its failing attempts are answered 429 without a log line
+	// each. Only failing attempts are limited: a request with a valid token
+	// is served whatever the failures of its address (behind a reverse
+	// proxy, other users').
 	AuthFailures      int
 	AuthFailureRefill time.Duration
 	// BodyReadTimeout bounds the reading of a request's body from its
@@ -154,18 +159,28 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 			g.refuse(w, service.NewError(errcode.InvalidHost, "Host %q is not this server's: use the listen address, a loopback name (localhost, 127.0.0.1), or start the server with --allowed-hosts %s", r.Host, hostOnly(r.Host)))
 			return
 		}
-		if g.requests != nil {
-			if wait := g.requests.take(client); wait > 0 {
-				g.rateLimited(w, wait, "too many requests from %s: at most %g a second (burst %d)", client, g.cfg.RequestsPerSecond, g.cfg.RequestBurst)
-				return
-			}
-		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
 			g.refuse(w, service.NewError(errcode.ForbiddenOrigin, "Origin %q is not this server (%s): the API does not serve other sites' pages", o, r.Host))
 			return
 		}
-		if g.tokens != nil && !g.exempt(r.URL.Path) && !g.authenticate(w, r, client) {
-			return
+		// The request rate is limited per address; with tokens, requests
+		// that carry a valid one and those served without one (exempt
+		// paths) have buckets of their own, and failing ones only the
+		// failure limit, so that no one without the token uses up the
+		// rate of those with it.
+		bucket := client
+		if g.tokens != nil {
+			if g.exempt(r.URL.Path) {
+				bucket = client + " (without a token)"
+			} else if !g.authenticate(w, r, client) {
+				return
+			}
+		}
+		if g.requests != nil {
+			if wait := g.requests.take(bucket); wait > 0 {
+				g.rateLimited(w, wait, "too many requests from %s: at most %g a second (burst %d)", client, g.cfg.RequestsPerSecond, g.cfg.RequestBurst)
+				return
+			}
 		}
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
@@ -213,12 +228,10 @@ func tooLarge() error {
 	return service.NewError(errcode.RequestTooLarge, "the request body is larger than %d bytes", MaxRequestBytes)
 }
 
-// authenticate checks r's bearer token, answering 401 or 429 when it fails.
+// authenticate checks r's bearer token: a valid one passes whatever the
+// failures of client; a failing attempt takes one of client's failures and
+// is answered 401, or 429 once they are spent.
 func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request, client string) bool {
-	if wait := g.failures.wait(client); wait > 0 {
-		g.rateLimited(w, wait, "too many failed authentications from %s", client)
-		return false
-	}
 	reason := "no bearer token"
 	if tok, ok := bearer(r); ok {
 		if g.tokens.accepts(tok) {
@@ -226,7 +239,10 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request, client stri
 		}
 		reason = "wrong bearer token"
 	}
-	g.failures.take(client)
+	if wait := g.failures.take(client); wait > 0 {
+		g.rateLimited(w, wait, "too many failed authentications from %s", client)
+		return false
+	}
 	g.log.Warn("API authentication failed", "client", client, "method", r.Method, "path", r.URL.Path, "reason", reason)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 	g.refuse(w, service.NewError(errcode.Unauthenticated, "%s: send Authorization: Bearer TOKEN (the CLI reads --token, --token-file or $WEIR_TOKEN; see docs/SECURITY.md)", reason))
@@ -441,57 +457,21 @@ func (l *limiter) take(key string) time.Duration {
 	return l.until(b)
 }
 
-// wait returns how long until key has a token (0: it has one now).
-func (l *limiter) wait(key string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.refill(key)
-	if b.tokens >= 1 {
-		return 0
-	}
-	return l.until(b)
-}
-
 func (l *limiter) until(b *bucket) time.Duration {
 	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
-// TokenEnv is the environment variable clients read their token from when
-// no flag gives one.
-const TokenEnv = "WEIR_TOKEN"
+// TokenEnv is client.TokenEnv.
+const TokenEnv = client.TokenEnv
 
-// ClientToken returns the bearer token a client sends, in the CLI's order:
-// token (--token), else the first token of tokenFile (--token-file), else
-// $WEIR_TOKEN. found says whether one of the three gave a token.
+// ErrNoToken is client.ErrNoToken.
+var ErrNoToken = client.ErrNoToken
+
+// ClientToken is client.ClientToken.
 func ClientToken(token, tokenFile string) (tok string, found bool, err error) {
-	switch {
-	case strings.TrimSpace(token) != "":
-		return strings.TrimSpace(token), true, nil
-	case tokenFile != "":
-		tok, err := ReadToken(tokenFile)
-		if err != nil {
-			return "", false, fmt.Errorf("--token-file: %w", err)
-		}
-		return tok, true, nil
-	}
-	tok = strings.TrimSpace(os.Getenv(TokenEnv))
-	return tok, tok != "", nil
+	return client.ClientToken(token, tokenFile)
 }
 
-// ErrNoToken is returned by ReadToken when no token is configured.
-var ErrNoToken = errors.New("no auth token")
-
-// ReadToken returns the first token of a token file (the format of
-// GuardConfig.TokenFile).
-func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the token file: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
-		}
-	}
-	return "", fmt.Errorf("token file %s: %w", path, ErrNoToken)
-}
+// ReadToken is client.ReadToken: the first token of a token file (the
+// format of GuardConfig.TokenFile).
+func ReadToken(path string) (string, error) { return client.ReadToken(path) }

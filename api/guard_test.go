@@ -116,8 +116,9 @@ func TestGuardTokenRotation(t *testing.T) {
 	}
 }
 
-// TestGuardAuthRateLimit: after AuthFailures failures a client is answered
-// 429 with Retry-After until the bucket refills (on the injected clock).
+// TestGuardAuthRateLimit: after AuthFailures failures a client's failing
+// attempts are answered 429 with Retry-After until the bucket refills (on
+// the injected clock), while the right token is served all along.
 func TestGuardAuthRateLimit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	const tok = "token-0123456789abcdef"
@@ -129,17 +130,74 @@ func TestGuardAuthRateLimit(t *testing.T) {
 			t.Fatalf("failure %d: %d %s %q", i+1, r.status, r.body, r.header.Get("WWW-Authenticate"))
 		}
 	}
-	r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok)
+	r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer nope")
 	if r.status != 429 || r.code != errcode.RateLimited || r.header.Get("Retry-After") != "10" {
 		t.Fatalf("after 3 failures: %d %s Retry-After %q, want 429 RATE_LIMITED Retry-After 10", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 200 {
+		t.Fatalf("the right token after 3 failures: %d %s, want 200", r.status, r.body)
 	}
 	clock.Advance(4 * mtime.Second)
 	if r := send(t, "GET", ts.URL+"/x", nil); r.status != 429 || r.header.Get("Retry-After") != "6" {
 		t.Fatalf("4s later: %d Retry-After %q, want 429 after 6", r.status, r.header.Get("Retry-After"))
 	}
 	clock.Advance(6 * mtime.Second)
+	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer nope"); r.status != 401 {
+		t.Fatalf("a failure after the refill: %d %s, want 401", r.status, r.body)
+	}
 	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 200 {
 		t.Fatalf("after the refill: %d %s", r.status, r.body)
+	}
+}
+
+// TestCheckBearerAfterFailures: the gRPC listener's check accepts the
+// right token whatever the failures of its client, and throttles the
+// failing ones.
+func TestCheckBearerAfterFailures(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	const tok = "token-0123456789abcdef"
+	writeTokens(t, path, tok)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Unix(1_700_000_000, 0)))
+	g, err := NewGuard(GuardConfig{TokenFile: path, AuthFailures: 2, AuthFailureRefill: 10 * time.Second, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		token string
+		ok    bool
+		wait  time.Duration
+	}{
+		{"nope", false, 0}, {"", false, 0}, {"nope", false, 10 * time.Second}, {tok, true, 0}, {"nope", false, 10 * time.Second}, {tok, true, 0},
+	} {
+		ok, wait := g.CheckBearer("192.0.2.1", want.token, "Publish")
+		if ok != want.ok || wait != want.wait {
+			t.Errorf("call %d (token %q): ok %v wait %s, want %v %s", i+1, want.token, ok, wait, want.ok, want.wait)
+		}
+	}
+}
+
+// TestGuardFailuresKeepTheRequestRate: failing attempts do not use up the
+// request rate of their address: the right token is still served when
+// more failures than the request burst came from the same address.
+func TestGuardFailuresKeepTheRequestRate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	const tok = "token-0123456789abcdef"
+	writeTokens(t, path, tok)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Unix(1_700_000_000, 0)))
+	ts := guarded(t, GuardConfig{TokenFile: path, RequestsPerSecond: 1, RequestBurst: 3, Clock: clock})
+	for i := 0; i < 10; i++ {
+		if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer nope"); r.status != 401 && r.status != 429 {
+			t.Fatalf("failure %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 200 {
+			t.Fatalf("right token %d after 10 failures: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 429 || r.code != errcode.RateLimited {
+		t.Fatalf("right token past its own burst: %d %s, want 429", r.status, r.body)
 	}
 }
 

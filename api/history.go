@@ -12,7 +12,7 @@ import (
 )
 
 func (s *Server) registerHistory() {
-	s.mux.HandleFunc("GET /v1/jobs/{ref}/metrics:history", s.metricsHistory)
+	s.handleFunc("GET /v1/jobs/{ref}/metrics:history", s.metricsHistory)
 }
 
 // metricsHistory serves GET /v1/jobs/{ref}/metrics:history
@@ -63,7 +63,7 @@ func (s *Server) metricsHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Compact: a day of a large pipeline's history is many points.
-	b, err := json.Marshal(h)
+	b, err := json.Marshal(wireMetricsHistory(*h))
 	if err != nil {
 		s.writeError(w, service.NewError(errcode.Internal, "encoding the metrics history: %w", err))
 		return

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
 	dto "github.com/prometheus/client_model/go"
@@ -234,7 +235,7 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 	}
 
 	// A rescale keeps the counters.
-	if _, err := st.c.UpdateOptions(ctx, id, service.JobOptions{NumWorkers: 2}); err != nil {
+	if _, err := st.c.UpdateOptions(ctx, id, client.JobOptions{NumWorkers: 2}); err != nil {
 		t.Fatal(err)
 	}
 	fams = scrape(t, st.ts.URL)
@@ -318,7 +319,7 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 	}
 
 	// The history's counter series never go back either.
-	var h *service.History
+	var h *client.MetricsHistory
 	await.Until(30*time.Second, 50*time.Millisecond, func() bool {
 		h, err = st.c.MetricsHistory(ctx, id, url.Values{"step": {"Orders"}, "metric": {service.HistElementsIn}, "resolution": {"5s"}})
 		return err != nil || len(h.Series) == 1 && len(h.Series[0].Points) > 0
@@ -339,7 +340,7 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 	if _, err := st.c.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, st.c, id, service.StateCancelled)
+	waitState(t, st.c, id, client.StateCancelled)
 }
 
 // TestEventsRoutes: GET /v1/jobs/{id}/events lists a job's events, a
@@ -364,8 +365,8 @@ func TestEventsRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Follow from the start: the stream ends once the job is DONE.
-	var streamed []service.Event
-	if err := c.FollowEvents(ctx, res.ID, 0, func(ev service.Event) error {
+	var streamed []client.Event
+	if err := c.FollowEvents(ctx, res.ID, 0, func(ev client.Event) error {
 		streamed = append(streamed, ev)
 		return nil
 	}); err != nil {
@@ -384,9 +385,9 @@ func TestEventsRoutes(t *testing.T) {
 			t.Errorf("event %d: streamed %+v, listed %+v", i, streamed[i], ev)
 		}
 		switch ev.Type {
-		case service.EventStateChanged:
+		case client.EventStateChanged:
 			states = append(states, ev.Details["to"].(string))
-		case service.EventLog:
+		case client.EventLog:
 			lines = append(lines, ev.Message)
 		}
 	}

@@ -92,168 +92,14 @@ func pubsubCode(err error) errcode.Code {
 	return service.ErrorCode(err)
 }
 
-// Topic is a topic as the API shows it.
-type Topic struct {
-	Name string `json:"name"`
-	// Subject is the NATS subject external publishers write to.
-	Subject string `json:"subject"`
-	// Messages and Bytes are what the topic stores (within retention).
-	Messages uint64 `json:"messages"`
-	Bytes    uint64 `json:"bytes"`
-	// FirstSeq and LastSeq are the sequences of the oldest and newest
-	// stored messages.
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
-	// Retention is how long messages are kept, acknowledged or not (a Go
-	// duration: "168h0m0s").
-	Retention string `json:"retention"`
-	// DuplicateWindow is how long message IDs are remembered: a message
-	// published again with the same ID within it is stored once.
-	DuplicateWindow string    `json:"duplicate_window"`
-	Subscriptions   int       `json:"subscriptions"`
-	CreateTime      time.Time `json:"create_time"`
-}
-
 func topicOf(i pubsub.TopicInfo) Topic {
 	return Topic{Name: i.Name, Subject: i.Subject, Messages: i.Messages, Bytes: i.Bytes, FirstSeq: i.FirstSeq, LastSeq: i.LastSeq,
 		Retention: i.Retention.String(), DuplicateWindow: i.DuplicateWindow.String(), Subscriptions: i.Subscriptions, CreateTime: i.Created.UTC()}
 }
 
-// Subscription is a subscription as the API shows it.
-type Subscription struct {
-	Name  string `json:"name"`
-	Topic string `json:"topic"`
-	// NumPending counts the messages not yet delivered.
-	NumPending uint64 `json:"num_pending"`
-	// NumAckPending counts the messages delivered but not yet acknowledged.
-	NumAckPending int `json:"num_ack_pending"`
-	// Backlog is NumPending + NumAckPending: what is not yet acknowledged.
-	Backlog uint64 `json:"backlog"`
-	// AckFloor is the sequence up to which every message is acknowledged.
-	AckFloor uint64 `json:"ack_floor"`
-	// Delivered is the sequence of the last delivered message.
-	Delivered uint64 `json:"delivered"`
-	// AckWait is how long a delivered message may stay unacknowledged
-	// before it is delivered again (a Go duration).
-	AckWait    string    `json:"ack_wait"`
-	CreateTime time.Time `json:"create_time"`
-}
-
 func subscriptionOf(i pubsub.SubscriptionInfo) Subscription {
 	return Subscription{Name: i.Name, Topic: i.Topic, NumPending: i.NumPending, NumAckPending: i.NumAckPending, Backlog: i.Backlog,
 		AckFloor: i.AckFloor, Delivered: i.Delivered, AckWait: i.AckWait.String(), CreateTime: i.Created.UTC()}
-}
-
-// CreateTopicRequest is the body of POST /v1/topics.
-type CreateTopicRequest struct {
-	Name string `json:"name"`
-	// Retention is how long the topic keeps messages, a Go duration
-	// ("168h", "30m"). Default "" means 7 days.
-	Retention string `json:"retention,omitempty"`
-}
-
-// TopicList is the reply to GET /v1/topics.
-type TopicList struct {
-	Topics []Topic `json:"topics"`
-}
-
-// PublishMessage is one message of a publish request.
-type PublishMessage struct {
-	// Data is the payload: a JSON string is published as its text, any
-	// other JSON value (an object, typically) as its compact JSON encoding.
-	Data json.RawMessage `json:"data"`
-	// Attributes travel with the message (names may not start with Nats-).
-	Attributes map[string]string `json:"attributes,omitempty"`
-	// ID, when set, de-duplicates: a message with an ID the topic stored
-	// within its duplicate window is not stored again.
-	ID string `json:"id,omitempty"`
-}
-
-// PublishRequest is the body of POST /v1/topics/{name}:publish.
-type PublishRequest struct {
-	Messages []PublishMessage `json:"messages"`
-}
-
-// PublishResult says where one published message was stored.
-type PublishResult struct {
-	// Sequence is the message's sequence in the topic (the earlier
-	// message's when Duplicate).
-	Sequence uint64 `json:"sequence"`
-	// Duplicate reports that the ID was already stored within the
-	// duplicate window: nothing new was stored.
-	Duplicate bool `json:"duplicate"`
-	// IDConflict reports a Duplicate whose data differs from the stored
-	// message's: the ID was reused for other content, which
-	// was dropped.
-	IDConflict bool `json:"id_conflict,omitempty"`
-}
-
-// PublishResponse is the reply to a publish request, one result per
-// message in request order.
-type PublishResponse struct {
-	// Published counts the messages stored, duplicates excluded.
-	Published  int `json:"published"`
-	Duplicates int `json:"duplicates"`
-	// IDConflicts counts the duplicates whose content differed from the
-	// stored message of their ID (PublishResult.IDConflict).
-	IDConflicts int             `json:"id_conflicts"`
-	Results     []PublishResult `json:"results"`
-}
-
-// CreateSubscriptionRequest is the body of POST /v1/subscriptions.
-type CreateSubscriptionRequest struct {
-	Name  string `json:"name"`
-	Topic string `json:"topic"`
-	// AckWait is how long a delivered message may stay unacknowledged
-	// before it is delivered again, a Go duration. Default "" means 60s.
-	AckWait string `json:"ack_wait,omitempty"`
-	// FromBeginning delivers every message the topic still retains;
-	// default false: only messages published after the creation.
-	FromBeginning bool `json:"from_beginning,omitempty"`
-}
-
-// SubscriptionList is the reply to GET /v1/subscriptions.
-type SubscriptionList struct {
-	Subscriptions []Subscription `json:"subscriptions"`
-}
-
-// PullRequest is the body of POST /v1/subscriptions/{name}:pull.
-type PullRequest struct {
-	// Max is the most messages returned (1 to MaxPull; default 1). Pull
-	// returns what is available now, without waiting for more.
-	Max int `json:"max,omitempty"`
-	// Ack acknowledges the returned messages (cumulatively: every earlier
-	// message of the subscription too). Default false: they are delivered
-	// again after the subscription's ack wait.
-	Ack bool `json:"ack,omitempty"`
-	// Force acknowledges even when a running job reads the subscription
-	// (taking messages from it); without it such a pull with Ack answers
-	// 409 SUBSCRIPTION_IN_USE.
-	Force bool `json:"force,omitempty"`
-}
-
-// MaxPull is the most messages one pull request returns.
-const MaxPull = 10000
-
-// PulledMessage is a message read from a subscription.
-type PulledMessage struct {
-	// Data is the payload when it is valid UTF-8 (JSON lines are);
-	// otherwise it is empty and DataBase64 holds the payload.
-	Data       string            `json:"data"`
-	DataBase64 string            `json:"data_base64,omitempty"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	// ID is the message ID it was published with, if any.
-	ID          string    `json:"id,omitempty"`
-	Sequence    uint64    `json:"sequence"`
-	PublishTime time.Time `json:"publish_time"`
-	// NumDelivered counts the deliveries to this subscription, this one
-	// included.
-	NumDelivered uint64 `json:"num_delivered"`
-}
-
-// PullResponse is the reply to a pull request.
-type PullResponse struct {
-	Messages []PulledMessage `json:"messages"`
 }
 
 func pulledOf(m pubsub.Message) PulledMessage {
@@ -268,18 +114,17 @@ func pulledOf(m pubsub.Message) PulledMessage {
 
 // registerPubSub adds the topic and subscription routes to s.mux.
 func (s *Server) registerPubSub() {
-	s.mux.HandleFunc("POST /v1/topics", s.withPubSub(s.createTopic))
-	s.mux.HandleFunc("GET /v1/topics", s.withPubSub(s.listTopics))
-	s.mux.HandleFunc("GET /v1/topics/{name}", s.withPubSub(s.getTopic))
-	s.mux.HandleFunc("DELETE /v1/topics/{name}", s.withPubSub(s.deleteTopic))
-	s.mux.HandleFunc("POST /v1/topics/{name}", s.withPubSub(s.topicColonAction))
-	s.mux.HandleFunc("POST /v1/topics/{name}/{action}", s.withPubSub(s.topicPathAction))
-	s.mux.HandleFunc("POST /v1/subscriptions", s.withPubSub(s.createSubscription))
-	s.mux.HandleFunc("GET /v1/subscriptions", s.withPubSub(s.listSubscriptions))
-	s.mux.HandleFunc("GET /v1/subscriptions/{name}", s.withPubSub(s.getSubscription))
-	s.mux.HandleFunc("DELETE /v1/subscriptions/{name}", s.withPubSub(s.deleteSubscription))
-	s.mux.HandleFunc("POST /v1/subscriptions/{name}", s.withPubSub(s.subscriptionColonAction))
-	s.mux.HandleFunc("POST /v1/subscriptions/{name}/{action}", s.withPubSub(s.subscriptionPathAction))
+	s.handleFunc("POST /v1/topics", s.withPubSub(s.createTopic))
+	s.handleFunc("GET /v1/topics", s.withPubSub(s.listTopics))
+	s.handleFunc("GET /v1/topics/{name}", s.withPubSub(s.getTopic))
+	s.handleFunc("DELETE /v1/topics/{name}", s.withPubSub(s.deleteTopic))
+	s.handleActions("topics", "topic", s.withPubSub, namedAction{"publish", s.publishTopic})
+	s.handleFunc("POST /v1/subscriptions", s.withPubSub(s.createSubscription))
+	s.handleFunc("GET /v1/subscriptions", s.withPubSub(s.listSubscriptions))
+	s.handleFunc("GET /v1/subscriptions/{name}", s.withPubSub(s.getSubscription))
+	s.handleFunc("DELETE /v1/subscriptions/{name}", s.withPubSub(s.deleteSubscription))
+	s.handleActions("subscriptions", "subscription", s.withPubSub, namedAction{"pull", s.pullSubscription},
+		namedAction{"seek", s.seekSubscription})
 	s.registerSubscriptionSnapshots()
 }
 
@@ -421,19 +266,6 @@ func (s *Server) deleteNamed(w http.ResponseWriter, r *http.Request, inUse, del 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// namedColonAction serves POST /v1/COLLECTION/{name}:ACTION: it splits the
-// action off the name and hands both to act. A name without an action is
-// refused (METHOD_NOT_ALLOWED) with the path of the collection's
-// defaultAction as the example.
-func (s *Server) namedColonAction(w http.ResponseWriter, r *http.Request, collection, defaultAction string, act func(http.ResponseWriter, *http.Request, string, string)) {
-	name, action, ok := strings.Cut(r.PathValue("name"), ":")
-	if !ok {
-		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "POST /v1/%s/%s needs an action: /v1/%s/%s:%s", collection, name, collection, name, defaultAction))
-		return
-	}
-	act(w, r, name, action)
-}
-
 func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) {
 	getNamed(s, w, r, s.pubsub.Topic, topicOf)
 }
@@ -442,21 +274,8 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	s.deleteNamed(w, r, s.refuseInUseTopic, s.pubsub.DeleteTopic)
 }
 
-// topicColonAction serves POST /v1/topics/{name}:publish.
-func (s *Server) topicColonAction(w http.ResponseWriter, r *http.Request) {
-	s.namedColonAction(w, r, "topics", "publish", s.topicAction)
-}
-
-// topicPathAction serves POST /v1/topics/{name}/publish.
-func (s *Server) topicPathAction(w http.ResponseWriter, r *http.Request) {
-	s.topicAction(w, r, r.PathValue("name"), r.PathValue("action"))
-}
-
-func (s *Server) topicAction(w http.ResponseWriter, r *http.Request, name, action string) {
-	if action != "publish" {
-		s.writeError(w, service.NewError(errcode.NotFound, "unknown topic action %q: use publish", action))
-		return
-	}
+// publishTopic serves POST /v1/topics/{name}:publish.
+func (s *Server) publishTopic(w http.ResponseWriter, r *http.Request, name string) {
 	var req PublishRequest
 	if err := decode(r, &req); err != nil {
 		s.writeError(w, err)
@@ -584,25 +403,8 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {
 	s.deleteNamed(w, r, s.refuseInUseSubscription, s.pubsub.DeleteSubscription)
 }
 
-// subscriptionColonAction serves POST /v1/subscriptions/{name}:pull.
-func (s *Server) subscriptionColonAction(w http.ResponseWriter, r *http.Request) {
-	s.namedColonAction(w, r, "subscriptions", "pull", s.subscriptionAction)
-}
-
-// subscriptionPathAction serves POST /v1/subscriptions/{name}/pull.
-func (s *Server) subscriptionPathAction(w http.ResponseWriter, r *http.Request) {
-	s.subscriptionAction(w, r, r.PathValue("name"), r.PathValue("action"))
-}
-
-func (s *Server) subscriptionAction(w http.ResponseWriter, r *http.Request, name, action string) {
-	if action == "seek" {
-		s.seekSubscription(w, r, name)
-		return
-	}
-	if action != "pull" {
-		s.writeError(w, service.NewError(errcode.NotFound, "unknown subscription action %q: use pull or seek", action))
-		return
-	}
+// pullSubscription serves POST /v1/subscriptions/{name}:pull.
+func (s *Server) pullSubscription(w http.ResponseWriter, r *http.Request, name string) {
 	var req PullRequest
 	if r.ContentLength != 0 { // an empty body means the defaults
 		if err := decode(r, &req); err != nil {

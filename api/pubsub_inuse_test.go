@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
-
-	"github.com/weir-dev/weir/service"
 )
 
 // inUseYAML reads subscription in-sub and writes topic out; inTopicYAML
@@ -47,7 +46,7 @@ func TestAPIPubSubInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, c, job.ID, service.StateRunning)
+	waitState(t, c, job.ID, client.StateRunning)
 
 	steps := []struct {
 		name, method, path, body string
@@ -96,7 +95,7 @@ func TestAPIPubSubInUse(t *testing.T) {
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) { run(t, st.method, st.path, st.body, st.status, st.code, st.contains) })
 	}
-	if j, err := c.Get(ctx, job.ID); err != nil || j.State != service.StateRunning {
+	if j, err := c.Get(ctx, job.ID); err != nil || j.State != client.StateRunning {
 		t.Fatalf("after the refusals the job is %v (%v), want RUNNING", j.State, err)
 	}
 	// The client's Force option overrides the refusal.
@@ -107,7 +106,7 @@ func TestAPIPubSubInUse(t *testing.T) {
 	if _, err := c.Cancel(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, c, job.ID, service.StateCancelled)
+	waitState(t, c, job.ID, client.StateCancelled)
 	if err := c.DeleteSubscription(ctx, "in-sub"); err != nil {
 		t.Fatalf("delete after the job ended: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,10 +21,6 @@ import (
 
 	"github.com/weir-dev/weir/service"
 )
-
-// MaxRequestBytes is the largest request body accepted (a pipeline's YAML
-// text travels in it).
-const MaxRequestBytes = 8 << 20
 
 // Server serves the API of one job service.
 type Server struct {
@@ -34,6 +31,9 @@ type Server struct {
 	release func(ctx context.Context) error
 	logger  *slog.Logger
 	mux     *http.ServeMux
+	// routes are the METHOD PATH patterns served (routes.go), pathForms
+	// the /ACTION aliases of their NAME:ACTION routes.
+	routes, pathForms []string
 	// limits bound what clients create (WithLimits); creating serialises
 	// each kind's creations with their check.
 	limits   Limits
@@ -56,21 +56,22 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(svc, s.pubsub))
-	s.mux.HandleFunc("POST /v1/jobs", s.submit)
-	s.mux.HandleFunc("GET /v1/jobs", s.list)
-	s.mux.HandleFunc("GET /v1/jobs/{ref}", s.get)
-	s.mux.HandleFunc("POST /v1/jobs/{ref}", s.colonAction)
-	s.mux.HandleFunc("POST /v1/jobs/{ref}/{action}", s.pathAction)
+	s.handleFunc("POST /v1/jobs", s.submit)
+	s.handleFunc("GET /v1/jobs", s.list)
+	s.handleFunc("GET /v1/jobs/{ref}", s.get)
+	s.handleActions("jobs", "job", nil, namedAction{"drain", s.drainJob}, namedAction{"cancel", s.cancelJob},
+		namedAction{"snapshot", s.snapshotJob}, namedAction{"rollback", s.rollbackJob})
 	s.registerPubSub()
 	s.registerUpdate()
 	s.registerProcess()
 	s.registerSnapshots()
 	s.registerEvents()
 	s.registerHistory()
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	s.handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
+	s.handleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	// Not a route: the answer to every request no route matches.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		code, msg := errcode.NotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
 		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions", "/v1/snapshots"} {
@@ -204,7 +205,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	err := s.admitJob()
 	var j *service.Job
 	if err == nil {
-		j, err = s.svc.Submit(r.Context(), req.serviceRequest())
+		j, err = s.svc.Submit(r.Context(), serviceSubmit(req))
 	}
 	s.creating.jobs.Unlock()
 	if err != nil {
@@ -219,7 +220,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 // replacement flow j is the new job of (a submission with
 // create_or_update_job or parallel_replace_job_* starts one).
 func submitResponse(j *service.Job) SubmitResponse {
-	out := SubmitResponse{ID: j.ID, Name: j.Name, State: j.State, Error: j.Error}
+	out := SubmitResponse{ID: j.ID, Name: j.Name, State: wireState(j.State), Error: j.Error}
 	if r := j.Replacement; r != nil && j.ID == r.NewJobID {
 		out.Replacement = r.Strategy
 	}
@@ -244,9 +245,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := JobList{Jobs: []service.Summary{}}
+	out := JobList{Jobs: []client.Summary{}}
 	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, j.Summary())
+		out.Jobs = append(out.Jobs, wireSummary(j.Summary()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -267,46 +268,26 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			j.Metrics = m
 		}
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, wireJob(*j))
 }
 
-// colonAction serves POST /v1/jobs/{ref}:drain and :cancel.
-func (s *Server) colonAction(w http.ResponseWriter, r *http.Request) {
-	ref, action, ok := strings.Cut(r.PathValue("ref"), ":")
-	if !ok {
-		s.writeError(w, service.NewError(errcode.MethodNotAllowed, "POST /v1/jobs/%s needs an action: /v1/jobs/%s:drain or /v1/jobs/%s:cancel", ref, ref, ref))
-		return
-	}
-	s.act(w, r, ref, action)
+// drainJob serves POST /v1/jobs/{ref}:drain.
+func (s *Server) drainJob(w http.ResponseWriter, r *http.Request, ref string) {
+	s.changeJob(w, r, ref, s.svc.Drain)
 }
 
-// pathAction serves POST /v1/jobs/{ref}/drain and /cancel.
-func (s *Server) pathAction(w http.ResponseWriter, r *http.Request) {
-	s.act(w, r, r.PathValue("ref"), r.PathValue("action"))
+// cancelJob serves POST /v1/jobs/{ref}:cancel.
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, ref string) {
+	s.changeJob(w, r, ref, s.svc.Cancel)
 }
 
-func (s *Server) act(w http.ResponseWriter, r *http.Request, ref, action string) {
-	var (
-		j   *service.Job
-		err error
-	)
-	switch action {
-	case "drain":
-		j, err = s.svc.Drain(r.Context(), ref)
-	case "cancel":
-		j, err = s.svc.Cancel(r.Context(), ref)
-	case "snapshot":
-		s.snapshotJob(w, r, ref) // snapshots.go
-		return
-	case "rollback":
-		s.rollbackJob(w, r, ref) // rollback.go
-		return
-	default:
-		err = service.NewError(errcode.NotFound, "unknown job action %q: use drain, cancel, snapshot or rollback", action)
-	}
+// changeJob asks the service to change job ref (change: drain or cancel)
+// and answers the job's summary.
+func (s *Server) changeJob(w http.ResponseWriter, r *http.Request, ref string, change func(context.Context, string) (*service.Job, error)) {
+	j, err := change(r.Context(), ref)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j.Summary())
+	writeJSON(w, http.StatusOK, wireSummary(j.Summary()))
 }

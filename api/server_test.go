@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/weir-dev/weir/internal/await"
@@ -85,7 +86,7 @@ func TestAPIRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, c, batch.ID, service.StateDone)
+	waitState(t, c, batch.ID, client.StateDone)
 
 	tests := []struct {
 		name, method, path, body string
@@ -103,7 +104,7 @@ func TestAPIRequests(t *testing.T) {
 		{"trailing data", "POST", "/v1/jobs", `{"name": "x"} {}`, 400, errcode.InvalidRequest, []string{"after its JSON object"}},
 		{"empty body", "POST", "/v1/jobs", ``, 400, errcode.InvalidRequest, []string{"empty"}},
 		{"invalid name", "POST", "/v1/jobs", body(SubmitRequest{Name: "Bad_Name", Pipeline: batchYAML, BaseDir: base}), 400, errcode.InvalidJobName, []string{"Bad_Name"}},
-		{"invalid options", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: batchYAML, BaseDir: base, Options: service.JobOptions{NumWorkers: -2}}), 400, errcode.InvalidOptions, []string{"num_workers"}},
+		{"invalid options", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: batchYAML, BaseDir: base, Options: client.JobOptions{NumWorkers: -2}}), 400, errcode.InvalidOptions, []string{"num_workers"}},
 		{"invalid pipeline", "POST", "/v1/jobs", body(SubmitRequest{Name: "x", Pipeline: "pipeline:\n  transforms:\n    - type: Nope\n", PipelineFile: "/home/me/p.yaml", BaseDir: base}), 400, errcode.InvalidPipeline, []string{"/home/me/p.yaml:3:13", "Nope"}},
 		{"second active job", "POST", "/v1/jobs", body(SubmitRequest{Name: "stream", Pipeline: streamingYAML, BaseDir: base}), 409, errcode.JobNameActive, []string{stream.ID}},
 		{"list", "GET", "/v1/jobs", "", 200, "", []string{stream.ID, batch.ID}},
@@ -158,7 +159,7 @@ func TestAPIRequests(t *testing.T) {
 			}
 		})
 	}
-	waitState(t, c, stream.ID, service.StateDrained)
+	waitState(t, c, stream.ID, client.StateDrained)
 	// A drained job cannot be drained again.
 	_, err = c.Drain(ctx, stream.ID)
 	var ae *Error
@@ -167,9 +168,9 @@ func TestAPIRequests(t *testing.T) {
 	}
 }
 
-func waitState(t *testing.T, c *Client, ref string, want service.JobState) *service.Job {
+func waitState(t *testing.T, c *Client, ref string, want client.JobState) *client.Job {
 	t.Helper()
-	var j *service.Job
+	var j *client.Job
 	await.Until(20*time.Second, 20*time.Millisecond, func() bool {
 		var err error
 		if j, err = c.Get(context.Background(), ref); err != nil {
@@ -220,7 +221,7 @@ func TestAPIMetrics(t *testing.T) {
 	if _, err := c.Cancel(context.Background(), "stream"); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, c, j.ID, service.StateCancelled)
+	waitState(t, c, j.ID, client.StateCancelled)
 }
 
 func TestClientUnreachable(t *testing.T) {

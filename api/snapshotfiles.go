@@ -1,14 +1,7 @@
 package api
 
 import (
-	"bufio"
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -29,30 +22,8 @@ import (
 // which is verified first (SNAPSHOT_CORRUPT for a damaged or truncated
 // file; nothing is imported then).
 
-// ImportChunkBytes is the most file bytes one import request carries
-// (base64 in JSON: under MaxRequestBytes).
-const ImportChunkBytes = 4 << 20
-
-// ImportRequest is the body of POST /v1/snapshots:import.
-type ImportRequest struct {
-	UploadID string `json:"upload_id,omitempty"`
-	Offset   int64  `json:"offset"`
-	// Data is the chunk (base64 in JSON).
-	Data  []byte `json:"data"`
-	Final bool   `json:"final,omitempty"`
-	// TTL of the imported snapshot, counted from the import (final chunk).
-	TTL string `json:"ttl,omitempty"`
-}
-
-// ImportResponse is the reply of POST /v1/snapshots:import.
-type ImportResponse struct {
-	UploadID string            `json:"upload_id"`
-	Received int64             `json:"received_bytes"`
-	Snapshot *service.Snapshot `json:"snapshot,omitempty"`
-}
-
 func (s *Server) registerSnapshotFiles() {
-	s.mux.HandleFunc("POST /v1/snapshots:import", s.importSnapshot)
+	s.handleFunc("POST /v1/snapshots:import", s.importSnapshot)
 }
 
 // exportWriter sets the file's headers at the first write and reports
@@ -74,7 +45,7 @@ func (e *exportWriter) Write(b []byte) (int, error) {
 	return e.w.Write(b)
 }
 
-// exportSnapshot serves GET /v1/snapshots/{id}:export (from getSnapshot).
+// exportSnapshot serves GET /v1/snapshots/{id}:export.
 func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request, id string) {
 	ew := &exportWriter{w: w, id: id}
 	if _, err := s.svc.ExportSnapshot(r.Context(), id, ew); err != nil {
@@ -114,7 +85,7 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := ImportResponse{UploadID: prog.UploadID, Received: prog.Received, Snapshot: snap}
+	out := ImportResponse{UploadID: prog.UploadID, Received: prog.Received, Snapshot: wireSnapshotPtr(snap)}
 	if snap == nil {
 		writeJSON(w, http.StatusOK, out)
 		return
@@ -122,75 +93,3 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/v1/snapshots/"+snap.ID)
 	writeJSON(w, http.StatusCreated, out)
 }
-
-// ExportSnapshot downloads snapshot id's file into w and returns its
-// size. The transfer has no overall timeout (ctx bounds it): a file may
-// be large. The caller verifies it (service.VerifySnapshotFile) before
-// trusting it; a transfer broken by the server is an error.
-func (c *Client) ExportSnapshot(ctx context.Context, id string, w io.Writer) (int64, error) {
-	path := "/v1/snapshots/" + url.PathEscape(id) + ":export"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return 0, fmt.Errorf("building the request: %w", err)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	hc := &http.Client{Transport: c.http.Transport, CheckRedirect: c.http.CheckRedirect, Jar: c.http.Jar}
-	resp, err := hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return 0, replyError(http.MethodGet, path, resp.StatusCode, b)
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err != nil {
-		return n, fmt.Errorf("downloading snapshot %s: the transfer broke after %d bytes: %w", id, n, err)
-	}
-	return n, nil
-}
-
-// ImportSnapshot uploads a snapshot file from r in chunks and returns the
-// imported snapshot; ttl ("" for the default) counts from the import.
-// progress, when set, is called after every chunk with the bytes sent.
-func (c *Client) ImportSnapshot(ctx context.Context, r io.Reader, ttl string, progress func(sent int64)) (*service.Snapshot, error) {
-	br := bufio.NewReaderSize(r, ImportChunkBytes)
-	req := ImportRequest{TTL: ttl}
-	buf := make([]byte, ImportChunkBytes)
-	for {
-		n, err := io.ReadFull(br, buf)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("reading the snapshot file: %w", err)
-		}
-		req.Data = buf[:n]
-		if err != nil {
-			req.Final = true
-		} else if _, perr := br.Peek(1); perr != nil {
-			req.Final = true
-		}
-		var out ImportResponse
-		if err := c.do(ctx, http.MethodPost, "/v1/snapshots:import", req, &out); err != nil {
-			return nil, err
-		}
-		if progress != nil {
-			progress(out.Received)
-		}
-		if req.Final {
-			if out.Snapshot == nil {
-				return nil, errors.New("the server finished the upload without a snapshot")
-			}
-			return out.Snapshot, nil
-		}
-		req.UploadID, req.Offset = out.UploadID, out.Received
-	}
-}
-
-// isExport reports whether the path value of GET /v1/snapshots/{id} asks
-// for the export action, and returns the ID.
-func isExport(v string) (string, bool) { return strings.CutSuffix(v, ":export") }

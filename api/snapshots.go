@@ -1,10 +1,7 @@
 package api
 
 import (
-	"context"
 	"net/http"
-	"net/url"
-	"time"
 
 	"github.com/weir-dev/weir/errcode"
 
@@ -26,36 +23,13 @@ import (
 //
 // A ttl is a weir duration ("7d", "36h"), 1h to 30d, default 7d.
 
-// CreateSnapshotRequest is the body of POST /v1/snapshots (JobID is taken
-// from the path on POST /v1/jobs/{ref}:snapshot).
-type CreateSnapshotRequest struct {
-	JobID           string `json:"job_id,omitempty"`
-	TTL             string `json:"ttl,omitempty"`
-	Description     string `json:"description,omitempty"`
-	SnapshotSources bool   `json:"snapshot_sources,omitempty"`
-}
-
-// SnapshotList is the reply of GET /v1/snapshots.
-type SnapshotList struct {
-	Snapshots []*service.Snapshot `json:"snapshots"`
-}
-
-// FromSnapshotRequest is the body of POST /v1/jobs:createFromSnapshot: a
-// new job that starts from a snapshot's state and positions.
-type FromSnapshotRequest struct {
-	SubmitRequest
-	SnapshotID           string `json:"snapshot_id"`
-	TransformNameMapping string `json:"transform_name_mapping,omitempty"`
-	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
-}
-
 // registerSnapshots adds the snapshot routes to the mux.
 func (s *Server) registerSnapshots() {
-	s.mux.HandleFunc("POST /v1/snapshots", s.createSnapshot)
-	s.mux.HandleFunc("GET /v1/snapshots", s.listSnapshots)
-	s.mux.HandleFunc("GET /v1/snapshots/{id}", s.getSnapshot)
-	s.mux.HandleFunc("DELETE /v1/snapshots/{id}", s.deleteSnapshot)
-	s.mux.HandleFunc("POST /v1/jobs:createFromSnapshot", s.createFromSnapshot)
+	s.handleFunc("POST /v1/snapshots", s.createSnapshot)
+	s.handleFunc("GET /v1/snapshots", s.listSnapshots)
+	s.handleGetAction("snapshots", s.getSnapshot, namedAction{"export", s.exportSnapshot})
+	s.handleFunc("DELETE /v1/snapshots/{id}", s.deleteSnapshot)
+	s.handleFunc("POST /v1/jobs:createFromSnapshot", s.createFromSnapshot)
 	s.registerSnapshotFiles()
 }
 
@@ -68,7 +42,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	s.snapshot(w, r, req)
 }
 
-// snapshotJob serves POST /v1/jobs/{ref}:snapshot (from act).
+// snapshotJob serves POST /v1/jobs/{ref}:snapshot.
 func (s *Server) snapshotJob(w http.ResponseWriter, r *http.Request, ref string) {
 	var req CreateSnapshotRequest
 	if r.ContentLength != 0 {
@@ -102,7 +76,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, req CreateSnap
 		return
 	}
 	w.Header().Set("Location", "/v1/snapshots/"+snap.ID)
-	writeJSON(w, http.StatusCreated, snap)
+	writeJSON(w, http.StatusCreated, wireSnapshot(*snap))
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
@@ -127,20 +101,16 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, SnapshotList{Snapshots: list})
+	writeJSON(w, http.StatusOK, SnapshotList{Snapshots: wireSlice(list, wireSnapshotPtr)})
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	if id, ok := isExport(r.PathValue("id")); ok {
-		s.exportSnapshot(w, r, id)
-		return
-	}
-	snap, err := s.svc.GetSnapshot(r.PathValue("id"))
+	snap, err := s.svc.GetSnapshot(r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	writeJSON(w, http.StatusOK, wireSnapshot(*snap))
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +119,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	writeJSON(w, http.StatusOK, wireSnapshot(*snap))
 }
 
 func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -160,16 +130,16 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.svc.CreateFromSnapshot(r.Context(), service.FromSnapshotRequest{
 		SubmitRequest: service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-			BaseDir: req.BaseDir, Options: req.Options},
+			BaseDir: req.BaseDir, Options: serviceOptions(req.Options)},
 		SnapshotID: req.SnapshotID, Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
-	out := UpdateResponse{Report: res.Report}
+	out := UpdateResponse{Report: wireCompatReport(res.Report)}
 	status := http.StatusCreated
 	if res.Job != nil {
-		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: res.Job.State, Error: res.Job.Error}
+		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: wireState(res.Job.State), Error: res.Job.Error}
 		w.Header().Set("Location", "/v1/jobs/"+res.Job.ID)
 	}
 	if err != nil {
@@ -178,90 +148,4 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request) {
 		out.Error = &ErrorDetail{Code: code, Message: err.Error()}
 	}
 	writeJSON(w, status, out)
-}
-
-// CreateSnapshot asks for a snapshot of job req.JobID; the reply is the
-// snapshot as soon as its cut is taken (RUNNING, or FAILED).
-func (c *Client) CreateSnapshot(ctx context.Context, req CreateSnapshotRequest) (*service.Snapshot, error) {
-	var out service.Snapshot
-	if err := c.do(ctx, http.MethodPost, "/v1/snapshots", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// ListSnapshots lists the snapshots of job ref (an ID or a name; "" for
-// all), DELETED ones too with all.
-func (c *Client) ListSnapshots(ctx context.Context, ref string, all bool) ([]*service.Snapshot, error) {
-	q := url.Values{}
-	if ref != "" {
-		q.Set("job_id", ref)
-	}
-	if all {
-		q.Set("all", "true")
-	}
-	path := "/v1/snapshots"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out SnapshotList
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Snapshots, nil
-}
-
-// GetSnapshot returns snapshot id.
-func (c *Client) GetSnapshot(ctx context.Context, id string) (*service.Snapshot, error) {
-	var out service.Snapshot
-	if err := c.do(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(id), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// DeleteSnapshot deletes snapshot id and returns its DELETED record.
-func (c *Client) DeleteSnapshot(ctx context.Context, id string) (*service.Snapshot, error) {
-	var out service.Snapshot
-	if err := c.do(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(id), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// WaitSnapshot polls snapshot id every interval until it is READY, FAILED
-// or DELETED, calling progress (when set) with every state read.
-func (c *Client) WaitSnapshot(ctx context.Context, id string, interval time.Duration, progress func(*service.Snapshot)) (*service.Snapshot, error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		snap, err := c.GetSnapshot(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if progress != nil {
-			progress(snap)
-		}
-		switch snap.State {
-		case service.SnapshotReady, service.SnapshotFailed, service.SnapshotDeleted:
-			return snap, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// CreateFromSnapshot creates job req.Name from snapshot req.SnapshotID. A
-// refused compatibility check returns the report together with an *Error
-// (code INCOMPATIBLE_UPDATE); nothing is then created.
-func (c *Client) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*UpdateResponse, error) {
-	var out UpdateResponse
-	replied, err := c.doWithReply(ctx, http.MethodPost, "/v1/jobs:createFromSnapshot", req, &out)
-	if err != nil && !(replied && out.Error != nil) {
-		return nil, err
-	}
-	return &out, err
 }

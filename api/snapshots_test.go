@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
-
-	"github.com/weir-dev/weir/service"
 )
 
 // TestSnapshotRoutes: create (both routes), describe, list, delete, and
@@ -32,7 +31,7 @@ func TestSnapshotRoutes(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	ready, err := c.WaitSnapshot(wctx, snap.ID, 10*time.Millisecond, nil)
-	if err != nil || ready.State != service.SnapshotReady || ready.DiskSizeBytes <= 0 {
+	if err != nil || ready.State != client.SnapshotReady || ready.DiskSizeBytes <= 0 {
 		t.Fatalf("wait: %+v %v", ready, err)
 	}
 	resp, err := http.Post(ts.URL+"/v1/jobs/sums:snapshot", "application/json", nil)
@@ -48,10 +47,10 @@ func TestSnapshotRoutes(t *testing.T) {
 		t.Fatalf("list: %v %v", list, err)
 	}
 	del, err := c.DeleteSnapshot(ctx, snap.ID)
-	if err != nil || del.State != service.SnapshotDeleted {
+	if err != nil || del.State != client.SnapshotDeleted {
 		t.Fatalf("delete: %+v %v", del, err)
 	}
-	if got, err := c.GetSnapshot(ctx, snap.ID); err != nil || got.State != service.SnapshotDeleted {
+	if got, err := c.GetSnapshot(ctx, snap.ID); err != nil || got.State != client.SnapshotDeleted {
 		t.Fatalf("describe a deleted snapshot: %+v %v", got, err)
 	}
 	if list, _ := c.ListSnapshots(ctx, sub.ID, false); len(list) != 1 {

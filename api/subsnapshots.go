@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -67,32 +66,11 @@ func snapshotError(err error) error {
 	return pubsubError(err)
 }
 
-// CreateSubscriptionSnapshotRequest is the body of POST
-// /v1/subscription-snapshots.
-type CreateSubscriptionSnapshotRequest struct {
-	Name         string `json:"name"`
-	Subscription string `json:"subscription"`
-}
-
-// SubscriptionSnapshotList is the reply of GET /v1/subscription-snapshots.
-type SubscriptionSnapshotList struct {
-	Snapshots []pubsub.SubscriptionSnapshot `json:"snapshots"`
-}
-
-// SeekRequest is the body of POST /v1/subscriptions/{name}:seek: a
-// snapshot name or an RFC 3339 time.
-type SeekRequest struct {
-	Snapshot string `json:"snapshot,omitempty"`
-	Time     string `json:"time,omitempty"`
-	// Force seeks even a subscription a running or draining job reads.
-	Force bool `json:"force,omitempty"`
-}
-
 func (s *Server) registerSubscriptionSnapshots() {
-	s.mux.HandleFunc("POST /v1/subscription-snapshots", s.withSnapshots(s.createSubscriptionSnapshot))
-	s.mux.HandleFunc("GET /v1/subscription-snapshots", s.withSnapshots(s.listSubscriptionSnapshots))
-	s.mux.HandleFunc("GET /v1/subscription-snapshots/{name}", s.withSnapshots(s.getSubscriptionSnapshot))
-	s.mux.HandleFunc("DELETE /v1/subscription-snapshots/{name}", s.withSnapshots(s.deleteSubscriptionSnapshot))
+	s.handleFunc("POST /v1/subscription-snapshots", s.withSnapshots(s.createSubscriptionSnapshot))
+	s.handleFunc("GET /v1/subscription-snapshots", s.withSnapshots(s.listSubscriptionSnapshots))
+	s.handleFunc("GET /v1/subscription-snapshots/{name}", s.withSnapshots(s.getSubscriptionSnapshot))
+	s.handleFunc("DELETE /v1/subscription-snapshots/{name}", s.withSnapshots(s.deleteSubscriptionSnapshot))
 }
 
 func (s *Server) snapshotter() (SubscriptionSnapshots, bool) {
@@ -127,7 +105,7 @@ func (s *Server) createSubscriptionSnapshot(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	w.Header().Set("Location", "/v1/subscription-snapshots/"+snap.Name)
-	writeJSON(w, http.StatusCreated, snap)
+	writeJSON(w, http.StatusCreated, wireSubscriptionSnapshot(snap))
 }
 
 func (s *Server) listSubscriptionSnapshots(w http.ResponseWriter, r *http.Request) {
@@ -141,7 +119,7 @@ func (s *Server) listSubscriptionSnapshots(w http.ResponseWriter, r *http.Reques
 		s.writeError(w, snapshotError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, SubscriptionSnapshotList{Snapshots: list})
+	writeJSON(w, http.StatusOK, SubscriptionSnapshotList{Snapshots: wireSlice(list, wireSubscriptionSnapshot)})
 }
 
 func (s *Server) getSubscriptionSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +129,7 @@ func (s *Server) getSubscriptionSnapshot(w http.ResponseWriter, r *http.Request)
 		s.writeError(w, snapshotError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, snap)
+	writeJSON(w, http.StatusOK, wireSubscriptionSnapshot(snap))
 }
 
 func (s *Server) deleteSubscriptionSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -163,8 +141,7 @@ func (s *Server) deleteSubscriptionSnapshot(w http.ResponseWriter, r *http.Reque
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// seekSubscription serves POST /v1/subscriptions/{name}:seek (from
-// subscriptionAction).
+// seekSubscription serves POST /v1/subscriptions/{name}:seek.
 func (s *Server) seekSubscription(w http.ResponseWriter, r *http.Request, name string) {
 	ss, ok := s.snapshotter()
 	if !ok {
@@ -211,7 +188,7 @@ func (s *Server) seekSubscription(w http.ResponseWriter, r *http.Request, name s
 	if len(readers) > 0 {
 		s.logger.Warn("subscription sought under a running job (force)", "subscription", name, "job", readers[0].JobName, "job_id", readers[0].JobID)
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, wireSeekResult(res))
 }
 
 // readersOf returns the RUNNING or DRAINING jobs' source steps that read
@@ -238,52 +215,4 @@ func (s *Server) readersOf(sub string) ([]service.JobSource, error) {
 		}
 	}
 	return out, nil
-}
-
-// CreateSubscriptionSnapshot snapshots subscription req.Subscription as
-// req.Name.
-func (c *Client) CreateSubscriptionSnapshot(ctx context.Context, req CreateSubscriptionSnapshotRequest) (*pubsub.SubscriptionSnapshot, error) {
-	var out pubsub.SubscriptionSnapshot
-	if err := c.do(ctx, http.MethodPost, "/v1/subscription-snapshots", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// ListSubscriptionSnapshots lists the subscription snapshots of topic, or
-// of every topic when topic is "", by name.
-func (c *Client) ListSubscriptionSnapshots(ctx context.Context, topic string) ([]pubsub.SubscriptionSnapshot, error) {
-	path := "/v1/subscription-snapshots"
-	if topic != "" {
-		path += "?topic=" + url.QueryEscape(topic)
-	}
-	var out SubscriptionSnapshotList
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Snapshots, nil
-}
-
-// GetSubscriptionSnapshot describes subscription snapshot name.
-func (c *Client) GetSubscriptionSnapshot(ctx context.Context, name string) (*pubsub.SubscriptionSnapshot, error) {
-	var out pubsub.SubscriptionSnapshot
-	if err := c.do(ctx, http.MethodGet, "/v1/subscription-snapshots/"+url.PathEscape(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// DeleteSubscriptionSnapshot deletes subscription snapshot name.
-func (c *Client) DeleteSubscriptionSnapshot(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/subscription-snapshots/"+url.PathEscape(name), nil, nil)
-}
-
-// Seek sets subscription name's acknowledgement state to req's snapshot
-// or time.
-func (c *Client) Seek(ctx context.Context, name string, req SeekRequest) (*pubsub.SeekResult, error) {
-	var out pubsub.SeekResult
-	if err := c.do(ctx, http.MethodPost, "/v1/subscriptions/"+url.PathEscape(name)+":seek", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

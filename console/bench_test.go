@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/console"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/internal/await"
@@ -111,7 +112,7 @@ func TestConsolePayload50Steps(t *testing.T) {
 	withHistory.Handle("/", apiH)
 	ts := httptest.NewServer(console.Mount(withHistory, console.Handler()))
 	t.Cleanup(ts.Close)
-	c, err := api.NewClient(ts.URL, nil)
+	c, err := client.NewClient(ts.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/server"
-	"github.com/weir-dev/weir/service"
 )
 
 // The browser tests drive Debian's headless Chromium through the DevTools
@@ -117,7 +116,7 @@ func newBrowser(t *testing.T) context.Context {
 }
 
 // startWeir opens and serves a weir process in a temp data directory.
-func startWeir(t *testing.T, cfg server.Config) (*server.Process, *api.Client) {
+func startWeir(t *testing.T, cfg server.Config) (*server.Process, *client.Client) {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
@@ -135,7 +134,7 @@ func startWeir(t *testing.T, cfg server.Config) (*server.Process, *api.Client) {
 			t.Error(err)
 		}
 	})
-	c, err := api.NewClient(p.Address(), nil)
+	c, err := client.NewClient(p.Address(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +144,9 @@ func startWeir(t *testing.T, cfg server.Config) (*server.Process, *api.Client) {
 	return p, c
 }
 
-func submit(t *testing.T, c *api.Client, name, yaml string) *api.SubmitResponse {
+func submit(t *testing.T, c *client.Client, name, yaml string) *client.SubmitResponse {
 	t.Helper()
-	r, err := c.Submit(context.Background(), api.SubmitRequest{Name: name, Pipeline: yaml, BaseDir: t.TempDir()})
+	r, err := c.Submit(context.Background(), client.SubmitRequest{Name: name, Pipeline: yaml, BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("submitting %s: %v", name, err)
 	}
@@ -155,9 +154,9 @@ func submit(t *testing.T, c *api.Client, name, yaml string) *api.SubmitResponse 
 }
 
 // waitJob polls the API until the job satisfies ok.
-func waitJob(t *testing.T, c *api.Client, id string, what string, ok func(*service.Job) bool) *service.Job {
+func waitJob(t *testing.T, c *client.Client, id string, what string, ok func(*client.Job) bool) *client.Job {
 	t.Helper()
-	var j *service.Job
+	var j *client.Job
 	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool {
 		got, err := c.Get(context.Background(), id)
 		if err == nil {
@@ -170,8 +169,8 @@ func waitJob(t *testing.T, c *api.Client, id string, what string, ok func(*servi
 	return j
 }
 
-func running(j *service.Job) bool {
-	return j.State == service.StateRunning && j.Metrics != nil && j.LastCheckpoint != nil
+func running(j *client.Job) bool {
+	return j.State == client.StateRunning && j.Metrics != nil && j.LastCheckpoint != nil
 }
 
 // screenshot saves the page under docs/images/NAME.png.
@@ -214,7 +213,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	p, c := startWeir(t, server.Config{})
 	batch := submit(t, c, "orders", batchYAML)
 	stream := submit(t, c, "events", streamingYAML)
-	done := waitJob(t, c, batch.ID, "the batch job is DONE with its metrics", func(j *service.Job) bool { return j.State == service.StateDone && j.Metrics != nil })
+	done := waitJob(t, c, batch.ID, "the batch job is DONE with its metrics", func(j *client.Job) bool { return j.State == client.StateDone && j.Metrics != nil })
 	waitJob(t, c, stream.ID, "the streaming job runs and checkpoints", running)
 
 	base := p.Address()
@@ -356,7 +355,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	if snaps, err := c.ListSnapshots(context.Background(), stream.ID, false); err != nil || len(snaps) != 1 {
 		t.Errorf("the job has %d snapshots (%v), want the console's one", len(snaps), err)
 	}
-	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != service.StateRunning {
+	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != client.StateRunning {
 		t.Fatalf("the job is %v (%v) after a kept cancel and a snapshot, want RUNNING", j.State, err)
 	}
 	// Drain from the console, behind the confirmation.
@@ -364,13 +363,13 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 		present(`#confirm-dialog:not([hidden])`)); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != service.StateRunning {
+	if j, err := c.Get(context.Background(), stream.ID); err != nil || j.State != client.StateRunning {
 		t.Fatalf("the job changed before the confirmation: %v %v", j.State, err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm-yes`))); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, c, stream.ID, "the job drains after the console's drain", func(j *service.Job) bool { return j.State == service.StateDrained })
+	waitJob(t, c, stream.ID, "the job drains after the console's drain", func(j *client.Job) bool { return j.State == client.StateDrained })
 	evalUntil(t, ctx, "the page shows DRAINED", `!!document.querySelector('#job-head [data-state="DRAINED"]')`)
 }
 
@@ -449,7 +448,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 	// A pipeline that does not load: no graph, the error at its line.
 	broken := strings.Replace(updatedYAML(), "type: Combine\n      name: Totals", "type: NoSuchTransform\n      name: Totals", 1)
 	wantLine := 1 + strings.Count(broken[:strings.Index(broken, "NoSuchTransform")], "\n")
-	_, apiErr := c.Update(context.Background(), api.UpdateRequest{SubmitRequest: api.SubmitRequest{Name: "totals", Pipeline: broken, BaseDir: t.TempDir()},
+	_, apiErr := c.Update(context.Background(), client.UpdateRequest{SubmitRequest: client.SubmitRequest{Name: "totals", Pipeline: broken, BaseDir: t.TempDir()},
 		TransformNameMapping: `{"Sums": "Totals"}`, ValidateOnly: true})
 	if apiErr == nil || !strings.Contains(apiErr.Error(), fmt.Sprintf(":%d:", wantLine)) {
 		t.Fatalf("the API's answer to a broken pipeline: %v, want an error at line %d", apiErr, wantLine)
@@ -484,17 +483,17 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 			screenshot(t, ctx, "console-update-preview-error")
 		}
 	}
-	if j, err := c.Get(context.Background(), old.ID); err != nil || j.State != service.StateRunning {
+	if j, err := c.Get(context.Background(), old.ID); err != nil || j.State != client.StateRunning {
 		t.Fatalf("the preview changed the job: %v %v", j.State, err)
 	}
 
 	// A compatible in-place update, then the lineage page.
-	res, err := c.Update(context.Background(), api.UpdateRequest{SubmitRequest: api.SubmitRequest{Name: "totals", Pipeline: streamingYAML, BaseDir: t.TempDir()}})
+	res, err := c.Update(context.Background(), client.UpdateRequest{SubmitRequest: client.SubmitRequest{Name: "totals", Pipeline: streamingYAML, BaseDir: t.TempDir()}})
 	if err != nil {
 		t.Fatalf("updating: %v", err)
 	}
 	succ := res.Job.ID
-	waitJob(t, c, old.ID, "the old job is UPDATED", func(j *service.Job) bool { return j.State == service.StateUpdated })
+	waitJob(t, c, old.ID, "the old job is UPDATED", func(j *client.Job) bool { return j.State == client.StateUpdated })
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/lineage/totals"),
 		present(fmt.Sprintf(`li[data-job-id=%q] a.successor`, old.ID))); err != nil {
 		t.Fatalf("the lineage page shows no successor link: %v", err)
@@ -605,18 +604,18 @@ func TestConsoleTopics(t *testing.T) {
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{})
 	bg := context.Background()
-	if _, err := c.CreateTopic(bg, api.CreateTopicRequest{Name: "clicks"}); err != nil {
+	if _, err := c.CreateTopic(bg, client.CreateTopicRequest{Name: "clicks"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSubscription(bg, api.CreateSubscriptionRequest{Name: "clicks-audit", Topic: "clicks"}); err != nil {
+	if _, err := c.CreateSubscription(bg, client.CreateSubscriptionRequest{Name: "clicks-audit", Topic: "clicks"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSubscription(bg, api.CreateSubscriptionRequest{Name: "clicks-idle", Topic: "clicks"}); err != nil {
+	if _, err := c.CreateSubscription(bg, client.CreateSubscriptionRequest{Name: "clicks-idle", Topic: "clicks"}); err != nil {
 		t.Fatal(err)
 	}
-	var msgs []api.PublishMessage
+	var msgs []client.PublishMessage
 	for i := 0; i < 5; i++ {
-		msgs = append(msgs, api.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d}`, i, i))})
+		msgs = append(msgs, client.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d}`, i, i))})
 	}
 	if _, err := c.Publish(bg, "clicks", msgs); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/server"
-	"github.com/weir-dev/weir/service"
 )
 
 // TestConsoleLineageReplacement: after a stop-and-replace, the lineage
@@ -21,16 +20,16 @@ func TestConsoleLineageReplacement(t *testing.T) {
 	p, c := startWeir(t, server.Config{MinReplaceInterval: -1})
 	old := submit(t, c, "swap", streamingYAML)
 	waitJob(t, c, old.ID, "the job runs and checkpoints", running)
-	res, err := c.Update(context.Background(), api.UpdateRequest{SubmitRequest: api.SubmitRequest{Name: "swap", Pipeline: streamingYAML, BaseDir: t.TempDir(),
+	res, err := c.Update(context.Background(), client.UpdateRequest{SubmitRequest: client.SubmitRequest{Name: "swap", Pipeline: streamingYAML, BaseDir: t.TempDir(),
 		ServiceOptions: []string{"update_strategy_parallel_job_update", "weir_replace_rewind=false", "parallel_replace_job_max_stop_duration=5m"}}})
 	if err != nil {
 		t.Fatalf("stop-and-replace: %v", err)
 	}
 	nj := res.Job.ID
-	fin := waitJob(t, c, nj, "the flow cut over", func(j *service.Job) bool {
-		return j.State == service.StateRunning && j.Replacement != nil && j.Replacement.Phase == service.PhaseCutOver
+	fin := waitJob(t, c, nj, "the flow cut over", func(j *client.Job) bool {
+		return j.State == client.StateRunning && j.Replacement != nil && j.Replacement.Phase == client.PhaseCutOver
 	})
-	o := waitJob(t, c, old.ID, "the old job drained", func(j *service.Job) bool { return j.State.Terminal() && j.ReplacedByJobID == nj })
+	o := waitJob(t, c, old.ID, "the old job drained", func(j *client.Job) bool { return j.State.Terminal() && j.ReplacedByJobID == nj })
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(p.Address()+"/lineage/swap"),
 		present(fmt.Sprintf(`li[data-job-id=%q] .replacement`, nj))); err != nil {

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/service"
 )
 
 // TestPipelineAccess submits, over real HTTP, the pipelines of issue 11's
@@ -54,7 +53,7 @@ func TestPipelineAccess(t *testing.T) {
 	}()
 	p := openServing(t, Config{Listen: "127.0.0.1:0", DataDir: dataDir, FileRoots: []string{root, dataDir},
 		AllowedSQLHosts: []string{"db.internal"}, GenerateAuthToken: true})
-	c, err := api.NewClient(p.Address(), nil)
+	c, err := client.NewClient(p.Address(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +123,8 @@ func TestPipelineAccess(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Submit(context.Background(), api.SubmitRequest{Name: fmt.Sprintf("attack-%d", i), Pipeline: tc.pipeline, PipelineFile: "attack.yaml", BaseDir: root})
-			var ae *api.Error
+			_, err := c.Submit(context.Background(), client.SubmitRequest{Name: fmt.Sprintf("attack-%d", i), Pipeline: tc.pipeline, PipelineFile: "attack.yaml", BaseDir: root})
+			var ae *client.Error
 			if !errors.As(err, &ae) || ae.Code != tc.code || ae.Status != tc.status {
 				t.Fatalf("submit = %v, want %d %s", err, tc.status, tc.code)
 			}
@@ -149,18 +148,18 @@ func TestPipelineAccess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "in.jsonl"), []byte(`{"a": 7}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Name: "inside", Pipeline: strings.Replace(read("in.jsonl"), "kept.jsonl", "out/kept.jsonl", 1), PipelineFile: "inside.yaml", BaseDir: root})
+	res, err := c.Submit(context.Background(), client.SubmitRequest{Name: "inside", Pipeline: strings.Replace(read("in.jsonl"), "kept.jsonl", "out/kept.jsonl", 1), PipelineFile: "inside.yaml", BaseDir: root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var j *service.Job
+	var j *client.Job
 	if !await.Until(30*time.Second, 5*time.Millisecond, func() bool {
 		j, err = c.Get(context.Background(), res.ID)
 		return err == nil && j.State.Terminal()
 	}) {
 		t.Fatalf("the job did not end: %v %v", j, err)
 	}
-	if j.State != service.StateDone {
+	if j.State != client.StateDone {
 		t.Fatalf("job %s: %s (%s)", j.Name, j.State, j.Error)
 	}
 	b, err := os.ReadFile(filepath.Join(root, "out", "kept.jsonl"))

@@ -10,8 +10,11 @@
 // It puts the API behind an api.Guard: a listen address beyond loopback
 // needs a token file (Config.AuthTokenFile, or GenerateAuthToken's
 // DATA_DIR/auth-token), or Open fails with ErrAuthRequired. The data
-// directory is made private (0700, files 0600) at every start. See
-// docs/SECURITY.md.
+// directory is made private (0700, files 0600) at every start. Its
+// listeners (the API's, the Pub/Sub gRPC API's) count their connections
+// and close those past Config.MaxConnections or
+// Config.MaxConnectionsPerAddress at once, the total cap kept below the
+// process's descriptor limit (conns.go). See docs/SECURITY.md.
 //
 // It serves the web console (package console) beside the API, its pages
 // behind a guard of their own that asks no token, and Google's Pub/Sub v1

@@ -14,11 +14,10 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/internal/testpki"
-	"github.com/weir-dev/weir/service"
 )
 
 // TestPipelinePostgresFiles: the certificate, key and password files a
@@ -52,7 +51,7 @@ func TestPipelinePostgresFiles(t *testing.T) {
 
 	p := openServing(t, Config{Listen: "127.0.0.1:0", DataDir: dataDir, FileRoots: []string{root, dataDir}, GenerateAuthToken: true,
 		NATSURL: "nats://" + ns.Addr().String(), NATSCredentials: NATSCredentials{User: "weir", PasswordFile: natsPass}})
-	c, err := api.NewClient(p.Address(), nil)
+	c, err := client.NewClient(p.Address(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +90,8 @@ func TestPipelinePostgresFiles(t *testing.T) {
 			code: errcode.InvalidPipeline, mentions: []string{"servicefile", "--file-roots"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Submit(context.Background(), api.SubmitRequest{Name: fmt.Sprintf("pg-%d", i), Pipeline: pg(tc.dsn, "t"), PipelineFile: "pg.yaml", BaseDir: root})
-			var ae *api.Error
+			_, err := c.Submit(context.Background(), client.SubmitRequest{Name: fmt.Sprintf("pg-%d", i), Pipeline: pg(tc.dsn, "t"), PipelineFile: "pg.yaml", BaseDir: root})
+			var ae *client.Error
 			if !errors.As(err, &ae) || ae.Code != tc.code || ae.Status != 400 {
 				t.Fatalf("submit = %v, want 400 %s", err, tc.code)
 			}
@@ -130,11 +129,11 @@ func TestPipelinePostgresFiles(t *testing.T) {
 		if _, err := conn.Exec("DROP TABLE IF EXISTS " + table); err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Submit(context.Background(), api.SubmitRequest{Name: name, Pipeline: pg(dsn, table), PipelineFile: "pg.yaml", BaseDir: root})
+		res, err := c.Submit(context.Background(), client.SubmitRequest{Name: name, Pipeline: pg(dsn, table), PipelineFile: "pg.yaml", BaseDir: root})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		var j *service.Job
+		var j *client.Job
 		if !await.Until(30*time.Second, 10*time.Millisecond, func() bool {
 			j, err = c.Get(context.Background(), res.ID)
 			// DONE is recorded before the final commit (pending_commit).
@@ -142,7 +141,7 @@ func TestPipelinePostgresFiles(t *testing.T) {
 		}) {
 			t.Fatalf("%s: the job did not end: %v %v", name, j, err)
 		}
-		if j.State != service.StateDone {
+		if j.State != client.StateDone {
 			t.Fatalf("job %s: %s (%s)", j.Name, j.State, j.Error)
 		}
 		var n int
@@ -175,7 +174,7 @@ func TestPipelinePostgresFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("pg-verify-ca", dsn+sep+"sslmode=verify-ca&sslrootcert=certs/pg-server.pem")
-	_, err = c.Submit(context.Background(), api.SubmitRequest{Name: "pg-wrong-ca", Pipeline: pg(dsn+sep+"sslmode=verify-ca&sslrootcert="+rel, table), PipelineFile: "pg.yaml", BaseDir: root})
+	_, err = c.Submit(context.Background(), client.SubmitRequest{Name: "pg-wrong-ca", Pipeline: pg(dsn+sep+"sslmode=verify-ca&sslrootcert="+rel, table), PipelineFile: "pg.yaml", BaseDir: root})
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("verify-ca with a CA that did not sign the server's certificate: %v, want a certificate error", err)
 	}

@@ -108,6 +108,20 @@ type Config struct {
 	// topics and the subscriptions clients may create (api.Limits); 0
 	// takes api.DefaultMaxObjects, a negative value is no limit.
 	MaxJobs, MaxTopics, MaxSubscriptions int
+	// MaxConnections bounds the open connections of the API's and the
+	// Pub/Sub gRPC API's listeners together, MaxConnectionsPerAddress those
+	// of one client address; a connection past a cap is closed as soon as
+	// it is accepted (conns.go). 0 takes the default: for MaxConnections
+	// the process's descriptor limit less a reserve for the data
+	// directory, the broker and sinks (a quarter, at least 128), at most
+	// MaxDefaultConnections; DefaultMaxConnectionsPerAddress. A negative
+	// value is no cap; MaxConnections never exceeds the descriptor limit
+	// less its reserve.
+	MaxConnections, MaxConnectionsPerAddress int
+	// ReadHeaderTimeout bounds the arrival of a request's headers (and of
+	// a TLS handshake); IdleTimeout closes a kept-alive connection without
+	// a new request. Defaults DefaultReadHeaderTimeout, DefaultIdleTimeout.
+	ReadHeaderTimeout, IdleTimeout time.Duration
 
 	// PubSubGRPCListen is the address of Google's Pub/Sub v1 gRPC API over
 	// the broker (package pubsubgrpc; `weir server` defaults to
@@ -167,6 +181,7 @@ type Process struct {
 	endStreams func()
 	gate       gate
 	guard      *api.Guard
+	conns      *connLimiter
 	certs      *certReloader      // nil: plain HTTP
 	grpc       *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
 	grpcLn     net.Listener
@@ -223,7 +238,19 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, ErrTLSConfig
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
 	p := &Process{cfg: cfg, log: cfg.Logger, dir: dir, lock: cfg.Lock, serveErr: make(chan error, 1), released: make(chan struct{})}
+	fdLimit, fdKnown := descriptorLimit()
+	total, perAddr, notes := connCaps(cfg.MaxConnections, cfg.MaxConnectionsPerAddress, fdLimit, fdKnown)
+	for _, n := range notes {
+		p.log.Warn(n)
+	}
+	p.conns = newConnLimiter(total, perAddr, p.log)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.stopBackends(context.WithoutCancel(ctx)))
@@ -428,14 +455,15 @@ func (p *Process) Serve() error {
 	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
 	// Headers must arrive within ReadHeaderTimeout and a body within the
 	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
-	// cut long requests (a release waits for every job's checkpoint).
-	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// cut long requests (a release waits for every job's checkpoint). The
+	// connections are capped below the descriptor limit (conns.go).
+	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: p.cfg.ReadHeaderTimeout, IdleTimeout: p.cfg.IdleTimeout}
 	p.endStreams = h.EndStreams
 	p.srv.RegisterOnShutdown(h.EndStreams)
-	ln := p.ln
+	ln := p.conns.wrap(p.ln)
 	if p.certs != nil {
 		p.srv.TLSConfig = p.certs.tlsConfig()
-		ln = tls.NewListener(p.ln, p.srv.TLSConfig)
+		ln = tls.NewListener(ln, p.srv.TLSConfig)
 	}
 	go func() { p.serveErr <- p.srv.Serve(ln) }()
 	if err := p.servePubSubGRPC(); err != nil {

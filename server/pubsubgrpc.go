@@ -81,7 +81,7 @@ func (p *Process) servePubSubGRPC() error {
 	p.grpcLn = ln
 	p.grpc = pubsubgrpc.New(p.broker, opts)
 	go func() {
-		if err := p.grpc.Serve(ln); err != nil {
+		if err := p.grpc.Serve(p.conns.wrap(ln)); err != nil {
 			p.log.Error("the Pub/Sub gRPC API stopped", "error", err)
 		}
 	}()

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
 )
 
@@ -119,11 +119,11 @@ func TestTLS(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	hc, err := api.NewHTTPClient(ca.file, 10*time.Second)
+	hc, err := client.NewHTTPClient(ca.file, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := api.NewClient(p.Address(), hc)
+	c, err := client.NewClient(p.Address(), hc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,19 +134,19 @@ func TestTLS(t *testing.T) {
 		t.Errorf("TLS does not replace the token: %v", err)
 	}
 
-	untrusting, err := api.NewHTTPClient("", 10*time.Second)
+	untrusting, err := client.NewHTTPClient("", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, _ := api.NewClient(p.Address(), untrusting)
-	if _, err := c2.List(ctx, "all"); !errors.Is(err, api.ErrTLS) || !strings.Contains(err.Error(), "--tls-ca") {
+	c2, _ := client.NewClient(p.Address(), untrusting)
+	if _, err := c2.List(ctx, "all"); !errors.Is(err, client.ErrTLS) || !strings.Contains(err.Error(), "--tls-ca") {
 		t.Errorf("a client without the CA: %v, want ErrTLS naming --tls-ca", err)
 	}
-	plain, _ := api.NewClient(strings.Replace(p.Address(), "https://", "http://", 1), nil)
+	plain, _ := client.NewClient(strings.Replace(p.Address(), "https://", "http://", 1), nil)
 	if _, err := plain.WithToken(p.GeneratedToken()).List(ctx, "all"); err == nil {
 		t.Error("the API answered plain HTTP on its TLS port")
 	}
-	if _, err := api.NewHTTPClient(certFile+".missing", time.Second); err == nil {
+	if _, err := client.NewHTTPClient(certFile+".missing", time.Second); err == nil {
 		t.Error("a missing CA file was accepted")
 	}
 
@@ -200,6 +200,6 @@ func TestTLSConfigErrors(t *testing.T) {
 }
 
 func isCode(err error, code string) bool {
-	var ae *api.Error
+	var ae *client.Error
 	return errors.As(err, &ae) && string(ae.Code) == code
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/weirx"
 )
@@ -35,7 +35,7 @@ func TestProgramTakeoverWithToken(t *testing.T) {
 	if !strings.Contains(p1.log(), tok) {
 		t.Errorf("the program did not print its generated token on stderr")
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if _, err := p1.client().Get(ctx, "counts"); !errors.As(err, &ae) || ae.Code != errcode.Unauthenticated || ae.Status != 401 {
 		t.Fatalf("a request without the token: %v, want 401 UNAUTHENTICATED", err)
 	}

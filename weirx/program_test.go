@@ -19,7 +19,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/state"
@@ -159,9 +159,9 @@ func (p *proc) signal(sig syscall.Signal) int {
 	return p.wait()
 }
 
-func (p *proc) client() *api.Client {
+func (p *proc) client() *client.Client {
 	p.t.Helper()
-	c, err := api.NewClient(p.addr, nil)
+	c, err := client.NewClient(p.addr, nil)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -170,10 +170,10 @@ func (p *proc) client() *api.Client {
 
 // waitEpoch waits until the job ref has a checkpoint past epoch and
 // returns it: data flows and is checkpointed.
-func (p *proc) waitEpoch(ref string, past uint64) *service.Job {
+func (p *proc) waitEpoch(ref string, past uint64) *client.Job {
 	p.t.Helper()
 	ctx := context.Background()
-	var j *service.Job
+	var j *client.Job
 	if await.Until(time.Minute, 50*time.Millisecond, func() bool {
 		got, err := p.client().Get(ctx, ref)
 		if err == nil && got.LastCheckpoint != nil && got.LastCheckpoint.Epoch > past {
@@ -219,7 +219,7 @@ func TestProgramUpdate(t *testing.T) {
 	// v1 starts a new job.
 	p1 := startProgram(t, v1, args...)
 	j1 := p1.waitEpoch("counts", 2)
-	if j1.Generation != 1 || j1.SDK != service.SDKGo || j1.State != service.StateRunning {
+	if j1.Generation != 1 || j1.SDK != service.SDKGo || j1.State != client.StateRunning {
 		t.Fatalf("v1's job: generation %d, sdk %q, state %s; want 1, go, RUNNING", j1.Generation, j1.SDK, j1.State)
 	}
 
@@ -235,7 +235,7 @@ func TestProgramUpdate(t *testing.T) {
 		t.Fatalf("v3 --update: exit %d\nstdout:\n%s\nstderr:\n%s\nwant %d with a KEY_CODER_CHANGED report", code, stdout, stderr, weirx.ExitIncompatible)
 	}
 	after := p1.waitEpoch("counts", j1.LastCheckpoint.Epoch+2)
-	if after.ID != j1.ID || after.State != service.StateRunning {
+	if after.ID != j1.ID || after.State != client.StateRunning {
 		t.Fatalf("after the refused update the job is %s %s, want %s RUNNING", after.ID, after.State, j1.ID)
 	}
 
@@ -265,7 +265,7 @@ func TestProgramUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hist.Jobs) != 2 || hist.Jobs[0].ID != j1.ID || hist.Jobs[0].State != service.StateUpdated ||
+	if len(hist.Jobs) != 2 || hist.Jobs[0].ID != j1.ID || hist.Jobs[0].State != client.StateUpdated ||
 		hist.Jobs[0].ReplacedByJobID != j2.ID || hist.Jobs[1].ReplacesJobID != j1.ID {
 		t.Fatalf("history after the update: %+v", hist.Jobs)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/weirx"
 )
@@ -35,11 +35,11 @@ func TestProgramCreateFromSnapshot(t *testing.T) {
 	p1 := startProgram(t, v1, args...)
 	j1 := p1.waitEpoch("counts", 2)
 	c := p1.client()
-	snap, err := c.CreateSnapshot(ctx, api.CreateSnapshotRequest{JobID: "counts"})
+	snap, err := c.CreateSnapshot(ctx, client.CreateSnapshotRequest{JobID: "counts"})
 	if err != nil {
 		t.Fatalf("snapshot through the program's API: %v", err)
 	}
-	if snap, err = c.WaitSnapshot(ctx, snap.ID, 50*time.Millisecond, nil); err != nil || snap.State != service.SnapshotReady || snap.SDK != service.SDKGo {
+	if snap, err = c.WaitSnapshot(ctx, snap.ID, 50*time.Millisecond, nil); err != nil || snap.State != client.SnapshotReady || snap.SDK != service.SDKGo {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	if _, err := c.Cancel(ctx, "counts"); err != nil {

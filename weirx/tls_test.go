@@ -13,11 +13,10 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/internal/testpki"
-	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/weirx"
 )
 
@@ -43,16 +42,16 @@ func TestProgramTakeoverOverTLS(t *testing.T) {
 		return append(append(append([]string{}, base...), "--tls-cert", p.CertFile, "--tls-key", p.KeyFile), more...)
 	}
 	ctx := context.Background()
-	hc, err := api.NewHTTPClient(ca.File, 30*time.Second)
+	hc, err := client.NewHTTPClient(ca.File, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientOf := func(p *proc, tok string) *api.Client {
+	clientOf := func(p *proc, tok string) *client.Client {
 		t.Helper()
 		if !strings.HasPrefix(p.addr, "https://") {
 			t.Fatalf("the program serves %s, want https://", p.addr)
 		}
-		c, err := api.NewClient(p.addr, hc)
+		c, err := client.NewClient(p.addr, hc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,13 +83,13 @@ func TestProgramTakeoverOverTLS(t *testing.T) {
 		if code == weirx.ExitOK || !strings.Contains(stderr, tc.want) {
 			t.Fatalf("%s: v2 --update exit %d, want a failure naming %q; stderr:\n%s", tc.name, code, tc.want, stderr)
 		}
-		if j, err := c1.Get(ctx, "counts"); err != nil || j.ID != j1.ID || j.State != service.StateRunning {
+		if j, err := c1.Get(ctx, "counts"); err != nil || j.ID != j1.ID || j.State != client.StateRunning {
 			t.Fatalf("%s: after the refused takeover the job is %+v (%v)", tc.name, j, err)
 		}
 	}
 
 	// Accepted: the CA from $WEIR_TLS_CA, the token from DATA_DIR/auth-token.
-	t.Setenv(api.TLSCAEnv, ca.File)
+	t.Setenv(client.TLSCAEnv, ca.File)
 	p2 := startProgram(t, v2, withCert(cert2, "--update")...)
 	if code := p1.wait(); code != weirx.ExitOK {
 		t.Fatalf("v1 exit code after the release = %d, want 0\nlog:\n%s", code, p1.log())
@@ -103,7 +102,7 @@ func TestProgramTakeoverOverTLS(t *testing.T) {
 	if j2.Generation != 2 || j2.ReplacesJobID != j1.ID {
 		t.Fatalf("v2's job: generation %d replaces %q, want 2 replacing %s", j2.Generation, j2.ReplacesJobID, j1.ID)
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if _, err := c2.WithToken("").Get(ctx, "counts"); !errors.As(err, &ae) || ae.Code != errcode.Unauthenticated {
 		t.Fatalf("the successor without the token: %v, want UNAUTHENTICATED", err)
 	}
@@ -117,9 +116,9 @@ func TestProgramTakeoverOverTLS(t *testing.T) {
 
 // waitCheckpoint waits, through client c, until p's job ref has taken a
 // checkpoint, and returns it.
-func waitCheckpoint(t *testing.T, p *proc, c *api.Client, ref string) *service.Job {
+func waitCheckpoint(t *testing.T, p *proc, c *client.Client, ref string) *client.Job {
 	t.Helper()
-	var j *service.Job
+	var j *client.Job
 	if !await.Until(time.Minute, 50*time.Millisecond, func() bool {
 		got, err := c.Get(context.Background(), ref)
 		if err == nil && got.LastCheckpoint != nil {

@@ -13,12 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
@@ -160,7 +160,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringSliceVar(&f.allowedSQLHosts, "allowed-sql-hosts", nil, "hosts the PostgreSQL dsns of YAML pipelines submitted to the API may name (default localhost,127.0.0.0/8,::1)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve the API over HTTPS with, read again when it changes (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "with --update: PEM file of the CA that signed the running process's certificate (default $"+api.TLSCAEnv+", else --tls-cert's own chain, else the system's roots)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "with --update: PEM file of the CA that signed the running process's certificate (default $"+client.TLSCAEnv+", else --tls-cert's own chain, else the system's roots)")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -321,7 +321,11 @@ func (pr *program) run(ctx context.Context) error {
 	if err != nil || st.Job == nil {
 		closeErr := p.Close(ctx)
 		if st != nil && st.Report != nil {
-			return errors.Join(pr.printReport(st.Report, st.Replaced, err), closeErr)
+			running := ""
+			if st.Replaced != nil {
+				running = st.Replaced.ID
+			}
+			return errors.Join(pr.printReport(st.Report, running, err), closeErr)
 		}
 		code := ExitFailure
 		if service.ErrorCode(err) == errcode.InvalidPipeline {
@@ -360,11 +364,11 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("%w, which has not published its address yet (%w): try again once it has started", inUse, err))
 	}
-	hc, err := api.NewHTTPClient(pr.releaseCA(), server.DefaultShutdownTimeout+time.Minute)
+	hc, err := client.NewHTTPClient(pr.releaseCA(), server.DefaultShutdownTimeout+time.Minute)
 	if err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--tls-ca: %w", err))
 	}
-	c, err := api.NewClient(ctl.Address, hc)
+	c, err := client.NewClient(ctl.Address, hc)
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("the control file's address: %w", err))
 	}
@@ -374,9 +378,9 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 	}
 	c = c.WithToken(tok)
 	pr.log.Info("asking the running process to release the data directory", "pid", ctl.PID, "address", ctl.Address)
-	res, err := c.Release(ctx, api.ReleaseRequest{Name: f.jobName, Graph: canon, Program: pr.exe,
+	res, err := c.Release(ctx, client.ReleaseRequest{Name: f.jobName, Graph: canon, Program: pr.exe,
 		TransformNameMapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
-	if errors.Is(err, api.ErrUnreachable) {
+	if errors.Is(err, client.ErrUnreachable) {
 		// The process died (or is dying) without answering: once its lock is
 		// free, the stored swap runs the check itself.
 		pr.log.Warn("the running process did not answer; waiting for the data directory's lock", "pid", ctl.PID, "error", err)
@@ -387,7 +391,15 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 		return lock, nil
 	}
 	if res != nil && res.Report != nil && (err != nil || f.validateOnly) {
-		return nil, pr.printReport(res.Report, res.Replaced, err)
+		rep, cerr := compatReport(*res.Report)
+		if cerr != nil {
+			return nil, withCode(ExitFailure, cerr)
+		}
+		running := ""
+		if res.Replaced != nil {
+			running = res.Replaced.ID
+		}
+		return nil, pr.printReport(rep, running, err)
 	}
 	if err != nil {
 		return nil, withCode(ExitFailure, fmt.Errorf("asking process %d at %s to release the data directory: %w", ctl.PID, ctl.Address, err))
@@ -412,7 +424,7 @@ func (pr *program) takeOver(ctx context.Context, canon []byte) (*server.DirLock,
 // CA, or a self-signed certificate, which the running build most likely
 // shares); "" trusts the system's roots.
 func (pr *program) releaseCA() string {
-	if ca := api.ClientCAFile(pr.f.tlsCA); ca != "" {
+	if ca := client.ClientCAFile(pr.f.tlsCA); ca != "" {
 		return ca
 	}
 	return pr.f.tlsCert
@@ -424,18 +436,18 @@ func (pr *program) releaseCA() string {
 // sends none (a predecessor on loopback without a token file).
 func (pr *program) releaseToken() (string, error) {
 	f := pr.f
-	if tok, found, err := api.ClientToken(f.token, f.tokenFile); err != nil || found {
+	if tok, found, err := client.ClientToken(f.token, f.tokenFile); err != nil || found {
 		return tok, err
 	}
 	switch {
 	case f.authTokenFile != "":
-		tok, err := api.ReadToken(f.authTokenFile)
+		tok, err := client.ReadToken(f.authTokenFile)
 		if err != nil {
 			return "", fmt.Errorf("--auth-token-file: %w", err)
 		}
 		return tok, nil
 	}
-	tok, err := api.ReadToken(filepath.Join(pr.dir, server.AuthTokenFileName))
+	tok, err := client.ReadToken(filepath.Join(pr.dir, server.AuthTokenFileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -453,14 +465,12 @@ type updateOutput struct {
 
 // printReport prints the compatibility report of a refused or
 // validate-only --update and returns the error to exit with: ExitIncompatible
-// when refused, nil when a validation passed, err's otherwise.
-func (pr *program) printReport(r *compat.Report, replaced *service.Summary, err error) error {
+// when refused, nil when a validation passed, err's otherwise. runningJob
+// is the ID of the job the check ran against, "" if none.
+func (pr *program) printReport(r *compat.Report, runningJob string, err error) error {
 	f := pr.f
 	if f.format == "json" {
-		out := updateOutput{Name: f.jobName, ValidateOnly: f.validateOnly, Compatibility: *r}
-		if replaced != nil {
-			out.RunningJobLeft = replaced.ID
-		}
+		out := updateOutput{Name: f.jobName, ValidateOnly: f.validateOnly, Compatibility: *r, RunningJobLeft: runningJob}
 		if werr := writeJSON(pr.out, out); werr != nil {
 			return werr
 		}
@@ -477,11 +487,25 @@ func (pr *program) printReport(r *compat.Report, replaced *service.Summary, err 
 	if err == nil {
 		return nil
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if errors.As(err, &ae) && ae.Code == errcode.IncompatibleUpdate || service.ErrorCode(err) == errcode.IncompatibleUpdate {
 		return withCode(ExitIncompatible, err)
 	}
 	return withCode(ExitFailure, err)
+}
+
+// compatReport is the compatibility report a running process answered, as
+// package compat's (which prints it): the two share their JSON form.
+func compatReport(r client.CompatReport) (*compat.Report, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading the running process's compatibility report: %w", err)
+	}
+	var out compat.Report
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("reading the running process's compatibility report: %w", err)
+	}
+	return &out, nil
 }
 
 // startOutput is the first line of --format json.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -28,7 +29,7 @@ type checkFlags struct {
 
 // runningGraphs looks up the graph a running job was started with, so that
 // `weir check JOB_NAME NEW.yaml` can check against it. serverGraphs asks a
-// weir server (the graph a job stores is service.Job.Graph, canonical JSON
+// weir server (the graph a job stores is client.Job.Graph, canonical JSON
 // for graph.Parse); with none (nil), a job name as OLD exits with
 // ExitNeedsServer.
 type runningGraphs interface {
@@ -170,6 +171,21 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 		return withCode(ExitIncompatible, fmt.Errorf("%s cannot update %s: %d incompatible change(s), listed in the report", newPath, oldArg, len(r.Errors)))
 	}
 	return nil
+}
+
+// writeReportText prints a server's compatibility report as `weir check`
+// prints its own (package compat's text form; the two share their JSON
+// form, which carries the server's report over).
+func writeReportText(w io.Writer, r client.CompatReport) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("reading the server's compatibility report: %w", err)
+	}
+	var rep compat.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("reading the server's compatibility report: %w", err)
+	}
+	return rep.WriteText(w)
 }
 
 // writeReportJSON prints r as indented JSON, leaving '<', '>' and '&' (of

@@ -9,16 +9,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 )
 
 // serverEnv names the environment variable that points the CLI at a weir
-// server (and makes `weir run` submit to it); tokenEnv the one that holds
-// the server's bearer token.
+// server (where `weir run --job-name` submits, not whether `weir run`
+// does); tokenEnv the one that holds the server's bearer token.
 const (
 	serverEnv = "WEIR_SERVER"
-	tokenEnv  = api.TokenEnv
+	tokenEnv  = client.TokenEnv
 )
 
 // serverFlag is what a command that talks to a server reads from its flags:
@@ -33,10 +33,10 @@ type serverFlag struct {
 // addServerFlag declares --server, --token and --token-file on cmd.
 func addServerFlag(cmd *cobra.Command, dst *serverFlag) {
 	fl := cmd.Flags()
-	fl.StringVar(&dst.addr, "server", "", "address of the weir server (default $"+serverEnv+", else "+api.DefaultServer+")")
+	fl.StringVar(&dst.addr, "server", "", "address of the weir server (default $"+serverEnv+", else "+client.DefaultServer+")")
 	fl.StringVar(&dst.token, "token", "", "bearer token of the weir server (visible to other local users in the process list: prefer --token-file or $"+tokenEnv+")")
 	fl.StringVar(&dst.tokenFile, "token-file", "", "file holding the weir server's bearer token (default $"+tokenEnv+")")
-	fl.StringVar(&dst.tlsCA, "tls-ca", "", "PEM file of the CA that signed an https server's certificate (default $"+api.TLSCAEnv+", else the system's roots)")
+	fl.StringVar(&dst.tlsCA, "tls-ca", "", "PEM file of the CA that signed an https server's certificate (default $"+client.TLSCAEnv+", else the system's roots)")
 }
 
 // serverAddr returns the server address: the flag, $WEIR_SERVER, or the default.
@@ -47,14 +47,14 @@ func serverAddr(flag string) string {
 	if v := os.Getenv(serverEnv); v != "" {
 		return v
 	}
-	return api.DefaultServer
+	return client.DefaultServer
 }
 
 // clientToken returns the bearer token to send: --token, else the first
 // token of --token-file, else $WEIR_TOKEN; "" sends none (a loopback
 // server without a token file).
 func clientToken(f serverFlag) (string, error) {
-	tok, _, err := api.ClientToken(f.token, f.tokenFile)
+	tok, _, err := client.ClientToken(f.token, f.tokenFile)
 	if err != nil {
 		return "", usageErrorf("%w", err)
 	}
@@ -63,12 +63,12 @@ func clientToken(f serverFlag) (string, error) {
 
 // newClient returns an API client of the server f designates, sending
 // its token.
-func newClient(f serverFlag) (*api.Client, error) {
-	hc, err := api.NewHTTPClient(api.ClientCAFile(f.tlsCA), 30*time.Second)
+func newClient(f serverFlag) (*client.Client, error) {
+	hc, err := client.NewHTTPClient(client.ClientCAFile(f.tlsCA), 30*time.Second)
 	if err != nil {
 		return nil, usageErrorf("--tls-ca: %w", err)
 	}
-	c, err := api.NewClient(serverAddr(f.addr), hc)
+	c, err := client.NewClient(serverAddr(f.addr), hc)
 	if err != nil {
 		return nil, usageErrorf("--server: %w", err)
 	}
@@ -82,20 +82,20 @@ func newClient(f serverFlag) (*api.Client, error) {
 // clientError maps an API client error to the CLI's exit codes: an
 // unreachable server, an invalid pipeline, a usage problem (bad name or
 // options), or a failure (unknown job, illegal transition).
-func clientError(ctx context.Context, c *api.Client, err error) error {
+func clientError(ctx context.Context, c *client.Client, err error) error {
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
 		return err
 	}
-	if errors.Is(err, api.ErrTLS) {
+	if errors.Is(err, client.ErrTLS) {
 		return withCode(ExitServerUnreachable, err)
 	}
-	if errors.Is(err, api.ErrUnreachable) {
+	if errors.Is(err, client.ErrUnreachable) {
 		return withCode(ExitServerUnreachable, fmt.Errorf("no weir server answers at %s: start one with 'weir server' (from a checkout: go run ./cmd/weir server), or point --server or $%s at a running one", c.Base(), serverEnv))
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if errors.As(err, &ae) {
 		return &exitError{code: exitCodeOf(ae.Code), err: fmt.Errorf("%s (%s)", ae.Message, ae.Code), byServer: true}
 	}

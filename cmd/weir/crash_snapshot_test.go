@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
@@ -55,17 +56,17 @@ func asyncCLI(t *testing.T, srv *serverProc, dir string, args ...string) func() 
 }
 
 // snapshotRecords lists every snapshot of the server, DELETED ones too.
-func snapshotRecords(t *testing.T, srv *serverProc) map[string]service.Snapshot {
+func snapshotRecords(t *testing.T, srv *serverProc) map[string]client.Snapshot {
 	t.Helper()
 	r := srv.cli("", "snapshots", "list", "--all", "--format", "json")
 	if r.code != ExitOK {
 		t.Fatalf("snapshots list: %d %s", r.code, r.stderr)
 	}
-	var list []service.Snapshot
+	var list []client.Snapshot
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("snapshots list: %v\n%s", err, r.stdout)
 	}
-	out := map[string]service.Snapshot{}
+	out := map[string]client.Snapshot{}
 	for _, s := range list {
 		out[s.ID] = s
 	}
@@ -76,12 +77,12 @@ func snapshotRecords(t *testing.T, srv *serverProc) map[string]service.Snapshot 
 // PENDING or RUNNING, that every READY one is complete (it exports to a
 // file that verifies, with as many bytes of data as its record says) and
 // every FAILED one has no data; it returns the records.
-func checkSnapshotsSettled(t *testing.T, srv *serverProc, work string) map[string]service.Snapshot {
+func checkSnapshotsSettled(t *testing.T, srv *serverProc, work string) map[string]client.Snapshot {
 	t.Helper()
 	recs := snapshotRecords(t, srv)
 	for id, s := range recs {
 		switch s.State {
-		case service.SnapshotReady:
+		case client.SnapshotReady:
 			f := filepath.Join(work, "check-"+id+".weirsnap")
 			if r := srv.cli(work, "snapshots", "export", id, "--output", f); r.code != ExitOK {
 				t.Errorf("READY snapshot %s does not export: %d %s", id, r.code, r.stderr)
@@ -97,7 +98,7 @@ func checkSnapshotsSettled(t *testing.T, srv *serverProc, work string) map[strin
 			if err != nil || info.SnapshotID != id || info.Entries == 0 {
 				t.Errorf("READY snapshot %s exports %+v, %v", id, info, err)
 			}
-		case service.SnapshotFailed, service.SnapshotDeleted:
+		case client.SnapshotFailed, client.SnapshotDeleted:
 			if s.DiskSizeBytes != 0 {
 				t.Errorf("%s snapshot %s claims %d bytes of data", s.State, id, s.DiskSizeBytes)
 			}
@@ -224,7 +225,7 @@ func TestCLIServerCrashSnapshot(t *testing.T) {
 		t.Fatalf("snapshots create: %d %s%s", r.code, r.stdout, r.stderr)
 	}
 	snapID := lastField(r.stdout)
-	if recs := snapshotRecords(t, srv); recs[snapID].State != service.SnapshotReady {
+	if recs := snapshotRecords(t, srv); recs[snapID].State != client.SnapshotReady {
 		t.Fatalf("snapshot %q is %+v\n%s", snapID, recs[snapID], r.stdout)
 	}
 
@@ -248,7 +249,7 @@ func TestCLIServerCrashSnapshot(t *testing.T) {
 		if res.code == ExitOK && what == "no file" {
 			t.Errorf("export %d exited 0 but wrote no file", i)
 		}
-		if recs := checkSnapshotsSettled(t, srv, work); recs[snapID].State != service.SnapshotReady {
+		if recs := checkSnapshotsSettled(t, srv, work); recs[snapID].State != client.SnapshotReady {
 			t.Errorf("after a kill during its export snapshot %s is %s", snapID, recs[snapID].State)
 		}
 		outcomes["export"] = append(outcomes["export"], fmt.Sprintf("cli exit %d, %s", res.code, what))
@@ -272,15 +273,15 @@ func TestCLIServerCrashSnapshot(t *testing.T) {
 		srv.waitJob(v1, "RUNNING after the restart", stateIs("RUNNING"))
 		recs := checkSnapshotsSettled(t, srv, work)
 		st := recs[snapID].State
-		if st != service.SnapshotReady && st != service.SnapshotDeleted && st != "" {
+		if st != client.SnapshotReady && st != client.SnapshotDeleted && st != "" {
 			t.Errorf("after a kill during its import snapshot %s is %s", snapID, st)
 		}
-		if res.code == ExitOK && st != service.SnapshotReady {
+		if res.code == ExitOK && st != client.SnapshotReady {
 			t.Errorf("import %d exited 0 but the snapshot is %q", i, st)
 		}
 		outcomes["import"] = append(outcomes["import"], fmt.Sprintf("cli exit %d, snapshot %q", res.code, st))
 	}
-	if snapshotRecords(t, srv)[snapID].State != service.SnapshotReady {
+	if snapshotRecords(t, srv)[snapID].State != client.SnapshotReady {
 		if r := srv.cli(work, "snapshots", "import", file); r.code != ExitOK {
 			t.Fatalf("import: %d %s", r.code, r.stderr)
 		}
@@ -298,7 +299,7 @@ func TestCLIServerCrashSnapshot(t *testing.T) {
 		<-time.After(killDelay()) // a kill point on purpose: wherever it lands
 		srv = restart(srv, "create-from-snapshot")
 		res := wait()
-		if snapshotRecords(t, srv)[snapID].State != service.SnapshotReady {
+		if snapshotRecords(t, srv)[snapID].State != client.SnapshotReady {
 			t.Fatalf("after a kill during create-from-snapshot snapshot %s is not READY", snapID)
 		}
 		active := activeJob(t, srv, "orders")
@@ -342,7 +343,7 @@ func TestCLIServerCrashSnapshot(t *testing.T) {
 	srv.stop(syscall.SIGTERM)
 }
 
-func statesOf(recs map[string]service.Snapshot) []string {
+func statesOf(recs map[string]client.Snapshot) []string {
 	var out []string
 	for _, s := range recs {
 		out = append(out, string(s.State))

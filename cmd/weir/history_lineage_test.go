@@ -4,17 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/client"
 )
 
 // TestWriteGenerationsMarksOtherNames: weir jobs history NEW marks the
 // generations of an old name that NEW's lineage continues with that name,
 // and not NEW's own.
 func TestWriteGenerationsMarksOtherNames(t *testing.T) {
-	h := &api.HistoryResponse{Name: "sums-v2", Generations: []service.GenerationHistory{
-		{Generation: 1, JobID: "j1", How: service.HowCreate, State: service.StateDrained, JobName: "sums"},
-		{Generation: 2, JobID: "j2", How: service.HowStopAndReplace, State: service.StateRunning},
+	h := &client.HistoryResponse{Name: "sums-v2", Generations: []client.GenerationHistory{
+		{Generation: 1, JobID: "j1", How: client.HowCreate, State: client.StateDrained, JobName: "sums"},
+		{Generation: 2, JobID: "j2", How: client.HowStopAndReplace, State: client.StateRunning},
 	}}
 	var b strings.Builder
 	if err := writeGenerations(&b, h); err != nil {

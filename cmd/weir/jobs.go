@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/service"
 )
@@ -60,7 +60,7 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 
 func newJobsListCommand(e *env) *cobra.Command {
 	var status string
-	return showCommand(e, showSpec[[]service.Summary]{
+	return showCommand(e, showSpec[[]client.Summary]{
 		use:   "list",
 		short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
 		args:  exactArgs(),
@@ -70,11 +70,11 @@ func newJobsListCommand(e *env) *cobra.Command {
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]service.Summary, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]client.Summary, error) {
 			return c.List(ctx, status)
 		},
-		text: func(w io.Writer, jobs []service.Summary) error {
-			return writeTable(w, "JOB_ID\tNAME\tTYPE\tCREATION_TIME\tSTATE", jobs, func(j service.Summary) string {
+		text: func(w io.Writer, jobs []client.Summary) error {
+			return writeTable(w, "JOB_ID\tNAME\tTYPE\tCREATION_TIME\tSTATE", jobs, func(j client.Summary) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", j.ID, j.Name, j.Type, j.CreateTime.UTC().Format(listTimeLayout), j.State.Title())
 			})
 		},
@@ -86,14 +86,14 @@ func newJobsListCommand(e *env) *cobra.Command {
 
 func newJobsDescribeCommand(e *env) *cobra.Command {
 	var showGraph bool
-	return showCommand(e, showSpec[*service.Job]{
+	return showCommand(e, showSpec[*client.Job]{
 		use:   "describe ID|NAME [--show-graph]",
 		short: "Describe a job: state and its history, options, condition, lineage, per-step counters, watermarks, backlog",
 		args:  exactArgs("ID|NAME"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Job, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Job, error) {
 			return c.Get(ctx, args[0])
 		},
-		text: func(w io.Writer, j *service.Job) error { return describeJob(w, j, showGraph) },
+		text: func(w io.Writer, j *client.Job) error { return describeJob(w, j, showGraph) },
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&showGraph, "show-graph", false, "also print the job's pipeline graph (canonical JSON); --format json always includes it")
 		},
@@ -126,7 +126,7 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 				call = c.Cancel
 			}
 			var firstErr error
-			done := []*service.Summary{}
+			done := []*client.Summary{}
 			for _, ref := range args {
 				j, err := call(cmd.Context(), ref)
 				if err != nil {
@@ -153,9 +153,9 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 			if wait {
 				// Follow each job to its end: DRAINED (drain) or CANCELLED
 				// (cancel) is success, any other end a failure.
-				want := service.StateDrained
+				want := client.StateDrained
 				if action == "cancel" {
-					want = service.StateCancelled
+					want = client.StateCancelled
 				}
 				for _, sum := range done {
 					j, err := c.Get(cmd.Context(), sum.ID)
@@ -186,7 +186,7 @@ func newJobsActionCommand(e *env, action, short string) *cobra.Command {
 }
 
 // describeJob prints a job for humans.
-func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
+func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Job ID", j.ID)
@@ -196,7 +196,7 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 	row("State time", formatTime(j.StateTime))
 	row("Create time", formatTime(j.CreateTime))
 	row("Generation", fmt.Sprint(j.Generation))
-	if j.SDK == service.SDKGo {
+	if j.SDK == client.SDKGo {
 		row("Pipeline", "Go program "+j.Program)
 	}
 	row("Options", formatOptions(j.Options))
@@ -307,7 +307,7 @@ func describeJob(w io.Writer, j *service.Job, showGraph bool) error {
 
 // describeCatchUp renders the progress of the steps that re-read their
 // topic (a replacement's re-read, catch_up in the JSON), "" when none does.
-func describeCatchUp(steps []service.StepMetrics) string {
+func describeCatchUp(steps []client.StepMetrics) string {
 	var parts []string
 	for _, s := range steps {
 		c := s.CatchUp
@@ -332,7 +332,7 @@ func describeCatchUp(steps []service.StepMetrics) string {
 // describeSubscriptions renders the subscriptions a replacement gave j's
 // steps (job.subscriptions), saying which named subscription a step reads
 // one in place of; "" when it has none.
-func describeSubscriptions(j *service.Job) string {
+func describeSubscriptions(j *client.Job) string {
 	if len(j.Subscriptions) == 0 {
 		return ""
 	}
@@ -362,7 +362,7 @@ func describeSubscriptions(j *service.Job) string {
 }
 
 // formatOptions renders a job's options, the unset bounds left out.
-func formatOptions(o service.JobOptions) string {
+func formatOptions(o client.JobOptions) string {
 	parts := []string{fmt.Sprintf("num_workers=%d", o.NumWorkers)}
 	if o.MinNumWorkers > 0 {
 		parts = append(parts, fmt.Sprintf("min_num_workers=%d", o.MinNumWorkers))
@@ -393,11 +393,11 @@ func flush(tw *tabwriter.Writer) error {
 }
 
 func newJobsHistoryCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*api.HistoryResponse]{
+	return showCommand(e, showSpec[*client.HistoryResponse]{
 		use:   "history NAME",
 		short: "Show every job of a name: how each generation replaced the one before (update, stop-and-replace, parallel, rollback), phases, stop windows, rollback snapshots, refused update attempts",
 		args:  exactArgs("NAME"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.HistoryResponse, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.HistoryResponse, error) {
 			return c.History(ctx, args[0])
 		},
 		text: writeHistory,
@@ -406,8 +406,8 @@ func newJobsHistoryCommand(e *env) *cobra.Command {
 
 // writeHistory prints a name's jobs (oldest first) with their lineage,
 // then its refused or validate-only update attempts.
-func writeHistory(w io.Writer, h *api.HistoryResponse) error {
-	err := writeTable(w, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY", h.Jobs, func(j *service.Job) string {
+func writeHistory(w io.Writer, h *client.HistoryResponse) error {
+	err := writeTable(w, "JOB_ID\tGENERATION\tCREATION_TIME\tSTATE\tREPLACES\tREPLACED_BY", h.Jobs, func(j *client.Job) string {
 		return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s", j.ID, j.Generation, j.CreateTime.UTC().Format(time.RFC3339), j.State.Title(),
 			dash(j.ReplacesJobID), dash(j.ReplacedByJobID))
 	})
@@ -423,7 +423,7 @@ func writeHistory(w io.Writer, h *api.HistoryResponse) error {
 			verdict = "validated (compatible)"
 		}
 		fmt.Fprintf(w, "\nupdate attempt at %s on job %s: %s\n", a.Time.UTC().Format(time.RFC3339), a.RunningJobID, verdict)
-		if err := a.Report.WriteText(w); err != nil {
+		if err := writeReportText(w, a.Report); err != nil {
 			return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 		}
 	}
@@ -438,8 +438,9 @@ func dash(s string) string {
 }
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
-	var opts service.JobOptions
-	return showCommand(e, showSpec[*service.Summary]{
+	var opts client.JobOptions
+	var flags *pflag.FlagSet
+	return showCommand(e, showSpec[*client.Summary]{
 		use:   "update-options ID|NAME --num-workers N",
 		short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
 		args:  exactArgs("ID|NAME"),
@@ -449,14 +450,19 @@ func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Summary, error) {
-			return c.UpdateOptions(ctx, args[0], opts)
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Summary, error) {
+			sum, err := c.UpdateOptions(ctx, args[0], opts)
+			if err == nil {
+				autoscalingNote(e.stderr, flags, opts.NumWorkers)
+			}
+			return sum, err
 		},
-		text: func(w io.Writer, sum *service.Summary) error {
+		text: func(w io.Writer, sum *client.Summary) error {
 			_, err := fmt.Fprintf(w, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
 			return err
 		},
 		flags: func(fl *pflag.FlagSet) {
+			flags = fl
 			fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
 			fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
 			fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
@@ -465,10 +471,30 @@ func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 	})
 }
 
+// autoscalingOptions are the job options that bound or steer autoscaling,
+// which the service records but does not act on yet.
+var autoscalingOptions = []string{"min-num-workers", "max-num-workers", "worker-utilization-hint"}
+
+// autoscalingNote says on w (stderr: --format json output stays clean)
+// that the autoscaling options given on fl are recorded only: the job runs
+// the workers it was given, whatever its bounds or utilisation.
+func autoscalingNote(w io.Writer, fl *pflag.FlagSet, workers int) {
+	var given []string
+	for _, name := range autoscalingOptions {
+		if fl.Lookup(name) != nil && fl.Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "note: %s recorded with the job only: autoscaling is not implemented yet, so the job keeps %d worker(s) until a --num-workers changes it\n", strings.Join(given, ", "), workers)
+}
+
 // describeReplacement is the Replacement line of `weir jobs describe`: the
 // flow a job takes part in (as the old or the new job), its phase and
 // since when, and what it measured.
-func describeReplacement(r *service.Replacement) string {
+func describeReplacement(r *client.Replacement) string {
 	out := fmt.Sprintf("%s of job %s by job %s: %s since %s", r.Strategy, r.OldJobID, r.NewJobID, r.Phase, formatTime(r.PhaseTime))
 	if r.StopWindowMillis != nil {
 		out += fmt.Sprintf("; stop window %d ms", *r.StopWindowMillis)
@@ -476,10 +502,10 @@ func describeReplacement(r *service.Replacement) string {
 	if r.DrainTimedOut {
 		out += "; the drain timed out"
 	}
-	if r.Phase == service.PhasePreparing && r.Parallel != nil && r.Parallel.Progress != nil && r.Parallel.Progress.WaitingForOldMessage {
+	if r.Phase == client.PhasePreparing && r.Parallel != nil && r.Parallel.Progress != nil && r.Parallel.Progress.WaitingForOldMessage {
 		out += fmt.Sprintf("; waiting for job %s's next message to fix the cut-over time", r.OldJobID)
 	}
-	if !r.Rewind && (r.Strategy == service.StrategyStopAndReplace || r.Strategy == service.StrategyParallel) {
+	if !r.Rewind && (r.Strategy == client.StrategyStopAndReplace || r.Strategy == client.StrategyParallel) {
 		out += "; weir_replace_rewind=false"
 	}
 	return out + " (--format json: replacement)"

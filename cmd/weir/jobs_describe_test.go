@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/service"
 )
 
 // TestDescribeSubscriptions: weir jobs describe shows the subscriptions a
@@ -31,7 +31,7 @@ func TestDescribeSubscriptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			j := &service.Job{ID: "j1", Name: "sums", Graph: raw, Subscriptions: tc.subs}
+			j := &client.Job{ID: "j1", Name: "sums", Graph: raw, Subscriptions: tc.subs}
 			if got := describeSubscriptions(j); got != tc.want {
 				t.Fatalf("got %q\nwant %q", got, tc.want)
 			}
@@ -52,20 +52,20 @@ func TestDescribeSubscriptions(t *testing.T) {
 func TestDescribeCatchUp(t *testing.T) {
 	tests := []struct {
 		name  string
-		steps []service.StepMetrics
+		steps []client.StepMetrics
 		want  string
 	}{
-		{"none", []service.StepMetrics{{Name: "Events"}, {Name: "Sums"}}, ""},
-		{"re-reading", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}}, {Name: "Sums"}},
+		{"none", []client.StepMetrics{{Name: "Events"}, {Name: "Sums"}}, ""},
+		{"re-reading", []client.StepMetrics{{Name: "Events", CatchUp: &client.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}}, {Name: "Sums"}},
 			"Events re-reading: seq 40 of 102 (its watermark is held until then, so no pane fires)"},
-		{"caught up", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}}},
+		{"caught up", []client.StepMetrics{{Name: "Events", CatchUp: &client.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}}},
 			"Events caught up (read seq 130, re-read through seq 102)"},
-		{"caught up past a gap", []service.StepMetrics{{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}}},
+		{"caught up past a gap", []client.StepMetrics{{Name: "Events", CatchUp: &client.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}}},
 			"Events caught up (read seq 102, re-read through seq 102; 60 messages of the re-read were gone from the topic's retention)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			j := &service.Job{ID: "j1", Name: "sums", Metrics: &service.JobMetrics{Steps: tc.steps}}
+			j := &client.Job{ID: "j1", Name: "sums", Metrics: &client.JobMetrics{Steps: tc.steps}}
 			var b strings.Builder
 			if err := describeJob(&b, j, false); err != nil {
 				t.Fatal(err)

@@ -8,9 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/client"
 )
 
 func newJobsLogsCommand(e *env) *cobra.Command {
@@ -36,11 +34,11 @@ types are listed in docs/METRICS.md.
 				return err
 			}
 			ctx := cmd.Context()
-			print := func(ev service.Event) error { return writeEvent(e.stdout, format, ev) }
+			print := func(ev client.Event) error { return writeEvent(e.stdout, format, ev) }
 			ref := args[0]
 			var after uint64
 			for {
-				page, err := c.Events(ctx, ref, after, api.DefaultEventLimit)
+				page, err := c.Events(ctx, ref, after, client.DefaultEventLimit)
 				if err != nil {
 					return clientError(ctx, c, err)
 				}
@@ -50,7 +48,7 @@ types are listed in docs/METRICS.md.
 					}
 					after = ev.Seq
 				}
-				if len(page.Events) < api.DefaultEventLimit {
+				if len(page.Events) < client.DefaultEventLimit {
 					// Follow the job the first page named: a name may move
 					// on to a new job meanwhile.
 					ref = page.JobID
@@ -61,7 +59,7 @@ types are listed in docs/METRICS.md.
 				return nil
 			}
 			err = c.FollowEvents(ctx, ref, after, print)
-			if errors.Is(err, api.ErrStreamEnded) {
+			if errors.Is(err, client.ErrStreamEnded) {
 				return withCode(ExitFailure, fmt.Errorf("the weir server ended the event stream before job %s ended (it is shutting down or handing its data directory over): run logs --follow again once it is back", ref))
 			}
 			return clientError(ctx, c, err)
@@ -74,7 +72,7 @@ types are listed in docs/METRICS.md.
 }
 
 // writeEvent prints one event as a text line or a JSON object line.
-func writeEvent(w io.Writer, format string, ev service.Event) error {
+func writeEvent(w io.Writer, format string, ev client.Event) error {
 	var err error
 	if format == formatJSON {
 		var b []byte

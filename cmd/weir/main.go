@@ -6,8 +6,9 @@
 // graphs (`weir graph`), benchmarks the engine (`weir bench`) and takes,
 // lists and deletes job snapshots (`weir snapshots`).
 //
-// It may import api, bench, compat, duration, errcode, graph, io/pubsub, runner,
-// server, service, serviceopt, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
+// It may import client (every command that talks to a server), api (the
+// server's defaults), bench, compat, duration, errcode, graph, io/pubsub,
+// runner, server, service, serviceopt, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
 // and the standard library. It must not import weirx (Go programs embed
 // weir, not the other way round).
 //

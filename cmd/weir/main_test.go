@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -332,4 +333,22 @@ func TestCLIQuickStart(t *testing.T) {
 	if !strings.Contains(string(out), `"window_start"`) {
 		t.Errorf("totals lack window bounds:\n%s", out)
 	}
+}
+
+// TestCLIRunInProcessWithServerEnv: $WEIR_SERVER (set for the job
+// commands) does not turn `weir run P.yaml` into a submission: without
+// --job-name or --server a bounded pipeline runs in this process and
+// writes its output, and an unbounded one needs --job-name (exit 4).
+func TestCLIRunInProcessWithServerEnv(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{serverEnv + "=http://127.0.0.1:1"} // no server answers there
+	for run := 1; run <= 2; run++ {
+		r := runCLIEnv(t, dir, env, "run", testdata(t, "totals.yaml"))
+		cliCase{name: "bounded run " + strconv.Itoa(run), wantCode: ExitOK, wantStdout: []string{"Totals"}}.check(t, r)
+		if b, err := os.ReadFile(filepath.Join(dir, "out", "totals.jsonl")); err != nil || !strings.Contains(string(b), "425") {
+			t.Errorf("run %d wrote %q (%v), want the totals", run, b, err)
+		}
+	}
+	r := runCLIEnv(t, dir, env, "run", testdata(t, "unbounded.yaml"))
+	cliCase{name: "unbounded", wantCode: ExitNeedsServer, wantStderr: []string{"needs a weir server", "--job-name", serverEnv}}.check(t, r)
 }

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/client"
 )
 
 // newJobsRollbackCommand is `weir jobs rollback NAME`: go back to an
@@ -19,7 +17,7 @@ func newJobsRollbackCommand(e *env) *cobra.Command {
 	var format, maxStop string
 	var wait bool
 	var server serverFlag
-	var req api.RollbackRequest
+	var req client.RollbackRequest
 	cmd := &cobra.Command{
 		Use:   "rollback NAME [--to-generation N] [--validate-only] [--request-id ID]",
 		Short: "Go back to an earlier generation of a job: its pipeline runs again as a new generation from the rollback snapshot kept at its replacement",
@@ -70,9 +68,9 @@ refused (REQUEST_ID_REUSED).`,
 				// During a parallel overlap the rollback cancels the new
 				// job and answers the kept old one: its flow ending
 				// ROLLED_BACK is the rollback done, not a failure.
-				success := service.PhaseCutOver
+				success := client.PhaseCutOver
 				if res.Job.Replacement.NewJobID != res.Job.ID {
-					success = service.PhaseRolledBack
+					success = client.PhaseRolledBack
 				}
 				return followFlow(cmd.Context(), e, c, res.Job, success)
 			}
@@ -91,7 +89,7 @@ refused (REQUEST_ID_REUSED).`,
 }
 
 // writeRollback prints a rollback's report.
-func writeRollback(w io.Writer, r *api.RollbackResponse) error {
+func writeRollback(w io.Writer, r *client.RollbackResponse) error {
 	var b strings.Builder
 	verb := "rolling back"
 	if r.ValidateOnly {
@@ -126,7 +124,7 @@ func writeRollback(w io.Writer, r *api.RollbackResponse) error {
 	return writeReport(w, &b)
 }
 
-func phaseOf(rep *service.Replacement) string {
+func phaseOf(rep *client.Replacement) string {
 	if rep == nil {
 		return "-"
 	}
@@ -135,7 +133,7 @@ func phaseOf(rep *service.Replacement) string {
 
 // writeGenerations prints how each generation of a name took over (the
 // generations part of `weir jobs history`).
-func writeGenerations(w io.Writer, h *api.HistoryResponse) error {
+func writeGenerations(w io.Writer, h *client.HistoryResponse) error {
 	if len(h.Generations) == 0 {
 		return nil
 	}

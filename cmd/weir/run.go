@@ -14,8 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
@@ -48,15 +47,17 @@ func unsupportedJobFlags() []string {
 }
 
 // submits reports whether `weir run` submits to a weir server: when
-// --job-name or --server is given, or $WEIR_SERVER is set.
+// --job-name or --server is given. $WEIR_SERVER only says which server
+// (it points every command at one): without either flag a bounded
+// pipeline runs in this process whatever the environment.
 func (f runFlags) submits(cmd *cobra.Command) bool {
-	return f.jobName != "" || cmd.Flags().Changed("server") || os.Getenv(serverEnv) != ""
+	return f.jobName != "" || cmd.Flags().Changed("server")
 }
 
 // givenJobOptions are the job options the user gave on cmd's command line
 // (--num-workers, --max-num-workers); the others stay unset (0).
-func (f runFlags) givenJobOptions(cmd *cobra.Command) service.JobOptions {
-	var opts service.JobOptions
+func (f runFlags) givenJobOptions(cmd *cobra.Command) client.JobOptions {
+	var opts client.JobOptions
 	if cmd.Flags().Changed("num-workers") {
 		opts.NumWorkers = f.numWorkers
 	}
@@ -77,8 +78,8 @@ func newRunCommand(e *env) *cobra.Command {
 		Short: "Run a pipeline",
 		Long: `Run loads a YAML pipeline and runs it.
 
-With --job-name NAME (or --server, or $WEIR_SERVER set) the pipeline is
-submitted to a weir server (default http://127.0.0.1:7070) as a job: the
+With --job-name NAME (or --server URL) the pipeline is submitted to a weir
+server (--server, else $WEIR_SERVER, else http://127.0.0.1:7070) as a job: the
 command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
@@ -89,7 +90,8 @@ directory (sent as the job's base_dir). Without a job name, one is derived
 from the file name.
 
 Otherwise a pipeline whose sources are all bounded runs to completion in this
-process; the command then prints the metrics of every step and exits 0.
+process, $WEIR_SERVER set or not; the command then prints the metrics of
+every step and exits 0.
 
 With --update the running (or draining) job of --job-name is replaced in
 place by the new pipeline: the compatibility check runs first (name-based,
@@ -166,11 +168,11 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			return true // unknown: refuse it as a conflict
 		}
 		j, err := c.Get(cmd.Context(), name)
-		var ae *api.Error
+		var ae *client.Error
 		if errors.As(err, &ae) && ae.Code == errcode.JobNotFound {
 			return false
 		}
-		return err != nil || j.State == service.StateRunning || j.State == service.StateDraining
+		return err != nil || j.State == client.StateRunning || j.State == client.StateDraining
 	}
 	plan, err := checkServiceOptions(f.serviceOptions, f.jobName, f.update, running)
 	if err != nil {
@@ -227,7 +229,7 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		return err
 	}
 	if unbounded := p.Graph().UnboundedSources(); len(unbounded) > 0 {
-		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server')", path, strings.Join(unbounded, ", "), path))
+		return withCode(ExitNeedsServer, fmt.Errorf("%s: source step(s) %s read unbounded input: this pipeline needs a weir server; submit it as a job with 'weir run %s --job-name NAME' (start a server with 'weir server'; $%s only says which server a submission goes to)", path, strings.Join(unbounded, ", "), path, serverEnv))
 	}
 	e.logger.Info("running pipeline", "file", path, "steps", len(p.Graph().Steps), "workers", f.numWorkers)
 	res, err := weir.Run(cmd.Context(), p, weir.RunOptions{NumWorkers: f.numWorkers, Logger: e.logger})
@@ -307,11 +309,12 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// Options the user did not give are sent unset: a new job takes the
 	// defaults, and a create-or-update of a running job keeps its values.
 	opts := f.givenJobOptions(cmd)
-	res, err := c.Submit(ctx, api.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
+	res, err := c.Submit(ctx, client.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
+	autoscalingNote(e.stderr, cmd.Flags(), f.numWorkers)
 	// Text prints the ID at once (scripts read it while the job starts);
 	// JSON prints the job record as it is when the command returns.
 	if f.format != formatJSON {
@@ -326,7 +329,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	var waitErr error
 	switch {
-	case res.State == service.StateFailed:
+	case res.State == client.StateFailed:
 		waitErr = withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", res.ID, res.Name, res.Error))
 	case j.Replacement != nil && f.wait:
 		if waitErr = followReplacement(ctx, e, c, j); f.format == formatJSON {
@@ -353,11 +356,11 @@ const submitWaitPoll = 100 * time.Millisecond
 // its end; with toEnd until its end, printing each state it passes on
 // stderr. A job that ends FAILED or CANCELLED is an error (exit 1) with
 // the job's reason.
-func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, toEnd bool) (*service.Job, error) {
-	var until func(*service.Job) bool
+func waitSubmitted(ctx context.Context, e *env, c *client.Client, j *client.Job, toEnd bool) (*client.Job, error) {
+	var until func(*client.Job) bool
 	if !toEnd {
-		until = func(j *service.Job) bool {
-			return (j.State == service.StateRunning || j.State == service.StateDraining) && (j.LastCheckpoint != nil || !j.Checkpointing)
+		until = func(j *client.Job) bool {
+			return (j.State == client.StateRunning || j.State == client.StateDraining) && (j.LastCheckpoint != nil || !j.Checkpointing)
 		}
 	}
 	last := j
@@ -366,9 +369,9 @@ func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, t
 		return last, err
 	}
 	switch j.State {
-	case service.StateFailed:
+	case client.StateFailed:
 		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Name, j.Error))
-	case service.StateCancelled:
+	case client.StateCancelled:
 		return j, withCode(ExitFailure, fmt.Errorf("job %s (%s) was cancelled", j.ID, j.Name))
 	}
 	return j, nil
@@ -377,14 +380,14 @@ func waitSubmitted(ctx context.Context, e *env, c *api.Client, j *service.Job, t
 // followJob polls job j until until(j) holds (nil: never) or j is
 // terminal, and returns it then; an UPDATED job is followed into its
 // successor. With progress, each state j passes is printed on stderr.
-func followJob(ctx context.Context, e *env, c *api.Client, j *service.Job, until func(*service.Job) bool, progress bool) (*service.Job, error) {
+func followJob(ctx context.Context, e *env, c *client.Client, j *client.Job, until func(*client.Job) bool, progress bool) (*client.Job, error) {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
 	if progress {
 		fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
 	}
 	for {
-		if j.State == service.StateUpdated && j.ReplacedByJobID != "" {
+		if j.State == client.StateUpdated && j.ReplacedByJobID != "" {
 			next, err := c.Get(ctx, j.ReplacedByJobID)
 			if err != nil {
 				return nil, clientError(ctx, c, err)
@@ -419,18 +422,18 @@ func followJob(ctx context.Context, e *env, c *api.Client, j *service.Job, until
 
 // updated is what `weir run --update --format json` prints.
 type updated struct {
-	ID             string        `json:"id,omitempty"`
-	Name           string        `json:"name"`
-	ReplacesJobID  string        `json:"replaces_job_id,omitempty"`
-	ValidateOnly   bool          `json:"validate_only,omitempty"`
-	PauseMillis    int64         `json:"pause_ms,omitempty"`
-	Compatibility  compat.Report `json:"compatibility"`
-	RunningJobLeft string        `json:"running_job_left_untouched,omitempty"`
+	ID             string              `json:"id,omitempty"`
+	Name           string              `json:"name"`
+	ReplacesJobID  string              `json:"replaces_job_id,omitempty"`
+	ValidateOnly   bool                `json:"validate_only,omitempty"`
+	PauseMillis    int64               `json:"pause_ms,omitempty"`
+	Compatibility  client.CompatReport `json:"compatibility"`
+	RunningJobLeft string              `json:"running_job_left_untouched,omitempty"`
 	// Options are the new job's options; OptionsChanged those that differ
 	// from the running job's.
-	Options        *service.JobOptions    `json:"options,omitempty"`
-	OptionsChanged []service.OptionChange `json:"options_changed,omitempty"`
-	Notes          []string               `json:"notes,omitempty"`
+	Options        *client.JobOptions    `json:"options,omitempty"`
+	OptionsChanged []client.OptionChange `json:"options_changed,omitempty"`
+	Notes          []string              `json:"notes,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -453,14 +456,14 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// Options the user did not give are sent unset (0): the server keeps
 	// the running job's values for them.
 	opts := f.givenJobOptions(cmd)
-	res, err := c.Update(ctx, api.UpdateRequest{
-		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
+	res, err := c.Update(ctx, client.UpdateRequest{
+		SubmitRequest: client.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
 			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
 	// A refusal for another reason than the check (no running job, a
 	// pipeline that does not load) prints that reason only: the check did
 	// not run, so there is no report to show.
-	var ae *api.Error
+	var ae *client.Error
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
@@ -484,7 +487,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			fmt.Fprintf(e.stderr, "note: %s\n", n)
 		}
 		switch {
-		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == service.StatePending || res.Job.Replacement != ""):
+		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == client.StatePending || res.Job.Replacement != ""):
 			// A new job, or a replacement job (its flow is followed below).
 			fmt.Fprintln(e.stdout, res.Job.ID)
 		case res.Job != nil:
@@ -498,7 +501,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 		if f.validateOnly {
 			// --validate-only is asked for the report: all of it.
-			if werr := res.Report.WriteText(e.stdout); werr != nil {
+			if werr := writeReportText(e.stdout, res.Report); werr != nil {
 				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
 			}
 		} else if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
@@ -633,26 +636,26 @@ func writeJSON(w io.Writer, v any) error {
 
 // writeNotableReport prints a compatibility report when it says something
 // beyond "compatible": errors, warnings or dropped state.
-func writeNotableReport(w io.Writer, r compat.Report) error {
+func writeNotableReport(w io.Writer, r client.CompatReport) error {
 	if r.Compatible && len(r.Warnings) == 0 && len(r.DroppedState) == 0 {
 		return nil
 	}
-	return outputErr(r.WriteText(w))
+	return outputErr(writeReportText(w, r))
 }
 
 // checkedJobError turns the outcome of a request that ran the
 // compatibility check (an update, a job from a snapshot) into the CLI's
 // error: an incompatible pipeline exits 6, other refusals as the server's
 // code says, and a job created FAILED exits 1.
-func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.SubmitResponse, name string) error {
+func checkedJobError(ctx context.Context, c *client.Client, err error, j *client.SubmitResponse, name string) error {
 	if err != nil {
-		var ae *api.Error
+		var ae *client.Error
 		if errors.As(err, &ae) && ae.Code == errcode.IncompatibleUpdate {
 			return withCode(ExitIncompatible, err)
 		}
 		return clientError(ctx, c, err)
 	}
-	if j != nil && j.State == service.StateFailed {
+	if j != nil && j.State == client.StateFailed {
 		return withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", j.ID, name, j.Error))
 	}
 	return nil
@@ -660,7 +663,7 @@ func checkedJobError(ctx context.Context, c *api.Client, err error, j *api.Submi
 
 // writeOptionChanges says which job options an update changed and which it
 // kept from the running job.
-func writeOptionChanges(w io.Writer, opts *service.JobOptions, changed []service.OptionChange) {
+func writeOptionChanges(w io.Writer, opts *client.JobOptions, changed []client.OptionChange) {
 	if opts == nil {
 		return
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/serviceopt"
 )
 
@@ -15,27 +16,28 @@ import (
 // each phase it passes on stderr with the time elapsed against the
 // maximum stop duration, and returns at its final phase: nil at CUT_OVER,
 // an error (exit 1) at ROLLED_BACK or FAILED.
-func followReplacement(ctx context.Context, e *env, c *api.Client, j *service.Job) error {
-	return followFlow(ctx, e, c, j, service.PhaseCutOver)
+func followReplacement(ctx context.Context, e *env, c *client.Client, j *client.Job) error {
+	return followFlow(ctx, e, c, j, client.PhaseCutOver)
 }
 
 // followFlow is followReplacement ending with nil at the final phase
 // success, an error (exit 1) at any other final phase. j may be either
 // job of the flow (a rollback during an overlap answers the kept old
 // job); the lines name the flow's old and new jobs from its record.
-func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, success service.ReplacementPhase) error {
+func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, success client.ReplacementPhase) error {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
-	var last service.ReplacementPhase
-	var lastProgress string
+	var last client.ReplacementPhase
+	pr := &progressPrinter{w: e.stderr, tty: isTerminal(e.stderr)}
+	defer pr.end()
 	notes := 0
 	for {
 		r := j.Replacement
-		if p := parallelProgressLine(r); p != "" && p != lastProgress && r.Phase == last {
-			fmt.Fprintln(e.stderr, p)
-			lastProgress = p
+		if r.Phase == last {
+			pr.show(r)
 		}
 		if r.Phase != last {
+			pr.end()
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
 				// A maximum of 0s is one (the drain gets no time).
@@ -52,9 +54,10 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 			last = r.Phase
 		}
 		for ; notes < len(r.Notes); notes++ {
+			pr.end()
 			fmt.Fprintf(e.stderr, "note: %s\n", r.Notes[notes])
 		}
-		if r.Phase.Final() && j.State != service.StatePending {
+		if r.Phase.Final() && j.State != client.StatePending {
 			if r.Phase == success {
 				return nil
 			}
@@ -78,11 +81,68 @@ func followFlow(ctx context.Context, e *env, c *api.Client, j *service.Job, succ
 }
 
 // flowNewJob is the ID of the new job of flow r, as recorded, else of j.
-func flowNewJob(r *service.Replacement, j *service.Job) string {
+func flowNewJob(r *client.Replacement, j *client.Job) string {
 	if r.NewJobID != "" {
 		return r.NewJobID
 	}
 	return j.ID
+}
+
+// progressPrinter prints the progress line of a flow's phase: on a
+// terminal rewritten in place at every poll, elsewhere (a log file, a CI
+// job) a new line only when what the line says changes beyond its clocks
+// (progressState), so that a ten-minute overlap prints a few lines, not
+// one a poll.
+type progressPrinter struct {
+	w         io.Writer
+	tty       bool
+	lastState string
+	inPlace   bool // a line is on the terminal without its newline
+}
+
+// show prints r's progress line, if it has one and it is news.
+func (p *progressPrinter) show(r *client.Replacement) {
+	line := parallelProgressLine(r)
+	if line == "" {
+		return
+	}
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K"+line)
+		p.inPlace = true
+		return
+	}
+	if st := progressState(r); st != p.lastState {
+		fmt.Fprintln(p.w, line)
+		p.lastState = st
+	}
+}
+
+// end finishes a line rewritten in place, before other lines are printed.
+func (p *progressPrinter) end() {
+	if p.inPlace {
+		fmt.Fprintln(p.w)
+		p.inPlace = false
+	}
+}
+
+// progressState is what a parallel flow's progress line says, without the
+// clocks that move at every poll (the overlap's length, the old job's
+// watermark): the phase, whether the flow waits for the old job's next
+// message, whether the cut-over window and the old job's watermark are
+// known, whether the overlap has lasted its minimum and whether the old
+// job's watermark has passed the cut-over.
+func progressState(r *client.Replacement) string {
+	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
+		return ""
+	}
+	p := r.Parallel.Progress
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s waiting=%v cut=%v wm=%v", r.Phase, p.WaitingForOldMessage, p.CutOverWatermark != nil, p.OldWatermark != nil)
+	fmt.Fprintf(&b, " min=%v", p.ElapsedMillis >= p.MinParallelMillis)
+	if p.CutOverWatermark != nil && p.OldWatermark != nil {
+		fmt.Fprintf(&b, " passed=%v", !p.OldWatermark.Before(*p.CutOverWatermark))
+	}
+	return b.String()
 }
 
 // parallelProgressLine is the progress of a parallel replacement's
@@ -90,17 +150,16 @@ func flowNewJob(r *service.Replacement, j *service.Job) string {
 // min_parallel_pipelines_duration and the old job's watermark against the
 // one it must pass to be drained, and in PREPARING that the flow waits
 // for the old job's next message; "" when there is nothing to show. The
-// elapsed time is shown in whole seconds, so a line is printed about once
-// a second while it changes.
-func parallelProgressLine(r *service.Replacement) string {
+// elapsed time is shown in whole seconds.
+func parallelProgressLine(r *client.Replacement) string {
 	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
 		return ""
 	}
 	p := r.Parallel.Progress
-	if r.Phase == service.PhasePreparing && p.WaitingForOldMessage {
+	if r.Phase == client.PhasePreparing && p.WaitingForOldMessage {
 		return fmt.Sprintf("parallel: waiting for job %s's next message to fix the cut-over time (it has read none since it started, e.g. after a restart; the new job starts once a message arrives on its topic)", r.OldJobID)
 	}
-	if r.Phase != service.PhaseOverlap {
+	if r.Phase != client.PhaseOverlap {
 		return ""
 	}
 	line := fmt.Sprintf("parallel: overlap %s of at least %s", (time.Duration(p.ElapsedMillis) * time.Millisecond).Truncate(time.Second), time.Duration(p.MinParallelMillis)*time.Millisecond)

@@ -36,6 +36,10 @@ type serverFlags struct {
 	maxJobs            int
 	maxTopics          int
 	maxSubscriptions   int
+	maxConns           int
+	maxConnsPerAddr    int
+	readHeaderTimeout  time.Duration
+	idleTimeout        time.Duration
 	pubsubGRPCListen   string
 	pubsubProject      string
 	pubsubGRPCTLSCert  string
@@ -97,6 +101,9 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.checkpointInterval < 10*time.Millisecond {
 		return usageErrorf("--checkpoint-interval %s: want at least 10ms", f.checkpointInterval)
 	}
+	if f.readHeaderTimeout <= 0 || f.idleTimeout <= 0 {
+		return usageErrorf("--read-header-timeout %s, --idle-timeout %s: want positive durations", f.readHeaderTimeout, f.idleTimeout)
+	}
 	if f.storageRetryInterval < 10*time.Millisecond {
 		return usageErrorf("--storage-retry-interval %s: want at least 10ms", f.storageRetryInterval)
 	}
@@ -120,6 +127,8 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
+		MaxConnections: nonZero(f.maxConns), MaxConnectionsPerAddress: nonZero(f.maxConnsPerAddr),
+		ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey, StorageRetryInterval: f.storageRetryInterval,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
@@ -181,6 +190,10 @@ func addAuthFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.IntVar(&f.maxJobs, "max-jobs", api.DefaultMaxObjects, "most active jobs clients may submit (LIMIT_EXCEEDED past it); 0: no limit")
 	fl.IntVar(&f.maxTopics, "max-topics", api.DefaultMaxObjects, "most topics clients may create (dead-letter topics not counted); 0: no limit")
 	fl.IntVar(&f.maxSubscriptions, "max-subscriptions", api.DefaultMaxObjects, "most subscriptions clients may create; 0: no limit")
+	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections(), "most open connections of the API and Pub/Sub gRPC listeners together, past which new ones are closed at once; the default is the descriptor limit (ulimit -n) less a quarter of it, at least 128, left to the data directory, the broker and sinks, and at most 8192; a higher value is lowered to that; 0: only that bound")
+	fl.IntVar(&f.maxConnsPerAddr, "max-connections-per-address", server.DefaultMaxConnectionsPerAddress, "most open connections of one client address (behind a reverse proxy: of the proxy); 0: only --max-connections")
+	fl.DurationVar(&f.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "a connection's request headers (and TLS handshake) must arrive within this; a silent connection is closed after it")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "a kept-alive connection without a new request is closed after this")
 	addAccessFlags(fl, f)
 }
 

@@ -303,7 +303,7 @@ func TestCLIServerJobs(t *testing.T) {
 		t.Errorf("batch job totals: %s (%v)", b, err)
 	}
 
-	// A rerun of the name is generation 2; WEIR_SERVER alone makes run submit.
+	// A rerun of the name is generation 2; WEIR_SERVER says where to submit it.
 	cmd := exec.Command(mustExe(t), "run", stream, "--job-name", "sums", "--format", "json")
 	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1", serverEnv+"="+srv.url)
 	cmd.Dir = work

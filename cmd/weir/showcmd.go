@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 )
 
 // showSpec describes a command that asks the weir server for something (to
@@ -23,11 +22,11 @@ type showSpec[T any] struct {
 	// is made (after --format is checked); its error is returned as it is.
 	check func(cmd *cobra.Command, args []string) error
 	// fetch asks the server.
-	fetch func(ctx context.Context, c *api.Client, args []string) (T, error)
+	fetch func(ctx context.Context, c *client.Client, args []string) (T, error)
 	// text prints the result for people.
 	text func(w io.Writer, v T) error
 	// clientErr maps a client error to an exit code (default clientError).
-	clientErr func(ctx context.Context, c *api.Client, err error) error
+	clientErr func(ctx context.Context, c *client.Client, err error) error
 	// flags adds the command's own flags.
 	flags func(fs *pflag.FlagSet)
 }

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
-
-	"github.com/weir-dev/weir/api"
 )
 
 // TestCLISnapshotExportImport moves a snapshot between two real `weir
@@ -55,11 +54,11 @@ func TestCLISnapshotExportImport(t *testing.T) {
 	}
 	// The server refuses a damaged file sent as it is (the CLI checks
 	// first, so this goes through the API client).
-	c, err := api.NewClient(b.url, nil)
+	c, err := client.NewClient(b.url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if _, err := c.ImportSnapshot(context.Background(), bytes.NewReader(flipped), "", nil); !errors.As(err, &ae) || ae.Code != errcode.SnapshotCorrupt {
 		t.Fatalf("the server took a flipped file: %v", err)
 	}

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/service"
 )
@@ -84,7 +83,7 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			snap, err := c.CreateSnapshot(ctx, api.CreateSnapshotRequest{JobID: jobID, TTL: ttl, Description: description, SnapshotSources: sources})
+			snap, err := c.CreateSnapshot(ctx, client.CreateSnapshotRequest{JobID: jobID, TTL: ttl, Description: description, SnapshotSources: sources})
 			if err != nil {
 				return clientError(ctx, c, err)
 			}
@@ -100,7 +99,7 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 			} else if _, err := fmt.Fprintln(e.stdout, snap.ID); err != nil {
 				return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 			}
-			if snap.State == service.SnapshotFailed {
+			if snap.State == client.SnapshotFailed {
 				return withCode(ExitFailure, fmt.Errorf("snapshot %s of job %s FAILED: %s", snap.ID, snap.JobName, snap.FailureReason))
 			}
 			return nil
@@ -120,10 +119,10 @@ func newSnapshotsCreateCommand(e *env) *cobra.Command {
 // waitSnapshot waits for snap to be READY, FAILED or DELETED, showing
 // progress on stderr: a spinner on a terminal, a line per state change
 // otherwise (and nothing with --format json).
-func waitSnapshot(ctx context.Context, e *env, c *api.Client, snap *service.Snapshot, format string) (*service.Snapshot, error) {
+func waitSnapshot(ctx context.Context, e *env, c *client.Client, snap *client.Snapshot, format string) (*client.Snapshot, error) {
 	tty := isTerminal(e.stderr) && format == formatText
-	spin, last, n := `|/-\`, service.SnapshotState(""), 0
-	got, err := c.WaitSnapshot(ctx, snap.ID, snapshotWaitInterval, func(s *service.Snapshot) {
+	spin, last, n := `|/-\`, client.SnapshotState(""), 0
+	got, err := c.WaitSnapshot(ctx, snap.ID, snapshotWaitInterval, func(s *client.Snapshot) {
 		switch {
 		case format == formatJSON:
 		case tty:
@@ -156,7 +155,7 @@ func isTerminal(w io.Writer) bool {
 func newSnapshotsListCommand(e *env) *cobra.Command {
 	var jobID string
 	var all bool
-	return showCommand(e, showSpec[[]*service.Snapshot]{
+	return showCommand(e, showSpec[[]*client.Snapshot]{
 		use:   "list [--job-id ID|NAME] [--all]",
 		short: "List snapshots (SNAPSHOT_ID JOB_NAME SOURCE_JOB_ID CREATION_TIME STATE EXPIRE_TIME KIND), newest first; KIND rollback: kept by an update or replacement for weir jobs rollback",
 		args:  exactArgs(),
@@ -164,11 +163,11 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 			fs.StringVar(&jobID, "job-id", "", "only the snapshots of this job (an ID), or of every job of this name")
 			fs.BoolVar(&all, "all", false, "include DELETED snapshots")
 		},
-		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]*service.Snapshot, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]*client.Snapshot, error) {
 			return c.ListSnapshots(ctx, jobID, all)
 		},
-		text: func(w io.Writer, list []*service.Snapshot) error {
-			return writeTable(w, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME\tKIND", list, func(s *service.Snapshot) string {
+		text: func(w io.Writer, list []*client.Snapshot) error {
+			return writeTable(w, "SNAPSHOT_ID\tJOB_NAME\tSOURCE_JOB_ID\tCREATION_TIME\tSTATE\tEXPIRE_TIME\tKIND", list, func(s *client.Snapshot) string {
 				kind := s.Kind
 				if kind == "" {
 					kind = "user"
@@ -181,11 +180,11 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 }
 
 func newSnapshotsDescribeCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*service.Snapshot]{
+	return showCommand(e, showSpec[*client.Snapshot]{
 		use:   "describe ID",
 		short: "Describe a snapshot: job, state, times, TTL, size, failure reason",
 		args:  exactArgs("ID"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Snapshot, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Snapshot, error) {
 			return c.GetSnapshot(ctx, args[0])
 		},
 		text: describeSnapshot,
@@ -193,14 +192,14 @@ func newSnapshotsDescribeCommand(e *env) *cobra.Command {
 }
 
 func newSnapshotsDeleteCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*service.Snapshot]{
+	return showCommand(e, showSpec[*client.Snapshot]{
 		use:   "delete ID",
 		short: "Delete a snapshot: its data goes at once; describe then answers DELETED",
 		args:  exactArgs("ID"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*service.Snapshot, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Snapshot, error) {
 			return c.DeleteSnapshot(ctx, args[0])
 		},
-		text: func(w io.Writer, s *service.Snapshot) error {
+		text: func(w io.Writer, s *client.Snapshot) error {
 			_, err := fmt.Fprintf(w, "snapshot %s deleted\n", s.ID)
 			return err
 		},
@@ -208,7 +207,7 @@ func newSnapshotsDeleteCommand(e *env) *cobra.Command {
 }
 
 // describeSnapshot prints a snapshot for people.
-func describeSnapshot(w io.Writer, s *service.Snapshot) error {
+func describeSnapshot(w io.Writer, s *client.Snapshot) error {
 	return writeFields(w, func(row func(k, v string)) {
 		row("ID", s.ID)
 		row("State", string(s.State))
@@ -226,7 +225,7 @@ func describeSnapshot(w io.Writer, s *service.Snapshot) error {
 		if s.Epoch > 0 {
 			row("Checkpoint epoch", fmt.Sprint(s.Epoch))
 		}
-		if s.State == service.SnapshotReady {
+		if s.State == client.SnapshotReady {
 			row("Disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
 		}
 		if s.FailureReason != "" {
@@ -249,10 +248,10 @@ func describeSnapshot(w io.Writer, s *service.Snapshot) error {
 // fromSnapshotResult is what `weir run --create-from-snapshot --format
 // json` prints.
 type fromSnapshotResult struct {
-	ID            string        `json:"id,omitempty"`
-	Name          string        `json:"name"`
-	SnapshotID    string        `json:"created_from_snapshot_id"`
-	Compatibility compat.Report `json:"compatibility"`
+	ID            string              `json:"id,omitempty"`
+	Name          string              `json:"name"`
+	SnapshotID    string              `json:"created_from_snapshot_id"`
+	Compatibility client.CompatReport `json:"compatibility"`
 }
 
 // runFromSnapshot creates job --job-name from snapshot
@@ -280,13 +279,13 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	if err != nil {
 		return err
 	}
-	res, err := c.CreateFromSnapshot(ctx, api.FromSnapshotRequest{
-		SubmitRequest: api.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-			Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+	res, err := c.CreateFromSnapshot(ctx, client.FromSnapshotRequest{
+		SubmitRequest: client.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
+			Options: client.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
 		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource})
 	// As for an update: a refusal for another reason than the check (the
 	// pipeline does not load, the name is taken) prints that reason only.
-	var ae *api.Error
+	var ae *client.Error
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}

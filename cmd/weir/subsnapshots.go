@@ -10,9 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/weir-dev/weir/api"
-	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/client"
 )
 
 // weir subscriptions snapshots ... and weir subscriptions seek: Pub/Sub's
@@ -42,7 +40,7 @@ Exit codes: 0 success, 1 not found, name taken, expires too soon or too large, 2
 
 // printSubSnapshot prints a subscription snapshot for people (weir
 // subscriptions snapshots describe).
-func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
+func printSubSnapshot(w io.Writer, s *client.SubscriptionSnapshot) error {
 	return writeFields(w, func(row func(k, v string)) {
 		row("Name", s.Name)
 		row("Topic", s.Topic)
@@ -69,7 +67,7 @@ func printSubSnapshot(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
 
 // formatRuns shows runs of sequences as "5, 8, 10-12", the first 20 and
 // a count of the rest.
-func formatRuns(runs []pubsub.SeqRange) string {
+func formatRuns(runs []client.SeqRange) string {
 	const shown = 20
 	var parts []string
 	for i, r := range runs {
@@ -88,7 +86,7 @@ func formatRuns(runs []pubsub.SeqRange) string {
 
 func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
 	var sub string
-	return showCommand(e, showSpec[*pubsub.SubscriptionSnapshot]{
+	return showCommand(e, showSpec[*client.SubscriptionSnapshot]{
 		use:   "create NAME --subscription SUB",
 		short: "Snapshot a subscription's acknowledgement state",
 		args:  exactArgs("NAME"),
@@ -98,11 +96,11 @@ func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SubscriptionSnapshot, error) {
-			return c.CreateSubscriptionSnapshot(ctx, api.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.SubscriptionSnapshot, error) {
+			return c.CreateSubscriptionSnapshot(ctx, client.CreateSubscriptionSnapshotRequest{Name: args[0], Subscription: sub})
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, s *pubsub.SubscriptionSnapshot) error {
+		text: func(w io.Writer, s *client.SubscriptionSnapshot) error {
 			_, err := fmt.Fprintf(w, "Created snapshot %s of subscription %s (topic %s): acknowledged up to sequence %d; expires %s.\n",
 				s.Name, s.Subscription, s.Topic, s.AckFloor, formatTime(s.ExpireTime))
 			return outputErr(err)
@@ -115,16 +113,16 @@ func newSubSnapshotsCreateCommand(e *env) *cobra.Command {
 
 func newSubSnapshotsListCommand(e *env) *cobra.Command {
 	var topic string
-	return showCommand(e, showSpec[[]pubsub.SubscriptionSnapshot]{
+	return showCommand(e, showSpec[[]client.SubscriptionSnapshot]{
 		use:   "list [--topic TOPIC]",
 		short: "List subscription snapshots (NAME TOPIC SUBSCRIPTION ACK_FLOOR EXPIRE_TIME), by name",
 		args:  exactArgs(),
-		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]pubsub.SubscriptionSnapshot, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]client.SubscriptionSnapshot, error) {
 			return c.ListSubscriptionSnapshots(ctx, topic)
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, list []pubsub.SubscriptionSnapshot) error {
-			return writeTable(w, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME", list, func(s pubsub.SubscriptionSnapshot) string {
+		text: func(w io.Writer, list []client.SubscriptionSnapshot) error {
+			return writeTable(w, "NAME\tTOPIC\tSUBSCRIPTION\tACK_FLOOR\tEXPIRE_TIME", list, func(s client.SubscriptionSnapshot) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", s.Name, s.Topic, s.Subscription, s.AckFloor, formatTime(s.ExpireTime))
 			})
 		},
@@ -135,11 +133,11 @@ func newSubSnapshotsListCommand(e *env) *cobra.Command {
 }
 
 func newSubSnapshotsDescribeCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*pubsub.SubscriptionSnapshot]{
+	return showCommand(e, showSpec[*client.SubscriptionSnapshot]{
 		use:   "describe NAME",
 		short: "Describe a subscription snapshot",
 		args:  exactArgs("NAME"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SubscriptionSnapshot, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.SubscriptionSnapshot, error) {
 			return c.GetSubscriptionSnapshot(ctx, args[0])
 		},
 		clientErr: pubsubClientError,
@@ -149,7 +147,7 @@ func newSubSnapshotsDescribeCommand(e *env) *cobra.Command {
 
 func newSubSnapshotsDeleteCommand(e *env) *cobra.Command {
 	return pubsubDeleteCommand(e, "Delete a subscription snapshot", "subscription snapshot", false,
-		func(c *api.Client, ctx context.Context, name string, _ ...api.DeleteOption) error {
+		func(c *client.Client, ctx context.Context, name string, _ ...client.DeleteOption) error {
 			return c.DeleteSubscriptionSnapshot(ctx, name)
 		})
 }
@@ -157,7 +155,7 @@ func newSubSnapshotsDeleteCommand(e *env) *cobra.Command {
 func newSubscriptionsSeekCommand(e *env) *cobra.Command {
 	var snapshot, at string
 	var force bool
-	return showCommand(e, showSpec[*pubsub.SeekResult]{
+	return showCommand(e, showSpec[*client.SeekResult]{
 		use:   "seek SUB --snapshot NAME | --time RFC3339 [--force]",
 		short: "Set a subscription's acknowledgement state to a snapshot's or to a time",
 		long: `Seek sets the acknowledgement state of subscription SUB (Pub/Sub's seek):
@@ -192,11 +190,11 @@ Exit codes: 0 success, 1 not found, in use, 2 usage (also a topic mismatch),
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*pubsub.SeekResult, error) {
-			return c.Seek(ctx, args[0], api.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.SeekResult, error) {
+			return c.Seek(ctx, args[0], client.SeekRequest{Snapshot: snapshot, Time: at, Force: force})
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, res *pubsub.SeekResult) error {
+		text: func(w io.Writer, res *client.SeekResult) error {
 			to := "snapshot " + snapshot
 			if at != "" {
 				to = at

@@ -15,8 +15,8 @@ import (
 	gpubsub "cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestSnapshotPerMessageAcksSurviveKill: against a real `weir server`, a
@@ -43,11 +43,11 @@ func TestSnapshotPerMessageAcksSurviveKill(t *testing.T) {
 		return r
 	}
 	t.Setenv("PUBSUB_EMULATOR_HOST", srv.grpcAddr())
-	client, err := gpubsub.NewClient(ctx, "p")
+	gcl, err := gpubsub.NewClient(ctx, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := client.SubscriptionAdminClient
+	sc := gcl.SubscriptionAdminClient
 	ok("topics", "create", "t")
 	if _, err := sc.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/g", Topic: "projects/p/topics/t", AckDeadlineSeconds: 600}); err != nil {
 		t.Fatal(err)
@@ -78,12 +78,12 @@ func TestSnapshotPerMessageAcksSurviveKill(t *testing.T) {
 			t.Fatalf("Acknowledge %s: %v", d, err)
 		}
 	}
-	client.Close()
+	gcl.Close()
 	srv.stop(syscall.SIGKILL)
 
 	srv = startServer(t, dir)
 	ok("subscriptions", "snapshots", "create", "snap", "--subscription", "g")
-	var snap pubsub.SubscriptionSnapshot
+	var snap client.SubscriptionSnapshot
 	r := ok("subscriptions", "snapshots", "describe", "snap", "--format", "json")
 	if err := json.Unmarshal([]byte(r.stdout), &snap); err != nil {
 		t.Fatalf("describe: %v\n%s", err, r.stdout)

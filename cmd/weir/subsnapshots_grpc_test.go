@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestSubscriptionSnapshotsAcrossAPIs: against a real `weir server`, a
@@ -34,12 +34,12 @@ func TestSubscriptionSnapshotsAcrossAPIs(t *testing.T) {
 	srv := startServer(t, dir)
 	t.Setenv("PUBSUB_EMULATOR_HOST", srv.grpcAddr())
 	ctx := context.Background()
-	client, err := gpubsub.NewClient(ctx, "p")
+	gcl, err := gpubsub.NewClient(ctx, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	sc := client.SubscriptionAdminClient
+	defer gcl.Close()
+	sc := gcl.SubscriptionAdminClient
 	ok := func(args ...string) cliResult {
 		t.Helper()
 		r := srv.cli(work, args...)
@@ -67,7 +67,7 @@ func TestSubscriptionSnapshotsAcrossAPIs(t *testing.T) {
 		defer cancel()
 		var mu sync.Mutex
 		var got []string
-		err := client.Subscriber("g").Receive(rctx, func(_ context.Context, m *gpubsub.Message) {
+		err := gcl.Subscriber("g").Receive(rctx, func(_ context.Context, m *gpubsub.Message) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, string(m.Data))
@@ -121,7 +121,7 @@ func TestSubscriptionSnapshotsAcrossAPIs(t *testing.T) {
 		Subscription: "projects/p/subscriptions/g", Labels: map[string]string{"team": "data"}}); err != nil {
 		t.Fatalf("CreateSnapshot: %v", err)
 	}
-	var listed []pubsub.SubscriptionSnapshot
+	var listed []client.SubscriptionSnapshot
 	r := ok("subscriptions", "snapshots", "list", "--format", "json")
 	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 1 || listed[0].Name != "grpc-snap" ||
 		listed[0].Subscription != "g" || listed[0].AckFloor != 2 || listed[0].Labels["team"] != "data" {

@@ -16,13 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
 )
 
 // Publish batching: a request carries at most publishBatchMessages
 // messages and about publishBatchBytes of payload, well under
-// api.MaxRequestBytes; maxLineBytes bounds one input line.
+// client.MaxRequestBytes; maxLineBytes bounds one input line.
 const (
 	publishBatchMessages = 1000
 	publishBatchBytes    = 2 << 20
@@ -32,7 +31,7 @@ const (
 // pubsubClientError maps an API error of the topic and subscription routes
 // to the CLI's exit codes, as clientError does for every route (bad names
 // and settings are invalid, so usage errors).
-func pubsubClientError(ctx context.Context, c *api.Client, err error) error {
+func pubsubClientError(ctx context.Context, c *client.Client, err error) error {
 	return clientError(ctx, c, err)
 }
 
@@ -77,7 +76,7 @@ Exit codes: 0 success, 1 the topic was not found or exists already, 2 usage
 
 func newTopicsCreateCommand(e *env) *cobra.Command {
 	var retention time.Duration
-	return showCommand(e, showSpec[*api.Topic]{
+	return showCommand(e, showSpec[*client.Topic]{
 		use:   "create NAME",
 		short: "Create a topic",
 		args:  exactArgs("NAME"),
@@ -87,11 +86,11 @@ func newTopicsCreateCommand(e *env) *cobra.Command {
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Topic, error) {
-			return c.CreateTopic(ctx, api.CreateTopicRequest{Name: args[0], Retention: retention.String()})
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Topic, error) {
+			return c.CreateTopic(ctx, client.CreateTopicRequest{Name: args[0], Retention: retention.String()})
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, t *api.Topic) error {
+		text: func(w io.Writer, t *client.Topic) error {
 			_, err := fmt.Fprintf(w, "Created topic %s (retention %s).\n", t.Name, t.Retention)
 			return outputErr(err)
 		},
@@ -102,16 +101,16 @@ func newTopicsCreateCommand(e *env) *cobra.Command {
 }
 
 func newTopicsListCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[[]api.Topic]{
+	return showCommand(e, showSpec[[]client.Topic]{
 		use:   "list",
 		short: "List topics (NAME MESSAGES BYTES SUBSCRIPTIONS RETENTION), by name",
 		args:  exactArgs(),
-		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]api.Topic, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]client.Topic, error) {
 			return c.ListTopics(ctx)
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, topics []api.Topic) error {
-			return writeTable(w, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION", topics, func(t api.Topic) string {
+		text: func(w io.Writer, topics []client.Topic) error {
+			return writeTable(w, "NAME\tMESSAGES\tBYTES\tSUBSCRIPTIONS\tRETENTION", topics, func(t client.Topic) string {
 				return fmt.Sprintf("%s\t%d\t%d\t%d\t%s", t.Name, t.Messages, t.Bytes, t.Subscriptions, t.Retention)
 			})
 		},
@@ -119,15 +118,15 @@ func newTopicsListCommand(e *env) *cobra.Command {
 }
 
 func newTopicsDescribeCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*api.Topic]{
+	return showCommand(e, showSpec[*client.Topic]{
 		use:   "describe NAME",
 		short: "Describe a topic: messages, sequences, retention, subscriptions",
 		args:  exactArgs("NAME"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Topic, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Topic, error) {
 			return c.GetTopic(ctx, args[0])
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, t *api.Topic) error {
+		text: func(w io.Writer, t *client.Topic) error {
 			return writeFields(w, func(row func(k, v string)) {
 				row("Name", t.Name)
 				row("Subject", t.Subject)
@@ -143,14 +142,14 @@ func newTopicsDescribeCommand(e *env) *cobra.Command {
 
 func newTopicsDeleteCommand(e *env) *cobra.Command {
 	return pubsubDeleteCommand(e, "Delete a topic with its messages and its subscriptions (refused while a job uses it, unless --force)",
-		"topic", true, (*api.Client).DeleteTopic)
+		"topic", true, (*client.Client).DeleteTopic)
 }
 
 // pubsubDeleteCommand builds `weir ... delete NAME`, which deletes the Pub/Sub
 // resource NAME (a noun such as "topic") with del and prints "Deleted noun
-// NAME."; withForce adds --force, which makes del pass api.Force().
+// NAME."; withForce adds --force, which makes del pass client.Force().
 func pubsubDeleteCommand(e *env, short, noun string, withForce bool,
-	del func(c *api.Client, ctx context.Context, name string, opts ...api.DeleteOption) error) *cobra.Command {
+	del func(c *client.Client, ctx context.Context, name string, opts ...client.DeleteOption) error) *cobra.Command {
 	var server serverFlag
 	var force bool
 	cmd := &cobra.Command{
@@ -162,9 +161,9 @@ func pubsubDeleteCommand(e *env, short, noun string, withForce bool,
 			if err != nil {
 				return err
 			}
-			var opts []api.DeleteOption
+			var opts []client.DeleteOption
 			if force {
-				opts = append(opts, api.Force())
+				opts = append(opts, client.Force())
 			}
 			if err := del(c, cmd.Context(), args[0], opts...); err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
@@ -267,7 +266,7 @@ func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f pu
 		return err
 	}
 	sum := publishSummary{Topic: topic}
-	var batch []api.PublishMessage
+	var batch []client.PublishMessage
 	size := 0
 	send := func() error {
 		if len(batch) == 0 {
@@ -337,25 +336,25 @@ func publishedBefore(sum publishSummary) string {
 
 // lineMessage makes the message of one JSON line: the line as its data,
 // attrs, and the ID from idField when set.
-func lineMessage(line []byte, attrs map[string]string, idField string) (api.PublishMessage, error) {
+func lineMessage(line []byte, attrs map[string]string, idField string) (client.PublishMessage, error) {
 	if !json.Valid(line) {
-		return api.PublishMessage{}, errors.New("the line is not valid JSON")
+		return client.PublishMessage{}, errors.New("the line is not valid JSON")
 	}
 	data, err := json.Marshal(string(line)) // a JSON string: published byte for byte
 	if err != nil {
-		return api.PublishMessage{}, fmt.Errorf("encoding the line: %w", err)
+		return client.PublishMessage{}, fmt.Errorf("encoding the line: %w", err)
 	}
-	m := api.PublishMessage{Data: data, Attributes: attrs}
+	m := client.PublishMessage{Data: data, Attributes: attrs}
 	if idField == "" {
 		return m, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
-		return api.PublishMessage{}, fmt.Errorf("--id-field %s needs a JSON object on every line", idField)
+		return client.PublishMessage{}, fmt.Errorf("--id-field %s needs a JSON object on every line", idField)
 	}
 	raw, ok := obj[idField]
 	if !ok {
-		return api.PublishMessage{}, fmt.Errorf("--id-field %s: the object has no field %q", idField, idField)
+		return client.PublishMessage{}, fmt.Errorf("--id-field %s: the object has no field %q", idField, idField)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil && s != "" {
@@ -367,7 +366,7 @@ func lineMessage(line []byte, attrs map[string]string, idField string) (api.Publ
 		m.ID = n.String()
 		return m, nil
 	}
-	return api.PublishMessage{}, fmt.Errorf("--id-field %s: field %q is %s, want a non-empty string or a number", idField, idField, raw)
+	return client.PublishMessage{}, fmt.Errorf("--id-field %s: field %q is %s, want a non-empty string or a number", idField, idField, raw)
 }
 
 func newSubscriptionsCommand(e *env) *cobra.Command {
@@ -394,7 +393,7 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 	var topic string
 	var ackWait time.Duration
 	var fromBeginning bool
-	return showCommand(e, showSpec[*api.Subscription]{
+	return showCommand(e, showSpec[*client.Subscription]{
 		use:   "create NAME --topic TOPIC",
 		short: "Create a subscription on a topic",
 		args:  exactArgs("NAME"),
@@ -407,11 +406,11 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 			}
 			return nil
 		},
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Subscription, error) {
-			return c.CreateSubscription(ctx, api.CreateSubscriptionRequest{Name: args[0], Topic: topic, AckWait: ackWait.String(), FromBeginning: fromBeginning})
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Subscription, error) {
+			return c.CreateSubscription(ctx, client.CreateSubscriptionRequest{Name: args[0], Topic: topic, AckWait: ackWait.String(), FromBeginning: fromBeginning})
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, s *api.Subscription) error {
+		text: func(w io.Writer, s *client.Subscription) error {
 			from := "new messages only"
 			if fromBeginning {
 				from = fmt.Sprintf("from the beginning: %d messages pending", s.Backlog)
@@ -429,16 +428,16 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 
 func newSubscriptionsListCommand(e *env) *cobra.Command {
 	var topic string
-	return showCommand(e, showSpec[[]api.Subscription]{
+	return showCommand(e, showSpec[[]client.Subscription]{
 		use:   "list [--topic TOPIC]",
 		short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT), by name",
 		args:  exactArgs(),
-		fetch: func(ctx context.Context, c *api.Client, _ []string) ([]api.Subscription, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]client.Subscription, error) {
 			return c.ListSubscriptions(ctx, topic)
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, subs []api.Subscription) error {
-			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT", subs, func(s api.Subscription) string {
+		text: func(w io.Writer, subs []client.Subscription) error {
+			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT", subs, func(s client.Subscription) string {
 				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
 			})
 		},
@@ -449,15 +448,15 @@ func newSubscriptionsListCommand(e *env) *cobra.Command {
 }
 
 func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
-	return showCommand(e, showSpec[*api.Subscription]{
+	return showCommand(e, showSpec[*client.Subscription]{
 		use:   "describe NAME",
 		short: "Describe a subscription: topic, backlog, acknowledgement floor",
 		args:  exactArgs("NAME"),
-		fetch: func(ctx context.Context, c *api.Client, args []string) (*api.Subscription, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Subscription, error) {
 			return c.GetSubscription(ctx, args[0])
 		},
 		clientErr: pubsubClientError,
-		text: func(w io.Writer, s *api.Subscription) error {
+		text: func(w io.Writer, s *client.Subscription) error {
 			return writeFields(w, func(row func(k, v string)) {
 				row("Name", s.Name)
 				row("Topic", s.Topic)
@@ -473,7 +472,7 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 
 func newSubscriptionsDeleteCommand(e *env) *cobra.Command {
 	return pubsubDeleteCommand(e, "Delete a subscription (its topic keeps its messages; refused while a job reads it, unless --force)",
-		"subscription", true, (*api.Client).DeleteSubscription)
+		"subscription", true, (*client.Client).DeleteSubscription)
 }
 
 func newSubscriptionsPullCommand(e *env) *cobra.Command {
@@ -498,14 +497,14 @@ attributes, then its data. --format json prints
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			if maxN < 1 || maxN > api.MaxPull {
-				return usageErrorf("--max %d: want 1 to %d", maxN, api.MaxPull)
+			if maxN < 1 || maxN > client.MaxPull {
+				return usageErrorf("--max %d: want 1 to %d", maxN, client.MaxPull)
 			}
 			c, err := newClient(server)
 			if err != nil {
 				return err
 			}
-			msgs, err := c.Pull(cmd.Context(), args[0], api.PullRequest{Max: maxN, Ack: !noAck, Force: forcePull})
+			msgs, err := c.Pull(cmd.Context(), args[0], client.PullRequest{Max: maxN, Ack: !noAck, Force: forcePull})
 			if err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
@@ -524,7 +523,7 @@ attributes, then its data. --format json prints
 }
 
 // printPulled prints pulled messages for people.
-func printPulled(w io.Writer, sub string, msgs []api.PulledMessage, acked bool) error {
+func printPulled(w io.Writer, sub string, msgs []client.PulledMessage, acked bool) error {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "sequence %d  published %s", m.Sequence, formatTime(m.PublishTime))

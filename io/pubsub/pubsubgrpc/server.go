@@ -51,7 +51,8 @@ type Authenticator interface {
 	Authenticates() bool
 	// CheckBearer says whether token is accepted for a request from client
 	// (an IP); a positive wait means client failed too often and must wait
-	// that long (the token was not checked).
+	// that long (the token was checked and failed: a valid one is accepted
+	// whatever the failures of its client).
 	CheckBearer(client, token, what string) (ok bool, wait time.Duration)
 }
 

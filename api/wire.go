@@ -1,0 +1,593 @@
+package api
+
+import (
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service"
+)
+
+// The API's edge: the service's records (and the compatibility report,
+// the broker's subscription snapshots) become package client's wire types
+// here, field for field, so that the JSON a client reads is the JSON the
+// records would marshal to (wire_test.go pins it byte for byte) while a
+// client links none of the server. A field added to a record needs its
+// twin in package client and a line here; TestWireJSONIdentical fails
+// until both exist.
+
+// serviceOptions is the service's form of a request's job options.
+func serviceOptions(o client.JobOptions) service.JobOptions {
+	return service.JobOptions{NumWorkers: o.NumWorkers, MinNumWorkers: o.MinNumWorkers,
+		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint}
+}
+
+// serviceSubmit is the service's form of a submission.
+func serviceSubmit(r client.SubmitRequest) service.SubmitRequest {
+	return service.SubmitRequest{Name: r.Name, Pipeline: r.Pipeline, PipelineFile: r.PipelineFile,
+		BaseDir: r.BaseDir, Options: serviceOptions(r.Options), ServiceOptions: r.ServiceOptions, RequestID: r.RequestID}
+}
+
+// wireState is a job state's name.
+func wireState(s service.JobState) client.JobState { return client.JobState(s.String()) }
+
+// wirePtr converts *in with f; nil stays nil.
+func wirePtr[A, B any](in *A, f func(A) B) *B {
+	if in == nil {
+		return nil
+	}
+	out := f(*in)
+	return &out
+}
+
+// wireSlice converts every element with f; nil stays nil and empty stays
+// empty (null and [] differ on the wire).
+func wireSlice[A, B any](in []A, f func(A) B) []B {
+	if in == nil {
+		return nil
+	}
+	out := make([]B, len(in))
+	for i := range in {
+		out[i] = f(in[i])
+	}
+	return out
+}
+
+// wireMap converts every value with f; nil stays nil.
+func wireMap[K comparable, A, B any](in map[K]A, f func(A) B) map[K]B {
+	if in == nil {
+		return nil
+	}
+	out := make(map[K]B, len(in))
+	for k, v := range in {
+		out[k] = f(v)
+	}
+	return out
+}
+
+// wireJobPtr converts a job record; nil stays nil.
+func wireJobPtr(j *service.Job) *client.Job { return wirePtr(j, wireJob) }
+
+// wireSnapshotPtr converts a snapshot record; nil stays nil.
+func wireSnapshotPtr(s *service.Snapshot) *client.Snapshot { return wirePtr(s, wireSnapshot) }
+
+func wireJob(in service.Job) client.Job {
+	return client.Job{
+		ID:                    in.ID,
+		Name:                  in.Name,
+		Type:                  client.JobType(in.Type),
+		State:                 wireState(in.State),
+		CreateTime:            in.CreateTime,
+		StateTime:             in.StateTime,
+		Generation:            in.Generation,
+		SDK:                   in.SDK,
+		Program:               in.Program,
+		Pipeline:              in.Pipeline,
+		PipelineFile:          in.PipelineFile,
+		BaseDir:               in.BaseDir,
+		Graph:                 in.Graph,
+		Options:               wireJobOptions(in.Options),
+		ReplacesJobID:         in.ReplacesJobID,
+		ReplacedByJobID:       in.ReplacedByJobID,
+		Replacement:           wirePtr(in.Replacement, wireReplacement),
+		CatchUp:               wirePtr(in.CatchUp, wireCatchUp),
+		StateLineage:          in.StateLineage,
+		Subscriptions:         in.Subscriptions,
+		CreatedFromSnapshotID: in.CreatedFromSnapshotID,
+		Error:                 in.Error,
+		LastCheckpoint:        wirePtr(in.LastCheckpoint, wireCheckpointInfo),
+		Checkpointing:         in.Checkpointing,
+		CheckpointNote:        in.CheckpointNote,
+		Delivery:              in.Delivery,
+		DeliveryNote:          in.DeliveryNote,
+		DeadLetters:           in.DeadLetters,
+		LastDeadLetter:        in.LastDeadLetter,
+		History:               wireSlice(in.History, wireStateChange),
+		Counters:              wireMap(in.Counters, wireStepCounters),
+		Metrics:               wirePtr(in.Metrics, wireJobMetrics),
+		PendingCommit:         in.PendingCommit,
+		Condition:             wirePtr(in.Condition, wireCondition),
+	}
+}
+
+func wireSummary(in service.Summary) client.Summary {
+	return client.Summary{
+		ID:              in.ID,
+		Name:            in.Name,
+		Type:            client.JobType(in.Type),
+		State:           wireState(in.State),
+		CreateTime:      in.CreateTime,
+		StateTime:       in.StateTime,
+		Generation:      in.Generation,
+		ReplacesJobID:   in.ReplacesJobID,
+		ReplacedByJobID: in.ReplacedByJobID,
+		Error:           in.Error,
+	}
+}
+
+func wireEvent(in service.Event) client.Event {
+	return client.Event{
+		Seq:      in.Seq,
+		Time:     in.Time,
+		Type:     client.EventType(in.Type),
+		Severity: client.Severity(in.Severity),
+		Message:  in.Message,
+		Details:  in.Details,
+	}
+}
+
+func wireMetricsHistory(in service.History) client.MetricsHistory {
+	return client.MetricsHistory{
+		JobID:      in.JobID,
+		Resolution: in.Resolution,
+		From:       in.From,
+		To:         in.To,
+		Series:     wireSlice(in.Series, wireMetricsSeries),
+	}
+}
+
+func wireSnapshot(in service.Snapshot) client.Snapshot {
+	return client.Snapshot{
+		ID:              in.ID,
+		SourceJobID:     in.SourceJobID,
+		JobName:         in.JobName,
+		Generation:      in.Generation,
+		CreationTime:    in.CreationTime,
+		TTL:             in.TTL,
+		ExpireTime:      in.ExpireTime,
+		State:           client.SnapshotState(in.State),
+		StateTime:       in.StateTime,
+		Description:     in.Description,
+		DiskSizeBytes:   in.DiskSizeBytes,
+		FailureReason:   in.FailureReason,
+		PubsubMetadata:  wireSlice(in.PubsubMetadata, wirePubsubSnapshotMetadata),
+		SDK:             in.SDK,
+		Graph:           in.Graph,
+		Epoch:           in.Epoch,
+		Positions:       in.Positions,
+		SinkEpoch:       in.SinkEpoch,
+		Kind:            in.Kind,
+		ReplacedByJobID: in.ReplacedByJobID,
+	}
+}
+
+func wireAttempt(in service.Attempt) client.Attempt {
+	return client.Attempt{
+		Time:         in.Time,
+		Name:         in.Name,
+		RunningJobID: in.RunningJobID,
+		ValidateOnly: in.ValidateOnly,
+		Report:       wireCompatReport(in.Report),
+		Pipeline:     in.Pipeline,
+	}
+}
+
+func wireGenerationHistory(in service.GenerationHistory) client.GenerationHistory {
+	return client.GenerationHistory{
+		Generation:             in.Generation,
+		JobID:                  in.JobID,
+		State:                  wireState(in.State),
+		CreateTime:             in.CreateTime,
+		StateTime:              in.StateTime,
+		How:                    in.How,
+		ReplacesJobID:          in.ReplacesJobID,
+		ReplacedByJobID:        in.ReplacedByJobID,
+		FromSnapshotID:         in.FromSnapshotID,
+		RolledBackToGeneration: in.RolledBackToGeneration,
+		Phases:                 wireSlice(in.Phases, wirePhaseTime),
+		StopWindowMillis:       in.StopWindowMillis,
+		Rescales:               wireSlice(in.Rescales, wireStateChange),
+		RollbackPoints:         wireSlice(in.RollbackPoints, wireRollbackPoint),
+		Notes:                  in.Notes,
+		Error:                  in.Error,
+		JobName:                in.JobName,
+	}
+}
+
+func wireRollbackResult(in service.RollbackResult) client.RollbackResult {
+	return client.RollbackResult{
+		Job:           wirePtr(in.Job, wireJob),
+		Current:       wirePtr(in.Current, wireSummary),
+		Snapshot:      wirePtr(in.Snapshot, wireSnapshot),
+		ToGeneration:  in.ToGeneration,
+		NewGeneration: in.NewGeneration,
+		Sources:       wireSlice(in.Sources, wireRollbackSource),
+		Windows:       wireSlice(in.Windows, wireRollbackWindows),
+		ValidateOnly:  in.ValidateOnly,
+		Notes:         in.Notes,
+	}
+}
+
+func wireJobOptions(in service.JobOptions) client.JobOptions {
+	return client.JobOptions{
+		NumWorkers:            in.NumWorkers,
+		MinNumWorkers:         in.MinNumWorkers,
+		MaxNumWorkers:         in.MaxNumWorkers,
+		WorkerUtilizationHint: in.WorkerUtilizationHint,
+	}
+}
+
+func wireOptionChange(in service.OptionChange) client.OptionChange {
+	return client.OptionChange{
+		Option: in.Option,
+		From:   in.From,
+		To:     in.To,
+	}
+}
+
+func wireCompatReport(in compat.Report) client.CompatReport {
+	return client.CompatReport{
+		Compatible:   in.Compatible,
+		Errors:       wireSlice(in.Errors, wireFinding),
+		Warnings:     wireSlice(in.Warnings, wireFinding),
+		DroppedState: wireSlice(in.DroppedState, wireDroppedState),
+		Matches:      wireSlice(in.Matches, wireMatch),
+	}
+}
+
+func wireSubscriptionSnapshot(in pubsub.SubscriptionSnapshot) client.SubscriptionSnapshot {
+	return client.SubscriptionSnapshot{
+		Name:         in.Name,
+		Topic:        in.Topic,
+		Subscription: in.Subscription,
+		AckFloor:     in.AckFloor,
+		Acked:        wireSlice(in.Acked, wireSeqRange),
+		CreateTime:   in.CreateTime,
+		ExpireTime:   in.ExpireTime,
+		Labels:       in.Labels,
+	}
+}
+
+func wireSeekResult(in pubsub.SeekResult) client.SeekResult {
+	return client.SeekResult{
+		Subscription: in.Subscription,
+		Topic:        in.Topic,
+		AckFloor:     in.AckFloor,
+		Backlog:      in.Backlog,
+	}
+}
+
+func wireCoder(in graph.Coder) client.Coder {
+	return client.Coder{
+		URN:        in.URN,
+		Version:    in.Version,
+		Params:     in.Params,
+		Components: wireSlice(in.Components, wireCoder),
+		Fields:     wireSlice(in.Fields, wireCoderField),
+	}
+}
+
+func wireReplacement(in service.Replacement) client.Replacement {
+	return client.Replacement{
+		Strategy:             in.Strategy,
+		Phase:                client.ReplacementPhase(in.Phase),
+		PhaseTime:            in.PhaseTime,
+		StopWindowMillis:     in.StopWindowMillis,
+		OldJobID:             in.OldJobID,
+		NewJobID:             in.NewJobID,
+		MaxStopMillis:        in.MaxStopMillis,
+		HasMaxStop:           in.HasMaxStop,
+		CancelOnDrainTimeout: in.CancelOnDrainTimeout,
+		Preallocate:          in.Preallocate,
+		Rewind:               in.Rewind,
+		DrainStart:           in.DrainStart,
+		DrainTimedOut:        in.DrainTimedOut,
+		Notes:                in.Notes,
+		Parallel:             wirePtr(in.Parallel, wireParallelFlow),
+		RewindPoint:          wirePtr(in.RewindPoint, wireRewindPoint),
+		Handover:             wireSlice(in.Handover, wireSubscriptionHandover),
+	}
+}
+
+func wireCatchUp(in service.CatchUp) client.CatchUp {
+	return client.CatchUp{
+		FromJobID:   in.FromJobID,
+		RewindPoint: wirePtr(in.RewindPoint, wireRewindPoint),
+		Starts:      wireMap(in.Starts, wireRewindStart),
+	}
+}
+
+func wireCheckpointInfo(in service.CheckpointInfo) client.CheckpointInfo {
+	return client.CheckpointInfo{
+		Epoch: in.Epoch,
+		Time:  in.Time,
+	}
+}
+
+func wireStateChange(in service.StateChange) client.StateChange {
+	return client.StateChange{
+		State:  wireState(in.State),
+		Time:   in.Time,
+		Reason: in.Reason,
+	}
+}
+
+func wireStepCounters(in service.StepCounters) client.StepCounters {
+	return client.StepCounters{
+		ElementsIn:          in.ElementsIn,
+		ElementsOut:         in.ElementsOut,
+		Rejects:             in.Rejects,
+		DroppedLateElements: in.DroppedLateElements,
+	}
+}
+
+func wireJobMetrics(in service.JobMetrics) client.JobMetrics {
+	return client.JobMetrics{
+		Time:                                  in.Time,
+		DataWatermark:                         in.DataWatermark,
+		DataWatermarkAgeSeconds:               in.DataWatermarkAgeSeconds,
+		SystemLagSeconds:                      in.SystemLagSeconds,
+		BacklogElements:                       in.BacklogElements,
+		BacklogBytes:                          in.BacklogBytes,
+		EstimatedBacklogProcessingTimeSeconds: in.EstimatedBacklogProcessingTimeSeconds,
+		DeadLetters:                           in.DeadLetters,
+		Steps:                                 wireSlice(in.Steps, wireStepMetrics),
+	}
+}
+
+func wireCondition(in service.Condition) client.Condition {
+	return client.Condition{
+		Code:    in.Code,
+		Message: in.Message,
+		Since:   in.Since,
+	}
+}
+
+func wireMetricsSeries(in service.HistorySeries) client.MetricsSeries {
+	return client.MetricsSeries{
+		Step:   in.Step,
+		Metric: in.Metric,
+		Points: in.Points,
+	}
+}
+
+func wirePubsubSnapshotMetadata(in service.PubsubSnapshotMetadata) client.PubsubSnapshotMetadata {
+	return client.PubsubSnapshotMetadata{
+		Subscription: in.Subscription,
+		Topic:        in.Topic,
+		SnapshotName: in.SnapshotName,
+		ExpireTime:   in.ExpireTime,
+	}
+}
+
+func wirePhaseTime(in service.PhaseTime) client.PhaseTime {
+	return client.PhaseTime{
+		Phase: client.ReplacementPhase(in.Phase),
+		Time:  in.Time,
+	}
+}
+
+func wireRollbackPoint(in service.RollbackPoint) client.RollbackPoint {
+	return client.RollbackPoint{
+		SnapshotID:      in.SnapshotID,
+		State:           client.SnapshotState(in.State),
+		CreateTime:      in.CreateTime,
+		ExpireTime:      in.ExpireTime,
+		ReplacedByJobID: in.ReplacedByJobID,
+	}
+}
+
+func wireRollbackSource(in service.RollbackSource) client.RollbackSource {
+	return client.RollbackSource{
+		Step:             in.Step,
+		Subscription:     in.Subscription,
+		Topic:            in.Topic,
+		FromSeq:          in.FromSeq,
+		LastSeq:          in.LastSeq,
+		Messages:         in.Messages,
+		Retained:         in.Retained,
+		FirstRetainedSeq: in.FirstRetainedSeq,
+	}
+}
+
+func wireRollbackWindows(in service.RollbackWindows) client.RollbackWindows {
+	return client.RollbackWindows{
+		Step:          in.Step,
+		Windowing:     in.Windowing,
+		KeysWithState: in.KeysWithState,
+		Recomputed:    in.Recomputed,
+	}
+}
+
+func wireFinding(in compat.Finding) client.Finding {
+	return client.Finding{
+		Step:   in.Step,
+		Code:   in.Code,
+		Reason: in.Reason,
+		Fix:    in.Fix,
+	}
+}
+
+func wireDroppedState(in compat.DroppedState) client.DroppedState {
+	return client.DroppedState{
+		Step:        in.Step,
+		Kind:        client.StepKind(in.Kind),
+		What:        in.What,
+		KeyCoder:    wirePtr(in.KeyCoder, wireCoder),
+		StoredCoder: wirePtr(in.StoredCoder, wireCoder),
+		State:       wireSlice(in.State, wireStateSpec),
+		Timers:      wireSlice(in.Timers, wireTimerSpec),
+		Source:      wirePtr(in.Source, wireIOIdentity),
+	}
+}
+
+func wireMatch(in compat.Match) client.Match {
+	return client.Match{
+		Old:  in.Old,
+		New:  in.New,
+		Kind: client.StepKind(in.Kind),
+	}
+}
+
+func wireSeqRange(in pubsub.SeqRange) client.SeqRange {
+	return client.SeqRange{First: in.First, Last: in.Last}
+}
+
+func wireCoderField(in graph.Field) client.CoderField {
+	return client.CoderField{
+		Name: in.Name,
+		Type: in.Type,
+	}
+}
+
+func wireParallelFlow(in service.ParallelFlow) client.ParallelFlow {
+	return client.ParallelFlow{
+		MinParallelMillis: in.MinParallelMillis,
+		OverlapStart:      in.OverlapStart,
+		CutTime:           in.CutTime,
+		CutSpanMillis:     in.CutSpanMillis,
+		WaitWatermark:     in.WaitWatermark,
+		Subscriptions:     wireSlice(in.Subscriptions, wireParallelSubscription),
+		Tables:            wireSlice(in.Tables, wireFacadeTable),
+		OldEnded:          in.OldEnded,
+		Compacted:         in.Compacted,
+		RollbackReason:    in.RollbackReason,
+		Progress:          wirePtr(in.Progress, wireFlowProgress),
+	}
+}
+
+func wireRewindPoint(in service.RewindPoint) client.RewindPoint {
+	return client.RewindPoint{
+		Watermark:  in.Watermark,
+		FromTime:   in.FromTime,
+		SkipBefore: in.SkipBefore,
+		Sources:    wireSlice(in.Sources, wireRewindSource),
+	}
+}
+
+func wireSubscriptionHandover(in service.SubscriptionHandover) client.SubscriptionHandover {
+	return client.SubscriptionHandover{
+		Step:       in.Step,
+		Topic:      in.Topic,
+		Old:        in.Old,
+		New:        in.New,
+		InsteadOf:  in.InsteadOf,
+		Positioned: in.Positioned,
+		OldDeleted: in.OldDeleted,
+	}
+}
+
+func wireRewindStart(in pubsub.RewindStart) client.RewindStart {
+	return client.RewindStart{
+		SkipBefore: int64(in.SkipBefore),
+		Watermark:  int64(in.Watermark),
+		HoldUntil:  in.HoldUntil,
+		FromSeq:    in.FromSeq,
+	}
+}
+
+func wireStepMetrics(in service.StepMetrics) client.StepMetrics {
+	return client.StepMetrics{
+		Name:                    in.Name,
+		ElementsIn:              in.ElementsIn,
+		ElementsOut:             in.ElementsOut,
+		Rejects:                 in.Rejects,
+		DroppedLateElements:     in.DroppedLateElements,
+		Watermark:               in.Watermark,
+		WatermarkMillis:         in.WatermarkMillis,
+		DataWatermarkAgeSeconds: in.DataWatermarkAgeSeconds,
+		ThroughputPerSecond:     in.ThroughputPerSecond,
+		SystemLagSeconds:        in.SystemLagSeconds,
+		BacklogElements:         in.BacklogElements,
+		RewindSkippedElements:   in.RewindSkippedElements,
+		DuplicateIDConflicts:    in.DuplicateIDConflicts,
+		CatchUp:                 wirePtr(in.CatchUp, wireSourceCatchUp),
+		PendingTimers:           in.PendingTimers,
+		Keys:                    in.Keys,
+	}
+}
+
+func wireStateSpec(in graph.StateSpec) client.StateSpec {
+	return client.StateSpec{
+		ID:    in.ID,
+		Kind:  client.StateKind(in.Kind),
+		Coder: wireCoder(in.Coder),
+	}
+}
+
+func wireTimerSpec(in graph.TimerSpec) client.TimerSpec {
+	return client.TimerSpec{
+		ID:     in.ID,
+		Domain: client.TimeDomain(in.Domain),
+	}
+}
+
+func wireIOIdentity(in graph.IOIdentity) client.IOIdentity {
+	return client.IOIdentity{
+		Kind:     in.Kind,
+		Identity: in.Identity,
+		Bounded:  in.Bounded,
+	}
+}
+
+func wireParallelSubscription(in service.ParallelSubscription) client.ParallelSubscription {
+	return client.ParallelSubscription{
+		Step:       in.Step,
+		Topic:      in.Topic,
+		Old:        in.Old,
+		New:        in.New,
+		Positioned: in.Positioned,
+		OldDeleted: in.OldDeleted,
+		OldNamed:   in.OldNamed,
+		InsteadOf:  in.InsteadOf,
+	}
+}
+
+func wireFacadeTable(in service.FacadeTable) client.FacadeTable {
+	return client.FacadeTable{
+		Driver:   in.Driver,
+		DSN:      in.DSN,
+		Table:    in.Table,
+		OldEnded: in.OldEnded,
+	}
+}
+
+func wireFlowProgress(in service.FlowProgress) client.FlowProgress {
+	return client.FlowProgress{
+		ElapsedMillis:        in.ElapsedMillis,
+		MinParallelMillis:    in.MinParallelMillis,
+		OldWatermark:         in.OldWatermark,
+		CutOverWatermark:     in.CutOverWatermark,
+		WaitingForOldMessage: in.WaitingForOldMessage,
+	}
+}
+
+func wireRewindSource(in service.RewindSource) client.RewindSource {
+	return client.RewindSource{
+		Step:          in.Step,
+		Topic:         in.Topic,
+		Subscription:  in.Subscription,
+		FirstSequence: in.FirstSequence,
+		LastSequence:  in.LastSequence,
+		FromTime:      in.FromTime,
+	}
+}
+
+func wireSourceCatchUp(in service.SourceCatchUp) client.SourceCatchUp {
+	return client.SourceCatchUp{
+		ReadSequence:    in.ReadSequence,
+		HoldUntil:       in.HoldUntil,
+		CaughtUp:        in.CaughtUp,
+		ExpiredMessages: in.ExpiredMessages,
+	}
+}
