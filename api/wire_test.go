@@ -13,6 +13,7 @@ import (
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // The replies as the API wrote them before it had wire types of its own:
@@ -130,7 +131,7 @@ func (f *filler) fill(v reflect.Value, depth int) {
 		v.SetBytes([]byte(`{"graph": [1, 2], "n": ` + string(rune('0'+n%10)) + `}`))
 		return
 	case t == jobStateType:
-		states := service.AllStates()
+		states := record.AllStates()
 		v.SetInt(int64(states[n%len(states)]))
 		return
 	case t == codeType:
@@ -360,7 +361,7 @@ func TestWireJSONIdentical(t *testing.T) {
 func TestWireConstants(t *testing.T) {
 	states := []client.JobState{client.StatePending, client.StateRunning, client.StateDone, client.StateDraining, client.StateDrained,
 		client.StateCancelling, client.StateCancelled, client.StateUpdated, client.StateFailed}
-	for i, s := range service.AllStates() {
+	for i, s := range record.AllStates() {
 		if i >= len(states) || states[i] != wireState(s) {
 			t.Fatalf("service state %s has no client twin in %v", s, states)
 		}
@@ -368,8 +369,8 @@ func TestWireConstants(t *testing.T) {
 			t.Errorf("state %s: client Terminal %v Title %q, service %v %q", s, states[i].Terminal(), states[i].Title(), s.Terminal(), s.Title())
 		}
 	}
-	if len(states) != len(service.AllStates()) {
-		t.Errorf("the client has %d states, the service %d", len(states), len(service.AllStates()))
+	if len(states) != len(record.AllStates()) {
+		t.Errorf("the client has %d states, the service %d", len(states), len(record.AllStates()))
 	}
 	events := []client.EventType{client.EventStateChanged, client.EventConditionChanged, client.EventCheckpointFailed,
 		client.EventDeadLetter, client.EventUpdateRefused, client.EventUpdateValidated, client.EventUpdateSucceeded,

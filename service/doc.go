@@ -1,7 +1,5 @@
 // Package service is weir's job service: it owns the data directory, keeps
-// the job registry (in the state store, next to the keyed state and the
-// checkpoints, so that a state transition can be written atomically with a
-// checkpoint), runs every job's execution with a checkpoint loop, and
+// the job registry, runs every job's execution with a checkpoint loop, and
 // drives the job state machine (Dataflow's: PENDING → RUNNING → DONE;
 // RUNNING → DRAINING → DRAINED; RUNNING/DRAINING → CANCELLING → CANCELLED;
 // RUNNING/DRAINING → UPDATED when an update replaces the job, whose
@@ -11,99 +9,22 @@
 // The service speaks Go: jobs, states, errors with stable codes. It knows
 // nothing of HTTP (package api serves it) or of the command line.
 //
-// It may import runner, runner/contract, state, yamlpipe, compat, errcode, graph, mtime,
-// duration, serviceopt, window (the windowing a re-read must cover),
-// io/pubsub (for the subscription name a topic source reads, to tell which
-// jobs use a topic or subscription, the types of a re-read's positions,
-// service/rewind.go, and the subscriptions of a parallel replacement),
-// io/sqlsink (for its errors' codes and the façade views of a parallel
-// replacement),
-// weir (the SDK root package, whose pipelines yamlpipe builds) and the
-// standard library, and github.com/cockroachdb/pebble/v2 (only its vfs,
-// the store's file system that tests replace). It must not import api,
-// server or cmd/weir.
+// This package is the service's front: Open assembles the core
+// (service/internal/core: registry, executions, checkpoints, events,
+// metrics, faults, restart) and the flows built on it, each in a package
+// of its own — snapshots (service/internal/snapshots), the in-place update
+// (service/internal/inplace), stop-and-replace and parallel replacement
+// (service/internal/replace), rollback (service/internal/rollback) and the
+// re-read of retained input (service/internal/rewind). It routes a
+// submission or an update to the flow its service options ask for
+// (route.go), answers a retried request ID as the first time, and answers
+// the rest of its API by delegation (api.go). The registry's records are
+// package service/record. The lock order is stated once, in package core.
 //
-// # Lock ordering
-//
-// This section is the one place that states the service's locks (as NATS
-// keeps locksordering.txt). Locks are taken in this order, never the other
-// way round; a lock is never taken while one below it is held:
-//
-//  0. The guard of a request ID (Service.requests, replace.go), held by a
-//     request with an ID from the lookup of its earlier answer to the
-//     record of its own, so that two retries never both run.
-//  1. The name guard of a job name (Service.names, taken with lockName). It
-//     serialises the operations that change a name's jobs or its lineage
-//     record: Submit, StartProgram, CheckRelease, Update, UpdateOptions,
-//     Drain, Cancel, recovery at Open, and a supervisor recording the end of
-//     its execution (finish) or a failed checkpoint. It IS held across waits
-//     for an execution: an update holds it through the whole handover, a
-//     rescale through the pause. One name's guard at a time: no operation
-//     holds two. Methods that need it held say so ("the caller holds the
-//     name's guard").
-//  2. jobRun.cpMu, one per execution. It serialises the execution's
-//     checkpoints from taking to commit (periodic, final, at shutdown, and
-//     an update's or rescale's pause), so that no checkpoint's state changes
-//     are taken but not yet written when another is taken. It is held
-//     across waits (barrier alignment, encoding, commit). An update holds
-//     the old execution's cpMu and then takes the new execution's, before
-//     the new one has a supervisor: nothing else can hold or wait for it.
-//  3. The registry lock (Service.mu), held only as a Tx (tx.go): a *Tx
-//     exists only inside the function Service.update runs with the lock
-//     held, and every store write is a method of *Tx (Apply,
-//     WriteCheckpoint, WriteHandover, DropState, WriteSnapshot,
-//     DeleteSnapshot, RestoreSnapshot, Transition, Emit, ...), so a
-//     function that needs the lock takes a *Tx and the compiler checks
-//     that it has one; update is the one place the lock is taken. It
-//     guards the writes of the running table, closing, and every write to
-//     the store: each read-modify-write of registry records (job records,
-//     name lineages, attempts, snapshots) happens with the store write
-//     that lands it in one Tx, which also serialises the store's namespace
-//     allocation. It is NEVER held while waiting for an execution (a
-//     pause, a checkpoint, encoding, a commit, an end), nor while starting
-//     one or committing sinks, nor across a broker call: only across
-//     in-memory work and store writes. A goroutine Close waits for is
-//     started by spawn, whose WaitGroup Add happens in a Tx that found the
-//     service not closing.
-//  4. Leaves, never held while taking another lock: jobRun.smu (the
-//     metrics sampler), jobRun.emu (the events an execution emits before
-//     its job's start is recorded; taken in a Tx by Tx.ReleaseEvents),
-//     jobHistory.mu (a job's metrics history), the name-guard table's
-//     mutex, and the mutex of Service.changes.
-//
-// Below every one of these, the state store keeps its own lock of which
-// Pebble database is current (state/handle.go): taken inside each store
-// call only to pick the database, never across a Pebble call, so that a
-// reopen after a store failure (fault_resume.go) swaps the database under
-// running reads. The retry loop that reopens the store holds no lock of
-// the service while it does; it then resumes each job under the job's
-// name guard (order 1), as recovery at Open does.
-//
-// Job events (events.go) are store writes like any other: in a Tx, a
-// transition's event in the transition's own write, others through emit,
-// which runs a Tx of its own (within a Tx, Tx.Emit does the same).
-//
-// A job snapshot (snapshot.go) takes the name's guard and the execution's
-// cpMu for its cut only (a checkpoint, with the store pinned in the same Tx
-// as the checkpoint's write); the copy of the cut's state into the
-// snapshot's key space holds neither, and a Tx only for its one commit.
-// CreateFromSnapshot holds the new name's guard, and a Tx for its one
-// write.
-//
-// Reads — Get, List, History, Metrics, RunningMetrics, ElementsRead,
-// WaitJob, Events, FollowEvents, MetricsHistory, CheckpointHistograms, everything the API's describe, list and metrics call — take no
-// lock but the leaves: they read registry records from the store (each
-// record is written atomically, so a read sees one whole version of it)
-// and live executions from the running table (a sync.Map). So a read never
-// waits for a handover, a rescale, a checkpoint or a store write.
-//
-// Why a handover needs no re-read: every writer of a name's lineage and of
-// its jobs' states holds the name's guard, and the only other writers of a
-// job record — its execution's checkpoints, which set the last checkpoint
-// and dead-letter fields — hold its cpMu. An update holds the guard from
-// its first read and the old execution's cpMu from its pause, so the
-// records it read first stay current until its one write, but for the
-// fields a checkpoint finished in between may have set, which the handover
-// sets itself (the last checkpoint is the handover's; the dead letters are
-// the execution's counters).
+// It may import service/internal/core, service/internal/snapshots,
+// service/internal/inplace, service/internal/replace,
+// service/internal/rollback, service/internal/rewind, service/record,
+// serviceopt, duration, errcode, state, yamlpipe (a submitted template's
+// rendering) and the standard library. It must not import api, server or
+// cmd/weir.
 package service

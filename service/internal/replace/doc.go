@@ -18,7 +18,7 @@
 //
 // It may import service/internal/core, service/internal/snapshots,
 // service/internal/rewind, service/record, graph, mtime, window, state,
-// errcode, duration, serviceopt, compat, io/pubsub (the broker's
+// errcode, duration, serviceopt, io/pubsub (the broker's
 // subscriptions), io/sqlsink (façade views), yamlpipe and the standard
 // library.
 package replace
