@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/weir-dev/weir/service"
@@ -53,8 +55,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	limit := DefaultEventLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > service.MaxEventsPerJob {
-			s.writeError(w, service.NewError(errcode.InvalidRequest, "limit=%q must be an integer between 1 and %d", v, service.MaxEventsPerJob))
+		if err != nil || n < 1 || n > record.MaxEventsPerJob {
+			s.writeError(w, service.NewError(errcode.InvalidRequest, "limit=%q must be an integer between 1 and %d", v, record.MaxEventsPerJob))
 			return
 		}
 		limit = n
@@ -122,7 +124,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	err = s.svc.FollowEvents(ctx, j.ID, after, func(evs []service.Event) error {
+	err = s.svc.FollowEvents(ctx, j.ID, after, func(evs []record.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ev := range evs {

@@ -3,6 +3,8 @@ package api
 import (
 	"math"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-dev/weir/service"
@@ -138,8 +140,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if jobs, err := c.svc.List(service.StatusAll); err == nil {
 		type key struct {
-			state service.JobState
-			typ   service.JobType
+			state record.JobState
+			typ   record.JobType
 		}
 		counts := map[key]int{}
 		for _, j := range jobs {
@@ -220,7 +222,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectCatchUp exports the catch-up progress of step st (labels l), when
 // it re-reads its topic, through gauge.
-func collectCatchUp(gauge func(m int, v float64, labels ...string), st service.StepMetrics, l []string) {
+func collectCatchUp(gauge func(m int, v float64, labels ...string), st record.StepMetrics, l []string) {
 	c := st.CatchUp
 	if c == nil {
 		return

@@ -3,7 +3,7 @@ package api
 import (
 	"testing"
 
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // TestCollectCatchUp: a re-reading source's catch-up progress (catch_up
@@ -16,15 +16,15 @@ func TestCollectCatchUp(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		step service.StepMetrics
+		step record.StepMetrics
 		want []sample
 	}{
-		{"no re-read", service.StepMetrics{Name: "Events"}, nil},
-		{"re-reading", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}},
+		{"no re-read", record.StepMetrics{Name: "Events"}, nil},
+		{"re-reading", record.StepMetrics{Name: "Events", CatchUp: &record.SourceCatchUp{ReadSequence: 40, HoldUntil: 102}},
 			[]sample{{"weir_step_catch_up_read_sequence", 40}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 0}, {"weir_step_catch_up_expired_messages", 0}}},
-		{"caught up", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}},
+		{"caught up", record.StepMetrics{Name: "Events", CatchUp: &record.SourceCatchUp{ReadSequence: 130, HoldUntil: 102, CaughtUp: true}},
 			[]sample{{"weir_step_catch_up_read_sequence", 130}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 1}, {"weir_step_catch_up_expired_messages", 0}}},
-		{"caught up past a gap", service.StepMetrics{Name: "Events", CatchUp: &service.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}},
+		{"caught up past a gap", record.StepMetrics{Name: "Events", CatchUp: &record.SourceCatchUp{ReadSequence: 102, HoldUntil: 102, CaughtUp: true, ExpiredMessages: 60}},
 			[]sample{{"weir_step_catch_up_read_sequence", 102}, {"weir_step_catch_up_hold_until_sequence", 102}, {"weir_step_catch_up_caught_up", 1}, {"weir_step_catch_up_expired_messages", 60}}},
 	}
 	for _, tc := range tests {

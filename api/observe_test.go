@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
@@ -309,12 +311,12 @@ func TestPrometheusMetricsAcrossRescaleAndRestart(t *testing.T) {
 		}
 		types = append(types, string(ev.Type))
 	}
-	for _, want := range []service.EventType{service.EventStateChanged, service.EventRescaleSucceeded, service.EventConditionChanged, service.EventRecovered} {
+	for _, want := range []record.EventType{record.EventStateChanged, record.EventRescaleSucceeded, record.EventConditionChanged, record.EventRecovered} {
 		if !slices.Contains(types, string(want)) {
 			t.Errorf("events %v lack %s", types, want)
 		}
 	}
-	if i, k := slices.Index(types, string(service.EventRescaleSucceeded)), slices.Index(types, string(service.EventRecovered)); i > k {
+	if i, k := slices.Index(types, string(record.EventRescaleSucceeded)), slices.Index(types, string(record.EventRecovered)); i > k {
 		t.Errorf("events out of order: %v", types)
 	}
 
@@ -445,7 +447,7 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("docs/METRICS.md has no row | `%s` | %s | `%s` |", d.Name, d.Type, strings.Join(d.Labels, ", "))
 		}
 	}
-	for _, e := range service.EventTypes() {
+	for _, e := range record.EventTypes() {
 		if !strings.Contains(doc, "| `"+string(e.Type)+"` |") {
 			t.Errorf("docs/METRICS.md does not document event type %s", e.Type)
 		}

@@ -13,6 +13,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
@@ -203,7 +205,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.creating.jobs.Lock()
 	err := s.admitJob()
-	var j *service.Job
+	var j *record.Job
 	if err == nil {
 		j, err = s.svc.Submit(r.Context(), serviceSubmit(req))
 	}
@@ -219,7 +221,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 // submitResponse is the reply naming job j: with the strategy of the
 // replacement flow j is the new job of (a submission with
 // create_or_update_job or parallel_replace_job_* starts one).
-func submitResponse(j *service.Job) SubmitResponse {
+func submitResponse(j *record.Job) SubmitResponse {
 	out := SubmitResponse{ID: j.ID, Name: j.Name, State: wireState(j.State), Error: j.Error}
 	if r := j.Replacement; r != nil && j.ID == r.NewJobID {
 		out.Replacement = r.Strategy
@@ -283,7 +285,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, ref string) {
 
 // changeJob asks the service to change job ref (change: drain or cancel)
 // and answers the job's summary.
-func (s *Server) changeJob(w http.ResponseWriter, r *http.Request, ref string, change func(context.Context, string) (*service.Job, error)) {
+func (s *Server) changeJob(w http.ResponseWriter, r *http.Request, ref string, change func(context.Context, string) (*record.Job, error)) {
 	j, err := change(r.Context(), ref)
 	if err != nil {
 		s.writeError(w, err)

@@ -6,6 +6,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // The API's edge: the service's records (and the compatibility report,
@@ -17,8 +18,8 @@ import (
 // until both exist.
 
 // serviceOptions is the service's form of a request's job options.
-func serviceOptions(o client.JobOptions) service.JobOptions {
-	return service.JobOptions{NumWorkers: o.NumWorkers, MinNumWorkers: o.MinNumWorkers,
+func serviceOptions(o client.JobOptions) record.JobOptions {
+	return record.JobOptions{NumWorkers: o.NumWorkers, MinNumWorkers: o.MinNumWorkers,
 		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint}
 }
 
@@ -29,7 +30,7 @@ func serviceSubmit(r client.SubmitRequest) service.SubmitRequest {
 }
 
 // wireState is a job state's name.
-func wireState(s service.JobState) client.JobState { return client.JobState(s.String()) }
+func wireState(s record.JobState) client.JobState { return client.JobState(s.String()) }
 
 // wirePtr converts *in with f; nil stays nil.
 func wirePtr[A, B any](in *A, f func(A) B) *B {
@@ -66,12 +67,12 @@ func wireMap[K comparable, A, B any](in map[K]A, f func(A) B) map[K]B {
 }
 
 // wireJobPtr converts a job record; nil stays nil.
-func wireJobPtr(j *service.Job) *client.Job { return wirePtr(j, wireJob) }
+func wireJobPtr(j *record.Job) *client.Job { return wirePtr(j, wireJob) }
 
 // wireSnapshotPtr converts a snapshot record; nil stays nil.
-func wireSnapshotPtr(s *service.Snapshot) *client.Snapshot { return wirePtr(s, wireSnapshot) }
+func wireSnapshotPtr(s *record.Snapshot) *client.Snapshot { return wirePtr(s, wireSnapshot) }
 
-func wireJob(in service.Job) client.Job {
+func wireJob(in record.Job) client.Job {
 	return client.Job{
 		ID:                    in.ID,
 		Name:                  in.Name,
@@ -110,7 +111,7 @@ func wireJob(in service.Job) client.Job {
 	}
 }
 
-func wireSummary(in service.Summary) client.Summary {
+func wireSummary(in record.Summary) client.Summary {
 	return client.Summary{
 		ID:              in.ID,
 		Name:            in.Name,
@@ -125,7 +126,7 @@ func wireSummary(in service.Summary) client.Summary {
 	}
 }
 
-func wireEvent(in service.Event) client.Event {
+func wireEvent(in record.Event) client.Event {
 	return client.Event{
 		Seq:      in.Seq,
 		Time:     in.Time,
@@ -146,7 +147,7 @@ func wireMetricsHistory(in service.History) client.MetricsHistory {
 	}
 }
 
-func wireSnapshot(in service.Snapshot) client.Snapshot {
+func wireSnapshot(in record.Snapshot) client.Snapshot {
 	return client.Snapshot{
 		ID:              in.ID,
 		SourceJobID:     in.SourceJobID,
@@ -218,7 +219,7 @@ func wireRollbackResult(in service.RollbackResult) client.RollbackResult {
 	}
 }
 
-func wireJobOptions(in service.JobOptions) client.JobOptions {
+func wireJobOptions(in record.JobOptions) client.JobOptions {
 	return client.JobOptions{
 		NumWorkers:            in.NumWorkers,
 		MinNumWorkers:         in.MinNumWorkers,
@@ -227,7 +228,7 @@ func wireJobOptions(in service.JobOptions) client.JobOptions {
 	}
 }
 
-func wireOptionChange(in service.OptionChange) client.OptionChange {
+func wireOptionChange(in record.OptionChange) client.OptionChange {
 	return client.OptionChange{
 		Option: in.Option,
 		From:   in.From,
@@ -277,7 +278,7 @@ func wireCoder(in graph.Coder) client.Coder {
 	}
 }
 
-func wireReplacement(in service.Replacement) client.Replacement {
+func wireReplacement(in record.Replacement) client.Replacement {
 	return client.Replacement{
 		Strategy:             in.Strategy,
 		Phase:                client.ReplacementPhase(in.Phase),
@@ -299,7 +300,7 @@ func wireReplacement(in service.Replacement) client.Replacement {
 	}
 }
 
-func wireCatchUp(in service.CatchUp) client.CatchUp {
+func wireCatchUp(in record.CatchUp) client.CatchUp {
 	return client.CatchUp{
 		FromJobID:   in.FromJobID,
 		RewindPoint: wirePtr(in.RewindPoint, wireRewindPoint),
@@ -307,14 +308,14 @@ func wireCatchUp(in service.CatchUp) client.CatchUp {
 	}
 }
 
-func wireCheckpointInfo(in service.CheckpointInfo) client.CheckpointInfo {
+func wireCheckpointInfo(in record.CheckpointInfo) client.CheckpointInfo {
 	return client.CheckpointInfo{
 		Epoch: in.Epoch,
 		Time:  in.Time,
 	}
 }
 
-func wireStateChange(in service.StateChange) client.StateChange {
+func wireStateChange(in record.StateChange) client.StateChange {
 	return client.StateChange{
 		State:  wireState(in.State),
 		Time:   in.Time,
@@ -322,7 +323,7 @@ func wireStateChange(in service.StateChange) client.StateChange {
 	}
 }
 
-func wireStepCounters(in service.StepCounters) client.StepCounters {
+func wireStepCounters(in record.StepCounters) client.StepCounters {
 	return client.StepCounters{
 		ElementsIn:          in.ElementsIn,
 		ElementsOut:         in.ElementsOut,
@@ -331,7 +332,7 @@ func wireStepCounters(in service.StepCounters) client.StepCounters {
 	}
 }
 
-func wireJobMetrics(in service.JobMetrics) client.JobMetrics {
+func wireJobMetrics(in record.JobMetrics) client.JobMetrics {
 	return client.JobMetrics{
 		Time:                                  in.Time,
 		DataWatermark:                         in.DataWatermark,
@@ -345,7 +346,7 @@ func wireJobMetrics(in service.JobMetrics) client.JobMetrics {
 	}
 }
 
-func wireCondition(in service.Condition) client.Condition {
+func wireCondition(in record.Condition) client.Condition {
 	return client.Condition{
 		Code:    in.Code,
 		Message: in.Message,
@@ -361,7 +362,7 @@ func wireMetricsSeries(in service.HistorySeries) client.MetricsSeries {
 	}
 }
 
-func wirePubsubSnapshotMetadata(in service.PubsubSnapshotMetadata) client.PubsubSnapshotMetadata {
+func wirePubsubSnapshotMetadata(in record.PubsubSnapshotMetadata) client.PubsubSnapshotMetadata {
 	return client.PubsubSnapshotMetadata{
 		Subscription: in.Subscription,
 		Topic:        in.Topic,
@@ -450,7 +451,7 @@ func wireCoderField(in graph.Field) client.CoderField {
 	}
 }
 
-func wireParallelFlow(in service.ParallelFlow) client.ParallelFlow {
+func wireParallelFlow(in record.ParallelFlow) client.ParallelFlow {
 	return client.ParallelFlow{
 		MinParallelMillis: in.MinParallelMillis,
 		OverlapStart:      in.OverlapStart,
@@ -466,7 +467,7 @@ func wireParallelFlow(in service.ParallelFlow) client.ParallelFlow {
 	}
 }
 
-func wireRewindPoint(in service.RewindPoint) client.RewindPoint {
+func wireRewindPoint(in record.RewindPoint) client.RewindPoint {
 	return client.RewindPoint{
 		Watermark:  in.Watermark,
 		FromTime:   in.FromTime,
@@ -475,7 +476,7 @@ func wireRewindPoint(in service.RewindPoint) client.RewindPoint {
 	}
 }
 
-func wireSubscriptionHandover(in service.SubscriptionHandover) client.SubscriptionHandover {
+func wireSubscriptionHandover(in record.SubscriptionHandover) client.SubscriptionHandover {
 	return client.SubscriptionHandover{
 		Step:       in.Step,
 		Topic:      in.Topic,
@@ -496,7 +497,7 @@ func wireRewindStart(in pubsub.RewindStart) client.RewindStart {
 	}
 }
 
-func wireStepMetrics(in service.StepMetrics) client.StepMetrics {
+func wireStepMetrics(in record.StepMetrics) client.StepMetrics {
 	return client.StepMetrics{
 		Name:                    in.Name,
 		ElementsIn:              in.ElementsIn,
@@ -540,7 +541,7 @@ func wireIOIdentity(in graph.IOIdentity) client.IOIdentity {
 	}
 }
 
-func wireParallelSubscription(in service.ParallelSubscription) client.ParallelSubscription {
+func wireParallelSubscription(in record.ParallelSubscription) client.ParallelSubscription {
 	return client.ParallelSubscription{
 		Step:       in.Step,
 		Topic:      in.Topic,
@@ -553,7 +554,7 @@ func wireParallelSubscription(in service.ParallelSubscription) client.ParallelSu
 	}
 }
 
-func wireFacadeTable(in service.FacadeTable) client.FacadeTable {
+func wireFacadeTable(in record.FacadeTable) client.FacadeTable {
 	return client.FacadeTable{
 		Driver:   in.Driver,
 		DSN:      in.DSN,
@@ -562,7 +563,7 @@ func wireFacadeTable(in service.FacadeTable) client.FacadeTable {
 	}
 }
 
-func wireFlowProgress(in service.FlowProgress) client.FlowProgress {
+func wireFlowProgress(in record.FlowProgress) client.FlowProgress {
 	return client.FlowProgress{
 		ElapsedMillis:        in.ElapsedMillis,
 		MinParallelMillis:    in.MinParallelMillis,
@@ -572,7 +573,7 @@ func wireFlowProgress(in service.FlowProgress) client.FlowProgress {
 	}
 }
 
-func wireRewindSource(in service.RewindSource) client.RewindSource {
+func wireRewindSource(in record.RewindSource) client.RewindSource {
 	return client.RewindSource{
 		Step:          in.Step,
 		Topic:         in.Topic,
@@ -583,7 +584,7 @@ func wireRewindSource(in service.RewindSource) client.RewindSource {
 	}
 }
 
-func wireSourceCatchUp(in service.SourceCatchUp) client.SourceCatchUp {
+func wireSourceCatchUp(in record.SourceCatchUp) client.SourceCatchUp {
 	return client.SourceCatchUp{
 		ReadSequence:    in.ReadSequence,
 		HoldUntil:       in.HoldUntil,

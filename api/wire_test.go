@@ -22,30 +22,30 @@ import (
 // every client read it).
 type (
 	oldJobList struct {
-		Jobs []service.Summary `json:"jobs"`
+		Jobs []record.Summary `json:"jobs"`
 	}
 	oldSubmitResponse struct {
-		ID          string           `json:"id"`
-		Name        string           `json:"name"`
-		State       service.JobState `json:"state"`
-		Error       string           `json:"error,omitempty"`
-		Replacement string           `json:"replacement,omitempty"`
+		ID          string          `json:"id"`
+		Name        string          `json:"name"`
+		State       record.JobState `json:"state"`
+		Error       string          `json:"error,omitempty"`
+		Replacement string          `json:"replacement,omitempty"`
 	}
 	oldUpdateResponse struct {
-		Report           compat.Report          `json:"report"`
-		Job              *oldSubmitResponse     `json:"job,omitempty"`
-		Replaced         *service.Summary       `json:"replaced,omitempty"`
-		PauseMS          int64                  `json:"pause_ms,omitempty"`
-		Options          *service.JobOptions    `json:"options,omitempty"`
-		OptionsChanged   []service.OptionChange `json:"options_changed,omitempty"`
-		Notes            []string               `json:"notes,omitempty"`
-		Graph            json.RawMessage        `json:"graph,omitempty"`
-		RenderedPipeline string                 `json:"rendered_pipeline,omitempty"`
-		Error            *ErrorDetail           `json:"error,omitempty"`
+		Report           compat.Report         `json:"report"`
+		Job              *oldSubmitResponse    `json:"job,omitempty"`
+		Replaced         *record.Summary       `json:"replaced,omitempty"`
+		PauseMS          int64                 `json:"pause_ms,omitempty"`
+		Options          *record.JobOptions    `json:"options,omitempty"`
+		OptionsChanged   []record.OptionChange `json:"options_changed,omitempty"`
+		Notes            []string              `json:"notes,omitempty"`
+		Graph            json.RawMessage       `json:"graph,omitempty"`
+		RenderedPipeline string                `json:"rendered_pipeline,omitempty"`
+		Error            *ErrorDetail          `json:"error,omitempty"`
 	}
 	oldHistoryResponse struct {
 		Name        string                      `json:"name"`
-		Jobs        []*service.Job              `json:"jobs"`
+		Jobs        []*record.Job               `json:"jobs"`
 		Attempts    []service.Attempt           `json:"attempts"`
 		Generations []service.GenerationHistory `json:"generations"`
 	}
@@ -54,34 +54,34 @@ type (
 		Error *ErrorDetail `json:"error,omitempty"`
 	}
 	oldReleaseResponse struct {
-		Report   *compat.Report   `json:"report,omitempty"`
-		Replaced *service.Summary `json:"replaced,omitempty"`
-		Released bool             `json:"released"`
-		Error    *ErrorDetail     `json:"error,omitempty"`
+		Report   *compat.Report  `json:"report,omitempty"`
+		Replaced *record.Summary `json:"replaced,omitempty"`
+		Released bool            `json:"released"`
+		Error    *ErrorDetail    `json:"error,omitempty"`
 	}
 	oldEventList struct {
-		JobID  string          `json:"job_id"`
-		Events []service.Event `json:"events"`
+		JobID  string         `json:"job_id"`
+		Events []record.Event `json:"events"`
 	}
 	oldSnapshotList struct {
-		Snapshots []*service.Snapshot `json:"snapshots"`
+		Snapshots []*record.Snapshot `json:"snapshots"`
 	}
 	oldImportResponse struct {
-		UploadID string            `json:"upload_id"`
-		Received int64             `json:"received_bytes"`
-		Snapshot *service.Snapshot `json:"snapshot,omitempty"`
+		UploadID string           `json:"upload_id"`
+		Received int64            `json:"received_bytes"`
+		Snapshot *record.Snapshot `json:"snapshot,omitempty"`
 	}
 	oldSubscriptionSnapshotList struct {
 		Snapshots []pubsub.SubscriptionSnapshot `json:"snapshots"`
 	}
 	oldSubmitRequest struct {
-		Name           string             `json:"name"`
-		Pipeline       string             `json:"pipeline"`
-		PipelineFile   string             `json:"pipeline_file,omitempty"`
-		BaseDir        string             `json:"base_dir"`
-		Options        service.JobOptions `json:"options"`
-		ServiceOptions []string           `json:"service_options,omitempty"`
-		RequestID      string             `json:"request_id,omitempty"`
+		Name           string            `json:"name"`
+		Pipeline       string            `json:"pipeline"`
+		PipelineFile   string            `json:"pipeline_file,omitempty"`
+		BaseDir        string            `json:"base_dir"`
+		Options        record.JobOptions `json:"options"`
+		ServiceOptions []string          `json:"service_options,omitempty"`
+		RequestID      string            `json:"request_id,omitempty"`
 	}
 	oldUpdateRequest struct {
 		oldSubmitRequest
@@ -97,7 +97,7 @@ type (
 		AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
 	}
 	oldOptionsRequest struct {
-		Options service.JobOptions `json:"options"`
+		Options record.JobOptions `json:"options"`
 	}
 )
 
@@ -113,7 +113,7 @@ type filler struct {
 var (
 	timeType     = reflect.TypeOf(time.Time{})
 	rawType      = reflect.TypeOf(json.RawMessage{})
-	jobStateType = reflect.TypeOf(service.JobState(0))
+	jobStateType = reflect.TypeOf(record.JobState(0))
 	codeType     = reflect.TypeOf(errcode.Code(""))
 	anyType      = reflect.TypeOf((*any)(nil)).Elem()
 )
@@ -224,14 +224,14 @@ func wireCases() []wireCase {
 			Options: wireJobOptions(o.Options), ServiceOptions: o.ServiceOptions, RequestID: o.RequestID}
 	}
 	return []wireCase{
-		{"job", func(f *filler) any { return oldOf[service.Job](f) },
-			func(o any) any { return wireJob(*o.(*service.Job)) }, func() any { return new(client.Job) }},
+		{"job", func(f *filler) any { return oldOf[record.Job](f) },
+			func(o any) any { return wireJob(*o.(*record.Job)) }, func() any { return new(client.Job) }},
 		{"job list", func(f *filler) any { return oldOf[oldJobList](f) },
 			func(o any) any {
 				return JobList{Jobs: wireSlice(o.(*oldJobList).Jobs, wireSummary)}
 			}, func() any { return new(JobList) }},
-		{"summary", func(f *filler) any { return oldOf[service.Summary](f) },
-			func(o any) any { return wireSummary(*o.(*service.Summary)) }, func() any { return new(client.Summary) }},
+		{"summary", func(f *filler) any { return oldOf[record.Summary](f) },
+			func(o any) any { return wireSummary(*o.(*record.Summary)) }, func() any { return new(client.Summary) }},
 		{"submit response", func(f *filler) any { return oldOf[oldSubmitResponse](f) },
 			func(o any) any { return sr(o.(*oldSubmitResponse)) }, func() any { return new(SubmitResponse) }},
 		{"update response", func(f *filler) any { return oldOf[oldUpdateResponse](f) },
@@ -262,12 +262,12 @@ func wireCases() []wireCase {
 				e := o.(*oldEventList)
 				return EventList{JobID: e.JobID, Events: wireSlice(e.Events, wireEvent)}
 			}, func() any { return new(EventList) }},
-		{"event", func(f *filler) any { return oldOf[service.Event](f) },
-			func(o any) any { return wireEvent(*o.(*service.Event)) }, func() any { return new(client.Event) }},
+		{"event", func(f *filler) any { return oldOf[record.Event](f) },
+			func(o any) any { return wireEvent(*o.(*record.Event)) }, func() any { return new(client.Event) }},
 		{"metrics history", func(f *filler) any { return oldOf[service.History](f) },
 			func(o any) any { return wireMetricsHistory(*o.(*service.History)) }, func() any { return new(client.MetricsHistory) }},
-		{"snapshot", func(f *filler) any { return oldOf[service.Snapshot](f) },
-			func(o any) any { return wireSnapshot(*o.(*service.Snapshot)) }, func() any { return new(client.Snapshot) }},
+		{"snapshot", func(f *filler) any { return oldOf[record.Snapshot](f) },
+			func(o any) any { return wireSnapshot(*o.(*record.Snapshot)) }, func() any { return new(client.Snapshot) }},
 		{"snapshot list", func(f *filler) any { return oldOf[oldSnapshotList](f) },
 			func(o any) any {
 				return SnapshotList{Snapshots: wireSlice(o.(*oldSnapshotList).Snapshots, wireSnapshotPtr)}
@@ -377,16 +377,16 @@ func TestWireConstants(t *testing.T) {
 		client.EventUpdateFailed, client.EventRescaleSucceeded, client.EventRescaleFailed, client.EventReplacementPhase,
 		client.EventSnapshotCreated, client.EventSnapshotFailed, client.EventRecovered, client.EventCatchUpExpired, client.EventLog}
 	var svcEvents []client.EventType
-	for _, e := range service.EventTypes() {
+	for _, e := range record.EventTypes() {
 		svcEvents = append(svcEvents, client.EventType(e.Type))
 	}
 	if !slices.Equal(events, svcEvents) {
 		t.Errorf("client event types %v, service %v", events, svcEvents)
 	}
-	phases := map[client.ReplacementPhase]service.ReplacementPhase{
-		client.PhasePreparing: service.PhasePreparing, client.PhaseDrainingOld: service.PhaseDrainingOld,
-		client.PhaseOverlap: service.PhaseOverlap, client.PhaseCutOver: service.PhaseCutOver,
-		client.PhaseRolledBack: service.PhaseRolledBack, client.PhaseFailed: service.PhaseFailed,
+	phases := map[client.ReplacementPhase]record.ReplacementPhase{
+		client.PhasePreparing: record.PhasePreparing, client.PhaseDrainingOld: record.PhaseDrainingOld,
+		client.PhaseOverlap: record.PhaseOverlap, client.PhaseCutOver: record.PhaseCutOver,
+		client.PhaseRolledBack: record.PhaseRolledBack, client.PhaseFailed: record.PhaseFailed,
 	}
 	for c, s := range phases {
 		if string(c) != string(s) || c.Final() != s.Final() {
@@ -394,23 +394,23 @@ func TestWireConstants(t *testing.T) {
 		}
 	}
 	pairs := [][2]string{
-		{client.StrategyStopAndReplace, service.StrategyStopAndReplace},
-		{client.StrategyParallel, service.StrategyParallel},
-		{client.StrategyRollback, service.StrategyRollback},
+		{client.StrategyStopAndReplace, record.StrategyStopAndReplace},
+		{client.StrategyParallel, record.StrategyParallel},
+		{client.StrategyRollback, record.StrategyRollback},
 		{client.HowCreate, service.HowCreate},
 		{client.HowCreateFromSnapshot, service.HowCreateFromSnapshot},
 		{client.HowInPlaceUpdate, service.HowInPlaceUpdate},
-		{client.SDKGo, service.SDKGo},
-		{client.SnapshotKindRollback, service.SnapshotKindRollback},
-		{client.DeliveryExactlyOnce, service.DeliveryExactlyOnce},
-		{client.DeliveryAtLeastOnce, service.DeliveryAtLeastOnce},
-		{string(client.SnapshotPending), string(service.SnapshotPending)},
-		{string(client.SnapshotRunning), string(service.SnapshotRunning)},
-		{string(client.SnapshotReady), string(service.SnapshotReady)},
-		{string(client.SnapshotFailed), string(service.SnapshotFailed)},
-		{string(client.SnapshotDeleted), string(service.SnapshotDeleted)},
-		{string(client.TypeBatch), string(service.TypeBatch)},
-		{string(client.TypeStreaming), string(service.TypeStreaming)},
+		{client.SDKGo, record.SDKGo},
+		{client.SnapshotKindRollback, record.SnapshotKindRollback},
+		{client.DeliveryExactlyOnce, record.DeliveryExactlyOnce},
+		{client.DeliveryAtLeastOnce, record.DeliveryAtLeastOnce},
+		{string(client.SnapshotPending), string(record.SnapshotPending)},
+		{string(client.SnapshotRunning), string(record.SnapshotRunning)},
+		{string(client.SnapshotReady), string(record.SnapshotReady)},
+		{string(client.SnapshotFailed), string(record.SnapshotFailed)},
+		{string(client.SnapshotDeleted), string(record.SnapshotDeleted)},
+		{string(client.TypeBatch), string(record.TypeBatch)},
+		{string(client.TypeStreaming), string(record.TypeStreaming)},
 	}
 	for _, p := range pairs {
 		if c, s := p[0], p[1]; c != s {

@@ -17,7 +17,7 @@
 // append pipeline for publish-to-commit latency. Every SQL table is checked
 // against the published messages; the harness fails loudly otherwise.
 //
-// Package bench may import weir (the SDK root package), runner, runner/contract, service,
+// Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
 // mtime, window, yamlpipe, io/pubsub, state, github.com/nats-io/nats.go (to
 // publish asynchronously and to consume as the raw reference does) and the
 // standard library. Only

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
 )
@@ -233,7 +235,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	defer func() { svc.Close(context.WithoutCancel(ctx)) }()
 	dbPath := filepath.Join(cfg.Dir, "totals.db")
 	req := service.SubmitRequest{Name: snapshotBenchJob, Pipeline: SnapshotPipelineYAML(dbPath), PipelineFile: "bench-snapshot.yaml",
-		BaseDir: cfg.Dir, Options: service.JobOptions{NumWorkers: cfg.Workers}}
+		BaseDir: cfg.Dir, Options: record.JobOptions{NumWorkers: cfg.Workers}}
 	start, mon, stopMon, err := submitWatched(ctx, svc, req)
 	if err != nil {
 		return out, err
@@ -297,7 +299,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	out.ReadyMillis = millisSince(reqAt)
 	out.CopyPauseMillis = float64(mon.reset().Microseconds()) / 1000
 	out.SnapshotPauseMillis = max(out.CutPauseMillis, out.CopyPauseMillis)
-	if snap.State != service.SnapshotReady {
+	if snap.State != record.SnapshotReady {
 		return out, fmt.Errorf("the snapshot ended %s: %s", snap.State, snap.FailureReason)
 	}
 	out.DiskSizeBytes = snap.DiskSizeBytes
@@ -393,7 +395,7 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 	if j, err = svc.WaitJob(ctx, j.ID); err != nil {
 		return out, err
 	}
-	if j.State != service.StateDrained {
+	if j.State != record.StateDrained {
 		return out, fmt.Errorf("the job started from the snapshot ended %s: %s", j.State, j.Error)
 	}
 	total, err := sumCounts(ctx, dbPath)
@@ -434,7 +436,7 @@ func exportTo(ctx context.Context, svc *service.Service, id, file string, out *S
 // importFrom imports file into a service on the fresh data directory dir,
 // records the throughput and peak heap growth, and checks the imported
 // snapshot against the exported one.
-func importFrom(ctx context.Context, file, dir string, logger *slog.Logger, want *service.Snapshot, out *SnapshotOutcome) error {
+func importFrom(ctx context.Context, file, dir string, logger *slog.Logger, want *record.Snapshot, out *SnapshotOutcome) error {
 	isvc, err := service.Open(ctx, service.Options{DataDir: dir, Logger: logger})
 	if err != nil {
 		return err
@@ -459,7 +461,7 @@ func importFrom(ctx context.Context, file, dir string, logger *slog.Logger, want
 		return fmt.Errorf("importing the snapshot: %w", err)
 	}
 	out.ImportMBps = mbPerSecond(out.FileBytes, out.ImportMillis)
-	if got.ID != want.ID || got.State != service.SnapshotReady || got.DiskSizeBytes != want.DiskSizeBytes {
+	if got.ID != want.ID || got.State != record.SnapshotReady || got.DiskSizeBytes != want.DiskSizeBytes {
 		return fmt.Errorf("%w: imported snapshot %s is %s with %d bytes, exported %s had %d", ErrMismatch, got.ID, got.State, got.DiskSizeBytes, want.ID, want.DiskSizeBytes)
 	}
 	return nil

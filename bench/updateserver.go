@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -249,7 +251,7 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		return out, err
 	}
 	req := service.SubmitRequest{Name: serverUpdateJob, Pipeline: ServerUpdatePipelineYAML(), PipelineFile: "bench-update.yaml",
-		BaseDir: wd, Options: service.JobOptions{NumWorkers: cfg.Workers}}
+		BaseDir: wd, Options: record.JobOptions{NumWorkers: cfg.Workers}}
 	start, mon, stopMon, err := submitWatched(ctx, svc, req)
 	if err != nil {
 		return out, err

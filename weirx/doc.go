@@ -24,7 +24,7 @@
 // gRPC API on --pubsub-grpc-listen (default 127.0.0.1:8085; a busy port is
 // a warning), limited to --pubsub-project when set (docs/PUBSUB.md).
 //
-// It may import weir (the SDK root package), server, service, client (to
+// It may import weir (the SDK root package), server, service, service/record, client (to
 // ask a running build to release the data directory), compat, errcode,
 // io/sqlsink, row, github.com/spf13/pflag and the standard library; nothing
 // in weir imports it (user programs do).

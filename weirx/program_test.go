@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/weirx"
 )
@@ -219,7 +220,7 @@ func TestProgramUpdate(t *testing.T) {
 	// v1 starts a new job.
 	p1 := startProgram(t, v1, args...)
 	j1 := p1.waitEpoch("counts", 2)
-	if j1.Generation != 1 || j1.SDK != service.SDKGo || j1.State != client.StateRunning {
+	if j1.Generation != 1 || j1.SDK != record.SDKGo || j1.State != client.StateRunning {
 		t.Fatalf("v1's job: generation %d, sdk %q, state %s; want 1, go, RUNNING", j1.Generation, j1.SDK, j1.State)
 	}
 

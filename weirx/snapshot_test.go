@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/client"
-	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/weirx"
 )
 
@@ -39,7 +40,7 @@ func TestProgramCreateFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snapshot through the program's API: %v", err)
 	}
-	if snap, err = c.WaitSnapshot(ctx, snap.ID, 50*time.Millisecond, nil); err != nil || snap.State != client.SnapshotReady || snap.SDK != service.SDKGo {
+	if snap, err = c.WaitSnapshot(ctx, snap.ID, 50*time.Millisecond, nil); err != nil || snap.State != client.SnapshotReady || snap.SDK != record.SDKGo {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	if _, err := c.Cancel(ctx, "counts"); err != nil {
@@ -62,7 +63,7 @@ func TestProgramCreateFromSnapshot(t *testing.T) {
 
 	p2 := startProgram(t, v2, append(args, "--create-from-snapshot", snap.ID)...)
 	j2 := p2.waitEpoch("counts", snap.Epoch)
-	if j2.ID == j1.ID || j2.CreatedFromSnapshotID != snap.ID || j2.Generation < snap.Generation+1 || j2.SDK != service.SDKGo {
+	if j2.ID == j1.ID || j2.CreatedFromSnapshotID != snap.ID || j2.Generation < snap.Generation+1 || j2.SDK != record.SDKGo {
 		t.Fatalf("the job from the snapshot: %s generation %d created_from %q sdk %q", j2.ID, j2.Generation, j2.CreatedFromSnapshotID, j2.SDK)
 	}
 	hist, err := p2.client().History(ctx, "counts")

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/service/record"
+
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 
@@ -170,7 +172,7 @@ func parseFlags(args []string) (*flags, error) {
 	if f.jobName == "" {
 		return nil, withCode(ExitUsage, errors.New("--job-name is required: the name of the program's job (lower-case letters, digits and '-')"))
 	}
-	if err := service.ValidateJobName(f.jobName); err != nil {
+	if err := record.ValidateJobName(f.jobName); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--job-name: %w", err))
 	}
 	if f.format != "text" && f.format != "json" {
@@ -188,7 +190,7 @@ func parseFlags(args []string) (*flags, error) {
 	if _, err := compat.ParseMapping(f.mapping); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--transform-name-mapping: %w", err))
 	}
-	opts := service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}
+	opts := record.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}
 	if err := opts.Validate(); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("%w", err))
 	}
@@ -203,7 +205,7 @@ type program struct {
 	dir    string
 	exe    string
 	build  func(p *weir.Pipeline) error
-	report func(r *compat.Report, replaced *service.Summary, err error) error
+	report func(r *compat.Report, replaced *record.Summary, err error) error
 }
 
 // DefaultDataDir is a program's data directory when --data-dir is not
@@ -315,7 +317,7 @@ func (pr *program) run(ctx context.Context) error {
 		st, err = pr.fromSnapshot(ctx, p.Service())
 	} else {
 		st, err = p.Service().StartProgram(ctx, service.ProgramRequest{Name: f.jobName, Program: pr.exe,
-			Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
+			Options: record.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers},
 			Update:  f.update, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, ValidateOnly: f.validateOnly})
 	}
 	if err != nil || st.Job == nil {
@@ -333,7 +335,7 @@ func (pr *program) run(ctx context.Context) error {
 		}
 		return errors.Join(withCode(code, err), closeErr)
 	}
-	if st.Job.State == service.StateFailed {
+	if st.Job.State == record.StateFailed {
 		return errors.Join(withCode(ExitFailure, fmt.Errorf("job %s (%s) failed to start: %s", st.Job.ID, st.Job.Name, st.Job.Error)), p.Close(ctx))
 	}
 	if err := p.Serve(); err != nil {
@@ -510,11 +512,11 @@ func compatReport(r client.CompatReport) (*compat.Report, error) {
 
 // startOutput is the first line of --format json.
 type startOutput struct {
-	Address string          `json:"address"`
-	DataDir string          `json:"data_dir"`
-	Action  string          `json:"action"`
-	Job     service.Summary `json:"job"`
-	Report  *compat.Report  `json:"report,omitempty"`
+	Address string         `json:"address"`
+	DataDir string         `json:"data_dir"`
+	Action  string         `json:"action"`
+	Job     record.Summary `json:"job"`
+	Report  *compat.Report `json:"report,omitempty"`
 }
 
 // printStart prints the API's address (the first line) and what started.
@@ -534,10 +536,10 @@ func (pr *program) printStart(p *server.Process, st *service.ProgramStart) error
 
 // wait runs until the job ends, a signal, the end of ctx, or a release,
 // then shuts the process down.
-func (pr *program) wait(ctx context.Context, p *server.Process, j *service.Job) error {
+func (pr *program) wait(ctx context.Context, p *server.Process, j *record.Job) error {
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ended := make(chan *service.Job, 1)
+	ended := make(chan *record.Job, 1)
 	go func() {
 		if end, err := p.Service().WaitJob(jobCtx, j.ID); err == nil {
 			ended <- end
@@ -553,7 +555,7 @@ func (pr *program) wait(ctx context.Context, p *server.Process, j *service.Job) 
 		if pr.f.format == "text" {
 			fmt.Fprintf(pr.out, "job %s (%s) ended %s\n", end.ID, end.Name, end.State)
 		}
-		if end.State == service.StateFailed {
+		if end.State == record.StateFailed {
 			return errors.Join(withCode(ExitFailure, fmt.Errorf("job %s (%s) failed: %s", end.ID, end.Name, end.Error)), closeErr)
 		}
 		return withCode(ExitFailure, closeErr)
@@ -589,7 +591,7 @@ func writeJSON(w io.Writer, v any) error {
 func (pr *program) fromSnapshot(ctx context.Context, svc *service.Service) (*service.ProgramStart, error) {
 	f := pr.f
 	res, err := svc.CreateFromSnapshot(ctx, service.FromSnapshotRequest{
-		SubmitRequest: service.SubmitRequest{Name: f.jobName, Options: service.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
+		SubmitRequest: service.SubmitRequest{Name: f.jobName, Options: record.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
 		SnapshotID:    f.fromSnapshot, Mapping: f.mapping, AllowSourceChange: f.allowSourceChange, Program: pr.exe})
 	if res == nil {
 		return nil, err

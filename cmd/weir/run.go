@@ -18,7 +18,7 @@ import (
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
-	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -543,7 +543,7 @@ func jobNameFromFile(path string) string {
 		}
 	}
 	name := strings.TrimRight(strings.TrimLeft(b.String(), "-0123456789"), "-")
-	if service.ValidateJobName(name) != nil {
+	if record.ValidateJobName(name) != nil {
 		return ""
 	}
 	return name
