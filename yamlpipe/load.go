@@ -4,10 +4,14 @@
 // errors that name file:line:column, and compiles them into an SDK pipeline
 // of schema'd rows (package row) whose steps carry their YAML config.
 //
+// Expressions are compiled and evaluated by yamlpipe/celexpr (CEL) and
+// yamlpipe/python (language: python); templates are rendered by
+// yamlpipe/jinja.
+//
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, io/files, io/pubsub, io/sqlsink, cel.dev/cel-go,
-// github.com/goccy/go-yaml, go.starlark.net (language: python),
-// github.com/ardanlabs/jinja (Jinja templating) and the standard library; it reaches the
+// runner/contract, row, io/files, io/pubsub, io/sqlsink, yamlpipe/celexpr,
+// yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
+// github.com/goccy/go-yaml and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.

@@ -1,4 +1,4 @@
-package yamlpipe
+package jinja
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// RenderJinjaInline renders a pipeline template that came over the wire
+// RenderInline renders a pipeline template that came over the wire
 // (the console's update preview) with vars. Such a template has no file
 // beside it, and a server must not read the files a submitted template
 // names, so {% include %}, {% import %} and {% from %} are refused at
-// their position instead of expanded; everything else is RenderJinja's.
-func RenderJinjaInline(filename string, src []byte, vars map[string]any) ([]byte, error) {
+// their position instead of expanded; everything else is Render's.
+func RenderInline(filename string, src []byte, vars map[string]any) ([]byte, error) {
 	text := string(src)
 	for _, re := range []*regexp.Regexp{jinjaInclude, jinjaImport, jinjaFrom} {
 		if loc := re.FindStringIndex(text); loc != nil {
@@ -21,5 +21,5 @@ func RenderJinjaInline(filename string, src []byte, vars map[string]any) ([]byte
 				Msg: fmt.Sprintf("Jinja: %s reads another file, which a pipeline sent to the server cannot do; render the template where its files are (weir check / weir run --jinja-variables)", strings.TrimSpace(text[loc[0]:loc[1]]))}
 		}
 	}
-	return RenderJinja(filename, src, vars)
+	return Render(filename, src, vars)
 }
