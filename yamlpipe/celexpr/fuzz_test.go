@@ -4,8 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"cel.dev/cel-go/cel"
-
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 )
@@ -39,7 +37,7 @@ func FuzzCEL(f *testing.F) {
 		{Schema: schema, Values: []any{"NORTH", int64(250), 1.5, true, mtime.Time(1772323200000), []any{"a", "b"}, nested, map[string]any{"y": int64(1)}}},
 		{Schema: schema, Values: make([]any, len(schema.Fields))},
 	}
-	sc, err := NewScope(schema, []Side{{Name: "known", Schema: schema, KeyField: 0}}, nil, cel.CostLimit(100000))
+	sc, err := NewScope(schema, []Side{{Name: "known", Schema: schema, KeyField: 0}}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

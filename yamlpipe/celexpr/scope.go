@@ -92,7 +92,10 @@ type Scope struct {
 	sides  []Side
 	meta   []Meta
 	builds []func([]any) any
-	prgOpt []cel.ProgramOption
+	// prgOpt plans the programs whose cost is bounded statically;
+	// tracked, with the budgets, the others (see limits.go).
+	prgOpt  []cel.ProgramOption
+	tracked []cel.ProgramOption
 }
 
 // celTypeOf maps a row type to the CEL type declared for it.
@@ -124,9 +127,10 @@ func celTypeOf(t row.Type) *cel.Type {
 // program options.
 func NewScope(schema *row.Schema, sides []Side, meta []Meta, prgOpts ...cel.ProgramOption) (*Scope, error) {
 	sc := &Scope{schema: schema, vars: map[string]int{}, sides: sides, meta: meta,
-		prgOpt: append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, prgOpts...)}
+		prgOpt:  append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, prgOpts...),
+		tracked: append(append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, limitOptions()...), prgOpts...)}
 	opts := []cel.EnvOption{
-		ext.Strings(), ext.Math(), ext.Lists(), ext.Sets(), ext.Encoders(),
+		ext.Strings(), boundedReplace(), ext.Math(), ext.Lists(), ext.Sets(), ext.Encoders(),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(10000),
 		cel.ParserRecursionLimit(100),
@@ -192,6 +196,9 @@ func (e *Error) Error() string { return e.Msg }
 type Program struct {
 	prg    cel.Program
 	native nfn
+	// loop is true when the expression has a comprehension: it is
+	// evaluated under the run's context (see limits.go).
+	loop bool
 }
 
 // Compile type-checks expr and returns its Program and output type.
@@ -205,11 +212,15 @@ func (sc *Scope) Compile(expr string) (*Program, *cel.Type, error) {
 		}
 		return nil, nil, iss.Err()
 	}
-	prg, err := sc.env.Program(ast, sc.prgOpt...)
+	opts := sc.prgOpt
+	if !sc.boundedCost(ast) {
+		opts = sc.tracked
+	}
+	prg, err := sc.env.Program(ast, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the expression: %w", err)
 	}
-	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep())}, ast.OutputType(), nil
+	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep())}, ast.OutputType(), nil
 }
 
 // FieldsHint lists the variables an expression may use, for messages.
@@ -272,7 +283,7 @@ func (a *Activation) EvalBool(p *Program) (bool, error) {
 			return v.i == 1, nil
 		}
 	}
-	v, err := a.eval(p.prg)
+	v, err := a.eval(p)
 	if err != nil {
 		return false, err
 	}
@@ -291,15 +302,21 @@ func (a *Activation) EvalValue(p *Program, t row.Type) (any, error) {
 			return v.native(), nil
 		}
 	}
-	v, err := a.eval(p.prg)
+	v, err := a.eval(p)
 	if err != nil {
 		return nil, err
 	}
 	return FromCEL(v, t)
 }
 
-// eval runs prg over the current row.
-func (a *Activation) eval(prg cel.Program) (ref.Val, error) {
+// eval runs p over the current row. A program with a comprehension runs
+// under the run's context, in a frame of its own.
+func (a *Activation) eval(p *Program) (ref.Val, error) {
+	if p.loop && a.pc != nil {
+		ctx := a.pc.Context()
+		v, _, err := p.prg.ContextEval(ctx, a)
+		return v, evalErr(ctx, err)
+	}
 	if a.frame == nil {
 		f, err := interpreter.NewExecutionFrame(a)
 		if err != nil {
@@ -307,8 +324,8 @@ func (a *Activation) eval(prg cel.Program) (ref.Val, error) {
 		}
 		a.frame = f
 	}
-	v, _, err := prg.Eval(a.frame)
-	return v, err
+	v, _, err := p.prg.Eval(a.frame)
+	return v, evalErr(nil, err)
 }
 
 // slot returns the variable slot of name.
@@ -569,9 +586,4 @@ func celToNative(v ref.Val, depth int) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %s", errNotRepresentable, v.Type().TypeName())
-}
-
-// EvalError wraps a CEL runtime failure as an element error.
-func EvalError(what string, err error) error {
-	return &contract.ElementError{Reason: "evaluation_error", Message: fmt.Sprintf("%s: %v", what, err)}
 }
