@@ -80,7 +80,7 @@ func (sc *Scope) boundedCost(a *cel.Ast) bool {
 
 // MaxStringBytes bounds the string one call of replace may build: the
 // only string function of CEL's extensions whose result can be the
-// product of its arguments' sizes (s.replace(”, s) of a 1 MB field would
+// product of its arguments' sizes (s.replace("", s) of a 1 MB field would
 // be a terabyte), built in one call, before the cost accounting sees it.
 const MaxStringBytes = 10 * MemoryLimit
 
