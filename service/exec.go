@@ -103,7 +103,8 @@ func unmarshalJob(b []byte, j *Job) error {
 }
 
 // accessCode is the code of a pipeline that does not load: what the
-// server's access rules refused, else INVALID_PIPELINE.
+// server's access rules or the loader's budgets refused, else
+// INVALID_PIPELINE.
 func accessCode(err error) errcode.Code {
 	switch {
 	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
@@ -112,6 +113,8 @@ func accessCode(err error) errcode.Code {
 		return errcode.SQLHostNotAllowed
 	case errors.Is(err, yamlpipe.ErrOutputExists):
 		return errcode.OutputExists
+	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
+		return errcode.PipelineBudgetExceeded
 	}
 	return errcode.InvalidPipeline
 }

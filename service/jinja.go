@@ -1,7 +1,6 @@
 package service
 
 import (
-	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -9,7 +8,8 @@ import (
 // it has any (the console's update preview sends them; the CLI renders a
 // template itself, where its included files are). Includes are refused:
 // the service reads no file a submitted template names. A template that
-// does not render is INVALID_PIPELINE, its message at file:line:column.
+// does not render is INVALID_PIPELINE (PIPELINE_BUDGET_EXCEEDED past a
+// budget), its message at file:line:column.
 func renderRequestJinja(req *UpdateRequest) error {
 	if req.JinjaVariables == nil {
 		return nil
@@ -20,7 +20,7 @@ func renderRequestJinja(req *UpdateRequest) error {
 	}
 	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
 	if err != nil {
-		return errorf(errcode.InvalidPipeline, "%w", err)
+		return errorf(accessCode(err), "%w", err)
 	}
 	req.Pipeline = string(out)
 	return nil

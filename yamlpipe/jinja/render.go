@@ -9,6 +9,7 @@ package jinja
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,6 +46,10 @@ func (e *Error) Error() string { return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Li
 
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// ErrBudgetExceeded marks the errors of a render that passed one of its
+// budgets (see Limits).
+var ErrBudgetExceeded = errors.New("a budget of the pipeline's loading was exceeded")
 
 // maxJinjaDepth bounds nested includes and imports.
 const maxJinjaDepth = 16
