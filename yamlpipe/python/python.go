@@ -12,13 +12,13 @@
 package python
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 
-	starjson "go.starlark.net/lib/json"
 	starmath "go.starlark.net/lib/math"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
@@ -32,18 +32,17 @@ import (
 // reasonPython is the reject reason of an element whose Python code failed.
 const reasonPython = "python_error"
 
-// pyMaxSteps bounds the Starlark steps of one call, so that a loop in a
-// callable fails the element instead of hanging the job.
-const pyMaxSteps = 10_000_000
-
 // pyFileOptions is the dialect: Starlark with while loops, sets, top-level
 // control flow, reassignment and recursion, which Python has.
 var pyFileOptions = syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true}
 
 // pyPredeclared are the names a Python expression sees besides its fields
-// and Starlark's builtins: the math and json modules.
+// and Starlark's builtins: the math, json and re modules, and the
+// accounted builtins (budget.go).
 func pyPredeclared() starlark.StringDict {
-	return starlark.StringDict{"math": starmath.Module, "json": starjson.Module, "re": reModule}
+	d := accounted()
+	d["math"], d["re"] = starmath.Module, reModule
+	return d
 }
 
 // Meta is a piece of element metadata Python code reads by name when the
@@ -81,6 +80,8 @@ type Eval struct {
 	// cur is the element being evaluated, for its window and pane (see
 	// Meta); nil when unknown.
 	cur *contract.Element
+	// ctx is the run's context (contract.ProcessContext.Context).
+	ctx context.Context
 }
 
 // pyMetaParam0 - i, as a parameter index, is the metadata meta[i].
@@ -88,9 +89,9 @@ const pyMetaParam0 = -1
 
 // At sets the element being evaluated to pc's current one.
 func (e *Eval) At(pc *contract.ProcessContext) *Eval {
-	e.cur = nil
+	e.cur, e.ctx = nil, context.Background()
 	if pc != nil {
-		e.cur = pc.Current()
+		e.cur, e.ctx = pc.Current(), pc.Context()
 	}
 	return e
 }
@@ -102,7 +103,7 @@ func (p *Program) NewEval() *Eval {
 		n = 1
 	}
 	th := &starlark.Thread{Name: "weir-python", Print: func(*starlark.Thread, string) {}}
-	return &Eval{p: p, th: th, args: make(starlark.Tuple, n)}
+	return &Eval{p: p, th: th, args: make(starlark.Tuple, n), ctx: context.Background()}
 }
 
 // call runs the program on r and returns Starlark's result.
@@ -123,9 +124,15 @@ func (e *Eval) call(r *row.Row, what string) (starlark.Value, error) {
 			e.args[i] = toStarlark(v)
 		}
 	}
-	e.th.SetMaxExecutionSteps(e.th.ExecutionSteps() + pyMaxSteps)
+	b := begin(e.th, e.ctx)
 	v, err := starlark.Call(e.th, e.p.fn, e.args, nil)
 	if err != nil {
+		if e.ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: python: %w", what, e.ctx.Err())
+		}
+		if le := b.limitOr(err); le != nil {
+			return nil, &contract.ElementError{Reason: ReasonLimit, Message: fmt.Sprintf("%s: python: %v in %q", what, le, e.p.Src)}
+		}
 		msg := err.Error()
 		var ee *starlark.EvalError
 		if errors.As(err, &ee) {
@@ -152,6 +159,9 @@ func (e *Eval) Eval(r *row.Row, what string) (any, error) {
 	v, err := e.call(r, what)
 	if err != nil {
 		return nil, err
+	}
+	if err := budgetOf(e.th).sizeOf(v); err != nil {
+		return nil, &contract.ElementError{Reason: ReasonLimit, Message: fmt.Sprintf("%s: python: the result: %v in %q", what, err, e.p.Src)}
 	}
 	x, err := fromStarlark(v, 0)
 	if err == nil {
@@ -494,6 +504,8 @@ func CompileExpr(file, src string, schema *row.Schema, meta []Meta) (*Program, e
 			types[m.Name] = m.Type
 		}
 	}
+	p.Type = pyInfer(expr, types)
+	expr = (&rewriter{names: types}).expr(expr)
 	lam := &syntax.LambdaExpr{Lambda: start, Params: params, Body: expr}
 	th := &starlark.Thread{Name: "weir-python-compile"}
 	v, err := starlark.EvalExprOptions(&pyFileOptions, th, lam, pyPredeclared())
@@ -501,7 +513,6 @@ func CompileExpr(file, src string, schema *row.Schema, meta []Meta) (*Program, e
 		return nil, &CodeError{err}
 	}
 	p.fn = v.(starlark.Callable)
-	p.Type = pyInfer(expr, types)
 	return p, nil
 }
 
@@ -514,12 +525,18 @@ func CompileCallable(file, src string, schema *row.Schema, meta []Meta) (*Progra
 	trimmed := strings.TrimSpace(src)
 	p := &Program{Src: trimmed, Type: row.Of(row.KindAny), meta: meta}
 	th := &starlark.Thread{Name: "weir-python-compile", Print: func(*starlark.Thread, string) {}}
-	th.SetMaxExecutionSteps(pyMaxSteps)
+	th.SetMaxExecutionSteps(MaxSteps)
 	if strings.HasPrefix(trimmed, "lambda") {
 		expr, err := pyFileOptions.ParseExpr(file, src, 0)
 		if err != nil {
 			return nil, &CodeError{err}
 		}
+		if lam, ok := expr.(*syntax.LambdaExpr); ok && len(lam.Params) == 1 {
+			if id, ok := lam.Params[0].(*syntax.Ident); ok {
+				p.Type = pyInfer(lam.Body, map[string]row.Type{id.Name: row.RowOf(schema)})
+			}
+		}
+		expr = (&rewriter{}).expr(expr)
 		v, err := starlark.EvalExprOptions(&pyFileOptions, th, expr, pyPredeclared())
 		if err != nil {
 			return nil, &CodeError{err}
@@ -527,11 +544,6 @@ func CompileCallable(file, src string, schema *row.Schema, meta []Meta) (*Progra
 		fn, ok := v.(starlark.Callable)
 		if !ok {
 			return nil, fmt.Errorf("the callable is a %s, not a function", v.Type())
-		}
-		if lam, ok := expr.(*syntax.LambdaExpr); ok && len(lam.Params) == 1 {
-			if id, ok := lam.Params[0].(*syntax.Ident); ok {
-				p.Type = pyInfer(lam.Body, map[string]row.Type{id.Name: row.RowOf(schema)})
-			}
 		}
 		p.fn = fn
 		return p, nil
@@ -549,6 +561,7 @@ func CompileCallable(file, src string, schema *row.Schema, meta []Meta) (*Progra
 	if last == "" {
 		return nil, errors.New("a callable is a lambda or a def (its last def is called with the row)")
 	}
+	(&rewriter{}).stmts(f.Stmts)
 	prog, err := starlark.FileProgram(f, pyPredeclared().Has)
 	if err != nil {
 		return nil, &CodeError{err}
