@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -10,7 +12,10 @@ import (
 // the service reads no file a submitted template names. A template that
 // does not render is INVALID_PIPELINE (PIPELINE_BUDGET_EXCEEDED past a
 // budget), its message at file:line:column.
-func renderRequestJinja(req *UpdateRequest) error {
+//
+// The render runs in access's Jinja sandbox when it has one (a server's:
+// a child process within the render budgets' memory and time).
+func renderRequestJinja(ctx context.Context, req *UpdateRequest, access *yamlpipe.Access) error {
 	if req.JinjaVariables == nil {
 		return nil
 	}
@@ -18,7 +23,7 @@ func renderRequestJinja(req *UpdateRequest) error {
 	if name == "" {
 		name = "pipeline.yaml"
 	}
-	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
+	out, err := yamlpipe.RenderJinjaWith(ctx, name, []byte(req.Pipeline), req.JinjaVariables, true, access.JinjaSandbox())
 	if err != nil {
 		return errorf(accessCode(err), "%w", err)
 	}

@@ -99,7 +99,7 @@ func attemptKey(name string, t time.Time) string {
 //
 // Its service options may make it a replacement instead (replace.go).
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	if err := renderRequestJinja(&req); err != nil {
+	if err := renderRequestJinja(ctx, &req, s.opts.Access); err != nil {
 		return nil, err
 	}
 	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {

@@ -43,6 +43,18 @@ type Access struct {
 	// SQLHosts confines the hosts of PostgreSQL DSNs; checked before any
 	// connection.
 	SQLHosts *sqlsink.HostPolicy
+	// Jinja renders the templates a server is sent in a child process,
+	// within the render budgets' memory and time; nil: in the server's
+	// process, where only the range, output and recursion budgets hold.
+	Jinja *JinjaSandbox
+}
+
+// JinjaSandbox returns the sandbox of a's renders; nil for a nil a.
+func (a *Access) JinjaSandbox() *JinjaSandbox {
+	if a == nil {
+		return nil
+	}
+	return a.Jinja
 }
 
 func (l *loader) files() *files.Roots {

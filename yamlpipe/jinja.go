@@ -1,7 +1,9 @@
 package yamlpipe
 
 import (
+	"context"
 	"errors"
+	"io"
 
 	"github.com/weir-dev/weir/yamlpipe/jinja"
 )
@@ -33,12 +35,37 @@ func RenderJinjaInline(filename string, src []byte, vars map[string]any) ([]byte
 	return out, jinjaError(err)
 }
 
+// JinjaSandbox renders templates in a child process, within the render
+// budgets' memory and time (package jinja's Sandbox): the weir binary
+// serves it (see jinja.IsSandboxChild).
+type JinjaSandbox = jinja.Sandbox
+
+// IsJinjaSandboxChild says whether this process was started by a
+// JinjaSandbox to render one template: a binary that serves sandboxed
+// renders (weir's) checks it first thing and then returns
+// ServeJinjaSandbox's exit code.
+func IsJinjaSandboxChild() bool { return jinja.IsSandboxChild() }
+
+// ServeJinjaSandbox renders the one template a JinjaSandbox sends on in,
+// within its budgets, answers on out and returns the exit code.
+func ServeJinjaSandbox(in io.Reader, out io.Writer) int { return jinja.ServeSandbox(in, out) }
+
+// RenderJinjaWith renders the pipeline template src as RenderJinja does,
+// or as RenderJinjaInline does when inline, in sandbox when it is not nil.
+// A render past one of its budgets is an error matching
+// ErrBudgetExceeded that names the budget and its value.
+func RenderJinjaWith(ctx context.Context, filename string, src []byte, vars map[string]any, inline bool, sandbox *JinjaSandbox) ([]byte, error) {
+	out, err := jinja.RenderWith(ctx, filename, src, jinja.Options{Vars: vars, Inline: inline, Sandbox: sandbox})
+	return out, jinjaError(err)
+}
+
 // ParseJinjaVariables reads --jinja_variables: a JSON object.
 func ParseJinjaVariables(s string) (map[string]any, error) { return jinja.ParseVariables(s) }
 
-// renderIfJinja renders src when it is a template or variables are given.
-func renderIfJinja(filename string, src []byte, vars map[string]any) ([]byte, error) {
-	out, err := jinja.RenderIf(filename, src, vars)
+// renderIfJinja renders src when it is a template or variables are given,
+// in opts' sandbox when it has one.
+func renderIfJinja(filename string, src []byte, opts Options) ([]byte, error) {
+	out, err := jinja.RenderIf(context.Background(), filename, src, jinja.Options{Vars: opts.JinjaVariables, Sandbox: opts.JinjaSandbox})
 	return out, jinjaError(err)
 }
 

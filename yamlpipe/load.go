@@ -61,6 +61,10 @@ type Options struct {
 	GraphOnly bool
 	// JinjaVariables are Beam's --jinja_variables (see RenderJinja).
 	JinjaVariables map[string]any
+	// JinjaSandbox, when set, renders the template in a child process
+	// within the render budgets' memory and time (see JinjaSandbox); nil:
+	// in this process.
+	JinjaSandbox *JinjaSandbox
 	// RenderJinja renders the pipeline as a Jinja template before parsing
 	// it, as Beam does, when it uses Jinja syntax or JinjaVariables are
 	// given. LoadFile sets it: its includes read files beside the local
@@ -127,7 +131,7 @@ func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
 	if opts.RenderJinja {
 		var err error
-		if src, err = renderIfJinja(filename, src, opts.JinjaVariables); err != nil {
+		if src, err = renderIfJinja(filename, src, opts); err != nil {
 			return nil, err
 		}
 	}

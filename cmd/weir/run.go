@@ -557,7 +557,7 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut, JinjaVariables: jinja})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut, JinjaVariables: jinja, JinjaSandbox: jinjaSandbox()})
 	if errors.Is(err, yamlpipe.ErrNeedsServer) {
 		return nil, withCode(ExitNeedsServer, err)
 	}
@@ -693,7 +693,7 @@ func readPipelineFile(path string, jinja map[string]any) ([]byte, error) {
 	if jinja == nil && !yamlpipe.HasJinja(src) {
 		return src, nil
 	}
-	out, err := yamlpipe.RenderJinja(path, src, jinja)
+	out, err := yamlpipe.RenderJinjaWith(context.Background(), path, src, jinja, false, jinjaSandbox())
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

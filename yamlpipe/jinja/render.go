@@ -8,6 +8,7 @@
 package jinja
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +38,8 @@ type Error struct {
 	Line int
 	Col  int
 	Msg  string
-	// Err is the underlying error, if any.
-	Err error
+	// Err is the underlying error, if any (not sent by a Sandbox's child).
+	Err error `json:"-"`
 }
 
 // Error implements error.
@@ -67,33 +68,93 @@ var (
 // Has says whether src uses Jinja syntax ({{ }}, {% %} or {# #}).
 func Has(src []byte) bool { return jinjaMarker.Match(src) }
 
+// Options of a render.
+type Options struct {
+	// Vars are the Jinja variables (Beam's --jinja_variables).
+	Vars map[string]any
+	// Inline refuses {% include %}, {% import %} and {% from %}: the
+	// template came over the wire, and a server reads no file a template
+	// it is sent names (see RenderInline).
+	Inline bool
+	// Limits are the render's budgets; the zero value means
+	// DefaultLimits.
+	Limits Limits
+	// Sandbox, when set, renders in a child process (see Sandbox).
+	Sandbox *Sandbox
+}
+
 // Render renders the pipeline file src (named filename) with the
-// Jinja variables vars, as Beam YAML does before parsing. Errors name the
-// file and line.
-func Render(filename string, src []byte, vars map[string]any) (out []byte, err error) {
+// Jinja variables vars, as Beam YAML does before parsing, in this
+// process. Errors name the file and line.
+func Render(filename string, src []byte, vars map[string]any) ([]byte, error) {
+	return RenderWith(context.Background(), filename, src, Options{Vars: vars})
+}
+
+// RenderWith renders the pipeline file src (named filename) as opts say,
+// within opts.Limits. Errors name the file and line; a budget's match
+// ErrBudgetExceeded.
+func RenderWith(ctx context.Context, filename string, src []byte, opts Options) ([]byte, error) {
+	if opts.Limits == (Limits{}) {
+		opts.Limits = DefaultLimits()
+	}
+	if opts.Sandbox != nil {
+		return opts.Sandbox.render(ctx, filename, src, opts)
+	}
+	return render(filename, src, opts)
+}
+
+// render renders in this process.
+func render(filename string, src []byte, opts Options) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, &Error{File: filename, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: the template could not be rendered (%v)", r)}
 		}
 	}()
+	if opts.Inline {
+		if err := refuseFiles(filename, string(src)); err != nil {
+			return nil, err
+		}
+	}
 	names := newJinjaNames()
 	names.scan(filename, string(src))
 	text, err := jinjaExpand(filename, string(src), 0, names)
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseRecursion(filename, text); err != nil {
+		return nil, err
+	}
 	t, err := ajinja.Compile(text)
 	if err != nil {
 		return nil, jinjaErr(filename, err, "Jinja template")
 	}
+	vars := opts.Vars
 	if vars == nil {
 		vars = map[string]any{}
 	}
-	s, err := t.Render(vars)
+	lim := opts.Limits
+	run := func(vars map[string]any) (string, error) {
+		vals := make(map[string]ajinja.Value, len(vars)+1)
+		for k, v := range vars {
+			vals[k] = ajinja.FromGoValue(v)
+		}
+		left := lim.RangeItems
+		vals["range"] = rangeFn(&left, lim.RangeItems)
+		s, err := t.RenderValues(vals)
+		if err == nil && len(s) > lim.OutputBytes {
+			err = &LimitError{Limit: "jinja_output_bytes", Value: fmt.Sprint(lim.OutputBytes)}
+		}
+		return s, err
+	}
+	s, err := run(vars)
+	var le *LimitError
+	if errors.As(err, &le) {
+		return nil, budgetError(filename, le, "the template renders too much")
+	}
 	if err != nil {
 		return nil, jinjaErr(filename, err, "rendering the Jinja template")
 	}
-	if err := names.strictCheck(vars, t.Render); err != nil {
+	if err := names.strictCheck(vars, run); err != nil {
 		return nil, err
 	}
 	return []byte(s), nil
@@ -232,13 +293,13 @@ func jinjaExpand(file, text string, depth int, names *jinjaNames) (string, error
 	return text, nil
 }
 
-// RenderIf renders src when it is a template or variables are given,
-// and returns it as it is otherwise.
-func RenderIf(filename string, src []byte, vars map[string]any) ([]byte, error) {
-	if vars == nil && !Has(src) {
+// RenderIf renders src as RenderWith does when it is a template or
+// variables are given, and returns it as it is otherwise.
+func RenderIf(ctx context.Context, filename string, src []byte, opts Options) ([]byte, error) {
+	if opts.Vars == nil && !Has(src) {
 		return src, nil
 	}
-	return Render(filename, src, vars)
+	return RenderWith(ctx, filename, src, opts)
 }
 
 // jsonDecoder decodes s keeping numbers exact.
