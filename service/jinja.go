@@ -23,7 +23,7 @@ func renderRequestJinja(ctx context.Context, req *UpdateRequest, access *yamlpip
 	if name == "" {
 		name = "pipeline.yaml"
 	}
-	out, err := yamlpipe.RenderJinjaWith(ctx, name, []byte(req.Pipeline), req.JinjaVariables, true, access.JinjaSandbox())
+	out, err := yamlpipe.RenderJinjaWith(ctx, name, []byte(req.Pipeline), req.JinjaVariables, true, access.JinjaSandbox(), "")
 	if err != nil {
 		return errorf(accessCode(err), "%w", err)
 	}

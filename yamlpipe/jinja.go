@@ -51,11 +51,13 @@ func IsJinjaSandboxChild() bool { return jinja.IsSandboxChild() }
 func ServeJinjaSandbox(in io.Reader, out io.Writer) int { return jinja.ServeSandbox(in, out) }
 
 // RenderJinjaWith renders the pipeline template src as RenderJinja does,
-// or as RenderJinjaInline does when inline, in sandbox when it is not nil.
-// A render past one of its budgets is an error matching
-// ErrBudgetExceeded that names the budget and its value.
-func RenderJinjaWith(ctx context.Context, filename string, src []byte, vars map[string]any, inline bool, sandbox *JinjaSandbox) ([]byte, error) {
-	out, err := jinja.RenderWith(ctx, filename, src, jinja.Options{Vars: vars, Inline: inline, Sandbox: sandbox})
+// or as RenderJinjaInline does when inline, in sandbox when it is not nil;
+// relative include and import paths resolve from baseDir first (Beam's
+// working directory), then from the including file's directory. A render
+// past one of its budgets is an error matching ErrBudgetExceeded that
+// names the budget and its value.
+func RenderJinjaWith(ctx context.Context, filename string, src []byte, vars map[string]any, inline bool, sandbox *JinjaSandbox, baseDir string) ([]byte, error) {
+	out, err := jinja.RenderWith(ctx, filename, src, jinja.Options{Vars: vars, Inline: inline, Sandbox: sandbox, BaseDir: baseDir})
 	return out, jinjaError(err)
 }
 
@@ -65,7 +67,7 @@ func ParseJinjaVariables(s string) (map[string]any, error) { return jinja.ParseV
 // renderIfJinja renders src when it is a template or variables are given,
 // in opts' sandbox when it has one.
 func renderIfJinja(filename string, src []byte, opts Options) ([]byte, error) {
-	out, err := jinja.RenderIf(context.Background(), filename, src, jinja.Options{Vars: opts.JinjaVariables, Sandbox: opts.JinjaSandbox})
+	out, err := jinja.RenderIf(context.Background(), filename, src, jinja.Options{Vars: opts.JinjaVariables, Sandbox: opts.JinjaSandbox, BaseDir: opts.BaseDir})
 	return out, jinjaError(err)
 }
 

@@ -693,7 +693,11 @@ func readPipelineFile(path string, jinja map[string]any) ([]byte, error) {
 	if jinja == nil && !yamlpipe.HasJinja(src) {
 		return src, nil
 	}
-	out, err := yamlpipe.RenderJinjaWith(context.Background(), path, src, jinja, false, jinjaSandbox())
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("the working directory, where the template's includes resolve from: %w", err))
+	}
+	out, err := yamlpipe.RenderJinjaWith(context.Background(), path, src, jinja, false, jinjaSandbox(), wd)
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

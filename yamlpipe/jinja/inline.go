@@ -3,7 +3,6 @@ package jinja
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -18,12 +17,12 @@ func RenderInline(filename string, src []byte, vars map[string]any) ([]byte, err
 
 // refuseFiles refuses the first tag of text that reads another file.
 func refuseFiles(filename, text string) error {
-	for _, re := range []*regexp.Regexp{jinjaInclude, jinjaImport, jinjaFrom} {
-		if loc := re.FindStringIndex(text); loc != nil {
-			line := lineAt(text, loc[0])
-			col := 1 + loc[0] - (strings.LastIndex(text[:loc[0]], "\n") + 1)
+	for _, t := range blockTags(text) {
+		if _, ok, _ := parseFileTag(t.body); ok {
+			line := lineAt(text, t.start)
+			col := 1 + t.start - (strings.LastIndex(text[:t.start], "\n") + 1)
 			return &Error{File: filename, Line: line, Col: col,
-				Msg: fmt.Sprintf("Jinja: %s reads another file, which a pipeline sent to the server cannot do; render the template where its files are (weir check / weir run --jinja-variables)", strings.TrimSpace(text[loc[0]:loc[1]]))}
+				Msg: fmt.Sprintf("Jinja: %s reads another file, which a pipeline sent to the server cannot do; render the template where its files are (weir check / weir run --jinja-variables)", strings.TrimSpace(text[t.start:t.end]))}
 		}
 	}
 	return nil

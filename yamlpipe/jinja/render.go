@@ -12,8 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,9 +25,10 @@ import (
 // weir does the same with github.com/ardanlabs/jinja, a Go Jinja engine:
 // variables, filters, if/for/set and macros. {% include 'file' %},
 // {% import 'file' as name %} and {% from 'file' import a, b %} are
-// expanded by weir before rendering, with paths relative to the including
-// file. As with Beam's StrictUndefined, a template that uses an undefined
-// variable fails to render (jinja_strict.go).
+// expanded by weir before rendering, with paths resolved as Beam's
+// (include.go). As with Beam's StrictUndefined, a template that uses an
+// undefined variable fails to render (strict.go). Every render runs within
+// budgets (limits.go).
 
 // Error is a problem in a template, at a position. Its text is
 // "file:line:column: message".
@@ -56,13 +55,10 @@ var ErrBudgetExceeded = errors.New("a budget of the pipeline's loading was excee
 const maxJinjaDepth = 16
 
 var (
-	jinjaMarker  = regexp.MustCompile(`\{\{|\{%|\{#`)
-	jinjaInclude = regexp.MustCompile(`\{%-?\s*include\s+(?:'([^']*)'|"([^"]*)")\s*-?%\}`)
-	jinjaImport  = regexp.MustCompile(`\{%-?\s*import\s+(?:'([^']*)'|"([^"]*)")\s+as\s+(\w+)\s*-?%\}`)
-	jinjaFrom    = regexp.MustCompile(`\{%-?\s*from\s+(?:'([^']*)'|"([^"]*)")\s+import\s+([\w\s,]+?)\s*-?%\}`)
-	jinjaMacro   = regexp.MustCompile(`(?s)\{%-?\s*macro\s+(\w+)\s*\(.*?\{%-?\s*endmacro\s*-?%\}`)
-	jinjaTag     = regexp.MustCompile(`(?s)\{\{.*?\}\}|\{%.*?%\}`)
-	jinjaLine    = regexp.MustCompile(`line (\d+)`)
+	jinjaMarker = regexp.MustCompile(`\{\{|\{%|\{#`)
+	jinjaMacro  = regexp.MustCompile(`(?s)\{%-?\s*macro\s+(\w+)\s*\(.*?\{%-?\s*endmacro\s*-?%\}`)
+	jinjaTag    = regexp.MustCompile(`(?s)\{\{.*?\}\}|\{%.*?%\}`)
+	jinjaLine   = regexp.MustCompile(`line (\d+)`)
 )
 
 // Has says whether src uses Jinja syntax ({{ }}, {% %} or {# #}).
@@ -81,6 +77,10 @@ type Options struct {
 	Limits Limits
 	// Sandbox, when set, renders in a child process (see Sandbox).
 	Sandbox *Sandbox
+	// BaseDir is the directory relative include, import and from paths
+	// resolve from first, as Beam's do from its working directory
+	// (default: the current directory); see expander.
+	BaseDir string
 }
 
 // Render renders the pipeline file src (named filename) with the
@@ -117,7 +117,7 @@ func render(filename string, src []byte, opts Options) (out []byte, err error) {
 	}
 	names := newJinjaNames()
 	names.scan(filename, string(src))
-	text, err := jinjaExpand(filename, string(src), 0, names)
+	text, err := (&expander{base: opts.BaseDir, names: names}).expand(filename, string(src), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -190,118 +190,6 @@ func jinjaErr(filename string, err error, what string) error {
 // lineAt is the 1-based line of offset i in s.
 func lineAt(s string, i int) int { return 1 + strings.Count(s[:i], "\n") }
 
-// jinjaExpand replaces the include, import and from tags of text (the
-// contents of file) with what they load.
-func jinjaExpand(file, text string, depth int, names *jinjaNames) (string, error) {
-	if depth > maxJinjaDepth {
-		return "", &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: includes and imports nest more than %d deep (is a file including itself?)", maxJinjaDepth)}
-	}
-	load := func(loc []int, m []string) (string, string, error) {
-		name := m[1] + m[2]
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(file), p)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return "", "", &Error{File: file, Line: lineAt(text, loc[0]), Col: 1 + loc[0] - strings.LastIndex(text[:loc[0]], "\n") - 1, Err: err,
-				Msg: fmt.Sprintf("Jinja: cannot read %q: %v", name, err)}
-		}
-		names.scan(p, string(b))
-		sub, err := jinjaExpand(p, string(b), depth+1, names)
-		return p, sub, err
-	}
-	var firstErr error
-	replace := func(re *regexp.Regexp, fn func(loc []int, m []string) string) {
-		if firstErr != nil {
-			return
-		}
-		var b strings.Builder
-		last := 0
-		for _, loc := range re.FindAllStringSubmatchIndex(text, -1) {
-			m := make([]string, len(loc)/2)
-			for i := range m {
-				if loc[2*i] >= 0 {
-					m[i] = text[loc[2*i]:loc[2*i+1]]
-				}
-			}
-			b.WriteString(text[last:loc[0]])
-			b.WriteString(fn(loc, m))
-			last = loc[1]
-			if firstErr != nil {
-				return
-			}
-		}
-		b.WriteString(text[last:])
-		text = b.String()
-	}
-	replace(jinjaInclude, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-		}
-		return strings.TrimSuffix(sub, "\n")
-	})
-	var aliases []string
-	replace(jinjaImport, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-			return ""
-		}
-		alias := m[3]
-		aliases = append(aliases, alias)
-		var defs []string
-		for _, mm := range jinjaMacro.FindAllStringSubmatchIndex(sub, -1) {
-			name := sub[mm[2]:mm[3]]
-			defs = append(defs, sub[mm[0]:mm[2]]+alias+"__"+name+sub[mm[3]:mm[1]])
-		}
-		return strings.Join(defs, "")
-	})
-	replace(jinjaFrom, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-			return ""
-		}
-		want := map[string]bool{}
-		for _, n := range strings.Split(m[3], ",") {
-			want[strings.TrimSpace(n)] = true
-		}
-		var defs []string
-		for _, mm := range jinjaMacro.FindAllStringSubmatchIndex(sub, -1) {
-			if want[sub[mm[2]:mm[3]]] {
-				defs = append(defs, sub[mm[0]:mm[1]])
-				delete(want, sub[mm[2]:mm[3]])
-			}
-		}
-		for n := range want {
-			firstErr = &Error{File: file, Line: lineAt(text, loc[0]), Col: 1, Msg: fmt.Sprintf("Jinja: %q defines no macro %s", m[1]+m[2], n)}
-		}
-		return strings.Join(defs, "")
-	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	// alias.macro(...) calls the renamed macro alias__macro.
-	for _, alias := range aliases {
-		call := regexp.MustCompile(`\b` + regexp.QuoteMeta(alias) + `\.(\w+)`)
-		text = jinjaTag.ReplaceAllStringFunc(text, func(tag string) string {
-			return call.ReplaceAllString(tag, alias+"__$1")
-		})
-	}
-	return text, nil
-}
-
-// RenderIf renders src as RenderWith does when it is a template or
-// variables are given, and returns it as it is otherwise.
-func RenderIf(ctx context.Context, filename string, src []byte, opts Options) ([]byte, error) {
-	if opts.Vars == nil && !Has(src) {
-		return src, nil
-	}
-	return RenderWith(ctx, filename, src, opts)
-}
-
 // jsonDecoder decodes s keeping numbers exact.
 func jsonDecoder(s string) *json.Decoder {
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -334,4 +222,13 @@ func normalizeVar(x any) any {
 		}
 	}
 	return x
+}
+
+// RenderIf renders src as RenderWith does when it is a template or
+// variables are given, and returns it as it is otherwise.
+func RenderIf(ctx context.Context, filename string, src []byte, opts Options) ([]byte, error) {
+	if opts.Vars == nil && !Has(src) {
+		return src, nil
+	}
+	return RenderWith(ctx, filename, src, opts)
 }

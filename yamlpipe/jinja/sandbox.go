@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -44,11 +45,12 @@ func IsSandboxChild() bool { return os.Getenv(sandboxEnv) == "1" }
 // sandboxRequest is what the parent sends the child, as JSON on its
 // standard input.
 type sandboxRequest struct {
-	File   string          `json:"file"`
-	Src    string          `json:"src"`
-	Vars   json.RawMessage `json:"vars"`
-	Inline bool            `json:"inline"`
-	Limits Limits          `json:"limits"`
+	File    string          `json:"file"`
+	Src     string          `json:"src"`
+	Vars    json.RawMessage `json:"vars"`
+	Inline  bool            `json:"inline"`
+	Limits  Limits          `json:"limits"`
+	BaseDir string          `json:"base_dir"`
 }
 
 // sandboxReply is what the child answers, as JSON on its standard output.
@@ -64,7 +66,14 @@ func (sb *Sandbox) render(ctx context.Context, filename string, src []byte, opts
 	if err != nil {
 		return nil, &Error{File: filename, Line: 1, Col: 1, Err: err, Msg: fmt.Sprintf("Jinja: the variables cannot be sent to the renderer: %v", err)}
 	}
-	req, err := json.Marshal(sandboxRequest{File: filename, Src: string(src), Vars: vars, Inline: opts.Inline, Limits: opts.Limits})
+	base := opts.BaseDir
+	if base == "" {
+		base = "."
+	}
+	if base, err = filepath.Abs(base); err != nil {
+		return nil, fmt.Errorf("the template's base directory: %w", err)
+	}
+	req, err := json.Marshal(sandboxRequest{File: filename, Src: string(src), Vars: vars, Inline: opts.Inline, Limits: opts.Limits, BaseDir: base})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the render request: %w", err)
 	}
@@ -131,7 +140,7 @@ func ServeSandbox(in io.Reader, out io.Writer) int {
 		vars = normalizeVars(vars)
 	}
 	var rep sandboxReply
-	s, err := render(req.File, []byte(req.Src), Options{Vars: vars, Inline: req.Inline, Limits: req.Limits})
+	s, err := render(req.File, []byte(req.Src), Options{Vars: vars, Inline: req.Inline, Limits: req.Limits, BaseDir: req.BaseDir})
 	switch {
 	case err == nil:
 		rep.Out = string(s)
