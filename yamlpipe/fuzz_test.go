@@ -77,8 +77,8 @@ func FuzzJinja(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		if strings.Contains(src, "range") {
-			return // a template's loops are the user's to bound
+		if strings.Contains(src, "range") || strings.Contains(src, "*") {
+			return // in this process, what a loop prints is bounded only after the engine built it: yamlpipe/jinja's FuzzRender renders these in the sandbox
 		}
 		_, err := RenderJinja(filepath.Join(t.TempDir(), "f.yaml"), []byte(src), map[string]any{"x": 1})
 		if err != nil {
