@@ -25,7 +25,8 @@ import (
 //     after Time, so string multiplication, concatenation in loops or
 //     long macro chains, which no hook reaches, cannot exhaust the
 //     server. Servers render the templates they are sent in one; a render
-//     in this process (no Sandbox) has the first three bounds only.
+//     in this process (no Sandbox) has the range and recursion bounds, and
+//     its output is checked only once the engine has built it.
 //
 // Passing a budget is an error matching ErrBudgetExceeded that names the
 // budget and its value (a LimitError).
