@@ -95,6 +95,10 @@ const (
 	// InvalidPipeline: the pipeline YAML could not be loaded or validated;
 	// the message names file:line:column.
 	InvalidPipeline Code = "INVALID_PIPELINE"
+	// PipelineBudgetExceeded: loading the pipeline would pass one of the
+	// loader's budgets (Jinja rendering time, memory or output, YAML alias
+	// expansion); the message names the budget and its value.
+	PipelineBudgetExceeded Code = "PIPELINE_BUDGET_EXCEEDED"
 	// InvalidFilter: a list filter (status) is unknown.
 	InvalidFilter Code = "INVALID_FILTER"
 	// JobNotFound: no job has this ID or name.
@@ -366,6 +370,7 @@ func registry() []Info {
 		{InvalidJobName, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidOptions, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidPipeline, svc, KindInvalid, http.StatusBadRequest},
+		{PipelineBudgetExceeded, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidFilter, svc, KindInvalid, http.StatusBadRequest},
 		{JobNotFound, svc, KindNotFound, http.StatusNotFound},
 		{NotFound, svc, KindNotFound, http.StatusNotFound},

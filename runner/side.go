@@ -71,7 +71,7 @@ func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
 		st.cache = append(st.cache, map[window.Window]any{})
 	}
 	n.side = st
-	n.pc = contract.NewProcessContext(out, st, w.r.opts.Clock, w.id)
+	n.pc = contract.NewProcessContext(w.r.ctx, out, st, w.r.opts.Clock, w.id)
 	if w.r.opts.Checkpoints {
 		// Elements waiting for side inputs are not part of checkpoints yet;
 		// the step aligns barriers so that downstream state stays consistent.

@@ -27,7 +27,7 @@ func newParDoNode(w *worker, sp *stepPlan, out *outputs) *parDoNode {
 	}
 	n := &parDoNode{sp: sp, fn: fn, out: out, errTag: errTag(sp)}
 	n.fin, _ = fn.(contract.BundleFinisher)
-	n.pc = contract.NewProcessContext(out, nil, w.r.opts.Clock, w.id)
+	n.pc = contract.NewProcessContext(w.r.ctx, out, nil, w.r.opts.Clock, w.id)
 	return n
 }
 
@@ -45,7 +45,15 @@ func errTag(sp *stepPlan) int {
 
 // reject routes a failed element to the error output or the dead-letter
 // hook, or fails the run (when there is neither, or the error is Fatal).
+//
+// An error that wraps the run's own cancellation (a step that stopped
+// computing because the run was cancelled, contract.ProcessContext.Context)
+// is no reject: it ends the run like the cancellation itself, and the
+// element is not acknowledged.
 func reject(out *outputs, sp *stepPlan, tag int, e contract.Element, err error) error {
+	if done := out.w.r.ctx.Err(); done != nil && errors.Is(err, done) {
+		return err
+	}
 	rj := contract.Reject{Element: e.Value, Step: sp.step.Name, Reason: "error", Message: err.Error(), Source: e.Source}
 	var ee *contract.ElementError
 	if errors.As(err, &ee) {

@@ -143,6 +143,12 @@ type Config struct {
 	// may name (--allowed-sql-hosts: names, IPs, CIDR prefixes); nil:
 	// loopback (yamlpipe.NewAccess).
 	AllowedSQLHosts []string
+	// JinjaSandbox renders the Jinja templates the server is sent (an
+	// update's jinja_variables) in child processes, within the render
+	// budgets' memory and time; `weir server` sets it to its own binary.
+	// nil: in the server's process, where only the range, output and
+	// recursion budgets hold (see docs/SECURITY.md, "Budgets").
+	JinjaSandbox *yamlpipe.JinjaSandbox
 	// TLSCertFile and TLSKeyFile, both or neither, make the API serve
 	// HTTPS with that PEM certificate (chain) and key, read again when
 	// they change (--tls-cert, --tls-key).
@@ -341,6 +347,7 @@ func (p *Process) access() (*yamlpipe.Access, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--file-roots or --allowed-sql-hosts: %w", err)
 	}
+	a.Jinja = p.cfg.JinjaSandbox
 	return a, nil
 }
 

@@ -1,7 +1,10 @@
 package service
 
 import (
+	"context"
+
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -9,8 +12,12 @@ import (
 // it has any (the console's update preview sends them; the CLI renders a
 // template itself, where its included files are). Includes are refused:
 // the service reads no file a submitted template names. A template that
-// does not render is INVALID_PIPELINE, its message at file:line:column.
-func renderRequestJinja(req *UpdateRequest) error {
+// does not render is INVALID_PIPELINE (PIPELINE_BUDGET_EXCEEDED past a
+// budget), its message at file:line:column.
+//
+// The render runs in access's Jinja sandbox when it has one (a server's:
+// a child process within the render budgets' memory and time).
+func renderRequestJinja(ctx context.Context, req *UpdateRequest, access *yamlpipe.Access) error {
 	if req.JinjaVariables == nil {
 		return nil
 	}
@@ -18,9 +25,9 @@ func renderRequestJinja(req *UpdateRequest) error {
 	if name == "" {
 		name = "pipeline.yaml"
 	}
-	out, err := yamlpipe.RenderJinjaInline(name, []byte(req.Pipeline), req.JinjaVariables)
+	out, err := yamlpipe.RenderJinjaWith(ctx, name, []byte(req.Pipeline), req.JinjaVariables, true, access.JinjaSandbox(), "")
 	if err != nil {
-		return errcode.Errorf(errcode.InvalidPipeline, "%w", err)
+		return errcode.Errorf(core.AccessCode(err), "%w", err)
 	}
 	req.Pipeline = string(out)
 	return nil

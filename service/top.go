@@ -102,7 +102,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, e
 //
 // Its service options may make it a replacement instead (replace.go).
 func (s *Service) Update(ctx context.Context, req UpdateRequest) (*UpdateResult, error) {
-	if err := renderRequestJinja(&req); err != nil {
+	if err := renderRequestJinja(ctx, &req, s.core.Opts.Access); err != nil {
 		return nil, err
 	}
 	res, err := s.once(ctx, req.RequestID, "update", req, func() (*UpdateResult, error) {

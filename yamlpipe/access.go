@@ -8,6 +8,7 @@ import (
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/jinja"
 )
 
 // This file holds what a server lets a submitted pipeline touch (Access)
@@ -27,6 +28,10 @@ var (
 	// ErrOutputExists: a file sink's path holds output its job may not
 	// touch (files.CheckOutput).
 	ErrOutputExists = files.ErrOutputExists
+	// ErrBudgetExceeded: loading the pipeline would pass one of the
+	// loader's budgets (a Jinja render's, or the alias_bytes of YAML
+	// aliases); the job service answers PIPELINE_BUDGET_EXCEEDED.
+	ErrBudgetExceeded = jinja.ErrBudgetExceeded
 )
 
 // Access is what a server lets the pipelines it is sent touch. A nil
@@ -38,6 +43,18 @@ type Access struct {
 	// SQLHosts confines the hosts of PostgreSQL DSNs; checked before any
 	// connection.
 	SQLHosts *sqlsink.HostPolicy
+	// Jinja renders the templates a server is sent in a child process,
+	// within the render budgets' memory and time; nil: in the server's
+	// process, where only the range, output and recursion budgets hold.
+	Jinja *JinjaSandbox
+}
+
+// JinjaSandbox returns the sandbox of a's renders; nil for a nil a.
+func (a *Access) JinjaSandbox() *JinjaSandbox {
+	if a == nil {
+		return nil
+	}
+	return a.Jinja
 }
 
 func (l *loader) files() *files.Roots {

@@ -17,6 +17,8 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/python"
 )
 
 // Beam YAML's elementwise transforms, as Beam's transform catalog defines
@@ -29,8 +31,8 @@ import (
 // program.
 type valueFn struct {
 	src  int
-	prg  *program
-	py   *pyProgram // language: python
+	prg  *celexpr.Program
+	py   *python.Program // language: python
 	typ  row.Type
 	expr *node // while resolving: the expression to compile
 }
@@ -57,7 +59,7 @@ func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 // fieldOrExpr compiles n, Beam's `field`, `expression` or {expression: ...}:
 // a bare input field is read directly; anything else is a CEL expression,
 // compiled in the returned scope with the step's side inputs.
-func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celScope, []weir.StepOption, error) {
+func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celexpr.Scope, []weir.StepOption, error) {
 	v, err := l.fieldOrExprValue(t, in, n, what)
 	if err != nil || v.src >= 0 || v.py != nil {
 		return v, nil, nil, err
@@ -70,7 +72,7 @@ func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (
 	if err != nil {
 		return valueFn{}, nil, nil, err
 	}
-	return valueFn{src: -1, prg: prg, typ: rowTypeOfCEL(typ)}, sc, sides, nil
+	return valueFn{src: -1, prg: prg, typ: celexpr.RowType(typ)}, sc, sides, nil
 }
 
 // fieldOrExprValue resolves n to an input field (src >= 0) or to the node
@@ -85,7 +87,7 @@ func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what stri
 		if err != nil {
 			return valueFn{}, err
 		}
-		return valueFn{src: -1, py: py, typ: py.typ}, nil
+		return valueFn{src: -1, py: py, typ: py.Type}, nil
 	}
 	if n.kind == kMap {
 		if c := n.get("callable"); c != nil {
@@ -115,17 +117,18 @@ func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what stri
 // not safe for concurrent use).
 type evaluator struct {
 	v   valueFn
-	act *activation
-	pe  *pyEval
+	act *celexpr.Activation
+	pe  *python.Eval
 }
 
-func newEvaluator(v valueFn, sc *celScope) evaluator {
+func newEvaluator(v valueFn, sc *celexpr.Scope) evaluator {
 	e := evaluator{v: v}
 	if v.prg != nil {
-		e.act = &activation{sc: sc}
+		a := celexpr.NewActivation(sc)
+		e.act = &a
 	}
 	if v.py != nil {
-		e.pe = v.py.newEval()
+		e.pe = v.py.NewEval()
 	}
 	return e
 }
@@ -133,25 +136,26 @@ func newEvaluator(v valueFn, sc *celScope) evaluator {
 func (e *evaluator) clone() evaluator {
 	c := evaluator{v: e.v}
 	if e.act != nil {
-		c.act = &activation{sc: e.act.sc}
+		a := celexpr.NewActivation(e.act.Scope())
+		c.act = &a
 	}
 	if e.v.py != nil {
-		c.pe = e.v.py.newEval()
+		c.pe = e.v.py.NewEval()
 	}
 	return c
 }
 
 func (e *evaluator) eval(r *rowT, pc *contract.ProcessContext, what string) (any, error) {
 	if e.pe != nil {
-		return e.pe.at(pc).eval(r, what)
+		return e.pe.At(pc).Eval(r, what)
 	}
 	if e.v.prg == nil {
 		return r.Values[e.v.src], nil
 	}
-	e.act.reset(r, pc)
-	x, err := e.act.evalValue(e.v.prg, e.v.typ)
+	e.act.Reset(r, pc)
+	x, err := e.act.EvalValue(e.v.prg, e.v.typ)
 	if err != nil {
-		return nil, evalError(what, err)
+		return nil, celexpr.EvalError(what, err)
 	}
 	return x, nil
 }

@@ -3,6 +3,8 @@ package yamlpipe
 import (
 	"testing"
 	"time"
+
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
 )
 
 // benchExprs are the expressions the CEL and Python benchmarks evaluate,
@@ -30,27 +32,27 @@ func BenchmarkExprCELvsPython(b *testing.B) {
 	l := &loader{file: "bench.yaml"}
 	for _, e := range benchExprs {
 		b.Run(e.name, func(b *testing.B) {
-			prg, typ, err := sc.compile(e.cel)
+			prg, typ, err := sc.Compile(e.cel)
 			if err != nil {
 				b.Fatal(err)
 			}
-			act := activation{sc: sc}
-			rt := rowTypeOfCEL(typ)
+			act := celexpr.NewActivation(sc)
+			rt := celexpr.RowType(typ)
 			py, err := l.compilePython(&coll{schema: schema}, &node{kind: kString, text: e.py, line: 1, col: 1}, e.name)
 			if err != nil {
 				b.Fatal(err)
 			}
-			pe := py.newEval()
+			pe := py.NewEval()
 			b.ReportAllocs()
 			var celD, pyD time.Duration
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				act.reset(r, nil)
-				if _, err := act.evalValue(prg, rt); err != nil {
+				act.Reset(r, nil)
+				if _, err := act.EvalValue(prg, rt); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if _, err := pe.eval(r, e.name); err != nil {
+				if _, err := pe.Eval(r, e.name); err != nil {
 					b.Fatal(err)
 				}
 				pyD += time.Since(t1)

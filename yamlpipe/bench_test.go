@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
 )
 
 // BenchmarkPipeline runs testdata/bench_pipeline.yaml (1M generated
@@ -40,19 +41,18 @@ func BenchmarkCELFilter(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prg, _, err := sc.compile("amount > 10 && key != 'key-3'")
+	prg, _, err := sc.Compile("amount > 10 && key != 'key-3'")
 	if err != nil {
 		b.Fatal(err)
 	}
-	slow := *prg
-	slow.native = nil
+	slow := prg.WithoutFastPath()
 	b.Run("native", func(b *testing.B) { benchFilter(b, sc, prg) })
-	b.Run("cel", func(b *testing.B) { benchFilter(b, sc, &slow) })
+	b.Run("cel", func(b *testing.B) { benchFilter(b, sc, slow) })
 }
 
-func benchFilter(b *testing.B, sc *celScope, prg *program) {
-	schema := sc.schema
-	f := &filterFn{prg: prg, act: activation{sc: sc}}
+func benchFilter(b *testing.B, sc *celexpr.Scope, prg *celexpr.Program) {
+	schema := sc.Schema()
+	f := &filterFn{prg: prg, act: celexpr.NewActivation(sc)}
 	g := &generator{schema: schema, keys: 10, spacing: 1, keyVals: []any{"key-0", "key-1", "key-2", "key-3", "key-4", "key-5", "key-6", "key-7", "key-8", "key-9"}, amounts: []any{int64(5), int64(50)}}
 	r := g.row(1)
 	b.ReportAllocs()

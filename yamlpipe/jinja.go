@@ -1,246 +1,81 @@
 package yamlpipe
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
+	"context"
+	"errors"
+	"io"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/weir-dev/weir/yamlpipe/jinja"
 )
 
 // Beam YAML renders a pipeline file as a Jinja template before parsing it
 // (apache_beam.yaml.main --jinja_variables), so one file can serve several
 // environments and share pieces through {% include %} and {% import %}.
-// weir does the same with github.com/ardanlabs/jinja, a Go Jinja engine:
-// variables, filters, if/for/set and macros. {% include 'file' %},
-// {% import 'file' as name %} and {% from 'file' import a, b %} are
-// expanded by weir before rendering, with paths relative to the including
-// file. As with Beam's StrictUndefined, a template that uses an undefined
-// variable fails to render (jinja_strict.go).
-
-// maxJinjaDepth bounds nested includes and imports.
-const maxJinjaDepth = 16
-
-var (
-	jinjaMarker  = regexp.MustCompile(`\{\{|\{%|\{#`)
-	jinjaInclude = regexp.MustCompile(`\{%-?\s*include\s+(?:'([^']*)'|"([^"]*)")\s*-?%\}`)
-	jinjaImport  = regexp.MustCompile(`\{%-?\s*import\s+(?:'([^']*)'|"([^"]*)")\s+as\s+(\w+)\s*-?%\}`)
-	jinjaFrom    = regexp.MustCompile(`\{%-?\s*from\s+(?:'([^']*)'|"([^"]*)")\s+import\s+([\w\s,]+?)\s*-?%\}`)
-	jinjaMacro   = regexp.MustCompile(`(?s)\{%-?\s*macro\s+(\w+)\s*\(.*?\{%-?\s*endmacro\s*-?%\}`)
-	jinjaTag     = regexp.MustCompile(`(?s)\{\{.*?\}\}|\{%.*?%\}`)
-	jinjaLine    = regexp.MustCompile(`line (\d+)`)
-)
+// Package jinja does the rendering; these wrappers give its errors the
+// loader's Error type.
 
 // HasJinja says whether src uses Jinja syntax ({{ }}, {% %} or {# #}).
-func HasJinja(src []byte) bool { return jinjaMarker.Match(src) }
+func HasJinja(src []byte) bool { return jinja.Has(src) }
 
 // RenderJinja renders the pipeline file src (named filename) with the
 // Jinja variables vars, as Beam YAML does before parsing. Errors name the
 // file and line.
-func RenderJinja(filename string, src []byte, vars map[string]any) (out []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, &Error{File: filename, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: the template could not be rendered (%v)", r)}
-		}
-	}()
-	names := newJinjaNames()
-	names.scan(filename, string(src))
-	text, err := jinjaExpand(filename, string(src), 0, names)
-	if err != nil {
-		return nil, err
-	}
-	t, err := jinja.Compile(text)
-	if err != nil {
-		return nil, jinjaErr(filename, err, "Jinja template")
-	}
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	s, err := t.Render(vars)
-	if err != nil {
-		return nil, jinjaErr(filename, err, "rendering the Jinja template")
-	}
-	if err := names.strictCheck(vars, t.Render); err != nil {
-		return nil, err
-	}
-	return []byte(s), nil
+func RenderJinja(filename string, src []byte, vars map[string]any) ([]byte, error) {
+	out, err := jinja.Render(filename, src, vars)
+	return out, jinjaError(err)
+}
+
+// RenderJinjaInline renders a pipeline template that came over the wire
+// (the console's update preview) with vars. Such a template has no file
+// beside it, and a server must not read the files a submitted template
+// names, so {% include %}, {% import %} and {% from %} are refused at
+// their position instead of expanded; everything else is RenderJinja's.
+func RenderJinjaInline(filename string, src []byte, vars map[string]any) ([]byte, error) {
+	out, err := jinja.RenderInline(filename, src, vars)
+	return out, jinjaError(err)
+}
+
+// JinjaSandbox renders templates in a child process, within the render
+// budgets' memory and time (package jinja's Sandbox): the weir binary
+// serves it (see jinja.IsSandboxChild).
+type JinjaSandbox = jinja.Sandbox
+
+// IsJinjaSandboxChild says whether this process was started by a
+// JinjaSandbox to render one template: a binary that serves sandboxed
+// renders (weir's) checks it first thing and then returns
+// ServeJinjaSandbox's exit code.
+func IsJinjaSandboxChild() bool { return jinja.IsSandboxChild() }
+
+// ServeJinjaSandbox renders the one template a JinjaSandbox sends on in,
+// within its budgets, answers on out and returns the exit code.
+func ServeJinjaSandbox(in io.Reader, out io.Writer) int { return jinja.ServeSandbox(in, out) }
+
+// RenderJinjaWith renders the pipeline template src as RenderJinja does,
+// or as RenderJinjaInline does when inline, in sandbox when it is not nil;
+// relative include and import paths resolve from baseDir first (Beam's
+// working directory), then from the including file's directory. A render
+// past one of its budgets is an error matching ErrBudgetExceeded that
+// names the budget and its value.
+func RenderJinjaWith(ctx context.Context, filename string, src []byte, vars map[string]any, inline bool, sandbox *JinjaSandbox, baseDir string) ([]byte, error) {
+	out, err := jinja.RenderWith(ctx, filename, src, jinja.Options{Vars: vars, Inline: inline, Sandbox: sandbox, BaseDir: baseDir})
+	return out, jinjaError(err)
 }
 
 // ParseJinjaVariables reads --jinja_variables: a JSON object.
-func ParseJinjaVariables(s string) (map[string]any, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var vars map[string]any
-	dec := jsonDecoder(s)
-	if err := dec.Decode(&vars); err != nil || vars == nil {
-		if err == nil {
-			err = fmt.Errorf("null")
-		}
-		return nil, fmt.Errorf("jinja variables must be a JSON object such as {\"env\": \"prod\"}: %w", err)
-	}
-	return normalizeVars(vars), nil
+func ParseJinjaVariables(s string) (map[string]any, error) { return jinja.ParseVariables(s) }
+
+// renderIfJinja renders src when it is a template or variables are given,
+// in opts' sandbox when it has one.
+func renderIfJinja(filename string, src []byte, opts Options) ([]byte, error) {
+	out, err := jinja.RenderIf(context.Background(), filename, src, jinja.Options{Vars: opts.JinjaVariables, Sandbox: opts.JinjaSandbox, BaseDir: opts.BaseDir})
+	return out, jinjaError(err)
 }
 
-// jinjaErr positions a Jinja error at the line it names.
-func jinjaErr(filename string, err error, what string) error {
-	line := 1
-	if m := jinjaLine.FindStringSubmatch(err.Error()); m != nil {
-		if n, e := strconv.Atoi(m[1]); e == nil && n > 0 {
-			line = n
-		}
+// jinjaError turns a template error into the loader's Error.
+func jinjaError(err error) error {
+	var je *jinja.Error
+	if err == nil || !errors.As(err, &je) {
+		return err
 	}
-	return &Error{File: filename, Line: line, Col: 1, Err: err, Msg: fmt.Sprintf("%s: %v", what, err)}
-}
-
-// lineAt is the 1-based line of offset i in s.
-func lineAt(s string, i int) int { return 1 + strings.Count(s[:i], "\n") }
-
-// jinjaExpand replaces the include, import and from tags of text (the
-// contents of file) with what they load.
-func jinjaExpand(file, text string, depth int, names *jinjaNames) (string, error) {
-	if depth > maxJinjaDepth {
-		return "", &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("Jinja: includes and imports nest more than %d deep (is a file including itself?)", maxJinjaDepth)}
-	}
-	load := func(loc []int, m []string) (string, string, error) {
-		name := m[1] + m[2]
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(file), p)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return "", "", &Error{File: file, Line: lineAt(text, loc[0]), Col: 1 + loc[0] - strings.LastIndex(text[:loc[0]], "\n") - 1, Err: err,
-				Msg: fmt.Sprintf("Jinja: cannot read %q: %v", name, err)}
-		}
-		names.scan(p, string(b))
-		sub, err := jinjaExpand(p, string(b), depth+1, names)
-		return p, sub, err
-	}
-	var firstErr error
-	replace := func(re *regexp.Regexp, fn func(loc []int, m []string) string) {
-		if firstErr != nil {
-			return
-		}
-		var b strings.Builder
-		last := 0
-		for _, loc := range re.FindAllStringSubmatchIndex(text, -1) {
-			m := make([]string, len(loc)/2)
-			for i := range m {
-				if loc[2*i] >= 0 {
-					m[i] = text[loc[2*i]:loc[2*i+1]]
-				}
-			}
-			b.WriteString(text[last:loc[0]])
-			b.WriteString(fn(loc, m))
-			last = loc[1]
-			if firstErr != nil {
-				return
-			}
-		}
-		b.WriteString(text[last:])
-		text = b.String()
-	}
-	replace(jinjaInclude, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-		}
-		return strings.TrimSuffix(sub, "\n")
-	})
-	var aliases []string
-	replace(jinjaImport, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-			return ""
-		}
-		alias := m[3]
-		aliases = append(aliases, alias)
-		var defs []string
-		for _, mm := range jinjaMacro.FindAllStringSubmatchIndex(sub, -1) {
-			name := sub[mm[2]:mm[3]]
-			defs = append(defs, sub[mm[0]:mm[2]]+alias+"__"+name+sub[mm[3]:mm[1]])
-		}
-		return strings.Join(defs, "")
-	})
-	replace(jinjaFrom, func(loc []int, m []string) string {
-		_, sub, err := load(loc, m)
-		if err != nil {
-			firstErr = err
-			return ""
-		}
-		want := map[string]bool{}
-		for _, n := range strings.Split(m[3], ",") {
-			want[strings.TrimSpace(n)] = true
-		}
-		var defs []string
-		for _, mm := range jinjaMacro.FindAllStringSubmatchIndex(sub, -1) {
-			if want[sub[mm[2]:mm[3]]] {
-				defs = append(defs, sub[mm[0]:mm[1]])
-				delete(want, sub[mm[2]:mm[3]])
-			}
-		}
-		for n := range want {
-			firstErr = &Error{File: file, Line: lineAt(text, loc[0]), Col: 1, Msg: fmt.Sprintf("Jinja: %q defines no macro %s", m[1]+m[2], n)}
-		}
-		return strings.Join(defs, "")
-	})
-	if firstErr != nil {
-		return "", firstErr
-	}
-	// alias.macro(...) calls the renamed macro alias__macro.
-	for _, alias := range aliases {
-		call := regexp.MustCompile(`\b` + regexp.QuoteMeta(alias) + `\.(\w+)`)
-		text = jinjaTag.ReplaceAllStringFunc(text, func(tag string) string {
-			return call.ReplaceAllString(tag, alias+"__$1")
-		})
-	}
-	return text, nil
-}
-
-// renderIfJinja renders src when it is a template or variables are given.
-func renderIfJinja(filename string, src []byte, vars map[string]any) ([]byte, error) {
-	if vars == nil && !HasJinja(src) {
-		return src, nil
-	}
-	return RenderJinja(filename, src, vars)
-}
-
-// jsonDecoder decodes s keeping numbers exact.
-func jsonDecoder(s string) *json.Decoder {
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	return dec
-}
-
-// normalizeVars turns JSON numbers into ints where they are integers (as
-// Python's json.loads does) and floats otherwise.
-func normalizeVars(v map[string]any) map[string]any {
-	for k, x := range v {
-		v[k] = normalizeVar(x)
-	}
-	return v
-}
-
-func normalizeVar(x any) any {
-	switch y := x.(type) {
-	case json.Number:
-		if n, err := y.Int64(); err == nil {
-			return int(n)
-		}
-		f, _ := y.Float64()
-		return f
-	case map[string]any:
-		return normalizeVars(y)
-	case []any:
-		for i := range y {
-			y[i] = normalizeVar(y[i])
-		}
-	}
-	return x
+	return &Error{File: je.File, Line: je.Line, Col: je.Col, Msg: je.Msg, Err: je.Err}
 }

@@ -4,10 +4,14 @@
 // errors that name file:line:column, and compiles them into an SDK pipeline
 // of schema'd rows (package row) whose steps carry their YAML config.
 //
+// Expressions are compiled and evaluated by yamlpipe/celexpr (CEL) and
+// yamlpipe/python (language: python); templates are rendered by
+// yamlpipe/jinja.
+//
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, io/files, io/pubsub, io/sqlsink, cel.dev/cel-go,
-// github.com/goccy/go-yaml, go.starlark.net (language: python),
-// github.com/ardanlabs/jinja (Jinja templating) and the standard library; it reaches the
+// runner/contract, row, io/files, io/pubsub, io/sqlsink, yamlpipe/celexpr,
+// yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
+// github.com/goccy/go-yaml and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.
@@ -57,6 +61,10 @@ type Options struct {
 	GraphOnly bool
 	// JinjaVariables are Beam's --jinja_variables (see RenderJinja).
 	JinjaVariables map[string]any
+	// JinjaSandbox, when set, renders the template in a child process
+	// within the render budgets' memory and time (see JinjaSandbox); nil:
+	// in this process.
+	JinjaSandbox *JinjaSandbox
 	// RenderJinja renders the pipeline as a Jinja template before parsing
 	// it, as Beam does, when it uses Jinja syntax or JinjaVariables are
 	// given. LoadFile sets it: its includes read files beside the local
@@ -123,7 +131,7 @@ func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 	l := &loader{file: filename, opts: opts, outs: map[string]*coll{}}
 	if opts.RenderJinja {
 		var err error
-		if src, err = renderIfJinja(filename, src, opts.JinjaVariables); err != nil {
+		if src, err = renderIfJinja(filename, src, opts); err != nil {
 			return nil, err
 		}
 	}

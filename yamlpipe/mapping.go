@@ -11,11 +11,13 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/python"
 )
 
 // celStep gathers what MapToFields, Filter and Validate share: language
 // check, side inputs and the CEL scope over the input schema.
-func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOption, error) {
+func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.StepOption, error) {
 	if ln := t.config.get("language"); ln != nil {
 		lang, err := l.str(ln, "language")
 		if err != nil {
@@ -71,7 +73,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOpti
 		}
 		keyOf = func(string) (string, *node, error) { return s, kn, nil }
 	}
-	var decls []sideDecl
+	var decls []celexpr.Side
 	var views []weir.SideInput
 	for _, sd := range t.sides {
 		key := sd.from.name
@@ -82,7 +84,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOpti
 		if c == nil || !c.valid() {
 			return nil, nil, l.errf(sd.n, "side input %q could not be built", sd.text)
 		}
-		d := sideDecl{Name: sd.name, Schema: c.schema, KeyField: -1}
+		d := celexpr.Side{Name: sd.name, Schema: c.schema, KeyField: -1}
 		field, fn, err := keyOf(sd.name)
 		if err != nil {
 			return nil, nil, err
@@ -112,7 +114,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celScope, []weir.StepOpti
 
 // compileExpr compiles the expression in n, reporting CEL errors at their
 // place in the file when the expression is a one-line scalar.
-func (l *loader) compileExpr(sc *celScope, n *node, what string) (*program, *cel.Type, error) {
+func (l *loader) compileExpr(sc *celexpr.Scope, n *node, what string) (*celexpr.Program, *cel.Type, error) {
 	expr, err := l.str(n, what)
 	if err != nil {
 		return nil, nil, err
@@ -120,9 +122,9 @@ func (l *loader) compileExpr(sc *celScope, n *node, what string) (*program, *cel
 	if strings.TrimSpace(expr) == "" {
 		return nil, nil, l.errf(n, "%s is empty", what)
 	}
-	prg, typ, err := sc.compile(expr)
+	prg, typ, err := sc.Compile(expr)
 	if err != nil {
-		var ce *celError
+		var ce *celexpr.Error
 		if errors.As(err, &ce) {
 			line, col := n.line, n.col
 			if ce.Line == 1 && !strings.Contains(expr, "\n") && ce.Col > 0 {
@@ -132,7 +134,7 @@ func (l *loader) compileExpr(sc *celScope, n *node, what string) (*program, *cel
 				}
 			}
 			return nil, nil, &Error{File: l.file, Line: line, Col: col, Err: err,
-				Msg: fmt.Sprintf("%s: CEL: %s in %q (%s)", what, ce.Msg, expr, sc.fieldsHint())}
+				Msg: fmt.Sprintf("%s: CEL: %s in %q (%s)", what, ce.Msg, expr, sc.FieldsHint())}
 		}
 		return nil, nil, l.wrapf(n, err, "%s", what)
 	}
@@ -145,8 +147,8 @@ func (l *loader) compileExpr(sc *celScope, n *node, what string) (*program, *cel
 type fieldOp struct {
 	name string
 	src  int
-	prg  *program
-	py   *pyProgram
+	prg  *celexpr.Program
+	py   *python.Program
 	typ  row.Type
 }
 
@@ -154,39 +156,39 @@ type fieldOp struct {
 type mapFieldsFn struct {
 	out  *row.Schema
 	ops  []fieldOp
-	act  activation
+	act  celexpr.Activation
 	slab slab
 	// pys are the Python evaluators of the ops that have one.
-	pys []*pyEval
+	pys []*python.Eval
 }
 
 // Clone gives each worker its own activation, Python threads and
 // allocation slab.
 func (f *mapFieldsFn) Clone() any {
-	return &mapFieldsFn{out: f.out, ops: f.ops, act: activation{sc: f.act.sc}, pys: newPyEvals(f.ops)}
+	return &mapFieldsFn{out: f.out, ops: f.ops, act: celexpr.NewActivation(f.act.Scope()), pys: newPyEvals(f.ops)}
 }
 
 // newPyEvals makes one Python evaluator per op that has Python code.
-func newPyEvals(ops []fieldOp) []*pyEval {
-	var out []*pyEval
+func newPyEvals(ops []fieldOp) []*python.Eval {
+	var out []*python.Eval
 	for i := range ops {
 		if ops[i].py != nil {
 			if out == nil {
-				out = make([]*pyEval, len(ops))
+				out = make([]*python.Eval, len(ops))
 			}
-			out[i] = ops[i].py.newEval()
+			out[i] = ops[i].py.NewEval()
 		}
 	}
 	return out
 }
 
 func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error) {
-	f.act.reset(in, pc)
+	f.act.Reset(in, pc)
 	out := f.slab.row(f.out)
 	for i := range f.ops {
 		op := &f.ops[i]
 		if op.py != nil {
-			x, err := f.pys[i].at(pc).eval(in, "field "+op.name)
+			x, err := f.pys[i].At(pc).Eval(in, "field "+op.name)
 			if err != nil {
 				return nil, err
 			}
@@ -199,9 +201,9 @@ func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error
 			}
 			continue
 		}
-		x, err := f.act.evalValue(op.prg, op.typ)
+		x, err := f.act.EvalValue(op.prg, op.typ)
 		if err != nil {
-			return nil, evalError("field "+op.name, err)
+			return nil, celexpr.EvalError("field "+op.name, err)
 		}
 		out.Values[i] = x
 	}
@@ -275,7 +277,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if fn != nil && fn.kind != kMap {
 		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.kind)
 	}
-	python := l.isPython(t)
+	isPy := l.isPython(t)
 	fieldsOnly := l.fieldNamesOnly(t)
 	var ops []fieldOp
 	var fields []row.Field
@@ -297,12 +299,12 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if fn != nil {
 		for i, k := range fn.keys {
 			en := fn.vals[i]
-			if python && (en.kind != kString || !pyIdent(en.text) || in.schema.Index(en.text) < 0) {
+			if isPy && (en.kind != kString || !python.IsIdent(en.text) || in.schema.Index(en.text) < 0) {
 				py, err := l.compilePython(in, en, "field "+k.text)
 				if err != nil {
 					return nil, err
 				}
-				op := fieldOp{name: k.text, src: -1, py: py, typ: py.typ}
+				op := fieldOp{name: k.text, src: -1, py: py, typ: py.Type}
 				ops, fields = setField(ops, fields, op)
 				continue
 			}
@@ -324,7 +326,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 				ops, fields = setField(ops, fields, op)
 				continue
 			}
-			if en.kind == kString && celIdent.MatchString(en.text) && in.schema.Index(en.text) >= 0 {
+			if en.kind == kString && celexpr.Ident.MatchString(en.text) && in.schema.Index(en.text) >= 0 {
 				// A bare field name is a copy: no program to run.
 				op.src = in.schema.Index(en.text)
 				op.typ = in.schema.Fields[op.src].Type
@@ -333,7 +335,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 				if err != nil {
 					return nil, err
 				}
-				op.prg, op.typ = prg, rowTypeOfCEL(typ)
+				op.prg, op.typ = prg, celexpr.RowType(typ)
 			}
 			ops, fields = setField(ops, fields, op)
 		}
@@ -345,7 +347,7 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if len(fields) == 0 {
 		return nil, l.errf(t.typNode, "MapToFields produces no fields")
 	}
-	dofn := &mapFieldsFn{out: out, ops: ops, act: activation{sc: sc}, pys: newPyEvals(ops)}
+	dofn := &mapFieldsFn{out: out, ops: ops, act: celexpr.NewActivation(sc), pys: newPyEvals(ops)}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(out.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)
@@ -368,34 +370,30 @@ func setField(ops []fieldOp, fields []row.Field, op fieldOp) ([]fieldOp, []row.F
 // filterFn is Filter's DoFn.
 type filterFn struct {
 	expr string
-	prg  *program
-	act  activation
+	prg  *celexpr.Program
+	act  celexpr.Activation
 	// py is the Python keep (language: python), with this worker's pe.
-	py *pyProgram
-	pe *pyEval
+	py *python.Program
+	pe *python.Eval
 }
 
 // Clone gives each worker its own activation.
 func (f *filterFn) Clone() any {
-	c := &filterFn{expr: f.expr, prg: f.prg, act: activation{sc: f.act.sc}, py: f.py}
+	c := &filterFn{expr: f.expr, prg: f.prg, act: celexpr.NewActivation(f.act.Scope()), py: f.py}
 	if f.py != nil {
-		c.pe = f.py.newEval()
+		c.pe = f.py.NewEval()
 	}
 	return c
 }
 
 func (f *filterFn) keep(in *rowT, pc *contract.ProcessContext) (bool, error) {
 	if f.pe != nil {
-		v, err := f.pe.at(pc).call(in, "keep")
-		if err != nil {
-			return false, err
-		}
-		return bool(v.Truth()), nil
+		return f.pe.At(pc).Truth(in, "keep")
 	}
-	f.act.reset(in, pc)
-	b, err := f.act.evalBool(f.prg)
+	f.act.Reset(in, pc)
+	b, err := f.act.EvalBool(f.prg)
 	if err != nil {
-		return false, evalError("keep", err)
+		return false, celexpr.EvalError("keep", err)
 	}
 	return b, nil
 }
@@ -416,7 +414,7 @@ func (f *filterFn) Process(pc *contract.ProcessContext, e contract.Element) erro
 }
 
 // boolExpr compiles an expression that must produce a bool.
-func (l *loader) boolExpr(sc *celScope, n *node, what string) (*program, error) {
+func (l *loader) boolExpr(sc *celexpr.Scope, n *node, what string) (*celexpr.Program, error) {
 	prg, typ, err := l.compileExpr(sc, n, what)
 	if err != nil {
 		return nil, err
@@ -444,13 +442,13 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, err
 		}
 		// Beam keeps an element when keep is truthy, as Python's if does.
-		dofn = &filterFn{expr: py.src, py: py, pe: py.newEval()}
+		dofn = &filterFn{expr: py.Src, py: py, pe: py.NewEval()}
 	} else {
 		prg, err := l.boolExpr(sc, kn, "keep")
 		if err != nil {
 			return nil, err
 		}
-		dofn = &filterFn{expr: kn.text, prg: prg, act: activation{sc: sc}}
+		dofn = &filterFn{expr: kn.text, prg: prg, act: celexpr.NewActivation(sc)}
 	}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
@@ -462,26 +460,28 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 
 type rule struct {
 	name, expr string
-	prg        *program
+	prg        *celexpr.Program
 }
 
 // validateFn is Validate's DoFn: the first failing rule rejects the
 // element with the rule's name as reason.
 type validateFn struct {
 	rules []rule
-	act   activation
+	act   celexpr.Activation
 }
 
 // Clone gives each worker its own activation.
-func (f *validateFn) Clone() any { return &validateFn{rules: f.rules, act: activation{sc: f.act.sc}} }
+func (f *validateFn) Clone() any {
+	return &validateFn{rules: f.rules, act: celexpr.NewActivation(f.act.Scope())}
+}
 
 func (f *validateFn) check(in *rowT, pc *contract.ProcessContext) error {
-	f.act.reset(in, pc)
+	f.act.Reset(in, pc)
 	for i := range f.rules {
 		r := &f.rules[i]
-		ok, err := f.act.evalBool(r.prg)
+		ok, err := f.act.EvalBool(r.prg)
 		if err != nil {
-			return evalError("rule "+r.name, err)
+			return celexpr.EvalError("rule "+r.name, err)
 		}
 		if !ok {
 			return &contract.ElementError{Reason: r.name, Message: fmt.Sprintf("rule %s failed: %s", r.name, r.expr)}
@@ -526,7 +526,7 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		rules = append(rules, rule{name: k.text, expr: rn.vals[i].text, prg: prg})
 	}
-	dofn := &validateFn{rules: rules, act: activation{sc: sc}}
+	dofn := &validateFn{rules: rules, act: celexpr.NewActivation(sc)}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)

@@ -132,6 +132,14 @@ func (n *node) plain() any {
 const (
 	maxDepth = 64
 	maxNodes = 1 << 20
+	// aliasBytesBase and aliasBytesPerByte bound the text of the tree with
+	// its aliases expanded (the alias_bytes budget): a file of n bytes may
+	// expand to aliasBytesBase + aliasBytesPerByte*n bytes of scalars, so
+	// that what the loader builds from the tree (rows, the graph's config)
+	// stays linear in the text. Counting values alone let one anchored
+	// 7 MB string aliased 1,000 times take a server to 3 GiB.
+	aliasBytesBase    = 1 << 20
+	aliasBytesPerByte = 2
 )
 
 type converter struct {
@@ -139,6 +147,10 @@ type converter struct {
 	anchors map[string]*node
 	sizes   map[*node]int
 	total   int
+	// bytes counts the scalar text of the tree, aliases expanded, against
+	// maxBytes; textBytes memoizes it per aliased node.
+	bytes, maxBytes int
+	textBytes       map[*node]int
 	// lines is the source, for the positions of block scalars' bodies.
 	lines []string
 }
@@ -190,7 +202,8 @@ func parseYAML(file string, src []byte) (root *node, err error) {
 	default:
 		return nil, (&converter{file: file}).errAt(starts[1], "the file holds %d YAML documents; want one pipeline", len(bodies))
 	}
-	c := &converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}, lines: strings.Split(string(src), "\n")}
+	c := &converter{file: file, anchors: map[string]*node{}, sizes: map[*node]int{}, lines: strings.Split(string(src), "\n"),
+		maxBytes: aliasBytesBase + aliasBytesPerByte*len(src), textBytes: map[*node]int{}}
 	return c.convert(bodies[0], 0)
 }
 
@@ -300,6 +313,13 @@ func (c *converter) convert(an ast.Node, depth int) (*node, error) {
 		if c.total > maxNodes {
 			return nil, c.errAt(tk, "the YAML has more than %d values once aliases are expanded", maxNodes)
 		}
+		c.bytes += c.text(v)
+		if c.bytes > c.maxBytes {
+			e := c.errAt(tk, "alias *%s passes the alias_bytes budget: the YAML's text with its aliases expanded would exceed %d bytes (1 MiB plus %d times the file's %d bytes); write the values out, or alias smaller ones",
+				name, c.maxBytes, aliasBytesPerByte, (c.maxBytes-aliasBytesBase)/aliasBytesPerByte).(*Error)
+			e.Err = ErrBudgetExceeded
+			return nil, e
+		}
 		return v, nil
 	case *ast.TagNode:
 		v, err := c.convert(x.Value, depth)
@@ -315,7 +335,28 @@ func (c *converter) convert(an ast.Node, depth int) (*node, error) {
 	default:
 		return nil, c.errAt(tk, "unsupported YAML construct (%s)", an.Type())
 	}
+	c.bytes += len(n.text)
 	return n, nil
+}
+
+// text is the scalar text of the tree n: the bytes it stands for when
+// an alias repeats it.
+func (c *converter) text(n *node) int {
+	if s, ok := c.textBytes[n]; ok {
+		return s
+	}
+	s := len(n.text)
+	for _, k := range n.keys {
+		s += len(k.text)
+	}
+	for _, v := range n.vals {
+		s += c.text(v)
+	}
+	for _, v := range n.seq {
+		s += c.text(v)
+	}
+	c.textBytes[n] = s
+	return s
 }
 
 func (c *converter) size(n *node) int {

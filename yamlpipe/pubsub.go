@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/window"
 )
@@ -48,6 +49,29 @@ func (l *loader) optDuration(m *node, key string) (time.Duration, bool, error) {
 		return 0, false, err
 	}
 	return time.Duration(d) * time.Millisecond, true, nil
+}
+
+// idleTimeout reads ReadFromPubSub's idle_timeout: a duration, 0 or
+// absent for the default (pubsub.DefaultIdleTimeout), or never, which
+// disables idle advancement (a negative pubsub IdleTimeout): a caught-up
+// subscription then holds its watermark until messages move it, as a
+// backfill of historical event times needs.
+func (l *loader) idleTimeout(n *node) (time.Duration, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if n.kind == kString && n.text == "never" {
+		return -1, nil
+	}
+	text, err := l.str(n, "idle_timeout")
+	if err != nil {
+		return 0, err
+	}
+	d, err := mtime.ParseDuration(text)
+	if err != nil {
+		return 0, l.wrapf(n, err, "bad idle_timeout (want a duration such as 5s or 24h, 0 for the default 5s, or never to disable idle advancement)")
+	}
+	return time.Duration(d) * time.Millisecond, nil
 }
 
 // buildReadFromPubSub compiles ReadFromPubSub: a subscription (or a topic,
@@ -108,9 +132,9 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 			cfg.Watermark.MaxOutOfOrderness = -1 // explicitly none
 		}
 	}
-	if d, ok, err := l.optDuration(t.config, "idle_timeout"); err != nil {
+	if d, err := l.idleTimeout(t.config.get("idle_timeout")); err != nil {
 		return nil, err
-	} else if ok {
+	} else {
 		cfg.Watermark.IdleTimeout = d
 	}
 	if d, ok, err := l.optDuration(t.config, "max_future_skew"); err != nil {

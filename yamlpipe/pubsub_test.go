@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +212,50 @@ func regionTotals(t *testing.T, db string) (map[string]int64, int64) {
 		t.Fatal(err)
 	}
 	return got, count
+}
+
+// ReadFromPubSub's idle_timeout: absent or 0 is the default (5s), a
+// duration is that, and never disables idle advancement, which a backfill
+// of historical event times needs (issue 22 item 9: before, nothing
+// disabled it and backfills needed idle_timeout: 24h).
+func TestReadFromPubSubIdleTimeout(t *testing.T) {
+	b := ordersBroker(t, t.TempDir())
+	for _, tc := range []struct {
+		value string // "" leaves the key out
+		want  time.Duration
+		err   string
+	}{
+		{"", pubsub.DefaultIdleTimeout, ""},
+		{"0", pubsub.DefaultIdleTimeout, ""},
+		{"30s", 30 * time.Second, ""},
+		{"24h", 24 * time.Hour, ""},
+		{"never", -1, ""},
+		{"sometimes", 0, "f.yaml:5:58: bad idle_timeout (want a duration such as 5s or 24h, 0 for the default 5s, or never to disable idle advancement)"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			opt := ""
+			if tc.value != "" {
+				opt = ", idle_timeout: " + tc.value
+			}
+			src := "pipeline:\n  transforms:\n    - type: ReadFromPubSub\n      name: Orders\n      config: {topic: orders, format: raw" + opt + "}\n" +
+				"    - type: LogForTesting\n      input: Orders\n"
+			p, err := Load("f.yaml", []byte(src), Options{Job: &JobEnv{Name: "j", ID: "j-1", Generation: 1, Broker: b}, LogOutput: io.Discard})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			src2, ok := p.Program().Code["Orders"].(*pubsub.Source)
+			if !ok {
+				t.Fatalf("step Orders is a %T, not a *pubsub.Source", p.Program().Code["Orders"])
+			}
+			if got := src2.Config().Watermark.IdleTimeout; got != tc.want {
+				t.Fatalf("IdleTimeout = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

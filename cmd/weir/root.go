@@ -102,6 +102,10 @@ type env struct {
 // Main runs the weir CLI with args (without the program name) and returns
 // the process exit code. Errors are printed to stderr as "weir: ...".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if yamlpipe.IsJinjaSandboxChild() {
+		// A Jinja render of this binary's own sandbox (jinjaSandbox).
+		return yamlpipe.ServeJinjaSandbox(os.Stdin, stdout)
+	}
 	e := &env{stdout: stdout, stderr: stderr, logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	root := newRootCommand(e)
 	root.SetArgs(args)
@@ -255,4 +259,15 @@ func addJinjaFlags(root *cobra.Command, dst *string) {
 	root.PersistentFlags().StringVar(dst, "jinja-variables", "", usage)
 	root.PersistentFlags().StringVar(dst, "jinja_variables", "", usage)
 	_ = root.PersistentFlags().MarkHidden("jinja_variables")
+}
+
+// jinjaSandbox renders Jinja templates in a child process of this binary,
+// within the render budgets' memory and time (yamlpipe.JinjaSandbox); nil,
+// rendering in this process, when the binary cannot be found.
+func jinjaSandbox() *yamlpipe.JinjaSandbox {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return &yamlpipe.JinjaSandbox{Exe: exe}
 }

@@ -560,7 +560,7 @@ func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}
-	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut, JinjaVariables: jinja})
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, LogOutput: logOut, JinjaVariables: jinja, JinjaSandbox: jinjaSandbox()})
 	if errors.Is(err, yamlpipe.ErrNeedsServer) {
 		return nil, withCode(ExitNeedsServer, err)
 	}
@@ -696,7 +696,11 @@ func readPipelineFile(path string, jinja map[string]any) ([]byte, error) {
 	if jinja == nil && !yamlpipe.HasJinja(src) {
 		return src, nil
 	}
-	out, err := yamlpipe.RenderJinja(path, src, jinja)
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, withCode(ExitInvalidPipeline, fmt.Errorf("the working directory, where the template's includes resolve from: %w", err))
+	}
+	out, err := yamlpipe.RenderJinjaWith(context.Background(), path, src, jinja, false, jinjaSandbox(), wd)
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

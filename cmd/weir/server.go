@@ -130,7 +130,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		MaxConnections: nonZero(f.maxConns), MaxConnectionsPerAddress: nonZero(f.maxConnsPerAddr),
 		ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey, StorageRetryInterval: f.storageRetryInterval,
-		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, JinjaSandbox: jinjaSandbox()})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, err)
 	}

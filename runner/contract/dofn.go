@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"context"
+
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -26,6 +28,7 @@ type SideInputs interface {
 // each element in turn (SetCurrent), so the per-element cost is a pointer
 // store; outputs go to the executor's Emitter.
 type ProcessContext struct {
+	ctx    context.Context
 	out    Emitter
 	side   SideInputs
 	clock  mtime.Clock
@@ -34,10 +37,23 @@ type ProcessContext struct {
 }
 
 // NewProcessContext returns the context of one step instance run by worker
-// worker: outputs go to out, Now reads clock, and SideInput reads side (nil
-// when the step has no side inputs). For executors.
-func NewProcessContext(out Emitter, side SideInputs, clock mtime.Clock, worker int) ProcessContext {
-	return ProcessContext{out: out, side: side, clock: clock, worker: worker}
+// worker in the run of ctx: outputs go to out, Now reads clock, and
+// SideInput reads side (nil when the step has no side inputs). For
+// executors.
+func NewProcessContext(ctx context.Context, out Emitter, side SideInputs, clock mtime.Clock, worker int) ProcessContext {
+	return ProcessContext{ctx: ctx, out: out, side: side, clock: clock, worker: worker}
+}
+
+// Context returns the context of the run: it is done when the run is
+// cancelled, so code that may compute for long (an expression's loop)
+// stops with it. A step that stops for it returns an error wrapping
+// ctx.Err(), which the executor takes for the end of the run, not for a
+// failed element.
+func (pc *ProcessContext) Context() context.Context {
+	if pc.ctx == nil {
+		return context.Background()
+	}
+	return pc.ctx
 }
 
 // SetCurrent makes e the element being processed. For executors, before

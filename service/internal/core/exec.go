@@ -103,9 +103,10 @@ func UnmarshalJob(b []byte, j *record.Job) error {
 	return nil
 }
 
-// accessCode is the code of a pipeline that does not load: what the
-// server's access rules refused, else INVALID_PIPELINE.
-func accessCode(err error) errcode.Code {
+// AccessCode is the code of a pipeline that does not load: what the
+// server's access rules or the loader's budgets refused, else
+// INVALID_PIPELINE.
+func AccessCode(err error) errcode.Code {
 	switch {
 	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
 		return errcode.PathNotAllowed
@@ -113,6 +114,8 @@ func accessCode(err error) errcode.Code {
 		return errcode.SQLHostNotAllowed
 	case errors.Is(err, yamlpipe.ErrOutputExists):
 		return errcode.OutputExists
+	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
+		return errcode.PipelineBudgetExceeded
 	}
 	return errcode.InvalidPipeline
 }
@@ -142,7 +145,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		Access: s.Opts.Access, CheckOutputs: !graphOnly,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
-		code := accessCode(err)
+		code := AccessCode(err)
 		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
 			code = errcode.SQLIdentifierTooLong
 		}

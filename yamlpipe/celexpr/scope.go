@@ -1,4 +1,19 @@
-package yamlpipe
+// Package celexpr is the CEL bridge of the YAML front door: it compiles
+// CEL expressions over the fields of a schema'd row (package row), with a
+// native fast path for the simplest ones, and evaluates them per element
+// within budgets (see Limits).
+//
+// An expression sees each field of the element as a top-level variable of
+// the field's type, the whole element as `element` (a map), each side input
+// by name, and the element metadata the caller declares (Meta) by name when
+// the row has no field of that name. Programs are compiled once per step
+// against the input schema; at run time an activation (one per worker)
+// resolves a variable by an index into the row, converting only the values
+// the expression actually reads.
+//
+// It may import row, mtime, runner/contract, cel.dev/cel-go and the
+// standard library.
+package celexpr
 
 import (
 	"errors"
@@ -20,15 +35,8 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 )
 
-// The CEL bridge. An expression sees each field of the element as a
-// top-level variable of the field's type, the whole element as `element`
-// (a map), and each side input by name. Programs are compiled once per step
-// against the input schema; at run time an activation (one per worker)
-// resolves a variable by an index into the row, converting only the values
-// the expression actually reads.
-
-// celIdent matches names usable as CEL variables.
-var celIdent = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+// Ident matches names usable as CEL variables.
+var Ident = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
 
 // celReserved are CEL keywords and reserved words: fields so named are
 // reachable only as element['name'].
@@ -47,36 +55,33 @@ const (
 	slotElement = -1
 	// slotSide0 - i is side input i.
 	slotSide0 = -2
-	// slotMeta0 - i is the element metadata metaVars[i].
+	// slotMeta0 - i is the element metadata meta[i].
 	slotMeta0 = -1 << 20
 )
 
-// metaVars are the element metadata an expression reads by name when the
-// row has no field of that name: the element's window and pane, as
-// ExtractWindowingInfo gives them. A Combine written for Beam (with
-// language) keeps its rows to the group_by fields and the aggregates, so
-// window_start, window_end and pane after it are these, not fields.
-var metaVars = []windowInfo{infoWindowStart, infoWindowEnd, infoPaneInfo}
-
-// metaVarName is the variable name of metadata w.
-func metaVarName(w windowInfo) string {
-	if w == infoPaneInfo {
-		return fieldPane
-	}
-	return string(w)
+// Meta is a piece of element metadata an expression reads by name when the
+// row has no field of that name (the YAML front door declares the
+// element's window and pane this way).
+type Meta struct {
+	// Name is the variable's name.
+	Name string
+	// Type is the type of its values.
+	Type row.Type
+	// Value returns its value for an element.
+	Value func(*contract.Element) any
 }
 
-// sideDecl declares a side input visible to CEL: a list of rows, or a map
+// Side declares a side input visible to CEL: a list of rows, or a map
 // of rows keyed by the value of KeyField.
-type sideDecl struct {
+type Side struct {
 	Name     string
 	Schema   *row.Schema
 	KeyField int // -1: a list
 }
 
-// celScope is the compiled environment of one step: schema, variables and
+// Scope is the compiled environment of one step: schema, variables and
 // side inputs. It is read-only once built and shared by workers.
-type celScope struct {
+type Scope struct {
 	env    *cel.Env
 	schema *row.Schema
 	vars   map[string]int
@@ -84,9 +89,13 @@ type celScope struct {
 	// for the few variables of a typical schema.
 	names  []string
 	slots  []int
-	sides  []sideDecl
+	sides  []Side
+	meta   []Meta
 	builds []func([]any) any
-	prgOpt []cel.ProgramOption
+	// prgOpt plans the programs whose cost is bounded statically;
+	// tracked, with the budgets, the others (see limits.go).
+	prgOpt  []cel.ProgramOption
+	tracked []cel.ProgramOption
 }
 
 // celTypeOf maps a row type to the CEL type declared for it.
@@ -113,18 +122,21 @@ func celTypeOf(t row.Type) *cel.Type {
 	return cel.DynType
 }
 
-// newCELScope builds the environment for expressions over rows of schema.
-func newCELScope(schema *row.Schema, sides []sideDecl, prgOpts ...cel.ProgramOption) (*celScope, error) {
-	sc := &celScope{schema: schema, vars: map[string]int{}, sides: sides,
-		prgOpt: append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, prgOpts...)}
+// NewScope builds the environment for expressions over rows of schema,
+// with side inputs sides and element metadata meta; prgOpts are extra CEL
+// program options.
+func NewScope(schema *row.Schema, sides []Side, meta []Meta, prgOpts ...cel.ProgramOption) (*Scope, error) {
+	sc := &Scope{schema: schema, vars: map[string]int{}, sides: sides, meta: meta,
+		prgOpt:  append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, prgOpts...),
+		tracked: append(append([]cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}, limitOptions()...), prgOpts...)}
 	opts := []cel.EnvOption{
-		ext.Strings(), ext.Math(), ext.Lists(), ext.Sets(), ext.Encoders(),
+		ext.Strings(), boundedReplace(), ext.Math(), ext.Lists(), ext.Sets(), ext.Encoders(),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(10000),
 		cel.ParserRecursionLimit(100),
 	}
 	for i, f := range schema.Fields {
-		if !celIdent.MatchString(f.Name) || (celReserved(f.Name) && f.Name != "element") {
+		if !Ident.MatchString(f.Name) || (celReserved(f.Name) && f.Name != "element") {
 			continue
 		}
 		sc.vars[f.Name] = i
@@ -135,7 +147,7 @@ func newCELScope(schema *row.Schema, sides []sideDecl, prgOpts ...cel.ProgramOpt
 		opts = append(opts, cel.Variable("element", cel.MapType(cel.StringType, cel.DynType)))
 	}
 	for i, sd := range sides {
-		if !celIdent.MatchString(sd.Name) || celReserved(sd.Name) {
+		if !Ident.MatchString(sd.Name) || celReserved(sd.Name) {
 			return nil, fmt.Errorf("side input name %q is not usable in CEL (use letters, digits and _)", sd.Name)
 		}
 		if _, taken := sc.vars[sd.Name]; taken {
@@ -150,13 +162,12 @@ func newCELScope(schema *row.Schema, sides []sideDecl, prgOpts ...cel.ProgramOpt
 		}
 		sc.builds = append(sc.builds, sideBuilder(sd))
 	}
-	for i, w := range metaVars {
-		name := metaVarName(w)
-		if _, taken := sc.vars[name]; taken {
+	for i, m := range meta {
+		if _, taken := sc.vars[m.Name]; taken {
 			continue
 		}
-		sc.vars[name] = slotMeta0 - i
-		opts = append(opts, cel.Variable(name, celTypeOf(w.typ())))
+		sc.vars[m.Name] = slotMeta0 - i
+		opts = append(opts, cel.Variable(m.Name, celTypeOf(m.Type)))
 	}
 	env, err := cel.NewEnv(opts...)
 	if err != nil {
@@ -172,41 +183,48 @@ func newCELScope(schema *row.Schema, sides []sideDecl, prgOpts ...cel.ProgramOpt
 	return sc, nil
 }
 
-// celError is a compile error with its position inside the expression.
-type celError struct {
+// Error is a compile error with its position inside the expression.
+type Error struct {
 	Line, Col int // 1-based, within the expression
 	Msg       string
 }
 
-func (e *celError) Error() string { return e.Msg }
+func (e *Error) Error() string { return e.Msg }
 
-// program is a compiled expression: the CEL program and, for simple
+// Program is a compiled expression: the CEL Program and, for simple
 // expressions, its native fast path.
-type program struct {
+type Program struct {
 	prg    cel.Program
 	native nfn
+	// loop is true when the expression has a comprehension: it is
+	// evaluated under the run's context (see limits.go).
+	loop bool
 }
 
-// compile type-checks expr and returns its program and output type.
-func (sc *celScope) compile(expr string) (*program, *cel.Type, error) {
+// Compile type-checks expr and returns its Program and output type.
+func (sc *Scope) Compile(expr string) (*Program, *cel.Type, error) {
 	ast, iss := sc.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		errs := iss.Errors()
 		if len(errs) > 0 {
 			e := errs[0]
-			return nil, nil, &celError{Line: e.Location.Line(), Col: e.Location.Column() + 1, Msg: e.Message}
+			return nil, nil, &Error{Line: e.Location.Line(), Col: e.Location.Column() + 1, Msg: e.Message}
 		}
 		return nil, nil, iss.Err()
 	}
-	prg, err := sc.env.Program(ast, sc.prgOpt...)
+	opts := sc.prgOpt
+	if !sc.boundedCost(ast) {
+		opts = sc.tracked
+	}
+	prg, err := sc.env.Program(ast, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the expression: %w", err)
 	}
-	return &program{prg: prg, native: sc.compileNative(ast.NativeRep())}, ast.OutputType(), nil
+	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep())}, ast.OutputType(), nil
 }
 
-// fieldsHint lists the variables an expression may use, for messages.
-func (sc *celScope) fieldsHint() string {
+// FieldsHint lists the variables an expression may use, for messages.
+func (sc *Scope) FieldsHint() string {
 	var parts []string
 	for _, f := range sc.schema.Fields {
 		parts = append(parts, f.Name+" "+f.Type.String())
@@ -220,8 +238,8 @@ func (sc *celScope) fieldsHint() string {
 	return "fields: " + strings.Join(parts, ", ")
 }
 
-// rowTypeOfCEL maps an expression's output type to a row type.
-func rowTypeOfCEL(t *cel.Type) row.Type {
+// RowType maps an expression's output type to a row type.
+func RowType(t *cel.Type) row.Type {
 	if t == nil {
 		return row.Of(row.KindAny)
 	}
@@ -238,34 +256,34 @@ func rowTypeOfCEL(t *cel.Type) row.Type {
 		return row.Of(row.KindTimestamp)
 	case types.ListKind:
 		if ps := t.Parameters(); len(ps) == 1 {
-			return row.ListOf(rowTypeOfCEL(ps[0]))
+			return row.ListOf(RowType(ps[0]))
 		}
 		return row.ListOf(row.Of(row.KindAny))
 	}
 	return row.Of(row.KindAny)
 }
 
-// activation resolves variables against one row. Each worker owns one
+// Activation resolves variables against one row. Each worker owns one
 // (DoFns clone it per worker), so it is never used concurrently.
-type activation struct {
-	sc   *celScope
+type Activation struct {
+	sc   *Scope
 	r    *row.Row
 	elem ref.Val
 	pc   *contract.ProcessContext
-	// frame wraps the activation for the interpreter. It is created once
+	// frame wraps the Activation for the interpreter. It is created once
 	// and reused for every evaluation by this worker, saving a pool round
 	// trip per element; it is never shared and never closed.
 	frame *interpreter.ExecutionFrame
 }
 
-// evalBool runs a boolean expression over the current row.
-func (a *activation) evalBool(p *program) (bool, error) {
+// EvalBool runs a boolean expression over the current row.
+func (a *Activation) EvalBool(p *Program) (bool, error) {
 	if p.native != nil {
 		if v, ok := p.native(a.r.Values); ok && v.k == nBool {
 			return v.i == 1, nil
 		}
 	}
-	v, err := a.eval(p.prg)
+	v, err := a.eval(p)
 	if err != nil {
 		return false, err
 	}
@@ -276,23 +294,29 @@ func (a *activation) evalBool(p *program) (bool, error) {
 	return bool(b), nil
 }
 
-// evalValue runs an expression over the current row and converts its
+// EvalValue runs an expression over the current row and converts its
 // result to a row value of type t.
-func (a *activation) evalValue(p *program, t row.Type) (any, error) {
+func (a *Activation) EvalValue(p *Program, t row.Type) (any, error) {
 	if p.native != nil {
 		if v, ok := p.native(a.r.Values); ok {
 			return v.native(), nil
 		}
 	}
-	v, err := a.eval(p.prg)
+	v, err := a.eval(p)
 	if err != nil {
 		return nil, err
 	}
-	return fromCEL(v, t)
+	return FromCEL(v, t)
 }
 
-// eval runs prg over the current row.
-func (a *activation) eval(prg cel.Program) (ref.Val, error) {
+// eval runs p over the current row. A program with a comprehension runs
+// under the run's context, in a frame of its own.
+func (a *Activation) eval(p *Program) (ref.Val, error) {
+	if p.loop && a.pc != nil {
+		ctx := a.pc.Context()
+		v, _, err := p.prg.ContextEval(ctx, a)
+		return v, evalErr(ctx, err)
+	}
 	if a.frame == nil {
 		f, err := interpreter.NewExecutionFrame(a)
 		if err != nil {
@@ -300,12 +324,12 @@ func (a *activation) eval(prg cel.Program) (ref.Val, error) {
 		}
 		a.frame = f
 	}
-	v, _, err := prg.Eval(a.frame)
-	return v, err
+	v, _, err := p.prg.Eval(a.frame)
+	return v, evalErr(nil, err)
 }
 
 // slot returns the variable slot of name.
-func (sc *celScope) slot(name string) (int, bool) {
+func (sc *Scope) slot(name string) (int, bool) {
 	if sc.names != nil {
 		for i, n := range sc.names {
 			if n == name {
@@ -318,14 +342,33 @@ func (sc *celScope) slot(name string) (int, bool) {
 	return s, ok
 }
 
-var _ interpreter.Activation = (*activation)(nil)
+var _ interpreter.Activation = (*Activation)(nil)
 
-func (a *activation) reset(r *row.Row, pc *contract.ProcessContext) {
+// NewActivation returns an activation over sc for one worker.
+func NewActivation(sc *Scope) Activation { return Activation{sc: sc} }
+
+// Scope returns the scope the activation resolves names in.
+func (a *Activation) Scope() *Scope { return a.sc }
+
+// Schema returns the schema the scope's expressions read.
+func (sc *Scope) Schema() *row.Schema { return sc.schema }
+
+// WithoutFastPath returns p without its native fast path, so that every
+// evaluation goes through CEL (for benchmarks and tests).
+func (p *Program) WithoutFastPath() *Program {
+	q := *p
+	q.native = nil
+	return &q
+}
+
+// Reset points the activation at row r, processed in pc (nil outside a
+// step).
+func (a *Activation) Reset(r *row.Row, pc *contract.ProcessContext) {
 	a.r, a.elem, a.pc = r, nil, pc
 }
 
 // ResolveName implements interpreter.Activation.
-func (a *activation) ResolveName(name string) (any, bool) {
+func (a *Activation) ResolveName(name string) (any, bool) {
 	slot, ok := a.sc.slot(name)
 	if !ok {
 		return nil, false
@@ -349,7 +392,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		if cur == nil {
 			return types.NullValue, true
 		}
-		return toCEL(metaVars[slotMeta0-slot].value(cur)), true
+		return toCEL(a.sc.meta[slotMeta0-slot].Value(cur)), true
 	}
 	i := slotSide0 - slot
 	if a.pc == nil {
@@ -359,7 +402,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 // Parent implements interpreter.Activation.
-func (a *activation) Parent() interpreter.Activation { return nil }
+func (a *Activation) Parent() interpreter.Activation { return nil }
 
 // toCEL converts a row value to a CEL value.
 func toCEL(v any) ref.Val {
@@ -411,7 +454,7 @@ func rowToCEL(r *row.Row) ref.Val {
 // sideBuilder returns the function that turns the elements of a side input
 // in one window into the CEL value an expression sees (cached per window by
 // the runner).
-func sideBuilder(sd sideDecl) func([]any) any {
+func sideBuilder(sd Side) func([]any) any {
 	return func(elems []any) any {
 		if sd.KeyField < 0 {
 			l := make([]ref.Val, 0, len(elems))
@@ -437,8 +480,8 @@ func sideBuilder(sd sideDecl) func([]any) any {
 // errNotRepresentable reports a CEL value a row cannot hold.
 var errNotRepresentable = errors.New("value cannot be stored in a row")
 
-// fromCEL converts an expression's result to a row value of type t.
-func fromCEL(v ref.Val, t row.Type) (any, error) {
+// FromCEL converts an expression's result to a row value of type t.
+func FromCEL(v ref.Val, t row.Type) (any, error) {
 	if v == nil || v == types.NullValue {
 		return nil, nil
 	}
@@ -543,9 +586,4 @@ func celToNative(v ref.Val, depth int) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %s", errNotRepresentable, v.Type().TypeName())
-}
-
-// evalError wraps a CEL runtime failure as an element error.
-func evalError(what string, err error) error {
-	return &contract.ElementError{Reason: "evaluation_error", Message: fmt.Sprintf("%s: %v", what, err)}
 }

@@ -1,4 +1,4 @@
-package yamlpipe
+package celexpr
 
 import (
 	"math"
@@ -14,7 +14,7 @@ import (
 // row's values, so the common `amount > 0` or `amount * 100` costs a few
 // nanoseconds and no allocation. Whenever the fast path is unsure (a null
 // field, an overflow, a division by zero, mixed numeric kinds) it reports
-// !ok and the caller evaluates the CEL program instead, so results and
+// !ok and the caller evaluates the CEL Program instead, so results and
 // errors are always CEL's own. FuzzCEL checks the two agree.
 
 // nval is a native value: kind plus payload.
@@ -39,11 +39,11 @@ type nfn func(vals []any) (v nval, ok bool)
 
 // compileNative returns the fast path for the checked AST, or nil when the
 // expression uses anything outside the supported subset.
-func (sc *celScope) compileNative(a *celast.AST) nfn {
+func (sc *Scope) compileNative(a *celast.AST) nfn {
 	return sc.nativeExpr(a.Expr(), 0)
 }
 
-func (sc *celScope) nativeExpr(e celast.Expr, depth int) nfn {
+func (sc *Scope) nativeExpr(e celast.Expr, depth int) nfn {
 	if depth > 32 {
 		return nil
 	}

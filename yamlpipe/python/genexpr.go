@@ -1,4 +1,4 @@
-package yamlpipe
+package python
 
 import (
 	"sort"
@@ -154,9 +154,9 @@ func pyKeepUnknownEscapes(src string) string {
 	return string(append(out, src[last:]...))
 }
 
-// pyPrepare rewrites Python source into weir's dialect before it is
+// Prepare rewrites Python source into weir's dialect before it is
 // parsed: imports of the predeclared modules blanked, unknown string
 // escapes kept, generator expressions made lists.
-func pyPrepare(src string) string {
+func Prepare(src string) string {
 	return pyGeneratorArgs(pyKeepUnknownEscapes(pyBlankImports(src)))
 }

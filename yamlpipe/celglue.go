@@ -1,0 +1,38 @@
+package yamlpipe
+
+import (
+	"cel.dev/cel-go/cel"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+)
+
+// metaVars are the element metadata an expression reads by name when the
+// row has no field of that name: the element's window and pane, as
+// ExtractWindowingInfo gives them. A Combine written for Beam (with
+// language) keeps its rows to the group_by fields and the aggregates, so
+// window_start, window_end and pane after it are these, not fields.
+var metaVars = []windowInfo{infoWindowStart, infoWindowEnd, infoPaneInfo}
+
+// metaVarName is the variable name of metadata w.
+func metaVarName(w windowInfo) string {
+	if w == infoPaneInfo {
+		return fieldPane
+	}
+	return string(w)
+}
+
+// celMeta declares metaVars to CEL.
+func celMeta() []celexpr.Meta {
+	out := make([]celexpr.Meta, len(metaVars))
+	for i, w := range metaVars {
+		out[i] = celexpr.Meta{Name: metaVarName(w), Type: w.typ(), Value: w.value}
+	}
+	return out
+}
+
+// newCELScope builds the CEL environment of a step over rows of schema,
+// with the element metadata of metaVars.
+func newCELScope(schema *row.Schema, sides []celexpr.Side, prgOpts ...cel.ProgramOption) (*celexpr.Scope, error) {
+	return celexpr.NewScope(schema, sides, celMeta(), prgOpts...)
+}
