@@ -10,15 +10,15 @@ import (
 	"github.com/weir-dev/weir/service"
 )
 
-// DefaultMaxObjects is the default of each of Limits' fields (--max-jobs,
-// --max-topics, --max-subscriptions).
+// DefaultMaxObjects is the default of --max-jobs (which the job service
+// enforces: service.Options.MaxJobs) and of Limits' fields (--max-topics,
+// --max-subscriptions).
 const DefaultMaxObjects = 1000
 
-// Limits bound what clients may create; 0 (or less) is no limit.
+// Limits bound the topics and subscriptions clients may create; 0 (or
+// less) is no limit. Jobs are bounded by the job service itself, for every
+// way a job is created (service.Options.MaxJobs).
 type Limits struct {
-	// Jobs bounds the active jobs (POST /v1/jobs; an update replaces a job
-	// and is not counted).
-	Jobs int
 	// Topics bounds the topics clients create (dead-letter topics, which
 	// jobs create, are not counted).
 	Topics int
@@ -26,7 +26,7 @@ type Limits struct {
 	Subscriptions int
 }
 
-// WithLimits bounds the jobs, topics and subscriptions clients may create
+// WithLimits bounds the topics and subscriptions clients may create
 // (LIMIT_EXCEEDED, 409, past a limit). Without it nothing is bounded.
 func WithLimits(l Limits) ServerOption {
 	return func(s *Server) { s.limits = l }
@@ -35,22 +35,7 @@ func WithLimits(l Limits) ServerOption {
 // creations serialises the creations of one kind of object with their
 // limit check, so concurrent requests cannot pass a limit together.
 type creations struct {
-	jobs, topics, subscriptions sync.Mutex
-}
-
-// admitJob checks the jobs limit; call with s.creating.jobs held.
-func (s *Server) admitJob() error {
-	if s.limits.Jobs <= 0 {
-		return nil
-	}
-	active, err := s.svc.List(service.StatusActive)
-	if err != nil {
-		return err
-	}
-	if len(active) >= s.limits.Jobs {
-		return service.NewError(errcode.LimitExceeded, "the server already runs %d active jobs, its limit (--max-jobs %d): drain or cancel one first, or restart the server with a higher --max-jobs", len(active), s.limits.Jobs)
-	}
-	return nil
+	topics, subscriptions sync.Mutex
 }
 
 // admitTopic checks the topics limit; call with s.creating.topics held.

@@ -203,13 +203,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	s.creating.jobs.Lock()
-	err := s.admitJob()
-	var j *record.Job
-	if err == nil {
-		j, err = s.svc.Submit(r.Context(), serviceSubmit(req))
-	}
-	s.creating.jobs.Unlock()
+	// The service admits the job against --max-jobs (core.Tx.Admit), as
+	// every other way a job is created.
+	j, err := s.svc.Submit(r.Context(), serviceSubmit(req))
 	if err != nil {
 		s.writeError(w, err)
 		return

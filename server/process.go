@@ -292,7 +292,8 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access})
+		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access,
+		MaxJobs: objectLimit(cfg.MaxJobs)})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}
@@ -438,14 +439,8 @@ func (p *Process) Address() string {
 // Serve starts serving the API in the background and writes the control
 // file.
 func (p *Process) Serve() error {
-	limit := func(n int) int {
-		if n == 0 {
-			return api.DefaultMaxObjects
-		}
-		return n
-	}
-	opts := []api.ServerOption{api.WithPubSub(p.broker), api.WithLimits(api.Limits{Jobs: limit(p.cfg.MaxJobs),
-		Topics: limit(p.cfg.MaxTopics), Subscriptions: limit(p.cfg.MaxSubscriptions)})}
+	opts := []api.ServerOption{api.WithPubSub(p.broker), api.WithLimits(api.Limits{
+		Topics: objectLimit(p.cfg.MaxTopics), Subscriptions: objectLimit(p.cfg.MaxSubscriptions)})}
 	if p.cfg.Kind == KindProgram {
 		opts = append(opts, api.WithRelease(p.release))
 	}
@@ -630,4 +625,13 @@ type deadLetters struct{ b *pubsub.Broker }
 func (d deadLetters) PublishDeadLetter(ctx context.Context, jobName, _ string, r contract.Reject) error {
 	_, err := d.b.PublishReject(ctx, jobName, r, pubsub.RejectID(r))
 	return err
+}
+
+// objectLimit is the limit --max-jobs, --max-topics or --max-subscriptions
+// n sets: 0 is the default (api.DefaultMaxObjects), a negative one none.
+func objectLimit(n int) int {
+	if n == 0 {
+		return api.DefaultMaxObjects
+	}
+	return n
 }

@@ -87,6 +87,13 @@ type Options struct {
 	// same interval paces the retries of a sink whose commit failed
 	// (SINK_UNAVAILABLE). Default 10s; at least 10ms.
 	StorageRetryInterval time.Duration
+	// MaxJobs bounds the active jobs (the server's --max-jobs): every way a
+	// job is created — a submission, a Go program's start, a job from a
+	// snapshot, a replacement under a name without an active job — is
+	// refused with LIMIT_EXCEEDED once that many are active (Tx.Admit). An
+	// update or replacement of a name's active job is not counted. 0 (or
+	// less): no limit.
+	MaxJobs int
 }
 
 // Defaults of Options.
@@ -406,11 +413,17 @@ func (s *Core) Create(ctx context.Context, l *record.Lineage, j *record.Job) err
 		return err
 	}
 	err = s.Update(func(tx *Tx) error {
+		if err := tx.Admit(j.Name); err != nil {
+			return err
+		}
 		tx.StateEvent(w, j, 0)
-		return tx.Apply(w)
+		if err := tx.Apply(w); err != nil {
+			return errcode.Internalf("recording job %s: %w", j.ID, err)
+		}
+		return nil
 	})
 	if err != nil {
-		return errcode.Internalf("recording job %s: %w", j.ID, err)
+		return err
 	}
 	log := s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name, "generation", j.Generation, "type", j.Type)
 	if j.SDK != "" {

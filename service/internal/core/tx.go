@@ -3,6 +3,7 @@ package core
 import (
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -143,4 +144,45 @@ func (s *Core) Spawn(fn func()) bool {
 		}()
 	}
 	return started
+}
+
+// Admit refuses, as LIMIT_EXCEEDED, a new active job of name when the
+// service runs Options.MaxJobs active jobs already. A name that has an
+// active job is replaced, not added to: it is always admitted. Every way a
+// job is created calls it in the Tx that records the job, so two requests
+// cannot pass the limit together.
+func (tx *Tx) Admit(name string) error {
+	s := tx.s
+	if s == nil {
+		return errTxDone
+	}
+	max := s.Opts.MaxJobs
+	if max <= 0 {
+		return nil
+	}
+	l, err := s.ReadLineage(name)
+	if err != nil {
+		return err
+	}
+	if l.ActiveJobID != "" {
+		return nil
+	}
+	active := 0
+	err = s.Store.Scan("job/", func(_ string, v []byte) error {
+		j := &record.Job{}
+		if err := UnmarshalJob(v, j); err != nil {
+			return err
+		}
+		if j.Active() {
+			active++
+		}
+		return nil
+	})
+	if err != nil {
+		return errcode.Internalf("counting the active jobs: %w", err)
+	}
+	if active >= max {
+		return errcode.Errorf(errcode.LimitExceeded, "the server already runs %d active jobs, its limit (--max-jobs %d): drain or cancel one first, or restart the server with a higher --max-jobs", active, max)
+	}
+	return nil
 }

@@ -155,8 +155,17 @@ func (s *Replace) recordReplacementJob(nj *record.Job, l *record.Lineage, g *gra
 	if err != nil {
 		return err
 	}
-	if err := s.Apply(w); err != nil {
-		return errcode.Internalf("recording job %s: %w", nj.ID, err)
+	err = s.Update(func(tx *core.Tx) error {
+		if err := tx.Admit(nj.Name); err != nil { // a replacement under a new name adds an active job
+			return err
+		}
+		if err := tx.Apply(w); err != nil {
+			return errcode.Internalf("recording job %s: %w", nj.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.Opts.Logger.Info("replacement job created", "job_id", nj.ID, "job_name", nj.Name, "generation", gen,
 		"replaces_job_id", nj.ReplacesJobID, "strategy", nj.Replacement.Strategy, "phase", nj.Replacement.Phase)

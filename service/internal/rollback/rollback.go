@@ -254,6 +254,9 @@ func (s *Rollback) Do(ctx context.Context, req RollbackRequest) (*RollbackResult
 		return nil, err
 	}
 	err = s.Update(func(tx *core.Tx) error {
+		if err := tx.Admit(nj.Name); err != nil { // it replaces the name's active job: admitted
+			return err
+		}
 		tx.AddEvent(w, cur.ID, record.EventReplacementPhase, record.SeverityInfo, fmt.Sprintf("rollback to generation %d: job %s replaces this job from snapshot %s", src.Generation, nj.ID, snap.ID),
 			map[string]any{"strategy": record.StrategyRollback, "phase": string(record.PhasePreparing), "new_job_id": nj.ID, "snapshot_id": snap.ID, "to_generation": src.Generation})
 		return tx.Apply(w)

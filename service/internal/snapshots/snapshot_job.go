@@ -139,9 +139,17 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 	if err := core.PutJSON(w, record.LineageKey(j.Name), l); err != nil {
 		return nil, err
 	}
-	err = s.Update(func(tx *core.Tx) error { return tx.RestoreSnapshot(snap.ID, r, w) })
+	err = s.Update(func(tx *core.Tx) error {
+		if err := tx.Admit(j.Name); err != nil {
+			return err
+		}
+		if err := tx.RestoreSnapshot(snap.ID, r, w); err != nil {
+			return errcode.Internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, errcode.Internalf("creating job %s from snapshot %s: %w", j.ID, snap.ID, err)
+		return nil, err
 	}
 	s.Opts.Logger.Info("job created from a snapshot", "job_id", j.ID, "job_name", j.Name, "generation", j.Generation,
 		"snapshot_id", snap.ID, "epoch", rec.Epoch)
