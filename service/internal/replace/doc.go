@@ -8,15 +8,19 @@
 // generation is compacted into the new one's after the rollback
 // retention). A rollback (package rollback) is a stop-and-replace too.
 //
-// A flow's durable state is its new job's record (record.Replacement): a
-// driver goroutine (driver.go) takes each flow from phase to phase and a
-// restarted service resumes it from the record.
+// A flow's durable state is its new job's record (record.Replacement). Its
+// decisions are deterministic steps (package flowstep: records and what
+// the driver observed in, actions out); a driver goroutine (driver.go)
+// reads the records, asks the step, and applies the actions, each with
+// the store write or broker call it names, and a restarted service
+// resumes every flow from its records.
 //
 // It registers with the core as a core.Flow: it resumes its flows at
 // Start, gives a job's sinks the windows they own and a parallel
 // replacement's façades at load, and adds a flow's progress to a read.
 //
-// It may import service/internal/core, service/internal/snapshots,
+// It may import service/internal/core, service/internal/flowstep,
+// service/internal/snapshots,
 // service/internal/rewind, service/record, graph, mtime, window, state,
 // errcode, duration, serviceopt, io/pubsub (the broker's
 // subscriptions), io/sqlsink (façade views), yamlpipe and the standard

@@ -7,10 +7,9 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/flowstep"
 	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir/duration"
-	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -58,91 +57,115 @@ func (s *Replace) drive(newID string) {
 	}
 }
 
-// driveStep moves the flow of replacement job newID on by what its jobs'
-// records say now, and reports whether the flow has ended.
+// driveStep moves the flow of replacement job newID on: it reads the
+// flow's records and what it needs to know of the service now, asks the
+// flow's deterministic step (package flowstep) what to do, and applies the
+// actions in order, stopping at the first that fails or cannot complete
+// yet. It reports whether the flow has ended.
 func (s *Replace) driveStep(newID string) (done bool, err error) {
 	nj, err := s.ReadJob(newID)
 	if err != nil {
 		return true, err
 	}
-	rep := nj.Replacement
-	if rep != nil && rep.NewJobID != newID {
+	in := flowstep.Input{Now: s.Now(), New: nj, NewRunning: s.RunningJob(nj.ID) != nil, Retention: s.Opts.RollbackRetention}
+	if rep := nj.Replacement; rep != nil && rep.NewJobID != newID {
 		// A later flow, in which the job is the one replaced, took its
 		// record over (a parallel flow's driver runs on after CUT_OVER,
 		// until the compaction): that flow's driver drives it, and acting
 		// on it here, as its new job, would end it.
 		s.Opts.Logger.Info("replacement flow: the job's record now holds a later flow; this driver is done", "job_id", newID, "flow_new_job_id", rep.NewJobID)
 		return true, nil
-	}
-	if rep != nil && rep.Strategy == record.StrategyParallel {
-		return s.parallelStep(newID)
-	}
-	if rep == nil || rep.Phase.Final() {
-		return true, nil
-	}
-	old, err := s.ReadJob(rep.OldJobID)
-	if err != nil {
-		return true, err
-	}
-	if nj.State == record.StateCancelling && s.RunningJob(nj.ID) == nil {
-		// Cancelled while it waited: it never ran, so it ends at once.
-		unlock, err := s.LockName(s.Ctx, nj.Name) // lock order 1
-		if err != nil {
+	} else if rep != nil {
+		if in.Old, err = s.ReadJob(rep.OldJobID); err != nil {
 			return true, err
 		}
-		err = s.Update(func(tx *core.Tx) error {
-			var err error
-			if nj, err = s.ReadJob(newID); err == nil && nj.State == record.StateCancelling {
-				err = tx.Transition(nj, record.StateCancelled, "cancelled before the cut-over")
+		in.OldRunning = s.RunningJob(in.Old.ID) != nil
+		in.OldWatermark = s.oldWatermark(in.Old.ID)
+		_, in.HasBroker = s.Opts.Broker.(parallelBroker)
+	}
+	d := flowstep.Step(in)
+	for _, a := range d.Actions {
+		complete, err := s.apply(a, in)
+		if err != nil || !complete {
+			return false, err // stepped again at the next change or tick
+		}
+	}
+	return d.Done, nil
+}
+
+// apply performs action a of the flow of in.New, as flowstep names it
+// (see its Kind constants), and reports whether it completed: an action
+// that cannot complete yet (the old job has read nothing, a table is not
+// a view yet, a generation is still written) is tried again at the next
+// step. The locks each takes are the ones its function documents.
+func (s *Replace) apply(a flowstep.Action, in flowstep.Input) (complete bool, err error) {
+	ctx, nj, old := s.Ctx, in.New, in.Old
+	switch a.Kind {
+	case flowstep.FinishCancel:
+		unlock, err := s.LockName(ctx, nj.Name) // lock order 1
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+		return true, s.Update(func(tx *core.Tx) error {
+			cur, err := s.ReadJob(nj.ID)
+			if err == nil && cur.State == record.StateCancelling {
+				err = tx.Transition(cur, record.StateCancelled, a.Reason)
 			}
 			return err
 		})
-		unlock()
+	case flowstep.EndFlow:
+		return true, s.endFlow(nj.ID, old.ID, a.Phase, a.Note)
+	case flowstep.FailFlow:
+		return true, s.failFlow(nj.ID, old.ID, a.Reason)
+	case flowstep.BeginDrain:
+		unlock, err := s.LockName(ctx, old.Name) // lock order 1
 		if err != nil {
-			return true, err
+			return false, err
 		}
-	}
-	if nj.State != record.StatePending {
-		// The new job was cancelled (or failed) while it waited.
-		return true, s.endFlow(nj.ID, old.ID, record.PhaseFailed, fmt.Sprintf("job %s was %s before the cut-over", nj.ID, nj.State))
-	}
-	switch rep.Phase {
-	case record.PhasePreparing:
-		unlock, err := s.LockName(s.Ctx, old.Name) // lock order 1
-		if err != nil {
-			return true, err
-		}
-		err = s.BeginDrain(nj.ID)
-		unlock()
-		return false, err
-	case record.PhaseDrainingOld:
-	default:
-		return true, nil
-	}
-	switch {
-	case old.State == record.StateFailed:
-		return true, s.failFlow(nj.ID, old.ID, fmt.Sprintf("job %s (%s), being replaced, failed while draining: %s", old.ID, old.Name, old.Error))
-	case old.State.Terminal() && !old.PendingCommit && s.RunningJob(old.ID) == nil:
+		defer unlock()
+		return true, s.BeginDrain(nj.ID)
+	case flowstep.CutOver:
 		return true, s.cutOver(nj.ID)
-	case old.State.Terminal():
-		return false, nil // its final commit is not confirmed yet
-	}
-	if rep.DrainTimedOut || rep.DrainStart == nil || s.Now().Sub(*rep.DrainStart) < time.Duration(rep.MaxStopMillis)*time.Millisecond {
-		return false, nil
-	}
-	maxStop := duration.Format(time.Duration(rep.MaxStopMillis) * time.Millisecond)
-	if rep.CancelOnDrainTimeout {
-		note := fmt.Sprintf("the drain of job %s did not finish within %s: it was cancelled (its unacknowledged messages stay in its subscription)", old.ID, maxStop)
-		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
+	case flowstep.NoteDrainTimeout:
+		return true, s.noteFlow(nj.ID, old.ID, a.Note)
+	case flowstep.CancelOld:
+		if _, err := s.Cancel(ctx, old.ID); err != nil && !old.State.Terminal() {
 			return false, err
 		}
-		if _, err := s.Cancel(s.Ctx, old.ID); err != nil && !old.State.Terminal() {
+		return true, nil
+	case flowstep.GiveUp:
+		return true, s.parallelGiveUp(ctx, nj.ID, a.Phase, a.Reason)
+	case flowstep.PositionSubscriptions:
+		pb, _ := s.Opts.Broker.(parallelBroker)
+		err := s.positionSubscriptions(ctx, pb, nj.ID)
+		if errors.Is(err, errNotYet) {
+			return false, nil
+		}
+		return err == nil, err
+	case flowstep.StartOverlap:
+		unlock, err := s.LockName(ctx, nj.Name) // lock order 1
+		if err != nil {
 			return false, err
 		}
-		return false, nil
+		defer unlock()
+		return true, s.startParallel(ctx, nj.ID)
+	case flowstep.DrainOld:
+		s.Opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "old_job_id", old.ID)
+		unlock, err := s.LockName(ctx, old.Name) // lock order 1
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+		return true, s.drainOld(nj.ID)
+	case flowstep.CompleteCutOver:
+		return true, s.parallelCutOver(ctx, nj.ID)
+	case flowstep.EndOldGenerations:
+		return s.endGenerationsStep(ctx, nj)
+	case flowstep.Compact:
+		return s.compactTables(ctx, nj)
 	}
-	return false, s.noteFlow(nj.ID, old.ID, fmt.Sprintf("the drain of job %s did not finish within %s and %s=false: both jobs are kept, job %s keeps draining and job %s starts when it ends (cancel job %s to cut over now)",
-		old.ID, maxStop, serviceopt.KeyCancelOnDrainTimeout, old.ID, nj.ID, old.ID))
+	return false, fmt.Errorf("replacement flow: unknown action %q", a.Kind)
 }
 
 // noteFlow records that the drain timed out, with note, on both jobs.

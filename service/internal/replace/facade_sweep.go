@@ -4,7 +4,7 @@ package replace
 // flow's driver will do any more.
 //
 // A parallel replacement's driver compacts the old generation after the
-// cut-over once the rollback retention has passed (compactStep). A later
+// cut-over once the rollback retention has passed (compactTables). A later
 // flow of the name can take the new job's record over before that — a
 // rollback during the compaction wait, another replacement — and the
 // driver then stops (errFlowGone): the view would serve the old

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/internal/flowstep"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
@@ -398,137 +399,19 @@ func (s *Replace) dataWatermark(id string) (mtime.Time, bool) {
 	return wm, have
 }
 
-// ParallelProgress is where a parallel flow stands against its rules.
-type ParallelProgress struct {
-	// Elapsed is the overlap so far, against MinParallel.
-	Elapsed, MinParallel time.Duration
-	// OldWatermark is the old job's data watermark; CutOver is the
-	// watermark it must pass (T0 + the cut span); zero while unknown.
-	OldWatermark, CutOver time.Time
+// ParallelProgress computes the progress of the flow of the new job nj
+// (flowstep.ProgressOf, with the old job's live watermark).
+func (s *Replace) ParallelProgress(nj *record.Job) flowstep.Progress {
+	return flowstep.ProgressOf(flowstep.Input{Now: s.Now(), New: nj, OldWatermark: s.oldWatermark(nj.Replacement.OldJobID)})
 }
 
-// parallelProgress computes the progress of the flow of the new job nj.
-func (s *Replace) ParallelProgress(nj *record.Job) ParallelProgress {
-	rep := nj.Replacement
-	flow := rep.Parallel
-	pp := ParallelProgress{MinParallel: time.Duration(flow.MinParallelMillis) * time.Millisecond}
-	if flow.OverlapStart != nil {
-		pp.Elapsed = s.Now().Sub(*flow.OverlapStart)
+// oldWatermark returns the data watermark of job id's live execution when
+// it is finite, the zero time otherwise.
+func (s *Replace) oldWatermark(id string) time.Time {
+	if wm, ok := s.dataWatermark(id); ok && wm > mtime.MinTimestamp && wm < mtime.MaxTimestamp {
+		return wm.ToTime()
 	}
-	if wm, ok := s.dataWatermark(rep.OldJobID); ok && wm > mtime.MinTimestamp && wm < mtime.MaxTimestamp {
-		pp.OldWatermark = wm.ToTime()
-	}
-	if flow.CutTime != nil {
-		pp.CutOver = flow.CutTime.Add(time.Duration(flow.CutSpanMillis) * time.Millisecond)
-	}
-	return pp
-}
-
-// parallelStep moves the parallel flow of job newID on by what the
-// records say now, and reports whether the driver is done with it.
-func (s *Replace) parallelStep(newID string) (done bool, err error) {
-	ctx := s.Ctx
-	nj, err := s.ReadJob(newID)
-	if err != nil {
-		return true, err
-	}
-	rep := nj.Replacement
-	flow := rep.Parallel
-	if flow == nil || rep.Phase == record.PhaseFailed || rep.Phase == record.PhaseRolledBack {
-		return true, nil
-	}
-	old, err := s.ReadJob(rep.OldJobID)
-	if err != nil {
-		return true, err
-	}
-	switch rep.Phase {
-	case record.PhasePreparing:
-		if nj.State != record.StatePending && nj.State != record.StateRunning {
-			reason := fmt.Sprintf("job %s, the replacement, is %s before the overlap began", nj.ID, nj.State)
-			if nj.Error != "" {
-				reason += ": " + nj.Error
-			}
-			err := s.parallelFailed(newID, reason)
-			return err == nil, err
-		}
-		pb, ok := s.Opts.Broker.(parallelBroker)
-		if !ok {
-			return true, s.parallelFailed(newID, "the server has no Pub/Sub broker")
-		}
-		if err := s.positionSubscriptions(ctx, pb, newID); errors.Is(err, errNotYet) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-		unlock, err := s.LockName(ctx, nj.Name) // lock order 1
-		if err != nil {
-			return true, err
-		}
-		err = s.startParallel(ctx, newID)
-		unlock()
-		return false, err
-	case record.PhaseOverlap, record.PhaseDrainingOld:
-		if nj.State.Terminal() || nj.State == record.StateCancelling {
-			// The new job ended during the overlap: the old one is kept.
-			err := s.parallelGiveUp(ctx, newID, record.PhaseFailed, fmt.Sprintf("job %s (%s), the replacement, is %s: job %s is kept", nj.ID, nj.Name, nj.State, old.ID))
-			return err == nil, err
-		}
-	case record.PhaseCutOver:
-		done, err := s.compactStep(ctx, nj)
-		if errors.Is(err, errFlowGone) {
-			// A rollback of the new job took its record over: its own flow
-			// decides what happens to the tables; nothing is compacted.
-			s.Opts.Logger.Info("parallel replacement: the flow's record was replaced by a later flow; not compacting", "job_id", newID)
-			return true, nil
-		}
-		return done, err
-	default:
-		return true, nil
-	}
-	if old.State.Terminal() {
-		if old.PendingCommit || s.RunningJob(old.ID) != nil {
-			return false, nil // its final commit is not confirmed yet
-		}
-		return false, s.parallelCutOver(ctx, newID)
-	}
-	if rep.Phase == record.PhaseOverlap {
-		pp := s.ParallelProgress(nj)
-		if pp.Elapsed < pp.MinParallel {
-			return false, nil
-		}
-		if flow.WaitWatermark && (pp.CutOver.IsZero() || pp.OldWatermark.IsZero() || pp.OldWatermark.Before(pp.CutOver)) {
-			return false, nil
-		}
-		s.Opts.Logger.Info("parallel replacement: the overlap's rules hold", "job_id", nj.ID, "elapsed", pp.Elapsed, "min_parallel", pp.MinParallel,
-			"old_watermark", pp.OldWatermark, "cut_over_watermark", pp.CutOver)
-		unlock, err := s.LockName(ctx, old.Name) // lock order 1
-		if err != nil {
-			return true, err
-		}
-		err = s.drainOld(newID)
-		unlock()
-		return false, err
-	}
-	// DRAINING_OLD: the drain's deadline, as in stop-and-replace.
-	// A maximum of 0s gives the drain no time: the first step after it
-	// began times it out.
-	limit, hasLimit := rep.MaxStop()
-	if !hasLimit || rep.DrainTimedOut || rep.DrainStart == nil || s.Now().Sub(*rep.DrainStart) < limit {
-		return false, nil
-	}
-	maxStop := duration.Format(limit)
-	if rep.CancelOnDrainTimeout {
-		note := fmt.Sprintf("the drain of job %s did not finish within %s: it was cancelled (job %s owns its windows from the cut-over on)", old.ID, maxStop, nj.ID)
-		if err := s.noteFlow(nj.ID, old.ID, note); err != nil {
-			return false, err
-		}
-		if _, err := s.Cancel(ctx, old.ID); err != nil && !old.State.Terminal() {
-			return false, err
-		}
-		return false, nil
-	}
-	return false, s.noteFlow(nj.ID, old.ID, fmt.Sprintf("the drain of job %s did not finish within %s and %s=false: both jobs keep running; the cut-over happens when job %s ends (cancel it to cut over now)",
-		old.ID, maxStop, serviceopt.KeyCancelOnDrainTimeout, old.ID))
+	return time.Time{}
 }
 
 // drainOld moves the flow of job newID from OVERLAP to DRAINING_OLD:

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
@@ -129,37 +128,28 @@ func (s *Replace) endOldGenerations(ctx context.Context, flow *record.ParallelFl
 	return all, nil
 }
 
-// compactStep merges, after CUT_OVER, the old generations' rows into the
-// new job's tables once the old job ended RollbackRetention ago and the
-// new job has run that long; done once compacted.
-func (s *Replace) compactStep(ctx context.Context, nj *record.Job) (bool, error) {
+// endGenerationsStep records, after CUT_OVER, the old generations ended in
+// the tables of nj's flow (flowstep.EndOldGenerations); complete once
+// every table has.
+func (s *Replace) endGenerationsStep(ctx context.Context, nj *record.Job) (bool, error) {
 	flow := nj.Replacement.Parallel
-	if flow.Compacted || len(flow.Tables) == 0 {
-		return true, nil
+	all, err := s.endOldGenerations(ctx, flow, nj.Generation)
+	if err != nil {
+		return false, err
 	}
-	if slices.ContainsFunc(flow.Tables, func(t record.FacadeTable) bool { return !t.OldEnded }) {
-		all, err := s.endOldGenerations(ctx, flow, nj.Generation)
-		if err != nil {
-			return false, err
-		}
-		if err := s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Tables = flow.Tables }); err != nil {
-			return false, s.sweepGoneFlow(nj, err)
-		}
-		if !all {
-			return false, nil
-		}
+	if err := s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Tables = flow.Tables }); err != nil {
+		return s.flowGone(nj, s.sweepGoneFlow(nj, err))
 	}
-	ret := s.Opts.RollbackRetention
-	started := nj.CreateTime
-	if flow.OverlapStart != nil {
-		started = *flow.OverlapStart
-	}
-	now := s.Now()
-	if flow.OldEnded == nil || now.Sub(*flow.OldEnded) < ret || now.Sub(started) < ret {
-		return false, nil
-	}
+	return all, nil
+}
+
+// compactTables merges the old generations' rows into the new job's
+// tables of nj's flow (flowstep.Compact, once the rollback retention has
+// passed); complete once every table is compacted and the flow records it.
+func (s *Replace) compactTables(ctx context.Context, nj *record.Job) (bool, error) {
+	flow := nj.Replacement.Parallel
 	for _, t := range flow.Tables {
-		rep, err := sqlsink.CompactFacade(ctx, s.FacadeTarget(t), nj.Generation, ret)
+		rep, err := sqlsink.CompactFacade(ctx, s.FacadeTarget(t), nj.Generation, s.Opts.RollbackRetention)
 		if err != nil {
 			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
 		}
@@ -168,7 +158,19 @@ func (s *Replace) compactStep(ctx context.Context, nj *record.Job) (bool, error)
 			return false, nil
 		}
 	}
-	return true, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Compacted = true }))
+	return s.flowGone(nj, s.sweepGoneFlow(nj, s.updateFlow(nj.ID, func(f *record.ParallelFlow) { f.Compacted = true })))
+}
+
+// flowGone is the end of a compaction step whose result err is: a later
+// flow took nj's record over (a rollback of the job) and decides what
+// happens to the tables, so nothing more is compacted and the driver is
+// done; any other error is tried again.
+func (s *Replace) flowGone(nj *record.Job, err error) (bool, error) {
+	if errors.Is(err, errFlowGone) {
+		s.Opts.Logger.Info("parallel replacement: the flow's record was replaced by a later flow; not compacting", "job_id", nj.ID)
+		return true, nil
+	}
+	return err == nil, err
 }
 
 // sweepGoneFlow hands the tables of nj's flow to the façade sweep when err
@@ -222,12 +224,6 @@ func (s *Replace) updateFlow(newID string, fn func(*record.ParallelFlow)) error 
 		}
 		return tx.Apply(w)
 	})
-}
-
-// parallelFailed ends the flow of job newID FAILED while it has not
-// started: the old job stays as it is and, under the same name, active.
-func (s *Replace) parallelFailed(newID, reason string) error {
-	return s.parallelGiveUp(s.Ctx, newID, record.PhaseFailed, reason)
 }
 
 // AbortParallel gives the parallel replacement whose new job is newID up
