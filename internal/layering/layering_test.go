@@ -370,3 +370,40 @@ func TestReadmeLayoutTable(t *testing.T) {
 		}
 	}
 }
+
+// TestNoReferenceOutside: the repository stands on its own: no file names a
+// map or document kept outside it (docs/ARCHITECTURE.md is the map).
+func TestNoReferenceOutside(t *testing.T) {
+	root := filepath.Join("..", "..")
+	outside := []string{"DESIGN" + ".md", "../" + "shared/", "shared/" + "STYLE"}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "weir-data", "node_modules":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".yaml", ".yml", ".txt", ".js", ".html", ".css", ".json", "":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, o := range outside {
+			if strings.Contains(string(b), o) {
+				t.Errorf("%s refers to %q, outside the repository: point to docs/ARCHITECTURE.md instead", path, o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
