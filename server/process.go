@@ -380,7 +380,8 @@ func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, e
 		}
 		return b, nil
 	}
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: cfg.Logger})
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: cfg.Logger,
+		RecoverInterval: cfg.StorageRetryInterval, DiskCheckInterval: cfg.StorageRetryInterval})
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
 	}

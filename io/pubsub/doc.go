@@ -9,6 +9,9 @@
 // nats-server with a file store under Options.StoreDir (the default, nothing
 // to install), Connect dials an external NATS server (--nats-url). Every
 // method of a Broker is safe for concurrent use; Shutdown drains and stops.
+// An embedded broker whose write met a full disk refuses publishes with
+// ErrStorageFull and, every Options.RecoverInterval, brings its JetStream
+// back once the disk has room (recover.go), without a restart.
 //
 // # Names
 //

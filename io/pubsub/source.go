@@ -480,6 +480,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	// stream when the topic is known, and that lookup serves the per-message
 	// check and the rewind too (each lookup is a round trip to the broker,
 	// and a search over every topic's stream is one per topic).
+	s.b.ensureStorage(ctx)
 	topic, cons, err := s.consumer(ctx)
 	if err != nil {
 		return nil, err

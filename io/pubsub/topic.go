@@ -326,12 +326,19 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 	if err := b.checkSize(msg, msgID); err != nil {
 		return PublishResult{}, err
 	}
+	if b.StorageFailing() {
+		return PublishResult{}, b.storageFailedErr(topic)
+	}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
 	ack, err := b.js.PublishMsg(ctx, msg, opts...)
 	if err != nil {
-		return PublishResult{}, publishErr(topic, err)
+		err = publishErr(topic, err)
+		if ferr := b.failFast(context.WithoutCancel(ctx), topic, err); ferr != nil {
+			return PublishResult{}, ferr
+		}
+		return PublishResult{}, err
 	}
 	res := PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
 	if msgID != "" {
