@@ -146,7 +146,9 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Stop ends every call (streaming pulls included: their unacknowledged
 // messages are redelivered after their deadline) and stops serving. It
-// waits for in-flight unary calls up to ctx's end.
+// waits for in-flight unary calls up to ctx's end. Messages kept back
+// behind their ordering keys' outstanding messages go back to the broker
+// at once.
 func (s *Server) Stop(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -159,6 +161,7 @@ func (s *Server) Stop(ctx context.Context) {
 		s.grpc.Stop()
 		<-done
 	}
+	s.givePendingBack()
 }
 
 func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -94,11 +94,18 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 		if err := s.orderedReady(ctx, sub); err != nil {
 			return err
 		}
-		batch, err := sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
+		// Messages an acknowledgement released first (ordering keys).
+		ready, wake, err := s.readyMessages(ctx, sub, room)
 		if err != nil {
-			return s.fetchStatus(sub, err)
+			return err
 		}
-		if err := sp.forward(ctx, stream, batch, gen); err != nil {
+		if len(ready) > 0 {
+			if !sp.send(stream, ready) {
+				return nil
+			}
+			continue
+		}
+		if err := sp.fetchAndForward(ctx, stream, room, gen, wake); err != nil {
 			return err
 		}
 	}
@@ -250,9 +257,23 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 	return nil
 }
 
-// forward sends a fetch's messages as they arrive, in order. When the
-// stream ends, the rest are delivered again at once.
-func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch, gen uint64) error {
+// fetchAndForward pulls up to room messages (at most 500) from the broker
+// and forwards them, holding the subscription's fetch lock throughout
+// (ordering keys).
+func (p *streamPull) fetchAndForward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, room int, gen uint64, wake <-chan struct{}) error {
+	unlock := p.s.lockFetch(p.sub)
+	defer unlock()
+	batch, err := p.sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
+	if err != nil {
+		return p.s.fetchStatus(p.sub, err)
+	}
+	return p.forward(ctx, stream, batch, gen, wake)
+}
+
+// forward sends a fetch's messages as they arrive, in order, and the
+// messages of ordering keys that acknowledgements release meanwhile (wake
+// closed). When the stream ends, the rest are delivered again at once.
+func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch, gen uint64, wake <-chan struct{}) error {
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -289,34 +310,55 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					break more
 				}
 			}
-			now := time.Now()
-			p.mu.Lock()
-			for _, rm := range msgs {
-				p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
-			}
-			p.mu.Unlock()
-			// The properties tell Google's clients to hand messages of one
-			// ordering key to the application one at a time, in order.
-			props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
-			if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
-				ids := make([]string, len(msgs))
-				for i, rm := range msgs {
-					ids[i] = rm.GetAckId()
-				}
-				_ = p.s.nak(p.sub, ids, 0)
+			if !p.send(stream, msgs) {
 				go nakRest(batch)
 				return nil
 			}
-			if p.deadline != p.sub.ackWait {
-				ids := make([]string, len(msgs))
-				for i, rm := range msgs {
-					ids[i] = rm.GetAckId()
-				}
-				_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
+		case <-wake:
+			ready, next, err := p.s.readyMessages(ctx, p.sub, max(p.room(time.Now()), 1))
+			if err != nil {
+				go nakRest(batch)
+				return err
+			}
+			wake = next
+			if len(ready) > 0 && !p.send(stream, ready) {
+				go nakRest(batch)
+				return nil
 			}
 		case <-ctx.Done():
 			go nakRest(batch)
 			return nil
 		}
 	}
+}
+
+// send sends msgs on the stream and counts them outstanding; when the
+// stream is broken it gives them back to the broker at once and returns
+// false.
+func (p *streamPull) send(stream pubsubpb.Subscriber_StreamingPullServer, msgs []*pubsubpb.ReceivedMessage) bool {
+	now := time.Now()
+	p.mu.Lock()
+	for _, rm := range msgs {
+		p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
+	}
+	p.mu.Unlock()
+	// The properties tell Google's clients to hand messages of one
+	// ordering key to the application one at a time, in order.
+	props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
+	if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
+		ids := make([]string, len(msgs))
+		for i, rm := range msgs {
+			ids[i] = rm.GetAckId()
+		}
+		_ = p.s.nak(p.sub, ids, 0)
+		return false
+	}
+	if p.deadline != p.sub.ackWait {
+		ids := make([]string, len(msgs))
+		for i, rm := range msgs {
+			ids[i] = rm.GetAckId()
+		}
+		_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
+	}
+	return true
 }

@@ -297,6 +297,20 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 	if err := s.orderedReady(ctx, sub); err != nil {
 		return nil, err
 	}
+	// Messages an acknowledgement released first (ordering keys); with
+	// some, the pull does not wait for more.
+	out, _, err := s.readyMessages(ctx, sub, n)
+	if err != nil {
+		return nil, err
+	}
+	if n -= len(out); n <= 0 {
+		return out, nil
+	}
+	if len(out) > 0 {
+		wait = 0
+	}
+	unlock := s.lockFetch(sub)
+	defer unlock()
 	var batch jetstream.MessageBatch
 	if wait <= 0 {
 		batch, err = sub.cons.FetchNoWait(n)
@@ -306,7 +320,6 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 	if err != nil {
 		return nil, s.fetchStatus(sub, err)
 	}
-	var out []*pubsubpb.ReceivedMessage
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -361,7 +374,7 @@ func (s *Server) admitted(ctx context.Context, sub *subscription, m jetstream.Ms
 		return nil, false, nil // a seek to a snapshot restored it as acknowledged
 	}
 	if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
-		return nil, false, nil // held back behind a redelivered message of its key
+		return nil, false, nil // held back behind the outstanding message of its key
 	}
 	return rm, true, nil
 }
