@@ -38,7 +38,7 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 		}
 		dl = time.Duration(secs) * time.Second
 	}
-	sp := &streamPull{s: s, sub: sub, deadline: dl, max: int(first.GetMaxOutstandingMessages()),
+	sp := &streamPull{s: s, sub: sub, stream: stream, deadline: dl, max: int(first.GetMaxOutstandingMessages()),
 		outstanding: make(map[string]time.Time), changed: make(chan struct{}, 1)}
 	if sp.max <= 0 {
 		sp.max = DefaultMaxOutstanding
@@ -121,6 +121,40 @@ type streamPull struct {
 	mu          sync.Mutex
 	outstanding map[string]time.Time // guarded by mu: ack ID -> deadline
 	changed     chan struct{}        // a slot freed
+	// stream is the stream the confirmations of an exactly-once
+	// subscription go out on; sendMu serialises its sends (the messages
+	// from the pulling goroutine, the confirmations from the receiving
+	// one). A leaf.
+	stream pubsubpb.Subscriber_StreamingPullServer
+	sendMu sync.Mutex
+}
+
+// confirm sends, for an exactly-once subscription, the confirmation of
+// the acknowledgements (or deadline changes) of a request: done were
+// applied, the others of ids are no longer valid.
+func (p *streamPull) confirm(ids, done []string, ack bool) {
+	if !p.sub.pol.exactlyOnce || len(ids) == 0 {
+		return
+	}
+	ok := make(map[string]bool, len(done))
+	for _, id := range done {
+		ok[id] = true
+	}
+	var bad []string
+	for _, id := range ids {
+		if !ok[id] {
+			bad = append(bad, id)
+		}
+	}
+	resp := &pubsubpb.StreamingPullResponse{}
+	if ack {
+		resp.AcknowledgeConfirmation = &pubsubpb.StreamingPullResponse_AcknowledgeConfirmation{AckIds: done, InvalidAckIds: bad}
+	} else {
+		resp.ModifyAckDeadlineConfirmation = &pubsubpb.StreamingPullResponse_ModifyAckDeadlineConfirmation{AckIds: done, InvalidAckIds: bad}
+	}
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	_ = p.stream.Send(resp) // a broken stream ends the call anyway
 }
 
 func (s *Server) addStream(sub string, sp *streamPull) {
@@ -224,6 +258,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if p.sub.ordered {
 			p.s.ordering(p.sub.id).acked(done)
 		}
+		p.confirm(ids, done, true)
 	}
 	byDeadline := map[int32][]string{}
 	for i, id := range req.GetModifyDeadlineAckIds() {
@@ -241,6 +276,13 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		}
 		if err := p.s.modAck(ctx, p.sub, ids, d); err != nil {
 			return err
+		}
+		if p.sub.pol.exactlyOnce {
+			cur, err := p.s.current(ctx, p.sub, ids)
+			if err != nil {
+				return err
+			}
+			p.confirm(ids, cur, false)
 		}
 		if d == 0 {
 			p.free(ids)
@@ -344,8 +386,12 @@ func (p *streamPull) send(stream pubsubpb.Subscriber_StreamingPullServer, msgs [
 	p.mu.Unlock()
 	// The properties tell Google's clients to hand messages of one
 	// ordering key to the application one at a time, in order.
-	props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
-	if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
+	props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered,
+		ExactlyOnceDeliveryEnabled: p.sub.pol.exactlyOnce}
+	p.sendMu.Lock()
+	err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props})
+	p.sendMu.Unlock()
+	if err != nil {
 		ids := make([]string, len(msgs))
 		for i, rm := range msgs {
 			ids[i] = rm.GetAckId()

@@ -35,6 +35,7 @@ type subscription struct {
 	perMessage        bool
 	ordered           bool // enable_message_ordering
 	ackWait           time.Duration
+	pol               policies // dead letter, retry, filter, exactly once, detached (policies.go)
 }
 
 // lookup returns subscription id, from the cache or the broker.
@@ -53,7 +54,7 @@ func (s *Server) lookup(ctx context.Context, id string) (*subscription, error) {
 	ci := cons.CachedInfo()
 	sub = &subscription{id: id, topic: topic, stream: stream, cons: cons,
 		perMessage: ci.Config.AckPolicy == jetstream.AckExplicitPolicy, ordered: ci.Config.Metadata[metaOrdering] == "true",
-		ackWait: ci.Config.AckWait}
+		ackWait: ci.Config.AckWait, pol: policiesOf(ci.Config.Metadata)}
 	s.mu.Lock()
 	s.subs[id] = sub
 	s.mu.Unlock()
@@ -85,6 +86,9 @@ func (s *Server) readable(ctx context.Context, name string) (*subscription, erro
 	}
 	sub, err := s.lookup(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDetached(sub); err != nil {
 		return nil, err
 	}
 	if !sub.perMessage {
@@ -130,16 +134,8 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 		unsupported = "cloud_storage_config"
 	case req.GetBigtableConfig() != nil:
 		unsupported = "bigtable_config"
-	case req.GetFilter() != "":
-		unsupported = "filter"
-	case req.GetDeadLetterPolicy() != nil:
-		unsupported = "dead_letter_policy"
-	case req.GetRetryPolicy() != nil:
-		unsupported = "retry_policy"
-	case req.GetEnableExactlyOnceDelivery():
-		unsupported = "enable_exactly_once_delivery"
 	case req.GetDetached():
-		unsupported = "detached"
+		unsupported = "detached (detach an existing subscription with DetachSubscription)"
 	case len(req.GetMessageTransforms()) > 0:
 		unsupported = "message_transforms"
 	}
@@ -156,6 +152,14 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 	meta := map[string]string{metaAPI: "v1", metaOrdering: strconv.FormatBool(req.GetEnableMessageOrdering())}
 	for k, v := range req.GetLabels() {
 		meta[metaLabel+k] = v
+	}
+	if _, err := parseFilter(req.GetFilter()); err != nil {
+		return nil, invalid("subscription %s: %v", req.GetName(), err)
+	} else if req.GetFilter() != "" {
+		meta[metaFilter] = req.GetFilter()
+	}
+	if err := s.policyMeta(ctx, "subscription "+req.GetName(), req, meta); err != nil {
+		return nil, err
 	}
 	s.creatingSub.Lock()
 	defer s.creatingSub.Unlock()
@@ -195,6 +199,7 @@ func (s *Server) subscriptionProto(ctx context.Context, project string, info pub
 			p.Labels[l] = v
 		}
 	}
+	fillPolicies(p, project, info.Metadata)
 	if t, err := s.b.Topic(ctx, info.Topic); err == nil {
 		p.MessageRetentionDuration = durationpb.New(t.Retention)
 		p.TopicMessageRetentionDuration = durationpb.New(t.Retention)
@@ -373,6 +378,11 @@ func (s *Server) admitted(ctx context.Context, sub *subscription, m jetstream.Ms
 	} else if done {
 		return nil, false, nil // a seek to a snapshot restored it as acknowledged
 	}
+	if md, err := m.Metadata(); err == nil {
+		if ok, err := s.screen(ctx, sub, m, rm, md.NumDelivered); err != nil || !ok {
+			return nil, false, err
+		}
+	}
 	if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
 		return nil, false, nil // held back behind the outstanding message of its key
 	}
@@ -523,10 +533,22 @@ func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d 
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	if d == 0 {
+		if ids = s.deadLetterNacked(ctx, sub, ids); len(ids) == 0 {
+			return nil
+		}
+	}
 	if d == 0 && sub.ordered {
 		s.ordering(sub.id).nacked(ids) // before the broker can deliver them again
 	}
-	if err := s.nak(sub, ids, d); err != nil {
+	if d == 0 && sub.pol.retry {
+		// The retry policy: each comes again after its backoff.
+		for _, id := range ids {
+			if err := s.nak(sub, []string{id}, sub.pol.backoff(ackDelivered(id))); err != nil {
+				return err
+			}
+		}
+	} else if err := s.nak(sub, ids, d); err != nil {
 		return err
 	}
 	if err := s.b.Conn().FlushWithContext(ctx); err != nil {
@@ -586,6 +608,9 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if sub.ordered {
 		s.ordering(sub.id).acked(done)
 	}
+	if err := invalidAckIDs(sub, req.GetAckIds(), done); err != nil {
+		return nil, err
+	}
 	return &emptypb.Empty{}, nil
 }
 
@@ -609,6 +634,15 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 		return nil, err
 	}
 	s.extended(sub.id, req.GetAckIds(), d)
+	if sub.pol.exactlyOnce {
+		cur, err := s.current(ctx, sub, req.GetAckIds())
+		if err != nil {
+			return nil, err
+		}
+		if err := invalidAckIDs(sub, req.GetAckIds(), cur); err != nil {
+			return nil, err
+		}
+	}
 	return &emptypb.Empty{}, nil
 }
 

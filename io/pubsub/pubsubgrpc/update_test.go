@@ -109,7 +109,7 @@ func TestUpdateCalls(t *testing.T) {
 		{"filter", func() error {
 			_, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{Subscription: &pubsubpb.Subscription{Name: subPath("s"), Filter: "x"}, UpdateMask: mask("filter")})
 			return err
-		}, codes.InvalidArgument, "filter is not supported by weir"},
+		}, codes.InvalidArgument, "filter: it cannot change after creation"},
 		{"subscription retention", func() error {
 			_, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{Subscription: &pubsubpb.Subscription{Name: subPath("s"), MessageRetentionDuration: durationpb.New(time.Hour)}, UpdateMask: mask("message_retention_duration")})
 			return err
