@@ -313,7 +313,6 @@ func checkDetached(sub *subscription) error {
 	return nil
 }
 
-
 // DetachSubscription implements the Publisher service: the subscription
 // stays, but receives nothing more; its pulls and acknowledgements are
 // FAILED_PRECONDITION, and GetSubscription reports detached. A weir job's
