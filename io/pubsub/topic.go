@@ -48,6 +48,9 @@ type TopicConfig struct {
 	// MaxBytes caps the topic's size; the oldest messages are dropped past
 	// it. Default 0: no cap.
 	MaxBytes int64
+	// Metadata is stored with the topic (JetStream stream metadata), e.g.
+	// the Pub/Sub API's labels.
+	Metadata map[string]string
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -101,6 +104,9 @@ type TopicInfo struct {
 	DuplicateWindow time.Duration `json:"duplicate_window"`
 	Subscriptions   int           `json:"subscriptions"`
 	Created         time.Time     `json:"created"`
+	// Metadata is what TopicConfig.Metadata stored (and JetStream's own
+	// entries).
+	Metadata map[string]string `json:"-"`
 }
 
 // ValidateName checks a topic or subscription name: 1 to 200 characters
@@ -184,6 +190,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
 		Replicas:    1,
+		Metadata:    cfg.Metadata,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return TopicInfo{}, fmt.Errorf("creating topic %s: %w", name, ErrTopicExists)
@@ -249,6 +256,7 @@ func topicInfo(name string, si *jetstream.StreamInfo) TopicInfo {
 		DuplicateWindow: si.Config.Duplicates,
 		Subscriptions:   si.State.Consumers,
 		Created:         si.Created,
+		Metadata:        si.Config.Metadata,
 	}
 }
 

@@ -191,14 +191,7 @@ func (s *Server) subscriptionProto(ctx context.Context, project string, info pub
 		ExpirationPolicy:      &pubsubpb.ExpirationPolicy{},
 		State:                 pubsubpb.Subscription_ACTIVE,
 	}
-	for k, v := range info.Metadata {
-		if l, ok := strings.CutPrefix(k, metaLabel); ok {
-			if p.Labels == nil {
-				p.Labels = map[string]string{}
-			}
-			p.Labels[l] = v
-		}
-	}
+	p.Labels = labelsOf(info.Metadata)
 	fillPolicies(p, project, info.Metadata)
 	if t, err := s.b.Topic(ctx, info.Topic); err == nil {
 		p.MessageRetentionDuration = durationpb.New(t.Retention)

@@ -38,8 +38,8 @@ func maskPaths(what string, m *fieldmaskpb.FieldMask) ([]string, error) {
 }
 
 // UpdateTopic implements the Publisher service: message_retention_duration
-// (the topic's retention) may change; labels, schemas, KMS keys, ingestion
-// and message transforms are not supported, as at creation.
+// (the topic's retention) and labels may change; schemas, KMS keys,
+// ingestion and message transforms are not supported, as at creation.
 func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicRequest) (*pubsubpb.Topic, error) {
 	t := req.GetTopic()
 	project, id, err := s.parseName("topic.name", t.GetName(), kindTopics)
@@ -51,8 +51,12 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 		return nil, err
 	}
 	var retention time.Duration
+	var labels map[string]string
+	setLabels := false
 	for _, p := range paths {
 		switch p {
+		case "labels":
+			labels, setLabels = t.GetLabels(), true
 		case "message_retention_duration":
 			d := t.GetMessageRetentionDuration()
 			if d == nil {
@@ -64,18 +68,22 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 			retention = d.AsDuration()
 		case "name":
 			return nil, invalid("topic %s: update_mask path name: a topic's name cannot change", t.GetName())
-		case "labels", "schema_settings", "kms_key_name", "ingestion_data_source_settings", "message_transforms",
+		case "schema_settings", "kms_key_name", "ingestion_data_source_settings", "message_transforms",
 			"message_storage_policy", "satisfies_pzs", "state", "tags":
 			return nil, invalid("topic %s: update_mask path %s: %s is not supported by weir", t.GetName(), p, p)
 		default:
-			return nil, invalid("topic %s: update_mask path %q is not a field of Topic that can be updated (weir: message_retention_duration)", t.GetName(), p)
+			return nil, invalid("topic %s: update_mask path %q is not a field of Topic that can be updated (weir: message_retention_duration, labels)", t.GetName(), p)
 		}
 	}
 	info, err := s.b.Topic(ctx, id)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	if retention > 0 && retention != info.Retention {
+	newMeta := info.Metadata
+	if setLabels {
+		newMeta = withLabels(info.Metadata, labels)
+	}
+	if (retention > 0 && retention != info.Retention) || !maps.Equal(newMeta, info.Metadata) {
 		stream, err := pubsub.TopicStream(id)
 		if err != nil {
 			return nil, statusOf(err)
@@ -86,7 +94,10 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 			return nil, statusOf(fmt.Errorf("updating topic %s: %w: %w", id, pubsub.ErrUnavailable, err))
 		}
 		cfg := st.CachedInfo().Config
-		cfg.MaxAge = retention
+		if retention > 0 {
+			cfg.MaxAge = retention
+		}
+		cfg.Metadata = newMeta
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			return nil, statusOf(fmt.Errorf("updating topic %s: %w: %w", id, pubsub.ErrUnavailable, err))
 		}
