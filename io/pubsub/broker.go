@@ -172,6 +172,7 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		NoSigs:            true,
 		DontListen:        opts.Listen == "",
 		JetStreamMaxStore: max(opts.MaxStore, 0),
+		MaxPayload:        EmbeddedMaxPayload,
 	}
 	var limit *storeLimit
 	if opts.MaxStore == 0 {
@@ -244,6 +245,12 @@ func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mti
 	}
 	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub"), clock: clock}, nil
 }
+
+// EmbeddedMaxPayload is the largest message (data, attributes and ID) the
+// embedded broker takes: Pub/Sub's 10 MB of data, with room for
+// attributes. (NATS's default is 1 MiB; an external server's max_payload
+// is its own.)
+const EmbeddedMaxPayload = 10<<20 + 1<<20
 
 // asyncWindow is the most asynchronous publishes the sink keeps in flight.
 const asyncWindow = 2048

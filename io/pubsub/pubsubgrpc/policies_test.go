@@ -239,3 +239,39 @@ func TestDetachSubscription(t *testing.T) {
 		t.Fatalf("detaching again: %v", err)
 	}
 }
+
+// TestTenMegabyteMessage: a message of (nearly) Pub/Sub's 10 MB, the
+// largest Google's Go client publishes, goes through Publish, a streaming
+// pull and a pull intact; a larger one is INVALID_ARGUMENT naming the
+// limit.
+func TestTenMegabyteMessage(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{PullWait: time.Second})
+	ctx := context.Background()
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", false, 60)
+	f.subscription(t, "p", "t", false, 60)
+	data := make([]byte, 9_990_000)
+	for i := range data {
+		data[i] = byte(i*7 + i/1000)
+	}
+	f.publishOne(t, "t", string(data), map[string]string{"k": "v"})
+	f.publishOne(t, "t", "small", nil)
+	got := f.receive(t, "s", 2, nil)
+	if len(got) != 2 || string(got[0].Data) != string(data) && string(got[1].Data) != string(data) {
+		t.Fatalf("streaming pull: %d messages, sizes %d and %d", len(got), len(got[0].Data), len(got[len(got)-1].Data))
+	}
+	var pulled []*pubsubpb.ReceivedMessage
+	if !await.Until(30*time.Second, time.Millisecond, func() bool { pulled = append(pulled, f.pullOnce(t, "p")...); return len(pulled) >= 2 }) {
+		t.Fatalf("pull: %d messages", len(pulled))
+	}
+	if string(pulled[0].GetMessage().GetData()) != string(data) || pulled[0].GetMessage().GetAttributes()["k"] != "v" {
+		t.Fatalf("pull: the large message came back with %d bytes", len(pulled[0].GetMessage().GetData()))
+	}
+	// Over the limit, published through the raw API (Google's client
+	// refuses it before sending).
+	_, err := f.client.TopicAdminClient.Publish(ctx, &pubsubpb.PublishRequest{Topic: topicPath("t"),
+		Messages: []*pubsubpb.PubsubMessage{{Data: make([]byte, 10<<20+1)}}})
+	if status.Code(err) != codes.InvalidArgument && status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a message over 10 MiB: %v", err)
+	}
+}

@@ -305,7 +305,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 func (p *streamPull) fetchAndForward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, room int, gen uint64, wake <-chan struct{}) error {
 	unlock := p.s.lockFetch(p.sub)
 	defer unlock()
-	batch, err := p.sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
+	batch, err := p.sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait), jetstream.FetchMaxBytes(fetchMaxBytes))
 	if err != nil {
 		return p.s.fetchStatus(p.sub, err)
 	}

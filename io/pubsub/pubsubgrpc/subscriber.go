@@ -285,6 +285,9 @@ func (s *Server) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb
 	return resp, nil
 }
 
+// nowWait is the expiry of a pull request for the messages available now.
+const nowWait = 10 * time.Millisecond
+
 // fetch pulls up to n messages of sub, waiting up to wait for them (0: the
 // ones available now).
 func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.Duration) ([]*pubsubpb.ReceivedMessage, error) {
@@ -310,11 +313,10 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 	unlock := s.lockFetch(sub)
 	defer unlock()
 	var batch jetstream.MessageBatch
-	if wait <= 0 {
-		batch, err = sub.cons.FetchNoWait(n)
-	} else {
-		batch, err = sub.cons.Fetch(n, jetstream.FetchMaxWait(wait))
-	}
+	// With a byte bound, so that a pull of large messages stays within
+	// what the client takes; "now" is a short expiry (a no-wait request
+	// cannot carry one).
+	batch, err = sub.cons.Fetch(n, jetstream.FetchMaxWait(max(wait, nowWait)), jetstream.FetchMaxBytes(fetchMaxBytes))
 	if err != nil {
 		return nil, s.fetchStatus(sub, err)
 	}
