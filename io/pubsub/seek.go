@@ -579,7 +579,7 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 			return SeekResult{}, fmt.Errorf("seeking subscription %s: it was sought, but keeping its acknowledgement state failed (until the next seek, a restart of weir delivers again the messages the snapshot holds as acknowledged): %w", sub, err)
 		}
 	}
-	c, err = b.js.Consumer(ctx, stream, sub)
+	c, err = b.js.Consumer(ctx, stream, NATSName(sub))
 	if err != nil {
 		return SeekResult{}, apiErr("describing subscription "+sub, err)
 	}

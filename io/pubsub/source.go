@@ -578,7 +578,7 @@ func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, erro
 		return t, c, nil
 	}
 	stream, _, _ := topicNames(cfg.Topic)
-	c, err := s.b.js.Consumer(ctx, stream, cfg.Subscription)
+	c, err := s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription))
 	if err == nil {
 		return cfg.Topic, c, nil
 	}
@@ -589,7 +589,7 @@ func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, erro
 	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
 		return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}
-	if c, err = s.b.js.Consumer(ctx, stream, cfg.Subscription); err != nil {
+	if c, err = s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription)); err != nil {
 		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	return cfg.Topic, c, nil

@@ -110,7 +110,8 @@ type TopicInfo struct {
 }
 
 // ValidateName checks a topic or subscription name: 1 to 200 characters
-// from [A-Za-z0-9_-], starting with a letter or digit.
+// from [A-Za-z0-9_.-], starting with a letter or digit ('.' as Pub/Sub
+// allows it in IDs; see NATSName).
 func ValidateName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
@@ -120,14 +121,23 @@ func ValidateName(kind, name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-'))
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-' || c == '.'))
 		if !ok {
-			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits, '_' and '-', starting with a letter or digit): %w",
+			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits, '_', '-' and '.', starting with a letter or digit): %w",
 				kind, name, c, i, ErrInvalidName)
 		}
 	}
 	return nil
 }
+
+// NATSName is a topic or subscription name as a NATS stream or consumer
+// name or subject token: '.' separates subject tokens and is not allowed in
+// stream and consumer names, so it becomes ',' (in neither weir's nor
+// Pub/Sub's names); a name without '.' is its own NATS name.
+func NATSName(name string) string { return strings.ReplaceAll(name, ".", ",") }
+
+// fromNATSName undoes NATSName.
+func fromNATSName(s string) string { return strings.ReplaceAll(s, ",", ".") }
 
 // topicNames maps a topic name to its stream and subject.
 func topicNames(name string) (stream, subject string, err error) {
@@ -135,22 +145,22 @@ func topicNames(name string) (stream, subject string, err error) {
 		if err := ValidateName("dead-letter job", job); err != nil {
 			return "", "", err
 		}
-		return deadLetterStreamPrefix + job, name, nil
+		return deadLetterStreamPrefix + NATSName(job), deadLetterPrefix + NATSName(job), nil
 	}
 	if err := ValidateName("topic", name); err != nil {
 		return "", "", err
 	}
-	return topicStreamPrefix + name, topicSubjectPrefix + name, nil
+	return topicStreamPrefix + NATSName(name), topicSubjectPrefix + NATSName(name), nil
 }
 
 // topicOfStream maps a stream name back to its topic name; ok is false for
 // streams that are not topics.
 func topicOfStream(stream string) (string, bool) {
 	if t, ok := strings.CutPrefix(stream, topicStreamPrefix); ok && t != "" {
-		return t, true
+		return fromNATSName(t), true
 	}
 	if j, ok := strings.CutPrefix(stream, deadLetterStreamPrefix); ok && j != "" {
-		return deadLetterPrefix + j, true
+		return deadLetterPrefix + fromNATSName(j), true
 	}
 	return "", false
 }

@@ -275,3 +275,20 @@ func TestTenMegabyteMessage(t *testing.T) {
 		t.Fatalf("a message over 10 MiB: %v", err)
 	}
 }
+
+// TestIDsWithDots: topic and subscription IDs with '.', as Pub/Sub allows,
+// publish, receive and acknowledge through Google's Go client; '~' (which
+// Pub/Sub allows and weir does not) is INVALID_ARGUMENT naming the rule.
+func TestIDsWithDots(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{})
+	f.topic(t, "orders.eu")
+	f.subscription(t, "orders.eu.audit", "orders.eu", false, 0)
+	f.publishOne(t, "orders.eu", "o1", nil)
+	if got := f.receive(t, "orders.eu.audit", 1, nil); datas(got) != "o1" {
+		t.Fatalf("received %s", datas(got))
+	}
+	_, err := f.client.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topicPath("a~b")})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("CreateTopic a~b: %v", err)
+	}
+}

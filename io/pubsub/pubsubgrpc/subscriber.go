@@ -476,8 +476,8 @@ func checkAckIDs(sub *subscription, ids []string) error {
 		rest, ok := strings.CutPrefix(id, "$JS.ACK.")
 		tok := strings.Split(rest, ".")
 		switch {
-		case ok && len(tok) == 7 && tok[0] == sub.stream && tok[1] == sub.id:
-		case ok && len(tok) >= 10 && tok[2] == sub.stream && tok[3] == sub.id:
+		case ok && len(tok) == 7 && tok[0] == sub.stream && tok[1] == pubsub.NATSName(sub.id):
+		case ok && len(tok) >= 10 && tok[2] == sub.stream && tok[3] == pubsub.NATSName(sub.id):
 		default:
 			return invalid("ack ID %.80q is not one of subscription %s's", id, sub.id)
 		}
