@@ -498,6 +498,8 @@ func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) ([]st
 }
 
 func (s *Server) ackCurrent(ctx context.Context, sub *subscription, ids []string) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	nc := s.b.Conn()
 	for _, id := range ids {
 		reply, _ := splitAckID(id)
@@ -519,6 +521,19 @@ func (s *Server) ackCurrent(ctx context.Context, sub *subscription, ids []string
 		return statusOf(err)
 	}
 	return nil
+}
+
+// flushTimeout bounds the broker's confirmation of acknowledgements and
+// deadline changes when the call has no deadline of its own (a REST call,
+// a streaming pull, a client that sets none): the flush needs one.
+const flushTimeout = 30 * time.Second
+
+// bounded returns ctx with a deadline of flushTimeout unless it has one.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, flushTimeout)
 }
 
 // modAck sets the deadline of the deliveries ids to d from now (0:
@@ -546,7 +561,9 @@ func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d 
 	} else if err := s.nak(sub, ids, d); err != nil {
 		return err
 	}
-	if err := s.b.Conn().FlushWithContext(ctx); err != nil {
+	fctx, cancel := bounded(ctx)
+	defer cancel()
+	if err := s.b.Conn().FlushWithContext(fctx); err != nil {
 		return statusOf(fmt.Errorf("modifying ack deadlines: %w: %w", pubsub.ErrUnavailable, err))
 	}
 	return nil
