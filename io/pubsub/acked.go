@@ -462,7 +462,7 @@ func (b *Broker) restoredSets(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, apiErr("opening the restored acknowledgements", err)
 	}
-	return kv, nil
+	return namedKV{kv}, nil
 }
 
 // restored returns the restored state of sub, from the cache or the store.

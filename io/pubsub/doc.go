@@ -15,9 +15,11 @@
 //
 // # Names
 //
-// A topic name is 1 to 200 characters from [A-Za-z0-9_.-], starting with a
-// letter or digit ('.' as in Pub/Sub's IDs: NATS names cannot hold it, so
-// it is ',' in stream and consumer names and subject tokens; see NATSName). Topic T is the stream WEIR_TOPIC_T on the subject
+// A topic name is 1 to 200 characters from [A-Za-z0-9_.~+%-], starting
+// with a letter or digit (the characters of Pub/Sub's IDs: NATS names
+// cannot hold '.', so it is ',' in stream and consumer names and subject
+// tokens, see NATSName; key-value keys cannot hold '~', '+' and '%', so
+// they are escaped there, see namedKV). Topic T is the stream WEIR_TOPIC_T on the subject
 // weir.topic.T. The dead-letter topic of job J is named weir.deadletter.J
 // (DeadLetterTopic), the stream WEIR_DEADLETTER_J on the subject
 // weir.deadletter.J; it accepts every topic operation.

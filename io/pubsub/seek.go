@@ -144,10 +144,11 @@ func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, apiErr("opening the subscription snapshot store", err)
 	}
-	if err := b.migrateLegacySnapshots(ctx, kv); err != nil {
+	named := namedKV{kv}
+	if err := b.migrateLegacySnapshots(ctx, named); err != nil {
 		return nil, err
 	}
-	return kv, nil
+	return named, nil
 }
 
 // legacySnapshot is a snapshot as the gRPC API stored it in

@@ -110,8 +110,9 @@ type TopicInfo struct {
 }
 
 // ValidateName checks a topic or subscription name: 1 to 200 characters
-// from [A-Za-z0-9_.-], starting with a letter or digit ('.' as Pub/Sub
-// allows it in IDs; see NATSName).
+// from [A-Za-z0-9_.~+%-], starting with a letter or digit (the characters
+// Pub/Sub allows in IDs; see NATSName and namedKV for how the broker
+// stores them).
 func ValidateName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
@@ -121,9 +122,9 @@ func ValidateName(kind, name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-' || c == '.'))
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && strings.IndexByte("_-.~+%", c) >= 0)
 		if !ok {
-			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits, '_', '-' and '.', starting with a letter or digit): %w",
+			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits and _ - . ~ + %%, starting with a letter or digit): %w",
 				kind, name, c, i, ErrInvalidName)
 		}
 	}

@@ -276,18 +276,27 @@ func TestTenMegabyteMessage(t *testing.T) {
 	}
 }
 
-// TestIDsWithDots: topic and subscription IDs with '.', as Pub/Sub allows,
-// publish, receive and acknowledge through Google's Go client; '~' (which
-// Pub/Sub allows and weir does not) is INVALID_ARGUMENT naming the rule.
+// TestIDsWithDots: topic and subscription IDs with '.', '~', '+' and '%',
+// as Pub/Sub allows, publish, receive, acknowledge and take a snapshot
+// through Google's Go client; '*' (which Pub/Sub does not allow either) is
+// INVALID_ARGUMENT naming the rule.
 func TestIDsWithDots(t *testing.T) {
 	f := start(t, pubsubgrpc.Options{})
-	f.topic(t, "orders.eu")
-	f.subscription(t, "orders.eu.audit", "orders.eu", false, 0)
-	f.publishOne(t, "orders.eu", "o1", nil)
-	if got := f.receive(t, "orders.eu.audit", 1, nil); datas(got) != "o1" {
+	f.topic(t, "orders.eu~v2")
+	f.subscription(t, "orders.eu+audit%1", "orders.eu~v2", false, 0)
+	f.publishOne(t, "orders.eu~v2", "o1", nil)
+	if got := f.receive(t, "orders.eu+audit%1", 1, nil); datas(got) != "o1" {
 		t.Fatalf("received %s", datas(got))
 	}
-	_, err := f.client.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topicPath("a~b")})
+	if _, err := f.client.SubscriptionAdminClient.CreateSnapshot(context.Background(), &pubsubpb.CreateSnapshotRequest{
+		Name: "projects/" + project + "/snapshots/s~1", Subscription: subPath("orders.eu+audit%1")}); err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	if _, err := f.client.SubscriptionAdminClient.Seek(context.Background(), &pubsubpb.SeekRequest{Subscription: subPath("orders.eu+audit%1"),
+		Target: &pubsubpb.SeekRequest_Snapshot{Snapshot: "projects/" + project + "/snapshots/s~1"}}); err != nil {
+		t.Fatalf("Seek: %v", err)
+	}
+	_, err := f.client.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: topicPath("a*b")})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("CreateTopic a~b: %v", err)
 	}

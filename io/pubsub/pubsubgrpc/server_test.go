@@ -446,7 +446,7 @@ func TestAdminCallsAndStatusCodes(t *testing.T) {
 			return err
 		}, codes.AlreadyExists, "already exists"},
 		{"topic ID outside weir's rule", func() error {
-			_, err := tc.CreateTopic(ctx, &pubsubpb.Topic{Name: topicPath("bad~name")})
+			_, err := tc.CreateTopic(ctx, &pubsubpb.Topic{Name: topicPath("bad*name")})
 			return err
 		}, codes.InvalidArgument, "use letters, digits"},
 		{"malformed topic name", func() error {
