@@ -55,6 +55,8 @@ const (
 	mCheckpointDuration
 	mCheckpointSize
 	mTopicIDConflicts
+	mBrokerStorageRecoveries
+	mBrokerStorageFailed
 )
 
 var metricDefs = []MetricDef{
@@ -94,6 +96,18 @@ var metricDefs = []MetricDef{
 	mCheckpointSize:     {"weir_checkpoint_size_bytes", "histogram", jobLabels, "Encoded size of a checkpoint: changed state entries, source positions and sink parts."},
 	mTopicIDConflicts: {"weir_topic_duplicate_id_conflicts_total", "counter", []string{"topic"},
 		"Publishes the topic's duplicate window dropped although their content differed from the stored message of their ID (an ID reused for other content), since the server started."},
+	mBrokerStorageRecoveries: {"weir_broker_storage_recoveries_total", "counter", nil,
+		"Times the embedded broker brought its storage back by itself after a storage failure (a full disk), since the server started."},
+	mBrokerStorageFailed: {"weir_broker_storage_failed", "gauge", nil,
+		"1 while the embedded broker's storage is failed (a full disk) and publishes are refused, else 0."},
+}
+
+// storageWatcher is a broker that recovers from storage failures
+// (*pubsub.Broker).
+type storageWatcher interface {
+	StorageRecoveries() int64
+	StorageFailing() bool
+	Embedded() bool
 }
 
 // idConflictCounter is a broker that counts the publishes that reused a
@@ -116,6 +130,8 @@ type collector struct {
 	descs []*prometheus.Desc
 	// topics, when set, counts the broker's reused message IDs.
 	topics idConflictCounter
+	// storage, when set, reports the embedded broker's storage failures.
+	storage storageWatcher
 }
 
 // newCollector returns the collector of svc's metrics and, when ps counts
@@ -123,6 +139,9 @@ type collector struct {
 func newCollector(svc *service.Service, ps PubSub) *collector {
 	c := &collector{svc: svc}
 	c.topics, _ = ps.(idConflictCounter)
+	if w, ok := ps.(storageWatcher); ok && w.Embedded() {
+		c.storage = w
+	}
 	for _, d := range metricDefs {
 		c.descs = append(c.descs, prometheus.NewDesc(d.Name, d.Help, d.Labels, nil))
 	}
@@ -209,6 +228,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for topic, n := range c.topics.DuplicateIDConflicts() {
 			counter(mTopicIDConflicts, n, topic)
 		}
+	}
+	if c.storage != nil {
+		counter(mBrokerStorageRecoveries, c.storage.StorageRecoveries())
+		failed := 0.0
+		if c.storage.StorageFailing() {
+			failed = 1
+		}
+		gauge(mBrokerStorageFailed, failed)
 	}
 	for id, h := range c.svc.CheckpointHistograms() {
 		name, ok := names[id]

@@ -187,7 +187,7 @@ func missingMetric(fams map[string]*dto.MetricFamily, id string) string {
 					ok = false
 				}
 			}
-			if ok && (d.Name == "weir_jobs" || l["job_id"] == id || l["topic"] == "orders") {
+			if ok && (d.Name == "weir_jobs" || strings.HasPrefix(d.Name, "weir_broker_") || l["job_id"] == id || l["topic"] == "orders") {
 				found = true
 			}
 		}

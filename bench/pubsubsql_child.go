@@ -308,7 +308,7 @@ func consumeRaw(ctx context.Context, b *pubsub.Broker, sub string, cfg PubSubCon
 	if err != nil {
 		return PubSubOutcome{}, fmt.Errorf("opening JetStream: %w", err)
 	}
-	c, err := js.Consumer(ctx, info.Stream, sub)
+	c, err := js.Consumer(ctx, info.Stream, pubsub.NATSName(sub))
 	if err != nil {
 		return PubSubOutcome{}, fmt.Errorf("opening subscription %s: %w", sub, err)
 	}

@@ -53,6 +53,10 @@ type UpdateConfig struct {
 	// closes, then prints the number of messages the broker acknowledged.
 	// Unset, the load is published from this process.
 	Publisher func(ctx context.Context, url, topic string, keys int64, rate float64) *exec.Cmd
+	// IDField makes the server variant's source de-duplicate by the
+	// messages' id field (id_field): the variant that measures the
+	// handover of the source's memory of IDs at an update.
+	IDField bool
 	// BeforeEnd, when set, is called by the server variant after the last
 	// swap, while the job and its state are still live (for a heap
 	// profile).
@@ -63,7 +67,9 @@ type UpdateConfig struct {
 type UpdateOutcome struct {
 	Mode string `json:"mode"`
 	// Server is set for the server variant (a YAML job in the job service).
-	Server      bool    `json:"server,omitempty"`
+	Server bool `json:"server,omitempty"`
+	// IDField is set when the server variant's source de-duplicated by ID.
+	IDField     bool    `json:"id_field,omitempty"`
 	Keys        int64   `json:"keys"`
 	PauseMillis float64 `json:"pause_ms"`
 	// SwapMillis is how long the swap took until the new execution ran.

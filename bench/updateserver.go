@@ -38,8 +38,15 @@ const (
 
 // ServerUpdatePipelineYAML is the job of the server variant: per key, the
 // count of the events of the topic (global window: the state only grows
-// until the job is drained).
-func ServerUpdatePipelineYAML() string {
+// until the job is drained). With idField the source de-duplicates by the
+// messages' id field (id_field, as Dataflow users get exactly-once from
+// publishers that retry); every message carries a unique id either way.
+func ServerUpdatePipelineYAML(idField bool) string {
+	dedupe := ""
+	if idField {
+		dedupe = `
+        id_field: id`
+	}
 	return `# weir bench update, server variant.
 pipeline:
   transforms:
@@ -47,7 +54,7 @@ pipeline:
       name: Events
       config:
         topic: ` + serverUpdateTopic + `
-        schema: {key: int}
+        schema: {key: int, id: string}` + dedupe + `
     - type: Combine
       name: CountByKey
       input: Events
@@ -147,7 +154,7 @@ func startBenchBroker(ctx context.Context, opts pubsub.Options, topic string) (*
 // fillTimeout(keys) after start.
 func fillKeys(ctx context.Context, svc *service.Service, pub *asyncPublisher, job string, keys int64, start time.Time) error {
 	for k := int64(0); k < keys; k++ {
-		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 24), k)); err != nil {
+		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 40), k, 'f', k)); err != nil {
 			return err
 		}
 	}
@@ -189,7 +196,7 @@ func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate fl
 		due := int64(time.Since(start).Seconds() * rate)
 		for ; sent < due; sent++ {
 			i := next.Add(1) - 1
-			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys)); err != nil {
+			if err := p.publish(ctx, appendKeyMessage(nil, (i*2654435761)%keys, 's', i)); err != nil {
 				next.Add(-1) // not handed to the broker
 				if ctx.Err() != nil {
 					// Stopped while waiting for an acknowledgement: the
@@ -202,10 +209,15 @@ func steadyPublisher(ctx context.Context, p *asyncPublisher, keys int64, rate fl
 	}
 }
 
-func appendKeyMessage(dst []byte, k int64) []byte {
+// appendKeyMessage appends the message of key k with the unique id
+// kind+n (kind 'f' for the fill, 's' for the steady load).
+func appendKeyMessage(dst []byte, k int64, kind byte, n int64) []byte {
 	dst = append(dst, `{"key":`...)
 	dst = strconv.AppendInt(dst, k, 10)
-	return append(dst, '}')
+	dst = append(dst, `,"id":"`...)
+	dst = append(dst, kind)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, `"}`...)
 }
 
 // RunServerUpdate runs the server variant of the update benchmark once in
@@ -222,7 +234,7 @@ func appendKeyMessage(dst []byte, k int64) []byte {
 // and baseline gap with their p50 and p99.
 func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	cfg.ensureDefaults()
-	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true}
+	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true, IDField: cfg.IDField}
 	if cfg.Mode != "update" && cfg.Mode != "restore" {
 		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
 	}
@@ -250,7 +262,7 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	if err != nil {
 		return out, err
 	}
-	req := service.SubmitRequest{Name: serverUpdateJob, Pipeline: ServerUpdatePipelineYAML(), PipelineFile: "bench-update.yaml",
+	req := service.SubmitRequest{Name: serverUpdateJob, Pipeline: ServerUpdatePipelineYAML(cfg.IDField), PipelineFile: "bench-update.yaml",
 		BaseDir: wd, Options: record.JobOptions{NumWorkers: cfg.Workers}}
 	start, mon, stopMon, err := submitWatched(ctx, svc, req)
 	if err != nil {

@@ -1,8 +1,14 @@
 package runner
 
 // This file is the in-memory handover of keyed state from a paused
-// execution to the one that replaces it (Options.Adopt), and the helpers
-// that split key groups among new workers when rescaling.
+// execution to the one that replaces it (Options.Adopt), of sources' state
+// (contract.SourceAdopter), and the helpers that split key groups among
+// new workers when rescaling.
+
+import (
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner/contract"
+)
 
 // Adoption names a paused execution whose keyed state a new execution
 // takes over in memory.
@@ -61,6 +67,26 @@ func adoptFrom[T node](w *worker, olds []node, whole, part func(old T)) bool {
 		}
 	}
 	return false
+}
+
+// adoptableSource returns the paused execution's source of the step that
+// new source step takes over — the step Adoption.Steps maps it to, else
+// the step of the same name — or nil.
+func (r *run) adoptableSource(step string) contract.Source {
+	a := r.opts.Adopt
+	if a == nil || a.From == nil {
+		return nil
+	}
+	name, ok := a.Steps[step]
+	if !ok {
+		name = step
+	}
+	sp := a.From.r.byName[name]
+	if sp == nil || sp.step.Kind != graph.KindSource {
+		return nil
+	}
+	src, _ := sp.code.(contract.Source)
+	return src
 }
 
 // ownedBy returns the elements of src whose key group route gives to

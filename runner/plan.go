@@ -241,6 +241,11 @@ func (r *run) instantiate() error {
 			if !ok {
 				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", contract.ErrNotCheckpointable, sp.step.Name)
 			}
+			if ad, ok := sp.code.(contract.SourceAdopter); ok {
+				if old := r.adoptableSource(sp.step.Name); old != nil && old != sp.code {
+					ad.AdoptSource(old)
+				}
+			}
 			splits, err = res.Resume(r.ctx, rs.Positions[sp.step.Name])
 		} else {
 			splits, err = sp.code.(contract.Source).Split(r.ctx, n)

@@ -22,6 +22,7 @@
 // same tokens.
 //
 // It may import service, api, console, io/pubsub, io/pubsub/pubsubgrpc,
+// io/pubsub/pubsubrest (Pub/Sub's REST surface under /v1/projects/),
 // runner/contract (for the dead-letter hook), errcode, yamlpipe (what submitted pipelines may
 // touch) and the standard library. It knows nothing of the command line,
 // and must not import cmd/weir or weirx.

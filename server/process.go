@@ -23,6 +23,7 @@ import (
 	"github.com/weir-dev/weir/console"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
+	"github.com/weir-dev/weir/io/pubsub/pubsubrest"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -415,7 +416,8 @@ func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, e
 		}
 		return b, nil
 	}
-	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: cfg.Logger})
+	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: cfg.Logger,
+		RecoverInterval: cfg.StorageRetryInterval, DiskCheckInterval: cfg.StorageRetryInterval})
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
 	}
@@ -445,6 +447,9 @@ func (p *Process) Serve() error {
 		opts = append(opts, api.WithRelease(p.release))
 	}
 	h := api.NewServer(p.svc, p.log, opts...)
+	if err := p.newPubSubAPI(); err != nil {
+		return err
+	}
 	// The console's pages hold no data and ask for the token the API
 	// calls they make need, so their guard keeps the Host, Origin, rate
 	// and header rules but asks no token.
@@ -454,7 +459,9 @@ func (p *Process) Serve() error {
 	if err != nil {
 		return fmt.Errorf("the console's guard: %w", err)
 	}
-	handler := console.Mount(p.guard.Wrap(p.gate.wrap(h)), pages.Wrap(console.Handler()))
+	// Pub/Sub's REST surface under /v1/projects/, behind the same guard.
+	rest := pubsubrest.Mount(h, pubsubrest.New(p.grpc, p.log))
+	handler := console.Mount(p.guard.Wrap(p.gate.wrap(rest)), pages.Wrap(console.Handler()))
 	// Headers must arrive within ReadHeaderTimeout and a body within the
 	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
 	// cut long requests (a release waits for every job's checkpoint). The

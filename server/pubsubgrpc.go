@@ -41,13 +41,10 @@ func checkPubSubGRPCConfig(cfg Config) error {
 	return nil
 }
 
-// servePubSubGRPC listens on Config.PubSubGRPCListen and serves the Pub/Sub
-// gRPC API there, behind the API's tokens. A busy port is a warning: the
-// rest of the process serves on.
-func (p *Process) servePubSubGRPC() error {
-	if p.cfg.PubSubGRPCListen == "" {
-		return nil
-	}
+// newPubSubAPI builds the Pub/Sub API's service, which the gRPC listener
+// (servePubSubGRPC) and the REST surface under /v1/projects/ share (one
+// state of ordering keys and streams).
+func (p *Process) newPubSubAPI() error {
 	limit := func(n int) int {
 		if n == 0 {
 			return api.DefaultMaxObjects
@@ -68,6 +65,17 @@ func (p *Process) servePubSubGRPC() error {
 		cfg.NextProtos = []string{"h2"}
 		opts.TLS = cfg
 	}
+	p.grpc = pubsubgrpc.New(p.broker, opts)
+	return nil
+}
+
+// servePubSubGRPC listens on Config.PubSubGRPCListen and serves the Pub/Sub
+// gRPC API there, behind the API's tokens. A busy port is a warning: the
+// rest of the process serves on.
+func (p *Process) servePubSubGRPC() error {
+	if p.cfg.PubSubGRPCListen == "" {
+		return nil
+	}
 	ln, err := net.Listen("tcp", p.cfg.PubSubGRPCListen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		p.log.Warn("the Pub/Sub gRPC API is not served: its port is in use (another weir or a Pub/Sub emulator?); "+
@@ -79,7 +87,6 @@ func (p *Process) servePubSubGRPC() error {
 		return fmt.Errorf("--pubsub-grpc-listen %s: %w", p.cfg.PubSubGRPCListen, err)
 	}
 	p.grpcLn = ln
-	p.grpc = pubsubgrpc.New(p.broker, opts)
 	go func() {
 		if err := p.grpc.Serve(p.conns.wrap(ln)); err != nil {
 			p.log.Error("the Pub/Sub gRPC API stopped", "error", err)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,5 +233,36 @@ func TestPubSubGRPCUsesAPICert(t *testing.T) {
 				t.Fatalf("CreateTopic: %v, want %v", err, tc.code)
 			}
 		})
+	}
+}
+
+// TestPubSubREST: a weir process serves Pub/Sub's REST surface under
+// /v1/projects/ beside its API, behind the same token; a topic created
+// there is the HTTP API's and the gRPC API's too.
+func TestPubSubREST(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	tok := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tok, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := openServing(t, Config{Listen: "127.0.0.1:0", AuthTokenFile: tok})
+	auth := []string{"Authorization", "Bearer " + token, "Content-Type", "application/json"}
+	if r := call(t, "PUT", p.Address()+"/v1/projects/p/topics/rest-topic", "{}"); r.status != http.StatusUnauthorized {
+		t.Fatalf("PUT without the token: %d %s", r.status, r.body)
+	}
+	if r := call(t, "PUT", p.Address()+"/v1/projects/p/topics/rest-topic", "{}", auth...); r.status != 200 {
+		t.Fatalf("PUT topic: %d %s", r.status, r.body)
+	}
+	if r := call(t, "PUT", p.Address()+"/v1/projects/p/subscriptions/rest-sub", `{"topic": "projects/p/topics/rest-topic"}`, auth...); r.status != 200 {
+		t.Fatalf("PUT subscription: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", p.Address()+"/v1/projects/p/topics/rest-topic:publish", `{"messages": [{"data": "aGVsbG8="}]}`, auth...); r.status != 200 || !strings.Contains(r.body, "messageIds") {
+		t.Fatalf("publish: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", p.Address()+"/v1/projects/p/subscriptions/rest-sub:pull", `{"maxMessages": 5}`, auth...); r.status != 200 || !strings.Contains(r.body, "aGVsbG8=") {
+		t.Fatalf("pull: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", p.Address()+"/v1/topics/rest-topic", "", auth...); r.status != 200 {
+		t.Fatalf("GET /v1/topics/rest-topic (weir's API): %d %s", r.status, r.body)
 	}
 }

@@ -33,9 +33,9 @@ func newBenchUpdateCommand(e *env) *cobra.Command {
 	var rate float64
 	var workers int
 	var steady time.Duration
-	var swaps int
+	var swaps, repeat int
 	var format, publisher string
-	var jobs []string
+	var jobs, dedupes, modes []string
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Pause of an in-place update against stop-and-restore, with N keys of state under steady load",
@@ -63,9 +63,13 @@ whose garbage collector then also pays for the publisher; --publisher process
 publishes it from a process of its own over the broker's network port on
 127.0.0.1, which takes the publisher's allocations out of the job's process
 but, on a small machine, adds a process and a TCP connection on the same CPUs.
+--dedupe none,id_field runs the yaml job both without and with id_field on
+its source (de-duplication by message ID, whose memory of IDs an in-place
+update hands over), alternating, so that the two pauses are measured under
+the same conditions; --repeat N runs the whole alternation N times.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
-are verified.`,
+are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -81,6 +85,19 @@ are verified.`,
 			if publisher != publisherProcess && publisher != publisherInline {
 				return usageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
 			}
+			if repeat < 1 {
+				return usageErrorf("--repeat: %d is not a positive number", repeat)
+			}
+			for _, m := range modes {
+				if m != "update" && m != "restore" {
+					return usageErrorf("--mode: %q is neither update nor restore", m)
+				}
+			}
+			for _, d := range dedupes {
+				if d != dedupeNone && d != dedupeIDField {
+					return usageErrorf("--dedupe: %q is neither %s nor %s", d, dedupeNone, dedupeIDField)
+				}
+			}
 			var runs []updateRun
 			for _, k := range keys {
 				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
@@ -91,28 +108,20 @@ are verified.`,
 					if job != "yaml" && job != "sdk" {
 						return usageErrorf("--job: %q is neither yaml nor sdk", job)
 					}
-					for _, mode := range []string{"update", "restore"} {
-						dir, err := os.MkdirTemp("", "weir-bench-update-")
-						if err != nil {
-							return withCode(ExitFailure, err)
+					variants := dedupes
+					if job == "sdk" {
+						variants = []string{dedupeNone}
+					}
+					for range repeat {
+						for _, mode := range modes {
+							for _, d := range variants {
+								r, err := runUpdateChild(cmd.Context(), e, exe, mode, n, rate, workers, steady, swaps, job == "yaml", publisher, d == dedupeIDField)
+								if err != nil {
+									return err
+								}
+								runs = append(runs, r)
+							}
 						}
-						c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
-							"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
-							"--server="+strconv.FormatBool(job == "yaml"), "--publisher", publisher)
-						var out bytes.Buffer
-						c.Stdout, c.Stderr = &out, e.stderr
-						e.logger.Info("running", "mode", mode, "keys", n)
-						err = c.Run()
-						os.RemoveAll(dir)
-						if err != nil {
-							return withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
-						}
-						var r updateRun
-						if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
-							return withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
-						}
-						r.PeakRSSBytes = childPeakRSS(c)
-						runs = append(runs, r)
 					}
 				}
 			}
@@ -120,7 +129,7 @@ are verified.`,
 				return writeJSON(e.stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "JOB\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tDEDUPE\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				job, n, p50, p99, base, b50, b99 := "sdk", "1", "-", "-", "-", "-", "-"
 				if r.Server {
@@ -128,7 +137,11 @@ are verified.`,
 					job, n = "yaml", strconv.Itoa(len(r.PausesMillis))
 					p50, p99, base, b50, b99 = ms(r.PauseP50Millis), ms(r.PauseP99Millis), ms(r.BaselineMillis), ms(r.BaselineP50Millis), ms(r.BaselineP99Millis)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, r.Mode, r.Keys, n, r.PauseMillis, p50, p99, base, b50, b99, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
+				dedupe := dedupeNone
+				if r.IDField {
+					dedupe = dedupeIDField
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, dedupe, r.Mode, r.Keys, n, r.PauseMillis, p50, p99, base, b50, b99, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			return tw.Flush()
 		},
@@ -141,8 +154,42 @@ are verified.`,
 	fl.IntVar(&swaps, "swaps", 1, "swaps per run of the yaml job, for the pauses' p50 and p99")
 	fl.StringVar(&publisher, "publisher", publisherInline, "where the yaml job's steady load is published from: inline (the job's process) or process (a process of its own, whose allocations are not the job's)")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
+	fl.StringSliceVar(&dedupes, "dedupe", []string{dedupeNone}, "the yaml job's source: none, id_field (de-duplication by message ID), or both, alternated")
+	fl.StringSliceVar(&modes, "mode", []string{"update", "restore"}, "which swaps to measure: update (in place) and/or restore (stop and restore)")
+	fl.IntVar(&repeat, "repeat", 1, "how many times to run the whole alternation of modes and --dedupe variants")
 	addFormatFlag(cmd, &format)
 	return cmd
+}
+
+// The --dedupe variants of `weir bench update`.
+const (
+	dedupeNone    = "none"
+	dedupeIDField = "id_field"
+)
+
+// runUpdateChild runs one update benchmark in a child process of exe and
+// returns its outcome with its peak memory.
+func runUpdateChild(ctx context.Context, e *env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField bool) (updateRun, error) {
+	dir, err := os.MkdirTemp("", "weir-bench-update-")
+	if err != nil {
+		return updateRun{}, withCode(ExitFailure, err)
+	}
+	defer os.RemoveAll(dir)
+	c := exec.CommandContext(ctx, exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
+		"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
+		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField))
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, e.stderr
+	e.logger.Info("running", "mode", mode, "keys", n, "id_field", idField)
+	if err := c.Run(); err != nil {
+		return updateRun{}, withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
+	}
+	var r updateRun
+	if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
+		return updateRun{}, withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
+	}
+	r.PeakRSSBytes = childPeakRSS(c)
+	return r, nil
 }
 
 // newBenchChildUpdateCommand is the hidden command one run of
@@ -230,6 +277,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
 	fl.IntVar(&cfg.Swaps, "swaps", 1, "swaps in this run (server variant)")
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
+	fl.BoolVar(&cfg.IDField, "id-field", false, "the server variant's source de-duplicates by the messages' id field")
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")

@@ -169,6 +169,16 @@ func testFullDisk(t *testing.T, whole bool, sizeMiB int, publishFirst bool) {
 		t.Errorf("the table changed from %v to %v while the store was failed", rows, got)
 	}
 
+	if publishFirst {
+		// The broker shares the full disk: a publish now fails (and leaves
+		// JetStream's stream refusing writes, as after any failed write).
+		if r := f.tryPublish(srv, n, n+500); r.code == ExitOK {
+			t.Fatalf("a publish to the full disk succeeded")
+		} else {
+			t.Logf("publish on the full disk: %d %s", r.code, strings.TrimSpace(r.stderr))
+		}
+	}
+
 	// Room again: the job resumes by itself.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -176,6 +186,21 @@ func testFullDisk(t *testing.T, whole bool, sizeMiB int, publishFirst bool) {
 	srv.waitJob(id, "the job to resume without a restart", func(m map[string]any) bool {
 		return m["state"] == "RUNNING" && m["condition"] == nil && strings.Contains(srv.log(), "job resumed after the state store came back")
 	})
+	if publishFirst {
+		// The broker shared the full disk: it accepts publishes again,
+		// without a restart, within a few retry intervals.
+		var last cliResult
+		if !await.Until(60*time.Second, 50*time.Millisecond, func() bool {
+			last = f.tryPublish(srv, n, n+500)
+			return last.code == ExitOK
+		}) {
+			t.Fatalf("publishes still fail after the disk had room again: %d %s\nserver log:\n%s", last.code, last.stderr, srv.log())
+		}
+		n += 500
+		if !strings.Contains(srv.log(), "the broker recovered from its storage failure") {
+			t.Errorf("no log line of the broker's recovery\nserver log:\n%s", srv.log())
+		}
+	}
 	for n < 8000 {
 		f.publish(srv, n, n+500)
 		n += 500
@@ -269,26 +294,41 @@ func (f *ordersFeed) start(srv *serverProc, pipeline string) (id, sub string) {
 // publish publishes orders from..to-1 (with --id-field: a retry is
 // harmless) and adds them to the ground truth.
 func (f *ordersFeed) publish(srv *serverProc, from, to int) {
+	f.t.Helper()
+	if r := f.tryPublish(srv, from, to); r.code != ExitOK {
+		f.t.Fatalf("publish %d..%d: %d %s", from, to, r.code, r.stderr)
+	}
+}
+
+// tryPublish publishes orders from..to-1 and, when the publish succeeded,
+// adds them to the ground truth; it returns the CLI's result.
+func (f *ordersFeed) tryPublish(srv *serverProc, from, to int) cliResult {
 	t := f.t
 	t.Helper()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var b strings.Builder
+	want, wantN := map[string]int64{}, map[string]int64{}
 	for i := from; i < to; i++ {
 		// Many keys, so that every checkpoint writes keyed state.
 		k := fmt.Sprintf("k%d", i%97)
 		ts := base.Add(time.Duration(i) * 100 * time.Millisecond)
 		w := ts.Truncate(time.Minute).Format(time.RFC3339)
-		f.want[k+" "+w] += int64(i)
-		f.wantN[k+" "+w]++
+		want[k+" "+w] += int64(i)
+		wantN[k+" "+w]++
 		fmt.Fprintf(&b, `{"key": %q, "amount": %d, "ts": %q, "id": %d}`+"\n", k, i, ts.Format(time.RFC3339Nano), i)
 	}
 	path := filepath.Join(f.work, fmt.Sprintf("chunk-%d.jsonl", from))
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := srv.cli(f.work, "topics", "publish", "orders", "--file", path, "--id-field", "id"); r.code != ExitOK {
-		t.Fatalf("publish %d..%d: %d %s", from, to, r.code, r.stderr)
+	r := srv.cli(f.work, "topics", "publish", "orders", "--file", path, "--id-field", "id")
+	if r.code == ExitOK {
+		for k, v := range want {
+			f.want[k] += v
+			f.wantN[k] += wantN[k]
+		}
 	}
+	return r
 }
 
 // ackFloor returns the acknowledged position of subscription sub.

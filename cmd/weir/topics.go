@@ -66,7 +66,7 @@ messages for its retention (default 7 days), acknowledged or not, so that
 subscriptions can later seek back. Pipelines read topics with ReadFromPubSub
 and write them with WriteToPubSub.
 
-Names are 1 to 200 characters from [A-Za-z0-9_-], starting with a letter or
+Names are 1 to 200 characters from [A-Za-z0-9_.~+%-], starting with a letter or
 digit. The dead-letter topic of job J is weir.deadletter.J.
 
 Exit codes: 0 success, 1 the topic was not found or exists already, 2 usage

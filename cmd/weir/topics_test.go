@@ -94,7 +94,7 @@ func TestCLITopicsSubscriptionsPipeline(t *testing.T) {
 	steps := []cliCase{
 		{name: "create topic", args: []string{"topics", "create", "orders", "--retention", "48h"}, wantStdout: []string{"Created topic orders (retention 48h0m0s)."}},
 		{name: "create topic twice", args: []string{"topics", "create", "orders"}, wantCode: ExitFailure, wantStderr: []string{"already exists", "(TOPIC_EXISTS)"}},
-		{name: "create topic, bad name", args: []string{"topics", "create", "or.ders"}, wantCode: ExitUsage, wantStderr: []string{"(INVALID_NAME)"}},
+		{name: "create topic, bad name", args: []string{"topics", "create", "or*ders"}, wantCode: ExitUsage, wantStderr: []string{"(INVALID_NAME)"}},
 		{name: "create topic, bad retention", args: []string{"topics", "create", "x", "--retention", "0s"}, wantCode: ExitUsage, wantStderr: []string{"--retention"}},
 		{name: "create topic, JSON", args: []string{"topics", "create", "clicks", "--format", "json"}, wantStdout: []string{`"name": "clicks"`, `"retention": "168h0m0s"`}},
 		{name: "list topics", args: []string{"topics", "list"}, wantStdout: []string{"NAME", "RETENTION", "clicks", "orders", "48h0m0s"}},

@@ -264,7 +264,7 @@ func (b *Broker) startRecord(ctx context.Context, sub string, seqs []uint64) (fu
 	// stored before the wait returns (a snapshot right after sees it).
 	// The async window is shared with the topics' publishers: wait for
 	// room rather than fail an acknowledgement in a burst.
-	fut, err := b.js.PublishAsync(ackRecordSubject+sub, v, jetstream.WithStallWait(10*time.Second))
+	fut, err := b.js.PublishAsync(ackRecordSubject+NATSName(sub), v, jetstream.WithStallWait(10*time.Second))
 	if err != nil {
 		return nil, apiErr("recording acknowledgements of "+sub, err)
 	}
@@ -313,7 +313,7 @@ func (b *Broker) readAcked(ctx context.Context, sub string, floor uint64, prune 
 	if err != nil {
 		return nil, err
 	}
-	subject := ackRecordSubject + sub
+	subject := ackRecordSubject + NATSName(sub)
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return nil, apiErr("reading the acknowledgement record of "+sub, err)
@@ -401,7 +401,7 @@ func (b *Broker) resetAckState(ctx context.Context, sub string, runs []SeqRange)
 	if err != nil {
 		return err
 	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSubject(ackRecordSubject+sub)); err != nil {
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(ackRecordSubject+NATSName(sub))); err != nil {
 		return apiErr("clearing the acknowledgement record of "+sub, err)
 	}
 	kv, err := b.restoredSets(ctx)
@@ -417,7 +417,7 @@ func (b *Broker) resetAckState(ctx context.Context, sub string, runs []SeqRange)
 	}
 	if len(runs) > 0 {
 		rec, _ := json.Marshal(runSeqs(runs))
-		if _, err := b.js.Publish(ctx, ackRecordSubject+sub, rec); err != nil {
+		if _, err := b.js.Publish(ctx, ackRecordSubject+NATSName(sub), rec); err != nil {
 			return apiErr("recording the restored acknowledgements of "+sub, err)
 		}
 	}
@@ -462,7 +462,7 @@ func (b *Broker) restoredSets(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, apiErr("opening the restored acknowledgements", err)
 	}
-	return kv, nil
+	return namedKV{kv}, nil
 }
 
 // restored returns the restored state of sub, from the cache or the store.

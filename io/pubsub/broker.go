@@ -41,6 +41,11 @@ type Options struct {
 	// DiskCheckInterval is how often a limit that follows the disk is
 	// recomputed. Default DefaultDiskCheckInterval (30s).
 	DiskCheckInterval time.Duration
+	// RecoverInterval is how often an embedded broker checks that its
+	// JetStream can write and, after a storage failure (a full disk),
+	// brings it back (CheckStorage). Default DefaultRecoverInterval (10s,
+	// the job service's storage retry interval).
+	RecoverInterval time.Duration
 	// diskFree reads the bytes available on a directory's file system
 	// (default: statfs); tests replace it.
 	diskFree func(dir string) (int64, error)
@@ -68,6 +73,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.DiskCheckInterval <= 0 {
 		o.DiskCheckInterval = DefaultDiskCheckInterval
+	}
+	if o.RecoverInterval <= 0 {
+		o.RecoverInterval = DefaultRecoverInterval
 	}
 	if o.diskFree == nil {
 		o.diskFree = statfsFree
@@ -134,6 +142,9 @@ type Broker struct {
 	// storeLimit is set for an embedded broker whose storage limit follows
 	// the disk (Options.MaxStore 0).
 	storeLimit *storeLimit
+	// recovery is set for an embedded broker: it brings JetStream back
+	// after a storage failure (recover.go).
+	recovery *recovery
 
 	// idConflicts counts, per topic (string → *atomic.Int64), the
 	// publishes dropped as duplicates of a stored message ID whose content
@@ -161,6 +172,7 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		NoSigs:            true,
 		DontListen:        opts.Listen == "",
 		JetStreamMaxStore: max(opts.MaxStore, 0),
+		MaxPayload:        EmbeddedMaxPayload,
 	}
 	var limit *storeLimit
 	if opts.MaxStore == 0 {
@@ -214,6 +226,14 @@ func StartEmbedded(ctx context.Context, opts Options) (*Broker, error) {
 		b.storeLimit = limit
 		go b.followDisk(opts.DiskCheckInterval)
 	}
+	// What Server.Start gives EnableJetStream, to load it again after a
+	// storage failure.
+	b.recovery = &recovery{dir: opts.StoreDir, interval: opts.RecoverInterval, free: opts.diskFree,
+		jsConfig: server.JetStreamConfig{StoreDir: so.StoreDir, SyncInterval: so.SyncInterval, SyncAlways: so.SyncAlways,
+			Strict: !so.NoJetStreamStrict, MaxMemory: so.JetStreamMaxMemory, MaxStore: so.JetStreamMaxStore,
+			Domain: so.JetStreamDomain, CompressOK: true, UniqueTag: so.JetStreamUniqueTag},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go b.watchStorage()
 	b.log.Info("embedded broker started", "store_dir", opts.StoreDir, "listen", opts.Listen, "server_version", server.VERSION)
 	return b, nil
 }
@@ -225,6 +245,12 @@ func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mti
 	}
 	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub"), clock: clock}, nil
 }
+
+// EmbeddedMaxPayload is the largest message (data, attributes and ID) the
+// embedded broker takes: Pub/Sub's 10 MB of data, with room for
+// attributes. (NATS's default is 1 MiB; an external server's max_payload
+// is its own.)
+const EmbeddedMaxPayload = 10<<20 + 1<<20
 
 // asyncWindow is the most asynchronous publishes the sink keeps in flight.
 const asyncWindow = 2048
@@ -245,6 +271,7 @@ func (b *Broker) Conn() *nats.Conn { return b.nc }
 // and the server still stops in the background.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.stopFollowing()
+	b.stopWatching()
 	var errs []error
 	if !b.nc.IsClosed() {
 		closed := make(chan struct{})

@@ -24,7 +24,7 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 			_, err := b.CreateTopic(ctx, "payments", TopicConfig{Retention: time.Hour})
 			return err
 		}, nil},
-		{"bad topic name", func() error { _, err := b.CreateTopic(ctx, "a.b", TopicConfig{}); return err }, ErrInvalidName},
+		{"bad topic name", func() error { _, err := b.CreateTopic(ctx, "a*b", TopicConfig{}); return err }, ErrInvalidName},
 		{"empty topic name", func() error { _, err := b.CreateTopic(ctx, "", TopicConfig{}); return err }, ErrInvalidName},
 		{"topic name starting with '-'", func() error { _, err := b.CreateTopic(ctx, "-x", TopicConfig{}); return err }, ErrInvalidName},
 		{"duplicate window over retention", func() error {
@@ -306,5 +306,72 @@ func TestConcurrentCreatesOneWins(t *testing.T) {
 		return err
 	}, ErrSubscriptionExists); ok != 1 || dup != 19 {
 		t.Errorf("subscription: %d created, %d exists; want 1 and 19", ok, dup)
+	}
+}
+
+// TestNamesWithDots: topic and subscription names may contain '.', '~',
+// '+' and '%', as Pub/Sub IDs do; "a.b" and "a" are distinct topics with
+// their own messages and subscriptions, listed under their names; a
+// snapshot and a seek of a subscription named with them work (their
+// key-value keys escape what keys do not allow).
+func TestNamesWithDots(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	for _, topic := range []string{"a.b", "a", "a.b.c", "x~y+z%20"} {
+		if _, err := b.CreateTopic(ctx, topic, TopicConfig{}); err != nil {
+			t.Fatalf("CreateTopic %s: %v", topic, err)
+		}
+		if _, err := b.CreateSubscription(ctx, "sub."+topic, topic, SubscriptionConfig{}); err != nil {
+			t.Fatalf("CreateSubscription sub.%s: %v", topic, err)
+		}
+		if _, err := b.Publish(ctx, topic, []byte("to "+topic), nil, ""); err != nil {
+			t.Fatalf("Publish %s: %v", topic, err)
+		}
+	}
+	for _, topic := range []string{"a.b", "a", "a.b.c", "x~y+z%20"} {
+		msgs, err := b.Pull(ctx, "sub."+topic, 10, true)
+		if err != nil || len(msgs) != 1 || string(msgs[0].Data) != "to "+topic || msgs[0].Topic != topic {
+			t.Fatalf("Pull sub.%s: %v %v", topic, msgs, err)
+		}
+		info, err := b.Subscription(ctx, "sub."+topic)
+		if err != nil || info.Name != "sub."+topic || info.Topic != topic || info.AckFloor != 1 {
+			t.Fatalf("Subscription sub.%s: %+v %v", topic, info, err)
+		}
+	}
+	topics, err := b.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ti := range topics {
+		names = append(names, ti.Name)
+	}
+	if fmt.Sprint(names) != "[a a.b a.b.c x~y+z%20]" {
+		t.Fatalf("ListTopics: %v", names)
+	}
+	subs, err := b.ListSubscriptions(ctx, "a.b")
+	if err != nil || len(subs) != 1 || subs[0].Name != "sub.a.b" {
+		t.Fatalf("ListSubscriptions a.b: %+v %v", subs, err)
+	}
+	for _, bad := range []string{".a", "~a", "a b", "a*", "a=b", "a/b"} {
+		if _, err := b.CreateTopic(ctx, bad, TopicConfig{}); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("CreateTopic %q: %v, want ErrInvalidName", bad, err)
+		}
+	}
+	snap, err := b.CreateSubscriptionSnapshot(ctx, "snap~1+%", "sub.x~y+z%20")
+	if err != nil || snap.Name != "snap~1+%" {
+		t.Fatalf("CreateSubscriptionSnapshot: %+v %v", snap, err)
+	}
+	if snaps, err := b.ListSubscriptionSnapshots(ctx, ""); err != nil || len(snaps) != 1 || snaps[0].Name != "snap~1+%" {
+		t.Fatalf("ListSubscriptionSnapshots: %+v %v", snaps, err)
+	}
+	if err := b.DeleteSubscriptionSnapshot(ctx, "snap~1+%"); err != nil {
+		t.Fatalf("DeleteSubscriptionSnapshot: %v", err)
+	}
+	if err := b.DeleteSubscription(ctx, "sub.a.b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic(ctx, "a.b"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,11 +9,17 @@
 // nats-server with a file store under Options.StoreDir (the default, nothing
 // to install), Connect dials an external NATS server (--nats-url). Every
 // method of a Broker is safe for concurrent use; Shutdown drains and stops.
+// An embedded broker whose write met a full disk refuses publishes with
+// ErrStorageFull and, every Options.RecoverInterval, brings its JetStream
+// back once the disk has room (recover.go), without a restart.
 //
 // # Names
 //
-// A topic name is 1 to 200 characters from [A-Za-z0-9_-], starting with a
-// letter or digit. Topic T is the stream WEIR_TOPIC_T on the subject
+// A topic name is 1 to 200 characters from [A-Za-z0-9_.~+%-], starting
+// with a letter or digit (the characters of Pub/Sub's IDs: NATS names
+// cannot hold '.', so it is ',' in stream and consumer names and subject
+// tokens, see NATSName; key-value keys cannot hold '~', '+' and '%', so
+// they are escaped there, see namedKV). Topic T is the stream WEIR_TOPIC_T on the subject
 // weir.topic.T. The dead-letter topic of job J is named weir.deadletter.J
 // (DeadLetterTopic), the stream WEIR_DEADLETTER_J on the subject
 // weir.deadletter.J; it accepts every topic operation.

@@ -39,7 +39,9 @@ var (
 	// ErrStorageFull: the broker refused a write for lack of storage: its
 	// limit is reached or the disk is full. Free space: a limit that
 	// follows the disk (Options.MaxStore 0, the default) rises on its own
-	// once space returns (within Options.DiskCheckInterval).
+	// once space returns (within Options.DiskCheckInterval), and an
+	// embedded broker whose write met a full disk brings its storage back
+	// by itself (within Options.RecoverInterval; see CheckStorage).
 	ErrStorageFull = errors.New("broker storage full")
 	// ErrInUse: a topic or subscription that a running job reads or writes
 	// cannot be deleted (or a job's subscription drained by hand) without

@@ -36,7 +36,7 @@ func TopicStream(topic string) (string, error) {
 // (forgetting its clients' deliveries) and acknowledge only the last
 // message of each checkpoint.
 func (b *Broker) refusePerMessage(ctx context.Context, stream, step, sub, topic string) error {
-	c, err := b.js.Consumer(ctx, stream, sub)
+	c, err := b.js.Consumer(ctx, stream, NATSName(sub))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil // created cumulative by the source, or missing: rewind says so
 	}

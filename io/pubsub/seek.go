@@ -144,10 +144,11 @@ func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, apiErr("opening the subscription snapshot store", err)
 	}
-	if err := b.migrateLegacySnapshots(ctx, kv); err != nil {
+	named := namedKV{kv}
+	if err := b.migrateLegacySnapshots(ctx, named); err != nil {
 		return nil, err
 	}
-	return kv, nil
+	return named, nil
 }
 
 // legacySnapshot is a snapshot as the gRPC API stored it in
@@ -579,7 +580,7 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 			return SeekResult{}, fmt.Errorf("seeking subscription %s: it was sought, but keeping its acknowledgement state failed (until the next seek, a restart of weir delivers again the messages the snapshot holds as acknowledged): %w", sub, err)
 		}
 	}
-	c, err = b.js.Consumer(ctx, stream, sub)
+	c, err = b.js.Consumer(ctx, stream, NATSName(sub))
 	if err != nil {
 		return SeekResult{}, apiErr("describing subscription "+sub, err)
 	}

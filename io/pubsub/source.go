@@ -276,6 +276,15 @@ type Source struct {
 	// live is the subscription its last opened split reads (the backlog
 	// metrics ask it directly, without looking the subscription up).
 	live atomic.Pointer[liveConsumer]
+	// closedSeen is what its last closed split remembered of message IDs
+	// (a source with de-duplication), handed to the source that replaces
+	// it (AdoptSource); adopted is what it took over from its
+	// predecessor, used once by the split that resumes where that one
+	// stopped (source_handover.go).
+	closedSeen atomic.Pointer[seenHandoff]
+	adopted    atomic.Pointer[seenHandoff]
+	// readBack counts the read-back of dedupe IDs at resumes (ReadBack).
+	readBack readBackStats
 }
 
 // liveConsumer is the subscription an open split reads, on its topic.
@@ -480,6 +489,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	// stream when the topic is known, and that lookup serves the per-message
 	// check and the rewind too (each lookup is a round trip to the broker,
 	// and a search over every topic's stream is one per topic).
+	s.b.ensureStorage(ctx)
 	topic, cons, err := s.consumer(ctx)
 	if err != nil {
 		return nil, err
@@ -531,7 +541,9 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 			sp.pos.Track = &Track{From: int64(mtime.MaxTimestamp), Watermark: int64(mtime.MinTimestamp)}
 		}
 		if sp.seen != nil {
-			if err := sp.warmSeen(ctx); err != nil {
+			if seen := s.takeAdopted(from); seen != nil {
+				sp.seen = seen // handed over in memory: nothing to read back
+			} else if err := sp.warmSeen(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -566,7 +578,7 @@ func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, erro
 		return t, c, nil
 	}
 	stream, _, _ := topicNames(cfg.Topic)
-	c, err := s.b.js.Consumer(ctx, stream, cfg.Subscription)
+	c, err := s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription))
 	if err == nil {
 		return cfg.Topic, c, nil
 	}
@@ -577,14 +589,19 @@ func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, erro
 	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
 		return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}
-	if c, err = s.b.js.Consumer(ctx, stream, cfg.Subscription); err != nil {
+	if c, err = s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription)); err != nil {
 		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	return cfg.Topic, c, nil
 }
 
 // warmSeen reads back the IDs of the messages published within the dedupe
-// window before the resume position, so that de-duplication spans a restart.
+// window before the resume position, so that de-duplication spans a
+// restart. It reads the messages stored from the window's start up to the
+// position, which the topic already holds: every fetch asks only for what
+// is there (no wait for messages that cannot come), and the read-back ends
+// at the position's message or at the first fetch that finds nothing more
+// (the position's message is gone: retention).
 func (s *split) warmSeen(ctx context.Context) error {
 	if s.pos.StreamSeq == 0 || s.pos.PublishMillis == 0 {
 		return nil
@@ -600,11 +617,17 @@ func (s *split) warmSeen(ctx context.Context) error {
 	if err != nil {
 		return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
 	}
+	stats := &s.src.readBack
+	stats.resumes.Add(1)
 	for {
-		b, err := oc.Fetch(1024, jetstream.FetchMaxWait(time.Second))
+		// No wait: what the read-back needs is stored already. (A fetch
+		// with an expiry that the batch does not fill waits it out: a
+		// second of pause at every resume.)
+		b, err := oc.FetchNoWait(readBackBatch)
 		if err != nil {
 			return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
 		}
+		stats.fetches.Add(1)
 		got := 0
 		for m := range b.Messages() {
 			got++
@@ -624,11 +647,13 @@ func (s *split) warmSeen(ctx context.Context) error {
 			}
 			if md.Sequence.Stream >= s.pos.StreamSeq {
 				drain(b)
-				return nil
+				stats.messages.Add(int64(got))
+				return s.readBackEnd(b)
 			}
 		}
-		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
+		stats.messages.Add(int64(got))
+		if err := s.readBackEnd(b); err != nil {
+			return err
 		}
 		if got == 0 {
 			return nil // the position's message is gone (retention)
@@ -637,6 +662,14 @@ func (s *split) warmSeen(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// readBackEnd is the error of a read-back fetch that failed, else nil.
+func (s *split) readBackEnd(b jetstream.MessageBatch) error {
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return apiErr("reading back message IDs of "+s.cfg.Subscription, err)
+	}
+	return nil
 }
 
 func drain(b jetstream.MessageBatch) {

@@ -92,6 +92,7 @@ func (s *split) Close() error {
 		}
 		s.batch = nil
 	}
+	s.handOff()
 	if s.skipped > 0 {
 		s.b.log.Debug("source closed", "subscription", s.cfg.Subscription, "dropped_duplicates", s.skipped)
 	}

@@ -91,7 +91,15 @@ func (b *Broker) RefreshStoreLimit(ctx context.Context) (int64, error) {
 	if err != nil {
 		return l.limit.Load(), apiErr("reading the broker's storage use", err)
 	}
-	want, err := l.compute(int64(info.Store))
+	return b.raiseLimit(int64(info.Store))
+}
+
+// raiseLimit raises the storage limit to what a store holding used bytes
+// may fill on its disk now, when that is more than the limit in force,
+// and returns the limit in force. The caller holds l.mu.
+func (b *Broker) raiseLimit(used int64) (int64, error) {
+	l := b.storeLimit
+	want, err := l.compute(used)
 	if err != nil {
 		return l.limit.Load(), err
 	}
@@ -101,12 +109,14 @@ func (b *Broker) RefreshStoreLimit(ctx context.Context) (int64, error) {
 	}
 	opts := l.srvOpts.Clone()
 	opts.JetStreamMaxStore = want
-	if err := b.srv.ReloadOptions(opts); err != nil {
-		return cur, fmt.Errorf("raising the broker's storage limit to %d bytes: %w", want, err)
-	}
+	if b.srv.JetStreamEnabled() {
+		if err := b.srv.ReloadOptions(opts); err != nil {
+			return cur, fmt.Errorf("raising the broker's storage limit to %d bytes: %w", want, err)
+		}
+	} // else: JetStream is loaded again with the limit (recover.go)
 	l.limit.Store(want)
 	l.srvOpts = opts
-	b.log.Info("broker storage limit raised: the disk has more room", "limit_bytes", want, "previous_bytes", cur, "used_bytes", info.Store)
+	b.log.Info("broker storage limit raised: the disk has more room", "limit_bytes", want, "previous_bytes", cur, "used_bytes", used)
 	return want, nil
 }
 

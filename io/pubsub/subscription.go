@@ -78,7 +78,7 @@ type SubscriptionInfo struct {
 
 func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo {
 	return SubscriptionInfo{
-		Name:          ci.Name,
+		Name:          fromNATSName(ci.Name),
 		Topic:         topic,
 		NumPending:    ci.NumPending,
 		NumAckPending: ci.NumAckPending,
@@ -119,7 +119,7 @@ func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg
 	}
 	cfg.EnsureDefaults()
 	cc := jetstream.ConsumerConfig{
-		Durable:       name,
+		Durable:       NATSName(name),
 		Description:   "weir subscription " + name + " of topic " + topic,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       cfg.AckWait,
@@ -196,7 +196,7 @@ func (b *Broker) findSubscription(ctx context.Context, name string) (topic strin
 		return "", nil, apiErr("looking up subscription "+name, err)
 	}
 	for _, s := range streams {
-		c, err := b.js.Consumer(ctx, s, name)
+		c, err := b.js.Consumer(ctx, s, NATSName(name))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
 		}
@@ -233,7 +233,7 @@ func (b *Broker) DeleteSubscription(ctx context.Context, name string) error {
 		return err
 	}
 	stream, _, _ := topicNames(topic)
-	err = b.js.DeleteConsumer(ctx, stream, name)
+	err = b.js.DeleteConsumer(ctx, stream, NATSName(name))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("deleting subscription %s: %w", name, ErrSubscriptionNotFound)
 	}
@@ -459,7 +459,7 @@ func toMessage(topic string, m jetstream.Msg) (Message, error) {
 // from 2.14 reset the consumer in place; older ones get it recreated with
 // the same configuration.
 func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) error {
-	c, err := b.js.Consumer(ctx, stream, sub)
+	c, err := b.js.Consumer(ctx, stream, NATSName(sub))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("rewinding subscription %s: %w", sub, ErrSubscriptionNotFound)
 	}
@@ -485,9 +485,9 @@ func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uin
 	if serverAtLeast(b.nc.ConnectedServerVersion(), 2, 14) {
 		var err error
 		if seq == 0 {
-			_, err = b.js.ResetConsumer(ctx, stream, sub)
+			_, err = b.js.ResetConsumer(ctx, stream, NATSName(sub))
 		} else {
-			_, err = b.js.ResetConsumerToSequence(ctx, stream, sub, seq)
+			_, err = b.js.ResetConsumerToSequence(ctx, stream, NATSName(sub), seq)
 		}
 		if err == nil {
 			b.log.Debug("subscription rewound", "subscription", sub, "to_seq", target)
@@ -501,7 +501,7 @@ func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uin
 	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 	cfg.OptStartSeq = target
 	cfg.OptStartTime = nil
-	if err := b.js.DeleteConsumer(ctx, stream, sub); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := b.js.DeleteConsumer(ctx, stream, NATSName(sub)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, apiErr("rewinding subscription "+sub, err)
 	}
 	nc, err := b.js.CreateConsumer(ctx, stream, cfg)

@@ -48,6 +48,9 @@ type TopicConfig struct {
 	// MaxBytes caps the topic's size; the oldest messages are dropped past
 	// it. Default 0: no cap.
 	MaxBytes int64
+	// Metadata is stored with the topic (JetStream stream metadata), e.g.
+	// the Pub/Sub API's labels.
+	Metadata map[string]string
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -101,10 +104,15 @@ type TopicInfo struct {
 	DuplicateWindow time.Duration `json:"duplicate_window"`
 	Subscriptions   int           `json:"subscriptions"`
 	Created         time.Time     `json:"created"`
+	// Metadata is what TopicConfig.Metadata stored (and JetStream's own
+	// entries).
+	Metadata map[string]string `json:"-"`
 }
 
 // ValidateName checks a topic or subscription name: 1 to 200 characters
-// from [A-Za-z0-9_-], starting with a letter or digit.
+// from [A-Za-z0-9_.~+%-], starting with a letter or digit (the characters
+// Pub/Sub allows in IDs; see NATSName and namedKV for how the broker
+// stores them).
 func ValidateName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
@@ -114,14 +122,23 @@ func ValidateName(kind, name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '_' || c == '-'))
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && strings.IndexByte("_-.~+%", c) >= 0)
 		if !ok {
-			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits, '_' and '-', starting with a letter or digit): %w",
+			return fmt.Errorf("%s name %q: character %q at %d is not allowed (use letters, digits and _ - . ~ + %%, starting with a letter or digit): %w",
 				kind, name, c, i, ErrInvalidName)
 		}
 	}
 	return nil
 }
+
+// NATSName is a topic or subscription name as a NATS stream or consumer
+// name or subject token: '.' separates subject tokens and is not allowed in
+// stream and consumer names, so it becomes ',' (in neither weir's nor
+// Pub/Sub's names); a name without '.' is its own NATS name.
+func NATSName(name string) string { return strings.ReplaceAll(name, ".", ",") }
+
+// fromNATSName undoes NATSName.
+func fromNATSName(s string) string { return strings.ReplaceAll(s, ",", ".") }
 
 // topicNames maps a topic name to its stream and subject.
 func topicNames(name string) (stream, subject string, err error) {
@@ -129,22 +146,22 @@ func topicNames(name string) (stream, subject string, err error) {
 		if err := ValidateName("dead-letter job", job); err != nil {
 			return "", "", err
 		}
-		return deadLetterStreamPrefix + job, name, nil
+		return deadLetterStreamPrefix + NATSName(job), deadLetterPrefix + NATSName(job), nil
 	}
 	if err := ValidateName("topic", name); err != nil {
 		return "", "", err
 	}
-	return topicStreamPrefix + name, topicSubjectPrefix + name, nil
+	return topicStreamPrefix + NATSName(name), topicSubjectPrefix + NATSName(name), nil
 }
 
 // topicOfStream maps a stream name back to its topic name; ok is false for
 // streams that are not topics.
 func topicOfStream(stream string) (string, bool) {
 	if t, ok := strings.CutPrefix(stream, topicStreamPrefix); ok && t != "" {
-		return t, true
+		return fromNATSName(t), true
 	}
 	if j, ok := strings.CutPrefix(stream, deadLetterStreamPrefix); ok && j != "" {
-		return deadLetterPrefix + j, true
+		return deadLetterPrefix + fromNATSName(j), true
 	}
 	return "", false
 }
@@ -184,6 +201,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
 		Replicas:    1,
+		Metadata:    cfg.Metadata,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return TopicInfo{}, fmt.Errorf("creating topic %s: %w", name, ErrTopicExists)
@@ -249,6 +267,7 @@ func topicInfo(name string, si *jetstream.StreamInfo) TopicInfo {
 		DuplicateWindow: si.Config.Duplicates,
 		Subscriptions:   si.State.Consumers,
 		Created:         si.Created,
+		Metadata:        si.Config.Metadata,
 	}
 }
 
@@ -326,12 +345,19 @@ func (b *Broker) publish(ctx context.Context, topic string, data []byte, attribu
 	if err := b.checkSize(msg, msgID); err != nil {
 		return PublishResult{}, err
 	}
+	if b.StorageFailing() {
+		return PublishResult{}, b.storageFailedErr(topic)
+	}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
 	ack, err := b.js.PublishMsg(ctx, msg, opts...)
 	if err != nil {
-		return PublishResult{}, publishErr(topic, err)
+		err = publishErr(topic, err)
+		if ferr := b.failFast(context.WithoutCancel(ctx), topic, err); ferr != nil {
+			return PublishResult{}, ferr
+		}
+		return PublishResult{}, err
 	}
 	res := PublishResult{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
 	if msgID != "" {

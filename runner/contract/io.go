@@ -53,6 +53,20 @@ type CatchingUpSplit interface {
 	CatchingUp() bool
 }
 
+// SourceAdopter is a source that takes over in-memory state from the source
+// of the same step in the execution it replaces (an in-place update, a
+// rescale), so that resuming need not rebuild it from its input: a Pub/Sub
+// source's memory of message IDs for de-duplication. The runner calls
+// AdoptSource with the old execution's source before Resume, once that
+// execution has stopped reading. What is adopted must serve only a split
+// that resumes at the very position the old one stopped at (the old
+// source may have read past the positions Resume is given); otherwise the
+// source rebuilds its state as after a restart.
+type SourceAdopter interface {
+	Source
+	AdoptSource(old Source)
+}
+
 // Sink is the code of a sink step. Write is called with each bundle, from
 // the worker that produced it (so concurrently across workers), and must not
 // keep elems after it returns (the runner reuses the slice); Close is called

@@ -46,7 +46,8 @@
 // before the last seek are ignored.
 //
 // It may import io/pubsub, cloud.google.com/go/pubsub/v2 (for the
-// generated apiv1/pubsubpb protos), google.golang.org/grpc,
+// generated apiv1/pubsubpb protos), google.golang.org/genproto/googleapis/rpc
+// (the ErrorInfo of exactly-once acknowledgements), google.golang.org/grpc,
 // google.golang.org/protobuf, github.com/nats-io/nats.go (the JetStream
 // consumers behind subscriptions) and the standard library. It knows
 // nothing of the job service or HTTP.

@@ -26,8 +26,6 @@ func (s *Server) CreateTopic(ctx context.Context, t *pubsubpb.Topic) (*pubsubpb.
 		return nil, err
 	}
 	switch {
-	case len(t.GetLabels()) > 0:
-		return nil, invalid("topic %s: labels are not supported by weir", t.GetName())
 	case t.GetSchemaSettings() != nil:
 		return nil, invalid("topic %s: schema_settings are not supported by weir", t.GetName())
 	case t.GetKmsKeyName() != "":
@@ -43,6 +41,12 @@ func (s *Server) CreateTopic(ctx context.Context, t *pubsubpb.Topic) (*pubsubpb.
 			return nil, invalid("topic %s: message_retention_duration %v: want a positive duration", t.GetName(), d)
 		}
 		cfg.Retention = d.AsDuration()
+	}
+	if len(t.GetLabels()) > 0 {
+		cfg.Metadata = map[string]string{}
+		for k, v := range t.GetLabels() {
+			cfg.Metadata[metaLabel+k] = v
+		}
 	}
 	s.creatingTopic.Lock()
 	defer s.creatingTopic.Unlock()
@@ -73,7 +77,36 @@ func topicProto(project string, info pubsub.TopicInfo) *pubsubpb.Topic {
 		Name:                     topicName(project, info.Name),
 		MessageRetentionDuration: durationpb.New(info.Retention),
 		State:                    pubsubpb.Topic_ACTIVE,
+		Labels:                   labelsOf(info.Metadata),
 	}
+}
+
+// labelsOf returns the labels stored in metadata (metaLabel keys), or nil.
+func labelsOf(meta map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range meta {
+		if l, ok := strings.CutPrefix(k, metaLabel); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[l] = v
+		}
+	}
+	return out
+}
+
+// withLabels returns meta with its labels replaced by labels.
+func withLabels(meta, labels map[string]string) map[string]string {
+	out := make(map[string]string, len(meta)+len(labels))
+	for k, v := range meta {
+		if !strings.HasPrefix(k, metaLabel) {
+			out[k] = v
+		}
+	}
+	for k, v := range labels {
+		out[metaLabel+k] = v
+	}
+	return out
 }
 
 // GetTopic implements the Publisher service.

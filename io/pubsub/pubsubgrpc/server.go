@@ -40,8 +40,16 @@ const (
 	// is available (Options.PullWait).
 	DefaultPullWait = 5 * time.Second
 	// maxMessageBytes is the largest message data Publish accepts (Pub/Sub's
-	// limit is 10 MB; the embedded broker's max payload is 1 MiB).
-	maxMessageBytes = 1 << 20
+	// limit, 10 MB; the embedded broker takes it with its attributes, an
+	// external NATS server as far as its max_payload allows).
+	maxMessageBytes = 10 << 20
+	// fetchMaxBytes bounds what one pull request to the broker brings
+	// (and so one response to a client: Google's clients take at most
+	// 20 MiB): more than one largest message, which must fit.
+	fetchMaxBytes = 16 << 20
+	// maxRequestBytes is the largest request the server reads (a publish
+	// of up to 10 MB, as Pub/Sub allows, with its framing).
+	maxRequestBytes = 16 << 20
 )
 
 // Authenticator checks the bearer token of a request; the server's API
@@ -125,7 +133,7 @@ func New(b *pubsub.Broker, opts Options) *Server {
 	sopts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),
-		grpc.MaxRecvMsgSize(16 << 20),
+		grpc.MaxRecvMsgSize(maxRequestBytes),
 	}
 	if opts.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
@@ -147,7 +155,9 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Stop ends every call (streaming pulls included: their unacknowledged
 // messages are redelivered after their deadline) and stops serving. It
-// waits for in-flight unary calls up to ctx's end.
+// waits for in-flight unary calls up to ctx's end. Messages kept back
+// behind their ordering keys' outstanding messages go back to the broker
+// at once.
 func (s *Server) Stop(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -160,6 +170,7 @@ func (s *Server) Stop(ctx context.Context) {
 		s.grpc.Stop()
 		<-done
 	}
+	s.givePendingBack()
 }
 
 func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

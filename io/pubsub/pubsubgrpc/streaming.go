@@ -38,7 +38,7 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 		}
 		dl = time.Duration(secs) * time.Second
 	}
-	sp := &streamPull{s: s, sub: sub, deadline: dl, max: int(first.GetMaxOutstandingMessages()),
+	sp := &streamPull{s: s, sub: sub, stream: stream, deadline: dl, max: int(first.GetMaxOutstandingMessages()),
 		outstanding: make(map[string]time.Time), changed: make(chan struct{}, 1)}
 	if sp.max <= 0 {
 		sp.max = DefaultMaxOutstanding
@@ -94,11 +94,18 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 		if err := s.orderedReady(ctx, sub); err != nil {
 			return err
 		}
-		batch, err := sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait))
+		// Messages an acknowledgement released first (ordering keys).
+		ready, wake, err := s.readyMessages(ctx, sub, room)
 		if err != nil {
-			return s.fetchStatus(sub, err)
+			return err
 		}
-		if err := sp.forward(ctx, stream, batch, gen); err != nil {
+		if len(ready) > 0 {
+			if !sp.send(stream, ready) {
+				return nil
+			}
+			continue
+		}
+		if err := sp.fetchAndForward(ctx, stream, room, gen, wake); err != nil {
 			return err
 		}
 	}
@@ -114,6 +121,40 @@ type streamPull struct {
 	mu          sync.Mutex
 	outstanding map[string]time.Time // guarded by mu: ack ID -> deadline
 	changed     chan struct{}        // a slot freed
+	// stream is the stream the confirmations of an exactly-once
+	// subscription go out on; sendMu serialises its sends (the messages
+	// from the pulling goroutine, the confirmations from the receiving
+	// one). A leaf.
+	stream pubsubpb.Subscriber_StreamingPullServer
+	sendMu sync.Mutex
+}
+
+// confirm sends, for an exactly-once subscription, the confirmation of
+// the acknowledgements (or deadline changes) of a request: done were
+// applied, the others of ids are no longer valid.
+func (p *streamPull) confirm(ids, done []string, ack bool) {
+	if !p.sub.pol.exactlyOnce || len(ids) == 0 {
+		return
+	}
+	ok := make(map[string]bool, len(done))
+	for _, id := range done {
+		ok[id] = true
+	}
+	var bad []string
+	for _, id := range ids {
+		if !ok[id] {
+			bad = append(bad, id)
+		}
+	}
+	resp := &pubsubpb.StreamingPullResponse{}
+	if ack {
+		resp.AcknowledgeConfirmation = &pubsubpb.StreamingPullResponse_AcknowledgeConfirmation{AckIds: done, InvalidAckIds: bad}
+	} else {
+		resp.ModifyAckDeadlineConfirmation = &pubsubpb.StreamingPullResponse_ModifyAckDeadlineConfirmation{AckIds: done, InvalidAckIds: bad}
+	}
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	_ = p.stream.Send(resp) // a broken stream ends the call anyway
 }
 
 func (s *Server) addStream(sub string, sp *streamPull) {
@@ -217,6 +258,7 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if p.sub.ordered {
 			p.s.ordering(p.sub.id).acked(done)
 		}
+		p.confirm(ids, done, true)
 	}
 	byDeadline := map[int32][]string{}
 	for i, id := range req.GetModifyDeadlineAckIds() {
@@ -235,6 +277,13 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 		if err := p.s.modAck(ctx, p.sub, ids, d); err != nil {
 			return err
 		}
+		if p.sub.pol.exactlyOnce {
+			cur, err := p.s.current(ctx, p.sub, ids)
+			if err != nil {
+				return err
+			}
+			p.confirm(ids, cur, false)
+		}
 		if d == 0 {
 			p.free(ids)
 			continue
@@ -250,9 +299,23 @@ func (p *streamPull) handle(ctx context.Context, req *pubsubpb.StreamingPullRequ
 	return nil
 }
 
-// forward sends a fetch's messages as they arrive, in order. When the
-// stream ends, the rest are delivered again at once.
-func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch, gen uint64) error {
+// fetchAndForward pulls up to room messages (at most 500) from the broker
+// and forwards them, holding the subscription's fetch lock throughout
+// (ordering keys).
+func (p *streamPull) fetchAndForward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, room int, gen uint64, wake <-chan struct{}) error {
+	unlock := p.s.lockFetch(p.sub)
+	defer unlock()
+	batch, err := p.sub.cons.Fetch(min(room, 500), jetstream.FetchMaxWait(streamFetchWait), jetstream.FetchMaxBytes(fetchMaxBytes))
+	if err != nil {
+		return p.s.fetchStatus(p.sub, err)
+	}
+	return p.forward(ctx, stream, batch, gen, wake)
+}
+
+// forward sends a fetch's messages as they arrive, in order, and the
+// messages of ordering keys that acknowledgements release meanwhile (wake
+// closed). When the stream ends, the rest are delivered again at once.
+func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_StreamingPullServer, batch jetstream.MessageBatch, gen uint64, wake <-chan struct{}) error {
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -289,34 +352,59 @@ func (p *streamPull) forward(ctx context.Context, stream pubsubpb.Subscriber_Str
 					break more
 				}
 			}
-			now := time.Now()
-			p.mu.Lock()
-			for _, rm := range msgs {
-				p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
-			}
-			p.mu.Unlock()
-			// The properties tell Google's clients to hand messages of one
-			// ordering key to the application one at a time, in order.
-			props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered}
-			if err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props}); err != nil {
-				ids := make([]string, len(msgs))
-				for i, rm := range msgs {
-					ids[i] = rm.GetAckId()
-				}
-				_ = p.s.nak(p.sub, ids, 0)
+			if !p.send(stream, msgs) {
 				go nakRest(batch)
 				return nil
 			}
-			if p.deadline != p.sub.ackWait {
-				ids := make([]string, len(msgs))
-				for i, rm := range msgs {
-					ids[i] = rm.GetAckId()
-				}
-				_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
+		case <-wake:
+			ready, next, err := p.s.readyMessages(ctx, p.sub, max(p.room(time.Now()), 1))
+			if err != nil {
+				go nakRest(batch)
+				return err
+			}
+			wake = next
+			if len(ready) > 0 && !p.send(stream, ready) {
+				go nakRest(batch)
+				return nil
 			}
 		case <-ctx.Done():
 			go nakRest(batch)
 			return nil
 		}
 	}
+}
+
+// send sends msgs on the stream and counts them outstanding; when the
+// stream is broken it gives them back to the broker at once and returns
+// false.
+func (p *streamPull) send(stream pubsubpb.Subscriber_StreamingPullServer, msgs []*pubsubpb.ReceivedMessage) bool {
+	now := time.Now()
+	p.mu.Lock()
+	for _, rm := range msgs {
+		p.outstanding[rm.GetAckId()] = now.Add(p.deadline)
+	}
+	p.mu.Unlock()
+	// The properties tell Google's clients to hand messages of one
+	// ordering key to the application one at a time, in order.
+	props := &pubsubpb.StreamingPullResponse_SubscriptionProperties{MessageOrderingEnabled: p.sub.ordered,
+		ExactlyOnceDeliveryEnabled: p.sub.pol.exactlyOnce}
+	p.sendMu.Lock()
+	err := stream.Send(&pubsubpb.StreamingPullResponse{ReceivedMessages: msgs, SubscriptionProperties: props})
+	p.sendMu.Unlock()
+	if err != nil {
+		ids := make([]string, len(msgs))
+		for i, rm := range msgs {
+			ids[i] = rm.GetAckId()
+		}
+		_ = p.s.nak(p.sub, ids, 0)
+		return false
+	}
+	if p.deadline != p.sub.ackWait {
+		ids := make([]string, len(msgs))
+		for i, rm := range msgs {
+			ids[i] = rm.GetAckId()
+		}
+		_ = p.s.nak(p.sub, ids, p.deadline) // the stream's deadline, not the subscription's
+	}
+	return true
 }

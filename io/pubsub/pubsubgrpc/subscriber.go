@@ -35,6 +35,7 @@ type subscription struct {
 	perMessage        bool
 	ordered           bool // enable_message_ordering
 	ackWait           time.Duration
+	pol               policies // dead letter, retry, filter, exactly once, detached (policies.go)
 }
 
 // lookup returns subscription id, from the cache or the broker.
@@ -53,7 +54,7 @@ func (s *Server) lookup(ctx context.Context, id string) (*subscription, error) {
 	ci := cons.CachedInfo()
 	sub = &subscription{id: id, topic: topic, stream: stream, cons: cons,
 		perMessage: ci.Config.AckPolicy == jetstream.AckExplicitPolicy, ordered: ci.Config.Metadata[metaOrdering] == "true",
-		ackWait: ci.Config.AckWait}
+		ackWait: ci.Config.AckWait, pol: policiesOf(ci.Config.Metadata)}
 	s.mu.Lock()
 	s.subs[id] = sub
 	s.mu.Unlock()
@@ -85,6 +86,9 @@ func (s *Server) readable(ctx context.Context, name string) (*subscription, erro
 	}
 	sub, err := s.lookup(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDetached(sub); err != nil {
 		return nil, err
 	}
 	if !sub.perMessage {
@@ -130,16 +134,8 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 		unsupported = "cloud_storage_config"
 	case req.GetBigtableConfig() != nil:
 		unsupported = "bigtable_config"
-	case req.GetFilter() != "":
-		unsupported = "filter"
-	case req.GetDeadLetterPolicy() != nil:
-		unsupported = "dead_letter_policy"
-	case req.GetRetryPolicy() != nil:
-		unsupported = "retry_policy"
-	case req.GetEnableExactlyOnceDelivery():
-		unsupported = "enable_exactly_once_delivery"
 	case req.GetDetached():
-		unsupported = "detached"
+		unsupported = "detached (detach an existing subscription with DetachSubscription)"
 	case len(req.GetMessageTransforms()) > 0:
 		unsupported = "message_transforms"
 	}
@@ -156,6 +152,14 @@ func (s *Server) CreateSubscription(ctx context.Context, req *pubsubpb.Subscript
 	meta := map[string]string{metaAPI: "v1", metaOrdering: strconv.FormatBool(req.GetEnableMessageOrdering())}
 	for k, v := range req.GetLabels() {
 		meta[metaLabel+k] = v
+	}
+	if _, err := parseFilter(req.GetFilter()); err != nil {
+		return nil, invalid("subscription %s: %v", req.GetName(), err)
+	} else if req.GetFilter() != "" {
+		meta[metaFilter] = req.GetFilter()
+	}
+	if err := s.policyMeta(ctx, "subscription "+req.GetName(), req, meta); err != nil {
+		return nil, err
 	}
 	s.creatingSub.Lock()
 	defer s.creatingSub.Unlock()
@@ -187,14 +191,8 @@ func (s *Server) subscriptionProto(ctx context.Context, project string, info pub
 		ExpirationPolicy:      &pubsubpb.ExpirationPolicy{},
 		State:                 pubsubpb.Subscription_ACTIVE,
 	}
-	for k, v := range info.Metadata {
-		if l, ok := strings.CutPrefix(k, metaLabel); ok {
-			if p.Labels == nil {
-				p.Labels = map[string]string{}
-			}
-			p.Labels[l] = v
-		}
-	}
+	p.Labels = labelsOf(info.Metadata)
+	fillPolicies(p, project, info.Metadata)
 	if t, err := s.b.Topic(ctx, info.Topic); err == nil {
 		p.MessageRetentionDuration = durationpb.New(t.Retention)
 		p.TopicMessageRetentionDuration = durationpb.New(t.Retention)
@@ -287,6 +285,9 @@ func (s *Server) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb
 	return resp, nil
 }
 
+// nowWait is the expiry of a pull request for the messages available now.
+const nowWait = 10 * time.Millisecond
+
 // fetch pulls up to n messages of sub, waiting up to wait for them (0: the
 // ones available now).
 func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.Duration) ([]*pubsubpb.ReceivedMessage, error) {
@@ -297,16 +298,28 @@ func (s *Server) fetch(ctx context.Context, sub *subscription, n int, wait time.
 	if err := s.orderedReady(ctx, sub); err != nil {
 		return nil, err
 	}
-	var batch jetstream.MessageBatch
-	if wait <= 0 {
-		batch, err = sub.cons.FetchNoWait(n)
-	} else {
-		batch, err = sub.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	// Messages an acknowledgement released first (ordering keys); with
+	// some, the pull does not wait for more.
+	out, _, err := s.readyMessages(ctx, sub, n)
+	if err != nil {
+		return nil, err
 	}
+	if n -= len(out); n <= 0 {
+		return out, nil
+	}
+	if len(out) > 0 {
+		wait = 0
+	}
+	unlock := s.lockFetch(sub)
+	defer unlock()
+	var batch jetstream.MessageBatch
+	// With a byte bound, so that a pull of large messages stays within
+	// what the client takes; "now" is a short expiry (a no-wait request
+	// cannot carry one).
+	batch, err = sub.cons.Fetch(n, jetstream.FetchMaxWait(max(wait, nowWait)), jetstream.FetchMaxBytes(fetchMaxBytes))
 	if err != nil {
 		return nil, s.fetchStatus(sub, err)
 	}
-	var out []*pubsubpb.ReceivedMessage
 	for {
 		select {
 		case m, ok := <-batch.Messages():
@@ -360,8 +373,13 @@ func (s *Server) admitted(ctx context.Context, sub *subscription, m jetstream.Ms
 	} else if done {
 		return nil, false, nil // a seek to a snapshot restored it as acknowledged
 	}
+	if md, err := m.Metadata(); err == nil {
+		if ok, err := s.screen(ctx, sub, m, rm, md.NumDelivered); err != nil || !ok {
+			return nil, false, err
+		}
+	}
 	if sub.ordered && !s.ordering(sub.id).admit(m, rm.GetMessage().GetOrderingKey()) {
-		return nil, false, nil // held back behind a redelivered message of its key
+		return nil, false, nil // held back behind the outstanding message of its key
 	}
 	return rm, true, nil
 }
@@ -458,8 +476,8 @@ func checkAckIDs(sub *subscription, ids []string) error {
 		rest, ok := strings.CutPrefix(id, "$JS.ACK.")
 		tok := strings.Split(rest, ".")
 		switch {
-		case ok && len(tok) == 7 && tok[0] == sub.stream && tok[1] == sub.id:
-		case ok && len(tok) >= 10 && tok[2] == sub.stream && tok[3] == sub.id:
+		case ok && len(tok) == 7 && tok[0] == sub.stream && tok[1] == pubsub.NATSName(sub.id):
+		case ok && len(tok) >= 10 && tok[2] == sub.stream && tok[3] == pubsub.NATSName(sub.id):
 		default:
 			return invalid("ack ID %.80q is not one of subscription %s's", id, sub.id)
 		}
@@ -480,6 +498,8 @@ func (s *Server) ack(ctx context.Context, sub *subscription, ids []string) ([]st
 }
 
 func (s *Server) ackCurrent(ctx context.Context, sub *subscription, ids []string) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	nc := s.b.Conn()
 	for _, id := range ids {
 		reply, _ := splitAckID(id)
@@ -503,6 +523,19 @@ func (s *Server) ackCurrent(ctx context.Context, sub *subscription, ids []string
 	return nil
 }
 
+// flushTimeout bounds the broker's confirmation of acknowledgements and
+// deadline changes when the call has no deadline of its own (a REST call,
+// a streaming pull, a client that sets none): the flush needs one.
+const flushTimeout = 30 * time.Second
+
+// bounded returns ctx with a deadline of flushTimeout unless it has one.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, flushTimeout)
+}
+
 // modAck sets the deadline of the deliveries ids to d from now (0:
 // deliver them again at once), and waits until the broker has the changes.
 func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d time.Duration) error {
@@ -510,13 +543,27 @@ func (s *Server) modAck(ctx context.Context, sub *subscription, ids []string, d 
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	if d == 0 {
+		if ids = s.deadLetterNacked(ctx, sub, ids); len(ids) == 0 {
+			return nil
+		}
+	}
 	if d == 0 && sub.ordered {
 		s.ordering(sub.id).nacked(ids) // before the broker can deliver them again
 	}
-	if err := s.nak(sub, ids, d); err != nil {
+	if d == 0 && sub.pol.retry {
+		// The retry policy: each comes again after its backoff.
+		for _, id := range ids {
+			if err := s.nak(sub, []string{id}, sub.pol.backoff(ackDelivered(id))); err != nil {
+				return err
+			}
+		}
+	} else if err := s.nak(sub, ids, d); err != nil {
 		return err
 	}
-	if err := s.b.Conn().FlushWithContext(ctx); err != nil {
+	fctx, cancel := bounded(ctx)
+	defer cancel()
+	if err := s.b.Conn().FlushWithContext(fctx); err != nil {
 		return statusOf(fmt.Errorf("modifying ack deadlines: %w: %w", pubsub.ErrUnavailable, err))
 	}
 	return nil
@@ -573,6 +620,9 @@ func (s *Server) Acknowledge(ctx context.Context, req *pubsubpb.AcknowledgeReque
 	if sub.ordered {
 		s.ordering(sub.id).acked(done)
 	}
+	if err := invalidAckIDs(sub, req.GetAckIds(), done); err != nil {
+		return nil, err
+	}
 	return &emptypb.Empty{}, nil
 }
 
@@ -596,6 +646,15 @@ func (s *Server) ModifyAckDeadline(ctx context.Context, req *pubsubpb.ModifyAckD
 		return nil, err
 	}
 	s.extended(sub.id, req.GetAckIds(), d)
+	if sub.pol.exactlyOnce {
+		cur, err := s.current(ctx, sub, req.GetAckIds())
+		if err != nil {
+			return nil, err
+		}
+		if err := invalidAckIDs(sub, req.GetAckIds(), cur); err != nil {
+			return nil, err
+		}
+	}
 	return &emptypb.Empty{}, nil
 }
 

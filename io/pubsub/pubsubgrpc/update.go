@@ -38,8 +38,8 @@ func maskPaths(what string, m *fieldmaskpb.FieldMask) ([]string, error) {
 }
 
 // UpdateTopic implements the Publisher service: message_retention_duration
-// (the topic's retention) may change; labels, schemas, KMS keys, ingestion
-// and message transforms are not supported, as at creation.
+// (the topic's retention) and labels may change; schemas, KMS keys,
+// ingestion and message transforms are not supported, as at creation.
 func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicRequest) (*pubsubpb.Topic, error) {
 	t := req.GetTopic()
 	project, id, err := s.parseName("topic.name", t.GetName(), kindTopics)
@@ -51,8 +51,12 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 		return nil, err
 	}
 	var retention time.Duration
+	var labels map[string]string
+	setLabels := false
 	for _, p := range paths {
 		switch p {
+		case "labels":
+			labels, setLabels = t.GetLabels(), true
 		case "message_retention_duration":
 			d := t.GetMessageRetentionDuration()
 			if d == nil {
@@ -64,18 +68,22 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 			retention = d.AsDuration()
 		case "name":
 			return nil, invalid("topic %s: update_mask path name: a topic's name cannot change", t.GetName())
-		case "labels", "schema_settings", "kms_key_name", "ingestion_data_source_settings", "message_transforms",
+		case "schema_settings", "kms_key_name", "ingestion_data_source_settings", "message_transforms",
 			"message_storage_policy", "satisfies_pzs", "state", "tags":
 			return nil, invalid("topic %s: update_mask path %s: %s is not supported by weir", t.GetName(), p, p)
 		default:
-			return nil, invalid("topic %s: update_mask path %q is not a field of Topic that can be updated (weir: message_retention_duration)", t.GetName(), p)
+			return nil, invalid("topic %s: update_mask path %q is not a field of Topic that can be updated (weir: message_retention_duration, labels)", t.GetName(), p)
 		}
 	}
 	info, err := s.b.Topic(ctx, id)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	if retention > 0 && retention != info.Retention {
+	newMeta := info.Metadata
+	if setLabels {
+		newMeta = withLabels(info.Metadata, labels)
+	}
+	if (retention > 0 && retention != info.Retention) || !maps.Equal(newMeta, info.Metadata) {
 		stream, err := pubsub.TopicStream(id)
 		if err != nil {
 			return nil, statusOf(err)
@@ -86,7 +94,10 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 			return nil, statusOf(fmt.Errorf("updating topic %s: %w: %w", id, pubsub.ErrUnavailable, err))
 		}
 		cfg := st.CachedInfo().Config
-		cfg.MaxAge = retention
+		if retention > 0 {
+			cfg.MaxAge = retention
+		}
+		cfg.Metadata = newMeta
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			return nil, statusOf(fmt.Errorf("updating topic %s: %w: %w", id, pubsub.ErrUnavailable, err))
 		}
@@ -99,7 +110,8 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 }
 
 // UpdateSubscription implements the Subscriber service:
-// ack_deadline_seconds (10 to 600) and labels may change; retain_acked_messages
+// ack_deadline_seconds (10 to 600), labels, dead_letter_policy,
+// retry_policy and enable_exactly_once_delivery may change; retain_acked_messages
 // may be set to true and expiration_policy to "never" (what weir does).
 // enable_message_ordering cannot change (Pub/Sub fixes it at creation), and
 // the retention of a subscription is its topic's.
@@ -120,6 +132,8 @@ func (s *Server) UpdateSubscription(ctx context.Context, req *pubsubpb.UpdateSub
 	var ackWait time.Duration
 	var labels map[string]string
 	setLabels := false
+	// The policies (dead letter, retry, exactly once) asked to change.
+	policy := map[string]bool{}
 	for _, p := range paths {
 		switch p {
 		case "ack_deadline_seconds":
@@ -143,13 +157,16 @@ func (s *Server) UpdateSubscription(ctx context.Context, req *pubsubpb.UpdateSub
 			}
 		case "message_retention_duration":
 			return nil, invalid("subscription %s: update_mask path message_retention_duration: a weir subscription keeps what its topic keeps; update the topic's message_retention_duration instead", u.GetName())
-		case "name", "topic", "enable_message_ordering":
+		case "name", "topic", "enable_message_ordering", "filter":
 			return nil, invalid("subscription %s: update_mask path %s: it cannot change after creation (create a new subscription)", u.GetName(), p)
-		case "push_config", "bigquery_config", "cloud_storage_config", "bigtable_config", "filter", "dead_letter_policy",
-			"retry_policy", "enable_exactly_once_delivery", "detached", "message_transforms", "tags":
+		case "dead_letter_policy", "retry_policy", "enable_exactly_once_delivery":
+			policy[p] = true
+		case "detached":
+			return nil, invalid("subscription %s: update_mask path detached: detach a subscription with DetachSubscription", u.GetName())
+		case "push_config", "bigquery_config", "cloud_storage_config", "bigtable_config", "message_transforms", "tags":
 			return nil, invalid("subscription %s: update_mask path %s: %s is not supported by weir", u.GetName(), p, p)
 		default:
-			return nil, invalid("subscription %s: update_mask path %q is not a field of Subscription that can be updated (weir: ack_deadline_seconds, labels, retain_acked_messages, expiration_policy)", u.GetName(), p)
+			return nil, invalid("subscription %s: update_mask path %q is not a field of Subscription that can be updated (weir: ack_deadline_seconds, labels, retain_acked_messages, expiration_policy, dead_letter_policy, retry_policy, enable_exactly_once_delivery)", u.GetName(), p)
 		}
 	}
 	ci, err := sub.cons.Info(ctx)
@@ -170,6 +187,30 @@ func (s *Server) UpdateSubscription(ctx context.Context, req *pubsubpb.UpdateSub
 		}
 		for k, v := range labels {
 			meta[metaLabel+k] = v
+		}
+		if !maps.Equal(meta, cfg.Metadata) {
+			cfg.Metadata, changed = meta, true
+		}
+	}
+	if len(policy) > 0 {
+		// The policies not in the mask keep their stored values.
+		cur := &pubsubpb.Subscription{}
+		fillPolicies(cur, project, cfg.Metadata)
+		if !policy["dead_letter_policy"] {
+			u.DeadLetterPolicy = cur.GetDeadLetterPolicy()
+		}
+		if !policy["retry_policy"] {
+			u.RetryPolicy = cur.GetRetryPolicy()
+		}
+		if !policy["enable_exactly_once_delivery"] {
+			u.EnableExactlyOnceDelivery = cur.GetEnableExactlyOnceDelivery()
+		}
+		meta := maps.Clone(cfg.Metadata)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		if err := s.policyMeta(ctx, "subscription "+u.GetName(), u, meta); err != nil {
+			return nil, err
 		}
 		if !maps.Equal(meta, cfg.Metadata) {
 			cfg.Metadata, changed = meta, true

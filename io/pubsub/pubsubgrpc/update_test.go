@@ -38,6 +38,18 @@ func TestUpdateCalls(t *testing.T) {
 	if info, err := f.b.Topic(ctx, "t"); err != nil || info.Retention != 36*time.Hour {
 		t.Fatalf("the broker's topic after UpdateTopic: %+v, %v", info, err)
 	}
+	// Topic labels: at creation, replaced as a whole by an update, and
+	// the retention stays.
+	if _, err := tc.CreateTopic(ctx, &pubsubpb.Topic{Name: topicPath("labelled"), Labels: map[string]string{"team": "pay", "env": "prod"}}); err != nil {
+		t.Fatalf("CreateTopic with labels: %v", err)
+	}
+	if got, err := tc.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topicPath("labelled")}); err != nil || got.GetLabels()["team"] != "pay" || len(got.GetLabels()) != 2 {
+		t.Fatalf("GetTopic labels: %v, %v", got.GetLabels(), err)
+	}
+	got, err = tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t"), Labels: map[string]string{"a": "b"}}, UpdateMask: mask("labels")})
+	if err != nil || len(got.GetLabels()) != 1 || got.GetLabels()["a"] != "b" || got.GetMessageRetentionDuration().AsDuration() != 36*time.Hour {
+		t.Fatalf("UpdateTopic labels: %v, %v", got, err)
+	}
 
 	// Subscription ack deadline and labels; ordering stays as created.
 	sub, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
@@ -86,10 +98,10 @@ func TestUpdateCalls(t *testing.T) {
 			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t")}})
 			return err
 		}, codes.InvalidArgument, "update_mask is empty"},
-		{"topic labels", func() error {
-			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t"), Labels: map[string]string{"a": "b"}}, UpdateMask: mask("labels")})
+		{"topic schema", func() error {
+			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t")}, UpdateMask: mask("schema_settings")})
 			return err
-		}, codes.InvalidArgument, "update_mask path labels: labels is not supported by weir"},
+		}, codes.InvalidArgument, "update_mask path schema_settings: schema_settings is not supported by weir"},
 		{"topic unknown path", func() error {
 			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t")}, UpdateMask: mask("colour")})
 			return err
@@ -109,7 +121,7 @@ func TestUpdateCalls(t *testing.T) {
 		{"filter", func() error {
 			_, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{Subscription: &pubsubpb.Subscription{Name: subPath("s"), Filter: "x"}, UpdateMask: mask("filter")})
 			return err
-		}, codes.InvalidArgument, "filter is not supported by weir"},
+		}, codes.InvalidArgument, "filter: it cannot change after creation"},
 		{"subscription retention", func() error {
 			_, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{Subscription: &pubsubpb.Subscription{Name: subPath("s"), MessageRetentionDuration: durationpb.New(time.Hour)}, UpdateMask: mask("message_retention_duration")})
 			return err
