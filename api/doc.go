@@ -12,7 +12,7 @@
 // this table against the routes the server registers, both ways). Every
 // POST .../{name}:ACTION route also answers at .../{name}/ACTION.
 //
-//	POST   /v1/jobs                                submit {name, pipeline, pipeline_file, base_dir, options, service_options?, request_id?} → 201 {id, name, state, replacement?}
+//	POST   /v1/jobs                                submit {name, pipeline, pipeline_file, base_dir, options, service_options?, request_id?, validate_only?} → 201 {id, name, state, replacement?} (200 {report, notes} validate-only: every check, nothing changes)
 //	GET    /v1/jobs?status=active|terminated|all   → {jobs: [summary...]} newest first
 //	GET    /v1/jobs/{id_or_name}                   the job record, with live metrics while it runs
 //	POST   /v1/jobs/{id_or_name}:drain             → the job's summary
@@ -22,7 +22,7 @@
 //	POST   /v1/jobs/{id_or_name}/options           {options: {num_workers, ...}} → the job's summary (a rescale in flight)
 //	POST   /v1/jobs:update                         {submit fields, transform_name_mapping?, allow_source_change?, validate_only?, jinja_variables?}
 //	                                               → {report, job, replaced, pause_ms, options, options_changed, notes, graph}; 409 with the same body when refused
-//	POST   /v1/jobs:createFromSnapshot             {submit fields, snapshot_id, transform_name_mapping?, allow_source_change?} → 201 {report, job}
+//	POST   /v1/jobs:createFromSnapshot             {submit fields, snapshot_id, transform_name_mapping?, allow_source_change?, validate_only?} → 201 {report, job} (200 {report, notes} validate-only)
 //	GET    /v1/jobs/{id_or_name}/events[?after=SEQ&limit=N&follow=true]   → {job_id, events: [...]}; follow: server-sent events (events.go)
 //	GET    /v1/jobs/{id_or_name}/metrics:history[?from=&to=&step=&metric=&resolution=]   → {job_id, resolution, from, to, series: [...]} (history.go)
 //	GET    /v1/history/{name}                      → {name, jobs, attempts, generations}: every job of a name and every refused update

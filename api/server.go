@@ -145,7 +145,7 @@ func decode(r *http.Request, dst any) error {
 		case errors.As(err, &syn):
 			return service.NewError(errcode.InvalidRequest, "the request body is not valid JSON: %v (at byte %d)", syn, syn.Offset)
 		case errors.As(err, &typ):
-			return service.NewError(errcode.InvalidRequest, "field %q of the request body must be %s, not a JSON %s", typ.Field, typeName(typ.Type), typ.Value)
+			return service.NewError(errcode.InvalidRequest, "field %q of the request body must be %s, not a JSON %s", jsonPath(typ.Field), typeName(typ.Type), typ.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
 			return service.NewError(errcode.InvalidRequest, "unknown field %s in the request body (known fields: %s)", field, strings.Join(jsonFields(reflect.TypeOf(dst)), ", "))
@@ -184,6 +184,10 @@ func jsonFields(t reflect.Type) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...) // an embedded struct's fields are the body's own
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}
@@ -197,10 +201,45 @@ func jsonFields(t reflect.Type) []string {
 	return out
 }
 
+// jsonPath is the JSON path of a field encoding/json names by its Go path:
+// an embedded struct's Go name (SubmitRequest.name) is no part of the
+// body's JSON, whose names are lower case.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return field
+	}
+	return strings.Join(out, ".")
+}
+
+// submitBody is the body of POST /v1/jobs: a submission, or with
+// validate_only only its checks (200 with the report and notes; nothing
+// changes).
+type submitBody struct {
+	SubmitRequest
+	ValidateOnly bool `json:"validate_only,omitempty"`
+}
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	var req SubmitRequest
-	if err := decode(r, &req); err != nil {
+	var body submitBody
+	if err := decode(r, &body); err != nil {
 		s.writeError(w, err)
+		return
+	}
+	req := body.SubmitRequest
+	if body.ValidateOnly {
+		res, err := s.svc.ValidateSubmit(r.Context(), serviceSubmit(req))
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, UpdateResponse{Report: wireCompatReport(res.Report), Notes: res.Notes})
 		return
 	}
 	// The service admits the job against --max-jobs (core.Tx.Admit), as

@@ -131,13 +131,17 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request) {
 	res, err := s.svc.CreateFromSnapshot(r.Context(), service.FromSnapshotRequest{
 		SubmitRequest: service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 			BaseDir: req.BaseDir, Options: serviceOptions(req.Options)},
-		SnapshotID: req.SnapshotID, Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange})
+		SnapshotID: req.SnapshotID, Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange,
+		ValidateOnly: req.ValidateOnly})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
-	out := UpdateResponse{Report: wireCompatReport(res.Report)}
+	out := UpdateResponse{Report: wireCompatReport(res.Report), Notes: res.Notes}
 	status := http.StatusCreated
+	if req.ValidateOnly {
+		status = http.StatusOK // nothing was created
+	}
 	if res.Job != nil {
 		out.Job = &SubmitResponse{ID: res.Job.ID, Name: res.Job.Name, State: wireState(res.Job.State), Error: res.Job.Error}
 		w.Header().Set("Location", "/v1/jobs/"+res.Job.ID)

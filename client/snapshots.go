@@ -33,6 +33,8 @@ type FromSnapshotRequest struct {
 	SnapshotID           string `json:"snapshot_id"`
 	TransformNameMapping string `json:"transform_name_mapping,omitempty"`
 	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
+	// ValidateOnly runs every check and creates nothing.
+	ValidateOnly bool `json:"validate_only,omitempty"`
 }
 
 // ImportChunkBytes is the most file bytes one import request carries

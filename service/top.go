@@ -82,6 +82,17 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (*record.Job, e
 	return nil, err
 }
 
+// ValidateSubmit runs every check of submission req — the name, the
+// options, the pipeline, and what its service options make of it (a
+// replacement's every check) — and changes nothing. The result's notes
+// say what the submission would do.
+func (s *Service) ValidateSubmit(ctx context.Context, req SubmitRequest) (*UpdateResult, error) {
+	if err := s.core.RefuseIfStoreFailed(); err != nil {
+		return nil, err
+	}
+	return s.route(ctx, UpdateRequest{SubmitRequest: req, ValidateOnly: true}, false)
+}
+
 // Update checks req's pipeline against the running (or draining) job of
 // req.Name and, when compatible, replaces it: the old job takes a final
 // checkpoint and ends UPDATED (replaced_by_job_id), the new job (new ID,

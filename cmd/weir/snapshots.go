@@ -263,8 +263,6 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 		return usageErrorf("--create-from-snapshot needs --job-name: the name of the new job")
 	case f.update:
 		return usageErrorf("--create-from-snapshot creates a new job; it does not go with --update")
-	case f.validateOnly:
-		return usageErrorf("--create-from-snapshot does not go with --validate-only")
 	}
 	ctx := cmd.Context()
 	src, err := os.ReadFile(path)
@@ -282,7 +280,7 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	res, err := c.CreateFromSnapshot(ctx, client.FromSnapshotRequest{
 		SubmitRequest: client.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 			Options: client.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
-		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource})
+		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
 	// As for an update: a refusal for another reason than the check (the
 	// pipeline does not load, the name is taken) prints that reason only.
 	var ae *client.Error

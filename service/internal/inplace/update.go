@@ -210,6 +210,7 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 			return nil, res, errcode.Errorf(errcode.IncompatibleUpdate, "the update of job %s (%s) is not compatible (%d problem(s)); the running job was not changed", req.Name, old.ID, len(report.Errors))
 		}
 		s.AttemptEvent(old.ID, report)
+		res.Notes = append(res.Notes, fmt.Sprintf("compatible: job %s would be updated in place into a new job of generation %d (validate only: nothing changed)", old.ID, nj.Generation))
 		return nil, res, nil
 	}
 	nj.Graph, nj.Type = canon, record.TypeOf(newGraph)

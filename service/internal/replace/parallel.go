@@ -273,27 +273,38 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 	if len(rep.Parallel.Subscriptions) == 0 {
 		return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline reads no Pub/Sub topic, so it has no position to start at beside job %s (%s); job %s was not changed", old.Name, old.ID, old.ID)
 	}
-	s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
+	// Loading the new job registers the flow's window ownership for both
+	// jobs; until the new job is recorded it is taken back on any way out
+	// (a refusal, a validate-only request), and only the rule registered
+	// here: a rule the old job had from an earlier flow stays.
+	rule := s.cutRuleOf(nj.ID, old.ID, plan.Rewind, nil)
+	recorded := false
+	defer func() {
+		if !recorded {
+			s.cuts.CompareAndDelete(nj.ID, rule)
+			s.cuts.CompareAndDelete(old.ID, rule)
+		}
+	}()
 	p, err := s.Load(nj)
 	if err != nil {
-		s.cuts.Delete(nj.ID)
-		s.cuts.Delete(old.ID)
 		return nil, err
 	}
 	for _, code := range p.Program().Code {
 		if sk, ok := code.(*sqlsink.Sink); ok {
 			c := sk.Config()
 			if err := sk.CheckFacadeTable(ctx); err != nil {
-				s.cuts.Delete(nj.ID)
-				s.cuts.Delete(old.ID)
 				return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
 			}
 			rep.Parallel.Tables = append(rep.Parallel.Tables, record.FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}
+	if req.ValidateOnly {
+		return validated(old, fmt.Sprintf("parallel replacement: a job %s (generation %d) would run beside job %s and take over from it (validate only: nothing changed)", req.Name, gen, old.ID)), nil
+	}
 	if err := s.recordReplacementJob(nj, l, ng, gen, req.PipelineFile); err != nil {
 		return nil, err
 	}
+	recorded = true
 	// The flow goes on at once (the request returns with the new job
 	// running); what fails here is the driver's to retry.
 	if err := s.positionSubscriptions(ctx, pb, nj.ID); err != nil {

@@ -93,3 +93,11 @@ func (s *Replace) Replace(ctx context.Context, req core.UpdateRequest, plan serv
 	}
 	return s.stopAndReplace(ctx, req, plan, old)
 }
+
+// validated is the answer to a validate-only replacement of old whose
+// every check passed: nothing was recorded, started or drained; note says
+// what would have happened.
+func validated(old *record.Job, note string) *core.UpdateResult {
+	sum := old.Summary()
+	return &core.UpdateResult{Report: core.CompatibleReport(), Replaced: &sum, Notes: []string{note}}
+}

@@ -97,6 +97,9 @@ func (s *Replace) stopAndReplace(ctx context.Context, req core.UpdateRequest, pl
 			return nil, err
 		}
 	}
+	if req.ValidateOnly {
+		return validated(old, fmt.Sprintf("stop-and-replace: job %s would drain (at most %s), then a job %s (generation %d) would start (validate only: nothing changed)", old.ID, duration.Format(plan.MaxStop), req.Name, gen)), nil
+	}
 	if err := s.recordReplacementJob(nj, l, g, gen, req.PipelineFile); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package snapshots
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 
 	"github.com/weir-dev/weir/errcode"
@@ -32,6 +33,9 @@ type FromSnapshotRequest struct {
 	// core.SubmitRequest, whose Pipeline, PipelineFile and BaseDir are then
 	// unused. The snapshot must then be of a Go program's job.
 	Program string
+	// ValidateOnly runs every check (the snapshot, the name, the pipeline,
+	// the compatibility check) and creates nothing.
+	ValidateOnly bool
 }
 
 // CreateFromSnapshot checks req's pipeline against the graph of snapshot
@@ -130,6 +134,10 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
 	}
 	j.Graph, j.Type = canon, record.TypeOf(newGraph)
+	if req.ValidateOnly {
+		res.Notes = append(res.Notes, fmt.Sprintf("a job %s (generation %d) would start from snapshot %s (validate only: nothing changed)", j.Name, j.Generation, snap.ID))
+		return res, nil
+	}
 	r := restoreOf(j, rec, report, newGraph)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
