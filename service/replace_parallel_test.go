@@ -647,6 +647,11 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 		t.Fatalf("a second rollback: %v", err)
 	}
 	sc.drainToTruth(t, cons, old.ID, len(sc.phase1)+len(phase2), phase2)
+	// The name's last job that ran is the old one, DRAINED, not the new
+	// one the rollback cancelled (weir jobs describe sums).
+	if a, _ := s.Get("sums"); a.ID != old.ID || a.State != record.StateDrained {
+		t.Fatalf("after the drain the name resolves to %s (%s), want the drained job %s", a.ID, a.State, old.ID)
+	}
 }
 
 // TestParallelRefusals: what a parallel replacement cannot hand over is

@@ -353,7 +353,10 @@ func (s *Replace) parallelGiveUp(ctx context.Context, newID string, phase record
 			if err != nil {
 				return err
 			}
-			l.ActiveJobID = old.ID
+			// The name's active job, and the latest that runs, is the old
+			// one again: once it ends, the name resolves to it, not to the
+			// job given up (which never took over).
+			l.ActiveJobID, l.LatestJobID = old.ID, old.ID
 			if err := core.PutJSON(w, record.LineageKey(old.Name), l); err != nil {
 				return err
 			}
