@@ -71,7 +71,7 @@
 // (REQUEST_TOO_LARGE, 413) and the security headers of every reply
 // (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
 //
-// It may import service, service/record (the records it converts), client (the wire types), compat (the update
+// It may import service, service/record (the records it converts), runner/contract (the re-read starts a record carries), client (the wire types), compat (the update
 // report), graph (the coders a report names), errcode, mtime (the rate
 // limiter's clock), io/pubsub (the broker's types, through the PubSub
 // interface), github.com/prometheus/client_golang and the standard library.

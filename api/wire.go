@@ -5,6 +5,7 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/service/record"
 )
@@ -488,7 +489,7 @@ func wireSubscriptionHandover(in record.SubscriptionHandover) client.Subscriptio
 	}
 }
 
-func wireRewindStart(in pubsub.RewindStart) client.RewindStart {
+func wireRewindStart(in contract.RewindStart) client.RewindStart {
 	return client.RewindStart{
 		SkipBefore: int64(in.SkipBefore),
 		Watermark:  int64(in.Watermark),

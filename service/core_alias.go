@@ -4,20 +4,16 @@ import "github.com/weir-dev/weir/service/internal/core"
 
 // Temporary aliases while the service's core moves to package core.
 type Attempt = core.Attempt
-type BacklogBytesReporter = core.BacklogBytesReporter
-type BacklogReporter = core.BacklogReporter
 type CheckpointHistograms = core.CheckpointHistograms
 type DeadLetterPublisher = core.DeadLetterPublisher
 type HistogramSnapshot = core.HistogramSnapshot
 type History = core.History
 type HistoryQuery = core.HistoryQuery
 type HistorySeries = core.HistorySeries
-type IDConflictReporter = core.IDConflictReporter
 type JobSource = core.JobSource
 type ProgramLoader = core.ProgramLoader
 type Progress = core.Progress
 type PubSubUse = core.PubSubUse
-type RewindSkipReporter = core.RewindSkipReporter
 type Run = core.Run
 type Status = core.Status
 type SubmitRequest = core.SubmitRequest

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
@@ -24,7 +25,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
-var _ RewindSkipReporter = (*pubsub.Source)(nil)
+var _ contract.ReReadingSource = (*pubsub.Source)(nil)
 
 // rwYAML reads the subscription sr-sub (no idle advancement: the
 // watermark follows event time only, so the scenario is deterministic),

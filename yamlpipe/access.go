@@ -28,6 +28,9 @@ var (
 	// ErrOutputExists: a file sink's path holds output its job may not
 	// touch (files.CheckOutput).
 	ErrOutputExists = files.ErrOutputExists
+	// ErrIdentifierTooLong: a SQL sink's table name (or a name made from
+	// it) is longer than its database takes (sqlsink.ErrIdentifierTooLong).
+	ErrIdentifierTooLong = sqlsink.ErrIdentifierTooLong
 	// ErrBudgetExceeded: loading the pipeline would pass one of the
 	// loader's budgets (a Jinja render's, or the alias_bytes of YAML
 	// aliases); the job service answers PIPELINE_BUDGET_EXCEEDED.

@@ -31,7 +31,6 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
-	"github.com/weir-dev/weir/window"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -74,7 +73,11 @@ type Options struct {
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
-// becomes: its identity and the shared services its connectors use.
+// becomes: its identity, the shared services its connectors use, and what
+// decides how its connectors are built (the tables its SQL sinks write,
+// the subscriptions its sources read). What a job service configures once
+// the pipeline is built — a re-read, the windows its sinks own — it sets
+// through the step code's capabilities (runner/contract).
 type JobEnv struct {
 	// Name is the job name (the lineage that survives updates).
 	Name string
@@ -101,16 +104,6 @@ type JobEnv struct {
 	// parallel replacement a subscription of its own this way. Steps not
 	// in it keep the default.
 	Subscriptions map[string]string
-	// Owns, when set, says which windows the job's WriteToSql (sink "sql")
-	// and WriteToPubSub (sink "pubsub") steps write
-	// (sqlsink.Config.Owns, pubsub.SinkConfig.Owns), the rest being
-	// another job's during a parallel replacement.
-	Owns func(sink string, w window.Window) bool
-	// PubSubRewind makes the ReadFromPubSub sources of the listed
-	// subscriptions re-read for a replacement job (pubsub.RewindStart):
-	// the service sets it for the new job of a stop-and-replace that
-	// re-reads retained input.
-	PubSubRewind map[string]pubsub.RewindStart
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

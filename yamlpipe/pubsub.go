@@ -9,7 +9,6 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/window"
 )
 
 // ErrNeedsServer is wrapped by the load error of a pipeline whose
@@ -26,6 +25,12 @@ type Broker interface {
 }
 
 var _ Broker = (*pubsub.Broker)(nil)
+
+// TopicSubscription is the subscription a ReadFromPubSub step reading a
+// topic reads in job name (unless the job's environment gives the step
+// another, JobEnv.Subscriptions): the service made it for the job and the
+// step, and the job's successors read it on.
+func TopicSubscription(job, step string) string { return pubsub.SubscriptionName(job, step) }
 
 // broker returns the job's Pub/Sub broker, or an error at n saying that
 // Pub/Sub transforms need a weir server.
@@ -156,7 +161,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	}
 	identity := "subscription/" + cfg.Subscription
 	if cfg.Topic != "" {
-		cfg.Subscription = pubsub.SubscriptionName(l.opts.Job.Name, t.name)
+		cfg.Subscription = TopicSubscription(l.opts.Job.Name, t.name)
 		if sub := l.opts.Job.Subscriptions[t.name]; sub != "" {
 			cfg.Subscription = sub
 		}
@@ -166,11 +171,6 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 		// on the named subscription's topic: the step's identity (the
 		// user's subscription) stays, what it reads is the service's.
 		cfg.Subscription = sub
-	}
-	if l.opts.Job != nil {
-		if rs, ok := l.opts.Job.PubSubRewind[cfg.Subscription]; ok {
-			cfg.Rewind = &rs
-		}
 	}
 	src, err := b.NewSource(cfg)
 	if err != nil {
@@ -224,9 +224,6 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg.ID = l.opts.Job.ID + "/" + t.name
-	if owns := l.opts.Job.Owns; owns != nil {
-		cfg.Owns = func(w window.Window) bool { return owns("pubsub", w) }
-	}
 	sink, err := b.NewSink(cfg)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)

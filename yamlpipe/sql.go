@@ -8,7 +8,6 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
-	"github.com/weir-dev/weir/window"
 )
 
 // sqlValidateTimeout bounds the submit-time check of a WriteToSql table.
@@ -62,10 +61,6 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
 		cfg.Facade = job.SQLFacade
-		if job.Owns != nil {
-			owns := job.Owns
-			cfg.Owns = func(w window.Window) bool { return owns("sql", w) }
-		}
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {

@@ -1,6 +1,11 @@
 package pubsub
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weir-dev/weir/runner/contract"
+)
 
 // Errors returned by the broker. Match them with errors.Is: the returned
 // errors wrap them with the name concerned.
@@ -16,7 +21,9 @@ var (
 	ErrTopicExists = errors.New("topic already exists")
 	// ErrSubscriptionNotFound: the subscription does not exist. Create it
 	// (CreateSubscription), or check the name.
-	ErrSubscriptionNotFound = errors.New("subscription not found")
+	// It is contract.ErrInputGone for whoever reads a source's failure
+	// without knowing the broker.
+	ErrSubscriptionNotFound = fmt.Errorf("subscription %w", contract.ErrInputGone)
 	// ErrSubscriptionExists: CreateSubscription found a subscription of that
 	// name, possibly on another topic. Use it, or choose another name.
 	ErrSubscriptionExists = errors.New("subscription already exists")

@@ -119,34 +119,6 @@ func (tr *Track) prune(wm mtime.Time, horizon mtime.Duration) {
 	tr.Buckets = append(tr.Buckets[:0], tr.Buckets[drop:]...)
 }
 
-// RewindStart is what a split re-reading a subscription for a replacement
-// job needs (SourceConfig.Rewind).
-type RewindStart struct {
-	// SkipBefore: a message with an event time before it is skipped
-	// (counted in RewindSkipped, not emitted, not dead-lettered): every
-	// window of the new pipeline it belongs to had expired at the old
-	// job's final watermark, whose panes for them are final (the old job
-	// would have dropped it as too late).
-	SkipBefore mtime.Time `json:"skip_before_ms"`
-	// Watermark is the old job's final watermark: once the hold ends the
-	// split's watermark is at least this, as the old job's was.
-	Watermark mtime.Time `json:"watermark_ms"`
-	// HoldUntil is the stream sequence of the last message the old job
-	// read: until the split has handled it, its watermark stays at −∞, so
-	// no window fires (and nothing is late) while the split catches up;
-	// then it is the split's own estimate again, and every window fires
-	// with everything the old job had read for it.
-	HoldUntil uint64 `json:"hold_until_seq"`
-	// FromSeq, when not 0, is the stream sequence the re-read starts at: a
-	// split opened without a checkpointed position (the new job's first
-	// start, or a restart before its first checkpoint) positions the
-	// subscription there itself rather than at its acknowledgement floor,
-	// so that nothing that moved the floor after the service's seek (a
-	// late acknowledgement, a seek that had not yet taken effect) skips
-	// the re-read.
-	FromSeq uint64 `json:"from_seq,omitempty"`
-}
-
 // PositionTrack is what a checkpointed position says about re-reading its
 // subscription (Broker.PositionTrack).
 type PositionTrack struct {

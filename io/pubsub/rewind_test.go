@@ -93,7 +93,7 @@ func TestSourceRewind(t *testing.T) {
 	oldWM := mtime.FromTime(base.Add(80 * time.Second))
 	src, err := NewSource(b, SourceConfig{Subscription: "rw", Schema: orderSchema, TimestampField: "ts",
 		Watermark: WatermarkPolicy{IdleTimeout: -1},
-		Rewind:    &RewindStart{SkipBefore: mtime.FromTime(base.Add(30 * time.Second)), Watermark: oldWM, HoldUntil: 8}})
+		Rewind:    &contract.RewindStart{SkipBefore: mtime.FromTime(base.Add(30 * time.Second)), Watermark: oldWM, HoldUntil: 8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestSourceRewindFromSeq(t *testing.T) {
 	}
 	src, err := NewSource(b, SourceConfig{Subscription: "rf", Schema: orderSchema, TimestampField: "ts",
 		Watermark: WatermarkPolicy{IdleTimeout: -1},
-		Rewind:    &RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: mtime.FromTime(base.Add(9 * time.Second)), HoldUntil: 10, FromSeq: 4}})
+		Rewind:    &contract.RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: mtime.FromTime(base.Add(9 * time.Second)), HoldUntil: 10, FromSeq: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,12 +228,12 @@ func TestSourceRewindExpired(t *testing.T) {
 	oldWM := mtime.FromTime(base.Add(7 * time.Second))
 	src, err := NewSource(b, SourceConfig{Step: "Events", Subscription: "rx", Schema: orderSchema, TimestampField: "ts",
 		Watermark: WatermarkPolicy{IdleTimeout: -1},
-		Rewind:    &RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: oldWM, HoldUntil: 8, FromSeq: 1}})
+		Rewind:    &contract.RewindStart{SkipBefore: mtime.MinTimestamp, Watermark: oldWM, HoldUntil: 8, FromSeq: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []CatchUpExpired
-	src.OnCatchUpExpired(func(e CatchUpExpired) { got = append(got, e) })
+	var got []contract.CatchUpExpired
+	src.OnCatchUpExpired(func(e contract.CatchUpExpired) { got = append(got, e) })
 	sp := openSplit(t, src)
 	cs := sp.(contract.CatchingUpSplit)
 	read := readN(t, ctx, sp, 3, 1)
@@ -260,7 +260,7 @@ func TestSourceRewindExpired(t *testing.T) {
 	if res.Watermark < oldWM {
 		t.Errorf("watermark after the hold ended: %v, want at least the old job's %v", res.Watermark, oldWM)
 	}
-	want := CatchUpExpired{Step: "Events", Subscription: "rx", Topic: "rx", FirstSeq: last + 1, LastSeq: 8, Messages: 8 - last, HoldUntil: 8, NextSeq: 9}
+	want := contract.CatchUpExpired{Step: "Events", Subscription: "rx", Topic: "rx", FirstSeq: last + 1, LastSeq: 8, Messages: 8 - last, HoldUntil: 8, NextSeq: 9}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("reported %+v, want [%+v]", got, want)
 	}

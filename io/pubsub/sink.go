@@ -106,6 +106,18 @@ type outMsg struct {
 	data []byte
 }
 
+var (
+	_ contract.WindowRestrictedSink = (*Sink)(nil)
+	_ contract.ReReadingSource      = (*Source)(nil)
+)
+
+// RestrictWindows makes the sink leave out the elements of windows keep
+// refuses, on top of SinkConfig.Owns and earlier restrictions; call it
+// before the execution starts (contract.WindowRestrictedSink).
+func (s *Sink) RestrictWindows(keep func(window.Window) bool) {
+	s.cfg.Owns = contract.Restrict(s.cfg.Owns, keep)
+}
+
 // NewSink returns a sink publishing through b.
 func NewSink(b *Broker, cfg SinkConfig) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {

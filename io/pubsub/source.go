@@ -166,7 +166,7 @@ type SourceConfig struct {
 	RewindHorizon time.Duration
 	// Rewind, when set, makes the split re-read for a replacement job:
 	// see RewindStart.
-	Rewind *RewindStart
+	Rewind *contract.RewindStart
 }
 
 // DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
@@ -272,7 +272,7 @@ type Source struct {
 	// expired counts the messages of the re-read the topic no longer held
 	// (CatchUp.Expired); onExpired, when set, is told of each gap.
 	expired   atomic.Uint64
-	onExpired atomic.Pointer[func(CatchUpExpired)]
+	onExpired atomic.Pointer[func(contract.CatchUpExpired)]
 	// live is the subscription its last opened split reads (the backlog
 	// metrics ask it directly, without looking the subscription up).
 	live atomic.Pointer[liveConsumer]
@@ -293,53 +293,22 @@ type liveConsumer struct {
 	cons  jetstream.Consumer
 }
 
-// CatchUp is the progress of a source re-reading for a replacement job
-// (SourceConfig.Rewind).
-type CatchUp struct {
-	// ReadSeq is the last stream sequence the split handled (0 before it
-	// opened).
-	ReadSeq uint64
-	// HoldUntil is RewindStart.HoldUntil: the last message the old job
-	// read.
-	HoldUntil uint64
-	// Holding is ReadSeq < HoldUntil: the split's watermark is held at −∞
-	// and a drain reads on until it is false (contract.CatchingUpSplit).
-	Holding bool
-	// Expired counts the messages up to HoldUntil the re-read had to read
-	// again but the topic no longer held (retention, a message or size
-	// limit, a purge): the catch-up went on, or ended, without them
-	// (CatchUpExpired).
-	Expired uint64
-}
-
-// CatchUpExpired says that part of a re-read is gone: the messages of
-// stream sequences FirstSeq to LastSeq (at most HoldUntil), which the old
-// job had read, are no longer in the topic's retention, so the split
-// re-reading for a replacement job went on without them — it stopped
-// holding its watermark when nothing up to HoldUntil was left to read
-// (otherwise the catch-up, and a drain waiting for it, would never end).
-type CatchUpExpired struct {
-	Step         string
-	Subscription string
-	Topic        string
-	// FirstSeq and LastSeq bound the sequences that were gone; Messages
-	// is LastSeq − FirstSeq + 1.
-	FirstSeq, LastSeq, Messages uint64
-	// HoldUntil is RewindStart.HoldUntil.
-	HoldUntil uint64
-	// NextSeq is where the re-read went on: the next message the split
-	// read, or, with nothing up to HoldUntil left, the topic's first
-	// retained sequence (its next one when it held none).
-	NextSeq uint64
+// ReRead makes the source re-read for a replacement job when starts has
+// an entry for its subscription (SourceConfig.Rewind); call it before
+// Split or Resume (contract.ReReadingSource).
+func (s *Source) ReRead(starts map[string]contract.RewindStart) {
+	if rs, ok := starts[s.cfg.Subscription]; ok {
+		s.cfg.Rewind = &rs
+	}
 }
 
 // CatchUp returns the progress of the source's re-read, or false when it
 // does not re-read (no SourceConfig.Rewind). Safe from any goroutine.
-func (s *Source) CatchUp() (CatchUp, bool) {
+func (s *Source) CatchUp() (contract.CatchUp, bool) {
 	if s.cfg.Rewind == nil {
-		return CatchUp{}, false
+		return contract.CatchUp{}, false
 	}
-	c := CatchUp{ReadSeq: s.readSeq.Load(), HoldUntil: s.cfg.Rewind.HoldUntil, Expired: s.expired.Load()}
+	c := contract.CatchUp{ReadSeq: s.readSeq.Load(), HoldUntil: s.cfg.Rewind.HoldUntil, Expired: s.expired.Load()}
 	c.Holding = c.ReadSeq < c.HoldUntil
 	return c, true
 }
@@ -348,7 +317,7 @@ func (s *Source) CatchUp() (CatchUp, bool) {
 // each time its split finds that messages its re-read had to read again
 // are gone from the topic (CatchUpExpired); without it the source logs a
 // warning. Call it before Split or Resume.
-func (s *Source) OnCatchUpExpired(fn func(CatchUpExpired)) { s.onExpired.Store(&fn) }
+func (s *Source) OnCatchUpExpired(fn func(contract.CatchUpExpired)) { s.onExpired.Store(&fn) }
 
 // MaxEventTime returns the newest event time of an element the source
 // produced since it was built; ok is false before the first. The job
@@ -411,7 +380,7 @@ func (s *Source) BacklogElements() (int64, bool) {
 
 // BacklogBytes estimates the size of the subscription's messages not yet
 // acknowledged: the backlog times the topic's mean stored message size
-// (service.BacklogBytesReporter).
+// (contract.BacklogBytesReporter).
 func (s *Source) BacklogBytes() (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()

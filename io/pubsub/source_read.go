@@ -197,7 +197,7 @@ func (s *split) checkRetained(ctx context.Context) {
 // expire counts and reports that the re-read's messages of sequences
 // first to last are gone from the topic; next is where the re-read goes on.
 func (s *split) expire(first, last, next uint64) {
-	e := CatchUpExpired{Step: s.cfg.Step, Subscription: s.cfg.Subscription, Topic: s.srcName,
+	e := contract.CatchUpExpired{Step: s.cfg.Step, Subscription: s.cfg.Subscription, Topic: s.srcName,
 		FirstSeq: first, LastSeq: last, Messages: last - first + 1, HoldUntil: s.cfg.Rewind.HoldUntil, NextSeq: next}
 	s.src.expired.Add(e.Messages)
 	if fn := s.src.onExpired.Load(); fn != nil && *fn != nil {

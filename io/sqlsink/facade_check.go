@@ -5,7 +5,27 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
+
+var (
+	_ contract.FacadeSink           = (*Sink)(nil)
+	_ contract.WindowRestrictedSink = (*Sink)(nil)
+)
+
+// FacadeTable names the sink's table (contract.FacadeSink).
+func (s *Sink) FacadeTable() contract.FacadeTable {
+	return contract.FacadeTable{Driver: s.cfg.Driver, DSN: s.cfg.DSN, Table: s.cfg.Table}
+}
+
+// RestrictWindows makes the sink leave out the elements of windows keep
+// refuses, on top of Config.Owns and earlier restrictions; call it before
+// the execution starts (contract.WindowRestrictedSink).
+func (s *Sink) RestrictWindows(keep func(window.Window) bool) {
+	s.cfg.Owns = contract.Restrict(s.cfg.Owns, keep)
+}
 
 // CheckFacadeTable is the check, changing nothing, that the sink's table
 // can become (or already is) a façade view with this sink's generation

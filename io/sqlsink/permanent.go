@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Permanent reports whether err, returned by Commit, is one that retrying
@@ -59,3 +60,9 @@ func Permanent(err error) (reason string, ok bool) {
 	}
 	return "", false
 }
+
+var _ contract.PermanentCommitter = (*Sink)(nil)
+
+// PermanentCommitError reports whether err, from the sink's commit, is
+// permanent (Permanent) (contract.PermanentCommitter).
+func (s *Sink) PermanentCommitError(err error) (reason string, permanent bool) { return Permanent(err) }

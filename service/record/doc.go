@@ -12,6 +12,6 @@
 // records alone.
 //
 // It may import errcode, graph (a job's type follows its graph's
-// sources), io/pubsub (the re-read start a CatchUp records) and the
+// sources), runner/contract (the re-read starts a CatchUp records) and the
 // standard library.
 package record

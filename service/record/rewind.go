@@ -3,7 +3,7 @@ package record
 import (
 	"time"
 
-	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // RewindPoint is where the new job of a stop-and-replace re-reads its
@@ -44,7 +44,7 @@ type CatchUp struct {
 	// owns, rewindOwns).
 	RewindPoint *RewindPoint `json:"rewind_point"`
 	// Starts are the RewindStarts of its Pub/Sub splits, by subscription.
-	Starts map[string]pubsub.RewindStart `json:"starts"`
+	Starts map[string]contract.RewindStart `json:"starts"`
 }
 
 // SourceCatchUp is a re-reading source's progress (StepMetrics.CatchUp).

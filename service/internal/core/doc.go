@@ -15,10 +15,12 @@
 //
 // It may import service/record, runner, runner/contract, state, yamlpipe,
 // compat, errcode, graph, mtime, weir (the SDK root package, whose
-// pipelines yamlpipe and Go programs build), io/pubsub (the catch-up a
-// re-reading source reports), io/sqlsink (its errors' codes),
+// pipelines yamlpipe and Go programs build),
 // github.com/cockroachdb/pebble/v2/vfs (the store's file system, which
-// tests replace) and the standard library.
+// tests replace) and the standard library. It names no connector: what it
+// asks of step code beyond running it (a backlog, a catch-up, whether a
+// commit error is permanent) it asks through runner/contract's
+// capabilities.
 //
 // # Lock ordering
 //

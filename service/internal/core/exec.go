@@ -17,7 +17,6 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -146,13 +145,19 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := AccessCode(err)
-		if errors.Is(err, sqlsink.ErrIdentifierTooLong) {
+		if errors.Is(err, yamlpipe.ErrIdentifierTooLong) {
 			code = errcode.SQLIdentifierTooLong
 		}
 		return nil, errcode.Errorf(code, "%w", err)
 	}
 	if err := p.Err(); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
+	}
+	if !graphOnly {
+		prog := p.Program()
+		for _, f := range s.flows {
+			f.Program(j, prog)
+		}
 	}
 	return p, nil
 }

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/io/sqlsink"
 )
 
 // A failed sink commit (issue 12 item 1, the sink half).
@@ -21,7 +20,7 @@ import (
 // sink's commit fails, nothing past the sink's last committed checkpoint
 // is acknowledged, and the rows of the failed epoch stay pending in the
 // sink (io/sqlsink carries them into the next epoch's part). What happens
-// then depends on the error (sqlsink.Permanent decides):
+// then depends on the error (the sink decides: contract.PermanentCommitter):
 //
 //   - An error that may pass (the database is down, busy or out of disk, a
 //     connection broke, a trigger raised): the job stays RUNNING with
@@ -92,7 +91,7 @@ func (s *Core) sinkUnavailable(jr *Run, err error) bool {
 	if !errors.As(err, &ce) {
 		return false
 	}
-	if _, permanent := sqlsink.Permanent(err); permanent {
+	if _, permanent := permanentCommit(jr.Prog, err); permanent {
 		return false
 	}
 	now := time.Now()
@@ -117,7 +116,7 @@ func (s *Core) sinkUnavailable(jr *Run, err error) bool {
 // which checkpoint was committed last and how to resume.
 func (s *Core) checkpointFailure(jr *Run, err error) string {
 	var ce *commitError
-	reason, permanent := sqlsink.Permanent(err)
+	reason, permanent := permanentCommit(jr.Prog, err)
 	if !errors.As(err, &ce) || !permanent {
 		return fmt.Sprintf("checkpoint failed: %v", err)
 	}
@@ -133,7 +132,7 @@ func (s *Core) runFailure(jr *Run, err error) string {
 	if !jr.Checkpointed || !readsPubSub(jr.Prog.Graph) {
 		return err.Error()
 	}
-	if errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+	if errors.Is(err, contract.ErrInputGone) {
 		return fmt.Sprintf("%v. The results up to checkpoint %d, the last the sinks committed, are stored; the messages after it are no longer kept for the job: create the subscription again (weir subscriptions create NAME --topic TOPIC), seek it to the time to reprocess from (weir subscriptions seek NAME --time T), then run the pipeline again (keyed state, such as windows still open, starts empty)",
 			err, jr.committed.Load())
 	}
@@ -174,4 +173,18 @@ func (jr *Run) LastSinkRetry() (t time.Time, ok bool) {
 		return f.tried, true
 	}
 	return time.Time{}, false
+}
+
+// permanentCommit asks the sinks of prog whether commit error err is
+// permanent (contract.PermanentCommitter): a sink classifies only its own
+// errors, so the first that says so decides.
+func permanentCommit(prog *contract.Program, err error) (reason string, permanent bool) {
+	for _, code := range prog.Code {
+		if pc, ok := code.(contract.PermanentCommitter); ok {
+			if reason, ok := pc.PermanentCommitError(err); ok {
+				return reason, true
+			}
+		}
+	}
+	return "", false
 }

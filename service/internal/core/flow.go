@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -28,8 +29,14 @@ type Flow interface {
 	Resumed(j *record.Job)
 	// Environment adds what the flow needs to env, the environment job j's
 	// YAML pipeline is loaded in, at every load (a first start, a restart,
-	// a rescale, an update's check).
+	// a rescale, an update's check): what decides how its connectors are
+	// built.
 	Environment(j *record.Job, env *yamlpipe.JobEnv)
+	// Program configures prog, job j's YAML pipeline as the load built it,
+	// through its step code's capabilities (runner/contract: a re-read,
+	// the windows its sinks own), before anything of it runs; at every
+	// load for a run (not for a compatibility check's graph).
+	Program(j *record.Job, prog *contract.Program)
 	// Execution adjusts opts, the options of job j's next execution run,
 	// before it starts (every start: restarts, rescales, updates). run's
 	// program is built; nothing of it runs yet.
@@ -53,6 +60,9 @@ func (BaseFlow) Resumed(*record.Job) {}
 
 // Environment adds nothing.
 func (BaseFlow) Environment(*record.Job, *yamlpipe.JobEnv) {}
+
+// Program configures nothing.
+func (BaseFlow) Program(*record.Job, *contract.Program) {}
 
 // Execution changes nothing.
 func (BaseFlow) Execution(*record.Job, *Run, *runner.Options) {}

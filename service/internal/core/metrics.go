@@ -3,49 +3,14 @@ package core
 import (
 	"time"
 
-	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 )
-
-// BacklogReporter is implemented by source code (a contract.Source) that can
-// tell how many elements wait to be read (a Pub/Sub subscription's pending
-// messages). Sources that cannot say report nothing: backlog_elements is
-// then absent.
-type BacklogReporter interface {
-	// BacklogElements returns the number of unread elements, or ok false
-	// when it is unknown right now. It must not block for long.
-	BacklogElements() (n int64, ok bool)
-}
-
-// BacklogBytesReporter is implemented by source code that can tell how
-// many bytes wait to be read; backlog_bytes is absent for sources that
-// cannot.
-type BacklogBytesReporter interface {
-	// BacklogBytes returns the size of the unread elements, or ok false
-	// when it is unknown right now. It must not block for long.
-	BacklogBytes() (n int64, ok bool)
-}
-
-// RewindSkipReporter is implemented by source code that re-reads for a
-// replacement job and skips the messages of windows that had expired
-// before the cut (*pubsub.Source, service/rewind.go).
-type RewindSkipReporter interface {
-	// RewindSkipped returns how many messages were skipped.
-	RewindSkipped() int64
-}
-
-// IDConflictReporter is implemented by source code that drops messages
-// whose ID it saw within its dedupe window (*pubsub.Source with
-// id_attribute or id_field).
-type IDConflictReporter interface {
-	// DuplicateIDConflicts returns how many of those duplicates carried
-	// other data than the first message of their ID.
-	DuplicateIDConflicts() int64
-}
 
 // sampler keeps what the previous metrics sample saw, to compute rates and
 // the system lag. It is written by the job's supervisor and read by
@@ -150,24 +115,24 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 			dataWM = mtime.Min(dataWM, st.Watermark)
 			haveWM = true
 			sourceRate += sm2.ThroughputPerSecond
-			if br, ok := code[st.Name].(BacklogBytesReporter); ok {
+			if br, ok := code[st.Name].(contract.BacklogBytesReporter); ok {
 				if n, ok := br.BacklogBytes(); ok {
 					backlogBytes += n
 					haveBytes = true
 				}
 			}
-			if rs, ok := code[st.Name].(RewindSkipReporter); ok {
+			if rs, ok := code[st.Name].(contract.ReReadingSource); ok {
 				if n := rs.RewindSkipped(); n > 0 {
 					sm2.RewindSkippedElements = &n
 				}
 			}
-			if ic, ok := code[st.Name].(IDConflictReporter); ok {
+			if ic, ok := code[st.Name].(contract.IDConflictReporter); ok {
 				if n := ic.DuplicateIDConflicts(); n > 0 {
 					sm2.DuplicateIDConflicts = &n
 				}
 			}
 			sm2.CatchUp = CatchUpOf(code[st.Name])
-			if br, ok := code[st.Name].(BacklogReporter); ok {
+			if br, ok := code[st.Name].(contract.BacklogReporter); ok {
 				if n, ok := br.BacklogElements(); ok {
 					sm2.BacklogElements = &n
 					backlog += n
@@ -201,17 +166,9 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 	return m
 }
 
-// CatchUpReporter is implemented by source code that re-reads for a
-// replacement job (*pubsub.Source): how far its catch-up is.
-type CatchUpReporter interface {
-	// CatchUp returns the progress, or false when the source does not
-	// re-read.
-	CatchUp() (pubsub.CatchUp, bool)
-}
-
 // CatchUpOf returns the progress of a source's code, or nil.
 func CatchUpOf(code any) *record.SourceCatchUp {
-	cr, ok := code.(CatchUpReporter)
+	cr, ok := code.(contract.ReReadingSource)
 	if !ok {
 		return nil
 	}

@@ -6,9 +6,9 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/record"
+	"github.com/weir-dev/weir/yamlpipe"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // PubSubUse is one step of an active job that reads or writes a topic or
@@ -50,7 +50,7 @@ func (s *Core) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + name})
 				case kind == "topic" && name == topic && topic != "":
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads topic " + name})
-				case kind == "topic" && sub != "" && (pubsub.SubscriptionName(j.Name, st.Name) == sub && j.Subscriptions[st.Name] == "" || j.Subscriptions[st.Name] == sub):
+				case kind == "topic" && sub != "" && (yamlpipe.TopicSubscription(j.Name, st.Name) == sub && j.Subscriptions[st.Name] == "" || j.Subscriptions[st.Name] == sub):
 					uses = append(uses, PubSubUse{Job: j.Summary(), Step: st.Name, Use: "reads subscription " + sub + " (of topic " + name + ")"})
 				}
 			}

@@ -20,7 +20,8 @@
 // replacement's façades at load, and adds a flow's progress to a read.
 //
 // It may import service/internal/core, service/internal/flowstep,
-// service/internal/snapshots,
+// service/internal/snapshots, runner/contract (the capabilities of step
+// code it configures),
 // service/internal/rewind, service/record, graph, mtime, window, state,
 // errcode, duration, serviceopt, io/pubsub (the broker's
 // subscriptions), io/sqlsink (façade views), yamlpipe and the standard

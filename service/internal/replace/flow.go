@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/rewind"
 	"github.com/weir-dev/weir/service/internal/snapshots"
@@ -59,9 +60,11 @@ func (s *Replace) Resumed(j *record.Job) {
 	}
 }
 
-// Environment adds the windows a job's sinks own and a parallel
-// replacement's façades (core.Flow).
+// Environment adds a parallel replacement's façades (core.Flow).
 func (s *Replace) Environment(j *record.Job, env *yamlpipe.JobEnv) { s.jobEnv(j, env) }
+
+// Program makes a job's sinks write only the windows it owns (core.Flow).
+func (s *Replace) Program(j *record.Job, prog *contract.Program) { s.restrictWindows(j, prog) }
 
 // Decorate adds a parallel flow's progress (core.Flow).
 func (s *Replace) Decorate(j *record.Job) *record.Job { return s.withParallelProgress(j) }

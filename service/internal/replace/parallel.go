@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/flowstep"
 	"github.com/weir-dev/weir/service/record"
@@ -14,7 +15,6 @@ import (
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
@@ -74,12 +74,26 @@ type parallelBroker interface {
 
 var _ parallelBroker = (*pubsub.Broker)(nil)
 
-// jobEnv adds to env, the environment a YAML pipeline of job j is loaded
-// in, the windows its sinks own and, for the new job of a parallel
-// replacement, the façade views its SQL sinks write behind.
-func (s *Replace) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
+// restrictWindows makes the sinks of prog, job j's program, write only the
+// windows j owns: all of them, but for the jobs of a parallel replacement
+// (the cut-over rule, looked up as each pane is written).
+func (s *Replace) restrictWindows(j *record.Job, prog *contract.Program) {
 	id := j.ID
-	env.Owns = func(sink string, w window.Window) bool { return s.owns(id, sink, w) }
+	for _, st := range prog.Graph.Steps {
+		code, ok := prog.Code[st.Name].(contract.WindowRestrictedSink)
+		if !ok || st.Kind != graph.KindSink || st.Sink == nil {
+			continue
+		}
+		kind := st.Sink.Kind
+		code.RestrictWindows(func(w window.Window) bool { return s.owns(id, kind, w) })
+	}
+}
+
+// jobEnv adds to env, the environment a YAML pipeline of job j is loaded
+// in, for the new job of a parallel replacement, the façade views its SQL
+// sinks write behind, and registers the flow's cut-over rule for both its
+// jobs.
+func (s *Replace) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
 	rep := j.Replacement
 	if rep == nil || rep.Strategy != record.StrategyParallel || rep.Parallel == nil || rep.Phase == record.PhaseRolledBack {
 		return
@@ -290,8 +304,8 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 		return nil, err
 	}
 	for _, code := range p.Program().Code {
-		if sk, ok := code.(*sqlsink.Sink); ok {
-			c := sk.Config()
+		if sk, ok := code.(contract.FacadeSink); ok {
+			c := sk.FacadeTable()
 			if err := sk.CheckFacadeTable(ctx); err != nil {
 				return nil, errcode.Errorf(errcode.ReplacementUnavailable, "the new pipeline's sink %s cannot write beside job %s (%s): %w; job %s was not changed", c.Table, old.Name, old.ID, err, old.ID)
 			}
@@ -326,12 +340,6 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 	return &core.UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
 		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
 			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
-}
-
-// maxEventReporter is a source that tells the newest event time it
-// produced (*pubsub.Source).
-type maxEventReporter interface {
-	MaxEventTime() (mtime.Time, bool)
 }
 
 // errNotYet is a step of a flow that waits for something to happen.

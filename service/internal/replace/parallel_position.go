@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
@@ -105,7 +106,7 @@ func (s *Replace) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			if st := jr.Prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
 				continue
 			}
-			if r, ok := code.(maxEventReporter); ok {
+			if r, ok := code.(contract.MaxEventTimeReporter); ok {
 				if t, ok := r.MaxEventTime(); ok {
 					cut, known = max(cut, t), true
 				}
@@ -282,7 +283,7 @@ func (s *Replace) oldJobHasRead(nj *record.Job) bool {
 		if st := jr.Prog.Graph.Step(name); st == nil || st.Kind != graph.KindSource {
 			continue
 		}
-		if r, ok := code.(maxEventReporter); ok {
+		if r, ok := code.(contract.MaxEventTimeReporter); ok {
 			if _, ok := r.MaxEventTime(); ok {
 				return true
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // A re-reading replacement job keeps its guarantee while it catches up
@@ -61,20 +60,6 @@ func Of(j *record.Job) *record.CatchUp {
 	return j.CatchUp
 }
 
-var _ core.CatchUpReporter = (*pubsub.Source)(nil)
-
-// CatchUpExpiryReporter is implemented by source code that re-reads for a
-// replacement job (*pubsub.Source): it tells of the messages of the
-// re-read the topic no longer holds.
-type CatchUpExpiryReporter interface {
-	// OnCatchUpExpired makes the source call fn, from its reading
-	// goroutine, for each gap it finds; it is called before the
-	// execution starts.
-	OnCatchUpExpired(fn func(pubsub.CatchUpExpired))
-}
-
-var _ CatchUpExpiryReporter = (*pubsub.Source)(nil)
-
 // reportCatchUpExpired makes the re-reading sources of prog, j's program
 // run as jr, record what their re-read found gone (catchUpExpired). Called
 // for every execution before it starts.
@@ -86,7 +71,7 @@ func (s *Rewind) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr 
 		if st.Kind != graph.KindSource {
 			continue
 		}
-		if r, ok := prog.Code[st.Name].(CatchUpExpiryReporter); ok {
+		if r, ok := prog.Code[st.Name].(contract.ReReadingSource); ok {
 			r.OnCatchUpExpired(s.catchUpExpired(jr))
 		}
 	}
@@ -97,9 +82,9 @@ func (s *Rewind) reportCatchUpExpired(j *record.Job, prog *contract.Program, jr 
 // a log line. Nothing is lost silently: the old job had read those
 // messages, so the windows holding them fire without them. The event
 // follows the job's start (emitRun).
-func (s *Rewind) catchUpExpired(jr *core.Run) func(pubsub.CatchUpExpired) {
+func (s *Rewind) catchUpExpired(jr *core.Run) func(contract.CatchUpExpired) {
 	id, name := jr.ID, jr.Name
-	return func(e pubsub.CatchUpExpired) {
+	return func(e contract.CatchUpExpired) {
 		gone := fmt.Sprintf("%d messages the old job had read (sequences %d to %d)", e.Messages, e.FirstSeq, e.LastSeq)
 		if e.Messages == 1 {
 			gone = fmt.Sprintf("1 message the old job had read (sequence %d)", e.FirstSeq)

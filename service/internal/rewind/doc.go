@@ -11,16 +11,17 @@
 // pipeline loads in and the options of its executions.
 //
 // It may import service/internal/core, service/record, graph, mtime,
-// window, state, errcode, serviceopt, io/pubsub (the positions and re-read
-// starts of Pub/Sub sources), runner, runner/contract, yamlpipe and the
+// window, state, errcode, serviceopt, io/pubsub (the positions of Pub/Sub
+// sources it reads the rewind point from), runner, runner/contract and the
 // standard library.
 package rewind
 
 import (
+	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
-	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // Rewind is the re-read flow of one job service.
@@ -33,15 +34,28 @@ type Rewind struct {
 // (Core.Register), after the flows whose window ownership it narrows.
 func New(c *core.Core) *Rewind { return &Rewind{Core: c} }
 
-// Environment gives a job that re-reads (a replacement job, or an in-place
-// update that carries its catch-up on) its splits' re-read starts and
+// Program gives a job that re-reads (a replacement job, or an in-place
+// update that carries its catch-up on) its sources' re-read starts and
 // narrows the windows its sinks own to those the re-read makes complete,
 // on every load: the first start, restarts, rescales and updates
 // (core.Flow).
-func (s *Rewind) Environment(j *record.Job, env *yamlpipe.JobEnv) {
-	if cu := Of(j); cu != nil {
-		env.PubSubRewind = cu.Starts
-		env.Owns = rewindOwns(cu.RewindPoint, env.Owns)
+func (s *Rewind) Program(j *record.Job, prog *contract.Program) {
+	cu := Of(j)
+	if cu == nil {
+		return
+	}
+	keep := rewindKeep(cu.RewindPoint)
+	for _, st := range prog.Graph.Steps {
+		switch code := prog.Code[st.Name].(type) {
+		case contract.ReReadingSource:
+			if st.Kind == graph.KindSource {
+				code.ReRead(cu.Starts)
+			}
+		case contract.WindowRestrictedSink:
+			if st.Kind == graph.KindSink && keep != nil {
+				code.RestrictWindows(keep)
+			}
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
+
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
@@ -221,22 +223,17 @@ func rewindsInput(j *record.Job) bool {
 	return Of(j) != nil
 }
 
-// rewindOwns returns the window ownership of the new job of a replacement
-// that re-reads from rp, on top of owns (nil: every window): it leaves out
-// the windows that start before rp.SkipBefore, which expired at the old
-// job's final watermark and which the re-read cannot make complete (the
-// rule for sliding windows at the top of this file).
-func rewindOwns(rp *record.RewindPoint, owns func(sink string, w window.Window) bool) func(sink string, w window.Window) bool {
+// rewindKeep returns the windows the sinks of the new job of a
+// replacement that re-reads from rp write: it leaves out the windows that
+// start before rp.SkipBefore, which expired at the old job's final
+// watermark and which the re-read cannot make complete (the rule for
+// sliding windows at the top of this file). nil: every window.
+func rewindKeep(rp *record.RewindPoint) func(w window.Window) bool {
 	if rp == nil || !rp.SkipBefore.After(rewindMinTime) {
-		return owns
+		return nil
 	}
 	skip := mtime.FromTime(rp.SkipBefore)
-	return func(sink string, w window.Window) bool {
-		if !w.IsGlobal() && w.Start < skip {
-			return false
-		}
-		return owns == nil || owns(sink, w)
-	}
+	return func(w window.Window) bool { return w.IsGlobal() || w.Start >= skip }
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -424,11 +421,11 @@ func lateBy(wm mtime.Time, d mtime.Duration) mtime.Time {
 // rewindStarts returns what the new job's Pub/Sub splits need to re-read
 // for rp, by subscription (yamlpipe.JobEnv.PubSubRewind): the new job's,
 // where a handover under a new name gave it its own.
-func rewindStarts(rp *record.RewindPoint, handover []record.SubscriptionHandover) map[string]pubsub.RewindStart {
+func rewindStarts(rp *record.RewindPoint, handover []record.SubscriptionHandover) map[string]contract.RewindStart {
 	if rp == nil {
 		return nil
 	}
-	out := map[string]pubsub.RewindStart{}
+	out := map[string]contract.RewindStart{}
 	for _, rs := range rp.Sources {
 		sub := rs.Subscription
 		for _, h := range handover {
@@ -436,7 +433,7 @@ func rewindStarts(rp *record.RewindPoint, handover []record.SubscriptionHandover
 				sub = h.New
 			}
 		}
-		out[sub] = pubsub.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence, FromSeq: rs.FirstSequence}
+		out[sub] = contract.RewindStart{SkipBefore: mtime.FromTime(rp.SkipBefore), Watermark: mtime.FromTime(rp.Watermark), HoldUntil: rs.LastSequence, FromSeq: rs.FirstSequence}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
@@ -111,30 +112,31 @@ func TestRewindOwns(t *testing.T) {
 	skip := time.Date(2026, 11, 30, 0, 0, 20, 0, time.UTC)
 	at := func(sec int) mtime.Time { return mtime.FromTime(skip.Add(time.Duration(sec-20) * time.Second)) }
 	win := func(from, to int) window.Window { return window.Window{Start: at(from), End: at(to)} }
-	noPubSub := func(sink string, _ window.Window) bool { return sink != "pubsub" }
+	refuseAll := func(window.Window) bool { return false }
 	tests := []struct {
 		name string
 		rp   *record.RewindPoint
-		base func(string, window.Window) bool
-		sink string
+		base func(window.Window) bool // a restriction the sink had already
 		w    window.Window
 		want bool
 	}{
-		{"expired sliding window", &record.RewindPoint{SkipBefore: skip}, nil, "sql", win(10, 30), false},
-		{"window at the bound", &record.RewindPoint{SkipBefore: skip}, nil, "sql", win(20, 40), true},
-		{"later window", &record.RewindPoint{SkipBefore: skip}, nil, "pubsub", win(30, 50), true},
-		{"global window", &record.RewindPoint{SkipBefore: skip}, nil, "sql", window.Global, true},
-		{"nothing skipped", &record.RewindPoint{SkipBefore: rewindMinTime}, nil, "sql", win(10, 30), true},
-		{"no rewind point", nil, nil, "sql", win(10, 30), true},
-		{"the base rule still decides", &record.RewindPoint{SkipBefore: skip}, noPubSub, "pubsub", win(30, 50), false},
-		{"the base rule allows", &record.RewindPoint{SkipBefore: skip}, noPubSub, "sql", win(30, 50), true},
+		{"expired sliding window", &record.RewindPoint{SkipBefore: skip}, nil, win(10, 30), false},
+		{"window at the bound", &record.RewindPoint{SkipBefore: skip}, nil, win(20, 40), true},
+		{"later window", &record.RewindPoint{SkipBefore: skip}, nil, win(30, 50), true},
+		{"global window", &record.RewindPoint{SkipBefore: skip}, nil, window.Global, true},
+		{"nothing skipped", &record.RewindPoint{SkipBefore: rewindMinTime}, nil, win(10, 30), true},
+		{"no rewind point", nil, nil, win(10, 30), true},
+		{"the earlier restriction still decides", &record.RewindPoint{SkipBefore: skip}, refuseAll, win(30, 50), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			owns := rewindOwns(tc.rp, tc.base)
-			got := owns == nil || owns(tc.sink, tc.w)
+			owns := tc.base
+			if keep := rewindKeep(tc.rp); keep != nil {
+				owns = contract.Restrict(owns, keep)
+			}
+			got := owns == nil || owns(tc.w)
 			if got != tc.want {
-				t.Fatalf("owns(%s, %v) = %v, want %v", tc.sink, tc.w, got, tc.want)
+				t.Fatalf("owns(%v) = %v, want %v", tc.w, got, tc.want)
 			}
 		})
 	}
