@@ -21,7 +21,7 @@ import (
 // serviceOptions is the service's form of a request's job options.
 func serviceOptions(o client.JobOptions) record.JobOptions {
 	return record.JobOptions{NumWorkers: o.NumWorkers, MinNumWorkers: o.MinNumWorkers,
-		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint}
+		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint, AutoscalingAlgorithm: o.AutoscalingAlgorithm}
 }
 
 // serviceSubmit is the service's form of a submission.
@@ -226,6 +226,7 @@ func wireJobOptions(in record.JobOptions) client.JobOptions {
 		MinNumWorkers:         in.MinNumWorkers,
 		MaxNumWorkers:         in.MaxNumWorkers,
 		WorkerUtilizationHint: in.WorkerUtilizationHint,
+		AutoscalingAlgorithm:  in.AutoscalingAlgorithm,
 	}
 }
 

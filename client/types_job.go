@@ -171,13 +171,16 @@ const SDKGo = "go"
 type JobOptions struct {
 	// NumWorkers is the number of workers (goroutines) of the job. Default 1.
 	NumWorkers int `json:"num_workers"`
-	// MinNumWorkers and MaxNumWorkers bound the worker count (recorded;
-	// autoscaling between them is not implemented yet). 0: unset.
+	// MinNumWorkers and MaxNumWorkers bound the worker count the
+	// autoscaler chooses for a streaming job (min 1 when unset); without a
+	// maximum the job is not autoscaled. 0: unset.
 	MinNumWorkers int `json:"min_num_workers,omitempty"`
 	MaxNumWorkers int `json:"max_num_workers,omitempty"`
-	// WorkerUtilizationHint is Dataflow's target CPU utilisation for
-	// autoscaling, 0.1..0.9 (recorded). 0: unset.
+	// WorkerUtilizationHint is Dataflow's target utilisation of the
+	// workers for autoscaling, 0.1..0.9; 0: the default, 0.8.
 	WorkerUtilizationHint float64 `json:"worker_utilization_hint,omitempty"`
+	// AutoscalingAlgorithm is THROUGHPUT_BASED (the default, "") or NONE.
+	AutoscalingAlgorithm string `json:"autoscaling_algorithm,omitempty"`
 }
 
 // CheckpointInfo describes a job's latest durable checkpoint.
@@ -339,6 +342,7 @@ const (
 	EventUpdateFailed     EventType = "update_failed"
 	EventRescaleSucceeded EventType = "rescale_succeeded"
 	EventRescaleFailed    EventType = "rescale_failed"
+	EventAutoscaled       EventType = "autoscaled"
 	EventReplacementPhase EventType = "replacement_phase"
 	EventSnapshotCreated  EventType = "snapshot_created"
 	EventSnapshotFailed   EventType = "snapshot_failed"

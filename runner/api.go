@@ -121,6 +121,12 @@ type StepMetrics struct {
 // Result is the outcome of a completed run.
 type Result struct {
 	Steps []StepMetrics
+	// Workers is the execution's number of workers, and IdleNanos the time
+	// they waited with nothing to do since it started, summed: over an
+	// interval, 1 − ΔIdleNanos / (Δt × Workers) is how busy they were (the
+	// autoscaler's utilisation).
+	Workers   int
+	IdleNanos int64
 }
 
 // Step returns the metrics of a step by name.

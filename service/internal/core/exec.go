@@ -75,6 +75,10 @@ type Run struct {
 	sampler *sampler // guarded by smu
 }
 
+// Started is when the execution started (it tells executions of one job
+// apart: a restart, a rescale).
+func (jr *Run) Started() time.Time { return jr.started }
+
 // observe samples the execution's live counters at now.
 func (jr *Run) observe(now time.Time) {
 	res := jr.X.Metrics()
