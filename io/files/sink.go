@@ -43,6 +43,8 @@ type SinkConfig struct {
 	// refuses to write when another job name owns the path. Nil for
 	// in-process runs.
 	Owner *Owner
+	// Delimiter separates a CSV sink's fields; 0 is ','.
+	Delimiter rune
 }
 
 func (c *SinkConfig) mode() fs.FileMode {
@@ -102,7 +104,7 @@ func (s *Sink) openLocked() error {
 		return fmt.Errorf("creating %s: %w", s.cfg.Path, err)
 	}
 	s.mu.f = f
-	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema)
+	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
 }
 
 // prepareOutput checks file (a file the sink is about to create) against
@@ -194,8 +196,8 @@ type encoder struct {
 }
 
 // init starts encoding into f, writing the CSV header when the schema is
-// known.
-func (e *encoder) init(f *os.File, format Format, schema *row.Schema) error {
+// known; delim separates CSV fields (0: ',').
+func (e *encoder) init(f *os.File, format Format, schema *row.Schema, delim rune) error {
 	e.format, e.schema, e.rows = format, schema, 0
 	if e.w == nil {
 		e.w = bufio.NewWriterSize(f, 64<<10)
@@ -205,6 +207,9 @@ func (e *encoder) init(f *os.File, format Format, schema *row.Schema) error {
 	e.cw = nil
 	if format == CSV {
 		e.cw = csv.NewWriter(e.w)
+		if delim != 0 {
+			e.cw.Comma = delim
+		}
 		if schema != nil {
 			if err := e.cw.Write(schema.Names()); err != nil {
 				return fmt.Errorf("writing %s: %w", f.Name(), err)
