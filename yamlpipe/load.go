@@ -11,7 +11,7 @@
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, io/pubsub, io/sqlsink, yamlpipe/celexpr,
 // yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
-// github.com/goccy/go-yaml and the standard library; it reaches the
+// github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.

@@ -61,6 +61,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: append([]string{"keep"}, celKeys...), errors: true, build: buildFilter}, true
 	case "Validate":
 		return &transformDef{keys: append([]string{"rules"}, celKeys...), errors: true, build: buildValidate}, true
+	case "ValidateWithSchema":
+		return &transformDef{keys: []string{"schema", "error_handling"}, errors: true, build: buildValidateWithSchema}, true
 	case "WindowInto":
 		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
 	case "Combine":
@@ -94,7 +96,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
+		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
 	sort.Strings(out)
