@@ -43,6 +43,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
 	case "ReadFromCsv":
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+	case "ReadFromAvro":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
+	case "WriteToAvro":
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Avro)}, true
 	case "WriteToJson":
 		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
@@ -96,7 +100,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
+		"ReadFromAvro", "ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
 	sort.Strings(out)
@@ -432,6 +436,14 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			if schema, err = inferJSONSchema(path); err != nil {
 				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
 			}
+		case format == files.Avro:
+			fileSchema, aerr := files.AvroSchema(path)
+			if aerr != nil && schema == nil {
+				return nil, l.wrapf(pn, aerr, "ReadFromAvro reads the file's schema at load time")
+			}
+			if aerr == nil && schema == nil {
+				schema = fileSchema
+			}
 		case format == files.CSV:
 			if dialect, err = l.csvDialect(t); err != nil {
 				return nil, err
@@ -460,10 +472,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			}
 		}
 		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect})
-		kind := "file_json"
-		if format == files.CSV {
-			kind = "file_csv"
-		}
+		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro"}[format]
 		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, path, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
 		l.registerErrors(t, out)

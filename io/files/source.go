@@ -1,10 +1,11 @@
 // Package files owns the file connectors of YAML pipelines: sources that
-// read JSON lines and CSV files into rows (with event time taken from a
+// read JSON lines, CSV and Avro files into rows (with event time taken from a
 // field, and rejects for lines that do not parse) and sinks that write rows
-// as JSON lines or CSV. They implement contract.Source and contract.Sink, the
+// as JSON lines, CSV or Avro. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner/contract, mtime, window and the standard library.
+// It may import row, runner/contract, mtime, window, github.com/hamba/avro/v2
+// (with its ocf package) and the standard library.
 package files
 
 import (
@@ -50,6 +51,8 @@ type Format int
 const (
 	JSONLines Format = iota
 	CSV
+	// Avro is an Avro object container file of records.
+	Avro
 )
 
 // SourceConfig configures a file source.
@@ -139,6 +142,7 @@ type split struct {
 	f    *os.File
 	br   *bufio.Reader
 	cr   *csv.Reader
+	avro *avroReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
 	line int64
@@ -153,6 +157,9 @@ func (s *split) open() error {
 	}
 	s.f = f
 	s.br = bufio.NewReaderSize(f, 64<<10)
+	if s.cfg.Format == Avro {
+		return s.openAvro()
+	}
 	if s.cfg.Format == CSV {
 		s.cr = s.cfg.CSV.reader(s.br)
 		s.cr.FieldsPerRecord = -1
@@ -193,9 +200,12 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 	for n < len(buf) && !s.done {
 		var ok bool
 		var err error
-		if s.cfg.Format == CSV {
+		switch s.cfg.Format {
+		case CSV:
 			ok, err = s.readCSV(&buf[n])
-		} else {
+		case Avro:
+			ok, err = s.readAvro(&buf[n])
+		default:
 			ok, err = s.readJSON(&buf[n])
 		}
 		if err != nil {
