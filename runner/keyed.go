@@ -67,7 +67,7 @@ type keyed struct {
 	// lastFinite is the last input watermark below +∞: where the input
 	// stood when it ended (a drain's cut).
 	lastFinite mtime.Time
-	clock procClock
+	clock      procClock
 	// al aligns barriers in a checkpointed execution; nil otherwise.
 	al    *aligner
 	done  bool
