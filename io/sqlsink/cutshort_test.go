@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -164,5 +165,31 @@ func TestFacadePrefersComplete(t *testing.T) {
 			t.Fatalf("compaction: %+v, want generation 1 merged", rep)
 		}
 		check("after the compaction")
+	})
+}
+
+// TestFacadeOlderGenerationWithoutColumn: a generation whose table was made
+// before pane_cut_short existed counts as complete behind the view: a newer
+// generation's cut-short row does not hide its row, a complete one does.
+func TestFacadeOlderGenerationWithoutColumn(t *testing.T) {
+	forEachFacadeDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		g1 := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
+		commit(t, g1, 1, total("EAST", 5648, w0, onTime0), total("EAST", 100, w1, onTime0))
+		must(t, g1.Close(ctx))
+		if err := e.exec(`ALTER TABLE ` + quoteTable(e.table) + ` DROP COLUMN pane_cut_short`); err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.config(ModeUpsert, "region")
+		cfg.SinkID, cfg.Generation, cfg.JobID, cfg.Facade = e.table+"/W2", 2, "job-2", true
+		g2 := e.sink(cfg, totalsSchema)
+		commit(t, g2, 1, total("EAST", 2656, w0, cutPane(0)), total("EAST", 6132, w1, onTime0))
+		got := map[mtime.Time]int64{}
+		for _, r := range e.query(`SELECT window_start, total FROM ` + quoteTable(e.table)) {
+			got[asTime(t, r[0]).(mtime.Time)] = r[1].(int64)
+		}
+		if len(got) != 2 || got[w0.Start] != 5648 || got[w1.Start] != 6132 {
+			t.Fatalf("the view serves %v, want 00:00 = 5648 (generation 1, no column) and 00:05 = 6132", got)
+		}
 	})
 }
