@@ -51,6 +51,10 @@ func (s *Source) InputStart(ctx context.Context) (mtime.Time, string, bool, erro
 			return 0, "", false, fmt.Errorf("ReadFromPubSub %s: reading topic %s: %w", s.cfg.Step, topic, err)
 		}
 		floor = ti.LastSeq
+	case errors.Is(err, ErrSubscriptionNotFound):
+		// A named subscription that does not exist: opening the split
+		// says so, with its own advice.
+		return 0, "", false, nil
 	default:
 		return 0, "", false, fmt.Errorf("ReadFromPubSub %s: reading subscription %s: %w", s.cfg.Step, sub, err)
 	}

@@ -61,6 +61,13 @@ func TestInputStart(t *testing.T) {
 		{"to be created from the beginning", src("new1", true), 0, false},
 		{"to be created at the topic's end", src("new2", false), base.Add(90*mtime.Second + mtime.Millisecond), true},
 		{"re-reading for a replacement", rewinding, 0, false},
+		{"a named subscription that does not exist (the split says so)", func() *Source {
+			s, err := NewSource(b, SourceConfig{Step: "ReadOrders", Subscription: "gone", Schema: orderSchema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}(), 0, false},
 	}
 	for _, c := range cases {
 		got, note, ok, err := c.src.InputStart(ctx)
