@@ -100,6 +100,8 @@ func wireJob(in record.Job) client.Job {
 		LastCheckpoint:        wirePtr(in.LastCheckpoint, wireCheckpointInfo),
 		Checkpointing:         in.Checkpointing,
 		CheckpointNote:        in.CheckpointNote,
+		InputStart:            in.InputStart,
+		InputStartNote:        in.InputStartNote,
 		Delivery:              in.Delivery,
 		DeliveryNote:          in.DeliveryNote,
 		DeadLetters:           in.DeadLetters,

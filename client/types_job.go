@@ -63,6 +63,15 @@ type Job struct {
 	// whose code cannot be checkpointed runs without (CheckpointNote says why).
 	Checkpointing  bool   `json:"checkpointing"`
 	CheckpointNote string `json:"checkpoint_note,omitempty"`
+	// InputStart is where the job's input started, in event time (RFC 3339
+	// UTC with milliseconds), when the job began with no state from a
+	// position past input it never reads (a subscription sought forward, or
+	// left acknowledged by an earlier job of the name): every pane of a
+	// window that began before it is marked cut short, and an upserting
+	// sink keeps a complete revision over it. Empty when the job skipped
+	// nothing. InputStartNote says what its sources found.
+	InputStart     string `json:"input_start,omitempty"`
+	InputStartNote string `json:"input_start_note,omitempty"`
 	// Delivery is DeliveryExactlyOnce or DeliveryAtLeastOnce; DeliveryNote
 	// names the steps that make it at-least-once.
 	Delivery     string `json:"delivery"`

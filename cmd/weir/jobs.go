@@ -226,6 +226,9 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 	if subs := describeSubscriptions(j); subs != "" {
 		row("Subscriptions", subs)
 	}
+	if j.InputStart != "" {
+		row("Input start", j.InputStart+": partial before it ("+j.InputStartNote+")")
+	}
 	if j.Error != "" {
 		row("Error", j.Error)
 	}
