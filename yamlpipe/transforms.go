@@ -45,6 +45,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
 	case "ReadFromAvro":
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
+	case "ReadFromParquet":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Parquet)}, true
+	case "WriteToParquet":
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Parquet)}, true
 	case "WriteToAvro":
 		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Avro)}, true
 	case "WriteToJson":
@@ -100,7 +104,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromAvro", "ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
+		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
 	sort.Strings(out)
@@ -444,6 +448,14 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			if aerr == nil && schema == nil {
 				schema = fileSchema
 			}
+		case format == files.Parquet:
+			fileSchema, perr := files.ParquetSchema(path)
+			if perr != nil && schema == nil {
+				return nil, l.wrapf(pn, perr, "ReadFromParquet reads the file's schema at load time")
+			}
+			if perr == nil && schema == nil {
+				schema = fileSchema
+			}
 		case format == files.CSV:
 			if dialect, err = l.csvDialect(t); err != nil {
 				return nil, err
@@ -472,7 +484,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			}
 		}
 		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect})
-		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro"}[format]
+		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro", files.Parquet: "file_parquet"}[format]
 		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, path, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
 		l.registerErrors(t, out)

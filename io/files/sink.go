@@ -14,6 +14,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/hamba/avro/v2/ocf"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -199,6 +200,8 @@ type encoder struct {
 	// ae and as encode an Avro file (from the schema, or the first row's).
 	ae *ocf.Encoder
 	as *avro.RecordSchema
+	// pw writes a Parquet file (from the schema, or the first row's).
+	pw *parquet.GenericWriter[map[string]any]
 }
 
 // init starts encoding into f, writing the CSV header when the schema is
@@ -210,7 +213,10 @@ func (e *encoder) init(f *os.File, format Format, schema *row.Schema, delim rune
 	} else {
 		e.w.Reset(f)
 	}
-	e.cw, e.ae, e.as = nil, nil, nil
+	e.cw, e.ae, e.as, e.pw = nil, nil, nil, nil
+	if format == Parquet && schema != nil {
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(schema))
+	}
 	if format == Avro && schema != nil {
 		if err := e.startAvro(schema); err != nil {
 			return fmt.Errorf("writing %s: %w", f.Name(), err)
@@ -240,6 +246,8 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 			err = e.writeCSV(elems[i].Value)
 		case Avro:
 			err = e.writeAvro(elems[i].Value)
+		case Parquet:
+			err = e.writeParquet(elems[i].Value)
 		default:
 			err = e.writeJSON(elems[i].Value)
 		}
@@ -303,6 +311,24 @@ func (e *encoder) writeAvro(v any) error {
 	return e.ae.Encode(avroRecordValue(r, e.as))
 }
 
+func (e *encoder) writeParquet(v any) error {
+	r, ok := row.AsRow(v)
+	if !ok {
+		return fmt.Errorf("Parquet sink got a %T: %w", v, errNotARow)
+	}
+	if e.pw == nil {
+		e.schema = r.Schema
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(r.Schema))
+	}
+	m := make(map[string]any, e.schema.Len())
+	for _, f := range e.schema.Fields {
+		x, _ := r.Get(f.Name)
+		m[f.Name] = parquetValue(x, f.Type)
+	}
+	_, err := e.pw.Write([]map[string]any{m})
+	return err
+}
+
 func (e *encoder) writeCSV(v any) error {
 	r, ok := row.AsRow(v)
 	if !ok {
@@ -340,6 +366,14 @@ func (e *encoder) flush() error {
 	}
 	if e.ae != nil {
 		if err := e.ae.Close(); err != nil {
+			return err
+		}
+	}
+	if e.format == Parquet && e.pw == nil && e.schema != nil {
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(e.schema))
+	}
+	if e.pw != nil {
+		if err := e.pw.Close(); err != nil {
 			return err
 		}
 	}

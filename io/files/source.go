@@ -1,11 +1,12 @@
 // Package files owns the file connectors of YAML pipelines: sources that
-// read JSON lines, CSV and Avro files into rows (with event time taken from a
+// read JSON lines, CSV, Avro and Parquet files into rows (with event time taken from a
 // field, and rejects for lines that do not parse) and sinks that write rows
-// as JSON lines, CSV or Avro. They implement contract.Source and contract.Sink, the
+// as JSON lines, CSV, Avro or Parquet. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
 // It may import row, runner/contract, mtime, window, github.com/hamba/avro/v2
-// (with its ocf package) and the standard library.
+// (with its ocf package), github.com/parquet-go/parquet-go (with its format
+// package) and the standard library.
 package files
 
 import (
@@ -53,6 +54,8 @@ const (
 	CSV
 	// Avro is an Avro object container file of records.
 	Avro
+	// Parquet is a Parquet file.
+	Parquet
 )
 
 // SourceConfig configures a file source.
@@ -143,6 +146,7 @@ type split struct {
 	br   *bufio.Reader
 	cr   *csv.Reader
 	avro *avroReader
+	pq   *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
 	line int64
@@ -157,8 +161,11 @@ func (s *split) open() error {
 	}
 	s.f = f
 	s.br = bufio.NewReaderSize(f, 64<<10)
-	if s.cfg.Format == Avro {
+	switch s.cfg.Format {
+	case Avro:
 		return s.openAvro()
+	case Parquet:
+		return s.openParquet()
 	}
 	if s.cfg.Format == CSV {
 		s.cr = s.cfg.CSV.reader(s.br)
@@ -205,6 +212,8 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			ok, err = s.readCSV(&buf[n])
 		case Avro:
 			ok, err = s.readAvro(&buf[n])
+		case Parquet:
+			ok, err = s.readParquet(&buf[n])
 		default:
 			ok, err = s.readJSON(&buf[n])
 		}
