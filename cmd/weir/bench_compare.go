@@ -229,5 +229,8 @@ func writeCompareTable(w io.Writer, rep compareReport) error {
 	}
 	fmt.Fprintf(&b, "\nTHIS and BASE are medians over the rounds; RATIO is the median of the per-round ratios this/base (higher is better)\n"+
 		"and SPREAD their range. The verdict is faster or slower only when every round's ratio is beyond 1 ± %.0f%%.\n", 100*bench.CompareTolerance)
+	if rep.Rounds < 3 {
+		fmt.Fprintf(&b, "With %d round(s) the spread understates the noise: use --rounds 3 or more before trusting a verdict.\n", rep.Rounds)
+	}
 	return writeReport(w, &b)
 }

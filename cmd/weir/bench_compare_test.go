@@ -81,6 +81,6 @@ func TestCLIBenchCompare(t *testing.T) {
 
 	args := []string{"bench", "windowed-sum", "--events", "2000", "--keys", "3", "--variants", "baseline,sdk-w1", "--compare", exe, "--rounds", "1"}
 	cliCase{args: args, wantCode: ExitOK,
-		wantStdout: []string{"VERDICT", "SPREAD", "vs baseline", "1 alternated round(s)", "load average"},
+		wantStdout: []string{"VERDICT", "SPREAD", "vs baseline", "1 alternated round(s)", "load average", "spread understates the noise"},
 		wantStderr: []string{"round 1/1: this build", "round 1/1: base build"}}.check(t, runCLI(t, "", args...))
 }
