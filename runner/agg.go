@@ -91,6 +91,13 @@ func (k *aggKey) has(ws *winState) bool {
 	return false
 }
 
+// sameAny reports whether a and b are the very same interface value (the
+// same dynamic type and data word), without comparing the values, which
+// may not be comparable.
+func sameAny(a, b any) bool {
+	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
 // keyGroupState holds the keys of one key group. State is addressed by
 // (step, key group, key, window), so a key group can be moved or persisted
 // as a unit.
@@ -378,6 +385,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	var seen int64
 	var lastW window.Window
 	lastDrop, haveLast := false, false
+	// The key's encoding is built in a local copy of n.scratch, stored
+	// back once: a store into the node per element would cost a GC write
+	// barrier per element while the collector marks.
+	scratch := n.scratch
+	defer func() { n.scratch = scratch }()
 	for i := range b.elems {
 		if b.skip(i, route, n.w.id) {
 			continue
@@ -398,11 +410,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		h := b.hashes[i]
 		kg := uint16(h % ngroups)
 		g := n.group(kg)
-		n.scratch = n.agg.AppendKey(n.scratch[:0], e.Value)
-		k := g.findBytes(h, n.scratch)
+		scratch = n.agg.AppendKey(scratch[:0], e.Value)
+		k := g.findBytes(h, scratch)
 		if k == nil {
 			k = &aggKey{hash: h}
-			k.setStr(n.scratch)
+			k.setStr(scratch)
 			if n.ek == nil {
 				k.key = n.agg.Key(e.Value)
 			}
@@ -450,8 +462,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 				continue
 			}
-		} else {
-			ws.acc = n.agg.AddInput(ws.acc, e)
+		} else if acc := n.agg.AddInput(ws.acc, e); !sameAny(acc, ws.acc) {
+			// Most aggregators update the accumulator in place and return
+			// it: storing it again would cost a GC write barrier per
+			// element while the collector marks.
+			ws.acc = acc
 		}
 		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
