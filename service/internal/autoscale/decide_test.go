@@ -67,6 +67,7 @@ func TestStepUpConverges(t *testing.T) {
 	if len(ch) == 0 || len(ch) > 2 {
 		t.Fatalf("changes after the step up: %+v, want 1 or 2", ch)
 	}
+	t.Logf("step 1→3 workers' worth of input: first change after %s, %d change(s), %d workers, backlog after 5 min %.0f", at[0], len(ch), ch[len(ch)-1].Workers, m.backlog)
 	if at[0] > 30*time.Second {
 		t.Errorf("first scale-up %s after the step, want within 30s", at[0])
 	}
@@ -108,6 +109,7 @@ func TestStepDownAfterStablePeriod(t *testing.T) {
 	if len(ch) != 1 {
 		t.Fatalf("changes %+v, want one scale-down", ch)
 	}
+	t.Logf("step down to a sixth: scale-down after %s, to %d workers", at[0], ch[0].Workers)
 	if at[0] < set.DownDelay {
 		t.Errorf("scaled down %s after the drop, before the stable period %s", at[0], set.DownDelay)
 	}
