@@ -34,6 +34,7 @@ type runFlags struct {
 	serviceOptions []string
 	maxNumWorkers  int
 	fromSnapshot   string
+	sourcePos      string
 	server         serverFlag
 	allowSource    bool
 	wait, noWait   bool
@@ -150,6 +151,7 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.StringVar(&f.requestID, "request-id", "", "make the submission idempotent: a retry with the same ID within 24 hours gets the first answer (needs a weir server)")
 	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to, recorded with the job (needs a weir server)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
+	fl.StringVar(&f.sourcePos, "source-positions", "", "with --create-from-snapshot: how Pub/Sub positions of another broker (an imported snapshot file's) translate: from-publish-time (suggested), earliest, latest or fail (the default)")
 	return cmd
 }
 
