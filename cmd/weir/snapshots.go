@@ -231,6 +231,13 @@ func describeSnapshot(w io.Writer, s *client.Snapshot) error {
 		if s.FailureReason != "" {
 			row("Failure reason", s.FailureReason)
 		}
+		if b := s.Broker; b != nil {
+			row("Broker", b.ID)
+			for _, src := range b.Sources {
+				row("Source position", fmt.Sprintf("%s: %s of topic %s, read up to sequence %d (the topic held %d..%d)",
+					src.Step, src.Subscription, src.Topic, src.Seq, src.FirstSeq, src.LastSeq))
+			}
+		}
 		for _, m := range s.PubsubMetadata {
 			row("Subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
 		}
