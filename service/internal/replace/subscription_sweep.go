@@ -52,6 +52,8 @@ type subUse struct {
 	// names are the job names whose jobs read it.
 	names   map[string]bool
 	lastEnd time.Time
+	// ended are the ended jobs that read it.
+	ended []string
 	// inFlow: an active replacement flow names it.
 	inFlow string
 }
@@ -98,8 +100,11 @@ func subscriptionUses(jobs []*record.Job, latest map[string]*record.Job, rollbac
 			u.names[j.Name] = true
 			if j.Active() {
 				u.ReadBy = append(u.ReadBy, j.Summary())
-			} else if j.StateTime.After(u.lastEnd) {
-				u.lastEnd = j.StateTime
+			} else {
+				u.ended = append(u.ended, j.ID)
+				if j.StateTime.After(u.lastEnd) {
+					u.lastEnd = j.StateTime
+				}
 			}
 		}
 		if rep := j.Replacement; rep != nil && rep.Parallel != nil && j.Active() && !rep.Phase.Final() {
@@ -327,9 +332,9 @@ func (s *Replace) sweepSubscription(ctx context.Context, b subscriptionDeleter, 
 	if u == nil || u.Kept != "" || len(u.ReadBy) > 0 {
 		return false, nil
 	}
-	for n := range u.names {
-		if l, err := s.ReadLineage(n); err == nil && l.ActiveJobID != "" && s.RunningJob(l.ActiveJobID) != nil {
-			return false, nil
+	for _, id := range u.ended {
+		if s.RunningJob(id) != nil {
+			return false, nil // ended, its execution not yet let go
 		}
 	}
 	err = b.DeleteSubscription(ctx, sub)
