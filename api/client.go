@@ -75,6 +75,7 @@ type (
 	SeekRequest                       = client.SeekRequest
 	Topic                             = client.Topic
 	Subscription                      = client.Subscription
+	SubscriptionJob                   = client.SubscriptionJob
 	CreateTopicRequest                = client.CreateTopicRequest
 	TopicList                         = client.TopicList
 	PublishMessage                    = client.PublishMessage

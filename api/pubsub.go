@@ -388,15 +388,46 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, pubsubError(err))
 		return
 	}
+	uses := s.subscriptionUses()
 	out := SubscriptionList{Subscriptions: make([]Subscription, 0, len(infos))}
 	for _, i := range infos {
-		out.Subscriptions = append(out.Subscriptions, subscriptionOf(i))
+		out.Subscriptions = append(out.Subscriptions, withUse(subscriptionOf(i), uses))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) {
-	getNamed(s, w, r, s.pubsub.Subscription, subscriptionOf)
+	getNamed(s, w, r, s.pubsub.Subscription, func(i pubsub.SubscriptionInfo) Subscription {
+		return withUse(subscriptionOf(i), s.subscriptionUses())
+	})
+}
+
+// subscriptionUses returns who made each service-made subscription and
+// why it is kept; nil (logged) when the service cannot say.
+func (s *Server) subscriptionUses() map[string]service.SubscriptionUse {
+	if s.svc == nil {
+		return nil
+	}
+	uses, err := s.svc.SubscriptionUses()
+	if err != nil {
+		s.logger.Warn("reading who made the subscriptions", "error", err)
+		return nil
+	}
+	return uses
+}
+
+// withUse adds to sub who made it, who reads it and why it is kept.
+func withUse(sub Subscription, uses map[string]service.SubscriptionUse) Subscription {
+	u, ok := uses[sub.Name]
+	if !ok {
+		return sub
+	}
+	sub.MadeBy = &SubscriptionJob{JobID: u.MadeBy.ID, JobName: u.MadeBy.Name, State: wireState(u.MadeBy.State), Step: u.Step}
+	for _, r := range u.ReadBy {
+		sub.ReadBy = append(sub.ReadBy, SubscriptionJob{JobID: r.ID, JobName: r.Name, State: wireState(r.State)})
+	}
+	sub.Kept, sub.KeepUntil = u.Kept, u.KeepUntil
+	return sub
 }
 
 func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) {

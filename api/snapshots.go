@@ -132,12 +132,13 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request) {
 		SubmitRequest: service.SubmitRequest{Name: req.Name, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
 			BaseDir: req.BaseDir, Options: serviceOptions(req.Options)},
 		SnapshotID: req.SnapshotID, Mapping: req.TransformNameMapping, AllowSourceChange: req.AllowSourceChange,
-		ValidateOnly: req.ValidateOnly})
+		ValidateOnly: req.ValidateOnly, SourcePositions: req.SourcePositions})
 	if err != nil && res == nil {
 		s.writeError(w, err)
 		return
 	}
-	out := UpdateResponse{Report: wireCompatReport(res.Report), Notes: res.Notes}
+	out := UpdateResponse{Report: wireCompatReport(res.Report), Notes: res.Notes,
+		SourcePositions: wireSlice(res.SourcePositions, wireSourcePlacement)}
 	status := http.StatusCreated
 	if req.ValidateOnly {
 		status = http.StatusOK // nothing was created

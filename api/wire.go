@@ -172,7 +172,19 @@ func wireSnapshot(in record.Snapshot) client.Snapshot {
 		SinkEpoch:       in.SinkEpoch,
 		Kind:            in.Kind,
 		ReplacedByJobID: in.ReplacedByJobID,
+		Broker:          wirePtr(in.Broker, wireSnapshotBroker),
 	}
+}
+
+func wireSnapshotBroker(in record.SnapshotBroker) client.SnapshotBroker {
+	return client.SnapshotBroker{ID: in.ID, Sources: wireSlice(in.Sources, func(r record.SnapshotSourceRange) client.SnapshotSourceRange {
+		return client.SnapshotSourceRange{Step: r.Step, Subscription: r.Subscription, Topic: r.Topic, Seq: r.Seq, FirstSeq: r.FirstSeq, LastSeq: r.LastSeq}
+	})}
+}
+
+func wireSourcePlacement(in service.SourcePlacement) client.SourcePlacement {
+	return client.SourcePlacement{Step: in.Step, Subscription: in.Subscription, Topic: in.Topic, Translation: in.Translation,
+		StartSeq: in.StartSeq, Note: in.Note}
 }
 
 func wireAttempt(in service.Attempt) client.Attempt {

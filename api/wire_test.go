@@ -32,16 +32,17 @@ type (
 		Replacement string          `json:"replacement,omitempty"`
 	}
 	oldUpdateResponse struct {
-		Report           compat.Report         `json:"report"`
-		Job              *oldSubmitResponse    `json:"job,omitempty"`
-		Replaced         *record.Summary       `json:"replaced,omitempty"`
-		PauseMS          int64                 `json:"pause_ms,omitempty"`
-		Options          *record.JobOptions    `json:"options,omitempty"`
-		OptionsChanged   []record.OptionChange `json:"options_changed,omitempty"`
-		Notes            []string              `json:"notes,omitempty"`
-		Graph            json.RawMessage       `json:"graph,omitempty"`
-		RenderedPipeline string                `json:"rendered_pipeline,omitempty"`
-		Error            *ErrorDetail          `json:"error,omitempty"`
+		Report           compat.Report             `json:"report"`
+		Job              *oldSubmitResponse        `json:"job,omitempty"`
+		Replaced         *record.Summary           `json:"replaced,omitempty"`
+		PauseMS          int64                     `json:"pause_ms,omitempty"`
+		Options          *record.JobOptions        `json:"options,omitempty"`
+		OptionsChanged   []record.OptionChange     `json:"options_changed,omitempty"`
+		Notes            []string                  `json:"notes,omitempty"`
+		Graph            json.RawMessage           `json:"graph,omitempty"`
+		RenderedPipeline string                    `json:"rendered_pipeline,omitempty"`
+		SourcePositions  []service.SourcePlacement `json:"source_positions,omitempty"`
+		Error            *ErrorDetail              `json:"error,omitempty"`
 	}
 	oldHistoryResponse struct {
 		Name        string                      `json:"name"`
@@ -239,7 +240,8 @@ func wireCases() []wireCase {
 				u := o.(*oldUpdateResponse)
 				return UpdateResponse{Report: wireCompatReport(u.Report), Job: sr(u.Job), Replaced: wirePtr(u.Replaced, wireSummary),
 					PauseMS: u.PauseMS, Options: wirePtr(u.Options, wireJobOptions), OptionsChanged: wireSlice(u.OptionsChanged, wireOptionChange),
-					Notes: u.Notes, Graph: u.Graph, RenderedPipeline: u.RenderedPipeline, Error: u.Error}
+					Notes: u.Notes, Graph: u.Graph, RenderedPipeline: u.RenderedPipeline,
+					SourcePositions: wireSlice(u.SourcePositions, wireSourcePlacement), Error: u.Error}
 			}, func() any { return new(UpdateResponse) }},
 		{"history response", func(f *filler) any { return oldOf[oldHistoryResponse](f) },
 			func(o any) any {

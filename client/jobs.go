@@ -85,8 +85,27 @@ type UpdateResponse struct {
 	Graph json.RawMessage `json:"graph,omitempty"`
 	// RenderedPipeline is the pipeline after Jinja rendering, when
 	// JinjaVariables were given.
-	RenderedPipeline string       `json:"rendered_pipeline,omitempty"`
-	Error            *ErrorDetail `json:"error,omitempty"`
+	RenderedPipeline string `json:"rendered_pipeline,omitempty"`
+	// SourcePositions says, for a job created from a snapshot, where each
+	// Pub/Sub source starts and how its position was placed.
+	SourcePositions []SourcePlacement `json:"source_positions,omitempty"`
+	Error           *ErrorDetail      `json:"error,omitempty"`
+}
+
+// SourcePlacement is where a Pub/Sub source of a job created from a
+// snapshot starts.
+type SourcePlacement struct {
+	Step         string `json:"step"`
+	Subscription string `json:"subscription"`
+	Topic        string `json:"topic,omitempty"`
+	// Translation is "exact" (the snapshot's position, on the broker it was
+	// taken on), or how another broker's position was translated:
+	// "from-publish-time", "earliest" or "latest".
+	Translation string `json:"translation"`
+	// StartSeq is the first stream sequence the source reads.
+	StartSeq uint64 `json:"start_seq"`
+	// Note says it in words.
+	Note string `json:"note"`
 }
 
 // HistoryResponse is the reply of GET /v1/history/{name}: every job of a

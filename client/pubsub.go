@@ -48,6 +48,28 @@ type Subscription struct {
 	// before it is delivered again (a Go duration).
 	AckWait    string    `json:"ack_wait"`
 	CreateTime time.Time `json:"create_time"`
+	// MadeBy is, for a subscription the job service made for a job (a
+	// topic source's NAME--STEP, a replacement's own), the job it was made
+	// for; absent for the user's own subscriptions.
+	MadeBy *SubscriptionJob `json:"made_by,omitempty"`
+	// ReadBy are the active jobs that read a service-made subscription.
+	ReadBy []SubscriptionJob `json:"read_by,omitempty"`
+	// Kept says why a service-made subscription is kept ("read by ...",
+	// "the next job of NAME reads on from it ...", "a rollback of NAME
+	// ... would re-read through it"), and KeepUntil until when when no
+	// job reads it; a service-made subscription kept for nothing is
+	// deleted by the server's next sweep.
+	Kept      string     `json:"kept,omitempty"`
+	KeepUntil *time.Time `json:"keep_until,omitempty"`
+}
+
+// SubscriptionJob is a job that made or reads a subscription.
+type SubscriptionJob struct {
+	JobID   string   `json:"job_id"`
+	JobName string   `json:"job_name"`
+	State   JobState `json:"state"`
+	// Step is the job's step that reads it (MadeBy only).
+	Step string `json:"step,omitempty"`
 }
 
 // CreateTopicRequest is the body of POST /v1/topics.

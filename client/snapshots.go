@@ -35,6 +35,13 @@ type FromSnapshotRequest struct {
 	AllowSourceChange    bool   `json:"allow_source_change,omitempty"`
 	// ValidateOnly runs every check and creates nothing.
 	ValidateOnly bool `json:"validate_only,omitempty"`
+	// SourcePositions says how Pub/Sub positions of another broker (an
+	// imported snapshot file's) translate: "from-publish-time" (each
+	// source starts after the last message published at or before its
+	// position's publish time: the suggested choice), "earliest" or
+	// "latest"; "" or "fail" refuses them (SNAPSHOT_FOREIGN_POSITIONS).
+	// Positions of the server's own broker are used as they are.
+	SourcePositions string `json:"source_positions,omitempty"`
 }
 
 // ImportChunkBytes is the most file bytes one import request carries

@@ -41,6 +41,9 @@ type Snapshot struct {
 	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
 	// the snapshot's job.
 	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
+	// Broker says whose Pub/Sub positions the snapshot holds (absent for
+	// a snapshot without Pub/Sub sources, or taken before it was recorded).
+	Broker *SnapshotBroker `json:"broker,omitempty"`
 }
 
 // SnapshotKindRollback is Snapshot.Kind of a rollback snapshot.
@@ -74,6 +77,26 @@ type PubsubSnapshotMetadata struct {
 	Topic        string    `json:"topic"`
 	SnapshotName string    `json:"snapshot_name"`
 	ExpireTime   time.Time `json:"expire_time"`
+}
+
+// SnapshotBroker is the broker a snapshot's Pub/Sub positions belong to:
+// its identity (a UUID the broker made at its first start and keeps with
+// its data) and each source position's topic and sequences at the cut.
+type SnapshotBroker struct {
+	ID      string                `json:"id"`
+	Sources []SnapshotSourceRange `json:"sources,omitempty"`
+}
+
+// SnapshotSourceRange is one Pub/Sub source position of a snapshot: the
+// subscription and topic it reads, the last sequence it counts as read,
+// and the sequences the topic stored at the cut.
+type SnapshotSourceRange struct {
+	Step         string `json:"step"`
+	Subscription string `json:"subscription"`
+	Topic        string `json:"topic"`
+	Seq          uint64 `json:"seq"`
+	FirstSeq     uint64 `json:"first_seq"`
+	LastSeq      uint64 `json:"last_seq"`
 }
 
 // SubscriptionSnapshot is a subscription's acknowledgement state at one

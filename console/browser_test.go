@@ -650,7 +650,42 @@ func TestConsoleTopics(t *testing.T) {
 		t.Errorf("clicks-idle shows backlog %q, readers %q; want 5 and none", idle.Backlog, idle.Readers)
 	}
 	screenshot(t, ctx, "console-topics")
+
+	// A topic source's subscription, made by the server for job tally:
+	// read by tally while it runs, by nobody once it ended (issue 22
+	// item 7) — not by another job whose name it starts with.
+	tally := submit(t, c, "tally", tallyYAML)
+	waitJob(t, c, tally.ID, "the topic job runs", running)
+	tallyRow := `tr[data-subscription="tally--ReadClicks"]`
+	evalUntil(t, ctx, "tally's subscription names its reader", fmt.Sprintf(`!!document.querySelector('%s a[href="/jobs/%s"]')`, tallyRow, tally.ID))
+	if _, err := c.Cancel(bg, tally.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, tally.ID, "the topic job ends", func(j *client.Job) bool { return j.State == client.StateCancelled })
+	// Job tal reads the same topic through its own subscription; its name
+	// begins tally's subscription's, which it does not read.
+	tal := submit(t, c, "tal", tallyYAML)
+	waitJob(t, c, tal.ID, "job tal runs", running)
+	evalUntil(t, ctx, "tal's subscription names its reader", fmt.Sprintf(`!!document.querySelector('tr[data-subscription="tal--ReadClicks"] a[href="/jobs/%s"]')`, tal.ID))
+	evalUntil(t, ctx, "tally's subscription lists no reader once tally ended", fmt.Sprintf(`(() => { const r = document.querySelector('%s'); return !!r && r.cells[5].textContent === ''; })()`, tallyRow))
 }
+
+// tallyYAML reads topic clicks through the job's own subscription.
+const tallyYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: ReadClicks
+      config:
+        topic: clicks
+        schema: {user: string, n: int}
+    - type: Combine
+      name: PerUser
+      input: ReadClicks
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: user
+        combine: {total: {value: n, fn: sum}}
+`
 
 // present waits until an element matches sel, asking the page (the pages
 // redraw what they poll, so a node found by the DevTools protocol may be

@@ -168,6 +168,16 @@ const (
 	// snapshot's job: a YAML pipeline cannot start from a Go program's
 	// snapshot, nor the reverse.
 	SnapshotSDKMismatch Code = "SNAPSHOT_SDK_MISMATCH"
+	// SnapshotForeignPositions: the snapshot's Pub/Sub positions are
+	// another broker's (a snapshot file imported here), or lie beyond what
+	// the topic holds (the topic was created again): a job from it must
+	// say how they translate (source_positions: from-publish-time,
+	// earliest or latest).
+	SnapshotForeignPositions Code = "SNAPSHOT_FOREIGN_POSITIONS"
+	// SnapshotSourceUnavailable: a Pub/Sub source of a job from a snapshot
+	// cannot start where the snapshot says: its topic or subscription is
+	// missing, or the new job's subscription belongs to another topic.
+	SnapshotSourceUnavailable Code = "SNAPSHOT_SOURCE_UNAVAILABLE"
 	// Internal: the service failed; the message says what it was doing.
 	Internal Code = "INTERNAL"
 	// Unauthenticated: the request has no bearer token, or not a valid one
@@ -402,6 +412,8 @@ func registry() []Info {
 		{SnapshotExists, svc, KindConflict, http.StatusConflict},
 		{SnapshotCorrupt, svc, KindInvalid, http.StatusBadRequest},
 		{SnapshotSDKMismatch, svc, KindConflict, http.StatusConflict},
+		{SnapshotForeignPositions, svc, KindConflict, http.StatusConflict},
+		{SnapshotSourceUnavailable, svc, KindConflict, http.StatusConflict},
 		{Internal, svc, KindInternal, http.StatusInternalServerError},
 		{Unauthenticated, svc, KindDenied, http.StatusUnauthorized},
 		{RateLimited, svc, KindUnavailable, http.StatusTooManyRequests},

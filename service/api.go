@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/weir-dev/weir/service/internal/replace"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -105,6 +106,15 @@ func (s *Service) CheckpointHistograms() map[string]CheckpointHistograms {
 // sub), for the broker's refusals (TOPIC_IN_USE, SUBSCRIPTION_IN_USE).
 func (s *Service) PubSubUsers(topic, sub string) ([]PubSubUse, error) {
 	return s.core.PubSubUsers(topic, sub)
+}
+
+// SubscriptionUse is replace.SubscriptionUse.
+type SubscriptionUse = replace.SubscriptionUse
+
+// SubscriptionUses says, for every subscription the service made for a
+// job, who made it, who reads it and why it is kept (replace.SubscriptionUse).
+func (s *Service) SubscriptionUses() (map[string]SubscriptionUse, error) {
+	return s.replace.SubscriptionUses()
 }
 
 // ActiveSources returns the Pub/Sub sources of every active job.

@@ -20,6 +20,7 @@ type SubmitRequest = core.SubmitRequest
 type Tx = core.Tx
 type UpdateRequest = core.UpdateRequest
 type UpdateResult = core.UpdateResult
+type SourcePlacement = core.SourcePlacement
 type Hooks = core.Hooks
 
 const (

@@ -445,6 +445,11 @@ func TestRollbackAfterParallel(t *testing.T) {
 	if fin.Replacement.Phase != record.PhaseCutOver || fin.State != record.StateRunning {
 		t.Fatalf("the rollback ended %s %+v (%s)", fin.State, fin.Replacement, fin.Error)
 	}
+	// The parallel job's own subscription: once the rollback drained the
+	// job, nothing reads it or can read it (the rollback job reads the
+	// name's own), and the sweep deletes it; the one the rollback job
+	// reads stays (issue 22 item 7).
+	checkParallelSubscriptionSwept(t, s, b, nj, fin)
 	all := sc.drainToTruth(t, cons, fin.ID, 0, phase2)
 	h, err := s.LineageHistory("sums")
 	if err != nil || len(h) != 3 || h[1].How != HowParallel || h[2].How != HowRollback || h[2].RolledBackToGeneration != old.Generation {
@@ -654,5 +659,50 @@ func TestRollbackRequestID(t *testing.T) {
 	vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true, RequestID: "rb-1"})
 	if err != nil || !vo.ValidateOnly || vo.Job != nil {
 		t.Fatalf("another request under an ID past the retention: %+v %v, want its own validate-only report", vo, err)
+	}
+}
+
+// checkParallelSubscriptionSwept checks that the subscriptions parallel
+// job nj read in place of its name's own are deleted by the sweep once
+// rollback job rb replaced it, and that those rb reads are kept, read by it.
+func checkParallelSubscriptionSwept(t *testing.T, s *Service, b *pubsub.Broker, nj, rb *record.Job) {
+	t.Helper()
+	ctx := context.Background()
+	if len(nj.Replacement.Parallel.Subscriptions) == 0 {
+		t.Fatalf("the parallel job has no subscription of its own: %+v", nj.Replacement.Parallel)
+	}
+	waitLetGo(t, s, nj.ID)
+	uses, err := s.SubscriptionUses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range nj.Replacement.Parallel.Subscriptions {
+		// Listed until a sweep (maybe the server's own, running meanwhile)
+		// deleted it.
+		if u, ok := uses[ps.New]; ok && (u.MadeBy.ID != nj.ID || u.Kept != "") {
+			t.Errorf("the parallel job's subscription %s after the rollback: %+v, want made by %s and kept for nothing", ps.New, u, nj.ID)
+		}
+	}
+	if _, err := s.replace.SweepSubscriptions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	uses, err = s.SubscriptionUses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range nj.Replacement.Parallel.Subscriptions {
+		if u, ok := uses[ps.New]; ok {
+			t.Errorf("the swept subscription %s is still listed: %+v", ps.New, u)
+		}
+		if _, err := b.Subscription(ctx, ps.New); err == nil {
+			t.Errorf("the parallel job's subscription %s outlived the rollback", ps.New)
+		}
+		sub := pubsub.SubscriptionName(rb.Name, ps.Step)
+		if _, err := b.Subscription(ctx, sub); err != nil {
+			t.Errorf("the rollback job's subscription %s: %v", sub, err)
+		}
+		if u := uses[sub]; len(u.ReadBy) != 1 || u.ReadBy[0].ID != rb.ID {
+			t.Errorf("the rollback job's subscription %s: %+v, want read by %s", sub, u, rb.ID)
+		}
 	}
 }

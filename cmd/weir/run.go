@@ -37,6 +37,7 @@ type runFlags struct {
 	utilization    float64
 	autoscaling    string
 	fromSnapshot   string
+	sourcePos      string
 	server         serverFlag
 	allowSource    bool
 	wait, noWait   bool
@@ -169,6 +170,7 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.Float64Var(&f.utilization, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
 	fl.StringVar(&f.autoscaling, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default with --max-num-workers) or NONE (no autoscaling)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
+	fl.StringVar(&f.sourcePos, "source-positions", "", "with --create-from-snapshot: how Pub/Sub positions of another broker (an imported snapshot file's) translate: from-publish-time (suggested), earliest, latest or fail (the default)")
 	return cmd
 }
 

@@ -231,6 +231,13 @@ func describeSnapshot(w io.Writer, s *client.Snapshot) error {
 		if s.FailureReason != "" {
 			row("Failure reason", s.FailureReason)
 		}
+		if b := s.Broker; b != nil {
+			row("Broker", b.ID)
+			for _, src := range b.Sources {
+				row("Source position", fmt.Sprintf("%s: %s of topic %s, read up to sequence %d (the topic held %d..%d)",
+					src.Step, src.Subscription, src.Topic, src.Seq, src.FirstSeq, src.LastSeq))
+			}
+		}
 		for _, m := range s.PubsubMetadata {
 			row("Subscription snapshot", fmt.Sprintf("%s of %s (topic %s), expires %s", m.SnapshotName, m.Subscription, m.Topic, m.ExpireTime.UTC().Format(time.RFC3339)))
 		}
@@ -252,6 +259,8 @@ type fromSnapshotResult struct {
 	Name          string              `json:"name"`
 	SnapshotID    string              `json:"created_from_snapshot_id"`
 	Compatibility client.CompatReport `json:"compatibility"`
+	// SourcePositions says where each Pub/Sub source starts.
+	SourcePositions []client.SourcePlacement `json:"source_positions,omitempty"`
 }
 
 // runFromSnapshot creates job --job-name from snapshot
@@ -280,14 +289,15 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	res, err := c.CreateFromSnapshot(ctx, client.FromSnapshotRequest{
 		SubmitRequest: client.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 			Options: client.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}},
-		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
+		SnapshotID: f.fromSnapshot, TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly,
+		SourcePositions: f.sourcePos})
 	// As for an update: a refusal for another reason than the check (the
 	// pipeline does not load, the name is taken) prints that reason only.
 	var ae *client.Error
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
-	out := fromSnapshotResult{Name: f.jobName, SnapshotID: f.fromSnapshot, Compatibility: res.Report}
+	out := fromSnapshotResult{Name: f.jobName, SnapshotID: f.fromSnapshot, Compatibility: res.Report, SourcePositions: res.SourcePositions}
 	if res.Job != nil {
 		out.ID = res.Job.ID
 	}
@@ -298,6 +308,10 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	} else {
 		if res.Job != nil {
 			fmt.Fprintln(e.stdout, res.Job.ID)
+		}
+		// Where each Pub/Sub source starts, on stderr: stdout is the ID.
+		for _, p := range res.SourcePositions {
+			fmt.Fprintln(e.stderr, p.Note)
 		}
 		if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
 			return werr

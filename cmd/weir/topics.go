@@ -430,15 +430,15 @@ func newSubscriptionsListCommand(e *env) *cobra.Command {
 	var topic string
 	return showCommand(e, showSpec[[]client.Subscription]{
 		use:   "list [--topic TOPIC]",
-		short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT), by name",
+		short: "List subscriptions (NAME TOPIC BACKLOG ACK_PENDING ACK_WAIT MADE_BY KEPT), by name",
 		args:  exactArgs(),
 		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]client.Subscription, error) {
 			return c.ListSubscriptions(ctx, topic)
 		},
 		clientErr: pubsubClientError,
 		text: func(w io.Writer, subs []client.Subscription) error {
-			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT", subs, func(s client.Subscription) string {
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait)
+			return writeTable(w, "NAME\tTOPIC\tBACKLOG\tACK_PENDING\tACK_WAIT\tMADE_BY\tKEPT", subs, func(s client.Subscription) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", s.Name, s.Topic, s.Backlog, s.NumAckPending, s.AckWait, madeBy(s), kept(s))
 			})
 		},
 		flags: func(fs *pflag.FlagSet) {
@@ -465,6 +465,17 @@ func newSubscriptionsDescribeCommand(e *env) *cobra.Command {
 				row("Delivered up to", fmt.Sprintf("sequence %d", s.Delivered))
 				row("Ack wait", s.AckWait)
 				row("Create time", formatTime(s.CreateTime))
+				row("Made by", madeBy(*s))
+				if len(s.ReadBy) > 0 {
+					var rs []string
+					for _, r := range s.ReadBy {
+						rs = append(rs, fmt.Sprintf("%s (%s, %s)", r.JobID, r.JobName, r.State))
+					}
+					row("Read by", strings.Join(rs, ", "))
+				}
+				if s.MadeBy != nil {
+					row("Kept", kept(*s))
+				}
 			})
 		},
 	})
@@ -579,4 +590,27 @@ func outputErr(err error) error {
 		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
 	}
 	return nil
+}
+
+// madeBy says who made subscription s: the job (and step) the server made
+// it for, or "you" for a subscription the server did not make.
+func madeBy(s client.Subscription) string {
+	if s.MadeBy == nil {
+		return "you"
+	}
+	return fmt.Sprintf("job %s (%s, step %s)", s.MadeBy.JobName, s.MadeBy.JobID, s.MadeBy.Step)
+}
+
+// kept says why the server keeps a subscription it made: "-" for the
+// user's own, which it never deletes.
+func kept(s client.Subscription) string {
+	switch {
+	case s.MadeBy == nil:
+		return "-"
+	case s.Kept == "":
+		return "no longer: deleted by the next sweep"
+	case s.KeepUntil != nil:
+		return fmt.Sprintf("%s, until %s", s.Kept, s.KeepUntil.UTC().Format(time.RFC3339))
+	}
+	return s.Kept
 }

@@ -610,8 +610,13 @@ async function topicsPage() {
     const [active, snaps] = await Promise.all([
       api('GET', '/v1/jobs?status=active').then((l) => Promise.all((l.jobs || []).map((j) => api('GET', '/v1/jobs/' + encodeURIComponent(j.id)).catch(() => null)))).catch(() => []),
       api('GET', '/v1/snapshots').then((r) => r.snapshots || []).catch(() => [])]);
-    const readers = (sub) => active.filter(Boolean).filter((j) => ((j.graph && j.graph.steps) || []).some((s) => s.source && s.source.kind === 'pubsub' &&
-      (s.source.identity === 'subscription/' + sub.name || (s.source.identity === 'topic/' + sub.topic && sub.name.startsWith(j.name)))));
+    // The server says which active jobs read a subscription it made
+    // (read_by); a user's own subscription is read by the active jobs whose
+    // source names it and that read no replacement of it. An ended job is
+    // never listed.
+    const readers = (sub) => sub.made_by ? (sub.read_by || []).map((r) => ({ id: r.job_id, name: r.job_name }))
+      : active.filter(Boolean).filter((j) => !terminal.has(j.state)).filter((j) => ((j.graph && j.graph.steps) || []).some((s) => s.source && s.source.kind === 'pubsub' &&
+        s.source.identity === 'subscription/' + sub.name && !(j.subscriptions && j.subscriptions[s.name])));
     topics.replaceChildren(...(tl.topics || []).map((t) => el('tr', { 'data-topic': t.name },
       el('td', { class: 'mono' }, t.name), el('td', { class: 'num' }, fmtNum(t.messages)), el('td', { class: 'num' }, fmtNum(t.bytes)),
       el('td', { class: 'num' }, (() => { const r = rate('t/' + t.name, t.last_seq, now); return r === undefined ? '…' : fmtNum(r) + '/s'; })()),

@@ -58,6 +58,13 @@ var (
 	// belongs to another subscription. The checkpoint is not for this
 	// source; start without it or fix the pipeline's subscription.
 	ErrInvalidPosition = errors.New("invalid source position")
+	// ErrPositionBeyondTopic: a checkpointed position is after the newest
+	// message of its topic: the position is another broker's, or the topic
+	// was deleted and created again since. Start from it with a
+	// translation of its positions (by publish time, earliest or latest).
+	// It is contract.ErrForeignPosition for whoever reads it without
+	// knowing the broker.
+	ErrPositionBeyondTopic = fmt.Errorf("source position beyond the topic's messages: %w", contract.ErrForeignPosition)
 	// ErrSnapshotNotFound: no subscription snapshot has this name (or it
 	// expired). Check the name; list the snapshots.
 	ErrSnapshotNotFound = errors.New("subscription snapshot not found")

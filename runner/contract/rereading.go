@@ -25,6 +25,14 @@ import (
 // without knowing the connector.
 var ErrInputGone = errors.New("not found")
 
+// ErrForeignPosition says that a checkpointed source position cannot be
+// of the input it is used with: it lies beyond everything the input holds
+// (a position taken on another broker, or before the input was deleted
+// and created again). Connectors' errors wrap it, so that a job service
+// can ask how the position is to be translated without knowing the
+// connector.
+var ErrForeignPosition = errors.New("the position is not of this input")
+
 // PermanentCommitter is a transactional sink that can tell a commit error
 // that retrying cannot fix (the table no longer fits the rows) from one
 // that may pass (the database is busy, out of disk).

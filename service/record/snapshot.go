@@ -71,6 +71,33 @@ type Snapshot struct {
 	// ReplacedByJobID is, for a rollback snapshot, the job that replaced
 	// the snapshot's job.
 	ReplacedByJobID string `json:"replaced_by_job_id,omitempty"`
+	// Broker says whose Pub/Sub positions the snapshot holds: the broker's
+	// identity and, per source, the topic and the sequences it stored at
+	// the cut. Nil for a snapshot without Pub/Sub sources, or taken before
+	// snapshots recorded it (its positions are then checked against the
+	// topics only).
+	Broker *SnapshotBroker `json:"broker,omitempty"`
+}
+
+// SnapshotBroker is the broker a snapshot's Pub/Sub positions belong to.
+type SnapshotBroker struct {
+	// ID is the broker's identity (a UUID the broker made at its first
+	// start and keeps with its data).
+	ID string `json:"id"`
+	// Sources are the snapshot's Pub/Sub source positions, by step.
+	Sources []SnapshotSourceRange `json:"sources,omitempty"`
+}
+
+// SnapshotSourceRange is one Pub/Sub source position of a snapshot: the
+// subscription and topic it reads, the last sequence it counts as read,
+// and the sequences the topic stored at the cut.
+type SnapshotSourceRange struct {
+	Step         string `json:"step"`
+	Subscription string `json:"subscription"`
+	Topic        string `json:"topic"`
+	Seq          uint64 `json:"seq"`
+	FirstSeq     uint64 `json:"first_seq"`
+	LastSeq      uint64 `json:"last_seq"`
 }
 
 func SnapshotKey(id string) string { return "snapshot/" + id }

@@ -107,3 +107,18 @@ func (s *Core) ActiveSources() ([]JobSource, error) {
 	})
 	return out, nil
 }
+
+// SourceSubscription returns what a Pub/Sub source step reads in job name,
+// from its source identity ("subscription/S" or "topic/T"): the
+// subscription and, for a topic, the topic (read through the service's
+// subscription of the job and step); ok is false for another identity.
+func SourceSubscription(job, step, identity string) (sub, topic string, ok bool) {
+	kind, name, _ := strings.Cut(identity, "/")
+	switch kind {
+	case "subscription":
+		return name, "", name != ""
+	case "topic":
+		return yamlpipe.TopicSubscription(job, step), name, name != ""
+	}
+	return "", "", false
+}

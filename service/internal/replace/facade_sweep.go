@@ -224,12 +224,19 @@ func (s *Replace) FacadeSweeps() ([]facadeSweep, error) {
 	return out, err
 }
 
-// sweepLoop runs the façade sweep every checkpoint interval until the
-// service closes. It runs in a goroutine Close waits for (Spawn).
+// subscriptionSweepEvery is how many façade sweeps (checkpoint
+// intervals) pass between two subscription sweeps: the subscription sweep
+// reads every job record.
+const subscriptionSweepEvery = 10
+
+// sweepLoop runs the façade sweep every checkpoint interval, and the
+// subscription sweep (subscription_sweep.go) every subscriptionSweepEvery
+// of them, until the service closes. It runs in a goroutine Close waits
+// for (Spawn).
 func (s *Replace) sweepLoop() {
 	t := time.NewTicker(s.Opts.CheckpointInterval)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-s.Ctx.Done():
 			return
@@ -239,6 +246,12 @@ func (s *Replace) sweepLoop() {
 			}
 			if err := s.SweepFacades(s.Ctx); err != nil && s.Ctx.Err() == nil {
 				s.Opts.Logger.Error("compacting façade views (retried)", "error", err)
+			}
+			if n%subscriptionSweepEvery != 0 {
+				continue
+			}
+			if _, err := s.SweepSubscriptions(s.Ctx); err != nil && s.Ctx.Err() == nil {
+				s.Opts.Logger.Error("deleting subscriptions no job can use any more (retried)", "error", err)
 			}
 		}
 	}

@@ -203,7 +203,7 @@ func (s *Snapshots) RestoreRollback(nj *record.Job, g *graph.Pipeline) error {
 	if !report.Compatible {
 		return errcode.Errorf(errcode.IncompatibleUpdate, "the rollback job's pipeline no longer matches its snapshot %s", snap.ID)
 	}
-	r := restoreOf(nj, rec, report, g)
+	r := restoreOf(nj, rec, report, g, nil)
 	return s.Update(func(tx *core.Tx) error {
 		if err := tx.RestoreSnapshot(snap.ID, r, &state.Write{}); err != nil {
 			return errcode.Internalf("restoring rollback snapshot %s for job %s: %w", snap.ID, nj.ID, err)

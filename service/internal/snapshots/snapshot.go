@@ -180,6 +180,9 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 			return failed, ferr
 		}
 	}
+	if g, err := graph.Parse(j.Graph); err == nil {
+		s.recordBroker(ctx, snap, g, cp.Positions)
+	}
 	snap.State, snap.StateTime = record.SnapshotRunning, s.Now()
 	snap.Epoch, snap.Positions, snap.SinkEpoch = cp.Epoch, cp.Positions, cp.Epoch
 	if err := s.PutSnapshot(snap); err != nil {

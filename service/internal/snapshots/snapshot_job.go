@@ -34,8 +34,15 @@ type FromSnapshotRequest struct {
 	// unused. The snapshot must then be of a Go program's job.
 	Program string
 	// ValidateOnly runs every check (the snapshot, the name, the pipeline,
-	// the compatibility check) and creates nothing.
+	// the compatibility check, where each Pub/Sub source would start) and
+	// creates nothing.
 	ValidateOnly bool
+	// SourcePositions says how Pub/Sub positions of another broker (an
+	// imported snapshot file's) translate: SourcePositionsPublishTime,
+	// SourcePositionsEarliest or SourcePositionsLatest; "" or
+	// SourcePositionsFail refuses them (SNAPSHOT_FOREIGN_POSITIONS).
+	// Positions of this broker are used as they are.
+	SourcePositions string
 }
 
 // CreateFromSnapshot checks req's pipeline against the graph of snapshot
@@ -57,6 +64,9 @@ type FromSnapshotRequest struct {
 func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequest) (*core.UpdateResult, error) {
 	mapping, err := s.AdmitChange(req.Name, req.Mapping, &req.Options)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidSourcePositions(req.SourcePositions); err != nil {
 		return nil, err
 	}
 	goProgram := req.Program != ""
@@ -134,11 +144,21 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: serialising the pipeline graph: %w", j.Name, err)
 	}
 	j.Graph, j.Type = canon, record.TypeOf(newGraph)
+	// Where each Pub/Sub source starts, checked before anything is
+	// written: a source that would fail at its start is refused now.
+	placed, placements, err := s.placeSources(ctx, snap, rec.Positions, report, newGraph, j.Name, req.SourcePositions)
+	if err != nil {
+		return res, err
+	}
+	res.SourcePositions = placements
+	for _, p := range placements {
+		res.Notes = append(res.Notes, p.Note)
+	}
 	if req.ValidateOnly {
 		res.Notes = append(res.Notes, fmt.Sprintf("a job %s (generation %d) would start from snapshot %s (validate only: nothing changed)", j.Name, j.Generation, snap.ID))
 		return res, nil
 	}
-	r := restoreOf(j, rec, report, newGraph)
+	r := restoreOf(j, rec, report, newGraph, placed)
 	l.Generation, l.ActiveJobID, l.LatestJobID = j.Generation, j.ID, j.ID
 	w := &state.Write{}
 	if err := core.PutJSON(w, record.JobKey(j.ID), j); err != nil {
@@ -175,13 +195,18 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 // snapshot's job committed them before the snapshot could become READY
 // (snapshotCut fails the snapshot otherwise), so committing them again
 // under the new job's sinks would write them twice to an appending sink.
-func restoreOf(j *record.Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline) state.SnapshotRestore {
+//
+// placed holds the positions of Pub/Sub sources as placeSources placed
+// them (on the subscription job j reads), in place of the snapshot's.
+func restoreOf(j *record.Job, rec *state.CheckpointRecord, report compat.Report, g *graph.Pipeline, placed map[string][][]byte) state.SnapshotRestore {
 	r := state.SnapshotRestore{Lineage: j.StateKey(), JobID: j.ID, Steps: map[string]string{},
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: rec.Epoch, Positions: map[string][][]byte{}}}
 	filled := map[string]bool{}
 	for _, m := range report.Matches {
 		if m.Kind == graph.KindSource {
-			if pos, ok := rec.Positions[m.Old]; ok {
+			if pos, ok := placed[m.New]; ok {
+				r.Record.Positions[m.New] = pos
+			} else if pos, ok := rec.Positions[m.Old]; ok {
 				r.Record.Positions[m.New] = pos
 			}
 			continue
