@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"math"
+	"time"
 
 	"github.com/weir-dev/weir/service/record"
 
@@ -35,16 +37,13 @@ const (
 	mJobBacklogTime
 	mJobDeadLetters
 	mStepIn
-	mStepOut
 	mStepProduced
 	mStepRejects
 	mStepDropped
 	mStepWatermark
 	mStepWMAge
-	mStepThroughput
 	mStepSystemLag
 	mStepBacklog
-	mStepTimers
 	mStepTimersPending
 	mStepKeys
 	mStepCatchUpRead
@@ -57,6 +56,7 @@ const (
 	mTopicIDConflicts
 	mBrokerStorageRecoveries
 	mBrokerStorageFailed
+	mSubscriptionBacklog
 )
 
 var metricDefs = []MetricDef{
@@ -68,16 +68,13 @@ var metricDefs = []MetricDef{
 	mJobBacklogTime:  {"weir_job_estimated_backlog_processing_time_seconds", "gauge", jobLabels, "Backlog elements divided by the sources' current throughput: the time to read the backlog at the current rate (+Inf while nothing is read)."},
 	mJobDeadLetters:  {"weir_job_dead_letters_total", "counter", jobLabels, "Rejects of steps without an error output sent to the dead-letter topic (or counted)."},
 	mStepIn:          {"weir_step_elements_in_total", "counter", stepLabels, "Elements the step consumed."},
-	mStepOut:         {"weir_step_elements_out_total", "counter", stepLabels, "Elements the step produced (the same as weir_step_elements_produced_total)."},
 	mStepProduced:    {"weir_step_elements_produced_total", "counter", stepLabels, "Elements the step produced (Dataflow's ElementCount of the step's output)."},
 	mStepRejects:     {"weir_step_rejects_total", "counter", stepLabels, "Elements the step rejected."},
 	mStepDropped:     {"weir_step_dropped_late_elements_total", "counter", stepLabels, "Elements dropped because they were later than the allowed lateness."},
-	mStepWatermark:   {"weir_step_watermark_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
+	mStepWatermark:   {"weir_step_watermark_timestamp_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
 	mStepWMAge:       {"weir_step_data_watermark_age_seconds", "gauge", stepLabels, "Now minus the step's output watermark."},
-	mStepThroughput:  {"weir_step_throughput_elements_per_second", "gauge", stepLabels, "Elements consumed per second over the last sampling interval."},
 	mStepSystemLag:   {"weir_step_system_lag_seconds", "gauge", stepLabels, "Approximately the longest time an element has been waiting for the step."},
 	mStepBacklog:     {"weir_step_backlog_elements", "gauge", stepLabels, "Unread elements of a source step, when it reports them."},
-	mStepTimers:      {"weir_step_pending_timers", "gauge", stepLabels, "Timers set and not yet fired, of keyed steps (the same as weir_step_timers_pending)."},
 	mStepTimersPending: {"weir_step_timers_pending", "gauge", stepLabels,
 		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
 	mStepKeys: {"weir_step_keys", "gauge", stepLabels,
@@ -100,7 +97,12 @@ var metricDefs = []MetricDef{
 		"Times the embedded broker brought its storage back by itself after a storage failure (a full disk), since the server started."},
 	mBrokerStorageFailed: {"weir_broker_storage_failed", "gauge", nil,
 		"1 while the embedded broker's storage is failed (a full disk) and publishes are refused, else 0."},
+	mSubscriptionBacklog: {"weir_subscription_backlog_messages", "gauge", []string{"subscription", "topic"},
+		"Messages of the subscription not yet acknowledged: not delivered yet, or delivered and awaiting acknowledgement (Pub/Sub's num_undelivered_messages)."},
 }
+
+// scrapeTimeout bounds the broker's answer to one scrape.
+const scrapeTimeout = 5 * time.Second
 
 // storageWatcher is a broker that recovers from storage failures
 // (*pubsub.Broker).
@@ -132,6 +134,8 @@ type collector struct {
 	topics idConflictCounter
 	// storage, when set, reports the embedded broker's storage failures.
 	storage storageWatcher
+	// subs, when set, lists the subscriptions with their backlogs.
+	subs PubSub
 }
 
 // newCollector returns the collector of svc's metrics and, when ps counts
@@ -139,6 +143,7 @@ type collector struct {
 func newCollector(svc *service.Service, ps PubSub) *collector {
 	c := &collector{svc: svc}
 	c.topics, _ = ps.(idConflictCounter)
+	c.subs = ps
 	if w, ok := ps.(storageWatcher); ok && w.Embedded() {
 		c.storage = w
 	}
@@ -199,11 +204,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			l := []string{j.ID, j.Name, st.Name}
 			collectCatchUp(gauge, st, l)
 			counter(mStepIn, st.ElementsIn, l...)
-			counter(mStepOut, st.ElementsOut, l...)
 			counter(mStepProduced, st.ElementsOut, l...)
 			counter(mStepRejects, st.Rejects, l...)
 			counter(mStepDropped, st.DroppedLateElements, l...)
-			gauge(mStepThroughput, st.ThroughputPerSecond, l...)
 			gauge(mStepSystemLag, st.SystemLagSeconds, l...)
 			if st.DataWatermarkAgeSeconds != nil && st.WatermarkMillis != nil {
 				gauge(mStepWatermark, float64(*st.WatermarkMillis)/1000, l...)
@@ -213,7 +216,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(mStepBacklog, float64(*st.BacklogElements), l...)
 			}
 			if st.PendingTimers != nil {
-				gauge(mStepTimers, float64(*st.PendingTimers), l...)
 				gauge(mStepTimersPending, float64(*st.PendingTimers), l...)
 			}
 			if st.Keys != nil {
@@ -227,6 +229,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.topics != nil {
 		for topic, n := range c.topics.DuplicateIDConflicts() {
 			counter(mTopicIDConflicts, n, topic)
+		}
+	}
+	if c.subs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+		subs, err := c.subs.ListSubscriptions(ctx, "")
+		cancel()
+		if err == nil { // a broker that does not answer: no backlog series
+			for _, s := range subs {
+				gauge(mSubscriptionBacklog, float64(s.Backlog), s.Name, s.Topic)
+			}
 		}
 	}
 	if c.storage != nil {
