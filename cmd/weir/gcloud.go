@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -117,4 +118,53 @@ func acceptPubSubNames(cmd *cobra.Command, argColl string) {
 func pubsubCommand(cmd *cobra.Command, coll string) *cobra.Command {
 	acceptPubSubNames(cmd, coll)
 	return cmd
+}
+
+// beamRunFlags are Apache Beam's spellings of a YAML launch line that
+// `weir run` accepts beside its own: python -m apache_beam.yaml.main
+// --yaml_pipeline_file=P.yaml --runner=R --streaming.
+type beamRunFlags struct {
+	pipelineFile string
+	runner       string
+	streaming    bool
+}
+
+// beamRunners are the runner names Beam's launch lines carry: weir runs
+// the pipeline itself whichever is named.
+var beamRunners = []string{"DirectRunner", "PrismRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "SamzaRunner", "PortableRunner", "weir"}
+
+// addBeamRunFlags declares --yaml-pipeline-file (--yaml_pipeline_file),
+// --runner and --streaming.
+func addBeamRunFlags(fl *pflag.FlagSet, b *beamRunFlags) {
+	fl.StringVar(&b.pipelineFile, "yaml-pipeline-file", "", "the pipeline file, as Beam's --yaml_pipeline_file (instead of the PIPELINE.yaml argument)")
+	fl.StringVar(&b.runner, "runner", "", "accepted from Beam launch lines and checked (DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, SparkRunner, SamzaRunner, PortableRunner): weir runs the pipeline")
+	fl.BoolVar(&b.streaming, "streaming", false, "accepted from Beam launch lines: weir runs a pipeline with unbounded sources as a streaming job (with --job-name) whatever this says")
+}
+
+// args checks `weir run`'s arguments: PIPELINE.yaml, or none with
+// --yaml-pipeline-file.
+func (b *beamRunFlags) args(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 1 && b.pipelineFile != "":
+		return usageErrorf("%s: give the pipeline as PIPELINE.yaml or as --yaml-pipeline-file, not both", cmd.CommandPath())
+	case len(args) == 0 && b.pipelineFile != "", len(args) == 1:
+	default:
+		return usageErrorf("%s takes 1 argument (PIPELINE.yaml) or --yaml-pipeline-file, got %d arguments", cmd.CommandPath(), len(args))
+	}
+	if b.runner != "" && !slices.Contains(beamRunners, b.runner) {
+		return usageErrorf("--runner %q: weir runs Beam YAML pipelines given as %s", b.runner, strings.Join(beamRunners, ", "))
+	}
+	return nil
+}
+
+// pipeline returns the pipeline file of args (checked by args), and notes
+// on w that weir runs it whatever --runner named.
+func (b *beamRunFlags) pipeline(args []string, w io.Writer) string {
+	if b.runner != "" && b.runner != "weir" {
+		fmt.Fprintf(w, "weir: note: --runner %s: weir runs the pipeline itself\n", b.runner)
+	}
+	if len(args) == 1 {
+		return args[0]
+	}
+	return b.pipelineFile
 }

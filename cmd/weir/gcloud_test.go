@@ -278,3 +278,19 @@ func TestCLIGcloudHabits(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIBeamLaunchLine: `weir run` takes a Beam YAML launch line's
+// options: --yaml_pipeline_file, --runner (checked), --streaming, and
+// gcloud's --project and --region.
+func TestCLIBeamLaunchLine(t *testing.T) {
+	totals := testdata(t, "totals.yaml")
+	runCases(t, t.TempDir(), []cliCase{
+		{name: "Beam's launch line", args: []string{"run", "--yaml_pipeline_file=" + totals, "--runner=DirectRunner", "--streaming", "--project=demo", "--region=us-central1"},
+			wantStdout: []string{"Totals", "ELEMENTS_IN"}, wantStderr: []string{"weir: note: --runner DirectRunner: weir runs the pipeline itself", "weir: note: --project and --region ignored"}},
+		{name: "--runner weir, no note", args: []string{"run", "--validate-only", "--runner", "weir", "--yaml-pipeline-file", totals}, wantStdout: []string{"valid pipeline of 5 steps"}},
+		{name: "an unknown runner", args: []string{"run", "--runner=MagicRunner", totals}, wantCode: ExitUsage,
+			wantStderr: []string{`--runner "MagicRunner": weir runs Beam YAML pipelines given as DirectRunner`}},
+		{name: "the file twice", args: []string{"run", "--yaml_pipeline_file=" + totals, totals}, wantCode: ExitUsage, wantStderr: []string{"not both"}},
+		{name: "no file", args: []string{"run", "--streaming"}, wantCode: ExitUsage, wantStderr: []string{"takes 1 argument (PIPELINE.yaml) or --yaml-pipeline-file"}},
+	})
+}
