@@ -120,7 +120,7 @@ func TestConsolePayload50Steps(t *testing.T) {
 			}
 			s["points"] = kept
 		}
-		b, _ := json.MarshalIndent(h, "", "  ") // indented, as the API writes
+		b, _ := json.Marshal(h) // compact, as the route writes it (api/history.go)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(b)
 	})

@@ -93,6 +93,15 @@ func TestConsoleChartsAcrossUpdate(t *testing.T) {
 			t.Errorf("chart %s marks %d updates, want 1 (%+v)", name, cv.Marks, cv)
 		}
 	}
+	// Clicking a step opens its details: the API's metrics of the step.
+	if err := evaluate(ctx, `document.querySelector('svg.graph g.step[data-step="Sums"]').dispatchEvent(new MouseEvent('click', {bubbles: true})) && true`, new(bool)); err != nil {
+		t.Fatal(err)
+	}
+	evalUntil(t, ctx, "the step details of Sums", `(() => { const b = document.querySelector('#step-details[data-step="Sums"]');
+		const r = b && b.querySelector('tr[data-field="elements_in"] td'); return !!r && parseFloat(r.textContent) > 0
+			&& !!b.querySelector('tr[data-field="keys"]') && !!b.querySelector('tr[data-field="system_lag_seconds"]'); })()`)
+	screenshot(t, ctx, "console-step-details")
+
 	// The throughput: Generate's steady 200 elements/s, as a rate over
 	// 30 s windows, never the 0/s of a one-second sample between bursts.
 	var rates []float64

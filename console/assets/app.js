@@ -335,6 +335,8 @@ async function jobPage(ref) {
   const actions = el('div', { id: 'actions', class: 'actions' });
   const result = el('div', { id: 'action-result', role: 'status' });
   const graphBox = el('div', { id: 'graph', class: 'graph-box' });
+  const stepBox = el('div', { id: 'step-details' });
+  let selected = null; // the step whose details show
   const chartBox = el('div', { id: 'charts', class: 'charts' }, ...charts.map((c) => el('div', { id: 'chart-' + c.id, class: 'chart-box' })));
   const tl = el('div', { id: 'timeline' });
   const ckpt = el('div', { id: 'checkpoints' });
@@ -344,6 +346,7 @@ async function jobPage(ref) {
   const links = el('p', { id: 'job-links', class: 'links' });
   main.replaceChildren(head, links, actions, result,
     section('graph-card', 'Pipeline graph', graphBox),
+    section('step-card', 'Step details', stepBox),
     section('charts-card', 'Charts', chartBox),
     section('timeline-card', 'State history', tl),
     section('checkpoints-card', 'Checkpoints', ckpt),
@@ -371,7 +374,23 @@ async function jobPage(ref) {
   const draw = () => drawGraph(graphBox, model, {
     metrics: new Map(((job.metrics && job.metrics.steps) || []).map((s) => [s.name, s])),
     collapsed, onToggle: (c) => { collapsed.has(c) ? collapsed.delete(c) : collapsed.add(c); draw(); },
+    onSelect: (name) => { selected = name; drawStep(); },
   });
+  // drawStep shows every metric the API reports for the selected step
+  // (elements in and out, rejects, late drops, watermark, system lag,
+  // keys, timers, backlog...), generically: fields the API adds show too.
+  const drawStep = () => {
+    if (!selected) { stepBox.replaceChildren(el('p', { class: 'muted' }, 'Click a step of the graph for its details.')); return; }
+    const m = ((job.metrics && job.metrics.steps) || []).find((x) => x.name === selected);
+    const g = ((job.graph && job.graph.steps) || []).find((x) => x.name === selected);
+    stepBox.dataset.step = selected;
+    const value = (v) => (v === null || v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : typeof v === 'number' ? fmtNum(v) : String(v));
+    const rows = [['step', selected], ['kind', g ? g.kind || g.type || '' : '']];
+    for (const [k, v] of Object.entries(m || {})) if (k !== 'name') rows.push([k, v]);
+    stepBox.replaceChildren(el('table', { class: 'kv' }, el('tbody', {}, ...rows.map(([k, v]) =>
+      el('tr', { 'data-field': k }, el('th', {}, k.replace(/_/g, ' ')), el('td', {}, value(v)))))),
+    m ? '' : el('p', { class: 'muted' }, 'The job reports no metrics for this step now.'));
+  };
   const drawCharts = () => {
     for (const c of charts) drawChart(document.getElementById('chart-' + c.id), c.title, chartSeries(c, history, samples), c.unit, history ? history.marks : []);
   };
@@ -399,6 +418,7 @@ async function jobPage(ref) {
     const s = sampleOf(job);
     if (active && s && !samples.some((x) => x.t === s.t)) samples.push(s);
     draw();
+    drawStep();
     drawCharts();
     tl.replaceChildren(...timeline(job));
     ckpt.replaceChildren(job.last_checkpoint
