@@ -57,6 +57,7 @@ const (
 	mBrokerStorageRecoveries
 	mBrokerStorageFailed
 	mSubscriptionBacklog
+	mSubscriptionOldestAge
 )
 
 var metricDefs = []MetricDef{
@@ -99,6 +100,13 @@ var metricDefs = []MetricDef{
 		"1 while the embedded broker's storage is failed (a full disk) and publishes are refused, else 0."},
 	mSubscriptionBacklog: {"weir_subscription_backlog_messages", "gauge", []string{"subscription", "topic"},
 		"Messages of the subscription not yet acknowledged: not delivered yet, or delivered and awaiting acknowledgement (Pub/Sub's num_undelivered_messages)."},
+	mSubscriptionOldestAge: {"weir_subscription_oldest_unacked_message_age_seconds", "gauge", []string{"subscription", "topic"},
+		"Age of the subscription's oldest unacknowledged message (Pub/Sub's oldest_unacked_message_age); 0 without a backlog."},
+}
+
+// messageTimer tells a topic's message's publish time (*pubsub.Broker).
+type messageTimer interface {
+	MessageTime(ctx context.Context, topic string, seq uint64) (time.Time, bool, error)
 }
 
 // scrapeTimeout bounds the broker's answer to one scrape.
@@ -233,13 +241,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.subs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-		subs, err := c.subs.ListSubscriptions(ctx, "")
+		collectSubscriptions(ctx, gauge, c.subs, time.Now())
 		cancel()
-		if err == nil { // a broker that does not answer: no backlog series
-			for _, s := range subs {
-				gauge(mSubscriptionBacklog, float64(s.Backlog), s.Name, s.Topic)
-			}
-		}
 	}
 	if c.storage != nil {
 		counter(mBrokerStorageRecoveries, c.storage.StorageRecoveries())
@@ -256,6 +259,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointDuration], h.Duration.Count, h.Duration.Sum, h.Duration.Buckets, id, name)
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointSize], h.Size.Count, h.Size.Sum, h.Size.Buckets, id, name)
+	}
+}
+
+// collectSubscriptions exports every subscription's backlog and the age
+// at now of its oldest unacknowledged message (the one after its
+// acknowledgement floor) through gauge; a broker that does not answer
+// within ctx exports none.
+func collectSubscriptions(ctx context.Context, gauge func(m int, v float64, labels ...string), ps PubSub, now time.Time) {
+	subs, err := ps.ListSubscriptions(ctx, "")
+	if err != nil {
+		return
+	}
+	timer, _ := ps.(messageTimer)
+	for _, s := range subs {
+		gauge(mSubscriptionBacklog, float64(s.Backlog), s.Name, s.Topic)
+		if timer == nil {
+			continue
+		}
+		age := 0.0
+		if s.Backlog > 0 {
+			t, ok, err := timer.MessageTime(ctx, s.Topic, s.AckFloor+1)
+			if err != nil || !ok {
+				continue // gone from retention, or no answer: no age rather than a wrong one
+			}
+			age = max(0, now.Sub(t).Seconds())
+		}
+		gauge(mSubscriptionOldestAge, age, s.Name, s.Topic)
 	}
 }
 
