@@ -56,14 +56,18 @@ type family struct {
 }
 
 // familyOf resolves a selected series name to the scraped family: a
-// histogram's _bucket, _sum and _count series belong to the histogram.
+// histogram's _bucket, _sum and _count series belong to the histogram, a
+// summary's _sum and _count to the summary.
 func familyOf(fams map[string]*dto.MetricFamily, name string) (family, bool) {
 	f := fams[name]
 	series := ""
 	if f == nil {
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if base, ok := strings.CutSuffix(name, suffix); ok && fams[base] != nil && fams[base].GetType() == dto.MetricType_HISTOGRAM {
-				f, series = fams[base], suffix
+			if base, ok := strings.CutSuffix(name, suffix); ok && fams[base] != nil {
+				switch typ := fams[base].GetType(); {
+				case typ == dto.MetricType_HISTOGRAM, typ == dto.MetricType_SUMMARY && suffix != "_bucket":
+					f, series = fams[base], suffix
+				}
 			}
 		}
 	}
@@ -79,7 +83,7 @@ func familyOf(fams map[string]*dto.MetricFamily, name string) (family, bool) {
 	if series == "_bucket" {
 		out.labels["le"] = true
 	}
-	if f.GetType() == dto.MetricType_HISTOGRAM && series != "_bucket" && series != "" {
+	if series != "_bucket" && series != "" {
 		out.typ = dto.MetricType_COUNTER // _sum and _count are counters
 	}
 	return out, true
@@ -200,6 +204,16 @@ func TestGrafanaDashboard(t *testing.T) {
 	})
 	if missing != "" {
 		t.Fatalf("/metrics: %s", missing)
+	}
+	// Every metric there, the Go runtime's and the process's too, passes
+	// promtool check metrics (Prometheus's promlint).
+	for _, problem := range lintScrape(t, st.ts.URL) {
+		t.Errorf("promtool check metrics: %s: %s", problem.Metric, problem.Text)
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks the runtime's or the process's %s", name)
+		}
 	}
 
 	p := parser.NewParser(parser.Options{})

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"math"
+	"time"
 
 	"github.com/weir-dev/weir/service/record"
 
@@ -35,16 +37,13 @@ const (
 	mJobBacklogTime
 	mJobDeadLetters
 	mStepIn
-	mStepOut
 	mStepProduced
 	mStepRejects
 	mStepDropped
 	mStepWatermark
 	mStepWMAge
-	mStepThroughput
 	mStepSystemLag
 	mStepBacklog
-	mStepTimers
 	mStepTimersPending
 	mStepKeys
 	mStepCatchUpRead
@@ -57,6 +56,8 @@ const (
 	mTopicIDConflicts
 	mBrokerStorageRecoveries
 	mBrokerStorageFailed
+	mSubscriptionBacklog
+	mSubscriptionOldestAge
 )
 
 var metricDefs = []MetricDef{
@@ -68,16 +69,13 @@ var metricDefs = []MetricDef{
 	mJobBacklogTime:  {"weir_job_estimated_backlog_processing_time_seconds", "gauge", jobLabels, "Backlog elements divided by the sources' current throughput: the time to read the backlog at the current rate (+Inf while nothing is read)."},
 	mJobDeadLetters:  {"weir_job_dead_letters_total", "counter", jobLabels, "Rejects of steps without an error output sent to the dead-letter topic (or counted)."},
 	mStepIn:          {"weir_step_elements_in_total", "counter", stepLabels, "Elements the step consumed."},
-	mStepOut:         {"weir_step_elements_out_total", "counter", stepLabels, "Elements the step produced (the same as weir_step_elements_produced_total)."},
 	mStepProduced:    {"weir_step_elements_produced_total", "counter", stepLabels, "Elements the step produced (Dataflow's ElementCount of the step's output)."},
 	mStepRejects:     {"weir_step_rejects_total", "counter", stepLabels, "Elements the step rejected."},
 	mStepDropped:     {"weir_step_dropped_late_elements_total", "counter", stepLabels, "Elements dropped because they were later than the allowed lateness."},
-	mStepWatermark:   {"weir_step_watermark_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
+	mStepWatermark:   {"weir_step_watermark_timestamp_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
 	mStepWMAge:       {"weir_step_data_watermark_age_seconds", "gauge", stepLabels, "Now minus the step's output watermark."},
-	mStepThroughput:  {"weir_step_throughput_elements_per_second", "gauge", stepLabels, "Elements consumed per second over the last sampling interval."},
 	mStepSystemLag:   {"weir_step_system_lag_seconds", "gauge", stepLabels, "Approximately the longest time an element has been waiting for the step."},
 	mStepBacklog:     {"weir_step_backlog_elements", "gauge", stepLabels, "Unread elements of a source step, when it reports them."},
-	mStepTimers:      {"weir_step_pending_timers", "gauge", stepLabels, "Timers set and not yet fired, of keyed steps (the same as weir_step_timers_pending)."},
 	mStepTimersPending: {"weir_step_timers_pending", "gauge", stepLabels,
 		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
 	mStepKeys: {"weir_step_keys", "gauge", stepLabels,
@@ -100,7 +98,19 @@ var metricDefs = []MetricDef{
 		"Times the embedded broker brought its storage back by itself after a storage failure (a full disk), since the server started."},
 	mBrokerStorageFailed: {"weir_broker_storage_failed", "gauge", nil,
 		"1 while the embedded broker's storage is failed (a full disk) and publishes are refused, else 0."},
+	mSubscriptionBacklog: {"weir_subscription_backlog_messages", "gauge", []string{"subscription", "topic"},
+		"Messages of the subscription not yet acknowledged: not delivered yet, or delivered and awaiting acknowledgement (Pub/Sub's num_undelivered_messages)."},
+	mSubscriptionOldestAge: {"weir_subscription_oldest_unacked_message_age_seconds", "gauge", []string{"subscription", "topic"},
+		"Age of the subscription's oldest unacknowledged message (Pub/Sub's oldest_unacked_message_age); 0 without a backlog."},
 }
+
+// messageTimer tells a topic's message's publish time (*pubsub.Broker).
+type messageTimer interface {
+	MessageTime(ctx context.Context, topic string, seq uint64) (time.Time, bool, error)
+}
+
+// scrapeTimeout bounds the broker's answer to one scrape.
+const scrapeTimeout = 5 * time.Second
 
 // storageWatcher is a broker that recovers from storage failures
 // (*pubsub.Broker).
@@ -132,6 +142,8 @@ type collector struct {
 	topics idConflictCounter
 	// storage, when set, reports the embedded broker's storage failures.
 	storage storageWatcher
+	// subs, when set, lists the subscriptions with their backlogs.
+	subs PubSub
 }
 
 // newCollector returns the collector of svc's metrics and, when ps counts
@@ -139,6 +151,7 @@ type collector struct {
 func newCollector(svc *service.Service, ps PubSub) *collector {
 	c := &collector{svc: svc}
 	c.topics, _ = ps.(idConflictCounter)
+	c.subs = ps
 	if w, ok := ps.(storageWatcher); ok && w.Embedded() {
 		c.storage = w
 	}
@@ -199,11 +212,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			l := []string{j.ID, j.Name, st.Name}
 			collectCatchUp(gauge, st, l)
 			counter(mStepIn, st.ElementsIn, l...)
-			counter(mStepOut, st.ElementsOut, l...)
 			counter(mStepProduced, st.ElementsOut, l...)
 			counter(mStepRejects, st.Rejects, l...)
 			counter(mStepDropped, st.DroppedLateElements, l...)
-			gauge(mStepThroughput, st.ThroughputPerSecond, l...)
 			gauge(mStepSystemLag, st.SystemLagSeconds, l...)
 			if st.DataWatermarkAgeSeconds != nil && st.WatermarkMillis != nil {
 				gauge(mStepWatermark, float64(*st.WatermarkMillis)/1000, l...)
@@ -213,7 +224,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(mStepBacklog, float64(*st.BacklogElements), l...)
 			}
 			if st.PendingTimers != nil {
-				gauge(mStepTimers, float64(*st.PendingTimers), l...)
 				gauge(mStepTimersPending, float64(*st.PendingTimers), l...)
 			}
 			if st.Keys != nil {
@@ -228,6 +238,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for topic, n := range c.topics.DuplicateIDConflicts() {
 			counter(mTopicIDConflicts, n, topic)
 		}
+	}
+	if c.subs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+		collectSubscriptions(ctx, gauge, c.subs, time.Now())
+		cancel()
 	}
 	if c.storage != nil {
 		counter(mBrokerStorageRecoveries, c.storage.StorageRecoveries())
@@ -244,6 +259,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointDuration], h.Duration.Count, h.Duration.Sum, h.Duration.Buckets, id, name)
 		ch <- prometheus.MustNewConstHistogram(c.descs[mCheckpointSize], h.Size.Count, h.Size.Sum, h.Size.Buckets, id, name)
+	}
+}
+
+// collectSubscriptions exports every subscription's backlog and the age
+// at now of its oldest unacknowledged message (the one after its
+// acknowledgement floor) through gauge; a broker that does not answer
+// within ctx exports none.
+func collectSubscriptions(ctx context.Context, gauge func(m int, v float64, labels ...string), ps PubSub, now time.Time) {
+	subs, err := ps.ListSubscriptions(ctx, "")
+	if err != nil {
+		return
+	}
+	timer, _ := ps.(messageTimer)
+	for _, s := range subs {
+		gauge(mSubscriptionBacklog, float64(s.Backlog), s.Name, s.Topic)
+		if timer == nil {
+			continue
+		}
+		age := 0.0
+		if s.Backlog > 0 {
+			t, ok, err := timer.MessageTime(ctx, s.Topic, s.AckFloor+1)
+			if err != nil || !ok {
+				continue // gone from retention, or no answer: no age rather than a wrong one
+			}
+			age = max(0, now.Sub(t).Seconds())
+		}
+		gauge(mSubscriptionOldestAge, age, s.Name, s.Topic)
 	}
 }
 

@@ -452,7 +452,7 @@ func (s *Server) pullSubscription(w http.ResponseWriter, r *http.Request, name s
 	}
 	if req.Ack && !req.Force {
 		if err := s.refuseInUse(errcode.SubscriptionInUse, "subscription "+name, "", name,
-			"pull without acknowledging to look at its messages (ack: false; weir subscriptions pull --no-ack), or acknowledge anyway with force: true (--force)"); err != nil {
+			"pull without acknowledging to look at its messages (ack: false; weir subscriptions pull without --auto-ack), or acknowledge anyway with force: true (--auto-ack --force)"); err != nil {
 			s.writeError(w, err)
 			return
 		}

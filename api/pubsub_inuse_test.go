@@ -57,7 +57,7 @@ func TestAPIPubSubInUse(t *testing.T) {
 		{"delete the job's subscription", "DELETE", "/v1/subscriptions/in-sub", "", 409, errcode.SubscriptionInUse, []string{"copier", job.ID, `step \"Orders\"`, "--force"}},
 		{"delete the job's output topic", "DELETE", "/v1/topics/out", "", 409, errcode.TopicInUse, []string{"copier", "writes topic out"}},
 		{"delete the topic of the job's subscription", "DELETE", "/v1/topics/in", "", 409, errcode.TopicInUse, []string{"reads subscription in-sub"}},
-		{"pull with ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{"ack": true}`, 409, errcode.SubscriptionInUse, []string{"--no-ack"}},
+		{"pull with ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{"ack": true}`, 409, errcode.SubscriptionInUse, []string{"without --auto-ack", "--auto-ack --force"}},
 		{"pull without ack from the job's subscription", "POST", "/v1/subscriptions/in-sub:pull", `{}`, 200, "", nil},
 		{"delete a subscription no job reads", "DELETE", "/v1/subscriptions/in-free", "", 204, "", nil},
 		{"delete a topic no job uses", "DELETE", "/v1/topics/spare", "", 204, "", nil},

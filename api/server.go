@@ -19,6 +19,7 @@ import (
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weir-dev/weir/service"
@@ -57,7 +58,9 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 		o(s)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(svc, s.pubsub))
+	// The Go runtime's and the process's own (go_*, process_*: memory, CPU,
+	// goroutines, GC, open files) beside the jobs'.
+	reg.MustRegister(newCollector(svc, s.pubsub), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.handleFunc("POST /v1/jobs", s.submit)
 	s.handleFunc("GET /v1/jobs", s.list)
 	s.handleFunc("GET /v1/jobs/{ref}", s.get)

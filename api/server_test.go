@@ -202,10 +202,9 @@ func TestAPIMetrics(t *testing.T) {
 		want := []string{
 			`weir_jobs{state="RUNNING",type="Streaming"} 1`,
 			`weir_step_elements_in_total{job_id="` + j.ID + `",job_name="stream",step="Sums"}`,
-			`weir_step_throughput_elements_per_second{job_id="` + j.ID + `",job_name="stream",step="Sums"}`,
 			`weir_job_data_watermark_age_seconds{job_id="` + j.ID + `",job_name="stream"}`,
 			`weir_job_system_lag_seconds{job_id="` + j.ID + `",job_name="stream"}`,
-			`weir_step_watermark_seconds{job_id="` + j.ID + `",job_name="stream",step="Events"}`,
+			`weir_step_watermark_timestamp_seconds{job_id="` + j.ID + `",job_name="stream",step="Events"}`,
 		}
 		missing = ""
 		for _, w := range want {

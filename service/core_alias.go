@@ -36,6 +36,7 @@ const (
 	HistElementsIn              = core.HistElementsIn
 	HistElementsOut             = core.HistElementsOut
 	HistElementsPerSecond       = core.HistElementsPerSecond
+	HistSourceElementsIn        = core.HistSourceElementsIn
 	HistSystemLag               = core.HistSystemLag
 	HistThroughput              = core.HistThroughput
 	HistWatermarkAge            = core.HistWatermarkAge

@@ -78,8 +78,10 @@ func TestMetricsHistoryTiers(t *testing.T) {
 		t.Errorf("coarse points %v, want one a minute", coarse)
 	}
 	// The job-wide series are there too.
-	if pts := historyPoints(t, s, j.ID, "-", HistElementsPerSecond, HistoryFineResolution); len(pts) == 0 {
-		t.Errorf("no job-wide %s series", HistElementsPerSecond)
+	for _, m := range []string{HistElementsPerSecond, HistSourceElementsIn} {
+		if pts := historyPoints(t, s, j.ID, "-", m, HistoryFineResolution); len(pts) == 0 {
+			t.Errorf("no job-wide %s series", m)
+		}
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -104,19 +106,31 @@ func TestMetricsHistoryTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, s, j.ID, record.StateCancelled)
-	// The execution's let-go flushes the history and then drops it.
+	// The execution's let-go flushes the history and keeps it for the fine
+	// tier's hour (the charts of the job's name go on across an update),
+	// then lets it go.
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
 		changed := s.core.Changes.Next()
-		if !s.core.HistoryInMemory(j.ID) {
+		if s.core.HistoryEnded(j.ID) {
 			break
+		}
+		if !s.core.HistoryInMemory(j.ID) {
+			t.Fatal("a cancelled job's history left memory at once, before the fine tier's hour")
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatal("a cancelled job's history stays in memory")
+			t.Fatal("a cancelled job's history is never flushed as an ended job's")
 		}
+	}
+	if got := historyPoints(t, s, j.ID, "Events", HistElementsIn, HistoryFineResolution); len(got) == 0 {
+		t.Error("a cancelled job's fine tier is empty within its hour")
+	}
+	clock.Advance(mtime.Duration((HistoryFineResolution * HistoryFinePoints).Milliseconds() + 1000))
+	if s.core.HistoryInMemory(j.ID) {
+		t.Fatal("a job that ended over an hour ago keeps its history in memory")
 	}
 	if got := historyPoints(t, s, j.ID, "Events", HistElementsIn, HistoryCoarseResolution); len(got) < 2 || math.IsNaN(got[0][1]) {
 		t.Errorf("a cancelled job's coarse tier: %v", got)

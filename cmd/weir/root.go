@@ -124,6 +124,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // variables: every call builds a fresh tree bound to e.
 func newRootCommand(e *env) *cobra.Command {
 	var logLevel, jinjaVars string
+	var gf gcloudFlags
 	root := &cobra.Command{
 		Use:   "weir",
 		Short: "weir runs and changes streaming pipelines (Apache Beam / Dataflow semantics)",
@@ -158,6 +159,7 @@ drains and cancels its jobs.`,
 				return usageErrorf("--jinja-variables: %w", err)
 			}
 			e.jinja = vars
+			gf.note(cmd, e.stderr)
 			return nil
 		},
 	}
@@ -165,13 +167,14 @@ drains and cancels its jobs.`,
 	root.SetErr(e.stderr)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level of the messages written to stderr: debug, info, warn or error (weir server: info unless this flag is given)")
 	addJinjaFlags(root, &jinjaVars)
+	addGcloudFlags(root, &gf)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, err) })
 	root.AddCommand(
 		newRunCommand(e),
 		newServerCommand(e),
 		newJobsCommand(e),
-		newTopicsCommand(e),
-		newSubscriptionsCommand(e),
+		pubsubCommand(newTopicsCommand(e), collTopics),
+		pubsubCommand(newSubscriptionsCommand(e), collSubscriptions),
 		newSnapshotsCommand(e),
 		newCheckCommand(e),
 		newGraphCommand(e),
@@ -215,12 +218,6 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
-
-// Output formats of --format.
-const (
-	formatText = "text"
-	formatJSON = "json"
-)
 
 // addFormatFlag declares --format on cmd, storing the choice in dst.
 func addFormatFlag(cmd *cobra.Command, dst *string) {

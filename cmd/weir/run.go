@@ -86,6 +86,7 @@ func serviceOptionKeys() []string { return serviceopt.Known() }
 
 func newRunCommand(e *env) *cobra.Command {
 	var f runFlags
+	var beam beamRunFlags
 	cmd := &cobra.Command{
 		Use:   "run PIPELINE.yaml",
 		Short: "Run a pipeline",
@@ -147,12 +148,13 @@ Exit codes: 0 success, 1 the run failed (or the job failed to start),
 2 usage, 3 invalid pipeline, 4 needs the job service (unbounded sources
 without --job-name, or a job flag not available yet), 5 no weir server
 answers, 6 the update is not compatible (nothing changed).`,
-		Args: exactArgs("PIPELINE.yaml"),
+		Args: beam.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPipeline(cmd, e, args[0], f)
+			return runPipeline(cmd, e, beam.pipeline(args, e.stderr), f)
 		},
 	}
 	fl := cmd.Flags()
+	addBeamRunFlags(fl, &beam) // Beam's launch-line spellings (gcloud.go)
 	addFormatFlag(cmd, &f.format)
 	fl.IntVar(&f.numWorkers, "num-workers", 1, "number of workers (goroutines) that run the pipeline")
 	fl.BoolVar(&f.validateOnly, "validate-only", false, "load and validate the pipeline, then exit without running it")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -31,18 +32,29 @@ type showSpec[T any] struct {
 	flags func(fs *pflag.FlagSet)
 }
 
-// showCommand builds the command s describes, with --format and --server.
+// showCommand builds the command s describes, with --format (every format
+// of parseFormat) and --server. A list command (its use starts with "list")
+// also takes gcloud's --filter, --sort-by and --limit, applied to the JSON
+// fields of the listed resources before any format prints them.
 func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 	var format string
 	var server serverFlag
+	var lo listOptions
+	isList := strings.HasPrefix(s.use, "list")
 	cmd := &cobra.Command{
 		Use:   s.use,
 		Short: s.short,
 		Long:  s.long,
 		Args:  s.args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
+			f, err := parseFormat(format)
+			if err != nil {
 				return err
+			}
+			if isList { // usage errors before the server is asked
+				if _, err := lo.apply(nil); err != nil {
+					return err
+				}
 			}
 			if s.check != nil {
 				if err := s.check(cmd, args); err != nil {
@@ -60,18 +72,50 @@ func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 				}
 				return clientError(cmd.Context(), c, err)
 			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, v)
+			if isList && (lo.filter != "" || len(lo.sortBy) > 0 || lo.limit > 0) {
+				if v, err = selectRows(v, lo); err != nil {
+					return err
+				}
 			}
-			return s.text(e.stdout, v)
+			return f.write(e.stdout, v, func(w io.Writer) error { return s.text(w, v) })
 		},
 	}
-	addFormatFlag(cmd, &format)
+	cmd.Flags().StringVar(&format, "format", formatText, formatHelp)
 	addServerFlag(cmd, &server)
+	if isList {
+		fl := cmd.Flags()
+		fl.StringVar(&lo.filter, "filter", "", "gcloud's filter expression on the JSON fields, such as 'name:orders AND backlog>0' (see docs/PUBSUB.md)")
+		fl.StringSliceVar(&lo.sortBy, "sort-by", nil, "JSON fields to sort by, comma-separated; ~FIELD sorts descending")
+		fl.IntVar(&lo.limit, "limit", 0, "most items to print, after --filter and --sort-by (0: all)")
+	}
 	if s.flags != nil {
 		s.flags(cmd.Flags())
 	}
 	return cmd
+}
+
+// selectRows applies lo to the list v through its JSON form and decodes the
+// rows kept back into a T, so that every format prints the same rows.
+func selectRows[T any](v T, lo listOptions) (T, error) {
+	var zero T
+	g, err := toGeneric(v)
+	if err != nil {
+		return zero, err
+	}
+	rows, _ := g.([]any) // a null list is no rows
+	kept, err := lo.apply(rows)
+	if err != nil {
+		return zero, err
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return zero, fmt.Errorf("encoding the selected rows: %w", err)
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return zero, fmt.Errorf("decoding the selected rows: %w", err)
+	}
+	return out, nil
 }
 
 // writeTable prints items as an aligned table for people: the header line

@@ -117,7 +117,7 @@ func TestSnapshotPerMessageAcksSurviveKill(t *testing.T) {
 		var msgs []struct {
 			Data string `json:"data"`
 		}
-		r := srv.cli(work, "subscriptions", "pull", "g", "--max", "100", "--format", "json")
+		r := srv.cli(work, "subscriptions", "pull", "g", "--max", "100", "--format", "json", "--auto-ack")
 		if r.code != ExitOK || json.Unmarshal([]byte(r.stdout), &msgs) != nil {
 			t.Fatalf("pull: %d %s%s", r.code, r.stdout, r.stderr)
 		}

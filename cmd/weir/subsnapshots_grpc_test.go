@@ -97,7 +97,7 @@ func TestSubscriptionSnapshotsAcrossAPIs(t *testing.T) {
 		var msgs []struct {
 			Data string `json:"data"`
 		}
-		r := ok("subscriptions", "pull", sub, "--max", "100", "--format", "json")
+		r := ok("subscriptions", "pull", sub, "--max", "100", "--format", "json", "--auto-ack")
 		if err := json.Unmarshal([]byte(r.stdout), &msgs); err != nil {
 			t.Fatalf("pull: %v\n%s", err, r.stdout)
 		}

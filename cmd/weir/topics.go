@@ -182,8 +182,11 @@ func pubsubDeleteCommand(e *env, short, noun string, withForce bool,
 // publishFlags are the flags of `weir topics publish`.
 type publishFlags struct {
 	format, file, idField string
-	server                serverFlag
-	attributes            []string
+	// message, when set (--message), is the one message's data, any text.
+	message     *string
+	orderingKey string
+	server      serverFlag
+	attributes  []string
 }
 
 // publishSummary is what `weir topics publish --format json` prints.
@@ -199,14 +202,18 @@ type publishSummary struct {
 func newTopicsPublishCommand(e *env) *cobra.Command {
 	var f publishFlags
 	cmd := &cobra.Command{
-		Use:   "publish TOPIC",
-		Short: "Publish JSON lines from a file or stdin, one message per line",
+		Use:   "publish TOPIC [--message TEXT]",
+		Short: "Publish one message (--message), or JSON lines from a file or stdin, one message per line",
 		Long: `Publish reads JSON lines from --file (or stdin, or --file -) and publishes
 each non-empty line as one message, in order, as it is. Every line must be
 valid JSON; the first that is not stops the command, naming its line number,
-after the lines before it were published.
+after the lines before it were published. --message TEXT publishes the one
+message TEXT instead (any text, as gcloud's --message).
 
---attribute k=v (repeatable) sets an attribute on every message. --id-field F
+--attribute k=v (repeatable, or comma-separated as gcloud's
+--attribute=k1=v1,k2=v2) sets attributes on every message; --ordering-key K
+gives every message the ordering key K (Pub/Sub clients that enable message
+ordering receive a key's messages in order). --id-field F
 takes each message's ID from the top-level field F of its JSON object (a string
 or a number): a message whose ID the topic stored within its duplicate window
 (10 minutes) is not stored again, so publishing a file twice is harmless.
@@ -223,23 +230,43 @@ warns when a duplicate's content differed from the stored message of its ID
 	addServerFlag(cmd, &f.server)
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "file", "f", "", "JSON lines file to publish (default stdin)")
-	fl.StringArrayVar(&f.attributes, "attribute", nil, "k=v attribute set on every message (repeatable)")
+	fl.StringArrayVar(&f.attributes, "attribute", nil, "k=v attribute set on every message (repeatable, or k1=v1,k2=v2)")
+	fl.Func("message", "publish this one message (any text) instead of reading JSON lines", func(v string) error {
+		f.message = &v
+		return nil
+	})
+	fl.StringVar(&f.orderingKey, "ordering-key", "", "ordering key of every message, as Pub/Sub's")
 	fl.StringVar(&f.idField, "id-field", "", "top-level JSON field holding each message's ID, for de-duplication")
 	return cmd
 }
 
-// parseAttributes reads --attribute k=v flags.
+// orderingKeyAttribute is the attribute that carries a message's ordering
+// key through weir's Pub/Sub (as its gRPC and REST surfaces store it).
+const orderingKeyAttribute = "goog_ordering_key"
+
+// parseAttributes reads --attribute flags: k=v, or gcloud's list
+// k1=v1,k2=v2 (a flag is split at commas only when every part is k=v, so
+// that a value may hold a comma).
 func parseAttributes(flags []string) (map[string]string, error) {
 	if len(flags) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]string, len(flags))
 	for _, a := range flags {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return nil, usageErrorf("--attribute %q: want name=value", a)
+		parts := strings.Split(a, ",")
+		for _, p := range parts {
+			if !strings.Contains(p, "=") {
+				parts = []string{a}
+				break
+			}
 		}
-		out[k] = v
+		for _, p := range parts {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return nil, usageErrorf("--attribute %q: want name=value", a)
+			}
+			out[k] = v
+		}
 	}
 	return out, nil
 }
@@ -251,6 +278,18 @@ func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f pu
 	attrs, err := parseAttributes(f.attributes)
 	if err != nil {
 		return err
+	}
+	if f.orderingKey != "" {
+		if attrs == nil {
+			attrs = map[string]string{}
+		}
+		attrs[orderingKeyAttribute] = f.orderingKey
+	}
+	if f.message != nil {
+		if f.file != "" || f.idField != "" {
+			return usageErrorf("--message publishes one message: it takes neither --file nor --id-field")
+		}
+		return publishOne(ctx, e, topic, *f.message, attrs, f)
 	}
 	in, name := stdin, "stdin"
 	if f.file != "" && f.file != "-" {
@@ -326,6 +365,32 @@ func runPublish(ctx context.Context, e *env, stdin io.Reader, topic string, f pu
 	return outputErr(err)
 }
 
+// publishOne publishes the one message of --message: text as its data.
+func publishOne(ctx context.Context, e *env, topic, text string, attrs map[string]string, f publishFlags) error {
+	data, err := json.Marshal(text) // a JSON string: published byte for byte
+	if err != nil {
+		return fmt.Errorf("encoding the message: %w", err)
+	}
+	c, err := newClient(f.server)
+	if err != nil {
+		return err
+	}
+	res, err := c.Publish(ctx, topic, []client.PublishMessage{{Data: data, Attributes: attrs}})
+	if err != nil {
+		return pubsubClientError(ctx, c, err)
+	}
+	sum := publishSummary{Topic: topic, Published: res.Published, Duplicates: res.Duplicates, IDConflicts: res.IDConflicts}
+	if f.format == formatJSON {
+		return writeJSON(e.stdout, sum)
+	}
+	seq := ""
+	if len(res.Results) == 1 {
+		seq = fmt.Sprintf(" at sequence %d", res.Results[0].Sequence)
+	}
+	_, err = fmt.Fprintf(e.stdout, "Published 1 message to topic %s%s.\n", topic, seq)
+	return outputErr(err)
+}
+
 // publishedBefore says how many messages a failed publish got through.
 func publishedBefore(sum publishSummary) string {
 	if n := sum.Published + sum.Duplicates; n != 1 {
@@ -392,6 +457,7 @@ is taken, 2 usage (also an invalid name or setting), 5 no weir server answers.`,
 func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 	var topic string
 	var ackWait time.Duration
+	var ackDeadline int
 	var fromBeginning bool
 	return showCommand(e, showSpec[*client.Subscription]{
 		use:   "create NAME --topic TOPIC",
@@ -400,6 +466,15 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 		check: func(cmd *cobra.Command, _ []string) error {
 			if topic == "" {
 				return usageErrorf("%s needs --topic TOPIC", cmd.CommandPath())
+			}
+			if cmd.Flags().Changed("ack-deadline") {
+				if cmd.Flags().Changed("ack-wait") {
+					return usageErrorf("--ack-deadline and --ack-wait both set the ack wait: give one")
+				}
+				if ackDeadline < 10 || ackDeadline > 600 {
+					return usageErrorf("--ack-deadline %d: want 10 to 600 seconds, as Pub/Sub", ackDeadline)
+				}
+				ackWait = time.Duration(ackDeadline) * time.Second
 			}
 			if ackWait <= 0 {
 				return usageErrorf("--ack-wait %s: want a positive duration such as 60s", ackWait)
@@ -420,7 +495,8 @@ func newSubscriptionsCreateCommand(e *env) *cobra.Command {
 		},
 		flags: func(fl *pflag.FlagSet) {
 			fl.StringVar(&topic, "topic", "", "topic the subscription reads (required)")
-			fl.DurationVar(&ackWait, "ack-wait", 60*time.Second, "how long a delivered message may stay unacknowledged before it is delivered again")
+			fl.DurationVar(&ackWait, "ack-wait", 10*time.Second, "how long a delivered message may stay unacknowledged before it is delivered again (Pub/Sub's default, 10s)")
+			fl.IntVar(&ackDeadline, "ack-deadline", 10, "the ack wait in seconds, as gcloud's --ack-deadline (10 to 600)")
 			fl.BoolVar(&fromBeginning, "from-beginning", false, "deliver every message the topic retains, not only those published from now on")
 		},
 	})
@@ -490,46 +566,60 @@ func newSubscriptionsPullCommand(e *env) *cobra.Command {
 	var format string
 	var server serverFlag
 	var maxN int
-	var noAck, forcePull bool
+	var autoAck, noAck, forcePull bool
 	cmd := &cobra.Command{
-		Use:   "pull NAME [--max N] [--no-ack] [--force]",
-		Short: "Print the messages available now and acknowledge them (for people, not pipelines)",
-		Long: `Pull prints up to --max messages available now in the subscription, without
-waiting for more, and acknowledges them. With --no-ack they are delivered again
-after the subscription's ack wait. Acknowledgement is cumulative, so pulling
-with acknowledgement from a subscription a running job reads is refused
-(SUBSCRIPTION_IN_USE) unless --force: use --no-ack to look at its messages.
+		Use:   "pull NAME [--limit N] [--auto-ack [--force]]",
+		Short: "Print the messages available now, without acknowledging them unless --auto-ack (for people, not pipelines)",
+		Long: `Pull prints up to --limit (or --max) messages available now in the
+subscription, without waiting for more. As gcloud's pull, it leaves them
+unacknowledged: they are delivered again after the subscription's ack wait,
+so looking does not consume. --auto-ack acknowledges them. Acknowledgement is
+cumulative, so --auto-ack on a subscription a running job reads is refused
+(SUBSCRIPTION_IN_USE) unless --force.
 
 The text output is one block per message: its sequence, publish time, ID and
 attributes, then its data. --format json prints
-[{data, data_base64?, attributes, id, sequence, publish_time, num_delivered}].`,
+[{data, data_base64?, attributes, id, sequence, publish_time, num_delivered}];
+yaml and the projections table(...), value(...) and csv(...) print the same
+fields.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
+			f, err := parseFormat(format)
+			if err != nil {
 				return err
 			}
 			if maxN < 1 || maxN > client.MaxPull {
-				return usageErrorf("--max %d: want 1 to %d", maxN, client.MaxPull)
+				name := "--limit"
+				if cmd.Flags().Changed("max") {
+					name = "--max"
+				}
+				return usageErrorf("%s %d: want 1 to %d", name, maxN, client.MaxPull)
+			}
+			if autoAck && noAck {
+				return usageErrorf("--auto-ack and --no-ack contradict each other (pull leaves messages unacknowledged unless --auto-ack)")
+			}
+			if forcePull && !autoAck {
+				return usageErrorf("--force only applies with --auto-ack (a pull without acknowledgement needs no force)")
 			}
 			c, err := newClient(server)
 			if err != nil {
 				return err
 			}
-			msgs, err := c.Pull(cmd.Context(), args[0], client.PullRequest{Max: maxN, Ack: !noAck, Force: forcePull})
+			msgs, err := c.Pull(cmd.Context(), args[0], client.PullRequest{Max: maxN, Ack: autoAck, Force: forcePull})
 			if err != nil {
 				return pubsubClientError(cmd.Context(), c, err)
 			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, msgs)
-			}
-			return printPulled(e.stdout, args[0], msgs, !noAck)
+			return f.write(e.stdout, msgs, func(w io.Writer) error { return printPulled(w, args[0], msgs, autoAck) })
 		},
 	}
-	addFormatFlag(cmd, &format)
+	cmd.Flags().StringVar(&format, "format", formatText, formatHelp)
 	addServerFlag(cmd, &server)
-	cmd.Flags().IntVar(&maxN, "max", 10, "most messages to print")
-	cmd.Flags().BoolVar(&noAck, "no-ack", false, "leave the messages unacknowledged (delivered again after the ack wait)")
-	cmd.Flags().BoolVar(&forcePull, "force", false, "acknowledge even when a running job reads the subscription (it then never sees those messages)")
+	cmd.Flags().IntVar(&maxN, "limit", 10, "most messages to print")
+	cmd.Flags().IntVar(&maxN, "max", 10, "most messages to print (the same as --limit)")
+	cmd.Flags().BoolVar(&autoAck, "auto-ack", false, "acknowledge the messages printed (gcloud's --auto-ack): they are not delivered again")
+	cmd.Flags().BoolVar(&noAck, "no-ack", false, "leave the messages unacknowledged (the default)")
+	_ = cmd.Flags().MarkHidden("no-ack")
+	cmd.Flags().BoolVar(&forcePull, "force", false, "with --auto-ack: acknowledge even when a running job reads the subscription (it then never sees those messages)")
 	return cmd
 }
 

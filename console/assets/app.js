@@ -150,43 +150,132 @@ async function jobsPage() {
 // ---- job: /jobs/{id_or_name} ----
 
 const charts = [
-  { id: 'throughput', title: 'Throughput (elements/s, sources)', unit: '/s', metrics: ['throughput_per_second', 'elements_per_second', 'throughput'] },
+  { id: 'throughput', title: 'Throughput (elements/s, sources, 30 s rate)', unit: '/s', metrics: ['source_elements_in'] },
   { id: 'freshness', title: 'Data freshness (watermark age)', unit: 's', metrics: ['data_watermark_age_seconds', 'data_freshness_seconds', 'watermark_lag_seconds'] },
   { id: 'system-lag', title: 'System lag', unit: 's', metrics: ['system_lag_seconds'] },
   { id: 'backlog', title: 'Backlog (elements)', unit: '', metrics: ['backlog_elements'] },
   { id: 'checkpoint', title: 'Checkpoint duration', unit: 's', metrics: ['checkpoint_duration_seconds'] },
 ];
 
-// The charts show the last 24 hours at 2-minute resolution: 720 points a
-// series, about what a 420-pixel chart can show, and small enough for the
-// page's 1 MB budget.
+// The charts show the job name's last 24 hours, across its lineage: each
+// job's history at the server's coarse resolution (1m, kept 24 hours),
+// and its last hour at the fine one (5s). The server keeps only these two.
 const historyMS = 24 * 3600e3;
-const historyResolution = '2m';
+const fineMS = 3600e3;
+// Throughput is a rate of the source steps' counters over rateWindowMS
+// (as Prometheus's rate()), not the rate sampled over one second: bursty
+// input would read 0/s between bursts.
+const rateWindowMS = 30e3;
+
+/** seriesKey names a series of a job's history. */
+const seriesKey = (s) => `${s.step || ''}\u0000${s.metric}`;
+
+/**
+ * jobHistory reads one job's own series (step "-": what the charts draw)
+ * since from: the fine tier (5s, the last hour; kept an hour after the job
+ * ends) and, before it, the coarse one (1m, 24 hours).
+ */
+async function jobHistory(id, from, now) {
+  const q = (f, to, res) => optional(`/v1/jobs/${encodeURIComponent(id)}/metrics:history?step=-&from=${Math.round(f)}&to=${Math.round(to)}&resolution=${res}`).catch(() => null);
+  const fineFrom = Math.max(from, now - fineMS);
+  // The coarse tier up to the fine one's start only: the page stays
+  // within its 1 MB budget with a day of history.
+  const [coarse, fine] = await Promise.all([q(from, fineFrom, '1m'), q(fineFrom, now, '5s')]);
+  const out = new Map();
+  for (const s of (fine && fine.series) || []) out.set(seriesKey(s), { step: s.step, metric: s.metric, points: (s.points || []).slice() });
+  for (const s of (coarse && coarse.series) || []) {
+    const f = out.get(seriesKey(s));
+    const before = f && f.points.length ? f.points[0][0] : Infinity;
+    const pts = (s.points || []).filter((p) => p[0] < before);
+    if (f) f.points = pts.concat(f.points); else out.set(seriesKey(s), { step: s.step, metric: s.metric, points: pts });
+  }
+  return out;
+}
+
+/**
+ * lineageHistory reads the history of every job of job's name that ran in
+ * the last 24 hours, oldest first, and joins their series: the charts go
+ * on across updates. marks are the times a job took over from the one
+ * before (its creation), drawn on the charts' time axis.
+ */
+async function lineageHistory(job) {
+  const now = Date.now();
+  const from = now - historyMS;
+  const h = await optional('/v1/history/' + encodeURIComponent(job.name)).catch(() => null);
+  let jobs = ((h && h.jobs) || []).filter((j) => !terminal.has(j.state) || Date.parse(j.state_time) >= from);
+  if (!jobs.some((j) => j.id === job.id)) jobs.push(job);
+  jobs = jobs.sort((a, b) => Date.parse(a.create_time) - Date.parse(b.create_time)).slice(-8);
+  const parts = await Promise.all(jobs.map((j) => jobHistory(j.id, from, now)));
+  const joined = new Map();
+  parts.forEach((part, i) => {
+    for (const [k, s] of part) {
+      const prev = joined.get(k);
+      // A job's points start where the job before it ended.
+      const after = prev && prev.points.length ? prev.points[prev.points.length - 1][0] : -Infinity;
+      const pts = s.points.filter((p) => p[0] > after).map((p) => [p[0], p[1], i]);
+      if (prev) prev.points = prev.points.concat(pts); else joined.set(k, { step: s.step, metric: s.metric, points: pts });
+    }
+  });
+  const marks = jobs.slice(1).map((j) => ({ t: Date.parse(j.create_time), label: `${j.id} took over` })).filter((m) => m.t >= from);
+  return { series: [...joined.values()], marks };
+}
+
+/**
+ * rateOf is the per-second rate of a counter's points [t, v, job] over a
+ * window of at least windowMS: a point's rate is the increase since the
+ * last point at least windowMS before it. A counter that starts again (a
+ * new job of the lineage, or a reset) counts from zero, as rate() does.
+ */
+export function rateOf(points, windowMS) {
+  const out = [];
+  let j = 0;
+  for (let i = 1; i < points.length; i++) {
+    while (j + 1 < i && points[i][0] - points[j + 1][0] >= windowMS) j++;
+    const dt = points[i][0] - points[j][0];
+    if (dt <= 0) continue;
+    let inc = 0;
+    for (let k = j + 1; k <= i; k++) {
+      const d = points[k][1] - points[k - 1][1];
+      inc += d >= 0 && points[k][2] === points[k - 1][2] ? d : points[k][1];
+    }
+    out.push([points[i][0], (inc * 1000) / dt]);
+  }
+  return out;
+}
+
+/** throughputSeries is the rate of the sources' elements_in, summed by the server. */
+function throughputSeries(hist) {
+  const s = hist.series.find((x) => !x.step && x.metric === 'source_elements_in');
+  return s ? rateOf(s.points, rateWindowMS) : [];
+}
 
 /** sampleOf is what one poll of a running job adds to its charts. */
 function sampleOf(job) {
   const m = job.metrics;
   if (!m || !m.time) return null;
   const t = Date.parse(m.time);
-  const out = { t, throughput: throughputOf(job), 'system-lag': m.system_lag_seconds };
+  const out = { t, 'system-lag': m.system_lag_seconds };
   if (m.data_watermark_age_seconds !== undefined) out.freshness = m.data_watermark_age_seconds;
   if (m.backlog_elements !== undefined) out.backlog = m.backlog_elements;
   return out;
 }
 
-/** chartSeries is a chart's lines: the server's history, then this page's samples. */
-function chartSeries(c, history, samples) {
+/** chartSeries is a chart's lines: the lineage's history, then this page's samples. */
+function chartSeries(c, hist, samples) {
   let series = [];
-  if (history) {
-    const mine = history.filter((s) => c.metrics.includes(s.metric));
-    const job = mine.filter((s) => !s.step);
-    series = (job.length ? job : mine.slice(0, 8)).map((s) => ({ label: s.step || s.metric, points: (s.points || []).filter((p) => Number.isFinite(p[1])) }));
+  if (hist) {
+    if (c.id === 'throughput') {
+      series = [{ label: 'sources', points: throughputSeries(hist) }];
+    } else {
+      const mine = hist.series.filter((s) => c.metrics.includes(s.metric));
+      const job = mine.filter((s) => !s.step);
+      series = (job.length ? job : mine.slice(0, 8)).map((s) => ({ label: s.step || s.metric, points: s.points.filter((p) => Number.isFinite(p[1])).map((p) => [p[0], p[1]]) }));
+    }
   }
   const after = series.reduce((a, s) => Math.max(a, s.points.length ? s.points[s.points.length - 1][0] : -Infinity), -Infinity);
   const live = samples.filter((s) => s[c.id] !== undefined && s.t > after).map((s) => [s.t, s[c.id]]);
   if (live.length) {
-    const job = series.find((s) => s.label === c.metrics[0] || s.label === 'job');
-    if (job && series.length === 1) job.points = job.points.concat(live);
+    if (series.length === 1) series[0].points = series[0].points.concat(live);
     else series.push({ label: 'job', points: live });
   }
   return series;
@@ -246,6 +335,8 @@ async function jobPage(ref) {
   const actions = el('div', { id: 'actions', class: 'actions' });
   const result = el('div', { id: 'action-result', role: 'status' });
   const graphBox = el('div', { id: 'graph', class: 'graph-box' });
+  const stepBox = el('div', { id: 'step-details' });
+  let selected = null; // the step whose details show
   const chartBox = el('div', { id: 'charts', class: 'charts' }, ...charts.map((c) => el('div', { id: 'chart-' + c.id, class: 'chart-box' })));
   const tl = el('div', { id: 'timeline' });
   const ckpt = el('div', { id: 'checkpoints' });
@@ -255,6 +346,7 @@ async function jobPage(ref) {
   const links = el('p', { id: 'job-links', class: 'links' });
   main.replaceChildren(head, links, actions, result,
     section('graph-card', 'Pipeline graph', graphBox),
+    section('step-card', 'Step details', stepBox),
     section('charts-card', 'Charts', chartBox),
     section('timeline-card', 'State history', tl),
     section('checkpoints-card', 'Checkpoints', ckpt),
@@ -282,9 +374,25 @@ async function jobPage(ref) {
   const draw = () => drawGraph(graphBox, model, {
     metrics: new Map(((job.metrics && job.metrics.steps) || []).map((s) => [s.name, s])),
     collapsed, onToggle: (c) => { collapsed.has(c) ? collapsed.delete(c) : collapsed.add(c); draw(); },
+    onSelect: (name) => { selected = name; drawStep(); },
   });
+  // drawStep shows every metric the API reports for the selected step
+  // (elements in and out, rejects, late drops, watermark, system lag,
+  // keys, timers, backlog...), generically: fields the API adds show too.
+  const drawStep = () => {
+    if (!selected) { stepBox.replaceChildren(el('p', { class: 'muted' }, 'Click a step of the graph for its details.')); return; }
+    const m = ((job.metrics && job.metrics.steps) || []).find((x) => x.name === selected);
+    const g = ((job.graph && job.graph.steps) || []).find((x) => x.name === selected);
+    stepBox.dataset.step = selected;
+    const value = (v) => (v === null || v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : typeof v === 'number' ? fmtNum(v) : String(v));
+    const rows = [['step', selected], ['kind', g ? g.kind || g.type || '' : '']];
+    for (const [k, v] of Object.entries(m || {})) if (k !== 'name') rows.push([k, v]);
+    stepBox.replaceChildren(el('table', { class: 'kv' }, el('tbody', {}, ...rows.map(([k, v]) =>
+      el('tr', { 'data-field': k }, el('th', {}, k.replace(/_/g, ' ')), el('td', {}, value(v)))))),
+    m ? '' : el('p', { class: 'muted' }, 'The job reports no metrics for this step now.'));
+  };
   const drawCharts = () => {
-    for (const c of charts) drawChart(document.getElementById('chart-' + c.id), c.title, chartSeries(c, history, samples), c.unit);
+    for (const c of charts) drawChart(document.getElementById('chart-' + c.id), c.title, chartSeries(c, history, samples), c.unit, history ? history.marks : []);
   };
 
   let fresh = true; // the job read above is this moment's: the first refresh draws it
@@ -310,6 +418,7 @@ async function jobPage(ref) {
     const s = sampleOf(job);
     if (active && s && !samples.some((x) => x.t === s.t)) samples.push(s);
     draw();
+    drawStep();
     drawCharts();
     tl.replaceChildren(...timeline(job));
     ckpt.replaceChildren(job.last_checkpoint
@@ -322,10 +431,10 @@ async function jobPage(ref) {
 
   const slow = async () => {
     const [hist, ev, sn] = await Promise.all([
-      optional(`/v1/jobs/${encodeURIComponent(id)}/metrics:history?from=${Date.now() - historyMS}&to=${Date.now()}&resolution=${historyResolution}`).catch(() => null),
+      lineageHistory(job).catch(() => null),
       optional(`/v1/jobs/${encodeURIComponent(id)}/events`).catch(() => null),
       api('GET', '/v1/snapshots?job_id=' + encodeURIComponent(id)).catch(() => null)]);
-    history = hist && hist.series ? hist.series : null;
+    history = hist;
     drawCharts();
     const evs = eventsOf(ev);
     events.replaceChildren(evs === null

@@ -17,9 +17,11 @@ function clock(ms) { return new Date(ms).toISOString().slice(11, 19); }
 
 /**
  * drawChart draws series [{label, points: [[unix_ms, value]]}] as a chart
- * titled title into container (replacing what it held).
+ * titled title into container (replacing what it held), with marks
+ * [{t: unix_ms, label}] (a job of the lineage taking over) as dashed
+ * vertical lines. The svg's data-t0 and data-t1 are its time range.
  */
-export function drawChart(container, title, series, unit) {
+export function drawChart(container, title, series, unit, marks = []) {
   const pts = series.flatMap((s) => s.points);
   const root = svg('svg', { class: 'chart', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title, 'data-points': pts.length });
   root.append(svg('text', { x: L, y: 14, class: 'chart-title' }, title));
@@ -33,6 +35,8 @@ export function drawChart(container, title, series, unit) {
   v0 = Math.min(0, v0);
   if (v1 === v0) v1 = v0 + 1;
   if (t1 === t0) { t0 -= 1000; t1 += 1000; }
+  root.setAttribute('data-t0', String(t0));
+  root.setAttribute('data-t1', String(t1));
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
   const y = (v) => T + (1 - (v - v0) / (v1 - v0)) * (H - T - B);
   root.append(svg('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }));
@@ -41,6 +45,12 @@ export function drawChart(container, title, series, unit) {
   root.append(svg('text', { x: L - 4, y: H - B, class: 'tick', 'text-anchor': 'end' }, label(v0, unit)));
   root.append(svg('text', { x: L, y: H - 8, class: 'tick' }, clock(t0)));
   root.append(svg('text', { x: W - R, y: H - 8, class: 'tick', 'text-anchor': 'end' }, clock(t1) + ' UTC'));
+  for (const m of marks) {
+    if (m.t < t0 || m.t > t1) continue;
+    const line = svg('line', { x1: x(m.t), y1: T, x2: x(m.t), y2: H - B, class: 'mark', 'data-mark': String(m.t) });
+    line.append(svg('title', {}, `${m.label} at ${clock(m.t)} UTC`));
+    root.append(line);
+  }
   series.forEach((s, i) => {
     if (s.points.length === 0) return;
     const d = s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(' ');

@@ -33,8 +33,10 @@ import (
 // A job records at most MaxHistorySeries series; each holds
 // HistorySeriesBytes of values, so a job's history stays within
 // HistoryBytesPerJob of heap (TestHistoryMemoryWithinCap measures it). The history of a job lives
-// in memory while it runs; a terminal job's is read from the store
-// (coarse tier).
+// in memory while it runs and, once it ends, for the fine tier's hour (the
+// MaxEndedHistories that ended last): the charts of a job name go on across
+// an update at the fine resolution. Later a terminal job's is read from the
+// store (coarse tier).
 
 // History bounds.
 const (
@@ -43,7 +45,7 @@ const (
 	HistoryCoarseResolution = time.Minute
 	HistoryCoarsePoints     = 1440
 	// MaxHistorySeries bounds the series of one job: a 50-step pipeline
-	// records 6 per step and 7 for the job (307).
+	// records 6 per step and 8 for the job (308).
 	MaxHistorySeries = 320
 	// HistorySeriesBytes is the size of one series' values (18,432 bytes
 	// of heap once Go's allocator rounds the two rings up to its size
@@ -52,19 +54,29 @@ const (
 	// HistoryBytesPerJob is the documented cap of a job's history in
 	// memory: MaxHistorySeries series as allocated, their names and maps.
 	HistoryBytesPerJob = 6 << 20
+	// MaxEndedHistories bounds the ended jobs whose history stays in memory
+	// for the fine tier's hour after their end.
+	MaxEndedHistories = 8
+	// endedHistoryTTL is how long an ended job's history stays in memory:
+	// the fine tier's hour.
+	endedHistoryTTL = HistoryFineResolution * HistoryFinePoints
 )
 
 // History metric names (the "metric" of a series). Step series carry the
 // step's name; job series have step "".
 const (
-	HistElementsIn          = "elements_in"
-	HistElementsOut         = "elements_out"
-	HistThroughput          = "throughput_per_second"
-	HistSystemLag           = "system_lag_seconds"
-	HistWatermarkAge        = "data_watermark_age_seconds"
-	HistBacklogElements     = "backlog_elements"
-	HistDeadLetters         = "dead_letters"
-	HistElementsPerSecond   = "elements_per_second"
+	HistElementsIn        = "elements_in"
+	HistElementsOut       = "elements_out"
+	HistThroughput        = "throughput_per_second"
+	HistSystemLag         = "system_lag_seconds"
+	HistWatermarkAge      = "data_watermark_age_seconds"
+	HistBacklogElements   = "backlog_elements"
+	HistDeadLetters       = "dead_letters"
+	HistElementsPerSecond = "elements_per_second"
+	// HistSourceElementsIn is the job's source steps' elements_in summed: a
+	// counter, whose rate over a window is the job's throughput (bursty
+	// input reads 0/s in elements_per_second's one-interval samples).
+	HistSourceElementsIn    = "source_elements_in"
 	HistCheckpointDuration  = "checkpoint_duration_seconds"
 	HistCheckpointSizeBytes = "checkpoint_size_bytes"
 )
@@ -142,8 +154,11 @@ type jobHistory struct {
 	// when a sample lands in a later one).
 	coarseBucket int64
 	overflow     bool // a series was refused by MaxHistorySeries (logged once)
-	cpDur        histogram
-	cpSize       histogram
+	// ended is when the job ended (zero while it may run): its history is
+	// dropped from memory an hour later (sweepEndedHistories).
+	ended  time.Time
+	cpDur  histogram
+	cpSize histogram
 }
 
 func newJobHistory() *jobHistory {
@@ -244,7 +259,17 @@ func (s *Core) loadCoarse(id string, h *jobHistory) {
 // stored coarse tier) when create is set; nil otherwise.
 func (s *Core) history(id string, create bool) *jobHistory {
 	if v, ok := s.histories.Load(id); ok {
-		return v.(*jobHistory)
+		h := v.(*jobHistory)
+		h.mu.Lock() // a leaf
+		ended := h.ended
+		h.mu.Unlock()
+		if ended.IsZero() || s.Now().Sub(ended) <= endedHistoryTTL {
+			return h
+		}
+		s.histories.Delete(id) // its hour is over: read from the store
+		if !create {
+			return nil
+		}
 	}
 	if !create {
 		return nil
@@ -263,7 +288,7 @@ func (s *Core) recordHistory(jr *Run, now time.Time) {
 	h.mu.Lock() // a leaf
 	ok := true
 	add := func(step, metric string, v float64) { ok = h.add(now, step, metric, v) && ok }
-	var eps float64
+	var eps, sourceIn float64
 	for _, st := range m.Steps {
 		add(st.Name, HistElementsIn, float64(st.ElementsIn))
 		add(st.Name, HistElementsOut, float64(st.ElementsOut))
@@ -277,10 +302,12 @@ func (s *Core) recordHistory(jr *Run, now time.Time) {
 		}
 		if g := jr.Prog.Graph.Step(st.Name); g != nil && g.Kind == graph.KindSource {
 			eps += st.ThroughputPerSecond
+			sourceIn += float64(st.ElementsIn)
 		}
 	}
 	add("", HistSystemLag, m.SystemLagSeconds)
 	add("", HistElementsPerSecond, eps)
+	add("", HistSourceElementsIn, sourceIn)
 	add("", HistDeadLetters, float64(m.DeadLetters))
 	if m.DataWatermarkAgeSeconds != nil {
 		add("", HistWatermarkAge, *m.DataWatermarkAgeSeconds)
@@ -337,10 +364,41 @@ func (s *Core) flushHistory(id string, terminal bool) {
 	if h.coarseBucket != math.MinInt64 {
 		h.coarseWrite(w, id, h.coarseBucket)
 	}
+	if terminal {
+		h.ended = s.Now()
+	}
 	h.mu.Unlock()
 	s.writeHistory(id, w)
 	if terminal {
-		s.histories.Delete(id)
+		s.sweepEndedHistories(s.Now())
+	}
+}
+
+// sweepEndedHistories lets the in-memory histories of ended jobs go: those
+// that ended more than the fine tier's hour before now, and all but the
+// MaxEndedHistories that ended last. It takes the histories' leaves, one
+// at a time.
+func (s *Core) sweepEndedHistories(now time.Time) {
+	type ended struct {
+		id string
+		at time.Time
+	}
+	var all []ended
+	s.histories.Range(func(k, v any) bool {
+		h := v.(*jobHistory)
+		h.mu.Lock() // a leaf
+		at := h.ended
+		h.mu.Unlock()
+		if !at.IsZero() {
+			all = append(all, ended{k.(string), at})
+		}
+		return true
+	})
+	sort.Slice(all, func(a, b int) bool { return all[a].at.After(all[b].at) })
+	for i, e := range all {
+		if i >= MaxEndedHistories || now.Sub(e.at) > endedHistoryTTL {
+			s.histories.Delete(e.id)
+		}
 	}
 }
 
@@ -593,3 +651,15 @@ func (jr *Run) withBase(m *record.JobMetrics) *record.JobMetrics {
 // memory (while it has a live execution; a terminal job's is read from
 // the store's coarse tier).
 func (s *Core) HistoryInMemory(id string) bool { return s.history(id, false) != nil }
+
+// HistoryEnded reports whether job id's metrics history is held in memory
+// as an ended job's: flushed, and kept for the fine tier's hour.
+func (s *Core) HistoryEnded(id string) bool {
+	h := s.history(id, false)
+	if h == nil {
+		return false
+	}
+	h.mu.Lock() // a leaf
+	defer h.mu.Unlock()
+	return !h.ended.IsZero()
+}

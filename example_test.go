@@ -1,0 +1,111 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/mtime"
+)
+
+// A bounded pipeline built with the SDK and run to completion in this
+// process: per-key sums of orders.
+func ExampleRun() {
+	type order struct {
+		Region string
+		Amount int64
+	}
+	p := weir.NewPipeline()
+	s := p.Root()
+	orders := weir.Create(s, "Orders", []order{{"NORTH", 250}, {"WEST", 100}, {"NORTH", 5}})
+	keyed := weir.Map(s, "ByRegion", orders, func(o order) weir.KV[string, int64] {
+		return weir.KV[string, int64]{Key: o.Region, Value: o.Amount}
+	})
+	totals := weir.Collect(s, "Out", weir.CombinePerKey(s, "Totals", keyed, weir.Sum[int64]()))
+
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: 2}); err != nil {
+		log.Fatal(err)
+	}
+	var lines []string
+	for _, kv := range totals.Values() {
+		lines = append(lines, fmt.Sprintf("%s %d", kv.Key, kv.Value))
+	}
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// NORTH 255
+	// WEST 100
+}
+
+// Event-time windows: elements carry their event time, WindowInto assigns
+// them to one-minute fixed windows, and a per-key count fires once per
+// window when the watermark passes its end.
+func ExampleWindowInto() {
+	base := mtime.FromTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	at := func(d mtime.Duration, key string) weir.TimestampedValue[weir.KV[string, int64]] {
+		return weir.TimestampedValue[weir.KV[string, int64]]{Value: weir.KV[string, int64]{Key: key, Value: 1}, Time: base + mtime.Time(d)}
+	}
+	p := weir.NewPipeline()
+	s := p.Root()
+	clicks := weir.CreateTimestamped(s, "Clicks", []weir.TimestampedValue[weir.KV[string, int64]]{
+		at(5*mtime.Second, "home"), at(40*mtime.Second, "home"), at(50*mtime.Second, "cart"),
+		at(70*mtime.Second, "home"), at(3*mtime.Minute, "cart"),
+	})
+	windowed := weir.WindowInto(s, "PerMinute", clicks, weir.FixedWindows(mtime.Minute))
+	counts := weir.Collect(s, "Out", weir.CombinePerKey(s, "Count", windowed, weir.Count[int64]()))
+
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	var lines []string
+	for _, e := range counts.Elements() {
+		lines = append(lines, fmt.Sprintf("%s-%s %s %d",
+			e.Window.Start.ToTime().Format("15:04"), e.Window.End.ToTime().Format("15:04"), e.Value.Key, e.Value.Value))
+	}
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// 12:00-12:01 cart 1
+	// 12:00-12:01 home 2
+	// 12:01-12:02 home 1
+	// 12:03-12:04 cart 1
+}
+
+// ParDo runs a function per element; it may emit any number of outputs,
+// and an error made with Fail rejects the element with a reason, sent to
+// the step's error output when it declares one.
+func ExampleParDo() {
+	p := weir.NewPipeline()
+	s := p.Root()
+	lines := weir.Create(s, "Lines", []string{"a=1", "b=2", "oops"})
+	pairs := weir.ParDo(s, "Parse", lines, func(_ *weir.Context, line string, emit func(weir.KV[string, string])) error {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return weir.Fail("no_equals", "line %q has no '='", line)
+		}
+		emit(weir.KV[string, string]{Key: k, Value: v})
+		return nil
+	}, weir.WithErrorOutput("errors"))
+	good := weir.Collect(s, "Good", pairs)
+	bad := weir.Collect(s, "Bad", weir.ErrorOutput(pairs))
+
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	var out []string
+	for _, kv := range good.Values() {
+		out = append(out, kv.Key+"="+kv.Value)
+	}
+	sort.Strings(out)
+	fmt.Println(strings.Join(out, " "))
+	for _, r := range bad.Values() {
+		fmt.Println("rejected:", r.Reason)
+	}
+	// Output:
+	// a=1 b=2
+	// rejected: no_equals
+}
