@@ -82,6 +82,12 @@ type Result struct {
 	// output).
 	Input    int64
 	Rejected int64
+	// InputSums and RejectedSums add each numeric top-level field of the
+	// elements fed and of the rejected elements: with the outputs'
+	// consumer-visible sums they check conservation of a quantity (input
+	// amount = accepted total + rejected amount).
+	InputSums    map[string]float64
+	RejectedSums map[string]float64
 	// Metrics are the run's step counters.
 	Metrics *runner.Result
 }
@@ -149,7 +155,8 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 		}
 		return step
 	}
-	res := &Result{Rows: diff.NewSorter(opts.TempDir, opts.MemoryRows), Outputs: map[string]diff.OutputInfo{}}
+	res := &Result{Rows: diff.NewSorter(opts.TempDir, opts.MemoryRows), Outputs: map[string]diff.OutputInfo{},
+		InputSums: map[string]float64{}, RejectedSums: map[string]float64{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -256,6 +263,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		}
 		ts.events = append(ts.events, traceEvent{elem: ts.element(ev)})
 		res.Input++
+		addNumbers(res.InputSums, ev.Value)
 	}
 	for _, name := range pubsubSources {
 		if srcs[name] == nil {
@@ -387,6 +395,17 @@ func (c *capture) add(r diff.Row, reject bool) error {
 	return nil
 }
 
+// addNumbers adds the numeric fields of v to sums.
+func addNumbers(sums map[string]float64, v map[string]any) {
+	for k, x := range v {
+		if n, ok := x.(json.Number); ok {
+			if f, err := n.Float64(); err == nil {
+				sums[k] += f
+			}
+		}
+	}
+}
+
 // rowMap returns a row as a JSON object decoded with UseNumber.
 func rowMap(r *row.Row) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(row.AppendJSON(nil, r)))
@@ -404,6 +423,11 @@ func (c *capture) rejectRow(output string, r *row.Row) (diff.Row, error) {
 	m, err := rowMap(r)
 	if err != nil {
 		return diff.Row{}, err
+	}
+	if el, ok := m["element"].(map[string]any); ok {
+		c.mu.Lock()
+		addNumbers(c.res.RejectedSums, el)
+		c.mu.Unlock()
 	}
 	errs, _ := m["error"].(map[string]any)
 	reason, _ := errs["reason"].(string)

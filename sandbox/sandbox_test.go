@@ -88,6 +88,9 @@ func TestRunReferenceFixture(t *testing.T) {
 	if res.Input != 5 || res.Rejected != 1 {
 		t.Errorf("input %d rejected %d, want 5 and 1", res.Input, res.Rejected)
 	}
+	if res.InputSums["amount"] != 605 || res.RejectedSums["amount"] != 100 {
+		t.Errorf("input amount %v rejected amount %v, want 605 and 100", res.InputSums["amount"], res.RejectedSums["amount"])
+	}
 	if got := res.Outputs["WriteTotals"]; got != (diff.OutputInfo{Mode: diff.ModeUpsert, Accumulating: true}) {
 		t.Errorf("WriteTotals is consumed as %+v, want upsert of accumulating panes", got)
 	}
