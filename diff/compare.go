@@ -30,10 +30,15 @@ const (
 	// LatePathChanged: late data took another path: a LATE pane on one side
 	// only, or an element rejected as too late on one side only.
 	LatePathChanged Class = "late_path_changed"
+	// VisibleChanged: the rows are the same, but what a consumer sees of
+	// the key and window differs: the output's mode changed (an upsert
+	// sink shows the newest pane, 475; an append sink every pane, 425 and
+	// 475, which a reader summing them takes for 900).
+	VisibleChanged Class = "visible_changed"
 )
 
 // Classes lists every class in report order.
-var Classes = []Class{ValueChanged, MissingInNew, ExtraInNew, PaneTimingShifted, PaneAccumulationChanged, RejectReasonChanged, LatePathChanged}
+var Classes = []Class{ValueChanged, MissingInNew, ExtraInNew, PaneTimingShifted, PaneAccumulationChanged, RejectReasonChanged, LatePathChanged, VisibleChanged}
 
 // Pane is one side's row in a difference.
 type Pane struct {
@@ -298,6 +303,9 @@ func (c *comparer) group(key *Row, old, new, old2 []Row, oi, ni OutputInfo) erro
 		return err
 	}
 	o.RowsCompared += compared
+	if len(diffs) == 0 && oldVis != newVis {
+		diffs = append(diffs, Difference{Class: VisibleChanged, Output: key.Output, Key: key.Key, Window: key.Window})
+	}
 	noisy := false
 	if c.rep.NoiseChecked {
 		noise, _, err := compareGroupRows(key, old, old2, oi, oi)
@@ -313,7 +321,13 @@ func (c *comparer) group(key *Row, old, new, old2 []Row, oi, ni OutputInfo) erro
 			}
 		}
 	}
-	o.Identical += compared - int64(len(diffs))
+	differing := int64(0)
+	for _, d := range diffs {
+		if d.Class != VisibleChanged {
+			differing++
+		}
+	}
+	o.Identical += compared - differing
 	for _, d := range diffs {
 		if noisy {
 			o.NoiseDifferences++

@@ -213,8 +213,14 @@ func TestRunVisibleTotals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := rep.Output("Totals").Visible; v.Differing != 1 || v.Identical != 1 {
+	o := rep.Output("Totals")
+	if v := o.Visible; v.Differing != 1 || v.Identical != 1 {
 		t.Errorf("visible differing %d identical %d, want 1 and 1 (the two-pane window)", v.Differing, v.Identical)
+	}
+	if o.Identical != 3 || o.Classes[VisibleChanged] != 1 || rep.Total != 1 || len(rep.Differences) != 1 ||
+		rep.Differences[0].OldVisible != `{"total":475}` || rep.Differences[0].NewVisible != `{"total":900}` {
+		t.Errorf("identical rows %d, visible_changed %d, total %d, differences %+v; want 3 identical rows and one visible_changed 475 against 900",
+			o.Identical, o.Classes[VisibleChanged], rep.Total, rep.Differences)
 	}
 }
 

@@ -70,8 +70,9 @@ topic) is compared row by row, keyed by the sink's key (a SQL sink's key,
 else the group-by fields of the step feeding it), the window and the pane
 (index and timing). Each difference is classed: value_changed,
 missing_in_new, extra_in_new, pane_timing_shifted, pane_accumulation_changed,
-reject_reason_changed, late_path_changed. What consumers see is compared too:
-per key and window the newest pane (upsert) or every pane added up (append).
+reject_reason_changed, late_path_changed, and visible_changed: what consumers
+see (per key and window the newest pane under upsert, every pane added up
+under append) differs though the rows do not.
 --conserve IN=OUT checks that the input's field IN adds up to the outputs'
 visible field OUT plus the rejected elements' IN (575 = 525 + 50).
 
@@ -317,12 +318,12 @@ func writeRehearsal(w io.Writer, r *rehearsal, elements int64) error {
 		fmt.Fprintf(&b, "noise: %d row(s) where the old pipeline disagrees with itself, not counted below\n", rep.TotalNoise)
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nOUTPUT\tMODE\tROWS OLD\tROWS NEW\tIDENTICAL\tVALUE\tMISSING\tEXTRA\tTIMING\tACCUM\tREASON\tLATE\tNOISE\tVISIBLE DIFF")
+	fmt.Fprintln(tw, "\nOUTPUT\tMODE\tROWS OLD\tROWS NEW\tIDENTICAL\tVALUE\tMISSING\tEXTRA\tTIMING\tACCUM\tREASON\tLATE\tVISIBLE\tNOISE\tVISIBLE KEYS DIFFERING")
 	for _, o := range rep.Outputs {
 		c := o.Classes
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", o.Output, o.Mode, o.RowsOld, o.RowsNew, o.IdenticalPercent,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", o.Output, o.Mode, o.RowsOld, o.RowsNew, o.IdenticalPercent,
 			c[diff.ValueChanged], c[diff.MissingInNew], c[diff.ExtraInNew], c[diff.PaneTimingShifted], c[diff.PaneAccumulationChanged],
-			c[diff.RejectReasonChanged], c[diff.LatePathChanged], o.Noise, o.Visible.Differing, o.Visible.Keys)
+			c[diff.RejectReasonChanged], c[diff.LatePathChanged], c[diff.VisibleChanged], o.Noise, o.Visible.Differing, o.Visible.Keys)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
