@@ -10,8 +10,9 @@
 // with no broker connection and no database connection (yamlpipe's
 // GraphOnly) and run in this process.
 //
-// It may import diff, graph, io/pubsub (only for the typed nil broker a
-// pipeline with Pub/Sub steps is built with), mtime, row, runner,
+// It may import diff, graph, io/pubsub (the typed nil broker a pipeline
+// with Pub/Sub steps is built with, and its sources' decoding of recorded
+// messages), mtime, row, runner,
 // runner/contract, weir, window, yamlpipe and the standard library. It must
 // not import service, api or server: a job service, a CLI and a test
 // harness use it alike.
@@ -249,6 +250,14 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 				ErrNoRecordedInput, ev.Origin, ev.Offset, name, strings.Join(sortedKeys(byName), ", "))
 		}
 		ts := srcs[name]
+		if ts == nil && ev.Message != nil {
+			ps, ok := code[name].(*pubsub.Source)
+			if !ok {
+				return fmt.Errorf("%w: %s:%d is a Pub/Sub message for step %q, which does not read Pub/Sub", ErrNoRecordedInput, ev.Origin, ev.Offset, name)
+			}
+			ts = &traceSource{step: name, pubsub: ps}
+			srcs[name] = ts
+		}
 		if ts == nil {
 			sch, err := sourceSchema(g, s)
 			if err != nil {
@@ -263,7 +272,11 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		}
 		ts.events = append(ts.events, traceEvent{elem: ts.element(ev)})
 		res.Input++
-		addNumbers(res.InputSums, ev.Value)
+		if ev.Message != nil {
+			addNumbers(res.InputSums, messageObject(ev.Message))
+		} else {
+			addNumbers(res.InputSums, ev.Value)
+		}
 	}
 	for _, name := range pubsubSources {
 		if srcs[name] == nil {
@@ -310,6 +323,9 @@ type traceEvent struct {
 type traceSource struct {
 	step   string
 	schema *row.Schema
+	// pubsub, for recorded Pub/Sub messages, is the pipeline's own source,
+	// which decodes them.
+	pubsub *pubsub.Source
 	events []traceEvent
 }
 
@@ -317,6 +333,9 @@ type traceSource struct {
 // schema, or a schema_mismatch reject (as the source would have rejected
 // it) when the value does not fit.
 func (t *traceSource) element(ev *Event) contract.Element {
+	if ev.Message != nil && t.pubsub != nil {
+		return t.pubsub.DecodeRecorded(*ev.Message)
+	}
 	pos := &contract.SourcePos{Source: ev.Origin, Offset: ev.Offset}
 	r := row.New(t.schema)
 	for i, f := range t.schema.Fields {
@@ -393,6 +412,18 @@ func (c *capture) add(r diff.Row, reject bool) error {
 		return err
 	}
 	return nil
+}
+
+// messageObject returns a message's JSON object payload (nil when it is
+// not one).
+func messageObject(m *pubsub.Message) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	return v
 }
 
 // addNumbers adds the numeric fields of v to sums.

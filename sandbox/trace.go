@@ -8,7 +8,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Event is one entry of a recorded stretch of input: an element read by a
@@ -32,6 +35,10 @@ type Event struct {
 	// matched across runs.
 	Origin string
 	Offset int64
+	// Message, when set, is a retained Pub/Sub message of the source's
+	// topic: each run decodes it as its own source would (Value and Time
+	// are then unused).
+	Message *pubsub.Message
 }
 
 // Trace is a recorded stretch of input: elements and watermark moves in
@@ -153,4 +160,55 @@ func short(b []byte) string {
 		return "nothing"
 	}
 	return s
+}
+
+// MessagesTrace returns the trace of retained messages of the topic that
+// step, a ReadFromPubSub source of p (a pipeline built by Load, the old
+// pipeline of a rehearsal), reads: each message, followed by the
+// watermark that source holds after it (the newest event time so far less
+// its max_out_of_orderness), so that every run sees the same watermark
+// moves. Idle advancement, which depends on the wall clock, is not
+// replayed: the stretch ends with the watermark at +∞.
+func MessagesTrace(p *weir.Pipeline, step string, msgs []pubsub.Message) (*Trace, error) {
+	src, ok := p.Program().Code[step].(*pubsub.Source)
+	if !ok {
+		return nil, fmt.Errorf("%w: step %q is not a ReadFromPubSub source", ErrNoRecordedInput, step)
+	}
+	bound := mtime.FromDuration(src.MaxOutOfOrderness())
+	t := &Trace{Events: make([]Event, 0, 2*len(msgs))}
+	newest, wm := mtime.MinTimestamp, mtime.MinTimestamp
+	for i := range msgs {
+		m := &msgs[i]
+		t.Events = append(t.Events, Event{Source: step, Message: m, Origin: m.Topic, Offset: int64(m.Sequence)})
+		e := src.DecodeRecorded(*m)
+		if _, rejected := e.Value.(contract.Reject); rejected {
+			continue
+		}
+		if e.Time > newest {
+			newest = e.Time
+		}
+		if w := newest.Add(-bound); w > wm {
+			wm = w
+			t.Events = append(t.Events, Event{Source: step, Watermark: wm, IsWatermark: true, Origin: m.Topic, Offset: int64(m.Sequence)})
+		}
+	}
+	return t, nil
+}
+
+// PubSubSources returns the ReadFromPubSub source steps of p (built by
+// Load) with the topic each reads; a step that reads a named subscription
+// has an empty topic (its subscription's topic is the caller's to find).
+func PubSubSources(p *weir.Pipeline) (steps []string, topics map[string]string, subscriptions map[string]string) {
+	topics, subscriptions = map[string]string{}, map[string]string{}
+	for _, s := range p.Graph().Steps {
+		src, ok := p.Program().Code[s.Name].(*pubsub.Source)
+		if !ok {
+			continue
+		}
+		cfg := src.Config()
+		steps = append(steps, s.Name)
+		topics[s.Name] = cfg.Topic
+		subscriptions[s.Name] = cfg.Subscription
+	}
+	return steps, topics, subscriptions
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,16 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/diff"
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/sandbox"
 )
 
@@ -42,13 +48,15 @@ type rehearseFlags struct {
 	maxDetails  int
 	workers     int
 	conserve    string
+	since       string
+	until       string
 	server      serverFlag
 }
 
 func newRehearseCommand(e *env) *cobra.Command {
 	var f rehearseFlags
 	cmd := &cobra.Command{
-		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE",
+		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME [--until TIME]",
 		Short: "Run the old and the new pipeline over the same recorded input and compare their outputs",
 		Long: `Rehearse runs the pipeline a job runs (OLD, a file or the name of a job of
 the weir server) and a new version (NEW) over exactly the same recorded
@@ -64,6 +72,11 @@ The recorded input (--events) is JSON lines, each an element
 or a watermark move
   {"watermark": "2026-03-01T00:05:00Z", "source": "STEP"}
 ("source" may be left out when the pipeline has one recorded source).
+Or, with --since (and --until), the recorded input is what the topics of
+OLD's ReadFromPubSub sources retain on the server at --server: read by
+stream sequence, nothing delivered or acknowledged; each message is decoded
+by each pipeline's own source, and the watermark after each message is the
+one OLD's source holds (the newest event time less max_out_of_orderness).
 
 Every output (each sink step, the rejects a job sends to its dead-letter
 topic) is compared row by row, keyed by the sink's key (a SQL sink's key,
@@ -93,7 +106,9 @@ not fit the pipelines' sources.`,
 	addFormatFlag(cmd, &f.format)
 	addServerFlag(cmd, &f.server)
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (or prefixes) to new ones`)
-	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves (required)")
+	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
+	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
+	fl.StringVar(&f.until, "until", "", "with --since: up to this time (RFC 3339, or a duration ago); default now")
 	fl.Int64Var(&f.budget, "budget", 0, "differences (noise excluded) still counted as parity")
 	fl.IntVar(&f.maxDetails, "max-details", 100, "differences listed one by one (every difference is counted)")
 	fl.IntVar(&f.workers, "workers", 1, "workers of each sandboxed run")
@@ -136,8 +151,27 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	if err := checkFormat(f.format); err != nil {
 		return err
 	}
-	if f.events == "" {
-		return usageErrorf("--events FILE is required: the recorded input both pipelines run over")
+	if (f.events == "") == (f.since == "") {
+		return usageErrorf("give the recorded input both pipelines run over: --events FILE or --since TIME (one of them)")
+	}
+	if f.until != "" && f.since == "" {
+		return usageErrorf("--until needs --since")
+	}
+	now := time.Now()
+	var since, until time.Time
+	if f.since != "" {
+		var err error
+		if since, err = timeOrAgo(f.since, now); err != nil {
+			return usageErrorf("--since: %w", err)
+		}
+		if f.until != "" {
+			if until, err = timeOrAgo(f.until, now); err != nil {
+				return usageErrorf("--until: %w", err)
+			}
+		}
+		if !until.IsZero() && !until.After(since) {
+			return usageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+		}
 	}
 	if f.budget < 0 || f.workers < 1 {
 		return usageErrorf("--budget must be >= 0 and --workers >= 1")
@@ -166,20 +200,28 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	if err != nil {
 		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
 	}
-	ef, err := os.Open(f.events)
-	if err != nil {
-		return withCode(ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
-	}
-	trace, err := sandbox.ReadEvents(ef, filepath.Base(f.events))
-	ef.Close()
-	if err != nil {
-		return withCode(ExitRehearsalFailed, err)
-	}
 	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.jinja, Workers: f.workers, Logger: e.logger}
 	// The explicit old-to-new names of every step of OLD, for the new run.
 	oldP, err := sandbox.Load(oldName, oldSrc, opts)
 	if err != nil {
 		return withCode(ExitInvalidPipeline, err)
+	}
+	var trace *sandbox.Trace
+	source := f.events
+	if f.events != "" {
+		ef, err := os.Open(f.events)
+		if err != nil {
+			return withCode(ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
+		}
+		trace, err = sandbox.ReadEvents(ef, filepath.Base(f.events))
+		ef.Close()
+		if err != nil {
+			return withCode(ExitRehearsalFailed, err)
+		}
+	} else {
+		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until); err != nil {
+			return err
+		}
 	}
 	names := map[string]string{}
 	for _, s := range oldP.Graph().Steps {
@@ -228,7 +270,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	if err != nil {
 		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
-	out := &rehearsal{Old: oldArg, New: newPath, Events: f.events, Verdict: "identical", Report: rep}
+	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep}
 	if !rep.Identical() {
 		out.Verdict = "different"
 	}
@@ -269,6 +311,74 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		return withCode(ExitRehearsalDiffers, fmt.Errorf("the new pipeline's outputs differ from the old one's: %d difference(s), budget %d", rep.Total, rep.Budget))
 	}
 	return nil
+}
+
+// timeOrAgo reads an RFC 3339 time or a duration before now.
+func timeOrAgo(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := duration.Parse(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration (30m, 2h, 1d)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// retainedTrace reads, from the server, the messages the topics of the
+// old pipeline's Pub/Sub sources retain between since and until (by
+// stream sequence: nothing is delivered or acknowledged), and returns them
+// as a trace with each source's watermark moves, and a description of
+// what was read.
+func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time) (*sandbox.Trace, string, error) {
+	steps, topics, subs := sandbox.PubSubSources(oldP)
+	if len(steps) == 0 {
+		return nil, "", usageErrorf("--since reads the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+	}
+	c, err := newClient(server)
+	if err != nil {
+		return nil, "", err
+	}
+	trace := &sandbox.Trace{}
+	var read []string
+	for _, step := range steps {
+		topic := topics[step]
+		if topic == "" {
+			s, err := c.GetSubscription(ctx, subs[step])
+			if err != nil {
+				return nil, "", clientError(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
+			}
+			topic = s.Topic
+		}
+		var msgs []pubsub.Message
+		q := client.RetainedQuery{Since: since, Until: until}
+		for {
+			page, err := c.ReadRetained(ctx, topic, q)
+			if err != nil {
+				return nil, "", clientError(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+			}
+			for _, m := range page.Messages {
+				data := []byte(m.Data)
+				if m.DataBase64 != "" {
+					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
+						return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
+					}
+				}
+				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
+			}
+			if page.Done || len(page.Messages) == 0 {
+				break
+			}
+			q = client.RetainedQuery{Until: until, After: page.Next - 1}
+		}
+		t, err := sandbox.MessagesTrace(oldP, step, msgs)
+		if err != nil {
+			return nil, "", withCode(ExitRehearsalFailed, err)
+		}
+		trace.Events = append(trace.Events, t.Events...)
+		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, len(msgs)))
+	}
+	return trace, strings.Join(read, ", "), nil
 }
 
 // rehearsalOld returns the old pipeline: the file arg, or the pipeline

@@ -195,7 +195,9 @@ func TestCLIRehearseCouldNotRun(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no events", []string{fixture, fixture}, ExitUsage, "--events FILE is required"},
+		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE or --since TIME"},
+		{"until without since", []string{fixture, fixture, "--events", events, "--until", "1h"}, ExitUsage, "--until needs --since"},
+		{"bad since", []string{fixture, fixture, "--since", "yesterday"}, ExitUsage, "--since"},
 		{"malformed events", []string{fixture, fixture, "--events", bad}, ExitRehearsalFailed, "bad.jsonl:1: an element needs its event_time"},
 		{"events for another source", []string{fixture, fixture, "--events", other}, ExitRehearsalFailed, `source "Nope", which the pipeline does not have`},
 		{"invalid new pipeline", []string{fixture, broken, "--events", events}, ExitInvalidPipeline, "broken.yaml:3"},
@@ -271,6 +273,19 @@ func TestCLIServerRehearseTouchesNothing(t *testing.T) {
 	rep := rehearseJSON(t, r)
 	if rep.Runs[0].Input != 1500 || rep.Report.Total == 0 {
 		t.Errorf("the rehearsal fed %d elements and found %d differences; want 1500 and some", rep.Runs[0].Input, rep.Report.Total)
+	}
+	// The recorded stretch read from the job's topic itself (--since): the
+	// job's own pipeline agrees with itself; the changed one does not.
+	r = srv.cli(work, "rehearse", "orders", pipeline, "--since", "1h", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("rehearse the job against its own pipeline --since 1h: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if rep := rehearseJSON(t, r); rep.Runs[0].Input != 1500 || rep.Runs[2].Rows == 0 {
+		t.Errorf("--since fed %d elements and the new run wrote %d rows; want 1500 and some", rep.Runs[0].Input, rep.Runs[2].Rows)
+	}
+	r = srv.cli(work, "rehearse", "orders", changed, "--since", "1h", "--format", "json")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("rehearse the change --since 1h: exit %d, want %d\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
 	}
 	if after := state(); after != before {
 		t.Fatalf("the rehearsal changed the server's state:\nbefore:\n%s\nafter:\n%s", before, after)
