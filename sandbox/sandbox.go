@@ -12,8 +12,9 @@
 //
 // It may import diff, graph, io/pubsub (the typed nil broker a pipeline
 // with Pub/Sub steps is built with, and its sources' decoding of recorded
-// messages), mtime, row, runner,
-// runner/contract, weir, window, yamlpipe and the standard library. It must
+// messages), mtime, row, runner, runner/contract, weir, window, yamlpipe,
+// github.com/goccy/go-yaml (the tests: section of a pipeline file,
+// tests.go) and the standard library. It must
 // not import service, api or server: a job service, a CLI and a test
 // harness use it alike.
 package sandbox

@@ -149,3 +149,78 @@ func TestReadEventsRefusesMalformedLines(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTestReferenceFixture runs the reference fixture written as a
+// Beam YAML tests: block, and checks that it fails when the late total
+// 475 is changed to 900 (an append-only sum of the two panes).
+func TestRunTestReferenceFixture(t *testing.T) {
+	src, err := os.ReadFile("testdata/fixture_tests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		src          string
+		wantFailures []string
+	}{
+		{name: "as written", src: string(src)},
+		{name: "475 changed to 900", src: strings.Replace(string(src), "total: 475", "total: 900", 1), wantFailures: []string{
+			`WriteTotals: expected {"pane":{"index":1,"timing":"LATE"},"region":"NORTH","total":900,"window_end":"2026-03-01T00:05:00Z","window_start":"2026-03-01T00:00:00Z"}, not received`,
+			`WriteTotals: received {"pane":{"index":1,"timing":"LATE"},"region":"NORTH","total":475,"window_end":"2026-03-01T00:05:00.000Z","window_start":"2026-03-01T00:00:00.000Z"}, not expected`,
+		}},
+		{name: "the beyond-cutoff event not a reject", src: strings.Replace(string(src), "reason: too_late", "reason: schema_mismatch", 1), wantFailures: []string{
+			`WriteLate: expected {"element":{"amount":100,"region":"NORTH"},"error":{"reason":"schema_mismatch","step":"RegionTotals"}}, not received`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cases, err := ParseTests("fixture_tests.yaml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cases) != 1 || cases[0].Name != "reference fixture" {
+				t.Fatalf("parsed %d tests: %+v", len(cases), cases)
+			}
+			res, err := RunTest(context.Background(), "fixture_tests.yaml", []byte(tt.src), cases[0], Options{BaseDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Failures
+			if len(tt.wantFailures) == 1 && len(got) > 1 {
+				got = got[:1] // the received reject left over is reported too
+			}
+			if !reflect.DeepEqual(got, tt.wantFailures) {
+				t.Errorf("failures:\n got %q\nwant %q", res.Failures, tt.wantFailures)
+			}
+			if res.Passed() != (len(tt.wantFailures) == 0) {
+				t.Errorf("Passed() = %v", res.Passed())
+			}
+		})
+	}
+}
+
+func TestParseTestsRefusesWhatItCannotRun(t *testing.T) {
+	src := "pipeline: {transforms: []}\ntests:\n  - name: t\n    mock_inputs: [{name: X, elements: []}]\n"
+	if _, err := ParseTests("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "mock_inputs and expected_outputs are not supported yet") {
+		t.Errorf("err = %v", err)
+	}
+	fixture, err := os.ReadFile("testdata/fixture_tests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"- name: ReadTransactions\n        elements", "- name: RegionTotals\n        elements", `mock_outputs names "RegionTotals", which is not a source step`},
+		{"- name: WriteLate\n        elements", "- name: Nope\n        elements", `expected_inputs names "Nope", which is not a sink step`},
+		{`{watermark: "2026-03-01T00:05:00Z"}`, `{watermark: "soon"}`, "mock_outputs ReadTransactions element 3: watermark"},
+	} {
+		src := strings.Replace(string(fixture), tt.from, tt.to, 1)
+		cases, err := ParseTests("p.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = RunTest(context.Background(), "p.yaml", []byte(src), cases[0], Options{BaseDir: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err = %v, want one containing %q", err, tt.want)
+		}
+	}
+}

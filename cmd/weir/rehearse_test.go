@@ -359,3 +359,33 @@ func sinkTable(t *testing.T, db string) string {
 	}
 	return b.String()
 }
+
+// TestCLITest runs the reference fixture's tests: block with `weir test`,
+// and the same block with 475 changed to 900, which must fail.
+func TestCLITest(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := runCLI(t, dir, "test", filepath.Join(td, "fixture_tests.yaml"))
+	if r.code != ExitOK || !strings.Contains(r.stdout, "PASS  reference fixture") || !strings.Contains(r.stdout, "1 of 1 tests passed") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	src, err := os.ReadFile(filepath.Join(td, "fixture_tests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := writeTestFile(t, dir, "wrong.yaml", strings.Replace(string(src), "total: 475", "total: 900", 1))
+	r = runCLI(t, dir, "test", wrong)
+	if r.code != ExitFailure || !strings.Contains(r.stdout, "FAIL  reference fixture") || !strings.Contains(r.stdout, `"total":900`) {
+		t.Fatalf("475 changed to 900: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("weir test wrote into the working directory: %v", entries)
+	}
+	r = runCLI(t, dir, "test", filepath.Join(td, "fixture.yaml"))
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "has no tests: section") {
+		t.Errorf("a file without tests: exit %d, %s", r.code, r.stderr)
+	}
+}
