@@ -50,13 +50,14 @@ type rehearseFlags struct {
 	conserve    string
 	since       string
 	until       string
+	fromSubSnap string
 	server      serverFlag
 }
 
 func newRehearseCommand(e *env) *cobra.Command {
 	var f rehearseFlags
 	cmd := &cobra.Command{
-		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME [--until TIME]",
+		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME | --from-subscription-snapshot NAME [--until TIME]",
 		Short: "Run the old and the new pipeline over the same recorded input and compare their outputs",
 		Long: `Rehearse runs the pipeline a job runs (OLD, a file or the name of a job of
 the weir server) and a new version (NEW) over exactly the same recorded
@@ -73,7 +74,9 @@ or a watermark move
   {"watermark": "2026-03-01T00:05:00Z", "source": "STEP"}
 ("source" may be left out when the pipeline has one recorded source).
 Or, with --since (and --until), the recorded input is what the topics of
-OLD's ReadFromPubSub sources retain on the server at --server: read by
+OLD's ReadFromPubSub sources retain on the server at --server; with
+--from-subscription-snapshot, what the snapshot's topic retains after what
+the snapshot had acknowledged. Either is read by
 stream sequence, nothing delivered or acknowledged; each message is decoded
 by each pipeline's own source, and the watermark after each message is the
 one OLD's source holds (the newest event time less max_out_of_orderness).
@@ -108,7 +111,8 @@ not fit the pipelines' sources.`,
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (or prefixes) to new ones`)
 	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
 	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
-	fl.StringVar(&f.until, "until", "", "with --since: up to this time (RFC 3339, or a duration ago); default now")
+	fl.StringVar(&f.until, "until", "", "with --since or --from-subscription-snapshot: up to this time (RFC 3339, or a duration ago); default now")
+	fl.StringVar(&f.fromSubSnap, "from-subscription-snapshot", "", "the recorded input: the messages of the snapshot's topic that the subscription snapshot had not acknowledged, read from the server without acknowledging")
 	fl.Int64Var(&f.budget, "budget", 0, "differences (noise excluded) still counted as parity")
 	fl.IntVar(&f.maxDetails, "max-details", 100, "differences listed one by one (every difference is counted)")
 	fl.IntVar(&f.workers, "workers", 1, "workers of each sandboxed run")
@@ -151,25 +155,33 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	if err := checkFormat(f.format); err != nil {
 		return err
 	}
-	if (f.events == "") == (f.since == "") {
-		return usageErrorf("give the recorded input both pipelines run over: --events FILE or --since TIME (one of them)")
+	given := 0
+	for _, v := range []string{f.events, f.since, f.fromSubSnap} {
+		if v != "" {
+			given++
+		}
 	}
-	if f.until != "" && f.since == "" {
-		return usageErrorf("--until needs --since")
+	if given != 1 {
+		return usageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME or --from-subscription-snapshot NAME (one of them)")
+	}
+	if f.until != "" && f.events != "" {
+		return usageErrorf("--until needs --since or --from-subscription-snapshot")
 	}
 	now := time.Now()
 	var since, until time.Time
-	if f.since != "" {
+	if f.since != "" || f.fromSubSnap != "" {
 		var err error
-		if since, err = timeOrAgo(f.since, now); err != nil {
-			return usageErrorf("--since: %w", err)
+		if f.since != "" {
+			if since, err = timeOrAgo(f.since, now); err != nil {
+				return usageErrorf("--since: %w", err)
+			}
 		}
 		if f.until != "" {
 			if until, err = timeOrAgo(f.until, now); err != nil {
 				return usageErrorf("--until: %w", err)
 			}
 		}
-		if !until.IsZero() && !until.After(since) {
+		if !until.IsZero() && !since.IsZero() && !until.After(since) {
 			return usageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
 		}
 	}
@@ -219,7 +231,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			return withCode(ExitRehearsalFailed, err)
 		}
 	} else {
-		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until); err != nil {
+		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap); err != nil {
 			return err
 		}
 	}
@@ -330,14 +342,20 @@ func timeOrAgo(s string, now time.Time) (time.Time, error) {
 // stream sequence: nothing is delivered or acknowledged), and returns them
 // as a trace with each source's watermark moves, and a description of
 // what was read.
-func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time) (*sandbox.Trace, string, error) {
+func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time, fromSnap string) (*sandbox.Trace, string, error) {
 	steps, topics, subs := sandbox.PubSubSources(oldP)
 	if len(steps) == 0 {
-		return nil, "", usageErrorf("--since reads the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+		return nil, "", usageErrorf("--since and --from-subscription-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
 	}
 	c, err := newClient(server)
 	if err != nil {
 		return nil, "", err
+	}
+	var snap *client.SubscriptionSnapshot
+	if fromSnap != "" {
+		if snap, err = c.GetSubscriptionSnapshot(ctx, fromSnap); err != nil {
+			return nil, "", clientError(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
+		}
 	}
 	trace := &sandbox.Trace{}
 	var read []string
@@ -352,12 +370,21 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 		}
 		var msgs []pubsub.Message
 		q := client.RetainedQuery{Since: since, Until: until}
+		if snap != nil {
+			if snap.Topic != topic {
+				return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
+			}
+			q.After = snap.AckFloor
+		}
 		for {
 			page, err := c.ReadRetained(ctx, topic, q)
 			if err != nil {
 				return nil, "", clientError(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
 			}
 			for _, m := range page.Messages {
+				if snap != nil && ackedIn(snap.Acked, m.Sequence) {
+					continue // acknowledged one by one when the snapshot was taken
+				}
 				data := []byte(m.Data)
 				if m.DataBase64 != "" {
 					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
@@ -379,6 +406,16 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, len(msgs)))
 	}
 	return trace, strings.Join(read, ", "), nil
+}
+
+// ackedIn reports whether seq is in one of the acknowledged runs.
+func ackedIn(runs []client.SeqRange, seq uint64) bool {
+	for _, r := range runs {
+		if seq >= r.First && seq <= r.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // rehearsalOld returns the old pipeline: the file arg, or the pipeline

@@ -195,7 +195,8 @@ func TestCLIRehearseCouldNotRun(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE or --since TIME"},
+		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE, --since TIME or --from-subscription-snapshot NAME"},
+		{"two recorded inputs", []string{fixture, fixture, "--events", events, "--since", "1h"}, ExitUsage, "(one of them)"},
 		{"until without since", []string{fixture, fixture, "--events", events, "--until", "1h"}, ExitUsage, "--until needs --since"},
 		{"bad since", []string{fixture, fixture, "--since", "yesterday"}, ExitUsage, "--since"},
 		{"malformed events", []string{fixture, fixture, "--events", bad}, ExitRehearsalFailed, "bad.jsonl:1: an element needs its event_time"},
@@ -289,6 +290,18 @@ func TestCLIServerRehearseTouchesNothing(t *testing.T) {
 	}
 	if after := state(); after != before {
 		t.Fatalf("the rehearsal changed the server's state:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// A stretch from a subscription snapshot's position: only what came
+	// after it.
+	srv.mustCLI(t, work, "subscriptions", "snapshots", "create", "before-more", "--subscription", sub)
+	srv.publish(t, work, in.chunk(1500, 1800, 150*time.Second))
+	waitCaughtUp(t, srv, id)
+	r = srv.cli(work, "rehearse", "orders", pipeline, "--from-subscription-snapshot", "before-more", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("rehearse --from-subscription-snapshot: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if rep := rehearseJSON(t, r); rep.Runs[0].Input != 300 {
+		t.Errorf("--from-subscription-snapshot fed %d elements, want the 300 published after the snapshot", rep.Runs[0].Input)
 	}
 	srv.stop(syscall.SIGTERM)
 }
