@@ -106,6 +106,21 @@ func TestRunReferenceFixture(t *testing.T) {
 	}
 }
 
+// TestRunSpillsToSortedRuns runs the fixture with room for two rows in
+// memory: the captured rows go through sorted runs on disk and read back
+// as they do from memory.
+func TestRunSpillsToSortedRuns(t *testing.T) {
+	tr := readTrace(t, "testdata/fixture.jsonl")
+	inMemory := allRows(t, runFile(t, "testdata/fixture.yaml", tr, Options{}))
+	spilled := runFile(t, "testdata/fixture.yaml", tr, Options{MemoryRows: 2, TempDir: t.TempDir()})
+	if got := allRows(t, spilled); !reflect.DeepEqual(got, inMemory) {
+		t.Errorf("spilled rows:\n got %+v\nwant %+v", got, inMemory)
+	}
+	if spilled.Rows.Runs() < 2 {
+		t.Errorf("%d sorted runs for %d rows at 2 in memory", spilled.Rows.Runs(), len(inMemory))
+	}
+}
+
 func TestRunRefusesUncoveredInput(t *testing.T) {
 	tests := []struct {
 		name, events, want string
