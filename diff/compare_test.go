@@ -370,3 +370,37 @@ func TestSumValues(t *testing.T) {
 }
 
 func filepathGlob(dir string) ([]string, error) { return filepath.Glob(filepath.Join(dir, "*")) }
+
+// TestConserve checks the runbook's batch fixture: 575 in, totals NORTH
+// 425 and WEST 100 visible, UNKNOWN's 50 rejected; and that counting the
+// two panes of an appended window (900 for 475) breaks the balance.
+func TestConserve(t *testing.T) {
+	outs := map[string]OutputInfo{"Totals": {Mode: ModeUpsert, Accumulating: true}}
+	rows := []Row{
+		pane("Totals", `{"region":"NORTH"}`, "global", 0, TimingOnTime, `{"total":425}`),
+		pane("Totals", `{"region":"WEST"}`, "global", 0, TimingOnTime, `{"total":100}`),
+	}
+	rep, err := Run(side(rows, outs), Side{}, side(rows, outs), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Conserve(rep, false, "old", "amount", "total", 575, 50)
+	if !c.Balanced || c.Accepted != 525 {
+		t.Errorf("batch fixture: %+v, want 575 = 525 + 50 balanced", c)
+	}
+	panes := []Row{
+		pane("Totals", `{"region":"NORTH"}`, w0, 0, TimingOnTime, `{"total":425}`),
+		pane("Totals", `{"region":"NORTH"}`, w0, 1, TimingLate, `{"total":475}`),
+	}
+	appendOuts := map[string]OutputInfo{"Totals": {Mode: ModeAppend, Accumulating: true}}
+	rep, err = Run(side(panes, outs), Side{}, side(panes, appendOuts), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := Conserve(rep, false, "old", "amount", "total", 575, 100); !c.Balanced {
+		t.Errorf("upsert: %+v, want 575 = 475 + 100", c)
+	}
+	if c := Conserve(rep, true, "new", "amount", "total", 575, 100); c.Balanced || c.Accepted != 900 {
+		t.Errorf("append: %+v, want 900 accepted, not balanced", c)
+	}
+}

@@ -5,8 +5,9 @@
 // shifted, pane accumulation changed, reject reason changed, late-data path
 // changed), computes what a consumer of each output sees after the run
 // (upsert by revision: the newest pane per key and window; append: every
-// pane), and subtracts noise: the differences of the old pipeline with
-// itself when it ran twice over the same input.
+// pane), subtracts noise (the differences of the old pipeline with itself
+// when it ran twice over the same input) and checks conservation of a
+// quantity (input = accepted + rejected, Conserve).
 //
 // Rows are compared as sorted streams, group by group (one output, key and
 // window at a time), so neither side is held in memory: a Sorter sorts rows

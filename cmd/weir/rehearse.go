@@ -126,10 +126,10 @@ type rehearsal struct {
 	New    string `json:"new"`
 	Events string `json:"events"`
 	// Verdict is "identical" or "different".
-	Verdict      string         `json:"verdict"`
-	Conservation []conservation `json:"conservation"`
-	Runs         []rehearsalRun `json:"runs"`
-	Report       *diff.Report   `json:"report"`
+	Verdict      string              `json:"verdict"`
+	Conservation []diff.Conservation `json:"conservation"`
+	Runs         []rehearsalRun      `json:"runs"`
+	Report       *diff.Report        `json:"report"`
 }
 
 // rehearsalRun is one sandboxed run's counts.
@@ -138,17 +138,6 @@ type rehearsalRun struct {
 	Input    int64  `json:"input"`
 	Rejected int64  `json:"rejected"`
 	Rows     int64  `json:"rows"`
-}
-
-// conservation checks, for one run, input = accepted + rejected of a
-// quantity (--conserve).
-type conservation struct {
-	Run      string  `json:"run"`
-	Field    string  `json:"field"`
-	Input    float64 `json:"input"`
-	Accepted float64 `json:"accepted"`
-	Rejected float64 `json:"rejected"`
-	Balanced bool    `json:"balanced"`
 }
 
 func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearseFlags) error {
@@ -185,8 +174,8 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			return usageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
 		}
 	}
-	if f.budget < 0 || f.workers < 1 {
-		return usageErrorf("--budget must be >= 0 and --workers >= 1")
+	if f.budget < 0 || f.workers < 1 || f.maxDetails < 0 {
+		return usageErrorf("--budget and --max-details must be >= 0 and --workers >= 1")
 	}
 	var inField, outField string
 	if f.conserve != "" {
@@ -278,7 +267,11 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			return withCode(ExitRehearsalFailed, err)
 		}
 	}
-	rep, err := diff.Run(sides[0], sides[1], sides[2], diff.Options{Budget: f.budget, MaxDetails: f.maxDetails})
+	details := f.maxDetails
+	if details == 0 {
+		details = -1 // none listed (diff's 0 is its default)
+	}
+	rep, err := diff.Run(sides[0], sides[1], sides[2], diff.Options{Budget: f.budget, MaxDetails: details})
 	if err != nil {
 		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
@@ -298,16 +291,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			res  *sandbox.Result
 			new  bool
 		}{{"old", oldRes, false}, {"new", newRes, true}} {
-			c := conservation{Run: r.name, Field: inField + "=" + outField, Input: r.res.InputSums[inField], Rejected: r.res.RejectedSums[inField]}
-			for _, o := range rep.Outputs {
-				sums := o.Visible.SumsOld
-				if r.new {
-					sums = o.Visible.SumsNew
-				}
-				c.Accepted += sums[outField]
-			}
-			c.Balanced = math.Abs(c.Input-(c.Accepted+c.Rejected)) < 1e-9*math.Max(1, math.Abs(c.Input))
-			out.Conservation = append(out.Conservation, c)
+			out.Conservation = append(out.Conservation, diff.Conserve(rep, r.new, r.name, inField, outField, r.res.InputSums[inField], r.res.RejectedSums[inField]))
 		}
 	}
 	if f.format == formatJSON {

@@ -22,10 +22,10 @@ import (
 
 // rehearseReport is the part of `weir rehearse --format json` the tests read.
 type rehearseReport struct {
-	Verdict      string         `json:"verdict"`
-	Conservation []conservation `json:"conservation"`
-	Runs         []rehearsalRun `json:"runs"`
-	Report       diff.Report    `json:"report"`
+	Verdict      string              `json:"verdict"`
+	Conservation []diff.Conservation `json:"conservation"`
+	Runs         []rehearsalRun      `json:"runs"`
+	Report       diff.Report         `json:"report"`
 }
 
 func rehearseJSON(t *testing.T, r cliResult) rehearseReport {
@@ -106,7 +106,7 @@ func TestCLIRehearse(t *testing.T) {
 			wantClasses: []string{"WriteLate value_changed=1", "WriteRegionTotals extra_in_new=2", "WriteRegionTotals late_path_changed=1",
 				"WriteTotals late_path_changed=1", "WriteTotals missing_in_new=2"},
 		},
-		{name: "within budget", old: "threshold_100.yaml", new: "threshold_200.yaml", events: "regions.jsonl", extra: []string{"--budget", "3"}, wantCode: ExitOK,
+		{name: "within budget, none listed", old: "threshold_100.yaml", new: "threshold_200.yaml", events: "regions.jsonl", extra: []string{"--budget", "3", "--max-details", "0"}, wantCode: ExitOK,
 			wantClasses: []string{"WriteTotals missing_in_new=2", "WriteTotals value_changed=1"}},
 	}
 	for _, tt := range tests {
@@ -130,6 +130,9 @@ func TestCLIRehearse(t *testing.T) {
 				if !reflect.DeepEqual(got, tt.wantWhere) {
 					t.Errorf("differences:\n got %q\nwant %q", got, tt.wantWhere)
 				}
+			}
+			if strings.Contains(strings.Join(tt.extra, " "), "--max-details 0") && (len(rep.Report.Differences) != 0 || rep.Report.Omitted != rep.Report.Total) {
+				t.Errorf("--max-details 0 listed %d differences, omitted %d of %d", len(rep.Report.Differences), rep.Report.Omitted, rep.Report.Total)
 			}
 			if !rep.Report.NoiseChecked || rep.Report.TotalNoise != 0 {
 				t.Errorf("noise checked %v, noise %d: want a checked, deterministic pipeline", rep.Report.NoiseChecked, rep.Report.TotalNoise)
