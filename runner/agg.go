@@ -603,6 +603,9 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 	}
 	n.markDirty(kg, k)
 	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
+	if f.Emit && n.cutShort(ws.w) {
+		f.Pane.CutShort = true
+	}
 	if f.Emit {
 		acc := ws.acc
 		if acc == nil {
@@ -636,6 +639,18 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
 	}
 	return nil
+}
+
+// cutShort reports whether a pane of w now misses part of the window's
+// input: the execution is draining and the watermark jumped to +∞ before
+// it passed the window's end (the pane fires at the cut, not because the
+// input was complete), or the window began before the job's input started
+// (Options.PartialBefore).
+func (n *aggNode) cutShort(w window.Window) bool {
+	if pb := n.w.r.opts.PartialBefore; pb != 0 && pb > mtime.MinTimestamp && !w.IsGlobal() && w.Start < pb {
+		return true
+	}
+	return atEnd(n.wm) && n.w.r.draining.Load() && n.lastFinite <= w.MaxTimestamp()
 }
 
 // eventTime evaluates the windows whose event-time timers are due at wm;
