@@ -35,6 +35,7 @@
 //	POST   /v1/topics                              {name, retention?} → 201 topic
 //	GET    /v1/topics                              → {topics: [topic...]} by name
 //	GET    /v1/topics/{name}                       → topic
+//	GET    /v1/topics/{name}/messages[?since=T&until=T&after=SEQ&limit=N] → {messages, next_sequence, done}: retained messages by sequence, nothing delivered or acknowledged (retained.go)
 //	DELETE /v1/topics/{name}[?force=true]          → 204 (its messages and subscriptions too)
 //	POST   /v1/topics/{name}:publish               {messages: [{data, attributes?, id?}]} → {published, duplicates, id_conflicts, results}
 //	POST   /v1/subscriptions                       {name, topic, ack_wait?, from_beginning?} → 201 subscription

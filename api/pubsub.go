@@ -117,6 +117,7 @@ func (s *Server) registerPubSub() {
 	s.handleFunc("POST /v1/topics", s.withPubSub(s.createTopic))
 	s.handleFunc("GET /v1/topics", s.withPubSub(s.listTopics))
 	s.handleFunc("GET /v1/topics/{name}", s.withPubSub(s.getTopic))
+	s.handleFunc("GET /v1/topics/{name}/messages", s.withPubSub(s.readRetained))
 	s.handleFunc("DELETE /v1/topics/{name}", s.withPubSub(s.deleteTopic))
 	s.handleActions("topics", "topic", s.withPubSub, namedAction{"publish", s.publishTopic})
 	s.handleFunc("POST /v1/subscriptions", s.withPubSub(s.createSubscription))

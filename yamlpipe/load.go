@@ -216,7 +216,9 @@ func (l *loader) parse(root *node) error {
 	if err := l.refuseProviders(root); err != nil {
 		return err
 	}
-	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options"); err != nil {
+	// tests: Beam YAML's test cases of the pipeline, run by `weir test`
+	// (package sandbox); loading the pipeline ignores them.
+	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options", "tests"); err != nil {
 		return err
 	}
 	pl := root.get("pipeline")

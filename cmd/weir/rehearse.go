@@ -1,0 +1,524 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/diff"
+	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/sandbox"
+)
+
+// Exit codes of `weir rehearse` besides the common ones: a CI job gates on
+// 0 (parity) against ExitRehearsalDiffers; every other code means the
+// rehearsal did not run to a verdict.
+const (
+	// ExitRehearsalDiffers: the rehearsal ran and the new pipeline's
+	// outputs differ from the old one's beyond the budget (noise
+	// excluded).
+	ExitRehearsalDiffers = 7
+	// ExitRehearsalFailed: the rehearsal could not run: a sandboxed run
+	// failed, or the recorded input does not fit the pipelines' sources.
+	ExitRehearsalFailed = 8
+)
+
+// rehearseFlags are the flags of `weir rehearse`.
+type rehearseFlags struct {
+	format      string
+	nameMapping string
+	events      string
+	budget      int64
+	maxDetails  int
+	workers     int
+	conserve    string
+	since       string
+	until       string
+	fromSubSnap string
+	server      serverFlag
+}
+
+func newRehearseCommand(e *env) *cobra.Command {
+	var f rehearseFlags
+	cmd := &cobra.Command{
+		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME | --from-subscription-snapshot NAME [--until TIME]",
+		Short: "Run the old and the new pipeline over the same recorded input and compare their outputs",
+		Long: `Rehearse runs the pipeline a job runs (OLD, a file or the name of a job of
+the weir server) and a new version (NEW) over exactly the same recorded
+stretch of input, with the same watermark trace, each in an isolated sandbox
+in this process: the recorded sources are replayed, every sink is captured,
+nothing is acknowledged or written to any production sink, and no job is
+changed. The old pipeline runs twice: where it disagrees with itself (a
+processing-time step, randomness), the disagreement is noise, listed apart
+and not counted against the new pipeline.
+
+The recorded input (--events) is JSON lines, each an element
+  {"element": {...}, "event_time": "2026-03-01T00:01:00Z", "source": "STEP"}
+or a watermark move
+  {"watermark": "2026-03-01T00:05:00Z", "source": "STEP"}
+("source" may be left out when the pipeline has one recorded source).
+Or, with --since (and --until), the recorded input is what the topics of
+OLD's ReadFromPubSub sources retain on the server at --server; with
+--from-subscription-snapshot, what the snapshot's topic retains after what
+the snapshot had acknowledged. Either is read by
+stream sequence, nothing delivered or acknowledged; each message is decoded
+by each pipeline's own source, and the watermark after each message is the
+one OLD's source holds (the newest event time less max_out_of_orderness).
+
+Every output (each sink step, the rejects a job sends to its dead-letter
+topic) is compared row by row, keyed by the sink's key (a SQL sink's key,
+else the group-by fields of the step feeding it), the window and the pane
+(index and timing). Each difference is classed: value_changed,
+missing_in_new, extra_in_new, pane_timing_shifted, pane_accumulation_changed,
+reject_reason_changed, late_path_changed, and visible_changed: what consumers
+see (per key and window the newest pane under upsert, every pane added up
+under append) differs though the rows do not.
+--conserve IN=OUT checks that the input's field IN adds up to the outputs'
+visible field OUT plus the rejected elements' IN (575 = 525 + 50).
+
+--transform-name-mapping renames steps as for an update, so a renamed sink
+compares with its old self.
+
+Exit codes: 0 the outputs agree (within --budget, noise excluded);
+7 they differ; any other code means the rehearsal did not reach a verdict:
+2 usage, 3 invalid pipeline, 5 no weir server answers (OLD is a job name),
+1 the job was not found, 8 a sandboxed run failed or the recorded input does
+not fit the pipelines' sources.`,
+		Args: exactArgs("JOB_NAME|OLD.yaml", "NEW.yaml"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRehearse(cmd.Context(), e, args[0], args[1], f)
+		},
+	}
+	fl := cmd.Flags()
+	addFormatFlag(cmd, &f.format)
+	addServerFlag(cmd, &f.server)
+	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (or prefixes) to new ones`)
+	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
+	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
+	fl.StringVar(&f.until, "until", "", "with --since or --from-subscription-snapshot: up to this time (RFC 3339, or a duration ago); default now")
+	fl.StringVar(&f.fromSubSnap, "from-subscription-snapshot", "", "the recorded input: the messages of the snapshot's topic that the subscription snapshot had not acknowledged, read from the server without acknowledging")
+	fl.Int64Var(&f.budget, "budget", 0, "differences (noise excluded) still counted as parity")
+	fl.IntVar(&f.maxDetails, "max-details", 100, "differences listed one by one (every difference is counted)")
+	fl.IntVar(&f.workers, "workers", 1, "workers of each sandboxed run")
+	fl.StringVar(&f.conserve, "conserve", "", "IN=OUT: check that the input field IN adds up to the outputs' visible field OUT plus the rejected elements' IN")
+	return cmd
+}
+
+// rehearsal is the report of `weir rehearse` (--format json).
+type rehearsal struct {
+	Old    string `json:"old"`
+	New    string `json:"new"`
+	Events string `json:"events"`
+	// Verdict is "identical" or "different".
+	Verdict      string              `json:"verdict"`
+	Conservation []diff.Conservation `json:"conservation"`
+	Runs         []rehearsalRun      `json:"runs"`
+	Report       *diff.Report        `json:"report"`
+}
+
+// rehearsalRun is one sandboxed run's counts.
+type rehearsalRun struct {
+	Run      string `json:"run"`
+	Input    int64  `json:"input"`
+	Rejected int64  `json:"rejected"`
+	Rows     int64  `json:"rows"`
+}
+
+func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearseFlags) error {
+	if err := checkFormat(f.format); err != nil {
+		return err
+	}
+	given := 0
+	for _, v := range []string{f.events, f.since, f.fromSubSnap} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return usageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME or --from-subscription-snapshot NAME (one of them)")
+	}
+	if f.until != "" && f.events != "" {
+		return usageErrorf("--until needs --since or --from-subscription-snapshot")
+	}
+	now := time.Now()
+	var since, until time.Time
+	if f.since != "" || f.fromSubSnap != "" {
+		var err error
+		if f.since != "" {
+			if since, err = timeOrAgo(f.since, now); err != nil {
+				return usageErrorf("--since: %w", err)
+			}
+		}
+		if f.until != "" {
+			if until, err = timeOrAgo(f.until, now); err != nil {
+				return usageErrorf("--until: %w", err)
+			}
+		}
+		if !until.IsZero() && !since.IsZero() && !until.After(since) {
+			return usageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+		}
+	}
+	if f.budget < 0 || f.workers < 1 || f.maxDetails < 0 {
+		return usageErrorf("--budget and --max-details must be >= 0 and --workers >= 1")
+	}
+	var inField, outField string
+	if f.conserve != "" {
+		var ok bool
+		inField, outField, ok = strings.Cut(f.conserve, "=")
+		if !ok || inField == "" || outField == "" {
+			return usageErrorf("--conserve %q: want IN=OUT, e.g. amount=total", f.conserve)
+		}
+	}
+	mapping, err := compat.ParseMapping(f.nameMapping)
+	if err != nil {
+		return usageErrorf("--transform-name-mapping: %w", err)
+	}
+	wd, err := workingDir()
+	if err != nil {
+		return withCode(ExitFailure, err)
+	}
+	oldName, oldSrc, err := rehearsalOld(ctx, f.server, oldArg)
+	if err != nil {
+		return err
+	}
+	newSrc, err := os.ReadFile(newPath)
+	if err != nil {
+		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+	}
+	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.jinja, Workers: f.workers, Logger: e.logger}
+	// The explicit old-to-new names of every step of OLD, for the new run.
+	oldP, err := sandbox.Load(oldName, oldSrc, opts)
+	if err != nil {
+		return withCode(ExitInvalidPipeline, err)
+	}
+	var trace *sandbox.Trace
+	source := f.events
+	if f.events != "" {
+		ef, err := os.Open(f.events)
+		if err != nil {
+			return withCode(ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
+		}
+		trace, err = sandbox.ReadEvents(ef, filepath.Base(f.events))
+		ef.Close()
+		if err != nil {
+			return withCode(ExitRehearsalFailed, err)
+		}
+	} else {
+		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap); err != nil {
+			return err
+		}
+	}
+	names := map[string]string{}
+	for _, s := range oldP.Graph().Steps {
+		if n, _, applied := mapping.Rename(s.Name); applied && n != "" {
+			names[s.Name] = n
+		}
+	}
+	if _, err := sandbox.Load(newPath, newSrc, opts); err != nil {
+		return withCode(ExitInvalidPipeline, err)
+	}
+	e.logger.Info("rehearsing", "old", oldArg, "new", newPath, "events", f.events, "elements", trace.Elements())
+	run := func(what, name string, src []byte, o sandbox.Options) (*sandbox.Result, error) {
+		res, err := sandbox.Run(ctx, name, src, trace, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, withCode(ExitRehearsalFailed, fmt.Errorf("the %s run: %w", what, err))
+		}
+		return res, nil
+	}
+	oldRes, err := run("old", oldName, oldSrc, opts)
+	if err != nil {
+		return err
+	}
+	defer oldRes.Close()
+	old2Res, err := run("old (second)", oldName, oldSrc, opts)
+	if err != nil {
+		return err
+	}
+	defer old2Res.Close()
+	newOpts := opts
+	newOpts.NameMapping = names
+	newRes, err := run("new", newPath, newSrc, newOpts)
+	if err != nil {
+		return err
+	}
+	defer newRes.Close()
+	sides := make([]diff.Side, 3)
+	for i, r := range []*sandbox.Result{oldRes, old2Res, newRes} {
+		if sides[i], err = r.Side(); err != nil {
+			return withCode(ExitRehearsalFailed, err)
+		}
+	}
+	details := f.maxDetails
+	if details == 0 {
+		details = -1 // none listed (diff's 0 is its default)
+	}
+	rep, err := diff.Run(sides[0], sides[1], sides[2], diff.Options{Budget: f.budget, MaxDetails: details})
+	if err != nil {
+		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
+	}
+	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep}
+	if !rep.Identical() {
+		out.Verdict = "different"
+	}
+	for _, r := range []struct {
+		name string
+		res  *sandbox.Result
+	}{{"old", oldRes}, {"old (second)", old2Res}, {"new", newRes}} {
+		out.Runs = append(out.Runs, rehearsalRun{Run: r.name, Input: r.res.Input, Rejected: r.res.Rejected, Rows: r.res.Rows.Len()})
+	}
+	if inField != "" {
+		for _, r := range []struct {
+			name string
+			res  *sandbox.Result
+			new  bool
+		}{{"old", oldRes, false}, {"new", newRes, true}} {
+			out.Conservation = append(out.Conservation, diff.Conserve(rep, r.new, r.name, inField, outField, r.res.InputSums[inField], r.res.RejectedSums[inField]))
+		}
+	}
+	if f.format == formatJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+		}
+	} else if err := writeRehearsal(e.stdout, out, trace.Elements()); err != nil {
+		return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+	}
+	if !rep.Identical() {
+		return withCode(ExitRehearsalDiffers, fmt.Errorf("the new pipeline's outputs differ from the old one's: %d difference(s), budget %d", rep.Total, rep.Budget))
+	}
+	return nil
+}
+
+// timeOrAgo reads an RFC 3339 time or a duration before now.
+func timeOrAgo(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := duration.Parse(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration (30m, 2h, 1d)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// retainedTrace reads, from the server, the messages the topics of the
+// old pipeline's Pub/Sub sources retain between since and until (by
+// stream sequence: nothing is delivered or acknowledged), and returns them
+// as a trace with each source's watermark moves, and a description of
+// what was read.
+func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time, fromSnap string) (*sandbox.Trace, string, error) {
+	steps, topics, subs := sandbox.PubSubSources(oldP)
+	if len(steps) == 0 {
+		return nil, "", usageErrorf("--since and --from-subscription-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+	}
+	c, err := newClient(server)
+	if err != nil {
+		return nil, "", err
+	}
+	var snap *client.SubscriptionSnapshot
+	if fromSnap != "" {
+		if snap, err = c.GetSubscriptionSnapshot(ctx, fromSnap); err != nil {
+			return nil, "", clientError(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
+		}
+	}
+	trace := &sandbox.Trace{}
+	var read []string
+	for _, step := range steps {
+		topic := topics[step]
+		if topic == "" {
+			s, err := c.GetSubscription(ctx, subs[step])
+			if err != nil {
+				return nil, "", clientError(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
+			}
+			topic = s.Topic
+		}
+		var msgs []pubsub.Message
+		q := client.RetainedQuery{Since: since, Until: until}
+		if snap != nil {
+			if snap.Topic != topic {
+				return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
+			}
+			q.After = snap.AckFloor
+		}
+		for {
+			page, err := c.ReadRetained(ctx, topic, q)
+			if err != nil {
+				return nil, "", clientError(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+			}
+			for _, m := range page.Messages {
+				if snap != nil && ackedIn(snap.Acked, m.Sequence) {
+					continue // acknowledged one by one when the snapshot was taken
+				}
+				data := []byte(m.Data)
+				if m.DataBase64 != "" {
+					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
+						return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
+					}
+				}
+				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
+			}
+			if page.Done || len(page.Messages) == 0 {
+				break
+			}
+			q = client.RetainedQuery{Until: until, After: page.Next - 1}
+		}
+		t, err := sandbox.MessagesTrace(oldP, step, msgs)
+		if err != nil {
+			return nil, "", withCode(ExitRehearsalFailed, err)
+		}
+		trace.Events = append(trace.Events, t.Events...)
+		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, len(msgs)))
+	}
+	return trace, strings.Join(read, ", "), nil
+}
+
+// ackedIn reports whether seq is in one of the acknowledged runs.
+func ackedIn(runs []client.SeqRange, seq uint64) bool {
+	for _, r := range runs {
+		if seq >= r.First && seq <= r.Last {
+			return true
+		}
+	}
+	return false
+}
+
+// rehearsalOld returns the old pipeline: the file arg, or the pipeline
+// the job named arg runs (read from the server; nothing is changed).
+func rehearsalOld(ctx context.Context, server serverFlag, arg string) (name string, src []byte, err error) {
+	if _, statErr := os.Stat(arg); statErr != nil && jobNameRE.MatchString(arg) && filepath.Ext(arg) == "" {
+		c, err := newClient(server)
+		if err != nil {
+			return "", nil, err
+		}
+		j, err := c.Get(ctx, arg)
+		if err != nil {
+			err = clientError(ctx, c, err)
+			code := ExitFailure
+			var ee *exitError
+			if errors.As(err, &ee) {
+				code = ee.code
+			}
+			return "", nil, withCode(code, fmt.Errorf("finding the pipeline of job %s: %w", arg, err))
+		}
+		if j.Pipeline == "" {
+			return "", nil, withCode(ExitFailure, fmt.Errorf("job %s (%s) runs a Go program, not a YAML pipeline: rehearse its pipeline file instead", arg, j.ID))
+		}
+		name := j.PipelineFile
+		if name == "" {
+			name = arg + ".yaml"
+		}
+		return name, []byte(j.Pipeline), nil
+	}
+	src, err = os.ReadFile(arg)
+	if err != nil {
+		return "", nil, withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+	}
+	return arg, src, nil
+}
+
+// writeRehearsal prints the summary a reviewer reads in ten seconds, then
+// the drill-down.
+func writeRehearsal(w io.Writer, r *rehearsal, elements int64) error {
+	rep := r.Report
+	var b strings.Builder
+	fmt.Fprintf(&b, "rehearsal of %s against %s over %s: %d elements; old ran twice, new once\n", r.New, r.Old, r.Events, elements)
+	switch {
+	case rep.TotalNoise == 0:
+		b.WriteString("noise: none (the old pipeline agrees with itself)\n")
+	default:
+		fmt.Fprintf(&b, "noise: %d row(s) where the old pipeline disagrees with itself, not counted below\n", rep.TotalNoise)
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nOUTPUT\tMODE\tROWS OLD\tROWS NEW\tIDENTICAL\tVALUE\tMISSING\tEXTRA\tTIMING\tACCUM\tREASON\tLATE\tVISIBLE\tNOISE\tVISIBLE KEYS DIFFERING")
+	for _, o := range rep.Outputs {
+		c := o.Classes
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", o.Output, o.Mode, o.RowsOld, o.RowsNew, o.IdenticalPercent,
+			c[diff.ValueChanged], c[diff.MissingInNew], c[diff.ExtraInNew], c[diff.PaneTimingShifted], c[diff.PaneAccumulationChanged],
+			c[diff.RejectReasonChanged], c[diff.LatePathChanged], c[diff.VisibleChanged], o.Noise, o.Visible.Differing, o.Visible.Keys)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	for _, run := range r.Runs {
+		fmt.Fprintf(&b, "%s run: %d elements in, %d rejected, %d rows out\n", run.Run, run.Input, run.Rejected, run.Rows)
+	}
+	for _, c := range r.Conservation {
+		verdict := "balanced"
+		if !c.Balanced {
+			verdict = "NOT balanced"
+		}
+		fmt.Fprintf(&b, "conservation (%s) %s: input %s = accepted %s + rejected %s: %s\n", c.Field, c.Run, num(c.Input), num(c.Accepted), num(c.Rejected), verdict)
+	}
+	fmt.Fprintf(&b, "verdict: %s (%d difference(s), budget %d)\n", strings.ToUpper(r.Verdict), rep.Total, rep.Budget)
+	if len(rep.Differences) > 0 {
+		fmt.Fprintf(&b, "\ndifferences (%d listed):\n", len(rep.Differences))
+		writeDiffs(&b, rep.Differences)
+	}
+	if len(rep.Noise) > 0 {
+		fmt.Fprintf(&b, "\nnoise (the old pipeline against itself, %d listed):\n", len(rep.Noise))
+		writeDiffs(&b, rep.Noise)
+	}
+	if rep.Omitted > 0 {
+		fmt.Fprintf(&b, "\n%d more not listed (--max-details)\n", rep.Omitted)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeDiffs(b *strings.Builder, ds []diff.Difference) {
+	sorted := append([]diff.Difference(nil), ds...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Output < sorted[j].Output })
+	for _, d := range sorted {
+		fmt.Fprintf(b, "  %s  %s  key %s  window %s\n", d.Class, d.Output, d.Key, d.Window)
+		fmt.Fprintf(b, "    old: %s\n    new: %s\n", paneText(d.Old), paneText(d.New))
+		if d.OldVisible != "" || d.NewVisible != "" {
+			fmt.Fprintf(b, "    visible: old %s, new %s\n", orNone(d.OldVisible), orNone(d.NewVisible))
+		}
+	}
+}
+
+func paneText(p *diff.Pane) string {
+	if p == nil {
+		return "(none)"
+	}
+	if p.Reject != "" {
+		return fmt.Sprintf("rejected %s %s", p.Reject, p.Value)
+	}
+	return fmt.Sprintf("pane %d %s %s", p.Index, p.Timing, p.Value)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(nothing)"
+	}
+	return s
+}
+
+// num prints a sum without a needless fraction.
+func num(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return fmt.Sprintf("%d", int64(f))
+	}
+	return fmt.Sprintf("%g", f)
+}

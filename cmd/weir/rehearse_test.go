@@ -1,0 +1,407 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/weir-dev/weir/diff"
+	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/io/pubsub"
+)
+
+// rehearseReport is the part of `weir rehearse --format json` the tests read.
+type rehearseReport struct {
+	Verdict      string              `json:"verdict"`
+	Conservation []diff.Conservation `json:"conservation"`
+	Runs         []rehearsalRun      `json:"runs"`
+	Report       diff.Report         `json:"report"`
+}
+
+func rehearseJSON(t *testing.T, r cliResult) rehearseReport {
+	t.Helper()
+	var rep rehearseReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("the report is not JSON (%v): %s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	return rep
+}
+
+// classes returns every non-zero class count as "output class=n".
+func classes(rep diff.Report) []string {
+	var out []string
+	for _, o := range rep.Outputs {
+		for c, n := range o.Classes {
+			if n != 0 {
+				out = append(out, fmt.Sprintf("%s %s=%d", o.Output, c, n))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestCLIRehearse rehearses the reference fixture and variants of it in
+// sandboxes and checks the verdict, the exit code and exactly which
+// differences are reported.
+func TestCLIRehearse(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w0 = "2026-03-01T00:00:00.000Z/2026-03-01T00:05:00.000Z"
+	const w1 = "2026-03-01T00:05:00.000Z/2026-03-01T00:10:00.000Z"
+	tests := []struct {
+		name        string
+		old, new    string
+		events      string
+		extra       []string
+		wantCode    int
+		wantClasses []string
+		// wantWhere lists "class output key window" of every difference.
+		wantWhere []string
+	}{
+		{name: "the fixture against itself", old: "fixture.yaml", new: "fixture.yaml", events: "fixture.jsonl", wantCode: ExitOK},
+		{
+			name: "a filter threshold reports exactly the keys and windows it affects",
+			old:  "threshold_100.yaml", new: "threshold_200.yaml", events: "regions.jsonl", wantCode: ExitRehearsalDiffers,
+			wantClasses: []string{"WriteTotals missing_in_new=2", "WriteTotals value_changed=1"},
+			wantWhere: []string{
+				`missing_in_new WriteTotals {"region":"NORTH"} ` + w1,
+				`missing_in_new WriteTotals {"region":"WEST"} ` + w0,
+				`value_changed WriteTotals {"region":"NORTH"} ` + w0,
+			},
+		},
+		{
+			name: "an accumulating late pane against a discarding one is a pane difference",
+			old:  "fixture.yaml", new: "fixture_append_discarding.yaml", events: "fixture.jsonl", wantCode: ExitRehearsalDiffers,
+			wantClasses: []string{"WriteTotals pane_accumulation_changed=1"},
+			wantWhere:   []string{`pane_accumulation_changed WriteTotals {"region":"NORTH"} ` + w0},
+		},
+		{
+			name: "an upsert sink shows 475 where an append sink's panes add up to 900",
+			old:  "fixture.yaml", new: "fixture_append.yaml", events: "fixture.jsonl", wantCode: ExitRehearsalDiffers,
+			wantClasses: []string{"WriteTotals visible_changed=1"},
+			wantWhere:   []string{`visible_changed WriteTotals {"region":"NORTH"} ` + w0},
+		},
+		{
+			name: "a pure rename with a mapping has no difference",
+			old:  "fixture.yaml", new: "fixture_renamed.yaml", events: "fixture.jsonl", wantCode: ExitOK,
+			extra: []string{"--transform-name-mapping", `{"RegionTotals":"TotalsByRegion","WriteTotals":"WriteRegionTotals"}`},
+		},
+		{
+			name: "a rename without its mapping is every row missing and extra",
+			old:  "fixture.yaml", new: "fixture_renamed.yaml", events: "fixture.jsonl", wantCode: ExitRehearsalDiffers,
+			// The late element's reject names the renamed step, too.
+			wantClasses: []string{"WriteLate value_changed=1", "WriteRegionTotals extra_in_new=2", "WriteRegionTotals late_path_changed=1",
+				"WriteTotals late_path_changed=1", "WriteTotals missing_in_new=2"},
+		},
+		{name: "within budget, none listed", old: "threshold_100.yaml", new: "threshold_200.yaml", events: "regions.jsonl", extra: []string{"--budget", "3", "--max-details", "0"}, wantCode: ExitOK,
+			wantClasses: []string{"WriteTotals missing_in_new=2", "WriteTotals value_changed=1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"rehearse", filepath.Join(td, tt.old), filepath.Join(td, tt.new), "--events", filepath.Join(td, tt.events), "--format", "json", "--conserve", "amount=total"}, tt.extra...)
+			r := runCLI(t, dir, args...)
+			if r.code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			rep := rehearseJSON(t, r)
+			if got := classes(rep.Report); !reflect.DeepEqual(got, tt.wantClasses) {
+				t.Errorf("classes %q, want %q", got, tt.wantClasses)
+			}
+			if tt.wantWhere != nil {
+				var got []string
+				for _, d := range rep.Report.Differences {
+					got = append(got, fmt.Sprintf("%s %s %s %s", d.Class, d.Output, d.Key, d.Window))
+				}
+				sort.Strings(got)
+				if !reflect.DeepEqual(got, tt.wantWhere) {
+					t.Errorf("differences:\n got %q\nwant %q", got, tt.wantWhere)
+				}
+			}
+			if strings.Contains(strings.Join(tt.extra, " "), "--max-details 0") && (len(rep.Report.Differences) != 0 || rep.Report.Omitted != rep.Report.Total) {
+				t.Errorf("--max-details 0 listed %d differences, omitted %d of %d", len(rep.Report.Differences), rep.Report.Omitted, rep.Report.Total)
+			}
+			if !rep.Report.NoiseChecked || rep.Report.TotalNoise != 0 {
+				t.Errorf("noise checked %v, noise %d: want a checked, deterministic pipeline", rep.Report.NoiseChecked, rep.Report.TotalNoise)
+			}
+			if wantVerdict := map[bool]string{true: "identical", false: "different"}[tt.wantCode == ExitOK]; rep.Verdict != wantVerdict {
+				t.Errorf("verdict %q, want %q", rep.Verdict, wantVerdict)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 0 {
+				t.Errorf("the rehearsal wrote %v where its pipelines' sinks point", entries)
+			}
+		})
+	}
+}
+
+// TestCLIRehearseReferenceFixtureReport checks the text report of the
+// reference fixture: the summary, and the conservation the runbook asks
+// for (input = accepted + rejected).
+func TestCLIRehearseReferenceFixtureReport(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, t.TempDir(), "rehearse", filepath.Join(td, "fixture.yaml"), filepath.Join(td, "fixture_append_discarding.yaml"),
+		"--events", filepath.Join(td, "fixture.jsonl"), "--conserve", "amount=total")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("exit %d, want %d\n%s%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"noise: none (the old pipeline agrees with itself)",
+		"old run: 5 elements in, 1 rejected, 4 rows out",
+		"conservation (amount=total) old: input 605 = accepted 505 + rejected 100: balanced",
+		"conservation (amount=total) new: input 605 = accepted 505 + rejected 100: balanced",
+		"verdict: DIFFERENT (1 difference(s), budget 0)",
+		`pane_accumulation_changed  WriteTotals  key {"region":"NORTH"}  window 2026-03-01T00:00:00.000Z/2026-03-01T00:05:00.000Z`,
+		`old: pane 1 LATE {"total":475}`,
+		`new: pane 1 LATE {"total":50}`,
+		`visible: old {"total":475}, new {"total":475}`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestCLIRehearseCouldNotRun(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bad := writeTestFile(t, dir, "bad.jsonl", `{"element": {"region": "NORTH"}}`+"\n")
+	other := writeTestFile(t, dir, "other.jsonl", `{"element": {"region": "NORTH"}, "event_time": 0, "source": "Nope"}`+"\n")
+	broken := writeTestFile(t, dir, "broken.yaml", "pipeline:\n  transforms:\n    - type: Nope\n")
+	fixture := filepath.Join(td, "fixture.yaml")
+	events := filepath.Join(td, "fixture.jsonl")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE, --since TIME or --from-subscription-snapshot NAME"},
+		{"two recorded inputs", []string{fixture, fixture, "--events", events, "--since", "1h"}, ExitUsage, "(one of them)"},
+		{"until without since", []string{fixture, fixture, "--events", events, "--until", "1h"}, ExitUsage, "--until needs --since"},
+		{"bad since", []string{fixture, fixture, "--since", "yesterday"}, ExitUsage, "--since"},
+		{"malformed events", []string{fixture, fixture, "--events", bad}, ExitRehearsalFailed, "bad.jsonl:1: an element needs its event_time"},
+		{"events for another source", []string{fixture, fixture, "--events", other}, ExitRehearsalFailed, `source "Nope", which the pipeline does not have`},
+		{"invalid new pipeline", []string{fixture, broken, "--events", events}, ExitInvalidPipeline, "broken.yaml:3"},
+		{"bad mapping", []string{fixture, fixture, "--events", events, "--transform-name-mapping", "{"}, ExitUsage, "--transform-name-mapping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, dir, append([]string{"rehearse"}, tt.args...)...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d naming %q", r.code, r.stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// TestCLIServerRehearseTouchesNothing rehearses a change of a running job
+// (OLD given by its name, its pipeline read from a real `weir server`)
+// and checks that the job's sink table, every subscription (its
+// acknowledgement floor, delivered and pending counts), the topics and
+// the job records are byte-identical before and after.
+func TestCLIServerRehearseTouchesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("topic: orders", "", "", "", db))
+	changed := writeTestFile(t, work, "p2.yaml", totalsPipeline("topic: orders", `    - type: Filter
+      name: Large
+      input: Orders
+      config: {keep: amount > 100}
+`, "Large", "", db))
+	in := newCrashInput(t, work, 5)
+	chunk := in.chunk(0, 1500, 0)
+	srv := startServer(t, dir)
+	srv.mustCLI(t, work, "topics", "create", "orders")
+	id := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
+	srv.waitJob(id, "RUNNING", stateIs("RUNNING"))
+	sub := pubsub.SubscriptionName("orders", "Orders")
+	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
+		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
+	}
+	srv.publish(t, work, chunk)
+	waitCaughtUp(t, srv, id)
+	// The recorded stretch: the published messages as an events file,
+	// the watermark 1s behind the newest event time as the job's source
+	// keeps it (max_out_of_orderness: 1s).
+	events := eventsFromChunk(t, work, chunk)
+	state := func() string {
+		var b strings.Builder
+		b.WriteString(sinkTable(t, db))
+		for _, args := range [][]string{
+			{"subscriptions", "list", "--format", "json"},
+			{"topics", "list", "--format", "json"},
+			{"jobs", "list", "--format", "json"},
+		} {
+			b.WriteString(srv.mustCLI(t, work, args...).stdout)
+		}
+		j := srv.describe(id)
+		for _, k := range []string{"id", "name", "state", "generation", "pipeline", "graph", "replaced_by_job_id", "replacement"} {
+			fmt.Fprintf(&b, "%s=%v\n", k, j[k])
+		}
+		return b.String()
+	}
+	before := state()
+	if !strings.Contains(before, `"ack_floor"`) || !strings.Contains(before, "k1") {
+		t.Fatalf("the state compared holds no subscription or no sink row:\n%s", before)
+	}
+	r := srv.cli(work, "rehearse", "orders", changed, "--events", events, "--format", "json")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("rehearse: exit %d, want %d (the filter drops amounts up to 100)\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	rep := rehearseJSON(t, r)
+	if rep.Runs[0].Input != 1500 || rep.Report.Total == 0 {
+		t.Errorf("the rehearsal fed %d elements and found %d differences; want 1500 and some", rep.Runs[0].Input, rep.Report.Total)
+	}
+	// The recorded stretch read from the job's topic itself (--since): the
+	// job's own pipeline agrees with itself; the changed one does not.
+	r = srv.cli(work, "rehearse", "orders", pipeline, "--since", "1h", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("rehearse the job against its own pipeline --since 1h: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if rep := rehearseJSON(t, r); rep.Runs[0].Input != 1500 || rep.Runs[2].Rows == 0 {
+		t.Errorf("--since fed %d elements and the new run wrote %d rows; want 1500 and some", rep.Runs[0].Input, rep.Runs[2].Rows)
+	}
+	r = srv.cli(work, "rehearse", "orders", changed, "--since", "1h", "--format", "json")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("rehearse the change --since 1h: exit %d, want %d\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	if after := state(); after != before {
+		t.Fatalf("the rehearsal changed the server's state:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// A stretch from a subscription snapshot's position: only what came
+	// after it.
+	srv.mustCLI(t, work, "subscriptions", "snapshots", "create", "before-more", "--subscription", sub)
+	srv.publish(t, work, in.chunk(1500, 1800, 150*time.Second))
+	waitCaughtUp(t, srv, id)
+	r = srv.cli(work, "rehearse", "orders", pipeline, "--from-subscription-snapshot", "before-more", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("rehearse --from-subscription-snapshot: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if rep := rehearseJSON(t, r); rep.Runs[0].Input != 300 {
+		t.Errorf("--from-subscription-snapshot fed %d elements, want the 300 published after the snapshot", rep.Runs[0].Input)
+	}
+	srv.stop(syscall.SIGTERM)
+}
+
+// eventsFromChunk turns a published chunk (JSON lines with ts) into an
+// events file, with a watermark line 1s behind the newest event time
+// every 100 messages and at the end.
+func eventsFromChunk(t *testing.T, dir, chunk string) string {
+	t.Helper()
+	b, err := os.ReadFile(chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var newest time.Time
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m["ts"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts.After(newest) {
+			newest = ts
+		}
+		fmt.Fprintf(&out, `{"element": %s, "event_time": %q}`+"\n", line, m["ts"])
+		if (i+1)%100 == 0 {
+			fmt.Fprintf(&out, `{"watermark": %q}`+"\n", newest.Add(-time.Second).Format(time.RFC3339Nano))
+		}
+	}
+	return writeTestFile(t, dir, "events.jsonl", out.String())
+}
+
+// sinkTable dumps the totals table of the SQLite file db, every column.
+func sinkTable(t *testing.T, db string) string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(`SELECT * FROM totals ORDER BY 1, 2, 3`)
+	if err != nil {
+		t.Fatalf("reading the sink table: %v", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fmt.Fprintln(&b, strings.Join(cols, "|"))
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&b, vals...)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestCLITest runs the reference fixture's tests: block with `weir test`,
+// and the same block with 475 changed to 900, which must fail.
+func TestCLITest(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := runCLI(t, dir, "test", filepath.Join(td, "fixture_tests.yaml"))
+	if r.code != ExitOK || !strings.Contains(r.stdout, "PASS  reference fixture") || !strings.Contains(r.stdout, "1 of 1 tests passed") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	src, err := os.ReadFile(filepath.Join(td, "fixture_tests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := writeTestFile(t, dir, "wrong.yaml", strings.Replace(string(src), "total: 475", "total: 900", 1))
+	r = runCLI(t, dir, "test", wrong)
+	if r.code != ExitFailure || !strings.Contains(r.stdout, "FAIL  reference fixture") || !strings.Contains(r.stdout, `"total":900`) {
+		t.Fatalf("475 changed to 900: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("weir test wrote into the working directory: %v", entries)
+	}
+	r = runCLI(t, dir, "test", filepath.Join(td, "fixture.yaml"))
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "has no tests: section") {
+		t.Errorf("a file without tests: exit %d, %s", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,233 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+)
+
+// This file reads a topic's retained messages for a rehearsal, without a
+// consumer: each message is fetched from the topic's stream by sequence
+// (a stream message get), so no subscription's delivery or
+// acknowledgement state, and no consumer, is created or changed. And it
+// decodes such a message into the element a ReadFromPubSub source would
+// have emitted for it.
+
+// MaxRetainedRead is the most messages one ReadRetained call returns.
+const MaxRetainedRead = 10000
+
+// RetainedRead is what ReadRetained returns: messages in stream order, the
+// sequence to continue from, and whether the stretch asked for is read.
+type RetainedRead struct {
+	Messages []Message
+	// Next is the stream sequence the next call continues from.
+	Next uint64
+	// Done: no message of the stretch is left (the topic's last stored
+	// message, or one published after Until, was reached).
+	Done bool
+}
+
+// ReadRetained reads up to max (at most MaxRetainedRead) messages topic
+// retains, in stream order: from stream sequence from when it is > 0,
+// else from the first message published at or after since (the oldest
+// retained when since is zero), up to the last message published before
+// until (the newest stored when until is zero). It changes nothing:
+// messages are fetched by sequence, not through a subscription.
+func (b *Broker) ReadRetained(ctx context.Context, topic string, from uint64, since, until time.Time, max int) (RetainedRead, error) {
+	if max <= 0 || max > MaxRetainedRead {
+		max = MaxRetainedRead
+	}
+	stream, _, err := topicNames(topic)
+	if err != nil {
+		return RetainedRead{}, err
+	}
+	st, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return RetainedRead{}, apiErr("reading topic "+topic, err)
+	}
+	state := st.CachedInfo().State
+	if state.Msgs == 0 {
+		return RetainedRead{Next: state.LastSeq + 1, Done: true}, nil
+	}
+	seq := from
+	if seq == 0 {
+		if seq, err = firstAtOrAfter(ctx, st, state.FirstSeq, state.LastSeq, since); err != nil {
+			return RetainedRead{}, apiErr("reading topic "+topic, err)
+		}
+	}
+	seq = max64(seq, state.FirstSeq)
+	out := RetainedRead{}
+	for ; seq <= state.LastSeq && len(out.Messages) < max; seq++ {
+		m, ok, err := getMsg(ctx, st, seq)
+		if err != nil {
+			return RetainedRead{}, apiErr("reading topic "+topic, err)
+		}
+		if !ok {
+			continue // dropped from the middle of the stream
+		}
+		if !until.IsZero() && !m.Time.Before(until) {
+			out.Done = true
+			break
+		}
+		out.Messages = append(out.Messages, rawMessage(topic, m))
+	}
+	out.Next = seq
+	if seq > state.LastSeq {
+		out.Done = true
+	}
+	return out, nil
+}
+
+func max64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// getMsg fetches the message at seq; ok is false when the stream no
+// longer holds it.
+func getMsg(ctx context.Context, st jetstream.Stream, seq uint64) (*jetstream.RawStreamMsg, bool, error) {
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+// firstAtOrAfter finds the first sequence in [lo, hi] whose message was
+// published at or after t (hi+1 when none), by bisection over publish
+// times, which a stream keeps in order.
+func firstAtOrAfter(ctx context.Context, st jetstream.Stream, lo, hi uint64, t time.Time) (uint64, error) {
+	if t.IsZero() {
+		return lo, nil
+	}
+	end := hi + 1
+	for lo < end {
+		mid := lo + (end-lo)/2
+		probe := mid
+		var m *jetstream.RawStreamMsg
+		for probe < end {
+			got, ok, err := getMsg(ctx, st, probe)
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				m = got
+				break
+			}
+			probe++
+		}
+		if m == nil || !m.Time.Before(t) {
+			end = mid
+		} else {
+			lo = probe + 1
+		}
+	}
+	return lo, nil
+}
+
+// rawMessage converts a stream message as toMessage converts a delivered
+// one.
+func rawMessage(topic string, m *jetstream.RawStreamMsg) Message {
+	msg := Message{Topic: topic, Data: m.Data, Sequence: m.Sequence, PublishTime: m.Time.UTC()}
+	for k, v := range m.Header {
+		if k == jetstream.MsgIDHeader {
+			if len(v) > 0 {
+				msg.ID = v[0]
+			}
+			continue
+		}
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
+			continue
+		}
+		if msg.Attributes == nil {
+			msg.Attributes = map[string]string{}
+		}
+		msg.Attributes[k] = v[0]
+	}
+	return msg
+}
+
+// DecodeRecorded returns the element the source emits for a retained
+// message m of its topic: its row (or raw row) at its event time (the
+// timestamp attribute or field, else the publish time), or the reject the
+// source would send for it (malformed JSON, a schema mismatch, a bad
+// timestamp), positioned at the topic and the message's stream sequence as
+// the source positions it. De-duplication, the future-skew check and
+// watermarks, which depend on what else was read and when, are left to
+// the caller.
+func (s *Source) DecodeRecorded(m Message) contract.Element {
+	sp := &split{cfg: &s.cfg, tsField: -1, idField: -1}
+	if s.cfg.Schema != nil && s.cfg.TimestampField != "" {
+		sp.tsField = s.cfg.Schema.Index(s.cfg.TimestampField)
+	}
+	topic := m.Topic
+	if topic == "" {
+		topic = s.cfg.Topic
+	}
+	src := &contract.SourcePos{Source: topic, Offset: int64(m.Sequence)}
+	publish := mtime.FromTime(m.PublishTime)
+	hdr := nats.Header{}
+	for k, v := range m.Attributes {
+		hdr.Set(k, v)
+	}
+	if m.ID != "" {
+		hdr.Set(jetstream.MsgIDHeader, m.ID)
+	}
+	var value *row.Row
+	if s.cfg.Format == FormatRaw {
+		value = rawRow(m.Data, hdr, publish)
+	} else {
+		r, reason, msg := sp.decode(m.Data)
+		if r == nil {
+			return sp.reject(m.Data, reason, msg, publish, src)
+		}
+		value = r
+	}
+	t := publish
+	switch {
+	case s.cfg.TimestampAttribute != "":
+		a := hdr.Get(s.cfg.TimestampAttribute)
+		if a == "" {
+			return sp.reject(m.Data, ReasonBadTimestamp, fmt.Sprintf("attribute %s is missing", s.cfg.TimestampAttribute), publish, src)
+		}
+		ts, err := row.ToTimestamp(a)
+		if err != nil {
+			return sp.reject(m.Data, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("attribute %s: %v", s.cfg.TimestampAttribute, err), publish, src)
+		}
+		t = ts
+	case sp.tsField >= 0:
+		ts, err := row.ToTimestamp(value.Values[sp.tsField])
+		if err != nil {
+			return sp.reject(m.Data, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", s.cfg.TimestampField, err), publish, src)
+		}
+		t = ts
+	}
+	return contract.Element{Value: value, Time: t, Window: window.Global, Pane: window.NoFiring, Source: src}
+}
+
+// MaxOutOfOrderness is how far behind the newest event time the source
+// holds its watermark (its WatermarkPolicy's, defaults applied; 0 for
+// none).
+func (s *Source) MaxOutOfOrderness() time.Duration {
+	p := s.cfg.Watermark
+	p.EnsureDefaults()
+	if p.MaxOutOfOrderness < 0 {
+		return 0
+	}
+	return p.MaxOutOfOrderness
+}

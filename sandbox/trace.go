@@ -1,0 +1,214 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// Event is one entry of a recorded stretch of input: an element read by a
+// source, or a move of a source's watermark.
+type Event struct {
+	// Source names the source step the event belongs to (in the old
+	// pipeline's names); empty: the pipeline's only recorded source.
+	Source string
+	// Value is the element as a JSON object (decoded with UseNumber), or
+	// nil for a watermark move.
+	Value map[string]any
+	// Time is the element's event time.
+	Time mtime.Time
+	// Watermark, for a watermark move, is the source's new watermark.
+	Watermark mtime.Time
+	// IsWatermark says the event moves the watermark.
+	IsWatermark bool
+	// Origin and Offset say where the element was recorded (the events
+	// file and its line, a topic and its stream sequence); they become the
+	// element's source position, so rejects of the same element are
+	// matched across runs.
+	Origin string
+	Offset int64
+	// Message, when set, is a retained Pub/Sub message of the source's
+	// topic: each run decodes it as its own source would (Value and Time
+	// are then unused).
+	Message *pubsub.Message
+}
+
+// Trace is a recorded stretch of input: elements and watermark moves in
+// the order they were read. Every run of a rehearsal is fed the same
+// trace, so every run sees the same elements and the same watermark holds
+// and advances.
+type Trace struct {
+	Events []Event
+}
+
+// Elements counts the trace's elements.
+func (t *Trace) Elements() int64 {
+	var n int64
+	for _, e := range t.Events {
+		if !e.IsWatermark {
+			n++
+		}
+	}
+	return n
+}
+
+// eventLine is one line of an events file.
+type eventLine struct {
+	Source    string          `json:"source"`
+	Element   json.RawMessage `json:"element"`
+	EventTime json.RawMessage `json:"event_time"`
+	Watermark json.RawMessage `json:"watermark"`
+}
+
+// ReadEvents reads an events file: JSON lines, each either an element
+//
+//	{"element": {...}, "event_time": "2026-03-01T00:01:00Z", "source": "ReadEvents"}
+//
+// or a watermark move
+//
+//	{"watermark": "2026-03-01T00:05:00Z", "source": "ReadEvents"}
+//
+// Times are RFC 3339 strings or integer epoch milliseconds; "source" is
+// optional when the pipeline has one recorded source. Watermarks of a
+// source must not move back. Without watermark lines a source's
+// watermark stays at −∞ until the stretch ends (every window fires once,
+// at the end). Blank lines and lines starting with # are skipped. name is
+// used in errors and as the elements' source position.
+func ReadEvents(r io.Reader, name string) (*Trace, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	t := &Trace{}
+	wms := map[string]mtime.Time{}
+	line := int64(0)
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || b[0] == '#' {
+			continue
+		}
+		var l eventLine
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			return nil, fmt.Errorf("%s:%d: not an event (want {\"element\": {...}, \"event_time\": ...} or {\"watermark\": ...}): %w", name, line, err)
+		}
+		switch {
+		case l.Watermark != nil && l.Element != nil:
+			return nil, fmt.Errorf("%s:%d: an event is an element or a watermark move, not both", name, line)
+		case l.Watermark != nil:
+			wm, err := parseTime(l.Watermark)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: watermark: %w", name, line, err)
+			}
+			if prev, ok := wms[l.Source]; ok && wm < prev {
+				return nil, fmt.Errorf("%s:%d: the watermark of source %q moves back from %s to %s", name, line, l.Source, prev, wm)
+			}
+			wms[l.Source] = wm
+			t.Events = append(t.Events, Event{Source: l.Source, Watermark: wm, IsWatermark: true, Origin: name, Offset: line})
+		case l.Element != nil:
+			if l.EventTime == nil {
+				return nil, fmt.Errorf("%s:%d: an element needs its event_time", name, line)
+			}
+			ts, err := parseTime(l.EventTime)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: event_time: %w", name, line, err)
+			}
+			dec := json.NewDecoder(bytes.NewReader(l.Element))
+			dec.UseNumber()
+			var v map[string]any
+			if err := dec.Decode(&v); err != nil || v == nil {
+				return nil, fmt.Errorf("%s:%d: element must be a JSON object (got %s)", name, line, short(l.Element))
+			}
+			t.Events = append(t.Events, Event{Source: l.Source, Value: v, Time: ts, Origin: name, Offset: line})
+		default:
+			return nil, fmt.Errorf("%s:%d: an event needs \"element\" (with \"event_time\") or \"watermark\"", name, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading events file %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// parseTime reads an RFC 3339 string or integer epoch milliseconds.
+func parseTime(raw json.RawMessage) (mtime.Time, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return mtime.Parse(s)
+	}
+	var ms int64
+	if err := json.Unmarshal(raw, &ms); err == nil {
+		return mtime.Time(ms), nil
+	}
+	return 0, fmt.Errorf("%s is neither an RFC 3339 string nor epoch milliseconds", short(raw))
+}
+
+func short(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// MessagesTrace returns the trace of retained messages of the topic that
+// step, a ReadFromPubSub source of p (a pipeline built by Load, the old
+// pipeline of a rehearsal), reads: each message, followed by the
+// watermark that source holds after it (the newest event time so far less
+// its max_out_of_orderness), so that every run sees the same watermark
+// moves. Idle advancement, which depends on the wall clock, is not
+// replayed: the stretch ends with the watermark at +∞.
+func MessagesTrace(p *weir.Pipeline, step string, msgs []pubsub.Message) (*Trace, error) {
+	src, ok := p.Program().Code[step].(*pubsub.Source)
+	if !ok {
+		return nil, fmt.Errorf("%w: step %q is not a ReadFromPubSub source", ErrNoRecordedInput, step)
+	}
+	bound := mtime.FromDuration(src.MaxOutOfOrderness())
+	t := &Trace{Events: make([]Event, 0, 2*len(msgs))}
+	newest, wm := mtime.MinTimestamp, mtime.MinTimestamp
+	for i := range msgs {
+		m := &msgs[i]
+		t.Events = append(t.Events, Event{Source: step, Message: m, Origin: m.Topic, Offset: int64(m.Sequence)})
+		e := src.DecodeRecorded(*m)
+		if _, rejected := e.Value.(contract.Reject); rejected {
+			continue
+		}
+		if e.Time > newest {
+			newest = e.Time
+		}
+		if w := newest.Add(-bound); w > wm {
+			wm = w
+			t.Events = append(t.Events, Event{Source: step, Watermark: wm, IsWatermark: true, Origin: m.Topic, Offset: int64(m.Sequence)})
+		}
+	}
+	return t, nil
+}
+
+// PubSubSources returns the ReadFromPubSub source steps of p (built by
+// Load) with the topic each reads; a step that reads a named subscription
+// has an empty topic (its subscription's topic is the caller's to find).
+func PubSubSources(p *weir.Pipeline) (steps []string, topics map[string]string, subscriptions map[string]string) {
+	topics, subscriptions = map[string]string{}, map[string]string{}
+	for _, s := range p.Graph().Steps {
+		src, ok := p.Program().Code[s.Name].(*pubsub.Source)
+		if !ok {
+			continue
+		}
+		cfg := src.Config()
+		steps = append(steps, s.Name)
+		topics[s.Name] = cfg.Topic
+		subscriptions[s.Name] = cfg.Subscription
+	}
+	return steps, topics, subscriptions
+}
