@@ -3,6 +3,7 @@ package nexmark
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"testing"
@@ -92,6 +93,63 @@ func model3(evs []Event, _ []mtime.Time, _ Config) []string {
 				out = append(out, fmt.Sprintf("%+v", NameCityStateID{Name: p.Name, City: p.City, State: p.State, ID: a.ID}))
 			}
 		}
+	}
+	return out
+}
+
+// modelWinningBids: of the bids for an auction made before it expires at
+// no less than its reserve, the highest price wins, then the earliest
+// (then BetterBid's ties); the result's time is expires-1ms.
+func modelWinningBids(evs []Event) ([]AuctionBid, []mtime.Time) {
+	auctions := map[int64]Auction{}
+	for _, e := range evs {
+		if e.Auction != nil {
+			auctions[e.Auction.ID] = *e.Auction
+		}
+	}
+	best := map[int64]Bid{}
+	for _, e := range evs {
+		b := e.Bid
+		if b == nil {
+			continue
+		}
+		a, ok := auctions[b.Auction]
+		if !ok || b.DateTime >= a.Expires || b.Price < a.Reserve {
+			continue
+		}
+		cur, seen := best[b.Auction]
+		if !seen || b.Price > cur.Price || b.Price == cur.Price && (b.DateTime < cur.DateTime ||
+			b.DateTime == cur.DateTime && (b.Bidder < cur.Bidder || b.Bidder == cur.Bidder && b.Extra < cur.Extra)) {
+			best[b.Auction] = *b
+		}
+	}
+	var out []AuctionBid
+	var ts []mtime.Time
+	for id, b := range best {
+		out = append(out, AuctionBid{Auction: auctions[id], Bid: b})
+		ts = append(ts, auctions[id].Expires-1)
+	}
+	return out, ts
+}
+
+func model4(evs []Event, _ []mtime.Time, cfg Config) []string {
+	wins, ts := modelWinningBids(evs)
+	size, period := cfg.WindowSizeSec*1000, cfg.WindowPeriodSec*1000
+	type key struct{ window, category int64 }
+	sums, counts := map[key]int64{}, map[key]int64{}
+	for i, w := range wins {
+		t := int64(ts[i])
+		last := t - ((t%period)+period)%period
+		for start := last; start > t-size; start -= period {
+			k := key{start, w.Auction.Category}
+			sums[k] += w.Bid.Price
+			counts[k]++
+		}
+	}
+	var out []string
+	for k, sum := range sums {
+		mean := float64(sum) / float64(counts[k])
+		out = append(out, windowKey(mtime.Time(k.window))+fmt.Sprintf("%+v", CategoryPrice{Category: k.category, Price: int64(math.Floor(mean + 0.5)), IsLast: true}))
 	}
 	return out
 }
@@ -223,6 +281,27 @@ func queryCases() []queryCase {
 			c := weir.Collect(s, "Out", Query3(s, ev, cfg))
 			return func() []string { return collected(c, false, plus[NameCityStateID]) }
 		}, model3},
+		{"q4", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
+			c := weir.Collect(s, "Out", Query4(s, ev, cfg))
+			return func() []string { return collected(c, true, plus[CategoryPrice]) }
+		}, model4},
+		{"winningbids", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
+			c := weir.Collect(s, "Out", WinningBids(s, ev, cfg))
+			return func() []string {
+				var out []string
+				for _, e := range c.Elements() {
+					out = append(out, fmt.Sprintf("%d %+v", e.Time, e.Value))
+				}
+				return out
+			}
+		}, func(evs []Event, _ []mtime.Time, _ Config) []string {
+			wins, ts := modelWinningBids(evs)
+			out := make([]string, len(wins))
+			for i, w := range wins {
+				out[i] = fmt.Sprintf("%d %+v", ts[i], w)
+			}
+			return out
+		}},
 		{"q5", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
 			c := weir.Collect(s, "Out", Query5(s, ev, cfg))
 			return func() []string { return collected(c, true, plus[AuctionCount]) }
