@@ -302,20 +302,21 @@ func nextString(rnd *javaRandom, maxLength int32) string {
 
 // nextExactString returns a random string of exactly n characters.
 func nextExactString(rnd *javaRandom, n int) string {
-	b := make([]byte, n)
+	var b strings.Builder
+	b.Grow(n)
 	var r int32
 	left := 0
-	for i := range b {
+	for i := 0; i < n; i++ {
 		if left == 0 {
 			r = rnd.nextInt32()
 			left = 6 // log_26(2^31)
 		}
 		// As in Java, a negative r gives characters just below 'a'.
-		b[i] = byte('a' + r%26)
+		b.WriteByte(byte('a' + r%26))
 		r /= 26
 		left--
 	}
-	return string(b)
+	return b.String()
 }
 
 // nextExtra returns padding so that size plus its length averages avg.

@@ -347,3 +347,14 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("the default configuration is refused: %v", err)
 	}
 }
+
+func BenchmarkGenerator(b *testing.B) {
+	g, err := NewGenerator(Config{}, BaseTime)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		g.Event(int64(i))
+	}
+}
