@@ -314,6 +314,7 @@ func Queries() []Query {
 		{Name: "q3", Doc: "local item suggestion (join of persons and auctions)", Apply: writeTo(Query3)},
 		{Name: "q4", Doc: "average price per category (winning bids, sliding windows)", Apply: writeTo(Query4)},
 		{Name: "q5", Doc: "hot items (sliding windows)", Apply: writeTo(Query5)},
+		{Name: "q6", Doc: "average selling price by seller (winning bids, last ten per seller)", Apply: writeTo(Query6)},
 		{Name: "q7", Doc: "highest bid (fixed windows, max)", Apply: writeTo(Query7)},
 		{Name: "q8", Doc: "monitor new users (windowed join)", Apply: writeTo(Query8)},
 	}

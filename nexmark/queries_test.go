@@ -154,6 +154,37 @@ func model4(evs []Event, _ []mtime.Time, cfg Config) []string {
 	return out
 }
 
+// model6: a seller's sales in close order (then auction id); each gives
+// the mean of the last ten up to it. (Times are not compared: the sales
+// flushed at the end of input carry the time of the flush.)
+func model6(evs []Event, _ []mtime.Time, _ Config) []string {
+	wins, ts := modelWinningBids(evs)
+	type sale struct {
+		time    mtime.Time
+		auction int64
+		price   int64
+	}
+	bySeller := map[int64][]sale{}
+	for i, w := range wins {
+		bySeller[w.Auction.Seller] = append(bySeller[w.Auction.Seller], sale{ts[i], w.Auction.ID, w.Bid.Price})
+	}
+	var out []string
+	for seller, sales := range bySeller {
+		sort.Slice(sales, func(i, j int) bool {
+			return sales[i].time < sales[j].time || sales[i].time == sales[j].time && sales[i].auction < sales[j].auction
+		})
+		for i := range sales {
+			from := max(0, i-9)
+			sum := int64(0)
+			for _, r := range sales[from : i+1] {
+				sum += r.price
+			}
+			out = append(out, fmt.Sprintf("%+v", SellerPrice{Seller: seller, Price: sum / int64(i+1-from)}))
+		}
+	}
+	return out
+}
+
 func windowKey(start mtime.Time) string { return fmt.Sprintf("[%d]", start) }
 
 func model5(evs []Event, ts []mtime.Time, cfg Config) []string {
@@ -302,6 +333,10 @@ func queryCases() []queryCase {
 			}
 			return out
 		}},
+		{"q6", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
+			c := weir.Collect(s, "Out", Query6(s, ev, cfg))
+			return func() []string { return collected(c, false, plus[SellerPrice]) }
+		}, model6},
 		{"q5", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
 			c := weir.Collect(s, "Out", Query5(s, ev, cfg))
 			return func() []string { return collected(c, true, plus[AuctionCount]) }

@@ -147,3 +147,109 @@ func Query4(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PColl
 		return nil
 	})
 }
+
+// SellerPrice is query 6's result: a seller's average selling price over
+// their last (up to) ten closed auctions.
+type SellerPrice struct {
+	Seller int64 `json:"seller"`
+	Price  int64 `json:"price"`
+}
+
+// query6Window is how many of a seller's last closed auctions query 6
+// averages.
+const query6Window = 10
+
+// closedSale is one of a seller's closed auctions in query 6's state.
+type closedSale struct {
+	Time    mtime.Time `json:"time"`
+	Auction int64      `json:"auction"`
+	Price   int64      `json:"price"`
+}
+
+func saleBefore(a, b closedSale) bool {
+	return a.Time < b.Time || a.Time == b.Time && a.Auction < b.Auction
+}
+
+// Query6 ('average selling price by seller') outputs, for every closed
+// auction with a winning bid, its seller's average winning price over
+// their last ten closed auctions up to it. Beam fires an accumulating
+// combine per element, so its results depend on arrival order; here a
+// sale waits until the watermark passes its close, so the sales of a
+// seller are averaged in close order (then auction id) and every run
+// gives the same results. (The runner drops event-time timers set while it
+// finishes a bounded run, so the sales still waiting then are flushed at
+// once, in the same order, with the time of that last firing.)
+func Query6(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCollection[SellerPrice] {
+	bySeller := weir.Map(s, "Q6.Rekey", WinningBids(s.Sub("Q6"), events, cfg), func(ab AuctionBid) weir.KV[int64, closedSale] {
+		return weir.KV[int64, closedSale]{Key: ab.Auction.Seller, Value: closedSale{Time: ab.Auction.Expires.Add(-mtime.Millisecond), Auction: ab.Auction.ID, Price: ab.Bid.Price}}
+	})
+	pending := weir.BagState[closedSale]{ID: "pending"}
+	last := weir.ValueState[[]closedSale]{ID: "last"}
+	next := weir.ValueState[mtime.Time]{ID: "next"}
+	flush := weir.EventTimer("flush")
+	return weir.StatefulParDo(s, "Q6.Average", bySeller, weir.StatefulFn[int64, closedSale, SellerPrice]{
+		State:  []weir.StateDecl{pending, last, next},
+		Timers: []weir.TimerSpec{flush},
+		Process: func(c *weir.StateContext[int64, SellerPrice], sale closedSale) error {
+			pending.Add(c, sale)
+			if at, ok := next.Read(c); !ok || sale.Time < at {
+				next.Write(c, sale.Time)
+				flush.Set(c, sale.Time)
+			}
+			return nil
+		},
+		OnTimer: func(c *weir.StateContext[int64, SellerPrice], t contract.Timer) error {
+			// At the end of input (the watermark at +∞) every sale has
+			// arrived: flush them all, as a timer set here then would not
+			// fire.
+			upTo := t.Time
+			if c.Watermark() >= mtime.MaxTimestamp {
+				upTo = mtime.MaxTimestamp
+			}
+			var due, later []closedSale
+			for _, sale := range pending.Read(c) {
+				if sale.Time <= upTo {
+					due = append(due, sale)
+				} else {
+					later = append(later, sale)
+				}
+			}
+			sortSales(due)
+			recent, _ := last.Read(c)
+			for _, sale := range due {
+				recent = append(recent, sale)
+				if len(recent) > query6Window {
+					recent = recent[len(recent)-query6Window:]
+				}
+				sum := int64(0)
+				for _, r := range recent {
+					sum += r.Price
+				}
+				c.Output(SellerPrice{Seller: c.Key(), Price: sum / int64(len(recent))})
+			}
+			last.Write(c, append([]closedSale(nil), recent...))
+			pending.Clear(c)
+			next.Clear(c)
+			if len(later) > 0 {
+				first := later[0].Time
+				for _, sale := range later {
+					pending.Add(c, sale)
+					first = min(first, sale.Time)
+				}
+				next.Write(c, first)
+				flush.Set(c, first)
+			}
+			return nil
+		},
+	})
+}
+
+// sortSales orders sales by close time, then auction id (insertion sort:
+// a flush holds few).
+func sortSales(s []closedSale) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && saleBefore(s[j], s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
