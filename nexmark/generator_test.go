@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
@@ -356,5 +357,44 @@ func BenchmarkGenerator(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		g.Event(int64(i))
+	}
+}
+
+// TestRateLimitedSourceFollowsTheClock: a rate-limited split emits the
+// events whose time the clock has reached since it started, and no more.
+func TestRateLimitedSourceFollowsTheClock(t *testing.T) {
+	src, err := NewSource(Config{IsRateLimited: true, FirstEventRate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	now := start
+	src.now = func() time.Time { return now }
+	splits, err := src.Split(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]contract.Element, 1000)
+	read := func() int {
+		res, err := splits[0].Read(context.Background(), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.N
+	}
+	steps := []struct {
+		advance time.Duration
+		want    int
+	}{
+		{0, 1},                    // event 0 is due at once
+		{0, 0},                    // nothing more until the clock moves
+		{5 * time.Millisecond, 5}, // 1000/s: events 1-5
+		{100 * time.Millisecond, 100},
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if got := read(); got != st.want {
+			t.Errorf("step %d (clock +%v): read %d events, want %d", i, now.Sub(start), got, st.want)
+		}
 	}
 }

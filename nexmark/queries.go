@@ -84,7 +84,7 @@ func Query2(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PColl
 	})
 }
 
-// Query3States are the states query 3 selects sellers in.
+// query3States are the states query 3 selects sellers in.
 var query3States = map[string]bool{"OR": true, "ID": true, "CA": true}
 
 // Query3Category is the category query 3 selects auctions in.

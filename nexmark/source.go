@@ -47,12 +47,11 @@ func (s *Source) baseTime() mtime.Time {
 }
 
 // Split returns n splits sharing one timeline.
-func (s *Source) Split(_ context.Context, n int) ([]contract.SourceSplit, error) {
+func (s *Source) Split(ctx context.Context, n int) ([]contract.SourceSplit, error) {
 	if n < 1 {
 		n = 1
 	}
-	positions := make([][]byte, n)
-	return s.Resume(context.Background(), positions)
+	return s.Resume(ctx, make([][]byte, n))
 }
 
 // positionLen is the length of a split's position: the next event number
@@ -124,7 +123,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 		firstTime := s.gen.timestamp(s.gen.adjusted(s.first))
 		elapsed := s.now().Sub(s.start)
 		horizon = mtime.Time(firstTime) + mtime.Time(elapsed/time.Millisecond)
-		if _, ts := s.gen.Event(s.next); ts > horizon {
+		if ts := mtime.Time(s.gen.timestamp(s.gen.adjusted(s.next))); ts > horizon {
 			wait := time.Duration(ts-horizon) * time.Millisecond
 			wait = min(wait, maxRateLimitedBatch)
 			t := time.NewTimer(wait)
