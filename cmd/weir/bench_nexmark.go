@@ -70,7 +70,7 @@ events per CPU-second (user + system time of the child, process start
 included), and, on the "generator" line, the rate of the generator alone (a
 loop without the engine, one goroutine), which dominates q0-q3.
 
-Queries: q0 q1 q2 q3 q5 q7 q8 (or all).
+Queries: q0 to q8 (or all).
 
 Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 2 usage.`,
