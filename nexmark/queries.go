@@ -288,9 +288,34 @@ func Query8(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PColl
 	})
 }
 
+// BidsPerSession is query 11's result: a bidder's number of bids in one of
+// their sessions.
+type BidsPerSession struct {
+	Bidder int64 `json:"personId"`
+	Bids   int64 `json:"bidsPerSession"`
+}
+
+// Query11 ('user sessions') counts each bidder's bids per session: bids
+// less than WindowSizeSec apart belong to one session.
+func Query11(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCollection[BidsPerSession] {
+	cfg.EnsureDefaults()
+	gap := mtime.Duration(cfg.WindowSizeSec) * mtime.Second
+	byBidder := weir.ParDo(s, "Q11.Bidders", events, func(_ *weir.Context, e Event, emit func(weir.KV[int64, int64])) error {
+		if e.Bid != nil {
+			emit(weir.KV[int64, int64]{Key: e.Bid.Bidder, Value: 1})
+		}
+		return nil
+	})
+	sessions := weir.WindowInto(s, "Q11.Sessions", byBidder, weir.Sessions(gap))
+	counts := weir.CombinePerKey(s, "Q11.Count", sessions, weir.Sum[int64]())
+	return weir.Map(s, "Q11.Project", counts, func(kv weir.KV[int64, int64]) BidsPerSession {
+		return BidsPerSession{Bidder: kv.Key, Bids: kv.Value}
+	})
+}
+
 // Query is one Nexmark query, for tools that run them by name.
 type Query struct {
-	// Name is "q0" to "q8".
+	// Name is "q0" to "q9" or "q11".
 	Name string
 	// Doc says what the query computes.
 	Doc string
@@ -317,6 +342,8 @@ func Queries() []Query {
 		{Name: "q6", Doc: "average selling price by seller (winning bids, last ten per seller)", Apply: writeTo(Query6)},
 		{Name: "q7", Doc: "highest bid (fixed windows, max)", Apply: writeTo(Query7)},
 		{Name: "q8", Doc: "monitor new users (windowed join)", Apply: writeTo(Query8)},
+		{Name: "q9", Doc: "winning bids (per-auction join)", Apply: writeTo(WinningBids)},
+		{Name: "q11", Doc: "user sessions (bids per bidder per session window)", Apply: writeTo(Query11)},
 	}
 }
 

@@ -185,6 +185,33 @@ func model6(evs []Event, _ []mtime.Time, _ Config) []string {
 	return out
 }
 
+// model11: a bidder's bids sorted by time split into sessions wherever two
+// consecutive bids are WindowSizeSec or more apart; a session's window runs
+// from its first bid to its last plus the gap.
+func model11(evs []Event, ts []mtime.Time, cfg Config) []string {
+	gap := mtime.Time(cfg.WindowSizeSec * 1000)
+	times := map[int64][]mtime.Time{}
+	for i, e := range evs {
+		if e.Bid != nil {
+			times[e.Bid.Bidder] = append(times[e.Bid.Bidder], ts[i])
+		}
+	}
+	var out []string
+	for bidder, tt := range times {
+		sort.Slice(tt, func(i, j int) bool { return tt[i] < tt[j] })
+		start, n := tt[0], int64(0)
+		for i, t := range tt {
+			if i > 0 && t-tt[i-1] >= gap {
+				out = append(out, fmt.Sprintf("[%d,%d)%+v", start, tt[i-1]+gap, BidsPerSession{Bidder: bidder, Bids: n}))
+				start, n = t, 0
+			}
+			n++
+		}
+		out = append(out, fmt.Sprintf("[%d,%d)%+v", start, tt[len(tt)-1]+gap, BidsPerSession{Bidder: bidder, Bids: n}))
+	}
+	return out
+}
+
 func windowKey(start mtime.Time) string { return fmt.Sprintf("[%d]", start) }
 
 func model5(evs []Event, ts []mtime.Time, cfg Config) []string {
@@ -316,7 +343,7 @@ func queryCases() []queryCase {
 			c := weir.Collect(s, "Out", Query4(s, ev, cfg))
 			return func() []string { return collected(c, true, plus[CategoryPrice]) }
 		}, model4},
-		{"winningbids", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
+		{"q9", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
 			c := weir.Collect(s, "Out", WinningBids(s, ev, cfg))
 			return func() []string {
 				var out []string
@@ -337,6 +364,16 @@ func queryCases() []queryCase {
 			c := weir.Collect(s, "Out", Query6(s, ev, cfg))
 			return func() []string { return collected(c, false, plus[SellerPrice]) }
 		}, model6},
+		{"q11", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
+			c := weir.Collect(s, "Out", Query11(s, ev, cfg))
+			return func() []string {
+				var out []string
+				for _, e := range c.Elements() {
+					out = append(out, fmt.Sprintf("[%d,%d)%+v", e.Window.Start, e.Window.End, e.Value))
+				}
+				return out
+			}
+		}, model11},
 		{"q5", func(s weir.Scope, ev weir.PCollection[Event], cfg Config) func() []string {
 			c := weir.Collect(s, "Out", Query5(s, ev, cfg))
 			return func() []string { return collected(c, true, plus[AuctionCount]) }
