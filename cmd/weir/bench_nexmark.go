@@ -18,6 +18,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/nexmark"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // generatorOnly is the pseudo-query of `weir bench nexmark` that runs the
@@ -60,6 +61,7 @@ type nexmarkFlags struct {
 	events  int64
 	workers []int
 	seed    int64
+	yaml    bool
 	format  string
 }
 
@@ -76,7 +78,9 @@ events per CPU-second (user + system time of the child, process start
 included), and, on the "generator" line, the rate of the generator alone (a
 loop without the engine, one goroutine), which dominates q0-q3.
 
-Queries: q0 to q9 and q11 (or all).
+Queries: q0 to q9 and q11 (or all). With --yaml, q0, q1 and q2 also run as
+YAML pipelines (yaml-q0, ...: a Nexmark source, Filter and MapToFields in
+CEL, no sink; the results are the last step's output count).
 
 Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 2 usage.`,
@@ -88,6 +92,7 @@ Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 	fl.Int64Var(&f.events, "events", 1_000_000, "number of events per query")
 	fl.IntSliceVar(&f.workers, "workers", []int{1}, "worker counts to run each query with")
 	fl.Int64Var(&f.seed, "seed", 0, "generator seed (0 is Beam's stream)")
+	fl.BoolVar(&f.yaml, "yaml", false, "also run q0, q1 and q2 written in YAML (yaml-q0, ...), when asked for")
 	addFormatFlag(cmd, &f.format)
 	return cmd
 }
@@ -137,9 +142,15 @@ func runBenchNexmark(ctx context.Context, e *env, f nexmarkFlags) error {
 		return err
 	}
 	for _, q := range queries {
-		for _, w := range f.workers {
-			if err := run(q.Name, w); err != nil {
-				return err
+		names := []string{q.Name}
+		if _, ok := nexmarkYAML[q.Name]; ok && f.yaml {
+			names = append(names, "yaml-"+q.Name)
+		}
+		for _, name := range names {
+			for _, w := range f.workers {
+				if err := run(name, w); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -221,6 +232,8 @@ func newBenchChildNexmarkCommand(e *env) *cobra.Command {
 			var err error
 			if args[0] == generatorOnly {
 				r, err = runGeneratorOnly(cfg)
+			} else if q, ok := strings.CutPrefix(args[0], "yaml-"); ok {
+				r, err = runNexmarkYAML(cmd.Context(), q, workers, cfg)
 			} else {
 				r, err = runNexmarkQuery(cmd.Context(), args[0], workers, cfg)
 			}
@@ -284,5 +297,60 @@ func runNexmarkQuery(ctx context.Context, name string, workers int, cfg nexmark.
 	}
 	el := time.Since(start)
 	return nexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.n.Load(),
+		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
+}
+
+// nexmarkYAML are the queries written in YAML (after a `type: Nexmark`
+// source named Events); each ends in a step named Out.
+var nexmarkYAML = map[string]string{
+	"q0": `
+    - type: MapToFields
+      name: Out
+      input: Events
+      config:
+        fields: {eventType: eventType, newPerson: newPerson, newAuction: newAuction, bid: bid}
+`,
+	"q1": `
+    - type: Filter
+      name: Bids
+      input: Events
+      config: {keep: "eventType == 'BID'"}
+    - type: MapToFields
+      name: Out
+      input: Bids
+      config:
+        fields: {auction: bid.auction, bidder: bid.bidder, price: bid.price * 89 / 100, dateTime: bid.dateTime, extra: bid.extra}
+`,
+	"q2": `
+    - type: Filter
+      name: Select
+      input: Events
+      config: {keep: "eventType == 'BID' && bid.auction % 123 == 0"}
+    - type: MapToFields
+      name: Out
+      input: Select
+      config:
+        fields: {auction: bid.auction, price: bid.price}
+`,
+}
+
+// runNexmarkYAML runs query q written in YAML over cfg's events.
+func runNexmarkYAML(ctx context.Context, q string, workers int, cfg nexmark.Config) (nexmarkResult, error) {
+	steps, ok := nexmarkYAML[q]
+	if !ok {
+		return nexmarkResult{}, fmt.Errorf("no YAML version of Nexmark query %q (have q0, q1, q2)", q)
+	}
+	src := fmt.Sprintf("pipeline:\n  transforms:\n    - type: Nexmark\n      name: Events\n      config: {numEvents: %d, seed: %d}\n", cfg.NumEvents, cfg.Seed) + steps
+	p, err := yamlpipe.Load("nexmark-"+q+".yaml", []byte(src), yamlpipe.Options{})
+	if err != nil {
+		return nexmarkResult{}, fmt.Errorf("loading the YAML of %s: %w", q, err)
+	}
+	start := time.Now()
+	res, err := weir.Run(ctx, p, weir.RunOptions{NumWorkers: workers})
+	if err != nil {
+		return nexmarkResult{}, fmt.Errorf("running yaml-%s: %w", q, err)
+	}
+	el := time.Since(start)
+	return nexmarkResult{Query: "yaml-" + q, Workers: workers, Events: cfg.NumEvents, Results: res.Step("Out").ElementsOut,
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }
