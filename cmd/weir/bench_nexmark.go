@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -17,7 +21,9 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/nexmark"
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -63,6 +69,9 @@ type nexmarkFlags struct {
 	seed    int64
 	yaml    bool
 	format  string
+	// checkpointEvery, when positive, runs the Go queries with checkpoints
+	// written to a Pebble store at this interval and an exactly-once sink.
+	checkpointEvery time.Duration
 }
 
 func newBenchNexmarkCommand(e *env) *cobra.Command {
@@ -93,14 +102,18 @@ Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 	fl.IntSliceVar(&f.workers, "workers", []int{1}, "worker counts to run each query with")
 	fl.Int64Var(&f.seed, "seed", 0, "generator seed (0 is Beam's stream)")
 	fl.BoolVar(&f.yaml, "yaml", false, "also run q0, q1 and q2 written in YAML (yaml-q0, ...), when asked for")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint the Go queries at this interval into a Pebble store in a temporary directory, with an exactly-once counting sink (0: no checkpoints)")
 	addFormatFlag(cmd, &f.format)
 	return cmd
 }
 
 // nexmarkResult is one child's measurement.
 type nexmarkResult struct {
-	Query        string  `json:"query"`
-	Workers      int     `json:"workers"`
+	Query   string `json:"query"`
+	Workers int    `json:"workers"`
+	// Checkpoints is the number of checkpoints written (0 without
+	// --checkpoint-interval).
+	Checkpoints  int     `json:"checkpoints"`
 	Events       int64   `json:"events"`
 	Results      int64   `json:"results"`
 	RunSeconds   float64 `json:"run_seconds"`
@@ -119,6 +132,9 @@ func runBenchNexmark(ctx context.Context, e *env, f nexmarkFlags) error {
 	}
 	if f.events < 1 {
 		return usageErrorf("--events must be at least 1, got %d", f.events)
+	}
+	if f.checkpointEvery < 0 {
+		return usageErrorf("--checkpoint-interval must not be negative, got %s", f.checkpointEvery)
 	}
 	for _, w := range f.workers {
 		if w < 1 {
@@ -165,7 +181,7 @@ func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexm
 	var out strings.Builder
 	cmd := exec.CommandContext(ctx, exe, benchChildCommand, "nexmark", query,
 		"--events", strconv.FormatInt(f.events, 10), "--workers", strconv.Itoa(workers),
-		"--seed", strconv.FormatInt(f.seed, 10), "--log-level", "warn")
+		"--seed", strconv.FormatInt(f.seed, 10), "--checkpoint-interval", f.checkpointEvery.String(), "--log-level", "warn")
 	cmd.Stdout = &out
 	cmd.Stderr = stderr
 	if err := cmd.Run(); err != nil {
@@ -185,9 +201,13 @@ func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexm
 
 func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []nexmarkResult) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nexmark: %d events per query (Beam's generator defaults, seed %d), bounded, counting sink\n\n", f.events, f.seed)
+	mode := "counting sink, no checkpoints"
+	if f.checkpointEvery > 0 {
+		mode = fmt.Sprintf("checkpoints every %s into Pebble, exactly-once counting sink", f.checkpointEvery)
+	}
+	fmt.Fprintf(&b, "nexmark: %d events per query (Beam's generator defaults, seed %d), bounded, %s\n\n", f.events, f.seed, mode)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUERY\tWORKERS\tRESULTS\tEVENTS/S\tRUN S\tCPU S\tEVENTS/CPU-S\tFLINK/CORE\tFELDERA/CORE\t")
+	fmt.Fprintln(tw, "QUERY\tWORKERS\tRESULTS\tCHECKPOINTS\tEVENTS/S\tRUN S\tCPU S\tEVENTS/CPU-S\tFLINK/CORE\tFELDERA/CORE\t")
 	published := func(x float64) string {
 		if x == 0 {
 			return "-"
@@ -196,7 +216,7 @@ func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []nexmarkResult) error {
 	}
 	for _, r := range rs {
 		p := publishedPerCore[r.Query]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", r.Query, r.Workers, r.Results, r.EventsPerSec,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", r.Query, r.Workers, r.Results, r.Checkpoints, r.EventsPerSec,
 			r.RunSeconds, r.CPUSeconds, r.PerCPUSecond, published(p.flink), published(p.feldera))
 	}
 	if err := tw.Flush(); err != nil {
@@ -234,6 +254,8 @@ func newBenchChildNexmarkCommand(e *env) *cobra.Command {
 				r, err = runGeneratorOnly(cfg)
 			} else if q, ok := strings.CutPrefix(args[0], "yaml-"); ok {
 				r, err = runNexmarkYAML(cmd.Context(), q, workers, cfg)
+			} else if f.checkpointEvery > 0 {
+				r, err = runNexmarkCheckpointed(cmd.Context(), args[0], workers, cfg, f.checkpointEvery, e.logger)
 			} else {
 				r, err = runNexmarkQuery(cmd.Context(), args[0], workers, cfg)
 			}
@@ -246,6 +268,7 @@ func newBenchChildNexmarkCommand(e *env) *cobra.Command {
 	cmd.Flags().Int64Var(&f.events, "events", 1_000_000, "number of events")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "generator seed")
 	cmd.Flags().IntVar(&workers, "workers", 1, "number of workers")
+	cmd.Flags().DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint interval (0: no checkpoints)")
 	return cmd
 }
 
@@ -352,5 +375,128 @@ func runNexmarkYAML(ctx context.Context, q string, workers int, cfg nexmark.Conf
 	}
 	el := time.Since(start)
 	return nexmarkResult{Query: "yaml-" + q, Workers: workers, Events: cfg.NumEvents, Results: res.Step("Out").ElementsOut,
+		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
+}
+
+// exactlyOnceCounter is a transactional sink that counts and discards: a
+// worker's elements count once the checkpoint that covers them commits,
+// and an epoch committed again (a replay) adds nothing.
+type exactlyOnceCounter struct {
+	mu sync.Mutex // guards pending, committed and lastEpoch
+	// pending counts what each worker wrote since its last pre-commit.
+	pending   map[int]int64
+	committed int64
+	lastEpoch uint64
+}
+
+func (c *exactlyOnceCounter) Write(_ context.Context, worker int, elems []contract.Element) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending[worker] += int64(len(elems))
+	return nil
+}
+
+func (c *exactlyOnceCounter) PreCommit(_ context.Context, worker int, _ uint64) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.pending[worker]
+	c.pending[worker] = 0
+	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+}
+
+func (c *exactlyOnceCounter) Commit(_ context.Context, epoch uint64, parts [][]byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch <= c.lastEpoch {
+		return nil
+	}
+	for i, p := range parts {
+		if len(p) != 8 {
+			return fmt.Errorf("counting sink: part %d of epoch %d is %d bytes, want 8", i, epoch, len(p))
+		}
+		c.committed += int64(binary.BigEndian.Uint64(p))
+	}
+	c.lastEpoch = epoch
+	return nil
+}
+
+func (c *exactlyOnceCounter) Close(context.Context) error { return nil }
+
+// runNexmarkCheckpointed runs a Go query with checkpoints every interval,
+// each written to a Pebble store in a temporary directory before it
+// commits, and a final one after the run.
+func runNexmarkCheckpointed(ctx context.Context, name string, workers int, cfg nexmark.Config, every time.Duration, logger *slog.Logger) (r nexmarkResult, err error) {
+	qs, err := nexmark.LookupQueries(name)
+	if err != nil {
+		return nexmarkResult{}, err
+	}
+	dir, err := os.MkdirTemp("", "weir-nexmark-")
+	if err != nil {
+		return nexmarkResult{}, fmt.Errorf("creating the state directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := state.Open(dir, logger)
+	if err != nil {
+		return nexmarkResult{}, fmt.Errorf("opening the state store: %w", err)
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	p := weir.NewPipeline()
+	s := p.Root()
+	events, err := nexmark.Read(s, "Events", cfg)
+	if err != nil {
+		return nexmarkResult{}, err
+	}
+	sink := &exactlyOnceCounter{pending: map[int]int64{}}
+	qs[0].Apply(s, events, cfg, "Discard", sink)
+	if err := p.Err(); err != nil {
+		return nexmarkResult{}, err
+	}
+	start := time.Now()
+	x, err := runner.Start(ctx, p.Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Logger: logger})
+	if err != nil {
+		return nexmarkResult{}, fmt.Errorf("starting %s: %w", name, err)
+	}
+	checkpoints := 0
+	checkpoint := func() error {
+		cp, err := x.Checkpoint(ctx)
+		if err != nil {
+			return fmt.Errorf("taking checkpoint %d: %w", checkpoints+1, err)
+		}
+		if err := store.WriteCheckpoint("nexmark-"+name, "bench", cp, nil); err != nil {
+			return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
+		}
+		if err := x.Commit(ctx, cp); err != nil {
+			return fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
+		}
+		checkpoints++
+		return nil
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-tick.C:
+			if err := checkpoint(); err != nil {
+				x.Cancel()
+				return nexmarkResult{}, err
+			}
+		case <-x.Done():
+			running = false
+		case <-ctx.Done():
+			x.Cancel()
+			return nexmarkResult{}, ctx.Err()
+		}
+	}
+	if _, err := x.Wait(); err != nil {
+		return nexmarkResult{}, fmt.Errorf("running %s: %w", name, err)
+	}
+	if err := checkpoint(); err != nil {
+		return nexmarkResult{}, fmt.Errorf("final checkpoint: %w", err)
+	}
+	if err := x.CloseSinks(ctx); err != nil {
+		return nexmarkResult{}, err
+	}
+	el := time.Since(start)
+	return nexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.committed, Checkpoints: checkpoints,
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }

@@ -61,10 +61,35 @@ func TestCLIBenchNexmark(t *testing.T) {
 	}
 }
 
+// TestCLIBenchNexmarkCheckpoints: with checkpoints into Pebble and the
+// exactly-once sink, every result is committed once.
+func TestCLIBenchNexmarkCheckpoints(t *testing.T) {
+	r := runCLI(t, "", "bench", "nexmark", "--events", "20000", "--query", "q0,q8", "--workers", "2", "--checkpoint-interval", "20ms", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var rs []nexmarkResult
+	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if len(rs) != 3 || rs[1].Query != "q0" || rs[2].Query != "q8" {
+		t.Fatalf("got %s, want the generator, q0 and q8", r.stdout)
+	}
+	if rs[1].Results != 20000 {
+		t.Errorf("q0 committed %d results, want each of the 20000 events once", rs[1].Results)
+	}
+	for _, q := range rs[1:] {
+		if q.Checkpoints < 1 || q.Results == 0 {
+			t.Errorf("%s: %d checkpoints, %d results", q.Query, q.Checkpoints, q.Results)
+		}
+	}
+}
+
 func TestCLIBenchNexmarkUsage(t *testing.T) {
 	runCases(t, "", []cliCase{
 		{name: "unknown query", args: []string{"bench", "nexmark", "--query", "q0,q42"}, wantCode: ExitUsage, wantStderr: []string{`"q42"`, "q8"}},
 		{name: "no events", args: []string{"bench", "nexmark", "--events", "0"}, wantCode: ExitUsage, wantStderr: []string{"--events"}},
 		{name: "no workers", args: []string{"bench", "nexmark", "--workers", "0"}, wantCode: ExitUsage, wantStderr: []string{"--workers"}},
+		{name: "negative checkpoint interval", args: []string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, wantCode: ExitUsage, wantStderr: []string{"--checkpoint-interval"}},
 	})
 }

@@ -8,7 +8,7 @@
 //
 // It may import client (every command that talks to a server), api (the
 // server's defaults), bench, compat, duration, errcode, graph, io/pubsub, nexmark,
-// runner, runner/contract, server, service, service/record, serviceopt, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
+// runner, runner/contract, server, service, service/record, serviceopt, state, weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag
 // and the standard library. It must not import weirx (Go programs embed
 // weir, not the other way round).
 //
