@@ -346,7 +346,14 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []contract.Element) (c
 	var ts mtime.Time
 	for n < len(buf) && (cfg.Count == 0 || s.next < cfg.Count) {
 		ts = cfg.Start + mtime.Time(s.next)*mtime.Time(cfg.Spacing)
-		buf[n] = contract.Element{Value: s.box.Box(s.g.fn(s.next)), Time: ts, Window: window.Global, Pane: window.NoFiring}
+		// Field by field: assigning a whole Element copies it with a bulk
+		// GC write barrier while the collector marks, one per element.
+		e := &buf[n]
+		e.Value = s.box.Box(s.g.fn(s.next))
+		e.Time, e.Window, e.Pane = ts, window.Global, window.NoFiring
+		if e.Source != nil {
+			e.Source = nil
+		}
 		n++
 		s.next += s.stride
 	}

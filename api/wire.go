@@ -21,7 +21,7 @@ import (
 // serviceOptions is the service's form of a request's job options.
 func serviceOptions(o client.JobOptions) record.JobOptions {
 	return record.JobOptions{NumWorkers: o.NumWorkers, MinNumWorkers: o.MinNumWorkers,
-		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint}
+		MaxNumWorkers: o.MaxNumWorkers, WorkerUtilizationHint: o.WorkerUtilizationHint, AutoscalingAlgorithm: o.AutoscalingAlgorithm}
 }
 
 // serviceSubmit is the service's form of a submission.
@@ -100,6 +100,8 @@ func wireJob(in record.Job) client.Job {
 		LastCheckpoint:        wirePtr(in.LastCheckpoint, wireCheckpointInfo),
 		Checkpointing:         in.Checkpointing,
 		CheckpointNote:        in.CheckpointNote,
+		InputStart:            in.InputStart,
+		InputStartNote:        in.InputStartNote,
 		Delivery:              in.Delivery,
 		DeliveryNote:          in.DeliveryNote,
 		DeadLetters:           in.DeadLetters,
@@ -226,6 +228,7 @@ func wireJobOptions(in record.JobOptions) client.JobOptions {
 		MinNumWorkers:         in.MinNumWorkers,
 		MaxNumWorkers:         in.MaxNumWorkers,
 		WorkerUtilizationHint: in.WorkerUtilizationHint,
+		AutoscalingAlgorithm:  in.AutoscalingAlgorithm,
 	}
 }
 

@@ -63,6 +63,15 @@ type Job struct {
 	// whose code cannot be checkpointed runs without (CheckpointNote says why).
 	Checkpointing  bool   `json:"checkpointing"`
 	CheckpointNote string `json:"checkpoint_note,omitempty"`
+	// InputStart is where the job's input started, in event time (RFC 3339
+	// UTC with milliseconds), when the job began with no state from a
+	// position past input it never reads (a subscription sought forward, or
+	// left acknowledged by an earlier job of the name): every pane of a
+	// window that began before it is marked cut short, and an upserting
+	// sink keeps a complete revision over it. Empty when the job skipped
+	// nothing. InputStartNote says what its sources found.
+	InputStart     string `json:"input_start,omitempty"`
+	InputStartNote string `json:"input_start_note,omitempty"`
 	// Delivery is DeliveryExactlyOnce or DeliveryAtLeastOnce; DeliveryNote
 	// names the steps that make it at-least-once.
 	Delivery     string `json:"delivery"`
@@ -171,13 +180,16 @@ const SDKGo = "go"
 type JobOptions struct {
 	// NumWorkers is the number of workers (goroutines) of the job. Default 1.
 	NumWorkers int `json:"num_workers"`
-	// MinNumWorkers and MaxNumWorkers bound the worker count (recorded;
-	// autoscaling between them is not implemented yet). 0: unset.
+	// MinNumWorkers and MaxNumWorkers bound the worker count the
+	// autoscaler chooses for a streaming job (min 1 when unset); without a
+	// maximum the job is not autoscaled. 0: unset.
 	MinNumWorkers int `json:"min_num_workers,omitempty"`
 	MaxNumWorkers int `json:"max_num_workers,omitempty"`
-	// WorkerUtilizationHint is Dataflow's target CPU utilisation for
-	// autoscaling, 0.1..0.9 (recorded). 0: unset.
+	// WorkerUtilizationHint is Dataflow's target utilisation of the
+	// workers for autoscaling, 0.1..0.9; 0: the default, 0.8.
 	WorkerUtilizationHint float64 `json:"worker_utilization_hint,omitempty"`
+	// AutoscalingAlgorithm is THROUGHPUT_BASED (the default, "") or NONE.
+	AutoscalingAlgorithm string `json:"autoscaling_algorithm,omitempty"`
 }
 
 // CheckpointInfo describes a job's latest durable checkpoint.
@@ -339,6 +351,7 @@ const (
 	EventUpdateFailed     EventType = "update_failed"
 	EventRescaleSucceeded EventType = "rescale_succeeded"
 	EventRescaleFailed    EventType = "rescale_failed"
+	EventAutoscaled       EventType = "autoscaled"
 	EventReplacementPhase EventType = "replacement_phase"
 	EventSnapshotCreated  EventType = "snapshot_created"
 	EventSnapshotFailed   EventType = "snapshot_failed"

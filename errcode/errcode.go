@@ -226,6 +226,12 @@ const (
 	// RewindBeyondRetention: a replacement job would have to re-read input
 	// its source no longer retains (or cannot re-read); nothing changed.
 	RewindBeyondRetention Code = "REWIND_BEYOND_RETENTION"
+	// SourceNotRereadable: a replacement job would have to re-read input
+	// from a position, but the old job's source cannot be read again at all
+	// (a generator, a file, Create; or no Pub/Sub broker on the server):
+	// nothing was lost to retention. Nothing changed; the message says what
+	// to do instead (an in-place update, a snapshot, or no re-read).
+	SourceNotRereadable Code = "SOURCE_NOT_REREADABLE"
 	// ReplacementUnavailable: the server cannot perform this replacement
 	// flow for this job (a source, window or sink it cannot hand over; see
 	// the message for what to do instead); nothing changed.
@@ -414,6 +420,7 @@ func registry() []Info {
 		{RequestIDReused, svc, KindConflict, http.StatusConflict},
 		{ReplaceTooSoon, svc, KindConflict, http.StatusConflict},
 		{RewindBeyondRetention, svc, KindConflict, http.StatusConflict},
+		{SourceNotRereadable, svc, KindConflict, http.StatusConflict},
 		{ReplacementUnavailable, svc, KindConflict, http.StatusConflict},
 		{NoRollbackSnapshot, svc, KindNotFound, http.StatusNotFound},
 		{RollbackSnapshotExpired, svc, KindConflict, http.StatusConflict},

@@ -91,6 +91,7 @@ func TestKnownCodes(t *testing.T) {
 		StateDropped:        "STATE_DROPPED",
 		MappingUnknownStep:  "MAPPING_UNKNOWN_STEP",
 		WindowParamsChanged: "WINDOW_PARAMS_CHANGED",
+		SourceNotRereadable: "SOURCE_NOT_REREADABLE",
 	} {
 		if string(c) != want {
 			t.Errorf("code %q, want %q", c, want)

@@ -216,7 +216,9 @@ type Pipeline struct {
 func New() *Pipeline { return &Pipeline{FormatVersion: FormatVersion} }
 
 // nameRE is the rule for one segment of a step name.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\- ]*$`)
+// ('@' is for Beam YAML's automatic names of repeated unnamed transforms,
+// TYPE@LINE).
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@\- ]*$`)
 
 // ValidateName reports a step name that cannot serve as a stable identity.
 func ValidateName(name string) error {
@@ -225,7 +227,7 @@ func ValidateName(name string) error {
 	}
 	for _, seg := range strings.Split(name, "/") {
 		if !nameRE.MatchString(seg) {
-			return fmt.Errorf("step name %q: each '/'-separated part must be letters, digits, '_', '-', '.' or spaces", name)
+			return fmt.Errorf("step name %q: each '/'-separated part must be letters, digits, '_', '-', '.', '@' or spaces, not starting with one of '-', '.', '@' or a space", name)
 		}
 	}
 	return nil

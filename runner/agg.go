@@ -91,6 +91,13 @@ func (k *aggKey) has(ws *winState) bool {
 	return false
 }
 
+// sameAny reports whether a and b are the very same interface value (the
+// same dynamic type and data word), without comparing the values, which
+// may not be comparable.
+func sameAny(a, b any) bool {
+	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
 // keyGroupState holds the keys of one key group. State is addressed by
 // (step, key group, key, window), so a key group can be moved or persisted
 // as a unit.
@@ -378,6 +385,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	var seen int64
 	var lastW window.Window
 	lastDrop, haveLast := false, false
+	// The key's encoding is built in a local copy of n.scratch, stored
+	// back once: a store into the node per element would cost a GC write
+	// barrier per element while the collector marks.
+	scratch := n.scratch
+	defer func() { n.scratch = scratch }()
 	for i := range b.elems {
 		if b.skip(i, route, n.w.id) {
 			continue
@@ -398,11 +410,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		h := b.hashes[i]
 		kg := uint16(h % ngroups)
 		g := n.group(kg)
-		n.scratch = n.agg.AppendKey(n.scratch[:0], e.Value)
-		k := g.findBytes(h, n.scratch)
+		scratch = n.agg.AppendKey(scratch[:0], e.Value)
+		k := g.findBytes(h, scratch)
 		if k == nil {
 			k = &aggKey{hash: h}
-			k.setStr(n.scratch)
+			k.setStr(scratch)
 			if n.ek == nil {
 				k.key = n.agg.Key(e.Value)
 			}
@@ -450,8 +462,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 				continue
 			}
-		} else {
-			ws.acc = n.agg.AddInput(ws.acc, e)
+		} else if acc := n.agg.AddInput(ws.acc, e); !sameAny(acc, ws.acc) {
+			// Most aggregators update the accumulator in place and return
+			// it: storing it again would cost a GC write barrier per
+			// element while the collector marks.
+			ws.acc = acc
 		}
 		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
@@ -603,6 +618,9 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 	}
 	n.markDirty(kg, k)
 	f := n.m.Evaluate(&ws.st, ws.w, n.wm, now)
+	if f.Emit && n.cutShort(ws.w) {
+		f.Pane.CutShort = true
+	}
 	if f.Emit {
 		acc := ws.acc
 		if acc == nil {
@@ -636,6 +654,18 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
 	}
 	return nil
+}
+
+// cutShort reports whether a pane of w now misses part of the window's
+// input: the execution is draining and the watermark jumped to +∞ before
+// it passed the window's end (the pane fires at the cut, not because the
+// input was complete), or the window began before the job's input started
+// (Options.PartialBefore).
+func (n *aggNode) cutShort(w window.Window) bool {
+	if pb := n.w.r.opts.PartialBefore; pb != 0 && pb > mtime.MinTimestamp && !w.IsGlobal() && w.Start < pb {
+		return true
+	}
+	return atEnd(n.wm) && n.w.r.draining.Load() && n.lastFinite <= w.MaxTimestamp()
 }
 
 // eventTime evaluates the windows whose event-time timers are due at wm;

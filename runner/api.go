@@ -62,6 +62,14 @@ type Options struct {
 	// catch-up. Nothing is discarded, so discarding panes lose nothing
 	// either; they are only delayed.
 	HoldPanesAtMinWatermark bool
+	// PartialBefore, when above −∞, is where the job's input started in
+	// event time: its sources began reading after input that belongs before
+	// this instant (a subscription sought or created past earlier
+	// messages), and the job holds no state for that input. Every pane of a
+	// window that began before it is marked cut short (PaneInfo.CutShort):
+	// the window's earlier input was never seen, so its totals are partial.
+	// Zero (the default) and −∞ mark nothing.
+	PartialBefore mtime.Time
 }
 
 // DefaultKeyGroups is the number of key groups used when none is set.
@@ -121,6 +129,12 @@ type StepMetrics struct {
 // Result is the outcome of a completed run.
 type Result struct {
 	Steps []StepMetrics
+	// Workers is the execution's number of workers, and IdleNanos the time
+	// they waited with nothing to do since it started, summed: over an
+	// interval, 1 − ΔIdleNanos / (Δt × Workers) is how busy they were (the
+	// autoscaler's utilisation).
+	Workers   int
+	IdleNanos int64
 }
 
 // Step returns the metrics of a step by name.

@@ -206,6 +206,10 @@ func (r *run) result() *Result {
 		})
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
+	res.Workers = len(r.workers)
+	for _, w := range r.workers {
+		res.IdleNanos += w.idle.Load()
+	}
 	return res
 }
 

@@ -63,8 +63,11 @@ type keyed struct {
 	out *outputs
 	wms inputWatermarks
 	// wm is the input watermark.
-	wm    mtime.Time
-	clock procClock
+	wm mtime.Time
+	// lastFinite is the last input watermark below +∞: where the input
+	// stood when it ended (a drain's cut).
+	lastFinite mtime.Time
+	clock      procClock
 	// al aligns barriers in a checkpointed execution; nil otherwise.
 	al    *aligner
 	done  bool
@@ -80,7 +83,7 @@ type keyed struct {
 func newKeyed(w *worker, sp *stepPlan, out *outputs) keyed {
 	return keyed{
 		w: w, sp: sp, out: out,
-		wms: newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp,
+		wms: newInputWatermarks(w.r, sp, w.id, false), wm: mtime.MinTimestamp, lastFinite: mtime.MinTimestamp,
 		clock: procClock{r: w.r, tick: w.r.opts.Clock.Now()},
 	}
 }
@@ -169,6 +172,9 @@ func (k *keyed) controlAligned(port int, c ctrl) error {
 		return nil
 	}
 	k.wm = k.wms.input()
+	if !atEnd(k.wm) {
+		k.lastFinite = k.wm
+	}
 	if err := k.state.eventTime(k.wm); err != nil {
 		return err
 	}

@@ -74,11 +74,16 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 	nw := len(w.r.workers)
 	route := w.r.route
 	ngroups := uint64(len(route))
+	// Keys are encoded into a local copy of w.scratch, stored back once: a
+	// store into the worker per element would cost a GC write barrier per
+	// element while the collector marks.
+	scratch := w.scratch
+	defer func() { w.scratch = scratch }()
 	if nw == 1 {
 		hs := sc.hashes[:0]
 		for i := range elems {
-			w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
-			hs = append(hs, KeyHash(w.scratch))
+			scratch = e.keyer.AppendKey(scratch[:0], elems[i].Value)
+			hs = append(hs, KeyHash(scratch))
 		}
 		sc.hashes = hs
 		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, sender: w.cur})
@@ -89,8 +94,8 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 	hs := sc.hashes[:0]
 	local := 0
 	for i := range elems {
-		w.scratch = e.keyer.AppendKey(w.scratch[:0], elems[i].Value)
-		h := KeyHash(w.scratch)
+		scratch = e.keyer.AppendKey(scratch[:0], elems[i].Value)
+		h := KeyHash(scratch)
 		hs = append(hs, h)
 		o := int(route[h%ngroups])
 		if o == w.id {

@@ -87,6 +87,9 @@ type worker struct {
 	nextSrc   int
 	// cur is the root instance whose output is being delivered.
 	cur int
+	// idle is the time (ns) the worker waited with nothing to do since it
+	// started: its utilisation is what it did not wait (Result.IdleNanos).
+	idle atomic.Int64
 }
 
 func (w *worker) loop() error {
@@ -167,11 +170,13 @@ func (w *worker) loop() error {
 			}
 			deadline = timer.C
 		}
+		waited := time.Now()
 		select {
 		case <-ctx.Done():
 		case <-w.inbox.notify:
 		case <-deadline:
 		}
+		w.idle.Add(int64(time.Since(waited)))
 		if deadline != nil && !timer.Stop() {
 			select {
 			case <-timer.C:

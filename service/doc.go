@@ -21,7 +21,7 @@
 // the rest of its API by delegation (api.go). The registry's records are
 // package service/record. The lock order is stated once, in package core.
 //
-// It may import service/internal/core, service/internal/snapshots,
+// It may import service/internal/core, service/internal/autoscale, service/internal/snapshots,
 // service/internal/inplace, service/internal/replace,
 // service/internal/rollback, service/internal/rewind, service/record,
 // serviceopt, duration, errcode, state, yamlpipe (a submitted template's

@@ -204,7 +204,7 @@ func TestReplacementRefusals(t *testing.T) {
 		}, errcode.ReplacementUnavailable, "parallel replacement"},
 		{"rewind of a source that cannot be re-read", func() error {
 			return create("sums-v2", "parallel_replace_job_id="+j.ID, "parallel_replace_job_max_stop_duration=1m")
-		}, errcode.RewindBeyondRetention, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
+		}, errcode.SourceNotRereadable, "cannot be read again from a position (only Pub/Sub topics and subscriptions can); job " + j.ID + " (sums) was not changed: update it in place (weir run --update, or POST /v1/jobs:update) if the new pipeline is compatible, start the new pipeline from a snapshot of the job, or add weir_replace_rewind=false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,7 +228,7 @@ func TestReplacementRefusals(t *testing.T) {
 	// request gets as far as the strategy.
 	clock.advance(DefaultMinReplaceInterval)
 	err := update("update_strategy_parallel_job_update", "parallel_replace_job_max_stop_duration=1m")
-	if !hasCode(err, errcode.RewindBeyondRetention) {
+	if !hasCode(err, errcode.SourceNotRereadable) {
 		t.Fatalf("after the interval: %v", err)
 	}
 	// The in-place strategy ignores the parallel options and says so.

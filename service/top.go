@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 
+	"github.com/weir-dev/weir/service/internal/autoscale"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/inplace"
 	"github.com/weir-dev/weir/service/internal/replace"
@@ -24,6 +25,8 @@ type Service struct {
 	inplace  *inplace.InPlace
 	replace  *replace.Replace
 	rollback *rollback.Rollback
+	// autoscale is the autoscaler (tests shorten its delays).
+	autoscale *autoscale.Autoscale
 	// requests holds the per-request-ID guards (lock order 0, see
 	// route.go): taken before the name's guard, never while holding one.
 	requests core.NameGuards
@@ -55,9 +58,10 @@ func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error)
 	s.inplace = inplace.New(c, s.snaps)
 	s.replace = replace.New(c, s.snaps, rw)
 	s.rollback = rollback.New(c, s.snaps, s.replace)
+	s.autoscale = autoscale.New(c)
 	// The re-read narrows the windows the replacement flows give a job's
 	// sinks, so it comes after them.
-	c.Register(s.snaps, s.replace, rw)
+	c.Register(s.snaps, s.replace, rw, s.autoscale)
 	if err := c.Start(); err != nil {
 		return nil, err
 	}

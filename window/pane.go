@@ -57,6 +57,14 @@ type PaneInfo struct {
 	Timing  Timing `json:"timing"`
 	IsFirst bool   `json:"is_first"`
 	IsLast  bool   `json:"is_last"`
+	// CutShort says the job that fired the pane did not see all of the
+	// window's input: it was drained (or otherwise ended) before the
+	// watermark passed the window's end, so the pane fired early under a
+	// final-looking timing, or it started reading its sources after the
+	// window began. A consumer keeps a complete revision over a cut-short
+	// one. Beam has no such flag; it is not part of the pane row
+	// (row.PaneSchema), only of the element's pane.
+	CutShort bool `json:"cut_short,omitempty"`
 }
 
 // NoFiring is the pane of an element that was not produced by a trigger.

@@ -41,9 +41,14 @@ func TestBeamConfigKeys(t *testing.T) {
 		{name: "Reshuffle num_buckets", src: head +
 			"    - type: Create\n      config:\n        elements: [1]\n    - type: Reshuffle\n      config: {num_buckets: 0}\n",
 			loadErr: "t.yaml:8:29: Reshuffle num_buckets must be a positive integer"},
-		{name: "two unnamed non-sinks still need names", src: "pipeline:\n  transforms:\n" +
-			"    - type: Create\n      config: {elements: [1]}\n    - type: Create\n      config: {elements: [2]}\n",
-			loadErr: "two unnamed Create transforms (lines 3 and 5): give each a name"},
+		{name: "unnamed transforms of one type in a chain", src: head +
+			"    - type: Create\n      config: {elements: [{a: 1}]}\n    - type: MapToFields\n      config: {fields: {a: a + 1}}\n" +
+			"    - type: MapToFields\n      config: {fields: {a: a * 10}}\n    - type: LogForTesting\n",
+			want: []string{`{"a": 20}`}},
+		{name: "the bare type of repeated unnamed transforms is ambiguous", src: "pipeline:\n  transforms:\n" +
+			"    - type: Create\n      config: {elements: [1]}\n    - type: Create\n      config: {elements: [2]}\n" +
+			"    - type: LogForTesting\n      input: Create\n",
+			loadErr: `t.yaml:8:14: input "Create" is ambiguous: 2 unnamed Create transforms (Create (line 3), Create@5 (line 5)); give them names, or read one by its automatic name`},
 		{name: "remote paths are refused", src: head +
 			"    - type: ReadFromText\n      config:\n        path: gs://bucket/kinglear.txt\n    - type: LogForTesting\n",
 			loadErr: "t.yaml:6:15: gs:// paths are not supported: weir reads and writes local files"},

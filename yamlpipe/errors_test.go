@@ -37,7 +37,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown config key", "pipeline:\n  transforms:\n    - type: Create\n      config:\n        elements: []\n        elemnts: []\n", 6, 9, `unknown key "elemnts" in Create config`},
 		{"duplicate key", "pipeline:\n  transforms:\n    - type: Create\n      type: Create\n", 4, 7, `already defined`},
 		{"duplicate names", createT + "    - type: Create\n      name: In\n      config: {elements: [{a: 1}]}\n", 9, 13, `duplicate transform name "In"`},
-		{"two unnamed", "pipeline:\n  transforms:\n    - type: Create\n      config: {elements: [{a: 1}]}\n    - type: Create\n      config: {elements: [{a: 1}]}\n", 5, 7, "two unnamed Create transforms"},
+		{"two unnamed read by their type", "pipeline:\n  transforms:\n    - type: Create\n      config: {elements: [{a: 1}]}\n    - type: Create\n      config: {elements: [{a: 1}]}\n    - type: LogForTesting\n      input: Create\n", 8, 14, "is ambiguous: 2 unnamed Create transforms"},
 		{"unknown input", createT + "    - type: Filter\n      input: Nope\n      config: {keep: 'amount > 0'}\n", 9, 14, `unknown input "Nope"`},
 		{"missing input", createT + "    - type: Filter\n      config: {keep: 'amount > 0'}\n", 8, 13, "needs an input"},
 		{"unknown output tag", createT + "    - type: Filter\n      input: In.bad\n      config: {keep: 'amount > 0'}\n", 9, 14, `has no output "bad"`},

@@ -12,7 +12,7 @@
 // runner/contract, row, io/files, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr,
 // yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
-// github.com/goccy/go-yaml and the standard library; it reaches the
+// github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front
 // ends (the CLI, the job service) imports it, and it must not import
 // service, api, server or cmd/weir.
@@ -175,6 +175,9 @@ type inputRef struct {
 	n    *node
 	from *transformSpec
 	tag  string // "" for the main output
+	// implicit marks a chain's reference to the previous transform (never
+	// ambiguous: it is that transform).
+	implicit bool
 }
 
 type sideRef struct {
@@ -188,8 +191,11 @@ type loader struct {
 	opts   Options
 	specs  []*transformSpec
 	byName map[string]*transformSpec
-	p      *weir.Pipeline
-	root   weir.Scope
+	// ambiguous maps a type to its unnamed transforms when there are
+	// several (the first is named TYPE, the others TYPE@LINE).
+	ambiguous map[string][]*transformSpec
+	p         *weir.Pipeline
+	root      weir.Scope
 	// outs maps "Name" and "Name.tag" to built collections.
 	outs map[string]*coll
 	// pubsubSources are the ReadFromPubSub sources built, whose rewind
@@ -305,7 +311,7 @@ func (l *loader) parse(root *node) error {
 			if i == 0 {
 				return l.errf(t.typNode, "a chain must start with a source (Create, TestStream, Generate, ReadFromJson, ReadFromCsv), not %s", t.typ)
 			}
-			t.inputs = []inputRef{{text: l.specs[i-1].name, n: t.typNode}}
+			t.inputs = []inputRef{{text: l.specs[i-1].name, n: t.typNode, implicit: true}}
 		}
 	}
 	return l.resolve()
@@ -439,9 +445,11 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 }
 
 // assignNames gives unnamed transforms their type as name and checks that
-// names are unique.
+// names are unique. As in Beam, a later unnamed transform of a type already
+// used is named TYPE@LINE (its line in the file); referring to the bare
+// type is then ambiguous (resolveRef says so).
 func (l *loader) assignNames() error {
-	unnamed := map[string]*transformSpec{}
+	unnamed := map[string][]*transformSpec{}
 	sinks := map[string]int{}
 	for _, t := range l.specs {
 		if t.nameNode != nil {
@@ -458,11 +466,17 @@ func (l *loader) assignNames() error {
 			}
 			continue
 		}
-		if prev, dup := unnamed[t.typ]; dup {
-			return l.errf(t.n, "two unnamed %s transforms (lines %d and %d): give each a name", t.typ, prev.n.line, t.n.line)
-		}
-		unnamed[t.typ] = t
 		t.name = t.typ
+		if len(unnamed[t.typ]) > 0 {
+			t.name = fmt.Sprintf("%s@%d", t.typ, t.n.line)
+		}
+		unnamed[t.typ] = append(unnamed[t.typ], t)
+	}
+	l.ambiguous = map[string][]*transformSpec{}
+	for typ, ts := range unnamed {
+		if len(ts) > 1 {
+			l.ambiguous[typ] = ts
+		}
 	}
 	l.byName = map[string]*transformSpec{}
 	for _, t := range l.specs {
@@ -481,6 +495,13 @@ func (l *loader) assignNames() error {
 // resolveRef finds the transform and output tag an input reference names.
 func (l *loader) resolveRef(r *inputRef) error {
 	r.text = l.unalias(r.text)
+	if ts := l.ambiguous[strings.SplitN(r.text, ".", 2)[0]]; len(ts) > 1 && !r.implicit {
+		var at []string
+		for _, t := range ts {
+			at = append(at, fmt.Sprintf("%s (line %d)", t.name, t.n.line))
+		}
+		return l.errf(r.n, "input %q is ambiguous: %d unnamed %s transforms (%s); give them names, or read one by its automatic name", r.text, len(ts), ts[0].typ, strings.Join(at, ", "))
+	}
 	if t, ok := l.byName[r.text]; ok {
 		r.from, r.tag = t, ""
 	} else if i := strings.LastIndexByte(r.text, '.'); i > 0 {

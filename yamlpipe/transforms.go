@@ -42,11 +42,19 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "ReadFromJson":
 		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
 	case "ReadFromCsv":
-		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+	case "ReadFromAvro":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
+	case "ReadFromParquet":
+		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Parquet)}, true
+	case "WriteToParquet":
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Parquet)}, true
+	case "WriteToAvro":
+		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Avro)}, true
 	case "WriteToJson":
 		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
-		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "file_mode", "delimiter", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
 			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
@@ -61,6 +69,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: append([]string{"keep"}, celKeys...), errors: true, build: buildFilter}, true
 	case "Validate":
 		return &transformDef{keys: append([]string{"rules"}, celKeys...), errors: true, build: buildValidate}, true
+	case "ValidateWithSchema":
+		return &transformDef{keys: []string{"schema", "error_handling"}, errors: true, build: buildValidateWithSchema}, true
 	case "WindowInto":
 		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
 	case "Combine":
@@ -96,7 +106,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 // transformTypes lists the known transform types, for messages.
 func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
-		"ReadFromJson", "ReadFromPubSub", "TestStream", "Validate", "WindowInto", "WriteToCsv", "WriteToJson", "WriteToPubSub", "WriteToSql",
+		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark"}
 	sort.Strings(out)
@@ -420,6 +430,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			return nil, err
 		}
 		var schema *row.Schema
+		var dialect files.CSVOptions
 		sn := t.config.get("schema")
 		if sn != nil {
 			if schema, err = l.schema(sn); err != nil {
@@ -431,13 +442,32 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			if schema, err = inferJSONSchema(path); err != nil {
 				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
 			}
+		case format == files.Avro:
+			fileSchema, aerr := files.AvroSchema(path)
+			if aerr != nil && schema == nil {
+				return nil, l.wrapf(pn, aerr, "ReadFromAvro reads the file's schema at load time")
+			}
+			if aerr == nil && schema == nil {
+				schema = fileSchema
+			}
+		case format == files.Parquet:
+			fileSchema, perr := files.ParquetSchema(path)
+			if perr != nil && schema == nil {
+				return nil, l.wrapf(pn, perr, "ReadFromParquet reads the file's schema at load time")
+			}
+			if perr == nil && schema == nil {
+				schema = fileSchema
+			}
 		case format == files.CSV:
-			header, herr := files.CSVHeader(path)
+			if dialect, err = l.csvDialect(t); err != nil {
+				return nil, err
+			}
+			header, kinds, herr := files.CSVInfer(path, dialect)
 			if herr != nil && schema == nil {
-				return nil, l.wrapf(pn, herr, "ReadFromCsv without a schema reads the header at load time")
+				return nil, l.wrapf(pn, herr, "ReadFromCsv without a schema reads the header and types the columns at load time")
 			}
 			if herr == nil {
-				if schema, err = csvSchema(header, schema); err != nil {
+				if schema, err = csvSchema(header, kinds, schema); err != nil {
 					return nil, l.wrapf(sn, err, "schema does not match the header of %s", path)
 				}
 			}
@@ -455,11 +485,8 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.errf(tn, "timestamp_field %q has type %s; want timestamp, int (epoch ms) or string", ts, schema.Fields[tsIdx].Type)
 			}
 		}
-		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files()})
-		kind := "file_json"
-		if format == files.CSV {
-			kind = "file_csv"
-		}
+		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect})
+		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro", files.Parquet: "file_parquet"}[format]
 		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, path, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
 		l.registerErrors(t, out)
@@ -467,12 +494,37 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 	}
 }
 
-// csvSchema types the header's columns from the declared schema (strings
-// for undeclared columns); every declared field must be in the header.
-func csvSchema(header []string, declared *row.Schema) (*row.Schema, error) {
+// csvDialect reads ReadFromCsv's delimiter and comment (Beam's config
+// keys; one character each, "\t" for tab-separated files).
+func (l *loader) csvDialect(t *transformSpec) (files.CSVOptions, error) {
+	var o files.CSVOptions
+	for _, k := range []struct {
+		key string
+		to  *rune
+	}{{"delimiter", &o.Delimiter}, {"comment", &o.Comment}} {
+		v, n, err := l.optStr(t.config, k.key)
+		if err != nil || n == nil {
+			return o, err
+		}
+		r := []rune(v)
+		if len(r) != 1 || r[0] == '"' || r[0] == '\r' || r[0] == '\n' || r[0] == 0xFFFD {
+			return o, l.errf(n, "%s %s must be one character other than a quote or a line break, not %q", t.typ, k.key, v)
+		}
+		*k.to = r[0]
+	}
+	if o.Delimiter != 0 && o.Delimiter == o.Comment {
+		return o, l.errf(t.config.get("comment"), "%s comment and delimiter are both %q", t.typ, string(o.Comment))
+	}
+	return o, nil
+}
+
+// csvSchema types the header's columns from the declared schema, and the
+// undeclared ones by what their cells hold (kinds, files.CSVInfer); every
+// declared field must be in the header.
+func csvSchema(header []string, kinds []row.Kind, declared *row.Schema) (*row.Schema, error) {
 	fields := make([]row.Field, 0, len(header))
-	for _, h := range header {
-		f := row.Field{Name: h, Type: row.Of(row.KindString)}
+	for i, h := range header {
+		f := row.Field{Name: h, Type: row.Of(kinds[i])}
 		if declared != nil {
 			if i := declared.Index(h); i >= 0 {
 				f.Type = declared.Fields[i].Type
@@ -555,7 +607,15 @@ func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*co
 		if format == files.CSV {
 			kind = "file_csv"
 		}
-		sink, err := l.fileSink(t, pn, ins[0], files.SinkConfig{Path: path, Format: format, Schema: ins[0].schema})
+		cfg := files.SinkConfig{Path: path, Format: format, Schema: ins[0].schema}
+		if format == files.CSV {
+			d, err := l.csvDialect(t)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Delimiter = d.Delimiter
+		}
+		sink, err := l.fileSink(t, pn, ins[0], cfg)
 		if err != nil {
 			return nil, err
 		}

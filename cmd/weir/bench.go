@@ -45,6 +45,12 @@ type windowedSumFlags struct {
 	format   string
 	// profileDir, when set, receives one CPU profile per variant.
 	profileDir string
+	// compare, when set, is the base build to compare this one with (a
+	// binary or a git revision), in rounds alternated rounds.
+	compare      string
+	rounds       int
+	roundsSet    bool
+	failIfSlower bool
 }
 
 func newBenchWindowedSumCommand(e *env) *cobra.Command {
@@ -64,10 +70,22 @@ Every variant must reproduce the generated total and the same window sums, or
 the command fails. Targets: sdk-w1 ≥ 25% of baseline; sdk-w2 ≥ 1.5× sdk-w1;
 yaml-w1 ≥ 1,000,000 events per CPU-second.
 
+With --compare BASE, the whole benchmark (the variants above) runs in
+--rounds alternated rounds, this binary then BASE in each, where BASE is
+another weir binary or a git revision of the repository holding the working
+directory (checked out in a temporary worktree and built with go build).
+It prints, per variant and figure (events/s, events per CPU-second, ratio
+to the loop), the median of each build, the median of the per-round ratios
+this/base with their range, and a verdict: faster or slower only when every
+round's ratio is beyond 1 ± 2%, the same otherwise. --fail-if-slower makes
+a slower figure exit 1, for CI.
+
 Exit codes: 0 success (targets are reported, not enforced), 1 a variant failed
-or computed the wrong result, 2 usage.`,
+or computed the wrong result (or, with --fail-if-slower, a figure is slower
+than the base), 2 usage.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.roundsSet = cmd.Flags().Changed("rounds")
 			return runWindowedSum(cmd.Context(), e, f)
 		},
 	}
@@ -77,6 +95,9 @@ or computed the wrong result, 2 usage.`,
 	fl.IntSliceVar(&f.workers, "workers", []int{1, 2}, "worker counts of the SDK variants")
 	fl.StringSliceVar(&f.variants, "variants", nil, "run only these variants (e.g. baseline,sdk-w1); default baseline, sdk-wN for each --workers, yaml-w1")
 	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write each variant's CPU profile to DIR/VARIANT.prof (inspect with go tool pprof)")
+	fl.StringVar(&f.compare, "compare", "", "compare with BASE, a weir binary or a git revision to build, in alternated rounds")
+	fl.IntVar(&f.rounds, "rounds", 3, "rounds of a --compare (each runs this binary, then the base)")
+	fl.BoolVar(&f.failIfSlower, "fail-if-slower", false, "with --compare, exit 1 when a figure is slower than the base")
 	addFormatFlag(cmd, &f.format)
 	return cmd
 }
@@ -104,6 +125,12 @@ func runWindowedSum(ctx context.Context, e *env, f windowedSumFlags) error {
 			}
 			variants = append(variants, v)
 		}
+	}
+	if f.compare != "" {
+		return runWindowedSumCompare(ctx, e, f, cfg, variants)
+	}
+	if f.roundsSet || f.failIfSlower {
+		return usageErrorf("--rounds and --fail-if-slower need --compare")
 	}
 	exe, err := os.Executable()
 	if err != nil {

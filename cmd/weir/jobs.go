@@ -226,6 +226,9 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 	if subs := describeSubscriptions(j); subs != "" {
 		row("Subscriptions", subs)
 	}
+	if j.InputStart != "" {
+		row("Input start", j.InputStart+": partial before it ("+j.InputStartNote+")")
+	}
 	if j.Error != "" {
 		row("Error", j.Error)
 	}
@@ -439,56 +442,33 @@ func dash(s string) string {
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 	var opts client.JobOptions
-	var flags *pflag.FlagSet
 	return showCommand(e, showSpec[*client.Summary]{
 		use:   "update-options ID|NAME --num-workers N",
 		short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
 		args:  exactArgs("ID|NAME"),
 		check: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("num-workers") {
-				return usageErrorf("give the new --num-workers (and optionally --min-num-workers, --max-num-workers, --worker-utilization-hint)")
+			for _, name := range []string{"num-workers", "min-num-workers", "max-num-workers", "worker-utilization-hint", "autoscaling-algorithm"} {
+				if cmd.Flags().Changed(name) {
+					return nil
+				}
 			}
-			return nil
+			return usageErrorf("give the new --num-workers, or the autoscaling range and target (--min-num-workers, --max-num-workers, --worker-utilization-hint, --autoscaling-algorithm)")
 		},
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Summary, error) {
-			sum, err := c.UpdateOptions(ctx, args[0], opts)
-			if err == nil {
-				autoscalingNote(e.stderr, flags, opts.NumWorkers)
-			}
-			return sum, err
+			return c.UpdateOptions(ctx, args[0], opts)
 		},
 		text: func(w io.Writer, sum *client.Summary) error {
 			_, err := fmt.Fprintf(w, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
 			return err
 		},
 		flags: func(fl *pflag.FlagSet) {
-			flags = fl
 			fl.IntVar(&opts.NumWorkers, "num-workers", 0, "the job's new number of workers: key groups move between workers, state stays")
-			fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "lower bound for the worker count (recorded)")
-			fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "upper bound for the worker count (recorded)")
-			fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "target CPU utilisation 0.1..0.9 for autoscaling (recorded)")
+			fl.IntVar(&opts.MinNumWorkers, "min-num-workers", 0, "fewest workers the autoscaler may give the job")
+			fl.IntVar(&opts.MaxNumWorkers, "max-num-workers", 0, "most workers the autoscaler may give the job (a streaming job with a maximum is autoscaled)")
+			fl.Float64Var(&opts.WorkerUtilizationHint, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
+			fl.StringVar(&opts.AutoscalingAlgorithm, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default) or NONE (no autoscaling)")
 		},
 	})
-}
-
-// autoscalingOptions are the job options that bound or steer autoscaling,
-// which the service records but does not act on yet.
-var autoscalingOptions = []string{"min-num-workers", "max-num-workers", "worker-utilization-hint"}
-
-// autoscalingNote says on w (stderr: --format json output stays clean)
-// that the autoscaling options given on fl are recorded only: the job runs
-// the workers it was given, whatever its bounds or utilisation.
-func autoscalingNote(w io.Writer, fl *pflag.FlagSet, workers int) {
-	var given []string
-	for _, name := range autoscalingOptions {
-		if fl.Lookup(name) != nil && fl.Changed(name) {
-			given = append(given, "--"+name)
-		}
-	}
-	if len(given) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "note: %s recorded with the job only: autoscaling is not implemented yet, so the job keeps %d worker(s) until a --num-workers changes it\n", strings.Join(given, ", "), workers)
 }
 
 // describeReplacement is the Replacement line of `weir jobs describe`: the

@@ -100,7 +100,7 @@ func TestCLIStopAndReplaceWait(t *testing.T) {
 	}
 	// The default re-reads retained input, which a generated source cannot.
 	r = p.cli(dir, "run", pipe, "--job-name", "sums", "--update", "--dataflow_service_options=update_strategy_parallel_job_update,parallel_replace_job_max_stop_duration=1m")
-	if r.code != ExitFailure || !strings.Contains(r.stderr, "REWIND_BEYOND_RETENTION") || !strings.Contains(r.stderr, "weir_replace_rewind=false") {
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "SOURCE_NOT_REREADABLE") || !strings.Contains(r.stderr, "weir_replace_rewind=false") {
 		t.Fatalf("stop-and-replace with rewind: exit %d: %s", r.code, r.stderr)
 	}
 	r = p.cli(dir, "run", pipe, "--job-name", "sums", "--update", "--wait",

@@ -33,6 +33,9 @@ type runFlags struct {
 	nameMapping    string
 	serviceOptions []string
 	maxNumWorkers  int
+	minNumWorkers  int
+	utilization    float64
+	autoscaling    string
 	fromSnapshot   string
 	server         serverFlag
 	allowSource    bool
@@ -55,7 +58,7 @@ func (f runFlags) submits(cmd *cobra.Command) bool {
 }
 
 // givenJobOptions are the job options the user gave on cmd's command line
-// (--num-workers, --max-num-workers); the others stay unset (0).
+// (--num-workers and the autoscaling options); the others stay unset (0).
 func (f runFlags) givenJobOptions(cmd *cobra.Command) client.JobOptions {
 	var opts client.JobOptions
 	if cmd.Flags().Changed("num-workers") {
@@ -63,6 +66,15 @@ func (f runFlags) givenJobOptions(cmd *cobra.Command) client.JobOptions {
 	}
 	if cmd.Flags().Changed("max-num-workers") {
 		opts.MaxNumWorkers = f.maxNumWorkers
+	}
+	if cmd.Flags().Changed("min-num-workers") {
+		opts.MinNumWorkers = f.minNumWorkers
+	}
+	if cmd.Flags().Changed("worker-utilization-hint") {
+		opts.WorkerUtilizationHint = f.utilization
+	}
+	if cmd.Flags().Changed("autoscaling-algorithm") {
+		opts.AutoscalingAlgorithm = f.autoscaling
 	}
 	return opts
 }
@@ -100,8 +112,12 @@ purpose); when it fails the running job is left untouched and the report
 names every incompatible step, the reason and a fix. --update
 --validate-only only prints the report.
 
---max-num-workers is recorded with the job (the bound of later rescaling;
-autoscaling is not implemented).
+--max-num-workers (with --min-num-workers, default 1) lets the server
+autoscale a streaming job within that range: it measures the backlog and how
+busy the workers are, and rescales in flight (--worker-utilization-hint,
+0.1..0.9, default 0.8, is the utilisation it aims at;
+--autoscaling-algorithm NONE turns it off). Every change is a job event
+(weir jobs logs).
 
 --service-options K[=V] (repeatable, or comma-separated; also
 --dataflow-service-options and --additional-experiments, as pasted from a
@@ -148,7 +164,10 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.BoolVar(&f.allowSource, "allow-source-change", false, "with --update: accept a source that reads something else (its old positions are dropped)")
 	fl.StringArrayVar(&f.serviceOptions, "service-options", nil, "service option KEY or KEY=VALUE, repeatable or comma-separated; also --dataflow-service-options, --additional-experiments (needs a weir server)")
 	fl.StringVar(&f.requestID, "request-id", "", "make the submission idempotent: a retry with the same ID within 24 hours gets the first answer (needs a weir server)")
-	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the job may scale to, recorded with the job (needs a weir server)")
+	fl.IntVar(&f.maxNumWorkers, "max-num-workers", 0, "most workers the server's autoscaler may give the job (needs a weir server)")
+	fl.IntVar(&f.minNumWorkers, "min-num-workers", 0, "fewest workers the autoscaler may give the job (default 1)")
+	fl.Float64Var(&f.utilization, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
+	fl.StringVar(&f.autoscaling, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default with --max-num-workers) or NONE (no autoscaling)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	return cmd
 }
@@ -314,7 +333,6 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
-	autoscalingNote(e.stderr, cmd.Flags(), f.numWorkers)
 	// Text prints the ID at once (scripts read it while the job starts);
 	// JSON prints the job record as it is when the command returns.
 	if f.format != formatJSON {

@@ -29,7 +29,11 @@ type eface struct {
 // Boxer boxes values of type T. It is not safe for concurrent use: give
 // each goroutine its own.
 type Boxer[T any] struct {
+	// slab[:used] holds the values boxed so far. The slab is replaced only
+	// when full and otherwise never stored to: a slice store per value
+	// would cost a GC write barrier per value while the collector marks.
 	slab   []T
+	used   int
 	typ    unsafe.Pointer
 	direct bool
 	size   int
@@ -81,13 +85,15 @@ func (b *Boxer[T]) Box(v T) any {
 	if b.direct {
 		return any(v)
 	}
-	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]T, 0, b.size)
+	if b.used == len(b.slab) {
+		b.slab, b.used = make([]T, b.size), 0
 	}
-	b.slab = append(b.slab, v)
+	p := &b.slab[b.used]
+	*p = v
+	b.used++
 	var out any
 	e := (*eface)(unsafe.Pointer(&out))
 	e.typ = b.typ
-	e.data = unsafe.Pointer(&b.slab[len(b.slab)-1])
+	e.data = unsafe.Pointer(p)
 	return out
 }

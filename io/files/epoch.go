@@ -152,7 +152,7 @@ func (s *EpochSink) openLocked(pw *partWriter) error {
 		return fmt.Errorf("creating %s: %w", pw.path, err)
 	}
 	pw.f = f
-	return pw.enc.init(f, s.cfg.Format, s.cfg.Schema)
+	return pw.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
 }
 
 // Write appends the rows of elems to worker's in-progress file.

@@ -12,6 +12,10 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/hamba/avro/v2"
+	"github.com/hamba/avro/v2/ocf"
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -43,6 +47,8 @@ type SinkConfig struct {
 	// refuses to write when another job name owns the path. Nil for
 	// in-process runs.
 	Owner *Owner
+	// Delimiter separates a CSV sink's fields; 0 is ','.
+	Delimiter rune
 }
 
 func (c *SinkConfig) mode() fs.FileMode {
@@ -102,7 +108,7 @@ func (s *Sink) openLocked() error {
 		return fmt.Errorf("creating %s: %w", s.cfg.Path, err)
 	}
 	s.mu.f = f
-	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema)
+	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
 }
 
 // prepareOutput checks file (a file the sink is about to create) against
@@ -191,20 +197,36 @@ type encoder struct {
 	buf    []byte
 	cells  []string
 	rows   int64
+	// ae and as encode an Avro file (from the schema, or the first row's).
+	ae *ocf.Encoder
+	as *avro.RecordSchema
+	// pw writes a Parquet file (from the schema, or the first row's).
+	pw *parquet.GenericWriter[map[string]any]
 }
 
 // init starts encoding into f, writing the CSV header when the schema is
-// known.
-func (e *encoder) init(f *os.File, format Format, schema *row.Schema) error {
+// known; delim separates CSV fields (0: ',').
+func (e *encoder) init(f *os.File, format Format, schema *row.Schema, delim rune) error {
 	e.format, e.schema, e.rows = format, schema, 0
 	if e.w == nil {
 		e.w = bufio.NewWriterSize(f, 64<<10)
 	} else {
 		e.w.Reset(f)
 	}
-	e.cw = nil
+	e.cw, e.ae, e.as, e.pw = nil, nil, nil, nil
+	if format == Parquet && schema != nil {
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(schema))
+	}
+	if format == Avro && schema != nil {
+		if err := e.startAvro(schema); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Name(), err)
+		}
+	}
 	if format == CSV {
 		e.cw = csv.NewWriter(e.w)
+		if delim != 0 {
+			e.cw.Comma = delim
+		}
 		if schema != nil {
 			if err := e.cw.Write(schema.Names()); err != nil {
 				return fmt.Errorf("writing %s: %w", f.Name(), err)
@@ -219,9 +241,14 @@ func (e *encoder) init(f *os.File, format Format, schema *row.Schema) error {
 func (e *encoder) write(path string, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
 	for i := range elems {
 		var err error
-		if e.format == CSV {
+		switch e.format {
+		case CSV:
 			err = e.writeCSV(elems[i].Value)
-		} else {
+		case Avro:
+			err = e.writeAvro(elems[i].Value)
+		case Parquet:
+			err = e.writeParquet(elems[i].Value)
+		default:
 			err = e.writeJSON(elems[i].Value)
 		}
 		if err != nil {
@@ -259,6 +286,49 @@ func (e *encoder) writeJSON(v any) error {
 	return err
 }
 
+// startAvro starts an Avro container file of rows of schema s.
+func (e *encoder) startAvro(s *row.Schema) error {
+	sch, err := avroSchemaOf(s)
+	if err != nil {
+		return err
+	}
+	e.as = sch.(*avro.RecordSchema)
+	e.ae, err = ocf.NewEncoderWithSchema(e.as, e.w, ocf.WithCodec(ocf.Deflate))
+	return err
+}
+
+func (e *encoder) writeAvro(v any) error {
+	r, ok := row.AsRow(v)
+	if !ok {
+		return fmt.Errorf("Avro sink got a %T: %w", v, errNotARow)
+	}
+	if e.ae == nil {
+		e.schema = r.Schema
+		if err := e.startAvro(r.Schema); err != nil {
+			return err
+		}
+	}
+	return e.ae.Encode(avroRecordValue(r, e.as))
+}
+
+func (e *encoder) writeParquet(v any) error {
+	r, ok := row.AsRow(v)
+	if !ok {
+		return fmt.Errorf("Parquet sink got a %T: %w", v, errNotARow)
+	}
+	if e.pw == nil {
+		e.schema = r.Schema
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(r.Schema))
+	}
+	m := make(map[string]any, e.schema.Len())
+	for _, f := range e.schema.Fields {
+		x, _ := r.Get(f.Name)
+		m[f.Name] = parquetValue(x, f.Type)
+	}
+	_, err := e.pw.Write([]map[string]any{m})
+	return err
+}
+
 func (e *encoder) writeCSV(v any) error {
 	r, ok := row.AsRow(v)
 	if !ok {
@@ -288,6 +358,25 @@ func (e *encoder) writeCSV(v any) error {
 
 // flush writes what is buffered to the file.
 func (e *encoder) flush() error {
+	if e.format == Avro && e.ae == nil && e.schema != nil {
+		// No row: still a valid, empty container file.
+		if err := e.startAvro(e.schema); err != nil {
+			return err
+		}
+	}
+	if e.ae != nil {
+		if err := e.ae.Close(); err != nil {
+			return err
+		}
+	}
+	if e.format == Parquet && e.pw == nil && e.schema != nil {
+		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(e.schema))
+	}
+	if e.pw != nil {
+		if err := e.pw.Close(); err != nil {
+			return err
+		}
+	}
 	if e.cw != nil {
 		e.cw.Flush()
 		if err := e.cw.Error(); err != nil {

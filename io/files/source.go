@@ -1,10 +1,12 @@
 // Package files owns the file connectors of YAML pipelines: sources that
-// read JSON lines and CSV files into rows (with event time taken from a
+// read JSON lines, CSV, Avro and Parquet files into rows (with event time taken from a
 // field, and rejects for lines that do not parse) and sinks that write rows
-// as JSON lines or CSV. They implement contract.Source and contract.Sink, the
+// as JSON lines, CSV, Avro or Parquet. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner/contract, mtime, window and the standard library.
+// It may import row, runner/contract, mtime, window, github.com/hamba/avro/v2
+// (with its ocf package), github.com/parquet-go/parquet-go (with its format
+// package) and the standard library.
 package files
 
 import (
@@ -18,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/weir-dev/weir/mtime"
@@ -49,6 +52,10 @@ type Format int
 const (
 	JSONLines Format = iota
 	CSV
+	// Avro is an Avro object container file of records.
+	Avro
+	// Parquet is a Parquet file.
+	Parquet
 )
 
 // SourceConfig configures a file source.
@@ -70,6 +77,27 @@ type SourceConfig struct {
 	// matches when the source splits is checked again (Roots.Check), so a
 	// link created after the submission cannot lead out.
 	Roots *Roots
+	// CSV is how CSV text is split (the delimiter, comment lines).
+	CSV CSVOptions
+}
+
+// CSVOptions are the dialect of a CSV file: Beam's ReadFromCsv delimiter
+// and comment.
+type CSVOptions struct {
+	// Delimiter separates fields; 0 is ','.
+	Delimiter rune
+	// Comment, when not 0, starts a line that is ignored.
+	Comment rune
+}
+
+// reader returns a csv.Reader of r in this dialect.
+func (o CSVOptions) reader(r io.Reader) *csv.Reader {
+	cr := csv.NewReader(r)
+	if o.Delimiter != 0 {
+		cr.Comma = o.Delimiter
+	}
+	cr.Comment = o.Comment
+	return cr
 }
 
 // Source reads rows from files. It is bounded.
@@ -117,6 +145,8 @@ type split struct {
 	f    *os.File
 	br   *bufio.Reader
 	cr   *csv.Reader
+	avro *avroReader
+	pq   *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
 	line int64
@@ -131,8 +161,14 @@ func (s *split) open() error {
 	}
 	s.f = f
 	s.br = bufio.NewReaderSize(f, 64<<10)
+	switch s.cfg.Format {
+	case Avro:
+		return s.openAvro()
+	case Parquet:
+		return s.openParquet()
+	}
 	if s.cfg.Format == CSV {
-		s.cr = csv.NewReader(s.br)
+		s.cr = s.cfg.CSV.reader(s.br)
 		s.cr.FieldsPerRecord = -1
 		s.cr.ReuseRecord = true
 		header, err := s.cr.Read()
@@ -171,9 +207,14 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 	for n < len(buf) && !s.done {
 		var ok bool
 		var err error
-		if s.cfg.Format == CSV {
+		switch s.cfg.Format {
+		case CSV:
 			ok, err = s.readCSV(&buf[n])
-		} else {
+		case Avro:
+			ok, err = s.readAvro(&buf[n])
+		case Parquet:
+			ok, err = s.readParquet(&buf[n])
+		default:
 			ok, err = s.readJSON(&buf[n])
 		}
 		if err != nil {
@@ -315,7 +356,11 @@ func (s *split) readCSV(dst *contract.Element) (bool, error) {
 		line, _ := s.cr.FieldPos(0)
 		s.line = int64(line)
 	}
-	raw := strings.Join(rec, ",")
+	sep := ","
+	if s.cfg.CSV.Delimiter != 0 {
+		sep = string(s.cfg.CSV.Delimiter)
+	}
+	raw := strings.Join(rec, sep)
 	if len(rec) != len(s.cols) {
 		s.reject(dst, raw, ReasonMalformedCSV, fmt.Sprintf("record has %d fields, the header has %d", len(rec), len(s.cols)))
 		return true, nil
@@ -351,26 +396,109 @@ func (s *split) Close() error {
 	return err
 }
 
-// CSVHeader reads the header row of a CSV file (the first match of a glob).
-func CSVHeader(path string) ([]string, error) {
+// CSVInferRows is how many records of a CSV file CSVInfer reads to type
+// its columns.
+const CSVInferRows = 10000
+
+// CSVInfer reads the header row of a CSV file (the first match of a glob)
+// and types its columns from up to CSVInferRows records, as Beam's
+// ReadFromCsv (pandas) does: a column whose cells are all integers is
+// int, all numbers (or integers with empty cells) float, all true/false
+// bool, anything else string. A column with no value at all is string.
+func CSVInfer(path string, o CSVOptions) (header []string, kinds []row.Kind, err error) {
 	paths, err := Files(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, err := os.Open(paths[0])
 	if err != nil {
-		return nil, fmt.Errorf("reading the CSV header: %w", err)
+		return nil, nil, fmt.Errorf("reading the CSV header: %w", err)
 	}
 	defer f.Close()
-	h, err := csv.NewReader(f).Read()
+	cr := o.reader(bufio.NewReaderSize(f, 64<<10))
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	h, err := cr.Read()
 	if err == io.EOF {
-		return nil, fmt.Errorf("%s is empty: a CSV file needs a header row", paths[0])
+		return nil, nil, fmt.Errorf("%s is empty: a CSV file needs a header row", paths[0])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the CSV header of %s: %w", paths[0], err)
+		return nil, nil, fmt.Errorf("reading the CSV header of %s: %w", paths[0], err)
 	}
+	header = make([]string, len(h))
 	for i := range h {
-		h[i] = strings.TrimSpace(h[i])
+		header[i] = strings.TrimSpace(h[i])
 	}
-	return h, nil
+	// What each column's cells have been so far.
+	type seen struct{ ints, floats, bools, empty, other, values int }
+	cols := make([]seen, len(header))
+	for n := 0; n < CSVInferRows; n++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				continue // rejected when read; it does not type the columns
+			}
+			return nil, nil, fmt.Errorf("reading %s: %w", paths[0], err)
+		}
+		if len(rec) != len(header) {
+			continue // malformed_csv when read
+		}
+		for i, cell := range rec {
+			c := &cols[i]
+			v := strings.TrimSpace(cell)
+			switch {
+			case v == "":
+				c.empty++
+				continue
+			case isCSVInt(v):
+				c.ints++
+			case isCSVFloat(v):
+				c.floats++
+			case isCSVBool(v):
+				c.bools++
+			default:
+				c.other++
+			}
+			c.values++
+		}
+	}
+	kinds = make([]row.Kind, len(header))
+	for i, c := range cols {
+		switch {
+		case c.values == 0 || c.other > 0:
+			kinds[i] = row.KindString
+		case c.bools == c.values && c.empty == 0:
+			kinds[i] = row.KindBool
+		case c.bools > 0:
+			kinds[i] = row.KindString
+		case c.ints == c.values && c.empty == 0:
+			kinds[i] = row.KindInt
+		default:
+			kinds[i] = row.KindFloat
+		}
+	}
+	return header, kinds, nil
+}
+
+func isCSVInt(v string) bool {
+	_, err := strconv.ParseInt(v, 10, 64)
+	return err == nil
+}
+
+func isCSVFloat(v string) bool {
+	_, err := strconv.ParseFloat(v, 64)
+	return err == nil
+}
+
+// isCSVBool: pandas' default true and false values.
+func isCSVBool(v string) bool {
+	switch v {
+	case "True", "TRUE", "true", "False", "FALSE", "false":
+		return true
+	}
+	return false
 }

@@ -100,11 +100,22 @@ type Sink struct {
 }
 
 // outMsg is one message to publish; id is empty until PreCommit or Close
-// assigns the derived one.
+// assigns the derived one. cutShort marks the pane of a window the job did
+// not see whole (the CutShortAttribute).
 type outMsg struct {
-	id   string
-	data []byte
+	id       string
+	data     []byte
+	cutShort bool
 }
+
+// CutShortAttribute is the attribute, set to "true", of a message carrying
+// a pane whose job did not see all of its window's input
+// (window.PaneInfo.CutShort: a drain's last pane for a window still open, or
+// a window that began before the job's input). Messages of complete panes,
+// and of elements that are not panes, do not have it. A consumer keeping
+// the latest result per key and window keeps a complete one over a message
+// with this attribute.
+const CutShortAttribute = "weir-pane-cut-short"
 
 var (
 	_ contract.WindowRestrictedSink = (*Sink)(nil)
@@ -147,6 +158,7 @@ func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) er
 		if err != nil {
 			return fmt.Errorf("WriteToPubSub %s: element at %s: %w", s.cfg.Step, elems[i].Source, err)
 		}
+		m.cutShort = elems[i].Pane.CutShort
 		msgs = append(msgs, m)
 	}
 	s.mu.Lock()
@@ -314,11 +326,14 @@ func (b *Broker) publishAsync(ctx context.Context, base *nats.Msg, msgs []outMsg
 			head++
 		}
 		nm := &nats.Msg{Subject: base.Subject, Data: m.data}
-		if len(base.Header) > 0 {
-			nm.Header = make(nats.Header, len(base.Header)+1)
+		if len(base.Header) > 0 || m.cutShort {
+			nm.Header = make(nats.Header, len(base.Header)+2)
 			for k, v := range base.Header {
 				nm.Header[k] = v
 			}
+		}
+		if m.cutShort {
+			nm.Header.Set(CutShortAttribute, "true")
 		}
 		var opts []jetstream.PublishOpt
 		if m.id != "" {
@@ -338,9 +353,13 @@ func (b *Broker) publishAsync(ctx context.Context, base *nats.Msg, msgs []outMsg
 	return stored, dups, nil
 }
 
-// A part is: version byte 1, uvarint count, then per message uvarint
-// len(id), id, uvarint len(data), data.
-const partVersion = 1
+// A part is: version byte 2, uvarint count, then per message uvarint
+// len(id), id, uvarint len(data), data, and a flags byte (bit 0: cut
+// short). Version 1 (parts stored by an older weir) has no flags byte.
+const (
+	partVersion   = 2
+	partVersionV1 = 1
+)
 
 func encodePart(msgs []outMsg, idPrefix string) []byte {
 	size := 1 + binary.MaxVarintLen64
@@ -359,6 +378,11 @@ func encodePart(msgs []outMsg, idPrefix string) []byte {
 		b = append(b, id...)
 		b = binary.AppendUvarint(b, uint64(len(m.data)))
 		b = append(b, m.data...)
+		var flags byte
+		if m.cutShort {
+			flags |= 1
+		}
+		b = append(b, flags)
 	}
 	return b
 }
@@ -369,7 +393,8 @@ func decodePart(b []byte) ([]outMsg, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	if b[0] != partVersion {
+	version := b[0]
+	if version != partVersion && version != partVersionV1 {
 		return nil, fmt.Errorf("%w: version %d", errBadPart, b[0])
 	}
 	b = b[1:]
@@ -394,7 +419,15 @@ func decodePart(b []byte) ([]outMsg, error) {
 		if !ok1 || !ok2 {
 			return nil, errBadPart
 		}
-		out = append(out, outMsg{id: string(id), data: data})
+		m := outMsg{id: string(id), data: data}
+		if version >= partVersion {
+			if len(b) == 0 || b[0]&^1 != 0 {
+				return nil, errBadPart
+			}
+			m.cutShort = b[0]&1 != 0
+			b = b[1:]
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 func rowElems(from, to int) []contract.Element {
@@ -137,5 +138,50 @@ func TestSinkIDFieldAndRaw(t *testing.T) {
 	}
 	if _, err := decodePart([]byte{1, 5, 3}); err == nil {
 		t.Fatal("corrupt part decoded")
+	}
+}
+
+// TestSinkCutShortAttribute: the message of a cut-short pane carries the
+// CutShortAttribute, kept through a pre-committed part; other messages do
+// not; a part stored by an older weir (version 1, no flags) still decodes.
+func TestSinkCutShortAttribute(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: "panes", CreateTopic: true, ID: "job-1/Write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elems := rowElems(1, 3)
+	elems[0].Pane = window.PaneInfo{Timing: window.OnTime, IsFirst: true, IsLast: true, CutShort: true}
+	elems[1].Pane = window.PaneInfo{Timing: window.OnTime, IsFirst: true, IsLast: true}
+	if err := sink.Write(ctx, 0, elems); err != nil {
+		t.Fatal(err)
+	}
+	p, err := sink.PreCommit(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Commit(ctx, 1, [][]byte{p}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSubscription(ctx, "check", "panes", SubscriptionConfig{FromBeginning: true}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.Pull(ctx, "check", 10, true)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("pull: %d, %v", len(msgs), err)
+	}
+	for i, want := range []string{"true", "", ""} {
+		if got := msgs[i].Attributes[CutShortAttribute]; got != want {
+			t.Errorf("message %d: %s = %q, want %q (attributes %v)", i, CutShortAttribute, got, want, msgs[i].Attributes)
+		}
+	}
+	v1 := []byte{1, 1, 2, 'i', 'd', 2, '{', '}'}
+	got, err := decodePart(v1)
+	if err != nil || len(got) != 1 || got[0].id != "id" || string(got[0].data) != "{}" || got[0].cutShort {
+		t.Fatalf("version 1 part: %+v, %v", got, err)
+	}
+	if _, err := decodePart([]byte{2, 1, 2, 'i', 'd', 2, '{', '}', 4}); err == nil {
+		t.Fatal("a part with unknown flags decoded")
 	}
 }

@@ -7,7 +7,7 @@
 //
 // Upsert (the default when Config.Key is set) keeps one row per (key fields,
 // window_start, window_end) and stores, besides the row's own fields, the
-// pane (pane_index, pane_timing, pane_is_first, pane_is_last), the sink
+// pane (pane_index, pane_timing, pane_is_first, pane_is_last, pane_cut_short), the sink
 // revision's generation, the job_id and updated_at. A write replaces the
 // stored row only if its revision (generation, pane_index) is strictly newer:
 // an older or equal revision is ignored, so replays and out-of-order panes
@@ -15,8 +15,21 @@
 // leaves 475, never 900, and replaying either leaves 475). The whole rule is
 // one statement on both databases:
 //
-//	INSERT INTO t AS cur (...) ... ON CONFLICT (<key>) DO UPDATE SET ...
-//	WHERE (excluded.generation, excluded.pane_index) > (cur.generation, cur.pane_index)
+//	INSERT INTO t AS cur (...) ... ON CONFLICT (<key>) DO UPDATE SET ... WHERE <newer revision>
+//
+// A pane whose job did not see all of its window's input is cut short
+// (window.PaneInfo.CutShort: a drain's last pane for a window still open,
+// or a pane of a window that began before the job's input started); the
+// nullable column pane_cut_short says so (null on rows written before the
+// column existed: Prepare adds it to an older table, and such rows count as
+// complete). The revision rule then orders generations by completeness
+// first: within one generation the later pane wins; across generations a
+// complete row replaces a cut-short one and is never replaced by one,
+// whatever their generations, and otherwise the newer generation wins:
+//
+//	WHERE CASE WHEN excluded.generation = cur.generation
+//	  THEN excluded.pane_index > cur.pane_index
+//	  ELSE (<excluded complete>, excluded.generation) > (<cur complete>, cur.generation) END
 //
 // Upsert needs accumulating panes when a window can fire more than once:
 // CheckAccumulation refuses the other strategies at submit time.
@@ -111,7 +124,9 @@
 // <table>__g<G> (FacadeTableName) and keeps a view named <table> over every
 // generation's table: per conflict key (key fields and window; element_id
 // in append mode) the view returns the row of the newest generation that
-// has one, else the older generation's:
+// has one, else the older generation's (in upsert mode a complete row of
+// any generation comes before a cut-short one, as in the revision rule, and
+// the NOT EXISTS below also compares the two rows' revisions):
 //
 //	SELECT ... FROM t__g2 AS o
 //	UNION ALL SELECT ... FROM t__g1 AS o WHERE NOT EXISTS

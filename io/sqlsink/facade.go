@@ -375,18 +375,33 @@ func fxRebuildView(ctx context.Context, fx facadeExec, table string) error {
 			}
 		}
 		b.WriteString(" FROM " + quoteTable(gc.g.physical) + " AS o")
-		for j, newer := range have[:i] {
+		// Append rows: the newest generation holding an element ID serves
+		// it. Upsert rows: the row no other generation supersedes
+		// (newerRevision: a complete revision over a cut-short one, then the
+		// newer generation), so a view never serves a cut-short pane while
+		// a complete one of the window exists in any generation.
+		others := have[:i]
+		upsert := gc.g.mode == ModeUpsert
+		if upsert {
+			others = make([]genCols, 0, len(have)-1)
+			others = append(append(others, have[:i]...), have[i+1:]...)
+		}
+		oCut := hasColumn(gc.cols, colPaneCut, fx.pg())
+		for j, other := range others {
 			if j == 0 {
 				b.WriteString(" WHERE ")
 			} else {
 				b.WriteString(" AND ")
 			}
-			b.WriteString("NOT EXISTS (SELECT 1 FROM " + quoteTable(newer.g.physical) + " AS n WHERE ")
+			b.WriteString("NOT EXISTS (SELECT 1 FROM " + quoteTable(other.g.physical) + " AS n WHERE ")
 			for k, key := range gc.g.keys {
 				if k > 0 {
 					b.WriteString(" AND ")
 				}
 				b.WriteString(keyTerm("n.", key, fx.pg()) + " = " + keyTerm("o.", key, fx.pg()))
+			}
+			if upsert {
+				b.WriteString(" AND " + newerRevision("n.", "o.", hasColumn(other.cols, colPaneCut, fx.pg()), oCut))
 			}
 			b.WriteString(")")
 		}
@@ -646,8 +661,9 @@ type CompactReport struct {
 // CompactFacade merges, in one transaction, the older generations behind
 // the façade view whose job ended (EndFacadeGeneration) at least retention
 // ago into generation keep's table, and drops their tables: each row the
-// view serves from such a generation is inserted into keep's table (rows of
-// newer generations win, as in the view), columns keep's table lacks are
+// view serves from such a generation is inserted into keep's table (as in
+// the view: a complete revision wins over a cut-short one, then rows of newer
+// generations win), columns keep's table lacks are
 // added to it first, and the view is rebuilt over what remains. A
 // generation is merged only if every generation between it and keep is
 // merged too, so the view serves exactly the same rows afterwards.
@@ -711,8 +727,19 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 			}
 			if len(cols) > 0 {
 				list := strings.Join(names, ", ")
-				q := "INSERT INTO " + quoteTable(target.physical) + " (" + list + ") SELECT " + list + " FROM " +
-					quoteTable(g.physical) + " WHERE true ON CONFLICT (" + strings.Join(conflict, ", ") + ") DO NOTHING"
+				onConflict := "DO NOTHING"
+				if target.mode == ModeUpsert && hasColumn(cols, colGeneration, fx.pg()) && hasColumn(cols, colPaneIndex, fx.pg()) {
+					// As in the view: a complete revision of an older
+					// generation replaces a cut-short one of a newer.
+					var set []string
+					for _, n := range names {
+						set = append(set, n+" = excluded."+n)
+					}
+					onConflict = "DO UPDATE SET " + strings.Join(set, ", ") + " WHERE " +
+						newerRevision("excluded.", "cur.", hasColumn(cols, colPaneCut, fx.pg()), hasColumn(keepCols, colPaneCut, fx.pg()))
+				}
+				q := "INSERT INTO " + quoteTable(target.physical) + " AS cur (" + list + ") SELECT " + list + " FROM " +
+					quoteTable(g.physical) + " WHERE true ON CONFLICT (" + strings.Join(conflict, ", ") + ") " + onConflict
 				before, err := countRows(ctx, fx, target.physical)
 				if err != nil {
 					return err

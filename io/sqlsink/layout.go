@@ -51,7 +51,8 @@ const (
 	rolePaneTiming
 	rolePaneFirst
 	rolePaneLast
-	roleElementID // append mode: the element's identity
+	rolePaneCutShort // the element's pane: the pane row carries no such field
+	roleElementID    // append mode: the element's identity
 	// The columns below are not carried in records: the commit adds them.
 	roleGeneration
 	roleJobID
@@ -67,6 +68,7 @@ const (
 	colPaneTiming  = "pane_timing"
 	colPaneFirst   = "pane_is_first"
 	colPaneLast    = "pane_is_last"
+	colPaneCut     = "pane_cut_short"
 	colGeneration  = "generation"
 	colJobID       = "job_id"
 	colUpdatedAt   = "updated_at"
@@ -134,7 +136,7 @@ func newLayout(cfg *Config, s *row.Schema) (*layout, error) {
 	add := func(c column) error {
 		if _, dup := l.byName[strings.ToLower(c.name)]; dup {
 			return bad("column %q would appear twice (is a field named like a bookkeeping column: %s?)", c.name,
-				"pane_index, pane_timing, pane_is_first, pane_is_last, generation, job_id, updated_at, element_id")
+				"pane_index, pane_timing, pane_is_first, pane_is_last, pane_cut_short, generation, job_id, updated_at, element_id")
 		}
 		l.byName[strings.ToLower(c.name)] = len(l.cols)
 		l.cols = append(l.cols, c)
@@ -147,9 +149,12 @@ func newLayout(cfg *Config, s *row.Schema) (*layout, error) {
 			{name: colPaneTiming, kind: kText, role: rolePaneTiming},
 			{name: colPaneFirst, kind: kBool, role: rolePaneFirst},
 			{name: colPaneLast, kind: kBool, role: rolePaneLast},
+			// Nullable: a table made before the column existed gains it
+			// by ALTER TABLE, and its old rows (null) count as complete.
+			{name: colPaneCut, kind: kBool, role: rolePaneCutShort},
 		} {
 			c.field = field
-			c.notNull = l.upsert
+			c.notNull = l.upsert && c.role != rolePaneCutShort
 			if err := add(c); err != nil {
 				return err
 			}

@@ -148,6 +148,8 @@ func (l *layout) appendRecord(dst []any, e *contract.Element, r *row.Row) ([]any
 			} else {
 				v, err = convert(paneVal(3), kBool)
 			}
+		case rolePaneCutShort:
+			v = e.Pane.CutShort
 		case roleElementID:
 			// Filled in by the caller, which knows the worker's occurrences.
 		}

@@ -186,7 +186,9 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 		for _, c := range l.cols {
 			decl, ok := existing[be.norm(c.name)]
 			switch {
-			case !ok && c.role == roleField && !c.key:
+			case !ok && (c.role == roleField && !c.key || c.role == rolePaneCutShort):
+				// A new value column, or pane_cut_short on a table made
+				// before it existed (its rows count as complete).
 				ddl = append(ddl, "ALTER TABLE "+quoteTable(l.table)+" ADD COLUMN "+columnDef(c, be))
 				existing[be.norm(c.name)] = be.sqlType(c.kind)
 			case !ok:
@@ -247,7 +249,7 @@ func (s *Sink) columnPurpose(c column) string {
 		return "window bound of the upsert key"
 	case roleElementID:
 		return "identity of appended rows"
-	case rolePaneIndex, rolePaneTiming, rolePaneFirst, rolePaneLast:
+	case rolePaneIndex, rolePaneTiming, rolePaneFirst, rolePaneLast, rolePaneCutShort:
 		return "pane of the windowed result"
 	}
 	return "revision of upserted rows"

@@ -436,8 +436,8 @@ func TestPartRoundTrip(t *testing.T) {
 	must(t, err)
 	recs := []any{}
 	for _, v := range [][]any{
-		{int64(1), 1.5, true, "s", t0, `["a"]`, `1`, `{}`, mtime.MinTimestamp, mtime.MaxTimestamp, int64(0), "ON_TIME", true, false},
-		{int64(-5), -0.0, false, "", mtime.Time(-1), nil, nil, nil, nil, nil, int64(1 << 62), "LATE", false, true},
+		{int64(1), 1.5, true, "s", t0, `["a"]`, `1`, `{}`, mtime.MinTimestamp, mtime.MaxTimestamp, int64(0), "ON_TIME", true, false, false},
+		{int64(-5), -0.0, false, "", mtime.Time(-1), nil, nil, nil, nil, nil, int64(1 << 62), "LATE", false, true, true},
 	} {
 		if len(v) != l.nrec {
 			t.Fatalf("test record has %d values, layout %d", len(v), l.nrec)

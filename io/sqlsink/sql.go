@@ -106,6 +106,12 @@ func columnList(l *layout) string {
 // conflictClause is the ON CONFLICT clause of the insert: DO NOTHING for
 // append, a revision-guarded update for upsert. The target table is aliased
 // cur.
+//
+// The upsert guard: within one generation a later pane replaces an earlier
+// one (pane_index); across generations a complete revision replaces a cut-short
+// one whatever their generations, a cut-short one never replaces a complete
+// one, and otherwise the newer generation wins. A null pane_cut_short (rows
+// written before the column existed) counts as complete.
 func conflictClause(l *layout, be backend) string {
 	s := " ON CONFLICT (" + conflictTarget(l, be) + ")"
 	if !l.upsert {
@@ -119,9 +125,27 @@ func conflictClause(l *layout, be backend) string {
 		q := quoteIdent(c.name)
 		set = append(set, q+" = excluded."+q)
 	}
+	return s + " DO UPDATE SET " + strings.Join(set, ", ") + " WHERE " + newerRevision("excluded.", "cur.", true, true)
+}
+
+// completeTerm is a boolean expression (1/0 on SQLite) that is true when
+// the row aliased a is complete: its pane_cut_short is false or null. When
+// the row's table has no pane_cut_short column (has false), it is TRUE.
+func completeTerm(a string, has bool) string {
+	if !has {
+		return "TRUE"
+	}
+	return "(COALESCE(" + a + quoteIdent(colPaneCut) + ", FALSE) = FALSE)"
+}
+
+// newerRevision is the condition under which the upsert row aliased n
+// supersedes the row aliased o of the same key and window (see
+// conflictClause); nHas and oHas say whether their tables have the
+// pane_cut_short column.
+func newerRevision(n, o string, nHas, oHas bool) string {
 	g, p := quoteIdent(colGeneration), quoteIdent(colPaneIndex)
-	return s + " DO UPDATE SET " + strings.Join(set, ", ") +
-		" WHERE (excluded." + g + ", excluded." + p + ") > (cur." + g + ", cur." + p + ")"
+	return "(CASE WHEN " + n + g + " = " + o + g + " THEN " + n + p + " > " + o + p +
+		" ELSE (" + completeTerm(n, nHas) + ", " + n + g + ") > (" + completeTerm(o, oHas) + ", " + o + g + ") END)"
 }
 
 const progressDDL = "CREATE TABLE IF NOT EXISTS " + ProgressTable + " (sink_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL)"

@@ -195,3 +195,22 @@ type CatchUpExpired struct {
 	// retained sequence (its next one when it held none).
 	NextSeq uint64
 }
+
+// InputStarter is a source that can tell where a job's input starts when
+// the job begins with no state (not restored from a checkpoint or a
+// snapshot, not handed state by an update, not re-reading for a
+// replacement) from a position past input it will never read: a Pub/Sub
+// subscription sought, or left acknowledged by an earlier job, past
+// messages still on the topic. The job service calls InputStart once,
+// before the job's first execution starts, and marks every pane of a
+// window that began before start as cut short (runner.Options.PartialBefore):
+// its earlier input was never seen, so its totals are partial.
+type InputStarter interface {
+	Source
+	// InputStart returns start, just after the newest event time of the
+	// input the source skips, and a note saying what it found for a user
+	// (the subscription, topic and sequence). ok is false when nothing is
+	// skipped (a subscription reading from the topic's beginning, or whose
+	// skipped messages are no longer on the topic).
+	InputStart(ctx context.Context) (start mtime.Time, note string, ok bool, err error)
+}

@@ -17,6 +17,7 @@ const (
 	EventUpdateFailed     EventType = "update_failed"
 	EventRescaleSucceeded EventType = "rescale_succeeded"
 	EventRescaleFailed    EventType = "rescale_failed"
+	EventAutoscaled       EventType = "autoscaled"
 	EventReplacementPhase EventType = "replacement_phase"
 	EventSnapshotCreated  EventType = "snapshot_created"
 	EventSnapshotFailed   EventType = "snapshot_failed"
@@ -58,6 +59,7 @@ func EventTypes() []EventTypeInfo {
 		{EventUpdateFailed, "error", "an update or its handover failed; the job resumed from its last checkpoint (details: error)"},
 		{EventRescaleSucceeded, "info", "the job was rescaled in flight (details: from_workers, to_workers)"},
 		{EventRescaleFailed, "error", "a rescale failed (details: from_workers, to_workers, error)"},
+		{EventAutoscaled, "info|warning", "the autoscaler changed the worker count within the job's range, or failed to (details: from_workers, to_workers, reason, backlog, backlog_growth_per_s, input_rate, processing_rate, utilization, capacity_per_worker, predicted_processing_rate, last_predicted_rate, observed_rate, error)"},
 		{EventReplacementPhase, "info", "a phase of a replacement (stop-and-replace, parallel replacement) began or ended (details: strategy, phase)"},
 		{EventSnapshotCreated, "info", "a snapshot of the job is READY (details: snapshot_id, disk_size_bytes)"},
 		{EventSnapshotFailed, "error", "a snapshot of the job failed (details: snapshot_id, reason)"},

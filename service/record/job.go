@@ -39,14 +39,25 @@ const (
 type JobOptions struct {
 	// NumWorkers is the number of workers (goroutines) of the job. Default 1.
 	NumWorkers int `json:"num_workers"`
-	// MinNumWorkers and MaxNumWorkers bound the worker count (recorded;
-	// autoscaling between them is not implemented yet). 0: unset.
+	// MinNumWorkers and MaxNumWorkers bound the worker count the
+	// autoscaler chooses for a streaming job (min 1 when unset); 0: unset,
+	// and without a maximum the job is not autoscaled.
 	MinNumWorkers int `json:"min_num_workers,omitempty"`
 	MaxNumWorkers int `json:"max_num_workers,omitempty"`
-	// WorkerUtilizationHint is Dataflow's target CPU utilisation for
-	// autoscaling, 0.1..0.9 (recorded). 0: unset.
+	// WorkerUtilizationHint is Dataflow's target utilisation of the
+	// workers for autoscaling, 0.1..0.9; 0: the default, 0.8.
 	WorkerUtilizationHint float64 `json:"worker_utilization_hint,omitempty"`
+	// AutoscalingAlgorithm is Dataflow's: THROUGHPUT_BASED (the default,
+	// "") or NONE, which turns the autoscaler off for the job.
+	AutoscalingAlgorithm string `json:"autoscaling_algorithm,omitempty"`
 }
+
+// Autoscaling algorithms (JobOptions.AutoscalingAlgorithm), Dataflow's
+// names.
+const (
+	AutoscalingThroughputBased = "THROUGHPUT_BASED"
+	AutoscalingNone            = "NONE"
+)
 
 // MaxNumWorkers is the largest accepted NumWorkers.
 const MaxNumWorkers = 1024
@@ -75,6 +86,9 @@ func (o JobOptions) Inherit(running JobOptions) JobOptions {
 	if o.WorkerUtilizationHint == 0 {
 		o.WorkerUtilizationHint = running.WorkerUtilizationHint
 	}
+	if o.AutoscalingAlgorithm == "" {
+		o.AutoscalingAlgorithm = running.AutoscalingAlgorithm
+	}
 	return o
 }
 
@@ -100,6 +114,7 @@ func (o JobOptions) ChangesTo(to JobOptions) []OptionChange {
 	add("min_num_workers", o.MinNumWorkers, to.MinNumWorkers)
 	add("max_num_workers", o.MaxNumWorkers, to.MaxNumWorkers)
 	add("worker_utilization_hint", o.WorkerUtilizationHint, to.WorkerUtilizationHint)
+	add("autoscaling_algorithm", o.AutoscalingAlgorithm, to.AutoscalingAlgorithm)
 	return out
 }
 
@@ -120,7 +135,7 @@ func (o JobOptions) Validate() error {
 	return nil
 }
 
-// validateGiven reports the set fields of a partial options value (an
+// ValidateGiven reports the set fields of a partial options value (an
 // update's or rescale's, before JobOptions.Inherit) that are out of range
 // on their own; Validate checks the whole once it is filled.
 func (o JobOptions) ValidateGiven() error {
@@ -137,6 +152,11 @@ func (o JobOptions) validateRanges() error {
 	}
 	if h := o.WorkerUtilizationHint; h != 0 && (h < 0.1 || h > 0.9) {
 		return errcode.Errorf(errcode.InvalidOptions, "options.worker_utilization_hint must be between 0.1 and 0.9, got %g", h)
+	}
+	switch o.AutoscalingAlgorithm {
+	case "", AutoscalingThroughputBased, AutoscalingNone:
+	default:
+		return errcode.Errorf(errcode.InvalidOptions, "options.autoscaling_algorithm %q is not an algorithm: use %s (the default) or %s", o.AutoscalingAlgorithm, AutoscalingThroughputBased, AutoscalingNone)
 	}
 	return nil
 }
@@ -211,6 +231,15 @@ type Job struct {
 	// whose code cannot be checkpointed runs without (CheckpointNote says why).
 	Checkpointing  bool   `json:"checkpointing"`
 	CheckpointNote string `json:"checkpoint_note,omitempty"`
+	// InputStart is where the job's input started, in event time (RFC 3339
+	// UTC with milliseconds), when the job began with no state from a
+	// position past input it never reads (a subscription sought forward, or
+	// left acknowledged by an earlier job of the name): every pane of a
+	// window that began before it is marked cut short, and an upserting
+	// sink keeps a complete revision over it. Empty when the job skipped
+	// nothing. InputStartNote says what its sources found.
+	InputStart     string `json:"input_start,omitempty"`
+	InputStartNote string `json:"input_start_note,omitempty"`
 	// Delivery is DeliveryExactlyOnce or DeliveryAtLeastOnce; DeliveryNote
 	// names the steps that make it at-least-once.
 	Delivery     string `json:"delivery"`

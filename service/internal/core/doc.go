@@ -30,7 +30,9 @@
 //
 //  0. The guard of a request ID (Service.requests in package service, route.go), held by a
 //     request with an ID from the lookup of its earlier answer to the
-//     record of its own, so that two retries never both run.
+//     record of its own, so that two retries never both run. At the same
+//     level, never together with a request's guard: the autoscaler's tick
+//     (autoscale.Autoscale.mu), held across its rescales.
 //  1. The name guard of a job name (Core.names, taken with LockName). It
 //     serialises the operations that change a name's jobs or its lineage
 //     record: submissions, Go programs' starts and takeovers, updates, UpdateOptions,

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -74,6 +75,10 @@ type Run struct {
 	smu     sync.Mutex
 	sampler *sampler // guarded by smu
 }
+
+// Started is when the execution started (it tells executions of one job
+// apart: a restart, a rescale).
+func (jr *Run) Started() time.Time { return jr.started }
 
 // observe samples the execution's live counters at now.
 func (jr *Run) observe(now time.Time) {
@@ -301,6 +306,20 @@ func (s *Core) StartExecution(ctx context.Context, j *record.Job, prog *contract
 		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	for _, f := range s.flows {
 		f.Execution(j, jr, &opts) // before the splits open
+	}
+	if restore == nil && adopt == nil && j.InputStart == "" {
+		// No state: a job reading past input it never sees marks the
+		// windows that began before its input as cut short.
+		if err := noteInputStart(ctx, j, prog); err != nil {
+			return nil, err
+		}
+	}
+	if j.InputStart != "" {
+		t, err := mtime.Parse(j.InputStart)
+		if err != nil {
+			return nil, errcode.Internalf("job %s records input start %q: %w", j.ID, j.InputStart, err)
+		}
+		opts.PartialBefore = t
 	}
 	// Executions outlive the request that started them.
 	runCtx := context.WithoutCancel(ctx)
@@ -781,4 +800,35 @@ func (s *Core) RunningIDs() []string {
 	})
 	sort.Strings(ids)
 	return ids
+}
+
+// noteInputStart records in j where its input starts (record.Job.InputStart):
+// the latest start any of its sources reports (contract.InputStarter), with
+// their notes; nothing when no source skips input.
+func noteInputStart(ctx context.Context, j *record.Job, prog *contract.Program) error {
+	var start mtime.Time
+	var notes []string
+	for _, st := range prog.Graph.Steps {
+		is, ok := prog.Code[st.Name].(contract.InputStarter)
+		if !ok || st.Kind != graph.KindSource {
+			continue
+		}
+		t, note, ok, err := is.InputStart(ctx)
+		if err != nil {
+			return fmt.Errorf("finding where source %q starts: %w", st.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		if len(notes) == 0 || t > start {
+			start = t
+		}
+		notes = append(notes, note)
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	j.InputStart = start.String()
+	j.InputStartNote = strings.Join(notes, "; ") + "; panes of windows that began before " + j.InputStart + " are marked cut short"
+	return nil
 }

@@ -87,6 +87,9 @@ type Options struct {
 	// same interval paces the retries of a sink whose commit failed
 	// (SINK_UNAVAILABLE). Default 10s; at least 10ms.
 	StorageRetryInterval time.Duration
+	// AutoscaleInterval is how often the autoscaler measures the jobs it
+	// scales (package autoscale). Default 5s.
+	AutoscaleInterval time.Duration
 	// MaxJobs bounds the active jobs (the server's --max-jobs): every way a
 	// job is created — a submission, a Go program's start, a job from a
 	// snapshot, a replacement under a name without an active job — is
@@ -102,6 +105,7 @@ const (
 	DefaultCheckpointInterval = time.Second
 	DefaultMinReplaceInterval = 2 * time.Minute
 	DefaultRollbackRetention  = 24 * time.Hour
+	DefaultAutoscaleInterval  = 5 * time.Second
 )
 
 // EnsureDefaults fills unset options with their defaults.
@@ -126,6 +130,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.StorageRetryInterval == 0 {
 		o.StorageRetryInterval = DefaultStorageRetryInterval
+	}
+	if o.AutoscaleInterval == 0 {
+		o.AutoscaleInterval = DefaultAutoscaleInterval
 	}
 }
 

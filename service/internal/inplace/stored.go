@@ -55,7 +55,8 @@ func (s *InPlace) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	}
 	nj := &record.Job{ID: id, Name: old.Name, SDK: record.SDKGo, Program: req.Program, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Options: req.Options, ReplacesJobID: old.ID,
-		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
+		History:    []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}},
+		InputStart: old.InputStart, InputStartNote: old.InputStartNote}
 	p, err := s.LoadProgram(nj)
 	if err != nil {
 		return nil, err

@@ -168,6 +168,9 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
 	nj.InheritFrom(old)
+	// The state handed over is as partial as it was: the windows that
+	// began before the old job's input stay cut short.
+	nj.InputStart, nj.InputStartNote = old.InputStart, old.InputStartNote
 	// A re-reading replacement job still catching up keeps its guarantee
 	// through the update: the new job re-reads on as it did.
 	nj.CatchUp = rewind.CarriedCatchUp(old, jr)

@@ -277,8 +277,8 @@ func toTime(t mtime.Time) time.Time {
 // rewindPoint computes where the new job of a stop-and-replace of old by
 // newGraph re-reads each of old's topics from, by the rule written at the
 // top of this file, from old's last durable checkpoint (at the cut-over:
-// the drain's final one). It refuses with REWIND_BEYOND_RETENTION or
-// REPLACEMENT_UNAVAILABLE, saying what to do instead; it changes nothing.
+// the drain's final one). It refuses with REWIND_BEYOND_RETENTION,
+// SOURCE_NOT_REREADABLE or REPLACEMENT_UNAVAILABLE, saying what to do instead; it changes nothing.
 func (s *Rewind) Point(ctx context.Context, old *record.Job, newGraph *graph.Pipeline) (record.RewindPoint, error) {
 	og, err := graph.Parse(old.Graph)
 	if err != nil {
@@ -292,12 +292,12 @@ func (s *Rewind) Point(ctx context.Context, old *record.Job, newGraph *graph.Pip
 		if st.Source != nil {
 			kind = st.Source.Kind + " " + st.Source.Identity
 		}
-		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
+		return record.RewindPoint{}, errcode.Errorf(errcode.SourceNotRereadable, "source %s of job %s reads %s, which cannot be read again from a position (only Pub/Sub topics and subscriptions can); %s",
 			st.Name, old.ID, kind, rewindInstead(old))
 	}
 	rw, ok := s.Broker()
 	if !ok {
-		return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
+		return record.RewindPoint{}, errcode.Errorf(errcode.SourceNotRereadable, "this server has no Pub/Sub broker that can re-read a topic; %s", rewindInstead(old))
 	}
 	oldS, newS := keyedStrategies(og), keyedStrategies(newGraph)
 	if err := checkRewindable(old, oldS, newS); err != nil {

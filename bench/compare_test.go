@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeRuns is a CompareRunner that records the order of its calls and
+// returns, for (side, round), the events/s of each variant from a table.
+type fakeRuns struct {
+	// eps[side][round] maps variant → events/s.
+	eps   [2][]map[string]float64
+	calls []string
+	// failAt fails the call with this index (-1: none).
+	failAt int
+}
+
+func (f *fakeRuns) run(_ context.Context, side Side, round int) ([]Measurement, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s%d", side, round))
+	if len(f.calls)-1 == f.failAt {
+		return nil, errors.New("child exited 1")
+	}
+	var ms []Measurement
+	for _, name := range []string{"baseline", "sdk-w1"} {
+		eps, ok := f.eps[side][round][name]
+		if !ok {
+			continue
+		}
+		// As many events as a thousand times events/s over a thousand CPU
+		// seconds: events/CPU-s == events/s.
+		ms = append(ms, Measurement{Name: name, EventsPerSec: eps, CPUSeconds: 1000, Outcome: Outcome{Events: int64(math.Round(eps * 1000))}})
+	}
+	SetRatios(ms)
+	return ms, nil
+}
+
+func TestRunCompareAlternates(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rounds    int
+		failAt    int
+		wantCalls []string
+		wantErr   string
+	}{
+		{name: "one round", rounds: 1, failAt: -1, wantCalls: []string{"this0", "base0"}},
+		{name: "three rounds", rounds: 3, failAt: -1, wantCalls: []string{"this0", "base0", "this1", "base1", "this2", "base2"}},
+		{name: "a failed base run stops the comparison", rounds: 3, failAt: 3,
+			wantCalls: []string{"this0", "base0", "this1", "base1"}, wantErr: "round 2, base build: child exited 1"},
+		{name: "no rounds", rounds: 0, failAt: -1, wantErr: "rounds must be at least 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeRuns{failAt: tc.failAt}
+			for side := range f.eps {
+				for range tc.rounds {
+					f.eps[side] = append(f.eps[side], map[string]float64{"baseline": 10, "sdk-w1": 5})
+				}
+			}
+			rounds, err := RunCompare(context.Background(), tc.rounds, f.run)
+			if !slices.Equal(f.calls, tc.wantCalls) {
+				t.Errorf("calls %v, want %v", f.calls, tc.wantCalls)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rounds) != tc.rounds {
+				t.Fatalf("%d rounds, want %d", len(rounds), tc.rounds)
+			}
+			for _, r := range rounds {
+				if len(r.This) != 2 || len(r.Base) != 2 {
+					t.Errorf("round %+v: want two measurements per side", r)
+				}
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	type want struct {
+		variant, figure           string
+		this, base, ratio, lo, hi float64
+		verdict                   Verdict
+	}
+	for _, tc := range []struct {
+		name string
+		// this and base: per round, events/s of baseline and sdk-w1.
+		this, base [][2]float64
+		want       []want
+		wantErr    string
+	}{
+		{
+			name: "faster in every round",
+			this: [][2]float64{{10, 6}, {10, 6}, {10, 6.6}},
+			base: [][2]float64{{10, 3}, {10, 2}, {10, 3}},
+			want: []want{
+				{"baseline", FigureEventsPerSec, 10, 10, 1, 1, 1, VerdictSame},
+				{"baseline", FigureEventsPerCPUSec, 10, 10, 1, 1, 1, VerdictSame},
+				{"sdk-w1", FigureEventsPerSec, 6, 3, 2.2, 2, 3, VerdictFaster},
+				{"sdk-w1", FigureEventsPerCPUSec, 6, 3, 2.2, 2, 3, VerdictFaster},
+				{"sdk-w1", FigureVsBaseline, 0.6, 0.3, 2.2, 2, 3, VerdictFaster},
+			},
+		},
+		{
+			name: "slower in every round",
+			this: [][2]float64{{10, 4}, {20, 8}},
+			base: [][2]float64{{10, 5}, {20, 10}},
+			want: []want{
+				{"baseline", FigureEventsPerSec, 15, 15, 1, 1, 1, VerdictSame},
+				{"baseline", FigureEventsPerCPUSec, 15, 15, 1, 1, 1, VerdictSame},
+				{"sdk-w1", FigureEventsPerSec, 6, 7.5, 0.8, 0.8, 0.8, VerdictSlower},
+				{"sdk-w1", FigureEventsPerCPUSec, 6, 7.5, 0.8, 0.8, 0.8, VerdictSlower},
+				{"sdk-w1", FigureVsBaseline, 0.4, 0.5, 0.8, 0.8, 0.8, VerdictSlower},
+			},
+		},
+		{
+			// A busy machine in round 2 slows this build's loop too: the
+			// ratio to the loop stays put while events/s straddles 1.
+			name: "same within spread",
+			this: [][2]float64{{10, 5}, {5, 2.5}, {10, 5.5}},
+			base: [][2]float64{{10, 5}, {10, 5}, {10, 5}},
+			want: []want{
+				{"baseline", FigureEventsPerSec, 10, 10, 1, 0.5, 1, VerdictSame},
+				{"baseline", FigureEventsPerCPUSec, 10, 10, 1, 0.5, 1, VerdictSame},
+				{"sdk-w1", FigureEventsPerSec, 5, 5, 1, 0.5, 1.1, VerdictSame},
+				{"sdk-w1", FigureEventsPerCPUSec, 5, 5, 1, 0.5, 1.1, VerdictSame},
+				{"sdk-w1", FigureVsBaseline, 0.5, 0.5, 1, 1, 1.1, VerdictSame},
+			},
+		},
+		{
+			name: "within the tolerance is the same",
+			this: [][2]float64{{10, 5.05}},
+			base: [][2]float64{{10, 5}},
+			want: []want{
+				{"baseline", FigureEventsPerSec, 10, 10, 1, 1, 1, VerdictSame},
+				{"baseline", FigureEventsPerCPUSec, 10, 10, 1, 1, 1, VerdictSame},
+				{"sdk-w1", FigureEventsPerSec, 5.05, 5, 1.01, 1.01, 1.01, VerdictSame},
+				{"sdk-w1", FigureEventsPerCPUSec, 5.05, 5, 1.01, 1.01, 1.01, VerdictSame},
+				{"sdk-w1", FigureVsBaseline, 0.505, 0.5, 1.01, 1.01, 1.01, VerdictSame},
+			},
+		},
+		{
+			name:    "a variant missing on one side",
+			this:    [][2]float64{{10, 5}},
+			base:    [][2]float64{{10, 0}},
+			wantErr: "sdk-w1",
+		},
+		{
+			name:    "no rounds",
+			wantErr: "no rounds",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeRuns{failAt: -1}
+			for side, rows := range [][][2]float64{tc.this, tc.base} {
+				for _, row := range rows {
+					m := map[string]float64{"baseline": row[0]}
+					if row[1] > 0 {
+						m["sdk-w1"] = row[1]
+					}
+					f.eps[side] = append(f.eps[side], m)
+				}
+			}
+			var rounds []CompareRound
+			if len(tc.this) > 0 {
+				var err error
+				if rounds, err = RunCompare(context.Background(), len(tc.this), f.run); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Summarize(rounds)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d figures, want %d: %+v", len(got), len(tc.want), got)
+			}
+			near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+			for i, w := range tc.want {
+				g := got[i]
+				if g.Variant != w.variant || g.Figure != w.figure || g.Verdict != w.verdict ||
+					!near(g.This, w.this) || !near(g.Base, w.base) || !near(g.Ratio, w.ratio) ||
+					!near(g.MinRatio, w.lo) || !near(g.MaxRatio, w.hi) {
+					t.Errorf("figure %d: got %+v, want %+v", i, g, w)
+				}
+			}
+		})
+	}
+}
