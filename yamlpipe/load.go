@@ -9,7 +9,8 @@
 // yamlpipe/jinja.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, io/files, io/pubsub, io/sqlsink, yamlpipe/celexpr,
+// runner/contract, row, io/files, io/pubsub, io/sqlsink, nexmark (the
+// Nexmark source), yamlpipe/celexpr,
 // yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
 // github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front

@@ -97,6 +97,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"elements"}, sink: true, build: buildAssertEqual}, true
 	case "Reshuffle":
 		return &transformDef{keys: []string{"num_buckets"}, build: buildReshuffle}, true
+	case "Nexmark":
+		return &transformDef{keys: nexmarkKeys, source: true, build: buildNexmark}, true
 	}
 	return nil, false
 }
@@ -106,7 +108,7 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle"}
+		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark"}
 	sort.Strings(out)
 	return out
 }

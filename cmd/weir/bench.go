@@ -32,7 +32,7 @@ process, and prints throughput, CPU time and peak memory side by side.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newBenchWindowedSumCommand(e), newBenchPubSubSQLCommand(e))
+	cmd.AddCommand(newBenchWindowedSumCommand(e), newBenchPubSubSQLCommand(e), newBenchNexmarkCommand(e))
 	return cmd
 }
 
@@ -234,7 +234,7 @@ func newBenchChildCommand(e *env) *cobra.Command {
 			return usageErrorf("unknown benchmark %q (want windowed-sum or pubsub-to-sql)", args[0])
 		},
 	}
-	cmd.AddCommand(newBenchChildWindowedSumCommand(e), newBenchChildPubSubSQLCommand(e))
+	cmd.AddCommand(newBenchChildWindowedSumCommand(e), newBenchChildPubSubSQLCommand(e), newBenchChildNexmarkCommand(e))
 	return cmd
 }
 

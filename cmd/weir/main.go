@@ -8,10 +8,11 @@
 //
 // It may import client (every command that talks to a server), api (the
 // server's defaults), bench, compat, diff, duration, errcode, graph,
-// io/pubsub, runner, sandbox, server, service, service/record, serviceopt,
-// weir, yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag,
-// github.com/goccy/go-yaml (--format yaml) and the standard library. It must
-// not import weirx (Go programs embed weir, not the other way round).
+// io/pubsub, nexmark, runner, runner/contract, sandbox, server, service,
+// service/record, serviceopt, state, weir, yamlpipe, github.com/spf13/cobra,
+// github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml) and the
+// standard library. It must not import weirx (Go programs embed weir, not
+// the other way round).
 //
 // main only wires the process to the command tree in root.go; each command
 // group lives in its own file and every failure maps to a named exit code.

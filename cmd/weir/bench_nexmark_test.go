@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/weir-dev/weir/nexmark"
+)
+
+// TestCLIBenchNexmark runs `weir bench nexmark` end to end at a small size
+// and checks each query's result count against the generated events.
+func TestCLIBenchNexmark(t *testing.T) {
+	const events = 5000
+	r := runCLI(t, "", "bench", "nexmark", "--events", "5000", "--query", "q0,q2,q3", "--workers", "1,2", "--yaml", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var rs []nexmarkResult
+	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	// What the queries must count, from the generator itself.
+	g, err := nexmark.NewGenerator(nexmark.Config{}, nexmark.BaseTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bids, q2 int64
+	for _, e := range g.Generate(0, events) {
+		if e.Bid != nil {
+			bids++
+			if e.Bid.Auction%123 == 0 {
+				q2++
+			}
+		}
+	}
+	want := []struct {
+		query   string
+		workers int
+		results int64
+	}{
+		{generatorOnly, 1, bids}, {"q0", 1, events}, {"q0", 2, events}, {"yaml-q0", 1, events}, {"yaml-q0", 2, events},
+		{"q2", 1, q2}, {"q2", 2, q2}, {"yaml-q2", 1, q2}, {"yaml-q2", 2, q2}, {"q3", 1, -1}, {"q3", 2, -1},
+	}
+	if len(rs) != len(want) {
+		t.Fatalf("got %d measurements, want %d: %s", len(rs), len(want), r.stdout)
+	}
+	for i, w := range want {
+		got := rs[i]
+		if got.Query != w.query || got.Workers != w.workers {
+			t.Errorf("measurement %d is %s w%d, want %s w%d", i, got.Query, got.Workers, w.query, w.workers)
+		}
+		if w.results >= 0 && got.Results != w.results {
+			t.Errorf("%s w%d: %d results, want %d", got.Query, got.Workers, got.Results, w.results)
+		}
+		if got.Events != events || got.EventsPerSec <= 0 || got.CPUSeconds <= 0 || got.PerCPUSecond <= 0 {
+			t.Errorf("%s w%d: incomplete measurement %+v", got.Query, got.Workers, got)
+		}
+	}
+	if q3a, q3b := rs[len(rs)-2].Results, rs[len(rs)-1].Results; q3a != q3b || q3a == 0 {
+		t.Errorf("q3 gave %d results with one worker and %d with two", q3a, q3b)
+	}
+}
+
+// TestCLIBenchNexmarkCheckpoints: with checkpoints into Pebble and the
+// exactly-once sink, every result is committed once.
+func TestCLIBenchNexmarkCheckpoints(t *testing.T) {
+	r := runCLI(t, "", "bench", "nexmark", "--events", "20000", "--query", "q0,q8", "--workers", "2", "--checkpoint-interval", "20ms", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var rs []nexmarkResult
+	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if len(rs) != 3 || rs[1].Query != "q0" || rs[2].Query != "q8" {
+		t.Fatalf("got %s, want the generator, q0 and q8", r.stdout)
+	}
+	if rs[1].Results != 20000 {
+		t.Errorf("q0 committed %d results, want each of the 20000 events once", rs[1].Results)
+	}
+	for _, q := range rs[1:] {
+		if q.Checkpoints < 1 || q.Results == 0 {
+			t.Errorf("%s: %d checkpoints, %d results", q.Query, q.Checkpoints, q.Results)
+		}
+	}
+}
+
+func TestCLIBenchNexmarkUsage(t *testing.T) {
+	runCases(t, "", []cliCase{
+		{name: "unknown query", args: []string{"bench", "nexmark", "--query", "q0,q42"}, wantCode: ExitUsage, wantStderr: []string{`"q42"`, "q8"}},
+		{name: "no events", args: []string{"bench", "nexmark", "--events", "0"}, wantCode: ExitUsage, wantStderr: []string{"--events"}},
+		{name: "no workers", args: []string{"bench", "nexmark", "--workers", "0"}, wantCode: ExitUsage, wantStderr: []string{"--workers"}},
+		{name: "negative checkpoint interval", args: []string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, wantCode: ExitUsage, wantStderr: []string{"--checkpoint-interval"}},
+	})
+}
