@@ -160,6 +160,13 @@ func TestAutoscaling(t *testing.T) {
 	if fmt.Sprint(changes) != "[2→3 3→2]" {
 		t.Fatalf("autoscaled events %v, want [2→3 3→2]", changes)
 	}
+	// A new range without a count: the count moves into it at once.
+	if _, err := s.UpdateOptions(ctx, j.ID, record.JobOptions{MinNumWorkers: 1, MaxNumWorkers: 1}); err != nil {
+		t.Fatalf("a range below the job's count: %v", err)
+	}
+	if w := workers(); w != 1 {
+		t.Fatalf("after the range [1, 1] the job has %d workers, want 1", w)
+	}
 	if got, _ := s.Get(fixed.ID); got.Options.NumWorkers != 1 {
 		t.Fatalf("the job with autoscaling NONE has %d workers, want 1", got.Options.NumWorkers)
 	}

@@ -68,8 +68,20 @@ func (s *Core) UpdateOptions(ctx context.Context, ref string, opts record.JobOpt
 	if (j.State != record.StateRunning && j.State != record.StateDraining) || s.RunningJob(j.ID) != jr {
 		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
 	}
+	givenWorkers := opts.NumWorkers != 0
 	opts = opts.Inherit(j.Options)
 	opts.EnsureDefaults()
+	if !givenWorkers {
+		// A new autoscaling range without a worker count: a count outside
+		// it moves to its nearest bound (a rescale), as the autoscaler
+		// would at its next tick.
+		if opts.MinNumWorkers > 0 && opts.NumWorkers < opts.MinNumWorkers {
+			opts.NumWorkers = opts.MinNumWorkers
+		}
+		if opts.MaxNumWorkers > 0 && opts.NumWorkers > opts.MaxNumWorkers {
+			opts.NumWorkers = opts.MaxNumWorkers
+		}
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
