@@ -411,6 +411,9 @@ func (c *exactlyOnceCounter) Commit(_ context.Context, epoch uint64, parts [][]b
 		return nil
 	}
 	for i, p := range parts {
+		if len(p) == 0 {
+			continue // a worker that pre-committed nothing this epoch (one whose input had ended)
+		}
 		if len(p) != 8 {
 			return fmt.Errorf("counting sink: part %d of epoch %d is %d bytes, want 8", i, epoch, len(p))
 		}
