@@ -442,21 +442,14 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			if schema, err = inferJSONSchema(path); err != nil {
 				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
 			}
-		case format == files.Avro:
-			fileSchema, aerr := files.AvroSchema(path)
-			if aerr != nil && schema == nil {
-				return nil, l.wrapf(pn, aerr, "ReadFromAvro reads the file's schema at load time")
+		case (format == files.Avro || format == files.Parquet) && schema == nil:
+			// The file carries its schema.
+			read := files.AvroSchema
+			if format == files.Parquet {
+				read = files.ParquetSchema
 			}
-			if aerr == nil && schema == nil {
-				schema = fileSchema
-			}
-		case format == files.Parquet:
-			fileSchema, perr := files.ParquetSchema(path)
-			if perr != nil && schema == nil {
-				return nil, l.wrapf(pn, perr, "ReadFromParquet reads the file's schema at load time")
-			}
-			if perr == nil && schema == nil {
-				schema = fileSchema
+			if schema, err = read(path); err != nil {
+				return nil, l.wrapf(pn, err, "%s reads the file's schema at load time", t.typ)
 			}
 		case format == files.CSV:
 			if dialect, err = l.csvDialect(t); err != nil {

@@ -134,19 +134,11 @@ func (s *split) openAvro() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
-	ar := &avroReader{dec: dec, schema: fs, cols: make([]int, fs.Len())}
-	seen := make([]bool, s.cfg.Schema.Len())
-	for i, f := range fs.Fields {
-		ar.cols[i] = s.cfg.Schema.Index(f.Name)
-		if ar.cols[i] >= 0 {
-			seen[ar.cols[i]] = true
-		}
+	cols, err := s.columns(fs.Names(), "Avro schema", "field")
+	if err != nil {
+		return err
 	}
-	for i, ok := range seen {
-		if !ok {
-			return fmt.Errorf("%s: the Avro schema has no field %q (fields: %v)", s.path, s.cfg.Schema.Fields[i].Name, fs.Names())
-		}
-	}
+	ar := &avroReader{dec: dec, schema: fs, cols: cols}
 	s.avro = ar
 	return nil
 }

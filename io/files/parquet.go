@@ -115,21 +115,15 @@ func (s *split) openParquet() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
 	}
-	pr := &parquetReader{r: parquet.NewReader(pf), cols: cols, to: make([]int, len(cols))}
-	seen := make([]bool, s.cfg.Schema.Len())
-	var names []string
+	names := make([]string, len(cols))
 	for i, c := range cols {
-		names = append(names, c.name)
-		pr.to[i] = s.cfg.Schema.Index(c.name)
-		if pr.to[i] >= 0 {
-			seen[pr.to[i]] = true
-		}
+		names[i] = c.name
 	}
-	for i, ok := range seen {
-		if !ok {
-			return fmt.Errorf("%s: the Parquet file has no column %q (columns: %v)", s.path, s.cfg.Schema.Fields[i].Name, names)
-		}
+	to, err := s.columns(names, "Parquet file", "column")
+	if err != nil {
+		return err
 	}
+	pr := &parquetReader{r: parquet.NewReader(pf), cols: cols, to: to}
 	s.pq = pr
 	return nil
 }

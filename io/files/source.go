@@ -179,21 +179,36 @@ func (s *split) open() error {
 		if err != nil {
 			return fmt.Errorf("reading the header of %s: %w", s.path, err)
 		}
-		s.cols = make([]int, len(header))
-		seen := make([]bool, s.cfg.Schema.Len())
+		names := make([]string, len(header))
 		for i, h := range header {
-			s.cols[i] = s.cfg.Schema.Index(strings.TrimSpace(h))
-			if s.cols[i] >= 0 {
-				seen[s.cols[i]] = true
-			}
+			names[i] = strings.TrimSpace(h)
 		}
-		for i, ok := range seen {
-			if !ok {
-				return fmt.Errorf("%s: the header has no column %q (columns: %s)", s.path, s.cfg.Schema.Fields[i].Name, strings.Join(header, ", "))
-			}
+		if s.cols, err = s.columns(names, "header", "column"); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// columns maps a file's fields (names, in the file's order) to the
+// configured schema's (-1: a field not read); every field of the schema
+// must be among them, else the error names the file, where the names come
+// from (the header, the Avro schema) and what they are (column, field).
+func (s *split) columns(names []string, where, what string) ([]int, error) {
+	cols := make([]int, len(names))
+	seen := make([]bool, s.cfg.Schema.Len())
+	for i, n := range names {
+		cols[i] = s.cfg.Schema.Index(n)
+		if cols[i] >= 0 {
+			seen[cols[i]] = true
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			return nil, fmt.Errorf("%s: the %s has no %s %q (%ss: %s)", s.path, where, what, s.cfg.Schema.Fields[i].Name, what, strings.Join(names, ", "))
+		}
+	}
+	return cols, nil
 }
 
 // Read fills buf with up to len(buf) elements.
