@@ -17,9 +17,9 @@ import (
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/plan"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service/record"
-	"github.com/weir-dev/weir/plan"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/yamlpipe"
 )
