@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/plan"
@@ -197,6 +198,23 @@ func planOld(ctx context.Context, arg string, f planFlags, opts *plan.Options, j
 		opts.Keys, opts.KeysFrom = keys, "the running job "+j.ID+"'s metrics"
 	}
 	return g, arg, nil
+}
+
+// serverPlan reads the plan a server answered a validate-only update
+// with (nil: none) into the type that prints it.
+func serverPlan(p *client.Plan) *plan.Plan {
+	if p == nil {
+		return nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil
+	}
+	var out plan.Plan
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return &out
 }
 
 // updatePlan is the plan `weir run --update --validate-only` prints after

@@ -504,7 +504,10 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		out.RunningJobLeft = res.Replaced.ID
 	}
 	if f.validateOnly {
-		out.Plan = updatePlan(ctx, e, path, f)
+		out.Plan = serverPlan(res.Plan)
+		if out.Plan == nil {
+			out.Plan = updatePlan(ctx, e, path, f)
+		}
 	}
 	if f.format == formatJSON {
 		if werr := writeJSON(e.stdout, out); werr != nil {
