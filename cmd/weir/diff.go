@@ -379,7 +379,9 @@ func writeDiffReport(w io.Writer, r *diffReport) error {
 	fmt.Fprintf(&b, "verdict: %s (%d difference(s), budget %d)\n", strings.ToUpper(r.Verdict), rep.Total, rep.Budget)
 	if len(rep.Differences) > 0 {
 		fmt.Fprintf(&b, "\ndifferences (%d listed):\n", len(rep.Differences))
-		writeDiffs(&b, rep.Differences)
+		for _, d := range rep.Differences {
+			fmt.Fprintf(&b, "  %s  %s  key %s  window %s\n    old: %s\n    new: %s\n", d.Class, d.Output, d.Key, d.Window, rowText(d.Old), rowText(d.New))
+		}
 	}
 	if rep.Omitted > 0 {
 		fmt.Fprintf(&b, "\n%d more not listed (--max-details)\n", rep.Omitted)
@@ -393,4 +395,18 @@ func nonNilSums(m map[string]float64) map[string]float64 {
 		return map[string]float64{}
 	}
 	return m
+}
+
+// rowText prints one side of a difference: rows read from files and
+// tables carry no pane.
+func rowText(p *diff.Pane) string {
+	switch {
+	case p == nil:
+		return "(none)"
+	case p.Reject != "":
+		return "rejected " + p.Reject
+	case p.Index > 0:
+		return fmt.Sprintf("%s (row %d of the key and window)", p.Value, p.Index+1)
+	}
+	return p.Value
 }

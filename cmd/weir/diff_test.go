@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-dev/weir/diff"
 )
@@ -286,4 +289,178 @@ func TestCLIDiffUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// diffPipeline is the seed fixture's pipeline: totals per region and
+// five-minute window into a SQL table (key region) and a Parquet export,
+// unknown regions rejected to a JSON lines file.
+const diffPipeline = `pipeline:
+  transforms:
+    - type: ReadFromJson
+      name: ReadTransactions
+      config:
+        path: in.jsonl
+        schema: {region: string, amount: int, ts: timestamp}
+        timestamp_field: ts
+    - type: Create
+      name: KnownRegions
+      config:
+        elements: [{region: NORTH}, {region: WEST}]
+    - type: Validate
+      name: ValidateRegion
+      input: ReadTransactions
+      config:
+        side_inputs: {known: KnownRegions}
+        side_input_key: region
+        rules:
+          known_region: region in known
+      error_handling:
+        output: invalid
+    - type: Combine
+      name: RegionTotals
+      input: ValidateRegion
+      windowing: {type: fixed, size: 5m}
+      config:
+        group_by: region
+        combine:
+          total: {value: amount, fn: sum}
+    - type: WriteToSql
+      name: WriteTotals
+      input: RegionTotals
+      config: {driver: %s, dsn: %q, table: %s, key: [region]}
+    - type: WriteToParquet
+      name: WriteExport
+      input: RegionTotals
+      config: {path: out/totals.parquet}
+    - type: WriteToJson
+      name: WriteRejects
+      input: ValidateRegion.invalid
+      config: {path: out/rejects.jsonl}
+`
+
+// The fixture's input, and the wrong replacement's view of it (WEST's
+// transaction attributed to NORTH).
+const (
+	diffInput = `{"region": "NORTH", "amount": 250, "ts": "2026-03-01T10:01:00Z"}
+{"region": "NORTH", "amount": 175, "ts": "2026-03-01T10:03:00Z"}
+{"region": "WEST", "amount": 100, "ts": "2026-03-01T10:04:10Z"}
+{"region": "UNKNOWN", "amount": 50, "ts": "2026-03-01T10:04:30Z"}
+`
+	diffInputWrong = `{"region": "NORTH", "amount": 250, "ts": "2026-03-01T10:01:00Z"}
+{"region": "NORTH", "amount": 175, "ts": "2026-03-01T10:03:00Z"}
+{"region": "NORTH", "amount": 100, "ts": "2026-03-01T10:04:10Z"}
+{"region": "UNKNOWN", "amount": 50, "ts": "2026-03-01T10:04:30Z"}
+`
+)
+
+// runDiffPipeline runs the fixture pipeline over input in a directory of
+// its own and returns the directory.
+func runDiffPipeline(t *testing.T, input, driver, dsn, table string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeDiffFile(t, dir, "in.jsonl", input)
+	p := writeDiffFile(t, dir, "p.yaml", fmt.Sprintf(diffPipeline, driver, dsn, table))
+	if r := runCLI(t, dir, "run", p); r.code != 0 {
+		t.Fatalf("weir run: exit %d\n%s", r.code, r.stderr)
+	}
+	return dir
+}
+
+// TestCLIDiffSQLTables runs the fixture pipeline and the wrong
+// replacement into real SQLite (and, when reachable, PostgreSQL) tables
+// written by weir's SQL sink, and compares them without --key (the sink's
+// declared key), and against the run's Parquet export.
+func TestCLIDiffSQLTables(t *testing.T) {
+	old := runDiffPipeline(t, diffInput, "sqlite", "out.db", "region_totals")
+	wrong := runDiffPipeline(t, diffInputWrong, "sqlite", "out.db", "region_totals")
+	oldTable := "sqlite:" + filepath.Join(old, "out.db") + "#region_totals"
+	wrongTable := "sqlite:" + filepath.Join(wrong, "out.db") + "#region_totals"
+	conserve := func(dirOld, dirNew string) []string {
+		return []string{"--rejects-old", filepath.Join(dirOld, "out/rejects.jsonl"), "--rejects-new", filepath.Join(dirNew, "out/rejects.jsonl"),
+			"--conserve", "amount=total", "--input-count", "575", "--format", "json"}
+	}
+	type tc struct {
+		name          string
+		old, new      string
+		extra         []string
+		wantCode      int
+		wantKeyTotals int
+	}
+	tests := []tc{
+		{name: "the table against the run's Parquet export", old: oldTable, new: filepath.Join(old, "out/totals.parquet"), extra: conserve(old, old), wantCode: ExitOK},
+		{name: "the wrong replacement's table", old: oldTable, new: wrongTable, extra: conserve(old, wrong), wantCode: ExitRehearsalDiffers, wantKeyTotals: 2},
+		{name: "a JSON export of the old system against the table", old: writeDiffFile(t, t.TempDir(), "export.jsonl", fixtureOld), new: oldTable,
+			extra: []string{"--key", "region", "--format", "json"}, wantCode: ExitOK},
+	}
+	if dsn := postgresDSN(t); dsn != "" {
+		table := fmt.Sprintf("diff_test_totals_%d", os.Getpid())
+		dropPostgresTable(t, dsn, table)
+		pg := runDiffPipeline(t, diffInput, "postgres", dsn, table)
+		tests = append(tests,
+			tc{name: "PostgreSQL against SQLite", old: dsn + "#" + table, new: oldTable, extra: conserve(pg, old), wantCode: ExitOK},
+			tc{name: "PostgreSQL against the wrong replacement", old: dsn + "#" + table, new: wrongTable, extra: conserve(pg, wrong), wantCode: ExitRehearsalDiffers, wantKeyTotals: 2})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, old, append([]string{"diff", tt.old, tt.new}, tt.extra...)...)
+			if r.code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			rep := diffJSON(t, r)
+			if !reflect.DeepEqual(rep.Key, []string{"region"}) {
+				t.Errorf("key %v, want [region]", rep.Key)
+			}
+			if rep.Report.KeyTotalsDiffering != int64(tt.wantKeyTotals) || !rep.GrandTotalsEqual {
+				t.Errorf("per-key totals differing %d (want %d), grand totals %+v", rep.Report.KeyTotalsDiffering, tt.wantKeyTotals, rep.GrandTotals)
+			}
+			for _, c := range rep.Conservation {
+				if !c.Balanced || c.Accepted != 525 || c.Rejected != 50 {
+					t.Errorf("conservation %+v, want 575 = 525 + 50", c)
+				}
+			}
+		})
+	}
+}
+
+// postgresDSN returns the test database (WEIR_TEST_POSTGRES_DSN, else the
+// CI one), or "" when it does not answer.
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Logf("PostgreSQL left out: %v", err)
+		return ""
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Logf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN), left out: %v", dsn, err)
+		return ""
+	}
+	return dsn
+}
+
+// dropPostgresTable drops table and its sink progress now and after the
+// test.
+func dropPostgresTable(t *testing.T, dsn, table string) {
+	t.Helper()
+	drop := func() {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer db.Close()
+		if _, err := db.Exec(`DROP TABLE IF EXISTS ` + quoteIdent(table)); err != nil {
+			t.Error(err)
+		}
+		db.Exec(`DELETE FROM weir_sink_progress WHERE sink_id LIKE $1`, "%"+table+"%") // absent before the first run
+	}
+	drop()
+	t.Cleanup(drop)
 }
