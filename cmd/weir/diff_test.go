@@ -332,6 +332,10 @@ const diffPipeline = `pipeline:
       name: WriteExport
       input: RegionTotals
       config: {path: out/totals.parquet}
+    - type: WriteToAvro
+      name: WriteAvroExport
+      input: RegionTotals
+      config: {path: out/totals.avro}
     - type: WriteToJson
       name: WriteRejects
       input: ValidateRegion.invalid
@@ -388,6 +392,11 @@ func TestCLIDiffSQLTables(t *testing.T) {
 	}
 	tests := []tc{
 		{name: "the table against the run's Parquet export", old: oldTable, new: filepath.Join(old, "out/totals.parquet"), extra: conserve(old, old), wantCode: ExitOK},
+		{name: "the run's Avro export against its Parquet export", old: filepath.Join(old, "out/totals.avro"), new: filepath.Join(old, "out/totals.parquet"),
+			extra: []string{"--key", "region", "--format", "json"}, wantCode: ExitOK},
+		{name: "a directory of part files against the table", old: partsDir(t), new: oldTable, extra: []string{"--key", "region", "--format", "json"}, wantCode: ExitOK},
+		{name: "a glob against the wrong replacement", old: filepath.Join(partsDir(t), "part-*.jsonl"), new: wrongTable, extra: []string{"--key", "region", "--format", "json"},
+			wantCode: ExitRehearsalDiffers, wantKeyTotals: 2},
 		{name: "the wrong replacement's table", old: oldTable, new: wrongTable, extra: conserve(old, wrong), wantCode: ExitRehearsalDiffers, wantKeyTotals: 2},
 		{name: "a JSON export of the old system against the table", old: writeDiffFile(t, t.TempDir(), "export.jsonl", fixtureOld), new: oldTable,
 			extra: []string{"--key", "region", "--format", "json"}, wantCode: ExitOK},
@@ -463,4 +472,15 @@ func dropPostgresTable(t *testing.T, dsn, table string) {
 	}
 	drop()
 	t.Cleanup(drop)
+}
+
+// partsDir returns a directory holding the fixture's output as two part
+// files and an owner file, as a file sink's job leaves them.
+func partsDir(t *testing.T) string {
+	dir := t.TempDir()
+	lines := strings.SplitAfter(fixtureOld, "\n")
+	writeDiffFile(t, dir, "part-g0001-e00000001-w00.jsonl", lines[0])
+	writeDiffFile(t, dir, "part-g0001-e00000001-w01.jsonl", lines[1])
+	writeDiffFile(t, dir, ".part.jsonl.weir", `{"job_name":"totals"}`)
+	return dir
 }
