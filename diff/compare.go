@@ -478,7 +478,7 @@ func compareGroupRows(key *Row, old, new []Row, oi, ni OutputInfo) ([]Difference
 		}
 	}
 	sameContent := false
-	if len(old) > 0 && len(new) > 0 && old[0].Reject == "" && new[0].Reject == "" {
+	if len(old) > 0 && len(new) > 0 && old[0].Reject == "" && new[0].Reject == "" && !oi.Records && !ni.Records {
 		oc, err := content(old, oi)
 		if err != nil {
 			return nil, 0, err

@@ -220,7 +220,11 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 			return withCode(ExitRehearsalFailed, err)
 		}
 		out.SortedRuns[i] = s.rows.Runs()
-		ds[i] = diff.Side{Rows: diff.Ordinals(r), Outputs: map[string]diff.OutputInfo{"output": {Mode: diff.ModeUpsert}}}
+		// Every row read is one a consumer sees (an upsert table holds the
+		// newest revision only); several rows of one key and window (an
+		// append table, a key that is not unique) are all seen, and a
+		// reader adds them up: append.
+		ds[i] = diff.Side{Rows: diff.Ordinals(r), Outputs: map[string]diff.OutputInfo{"output": {Mode: diff.ModeAppend, Records: true}}}
 	}
 	details := f.maxDetails
 	if details == 0 {

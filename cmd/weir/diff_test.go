@@ -484,3 +484,28 @@ func partsDir(t *testing.T) string {
 	writeDiffFile(t, dir, ".part.jsonl.weir", `{"job_name":"totals"}`)
 	return dir
 }
+
+// TestCLIDiffAppendRows: several rows of one key (an append table, the
+// transactions themselves) add up to the key's total; the rows differ
+// from a single total row, the per-key total does not.
+func TestCLIDiffAppendRows(t *testing.T) {
+	dir := t.TempDir()
+	old := writeDiffFile(t, dir, "old.jsonl", `{"region":"NORTH","amount":250}`+"\n"+`{"region":"NORTH","amount":175}`+"\n"+`{"region":"WEST","amount":100}`+"\n")
+	new := writeDiffFile(t, dir, "new.csv", "region,amount\nWEST,100\nNORTH,425\n")
+	r := runCLI(t, dir, "diff", old, new, "--key", "region", "--value", "amount", "--input-count", "525", "--format", "json")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("exit %d, want %d\n%s", r.code, ExitRehearsalDiffers, r.stderr)
+	}
+	rep := diffJSON(t, r)
+	if got := classes(*rep.Report); !reflect.DeepEqual(got, []string{"output missing_in_new=1", "output value_changed=1"}) {
+		t.Errorf("classes %v", got)
+	}
+	if rep.Report.KeyTotalsDiffering != 0 || !rep.GrandTotalsEqual {
+		t.Errorf("per-key totals %+v, grand totals %+v: want equal", rep.Report.KeyTotals, rep.GrandTotals)
+	}
+	for _, c := range rep.Conservation {
+		if !c.Balanced || c.Accepted != 525 {
+			t.Errorf("conservation %+v, want 525 = 525 + 0", c)
+		}
+	}
+}
