@@ -261,6 +261,18 @@ func (sp *outputSpec) declaredKey(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer db.Close()
+	var exists bool
+	q := `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?)`
+	arg := sp.table
+	if sp.kind == specPostgres {
+		q, arg = `SELECT to_regclass($1) IS NOT NULL`, quoteIdent(sp.table)
+	}
+	if err := db.QueryRowContext(ctx, q, arg).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("finding table %s of %s: %w", sp.table, sp.raw, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("%s: the database has no table or view %s", sp.raw, sp.table)
+	}
 	tables := []string{sp.table}
 	gens, err := facadeGenerations(ctx, db, sp.kind, sp.table)
 	if err != nil {

@@ -278,6 +278,7 @@ func TestCLIDiffUsage(t *testing.T) {
 		{name: "files need a key", args: []string{old, old}, wantCode: ExitUsage, wantErr: "give --key"},
 		{name: "rejects come in pairs", args: []string{old, old, "--key", "region", "--rejects-old", old}, wantCode: ExitUsage, wantErr: "--rejects-new"},
 		{name: "a missing file", args: []string{old, filepath.Join(dir, "none.jsonl"), "--key", "region"}, wantCode: ExitRehearsalFailed, wantErr: "none.jsonl"},
+		{name: "a table that does not exist", args: []string{"sqlite:" + writeDiffFile(t, dir, "empty.db", "") + "#totals", old}, wantCode: ExitRehearsalFailed, wantErr: "the database has no table or view totals"},
 		{name: "a key field the rows lack", args: []string{old, old, "--key", "country"}, wantCode: ExitRehearsalFailed, wantErr: `old.jsonl, row 1: the record has no key field "country"`},
 		{name: "a line that is not JSON", args: []string{old, writeDiffFile(t, dir, "bad.jsonl", fixtureOld+"{oops\n"), "--key", "region"}, wantCode: ExitRehearsalFailed, wantErr: "bad.jsonl:3"},
 	}
