@@ -9,9 +9,11 @@
 //
 // It may import client (every command that talks to a server), api (the
 // server's defaults), bench, compat, diff, duration, errcode, graph,
-// io/pubsub, nexmark, plan, runner, runner/contract, sandbox, server, service,
+// io/files and io/sqlsink (weir diff reads files and SQL tables), io/pubsub,
+// nexmark, plan, runner, runner/contract, sandbox, server, service,
 // service/record, serviceopt, state, weir, yamlpipe, github.com/spf13/cobra,
-// github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml) and the
+// github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml),
+// github.com/jackc/pgx/v5 (its database/sql driver, for weir diff) and the
 // standard library. It must not import weirx (Go programs embed weir, not
 // the other way round).
 //
