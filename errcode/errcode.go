@@ -212,6 +212,12 @@ const (
 	// SQLHostNotAllowed: a PostgreSQL DSN of a submitted pipeline names a
 	// host outside the server's --allowed-sql-hosts; nothing connected to it.
 	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
+	// TableNotFound: no job of the server writes a SQL table of that name
+	// (weir tables describe, weir tables merge).
+	TableNotFound Code = "TABLE_NOT_FOUND"
+	// TableNotStaged: the SQL table is not written with layout: staged, so
+	// there is nothing to merge; the message names its layout.
+	TableNotStaged Code = "TABLE_NOT_STAGED"
 	// OutputExists: a file sink's path holds a file weir did not create,
 	// another job's output, or what an earlier job of the name wrote.
 	OutputExists Code = "OUTPUT_EXISTS"
@@ -425,6 +431,8 @@ func registry() []Info {
 		{SQLIdentifierTooLong, svc, KindInvalid, http.StatusBadRequest},
 		{PathNotAllowed, svc, KindInvalid, http.StatusBadRequest},
 		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{TableNotFound, svc, KindNotFound, http.StatusNotFound},
+		{TableNotStaged, svc, KindConflict, http.StatusConflict},
 		{OutputExists, svc, KindConflict, http.StatusConflict},
 		{UnknownServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidServiceOption, svc, KindInvalid, http.StatusBadRequest},
