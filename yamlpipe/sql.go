@@ -132,7 +132,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sqlValidateTimeout)
 		defer cancel()
 		if err := sink.Validate(ctx); err != nil {
-			return nil, l.errf(t.typNode, "%v", err)
+			e := l.errf(t.typNode, "%v", err).(*Error)
+			e.Err = err // keep the cause (sqlsink.ErrSchemaChange has a code)
+			return nil, e
 		}
 	}
 	identity := fmt.Sprintf("%s:%s", cfg.Driver, cfg.Table)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -197,6 +198,8 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	} else {
 		var errs []error
 		var missing []string
+		var added []column
+		before := maps.Clone(existing)
 		for _, c := range l.cols {
 			decl, ok := existing[be.norm(c.name)]
 			switch {
@@ -205,12 +208,18 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				// before it existed (its rows count as complete).
 				ddl = append(ddl, "ALTER TABLE "+quoteTable(l.table)+" ADD COLUMN "+columnDef(c, be))
 				existing[be.norm(c.name)] = be.sqlType(c.kind)
+				if c.role == roleField {
+					added = append(added, c)
+				}
 			case !ok:
 				missing = append(missing, c.name)
 			case !be.compatible(c.kind, decl):
 				errs = append(errs, fmt.Errorf("%w: table %s, column %s: the table has type %s, the sink writes %s (%s)",
 					ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 			}
+		}
+		if err := s.checkRenames(before, added); err != nil {
+			errs = append(errs, err)
 		}
 		if len(missing) > 0 {
 			errs = append(errs, fmt.Errorf("%w: table %s has no column %s, which the sink needs to key or version its rows; "+

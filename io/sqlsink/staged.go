@@ -177,12 +177,17 @@ func (s *Sink) resolveStagedLocked(ctx context.Context) error {
 		keys := s.l.keyColumnNames()
 		for _, m := range ms {
 			if m.mode != me || strings.Join(m.keys, ",") != strings.Join(keys, ",") {
-				return fmt.Errorf("%w: %s: %s writes %s rows keyed by (%s), this sink writes %s rows keyed by (%s); "+
+				return fmt.Errorf("%w: %w: %s: %s writes %s rows keyed by (%s), this sink writes %s rows keyed by (%s); "+
 					"every member of a staged table keys its rows alike: write to a new table",
-					ErrStaged, s.cfg.Table, m.table, m.mode, strings.Join(m.keys, ", "), me, strings.Join(keys, ", "))
+					ErrStaged, ErrSchemaChange, s.cfg.Table, m.table, m.mode, strings.Join(m.keys, ", "), me, strings.Join(keys, ", "))
 			}
 		}
 		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
+		if len(ms) > 0 && (ms[len(ms)-1].seq != st.seq) {
+			// A new staging table: check the sink's columns against the
+			// newest member's, which the view and the merges join it to.
+			return s.checkAgainstMember(ctx, fx, ms[len(ms)-1].table)
+		}
 		return nil
 	})
 	if err != nil {
@@ -342,4 +347,36 @@ func fxMissingColumns(ctx context.Context, fx facadeExec, dst, src string) (bool
 		}
 	}
 	return false, nil
+}
+
+// checkAgainstMember refuses, before a new staging table is made, a sink
+// whose columns cannot join member's behind the view: a column whose type
+// member's cannot hold, or a rename (checkRenames).
+func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member string) error {
+	cols, err := fxColumns(ctx, fx, member)
+	if err != nil || len(cols) == 0 {
+		return err
+	}
+	be := s.db.be
+	existing := make(map[string]string, len(cols))
+	for _, c := range cols {
+		existing[be.norm(c.name)] = c.typ
+	}
+	var added []column
+	var errs []error
+	for _, c := range s.l.cols {
+		decl, ok := existing[be.norm(c.name)]
+		switch {
+		case !ok && c.role == roleField:
+			added = append(added, c)
+		case ok && !be.compatible(c.kind, decl):
+			errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: %s has type %s, the sink writes %s (%s); "+
+				"a staged table keeps one type per column: keep the type, or write to a new table",
+				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return s.checkRenames(existing, added)
 }

@@ -351,3 +351,90 @@ func TestStagedMergeCrash(t *testing.T) {
 		}
 	})
 }
+
+// TestStagedRefusesMutations: a staged table refuses, before it changes
+// anything, a renamed field (same generation: the staging table it
+// writes; new generation: against the newest member), a changed type and a
+// changed key, each naming the column or key and the fix; the tables keep
+// their columns and rows.
+func TestStagedRefusesMutations(t *testing.T) {
+	renamed := row.MustSchema(
+		row.Field{Name: "region", Type: row.Of(row.KindString)},
+		row.Field{Name: "amount", Type: row.Of(row.KindInt)},
+		row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
+	)
+	retyped := row.MustSchema(
+		row.Field{Name: "region", Type: row.Of(row.KindString)},
+		row.Field{Name: "total", Type: row.Of(row.KindString)},
+		row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
+	)
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
+		job := &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}}
+		for r := range 2 {
+			if err := job.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := MergeStaged(ctx, StagedTarget{Driver: e.driver, DSN: e.dsn, Table: e.table}); err != nil {
+			t.Fatal(err)
+		}
+		if err := job.step(ctx, round(2)); err != nil {
+			t.Fatal(err)
+		}
+		job.sink.Close(ctx)
+		before := stagedSnapshot(t, e)
+		columns := func() map[string]int {
+			out := map[string]int{}
+			for _, m := range stagedMemberTables(t, e) {
+				out[m] = len(e.query("SELECT * FROM " + quoteTable(m) + " LIMIT 1")[0])
+			}
+			return out
+		}
+		cols := columns()
+		cases := []struct {
+			name   string
+			gen    int64
+			schema *row.Schema
+			key    []string
+			want   []string
+		}{
+			{"rename, same generation", 1, renamed, []string{"region"}, []string{"field amount is new", "column total", "rename", "Keep the field total"}},
+			{"rename, new generation", 2, renamed, []string{"region"}, []string{"field amount is new", "column total", "rename"}},
+			{"type change, new generation", 2, retyped, []string{"region"}, []string{"column total", "keep the type, or write to a new table"}},
+			{"key change", 2, totalsSchema, []string{"region", "total"}, []string{"keyed by (region, window_start, window_end)", "(region, total, window_start, window_end)"}},
+		}
+		for _, c := range cases {
+			cfg2 := cfg
+			cfg2.Generation, cfg2.Key, cfg2.SinkID = c.gen, c.key, cfg.SinkID+"-"+c.name
+			sk, err := New(cfg2, c.schema)
+			if err != nil {
+				t.Fatalf("%s: New: %v", c.name, err)
+			}
+			for _, op := range []func(context.Context) error{sk.Validate, sk.Prepare} {
+				err = op(ctx)
+				if !errors.Is(err, ErrSchemaChange) {
+					t.Fatalf("%s: got %v, want ErrSchemaChange", c.name, err)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: the refusal %q does not say %q", c.name, err, w)
+					}
+				}
+			}
+			sk.Close(ctx)
+			if got := stagedSnapshot(t, e); !maps.Equal(got, before) {
+				t.Errorf("%s: the refused change altered the rows", c.name)
+			}
+			if got := columns(); !maps.Equal(got, cols) {
+				t.Errorf("%s: the refused change altered the tables: %v, were %v", c.name, got, cols)
+			}
+		}
+	})
+}
