@@ -41,6 +41,8 @@ func TestCLITables(t *testing.T) {
 	}
 	v1 := write("v1.yaml", stagedOrdersPipeline("orders-job", db, ""))
 	v2 := write("v2.yaml", stagedOrdersPipeline("orders-job", db, ", note: string"))
+	// v3 renames amount to total.
+	v3 := write("v3.yaml", strings.Replace(stagedOrdersPipeline("orders-job", db, ", note: string"), "amount: int", "total: int", 1))
 	for _, c := range []cliCase{
 		{name: "topic", args: []string{"topics", "create", "orders"}},
 		{name: "subscription", args: []string{"subscriptions", "create", "orders-job", "--topic", "orders", "--from-beginning"}},
@@ -118,6 +120,18 @@ func TestCLITables(t *testing.T) {
 	}
 	if nulls != 7 || noted != 1 {
 		t.Errorf("the view reads %d nulls and %d notes in the new column, want 7 nulls (the orders without one) and 1 note", nulls, noted)
+	}
+	// A rename is refused, naming the column; the job runs on untouched.
+	r = srv.cli(work, "run", v3, "--job-name", "orders-sink", "--update")
+	if r.code == ExitOK || !strings.Contains(r.stderr, "SQL_SCHEMA_CHANGE_REFUSED") || !strings.Contains(r.stderr, "column amount") ||
+		!strings.Contains(r.stderr, "field total is new") {
+		t.Fatalf("update renaming amount: exit %d, want a refusal naming the column\n%s", r.code, r.stderr)
+	}
+	publish(8, 1)
+	viewRows(9)
+	nulls = 0
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM orders WHERE amount IS NULL`).Scan(&nulls); err != nil || nulls != 0 {
+		t.Errorf("after the refused rename, %d orders read no amount (%v)", nulls, err)
 	}
 	r = srv.cli(work, "tables", "describe", "orders")
 	cliCase{name: "describe after the update", wantStdout: []string{"note"}}.check(t, r)
