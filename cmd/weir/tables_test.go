@@ -40,7 +40,8 @@ func TestCLITables(t *testing.T) {
 		return p
 	}
 	v1 := write("v1.yaml", stagedOrdersPipeline("orders-job", db, ""))
-	v2 := write("v2.yaml", stagedOrdersPipeline("orders-job", db, ", note: string"))
+	// v2 adds a field and merges every second.
+	v2 := write("v2.yaml", strings.Replace(stagedOrdersPipeline("orders-job", db, ", note: string"), "merge_interval: 0", "merge_interval: 1s", 1))
 	// v3 renames amount to total.
 	v3 := write("v3.yaml", strings.Replace(stagedOrdersPipeline("orders-job", db, ", note: string"), "amount: int", "total: int", 1))
 	for _, c := range []cliCase{
@@ -120,6 +121,14 @@ func TestCLITables(t *testing.T) {
 	}
 	if nulls != 7 || noted != 1 {
 		t.Errorf("the view reads %d nulls and %d notes in the new column, want 7 nulls (the orders without one) and 1 note", nulls, noted)
+	}
+	// The sink merges by itself every merge_interval: a table_merged event
+	// of its step.
+	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		r := srv.cli(work, "jobs", "logs", "orders-sink", "--format", "json")
+		return strings.Contains(r.stdout, `"step":"WriteOrders"`) || strings.Contains(r.stdout, `"step": "WriteOrders"`)
+	}) {
+		t.Fatalf("no periodic merge of table orders in the job's events:\n%s", srv.cli(work, "jobs", "logs", "orders-sink").stdout)
 	}
 	// A rename is refused, naming the column; the job runs on untouched.
 	r = srv.cli(work, "run", v3, "--job-name", "orders-sink", "--update")

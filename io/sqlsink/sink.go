@@ -213,6 +213,10 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				}
 			case !ok:
 				missing = append(missing, c.name)
+			case !be.compatible(c.kind, decl) && s.db.staged:
+				errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: the table has type %s, the sink writes %s (%s); "+
+					"a staged table keeps one type per column: keep the type, or write to a new table",
+					ErrSchemaChange, ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 			case !be.compatible(c.kind, decl):
 				errs = append(errs, fmt.Errorf("%w: table %s, column %s: the table has type %s, the sink writes %s (%s)",
 					ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
