@@ -229,6 +229,9 @@ func (c *Config) Validate() error {
 	default:
 		return bad("layout %q is not supported (want table or staged)", c.Layout)
 	}
+	if err := checkStagedIdentifiers(c); err != nil {
+		return err
+	}
 	if c.Layout == LayoutStaged && c.Facade {
 		return bad("table %s: layout staged cannot be written by a parallel replacement (its façade view); "+
 			"update the job in place or by stop-and-replace", c.Table)

@@ -380,3 +380,20 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member str
 	}
 	return s.checkRenames(existing, added)
 }
+
+// checkStagedIdentifiers refuses, on PostgreSQL, a staged table whose
+// principal or staging table names would pass PostgresIdentifierLimit
+// (room is left for staging tables numbered up to 9999).
+func checkStagedIdentifiers(c *Config) error {
+	if c.Driver != DriverPostgres || c.Layout != LayoutStaged {
+		return nil
+	}
+	_, name := splitTable(c.Table)
+	longest := max(len(PrincipalSuffix), len(StagingSeparator)+4)
+	if len(name)+longest <= PostgresIdentifierLimit {
+		return nil
+	}
+	return fmt.Errorf("%w: table %s: with layout: staged the sink writes tables named %s and %s, and PostgreSQL keeps at most %d bytes of a name; "+
+		"the table name may have at most %d bytes", ErrIdentifierTooLong, c.Table, PrincipalTableName(name), StagingTableName(name, 9999),
+		PostgresIdentifierLimit, PostgresIdentifierLimit-longest)
+}
