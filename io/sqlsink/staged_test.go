@@ -242,14 +242,20 @@ func stagedSnapshot(t *testing.T, e *facadeEnv) map[string]string {
 	out := map[string]string{}
 	tables := append(stagedMemberTables(t, e), e.table)
 	for _, tb := range tables {
-		var lines []string
-		for _, r := range e.query("SELECT region, window_start, total, pane_index, generation FROM " + quoteTable(tb)) {
-			lines = append(lines, fmt.Sprintf("%v %v %v %v %v", r[0], asTime(t, r[1]), r[2], r[3], r[4]))
-		}
-		slices.Sort(lines)
-		out[tb] = strings.Join(lines, "\n")
+		out[tb] = tableSnapshot(t, e, tb)
 	}
 	return out
+}
+
+// tableSnapshot returns a table's rows as sorted text.
+func tableSnapshot(t *testing.T, e *facadeEnv, table string) string {
+	t.Helper()
+	var lines []string
+	for _, r := range e.query("SELECT region, window_start, total, pane_index, generation FROM " + quoteTable(table)) {
+		lines = append(lines, fmt.Sprintf("%v %v %v %v %v", r[0], asTime(t, r[1]), r[2], r[3], r[4]))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 var errCrash = errors.New("simulated crash")
@@ -454,4 +460,44 @@ func TestStagedIdentifierTooLong(t *testing.T) {
 			t.Errorf("table of %d bytes: %v", len(c.table), err)
 		}
 	}
+}
+
+// TestStagedAdoptsPlainTable: a job that moves a plain table to layout:
+// staged keeps its rows: the table becomes the principal (renamed, not
+// copied), the view serves the same rows, and later panes win over them.
+func TestStagedAdoptsPlainTable(t *testing.T) {
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		job := &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}}
+		for r := range 2 {
+			if err := job.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		job.sink.Close(ctx)
+		plain := tableSnapshot(t, e, e.table)
+		cfg2 := cfg
+		cfg2.Layout, cfg2.MergeInterval, cfg2.Generation, cfg2.SinkID = LayoutStaged, -1, 2, cfg.SinkID+"-2"
+		job = &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: job.total, panes: job.panes}}
+		snap := stagedSnapshot(t, e)
+		if snap[e.table] != plain || snap[PrincipalTableName(e.table)] != plain {
+			t.Fatalf("after adopting the plain table, the view:\n%s\nthe principal:\n%s\nwant the plain table's rows:\n%s",
+				snap[e.table], snap[PrincipalTableName(e.table)], plain)
+		}
+		if err := job.step(ctx, round(2)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := job.sink.Merge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[cell]int64{}
+		for _, r := range e.query("SELECT region, window_start, total FROM " + quoteTable(e.table)) {
+			ws := asTime(t, r[1]).(mtime.Time)
+			got[cell{r[0].(string), int(int64(ws-t0) / int64(mtime.Minute))}] = r[2].(int64)
+		}
+		if !maps.Equal(got, job.total) {
+			t.Errorf("the view serves %v, want %v", got, job.total)
+		}
+	})
 }
