@@ -36,7 +36,7 @@ type TableMember struct {
 	Role string `json:"role"`
 	// Generation is the job generation that created a staging table.
 	Generation int64 `json:"generation,omitempty"`
-	// Rows is how many rows it holds; -1 when not counted (plain tables).
+	// Rows is how many rows it holds; -1 when the database could not be read.
 	Rows int64 `json:"rows"`
 	// Columns are "name type" (describe only).
 	Columns []string `json:"columns,omitempty"`

@@ -79,8 +79,20 @@ func TestCLITables(t *testing.T) {
 		}
 		t.Fatalf("the view serves %d rows (%d distinct), want %d\nserver log:\n%s", rows, distinct, n, srv.log())
 	}
+	plain := write("plain.yaml", strings.Replace(ordersPipeline("orders-plain", db), "table: orders,", "table: plainorders,", 1))
+	for _, args := range [][]string{{"subscriptions", "create", "orders-plain", "--topic", "orders", "--from-beginning"}, {"run", plain, "--job-name", "plain-sink"}} {
+		if r := srv.cli(work, args...); r.code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
 	publish(0, 5)
 	viewRows(5)
+	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool {
+		var n int64
+		return conn.QueryRow(`SELECT COUNT(*) FROM plainorders`).Scan(&n) == nil && n == 5
+	}) {
+		t.Fatalf("plainorders never held 5 rows")
+	}
 
 	steps := []cliCase{
 		{name: "list", args: []string{"tables", "list"}, wantStdout: []string{"NAME", "LAYOUT", "LAST_MERGE", "orders", "staged", "sqlite", "orders-sink",
@@ -95,6 +107,8 @@ func TestCLITables(t *testing.T) {
 		{name: "list after", args: []string{"tables", "list", "--format", "json"}, wantStdout: []string{`"layout": "staged"`, `"rows": 5`}},
 		{name: "unknown table", args: []string{"tables", "describe", "nope"}, wantCode: ExitFailure, wantStderr: []string{"(TABLE_NOT_FOUND)", "tables: orders"}},
 		{name: "merge unknown table", args: []string{"tables", "merge", "nope"}, wantCode: ExitFailure, wantStderr: []string{"(TABLE_NOT_FOUND)"}},
+		{name: "merge a plain table", args: []string{"tables", "merge", "plainorders"}, wantCode: ExitFailure, wantStderr: []string{"(TABLE_NOT_STAGED)", "layout table"}},
+		{name: "list with a plain table", args: []string{"tables", "list"}, wantStdout: []string{"plainorders", "table", "plain-sink", "plainorders:5"}},
 		{name: "events", args: []string{"jobs", "logs", "orders-sink"}, wantStdout: []string{"table_merged", "merged 5 rows of the staged table orders into orders__principal"}},
 	}
 	for _, st := range steps {

@@ -388,3 +388,20 @@ func (s *Sink) Merge(ctx context.Context) (MergeReport, error) {
 	}
 	return rep, nil
 }
+
+// TableRows returns how many rows the table (or view) t.Table serves, and
+// false when it does not exist yet.
+func TableRows(ctx context.Context, t StagedTarget) (int64, bool, error) {
+	var n int64
+	var exists bool
+	err := withFacade(ctx, t.facade(), func(fx facadeExec, _ time.Time) error {
+		kind, err := fxKind(ctx, fx, t.Table)
+		if err != nil || kind == "" {
+			return err
+		}
+		exists = true
+		n, err = countRows(ctx, fx, t.Table)
+		return err
+	})
+	return n, exists, err
+}

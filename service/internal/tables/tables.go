@@ -184,7 +184,17 @@ func (t *sqlTarget) describe(ctx context.Context, full bool) record.SQLTable {
 		}
 	}
 	if t.cfg.Layout != sqlsink.LayoutStaged {
-		rt.Members = []record.SQLTableMember{{Table: t.cfg.Table, Role: "table", Rows: -1}}
+		m := record.SQLTableMember{Table: t.cfg.Table, Role: "table", Rows: -1}
+		n, exists, err := sqlsink.TableRows(ctx, t.staged())
+		switch {
+		case err != nil:
+			rt.Error = err.Error()
+		case !exists:
+			rt.Error = "the table does not exist yet"
+		default:
+			m.Rows = n
+		}
+		rt.Members = []record.SQLTableMember{m}
 		return rt
 	}
 	info, err := sqlsink.DescribeStaged(ctx, t.staged())
