@@ -48,6 +48,9 @@
 //	GET    /v1/subscription-snapshots[?topic=T]    → {snapshots: [...]} by name
 //	GET    /v1/subscription-snapshots/{name}       → subscription snapshot
 //	DELETE /v1/subscription-snapshots/{name}       → 204
+//	GET    /v1/tables                              → {tables: [{name, layout, driver, jobs, members: [{table, role, generation, rows}], merges: [last]}]} by name (tables.go)
+//	GET    /v1/tables/{name}                       → table with members' columns, the view's rule and the last 20 merges
+//	POST   /v1/tables/{name}:merge                 (body optional) → {at, duration_ms, rows, members, principal}: a staged table's merge, now
 //	POST   /v1/process:release                     {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
 //	                                               → {report, replaced, released} (Go programs only: WithRelease)
 //	GET    /metrics                                Prometheus text format, per job and per step
