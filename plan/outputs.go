@@ -144,6 +144,9 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		}
 	}
 	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc))
+	if nc != nil && nc.layout() == "staged" {
+		markRenames(s.Columns)
+	}
 	for _, c := range s.Columns {
 		switch c.Action {
 		case Converted, Refused:
@@ -226,6 +229,24 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool)
 	}
 	slices.SortStableFunc(cols, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
 	return cols
+}
+
+// markRenames refuses, for a staged table, a new column beside a removed
+// one of the same type: the sink takes it for a rename, which it does not
+// apply in place (old rows would keep their values under the old name).
+func markRenames(cols []Column) {
+	for i := range cols {
+		if cols[i].Action != Added {
+			continue
+		}
+		for _, r := range cols {
+			if r.Action == Removed && r.OldType == cols[i].NewType {
+				cols[i].Action = Refused
+				cols[i].Effect = fmt.Sprintf("with %s no longer written, a staged table takes the new column for a rename of %s, which it does not apply in place (SQL_SCHEMA_CHANGE_REFUSED): keep %s and add %s beside it, or write to a new table", r.Name, r.Name, r.Name, cols[i].Name)
+				break
+			}
+		}
+	}
 }
 
 // sources says where each source reads from after the change.

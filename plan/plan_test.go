@@ -145,6 +145,20 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "a staged table takes a new column beside a removed one for a rename",
+			newText: strings.Replace(strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, sum: total}", 1),
+				"config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Refused || s.Layout.Old != "table" || s.Layout.New != "staged" || len(s.Columns) != 2 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Name != "sum" || c.Action != plan.Refused || !strings.Contains(c.Effect, "rename of total") {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
 			name:    "a type conversion is refused by the table",
 			newText: strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, total: string(total)}", 1),
 			check: func(t *testing.T, p plan.Plan) {
