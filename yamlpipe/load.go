@@ -97,6 +97,11 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// SQLFacadeHeld (with SQLFacade) holds the job's generation back from
+	// the views until the service reveals it: the new job of a parallel
+	// replacement gated on parity, whose rows no reader may see before the
+	// gate passes.
+	SQLFacadeHeld bool
 	// Subscriptions maps the name of a ReadFromPubSub step to the
 	// subscription it reads instead of its default: for a step that reads
 	// a topic, the one named after the job and step
