@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -106,9 +107,9 @@ func gateEvents(t *testing.T, s *Service, id string) []record.Event {
 // A validate-only request with the gate changes nothing.
 func TestParallelParityGate(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		wrong bool
-	}{{"equivalent pipeline cuts over", false}, {"wrong pipeline aborts", true}} {
+		name           string
+		wrong, restart bool
+	}{{"equivalent pipeline cuts over", false, false}, {"wrong pipeline aborts", true, false}, {"wrong pipeline aborts after a restart", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -214,6 +215,28 @@ func TestParallelParityGate(t *testing.T) {
 			gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(holding.Replacement.Parallel.Tables[0]))
 			if err != nil || len(gens) != 2 {
 				t.Fatalf("façade generations while the gate holds: %+v %v, want the old and the held new one", gens, err)
+			}
+			if tc.restart {
+				// The service restarts while the gate holds: the flow
+				// resumes from its record, the new generation still held
+				// back, the gate's figures kept.
+				cons.end(t)
+				if err := s.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+					Clock: clock, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close(context.Background()) })
+				cons = startGenConsumer(t, s, db)
+				cons.forbidden.Store(nj.Generation)
+				for _, id := range []string{old.ID, nj.ID} {
+					waitFor(t, s, id, "its execution resumed", func(j *record.Job) bool { return s.core.RunningJob(j.ID) != nil })
+				}
+				if j, _ := s.Get(nj.ID); j.Replacement.Phase != record.PhaseOverlap || j.Replacement.Parallel.Gate.Outcome != record.GateHolding || j.Replacement.Parallel.Gate.Last.Differing == 0 {
+					t.Fatalf("the flow after the restart: %s, gate %+v", j.Replacement.Phase, j.Replacement.Parallel.Gate)
+				}
 			}
 			clock.advance(20 * time.Second)
 			fin := waitFor(t, s, nj.ID, "the flow's end", func(j *record.Job) bool { return j.Replacement.Phase.Final() })

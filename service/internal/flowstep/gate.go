@@ -123,8 +123,11 @@ func gate(in Input, g *record.ParityGate) (Decision, bool) {
 		return done(Action{Kind: GiveUp, Phase: record.PhaseFailed, Reason: g.Report}), true
 	}
 	deadline := time.Duration(g.DeadlineMillis) * time.Millisecond
+	// The figures: this step's comparison, unless it could not compare
+	// anything (a watermark unknown after a restart) while an earlier one
+	// did, whose figures stand.
 	f := g.Last
-	if in.Parity != nil {
+	if in.Parity != nil && in.Parity.Err == "" && (len(in.Parity.Windows) > 0 || g.Last.WindowsCompared == 0) {
 		f = in.Parity.Figures(g.Budget)
 	}
 	if flow.OverlapStart != nil && in.Now.Sub(*flow.OverlapStart) >= deadline {
@@ -138,6 +141,9 @@ func gate(in Input, g *record.ParityGate) (Decision, bool) {
 	}
 	if in.Parity.Err != "" {
 		return wait("the parity gate cannot compare the jobs' outputs yet: " + in.Parity.Err), true
+	}
+	if len(in.Parity.Windows) == 0 && g.Last.WindowsCompared > 0 {
+		return wait("the parity gate waits for both jobs' watermarks to pass the windows compared before"), true
 	}
 	keepsUp := in.Parity.keepsUp()
 	if f.Agreed >= g.Windows && keepsUp {
