@@ -368,6 +368,10 @@ type GenerationHistory struct {
 	// Phases of the replacement flow that created the job, in order.
 	Phases           []PhaseTime `json:"phases,omitempty"`
 	StopWindowMillis *int64      `json:"stop_window_ms,omitempty"`
+	// ParityGate is the parity gate of the parallel replacement that
+	// created the job (weir_cutover_gate=parity): its outcome, figures and
+	// report, an aborted gate's included.
+	ParityGate *ParityGate `json:"parity_gate,omitempty"`
 	// Rescales are the job's in-flight rescales.
 	Rescales []StateChange `json:"rescales,omitempty"`
 	// RollbackPoints are the rollback snapshots kept of this job.

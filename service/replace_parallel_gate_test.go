@@ -255,6 +255,20 @@ func TestParallelParityGate(t *testing.T) {
 			if a, _ := s.Get("sums"); a.ID != old.ID {
 				t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
 			}
+			// The lineage (weir jobs history, GET .../lineage) keeps the report.
+			hist, err := s.LineageHistory("sums")
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, h := range hist {
+				if h.JobID == nj.ID {
+					found = h.ParityGate != nil && h.ParityGate.Outcome == record.GateAborted && strings.Contains(strings.Join(h.Notes, " "), "parity gate aborted")
+				}
+			}
+			if !found {
+				t.Errorf("the lineage of sums does not show the aborted gate of job %s: %+v", nj.ID, hist)
+			}
 			for _, id := range []string{nj.ID, old.ID} {
 				evs := gateEvents(t, s, id)
 				last := evs[len(evs)-1]
