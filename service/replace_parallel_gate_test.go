@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/service/record"
@@ -298,5 +299,30 @@ func TestParallelParityGate(t *testing.T) {
 			}
 			t.Logf("rows read per generation: %v", cons.gens)
 		})
+	}
+}
+
+// TestParallelParityGateRefusals: the parity gate holds back SQL rows and
+// compares SQL outputs, so a pipeline that publishes to Pub/Sub is refused
+// with the gate before anything changes.
+func TestParallelParityGateRefusals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, _, clock := openParallel(t, dir)
+	sinkCfg, view := parDrivers()[0].setup(t, dir)
+	view.close()
+	p := fmt.Sprintf(parYAML, sinkCfg)
+	old := submit(t, s, "sums", p, dir)
+	clock.advance(DefaultMinReplaceInterval)
+	_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: p, BaseDir: dir,
+		ServiceOptions: []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s", "weir_cutover_gate=parity"}}})
+	if errcode.Of(err) != errcode.ReplacementUnavailable || !strings.Contains(err.Error(), "publish to Pub/Sub") || !strings.Contains(err.Error(), "was not changed") {
+		t.Fatalf("got %v (%s), want REPLACEMENT_UNAVAILABLE about Pub/Sub", err, errcode.Of(err))
+	}
+	if j, _ := s.Get("sums"); j.ID != old.ID || j.State != record.StateRunning || j.Replacement != nil {
+		t.Fatalf("the old job after the refusal: %s %s %+v", j.ID, j.State, j.Replacement)
+	}
+	if jobs, _ := s.List(StatusAll); len(jobs) != 1 {
+		t.Fatalf("%d jobs after the refusal, want the old one only", len(jobs))
 	}
 }
