@@ -73,7 +73,17 @@ const (
 	// has not passed that long after the overlap began aborts the
 	// replacement, keeping the old job (default 30m).
 	KeyParityDeadline = "weir_parity_deadline"
+	// KeyRehearse (weir's own): weir_rehearse=required[;since=D] makes a
+	// stop-and-replace or in-place update rehearse the new pipeline
+	// against the running one on the job's retained input of the last D
+	// (default DefaultRehearseSince) first, and refuse the change when
+	// their outputs differ beyond weir_parity_budget.
+	KeyRehearse = "weir_rehearse"
 )
+
+// DefaultRehearseSince is how far back a pre-flight rehearsal reads the
+// job's retained input by default.
+const DefaultRehearseSince = 30 * time.Minute
 
 // The values of KeyCutoverGate.
 const (
@@ -112,6 +122,7 @@ const (
 	jobIDValue
 	gateValue
 	countValue
+	rehearseValue
 )
 
 // keys lists every known key in the order Known prints them.
@@ -131,6 +142,7 @@ func keys() []key {
 		{KeyParityBudget, countValue},
 		{KeyParityWindows, countValue},
 		{KeyParityDeadline, durationValue},
+		{KeyRehearse, rehearseValue},
 	}
 }
 
@@ -180,6 +192,9 @@ type Options struct {
 	ParityBudget   *int64
 	ParityWindows  *int64
 	ParityDeadline *time.Duration
+	// RehearseSince is set by weir_rehearse=required (its since, or
+	// DefaultRehearseSince).
+	RehearseSince *time.Duration
 	// Given lists the keys given, in order, without values.
 	Given []string
 }
@@ -293,6 +308,12 @@ func Parse(values []string) (Options, error) {
 				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %s is %s or %s", opt, name, GateTimer, GateParity)
 			}
 			o.CutoverGate = val
+		case rehearseValue:
+			d, err := parseRehearse(val)
+			if err != nil {
+				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %v", opt, err)
+			}
+			o.RehearseSince = &d
 		case countValue:
 			n, err := strconv.ParseInt(val, 10, 64)
 			lo := int64(0)
@@ -330,6 +351,8 @@ func placeholder(v valueKind) string {
 		return GateTimer + "|" + GateParity
 	case countValue:
 		return "N"
+	case rehearseValue:
+		return "required[;since=DURATION]"
 	}
 	return "VALUE"
 }
@@ -393,6 +416,11 @@ type Plan struct {
 	ParityBudget   int64
 	ParityWindows  int64
 	ParityDeadline time.Duration
+	// Rehearse asks for a pre-flight rehearsal (weir_rehearse=required)
+	// of a stop-and-replace or in-place update on the job's input retained
+	// over the last RehearseSince.
+	Rehearse      bool
+	RehearseSince time.Duration
 	// Notes are what the request ignores, worded for the user.
 	Notes []string
 }
@@ -457,9 +485,12 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		}
 		p.Strategy = StrategyInPlace
 		p.ReplaceJobName, p.ReplaceJobID = "", ""
+		if err := p.resolveRehearse(o); err != nil {
+			return Plan{}, err
+		}
 		var ignored []string
 		for _, k := range o.Given {
-			if slices.Contains(replacementKeys(), k) {
+			if slices.Contains(replacementKeys(), k) && !(k == KeyParityBudget && p.Rehearse) {
 				ignored = append(ignored, k)
 			}
 		}
@@ -474,7 +505,7 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 	}
 	if !replacing {
 		for _, k := range o.Given {
-			if slices.Contains(replacementKeys(), k) {
+			if slices.Contains(replacementKeys(), k) && !(k == KeyParityBudget && o.RehearseSince != nil) {
 				if updating {
 					return conflict("service option %s applies to a replacement job: add %s (or %s to update in place without it)", k, KeyParallelUpdate, KeyInPlaceUpdate)
 				}
@@ -483,6 +514,12 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		}
 		if updating {
 			p.Strategy = StrategyInPlace
+		}
+		if o.RehearseSince != nil && !updating {
+			return conflict("service option %s rehearses an update before it changes the running job: %s", KeyRehearse, AsUpdate)
+		}
+		if err := p.resolveRehearse(o); err != nil {
+			return Plan{}, err
 		}
 		return p, nil
 	}
@@ -517,10 +554,19 @@ func (p Plan) resolveGate(o Options) (Plan, error) {
 	if o.CutoverGate != "" {
 		p.Gate = o.CutoverGate
 	}
+	if o.RehearseSince != nil && p.Strategy == StrategyParallel {
+		return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s rehearses a stop-and-replace or in-place update before it changes anything; a parallel replacement compares the jobs during its overlap instead: use %s=%s", KeyRehearse, KeyCutoverGate, GateParity)
+	}
+	if err := p.resolveRehearse(o); err != nil {
+		return Plan{}, err
+	}
 	if p.Gate == GateParity && p.Strategy != StrategyParallel {
 		return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s=%s gates the end of a parallel replacement's overlap, and this request is a stop-and-replace: add %s=D to run both jobs side by side", KeyCutoverGate, GateParity, KeyMinParallel)
 	}
 	for _, k := range []string{KeyParityBudget, KeyParityWindows, KeyParityDeadline} {
+		if k == KeyParityBudget && p.Rehearse {
+			continue // the rehearsal's budget
+		}
 		if slices.Contains(o.Given, k) && p.Gate != GateParity {
 			return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s applies to the parity gate: add %s=%s", k, KeyCutoverGate, GateParity)
 		}
@@ -542,6 +588,46 @@ func givenNewNameKey(o Options) string {
 		return KeyReplaceJobID + "=" + o.ReplaceJobID
 	}
 	return KeyReplaceJobName + "=" + o.ReplaceJobName
+}
+
+// resolveRehearse adds weir_rehearse to the plan, with the budget it
+// shares with the parity gate.
+func (p *Plan) resolveRehearse(o Options) error {
+	if o.RehearseSince == nil {
+		if p.Strategy == StrategyInPlace && slices.Contains(o.Given, KeyParityBudget) {
+			return errorf(errcode.ConflictingServiceOptions, "service option %s applies to the parity gate or to %s=required: add one of them", KeyParityBudget, KeyRehearse)
+		}
+		return nil
+	}
+	p.Rehearse, p.RehearseSince = true, *o.RehearseSince
+	if o.ParityBudget != nil {
+		p.ParityBudget = *o.ParityBudget
+	}
+	return nil
+}
+
+// parseRehearse reads weir_rehearse's value: required, or
+// required;since=DURATION (the stretch of retained input, at most 744h).
+func parseRehearse(v string) (time.Duration, error) {
+	head, rest, _ := strings.Cut(v, ";")
+	if head != "required" {
+		return 0, fmt.Errorf("%s is required or required;since=DURATION (e.g. required;since=30m)", KeyRehearse)
+	}
+	if rest == "" {
+		return DefaultRehearseSince, nil
+	}
+	k, d, ok := strings.Cut(rest, "=")
+	if !ok || k != "since" {
+		return 0, fmt.Errorf("%s: after required; only since=DURATION may follow (e.g. required;since=30m)", KeyRehearse)
+	}
+	since, err := duration.Parse(d)
+	if err != nil {
+		return 0, fmt.Errorf("%s: since: %w", KeyRehearse, err)
+	}
+	if since <= 0 || since > MaxParallelDuration {
+		return 0, fmt.Errorf("%s: since must be longer than 0s and at most 744h, got %s", KeyRehearse, duration.Format(since))
+	}
+	return since, nil
 }
 
 // ParseAndResolve is Parse followed by Resolve.

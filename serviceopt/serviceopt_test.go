@@ -54,6 +54,9 @@ func TestParse(t *testing.T) {
 		{name: "negative budget", in: []string{KeyParityBudget + "=-1"}, code: errcode.InvalidServiceOption, msg: "whole number of at least 0"},
 		{name: "zero windows", in: []string{KeyParityWindows + "=0"}, code: errcode.InvalidServiceOption, msg: "whole number of at least 1 and at most 10000"},
 		{name: "zero deadline", in: []string{KeyParityDeadline + "=0s"}, code: errcode.InvalidServiceOption, msg: "longer than 0s"},
+		{name: "rehearse optional", in: []string{KeyRehearse + "=optional"}, code: errcode.InvalidServiceOption, msg: "weir_rehearse is required or required;since=DURATION"},
+		{name: "rehearse other key", in: []string{KeyRehearse + "=required;until=5m"}, code: errcode.InvalidServiceOption, msg: "only since=DURATION"},
+		{name: "rehearse bad since", in: []string{KeyRehearse + "=required;since=0s"}, code: errcode.InvalidServiceOption, msg: "longer than 0s"},
 		{name: "twice different", in: []string{KeyMaxStop + "=5m", KeyMaxStop + "=6m"}, code: errcode.InvalidServiceOption, msg: "given twice"},
 	}
 	for _, tc := range tests {
@@ -182,6 +185,14 @@ func TestResolve(t *testing.T) {
 		{name: "parity gate on stop-and-replace", update: true, opts: []string{KeyParallelUpdate, KeyMaxStop + "=1m", KeyCutoverGate + "=parity"}, code: errcode.ConflictingServiceOptions, msg: "add parallel_replace_job_min_parallel_pipelines_duration=D"},
 		{name: "parity figures without the gate", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=1m", KeyParityWindows + "=2"}, code: errcode.ConflictingServiceOptions, msg: "applies to the parity gate: add weir_cutover_gate=parity"},
 		{name: "parity gate on create", opts: []string{KeyCutoverGate + "=parity"}, code: errcode.ConflictingServiceOptions, msg: "applies to a replacement job"},
+		{name: "rehearse a stop-and-replace", update: true, opts: []string{KeyParallelUpdate, KeyMaxStop + "=5m", KeyRehearse + "=required;since=2h", KeyParityBudget + "=1"},
+			want: Plan{Strategy: StrategyStopAndReplace, MaxStop: 5 * time.Minute, HasMaxStop: true, Rehearse: true, RehearseSince: 2 * time.Hour, ParityBudget: 1}},
+		{name: "rehearse an in-place update", update: true, opts: []string{KeyRehearse + "=required"},
+			want: Plan{Strategy: StrategyInPlace, Rehearse: true, RehearseSince: DefaultRehearseSince}},
+		{name: "rehearse an explicit in-place update with a budget", update: true, opts: []string{KeyInPlaceUpdate, KeyRehearse + "=required", KeyParityBudget + "=2"},
+			want: Plan{Strategy: StrategyInPlace, Rehearse: true, RehearseSince: DefaultRehearseSince, ParityBudget: 2}},
+		{name: "rehearse a parallel replacement", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=0s", KeyRehearse + "=required"}, code: errcode.ConflictingServiceOptions, msg: "use weir_cutover_gate=parity"},
+		{name: "rehearse a new job", opts: []string{KeyRehearse + "=required"}, code: errcode.ConflictingServiceOptions, msg: "rehearses an update"},
 		{name: "create or update with new name", opts: []string{KeyCreateOrUpdate, KeyReplaceJobName + "=old", KeyMaxStop + "=1m"}, code: errcode.ConflictingServiceOptions, msg: "give one of them"},
 	}
 	for _, tc := range tests {
