@@ -195,7 +195,13 @@ func wireAttempt(in service.Attempt) client.Attempt {
 		ValidateOnly: in.ValidateOnly,
 		Report:       wireCompatReport(in.Report),
 		Pipeline:     in.Pipeline,
+		Rehearsal:    wirePtr(in.Rehearsal, wireRehearsalVerdict),
 	}
+}
+
+func wireRehearsalVerdict(in record.RehearsalVerdict) client.RehearsalVerdict {
+	return client.RehearsalVerdict{Passed: in.Passed, Since: in.Since, Elements: in.Elements, RowsCompared: in.RowsCompared,
+		Differences: in.Differences, Noise: in.Noise, Budget: in.Budget, Examples: in.Examples}
 }
 
 func wireGenerationHistory(in service.GenerationHistory) client.GenerationHistory {

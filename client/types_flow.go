@@ -469,4 +469,27 @@ type Attempt struct {
 	ValidateOnly bool         `json:"validate_only"`
 	Report       CompatReport `json:"report"`
 	Pipeline     string       `json:"pipeline"`
+	// Rehearsal is the verdict of the pre-flight rehearsal that refused
+	// the update (weir_rehearse=required).
+	Rehearsal *RehearsalVerdict `json:"rehearsal,omitempty"`
+}
+
+// RehearsalVerdict is the verdict of a pre-flight rehearsal
+// (weir_rehearse=required): the running job's pipeline and the new one run
+// over the job's retained input, their outputs compared.
+type RehearsalVerdict struct {
+	// Passed says the differences stayed within Budget.
+	Passed bool `json:"passed"`
+	// Since is the start of the stretch of retained input rehearsed.
+	Since time.Time `json:"since"`
+	// Elements counts the input elements both pipelines ran over.
+	Elements int64 `json:"elements"`
+	// RowsCompared, Differences and Noise are the comparison's figures
+	// (noise: where the old pipeline disagreed with itself).
+	RowsCompared int64 `json:"rows_compared"`
+	Differences  int64 `json:"differences"`
+	Noise        int64 `json:"noise"`
+	Budget       int64 `json:"budget"`
+	// Examples are a few differing rows, worded for the user.
+	Examples []string `json:"examples,omitempty"`
 }
