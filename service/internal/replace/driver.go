@@ -82,7 +82,7 @@ func (s *Replace) driveStep(newID string) (done bool, err error) {
 		in.OldRunning = s.RunningJob(in.Old.ID) != nil
 		in.OldWatermark = s.oldWatermark(in.Old.ID)
 		_, in.HasBroker = s.Opts.Broker.(parallelBroker)
-		if gateHolding(nj) {
+		if gateHolding(nj) && s.parityDue(nj.ID, in.Now) {
 			in.Parity = s.observeParity(s.Ctx, nj, in.Old)
 		}
 	}
@@ -92,6 +92,9 @@ func (s *Replace) driveStep(newID string) (done bool, err error) {
 		if err != nil || !complete {
 			return false, err // stepped again at the next change or tick
 		}
+	}
+	if d.Done || !gateHolding(nj) {
+		s.parityAt.Delete(newID)
 	}
 	return d.Done, nil
 }

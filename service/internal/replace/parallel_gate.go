@@ -29,6 +29,18 @@ func gateHolding(nj *record.Job) bool {
 		rep.Phase == record.PhaseOverlap
 }
 
+// parityDue reports whether the driver of newID's flow compares the jobs'
+// outputs at this step: at most once per checkpoint interval (a step runs
+// at every change of the service, and a comparison reads both tables), and
+// records now as the comparison's time when it does.
+func (s *Replace) parityDue(newID string, now time.Time) bool {
+	if v, ok := s.parityAt.Load(newID); ok && now.Sub(v.(time.Time)) < s.Opts.CheckpointInterval && !now.Before(v.(time.Time)) {
+		return false
+	}
+	s.parityAt.Store(newID, now)
+	return true
+}
+
 // windowRows are one window's rows of one side, as diff rows.
 type windowRows map[string][]diff.Row
 
