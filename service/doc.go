@@ -23,7 +23,8 @@
 //
 // It may import service/internal/core, service/internal/autoscale, service/internal/snapshots,
 // service/internal/inplace, service/internal/replace,
-// service/internal/rollback, service/internal/rewind, service/record,
+// service/internal/rollback, service/internal/rewind,
+// service/internal/tables, service/record,
 // serviceopt, duration, errcode, state, yamlpipe (a submitted template's
 // rendering), sandbox and diff (the pre-flight rehearsal of
 // weir_rehearse=required), io/pubsub (its retained input) and the standard

@@ -93,10 +93,6 @@ type GenerationRow struct {
 	Values map[string]any
 }
 
-// bookkeeping are the columns the sink adds that say how a row was
-// written, not what it holds.
-var bookkeeping = []string{colPane, colPaneIndex, colPaneTiming, colPaneFirst, colPaneLast, colPaneCut, colGeneration, colJobID, colUpdatedAt, colElementID}
-
 // FacadeGenerationRows reads every row of generation gen's table behind
 // the façade view (an upsert table holds one row per key and window: its
 // newest revision). ok is false when the view has no such generation, or
@@ -138,7 +134,8 @@ func FacadeGenerationRows(ctx context.Context, t FacadeTarget, gen int64) (rows 
 					gr.WindowEnd = timeValue(r[j])
 				case isKey(c.name):
 					gr.Key[c.name] = r[j]
-				case slices.Contains(bookkeeping, name):
+				case bookkeeping[name] || name == colPane:
+					// how the row was written (mutation.go), not what it holds
 				default:
 					gr.Values[c.name] = r[j]
 				}
