@@ -3,8 +3,10 @@
 // replacement — as deterministic step functions, in the way etcd's raft
 // separates its state machine from the node that drives it: Step takes the
 // flow's records and what the driver observed now (the time, which jobs
-// have a live execution, the old job's watermark) and returns what to do
-// next, as actions with their arguments. It starts no goroutine, does no
+// have a live execution, the old job's watermark, and for a parallel
+// replacement gated on parity the driver's comparison of the two jobs'
+// outputs, gate.go) and returns what to do next, as actions with their
+// arguments. It starts no goroutine, does no
 // I/O, reads no clock and keeps no state between steps: everything it
 // needs is in its input, so a flow is tested step by step from scripts
 // (testdata/), and a driver that crashed between two actions takes the
