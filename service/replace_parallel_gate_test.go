@@ -97,8 +97,8 @@ func gateEvents(t *testing.T, s *Service, id string) []record.Event {
 //     agree, with a parity_gate PASSED event carrying the figures, and the
 //     flow goes on to CUT_OVER; the view ends with the ground truth.
 //   - A wrong new pipeline (max instead of sum) never agrees: the gate
-//     holds, recording the differing rows, and at its deadline (20s of
-//     the service's clock) aborts: the new job is cancelled, its
+//     holds, recording the differing rows, and at its deadline (10m of
+//     the service's clock, advanced by the test) aborts: the new job is cancelled, its
 //     generation dropped from the view, the old job keeps RUNNING and
 //     the name's active job, the flow FAILED with the report on both
 //     jobs; a reader polling the view all through never read a row of
@@ -131,7 +131,7 @@ func TestParallelParityGate(t *testing.T) {
 				newPipeline = strings.Replace(pipeline, "{value: amount, fn: sum}", "{value: amount, fn: max}", 1)
 			}
 			opts := []string{"update_strategy_parallel_job_update", "parallel_replace_job_min_parallel_pipelines_duration=0s", "weir_replace_rewind=false",
-				"weir_cutover_gate=parity", "weir_parity_windows=2", "weir_parity_deadline=20s"}
+				"weir_cutover_gate=parity", "weir_parity_windows=2", "weir_parity_deadline=10m"}
 			req := UpdateRequest{SubmitRequest: SubmitRequest{Name: "sums", Pipeline: newPipeline, BaseDir: dir, ServiceOptions: opts}}
 
 			// Validate only: nothing changes.
@@ -156,8 +156,8 @@ func TestParallelParityGate(t *testing.T) {
 				t.Fatalf("parallel replacement with the parity gate: %v", err)
 			}
 			nj := res.Job
-			if g := nj.Replacement.Parallel.Gate; g == nil || g.Windows != 2 || g.Budget != 0 || g.DeadlineMillis != 20000 {
-				t.Fatalf("the flow's gate %+v, want 2 windows, budget 0, deadline 20s", g)
+			if g := nj.Replacement.Parallel.Gate; g == nil || g.Windows != 2 || g.Budget != 0 || g.DeadlineMillis != 600000 {
+				t.Fatalf("the flow's gate %+v, want 2 windows, budget 0, deadline 10m", g)
 			}
 			if tc.wrong {
 				cons.forbidden.Store(nj.Generation)
@@ -239,7 +239,7 @@ func TestParallelParityGate(t *testing.T) {
 					t.Fatalf("the flow after the restart: %s, gate %+v", j.Replacement.Phase, j.Replacement.Parallel.Gate)
 				}
 			}
-			clock.advance(20 * time.Second)
+			clock.advance(10 * time.Minute) // the service's clock: no wait, no race with a slow machine
 			fin := waitFor(t, s, nj.ID, "the flow's end", func(j *record.Job) bool { return j.Replacement.Phase.Final() })
 			g := fin.Replacement.Parallel.Gate
 			if fin.Replacement.Phase != record.PhaseFailed || fin.State != record.StateCancelled || g.Outcome != record.GateAborted || g.DecisionTime == nil ||
