@@ -195,7 +195,13 @@ func wireAttempt(in service.Attempt) client.Attempt {
 		ValidateOnly: in.ValidateOnly,
 		Report:       wireCompatReport(in.Report),
 		Pipeline:     in.Pipeline,
+		Rehearsal:    wirePtr(in.Rehearsal, wireRehearsalVerdict),
 	}
+}
+
+func wireRehearsalVerdict(in record.RehearsalVerdict) client.RehearsalVerdict {
+	return client.RehearsalVerdict{Passed: in.Passed, Since: in.Since, Elements: in.Elements, RowsCompared: in.RowsCompared,
+		Differences: in.Differences, Noise: in.Noise, Budget: in.Budget, Examples: in.Examples}
 }
 
 func wireGenerationHistory(in service.GenerationHistory) client.GenerationHistory {
@@ -212,6 +218,7 @@ func wireGenerationHistory(in service.GenerationHistory) client.GenerationHistor
 		RolledBackToGeneration: in.RolledBackToGeneration,
 		Phases:                 wireSlice(in.Phases, wirePhaseTime),
 		StopWindowMillis:       in.StopWindowMillis,
+		ParityGate:             wirePtr(in.ParityGate, wireParityGate),
 		Rescales:               wireSlice(in.Rescales, wireStateChange),
 		RollbackPoints:         wireSlice(in.RollbackPoints, wireRollbackPoint),
 		Notes:                  in.Notes,
@@ -479,7 +486,34 @@ func wireParallelFlow(in record.ParallelFlow) client.ParallelFlow {
 		OldEnded:          in.OldEnded,
 		Compacted:         in.Compacted,
 		RollbackReason:    in.RollbackReason,
+		Gate:              wirePtr(in.Gate, wireParityGate),
 		Progress:          wirePtr(in.Progress, wireFlowProgress),
+	}
+}
+
+func wireParityGate(in record.ParityGate) client.ParityGate {
+	return client.ParityGate{
+		Budget:         in.Budget,
+		Windows:        in.Windows,
+		DeadlineMillis: in.DeadlineMillis,
+		Outcome:        client.GateOutcome(in.Outcome),
+		DecisionTime:   in.DecisionTime,
+		Revealed:       in.Revealed,
+		Last:           wireParityFigures(in.Last),
+		Report:         in.Report,
+	}
+}
+
+func wireParityFigures(in record.ParityFigures) client.ParityFigures {
+	return client.ParityFigures{
+		WindowsCompared: in.WindowsCompared,
+		RowsCompared:    in.RowsCompared,
+		Differing:       in.Differing,
+		Agreed:          in.Agreed,
+		NewestWindowEnd: in.NewestWindowEnd,
+		OldWatermark:    in.OldWatermark,
+		NewWatermark:    in.NewWatermark,
+		Examples:        in.Examples,
 	}
 }
 

@@ -376,7 +376,7 @@ func TestWireConstants(t *testing.T) {
 	}
 	events := []client.EventType{client.EventStateChanged, client.EventConditionChanged, client.EventCheckpointFailed,
 		client.EventDeadLetter, client.EventUpdateRefused, client.EventUpdateValidated, client.EventUpdateSucceeded,
-		client.EventUpdateFailed, client.EventRescaleSucceeded, client.EventRescaleFailed, client.EventAutoscaled, client.EventReplacementPhase,
+		client.EventUpdateFailed, client.EventRescaleSucceeded, client.EventRescaleFailed, client.EventAutoscaled, client.EventReplacementPhase, client.EventParityGate,
 		client.EventSnapshotCreated, client.EventSnapshotFailed, client.EventRecovered, client.EventCatchUpExpired, client.EventLog, client.EventTableMerged}
 	var svcEvents []client.EventType
 	for _, e := range record.EventTypes() {

@@ -123,10 +123,75 @@ type ParallelFlow struct {
 	// ROLLED_BACK, not FAILED, whoever records the end (after a restart
 	// too).
 	RollbackReason string `json:"rollback_reason,omitempty"`
+	// Gate is the parity gate (weir_cutover_gate=parity), its options and
+	// its progress; nil with the timer gate.
+	Gate *ParityGate `json:"parity_gate,omitempty"`
 	// Progress is where the flow stands against its rules, computed when
 	// the record is read while the flow has not cut over;
 	// never stored.
 	Progress *FlowProgress `json:"progress,omitempty"`
+}
+
+// GateOutcome is where a parity gate stands.
+type GateOutcome string
+
+// The outcomes of a parity gate.
+const (
+	// GateHolding: the gate has not passed yet; the new generation's rows
+	// are not visible through the façade views.
+	GateHolding GateOutcome = "HOLDING"
+	// GatePassed: enough consecutive complete windows agreed; the new
+	// generation is revealed and the flow goes on as the timer gate's.
+	GatePassed GateOutcome = "PASSED"
+	// GateAborted: the deadline passed first; the new job was stopped and
+	// its generation dropped, the old job kept.
+	GateAborted GateOutcome = "ABORTED"
+)
+
+// ParityGate is a parallel replacement's parity gate: the old and new
+// jobs' SQL outputs compared, window by window, during the overlap.
+type ParityGate struct {
+	// Budget is how many differing rows the compared windows may hold
+	// (weir_parity_budget).
+	Budget int64 `json:"budget"`
+	// Windows is how many consecutive complete windows must agree
+	// (weir_parity_windows).
+	Windows int64 `json:"windows"`
+	// DeadlineMillis bounds the gate from the overlap's start
+	// (weir_parity_deadline).
+	DeadlineMillis int64 `json:"deadline_ms"`
+	// Outcome is HOLDING until the gate passes or aborts.
+	Outcome GateOutcome `json:"outcome"`
+	// DecisionTime is when the outcome was decided (PASSED, ABORTED).
+	DecisionTime *time.Time `json:"decision_time,omitempty"`
+	// Revealed says the new generation was revealed in every façade view
+	// after the gate passed.
+	Revealed bool `json:"revealed,omitempty"`
+	// Last are the figures of the last comparison recorded.
+	Last ParityFigures `json:"last"`
+	// Report is the decision in a sentence (why it holds, passed or
+	// aborted).
+	Report string `json:"report,omitempty"`
+}
+
+// ParityFigures are the figures of one parity comparison.
+type ParityFigures struct {
+	// WindowsCompared counts the windows complete in both jobs' outputs.
+	WindowsCompared int64 `json:"windows_compared"`
+	// RowsCompared and Differing count the rows (key and window) compared
+	// and those that differ, over every compared window.
+	RowsCompared int64 `json:"rows_compared"`
+	Differing    int64 `json:"differing_rows"`
+	// Agreed is the number of consecutive complete windows, newest first,
+	// whose differences stay within the budget.
+	Agreed int64 `json:"consecutive_windows_agreed"`
+	// NewestWindowEnd is the end of the newest compared window.
+	NewestWindowEnd *time.Time `json:"newest_window_end,omitempty"`
+	// OldWatermark and NewWatermark are the jobs' data watermarks.
+	OldWatermark *time.Time `json:"old_watermark,omitempty"`
+	NewWatermark *time.Time `json:"new_watermark,omitempty"`
+	// Examples are a few differing rows, worded for the user.
+	Examples []string `json:"examples,omitempty"`
 }
 
 // ParallelSubscription is the subscription pair of one source step.
@@ -303,6 +368,10 @@ type GenerationHistory struct {
 	// Phases of the replacement flow that created the job, in order.
 	Phases           []PhaseTime `json:"phases,omitempty"`
 	StopWindowMillis *int64      `json:"stop_window_ms,omitempty"`
+	// ParityGate is the parity gate of the parallel replacement that
+	// created the job (weir_cutover_gate=parity): its outcome, figures and
+	// report, an aborted gate's included.
+	ParityGate *ParityGate `json:"parity_gate,omitempty"`
 	// Rescales are the job's in-flight rescales.
 	Rescales []StateChange `json:"rescales,omitempty"`
 	// RollbackPoints are the rollback snapshots kept of this job.
@@ -400,4 +469,27 @@ type Attempt struct {
 	ValidateOnly bool         `json:"validate_only"`
 	Report       CompatReport `json:"report"`
 	Pipeline     string       `json:"pipeline"`
+	// Rehearsal is the verdict of the pre-flight rehearsal that refused
+	// the update (weir_rehearse=required).
+	Rehearsal *RehearsalVerdict `json:"rehearsal,omitempty"`
+}
+
+// RehearsalVerdict is the verdict of a pre-flight rehearsal
+// (weir_rehearse=required): the running job's pipeline and the new one run
+// over the job's retained input, their outputs compared.
+type RehearsalVerdict struct {
+	// Passed says the differences stayed within Budget.
+	Passed bool `json:"passed"`
+	// Since is the start of the stretch of retained input rehearsed.
+	Since time.Time `json:"since"`
+	// Elements counts the input elements both pipelines ran over.
+	Elements int64 `json:"elements"`
+	// RowsCompared, Differences and Noise are the comparison's figures
+	// (noise: where the old pipeline disagreed with itself).
+	RowsCompared int64 `json:"rows_compared"`
+	Differences  int64 `json:"differences"`
+	Noise        int64 `json:"noise"`
+	Budget       int64 `json:"budget"`
+	// Examples are a few differing rows, worded for the user.
+	Examples []string `json:"examples,omitempty"`
 }

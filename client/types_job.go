@@ -353,6 +353,7 @@ const (
 	EventRescaleFailed    EventType = "rescale_failed"
 	EventAutoscaled       EventType = "autoscaled"
 	EventReplacementPhase EventType = "replacement_phase"
+	EventParityGate       EventType = "parity_gate"
 	EventSnapshotCreated  EventType = "snapshot_created"
 	EventSnapshotFailed   EventType = "snapshot_failed"
 	EventRecovered        EventType = "recovered"

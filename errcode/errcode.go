@@ -258,6 +258,10 @@ const (
 	// flow for this job (a source, window or sink it cannot hand over; see
 	// the message for what to do instead); nothing changed.
 	ReplacementUnavailable Code = "REPLACEMENT_UNAVAILABLE"
+	// ParityFailed: a pre-flight rehearsal (weir_rehearse=required) found
+	// the new pipeline's outputs differing from the running job's beyond
+	// the budget on the job's retained input; nothing changed.
+	ParityFailed Code = "PARITY_FAILED"
 
 	// Rollback (weir jobs rollback).
 
@@ -449,6 +453,7 @@ func registry() []Info {
 		{RewindBeyondRetention, svc, KindConflict, http.StatusConflict},
 		{SourceNotRereadable, svc, KindConflict, http.StatusConflict},
 		{ReplacementUnavailable, svc, KindConflict, http.StatusConflict},
+		{ParityFailed, svc, KindConflict, http.StatusConflict},
 		{NoRollbackSnapshot, svc, KindNotFound, http.StatusNotFound},
 		{RollbackSnapshotExpired, svc, KindConflict, http.StatusConflict},
 		{RollbackUnavailable, svc, KindConflict, http.StatusConflict},

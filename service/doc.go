@@ -26,6 +26,8 @@
 // service/internal/rollback, service/internal/rewind,
 // service/internal/tables, service/record,
 // serviceopt, duration, errcode, state, yamlpipe (a submitted template's
-// rendering) and the standard library. It must not import api, server or
+// rendering), sandbox and diff (the pre-flight rehearsal of
+// weir_rehearse=required), io/pubsub (its retained input) and the standard
+// library. It must not import api, server or
 // cmd/weir.
 package service

@@ -56,6 +56,10 @@ type GenerationHistory struct {
 	// Phases of the replacement flow that created the job, in order.
 	Phases           []PhaseTime `json:"phases,omitempty"`
 	StopWindowMillis *int64      `json:"stop_window_ms,omitempty"`
+	// ParityGate is the parity gate of the parallel replacement that
+	// created the job (weir_cutover_gate=parity): its outcome, figures and
+	// report, an aborted gate's included.
+	ParityGate *record.ParityGate `json:"parity_gate,omitempty"`
 	// Rescales are the job's in-flight rescales.
 	Rescales []record.StateChange `json:"rescales,omitempty"`
 	// RollbackPoints are the rollback snapshots kept of this job.
@@ -142,6 +146,9 @@ func (s *Service) LineageHistory(name string) ([]GenerationHistory, error) {
 			h.How = rep.Strategy
 			h.Phases = replacementPhases(j, rep)
 			h.StopWindowMillis = rep.StopWindowMillis
+			if rep.Parallel != nil {
+				h.ParityGate = rep.Parallel.Gate
+			}
 			h.Notes = rep.Notes
 			if rep.Strategy == record.StrategyRollback {
 				h.RolledBackToGeneration = snapGen[j.CreatedFromSnapshotID]

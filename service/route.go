@@ -80,7 +80,14 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		if err := s.replace.RefuseDuringParallel(req.Name); err != nil {
 			return nil, err
 		}
+		verdict, err := s.preflight(ctx, req, plan)
+		if err != nil {
+			return nil, err
+		}
 		res, err = s.inplace.UpdateInPlace(ctx, req)
+		if res != nil && verdict != nil {
+			res.Notes = append(res.Notes, rehearsalNote(verdict))
+		}
 		if err != nil {
 			if res != nil {
 				res.Notes = append(res.Notes, plan.Notes...)
@@ -88,13 +95,26 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 			return res, err
 		}
 	default:
+		verdict, err := s.preflight(ctx, req, plan)
+		if err != nil {
+			return nil, err
+		}
 		res, err = s.replace.Replace(ctx, req, plan)
 		if err != nil {
 			return res, err
 		}
+		if verdict != nil {
+			res.Notes = append(res.Notes, rehearsalNote(verdict))
+		}
 	}
 	res.Notes = append(plan.Notes, res.Notes...)
 	return res, nil
+}
+
+// rehearsalNote words a passed pre-flight rehearsal for an update's notes.
+func rehearsalNote(v *record.RehearsalVerdict) string {
+	return fmt.Sprintf("%s=required: the new pipeline's outputs matched the running job's on %d input element(s) since %s (%d difference(s) in %d row(s), budget %d)",
+		serviceopt.KeyRehearse, v.Elements, v.Since.Format(time.RFC3339), v.Differences, v.RowsCompared, v.Budget)
 }
 
 // requestRecord is the stored answer to a request with an ID

@@ -2,7 +2,9 @@
 // submission (`weir run --service-options K[=V]`, the API's
 // service_options): Dataflow's keys accepted verbatim
 // (update_strategy_parallel_job_update, parallel_replace_job_name=, ...)
-// plus weir's own weir_replace_rewind=. It is the one place that states
+// plus weir's own weir_replace_rewind= and the parity gate's
+// weir_cutover_gate=, weir_parity_budget=, weir_parity_windows= and
+// weir_parity_deadline=. It is the one place that states
 // which keys exist, what values they take and which combinations make a
 // request: the CLI uses it to refuse a bad command line before anything is
 // sent, and the job service uses it again because the API accepts options
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +58,48 @@ const (
 	// the earliest message that contributed to the old job's open windows
 	// (default true); false continues from the old job's position.
 	KeyRewind = "weir_replace_rewind"
+	// KeyCutoverGate (weir's own) says what ends a parallel replacement's
+	// overlap: timer (the default: min_parallel_pipelines_duration and the
+	// cut-over watermark) or parity (also the old and new jobs' SQL
+	// outputs agree on KeyParityWindows consecutive complete windows).
+	KeyCutoverGate = "weir_cutover_gate"
+	// KeyParityBudget (weir's own) is how many differing rows the parity
+	// gate tolerates over the compared windows (default 0).
+	KeyParityBudget = "weir_parity_budget"
+	// KeyParityWindows (weir's own) is how many consecutive complete
+	// windows must agree before the parity gate passes (default 3).
+	KeyParityWindows = "weir_parity_windows"
+	// KeyParityDeadline (weir's own) bounds the parity gate: a gate that
+	// has not passed that long after the overlap began aborts the
+	// replacement, keeping the old job (default 30m).
+	KeyParityDeadline = "weir_parity_deadline"
+	// KeyRehearse (weir's own): weir_rehearse=required[;since=D] makes a
+	// stop-and-replace or in-place update rehearse the new pipeline
+	// against the running one on the job's retained input of the last D
+	// (default DefaultRehearseSince) first, and refuse the change when
+	// their outputs differ beyond weir_parity_budget.
+	KeyRehearse = "weir_rehearse"
+)
+
+// DefaultRehearseSince is how far back a pre-flight rehearsal reads the
+// job's retained input by default.
+const DefaultRehearseSince = 30 * time.Minute
+
+// The values of KeyCutoverGate.
+const (
+	// GateTimer ends the overlap on min_parallel_pipelines_duration and
+	// the cut-over watermark alone.
+	GateTimer = "timer"
+	// GateParity also waits for the jobs' outputs to agree.
+	GateParity = "parity"
+)
+
+// The parity gate's defaults and bounds.
+const (
+	DefaultParityWindows  = 3
+	DefaultParityDeadline = 30 * time.Minute
+	// MaxParityWindows bounds KeyParityWindows.
+	MaxParityWindows = 10000
 )
 
 // MaxParallelDuration is the longest accepted duration of KeyMinParallel
@@ -75,6 +120,9 @@ const (
 	durationValue
 	jobNameValue
 	jobIDValue
+	gateValue
+	countValue
+	rehearseValue
 )
 
 // keys lists every known key in the order Known prints them.
@@ -90,6 +138,11 @@ func keys() []key {
 		{KeyPreallocate, boolValue},
 		{KeyCreateOrUpdate, noValue},
 		{KeyRewind, boolValue},
+		{KeyCutoverGate, gateValue},
+		{KeyParityBudget, countValue},
+		{KeyParityWindows, countValue},
+		{KeyParityDeadline, durationValue},
+		{KeyRehearse, rehearseValue},
 	}
 }
 
@@ -134,6 +187,14 @@ type Options struct {
 	CancelOnDrainTimeout *bool
 	Preallocate          *bool
 	Rewind               *bool
+	// CutoverGate is KeyCutoverGate's value (GateTimer or GateParity).
+	CutoverGate    string
+	ParityBudget   *int64
+	ParityWindows  *int64
+	ParityDeadline *time.Duration
+	// RehearseSince is set by weir_rehearse=required (its since, or
+	// DefaultRehearseSince).
+	RehearseSince *time.Duration
 	// Given lists the keys given, in order, without values.
 	Given []string
 }
@@ -221,9 +282,15 @@ func Parse(values []string) (Options, error) {
 			if d > MaxParallelDuration {
 				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %s must be between 0s and 744h (31 days), got %s", opt, name, duration.Format(d))
 			}
-			if name == KeyMinParallel {
+			switch name {
+			case KeyMinParallel:
 				o.MinParallel = &d
-			} else {
+			case KeyParityDeadline:
+				if d <= 0 {
+					return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %s must be longer than 0s (the gate needs time to compare windows)", opt, name)
+				}
+				o.ParityDeadline = &d
+			default:
 				o.MaxStop = &d
 			}
 		case jobNameValue:
@@ -236,6 +303,35 @@ func Parse(values []string) (Options, error) {
 				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %q is not a job ID (like 2026-11-30_01_51_02-3f9a0c1d; 'weir jobs list' shows them)", opt, val)
 			}
 			o.ReplaceJobID = val
+		case gateValue:
+			if val != GateTimer && val != GateParity {
+				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %s is %s or %s", opt, name, GateTimer, GateParity)
+			}
+			o.CutoverGate = val
+		case rehearseValue:
+			d, err := parseRehearse(val)
+			if err != nil {
+				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %v", opt, err)
+			}
+			o.RehearseSince = &d
+		case countValue:
+			n, err := strconv.ParseInt(val, 10, 64)
+			lo := int64(0)
+			if name == KeyParityWindows {
+				lo = 1
+			}
+			if err != nil || n < lo || n > MaxParityWindows && name == KeyParityWindows {
+				hi := ""
+				if name == KeyParityWindows {
+					hi = fmt.Sprintf(" and at most %d", MaxParityWindows)
+				}
+				return Options{}, errorf(errcode.InvalidServiceOption, "service option %q: %s is a whole number of at least %d%s", opt, name, lo, hi)
+			}
+			if name == KeyParityWindows {
+				o.ParityWindows = &n
+			} else {
+				o.ParityBudget = &n
+			}
 		}
 	}
 	return o, nil
@@ -251,6 +347,12 @@ func placeholder(v valueKind) string {
 		return "JOB_NAME"
 	case jobIDValue:
 		return "JOB_ID"
+	case gateValue:
+		return GateTimer + "|" + GateParity
+	case countValue:
+		return "N"
+	case rehearseValue:
+		return "required[;since=DURATION]"
 	}
 	return "VALUE"
 }
@@ -308,6 +410,17 @@ type Plan struct {
 	CancelOnDrainTimeout bool
 	Preallocate          bool
 	Rewind               bool
+	// Gate is the parallel replacement's cut-over gate: GateTimer or
+	// GateParity (KeyCutoverGate); the parity gate's figures follow.
+	Gate           string
+	ParityBudget   int64
+	ParityWindows  int64
+	ParityDeadline time.Duration
+	// Rehearse asks for a pre-flight rehearsal (weir_rehearse=required)
+	// of a stop-and-replace or in-place update on the job's input retained
+	// over the last RehearseSince.
+	Rehearse      bool
+	RehearseSince time.Duration
 	// Notes are what the request ignores, worded for the user.
 	Notes []string
 }
@@ -325,7 +438,8 @@ func (p Plan) SameName() bool { return p.ReplaceJobName == "" && p.ReplaceJobID 
 // replacementKeys are the keys that only a stop-and-replace or parallel
 // replacement uses.
 func replacementKeys() []string {
-	return []string{KeyReplaceJobName, KeyReplaceJobID, KeyMinParallel, KeyMaxStop, KeyCancelOnDrainTimeout, KeyPreallocate, KeyRewind}
+	return []string{KeyReplaceJobName, KeyReplaceJobID, KeyMinParallel, KeyMaxStop, KeyCancelOnDrainTimeout, KeyPreallocate, KeyRewind,
+		KeyCutoverGate, KeyParityBudget, KeyParityWindows, KeyParityDeadline}
 }
 
 // Resolve checks every rule about how the options combine with each other,
@@ -338,7 +452,8 @@ func replacementKeys() []string {
 // NO_RUNNING_JOB ("no running job named NEW") when it says there is none.
 func (o Options) Resolve(jobName string, update bool, newNameRunning func(name string) bool) (Plan, error) {
 	p := Plan{Strategy: StrategyCreate, CreateOrUpdate: o.CreateOrUpdate, ReplaceJobName: o.ReplaceJobName,
-		ReplaceJobID: o.ReplaceJobID, CancelOnDrainTimeout: true, Preallocate: true, Rewind: true}
+		ReplaceJobID: o.ReplaceJobID, CancelOnDrainTimeout: true, Preallocate: true, Rewind: true,
+		Gate: GateTimer, ParityWindows: DefaultParityWindows, ParityDeadline: DefaultParityDeadline}
 	conflict := func(format string, args ...any) (Plan, error) {
 		return Plan{}, errorf(errcode.ConflictingServiceOptions, format, args...)
 	}
@@ -370,9 +485,12 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		}
 		p.Strategy = StrategyInPlace
 		p.ReplaceJobName, p.ReplaceJobID = "", ""
+		if err := p.resolveRehearse(o); err != nil {
+			return Plan{}, err
+		}
 		var ignored []string
 		for _, k := range o.Given {
-			if slices.Contains(replacementKeys(), k) {
+			if slices.Contains(replacementKeys(), k) && !(k == KeyParityBudget && p.Rehearse) {
 				ignored = append(ignored, k)
 			}
 		}
@@ -387,7 +505,7 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 	}
 	if !replacing {
 		for _, k := range o.Given {
-			if slices.Contains(replacementKeys(), k) {
+			if slices.Contains(replacementKeys(), k) && !(k == KeyParityBudget && o.RehearseSince != nil) {
 				if updating {
 					return conflict("service option %s applies to a replacement job: add %s (or %s to update in place without it)", k, KeyParallelUpdate, KeyInPlaceUpdate)
 				}
@@ -396,6 +514,12 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 		}
 		if updating {
 			p.Strategy = StrategyInPlace
+		}
+		if o.RehearseSince != nil && !updating {
+			return conflict("service option %s rehearses an update before it changes the running job: %s", KeyRehearse, AsUpdate)
+		}
+		if err := p.resolveRehearse(o); err != nil {
+			return Plan{}, err
 		}
 		return p, nil
 	}
@@ -420,6 +544,42 @@ func (o Options) Resolve(jobName string, update bool, newNameRunning func(name s
 	if o.Rewind != nil {
 		p.Rewind = *o.Rewind
 	}
+	return p.resolveGate(o)
+}
+
+// resolveGate adds the cut-over gate's options to a replacement plan: the
+// parity gate only ends a parallel replacement's overlap, and its figures
+// only go with it.
+func (p Plan) resolveGate(o Options) (Plan, error) {
+	if o.CutoverGate != "" {
+		p.Gate = o.CutoverGate
+	}
+	if o.RehearseSince != nil && p.Strategy == StrategyParallel {
+		return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s rehearses a stop-and-replace or in-place update before it changes anything; a parallel replacement compares the jobs during its overlap instead: use %s=%s", KeyRehearse, KeyCutoverGate, GateParity)
+	}
+	if err := p.resolveRehearse(o); err != nil {
+		return Plan{}, err
+	}
+	if p.Gate == GateParity && p.Strategy != StrategyParallel {
+		return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s=%s gates the end of a parallel replacement's overlap, and this request is a stop-and-replace: add %s=D to run both jobs side by side", KeyCutoverGate, GateParity, KeyMinParallel)
+	}
+	for _, k := range []string{KeyParityBudget, KeyParityWindows, KeyParityDeadline} {
+		if k == KeyParityBudget && p.Rehearse {
+			continue // the rehearsal's budget
+		}
+		if slices.Contains(o.Given, k) && p.Gate != GateParity {
+			return Plan{}, errorf(errcode.ConflictingServiceOptions, "service option %s applies to the parity gate: add %s=%s", k, KeyCutoverGate, GateParity)
+		}
+	}
+	if o.ParityBudget != nil {
+		p.ParityBudget = *o.ParityBudget
+	}
+	if o.ParityWindows != nil {
+		p.ParityWindows = *o.ParityWindows
+	}
+	if o.ParityDeadline != nil {
+		p.ParityDeadline = *o.ParityDeadline
+	}
 	return p, nil
 }
 
@@ -428,6 +588,46 @@ func givenNewNameKey(o Options) string {
 		return KeyReplaceJobID + "=" + o.ReplaceJobID
 	}
 	return KeyReplaceJobName + "=" + o.ReplaceJobName
+}
+
+// resolveRehearse adds weir_rehearse to the plan, with the budget it
+// shares with the parity gate.
+func (p *Plan) resolveRehearse(o Options) error {
+	if o.RehearseSince == nil {
+		if p.Strategy == StrategyInPlace && slices.Contains(o.Given, KeyParityBudget) {
+			return errorf(errcode.ConflictingServiceOptions, "service option %s applies to the parity gate or to %s=required: add one of them", KeyParityBudget, KeyRehearse)
+		}
+		return nil
+	}
+	p.Rehearse, p.RehearseSince = true, *o.RehearseSince
+	if o.ParityBudget != nil {
+		p.ParityBudget = *o.ParityBudget
+	}
+	return nil
+}
+
+// parseRehearse reads weir_rehearse's value: required, or
+// required;since=DURATION (the stretch of retained input, at most 744h).
+func parseRehearse(v string) (time.Duration, error) {
+	head, rest, _ := strings.Cut(v, ";")
+	if head != "required" {
+		return 0, fmt.Errorf("%s is required or required;since=DURATION (e.g. required;since=30m)", KeyRehearse)
+	}
+	if rest == "" {
+		return DefaultRehearseSince, nil
+	}
+	k, d, ok := strings.Cut(rest, "=")
+	if !ok || k != "since" {
+		return 0, fmt.Errorf("%s: after required; only since=DURATION may follow (e.g. required;since=30m)", KeyRehearse)
+	}
+	since, err := duration.Parse(d)
+	if err != nil {
+		return 0, fmt.Errorf("%s: since: %w", KeyRehearse, err)
+	}
+	if since <= 0 || since > MaxParallelDuration {
+		return 0, fmt.Errorf("%s: since must be longer than 0s and at most 744h, got %s", KeyRehearse, duration.Format(since))
+	}
+	return since, nil
 }
 
 // ParseAndResolve is Parse followed by Resolve.

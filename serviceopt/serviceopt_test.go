@@ -50,6 +50,13 @@ func TestParse(t *testing.T) {
 		{name: "too long", in: []string{KeyMinParallel + "=745h"}, code: errcode.InvalidServiceOption, msg: "between 0s and 744h"},
 		{name: "bad name", in: []string{KeyReplaceJobName + "=Old_Job"}, code: errcode.InvalidServiceOption, msg: "is not a job name"},
 		{name: "bad id", in: []string{KeyReplaceJobID + "=old"}, code: errcode.InvalidServiceOption, msg: "is not a job ID"},
+		{name: "bad gate", in: []string{KeyCutoverGate + "=evidence"}, code: errcode.InvalidServiceOption, msg: "weir_cutover_gate is timer or parity"},
+		{name: "negative budget", in: []string{KeyParityBudget + "=-1"}, code: errcode.InvalidServiceOption, msg: "whole number of at least 0"},
+		{name: "zero windows", in: []string{KeyParityWindows + "=0"}, code: errcode.InvalidServiceOption, msg: "whole number of at least 1 and at most 10000"},
+		{name: "zero deadline", in: []string{KeyParityDeadline + "=0s"}, code: errcode.InvalidServiceOption, msg: "longer than 0s"},
+		{name: "rehearse optional", in: []string{KeyRehearse + "=optional"}, code: errcode.InvalidServiceOption, msg: "weir_rehearse is required or required;since=DURATION"},
+		{name: "rehearse other key", in: []string{KeyRehearse + "=required;until=5m"}, code: errcode.InvalidServiceOption, msg: "only since=DURATION"},
+		{name: "rehearse bad since", in: []string{KeyRehearse + "=required;since=0s"}, code: errcode.InvalidServiceOption, msg: "longer than 0s"},
 		{name: "twice different", in: []string{KeyMaxStop + "=5m", KeyMaxStop + "=6m"}, code: errcode.InvalidServiceOption, msg: "given twice"},
 	}
 	for _, tc := range tests {
@@ -169,6 +176,23 @@ func TestResolve(t *testing.T) {
 		{name: "option 2 without duration", opts: []string{KeyReplaceJobName + "=old"}, code: errcode.ConflictingServiceOptions, msg: "parallel_replace_job_max_stop_duration=D"},
 		{name: "duration without strategy on update", update: true, opts: []string{KeyMaxStop + "=1m"}, code: errcode.ConflictingServiceOptions, msg: "add update_strategy_parallel_job_update"},
 		{name: "duration on create", opts: []string{KeyCancelOnDrainTimeout + "=false"}, code: errcode.ConflictingServiceOptions, msg: "applies to a replacement job: to replace the job of new, " + AsUpdate},
+		{name: "parity gate defaults", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=0s", KeyCutoverGate + "=parity"},
+			want: Plan{Strategy: StrategyParallel, Gate: GateParity}},
+		{name: "parity gate figures", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=0s", KeyCutoverGate + "=parity", KeyParityBudget + "=2", KeyParityWindows + "=5", KeyParityDeadline + "=20s"},
+			want: Plan{Strategy: StrategyParallel, Gate: GateParity, ParityBudget: 2, ParityWindows: 5, ParityDeadline: 20 * time.Second}},
+		{name: "timer gate", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=1m", KeyCutoverGate + "=timer"},
+			want: Plan{Strategy: StrategyParallel, MinParallel: time.Minute}},
+		{name: "parity gate on stop-and-replace", update: true, opts: []string{KeyParallelUpdate, KeyMaxStop + "=1m", KeyCutoverGate + "=parity"}, code: errcode.ConflictingServiceOptions, msg: "add parallel_replace_job_min_parallel_pipelines_duration=D"},
+		{name: "parity figures without the gate", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=1m", KeyParityWindows + "=2"}, code: errcode.ConflictingServiceOptions, msg: "applies to the parity gate: add weir_cutover_gate=parity"},
+		{name: "parity gate on create", opts: []string{KeyCutoverGate + "=parity"}, code: errcode.ConflictingServiceOptions, msg: "applies to a replacement job"},
+		{name: "rehearse a stop-and-replace", update: true, opts: []string{KeyParallelUpdate, KeyMaxStop + "=5m", KeyRehearse + "=required;since=2h", KeyParityBudget + "=1"},
+			want: Plan{Strategy: StrategyStopAndReplace, MaxStop: 5 * time.Minute, HasMaxStop: true, Rehearse: true, RehearseSince: 2 * time.Hour, ParityBudget: 1}},
+		{name: "rehearse an in-place update", update: true, opts: []string{KeyRehearse + "=required"},
+			want: Plan{Strategy: StrategyInPlace, Rehearse: true, RehearseSince: DefaultRehearseSince}},
+		{name: "rehearse an explicit in-place update with a budget", update: true, opts: []string{KeyInPlaceUpdate, KeyRehearse + "=required", KeyParityBudget + "=2"},
+			want: Plan{Strategy: StrategyInPlace, Rehearse: true, RehearseSince: DefaultRehearseSince, ParityBudget: 2}},
+		{name: "rehearse a parallel replacement", update: true, opts: []string{KeyParallelUpdate, KeyMinParallel + "=0s", KeyRehearse + "=required"}, code: errcode.ConflictingServiceOptions, msg: "use weir_cutover_gate=parity"},
+		{name: "rehearse a new job", opts: []string{KeyRehearse + "=required"}, code: errcode.ConflictingServiceOptions, msg: "rehearses an update"},
 		{name: "create or update with new name", opts: []string{KeyCreateOrUpdate, KeyReplaceJobName + "=old", KeyMaxStop + "=1m"}, code: errcode.ConflictingServiceOptions, msg: "give one of them"},
 	}
 	for _, tc := range tests {
@@ -188,6 +212,15 @@ func TestResolve(t *testing.T) {
 			want.CancelOnDrainTimeout = !strings.Contains(tc.falses, "cancel")
 			want.Preallocate = !strings.Contains(tc.falses, "pre")
 			want.Rewind = !strings.Contains(tc.falses, "rewind")
+			if want.Gate == "" {
+				want.Gate = GateTimer
+			}
+			if want.ParityWindows == 0 {
+				want.ParityWindows = DefaultParityWindows
+			}
+			if want.ParityDeadline == 0 {
+				want.ParityDeadline = DefaultParityDeadline
+			}
 			if g, w := planString(got), planString(want); g != w {
 				t.Errorf("Resolve(%q, update=%v)\n got %s\nwant %s", tc.opts, tc.update, g, w)
 			}

@@ -98,6 +98,11 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// SQLFacadeHeld (with SQLFacade) holds the job's generation back from
+	// the views until the service reveals it: the new job of a parallel
+	// replacement gated on parity, whose rows no reader may see before the
+	// gate passes.
+	SQLFacadeHeld bool
 	// OnSQLMerge, when set, hears of every periodic merge a WriteToSql
 	// sink with layout: staged runs (step is the sink step's name): what
 	// moved, or the merge's error. The service records them as job events.

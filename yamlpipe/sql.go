@@ -90,6 +90,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
 		cfg.Facade = job.SQLFacade
+		cfg.FacadeHeld = job.SQLFacade && job.SQLFacadeHeld
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {

@@ -488,5 +488,13 @@ func describeReplacement(r *client.Replacement) string {
 	if !r.Rewind && (r.Strategy == client.StrategyStopAndReplace || r.Strategy == client.StrategyParallel) {
 		out += "; weir_replace_rewind=false"
 	}
+	if r.Parallel != nil && r.Parallel.Gate != nil {
+		g := r.Parallel.Gate
+		if g.Report != "" {
+			out += "; " + g.Report
+		} else {
+			out += fmt.Sprintf("; parity gate %s (%d consecutive complete windows within %d differing rows)", g.Outcome, g.Windows, g.Budget)
+		}
+	}
 	return out + " (--format json: replacement)"
 }

@@ -130,7 +130,8 @@ func (p *progressPrinter) end() {
 // watermark): the phase, whether the flow waits for the old job's next
 // message, whether the cut-over window and the old job's watermark are
 // known, whether the overlap has lasted its minimum and whether the old
-// job's watermark has passed the cut-over.
+// job's watermark has passed the cut-over, and a parity gate's outcome and
+// counts.
 func progressState(r *client.Replacement) string {
 	if r == nil || r.Parallel == nil || r.Parallel.Progress == nil {
 		return ""
@@ -142,13 +143,17 @@ func progressState(r *client.Replacement) string {
 	if p.CutOverWatermark != nil && p.OldWatermark != nil {
 		fmt.Fprintf(&b, " passed=%v", !p.OldWatermark.Before(*p.CutOverWatermark))
 	}
+	if g := r.Parallel.Gate; g != nil {
+		fmt.Fprintf(&b, " gate=%s/%d/%d/%d", g.Outcome, g.Last.WindowsCompared, g.Last.Agreed, g.Last.Differing)
+	}
 	return b.String()
 }
 
 // parallelProgressLine is the progress of a parallel replacement's
 // overlap as `weir run --wait` prints it: the overlap against
 // min_parallel_pipelines_duration and the old job's watermark against the
-// one it must pass to be drained, and in PREPARING that the flow waits
+// one it must pass to be drained, a parity gate's last figures, and in
+// PREPARING that the flow waits
 // for the old job's next message; "" when there is nothing to show. The
 // elapsed time is shown in whole seconds.
 func parallelProgressLine(r *client.Replacement) string {
@@ -170,6 +175,10 @@ func parallelProgressLine(r *client.Replacement) string {
 		line += fmt.Sprintf("; old job's watermark unknown, the cut-over needs %s", p.CutOverWatermark.Format(time.RFC3339Nano))
 	default:
 		line += fmt.Sprintf("; old job's watermark %s, the cut-over needs %s", p.OldWatermark.Format(time.RFC3339Nano), p.CutOverWatermark.Format(time.RFC3339Nano))
+	}
+	if g := r.Parallel.Gate; g != nil {
+		line += fmt.Sprintf("; parity gate %s: %d of %d consecutive complete windows agreed (%d windows compared, %d differing rows, budget %d)",
+			g.Outcome, g.Last.Agreed, g.Windows, g.Last.WindowsCompared, g.Last.Differing, g.Budget)
 	}
 	return line
 }

@@ -111,6 +111,11 @@ type Config struct {
 	// the sink writes Table itself (and joins the façade as its generation
 	// if Table has become a façade view).
 	Facade bool
+	// FacadeHeld (with Facade) registers the sink's generation behind the
+	// view held back: the view serves the older generations alone until
+	// RevealFacadeGeneration (a parallel replacement gated on parity). A
+	// generation revealed already stays served.
+	FacadeHeld bool
 	// Owns, when set, says which windows the sink writes: an element whose
 	// window it returns false for is left out. The job service sets it
 	// during a parallel replacement, so that each (key, window) is written

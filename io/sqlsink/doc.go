@@ -149,6 +149,11 @@
 // table or schema name over PostgresIdentifierLimit bytes, or a physical
 // table name that would be, is refused by Config.Validate
 // (ErrIdentifierTooLong). Every generation of a façade keys its rows alike.
+// A generation set up with Config.FacadeHeld is registered but held back
+// (FacadeHeldTable): the view serves the older generations alone until
+// RevealFacadeGeneration rebuilds it over the held one, in one
+// transaction; FacadeGenerationRows reads one generation's table for a
+// comparison meanwhile (a parallel replacement gated on parity).
 //
 // # Staged layout
 //

@@ -330,9 +330,16 @@ func fxRebuildView(ctx context.Context, fx facadeExec, table string) error {
 	if err != nil {
 		return err
 	}
-	members := make([]viewMember, len(gens))
-	for i, g := range gens {
-		members[i] = viewMember{table: g.physical, mode: g.mode, keys: g.keys, label: g.generation}
+	held, err := fxHeld(ctx, fx, table)
+	if err != nil {
+		return err
+	}
+	members := make([]viewMember, 0, len(gens))
+	for _, g := range gens {
+		if held[g.generation] {
+			continue // written, not served yet (RevealFacadeGeneration)
+		}
+		members = append(members, viewMember{table: g.physical, mode: g.mode, keys: g.keys, label: g.generation})
 	}
 	return fxBuildView(ctx, fx, table, members, false)
 }
@@ -371,6 +378,11 @@ func (s *Sink) setupFacadeLocked(ctx context.Context) error {
 		}
 		if err := fxRegister(ctx, fx, view, me); err != nil {
 			return err
+		}
+		if s.cfg.FacadeHeld {
+			if err := fxHold(ctx, fx, view, gen); err != nil {
+				return err
+			}
 		}
 		return fxRebuildView(ctx, fx, view)
 	})
@@ -701,35 +713,4 @@ func countRows(ctx context.Context, fx facadeExec, table string) (int64, error) 
 	}
 	n, _ := rows[0][0].(int64)
 	return n, nil
-}
-
-// DropFacadeGeneration removes generation gen from behind the façade view,
-// in one transaction: its table is dropped and the view rebuilt, so the view
-// serves the older generations' rows again. It is the sink side of a
-// rollback during an overlap (the new job is cancelled and its rows must
-// stop winning). The newest remaining generation keeps serving.
-func DropFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) error {
-	return withFacade(ctx, t, func(fx facadeExec, _ time.Time) error {
-		gens, err := fxGenerations(ctx, fx, t.Table)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(gens, func(g facadeGen) bool { return g.generation == gen })
-		if i < 0 {
-			return fmt.Errorf("%w: %s has no generation %d", ErrFacade, t.Table, gen)
-		}
-		if len(gens) == 1 {
-			return fmt.Errorf("%w: generation %d is the only one behind %s; dropping it would leave the view empty", ErrFacade, gen, t.Table)
-		}
-		if err := fx.exec(ctx, "DROP VIEW IF EXISTS "+quoteTable(t.Table)); err != nil {
-			return fmt.Errorf("replacing the view %s: %w", t.Table, err)
-		}
-		if err := fx.exec(ctx, "DROP TABLE IF EXISTS "+quoteTable(gens[i].physical)); err != nil {
-			return fmt.Errorf("dropping %s: %w", gens[i].physical, err)
-		}
-		if err := fx.exec(ctx, `DELETE FROM `+FacadeTable+` WHERE facade = `+ph(fx, 1)+` AND generation = `+ph(fx, 2), t.Table, gen); err != nil {
-			return fmt.Errorf("forgetting generation %d of %s: %w", gen, t.Table, err)
-		}
-		return fxRebuildView(ctx, fx, t.Table)
-	})
 }

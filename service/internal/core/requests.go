@@ -83,6 +83,9 @@ type Attempt struct {
 	ValidateOnly bool          `json:"validate_only"`
 	Report       compat.Report `json:"report"`
 	Pipeline     string        `json:"pipeline"`
+	// Rehearsal is the verdict of the pre-flight rehearsal that refused
+	// the update (weir_rehearse=required).
+	Rehearsal *record.RehearsalVerdict `json:"rehearsal,omitempty"`
 }
 
 func AttemptKey(name string, t time.Time) string {

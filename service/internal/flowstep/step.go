@@ -3,8 +3,10 @@
 // replacement — as deterministic step functions, in the way etcd's raft
 // separates its state machine from the node that drives it: Step takes the
 // flow's records and what the driver observed now (the time, which jobs
-// have a live execution, the old job's watermark) and returns what to do
-// next, as actions with their arguments. It starts no goroutine, does no
+// have a live execution, the old job's watermark, and for a parallel
+// replacement gated on parity the driver's comparison of the two jobs'
+// outputs, gate.go) and returns what to do next, as actions with their
+// arguments. It starts no goroutine, does no
 // I/O, reads no clock and keeps no state between steps: everything it
 // needs is in its input, so a flow is tested step by step from scripts
 // (testdata/), and a driver that crashed between two actions takes the
@@ -49,6 +51,10 @@ type Input struct {
 	// (zero otherwise): a parallel flow drains the old job once it passed
 	// the cut-over watermark.
 	OldWatermark time.Time
+	// Parity is the driver's comparison of the jobs' outputs, for a
+	// parallel flow gated on parity that has not passed yet (nil
+	// otherwise, or when it could not be made).
+	Parity *ParityObservation
 	// Retention is the rollback retention: a parallel flow compacts the old
 	// generation's rows that long after the old job ended, and once the new
 	// job has run that long.
@@ -106,6 +112,12 @@ const (
 	// Compact merges the old generations' rows into the new job's tables;
 	// it cannot complete while a generation is still being written.
 	Compact Kind = "compact"
+	// RecordGate records a parity gate's decision (Outcome, with Figures
+	// and the report in Note) on both jobs, with its event.
+	RecordGate Kind = "record-gate"
+	// RevealNew reveals the new generation in every façade view of a
+	// parallel flow whose parity gate passed, and records it.
+	RevealNew Kind = "reveal-new"
 )
 
 // Action is one thing to do, with its arguments.
@@ -115,8 +127,12 @@ type Action struct {
 	Phase record.ReplacementPhase
 	// Reason is FinishCancel's, FailFlow's and GiveUp's reason.
 	Reason string
-	// Note is EndFlow's and NoteDrainTimeout's note.
+	// Note is EndFlow's and NoteDrainTimeout's note, and RecordGate's
+	// report.
 	Note string
+	// Outcome and Figures are RecordGate's decision.
+	Outcome record.GateOutcome
+	Figures *record.ParityFigures
 }
 
 // String is the action as a script prints it.
@@ -124,6 +140,12 @@ func (a Action) String() string {
 	s := string(a.Kind)
 	if a.Phase != "" {
 		s += " " + string(a.Phase)
+	}
+	if a.Outcome != "" {
+		s += " " + string(a.Outcome)
+	}
+	if f := a.Figures; f != nil {
+		s += fmt.Sprintf(" windows=%d rows=%d differing=%d agreed=%d", f.WindowsCompared, f.RowsCompared, f.Differing, f.Agreed)
 	}
 	for _, v := range []string{a.Reason, a.Note} {
 		if v != "" {
@@ -260,9 +282,19 @@ func parallel(in Input) Decision {
 		if old.PendingCommit || in.OldRunning {
 			return wait("the old job's final commit is not confirmed yet")
 		}
+		if g := flow.Gate; g != nil && !g.Revealed {
+			// The old job ended by itself before the gate passed (its
+			// cancel cuts over now): the new job's rows are all there is.
+			return then(Action{Kind: RevealNew}, Action{Kind: CompleteCutOver})
+		}
 		return then(Action{Kind: CompleteCutOver})
 	}
 	if rep.Phase == record.PhaseOverlap {
+		if g := flow.Gate; g != nil {
+			if d, ok := gate(in, g); ok {
+				return d
+			}
+		}
 		p := ProgressOf(in)
 		if p.Elapsed < p.MinParallel {
 			return wait("the overlap is shorter than parallel_replace_job_min_parallel_pipelines_duration")

@@ -24,6 +24,6 @@
 // code it configures),
 // service/internal/rewind, service/record, graph, mtime, window, state,
 // errcode, duration, serviceopt, io/pubsub (the broker's
-// subscriptions), io/sqlsink (façade views), yamlpipe and the standard
-// library.
+// subscriptions), io/sqlsink (façade views), diff (the parity gate's
+// comparison), yamlpipe and the standard library.
 package replace

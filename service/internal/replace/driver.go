@@ -82,6 +82,9 @@ func (s *Replace) driveStep(newID string) (done bool, err error) {
 		in.OldRunning = s.RunningJob(in.Old.ID) != nil
 		in.OldWatermark = s.oldWatermark(in.Old.ID)
 		_, in.HasBroker = s.Opts.Broker.(parallelBroker)
+		if gateHolding(nj) && s.parityDue(nj.ID, in.Now) {
+			in.Parity = s.observeParity(s.Ctx, nj, in.Old)
+		}
 	}
 	d := flowstep.Step(in)
 	for _, a := range d.Actions {
@@ -89,6 +92,9 @@ func (s *Replace) driveStep(newID string) (done bool, err error) {
 		if err != nil || !complete {
 			return false, err // stepped again at the next change or tick
 		}
+	}
+	if d.Done || !gateHolding(nj) {
+		s.parityAt.Delete(newID)
 	}
 	return d.Done, nil
 }
@@ -164,6 +170,10 @@ func (s *Replace) apply(a flowstep.Action, in flowstep.Input) (complete bool, er
 		return s.endGenerationsStep(ctx, nj)
 	case flowstep.Compact:
 		return s.compactTables(ctx, nj)
+	case flowstep.RecordGate:
+		return true, s.recordGate(nj.ID, old.ID, a)
+	case flowstep.RevealNew:
+		return true, s.revealNew(ctx, nj)
 	}
 	return false, fmt.Errorf("replacement flow: unknown action %q", a.Kind)
 }

@@ -22,6 +22,10 @@ type Replace struct {
 	// cuts maps the jobs of a parallel replacement to the rule that says
 	// which windows each writes (parallel_cut.go): job ID -> *cutRule.
 	cuts sync.Map
+	// parityAt maps the new job of a flow gated on parity to when its
+	// driver last compared the jobs' outputs (parallel_gate.go): job ID ->
+	// time.Time.
+	parityAt sync.Map
 }
 
 var _ core.Flow = (*Replace)(nil)

@@ -106,6 +106,9 @@ func (s *Replace) jobEnv(j *record.Job, env *yamlpipe.JobEnv) {
 		if nj, err := s.ReadJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 			flow = nj.Replacement.Parallel
 		}
+		// A parity gate that has not passed holds the new generation back
+		// from the views (a gate revealed keeps it served).
+		env.SQLFacadeHeld = flow.Gate != nil && !flow.Gate.Revealed
 		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, flow.CutTime)
 	} else if nj, err := s.ReadJob(rep.NewJobID); err == nil && nj.Replacement != nil && nj.Replacement.Parallel != nil {
 		s.cutRuleOf(rep.NewJobID, rep.OldJobID, rep.Rewind, nj.Replacement.Parallel.CutTime)
@@ -199,6 +202,10 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 	rep := &record.Replacement{Strategy: record.StrategyParallel, Phase: record.PhasePreparing, PhaseTime: now, OldJobID: old.ID, NewJobID: id,
 		MaxStopMillis: maxStop, HasMaxStop: plan.HasMaxStop, CancelOnDrainTimeout: plan.CancelOnDrainTimeout, Preallocate: plan.Preallocate, Rewind: plan.Rewind,
 		Parallel: &record.ParallelFlow{MinParallelMillis: plan.MinParallel.Milliseconds()}}
+	if plan.Gate == serviceopt.GateParity {
+		rep.Parallel.Gate = &record.ParityGate{Budget: plan.ParityBudget, Windows: plan.ParityWindows,
+			DeadlineMillis: plan.ParityDeadline.Milliseconds(), Outcome: record.GateHolding}
+	}
 	nj := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now, Generation: gen,
 		Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir, Options: req.Options,
 		ReplacesJobID: old.ID, Replacement: rep,
@@ -312,8 +319,19 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 			rep.Parallel.Tables = append(rep.Parallel.Tables, record.FacadeTable{Driver: c.Driver, DSN: c.DSN, Table: c.Table})
 		}
 	}
+	if g := rep.Parallel.Gate; g != nil {
+		// The gate holds back SQL rows only, and compares SQL outputs.
+		switch {
+		case publishes(og) || publishes(ng):
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "%s=%s compares the jobs' SQL outputs and holds the new job's rows back from the views until they agree, but the pipelines publish to Pub/Sub, which it cannot hold back: drop the gate; job %s (%s) was not changed",
+				serviceopt.KeyCutoverGate, serviceopt.GateParity, old.Name, old.ID)
+		case len(rep.Parallel.Tables) == 0:
+			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "%s=%s compares the jobs' SQL outputs, and the new pipeline writes no SQL table: drop the gate; job %s (%s) was not changed",
+				serviceopt.KeyCutoverGate, serviceopt.GateParity, old.Name, old.ID)
+		}
+	}
 	if req.ValidateOnly {
-		return validated(old, fmt.Sprintf("parallel replacement: a job %s (generation %d) would run beside job %s and take over from it (validate only: nothing changed)", req.Name, gen, old.ID)), nil
+		return validated(old, fmt.Sprintf("parallel replacement: a job %s (generation %d) would run beside job %s and take over from it%s (validate only: nothing changed)", req.Name, gen, old.ID, gateNote(rep.Parallel.Gate))), nil
 	}
 	if err := s.recordReplacementJob(nj, l, ng, gen, req.PipelineFile); err != nil {
 		return nil, err
@@ -338,8 +356,17 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 		how = "the old job's rewind point (every window it emits is complete)"
 	}
 	return &core.UpdateResult{Report: core.CompatibleReport(), Job: nj, Replaced: &sum,
-		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window; read SQL tables through their view (the table's name)",
-			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel))}}, nil
+		Notes: []string{fmt.Sprintf("parallel replacement: job %s runs beside job %s, reading from %s; job %s is drained once %s have passed and its watermark has passed the cut-over window%s; read SQL tables through their view (the table's name)",
+			nj.ID, old.ID, how, old.ID, duration.Format(plan.MinParallel), gateNote(rep.Parallel.Gate))}}, nil
+}
+
+// gateNote words a parity gate for an update's notes ("" without one).
+func gateNote(g *record.ParityGate) string {
+	if g == nil {
+		return ""
+	}
+	return fmt.Sprintf(", once %d consecutive complete windows of both jobs' SQL outputs agree within %d differing rows (the views serve the old job's rows alone until then; after %s without parity the new job is stopped)",
+		g.Windows, g.Budget, duration.Format(time.Duration(g.DeadlineMillis)*time.Millisecond))
 }
 
 // errNotYet is a step of a flow that waits for something to happen.
