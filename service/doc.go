@@ -24,7 +24,7 @@
 // It may import service/internal/core, service/internal/autoscale, service/internal/snapshots,
 // service/internal/inplace, service/internal/replace,
 // service/internal/rollback, service/internal/rewind, service/record,
-// serviceopt, duration, errcode, state, yamlpipe (a submitted template's
-// rendering) and the standard library. It must not import api, server or
+// serviceopt, duration, errcode, state, manifest (input manifests),
+// yamlpipe (a submitted template's rendering) and the standard library. It must not import api, server or
 // cmd/weir.
 package service

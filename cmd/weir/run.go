@@ -42,6 +42,9 @@ type runFlags struct {
 	allowSource    bool
 	wait, noWait   bool
 	requestID      string
+	// manifest and partition bind the job's file sources to an input
+	// manifest's partition (manifests.go).
+	manifest, partition string
 }
 
 // unsupportedJobFlags returns the `weir run` flags of docs/ARCHITECTURE.md ("Contracts") that the
@@ -171,6 +174,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.IntVar(&f.minNumWorkers, "min-num-workers", 0, "fewest workers the autoscaler may give the job (default 1)")
 	fl.Float64Var(&f.utilization, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
 	fl.StringVar(&f.autoscaling, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default with --max-num-workers) or NONE (no autoscaling)")
+	fl.StringVar(&f.manifest, "manifest", "", "read input manifest NAME (weir manifests create) in every file source instead of its path: the job reads exactly the manifest's files and is refused when one changed (MANIFEST_CHANGED); needs --partition and a weir server")
+	fl.StringVar(&f.partition, "partition", "", "the partition the bounded job runs: the partition of the manifests its file sources read (--manifest, or manifest: NAME in a source)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	fl.StringVar(&f.sourcePos, "source-positions", "", "with --create-from-snapshot: how Pub/Sub positions of another broker (an imported snapshot file's) translate: from-publish-time (suggested), earliest, latest or fail (the default)")
 	return cmd
@@ -223,6 +228,17 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if f.wait && f.noWait {
 		return usageErrorf("--wait and --no-wait exclude each other")
+	}
+	if f.manifest != "" && f.partition == "" {
+		return usageErrorf("--manifest %s needs --partition P: the partition of the manifest the job reads", f.manifest)
+	}
+	if (f.manifest != "" || f.partition != "") && !f.validateOnly {
+		if f.jobName == "" {
+			return withCode(ExitNeedsServer, fmt.Errorf("--manifest and --partition run a partition of a batch job on a weir server: give --job-name NAME"))
+		}
+		if f.update || f.fromSnapshot != "" || len(f.serviceOptions) > 0 {
+			return usageErrorf("--manifest and --partition start a new batch job: they do not go with --update, --create-from-snapshot or --service-options")
+		}
 	}
 	if f.fromSnapshot != "" {
 		return runFromSnapshot(cmd, e, path, f) // snapshots.go
@@ -333,7 +349,8 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// defaults, and a create-or-update of a running job keeps its values.
 	opts := f.givenJobOptions(cmd)
 	res, err := c.Submit(ctx, client.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
+		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID,
+		Manifest: f.manifest, Partition: f.partition})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -120,6 +121,10 @@ func AccessCode(err error) errcode.Code {
 		return errcode.OutputExists
 	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
 		return errcode.PipelineBudgetExceeded
+	case errors.Is(err, manifest.ErrChanged):
+		return errcode.ManifestChanged
+	case errors.Is(err, manifest.ErrNotFound):
+		return errcode.ManifestNotFound
 	}
 	return errcode.InvalidPipeline
 }
@@ -141,7 +146,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.LoadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
-		Subscriptions: j.Subscriptions}
+		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest}
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}

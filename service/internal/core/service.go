@@ -352,6 +352,13 @@ type SubmitRequest struct {
 	// retry with the same ID gets the first answer (REQUEST_ID_REUSED when
 	// the request differs).
 	RequestID string
+	// Partition is the partition a bounded job runs: the partition of the
+	// input manifests its file sources read.
+	Partition string
+	// Manifest makes every file source read this input manifest (at
+	// Partition) instead of its path; its files are checked at
+	// submission (MANIFEST_CHANGED, MANIFEST_NOT_FOUND).
+	Manifest string
 }
 
 // submitNew creates and starts a new job of req (Submit without service
@@ -369,6 +376,14 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
 	}
+	var digest string
+	if req.Manifest != "" || req.Partition != "" {
+		d, err := s.checkBinding(req.Manifest, req.Partition)
+		if err != nil {
+			return nil, err
+		}
+		digest = d
+	}
 	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the name's guard
 	if err != nil {
 		return nil, err
@@ -385,7 +400,7 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	}
 	j := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-		BaseDir: req.BaseDir, Options: req.Options,
+		BaseDir: req.BaseDir, Options: req.Options, Partition: req.Partition, Manifest: req.Manifest, ManifestDigest: digest,
 		History: []record.StateChange{{State: record.StatePending, Time: now}}}
 	if err := s.Create(ctx, l, j); err != nil {
 		return nil, err
