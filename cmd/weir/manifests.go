@@ -30,8 +30,8 @@ source with --partition P): it reads exactly the manifest's files, and is
 refused (MANIFEST_CHANGED, naming the file) when one of them changed.
 
 Exit codes: 0 success, 1 refused (the manifest exists with other content, a
-file is missing, a path outside the server's --file-roots) or not found,
-2 usage, 5 no weir server answers.`,
+file is missing) or not found, 2 usage, 3 a path outside the server's
+--file-roots (PATH_NOT_ALLOWED), 5 no weir server answers.`,
 		newManifestsCreateCommand(e), newManifestsListCommand(e), newManifestsShowCommand(e))
 }
 
