@@ -225,6 +225,9 @@ const (
 	// size or content digest the manifest recorded; the message names the
 	// file. Nothing was read or written.
 	ManifestChanged Code = "MANIFEST_CHANGED"
+	// PartitionBusy: a partition run of this job name and partition is
+	// active; one writer per partition: wait for it or cancel it.
+	PartitionBusy Code = "PARTITION_BUSY"
 	// UnknownServiceOption: a service option's key is not one weir knows;
 	// the message lists the known keys.
 	UnknownServiceOption Code = "UNKNOWN_SERVICE_OPTION"
@@ -439,6 +442,7 @@ func registry() []Info {
 		{ManifestNotFound, svc, KindNotFound, http.StatusNotFound},
 		{ManifestExists, svc, KindConflict, http.StatusConflict},
 		{ManifestChanged, svc, KindConflict, http.StatusConflict},
+		{PartitionBusy, svc, KindConflict, http.StatusConflict},
 		{UnknownServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{ConflictingServiceOptions, svc, KindInvalid, http.StatusBadRequest},

@@ -116,6 +116,10 @@ type JobEnv struct {
 	// Manifest, when set (`weir run --manifest M`), makes every file
 	// source read manifest M at Partition instead of its path.
 	Manifest string
+	// ManifestDigest is Manifest's digest, which a partition run's
+	// publication log records (its file sources' first manifest's when
+	// empty).
+	ManifestDigest string
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
@@ -198,10 +202,13 @@ type sideRef struct {
 
 // loader holds the state of one Load call.
 type loader struct {
-	file   string
-	opts   Options
-	specs  []*transformSpec
-	byName map[string]*transformSpec
+	file string
+	opts Options
+	// manifestDigest is the digest of the first manifest a file source
+	// read (a partition run's publication log records it).
+	manifestDigest string
+	specs          []*transformSpec
+	byName         map[string]*transformSpec
 	// ambiguous maps a type to its unnamed transforms when there are
 	// several (the first is named TYPE, the others TYPE@LINE).
 	ambiguous map[string][]*transformSpec

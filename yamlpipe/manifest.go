@@ -84,6 +84,9 @@ func (l *loader) fileInput(t *transformSpec) (fileInput, error) {
 		return fileInput{}, l.wrapf(at, err, "%s manifest", t.typ)
 	}
 	in := fileInput{m: m, files: m.Files, identity: "manifest " + name}
+	if l.manifestDigest == "" {
+		l.manifestDigest = m.Digest
+	}
 	if side != "" {
 		f, ok := m.Side(side)
 		if !ok {

@@ -118,6 +118,11 @@ type Config struct {
 	// never sees a newer generation's partial total replace an older
 	// generation's complete one. Nil writes every element.
 	Owns func(w window.Window) bool
+	// Stage, when set, makes the sink a partition run's staged writer:
+	// Table is its staging table (StageTable), and Close, after the run's
+	// final commit, publishes the staged rows to Stage.Target in one
+	// transaction with a publication log entry (publish.go).
+	Stage *Stage
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -146,7 +146,8 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.LoadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
-		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest}
+		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
+		ManifestDigest: j.ManifestDigest}
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
@@ -758,6 +759,12 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 		_, cp, err := s.Store.Restore(j.StateKey(), j.ID)
 		if err == nil && cp != nil {
 			err = runner.CommitRestored(ctx, p.Program(), cp)
+		}
+		if err == nil {
+			// Close the committed sinks: a partition run's staged sink
+			// publishes here when a crash came between its final commit
+			// and its publication (io/sqlsink, publish.go).
+			err = closeSinks(ctx, p.Program())
 		}
 		if err != nil {
 			log.Error("re-committing the final checkpoint", "error", err)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/manifest"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -163,4 +165,37 @@ type manifestStore struct{ s *Core }
 // Manifest implements yamlpipe.ManifestStore.
 func (m manifestStore) Manifest(name, partition string) (*manifest.Manifest, error) {
 	return m.s.GetManifest(name, partition)
+}
+
+// closeSinks closes the transactional sinks of prog after their restored
+// final checkpoint was committed.
+func closeSinks(ctx context.Context, prog *contract.Program) error {
+	var errs []error
+	for name, code := range prog.Code {
+		if ts, ok := code.(contract.TransactionalSink); ok {
+			if err := ts.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing sink %q: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// partitionBusy turns the refusal err of a new job of an active name into
+// PARTITION_BUSY when the active job runs the same partition as req: one
+// writer per partition, the name's active job being its lease.
+func (s *Core) partitionBusy(req SubmitRequest, err error) error {
+	var ce *errcode.Error
+	if req.Partition == "" || !errors.As(err, &ce) || ce.Code != errcode.JobNameActive {
+		return err
+	}
+	l, lerr := s.ReadLineage(req.Name)
+	if lerr != nil || l.ActiveJobID == "" {
+		return err
+	}
+	active, aerr := s.ReadJob(l.ActiveJobID)
+	if aerr != nil || active.Partition != req.Partition {
+		return err
+	}
+	return errcode.Errorf(errcode.PartitionBusy, "partition %s of job %s is being written by job %s (%s): one writer per partition; wait for it to end or cancel it, then run the partition again", req.Partition, req.Name, active.ID, active.State)
 }

@@ -391,7 +391,7 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	defer unlock()
 	l, err := s.LineageForNewJob(req.Name)
 	if err != nil {
-		return nil, err
+		return nil, s.partitionBusy(req, err)
 	}
 	now := s.Now()
 	id, err := record.NewJobID(now)
