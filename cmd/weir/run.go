@@ -101,6 +101,7 @@ command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
 to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED; for a
+partition run, DONE once its final commit has published its staged rows; for a
 replacement job, through the replacement's phases: exit 0 at CUT_OVER, 1 at
 ROLLED_BACK or FAILED). Paths in the pipeline resolve against the current
 directory (sent as the job's base_dir). Without a job name, one is derived
@@ -437,7 +438,9 @@ func followJob(ctx context.Context, e *env, c *client.Client, j *client.Job, unt
 			j = next
 			continue
 		}
-		if j.State.Terminal() || until != nil && until(j) {
+		// A partition run's end includes its final commit, which
+		// publishes its staged rows: wait for it too.
+		if j.State.Terminal() && !(j.Partition != "" && j.PendingCommit && j.State == client.StateDone) || until != nil && until(j) {
 			if progress && j.State.Terminal() {
 				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
 			}
