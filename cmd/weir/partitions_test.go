@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +216,30 @@ func TestCLIPartitionPublishCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCLIPartitionBusy: one writer per partition. While a run of a name and
+// partition is active, a second run of them is refused (PARTITION_BUSY),
+// and one of another partition of the name with JOB_NAME_ACTIVE.
+func TestCLIPartitionBusy(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "busy.yaml", `pipeline:
+  transforms:
+    - type: Generate
+      name: Ticks
+      config: {rate: 10}
+    - type: LogForTesting
+      name: Log
+      input: Ticks
+`)
+	srv.mustCLI(t, work, "run", "busy.yaml", "--job-name", "busy", "--partition", "p1", "--no-wait")
+	srv.waitJob("busy", "RUNNING", stateIs("RUNNING"))
+	for _, tc := range []struct{ partition, code string }{{"p1", "PARTITION_BUSY"}, {"p2", "JOB_NAME_ACTIVE"}} {
+		r := srv.cli(work, "run", "busy.yaml", "--job-name", "busy", "--partition", tc.partition, "--no-wait")
+		if r.code != ExitFailure || !strings.Contains(r.stderr, tc.code) {
+			t.Errorf("second run of partition %s: exit %d, stderr %q; want %s", tc.partition, r.code, r.stderr, tc.code)
+		}
+	}
+	srv.mustCLI(t, work, "jobs", "cancel", "busy", "--wait")
 }
