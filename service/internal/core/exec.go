@@ -17,7 +17,6 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
@@ -106,27 +105,6 @@ func UnmarshalJob(b []byte, j *record.Job) error {
 		return fmt.Errorf("decoding a job record: %w", err)
 	}
 	return nil
-}
-
-// AccessCode is the code of a pipeline that does not load: what the
-// server's access rules or the loader's budgets refused, else
-// INVALID_PIPELINE.
-func AccessCode(err error) errcode.Code {
-	switch {
-	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
-		return errcode.PathNotAllowed
-	case errors.Is(err, yamlpipe.ErrSQLHostNotAllowed):
-		return errcode.SQLHostNotAllowed
-	case errors.Is(err, yamlpipe.ErrOutputExists):
-		return errcode.OutputExists
-	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
-		return errcode.PipelineBudgetExceeded
-	case errors.Is(err, manifest.ErrChanged):
-		return errcode.ManifestChanged
-	case errors.Is(err, manifest.ErrNotFound):
-		return errcode.ManifestNotFound
-	}
-	return errcode.InvalidPipeline
 }
 
 // load compiles j's pipeline for j's run.

@@ -756,27 +756,6 @@ func (s *Core) AdmitChange(name, mappingJSON string, opts *record.JobOptions) (c
 	return mapping, nil
 }
 
-// lineageForNewJob reads the lineage of name for a new job of it, refusing
-// while the service closes or while the name has an active job. The caller
-// holds the name's guard, so the answer stays true until it is released.
-func (s *Core) LineageForNewJob(name string) (*record.Lineage, error) {
-	if s.Closing.Load() {
-		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	l, err := s.ReadLineage(name)
-	if err != nil {
-		return nil, err
-	}
-	if l.ActiveJobID != "" {
-		active, err := s.ReadJob(l.ActiveJobID)
-		if err != nil {
-			return nil, errcode.Internalf("reading the active job of %q: %w", name, err)
-		}
-		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
-	}
-	return l, nil
-}
-
 // compatibleReport is the report of a request that ran no compatibility
 // check (a new job).
 func CompatibleReport() compat.Report { return compat.Report{Compatible: true} }
