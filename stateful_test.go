@@ -175,3 +175,62 @@ func TestProcessingTimeCrossesSideInputStep(t *testing.T) {
 		t.Errorf("the timer fired at processing time start + %v ms, want at least a minute later", vals)
 	}
 }
+
+// TestTimerSetInOnTimerFiresAtEndOfInput: an event-time timer armed by
+// another timer's callback while a bounded input ends (a flush that arms a
+// cleanup) fires too, as in Beam where the watermark reaches +∞; a timer
+// that re-arms itself forever fails the run with a message naming it
+// instead of holding it.
+func TestTimerSetInOnTimerFiresAtEndOfInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		forever bool
+		want    []string
+		wantErr string
+	}{
+		{name: "chain", want: []string{"a cleanup at=00:20", "a flush at=00:10"}},
+		{name: "forever", forever: true, wantErr: `timer "cleanup" keeps setting event-time timers`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := weir.NewPipeline()
+			s := p.Root()
+			in := weir.CreateTimestamped(s, "Events", []weir.TimestampedValue[kvi]{kv("a", 1, "00:01:00")})
+			flush := weir.EventTimer("flush")
+			cleanup := weir.EventTimer("cleanup")
+			out := weir.StatefulParDo(s, "Chain", in, weir.StatefulFn[string, int64, string]{
+				Timers: []weir.TimerSpec{flush, cleanup},
+				Process: func(c *weir.StateContext[string, string], v int64) error {
+					flush.Set(c, at("00:10:00"))
+					return nil
+				},
+				OnTimer: func(c *weir.StateContext[string, string], tm contract.Timer) error {
+					c.Output(fmt.Sprintf("%s %s at=%s", c.Key(), tm.ID, c.Timestamp().ToTime().Format("15:04")))
+					switch {
+					case tm.ID == "flush":
+						cleanup.Set(c, at("00:20:00"))
+					case tc.forever:
+						cleanup.Set(c, tm.Time.Add(mtime.Second))
+					}
+					return nil
+				},
+			})
+			got := weir.Collect(s, "Out", out)
+			_, err := weir.Run(context.Background(), p, weir.RunOptions{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := got.Values()
+			sort.Strings(vals)
+			if strings.Join(vals, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got %q, want %q", vals, tc.want)
+			}
+		})
+	}
+}

@@ -51,6 +51,9 @@
 //	GET    /v1/subscription-snapshots[?topic=T]    → {snapshots: [...]} by name
 //	GET    /v1/subscription-snapshots/{name}       → subscription snapshot
 //	DELETE /v1/subscription-snapshots/{name}       → 204
+//	GET    /v1/tables                              → {tables: [{name, layout, driver, jobs, members: [{table, role, generation, rows}], merges: [last]}]} by name (tables.go)
+//	GET    /v1/tables/{name}                       → table with members' columns, the view's rule and the last 20 merges
+//	POST   /v1/tables/{name}:merge                 (body optional) → {at, duration_ms, rows, members, principal}: a staged table's merge, now
 //	POST   /v1/process:release                     {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
 //	                                               → {report, replaced, released} (Go programs only: WithRelease)
 //	GET    /metrics                                Prometheus text format, per job and per step
@@ -76,8 +79,9 @@
 // (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
 //
 // It may import service, service/record (the records it converts), runner/contract (the re-read starts a record carries), client (the wire types), compat (the update
-// report), graph (the coders a report names), errcode, manifest (the
-// input manifests it converts), mtime (the rate
+// report), plan (a validate-only update's plan), serviceopt (the strategy
+// a plan describes), graph (the coders a report names), errcode, manifest
+// (the input manifests it converts), mtime (the rate
 // limiter's clock), io/pubsub (the broker's types, through the PubSub
 // interface), github.com/prometheus/client_golang and the standard library.
 // It knows nothing of the executor, the store or YAML, which it reaches

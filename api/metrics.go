@@ -58,6 +58,8 @@ const (
 	mBrokerStorageFailed
 	mSubscriptionBacklog
 	mSubscriptionOldestAge
+	mSQLMerges
+	mSQLMergeRows
 )
 
 var metricDefs = []MetricDef{
@@ -102,6 +104,10 @@ var metricDefs = []MetricDef{
 		"Messages of the subscription not yet acknowledged: not delivered yet, or delivered and awaiting acknowledgement (Pub/Sub's num_undelivered_messages)."},
 	mSubscriptionOldestAge: {"weir_subscription_oldest_unacked_message_age_seconds", "gauge", []string{"subscription", "topic"},
 		"Age of the subscription's oldest unacknowledged message (Pub/Sub's oldest_unacked_message_age); 0 without a backlog."},
+	mSQLMerges: {"weir_sql_merges_total", "counter", []string{"table", "result"},
+		"Merges of a staged SQL table's staging tables into its principal table (periodic and on demand), by result (ok, failed), since the server started."},
+	mSQLMergeRows: {"weir_sql_merge_rows_total", "counter", []string{"table"},
+		"Rows the merges of a staged SQL table moved into its principal table, since the server started."},
 }
 
 // messageTimer tells a topic's message's publish time (*pubsub.Broker).
@@ -251,6 +257,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			failed = 1
 		}
 		gauge(mBrokerStorageFailed, failed)
+	}
+	for table, n := range c.svc.SQLMergeCounts() {
+		counter(mSQLMerges, n.Merges, table, "ok")
+		counter(mSQLMerges, n.Failures, table, "failed")
+		counter(mSQLMergeRows, n.Rows, table)
 	}
 	for id, h := range c.svc.CheckpointHistograms() {
 		name, ok := names[id]

@@ -73,6 +73,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	s.registerManifests()
 	s.registerEvents()
 	s.registerHistory()
+	s.registerTables()
 	s.handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.handleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -80,7 +81,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	// Not a route: the answer to every request no route matches.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		code, msg := errcode.NotFound, fmt.Sprintf("no API route %s %s (see the routes in the api package documentation: /v1/jobs, /v1/topics, /v1/subscriptions, /metrics, /healthz)", r.Method, r.URL.Path)
-		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions", "/v1/snapshots"} {
+		for _, c := range []string{"/v1/jobs", "/v1/topics", "/v1/subscriptions", "/v1/snapshots", "/v1/tables"} {
 			if r.URL.Path == c || strings.HasPrefix(r.URL.Path, c+"/") {
 				code, msg = errcode.MethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
 			}

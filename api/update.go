@@ -47,6 +47,9 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		sr := submitResponse(res.Job)
 		out.Job = &sr
 	}
+	if req.ValidateOnly {
+		out.Plan = s.updatePlan(req, res.Graph)
+	}
 	status := http.StatusOK
 	if err != nil {
 		code := service.ErrorCode(err)

@@ -95,7 +95,10 @@ type UpdateResponse struct {
 	// SourcePositions says, for a job created from a snapshot, where each
 	// Pub/Sub source starts and how its position was placed.
 	SourcePositions []SourcePlacement `json:"source_positions,omitempty"`
-	Error           *ErrorDetail      `json:"error,omitempty"`
+	// Plan is, for a validate-only update whose new pipeline loaded,
+	// everything the update would do (as `weir plan` prints it).
+	Plan  *Plan        `json:"plan,omitempty"`
+	Error *ErrorDetail `json:"error,omitempty"`
 }
 
 // SourcePlacement is where a Pub/Sub source of a job created from a

@@ -366,6 +366,7 @@ const (
 	EventRecovered        EventType = "recovered"
 	EventCatchUpExpired   EventType = "catch_up_expired"
 	EventLog              EventType = "log"
+	EventTableMerged      EventType = "table_merged"
 )
 
 // Severity is how much an event matters: info, warning or error.

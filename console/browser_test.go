@@ -418,6 +418,18 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 		t.Errorf("the new graph's inner steps are marked %q and %q, want the server's graph with Totals/Window renamed (all: %v)",
 			marks["new-graph:Totals/Window"], marks["new-graph:Counts/Window"], marks)
 	}
+	// The plan below the report: Sums carried over as Totals with the keys
+	// the running job holds, Counts refused.
+	var plan map[string]string
+	if err := evaluate(ctx, `Object.fromEntries([...document.querySelectorAll('#plan-steps tbody tr')].map(r => [r.dataset.name, r.dataset.action + ':' + r.cells[4].textContent]))`, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if a := plan["Sums"]; !strings.HasPrefix(a, "renamed:") || a == "renamed:" {
+		t.Errorf("the plan shows Sums as %q, want renamed with its key count (all: %v)", a, plan)
+	}
+	if a := plan["Counts"]; !strings.HasPrefix(a, "refused:") {
+		t.Errorf("the plan shows Counts as %q, want refused (all: %v)", a, plan)
+	}
 	screenshot(t, ctx, "console-update-preview")
 
 	// The same update as a Jinja template: the server renders it with the

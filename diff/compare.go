@@ -79,6 +79,10 @@ type Options struct {
 	// Budget is how many differences (noise excluded) still count as
 	// parity. Default 0.
 	Budget int64
+	// KeyTotals compares per-key totals: per output and key, the sum over
+	// every window of each numeric field of the visible rows (Report's
+	// KeyTotals).
+	KeyTotals bool
 }
 
 // OutputReport is the summary of one output.
@@ -105,6 +109,9 @@ type OutputReport struct {
 	// Visible compares what consumers see: per key and window, the newest
 	// pane (upsert) or every pane summed (append).
 	Visible VisibleReport `json:"visible"`
+	// KeyTotals counts the keys whose per-key totals differ (with
+	// Options.KeyTotals).
+	KeyTotals KeyTotalsReport `json:"key_totals"`
 }
 
 // VisibleReport compares consumer-visible rows of an output.
@@ -135,6 +142,14 @@ type Report struct {
 	Total  int64 `json:"total"`
 	// TotalNoise counts the noise rows over every output.
 	TotalNoise int64 `json:"total_noise"`
+	// KeyTotals lists the keys whose per-key totals differ (with
+	// Options.KeyTotals, up to MaxDetails); KeyTotalsDiffering counts them
+	// all and KeyTotalsOmitted those left out of the list. They are a view
+	// of row differences (a key's totals differ only where its rows do), so
+	// they do not add to Total.
+	KeyTotals          []KeyTotal `json:"key_totals,omitempty"`
+	KeyTotalsDiffering int64      `json:"key_totals_differing"`
+	KeyTotalsOmitted   int64      `json:"key_totals_omitted,omitempty"`
 }
 
 // Identical reports parity: no difference beyond the budget, noise
@@ -163,6 +178,9 @@ func Run(old, old2, new Side, opts Options) (*Report, error) {
 	}
 	c := &comparer{opts: opts, outs: map[string]*OutputReport{},
 		rep: &Report{Budget: opts.Budget, NoiseChecked: old2.Rows != nil, Differences: []Difference{}, Noise: []Difference{}}}
+	if opts.KeyTotals {
+		c.kt = &keyTotals{}
+	}
 	sides := []*groupReader{{name: "old", r: old.Rows}, {name: "new", r: new.Rows}}
 	if old2.Rows != nil {
 		sides = append(sides, &groupReader{name: "old (second run)", r: old2.Rows})
@@ -196,6 +214,11 @@ func Run(old, old2, new Side, opts Options) (*Report, error) {
 			g2 = groups[2]
 		}
 		if err := c.group(min, groups[0], groups[1], g2, old.Outputs[min.Output], new.Outputs[min.Output]); err != nil {
+			return nil, err
+		}
+	}
+	if c.kt != nil {
+		if err := c.flushKeyTotals(); err != nil {
 			return nil, err
 		}
 	}
@@ -265,6 +288,7 @@ type comparer struct {
 	opts Options
 	outs map[string]*OutputReport
 	rep  *Report
+	kt   *keyTotals // nil unless Options.KeyTotals
 }
 
 func (c *comparer) output(name string, mode Mode) *OutputReport {
@@ -297,6 +321,11 @@ func (c *comparer) group(key *Row, old, new, old2 []Row, oi, ni OutputInfo) erro
 	}
 	if err := c.visible(o, oldVis, newVis, old, new); err != nil {
 		return err
+	}
+	if c.kt != nil && !isReject(old) && !isReject(new) {
+		if err := c.addKeyTotals(key, oldVis, newVis, len(old) > 0, len(new) > 0); err != nil {
+			return err
+		}
 	}
 	diffs, compared, err := compareGroupRows(key, old, new, oi, ni)
 	if err != nil {
@@ -449,7 +478,7 @@ func compareGroupRows(key *Row, old, new []Row, oi, ni OutputInfo) ([]Difference
 		}
 	}
 	sameContent := false
-	if len(old) > 0 && len(new) > 0 && old[0].Reject == "" && new[0].Reject == "" {
+	if len(old) > 0 && len(new) > 0 && old[0].Reject == "" && new[0].Reject == "" && !oi.Records && !ni.Records {
 		oc, err := content(old, oi)
 		if err != nil {
 			return nil, 0, err
@@ -540,3 +569,6 @@ func compareGroupRows(key *Row, old, new []Row, oi, ni OutputInfo) ([]Difference
 // index of the reject within its group comes from the pane index the
 // capture gives it).
 func pairKey(r *Row) int64 { return r.PaneIndex }
+
+// isReject reports whether a group's rows are rejected elements.
+func isReject(rows []Row) bool { return len(rows) > 0 && rows[0].Reject != "" }

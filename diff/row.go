@@ -135,6 +135,11 @@ type OutputInfo struct {
 	// (Beam's accumulating mode) rather than what arrived since the last
 	// pane (discarding).
 	Accumulating bool `json:"accumulating"`
+	// Records says the rows are records read from a file or a table, not
+	// panes: rows of a key and window pair up by position (Ordinals), and
+	// their differences are only value_changed, missing_in_new,
+	// extra_in_new and the reject classes, never a pane class.
+	Records bool `json:"records,omitempty"`
 }
 
 // decodeObject parses a canonical JSON object value; a value that is not

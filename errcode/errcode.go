@@ -212,6 +212,18 @@ const (
 	// SQLHostNotAllowed: a PostgreSQL DSN of a submitted pipeline names a
 	// host outside the server's --allowed-sql-hosts; nothing connected to it.
 	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
+	// SQLSchemaChangeRefused: a WriteToSql sink with layout: staged would
+	// change its table in a way weir does not apply in place (a renamed
+	// field, a changed type, a changed key); nothing was altered and the
+	// running job is untouched. The message names the column, the change
+	// and the fix.
+	SQLSchemaChangeRefused Code = "SQL_SCHEMA_CHANGE_REFUSED"
+	// TableNotFound: no job of the server writes a SQL table of that name
+	// (weir tables describe, weir tables merge).
+	TableNotFound Code = "TABLE_NOT_FOUND"
+	// TableNotStaged: the SQL table is not written with layout: staged, so
+	// there is nothing to merge; the message names its layout.
+	TableNotStaged Code = "TABLE_NOT_STAGED"
 	// OutputExists: a file sink's path holds a file weir did not create,
 	// another job's output, or what an earlier job of the name wrote.
 	OutputExists Code = "OUTPUT_EXISTS"
@@ -438,6 +450,9 @@ func registry() []Info {
 		{SQLIdentifierTooLong, svc, KindInvalid, http.StatusBadRequest},
 		{PathNotAllowed, svc, KindInvalid, http.StatusBadRequest},
 		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
+		{SQLSchemaChangeRefused, svc, KindConflict, http.StatusConflict},
+		{TableNotFound, svc, KindNotFound, http.StatusNotFound},
+		{TableNotStaged, svc, KindConflict, http.StatusConflict},
 		{OutputExists, svc, KindConflict, http.StatusConflict},
 		{ManifestNotFound, svc, KindNotFound, http.StatusNotFound},
 		{ManifestExists, svc, KindConflict, http.StatusConflict},

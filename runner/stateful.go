@@ -498,29 +498,42 @@ func (n *statefulNode) eventTime(wm mtime.Time) error {
 	return nil
 }
 
-// finish runs at the end of input (watermark +∞): every pending event-time
-// timer fires once in time order, then every pending processing-time timer
-// fires once; timers set while finishing are ignored, so a timer that keeps
-// re-arming itself cannot hold the end (or a drain) forever. Then all state
-// is dropped (the keyed part then marks the node done and reports the
-// final changes).
+// finishRearmLimit bounds the event-time timers that timer callbacks may
+// set at the end of input beyond 64 per timer pending there.
+const finishRearmLimit = 1 << 20
+
+// finish runs at the end of input (watermark +∞, also a drain's end): every
+// event-time timer fires in time order, including those a timer callback
+// sets meanwhile (a flush that arms a cleanup: at +∞ they are due too), up
+// to a bound that stops a timer re-arming itself forever; every pending
+// processing-time timer fires once, and those set while finishing are
+// ignored, so a processing-time timer that keeps re-arming itself cannot
+// hold the end (or a drain) forever. Then all state is dropped (the keyed
+// part then marks the node done and reports the final changes).
 func (n *statefulNode) finish() error {
-	events, proc := n.events, n.proc
-	n.events, n.proc = nil, nil
+	proc := n.proc
+	n.proc = nil
 	n.far = farTimers{} // expiry timers: they do not fire at the end
-	for len(events) > 0 {
-		ref := heap.Pop(&events).(sfTimerRef)
-		if ref.id == "" {
-			continue
+	limit := 64*len(n.events) + finishRearmLimit
+	fired := 0
+	for len(n.events) > 0 || len(proc) > 0 {
+		for len(n.events) > 0 {
+			ref := heap.Pop(&n.events).(sfTimerRef)
+			if ref.id == "" {
+				continue
+			}
+			if fired++; fired > limit {
+				return fmt.Errorf("step %q: timer %q keeps setting event-time timers at the end of input (%d fired): a timer that re-arms itself must stop at some time", n.sp.step.Name, ref.id, fired-1)
+			}
+			if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
+				return err
+			}
 		}
-		if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
-			return err
-		}
-	}
-	for len(proc) > 0 {
-		ref := heap.Pop(&proc).(sfTimerRef)
-		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
-			return err
+		for len(proc) > 0 {
+			ref := heap.Pop(&proc).(sfTimerRef)
+			if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
+				return err
+			}
 		}
 	}
 	n.events, n.proc = nil, nil

@@ -23,7 +23,8 @@
 //
 // It may import service/internal/core, service/internal/autoscale, service/internal/snapshots,
 // service/internal/inplace, service/internal/replace,
-// service/internal/rollback, service/internal/rewind, service/record,
+// service/internal/rollback, service/internal/rewind,
+// service/internal/tables, service/record,
 // serviceopt, duration, errcode, state, manifest (input manifests),
 // yamlpipe (a submitted template's rendering) and the standard library. It must not import api, server or
 // cmd/weir.

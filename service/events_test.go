@@ -76,7 +76,7 @@ func TestEventTypesDocumented(t *testing.T) {
 	}
 	for _, typ := range []record.EventType{record.EventStateChanged, record.EventConditionChanged, record.EventCheckpointFailed, record.EventDeadLetter, record.EventUpdateRefused,
 		record.EventUpdateValidated, record.EventUpdateSucceeded, record.EventUpdateFailed, record.EventRescaleSucceeded, record.EventRescaleFailed, record.EventReplacementPhase,
-		record.EventSnapshotCreated, record.EventSnapshotFailed, record.EventRecovered, record.EventCatchUpExpired, record.EventLog} {
+		record.EventSnapshotCreated, record.EventSnapshotFailed, record.EventRecovered, record.EventCatchUpExpired, record.EventLog, record.EventTableMerged} {
 		if !all[typ] {
 			t.Errorf("EventTypes lacks %s", typ)
 		}

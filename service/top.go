@@ -10,6 +10,7 @@ import (
 	"github.com/weir-dev/weir/service/internal/rewind"
 	"github.com/weir-dev/weir/service/internal/rollback"
 	"github.com/weir-dev/weir/service/internal/snapshots"
+	"github.com/weir-dev/weir/service/internal/tables"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -27,6 +28,8 @@ type Service struct {
 	rollback *rollback.Rollback
 	// autoscale is the autoscaler (tests shorten its delays).
 	autoscale *autoscale.Autoscale
+	// tables serves weir tables and records staged merges.
+	tables *tables.Tables
 	// requests holds the per-request-ID guards (lock order 0, see
 	// route.go): taken before the name's guard, never while holding one.
 	requests core.NameGuards
@@ -59,9 +62,10 @@ func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error)
 	s.replace = replace.New(c, s.snaps, rw)
 	s.rollback = rollback.New(c, s.snaps, s.replace)
 	s.autoscale = autoscale.New(c)
+	s.tables = tables.New(c)
 	// The re-read narrows the windows the replacement flows give a job's
 	// sinks, so it comes after them.
-	c.Register(s.snaps, s.replace, rw, s.autoscale)
+	c.Register(s.snaps, s.replace, rw, s.autoscale, s.tables)
 	if err := c.Start(); err != nil {
 		return nil, err
 	}

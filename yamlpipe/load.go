@@ -31,6 +31,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -98,6 +99,10 @@ type JobEnv struct {
 	// named <table> (io/sqlsink, "Façade views"): the service sets it for
 	// the jobs of a parallel replacement.
 	SQLFacade bool
+	// OnSQLMerge, when set, hears of every periodic merge a WriteToSql
+	// sink with layout: staged runs (step is the sink step's name): what
+	// moved, or the merge's error. The service records them as job events.
+	OnSQLMerge func(step string, rep sqlsink.MergeReport, err error)
 	// Subscriptions maps the name of a ReadFromPubSub step to the
 	// subscription it reads instead of its default: for a step that reads
 	// a topic, the one named after the job and step

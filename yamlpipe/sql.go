@@ -55,8 +55,37 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, err
 		}
 	}
+	if n := t.config.get("layout"); n != nil {
+		if cfg.Layout, err = l.str(n, "WriteToSql layout"); err != nil {
+			return nil, err
+		}
+		if lay := strings.ToLower(cfg.Layout); lay != sqlsink.LayoutTable && lay != sqlsink.LayoutStaged {
+			return nil, l.errf(n, "WriteToSql layout %q is not supported: use table (the default) or staged", cfg.Layout)
+		}
+	}
+	if n := t.config.get("merge_interval"); n != nil {
+		if strings.ToLower(cfg.Layout) != sqlsink.LayoutStaged {
+			return nil, l.errf(n, "WriteToSql merge_interval applies to layout: staged only; add layout: staged or remove it")
+		}
+		d, err := l.duration(n, "WriteToSql merge_interval")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case d < 0:
+			return nil, l.errf(n, "WriteToSql merge_interval %s is negative; use 0 to merge only on demand (weir tables merge)", n.text)
+		case d == 0:
+			cfg.MergeInterval = -1 // only on demand
+		default:
+			cfg.MergeInterval = time.Duration(d) * time.Millisecond
+		}
+	}
 	job := l.opts.Job
 	if job != nil {
+		if job.OnSQLMerge != nil {
+			step := t.name
+			cfg.OnMerge = func(rep sqlsink.MergeReport, err error) { job.OnSQLMerge(step, rep, err) }
+		}
 		cfg.DataDir = job.DataDir
 		cfg.JobID = job.ID
 		cfg.Generation = job.Generation
@@ -112,7 +141,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), sqlValidateTimeout)
 		defer cancel()
 		if err := sink.Validate(ctx); err != nil {
-			return nil, l.errf(t.typNode, "%v", err)
+			e := l.errf(t.typNode, "%v", err).(*Error)
+			e.Err = err // keep the cause (sqlsink.ErrSchemaChange has a code)
+			return nil, e
 		}
 	}
 	identity := fmt.Sprintf("%s:%s", cfg.Driver, cfg.Table)

@@ -2,15 +2,18 @@
 // and the HTTP API (`weir server`), runs pipelines in-process or submits
 // and updates them as jobs (`weir run`), manages jobs (`weir jobs`), topics
 // and subscriptions (`weir topics`, `weir subscriptions`), checks whether a
-// new pipeline can take over a running one's state (`weir check`), prints
+// new pipeline can take over a running one's state (`weir check`), shows
+// what an update would do (`weir plan`), prints
 // graphs (`weir graph`), benchmarks the engine (`weir bench`) and takes,
 // lists and deletes job snapshots (`weir snapshots`).
 //
 // It may import client (every command that talks to a server), api (the
 // server's defaults), bench, compat, diff, duration, errcode, graph,
-// io/pubsub, nexmark, runner, runner/contract, sandbox, server, service,
+// io/files and io/sqlsink (weir diff reads files and SQL tables), io/pubsub,
+// nexmark, plan, runner, runner/contract, sandbox, server, service,
 // service/record, serviceopt, state, weir, yamlpipe, github.com/spf13/cobra,
-// github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml) and the
+// github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml),
+// github.com/jackc/pgx/v5 (its database/sql driver, for weir diff) and the
 // standard library. It must not import weirx (Go programs embed weir, not
 // the other way round).
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/plan"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/serviceopt"
@@ -476,6 +477,8 @@ type updated struct {
 	Options        *client.JobOptions    `json:"options,omitempty"`
 	OptionsChanged []client.OptionChange `json:"options_changed,omitempty"`
 	Notes          []string              `json:"notes,omitempty"`
+	// Plan is, for --validate-only, what the update would do (weir plan).
+	Plan *plan.Plan `json:"plan,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -520,6 +523,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		out.ReplacesJobID = ""
 		out.RunningJobLeft = res.Replaced.ID
 	}
+	if f.validateOnly {
+		out.Plan = serverPlan(res.Plan)
+		if out.Plan == nil {
+			out.Plan = updatePlan(ctx, e, path, f)
+		}
+	}
 	if f.format == formatJSON {
 		if werr := writeJSON(e.stdout, out); werr != nil {
 			return werr
@@ -545,6 +554,12 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 			// --validate-only is asked for the report: all of it.
 			if werr := writeReportText(e.stdout, res.Report); werr != nil {
 				return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
+			}
+			if out.Plan != nil {
+				fmt.Fprintln(e.stdout)
+				if werr := out.Plan.WriteText(e.stdout); werr != nil {
+					return withCode(ExitFailure, fmt.Errorf("writing output: %w", werr))
+				}
 			}
 		} else if werr := writeNotableReport(e.stdout, res.Report); werr != nil {
 			return werr

@@ -83,6 +83,36 @@ func TestCLIUpdate(t *testing.T) {
 	if m := p.describe("totals"); m["id"] != sub.ID {
 		t.Fatalf("validate-only replaced the job")
 	}
+	// --validate-only carries the plan: the state renamed, with the keys
+	// the running job holds.
+	var vo struct {
+		Plan *struct {
+			Steps []struct {
+				Old, New, Action string
+				Keys             *int64
+			}
+			KeysFrom string `json:"keys_from"`
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &vo); err != nil || vo.Plan == nil || len(vo.Plan.Steps) != 1 {
+		t.Fatalf("validate-only plan: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	if st := vo.Plan.Steps[0]; st.Old != "Sums" || st.New != "Totals" || st.Action != "renamed" || st.Keys == nil || *st.Keys < 1 || !strings.Contains(vo.Plan.KeysFrom, sub.ID) {
+		t.Errorf("validate-only plan step: %+v (keys from %q)", st, vo.Plan.KeysFrom)
+	}
+	// weir plan against the running job: the same, for people; without
+	// the mapping, refused (exit 6) naming the fix.
+	r = p.cli(dir, "plan", "totals", renamed, "--transform-name-mapping", `{"Sums":"Totals"}`)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "renamed   Sums → Totals") || !strings.Contains(r.stdout, " keys]") || !strings.Contains(r.stdout, "continues at the running job's read position") {
+		t.Fatalf("plan: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = p.cli(dir, "plan", "totals", renamed)
+	if r.code != ExitIncompatible || !strings.Contains(r.stdout, "STEP_MISSING") || !strings.Contains(r.stdout, `--transform-name-mapping '{"Sums":"Totals"}'`) {
+		t.Fatalf("plan without the mapping: exit %d, want %d\n%s%s", r.code, ExitIncompatible, r.stdout, r.stderr)
+	}
+	if m := p.describe("totals"); m["id"] != sub.ID || m["state"] != "RUNNING" {
+		t.Fatalf("after weir plan the job is %v %v", m["id"], m["state"])
+	}
 
 	r = p.cli(dir, "run", renamed, "--job-name", "totals", "--update", "--transform-name-mapping", `{"Sums":"Totals"}`, "--format", "json")
 	if r.code != ExitOK {

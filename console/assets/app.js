@@ -518,6 +518,27 @@ function reportView(report) {
     rows.length ? el('table', { class: 'findings' }, el('thead', {}, el('tr', {}, ...['', 'Step', 'Code', 'Why', 'Fix'].map((h) => el('th', {}, h)))), el('tbody', {}, ...rows)) : '');
 }
 
+/** planView draws a validate-only update's plan: per stateful step, sink
+ * and source what the update would do (as `weir plan` prints it). */
+function planView(plan) {
+  const names = (o, n) => (!o ? n : !n || n === o ? o : `${o} → ${n}`);
+  const rows = (items, cells) => items.map((x) => el('tr', { class: 'plan-' + x.action, 'data-action': x.action, 'data-name': x.old || x.new }, ...cells(x)));
+  const steps = rows(plan.steps || [], (s) => [el('td', {}, s.action), el('td', { class: 'mono' }, names(s.old, s.new)), el('td', {}, s.kind),
+    el('td', {}, s.state || ''), el('td', { class: 'num' }, s.keys === undefined ? '' : fmtNum(s.keys)), el('td', {}, s.detail || '')]);
+  const sinks = rows(plan.sinks || [], (s) => [el('td', {}, s.action), el('td', { class: 'mono' }, names(s.old, s.new)), el('td', { class: 'mono' }, `${s.kind} ${s.identity}`),
+    el('td', {}, ...['key', 'mode', 'layout'].filter((k) => s[k] && s[k].old && s[k].old !== s[k].new).map((k) => el('div', {}, `${k}: ${s[k].old} → ${s[k].new}`)),
+      ...(s.columns || []).map((c) => el('div', { class: 'plan-column', 'data-column': c.name, 'data-action': c.action }, `${c.action} column ${c.name} (${[c.old_type, c.new_type].filter(Boolean).join(' → ')}): ${c.effect}`)),
+      s.detail ? el('div', { class: 'muted' }, s.detail) : '')]);
+  const sources = rows(plan.sources || [], (s) => [el('td', {}, s.action), el('td', { class: 'mono' }, names(s.old, s.new)), el('td', { class: 'mono' }, s.identity), el('td', {}, s.position)]);
+  const table = (id, head, body) => el('table', { id, class: 'plan' }, el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {}, h)))), el('tbody', {}, ...body));
+  return el('div', { id: 'plan', 'data-strategy': plan.strategy },
+    el('h3', {}, `Plan (${plan.strategy.replaceAll('_', ' ')})`),
+    steps.length ? table('plan-steps', ['State', 'Step', 'Kind', 'Keeps', 'Keys', ''], steps) : el('p', { class: 'muted' }, 'no stateful steps'),
+    sinks.length ? table('plan-sinks', ['Sink', 'Step', 'Writes', 'Changes'], sinks) : '',
+    sources.length ? table('plan-sources', ['Source', 'Step', 'Reads', 'After the update'], sources) : '',
+    plan.keys_from ? el('p', { class: 'muted' }, `Key counts from ${plan.keys_from}.`) : '');
+}
+
 async function lineagePage(name) {
   document.title = `Lineage of ${name} · weir`;
   let h;
@@ -680,7 +701,8 @@ async function previewPage(ref) {
     if (body.rendered_pipeline !== undefined) {
       rendered.replaceChildren(el('details', { id: 'rendered' }, el('summary', {}, 'The pipeline as the Jinja rendering left it'), el('pre', { class: 'pipeline' }, body.rendered_pipeline)));
     }
-    out.replaceChildren(body.error && body.error.code !== 'INCOMPATIBLE_UPDATE' ? el('p', { class: 'error' }, `${body.error.code}: ${body.error.message}`) : '', reportView(body.report));
+    out.replaceChildren(body.error && body.error.code !== 'INCOMPATIBLE_UPDATE' ? el('p', { class: 'error' }, `${body.error.code}: ${body.error.message}`) : '', reportView(body.report),
+      body.plan ? planView(body.plan) : '');
     out.dataset.checked = 'true';
   };
   main.replaceChildren(el('h1', {}, 'Update preview of ', jobLink(job.id, job.name)),

@@ -118,6 +118,21 @@ type Config struct {
 	// never sees a newer generation's partial total replace an older
 	// generation's complete one. Nil writes every element.
 	Owns func(w window.Window) bool
+	// Layout is "table" (default: the sink writes Table) or "staged": the
+	// sink writes a staging table, merged into a principal table, both
+	// behind a view named Table (see the package documentation, "Staged
+	// layout").
+	Layout string
+	// MergeInterval is how often a staged sink merges its staging tables
+	// into the principal, checked after each commit. Zero means
+	// DefaultMergeInterval; a negative value merges only on demand
+	// (MergeStaged, Sink.Merge).
+	MergeInterval time.Duration
+	// MergeHook is StagedTarget.Hook for the sink's own merges (tests).
+	MergeHook func(step string) error
+	// OnMerge, when set, is called after each periodic merge the sink runs
+	// with what moved, or the merge's error (the commit still succeeds).
+	OnMerge func(MergeReport, error)
 	// Stage, when set, makes the sink a partition run's staged writer:
 	// Table is its staging table (StageTable), and Close, after the run's
 	// final commit, publishes the staged rows to Stage.Target in one
@@ -145,6 +160,10 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Driver == DriverSQLite && c.DSN == "" && c.DataDir != "" {
 		c.DSN = filepath.Join(c.DataDir, DefaultSQLiteFile)
+	}
+	c.Layout = strings.ToLower(c.Layout)
+	if c.Layout == "" {
+		c.Layout = LayoutTable
 	}
 	if c.BusyTimeout <= 0 {
 		c.BusyTimeout = DefaultBusyTimeout
@@ -209,6 +228,18 @@ func (c *Config) Validate() error {
 	}
 	if c.SinkID == "" {
 		return bad("table %s: a sink ID (job name and step name) is required", c.Table)
+	}
+	switch c.Layout {
+	case LayoutTable, LayoutStaged:
+	default:
+		return bad("layout %q is not supported (want table or staged)", c.Layout)
+	}
+	if err := checkStagedIdentifiers(c); err != nil {
+		return err
+	}
+	if c.Layout == LayoutStaged && c.Facade {
+		return bad("table %s: layout staged cannot be written by a parallel replacement (its façade view); "+
+			"update the job in place or by stop-and-replace", c.Table)
 	}
 	if c.FlushEvery < 0 {
 		return bad("flush_every %d is negative", c.FlushEvery)

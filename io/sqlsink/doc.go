@@ -150,6 +150,37 @@
 // table name that would be, is refused by Config.Validate
 // (ErrIdentifierTooLong). Every generation of a façade keys its rows alike.
 //
+// # Staged layout
+//
+// With Config.Layout "staged" the sink writes a staging table
+// <table>__staging_<N> (StagingTableName), one per job generation (the
+// newest one if this generation created it, else a new one: the older ones
+// have ended); a principal table <table>__principal (PrincipalTableName)
+// holds merged history; <table> is a view over both, built by the same
+// code as a façade view (fxBuildView) over the staging tables newest first,
+// then the principal: per key and window the newest revision wins, per
+// element_id the newest member, and of two rows of equal revision the
+// member listed first. The members are recorded in StagedMembersTable. A
+// plain table of the name becomes the principal (renamed, rows kept).
+//
+// A merge (MergeStaged, Sink.Merge, and the sink itself after a commit
+// once Config.MergeInterval has passed) runs in one façade transaction:
+// for every staging table, its rows are upserted into the principal under
+// the revision rule, then the staging rows the principal holds at the same
+// or a newer revision are deleted (a newer pane written meanwhile stays),
+// and an ended staging table left empty is dropped; the merge is recorded
+// in StagedMergesTable. All of the current staging table's rows are merged,
+// final or not: a later pane still wins through the view and the next
+// merge. Interrupted, the transaction changes nothing; run twice, it moves
+// nothing the second time. On PostgreSQL a merge or setup that changes
+// columns or the view first locks the view (readers lock the view, then its
+// tables, so the order cannot deadlock).
+//
+// A new value field is added to the staging table and the principal
+// (nullable: older rows read null) and the view rebuilt. A renamed field,
+// a changed column type or key is refused with ErrSchemaChange before
+// anything changes. A staged sink cannot also be a façade generation.
+//
 // # Part format
 //
 // A pre-committed part is self-describing: magic "wsq1", the generation and

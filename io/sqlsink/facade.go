@@ -330,86 +330,11 @@ func fxRebuildView(ctx context.Context, fx facadeExec, table string) error {
 	if err != nil {
 		return err
 	}
-	type genCols struct {
-		g    facadeGen
-		cols []colDecl
+	members := make([]viewMember, len(gens))
+	for i, g := range gens {
+		members[i] = viewMember{table: g.physical, mode: g.mode, keys: g.keys, label: g.generation}
 	}
-	var have []genCols
-	var all []colDecl
-	for _, g := range gens {
-		cols, err := fxColumns(ctx, fx, g.physical)
-		if err != nil {
-			return err
-		}
-		if len(cols) == 0 {
-			continue // dropped by hand: nothing to serve
-		}
-		have = append(have, genCols{g, cols})
-		for _, c := range cols {
-			if !hasColumn(all, c.name, fx.pg()) {
-				all = append(all, c)
-			}
-		}
-	}
-	if err := fx.exec(ctx, "DROP VIEW IF EXISTS "+quoteTable(table)); err != nil {
-		return fmt.Errorf("replacing the view %s: %w", table, err)
-	}
-	if len(have) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString("CREATE VIEW " + quoteTable(table) + " AS ")
-	for i, gc := range have {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString("SELECT ")
-		for j, c := range all {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			if hasColumn(gc.cols, c.name, fx.pg()) {
-				b.WriteString("o." + quoteIdent(c.name))
-			} else {
-				b.WriteString("CAST(NULL AS " + c.typ + ") AS " + quoteIdent(c.name))
-			}
-		}
-		b.WriteString(" FROM " + quoteTable(gc.g.physical) + " AS o")
-		// Append rows: the newest generation holding an element ID serves
-		// it. Upsert rows: the row no other generation supersedes
-		// (newerRevision: a complete revision over a cut-short one, then the
-		// newer generation), so a view never serves a cut-short pane while
-		// a complete one of the window exists in any generation.
-		others := have[:i]
-		upsert := gc.g.mode == ModeUpsert
-		if upsert {
-			others = make([]genCols, 0, len(have)-1)
-			others = append(append(others, have[:i]...), have[i+1:]...)
-		}
-		oCut := hasColumn(gc.cols, colPaneCut, fx.pg())
-		for j, other := range others {
-			if j == 0 {
-				b.WriteString(" WHERE ")
-			} else {
-				b.WriteString(" AND ")
-			}
-			b.WriteString("NOT EXISTS (SELECT 1 FROM " + quoteTable(other.g.physical) + " AS n WHERE ")
-			for k, key := range gc.g.keys {
-				if k > 0 {
-					b.WriteString(" AND ")
-				}
-				b.WriteString(keyTerm("n.", key, fx.pg()) + " = " + keyTerm("o.", key, fx.pg()))
-			}
-			if upsert {
-				b.WriteString(" AND " + newerRevision("n.", "o.", hasColumn(other.cols, colPaneCut, fx.pg()), oCut))
-			}
-			b.WriteString(")")
-		}
-	}
-	if err := fx.exec(ctx, b.String()); err != nil {
-		return fmt.Errorf("creating the view %s over generations %s: %w", table, genList(have, func(gc genCols) int64 { return gc.g.generation }), err)
-	}
-	return nil
+	return fxBuildView(ctx, fx, table, members, false)
 }
 
 func genList[T any](xs []T, gen func(T) int64) string {

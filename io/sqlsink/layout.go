@@ -317,3 +317,19 @@ func keyIndexPrefix(t string) string {
 }
 
 func (l *layout) indexName() string { return keyIndexPrefix(l.table) + l.keyHash() }
+
+// BookkeepingColumns returns the columns the sink adds to a table besides
+// the records' own fields and the window (the pane, the revision's
+// generation, job_id, updated_at, element_id): what a comparison of two
+// outputs (weir diff) leaves out of the compared values.
+func BookkeepingColumns() []string {
+	return []string{colPane, colPaneIndex, colPaneTiming, colPaneFirst, colPaneLast, colPaneCut, colGeneration, colJobID, colUpdatedAt, colElementID}
+}
+
+// WindowColumns returns the columns of a record's window: start and end.
+func WindowColumns() []string { return []string{colWindowStart, colWindowEnd} }
+
+// KeyIndexPrefix returns the prefix of the name of the sink's unique
+// index on table (schema-qualified or not); the index's plain columns are
+// the sink's declared key fields.
+func KeyIndexPrefix(table string) string { return keyIndexPrefix(table) }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -41,6 +43,10 @@ type Sink struct {
 		l *layout
 		// facade says the sink writes a façade generation's table.
 		facade bool
+		// staged says the sink writes staging table number staging of a
+		// staged layout.
+		staged  bool
+		staging int64
 	}
 
 	mu struct {
@@ -55,6 +61,9 @@ type Sink struct {
 		// completed.
 		pending []pendingPart
 		closed  bool
+		// lastMerge is when a staged sink last merged (or first
+		// committed).
+		lastMerge time.Time
 	}
 }
 
@@ -151,7 +160,13 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 		}
 		s.db.opened = true
 	}
-	if !s.db.facade {
+	if s.cfg.Layout == LayoutStaged {
+		s.db.staged = true
+		if err := s.resolveStagedLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+	}
+	if !s.db.facade && !s.db.staged {
 		// A plain table that has become a façade view (a parallel
 		// replacement migrated it): write this generation's table.
 		joined, err := s.viewIsFacadeLocked(ctx)
@@ -183,6 +198,8 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	} else {
 		var errs []error
 		var missing []string
+		var added []column
+		before := maps.Clone(existing)
 		for _, c := range l.cols {
 			decl, ok := existing[be.norm(c.name)]
 			switch {
@@ -191,12 +208,22 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				// before it existed (its rows count as complete).
 				ddl = append(ddl, "ALTER TABLE "+quoteTable(l.table)+" ADD COLUMN "+columnDef(c, be))
 				existing[be.norm(c.name)] = be.sqlType(c.kind)
+				if c.role == roleField {
+					added = append(added, c)
+				}
 			case !ok:
 				missing = append(missing, c.name)
+			case !be.compatible(c.kind, decl) && s.db.staged:
+				errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: the table has type %s, the sink writes %s (%s); "+
+					"a staged table keeps one type per column: keep the type, or write to a new table",
+					ErrSchemaChange, ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 			case !be.compatible(c.kind, decl):
 				errs = append(errs, fmt.Errorf("%w: table %s, column %s: the table has type %s, the sink writes %s (%s)",
 					ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 			}
+		}
+		if err := s.checkRenames(before, added); err != nil {
+			errs = append(errs, err)
 		}
 		if len(missing) > 0 {
 			errs = append(errs, fmt.Errorf("%w: table %s has no column %s, which the sink needs to key or version its rows; "+
@@ -227,6 +254,11 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	if s.db.facade {
 		if err := s.setupFacadeLocked(ctx); err != nil {
 			return fmt.Errorf("table %s: setting up the façade view: %w", s.l.table, err)
+		}
+	}
+	if s.db.staged {
+		if err := s.setupStagedLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: setting up the staged layout: %w", s.l.table, err)
 		}
 	}
 	if err := be.ready(ctx, existing); err != nil {
@@ -462,6 +494,7 @@ func (s *Sink) Commit(ctx context.Context, epoch uint64, parts [][]byte) error {
 	s.mu.Lock()
 	s.mu.pending = slices.DeleteFunc(s.mu.pending, func(p pendingPart) bool { return p.epoch <= epoch })
 	s.mu.Unlock()
+	s.mergeIfDue(ctx)
 	return nil
 }
 
@@ -545,7 +578,7 @@ func (s *Sink) apply(ctx context.Context, parts []part, epoch int64, progress bo
 		return err
 	}
 	_, err := s.db.be.apply(ctx, b)
-	if err != nil && !s.db.facade {
+	if err != nil && !s.db.facade && !s.db.staged {
 		// The table may have become a façade view since Prepare (another
 		// generation migrated it): join it and write again. The failed
 		// transaction changed nothing.

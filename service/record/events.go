@@ -24,6 +24,7 @@ const (
 	EventRecovered        EventType = "recovered"
 	EventCatchUpExpired   EventType = "catch_up_expired"
 	EventLog              EventType = "log"
+	EventTableMerged      EventType = "table_merged"
 )
 
 // Severity is how much an event matters.
@@ -66,6 +67,7 @@ func EventTypes() []EventTypeInfo {
 		{EventRecovered, "info", "the job resumed after a restart of the service (details: epoch, the checkpoint it resumed from)"},
 		{EventCatchUpExpired, "warning", "a source re-reading a topic for a replacement found messages the old job had read gone from the topic's retention; its catch-up went on, or ended, without them (details: step, topic, subscription, expired_messages, first_seq, last_seq, hold_until_seq, next_seq)"},
 		{EventLog, "info", "a line a LogForTesting step printed (the element as JSON)"},
+		{EventTableMerged, "info|warning", "a staged SQL table's staging tables were merged into its principal table, periodically or on demand, or the merge failed and changed nothing (details: table, step, rows, duration_ms, members, error)"},
 	}
 }
 

@@ -137,6 +137,9 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		if errors.Is(err, yamlpipe.ErrIdentifierTooLong) {
 			code = errcode.SQLIdentifierTooLong
 		}
+		if errors.Is(err, yamlpipe.ErrSchemaChange) {
+			code = errcode.SQLSchemaChangeRefused
+		}
 		return nil, errcode.Errorf(code, "%w", err)
 	}
 	if err := p.Err(); err != nil {

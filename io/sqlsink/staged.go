@@ -1,0 +1,399 @@
+package sqlsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Staged layout: see the package documentation, "Staged layout".
+
+// Layouts of a sink's table (Config.Layout).
+const (
+	// LayoutTable writes the table itself (the default).
+	LayoutTable = "table"
+	// LayoutStaged writes a staging table, merged into a principal table,
+	// both behind a view of the table's name.
+	LayoutStaged = "staged"
+)
+
+// DefaultMergeInterval is how often a staged sink merges when
+// Config.MergeInterval is zero.
+const DefaultMergeInterval = time.Hour
+
+// PrincipalSuffix names a staged table's principal table:
+// orders + "__principal".
+const PrincipalSuffix = "__principal"
+
+// StagingSeparator joins a staged table's name and a sequence number into
+// the name of a staging table: orders + "__staging_" + 2.
+const StagingSeparator = "__staging_"
+
+// StagedMembersTable records, per staged view, its principal (sequence 0)
+// and staging tables (1, 2, ...), with the generation of the job that
+// created each staging table.
+const StagedMembersTable = "weir_staged_members"
+
+// StagedMergesTable records every merge of a staged table: when, how many
+// rows moved and how long it took.
+const StagedMergesTable = "weir_staged_merges"
+
+// ErrStaged marks a staged-layout operation that cannot be done: a table
+// that is not staged, a view weir did not create, or members keyed
+// differently.
+var ErrStaged = errors.New("staged table")
+
+const stagedMembersDDL = "CREATE TABLE IF NOT EXISTS " + StagedMembersTable + " (view_name TEXT NOT NULL, seq BIGINT NOT NULL, " +
+	"member TEXT NOT NULL, mode TEXT NOT NULL, key_columns TEXT NOT NULL, generation BIGINT NOT NULL, PRIMARY KEY (view_name, seq))"
+
+const stagedMergesDDL = "CREATE TABLE IF NOT EXISTS " + StagedMergesTable + " (view_name TEXT NOT NULL, merged_at BIGINT NOT NULL, " +
+	"rows_moved BIGINT NOT NULL, duration_ms BIGINT NOT NULL, members TEXT NOT NULL)"
+
+// PrincipalTableName returns the principal table of the staged view table.
+func PrincipalTableName(table string) string { return table + PrincipalSuffix }
+
+// StagingTableName returns staging table seq of the staged view table.
+func StagingTableName(table string, seq int64) string {
+	return table + StagingSeparator + strconv.FormatInt(seq, 10)
+}
+
+// stagedMember is one registered member of a staged view.
+type stagedMember struct {
+	seq        int64 // 0: the principal
+	table      string
+	mode       string
+	keys       []string
+	generation int64
+}
+
+// fxStagedMembers returns the members of the staged view, principal
+// first, then the staging tables oldest first. The registry need not
+// exist.
+func fxStagedMembers(ctx context.Context, fx facadeExec, view string) ([]stagedMember, error) {
+	if k, err := fxKind(ctx, fx, StagedMembersTable); err != nil || k == "" {
+		return nil, err
+	}
+	rows, err := fx.query(ctx, `SELECT seq, member, mode, key_columns, generation FROM `+StagedMembersTable+
+		` WHERE view_name = `+ph(fx, 1)+` ORDER BY seq`, view)
+	if err != nil {
+		return nil, fmt.Errorf("reading the members of %s: %w", view, err)
+	}
+	out := make([]stagedMember, 0, len(rows))
+	for _, r := range rows {
+		var m stagedMember
+		m.seq, _ = r[0].(int64)
+		m.table, _ = r[1].(string)
+		m.mode, _ = r[2].(string)
+		k, _ := r[3].(string)
+		m.keys = strings.Split(k, ",")
+		m.generation, _ = r[4].(int64)
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// fxRegisterMember records m behind the staged view.
+func fxRegisterMember(ctx context.Context, fx facadeExec, view string, m stagedMember) error {
+	q := `INSERT INTO ` + StagedMembersTable + ` (view_name, seq, member, mode, key_columns, generation) VALUES (` +
+		ph(fx, 1) + `, ` + ph(fx, 2) + `, ` + ph(fx, 3) + `, ` + ph(fx, 4) + `, ` + ph(fx, 5) + `, ` + ph(fx, 6) +
+		`) ON CONFLICT (view_name, seq) DO NOTHING`
+	if err := fx.exec(ctx, q, view, m.seq, m.table, m.mode, strings.Join(m.keys, ","), m.generation); err != nil {
+		return fmt.Errorf("recording %s behind %s: %w", m.table, view, err)
+	}
+	return nil
+}
+
+// fxRebuildStagedView replaces the staged view by one over its members:
+// the staging tables newest first, then the principal; of two rows of
+// equal revision the newer member's is served.
+func fxRebuildStagedView(ctx context.Context, fx facadeExec, view string) error {
+	ms, err := fxStagedMembers(ctx, fx, view)
+	if err != nil {
+		return err
+	}
+	vm := make([]viewMember, 0, len(ms))
+	for i := len(ms) - 1; i >= 0; i-- {
+		m := ms[i]
+		vm = append(vm, viewMember{table: m.table, mode: m.mode, keys: m.keys, label: m.seq})
+	}
+	return fxBuildView(ctx, fx, view, vm, true)
+}
+
+// stagedKindOK refuses a relation of the view's name that is neither
+// absent, a plain table (to become the principal) nor a staged view.
+func stagedKindOK(ctx context.Context, fx facadeExec, view string) (kind string, ms []stagedMember, err error) {
+	kind, err = fxKind(ctx, fx, view)
+	if err != nil {
+		return "", nil, err
+	}
+	ms, err = fxStagedMembers(ctx, fx, view)
+	if err != nil {
+		return "", nil, err
+	}
+	switch kind {
+	case "view":
+		if len(ms) == 0 {
+			return "", nil, fmt.Errorf("%w: %s is a view weir did not create as a staged table (a façade view, or someone else's); "+
+				"write the staged layout to another table", ErrStaged, view)
+		}
+	case "other":
+		return "", nil, fmt.Errorf("%w: %s exists and is neither a table nor a view", ErrStaged, view)
+	}
+	return kind, ms, nil
+}
+
+// stagingFor returns the staging table a sink of generation gen writes:
+// the newest staging table if gen created it, else a new one.
+func stagingFor(view string, ms []stagedMember, gen int64) stagedMember {
+	var newest *stagedMember
+	for i := range ms {
+		if ms[i].seq > 0 {
+			newest = &ms[i]
+		}
+	}
+	if newest != nil && newest.generation == gen {
+		return *newest
+	}
+	seq := int64(1)
+	if newest != nil {
+		seq = newest.seq + 1
+	}
+	return stagedMember{seq: seq, table: StagingTableName(view, seq), generation: gen}
+}
+
+// resolveStagedLocked points the backend at the staging table the sink
+// writes, changing nothing.
+func (s *Sink) resolveStagedLocked(ctx context.Context) error {
+	var st stagedMember
+	err := s.db.be.facadeTx(ctx, func(fx facadeExec) error {
+		_, ms, err := stagedKindOK(ctx, fx, s.cfg.Table)
+		if err != nil {
+			return err
+		}
+		me := s.l.mode()
+		keys := s.l.keyColumnNames()
+		for _, m := range ms {
+			if m.mode != me || strings.Join(m.keys, ",") != strings.Join(keys, ",") {
+				return fmt.Errorf("%w: %w: %s: %s writes %s rows keyed by (%s), this sink writes %s rows keyed by (%s); "+
+					"every member of a staged table keys its rows alike: write to a new table",
+					ErrStaged, ErrSchemaChange, s.cfg.Table, m.table, m.mode, strings.Join(m.keys, ", "), me, strings.Join(keys, ", "))
+			}
+		}
+		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
+		if len(ms) > 0 && (ms[len(ms)-1].seq != st.seq) {
+			// A new staging table: check the sink's columns against the
+			// newest member's, which the view and the merges join it to.
+			return s.checkAgainstMember(ctx, fx, ms[len(ms)-1].table)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l := *s.l
+	l.table = st.table
+	s.db.l = &l
+	s.db.be.setLayout(s.db.l)
+	s.db.staging = st.seq
+	return nil
+}
+
+// setupStagedLocked puts the sink's staging table (created already) behind
+// the view, in one transaction: a plain table of the view's name becomes
+// the principal (renamed, its rows kept); the principal is created, or
+// gains the value columns it lacks; the staging table is recorded and the
+// view rebuilt.
+func (s *Sink) setupStagedLocked(ctx context.Context) error {
+	view, l := s.cfg.Table, s.db.l
+	me := stagedMember{seq: s.db.staging, table: l.table, mode: l.mode(), keys: l.keyColumnNames(), generation: s.cfg.Generation}
+	pl := *s.l
+	pl.table = PrincipalTableName(view)
+	return s.db.be.facadeTx(ctx, func(fx facadeExec) error {
+		for _, ddl := range []string{stagedMembersDDL, stagedMergesDDL} {
+			if err := fx.exec(ctx, ddl); err != nil {
+				return fmt.Errorf("creating the staged registry: %w", err)
+			}
+		}
+		kind, _, err := stagedKindOK(ctx, fx, view)
+		if err != nil {
+			return err
+		}
+		if err := fxLockView(ctx, fx, view, kind); err != nil {
+			return err
+		}
+		if kind == "table" {
+			if err := s.adoptPlainTable(ctx, fx, &pl); err != nil {
+				return err
+			}
+		}
+		if err := fx.exec(ctx, createTableSQL(&pl, s.db.be)); err != nil {
+			return fmt.Errorf("creating the principal table %s: %w", pl.table, err)
+		}
+		if err := fx.exec(ctx, createIndexSQL(&pl, s.db.be)); err != nil {
+			return fmt.Errorf("creating the key index of %s: %w", pl.table, err)
+		}
+		if err := fxAddColumns(ctx, fx, pl.table, l.table); err != nil {
+			return err
+		}
+		if err := fxRegisterMember(ctx, fx, view, stagedMember{table: pl.table, mode: me.mode, keys: me.keys, generation: me.generation}); err != nil {
+			return err
+		}
+		if err := fxRegisterMember(ctx, fx, view, me); err != nil {
+			return err
+		}
+		return fxRebuildStagedView(ctx, fx, view)
+	})
+}
+
+// adoptPlainTable renames the plain table of the view's name to the
+// principal table (layout pl), with its unique key index rebuilt under the
+// principal's name.
+func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout) error {
+	view := s.cfg.Table
+	cols, err := fxColumns(ctx, fx, view)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.l.keyColumnNames() {
+		if !hasColumn(cols, k, fx.pg()) {
+			return fmt.Errorf("%w: table %s has no column %s, so its rows cannot be keyed like the sink's (%s) as a staged table's principal; "+
+				"write to a new table", ErrTableShape, view, k, s.l.keyNames())
+		}
+	}
+	if k, err := fxKind(ctx, fx, pl.table); err != nil {
+		return err
+	} else if k != "" {
+		return fmt.Errorf("%w: both %s and %s exist; the sink cannot tell which is the principal table", ErrStaged, view, pl.table)
+	}
+	_, bare := splitTable(pl.table)
+	if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(view)+" RENAME TO "+quoteIdent(bare)); err != nil {
+		return fmt.Errorf("moving table %s to %s: %w", view, pl.table, err)
+	}
+	idx, err := fxIndexes(ctx, fx, pl.table)
+	if err != nil {
+		return err
+	}
+	schema, _ := splitTable(view)
+	prefix := strings.ToLower(keyIndexPrefix(view))
+	for _, name := range idx {
+		if !strings.HasPrefix(strings.ToLower(name), prefix) {
+			continue
+		}
+		qn := quoteIdent(name)
+		if schema != "" {
+			qn = quoteIdent(schema) + "." + qn
+		}
+		if err := fx.exec(ctx, "DROP INDEX "+qn); err != nil {
+			return fmt.Errorf("renaming the key index of %s: %w", pl.table, err)
+		}
+	}
+	return nil
+}
+
+// fxAddColumns adds to table dst the columns of table src it lacks
+// (nullable, so its rows read null).
+func fxAddColumns(ctx context.Context, fx facadeExec, dst, src string) error {
+	have, err := fxColumns(ctx, fx, dst)
+	if err != nil {
+		return err
+	}
+	want, err := fxColumns(ctx, fx, src)
+	if err != nil {
+		return err
+	}
+	for _, c := range want {
+		if hasColumn(have, c.name, fx.pg()) {
+			continue
+		}
+		if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(dst)+" ADD COLUMN "+quoteIdent(c.name)+" "+c.typ); err != nil {
+			return fmt.Errorf("adding column %s of %s to %s: %w", c.name, src, dst, err)
+		}
+		have = append(have, c)
+	}
+	return nil
+}
+
+// fxLockView takes, on PostgreSQL, the exclusive lock of the view (and
+// with it of the tables it reads) before a transaction changes the tables'
+// columns or the view: readers lock the view first, then its tables, so
+// taking the locks in the same order cannot deadlock with them. kind is
+// the relation's kind (fxKind). SQLite's write lock needs nothing more.
+func fxLockView(ctx context.Context, fx facadeExec, view, kind string) error {
+	if !fx.pg() || kind != "view" {
+		return nil
+	}
+	if err := fx.exec(ctx, "LOCK TABLE "+quoteTable(view)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return fmt.Errorf("locking the view %s: %w", view, err)
+	}
+	return nil
+}
+
+// fxMissingColumns reports whether table dst lacks a column of table src.
+func fxMissingColumns(ctx context.Context, fx facadeExec, dst, src string) (bool, error) {
+	have, err := fxColumns(ctx, fx, dst)
+	if err != nil {
+		return false, err
+	}
+	want, err := fxColumns(ctx, fx, src)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range want {
+		if !hasColumn(have, c.name, fx.pg()) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// checkAgainstMember refuses, before a new staging table is made, a sink
+// whose columns cannot join member's behind the view: a column whose type
+// member's cannot hold, or a rename (checkRenames).
+func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member string) error {
+	cols, err := fxColumns(ctx, fx, member)
+	if err != nil || len(cols) == 0 {
+		return err
+	}
+	be := s.db.be
+	existing := make(map[string]string, len(cols))
+	for _, c := range cols {
+		existing[be.norm(c.name)] = c.typ
+	}
+	var added []column
+	var errs []error
+	for _, c := range s.l.cols {
+		decl, ok := existing[be.norm(c.name)]
+		switch {
+		case !ok && c.role == roleField:
+			added = append(added, c)
+		case ok && !be.compatible(c.kind, decl):
+			errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: %s has type %s, the sink writes %s (%s); "+
+				"a staged table keeps one type per column: keep the type, or write to a new table",
+				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return s.checkRenames(existing, added)
+}
+
+// checkStagedIdentifiers refuses, on PostgreSQL, a staged table whose
+// principal or staging table names would pass PostgresIdentifierLimit
+// (room is left for staging tables numbered up to 9999).
+func checkStagedIdentifiers(c *Config) error {
+	if c.Driver != DriverPostgres || c.Layout != LayoutStaged {
+		return nil
+	}
+	_, name := splitTable(c.Table)
+	longest := max(len(PrincipalSuffix), len(StagingSeparator)+4)
+	if len(name)+longest <= PostgresIdentifierLimit {
+		return nil
+	}
+	return fmt.Errorf("%w: table %s: with layout: staged the sink writes tables named %s and %s, and PostgreSQL keeps at most %d bytes of a name; "+
+		"the table name may have at most %d bytes", ErrIdentifierTooLong, c.Table, PrincipalTableName(name), StagingTableName(name, 9999),
+		PostgresIdentifierLimit, PostgresIdentifierLimit-longest)
+}

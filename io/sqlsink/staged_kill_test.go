@@ -1,0 +1,127 @@
+package sqlsink
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+)
+
+// killChildEnv carries, to the child process of TestStagedMergeKill, the
+// driver, DSN, table and the merge step to stop at.
+const killChildEnv = "WEIR_STAGED_MERGE_KILL_CHILD"
+
+// TestStagedMergeKillChild is the child of TestStagedMergeKill: it runs a
+// merge that stops at the given step, says so on stdout and waits there,
+// mid-transaction, to be killed. Without the environment it does nothing.
+func TestStagedMergeKillChild(t *testing.T) {
+	spec := os.Getenv(killChildEnv)
+	if spec == "" {
+		t.Skip("the child of TestStagedMergeKill")
+	}
+	f := strings.SplitN(spec, "|", 4)
+	k, _ := strconv.Atoi(f[3])
+	calls := 0
+	hook := func(step string) error {
+		calls++
+		if calls == k {
+			fmt.Printf("AT %s\n", step)
+			select {} // killed here, inside the transaction
+		}
+		return nil
+	}
+	_, err := MergeStaged(context.Background(), StagedTarget{Driver: f[0], DSN: f[1], Table: f[2], Hook: hook})
+	fmt.Printf("DONE %v\n", err)
+}
+
+// TestStagedMergeKill kills (SIGKILL) a process in the middle of a merge,
+// at each of the merge's steps in turn, and checks each time that the
+// tables are exactly as before; between kills the job writes more; a last
+// merge then leaves the principal holding exactly what the view served.
+func TestStagedMergeKill(t *testing.T) {
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
+		job := &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}}
+		for r := range 2 {
+			if err := job.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		job.sink.Close(ctx)
+		cfg2 := cfg
+		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
+		job = &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: job.total, panes: job.panes}}
+		r := 2
+		for k := 1; ; k++ {
+			if err := job.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+			r++
+			before := stagedSnapshot(t, e)
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestStagedMergeKillChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%d", killChildEnv, e.driver, e.dsn, e.table, k))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(out)
+			var line string
+			for sc.Scan() {
+				if line = sc.Text(); strings.HasPrefix(line, "AT ") || strings.HasPrefix(line, "DONE ") {
+					break
+				}
+			}
+			if strings.HasPrefix(line, "DONE ") {
+				cmd.Wait()
+				if line != "DONE <nil>" {
+					t.Fatalf("the child's merge failed: %s", line)
+				}
+				if k < 5 {
+					t.Fatalf("the merge ran to its end before step %d; it should have at least 4 steps", k)
+				}
+				break // k passed the last step: that merge committed
+			}
+			if !strings.HasPrefix(line, "AT ") {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the child said %q", line)
+			}
+			if err := cmd.Process.Kill(); err != nil { // SIGKILL
+				t.Fatal(err)
+			}
+			cmd.Wait()
+			if got := stagedSnapshot(t, e); !maps.Equal(got, before) {
+				t.Fatalf("killed %s: the tables changed:\nbefore %v\nafter  %v", line, before, got)
+			}
+		}
+		before := stagedSnapshot(t, e)
+		principal := PrincipalTableName(e.table)
+		if before[principal] != before[e.table] {
+			t.Errorf("after the merge, the principal:\n%s\nthe view:\n%s", before[principal], before[e.table])
+		}
+		staging := StagingTableName(e.table, 2)
+		if before[staging] != "" {
+			t.Errorf("%s still holds rows after the merge", staging)
+		}
+		got := map[cell]int64{}
+		for _, row := range e.query("SELECT region, window_start, total FROM " + quoteTable(e.table)) {
+			ws := asTime(t, row[1]).(mtime.Time)
+			got[cell{row[0].(string), int(int64(ws-t0) / int64(mtime.Minute))}] = row[2].(int64)
+		}
+		if !maps.Equal(got, job.total) {
+			t.Errorf("the view serves %v, want the totals %v", got, job.total)
+		}
+	})
+}

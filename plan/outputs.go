@@ -1,0 +1,307 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+)
+
+// sinks pairs the sinks of OLD and NEW (by mapped name, else by what they
+// write) and lists what changes for each.
+func (p *Plan) sinks(old, newp *graph.Pipeline, oldSteps, newSteps map[string]*graph.Step, opts Options) {
+	isSink := func(s *graph.Step) bool { return s.Kind == graph.KindSink }
+	newNames := sortedNames(newSteps, isSink)
+	taken := map[string]bool{}
+	for _, name := range sortedNames(oldSteps, isSink) {
+		o := oldSteps[name]
+		n := pairSink(o, newSteps, newNames, taken, opts.Check.Mapping)
+		if n == nil {
+			p.Sinks = append(p.Sinks, Sink{Old: name, Action: Removed, Kind: ioKind(o.Sink), Identity: ioIdentity(o.Sink), Columns: []Column{},
+				Detail: "NEW no longer writes this output; what was written stays"})
+			continue
+		}
+		taken[n.Name] = true
+		p.Sinks = append(p.Sinks, compareSink(o, n, old, newp, opts.Strategy))
+	}
+	for _, name := range newNames {
+		if taken[name] {
+			continue
+		}
+		n := newSteps[name]
+		s := Sink{New: name, Action: Added, Kind: ioKind(n.Sink), Identity: ioIdentity(n.Sink), Columns: []Column{},
+			Detail: "a new output: written from the update on"}
+		if cfg := sqlConfigOf(n); cfg != nil {
+			s.Key, s.Mode, s.Layout = Change{New: cfg.key()}, Change{New: cfg.mode()}, Change{New: cfg.layout()}
+		}
+		p.Sinks = append(p.Sinks, s)
+	}
+}
+
+func pairSink(o *graph.Step, newSteps map[string]*graph.Step, newNames []string, taken map[string]bool, m compat.Mapping) *graph.Step {
+	name, _, _ := m.Rename(o.Name)
+	if n := newSteps[name]; n != nil && n.Kind == graph.KindSink && !taken[name] {
+		return n
+	}
+	for _, nn := range newNames {
+		n := newSteps[nn]
+		if !taken[nn] && o.Sink != nil && n.Sink != nil && *o.Sink == *n.Sink {
+			return n
+		}
+	}
+	return nil
+}
+
+func ioKind(id *graph.IOIdentity) string {
+	if id == nil {
+		return "other"
+	}
+	return id.Kind
+}
+
+func ioIdentity(id *graph.IOIdentity) string {
+	if id == nil {
+		return ""
+	}
+	return id.Identity
+}
+
+// sqlConfig is what a plan reads of a WriteToSql step's config.
+type sqlConfig struct {
+	Key    any    `json:"key"`
+	Mode   string `json:"mode"`
+	Layout string `json:"layout"`
+}
+
+func sqlConfigOf(s *graph.Step) *sqlConfig {
+	if s.Sink == nil || s.Sink.Kind != "sql" || s.Fn == nil {
+		return nil
+	}
+	var c sqlConfig
+	if err := json.Unmarshal(s.Fn.Config, &c); err != nil {
+		return nil
+	}
+	return &c
+}
+
+func (c *sqlConfig) key() string { return groupBy(c.Key) }
+
+func (c *sqlConfig) mode() string {
+	switch {
+	case c.Mode != "":
+		return c.Mode
+	case c.Key != nil:
+		return "upsert"
+	}
+	return "append"
+}
+
+func (c *sqlConfig) layout() string {
+	if c.Layout == "" {
+		return "table"
+	}
+	return c.Layout
+}
+
+// fieldsOf returns the row fields a sink step receives.
+func fieldsOf(g *graph.Pipeline, s *graph.Step) []graph.Field {
+	id := s.Inputs["main"]
+	for _, c := range g.Collections {
+		if c.ID == id {
+			return c.Coder.Fields
+		}
+	}
+	return nil
+}
+
+func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy) Sink {
+	s := Sink{Old: o.Name, New: n.Name, Action: Kept, Kind: ioKind(n.Sink), Identity: ioIdentity(n.Sink), Columns: []Column{}}
+	if o.Name != n.Name {
+		s.Action = Renamed
+	}
+	var notes []string
+	if ioIdentity(o.Sink) != ioIdentity(n.Sink) {
+		s.Action = Changed
+		notes = append(notes, fmt.Sprintf("writes %s instead of %s", ioIdentity(n.Sink), ioIdentity(o.Sink)))
+	}
+	oc, nc := sqlConfigOf(o), sqlConfigOf(n)
+	refused := false
+	if oc != nil && nc != nil {
+		s.Key = Change{Old: oc.key(), New: nc.key()}
+		s.Mode = Change{Old: oc.mode(), New: nc.mode()}
+		s.Layout = Change{Old: oc.layout(), New: nc.layout()}
+		if s.Key.changed() || s.Mode.changed() {
+			s.Action, refused = Refused, true
+			notes = append(notes, fmt.Sprintf("the table keys its rows by (%s) in %s mode; NEW writes (%s) in %s mode: re-keying a table is refused — write to a new table",
+				s.Key.Old, s.Mode.Old, s.Key.New, s.Mode.New))
+		}
+		if s.Layout.changed() {
+			s.Action = Changed
+			notes = append(notes, fmt.Sprintf("layout %s → %s", s.Layout.Old, s.Layout.New))
+		}
+	}
+	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc))
+	if nc != nil && nc.layout() == "staged" {
+		markRenames(s.Columns)
+	}
+	for _, c := range s.Columns {
+		switch c.Action {
+		case Converted, Refused:
+			if s.Kind == "sql" {
+				s.Action, refused = Refused, true
+			} else if !refused {
+				s.Action = Changed
+			}
+		default:
+			if !refused {
+				s.Action = Changed
+			}
+		}
+	}
+	if strategy == Parallel && s.Kind == "sql" && !refused {
+		notes = append(notes, "both jobs write their own generation table behind a façade view of the table's name; readers see one row per key and window throughout")
+	}
+	s.Detail = strings.Join(notes, "; ")
+	return s
+}
+
+func keySet(c *sqlConfig) map[string]bool {
+	m := map[string]bool{}
+	if c != nil {
+		for k := range strings.SplitSeq(c.key(), ",") {
+			m[k] = true
+		}
+	}
+	return m
+}
+
+// widens reports the type changes a column takes without a conversion.
+func widens(from, to string) bool {
+	return from == "int" && to == "float"
+}
+
+func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool) []Column {
+	oldT := map[string]string{}
+	for _, f := range oldF {
+		oldT[f.Name] = f.Type
+	}
+	newT := map[string]string{}
+	for _, f := range newF {
+		newT[f.Name] = f.Type
+	}
+	cols := []Column{}
+	for _, f := range newF {
+		ot, ok := oldT[f.Name]
+		switch {
+		case !ok && kind == "sql" && keys[f.Name]:
+			cols = append(cols, Column{Name: f.Name, Action: Refused, NewType: f.Type,
+				Effect: "a new key column cannot be added to a keyed table: write to a new table"})
+		case !ok && kind == "sql":
+			cols = append(cols, Column{Name: f.Name, Action: Added, NewType: f.Type,
+				Effect: "added to the table in place as a nullable column; rows written before the update read null"})
+		case !ok:
+			cols = append(cols, Column{Name: f.Name, Action: Added, NewType: f.Type, Effect: "written from the update on; earlier output lacks it"})
+		case ot == f.Type:
+		case widens(ot, f.Type) && kind != "sql":
+			cols = append(cols, Column{Name: f.Name, Action: Widened, OldType: ot, NewType: f.Type,
+				Effect: fmt.Sprintf("%s → %s from the update on", ot, f.Type)})
+		case widens(ot, f.Type):
+			// The table's column keeps its declared type.
+			cols = append(cols, Column{Name: f.Name, Action: Refused, OldType: ot, NewType: f.Type,
+				Effect: fmt.Sprintf("%s → %s widens, but the table's column keeps its declared type and refuses the new values: write to a new table", ot, f.Type)})
+		default:
+			cols = append(cols, Column{Name: f.Name, Action: Converted, OldType: ot, NewType: f.Type,
+				Effect: fmt.Sprintf("%s → %s is not a widening: a SQL table refuses it (write to a new table); files and topics carry the new type from the update on", ot, f.Type)})
+		}
+	}
+	for _, f := range oldF {
+		if _, ok := newT[f.Name]; ok {
+			continue
+		}
+		e := "no longer written: the column stays, and rows written from the update on hold null in it"
+		if kind != "sql" {
+			e = "no longer written from the update on"
+		}
+		cols = append(cols, Column{Name: f.Name, Action: Removed, OldType: f.Type, Effect: e})
+	}
+	slices.SortStableFunc(cols, func(a, b Column) int { return strings.Compare(a.Name, b.Name) })
+	return cols
+}
+
+// markRenames refuses, for a staged table, a new column beside a removed
+// one of the same type: the sink takes it for a rename, which it does not
+// apply in place (old rows would keep their values under the old name).
+func markRenames(cols []Column) {
+	for i := range cols {
+		if cols[i].Action != Added {
+			continue
+		}
+		for _, r := range cols {
+			if r.Action == Removed && r.OldType == cols[i].NewType {
+				cols[i].Action = Refused
+				cols[i].Effect = fmt.Sprintf("with %s no longer written, a staged table takes the new column for a rename of %s, which it does not apply in place (SQL_SCHEMA_CHANGE_REFUSED): keep %s and add %s beside it, or write to a new table", r.Name, r.Name, r.Name, cols[i].Name)
+				break
+			}
+		}
+	}
+}
+
+// sources says where each source reads from after the change.
+func (p *Plan) sources(rep compat.Report, oldSteps, newSteps map[string]*graph.Step, opts Options) {
+	isSource := func(s *graph.Step) bool { return s.Kind == graph.KindSource }
+	matched := map[string]string{}
+	taken := map[string]bool{}
+	for _, m := range rep.Matches {
+		if m.Kind == graph.KindSource {
+			matched[m.Old], taken[m.New] = m.New, true
+		}
+	}
+	rewind := opts.Rewind == nil || *opts.Rewind
+	errs := findings(rep.Errors)
+	for _, name := range sortedNames(oldSteps, isSource) {
+		o := oldSteps[name]
+		s := Source{Old: name, Identity: ioIdentity(o.Source)}
+		n, ok := matched[name]
+		switch {
+		case len(errs[name]) > 0:
+			s.Action, s.Position = Refused, detailOf(errs[name])
+		case !ok && newSteps[name] != nil && newSteps[name].Kind == graph.KindSource:
+			s.New, s.Action = name, Changed
+			s.Position = "reads something else (" + ioIdentity(newSteps[name].Source) + "): the old read positions are dropped and it starts where a new job would"
+			taken[name] = true
+		case !ok:
+			s.Action, s.Position = Dropped, "no longer read: its read positions are dropped"
+		default:
+			s.New, s.Action = n, Kept
+			if n != name {
+				s.Action = Renamed
+			}
+			s.Position = position(o, opts.Strategy, rewind)
+		}
+		p.Sources = append(p.Sources, s)
+	}
+	for _, name := range sortedNames(newSteps, isSource) {
+		if taken[name] {
+			continue
+		}
+		n := newSteps[name]
+		p.Sources = append(p.Sources, Source{New: name, Action: Added, Identity: ioIdentity(n.Source),
+			Position: "a new source: a subscription is read from its first unacknowledged message, a bounded input from its start"})
+	}
+}
+
+func position(o *graph.Step, strategy Strategy, rewind bool) string {
+	bounded := o.Source == nil || o.Source.Bounded
+	switch {
+	case bounded:
+		return "bounded input: read again from its start by a new job"
+	case strategy == InPlace:
+		return "continues at the running job's read position: nothing is read twice or skipped"
+	case rewind:
+		return "the new job re-reads retained input from the earliest message of the old job's open windows (weir_replace_rewind), then continues"
+	}
+	return "the new job continues from the old job's acknowledged position (weir_replace_rewind=false): windows open at the switch are cut short"
+}

@@ -1,0 +1,268 @@
+package plan_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/plan"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// base is the running job of the cases: orders from a subscription,
+// enriched, summed per region in 5-minute windows into a SQL table, and
+// passed through to a JSON file.
+const base = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: ReadOrders
+      config:
+        topic: orders
+        schema: {order_id: string, region: string, amount: int, ts: timestamp}
+        timestamp_field: ts
+    - type: MapToFields
+      name: Project
+      input: ReadOrders
+      config:
+        fields: {region: region, amount: amount}
+    - type: Combine
+      name: RegionTotals
+      input: Project
+      windowing: {type: fixed, size: 5m}
+      config:
+        group_by: [region]
+        combine:
+          total: {value: amount, fn: sum}
+    - type: MapToFields
+      name: Shape
+      input: RegionTotals
+      config:
+        fields: {region: region, total: total}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Shape
+      config: {table: region_totals, key: [region]}
+`
+
+func load(t *testing.T, text string) *graph.Pipeline {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := &yamlpipe.JobEnv{Name: "plan-test", ID: "t", Generation: 1, DataDir: dir, Broker: (*pubsub.Broker)(nil)}
+	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: dir, Job: job, GraphOnly: true})
+	if err != nil {
+		t.Fatalf("loading:\n%s\n%v", text, err)
+	}
+	return p.Graph()
+}
+
+func TestPlan(t *testing.T) {
+	rewindOff := false
+	tests := []struct {
+		name    string
+		newText string
+		opts    plan.Options
+		check   func(t *testing.T, p plan.Plan)
+	}{
+		{
+			name:    "unchanged",
+			newText: base,
+			opts:    plan.Options{Keys: map[string]int64{"RegionTotals": 42}, KeysFrom: "metrics"},
+			check: func(t *testing.T, p plan.Plan) {
+				wantCompatible(t, p, true)
+				st := step(t, p, "RegionTotals")
+				if st.Action != plan.Kept || st.Keys == nil || *st.Keys != 42 || st.State != "by region: total=sum(amount)" {
+					t.Errorf("step = %+v", st)
+				}
+				if s := sink(t, p, "WriteTotals"); s.Action != plan.Kept || len(s.Columns) != 0 || s.Key.Old != "region" || s.Mode.Old != "upsert" {
+					t.Errorf("sink = %+v", s)
+				}
+				if src := p.Sources[0]; src.Action != plan.Kept || !strings.Contains(src.Position, "continues at the running job's read position") {
+					t.Errorf("source = %+v", src)
+				}
+			},
+		},
+		{
+			name:    "rename through the mapping",
+			newText: strings.ReplaceAll(base, "RegionTotals", "TotalsByRegion"),
+			opts:    plan.Options{Check: compat.Options{Mapping: compat.Mapping{"RegionTotals": "TotalsByRegion"}}},
+			check: func(t *testing.T, p plan.Plan) {
+				wantCompatible(t, p, true)
+				if st := step(t, p, "RegionTotals"); st.Action != plan.Renamed || st.New != "TotalsByRegion" {
+					t.Errorf("step = %+v", st)
+				}
+				if len(p.Steps) != 1 {
+					t.Errorf("steps = %+v, want only the renamed one", p.Steps)
+				}
+			},
+		},
+		{
+			name:    "renamed without a mapping is refused, the new step starts empty",
+			newText: strings.ReplaceAll(base, "RegionTotals", "TotalsByRegion"),
+			check: func(t *testing.T, p plan.Plan) {
+				wantCompatible(t, p, false)
+				if st := step(t, p, "RegionTotals"); st.Action != plan.Refused || !strings.Contains(st.Detail, "STEP_MISSING") || !strings.Contains(st.Detail, "--transform-name-mapping") {
+					t.Errorf("step = %+v", st)
+				}
+				if st := step(t, p, "TotalsByRegion"); st.Action != plan.Added {
+					t.Errorf("step = %+v", st)
+				}
+			},
+		},
+		{
+			name:    "state dropped on purpose",
+			newText: base,
+			opts:    plan.Options{Check: compat.Options{Mapping: compat.Mapping{"RegionTotals": ""}}},
+			check: func(t *testing.T, p plan.Plan) {
+				if st := step(t, p, "RegionTotals"); st.Action != plan.Dropped || !strings.Contains(st.Detail, "dropped on purpose") {
+					t.Errorf("step = %+v", st)
+				}
+			},
+		},
+		{
+			name:    "an added column, a removed one",
+			newText: strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, n: total + 1}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				wantCompatible(t, p, true)
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Changed || len(s.Columns) != 2 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Name != "n" || c.Action != plan.Added || c.NewType != "int" || !strings.Contains(c.Effect, "read null") {
+					t.Errorf("column = %+v", c)
+				}
+				if c := s.Columns[1]; c.Name != "total" || c.Action != plan.Removed || c.OldType != "int" {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
+			name: "a staged table takes a new column beside a removed one for a rename",
+			newText: strings.Replace(strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, sum: total}", 1),
+				"config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Refused || s.Layout.Old != "table" || s.Layout.New != "staged" || len(s.Columns) != 2 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Name != "sum" || c.Action != plan.Refused || !strings.Contains(c.Effect, "rename of total") {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
+			name:    "a type conversion is refused by the table",
+			newText: strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, total: string(total)}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Refused || len(s.Columns) != 1 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Action != plan.Converted || c.OldType != "int" || c.NewType != "string" || !strings.Contains(c.Effect, "write to a new table") {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
+			name:    "re-keying the table is refused",
+			newText: strings.Replace(base, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region, total]}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Refused || s.Key.Old != "region" || s.Key.New != "region,total" || !strings.Contains(s.Detail, "write to a new table") {
+					t.Errorf("sink = %+v", s)
+				}
+			},
+		},
+		{
+			name:    "stop-and-replace without rewind continues from the acknowledged position",
+			newText: base,
+			opts:    plan.Options{Strategy: plan.StopAndReplace, Rewind: &rewindOff},
+			check: func(t *testing.T, p plan.Plan) {
+				if src := p.Sources[0]; !strings.Contains(src.Position, "weir_replace_rewind=false") {
+					t.Errorf("source = %+v", src)
+				}
+			},
+		},
+		{
+			name:    "a replacement re-reads the open windows' input by default",
+			newText: base,
+			opts:    plan.Options{Strategy: plan.Parallel},
+			check: func(t *testing.T, p plan.Plan) {
+				if src := p.Sources[0]; !strings.Contains(src.Position, "re-reads retained input") {
+					t.Errorf("source = %+v", src)
+				}
+				if s := sink(t, p, "WriteTotals"); !strings.Contains(s.Detail, "façade view") {
+					t.Errorf("sink = %+v", s)
+				}
+			},
+		},
+		{
+			name: "a source that reads something else, a new sink",
+			newText: strings.Replace(base, "topic: orders", "topic: orders-v2", 1) + `    - type: WriteToJson
+      name: WriteCopy
+      input: Shape
+      config: {path: out/copy.jsonl}
+`,
+			opts: plan.Options{Check: compat.Options{AllowSourceChange: true}},
+			check: func(t *testing.T, p plan.Plan) {
+				if src := p.Sources[0]; src.Action != plan.Changed || !strings.Contains(src.Position, "orders-v2") {
+					t.Errorf("source = %+v", src)
+				}
+				if s := sink(t, p, "WriteCopy"); s.Action != plan.Added {
+					t.Errorf("sink = %+v", s)
+				}
+			},
+		},
+	}
+	old := load(t, base)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan.Make(old, load(t, tc.newText), tc.opts)
+			tc.check(t, p)
+			var b bytes.Buffer
+			if err := p.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), "state:") || !strings.Contains(b.String(), "sinks:") || !strings.Contains(b.String(), "sources:") {
+				t.Errorf("text:\n%s", b.String())
+			}
+		})
+	}
+}
+
+func wantCompatible(t *testing.T, p plan.Plan, want bool) {
+	t.Helper()
+	if p.Compatible != want {
+		t.Fatalf("compatible = %v, want %v: %+v", p.Compatible, want, p.Check.Errors)
+	}
+}
+
+func step(t *testing.T, p plan.Plan, name string) plan.Step {
+	t.Helper()
+	for _, s := range p.Steps {
+		if s.Old == name || s.Old == "" && s.New == name {
+			return s
+		}
+	}
+	t.Fatalf("no step %s in %+v", name, p.Steps)
+	return plan.Step{}
+}
+
+func sink(t *testing.T, p plan.Plan, name string) plan.Sink {
+	t.Helper()
+	for _, s := range p.Sinks {
+		if s.Old == name || s.New == name {
+			return s
+		}
+	}
+	t.Fatalf("no sink %s in %+v", name, p.Sinks)
+	return plan.Sink{}
+}

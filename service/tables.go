@@ -1,0 +1,35 @@
+package service
+
+import (
+	"context"
+
+	"github.com/weir-dev/weir/service/internal/tables"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// SQLMergeCount is what the merges of one staged SQL table moved since the
+// server started.
+type SQLMergeCount = tables.SQLMergeCount
+
+// SQLTables lists the SQL tables the server's jobs write (weir tables
+// list).
+func (s *Service) SQLTables(ctx context.Context) ([]record.SQLTable, error) {
+	return s.tables.SQLTables(ctx)
+}
+
+// SQLTable describes one SQL table the server's jobs write: its members,
+// their rows and columns, the view's rule and the recent merges
+// (TABLE_NOT_FOUND when no job writes it).
+func (s *Service) SQLTable(ctx context.Context, name string) (record.SQLTable, error) {
+	return s.tables.SQLTable(ctx, name)
+}
+
+// MergeSQLTable merges a staged table's staging tables into its principal
+// table now (TABLE_NOT_STAGED for another layout).
+func (s *Service) MergeSQLTable(ctx context.Context, name string) (record.SQLTableMerge, error) {
+	return s.tables.MergeSQLTable(ctx, name)
+}
+
+// SQLMergeCounts returns the merges of each staged table since the server
+// started, for the metrics.
+func (s *Service) SQLMergeCounts() map[string]SQLMergeCount { return s.tables.SQLMergeCounts() }
