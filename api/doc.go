@@ -32,6 +32,9 @@
 //	DELETE /v1/snapshots/{id}                      → the DELETED snapshot
 //	GET    /v1/snapshots/{id}:export               → the snapshot's portable file (snapshotfiles.go)
 //	POST   /v1/snapshots:import                    {upload_id?, offset, data, final?, ttl?} → {upload_id, received_bytes, snapshot?}
+//	POST   /v1/manifests                           {name, partition, files, side_inputs?} → 201 manifest (200 with existed: an identical one existed) (manifests.go)
+//	GET    /v1/manifests                           → {manifests: [...]} by name, then partition
+//	GET    /v1/manifests/{name}[?partition=P]      → {manifests: [...]} of name; with partition, that manifest
 //	POST   /v1/topics                              {name, retention?} → 201 topic
 //	GET    /v1/topics                              → {topics: [topic...]} by name
 //	GET    /v1/topics/{name}                       → topic
@@ -77,7 +80,8 @@
 //
 // It may import service, service/record (the records it converts), runner/contract (the re-read starts a record carries), client (the wire types), compat (the update
 // report), plan (a validate-only update's plan), serviceopt (the strategy
-// a plan describes), graph (the coders a report names), errcode, mtime (the rate
+// a plan describes), graph (the coders a report names), errcode, manifest
+// (the input manifests it converts), mtime (the rate
 // limiter's clock), io/pubsub (the broker's types, through the PubSub
 // interface), github.com/prometheus/client_golang and the standard library.
 // It knows nothing of the executor, the store or YAML, which it reaches

@@ -27,7 +27,8 @@ func serviceOptions(o client.JobOptions) record.JobOptions {
 // serviceSubmit is the service's form of a submission.
 func serviceSubmit(r client.SubmitRequest) service.SubmitRequest {
 	return service.SubmitRequest{Name: r.Name, Pipeline: r.Pipeline, PipelineFile: r.PipelineFile,
-		BaseDir: r.BaseDir, Options: serviceOptions(r.Options), ServiceOptions: r.ServiceOptions, RequestID: r.RequestID}
+		BaseDir: r.BaseDir, Options: serviceOptions(r.Options), ServiceOptions: r.ServiceOptions, RequestID: r.RequestID,
+		Partition: r.Partition, Manifest: r.Manifest}
 }
 
 // wireState is a job state's name.
@@ -96,6 +97,9 @@ func wireJob(in record.Job) client.Job {
 		StateLineage:          in.StateLineage,
 		Subscriptions:         in.Subscriptions,
 		CreatedFromSnapshotID: in.CreatedFromSnapshotID,
+		Partition:             in.Partition,
+		Manifest:              in.Manifest,
+		ManifestDigest:        in.ManifestDigest,
 		Error:                 in.Error,
 		LastCheckpoint:        wirePtr(in.LastCheckpoint, wireCheckpointInfo),
 		Checkpointing:         in.Checkpointing,

@@ -31,6 +31,12 @@ type SubmitRequest struct {
 	ServiceOptions []string `json:"service_options,omitempty"`
 	// RequestID makes the request idempotent for 24 hours.
 	RequestID string `json:"request_id,omitempty"`
+	// Partition is the partition a bounded job runs: the partition of the
+	// input manifests its file sources read.
+	Partition string `json:"partition,omitempty"`
+	// Manifest makes every file source of the job read this input
+	// manifest (at Partition) instead of its path.
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // SubmitResponse is the reply to a submission.

@@ -227,6 +227,19 @@ const (
 	// OutputExists: a file sink's path holds a file weir did not create,
 	// another job's output, or what an earlier job of the name wrote.
 	OutputExists Code = "OUTPUT_EXISTS"
+	// ManifestNotFound: no input manifest has this name (and partition).
+	ManifestNotFound Code = "MANIFEST_NOT_FOUND"
+	// ManifestExists: an input manifest of this name and partition exists
+	// with other content; a manifest is immutable: use a new partition or
+	// a new name.
+	ManifestExists Code = "MANIFEST_EXISTS"
+	// ManifestChanged: a file of a job's input manifest no longer has the
+	// size or content digest the manifest recorded; the message names the
+	// file. Nothing was read or written.
+	ManifestChanged Code = "MANIFEST_CHANGED"
+	// PartitionBusy: a partition run of this job name and partition is
+	// active; one writer per partition: wait for it or cancel it.
+	PartitionBusy Code = "PARTITION_BUSY"
 	// UnknownServiceOption: a service option's key is not one weir knows;
 	// the message lists the known keys.
 	UnknownServiceOption Code = "UNKNOWN_SERVICE_OPTION"
@@ -445,6 +458,10 @@ func registry() []Info {
 		{TableNotFound, svc, KindNotFound, http.StatusNotFound},
 		{TableNotStaged, svc, KindConflict, http.StatusConflict},
 		{OutputExists, svc, KindConflict, http.StatusConflict},
+		{ManifestNotFound, svc, KindNotFound, http.StatusNotFound},
+		{ManifestExists, svc, KindConflict, http.StatusConflict},
+		{ManifestChanged, svc, KindConflict, http.StatusConflict},
+		{PartitionBusy, svc, KindConflict, http.StatusConflict},
 		{UnknownServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{ConflictingServiceOptions, svc, KindInvalid, http.StatusBadRequest},

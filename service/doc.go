@@ -25,7 +25,8 @@
 // service/internal/inplace, service/internal/replace,
 // service/internal/rollback, service/internal/rewind,
 // service/internal/tables, service/record,
-// serviceopt, duration, errcode, state, yamlpipe (a submitted template's
+// serviceopt, duration, errcode, state, manifest (input manifests),
+// yamlpipe (a submitted template's
 // rendering), sandbox and diff (the pre-flight rehearsal of
 // weir_rehearse=required), io/pubsub (its retained input) and the standard
 // library. It must not import api, server or

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -31,11 +32,15 @@ func textSchema() *row.Schema {
 type textSource struct {
 	path, delim string
 	schema      *row.Schema
+	// m and inputs, when m is set, are the manifest files read instead
+	// of path, each checked against its size and digest first.
+	m      *manifest.Manifest
+	inputs []manifest.File
 }
 
 // Split implements contract.Source.
 func (s *textSource) Split(_ context.Context, _ int) ([]contract.SourceSplit, error) {
-	paths, err := files.Files(s.path)
+	paths, err := files.InputPaths(s.path, s.m, s.inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +126,8 @@ func splitAt(delim string) bufio.SplitFunc {
 }
 
 func buildReadFromText(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
-	path, pn, err := l.requireStr(t.config, "path", "ReadFromText config")
+	in, err := l.fileInput(t)
 	if err != nil {
-		return nil, err
-	}
-	path = l.path(path)
-	if err := l.checkPath(t, pn, path, true); err != nil {
 		return nil, err
 	}
 	delim, dn, err := l.optStr(t.config, "delimiter")
@@ -137,8 +138,8 @@ func buildReadFromText(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		return nil, l.errf(dn, "delimiter must not be empty")
 	}
 	schema := textSchema()
-	src := &textSource{path: path, delim: delim, schema: schema}
-	opts := stepOpts(t, weir.WithCoder(schema.Coder()), weir.WithSourceIdentity("file_text", path, true))
+	src := &textSource{path: in.path, delim: delim, schema: schema, m: in.m, inputs: in.files}
+	opts := stepOpts(t, weir.WithCoder(schema.Coder()), weir.WithSourceIdentity("file_text", in.identity, true))
 	out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
 	return rowsColl(schema, out), nil
 }

@@ -9,7 +9,8 @@
 // yamlpipe/jinja.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, io/files, io/pubsub, io/sqlsink, nexmark (the
+// runner/contract, row, io/files, manifest (the input manifests file
+// sources read), io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr,
 // yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
 // github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
@@ -115,6 +116,20 @@ type JobEnv struct {
 	// parallel replacement a subscription of its own this way. Steps not
 	// in it keep the default.
 	Subscriptions map[string]string
+	// Manifests gives the service's input manifests to file sources that
+	// read one (`manifest: NAME`); nil: such a source is refused (it needs
+	// a weir server).
+	Manifests ManifestStore
+	// Partition is the partition a job runs (`weir run --partition P`):
+	// the partition of the manifests its file sources read.
+	Partition string
+	// Manifest, when set (`weir run --manifest M`), makes every file
+	// source read manifest M at Partition instead of its path.
+	Manifest string
+	// ManifestDigest is Manifest's digest, which a partition run's
+	// publication log records (its file sources' first manifest's when
+	// empty).
+	ManifestDigest string
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK
@@ -197,10 +212,13 @@ type sideRef struct {
 
 // loader holds the state of one Load call.
 type loader struct {
-	file   string
-	opts   Options
-	specs  []*transformSpec
-	byName map[string]*transformSpec
+	file string
+	opts Options
+	// manifestDigest is the digest of the first manifest a file source
+	// read (a partition run's publication log records it).
+	manifestDigest string
+	specs          []*transformSpec
+	byName         map[string]*transformSpec
 	// ambiguous maps a type to its unnamed transforms when there are
 	// several (the first is named TYPE, the others TYPE@LINE).
 	ambiguous map[string][]*transformSpec

@@ -91,6 +91,15 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		cfg.Generation = job.Generation
 		cfg.Facade = job.SQLFacade
 		cfg.FacadeHeld = job.SQLFacade && job.SQLFacadeHeld
+		if job.Partition != "" {
+			// A partition run stages its rows and publishes them at its end.
+			digest := job.ManifestDigest
+			if digest == "" {
+				digest = l.manifestDigest
+			}
+			cfg.Stage = &sqlsink.Stage{Target: cfg.Table, JobName: job.Name, JobID: job.ID, Partition: job.Partition, ManifestDigest: digest}
+			cfg.Table = sqlsink.StageTable(cfg.Table, job.Partition, job.ID)
+		}
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
 	} else {

@@ -40,13 +40,13 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "Generate":
 		return &transformDef{keys: []string{"count", "keys", "rate", "spacing", "start", "seed", "max_amount"}, source: true, build: buildGenerate}, true
 	case "ReadFromJson":
-		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
 	case "ReadFromCsv":
-		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
 	case "ReadFromAvro":
-		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
 	case "ReadFromParquet":
-		return &transformDef{keys: []string{"path", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Parquet)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Parquet)}, true
 	case "WriteToParquet":
 		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Parquet)}, true
 	case "WriteToAvro":
@@ -86,7 +86,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "LogForTesting":
 		return &transformDef{keys: []string{"level", "prefix"}, build: buildLogForTesting}, true
 	case "ReadFromText":
-		return &transformDef{keys: []string{"path", "delimiter"}, source: true, build: buildReadFromText}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "delimiter"}, source: true, build: buildReadFromText}, true
 	case "WriteToText":
 		return &transformDef{keys: []string{"path"}, sink: true, build: buildWriteToText}, true
 	case "Join":
@@ -421,14 +421,15 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 
 func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {
 	return func(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
-		path, pn, err := l.requireStr(t.config, "path", t.typ+" config")
+		in, err := l.fileInput(t)
 		if err != nil {
 			return nil, err
 		}
-		path = l.path(path)
-		if err := l.checkPath(t, pn, path, true); err != nil {
-			return nil, err
+		pn := t.config.get("path")
+		if in.m != nil {
+			pn = t.config.get("manifest")
 		}
+		path := in.path
 		var schema *row.Schema
 		var dialect files.CSVOptions
 		sn := t.config.get("schema")
@@ -478,9 +479,10 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.errf(tn, "timestamp_field %q has type %s; want timestamp, int (epoch ms) or string", ts, schema.Fields[tsIdx].Type)
 			}
 		}
-		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect})
+		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect,
+			Manifest: in.m, Inputs: in.files})
 		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro", files.Parquet: "file_parquet"}[format]
-		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, path, true))...)
+		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, in.identity, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
 		l.registerErrors(t, out)
 		return rowsColl(schema, out), nil

@@ -43,6 +43,9 @@ type runFlags struct {
 	allowSource    bool
 	wait, noWait   bool
 	requestID      string
+	// manifest and partition bind the job's file sources to an input
+	// manifest's partition (manifests.go).
+	manifest, partition string
 }
 
 // unsupportedJobFlags returns the `weir run` flags of docs/ARCHITECTURE.md ("Contracts") that the
@@ -99,6 +102,7 @@ command prints its ID ({"id", "name"} with --format json) and waits for the
 job's first durable checkpoint or its end, exiting 1 with the job's error
 when it failed; --no-wait returns once the job is created, --wait follows it
 to its end (exit 0 on DONE or DRAINED, 1 on FAILED or CANCELLED; for a
+partition run, DONE once its final commit has published its staged rows; for a
 replacement job, through the replacement's phases: exit 0 at CUT_OVER, 1 at
 ROLLED_BACK or FAILED). Paths in the pipeline resolve against the current
 directory (sent as the job's base_dir). Without a job name, one is derived
@@ -172,6 +176,8 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.IntVar(&f.minNumWorkers, "min-num-workers", 0, "fewest workers the autoscaler may give the job (default 1)")
 	fl.Float64Var(&f.utilization, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
 	fl.StringVar(&f.autoscaling, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default with --max-num-workers) or NONE (no autoscaling)")
+	fl.StringVar(&f.manifest, "manifest", "", "read input manifest NAME (weir manifests create) in every file source instead of its path: the job reads exactly the manifest's files and is refused when one changed (MANIFEST_CHANGED); needs --partition and a weir server")
+	fl.StringVar(&f.partition, "partition", "", "the partition the bounded job runs: the partition of the manifests its file sources read (--manifest, or manifest: NAME in a source)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	fl.StringVar(&f.sourcePos, "source-positions", "", "with --create-from-snapshot: how Pub/Sub positions of another broker (an imported snapshot file's) translate: from-publish-time (suggested), earliest, latest or fail (the default)")
 	return cmd
@@ -224,6 +230,17 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if f.wait && f.noWait {
 		return usageErrorf("--wait and --no-wait exclude each other")
+	}
+	if f.manifest != "" && f.partition == "" {
+		return usageErrorf("--manifest %s needs --partition P: the partition of the manifest the job reads", f.manifest)
+	}
+	if (f.manifest != "" || f.partition != "") && !f.validateOnly {
+		if f.jobName == "" {
+			return withCode(ExitNeedsServer, fmt.Errorf("--manifest and --partition run a partition of a batch job on a weir server: give --job-name NAME"))
+		}
+		if f.update || f.fromSnapshot != "" || len(f.serviceOptions) > 0 {
+			return usageErrorf("--manifest and --partition start a new batch job: they do not go with --update, --create-from-snapshot or --service-options")
+		}
 	}
 	if f.fromSnapshot != "" {
 		return runFromSnapshot(cmd, e, path, f) // snapshots.go
@@ -334,7 +351,8 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// defaults, and a create-or-update of a running job keeps its values.
 	opts := f.givenJobOptions(cmd)
 	res, err := c.Submit(ctx, client.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
-		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID})
+		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID,
+		Manifest: f.manifest, Partition: f.partition})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
@@ -421,7 +439,9 @@ func followJob(ctx context.Context, e *env, c *client.Client, j *client.Job, unt
 			j = next
 			continue
 		}
-		if j.State.Terminal() || until != nil && until(j) {
+		// A partition run's end includes its final commit, which
+		// publishes its staged rows: wait for it too.
+		if j.State.Terminal() && !(j.Partition != "" && j.PendingCommit && j.State == client.StateDone) || until != nil && until(j) {
 			if progress && j.State.Terminal() {
 				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
 			}

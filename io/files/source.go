@@ -4,7 +4,8 @@
 // as JSON lines, CSV, Avro or Parquet. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner/contract, mtime, window, github.com/hamba/avro/v2
+// It may import row, runner/contract, mtime, window, manifest (the input
+// manifests a source reads instead of a path), github.com/hamba/avro/v2
 // (with its ocf package), github.com/parquet-go/parquet-go (with its format
 // package) and the standard library.
 package files
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -79,6 +81,12 @@ type SourceConfig struct {
 	Roots *Roots
 	// CSV is how CSV text is split (the delimiter, comment lines).
 	CSV CSVOptions
+	// Manifest, when set, makes the source read Inputs (files of the
+	// manifest) instead of Path: each is checked against its recorded
+	// size and digest when the source splits, before anything is read
+	// (an error wrapping manifest.ErrChanged names the file).
+	Manifest *manifest.Manifest
+	Inputs   []manifest.File
 }
 
 // CSVOptions are the dialect of a CSV file: Beam's ReadFromCsv delimiter
@@ -123,9 +131,27 @@ func Files(path string) ([]string, error) {
 	return m, nil
 }
 
+// InputPaths returns the files a source reads: with a manifest m, the
+// paths of inputs, each checked first against its recorded size and
+// digest (an error wrapping manifest.ErrChanged names the first that
+// changed); otherwise Files(path).
+func InputPaths(path string, m *manifest.Manifest, inputs []manifest.File) ([]string, error) {
+	if m == nil {
+		return Files(path)
+	}
+	if err := m.Verify(inputs); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(inputs))
+	for i, f := range inputs {
+		out[i] = f.Path
+	}
+	return out, nil
+}
+
 // Split returns one split per file (files cannot be split further).
 func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error) {
-	paths, err := Files(s.cfg.Path)
+	paths, err := InputPaths(s.cfg.Path, s.cfg.Manifest, s.cfg.Inputs)
 	if err != nil {
 		return nil, err
 	}

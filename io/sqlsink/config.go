@@ -138,6 +138,11 @@ type Config struct {
 	// OnMerge, when set, is called after each periodic merge the sink runs
 	// with what moved, or the merge's error (the commit still succeeds).
 	OnMerge func(MergeReport, error)
+	// Stage, when set, makes the sink a partition run's staged writer:
+	// Table is its staging table (StageTable), and Close, after the run's
+	// final commit, publishes the staged rows to Stage.Target in one
+	// transaction with a publication log entry (publish.go).
+	Stage *Stage
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -514,6 +514,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	workers := s.mu.workers
 	s.mu.workers = nil
 	epoch, checkpointed := s.mu.maxEpoch+1, s.mu.sawEpoch
+	staged := checkpointed // only a checkpointed run's end publishes (never a failed run's close)
 	pending := s.mu.pending
 	s.mu.pending = nil
 	s.mu.Unlock()
@@ -548,6 +549,16 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
+	if s.cfg.Stage != nil && staged && len(errs) == 0 && !s.db.closed {
+		// A checkpointed run's end: every epoch is in the staging table.
+		err := s.prepareLocked(ctx, true)
+		if err == nil {
+			err = s.publishLocked(ctx)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.db.opened && !s.db.closed {
 		if err := s.db.be.close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("table %s: disconnecting: %w", s.l.table, err))

@@ -224,6 +224,14 @@ type Job struct {
 	Subscriptions map[string]string `json:"subscriptions,omitempty"`
 	// CreatedFromSnapshotID names the snapshot the job started from.
 	CreatedFromSnapshotID string `json:"created_from_snapshot_id,omitempty"`
+	// Partition is the partition a bounded job runs (weir run
+	// --partition): the partition of the input manifests it reads.
+	Partition string `json:"partition,omitempty"`
+	// Manifest is the input manifest every file source of the job reads
+	// (weir run --manifest), and ManifestDigest its digest when the job
+	// was submitted.
+	Manifest       string `json:"manifest,omitempty"`
+	ManifestDigest string `json:"manifest_digest,omitempty"`
 	// Error is why a FAILED job failed.
 	Error          string          `json:"error,omitempty"`
 	LastCheckpoint *CheckpointInfo `json:"last_checkpoint,omitempty"`

@@ -14,7 +14,7 @@
 // answers a read; it never calls a flow by name.
 //
 // It may import service/record, runner, runner/contract, state, yamlpipe,
-// compat, errcode, graph, mtime, weir (the SDK root package, whose
+// manifest (the input manifests it stores), compat, errcode, graph, mtime, weir (the SDK root package, whose
 // pipelines yamlpipe and Go programs build),
 // github.com/cockroachdb/pebble/v2/vfs (the store's file system, which
 // tests replace) and the standard library. It names no connector: what it

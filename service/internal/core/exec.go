@@ -107,23 +107,6 @@ func UnmarshalJob(b []byte, j *record.Job) error {
 	return nil
 }
 
-// AccessCode is the code of a pipeline that does not load: what the
-// server's access rules or the loader's budgets refused, else
-// INVALID_PIPELINE.
-func AccessCode(err error) errcode.Code {
-	switch {
-	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
-		return errcode.PathNotAllowed
-	case errors.Is(err, yamlpipe.ErrSQLHostNotAllowed):
-		return errcode.SQLHostNotAllowed
-	case errors.Is(err, yamlpipe.ErrOutputExists):
-		return errcode.OutputExists
-	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
-		return errcode.PipelineBudgetExceeded
-	}
-	return errcode.InvalidPipeline
-}
-
 // load compiles j's pipeline for j's run.
 func (s *Core) Load(j *record.Job) (*weir.Pipeline, error) {
 	return s.loadYAML(j, false)
@@ -141,7 +124,8 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		return s.LoadProgram(j)
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
-		Subscriptions: j.Subscriptions}
+		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
+		ManifestDigest: j.ManifestDigest}
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
@@ -756,6 +740,12 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 		_, cp, err := s.Store.Restore(j.StateKey(), j.ID)
 		if err == nil && cp != nil {
 			err = runner.CommitRestored(ctx, p.Program(), cp)
+		}
+		if err == nil {
+			// Close the committed sinks: a partition run's staged sink
+			// publishes here when a crash came between its final commit
+			// and its publication (io/sqlsink, publish.go).
+			err = closeSinks(ctx, p.Program())
 		}
 		if err != nil {
 			log.Error("re-committing the final checkpoint", "error", err)

@@ -5,7 +5,9 @@ import (
 	"errors"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/service/record"
+	"github.com/weir-dev/weir/yamlpipe"
 
 	"github.com/weir-dev/weir/state"
 )
@@ -84,4 +86,46 @@ func (s *Core) Resolve(ref string) (*record.Job, error) {
 		}
 	}
 	return nil, errcode.Errorf(errcode.JobNotFound, "no job has the ID or name %q", ref)
+}
+
+// lineageForNewJob reads the lineage of name for a new job of it, refusing
+// while the service closes or while the name has an active job. The caller
+// holds the name's guard, so the answer stays true until it is released.
+func (s *Core) LineageForNewJob(name string) (*record.Lineage, error) {
+	if s.Closing.Load() {
+		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
+	}
+	l, err := s.ReadLineage(name)
+	if err != nil {
+		return nil, err
+	}
+	if l.ActiveJobID != "" {
+		active, err := s.ReadJob(l.ActiveJobID)
+		if err != nil {
+			return nil, errcode.Internalf("reading the active job of %q: %w", name, err)
+		}
+		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
+	}
+	return l, nil
+}
+
+// AccessCode is the code of a pipeline that does not load: what the
+// server's access rules or the loader's budgets refused, else
+// INVALID_PIPELINE.
+func AccessCode(err error) errcode.Code {
+	switch {
+	case errors.Is(err, yamlpipe.ErrPathNotAllowed):
+		return errcode.PathNotAllowed
+	case errors.Is(err, yamlpipe.ErrSQLHostNotAllowed):
+		return errcode.SQLHostNotAllowed
+	case errors.Is(err, yamlpipe.ErrOutputExists):
+		return errcode.OutputExists
+	case errors.Is(err, yamlpipe.ErrBudgetExceeded):
+		return errcode.PipelineBudgetExceeded
+	case errors.Is(err, manifest.ErrChanged):
+		return errcode.ManifestChanged
+	case errors.Is(err, manifest.ErrNotFound):
+		return errcode.ManifestNotFound
+	}
+	return errcode.InvalidPipeline
 }

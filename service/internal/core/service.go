@@ -352,6 +352,13 @@ type SubmitRequest struct {
 	// retry with the same ID gets the first answer (REQUEST_ID_REUSED when
 	// the request differs).
 	RequestID string
+	// Partition is the partition a bounded job runs: the partition of the
+	// input manifests its file sources read.
+	Partition string
+	// Manifest makes every file source read this input manifest (at
+	// Partition) instead of its path; its files are checked at
+	// submission (MANIFEST_CHANGED, MANIFEST_NOT_FOUND).
+	Manifest string
 }
 
 // submitNew creates and starts a new job of req (Submit without service
@@ -369,6 +376,14 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	if req.PipelineFile == "" {
 		req.PipelineFile = "pipeline.yaml"
 	}
+	var digest string
+	if req.Manifest != "" || req.Partition != "" {
+		d, err := s.checkBinding(req.Manifest, req.Partition)
+		if err != nil {
+			return nil, err
+		}
+		digest = d
+	}
 	unlock, err := s.LockName(ctx, req.Name) // lock order 1: the name's guard
 	if err != nil {
 		return nil, err
@@ -376,7 +391,7 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	defer unlock()
 	l, err := s.LineageForNewJob(req.Name)
 	if err != nil {
-		return nil, err
+		return nil, s.partitionBusy(req, err)
 	}
 	now := s.Now()
 	id, err := record.NewJobID(now)
@@ -385,7 +400,7 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	}
 	j := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-		BaseDir: req.BaseDir, Options: req.Options,
+		BaseDir: req.BaseDir, Options: req.Options, Partition: req.Partition, Manifest: req.Manifest, ManifestDigest: digest,
 		History: []record.StateChange{{State: record.StatePending, Time: now}}}
 	if err := s.Create(ctx, l, j); err != nil {
 		return nil, err
@@ -739,27 +754,6 @@ func (s *Core) AdmitChange(name, mappingJSON string, opts *record.JobOptions) (c
 		}
 	}
 	return mapping, nil
-}
-
-// lineageForNewJob reads the lineage of name for a new job of it, refusing
-// while the service closes or while the name has an active job. The caller
-// holds the name's guard, so the answer stays true until it is released.
-func (s *Core) LineageForNewJob(name string) (*record.Lineage, error) {
-	if s.Closing.Load() {
-		return nil, errcode.Errorf(errcode.ShuttingDown, "the weir server is shutting down; submit again once it is back")
-	}
-	l, err := s.ReadLineage(name)
-	if err != nil {
-		return nil, err
-	}
-	if l.ActiveJobID != "" {
-		active, err := s.ReadJob(l.ActiveJobID)
-		if err != nil {
-			return nil, errcode.Internalf("reading the active job of %q: %w", name, err)
-		}
-		return nil, errcode.Errorf(errcode.JobNameActive, "job name %q already has an active job, %s (%s): drain or cancel it first, or choose another name", name, active.ID, active.State)
-	}
-	return l, nil
 }
 
 // compatibleReport is the report of a request that ran no compatibility

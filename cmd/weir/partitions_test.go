@@ -1,0 +1,245 @@
+package main
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/internal/await"
+)
+
+// partitionPipeline is the reference fixture reading its input manifest
+// (bound by --manifest), totals upserted into table totals of the SQLite
+// file db, rejects logged.
+func partitionPipeline(db string) string {
+	return `pipeline:
+  transforms:
+    - type: ReadFromJson
+      name: Transactions
+      config: {path: unused.jsonl, schema: {region: string, amount: int}}
+    - type: Validate
+      name: CheckRegion
+      input: Transactions
+      config:
+        rules:
+          known_region: region in ["NORTH", "WEST"]
+      error_handling:
+        output: invalid
+    - type: Combine
+      name: Totals
+      input: CheckRegion
+      config:
+        group_by: region
+        combine:
+          total: {value: amount, fn: sum}
+    - type: WriteToSql
+      name: Write
+      input: Totals
+      config: {dsn: "` + db + `", table: totals, key: [region]}
+    - type: LogForTesting
+      name: LogRejects
+      input: CheckRegion.invalid
+`
+}
+
+// published reads the target table: partition → region → total.
+func published(t *testing.T, db string) map[string]map[string]int64 {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	out := map[string]map[string]int64{}
+	var n int
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'totals'`).Scan(&n); err != nil || n == 0 {
+		return out // nothing published yet
+	}
+	rows, err := conn.Query(`SELECT weir_partition, region, total FROM totals`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, r string
+		var n int64
+		if err := rows.Scan(&p, &r, &n); err != nil {
+			t.Fatal(err)
+		}
+		if out[p] == nil {
+			out[p] = map[string]int64{}
+		}
+		out[p][r] += n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// publications counts the publication log's entries of job and partition,
+// and the tables named like a staging table left in db.
+func publications(t *testing.T, db, job, partition string) (entries, staged int) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var logs int
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'weir_publications'`).Scan(&logs); err != nil {
+		t.Fatal(err)
+	}
+	if logs > 0 {
+		if err := conn.QueryRow(`SELECT COUNT(*) FROM weir_publications WHERE job_name = ? AND partition_id = ?`, job, partition).Scan(&entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'totals__stage_%'`).Scan(&staged); err != nil {
+		t.Fatal(err)
+	}
+	return entries, staged
+}
+
+// partitionWork writes the fixture's input for two partitions under work
+// and creates their manifests on srv.
+func partitionWork(t *testing.T, srv *serverProc, work string) {
+	t.Helper()
+	for _, d := range []string{"d1", "d2"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTestFile(t, filepath.Join(work, "d1"), "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n")
+	writeTestFile(t, filepath.Join(work, "d1"), "b.jsonl", `{"region": "NORTH", "amount": 175}`+"\n"+`{"region": "UNKNOWN", "amount": 50}`+"\n")
+	writeTestFile(t, filepath.Join(work, "d2"), "a.jsonl", `{"region": "WEST", "amount": 7}`+"\n")
+	srv.mustCLI(t, work, "manifests", "create", "sales", "--partition", "2026-12-01", "--files", "d1/*.jsonl")
+	srv.mustCLI(t, work, "manifests", "create", "sales", "--partition", "2026-12-02", "--files", "d2/*.jsonl")
+}
+
+// TestCLIPartitionPublish runs the reference fixture as partition runs
+// on a real server: the totals are published with their partition
+// (NORTH 425, WEST 100), a rerun of the same manifest publishes nothing
+// new, another partition leaves the first one's rows alone, and a second
+// writer of a running partition is refused.
+func TestCLIPartitionPublish(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	partitionWork(t, srv, work)
+
+	run := []string{"run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-01", "--wait"}
+	srv.mustCLI(t, work, run...)
+	want1 := map[string]int64{"NORTH": 425, "WEST": 100}
+	if got := published(t, db); len(got) != 1 || !sameTotals(got["2026-12-01"], want1) {
+		t.Fatalf("published %v, want 2026-12-01: %v", got, want1)
+	}
+	if n, staged := publications(t, db, "sales-daily", "2026-12-01"); n != 1 || staged != 0 {
+		t.Fatalf("publication log has %d entries and %d staging tables remain, want 1 and 0", n, staged)
+	}
+	// A rerun of the same manifest publishes nothing new.
+	srv.mustCLI(t, work, run...)
+	if n, _ := publications(t, db, "sales-daily", "2026-12-01"); n != 1 {
+		t.Errorf("after a rerun the publication log has %d entries, want 1", n)
+	}
+	// Another partition: its own rows, the first partition's untouched.
+	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-02", "--wait")
+	got := published(t, db)
+	if len(got) != 2 || !sameTotals(got["2026-12-01"], want1) || !sameTotals(got["2026-12-02"], map[string]int64{"WEST": 7}) {
+		t.Errorf("published %v", got)
+	}
+}
+
+func sameTotals(got, want map[string]int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCLIPartitionPublishCrash kills the server (kill -9) at the seeded
+// points of a publication — staged but not published, and published but
+// not recorded as done — restarts it and checks that the partition ends
+// published exactly once with exactly the fixture's totals.
+func TestCLIPartitionPublishCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	for _, point := range []string{"before-publish", "after-publish"} {
+		t.Run(point, func(t *testing.T) {
+			data, work := t.TempDir(), t.TempDir()
+			db := filepath.Join(work, "out.db")
+			writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+			t.Setenv("WEIR_TEST_PUBLISH_CRASH", point)
+			srv := startServer(t, data)
+			os.Unsetenv("WEIR_TEST_PUBLISH_CRASH") // the server has it; its successor will not
+			partitionWork(t, srv, work)
+			srv.cli(work, "run", "p.yaml", "--job-name", "sales-crash", "--manifest", "sales", "--partition", "2026-12-01", "--no-wait")
+			select {
+			case <-srv.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the server was not killed at %s\nlog:\n%s", point, srv.log())
+			}
+			// The kill came at the seeded point: the rows are staged, and
+			// published (with their log entry) only after the commit.
+			n, staged := publications(t, db, "sales-crash", "2026-12-01")
+			got := published(t, db)
+			switch {
+			case staged != 1:
+				t.Fatalf("killed at %s: %d staging tables, want 1", point, staged)
+			case point == "before-publish" && (len(got) != 0 || n != 0):
+				t.Fatalf("killed before publishing, the target holds %v and the log %d entries", got, n)
+			case point == "after-publish" && (len(got) != 1 || n != 1):
+				t.Fatalf("killed after publishing, the target holds %v and the log %d entries", got, n)
+			}
+			srv2 := startServer(t, data)
+			var m map[string]any
+			if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+				m = srv2.describe("sales-crash")
+				n, staged := publications(t, db, "sales-crash", "2026-12-01")
+				return m["state"] == "DONE" && m["pending_commit"] != true && n == 1 && staged == 0
+			}) {
+				n, staged := publications(t, db, "sales-crash", "2026-12-01")
+				t.Fatalf("after the restart: state %v, %d publications, %d staging tables\nlog:\n%s", m["state"], n, staged, srv2.log())
+			}
+			if got := published(t, db); len(got) != 1 || !sameTotals(got["2026-12-01"], map[string]int64{"NORTH": 425, "WEST": 100}) {
+				t.Errorf("published %v", got)
+			}
+		})
+	}
+}
+
+// TestCLIPartitionBusy: one writer per partition. While a run of a name and
+// partition is active, a second run of them is refused (PARTITION_BUSY),
+// and one of another partition of the name with JOB_NAME_ACTIVE.
+func TestCLIPartitionBusy(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "busy.yaml", `pipeline:
+  transforms:
+    - type: Generate
+      name: Ticks
+      config: {rate: 10}
+    - type: LogForTesting
+      name: Log
+      input: Ticks
+`)
+	srv.mustCLI(t, work, "run", "busy.yaml", "--job-name", "busy", "--partition", "p1", "--no-wait")
+	srv.waitJob("busy", "RUNNING", stateIs("RUNNING"))
+	for _, tc := range []struct{ partition, code string }{{"p1", "PARTITION_BUSY"}, {"p2", "JOB_NAME_ACTIVE"}} {
+		r := srv.cli(work, "run", "busy.yaml", "--job-name", "busy", "--partition", tc.partition, "--no-wait")
+		if r.code != ExitFailure || !strings.Contains(r.stderr, tc.code) {
+			t.Errorf("second run of partition %s: exit %d, stderr %q; want %s", tc.partition, r.code, r.stderr, tc.code)
+		}
+	}
+	srv.mustCLI(t, work, "jobs", "cancel", "busy", "--wait")
+}
