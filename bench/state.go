@@ -64,13 +64,19 @@ type StateOutcome struct {
 	CheckpointEntries          int64   `json:"checkpoint_entries"`
 	CheckpointEntryBytesPerKey float64 `json:"checkpoint_entry_bytes_per_key"`
 	// FullCheckpointMillis is the time to take, write (synced) and commit
-	// the checkpoint that covers every key.
+	// the checkpoint that covers every key; FullTakeMillis and
+	// FullWriteMillis are its first two parts (the runner's barrier and
+	// encoding; the store's synced batch).
 	FullCheckpointMillis float64 `json:"full_checkpoint_ms"`
+	FullTakeMillis       float64 `json:"full_take_ms"`
+	FullWriteMillis      float64 `json:"full_write_ms"`
 	// ChangedKeys is how many keys (1% of Keys, at least 1) received one
 	// more element after the full checkpoint; ChangedCheckpointMillis and
 	// ChangedCheckpointEntries are the next checkpoint's time and entries.
 	ChangedKeys              int64   `json:"changed_keys"`
 	ChangedCheckpointMillis  float64 `json:"changed_checkpoint_ms"`
+	ChangedTakeMillis        float64 `json:"changed_take_ms"`
+	ChangedWriteMillis       float64 `json:"changed_write_ms"`
 	ChangedCheckpointEntries int64   `json:"changed_checkpoint_entries"`
 	// FillSeconds is how long the job took to read every key once.
 	FillSeconds float64 `json:"fill_s"`
@@ -226,8 +232,10 @@ func (s *cappedSplit) Read(ctx context.Context, buf []contract.Element) (contrac
 	next := int64(binary.BigEndian.Uint64(pos))
 	allowed := (s.c.limit.Load() - next + s.stride - 1) / s.stride
 	if allowed <= 0 {
-		// Idle: wait for a raise (or briefly), emitting nothing.
-		t := time.NewTimer(100 * time.Millisecond)
+		// Idle: wait for a raise, emitting nothing; return every 10ms so
+		// that a checkpoint's barrier is injected soon, as a broker
+		// source's short poll does.
+		t := time.NewTimer(10 * time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -364,19 +372,25 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 		return out, err
 	}
 	const lineage, jobID = "bench-state", "job-1"
-	checkpoint := func(x *runner.Execution) (*contract.Checkpoint, time.Duration, error) {
+	// checkpoint returns the checkpoint and the milliseconds it took in
+	// all, to take and to write.
+	checkpoint := func(x *runner.Execution) (*contract.Checkpoint, [3]float64, error) {
+		var ms [3]float64
 		start := time.Now()
 		cp, err := x.Checkpoint(ctx)
 		if err != nil {
-			return nil, 0, fmt.Errorf("taking a checkpoint: %w", err)
+			return nil, ms, fmt.Errorf("taking a checkpoint: %w", err)
 		}
+		ms[1] = millisSince(start)
 		if err := store.WriteCheckpoint(lineage, jobID, cp, nil); err != nil {
-			return nil, 0, fmt.Errorf("writing a checkpoint: %w", err)
+			return nil, ms, fmt.Errorf("writing a checkpoint: %w", err)
 		}
+		ms[2] = millisSince(start) - ms[1]
 		if err := x.Commit(ctx, cp); err != nil {
-			return nil, 0, fmt.Errorf("committing a checkpoint: %w", err)
+			return nil, ms, fmt.Errorf("committing a checkpoint: %w", err)
 		}
-		return cp, time.Since(start), nil
+		ms[0] = millisSince(start)
+		return cp, ms, nil
 	}
 
 	before := liveHeap()
@@ -417,7 +431,7 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	if err != nil {
 		return out, err
 	}
-	out.FullCheckpointMillis = float64(took.Microseconds()) / 1000
+	out.FullCheckpointMillis, out.FullTakeMillis, out.FullWriteMillis = took[0], took[1], took[2]
 	out.CheckpointEntries = int64(len(cp.State))
 	var entryBytes int64
 	for _, e := range cp.State {
@@ -452,7 +466,7 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	if err != nil {
 		return out, err
 	}
-	out.ChangedCheckpointMillis = float64(took.Microseconds()) / 1000
+	out.ChangedCheckpointMillis, out.ChangedTakeMillis, out.ChangedWriteMillis = took[0], took[1], took[2]
 	out.ChangedCheckpointEntries = int64(len(cp.State))
 	if got := src.emitted.Load(); got != cfg.Keys+out.ChangedKeys {
 		return out, fmt.Errorf("%w: the source emitted %d elements, want %d", ErrMismatch, got, cfg.Keys+out.ChangedKeys)
