@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,6 +35,10 @@ type StateConfig struct {
 	Workers int
 	// Dir holds the state store (a Pebble directory, created under it).
 	Dir string
+	// HeapProfile, when set, is a path prefix: heap profiles are written
+	// to HeapProfile+"-held.pprof" at the heap reading while the keys are
+	// held and to HeapProfile+"-after-cp.pprof" after the full checkpoint.
+	HeapProfile string
 }
 
 // StateOutcome is what one run of the state benchmark measured.
@@ -285,6 +291,26 @@ func dirSize(dir string) (int64, error) {
 	return n, nil
 }
 
+// writeHeapProfile writes a heap profile to prefix+suffix, when prefix
+// is set.
+func writeHeapProfile(prefix, suffix string) error {
+	if prefix == "" {
+		return nil
+	}
+	f, err := os.Create(prefix + suffix)
+	if err != nil {
+		return fmt.Errorf("creating the heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the heap profile %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return nil
+}
+
 // liveHeap is HeapAlloc after two collections: the live heap.
 func liveHeap() int64 {
 	runtime.GC()
@@ -427,6 +453,9 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	}
 	out.FillSeconds = time.Since(start).Seconds()
 	held := liveHeap()
+	if err := writeHeapProfile(cfg.HeapProfile, "-held.pprof"); err != nil {
+		return out, err
+	}
 	out.HeapBytes = held - before
 	out.HeapBytesPerKey = float64(out.HeapBytes) / float64(cfg.Keys)
 
@@ -450,6 +479,9 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 		out.HeapBytesPerHeldKey = float64(out.HeapBytes) / float64(out.KeysHeld)
 	}
 	out.HeapBytesPerKeyAfterCheckpoint = float64(liveHeap()-before) / float64(cfg.Keys)
+	if err := writeHeapProfile(cfg.HeapProfile, "-after-cp.pprof"); err != nil {
+		return out, err
+	}
 
 	// 1% of the keys change: one more element each, then a checkpoint.
 	out.ChangedKeys = max(cfg.Keys/100, 1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -37,7 +38,7 @@ func stateTarget(job string) float64 {
 func newBenchStateCommand(e *env) *cobra.Command {
 	var keys, jobs []string
 	var workers int
-	var format string
+	var format, heapProfile string
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "State size per key: live heap and checkpoint bytes of a count-and-sum job, checkpoint time full and at 1% changed",
@@ -90,7 +91,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 			var runs []stateRun
 			for _, job := range jobs {
 				for _, n := range counts {
-					r, err := runStateChild(cmd, e, exe, job, n, workers)
+					r, err := runStateChild(cmd, e, exe, job, n, workers, heapProfile)
 					if err != nil {
 						return err
 					}
@@ -126,6 +127,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 	fl.StringSliceVar(&keys, "keys", []string{"100000", "1000000"}, "distinct keys held, comma-separated (one run each)")
 	fl.StringSliceVar(&jobs, "job", []string{"sdk", "yaml"}, "jobs to measure: sdk, yaml (comma-separated)")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
+	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
 	addFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchStateChildCommand(e))
 	return cmd
@@ -133,7 +135,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 
 // runStateChild runs one measurement in a fresh process, so that its heap
 // is the job's alone.
-func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers int) (stateRun, error) {
+func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers int, profileDir string) (stateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-state-")
 	if err != nil {
 		return stateRun{}, withCode(ExitFailure, fmt.Errorf("creating a directory for the state store: %w", err))
@@ -141,6 +143,9 @@ func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(cmd.Context(), exe, "bench", "state", "child", "--job", job, "--keys", strconv.FormatInt(n, 10),
 		"--workers", strconv.Itoa(workers), "--dir", dir)
+	if profileDir != "" {
+		c.Args = append(c.Args, "--heap-profile", filepath.Join(profileDir, fmt.Sprintf("state-%s-%d", job, n)))
+	}
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, e.stderr
 	e.logger.Info("running", "job", job, "keys", n)
@@ -187,5 +192,6 @@ func newBenchStateChildCommand(e *env) *cobra.Command {
 	fl.Int64Var(&cfg.Keys, "keys", 100000, "distinct keys held")
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
+	fl.StringVar(&cfg.HeapProfile, "heap-profile", "", "path prefix of the heap profiles")
 	return cmd
 }
