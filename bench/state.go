@@ -84,6 +84,15 @@ type StateOutcome struct {
 	ChangedTakeMillis        float64 `json:"changed_take_ms"`
 	ChangedWriteMillis       float64 `json:"changed_write_ms"`
 	ChangedCheckpointEntries int64   `json:"changed_checkpoint_entries"`
+	// FixedChangedKeys is how many keys (fixedChangedKeys, or all when
+	// fewer are held) then received one more element each, whatever the
+	// keys held; FixedChangedCheckpointMillis and
+	// FixedChangedCheckpointEntries are the next checkpoint's time and
+	// entries. Across key counts, this time should not grow with the keys
+	// held.
+	FixedChangedKeys              int64   `json:"fixed_changed_keys"`
+	FixedChangedCheckpointMillis  float64 `json:"fixed_changed_checkpoint_ms"`
+	FixedChangedCheckpointEntries int64   `json:"fixed_changed_checkpoint_entries"`
 	// FillSeconds is how long the job took to read every key once.
 	FillSeconds float64 `json:"fill_s"`
 	// GOMAXPROCS, GoVersion and LoadAverage describe where it ran.
@@ -91,6 +100,10 @@ type StateOutcome struct {
 	GoVersion   string  `json:"go_version"`
 	LoadAverage float64 `json:"load_average"`
 }
+
+// fixedChangedKeys is how many keys change before the state benchmark's
+// last checkpoint, whatever the keys held.
+const fixedChangedKeys = 1000
 
 // StateYAMLText returns the YAML pipeline of the state benchmark's yaml
 // job: Generate (unbounded; the benchmark caps it) → MapToFields in
@@ -483,28 +496,40 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 		return out, err
 	}
 
-	// 1% of the keys change: one more element each, then a checkpoint.
+	// change lets n more elements through (n keys get one more element
+	// each), waits until the keyed step read them and checkpoints.
+	emitted := cfg.Keys
+	change := func(n int64) (*contract.Checkpoint, [3]float64, error) {
+		_, in0 := keyedMetrics(x)
+		emitted += n
+		src.raise(emitted)
+		if err := pollUntil(ctx, "the job read the changed keys", func() bool {
+			_, in := keyedMetrics(x)
+			return in >= in0+n || failed()
+		}); err != nil {
+			return nil, [3]float64{}, err
+		}
+		if failed() {
+			_, err := x.Wait()
+			return nil, [3]float64{}, fmt.Errorf("the %s job ended while changing its state: %w", cfg.Job, err)
+		}
+		return checkpoint(x)
+	}
+	// 1% of the keys change, then a fixed number (whatever the keys held).
 	out.ChangedKeys = max(cfg.Keys/100, 1)
-	_, in0 := keyedMetrics(x)
-	src.raise(cfg.Keys + out.ChangedKeys)
-	if err := pollUntil(ctx, "the job read the changed keys", func() bool {
-		_, in := keyedMetrics(x)
-		return in >= in0+out.ChangedKeys || failed()
-	}); err != nil {
-		return out, err
-	}
-	if failed() {
-		_, err := x.Wait()
-		return out, fmt.Errorf("the %s job ended while changing its state: %w", cfg.Job, err)
-	}
-	cp, took, err = checkpoint(x)
-	if err != nil {
+	if cp, took, err = change(out.ChangedKeys); err != nil {
 		return out, err
 	}
 	out.ChangedCheckpointMillis, out.ChangedTakeMillis, out.ChangedWriteMillis = took[0], took[1], took[2]
 	out.ChangedCheckpointEntries = int64(len(cp.State))
-	if got := src.emitted.Load(); got != cfg.Keys+out.ChangedKeys {
-		return out, fmt.Errorf("%w: the source emitted %d elements, want %d", ErrMismatch, got, cfg.Keys+out.ChangedKeys)
+	out.FixedChangedKeys = min(cfg.Keys, fixedChangedKeys)
+	if cp, took, err = change(out.FixedChangedKeys); err != nil {
+		return out, err
+	}
+	out.FixedChangedCheckpointMillis = took[0]
+	out.FixedChangedCheckpointEntries = int64(len(cp.State))
+	if got := src.emitted.Load(); got != emitted {
+		return out, fmt.Errorf("%w: the source emitted %d elements, want %d", ErrMismatch, got, emitted)
 	}
 	return out, nil
 }

@@ -43,6 +43,10 @@ func TestRunStateSane(t *testing.T) {
 				t.Errorf("the 1%%-changed checkpoint wrote %d entries, want between %d and the full checkpoint's %d",
 					out.ChangedCheckpointEntries, out.ChangedKeys, out.CheckpointEntries)
 			}
+			if out.FixedChangedKeys != 1000 || out.FixedChangedCheckpointEntries != out.FixedChangedKeys {
+				t.Errorf("the fixed-change checkpoint wrote %d entries for %d changed keys, want 1000 for 1000",
+					out.FixedChangedCheckpointEntries, out.FixedChangedKeys)
+			}
 		})
 	}
 }
