@@ -17,6 +17,11 @@
 // append pipeline for publish-to-commit latency. Every SQL table is checked
 // against the published messages; the harness fails loudly otherwise.
 //
+// state: a streaming count-and-sum per string key (Go SDK or YAML) whose
+// source emits each of N keys once and then idles; it measures the live
+// heap and the checkpoint's bytes per key held, and the checkpoint time for
+// all keys and after 1% of them changed (RunState, `weir bench state`).
+//
 // Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
 // mtime, window, yamlpipe, io/pubsub, state, github.com/nats-io/nats.go (to
 // publish asynchronously and to consume as the raw reference does) and the

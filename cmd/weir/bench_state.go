@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/bench"
+)
+
+// stateRun is one row of `weir bench state`: an outcome with the child's
+// peak memory and the issue's target for its job.
+type stateRun struct {
+	bench.StateOutcome
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// TargetHeapBytesPerKey is the goal for the heap per key (≤ 200 bytes
+	// for YAML, ≤ 100 for the SDK); TargetMet says whether it is reached.
+	TargetHeapBytesPerKey float64 `json:"target_heap_bytes_per_key"`
+	TargetMet             bool    `json:"target_met"`
+}
+
+// stateTarget is the heap-per-key goal of a job, in bytes.
+func stateTarget(job string) float64 {
+	if job == "yaml" {
+		return 200
+	}
+	return 100
+}
+
+func newBenchStateCommand(e *env) *cobra.Command {
+	var keys, jobs []string
+	var workers int
+	var format, heapProfile string
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "State size per key: live heap and checkpoint bytes of a count-and-sum job, checkpoint time full and at 1% changed",
+		Long: `state runs a streaming job that holds N distinct keys of a count-and-sum per
+key (a string key "key-i", two int64 accumulators, the global window, so
+nothing is ever emitted) with checkpoints into a Pebble state store, one
+child process per job and key count. The source emits each key once, then
+idles. It measures:
+
+  heap B/key      live heap (HeapAlloc after two GCs) while the job holds
+                  the keys, minus the same before it started, over N; also
+                  after the full checkpoint
+  held            the keys the keyed step reports holding
+  cp B/key        the state store directory's growth on disk after the
+                  checkpoint covering every key, over N; and the
+                  checkpoint's own key+value bytes per key
+  full cp ms      time to take, write (synced) and commit that checkpoint
+  1% cp ms        the same after 1% of the keys received one more element
+  1000 keys cp ms the same after 1,000 keys received one more element
+                  (the same work whatever the keys held)
+
+--job sdk is a Go SDK pipeline (Generate -> CombinePerKey); --job yaml is the
+YAML pipeline Generate -> MapToFields -> Combine (count, sum by key) loaded
+with yamlpipe and run in-process, its unbounded Generate capped at N
+elements by the benchmark. The targets shown are issue 25's: heap
+≤ 200 B/key for YAML, ≤ 100 B/key for the SDK.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			var counts []int64
+			for _, k := range keys {
+				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
+				if err != nil || n < 1 {
+					return usageErrorf("--keys: %q is not a positive number", k)
+				}
+				counts = append(counts, n)
+			}
+			for _, j := range jobs {
+				if j != "sdk" && j != "yaml" {
+					return usageErrorf("--job: %q is neither sdk nor yaml", j)
+				}
+			}
+			if workers < 1 {
+				return usageErrorf("--workers must be at least 1")
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+			}
+			var runs []stateRun
+			for _, job := range jobs {
+				for _, n := range counts {
+					r, err := runStateChild(cmd, e, exe, job, n, workers, heapProfile)
+					if err != nil {
+						return err
+					}
+					runs = append(runs, r)
+				}
+			}
+			if format == formatJSON {
+				return writeJSON(e.stdout, runs)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tPEAK RSS MiB\t")
+			for _, r := range runs {
+				met := "missed"
+				if r.TargetMet {
+					met = "met"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t≤ %.0f %s\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%.1f\t%.0f\t\n", r.Job, r.Keys, r.KeysHeld,
+					r.HeapBytesPerKey, r.HeapBytesPerKeyAfterCheckpoint, r.TargetHeapBytesPerKey, met, r.CheckpointBytesPerKey,
+					r.CheckpointEntryBytesPerKey, r.FullCheckpointMillis, r.ChangedKeys, r.ChangedCheckpointMillis,
+					r.ChangedCheckpointEntries, r.FixedChangedCheckpointMillis, float64(r.PeakRSSBytes)/(1<<20))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(runs) > 0 {
+				r := runs[0]
+				fmt.Fprintf(e.stdout, "GOMAXPROCS %d, %s, load average %.2f at the first run\n", r.GOMAXPROCS, r.GoVersion, r.LoadAverage)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&keys, "keys", []string{"100000", "1000000"}, "distinct keys held, comma-separated (one run each)")
+	fl.StringSliceVar(&jobs, "job", []string{"sdk", "yaml"}, "jobs to measure: sdk, yaml (comma-separated)")
+	fl.IntVar(&workers, "workers", 2, "workers of the job")
+	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
+	addFormatFlag(cmd, &format)
+	cmd.AddCommand(newBenchStateChildCommand(e))
+	return cmd
+}
+
+// runStateChild runs one measurement in a fresh process, so that its heap
+// is the job's alone.
+func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers int, profileDir string) (stateRun, error) {
+	dir, err := os.MkdirTemp("", "weir-bench-state-")
+	if err != nil {
+		return stateRun{}, withCode(ExitFailure, fmt.Errorf("creating a directory for the state store: %w", err))
+	}
+	defer os.RemoveAll(dir)
+	c := exec.CommandContext(cmd.Context(), exe, "bench", "state", "child", "--job", job, "--keys", strconv.FormatInt(n, 10),
+		"--workers", strconv.Itoa(workers), "--dir", dir)
+	if profileDir != "" {
+		c.Args = append(c.Args, "--heap-profile", filepath.Join(profileDir, fmt.Sprintf("state-%s-%d", job, n)))
+	}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, e.stderr
+	e.logger.Info("running", "job", job, "keys", n)
+	if err := c.Run(); err != nil {
+		return stateRun{}, withCode(ExitFailure, fmt.Errorf("bench state, %s job with %d keys: %w", job, n, err))
+	}
+	var r stateRun
+	if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.StateOutcome); err != nil {
+		return stateRun{}, withCode(ExitFailure, fmt.Errorf("reading the outcome of the %s job with %d keys: %w", job, n, err))
+	}
+	r.PeakRSSBytes = childPeakRSS(c)
+	r.TargetHeapBytesPerKey = stateTarget(job)
+	r.TargetMet = r.HeapBytesPerKey <= r.TargetHeapBytesPerKey
+	return r, nil
+}
+
+// newBenchStateChildCommand is the hidden command one measurement of
+// `weir bench state` runs in its own process.
+func newBenchStateChildCommand(e *env) *cobra.Command {
+	var cfg bench.StateConfig
+	cmd := &cobra.Command{
+		Use:    "child",
+		Short:  "Run one state measurement in this process (used by weir bench state)",
+		Hidden: true,
+		Args:   exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Dir == "" {
+				return usageErrorf("--dir is required")
+			}
+			out, err := bench.RunState(cmd.Context(), cfg)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return withCode(ExitFailure, err)
+			}
+			_, err = fmt.Fprintln(e.stdout, string(b))
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Job, "job", "sdk", "sdk or yaml")
+	fl.Int64Var(&cfg.Keys, "keys", 100000, "distinct keys held")
+	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
+	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
+	fl.StringVar(&cfg.HeapProfile, "heap-profile", "", "path prefix of the heap profiles")
+	return cmd
+}
