@@ -98,3 +98,30 @@ func TestCancelInterruptsComprehension(t *testing.T) {
 		t.Fatalf("EvalError made %v of the interruption", got)
 	}
 }
+
+// The cost budget is per evaluation: a worker evaluating a cost-tracked
+// expression over many elements never runs out of it (a job computing
+// 'key-' + string(id % n) failed every element after about a million rows
+// when the worker's reused frame kept one tracker for all of them).
+func TestBudgetIsPerElement(t *testing.T) {
+	schema := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindInt)}, row.Field{Name: "s", Type: row.Of(row.KindString)})
+	sc, err := NewScope(schema, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, typ, err := sc.Compile("'key-' + string(id % 1000) + s.upperAscii()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := NewActivation(sc)
+	pc := contract.NewProcessContext(context.Background(), nil, nil, nil, 0)
+	s := strings.Repeat("x", 200)
+	// Each evaluation costs a few tens; CostLimit of them would exhaust a
+	// budget shared across evaluations many times over.
+	for i := int64(0); i < 200_000; i++ {
+		act.Reset(&row.Row{Schema: schema, Values: []any{i, s}}, &pc)
+		if _, err := act.EvalValue(p, RowType(typ)); err != nil {
+			t.Fatalf("element %d: %v", i, err)
+		}
+	}
+}

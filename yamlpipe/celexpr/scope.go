@@ -199,6 +199,10 @@ type Program struct {
 	// loop is true when the expression has a comprehension: it is
 	// evaluated under the run's context (see limits.go).
 	loop bool
+	// tracked is true when the program runs under CEL's cost and memory
+	// accounting (its cost is not bounded statically): each evaluation
+	// starts with a fresh budget.
+	tracked bool
 }
 
 // Compile type-checks expr and returns its Program and output type.
@@ -212,15 +216,15 @@ func (sc *Scope) Compile(expr string) (*Program, *cel.Type, error) {
 		}
 		return nil, nil, iss.Err()
 	}
-	opts := sc.prgOpt
+	opts, tracked := sc.prgOpt, false
 	if !sc.boundedCost(ast) {
-		opts = sc.tracked
+		opts, tracked = sc.tracked, true
 	}
 	prg, err := sc.env.Program(ast, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the expression: %w", err)
 	}
-	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep())}, ast.OutputType(), nil
+	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep()), tracked: tracked}, ast.OutputType(), nil
 }
 
 // FieldsHint lists the variables an expression may use, for messages.
@@ -323,6 +327,12 @@ func (a *Activation) eval(p *Program) (ref.Val, error) {
 			return nil, err
 		}
 		a.frame = f
+	}
+	if p.tracked {
+		// The budgets are per element: the interpreter keeps the tracker
+		// it finds in the frame, so the reused frame must not hand one
+		// evaluation's spent budget to the next (it starts a fresh one).
+		a.frame.SetCostTracker(nil)
 	}
 	v, _, err := p.prg.Eval(a.frame)
 	return v, evalErr(nil, err)
