@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,13 +13,11 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/state"
-	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // finalCheckpointTimeout bounds the checkpoints taken when a job ends or
@@ -98,96 +95,6 @@ func (jr *Run) metricsOf(now time.Time, res *runner.Result) *record.JobMetrics {
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	return jr.withBase(jr.sampler.metrics(now, res, jr.Prog.Code, jr.Prog.Graph, jr.DeadLetters.Load()))
-}
-
-func UnmarshalJob(b []byte, j *record.Job) error {
-	if err := json.Unmarshal(b, j); err != nil {
-		return fmt.Errorf("decoding a job record: %w", err)
-	}
-	return nil
-}
-
-// load compiles j's pipeline for j's run.
-func (s *Core) Load(j *record.Job) (*weir.Pipeline, error) {
-	return s.loadYAML(j, false)
-}
-
-// loadGraph compiles j's pipeline for its graph only (yamlpipe's
-// GraphOnly: no sink checks its table), for the compatibility check of a
-// pipeline that does not load for a run. The result must not be run.
-func (s *Core) LoadGraph(j *record.Job) (*weir.Pipeline, error) {
-	return s.loadYAML(j, true)
-}
-
-func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
-	if j.SDK == record.SDKGo {
-		return s.LoadProgram(j)
-	}
-	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
-		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
-		ManifestDigest: j.ManifestDigest}
-	for _, f := range s.flows {
-		f.Environment(j, env)
-	}
-	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
-		Access: s.Opts.Access, CheckOutputs: !graphOnly,
-		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
-	if err != nil {
-		code := AccessCode(err)
-		if errors.Is(err, yamlpipe.ErrIdentifierTooLong) {
-			code = errcode.SQLIdentifierTooLong
-		}
-		if errors.Is(err, yamlpipe.ErrSchemaChange) {
-			code = errcode.SQLSchemaChangeRefused
-		}
-		return nil, errcode.Errorf(code, "%w", err)
-	}
-	if err := p.Err(); err != nil {
-		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
-	}
-	if !graphOnly {
-		prog := p.Program()
-		for _, f := range s.flows {
-			f.Program(j, prog)
-		}
-	}
-	return p, nil
-}
-
-// delivery says which guarantee prog can give when checkpointed: exactly
-// once only if every source resumes from positions and every sink commits
-// per epoch.
-func delivery(prog *contract.Program, checkpointed bool) (string, string) {
-	if !checkpointed {
-		return record.DeliveryAtLeastOnce, "the job takes no checkpoints: after a restart it runs again from the beginning of its sources"
-	}
-	var sources, sinks []string
-	for _, st := range prog.Graph.Steps {
-		code := prog.Code[st.Name]
-		switch st.Kind {
-		case graph.KindSource:
-			if _, ok := code.(contract.ResumableSource); !ok {
-				sources = append(sources, st.Name)
-			}
-		case graph.KindSink:
-			if _, ok := code.(contract.TransactionalSink); !ok {
-				sinks = append(sinks, st.Name)
-			}
-		}
-	}
-	sort.Strings(sources)
-	sort.Strings(sinks)
-	var notes []string
-	if len(sources) > 0 {
-		notes = append(notes, fmt.Sprintf("source(s) %s cannot resume from a checkpoint and restart from their beginning after a restart", strings.Join(sources, ", ")))
-	}
-	if len(sinks) > 0 {
-		notes = append(notes, fmt.Sprintf("sink(s) %s write outside checkpoints (file sinks are for batch runs)", strings.Join(sinks, ", ")))
-	}
-	if len(notes) == 0 {
-		return record.DeliveryExactlyOnce, ""
-	}
-	return record.DeliveryAtLeastOnce, strings.Join(notes, "; ")
 }
 
 // launch starts j's execution: from its last checkpoint when it has one
