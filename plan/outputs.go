@@ -144,8 +144,8 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		}
 	}
 	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc))
-	if nc != nil && nc.layout() == "staged" {
-		markRenames(s.Columns)
+	if nc != nil {
+		markRenames(s.Columns, nc.layout() == "staged")
 	}
 	for _, c := range s.Columns {
 		switch c.Action {
@@ -231,15 +231,20 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool)
 	return cols
 }
 
-// markRenames refuses, for a staged table, a new column beside a removed
-// one of the same type: the sink takes it for a rename, which it does not
-// apply in place (old rows would keep their values under the old name).
-func markRenames(cols []Column) {
+// markRenames flags a new column beside a removed one of the same type,
+// which is how a rename looks: a staged table refuses it (the sink takes it
+// for a rename, which it does not apply in place); a plain table accepts
+// it, and the plan says what readers will see.
+func markRenames(cols []Column, staged bool) {
 	for i := range cols {
 		if cols[i].Action != Added {
 			continue
 		}
 		for _, r := range cols {
+			if r.Action == Removed && r.OldType == cols[i].NewType && !staged {
+				cols[i].Effect += fmt.Sprintf("; if it renames %s, rows written before the update keep their values under %s and read null under %s (a staged table refuses such a rename; or write to a new table)", r.Name, r.Name, cols[i].Name)
+				break
+			}
 			if r.Action == Removed && r.OldType == cols[i].NewType {
 				cols[i].Action = Refused
 				cols[i].Effect = fmt.Sprintf("with %s no longer written, a staged table takes the new column for a rename of %s, which it does not apply in place (SQL_SCHEMA_CHANGE_REFUSED): keep %s and add %s beside it, or write to a new table", r.Name, r.Name, r.Name, cols[i].Name)

@@ -136,7 +136,7 @@ func TestPlan(t *testing.T) {
 				if s.Action != plan.Changed || len(s.Columns) != 2 {
 					t.Fatalf("sink = %+v", s)
 				}
-				if c := s.Columns[0]; c.Name != "n" || c.Action != plan.Added || c.NewType != "int" || !strings.Contains(c.Effect, "read null") {
+				if c := s.Columns[0]; c.Name != "n" || c.Action != plan.Added || c.NewType != "int" || !strings.Contains(c.Effect, "read null") || !strings.Contains(c.Effect, "if it renames total") {
 					t.Errorf("column = %+v", c)
 				}
 				if c := s.Columns[1]; c.Name != "total" || c.Action != plan.Removed || c.OldType != "int" {
