@@ -42,7 +42,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	}
 	out := UpdateResponse{Report: wireCompatReport(res.Report), Replaced: wirePtr(res.Replaced, wireSummary), PauseMS: res.PauseMillis,
 		Options: wirePtr(res.Options, wireJobOptions), OptionsChanged: wireSlice(res.OptionsChanged, wireOptionChange), Notes: res.Notes,
-		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline}
+		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline, Rehearsal: wirePtr(res.Rehearsal, wireRehearsalVerdict)}
 	if res.Job != nil {
 		sr := submitResponse(res.Job)
 		out.Job = &sr

@@ -95,6 +95,9 @@ type UpdateResponse struct {
 	// SourcePositions says, for a job created from a snapshot, where each
 	// Pub/Sub source starts and how its position was placed.
 	SourcePositions []SourcePlacement `json:"source_positions,omitempty"`
+	// Rehearsal is the verdict of the pre-flight rehearsal
+	// (weir_rehearse=required): passed, or the figures of the refusal.
+	Rehearsal *RehearsalVerdict `json:"rehearsal,omitempty"`
 	// Plan is, for a validate-only update whose new pipeline loaded,
 	// everything the update would do (as `weir plan` prints it).
 	Plan  *Plan        `json:"plan,omitempty"`

@@ -719,3 +719,82 @@ func present(sel string) chromedp.Action[chromedp.Void] {
 		}
 	}
 }
+
+// rehearseYAML sums clicks per user into a SQL table; rehearsals compare
+// its sink's rows.
+const rehearseYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: ReadClicks
+      config:
+        topic: rclicks
+        schema: {user: string, n: int}
+    - type: Combine
+      name: PerUser
+      input: ReadClicks
+      windowing: {type: fixed, size: 1m}
+      config:
+        group_by: user
+        combine: {total: {value: n, fn: sum}}
+    - type: WriteToSql
+      name: WriteTotals
+      input: PerUser
+      config: {table: rtotals, key: [user]}
+`
+
+// TestConsoleRehearse: the update preview's "Rehearse on the last N
+// minutes" runs the running job's pipeline and the new one over the input
+// its topic retains and shows the verdict: a pipeline that computes the
+// same answers passes, one that takes the maximum instead of the sum is
+// refused with its differences; neither changes the job.
+func TestConsoleRehearse(t *testing.T) {
+	ctx := newBrowser(t)
+	p, c := startWeir(t, server.Config{})
+	bg := context.Background()
+	if _, err := c.CreateTopic(bg, client.CreateTopicRequest{Name: "rclicks"}); err != nil {
+		t.Fatal(err)
+	}
+	j := submit(t, c, "rsums", rehearseYAML)
+	waitJob(t, c, j.ID, "the job runs", running)
+	var msgs []client.PublishMessage
+	for i := 0; i < 6; i++ {
+		msgs = append(msgs, client.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d}`, i%2, i+1))})
+	}
+	if _, err := c.Publish(bg, "rclicks", msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, pipeline, want string
+		differences      bool
+	}{
+		{"same answers", strings.Replace(rehearseYAML, "name: PerUser", "name: PerUser # unchanged", 1), "passed", false},
+		{"max instead of sum", strings.Replace(rehearseYAML, "fn: sum", "fn: max", 1), "refused", true},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(p.Address()+"/jobs/rsums/update"),
+			present(`#pipeline`),
+			chromedp.SetValue(chromedp.CSS(`#pipeline`), tc.pipeline),
+			chromedp.SetValue(chromedp.CSS(`#rehearse-minutes`), "30"),
+			chromedp.Click(chromedp.CSS(`#rehearse`)),
+			present(`#rehearsal-result[data-done]`)); err != nil {
+			t.Fatalf("%s: the rehearsal shows no verdict: %v", tc.name, err)
+		}
+		var got struct {
+			Done, Text string
+			Elements, Rows, Differences string
+		}
+		if err := evaluate(ctx, `(() => { const r = document.querySelector('#rehearsal-result'); const f = (k) => { const c = r.querySelector('tr[data-figure="'+k+'"] td'); return c ? c.textContent : ''; };
+			return {Done: r.dataset.done, Text: r.textContent, Elements: f('input'), Rows: f('rows'), Differences: f('differences')}; })()`, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Done != tc.want || got.Elements != "6" || got.Rows == "0" || (got.Differences != "0") != tc.differences {
+			t.Errorf("%s: rehearsal %q with %s elements, %s rows compared, %s differences; want %s over 6 elements (differences: %v)\n%s",
+				tc.name, got.Done, got.Elements, got.Rows, got.Differences, tc.want, tc.differences, got.Text)
+		}
+		if tc.name == "max instead of sum" {
+			screenshot(t, ctx, "console-rehearse")
+		}
+	}
+	if cur, err := c.Get(bg, "rsums"); err != nil || cur.ID != j.ID || cur.State != client.StateRunning {
+		t.Fatalf("after the rehearsals the job is %v: %v", cur, err)
+	}
+}

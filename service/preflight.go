@@ -39,7 +39,8 @@ var _ retainedBroker = (*pubsub.Broker)(nil)
 // replaces) when plan asks for it, and refuses the update, recording the
 // attempt and a parity_gate event, when the outputs differ beyond the
 // budget or the rehearsal cannot run. A validate-only request is
-// rehearsed too.
+// rehearsed too. A refusal returns the verdict beside the error when the
+// rehearsal ran.
 func (s *Service) preflight(ctx context.Context, req UpdateRequest, plan serviceopt.Plan) (*record.RehearsalVerdict, error) {
 	if !plan.Rehearse {
 		return nil, nil
@@ -85,7 +86,7 @@ func (s *Service) preflight(ctx context.Context, req UpdateRequest, plan service
 	if len(v.Examples) > 0 {
 		ex = "; e.g. " + strings.Join(v.Examples, "; ")
 	}
-	return nil, errcode.Errorf(errcode.ParityFailed, "%s=required: the new pipeline's outputs differ from job %s (%s)'s on its input since %s: %d difference(s) in %d row(s) compared, more than the budget of %d (%s)%s; the job was not changed (weir rehearse %s NEW.yaml --since %s shows the whole report)",
+	return v, errcode.Errorf(errcode.ParityFailed, "%s=required: the new pipeline's outputs differ from job %s (%s)'s on its input since %s: %d difference(s) in %d row(s) compared, more than the budget of %d (%s)%s; the job was not changed (weir rehearse %s NEW.yaml --since %s shows the whole report)",
 		serviceopt.KeyRehearse, old.Name, old.ID, v.Since.Format(time.RFC3339), v.Differences, v.RowsCompared, v.Budget, serviceopt.KeyParityBudget, ex, old.Name, v.Since.Format(time.RFC3339))
 }
 

@@ -82,11 +82,12 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		}
 		verdict, err := s.preflight(ctx, req, plan)
 		if err != nil {
-			return nil, err
+			return refusedByRehearsal(verdict), err
 		}
 		res, err = s.inplace.UpdateInPlace(ctx, req)
 		if res != nil && verdict != nil {
 			res.Notes = append(res.Notes, rehearsalNote(verdict))
+			res.Rehearsal = verdict
 		}
 		if err != nil {
 			if res != nil {
@@ -97,7 +98,7 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 	default:
 		verdict, err := s.preflight(ctx, req, plan)
 		if err != nil {
-			return nil, err
+			return refusedByRehearsal(verdict), err
 		}
 		res, err = s.replace.Replace(ctx, req, plan)
 		if err != nil {
@@ -105,10 +106,22 @@ func (s *Service) route(ctx context.Context, req UpdateRequest, update bool) (*U
 		}
 		if verdict != nil {
 			res.Notes = append(res.Notes, rehearsalNote(verdict))
+			res.Rehearsal = verdict
 		}
 	}
 	res.Notes = append(plan.Notes, res.Notes...)
 	return res, nil
+}
+
+// refusedByRehearsal is the answer to an update the pre-flight rehearsal
+// refused: its verdict (nil, and no answer, when the rehearsal could not
+// run), so that a client shows the figures beside the refusal. The
+// compatibility check did not run.
+func refusedByRehearsal(v *record.RehearsalVerdict) *UpdateResult {
+	if v == nil {
+		return nil
+	}
+	return &UpdateResult{Rehearsal: v}
 }
 
 // rehearsalNote words a passed pre-flight rehearsal for an update's notes.

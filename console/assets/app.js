@@ -518,6 +518,26 @@ function reportView(report) {
     rows.length ? el('table', { class: 'findings' }, el('thead', {}, el('tr', {}, ...['', 'Step', 'Code', 'Why', 'Fix'].map((h) => el('th', {}, h)))), el('tbody', {}, ...rows)) : '');
 }
 
+/** rehearsalView draws the answer to a rehearsal: the verdict's figures
+ * and a few differing rows, or why it could not run. */
+function rehearsalView(body, name) {
+  const v = body && body.rehearsal;
+  if (!v) {
+    const msg = body && body.error ? `${body.error.code}: ${body.error.message}` : 'the server answered without a rehearsal';
+    return el('p', { class: 'error', id: 'rehearsal-error' }, 'The rehearsal could not run: ', msg);
+  }
+  return el('div', { class: 'rehearsal', 'data-passed': String(v.passed) },
+    el('p', { class: v.passed ? 'ok' : 'error' }, v.passed
+      ? 'Same answers: the new pipeline matched the running job on its retained input.'
+      : 'Different answers: the update would be refused (PARITY_FAILED).'),
+    el('table', { class: 'rehearsal-figures' }, el('tbody', {},
+      ...[['input elements since ' + fmtTime(v.since), v.elements], ['rows compared', v.rows_compared], ['differences', v.differences],
+        ['noise (the old pipeline against itself)', v.noise], ['budget', v.budget]]
+        .map(([k, n]) => el('tr', { 'data-figure': k.split(' ')[0] }, el('th', {}, k), el('td', { class: 'num' }, fmtNum(n)))))),
+    (v.examples || []).length ? el('ul', { class: 'rehearsal-examples' }, ...v.examples.map((x) => el('li', { class: 'mono' }, x))) : '',
+    el('p', { class: 'muted' }, `weir rehearse ${name} NEW.yaml --since … shows the whole report per key, window and pane.`));
+}
+
 /** planView draws a validate-only update's plan: per stateful step, sink
  * and source what the update would do (as `weir plan` prints it). */
 function planView(plan) {
@@ -705,12 +725,38 @@ async function previewPage(ref) {
       body.plan ? planView(body.plan) : '');
     out.dataset.checked = 'true';
   };
+  // Rehearse on the last N minutes: the server runs the running job's
+  // pipeline (twice, for its noise) and the new one in sandboxes over the
+  // input its topics retain, compares their outputs and changes nothing
+  // (a validate-only update with weir_rehearse=required;since=Nm).
+  const minutes = el('input', { id: 'rehearse-minutes', type: 'number', min: '1', max: '10080', value: '15' });
+  const rehearsal = el('div', { id: 'rehearsal-result', role: 'status' });
+  const rehearse = async () => {
+    const [, mapErr] = jsonField(mapping, 'name mapping');
+    const n = Math.floor(Number(minutes.value));
+    if (mapErr || !(n >= 1)) { rehearsal.replaceChildren(el('p', { class: 'error' }, mapErr || 'Give a number of minutes (at least 1).')); return; }
+    rehearsal.replaceChildren(el('p', { class: 'muted' }, `rehearsing on the last ${n} minutes…`));
+    let res;
+    try {
+      res = await api('POST', '/v1/jobs:update', { name: job.name, pipeline: text.value, pipeline_file: job.pipeline_file || undefined, base_dir: job.base_dir,
+        transform_name_mapping: mapping.value.trim() || undefined, allow_source_change: allow.checked || undefined, validate_only: true,
+        service_options: [`weir_rehearse=required;since=${n}m`] }, { allowError: true });
+    } catch (e) {
+      rehearsal.replaceChildren(loadErrorView(e, text));
+      rehearsal.dataset.done = 'error';
+      return;
+    }
+    const body = res && res.body ? res.body : res;
+    rehearsal.replaceChildren(rehearsalView(body, job.name));
+    rehearsal.dataset.done = body && body.rehearsal ? (body.rehearsal.passed ? 'passed' : 'refused') : 'error';
+  };
   main.replaceChildren(el('h1', {}, 'Update preview of ', jobLink(job.id, job.name)),
     el('p', { class: 'muted' }, 'Paste or upload the new pipeline: the server checks it against the running job (validate only; nothing changes).'),
     section('input-card', 'New pipeline', text, el('p', {}, file),
       el('label', {}, 'Transform name mapping (JSON) ', mapping), ' ', el('label', {}, 'Jinja variables (JSON) ', jinja), ' ', el('label', {}, allow, ' allow a changed source'),
-      el('p', {}, el('button', { id: 'check', class: 'primary', onclick: check }, 'Check compatibility'))),
-    out, rendered,
+      el('p', {}, el('button', { id: 'check', class: 'primary', onclick: check }, 'Check compatibility'), ' ',
+        el('button', { id: 'rehearse', onclick: rehearse }, 'Rehearse'), ' on the last ', minutes, ' minutes of retained input')),
+    out, rehearsal, rendered,
     el('div', { class: 'two' }, section('old-card', 'Running job', oldBox), section('new-card', 'New pipeline', newBox)),
     el('p', { class: 'legend-line' }, ...['matched', 'renamed', 'added', 'removed', 'refused'].map((m) => el('span', { class: 'legend mark-' + m }, m))));
   markLoaded();

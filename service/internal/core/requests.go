@@ -56,6 +56,9 @@ type UpdateResult struct {
 	// SourcePositions says, for a job created from a snapshot, where each
 	// Pub/Sub source starts and how its position was placed.
 	SourcePositions []SourcePlacement `json:"source_positions,omitempty"`
+	// Rehearsal is the verdict of the pre-flight rehearsal
+	// (weir_rehearse=required), passed or refusing the update.
+	Rehearsal *record.RehearsalVerdict `json:"rehearsal,omitempty"`
 }
 
 // SourcePlacement is where a Pub/Sub source of a job created from a
