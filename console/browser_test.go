@@ -765,7 +765,7 @@ func TestConsoleRehearse(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, pipeline, want string
-		differences      bool
+		differences          bool
 	}{
 		{"same answers", strings.Replace(rehearseYAML, "name: PerUser", "name: PerUser # unchanged", 1), "passed", false},
 		{"max instead of sum", strings.Replace(rehearseYAML, "fn: sum", "fn: max", 1), "refused", true},
@@ -779,7 +779,7 @@ func TestConsoleRehearse(t *testing.T) {
 			t.Fatalf("%s: the rehearsal shows no verdict: %v", tc.name, err)
 		}
 		var got struct {
-			Done, Text string
+			Done, Text                  string
 			Elements, Rows, Differences string
 		}
 		if err := evaluate(ctx, `(() => { const r = document.querySelector('#rehearsal-result'); const f = (k) => { const c = r.querySelector('tr[data-figure="'+k+'"] td'); return c ? c.textContent : ''; };
