@@ -386,6 +386,9 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	case !f.noWait:
 		j, waitErr = waitSubmitted(ctx, e, c, j, f.wait)
+		if waitErr == nil && f.shadow && j != nil && j.State == client.StateDone && !j.PendingCommit {
+			printShadow(ctx, e, c, j)
+		}
 	}
 	if f.format == formatJSON && j != nil {
 		if err := writeJSON(e.stdout, j); err != nil {
