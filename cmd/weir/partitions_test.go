@@ -304,6 +304,9 @@ func TestCLIPartitionsList(t *testing.T) {
 	if !strings.Contains(r.stdout, "PARTITION") || !strings.Contains(r.stdout, "shadow") {
 		t.Errorf("partitions list text:\n%s", r.stdout)
 	}
+	if r := srv.cli(work, "run", "p.yaml", "--job-name", "sales-daily", "--shadow"); r.code != ExitUsage || !strings.Contains(r.stderr, "--shadow needs --partition") {
+		t.Errorf("--shadow without --partition: exit %d, %s", r.code, r.stderr)
+	}
 	if r := srv.cli(work, "partitions", "list", "nosuch"); r.code != ExitFailure || !strings.Contains(r.stderr, "JOB_NOT_FOUND") {
 		t.Errorf("partitions list of an unknown name: exit %d, %s", r.code, r.stderr)
 	}
