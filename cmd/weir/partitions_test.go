@@ -267,6 +267,11 @@ func TestCLIPartitionsList(t *testing.T) {
 		!strings.Contains(r.stderr, "weir diff 'sqlite:"+db+"#totals' 'sqlite:"+db+"#"+stage+"'") {
 		t.Errorf("the shadow run's output does not say where it staged and how to compare:\n%s", r.stderr)
 	}
+	d := runCLI(t, work, "diff", "sqlite:"+db+"#totals", "sqlite:"+db+"#"+stage)
+	// The printed comparison runs: the shadow rows against the published ones.
+	if !strings.Contains(d.stdout, "per-key totals") || !strings.Contains(d.stdout, `key {"region":"WEST"}: total 107 -> total 100`) {
+		t.Errorf("the shadow run's diff command: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
 	// Nothing was published by the shadow run: the target and the log are as before.
 	if got := published(t, db); len(got) != 2 || !sameTotals(got["2026-12-01"], map[string]int64{"NORTH": 425, "WEST": 100}) {
 		t.Errorf("after the shadow run the target holds %v", got)
