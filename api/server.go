@@ -74,6 +74,7 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	s.registerEvents()
 	s.registerHistory()
 	s.registerTables()
+	s.registerPartitions()
 	s.handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{logger}}))
 	s.handleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -28,7 +28,7 @@ func serviceOptions(o client.JobOptions) record.JobOptions {
 func serviceSubmit(r client.SubmitRequest) service.SubmitRequest {
 	return service.SubmitRequest{Name: r.Name, Pipeline: r.Pipeline, PipelineFile: r.PipelineFile,
 		BaseDir: r.BaseDir, Options: serviceOptions(r.Options), ServiceOptions: r.ServiceOptions, RequestID: r.RequestID,
-		Partition: r.Partition, Manifest: r.Manifest}
+		Partition: r.Partition, Manifest: r.Manifest, Shadow: r.Shadow}
 }
 
 // wireState is a job state's name.
@@ -100,6 +100,7 @@ func wireJob(in record.Job) client.Job {
 		Partition:             in.Partition,
 		Manifest:              in.Manifest,
 		ManifestDigest:        in.ManifestDigest,
+		Shadow:                in.Shadow,
 		Error:                 in.Error,
 		LastCheckpoint:        wirePtr(in.LastCheckpoint, wireCheckpointInfo),
 		Checkpointing:         in.Checkpointing,

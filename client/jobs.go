@@ -37,6 +37,9 @@ type SubmitRequest struct {
 	// Manifest makes every file source of the job read this input
 	// manifest (at Partition) instead of its path.
 	Manifest string `json:"manifest,omitempty"`
+	// Shadow makes a partition run stage its outputs without publishing
+	// them (weir run --shadow).
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // SubmitResponse is the reply to a submission.

@@ -64,6 +64,8 @@ type Job struct {
 	// was submitted.
 	Manifest       string `json:"manifest,omitempty"`
 	ManifestDigest string `json:"manifest_digest,omitempty"`
+	// Shadow says the partition run stages without publishing.
+	Shadow bool `json:"shadow,omitempty"`
 	// Error is why a FAILED job failed.
 	Error          string          `json:"error,omitempty"`
 	LastCheckpoint *CheckpointInfo `json:"last_checkpoint,omitempty"`

@@ -33,3 +33,9 @@ func (s *Service) MergeSQLTable(ctx context.Context, name string) (record.SQLTab
 // SQLMergeCounts returns the merges of each staged table since the server
 // started, for the metrics.
 func (s *Service) SQLMergeCounts() map[string]SQLMergeCount { return s.tables.SQLMergeCounts() }
+
+// Partitions returns the publication log of job name's partition runs:
+// published, staged, shadow and running partitions (weir partitions list).
+func (s *Service) Partitions(ctx context.Context, name string) ([]record.PartitionRun, error) {
+	return s.tables.Partitions(ctx, name)
+}

@@ -130,6 +130,10 @@ type JobEnv struct {
 	// publication log records (its file sources' first manifest's when
 	// empty).
 	ManifestDigest string
+	// Shadow makes a partition run stage its SQL outputs without
+	// publishing them (`weir run --shadow`): the staging tables are kept
+	// for weir diff.
+	Shadow bool
 }
 
 // LoadFile reads, validates and compiles a pipeline file into an SDK

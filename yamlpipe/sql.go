@@ -97,7 +97,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			if digest == "" {
 				digest = l.manifestDigest
 			}
-			cfg.Stage = &sqlsink.Stage{Target: cfg.Table, JobName: job.Name, JobID: job.ID, Partition: job.Partition, ManifestDigest: digest}
+			cfg.Stage = &sqlsink.Stage{Target: cfg.Table, JobName: job.Name, JobID: job.ID, Partition: job.Partition, ManifestDigest: digest, Shadow: job.Shadow}
 			cfg.Table = sqlsink.StageTable(cfg.Table, job.Partition, job.ID)
 		}
 		// Epochs restart with every job, so the progress record is per job.

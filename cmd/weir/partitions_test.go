@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,4 +243,76 @@ func TestCLIPartitionBusy(t *testing.T) {
 		}
 	}
 	srv.mustCLI(t, work, "jobs", "cancel", "busy", "--wait")
+}
+
+// TestCLIPartitionsList: weir partitions list shows the publication log of
+// a job name's partition runs — two partitions published with their row
+// counts and output digests — and a shadow run of a published partition,
+// which stages without publishing (the target keeps the published rows,
+// the staging table stays) and prints where it staged and the diff
+// command.
+func TestCLIPartitionsList(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	partitionWork(t, srv, work)
+	for _, p := range []string{"2026-12-01", "2026-12-02"} {
+		srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", p, "--wait")
+	}
+	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-01", "--shadow", "--wait")
+	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
+	stage := "totals__stage_2026_12_01_" + strings.ReplaceAll(shadowID, "-", "_")
+	if !strings.Contains(r.stderr, "shadow run: partition 2026-12-01 staged in "+stage) ||
+		!strings.Contains(r.stderr, "weir diff 'sqlite:"+db+"#totals' 'sqlite:"+db+"#"+stage+"'") {
+		t.Errorf("the shadow run's output does not say where it staged and how to compare:\n%s", r.stderr)
+	}
+	d := runCLI(t, work, "diff", "sqlite:"+db+"#totals", "sqlite:"+db+"#"+stage)
+	// The printed comparison runs: the shadow rows against the published ones.
+	if !strings.Contains(d.stdout, "per-key totals") || !strings.Contains(d.stdout, `key {"region":"WEST"}: total 107 -> total 100`) {
+		t.Errorf("the shadow run's diff command: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
+	// Nothing was published by the shadow run: the target and the log are as before.
+	if got := published(t, db); len(got) != 2 || !sameTotals(got["2026-12-01"], map[string]int64{"NORTH": 425, "WEST": 100}) {
+		t.Errorf("after the shadow run the target holds %v", got)
+	}
+	if n, staged := publications(t, db, "sales-daily", "2026-12-01"); n != 1 || staged != 1 {
+		t.Errorf("after the shadow run: %d log entries and %d staging tables, want 1 and 1", n, staged)
+	}
+
+	r = srv.mustCLI(t, work, "partitions", "list", "sales-daily", "--format", "json")
+	var ps []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+		t.Fatalf("partitions list --format json: %v\n%s", err, r.stdout)
+	}
+	type row struct {
+		partition, status, table string
+		rows                     float64
+	}
+	var got []row
+	for _, p := range ps {
+		got = append(got, row{p["partition"].(string), p["status"].(string), p["table"].(string), p["rows"].(float64)})
+		if p["status"] == "published" && (!strings.HasPrefix(p["output_digest"].(string), "sha256:") || p["published_at"] == "") {
+			t.Errorf("published partition without its digest or time: %v", p)
+		}
+	}
+	want := []row{{"2026-12-01", "published", "totals", 2}, {"2026-12-01", "shadow", stage, 0}, {"2026-12-02", "published", "totals", 1}}
+	if len(got) != len(want) {
+		t.Fatalf("partitions list: %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("partitions list row %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	r = srv.mustCLI(t, work, "partitions", "list", "sales-daily")
+	if !strings.Contains(r.stdout, "PARTITION") || !strings.Contains(r.stdout, "shadow") {
+		t.Errorf("partitions list text:\n%s", r.stdout)
+	}
+	if r := srv.cli(work, "run", "p.yaml", "--job-name", "sales-daily", "--shadow"); r.code != ExitUsage || !strings.Contains(r.stderr, "--shadow needs --partition") {
+		t.Errorf("--shadow without --partition: exit %d, %s", r.code, r.stderr)
+	}
+	if r := srv.cli(work, "partitions", "list", "nosuch"); r.code != ExitFailure || !strings.Contains(r.stderr, "JOB_NOT_FOUND") {
+		t.Errorf("partitions list of an unknown name: exit %d, %s", r.code, r.stderr)
+	}
 }

@@ -46,6 +46,8 @@ type runFlags struct {
 	// manifest and partition bind the job's file sources to an input
 	// manifest's partition (manifests.go).
 	manifest, partition string
+	// shadow stages a partition run's outputs without publishing them.
+	shadow bool
 }
 
 // unsupportedJobFlags returns the `weir run` flags of docs/ARCHITECTURE.md ("Contracts") that the
@@ -177,6 +179,7 @@ answers, 6 the update is not compatible (nothing changed).`,
 	fl.Float64Var(&f.utilization, "worker-utilization-hint", 0, "utilisation of the workers the autoscaler aims at, 0.1..0.9 (default 0.8)")
 	fl.StringVar(&f.autoscaling, "autoscaling-algorithm", "", "THROUGHPUT_BASED (the default with --max-num-workers) or NONE (no autoscaling)")
 	fl.StringVar(&f.manifest, "manifest", "", "read input manifest NAME (weir manifests create) in every file source instead of its path: the job reads exactly the manifest's files and is refused when one changed (MANIFEST_CHANGED); needs --partition and a weir server")
+	fl.BoolVar(&f.shadow, "shadow", false, "with --partition: stage the partition run's SQL outputs and never publish them (the staging table is kept; weir partitions list shows it as shadow; compare it with weir diff)")
 	fl.StringVar(&f.partition, "partition", "", "the partition the bounded job runs: the partition of the manifests its file sources read (--manifest, or manifest: NAME in a source)")
 	fl.StringVar(&f.fromSnapshot, "create-from-snapshot", "", "start the job from the snapshot with this ID (needs a weir server)")
 	fl.StringVar(&f.sourcePos, "source-positions", "", "with --create-from-snapshot: how Pub/Sub positions of another broker (an imported snapshot file's) translate: from-publish-time (suggested), earliest, latest or fail (the default)")
@@ -233,6 +236,9 @@ func runPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	}
 	if f.manifest != "" && f.partition == "" {
 		return usageErrorf("--manifest %s needs --partition P: the partition of the manifest the job reads", f.manifest)
+	}
+	if f.shadow && f.partition == "" {
+		return usageErrorf("--shadow needs --partition P: a shadow run is a partition run that stages without publishing")
 	}
 	if (f.manifest != "" || f.partition != "") && !f.validateOnly {
 		if f.jobName == "" {
@@ -352,7 +358,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	opts := f.givenJobOptions(cmd)
 	res, err := c.Submit(ctx, client.SubmitRequest{Name: name, Pipeline: string(src), PipelineFile: path, BaseDir: wd,
 		Options: opts, ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID,
-		Manifest: f.manifest, Partition: f.partition})
+		Manifest: f.manifest, Partition: f.partition, Shadow: f.shadow})
 	if err != nil {
 		return clientError(ctx, c, err)
 	}
@@ -380,6 +386,9 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 	case !f.noWait:
 		j, waitErr = waitSubmitted(ctx, e, c, j, f.wait)
+		if waitErr == nil && f.shadow && j != nil && j.State == client.StateDone && !j.PendingCommit {
+			printShadow(ctx, e, c, j)
+		}
 	}
 	if f.format == formatJSON && j != nil {
 		if err := writeJSON(e.stdout, j); err != nil {

@@ -40,6 +40,10 @@ type Stage struct {
 	// publication log; (JobName, Partition, ManifestDigest, Target) is
 	// published at most once.
 	JobName, JobID, Partition, ManifestDigest string
+	// Shadow makes the run stage only: its staging table is kept, nothing
+	// is published and the log is not written (a shadow run, compared
+	// with weir diff).
+	Shadow bool
 }
 
 // PublicationTable is the publication log's table, in the target's
@@ -75,6 +79,9 @@ type pubTx interface {
 // target. The caller holds dbMu; the backend is open.
 func (s *Sink) publishLocked(ctx context.Context) error {
 	st := s.cfg.Stage
+	if st.Shadow {
+		return nil // a shadow run keeps its staging table
+	}
 	var tx pubTx
 	switch be := s.db.be.(type) {
 	case *sqliteDB:

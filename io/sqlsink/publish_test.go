@@ -2,6 +2,7 @@ package sqlsink
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -18,17 +19,18 @@ func TestStagedPublication(t *testing.T) {
 		ctx := context.Background()
 		target, job := e.table, e.table // the job name keeps the log's entries apart between tests
 		t.Cleanup(func() {
-			for _, run := range []string{"r1", "r2", "r3", "r4"} {
+			for _, run := range []string{"r1", "r2", "r3", "r4", "r5"} {
 				_ = e.exec("DROP TABLE IF EXISTS " + quoteTable(StageTable(target, "p1", run)))
 			}
 			_ = e.exec("DELETE FROM " + PublicationTable + " WHERE job_name = '" + job + "'")
 		})
+		shadow := false
 		run := func(runID, digest string, epochs bool, totals map[string]int64) {
 			t.Helper()
 			cfg := e.config("upsert", "region")
 			cfg.JobID = runID
 			cfg.SinkID = target + "/" + runID
-			cfg.Stage = &Stage{Target: target, JobName: job, JobID: runID, Partition: "p1", ManifestDigest: digest}
+			cfg.Stage = &Stage{Target: target, JobName: job, JobID: runID, Partition: "p1", ManifestDigest: digest, Shadow: shadow}
 			cfg.Table = StageTable(target, "p1", runID)
 			s := e.sink(cfg, totalsSchema)
 			var elems []contract.Element
@@ -77,6 +79,24 @@ func TestStagedPublication(t *testing.T) {
 		}
 		if rows := e.query("SELECT row_count, replaced_rows FROM "+PublicationTable+" WHERE job_name = "+e.q(1)+" AND job_id = 'r4'", job); len(rows) != 1 || rows[0][0] != int64(1) || rows[0][1] != int64(2) {
 			t.Errorf("log entry of r4: %v, want row_count 1, replaced_rows 2", rows)
+		}
+		// A shadow run stages and keeps its staging table; nothing is published.
+		shadow = true
+		run("r5", "sha256:c", true, map[string]int64{"NORTH": 9})
+		if got := published(); len(got) != 1 || got["NORTH"] != 3 || logEntries() != 2 {
+			t.Fatalf("a shadow run published: %v, %d log entries", got, logEntries())
+		}
+		cfg := e.config("upsert", "region")
+		pubs, stages, err := PartitionLog(ctx, StagedTarget{Driver: cfg.Driver, DSN: cfg.DSN, Table: target}, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pubs) != 2 || pubs[0].Partition != "p1" || pubs[0].Rows+pubs[1].Rows != 3 {
+			t.Errorf("PartitionLog entries: %+v, want r1 (2 rows) and r4 (1 row)", pubs)
+		}
+		_, bare := splitTable(StageTable(target, "p1", "r5"))
+		if !stages[strings.ToLower(bare)] {
+			t.Errorf("PartitionLog staging tables %v lack the shadow run's %s", stages, bare)
 		}
 	})
 }

@@ -49,3 +49,27 @@ type SQLTableMerge struct {
 	// Principal is the table merged into (set on a merge's reply).
 	Principal string
 }
+
+// PartitionRun is one partition of a job name's partition runs in one
+// target table, as `weir partitions list` shows it.
+type PartitionRun struct {
+	// Partition is the partition; Status is "published", "staged" (a
+	// staging table without a log entry: the run failed, or was cancelled,
+	// before publishing), "shadow" (a shadow run's kept staging table) or
+	// "running".
+	Partition, Status string
+	// Target is the table the partition is published to; Table is where
+	// its rows are now (the target, or the staging table).
+	Target, Table string
+	// Driver is "sqlite" or "postgres"; DSN locates the database (not
+	// served by the API).
+	Driver, DSN string
+	// JobID is the run; ManifestDigest the input it read.
+	JobID, ManifestDigest string
+	// OutputDigest, Rows, Replaced and PublishedAt are the publication
+	// log's (published only).
+	OutputDigest string
+	Rows         int64
+	Replaced     int64
+	PublishedAt  string
+}

@@ -44,7 +44,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	}
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
 		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
-		ManifestDigest: j.ManifestDigest}
+		ManifestDigest: j.ManifestDigest, Shadow: j.Shadow}
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}

@@ -359,6 +359,9 @@ type SubmitRequest struct {
 	// Partition) instead of its path; its files are checked at
 	// submission (MANIFEST_CHANGED, MANIFEST_NOT_FOUND).
 	Manifest string
+	// Shadow makes a partition run stage without publishing (weir run
+	// --shadow).
+	Shadow bool
 }
 
 // submitNew creates and starts a new job of req (Submit without service
@@ -369,6 +372,9 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	}
 	if req.Pipeline == "" {
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "the pipeline is empty: send the YAML text of the pipeline")
+	}
+	if req.Shadow && req.Partition == "" {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "a shadow run is a partition run: give --partition P (and --manifest M) with --shadow")
 	}
 	if req.BaseDir == "" || !filepath.IsAbs(req.BaseDir) {
 		return nil, errcode.Errorf(errcode.InvalidRequest, "base_dir must be an absolute directory (the client's working directory), got %q", req.BaseDir)
@@ -400,7 +406,7 @@ func (s *Core) SubmitNew(ctx context.Context, req SubmitRequest) (*record.Job, e
 	}
 	j := &record.Job{ID: id, Name: req.Name, State: record.StatePending, CreateTime: now, StateTime: now,
 		Generation: l.Generation + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-		BaseDir: req.BaseDir, Options: req.Options, Partition: req.Partition, Manifest: req.Manifest, ManifestDigest: digest,
+		BaseDir: req.BaseDir, Options: req.Options, Partition: req.Partition, Manifest: req.Manifest, ManifestDigest: digest, Shadow: req.Shadow,
 		History: []record.StateChange{{State: record.StatePending, Time: now}}}
 	if err := s.Create(ctx, l, j); err != nil {
 		return nil, err

@@ -1,0 +1,46 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// The publication log of a job name's partition runs: GET
+// /v1/partitions/{name} (weir partitions list).
+
+func (s *Server) registerPartitions() {
+	s.handleFunc("GET /v1/partitions/{name}", s.listPartitions)
+}
+
+func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	ps, err := s.svc.Partitions(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := client.PartitionList{Partitions: make([]client.Partition, 0, len(ps))}
+	for _, p := range ps {
+		out.Partitions = append(out.Partitions, partitionOf(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// partitionOf is the wire form of a partition run. The DSN stays on the
+// server (it may hold a password); a SQLite database's path is served as
+// the sqlite:PATH#TABLE specifier weir diff reads.
+func partitionOf(p record.PartitionRun) client.Partition {
+	out := client.Partition{Partition: p.Partition, Status: p.Status, Target: p.Target, Table: p.Table, Driver: p.Driver,
+		JobID: p.JobID, ManifestDigest: p.ManifestDigest, OutputDigest: p.OutputDigest, Rows: p.Rows, Replaced: p.Replaced,
+		PublishedAt: p.PublishedAt}
+	if p.Driver == "sqlite" {
+		out.Source = "sqlite:" + p.DSN + "#" + p.Table
+		out.TargetSource = "sqlite:" + p.DSN + "#" + p.Target
+	}
+	return out
+}

@@ -1,0 +1,55 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// Partition is one partition of a job name's partition runs in one target
+// table (GET /v1/partitions/{name}).
+type Partition struct {
+	// Partition is the partition's name.
+	Partition string `json:"partition"`
+	// Status is "published" (in the publication log), "staged" (a staging
+	// table without a log entry: the run failed or was cancelled before
+	// publishing), "shadow" (a shadow run's kept staging table) or
+	// "running".
+	Status string `json:"status"`
+	// Target is the table partitions are published to; Table is where this
+	// partition's rows are (the target, or the run's staging table).
+	Target string `json:"target"`
+	Table  string `json:"table"`
+	// Driver is "sqlite" or "postgres".
+	Driver string `json:"driver"`
+	// JobID is the run; ManifestDigest the input manifest it read.
+	JobID          string `json:"job_id"`
+	ManifestDigest string `json:"manifest_digest,omitempty"`
+	// OutputDigest, Rows, Replaced and PublishedAt are the publication
+	// log's: the published rows' digest and count, the partition's rows
+	// they replaced and the commit's time (published only).
+	OutputDigest string `json:"output_digest,omitempty"`
+	Rows         int64  `json:"rows"`
+	Replaced     int64  `json:"replaced"`
+	PublishedAt  string `json:"published_at,omitempty"`
+	// Source and TargetSource are the weir diff specifiers of Table and
+	// Target (sqlite:PATH#TABLE; empty for PostgreSQL, whose DSN the
+	// server does not serve).
+	Source       string `json:"source,omitempty"`
+	TargetSource string `json:"target_source,omitempty"`
+}
+
+// PartitionList is the body of GET /v1/partitions/{name}.
+type PartitionList struct {
+	Partitions []Partition `json:"partitions"`
+}
+
+// ListPartitions returns the partitions of job name's partition runs, by
+// partition.
+func (c *Client) ListPartitions(ctx context.Context, name string) ([]Partition, error) {
+	var out PartitionList
+	if err := c.do(ctx, http.MethodGet, "/v1/partitions/"+url.PathEscape(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Partitions, nil
+}

@@ -1,0 +1,117 @@
+package tables
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/service/internal/core"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// Partitions: the publication log of a job name's partition runs (weir
+// partitions list), read from the databases its WriteToSql sinks publish
+// to: the log's entries, the staging tables left by runs that did not
+// publish (failed, cancelled or shadow runs) and the running run.
+
+// Partitions returns the partitions of job name's partition runs in every
+// target table its sinks publish to, by partition, then target.
+// JOB_NOT_FOUND when no job has the name.
+func (s *Tables) Partitions(ctx context.Context, name string) ([]record.PartitionRun, error) {
+	all, err := s.c.List(core.StatusAll)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []*record.Job
+	for _, j := range all {
+		if j.Name == name {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, errcode.Errorf(errcode.JobNotFound, "no job is named %q (weir jobs list)", name)
+	}
+	// Newest first: the newest run of a partition gives its status.
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].CreateTime.After(jobs[b].CreateTime) })
+	type target struct {
+		cfg  sqlsink.Config
+		runs []*record.Job // partition runs writing it, newest first
+	}
+	byKey := map[string]*target{}
+	var targets []*target
+	for _, j := range jobs {
+		if j.SDK == record.SDKGo || j.Pipeline == "" || j.Partition == "" {
+			continue
+		}
+		p, err := s.c.LoadGraph(j)
+		if err != nil {
+			continue // a pipeline that no longer loads: nothing to read
+		}
+		for _, code := range p.Program().Code {
+			sk, ok := code.(*sqlsink.Sink)
+			if !ok || sk.Config().Stage == nil {
+				continue
+			}
+			c := sk.Config()
+			key := c.Driver + "\x00" + c.DSN + "\x00" + c.Stage.Target
+			t := byKey[key]
+			if t == nil {
+				t = &target{cfg: c}
+				byKey[key] = t
+				targets = append(targets, t)
+			}
+			t.runs = append(t.runs, j)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
+	defer cancel()
+	out := []record.PartitionRun{}
+	for _, t := range targets {
+		st := sqlsink.StagedTarget{Driver: t.cfg.Driver, DSN: t.cfg.DSN, Table: t.cfg.Stage.Target, BusyTimeout: t.cfg.BusyTimeout}
+		pubs, stages, err := sqlsink.PartitionLog(ctx, st, name)
+		if err != nil {
+			return nil, errcode.Errorf(errcode.SinkUnavailable, "reading the publication log of %s: %w", st.Table, err)
+		}
+		base := record.PartitionRun{Target: st.Table, Driver: t.cfg.Driver, DSN: t.cfg.DSN}
+		published := map[string]bool{}
+		for _, p := range pubs {
+			r := base
+			r.Partition, r.Status, r.Table, r.JobID, r.ManifestDigest = p.Partition, "published", p.Target, p.JobID, p.ManifestDigest
+			r.OutputDigest, r.Rows, r.Replaced, r.PublishedAt = p.OutputDigest, p.Rows, p.Replaced, p.PublishedAt
+			out = append(out, r)
+			published[p.JobID] = true
+		}
+		for _, j := range t.runs {
+			if published[j.ID] {
+				continue
+			}
+			stage := sqlsink.StageTable(st.Table, j.Partition, j.ID)
+			r := base
+			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, stage, j.ID, j.ManifestDigest
+			_, bare, _ := strings.Cut(stage, ".")
+			if bare == "" {
+				bare = stage
+			}
+			switch {
+			case j.Active() || j.PendingCommit && !j.Shadow:
+				r.Status = "running"
+			case stages[strings.ToLower(bare)] && j.Shadow:
+				r.Status = "shadow"
+			case stages[strings.ToLower(bare)]:
+				r.Status = "staged"
+			default:
+				continue // nothing left of the run: published by another run, or nothing written
+			}
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].Partition != out[b].Partition {
+			return out[a].Partition < out[b].Partition
+		}
+		return out[a].Target < out[b].Target
+	})
+	return out, nil
+}
