@@ -33,9 +33,10 @@ type aggKey struct {
 	// str is the key's map key (its canonical encoding).
 	str string
 	// dirty is the change-log generation in which the key last changed
-	// (see changeLog); dead is set when the key left its key group.
+	// (see changeLog); dead (below, beside used, so that the two flags
+	// share one word: the key is then 240 bytes, a smaller size class than
+	// 256) is set when the key left its key group.
 	dirty uint64
-	dead  bool
 	// win0 and wins0 hold the key's first window and the first slot of
 	// wins inside the key itself: most keys only ever have one window (the
 	// global one, or one fixed window at a time), and a million keys are
@@ -45,6 +46,7 @@ type aggKey struct {
 	win0  winState
 	wins0 [1]*winState
 	used  bool
+	dead  bool
 	// inline holds str when it is short (setStr): one object per key,
 	// not two.
 	inline [keyInline]byte

@@ -93,7 +93,12 @@ type lazySnapshot[R any] struct {
 	// freed gets a token when the owning worker gives the snapshot up
 	// (release), so that Await claims it at once instead of polling.
 	freed chan struct{}
+	// out holds the entries until Await hands them out: the node's change
+	// log keeps the snapshot (pending) until its next one, so out and the
+	// chunks its entries point into would otherwise stay referenced after
+	// the checkpoint was written (the size of the whole encoded snapshot).
 	out   []contract.StateEntry
+	taken atomic.Bool
 	// now reads the time that bounds an encoding slice; nil: time.Now.
 	// Tests inject a clock that runs fast.
 	now func() time.Time
@@ -268,7 +273,9 @@ func (w *worker) releaseSnapshots() {
 
 // Await encodes the snapshot on the calling goroutine when nobody else
 // does, or waits until its owner has; when the owner (an exiting worker)
-// gives it up instead, release wakes Await, which encodes the rest.
+// gives it up instead, release wakes Await, which encodes the rest. The
+// entries are handed out once (a later call returns none) and the snapshot
+// then drops its reference to them.
 func (l *lazySnapshot[R]) Await(ctx context.Context) ([]contract.StateEntry, error) {
 	for {
 		if l.claim() {
@@ -276,7 +283,12 @@ func (l *lazySnapshot[R]) Await(ctx context.Context) ([]contract.StateEntry, err
 		}
 		select {
 		case <-l.done:
-			return l.result()
+			if l.taken.Swap(true) {
+				return nil, l.err // handed out already
+			}
+			out, err := l.result()
+			l.out = nil
+			return out, err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-l.freed:

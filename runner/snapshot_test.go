@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // testKey is a key of a fake keyed step: its state is one number.
@@ -184,5 +185,45 @@ func TestSnapshotFinishesAcrossSlices(t *testing.T) {
 	}
 	if got := len(entries(t, snap)); got != n {
 		t.Errorf("snapshot has %d keys, want %d", got, n)
+	}
+}
+
+// TestSnapshotHandsEntriesOutOnce: once a checkpoint took a snapshot's
+// entries (Await), the node's change log, which keeps the snapshot until
+// its next one, no longer references them (a full checkpoint's encoded
+// state would otherwise stay in memory while the job idles), and a second
+// Await (a Complete retried after a cancelled one) returns none rather
+// than the same entries twice.
+func TestSnapshotHandsEntriesOutOnce(t *testing.T) {
+	w := &worker{}
+	c := newTestLog()
+	for i := range 100 {
+		write(&c, &testKey{name: fmt.Sprintf("k%d", i)}, i)
+	}
+	p := c.snapshot(w, true) // frozen: nobody owns it, Await encodes it
+	got, err := p.Await(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 {
+		t.Fatalf("Await: %d entries, want 100", len(got))
+	}
+	if c.pending != p {
+		t.Fatalf("the change log no longer holds its pending snapshot")
+	}
+	if kept, _ := p.result(); kept != nil {
+		t.Errorf("after Await the snapshot still holds %d entries", len(kept))
+	}
+	again, err := p.Await(t.Context())
+	if err != nil || len(again) != 0 {
+		t.Errorf("second Await: %d entries, err %v; want none", len(again), err)
+	}
+}
+
+// TestAggKeySize: a keyed step's record of a key is at most 240 bytes, the
+// size class every held key pays (256 before its flags shared a word).
+func TestAggKeySize(t *testing.T) {
+	if n := unsafe.Sizeof(aggKey{}); n > 240 {
+		t.Errorf("aggKey is %d bytes, want at most 240", n)
 	}
 }

@@ -277,8 +277,8 @@ func TestCombineSumOverflow(t *testing.T) {
 func TestCombineListStateRoundTrip(t *testing.T) {
 	a := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnGroup}, {fn: fnTop, n: 2}}}
 	acc := &accumulator{group: []any{"k"}, slots: []slot{
-		{v: []any{int64(1), nil, "x", mtime.Time(5)}, set: true},
-		{v: []any{int64(9), int64(7)}, set: true},
+		{val: &slotVal{v: []any{int64(1), nil, "x", mtime.Time(5)}}, set: true},
+		{val: &slotVal{v: []any{int64(9), int64(7)}}, set: true},
 	}}
 	b, err := a.EncodeState("", acc)
 	if err != nil {

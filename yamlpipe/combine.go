@@ -238,13 +238,15 @@ func addValue(op *combineOp, s *slot, x any, t mtime.Time) {
 		}
 		s.n++
 	case fnMin, fnMax:
-		if !s.set || (op.fn == fnMin && less(x, s.v)) || (op.fn == fnMax && less(s.v, x)) {
-			s.v, s.set = x, true
+		if !s.set || (op.fn == fnMin && less(x, s.v())) || (op.fn == fnMax && less(s.v(), x)) {
+			s.setV(x)
+			s.set = true
 		}
 	case fnLatest:
 		// The value with the latest event time wins; ties go to the later arrival.
-		if !s.set || t >= s.t {
-			s.v, s.t, s.set = x, t, true
+		if !s.set || t >= s.t() {
+			s.setVT(x, t)
+			s.set = true
 		}
 	case fnAll, fnAny:
 		// s.n counts the truthy values; s.i counts all values.
@@ -253,16 +255,19 @@ func addValue(op *combineOp, s *slot, x any, t mtime.Time) {
 		}
 		s.i++
 	case fnGroup:
-		l, _ := s.v.([]any)
-		s.v, s.set = append(l, x), true
+		l, _ := s.v().([]any)
+		s.setV(append(l, x))
+		s.set = true
 	case fnConcat:
-		l, _ := s.v.([]any)
+		l, _ := s.v().([]any)
 		if xs, ok := x.([]any); ok {
 			l = append(l, xs...)
 		}
-		s.v, s.set = l, true
+		s.setV(l)
+		s.set = true
 	case fnTop:
-		s.v, s.set = topInsert(op, s.v, x), true
+		s.setV(topInsert(op, s.v(), x))
+		s.set = true
 	}
 }
 
@@ -359,18 +364,20 @@ func (a *aggregator) MergeAccumulators(x, y any) any {
 			s.i += o.i
 		case fnMin, fnMax, fnLatest:
 			if o.set {
-				addValue(op, s, o.v, o.t)
+				addValue(op, s, o.v(), o.t())
 			}
 		case fnGroup, fnConcat:
 			if o.set {
-				l, _ := s.v.([]any)
-				ol, _ := o.v.([]any)
-				s.v, s.set = append(l, ol...), true
+				l, _ := s.v().([]any)
+				ol, _ := o.v().([]any)
+				s.setV(append(l, ol...))
+				s.set = true
 			}
 		case fnTop:
-			ol, _ := o.v.([]any)
+			ol, _ := o.v().([]any)
 			for _, v := range ol {
-				s.v, s.set = topInsert(op, s.v, v), true
+				s.setV(topInsert(op, s.v(), v))
+				s.set = true
 			}
 		}
 	}
@@ -409,14 +416,14 @@ func (a *aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo
 		case fnAny:
 			v = s.n > 0
 		case fnGroup, fnConcat, fnTop:
-			l, _ := s.v.([]any)
+			l, _ := s.v().([]any)
 			if l == nil {
 				l = []any{}
 			}
 			v = append([]any(nil), l...)
 		default:
 			if s.set {
-				v = s.v
+				v = s.v()
 			}
 		}
 		r.Values[j] = v

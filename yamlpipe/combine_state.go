@@ -187,8 +187,8 @@ func appendSlots(out []byte, ac *accumulator) []byte {
 			set = 1
 		}
 		out = append(out, set)
-		out = binary.BigEndian.AppendUint64(out, uint64(s.t))
-		out = appendStateValue(out, s.v)
+		out = binary.BigEndian.AppendUint64(out, uint64(s.t()))
+		out = appendStateValue(out, s.v())
 	}
 	return out
 }
@@ -215,7 +215,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		return nil, bad
 	}
 	b = b[k:]
-	ac := a.accs.take()
+	ac := a.accs.take(0)
 	if n > 0 && !a.keysFromEncoding {
 		ac.group = make([]any, n)
 	}
@@ -234,11 +234,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.ops))
 	}
 	b = b[k:]
-	if ns <= uint64(len(ac.slot0)) {
-		ac.slots = ac.slot0[:ns]
-	} else {
-		ac.slots = make([]slot, ns)
-	}
+	ac.slots = a.accs.takeSlots(int(ns))
 	for i := range ac.slots {
 		s := &ac.slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
@@ -258,11 +254,13 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 			return nil, bad
 		}
 		s.set = b[0] == 1
-		s.t = mtime.Time(binary.BigEndian.Uint64(b[1:]))
+		t := mtime.Time(binary.BigEndian.Uint64(b[1:]))
 		b = b[9:]
-		if s.v, b, err = readKeyValue(b); err != nil {
+		var v any
+		if v, b, err = readKeyValue(b); err != nil {
 			return nil, err
 		}
+		s.setVT(v, t)
 	}
 	return ac, nil
 }

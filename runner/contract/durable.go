@@ -130,7 +130,9 @@ type Checkpoint struct {
 type PendingState interface {
 	// Await returns the entries once every key is encoded, encoding what
 	// nobody else is encoding on the calling goroutine. It returns ctx's
-	// error when ctx is done first.
+	// error when ctx is done first. It hands the entries out once: a later
+	// call returns none (they are in the checkpoint already), so that the
+	// executor keeps no reference to them after the checkpoint.
 	Await(ctx context.Context) ([]StateEntry, error)
 }
 
