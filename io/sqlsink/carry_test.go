@@ -59,3 +59,28 @@ func TestUncommittedPartsCarryOver(t *testing.T) {
 }
 
 func elemsOf(e ...contract.Element) []contract.Element { return e }
+
+// TestFinalShareInSameEpoch: a worker's final share pre-committed for the
+// epoch of a barrier it already pre-committed (the input ended while that
+// checkpoint was in flight) carries that part's rows: the checkpoint may
+// use either part, so neither may be empty. Before, the second part was
+// empty, a commit of it succeeded even while the table refused rows, and
+// the rows were dropped with the pending part.
+func TestFinalShareInSameEpoch(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		s := e.sink(e.config(ModeUpsert, "region"), totalsSchema)
+		must(t, s.Write(ctx, 0, elemsOf(total("NORTH", 1, w0, onTime0))))
+		p, err := s.PreCommit(ctx, 0, 2)
+		must(t, err)
+		final, err := s.PreCommit(ctx, 0, 2)
+		must(t, err)
+		if len(p) == 0 || len(final) == 0 {
+			t.Fatalf("parts of %d and %d bytes, want both to carry NORTH", len(p), len(final))
+		}
+		must(t, s.Commit(ctx, 2, [][]byte{final}))
+		if n := e.count(); n != 1 {
+			t.Fatalf("after committing the final share: %d rows, want 1", n)
+		}
+	})
+}

@@ -432,11 +432,17 @@ func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, e
 	defer wb.mu.Unlock()
 	wb.seen = nil
 	// The newest uncommitted part of the worker already carries the older
-	// ones.
+	// ones. A part of this same epoch counts too: a worker whose input
+	// ended while a checkpoint was in flight pre-commits its final share
+	// for that checkpoint's epoch after its barrier part, and the
+	// checkpoint may commit either, so both must hold the rows (a second,
+	// empty part lost them: its commit succeeded and dropped the pending
+	// part). Rows committed twice are written once (upsert by revision,
+	// append by element ID).
 	var carry []byte
 	s.mu.Lock()
 	for _, pp := range s.mu.pending {
-		if pp.worker == worker && pp.epoch < epoch {
+		if pp.worker == worker && pp.epoch <= epoch {
 			carry = pp.data
 		}
 	}
