@@ -24,6 +24,9 @@ type report struct {
 	worker    int
 	part      []byte
 	finished  bool
+	// from is, for a finished sink's share repeated in later checkpoints,
+	// the first checkpoint that carried it.
+	from uint64
 	// pending is a keyed step's snapshot, encoded after the barrier.
 	pending pendingState
 }
@@ -106,8 +109,34 @@ func (c *coordinator) take(p *pendingCheckpoint, key string, r *report) {
 	p.reported[key] = true
 	c.add(p.cp, r)
 	if f := c.finals[key]; f == r {
-		// Later checkpoints repeat the positions but not the state.
-		c.finals[key] = &report{source: r.source, positions: r.positions, sink: r.sink, worker: r.worker, finished: true}
+		// Later checkpoints repeat the positions but not the state. A
+		// sink's final share is repeated too until a commit of it
+		// succeeds (committed): when the commit of the checkpoint that
+		// first carried it fails, the next one must retry its rows, and a
+		// restart from a later checkpoint must still commit them. (Its
+		// sink then pre-commits nothing more: without the repeat a failed
+		// final commit lost its rows to the next, empty, commit.)
+		// Committing a share again writes nothing twice.
+		rep := &report{source: r.source, positions: r.positions, sink: r.sink, worker: r.worker, finished: true}
+		if r.sink != "" && r.part != nil {
+			rep.part, rep.from = r.part, r.from
+			if rep.from == 0 {
+				rep.from = p.cp.Epoch
+			}
+		}
+		c.finals[key] = rep
+	}
+}
+
+// committed drops from the finished shares of sink those that a commit of
+// checkpoint epoch covered: later checkpoints no longer repeat them.
+func (c *coordinator) committed(sink string, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, r := range c.finals {
+		if r.sink == sink && r.part != nil && r.from != 0 && r.from <= epoch {
+			c.finals[key] = &report{source: r.source, positions: r.positions, sink: r.sink, worker: r.worker, finished: true}
+		}
 	}
 }
 
@@ -255,7 +284,9 @@ func (x *Execution) Commit(ctx context.Context, cp *contract.Checkpoint) error {
 		if ts, ok := sp.code.(contract.TransactionalSink); ok && sp.step.Kind == graph.KindSink {
 			if err := ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]); err != nil {
 				errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", sp.step.Name, cp.Epoch, err))
+				continue
 			}
+			x.r.coord.committed(sp.step.Name, cp.Epoch)
 		}
 	}
 	if len(errs) > 0 {

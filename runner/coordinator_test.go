@@ -31,13 +31,51 @@ func TestCoordinatorStaleFinalReport(t *testing.T) {
 	if got := p.cp.SinkParts["Write"]; len(got) != 1 || string(got[0]) != "rows" {
 		t.Errorf("checkpoint 5's sink parts: %q, want the final part", got)
 	}
-	// The final report stands in for the next epoch too, without its part
-	// again (PreCommit's parts carry what was not committed).
+	// The final report stands in for the next epoch too.
 	p6 := c.begin(6)
 	c.submit("source/Events/0", &report{epoch: 6, source: "Events", positions: map[int][]byte{0: {10}}})
 	select {
 	case <-p6.done:
 	default:
 		t.Fatal("checkpoint 6 did not complete")
+	}
+}
+
+// TestCoordinatorRepeatsUncommittedFinalShare: a sink that finished
+// pre-commits nothing more, so its final share is repeated in every later
+// checkpoint until a commit covering it succeeds: when the commit of the
+// checkpoint that carried it fails (the table refused rows), the next
+// checkpoint's commit retries the rows, and a restart from it still has
+// them. Before, later checkpoints carried no part for the sink: their
+// commit succeeded without the rows and the sink dropped them.
+func TestCoordinatorRepeatsUncommittedFinalShare(t *testing.T) {
+	c := newCoordinator()
+	c.register("source/Events/0")
+	c.register("sink/Write/0")
+	parts := func(e uint64) [][]byte {
+		t.Helper()
+		p := c.begin(e)
+		c.submit("source/Events/0", &report{epoch: e, source: "Events", positions: map[int][]byte{0: {byte(e)}}})
+		select {
+		case <-p.done:
+		default:
+			t.Fatalf("checkpoint %d did not complete", e)
+		}
+		return p.cp.SinkParts["Write"]
+	}
+	p5 := c.begin(5)
+	c.submit("sink/Write/0", &report{epoch: 5, sink: "Write", worker: 0, part: []byte("rows"), finished: true})
+	c.submit("source/Events/0", &report{epoch: 5, source: "Events", positions: map[int][]byte{0: {5}}})
+	<-p5.done
+	// Checkpoint 5's commit failed: 6 and 7 carry the share again.
+	for _, e := range []uint64{6, 7} {
+		if got := parts(e); len(got) != 1 || string(got[0]) != "rows" {
+			t.Fatalf("checkpoint %d's sink parts: %q, want the uncommitted final share", e, got)
+		}
+	}
+	// Checkpoint 7's commit succeeded: 8 carries nothing.
+	c.committed("Write", 7)
+	if got := parts(8); len(got) != 0 {
+		t.Fatalf("checkpoint 8's sink parts: %q, want none once a commit covered the share", got)
 	}
 }
