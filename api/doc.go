@@ -80,8 +80,7 @@
 // (nosniff, no framing, no referrer, no caching). See docs/SECURITY.md.
 //
 // It may import service, service/record (the records it converts), runner/contract (the re-read starts a record carries), client (the wire types), compat (the update
-// report), plan (a validate-only update's plan), serviceopt (the strategy
-// a plan describes), graph (the coders a report names), errcode, manifest
+// report), plan (a validate-only update's plan), graph (the coders a report names), errcode, manifest
 // (the input manifests it converts), mtime (the rate
 // limiter's clock), io/pubsub (the broker's types, through the PubSub
 // interface), github.com/prometheus/client_golang and the standard library.

@@ -7,7 +7,6 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/plan"
-	"github.com/weir-dev/weir/serviceopt"
 )
 
 // updatePlan is the plan of a validate-only update: the running job's
@@ -34,13 +33,13 @@ func (s *Server) updatePlan(req UpdateRequest, newGraph json.RawMessage) *client
 	if err != nil {
 		return nil
 	}
-	opts := plan.Options{Check: compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange}, Strategy: plan.InPlace}
-	if o, err := serviceopt.Parse(req.ServiceOptions); err == nil {
-		if sp, err := o.Resolve(req.Name, true, nil); err == nil && sp.Replacement() {
-			rewind := sp.Rewind
-			opts.Strategy, opts.Rewind = plan.Strategy(sp.Strategy), &rewind
-		}
+	// Options that do not combine were refused before a plan is asked
+	// for; should they reach here, the plan describes an in-place update.
+	opts, err := plan.ForServiceOptions(req.ServiceOptions)
+	if err != nil {
+		opts = plan.Options{Strategy: plan.InPlace}
 	}
+	opts.Check = compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange}
 	if m, err := s.svc.Metrics(j.ID); err == nil && m != nil {
 		opts.Keys = map[string]int64{}
 		for _, st := range m.Steps {

@@ -8,7 +8,8 @@
 // check (package compat) decides what carries over; a plan only reads the
 // two graphs and that report, so it is deterministic and changes nothing.
 //
-// It may import compat, graph and the standard library.
+// It may import compat, graph, serviceopt (the strategy an update's
+// service options ask for) and the standard library.
 package plan
 
 import (

@@ -58,25 +58,32 @@ type serverGraphs struct {
 // Errors carry the CLI's exit codes: ExitServerUnreachable when no server
 // answers, ExitFailure for an unknown or finished job.
 func (s *serverGraphs) RunningGraph(ctx context.Context, name string) (*graph.Pipeline, error) {
+	g, _, err := s.runningJob(ctx, name)
+	return g, err
+}
+
+// runningJob returns the graph of the active job named name and the job
+// as the server answers it (with its live metrics), in one request.
+func (s *serverGraphs) runningJob(ctx context.Context, name string) (*graph.Pipeline, *client.Job, error) {
 	c, err := newClient(s.server)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	j, err := c.Get(ctx, name)
 	if err != nil {
-		return nil, clientError(ctx, c, err)
+		return nil, nil, clientError(ctx, c, err)
 	}
 	if !j.Active() {
-		return nil, withCode(ExitFailure, fmt.Errorf("job %s is not running: its latest job %s is %s (check against the pipeline file instead)", name, j.ID, j.State))
+		return nil, nil, withCode(ExitFailure, fmt.Errorf("job %s is not running: its latest job %s is %s (check against the pipeline file instead)", name, j.ID, j.State))
 	}
 	if len(j.Graph) == 0 {
-		return nil, withCode(ExitFailure, fmt.Errorf("job %s (%s) has no stored graph yet (state %s): retry once it runs", name, j.ID, j.State))
+		return nil, nil, withCode(ExitFailure, fmt.Errorf("job %s (%s) has no stored graph yet (state %s): retry once it runs", name, j.ID, j.State))
 	}
 	g, err := graph.Parse(j.Graph)
 	if err != nil {
-		return nil, withCode(ExitFailure, fmt.Errorf("reading the stored graph of job %s (%s): %w", name, j.ID, err))
+		return nil, nil, withCode(ExitFailure, fmt.Errorf("reading the stored graph of job %s (%s): %w", name, j.ID, err))
 	}
-	return g, nil
+	return g, j, nil
 }
 
 // newCheckCommandWith builds `weir check`; jobs resolves OLD when it is a

@@ -13,7 +13,6 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/plan"
-	"github.com/weir-dev/weir/serviceopt"
 )
 
 // planFlags are the flags of `weir plan`.
@@ -79,7 +78,7 @@ func runPlan(ctx context.Context, e *env, oldArg, newPath string, f planFlags) e
 	if err != nil {
 		return usageErrorf("--transform-name-mapping: %w", err)
 	}
-	popts, err := planOptions(f.serviceOptions)
+	popts, err := plan.ForServiceOptions(f.serviceOptions)
 	if err != nil {
 		return usageErrorf("--service-options: %w", err)
 	}
@@ -108,31 +107,6 @@ func runPlan(ctx context.Context, e *env, oldArg, newPath string, f planFlags) e
 		return withCode(ExitIncompatible, fmt.Errorf("%s cannot update %s: %d refused change(s), listed in the plan", newPath, oldArg, refused))
 	}
 	return nil
-}
-
-// planOptions returns the strategy and rewind an update's service options
-// ask for.
-func planOptions(serviceOptions []string) (plan.Options, error) {
-	opts, err := serviceopt.Parse(serviceOptions)
-	if err != nil {
-		return plan.Options{}, err
-	}
-	// A replacement under a new name (parallel_replace_job_name) is a
-	// submission of a new job; any other plan is an update of OLD's name.
-	sameName := opts.ReplaceJobName == "" && opts.ReplaceJobID == ""
-	sp, err := opts.Resolve("plan", sameName, nil)
-	if err != nil {
-		return plan.Options{}, err
-	}
-	popts := plan.Options{Strategy: plan.Strategy(sp.Strategy)}
-	if sp.Strategy == serviceopt.StrategyCreate {
-		popts.Strategy = plan.InPlace
-	}
-	if sp.Replacement() {
-		rewind := sp.Rewind
-		popts.Rewind = &rewind
-	}
-	return popts, nil
 }
 
 // planRefusals counts what would refuse the update: the check's errors
@@ -180,15 +154,11 @@ func planOld(ctx context.Context, arg string, f planFlags, opts *plan.Options, j
 		g, _, err := resolveOld(ctx, nil, arg, jinja)
 		return g, "", err
 	}
-	c, err := newClient(f.server)
+	g, j, err := (&serverGraphs{server: f.server}).runningJob(ctx, arg)
 	if err != nil {
 		return nil, "", err
 	}
-	g, err := (&serverGraphs{server: f.server}).RunningGraph(ctx, arg)
-	if err != nil {
-		return nil, "", err
-	}
-	if j, err := c.Get(ctx, arg); err == nil && j.Metrics != nil {
+	if j.Metrics != nil {
 		keys := map[string]int64{}
 		for _, st := range j.Metrics.Steps {
 			if st.Keys != nil {
@@ -228,7 +198,7 @@ func updatePlan(ctx context.Context, e *env, path string, f runFlags) *plan.Plan
 	if err != nil {
 		return nil
 	}
-	popts, err := planOptions(pf.serviceOptions)
+	popts, err := plan.ForServiceOptions(pf.serviceOptions)
 	if err != nil {
 		return nil
 	}
