@@ -459,20 +459,20 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	// check and the rewind too (each lookup is a round trip to the broker,
 	// and a search over every topic's stream is one per topic).
 	s.b.ensureStorage(ctx)
-	topic, cons, err := s.consumer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	stream, _, _ := topicNames(topic)
-	if err := refusePerMessageConsumer(cons.CachedInfo(), cfg.Step, cfg.Subscription, topic); err != nil {
-		return nil, err
-	}
 	var seq uint64
 	switch {
 	case from != nil:
 		seq = from.StreamSeq + 1
 	case cfg.Rewind != nil && cfg.Rewind.FromSeq > 0:
 		seq = cfg.Rewind.FromSeq
+	}
+	topic, cons, err := s.consumer(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	stream, _, _ := topicNames(topic)
+	if err := refusePerMessageConsumer(cons.CachedInfo(), cfg.Step, cfg.Subscription, topic); err != nil {
+		return nil, err
 	}
 	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
@@ -536,8 +536,11 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 
 // consumer finds the source's subscription and its topic: on the topic's
 // stream when the source reads a topic (creating the subscription the
-// first time), else by searching every topic's stream.
-func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, error) {
+// first time, at stream sequence startSeq when it is not 0 — a job placed
+// at a snapshot's position — so that the subscription's backlog counts
+// what the source will read from the moment it exists), else by searching
+// every topic's stream.
+func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstream.Consumer, error) {
 	cfg := &s.cfg
 	if cfg.Topic == "" {
 		t, c, err := s.b.findSubscription(ctx, cfg.Subscription)
@@ -555,7 +558,9 @@ func (s *Source) consumer(ctx context.Context) (string, jetstream.Consumer, erro
 		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
 	}
 	// Missing (or on another topic, which EnsureSubscription refuses).
-	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, cfg.Subscribe); err != nil {
+	sc := cfg.Subscribe
+	sc.StartSeq = startSeq
+	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, sc); err != nil {
 		return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}
 	if c, err = s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription)); err != nil {

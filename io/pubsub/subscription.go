@@ -40,6 +40,11 @@ type SubscriptionConfig struct {
 	// Metadata is stored with the subscription (JetStream consumer
 	// metadata), e.g. the Pub/Sub API's ordering flag and labels.
 	Metadata map[string]string
+	// StartSeq, when not 0, makes a new subscription deliver from this
+	// stream sequence (over FromBeginning): a source that resumes at a
+	// placed position creates its missing subscription there, so its
+	// backlog is right from the moment it exists. Default 0.
+	StartSeq uint64
 }
 
 // EnsureDefaults fills unset fields with their defaults.
@@ -132,7 +137,11 @@ func (b *Broker) CreateSubscription(ctx context.Context, name, topic string, cfg
 	if cfg.PerMessageAck {
 		cc.AckPolicy = jetstream.AckExplicitPolicy
 	}
-	if !cfg.FromBeginning {
+	switch {
+	case cfg.StartSeq > 0:
+		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cc.OptStartSeq = cfg.StartSeq
+	case !cfg.FromBeginning:
 		// DeliverByStartSequence rather than DeliverNew: a subscription can
 		// then be rewound to any later sequence (Resume, seek).
 		cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
