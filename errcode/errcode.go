@@ -133,6 +133,10 @@ const (
 	InvalidMapping Code = "INVALID_MAPPING"
 	// ShuttingDown: the service is stopping.
 	ShuttingDown Code = "SHUTTING_DOWN"
+	// ReadOnlyInspection: a change asked of a data directory opened only
+	// to read its records (`weir jobs ... --data-dir`): start a server or
+	// the program on it to change anything.
+	ReadOnlyInspection Code = "READ_ONLY_INSPECTION"
 	// ProgramChanged: a Go program started without --update finds its job
 	// running a different pipeline graph; start it with --update.
 	ProgramChanged Code = "PROGRAM_CHANGED"
@@ -430,6 +434,7 @@ func registry() []Info {
 		{UpdateInProgress, svc, KindConflict, http.StatusConflict},
 		{InvalidMapping, svc, KindInvalid, http.StatusBadRequest},
 		{ShuttingDown, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{ReadOnlyInspection, svc, KindConflict, http.StatusConflict},
 		{ProgramChanged, svc, KindConflict, http.StatusConflict},
 		{NotReleasable, svc, KindConflict, http.StatusConflict},
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},

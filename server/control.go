@@ -21,6 +21,9 @@ const (
 	LockFile = "process.lock"
 	// ControlFileName describes the process that owns the data directory.
 	ControlFileName = "process.json"
+	// readersLockFile serialises the processes that only read the data
+	// directory (ReadLockDataDir).
+	readersLockFile = "readers.lock"
 )
 
 // lockPoll is how often LockDataDir tries the lock again.
@@ -30,6 +33,9 @@ const lockPoll = 50 * time.Millisecond
 // Unlock (or the end of the process).
 type DirLock struct {
 	f *os.File
+	// readers, for a reader's lock (ReadLockDataDir), is the lock that
+	// serialises readers with each other.
+	readers *os.File
 }
 
 // TryLockDataDir takes the lock of dir (creating dir if needed, 0700)
@@ -71,10 +77,59 @@ func LockDataDir(ctx context.Context, dir string, wait time.Duration) (*DirLock,
 	}
 }
 
+// ReadLockDataDir takes the lock of an existing dir for a process that
+// only reads its records (`weir jobs ... --data-dir`): a shared lock that
+// the process owning the directory excludes (ErrDataDirLocked while one
+// runs; none starts while a reader reads), and an exclusive one among
+// readers, waited for up to wait (the state store opens for one process
+// at a time, even read-only).
+func ReadLockDataDir(ctx context.Context, dir string, wait time.Duration) (*DirLock, error) {
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the data directory's lock: %w", err)
+	}
+	if err := tryLockShared(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	r, err := os.OpenFile(filepath.Join(dir, readersLockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening the data directory's readers' lock: %w", err)
+	}
+	l := &DirLock{f: f, readers: r}
+	deadline := time.Now().Add(wait)
+	t := time.NewTicker(lockPoll)
+	defer t.Stop()
+	for {
+		err := tryLock(r)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrDataDirLocked) || !time.Now().Before(deadline) {
+			_ = l.Unlock()
+			if errors.Is(err, ErrDataDirLocked) {
+				return nil, fmt.Errorf("waited %s for another reader of the data directory: %w", wait, err)
+			}
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			_ = l.Unlock()
+			return nil, fmt.Errorf("waiting for the data directory's readers' lock: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
 // Unlock releases the lock.
 func (l *DirLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
+	}
+	if l.readers != nil {
+		_ = l.readers.Close()
+		l.readers = nil
 	}
 	err := l.f.Close() // closing the file releases the flock
 	l.f = nil

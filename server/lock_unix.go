@@ -21,3 +21,16 @@ func tryLock(f *os.File) error {
 	}
 	return nil
 }
+
+// tryLockShared takes a shared, non-blocking flock on f: ErrDataDirLocked
+// while another process holds an exclusive one.
+func tryLockShared(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return ErrDataDirLocked
+	}
+	if err != nil {
+		return fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return nil
+}

@@ -141,6 +141,23 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(msg, "component", "pebble")
 }
 
+// OpenReadOnly opens the existing store in dir for reading only (an
+// inspection of a stopped server's or program's data directory): nothing
+// is written, not even the replay of its write-ahead log, and every write
+// fails. A directory without a store is an error.
+func OpenReadOnly(dir string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	h, err := openHandle(dir, logger, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, logger: logger}
+	s.h = h
+	return s, nil
+}
+
 // open opens (creating if needed) the store in dir on fs (nil: the
 // operating system's file system). Tests pass a fault-injecting one.
 func open(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {

@@ -151,7 +151,7 @@ const memTableBytes = 64 << 20
 // openHandle opens dir on fs as a new handle.
 func openHandle(dir string, logger *slog.Logger, fs vfs.FS, readOnly bool) (*handle, error) {
 	h := &handle{fail: &failure{}, drained: make(chan struct{}, 1), readOnly: readOnly}
-	opts := &pebble.Options{Logger: pebbleLogger{l: logger, fail: h.fail}, FS: fs, ReadOnly: readOnly, MemTableSize: memTableBytes}
+	opts := &pebble.Options{Logger: pebbleLogger{l: logger, fail: h.fail}, FS: fs, ReadOnly: readOnly, ErrorIfNotExists: readOnly, MemTableSize: memTableBytes}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)

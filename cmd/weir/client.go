@@ -28,6 +28,9 @@ type serverFlag struct {
 	token     string
 	tokenFile string
 	tlsCA     string
+	// dataDir, on reading commands only (addDataDirFlag), reads a stopped
+	// process's data directory instead of asking a server (inspect.go).
+	dataDir string
 }
 
 // addServerFlag declares --server, --token and --token-file on cmd.
@@ -93,7 +96,7 @@ func clientError(ctx context.Context, c *client.Client, err error) error {
 		return withCode(ExitServerUnreachable, err)
 	}
 	if errors.Is(err, client.ErrUnreachable) {
-		return withCode(ExitServerUnreachable, fmt.Errorf("no weir server answers at %s: start one with 'weir server' (from a checkout: go run ./cmd/weir server), or point --server or $%s at a running one", c.Base(), serverEnv))
+		return withCode(ExitServerUnreachable, fmt.Errorf("no weir server answers at %s: start one with 'weir server' (from a checkout: go run ./cmd/weir server), or point --server or $%s at a running one; the records of a server or Go program that has stopped are read with --data-dir DIR", c.Base(), serverEnv))
 	}
 	var ae *client.Error
 	if errors.As(err, &ae) {

@@ -61,9 +61,10 @@ Exit codes: 0 success, 1 a job was not found or could not change state,
 func newJobsListCommand(e *env) *cobra.Command {
 	var status string
 	return showCommand(e, showSpec[[]client.Summary]{
-		use:   "list",
-		short: "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
-		args:  exactArgs(),
+		use:     "list",
+		short:   "List jobs (JOB_ID NAME TYPE CREATION_TIME STATE), newest first",
+		offline: true,
+		args:    exactArgs(),
 		check: func(*cobra.Command, []string) error {
 			if _, err := service.ParseStatus(status); err != nil {
 				return usageErrorf("--status %q: want active, terminated or all", status)
@@ -87,9 +88,10 @@ func newJobsListCommand(e *env) *cobra.Command {
 func newJobsDescribeCommand(e *env) *cobra.Command {
 	var showGraph bool
 	return showCommand(e, showSpec[*client.Job]{
-		use:   "describe ID|NAME [--show-graph]",
-		short: "Describe a job: state and its history, options, condition, lineage, per-step counters, watermarks, backlog",
-		args:  exactArgs("ID|NAME"),
+		use:     "describe ID|NAME [--show-graph]",
+		short:   "Describe a job: state and its history, options, condition, lineage, per-step counters, watermarks, backlog",
+		offline: true,
+		args:    exactArgs("ID|NAME"),
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Job, error) {
 			return c.Get(ctx, args[0])
 		},
@@ -397,9 +399,10 @@ func flush(tw *tabwriter.Writer) error {
 
 func newJobsHistoryCommand(e *env) *cobra.Command {
 	return showCommand(e, showSpec[*client.HistoryResponse]{
-		use:   "history NAME",
-		short: "Show every job of a name: how each generation replaced the one before (update, stop-and-replace, parallel, rollback), phases, stop windows, rollback snapshots, refused update attempts",
-		args:  exactArgs("NAME"),
+		use:     "history NAME",
+		short:   "Show every job of a name: how each generation replaced the one before (update, stop-and-replace, parallel, rollback), phases, stop windows, rollback snapshots, refused update attempts",
+		offline: true,
+		args:    exactArgs("NAME"),
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.HistoryResponse, error) {
 			return c.History(ctx, args[0])
 		},

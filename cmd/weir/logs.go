@@ -29,10 +29,14 @@ types are listed in docs/METRICS.md.
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			c, err := newClient(server)
+			if follow && server.dataDir != "" {
+				return usageErrorf("--follow needs a running server: a data directory read with --data-dir has no job running")
+			}
+			c, done, err := openClient(cmd.Context(), server)
 			if err != nil {
 				return err
 			}
+			defer done()
 			ctx := cmd.Context()
 			print := func(ev client.Event) error { return writeEvent(e.stdout, format, ev) }
 			ref := args[0]
@@ -67,6 +71,7 @@ types are listed in docs/METRICS.md.
 	}
 	addFormatFlag(cmd, &format)
 	addServerFlag(cmd, &server)
+	addDataDirFlag(cmd, &server)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until the job ends")
 	return cmd
 }

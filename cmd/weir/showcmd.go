@@ -30,6 +30,9 @@ type showSpec[T any] struct {
 	clientErr func(ctx context.Context, c *client.Client, err error) error
 	// flags adds the command's own flags.
 	flags func(fs *pflag.FlagSet)
+	// offline, for a command that only reads, adds --data-dir: it reads
+	// a stopped process's data directory instead (inspect.go).
+	offline bool
 }
 
 // showCommand builds the command s describes, with --format (every format
@@ -61,10 +64,11 @@ func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 					return err
 				}
 			}
-			c, err := newClient(server)
+			c, done, err := openClient(cmd.Context(), server)
 			if err != nil {
 				return err
 			}
+			defer done()
 			v, err := s.fetch(cmd.Context(), c, args)
 			if err != nil {
 				if s.clientErr != nil {
@@ -82,6 +86,9 @@ func showCommand[T any](e *env, s showSpec[T]) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&format, "format", formatText, formatHelp)
 	addServerFlag(cmd, &server)
+	if s.offline {
+		addDataDirFlag(cmd, &server)
+	}
 	if isList {
 		fl := cmd.Flags()
 		fl.StringVar(&lo.filter, "filter", "", "gcloud's filter expression on the JSON fields, such as 'name:orders AND backlog>0' (see docs/PUBSUB.md)")

@@ -63,6 +63,9 @@ func (s *Core) StoreFailed() *storeFault { return s.fault.Load() }
 // refuseIfStoreFailed returns a STORAGE_UNAVAILABLE error when the store
 // has failed: requests that change jobs call it first.
 func (s *Core) RefuseIfStoreFailed() error {
+	if s.Opts.Inspect {
+		return errcode.Errorf(errcode.ReadOnlyInspection, "data directory %s is open only to read its records: start weir server (or the Go program) on it to change a job", s.Opts.DataDir)
+	}
 	f := s.StoreFailed()
 	if f == nil {
 		return nil

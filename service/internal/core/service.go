@@ -97,6 +97,12 @@ type Options struct {
 	// update or replacement of a name's active job is not counted. 0 (or
 	// less): no limit.
 	MaxJobs int
+	// Inspect opens an existing data directory only to read its records
+	// (`weir jobs list|describe|history|logs --data-dir`, after a Go
+	// program or a server has stopped): the state store is opened
+	// read-only, no job resumes, no flow repairs anything, and every change
+	// is refused with READ_ONLY_INSPECTION. Default false.
+	Inspect bool
 }
 
 // Defaults of Options.
@@ -260,15 +266,25 @@ func Open(ctx context.Context, opts Options, hooks Hooks) (*Core, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the data directory: %w", err)
+	if !opts.Inspect {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating the data directory: %w", err)
+		}
 	}
 	dir, err := filepath.Abs(opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the data directory: %w", err)
 	}
 	opts.DataDir = dir
-	st, err := state.OpenFS(filepath.Join(dir, "state"), opts.Logger, opts.StoreFS)
+	var st *state.Store
+	if opts.Inspect {
+		if _, err := os.Stat(filepath.Join(dir, "state")); err != nil {
+			return nil, fmt.Errorf("%s is not a weir data directory (it has no state store): %w", dir, err)
+		}
+		st, err = state.OpenReadOnly(filepath.Join(dir, "state"), opts.Logger)
+	} else {
+		st, err = state.OpenFS(filepath.Join(dir, "state"), opts.Logger, opts.StoreFS)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +302,11 @@ func Open(ctx context.Context, opts Options, hooks Hooks) (*Core, error) {
 // already answers; a job not yet resumed reads with condition RESUMING.
 // Recovered tells when every one has resumed.
 func (s *Core) Start() error {
+	if s.Opts.Inspect {
+		// Records only: nothing resumes, nothing is repaired.
+		close(s.recovered)
+		return nil
+	}
 	for _, f := range s.flows {
 		if err := f.Open(s.Ctx); err != nil {
 			s.cancel()
