@@ -121,6 +121,11 @@ var ErrNoRecordedInput = errors.New("the recorded input does not match the pipel
 // connection, outputs and rejects checked as a job's would be. Errors name
 // file:line:column.
 func Load(path string, src []byte, opts Options) (*weir.Pipeline, error) {
+	return load(path, src, opts, nil)
+}
+
+// load is Load with a test case's taps (nil: none).
+func load(path string, src []byte, opts Options, taps *yamlpipe.TestTaps) (*weir.Pipeline, error) {
 	scratch, err := os.MkdirTemp(opts.TempDir, "weir-sandbox-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a scratch directory: %w", err)
@@ -128,7 +133,7 @@ func Load(path string, src []byte, opts Options) (*weir.Pipeline, error) {
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: "rehearsal", ID: "rehearsal", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
 	return yamlpipe.Load(path, src, yamlpipe.Options{BaseDir: opts.BaseDir, Job: job, GraphOnly: true,
-		JinjaVariables: opts.JinjaVariables, RenderJinja: true, LogOutput: io.Discard})
+		JinjaVariables: opts.JinjaVariables, RenderJinja: true, LogOutput: io.Discard, TestTaps: taps})
 }
 
 // Run loads the pipeline in src (named path in errors) and runs it over

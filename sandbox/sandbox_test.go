@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -215,8 +216,8 @@ func TestRunTestReferenceFixture(t *testing.T) {
 }
 
 func TestParseTestsRefusesWhatItCannotRun(t *testing.T) {
-	src := "pipeline: {transforms: []}\ntests:\n  - name: t\n    mock_inputs: [{name: X, elements: []}]\n"
-	if _, err := ParseTests("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "mock_inputs and expected_outputs are not supported yet") {
+	src := "pipeline: {transforms: []}\ntests:\n  - name: t\n    mock_inputs: [{name: X, elements: [{a: 1}]}]\n"
+	if _, err := ParseTests("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "the test checks nothing") {
 		t.Errorf("err = %v", err)
 	}
 	fixture, err := os.ReadFile("testdata/fixture_tests.yaml")
@@ -234,6 +235,69 @@ func TestParseTestsRefusesWhatItCannotRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = RunTest(context.Background(), "p.yaml", []byte(src), cases[0], Options{BaseDir: t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err = %v, want one containing %q", err, tt.want)
+		}
+	}
+}
+
+// TestRunTestMockInputsExpectedOutputs: Beam's mock_inputs feed one
+// transform's input and expected_outputs check any transform's output;
+// what the test does not need is not run (the pipeline's Pub/Sub source
+// has no recorded input, which fails a run that includes it). A wrong
+// expectation fails and its fix is what was received; wrong names are
+// refused with what exists.
+func TestRunTestMockInputsExpectedOutputs(t *testing.T) {
+	src, err := os.ReadFile("testdata/taps_tests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, src string, i int) (*TestResult, error) {
+		t.Helper()
+		cases, err := ParseTests("taps_tests.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RunTest(context.Background(), "taps_tests.yaml", []byte(src), cases[i], Options{BaseDir: t.TempDir()})
+	}
+	for i, name := range []string{"filter and tag", "totals of tagged rows"} {
+		res, err := run(t, string(src), i)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.Name != name || !res.Passed() {
+			t.Errorf("%s: failures %q", res.Name, res.Failures)
+		}
+	}
+
+	wrong := strings.Replace(string(src), "{region: NORTH, amount: 700, big: true}", "{region: NORTH, amount: 700, big: false}", 1)
+	res, err := run(t, wrong, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`Tag: expected {"amount":700,"big":false,"region":"NORTH"}, not received`,
+		`Tag: received {"amount":700,"big":true,"pane":{"index":0,"timing":"UNKNOWN"},"region":"NORTH"}, not expected`,
+	}
+	if !reflect.DeepEqual(res.Failures, want) {
+		t.Errorf("failures:\n got %q\nwant %q", res.Failures, want)
+	}
+	if len(res.Fixes) != 1 || res.Fixes[0].Section != "expected_outputs" || res.Fixes[0].Index != 0 || res.Fixes[0].Name != "Tag" ||
+		fmt.Sprint(res.Fixes[0].Elements) != "[map[amount:250 big:false region:NORTH] map[amount:700 big:true region:NORTH]]" {
+		t.Errorf("fixes %+v", res.Fixes)
+	}
+
+	wrongTotal := strings.Replace(string(src), "{region: NORTH, total: 425}", "{region: NORTH, total: 400}", 1)
+	if res, err = run(t, wrongTotal, 1); err != nil || res.Passed() || len(res.Fixes) != 1 || res.Fixes[0].Section != "expected_inputs" {
+		t.Errorf("a wrong total: %+v %v", res, err)
+	}
+
+	for _, tt := range []struct{ from, to, want string }{
+		{"mock_inputs:\n      - name: BigOnes", "mock_inputs:\n      - name: Nope", `mock_inputs names "Nope", which is not a transform of the pipeline`},
+		{"mock_inputs:\n      - name: BigOnes", "mock_inputs:\n      - name: ReadOrders", `mock_inputs names "ReadOrders", a source`},
+		{"expected_outputs:\n      - name: Tag", "expected_outputs:\n      - name: Tag.nope", `Tag.nope`},
+	} {
+		_, err := run(t, strings.Replace(string(src), tt.from, tt.to, 1), 0)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("err = %v, want one containing %q", err, tt.want)
 		}

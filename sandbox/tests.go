@@ -15,6 +15,7 @@ import (
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/yamlpipe"
 )
 
 // This file runs the test cases a pipeline file carries in Beam YAML's
@@ -42,6 +43,8 @@ import (
 
 // Test is one test case of a pipeline file.
 type Test struct {
+	// Index is the test's position in the tests: list (from 0).
+	Index           int           `yaml:"-"`
 	Name            string        `yaml:"name"`
 	MockOutputs     []testElement `yaml:"mock_outputs"`
 	ExpectedInputs  []testElement `yaml:"expected_inputs"`
@@ -64,11 +67,12 @@ func ParseTests(path string, src []byte) ([]Test, error) {
 		return nil, fmt.Errorf("%s: reading its tests: %w", path, err)
 	}
 	for i, t := range f.Tests {
+		f.Tests[i].Index = i
 		if t.Name == "" {
 			f.Tests[i].Name = fmt.Sprintf("test %d", i+1)
 		}
-		if len(t.MockInputs) > 0 || len(t.ExpectedOutputs) > 0 {
-			return nil, fmt.Errorf("%s: %s: mock_inputs and expected_outputs are not supported yet: mock a source step's outputs (mock_outputs) and state what a sink step receives (expected_inputs)", path, f.Tests[i].Name)
+		if len(t.ExpectedInputs)+len(t.ExpectedOutputs) == 0 {
+			return nil, fmt.Errorf("%s: %s: the test checks nothing: give expected_inputs (what a sink step receives) or expected_outputs (what a transform outputs)", path, f.Tests[i].Name)
 		}
 	}
 	return f.Tests, nil
@@ -80,6 +84,22 @@ type TestResult struct {
 	// Failures says what did not match, one line each; empty when the test
 	// passed.
 	Failures []string
+	// Fixes are, for each expectation that did not match, the elements
+	// received instead (`weir test --fix-tests` writes them into the
+	// file).
+	Fixes []TestFix
+}
+
+// TestFix is what one expectation of a test received.
+type TestFix struct {
+	// Section is "expected_inputs" or "expected_outputs"; Index the
+	// expectation's position in it (from 0), Name its step.
+	Section string
+	Index   int
+	Name    string
+	// Elements are the received elements, as an expectation states them
+	// (numbers as int64 or float64).
+	Elements []map[string]any
 }
 
 // Passed reports whether the test passed.
@@ -93,23 +113,67 @@ func RunTest(ctx context.Context, path string, src []byte, t Test, opts Options)
 	}
 	g := p.Graph()
 	trace := &Trace{}
+	var taps *yamlpipe.TestTaps
+	if len(t.MockInputs) > 0 || len(t.ExpectedOutputs) > 0 {
+		// Beam's mock_inputs and expected_outputs: the pipeline rewired
+		// (yamlpipe.TestTaps), built with only what the test checks.
+		taps = &yamlpipe.TestTaps{MockInputs: map[string][]map[string]any{}}
+		for _, m := range t.MockInputs {
+			if _, dup := taps.MockInputs[m.Name]; dup {
+				return nil, fmt.Errorf("%s: %s: mock_inputs names %q twice", path, t.Name, m.Name)
+			}
+			var rows []map[string]any
+			for i, el := range m.Elements {
+				ev, err := mockEvent(el)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s: mock_inputs %s element %d: %w", path, t.Name, m.Name, i+1, err)
+				}
+				if !ev.IsWatermark {
+					rows = append(rows, yamlValues(ev.Value).(map[string]any))
+				}
+			}
+			taps.MockInputs[m.Name] = rows
+		}
+		for _, e := range t.ExpectedOutputs {
+			taps.ExpectOutputs = append(taps.ExpectOutputs, e.Name)
+		}
+		for _, e := range t.ExpectedInputs {
+			taps.Keep = append(taps.Keep, e.Name)
+		}
+	}
 	for _, m := range t.MockOutputs {
 		s := g.Step(m.Name)
 		if s == nil || s.Kind != graph.KindSource {
 			return nil, fmt.Errorf("%s: %s: mock_outputs names %q, which is not a source step of the pipeline", path, t.Name, m.Name)
+		}
+	}
+	for _, e := range t.ExpectedInputs {
+		if s := g.Step(e.Name); s == nil || s.Kind != graph.KindSink {
+			return nil, fmt.Errorf("%s: %s: expected_inputs names %q, which is not a sink step of the pipeline", path, t.Name, e.Name)
+		}
+	}
+	if taps != nil {
+		if p, err = load(path, src, opts, taps); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name, err)
+		}
+		g = p.Graph()
+	}
+	for _, m := range append(append([]testElement(nil), t.MockOutputs...), t.MockInputs...) {
+		step := m.Name
+		if taps != nil {
+			if _, ok := taps.MockInputs[m.Name]; ok {
+				step = yamlpipe.TestInputStep(m.Name)
+			} else if g.Step(step) == nil {
+				continue // a source the test's checks do not read: left out
+			}
 		}
 		for i, el := range m.Elements {
 			ev, err := mockEvent(el)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %s: mock_outputs %s element %d: %w", path, t.Name, m.Name, i+1, err)
 			}
-			ev.Source, ev.Origin, ev.Offset = m.Name, m.Name, int64(i+1)
+			ev.Source, ev.Origin, ev.Offset = step, m.Name, int64(i+1)
 			trace.Events = append(trace.Events, ev)
-		}
-	}
-	for _, e := range t.ExpectedInputs {
-		if s := g.Step(e.Name); s == nil || s.Kind != graph.KindSink {
-			return nil, fmt.Errorf("%s: %s: expected_inputs names %q, which is not a sink step of the pipeline", path, t.Name, e.Name)
 		}
 	}
 	res, err := RunPipeline(ctx, p, trace, opts)
@@ -137,18 +201,53 @@ func RunTest(ctx context.Context, path string, src []byte, t Test, opts Options)
 		got[r.Output] = append(got[r.Output], m)
 	}
 	out := &TestResult{Name: t.Name}
-	for _, e := range t.ExpectedInputs {
-		want := make([]map[string]any, len(e.Elements))
-		for i, el := range e.Elements {
-			m, ok := plain(el).(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("%s: %s: expected_inputs %s element %d is not a mapping", path, t.Name, e.Name, i+1)
+	check := func(section string, es []testElement, step func(string) string) error {
+		for k, e := range es {
+			want := make([]map[string]any, len(e.Elements))
+			for i, el := range e.Elements {
+				m, ok := plain(el).(map[string]any)
+				if !ok {
+					return fmt.Errorf("%s: %s: %s %s element %d is not a mapping", path, t.Name, section, e.Name, i+1)
+				}
+				want[i] = m
 			}
-			want[i] = m
+			recv := got[step(e.Name)]
+			fails := matchElements(e.Name, want, recv)
+			if len(fails) > 0 {
+				out.Failures = append(out.Failures, fails...)
+				out.Fixes = append(out.Fixes, TestFix{Section: section, Index: k, Name: e.Name, Elements: fixElements(recv)})
+			}
 		}
-		out.Failures = append(out.Failures, matchElements(e.Name, want, got[e.Name])...)
+		return nil
+	}
+	if err := check("expected_inputs", t.ExpectedInputs, func(s string) string { return s }); err != nil {
+		return nil, err
+	}
+	if err := check("expected_outputs", t.ExpectedOutputs, yamlpipe.TestOutputStep); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// fixElements returns received elements as an expectation states them,
+// in a stable order: a row of the global window without its pane (as
+// Beam writes one), a windowed row with its window and pane.
+func fixElements(recv []map[string]any) []map[string]any {
+	out := make([]map[string]any, 0, len(recv))
+	for _, r := range recv {
+		m := make(map[string]any, len(r))
+		for k, v := range r {
+			m[k] = yamlValues(v)
+		}
+		if _, windowed := m["window_start"]; !windowed {
+			if p, ok := m["pane"].(map[string]any); ok && fmt.Sprint(p["index"]) == "0" {
+				delete(m, "pane")
+			}
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return compact(out[i]) < compact(out[j]) })
+	return out
 }
 
 // mockEvent reads one mocked element: {element, event_time}, {watermark},
@@ -366,4 +465,33 @@ func compact(m map[string]any) string {
 		return fmt.Sprint(m)
 	}
 	return s
+}
+
+// yamlValues turns the json.Numbers of a mocked row into the int64 or
+// float64 its YAML wrote, so that the mocked input's schema is typed as a
+// Create of the same elements is.
+func yamlValues(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+		return x.String()
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = yamlValues(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = yamlValues(e)
+		}
+		return out
+	}
+	return v
 }

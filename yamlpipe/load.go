@@ -73,6 +73,11 @@ type Options struct {
 	// file. Load leaves text as it is unless asked, so a job service never
 	// reads files a submitted template names.
 	RenderJinja bool
+	// TestTaps, for one test case of the file's tests: section (weir
+	// test), mocks inputs of transforms, captures outputs of any
+	// transform and leaves out what the test does not need; nil: the
+	// pipeline as written.
+	TestTaps *TestTaps
 }
 
 // JobEnv is what a job service tells the loader about the job a pipeline
@@ -348,7 +353,10 @@ func (l *loader) parse(root *node) error {
 			t.inputs = []inputRef{{text: l.specs[i-1].name, n: t.typNode, implicit: true}}
 		}
 	}
-	return l.resolve()
+	if err := l.resolve(); err != nil {
+		return err
+	}
+	return l.applyTestTaps()
 }
 
 func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {

@@ -405,3 +405,47 @@ func TestCLITest(t *testing.T) {
 		t.Errorf("a file without tests: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// TestCLITestFixTests: Beam's mock_inputs and expected_outputs through
+// `weir test`, and --fix-tests: the expectations that did not match are
+// rewritten with what was received (the file's comments and other tests
+// kept), the tests report FIXED and exit 0, and the fixed file passes.
+// Without --fix-tests the file is left alone.
+func TestCLITestFixTests(t *testing.T) {
+	src, err := os.ReadFile("../../sandbox/testdata/taps_tests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := writeTestFile(t, dir, "good.yaml", string(src))
+	if r := runCLI(t, dir, "test", good); r.code != ExitOK || !strings.Contains(r.stdout, "2 of 2 tests passed") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	broken := strings.Replace(string(src), "{region: NORTH, amount: 700, big: true}", "{region: NORTH, amount: 700, big: false}", 1)
+	broken = strings.Replace(broken, "{region: NORTH, total: 425}", "{region: NORTH, total: 1}", 1)
+	path := writeTestFile(t, dir, "broken.yaml", broken)
+	r := runCLI(t, dir, "test", path)
+	if r.code != ExitFailure || !strings.Contains(r.stdout, "FAIL  filter and tag") || !strings.Contains(r.stdout, "0 of 2 tests passed") {
+		t.Fatalf("broken: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(path); string(b) != broken {
+		t.Fatal("weir test without --fix-tests changed the file")
+	}
+	r = runCLI(t, dir, "test", path, "--fix-tests")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "FIXED  filter and tag") || !strings.Contains(r.stdout, "FIXED  totals of tagged rows") ||
+		!strings.Contains(r.stdout, "rewrote 2 expectation(s)") {
+		t.Fatalf("--fix-tests: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	fixed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Beam YAML's mock_inputs and expected_outputs", "big: true", "total: 425", "total: 100", "{region: WEST, amount: 50}"} {
+		if !strings.Contains(string(fixed), want) {
+			t.Errorf("the fixed file lacks %q:\n%s", want, fixed)
+		}
+	}
+	if r := runCLI(t, dir, "test", path); r.code != ExitOK || !strings.Contains(r.stdout, "2 of 2 tests passed") {
+		t.Fatalf("the fixed file: exit %d\n%s%s\n%s", r.code, r.stdout, r.stderr, fixed)
+	}
+}
