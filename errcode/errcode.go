@@ -216,9 +216,9 @@ const (
 	// SQLHostNotAllowed: a PostgreSQL DSN of a submitted pipeline names a
 	// host outside the server's --allowed-sql-hosts; nothing connected to it.
 	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
-	// SQLSchemaChangeRefused: a WriteToSql sink with layout: staged would
-	// change its table in a way weir does not apply in place (a renamed
-	// field, a changed type, a changed key); nothing was altered and the
+	// SQLSchemaChangeRefused: a WriteToSql sink would change its table in
+	// a way weir does not apply in place (a renamed field; with layout:
+	// staged also a changed type or key); nothing was altered and the
 	// running job is untouched. The message names the column, the change
 	// and the fix.
 	SQLSchemaChangeRefused Code = "SQL_SCHEMA_CHANGE_REFUSED"

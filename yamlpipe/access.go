@@ -31,7 +31,7 @@ var (
 	// ErrIdentifierTooLong: a SQL sink's table name (or a name made from
 	// it) is longer than its database takes (sqlsink.ErrIdentifierTooLong).
 	ErrIdentifierTooLong = sqlsink.ErrIdentifierTooLong
-	// ErrSchemaChange: a staged SQL sink's row schema changed in a way
+	// ErrSchemaChange: a SQL sink's row schema changed in a way
 	// weir does not apply to its table in place (sqlsink.ErrSchemaChange).
 	ErrSchemaChange = sqlsink.ErrSchemaChange
 	// ErrBudgetExceeded: loading the pipeline would pass one of the

@@ -20,15 +20,19 @@ var bookkeeping = map[string]bool{
 	colPaneLast: true, colPaneCut: true, colGeneration: true, colJobID: true, colUpdatedAt: true, colElementID: true,
 }
 
-// checkRenames refuses, for a staged sink, an update that stops writing a
-// value column of the existing table while it adds a new column of the
-// same storage type: that is a rename, which would leave the old rows'
-// values under the old name and null under the new one. existing maps the
-// table's normalised column names to their declared types; added are the
-// columns the sink would add.
+// checkRenames refuses an update that stops writing a value column of the
+// existing table (plain or staged) while it adds a new column of the same
+// storage type: that is a rename, which would leave the old rows' values
+// under the old name and null under the new one — silently, for a reader
+// of the table. existing maps the table's normalised column names to their
+// declared types; added are the columns the sink would add.
 func (s *Sink) checkRenames(existing map[string]string, added []column) error {
-	if !s.db.staged || len(added) == 0 {
+	if len(added) == 0 {
 		return nil
+	}
+	kind := "table"
+	if s.db.staged {
+		kind = "staged table"
 	}
 	be, l := s.db.be, s.db.l
 	var gone []string
@@ -46,9 +50,9 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 			name, decl, _ := strings.Cut(g, "\x00")
 			if be.compatible(c.kind, decl) && strings.EqualFold(strings.TrimSpace(decl), be.sqlType(c.kind)) {
 				return fmt.Errorf("%w: table %s: the field %s is new and the column %s (%s) is no longer written, which looks like a rename; "+
-					"weir does not rename a column of a staged table in place (old rows would keep their values under %s and read null under %s). "+
+					"weir does not rename a column of a %s in place (old rows would keep their values under %s and read null under %s). "+
 					"Keep the field %s and add %s beside it, or write to a new table",
-					ErrSchemaChange, s.cfg.Table, c.name, name, decl, name, c.name, name, c.name)
+					ErrSchemaChange, s.cfg.Table, c.name, name, decl, kind, name, c.name, name, c.name)
 			}
 		}
 	}

@@ -501,3 +501,71 @@ func TestStagedAdoptsPlainTable(t *testing.T) {
 		}
 	})
 }
+
+// TestPlainTableRefusesRename: a plain table (the default layout) refuses
+// a renamed field before it changes anything, as a staged one does: the
+// old column would keep its values and the new one read null, which no
+// reader notices. Adding a field beside the old ones is still in place.
+func TestPlainTableRefusesRename(t *testing.T) {
+	renamed := row.MustSchema(
+		row.Field{Name: "region", Type: row.Of(row.KindString)},
+		row.Field{Name: "amount", Type: row.Of(row.KindInt)},
+		row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
+	)
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		job := &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}}
+		if err := job.step(ctx, round(0)); err != nil {
+			t.Fatal(err)
+		}
+		job.sink.Close(ctx)
+		n := 0
+		width := func() int {
+			// Another statement text each time: PostgreSQL refuses a cached
+			// plan whose result type an ALTER TABLE changed.
+			n++
+			return len(e.query(fmt.Sprintf("SELECT * FROM %s LIMIT %d", quoteTable(e.table), n))[0])
+		}
+		before := width()
+
+		cfg2 := cfg
+		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-renamed"
+		sk, err := New(cfg2, renamed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []func(context.Context) error{sk.Validate, sk.Prepare} {
+			err := op(ctx)
+			if !errors.Is(err, ErrSchemaChange) {
+				t.Fatalf("got %v, want ErrSchemaChange", err)
+			}
+			for _, w := range []string{"field amount is new", "column total", "rename", "Keep the field total"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the refusal %q does not say %q", err, w)
+				}
+			}
+		}
+		sk.Close(ctx)
+		if got := width(); got != before {
+			t.Errorf("the refused rename altered the table: %d columns, were %d", got, before)
+		}
+
+		// A new field beside the old ones: added in place.
+		cfg3 := cfg
+		cfg3.Generation, cfg3.SinkID = 2, cfg.SinkID+"-noted"
+		sk, err = New(cfg3, notedSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sk.Prepare(ctx); err != nil {
+			t.Fatalf("adding a field: %v", err)
+		}
+		sk.Close(ctx)
+		if got := width(); got != before+1 {
+			t.Errorf("after adding a field the table has %d columns, want %d", got, before+1)
+		}
+	})
+}
