@@ -58,3 +58,36 @@ func TestCLIBenchState(t *testing.T) {
 		{name: "child without dir", args: []string{"bench", "state", "child"}, wantCode: ExitUsage, wantStderr: []string{"--dir"}},
 	})
 }
+
+// TestCLIBenchSkew: weir bench skew runs the even partition and the
+// skewed one in children (each checked exact against its input) and
+// reports per share the medians, the ratio to the even one and memory.
+func TestCLIBenchSkew(t *testing.T) {
+	r := runCLI(t, "", "bench", "skew", "--rows", "20000", "--keys", "50", "--rounds", "2", "--hot-share", "0.8", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var runs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &runs); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if len(runs) != 2 || runs[0]["hot_share"] != 0.0 || runs[1]["hot_share"] != 0.8 || runs[0]["ratio_to_even"] != 1.0 {
+		t.Fatalf("runs %v, want the even partition then 0.8", runs)
+	}
+	for _, run := range runs {
+		if ms, _ := run["elapsed_ms"].([]any); len(ms) != 2 {
+			t.Errorf("%v: %d rounds, want 2", run["hot_share"], len(ms))
+		}
+		for _, k := range []string{"median_ms", "rows_per_sec", "ratio_to_even", "peak_heap_bytes", "peak_rss_bytes"} {
+			if v, _ := run[k].(float64); v <= 0 {
+				t.Errorf("%v: %s = %v, want > 0", run["hot_share"], k, run[k])
+			}
+		}
+	}
+	if hot, _ := runs[1]["hot_rows"].(float64); hot < 15000 || hot > 17000 {
+		t.Errorf("the hot key got %v of 20000 rows, want about 16000", runs[1]["hot_rows"])
+	}
+	runCases(t, "", []cliCase{
+		{name: "bad share", args: []string{"bench", "skew", "--hot-share", "1"}, wantCode: ExitUsage, wantStderr: []string{"--hot-share"}},
+	})
+}
