@@ -65,6 +65,8 @@ func TestCLIInspectDataDir(t *testing.T) {
 		{name: "describe text", args: []string{"jobs", "describe", "sums", "--data-dir", dataDir}, wantCode: ExitOK, wantStdout: []string{"sums", "Running"}},
 		{name: "history", args: []string{"jobs", "history", "sums", "--data-dir", dataDir}, wantCode: ExitOK, wantStdout: []string{"GENERATION", "create  Running"}},
 		{name: "logs", args: []string{"jobs", "logs", "totals", "--data-dir", dataDir}, wantCode: ExitOK, wantStdout: []string{"job moved from RUNNING to DONE"}},
+		{name: "snapshots", args: []string{"snapshots", "list", "--data-dir", dataDir}, wantCode: ExitOK, wantStdout: []string{"SNAPSHOT_ID"}},
+		{name: "manifests", args: []string{"manifests", "list", "--data-dir", dataDir}, wantCode: ExitOK},
 		{name: "unknown job", args: []string{"jobs", "describe", "nope", "--data-dir", dataDir}, wantCode: ExitFailure, wantStderr: []string{"JOB_NOT_FOUND"}},
 		{name: "follow", args: []string{"jobs", "logs", "sums", "--follow", "--data-dir", dataDir}, wantCode: ExitUsage, wantStderr: []string{"--follow"}},
 		{name: "with --server", args: []string{"jobs", "list", "--data-dir", dataDir, "--server", "127.0.0.1:1"}, wantCode: ExitUsage, wantStderr: []string{"--data-dir", "--server"}},

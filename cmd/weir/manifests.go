@@ -113,9 +113,10 @@ is refused (MANIFEST_EXISTS).`,
 
 func newManifestsListCommand(e *env) *cobra.Command {
 	return showCommand(e, showSpec[[]*client.Manifest]{
-		use:   "list",
-		short: "List manifests (NAME PARTITION FILES BYTES DIGEST CREATED), by name and partition",
-		args:  exactArgs(),
+		use:     "list",
+		short:   "List manifests (NAME PARTITION FILES BYTES DIGEST CREATED), by name and partition",
+		offline: true,
+		args:    exactArgs(),
 		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]*client.Manifest, error) {
 			return c.ListManifests(ctx, "")
 		},
@@ -126,9 +127,10 @@ func newManifestsListCommand(e *env) *cobra.Command {
 func newManifestsShowCommand(e *env) *cobra.Command {
 	var partition string
 	return showCommand(e, showSpec[[]*client.Manifest]{
-		use:   "show NAME [--partition P]",
-		short: "Show a manifest's partitions, or with --partition its files, sizes and digests",
-		args:  exactArgs("NAME"),
+		use:     "show NAME [--partition P]",
+		short:   "Show a manifest's partitions, or with --partition its files, sizes and digests",
+		offline: true,
+		args:    exactArgs("NAME"),
 		fetch: func(ctx context.Context, c *client.Client, args []string) ([]*client.Manifest, error) {
 			if partition == "" {
 				return c.ListManifests(ctx, args[0])

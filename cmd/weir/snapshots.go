@@ -156,9 +156,10 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 	var jobID string
 	var all bool
 	return showCommand(e, showSpec[[]*client.Snapshot]{
-		use:   "list [--job-id ID|NAME] [--all]",
-		short: "List snapshots (SNAPSHOT_ID JOB_NAME SOURCE_JOB_ID CREATION_TIME STATE EXPIRE_TIME KIND), newest first; KIND rollback: kept by an update or replacement for weir jobs rollback",
-		args:  exactArgs(),
+		use:     "list [--job-id ID|NAME] [--all]",
+		short:   "List snapshots (SNAPSHOT_ID JOB_NAME SOURCE_JOB_ID CREATION_TIME STATE EXPIRE_TIME KIND), newest first; KIND rollback: kept by an update or replacement for weir jobs rollback",
+		offline: true,
+		args:    exactArgs(),
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&jobID, "job-id", "", "only the snapshots of this job (an ID), or of every job of this name")
 			fs.BoolVar(&all, "all", false, "include DELETED snapshots")
@@ -181,9 +182,10 @@ func newSnapshotsListCommand(e *env) *cobra.Command {
 
 func newSnapshotsDescribeCommand(e *env) *cobra.Command {
 	return showCommand(e, showSpec[*client.Snapshot]{
-		use:   "describe ID",
-		short: "Describe a snapshot: job, state, times, TTL, size, failure reason",
-		args:  exactArgs("ID"),
+		use:     "describe ID",
+		short:   "Describe a snapshot: job, state, times, TTL, size, failure reason",
+		offline: true,
+		args:    exactArgs("ID"),
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Snapshot, error) {
 			return c.GetSnapshot(ctx, args[0])
 		},
