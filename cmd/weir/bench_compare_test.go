@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,7 +45,7 @@ func TestCLIBenchCompare(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
 	}
-	var rep compareReport
+	var rep benchcmd.CompareReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("decoding %q: %v", r.stdout, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"testing"
 
 	"github.com/weir-dev/weir/nexmark"
@@ -15,7 +16,7 @@ func TestCLIBenchNexmark(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
 	}
-	var rs []nexmarkResult
+	var rs []benchcmd.NexmarkResult
 	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
 		t.Fatalf("decoding %q: %v", r.stdout, err)
 	}
@@ -38,7 +39,7 @@ func TestCLIBenchNexmark(t *testing.T) {
 		workers int
 		results int64
 	}{
-		{generatorOnly, 1, bids}, {"q0", 1, events}, {"q0", 2, events}, {"yaml-q0", 1, events}, {"yaml-q0", 2, events},
+		{"generator", 1, bids}, {"q0", 1, events}, {"q0", 2, events}, {"yaml-q0", 1, events}, {"yaml-q0", 2, events},
 		{"q2", 1, q2}, {"q2", 2, q2}, {"yaml-q2", 1, q2}, {"yaml-q2", 2, q2}, {"q3", 1, -1}, {"q3", 2, -1},
 	}
 	if len(rs) != len(want) {
@@ -68,7 +69,7 @@ func TestCLIBenchNexmarkCheckpoints(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
 	}
-	var rs []nexmarkResult
+	var rs []benchcmd.NexmarkResult
 	if err := json.Unmarshal([]byte(r.stdout), &rs); err != nil {
 		t.Fatalf("decoding %q: %v", r.stdout, err)
 	}

@@ -220,7 +220,7 @@ func resolveOld(ctx context.Context, jobs runningGraphs, arg string, jinja map[s
 			code := ExitFailure // unless the lookup says otherwise (an unreachable server)
 			var ee *exitError
 			if errors.As(err, &ee) {
-				code = ee.code
+				code = ee.Code
 			}
 			return nil, "", withCode(code, fmt.Errorf("finding the graph of job %s: %w", arg, err))
 		}

@@ -100,7 +100,7 @@ func clientError(ctx context.Context, c *client.Client, err error) error {
 	}
 	var ae *client.Error
 	if errors.As(err, &ae) {
-		return &exitError{code: exitCodeOf(ae.Code), err: fmt.Errorf("%s (%s)", ae.Message, ae.Code), byServer: true}
+		return &exitError{Code: exitCodeOf(ae.Code), Err: fmt.Errorf("%s (%s)", ae.Message, ae.Code), ByServer: true}
 	}
 	return withCode(ExitFailure, err)
 }

@@ -247,7 +247,7 @@ func TestParseOutputSpec(t *testing.T) {
 			got, err := parseOutputSpec(tt.spec)
 			if tt.wantErr != "" {
 				var ee *exitError
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ee) || ee.code != ExitUsage {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ee) || ee.Code != ExitUsage {
 					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
 				}
 				return

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"sort"
 	"strconv"
@@ -19,8 +20,8 @@ import (
 // json, yaml, and the projections table(KEY, ...), value(KEY, ...) and
 // csv(KEY, ...) of the resource's JSON fields.
 const (
-	formatText  = "text"
-	formatJSON  = "json"
+	formatText  = cli.FormatText
+	formatJSON  = cli.FormatJSON
 	formatYAML  = "yaml"
 	formatTable = "table"
 	formatValue = "value"

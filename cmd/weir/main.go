@@ -8,10 +8,11 @@
 // lists and deletes job snapshots (`weir snapshots`).
 //
 // It may import client (every command that talks to a server), api (the
-// server's defaults), bench, compat, diff, duration, errcode, graph,
-// io/files and io/sqlsink (weir diff reads files and SQL tables), io/pubsub,
-// nexmark, plan, runner, runner/contract, sandbox, server, service,
-// service/record, serviceopt, state, weir, yamlpipe, github.com/spf13/cobra,
+// server's defaults), cmd/weir/internal/cli (exit codes and what every
+// command shares), cmd/weir/internal/benchcmd (weir bench), compat, diff,
+// duration, errcode, graph, io/files and io/sqlsink (weir diff reads files
+// and SQL tables), io/pubsub, plan, runner, sandbox, server, service,
+// service/record, serviceopt, weir, yamlpipe, github.com/spf13/cobra,
 // github.com/spf13/pflag, github.com/goccy/go-yaml (--format yaml),
 // github.com/jackc/pgx/v5 (its database/sql driver, for weir diff) and the
 // standard library. It must not import weirx (Go programs embed weir, not

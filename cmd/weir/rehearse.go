@@ -416,7 +416,7 @@ func rehearsalOld(ctx context.Context, server serverFlag, arg string) (name stri
 			code := ExitFailure
 			var ee *exitError
 			if errors.As(err, &ee) {
-				code = ee.code
+				code = ee.Code
 			}
 			return "", nil, withCode(code, fmt.Errorf("finding the pipeline of job %s: %w", arg, err))
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -15,63 +17,31 @@ import (
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
-// Exit codes. Scripts and tests match on these, so they never change.
+// Exit codes (package cli's, where every command package reads them).
+// Scripts and tests match on these, so they never change.
 const (
-	// ExitOK: the command did what it was asked.
-	ExitOK = 0
-	// ExitFailure: the command ran and failed (a pipeline run failed, a
-	// benchmark computed the wrong result, output could not be written).
-	ExitFailure = 1
-	// ExitUsage: the command line is wrong (unknown command or flag, bad
-	// flag value, missing argument).
-	ExitUsage = 2
-	// ExitInvalidPipeline: the pipeline file could not be loaded or is
-	// invalid; nothing ran.
-	ExitInvalidPipeline = 3
-	// ExitNeedsServer: the request needs the job service: a pipeline with
-	// unbounded sources run without --job-name, or a job feature the weir
-	// server does not offer yet (snapshots, service options).
-	ExitNeedsServer = 4
-	// ExitServerUnreachable: no weir server answers at the address
-	// (--server, $WEIR_SERVER, default http://127.0.0.1:7070); the message
-	// says how to start one.
-	ExitServerUnreachable = 5
-	// ExitIncompatible: the new pipeline cannot take over the running
-	// one's state (`weir check`, `weir run --update`); the report says why.
-	// Nothing was changed.
-	ExitIncompatible = 6
-	// ExitInterrupted: the command was interrupted (SIGINT or SIGTERM).
-	ExitInterrupted = 130
+	ExitOK                = cli.ExitOK
+	ExitFailure           = cli.ExitFailure
+	ExitUsage             = cli.ExitUsage
+	ExitInvalidPipeline   = cli.ExitInvalidPipeline
+	ExitNeedsServer       = cli.ExitNeedsServer
+	ExitServerUnreachable = cli.ExitServerUnreachable
+	ExitIncompatible      = cli.ExitIncompatible
+	ExitInterrupted       = cli.ExitInterrupted
 )
 
 // exitError is an error that carries the exit code it maps to.
-type exitError struct {
-	code int
-	err  error
-	// byServer marks the server's answer to a request: its message says
-	// what was wrong, and the usage hint would mislead.
-	byServer bool
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = cli.ExitError
 
 // errAlreadyReported is the error of a command that printed its failures
 // itself (one line per job); Main prints nothing more.
 var errAlreadyReported = errors.New("failures reported above")
 
 // withCode wraps err so that the process exits with code; nil stays nil.
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
 // usageErrorf returns a usage error (ExitUsage).
-func usageErrorf(format string, args ...any) error {
-	return withCode(ExitUsage, fmt.Errorf(format, args...))
-}
+func usageErrorf(format string, args ...any) error { return cli.UsageErrorf(format, args...) }
 
 // exitCode returns the exit code for err: ExitInterrupted when the
 // command was interrupted, the code err carries if any, ExitFailure
@@ -84,7 +54,7 @@ func exitCode(ctx context.Context, err error) int {
 	case ctx.Err() != nil:
 		return ExitInterrupted
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	}
 	return ExitFailure
 }
@@ -113,7 +83,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil && !errors.Is(err, errAlreadyReported) {
 		fmt.Fprintf(stderr, "weir: %v\n", err)
 		var ee *exitError
-		if exitCode(ctx, err) == ExitUsage && !(errors.As(err, &ee) && ee.byServer) {
+		if exitCode(ctx, err) == ExitUsage && !(errors.As(err, &ee) && ee.ByServer) {
 			fmt.Fprintf(stderr, "Run 'weir --help' for usage.\n")
 		}
 	}
@@ -125,6 +95,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRootCommand(e *env) *cobra.Command {
 	var logLevel, jinjaVars string
 	var gf gcloudFlags
+	// ce is e for the command packages (cli.Env); its logger follows
+	// --log-level as e's does.
+	ce := &cli.Env{Stdout: e.stdout, Stderr: e.stderr, Logger: e.logger}
 	root := &cobra.Command{
 		Use:   "weir",
 		Short: "weir runs and changes streaming pipelines (Apache Beam / Dataflow semantics)",
@@ -154,6 +127,7 @@ drains and cancels its jobs.`,
 				return usageErrorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			e.logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+			ce.Logger = e.logger
 			vars, err := yamlpipe.ParseJinjaVariables(jinjaVars)
 			if err != nil {
 				return usageErrorf("--jinja-variables: %w", err)
@@ -185,13 +159,9 @@ drains and cancels its jobs.`,
 		newDiffCommand(e),
 		newTestCommand(e),
 		newGraphCommand(e),
-		withSubcommands(newBenchCommand(e), newBenchUpdateCommand(e), newBenchSnapshotCommand(e), newBenchStateCommand(e), newBenchSkewCommand(e)),
-		newBenchChildUpdateCommand(e),
-		newBenchChildPublishCommand(e),
-		newBenchChildSnapshotCommand(e),
-		newBenchChildCommand(e),
 		newVersionCommand(e),
 	)
+	root.AddCommand(benchcmd.Commands(ce)...)
 	// After the commands are added: it applies to every flag set of the tree.
 	root.SetGlobalNormalizationFunc(normalizeFlagName)
 	return root
@@ -217,27 +187,13 @@ func normalizeFlagName(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code and the argument's name.
-func exactArgs(names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return usageErrorf("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
-		}
-		return nil
-	}
-}
+func exactArgs(names ...string) cobra.PositionalArgs { return cli.ExactArgs(names...) }
 
-// addFormatFlag declares --format on cmd, storing the choice in dst.
-func addFormatFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "format", formatText, "output format: text or json")
-}
+// addFormatFlag declares --format text|json on cmd, storing the choice in dst.
+func addFormatFlag(cmd *cobra.Command, dst *string) { cli.AddFormatFlag(cmd, dst) }
 
-// checkFormat validates a --format value.
-func checkFormat(f string) error {
-	if f != formatText && f != formatJSON {
-		return usageErrorf("--format %q: want text or json", f)
-	}
-	return nil
-}
+// checkFormat validates a --format text|json value.
+func checkFormat(f string) error { return cli.CheckFormat(f) }
 
 // workingDir returns the current directory, for resolving paths in
 // pipeline files.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"os"
 	"path/filepath"
@@ -694,11 +695,7 @@ func writeStepTable(w io.Writer, res *runner.Result) error {
 }
 
 // writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return outputErr(enc.Encode(v))
-}
+func writeJSON(w io.Writer, v any) error { return cli.WriteJSON(w, v) }
 
 // writeNotableReport prints a compatibility report when it says something
 // beyond "compatible": errors, warnings or dropped state.

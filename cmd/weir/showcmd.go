@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -146,7 +147,4 @@ func writeFields(w io.Writer, fill func(row func(key, value string))) error {
 
 // writeReport writes the text built in b (a benchmark report, a rollback)
 // to w, a failure as a failed write to stdout.
-func writeReport(w io.Writer, b *strings.Builder) error {
-	_, err := io.WriteString(w, b.String())
-	return outputErr(err)
-}
+func writeReport(w io.Writer, b *strings.Builder) error { return cli.WriteReport(w, b) }

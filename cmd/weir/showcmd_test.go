@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/weir-dev/weir/bench"
 )
 
 // TestTextHelpers checks the text the shared printers make: a table, a
@@ -39,22 +37,6 @@ func TestTextHelpers(t *testing.T) {
 				})
 			},
 			want: "Name:         t\nCreate time:  now\n",
-		},
-		{
-			name: "targets",
-			write: func(b *strings.Builder) error {
-				writeTargets(b, []bench.Target{
-					{Variant: "sdk-w1", Description: "events/s", Want: 100, Got: 2500, Met: true},
-					{Variant: "sdk-w2", Description: "ratio", Want: 1.5, Got: 0.75},
-				})
-				return nil
-			},
-			want: "\nTargets:\n  sdk-w1   events/s: got 2500, want 100.00: met\n  sdk-w2   ratio: got 0.75, want 1.50: MISSED by 50%\n",
-		},
-		{
-			name:  "no targets",
-			write: func(b *strings.Builder) error { writeTargets(b, nil); return nil },
-			want:  "",
 		},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"os"
 	"sort"
@@ -675,12 +676,7 @@ func plural(n int, noun string) string {
 }
 
 // outputErr reports a failed write to stdout.
-func outputErr(err error) error {
-	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing output: %w", err))
-	}
-	return nil
-}
+func outputErr(err error) error { return cli.OutputErr(err) }
 
 // madeBy says who made subscription s: the job (and step) the server made
 // it for, or "you" for a subscription the server did not make.

@@ -1,10 +1,11 @@
-package main
+package benchcmd
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"os"
 	"os/exec"
 	"strconv"
@@ -34,7 +35,7 @@ type snapshotRun struct {
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 }
 
-func newBenchSnapshotCommand(e *env) *cobra.Command {
+func newBenchSnapshotCommand(e *cli.Env) *cobra.Command {
 	var keys []string
 	var rate float64
 	var workers int
@@ -62,50 +63,50 @@ in one child process, it measures:
 
 Finally the job started from the snapshot is drained and the table's per-key
 counts are checked against the messages published.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
+			if err := cli.CheckFormat(format); err != nil {
 				return err
 			}
 			var counts []int64
 			for _, k := range keys {
 				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
 				if err != nil || n < 1 {
-					return usageErrorf("--keys: %q is not a positive number", k)
+					return cli.UsageErrorf("--keys: %q is not a positive number", k)
 				}
 				counts = append(counts, n)
 			}
 			if rate <= 0 || workers < 1 || interval < 10*time.Millisecond {
-				return usageErrorf("--rate must be positive, --workers at least 1 and --checkpoint-interval at least 10ms")
+				return cli.UsageErrorf("--rate must be positive, --workers at least 1 and --checkpoint-interval at least 10ms")
 			}
 			exe, err := os.Executable()
 			if err != nil {
-				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
 			var runs []snapshotRun
 			var failed []string
 			for _, n := range counts {
 				dir, err := os.MkdirTemp("", "weir-bench-snapshot-")
 				if err != nil {
-					return withCode(ExitFailure, err)
+					return cli.WithCode(cli.ExitFailure, err)
 				}
 				c := exec.CommandContext(cmd.Context(), exe, benchChildCommand+"-snapshot", "--keys", strconv.FormatInt(n, 10),
 					"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(),
 					"--checkpoint-interval", interval.String(), "--dir", dir)
 				var out bytes.Buffer
-				c.Stdout, c.Stderr = &out, e.stderr
-				e.logger.Info("running", "keys", n)
+				c.Stdout, c.Stderr = &out, e.Stderr
+				e.Logger.Info("running", "keys", n)
 				runErr := c.Run()
 				os.RemoveAll(dir)
 				var r snapshotRun
 				if len(bytes.TrimSpace(out.Bytes())) == 0 {
-					return withCode(ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
 				}
 				if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.SnapshotOutcome); err != nil {
-					return withCode(ExitFailure, fmt.Errorf("reading the outcome with %d keys: %w", n, err))
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("reading the outcome with %d keys: %w", n, err))
 				}
 				if runErr != nil && r.Error == "" {
-					return withCode(ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("bench snapshot with %d keys: %w", n, runErr))
 				}
 				if r.Error != "" {
 					failed = append(failed, fmt.Sprintf("%d keys: %s", n, r.Error))
@@ -118,15 +119,15 @@ counts are checked against the messages published.`,
 				if len(failed) == 0 {
 					return nil
 				}
-				return withCode(ExitFailure, fmt.Errorf("bench snapshot: the check failed: %s", strings.Join(failed, "; ")))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("bench snapshot: the check failed: %s", strings.Join(failed, "; ")))
 			}
-			if format == formatJSON {
-				if err := writeJSON(e.stdout, runs); err != nil {
+			if format == cli.FormatJSON {
+				if err := cli.WriteJSON(e.Stdout, runs); err != nil {
 					return err
 				}
 				return fail()
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS (CUT/COPY)\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tFROM SNAP FIRST MS\tVERIFIED\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				fmt.Fprintf(tw, "%d\t%.1f\t%.1f (%.1f/%.1f)\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%t\t%.0f\t\n", r.Keys, r.CheckpointPauseMillis, r.SnapshotPauseMillis, r.CutPauseMillis, r.CopyPauseMillis,
@@ -145,26 +146,26 @@ counts are checked against the messages published.`,
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.DurationVar(&steady, "steady", 2*time.Second, "length of each stretch of steady load")
 	fl.DurationVar(&interval, "checkpoint-interval", time.Second, "the service's periodic checkpoint interval")
-	addFormatFlag(cmd, &format)
+	cli.AddFormatFlag(cmd, &format)
 	return cmd
 }
 
 // newBenchChildSnapshotCommand is the hidden command one run of
 // `weir bench snapshot` executes in its own process.
-func newBenchChildSnapshotCommand(e *env) *cobra.Command {
+func newBenchChildSnapshotCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.SnapshotConfig
 	cmd := &cobra.Command{
 		Use:    benchChildCommand + "-snapshot",
 		Short:  "Run one snapshot benchmark in this process (used by weir bench snapshot)",
 		Hidden: true,
-		Args:   exactArgs(),
+		Args:   cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Dir == "" {
-				return usageErrorf("--dir is required")
+				return cli.UsageErrorf("--dir is required")
 			}
 			out, runErr := bench.RunSnapshot(cmd.Context(), cfg)
 			if runErr != nil && !errors.Is(runErr, bench.ErrMismatch) {
-				return withCode(ExitFailure, runErr)
+				return cli.WithCode(cli.ExitFailure, runErr)
 			}
 			if runErr != nil {
 				// The figures were measured: report them with the failed
@@ -173,13 +174,13 @@ func newBenchChildSnapshotCommand(e *env) *cobra.Command {
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			if _, err := fmt.Fprintln(e.stdout, string(b)); err != nil {
+			if _, err := fmt.Fprintln(e.Stdout, string(b)); err != nil {
 				return err
 			}
 			if runErr != nil {
-				return withCode(ExitFailure, runErr)
+				return cli.WithCode(cli.ExitFailure, runErr)
 			}
 			return nil
 		},

@@ -1,9 +1,10 @@
-package main
+package benchcmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -23,13 +24,13 @@ import (
 // binary with, so that each variant runs in its own process.
 const benchChildCommand = "bench-child"
 
-func newBenchCommand(e *env) *cobra.Command {
+func newBenchCommand(e *cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the engine",
 		Long: `Bench runs a benchmark workload in several variants, each in its own child
 process, and prints throughput, CPU time and peak memory side by side.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newBenchWindowedSumCommand(e), newBenchPubSubSQLCommand(e), newBenchNexmarkCommand(e))
@@ -53,7 +54,7 @@ type windowedSumFlags struct {
 	failIfSlower bool
 }
 
-func newBenchWindowedSumCommand(e *env) *cobra.Command {
+func newBenchWindowedSumCommand(e *cli.Env) *cobra.Command {
 	var f windowedSumFlags
 	cmd := &cobra.Command{
 		Use:   "windowed-sum",
@@ -83,7 +84,7 @@ a slower figure exit 1, for CI.
 Exit codes: 0 success (targets are reported, not enforced), 1 a variant failed
 or computed the wrong result (or, with --fail-if-slower, a figure is slower
 than the base), 2 usage.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.roundsSet = cmd.Flags().Changed("rounds")
 			return runWindowedSum(cmd.Context(), e, f)
@@ -98,21 +99,21 @@ than the base), 2 usage.`,
 	fl.StringVar(&f.compare, "compare", "", "compare with BASE, a weir binary or a git revision to build, in alternated rounds")
 	fl.IntVar(&f.rounds, "rounds", 3, "rounds of a --compare (each runs this binary, then the base)")
 	fl.BoolVar(&f.failIfSlower, "fail-if-slower", false, "with --compare, exit 1 when a figure is slower than the base")
-	addFormatFlag(cmd, &f.format)
+	cli.AddFormatFlag(cmd, &f.format)
 	return cmd
 }
 
-func runWindowedSum(ctx context.Context, e *env, f windowedSumFlags) error {
-	if err := checkFormat(f.format); err != nil {
+func runWindowedSum(ctx context.Context, e *cli.Env, f windowedSumFlags) error {
+	if err := cli.CheckFormat(f.format); err != nil {
 		return err
 	}
 	cfg := bench.Config{Events: f.events, Keys: f.keys}
 	if err := cfg.Validate(); err != nil {
-		return usageErrorf("%w", err)
+		return cli.UsageErrorf("%w", err)
 	}
 	for _, w := range f.workers {
 		if w < 1 {
-			return usageErrorf("--workers: each worker count must be at least 1, got %d", w)
+			return cli.UsageErrorf("--workers: each worker count must be at least 1, got %d", w)
 		}
 	}
 	variants := bench.Variants(f.workers)
@@ -121,7 +122,7 @@ func runWindowedSum(ctx context.Context, e *env, f windowedSumFlags) error {
 		for _, name := range f.variants {
 			v, err := bench.ParseVariant(name)
 			if err != nil {
-				return usageErrorf("--variants: %w", err)
+				return cli.UsageErrorf("--variants: %w", err)
 			}
 			variants = append(variants, v)
 		}
@@ -130,21 +131,21 @@ func runWindowedSum(ctx context.Context, e *env, f windowedSumFlags) error {
 		return runWindowedSumCompare(ctx, e, f, cfg, variants)
 	}
 	if f.roundsSet || f.failIfSlower {
-		return usageErrorf("--rounds and --fail-if-slower need --compare")
+		return cli.UsageErrorf("--rounds and --fail-if-slower need --compare")
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
 	}
 	logLevel := "warn"
-	if e.logger.Enabled(ctx, slog.LevelDebug) {
+	if e.Logger.Enabled(ctx, slog.LevelDebug) {
 		logLevel = "debug"
-	} else if e.logger.Enabled(ctx, slog.LevelInfo) {
+	} else if e.Logger.Enabled(ctx, slog.LevelInfo) {
 		logLevel = "info"
 	}
 	if f.profileDir != "" {
 		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
-			return withCode(ExitFailure, fmt.Errorf("creating the profile directory: %w", err))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("creating the profile directory: %w", err))
 		}
 	}
 	h := bench.Harness{
@@ -157,17 +158,17 @@ func runWindowedSum(ctx context.Context, e *env, f windowedSumFlags) error {
 			}
 			return exec.CommandContext(ctx, exe, args...)
 		},
-		Stderr: e.stderr,
-		Logger: e.logger,
+		Stderr: e.Stderr,
+		Logger: e.Logger,
 	}
 	ms, err := h.Run(ctx, cfg, variants)
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("benchmark windowed-sum: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark windowed-sum: %w", err))
 	}
-	if f.format == formatJSON {
-		return writeJSON(e.stdout, ms)
+	if f.format == cli.FormatJSON {
+		return cli.WriteJSON(e.Stdout, ms)
 	}
-	return writeBenchTable(e.stdout, cfg, ms)
+	return writeBenchTable(e.Stdout, cfg, ms)
 }
 
 // writeBenchTable prints the measurements side by side, then the targets.
@@ -189,10 +190,10 @@ func writeBenchTable(w io.Writer, cfg bench.Config, ms []bench.Measurement) erro
 			m.CPUSeconds, m.EventsPerCPUSecond(), float64(m.PeakRSSBytes)/(1<<20), ratio)
 	}
 	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
 	writeTargets(&b, bench.Targets(ms))
-	return writeReport(w, &b)
+	return cli.WriteReport(w, &b)
 }
 
 // writeTargets appends the "Targets:" section of a benchmark report to b:
@@ -222,46 +223,46 @@ func formatFigure(x float64) string {
 // newBenchChildCommand is the hidden command the benchmarks re-execute
 // this binary with: `weir bench-child WORKLOAD VARIANT [flags]` runs one
 // variant in this process and prints its outcome as JSON.
-func newBenchChildCommand(e *env) *cobra.Command {
+func newBenchChildCommand(e *cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    benchChildCommand + " WORKLOAD VARIANT",
 		Short:  "Run one benchmark variant in this process (used by weir bench)",
 		Hidden: true,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("%s needs a workload (windowed-sum or pubsub-to-sql)", benchChildCommand)
+				return cli.UsageErrorf("%s needs a workload (windowed-sum or pubsub-to-sql)", benchChildCommand)
 			}
-			return usageErrorf("unknown benchmark %q (want windowed-sum or pubsub-to-sql)", args[0])
+			return cli.UsageErrorf("unknown benchmark %q (want windowed-sum or pubsub-to-sql)", args[0])
 		},
 	}
 	cmd.AddCommand(newBenchChildWindowedSumCommand(e), newBenchChildPubSubSQLCommand(e), newBenchChildNexmarkCommand(e))
 	return cmd
 }
 
-func newBenchChildWindowedSumCommand(e *env) *cobra.Command {
+func newBenchChildWindowedSumCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.Config
 	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "windowed-sum VARIANT",
 		Short: "Run one windowed-sum variant in this process",
-		Args:  exactArgs("VARIANT"),
+		Args:  cli.ExactArgs("VARIANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := bench.ParseVariant(args[0])
 			if err != nil {
-				return withCode(ExitUsage, err)
+				return cli.WithCode(cli.ExitUsage, err)
 			}
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
-					return withCode(ExitFailure, err)
+					return cli.WithCode(cli.ExitFailure, err)
 				}
 				defer stop()
 			}
-			if err := bench.RunChild(cmd.Context(), v, cfg, e.stdout, e.logger); err != nil {
+			if err := bench.RunChild(cmd.Context(), v, cfg, e.Stdout, e.Logger); err != nil {
 				if errors.Is(err, context.Canceled) {
 					return err
 				}
-				return withCode(ExitFailure, fmt.Errorf("benchmark variant %s: %w", v, err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark variant %s: %w", v, err))
 			}
 			return nil
 		},
@@ -299,7 +300,7 @@ type pubsubSQLFlags struct {
 	profileDir string
 }
 
-func newBenchPubSubSQLCommand(e *env) *cobra.Command {
+func newBenchPubSubSQLCommand(e *cli.Env) *cobra.Command {
 	var f pubsubSQLFlags
 	cmd := &cobra.Command{
 		Use:   "pubsub-to-sql",
@@ -326,7 +327,7 @@ every message counted once) or the command fails. Target: pipeline ≥ 50% of ra
 
 Exit codes: 0 success (the target is reported, not enforced), 1 a variant
 failed or computed the wrong result, 2 usage.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPubSubSQL(cmd.Context(), e, f)
 		},
@@ -343,20 +344,20 @@ failed or computed the wrong result, 2 usage.`,
 	fl.StringSliceVar(&f.variants, "variants", nil, "run only these variants (raw, pipeline, pipeline-final-cp, latency); default all")
 	fl.StringVar(&f.tempDir, "temp-dir", "", "directory for the broker store and tables (about 150 bytes per message); default the system's")
 	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write each variant's CPU profile to DIR/VARIANT-rN.prof (inspect with go tool pprof)")
-	addFormatFlag(cmd, &f.format)
+	cli.AddFormatFlag(cmd, &f.format)
 	return cmd
 }
 
-func runPubSubSQL(ctx context.Context, e *env, f pubsubSQLFlags) error {
-	if err := checkFormat(f.format); err != nil {
+func runPubSubSQL(ctx context.Context, e *cli.Env, f pubsubSQLFlags) error {
+	if err := cli.CheckFormat(f.format); err != nil {
 		return err
 	}
 	cfg := f.cfg
 	if err := cfg.Validate(); err != nil {
-		return usageErrorf("%w", err)
+		return cli.UsageErrorf("%w", err)
 	}
 	if f.runs < 1 {
-		return usageErrorf("--runs must be at least 1, got %d", f.runs)
+		return cli.UsageErrorf("--runs must be at least 1, got %d", f.runs)
 	}
 	variants := bench.PubSubVariants()
 	if len(f.variants) > 0 {
@@ -364,18 +365,18 @@ func runPubSubSQL(ctx context.Context, e *env, f pubsubSQLFlags) error {
 		for _, name := range f.variants {
 			v, err := bench.ParsePubSubVariant(name)
 			if err != nil || v == bench.VariantPublish {
-				return usageErrorf("--variants: unknown variant %q (want raw, pipeline, pipeline-final-cp or latency)", name)
+				return cli.UsageErrorf("--variants: unknown variant %q (want raw, pipeline, pipeline-final-cp or latency)", name)
 			}
 			variants = append(variants, v)
 		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
 	}
 	if f.profileDir != "" {
 		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
-			return withCode(ExitFailure, fmt.Errorf("creating the profile directory: %w", err))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("creating the profile directory: %w", err))
 		}
 	}
 	logLevel := childLogLevel(ctx, e)
@@ -394,26 +395,26 @@ func runPubSubSQL(ctx context.Context, e *env, f pubsubSQLFlags) error {
 			return exec.CommandContext(ctx, exe, args...)
 		},
 		TempDir: f.tempDir,
-		Stderr:  e.stderr,
-		Logger:  e.logger,
+		Stderr:  e.Stderr,
+		Logger:  e.Logger,
 	}
 	rep, err := h.Run(ctx, cfg, variants, f.runs)
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("benchmark pubsub-to-sql: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark pubsub-to-sql: %w", err))
 	}
-	if f.format == formatJSON {
-		return writeJSON(e.stdout, rep)
+	if f.format == cli.FormatJSON {
+		return cli.WriteJSON(e.Stdout, rep)
 	}
-	return writePubSubTable(e.stdout, rep)
+	return writePubSubTable(e.Stdout, rep)
 }
 
 // childLogLevel is the --log-level to give benchmark children: this
 // process's, but no chattier than needed.
-func childLogLevel(ctx context.Context, e *env) string {
+func childLogLevel(ctx context.Context, e *cli.Env) string {
 	switch {
-	case e.logger.Enabled(ctx, slog.LevelDebug):
+	case e.Logger.Enabled(ctx, slog.LevelDebug):
 		return "debug"
-	case e.logger.Enabled(ctx, slog.LevelInfo):
+	case e.Logger.Enabled(ctx, slog.LevelInfo):
 		return "info"
 	}
 	return "warn"
@@ -454,7 +455,7 @@ func writePubSubTable(w io.Writer, rep *bench.PubSubReport) error {
 			opt(m.LatencyP50Ms, m.LatencyP50Ms > 0), opt(m.LatencyP99Ms, m.LatencyP99Ms > 0))
 	}
 	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
 	s := rep.Summary
 	fmt.Fprintf(&b, "\nMedians over %d run(s):\n", rep.Runs)
@@ -483,37 +484,37 @@ func writePubSubTable(w io.Writer, rep *bench.PubSubReport) error {
 		ts[i] = bench.Target(t)
 	}
 	writeTargets(&b, ts)
-	return writeReport(w, &b)
+	return cli.WriteReport(w, &b)
 }
 
-func newBenchChildPubSubSQLCommand(e *env) *cobra.Command {
+func newBenchChildPubSubSQLCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.PubSubConfig
 	var dir, cpuProfile string
 	var run int
 	cmd := &cobra.Command{
 		Use:   "pubsub-to-sql VARIANT",
 		Short: "Run one pubsub-to-sql variant in this process",
-		Args:  exactArgs("VARIANT"),
+		Args:  cli.ExactArgs("VARIANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := bench.ParsePubSubVariant(args[0])
 			if err != nil {
-				return withCode(ExitUsage, err)
+				return cli.WithCode(cli.ExitUsage, err)
 			}
 			if dir == "" {
-				return usageErrorf("--dir is required")
+				return cli.UsageErrorf("--dir is required")
 			}
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
-					return withCode(ExitFailure, err)
+					return cli.WithCode(cli.ExitFailure, err)
 				}
 				defer stop()
 			}
-			if err := bench.RunPubSubChild(cmd.Context(), v, run, cfg, dir, e.stdout, e.logger); err != nil {
+			if err := bench.RunPubSubChild(cmd.Context(), v, run, cfg, dir, e.Stdout, e.Logger); err != nil {
 				if errors.Is(err, context.Canceled) {
 					return err
 				}
-				return withCode(ExitFailure, fmt.Errorf("benchmark variant %s: %w", v, err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark variant %s: %w", v, err))
 			}
 			return nil
 		},

@@ -1,10 +1,11 @@
-package main
+package benchcmd
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"os"
 	"os/exec"
@@ -28,7 +29,7 @@ type updateRun struct {
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 }
 
-func newBenchUpdateCommand(e *env) *cobra.Command {
+func newBenchUpdateCommand(e *cli.Env) *cobra.Command {
 	var keys []string
 	var rate float64
 	var workers int
@@ -70,43 +71,43 @@ the same conditions; --repeat N runs the whole alternation N times.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
+			if err := cli.CheckFormat(format); err != nil {
 				return err
 			}
 			exe, err := os.Executable()
 			if err != nil {
-				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
 			if swaps < 1 {
-				return usageErrorf("--swaps: %d is not a positive number", swaps)
+				return cli.UsageErrorf("--swaps: %d is not a positive number", swaps)
 			}
 			if publisher != publisherProcess && publisher != publisherInline {
-				return usageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
+				return cli.UsageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
 			}
 			if repeat < 1 {
-				return usageErrorf("--repeat: %d is not a positive number", repeat)
+				return cli.UsageErrorf("--repeat: %d is not a positive number", repeat)
 			}
 			for _, m := range modes {
 				if m != "update" && m != "restore" {
-					return usageErrorf("--mode: %q is neither update nor restore", m)
+					return cli.UsageErrorf("--mode: %q is neither update nor restore", m)
 				}
 			}
 			for _, d := range dedupes {
 				if d != dedupeNone && d != dedupeIDField {
-					return usageErrorf("--dedupe: %q is neither %s nor %s", d, dedupeNone, dedupeIDField)
+					return cli.UsageErrorf("--dedupe: %q is neither %s nor %s", d, dedupeNone, dedupeIDField)
 				}
 			}
 			var runs []updateRun
 			for _, k := range keys {
 				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
 				if err != nil || n < 1 {
-					return usageErrorf("--keys: %q is not a positive number", k)
+					return cli.UsageErrorf("--keys: %q is not a positive number", k)
 				}
 				for _, job := range jobs {
 					if job != "yaml" && job != "sdk" {
-						return usageErrorf("--job: %q is neither yaml nor sdk", job)
+						return cli.UsageErrorf("--job: %q is neither yaml nor sdk", job)
 					}
 					variants := dedupes
 					if job == "sdk" {
@@ -125,10 +126,10 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 					}
 				}
 			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, runs)
+			if format == cli.FormatJSON {
+				return cli.WriteJSON(e.Stdout, runs)
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "JOB\tDEDUPE\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				job, n, p50, p99, base, b50, b99 := "sdk", "1", "-", "-", "-", "-", "-"
@@ -157,7 +158,7 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 	fl.StringSliceVar(&dedupes, "dedupe", []string{dedupeNone}, "the yaml job's source: none, id_field (de-duplication by message ID), or both, alternated")
 	fl.StringSliceVar(&modes, "mode", []string{"update", "restore"}, "which swaps to measure: update (in place) and/or restore (stop and restore)")
 	fl.IntVar(&repeat, "repeat", 1, "how many times to run the whole alternation of modes and --dedupe variants")
-	addFormatFlag(cmd, &format)
+	cli.AddFormatFlag(cmd, &format)
 	return cmd
 }
 
@@ -169,24 +170,24 @@ const (
 
 // runUpdateChild runs one update benchmark in a child process of exe and
 // returns its outcome with its peak memory.
-func runUpdateChild(ctx context.Context, e *env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField bool) (updateRun, error) {
+func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField bool) (updateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-update-")
 	if err != nil {
-		return updateRun{}, withCode(ExitFailure, err)
+		return updateRun{}, cli.WithCode(cli.ExitFailure, err)
 	}
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(ctx, exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
 		"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
 		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField))
 	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, e.stderr
-	e.logger.Info("running", "mode", mode, "keys", n, "id_field", idField)
+	c.Stdout, c.Stderr = &out, e.Stderr
+	e.Logger.Info("running", "mode", mode, "keys", n, "id_field", idField)
 	if err := c.Run(); err != nil {
-		return updateRun{}, withCode(ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
+		return updateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
 	}
 	var r updateRun
 	if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.UpdateOutcome); err != nil {
-		return updateRun{}, withCode(ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
+		return updateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("reading the outcome of %s with %d keys: %w", mode, n, err))
 	}
 	r.PeakRSSBytes = childPeakRSS(c)
 	return r, nil
@@ -194,7 +195,7 @@ func runUpdateChild(ctx context.Context, e *env, exe, mode string, n int64, rate
 
 // newBenchChildUpdateCommand is the hidden command one run of
 // `weir bench update` executes in its own process.
-func newBenchChildUpdateCommand(e *env) *cobra.Command {
+func newBenchChildUpdateCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.UpdateConfig
 	var server bool
 	var cpuProfile, heapProfile, tracePath, publisher string
@@ -202,14 +203,14 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 		Use:    benchChildCommand + "-update MODE",
 		Short:  "Run one update benchmark in this process (used by weir bench update)",
 		Hidden: true,
-		Args:   exactArgs("MODE"),
+		Args:   cli.ExactArgs("MODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Mode = args[0]
 			switch publisher {
 			case publisherProcess:
 				exe, err := os.Executable()
 				if err != nil {
-					return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 				}
 				cfg.Publisher = func(ctx context.Context, url, topic string, keys int64, rate float64) *exec.Cmd {
 					return exec.CommandContext(ctx, exe, benchChildCommand+"-publish", "--url", url, "--topic", topic,
@@ -217,7 +218,7 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 				}
 			case publisherInline:
 			default:
-				return usageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
+				return cli.UsageErrorf("--publisher: %q is neither %s nor %s", publisher, publisherProcess, publisherInline)
 			}
 			run := bench.RunUpdate
 			if server {
@@ -226,21 +227,21 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
-					return withCode(ExitFailure, err)
+					return cli.WithCode(cli.ExitFailure, err)
 				}
 				defer stop()
 			}
 			if tracePath != "" {
 				f, err := os.Create(tracePath)
 				if err != nil {
-					return withCode(ExitFailure, fmt.Errorf("creating the execution trace: %w", err))
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("creating the execution trace: %w", err))
 				}
 				defer f.Close()
 				// The server variant traces the steady load and the swaps
 				// only (a trace of building 1M keys would be gigabytes).
 				startTrace := func() {
 					if err := trace.Start(f); err != nil {
-						fmt.Fprintf(e.stderr, "weir: starting the execution trace: %v\n", err)
+						fmt.Fprintf(e.Stderr, "weir: starting the execution trace: %v\n", err)
 					}
 				}
 				if server {
@@ -256,16 +257,16 @@ func newBenchChildUpdateCommand(e *env) *cobra.Command {
 			}
 			out, err := run(cmd.Context(), cfg)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
 			if heapErr != nil {
-				return withCode(ExitFailure, heapErr)
+				return cli.WithCode(cli.ExitFailure, heapErr)
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			_, err = fmt.Fprintln(e.stdout, string(b))
+			_, err = fmt.Fprintln(e.Stdout, string(b))
 			return err
 		},
 	}
@@ -294,7 +295,7 @@ const (
 // newBenchChildPublishCommand is the hidden command that publishes the
 // update benchmark's steady load from a process of its own, until its
 // stdin closes; it then prints what the broker acknowledged.
-func newBenchChildPublishCommand(e *env) *cobra.Command {
+func newBenchChildPublishCommand(e *cli.Env) *cobra.Command {
 	var url, topic string
 	var keys int64
 	var rate float64
@@ -302,7 +303,7 @@ func newBenchChildPublishCommand(e *env) *cobra.Command {
 		Use:    benchChildCommand + "-publish",
 		Short:  "Publish the update benchmark's steady load (used by weir bench update)",
 		Hidden: true,
-		Args:   exactArgs(),
+		Args:   cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
@@ -312,9 +313,9 @@ func newBenchChildPublishCommand(e *env) *cobra.Command {
 			}()
 			out, err := bench.RunPublisher(ctx, url, topic, keys, rate)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			return writeJSON(e.stdout, out)
+			return cli.WriteJSON(e.Stdout, out)
 		},
 	}
 	fl := cmd.Flags()

@@ -1,9 +1,10 @@
-package main
+package benchcmd
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,7 @@ func stateTarget(job string) float64 {
 	return 100
 }
 
-func newBenchStateCommand(e *env) *cobra.Command {
+func newBenchStateCommand(e *cli.Env) *cobra.Command {
 	var keys, jobs []string
 	var workers int
 	var format, heapProfile string
@@ -65,30 +66,30 @@ YAML pipeline Generate -> MapToFields -> Combine (count, sum by key) loaded
 with yamlpipe and run in-process, its unbounded Generate capped at N
 elements by the benchmark. The targets shown are issue 25's: heap
 ≤ 200 B/key for YAML, ≤ 100 B/key for the SDK.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
+			if err := cli.CheckFormat(format); err != nil {
 				return err
 			}
 			var counts []int64
 			for _, k := range keys {
 				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
 				if err != nil || n < 1 {
-					return usageErrorf("--keys: %q is not a positive number", k)
+					return cli.UsageErrorf("--keys: %q is not a positive number", k)
 				}
 				counts = append(counts, n)
 			}
 			for _, j := range jobs {
 				if j != "sdk" && j != "yaml" {
-					return usageErrorf("--job: %q is neither sdk nor yaml", j)
+					return cli.UsageErrorf("--job: %q is neither sdk nor yaml", j)
 				}
 			}
 			if workers < 1 {
-				return usageErrorf("--workers must be at least 1")
+				return cli.UsageErrorf("--workers must be at least 1")
 			}
 			exe, err := os.Executable()
 			if err != nil {
-				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
 			var runs []stateRun
 			for _, job := range jobs {
@@ -100,10 +101,10 @@ elements by the benchmark. The targets shown are issue 25's: heap
 					runs = append(runs, r)
 				}
 			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, runs)
+			if format == cli.FormatJSON {
+				return cli.WriteJSON(e.Stdout, runs)
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				met := "missed"
@@ -120,7 +121,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 			}
 			if len(runs) > 0 {
 				r := runs[0]
-				fmt.Fprintf(e.stdout, "GOMAXPROCS %d, %s, load average %.2f at the first run\n", r.GOMAXPROCS, r.GoVersion, r.LoadAverage)
+				fmt.Fprintf(e.Stdout, "GOMAXPROCS %d, %s, load average %.2f at the first run\n", r.GOMAXPROCS, r.GoVersion, r.LoadAverage)
 			}
 			return nil
 		},
@@ -130,17 +131,17 @@ elements by the benchmark. The targets shown are issue 25's: heap
 	fl.StringSliceVar(&jobs, "job", []string{"sdk", "yaml"}, "jobs to measure: sdk, yaml (comma-separated)")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
-	addFormatFlag(cmd, &format)
+	cli.AddFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchStateChildCommand(e))
 	return cmd
 }
 
 // runStateChild runs one measurement in a fresh process, so that its heap
 // is the job's alone.
-func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers int, profileDir string) (stateRun, error) {
+func runStateChild(cmd *cobra.Command, e *cli.Env, exe, job string, n int64, workers int, profileDir string) (stateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-state-")
 	if err != nil {
-		return stateRun{}, withCode(ExitFailure, fmt.Errorf("creating a directory for the state store: %w", err))
+		return stateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("creating a directory for the state store: %w", err))
 	}
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(cmd.Context(), exe, "bench", "state", "child", "--job", job, "--keys", strconv.FormatInt(n, 10),
@@ -149,14 +150,14 @@ func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers
 		c.Args = append(c.Args, "--heap-profile", filepath.Join(profileDir, fmt.Sprintf("state-%s-%d", job, n)))
 	}
 	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, e.stderr
-	e.logger.Info("running", "job", job, "keys", n)
+	c.Stdout, c.Stderr = &out, e.Stderr
+	e.Logger.Info("running", "job", job, "keys", n)
 	if err := c.Run(); err != nil {
-		return stateRun{}, withCode(ExitFailure, fmt.Errorf("bench state, %s job with %d keys: %w", job, n, err))
+		return stateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("bench state, %s job with %d keys: %w", job, n, err))
 	}
 	var r stateRun
 	if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &r.StateOutcome); err != nil {
-		return stateRun{}, withCode(ExitFailure, fmt.Errorf("reading the outcome of the %s job with %d keys: %w", job, n, err))
+		return stateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("reading the outcome of the %s job with %d keys: %w", job, n, err))
 	}
 	r.PeakRSSBytes = childPeakRSS(c)
 	r.TargetHeapBytesPerKey = stateTarget(job)
@@ -166,26 +167,26 @@ func runStateChild(cmd *cobra.Command, e *env, exe, job string, n int64, workers
 
 // newBenchStateChildCommand is the hidden command one measurement of
 // `weir bench state` runs in its own process.
-func newBenchStateChildCommand(e *env) *cobra.Command {
+func newBenchStateChildCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.StateConfig
 	cmd := &cobra.Command{
 		Use:    "child",
 		Short:  "Run one state measurement in this process (used by weir bench state)",
 		Hidden: true,
-		Args:   exactArgs(),
+		Args:   cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Dir == "" {
-				return usageErrorf("--dir is required")
+				return cli.UsageErrorf("--dir is required")
 			}
 			out, err := bench.RunState(cmd.Context(), cfg)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			_, err = fmt.Fprintln(e.stdout, string(b))
+			_, err = fmt.Fprintln(e.Stdout, string(b))
 			return err
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package benchcmd
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"os"
 	"os/exec"
@@ -22,8 +23,8 @@ import (
 // run by this binary and by another build, in alternated rounds, with a
 // verdict per figure.
 
-// compareReport is what `--compare --format json` prints.
-type compareReport struct {
+// CompareReport is what `--compare --format json` prints.
+type CompareReport struct {
 	// Base is what --compare named; BaseBinary the binary that ran it and
 	// BaseCommit the commit it was built from (for a git revision).
 	Base       string `json:"base"`
@@ -55,14 +56,14 @@ type compareBase struct {
 // resolveCompareBase returns the binary of base: base itself when it is an
 // executable file, else the build of base as a git revision of the
 // repository holding the working directory (in a temporary worktree).
-func resolveCompareBase(ctx context.Context, e *env, base string) (compareBase, error) {
+func resolveCompareBase(ctx context.Context, e *cli.Env, base string) (compareBase, error) {
 	if fi, err := os.Stat(base); err == nil {
 		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			return compareBase{}, usageErrorf("--compare %q: not an executable file (want a weir binary or a git revision)", base)
+			return compareBase{}, cli.UsageErrorf("--compare %q: not an executable file (want a weir binary or a git revision)", base)
 		}
 		abs, err := filepath.Abs(base)
 		if err != nil {
-			return compareBase{}, withCode(ExitFailure, fmt.Errorf("--compare %q: %w", base, err))
+			return compareBase{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("--compare %q: %w", base, err))
 		}
 		return compareBase{binary: abs, cleanup: func() {}}, nil
 	}
@@ -79,42 +80,42 @@ func resolveCompareBase(ctx context.Context, e *env, base string) (compareBase, 
 	}
 	top, err := git("", "rev-parse", "--show-toplevel")
 	if err != nil {
-		return compareBase{}, usageErrorf("--compare %q: no such file, and the working directory is in no git repository to build it from as a revision: %w", base, err)
+		return compareBase{}, cli.UsageErrorf("--compare %q: no such file, and the working directory is in no git repository to build it from as a revision: %w", base, err)
 	}
 	commit, err := git(top, "rev-parse", "--verify", "--quiet", base+"^{commit}")
 	if err != nil {
-		return compareBase{}, usageErrorf("--compare %q: neither a weir binary nor a git revision of %s", base, top)
+		return compareBase{}, cli.UsageErrorf("--compare %q: neither a weir binary nor a git revision of %s", base, top)
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return compareBase{}, withCode(ExitFailure, fmt.Errorf("--compare %q: building a git revision needs the go tool: %w", base, err))
+		return compareBase{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("--compare %q: building a git revision needs the go tool: %w", base, err))
 	}
 	tmp, err := os.MkdirTemp("", "weir-compare-")
 	if err != nil {
-		return compareBase{}, withCode(ExitFailure, fmt.Errorf("--compare: creating a build directory: %w", err))
+		return compareBase{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("--compare: creating a build directory: %w", err))
 	}
 	src := filepath.Join(tmp, "src")
 	cleanup := func() {
 		if _, err := git(top, "worktree", "remove", "--force", src); err != nil {
-			e.logger.Warn("removing the base build's git worktree", "dir", src, "error", err)
+			e.Logger.Warn("removing the base build's git worktree", "dir", src, "error", err)
 		}
 		if err := os.RemoveAll(tmp); err != nil {
-			e.logger.Warn("removing the base build's directory", "dir", tmp, "error", err)
+			e.Logger.Warn("removing the base build's directory", "dir", tmp, "error", err)
 		}
 	}
 	if _, err := git(top, "worktree", "add", "--detach", src, commit); err != nil {
 		os.RemoveAll(tmp)
-		return compareBase{}, withCode(ExitFailure, fmt.Errorf("--compare %q: checking the revision out: %w", base, err))
+		return compareBase{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("--compare %q: checking the revision out: %w", base, err))
 	}
 	bin := filepath.Join(tmp, "weir")
-	fmt.Fprintf(e.stderr, "building the base %s (%.12s) into %s ...\n", base, commit, bin)
+	fmt.Fprintf(e.Stderr, "building the base %s (%.12s) into %s ...\n", base, commit, bin)
 	build := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/weir")
 	build.Dir = src
 	var out bytes.Buffer
 	build.Stdout, build.Stderr = &out, &out
 	if err := build.Run(); err != nil {
 		cleanup()
-		return compareBase{}, withCode(ExitFailure, fmt.Errorf("--compare %q: building %.12s: %w\n%s", base, commit, err, out.String()))
+		return compareBase{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("--compare %q: building %.12s: %w\n%s", base, commit, err, out.String()))
 	}
 	return compareBase{binary: bin, commit: commit, cleanup: cleanup}, nil
 }
@@ -122,16 +123,16 @@ func resolveCompareBase(ctx context.Context, e *env, base string) (compareBase, 
 // runWindowedSumCompare runs `weir bench windowed-sum` with the same flags
 // by this binary and the base's, alternately, rounds times, and prints the
 // comparison.
-func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg bench.Config, variants []bench.Variant) error {
+func runWindowedSumCompare(ctx context.Context, e *cli.Env, f windowedSumFlags, cfg bench.Config, variants []bench.Variant) error {
 	if f.rounds < 1 {
-		return usageErrorf("--rounds must be at least 1, got %d", f.rounds)
+		return cli.UsageErrorf("--rounds must be at least 1, got %d", f.rounds)
 	}
 	if f.profileDir != "" {
-		return usageErrorf("--cpu-profile-dir cannot be combined with --compare")
+		return cli.UsageErrorf("--cpu-profile-dir cannot be combined with --compare")
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 	}
 	base, err := resolveCompareBase(ctx, e, f.compare)
 	if err != nil {
@@ -150,10 +151,10 @@ func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg 
 		if side == bench.SideBase {
 			bin = base.binary
 		}
-		fmt.Fprintf(e.stderr, "round %d/%d: %s build\n", round+1, f.rounds, side)
+		fmt.Fprintf(e.Stderr, "round %d/%d: %s build\n", round+1, f.rounds, side)
 		cmd := exec.CommandContext(ctx, bin, args...)
 		var stdout bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, e.stderr
+		cmd.Stdout, cmd.Stderr = &stdout, e.Stderr
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
 		}
@@ -171,7 +172,7 @@ func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg 
 		}
 		return ms, nil
 	}
-	rep := compareReport{Base: f.compare, BaseBinary: base.binary, BaseCommit: base.commit, Binary: exe,
+	rep := CompareReport{Base: f.compare, BaseBinary: base.binary, BaseCommit: base.commit, Binary: exe,
 		Events: cfg.Events, Keys: cfg.Keys, Rounds: f.rounds, CPUs: runtime.NumCPU()}
 	rep.LoadBefore, _ = bench.LoadAverage()
 	rounds, err := bench.RunCompare(ctx, f.rounds, run)
@@ -179,17 +180,17 @@ func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg 
 		if errors.Is(err, context.Canceled) {
 			return err
 		}
-		return withCode(ExitFailure, fmt.Errorf("benchmark windowed-sum --compare: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark windowed-sum --compare: %w", err))
 	}
 	rep.LoadAfter, _ = bench.LoadAverage()
 	rep.Runs = rounds
 	if rep.Figures, err = bench.Summarize(rounds); err != nil {
-		return withCode(ExitFailure, err)
+		return cli.WithCode(cli.ExitFailure, err)
 	}
-	if f.format == formatJSON {
-		err = writeJSON(e.stdout, rep)
+	if f.format == cli.FormatJSON {
+		err = cli.WriteJSON(e.Stdout, rep)
 	} else {
-		err = writeCompareTable(e.stdout, rep)
+		err = writeCompareTable(e.Stdout, rep)
 	}
 	if err != nil {
 		return err
@@ -202,7 +203,7 @@ func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg 
 			}
 		}
 		if len(slower) > 0 {
-			return withCode(ExitFailure, fmt.Errorf("slower than the base %s: %s", f.compare, strings.Join(slower, ", ")))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("slower than the base %s: %s", f.compare, strings.Join(slower, ", ")))
 		}
 	}
 	return nil
@@ -210,7 +211,7 @@ func runWindowedSumCompare(ctx context.Context, e *env, f windowedSumFlags, cfg 
 
 // writeCompareTable prints a comparison: a line on what ran, then one row
 // per figure.
-func writeCompareTable(w io.Writer, rep compareReport) error {
+func writeCompareTable(w io.Writer, rep CompareReport) error {
 	var b strings.Builder
 	base := rep.BaseBinary
 	if rep.BaseCommit != "" {
@@ -225,12 +226,12 @@ func writeCompareTable(w io.Writer, rep compareReport) error {
 			formatFigure(fc.This), formatFigure(fc.Base), fc.Ratio, fc.MinRatio, fc.MaxRatio, fc.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
 	fmt.Fprintf(&b, "\nTHIS and BASE are medians over the rounds; RATIO is the median of the per-round ratios this/base (higher is better)\n"+
 		"and SPREAD their range. The verdict is faster or slower only when every round's ratio is beyond 1 ± %.0f%%.\n", 100*bench.CompareTolerance)
 	if rep.Rounds < 3 {
 		fmt.Fprintf(&b, "With %d round(s) the spread understates the noise: use --rounds 3 or more before trusting a verdict.\n", rep.Rounds)
 	}
-	return writeReport(w, &b)
+	return cli.WriteReport(w, &b)
 }

@@ -1,9 +1,10 @@
-package main
+package benchcmd
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"os"
 	"os/exec"
 	"sort"
@@ -34,7 +35,7 @@ type skewRun struct {
 	InputBytes    int64 `json:"input_bytes"`
 }
 
-func newBenchSkewCommand(e *env) *cobra.Command {
+func newBenchSkewCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.SkewConfig
 	var shares []string
 	var rounds int
@@ -51,16 +52,16 @@ output is checked against the input (keys, totals, counts). It reports per
 share the median time, rows/s, the ratio to the even partition's median (the
 target is at most 2), the peak live heap (sampled every 10 ms) and the
 child's peak resident set.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format); err != nil {
+			if err := cli.CheckFormat(format); err != nil {
 				return err
 			}
 			var hs []float64
 			for _, s := range shares {
 				v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 				if err != nil || v < 0 || v >= 1 {
-					return usageErrorf("--hot-share: %q is not a share in [0, 1)", s)
+					return cli.UsageErrorf("--hot-share: %q is not a share in [0, 1)", s)
 				}
 				hs = append(hs, v)
 			}
@@ -68,18 +69,18 @@ child's peak resident set.`,
 				hs = append([]float64{0}, hs...) // the even partition is the baseline
 			}
 			if rounds < 1 || cfg.Rows < 1 || cfg.Keys < 1 || cfg.Workers < 1 {
-				return usageErrorf("--rounds, --rows, --keys and --workers must be at least 1")
+				return cli.UsageErrorf("--rounds, --rows, --keys and --workers must be at least 1")
 			}
 			exe, err := os.Executable()
 			if err != nil {
-				return withCode(ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
 			runs := make([]skewRun, len(hs))
 			for r := range rounds {
 				for i, share := range hs {
 					c := cfg
 					c.HotShare = share
-					e.logger.Info("running", "round", r+1, "hot_share", share, "rows", c.Rows)
+					e.Logger.Info("running", "round", r+1, "hot_share", share, "rows", c.Rows)
 					out, rss, err := runSkewChild(cmd, e, exe, c)
 					if err != nil {
 						return err
@@ -96,10 +97,10 @@ child's peak resident set.`,
 				runs[i].RowsPerSec = float64(cfg.Rows) / (runs[i].MedianMillis / 1000)
 				runs[i].RatioToEven = runs[i].MedianMillis / runs[0].MedianMillis
 			}
-			if format == formatJSON {
-				return writeJSON(e.stdout, runs)
+			if format == cli.FormatJSON {
+				return cli.WriteJSON(e.Stdout, runs)
 			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "HOT SHARE\tHOT ROWS\tMEDIAN MS\tROWS/S\tRATIO TO EVEN\tPEAK HEAP MiB\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				fmt.Fprintf(tw, "%.2f\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t\n", r.HotShare, r.HotRows, r.MedianMillis, r.RowsPerSec,
@@ -108,7 +109,7 @@ child's peak resident set.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(e.stdout, "%d rows, %d keys, %d workers, %d round(s) alternated; target: ratio to even ≤ 2\n", cfg.Rows, cfg.Keys, cfg.Workers, rounds)
+			_, err = fmt.Fprintf(e.Stdout, "%d rows, %d keys, %d workers, %d round(s) alternated; target: ratio to even ≤ 2\n", cfg.Rows, cfg.Keys, cfg.Workers, rounds)
 			return err
 		},
 	}
@@ -118,7 +119,7 @@ child's peak resident set.`,
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers of the job")
 	fl.StringSliceVar(&shares, "hot-share", []string{"0", "0.8"}, "shares of the rows on one key, comma-separated (0, the even partition, is always run first)")
 	fl.IntVar(&rounds, "rounds", 3, "rounds, alternating the shares (the medians are reported)")
-	addFormatFlag(cmd, &format)
+	cli.AddFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchSkewChildCommand(e))
 	return cmd
 }
@@ -140,46 +141,46 @@ func median(xs []float64) float64 {
 
 // runSkewChild runs one measurement in a fresh process, so that its
 // memory is the run's alone.
-func runSkewChild(cmd *cobra.Command, e *env, exe string, cfg bench.SkewConfig) (bench.SkewOutcome, int64, error) {
+func runSkewChild(cmd *cobra.Command, e *cli.Env, exe string, cfg bench.SkewConfig) (bench.SkewOutcome, int64, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-skew-")
 	if err != nil {
-		return bench.SkewOutcome{}, 0, withCode(ExitFailure, fmt.Errorf("creating a directory for the partition: %w", err))
+		return bench.SkewOutcome{}, 0, cli.WithCode(cli.ExitFailure, fmt.Errorf("creating a directory for the partition: %w", err))
 	}
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(cmd.Context(), exe, "bench", "skew", "child", "--rows", strconv.FormatInt(cfg.Rows, 10),
 		"--keys", strconv.FormatInt(cfg.Keys, 10), "--hot-share", strconv.FormatFloat(cfg.HotShare, 'g', -1, 64),
 		"--workers", strconv.Itoa(cfg.Workers), "--dir", dir)
 	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, e.stderr
+	c.Stdout, c.Stderr = &out, e.Stderr
 	if err := c.Run(); err != nil {
-		return bench.SkewOutcome{}, 0, withCode(ExitFailure, fmt.Errorf("bench skew, hot share %v: %w", cfg.HotShare, err))
+		return bench.SkewOutcome{}, 0, cli.WithCode(cli.ExitFailure, fmt.Errorf("bench skew, hot share %v: %w", cfg.HotShare, err))
 	}
 	var o bench.SkewOutcome
 	if err := json.Unmarshal(bytes.TrimSpace(lastLineOf(out.Bytes())), &o); err != nil {
-		return bench.SkewOutcome{}, 0, withCode(ExitFailure, fmt.Errorf("reading the outcome of hot share %v: %w", cfg.HotShare, err))
+		return bench.SkewOutcome{}, 0, cli.WithCode(cli.ExitFailure, fmt.Errorf("reading the outcome of hot share %v: %w", cfg.HotShare, err))
 	}
 	return o, childPeakRSS(c), nil
 }
 
 // newBenchSkewChildCommand is the hidden command one measurement of
 // `weir bench skew` runs in its own process.
-func newBenchSkewChildCommand(e *env) *cobra.Command {
+func newBenchSkewChildCommand(e *cli.Env) *cobra.Command {
 	var cfg bench.SkewConfig
 	cmd := &cobra.Command{
 		Use:    "child",
 		Short:  "Run one skew measurement in this process (used by weir bench skew)",
 		Hidden: true,
-		Args:   exactArgs(),
+		Args:   cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := bench.RunSkew(cmd.Context(), cfg, e.logger)
+			out, err := bench.RunSkew(cmd.Context(), cfg, e.Logger)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			_, err = fmt.Fprintln(e.stdout, string(b))
+			_, err = fmt.Fprintln(e.Stdout, string(b))
 			return err
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package benchcmd
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"log/slog"
 	"os"
@@ -74,7 +75,7 @@ type nexmarkFlags struct {
 	checkpointEvery time.Duration
 }
 
-func newBenchNexmarkCommand(e *env) *cobra.Command {
+func newBenchNexmarkCommand(e *cli.Env) *cobra.Command {
 	var f nexmarkFlags
 	cmd := &cobra.Command{
 		Use:   "nexmark",
@@ -93,7 +94,7 @@ CEL, no sink; the results are the last step's output count).
 
 Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 2 usage.`,
-		Args: exactArgs(),
+		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchNexmark(cmd.Context(), e, f) },
 	}
 	fl := cmd.Flags()
@@ -103,12 +104,12 @@ Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 	fl.Int64Var(&f.seed, "seed", 0, "generator seed (0 is Beam's stream)")
 	fl.BoolVar(&f.yaml, "yaml", false, "also run q0, q1 and q2 written in YAML (yaml-q0, ...), when asked for")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint the Go queries at this interval into a Pebble store in a temporary directory, with an exactly-once counting sink (0: no checkpoints)")
-	addFormatFlag(cmd, &f.format)
+	cli.AddFormatFlag(cmd, &f.format)
 	return cmd
 }
 
-// nexmarkResult is one child's measurement.
-type nexmarkResult struct {
+// NexmarkResult is one child's measurement (a row of --format json).
+type NexmarkResult struct {
 	Query   string `json:"query"`
 	Workers int    `json:"workers"`
 	// Checkpoints is the number of checkpoints written (0 without
@@ -122,34 +123,34 @@ type nexmarkResult struct {
 	PerCPUSecond float64 `json:"events_per_cpu_second"`
 }
 
-func runBenchNexmark(ctx context.Context, e *env, f nexmarkFlags) error {
-	if err := checkFormat(f.format); err != nil {
+func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
+	if err := cli.CheckFormat(f.format); err != nil {
 		return err
 	}
 	queries, err := nexmark.LookupQueries(f.queries)
 	if err != nil {
-		return usageErrorf("--query: %w", err)
+		return cli.UsageErrorf("--query: %w", err)
 	}
 	if f.events < 1 {
-		return usageErrorf("--events must be at least 1, got %d", f.events)
+		return cli.UsageErrorf("--events must be at least 1, got %d", f.events)
 	}
 	if f.checkpointEvery < 0 {
-		return usageErrorf("--checkpoint-interval must not be negative, got %s", f.checkpointEvery)
+		return cli.UsageErrorf("--checkpoint-interval must not be negative, got %s", f.checkpointEvery)
 	}
 	for _, w := range f.workers {
 		if w < 1 {
-			return usageErrorf("--workers: each worker count must be at least 1, got %d", w)
+			return cli.UsageErrorf("--workers: each worker count must be at least 1, got %d", w)
 		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return withCode(ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary to run benchmark children: %w", err))
 	}
-	var results []nexmarkResult
+	var results []NexmarkResult
 	run := func(query string, workers int) error {
-		r, err := runNexmarkChild(ctx, exe, query, workers, f, e.stderr)
+		r, err := runNexmarkChild(ctx, exe, query, workers, f, e.Stderr)
 		if err != nil {
-			return withCode(ExitFailure, fmt.Errorf("benchmark nexmark %s with %d workers: %w", query, workers, err))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s with %d workers: %w", query, workers, err))
 		}
 		results = append(results, r)
 		return nil
@@ -170,14 +171,14 @@ func runBenchNexmark(ctx context.Context, e *env, f nexmarkFlags) error {
 			}
 		}
 	}
-	if f.format == formatJSON {
-		return writeJSON(e.stdout, results)
+	if f.format == cli.FormatJSON {
+		return cli.WriteJSON(e.Stdout, results)
 	}
-	return writeNexmarkTable(e.stdout, f, results)
+	return writeNexmarkTable(e.Stdout, f, results)
 }
 
 // runNexmarkChild runs one query in a child process and adds its CPU time.
-func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexmarkFlags, stderr io.Writer) (nexmarkResult, error) {
+func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexmarkFlags, stderr io.Writer) (NexmarkResult, error) {
 	var out strings.Builder
 	cmd := exec.CommandContext(ctx, exe, benchChildCommand, "nexmark", query,
 		"--events", strconv.FormatInt(f.events, 10), "--workers", strconv.Itoa(workers),
@@ -185,11 +186,11 @@ func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexm
 	cmd.Stdout = &out
 	cmd.Stderr = stderr
 	if err := cmd.Run(); err != nil {
-		return nexmarkResult{}, fmt.Errorf("child process: %w", err)
+		return NexmarkResult{}, fmt.Errorf("child process: %w", err)
 	}
-	var r nexmarkResult
+	var r NexmarkResult
 	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
-		return nexmarkResult{}, fmt.Errorf("reading the child's result %q: %w", out.String(), err)
+		return NexmarkResult{}, fmt.Errorf("reading the child's result %q: %w", out.String(), err)
 	}
 	st := cmd.ProcessState
 	r.CPUSeconds = (st.UserTime() + st.SystemTime()).Seconds()
@@ -199,7 +200,7 @@ func runNexmarkChild(ctx context.Context, exe, query string, workers int, f nexm
 	return r, nil
 }
 
-func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []nexmarkResult) error {
+func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []NexmarkResult) error {
 	var b strings.Builder
 	mode := "counting sink, no checkpoints"
 	if f.checkpointEvery > 0 {
@@ -220,7 +221,7 @@ func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []nexmarkResult) error {
 			r.RunSeconds, r.CPUSeconds, r.PerCPUSecond, published(p.flink), published(p.feldera))
 	}
 	if err := tw.Flush(); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("formatting output: %w", err))
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
 	b.WriteString("\nTargets (events per CPU-second; at least Flink's per-core figure, and 450k for q0-q3 and q8, 200k for q4, q5, q7):\n")
 	for _, r := range rs {
@@ -234,35 +235,35 @@ func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []nexmarkResult) error {
 		}
 		fmt.Fprintf(&b, "  %s w%d: got %.0f, want %.0f: %s\n", r.Query, r.Workers, r.PerCPUSecond, want, verdict)
 	}
-	return writeReport(w, &b)
+	return cli.WriteReport(w, &b)
 }
 
 // newBenchChildNexmarkCommand runs one Nexmark query in this process and
-// prints its nexmarkResult (without CPU time, which the parent measures).
-func newBenchChildNexmarkCommand(e *env) *cobra.Command {
+// prints its NexmarkResult (without CPU time, which the parent measures).
+func newBenchChildNexmarkCommand(e *cli.Env) *cobra.Command {
 	var f nexmarkFlags
 	var workers int
 	cmd := &cobra.Command{
 		Use:   "nexmark QUERY",
 		Short: "Run one Nexmark query in this process",
-		Args:  exactArgs("QUERY"),
+		Args:  cli.ExactArgs("QUERY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := nexmark.Config{NumEvents: f.events, Seed: f.seed}
-			var r nexmarkResult
+			var r NexmarkResult
 			var err error
 			if args[0] == generatorOnly {
 				r, err = runGeneratorOnly(cfg)
 			} else if q, ok := strings.CutPrefix(args[0], "yaml-"); ok {
 				r, err = runNexmarkYAML(cmd.Context(), q, workers, cfg)
 			} else if f.checkpointEvery > 0 {
-				r, err = runNexmarkCheckpointed(cmd.Context(), args[0], workers, cfg, f.checkpointEvery, e.logger)
+				r, err = runNexmarkCheckpointed(cmd.Context(), args[0], workers, cfg, f.checkpointEvery, e.Logger)
 			} else {
 				r, err = runNexmarkQuery(cmd.Context(), args[0], workers, cfg)
 			}
 			if err != nil {
-				return withCode(ExitFailure, err)
+				return cli.WithCode(cli.ExitFailure, err)
 			}
-			return writeJSON(e.stdout, r)
+			return cli.WriteJSON(e.Stdout, r)
 		},
 	}
 	cmd.Flags().Int64Var(&f.events, "events", 1_000_000, "number of events")
@@ -274,10 +275,10 @@ func newBenchChildNexmarkCommand(e *env) *cobra.Command {
 
 // runGeneratorOnly generates cfg's events in a loop, touching each so the
 // work is not optimized away.
-func runGeneratorOnly(cfg nexmark.Config) (nexmarkResult, error) {
+func runGeneratorOnly(cfg nexmark.Config) (NexmarkResult, error) {
 	g, err := nexmark.NewGenerator(cfg, nexmark.BaseTime)
 	if err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	start := time.Now()
 	var bids int64
@@ -287,7 +288,7 @@ func runGeneratorOnly(cfg nexmark.Config) (nexmarkResult, error) {
 		}
 	}
 	el := time.Since(start)
-	return nexmarkResult{Query: generatorOnly, Workers: 1, Events: cfg.NumEvents, Results: bids,
+	return NexmarkResult{Query: generatorOnly, Workers: 1, Events: cfg.NumEvents, Results: bids,
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }
 
@@ -301,25 +302,25 @@ func (c *countingSink) Write(_ context.Context, _ int, elems []contract.Element)
 
 func (c *countingSink) Close(context.Context) error { return nil }
 
-func runNexmarkQuery(ctx context.Context, name string, workers int, cfg nexmark.Config) (nexmarkResult, error) {
+func runNexmarkQuery(ctx context.Context, name string, workers int, cfg nexmark.Config) (NexmarkResult, error) {
 	qs, err := nexmark.LookupQueries(name)
 	if err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	p := weir.NewPipeline()
 	s := p.Root()
 	events, err := nexmark.Read(s, "Events", cfg)
 	if err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	sink := &countingSink{}
 	qs[0].Apply(s, events, cfg, "Discard", sink)
 	start := time.Now()
 	if _, err := weir.Run(ctx, p, weir.RunOptions{NumWorkers: workers}); err != nil {
-		return nexmarkResult{}, fmt.Errorf("running %s: %w", name, err)
+		return NexmarkResult{}, fmt.Errorf("running %s: %w", name, err)
 	}
 	el := time.Since(start)
-	return nexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.n.Load(),
+	return NexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.n.Load(),
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }
 
@@ -358,23 +359,23 @@ var nexmarkYAML = map[string]string{
 }
 
 // runNexmarkYAML runs query q written in YAML over cfg's events.
-func runNexmarkYAML(ctx context.Context, q string, workers int, cfg nexmark.Config) (nexmarkResult, error) {
+func runNexmarkYAML(ctx context.Context, q string, workers int, cfg nexmark.Config) (NexmarkResult, error) {
 	steps, ok := nexmarkYAML[q]
 	if !ok {
-		return nexmarkResult{}, fmt.Errorf("no YAML version of Nexmark query %q (have q0, q1, q2)", q)
+		return NexmarkResult{}, fmt.Errorf("no YAML version of Nexmark query %q (have q0, q1, q2)", q)
 	}
 	src := fmt.Sprintf("pipeline:\n  transforms:\n    - type: Nexmark\n      name: Events\n      config: {numEvents: %d, seed: %d}\n", cfg.NumEvents, cfg.Seed) + steps
 	p, err := yamlpipe.Load("nexmark-"+q+".yaml", []byte(src), yamlpipe.Options{})
 	if err != nil {
-		return nexmarkResult{}, fmt.Errorf("loading the YAML of %s: %w", q, err)
+		return NexmarkResult{}, fmt.Errorf("loading the YAML of %s: %w", q, err)
 	}
 	start := time.Now()
 	res, err := weir.Run(ctx, p, weir.RunOptions{NumWorkers: workers})
 	if err != nil {
-		return nexmarkResult{}, fmt.Errorf("running yaml-%s: %w", q, err)
+		return NexmarkResult{}, fmt.Errorf("running yaml-%s: %w", q, err)
 	}
 	el := time.Since(start)
-	return nexmarkResult{Query: "yaml-" + q, Workers: workers, Events: cfg.NumEvents, Results: res.Step("Out").ElementsOut,
+	return NexmarkResult{Query: "yaml-" + q, Workers: workers, Events: cfg.NumEvents, Results: res.Step("Out").ElementsOut,
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }
 
@@ -428,36 +429,36 @@ func (c *exactlyOnceCounter) Close(context.Context) error { return nil }
 // runNexmarkCheckpointed runs a Go query with checkpoints every interval,
 // each written to a Pebble store in a temporary directory before it
 // commits, and a final one after the run.
-func runNexmarkCheckpointed(ctx context.Context, name string, workers int, cfg nexmark.Config, every time.Duration, logger *slog.Logger) (r nexmarkResult, err error) {
+func runNexmarkCheckpointed(ctx context.Context, name string, workers int, cfg nexmark.Config, every time.Duration, logger *slog.Logger) (r NexmarkResult, err error) {
 	qs, err := nexmark.LookupQueries(name)
 	if err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	dir, err := os.MkdirTemp("", "weir-nexmark-")
 	if err != nil {
-		return nexmarkResult{}, fmt.Errorf("creating the state directory: %w", err)
+		return NexmarkResult{}, fmt.Errorf("creating the state directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	store, err := state.Open(dir, logger)
 	if err != nil {
-		return nexmarkResult{}, fmt.Errorf("opening the state store: %w", err)
+		return NexmarkResult{}, fmt.Errorf("opening the state store: %w", err)
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
 	p := weir.NewPipeline()
 	s := p.Root()
 	events, err := nexmark.Read(s, "Events", cfg)
 	if err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	sink := &exactlyOnceCounter{pending: map[int]int64{}}
 	qs[0].Apply(s, events, cfg, "Discard", sink)
 	if err := p.Err(); err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	start := time.Now()
 	x, err := runner.Start(ctx, p.Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Logger: logger})
 	if err != nil {
-		return nexmarkResult{}, fmt.Errorf("starting %s: %w", name, err)
+		return NexmarkResult{}, fmt.Errorf("starting %s: %w", name, err)
 	}
 	checkpoints := 0
 	checkpoint := func() error {
@@ -481,25 +482,25 @@ func runNexmarkCheckpointed(ctx context.Context, name string, workers int, cfg n
 		case <-tick.C:
 			if err := checkpoint(); err != nil {
 				x.Cancel()
-				return nexmarkResult{}, err
+				return NexmarkResult{}, err
 			}
 		case <-x.Done():
 			running = false
 		case <-ctx.Done():
 			x.Cancel()
-			return nexmarkResult{}, ctx.Err()
+			return NexmarkResult{}, ctx.Err()
 		}
 	}
 	if _, err := x.Wait(); err != nil {
-		return nexmarkResult{}, fmt.Errorf("running %s: %w", name, err)
+		return NexmarkResult{}, fmt.Errorf("running %s: %w", name, err)
 	}
 	if err := checkpoint(); err != nil {
-		return nexmarkResult{}, fmt.Errorf("final checkpoint: %w", err)
+		return NexmarkResult{}, fmt.Errorf("final checkpoint: %w", err)
 	}
 	if err := x.CloseSinks(ctx); err != nil {
-		return nexmarkResult{}, err
+		return NexmarkResult{}, err
 	}
 	el := time.Since(start)
-	return nexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.committed, Checkpoints: checkpoints,
+	return NexmarkResult{Query: name, Workers: workers, Events: cfg.NumEvents, Results: sink.committed, Checkpoints: checkpoints,
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }

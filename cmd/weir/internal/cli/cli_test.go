@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// TestErrorsCarryTheirExitCode: a usage error, a wrapped failure and a
+// wrong argument count carry the exit code scripts match on, through
+// wrapping; nil stays nil.
+func TestErrorsCarryTheirExitCode(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"usage", UsageErrorf("--format %q", "xml"), ExitUsage},
+		{"failure", WithCode(ExitFailure, errors.New("boom")), ExitFailure},
+		{"bad format", CheckFormat("xml"), ExitUsage},
+		{"argument count", ExactArgs("A", "B")(cmd, []string{"a"}), ExitUsage},
+		{"wrapped", errors.Join(errors.New("context"), WithCode(ExitIncompatible, errors.New("no"))), ExitIncompatible},
+	}
+	for _, tt := range tests {
+		var ee *ExitError
+		if !errors.As(tt.err, &ee) || ee.Code != tt.want {
+			t.Errorf("%s: %v carries %+v, want code %d", tt.name, tt.err, ee, tt.want)
+		}
+	}
+	if WithCode(ExitFailure, nil) != nil || CheckFormat(FormatJSON) != nil || ExactArgs("A")(cmd, []string{"a"}) != nil {
+		t.Error("a nil error or valid input became an error")
+	}
+}
