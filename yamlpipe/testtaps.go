@@ -40,7 +40,9 @@ func TestInputStep(key string) string { return "weir-test-input-" + strings.Repl
 
 // TestOutputStep is the name of the sink step that captures output ref
 // (a TestTaps.ExpectOutputs entry).
-func TestOutputStep(ref string) string { return "weir-test-output-" + strings.ReplaceAll(ref, ".", "-") }
+func TestOutputStep(ref string) string {
+	return "weir-test-output-" + strings.ReplaceAll(ref, ".", "-")
+}
 
 // applyTestTaps applies Options.TestTaps to the resolved transforms.
 func (l *loader) applyTestTaps() error {
