@@ -60,7 +60,16 @@ const (
 	mSubscriptionOldestAge
 	mSQLMerges
 	mSQLMergeRows
+	mUserCounter
+	mUserDistCount
+	mUserDistSum
+	mUserDistMin
+	mUserDistMax
 )
+
+// userLabels label a step's user-defined metric (the Go SDK's Counter and
+// Distribution): the step's labels, its namespace and its name.
+var userLabels = []string{"job_id", "job_name", "step", "namespace", "name"}
 
 var metricDefs = []MetricDef{
 	mJobs:            {"weir_jobs", "gauge", []string{"state", "type"}, "Number of jobs known to the service, by state and type."},
@@ -108,6 +117,16 @@ var metricDefs = []MetricDef{
 		"Merges of a staged SQL table's staging tables into its principal table (periodic and on demand), by result (ok, failed), since the server started."},
 	mSQLMergeRows: {"weir_sql_merge_rows_total", "counter", []string{"table"},
 		"Rows the merges of a staged SQL table moved into its principal table, since the server started."},
+	mUserCounter: {"weir_user_counter_total", "counter", userLabels,
+		"A user-defined counter of the step's code (the Go SDK's Counter), in the job's current execution."},
+	mUserDistCount: {"weir_user_distribution_count", "counter", userLabels,
+		"Values recorded in a user-defined distribution of the step's code (the Go SDK's Distribution), in the job's current execution."},
+	mUserDistSum: {"weir_user_distribution_sum", "counter", userLabels,
+		"Sum of the values recorded in a user-defined distribution, in the job's current execution."},
+	mUserDistMin: {"weir_user_distribution_min", "gauge", userLabels,
+		"Smallest value recorded in a user-defined distribution, in the job's current execution."},
+	mUserDistMax: {"weir_user_distribution_max", "gauge", userLabels,
+		"Largest value recorded in a user-defined distribution, in the job's current execution."},
 }
 
 // messageTimer tells a topic's message's publish time (*pubsub.Broker).
@@ -221,6 +240,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(mStepProduced, st.ElementsOut, l...)
 			counter(mStepRejects, st.Rejects, l...)
 			counter(mStepDropped, st.DroppedLateElements, l...)
+			collectUserMetrics(gauge, counter, st, l)
 			gauge(mStepSystemLag, st.SystemLagSeconds, l...)
 			if st.DataWatermarkAgeSeconds != nil && st.WatermarkMillis != nil {
 				gauge(mStepWatermark, float64(*st.WatermarkMillis)/1000, l...)
@@ -315,4 +335,22 @@ func collectCatchUp(gauge func(m int, v float64, labels ...string), st record.St
 	}
 	gauge(mStepCatchUpCaughtUp, caught, l...)
 	gauge(mStepCatchUpExpired, float64(c.ExpiredMessages), l...)
+}
+
+// collectUserMetrics exports a step's user-defined metrics (the Go SDK's
+// Counter and Distribution) under the step's labels l, its namespace and
+// its name.
+func collectUserMetrics(gauge func(m int, v float64, labels ...string), counter func(m int, v int64, labels ...string), st record.StepMetrics, l []string) {
+	for _, um := range st.UserMetrics {
+		ul := append(append([]string(nil), l...), um.Namespace, um.Name)
+		switch {
+		case um.Value != nil:
+			counter(mUserCounter, *um.Value, ul...)
+		case um.Count != nil && um.Sum != nil && um.Min != nil && um.Max != nil:
+			counter(mUserDistCount, *um.Count, ul...)
+			counter(mUserDistSum, *um.Sum, ul...)
+			gauge(mUserDistMin, float64(*um.Min), ul...)
+			gauge(mUserDistMax, float64(*um.Max), ul...)
+		}
+	}
 }

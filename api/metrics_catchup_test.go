@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/service/record"
@@ -45,5 +47,36 @@ func TestCollectCatchUp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCollectUserMetrics: a step's user-defined counter and distribution
+// are exported under the step's labels with their namespace and name, and
+// a step without any exports none.
+func TestCollectUserMetrics(t *testing.T) {
+	i64 := func(v int64) *int64 { return &v }
+	st := record.StepMetrics{Name: "Measure", UserMetrics: []record.UserMetric{
+		{Namespace: "orders", Name: "amount", Kind: "distribution", Count: i64(1000), Sum: i64(500500), Min: i64(1), Max: i64(1000)},
+		{Namespace: "orders", Name: "big", Kind: "counter", Value: i64(100)},
+	}}
+	var got []string
+	rec := func(m int, v float64, labels ...string) {
+		got = append(got, fmt.Sprintf("%s{%s} %v", metricDefs[m].Name, strings.Join(labels, ","), v))
+	}
+	collectUserMetrics(rec, func(m int, v int64, labels ...string) { rec(m, float64(v), labels...) }, st, []string{"j1", "orders", "Measure"})
+	want := []string{
+		"weir_user_distribution_count{j1,orders,Measure,orders,amount} 1000",
+		"weir_user_distribution_sum{j1,orders,Measure,orders,amount} 500500",
+		"weir_user_distribution_min{j1,orders,Measure,orders,amount} 1",
+		"weir_user_distribution_max{j1,orders,Measure,orders,amount} 1000",
+		"weir_user_counter_total{j1,orders,Measure,orders,big} 100",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	got = nil
+	collectUserMetrics(rec, func(m int, v int64, labels ...string) { rec(m, float64(v), labels...) }, record.StepMetrics{Name: "Other"}, []string{"j1", "orders", "Other"})
+	if got != nil {
+		t.Errorf("a step without user metrics exported %v", got)
 	}
 }

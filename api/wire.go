@@ -570,7 +570,13 @@ func wireStepMetrics(in record.StepMetrics) client.StepMetrics {
 		CatchUp:                 wirePtr(in.CatchUp, wireSourceCatchUp),
 		PendingTimers:           in.PendingTimers,
 		Keys:                    in.Keys,
+		UserMetrics:             wireSlice(in.UserMetrics, wireUserMetric),
 	}
+}
+
+func wireUserMetric(in record.UserMetric) client.UserMetric {
+	return client.UserMetric{Namespace: in.Namespace, Name: in.Name, Kind: in.Kind, Value: in.Value,
+		Count: in.Count, Sum: in.Sum, Min: in.Min, Max: in.Max}
 }
 
 func wireStateSpec(in graph.StateSpec) client.StateSpec {

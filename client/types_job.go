@@ -317,6 +317,25 @@ type StepMetrics struct {
 	// other steps. Kept incrementally by the runner: reading it scans
 	// nothing.
 	Keys *int64 `json:"keys,omitempty"`
+	// UserMetrics are the counters and distributions the step's code
+	// updates (the Go SDK's Counter and Distribution) in the job's current
+	// execution (a restart, rescale or update starts them again); absent
+	// when it updates none.
+	UserMetrics []UserMetric `json:"user_metrics,omitempty"`
+}
+
+// UserMetric is one user-defined metric of a step: a counter's value, or
+// a distribution's count, sum, min and max.
+type UserMetric struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Kind is "counter" or "distribution".
+	Kind  string `json:"kind"`
+	Value *int64 `json:"value,omitempty"`
+	Count *int64 `json:"count,omitempty"`
+	Sum   *int64 `json:"sum,omitempty"`
+	Min   *int64 `json:"min,omitempty"`
+	Max   *int64 `json:"max,omitempty"`
 }
 
 // SourceCatchUp is a re-reading source's progress (StepMetrics.CatchUp).

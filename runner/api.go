@@ -124,6 +124,10 @@ type StepMetrics struct {
 	// control message; Keyed reports whether the step is keyed.
 	Keys  int64
 	Keyed bool
+	// User are the step code's user-defined metrics (counters and
+	// distributions, by namespace and name) of this execution; nil when
+	// its code updated none.
+	User []contract.UserMetric
 }
 
 // Result is the outcome of a completed run.

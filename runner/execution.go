@@ -202,7 +202,7 @@ func (r *run) result() *Result {
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
 			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
 			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
-			Keys: keys, Keyed: keyed,
+			Keys: keys, Keyed: keyed, User: c.user.Snapshot(),
 		})
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })

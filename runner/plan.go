@@ -25,6 +25,9 @@ type stepCounters struct {
 	// keys holds, per worker, the keys a keyed step's instance holds
 	// state for (keycount.go); nil for other steps.
 	keys []atomic.Int64
+	// user are the step code's user-defined metrics (the SDK's Counter
+	// and Distribution), shared by its instances.
+	user contract.UserMetrics
 }
 
 func (c *stepCounters) pendingTimers() int64 {

@@ -72,6 +72,7 @@ func newSideNode(w *worker, sp *stepPlan, out *outputs) *sideNode {
 	}
 	n.side = st
 	n.pc = contract.NewProcessContext(w.r.ctx, out, st, w.r.opts.Clock, w.id)
+	n.pc.SetMetrics(&sp.counters.user)
 	if w.r.opts.Checkpoints {
 		// Elements waiting for side inputs are not part of checkpoints yet;
 		// the step aligns barriers so that downstream state stays consistent.

@@ -28,6 +28,7 @@ func newParDoNode(w *worker, sp *stepPlan, out *outputs) *parDoNode {
 	n := &parDoNode{sp: sp, fn: fn, out: out, errTag: errTag(sp)}
 	n.fin, _ = fn.(contract.BundleFinisher)
 	n.pc = contract.NewProcessContext(w.r.ctx, out, nil, w.r.opts.Clock, w.id)
+	n.pc.SetMetrics(&sp.counters.user)
 	return n
 }
 

@@ -290,6 +290,9 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 		if err := flush(tw); err != nil {
 			return err
 		}
+		if err := writeUserMetrics(w, m.Steps); err != nil {
+			return err
+		}
 	}
 	if len(j.History) > 0 {
 		fmt.Fprintln(w, "\nState history:")
@@ -500,4 +503,31 @@ func describeReplacement(r *client.Replacement) string {
 		}
 	}
 	return out + " (--format json: replacement)"
+}
+
+// writeUserMetrics prints the steps' user-defined metrics (the Go SDK's
+// Counter and Distribution), when any step has one.
+func writeUserMetrics(w io.Writer, steps []client.StepMetrics) error {
+	var rows []string
+	for _, s := range steps {
+		for _, um := range s.UserMetrics {
+			switch {
+			case um.Value != nil:
+				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\tvalue %d", s.Name, um.Namespace, um.Name, um.Kind, *um.Value))
+			case um.Count != nil && um.Sum != nil && um.Min != nil && um.Max != nil:
+				rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\tcount %d, sum %d, min %d, max %d", s.Name, um.Namespace, um.Name, um.Kind,
+					*um.Count, *um.Sum, *um.Min, *um.Max))
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nUser metrics (this execution):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STEP\tNAMESPACE\tNAME\tKIND\tVALUE")
+	for _, r := range rows {
+		fmt.Fprintln(tw, "  "+r)
+	}
+	return flush(tw)
 }

@@ -28,12 +28,13 @@ type SideInputs interface {
 // each element in turn (SetCurrent), so the per-element cost is a pointer
 // store; outputs go to the executor's Emitter.
 type ProcessContext struct {
-	ctx    context.Context
-	out    Emitter
-	side   SideInputs
-	clock  mtime.Clock
-	cur    *Element
-	worker int
+	ctx     context.Context
+	out     Emitter
+	side    SideInputs
+	clock   mtime.Clock
+	cur     *Element
+	worker  int
+	metrics *UserMetrics
 }
 
 // NewProcessContext returns the context of one step instance run by worker
@@ -76,6 +77,13 @@ func (pc *ProcessContext) Current() *Element { return pc.cur }
 
 // Now returns processing time from the runner's clock.
 func (pc *ProcessContext) Now() mtime.Time { return pc.clock.Now() }
+
+// SetMetrics makes m the step's user-defined metrics. For executors.
+func (pc *ProcessContext) SetMetrics(m *UserMetrics) { pc.metrics = m }
+
+// Metrics returns the step's user-defined metrics; nil when the executor
+// keeps none.
+func (pc *ProcessContext) Metrics() *UserMetrics { return pc.metrics }
 
 // Worker returns the index of the worker running this call.
 func (pc *ProcessContext) Worker() int { return pc.worker }

@@ -87,7 +87,7 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 	var sourceRate float64
 	for _, st := range res.Steps {
 		sm2 := record.StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
-			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements}
+			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements, UserMetrics: userMetrics(st.User)}
 		if sm != nil {
 			sm2.ThroughputPerSecond = sm.rate[st.Name]
 			if since, ok := sm.waitingSince[st.Name]; ok {
@@ -177,4 +177,22 @@ func CatchUpOf(code any) *record.SourceCatchUp {
 		return nil
 	}
 	return &record.SourceCatchUp{ReadSequence: c.ReadSeq, HoldUntil: c.HoldUntil, CaughtUp: !c.Holding, ExpiredMessages: c.Expired}
+}
+
+// userMetrics converts a step's user-defined metrics for its record.
+func userMetrics(in []contract.UserMetric) []record.UserMetric {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]record.UserMetric, len(in))
+	for i, m := range in {
+		um := record.UserMetric{Namespace: m.Namespace, Name: m.Name, Kind: m.Kind}
+		if m.Kind == contract.MetricCounter {
+			um.Value = &m.Value
+		} else {
+			um.Count, um.Sum, um.Min, um.Max = &m.Count, &m.Sum, &m.Min, &m.Max
+		}
+		out[i] = um
+	}
+	return out
 }
