@@ -160,12 +160,14 @@ type mapFieldsFn struct {
 	slab slab
 	// pys are the Python evaluators of the ops that have one.
 	pys []*python.Eval
+	// metrics are the step's metrics: (metrics.go).
+	metrics []stepMetric
 }
 
 // Clone gives each worker its own activation, Python threads and
 // allocation slab.
 func (f *mapFieldsFn) Clone() any {
-	return &mapFieldsFn{out: f.out, ops: f.ops, act: celexpr.NewActivation(f.act.Scope()), pys: newPyEvals(f.ops)}
+	return &mapFieldsFn{out: f.out, ops: f.ops, act: celexpr.NewActivation(f.act.Scope()), pys: newPyEvals(f.ops), metrics: f.metrics}
 }
 
 // newPyEvals makes one Python evaluator per op that has Python code.
@@ -184,6 +186,11 @@ func newPyEvals(ops []fieldOp) []*python.Eval {
 
 func (f *mapFieldsFn) apply(in *rowT, pc *contract.ProcessContext) (*rowT, error) {
 	f.act.Reset(in, pc)
+	if f.metrics != nil {
+		if err := evalMetrics(f.metrics, &f.act, pc); err != nil {
+			return nil, err
+		}
+	}
 	out := f.slab.row(f.out)
 	for i := range f.ops {
 		op := &f.ops[i]
@@ -347,7 +354,11 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if len(fields) == 0 {
 		return nil, l.errf(t.typNode, "MapToFields produces no fields")
 	}
-	dofn := &mapFieldsFn{out: out, ops: ops, act: celexpr.NewActivation(sc), pys: newPyEvals(ops)}
+	metrics, err := l.parseMetrics(t, sc)
+	if err != nil {
+		return nil, err
+	}
+	dofn := &mapFieldsFn{out: out, ops: ops, act: celexpr.NewActivation(sc), pys: newPyEvals(ops), metrics: metrics}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(out.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)
 	l.registerErrors(t, res)
@@ -375,11 +386,13 @@ type filterFn struct {
 	// py is the Python keep (language: python), with this worker's pe.
 	py *python.Program
 	pe *python.Eval
+	// metrics are the step's metrics: (metrics.go).
+	metrics []stepMetric
 }
 
 // Clone gives each worker its own activation.
 func (f *filterFn) Clone() any {
-	c := &filterFn{expr: f.expr, prg: f.prg, act: celexpr.NewActivation(f.act.Scope()), py: f.py}
+	c := &filterFn{expr: f.expr, prg: f.prg, act: celexpr.NewActivation(f.act.Scope()), py: f.py, metrics: f.metrics}
 	if f.py != nil {
 		c.pe = f.py.NewEval()
 	}
@@ -387,6 +400,12 @@ func (f *filterFn) Clone() any {
 }
 
 func (f *filterFn) keep(in *rowT, pc *contract.ProcessContext) (bool, error) {
+	if f.metrics != nil {
+		f.act.Reset(in, pc)
+		if err := evalMetrics(f.metrics, &f.act, pc); err != nil {
+			return false, err
+		}
+	}
 	if f.pe != nil {
 		return f.pe.At(pc).Truth(in, "keep")
 	}
@@ -442,13 +461,16 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, err
 		}
 		// Beam keeps an element when keep is truthy, as Python's if does.
-		dofn = &filterFn{expr: py.Src, py: py, pe: py.NewEval()}
+		dofn = &filterFn{expr: py.Src, py: py, pe: py.NewEval(), act: celexpr.NewActivation(sc)}
 	} else {
 		prg, err := l.boolExpr(sc, kn, "keep")
 		if err != nil {
 			return nil, err
 		}
 		dofn = &filterFn{expr: kn.text, prg: prg, act: celexpr.NewActivation(sc)}
+	}
+	if dofn.metrics, err = l.parseMetrics(t, sc); err != nil {
+		return nil, err
 	}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
 	res := parDo(l.root, t.name, in, dofn, opts...)

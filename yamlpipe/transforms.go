@@ -64,9 +64,9 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "WriteToSql":
 		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode", "layout", "merge_interval", "error_handling"}, sink: true, errors: true, build: buildWriteToSql}, true
 	case "MapToFields":
-		return &transformDef{keys: append([]string{"fields", "append", "drop"}, celKeys...), errors: true, build: buildMapToFields}, true
+		return &transformDef{keys: append([]string{"fields", "append", "drop", "metrics"}, celKeys...), errors: true, build: buildMapToFields}, true
 	case "Filter":
-		return &transformDef{keys: append([]string{"keep"}, celKeys...), errors: true, build: buildFilter}, true
+		return &transformDef{keys: append([]string{"keep", "metrics"}, celKeys...), errors: true, build: buildFilter}, true
 	case "Validate":
 		return &transformDef{keys: append([]string{"rules"}, celKeys...), errors: true, build: buildValidate}, true
 	case "ValidateWithSchema":
