@@ -491,6 +491,9 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
+			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
+				ref, outputsChangeText(added, removed), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) {
 			c.fail(o.Name, errcode.StateCoderChanged, fmt.Sprintf("keep the combine functions and the types of their value fields as they were, or %s", dropFix),
 				"%s: its accumulator changed from %s to %s: stored accumulators could not be read by the new combine", ref, coderString(o.StoredCoder), coderString(n.StoredCoder))

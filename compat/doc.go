@@ -61,6 +61,10 @@
 //	                          Combine's count of a field became Beam's count of
 //	                          elements (graphs stored before window and pane
 //	                          became metadata): the stored counter carries on
+//	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
+//	                          ones (they start empty in open windows) or lost
+//	                          its last ones (dropped); the other outputs'
+//	                          accumulators carry on
 //	STORED_WINDOW_FIELDS_DROPPED
 //	                          the rows a keyed step stores (a Join's input
 //	                          rows) lost only window_start, window_end and pane

@@ -189,3 +189,37 @@ func intList(at []int) string {
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
+
+// outputsChanged reports whether the YAML Combine accumulator coders o and
+// n differ only by outputs appended after the existing ones or removed
+// from the end (the accumulator's slots are positional: an output inserted
+// or removed in the middle would hand a slot to another function), and
+// returns the accumulator entries added and removed.
+func outputsChanged(o, n *graph.Coder) (added, removed []graph.Field, ok bool) {
+	if o == nil || n == nil || o.URN != accumulatorURN || n.URN != accumulatorURN || o.Version != n.Version ||
+		len(o.Components) != 0 || len(n.Components) != 0 || len(o.Fields) == len(n.Fields) {
+		return nil, nil, false
+	}
+	k := min(len(o.Fields), len(n.Fields))
+	for i := 0; i < k; i++ {
+		if o.Fields[i] != n.Fields[i] {
+			return nil, nil, false
+		}
+	}
+	return n.Fields[k:], o.Fields[k:], true
+}
+
+// outputsChangeText says what outputsChanged found, for the report.
+func outputsChangeText(added, removed []graph.Field) string {
+	list := func(fs []graph.Field) string {
+		s := make([]string, len(fs))
+		for i, f := range fs {
+			s[i] = f.Name + " of " + f.Type
+		}
+		return strings.Join(s, ", ")
+	}
+	if len(added) > 0 {
+		return fmt.Sprintf("its combine gained %d output(s) after its existing ones (%s): in windows open at the update they start empty and cover only the elements that arrive after it", len(added), list(added))
+	}
+	return fmt.Sprintf("its combine lost its last %d output(s) (%s): their stored accumulators are dropped", len(removed), list(removed))
+}

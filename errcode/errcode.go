@@ -385,6 +385,10 @@ const (
 	WindowParamsChanged Code = "WINDOW_PARAMS_CHANGED"
 	// CombineFnChanged: a combine's function changed, its accumulator coder did not.
 	CombineFnChanged Code = "COMBINE_FN_CHANGED"
+	// CombineOutputsChanged: a YAML Combine gained outputs after its
+	// existing ones, or lost its last ones: the kept outputs' accumulators
+	// carry on, new ones start empty in open windows.
+	CombineOutputsChanged Code = "COMBINE_OUTPUTS_CHANGED"
 	// SourcePositionsDropped: a source's read positions are dropped on purpose.
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
@@ -512,6 +516,7 @@ func registry() []Info {
 		{MappingConflict, compat, KindInvalid, http.StatusBadRequest},
 		{WindowParamsChanged, compat, KindWarning, http.StatusOK},
 		{CombineFnChanged, compat, KindWarning, http.StatusOK},
+		{CombineOutputsChanged, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
 		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},

@@ -109,12 +109,35 @@ func TestUpdateKeepsState(t *testing.T) {
 		warning string
 		// noOracle: the new version computes something else from the swap on.
 		noOracle bool
+		// check, when set, checks the table after the new job finished.
+		check func(t *testing.T, db string)
 	}{
 		{name: "add a stateless step", filter: true, combine: "Sums"},
 		{name: "rename with a mapping", combine: "Totals", mapping: `{"Sums": "Totals"}`},
 		{name: "add a sink branch", combine: "Sums", mutate: func(y string) string {
 			return y + "    - type: WriteToJson\n      name: AlsoJSON\n      input: Sums\n      config: {path: out/sums.jsonl}\n"
 		}},
+		// The kept outputs' accumulators carry on exactly (the oracle's
+		// total and n); the appended one starts empty in the open windows
+		// and covers what arrived after the update.
+		{name: "append an output to the combine", combine: "Sums", warning: string(errcode.CombineOutputsChanged),
+			mutate: func(y string) string {
+				return strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          biggest: {value: amount, fn: max}", 1)
+			},
+			check: func(t *testing.T, db string) {
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var withMax, rows int
+				if err := conn.QueryRow(`SELECT COUNT(biggest), COUNT(*) FROM totals`).Scan(&withMax, &rows); err != nil {
+					t.Fatal(err)
+				}
+				if withMax == 0 || rows == 0 {
+					t.Errorf("after appending max: %d of %d rows have it", withMax, rows)
+				}
+			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
 				return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 2h}", 1)
@@ -177,6 +200,9 @@ func TestUpdateKeepsState(t *testing.T) {
 			}
 			if got := tableRows(t, db); !tc.noOracle && strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("after the update the table holds:\n%s\nwithout an update it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if tc.check != nil {
+				tc.check(t, db)
 			}
 			jobs, _, err := s.History("totals")
 			if err != nil || len(jobs) != 2 || jobs[0].ID != old.ID || jobs[1].ID != nj.ID {

@@ -161,7 +161,7 @@ const reasonOverflow = "overflow"
 // overflow) and leaves acc unchanged when the row would overflow an int64
 // sum.
 func (a *aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
-	ac := acc.(*accumulator)
+	ac := a.conform(acc.(*accumulator))
 	v := e.Value
 	r, ok := v.(*rowT)
 	if !ok {
@@ -340,7 +340,7 @@ func less(a, b any) bool {
 
 // MergeAccumulators folds b into a.
 func (a *aggregator) MergeAccumulators(x, y any) any {
-	ax, ay := x.(*accumulator), y.(*accumulator)
+	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
 	if ax.group == nil {
 		ax.group = ay.group
 	}
@@ -387,7 +387,7 @@ func (a *aggregator) MergeAccumulators(x, y any) any {
 // Output builds the pane's row: group values, outputs and, unless the step
 // has Beam's shape, window and pane.
 func (a *aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo) any {
-	ac := acc.(*accumulator)
+	ac := a.conform(acc.(*accumulator))
 	r := row.New(a.out)
 	if vals, ok := key.([]any); ok && len(vals) == len(a.group) {
 		copy(r.Values, vals)

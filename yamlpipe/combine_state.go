@@ -56,6 +56,7 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
+	ac = a.conform(ac)
 	return appendSlots(appendGroup(nil, ac.group), ac), nil
 }
 
@@ -166,6 +167,7 @@ func (a *aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 	if !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
+	ac = a.conform(ac)
 	if ac.group != nil { // adopted from an execution that kept them
 		dst = appendGroup(dst, ac.group)
 	} else {
@@ -230,12 +232,17 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		}
 	}
 	ns, k := binary.Uvarint(b)
-	if k <= 0 || ns != uint64(len(a.ops)) {
+	if k <= 0 || ns > uint64(len(a.ops))+maxDroppedOutputs {
 		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.ops))
 	}
 	b = b[k:]
-	ac.slots = a.accs.takeSlots(int(ns))
-	for i := range ac.slots {
+	// An accumulator stored before an update that appended outputs has
+	// fewer slots (the new ones start empty: their identity), one stored
+	// before the last outputs were removed has more (dropped): the
+	// compatibility check lets only such changes through (compat's
+	// COMBINE_OUTPUTS_CHANGED).
+	ac.slots = a.accs.takeSlots(max(int(ns), len(a.ops)))
+	for i := range int(ns) {
 		s := &ac.slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
 			return nil, bad
@@ -262,7 +269,30 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		}
 		s.setVT(v, t)
 	}
+	ac.slots = ac.slots[:len(a.ops)]
 	return ac, nil
+}
+
+// maxDroppedOutputs bounds the slots a stored accumulator may have beyond
+// the step's outputs (a corrupt count is refused, not allocated).
+const maxDroppedOutputs = 64
+
+// conform makes ac's slots the step's outputs: an accumulator adopted from
+// an execution whose combine had fewer outputs (appended since) gets empty
+// slots for the new ones, one whose combine had more (the last ones
+// removed) loses them. The common case costs one comparison.
+func (a *aggregator) conform(ac *accumulator) *accumulator {
+	if len(ac.slots) == len(a.ops) {
+		return ac
+	}
+	if len(ac.slots) > len(a.ops) {
+		ac.slots = ac.slots[:len(a.ops)]
+		return ac
+	}
+	slots := a.accs.takeSlots(len(a.ops))
+	copy(slots, ac.slots)
+	ac.slots = slots
+	return ac
 }
 
 // readKeyValue reads one value written by appendKeyValue.

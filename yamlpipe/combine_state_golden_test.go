@@ -57,3 +57,50 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 		})
 	}
 }
+
+// TestCombineStateAcrossOutputChanges: an accumulator stored by a combine
+// reads back into one with outputs appended (the new slots empty, the
+// kept ones as stored) or its last outputs removed (dropped), from the
+// store (DecodeState) and from memory (conform, as an in-place update
+// adopts the old execution's accumulators); adding to it then works.
+func TestCombineStateAcrossOutputChanges(t *testing.T) {
+	two := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}, {fn: fnSum, src: 1}}}
+	three := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}, {fn: fnSum, src: 1}, {fn: fnMax, src: 1}}}
+	one := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}}}
+	stored := two.NewAccumulator().(*accumulator)
+	stored.group = []any{"k1"}
+	stored.slots[0].n = 3
+	stored.slots[1].i, stored.slots[1].set = 42, true
+	b, err := two.EncodeState("", stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, got *accumulator, n int) {
+		t.Helper()
+		if len(got.slots) != n || got.slots[0].n != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].set)) || (n > 2 && got.slots[2].set) {
+			t.Errorf("%s: slots %+v, want %d slots: count 3, sum 42, an empty max", name, got.slots, n)
+		}
+	}
+	back, err := three.DecodeState("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("stored, an output appended", back.(*accumulator), 3)
+	back, err = one.DecodeState("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("stored, the last output removed", back.(*accumulator), 1)
+
+	adopted := two.NewAccumulator().(*accumulator)
+	adopted.slots[0].n, adopted.slots[1].i, adopted.slots[1].set = 3, 42, true
+	check("adopted, an output appended", three.conform(adopted), 3)
+	// Merging an adopted (short) accumulator with a new one works too.
+	merged := three.MergeAccumulators(three.NewAccumulator(), two.NewAccumulator()).(*accumulator)
+	if len(merged.slots) != 3 {
+		t.Errorf("merged %d slots, want 3", len(merged.slots))
+	}
+	if _, err := three.DecodeState("", append([]byte{0}, 0xff, 0x7f)); err == nil {
+		t.Error("a corrupt slot count decoded")
+	}
+}
