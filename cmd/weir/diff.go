@@ -29,6 +29,9 @@ type diffFlags struct {
 	inputCount float64
 	conserve   string
 	memoryRows int
+	// partition, when set, keeps only the rows of this partition of an
+	// output that holds several (its weir_partition column).
+	partition string
 }
 
 func newDiffCommand(e *env) *cobra.Command {
@@ -93,6 +96,7 @@ specifier, no key); 8 an output could not be read.`,
 	fl.Float64Var(&f.inputCount, "input-count", -1, "what both runs read (rows, or the sum of the conserved field): check input = accepted + rejected on each side")
 	fl.StringVar(&f.conserve, "conserve", "", "IN=OUT: conserve the rejected elements' field IN and the output's field OUT (default: --value's field on both)")
 	fl.IntVar(&f.memoryRows, "memory-rows", diff.DefaultMemoryRows, "rows per side kept in memory before sorted runs go to disk")
+	fl.StringVar(&f.partition, "partition", "", "compare only this partition: rows of an output with a weir_partition column (a partition run's published target) are kept when it is P; an output without the column (a staged output) is one partition")
 	return cmd
 }
 
@@ -195,10 +199,13 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 			return usageErrorf("give --key: neither %s nor %s is a weir SQL sink's table with a declared key", oldArg, newArg)
 		}
 	}
-	layout := diff.Layout{Output: "output", Key: key, Window: splitList(f.window), Values: values, Ignore: sqlsink.BookkeepingColumns()}
+	// A published target's weir_partition says which run published a row:
+	// bookkeeping, never a compared value.
+	layout := diff.Layout{Output: "output", Key: key, Window: splitList(f.window), Values: values,
+		Ignore: append(sqlsink.BookkeepingColumns(), sqlsink.PartitionColumn)}
 	sides := make([]*sideRows, 2)
 	for i := range specs {
-		s, err := readSide(ctx, specs[i], rejects[i], layout, inField, f.memoryRows)
+		s, err := readSide(ctx, specs[i], rejects[i], layout, inField, f.memoryRows, f.partition)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -211,6 +218,9 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 		}
 		defer s.rows.Close()
 		sides[i] = s
+	}
+	if f.partition != "" && !sides[0].partitioned && !sides[1].partitioned {
+		return usageErrorf("--partition %s: neither output has rows with a %s column (a partition run's published target has one)", f.partition, sqlsink.PartitionColumn)
 	}
 	out := &diffReport{Old: oldArg, New: newArg, Key: key, Window: layout.Window, Verdict: "identical"}
 	ds := make([]diff.Side, 2)

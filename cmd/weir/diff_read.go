@@ -367,14 +367,25 @@ type sideRows struct {
 	rejectedN   int64
 	rejectedSum float64
 	hasRejects  bool
+	// partitioned: the output has a weir_partition column (diff
+	// --partition kept one partition's rows of it).
+	partitioned bool
 }
 
 // readSide reads an output (and its rejects) into one sorter: the output's
 // rows under output "output", the rejects under "rejects".
-func readSide(ctx context.Context, out outputSpec, rejects *outputSpec, layout diff.Layout, inField string, memRows int) (*sideRows, error) {
+func readSide(ctx context.Context, out outputSpec, rejects *outputSpec, layout diff.Layout, inField string, memRows int, partition string) (*sideRows, error) {
 	s := &sideRows{rows: diff.NewSorter("", memRows), rejects: map[string]int64{}}
 	n := int64(0)
 	err := out.records(ctx, func(rec map[string]any) error {
+		if partition != "" {
+			if p, ok := rec[sqlsink.PartitionColumn]; ok {
+				s.partitioned = true
+				if fmt.Sprint(p) != partition {
+					return nil // another partition's row
+				}
+			}
+		}
 		n++
 		r, err := layout.Row(rec)
 		if err != nil {

@@ -510,3 +510,48 @@ func TestCLIDiffAppendRows(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIDiffPartition: --partition compares one partition of a published
+// target (its rows whose weir_partition is P) against a staged output of
+// that partition; without it the other partitions' rows are extra; the
+// weir_partition column is never a compared value; --partition on outputs
+// without the column is a usage error.
+func TestCLIDiffPartition(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "target.db")
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE totals (region TEXT, total INTEGER, weir_partition TEXT)`,
+		`INSERT INTO totals VALUES ('NORTH', 425, '2026-12-01'), ('WEST', 100, '2026-12-01'), ('NORTH', 90, '2026-12-02')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	target := "sqlite:" + dbPath + "#totals"
+	staged := writeDiffFile(t, dir, "staged.jsonl", `{"region":"NORTH","total":425}
+{"region":"WEST","total":100}
+`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"one partition", []string{"--partition", "2026-12-01"}, ExitOK},
+		{"every partition", nil, ExitRehearsalDiffers},
+		{"another partition", []string{"--partition", "2026-12-02"}, ExitRehearsalDiffers},
+	} {
+		r := runCLI(t, dir, append([]string{"diff", target, staged, "--key", "region"}, tc.args...)...)
+		if r.code != tc.want {
+			t.Errorf("%s: exit %d, want %d\n%s%s", tc.name, r.code, tc.want, r.stdout, r.stderr)
+		}
+	}
+	r := runCLI(t, dir, "diff", staged, staged, "--key", "region", "--partition", "2026-12-01")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "weir_partition") {
+		t.Errorf("--partition without the column: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -72,7 +72,7 @@ func printShadow(ctx context.Context, e *env, c *client.Client, j *client.Job) {
 		}
 		fmt.Fprintf(e.stderr, "shadow run: partition %s staged in %s, not published to %s\n", p.Partition, p.Table, p.Target)
 		if p.Source != "" {
-			fmt.Fprintf(e.stderr, "compare with: weir diff '%s' '%s'  (the target holds every partition, in column weir_partition)\n", p.TargetSource, p.Source)
+			fmt.Fprintf(e.stderr, "compare with: weir diff '%s' '%s' --partition %s  (the target holds every partition, in column weir_partition)\n", p.TargetSource, p.Source, p.Partition)
 		}
 	}
 }
