@@ -219,7 +219,7 @@ func outputsChangeText(added, removed []graph.Field) string {
 		return strings.Join(s, ", ")
 	}
 	if len(added) > 0 {
-		return fmt.Sprintf("its combine gained %d output(s) after its existing ones (%s): in windows open at the update they start empty and cover only the elements that arrive after it", len(added), list(added))
+		return fmt.Sprintf("its combine gained %d output(s) after its existing ones (%s): in windows open at the update they start empty and cover only the elements that arrive after it, unless the step's migrations: give them an init", len(added), list(added))
 	}
 	return fmt.Sprintf("its combine lost its last %d output(s) (%s): their stored accumulators are dropped", len(removed), list(removed))
 }

@@ -138,6 +138,30 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("after appending max: %d of %d rows have it", withMax, rows)
 				}
 			}},
+		// A declared migration initialises the appended count from the
+		// stored one: n2 equals n in every row, open windows included.
+		{name: "append an output initialised by a migration", combine: "Sums", warning: string(errcode.CombineOutputsChanged),
+			mutate: func(y string) string {
+				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n\"}\n", 1)
+			},
+			check: func(t *testing.T, db string) {
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var differ, rows int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
+					t.Fatal(err)
+				}
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
+					t.Fatal(err)
+				}
+				if differ != 0 || rows == 0 {
+					t.Errorf("after the migration %d of %d rows have n2 != n", differ, rows)
+				}
+			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
 				return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 2h}", 1)

@@ -69,6 +69,9 @@ type aggregator struct {
 	// (Beam's shape, for a Combine with a language); otherwise
 	// window_start, window_end and pane follow.
 	beam bool
+	// migrate holds the step's declared state migrations (migrate.go);
+	// nil without.
+	migrate *combineMigrations
 }
 
 // Key-encoding tags: each group_by value is a tag byte and its bytes.
@@ -396,37 +399,7 @@ func (a *aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo
 	}
 	j := len(a.group)
 	for k := range a.ops {
-		op, s := &a.ops[k], &ac.slots[k]
-		var v any
-		switch op.fn {
-		case fnSum:
-			if op.typ.Kind == row.KindFloat {
-				v = s.f
-			} else {
-				v = s.i
-			}
-		case fnCount:
-			v = s.n
-		case fnMean:
-			if s.n > 0 {
-				v = s.f / float64(s.n)
-			}
-		case fnAll:
-			v = s.n == s.i
-		case fnAny:
-			v = s.n > 0
-		case fnGroup, fnConcat, fnTop:
-			l, _ := s.v().([]any)
-			if l == nil {
-				l = []any{}
-			}
-			v = append([]any(nil), l...)
-		default:
-			if s.set {
-				v = s.v()
-			}
-		}
-		r.Values[j] = v
+		r.Values[j] = slotValue(&a.ops[k], &ac.slots[k])
 		j++
 	}
 	if a.beam {
@@ -437,6 +410,40 @@ func (a *aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo
 	}
 	r.Values[j+2] = row.PaneRow(p)
 	return r
+}
+
+// slotValue is output op's value from its accumulator slot s.
+func slotValue(op *combineOp, s *slot) any {
+	var v any
+	switch op.fn {
+	case fnSum:
+		if op.typ.Kind == row.KindFloat {
+			v = s.f
+		} else {
+			v = s.i
+		}
+	case fnCount:
+		v = s.n
+	case fnMean:
+		if s.n > 0 {
+			v = s.f / float64(s.n)
+		}
+	case fnAll:
+		v = s.n == s.i
+	case fnAny:
+		v = s.n > 0
+	case fnGroup, fnConcat, fnTop:
+		l, _ := s.v().([]any)
+		if l == nil {
+			l = []any{}
+		}
+		v = append([]any(nil), l...)
+	default:
+		if s.set {
+			v = s.v()
+		}
+	}
+	return v
 }
 
 // Reserved output fields of Combine.
@@ -732,6 +739,9 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.wrapf(cn, err, "bad combine outputs")
 	}
 	agg.out = out
+	if agg.migrate, err = l.parseCombineMigrations(t, agg); err != nil {
+		return nil, err
+	}
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: accumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)

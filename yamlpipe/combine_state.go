@@ -270,6 +270,9 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		s.setVT(v, t)
 	}
 	ac.slots = ac.slots[:len(a.ops)]
+	if int(ns) < len(a.ops) {
+		a.initSlots(ac, int(ns))
+	}
 	return ac, nil
 }
 
@@ -289,9 +292,11 @@ func (a *aggregator) conform(ac *accumulator) *accumulator {
 		ac.slots = ac.slots[:len(a.ops)]
 		return ac
 	}
+	kept := len(ac.slots)
 	slots := a.accs.takeSlots(len(a.ops))
 	copy(slots, ac.slots)
 	ac.slots = slots
+	a.initSlots(ac, kept)
 	return ac
 }
 

@@ -202,6 +202,8 @@ type transformSpec struct {
 	// hints are the transform's resource_hints merged over its composites'
 	// and the pipeline's (advisory: recorded in the step's config).
 	hints map[string]any
+	// migrations is a Combine's migrations: (migrate.go); nil without.
+	migrations *node
 }
 
 type inputRef struct {
@@ -363,7 +365,7 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 	if n.kind != kMap {
 		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.kind)
 	}
-	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling", "resource_hints"); err != nil {
+	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling", "resource_hints", "migrations"); err != nil {
 		return nil, err
 	}
 	t := &transformSpec{n: n}
@@ -390,6 +392,12 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 			return nil, l.errf(nn, "transform name %q must not contain '/' (it separates the steps of a composite)", t.name)
 		}
 		t.nameNode = nn
+	}
+	if mn := n.get("migrations"); mn != nil {
+		if t.typ != "Combine" {
+			return nil, l.errf(n.keyNode("migrations"), "migrations: only a Combine declares state migrations (%s keeps no accumulators)", t.typ)
+		}
+		t.migrations = mn
 	}
 	t.config = n.get("config")
 	if t.config != nil && t.config.kind == kNull {

@@ -1,0 +1,165 @@
+package yamlpipe
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+)
+
+// Declared state migrations of a Combine (weir's extension; docs/JOBS.md,
+// "Migrate state"). An output appended to a running Combine starts empty
+// in the windows open at the update (compat's COMBINE_OUTPUTS_CHANGED);
+// a migration gives it an initial value computed from the accumulators
+// the running version kept:
+//
+//	- type: Combine
+//	  name: Totals
+//	  config:
+//	    group_by: [region]
+//	    combine:
+//	      total: {value: amount, fn: sum}
+//	      n: {value: amount, fn: count}
+//	      n_positive: {value: amount, fn: count}   # appended
+//	  migrations:
+//	    accumulators:
+//	      n_positive: {init: "total > 0 ? n : 0"}
+//
+// init is a CEL expression over the step's output row as the stored
+// accumulators give it (the outputs the running version had; appended
+// ones read null, group_by fields null when the runner keeps keys
+// encoded), evaluated once per key and window when the new execution
+// first touches an accumulator stored by the old one — from memory at an
+// in-place update, from the store after a restart or from a snapshot — so
+// the way back (rollback) still finds the old state as it was stored. It
+// applies to sum, count, min and max outputs.
+
+// combineMigrations are a Combine's compiled migrations.
+type combineMigrations struct {
+	scope *celexpr.Scope
+	// init holds, by output index, the program of its init (nil: none).
+	init []*celexpr.Program
+	// failed counts the inits that did not evaluate (the output then
+	// starts empty for that key and window); logged the first time.
+	failed atomic.Int64
+}
+
+// parseCombineMigrations compiles t's migrations: for agg.
+func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*combineMigrations, error) {
+	mn := t.migrations
+	if mn == nil || mn.kind == kNull {
+		return nil, nil
+	}
+	if mn.kind != kMap {
+		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR}}, not %s", mn.kind)
+	}
+	if err := l.checkKeys(mn, "migrations", "accumulators"); err != nil {
+		return nil, err
+	}
+	an := mn.get("accumulators")
+	if an == nil || an.kind != kMap {
+		return nil, l.errf(mn, "migrations needs accumulators: {OUTPUT: {init: EXPR}}")
+	}
+	sc, err := celexpr.NewScope(agg.out, nil, nil)
+	if err != nil {
+		return nil, l.wrapf(an, err, "migrations")
+	}
+	m := &combineMigrations{scope: sc, init: make([]*celexpr.Program, len(agg.ops))}
+	outputs := make([]string, len(agg.ops))
+	for i, op := range agg.ops {
+		outputs[i] = op.out
+	}
+	for i, k := range an.keys {
+		v := an.vals[i]
+		what := "migration of " + k.text
+		idx := -1
+		for j, op := range agg.ops {
+			if op.out == k.text {
+				idx = j
+			}
+		}
+		if idx < 0 {
+			sorted := append([]string(nil), outputs...)
+			sort.Strings(sorted)
+			return nil, l.errf(k, "%s: the Combine has no output %q (its outputs: %s)", what, k.text, strings.Join(sorted, ", "))
+		}
+		if v.kind != kMap {
+			return nil, l.errf(v, "%s must be {init: EXPR}, not %s", what, v.kind)
+		}
+		if err := l.checkKeys(v, what, "init"); err != nil {
+			return nil, err
+		}
+		in := v.get("init")
+		if in == nil {
+			return nil, l.errf(v, "%s needs init: EXPR (a CEL expression over the outputs the running version kept)", what)
+		}
+		switch agg.ops[idx].fn {
+		case fnSum, fnCount, fnMin, fnMax:
+		default:
+			return nil, l.errf(in, "%s: init sets a sum, count, min or max output; %q is %s", what, k.text, agg.ops[idx].fn)
+		}
+		prg, _, err := l.compileExpr(sc, in, what+" init")
+		if err != nil {
+			return nil, err
+		}
+		m.init[idx] = prg
+	}
+	return m, nil
+}
+
+// initSlots sets the appended slots of ac (from index from on) that have
+// an init, from the values of the slots before them.
+func (a *aggregator) initSlots(ac *accumulator, from int) {
+	m := a.migrate
+	if m == nil {
+		return
+	}
+	var r *row.Row
+	for k := from; k < len(a.ops); k++ {
+		prg := m.init[k]
+		if prg == nil {
+			continue
+		}
+		if r == nil {
+			r = row.New(a.out)
+			copy(r.Values, ac.group)
+			j := len(a.group)
+			for i := range from {
+				r.Values[j+i] = slotValue(&a.ops[i], &ac.slots[i])
+			}
+		}
+		act := celexpr.NewActivation(m.scope)
+		act.Reset(r, nil)
+		op := &a.ops[k]
+		v, err := act.EvalValue(prg, op.typ)
+		if err != nil || v == nil {
+			if m.failed.Add(1) == 1 {
+				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there",
+					"step", a.step, "output", op.out, "error", fmt.Sprint(err))
+			}
+			continue
+		}
+		s := &ac.slots[k]
+		switch op.fn {
+		case fnSum:
+			switch x := v.(type) {
+			case int64:
+				s.i = x
+			case float64:
+				s.f = x
+			}
+			s.set = true
+		case fnCount:
+			if x, ok := v.(int64); ok {
+				s.n = x
+			}
+		case fnMin, fnMax:
+			s.setV(v)
+			s.set = true
+		}
+	}
+}

@@ -1,0 +1,25 @@
+package yamlpipe
+
+import "testing"
+
+// TestCombineMigrationsRefused: a migrations: block that names an output
+// the Combine does not have, sets one whose function init cannot set, does
+// not compile, or sits on another transform is refused at load with its
+// position.
+func TestCombineMigrationsRefused(t *testing.T) {
+	base := "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: a, amount: 1}]\n" +
+		"    - type: Combine\n      input: O\n      config:\n        group_by: [k]\n        combine:\n          total: {value: amount, fn: sum}\n          avg: {value: amount, fn: mean}\n"
+	for _, tt := range []struct{ migrations, want string }{
+		{"      migrations:\n        accumulators:\n          nope: {init: \"total\"}\n", "p.yaml:16:11: migration of nope: the Combine has no output \"nope\" (its outputs: avg, total)"},
+		{"      migrations:\n        accumulators:\n          avg: {init: \"total\"}\n", "init sets a sum, count, min or max output"},
+		{"      migrations:\n        accumulators:\n          total: {init: \"total +\"}\n", "migration of total init"},
+		{"      migrations:\n        accumulators:\n          total: {start: 1}\n", "start"},
+		{"      migrations:\n        other: {}\n", "other"},
+		{"      migrations: 3\n", "migrations must be a mapping"},
+	} {
+		loadErr(t, base+tt.migrations, tt.want)
+	}
+	loadErr(t, "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: a}]\n"+
+		"    - type: Filter\n      input: O\n      config:\n        keep: \"true\"\n      migrations:\n        accumulators: {}\n",
+		"p.yaml:11:7: migrations: only a Combine declares state migrations")
+}
