@@ -2,8 +2,18 @@ package weir
 
 import "github.com/weir-dev/weir/runner/contract"
 
+// MetricsContext is what step code updates user-defined metrics through:
+// a DoFn's *Context or a stateful DoFn's *StateContext.
+type MetricsContext interface {
+	userMetrics() *contract.UserMetrics
+}
+
+func (c *Context) userMetrics() *contract.UserMetrics { return c.pc.Metrics() }
+
+func (c *StateContext[K, Out]) userMetrics() *contract.UserMetrics { return c.sc.Metrics() }
+
 // Counter is a user-defined counter, as Beam's metrics.Counter: a DoFn
-// (ParDo, ParDoN) adds to it with Inc, and its value per step — summed
+// (ParDo, ParDoN, a stateful ParDo) adds to it with Inc, and its value per step — summed
 // over the step's workers — is in the run's result (runner's
 // StepMetrics.User), in a job's metrics (`weir jobs describe`) and on
 // /metrics as weir_user_counter_total{namespace, name}. It counts
@@ -18,8 +28,8 @@ func NewCounter(namespace, name string) Counter {
 }
 
 // Inc adds n to the counter of the step c belongs to.
-func (m Counter) Inc(c *Context, n int64) {
-	if um := c.pc.Metrics(); um != nil {
+func (m Counter) Inc(c MetricsContext, n int64) {
+	if um := c.userMetrics(); um != nil {
 		um.Inc(m.name, n)
 	}
 }
@@ -36,8 +46,8 @@ func NewDistribution(namespace, name string) Distribution {
 }
 
 // Update records v in the distribution of the step c belongs to.
-func (m Distribution) Update(c *Context, v int64) {
-	if um := c.pc.Metrics(); um != nil {
+func (m Distribution) Update(c MetricsContext, v int64) {
+	if um := c.userMetrics(); um != nil {
 		um.Update(m.name, v)
 	}
 }

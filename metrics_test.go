@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -50,6 +51,42 @@ func TestUserMetrics(t *testing.T) {
 				if st.User != nil {
 					t.Errorf("%d workers: %s reports user metrics %+v", workers, st.Name, st.User)
 				}
+			}
+		}
+	}
+}
+
+// TestUserMetricsStateful: a stateful ParDo's code counts through its
+// StateContext as a stateless one does, per step, over every worker.
+func TestUserMetricsStateful(t *testing.T) {
+	seen := weir.NewCounter("keys", "first_seen")
+	for _, workers := range []int{1, 2} {
+		p := weir.NewPipeline()
+		s := p.Root()
+		var vals []weir.KV[string, int64]
+		for i := int64(0); i < 300; i++ {
+			vals = append(vals, weir.KV[string, int64]{Key: fmt.Sprint("k", i%30), Value: i})
+		}
+		first := weir.ValueState[bool]{ID: "seen"}
+		out := weir.StatefulParDo(s, "FirstSeen", weir.Create(s, "In", vals), weir.StatefulFn[string, int64, int64]{
+			State: []weir.StateDecl{first},
+			Process: func(c *weir.StateContext[string, int64], v int64) error {
+				if _, ok := first.Read(c); !ok {
+					first.Write(c, true)
+					seen.Inc(c, 1)
+				}
+				c.Output(v)
+				return nil
+			},
+		})
+		weir.Collect(s, "Out", out)
+		res, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range res.Steps {
+			if st.Name == "FirstSeen" && (len(st.User) != 1 || st.User[0].Value != 30) {
+				t.Errorf("%d workers: FirstSeen's user metrics %+v, want keys/first_seen 30", workers, st.User)
 			}
 		}
 	}

@@ -321,6 +321,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 		n.encodeKey)
 	n.sc.n = n
 	n.ctx = contract.NewStateContext(&n.sc)
+	n.ctx.SetMetrics(&sp.counters.user)
 	if w.r.opts.Checkpoints {
 		coder, ok := fn.(contract.StateCoder)
 		if !ok {

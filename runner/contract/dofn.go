@@ -169,11 +169,19 @@ type StatefulDoFn interface {
 // those of the KeyedState the executor binds it to (NewStateContext).
 type StateContext struct {
 	KeyedState
+	metrics *UserMetrics
 }
 
 // NewStateContext returns a context whose calls go to s, which the executor
 // points at the key and window of each call. For executors.
 func NewStateContext(s KeyedState) StateContext { return StateContext{KeyedState: s} }
+
+// SetMetrics makes m the step's user-defined metrics. For executors.
+func (sc *StateContext) SetMetrics(m *UserMetrics) { sc.metrics = m }
+
+// Metrics returns the step's user-defined metrics; nil when the executor
+// keeps none.
+func (sc *StateContext) Metrics() *UserMetrics { return sc.metrics }
 
 // KeyedState is the executor's side of a StateContext: the state and timers
 // of the key and window being processed, and the step's outputs.
