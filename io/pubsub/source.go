@@ -550,24 +550,55 @@ func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstre
 		return t, c, nil
 	}
 	stream, _, _ := topicNames(cfg.Topic)
-	c, err := s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription))
-	if err == nil {
-		return cfg.Topic, c, nil
+	// A lookup can say "not found" and the creation "exists" a moment
+	// later: the broker loading its streams and consumers again (after a
+	// full disk) answers from a partial view for a short while. The source
+	// asks again, briefly, rather than fail its job on that.
+	var lastErr error
+	// No pause before the first lookup, nor before the lookup that follows
+	// the first creation.
+	pause, created := false, false
+	for attempt := 0; attempt < consumerLookupAttempts; attempt++ {
+		if pause {
+			t := time.NewTimer(consumerLookupPause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return "", nil, fmt.Errorf("ReadFromPubSub %s: opening subscription %s: %w (last: %w)", cfg.Step, cfg.Subscription, ctx.Err(), lastErr)
+			case <-t.C:
+			}
+		}
+		c, err := s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription))
+		if err == nil {
+			return cfg.Topic, c, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
+		}
+		// Missing (or on another topic, which EnsureSubscription refuses).
+		sc := cfg.Subscribe
+		sc.StartSeq = startSeq
+		info, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, sc)
+		switch {
+		case err == nil:
+			lastErr = fmt.Errorf("subscription %s was created on topic %s but cannot be read yet", cfg.Subscription, info.Topic)
+			pause, created = created, true
+		case errors.Is(err, ErrSubscriptionExists) && !errors.As(err, new(otherTopicError)):
+			lastErr, pause = err, true // exists, not yet visible to a lookup
+		default:
+			return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
+		}
 	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
-	}
-	// Missing (or on another topic, which EnsureSubscription refuses).
-	sc := cfg.Subscribe
-	sc.StartSeq = startSeq
-	if _, err := s.b.EnsureSubscription(ctx, cfg.Subscription, cfg.Topic, sc); err != nil {
-		return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
-	}
-	if c, err = s.b.js.Consumer(ctx, stream, NATSName(cfg.Subscription)); err != nil {
-		return "", nil, apiErr("ReadFromPubSub "+cfg.Step+": opening subscription "+cfg.Subscription, err)
-	}
-	return cfg.Topic, c, nil
+	return "", nil, fmt.Errorf("ReadFromPubSub %s: opening subscription %s: %w: %w", cfg.Step, cfg.Subscription, ErrUnavailable, lastErr)
 }
+
+// consumerLookupAttempts and consumerLookupPause bound how long a source
+// asks again for a subscription that the broker says both exists and is
+// missing (its view being loaded again): about five seconds.
+const (
+	consumerLookupAttempts = 50
+	consumerLookupPause    = 100 * time.Millisecond
+)
 
 // warmSeen reads back the IDs of the messages published within the dedupe
 // window before the resume position, so that de-duplication spans a

@@ -173,7 +173,7 @@ func (b *Broker) EnsureSubscription(ctx context.Context, name, topic string, cfg
 	info, err := b.Subscription(ctx, name)
 	if err == nil {
 		if info.Topic != topic {
-			return SubscriptionInfo{}, fmt.Errorf("subscription %s belongs to topic %s, not %s: %w", name, info.Topic, topic, ErrSubscriptionExists)
+			return SubscriptionInfo{}, otherTopicError{fmt.Errorf("subscription %s belongs to topic %s, not %s: %w", name, info.Topic, topic, ErrSubscriptionExists)}
 		}
 		return info, nil
 	}
@@ -188,6 +188,12 @@ func (b *Broker) EnsureSubscription(ctx context.Context, name, topic string, cfg
 	}
 	return info, err
 }
+
+// otherTopicError is EnsureSubscription's refusal of a name that belongs
+// to a subscription of another topic (it wraps ErrSubscriptionExists).
+type otherTopicError struct{ error }
+
+func (e otherTopicError) Unwrap() error { return e.error }
 
 // findSubscription looks for the consumer name on every topic's stream.
 func (b *Broker) findSubscription(ctx context.Context, name string) (topic string, c jetstream.Consumer, err error) {
