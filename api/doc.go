@@ -35,6 +35,15 @@
 //	POST   /v1/manifests                           {name, partition, files, side_inputs?} → 201 manifest (200 with existed: an identical one existed) (manifests.go)
 //	GET    /v1/manifests                           → {manifests: [...]} by name, then partition
 //	GET    /v1/manifests/{name}[?partition=P]      → {manifests: [...]} of name; with partition, that manifest
+//	POST   /v1/schedules                           {name, pipeline, base_dir, every|cron, files, start?, delay?, partition_template?, side_inputs?, job_name?, options?, max_attempts?, retry_backoff?} → 201 schedule (schedules.go)
+//	GET    /v1/schedules                           → {schedules: [...]} by name
+//	GET    /v1/schedules/{name}                    → schedule with its versions and runs
+//	DELETE /v1/schedules/{name}                    → the deleted schedule (published rows, manifests and jobs stay)
+//	POST   /v1/schedules/{name}:switch             {pipeline, base_dir, pipeline_file?, options?, from_partition?} → schedule
+//	POST   /v1/schedules/{name}:rollback           (body optional) → schedule
+//	POST   /v1/schedules/{name}:pause              (body optional) → schedule
+//	POST   /v1/schedules/{name}:resume             (body optional) → schedule
+//	POST   /v1/schedules/{name}:retry              {partition} → schedule
 //	POST   /v1/topics                              {name, retention?} → 201 topic
 //	GET    /v1/topics                              → {topics: [topic...]} by name
 //	GET    /v1/topics/{name}                       → topic

@@ -241,6 +241,15 @@ const (
 	// size or content digest the manifest recorded; the message names the
 	// file. Nothing was read or written.
 	ManifestChanged Code = "MANIFEST_CHANGED"
+	// ScheduleNotFound: no schedule of partition runs has this name.
+	ScheduleNotFound Code = "SCHEDULE_NOT_FOUND"
+	// ScheduleExists: a schedule of this name exists; delete it first or
+	// switch its pipeline (weir schedules switch).
+	ScheduleExists Code = "SCHEDULE_EXISTS"
+	// ScheduleConflict: a schedule's switch or rollback cannot apply as
+	// asked: the partition is published or running already, or there is
+	// no earlier version to return to. The message says which.
+	ScheduleConflict Code = "SCHEDULE_CONFLICT"
 	// PartitionBusy: a partition run of this job name and partition is
 	// active; one writer per partition: wait for it or cancel it.
 	PartitionBusy Code = "PARTITION_BUSY"
@@ -470,6 +479,9 @@ func registry() []Info {
 		{ManifestNotFound, svc, KindNotFound, http.StatusNotFound},
 		{ManifestExists, svc, KindConflict, http.StatusConflict},
 		{ManifestChanged, svc, KindConflict, http.StatusConflict},
+		{ScheduleNotFound, svc, KindNotFound, http.StatusNotFound},
+		{ScheduleExists, svc, KindConflict, http.StatusConflict},
+		{ScheduleConflict, svc, KindConflict, http.StatusConflict},
 		{PartitionBusy, svc, KindConflict, http.StatusConflict},
 		{UnknownServiceOption, svc, KindInvalid, http.StatusBadRequest},
 		{InvalidServiceOption, svc, KindInvalid, http.StatusBadRequest},

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +32,10 @@ var ErrChanged = errors.New("manifest input changed")
 // ErrNotFound marks a manifest (name, partition) that does not exist. The
 // job service answers it as MANIFEST_NOT_FOUND.
 var ErrNotFound = errors.New("manifest not found")
+
+// ErrNoFiles is wrapped by Build's error when a pattern matches no file or
+// a named input file does not exist: the input is not there (yet).
+var ErrNoFiles = errors.New("no input file")
 
 // File is one input file of a manifest.
 type File struct {
@@ -188,7 +193,7 @@ func expand(pattern string, check func(string) error) ([]string, error) {
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("file pattern %q matches no file", pattern)
+		return nil, fmt.Errorf("file pattern %q matches no file: %w", pattern, ErrNoFiles)
 	}
 	sort.Strings(out)
 	return out, nil
@@ -197,6 +202,9 @@ func expand(pattern string, check func(string) error) ([]string, error) {
 // Stat returns the size and content digest of the regular file at path.
 func Stat(path string) (File, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return File{}, fmt.Errorf("reading input: %w: %w", err, ErrNoFiles)
+	}
 	if err != nil {
 		return File{}, fmt.Errorf("reading input: %w", err)
 	}

@@ -23,7 +23,7 @@
 //
 // It may import service/internal/core, service/internal/autoscale, service/internal/snapshots,
 // service/internal/inplace, service/internal/replace,
-// service/internal/rollback, service/internal/rewind,
+// service/internal/rollback, service/internal/rewind, service/internal/schedules,
 // service/internal/tables, service/record,
 // serviceopt, duration, errcode, state, manifest (input manifests),
 // yamlpipe (a submitted template's

@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/service/internal/replace"
 	"github.com/weir-dev/weir/service/internal/rewind"
 	"github.com/weir-dev/weir/service/internal/rollback"
+	"github.com/weir-dev/weir/service/internal/schedules"
 	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/internal/tables"
 	"github.com/weir-dev/weir/service/record"
@@ -30,6 +31,8 @@ type Service struct {
 	autoscale *autoscale.Autoscale
 	// tables serves weir tables and records staged merges.
 	tables *tables.Tables
+	// schedules runs the schedules of partition runs.
+	schedules *schedules.Schedules
 	// requests holds the per-request-ID guards (lock order 0, see
 	// route.go): taken before the name's guard, never while holding one.
 	requests core.NameGuards
@@ -63,9 +66,13 @@ func open(ctx context.Context, opts Options, hooks core.Hooks) (*Service, error)
 	s.rollback = rollback.New(c, s.snaps, s.replace)
 	s.autoscale = autoscale.New(c)
 	s.tables = tables.New(c)
+	s.schedules = schedules.New(c)
+	if opts.ScheduleInterval > 0 {
+		s.schedules.Interval = opts.ScheduleInterval
+	}
 	// The re-read narrows the windows the replacement flows give a job's
 	// sinks, so it comes after them.
-	c.Register(s.snaps, s.replace, rw, s.autoscale, s.tables)
+	c.Register(s.snaps, s.replace, rw, s.autoscale, s.tables, s.schedules)
 	if err := c.Start(); err != nil {
 		return nil, err
 	}

@@ -90,6 +90,9 @@ type Options struct {
 	// AutoscaleInterval is how often the autoscaler measures the jobs it
 	// scales (package autoscale). Default 5s.
 	AutoscaleInterval time.Duration
+	// ScheduleInterval is how often the scheduler of partition runs looks
+	// at its schedules (package schedules). Default 1s.
+	ScheduleInterval time.Duration
 	// MaxJobs bounds the active jobs (the server's --max-jobs): every way a
 	// job is created — a submission, a Go program's start, a job from a
 	// snapshot, a replacement under a name without an active job — is

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/internal/await"
+)
+
+// TestCLISchedules runs a schedule of daily partition runs on a real
+// server: the partitions already due run in order and publish the
+// reference fixture's totals (NORTH 425, WEST 100; UNKNOWN rejected);
+// partitions whose files are not there wait; a switch runs the new
+// version from the first open partition; a rollback returns to the old
+// version at the first partition the new one had not published, leaving
+// what it published alone; every partition is published exactly once.
+func TestCLISchedules(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	// Version 2 keeps each region's largest amount instead of the sum.
+	writeTestFile(t, work, "max.yaml", strings.Replace(partitionPipeline(db), "fn: sum", "fn: max", 1))
+
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	day := func(back int) string { return today.AddDate(0, 0, -back).Format("2006-01-02") }
+	d1, d2, d3, d4 := day(4), day(3), day(2), day(1)
+	input := func(d string, lines ...string) {
+		dir := filepath.Join(work, "in", d)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, dir, "a.jsonl", strings.Join(lines, "\n")+"\n")
+	}
+	input(d1, `{"region": "NORTH", "amount": 250}`, `{"region": "WEST", "amount": 100}`, `{"region": "NORTH", "amount": 175}`, `{"region": "UNKNOWN", "amount": 50}`)
+	input(d2, `{"region": "WEST", "amount": 7}`)
+
+	r := srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1,
+		"--files", "in/{partition}/*.jsonl", "--job-name", "sales-daily", "--retry-backoff", "1s")
+	if !strings.Contains(r.stdout, "Created schedule sales: job sales-daily, every 24h0m0s, partitions {YYYY}-{MM}-{DD}; first partition "+d1) {
+		t.Errorf("create: %s", r.stdout)
+	}
+	describe := func() *client.Schedule {
+		t.Helper()
+		var s client.Schedule
+		out := srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("describe --format json: %v\n%s", err, out)
+		}
+		return &s
+	}
+	status := func(s *client.Schedule) map[string]string {
+		m := map[string]string{}
+		for _, r := range s.Runs {
+			m[r.Partition] = r.Status
+		}
+		return m
+	}
+	waitStatus := func(what string, want map[string]string) *client.Schedule {
+		t.Helper()
+		var s *client.Schedule
+		if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+			s = describe()
+			got := status(s)
+			for p, st := range want {
+				if got[p] != st {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("%s: runs %v, want %v\n%s", what, status(s), want, srv.log())
+		}
+		return s
+	}
+
+	// d1 and d2 are due: both run, in order, and publish; d3 and d4 have
+	// no files yet and wait.
+	s := waitStatus("the due partitions", map[string]string{d1: "published", d2: "published", d3: "waiting", d4: "waiting"})
+	if got := published(t, db); !sameTotals(got[d1], map[string]int64{"NORTH": 425, "WEST": 100}) || !sameTotals(got[d2], map[string]int64{"WEST": 7}) {
+		t.Fatalf("published %v", got)
+	}
+	for _, run := range s.Runs[:2] {
+		if run.Version != 1 || run.Attempts != 1 || run.ManifestDigest == "" || run.JobID == "" {
+			t.Errorf("run %+v", run)
+		}
+	}
+	if w := s.Runs[2]; !strings.Contains(w.Error, "matches no file") || w.NextAttempt == nil {
+		t.Errorf("waiting run %+v: want the missing files named and a next check", w)
+	}
+	if m := srv.mustCLI(t, work, "manifests", "show", "sales", "--partition", d1).stdout; !strings.Contains(m, filepath.Join(work, "in", d1, "a.jsonl")) {
+		t.Errorf("the partition's manifest:\n%s", m)
+	}
+	list := srv.mustCLI(t, work, "schedules", "list").stdout
+	if !strings.Contains(list, "sales") || !strings.Contains(list, "sales-daily") || !strings.Contains(list, "every 24h0m0s") || !strings.Contains(list, "active") {
+		t.Errorf("list:\n%s", list)
+	}
+
+	// A published partition cannot be switched; the default is the first
+	// open partition (d3).
+	if r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "max.yaml", "--from-partition", d2); r.code != ExitFailure || !strings.Contains(r.stderr, "SCHEDULE_CONFLICT") || !strings.Contains(r.stderr, "published") {
+		t.Errorf("switch from a published partition: %d %s", r.code, r.stderr)
+	}
+	r = srv.mustCLI(t, work, "schedules", "switch", "sales", "--pipeline", "max.yaml")
+	if !strings.Contains(r.stdout, "version 2 (max.yaml) runs from partition "+d3) {
+		t.Errorf("switch: %s", r.stdout)
+	}
+	input(d3, `{"region": "NORTH", "amount": 100}`, `{"region": "NORTH", "amount": 60}`)
+	srv.mustCLI(t, work, "schedules", "retry", "sales", "--partition", d3) // look for its files now
+	s = waitStatus("the switched partition", map[string]string{d3: "published"})
+	if got := published(t, db); !sameTotals(got[d3], map[string]int64{"NORTH": 100}) {
+		t.Fatalf("d3 published %v by version 2, want NORTH 100 (the max)", got[d3])
+	}
+
+	// Rollback: version 1 runs d4 (not published by version 2); d3 stays
+	// as version 2 published it, once.
+	r = srv.mustCLI(t, work, "schedules", "rollback", "sales")
+	if !strings.Contains(r.stdout, "back to version 1 from partition "+d4) {
+		t.Errorf("rollback: %s", r.stdout)
+	}
+	input(d4, `{"region": "NORTH", "amount": 100}`, `{"region": "NORTH", "amount": 60}`)
+	srv.mustCLI(t, work, "schedules", "retry", "sales", "--partition", d4)
+	s = waitStatus("the rolled-back partition", map[string]string{d4: "published"})
+	got := published(t, db)
+	if !sameTotals(got[d4], map[string]int64{"NORTH": 160}) || !sameTotals(got[d3], map[string]int64{"NORTH": 100}) {
+		t.Fatalf("published %v: want d4 NORTH 160 (version 1's sum), d3 NORTH 100 untouched", got)
+	}
+	versions := map[string]int{}
+	for _, run := range s.Runs {
+		versions[run.Partition] = run.Version
+	}
+	if versions[d1] != 1 || versions[d2] != 1 || versions[d3] != 2 || versions[d4] != 1 {
+		t.Errorf("versions by partition %v", versions)
+	}
+	for _, d := range []string{d1, d2, d3, d4} {
+		if n, staged := publications(t, db, "sales-daily", d); n != 1 || staged != 0 {
+			t.Errorf("partition %s: %d publication log entries and %d staging tables, want 1 and 0", d, n, staged)
+		}
+	}
+	text := srv.mustCLI(t, work, "schedules", "describe", "sales").stdout
+	for _, want := range []string{"Job name", "sales-daily", "rolled back", "PARTITION", d3 + "  published  2", "Next partition"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("describe does not say %q:\n%s", want, text)
+		}
+	}
+
+	// Refusals name the problem.
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"schedules", "rollback", "sales"}, ExitFailure, "no earlier version"},
+		{[]string{"schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--files", "x"}, ExitFailure, "SCHEDULE_EXISTS"},
+		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--every", "24h", "--cron", "@daily", "--files", "x"}, ExitUsage, "one of them"},
+		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--every", "1h", "--partition-template", "{YYYY}-{MM}-{DD}", "--files", "x"}, ExitUsage, "the same ID"},
+		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--cron", "0 2 * *", "--files", "x"}, ExitUsage, "not a cron expression"},
+		{[]string{"schedules", "describe", "nope"}, ExitFailure, "SCHEDULE_NOT_FOUND"},
+		{[]string{"schedules", "retry", "sales", "--partition", d1}, ExitFailure, "nothing to retry"},
+	} {
+		if r := srv.cli(work, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d %s; want %d saying %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+
+	// Pause and delete: no run starts while paused; a deleted schedule is
+	// gone and what it published stays.
+	if r := srv.mustCLI(t, work, "schedules", "pause", "sales"); !strings.Contains(r.stdout, "paused") {
+		t.Errorf("pause: %s", r.stdout)
+	}
+	srv.mustCLI(t, work, "schedules", "delete", "sales")
+	if r := srv.cli(work, "schedules", "describe", "sales"); r.code != ExitFailure {
+		t.Errorf("describe after delete: %d", r.code)
+	}
+	if got := published(t, db); len(got) != 4 {
+		t.Errorf("after delete, published %v", got)
+	}
+}
+
+// TestCLIScheduleRetriesSameManifest: a partition whose pinned file
+// changed fails at each attempt (MANIFEST_CHANGED), is retried after the
+// backoff against the same manifest, and is left failed after
+// --max-attempts; once the file is as pinned again, weir schedules retry
+// publishes it. A streaming pipeline cannot be scheduled.
+func TestCLIScheduleRetriesSameManifest(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	d1 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Format("2006-01-02")
+	dir := filepath.Join(work, "in", d1)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	good := `{"region": "NORTH", "amount": 250}` + "\n"
+	f := writeTestFile(t, dir, "a.jsonl", good)
+	// Pin the partition's manifest first (as the schedule would), then
+	// change the file: every attempt finds it changed.
+	srv.mustCLI(t, work, "manifests", "create", "sales", "--partition", d1, "--files", "in/"+d1+"/*.jsonl")
+	if err := os.WriteFile(f, []byte(`{"region": "NORTH", "amount": 999}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1,
+		"--files", "in/{partition}/*.jsonl", "--max-attempts", "2", "--retry-backoff", "1s")
+	var s client.Schedule
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		out := srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout
+		s = client.Schedule{}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Runs) > 0 && s.Runs[0].Status == "failed"
+	}) {
+		t.Fatalf("the partition was not left failed: %+v\n%s", s.Runs, srv.log())
+	}
+	run := s.Runs[0]
+	if run.Attempts != 2 || run.NextAttempt != nil || !strings.Contains(run.Error, "MANIFEST_CHANGED") || !strings.Contains(run.Error, "a.jsonl") {
+		t.Errorf("failed run %+v: want 2 attempts and the changed file named", run)
+	}
+	if got := published(t, db); len(got) != 0 {
+		t.Errorf("published %v from a changed input", got)
+	}
+	// The file as pinned again: a retry publishes what the manifest pinned.
+	if err := os.WriteFile(f, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.mustCLI(t, work, "schedules", "retry", "sales", "--partition", d1)
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		out := srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout
+		s = client.Schedule{}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Runs[0].Status == "published"
+	}) {
+		t.Fatalf("the retried partition was not published: %+v\n%s", s.Runs, srv.log())
+	}
+	if got := published(t, db); !sameTotals(got[d1], map[string]int64{"NORTH": 250}) {
+		t.Errorf("published %v", got)
+	}
+
+	// A streaming pipeline is refused before anything is recorded.
+	writeTestFile(t, work, "stream.yaml", `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Read
+      config: {topic: orders, format: json, schema: {region: string, amount: int}}
+    - type: LogForTesting
+      name: Log
+      input: Read
+`)
+	if r := srv.cli(work, "schedules", "create", "live", "--pipeline", "stream.yaml", "--every", "1h", "--files", "in/x"); r.code != ExitInvalidPipeline || !strings.Contains(r.stderr, "unbounded source") {
+		t.Errorf("a streaming schedule: exit %d %s", r.code, r.stderr)
+	}
+}
