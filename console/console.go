@@ -25,8 +25,10 @@ const AssetPrefix = "/console/"
 // asset), which Mount sends to the pages' handler for GET and HEAD.
 func IsPage(p string) bool {
 	switch {
-	case p == "/", p == "/topics":
+	case p == "/", p == "/topics", p == "/schedules":
 		return true
+	case strings.HasPrefix(p, "/schedules/"):
+		return validSegment(strings.TrimPrefix(p, "/schedules/"))
 	case strings.HasPrefix(p, AssetPrefix):
 		return true
 	case strings.HasPrefix(p, "/lineage/"):

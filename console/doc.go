@@ -1,7 +1,8 @@
 // Package console is weir's web console: the pages a browser shows for the
 // jobs list (/), a job (/jobs/{id_or_name}), a name's lineage
-// (/lineage/{name}), an update preview (/jobs/{id_or_name}/update) and the
-// topics and subscriptions (/topics). The pages are plain HTML, CSS and
+// (/lineage/{name}), an update preview (/jobs/{id_or_name}/update), the
+// topics and subscriptions (/topics) and the schedules of partition runs
+// (/schedules, and /schedules/{name} with its partition grid). The pages are plain HTML, CSS and
 // JavaScript modules embedded in the binary (no build step, no framework,
 // no vendored library); everything they show they read from the JSON API
 // of the same process, with the API's own authentication: when the API

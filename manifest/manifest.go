@@ -35,7 +35,7 @@ var ErrNotFound = errors.New("manifest not found")
 
 // ErrNoFiles is wrapped by Build's error when a pattern matches no file or
 // a named input file does not exist: the input is not there (yet).
-var ErrNoFiles = errors.New("no input file")
+var ErrNoFiles = errors.New("the input is not there")
 
 // File is one input file of a manifest.
 type File struct {
@@ -193,7 +193,7 @@ func expand(pattern string, check func(string) error) ([]string, error) {
 		out = append(out, p)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("file pattern %q matches no file: %w", pattern, ErrNoFiles)
+		return nil, fmt.Errorf("file pattern %q matches no file (%w)", pattern, ErrNoFiles)
 	}
 	sort.Strings(out)
 	return out, nil
@@ -203,7 +203,7 @@ func expand(pattern string, check func(string) error) ([]string, error) {
 func Stat(path string) (File, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return File{}, fmt.Errorf("reading input: %w: %w", err, ErrNoFiles)
+		return File{}, fmt.Errorf("reading input: %w (%w)", err, ErrNoFiles)
 	}
 	if err != nil {
 		return File{}, fmt.Errorf("reading input: %w", err)

@@ -808,6 +808,75 @@ async function topicsPage() {
   });
 }
 
+// ---- schedules: /schedules and /schedules/{name} ----
+
+function cadenceOf(s) { return s.cron ? 'cron ' + s.cron : 'every ' + s.every; }
+
+function currentVersionOf(s) {
+  const vs = (s.versions || []).filter((v) => !v.rolled_back);
+  return vs.length ? vs[vs.length - 1].version : undefined;
+}
+
+async function schedulesPage() {
+  document.title = 'Schedules · weir';
+  const msg = el('div', { id: 'schedules-message' });
+  const body = el('tbody');
+  main.replaceChildren(el('h1', {}, 'Schedules'), msg,
+    el('table', { id: 'schedules' }, el('thead', {}, el('tr', {}, ...['Schedule', 'Job', 'Cadence', 'Version', 'Next partition', 'Next due', 'Published', 'Running', 'Waiting', 'Failed', 'State'].map((h) => el('th', {}, h)))), body));
+  poll(async () => {
+    let list;
+    try { list = await api('GET', '/v1/schedules'); } catch (e) { showError(msg, e); return; }
+    msg.replaceChildren((list.schedules || []).length ? '' : el('p', { class: 'muted' }, 'No schedule: create one with weir schedules create NAME --pipeline P.yaml --every 24h --files PATTERN.'));
+    body.replaceChildren(...(list.schedules || []).map((s) => {
+      const n = {};
+      for (const r of s.runs || []) n[r.status] = (n[r.status] || 0) + 1;
+      return el('tr', { 'data-schedule': s.name },
+        el('td', {}, el('a', { href: '/schedules/' + encodeURIComponent(s.name) }, s.name)), el('td', {}, s.job_name), el('td', {}, cadenceOf(s)),
+        el('td', { class: 'num' }, currentVersionOf(s)), el('td', { class: 'mono' }, s.next_partition || '–'), el('td', {}, fmtTime(s.next_due)),
+        el('td', { class: 'num' }, n.published || 0), el('td', { class: 'num' }, n.running || 0), el('td', { class: 'num' }, (n.waiting || 0) + (n.retrying || 0)),
+        el('td', { class: 'num' }, n.failed || 0), el('td', {}, s.paused ? 'paused' : 'active'));
+    }));
+    markLoaded();
+  });
+}
+
+async function schedulePage(name) {
+  document.title = `${name} · schedule · weir`;
+  const msg = el('div', { id: 'schedule-message' });
+  const facts = el('dl', { class: 'facts' });
+  const grid = el('div', { id: 'partition-grid', class: 'partition-grid', role: 'list' });
+  const versions = el('tbody'), runs = el('tbody');
+  main.replaceChildren(el('h1', {}, 'Schedule ', el('span', { class: 'mono' }, name)), msg, facts,
+    section('grid-card', 'Partitions', el('p', { class: 'muted legend' }, ...['published', 'staged', 'running', 'waiting', 'retrying', 'failed'].map((st) => el('span', { class: 'cell cell-' + st }, st))), grid),
+    section('versions-card', 'Versions', el('table', { id: 'schedule-versions' }, el('thead', {}, el('tr', {}, ...['Version', 'From partition', 'Pipeline', 'Created', 'State'].map((h) => el('th', {}, h)))), versions)),
+    section('runs-card', 'Runs', el('table', { id: 'schedule-runs' }, el('thead', {}, el('tr', {}, ...['Partition', 'Status', 'Version', 'Attempts', 'Job', 'Manifest digest', 'Next attempt', 'Error'].map((h) => el('th', {}, h)))), runs)));
+  poll(async () => {
+    let s;
+    try { s = await api('GET', '/v1/schedules/' + encodeURIComponent(name)); } catch (e) { showError(msg, e); return; }
+    msg.replaceChildren();
+    // A failed or retrying partition whose run staged rows it did not
+    // publish shows as staged (the publication log of the job name says).
+    const staged = new Set(await api('GET', '/v1/partitions/' + encodeURIComponent(s.job_name))
+      .then((r) => (r.partitions || []).filter((p) => p.status === 'staged').map((p) => p.partition)).catch(() => []));
+    const kv = [['Job name', s.job_name], ['Cadence', cadenceOf(s)], ['Start', fmtTime(s.start)], ['Delay', s.delay], ['Partition template', s.partition_template],
+      ['Files', (s.files || []).join(', ')], ['State', s.paused ? 'paused' : 'active'], ['Next partition', `${s.next_partition || '–'} (due ${fmtTime(s.next_due)})`]];
+    facts.replaceChildren(...kv.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+    grid.replaceChildren(...(s.runs || []).map((r) => {
+      const shown = (r.status === 'failed' || r.status === 'retrying') && staged.has(r.partition) ? 'staged' : r.status;
+      return el('a', { class: 'cell cell-' + shown, role: 'listitem', 'data-partition': r.partition, 'data-status': shown, href: r.job_id ? '/jobs/' + encodeURIComponent(r.job_id) : null,
+        title: `${r.partition}: ${shown}, version ${r.version}, ${r.attempts} attempt(s)${r.error ? ' — ' + r.error : ''}` }, r.partition, el('small', {}, ` v${r.version}`));
+    }), el('span', { class: 'cell cell-next', 'data-partition': s.next_partition, 'data-status': 'next' }, s.next_partition || '–', el('small', {}, ' next')));
+    versions.replaceChildren(...(s.versions || []).map((v) => el('tr', { 'data-version': v.version },
+      el('td', { class: 'num' }, v.version), el('td', { class: 'mono' }, v.from_partition), el('td', { class: 'mono' }, v.pipeline_file),
+      el('td', {}, fmtTime(v.create_time)), el('td', {}, v.rolled_back ? 'rolled back ' + fmtTime(v.rolled_back_time) : 'active'))));
+    runs.replaceChildren(...(s.runs || []).map((r) => el('tr', { 'data-partition': r.partition },
+      el('td', { class: 'mono' }, r.partition), el('td', {}, r.status), el('td', { class: 'num' }, r.version), el('td', { class: 'num' }, r.attempts),
+      el('td', {}, r.job_id ? jobLink(r.job_id) : '–'), el('td', { class: 'mono' }, r.manifest_digest ? r.manifest_digest.slice(0, 19) : '–'),
+      el('td', {}, r.next_attempt ? fmtTime(r.next_attempt) : '–'), el('td', {}, r.error || ''))));
+    markLoaded();
+  });
+}
+
 // ---- router ----
 
 function route() {
@@ -816,6 +885,8 @@ function route() {
   let m;
   if (p === '/') return jobsPage();
   if (p === '/topics') return topicsPage();
+  if (p === '/schedules') return schedulesPage();
+  if ((m = /^\/schedules\/([^/]+)$/.exec(p))) return schedulePage(decodeURIComponent(m[1]));
   if ((m = /^\/jobs\/([^/]+)\/update$/.exec(p))) return previewPage(decodeURIComponent(m[1]));
   if ((m = /^\/jobs\/([^/]+)$/.exec(p))) return jobPage(decodeURIComponent(m[1]));
   if ((m = /^\/lineage\/([^/]+)$/.exec(p))) return lineagePage(decodeURIComponent(m[1]));

@@ -547,7 +547,7 @@ func (s *Schedules) start(ctx context.Context, sch *record.Schedule, st Step, no
 		}
 		m, _, err = s.CreateManifest(req)
 		if err != nil && errors.Is(err, manifest.ErrNoFiles) {
-			return save(Waiting(r, fmt.Sprintf("its input is not there yet: %v", err), now))
+			return save(Waiting(r, fmt.Sprintf("waiting for the partition's input: %v", err), now))
 		}
 	}
 	if err != nil {
