@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,5 +257,60 @@ func TestCLIScheduleRetriesSameManifest(t *testing.T) {
 `)
 	if r := srv.cli(work, "schedules", "create", "live", "--pipeline", "stream.yaml", "--every", "1h", "--files", "in/x"); r.code != ExitInvalidPipeline || !strings.Contains(r.stderr, "unbounded source") {
 		t.Errorf("a streaming schedule: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestCLIScheduleSurvivesKill: a schedule and its runs survive a kill -9
+// of the server; the restarted server carries on at the next partition
+// and never runs a published partition again.
+func TestCLIScheduleSurvivesKill(t *testing.T) {
+	data := t.TempDir()
+	srv := startServer(t, data)
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	d1, d2 := today.AddDate(0, 0, -2).Format("2006-01-02"), today.AddDate(0, 0, -1).Format("2006-01-02")
+	input := func(d string) {
+		dir := filepath.Join(work, "in", d)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, dir, "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n")
+	}
+	input(d1)
+	srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1, "--files", "in/{partition}/*.jsonl")
+	runs := func(p *serverProc) []client.ScheduleRun {
+		var s client.Schedule
+		if err := json.Unmarshal([]byte(p.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Runs
+	}
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		r := runs(srv)
+		return len(r) == 2 && r[0].Status == "published" && r[1].Status == "waiting"
+	}) {
+		t.Fatalf("runs %+v\n%s", runs(srv), srv.log())
+	}
+	srv.stop(syscall.SIGKILL)
+
+	srv = startServer(t, data)
+	input(d2)
+	srv.mustCLI(t, work, "schedules", "retry", "sales", "--partition", d2)
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		r := runs(srv)
+		return len(r) == 2 && r[1].Status == "published"
+	}) {
+		t.Fatalf("after the restart, runs %+v\n%s", runs(srv), srv.log())
+	}
+	r := runs(srv)
+	if r[0].Attempts != 1 || len(r[0].JobIDs) != 1 {
+		t.Errorf("the published partition ran again after the restart: %+v", r[0])
+	}
+	for _, d := range []string{d1, d2} {
+		if n, _ := publications(t, db, "sales", d); n != 1 {
+			t.Errorf("partition %s has %d publication log entries, want 1", d, n)
+		}
 	}
 }
