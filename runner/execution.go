@@ -190,6 +190,24 @@ func (x *Execution) CloseSinks(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ReleaseSinks releases the transactional sinks of a checkpointed
+// execution that stopped without a final share (cancelled, failed, or
+// handed over to another execution after its last commit): each sink that
+// holds committed rows out of readers' sight (contract.ReleasingSink)
+// makes exactly those visible and drops what no commit covered. Call it
+// once the execution has stopped.
+func (x *Execution) ReleaseSinks(ctx context.Context) error {
+	var errs []error
+	for _, sp := range x.r.steps {
+		if rs, ok := sp.code.(contract.ReleasingSink); ok && sp.step.Kind == graph.KindSink {
+			if err := rs.Release(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("releasing sink %q: %w", sp.step.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Metrics returns the live counters and watermarks of every step.
 func (x *Execution) Metrics() *Result { return x.r.result() }
 

@@ -109,7 +109,13 @@ func (n *sinkNode) controlAligned(port int, c ctrl) error {
 		// Everything this sink will get has arrived: pre-commit it as the
 		// final share, which stands in for every later checkpoint.
 		n.finished = true
-		part, err := n.tx.PreCommit(n.w.r.ctx, n.w.id, n.w.r.epoch.Load()+1)
+		var part []byte
+		var err error
+		if f, ok := n.tx.(contract.FinalPreCommitter); ok {
+			part, err = f.PreCommitFinal(n.w.r.ctx, n.w.id, n.w.r.epoch.Load()+1)
+		} else {
+			part, err = n.tx.PreCommit(n.w.r.ctx, n.w.id, n.w.r.epoch.Load()+1)
+		}
 		if err != nil {
 			return fmt.Errorf("pre-committing sink %q: %w", n.sp.step.Name, err)
 		}

@@ -1,9 +1,11 @@
 package yamlpipe
 
 import (
+	"fmt"
 	"io/fs"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -113,6 +115,52 @@ func (l *loader) fileMode(t *transformSpec) (fs.FileMode, error) {
 		return 0, l.errf(n, "file_mode %q: want an octal mode string such as \"0640\" or \"0600\", with owner read and write", s)
 	}
 	return fs.FileMode(v), nil
+}
+
+// rolling reads a streaming file sink's roll_size (bytes, or with a unit:
+// 64KiB, 128MiB, 1GiB, 100MB) and roll_interval (a duration).
+func (l *loader) rolling(t *transformSpec) (files.Rolling, error) {
+	var r files.Rolling
+	if n := t.config.get("roll_size"); n != nil {
+		size, err := parseByteSize(n.text)
+		if n.kind != kString && n.kind != kInt || err != nil || size <= 0 {
+			return r, l.errf(n, "roll_size %q: want a positive size in bytes, or with a unit as 64KiB, 128MiB, 1GiB or 100MB", n.text)
+		}
+		r.Size = size
+	}
+	d, set, err := l.optDuration(t.config, "roll_interval")
+	if err != nil {
+		return r, err
+	}
+	if set {
+		if d <= 0 {
+			return r, l.errf(t.config.get("roll_interval"), "roll_interval must be a positive duration such as 15m")
+		}
+		r.Interval = d
+	}
+	return r, nil
+}
+
+// parseByteSize reads a size: a number of bytes, or a number with a unit
+// (KB, MB, GB: powers of 1000; KiB, MiB, GiB: powers of 1024).
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	return n * mult, nil
 }
 
 // fileSink builds the sink of WriteToJson/WriteToCsv for input in: in a

@@ -52,9 +52,9 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "WriteToAvro":
 		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.Avro)}, true
 	case "WriteToJson":
-		return &transformDef{keys: []string{"path", "file_mode", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
+		return &transformDef{keys: []string{"path", "file_mode", "roll_size", "roll_interval", "error_handling"}, sink: true, errors: true, build: buildWrite(files.JSONLines)}, true
 	case "WriteToCsv":
-		return &transformDef{keys: []string{"path", "file_mode", "delimiter", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "file_mode", "delimiter", "roll_size", "roll_interval", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
 			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
@@ -609,6 +609,9 @@ func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*co
 				return nil, err
 			}
 			cfg.Delimiter = d.Delimiter
+		}
+		if cfg.Rolling, err = l.rolling(t); err != nil {
+			return nil, err
 		}
 		sink, err := l.fileSink(t, pn, ins[0], cfg)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -58,6 +59,9 @@ type EpochSink struct {
 		workers  map[int]*partWriter
 		maxEpoch uint64
 		closed   bool
+		// parts are the rolling parts this sink created, by in-progress
+		// path: what its commits covered of each (rolling.go).
+		parts map[string]*rollingPart
 	}
 }
 
@@ -67,6 +71,11 @@ type partWriter struct {
 	f    *os.File
 	path string
 	enc  encoder
+	// A rolling part's: when it was opened, the first epoch it holds, and
+	// the bytes written to its file by the last sync.
+	opened time.Time
+	first  uint64
+	size   int64
 }
 
 // NewEpochSink returns a sink writing part files next to cfg.Path.
@@ -81,6 +90,10 @@ func NewEpochSink(cfg SinkConfig) (*EpochSink, error) {
 	s.stem = strings.TrimSuffix(base, s.ext)
 	s.generationPrefix = fmt.Sprintf("%s-g%04d", s.stem, cfg.Owner.Generation)
 	s.mu.workers = map[int]*partWriter{}
+	s.mu.parts = map[string]*rollingPart{}
+	if cfg.Rolling.On() && cfg.Format != JSONLines && cfg.Format != CSV {
+		return nil, errors.New("rolling parts need an appendable format (JSON lines or CSV): a Parquet or Avro part is complete only when closed")
+	}
 	return s, nil
 }
 
@@ -135,9 +148,16 @@ func (s *EpochSink) worker(w int) (*partWriter, error) {
 	return pw, nil
 }
 
-func (s *EpochSink) openLocked(pw *partWriter) error {
+func (s *EpochSink) openLocked(pw *partWriter, worker int) error {
 	if pw.f != nil {
 		return nil
+	}
+	if s.cfg.Rolling.On() {
+		s.mu.Lock()
+		pw.first = max(pw.first, s.mu.maxEpoch+1)
+		s.mu.Unlock()
+		pw.path = s.rollingInProgress(worker, pw.first)
+		pw.opened, pw.size = s.cfg.now(), 0
 	}
 	if err := s.cfg.Roots.Check(pw.path); err != nil {
 		return err
@@ -152,6 +172,11 @@ func (s *EpochSink) openLocked(pw *partWriter) error {
 		return fmt.Errorf("creating %s: %w", pw.path, err)
 	}
 	pw.f = f
+	if s.cfg.Rolling.On() {
+		s.mu.Lock()
+		s.mu.parts[pw.path] = &rollingPart{worker: worker}
+		s.mu.Unlock()
+	}
 	return pw.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
 }
 
@@ -174,7 +199,7 @@ func (s *EpochSink) write(worker int, elems []contract.Element, rejects []contra
 	}
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	if err := s.openLocked(pw); err != nil {
+	if err := s.openLocked(pw, worker); err != nil {
 		return rejects, err
 	}
 	return pw.enc.write(s.cfg.Path, elems, rejects, reject)
@@ -219,7 +244,20 @@ func (s *EpochSink) noteEpoch(e uint64) {
 // returned part (its final name) designates. A worker that wrote nothing
 // has no part (nil).
 func (s *EpochSink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, error) {
+	return s.preCommit(worker, epoch, false)
+}
+
+// PreCommitFinal is PreCommit for a worker's final share: a rolling part
+// rolls whatever its size and age (contract.FinalPreCommitter).
+func (s *EpochSink) PreCommitFinal(_ context.Context, worker int, epoch uint64) ([]byte, error) {
+	return s.preCommit(worker, epoch, true)
+}
+
+func (s *EpochSink) preCommit(worker int, epoch uint64, last bool) ([]byte, error) {
 	s.noteEpoch(epoch)
+	if s.cfg.Rolling.On() {
+		return s.preCommitRolling(worker, epoch, last)
+	}
 	pw, err := s.worker(worker)
 	if err != nil {
 		return nil, err
@@ -246,6 +284,14 @@ func (s *EpochSink) Commit(_ context.Context, epoch uint64, parts [][]byte) erro
 	renamed := false
 	for _, p := range parts {
 		if len(p) == 0 {
+			continue
+		}
+		if isRollingDesc(p) {
+			r, err := s.commitRolling(epoch, p)
+			if err != nil {
+				return err
+			}
+			renamed = renamed || r
 			continue
 		}
 		final := string(p)
@@ -275,7 +321,12 @@ func (s *EpochSink) Commit(_ context.Context, epoch uint64, parts [][]byte) erro
 // checkpoints leaves any: a checkpointed one pre-commits everything before
 // its final commit) as parts of the epoch after the last one seen, and
 // closes every file.
-func (s *EpochSink) Close(context.Context) error {
+func (s *EpochSink) Close(ctx context.Context) error {
+	if s.cfg.Rolling.On() && s.checkpointed() {
+		// The final share rolled every part; what is left open no final
+		// share covered: released (visible up to what was committed).
+		return s.Release(ctx)
+	}
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()

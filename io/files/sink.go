@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/hamba/avro/v2/ocf"
@@ -49,6 +50,33 @@ type SinkConfig struct {
 	Owner *Owner
 	// Delimiter separates a CSV sink's fields; 0 is ','.
 	Delimiter rune
+	// Rolling, when set, keeps each worker's part of a streaming job open
+	// across checkpoints and rolls it by size and age (EpochSink); zero:
+	// a part per checkpoint epoch and worker.
+	Rolling Rolling
+	// Now gives a rolling part's age; nil: the wall clock.
+	Now func() time.Time
+}
+
+// Rolling says when a streaming file sink closes a worker's part and
+// starts the next (checked at each checkpoint barrier, as Flink's
+// DefaultRollingPolicy is): once the part holds Size bytes, or once it was
+// opened Interval ago; a drain or a bounded input's end closes every part.
+// Rows become visible when their part rolls. Only appendable formats (JSON
+// lines, CSV) roll.
+type Rolling struct {
+	Size     int64
+	Interval time.Duration
+}
+
+// On reports whether r rolls parts across checkpoints.
+func (r Rolling) On() bool { return r.Size > 0 || r.Interval > 0 }
+
+func (c *SinkConfig) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 func (c *SinkConfig) mode() fs.FileMode {
@@ -357,6 +385,18 @@ func (e *encoder) writeCSV(v any) error {
 }
 
 // flush writes what is buffered to the file.
+// sync writes what a JSON lines or CSV encoder buffered to its file,
+// leaving it open for more rows (a rolling part at a barrier).
+func (e *encoder) sync() error {
+	if e.cw != nil {
+		e.cw.Flush()
+		if err := e.cw.Error(); err != nil {
+			return err
+		}
+	}
+	return e.w.Flush()
+}
+
 func (e *encoder) flush() error {
 	if e.format == Avro && e.ae == nil && e.schema != nil {
 		// No row: still a valid, empty container file.

@@ -52,6 +52,26 @@ type TransactionalSink interface {
 	Commit(ctx context.Context, epoch uint64, parts [][]byte) error
 }
 
+// FinalPreCommitter is a TransactionalSink that wants to know which
+// pre-commit is a worker's final share (everything it will ever get has
+// arrived: a bounded input's end, a drain): the executor calls
+// PreCommitFinal instead of PreCommit there, so that a sink that keeps a
+// file open across checkpoints (a rolling part) closes it in that share.
+type FinalPreCommitter interface {
+	PreCommitFinal(ctx context.Context, worker int, epoch uint64) ([]byte, error)
+}
+
+// ReleasingSink is a TransactionalSink whose execution may stop without a
+// final share — cancelled, failed, or handed over to another execution
+// (an update, a rescale) after its last commit — and that holds rows a
+// committed checkpoint covers where readers cannot see them yet (a part
+// kept open across checkpoints). Release, called once the execution has
+// stopped, makes visible exactly what the sink's commits covered and
+// drops the rest, then closes the sink.
+type ReleasingSink interface {
+	Release(ctx context.Context) error
+}
+
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
 // be checkpointable. cell names what is encoded: AccumulatorCell for an

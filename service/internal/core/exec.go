@@ -494,6 +494,15 @@ func (s *Core) finish(jr *Run) {
 		}
 		target, reason = record.StateFailed, fmt.Sprintf("final checkpoint failed: %v", err)
 	}
+	if jr.Checkpointed && (target == record.StateCancelled || target == record.StateFailed) {
+		// Stopped without a final share: the sinks make visible what their
+		// commits covered (a rolling file part) and drop the rest, before
+		// the end is recorded (a crash before it: the restart's replay of
+		// the last checkpoint does it).
+		if rerr := jr.X.ReleaseSinks(context.Background()); rerr != nil {
+			log.Error("releasing the sinks of a stopped job", "error", rerr)
+		}
+	}
 	err = s.Update(func(tx *Tx) error {
 		j, err := s.ReadJob(jr.ID)
 		if err != nil || j.State.Terminal() {
@@ -613,6 +622,30 @@ func (s *Core) recover() error {
 	return nil
 }
 
+// recommitLast commits job j's last durable checkpoint again with a
+// fresh build of its pipeline (a cancel that a restart completes): sinks
+// holding committed rows out of sight (a rolling file part) make them
+// visible. Failures are logged: the cancel completes regardless.
+func (s *Core) recommitLast(ctx context.Context, j *record.Job) {
+	if j.SDK == record.SDKGo {
+		return
+	}
+	_, cp, err := s.Store.Restore(j.StateKey(), j.ID)
+	if err != nil || cp == nil {
+		return
+	}
+	p, err := s.Load(j)
+	if err == nil {
+		err = runner.CommitRestored(ctx, p.Program(), cp)
+		if err == nil {
+			err = releaseSinks(ctx, p.Program())
+		}
+	}
+	if err != nil {
+		s.Opts.Logger.Error("committing the last checkpoint of a cancelled job again", "job_id", j.ID, "job_name", j.Name, "error", err)
+	}
+}
+
 // recoveryConcurrency is how many jobs resume at once after a restart.
 const recoveryConcurrency = 4
 
@@ -626,6 +659,7 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 	defer unlock()
 	log := s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name)
 	if j.State == record.StateCancelling {
+		s.recommitLast(ctx, j)
 		return s.Update(func(tx *Tx) error {
 			return tx.Transition(j, record.StateCancelled, "cancelled (completed after a restart)")
 		})

@@ -181,6 +181,21 @@ func closeSinks(ctx context.Context, prog *contract.Program) error {
 	return errors.Join(errs...)
 }
 
+// releaseSinks releases the sinks of prog that hold committed rows out of
+// sight (contract.ReleasingSink), as an execution's ReleaseSinks does:
+// for a build that only committed a checkpoint again. Nothing publishes.
+func releaseSinks(ctx context.Context, prog *contract.Program) error {
+	var errs []error
+	for name, code := range prog.Code {
+		if rs, ok := code.(contract.ReleasingSink); ok {
+			if err := rs.Release(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("releasing sink %q: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // partitionBusy turns the refusal err of a new job of an active name into
 // PARTITION_BUSY when the active job runs the same partition as req: one
 // writer per partition, the name's active job being its lease.

@@ -153,6 +153,11 @@ func (s *Core) rescale(ctx context.Context, j *record.Job, jr *Run, opts record.
 	jr.Superseded.Store(true)
 	jr.X.Cancel()
 	<-jr.X.Done()
+	// Its sinks committed everything up to the pause: what they hold out of
+	// sight (a rolling file part) becomes visible.
+	if err := jr.X.ReleaseSinks(ctx); err != nil {
+		s.Opts.Logger.Error("releasing the sinks of the rescaled execution (the new execution commits the checkpoint again)", "job_id", j.ID, "error", err)
+	}
 	adopt := &runner.Adoption{From: jr.X, Steps: map[string]string{}}
 	for _, st := range p.Graph().Steps {
 		if st.Kind.IsKeyed() {

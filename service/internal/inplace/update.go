@@ -366,6 +366,13 @@ func (s *InPlace) finishHandover(ctx context.Context, u *update) {
 	commitErr := u.jr.X.Commit(ctx, u.cp)
 	u.jr.X.Cancel()
 	<-u.jr.X.Done()
+	if commitErr == nil {
+		// Everything up to the handover is committed: what the old sinks
+		// hold out of sight (a rolling file part) becomes visible. Until
+		// then the old job's commit stays pending (a restart commits the
+		// handover again with a fresh build, which does it).
+		commitErr = u.jr.X.ReleaseSinks(ctx)
+	}
 	if commitErr != nil {
 		s.Opts.Logger.Error("committing the handover checkpoint (a restart commits it again)", "job_id", u.old.ID, "error", commitErr)
 	} else {
