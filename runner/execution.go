@@ -208,6 +208,19 @@ func (x *Execution) ReleaseSinks(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Activity returns the elements every step has read, emitted, rejected
+// and dropped so far, summed: it stays the same while the execution
+// processes nothing (the job service skips the checkpoints of an idle
+// job). It allocates nothing.
+func (x *Execution) Activity() int64 {
+	var n int64
+	for _, sp := range x.r.steps {
+		c := sp.counters
+		n += c.in.Load() + c.out.Load() + c.rejects.Load() + c.dropped.Load()
+	}
+	return n
+}
+
 // Metrics returns the live counters and watermarks of every step.
 func (x *Execution) Metrics() *Result { return x.r.result() }
 

@@ -20,6 +20,8 @@ type splitState struct {
 	done  bool
 	// closed is set when a Pause closed the split early.
 	closed bool
+	// empty is set when the split's last read found nothing.
+	empty bool
 }
 
 type sourceNode struct {
@@ -139,13 +141,25 @@ func (n *sourceNode) read(ctx context.Context) error {
 		n.done = true
 		return nil
 	}
-	res, err := s.split.Read(ctx, n.buf)
+	var res contract.ReadResult
+	var err error
+	if ir, ok := s.split.(contract.IdleReader); ok && s.empty && n.w.mayWaitIdle() {
+		rctx, done := n.w.idleReadContext(ctx)
+		res, err = ir.ReadIdle(rctx, n.buf)
+		done()
+		if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+			return nil // cut short: the worker has work
+		}
+	} else {
+		res, err = s.split.Read(ctx, n.buf)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("reading source %q: %w", n.plan.step.Name, err)
 	}
+	s.empty = res.N == 0
 	n.plan.counters.in.Add(int64(res.N))
 	clean := true
 	for i := 0; i < res.N; i++ {

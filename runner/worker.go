@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,8 @@ type inbox struct {
 	mu     sync.Mutex
 	q      []message
 	notify chan struct{}
+	// interrupt, when set, cuts short the worker's idle read (wake).
+	interrupt atomic.Pointer[context.CancelFunc]
 }
 
 func (ib *inbox) push(m message) {
@@ -57,6 +60,9 @@ func (ib *inbox) wake() {
 	select {
 	case ib.notify <- struct{}{}:
 	default:
+	}
+	if f := ib.interrupt.Load(); f != nil {
+		(*f)()
 	}
 }
 
@@ -219,6 +225,51 @@ func (w *worker) readSource() (bool, error) {
 		return true, s.read(w.r.ctx)
 	}
 	return false, nil
+}
+
+// mayWaitIdle reports whether the worker may let its source wait long for
+// input (contract.IdleReader): it reads one split only (a long wait on one
+// would hold up the others), has no snapshot to encode and is not
+// draining.
+func (w *worker) mayWaitIdle() bool {
+	if len(w.snapshots) > 0 || w.r.draining.Load() || len(w.sources) != 1 {
+		return false
+	}
+	open := 0
+	for _, s := range w.sources[0].splits {
+		if !s.done {
+			open++
+		}
+	}
+	return open == 1
+}
+
+// idleReadContext returns the context of an idle read: cancelled by the
+// next wake of the worker's inbox (a message, a checkpoint, a drain, a
+// pause), at the next processing-time deadline, or with ctx. done
+// unregisters it and must be called when the read returns.
+func (w *worker) idleReadContext(ctx context.Context) (context.Context, func()) {
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if d := w.nextDeadline(); d != 0 && !w.r.manual {
+		wait := time.Duration(d-w.r.opts.Clock.Now()) * time.Millisecond
+		rctx, cancel = context.WithTimeout(ctx, wait)
+	} else {
+		rctx, cancel = context.WithCancel(ctx)
+	}
+	w.inbox.interrupt.Store(&cancel)
+	select {
+	case <-w.inbox.notify:
+		// Woken before the interrupt was in place (or a wake the loop has
+		// not waited on yet): the loop takes its inbox next, before it can
+		// wait again, so the wake is consumed here.
+		cancel()
+	default:
+	}
+	return rctx, func() {
+		w.inbox.interrupt.Store(nil)
+		cancel()
+	}
 }
 
 func (w *worker) nextDeadline() mtime.Time {

@@ -48,6 +48,9 @@ type Config struct {
 	// CheckpointInterval is the jobs' checkpoint interval. Default
 	// service.DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
+	// IdleCheckpointInterval is how often a job that processed nothing
+	// since its last checkpoint takes one; 0: 30 checkpoint intervals.
+	IdleCheckpointInterval time.Duration
 	// MinReplaceInterval is the job service's minimum time between a job's
 	// start and a same-name replacement of it (service.Options). Default
 	// service.DefaultMinReplaceInterval; negative: none.
@@ -292,7 +295,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if p.broker, err = startBroker(ctx, cfg, dir); err != nil {
 		return nil, err
 	}
-	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, Logger: cfg.Logger,
+	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, Logger: cfg.Logger,
 		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access,
 		MaxJobs: objectLimit(cfg.MaxJobs)})
 	if err != nil {

@@ -24,6 +24,7 @@ type serverFlags struct {
 	dataDir            string
 	listen             string
 	checkpointInterval time.Duration
+	idleCheckpoint     time.Duration
 	minReplaceInterval string
 	rollbackRetention  string
 	natsURL            string
@@ -85,6 +86,7 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.dataDir, "data-dir", service.DefaultDataDir, "directory of the job registry, state and checkpoints")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
+	fl.DurationVar(&f.idleCheckpoint, "idle-checkpoint-interval", 0, "how often a job that processed nothing since its last checkpoint takes one (default 30 checkpoint intervals)")
 	fl.StringVar(&f.rollbackRetention, "rollback-retention", "24h", "how long the rollback snapshot of every update and replacement is kept (never less than the new job has run); weir jobs rollback starts from it")
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
@@ -123,7 +125,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	// address) stops it cleanly too, every job checkpointed.
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval,
+	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint,
 		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),

@@ -150,6 +150,12 @@ type SourceConfig struct {
 	// under light traffic paused up to ~95 ms; an idle source then costs
 	// 40 pull requests a second (docs/BENCHMARKS.md).
 	FetchWait time.Duration
+	// IdlePollInterval is the longest an idle source waits between two
+	// looks at an empty subscription when its worker has nothing else to
+	// do (contract.IdleReader) and no message was published to the topic
+	// meanwhile (a publish wakes it at once): what a redelivery or a seek
+	// of an idle subscription may wait. Default DefaultIdlePollInterval.
+	IdlePollInterval time.Duration
 	// MaxFutureSkew is how far ahead of processing time (Clock) an event
 	// time may be. A message stamped further ahead is a reject with reason
 	// ReasonTimestampInFuture: it never reaches the watermark, so one bad
@@ -184,6 +190,9 @@ func (c *SourceConfig) EnsureDefaults() {
 	}
 	if c.FetchWait <= 0 {
 		c.FetchWait = 25 * time.Millisecond
+	}
+	if c.IdlePollInterval <= 0 {
+		c.IdlePollInterval = DefaultIdlePollInterval
 	}
 	if c.Clock == nil {
 		c.Clock = mtime.WallClock{}
@@ -533,6 +542,9 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	}
 	return sp, nil
 }
+
+// DefaultIdlePollInterval is SourceConfig.IdlePollInterval's default.
+const DefaultIdlePollInterval = 5 * time.Second
 
 // consumer finds the source's subscription and its topic: on the topic's
 // stream when the source reads a topic (creating the subscription the

@@ -87,6 +87,7 @@ func (s *split) Ack(ctx context.Context, pos []byte) error {
 // releases the split. Messages delivered but not acknowledged stay in the
 // subscription.
 func (s *split) Close() error {
+	s.hangUpBell()
 	if s.batch != nil {
 		for range s.batch.Messages() {
 		}

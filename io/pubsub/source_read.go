@@ -61,6 +61,15 @@ type split struct {
 	// emptyHeld counts the fetches in a row that delivered nothing while
 	// the split held (checkRetained).
 	emptyHeld int
+	// empty counts the reads in a row that found nothing (ReadIdle);
+	// idleTimer times an idle read's wait; bellSub, while the split is
+	// idle, rings bell at every message published to the topic
+	// (bellFailed: it could not subscribe, and polls).
+	empty      int
+	idleTimer  *time.Timer
+	bell       chan struct{}
+	bellSub    *nats.Subscription
+	bellFailed bool
 
 	acked atomic.Uint64 // highest stream sequence acknowledged
 }
@@ -76,6 +85,114 @@ const fetchBatch = 4
 // element arrived. A fetch still in flight when Read returns is continued by
 // the next Read, so no delivered message is lost.
 func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
+	return s.read(ctx, buf, fetchBatch*len(buf))
+}
+
+// ReadIdle is Read for a worker with nothing else to do
+// (contract.IdleReader). Once the subscription has been empty for a while
+// (idlePollAfter reads in a row) the split stops asking: it listens to the
+// topic's subject (a plain NATS subscription, the doorbell) and fetches
+// when a message is published there, or after IdlePollInterval at the
+// latest (a redelivery or a seek rings no bell), or when ctx is cut short
+// by the worker (it has work). No pull request is in flight meanwhile, so
+// a pause (an update's, a rescale's, a drain's) never waits for one. An
+// idle subscription then costs no request at all between publishes; the
+// doorbell is hung up as soon as messages flow again.
+func (s *split) ReadIdle(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
+	if s.batch == nil && s.empty >= idlePollAfter {
+		if s.bellSub == nil {
+			// First idle read: hang the doorbell, then fetch once more so
+			// that a message published before it is not missed.
+			s.hangBell()
+		} else if err := s.waitBell(ctx); err != nil {
+			return s.result(0), err
+		}
+	}
+	// A small pull: an idle subscription's first messages come back as
+	// soon, and its pull requests allocate little.
+	res, err := s.read(ctx, buf, min(len(buf), idleFetchBatch))
+	if res.N > 0 {
+		s.hangUpBell()
+	}
+	return res, err
+}
+
+// hangBell subscribes to the topic's subject: every message published
+// there rings the split's bell. Without it (the subscription failed) the
+// split polls every idleNoBellPoll.
+func (s *split) hangBell() {
+	if s.bell == nil {
+		s.bell = make(chan struct{}, 1)
+	}
+	_, subject, err := topicNames(s.srcName)
+	if err == nil {
+		bell := s.bell
+		s.bellSub, err = s.b.nc.Subscribe(subject, func(*nats.Msg) {
+			select {
+			case bell <- struct{}{}:
+			default:
+			}
+		})
+	}
+	if err != nil {
+		s.b.log.Debug("idle source: no doorbell on the topic, polling instead", "topic", s.srcName, "error", err)
+		s.bellSub = nil
+		s.bellFailed = true
+	}
+}
+
+// hangUpBell ends the doorbell subscription, if any.
+func (s *split) hangUpBell() {
+	if s.bellSub != nil {
+		_ = s.bellSub.Unsubscribe()
+		s.bellSub = nil
+	}
+}
+
+// waitBell waits for the bell, IdlePollInterval (idleNoBellPoll without a
+// bell) or ctx, whichever comes first.
+func (s *split) waitBell(ctx context.Context) error {
+	d := s.cfg.IdlePollInterval
+	if s.bellFailed {
+		d = min(d, idleNoBellPoll)
+	}
+	if s.idleTimer == nil {
+		s.idleTimer = time.NewTimer(d)
+	} else {
+		s.idleTimer.Reset(d)
+	}
+	defer s.idleTimer.Stop() // Go 1.23 timers: no stale tick after Stop
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.bell:
+	case <-s.idleTimer.C:
+	}
+	return nil
+}
+
+// idleNoBellPoll is how often an idle split without a doorbell looks at
+// its subscription.
+const idleNoBellPoll = 500 * time.Millisecond
+
+// idlePollAfter is how many empty reads in a row (a fifth of a second at
+// the default FetchWait) make a read idle.
+const idlePollAfter = 8
+
+// idleFetchBatch is how many messages an idle read's pull asks for.
+const idleFetchBatch = 64
+
+func (s *split) read(ctx context.Context, buf []contract.Element, batch int) (contract.ReadResult, error) {
+	res, err := s.readFetch(ctx, buf, batch)
+	if res.N > 0 {
+		s.empty = 0
+	} else if err == nil {
+		s.empty++
+	}
+	return res, err
+}
+
+func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int) (contract.ReadResult, error) {
 	n := 0
 	fetched := false
 	for n < len(buf) {
@@ -83,7 +200,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			if n > 0 || fetched {
 				break
 			}
-			b, err := s.cons.Fetch(fetchBatch*len(buf), jetstream.FetchMaxWait(s.cfg.FetchWait))
+			b, err := s.cons.Fetch(batch, jetstream.FetchMaxWait(s.cfg.FetchWait))
 			if err != nil {
 				return s.result(n), s.readError(err)
 			}
@@ -215,6 +332,15 @@ func (s *split) readError(err error) error {
 	what := "reading subscription " + s.cfg.Subscription
 	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("%s: %w: it was deleted while the job read it (%w)", what, ErrSubscriptionNotFound, err)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		// A pull to a consumer deleted while no pull was in flight (an
+		// idle split) finds nobody to answer it: say what happened.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, cerr := s.b.js.Consumer(ctx, s.stream, NATSName(s.cfg.Subscription)); errors.Is(cerr, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("%s: %w: it was deleted while the job read it (%w)", what, ErrSubscriptionNotFound, cerr)
+		}
 	}
 	return apiErr(what, err)
 }

@@ -494,14 +494,27 @@ func (s *Sink) Commit(ctx context.Context, epoch uint64, parts [][]byte) error {
 			decoded = append(decoded, p)
 		}
 	}
-	if err := s.apply(ctx, decoded, int64(epoch), true); err != nil {
-		return err
+	if len(decoded) > 0 || !s.preparedPlain() {
+		if err := s.apply(ctx, decoded, int64(epoch), true); err != nil {
+			return err
+		}
 	}
+	// An epoch without rows on a table already prepared writes nothing:
+	// its replay would write nothing either, and an idle job then costs
+	// its database no transaction a checkpoint.
 	s.mu.Lock()
 	s.mu.pending = slices.DeleteFunc(s.mu.pending, func(p pendingPart) bool { return p.epoch <= epoch })
 	s.mu.Unlock()
 	s.mergeIfDue(ctx)
 	return nil
+}
+
+// preparedPlain reports whether the sink's table is prepared and is not a
+// staged layout's (whose merges follow the progress of every epoch).
+func (s *Sink) preparedPlain() bool {
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	return s.db.prepared && !s.db.staged && s.cfg.Layout != LayoutStaged
 }
 
 // Close applies the rows still buffered, and those of pre-committed parts no

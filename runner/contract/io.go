@@ -39,6 +39,20 @@ type SourceSplit interface {
 	Close() error
 }
 
+// IdleReader is a split whose reads can wait long for input when the
+// caller can cut the wait short. The executor calls ReadIdle instead of
+// Read when the worker has nothing else to do — the split's last read
+// found nothing and it is the worker's only split — with a ctx it cancels
+// as soon as the worker has work again (a message, a checkpoint, a drain,
+// a processing-time timer). ReadIdle is Read that may block up to the
+// split's own long wait (about a second) while nothing is available; when
+// ctx is done first it returns ctx's error with nothing read and keeps
+// everything in flight for the next read. An idle job then asks its input
+// about once a second instead of continuously.
+type IdleReader interface {
+	ReadIdle(ctx context.Context, buf []Element) (ReadResult, error)
+}
+
 // CatchingUpSplit is implemented by a split that re-reads input an earlier
 // job already processed (a replacement job catching up) and must not be cut
 // short by a drain while it does. CatchingUp is called between Reads from

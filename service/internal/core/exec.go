@@ -33,6 +33,16 @@ type Run struct {
 	X            *runner.Execution
 	Checkpointed bool
 
+	// idleAt and idleActivity are when the last checkpoint was taken and
+	// the execution's activity just before it (supervise: an idle job
+	// checkpoints every IdleCheckpointInterval only). Read and written by
+	// Checkpoint under cpMu and by the supervisor.
+	idleAt       atomic.Int64
+	idleActivity atomic.Int64
+	// historyBucket is the fine history bucket the supervisor last
+	// sampled (supervise only).
+	historyBucket int64
+
 	// cpMu serialises checkpoints of the execution from taking to commit
 	// (periodic, final, at shutdown, and an update's or rescale's pause),
 	// so that no checkpoint's state changes are taken but not yet written
@@ -300,9 +310,14 @@ func (s *Core) supervise(jr *Run) {
 		case <-t.C:
 			now := s.Now()
 			jr.observe(now)
-			s.recordHistory(jr, now)
+			// One history sample per fine bucket: a bucket keeps one value,
+			// and a sample asks the broker for every source's backlog.
+			if b := now.UnixMilli() / HistoryFineResolution.Milliseconds(); b != jr.historyBucket {
+				jr.historyBucket = b
+				s.recordHistory(jr, now)
+			}
 			s.Changes.Notify()
-			if jr.Checkpointed && s.sinkRetryDue(jr) {
+			if jr.Checkpointed && s.sinkRetryDue(jr) && !s.idle(jr, now) {
 				if err := s.Checkpoint(jr, nil); err != nil {
 					s.CheckpointFailed(jr, err)
 				}
@@ -326,6 +341,7 @@ func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), FinalCheckpointTimeout)
 	defer cancel()
 	start := time.Now()
+	activity := jr.X.Activity() // before the barrier: anything later checkpoints again
 	cp, err := jr.X.Checkpoint(ctx)
 	if err != nil {
 		return err
@@ -338,7 +354,25 @@ func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
 	}
 	s.sinkCommitted(jr, cp.Epoch)
 	s.observeCheckpoint(jr, time.Since(start), checkpointSize(cp))
+	jr.idleActivity.Store(activity)
+	jr.idleAt.Store(s.Now().UnixNano())
 	return nil
+}
+
+// idle reports whether jr's periodic checkpoint at now can be skipped:
+// nothing was read, emitted, rejected or dropped since its last
+// checkpoint (which then persisted everything a new one would), and that
+// one is younger than IdleCheckpointInterval. A sink whose commit failed
+// is retried regardless (sinkRetryDue).
+func (s *Core) idle(jr *Run, now time.Time) bool {
+	at := jr.idleAt.Load()
+	if at == 0 || jr.sinkFault.Load() != nil {
+		return false
+	}
+	if now.Sub(time.Unix(0, at)) >= s.Opts.IdleCheckpointInterval {
+		return false
+	}
+	return jr.X.Activity() == jr.idleActivity.Load()
 }
 
 // writeCheckpoint writes checkpoint cp of jr with jr's job record, in a Tx

@@ -41,6 +41,11 @@ type Options struct {
 	// CheckpointInterval is how often every running job takes a
 	// checkpoint (and samples its metrics). Default 1s.
 	CheckpointInterval time.Duration
+	// IdleCheckpointInterval is how often a job that processed nothing
+	// since its last checkpoint (no element read, emitted, rejected or
+	// dropped) takes one: an idle job's checkpoint would persist nothing
+	// new. Default 30 checkpoint intervals (30s at the default interval).
+	IdleCheckpointInterval time.Duration
 	// Clock gives the time of job records (create_time, state_time), job
 	// IDs and metrics. Default the wall clock. It is not handed to
 	// executions: their processing time is the wall clock.
@@ -125,6 +130,10 @@ func (o *Options) EnsureDefaults() {
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = DefaultCheckpointInterval
 	}
+	if o.IdleCheckpointInterval <= 0 {
+		o.IdleCheckpointInterval = 30 * o.CheckpointInterval
+	}
+	o.IdleCheckpointInterval = max(o.IdleCheckpointInterval, o.CheckpointInterval)
 	if o.Clock == nil {
 		o.Clock = mtime.WallClock{}
 	}

@@ -224,6 +224,22 @@ func (s *Schedules) checkPipeline(sch *record.Schedule, v record.ScheduleVersion
 	return nil
 }
 
+// locked takes s.mu (before the core's locks) for a change of schedule
+// name and returns the schedule with its runs; unlock releases s.mu. It
+// refuses while the store is failed.
+func (s *Schedules) locked(name string) (*record.Schedule, func(), error) {
+	if err := s.RefuseIfStoreFailed(); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock() // before the core's locks
+	sch, err := s.Get(name)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	return sch, s.mu.Unlock, nil
+}
+
 // Get returns schedule name with its runs.
 func (s *Schedules) Get(name string) (*record.Schedule, error) {
 	sch, err := s.read(name)
@@ -264,15 +280,11 @@ func (s *Schedules) List() ([]*record.Schedule, error) {
 // versions that ran or will run them. The partition must be neither
 // published nor running (SCHEDULE_CONFLICT).
 func (s *Schedules) Switch(ctx context.Context, req SwitchRequest) (*record.Schedule, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	sch, err := s.Get(req.Name)
+	sch, unlock, err := s.locked(req.Name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	c, err := CadenceOf(sch)
 	if err != nil {
 		return nil, errcode.Internalf("schedule %s: %w", sch.Name, err)
@@ -338,15 +350,11 @@ func firstOpen(sch *record.Schedule) time.Time {
 // A run of it in progress is cancelled (its rows stay staged, never
 // published) and its partition runs again with the earlier version.
 func (s *Schedules) Rollback(ctx context.Context, name string) (*record.Schedule, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	sch, err := s.Get(name)
+	sch, unlock, err := s.locked(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	cur := -1
 	for i := len(sch.Versions) - 1; i >= 0; i-- {
 		if !sch.Versions[i].RolledBack {
@@ -390,15 +398,11 @@ func (s *Schedules) Rollback(ctx context.Context, name string) (*record.Schedule
 // SetPaused pauses (no new run starts; one in progress ends as it would)
 // or resumes schedule name.
 func (s *Schedules) SetPaused(name string, paused bool) (*record.Schedule, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	sch, err := s.read(name)
+	sch, unlock, err := s.locked(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if sch.Paused != paused {
 		sch.Paused, sch.UpdateTime = paused, s.Now().UTC()
 		if err := s.write(sch, nil); err != nil {
@@ -412,15 +416,11 @@ func (s *Schedules) SetPaused(name string, paused bool) (*record.Schedule, error
 // schedule name start again at the next tick, with its attempts counted
 // afresh, against the same manifest.
 func (s *Schedules) Retry(name, partition string) (*record.Schedule, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	sch, err := s.Get(name)
+	sch, unlock, err := s.locked(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	for _, r := range sch.Runs {
 		if r.Partition != partition {
 			continue
@@ -442,15 +442,11 @@ func (s *Schedules) Retry(name, partition string) (*record.Schedule, error) {
 // Delete removes schedule name and its runs' records; a run in progress
 // goes on as a job of its own, and what was published stays.
 func (s *Schedules) Delete(name string) (*record.Schedule, error) {
-	if err := s.RefuseIfStoreFailed(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	sch, err := s.Get(name)
+	sch, unlock, err := s.locked(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	w := &state.Write{}
 	w.Delete(record.ScheduleKey(name))
 	for _, r := range sch.Runs {
