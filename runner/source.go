@@ -143,9 +143,13 @@ func (n *sourceNode) read(ctx context.Context) error {
 	}
 	var res contract.ReadResult
 	var err error
-	if ir, ok := s.split.(contract.IdleReader); ok && s.empty && n.w.mayWaitIdle() {
+	var idle contract.IdleReader
+	if s.empty && n.w.mayWaitIdle() { // nothing is looked up while input flows
+		idle, _ = s.split.(contract.IdleReader)
+	}
+	if idle != nil {
 		rctx, done := n.w.idleReadContext(ctx)
-		res, err = ir.ReadIdle(rctx, n.buf)
+		res, err = idle.ReadIdle(rctx, n.buf)
 		done()
 		if err != nil && ctx.Err() == nil && rctx.Err() != nil {
 			return nil // cut short: the worker has work
