@@ -496,6 +496,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 		srcName:  topic,
 		wm:       newWatermarker(cfg.Watermark, cfg.Clock.Now()),
 		maxEvent: s.maxEvent,
+		pending:  -1,
 	}
 	if cfg.IDAttribute != "" || cfg.IDField != "" {
 		sp.seen = newSeenIDs(mtime.FromDuration(cfg.DedupeWindow), cfg.MaxDedupeIDs)

@@ -65,8 +65,11 @@ type split struct {
 	// idleTimer times an idle read's wait; bellSub, while the split is
 	// idle, rings bell at every message published to the topic
 	// (bellFailed: it could not subscribe, and polls).
-	empty      int
-	idleTimer  *time.Timer
+	empty     int
+	idleTimer *time.Timer
+	// pending is how many messages the subscription held after the last
+	// one read (its metadata's NumPending); -1 before any (drained).
+	pending    int64
 	bell       chan struct{}
 	bellSub    *nats.Subscription
 	bellFailed bool
@@ -99,7 +102,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 // idle subscription then costs no request at all between publishes; the
 // doorbell is hung up as soon as messages flow again.
 func (s *split) ReadIdle(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
-	if s.batch == nil && s.empty >= idlePollAfter {
+	if s.batch == nil && s.empty >= idlePollAfter && s.drained(ctx) {
 		if s.bellSub == nil {
 			// First idle read: hang the doorbell, then fetch once more so
 			// that a message published before it is not missed.
@@ -115,6 +118,23 @@ func (s *split) ReadIdle(ctx context.Context, buf []contract.Element) (contract.
 		s.hangUpBell()
 	}
 	return res, err
+}
+
+// drained reports whether the subscription has nothing left to deliver:
+// the last message read said none was pending after it (or, before any
+// message, the subscription says so). Fetches can come back empty while
+// messages wait — a loaded machine, the cap of messages in flight — and
+// the doorbell rings only for new publishes, so an idle wait starts only
+// once the backlog is read.
+func (s *split) drained(ctx context.Context) bool {
+	if s.pending < 0 {
+		ci, err := s.cons.Info(ctx)
+		if err != nil {
+			return false
+		}
+		s.pending = int64(ci.NumPending)
+	}
+	return s.pending == 0
 }
 
 // hangBell subscribes to the topic's subject: every message published
@@ -372,6 +392,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading subscription %s: %w", s.cfg.Subscription, err)
 	}
+	s.pending = int64(md.NumPending)
 	s.caughtUp = false
 	s.emptyHeld = 0
 	now := s.cfg.Clock.Now()
