@@ -45,10 +45,10 @@ type SourceSplit interface {
 // found nothing and it is the worker's only split — with a ctx it cancels
 // as soon as the worker has work again (a message, a checkpoint, a drain,
 // a processing-time timer). ReadIdle is Read that may block up to the
-// split's own long wait (about a second) while nothing is available; when
-// ctx is done first it returns ctx's error with nothing read and keeps
+// split's own long wait (seconds) while nothing is available; when ctx is
+// done first it returns ctx's error with nothing read and keeps
 // everything in flight for the next read. An idle job then asks its input
-// about once a second instead of continuously.
+// rarely (or is told when input comes) instead of polling continuously.
 type IdleReader interface {
 	ReadIdle(ctx context.Context, buf []Element) (ReadResult, error)
 }
