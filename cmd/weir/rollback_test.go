@@ -59,8 +59,13 @@ func crashRollback(t *testing.T, seed uint64) {
 	publish(srv, chunk(900, 1800, 90*time.Second))
 	waitCaughtUp(t, srv, id2)
 
-	vo := srv.cli(work, "jobs", "rollback", "orders", "--validate-only", "--format", "json")
-	if vo.code != ExitOK {
+	// The rollback snapshot is copied in the background after the update
+	// (paced): until it is READY the server answers ROLLBACK_UNAVAILABLE.
+	var vo cliResult
+	if !await.Until(60*time.Second, 50*time.Millisecond, func() bool {
+		vo = srv.cli(work, "jobs", "rollback", "orders", "--validate-only", "--format", "json")
+		return vo.code == ExitOK || !strings.Contains(vo.stderr, "ROLLBACK_UNAVAILABLE")
+	}) || vo.code != ExitOK {
 		t.Fatalf("validate-only rollback: %d %s", vo.code, vo.stderr)
 	}
 	var rep struct {
