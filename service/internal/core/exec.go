@@ -359,22 +359,6 @@ func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
 	return nil
 }
 
-// idle reports whether jr's periodic checkpoint at now can be skipped:
-// nothing was read, emitted, rejected or dropped since its last
-// checkpoint (which then persisted everything a new one would), and that
-// one is younger than IdleCheckpointInterval. A sink whose commit failed
-// is retried regardless (sinkRetryDue).
-func (s *Core) idle(jr *Run, now time.Time) bool {
-	at := jr.idleAt.Load()
-	if at == 0 || jr.sinkFault.Load() != nil {
-		return false
-	}
-	if now.Sub(time.Unix(0, at)) >= s.Opts.IdleCheckpointInterval {
-		return false
-	}
-	return jr.X.Activity() == jr.idleActivity.Load()
-}
-
 // writeCheckpoint writes checkpoint cp of jr with jr's job record, in a Tx
 // (jr.cpMu is held). written, when set, is called in the same Tx once the
 // write landed (a snapshot pins the store there: no other store write
