@@ -71,6 +71,13 @@ type Options struct {
 	MemoryRows int
 	// Logger receives the run's logs (default: discarded).
 	Logger *slog.Logger
+	// State, when set, is the keyed state the run starts from (a job
+	// snapshot's): StateSteps maps each of this pipeline's steps to the
+	// State's step whose state it takes; steps not in StateSteps start
+	// empty. The run then restores as a job created from the snapshot
+	// would, with the runner's default key groups (a job's).
+	State      *State
+	StateSteps map[string]string
 }
 
 // Result is what one sandboxed run wrote. Close it to remove its files.
@@ -197,6 +204,13 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 		}
 		return cap.add(r, true)
 	}}
+	if opts.State != nil {
+		// Checkpoints makes the keyed steps read Restore.State; no
+		// checkpoint is ever taken, and the capture sinks commit as they
+		// write.
+		ro.Checkpoints = true
+		ro.Restore = &contract.Restore{State: stateView{s: opts.State, steps: opts.StateSteps}}
+	}
 	m, err := weir.Run(ctx, p, ro)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline in the sandbox: %w", err)

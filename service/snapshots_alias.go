@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/service/internal/snapshots"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // Temporary aliases while snapshots move to package snapshots.
@@ -31,6 +32,11 @@ func ParseSnapshotTTL(v string) (time.Duration, error) { return snapshots.ParseS
 // VerifySnapshotFile is snapshots.VerifySnapshotFile.
 func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
 	return snapshots.VerifySnapshotFile(r)
+}
+
+// ReadSnapshotFileState is snapshots.ReadSnapshotFileState.
+func ReadSnapshotFileState(r io.Reader, entry func(step string, kg uint16, key, value []byte) error) (*record.Snapshot, SnapshotFileInfo, error) {
+	return snapshots.ReadSnapshotFileState(r, entry)
 }
 
 // SourceSnapshotName is snapshots.SourceSnapshotName.

@@ -51,13 +51,14 @@ type rehearseFlags struct {
 	since       string
 	until       string
 	fromSubSnap string
+	fromSnap    string
 	server      serverFlag
 }
 
 func newRehearseCommand(e *env) *cobra.Command {
 	var f rehearseFlags
 	cmd := &cobra.Command{
-		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME | --from-subscription-snapshot NAME [--until TIME]",
+		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME | --from-subscription-snapshot NAME | --from-snapshot ID|FILE [--until TIME]",
 		Short: "Run the old and the new pipeline over the same recorded input and compare their outputs",
 		Long: `Rehearse runs the pipeline a job runs (OLD, a file or the name of a job of
 the weir server) and a new version (NEW) over exactly the same recorded
@@ -73,6 +74,16 @@ The recorded input (--events) is JSON lines, each an element
 or a watermark move
   {"watermark": "2026-03-01T00:05:00Z", "source": "STEP"}
 ("source" may be left out when the pipeline has one recorded source).
+With --from-snapshot (a READY job snapshot's ID, or a file written by
+weir snapshots export), both pipelines start from the snapshot's keyed
+state: the old through its own graph, the new through the compatibility
+mapping (--transform-name-mapping), exactly as an update would take it over,
+so the windows open at the snapshot are compared too. A new pipeline an
+update could not take the state over with is refused (exit 8, naming the
+incompatibility). The recorded input is then what the old pipeline's
+Pub/Sub topics retain after the snapshot's positions (up to --until), or
+--events.
+
 Or, with --since (and --until), the recorded input is what the topics of
 OLD's ReadFromPubSub sources retain on the server at --server; with
 --from-subscription-snapshot, what the snapshot's topic retains after what
@@ -112,6 +123,7 @@ not fit the pipelines' sources.`,
 	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
 	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
 	fl.StringVar(&f.until, "until", "", "with --since or --from-subscription-snapshot: up to this time (RFC 3339, or a duration ago); default now")
+	fl.StringVar(&f.fromSnap, "from-snapshot", "", "start both pipelines from a READY job snapshot's state (its ID on the server, or an exported snapshot file); the recorded input is what its Pub/Sub sources' topics retain after its positions, or --events")
 	fl.StringVar(&f.fromSubSnap, "from-subscription-snapshot", "", "the recorded input: the messages of the snapshot's topic that the subscription snapshot had not acknowledged, read from the server without acknowledging")
 	fl.Int64Var(&f.budget, "budget", 0, "differences (noise excluded) still counted as parity")
 	fl.IntVar(&f.maxDetails, "max-details", 100, "differences listed one by one (every difference is counted)")
@@ -125,6 +137,9 @@ type rehearsal struct {
 	Old    string `json:"old"`
 	New    string `json:"new"`
 	Events string `json:"events"`
+	// Snapshot is the job snapshot both pipelines started from
+	// (--from-snapshot); nil when they started empty.
+	Snapshot *rehearsalSnapshot `json:"snapshot,omitempty"`
 	// Verdict is "identical" or "different".
 	Verdict      string              `json:"verdict"`
 	Conservation []diff.Conservation `json:"conservation"`
@@ -150,15 +165,18 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			given++
 		}
 	}
-	if given != 1 {
-		return usageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME or --from-subscription-snapshot NAME (one of them)")
+	switch {
+	case f.fromSnap != "" && (f.since != "" || f.fromSubSnap != ""):
+		return usageErrorf("--from-snapshot reads what came after the snapshot's own positions: give it alone, or with --events (not with --since or --from-subscription-snapshot)")
+	case f.fromSnap == "" && given != 1:
+		return usageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME, --from-subscription-snapshot NAME or --from-snapshot ID (one of them)")
 	}
 	if f.until != "" && f.events != "" {
-		return usageErrorf("--until needs --since or --from-subscription-snapshot")
+		return usageErrorf("--until needs --since, --from-subscription-snapshot or --from-snapshot")
 	}
 	now := time.Now()
 	var since, until time.Time
-	if f.since != "" || f.fromSubSnap != "" {
+	if f.events == "" {
 		var err error
 		if f.since != "" {
 			if since, err = timeOrAgo(f.since, now); err != nil {
@@ -207,6 +225,17 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	if err != nil {
 		return withCode(ExitInvalidPipeline, err)
 	}
+	newP, err := sandbox.Load(newPath, newSrc, opts)
+	if err != nil {
+		return withCode(ExitInvalidPipeline, err)
+	}
+	var start *snapshotStart
+	if f.fromSnap != "" {
+		if start, err = loadSnapshotStart(ctx, f.server, f.fromSnap, oldP, newP, mapping); err != nil {
+			return err
+		}
+		e.logger.Info("rehearsing from a job snapshot", "snapshot", start.id, "entries", start.state.Entries())
+	}
 	var trace *sandbox.Trace
 	source := f.events
 	if f.events != "" {
@@ -220,7 +249,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			return withCode(ExitRehearsalFailed, err)
 		}
 	} else {
-		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap); err != nil {
+		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap, start); err != nil {
 			return err
 		}
 	}
@@ -229,9 +258,6 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		if n, _, applied := mapping.Rename(s.Name); applied && n != "" {
 			names[s.Name] = n
 		}
-	}
-	if _, err := sandbox.Load(newPath, newSrc, opts); err != nil {
-		return withCode(ExitInvalidPipeline, err)
 	}
 	e.logger.Info("rehearsing", "old", oldArg, "new", newPath, "events", f.events, "elements", trace.Elements())
 	run := func(what, name string, src []byte, o sandbox.Options) (*sandbox.Result, error) {
@@ -244,18 +270,23 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		}
 		return res, nil
 	}
-	oldRes, err := run("old", oldName, oldSrc, opts)
+	oldOpts := opts
+	newOpts := opts
+	newOpts.NameMapping = names
+	if start != nil {
+		oldOpts.State, oldOpts.StateSteps = start.state, start.oldSteps
+		newOpts.State, newOpts.StateSteps = start.state, start.newSteps
+	}
+	oldRes, err := run("old", oldName, oldSrc, oldOpts)
 	if err != nil {
 		return err
 	}
 	defer oldRes.Close()
-	old2Res, err := run("old (second)", oldName, oldSrc, opts)
+	old2Res, err := run("old (second)", oldName, oldSrc, oldOpts)
 	if err != nil {
 		return err
 	}
 	defer old2Res.Close()
-	newOpts := opts
-	newOpts.NameMapping = names
 	newRes, err := run("new", newPath, newSrc, newOpts)
 	if err != nil {
 		return err
@@ -276,6 +307,9 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
 	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep}
+	if start != nil {
+		out.Snapshot = start.report()
+	}
 	if !rep.Identical() {
 		out.Verdict = "different"
 	}
@@ -326,10 +360,10 @@ func timeOrAgo(s string, now time.Time) (time.Time, error) {
 // stream sequence: nothing is delivered or acknowledged), and returns them
 // as a trace with each source's watermark moves, and a description of
 // what was read.
-func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time, fromSnap string) (*sandbox.Trace, string, error) {
+func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time, fromSnap string, start *snapshotStart) (*sandbox.Trace, string, error) {
 	steps, topics, subs := sandbox.PubSubSources(oldP)
 	if len(steps) == 0 {
-		return nil, "", usageErrorf("--since and --from-subscription-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+		return nil, "", usageErrorf("--since, --from-subscription-snapshot and --from-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
 	}
 	c, err := newClient(server)
 	if err != nil {
@@ -359,6 +393,13 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 				return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
 			}
 			q.After = snap.AckFloor
+		}
+		if start != nil {
+			at, err := start.after(step, topic)
+			if err != nil {
+				return nil, "", withCode(ExitRehearsalFailed, err)
+			}
+			q.After = at
 		}
 		for {
 			page, err := c.ReadRetained(ctx, topic, q)
@@ -442,6 +483,12 @@ func writeRehearsal(w io.Writer, r *rehearsal, elements int64) error {
 	rep := r.Report
 	var b strings.Builder
 	fmt.Fprintf(&b, "rehearsal of %s against %s over %s: %d elements; old ran twice, new once\n", r.New, r.Old, r.Events, elements)
+	if sn := r.Snapshot; sn != nil {
+		fmt.Fprintf(&b, "both started from job snapshot %s (job %s, generation %d): %d state entries of %s\n", sn.ID, sn.Job, sn.Generation, sn.Entries, orNone(strings.Join(sn.Steps, ", ")))
+		for _, w := range sn.Warnings {
+			fmt.Fprintf(&b, "  the new pipeline takes it over with a warning: %s\n", w)
+		}
+	}
 	switch {
 	case rep.TotalNoise == 0:
 		b.WriteString("noise: none (the old pipeline agrees with itself)\n")

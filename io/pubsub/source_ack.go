@@ -41,6 +41,18 @@ func decodePosition(b []byte) (position, error) {
 	return p, nil
 }
 
+// PositionSequence returns the subscription of a ReadFromPubSub split's
+// position (a checkpoint's or a snapshot's) and the stream sequence of
+// the last message it counts as read (0: none). It decodes only: no
+// broker is asked.
+func PositionSequence(position []byte) (subscription string, seq uint64, err error) {
+	p, err := decodePosition(position)
+	if err != nil {
+		return "", 0, err
+	}
+	return p.Subscription, p.StreamSeq, nil
+}
+
 // Position returns the position after the last message Read handled.
 func (s *split) Position() ([]byte, error) {
 	p := s.pos

@@ -436,6 +436,33 @@ func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
 	return readSnapshotFile(r, func(*snapshotManifest) error { return nil }, nil)
 }
 
+// ReadSnapshotFileState reads a snapshot file to its end, checking it as an
+// import does, and calls entry with every state entry: its step, key
+// group, key and value (entry may keep the slices). It returns the
+// snapshot's record as the file carries it. A rehearsal starts its
+// sandboxed runs from this state; nothing is imported.
+func ReadSnapshotFileState(r io.Reader, entry func(step string, kg uint16, key, value []byte) error) (*record.Snapshot, SnapshotFileInfo, error) {
+	var snap *record.Snapshot
+	info, err := readSnapshotFile(r, func(m *snapshotManifest) error {
+		snap = m.Snapshot
+		return nil
+	}, func(rel, value []byte) error {
+		rest, ok := bytes.CutPrefix(rel, []byte("s/"))
+		if !ok {
+			return nil // the checkpoint record
+		}
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 || len(rest) < i+3 {
+			return fmt.Errorf("a state entry's key %q has no step and key group", rel)
+		}
+		return entry(string(rest[:i]), uint16(rest[i+1])<<8|uint16(rest[i+2]), rest[i+3:], value)
+	})
+	if err != nil {
+		return nil, info, err
+	}
+	return snap, info, nil
+}
+
 var snapshotIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // importBatchBytes bounds the snapshot data an import holds in memory
