@@ -43,6 +43,12 @@
 //	SIDE_INPUTS_CHANGED       a matched step gained or lost side inputs (by name)
 //	SOURCE_CHANGED            a source of OLD reads something else in NEW, or
 //	                          has no match (without AllowSourceChange)
+//	COMBINE_OUTPUTS_REORDERED a YAML Combine's outputs moved (reordered, or
+//	                          one in the middle removed): its accumulators are
+//	                          kept by position and would carry another
+//	                          output's values
+//	COMBINE_RENAME_UNKNOWN    an output declares renamed_from a name the
+//	                          running Combine has no output of
 //	MAPPING_UNKNOWN_STEP      a mapping key names no step of OLD, or a mapping
 //	                          value names no step of NEW
 //	MAPPING_CONFLICT          two steps of OLD map to one step name of NEW
@@ -61,6 +67,9 @@
 //	                          Combine's count of a field became Beam's count of
 //	                          elements (graphs stored before window and pane
 //	                          became metadata): the stored counter carries on
+//	COMBINE_OUTPUT_RENAMED    a YAML Combine output has another name at the same
+//	                          position, undeclared: its accumulator carries on
+//	                          under the new name (declare renamed_from)
 //	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
 //	                          ones (they start empty in open windows) or lost
 //	                          its last ones (dropped); the other outputs'

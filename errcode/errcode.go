@@ -381,6 +381,13 @@ const (
 	SideInputsChanged Code = "SIDE_INPUTS_CHANGED"
 	// SourceChanged: a source of OLD reads something else in NEW, or has no match.
 	SourceChanged Code = "SOURCE_CHANGED"
+	// CombineOutputsReordered: a YAML Combine's outputs moved (reordered,
+	// or one in the middle removed): stored accumulators are positional,
+	// so they would carry another output's values.
+	CombineOutputsReordered Code = "COMBINE_OUTPUTS_REORDERED"
+	// CombineRenameUnknown: a Combine output declares renamed_from a name
+	// the running Combine has no output of.
+	CombineRenameUnknown Code = "COMBINE_RENAME_UNKNOWN"
 	// MappingUnknownStep (KindInvalid): a mapping names a step that does not exist.
 	MappingUnknownStep Code = "MAPPING_UNKNOWN_STEP"
 	// MappingConflict (KindInvalid): two steps of OLD map to one step name of NEW.
@@ -398,6 +405,10 @@ const (
 	// existing ones, or lost its last ones: the kept outputs' accumulators
 	// carry on, new ones start empty in open windows.
 	CombineOutputsChanged Code = "COMBINE_OUTPUTS_CHANGED"
+	// CombineOutputRenamed: a YAML Combine output has another name at the
+	// same position without a declared renamed_from: its accumulator
+	// carries on under the new name.
+	CombineOutputRenamed Code = "COMBINE_OUTPUT_RENAMED"
 	// SourcePositionsDropped: a source's read positions are dropped on purpose.
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
@@ -524,11 +535,14 @@ func registry() []Info {
 		{AccumulationChanged, compat, KindConflict, http.StatusConflict},
 		{SideInputsChanged, compat, KindConflict, http.StatusConflict},
 		{SourceChanged, compat, KindConflict, http.StatusConflict},
+		{CombineOutputsReordered, compat, KindConflict, http.StatusConflict},
+		{CombineRenameUnknown, compat, KindConflict, http.StatusConflict},
 		{MappingUnknownStep, compat, KindInvalid, http.StatusBadRequest},
 		{MappingConflict, compat, KindInvalid, http.StatusBadRequest},
 		{WindowParamsChanged, compat, KindWarning, http.StatusOK},
 		{CombineFnChanged, compat, KindWarning, http.StatusOK},
 		{CombineOutputsChanged, compat, KindWarning, http.StatusOK},
+		{CombineOutputRenamed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
 		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},

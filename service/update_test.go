@@ -61,12 +61,18 @@ func updatePipeline(db string, filter bool, combine, extraGroup string) string {
 // tableRows reads the totals table as sorted "key window total n" lines.
 func tableRows(t *testing.T, db string) []string {
 	t.Helper()
+	return tableRowsOf(t, db, "total")
+}
+
+// tableRowsOf is tableRows with the total in column total.
+func tableRowsOf(t *testing.T, db, total string) []string {
+	t.Helper()
 	conn, err := sql.Open("sqlite", db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rows, err := conn.Query(`SELECT key, window_start, total, n FROM totals ORDER BY key, window_start`)
+	rows, err := conn.Query(`SELECT key, window_start, ` + total + `, n FROM totals ORDER BY key, window_start`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +121,9 @@ func TestUpdateKeepsState(t *testing.T) {
 		slow bool
 		// check, when set, checks the table after the new job finished.
 		check func(t *testing.T, db string)
+		// totalColumn is the column the oracle's total is in afterwards
+		// (default total).
+		totalColumn string
 	}{
 		{name: "add a stateless step", filter: true, combine: "Sums"},
 		{name: "rename with a mapping", combine: "Totals", mapping: `{"Sums": "Totals"}`},
@@ -164,6 +173,25 @@ func TestUpdateKeepsState(t *testing.T) {
 				}
 				if differ != 0 || rows == 0 {
 					t.Errorf("after the migration %d of %d rows have n2 != n", differ, rows)
+				}
+			}},
+		// A declared rename: the accumulator carries on under the new
+		// name and the table's column is renamed in place, so every row
+		// (those written before the update too) has the total under it.
+		{name: "rename an output declared", combine: "Sums", slow: true, totalColumn: "amount_total",
+			mutate: func(y string) string {
+				y = strings.Replace(y, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n", 1)
+			},
+			check: func(t *testing.T, db string) {
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var old int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals') WHERE name = 'total'`).Scan(&old); err != nil || old != 0 {
+					t.Errorf("the table still has the column total (%d, %v)", old, err)
 				}
 			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
@@ -231,7 +259,11 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("the table counts %d elements, want 6000", n)
 				}
 			}
-			if got := tableRows(t, db); !tc.noOracle && strings.Join(got, "\n") != strings.Join(want, "\n") {
+			col := tc.totalColumn
+			if col == "" {
+				col = "total"
+			}
+			if got := tableRowsOf(t, db, col); !tc.noOracle && strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("after the update the table holds:\n%s\nwithout an update it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if tc.check != nil {

@@ -745,6 +745,13 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: accumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
+	var renamed map[string]string
+	if agg.migrate != nil && len(agg.migrate.renamed) > 0 {
+		// The declared renames go in the step's recorded config, where the
+		// compatibility check reads them (compat's renamedOutputs).
+		renamed = agg.migrate.renamed
+		opts = append(opts, weir.WithConfig(combineConfigWithRenames(t, renamed)))
+	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
 		res = weir.Aggregate[contract.Reject, *rowT](l.root, t.name, in.rejects, agg, keyCoder, storedCoder, opts...)
@@ -752,8 +759,33 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		res = weir.Aggregate[*rowT, *rowT](l.root, t.name, in.rows, agg, keyCoder, storedCoder, opts...)
 	}
 	l.registerErrors(t, res)
-	return rowsColl(out, res), nil
+	c := rowsColl(out, res)
+	c.renamed = renamed
+	return c, nil
 }
+
+// combineConfigWithRenames is t's recorded config with the outputs renamed
+// in place, as {"renamed_outputs": {NEW: OLD}}.
+func combineConfigWithRenames(t *transformSpec, renamed map[string]string) any {
+	cfg, _ := t.config.plain().(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	if len(t.hints) > 0 {
+		cfg[resourceHintsKey] = t.hints
+	}
+	r := make(map[string]any, len(renamed))
+	for k, v := range renamed {
+		r[k] = v
+	}
+	cfg[renamedOutputsKey] = r
+	return cfg
+}
+
+// renamedOutputsKey is the key of a Combine's recorded step config (its
+// graph FnRef's config) that maps each output renamed in place to its old
+// name (migrations: renamed_from).
+const renamedOutputsKey = "renamed_outputs"
 
 // scalarFields reports whether every field is an int, float, bool, string
 // or timestamp: values whose key encoding decodes to the value itself.

@@ -688,6 +688,10 @@ type coll struct {
 	rows     weir.PCollection[*row.Row]
 	rejects  weir.PCollection[contract.Reject]
 	isReject bool
+	// renamed maps a field renamed in place to its old name: a Combine's
+	// outputs declared renamed_from, which a WriteToSql reading them
+	// renames its columns by.
+	renamed map[string]string
 }
 
 func rowsColl(s *row.Schema, c weir.PCollection[*row.Row]) *coll {

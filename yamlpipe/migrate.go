@@ -29,6 +29,18 @@ import (
 //	    accumulators:
 //	      n_positive: {init: "total > 0 ? n : 0"}
 //
+// An output renamed in place declares its old name,
+//
+//	  migrations:
+//	    accumulators:
+//	      amount_total: {renamed_from: total}
+//
+// so that its stored accumulator carries on under the new name (they are
+// kept by position: the renamed output stays where the old one was, which
+// the compatibility check verifies against the running job) and a
+// WriteToSql reading the Combine renames its column in place (old rows
+// keep their values, under the new name).
+//
 // init is a CEL expression over the step's output row as the stored
 // accumulators give it (the outputs the running version had; appended
 // ones read null, group_by fields null when the runner keeps keys
@@ -46,6 +58,9 @@ type combineMigrations struct {
 	// failed counts the inits that did not evaluate (the output then
 	// starts empty for that key and window); logged the first time.
 	failed atomic.Int64
+	// renamed maps an output renamed in place to its old name
+	// (renamed_from).
+	renamed map[string]string
 }
 
 // parseCombineMigrations compiles t's migrations: for agg.
@@ -55,14 +70,14 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 		return nil, nil
 	}
 	if mn.kind != kMap {
-		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR}}, not %s", mn.kind)
+		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}, not %s", mn.kind)
 	}
 	if err := l.checkKeys(mn, "migrations", "accumulators"); err != nil {
 		return nil, err
 	}
 	an := mn.get("accumulators")
 	if an == nil || an.kind != kMap {
-		return nil, l.errf(mn, "migrations needs accumulators: {OUTPUT: {init: EXPR}}")
+		return nil, l.errf(mn, "migrations needs accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}")
 	}
 	sc, err := celexpr.NewScope(agg.out, nil, nil)
 	if err != nil {
@@ -88,14 +103,40 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 			return nil, l.errf(k, "%s: the Combine has no output %q (its outputs: %s)", what, k.text, strings.Join(sorted, ", "))
 		}
 		if v.kind != kMap {
-			return nil, l.errf(v, "%s must be {init: EXPR}, not %s", what, v.kind)
+			return nil, l.errf(v, "%s must be {init: EXPR} or {renamed_from: OLD}, not %s", what, v.kind)
 		}
-		if err := l.checkKeys(v, what, "init"); err != nil {
+		if err := l.checkKeys(v, what, "init", "renamed_from"); err != nil {
 			return nil, err
 		}
-		in := v.get("init")
-		if in == nil {
-			return nil, l.errf(v, "%s needs init: EXPR (a CEL expression over the outputs the running version kept)", what)
+		in, rn := v.get("init"), v.get("renamed_from")
+		switch {
+		case in != nil && rn != nil:
+			return nil, l.errf(rn, "%s: give init (an output appended now) or renamed_from (an output renamed in place, whose accumulator carries on), not both", what)
+		case rn != nil:
+			old, err := l.str(rn, what+" renamed_from")
+			if err != nil {
+				return nil, err
+			}
+			if old == "" || old == k.text {
+				return nil, l.errf(rn, "%s: renamed_from needs the output's old name, another than %q", what, k.text)
+			}
+			for _, op := range agg.ops {
+				if op.out == old {
+					return nil, l.errf(rn, "%s: renamed_from %q, but %q is still an output of this Combine: rename it too, or drop the migration", what, old, old)
+				}
+			}
+			if m.renamed == nil {
+				m.renamed = map[string]string{}
+			}
+			for nw, o := range m.renamed {
+				if o == old {
+					return nil, l.errf(rn, "%s: renamed_from %q, which %s is already renamed from", what, old, nw)
+				}
+			}
+			m.renamed[k.text] = old
+			continue
+		case in == nil:
+			return nil, l.errf(v, "%s needs init: EXPR (a CEL expression over the outputs the running version kept) or renamed_from: OLD", what)
 		}
 		switch agg.ops[idx].fn {
 		case fnSum, fnCount, fnMin, fnMax:

@@ -16,6 +16,11 @@ func TestCombineMigrationsRefused(t *testing.T) {
 		{"      migrations:\n        accumulators:\n          total: {start: 1}\n", "start"},
 		{"      migrations:\n        other: {}\n", "other"},
 		{"      migrations: 3\n", "migrations must be a mapping"},
+		{"      migrations:\n        accumulators:\n          total: {renamed_from: avg}\n", "p.yaml:16:33: migration of total: renamed_from \"avg\", but \"avg\" is still an output of this Combine"},
+		{"      migrations:\n        accumulators:\n          total: {renamed_from: total}\n", "renamed_from needs the output's old name"},
+		{"      migrations:\n        accumulators:\n          total: {renamed_from: sum, init: \"1\"}\n", "not both"},
+		{"      migrations:\n        accumulators:\n          total: {renamed_from: sum}\n          avg: {renamed_from: sum}\n", "which total is already renamed from"},
+		{"      migrations:\n        accumulators:\n          total: {renamed_from: [a]}\n", "renamed_from"},
 	} {
 		loadErr(t, base+tt.migrations, tt.want)
 	}

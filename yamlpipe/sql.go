@@ -22,7 +22,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "WriteToSql cannot write an error output directly; map it to fields first")
 	}
-	cfg := sqlsink.Config{}
+	cfg := sqlsink.Config{RenamedColumns: in.renamed}
 	var err error
 	if n := t.config.get("driver"); n != nil {
 		if cfg.Driver, err = l.str(n, "WriteToSql driver"); err != nil {

@@ -123,6 +123,12 @@ type Config struct {
 	// never sees a newer generation's partial total replace an older
 	// generation's complete one. Nil writes every element.
 	Owns func(w window.Window) bool
+	// RenamedColumns maps a field of the rows renamed in place to its old
+	// name (a Combine output declared renamed_from): a plain table that
+	// has the old column and not the new one has it renamed, so its rows
+	// keep their values under the new name. A façade or staged table
+	// refuses it (ErrSchemaChange).
+	RenamedColumns map[string]string
 	// Layout is "table" (default: the sink writes Table) or "staged": the
 	// sink writes a staging table, merged into a principal table, both
 	// behind a view named Table (see the package documentation, "Staged

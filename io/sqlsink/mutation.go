@@ -3,6 +3,7 @@ package sqlsink
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -51,10 +52,64 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 			if be.compatible(c.kind, decl) && strings.EqualFold(strings.TrimSpace(decl), be.sqlType(c.kind)) {
 				return fmt.Errorf("%w: table %s: the field %s is new and the column %s (%s) is no longer written, which looks like a rename; "+
 					"weir does not rename a column of a %s in place (old rows would keep their values under %s and read null under %s). "+
-					"Keep the field %s and add %s beside it, or write to a new table",
-					ErrSchemaChange, s.cfg.Table, c.name, name, decl, kind, name, c.name, name, c.name)
+					"Keep the field %s and add %s beside it, or write to a new table; for a Combine output renamed in place, "+
+					"declare it on the Combine (migrations: {accumulators: {%s: {renamed_from: %s}}}) and the column is renamed with it",
+					ErrSchemaChange, s.cfg.Table, c.name, name, decl, kind, name, c.name, name, c.name, c.name, name)
 			}
 		}
 	}
 	return nil
+}
+
+// renameColumns returns the DDL that renames, in an existing plain table,
+// the columns the rows renamed in place (Config.RenamedColumns), and
+// updates existing (normalised column names to declared types) to match.
+// A rename whose new column the table has already, without the old one,
+// was done before (a restart): nothing to do. One whose old column the
+// table lacks has nothing to rename: the new column is added as any new
+// one. A table with both columns, and a façade or staged table (whose
+// view spans tables of other generations), are refused.
+//
+// The lock order is the caller's: it runs under prepareLocked.
+func (s *Sink) renameColumns(existing map[string]string) ([]string, error) {
+	if len(s.cfg.RenamedColumns) == 0 {
+		return nil, nil
+	}
+	if s.db.facade || s.db.staged {
+		kind := "façade"
+		if s.db.staged {
+			kind = "staged"
+		}
+		var decl []string
+		for nw, old := range s.cfg.RenamedColumns {
+			decl = append(decl, nw+" from "+old)
+		}
+		sort.Strings(decl)
+		return nil, fmt.Errorf("%w: table %s: the fields %s are declared renamed (renamed_from), and weir does not yet rename the columns of a %s table, "+
+			"whose view spans the tables of other generations; keep the outputs' names, or drop the declaration when no table behind the view has the old column",
+			ErrSchemaChange, s.cfg.Table, strings.Join(decl, ", "), kind)
+	}
+	be := s.db.be
+	news := make([]string, 0, len(s.cfg.RenamedColumns))
+	for nw := range s.cfg.RenamedColumns {
+		news = append(news, nw)
+	}
+	sort.Strings(news)
+	var ddl []string
+	for _, nw := range news {
+		old := s.cfg.RenamedColumns[nw]
+		oldDecl, hasOld := existing[be.norm(old)]
+		_, hasNew := existing[be.norm(nw)]
+		switch {
+		case !hasOld:
+			continue
+		case hasNew:
+			return nil, fmt.Errorf("%w: table %s has both the column %s and the column %s that it is renamed to: drop one of them, or write to a new table",
+				ErrSchemaChange, s.cfg.Table, old, nw)
+		}
+		ddl = append(ddl, "ALTER TABLE "+quoteTable(s.l.table)+" RENAME COLUMN "+quoteIdent(old)+" TO "+quoteIdent(nw))
+		delete(existing, be.norm(old))
+		existing[be.norm(nw)] = oldDecl
+	}
+	return ddl, nil
 }

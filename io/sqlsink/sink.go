@@ -188,7 +188,10 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	if err != nil {
 		return fmt.Errorf("reading the columns of table %s: %w", l.table, err)
 	}
-	var ddl []string
+	ddl, err := s.renameColumns(existing)
+	if err != nil {
+		return err
+	}
 	if existing == nil {
 		ddl = append(ddl, createTableSQL(l, be))
 		existing = map[string]string{}

@@ -1,0 +1,128 @@
+package compat
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/graph"
+)
+
+// A YAML Combine's accumulators are kept by position (its stored coder
+// lists each output's fn and value type, not its name), so an output may
+// be renamed in place, appended, or removed from the end; the check
+// compares the outputs by name as well, so that an output moved to
+// another position — reordered, or shifted by one removed before it — is
+// refused instead of carrying another output's values.
+
+// renamedOutputsKey is the key of a Combine's recorded config (its FnRef
+// config) that maps an output renamed in place to its old name
+// (yamlpipe's migrations: renamed_from).
+const renamedOutputsKey = "renamed_outputs"
+
+// combineOutputNames returns the names of a YAML Combine's outputs, one
+// per accumulator, in accumulator order: the fields of its output rows
+// after the group-by fields.
+func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
+	if g == nil || s.StoredCoder == nil || s.StoredCoder.URN != accumulatorURN || s.KeyCoder == nil {
+		return nil, false
+	}
+	id, ok := s.Outputs[graph.MainTag]
+	if !ok {
+		return nil, false
+	}
+	col := g.Collection(id)
+	if col == nil {
+		return nil, false
+	}
+	from, n := len(s.KeyCoder.Fields), len(s.StoredCoder.Fields)
+	if len(col.Coder.Fields) < from+n {
+		return nil, false
+	}
+	names := make([]string, n)
+	for i := range n {
+		names[i] = col.Coder.Fields[from+i].Name
+	}
+	return names, true
+}
+
+// renamedOutputs returns the outputs s declares renamed in place, new name
+// to old.
+func renamedOutputs(s *graph.Step) map[string]string {
+	if s.Fn == nil || len(s.Fn.Config) == 0 {
+		return nil
+	}
+	var cfg struct {
+		Renamed map[string]string `json:"renamed_outputs"`
+	}
+	if json.Unmarshal(s.Fn.Config, &cfg) != nil {
+		return nil
+	}
+	return cfg.Renamed
+}
+
+// checkCombineOutputs compares a matched YAML Combine's outputs by name
+// and reports whether it refused the step.
+func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) bool {
+	on, ok := combineOutputNames(c.oldG, o)
+	if !ok {
+		return false
+	}
+	nn, ok := combineOutputNames(c.newG, n)
+	if !ok {
+		return false
+	}
+	renamed := renamedOutputs(n)
+	oldAt := make(map[string]int, len(on))
+	for i, name := range on {
+		oldAt[name] = i
+	}
+	failed := false
+	var moved, undeclared, suggest []string
+	for j, name := range nn {
+		src := name
+		if r, ok := renamed[name]; ok {
+			src = r
+			if _, found := oldAt[r]; !found {
+				c.fail(o.Name, errcode.CombineRenameUnknown,
+					fmt.Sprintf("name one of the running Combine's outputs (%s) in renamed_from, or drop the migration", strings.Join(on, ", ")),
+					"%s: output %s is declared renamed_from %q, which the running Combine has no output of", ref, name, r)
+				failed = true
+				continue
+			}
+		}
+		i, found := oldAt[src]
+		switch {
+		case found && i != j:
+			moved = append(moved, fmt.Sprintf("%s from position %d to %d", name, i+1, j+1))
+		case !found && j < len(on) && nameAbsent(nn, on[j]):
+			undeclared = append(undeclared, fmt.Sprintf("%s (was %s)", name, on[j]))
+			suggest = append(suggest, fmt.Sprintf("%s: {renamed_from: %s}", name, on[j]))
+		}
+	}
+	if len(moved) > 0 {
+		sort.Strings(moved)
+		c.fail(o.Name, errcode.CombineOutputsReordered,
+			fmt.Sprintf("keep the outputs in their order (%s), append new ones after them and remove only the last ones (to retire one in the middle, keep it and stop reading it), or %s", strings.Join(on, ", "), dropFix),
+			"%s: its outputs moved (%s): stored accumulators are kept by position, so they would carry another output's values", ref, strings.Join(moved, "; "))
+		return true
+	}
+	if len(undeclared) > 0 && !failed {
+		c.warn(o.Name, errcode.CombineOutputRenamed,
+			"%s: output renamed in place, %s: its stored accumulator carries on under the new name; declare it with migrations: {accumulators: {%s}} (then a WriteToSql reading the step renames its column), or map the step to \"\" if it is another aggregate",
+			ref, strings.Join(undeclared, ", "), strings.Join(suggest, ", "))
+	}
+	return failed
+}
+
+// nameAbsent reports whether name is not among names.
+func nameAbsent(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return false
+		}
+	}
+	return true
+}
