@@ -54,8 +54,10 @@ type PlanChange struct {
 
 // PlanColumn is one changed field of a sink's rows.
 type PlanColumn struct {
-	Name    string `json:"name"`
-	Action  string `json:"action"`
+	Name   string `json:"name"`
+	Action string `json:"action"`
+	// From is the old name of a column renamed in place.
+	From    string `json:"from,omitempty"`
 	OldType string `json:"old_type,omitempty"`
 	NewType string `json:"new_type,omitempty"`
 	// Effect says what the sink does about it and what readers see.

@@ -48,9 +48,9 @@ func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
 	return names, true
 }
 
-// renamedOutputs returns the outputs s declares renamed in place, new name
-// to old.
-func renamedOutputs(s *graph.Step) map[string]string {
+// RenamedOutputs returns the outputs a YAML Combine step declares renamed
+// in place (migrations: renamed_from), new name to old; nil for none.
+func RenamedOutputs(s *graph.Step) map[string]string {
 	if s.Fn == nil || len(s.Fn.Config) == 0 {
 		return nil
 	}
@@ -74,7 +74,7 @@ func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) boo
 	if !ok {
 		return false
 	}
-	renamed := renamedOutputs(n)
+	renamed := RenamedOutputs(n)
 	oldAt := make(map[string]int, len(on))
 	for i, name := range on {
 		oldAt[name] = i

@@ -143,9 +143,13 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 			notes = append(notes, fmt.Sprintf("layout %s → %s", s.Layout.Old, s.Layout.New))
 		}
 	}
-	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc))
-	if nc != nil {
-		markRenames(s.Columns, nc.layout() == "staged")
+	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc), declaredRenames(newp, n))
+	if s.Kind == "sql" {
+		layout := ""
+		if nc != nil {
+			layout = nc.layout()
+		}
+		markRenames(s.Columns, layout, strategy)
 	}
 	for _, c := range s.Columns {
 		switch c.Action {
@@ -183,7 +187,24 @@ func widens(from, to string) bool {
 	return from == "int" && to == "float"
 }
 
-func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool) []Column {
+// declaredRenames returns the fields renamed in place (new name to old)
+// that the step feeding sink s declares: a Combine's renamed_from.
+func declaredRenames(g *graph.Pipeline, s *graph.Step) map[string]string {
+	id := s.Inputs["main"]
+	for _, c := range g.Collections {
+		if c.ID != id {
+			continue
+		}
+		for _, st := range g.Steps {
+			if st.Name == c.Producer {
+				return compat.RenamedOutputs(st)
+			}
+		}
+	}
+	return nil
+}
+
+func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool, renames map[string]string) []Column {
 	oldT := map[string]string{}
 	for _, f := range oldF {
 		oldT[f.Name] = f.Type
@@ -193,8 +214,20 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool)
 		newT[f.Name] = f.Type
 	}
 	cols := []Column{}
+	renamedFrom := map[string]bool{}
 	for _, f := range newF {
 		ot, ok := oldT[f.Name]
+		if from, declared := renames[f.Name]; declared && !ok {
+			if ft, had := oldT[from]; had {
+				renamedFrom[from] = true
+				e := fmt.Sprintf("renamed from %s in place (ALTER TABLE … RENAME COLUMN, in the update's own DDL): rows written before the update keep their values under %s", from, f.Name)
+				if kind != "sql" {
+					e = fmt.Sprintf("written as %s instead of %s from the update on", f.Name, from)
+				}
+				cols = append(cols, Column{Name: f.Name, From: from, Action: Renamed, OldType: ft, NewType: f.Type, Effect: e})
+				continue
+			}
+		}
 		switch {
 		case !ok && kind == "sql" && keys[f.Name]:
 			cols = append(cols, Column{Name: f.Name, Action: Refused, NewType: f.Type,
@@ -218,7 +251,7 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool)
 		}
 	}
 	for _, f := range oldF {
-		if _, ok := newT[f.Name]; ok {
+		if _, ok := newT[f.Name]; ok || renamedFrom[f.Name] {
 			continue
 		}
 		e := "no longer written: the column stays, and rows written from the update on hold null in it"
@@ -231,24 +264,32 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool)
 	return cols
 }
 
-// markRenames flags a new column beside a removed one of the same type,
-// which is how a rename looks: a staged table refuses it (the sink takes it
-// for a rename, which it does not apply in place); a plain table accepts
-// it, and the plan says what readers will see.
-func markRenames(cols []Column, staged bool) {
+// markRenames settles the renames of a SQL sink's columns as the sink
+// does: a new column beside a removed one of the same type is how an
+// undeclared rename looks, and the sink refuses it (its old rows would
+// keep their values under the old name and read null under the new);
+// a declared rename is applied in place to a plain table, and refused by
+// a staged table and by the façade of a parallel replacement, whose views
+// span other tables.
+func markRenames(cols []Column, layout string, strategy Strategy) {
 	for i := range cols {
-		if cols[i].Action != Added {
-			continue
-		}
-		for _, r := range cols {
-			if r.Action == Removed && r.OldType == cols[i].NewType && !staged {
-				cols[i].Effect += fmt.Sprintf("; if it renames %s, rows written before the update keep their values under %s and read null under %s (a staged table refuses such a rename; or write to a new table)", r.Name, r.Name, cols[i].Name)
-				break
+		c := &cols[i]
+		switch {
+		case c.Action == Renamed && (layout == "staged" || strategy == Parallel):
+			what := "a staged table"
+			if layout != "staged" {
+				what = "the façade of a parallel replacement"
 			}
-			if r.Action == Removed && r.OldType == cols[i].NewType {
-				cols[i].Action = Refused
-				cols[i].Effect = fmt.Sprintf("with %s no longer written, a staged table takes the new column for a rename of %s, which it does not apply in place (SQL_SCHEMA_CHANGE_REFUSED): keep %s and add %s beside it, or write to a new table", r.Name, r.Name, r.Name, cols[i].Name)
-				break
+			c.Action = Refused
+			c.Effect = fmt.Sprintf("declared renamed from %s, but %s does not rename columns (its view spans other tables; SQL_SCHEMA_CHANGE_REFUSED): keep the name %s, update in place, or write to a new table", c.From, what, c.From)
+		case c.Action == Added:
+			for _, r := range cols {
+				if r.Action == Removed && r.OldType == c.NewType {
+					c.Action = Refused
+					c.Effect = fmt.Sprintf("with %s no longer written, the sink takes %s for a rename of %s, which would leave the rows written before under %s (SQL_SCHEMA_CHANGE_REFUSED): for a Combine output renamed in place declare it (migrations: {accumulators: {%s: {renamed_from: %s}}}); else keep %s and add %s beside it, or write to a new table",
+						r.Name, c.Name, r.Name, r.Name, c.Name, r.Name, r.Name, c.Name)
+					break
+				}
 			}
 		}
 	}

@@ -15,6 +15,7 @@ package plan
 import (
 	"cmp"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -49,6 +50,7 @@ const (
 	Removed   Action = "removed"   // gone from NEW
 	Refused   Action = "refused"   // the update would be refused for it
 	Changed   Action = "changed"   // kept, with a difference listed
+	Migrated  Action = "migrated"  // kept through a declared migration
 	Widened   Action = "widened"   // a column's type widened (int → float)
 	Converted Action = "converted" // a column's type changed otherwise
 )
@@ -141,6 +143,8 @@ func (c Change) changed() bool { return c.Old != c.New }
 type Column struct {
 	Name   string `json:"name"`
 	Action Action `json:"action"`
+	// From is the old name of a column renamed in place (Action renamed).
+	From string `json:"from,omitempty"`
 	// OldType and NewType are the row types ("" when absent).
 	OldType string `json:"old_type,omitempty"`
 	NewType string `json:"new_type,omitempty"`
@@ -257,6 +261,16 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 				st.Detail = "state dropped on purpose: " + d.What
 			} else {
 				st.Detail = "no step of NEW takes over its state"
+			}
+		}
+		if ns := newSteps[st.New]; ns != nil && st.Action != Refused && st.Action != Dropped {
+			if r := compat.RenamedOutputs(ns); len(r) > 0 {
+				var what []string
+				for _, nw := range slices.Sorted(maps.Keys(r)) {
+					what = append(what, nw+" from "+r[nw])
+				}
+				st.Action = Migrated
+				st.Detail = strings.TrimPrefix(st.Detail+"; outputs renamed in place (renamed_from), their accumulators carry on in every key and open window: "+strings.Join(what, ", "), "; ")
 			}
 		}
 		if w := detailOf(warns[name]); w != "" && st.Action != Refused {

@@ -133,10 +133,11 @@ func TestPlan(t *testing.T) {
 			check: func(t *testing.T, p plan.Plan) {
 				wantCompatible(t, p, true)
 				s := sink(t, p, "WriteTotals")
-				if s.Action != plan.Changed || len(s.Columns) != 2 {
+				if s.Action != plan.Refused || len(s.Columns) != 2 {
 					t.Fatalf("sink = %+v", s)
 				}
-				if c := s.Columns[0]; c.Name != "n" || c.Action != plan.Added || c.NewType != "int" || !strings.Contains(c.Effect, "read null") || !strings.Contains(c.Effect, "if it renames total") {
+				// The sink takes the pair for an undeclared rename and refuses it.
+				if c := s.Columns[0]; c.Name != "n" || c.Action != plan.Refused || c.NewType != "int" || !strings.Contains(c.Effect, "rename of total") || !strings.Contains(c.Effect, "renamed_from: total") {
 					t.Errorf("column = %+v", c)
 				}
 				if c := s.Columns[1]; c.Name != "total" || c.Action != plan.Removed || c.OldType != "int" {
@@ -265,4 +266,45 @@ func sink(t *testing.T, p plan.Plan, name string) plan.Sink {
 	}
 	t.Fatalf("no sink %s in %+v", name, p.Sinks)
 	return plan.Sink{}
+}
+
+// TestPlanDeclaredRename plans a Combine output renamed in place with
+// renamed_from: the state carries on, the SQL sink reading the Combine
+// renames its column in place, and a parallel replacement (whose façade
+// does not rename columns) is refused.
+func TestPlanDeclaredRename(t *testing.T) {
+	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
+	renamed := strings.Replace(strings.Replace(direct, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
+		"      config:\n        group_by: [region]\n", "      migrations: {accumulators: {amount_total: {renamed_from: total}}}\n      config:\n        group_by: [region]\n", 1)
+	old := load(t, direct)
+	for _, tc := range []struct {
+		strategy plan.Strategy
+		action   plan.Action
+		effect   string
+	}{
+		{plan.InPlace, plan.Renamed, "rows written before the update keep their values under amount_total"},
+		{plan.Parallel, plan.Refused, "does not rename columns"},
+	} {
+		p := plan.Make(old, load(t, renamed), plan.Options{Strategy: tc.strategy})
+		wantCompatible(t, p, true)
+		if len(p.Check.Warnings) != 0 {
+			t.Errorf("%s: warnings %+v, want none for a declared rename", tc.strategy, p.Check.Warnings)
+		}
+		if st := step(t, p, "RegionTotals"); st.Action != plan.Migrated || !strings.Contains(st.Detail, "amount_total from total") {
+			t.Errorf("%s: step = %+v, want migrated naming the rename", tc.strategy, st)
+		}
+		s := sink(t, p, "WriteTotals")
+		var got *plan.Column
+		for i := range s.Columns {
+			if s.Columns[i].Name == "amount_total" {
+				got = &s.Columns[i]
+			}
+			if s.Columns[i].Name == "total" {
+				t.Errorf("%s: total listed as %+v, want it only as amount_total's old name", tc.strategy, s.Columns[i])
+			}
+		}
+		if got == nil || got.Action != tc.action || got.From != "total" || !strings.Contains(got.Effect, tc.effect) {
+			t.Errorf("%s: column amount_total = %+v, want %s from total (%q)", tc.strategy, got, tc.action, tc.effect)
+		}
+	}
 }

@@ -68,7 +68,7 @@ func (p Plan) WriteText(w io.Writer) error {
 			}
 		}
 		for _, c := range s.Columns {
-			fmt.Fprintf(&b, "            %s column %s %s: %s\n", sign(c.Action), c.Name, types(c.OldType, c.NewType), c.Effect)
+			fmt.Fprintf(&b, "            %s column %s %s: %s\n", sign(c.Action), names(c.From, c.Name), types(c.OldType, c.NewType), c.Effect)
 		}
 		if s.Detail != "" {
 			fmt.Fprintf(&b, "            %s\n", s.Detail)

@@ -547,7 +547,7 @@ function planView(plan) {
     el('td', {}, s.state || ''), el('td', { class: 'num' }, s.keys === undefined ? '' : fmtNum(s.keys)), el('td', {}, s.detail || '')]);
   const sinks = rows(plan.sinks || [], (s) => [el('td', {}, s.action), el('td', { class: 'mono' }, names(s.old, s.new)), el('td', { class: 'mono' }, `${s.kind} ${s.identity}`),
     el('td', {}, ...['key', 'mode', 'layout'].filter((k) => s[k] && s[k].old && s[k].old !== s[k].new).map((k) => el('div', {}, `${k}: ${s[k].old} → ${s[k].new}`)),
-      ...(s.columns || []).map((c) => el('div', { class: 'plan-column', 'data-column': c.name, 'data-action': c.action }, `${c.action} column ${c.name} (${[c.old_type, c.new_type].filter(Boolean).join(' → ')}): ${c.effect}`)),
+      ...(s.columns || []).map((c) => el('div', { class: 'plan-column', 'data-column': c.name, 'data-action': c.action }, `${c.action} column ${c.from ? c.from + ' → ' : ''}${c.name} (${[c.old_type, c.new_type].filter(Boolean).join(' → ')}): ${c.effect}`)),
       s.detail ? el('div', { class: 'muted' }, s.detail) : '')]);
   const sources = rows(plan.sources || [], (s) => [el('td', {}, s.action), el('td', { class: 'mono' }, names(s.old, s.new)), el('td', { class: 'mono' }, s.identity), el('td', {}, s.position)]);
   const table = (id, head, body) => el('table', { id, class: 'plan' }, el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {}, h)))), el('tbody', {}, ...body));
