@@ -184,14 +184,32 @@ func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string)
 // table equals v1's ground truth for all the input, written by generation
 // 3, and the history tells it all.
 func TestRollback(t *testing.T) {
+	type variant struct{ how, change string }
+	var variants []variant
 	for _, how := range []string{HowInPlaceUpdate, HowStopAndReplace} {
+		variants = append(variants, variant{how, "filter"})
+	}
+	// An update that renames an output in place (renamed_from) renames
+	// the table's column; the rollback renames it back, so v1's rows
+	// keep their values under total.
+	variants = append(variants, variant{HowInPlaceUpdate, "rename"})
+	for _, vr := range variants {
+		how := vr.how
 		for _, driver := range []string{"sqlite", "postgres"} {
-			t.Run(how+"/"+driver, func(t *testing.T) {
+			name := how + "/" + driver
+			if vr.change != "filter" {
+				name += "/" + vr.change
+			}
+			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
 				dir := t.TempDir()
 				sink := rbSinks(t, dir)[driver](t)
 				s, b, clock := openRollback(t, dir, 0)
 				v1, v2 := rbPipelines(sink)
+				if vr.change == "rename" {
+					v2 = strings.Replace(strings.Replace(v1, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
+						"      config:\n        group_by: [key]\n", "      migrations: {accumulators: {amount_total: {renamed_from: total}}}\n      config:\n        group_by: [key]\n", 1)
+				}
 				j1 := submit(t, s, "sums", v1, dir)
 				phase1 := srEvents(300, 0, 1)
 				publishEvents(t, b, phase1)

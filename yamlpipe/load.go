@@ -113,6 +113,14 @@ type JobEnv struct {
 	// sink with layout: staged runs (step is the sink step's name): what
 	// moved, or the merge's error. The service records them as job events.
 	OnSQLMerge func(step string, rep sqlsink.MergeReport, err error)
+	// PriorRenamedColumns holds, by WriteToSql step name, the fields the
+	// job this one replaces declared renamed in place (new name to old:
+	// a Combine's renamed_from) for that sink's rows. A sink whose rows
+	// have the old name and not the new one — a rollback, or an update
+	// back to the names before — renames the table's column back, so its
+	// rows keep their values. The service sets it from the replaced job's
+	// graph.
+	PriorRenamedColumns map[string]map[string]string
 	// Subscriptions maps the name of a ReadFromPubSub step to the
 	// subscription it reads instead of its default: for a step that reads
 	// a topic, the one named after the job and step

@@ -22,7 +22,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "WriteToSql cannot write an error output directly; map it to fields first")
 	}
-	cfg := sqlsink.Config{RenamedColumns: in.renamed}
+	cfg := sqlsink.Config{RenamedColumns: renamedColumns(l, t, in)}
 	var err error
 	if n := t.config.get("driver"); n != nil {
 		if cfg.Driver, err = l.str(n, "WriteToSql driver"); err != nil {
@@ -150,4 +150,29 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	identity := fmt.Sprintf("%s:%s", cfg.Driver, cfg.Table)
 	l.writeWithErrors(t, in, sink, stepOpts(t, weir.WithSinkIdentity("sql", identity))...)
 	return nil, nil
+}
+
+// renamedColumns returns the columns a WriteToSql renames in place (field
+// name to old column name): the renames its input declares (a Combine's
+// renamed_from), and the reverse of those the replaced job declared when
+// the rows have the old name again (a rollback).
+func renamedColumns(l *loader, t *transformSpec, in *coll) map[string]string {
+	var out map[string]string
+	add := func(field, from string) {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[field] = from
+	}
+	for nw, old := range in.renamed {
+		add(nw, old)
+	}
+	if l.opts.Job != nil {
+		for nw, old := range l.opts.Job.PriorRenamedColumns[t.name] {
+			if in.schema.Index(old) >= 0 && in.schema.Index(nw) < 0 {
+				add(old, nw)
+			}
+		}
+	}
+	return out
 }

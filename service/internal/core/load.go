@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner/contract"
@@ -45,6 +46,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
 		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
 		ManifestDigest: j.ManifestDigest, Shadow: j.Shadow}
+	env.PriorRenamedColumns = s.priorRenamedColumns(j)
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
@@ -107,4 +109,49 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 		return record.DeliveryExactlyOnce, ""
 	}
 	return record.DeliveryAtLeastOnce, strings.Join(notes, "; ")
+}
+
+// priorRenamedColumns returns, by SQL sink step, the fields the job j
+// replaces declared renamed in place (a Combine's renamed_from, recorded
+// in its graph), so that j's sinks can rename a column back when j writes
+// the old name again (a rollback). Nil when j replaces no job, or the
+// replaced job's record or graph cannot be read (its sinks then refuse
+// what looks like a rename, as without one).
+func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
+	if j.ReplacesJobID == "" {
+		return nil
+	}
+	prev, err := s.ReadJob(j.ReplacesJobID)
+	if err != nil || len(prev.Graph) == 0 {
+		return nil
+	}
+	g, err := graph.Parse(prev.Graph)
+	if err != nil {
+		return nil
+	}
+	producers := map[string]*graph.Step{}
+	for _, c := range g.Collections {
+		for _, st := range g.Steps {
+			if st.Name == c.Producer {
+				producers[c.ID] = st
+			}
+		}
+	}
+	var out map[string]map[string]string
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSink {
+			continue
+		}
+		p := producers[st.Inputs[graph.MainTag]]
+		if p == nil {
+			continue
+		}
+		if r := compat.RenamedOutputs(p); len(r) > 0 {
+			if out == nil {
+				out = map[string]map[string]string{}
+			}
+			out[st.Name] = r
+		}
+	}
+	return out
 }
