@@ -198,7 +198,7 @@ func TestCLIRehearseCouldNotRun(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE, --since TIME or --from-subscription-snapshot NAME"},
+		{"no recorded input", []string{fixture, fixture}, ExitUsage, "--events FILE, --since TIME, --from-subscription-snapshot NAME or --from-snapshot ID"},
 		{"two recorded inputs", []string{fixture, fixture, "--events", events, "--since", "1h"}, ExitUsage, "(one of them)"},
 		{"until without since", []string{fixture, fixture, "--events", events, "--until", "1h"}, ExitUsage, "--until needs --since"},
 		{"bad since", []string{fixture, fixture, "--since", "yesterday"}, ExitUsage, "--since"},

@@ -429,11 +429,13 @@ func waitSubmitted(ctx context.Context, e *env, c *client.Client, j *client.Job,
 }
 
 // followJob polls job j until until(j) holds (nil: never) or j is
-// terminal, and returns it then; an UPDATED job is followed into its
-// successor. With progress, each state j passes is printed on stderr.
+// terminal — DONE or DRAINED once its sinks confirmed the final commit —
+// and returns it then; an UPDATED job is followed into its successor.
+// With progress, each state j passes is printed on stderr.
 func followJob(ctx context.Context, e *env, c *client.Client, j *client.Job, until func(*client.Job) bool, progress bool) (*client.Job, error) {
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
+	toldCommit := false
 	if progress {
 		fmt.Fprintf(e.stderr, "job %s (%s): %s\n", j.ID, j.Name, j.State)
 	}
@@ -449,13 +451,23 @@ func followJob(ctx context.Context, e *env, c *client.Client, j *client.Job, unt
 			j = next
 			continue
 		}
-		// A partition run's end includes its final commit, which
-		// publishes its staged rows: wait for it too.
-		if j.State.Terminal() && !(j.Partition != "" && j.PendingCommit && j.State == client.StateDone) || until != nil && until(j) {
+		// A job that ends DONE or DRAINED has written everything once its
+		// sinks confirm the final commit (a partition run's publishes
+		// its staged rows then): wait for it too, so that what a user
+		// reads after --wait is complete.
+		committing := j.PendingCommit && (j.State == client.StateDone || j.State == client.StateDrained)
+		if j.State.Terminal() && !committing || until != nil && until(j) {
+			if progress && toldCommit {
+				fmt.Fprintf(e.stderr, "job %s (%s): its sinks confirmed the final commit\n", j.ID, j.Name)
+			}
 			if progress && j.State.Terminal() {
 				fmt.Fprintf(e.stderr, "job %s (%s) ended %s\n", j.ID, j.Name, j.State)
 			}
 			return j, nil
+		}
+		if committing && progress && !toldCommit {
+			toldCommit = true
+			fmt.Fprintf(e.stderr, "job %s (%s): %s; waiting for its sinks to confirm the final commit\n", j.ID, j.Name, j.State)
 		}
 		select {
 		case <-ctx.Done():
