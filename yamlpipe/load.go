@@ -266,7 +266,7 @@ func (l *loader) parse(root *node) error {
 	}
 	// tests: Beam YAML's test cases of the pipeline, run by `weir test`
 	// (package sandbox); loading the pipeline ignores them.
-	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options", "tests"); err != nil {
+	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options", "tests", "migrations"); err != nil {
 		return err
 	}
 	pl := root.get("pipeline")
@@ -342,6 +342,9 @@ func (l *loader) parse(root *node) error {
 	}
 	for _, t := range l.specs {
 		t.hints = mergeHints(pipelineHints, t.hints)
+	}
+	if err := l.attachMigrations(root.get("migrations")); err != nil {
+		return err
 	}
 	if err := l.assignNames(); err != nil {
 		return err

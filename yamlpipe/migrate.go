@@ -204,3 +204,87 @@ func (a *aggregator) initSlots(ac *accumulator, from int) {
 		}
 	}
 }
+
+// attachMigrations gives the steps named in a top-level migrations: their
+// migrations, as if each had declared them itself:
+//
+//	migrations:
+//	  Totals:
+//	    accumulators:
+//	      n_positive: {init: "total > 0 ? n : 0"}
+//
+// or as a list, each item naming its step:
+//
+//	migrations:
+//	  - step: Totals
+//	    accumulators: {...}
+func (l *loader) attachMigrations(mn *node) error {
+	if mn == nil || mn.kind == kNull {
+		return nil
+	}
+	type entry struct {
+		name *node // the step's name
+		body *node // {accumulators: ...}
+	}
+	var entries []entry
+	switch mn.kind {
+	case kMap:
+		for i, k := range mn.keys {
+			entries = append(entries, entry{k, mn.vals[i]})
+		}
+	case kSeq:
+		for _, it := range mn.seq {
+			if it.kind != kMap {
+				return l.errf(it, "a top-level migration must be a mapping {step: NAME, accumulators: {...}}, not %s", it.kind)
+			}
+			if err := l.checkKeys(it, "a top-level migration", "step", "accumulators"); err != nil {
+				return err
+			}
+			sn := it.get("step")
+			if sn == nil {
+				return l.errf(it, "a top-level migration needs step: NAME (the Combine it migrates)")
+			}
+			body := &node{kind: kMap, line: it.line, col: it.col}
+			for i, k := range it.keys {
+				if k.text != "step" {
+					body.keys, body.vals = append(body.keys, k), append(body.vals, it.vals[i])
+				}
+			}
+			entries = append(entries, entry{sn, body})
+		}
+	default:
+		return l.errf(mn, "the top-level migrations must map step names to {accumulators: {...}}, or list {step: NAME, accumulators: {...}}, not %s", mn.kind)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name, err := l.str(e.name, "a top-level migration's step")
+		if err != nil {
+			return err
+		}
+		if seen[name] {
+			return l.errf(e.name, "step %q has two top-level migrations: give it one", name)
+		}
+		seen[name] = true
+		var target *transformSpec
+		var combines []string
+		for _, t := range l.specs {
+			if t.typ == "Combine" {
+				combines = append(combines, t.name)
+			}
+			if t.name == name {
+				target = t
+			}
+		}
+		switch {
+		case target == nil:
+			sort.Strings(combines)
+			return l.errf(e.name, "a top-level migration names step %q, which the pipeline does not have (its Combine steps: %s)", name, strings.Join(combines, ", "))
+		case target.typ != "Combine":
+			return l.errf(e.name, "a top-level migration names step %q, a %s: only a Combine declares state migrations", name, target.typ)
+		case target.migrations != nil:
+			return l.errf(e.name, "step %q declares its migrations: on the step already: declare them in one place", name)
+		}
+		target.migrations = e.body
+	}
+	return nil
+}

@@ -1,6 +1,9 @@
 package yamlpipe
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestCombineMigrationsRefused: a migrations: block that names an output
 // the Combine does not have, sets one whose function init cannot set, does
@@ -27,4 +30,43 @@ func TestCombineMigrationsRefused(t *testing.T) {
 	loadErr(t, "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: a}]\n"+
 		"    - type: Filter\n      input: O\n      config:\n        keep: \"true\"\n      migrations:\n        accumulators: {}\n",
 		"p.yaml:11:7: migrations: only a Combine declares state migrations")
+}
+
+// TestTopLevelMigrations declares a Combine's migrations at the top of the
+// file, as a map and as a list: the step records them as if it had
+// declared them itself (its graph config carries the rename).
+func TestTopLevelMigrations(t *testing.T) {
+	base := "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: a, amount: 1}]\n" +
+		"    - type: Combine\n      name: Totals\n      input: O\n      config:\n        group_by: [k]\n        combine:\n          amount_total: {value: amount, fn: sum}\n"
+	for _, top := range []string{
+		"migrations:\n  Totals:\n    accumulators:\n      amount_total: {renamed_from: total}\n",
+		"migrations:\n  - step: Totals\n    accumulators:\n      amount_total: {renamed_from: total}\n",
+	} {
+		p, err := Load("p.yaml", []byte(base+top), Options{BaseDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("load:\n%s\n%v", top, err)
+		}
+		var cfg string
+		for _, s := range p.Graph().Steps {
+			if s.Name == "Totals" && s.Fn != nil {
+				cfg = string(s.Fn.Config)
+			}
+		}
+		if !strings.Contains(cfg, `"renamed_outputs":{"amount_total":"total"}`) {
+			t.Errorf("%s: the step's config %s lacks the rename", top, cfg)
+		}
+	}
+	for _, tt := range []struct{ top, want string }{
+		{"migrations:\n  Nope:\n    accumulators: {}\n", "p.yaml:15:3: a top-level migration names step \"Nope\", which the pipeline does not have (its Combine steps: Totals)"},
+		{"migrations:\n  O:\n    accumulators: {}\n", "a Create: only a Combine declares state migrations"},
+		{"migrations:\n  - accumulators: {}\n", "needs step: NAME"},
+		{"migrations:\n  - step: Totals\n    other: 1\n", "other"},
+		{"migrations:\n  - step: Totals\n    accumulators:\n      amount_total: {renamed_from: total}\n  - step: Totals\n    accumulators: {}\n", "two top-level migrations"},
+		{"migrations: 3\n", "the top-level migrations must map step names"},
+		{"migrations:\n  Totals:\n    accumulators:\n      nope: {renamed_from: total}\n", "the Combine has no output \"nope\""},
+	} {
+		loadErr(t, base+tt.top, tt.want)
+	}
+	loadErr(t, base+"      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n"+
+		"migrations:\n  Totals:\n    accumulators: {}\n", "declares its migrations: on the step already")
 }
