@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/manifest"
@@ -19,31 +20,41 @@ import (
 // guards that exclude every other writer of the record (see the lock
 // ordering in the package doc).
 
-func (s *Core) ReadJob(id string) (*record.Job, error) {
-	b, err := s.Store.Get(record.JobKey(id))
-	if err != nil {
+// GetJSON reads the record stored at key into a new T. A missing record
+// is notFound when it is not nil, else the store's state.ErrNotFound
+// (unwrapped, for errors.Is); what names the record in the other errors
+// ("snapshot 0b1c…"). It takes no lock.
+func GetJSON[T any](s *Core, key, what string, notFound error) (*T, error) {
+	b, err := s.Store.Get(key)
+	if errors.Is(err, state.ErrNotFound) && notFound != nil {
+		return nil, notFound
+	}
+	if errors.Is(err, state.ErrNotFound) {
 		return nil, err
 	}
-	var j record.Job
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, errcode.Internalf("decoding the record of job %s: %w", id, err)
+	if err != nil {
+		return nil, errcode.Internalf("reading %s: %w", what, err)
 	}
-	return &j, nil
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, errcode.Internalf("decoding the record of %s: %w", what, err)
+	}
+	return v, nil
 }
 
+// ReadJob reads job id's record; a missing one is state.ErrNotFound.
+func (s *Core) ReadJob(id string) (*record.Job, error) {
+	return GetJSON[record.Job](s, record.JobKey(id), "job "+id, nil)
+}
+
+// ReadLineage reads the lineage of job name name; a name without one has
+// an empty lineage.
 func (s *Core) ReadLineage(name string) (*record.Lineage, error) {
-	b, err := s.Store.Get(record.LineageKey(name))
+	l, err := GetJSON[record.Lineage](s, record.LineageKey(name), fmt.Sprintf("job name %q", name), nil)
 	if errors.Is(err, state.ErrNotFound) {
 		return &record.Lineage{Name: name}, nil
 	}
-	if err != nil {
-		return nil, errcode.Internalf("reading job name %q: %w", name, err)
-	}
-	var l record.Lineage
-	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, errcode.Internalf("decoding job name %q: %w", name, err)
-	}
-	return &l, nil
+	return l, err
 }
 
 func PutJSON(w *state.Write, key string, v any) error {

@@ -78,18 +78,8 @@ func manifestCode(err error) errcode.Code {
 // GetManifest returns manifest (name, partition); MANIFEST_NOT_FOUND when
 // there is none.
 func (s *Core) GetManifest(name, partition string) (*manifest.Manifest, error) {
-	b, err := s.Store.Get(manifest.Key(name, partition))
-	if errors.Is(err, state.ErrNotFound) {
-		return nil, errcode.Errorf(errcode.ManifestNotFound, "no manifest %s has a partition %q: %w (weir manifests list)", name, partition, manifest.ErrNotFound)
-	}
-	if err != nil {
-		return nil, errcode.Internalf("reading manifest %s partition %s: %w", name, partition, err)
-	}
-	var m manifest.Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, errcode.Internalf("decoding manifest %s partition %s: %w", name, partition, err)
-	}
-	return &m, nil
+	return GetJSON[manifest.Manifest](s, manifest.Key(name, partition), fmt.Sprintf("manifest %s partition %s", name, partition),
+		errcode.Errorf(errcode.ManifestNotFound, "no manifest %s has a partition %q: %w (weir manifests list)", name, partition, manifest.ErrNotFound))
 }
 
 // ListManifests returns every manifest, or those of name when name is

@@ -605,18 +605,8 @@ func (s *Schedules) write(sch *record.Schedule, run *writeRun) error {
 
 // read returns schedule name without its runs.
 func (s *Schedules) read(name string) (*record.Schedule, error) {
-	b, err := s.Store.Get(record.ScheduleKey(name))
-	if errors.Is(err, state.ErrNotFound) {
-		return nil, errcode.Errorf(errcode.ScheduleNotFound, "no schedule is named %q (weir schedules list)", name)
-	}
-	if err != nil {
-		return nil, errcode.Internalf("reading schedule %s: %w", name, err)
-	}
-	sch := &record.Schedule{}
-	if err := json.Unmarshal(b, sch); err != nil {
-		return nil, errcode.Internalf("decoding schedule %s: %w", name, err)
-	}
-	return sch, nil
+	return core.GetJSON[record.Schedule](s.Core, record.ScheduleKey(name), "schedule "+name,
+		errcode.Errorf(errcode.ScheduleNotFound, "no schedule is named %q (weir schedules list)", name))
 }
 
 // runs returns schedule name's runs by partition start.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -401,18 +400,8 @@ func (s *Snapshots) PutSnapshot(snap *record.Snapshot) error {
 // ReadSnapshot reads snapshot id's record; a missing one is
 // SNAPSHOT_NOT_FOUND. It takes no lock.
 func (s *Snapshots) ReadSnapshot(id string) (*record.Snapshot, error) {
-	b, err := s.Store.Get(record.SnapshotKey(id))
-	if errors.Is(err, state.ErrNotFound) {
-		return nil, errcode.Errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id)
-	}
-	if err != nil {
-		return nil, errcode.Internalf("reading snapshot %s: %w", id, err)
-	}
-	var snap record.Snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		return nil, errcode.Internalf("decoding the record of snapshot %s: %w", id, err)
-	}
-	return &snap, nil
+	return core.GetJSON[record.Snapshot](s.Core, record.SnapshotKey(id), "snapshot "+id,
+		errcode.Errorf(errcode.SnapshotNotFound, "no snapshot has the ID %q", id))
 }
 
 // GetSnapshot returns snapshot id (a deleted one reads DELETED). It takes
