@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -312,15 +313,29 @@ func writeScheduleText(w io.Writer, s *client.Schedule) error {
 func newSchedulesSwitchCommand(e *env) *cobra.Command {
 	var pipeline string
 	var req client.SwitchScheduleRequest
+	var pf parityFlags
 	return showCommand(e, showSpec[*client.Schedule]{
-		use:   "switch NAME --pipeline NEW.yaml [--from-partition P]",
+		use:   "switch NAME --pipeline NEW.yaml [--from-partition P] [--require-parity [--parity-partitions N] [--parity-budget N]]",
 		short: "Run a new pipeline version from partition P on (default: the first not published or running)",
 		long: `Switch makes NEW.yaml the schedule's next version, run from partition P on;
 the partitions before P keep the versions that ran or will run them. P must
 be neither published nor running (SCHEDULE_CONFLICT): the old version stops
-after its last published partition and the new one starts at P.`,
+after its last published partition and the new one starts at P.
+
+With --require-parity the switch waits for evidence: NEW first runs as a
+shadow run (staged, never published, job name NAME's job name plus
+"-parity") on each of the latest --parity-partitions published partitions,
+reading the same pinned input manifest, and its staged rows are compared
+with the rows that partition published (weir diff at the full key: rows,
+values, per-key totals). Only when every one agrees (within --parity-budget
+differences) does the switch happen; otherwise the schedule is unchanged,
+the comparison is on stderr, and the exit code is 7 (8 when a comparison
+could not be made). Parity compares WriteToSql outputs on SQLite.`,
 		args: exactArgs("NAME"),
 		check: func(_ *cobra.Command, _ []string) error {
+			if pf.partitions < 1 || pf.budget < 0 {
+				return usageErrorf("--parity-partitions must be at least 1 and --parity-budget at least 0")
+			}
 			src, base, err := pipelineArg(e, pipeline)
 			if err != nil {
 				return err
@@ -329,7 +344,19 @@ after its last published partition and the new one starts at P.`,
 			return nil
 		},
 		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Schedule, error) {
+			if pf.require {
+				if err := checkParity(ctx, e, c, args[0], req, pf); err != nil {
+					return nil, err
+				}
+			}
 			return c.SwitchSchedule(ctx, args[0], req)
+		},
+		clientErr: func(ctx context.Context, c *client.Client, err error) error {
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return err
+			}
+			return clientError(ctx, c, err)
 		},
 		text: func(w io.Writer, s *client.Schedule) error {
 			v := s.Versions[len(s.Versions)-1]
@@ -341,6 +368,9 @@ after its last published partition and the new one starts at P.`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&pipeline, "pipeline", "", "the new pipeline file")
 			fs.StringVar(&req.FromPartition, "from-partition", "", "the first partition the new pipeline runs")
+			fs.BoolVar(&pf.require, "require-parity", false, "switch only if NEW, shadow-run on the latest published partitions, reproduces what they published")
+			fs.IntVar(&pf.partitions, "parity-partitions", 1, "with --require-parity: how many of the latest published partitions to shadow-run and compare")
+			fs.Int64Var(&pf.budget, "parity-budget", 0, "with --require-parity: differences per partition still counted as parity")
 		},
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -312,5 +313,86 @@ func TestCLIScheduleSurvivesKill(t *testing.T) {
 		if n, _ := publications(t, db, "sales", d); n != 1 {
 			t.Errorf("partition %s has %d publication log entries, want 1", d, n)
 		}
+	}
+}
+
+// TestCLIScheduleSwitchRequiresParity: with --require-parity a switch
+// shadow-runs the new version on the latest published partitions and
+// switches only when it reproduces what they published. A version that
+// computes something else (the max instead of the sum) leaves the
+// schedule and every published row unchanged and exits 7; an equivalent
+// one (an extra filter that keeps everything) switches.
+func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	writeTestFile(t, work, "max.yaml", strings.Replace(partitionPipeline(db), "fn: sum", "fn: max", 1))
+	same := strings.Replace(partitionPipeline(db), "      input: CheckRegion\n", "      input: KeepAll\n", 1)
+	same = strings.Replace(same, "    - type: Combine\n", "    - type: Filter\n      name: KeepAll\n      input: CheckRegion\n      config: {keep: \"amount >= 0\"}\n    - type: Combine\n", 1)
+	writeTestFile(t, work, "same.yaml", same)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	d1, d2 := today.AddDate(0, 0, -2).Format("2006-01-02"), today.AddDate(0, 0, -1).Format("2006-01-02")
+	for d, lines := range map[string]string{
+		d1: `{"region": "NORTH", "amount": 250}` + "\n" + `{"region": "WEST", "amount": 100}` + "\n" + `{"region": "NORTH", "amount": 175}` + "\n",
+		d2: `{"region": "WEST", "amount": 7}` + "\n" + `{"region": "WEST", "amount": 3}` + "\n",
+	} {
+		dir := filepath.Join(work, "in", d)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, dir, "a.jsonl", lines)
+	}
+	srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1,
+		"--files", "in/{partition}/*.jsonl", "--job-name", "sales-daily")
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		var s client.Schedule
+		if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range s.Runs {
+			if r.Status == "published" {
+				n++
+			}
+		}
+		return n == 2
+	}) {
+		t.Fatalf("the partitions were not published: %v\n%s", published(t, db), srv.log())
+	}
+	before := published(t, db)
+
+	r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "max.yaml", "--require-parity", "--parity-partitions", "2")
+	if r.code != ExitRehearsalDiffers || !strings.Contains(r.stderr, "differs from what partition "+d1+" published") || !strings.Contains(r.stderr, "value_changed") {
+		t.Fatalf("switch to max with --require-parity: exit %d, want %d naming the difference\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	var s client.Schedule
+	if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Versions) != 1 {
+		t.Errorf("a refused switch left %d versions, want 1", len(s.Versions))
+	}
+	if after := published(t, db); !reflect.DeepEqual(after, before) {
+		t.Errorf("the shadow runs changed the published rows: %v, was %v", after, before)
+	}
+	for _, d := range []string{d1, d2} {
+		if n, _ := publications(t, db, "sales-daily", d); n != 1 {
+			t.Errorf("partition %s has %d publication log entries, want 1", d, n)
+		}
+		if n, _ := publications(t, db, "sales-daily-parity", d); n != 0 {
+			t.Errorf("a shadow run published partition %s", d)
+		}
+	}
+
+	r = srv.cli(work, "schedules", "switch", "sales", "--pipeline", "same.yaml", "--require-parity", "--parity-partitions", "2")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "version 2 (same.yaml)") {
+		t.Fatalf("switch to an equivalent version with --require-parity: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "as a shadow run"); n != 2 {
+		t.Errorf("%d shadow runs, want 2 (--parity-partitions 2):\n%s\n%s", n, r.stderr, srv.mustCLI(t, work, "schedules", "describe", "sales").stdout)
+	}
+	if r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "same.yaml", "--require-parity", "--parity-partitions", "0"); r.code != ExitUsage {
+		t.Errorf("--parity-partitions 0: exit %d, want %d", r.code, ExitUsage)
 	}
 }
