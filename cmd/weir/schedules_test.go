@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"reflect"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
