@@ -494,6 +494,9 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if at, ok := outputsWidened(o.StoredCoder, n.StoredCoder); ok {
+			c.warn(o.Name, errcode.CombineOutputWidened, "%s: the value field of the output(s) at position %s widened from int to float (accumulator %s, then %s): the stored accumulators carry on, read as floats (an int sum's total is added to the float one, an int min or max is read as a float); a WriteToSql table's column is widened in place",
+				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
 				ref, outputsChangeText(added, removed), coderString(o.StoredCoder), coderString(n.StoredCoder))

@@ -126,3 +126,33 @@ func nameAbsent(names []string, name string) bool {
 	}
 	return true
 }
+
+// widenable lists the combine functions whose stored accumulator a float
+// value field reads exactly as it was when the field was an int: a sum
+// (its int total carries on beside the float one), a min, max or latest
+// (the stored int is read as a float), a mean (kept as a float either
+// way), a count (of elements, whatever their type).
+var widenable = map[string]bool{"sum": true, "min": true, "max": true, "mean": true, "latest": true, "count": true}
+
+// outputsWidened reports whether the YAML Combine accumulator coders o and
+// n differ only by value fields widened from int to float under a
+// function that carries its stored accumulator over (widenable), and
+// returns the positions (1-based) widened.
+func outputsWidened(o, n *graph.Coder) ([]int, bool) {
+	if o == nil || n == nil || o.URN != accumulatorURN || n.URN != accumulatorURN || o.Version != n.Version ||
+		len(o.Components) != 0 || len(n.Components) != 0 || len(o.Fields) != len(n.Fields) {
+		return nil, false
+	}
+	var at []int
+	for i, of := range o.Fields {
+		nf := n.Fields[i]
+		switch {
+		case of == nf:
+		case of.Name == nf.Name && widenable[of.Name] && of.Type == "int" && nf.Type == "float":
+			at = append(at, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return at, len(at) > 0
+}

@@ -70,6 +70,9 @@
 //	COMBINE_OUTPUT_RENAMED    a YAML Combine output has another name at the same
 //	                          position, undeclared: its accumulator carries on
 //	                          under the new name (declare renamed_from)
+//	COMBINE_OUTPUT_WIDENED    a YAML Combine output's value field widened from
+//	                          int to float under sum, min, max or mean: the
+//	                          stored accumulators carry on, read as floats
 //	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
 //	                          ones (they start empty in open windows) or lost
 //	                          its last ones (dropped); the other outputs'

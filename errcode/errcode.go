@@ -409,6 +409,10 @@ const (
 	// same position without a declared renamed_from: its accumulator
 	// carries on under the new name.
 	CombineOutputRenamed Code = "COMBINE_OUTPUT_RENAMED"
+	// CombineOutputWidened: a YAML Combine output's value field widened
+	// from int to float under sum, min, max or mean: its stored
+	// accumulators carry on, read as floats.
+	CombineOutputWidened Code = "COMBINE_OUTPUT_WIDENED"
 	// SourcePositionsDropped: a source's read positions are dropped on purpose.
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
@@ -543,6 +547,7 @@ func registry() []Info {
 		{CombineFnChanged, compat, KindWarning, http.StatusOK},
 		{CombineOutputsChanged, compat, KindWarning, http.StatusOK},
 		{CombineOutputRenamed, compat, KindWarning, http.StatusOK},
+		{CombineOutputWidened, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
 		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},

@@ -242,9 +242,8 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 			cols = append(cols, Column{Name: f.Name, Action: Widened, OldType: ot, NewType: f.Type,
 				Effect: fmt.Sprintf("%s → %s from the update on", ot, f.Type)})
 		case widens(ot, f.Type):
-			// The table's column keeps its declared type.
-			cols = append(cols, Column{Name: f.Name, Action: Refused, OldType: ot, NewType: f.Type,
-				Effect: fmt.Sprintf("%s → %s widens, but the table's column keeps its declared type and refuses the new values: write to a new table", ot, f.Type)})
+			cols = append(cols, Column{Name: f.Name, Action: Widened, OldType: ot, NewType: f.Type,
+				Effect: fmt.Sprintf("%s → %s: the column is widened in place (PostgreSQL: ALTER COLUMN … TYPE double precision; SQLite: its INTEGER column stores floats as given); rows written before keep their values", ot, f.Type)})
 		default:
 			cols = append(cols, Column{Name: f.Name, Action: Converted, OldType: ot, NewType: f.Type,
 				Effect: fmt.Sprintf("%s → %s is not a widening: a SQL table refuses it (write to a new table); files and topics carry the new type from the update on", ot, f.Type)})
@@ -282,6 +281,9 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			}
 			c.Action = Refused
 			c.Effect = fmt.Sprintf("declared renamed from %s, but %s does not rename columns (its view spans other tables; SQL_SCHEMA_CHANGE_REFUSED): keep the name %s, update in place, or write to a new table", c.From, what, c.From)
+		case c.Action == Widened && (layout == "staged" || strategy == Parallel):
+			c.Action = Refused
+			c.Effect = fmt.Sprintf("%s → %s widens, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table", c.OldType, c.NewType)
 		case c.Action == Added:
 			for _, r := range cols {
 				if r.Action == Removed && r.OldType == c.NewType {

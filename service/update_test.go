@@ -194,6 +194,14 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("the table still has the column total (%d, %v)", old, err)
 				}
 			}},
+		// The summed field widens from int to float: the stored int
+		// totals carry on (read as floats) and the table's column takes
+		// floats in place; every total equals a run without an update.
+		{name: "widen the summed field to float", combine: "Sums", slow: true, warning: string(errcode.CombineOutputWidened),
+			mutate: func(y string) string {
+				y = strings.Replace(y, "      input: Events\n      windowing", "      input: AsFloat\n      windowing", 1)
+				return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
+			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
 				return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 2h}", 1)

@@ -323,9 +323,15 @@ func topInsert(op *combineOp, l any, x any) []any {
 func less(a, b any) bool {
 	switch x := a.(type) {
 	case int64:
+		if y, ok := b.(float64); ok {
+			return float64(x) < y // stored before its field widened to float
+		}
 		y, _ := b.(int64)
 		return x < y
 	case float64:
+		if y, ok := b.(int64); ok {
+			return x < float64(y)
+		}
 		y, _ := b.(float64)
 		return x < y
 	case string:
@@ -418,7 +424,10 @@ func slotValue(op *combineOp, s *slot) any {
 	switch op.fn {
 	case fnSum:
 		if op.typ.Kind == row.KindFloat {
-			v = s.f
+			// s.i is 0 unless the sum was an int sum before an update
+			// widened its value field to float (compat's
+			// COMBINE_OUTPUT_WIDENED): the stored int total carries on.
+			v = s.f + float64(s.i)
 		} else {
 			v = s.i
 		}
@@ -441,6 +450,9 @@ func slotValue(op *combineOp, s *slot) any {
 	default:
 		if s.set {
 			v = s.v()
+			if i, ok := v.(int64); ok && op.typ.Kind == row.KindFloat {
+				v = float64(i) // a min or max stored before its field widened
+			}
 		}
 	}
 	return v

@@ -134,6 +134,15 @@ func (d *pgDB) compatible(k colKind, decl string) bool {
 	return false
 }
 
+// widenFloat alters a bigint column to double precision in place (every
+// int64 the sink wrote reads back as the same float up to 2^53).
+func (d *pgDB) widenFloat(table, col, decl string) (string, bool) {
+	if strings.ToLower(decl) != "bigint" {
+		return "", false
+	}
+	return "ALTER TABLE " + quoteTable(table) + " ALTER COLUMN " + quoteIdent(col) + " TYPE double precision", true
+}
+
 func (d *pgDB) nullKey(r role) string {
 	if r == roleWindowEnd {
 		return "'infinity'::timestamptz"

@@ -96,3 +96,48 @@ func TestRenamedColumnRefused(t *testing.T) {
 		}
 	})
 }
+
+// floatSchema is totalsSchema with total widened to a float.
+var floatSchema = row.MustSchema(
+	row.Field{Name: "region", Type: row.Of(row.KindString)},
+	row.Field{Name: "total", Type: row.Of(row.KindFloat)},
+	row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+	row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+	row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
+)
+
+// TestWidenedColumn widens an int column to float in place: the rows
+// written before keep their values, the next revisions write fractions.
+func TestWidenedColumn(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		s1 := e.sink(e.config("", "region"), totalsSchema)
+		commit(t, s1, 1, total("NORTH", 425, w0, onTime0), total("SOUTH", 100, w0, onTime0))
+		s1.Close(ctx)
+
+		cfg := e.config("", "region")
+		cfg.Generation, cfg.SinkID = 2, e.table+"/Write2"
+		s2 := e.sink(cfg, floatSchema)
+		el := total("NORTH", 0, w0, late1)
+		r := el.Value.(*row.Row)
+		el.Value = &row.Row{Schema: floatSchema, Values: []any{"NORTH", 475.5, r.Values[2], r.Values[3], r.Values[4]}}
+		commit(t, s2, 1, el)
+		s2.Close(ctx)
+		e.sink(cfg, floatSchema).Close(ctx) // a restart: nothing more to widen
+
+		rows := e.query("SELECT region, total FROM " + quoteTable(e.table) + " ORDER BY region")
+		num := func(v any) float64 {
+			switch x := v.(type) {
+			case int64:
+				return float64(x)
+			case float64:
+				return x
+			}
+			t.Fatalf("not a number: %T %v", v, v)
+			return 0
+		}
+		if len(rows) != 2 || num(rows[0][1]) != 475.5 || num(rows[1][1]) != 100 {
+			t.Fatalf("after widening: %v, want NORTH 475.5 and SOUTH 100", rows)
+		}
+	})
+}

@@ -220,6 +220,19 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: the table has type %s, the sink writes %s (%s); "+
 					"a staged table keeps one type per column: keep the type, or write to a new table",
 					ErrSchemaChange, ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+			case !be.compatible(c.kind, decl) && c.kind == kFloat && c.role == roleField && !c.key && !s.db.facade:
+				// An int column whose field widened to float (compat's
+				// COMBINE_OUTPUT_WIDENED) is widened in place.
+				stmt, ok := be.widenFloat(l.table, c.name, decl)
+				if !ok {
+					errs = append(errs, fmt.Errorf("%w: table %s, column %s: the table has type %s, the sink writes %s (%s)",
+						ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+					break
+				}
+				if stmt != "" {
+					ddl = append(ddl, stmt)
+					existing[be.norm(c.name)] = be.sqlType(kFloat)
+				}
 			case !be.compatible(c.kind, decl):
 				errs = append(errs, fmt.Errorf("%w: table %s, column %s: the table has type %s, the sink writes %s (%s)",
 					ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))

@@ -23,6 +23,10 @@ type backend interface {
 	sqlType(k colKind) string
 	// compatible reports whether a column declared as decl can hold kind k.
 	compatible(k colKind, decl string) bool
+	// widenFloat says how a column declared decl, which holds ints, takes
+	// floats from now on: the DDL to run ("" for none) and whether the
+	// backend widens it in place at all.
+	widenFloat(table, col, decl string) (stmt string, ok bool)
 	// nullKey is the value the unique key uses for a null window bound.
 	nullKey(r role) string
 	// ready prepares statements (and staging tables) for apply; cols are the

@@ -172,6 +172,13 @@ func (d *sqliteDB) compatible(k colKind, decl string) bool {
 	return a == "TEXT"
 }
 
+// widenFloat keeps an INTEGER column as it is: SQLite stores a float in
+// it as given (a whole-valued one as an integer, by the column's type
+// affinity), and no SQLite version alters a column's type in place.
+func (d *sqliteDB) widenFloat(_, _, decl string) (string, bool) {
+	return "", affinity(decl) == "INTEGER"
+}
+
 // nullKey is the empty string, which is never an RFC 3339 timestamp.
 func (d *sqliteDB) nullKey(role) string { return "''" }
 
