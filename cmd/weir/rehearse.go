@@ -74,6 +74,7 @@ The recorded input (--events) is JSON lines, each an element
 or a watermark move
   {"watermark": "2026-03-01T00:05:00Z", "source": "STEP"}
 ("source" may be left out when the pipeline has one recorded source).
+
 With --from-snapshot (a READY job snapshot's ID, or a file written by
 weir snapshots export), both pipelines start from the snapshot's keyed
 state: the old through its own graph, the new through the compatibility
@@ -122,7 +123,7 @@ not fit the pipelines' sources.`,
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (or prefixes) to new ones`)
 	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
 	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
-	fl.StringVar(&f.until, "until", "", "with --since or --from-subscription-snapshot: up to this time (RFC 3339, or a duration ago); default now")
+	fl.StringVar(&f.until, "until", "", "with --since, --from-subscription-snapshot or --from-snapshot: up to this time (RFC 3339, or a duration ago); default now")
 	fl.StringVar(&f.fromSnap, "from-snapshot", "", "start both pipelines from a READY job snapshot's state (its ID on the server, or an exported snapshot file); the recorded input is what its Pub/Sub sources' topics retain after its positions, or --events")
 	fl.StringVar(&f.fromSubSnap, "from-subscription-snapshot", "", "the recorded input: the messages of the snapshot's topic that the subscription snapshot had not acknowledged, read from the server without acknowledging")
 	fl.Int64Var(&f.budget, "budget", 0, "differences (noise excluded) still counted as parity")
