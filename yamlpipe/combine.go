@@ -760,7 +760,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	var renamed map[string]string
 	if agg.migrate != nil && len(agg.migrate.renamed) > 0 {
 		// The declared renames go in the step's recorded config, where the
-		// compatibility check reads them (compat's renamedOutputs).
+		// compatibility check reads them (compat.RenamedOutputs).
 		renamed = agg.migrate.renamed
 		opts = append(opts, weir.WithConfig(combineConfigWithRenames(t, renamed)))
 	}
