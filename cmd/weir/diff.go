@@ -32,6 +32,8 @@ type diffFlags struct {
 	// partition, when set, keeps only the rows of this partition of an
 	// output that holds several (its weir_partition column).
 	partition string
+	// server answers job:NAME specifiers.
+	server serverFlag
 }
 
 func newDiffCommand(e *env) *cobra.Command {
@@ -51,6 +53,8 @@ OLD and NEW are output specifiers:
   'GLOB', DIRECTORY         every matching file, or a directory's part files, as one output
   sqlite:PATH#TABLE         a table or view of a SQLite database (read-only)
   postgres://...#TABLE      a table or view of a PostgreSQL database (only SELECT)
+  job:NAME[/STEP]           the table job NAME's WriteToSql step STEP writes (its only
+                            one when STEP is left out), found through the server
 A weir SQL sink's table is compared as consumers see it: an upsert table holds
 the newest revision per key and window, a façade view the newest
 generation's row; the bookkeeping columns (pane_*, generation, job_id,
@@ -86,6 +90,7 @@ specifier, no key); 8 an output could not be read.`,
 	}
 	fl := cmd.Flags()
 	addFormatFlag(cmd, &f.format)
+	addServerFlag(cmd, &f.server)
 	fl.StringVar(&f.key, "key", "", "key fields, comma-separated (default: the key a weir SQL sink declared)")
 	fl.StringVar(&f.value, "value", "", "compared value fields, comma-separated (default: every field but the key, the window and bookkeeping)")
 	fl.StringVar(&f.window, "window-field", "window_start,window_end", "the fields that carry the window, comma-separated; rows without them are in the global window")
@@ -158,6 +163,11 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 		sp, err := parseOutputSpec(a)
 		if err != nil {
 			return err
+		}
+		if sp.kind == specJob {
+			if sp, err = resolveJobSpec(ctx, f.server, sp); err != nil {
+				return err
+			}
 		}
 		specs[i] = sp
 	}

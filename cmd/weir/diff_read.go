@@ -175,7 +175,7 @@ func (sp *outputSpec) records(ctx context.Context, fn func(map[string]any) error
 		defer db.Close()
 		return sqlRecords(ctx, db, sp.table, fn)
 	}
-	return usageErrorf("output %q: reading a job's output is not supported yet: give its sink table (sqlite:PATH#TABLE, postgres://...#TABLE) or its files", sp.raw)
+	return usageErrorf("output %q: a job output is read through its sink table; this one was not resolved (give sqlite:PATH#TABLE, postgres://...#TABLE or its files)", sp.raw)
 }
 
 // open connects to the output's database, read-only for SQLite.

@@ -385,6 +385,24 @@ func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
 		}
 	}
 
+	// A job's output by name: job:NAME[/STEP] is the table its WriteToSql
+	// writes, found through the server.
+	if r := srv.cli(work, "diff", "job:sales-daily", "sqlite:"+db+"#totals", "--key", "region", "--partition", d1, "--format", "json"); r.code != ExitOK || !strings.Contains(r.stdout, `"verdict": "identical"`) {
+		t.Errorf("diff job:sales-daily against its table: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		spec string
+		code int
+		want string
+	}{
+		{"job:sales-daily/Nope", ExitUsage, `no WriteToSql step "Nope" (its SQL sinks: Write)`},
+		{"job:nope", ExitFailure, "JOB_NOT_FOUND"},
+	} {
+		if r := srv.cli(work, "diff", tc.spec, "sqlite:"+db+"#totals"); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("diff %s: exit %d %s; want %d naming %q", tc.spec, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+
 	r = srv.cli(work, "schedules", "switch", "sales", "--pipeline", "same.yaml", "--require-parity", "--parity-partitions", "2")
 	if r.code != ExitOK || !strings.Contains(r.stdout, "version 2 (same.yaml)") {
 		t.Fatalf("switch to an equivalent version with --require-parity: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
