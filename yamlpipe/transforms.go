@@ -97,6 +97,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"elements"}, sink: true, build: buildAssertEqual}, true
 	case "Reshuffle":
 		return &transformDef{keys: []string{"num_buckets"}, build: buildReshuffle}, true
+	case "ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql":
+		return &transformDef{keys: append([]string{"query"}, jdbcKeys...), source: true, build: buildReadFromJdbc}, true
+	case "WriteToJdbc", "WriteToPostgres", "WriteToMySql":
+		return &transformDef{keys: append([]string{"batch_size", "autosharding"}, jdbcKeys...), sink: true, build: buildWriteToJdbc}, true
 	case "Nexmark":
 		return &transformDef{keys: nexmarkKeys, source: true, build: buildNexmark}, true
 	}
@@ -108,7 +112,8 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark"}
+		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark",
+		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql"}
 	sort.Strings(out)
 	return out
 }

@@ -82,7 +82,7 @@ func TestPackageDocsSayWhatTheyImport(t *testing.T) {
 // another package.
 func TestBelowTheRunner(t *testing.T) {
 	pkgs := loadModule(t)
-	below := []string{"mtime", "window", "graph", "row", "state", "runner/contract", "io/files", "io/pubsub", "io/sqlsink"}
+	below := []string{"mtime", "window", "graph", "row", "state", "runner/contract", "io/files", "io/jdbc", "io/pubsub", "io/sqlsink"}
 	for _, rel := range below {
 		if _, ok := pkgs[rel]; !ok {
 			t.Errorf("package %s is missing", rel)

@@ -105,6 +105,15 @@ func (p *HostPolicy) allows(host string) bool {
 	return p.names[strings.ToLower(strings.TrimSuffix(host, "."))]
 }
 
+// CheckHost refuses host (a name or an address, without a port) unless p
+// allows it (a HostError); a nil p allows every host.
+func (p *HostPolicy) CheckHost(host string) error {
+	if p == nil || p.allows(host) {
+		return nil
+	}
+	return &HostError{Host: host, Allowed: p.Hosts()}
+}
+
 // CheckDSN parses a PostgreSQL DSN (URL or keyword form, with the PG*
 // environment variables' defaults, as the sink will connect) and returns a
 // *HostError for the first host (fallbacks included) outside p. It opens
