@@ -83,7 +83,7 @@ func TestCLIServerCrashJdbcExactlyOnce(t *testing.T) {
 				t.Fatalf("drain: %d %s", r.code, r.stderr)
 			}
 			var n, distinct, lo, hi int64
-			if err := conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM " + table).Scan(&n, &distinct, &lo, &hi); err != nil {
+			if err := conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM "+table).Scan(&n, &distinct, &lo, &hi); err != nil {
 				t.Fatal(err)
 			}
 			if n < 100 || n != distinct || hi-lo+1 != n {
