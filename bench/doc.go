@@ -23,7 +23,8 @@
 // all keys and after 1% of them changed (RunState, `weir bench state`).
 //
 // Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
-// mtime, window, yamlpipe, io/pubsub, state, github.com/nats-io/nats.go (to
+// mtime, window, yamlpipe, io/pubsub, state, sandbox and diff (the rehearse
+// variant), github.com/nats-io/nats.go (to
 // publish asynchronously and to consume as the raw reference does) and the
 // standard library. Only
 // cmd/weir and tests import it.

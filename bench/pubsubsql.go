@@ -137,6 +137,13 @@ const (
 	// a stateless ReadFromPubSub → WriteToSql append pipeline and measures
 	// publish-to-committed-row latency.
 	VariantLatency PubSubVariant = "latency"
+	// VariantRehearse rehearses the pipeline variant's pipeline against
+	// itself over the pre-published messages, as weir rehearse --since
+	// does: the messages read from the topic by sequence (no
+	// subscription), the old pipeline run twice and the new once in
+	// sandboxes, and their outputs compared. Not run by default: it holds
+	// the messages in memory (select it with --variants).
+	VariantRehearse PubSubVariant = "rehearse"
 )
 
 // PubSubVariants returns the measured variants in the order they run.
@@ -148,10 +155,10 @@ func PubSubVariants() []PubSubVariant {
 func ParsePubSubVariant(name string) (PubSubVariant, error) {
 	v := PubSubVariant(name)
 	switch v {
-	case VariantPublish, VariantRaw, VariantPipeline, VariantPipelineFinalCP, VariantLatency:
+	case VariantPublish, VariantRaw, VariantPipeline, VariantPipelineFinalCP, VariantLatency, VariantRehearse:
 		return v, nil
 	}
-	names := []string{string(VariantPublish)}
+	names := []string{string(VariantPublish), string(VariantRehearse)}
 	for _, v := range PubSubVariants() {
 		names = append(names, string(v))
 	}
@@ -160,7 +167,7 @@ func ParsePubSubVariant(name string) (PubSubVariant, error) {
 
 // needsPublished reports whether v consumes the pre-published messages.
 func (v PubSubVariant) needsPublished() bool {
-	return v == VariantRaw || v == VariantPipeline || v == VariantPipelineFinalCP
+	return v == VariantRaw || v == VariantPipeline || v == VariantPipelineFinalCP || v == VariantRehearse
 }
 
 // PubSubOutcome is what one child of pubsub-to-sql did, printed as one
@@ -204,6 +211,11 @@ type PubSubOutcome struct {
 	Samples         int64 `json:"samples,omitempty"`
 	// PublishNanos is how long the latency variant published.
 	PublishNanos int64 `json:"publish_ns,omitempty"`
+	// RowsCompared and Differences are the rehearse variant's comparison:
+	// rows compared (each run's rows), differences found (0: the pipeline
+	// agrees with itself).
+	RowsCompared int64 `json:"rows_compared,omitempty"`
+	Differences  int64 `json:"differences,omitempty"`
 }
 
 // Elapsed returns the timed region's wall time.

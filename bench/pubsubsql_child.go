@@ -125,6 +125,10 @@ func runPubSubOn(ctx context.Context, b *pubsub.Broker, v PubSubVariant, run int
 			return PubSubOutcome{}, fmt.Errorf("%w: the topic holds %d messages, want %d", ErrMismatch, info.Messages, cfg.Messages)
 		}
 	}
+	if v == VariantRehearse {
+		// A rehearsal reads the topic by sequence: no subscription.
+		return runRehearsal(ctx, b, cfg, dir, logger)
+	}
 	sub := fmt.Sprintf("%s-r%d", v, run)
 	if v == VariantLatency {
 		if _, err := b.CreateTopic(ctx, pubsubTopic, pubsub.TopicConfig{}); err != nil {

@@ -91,6 +91,12 @@ type PubSubSummary struct {
 	LatencyP50Ms            float64 `json:"latency_p50_ms,omitempty"`
 	LatencyP99Ms            float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMs            float64 `json:"latency_max_ms,omitempty"`
+	// RehearseSeconds is the rehearsal's median wall time (read the
+	// messages, old twice, new once, compare); RehearseToPipeline the
+	// median over runs of that time over the pipeline variant's time to
+	// consume the same messages once (issue target: at most 3).
+	RehearseSeconds    float64 `json:"rehearse_seconds,omitempty"`
+	RehearseToPipeline float64 `json:"rehearse_to_pipeline,omitempty"`
 }
 
 // PubSubReport is the result of `weir bench pubsub-to-sql`.
@@ -209,6 +215,11 @@ func checkPubSub(m PubSubMeasurement, cfg PubSubConfig, want ExpectedSums) error
 				"want %d messages, %d sums adding up to %d (checksum %x)", ErrMismatch, m.Name, o.Messages, o.Rows, o.Total, o.Count,
 				o.Checksum, cfg.Messages, want.Rows, want.Total, want.Checksum)
 		}
+	case VariantRehearse:
+		if o.Messages != cfg.Messages || o.Rows != want.Rows || o.Differences != 0 {
+			return fmt.Errorf("%w: the rehearsal read %d messages, its runs wrote %d window sums and found %d differences; want %d messages, %d sums and none",
+				ErrMismatch, o.Messages, o.Rows, o.Differences, cfg.Messages, want.Rows)
+		}
 	case VariantLatency:
 		if o.Samples != o.Messages || o.Rows != o.Messages || o.Messages == 0 {
 			return fmt.Errorf("%w: latency published %d probes, the table holds %d, %d were timed", ErrMismatch, o.Messages, o.Rows, o.Samples)
@@ -325,6 +336,16 @@ func summarise(ms []PubSubMeasurement) PubSubSummary {
 		LatencyP50Ms:                  col(VariantLatency, func(m PubSubMeasurement) float64 { return m.LatencyP50Ms }),
 		LatencyP99Ms:                  col(VariantLatency, func(m PubSubMeasurement) float64 { return m.LatencyP99Ms }),
 		LatencyMaxMs:                  col(VariantLatency, func(m PubSubMeasurement) float64 { return m.LatencyMaxMs }),
+		RehearseSeconds:               col(VariantRehearse, func(m PubSubMeasurement) float64 { return m.ElapsedSeconds }),
+		RehearseToPipeline: func() float64 {
+			var xs []float64
+			for run, r := range by[VariantRehearse] {
+				if p, ok := by[VariantPipeline][run]; ok && p.ElapsedSeconds > 0 {
+					xs = append(xs, r.ElapsedSeconds/p.ElapsedSeconds)
+				}
+			}
+			return median(xs)
+		}(),
 	}
 }
 

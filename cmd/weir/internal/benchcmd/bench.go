@@ -341,7 +341,7 @@ failed or computed the wrong result, 2 usage.`,
 	fl.IntVar(&f.cfg.LatencyRate, "latency-rate", bench.DefaultLatencyRate, "publish rate of the latency variant, messages/s")
 	fl.DurationVar(&f.cfg.LatencyDuration, "latency-duration", bench.DefaultLatencyDuration, "how long the latency variant publishes")
 	fl.IntVar(&f.runs, "runs", 1, "run every variant this many times (the messages are published once) and report medians")
-	fl.StringSliceVar(&f.variants, "variants", nil, "run only these variants (raw, pipeline, pipeline-final-cp, latency); default all")
+	fl.StringSliceVar(&f.variants, "variants", nil, "run only these variants (raw, pipeline, pipeline-final-cp, latency, rehearse); default all but rehearse, which holds the messages in memory")
 	fl.StringVar(&f.tempDir, "temp-dir", "", "directory for the broker store and tables (about 150 bytes per message); default the system's")
 	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write each variant's CPU profile to DIR/VARIANT-rN.prof (inspect with go tool pprof)")
 	cli.AddFormatFlag(cmd, &f.format)
@@ -365,7 +365,7 @@ func runPubSubSQL(ctx context.Context, e *cli.Env, f pubsubSQLFlags) error {
 		for _, name := range f.variants {
 			v, err := bench.ParsePubSubVariant(name)
 			if err != nil || v == bench.VariantPublish {
-				return cli.UsageErrorf("--variants: unknown variant %q (want raw, pipeline, pipeline-final-cp or latency)", name)
+				return cli.UsageErrorf("--variants: unknown variant %q (want raw, pipeline, pipeline-final-cp, latency or rehearse)", name)
 			}
 			variants = append(variants, v)
 		}
@@ -474,6 +474,13 @@ func writePubSubTable(w io.Writer, rep *bench.PubSubReport) error {
 	}
 	if s.CheckpointedToFinalOnly > 0 {
 		fmt.Fprintf(&b, "  checkpointed / final-only throughput     %.2f (checkpoint overhead %.0f%%)\n", s.CheckpointedToFinalOnly, 100*(1-s.CheckpointedToFinalOnly))
+	}
+	if s.RehearseSeconds > 0 {
+		fmt.Fprintf(&b, "  rehearse (read once, old twice, new once, compare)  %.2f s", s.RehearseSeconds)
+		if s.RehearseToPipeline > 0 {
+			fmt.Fprintf(&b, ", %.2f× the pipeline's consume time (target ≤ 3)", s.RehearseToPipeline)
+		}
+		b.WriteString("\n")
 	}
 	if s.LatencyP50Ms > 0 {
 		fmt.Fprintf(&b, "  latency at %d messages/s, publish → committed row: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/weir-dev/weir/diff"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/sandbox"
+)
+
+// runRehearsal is pubsub-to-sql's rehearse variant: what weir rehearse
+// JOB NEW.yaml --since does for the pipeline variant's pipeline over the
+// pre-published topic, in this process, timed from the first read of the
+// topic to the comparison's verdict.
+func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir string, logger *slog.Logger) (PubSubOutcome, error) {
+	work, err := os.MkdirTemp(dir, "rehearse-")
+	if err != nil {
+		return PubSubOutcome{}, fmt.Errorf("creating a work directory: %w", err)
+	}
+	defer os.RemoveAll(work)
+	src := []byte(SumPipelineYAML("unused", cfg.Window, work+"/sums.sqlite"))
+	opts := sandbox.Options{BaseDir: work, TempDir: work, Workers: cfg.Workers, Logger: logger}
+	start, cpu0 := time.Now(), processCPU()
+	// Read the recorded stretch once, by stream sequence.
+	var msgs []pubsub.Message
+	from := uint64(0)
+	for {
+		page, err := b.ReadRetained(ctx, pubsubTopic, from, time.Time{}, time.Time{}, 0)
+		if err != nil {
+			return PubSubOutcome{}, fmt.Errorf("reading the topic: %w", err)
+		}
+		msgs = append(msgs, page.Messages...)
+		if page.Done || len(page.Messages) == 0 {
+			break
+		}
+		from = page.Next
+	}
+	oldP, err := sandbox.Load("old.yaml", src, opts)
+	if err != nil {
+		return PubSubOutcome{}, err
+	}
+	trace, err := sandbox.MessagesTrace(oldP, sourceStepPS, msgs)
+	if err != nil {
+		return PubSubOutcome{}, err
+	}
+	msgs = nil // the trace holds what the runs need
+	var results []*sandbox.Result
+	defer func() {
+		for _, r := range results {
+			r.Close()
+		}
+	}()
+	for _, name := range []string{"old", "old (second)", "new"} {
+		res, err := sandbox.Run(ctx, name+".yaml", src, trace, opts)
+		if err != nil {
+			return PubSubOutcome{}, fmt.Errorf("the %s run: %w", name, err)
+		}
+		results = append(results, res)
+	}
+	sides := make([]diff.Side, 3)
+	for i, r := range results {
+		if sides[i], err = r.Side(); err != nil {
+			return PubSubOutcome{}, err
+		}
+	}
+	rep, err := diff.Run(sides[0], sides[1], sides[2], diff.Options{MaxDetails: -1})
+	if err != nil {
+		return PubSubOutcome{}, fmt.Errorf("comparing the outputs: %w", err)
+	}
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	o := PubSubOutcome{Variant: string(VariantRehearse), Messages: results[0].Input, ElapsedNanos: elapsed.Nanoseconds(), CPUNanos: cpu.Nanoseconds(),
+		Rows: results[2].Rows.Len(), Differences: rep.Total + rep.TotalNoise}
+	for _, out := range rep.Outputs {
+		o.RowsCompared += out.RowsCompared
+	}
+	return o, nil
+}
