@@ -39,6 +39,7 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 		}
 		from = page.Next
 	}
+	logger.Info("rehearse: read the topic", "messages", len(msgs), "seconds", time.Since(start).Seconds())
 	oldP, err := sandbox.Load("old.yaml", src, opts)
 	if err != nil {
 		return PubSubOutcome{}, err
@@ -60,6 +61,7 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 			return PubSubOutcome{}, fmt.Errorf("the %s run: %w", name, err)
 		}
 		results = append(results, res)
+		logger.Info("rehearse: run done", "run", name, "seconds", time.Since(start).Seconds())
 	}
 	sides := make([]diff.Side, 3)
 	for i, r := range results {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,10 @@ import (
 // acknowledgement state, and no consumer, is created or changed. And it
 // decodes such a message into the element a ReadFromPubSub source would
 // have emitted for it.
+
+// retainedGetsInFlight is how many message gets ReadRetained has in
+// flight at once.
+const retainedGetsInFlight = 32
 
 // MaxRetainedRead is the most messages one ReadRetained call returns.
 const MaxRetainedRead = 10000
@@ -66,24 +71,114 @@ func (b *Broker) ReadRetained(ctx context.Context, topic string, from uint64, si
 		}
 	}
 	seq = max64(seq, state.FirstSeq)
+	if state.LastSeq >= seq && state.LastSeq-seq+1 > retainedGetsInFlight {
+		return b.readRetainedOrdered(ctx, st, topic, seq, state.LastSeq, until, max)
+	}
 	out := RetainedRead{}
-	for ; seq <= state.LastSeq && len(out.Messages) < max; seq++ {
-		m, ok, err := getMsg(ctx, st, seq)
-		if err != nil {
-			return RetainedRead{}, apiErr("reading topic "+topic, err)
+	// The gets go out retainedGetsInFlight at a time (each is a request to
+	// the server: one at a time, the read waits a round trip per
+	// message); the messages are taken in sequence order.
+	got := make([]*jetstream.RawStreamMsg, retainedGetsInFlight)
+	errs := make([]error, retainedGetsInFlight)
+	for seq <= state.LastSeq && len(out.Messages) < max {
+		n := int(min(uint64(retainedGetsInFlight), state.LastSeq-seq+1, uint64(max-len(out.Messages))))
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ok bool
+				got[i], ok, errs[i] = getMsg(ctx, st, seq+uint64(i))
+				if !ok {
+					got[i] = nil
+				}
+			}()
 		}
-		if !ok {
-			continue // dropped from the middle of the stream
+		wg.Wait()
+		stop := false
+		for i := range n {
+			if errs[i] != nil {
+				return RetainedRead{}, apiErr("reading topic "+topic, errs[i])
+			}
+			m := got[i]
+			if m == nil {
+				seq++
+				continue // dropped from the middle of the stream
+			}
+			if !until.IsZero() && !m.Time.Before(until) {
+				out.Done, stop = true, true
+				break
+			}
+			out.Messages = append(out.Messages, rawMessage(topic, m))
+			seq++
 		}
-		if !until.IsZero() && !m.Time.Before(until) {
-			out.Done = true
+		if stop {
 			break
 		}
-		out.Messages = append(out.Messages, rawMessage(topic, m))
 	}
 	out.Next = seq
 	if seq > state.LastSeq {
 		out.Done = true
+	}
+	return out, nil
+}
+
+// readRetainedOrdered is ReadRetained for a long stretch: the messages
+// from seq to last come through an ordered consumer (ephemeral, without
+// acknowledgements, removed by the server when it goes idle, and nothing
+// any subscription reads), which streams them instead of a request per
+// message.
+func (b *Broker) readRetainedOrdered(ctx context.Context, st jetstream.Stream, topic string, seq, last uint64, until time.Time, max int) (RetainedRead, error) {
+	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq})
+	if err != nil {
+		return RetainedRead{}, apiErr("reading topic "+topic, err)
+	}
+	defer func() {
+		// Remove it now rather than when the server finds it idle: a
+		// topic's subscription count must not show a rehearsal's read.
+		if info := oc.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = st.DeleteConsumer(dctx, info.Name)
+			cancel()
+		}
+	}()
+	out := RetainedRead{Next: seq}
+	for len(out.Messages) < max {
+		want := int(min(uint64(max-len(out.Messages)), last-out.Next+1, 1000))
+		batch, err := oc.Fetch(want, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return RetainedRead{}, apiErr("reading topic "+topic, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				drain(batch)
+				return RetainedRead{}, fmt.Errorf("reading topic %s: %w", topic, err)
+			}
+			q := md.Sequence.Stream
+			if q > last {
+				drain(batch)
+				out.Done = true
+				return out, nil
+			}
+			if !until.IsZero() && !md.Timestamp.Before(until) {
+				drain(batch)
+				out.Next, out.Done = q, true
+				return out, nil
+			}
+			out.Messages = append(out.Messages, rawMessage(topic, &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: q,
+				Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}))
+			out.Next = q + 1
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return RetainedRead{}, apiErr("reading topic "+topic, err)
+		}
+		if n == 0 || out.Next > last {
+			out.Done = out.Next > last || n == 0
+			return out, nil
+		}
 	}
 	return out, nil
 }
