@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/weir-dev/weir/diff"
@@ -55,13 +56,24 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 			r.Close()
 		}
 	}()
-	for _, name := range []string{"old", "old (second)", "new"} {
-		res, err := sandbox.Run(ctx, name+".yaml", src, trace, opts)
+	// As weir rehearse does: the three runs at once, over the one trace.
+	names := []string{"old", "old (second)", "new"}
+	results = make([]*sandbox.Result, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = sandbox.Run(ctx, name+".yaml", src, trace, opts)
+			logger.Info("rehearse: run done", "run", name, "seconds", time.Since(start).Seconds())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
-			return PubSubOutcome{}, fmt.Errorf("the %s run: %w", name, err)
+			return PubSubOutcome{}, fmt.Errorf("the %s run: %w", names[i], err)
 		}
-		results = append(results, res)
-		logger.Info("rehearse: run done", "run", name, "seconds", time.Since(start).Seconds())
 	}
 	sides := make([]diff.Side, 3)
 	for i, r := range results {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -278,21 +279,32 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		oldOpts.State, oldOpts.StateSteps = start.state, start.oldSteps
 		newOpts.State, newOpts.StateSteps = start.state, start.newSteps
 	}
-	oldRes, err := run("old", oldName, oldSrc, oldOpts)
-	if err != nil {
-		return err
+	// The three runs read the one recorded trace and share nothing else:
+	// they run at once.
+	specs := []struct {
+		what, name string
+		src        []byte
+		opts       sandbox.Options
+	}{{"old", oldName, oldSrc, oldOpts}, {"old (second)", oldName, oldSrc, oldOpts}, {"new", newPath, newSrc, newOpts}}
+	results, errs := make([]*sandbox.Result, len(specs)), make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = run(sp.what, sp.name, sp.src, sp.opts)
+		}()
 	}
-	defer oldRes.Close()
-	old2Res, err := run("old (second)", oldName, oldSrc, oldOpts)
-	if err != nil {
-		return err
+	wg.Wait()
+	for _, r := range results {
+		defer r.Close() // Close of a nil Result does nothing
 	}
-	defer old2Res.Close()
-	newRes, err := run("new", newPath, newSrc, newOpts)
-	if err != nil {
-		return err
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	defer newRes.Close()
+	oldRes, old2Res, newRes := results[0], results[1], results[2]
 	sides := make([]diff.Side, 3)
 	for i, r := range []*sandbox.Result{oldRes, old2Res, newRes} {
 		if sides[i], err = r.Side(); err != nil {
