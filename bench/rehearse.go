@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/weir-dev/weir/diff"
@@ -57,24 +56,11 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 		}
 	}()
 	// As weir rehearse does: the three runs at once, over the one trace.
-	names := []string{"old", "old (second)", "new"}
-	results = make([]*sandbox.Result, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = sandbox.Run(ctx, name+".yaml", src, trace, opts)
-			logger.Info("rehearse: run done", "run", name, "seconds", time.Since(start).Seconds())
-		}()
+	spec := sandbox.RunSpec{Path: "pipeline.yaml", Src: src, Opts: opts}
+	if results, err = sandbox.RunAll(ctx, trace, spec, spec, spec); err != nil {
+		return PubSubOutcome{}, fmt.Errorf("a sandboxed run: %w", err)
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return PubSubOutcome{}, fmt.Errorf("the %s run: %w", names[i], err)
-		}
-	}
+	logger.Info("rehearse: runs done", "seconds", time.Since(start).Seconds())
 	sides := make([]diff.Side, 3)
 	for i, r := range results {
 		if sides[i], err = r.Side(); err != nil {

@@ -154,6 +154,52 @@ func Run(ctx context.Context, path string, src []byte, trace *Trace, opts Option
 	return RunPipeline(ctx, p, trace, opts)
 }
 
+// RunSpec is one run of RunAll: a pipeline file's text, its name in
+// errors, and the run's options.
+type RunSpec struct {
+	Path string
+	Src  []byte
+	Opts Options
+}
+
+// RunAll runs every spec over trace at once (the runs share only the
+// trace, which none changes) and returns their results in spec order. When
+// a run fails, the others' results are closed and the first failure in
+// spec order is returned, naming the run by its index.
+func RunAll(ctx context.Context, trace *Trace, specs ...RunSpec) ([]*Result, error) {
+	results, errs := make([]*Result, len(specs)), make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Run(ctx, sp.Path, sp.Src, trace, sp.Opts)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, r := range results {
+				r.Close()
+			}
+			return nil, &RunError{Index: i, Err: err}
+		}
+	}
+	return results, nil
+}
+
+// RunError is a failed run of RunAll: its index among the specs.
+type RunError struct {
+	Index int
+	Err   error
+}
+
+// Error names the run's error.
+func (e *RunError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the run's error.
+func (e *RunError) Unwrap() error { return e.Err }
+
 // RunPipeline runs a pipeline built by Load over trace. It replaces the
 // code of p's sources and sinks, so p is used once.
 func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Options) (*Result, error) {

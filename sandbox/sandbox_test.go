@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -301,5 +302,34 @@ func TestRunTestMockInputsExpectedOutputs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("err = %v, want one containing %q", err, tt.want)
 		}
+	}
+}
+
+// TestRunAll runs three runs of the fixture at once over one trace: each
+// gives what a run alone gives; a failing run is named by its index and
+// the others' results are released.
+func TestRunAll(t *testing.T) {
+	tr := readTrace(t, "testdata/fixture.jsonl")
+	alone := allRows(t, runFile(t, "testdata/fixture.yaml", tr, Options{}))
+	src, err := os.ReadFile("testdata/fixture.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := RunSpec{Path: "fixture.yaml", Src: src, Opts: Options{BaseDir: t.TempDir(), TempDir: t.TempDir(), MemoryRows: 2}}
+	results, err := RunAll(context.Background(), tr, spec, spec, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		if got := allRows(t, r); !reflect.DeepEqual(got, alone) {
+			t.Errorf("run %d: %+v, want %+v", i, got, alone)
+		}
+		r.Close()
+	}
+	bad := RunSpec{Path: "bad.yaml", Src: []byte("pipeline: 3\n"), Opts: spec.Opts}
+	_, err = RunAll(context.Background(), tr, spec, bad, spec)
+	var re *RunError
+	if !errors.As(err, &re) || re.Index != 1 || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Errorf("RunAll with a bad second pipeline: %v, want a RunError of index 1 naming bad.yaml", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -262,16 +261,6 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		}
 	}
 	e.logger.Info("rehearsing", "old", oldArg, "new", newPath, "events", f.events, "elements", trace.Elements())
-	run := func(what, name string, src []byte, o sandbox.Options) (*sandbox.Result, error) {
-		res, err := sandbox.Run(ctx, name, src, trace, o)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, withCode(ExitRehearsalFailed, fmt.Errorf("the %s run: %w", what, err))
-		}
-		return res, nil
-	}
 	oldOpts := opts
 	newOpts := opts
 	newOpts.NameMapping = names
@@ -281,28 +270,23 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	}
 	// The three runs read the one recorded trace and share nothing else:
 	// they run at once.
-	specs := []struct {
-		what, name string
-		src        []byte
-		opts       sandbox.Options
-	}{{"old", oldName, oldSrc, oldOpts}, {"old (second)", oldName, oldSrc, oldOpts}, {"new", newPath, newSrc, newOpts}}
-	results, errs := make([]*sandbox.Result, len(specs)), make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, sp := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = run(sp.what, sp.name, sp.src, sp.opts)
-		}()
-	}
-	wg.Wait()
-	for _, r := range results {
-		defer r.Close() // Close of a nil Result does nothing
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
+	whats := []string{"old", "old (second)", "new"}
+	results, err := sandbox.RunAll(ctx, trace,
+		sandbox.RunSpec{Path: oldName, Src: oldSrc, Opts: oldOpts},
+		sandbox.RunSpec{Path: oldName, Src: oldSrc, Opts: oldOpts},
+		sandbox.RunSpec{Path: newPath, Src: newSrc, Opts: newOpts})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		var re *sandbox.RunError
+		if errors.As(err, &re) {
+			return withCode(ExitRehearsalFailed, fmt.Errorf("the %s run: %w", whats[re.Index], re.Err))
+		}
+		return withCode(ExitRehearsalFailed, err)
+	}
+	for _, r := range results {
+		defer r.Close()
 	}
 	oldRes, old2Res, newRes := results[0], results[1], results[2]
 	sides := make([]diff.Side, 3)
