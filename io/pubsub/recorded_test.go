@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -27,9 +28,18 @@ func TestReadRetainedChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := b.Subscription(ctx, "orders-sub")
-	if err != nil {
-		t.Fatal(err)
+	// The subscription counts a published message a moment after the
+	// publish is acknowledged: take "before" once it counts all ten.
+	var before SubscriptionInfo
+	if !await.Until(10*time.Second, 5*time.Millisecond, func() bool {
+		s, err := b.Subscription(ctx, "orders-sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = s
+		return s.NumPending == 10
+	}) {
+		t.Fatalf("the subscription counts %d pending messages, want the 10 published", before.NumPending)
 	}
 	all, err := b.ReadRetained(ctx, "orders", 0, time.Time{}, time.Time{}, 0)
 	if err != nil {
