@@ -20,7 +20,9 @@
 package jdbc
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -53,7 +55,7 @@ type Conn struct {
 	// ConnectionProperties are Beam's connection_properties
 	// ("k1=v1;k2=v2"), added to the URL's parameters.
 	ConnectionProperties string
-	// InitSQL are statements run on each connection before anything else
+	// InitSQL are statements every connection runs before anything else
 	// (Beam's connection_init_sql).
 	InitSQL []string
 }
@@ -170,25 +172,61 @@ func redact(s string) string {
 	return s
 }
 
-// open connects to t and runs the init statements.
+// open connects to t; every connection the pool opens runs the init
+// statements first (Beam's connection_init_sql), so a reconnect keeps
+// them in force.
 func open(t Target, init []string) (*sql.DB, error) {
-	db, err := sql.Open(t.Driver, t.DSN)
+	if len(init) == 0 {
+		db, err := sql.Open(t.Driver, t.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", t.Type, err)
+		}
+		return db, nil
+	}
+	probe, err := sql.Open(t.Driver, t.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", t.Type, err)
 	}
-	if len(init) > 0 {
-		// The init statements run on every connection the pool opens:
-		// one connection keeps them in force.
-		db.SetMaxOpenConns(1)
-		for _, s := range init {
-			if _, err := db.Exec(s); err != nil {
-				db.Close()
-				return nil, fmt.Errorf("connection_init_sql %q: %w", s, err)
-			}
+	dc, ok := probe.Driver().(driver.DriverContext)
+	probe.Close()
+	if !ok {
+		return nil, fmt.Errorf("connecting to %s: the driver cannot run connection_init_sql", t.Type)
+	}
+	base, err := dc.OpenConnector(t.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", t.Type, err)
+	}
+	return sql.OpenDB(initConnector{base: base, init: init}), nil
+}
+
+// initConnector runs init on every connection base opens.
+type initConnector struct {
+	base driver.Connector
+	init []string
+}
+
+// Connect implements driver.Connector.
+func (c initConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.base.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		conn.Close()
+		return nil, errors.New("the driver's connections cannot run connection_init_sql")
+	}
+	for _, s := range c.init {
+		if _, err := ex.ExecContext(ctx, s, nil); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("connection_init_sql %q: %w", s, err)
 		}
 	}
-	return db, nil
+	return conn, nil
 }
+
+// Driver implements driver.Connector.
+func (c initConnector) Driver() driver.Driver { return c.base.Driver() }
 
 // quote quotes an identifier (a table name, possibly schema-qualified,
 // or a column) for t's database.

@@ -209,3 +209,26 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestInitSQLOnEveryConnection: connection_init_sql runs on every
+// connection the pool opens, so a reconnect keeps its settings.
+func TestInitSQLOnEveryConnection(t *testing.T) {
+	forEachDatabase(t, func(t *testing.T, target Target, _ *sql.DB, _ string) {
+		init, query := []string{"SET application_name = 'weir-init'"}, "SELECT current_setting('application_name')"
+		if target.Type == MySQL {
+			init, query = []string{"SET @weir_init = 'weir-init'"}, "SELECT @weir_init"
+		}
+		db, err := open(target, init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxIdleConns(0) // every query on a new connection
+		for i := range 3 {
+			var got string
+			if err := db.QueryRow(query).Scan(&got); err != nil || got != "weir-init" {
+				t.Fatalf("query %d on a new connection: %q, %v; want the init statement's setting", i, got, err)
+			}
+		}
+	})
+}
