@@ -139,20 +139,7 @@ var widenable = map[string]bool{"sum": true, "min": true, "max": true, "mean": t
 // function that carries its stored accumulator over (widenable), and
 // returns the positions (1-based) widened.
 func outputsWidened(o, n *graph.Coder) ([]int, bool) {
-	if o == nil || n == nil || o.URN != accumulatorURN || n.URN != accumulatorURN || o.Version != n.Version ||
-		len(o.Components) != 0 || len(n.Components) != 0 || len(o.Fields) != len(n.Fields) {
-		return nil, false
-	}
-	var at []int
-	for i, of := range o.Fields {
-		nf := n.Fields[i]
-		switch {
-		case of == nf:
-		case of.Name == nf.Name && widenable[of.Name] && of.Type == "int" && nf.Type == "float":
-			at = append(at, i+1)
-		default:
-			return nil, false
-		}
-	}
-	return at, len(at) > 0
+	return slotsChanged(o, n, func(of, nf graph.Field) bool {
+		return of.Name == nf.Name && widenable[of.Name] && of.Type == "int" && nf.Type == "float"
+	})
 }

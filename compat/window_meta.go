@@ -160,8 +160,24 @@ const accumulatorURN = "weir:yaml:combine_accumulator"
 // accumulator coders o and n is counts of a value field that became counts
 // of elements, and returns the positions (from 1) of those outputs.
 func countsNowElements(o, n *graph.Coder) ([]int, bool) {
-	if o == nil || n == nil || o.URN != accumulatorURN || n.URN != accumulatorURN || o.Version != n.Version ||
-		len(o.Fields) != len(n.Fields) || len(o.Components) != 0 || len(n.Components) != 0 {
+	return slotsChanged(o, n, func(of, nf graph.Field) bool {
+		return of.Name == "count" && nf.Name == "count" && of.Type != "none" && nf.Type == "none"
+	})
+}
+
+// accumulatorCoders reports whether o and n are both YAML Combine
+// accumulator coders of one version.
+func accumulatorCoders(o, n *graph.Coder) bool {
+	return o != nil && n != nil && o.URN == accumulatorURN && n.URN == accumulatorURN && o.Version == n.Version &&
+		len(o.Components) == 0 && len(n.Components) == 0
+}
+
+// slotsChanged reports whether the YAML Combine accumulator coders o and
+// n have the same number of slots, each unchanged or changed as changed
+// allows, at least one changed, and returns the positions (from 1) of the
+// changed ones.
+func slotsChanged(o, n *graph.Coder, changed func(of, nf graph.Field) bool) ([]int, bool) {
+	if !accumulatorCoders(o, n) || len(o.Fields) != len(n.Fields) {
 		return nil, false
 	}
 	var at []int
@@ -169,7 +185,7 @@ func countsNowElements(o, n *graph.Coder) ([]int, bool) {
 		nf := n.Fields[i]
 		switch {
 		case of == nf:
-		case of.Name == "count" && nf.Name == "count" && of.Type != "none" && nf.Type == "none":
+		case changed(of, nf):
 			at = append(at, i+1)
 		default:
 			return nil, false
@@ -196,8 +212,7 @@ func intList(at []int) string {
 // or removed in the middle would hand a slot to another function), and
 // returns the accumulator entries added and removed.
 func outputsChanged(o, n *graph.Coder) (added, removed []graph.Field, ok bool) {
-	if o == nil || n == nil || o.URN != accumulatorURN || n.URN != accumulatorURN || o.Version != n.Version ||
-		len(o.Components) != 0 || len(n.Components) != 0 || len(o.Fields) == len(n.Fields) {
+	if !accumulatorCoders(o, n) || len(o.Fields) == len(n.Fields) {
 		return nil, nil, false
 	}
 	k := min(len(o.Fields), len(n.Fields))
