@@ -11,20 +11,40 @@ import (
 	"github.com/weir-dev/weir/window"
 )
 
-// renamedSchema is totalsSchema with total renamed to amount_total.
-var renamedSchema = row.MustSchema(
-	row.Field{Name: "region", Type: row.Of(row.KindString)},
-	row.Field{Name: "amount_total", Type: row.Of(row.KindInt)},
-	row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
-	row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
-	row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
+// totalsAs is totalsSchema with its total field named name, of kind k.
+func totalsAs(name string, k row.Kind) *row.Schema {
+	fs := append([]row.Field(nil), totalsSchema.Fields...)
+	fs[1] = row.Field{Name: name, Type: row.Of(k)}
+	return row.MustSchema(fs...)
+}
+
+var (
+	// renamedSchema is totalsSchema with total renamed to amount_total,
+	// floatSchema with total widened to a float.
+	renamedSchema = totalsAs("amount_total", row.KindInt)
+	floatSchema   = totalsAs("total", row.KindFloat)
 )
 
-func renamedTotal(region string, cents int64, w window.Window, p window.PaneInfo) contract.Element {
-	e := total(region, cents, w, p)
-	r := e.Value.(*row.Row)
-	e.Value = &row.Row{Schema: renamedSchema, Values: r.Values}
+// totalIn is total's element with its row in schema s and its total v.
+func totalIn(s *row.Schema, region string, v any, w window.Window, p window.PaneInfo) contract.Element {
+	e := total(region, 0, w, p)
+	vals := append([]any(nil), e.Value.(*row.Row).Values...)
+	vals[1] = v
+	e.Value = &row.Row{Schema: s, Values: vals}
 	return e
+}
+
+// writeGeneration1 commits NORTH 425 and SOUTH 100 through a first
+// generation's sink of e's table, and returns the configuration of the
+// second generation's sink.
+func writeGeneration1(t *testing.T, e *env) Config {
+	t.Helper()
+	s1 := e.sink(e.config("", "region"), totalsSchema)
+	commit(t, s1, 1, total("NORTH", 425, w0, onTime0), total("SOUTH", 100, w0, onTime0))
+	s1.Close(context.Background())
+	cfg := e.config("", "region")
+	cfg.Generation, cfg.SinkID = 2, e.table+"/Write2"
+	return cfg
 }
 
 // TestRenamedColumn renames a value column of a plain table in place: the
@@ -34,16 +54,10 @@ func renamedTotal(region string, cents int64, w window.Window, p window.PaneInfo
 func TestRenamedColumn(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		s1 := e.sink(e.config("", "region"), totalsSchema)
-		commit(t, s1, 1, total("NORTH", 425, w0, onTime0), total("SOUTH", 100, w0, onTime0))
-		s1.Close(ctx)
-
-		cfg := e.config("", "region")
-		cfg.Generation = 2
-		cfg.SinkID = e.table + "/Write2"
+		cfg := writeGeneration1(t, e)
 		cfg.RenamedColumns = map[string]string{"amount_total": "total"}
 		s2 := e.sink(cfg, renamedSchema)
-		commit(t, s2, 1, renamedTotal("NORTH", 475, w0, late1))
+		commit(t, s2, 1, totalIn(renamedSchema, "NORTH", int64(475), w0, late1))
 		s2.Close(ctx)
 		s3 := e.sink(cfg, renamedSchema) // a restart: nothing to rename
 		s3.Close(ctx)
@@ -64,10 +78,7 @@ func TestRenamedColumn(t *testing.T) {
 func TestRenamedColumnRefused(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		s1 := e.sink(e.config("", "region"), totalsSchema)
-		commit(t, s1, 1, total("NORTH", 425, w0, onTime0))
-		s1.Close(ctx)
-
+		writeGeneration1(t, e)
 		prepare := func(cfg Config) error {
 			sk, err := New(cfg, renamedSchema)
 			if err != nil {
@@ -97,31 +108,14 @@ func TestRenamedColumnRefused(t *testing.T) {
 	})
 }
 
-// floatSchema is totalsSchema with total widened to a float.
-var floatSchema = row.MustSchema(
-	row.Field{Name: "region", Type: row.Of(row.KindString)},
-	row.Field{Name: "total", Type: row.Of(row.KindFloat)},
-	row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
-	row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
-	row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
-)
-
 // TestWidenedColumn widens an int column to float in place: the rows
 // written before keep their values, the next revisions write fractions.
 func TestWidenedColumn(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		s1 := e.sink(e.config("", "region"), totalsSchema)
-		commit(t, s1, 1, total("NORTH", 425, w0, onTime0), total("SOUTH", 100, w0, onTime0))
-		s1.Close(ctx)
-
-		cfg := e.config("", "region")
-		cfg.Generation, cfg.SinkID = 2, e.table+"/Write2"
+		cfg := writeGeneration1(t, e)
 		s2 := e.sink(cfg, floatSchema)
-		el := total("NORTH", 0, w0, late1)
-		r := el.Value.(*row.Row)
-		el.Value = &row.Row{Schema: floatSchema, Values: []any{"NORTH", 475.5, r.Values[2], r.Values[3], r.Values[4]}}
-		commit(t, s2, 1, el)
+		commit(t, s2, 1, totalIn(floatSchema, "NORTH", 475.5, w0, late1))
 		s2.Close(ctx)
 		e.sink(cfg, floatSchema).Close(ctx) // a restart: nothing more to widen
 
