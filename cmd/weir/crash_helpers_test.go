@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // crashPointsFrom is how many seeded kill points a flow gets: 2 (the
@@ -166,6 +168,53 @@ func (p *serverProc) mustCLI(t *testing.T, dir string, args ...string) cliResult
 		t.Fatalf("weir %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
 	}
 	return r
+}
+
+// runOrdersJob creates topic orders, runs pipeline (reading it through
+// step Orders) as job orders, and returns the job's ID once it runs and
+// its subscription exists: a subscription starts at the end of the
+// topic, so publish only then.
+func (p *serverProc) runOrdersJob(t *testing.T, dir, pipeline string) string {
+	t.Helper()
+	p.mustCLI(t, dir, "topics", "create", "orders")
+	id := strings.TrimSpace(p.mustCLI(t, dir, "run", pipeline, "--job-name", "orders").stdout)
+	p.waitJob(id, "RUNNING", stateIs("RUNNING"))
+	sub := pubsub.SubscriptionName("orders", "Orders")
+	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return p.cli(dir, "subscriptions", "describe", sub).code == ExitOK }) {
+		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, p.log())
+	}
+	return id
+}
+
+// runThroughKills runs pipeline as streaming job ids on a server over
+// dataDir, kills the server with SIGKILL kills times once the job has
+// checkpointed (three checkpoints before each kill, three new ones after
+// each restart), then drains the job. It returns the last server and the
+// job's ID. The job must be exactly once.
+func runThroughKills(t *testing.T, dataDir, work, pipeline string, kills int) (*serverProc, string) {
+	t.Helper()
+	srv := startServer(t, dataDir)
+	r := srv.cli(work, "run", pipeline, "--job-name", "ids", "--no-wait")
+	if r.code != ExitOK {
+		t.Fatalf("run: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	j := srv.waitJob(id, "three checkpoints", epochAtLeast(3))
+	if j["delivery"] != "exactly_once" {
+		t.Fatalf("delivery %v (%v), want exactly_once", j["delivery"], j["delivery_note"])
+	}
+	for range kills {
+		if code := srv.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
+			t.Fatalf("kill -9: exit %d", code)
+		}
+		srv = startServer(t, dataDir)
+		after := srv.describe(id)
+		srv.waitJob(id, "new checkpoints after the restart", epochAtLeast(epochOf(after)+3))
+	}
+	if r := srv.cli("", "jobs", "drain", id, "--wait"); r.code != ExitOK {
+		t.Fatalf("drain: %d %s", r.code, r.stderr)
+	}
+	return srv, id
 }
 
 // publish publishes the messages of file to topic orders, with their

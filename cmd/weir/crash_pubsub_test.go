@@ -3,15 +3,11 @@ package main
 import (
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
-
-	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestCLIServerCrashPubSubUpsert publishes a known stream to a topic while a
@@ -33,16 +29,7 @@ func TestCLIServerCrashPubSubUpsert(t *testing.T) {
 	// chunk puts message i at base+i×100ms.
 	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
 	srv := startServer(t, dir)
-	srv.mustCLI(t, work, "topics", "create", "orders")
-	id := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
-	srv.waitJob(id, "RUNNING", stateIs("RUNNING"))
-	// The source creates its subscription (named after the job and step)
-	// when it opens; a subscription starts at the end of the topic, so
-	// publish only once it exists.
-	sub := pubsub.SubscriptionName("orders", "Orders")
-	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
-		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
-	}
+	id := srv.runOrdersJob(t, work, pipeline)
 	bounds := []int{0, 1500, 3000, 4500, total}
 	for i := 0; i < len(bounds)-1; i++ {
 		// --id-field makes a publish retried after a crash harmless.

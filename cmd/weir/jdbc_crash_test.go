@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,27 +59,7 @@ func TestCLIServerCrashJdbcExactlyOnce(t *testing.T) {
 `, db.transform, db.url, db.user, db.pass, table)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			srv := startServer(t, dir)
-			r := srv.cli(work, "run", pipeline, "--job-name", "ids", "--no-wait")
-			if r.code != ExitOK {
-				t.Fatalf("run: %d %s", r.code, r.stderr)
-			}
-			id := strings.TrimSpace(r.stdout)
-			j := srv.waitJob(id, "three checkpoints", epochAtLeast(3))
-			if j["delivery"] != "exactly_once" {
-				t.Fatalf("delivery %v (%v), want exactly_once", j["delivery"], j["delivery_note"])
-			}
-			for range 2 {
-				if code := srv.stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
-					t.Fatalf("kill -9: exit %d", code)
-				}
-				srv = startServer(t, dir)
-				after := srv.describe(id)
-				srv.waitJob(id, "new checkpoints after the restart", epochAtLeast(epochOf(after)+3))
-			}
-			if r := srv.cli("", "jobs", "drain", id, "--wait"); r.code != ExitOK {
-				t.Fatalf("drain: %d %s", r.code, r.stderr)
-			}
+			runThroughKills(t, dir, work, pipeline, 2)
 			var n, distinct, lo, hi int64
 			if err := conn.QueryRow("SELECT COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM "+table).Scan(&n, &distinct, &lo, &hi); err != nil {
 				t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/diff"
-	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestCLIServerRehearseFromSnapshot rehearses a change of a running job
@@ -36,13 +34,7 @@ func TestCLIServerRehearseFromSnapshot(t *testing.T) {
 `, "Even", "", db))
 	in := newCrashInput(t, work, 5)
 	srv := startServer(t, dir)
-	srv.mustCLI(t, work, "topics", "create", "orders")
-	id := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
-	srv.waitJob(id, "RUNNING", stateIs("RUNNING"))
-	sub := pubsub.SubscriptionName("orders", "Orders")
-	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
-		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
-	}
+	id := srv.runOrdersJob(t, work, pipeline)
 	// Messages 0..1499 at 0..150s: windows 00:00 and 00:01 close, 00:02
 	// is open at the snapshot with 120..150s in it.
 	srv.publish(t, work, in.chunk(0, 1500, 0))

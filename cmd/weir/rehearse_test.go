@@ -16,7 +16,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/weir-dev/weir/diff"
-	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
@@ -237,13 +236,8 @@ func TestCLIServerRehearseTouchesNothing(t *testing.T) {
 	in := newCrashInput(t, work, 5)
 	chunk := in.chunk(0, 1500, 0)
 	srv := startServer(t, dir)
-	srv.mustCLI(t, work, "topics", "create", "orders")
-	id := strings.TrimSpace(srv.mustCLI(t, work, "run", pipeline, "--job-name", "orders").stdout)
-	srv.waitJob(id, "RUNNING", stateIs("RUNNING"))
+	id := srv.runOrdersJob(t, work, pipeline)
 	sub := pubsub.SubscriptionName("orders", "Orders")
-	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
-		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
-	}
 	srv.publish(t, work, chunk)
 	waitCaughtUp(t, srv, id)
 	// The recorded stretch: the published messages as an events file,

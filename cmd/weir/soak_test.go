@@ -13,9 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/weir-dev/weir/internal/await"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // The seeded soak test (issue 12): a real `weir server` child process is
@@ -116,14 +113,8 @@ func soakRun(t *testing.T, seed uint64, size soakSize) {
 	}
 
 	srv := startServer(t, dir)
-	srv.mustCLI(t, work, "topics", "create", "orders")
 	version := 0
-	srv.mustCLI(t, work, "run", versions[version], "--job-name", "orders")
-	srv.waitJob("orders", "RUNNING", stateIs("RUNNING"))
-	sub := pubsub.SubscriptionName("orders", "Orders")
-	if !await.Until(30*time.Second, 20*time.Millisecond, func() bool { return srv.cli(work, "subscriptions", "describe", sub).code == ExitOK }) {
-		t.Fatalf("the job's subscription %s was not created\nserver log:\n%s", sub, srv.log())
-	}
+	srv.runOrdersJob(t, work, versions[version])
 
 	publish := func(url string, chunk int) cliResult {
 		return soakCLI(work, "topics", "publish", "orders", "--file", chunks[chunk], "--id-field", "id", "--server", url)
