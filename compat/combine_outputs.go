@@ -49,9 +49,10 @@ func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
 }
 
 // RenamedOutputs returns the outputs a YAML Combine step declares renamed
-// in place (migrations: renamed_from), new name to old; nil for none.
+// in place (migrations: renamed_from), new name to old; nil for none (and
+// for a nil step).
 func RenamedOutputs(s *graph.Step) map[string]string {
-	if s.Fn == nil || len(s.Fn.Config) == 0 {
+	if s == nil || s.Fn == nil || len(s.Fn.Config) == 0 {
 		return nil
 	}
 	var cfg struct {

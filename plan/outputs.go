@@ -190,16 +190,8 @@ func widens(from, to string) bool {
 // declaredRenames returns the fields renamed in place (new name to old)
 // that the step feeding sink s declares: a Combine's renamed_from.
 func declaredRenames(g *graph.Pipeline, s *graph.Step) map[string]string {
-	id := s.Inputs["main"]
-	for _, c := range g.Collections {
-		if c.ID != id {
-			continue
-		}
-		for _, st := range g.Steps {
-			if st.Name == c.Producer {
-				return compat.RenamedOutputs(st)
-			}
-		}
+	if c := g.Collection(s.Inputs[graph.MainTag]); c != nil {
+		return compat.RenamedOutputs(g.Step(c.Producer))
 	}
 	return nil
 }

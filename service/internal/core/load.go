@@ -129,24 +129,16 @@ func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
 	if err != nil {
 		return nil
 	}
-	producers := map[string]*graph.Step{}
-	for _, c := range g.Collections {
-		for _, st := range g.Steps {
-			if st.Name == c.Producer {
-				producers[c.ID] = st
-			}
-		}
-	}
 	var out map[string]map[string]string
 	for _, st := range g.Steps {
 		if st.Kind != graph.KindSink {
 			continue
 		}
-		p := producers[st.Inputs[graph.MainTag]]
-		if p == nil {
+		c := g.Collection(st.Inputs[graph.MainTag])
+		if c == nil {
 			continue
 		}
-		if r := compat.RenamedOutputs(p); len(r) > 0 {
+		if r := compat.RenamedOutputs(g.Step(c.Producer)); len(r) > 0 {
 			if out == nil {
 				out = map[string]map[string]string{}
 			}
