@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,9 +23,9 @@ import (
 // decodes such a message into the element a ReadFromPubSub source would
 // have emitted for it.
 
-// retainedGetsInFlight is how many message gets ReadRetained has in
-// flight at once.
-const retainedGetsInFlight = 32
+// retainedGetLimit is the longest stretch ReadRetained reads with a get
+// request per message; a longer one streams through an ordered consumer.
+const retainedGetLimit = 32
 
 // MaxRetainedRead is the most messages one ReadRetained call returns.
 const MaxRetainedRead = 10000
@@ -71,50 +70,23 @@ func (b *Broker) ReadRetained(ctx context.Context, topic string, from uint64, si
 		}
 	}
 	seq = max64(seq, state.FirstSeq)
-	if state.LastSeq >= seq && state.LastSeq-seq+1 > retainedGetsInFlight {
+	if state.LastSeq >= seq && state.LastSeq-seq+1 > retainedGetLimit {
 		return b.readRetainedOrdered(ctx, st, topic, seq, state.LastSeq, until, max)
 	}
 	out := RetainedRead{}
-	// The gets go out retainedGetsInFlight at a time (each is a request to
-	// the server: one at a time, the read waits a round trip per
-	// message); the messages are taken in sequence order.
-	got := make([]*jetstream.RawStreamMsg, retainedGetsInFlight)
-	errs := make([]error, retainedGetsInFlight)
-	for seq <= state.LastSeq && len(out.Messages) < max {
-		n := int(min(uint64(retainedGetsInFlight), state.LastSeq-seq+1, uint64(max-len(out.Messages))))
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var ok bool
-				got[i], ok, errs[i] = getMsg(ctx, st, seq+uint64(i))
-				if !ok {
-					got[i] = nil
-				}
-			}()
+	for ; seq <= state.LastSeq && len(out.Messages) < max; seq++ {
+		m, ok, err := getMsg(ctx, st, seq)
+		if err != nil {
+			return RetainedRead{}, apiErr("reading topic "+topic, err)
 		}
-		wg.Wait()
-		stop := false
-		for i := range n {
-			if errs[i] != nil {
-				return RetainedRead{}, apiErr("reading topic "+topic, errs[i])
-			}
-			m := got[i]
-			if m == nil {
-				seq++
-				continue // dropped from the middle of the stream
-			}
-			if !until.IsZero() && !m.Time.Before(until) {
-				out.Done, stop = true, true
-				break
-			}
-			out.Messages = append(out.Messages, rawMessage(topic, m))
-			seq++
+		if !ok {
+			continue // dropped from the middle of the stream
 		}
-		if stop {
+		if !until.IsZero() && !m.Time.Before(until) {
+			out.Done = true
 			break
 		}
+		out.Messages = append(out.Messages, rawMessage(topic, m))
 	}
 	out.Next = seq
 	if seq > state.LastSeq {
