@@ -113,6 +113,10 @@ func Start(ctx context.Context, prog *contract.Program, opts Options) (*Executio
 		r.cancel(nil)
 		return nil, err
 	}
+	if err := r.restoreState(); err != nil {
+		r.cancel(nil)
+		return nil, err
+	}
 	x := &Execution{r: r, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	for _, w := range r.workers {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -91,7 +92,9 @@ func newKeyed(w *worker, sp *stepPlan, out *outputs) keyed {
 // enableCheckpoints makes the node take part in checkpoints: inner (the
 // node itself) is aligned on barriers, and its state is adopted from a
 // paused execution (adopt) or restored from the store (restore) when the
-// options say so.
+// options say so. A restore is queued on the worker (worker.restores):
+// Start runs every worker's restores at once, each worker's on its own
+// goroutine, before any worker starts.
 func (k *keyed) enableCheckpoints(inner alignedNode, adopt func([]node), restore func() error) error {
 	k.al = &aligner{inner: inner, wms: &k.wms}
 	k.w.r.coord.register(k.key())
@@ -101,23 +104,25 @@ func (k *keyed) enableCheckpoints(inner alignedNode, adopt func([]node), restore
 		return nil
 	}
 	if rs := k.w.r.opts.Restore; rs != nil && rs.State != nil {
-		if err := restore(); err != nil {
-			return err
-		}
-		k.publishKeys()
+		k.w.restores = append(k.w.restores, func() error {
+			if err := restore(); err != nil {
+				return err
+			}
+			k.publishKeys()
+			return nil
+		})
 	}
 	return nil
 }
 
 // scanRestore calls load with every checkpointed key of the step in the
-// key groups this worker owns; load's errors name the step.
+// key groups this worker owns; its error (load's or the reader's) names
+// the step.
 func (k *keyed) scanRestore(load func(kg uint16, key, value []byte) error) error {
-	return k.w.r.opts.Restore.State.Scan(k.w.r.ctx, k.sp.step.Name, k.w.r.route.Owned(k.w.id), func(kg uint16, key, value []byte) error {
-		if err := load(kg, key, value); err != nil {
-			return fmt.Errorf("restoring step %q: %w", k.sp.step.Name, err)
-		}
-		return nil
-	})
+	if err := k.w.r.opts.Restore.State.Scan(k.w.r.ctx, k.sp.step.Name, k.w.r.route.Owned(k.w.id), load); err != nil {
+		return fmt.Errorf("restoring step %q: %w", k.sp.step.Name, err)
+	}
+	return nil
 }
 
 func (k *keyed) key() string { return fmt.Sprintf("state/%s/%d", k.sp.step.Name, k.w.id) }
@@ -228,3 +233,39 @@ var (
 	_ stateLog = (*changeLog[dirtyRef])(nil)
 	_ stateLog = (*changeLog[sfDirty])(nil)
 )
+
+// restoreState runs the restores the workers' keyed nodes queued, each
+// worker's on its own goroutine: a worker's nodes own disjoint key groups
+// and touch only their own state (the state reader and the step's coder
+// are safe for concurrent use), so a restore of millions of keys takes
+// the time of one worker's share. It returns the first worker's failure
+// (workers reading one store usually fail alike).
+func (r *run) restoreState() error {
+	errs := make([]error, len(r.workers))
+	var wg sync.WaitGroup
+	for i, w := range r.workers {
+		if len(w.restores) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, restore := range w.restores {
+				if err := restore(); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, w := range r.workers {
+		w.restores = nil
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -184,6 +184,11 @@ const (
 
 // flushChunk turns the spans of the current chunk into entries.
 func (l *lazySnapshot[R]) flushChunk() {
+	if l.out == nil {
+		// At most one entry per key: one allocation, not a copy of every
+		// entry at each growth (a full checkpoint of millions of keys).
+		l.out = make([]contract.StateEntry, 0, max(len(l.refs), len(l.spans)))
+	}
 	for _, sp := range l.spans {
 		e := contract.StateEntry{Step: l.step, KeyGroup: sp.kg, Key: l.buf[sp.k0:sp.k1:sp.k1]}
 		if sp.v0 >= 0 {

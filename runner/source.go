@@ -40,6 +40,8 @@ type sourceNode struct {
 	finalSent bool
 	// paused is set at a Pause barrier: the source reads nothing more.
 	paused bool
+	// got says whether the last read found input.
+	got bool
 }
 
 func newSourceNode(w *worker, sp *stepPlan, splits []contract.SourceSplit, indexes []int) *sourceNode {
@@ -112,6 +114,7 @@ func (n *sourceNode) control(int, ctrl) error { return nil }
 // read reads one bundle from the next unfinished split and pushes it
 // downstream, then forwards the source's watermark if it moved.
 func (n *sourceNode) read(ctx context.Context) error {
+	n.got = false
 	prev := n.w.cur
 	n.w.cur = n.id()
 	defer func() { n.w.cur = prev }()
@@ -164,6 +167,7 @@ func (n *sourceNode) read(ctx context.Context) error {
 		return fmt.Errorf("reading source %q: %w", n.plan.step.Name, err)
 	}
 	s.empty = res.N == 0
+	n.got = res.N > 0
 	n.plan.counters.in.Add(int64(res.N))
 	clean := true
 	for i := 0; i < res.N; i++ {

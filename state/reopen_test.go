@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -123,7 +124,7 @@ func TestReopenAfterFailure(t *testing.T) {
 	}
 	var got []byte
 	if err := s.StateReader("orders").Scan(context.Background(), "Count", []int{1}, func(_ uint16, _, v []byte) error {
-		got = v
+		got = bytes.Clone(v)
 		return nil
 	}); err != nil || len(got) != 1 || got[0] != 3 {
 		t.Errorf("state after checkpoint 3: %v %v", got, err)

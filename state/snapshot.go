@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -322,9 +321,13 @@ func (s *Store) RestoreSnapshot(id string, r SnapshotRestore, w *Write) error {
 		if err != nil {
 			return fmt.Errorf("restoring snapshot %s: %w", id, err)
 		}
-		dst := nsPrefix(ns)
+		// The batch copies key and value, so one key buffer serves every
+		// entry.
+		key := nsPrefix(ns)
+		dst := len(key)
 		for it.First(); it.Valid(); it.Next() {
-			if err := b.Set(append(bytes.Clone(dst), it.Key()[len(lo):]...), it.Value(), nil); err != nil {
+			key = append(key[:dst], it.Key()[len(lo):]...)
+			if err := b.Set(key, it.Value(), nil); err != nil {
 				it.Close()
 				return fmt.Errorf("restoring snapshot %s: %w", id, err)
 			}

@@ -257,11 +257,27 @@ func nsPrefix(ns uint32) []byte {
 }
 
 func stateKey(ns uint32, kg uint16, key []byte) []byte {
-	out := make([]byte, 0, len(prefixState)+6+len(key))
+	return appendStateKey(make([]byte, 0, len(prefixState)+6+len(key)), ns, kg, key)
+}
+
+// appendStateKey appends stateKey's key to out.
+func appendStateKey(out []byte, ns uint32, kg uint16, key []byte) []byte {
 	out = append(out, prefixState...)
 	out = binary.BigEndian.AppendUint32(out, ns)
 	out = binary.BigEndian.AppendUint16(out, kg)
 	return append(out, key...)
+}
+
+// checkpointBatchSize is about the bytes a batch holding cp's state takes
+// (keys, values and each record's few bytes of framing), so that the batch
+// is allocated once instead of copied at each growth (a full checkpoint of
+// millions of keys is hundreds of megabytes).
+func checkpointBatchSize(cp *contract.Checkpoint) int {
+	n := 1 << 10
+	for _, e := range cp.State {
+		n += len(prefixState) + 6 + len(e.Key) + len(e.Value) + 12
+	}
+	return n
 }
 
 // ---- checkpoints ----
@@ -284,7 +300,7 @@ func (s *Store) WriteCheckpoint(lineage, jobID string, cp *contract.Checkpoint, 
 		return fmt.Errorf("writing checkpoint %d: %w", cp.Epoch, err)
 	}
 	defer h.release()
-	b := h.db.NewBatch()
+	b := h.db.NewBatchWithSize(checkpointBatchSize(cp))
 	defer b.Close()
 	if err := h.writeCheckpointBatch(b, lineage, jobID, cp, w); err != nil {
 		return err
@@ -300,6 +316,7 @@ func (h *handle) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp
 		return fmt.Errorf("checkpoint %d of job %s is not complete: its keyed state is still being encoded (call Checkpoint.Complete first)", cp.Epoch, jobID)
 	}
 	nss := map[string]uint32{}
+	var k []byte // the entry's store key; the batch copies it
 	for _, e := range cp.State {
 		ns, ok := nss[e.Step]
 		if !ok {
@@ -309,7 +326,7 @@ func (h *handle) writeCheckpointBatch(b *pebble.Batch, lineage, jobID string, cp
 			}
 			nss[e.Step] = ns
 		}
-		k := stateKey(ns, e.KeyGroup, e.Key)
+		k = appendStateKey(k[:0], ns, e.KeyGroup, e.Key)
 		var err error
 		if e.Value == nil {
 			err = b.Delete(k, nil)
@@ -413,7 +430,7 @@ func (s *Store) WriteHandover(h Handover, cp *contract.Checkpoint, w *Write) err
 		return fmt.Errorf("encoding the handover checkpoint: %w", err)
 	}
 	w.rawPut([]byte(prefixCheckpoint+h.NewJob), next)
-	b := sh.db.NewBatch()
+	b := sh.db.NewBatchWithSize(checkpointBatchSize(cp))
 	defer b.Close()
 	for _, r := range dropRanges {
 		if err := b.DeleteRange(r[0], r[1], nil); err != nil {
@@ -500,7 +517,10 @@ func (r *reader) Scan(ctx context.Context, step string, keyGroups []int, fn func
 				return err
 			}
 			k := it.Key()[len(start):]
-			if err := fn(uint16(kg), bytes.Clone(k), bytes.Clone(it.Value())); err != nil {
+			// The iterator's buffers are lent to fn (the contract says
+			// fn copies what it keeps): a restore of millions of keys
+			// then copies each key and value once, not twice.
+			if err := fn(uint16(kg), k, it.Value()); err != nil {
 				return err
 			}
 		}

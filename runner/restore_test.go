@@ -1,0 +1,111 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// lendingReader hands fn each key and value in one reused buffer and
+// scribbles over it once fn returns, as a store lending its iterator's
+// buffers may: a restore that kept a reference instead of copying would
+// read garbage.
+type lendingReader struct {
+	inner contract.StateReader
+	// fail, when set, is the error the scan of every step returns after
+	// its first key.
+	fail error
+}
+
+func (l lendingReader) Scan(ctx context.Context, step string, kgs []int, fn func(uint16, []byte, []byte) error) error {
+	var buf []byte
+	return l.inner.Scan(ctx, step, kgs, func(kg uint16, k, v []byte) error {
+		buf = append(append(buf[:0], k...), v...)
+		key, value := buf[:len(k):len(k)], buf[len(k):]
+		err := fn(kg, key, value)
+		for i := range buf {
+			buf[i] = 0xA5
+		}
+		if err == nil && l.fail != nil {
+			return l.fail
+		}
+		return err
+	})
+}
+
+// TestRestoreCopiesLentBuffers: every worker restores its key groups
+// (the workers at once) from a reader that lends its buffers; the job
+// then finishes with the exact sums, so no restored key or accumulator
+// aliases the reader's memory.
+func TestRestoreCopiesLentBuffers(t *testing.T) {
+	for _, workers := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("w%d", workers), func(t *testing.T) {
+			src := &seqSource{n: 6000, splits: 3, keys: 50}
+			sink := newTxSink()
+			store := &memStore{}
+			ctx := context.Background()
+			x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.gate.to(1000)
+			for i := 2; i <= 3; i++ {
+				src.gate.let(i * 1000)
+				checkpointDurably(t, x, store)
+			}
+			x.Cancel()
+			x.Wait()
+			sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
+
+			src.gate.open()
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: store}}
+			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finishDurably(t, x2, store)
+			for k, want := range src.sums() {
+				if got := sink.committed[k]; got != want {
+					t.Errorf("%s: committed %d, want %d", k, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRestoreFailureFailsStart: a state read that fails during the
+// restore (every worker's at once) makes Start return the error, naming
+// the step, before any source is read.
+func TestRestoreFailureFailsStart(t *testing.T) {
+	src := &seqSource{n: 3000, splits: 2}
+	sink := newTxSink()
+	store := &memStore{}
+	ctx := context.Background()
+	x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.to(1000)
+	src.gate.let(2000)
+	checkpointDurably(t, x, store)
+	x.Cancel()
+	x.Wait()
+
+	broken := errors.New("disk read failed")
+	restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: store, fail: broken}}
+	src2 := &seqSource{n: 3000, splits: 2}
+	x2, err := runner.Start(ctx, buildCheckpointed(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true, Restore: restore})
+	if err == nil {
+		x2.Cancel()
+		x2.Wait()
+		t.Fatal("Start succeeded with a state reader that fails")
+	}
+	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "restoring step") {
+		t.Errorf("Start's error = %v, want the reader's error under the step's name", err)
+	}
+}
