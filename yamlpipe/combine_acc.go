@@ -82,48 +82,65 @@ const (
 // accumulators (or slots) is referenced, so at worst (one accumulator of an
 // array still live) an accumulator holds an array's worth of memory (3 KB
 // of accumulators, 5 KB of slots).
+//
+// Workers create accumulators concurrently (a restore decodes millions at
+// once on every worker), so the arrays being carved are kept in a
+// sync.Pool: each processor carves its own, with no lock shared between
+// workers. A chunk the pool drops at a collection wastes the rest of its
+// arrays, a few KB.
 type accSlab struct {
-	// mu guards free and slots. Workers create accumulators concurrently;
-	// it is taken alone, for slice operations, never with another lock
-	// held.
-	mu    sync.Mutex
+	chunks sync.Pool // of *slabChunk
+}
+
+// slabChunk is the rest of one accumulator array and one slot array.
+type slabChunk struct {
 	free  []accumulator
 	slots []slot
 }
 
 // take returns a zero accumulator of n empty slots.
 func (s *accSlab) take(n int) *accumulator {
-	s.mu.Lock() // a leaf
-	if len(s.free) == 0 {
-		s.free = make([]accumulator, accSlabLen)
+	c := s.chunk()
+	if len(c.free) == 0 {
+		c.free = make([]accumulator, accSlabLen)
 	}
-	ac := &s.free[0]
-	s.free = s.free[1:]
-	ac.slots = s.slotsLocked(n)
-	s.mu.Unlock()
+	ac := &c.free[0]
+	c.free = c.free[1:]
+	ac.slots = c.takeSlots(n)
+	s.chunks.Put(c)
 	return ac
 }
 
 // takeSlots returns n empty slots.
 func (s *accSlab) takeSlots(n int) []slot {
-	s.mu.Lock() // a leaf
-	defer s.mu.Unlock()
-	return s.slotsLocked(n)
+	c := s.chunk()
+	out := c.takeSlots(n)
+	s.chunks.Put(c)
+	return out
 }
 
-// slotsLocked returns n empty slots; s.mu is held.
-func (s *accSlab) slotsLocked(n int) []slot {
+// chunk takes a chunk from the pool, or a new empty one; the caller puts
+// it back.
+func (s *accSlab) chunk() *slabChunk {
+	if c, ok := s.chunks.Get().(*slabChunk); ok {
+		return c
+	}
+	return &slabChunk{}
+}
+
+// takeSlots returns n empty slots carved from c's slot array.
+func (c *slabChunk) takeSlots(n int) []slot {
 	switch {
 	case n == 0:
 		return nil
 	case n > slotSlabLen/8:
 		return make([]slot, n)
 	}
-	if len(s.slots) < n {
-		s.slots = make([]slot, slotSlabLen)
+	if len(c.slots) < n {
+		c.slots = make([]slot, slotSlabLen)
 	}
-	out := s.slots[:n:n]
-	s.slots = s.slots[n:]
+	out := c.slots[:n:n]
+	c.slots = c.slots[n:]
 	return out
 }
 

@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -209,9 +210,16 @@ func appendStateValue(dst []byte, v any) []byte {
 	return dst
 }
 
+// The errors of a corrupt stored accumulator, made once: DecodeState runs
+// once per key of a restore.
+var (
+	errCorruptAccumulator = errors.New("corrupt combine accumulator")
+	errCorruptStateValue  = errors.New("corrupt combine state value")
+)
+
 // DecodeState reads what EncodeState wrote.
 func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
-	bad := fmt.Errorf("corrupt combine accumulator")
+	bad := errCorruptAccumulator
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
 		return nil, bad
@@ -302,7 +310,7 @@ func (a *aggregator) conform(ac *accumulator) *accumulator {
 
 // readKeyValue reads one value written by appendKeyValue.
 func readKeyValue(b []byte) (any, []byte, error) {
-	bad := fmt.Errorf("corrupt combine state value")
+	bad := errCorruptStateValue
 	if len(b) == 0 {
 		return nil, nil, bad
 	}
