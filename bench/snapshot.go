@@ -119,6 +119,13 @@ type SnapshotOutcome struct {
 	// FromSnapshotFirstMillis: from the create-from-snapshot request to
 	// the first element the new job read.
 	FromSnapshotFirstMillis float64 `json:"from_snapshot_first_element_ms"`
+	// RestoreKeysPerSec and FromSnapshotKeysPerSec are Keys over
+	// RestoreFirstMillis and FromSnapshotFirstMillis: the keys of state a
+	// restart and a create-from-snapshot brought back per second, counting
+	// everything before the first element (the service's Open, the copy
+	// of the snapshot into the new job's state) as restore time.
+	RestoreKeysPerSec      float64 `json:"restore_keys_per_sec"`
+	FromSnapshotKeysPerSec float64 `json:"from_snapshot_keys_per_sec"`
 	// Elements is how many messages were published (the topic's count).
 	Elements int64 `json:"elements"`
 	// PublisherSent is how many messages the publisher counted as
@@ -362,6 +369,8 @@ func RunSnapshot(ctx context.Context, cfg SnapshotConfig) (SnapshotOutcome, erro
 		return out, fmt.Errorf("creating from the snapshot: %w", err)
 	}
 	out.FromSnapshotFirstMillis = float64(at.Sub(fromAt).Microseconds()) / 1000
+	out.RestoreKeysPerSec = perSecond(cfg.Keys, out.RestoreFirstMillis)
+	out.FromSnapshotKeysPerSec = perSecond(cfg.Keys, out.FromSnapshotFirstMillis)
 
 	// Check: drain the new job once everything is published and read.
 	time.Sleep(cfg.Steady / 2)
@@ -580,4 +589,13 @@ func diagnoseCounts(ctx context.Context, path string, keys, messages int64) stri
 		fmt.Fprintf(&b, "; key %d: %d counted, %d published at sequences %v", k, got[k], want[k], seqs[k])
 	}
 	return b.String()
+}
+
+// perSecond is n over ms milliseconds, per second; 0 when ms is not
+// positive.
+func perSecond(n int64, ms float64) float64 {
+	if ms <= 0 {
+		return 0
+	}
+	return float64(n) / (ms / 1000)
 }

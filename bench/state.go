@@ -95,6 +95,15 @@ type StateOutcome struct {
 	FixedChangedCheckpointEntries int64   `json:"fixed_changed_checkpoint_entries"`
 	// FillSeconds is how long the job took to read every key once.
 	FillSeconds float64 `json:"fill_s"`
+	// RestoreMillis is the time a new execution took to start from the
+	// last checkpoint after the job was stopped and the state store closed
+	// and opened again (a restart): from runner.Start until it returned
+	// with every key's state loaded. RestoredKeys is the keys the new
+	// execution holds (it must equal KeysHeld), RestoreKeysPerSec their
+	// number over RestoreMillis.
+	RestoreMillis     float64 `json:"restore_ms"`
+	RestoredKeys      int64   `json:"restored_keys"`
+	RestoreKeysPerSec float64 `json:"restore_keys_per_sec"`
 	// GOMAXPROCS, GoVersion and LoadAverage describe where it ran.
 	GOMAXPROCS  int     `json:"gomaxprocs"`
 	GoVersion   string  `json:"go_version"`
@@ -534,5 +543,58 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	if got := src.emitted.Load(); got != emitted {
 		return out, fmt.Errorf("%w: the source emitted %d elements, want %d", ErrMismatch, got, emitted)
 	}
-	return out, nil
+	heldBefore, _ := keyedMetrics(x)
+	x.Cancel()
+	_, _ = x.Wait()
+	if err := store.Close(); err != nil {
+		return out, fmt.Errorf("closing the state store: %w", err)
+	}
+	return out, measureRestore(ctx, cfg, storeDir, lineage, jobID, emitted, heldBefore, &out)
+}
+
+// measureRestore opens the state store again (as a restarted server
+// would), starts a new execution of the job from its last checkpoint and
+// records how long the restore took; the new execution must hold the
+// held keys. Its source resumes at the checkpoint's positions and is
+// capped at emitted, so it reads nothing new.
+func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, jobID string, emitted, held int64, out *StateOutcome) error {
+	store, err := state.Open(storeDir, nil)
+	if err != nil {
+		return fmt.Errorf("opening the state store again: %w", err)
+	}
+	defer store.Close()
+	rs, _, err := store.Restore(lineage, jobID)
+	if err != nil {
+		return fmt.Errorf("reading the checkpoint to restore: %w", err)
+	}
+	if rs == nil {
+		return fmt.Errorf("%w: the state store holds no checkpoint of the job", ErrMismatch)
+	}
+	p, err := statePipeline(cfg.Job, cfg.Keys, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	prog := p.Program()
+	src, err := newCappedSource(prog.Code["Events"], emitted)
+	if err != nil {
+		return err
+	}
+	prog.Code["Events"] = src
+	runtime.GC()
+	start := time.Now()
+	x, err := runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: rs})
+	if err != nil {
+		return fmt.Errorf("restoring the %s job: %w", cfg.Job, err)
+	}
+	out.RestoreMillis = millisSince(start)
+	defer func() {
+		x.Cancel()
+		_, _ = x.Wait()
+	}()
+	out.RestoredKeys, _ = keyedMetrics(x)
+	if out.RestoredKeys != held {
+		return fmt.Errorf("%w: the restored execution holds %d keys, the stopped one held %d", ErrMismatch, out.RestoredKeys, held)
+	}
+	out.RestoreKeysPerSec = perSecond(out.RestoredKeys, out.RestoreMillis)
+	return nil
 }

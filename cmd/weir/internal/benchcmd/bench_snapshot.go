@@ -57,9 +57,11 @@ in one child process, it measures:
   export / import    MB/s of the snapshot file (import into a fresh data
                      directory), and the import's peak heap growth
   restore            the service stopped and opened again: time from Open to
-                     the job's first element (restore from checkpoint)
+                     the job's first element (restore from checkpoint), and
+                     the keys over it (restore keys/s)
   from snapshot      the job cancelled and a new job of the name created from
-                     the snapshot: time from the request to its first element
+                     the snapshot: time from the request to its first
+                     element, and the keys over it
 
 Finally the job started from the snapshot is drained and the table's per-key
 counts are checked against the messages published.`,
@@ -128,11 +130,11 @@ counts are checked against the messages published.`,
 				return fail()
 			}
 			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS (CUT/COPY)\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tFROM SNAP FIRST MS\tVERIFIED\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "KEYS\tCP PAUSE MS\tSNAP PAUSE MS (CUT/COPY)\tRATIO\tREADY MS\tDISK MB\tEXPORT MB/S\tIMPORT MB/S\tIMPORT HEAP MiB\tRESTORE FIRST MS\tRESTORE KEYS/S\tFROM SNAP FIRST MS\tFROM SNAP KEYS/S\tVERIFIED\tPEAK RSS MiB\t")
 			for _, r := range runs {
-				fmt.Fprintf(tw, "%d\t%.1f\t%.1f (%.1f/%.1f)\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%t\t%.0f\t\n", r.Keys, r.CheckpointPauseMillis, r.SnapshotPauseMillis, r.CutPauseMillis, r.CopyPauseMillis,
+				fmt.Fprintf(tw, "%d\t%.1f\t%.1f (%.1f/%.1f)\t%.2f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%t\t%.0f\t\n", r.Keys, r.CheckpointPauseMillis, r.SnapshotPauseMillis, r.CutPauseMillis, r.CopyPauseMillis,
 					r.PauseRatio, r.ReadyMillis, float64(r.DiskSizeBytes)/1e6, r.ExportMBps, r.ImportMBps, float64(r.ImportHeapPeakBytes)/(1<<20),
-					r.RestoreFirstMillis, r.FromSnapshotFirstMillis, r.Verified, float64(r.PeakRSSBytes)/(1<<20))
+					r.RestoreFirstMillis, r.RestoreKeysPerSec, r.FromSnapshotFirstMillis, r.FromSnapshotKeysPerSec, r.Verified, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

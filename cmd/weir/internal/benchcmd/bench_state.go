@@ -60,6 +60,10 @@ idles. It measures:
   1% cp ms        the same after 1% of the keys received one more element
   1000 keys cp ms the same after 1,000 keys received one more element
                   (the same work whatever the keys held)
+  restore ms      the job stopped and the state store opened again (a
+                  restart): time for a new execution to start from the
+                  last checkpoint with every key loaded; restore keys/s
+                  is the keys over it (the keys held must match)
 
 --job sdk is a Go SDK pipeline (Generate -> CombinePerKey); --job yaml is the
 YAML pipeline Generate -> MapToFields -> Combine (count, sum by key) loaded
@@ -105,16 +109,16 @@ elements by the benchmark. The targets shown are issue 25's: heap
 				return cli.WriteJSON(e.Stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tRESTORE MS\tRESTORE KEYS/S\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				met := "missed"
 				if r.TargetMet {
 					met = "met"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t≤ %.0f %s\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%.1f\t%.0f\t\n", r.Job, r.Keys, r.KeysHeld,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t≤ %.0f %s\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t\n", r.Job, r.Keys, r.KeysHeld,
 					r.HeapBytesPerKey, r.HeapBytesPerKeyAfterCheckpoint, r.TargetHeapBytesPerKey, met, r.CheckpointBytesPerKey,
 					r.CheckpointEntryBytesPerKey, r.FullCheckpointMillis, r.ChangedKeys, r.ChangedCheckpointMillis,
-					r.ChangedCheckpointEntries, r.FixedChangedCheckpointMillis, float64(r.PeakRSSBytes)/(1<<20))
+					r.ChangedCheckpointEntries, r.FixedChangedCheckpointMillis, r.RestoreMillis, r.RestoreKeysPerSec, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
