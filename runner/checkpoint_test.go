@@ -321,6 +321,24 @@ func buildCheckpointed(src *seqSource, sink *txSink) *weir.Pipeline {
 	return p
 }
 
+// runCheckpointing starts the checkpointed job of buildCheckpointed on
+// workers workers and takes durable checkpoints into store after 2,000,
+// 3,000, ... last×1,000 elements; each is taken while the source reads on
+// (up to the next thousand), never after it has ended.
+func runCheckpointing(t *testing.T, src *seqSource, sink *txSink, store *memStore, workers, last int) *runner.Execution {
+	t.Helper()
+	x, err := runner.Start(context.Background(), buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.to(1000)
+	for i := 2; i <= last; i++ {
+		src.gate.let(i * 1000)
+		checkpointDurably(t, x, store)
+	}
+	return x
+}
+
 // TestCheckpointRestoreExactlyOnce: run, checkpoint, keep running past the
 // checkpoint, then stop abruptly (a crash loses everything after the last
 // durable checkpoint); restore and finish. The committed sums equal the
@@ -333,17 +351,7 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 			sink := newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
-			x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Each checkpoint is taken while the source reads on (up to the
-			// next thousand), never after it has ended.
-			src.gate.to(1000)
-			for i := 2; i <= 4; i++ {
-				src.gate.let(i * 1000)
-				checkpointDurably(t, x, store)
-			}
+			x := runCheckpointing(t, src, sink, store, workers, 4)
 			src.gate.to(4000)
 			x.Cancel() // crash: work after the last checkpoint is lost
 			x.Wait()

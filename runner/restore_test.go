@@ -49,15 +49,7 @@ func TestRestoreCopiesLentBuffers(t *testing.T) {
 			sink := newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
-			x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src.gate.to(1000)
-			for i := 2; i <= 3; i++ {
-				src.gate.let(i * 1000)
-				checkpointDurably(t, x, store)
-			}
+			x := runCheckpointing(t, src, sink, store, workers, 3)
 			x.Cancel()
 			x.Wait()
 			sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
