@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,68 +196,6 @@ func (cp *Checkpoint) Complete(ctx context.Context) error {
 
 // Incomplete reports whether cp still waits for Complete.
 func (cp *Checkpoint) Incomplete() bool { return len(cp.Pending) > 0 }
-
-// SortStateEntries orders entries by step, key group and key; for one key,
-// a deletion comes before a value (a key deleted and created again in one
-// interval ends with its value). It is the order of a complete checkpoint's
-// State.
-//
-// It sorts indexes, not the entries (a stable sort of millions of 72-byte
-// entries moved each of them many times), and ties on the index, so that
-// the order is the stable one; then it moves each entry once.
-func SortStateEntries(es []StateEntry) {
-	if len(es) < 2 {
-		return
-	}
-	idx := make([]int32, len(es))
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	slices.SortFunc(idx, func(i, j int32) int {
-		if c := compareEntries(&es[i], &es[j]); c != 0 {
-			return c
-		}
-		return cmp.Compare(i, j)
-	})
-	sorted := make([]StateEntry, len(es))
-	for k, i := range idx {
-		sorted[k] = es[i]
-	}
-	copy(es, sorted)
-}
-
-// compareEntries is SortStateEntries' order.
-func compareEntries(a, b *StateEntry) int {
-	if a.Step != b.Step {
-		if a.Step < b.Step {
-			return -1
-		}
-		return 1
-	}
-	if a.KeyGroup != b.KeyGroup {
-		return int(a.KeyGroup) - int(b.KeyGroup)
-	}
-	if c := compareBytes(a.Key, b.Key); c != 0 {
-		return c
-	}
-	switch {
-	case a.Value == nil && b.Value != nil:
-		return -1
-	case a.Value != nil && b.Value == nil:
-		return 1
-	}
-	return 0
-}
-
-func compareBytes(a, b []byte) int {
-	switch {
-	case string(a) < string(b):
-		return -1
-	case string(a) > string(b):
-		return 1
-	}
-	return 0
-}
 
 // StateEntry is the state of one key of one keyed step. A nil Value means
 // the key has no state any more.

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -43,21 +44,63 @@ func TestSortStateEntries(t *testing.T) {
 	}
 }
 
-// TestSortStateEntriesMatchesStableSort: on many random entries with
-// repeated keys the order is the stable sort's.
+// TestSortStateEntriesMatchesStableSort: on random entries with repeated
+// keys, deletions and values, the order is a stable sort's — with few
+// entries (one goroutine), with enough for the buckets to be sorted in
+// parallel, and with many steps over sparse key groups (one comparison
+// sort instead of buckets).
 func TestSortStateEntriesMatchesStableSort(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	es := make([]StateEntry, 5000)
-	for i := range es {
-		es[i] = StateEntry{Step: fmt.Sprint("s", r.IntN(3)), KeyGroup: uint16(r.IntN(4)), Key: []byte(fmt.Sprint(r.IntN(50)))}
-		if r.IntN(4) > 0 {
-			es[i].Value = []byte(fmt.Sprint(i))
-		}
+	for _, tc := range []struct {
+		name          string
+		n, steps, kgs int
+		keys          int
+	}{
+		{"few entries", 5000, 3, 4, 50},
+		{"parallel buckets", 300_000, 3, 128, 20_000},
+		{"one key group", 100_000, 1, 1, 30_000},
+		{"sparse key groups of many steps", 2000, 40, 65536, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, uint64(tc.n)))
+			es := make([]StateEntry, tc.n)
+			for i := range es {
+				es[i] = StateEntry{Step: fmt.Sprint("s", r.IntN(tc.steps)), KeyGroup: uint16(r.IntN(tc.kgs)), Key: []byte(fmt.Sprint("k", r.IntN(tc.keys)))}
+				if r.IntN(4) > 0 {
+					es[i].Value = []byte(fmt.Sprint(i))
+				}
+			}
+			want := slices.Clone(es)
+			slices.SortStableFunc(want, func(a, b StateEntry) int { return compareEntries(&a, &b) })
+			SortStateEntries(es)
+			for i := range es {
+				g, w := es[i], want[i]
+				if g.Step != w.Step || g.KeyGroup != w.KeyGroup || !bytes.Equal(g.Key, w.Key) || (g.Value == nil) != (w.Value == nil) || !bytes.Equal(g.Value, w.Value) {
+					t.Fatalf("entry %d: got %v, want %v (a stable sort's)", i, g, w)
+				}
+			}
+		})
 	}
-	want := slices.Clone(es)
-	slices.SortStableFunc(want, func(a, b StateEntry) int { return compareEntries(&a, &b) })
-	SortStateEntries(es)
-	if fmt.Sprint(es) != fmt.Sprint(want) {
-		t.Error("SortStateEntries differs from a stable sort")
+}
+
+// BenchmarkSortStateEntries sorts a full checkpoint's entries of one step:
+// keys like a Combine's, in random order over 128 key groups.
+func BenchmarkSortStateEntries(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			src := make([]StateEntry, n)
+			for i := range src {
+				src[i] = StateEntry{Step: "Sum", KeyGroup: uint16(r.IntN(128)), Key: fmt.Appendf(nil, "\"key-%d\"", i), Value: []byte("accumulator")}
+			}
+			r.Shuffle(n, func(i, j int) { src[i], src[j] = src[j], src[i] })
+			es := make([]StateEntry, n)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				copy(es, src)
+				b.StartTimer()
+				SortStateEntries(es)
+			}
+		})
 	}
 }
