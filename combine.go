@@ -113,6 +113,9 @@ func Mean[N Number]() CombineFn[N, MeanAcc, float64] { return meanFn[N]{} }
 type combineAgg[K comparable, V, A, O any] struct {
 	kvKeyer[K, V]
 	fn CombineFn[V, A, O]
+	// accJSON reads a stored accumulator without encoding/json when A is
+	// a flat struct (nil otherwise): see DecodeState.
+	accJSON *flatJSON
 }
 
 func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
@@ -177,7 +180,7 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 	if sc.urn == "" {
 		sc.urn = "weir:combine:" + fnName
 	}
-	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn}
+	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, accJSON: newFlatJSON[A]()}
 	stored := CoderOf[A]()
 	stored.Params = map[string]string{"combine_fn": fnName}
 	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, CoderOf[K](), stored, CoderOf[KV[K, O]]())

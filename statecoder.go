@@ -3,6 +3,7 @@ package weir
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -86,6 +87,12 @@ func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any)
 }
 
 func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
+	if c.accJSON != nil {
+		a := new(A)
+		if c.accJSON.decode(b, reflect.ValueOf(a).Elem()) {
+			return a, nil
+		}
+	}
 	a, err := decodeJSON[A](b)
 	if err != nil {
 		return nil, err

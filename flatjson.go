@@ -1,0 +1,291 @@
+package weir
+
+import (
+	"encoding"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// flatJSON reads the JSON that encoding/json writes for a struct whose
+// fields are all numbers, strings or bools — the usual accumulator, such as
+// struct{ N, Total int64 } — without encoding/json's reflection per field
+// and per value: a restore decodes one accumulator per key, millions of
+// them. It reads only what it can read exactly as json.Unmarshal does (the
+// fields by their exact JSON names, plain numbers, strings without escapes)
+// and reports false for anything else, which the caller then gives to
+// json.Unmarshal: the result is always json.Unmarshal's.
+type flatJSON struct {
+	fields []flatField
+}
+
+// flatField is one field of a flatJSON struct: its JSON name, its index in
+// the struct and its kind.
+type flatField struct {
+	name  string
+	index int
+	kind  reflect.Kind
+}
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// newFlatJSON returns the reader of T, or nil when T is not a struct of
+// number, string and bool fields that encoding/json reads by name alone (a
+// type with its own unmarshalling, an embedded or tagged ",string" field,
+// a field of any other kind).
+func newFlatJSON[T any]() *flatJSON {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Struct || customUnmarshal(t) {
+		return nil
+	}
+	f := &flatJSON{}
+	seen := map[string]bool{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		name := sf.Name
+		if tag, ok := sf.Tag.Lookup("json"); ok {
+			if tag == "-" {
+				continue
+			}
+			n, opts, _ := strings.Cut(tag, ",")
+			for o := range strings.SplitSeq(opts, ",") {
+				if o != "" && o != "omitempty" && o != "omitzero" {
+					return nil
+				}
+			}
+			if n != "" {
+				if !plainName(n) {
+					return nil
+				}
+				name = n
+			}
+		}
+		switch sf.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64, reflect.String, reflect.Bool:
+		default:
+			return nil
+		}
+		if customUnmarshal(sf.Type) || seen[name] {
+			return nil
+		}
+		seen[name] = true
+		f.fields = append(f.fields, flatField{name: name, index: i, kind: sf.Type.Kind()})
+	}
+	return f
+}
+
+// customUnmarshal reports whether encoding/json reads t through a method
+// of t's.
+func customUnmarshal(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
+		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+}
+
+// plainName reports whether a tag's name is letters, digits and
+// underscores (names encoding/json takes as they are).
+func plainName(s string) bool {
+	for _, r := range s {
+		if r != '_' && !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// decode reads b into v, a zero struct of the reader's type, and reports
+// whether it could; after false, v may hold some fields and the caller
+// starts again from a zero value.
+func (f *flatJSON) decode(b []byte, v reflect.Value) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		key, j, ok := plainString(b, i)
+		if !ok {
+			return false
+		}
+		fld := f.field(key)
+		if fld == nil {
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		if i, ok = fld.set(b, i, v.Field(fld.index)); !ok {
+			return false
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// field returns the field of JSON name key, matched exactly.
+func (f *flatJSON) field(key []byte) *flatField {
+	for k := range f.fields {
+		if f.fields[k].name == string(key) {
+			return &f.fields[k]
+		}
+	}
+	return nil
+}
+
+// set reads the value at b[i:] into v and returns where it ends.
+func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
+	switch fld.kind {
+	case reflect.String:
+		s, j, ok := plainString(b, i)
+		if !ok {
+			return 0, false
+		}
+		v.SetString(string(s))
+		return j, true
+	case reflect.Bool:
+		switch {
+		case strings.HasPrefix(string(b[i:]), "true"):
+			v.SetBool(true)
+			return i + 4, true
+		case strings.HasPrefix(string(b[i:]), "false"):
+			v.SetBool(false)
+			return i + 5, true
+		}
+		return 0, false
+	}
+	j := numberEnd(b, i)
+	lit := b[i:j]
+	if !jsonNumber(lit) {
+		return 0, false
+	}
+	switch fld.kind {
+	case reflect.Float32, reflect.Float64:
+		x, err := strconv.ParseFloat(string(lit), v.Type().Bits())
+		if err != nil {
+			return 0, false
+		}
+		v.SetFloat(x)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		x, err := strconv.ParseUint(string(lit), 10, v.Type().Bits())
+		if err != nil {
+			return 0, false
+		}
+		v.SetUint(x)
+	default:
+		x, err := strconv.ParseInt(string(lit), 10, v.Type().Bits())
+		if err != nil {
+			return 0, false
+		}
+		v.SetInt(x)
+	}
+	return j, true
+}
+
+// plainString reads the JSON string at b[i:] when it has no escapes and
+// is valid UTF-8 (what encoding/json returns as it is), returning its
+// bytes and where it ends.
+func plainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s := b[i+1 : j]
+			return s, j + 1, utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// numberEnd returns where the number-like token at b[i:] ends.
+func numberEnd(b []byte, i int) int {
+	for i < len(b) {
+		switch c := b[i]; {
+		case '0' <= c && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// jsonNumber reports whether s is a number by JSON's grammar.
+func jsonNumber(s []byte) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(s)
+}
+
+// skipSpace returns the index of the first byte of b[i:] that is not JSON
+// whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
