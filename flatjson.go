@@ -3,6 +3,7 @@ package weir
 import (
 	"encoding"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,6 +20,9 @@ import (
 // json.Unmarshal: the result is always json.Unmarshal's.
 type flatJSON struct {
 	fields []flatField
+	// writes says whether append may write the type (encoding/json writes
+	// it without a method of the type's or its fields').
+	writes bool
 }
 
 // flatField is one field of a flatJSON struct: its JSON name, its index in
@@ -27,11 +31,15 @@ type flatField struct {
 	name  string
 	index int
 	kind  reflect.Kind
+	// omitEmpty and omitZero are the tag's options.
+	omitEmpty, omitZero bool
 }
 
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonMarshalerType   = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType   = reflect.TypeFor[encoding.TextMarshaler]()
 )
 
 // newFlatJSON returns the reader of T, or nil when T is not a struct of
@@ -43,7 +51,7 @@ func newFlatJSON[T any]() *flatJSON {
 	if t.Kind() != reflect.Struct || customUnmarshal(t) {
 		return nil
 	}
-	f := &flatJSON{}
+	f := &flatJSON{writes: !customMarshal(t)}
 	seen := map[string]bool{}
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -53,14 +61,20 @@ func newFlatJSON[T any]() *flatJSON {
 		if !sf.IsExported() {
 			continue
 		}
-		name := sf.Name
+		fld := flatField{name: sf.Name, index: i, kind: sf.Type.Kind()}
 		if tag, ok := sf.Tag.Lookup("json"); ok {
 			if tag == "-" {
 				continue
 			}
 			n, opts, _ := strings.Cut(tag, ",")
 			for o := range strings.SplitSeq(opts, ",") {
-				if o != "" && o != "omitempty" && o != "omitzero" {
+				switch o {
+				case "":
+				case "omitempty":
+					fld.omitEmpty = true
+				case "omitzero":
+					fld.omitZero = true
+				default:
 					return nil
 				}
 			}
@@ -68,7 +82,7 @@ func newFlatJSON[T any]() *flatJSON {
 				if !plainName(n) {
 					return nil
 				}
-				name = n
+				fld.name = n
 			}
 		}
 		switch sf.Type.Kind() {
@@ -78,11 +92,14 @@ func newFlatJSON[T any]() *flatJSON {
 		default:
 			return nil
 		}
-		if customUnmarshal(sf.Type) || seen[name] {
+		if customUnmarshal(sf.Type) || seen[fld.name] {
 			return nil
 		}
-		seen[name] = true
-		f.fields = append(f.fields, flatField{name: name, index: i, kind: sf.Type.Kind()})
+		if customMarshal(sf.Type) {
+			f.writes = false
+		}
+		seen[fld.name] = true
+		f.fields = append(f.fields, fld)
 	}
 	return f
 }
@@ -93,6 +110,108 @@ func customUnmarshal(t reflect.Type) bool {
 	p := reflect.PointerTo(t)
 	return t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
 		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+}
+
+// customMarshal reports whether encoding/json writes t through a method
+// of t's.
+func customMarshal(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(jsonMarshalerType) || p.Implements(jsonMarshalerType) ||
+		t.Implements(textMarshalerType) || p.Implements(textMarshalerType)
+}
+
+// append appends v, a struct of the reader's type, as json.Marshal writes
+// it, and reports whether it could: false for a type the writer does not
+// write, a string that encoding/json would escape, a float that is not
+// finite (json.Marshal's error), and then dst is returned as it was.
+func (f *flatJSON) append(dst []byte, v reflect.Value) ([]byte, bool) {
+	if !f.writes {
+		return dst, false
+	}
+	out := append(dst, '{')
+	first := true
+	for k := range f.fields {
+		fld := &f.fields[k]
+		fv := v.Field(fld.index)
+		if fld.omitEmpty && emptyValue(fv) || fld.omitZero && fv.IsZero() {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, '"')
+		out = append(out, fld.name...)
+		out = append(out, '"', ':')
+		var ok bool
+		if out, ok = appendFlatValue(out, fv); !ok {
+			return dst, false
+		}
+	}
+	return append(out, '}'), true
+}
+
+// emptyValue is encoding/json's omitempty test for the flat kinds.
+func emptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint() == 0
+	}
+	return v.Int() == 0
+}
+
+// appendFlatValue appends one field's value as encoding/json writes it.
+func appendFlatValue(out []byte, v reflect.Value) ([]byte, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		for i := 0; i < len(s); i++ {
+			// Anything encoding/json escapes or checks (controls, quotes,
+			// HTML characters, every non-ASCII byte) is left to it.
+			if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return out, false
+			}
+		}
+		out = append(out, '"')
+		out = append(out, s...)
+		return append(out, '"'), true
+	case reflect.Bool:
+		return strconv.AppendBool(out, v.Bool()), true
+	case reflect.Float32, reflect.Float64:
+		return appendJSONFloat(out, v.Float(), v.Type().Bits())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.AppendUint(out, v.Uint(), 10), true
+	}
+	return strconv.AppendInt(out, v.Int(), 10), true
+}
+
+// appendJSONFloat appends x as encoding/json writes a float of the given
+// bits: the shortest decimal that reads back, in exponent form below 1e-6
+// and from 1e21, with a one-digit negative exponent written without its 0.
+func appendJSONFloat(out []byte, x float64, bits int) ([]byte, bool) {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return out, false
+	}
+	format := byte('f')
+	if abs := math.Abs(x); abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	out = strconv.AppendFloat(out, x, format, -1, bits)
+	if format == 'e' {
+		if n := len(out); n >= 4 && out[n-4] == 'e' && out[n-3] == '-' && out[n-2] == '0' {
+			out[n-2] = out[n-1]
+			out = out[:n-1]
+		}
+	}
+	return out, true
 }
 
 // plainName reports whether a tag's name is letters, digits and

@@ -110,6 +110,68 @@ func TestFlatJSONAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
+type marshalsItself struct{ N int }
+
+func (m marshalsItself) MarshalJSON() ([]byte, error) { return []byte(`{"N":0}`), nil }
+
+type omitting struct {
+	A int     `json:"a,omitempty"`
+	F float64 `json:",omitzero"`
+	S string  `json:"s,omitempty"`
+	B bool    `json:",omitempty"`
+	U uint    `json:"u,omitempty,omitzero"`
+}
+
+// TestFlatJSONWritesAsEncodingJSON: what flatJSON writes is byte for byte
+// what json.Marshal writes; what it declines (escapes, non-ASCII, a float
+// that is not finite, a type that marshals itself) json.Marshal gets.
+func TestFlatJSONWritesAsEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	floats := []float64{0, math.Copysign(0, -1), 1, -1.5, 1e-6, 9.99e-7, 1e-7, 1e20, 1e21, 123456789e15, math.MaxFloat64,
+		math.SmallestNonzeroFloat64, 1.0 / 3, math.Inf(1), math.NaN()}
+	strs := []string{"", "key-1", "a\"b", "<tag>", "a&b", "tab\t", "café", "\u2028", "\xff", "back\\slash"}
+	var accs []flatAcc
+	var omits []omitting
+	for i := range 3000 {
+		f := floats[i%len(floats)]
+		if i >= len(floats)*4 {
+			f = r.NormFloat64() * math.Pow(10, float64(r.IntN(50)-25))
+		}
+		s := strs[i%len(strs)]
+		accs = append(accs, flatAcc{N: r.Int64() - math.MaxInt64/2, Total: f, Name: s, Ok: r.IntN(2) == 1,
+			Small: int8(r.IntN(256) - 128), U: uint16(r.IntN(65536)), F32: float32(f)})
+		omits = append(omits, omitting{A: r.IntN(2), F: []float64{0, math.Copysign(0, -1), f}[r.IntN(3)], S: strs[r.IntN(2)], B: r.IntN(2) == 1, U: uint(r.IntN(2))})
+	}
+	check := func(t *testing.T, f *flatJSON, v any) bool {
+		t.Helper()
+		want, wantErr := json.Marshal(v)
+		got, ok := f.append([]byte("prefix"), reflect.ValueOf(v))
+		if !ok {
+			if string(got) != "prefix" {
+				t.Errorf("%+v: declined, but changed dst to %q", v, got)
+			}
+			return false
+		}
+		if wantErr != nil {
+			t.Errorf("%+v: flatJSON wrote %s, encoding/json refuses it: %v", v, got, wantErr)
+		} else if string(got) != "prefix"+string(want) {
+			t.Errorf("%+v: flatJSON wrote %s, encoding/json %s", v, got[6:], want)
+		}
+		return true
+	}
+	fa, fo := newFlatJSON[flatAcc](), newFlatJSON[omitting]()
+	for i, a := range accs {
+		plain := (a.Name == "" || a.Name == "key-1") && !math.IsInf(a.Total, 0) && !math.IsNaN(a.Total) && !math.IsInf(float64(a.F32), 0)
+		if !check(t, fa, a) && plain {
+			t.Errorf("%+v: declined, though its strings are plain and its floats finite", a)
+		}
+		check(t, fo, omits[i])
+	}
+	if f := newFlatJSON[marshalsItself](); f == nil || f.writes {
+		t.Errorf("a type with MarshalJSON: %+v, want read but not written", f)
+	}
+}
+
 // TestCombineDecodeStateFallsBack: an accumulator flatJSON declines is
 // still read by encoding/json (here its field in another case).
 func TestCombineDecodeStateFallsBack(t *testing.T) {
@@ -143,6 +205,27 @@ func BenchmarkDecodeAccumulator(b *testing.B) {
 		for range b.N {
 			a := new(acc)
 			if !f.decode(in, reflect.ValueOf(a).Elem()) {
+				b.Fatal("declined")
+			}
+		}
+	})
+}
+
+func BenchmarkEncodeAccumulator(b *testing.B) {
+	type acc struct{ N, Total int64 }
+	v := &acc{N: 12345, Total: 987654321}
+	dst := make([]byte, 0, 64)
+	b.Run("encoding/json", func(b *testing.B) {
+		for range b.N {
+			if _, err := appendJSON(dst[:0], *v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("flatJSON", func(b *testing.B) {
+		f := newFlatJSON[acc]()
+		for range b.N {
+			if _, ok := f.append(dst[:0], reflect.ValueOf(v).Elem()); !ok {
 				b.Fatal("declined")
 			}
 		}

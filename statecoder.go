@@ -83,6 +83,11 @@ func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any)
 	case *string:
 		return append(append(dst, 's'), *p...), nil
 	}
+	if c.accJSON != nil {
+		if out, ok := c.accJSON.append(dst, reflect.ValueOf(v).Elem()); ok {
+			return out, nil
+		}
+	}
 	return appendJSON(dst, *v.(*A))
 }
 
