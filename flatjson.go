@@ -7,7 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/weir-dev/weir/internal/jsonscan"
 )
 
 // flatJSON reads the JSON that encoding/json writes for a struct whose
@@ -229,16 +230,16 @@ func plainName(s string) bool {
 // whether it could; after false, v may hold some fields and the caller
 // starts again from a zero value.
 func (f *flatJSON) decode(b []byte, v reflect.Value) bool {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		key, j, ok := plainString(b, i)
+		key, j, ok := stringAt(b, i)
 		if !ok {
 			return false
 		}
@@ -246,23 +247,23 @@ func (f *flatJSON) decode(b []byte, v reflect.Value) bool {
 		if fld == nil {
 			return false
 		}
-		i = skipSpace(b, j)
+		i = jsonscan.SkipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if i, ok = fld.set(b, i, v.Field(fld.index)); !ok {
 			return false
 		}
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) {
 			return false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		case '}':
-			return skipSpace(b, i+1) == len(b)
+			return jsonscan.SkipSpace(b, i+1) == len(b)
 		default:
 			return false
 		}
@@ -283,7 +284,7 @@ func (f *flatJSON) field(key []byte) *flatField {
 func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 	switch fld.kind {
 	case reflect.String:
-		s, j, ok := plainString(b, i)
+		s, j, ok := stringAt(b, i)
 		if !ok {
 			return 0, false
 		}
@@ -302,7 +303,7 @@ func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 	}
 	j := numberEnd(b, i)
 	lit := b[i:j]
-	if !jsonNumber(lit) {
+	if !jsonscan.Number(lit) {
 		return 0, false
 	}
 	switch fld.kind {
@@ -328,10 +329,10 @@ func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 	return j, true
 }
 
-// plainString reads the JSON string at b[i:] when it has no escapes and
+// stringAt reads the JSON string at b[i:] when it has no escapes and
 // is valid UTF-8 (what encoding/json returns as it is), returning its
 // bytes and where it ends.
-func plainString(b []byte, i int) ([]byte, int, bool) {
+func stringAt(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, false
 	}
@@ -339,8 +340,8 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 		switch c := b[j]; {
 		case c == '"':
 			s := b[i+1 : j]
-			return s, j + 1, utf8.Valid(s)
-		case c == '\\' || c < 0x20:
+			return s, j + 1, jsonscan.PlainString(s)
+		case c == '\\':
 			return nil, 0, false
 		}
 	}
@@ -356,55 +357,6 @@ func numberEnd(b []byte, i int) int {
 		default:
 			return i
 		}
-	}
-	return i
-}
-
-// jsonNumber reports whether s is a number by JSON's grammar.
-func jsonNumber(s []byte) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	}
-	return i == len(s)
-}
-
-// skipSpace returns the index of the first byte of b[i:] that is not JSON
-// whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
 	}
 	return i
 }

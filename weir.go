@@ -6,9 +6,10 @@
 // (state belongs to it), so a duplicate name is an error. Steps added through
 // a Scope from Scope.Sub are named Outer/Inner.
 //
-// It may import graph, window, mtime, internal/box, runner/contract (for the
-// code interfaces), runner (only to run pipelines: Run, RunOptions) and the
-// standard library; nothing imports it but front ends and user programs.
+// It may import graph, window, mtime, internal/box, internal/jsonscan,
+// runner/contract (for the code interfaces), runner (only to run pipelines:
+// Run, RunOptions) and the standard library; nothing imports it but front
+// ends and user programs.
 package weir
 
 import (

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/weir-dev/weir/internal/jsonscan"
 )
 
 // DecodeFlatJSON fills r (of schema s) from a JSON object whose values are
@@ -17,16 +18,16 @@ import (
 // are null; keys absent from the schema are ignored; a repeated key keeps
 // its last value, as encoding/json does.
 func DecodeFlatJSON(data []byte, s *Schema, r *Row) (ok bool) {
-	i := skipWS(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	i = skipWS(data, i+1)
+	i = jsonscan.SkipSpace(data, i+1)
 	for k := range r.Values {
 		r.Values[k] = nil
 	}
 	if i < len(data) && data[i] == '}' {
-		return skipWS(data, i+1) == len(data)
+		return jsonscan.SkipSpace(data, i+1) == len(data)
 	}
 	for {
 		if i >= len(data) || data[i] != '"' {
@@ -37,14 +38,14 @@ func DecodeFlatJSON(data []byte, s *Schema, r *Row) (ok bool) {
 			return false
 		}
 		key := data[i+1 : i+1+end]
-		if !plainString(key) {
+		if !jsonscan.PlainString(key) {
 			return false
 		}
-		i = skipWS(data, i+2+end)
+		i = jsonscan.SkipSpace(data, i+2+end)
 		if i >= len(data) || data[i] != ':' {
 			return false
 		}
-		i = skipWS(data, i+1)
+		i = jsonscan.SkipSpace(data, i+1)
 		if i >= len(data) {
 			return false
 		}
@@ -58,7 +59,7 @@ func DecodeFlatJSON(data []byte, s *Schema, r *Row) (ok bool) {
 				return false
 			}
 			tok = data[i+1 : i+1+e]
-			if !plainString(tok) {
+			if !jsonscan.PlainString(tok) {
 				return false
 			}
 			isString = true
@@ -72,7 +73,7 @@ func DecodeFlatJSON(data []byte, s *Schema, r *Row) (ok bool) {
 			}
 			tok = data[i:j]
 			i = j
-			if t := string(tok); t != "null" && t != "true" && t != "false" && !jsonNumber(tok) {
+			if t := string(tok); t != "null" && t != "true" && t != "false" && !jsonscan.Number(tok) {
 				return false // not a JSON scalar, whether or not the schema has the key
 			}
 		}
@@ -83,80 +84,19 @@ func DecodeFlatJSON(data []byte, s *Schema, r *Row) (ok bool) {
 			}
 			r.Values[f] = v
 		}
-		i = skipWS(data, i)
+		i = jsonscan.SkipSpace(data, i)
 		if i >= len(data) {
 			return false
 		}
 		switch data[i] {
 		case ',':
-			i = skipWS(data, i+1)
+			i = jsonscan.SkipSpace(data, i+1)
 		case '}':
-			return skipWS(data, i+1) == len(data)
+			return jsonscan.SkipSpace(data, i+1) == len(data)
 		default:
 			return false
 		}
 	}
-}
-
-// plainString reports whether b is string content that needs no decoding:
-// no escapes, no control characters, valid UTF-8.
-func plainString(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' || c < 0x20 {
-			return false
-		}
-	}
-	return utf8.Valid(b)
-}
-
-// jsonNumber reports whether b is a number as JSON writes them:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func jsonNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		start := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == start {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		start := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == start {
-			return false
-		}
-	}
-	return i == len(b)
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // indexBytes is Index for a key held in a byte slice.
@@ -182,7 +122,7 @@ func scalar(tok []byte, isString bool, k Kind) (any, bool) {
 			}
 			return nil, false
 		}
-		if !jsonNumber(tok) {
+		if !jsonscan.Number(tok) {
 			return nil, false
 		}
 	}

@@ -10,7 +10,7 @@
 // []any, and any is one of those (or map[string]any). A nil value is null.
 //
 // It may import graph, window, mtime, runner/contract (for the Reject type
-// only) and the standard library. It must not import runner (the executor),
+// only), internal/jsonscan and the standard library. It must not import runner (the executor),
 // not even indirectly.
 package row
 
