@@ -96,7 +96,9 @@ func newFlatJSON[T any]() *flatJSON {
 		if customUnmarshal(sf.Type) || seen[fld.name] {
 			return nil
 		}
-		if customMarshal(sf.Type) {
+		if customMarshal(sf.Type) || fld.omitZero && hasIsZero(sf.Type) {
+			// encoding/json writes the field through its methods (omitzero
+			// asks the type's own IsZero).
 			f.writes = false
 		}
 		seen[fld.name] = true
@@ -111,6 +113,13 @@ func customUnmarshal(t reflect.Type) bool {
 	p := reflect.PointerTo(t)
 	return t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType) ||
 		t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+}
+
+// hasIsZero reports whether t or *t has an IsZero method.
+func hasIsZero(t reflect.Type) bool {
+	_, ok := t.MethodByName("IsZero")
+	_, pok := reflect.PointerTo(t).MethodByName("IsZero")
+	return ok || pok
 }
 
 // customMarshal reports whether encoding/json writes t through a method

@@ -114,6 +114,11 @@ type marshalsItself struct{ N int }
 
 func (m marshalsItself) MarshalJSON() ([]byte, error) { return []byte(`{"N":0}`), nil }
 
+type evenIsZero int
+
+// IsZero makes every even value zero for omitzero.
+func (e evenIsZero) IsZero() bool { return e%2 == 0 }
+
 type omitting struct {
 	A int     `json:"a,omitempty"`
 	F float64 `json:",omitzero"`
@@ -169,6 +174,14 @@ func TestFlatJSONWritesAsEncodingJSON(t *testing.T) {
 	}
 	if f := newFlatJSON[marshalsItself](); f == nil || f.writes {
 		t.Errorf("a type with MarshalJSON: %+v, want read but not written", f)
+	}
+	type ownZero struct {
+		E evenIsZero `json:",omitzero"`
+	}
+	if f := newFlatJSON[ownZero](); f == nil || f.writes {
+		t.Errorf("omitzero on a type with its own IsZero: %+v, want read but not written", f)
+	} else if got, want := mustMarshal(t, ownZero{E: 2}), `{}`; got != want {
+		t.Errorf("encoding/json wrote %s, want %s (the type's IsZero)", got, want)
 	}
 }
 
@@ -230,4 +243,13 @@ func BenchmarkEncodeAccumulator(b *testing.B) {
 			}
 		}
 	})
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
