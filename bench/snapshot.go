@@ -168,12 +168,7 @@ pipeline:
 
 func millisSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
-func mbPerSecond(bytes int64, ms float64) float64 {
-	if ms <= 0 {
-		return 0
-	}
-	return float64(bytes) / 1e6 / (ms / 1000)
-}
+func mbPerSecond(bytes int64, ms float64) float64 { return perSecond(bytes, ms) / 1e6 }
 
 // firstElement waits until a live execution of job name other than
 // (notID, notStarted) has read an element, and returns when it saw it.

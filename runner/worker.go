@@ -66,6 +66,14 @@ func (ib *inbox) wake() {
 	}
 }
 
+// empty reports whether no message waits.
+func (ib *inbox) empty() bool {
+	ib.mu.Lock()
+	n := len(ib.q)
+	ib.mu.Unlock()
+	return n == 0
+}
+
 func (ib *inbox) take(buf []message) []message {
 	ib.mu.Lock()
 	q := ib.q
@@ -216,10 +224,7 @@ func (w *worker) done() bool {
 			return false
 		}
 	}
-	w.inbox.mu.Lock()
-	empty := len(w.inbox.q) == 0
-	w.inbox.mu.Unlock()
-	return empty
+	return w.inbox.empty()
 }
 
 // readSource reads one bundle from the next source that is neither done
@@ -261,10 +266,7 @@ func (w *worker) encodeWhileIdle(now func() time.Time) {
 // the worker: a message, a checkpoint barrier to inject, a drain, a
 // cancellation or a due processing-time timer.
 func (w *worker) hasOtherWork() bool {
-	w.inbox.mu.Lock()
-	queued := len(w.inbox.q) > 0
-	w.inbox.mu.Unlock()
-	if queued || w.r.draining.Load() || w.r.ctx.Err() != nil {
+	if !w.inbox.empty() || w.r.draining.Load() || w.r.ctx.Err() != nil {
 		return true
 	}
 	if w.r.opts.Checkpoints {
