@@ -3,10 +3,12 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -211,4 +213,57 @@ func PubSubSources(p *weir.Pipeline) (steps []string, topics map[string]string, 
 		subscriptions[s.Name] = cfg.Subscription
 	}
 	return steps, topics, subscriptions
+}
+
+// RetainedReader is what RetainedTrace needs of a broker (*pubsub.Broker
+// implements it): reading a topic's retained messages without a
+// subscription, and a named subscription's topic.
+type RetainedReader interface {
+	ReadRetained(ctx context.Context, topic string, from uint64, since, until time.Time, max int) (pubsub.RetainedRead, error)
+	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
+}
+
+var _ RetainedReader = (*pubsub.Broker)(nil)
+
+// RetainedTrace returns the trace of what the topics of p's ReadFromPubSub
+// sources (p built by Load) retain since the given time, read page by page
+// from rb, each source's messages followed by its watermark moves
+// (MessagesTrace). A source reading a named subscription is traced from
+// that subscription's topic. It fails with ErrNoRecordedInput when p reads
+// no Pub/Sub topic.
+func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, since time.Time) (*Trace, error) {
+	steps, topics, subs := PubSubSources(p)
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("%w: the pipeline reads no Pub/Sub topic", ErrNoRecordedInput)
+	}
+	trace := &Trace{}
+	for _, step := range steps {
+		topic := topics[step]
+		if topic == "" {
+			info, err := rb.Subscription(ctx, subs[step])
+			if err != nil {
+				return nil, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err)
+			}
+			topic = info.Topic
+		}
+		var msgs []pubsub.Message
+		var from uint64
+		for {
+			page, err := rb.ReadRetained(ctx, topic, from, since, time.Time{}, 0)
+			if err != nil {
+				return nil, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err)
+			}
+			msgs = append(msgs, page.Messages...)
+			if page.Done || len(page.Messages) == 0 {
+				break
+			}
+			from = page.Next
+		}
+		t, err := MessagesTrace(p, step, msgs)
+		if err != nil {
+			return nil, err
+		}
+		trace.Events = append(trace.Events, t.Events...)
+	}
+	return trace, nil
 }

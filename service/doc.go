@@ -28,7 +28,7 @@
 // serviceopt, duration, errcode, state, manifest (input manifests),
 // yamlpipe (a submitted template's
 // rendering), sandbox and diff (the pre-flight rehearsal of
-// weir_rehearse=required), io/pubsub (its retained input) and the standard
-// library. It must not import api, server or
+// weir_rehearse=required, sandbox reading the retained input from the
+// broker) and the standard library. It must not import api, server or
 // cmd/weir.
 package service

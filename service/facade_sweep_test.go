@@ -86,7 +86,7 @@ func TestFacadeSweep(t *testing.T) {
 			if err := s.replace.SweepFacades(ctx); err != nil {
 				t.Fatal(err)
 			}
-			gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(table))
+			gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(table))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,29 +10,19 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/sandbox"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
-
-// retainedBroker is what the pre-flight rehearsal needs of the broker
-// (*pubsub.Broker implements it): reading retained messages without a
-// subscription, and a named subscription's topic.
-type retainedBroker interface {
-	ReadRetained(ctx context.Context, topic string, from uint64, since, until time.Time, max int) (pubsub.RetainedRead, error)
-	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
-}
-
-var _ retainedBroker = (*pubsub.Broker)(nil)
 
 // preflight rehearses req's pipeline against the running job it would
 // change (ref: the name, or the job a replacement under another name
@@ -94,10 +84,6 @@ func (s *Service) preflight(ctx context.Context, req UpdateRequest, plan service
 // messages old's topics retain since plan.RehearseSince ago, and compares
 // their outputs.
 func (s *Service) rehearse(ctx context.Context, old *record.Job, req UpdateRequest, plan serviceopt.Plan) (*record.RehearsalVerdict, error) {
-	rb, ok := s.core.Opts.Broker.(retainedBroker)
-	if !ok || s.core.Opts.Broker == nil {
-		return nil, fmt.Errorf("the server has no Pub/Sub broker to read the job's retained input from")
-	}
 	since := s.core.Now().Add(-plan.RehearseSince)
 	opts := sandbox.Options{BaseDir: old.BaseDir, TempDir: s.core.Opts.DataDir, Logger: s.core.Opts.Logger}
 	oldName := old.PipelineFile
@@ -108,38 +94,16 @@ func (s *Service) rehearse(ctx context.Context, old *record.Job, req UpdateReque
 	if err != nil {
 		return nil, fmt.Errorf("loading job %s's pipeline: %w", old.ID, err)
 	}
-	steps, topics, subs := sandbox.PubSubSources(oldP)
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("job %s reads no Pub/Sub topic, so it has no retained input to rehearse on", old.ID)
+	rb, ok := s.core.Opts.Broker.(sandbox.RetainedReader)
+	if !ok || s.core.Opts.Broker == nil {
+		return nil, fmt.Errorf("the server has no Pub/Sub broker to read the job's retained input from")
 	}
-	trace := &sandbox.Trace{}
-	for _, step := range steps {
-		topic := topics[step]
-		if topic == "" {
-			info, err := rb.Subscription(ctx, subs[step])
-			if err != nil {
-				return nil, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err)
-			}
-			topic = info.Topic
+	trace, err := sandbox.RetainedTrace(ctx, rb, oldP, since)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrNoRecordedInput) {
+			return nil, fmt.Errorf("job %s reads no Pub/Sub topic, so it has no retained input to rehearse on", old.ID)
 		}
-		var msgs []pubsub.Message
-		var from uint64
-		for {
-			page, err := rb.ReadRetained(ctx, topic, from, since, time.Time{}, 0)
-			if err != nil {
-				return nil, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err)
-			}
-			msgs = append(msgs, page.Messages...)
-			if page.Done || len(page.Messages) == 0 {
-				break
-			}
-			from = page.Next
-		}
-		t, err := sandbox.MessagesTrace(oldP, step, msgs)
-		if err != nil {
-			return nil, err
-		}
-		trace.Events = append(trace.Events, t.Events...)
+		return nil, err
 	}
 	newOpts := opts
 	newOpts.BaseDir = req.BaseDir

@@ -316,7 +316,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 		waitCheckpointsAfter(t, s, 2, old.ID, nj.ID)
 		// Both generations' tables hold the overlap's elements; the view
 		// shows each once.
-		gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(nj.Replacement.Parallel.Tables[0]))
+		gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(nj.Replacement.Parallel.Tables[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +362,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	waitFor(t, s, nj.ID, "DRAINED and committed", drainedAndCommitted)
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *record.Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
 	target := s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])
-	gens, err := sqlsink.FacadeGenerations(ctx, target)
+	gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, target)
 	// The plain table becomes generation nj.Generation-1 (append rows
 	// carry no generation); the old job writes its own generation's table
 	// if it commits after the migration, the same one unless the
@@ -384,7 +384,7 @@ func runParallelAppend(t *testing.T, drv appendDriver, newName string, d time.Du
 	after := startElemConsumer(s, view, all)
 	clock.advance(DefaultRollbackRetention + time.Minute)
 	waitFor(t, s, nj.ID, "the compaction", func(j *record.Job) bool { return j.Replacement.Parallel.Compacted })
-	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
+	if gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, target); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
 		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
 	}
 	// The cut-over's façade sweep entry goes once one generation is left.

@@ -213,7 +213,7 @@ func TestParallelParityGate(t *testing.T) {
 			if o, _ := s.Get(old.ID); o.State != record.StateRunning {
 				t.Fatalf("the old job is %s while the gate holds", o.State)
 			}
-			gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(holding.Replacement.Parallel.Tables[0]))
+			gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(holding.Replacement.Parallel.Tables[0]))
 			if err != nil || len(gens) != 2 {
 				t.Fatalf("façade generations while the gate holds: %+v %v, want the old and the held new one", gens, err)
 			}
@@ -280,7 +280,7 @@ func TestParallelParityGate(t *testing.T) {
 					t.Errorf("job %s: the ABORTED event has no differing rows: %+v", id, last.Details)
 				}
 			}
-			gens, err = sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0]))
+			gens, err = (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0]))
 			if err != nil || len(gens) != 1 || gens[0].Generation != old.Generation {
 				t.Fatalf("façade generations after the abort: %+v %v, want the old job's alone", gens, err)
 			}

@@ -549,7 +549,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	// The view's generations: the old job's (migrated from the plain
 	// table, ended at the cut-over) and the new job's.
 	fin = waitFor(t, s, nj.ID, "the old generation marked ended", func(j *record.Job) bool { return j.Replacement.Parallel.Tables[0].OldEnded })
-	gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0]))
+	gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +576,7 @@ func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d 
 	// dropped; the view still serves the ground truth.
 	clock.advance(DefaultRollbackRetention + time.Minute)
 	waitFor(t, s, nj.ID, "the compaction", func(j *record.Job) bool { return j.Replacement.Parallel.Compacted })
-	if gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
+	if gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 1 || gens[0].Generation != nj.Generation {
 		t.Fatalf("façade generations after the compaction: %+v %v", gens, err)
 	}
 	after := startConsumer(s, view)
@@ -621,7 +621,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	// the rollback has a generation to drop.
 	phase2 := sc.overlap(t, nj)
 	cur, _ := s.Get(nj.ID)
-	if gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(cur.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 2 || gens[0].Generation != nj.Generation || gens[1].Generation != old.Generation {
+	if gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(cur.Replacement.Parallel.Tables[0])); err != nil || len(gens) != 2 || gens[0].Generation != nj.Generation || gens[1].Generation != old.Generation {
 		t.Fatalf("façade generations before the rollback: %+v %v", gens, err)
 	}
 	if err := s.replace.AbortParallel(ctx, nj.ID, "rolled back during the overlap"); err != nil {
@@ -638,7 +638,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 	if _, err := b.Subscription(ctx, n.Replacement.Parallel.Subscriptions[0].New); err == nil {
 		t.Errorf("the new job's subscription is still there")
 	}
-	gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(n.Replacement.Parallel.Tables[0]))
+	gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(n.Replacement.Parallel.Tables[0]))
 	if err != nil || len(gens) != 1 || gens[0].Generation != old.Generation {
 		t.Fatalf("façade generations after the rollback: %+v %v", gens, err)
 	}
@@ -727,7 +727,7 @@ func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
 	if a, _ := s.Get("sums"); a.ID != old.ID {
 		t.Fatalf("the name resolves to %s, want the old job %s", a.ID, old.ID)
 	}
-	if gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) > 1 || len(gens) == 1 && gens[0].Generation != old.Generation {
+	if gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(fin.Replacement.Parallel.Tables[0])); err != nil || len(gens) > 1 || len(gens) == 1 && gens[0].Generation != old.Generation {
 		t.Fatalf("façade generations after the flow failed: %+v %v", gens, err)
 	}
 }

@@ -478,7 +478,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	// after a restart too, once the retention has passed.
 	table := nj.Replacement.Parallel.Tables[0]
 	target := s.replace.FacadeTarget(table)
-	if gens, err := sqlsink.FacadeGenerations(ctx, target); err != nil || len(gens) != 3 {
+	if gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, target); err != nil || len(gens) != 3 {
 		t.Fatalf("façade generations before the retention passed: %+v %v, want the old job's, the parallel job's and the rollback job's", gens, err)
 	}
 	if sw, err := s.replace.FacadeSweeps(); err != nil || len(sw) != 1 || sw[0].Table.Table != table.Table {
@@ -490,7 +490,7 @@ func TestRollbackAfterParallel(t *testing.T) {
 	clock.advance(DefaultRollbackRetention + time.Minute)
 	s = reopenParallel(t, dir, b, clock)
 	waitSwept(t, s)
-	gens, err := sqlsink.FacadeGenerations(ctx, s.replace.FacadeTarget(table))
+	gens, err := (sqlsink.Admin{}).FacadeGenerations(ctx, s.replace.FacadeTarget(table))
 	if err != nil || len(gens) != 1 || gens[0].Generation != rb.Job.Generation {
 		t.Fatalf("façade generations after the sweep: %+v %v, want the rollback job's %d only", gens, err, rb.Job.Generation)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Per-message acknowledgement state, for subscription snapshots.
@@ -71,29 +73,8 @@ const (
 // ErrSnapshotTooLarge.
 const MaxSnapshotAckedRuns = 10000
 
-// SeqRange is a run of consecutive stream sequences, First to Last
-// inclusive. It is encoded as [first, last].
-type SeqRange struct {
-	First, Last uint64
-}
-
-// MarshalJSON encodes r as [first, last].
-func (r SeqRange) MarshalJSON() ([]byte, error) {
-	return json.Marshal([2]uint64{r.First, r.Last})
-}
-
-// UnmarshalJSON decodes [first, last].
-func (r *SeqRange) UnmarshalJSON(b []byte) error {
-	var a [2]uint64
-	if err := json.Unmarshal(b, &a); err != nil {
-		return fmt.Errorf("a sequence run is [first, last]: %w", err)
-	}
-	if a[1] < a[0] {
-		return fmt.Errorf("sequence run [%d, %d] ends before it starts", a[0], a[1])
-	}
-	r.First, r.Last = a[0], a[1]
-	return nil
-}
+// SeqRange is a run of consecutive stream sequences (contract.SeqRange).
+type SeqRange = contract.SeqRange
 
 // toRuns turns sequences (any order, duplicates allowed) into sorted runs.
 func toRuns(seqs []uint64) []SeqRange {
@@ -103,12 +84,12 @@ func toRuns(seqs []uint64) []SeqRange {
 	s := slices.Clone(seqs)
 	slices.Sort(s)
 	s = slices.Compact(s)
-	runs := []SeqRange{{s[0], s[0]}}
+	runs := []SeqRange{{First: s[0], Last: s[0]}}
 	for _, q := range s[1:] {
 		if last := &runs[len(runs)-1]; q == last.Last+1 {
 			last.Last = q
 		} else {
-			runs = append(runs, SeqRange{q, q})
+			runs = append(runs, SeqRange{First: q, Last: q})
 		}
 	}
 	return runs

@@ -124,7 +124,7 @@ func TestSnapshotTooManyAckedRuns(t *testing.T) {
 	b.acks.maxRuns = 2
 	ms := perMessageSub(t, ctx, b, 8)
 	ackOne(t, ctx, b, ms, 2, 4)
-	if snap, err := b.CreateSubscriptionSnapshot(ctx, "two", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{2, 2}, {4, 4}}) {
+	if snap, err := b.CreateSubscriptionSnapshot(ctx, "two", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{First: 2, Last: 2}, {First: 4, Last: 4}}) {
 		t.Fatalf("two runs: %+v, %v", snap, err)
 	}
 	ackOne(t, ctx, b, ms, 6)
@@ -134,7 +134,7 @@ func TestSnapshotTooManyAckedRuns(t *testing.T) {
 	}
 	t.Log(err)
 	ackOne(t, ctx, b, ms, 1) // the floor moves to 2: runs {4}, {6}
-	if snap, err := b.CreateSubscriptionSnapshot(ctx, "after", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{4, 4}, {6, 6}}) {
+	if snap, err := b.CreateSubscriptionSnapshot(ctx, "after", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{First: 4, Last: 4}, {First: 6, Last: 6}}) {
 		t.Fatalf("after the floor moved: %+v, %v", snap, err)
 	}
 }
@@ -184,7 +184,7 @@ func TestFloorOnlySnapshotsStillSeek(t *testing.T) {
 		again[md.Sequence.Stream] = m
 	}
 	ackOne(t, ctx, b, again, 1, 3, 5)
-	if snap, err = b.CreateSubscriptionSnapshot(ctx, "runs", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{3, 3}, {5, 5}}) {
+	if snap, err = b.CreateSubscriptionSnapshot(ctx, "runs", "s"); err != nil || !slices.Equal(snap.Acked, []SeqRange{{First: 3, Last: 3}, {First: 5, Last: 5}}) {
 		t.Fatalf("snapshot: %+v, %v", snap, err)
 	}
 	if _, err := b.CreateSubscription(ctx, "w", "t", SubscriptionConfig{FromBeginning: true}); err != nil {

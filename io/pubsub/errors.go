@@ -23,7 +23,7 @@ var (
 	// (CreateSubscription), or check the name.
 	// It is contract.ErrInputGone for whoever reads a source's failure
 	// without knowing the broker.
-	ErrSubscriptionNotFound = fmt.Errorf("subscription %w", contract.ErrInputGone)
+	ErrSubscriptionNotFound = contract.ErrSubscriptionNotFound
 	// ErrSubscriptionExists: CreateSubscription found a subscription of that
 	// name, possibly on another topic. Use it, or choose another name.
 	ErrSubscriptionExists = errors.New("subscription already exists")
@@ -67,7 +67,7 @@ var (
 	ErrPositionBeyondTopic = fmt.Errorf("source position beyond the topic's messages: %w", contract.ErrForeignPosition)
 	// ErrSnapshotNotFound: no subscription snapshot has this name (or it
 	// expired). Check the name; list the snapshots.
-	ErrSnapshotNotFound = errors.New("subscription snapshot not found")
+	ErrSnapshotNotFound = contract.ErrSnapshotNotFound
 	// ErrSnapshotExists: a subscription snapshot of this name exists. Choose
 	// another name, or delete the old snapshot first.
 	ErrSnapshotExists = errors.New("subscription snapshot already exists")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Event-time tracking and re-reading (a stop-and-replace that re-reads
@@ -34,12 +35,12 @@ import (
 // Tracking bounds.
 const (
 	// RewindBucket is the event-time granularity of the tracking table.
-	RewindBucket = time.Minute
+	RewindBucket = contract.RewindBucketWidth
 	// DefaultRewindHorizon is how far behind the watermark buckets are
 	// kept when SourceConfig.RewindHorizon is not set.
 	DefaultRewindHorizon = time.Hour
 	// MaxRewindHorizon caps SourceConfig.RewindHorizon.
-	MaxRewindHorizon = 24 * time.Hour
+	MaxRewindHorizon = contract.MaxRewindHorizon
 	// MaxRewindBuckets caps the buckets of one position.
 	MaxRewindBuckets = 2 * 24 * 60
 )
@@ -58,25 +59,12 @@ type Track struct {
 	Buckets []Bucket `json:"buckets,omitempty"`
 }
 
-// Bucket is one event-time bucket of a Track.
-type Bucket struct {
-	// Start is the bucket's first event time (ms), a multiple of
-	// RewindBucket.
-	Start int64 `json:"t"`
-	// MinSeq is the smallest stream sequence read with an event time in
-	// [Start, Start+RewindBucket).
-	MinSeq uint64 `json:"seq"`
-}
+// Bucket is one event-time bucket of a Track (contract.RewindBucket).
+type Bucket = contract.RewindBucket
 
-const bucketMS = int64(RewindBucket / time.Millisecond)
+const bucketMS = contract.RewindBucketMS
 
-func bucketOf(t mtime.Time) int64 {
-	m := int64(t) % bucketMS
-	if m < 0 {
-		m += bucketMS
-	}
-	return int64(t) - m
-}
+func bucketOf(t mtime.Time) int64 { return contract.RewindBucketOf(t) }
 
 // note records that sequence seq had event time t.
 func (tr *Track) note(t mtime.Time, seq uint64) {
@@ -120,42 +108,8 @@ func (tr *Track) prune(wm mtime.Time, horizon mtime.Duration) {
 }
 
 // PositionTrack is what a checkpointed position says about re-reading its
-// subscription (Broker.PositionTrack).
-type PositionTrack struct {
-	Subscription string
-	Topic        string
-	// StreamSeq is the last message the position's split handled.
-	StreamSeq uint64
-	// Tracked is false for a position written before event-time tracking
-	// (its table is unknown).
-	Tracked bool
-	// Watermark is the split's watermark estimate at the position.
-	Watermark mtime.Time
-	// From is the event time from which Buckets are complete.
-	From    mtime.Time
-	Buckets []Bucket
-}
-
-// FirstSequenceFor returns the smallest stream sequence read with an event
-// time at or after bucket(t), and false when no message with such an event
-// time was read (then nothing needs re-reading for t: the caller starts
-// after StreamSeq).
-func (p PositionTrack) FirstSequenceFor(t mtime.Time) (uint64, bool) {
-	b := bucketOf(t)
-	var first uint64
-	found := false
-	for _, bk := range p.Buckets {
-		if bk.Start >= b && (!found || bk.MinSeq < first) {
-			first, found = bk.MinSeq, true
-		}
-	}
-	return first, found
-}
-
-// Covers reports whether the table is complete for event times ≥ t.
-func (p PositionTrack) Covers(t mtime.Time) bool {
-	return p.Tracked && (p.From <= mtime.MinTimestamp || bucketOf(t) >= int64(p.From))
-}
+// subscription (contract.PositionTrack).
+type PositionTrack = contract.PositionTrack
 
 // PositionTrack decodes a checkpointed source position of a ReadFromPubSub
 // split and names its topic. It fails with ErrInvalidPosition for a

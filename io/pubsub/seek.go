@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Subscription snapshots and seek (Pub/Sub's semantics and names).
@@ -62,27 +64,8 @@ const (
 )
 
 // SubscriptionSnapshot is a subscription's acknowledgement state at one
-// moment.
-type SubscriptionSnapshot struct {
-	Name string `json:"name"`
-	// Topic is the topic of the subscription; a snapshot can be sought to by
-	// any subscription of this topic.
-	Topic string `json:"topic"`
-	// Subscription is the subscription it was taken of.
-	Subscription string `json:"subscription"`
-	// AckFloor is the stream sequence up to which every message counts as
-	// acknowledged; later messages count as unacknowledged, but for Acked.
-	AckFloor uint64 `json:"ack_floor"`
-	// Acked are the runs of messages above AckFloor that were acknowledged
-	// (one by one) when the snapshot was taken, in order; at most
-	// MaxSnapshotAckedRuns. Empty for a cumulative subscription's snapshot
-	// and for those of earlier versions.
-	Acked      []SeqRange `json:"acked,omitempty"`
-	CreateTime time.Time  `json:"create_time"`
-	ExpireTime time.Time  `json:"expire_time"`
-	// Labels are the labels the Pub/Sub gRPC API's CreateSnapshot set.
-	Labels map[string]string `json:"labels,omitempty"`
-}
+// moment (contract.SubscriptionSnapshot).
+type SubscriptionSnapshot = contract.SubscriptionSnapshot
 
 // SnapshotOptions are the optional settings of a new subscription
 // snapshot.
@@ -91,24 +74,12 @@ type SnapshotOptions struct {
 	Labels map[string]string
 }
 
-// SeekTarget is where Seek moves a subscription: a snapshot's state
-// (Snapshot) or a time (Time). Exactly one must be set.
-type SeekTarget struct {
-	Snapshot string
-	Time     time.Time
-}
+// SeekTarget is where Seek moves a subscription (contract.SeekTarget).
+type SeekTarget = contract.SeekTarget
 
-// SeekResult is the state of a subscription after a seek.
-type SeekResult struct {
-	Subscription string `json:"subscription"`
-	Topic        string `json:"topic"`
-	// AckFloor is the stream sequence up to which everything now counts as
-	// acknowledged; delivery starts again after it.
-	AckFloor uint64 `json:"ack_floor"`
-	// Backlog is the number of retained messages that now count as
-	// unacknowledged.
-	Backlog uint64 `json:"backlog"`
-}
+// SeekResult is the state of a subscription after a seek
+// (contract.SeekResult).
+type SeekResult = contract.SeekResult
 
 // ValidateSnapshotName checks a subscription snapshot name: weir's name
 // rule, up to 255 characters (a job snapshot's "<uuid>--<subscription>").

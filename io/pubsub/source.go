@@ -93,18 +93,7 @@ func RawSchema() *row.Schema { return rawSchema }
 // topic creates for a job's step: job + "--" + step, with characters not
 // allowed in names replaced by '_'. It is stable across runs of the job
 // name, so the subscription (and its backlog) survives updates.
-func SubscriptionName(job, step string) string {
-	b := []byte(job + "--" + step)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > maxNameLen {
-		b = b[:maxNameLen]
-	}
-	return string(b)
-}
+func SubscriptionName(job, step string) string { return contract.SubscriptionName(job, step) }
 
 // SourceConfig configures a ReadFromPubSub source.
 type SourceConfig struct {

@@ -11,75 +11,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // DefaultAckWait is how long a delivered, unacknowledged message waits
 // before the subscription delivers it again, by default.
-const DefaultAckWait = 60 * time.Second
+const DefaultAckWait = contract.DefaultAckWait
 
-// SubscriptionConfig configures a subscription. The zero value is usable.
-type SubscriptionConfig struct {
-	// AckWait is how long a delivered message may stay unacknowledged before
-	// it is delivered again. Default DefaultAckWait (60s). Sources acknowledge
-	// at checkpoints, so keep it well above the checkpoint interval.
-	AckWait time.Duration
-	// FromBeginning makes the subscription deliver every message the topic
-	// still retains. Default false: as in Pub/Sub, a new subscription gets
-	// the messages published after its creation.
-	FromBeginning bool
-	// MaxAckPending caps the delivered, unacknowledged messages; delivery
-	// pauses at the cap until acknowledgements arrive. Default -1: no cap
-	// (cumulative acknowledgements at checkpoints leave many in flight).
-	MaxAckPending int
-	// PerMessageAck makes the subscription acknowledge each message on its
-	// own (JetStream AckExplicit), as Google's Pub/Sub API does, instead of
-	// cumulatively. The Pub/Sub gRPC API creates its subscriptions so;
-	// pipelines refuse to read them (they acknowledge cumulatively at
-	// checkpoints). Default false.
-	PerMessageAck bool
-	// Metadata is stored with the subscription (JetStream consumer
-	// metadata), e.g. the Pub/Sub API's ordering flag and labels.
-	Metadata map[string]string
-	// StartSeq, when not 0, makes a new subscription deliver from this
-	// stream sequence (over FromBeginning): a source that resumes at a
-	// placed position creates its missing subscription there, so its
-	// backlog is right from the moment it exists. Default 0.
-	StartSeq uint64
-}
+// SubscriptionConfig configures a subscription (contract.SubscriptionConfig).
+type SubscriptionConfig = contract.SubscriptionConfig
 
-// EnsureDefaults fills unset fields with their defaults.
-func (c *SubscriptionConfig) EnsureDefaults() {
-	if c.AckWait <= 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = -1
-	}
-}
-
-// SubscriptionInfo describes a subscription, for listings and metrics.
-type SubscriptionInfo struct {
-	Name  string `json:"name"`
-	Topic string `json:"topic"`
-	// NumPending is the number of messages not yet delivered.
-	NumPending uint64 `json:"num_pending"`
-	// NumAckPending is the number of messages delivered but not yet
-	// acknowledged.
-	NumAckPending int `json:"num_ack_pending"`
-	// Backlog is NumPending + NumAckPending: what is not yet acknowledged.
-	Backlog uint64 `json:"backlog"`
-	// AckFloor is the stream sequence up to which everything is acknowledged.
-	AckFloor uint64 `json:"ack_floor"`
-	// Delivered is the stream sequence of the last delivered message.
-	Delivered uint64        `json:"delivered"`
-	AckWait   time.Duration `json:"ack_wait"`
-	Created   time.Time     `json:"created"`
-	// PerMessageAck reports a subscription that acknowledges each message
-	// on its own (SubscriptionConfig.PerMessageAck).
-	PerMessageAck bool `json:"per_message_ack,omitempty"`
-	// Metadata is what SubscriptionConfig.Metadata stored.
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
+// SubscriptionInfo describes a subscription (contract.SubscriptionInfo).
+type SubscriptionInfo = contract.SubscriptionInfo
 
 func subscriptionInfo(topic string, ci *jetstream.ConsumerInfo) SubscriptionInfo {
 	return SubscriptionInfo{

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Stream and subject prefixes of topics (see the package documentation).
@@ -22,7 +23,7 @@ const (
 	topicSubjectPrefix     = "weir.topic."
 	deadLetterStreamPrefix = "WEIR_DEADLETTER_"
 	deadLetterPrefix       = "weir.deadletter."
-	maxNameLen             = 200
+	maxNameLen             = contract.MaxBrokerNameLen
 )
 
 // Topic defaults.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Façade views: see the package documentation, "Façade views".
@@ -32,10 +34,9 @@ var (
 	// shorter table name. The service reports it as SQL_IDENTIFIER_TOO_LONG
 	// (errcode.SQLIdentifierTooLong).
 	ErrIdentifierTooLong = errors.New("table name too long")
-	// ErrFacade marks a façade operation that cannot be done: an unknown
-	// façade or generation, generations keyed differently, or a view of the
-	// table's name that weir did not create.
-	ErrFacade = errors.New("façade view")
+	// ErrFacade marks a façade operation that cannot be done
+	// (contract.ErrFacade).
+	ErrFacade = contract.ErrFacade
 )
 
 // FacadeTableName returns the physical table of generation gen behind the
@@ -496,15 +497,9 @@ type FacadeTarget struct {
 	BusyTimeout time.Duration
 }
 
-// FacadeGeneration describes one generation behind a façade view.
-type FacadeGeneration struct {
-	// Generation is the job generation.
-	Generation int64
-	// Table is its physical table.
-	Table string
-	// Ended is when its job ended (EndFacadeGeneration); zero while it runs.
-	Ended time.Time
-}
+// FacadeGeneration describes one generation behind a façade view
+// (contract.FacadeGeneration).
+type FacadeGeneration = contract.FacadeGeneration
 
 func (t FacadeTarget) config() (Config, error) {
 	cfg := Config{Driver: t.Driver, DSN: t.DSN, Table: t.Table, SinkID: "facade", BusyTimeout: t.BusyTimeout, Now: t.Now}
@@ -581,19 +576,8 @@ func EndFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) error {
 	})
 }
 
-// CompactReport says what CompactFacade did.
-type CompactReport struct {
-	// Merged are the generations whose served rows moved into Kept's table
-	// and whose tables were dropped, newest first.
-	Merged []int64
-	// Rows is how many rows moved.
-	Rows int64
-	// Waiting are older generations left as they are, newest first: still
-	// running, or ended less than the retention ago (or behind one that is).
-	Waiting []int64
-	// Kept is the generation merged into.
-	Kept int64
-}
+// CompactReport says what CompactFacade did (contract.FacadeCompaction).
+type CompactReport = contract.FacadeCompaction
 
 // CompactFacade merges, in one transaction, the older generations behind
 // the façade view whose job ended (EndFacadeGeneration) at least retention

@@ -17,7 +17,7 @@ var (
 
 // FacadeTable names the sink's table (contract.FacadeSink).
 func (s *Sink) FacadeTable() contract.FacadeTable {
-	return contract.FacadeTable{Driver: s.cfg.Driver, DSN: s.cfg.DSN, Table: s.cfg.Table}
+	return contract.FacadeTable{Driver: s.cfg.Driver, DSN: s.cfg.DSN, Table: s.cfg.Table, BusyTimeout: s.cfg.BusyTimeout}
 }
 
 // RestrictWindows makes the sink leave out the elements of windows keep

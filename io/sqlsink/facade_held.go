@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Held generations: a generation registered behind a façade view that the
@@ -80,18 +82,8 @@ func RevealFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) erro
 }
 
 // GenerationRow is one row of a generation's physical table as a consumer
-// of the view would see it: its key (the conflict key's columns but the
-// window), its window and its other columns, weir's bookkeeping columns
-// (pane, generation, job, update time) left out.
-type GenerationRow struct {
-	// Key maps the key columns to their values.
-	Key map[string]any
-	// WindowStart and WindowEnd are the window's bounds; zero for the
-	// global window (or a table without window columns).
-	WindowStart, WindowEnd time.Time
-	// Values maps the other columns to their values.
-	Values map[string]any
-}
+// of the view would see it (contract.GenerationRow).
+type GenerationRow = contract.GenerationRow
 
 // FacadeGenerationRows reads every row of generation gen's table behind
 // the façade view (an upsert table holds one row per key and window: its

@@ -6,21 +6,12 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
-// Publication is one entry of the publication log (weir_publications) of
-// a partition run's target.
-type Publication struct {
-	// JobName, Partition, ManifestDigest and Target identify the entry;
-	// JobID is the run that published it.
-	JobName, Partition, ManifestDigest, Target, JobID string
-	// OutputDigest is the published rows' digest (see OutputDigest).
-	OutputDigest string
-	// Rows were published; Replaced were the partition's rows before.
-	Rows, Replaced int64
-	// PublishedAt is the commit's time (RFC 3339).
-	PublishedAt string
-}
+// Publication is one entry of the publication log (contract.Publication).
+type Publication = contract.Publication
 
 // PartitionLog reads, from the database of t (t.Table is the target), the
 // publication log's entries of job name jobName for the target, by

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // Staged layout: see the package documentation, "Staged layout".
@@ -17,7 +19,7 @@ const (
 	LayoutTable = "table"
 	// LayoutStaged writes a staging table, merged into a principal table,
 	// both behind a view of the table's name.
-	LayoutStaged = "staged"
+	LayoutStaged = contract.SQLLayoutStaged
 )
 
 // DefaultMergeInterval is how often a staged sink merges when
@@ -41,10 +43,9 @@ const StagedMembersTable = "weir_staged_members"
 // rows moved and how long it took.
 const StagedMergesTable = "weir_staged_merges"
 
-// ErrStaged marks a staged-layout operation that cannot be done: a table
-// that is not staged, a view weir did not create, or members keyed
-// differently.
-var ErrStaged = errors.New("staged table")
+// ErrStaged marks a staged-layout operation that cannot be done
+// (contract.ErrStaged).
+var ErrStaged = contract.ErrStaged
 
 const stagedMembersDDL = "CREATE TABLE IF NOT EXISTS " + StagedMembersTable + " (view_name TEXT NOT NULL, seq BIGINT NOT NULL, " +
 	"member TEXT NOT NULL, mode TEXT NOT NULL, key_columns TEXT NOT NULL, generation BIGINT NOT NULL, PRIMARY KEY (view_name, seq))"

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // StagedTarget names a staged table for the functions the service calls:
@@ -24,31 +26,12 @@ type StagedTarget struct {
 	Hook func(step string) error
 }
 
-// MemberMove is what a merge did with one staging table.
-type MemberMove struct {
-	// Table is the staging table.
-	Table string
-	// Rows is how many of its rows moved into the principal table.
-	Rows int64
-	// Dropped says the table was dropped (an ended staging table, now
-	// empty).
-	Dropped bool
-}
+// MemberMove is what a merge did with one staging table
+// (contract.MemberMove).
+type MemberMove = contract.MemberMove
 
-// MergeReport says what a merge did.
-type MergeReport struct {
-	// Table is the staged view.
-	Table string
-	// Principal is the principal table merged into.
-	Principal string
-	// Members lists the staging tables merged, oldest first.
-	Members []MemberMove
-	// Rows is how many rows moved in all.
-	Rows int64
-	// At is when the merge ran; Duration how long it took.
-	At       time.Time
-	Duration time.Duration
-}
+// MergeReport says what a merge did (contract.MergeReport).
+type MergeReport = contract.MergeReport
 
 func (t StagedTarget) facade() FacadeTarget {
 	return FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: t.Now, BusyTimeout: t.BusyTimeout}
@@ -234,42 +217,14 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 	return rep, nil
 }
 
-// StagedMember describes one table behind a staged view.
-type StagedMember struct {
-	// Table is the member's table; Role is "principal" or "staging".
-	Table, Role string
-	// Generation is the job generation that created a staging table.
-	Generation int64
-	// Rows is how many rows the table holds.
-	Rows int64
-	// Columns are the table's columns, "name type", in order.
-	Columns []string
-}
+// StagedMember is one member of a staged table (contract.StagedMember).
+type StagedMember = contract.StagedMember
 
-// MergeRecord is one past merge of a staged table.
-type MergeRecord struct {
-	// At is when it ran, Duration how long it took.
-	At       time.Time
-	Duration time.Duration
-	// Rows is how many rows moved; Members says from which tables
-	// ("table:rows", comma-separated).
-	Rows    int64
-	Members string
-}
+// MergeRecord is one past merge of a staged table (contract.MergeRecord).
+type MergeRecord = contract.MergeRecord
 
-// StagedInfo describes a staged table.
-type StagedInfo struct {
-	// Table is the view; Mode and Key are its members' mode and key
-	// columns.
-	Table, Mode string
-	Key         []string
-	// Members are the principal, then the staging tables oldest first.
-	Members []StagedMember
-	// View summarises the view's rule.
-	View string
-	// Merges are the most recent merges, newest first (at most 20).
-	Merges []MergeRecord
-}
+// StagedInfo describes a staged table (contract.StagedInfo).
+type StagedInfo = contract.StagedInfo
 
 // DescribeStaged returns the members, row counts, columns and recent
 // merges of a staged table; ErrStaged when the table is not staged.

@@ -5,7 +5,12 @@
 // elements, rejects and source positions; the Source, Sink, DoFn,
 // Aggregator and StatefulDoFn interfaces with the contexts they receive;
 // and the durable-source and checkpoint contract (positions, transactional
-// sinks, state coders, checkpoint entries, restore).
+// sinks, state coders, checkpoint entries, restore). It also declares what
+// the job service's flows ask of connectors beyond running them
+// (rereading.go, subscriptions.go, sqltables.go): a source that re-reads
+// retained input, sinks that write behind façade views or say which SQL
+// table they write, the broker's subscriptions and the administration of
+// SQL tables behind views, so that the flows name no connector.
 //
 // Connectors (io/...), the state store, rows and the SDK import this
 // package, never the executor. It holds declarations only: no goroutines,

@@ -3,6 +3,7 @@ package contract
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/window"
@@ -89,6 +90,9 @@ func Restrict(prev, keep func(window.Window) bool) func(window.Window) bool {
 // façade view: its driver, connection and name.
 type FacadeTable struct {
 	Driver, DSN, Table string
+	// BusyTimeout is how long a SQLite connection waits for a lock; 0 is
+	// the sink's default.
+	BusyTimeout time.Duration
 }
 
 // FacadeSink is a SQL sink that can write its generation's own table

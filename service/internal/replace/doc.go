@@ -21,9 +21,11 @@
 //
 // It may import service/internal/core, service/internal/flowstep,
 // service/internal/snapshots, runner/contract (the capabilities of step
-// code it configures),
+// code it configures, the broker's subscriptions and the SQL tables behind
+// façade views as it manages them),
 // service/internal/rewind, service/record, graph, mtime, window, state,
-// errcode, duration, serviceopt, io/pubsub (the broker's
-// subscriptions), io/sqlsink (façade views), diff (the parity gate's
-// comparison), yamlpipe and the standard library.
+// errcode, duration, serviceopt, diff (the parity gate's comparison),
+// yamlpipe (which hands it the SQL sink's administration) and the
+// standard library. It does not import the connectors (io/...): the
+// broker it is given and the SQL sink implement what it declares.
 package replace

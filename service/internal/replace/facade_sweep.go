@@ -30,11 +30,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
 )
 
@@ -141,7 +141,7 @@ func (s *Replace) mayWrite(j *record.Job) bool {
 // during the sweep does not postpone it.
 func (s *Replace) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record.Job, now time.Time) error {
 	target := s.FacadeTarget(e.Table)
-	gens, err := sqlsink.FacadeGenerations(ctx, target)
+	gens, err := s.sql.FacadeGenerations(ctx, target)
 	if err != nil {
 		return err
 	}
@@ -178,20 +178,18 @@ func (s *Replace) sweepFacade(ctx context.Context, e facadeSweep, jobs []*record
 		keep := gens[0].Generation
 		if upTo := min(keep, oldestLive) - 1; upTo >= gens[len(gens)-1].Generation {
 			at := endedBy(upTo)
-			endTarget := target
-			endTarget.Now = func() time.Time { return at }
-			if err := sqlsink.EndFacadeGeneration(ctx, endTarget, upTo); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
+			if err := s.sql.EndFacadeGeneration(ctx, target, upTo, at); err != nil && !errors.Is(err, contract.ErrFacade) {
 				return fmt.Errorf("recording the end of the generations up to %d: %w", upTo, err)
 			}
 		}
-		rep, err := sqlsink.CompactFacade(ctx, target, keep, s.Opts.RollbackRetention)
+		rep, err := s.sql.CompactFacade(ctx, target, keep, s.Opts.RollbackRetention)
 		if err != nil {
 			return fmt.Errorf("compacting into generation %d: %w", keep, err)
 		}
 		if len(rep.Merged) > 0 {
 			s.Opts.Logger.Info("façade sweep: old generations compacted", "table", e.Table.Table, "kept", keep, "merged", rep.Merged, "rows", rep.Rows, "waiting", rep.Waiting)
 		}
-		if gens, err = sqlsink.FacadeGenerations(ctx, target); err != nil {
+		if gens, err = s.sql.FacadeGenerations(ctx, target); err != nil {
 			return err
 		}
 	}

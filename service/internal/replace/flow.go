@@ -26,6 +26,8 @@ type Replace struct {
 	// driver last compared the jobs' outputs (parallel_gate.go): job ID ->
 	// time.Time.
 	parityAt sync.Map
+	// sql administers the SQL tables behind the façade views.
+	sql contract.SQLTableAdmin
 }
 
 var _ core.Flow = (*Replace)(nil)
@@ -35,7 +37,7 @@ var _ core.Flow = (*Replace)(nil)
 // it with c (Core.Register) before the re-read (rw narrows the windows
 // this flow gives a job's sinks).
 func New(c *core.Core, snaps *snapshots.Snapshots, rw *rewind.Rewind) *Replace {
-	return &Replace{Core: c, snaps: snaps, rewind: rw}
+	return &Replace{Core: c, snaps: snaps, rewind: rw, sql: yamlpipe.SQLTableAdmin(c.Now)}
 }
 
 // Open starts the façade sweep (facade_sweep.go) (core.Flow).

@@ -7,24 +7,22 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/state"
 )
 
 // handoverBroker is what positioning a handed-over subscription needs of
 // the broker.
 type handoverBroker interface {
-	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
-	EnsureSubscription(ctx context.Context, name, topic string, cfg pubsub.SubscriptionConfig) (pubsub.SubscriptionInfo, error)
+	Subscription(ctx context.Context, name string) (contract.SubscriptionInfo, error)
+	EnsureSubscription(ctx context.Context, name, topic string, cfg contract.SubscriptionConfig) (contract.SubscriptionInfo, error)
 	SeekToSequence(ctx context.Context, sub string, seq uint64) error
 	DeleteSubscription(ctx context.Context, name string) error
 }
-
-var _ handoverBroker = (*pubsub.Broker)(nil)
 
 // topicOf returns the topic a topic source step reads, "" for any other
 // step.
@@ -64,13 +62,13 @@ func handoverSubscriptions(old *record.Job, newName string, g *graph.Pipeline) (
 		if sub, ok := old.Subscriptions[step]; ok {
 			return sub
 		}
-		return pubsub.SubscriptionName(old.Name, step)
+		return contract.SubscriptionName(old.Name, step)
 	}
 	var out []record.SubscriptionHandover
 	for _, st := range g.Steps {
 		if sub, ok := namedSubscriptionOf(st); ok {
 			if from, ok := instead[sub]; ok {
-				out = append(out, record.SubscriptionHandover{Step: st.Name, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name), InsteadOf: sub})
+				out = append(out, record.SubscriptionHandover{Step: st.Name, Old: oldSub(from), New: contract.SubscriptionName(newName, st.Name), InsteadOf: sub})
 			}
 			continue
 		}
@@ -97,7 +95,7 @@ func handoverSubscriptions(old *record.Job, newName string, g *graph.Pipeline) (
 			return nil, errcode.Errorf(errcode.ReplacementUnavailable, "step %s of the new pipeline reads topic %s, which job %s (%s) does not read, so there is no position to start it at: add the source in an update after the replacement; job %s was not changed",
 				st.Name, t, old.Name, old.ID, old.ID)
 		}
-		out = append(out, record.SubscriptionHandover{Step: st.Name, Topic: t, Old: oldSub(from), New: pubsub.SubscriptionName(newName, st.Name)})
+		out = append(out, record.SubscriptionHandover{Step: st.Name, Topic: t, Old: oldSub(from), New: contract.SubscriptionName(newName, st.Name)})
 	}
 	return out, nil
 }
@@ -130,7 +128,7 @@ func (s *Replace) positionHandover(ctx context.Context, nj *record.Job, first ma
 		if h.Topic == "" {
 			h.Topic = info.Topic
 		}
-		if _, err := hb.EnsureSubscription(ctx, h.New, h.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
+		if _, err := hb.EnsureSubscription(ctx, h.New, h.Topic, contract.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
 			return errcode.Internalf("creating subscription %s for job %s: %w", h.New, nj.ID, err)
 		}
 		if err := hb.SeekToSequence(ctx, h.New, seq); err != nil {
@@ -170,7 +168,7 @@ func (s *Replace) deleteHandedOver(ctx context.Context, nj *record.Job) error {
 		if h.OldDeleted {
 			continue
 		}
-		if err := hb.DeleteSubscription(ctx, h.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+		if err := hb.DeleteSubscription(ctx, h.Old); err != nil && !errors.Is(err, contract.ErrSubscriptionNotFound) {
 			return errcode.Internalf("deleting subscription %s of job %s, handed over to %s: %w", h.Old, nj.Replacement.OldJobID, h.New, err)
 		}
 		h.OldDeleted = true

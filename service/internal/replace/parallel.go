@@ -14,7 +14,6 @@ import (
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
@@ -41,7 +40,7 @@ import (
 // new job owns the windows that start after T0, which it sees whole; the
 // old job those that start at or before it. A sink leaves out elements of
 // windows its job does not own (sqlsink.Config.Owns,
-// pubsub.SinkConfig.Owns), except that the old job writes every window to
+// the Pub/Sub sink's Owns), except that the old job writes every window to
 // SQL (a newer generation's row wins in the view, and the old rows keep
 // the view whole should the new job be rolled back). The old job is
 // drained only once its data watermark has passed T0 plus the longest
@@ -62,17 +61,15 @@ import (
 // long.
 
 // parallelBroker is what a parallel replacement needs of the broker
-// (*pubsub.Broker implements it).
+// (the server's Pub/Sub broker implements it; broker_test.go checks).
 type parallelBroker interface {
-	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
-	EnsureSubscription(ctx context.Context, name, topic string, cfg pubsub.SubscriptionConfig) (pubsub.SubscriptionInfo, error)
-	CreateSubscriptionSnapshot(ctx context.Context, name, sub string) (pubsub.SubscriptionSnapshot, error)
+	Subscription(ctx context.Context, name string) (contract.SubscriptionInfo, error)
+	EnsureSubscription(ctx context.Context, name, topic string, cfg contract.SubscriptionConfig) (contract.SubscriptionInfo, error)
+	CreateSubscriptionSnapshot(ctx context.Context, name, sub string) (contract.SubscriptionSnapshot, error)
 	DeleteSubscriptionSnapshot(ctx context.Context, name string) error
-	Seek(ctx context.Context, sub string, target pubsub.SeekTarget) (pubsub.SeekResult, error)
+	Seek(ctx context.Context, sub string, target contract.SeekTarget) (contract.SeekResult, error)
 	DeleteSubscription(ctx context.Context, name string) error
 }
-
-var _ parallelBroker = (*pubsub.Broker)(nil)
 
 // restrictWindows makes the sinks of prog, job j's program, write only the
 // windows j owns: all of them, but for the jobs of a parallel replacement
@@ -271,9 +268,9 @@ func (s *Replace) parallelReplace(ctx context.Context, req core.UpdateRequest, p
 				st.Name, topic, old.Name, old.ID, old.ID)
 		}
 		oldSub := oldSrcs[oldStep].sub
-		newSub := pubsub.SubscriptionName(req.Name, st.Name)
+		newSub := contract.SubscriptionName(req.Name, st.Name)
 		if sameName {
-			newSub = pubsub.SubscriptionName(fmt.Sprintf("%s--g%d", req.Name, gen), st.Name)
+			newSub = contract.SubscriptionName(fmt.Sprintf("%s--g%d", req.Name, gen), st.Name)
 		}
 		if sameName || named != "" {
 			// A step that names a subscription reads the new one in its

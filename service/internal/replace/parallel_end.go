@@ -9,19 +9,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 
-	"github.com/weir-dev/weir/io/pubsub"
-	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/state"
 )
 
-// facadeTarget is t as io/sqlsink addresses it, on the service's clock.
-func (s *Replace) FacadeTarget(t record.FacadeTable) sqlsink.FacadeTarget {
-	return sqlsink.FacadeTarget{Driver: t.Driver, DSN: t.DSN, Table: t.Table, Now: s.Now}
+// FacadeTarget is the façade table t as the SQL table administration
+// addresses it.
+func (s *Replace) FacadeTarget(t record.FacadeTable) contract.FacadeTable {
+	return contract.FacadeTable{Driver: t.Driver, DSN: t.DSN, Table: t.Table}
 }
 
 // parallelCutOver completes the flow of job newID once the old job ended:
@@ -48,7 +49,7 @@ func (s *Replace) parallelCutOver(ctx context.Context, newID string) error {
 			if ps.OldDeleted || ps.OldNamed {
 				continue // the user's named subscription is never deleted
 			}
-			if err := pb.DeleteSubscription(ctx, ps.Old); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+			if err := pb.DeleteSubscription(ctx, ps.Old); err != nil && !errors.Is(err, contract.ErrSubscriptionNotFound) {
 				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.Old, old.ID, err)
 			}
 			ps.OldDeleted = true
@@ -115,11 +116,11 @@ func (s *Replace) endOldGenerations(ctx context.Context, flow *record.ParallelFl
 		if t.OldEnded {
 			continue
 		}
-		err := sqlsink.EndFacadeGeneration(ctx, s.FacadeTarget(*t), oldGen)
+		err := s.sql.EndFacadeGeneration(ctx, s.FacadeTarget(*t), oldGen, time.Time{})
 		switch {
 		case err == nil:
 			t.OldEnded = true
-		case errors.Is(err, sqlsink.ErrFacade):
+		case errors.Is(err, contract.ErrFacade):
 			all = false // not a view yet: once the new job committed
 		default:
 			return false, fmt.Errorf("recording the end of generation %d in %s: %w", oldGen, t.Table, err)
@@ -149,7 +150,7 @@ func (s *Replace) endGenerationsStep(ctx context.Context, nj *record.Job) (bool,
 func (s *Replace) compactTables(ctx context.Context, nj *record.Job) (bool, error) {
 	flow := nj.Replacement.Parallel
 	for _, t := range flow.Tables {
-		rep, err := sqlsink.CompactFacade(ctx, s.FacadeTarget(t), nj.Generation, s.Opts.RollbackRetention)
+		rep, err := s.sql.CompactFacade(ctx, s.FacadeTarget(t), nj.Generation, s.Opts.RollbackRetention)
 		if err != nil {
 			return false, fmt.Errorf("compacting %s into generation %d: %w", t.Table, nj.Generation, err)
 		}
@@ -302,13 +303,13 @@ func (s *Replace) parallelGiveUp(ctx context.Context, newID string, phase record
 	}
 	flow := nj.Replacement.Parallel
 	for _, t := range flow.Tables {
-		if err := sqlsink.DropFacadeGeneration(ctx, s.FacadeTarget(t), nj.Generation); err != nil && !errors.Is(err, sqlsink.ErrFacade) {
+		if err := s.sql.DropFacadeGeneration(ctx, s.FacadeTarget(t), nj.Generation); err != nil && !errors.Is(err, contract.ErrFacade) {
 			return fmt.Errorf("dropping generation %d of %s: %w", nj.Generation, t.Table, err)
 		}
 	}
 	if pb, ok := s.Opts.Broker.(parallelBroker); ok {
 		for _, ps := range flow.Subscriptions {
-			if err := pb.DeleteSubscription(ctx, ps.New); err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+			if err := pb.DeleteSubscription(ctx, ps.New); err != nil && !errors.Is(err, contract.ErrSubscriptionNotFound) {
 				return fmt.Errorf("deleting subscription %s of job %s: %w", ps.New, nj.ID, err)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/diff"
-	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/flowstep"
 	"github.com/weir-dev/weir/service/record"
@@ -79,7 +79,7 @@ func (s *Replace) observeParity(ctx context.Context, nj, old *record.Job) *flows
 	ends := map[string]win{}
 	for _, t := range flow.Tables {
 		target := s.FacadeTarget(t)
-		gens, err := sqlsink.FacadeGenerations(ctx, target)
+		gens, err := s.sql.FacadeGenerations(ctx, target)
 		if err != nil {
 			o.Err = fmt.Sprintf("table %s: %v", t.Table, err)
 			return o
@@ -90,16 +90,16 @@ func (s *Replace) observeParity(ctx context.Context, nj, old *record.Job) *flows
 				oldGen = g.Generation
 			}
 		}
-		newRows, ok, err := sqlsink.FacadeGenerationRows(ctx, target, nj.Generation)
+		newRows, ok, err := s.sql.FacadeGenerationRows(ctx, target, nj.Generation)
 		if err == nil && !ok {
 			err = fmt.Errorf("job %s has not written to it yet", nj.ID)
 		}
 		if err == nil && oldGen < 0 {
 			err = fmt.Errorf("job %s's generation is not behind its view yet", old.ID)
 		}
-		var oldRows []sqlsink.GenerationRow
+		var oldRows []contract.GenerationRow
 		if err == nil {
-			oldRows, _, err = sqlsink.FacadeGenerationRows(ctx, target, oldGen)
+			oldRows, _, err = s.sql.FacadeGenerationRows(ctx, target, oldGen)
 		}
 		if err != nil {
 			o.Err = fmt.Sprintf("table %s: %v", t.Table, err)
@@ -111,7 +111,7 @@ func (s *Replace) observeParity(ctx context.Context, nj, old *record.Job) *flows
 				first = r.WindowStart
 			}
 		}
-		for side, rows := range map[string][]sqlsink.GenerationRow{"old": oldRows, "new": newRows} {
+		for side, rows := range map[string][]contract.GenerationRow{"old": oldRows, "new": newRows} {
 			into := oldSide
 			if side == "new" {
 				into = newSide
@@ -282,7 +282,7 @@ func gateDetails(g *record.ParityGate, newID, oldID string) map[string]any {
 func (s *Replace) revealNew(ctx context.Context, nj *record.Job) error {
 	flow := nj.Replacement.Parallel
 	for _, t := range flow.Tables {
-		if err := sqlsink.RevealFacadeGeneration(ctx, s.FacadeTarget(t), nj.Generation); err != nil {
+		if err := s.sql.RevealFacadeGeneration(ctx, s.FacadeTarget(t), nj.Generation); err != nil {
 			return fmt.Errorf("revealing generation %d in the view %s: %w", nj.Generation, t.Table, err)
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/state"
 )
@@ -49,13 +48,13 @@ func (s *Replace) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 			if snap == "" {
 				continue
 			}
-			if err := pb.DeleteSubscriptionSnapshot(ctx, snap); err != nil && !errors.Is(err, pubsub.ErrSnapshotNotFound) {
+			if err := pb.DeleteSubscriptionSnapshot(ctx, snap); err != nil && !errors.Is(err, contract.ErrSnapshotNotFound) {
 				s.Opts.Logger.Warn("parallel replacement: deleting a positioning snapshot", "snapshot", snap, "error", err)
 			}
 		}
 	}()
 	for i, ps := range flow.Subscriptions {
-		snap := pubsub.SubscriptionName(nj.ID+"--at", ps.Step)
+		snap := contract.SubscriptionName(nj.ID+"--at", ps.Step)
 		_ = pb.DeleteSubscriptionSnapshot(ctx, snap) // a leftover of a crash
 		if _, err := pb.CreateSubscriptionSnapshot(ctx, snap, ps.Old); err != nil {
 			return fmt.Errorf("taking the position of subscription %s: %w", ps.Old, err)
@@ -121,10 +120,10 @@ func (s *Replace) positionSubscriptions(ctx context.Context, pb parallelBroker, 
 		if err != nil {
 			return fmt.Errorf("reading subscription %s of job %s: %w", ps.Old, nj.Replacement.OldJobID, err)
 		}
-		if _, err := pb.EnsureSubscription(ctx, ps.New, ps.Topic, pubsub.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
+		if _, err := pb.EnsureSubscription(ctx, ps.New, ps.Topic, contract.SubscriptionConfig{AckWait: info.AckWait}); err != nil {
 			return fmt.Errorf("creating subscription %s for job %s: %w", ps.New, nj.ID, err)
 		}
-		res, err := pb.Seek(ctx, ps.New, pubsub.SeekTarget{Snapshot: snaps[i]})
+		res, err := pb.Seek(ctx, ps.New, contract.SeekTarget{Snapshot: snaps[i]})
 		if err != nil {
 			return fmt.Errorf("positioning subscription %s at %s's position: %w", ps.New, ps.Old, err)
 		}
@@ -200,7 +199,7 @@ func parallelOldSources(ctx context.Context, pb parallelBroker, old *record.Job,
 		if t, ok := strings.CutPrefix(st.Source.Identity, "topic/"); ok {
 			src.topic = t
 			if src.sub == "" {
-				src.sub = pubsub.SubscriptionName(old.Name, st.Name)
+				src.sub = contract.SubscriptionName(old.Name, st.Name)
 			}
 			out[st.Name] = src
 			continue

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/internal/snapshots"
 	"github.com/weir-dev/weir/service/record"
 
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
 )
@@ -400,7 +400,7 @@ func readSubscriptions(name string, g *graph.Pipeline) map[string]bool {
 		if sub, ok := strings.CutPrefix(st.Source.Identity, "subscription/"); ok {
 			out[sub] = true
 		} else if strings.HasPrefix(st.Source.Identity, "topic/") {
-			out[pubsub.SubscriptionName(name, st.Name)] = true
+			out[contract.SubscriptionName(name, st.Name)] = true
 		}
 	}
 	return out

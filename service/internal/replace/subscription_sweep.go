@@ -21,7 +21,7 @@ import (
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
@@ -247,8 +247,6 @@ type subscriptionDeleter interface {
 	DeleteSubscription(ctx context.Context, name string) error
 }
 
-var _ subscriptionDeleter = (*pubsub.Broker)(nil)
-
 // SweepSubscriptions deletes the service-made subscriptions nothing can
 // use any more (subscriptionUses): for each, under the guard of every job
 // name that read it (lock order 1, one at a time, in name order; nothing
@@ -338,7 +336,7 @@ func (s *Replace) sweepSubscription(ctx context.Context, b subscriptionDeleter, 
 		}
 	}
 	err = b.DeleteSubscription(ctx, sub)
-	if err != nil && !errors.Is(err, pubsub.ErrSubscriptionNotFound) {
+	if err != nil && !errors.Is(err, contract.ErrSubscriptionNotFound) {
 		return false, fmt.Errorf("deleting subscription %s, which no job can use any more: %w", sub, err)
 	}
 	w := &state.Write{}

@@ -11,9 +11,9 @@
 // pipeline loads in and the options of its executions.
 //
 // It may import service/internal/core, service/record, graph, mtime,
-// window, state, errcode, serviceopt, io/pubsub (the positions of Pub/Sub
-// sources it reads the rewind point from), runner, runner/contract and the
-// standard library.
+// window, state, errcode, serviceopt, runner, runner/contract (the
+// subscriptions and positions of Pub/Sub sources it reads the rewind point
+// from) and the standard library.
 package rewind
 
 import (

@@ -17,7 +17,6 @@ import (
 	"github.com/weir-dev/weir/errcode"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/serviceopt"
 	"github.com/weir-dev/weir/state"
@@ -46,7 +45,7 @@ import (
 // event time at or after T's one-minute bucket (the event-time table in the
 // source position, io/pubsub/rewind.go); a topic whose table has no such
 // bucket starts right after the old job's last message. The new job's
-// splits then (pubsub.RewindStart):
+// splits then (contract.RewindStart):
 //   - skip, counting them (the source step's rewind_skipped_elements
 //     metric, RewindSkipReporter; never a dead letter), messages whose event time is
 //     before min C(S): all their windows expired at W, the old job's panes
@@ -99,7 +98,7 @@ import (
 // the old job that is not a Pub/Sub topic or subscription (files,
 // Generate), or whose position predates event-time tracking; a table that
 // no longer reaches back to T (pruned behind its horizon, see
-// pubsub.SourceConfig.RewindHorizon); a topic that no longer retains the
+// the Pub/Sub source's rewind horizon); a topic that no longer retains the
 // first message to re-read. Refused as REPLACEMENT_UNAVAILABLE: session
 // windows in either pipeline (a session still open at W can have started
 // arbitrarily long before it, and the start of the earliest one the old
@@ -113,19 +112,18 @@ import (
 // weir_replace_rewind=false avoids all of these.
 
 // Rewinder is what a re-reading replacement needs of the broker:
-// Options.Broker must implement it (*pubsub.Broker does). Its methods
+// Options.Broker must implement it (the server's Pub/Sub broker does;
+// broker_test.go checks). Its methods
 // block until the broker answers or ctx is done.
 type Rewinder interface {
 	// PositionTrack decodes a checkpointed Pub/Sub source position.
-	PositionTrack(ctx context.Context, position []byte) (pubsub.PositionTrack, error)
+	PositionTrack(ctx context.Context, position []byte) (contract.PositionTrack, error)
 	// Retained returns the oldest message a topic holds: its sequence and
 	// publish time.
 	Retained(ctx context.Context, topic string) (uint64, time.Time, error)
 	// SeekToSequence makes a subscription deliver from a stream sequence.
 	SeekToSequence(ctx context.Context, sub string, seq uint64) error
 }
-
-var _ Rewinder = (*pubsub.Broker)(nil)
 
 func (s *Rewind) Broker() (Rewinder, bool) {
 	if s.Opts.Broker == nil {
@@ -317,7 +315,7 @@ func (s *Rewind) Point(ctx context.Context, old *record.Job, newGraph *graph.Pip
 	}
 	type src struct {
 		step string
-		pt   pubsub.PositionTrack
+		pt   contract.PositionTrack
 	}
 	var srcs []src
 	for _, st := range og.Steps {
@@ -356,7 +354,7 @@ func (s *Rewind) Point(ctx context.Context, old *record.Job, newGraph *graph.Pip
 		if t < mtime.MaxTimestamp {
 			if !pt.Covers(t) {
 				return record.RewindPoint{}, errcode.Errorf(errcode.RewindBeyondRetention, "topic %s (source %s of job %s): the re-read must cover event times from %s (the earliest window still open at the old job's watermark %s), but the job's event-time table only reaches back to %s (it keeps the job's longest window plus allowed lateness behind its watermark, at most %s); %s",
-					pt.Topic, sr.step, old.ID, fmtTime(t), fmtTime(wm), fmtTime(pt.From), pubsub.MaxRewindHorizon, rewindInstead(old))
+					pt.Topic, sr.step, old.ID, fmtTime(t), fmtTime(wm), fmtTime(pt.From), contract.MaxRewindHorizon, rewindInstead(old))
 			}
 			if first, ok := pt.FirstSequenceFor(t); ok && first <= pt.StreamSeq {
 				rs.FirstSequence = first

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 )
@@ -36,7 +36,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	// Newest first: the newest run of a partition gives its status.
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].CreateTime.After(jobs[b].CreateTime) })
 	type target struct {
-		cfg  sqlsink.Config
+		tbl  contract.SQLSinkTable
 		runs []*record.Job // partition runs writing it, newest first
 	}
 	byKey := map[string]*target{}
@@ -50,15 +50,15 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			continue // a pipeline that no longer loads: nothing to read
 		}
 		for _, code := range p.Program().Code {
-			sk, ok := code.(*sqlsink.Sink)
-			if !ok || sk.Config().Stage == nil {
+			sk, ok := code.(contract.SQLTableSink)
+			if !ok || sk.SQLSinkTable().StageTarget == "" {
 				continue
 			}
-			c := sk.Config()
-			key := c.Driver + "\x00" + c.DSN + "\x00" + c.Stage.Target
+			c := sk.SQLSinkTable()
+			key := c.Driver + "\x00" + c.DSN + "\x00" + c.StageTarget
 			t := byKey[key]
 			if t == nil {
-				t = &target{cfg: c}
+				t = &target{tbl: c}
 				byKey[key] = t
 				targets = append(targets, t)
 			}
@@ -69,12 +69,13 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	defer cancel()
 	out := []record.PartitionRun{}
 	for _, t := range targets {
-		st := sqlsink.StagedTarget{Driver: t.cfg.Driver, DSN: t.cfg.DSN, Table: t.cfg.Stage.Target, BusyTimeout: t.cfg.BusyTimeout}
-		pubs, stages, err := sqlsink.PartitionLog(ctx, st, name)
+		st := t.tbl.FacadeTable
+		st.Table = t.tbl.StageTarget
+		pubs, stages, err := s.sql.PartitionLog(ctx, st, name)
 		if err != nil {
 			return nil, errcode.Errorf(errcode.SinkUnavailable, "reading the publication log of %s: %w", st.Table, err)
 		}
-		base := record.PartitionRun{Target: st.Table, Driver: t.cfg.Driver, DSN: t.cfg.DSN}
+		base := record.PartitionRun{Target: st.Table, Driver: st.Driver, DSN: st.DSN}
 		published := map[string]bool{}
 		for _, p := range pubs {
 			r := base
@@ -87,7 +88,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			if published[j.ID] {
 				continue
 			}
-			stage := sqlsink.StageTable(st.Table, j.Partition, j.ID)
+			stage := s.sql.StageTable(st.Table, j.Partition, j.ID)
 			r := base
 			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, stage, j.ID, j.ManifestDigest
 			_, bare, _ := strings.Cut(stage, ".")

@@ -8,8 +8,10 @@
 // It registers with the core as a core.Flow: Environment gives every
 // YAML job's sinks the hook that reports their periodic merges.
 //
-// It may import service/internal/core, service/record, io/sqlsink,
-// yamlpipe, errcode and the standard library.
+// It may import service/internal/core, service/record, runner/contract
+// (the SQL table administration and the sinks that say which table they
+// write), yamlpipe (which hands it the SQL sink's administration), errcode
+// and the standard library.
 package tables
 
 import (
@@ -23,7 +25,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/internal/core"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -34,10 +36,12 @@ type Tables struct {
 	core.BaseFlow
 	c      *core.Core
 	merges sqlMerges
+	// sql administers the staged tables and reads the publication logs.
+	sql contract.SQLTableAdmin
 }
 
 // New returns the tables view of c; register it with c.Register.
-func New(c *core.Core) *Tables { return &Tables{c: c} }
+func New(c *core.Core) *Tables { return &Tables{c: c, sql: yamlpipe.SQLTableAdmin(c.Now)} }
 
 // Environment gives job j's WriteToSql sinks the hook through which their
 // periodic merges become events and counts (core.Flow).
@@ -94,7 +98,7 @@ func (s *Tables) SQLMergeCounts() map[string]SQLMergeCount {
 
 // recordMerge records a merge of table as a table_merged event of job id
 // (step: the sink step, empty for a merge on demand).
-func (s *Tables) recordMerge(id, step, table string, rep sqlsink.MergeReport, err error) {
+func (s *Tables) recordMerge(id, step, table string, rep contract.MergeReport, err error) {
 	d := map[string]any{"table": table, "rows": rep.Rows, "duration_ms": rep.Duration.Milliseconds()}
 	if step != "" {
 		d["step"] = step
@@ -115,8 +119,8 @@ func (s *Tables) recordMerge(id, step, table string, rep sqlsink.MergeReport, er
 }
 
 // sqlMergeHook is the JobEnv.OnSQLMerge of job id.
-func (s *Tables) sqlMergeHook(id string) func(step string, rep sqlsink.MergeReport, err error) {
-	return func(step string, rep sqlsink.MergeReport, err error) {
+func (s *Tables) sqlMergeHook(id string) func(step string, rep contract.MergeReport, err error) {
+	return func(step string, rep contract.MergeReport, err error) {
 		s.merges.add(rep.Table, rep.Rows, err != nil)
 		s.recordMerge(id, step, rep.Table, rep, err)
 	}
@@ -124,7 +128,7 @@ func (s *Tables) sqlMergeHook(id string) func(step string, rep sqlsink.MergeRepo
 
 // sqlTarget is one table a job's sink writes.
 type sqlTarget struct {
-	cfg  sqlsink.Config
+	cfg  contract.SQLSinkTable
 	jobs []*record.Job
 }
 
@@ -149,11 +153,11 @@ func (s *Tables) sqlTargets() ([]*sqlTarget, error) {
 			continue // a pipeline that no longer loads writes nothing now
 		}
 		for _, code := range p.Program().Code {
-			sk, ok := code.(*sqlsink.Sink)
+			sk, ok := code.(contract.SQLTableSink)
 			if !ok {
 				continue
 			}
-			c := sk.Config()
+			c := sk.SQLSinkTable()
 			key := c.Driver + "\x00" + c.DSN + "\x00" + c.Table
 			t := byKey[key]
 			if t == nil {
@@ -170,22 +174,18 @@ func (s *Tables) sqlTargets() ([]*sqlTarget, error) {
 	return out, nil
 }
 
-func (t *sqlTarget) staged() sqlsink.StagedTarget {
-	return sqlsink.StagedTarget{Driver: t.cfg.Driver, DSN: t.cfg.DSN, Table: t.cfg.Table, BusyTimeout: t.cfg.BusyTimeout}
-}
-
 // describe fills the table's record, reading a staged table's members
 // from its database when full.
-func (t *sqlTarget) describe(ctx context.Context, full bool) record.SQLTable {
+func (t *sqlTarget) describe(ctx context.Context, sql contract.SQLTableAdmin, full bool) record.SQLTable {
 	rt := record.SQLTable{Name: t.cfg.Table, Layout: t.cfg.Layout, Driver: t.cfg.Driver, DSN: t.cfg.DSN}
 	for _, j := range t.jobs {
 		if !slices.Contains(rt.Jobs, j.Name) {
 			rt.Jobs = append(rt.Jobs, j.Name)
 		}
 	}
-	if t.cfg.Layout != sqlsink.LayoutStaged {
+	if t.cfg.Layout != contract.SQLLayoutStaged {
 		m := record.SQLTableMember{Table: t.cfg.Table, Role: "table", Rows: -1}
-		n, exists, err := sqlsink.TableRows(ctx, t.staged())
+		n, exists, err := sql.TableRows(ctx, t.cfg.FacadeTable)
 		switch {
 		case err != nil:
 			rt.Error = err.Error()
@@ -197,9 +197,9 @@ func (t *sqlTarget) describe(ctx context.Context, full bool) record.SQLTable {
 		rt.Members = []record.SQLTableMember{m}
 		return rt
 	}
-	info, err := sqlsink.DescribeStaged(ctx, t.staged())
+	info, err := sql.DescribeStaged(ctx, t.cfg.FacadeTable)
 	if err != nil {
-		if errors.Is(err, sqlsink.ErrStaged) {
+		if errors.Is(err, contract.ErrStaged) {
 			rt.Error = "no staging table yet (the job has not prepared its sink)"
 		} else {
 			rt.Error = err.Error()
@@ -234,7 +234,7 @@ func (s *Tables) SQLTables(ctx context.Context) ([]record.SQLTable, error) {
 	defer cancel()
 	out := make([]record.SQLTable, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, t.describe(ctx, false))
+		out = append(out, t.describe(ctx, s.sql, false))
 	}
 	return out, nil
 }
@@ -269,7 +269,7 @@ func (s *Tables) SQLTable(ctx context.Context, name string) (record.SQLTable, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
 	defer cancel()
-	return t.describe(ctx, true), nil
+	return t.describe(ctx, s.sql, true), nil
 }
 
 // MergeSQLTable merges the staged table name's staging tables into its
@@ -280,13 +280,13 @@ func (s *Tables) MergeSQLTable(ctx context.Context, name string) (record.SQLTabl
 	if err != nil {
 		return record.SQLTableMerge{}, err
 	}
-	if t.cfg.Layout != sqlsink.LayoutStaged {
+	if t.cfg.Layout != contract.SQLLayoutStaged {
 		return record.SQLTableMerge{}, errcode.Errorf(errcode.TableNotStaged,
 			"table %s has layout %s: only a table written with layout: staged has staging tables to merge", name, t.cfg.Layout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
 	defer cancel()
-	rep, err := sqlsink.MergeStaged(ctx, t.staged())
+	rep, err := s.sql.MergeStaged(ctx, t.cfg.FacadeTable)
 	s.merges.add(name, rep.Rows, err != nil)
 	var emitTo []*record.Job
 	for _, j := range t.jobs {
@@ -302,7 +302,7 @@ func (s *Tables) MergeSQLTable(ctx context.Context, name string) (record.SQLTabl
 	}
 	if err != nil {
 		code := errcode.SinkUnavailable
-		if errors.Is(err, sqlsink.ErrStaged) {
+		if errors.Is(err, contract.ErrStaged) {
 			code = errcode.TableNotStaged
 		}
 		return record.SQLTableMerge{}, errcode.Errorf(code, "merging table %s: %w", name, err)
