@@ -156,6 +156,16 @@ func TestSourceRewind(t *testing.T) {
 	if err != nil || first != 1 || retainedAt.IsZero() {
 		t.Fatalf("Retained: %d %v %v", first, retainedAt, err)
 	}
+	// The first split ends first, as a job's splits end before a
+	// replacement positions the subscription: a Read leaves its pull
+	// request in flight for the next Read (up to FetchWait), and on a
+	// loaded machine the server could still hold it when the seek makes
+	// sequences 9 and 10 deliverable again. The abandoned split would then
+	// receive one of them, out of the new split's reach until the ack wait
+	// (60 s) redelivers it: 1 of 2 read within 10 s, as seen once.
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.SeekToSequence(ctx, "rw", 9); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +180,7 @@ func TestSourceRewind(t *testing.T) {
 		els = append(els, buf[:res.N]...)
 	}
 	if len(els) != 2 || els[0].Source.Offset != 9 || els[1].Source.Offset != 10 {
-		// Once seen under heavy load (1 of 2 read in 10 s), cause not
-		// found: say where the subscription stood.
+		// Say where the subscription stood.
 		var offs []int64
 		for _, e := range els {
 			offs = append(offs, e.Source.Offset)
