@@ -356,6 +356,7 @@ func wireStepCounters(in record.StepCounters) client.StepCounters {
 		ElementsIn:          in.ElementsIn,
 		ElementsOut:         in.ElementsOut,
 		Rejects:             in.Rejects,
+		RejectsByReason:     in.RejectsByReason,
 		DroppedLateElements: in.DroppedLateElements,
 	}
 }
@@ -558,6 +559,7 @@ func wireStepMetrics(in record.StepMetrics) client.StepMetrics {
 		ElementsIn:              in.ElementsIn,
 		ElementsOut:             in.ElementsOut,
 		Rejects:                 in.Rejects,
+		RejectsByReason:         in.RejectsByReason,
 		DroppedLateElements:     in.DroppedLateElements,
 		Watermark:               in.Watermark,
 		WatermarkMillis:         in.WatermarkMillis,

@@ -219,10 +219,11 @@ type StateChange struct {
 // executions (restarts, rescales): persisted in the job record with every
 // checkpoint, so they never go back for a job ID.
 type StepCounters struct {
-	ElementsIn          int64 `json:"elements_in"`
-	ElementsOut         int64 `json:"elements_out"`
-	Rejects             int64 `json:"rejects"`
-	DroppedLateElements int64 `json:"dropped_late_elements"`
+	ElementsIn          int64            `json:"elements_in"`
+	ElementsOut         int64            `json:"elements_out"`
+	Rejects             int64            `json:"rejects"`
+	RejectsByReason     map[string]int64 `json:"rejects_by_reason,omitempty"`
+	DroppedLateElements int64            `json:"dropped_late_elements"`
 }
 
 // Condition is a cause that keeps an active job from processing: a code
@@ -277,11 +278,13 @@ type JobMetrics struct {
 
 // StepMetrics are the metrics of one step.
 type StepMetrics struct {
-	Name                string `json:"name"`
-	ElementsIn          int64  `json:"elements_in"`
-	ElementsOut         int64  `json:"elements_out"`
-	Rejects             int64  `json:"rejects"`
-	DroppedLateElements int64  `json:"dropped_late_elements"`
+	Name        string `json:"name"`
+	ElementsIn  int64  `json:"elements_in"`
+	ElementsOut int64  `json:"elements_out"`
+	Rejects     int64  `json:"rejects"`
+	// RejectsByReason counts Rejects by reason; absent when none.
+	RejectsByReason     map[string]int64 `json:"rejects_by_reason,omitempty"`
+	DroppedLateElements int64            `json:"dropped_late_elements"`
 	// Watermark is the step's output watermark (sources, keyed steps and
 	// steps with side inputs have one); empty otherwise.
 	Watermark string `json:"watermark,omitempty"`

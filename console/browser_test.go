@@ -45,6 +45,34 @@ const batchYAML = `pipeline:
         combine: {total: {value: amount, fn: sum}}
 `
 
+// checkedYAML is the reference fixture's input with its region rule: one
+// order (UNKNOWN 50) is rejected with the reason known_region.
+const checkedYAML = `pipeline:
+  transforms:
+    - type: Create
+      name: Transactions
+      config:
+        elements: [{region: NORTH, amount: 250}, {region: NORTH, amount: 175}, {region: WEST, amount: 100}, {region: UNKNOWN, amount: 50}]
+    - type: Validate
+      name: CheckRegion
+      input: Transactions
+      config:
+        rules:
+          known_region: region in ["NORTH", "WEST"]
+      error_handling: {output: invalid}
+    - type: Combine
+      name: Totals
+      input: CheckRegion
+      config:
+        group_by: region
+        combine: {total: {value: amount, fn: sum}}
+    - type: MapToFields
+      name: Rejected
+      input: CheckRegion.invalid
+      config:
+        fields: {reason: error.reason}
+`
+
 // streamingYAML runs until drained: two keyed steps the update preview
 // renames and refuses.
 const streamingYAML = `pipeline:
@@ -288,6 +316,18 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 	if err := evaluate(ctx, `document.querySelectorAll('svg.graph path.edge').length`, &edges); err != nil || edges != 2 {
 		t.Errorf("the graph has %d edges (%v), want 2", edges, err)
 	}
+
+	// A step's details count its rejects by reason: the reference
+	// fixture's UNKNOWN order fails the rule known_region.
+	checked := submit(t, c, "checked", checkedYAML)
+	waitJob(t, c, checked.ID, "the checked job is DONE with its metrics", func(j *client.Job) bool { return j.State == client.StateDone && j.Metrics != nil })
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/"+checked.ID),
+		present(`svg.graph g.step[data-step="CheckRegion"]`)); err != nil {
+		t.Fatalf("the checked job's page draws no graph: %v", err)
+	}
+	evalUntil(t, ctx, "clicking CheckRegion", `(() => { const e = document.querySelector('svg.graph g.step[data-step="CheckRegion"]'); if (!e) return false; e.dispatchEvent(new MouseEvent('click', {bubbles: true})); return true; })()`)
+	evalUntil(t, ctx, "CheckRegion's rejects by reason", `(() => { const td = document.querySelector('#step-details[data-step="CheckRegion"] tr[data-field="rejects_by_reason"] td');
+		return !!td && td.textContent === 'known_region: 1'; })()`)
 
 	// The streaming job: a chart fills while the page is open.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/jobs/events?refresh=250"),

@@ -107,10 +107,13 @@ func (o Options) Validate() error {
 
 // StepMetrics are the counters of one step.
 type StepMetrics struct {
-	Name                string
-	ElementsIn          int64
-	ElementsOut         int64
-	Rejects             int64
+	Name        string
+	ElementsIn  int64
+	ElementsOut int64
+	Rejects     int64
+	// RejectsByReason counts Rejects by their reason (the reject's
+	// Reason); nil when there is none.
+	RejectsByReason     map[string]int64
 	DroppedLateElements int64
 	// Watermark is the output watermark of a step that has one (sources,
 	// keyed steps, steps with side inputs); mtime.MinTimestamp otherwise.

@@ -235,7 +235,7 @@ func (r *run) result() *Result {
 		keys, keyed := c.keyCount()
 		res.Steps = append(res.Steps, StepMetrics{
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
-			Rejects: c.rejects.Load(), DroppedLateElements: c.dropped.Load(),
+			Rejects: c.rejects.Load(), RejectsByReason: c.rejectsByReason(), DroppedLateElements: c.dropped.Load(),
 			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
 			Keys: keys, Keyed: keyed, User: c.user.Snapshot(),
 		})

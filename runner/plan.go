@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/weir-dev/weir/graph"
@@ -17,6 +18,8 @@ import (
 // stepCounters are live counters of one step, summed over workers.
 type stepCounters struct {
 	in, out, rejects, dropped atomic.Int64
+	// reasons counts the rejects by reason: reason → *atomic.Int64.
+	reasons sync.Map
 	// wms holds, per worker, the output watermark of a root step's instance.
 	wms []atomic.Int64
 	// timers holds, per worker, the timers a keyed step's instance has set
@@ -28,6 +31,29 @@ type stepCounters struct {
 	// user are the step code's user-defined metrics (the SDK's Counter
 	// and Distribution), shared by its instances.
 	user contract.UserMetrics
+}
+
+// reject counts one reject with the given reason.
+func (c *stepCounters) reject(reason string) {
+	c.rejects.Add(1)
+	n, ok := c.reasons.Load(reason)
+	if !ok {
+		n, _ = c.reasons.LoadOrStore(reason, new(atomic.Int64))
+	}
+	n.(*atomic.Int64).Add(1)
+}
+
+// rejectsByReason returns the rejects counted by reason, nil when none.
+func (c *stepCounters) rejectsByReason() map[string]int64 {
+	var out map[string]int64
+	c.reasons.Range(func(k, v any) bool {
+		if out == nil {
+			out = map[string]int64{}
+		}
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 func (c *stepCounters) pendingTimers() int64 {

@@ -304,6 +304,10 @@ func TestBatchJobDone(t *testing.T) {
 	if got["CheckRegion"].Rejects != 1 || got["Totals"].ElementsOut != 2 || got["Transactions"].ElementsOut != 4 {
 		t.Errorf("final metrics %+v", j.Metrics.Steps)
 	}
+	// The reject is counted by its reason: the rule that failed.
+	if r := got["CheckRegion"].RejectsByReason; len(r) != 1 || r["known_region"] != 1 {
+		t.Errorf("CheckRegion's rejects by reason: %v, want known_region: 1", r)
+	}
 	out, err := os.ReadFile(filepath.Join(base, "out", "totals.jsonl"))
 	if err != nil {
 		t.Fatalf("relative sink path not resolved against base_dir: %v", err)

@@ -384,7 +384,11 @@ async function jobPage(ref) {
     const m = ((job.metrics && job.metrics.steps) || []).find((x) => x.name === selected);
     const g = ((job.graph && job.graph.steps) || []).find((x) => x.name === selected);
     stepBox.dataset.step = selected;
-    const value = (v) => (v === null || v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : typeof v === 'number' ? fmtNum(v) : String(v));
+    // A map of counts (rejects by reason) reads as "reason: n, ...".
+    const counts = (v) => !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'number');
+    const value = (v) => (v === null || v === undefined ? '–'
+      : typeof v === 'object' ? (counts(v) ? Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => `${k}: ${fmtNum(x)}`).join(', ') : JSON.stringify(v))
+        : typeof v === 'number' ? fmtNum(v) : String(v));
     const rows = [['step', selected], ['kind', g ? g.kind || g.type || '' : '']];
     for (const [k, v] of Object.entries(m || {})) if (k !== 'name') rows.push([k, v]);
     stepBox.replaceChildren(el('table', { class: 'kv' }, el('tbody', {}, ...rows.map(([k, v]) =>

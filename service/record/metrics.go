@@ -32,11 +32,14 @@ type JobMetrics struct {
 
 // StepMetrics are the metrics of one step.
 type StepMetrics struct {
-	Name                string `json:"name"`
-	ElementsIn          int64  `json:"elements_in"`
-	ElementsOut         int64  `json:"elements_out"`
-	Rejects             int64  `json:"rejects"`
-	DroppedLateElements int64  `json:"dropped_late_elements"`
+	Name        string `json:"name"`
+	ElementsIn  int64  `json:"elements_in"`
+	ElementsOut int64  `json:"elements_out"`
+	Rejects     int64  `json:"rejects"`
+	// RejectsByReason counts Rejects by reason (bad_json, schema, error,
+	// the reasons a step's code gives...); absent when none.
+	RejectsByReason     map[string]int64 `json:"rejects_by_reason,omitempty"`
+	DroppedLateElements int64            `json:"dropped_late_elements"`
 	// Watermark is the step's output watermark (sources, keyed steps and
 	// steps with side inputs have one); empty otherwise.
 	Watermark string `json:"watermark,omitempty"`
@@ -97,8 +100,24 @@ type UserMetric struct {
 // executions (restarts, rescales): persisted in the job record with every
 // checkpoint, so they never go back for a job ID.
 type StepCounters struct {
-	ElementsIn          int64 `json:"elements_in"`
-	ElementsOut         int64 `json:"elements_out"`
-	Rejects             int64 `json:"rejects"`
-	DroppedLateElements int64 `json:"dropped_late_elements"`
+	ElementsIn          int64            `json:"elements_in"`
+	ElementsOut         int64            `json:"elements_out"`
+	Rejects             int64            `json:"rejects"`
+	RejectsByReason     map[string]int64 `json:"rejects_by_reason,omitempty"`
+	DroppedLateElements int64            `json:"dropped_late_elements"`
+}
+
+// AddReasons returns into with the counts of add added, by reason (into is
+// updated in place; nil when both are empty).
+func AddReasons(into, add map[string]int64) map[string]int64 {
+	if len(add) == 0 {
+		return into
+	}
+	if into == nil {
+		into = make(map[string]int64, len(add))
+	}
+	for k, v := range add {
+		into[k] += v
+	}
+	return into
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -619,6 +620,7 @@ func (jr *Run) lastCheckpointStats() (time.Duration, int64, bool) {
 func (jr *Run) Totals() map[string]record.StepCounters {
 	out := map[string]record.StepCounters{}
 	for k, v := range jr.base {
+		v.RejectsByReason = maps.Clone(v.RejectsByReason)
 		out[k] = v
 	}
 	for _, st := range jr.X.Metrics().Steps {
@@ -626,6 +628,7 @@ func (jr *Run) Totals() map[string]record.StepCounters {
 		c.ElementsIn += st.ElementsIn
 		c.ElementsOut += st.ElementsOut
 		c.Rejects += st.Rejects
+		c.RejectsByReason = record.AddReasons(c.RejectsByReason, st.RejectsByReason)
 		c.DroppedLateElements += st.DroppedLateElements
 		out[st.Name] = c
 	}
@@ -642,6 +645,7 @@ func (jr *Run) withBase(m *record.JobMetrics) *record.JobMetrics {
 		m.Steps[i].ElementsIn += b.ElementsIn
 		m.Steps[i].ElementsOut += b.ElementsOut
 		m.Steps[i].Rejects += b.Rejects
+		m.Steps[i].RejectsByReason = record.AddReasons(maps.Clone(m.Steps[i].RejectsByReason), b.RejectsByReason)
 		m.Steps[i].DroppedLateElements += b.DroppedLateElements
 	}
 	return m

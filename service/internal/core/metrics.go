@@ -87,7 +87,7 @@ func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]an
 	var sourceRate float64
 	for _, st := range res.Steps {
 		sm2 := record.StepMetrics{Name: st.Name, ElementsIn: st.ElementsIn, ElementsOut: st.ElementsOut,
-			Rejects: st.Rejects, DroppedLateElements: st.DroppedLateElements, UserMetrics: userMetrics(st.User)}
+			Rejects: st.Rejects, RejectsByReason: st.RejectsByReason, DroppedLateElements: st.DroppedLateElements, UserMetrics: userMetrics(st.User)}
 		if sm != nil {
 			sm2.ThroughputPerSecond = sm.rate[st.Name]
 			if since, ok := sm.waitingSince[st.Name]; ok {
