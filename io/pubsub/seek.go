@@ -540,7 +540,11 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 		// in between cannot skip messages of the old state.
 		b.setRestored(sub, acked)
 	}
-	if err := b.rewind(ctx, stream, sub, seq); err != nil {
+	// An explicit seek always resets the subscription, even when its
+	// description says it already stands there: a description read right
+	// after other changes (an earlier seek, an acknowledgement of a
+	// delivery made before it) is not always the consumer's position.
+	if _, err := b.rewindConsumer(ctx, stream, sub, seq, c, true); err != nil {
 		if perMessage {
 			b.forgetRestored(sub)
 		}
@@ -551,15 +555,38 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 			return SeekResult{}, fmt.Errorf("seeking subscription %s: it was sought, but keeping its acknowledgement state failed (until the next seek, a restart of weir delivers again the messages the snapshot holds as acknowledged): %w", sub, err)
 		}
 	}
-	c, err = b.js.Consumer(ctx, stream, NATSName(sub))
+	// The backlog is what the topic retains after the new floor (less what
+	// a snapshot restored as acknowledged), read from the topic: the
+	// subscription's own pending count is recalculated by the server
+	// lazily, and a seek back to where the floor already was keeps the
+	// earlier count.
+	st, err := b.js.Stream(ctx, stream)
 	if err != nil {
-		return SeekResult{}, apiErr("describing subscription "+sub, err)
+		return SeekResult{}, apiErr("describing topic "+topic, err)
 	}
-	ci := c.CachedInfo()
+	ss := st.CachedInfo().State
+	backlog := retainedAfter(ss.FirstSeq, ss.LastSeq, ss.Msgs, seq-1, acked)
 	b.log.Info("subscription sought", "subscription", sub, "topic", topic, "snapshot", target.Snapshot,
-		"time", target.Time, "ack_floor", seq-1)
-	return SeekResult{Subscription: sub, Topic: topic, AckFloor: seq - 1,
-		Backlog: ci.NumPending + uint64(max(ci.NumAckPending, 0))}, nil
+		"time", target.Time, "ack_floor", seq-1, "backlog", backlog)
+	return SeekResult{Subscription: sub, Topic: topic, AckFloor: seq - 1, Backlog: backlog}, nil
+}
+
+// retainedAfter returns how many of the messages a topic retains (stream
+// sequences first to last, msgs of them) come after floor and are not in
+// acked: the backlog of a subscription just sought to floor.
+func retainedAfter(first, last, msgs, floor uint64, acked []SeqRange) uint64 {
+	from := max(floor+1, first)
+	if msgs == 0 || last < from {
+		return 0
+	}
+	n := last - from + 1
+	for _, r := range acked {
+		lo, hi := max(r.First, from), min(r.Last, last)
+		if lo <= hi {
+			n -= min(hi-lo+1, n)
+		}
+	}
+	return min(n, msgs)
 }
 
 // firstAtOrAfter returns the stream sequence of the first message of

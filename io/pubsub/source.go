@@ -472,7 +472,7 @@ func (s *Source) open(ctx context.Context, from *position) (*split, error) {
 	if err := refusePerMessageConsumer(cons.CachedInfo(), cfg.Step, cfg.Subscription, topic); err != nil {
 		return nil, err
 	}
-	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons); err != nil {
+	if cons, err = s.b.rewindConsumer(ctx, stream, cfg.Subscription, seq, cons, false); err != nil {
 		return nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 	}
 	s.live.Store(&liveConsumer{topic: topic, cons: cons})

@@ -425,20 +425,21 @@ func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) err
 	if err != nil {
 		return apiErr("rewinding subscription "+sub, err)
 	}
-	_, err = b.rewindConsumer(ctx, stream, sub, seq, c)
+	_, err = b.rewindConsumer(ctx, stream, sub, seq, c, false)
 	return err
 }
 
 // rewindConsumer is rewind for the subscription's consumer c, just looked
 // up: it returns the consumer to read from (c, or the one created in its
-// place on a server without the reset API).
-func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uint64, c jetstream.Consumer) (jetstream.Consumer, error) {
+// place on a server without the reset API). Unless always, a consumer
+// whose description says it stands at seq is left as it is.
+func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uint64, c jetstream.Consumer, always bool) (jetstream.Consumer, error) {
 	ci := c.CachedInfo()
 	target := seq
 	if target == 0 {
 		target = ci.AckFloor.Stream + 1
 	}
-	if ci.NumAckPending == 0 && ci.Delivered.Stream+1 == target && ci.AckFloor.Stream == ci.Delivered.Stream {
+	if !always && ci.NumAckPending == 0 && ci.Delivered.Stream+1 == target && ci.AckFloor.Stream == ci.Delivered.Stream {
 		return c, nil // already there
 	}
 	if serverAtLeast(b.nc.ConnectedServerVersion(), 2, 14) {
