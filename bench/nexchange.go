@@ -406,7 +406,7 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 			return c, fmt.Errorf("the update replaced nothing (compatible %t, %d errors)", res.Report.Compatible, len(res.Report.Errors))
 		}
 		c.JobID, c.Generation, c.ServicePauseMillis = res.Job.ID, res.Job.Generation, res.PauseMillis
-		c.Detail = fmt.Sprintf("job %s generation %d, results tagged gen %d", res.Job.ID, res.Job.Generation, r.gen)
+		c.Detail = fmt.Sprintf("job %s generation %d, results tagged gen %d, service pause %d ms", res.Job.ID, res.Job.Generation, r.gen, res.PauseMillis)
 	case ChangeRescale:
 		j, err := r.svc.Get(changeJob)
 		if err != nil {
