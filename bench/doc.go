@@ -22,6 +22,13 @@
 // heap and the checkpoint's bytes per key held, and the checkpoint time for
 // all keys and after 1% of them changed (RunState, `weir bench state`).
 //
+// nexmark change: a Nexmark query written in YAML (NexmarkYAMLSteps) runs
+// unbounded as a job of an in-process job service, its source rate-limited
+// with wall-clock event times and its results written to a topic of the
+// embedded broker; the harness samples the events the job reads and the
+// latency of its results while it updates the job in place, rescales it
+// and snapshots it (RunNexmarkChange, `weir bench nexmark --change`).
+//
 // Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
 // mtime, window, yamlpipe, io/pubsub, state, sandbox and diff (the rehearse
 // variant), github.com/nats-io/nats.go (to

@@ -88,7 +88,9 @@ type Config struct {
 	RatePeriodSec int `json:"ratePeriodSec" yaml:"ratePeriodSec"`
 	// IsRateLimited makes an unbounded source emit events no sooner than
 	// their event times say (relative to its start), instead of as fast as
-	// it can.
+	// it can. With UseWallclockEventTime an event is due when the clock
+	// reaches its event time, so a source resumed after a pause catches up
+	// on the events that fell due meanwhile.
 	IsRateLimited bool `json:"isRateLimited" yaml:"isRateLimited"`
 	// UseWallclockEventTime starts event times at the source's start
 	// instead of at BaseTime (runs then differ in time, not in content).

@@ -398,3 +398,56 @@ func TestRateLimitedSourceFollowsTheClock(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitedWallclockSourceCatchesUp: with wall-clock event times, a
+// split resumed after a pause emits at once every event that fell due
+// during the pause, then follows the clock again.
+func TestRateLimitedWallclockSourceCatchesUp(t *testing.T) {
+	src, err := NewSource(Config{IsRateLimited: true, UseWallclockEventTime: true, FirstEventRate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	src.now = func() time.Time { return now }
+	ctx := context.Background()
+	splits, err := src.Split(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]contract.Element, 1000)
+	read := func(sp contract.SourceSplit) int {
+		res, err := sp.Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.N
+	}
+	now = now.Add(10 * time.Millisecond)
+	if got := read(splits[0]); got != 11 {
+		t.Fatalf("first read: %d events, want 11 (events 0-10)", got)
+	}
+	pos, err := splits[0].(contract.PositionedSplit).Position()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Paused for 200 ms, then resumed from the position.
+	now = now.Add(200 * time.Millisecond)
+	resumed, err := src.Resume(ctx, [][]byte{pos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		advance time.Duration
+		want    int
+	}{
+		{0, 200},                  // events 11-210 fell due during the pause
+		{0, 0},                    // nothing more until the clock moves
+		{5 * time.Millisecond, 5}, // then the clock's pace again
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if got := read(resumed[0]); got != st.want {
+			t.Errorf("step %d after the pause: read %d events, want %d", i, got, st.want)
+		}
+	}
+}

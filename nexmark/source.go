@@ -118,11 +118,21 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 	}
 	var horizon mtime.Time = mtime.MaxTimestamp
 	if s.gen.cfg.IsRateLimited {
-		// Emit an event once the wall clock has advanced, since the split
-		// started, as far as its event time has since the split's first.
-		firstTime := s.gen.timestamp(s.gen.adjusted(s.first))
-		elapsed := s.now().Sub(s.start)
-		horizon = mtime.Time(firstTime) + mtime.Time(elapsed/time.Millisecond)
+		if s.gen.cfg.UseWallclockEventTime {
+			// Event times are wall-clock times: emit an event once the
+			// clock has reached its time. A split resumed after a pause
+			// (an update, a rescale, a restart) emits what fell due
+			// meanwhile at once, as a real source's backlog would (and as
+			// Beam's generator does with its wall-clock base).
+			horizon = mtime.FromTime(s.now())
+		} else {
+			// Emit an event once the wall clock has advanced, since the
+			// split started, as far as its event time has since the
+			// split's first.
+			firstTime := s.gen.timestamp(s.gen.adjusted(s.first))
+			elapsed := s.now().Sub(s.start)
+			horizon = mtime.Time(firstTime) + mtime.Time(elapsed/time.Millisecond)
+		}
 		if ts := mtime.Time(s.gen.timestamp(s.gen.adjusted(s.next))); ts > horizon {
 			wait := time.Duration(ts-horizon) * time.Millisecond
 			wait = min(wait, maxRateLimitedBatch)

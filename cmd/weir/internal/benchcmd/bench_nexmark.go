@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/bench"
 	"github.com/weir-dev/weir/nexmark"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
@@ -73,6 +74,8 @@ type nexmarkFlags struct {
 	// checkpointEvery, when positive, runs the Go queries with checkpoints
 	// written to a Pebble store at this interval and an exactly-once sink.
 	checkpointEvery time.Duration
+	// change holds the flags of the unbounded runs (--unbounded, --change).
+	change changeFlags
 }
 
 func newBenchNexmarkCommand(e *cli.Env) *cobra.Command {
@@ -88,12 +91,14 @@ events per CPU-second (user + system time of the child, process start
 included), and, on the "generator" line, the rate of the generator alone (a
 loop without the engine, one goroutine), which dominates q0-q3.
 
-Queries: q0 to q9 and q11 (or all). With --yaml, q0, q1 and q2 also run as
-YAML pipelines (yaml-q0, ...: a Nexmark source, Filter and MapToFields in
-CEL, no sink; the results are the last step's output count).
+Queries: q0 to q9 and q11 (or all). With --yaml, q0, q1, q2 and q5 also run
+as YAML pipelines (yaml-q0, ...: a Nexmark source, Filter and MapToFields in
+CEL, for q5 sliding windows and a Combine counting the bids per auction — the
+counting stage of q5, without its final pick of the hottest auctions; no
+sink: the results are the last step's output count).` + changeHelp + `
 
-Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
-2 usage.`,
+Exit codes: 0 success (targets are reported, not enforced), 1 a query failed
+(an unbounded run also when a change failed or no result followed it), 2 usage.`,
 		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchNexmark(cmd.Context(), e, f) },
 	}
@@ -102,8 +107,9 @@ Exit codes: 0 success (targets are reported, not enforced), 1 a query failed,
 	fl.Int64Var(&f.events, "events", 1_000_000, "number of events per query")
 	fl.IntSliceVar(&f.workers, "workers", []int{1}, "worker counts to run each query with")
 	fl.Int64Var(&f.seed, "seed", 0, "generator seed (0 is Beam's stream)")
-	fl.BoolVar(&f.yaml, "yaml", false, "also run q0, q1 and q2 written in YAML (yaml-q0, ...), when asked for")
+	fl.BoolVar(&f.yaml, "yaml", false, "also run q0, q1, q2 and q5 written in YAML (yaml-q0, ...), when asked for")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint the Go queries at this interval into a Pebble store in a temporary directory, with an exactly-once counting sink (0: no checkpoints)")
+	addChangeFlags(cmd, &f.change)
 	cli.AddFormatFlag(cmd, &f.format)
 	return cmd
 }
@@ -126,6 +132,9 @@ type NexmarkResult struct {
 func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 	if err := cli.CheckFormat(f.format); err != nil {
 		return err
+	}
+	if f.change.active() {
+		return runNexmarkUnbounded(ctx, e, f)
 	}
 	queries, err := nexmark.LookupQueries(f.queries)
 	if err != nil {
@@ -160,7 +169,7 @@ func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 	}
 	for _, q := range queries {
 		names := []string{q.Name}
-		if _, ok := nexmarkYAML[q.Name]; ok && f.yaml {
+		if _, ok := bench.NexmarkYAMLSteps(q.Name, 0, 0); ok && f.yaml {
 			names = append(names, "yaml-"+q.Name)
 		}
 		for _, name := range names {
@@ -324,47 +333,14 @@ func runNexmarkQuery(ctx context.Context, name string, workers int, cfg nexmark.
 		RunSeconds: el.Seconds(), EventsPerSec: float64(cfg.NumEvents) / el.Seconds()}, nil
 }
 
-// nexmarkYAML are the queries written in YAML (after a `type: Nexmark`
-// source named Events); each ends in a step named Out.
-var nexmarkYAML = map[string]string{
-	"q0": `
-    - type: MapToFields
-      name: Out
-      input: Events
-      config:
-        fields: {eventType: eventType, newPerson: newPerson, newAuction: newAuction, bid: bid}
-`,
-	"q1": `
-    - type: Filter
-      name: Bids
-      input: Events
-      config: {keep: "eventType == 'BID'"}
-    - type: MapToFields
-      name: Out
-      input: Bids
-      config:
-        fields: {auction: bid.auction, bidder: bid.bidder, price: bid.price * 89 / 100, dateTime: bid.dateTime, extra: bid.extra}
-`,
-	"q2": `
-    - type: Filter
-      name: Select
-      input: Events
-      config: {keep: "eventType == 'BID' && bid.auction % 123 == 0"}
-    - type: MapToFields
-      name: Out
-      input: Select
-      config:
-        fields: {auction: bid.auction, price: bid.price}
-`,
-}
-
 // runNexmarkYAML runs query q written in YAML over cfg's events.
 func runNexmarkYAML(ctx context.Context, q string, workers int, cfg nexmark.Config) (NexmarkResult, error) {
-	steps, ok := nexmarkYAML[q]
-	if !ok {
-		return NexmarkResult{}, fmt.Errorf("no YAML version of Nexmark query %q (have q0, q1, q2)", q)
+	d := nexmark.DefaultConfig()
+	src, err := bench.NexmarkYAMLPipeline(q, fmt.Sprintf("{numEvents: %d, seed: %d}", cfg.NumEvents, cfg.Seed),
+		time.Duration(d.WindowSizeSec)*time.Second, time.Duration(d.WindowPeriodSec)*time.Second)
+	if err != nil {
+		return NexmarkResult{}, err
 	}
-	src := fmt.Sprintf("pipeline:\n  transforms:\n    - type: Nexmark\n      name: Events\n      config: {numEvents: %d, seed: %d}\n", cfg.NumEvents, cfg.Seed) + steps
 	p, err := yamlpipe.Load("nexmark-"+q+".yaml", []byte(src), yamlpipe.Options{})
 	if err != nil {
 		return NexmarkResult{}, fmt.Errorf("loading the YAML of %s: %w", q, err)

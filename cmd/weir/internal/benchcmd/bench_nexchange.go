@@ -1,0 +1,218 @@
+package benchcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-dev/weir/bench"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+)
+
+// changeFlags are the flags of `weir bench nexmark` for its unbounded
+// runs in the job service (--unbounded, --change).
+type changeFlags struct {
+	unbounded    bool
+	changes      []string
+	rateFraction float64
+	maxRate      float64
+	measureFor   time.Duration
+	duration     time.Duration
+	sample       time.Duration
+	windowSize   time.Duration
+	windowPeriod time.Duration
+}
+
+// active reports whether the flags ask for unbounded runs.
+func (c changeFlags) active() bool { return c.unbounded || len(c.changes) > 0 }
+
+// changeHelp is the part of `weir bench nexmark --help` about --unbounded
+// and --change.
+const changeHelp = `
+
+--unbounded runs YAML queries (q0, q1, q2, q5) unbounded as jobs of an
+in-process job service instead (all of them when --query is all): each job's
+maximum rate is measured first by running it for --measure-duration with its
+source unthrottled (the median of the events read per --sample; or given by
+--max-rate), then the job runs again, afresh, for --duration with its Nexmark
+source rate-limited to --rate-fraction of it (rounded down to a rate whose
+events are whole microseconds apart, as the generator spaces them; wall-clock
+event times; a source resumed after a pause catches up on what fell due
+meanwhile), its results stamped and written to a topic of the embedded broker, with a checkpoint every second (the sink publishes what a
+checkpoint covers when it commits). It reports the events read per second
+(sampled every --sample from the live execution) and the p50/p99 latency of
+the results: arrival on the topic less the result's timestamp, which is the
+event's time for q0-q2 and the end of the result's window for q5 (a windowed
+result cannot exist before its window ends). The first --workers count is
+the job's worker count at the start (and the measuring run's).
+
+--change update,rescale,snapshot (implies --unbounded; --query defaults to
+q5, the counting stage of q5 in YAML, with --window sliding windows every
+--window-period) makes each change at evenly spaced points of the run: an
+in-place update (a compatible change of the pipeline: the tag its results
+carry), a rescale (1 worker to 2, or more to 1) and a job snapshot (until
+READY). Per change it reports the throughput before (median over the half
+spacing before it), the dip (lowest sample after it as a percentage of before,
+and the time from its start until, after that lowest sample, the throughput
+was back within 10% of before: three samples in a row at 90% or more; to the
+sample's resolution), the p50/p99
+latency in the half spacing before and after its start, and the results that
+arrived after it (a change without results after it fails the run). Beside
+the dip it reports the same lowest sample over the window before the change
+(the job's stalls without a change) and the backlog: the largest shortfall of
+the events read against the throughput before, summed from the change's start
+(from the window's start for "before"), in milliseconds of that throughput —
+how long a full stall would have lost as many events; a catch-up pays it back
+— and when after the change it peaked (PEAK AT: from then on, within the
+window, the job never fell further behind).`
+
+// addChangeFlags adds the flags of the unbounded runs to cmd.
+func addChangeFlags(cmd *cobra.Command, f *changeFlags) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.unbounded, "unbounded", false, "run YAML queries unbounded as jobs of an in-process job service, at --rate-fraction of their measured maximum rate, and report throughput and result latency")
+	fl.StringSliceVar(&f.changes, "change", nil, "changes to make during an unbounded run: update, rescale, snapshot (comma-separated; implies --unbounded)")
+	fl.Float64Var(&f.rateFraction, "rate-fraction", 0.7, "the unbounded run's rate as a fraction of the measured maximum rate")
+	fl.Float64Var(&f.maxRate, "max-rate", 0, "the maximum rate (events/s) to take --rate-fraction of, instead of measuring it (one query only; 0: measure)")
+	fl.DurationVar(&f.measureFor, "measure-duration", 10*time.Second, "length of the run that measures the job's maximum rate (its source unthrottled)")
+	fl.DurationVar(&f.duration, "duration", 60*time.Second, "length of each unbounded run")
+	fl.DurationVar(&f.sample, "sample", 100*time.Millisecond, "throughput sampling interval of the unbounded runs")
+	fl.DurationVar(&f.windowSize, "window", 2*time.Second, "size of q5's sliding windows in the unbounded runs")
+	fl.DurationVar(&f.windowPeriod, "window-period", time.Second, "period of q5's sliding windows in the unbounded runs")
+}
+
+// changeQueries returns the YAML queries an unbounded run of spec runs.
+func changeQueries(spec string, f changeFlags) ([]string, error) {
+	have := bench.NexmarkYAMLQueries()
+	if spec == "all" {
+		if len(f.changes) > 0 {
+			return []string{"q5"}, nil
+		}
+		return have, nil
+	}
+	var qs []string
+	for _, q := range strings.Split(spec, ",") {
+		q = strings.TrimSpace(q)
+		if _, ok := bench.NexmarkYAMLSteps(q, 0, 0); !ok {
+			return nil, fmt.Errorf("%s has no YAML version; --unbounded and --change run %s", q, strings.Join(have, ", "))
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// runNexmarkUnbounded runs `weir bench nexmark --unbounded/--change`.
+func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
+	c := f.change
+	queries, err := changeQueries(f.queries, c)
+	if err != nil {
+		return cli.UsageErrorf("--query: %w", err)
+	}
+	for _, k := range c.changes {
+		if k != bench.ChangeUpdate && k != bench.ChangeRescale && k != bench.ChangeSnapshot {
+			return cli.UsageErrorf("--change: unknown change %q (want update, rescale or snapshot)", k)
+		}
+	}
+	switch {
+	case c.rateFraction <= 0 || c.rateFraction > 1:
+		return cli.UsageErrorf("--rate-fraction must be in (0, 1], got %g", c.rateFraction)
+	case c.maxRate < 0, c.maxRate > 0 && len(queries) > 1:
+		return cli.UsageErrorf("--max-rate must be positive and needs a single query")
+	case c.duration <= 0 || c.sample <= 0 || c.windowSize <= 0 || c.windowPeriod <= 0 || c.measureFor <= 0:
+		return cli.UsageErrorf("--duration, --sample, --window, --window-period and --measure-duration must be positive")
+	}
+	workers := 1
+	if len(f.workers) > 0 {
+		workers = f.workers[0]
+	}
+	var outs []bench.ChangeOutcome
+	for _, q := range queries {
+		out, err := runNexmarkChangeOnce(ctx, q, workers, c)
+		if err != nil {
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s unbounded: %w", q, err))
+		}
+		outs = append(outs, out)
+	}
+	if f.format == cli.FormatJSON {
+		return cli.WriteJSON(e.Stdout, outs)
+	}
+	return writeChangeReport(e.Stdout, outs)
+}
+
+// runNexmarkChangeOnce measures query q's maximum rate (unless given) and
+// runs it unbounded at the fraction of it, with the changes.
+func runNexmarkChangeOnce(ctx context.Context, q string, workers int, c changeFlags) (bench.ChangeOutcome, error) {
+	run := func(rate float64, d time.Duration, changes []string) (bench.ChangeOutcome, error) {
+		dir, err := os.MkdirTemp("", "weir-nexmark-change-")
+		if err != nil {
+			return bench.ChangeOutcome{}, fmt.Errorf("creating the data directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		return bench.RunNexmarkChange(ctx, bench.ChangeConfig{Query: q, Rate: rate, Duration: d, Changes: changes, Workers: workers,
+			Sample: c.sample, WindowSize: c.windowSize, WindowPeriod: c.windowPeriod, Dir: dir})
+	}
+	maxRate, from := c.maxRate, "--max-rate"
+	if maxRate == 0 {
+		from = fmt.Sprintf("the job unthrottled for %s", c.measureFor)
+		m, err := run(0, c.measureFor, nil)
+		if err != nil {
+			return bench.ChangeOutcome{}, fmt.Errorf("measuring the maximum rate: %w", err)
+		}
+		maxRate = m.EventsPerSecond
+	}
+	out, err := run(representableRate(c.rateFraction*maxRate), c.duration, c.changes)
+	out.MaxRate, out.RateFraction, out.MaxRateFrom = maxRate, c.rateFraction, from
+	return out, err
+}
+
+// writeChangeReport prints the unbounded runs as text: a summary per
+// query, and a table of its changes.
+func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
+	var b strings.Builder
+	b.WriteString("nexmark unbounded: YAML queries as jobs of an in-process job service, Nexmark source rate-limited with wall-clock event times,\n" +
+		"results to a topic of the embedded broker, a checkpoint every second. Latency: a result's arrival on the topic less its timestamp\n" +
+		"(the event's time; for q5 the end of its window).\n")
+	for _, o := range outs {
+		fmt.Fprintf(&b, "\n%s: max %.0f events/s (%s) x %.2f -> %.0f events/s (whole microseconds apart) for %.1f s, %d worker(s) at the start",
+			o.Query, o.MaxRate, o.MaxRateFrom, o.RateFraction, o.Rate, o.DurationSeconds, o.Workers)
+		if o.Query == "q5" {
+			fmt.Fprintf(&b, ", sliding windows %gs every %gs", o.WindowSizeSeconds, o.WindowPeriodSeconds)
+		}
+		fmt.Fprintf(&b, "\n  read %.0f events/s (median of %d ms samples), %d results, latency p50 %.0f ms, p99 %.0f ms\n",
+			o.EventsPerSecond, o.SampleMillis, o.Results, o.LatencyP50Millis, o.LatencyP99Millis)
+		if len(o.Changes) == 0 {
+			continue
+		}
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  CHANGE\tAT S\tTOOK MS\tBEFORE EV/S\tMIN % BEFORE/AFTER\tDIP MS\tBACKLOG MS BEFORE/AFTER\tPEAK AT MS\tLAT P50/P99 MS BEFORE\tAROUND\tFIRST RESULT MS\tDETAIL")
+		for _, c := range o.Changes {
+			dip := fmt.Sprintf("%.0f", c.DipMillis)
+			if c.DipMillis < 0 {
+				dip = "not back"
+			}
+			fmt.Fprintf(tw, "  %s\t%.1f\t%.0f\t%.0f\t%.0f/%.0f\t%s\t%.0f/%.0f\t%.0f\t%.0f/%.0f\t%.0f/%.0f\t%.0f\t%s\n", c.Kind, c.AtSeconds, c.TookMillis,
+				c.BeforeEventsPerSecond, c.BaselineMinPercent, c.DipMinPercent, dip, c.BaselineBacklogMillis, c.BacklogMillis, c.BacklogPeakMillis,
+				c.LatencyBeforeP50Millis, c.LatencyBeforeP99Millis, c.LatencyAroundP50Millis, c.LatencyAroundP99Millis,
+				c.FirstResultAfterMillis, c.Detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
+		}
+	}
+	return cli.WriteReport(w, &b)
+}
+
+// representableRate is the highest rate at or below r (events per second,
+// at least 1) that the Nexmark generator keeps exactly: it spaces events
+// in whole microseconds, so 70% of 318k events/s runs at 200k (5 µs).
+func representableRate(r float64) float64 {
+	r = max(r, 1)
+	return 1e6 / math.Ceil(1e6/r)
+}
