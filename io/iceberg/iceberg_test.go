@@ -1,0 +1,286 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+var testSchema = row.MustSchema(
+	row.Field{Name: "id", Type: row.Of(row.KindInt)},
+	row.Field{Name: "score", Type: row.Of(row.KindFloat)},
+	row.Field{Name: "name", Type: row.Of(row.KindString)},
+	row.Field{Name: "ok", Type: row.Of(row.KindBool)},
+	row.Field{Name: "at", Type: row.Of(row.KindTimestamp)},
+)
+
+// testTarget is a SQLite catalog and a warehouse in a fresh directory.
+func testTarget(t *testing.T) Target {
+	t.Helper()
+	dir := t.TempDir()
+	tg, err := Catalog{Name: "test", BaseDir: dir, Properties: map[string]string{
+		"type": "sql", "uri": "sqlite:///catalog.db", "warehouse": "file://" + filepath.Join(dir, "wh"),
+	}}.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func testRows(n int) []contract.Element {
+	out := make([]contract.Element, n)
+	for i := range out {
+		r := row.New(testSchema)
+		r.Values = []any{int64(i), float64(i) / 2, "n" + string(rune('a'+i%26)), i%2 == 0, mtime.Time(1_700_000_000_000 + int64(i))}
+		if i == 1 {
+			r.Values[2] = nil // a null survives
+		}
+		out[i] = contract.Element{Value: r}
+	}
+	return out
+}
+
+// readAll reads the table's rows (of cfg) in id order.
+func readAll(t *testing.T, cfg ReadConfig) (*row.Schema, []*row.Row) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, err := NewSource(cfg, s).Split(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer splits[0].Close()
+	var rows []*row.Row
+	buf := make([]contract.Element, 3)
+	for {
+		res, err := splits[0].Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range buf[:res.N] {
+			rows = append(rows, e.Value.(*row.Row))
+		}
+		if res.Done {
+			break
+		}
+	}
+	idx := s.Index("id")
+	for i := 1; i < len(rows); i++ { // insertion sort by id: files may come in any order
+		for j := i; j > 0 && idx >= 0 && rows[j].Values[idx].(int64) < rows[j-1].Values[idx].(int64); j-- {
+			rows[j], rows[j-1] = rows[j-1], rows[j]
+		}
+	}
+	return s, rows
+}
+
+func TestRoundTripKeepsTypes(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.events"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Validate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(7)
+	if err := sink.Write(ctx, 0, in[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 1, in[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.events"})
+	if !s.Equal(testSchema) {
+		t.Fatalf("schema %s, want %s", s, testSchema)
+	}
+	if len(rows) != len(in) {
+		t.Fatalf("read %d rows, want %d", len(rows), len(in))
+	}
+	for i, r := range rows {
+		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
+			t.Errorf("row %d = %s, want %s", i, got, want)
+		}
+	}
+}
+
+func TestReadKeepDrop(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.t"}, testSchema)
+	if err := sink.Write(ctx, 0, testRows(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		keep, drop []string
+		want       string
+	}{
+		{"keep", []string{"name", "id"}, nil, "{id:int,name:string}"},
+		{"drop", nil, []string{"score", "at"}, "{id:int,name:string,ok:bool}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.t", Keep: tc.keep, Drop: tc.drop})
+			if s.String() != tc.want || len(rows) != 3 {
+				t.Fatalf("schema %s with %d rows, want %s with 3", s, len(rows), tc.want)
+			}
+			if v := rows[2].Values[s.Index("name")]; v != "nc" {
+				t.Errorf("row 2 name = %v, want nc", v)
+			}
+		})
+	}
+}
+
+// A commit repeated for an epoch (a restart after the commit landed)
+// appends nothing; the next epoch appends.
+func TestCommitOncePerEpoch(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	newSink := func() *Sink {
+		s, err := NewSink(SinkConfig{Target: tg, Table: "db.once", SinkID: "job-1/write"}, testSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sink := newSink()
+	in := testRows(6)
+	if err := sink.Write(ctx, 0, in[:3]); err != nil {
+		t.Fatal(err)
+	}
+	part, err := sink.PreCommit(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := sink.Commit(ctx, 1, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := newSink() // a new process repeats epoch 1, then commits epoch 2
+	if err := again.Commit(ctx, 1, [][]byte{part}); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Write(ctx, 0, in[3:]); err != nil {
+		t.Fatal(err)
+	}
+	part2, err := again.PreCommit(ctx, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Commit(ctx, 2, [][]byte{part2, nil}); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readAll(t, ReadConfig{Target: tg, Table: "db.once"})
+	if len(rows) != 6 {
+		t.Fatalf("read %d rows, want 6 (each epoch once)", len(rows))
+	}
+	tbl, done, err := loadTable(ctx, tg, []string{"db", "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if e, ok := CommittedEpoch(tbl, "job-1/write"); !ok || e != 2 {
+		t.Errorf("committed epoch = %d, %v; want 2", e, ok)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		want  string
+	}{
+		{"no type", map[string]string{"uri": "sqlite:///c.db"}, "needs type"},
+		{"rest", map[string]string{"type": "rest", "uri": "http://x"}, "sql (jdbc) catalog only"},
+		{"no uri", map[string]string{"type": "sql"}, "needs uri"},
+		{"memory", map[string]string{"type": "sql", "uri": "sqlite:///:memory:"}, "SQLite catalog's file"},
+		{"mysql", map[string]string{"type": "sql", "uri": "mysql://h/db"}, "SQLite (sqlite:///PATH) or PostgreSQL"},
+		{"s3 warehouse", map[string]string{"type": "sql", "uri": "c.db", "warehouse": "s3://b/w"}, "s3:// warehouses are not supported"},
+		{"unknown", map[string]string{"type": "sql", "uri": "c.db", "io-impl": "x"}, `"io-impl" is not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Catalog{Properties: tc.props, BaseDir: "/tmp"}.Parse()
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v, want ErrConfig with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseURIs(t *testing.T) {
+	for _, tc := range []struct {
+		uri, path, host string
+	}{
+		{"sqlite:///rel/c.db", "/base/rel/c.db", ""},
+		{"sqlite:////abs/c.db", "/abs/c.db", ""},
+		{"jdbc:sqlite:file:/abs/c.db", "/abs/c.db", ""},
+		{"c.db", "/base/c.db", ""},
+		{"jdbc:postgresql://db.example:5432/cat", "", "db.example"},
+		{"postgresql+psycopg2://u:p@pg/cat", "", "pg"},
+	} {
+		tg, err := Catalog{Properties: map[string]string{"type": "sql", "uri": tc.uri}, BaseDir: "/base"}.Parse()
+		if err != nil || tg.DBPath != tc.path || tg.Host != tc.host {
+			t.Errorf("%s: path %q host %q err %v; want %q %q", tc.uri, tg.DBPath, tg.Host, err, tc.path, tc.host)
+		}
+	}
+}
+
+func TestSinkRefuses(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	nested := row.MustSchema(row.Field{Name: "l", Type: row.ListOf(row.Of(row.KindInt))})
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "db.x"}, nested); err == nil || !strings.Contains(err.Error(), "field l is list<int>") {
+		t.Errorf("a list field: %v", err)
+	}
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "x"}, testSchema); err == nil || !strings.Contains(err.Error(), "NAMESPACE.TABLE") {
+		t.Errorf("a table without namespace: %v", err)
+	}
+	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.y"}, testSchema)
+	if err := sink.Write(ctx, 0, testRows(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindString)})
+	s2, _ := NewSink(SinkConfig{Target: tg, Table: "db.y"}, other)
+	if err := s2.Validate(ctx); err == nil || !strings.Contains(err.Error(), "cannot hold field id") {
+		t.Errorf("a string into a long column: %v", err)
+	}
+	noWh := tg
+	noWh.Warehouse = ""
+	s3, _ := NewSink(SinkConfig{Target: noWh, Table: "db.z"}, testSchema)
+	if err := s3.Validate(ctx); err == nil || !strings.Contains(err.Error(), "needs warehouse") {
+		t.Errorf("no warehouse: %v", err)
+	}
+	denied := errors.New("denied")
+	_, err := Describe(ctx, ReadConfig{Target: tg, Table: "db.y", Check: func(string) error { return denied }})
+	if !errors.Is(err, denied) {
+		t.Errorf("a read outside the file policy: %v", err)
+	}
+	if _, err := Describe(ctx, ReadConfig{Target: tg, Table: "db.missing"}); err == nil || !strings.Contains(err.Error(), "is not in catalog test") {
+		t.Errorf("a missing table: %v", err)
+	}
+}
