@@ -284,3 +284,64 @@ func TestSinkRefuses(t *testing.T) {
 		t.Errorf("a missing table: %v", err)
 	}
 }
+
+// A table the sink creates with Beam's partition_fields is partitioned so,
+// and its rows (less the dropped field) read back whole.
+func TestPartitionedWrite(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	parts := []string{"day(at)", "bucket(id, 4)", "ok", "truncate(name, 1)"}
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.parts", PartitionFields: parts, Drop: []string{"score"},
+		Properties: map[string]string{"owner": "weir-test"}}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(9)
+	if err := sink.Write(ctx, 0, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, done, err := loadTable(ctx, tg, []string{"db", "parts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	var names []string
+	spec := tbl.Spec()
+	for _, f := range spec.Fields() {
+		names = append(names, f.Name+"="+f.Transform.String())
+	}
+	if got, want := strings.Join(names, " "), "at_day=day id_bucket=bucket[4] ok=identity name_trunc=truncate[1]"; got != want {
+		t.Errorf("partition spec %s, want %s", got, want)
+	}
+	if got := tbl.Properties()["owner"]; got != "weir-test" {
+		t.Errorf("table property owner = %q", got)
+	}
+	s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.parts"})
+	if s.Index("score") >= 0 || len(rows) != len(in) {
+		t.Fatalf("schema %s with %d rows, want no score and %d rows", s, len(rows), len(in))
+	}
+	for i, r := range rows {
+		want := in[i].Value.(*row.Row)
+		for _, f := range s.Fields {
+			if g, w := r.Values[s.Index(f.Name)], want.Values[want.Schema.Index(f.Name)]; g != w {
+				t.Errorf("row %d %s = %v, want %v", i, f.Name, g, w)
+			}
+		}
+	}
+}
+
+func TestPartitionFieldsRefused(t *testing.T) {
+	tg := testTarget(t)
+	for _, pf := range []string{"bucket(id)", "week(at)", "nosuch", "day(name)", "a b"} {
+		_, err := NewSink(SinkConfig{Target: tg, Table: "db.p", PartitionFields: []string{pf}}, testSchema)
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("partition field %q: %v, want ErrConfig", pf, err)
+		}
+	}
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "db.p", Keep: []string{"id"}, Drop: []string{"ok"}}, testSchema); !errors.Is(err, ErrConfig) {
+		t.Errorf("keep and drop: %v", err)
+	}
+}

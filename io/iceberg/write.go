@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,13 @@ type SinkConfig struct {
 	// Properties are the table properties of a table the sink creates
 	// (Beam's table_properties).
 	Properties map[string]string
+	// PartitionFields partition a table the sink creates (Beam's
+	// partition_fields): COL, or TRANSFORM(COL) with year, month, day,
+	// hour or void, or bucket(COL, N) or truncate(COL, N).
+	PartitionFields []string
+	// Keep lists the only fields written; Drop the fields not written
+	// (Beam's keep and drop; at most one of them).
+	Keep, Drop []string
 	// SinkID keys the epochs in the snapshots' summaries; empty for a run
 	// without checkpoints, which appends its rows at Close.
 	SinkID string
@@ -53,9 +62,11 @@ type SinkConfig struct {
 // Sink appends rows to a table. See the package documentation for its
 // commits.
 type Sink struct {
-	cfg    SinkConfig
-	schema *row.Schema
-	id     table.Identifier
+	cfg       SinkConfig
+	schema    *row.Schema
+	id        table.Identifier
+	newSchema *iceberg.Schema
+	spec      iceberg.PartitionSpec
 
 	// mu guards the fields below; a worker's buffer has its own lock.
 	mu       sync.Mutex
@@ -96,12 +107,91 @@ func NewSink(cfg SinkConfig, s *row.Schema) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range s.Fields {
-		if icebergType(f.Type.Kind) == nil {
+	if s, err = project(s, cfg.Keep, cfg.Drop); err != nil {
+		return nil, err
+	}
+	fields := make([]iceberg.NestedField, len(s.Fields))
+	for i, f := range s.Fields {
+		typ := icebergType(f.Type.Kind)
+		if typ == nil {
 			return nil, fmt.Errorf("%w: field %s is %s, which weir does not write to an Iceberg column (int, float, bool, string, timestamp): map it to one first", ErrConfig, f.Name, f.Type)
 		}
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: f.Name, Type: typ}
 	}
-	return &Sink{cfg: cfg, schema: s, id: id, bufs: map[int]*workerBuf{}}, nil
+	sk := &Sink{cfg: cfg, schema: s, id: id, newSchema: iceberg.NewSchema(0, fields...), bufs: map[int]*workerBuf{}}
+	if sk.spec, err = partitionSpec(cfg.PartitionFields, sk.newSchema); err != nil {
+		return nil, err
+	}
+	return sk, nil
+}
+
+// project keeps s's fields in keep (all when empty) less those in drop.
+func project(s *row.Schema, keep, drop []string) (*row.Schema, error) {
+	if len(keep) > 0 && len(drop) > 0 {
+		return nil, fmt.Errorf("%w: keep and drop cannot both be given", ErrConfig)
+	}
+	for _, n := range slices.Concat(keep, drop) {
+		if s.Index(n) < 0 {
+			return nil, fmt.Errorf("%w: the rows have no field %q (their fields: %s)", ErrConfig, n, strings.Join(s.Names(), ", "))
+		}
+	}
+	if len(keep)+len(drop) == 0 {
+		return s, nil
+	}
+	var out []row.Field
+	for _, f := range s.Fields {
+		if (len(keep) == 0 || slices.Contains(keep, f.Name)) && !slices.Contains(drop, f.Name) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no field is left to write", ErrConfig)
+	}
+	return row.NewSchema(out...)
+}
+
+// partitionRE matches a partition field: COL, FN(COL) or FN(COL, N).
+var partitionRE = regexp.MustCompile(`^\s*(?:(\w+)\s*\(\s*([^,()\s]+)\s*(?:,\s*(\d+)\s*)?\)|([^,()\s]+))\s*$`)
+
+// partitionSpec parses Beam's partition_fields against sc.
+func partitionSpec(fields []string, sc *iceberg.Schema) (iceberg.PartitionSpec, error) {
+	var opts []iceberg.PartitionOption
+	for _, f := range fields {
+		m := partitionRE.FindStringSubmatch(f)
+		if m == nil {
+			return iceberg.PartitionSpec{}, fmt.Errorf("%w: partition field %q: want COL, year(COL), month(COL), day(COL), hour(COL), void(COL), bucket(COL, N) or truncate(COL, N)", ErrConfig, f)
+		}
+		fn, col, n := strings.ToLower(m[1]), m[2], m[3]
+		if fn == "" {
+			fn, col = "identity", m[4]
+		}
+		spec, name := fn, col+"_"+fn
+		switch {
+		case fn == "identity" && n == "":
+			name = col
+		case (fn == "bucket" || fn == "truncate") && n != "":
+			spec = fn + "[" + n + "]"
+			if fn == "truncate" {
+				name = col + "_trunc"
+			}
+		case (fn == "year" || fn == "month" || fn == "day" || fn == "hour" || fn == "void") && n == "":
+		default:
+			return iceberg.PartitionSpec{}, fmt.Errorf("%w: partition field %q: want COL, year(COL), month(COL), day(COL), hour(COL), void(COL), bucket(COL, N) or truncate(COL, N)", ErrConfig, f)
+		}
+		tr, err := iceberg.ParseTransform(spec)
+		if err != nil {
+			return iceberg.PartitionSpec{}, fmt.Errorf("%w: partition field %q: %v", ErrConfig, f, err)
+		}
+		if src, ok := sc.FindFieldByName(col); ok && !tr.CanTransform(src.Type) {
+			return iceberg.PartitionSpec{}, fmt.Errorf("%w: partition field %q: %s does not apply to %s column %s", ErrConfig, f, tr, src.Type, col)
+		}
+		opts = append(opts, iceberg.AddPartitionFieldByName(col, name, tr, sc, nil))
+	}
+	spec, err := iceberg.NewPartitionSpecOpts(opts...)
+	if err != nil {
+		return iceberg.PartitionSpec{}, fmt.Errorf("%w: partition_fields: %v", ErrConfig, err)
+	}
+	return spec, nil
 }
 
 // Validate opens the catalog and, when the table exists, checks it takes
@@ -169,11 +259,7 @@ func (s *Sink) create(ctx context.Context) (*table.Table, error) {
 			return nil, fmt.Errorf("creating namespace %s: %w", strings.Join(ns, "."), err)
 		}
 	}
-	fields := make([]iceberg.NestedField, len(s.schema.Fields))
-	for i, f := range s.schema.Fields {
-		fields[i] = iceberg.NestedField{ID: i + 1, Name: f.Name, Type: icebergType(f.Type.Kind)}
-	}
-	tbl, err := s.cat.CreateTable(ctx, s.id, iceberg.NewSchema(0, fields...), catalog.WithProperties(s.cfg.Properties))
+	tbl, err := s.cat.CreateTable(ctx, s.id, s.newSchema, catalog.WithProperties(s.cfg.Properties), catalog.WithPartitionSpec(&s.spec))
 	if errors.Is(err, catalog.ErrTableAlreadyExists) { // made meanwhile by another writer
 		return s.cat.LoadTable(ctx, s.id)
 	}
