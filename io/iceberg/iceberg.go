@@ -150,10 +150,11 @@ func (t *Target) parseURI(uri, user, pass, base string) error {
 	if path == "" || path == ":memory:" {
 		return fmt.Errorf("%w: uri %q: give the SQLite catalog's file (an in-memory catalog would vanish with its connection)", ErrConfig, uri)
 	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(base, path)
+	path, err := absPath(path, base)
+	if err != nil {
+		return fmt.Errorf("%w: uri %q: %v", ErrConfig, uri, err)
 	}
-	t.Dialect, t.Driver, t.DBPath = sqlcat.SQLite, "sqlite", filepath.Clean(path)
+	t.Dialect, t.Driver, t.DBPath = sqlcat.SQLite, "sqlite", path
 	t.DSN = "file:" + t.DBPath + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	return nil
 }
@@ -191,10 +192,15 @@ func localPath(s, base string) (string, error) {
 	if s == "" {
 		return "", errors.New("empty path")
 	}
-	if !filepath.IsAbs(s) {
-		s = filepath.Join(base, s)
+	return absPath(s, base)
+}
+
+// absPath resolves p against base (itself against the working directory).
+func absPath(p, base string) (string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
 	}
-	return filepath.Clean(s), nil
+	return filepath.Abs(p)
 }
 
 // FilePath is the local path of a file URL in a table's metadata

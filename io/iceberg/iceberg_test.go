@@ -240,9 +240,9 @@ func TestParseURIs(t *testing.T) {
 		{"jdbc:postgresql://db.example:5432/cat", "", "db.example"},
 		{"postgresql+psycopg2://u:p@pg/cat", "", "pg"},
 	} {
-		tg, err := Catalog{Properties: map[string]string{"type": "sql", "uri": tc.uri}, BaseDir: "/base"}.Parse()
-		if err != nil || tg.DBPath != tc.path || tg.Host != tc.host {
-			t.Errorf("%s: path %q host %q err %v; want %q %q", tc.uri, tg.DBPath, tg.Host, err, tc.path, tc.host)
+		tg, err := Catalog{Properties: map[string]string{"type": "sql", "uri": tc.uri, "warehouse": "wh"}, BaseDir: "/base"}.Parse()
+		if err != nil || tg.DBPath != tc.path || tg.Host != tc.host || tg.Warehouse != "/base/wh" {
+			t.Errorf("%s: path %q host %q warehouse %q err %v; want %q %q /base/wh", tc.uri, tg.DBPath, tg.Host, tg.Warehouse, err, tc.path, tc.host)
 		}
 	}
 }
