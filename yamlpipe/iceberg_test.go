@@ -1,17 +1,12 @@
 package yamlpipe
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-
-	"github.com/weir-dev/weir"
 )
 
 // icebergCatalog is a catalog config of a SQLite catalog and a warehouse
@@ -19,27 +14,6 @@ import (
 func icebergCatalog(dir string) string {
 	return fmt.Sprintf("catalog_name: local, catalog_properties: {type: sql, uri: \"sqlite:///%s\", warehouse: \"file://%s\"}",
 		filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
-}
-
-// runIceberg loads and runs src in dir and returns its LogForTesting
-// lines, sorted.
-func runIceberg(t *testing.T, dir, src string) []string {
-	t.Helper()
-	var buf bytes.Buffer
-	p, err := Load("p.yaml", []byte(src), Options{BaseDir: dir, LogOutput: &buf})
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: 2}); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	out := strings.TrimSpace(buf.String())
-	if out == "" {
-		return nil
-	}
-	lines := strings.Split(out, "\n")
-	sort.Strings(lines)
-	return lines
 }
 
 // TestIcebergRoundTrip writes rows from ReadFromCsv and Create with
@@ -52,11 +26,11 @@ func TestIcebergRoundTrip(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "in.csv"), []byte("id,name,score,ok\n1,ann,1.5,true\n2,bob,2.25,false\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runIceberg(t, dir, fmt.Sprintf(`pipeline:
+	runLogged(t, fmt.Sprintf(`pipeline:
   transforms:
     - type: ReadFromCsv
       name: Csv
-      config: {path: in.csv}
+      config: {path: %q}
     - type: MapToFields
       name: Stamp
       input: Csv
@@ -68,8 +42,8 @@ func TestIcebergRoundTrip(t *testing.T) {
     - type: WriteToIceberg
       input: Stamp
       config: {table: db.people, %s, partition_fields: ["day(at)"], triggering_frequency_seconds: 60}
-`, cat))
-	runIceberg(t, dir, fmt.Sprintf(`pipeline:
+`, filepath.Join(dir, "in.csv"), cat), 2)
+	runLogged(t, fmt.Sprintf(`pipeline:
   transforms:
     - type: Create
       config:
@@ -77,8 +51,8 @@ func TestIcebergRoundTrip(t *testing.T) {
     - type: WriteToIceberg
       input: Create
       config: {table: db.people, %s, drop: [extra]}
-`, cat))
-	got := runIceberg(t, dir, fmt.Sprintf(`pipeline:
+`, cat), 1)
+	got, _ := runLogged(t, fmt.Sprintf(`pipeline:
   transforms:
     - type: ReadFromIceberg
       config: {table: db.people, %s}
@@ -89,7 +63,7 @@ func TestIcebergRoundTrip(t *testing.T) {
       config: {table: db.people, %s, keep: [name]}
     - type: LogForTesting
       input: Names
-`, cat, cat))
+`, cat, cat), 2)
 	wantLines(t, got,
 		`{"id": 1, "name": "ann", "score": 1.5, "ok": true, "at": "2024-05-01T10:00:01.000Z"}`,
 		`{"id": 2, "name": "bob", "score": 2.25, "ok": false, "at": "2024-05-01T10:00:02.000Z"}`,

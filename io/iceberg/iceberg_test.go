@@ -3,9 +3,12 @@ package iceberg
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -343,5 +346,67 @@ func TestPartitionFieldsRefused(t *testing.T) {
 	}
 	if _, err := NewSink(SinkConfig{Target: tg, Table: "db.p", Keep: []string{"id"}, Drop: []string{"ok"}}, testSchema); !errors.Is(err, ErrConfig) {
 		t.Errorf("keep and drop: %v", err)
+	}
+}
+
+// TestPostgresCatalog runs a write and a read through a SQL catalog in
+// the CI's PostgreSQL (WEIR_TEST_POSTGRES_DSN overrides it), skipped when
+// it is not reachable; its own catalog name keeps it apart, and it drops
+// what it made.
+func TestPostgresCatalog(t *testing.T) {
+	ctx := context.Background()
+	dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	dir := t.TempDir()
+	tg, err := Catalog{Name: fmt.Sprintf("weir_test_%d_%d", os.Getpid(), time.Now().UnixNano()), BaseDir: dir,
+		Properties: map[string]string{"type": "jdbc", "uri": "jdbc:" + strings.Replace(dsn, "postgres://", "postgresql://", 1), "warehouse": "wh"}}.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cat, db, err := open(pctx, tg)
+	cancel()
+	if err != nil {
+		t.Skipf("PostgreSQL is not reachable: %v", err)
+	}
+	defer db.Close()
+	defer func() {
+		if err := cat.DropTable(ctx, []string{"db", "pg"}); err != nil {
+			t.Error(err)
+		}
+		if err := cat.DropNamespace(ctx, []string{"db"}); err != nil {
+			t.Error(err)
+		}
+	}()
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.pg", SinkID: "pg"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(4)
+	if err := sink.Write(ctx, 0, in); err != nil {
+		t.Fatal(err)
+	}
+	part, err := sink.PreCommit(ctx, 0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := sink.Commit(ctx, 7, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readAll(t, ReadConfig{Target: tg, Table: "db.pg"})
+	if len(rows) != len(in) {
+		t.Fatalf("read %d rows, want %d", len(rows), len(in))
+	}
+	for i, r := range rows {
+		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
+			t.Errorf("row %d = %s, want %s", i, got, want)
+		}
 	}
 }

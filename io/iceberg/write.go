@@ -343,73 +343,70 @@ func appendValue(b array.Builder, v any) error {
 		b.AppendNull()
 		return nil
 	}
-	bad := fmt.Errorf("a %T value (%v) does not fit a %s column", v, v, b.Type())
+	ok := false
 	switch b := b.(type) {
 	case *array.Int64Builder:
-		x, ok := v.(int64)
-		if !ok {
-			return bad
-		}
-		b.Append(x)
-	case *array.Int32Builder:
-		x, ok := v.(int64)
-		if !ok || x < math.MinInt32 || x > math.MaxInt32 {
-			return bad
-		}
-		b.Append(int32(x))
-	case *array.Float64Builder, *array.Float32Builder:
-		var f float64
-		switch x := v.(type) {
-		case float64:
-			f = x
-		case int64:
-			f = float64(x)
-		default:
-			return bad
-		}
-		if fb, ok := b.(*array.Float32Builder); ok {
-			fb.Append(float32(f))
-		} else {
-			b.(*array.Float64Builder).Append(f)
-		}
+		ok = put(b.Append, v)
 	case *array.BooleanBuilder:
-		x, ok := v.(bool)
-		if !ok {
-			return bad
-		}
-		b.Append(x)
+		ok = put(b.Append, v)
 	case *array.StringBuilder:
-		x, ok := v.(string)
-		if !ok {
-			return bad
-		}
-		b.Append(x)
+		ok = put(b.Append, v)
 	case *array.LargeStringBuilder:
-		x, ok := v.(string)
-		if !ok {
-			return bad
+		ok = put(b.Append, v)
+	case *array.Int32Builder:
+		x, is := v.(int64)
+		if ok = is && x >= math.MinInt32 && x <= math.MaxInt32; ok {
+			b.Append(int32(x))
 		}
-		b.Append(x)
+	case *array.Float64Builder:
+		var f float64
+		if f, ok = toFloat(v); ok {
+			b.Append(f)
+		}
+	case *array.Float32Builder:
+		var f float64
+		if f, ok = toFloat(v); ok {
+			b.Append(float32(f))
+		}
 	case *array.TimestampBuilder:
-		x, ok := v.(mtime.Time)
-		if !ok {
-			return bad
+		var t mtime.Time
+		if t, ok = v.(mtime.Time); ok {
+			ts, err := arrow.TimestampFromTime(t.ToTime(), b.Type().(*arrow.TimestampType).Unit)
+			if err != nil {
+				return err
+			}
+			b.Append(ts)
 		}
-		ts, err := arrow.TimestampFromTime(x.ToTime(), b.Type().(*arrow.TimestampType).Unit)
-		if err != nil {
-			return err
-		}
-		b.Append(ts)
 	case *array.Date32Builder:
-		x, ok := v.(mtime.Time)
-		if !ok {
-			return bad
+		var t mtime.Time
+		if t, ok = v.(mtime.Time); ok {
+			b.Append(arrow.Date32FromTime(t.ToTime()))
 		}
-		b.Append(arrow.Date32FromTime(x.ToTime()))
-	default:
-		return bad
+	}
+	if !ok {
+		return fmt.Errorf("a %T value (%v) does not fit a %s column", v, v, b.Type())
 	}
 	return nil
+}
+
+// put appends v with add when it is a T.
+func put[T any](add func(T), v any) bool {
+	x, ok := v.(T)
+	if ok {
+		add(x)
+	}
+	return ok
+}
+
+// toFloat is an int or float value as a float.
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	}
+	return 0, false
 }
 
 // takeLocked returns worker b's rows as a record (nil when none) and
