@@ -410,3 +410,36 @@ func TestPostgresCatalog(t *testing.T) {
 		}
 	}
 }
+
+// A read asks the file policy about every file it opens, before opening
+// it: the manifest list and manifests, then the data files.
+func TestReadFilePolicy(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.f"}, testSchema)
+	if err := sink.Write(ctx, 0, testRows(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	denied := errors.New("denied")
+	for _, suffix := range []string{".avro", ".parquet"} {
+		cfg := ReadConfig{Target: tg, Table: "db.f", Check: func(p string) error {
+			if strings.HasSuffix(p, suffix) {
+				return denied
+			}
+			return nil
+		}}
+		s, err := Describe(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		splits, _ := NewSource(cfg, s).Split(ctx, 1)
+		_, err = splits[0].Read(ctx, make([]contract.Element, 4))
+		splits[0].Close()
+		if !errors.Is(err, denied) {
+			t.Errorf("%s files denied: read err = %v, want the denial", suffix, err)
+		}
+	}
+}

@@ -116,6 +116,33 @@ func checkPaths(check func(string) error, locs ...string) error {
 	return nil
 }
 
+// checkManifests asks check about the files a read of tbl's current
+// snapshot opens before its data files: the metadata, the manifest list
+// and the manifests.
+func checkManifests(ctx context.Context, tbl *table.Table, check func(string) error) error {
+	snap := tbl.CurrentSnapshot()
+	if check == nil || snap == nil {
+		return checkPaths(check, tbl.MetadataLocation())
+	}
+	if err := checkPaths(check, tbl.MetadataLocation(), snap.ManifestList); err != nil {
+		return err
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return fmt.Errorf("opening the files of %s: %w", tbl.Identifier(), err)
+	}
+	mans, err := snap.Manifests(fsys)
+	if err != nil {
+		return fmt.Errorf("reading the manifest list of %s: %w", tbl.Identifier(), err)
+	}
+	for _, m := range mans {
+		if err := checkPaths(check, m.FilePath()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Source reads a table's current snapshot once: a bounded source of one
 // split.
 type Source struct {
@@ -156,7 +183,7 @@ func (sp *split) start(ctx context.Context) error {
 		return err
 	}
 	sp.done = done
-	if err := checkPaths(sp.s.cfg.Check, tbl.MetadataLocation()); err != nil {
+	if err := checkManifests(ctx, tbl, sp.s.cfg.Check); err != nil {
 		return err
 	}
 	scan := tbl.Scan(table.WithSelectedFields(sp.s.schema.Names()...))
