@@ -49,6 +49,58 @@ func testRows(n int) []contract.Element {
 	return out
 }
 
+// writeTable writes rows to a table in a run without checkpoints.
+func writeTable(t *testing.T, cfg SinkConfig, rows []contract.Element) {
+	t.Helper()
+	ctx := context.Background()
+	sink, err := NewSink(cfg, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitTwice writes rows to sink as epoch's, commits them twice (the
+// second as a restart would), closes the sink and returns the part.
+func commitTwice(t *testing.T, sink *Sink, rows []contract.Element, epoch uint64) []byte {
+	t.Helper()
+	ctx := context.Background()
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	part, err := sink.PreCommit(ctx, 0, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := sink.Commit(ctx, epoch, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+// sameRows checks that rows read back are the rows written, in order.
+func sameRows(t *testing.T, rows []*row.Row, in []contract.Element) {
+	t.Helper()
+	if len(rows) != len(in) {
+		t.Fatalf("read %d rows, want %d", len(rows), len(in))
+	}
+	for i, r := range rows {
+		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
+			t.Errorf("row %d = %s, want %s", i, got, want)
+		}
+	}
+}
+
 // readAll reads the table's rows (of cfg) in id order.
 func readAll(t *testing.T, cfg ReadConfig) (*row.Schema, []*row.Row) {
 	t.Helper()
@@ -109,26 +161,12 @@ func TestRoundTripKeepsTypes(t *testing.T) {
 	if !s.Equal(testSchema) {
 		t.Fatalf("schema %s, want %s", s, testSchema)
 	}
-	if len(rows) != len(in) {
-		t.Fatalf("read %d rows, want %d", len(rows), len(in))
-	}
-	for i, r := range rows {
-		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
-			t.Errorf("row %d = %s, want %s", i, got, want)
-		}
-	}
+	sameRows(t, rows, in)
 }
 
 func TestReadKeepDrop(t *testing.T) {
-	ctx := context.Background()
 	tg := testTarget(t)
-	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.t"}, testSchema)
-	if err := sink.Write(ctx, 0, testRows(3)); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeTable(t, SinkConfig{Target: tg, Table: "db.t"}, testRows(3))
 	for _, tc := range []struct {
 		name       string
 		keep, drop []string
@@ -161,23 +199,8 @@ func TestCommitOncePerEpoch(t *testing.T) {
 		}
 		return s
 	}
-	sink := newSink()
 	in := testRows(6)
-	if err := sink.Write(ctx, 0, in[:3]); err != nil {
-		t.Fatal(err)
-	}
-	part, err := sink.PreCommit(ctx, 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := sink.Commit(ctx, 1, [][]byte{part}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	part := commitTwice(t, newSink(), in[:3], 1)
 	again := newSink() // a new process repeats epoch 1, then commits epoch 2
 	if err := again.Commit(ctx, 1, [][]byte{part}); err != nil {
 		t.Fatal(err)
@@ -260,13 +283,7 @@ func TestSinkRefuses(t *testing.T) {
 	if _, err := NewSink(SinkConfig{Target: tg, Table: "x"}, testSchema); err == nil || !strings.Contains(err.Error(), "NAMESPACE.TABLE") {
 		t.Errorf("a table without namespace: %v", err)
 	}
-	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.y"}, testSchema)
-	if err := sink.Write(ctx, 0, testRows(1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeTable(t, SinkConfig{Target: tg, Table: "db.y"}, testRows(1))
 	other := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindString)})
 	s2, _ := NewSink(SinkConfig{Target: tg, Table: "db.y"}, other)
 	if err := s2.Validate(ctx); err == nil || !strings.Contains(err.Error(), "cannot hold field id") {
@@ -385,30 +402,9 @@ func TestPostgresCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := testRows(4)
-	if err := sink.Write(ctx, 0, in); err != nil {
-		t.Fatal(err)
-	}
-	part, err := sink.PreCommit(ctx, 0, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := sink.Commit(ctx, 7, [][]byte{part}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	commitTwice(t, sink, in, 7)
 	_, rows := readAll(t, ReadConfig{Target: tg, Table: "db.pg"})
-	if len(rows) != len(in) {
-		t.Fatalf("read %d rows, want %d", len(rows), len(in))
-	}
-	for i, r := range rows {
-		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
-			t.Errorf("row %d = %s, want %s", i, got, want)
-		}
-	}
+	sameRows(t, rows, in)
 }
 
 // A read asks the file policy about every file it opens, before opening
@@ -416,13 +412,7 @@ func TestPostgresCatalog(t *testing.T) {
 func TestReadFilePolicy(t *testing.T) {
 	ctx := context.Background()
 	tg := testTarget(t)
-	sink, _ := NewSink(SinkConfig{Target: tg, Table: "db.f"}, testSchema)
-	if err := sink.Write(ctx, 0, testRows(2)); err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeTable(t, SinkConfig{Target: tg, Table: "db.f"}, testRows(2))
 	denied := errors.New("denied")
 	for _, suffix := range []string{".avro", ".parquet"} {
 		cfg := ReadConfig{Target: tg, Table: "db.f", Check: func(p string) error {
