@@ -10,7 +10,7 @@
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, manifest (the input manifests file
-// sources read), io/jdbc, io/pubsub, io/sqlsink, nexmark (the
+// sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr,
 // yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
 // github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the

@@ -101,6 +101,10 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: append([]string{"query"}, jdbcKeys...), source: true, build: buildReadFromJdbc}, true
 	case "WriteToJdbc", "WriteToPostgres", "WriteToMySql":
 		return &transformDef{keys: append([]string{"batch_size", "autosharding"}, jdbcKeys...), sink: true, build: buildWriteToJdbc}, true
+	case "ReadFromIceberg":
+		return &transformDef{keys: icebergReadKeys, source: true, build: buildReadFromIceberg}, true
+	case "WriteToIceberg":
+		return &transformDef{keys: icebergWriteKeys, sink: true, build: buildWriteToIceberg}, true
 	case "Nexmark":
 		return &transformDef{keys: nexmarkKeys, source: true, build: buildNexmark}, true
 	}
@@ -113,7 +117,7 @@ func transformTypes() []string {
 		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark",
-		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql"}
+		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql", "ReadFromIceberg", "WriteToIceberg"}
 	sort.Strings(out)
 	return out
 }

@@ -1,0 +1,435 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+var testSchema = row.MustSchema(
+	row.Field{Name: "id", Type: row.Of(row.KindInt)},
+	row.Field{Name: "score", Type: row.Of(row.KindFloat)},
+	row.Field{Name: "name", Type: row.Of(row.KindString)},
+	row.Field{Name: "ok", Type: row.Of(row.KindBool)},
+	row.Field{Name: "at", Type: row.Of(row.KindTimestamp)},
+)
+
+// testTarget is a SQLite catalog and a warehouse in a fresh directory.
+func testTarget(t *testing.T) Target {
+	t.Helper()
+	dir := t.TempDir()
+	tg, err := Catalog{Name: "test", BaseDir: dir, Properties: map[string]string{
+		"type": "sql", "uri": "sqlite:///catalog.db", "warehouse": "file://" + filepath.Join(dir, "wh"),
+	}}.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func testRows(n int) []contract.Element {
+	out := make([]contract.Element, n)
+	for i := range out {
+		r := row.New(testSchema)
+		r.Values = []any{int64(i), float64(i) / 2, "n" + string(rune('a'+i%26)), i%2 == 0, mtime.Time(1_700_000_000_000 + int64(i))}
+		if i == 1 {
+			r.Values[2] = nil // a null survives
+		}
+		out[i] = contract.Element{Value: r}
+	}
+	return out
+}
+
+// writeTable writes rows to a table in a run without checkpoints.
+func writeTable(t *testing.T, cfg SinkConfig, rows []contract.Element) {
+	t.Helper()
+	ctx := context.Background()
+	sink, err := NewSink(cfg, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitTwice writes rows to sink as epoch's, commits them twice (the
+// second as a restart would), closes the sink and returns the part.
+func commitTwice(t *testing.T, sink *Sink, rows []contract.Element, epoch uint64) []byte {
+	t.Helper()
+	ctx := context.Background()
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	part, err := sink.PreCommit(ctx, 0, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := sink.Commit(ctx, epoch, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+// sameRows checks that rows read back are the rows written, in order.
+func sameRows(t *testing.T, rows []*row.Row, in []contract.Element) {
+	t.Helper()
+	if len(rows) != len(in) {
+		t.Fatalf("read %d rows, want %d", len(rows), len(in))
+	}
+	for i, r := range rows {
+		if got, want := r.String(), in[i].Value.(*row.Row).String(); got != want {
+			t.Errorf("row %d = %s, want %s", i, got, want)
+		}
+	}
+}
+
+// readAll reads the table's rows (of cfg) in id order.
+func readAll(t *testing.T, cfg ReadConfig) (*row.Schema, []*row.Row) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, err := NewSource(cfg, s).Split(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer splits[0].Close()
+	var rows []*row.Row
+	buf := make([]contract.Element, 3)
+	for {
+		res, err := splits[0].Read(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range buf[:res.N] {
+			rows = append(rows, e.Value.(*row.Row))
+		}
+		if res.Done {
+			break
+		}
+	}
+	idx := s.Index("id")
+	for i := 1; i < len(rows); i++ { // insertion sort by id: files may come in any order
+		for j := i; j > 0 && idx >= 0 && rows[j].Values[idx].(int64) < rows[j-1].Values[idx].(int64); j-- {
+			rows[j], rows[j-1] = rows[j-1], rows[j]
+		}
+	}
+	return s, rows
+}
+
+func TestRoundTripKeepsTypes(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.events"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Validate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(7)
+	if err := sink.Write(ctx, 0, in[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 1, in[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.events"})
+	if !s.Equal(testSchema) {
+		t.Fatalf("schema %s, want %s", s, testSchema)
+	}
+	sameRows(t, rows, in)
+}
+
+func TestReadKeepDrop(t *testing.T) {
+	tg := testTarget(t)
+	writeTable(t, SinkConfig{Target: tg, Table: "db.t"}, testRows(3))
+	for _, tc := range []struct {
+		name       string
+		keep, drop []string
+		want       string
+	}{
+		{"keep", []string{"name", "id"}, nil, "{id:int,name:string}"},
+		{"drop", nil, []string{"score", "at"}, "{id:int,name:string,ok:bool}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.t", Keep: tc.keep, Drop: tc.drop})
+			if s.String() != tc.want || len(rows) != 3 {
+				t.Fatalf("schema %s with %d rows, want %s with 3", s, len(rows), tc.want)
+			}
+			if v := rows[2].Values[s.Index("name")]; v != "nc" {
+				t.Errorf("row 2 name = %v, want nc", v)
+			}
+		})
+	}
+}
+
+// A commit repeated for an epoch (a restart after the commit landed)
+// appends nothing; the next epoch appends.
+func TestCommitOncePerEpoch(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	newSink := func() *Sink {
+		s, err := NewSink(SinkConfig{Target: tg, Table: "db.once", SinkID: "job-1/write"}, testSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	in := testRows(6)
+	part := commitTwice(t, newSink(), in[:3], 1)
+	again := newSink() // a new process repeats epoch 1, then commits epoch 2
+	if err := again.Commit(ctx, 1, [][]byte{part}); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Write(ctx, 0, in[3:]); err != nil {
+		t.Fatal(err)
+	}
+	part2, err := again.PreCommit(ctx, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Commit(ctx, 2, [][]byte{part2, nil}); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readAll(t, ReadConfig{Target: tg, Table: "db.once"})
+	if len(rows) != 6 {
+		t.Fatalf("read %d rows, want 6 (each epoch once)", len(rows))
+	}
+	tbl, done, err := loadTable(ctx, tg, []string{"db", "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if e, ok := CommittedEpoch(tbl, "job-1/write"); !ok || e != 2 {
+		t.Errorf("committed epoch = %d, %v; want 2", e, ok)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		want  string
+	}{
+		{"no type", map[string]string{"uri": "sqlite:///c.db"}, "needs type"},
+		{"rest", map[string]string{"type": "rest", "uri": "http://x"}, "sql (jdbc) catalog only"},
+		{"no uri", map[string]string{"type": "sql"}, "needs uri"},
+		{"memory", map[string]string{"type": "sql", "uri": "sqlite:///:memory:"}, "SQLite catalog's file"},
+		{"mysql", map[string]string{"type": "sql", "uri": "mysql://h/db"}, "SQLite (sqlite:///PATH) or PostgreSQL"},
+		{"s3 warehouse", map[string]string{"type": "sql", "uri": "c.db", "warehouse": "s3://b/w"}, "s3:// warehouses are not supported"},
+		{"unknown", map[string]string{"type": "sql", "uri": "c.db", "io-impl": "x"}, `"io-impl" is not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Catalog{Properties: tc.props, BaseDir: "/tmp"}.Parse()
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v, want ErrConfig with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseURIs(t *testing.T) {
+	for _, tc := range []struct {
+		uri, path, host string
+	}{
+		{"sqlite:///rel/c.db", "/base/rel/c.db", ""},
+		{"sqlite:////abs/c.db", "/abs/c.db", ""},
+		{"jdbc:sqlite:file:/abs/c.db", "/abs/c.db", ""},
+		{"c.db", "/base/c.db", ""},
+		{"jdbc:postgresql://db.example:5432/cat", "", "db.example"},
+		{"postgresql+psycopg2://u:p@pg/cat", "", "pg"},
+	} {
+		tg, err := Catalog{Properties: map[string]string{"type": "sql", "uri": tc.uri, "warehouse": "wh"}, BaseDir: "/base"}.Parse()
+		if err != nil || tg.DBPath != tc.path || tg.Host != tc.host || tg.Warehouse != "/base/wh" {
+			t.Errorf("%s: path %q host %q warehouse %q err %v; want %q %q /base/wh", tc.uri, tg.DBPath, tg.Host, tg.Warehouse, err, tc.path, tc.host)
+		}
+	}
+}
+
+func TestSinkRefuses(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	nested := row.MustSchema(row.Field{Name: "l", Type: row.ListOf(row.Of(row.KindInt))})
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "db.x"}, nested); err == nil || !strings.Contains(err.Error(), "field l is list<int>") {
+		t.Errorf("a list field: %v", err)
+	}
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "x"}, testSchema); err == nil || !strings.Contains(err.Error(), "NAMESPACE.TABLE") {
+		t.Errorf("a table without namespace: %v", err)
+	}
+	writeTable(t, SinkConfig{Target: tg, Table: "db.y"}, testRows(1))
+	other := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindString)})
+	s2, _ := NewSink(SinkConfig{Target: tg, Table: "db.y"}, other)
+	if err := s2.Validate(ctx); err == nil || !strings.Contains(err.Error(), "cannot hold field id") {
+		t.Errorf("a string into a long column: %v", err)
+	}
+	noWh := tg
+	noWh.Warehouse = ""
+	s3, _ := NewSink(SinkConfig{Target: noWh, Table: "db.z"}, testSchema)
+	if err := s3.Validate(ctx); err == nil || !strings.Contains(err.Error(), "needs warehouse") {
+		t.Errorf("no warehouse: %v", err)
+	}
+	denied := errors.New("denied")
+	_, err := Describe(ctx, ReadConfig{Target: tg, Table: "db.y", Check: func(string) error { return denied }})
+	if !errors.Is(err, denied) {
+		t.Errorf("a read outside the file policy: %v", err)
+	}
+	if _, err := Describe(ctx, ReadConfig{Target: tg, Table: "db.missing"}); err == nil || !strings.Contains(err.Error(), "is not in catalog test") {
+		t.Errorf("a missing table: %v", err)
+	}
+}
+
+// A table the sink creates with Beam's partition_fields is partitioned so,
+// and its rows (less the dropped field) read back whole.
+func TestPartitionedWrite(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	parts := []string{"day(at)", "bucket(id, 4)", "ok", "truncate(name, 1)"}
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.parts", PartitionFields: parts, Drop: []string{"score"},
+		Properties: map[string]string{"owner": "weir-test"}}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(9)
+	if err := sink.Write(ctx, 0, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, done, err := loadTable(ctx, tg, []string{"db", "parts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	var names []string
+	spec := tbl.Spec()
+	for _, f := range spec.Fields() {
+		names = append(names, f.Name+"="+f.Transform.String())
+	}
+	if got, want := strings.Join(names, " "), "at_day=day id_bucket=bucket[4] ok=identity name_trunc=truncate[1]"; got != want {
+		t.Errorf("partition spec %s, want %s", got, want)
+	}
+	if got := tbl.Properties()["owner"]; got != "weir-test" {
+		t.Errorf("table property owner = %q", got)
+	}
+	s, rows := readAll(t, ReadConfig{Target: tg, Table: "db.parts"})
+	if s.Index("score") >= 0 || len(rows) != len(in) {
+		t.Fatalf("schema %s with %d rows, want no score and %d rows", s, len(rows), len(in))
+	}
+	for i, r := range rows {
+		want := in[i].Value.(*row.Row)
+		for _, f := range s.Fields {
+			if g, w := r.Values[s.Index(f.Name)], want.Values[want.Schema.Index(f.Name)]; g != w {
+				t.Errorf("row %d %s = %v, want %v", i, f.Name, g, w)
+			}
+		}
+	}
+}
+
+func TestPartitionFieldsRefused(t *testing.T) {
+	tg := testTarget(t)
+	for _, pf := range []string{"bucket(id)", "week(at)", "nosuch", "day(name)", "a b"} {
+		_, err := NewSink(SinkConfig{Target: tg, Table: "db.p", PartitionFields: []string{pf}}, testSchema)
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("partition field %q: %v, want ErrConfig", pf, err)
+		}
+	}
+	if _, err := NewSink(SinkConfig{Target: tg, Table: "db.p", Keep: []string{"id"}, Drop: []string{"ok"}}, testSchema); !errors.Is(err, ErrConfig) {
+		t.Errorf("keep and drop: %v", err)
+	}
+}
+
+// TestPostgresCatalog runs a write and a read through a SQL catalog in
+// the CI's PostgreSQL (WEIR_TEST_POSTGRES_DSN overrides it), skipped when
+// it is not reachable; its own catalog name keeps it apart, and it drops
+// what it made.
+func TestPostgresCatalog(t *testing.T) {
+	ctx := context.Background()
+	dsn := os.Getenv("WEIR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	dir := t.TempDir()
+	tg, err := Catalog{Name: fmt.Sprintf("weir_test_%d_%d", os.Getpid(), time.Now().UnixNano()), BaseDir: dir,
+		Properties: map[string]string{"type": "jdbc", "uri": "jdbc:" + strings.Replace(dsn, "postgres://", "postgresql://", 1), "warehouse": "wh"}}.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cat, db, err := open(pctx, tg)
+	cancel()
+	if err != nil {
+		t.Skipf("PostgreSQL is not reachable: %v", err)
+	}
+	defer db.Close()
+	defer func() {
+		if err := cat.DropTable(ctx, []string{"db", "pg"}); err != nil {
+			t.Error(err)
+		}
+		if err := cat.DropNamespace(ctx, []string{"db"}); err != nil {
+			t.Error(err)
+		}
+	}()
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.pg", SinkID: "pg"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := testRows(4)
+	commitTwice(t, sink, in, 7)
+	_, rows := readAll(t, ReadConfig{Target: tg, Table: "db.pg"})
+	sameRows(t, rows, in)
+}
+
+// A read asks the file policy about every file it opens, before opening
+// it: the manifest list and manifests, then the data files.
+func TestReadFilePolicy(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	writeTable(t, SinkConfig{Target: tg, Table: "db.f"}, testRows(2))
+	denied := errors.New("denied")
+	for _, suffix := range []string{".avro", ".parquet"} {
+		cfg := ReadConfig{Target: tg, Table: "db.f", Check: func(p string) error {
+			if strings.HasSuffix(p, suffix) {
+				return denied
+			}
+			return nil
+		}}
+		s, err := Describe(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		splits, _ := NewSource(cfg, s).Split(ctx, 1)
+		_, err = splits[0].Read(ctx, make([]contract.Element, 4))
+		splits[0].Close()
+		if !errors.Is(err, denied) {
+			t.Errorf("%s files denied: read err = %v, want the denial", suffix, err)
+		}
+	}
+}
