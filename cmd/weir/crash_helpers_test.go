@@ -191,6 +191,26 @@ func (p *serverProc) runOrdersJob(t *testing.T, dir, pipeline string) string {
 // checkpointed (three checkpoints before each kill, three new ones after
 // each restart), then drains the job. It returns the last server and the
 // job's ID. The job must be exactly once.
+// idsPipeline is the crash tests' streaming job: 300 generated events a
+// second, each with a unique id, written by the sink transform sinkType
+// with the given config (a YAML flow mapping) as step WriteIds.
+func idsPipeline(sinkType, config string) string {
+	return `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {rate: 300, keys: 5, spacing: 10ms}
+    - type: MapToFields
+      name: Ids
+      input: Events
+      config:
+        fields: {id: id, key: key}
+    - type: ` + sinkType + `
+      name: WriteIds
+      input: Ids
+      config: ` + config + "\n"
+}
+
 func runThroughKills(t *testing.T, dataDir, work, pipeline string, kills int) (*serverProc, string) {
 	t.Helper()
 	srv := startServer(t, dataDir)

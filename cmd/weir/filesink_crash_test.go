@@ -20,21 +20,7 @@ import (
 func TestCLIServerCrashFileSinkExactlyOnce(t *testing.T) {
 	dir, work := t.TempDir(), t.TempDir()
 	pipeline := filepath.Join(work, "events.yaml")
-	if err := os.WriteFile(pipeline, []byte(`pipeline:
-  transforms:
-    - type: Generate
-      name: Events
-      config: {rate: 300, keys: 5, spacing: 10ms}
-    - type: MapToFields
-      name: Ids
-      input: Events
-      config:
-        fields: {id: id, key: key}
-    - type: WriteToJson
-      name: WriteIds
-      input: Ids
-      config: {path: out/ids.jsonl}
-`), 0o644); err != nil {
+	if err := os.WriteFile(pipeline, []byte(idsPipeline("WriteToJson", "{path: out/ids.jsonl}")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv, id := runThroughKills(t, dir, work, pipeline, 2)

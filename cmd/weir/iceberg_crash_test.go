@@ -23,21 +23,7 @@ func TestCLIServerCrashIcebergExactlyOnce(t *testing.T) {
 	catalog := fmt.Sprintf(`catalog_name: local, catalog_properties: {type: sql, uri: "sqlite:///%s", warehouse: "file://%s"}`,
 		filepath.Join(work, "catalog.db"), filepath.Join(work, "warehouse"))
 	pipeline := filepath.Join(work, "events.yaml")
-	if err := os.WriteFile(pipeline, []byte(fmt.Sprintf(`pipeline:
-  transforms:
-    - type: Generate
-      name: Events
-      config: {rate: 300, keys: 5, spacing: 10ms}
-    - type: MapToFields
-      name: Ids
-      input: Events
-      config:
-        fields: {id: id, key: key}
-    - type: WriteToIceberg
-      name: WriteIds
-      input: Ids
-      config: {table: crash.ids, %s}
-`, catalog)), 0o644); err != nil {
+	if err := os.WriteFile(pipeline, []byte(idsPipeline("WriteToIceberg", "{table: crash.ids, "+catalog+"}")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv, _ := runThroughKills(t, dir, work, pipeline, 2)

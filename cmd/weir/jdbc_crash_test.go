@@ -42,21 +42,7 @@ func TestCLIServerCrashJdbcExactlyOnce(t *testing.T) {
 			defer conn.Exec("DROP TABLE IF EXISTS " + table)
 			dir, work := t.TempDir(), t.TempDir()
 			pipeline := filepath.Join(work, "events.yaml")
-			if err := os.WriteFile(pipeline, []byte(fmt.Sprintf(`pipeline:
-  transforms:
-    - type: Generate
-      name: Events
-      config: {rate: 300, keys: 5, spacing: 10ms}
-    - type: MapToFields
-      name: Ids
-      input: Events
-      config:
-        fields: {id: id, key: key}
-    - type: %s
-      name: WriteIds
-      input: Ids
-      config: {url: %q, username: %s, password: %q, table: %s}
-`, db.transform, db.url, db.user, db.pass, table)), 0o644); err != nil {
+			if err := os.WriteFile(pipeline, []byte(idsPipeline(db.transform, fmt.Sprintf("{url: %q, username: %s, password: %q, table: %s}", db.url, db.user, db.pass, table))), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			runThroughKills(t, dir, work, pipeline, 2)
