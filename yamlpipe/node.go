@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/weir-dev/weir/yamlpipe/yamlscan"
 )
 
 // Error is a problem in a pipeline file, at a position. Its text is
@@ -130,7 +132,7 @@ func (n *node) plain() any {
 
 // Limits that keep hostile files (deep nesting, alias bombs) cheap.
 const (
-	maxDepth = 64
+	maxDepth = yamlscan.MaxDepth
 	maxNodes = 1 << 20
 	// aliasBytesBase and aliasBytesPerByte bound the text of the tree with
 	// its aliases expanded (the alias_bytes budget): a file of n bytes may
@@ -161,6 +163,22 @@ func (c *converter) errAt(tk *token.Token, format string, args ...any) error {
 		line, col = tk.Position.Line, tk.Position.Column
 	}
 	return &Error{File: c.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+// MaxSourceBytes is the largest pipeline text accepted (the API's request
+// limit).
+const MaxSourceBytes = yamlscan.MaxSourceBytes
+
+// prescan runs yamlscan's check on the text of file, its refusal an Error
+// at its position.
+func prescan(file string, src []byte) error {
+	var se *yamlscan.Error
+	if err := yamlscan.Check(src); errors.As(err, &se) {
+		return &Error{File: file, Line: se.Line, Col: se.Col, Msg: se.Msg}
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // parseYAML parses src into a node tree. Errors carry positions.
