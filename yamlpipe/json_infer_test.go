@@ -1,6 +1,7 @@
 package yamlpipe
 
 import (
+	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func TestReadFromJsonInfersSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := inferJSONSchema(filepath.Join(dir, "in.json"))
+			got, err := schemainfer.JSON(filepath.Join(dir, "in.json"))
 			if err != nil || got.String() != tc.schema {
 				t.Errorf("schema %v (%v), want %s", got, err, tc.schema)
 			}

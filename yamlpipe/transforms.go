@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 	"sort"
 	"strconv"
 
@@ -445,7 +446,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		}
 		switch {
 		case format == files.JSONLines && schema == nil:
-			if schema, err = inferJSONSchema(path); err != nil {
+			if schema, err = schemainfer.JSON(path); err != nil {
 				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
 			}
 		case (format == files.Avro || format == files.Parquet) && schema == nil:
@@ -466,7 +467,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.wrapf(pn, herr, "ReadFromCsv without a schema reads the header and types the columns at load time")
 			}
 			if herr == nil {
-				if schema, err = csvSchema(header, kinds, schema); err != nil {
+				if schema, err = schemainfer.CSV(header, kinds, schema); err != nil {
 					return nil, l.wrapf(sn, err, "schema does not match the header of %s", path)
 				}
 			}
@@ -516,34 +517,6 @@ func (l *loader) csvDialect(t *transformSpec) (files.CSVOptions, error) {
 		return o, l.errf(t.config.get("comment"), "%s comment and delimiter are both %q", t.typ, string(o.Comment))
 	}
 	return o, nil
-}
-
-// csvSchema types the header's columns from the declared schema, and the
-// undeclared ones by what their cells hold (kinds, files.CSVInfer); every
-// declared field must be in the header.
-func csvSchema(header []string, kinds []row.Kind, declared *row.Schema) (*row.Schema, error) {
-	fields := make([]row.Field, 0, len(header))
-	for i, h := range header {
-		f := row.Field{Name: h, Type: row.Of(kinds[i])}
-		if declared != nil {
-			if i := declared.Index(h); i >= 0 {
-				f.Type = declared.Fields[i].Type
-			}
-		}
-		fields = append(fields, f)
-	}
-	s, err := row.NewSchema(fields...)
-	if err != nil {
-		return nil, err
-	}
-	if declared != nil {
-		for _, f := range declared.Fields {
-			if s.Index(f.Name) < 0 {
-				return nil, fmt.Errorf("the header has no column %q", f.Name)
-			}
-		}
-	}
-	return s, nil
 }
 
 // schema reads {field: type} (nested mappings are rows, [type] lists).
