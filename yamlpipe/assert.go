@@ -11,6 +11,7 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // AssertEqual, Beam YAML's testing transform (apache_beam.yaml.yaml_provider):
@@ -37,21 +38,21 @@ const assertMarker = ""
 const maxAssertShown = 20
 
 func buildAssertEqual(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
-	en := t.config.get("elements")
-	if en == nil || en.kind != kSeq {
+	en := t.config.Get("elements")
+	if en == nil || en.Kind != yamlnode.Seq {
 		if en == nil {
 			return nil, l.errf(t.typNode, "AssertEqual needs config.elements (the list of rows its input must be)")
 		}
-		return nil, l.errf(en, "AssertEqual elements must be a list, not %s", en.kind)
+		return nil, l.errf(en, "AssertEqual elements must be a list, not %s", en.Kind)
 	}
 	want := map[string]int{}
 	named := map[string]bool{}
-	for _, e := range en.seq {
-		if e.kind != kMap {
-			e = &node{kind: kMap, line: e.line, col: e.col, keys: []*node{{kind: kString, text: "element"}}, vals: []*node{e}}
+	for _, e := range en.Seq {
+		if e.Kind != yamlnode.Map {
+			e = &yamlnode.Node{Kind: yamlnode.Map, Line: e.Line, Col: e.Col, Keys: []*yamlnode.Node{{Kind: yamlnode.String, Text: "element"}}, Vals: []*yamlnode.Node{e}}
 		}
-		for _, k := range e.keys {
-			named[k.text] = true
+		for _, k := range e.Keys {
+			named[k.Text] = true
 		}
 		want[string(canonNode(nil, e))]++
 	}
@@ -72,16 +73,16 @@ func buildAssertEqual(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	grouped := weir.GroupByKey(s, "Group", keyed)
 	weir.ParDo(s, "Check", grouped, func(_ *weir.Context, g weir.KV[string, []string], _ func(struct{})) error {
 		return check.check(g.Value)
-	}, weir.WithConfig(t.config.plain()))
+	}, weir.WithConfig(t.config.Plain()))
 	return nil, nil
 }
 
 // pos renders n's position as file:line:column.
-func (l *loader) pos(n *node) string {
+func (l *loader) pos(n *yamlnode.Node) string {
 	if n == nil {
 		return l.file
 	}
-	return fmt.Sprintf("%s:%d:%d", l.file, n.line, n.col)
+	return fmt.Sprintf("%s:%d:%d", l.file, n.Line, n.Col)
 }
 
 // assertCheck compares the grouped canonical input with the elements.
@@ -151,42 +152,42 @@ func countAll(m map[string]int) int {
 }
 
 // canonNode appends the canonical form of a YAML literal.
-func canonNode(dst []byte, n *node) []byte {
-	switch n.kind {
-	case kNull:
+func canonNode(dst []byte, n *yamlnode.Node) []byte {
+	switch n.Kind {
+	case yamlnode.Null:
 		return append(dst, "null"...)
-	case kBool:
-		return strconv.AppendBool(dst, n.b)
-	case kInt:
-		return strconv.AppendInt(dst, n.i, 10)
-	case kFloat:
-		return canonFloat(dst, n.f)
-	case kString:
-		return row.AppendJSONString(dst, n.text)
-	case kSeq:
+	case yamlnode.Bool:
+		return strconv.AppendBool(dst, n.B)
+	case yamlnode.Int:
+		return strconv.AppendInt(dst, n.I, 10)
+	case yamlnode.Float:
+		return canonFloat(dst, n.F)
+	case yamlnode.String:
+		return row.AppendJSONString(dst, n.Text)
+	case yamlnode.Seq:
 		dst = append(dst, '[')
-		for i, e := range n.seq {
+		for i, e := range n.Seq {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = canonNode(dst, e)
 		}
 		return append(dst, ']')
-	case kMap:
-		idx := make([]int, 0, len(n.keys))
-		for i := range n.keys {
-			if n.vals[i].kind != kNull {
+	case yamlnode.Map:
+		idx := make([]int, 0, len(n.Keys))
+		for i := range n.Keys {
+			if n.Vals[i].Kind != yamlnode.Null {
 				idx = append(idx, i)
 			}
 		}
-		sort.Slice(idx, func(a, b int) bool { return n.keys[idx[a]].text < n.keys[idx[b]].text })
+		sort.Slice(idx, func(a, b int) bool { return n.Keys[idx[a]].Text < n.Keys[idx[b]].Text })
 		dst = append(dst, '{')
 		for j, i := range idx {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(row.AppendJSONString(dst, n.keys[i].text), ':')
-			dst = canonNode(dst, n.vals[i])
+			dst = append(row.AppendJSONString(dst, n.Keys[i].Text), ':')
+			dst = canonNode(dst, n.Vals[i])
 		}
 		return append(dst, '}')
 	}
@@ -293,7 +294,7 @@ func canonFloat(dst []byte, f float64) []byte {
 // checkpoints cover every step, so the step passes elements on unchanged.
 // num_buckets is accepted and has no effect.
 func buildReshuffle(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
-	if n := t.config.get("num_buckets"); n != nil && (n.kind != kInt || n.i <= 0) {
+	if n := t.config.Get("num_buckets"); n != nil && (n.Kind != yamlnode.Int || n.I <= 0) {
 		return nil, l.errf(n, "Reshuffle num_buckets must be a positive integer")
 	}
 	in := ins[0]

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 )
 
 // pyJSON renders a Go string literal as Beam's LogForTesting prints it:

@@ -9,26 +9,27 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/join"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // ---- Join ----
 
 func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := t.inputNode
-	if in == nil || in.kind != kMap || len(in.keys) < 2 {
+	if in == nil || in.Kind != yamlnode.Map || len(in.Keys) < 2 {
 		at := in
 		if at == nil {
 			at = t.typNode
 		}
 		return nil, l.errf(at, "Join needs at least 2 named inputs (input: {a: TransformA, b: TransformB})")
 	}
-	aliases := make([]string, len(in.keys))
+	aliases := make([]string, len(in.Keys))
 	index := map[string]int{}
-	for i, k := range in.keys {
-		aliases[i] = k.text
-		index[k.text] = i
+	for i, k := range in.Keys {
+		aliases[i] = k.Text
+		index[k.Text] = i
 		if ins[i].isReject {
-			return nil, l.errf(in.vals[i], "Join reads rows, not an error output")
+			return nil, l.errf(in.Vals[i], "Join reads rows, not an error output")
 		}
 	}
 	j := &join.Aggregator{AppendKeyValue: appendKeyValue}
@@ -82,17 +83,17 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // list of {alias: field, ...}, each naming two or more inputs, as Beam's;
 // different pairs of inputs may join on different fields.
 func (l *loader) joinEqualities(t *transformSpec, j *join.Aggregator, aliases []string, index map[string]int) error {
-	en := t.config.get("equalities")
+	en := t.config.Get("equalities")
 	if en == nil {
 		return l.errf(t.typNode, "Join needs config.equalities (a field in every input, or a list of {input: field, ...})")
 	}
 	type equality struct {
 		ins    []int // inputs, in the order the equality names them
 		fields map[int]int
-		at     *node
+		at     *yamlnode.Node
 	}
 	var eqs []equality
-	field := func(eq *equality, i int, name string, at *node) error {
+	field := func(eq *equality, i int, name string, at *yamlnode.Node) error {
 		fi := j.Ins[i].Index(name)
 		if fi < 0 {
 			return l.errf(at, "equalities: %q is not a field of input %s (%s)", name, aliases[i], j.Ins[i])
@@ -103,41 +104,41 @@ func (l *loader) joinEqualities(t *transformSpec, j *join.Aggregator, aliases []
 		eq.fields[i] = fi
 		return nil
 	}
-	switch en.kind {
-	case kString:
+	switch en.Kind {
+	case yamlnode.String:
 		eq := equality{fields: map[int]int{}, at: en}
 		for i := range aliases {
-			if err := field(&eq, i, en.text, en); err != nil {
+			if err := field(&eq, i, en.Text, en); err != nil {
 				return err
 			}
 		}
 		eqs = append(eqs, eq)
-	case kSeq:
-		if len(en.seq) == 0 {
+	case yamlnode.Seq:
+		if len(en.Seq) == 0 {
 			return l.errf(en, "equalities is empty")
 		}
-		for _, en := range en.seq {
-			if en.kind != kMap || len(en.keys) < 2 {
+		for _, en := range en.Seq {
+			if en.Kind != yamlnode.Map || len(en.Keys) < 2 {
 				return l.errf(en, "each equality must map at least 2 inputs to fields ({%s: field, %s: field})", aliases[0], aliases[1])
 			}
 			eq := equality{fields: map[int]int{}, at: en}
-			for k, kn := range en.keys {
-				i, ok := index[kn.text]
+			for k, kn := range en.Keys {
+				i, ok := index[kn.Text]
 				if !ok {
-					return l.errf(kn, "equalities: %q is not an input of the Join (inputs: %s)", kn.text, strings.Join(aliases, ", "))
+					return l.errf(kn, "equalities: %q is not an input of the Join (inputs: %s)", kn.Text, strings.Join(aliases, ", "))
 				}
-				name, err := l.str(en.vals[k], "equality field")
+				name, err := l.str(en.Vals[k], "equality field")
 				if err != nil {
 					return err
 				}
-				if err := field(&eq, i, name, en.vals[k]); err != nil {
+				if err := field(&eq, i, name, en.Vals[k]); err != nil {
 					return err
 				}
 			}
 			eqs = append(eqs, eq)
 		}
 	default:
-		return l.errf(en, "equalities must be a field name or a list of {input: field} mappings, not %s", en.kind)
+		return l.errf(en, "equalities must be a field name or a list of {input: field} mappings, not %s", en.Kind)
 	}
 	// The fields an equality compares have one type.
 	for _, eq := range eqs {
@@ -212,23 +213,23 @@ func (l *loader) joinEqualities(t *transformSpec, j *join.Aggregator, aliases []
 // [inputs]}, into how each input joins those before it, as Beam's SQL.
 func (l *loader) joinTypes(t *transformSpec, j *join.Aggregator, aliases []string, index map[string]int) error {
 	j.Types = make([]join.Type, len(aliases))
-	tn := t.config.get("type")
+	tn := t.config.Get("type")
 	typ := "inner"
 	var outer []string
 	switch {
 	case tn == nil:
-	case tn.kind == kString:
-		typ = tn.text
+	case tn.Kind == yamlnode.String:
+		typ = tn.Text
 		switch typ {
 		case "inner", "left", "right", "outer":
 		default:
 			return l.errf(tn, "Join type %q is not one of inner, left, right, outer (or {outer: [inputs]})", typ)
 		}
-	case tn.kind == kMap:
+	case tn.Kind == yamlnode.Map:
 		if err := l.checkKeys(tn, "Join type", "outer"); err != nil {
 			return err
 		}
-		names, nodes, err := l.strList(tn.get("outer"), "outer")
+		names, nodes, err := l.strList(tn.Get("outer"), "outer")
 		if err != nil {
 			return err
 		}
@@ -242,7 +243,7 @@ func (l *loader) joinTypes(t *transformSpec, j *join.Aggregator, aliases []strin
 		}
 		outer = names
 	default:
-		return l.errf(tn, "Join type must be a string or {outer: [inputs]}, not %s", tn.kind)
+		return l.errf(tn, "Join type must be a string or {outer: [inputs]}, not %s", tn.Kind)
 	}
 	for k := 1; k < len(j.Order); k++ {
 		prev, cur := slices.Contains(outer, aliases[j.Order[k-1]]), slices.Contains(outer, aliases[j.Order[k]])
@@ -266,13 +267,13 @@ func (l *loader) joinTypes(t *transformSpec, j *join.Aggregator, aliases []strin
 // input not listed contributes all its fields, as SQL's input.*. A name
 // given twice by * expansion gets a numeric suffix, as Calcite's does.
 func (l *loader) joinFields(t *transformSpec, j *join.Aggregator, aliases []string, index map[string]int) error {
-	fn := t.config.get("fields")
-	if fn != nil && fn.kind != kMap {
-		return l.errf(fn, "Join fields must map inputs to a list of fields or {new_name: field}, not %s", fn.kind)
+	fn := t.config.Get("fields")
+	if fn != nil && fn.Kind != yamlnode.Map {
+		return l.errf(fn, "Join fields must map inputs to a list of fields or {new_name: field}, not %s", fn.Kind)
 	}
 	var fields []row.Field
 	used := map[string]bool{}
-	add := func(name string, i, fi int, at *node, explicit bool) error {
+	add := func(name string, i, fi int, at *yamlnode.Node, explicit bool) error {
 		if used[name] {
 			if explicit {
 				return l.errf(at, "Join fields: the field name %q is given more than once", name)
@@ -292,37 +293,37 @@ func (l *loader) joinFields(t *transformSpec, j *join.Aggregator, aliases []stri
 	}
 	listed := map[int]bool{}
 	if fn != nil {
-		for k, kn := range fn.keys {
-			i, ok := index[kn.text]
+		for k, kn := range fn.Keys {
+			i, ok := index[kn.Text]
 			if !ok {
-				return l.errf(kn, "Join fields: %q is not an input of the Join (inputs: %s)", kn.text, strings.Join(aliases, ", "))
+				return l.errf(kn, "Join fields: %q is not an input of the Join (inputs: %s)", kn.Text, strings.Join(aliases, ", "))
 			}
 			listed[i] = true
-			v := fn.vals[k]
-			lookup := func(name string, at *node) (int, error) {
+			v := fn.Vals[k]
+			lookup := func(name string, at *yamlnode.Node) (int, error) {
 				fi := j.Ins[i].Index(name)
 				if fi < 0 {
-					return 0, l.errf(at, "Join fields: %q is not a field of input %s (%s)", name, kn.text, j.Ins[i])
+					return 0, l.errf(at, "Join fields: %q is not a field of input %s (%s)", name, kn.Text, j.Ins[i])
 				}
 				return fi, nil
 			}
-			switch v.kind {
-			case kMap:
-				for m, nk := range v.keys {
-					old, err := l.str(v.vals[m], "field")
+			switch v.Kind {
+			case yamlnode.Map:
+				for m, nk := range v.Keys {
+					old, err := l.str(v.Vals[m], "field")
 					if err != nil {
 						return err
 					}
-					fi, err := lookup(old, v.vals[m])
+					fi, err := lookup(old, v.Vals[m])
 					if err != nil {
 						return err
 					}
-					if err := add(nk.text, i, fi, nk, true); err != nil {
+					if err := add(nk.Text, i, fi, nk, true); err != nil {
 						return err
 					}
 				}
 			default:
-				names, nodes, err := l.strList(v, "fields of "+kn.text)
+				names, nodes, err := l.strList(v, "fields of "+kn.Text)
 				if err != nil {
 					return err
 				}

@@ -1,9 +1,8 @@
 package yamlpipe
 
 import (
-	"github.com/weir-dev/weir/yamlpipe/textio"
-
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/yamlpipe/textio"
 )
 
 // Beam YAML's ReadFromText and WriteToText: rows of one string field named

@@ -2,7 +2,6 @@ package yamlpipe
 
 import (
 	"fmt"
-	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 	"io"
 	"math"
 	"os"
@@ -16,7 +15,9 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 	"github.com/weir-dev/weir/yamlpipe/python"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam YAML's elementwise transforms, as Beam's transform catalog defines
@@ -32,14 +33,14 @@ type valueFn struct {
 	prg  *celexpr.Program
 	py   *python.Program // language: python
 	typ  row.Type
-	expr *node // while resolving: the expression to compile
+	expr *yamlnode.Node // while resolving: the expression to compile
 }
 
 // exprLanguage reads a Beam language key: cel and generic expressions are
 // CEL; python is weir's Starlark dialect; with javascript only field names
 // are accepted.
 func (l *loader) exprLanguage(t *transformSpec) (string, error) {
-	ln := t.config.get("language")
+	ln := t.config.Get("language")
 	if ln == nil {
 		return "", nil
 	}
@@ -57,7 +58,7 @@ func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 // fieldOrExpr compiles n, Beam's `field`, `expression` or {expression: ...}:
 // a bare input field is read directly; anything else is a CEL expression,
 // compiled in the returned scope with the step's side inputs.
-func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celexpr.Scope, []weir.StepOption, error) {
+func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *yamlnode.Node, what string) (valueFn, *celexpr.Scope, []weir.StepOption, error) {
 	v, err := l.fieldOrExprValue(t, in, n, what)
 	if err != nil || v.src >= 0 || v.py != nil {
 		return v, nil, nil, err
@@ -75,38 +76,38 @@ func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (
 
 // fieldOrExprValue resolves n to an input field (src >= 0) or to the node
 // of a CEL expression (expr).
-func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what string) (valueFn, error) {
+func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *yamlnode.Node, what string) (valueFn, error) {
 	lang, err := l.exprLanguage(t)
 	if err != nil {
 		return valueFn{}, err
 	}
-	if lang == "python" && (n.kind != kString || in.schema.Index(n.text) < 0) {
+	if lang == "python" && (n.Kind != yamlnode.String || in.schema.Index(n.Text) < 0) {
 		py, err := l.compilePython(in, n, what)
 		if err != nil {
 			return valueFn{}, err
 		}
 		return valueFn{src: -1, py: py, typ: py.Type}, nil
 	}
-	if n.kind == kMap {
-		if c := n.get("callable"); c != nil {
+	if n.Kind == yamlnode.Map {
+		if c := n.Get("callable"); c != nil {
 			return valueFn{}, l.errf(c, "%s: callable needs language: python (weir's Starlark dialect); or write the expression in CEL", what)
 		}
 		if err := l.checkKeys(n, what, "expression"); err != nil {
 			return valueFn{}, err
 		}
-		e := n.get("expression")
+		e := n.Get("expression")
 		if e == nil {
 			return valueFn{}, l.errf(n, "%s needs an expression", what)
 		}
 		n = e
 	}
-	if n.kind == kString {
-		if i := in.schema.Index(n.text); i >= 0 {
+	if n.Kind == yamlnode.String {
+		if i := in.schema.Index(n.Text); i >= 0 {
 			return valueFn{src: i, typ: in.schema.Fields[i].Type}, nil
 		}
 	}
 	if lang == "javascript" {
-		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); javascript expressions are not supported: use CEL (language: generic) or python", what, n.text, in.schema)
+		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); javascript expressions are not supported: use CEL (language: generic) or python", what, n.Text, in.schema)
 	}
 	return valueFn{src: -1, expr: n}, nil
 }
@@ -216,7 +217,7 @@ func beamTimestamp(x any) (mtime.Time, error) {
 
 func buildAssignTimestamps(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
-	tn := t.config.get("timestamp")
+	tn := t.config.Get("timestamp")
 	if tn == nil {
 		return nil, l.errf(t.typNode, "AssignTimestamps needs config.timestamp (a field or a CEL expression)")
 	}
@@ -303,7 +304,7 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "Explode reads rows, not an error output")
 	}
-	names, nodes, err := l.strList(t.config.get("fields"), "fields")
+	names, nodes, err := l.strList(t.config.Get("fields"), "fields")
 	if err != nil {
 		return nil, err
 	}
@@ -311,13 +312,13 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(t.typNode, "Explode needs config.fields (a field or a list of fields of list type)")
 	}
 	cross := true
-	cn := t.config.get("cross_product")
-	if cn != nil && cn.kind != kNull {
+	cn := t.config.Get("cross_product")
+	if cn != nil && cn.Kind != yamlnode.Null {
 		if cross, err = l.boolean(cn, "cross_product"); err != nil {
 			return nil, err
 		}
 	} else if len(names) > 1 {
-		return nil, l.errf(t.config.keyNode("fields"), "cross_product must be specified true or false when exploding several fields")
+		return nil, l.errf(t.config.KeyNode("fields"), "cross_product must be specified true or false when exploding several fields")
 	}
 	fields := slices.Clone(in.schema.Fields)
 	f := &explodeFn{cross: cross}
@@ -356,15 +357,15 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // unknown_output), read from its config as written.
 func partitionOutputs(t *transformSpec) []string {
 	var out []string
-	if on := t.config.get("outputs"); on != nil && on.kind == kSeq {
-		for _, o := range on.seq {
-			if o.kind == kString && !slices.Contains(out, o.text) {
-				out = append(out, o.text)
+	if on := t.config.Get("outputs"); on != nil && on.Kind == yamlnode.Seq {
+		for _, o := range on.Seq {
+			if o.Kind == yamlnode.String && !slices.Contains(out, o.Text) {
+				out = append(out, o.Text)
 			}
 		}
 	}
-	if un := t.config.get("unknown_output"); un != nil && un.kind == kString && !slices.Contains(out, un.text) {
-		out = append(out, un.text)
+	if un := t.config.Get("unknown_output"); un != nil && un.Kind == yamlnode.String && !slices.Contains(out, un.Text) {
+		out = append(out, un.Text)
 	}
 	return out
 }
@@ -387,7 +388,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "Partition reads rows, not an error output")
 	}
-	outputs, outNodes, err := l.strList(t.config.get("outputs"), "outputs")
+	outputs, outNodes, err := l.strList(t.config.Get("outputs"), "outputs")
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if unknown != "" && (unknown == t.errOut || strings.ContainsAny(unknown, "./ ")) {
 		return nil, l.errf(un, "unknown_output %q is not allowed (it must differ from the error output and use letters, digits, _ and -)", unknown)
 	}
-	bn := t.config.get("by")
+	bn := t.config.Get("by")
 	if bn == nil {
 		return nil, l.errf(t.typNode, "Partition needs config.by (a field or a CEL expression naming the output)")
 	}
@@ -418,7 +419,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, err
 	}
 	if k := v.typ.Kind; k != row.KindString && k != row.KindAny {
-		return nil, l.errf(bn, "Partition function %q must return a string, not %s", bn.text, v.typ)
+		return nil, l.errf(bn, "Partition function %q must return a string, not %s", bn.Text, v.typ)
 	}
 	_ = sides // Partition's keys have no side_inputs
 	tags := partitionOutputs(t)
@@ -526,7 +527,7 @@ func (l *loader) logOutput() *logLines {
 
 func buildLogForTesting(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
-	if ln := t.config.get("level"); ln != nil {
+	if ln := t.config.Get("level"); ln != nil {
 		level, err := l.str(ln, "level")
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // ---- ExtractWindowingInfo ----
@@ -134,23 +135,23 @@ func buildExtractWindowingInfo(l *loader, t *transformSpec, ins []*coll) (*coll,
 	type pick struct {
 		name string
 		info windowInfo
-		n    *node
+		n    *yamlnode.Node
 	}
 	var picks []pick
-	fn := t.config.get("fields")
+	fn := t.config.Get("fields")
 	switch {
-	case fn == nil || fn.kind == kNull:
+	case fn == nil || fn.Kind == yamlnode.Null:
 		// Beam's default.
 		for _, w := range []windowInfo{infoTimestamp, infoWindowStart, infoWindowEnd} {
 			picks = append(picks, pick{string(w), w, t.typNode})
 		}
-	case fn.kind == kMap:
-		for i, k := range fn.keys {
-			v, err := l.str(fn.vals[i], "fields."+k.text)
+	case fn.Kind == yamlnode.Map:
+		for i, k := range fn.Keys {
+			v, err := l.str(fn.Vals[i], "fields."+k.Text)
 			if err != nil {
 				return nil, err
 			}
-			picks = append(picks, pick{k.text, windowInfo(v), fn.vals[i]})
+			picks = append(picks, pick{k.Text, windowInfo(v), fn.Vals[i]})
 		}
 	default:
 		names, nodes, err := l.strList(fn, "fields")

@@ -13,6 +13,7 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // combineFn names a combine function.
@@ -472,7 +473,7 @@ const accumulatorURN = "weir:yaml:combine_accumulator"
 // names a language is written for Beam: its rows have Beam's shape,
 // exactly the group_by fields and the aggregates, in every windowing.
 func (l *loader) combineLanguage(t *transformSpec) (lang string, beam bool, err error) {
-	ln := t.config.get("language")
+	ln := t.config.Get("language")
 	if ln == nil {
 		return "", false, nil
 	}
@@ -510,33 +511,33 @@ const combineFnNames = "sum, count, min, max, mean, latest, all, any, group, con
 type combineSpec struct {
 	out                string
 	value              string // "" when not given
-	valueNode          *node
+	valueNode          *yamlnode.Node
 	fnName             string
-	fnNode, configNode *node
+	fnNode, configNode *yamlnode.Node
 }
 
 // parseCombineSpec reads one output in any of Beam's forms: `out: fn`,
 // `out: {value: field, fn: fn}` and `out: {value: field, fn: {type: fn,
 // config: {...}}}`; without value, Beam reads the field named out.
-func (l *loader) parseCombineSpec(k, v *node) (combineSpec, error) {
-	cs := combineSpec{out: k.text}
-	switch v.kind {
-	case kString:
-		cs.fnName, cs.fnNode, cs.value, cs.valueNode = v.text, v, k.text, k
+func (l *loader) parseCombineSpec(k, v *yamlnode.Node) (combineSpec, error) {
+	cs := combineSpec{out: k.Text}
+	switch v.Kind {
+	case yamlnode.String:
+		cs.fnName, cs.fnNode, cs.value, cs.valueNode = v.Text, v, k.Text, k
 		return cs, nil
-	case kMap:
+	case yamlnode.Map:
 	default:
-		return cs, l.errf(v, "combine output %q must be a function name or {value, fn}, not %s", cs.out, v.kind)
+		return cs, l.errf(v, "combine output %q must be a function name or {value, fn}, not %s", cs.out, v.Kind)
 	}
 	if err := l.checkKeys(v, "a combine output", "value", "fn"); err != nil {
 		return cs, err
 	}
-	fn := v.get("fn")
+	fn := v.Get("fn")
 	if fn == nil {
 		return cs, l.errf(v, "combine output %s needs fn", cs.out)
 	}
-	switch fn.kind {
-	case kMap:
+	switch fn.Kind {
+	case yamlnode.Map:
 		if err := l.checkKeys(fn, "a combine fn", "type", "config"); err != nil {
 			return cs, err
 		}
@@ -544,9 +545,9 @@ func (l *loader) parseCombineSpec(k, v *node) (combineSpec, error) {
 		if cs.fnName, cs.fnNode, err = l.requireStr(fn, "type", "combine fn of "+cs.out); err != nil {
 			return cs, err
 		}
-		if cn := fn.get("config"); cn != nil && cn.kind != kNull {
-			if cn.kind != kMap {
-				return cs, l.errf(cn, "the config of a combine fn must be a mapping, not %s", cn.kind)
+		if cn := fn.Get("config"); cn != nil && cn.Kind != yamlnode.Null {
+			if cn.Kind != yamlnode.Map {
+				return cs, l.errf(cn, "the config of a combine fn must be a mapping, not %s", cn.Kind)
 			}
 			cs.configNode = cn
 		}
@@ -557,7 +558,7 @@ func (l *loader) parseCombineSpec(k, v *node) (combineSpec, error) {
 		}
 		cs.fnNode = fn
 	}
-	if vn := v.get("value"); vn != nil {
+	if vn := v.Get("value"); vn != nil {
 		var err error
 		if cs.value, err = l.str(vn, "value"); err != nil {
 			return cs, err
@@ -576,22 +577,22 @@ func (l *loader) topConfig(op *combineOp, cs combineSpec) error {
 	if err := l.checkKeys(cn, "the config of "+cs.fnName, "n", "reverse", "key"); err != nil {
 		return err
 	}
-	if kn := cn.get("key"); kn != nil {
+	if kn := cn.Get("key"); kn != nil {
 		return l.errf(kn, "combine %q: TopCombineFn's key is a Python callable; weir orders the values themselves (drop key, or compute the value in MapToFields)", cs.out)
 	}
-	n, err := l.integer(cn.get("n"), "n")
+	n, err := l.integer(cn.Get("n"), "n")
 	if err != nil {
 		return err
 	}
 	if n < 1 || n > 1<<16 {
-		at := cn.get("n")
+		at := cn.Get("n")
 		if at == nil {
 			at = cn
 		}
 		return l.errf(at, "combine %q: n must be between 1 and %d", cs.out, 1<<16)
 	}
 	op.n = int(n)
-	if rn := cn.get("reverse"); rn != nil {
+	if rn := cn.Get("reverse"); rn != nil {
 		rev, err := l.boolean(rn, "reverse")
 		if err != nil {
 			return err
@@ -612,7 +613,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	// of every element), which ExtractWindowingInfo, CEL's window_start,
 	// window_end and pane, and WriteToSql's window and pane columns read.
 	// weir's Combine (no language) keeps them as columns too (docs/ARCHITECTURE.md, "Contracts").
-	groups, groupNodes, err := l.strList(t.config.get("group_by"), "group_by")
+	groups, groupNodes, err := l.strList(t.config.Get("group_by"), "group_by")
 	if err != nil {
 		return nil, err
 	}
@@ -636,8 +637,8 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	agg.keysFromEncoding = scalarFields(keyFields)
 	outFields = append(outFields, keyFields...)
-	cn := t.config.get("combine")
-	if cn == nil || cn.kind != kMap || len(cn.keys) == 0 {
+	cn := t.config.Get("combine")
+	if cn == nil || cn.Kind != yamlnode.Map || len(cn.Keys) == 0 {
 		at := cn
 		if at == nil {
 			at = t.typNode
@@ -645,8 +646,8 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(at, "Combine needs config.combine (out: {value: field, fn: sum|count|min|max|mean|latest|all|any|group|concat}, or field: fn)")
 	}
 	var stored []graph.Field
-	for i, k := range cn.keys {
-		out, v := k.text, cn.vals[i]
+	for i, k := range cn.Keys {
+		out, v := k.Text, cn.Vals[i]
 		if seen[out] {
 			return nil, l.errf(k, "combine output %q clashes with a group_by field or a reserved name (window_start, window_end, pane)", out)
 		}
@@ -674,7 +675,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		var vt row.Type
 		// Beam's count counts elements, whatever their value.
-		countRows := fn == fnCount && (beamShape || (v.kind == kString && in.schema.Index(value) < 0))
+		countRows := fn == fnCount && (beamShape || (v.Kind == yamlnode.String && in.schema.Index(value) < 0))
 		if value != "" && !countRows {
 			op.src = in.schema.Index(value)
 			if op.src < 0 {
@@ -779,7 +780,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // combineConfigWithRenames is t's recorded config with the outputs renamed
 // in place, as {"renamed_outputs": {NEW: OLD}}.
 func combineConfigWithRenames(t *transformSpec, renamed map[string]string) any {
-	cfg, _ := t.config.plain().(map[string]any)
+	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
 	}

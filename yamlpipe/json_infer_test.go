@@ -1,11 +1,12 @@
 package yamlpipe
 
 import (
-	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 )
 
 // ReadFromJson without a schema infers one from the file, as Beam's

@@ -1,10 +1,9 @@
 package yamlpipe
 
 import (
-	"github.com/weir-dev/weir/yamlpipe/nexmarkrow"
-
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/nexmark"
+	"github.com/weir-dev/weir/yamlpipe/nexmarkrow"
 )
 
 // ---- Nexmark ----
@@ -29,7 +28,7 @@ func buildNexmark(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		"hotBiddersRatio": &cfg.HotBiddersRatio, "numInFlightAuctions": &cfg.NumInFlightAuctions, "numActivePeople": &cfg.NumActivePeople,
 	}
 	for _, key := range nexmarkKeys {
-		n := c.get(key)
+		n := c.Get(key)
 		if n == nil {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam YAML's ValidateWithSchema: every element is checked against a JSON
@@ -34,15 +35,15 @@ func (noLoader) Load(url string) (any, error) {
 
 func buildValidateWithSchema(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
-	sn := t.config.get("schema")
-	if sn == nil || sn.kind != kMap {
+	sn := t.config.Get("schema")
+	if sn == nil || sn.Kind != yamlnode.Map {
 		at := sn
 		if at == nil {
 			at = t.typNode
 		}
 		return nil, l.errf(at, "ValidateWithSchema needs config.schema, a JSON Schema mapping ({type: object, properties: {...}, required: [...]})")
 	}
-	doc, err := jsonValue(sn.plain())
+	doc, err := jsonValue(sn.Plain())
 	if err != nil {
 		return nil, l.wrapf(sn, err, "schema")
 	}
