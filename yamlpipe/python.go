@@ -23,7 +23,7 @@ func (l *loader) isPython(t *transformSpec) bool {
 func pyMeta() []python.Meta {
 	out := make([]python.Meta, len(metaVars))
 	for i, w := range metaVars {
-		out[i] = python.Meta{Name: metaVarName(w), Type: w.typ(), Value: w.value}
+		out[i] = python.Meta{Name: metaVarName(w), Type: w.Type(), Value: w.Value}
 	}
 	return out
 }

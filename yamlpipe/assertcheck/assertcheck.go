@@ -229,4 +229,3 @@ func appendFloat(dst []byte, f float64) []byte {
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
-
