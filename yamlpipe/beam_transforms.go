@@ -3,7 +3,6 @@ package yamlpipe
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -11,12 +10,12 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/files"
-	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
-	"github.com/weir-dev/weir/yamlpipe/pyrepr"
+	"github.com/weir-dev/weir/yamlpipe/logfortesting"
 	"github.com/weir-dev/weir/yamlpipe/python"
+	"github.com/weir-dev/weir/yamlpipe/wininfo"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -177,42 +176,13 @@ func (f *assignTimestampsFn) Process(pc *contract.ProcessContext, e contract.Ele
 	if err != nil {
 		return err
 	}
-	ts, err := beamTimestamp(x)
+	ts, err := wininfo.EventTime(x)
 	if err != nil {
 		return &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: "timestamp: " + err.Error()}
 	}
 	e.Value, e.Time = in, ts
 	pc.Emit(0, e)
 	return nil
-}
-
-// beamTimestamp converts a value to an event time as Beam's Timestamp does:
-// numbers are seconds since the epoch; strings are RFC 3339.
-func beamTimestamp(x any) (mtime.Time, error) {
-	switch y := x.(type) {
-	case mtime.Time:
-		return y, nil
-	case int64:
-		if y > int64(mtime.MaxTimestamp)/1000 || y < int64(mtime.MinTimestamp)/1000 {
-			return 0, fmt.Errorf("%d seconds is out of range", y)
-		}
-		return mtime.Time(y * 1000), nil
-	case float64:
-		ms := math.Round(y * 1000)
-		if math.IsNaN(ms) || ms > float64(mtime.MaxTimestamp) || ms < float64(mtime.MinTimestamp) {
-			return 0, fmt.Errorf("%v seconds is out of range", y)
-		}
-		return mtime.Time(ms), nil
-	case string:
-		ts, err := mtime.Parse(y)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z): %w", y, err)
-		}
-		return ts, nil
-	case nil:
-		return 0, fmt.Errorf("the value is null")
-	}
-	return 0, fmt.Errorf("a %s is not a timestamp (want seconds since the epoch, RFC 3339 or a timestamp)", row.GoTypeName(x))
 }
 
 func buildAssignTimestamps(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
@@ -469,49 +439,10 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 
 // ---- LogForTesting ----
 
-// logLines writes LogForTesting's lines to one writer; the mutex keeps
-// lines from several workers whole.
-type logLines struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (o *logLines) write(line []byte) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, err := o.w.Write(line); err != nil {
-		return fmt.Errorf("LogForTesting: writing: %w", err)
-	}
-	return nil
-}
-
-// logForTestingFn is LogForTesting's DoFn: it prints each element and
-// passes it on.
-type logForTestingFn struct {
-	prefix string
-	out    *logLines
-	buf    []byte
-}
-
-// Clone gives each worker its own line buffer.
-func (f *logForTestingFn) Clone() any { return &logForTestingFn{prefix: f.prefix, out: f.out} }
-
-// Process implements contract.DoFn.
-func (f *logForTestingFn) Process(pc *contract.ProcessContext, e contract.Element) error {
-	f.buf = append(f.buf[:0], f.prefix...)
-	f.buf = pyrepr.AppendJSON(f.buf, e.Value)
-	f.buf = append(f.buf, '\n')
-	if err := f.out.write(f.buf); err != nil {
-		return err
-	}
-	pc.Emit(0, e)
-	return nil
-}
-
 // logOutput is where LogForTesting prints: Options.LogOutput, else the
 // process's standard output for an in-process run. A job's lines are
 // dropped until the job service routes them to the job's events.
-func (l *loader) logOutput() *logLines {
+func (l *loader) logOutput() *logfortesting.Lines {
 	if l.log == nil {
 		w := l.opts.LogOutput
 		if w == nil {
@@ -520,7 +451,7 @@ func (l *loader) logOutput() *logLines {
 				w = io.Discard
 			}
 		}
-		l.log = &logLines{w: w}
+		l.log = logfortesting.NewLines(w)
 	}
 	return l.log
 }
@@ -542,7 +473,7 @@ func buildLogForTesting(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if err != nil {
 		return nil, err
 	}
-	fn := &logForTestingFn{prefix: prefix, out: l.logOutput()}
+	fn := logfortesting.NewFn(prefix, l.logOutput())
 	res := parDo(l.root, t.name, in, fn, stepOpts(t, weir.WithCoder(in.schema.Coder()))...)
 	return rowsColl(in.schema, res), nil
 }

@@ -1,7 +1,8 @@
 package yamlpipe
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/weir-dev/weir/graph"
@@ -138,7 +139,7 @@ func (l *loader) expandComposite(n *yamlnode.Node, prefix string, outer func(*in
 				return nil
 			}
 		}
-		return l.errf(r.n, "unknown input %q in %s (its transforms: %s; its inputs: %s)", r.text, full, strings.Join(sortedKeys(local), ", "), strings.Join(sortedKeysRef(inputs), ", "))
+		return l.errf(r.n, "unknown input %q in %s (its transforms: %s; its inputs: %s)", r.text, full, strings.Join(slices.Sorted(maps.Keys(local)), ", "), strings.Join(slices.Sorted(maps.Keys(inputs)), ", "))
 	}
 	var own []*transformSpec // the transforms of this scope (not nested ones)
 	var all []*transformSpec
@@ -248,24 +249,6 @@ func (l *loader) checkCompositeNames() error {
 		seen[c.name] = true
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeysRef(m map[string]inputRef) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // unalias resolves a reference to a composite (or one of its named

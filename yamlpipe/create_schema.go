@@ -7,6 +7,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/schemacheck"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -18,7 +19,7 @@ import (
 
 // reasonSchemaMismatch is the reject reason of an element that does not
 // match Create's output_schema.
-const reasonSchemaMismatch = "schema_mismatch"
+const reasonSchemaMismatch = schemacheck.Reason
 
 // outputSchema is the part of a JSON Schema weir checks: the JSON type of
 // each property.

@@ -34,6 +34,7 @@ import (
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/logfortesting"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -250,7 +251,7 @@ type loader struct {
 	// horizon is set once the graph is known (setRewindHorizon).
 	pubsubSources []*pubsub.Source
 	// log is where the LogForTesting steps print (see logOutput).
-	log *logLines
+	log *logfortesting.Lines
 	// alias maps a nested composite's name (and Name.output) to the
 	// transform producing its output (see expandComposite).
 	alias map[string]string

@@ -3,7 +3,8 @@
 // Beam's names (Info), their row types and values, and ExtractFn, the DoFn
 // of Beam's ExtractWindowingInfo, which appends them to each row. The
 // expression languages read window_start, window_end and pane through it
-// too. Package yamlpipe reads ExtractWindowingInfo's config.
+// too; EventTime reads an event time from a value as Beam's Timestamp
+// does (AssignTimestamps). Package yamlpipe reads the transforms' config.
 //
 // It may import mtime, row, runner/contract and the standard library.
 package wininfo

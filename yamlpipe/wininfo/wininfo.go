@@ -2,6 +2,7 @@ package wininfo
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/weir-dev/weir/mtime"
@@ -120,6 +121,35 @@ func (f *ExtractFn) Process(pc *contract.ProcessContext, e contract.Element) err
 	e.Value = &row.Row{Schema: f.Out, Values: vals}
 	pc.Emit(0, e)
 	return nil
+}
+
+// EventTime converts a value to an event time as Beam's Timestamp does:
+// numbers are seconds since the epoch; strings are RFC 3339.
+func EventTime(x any) (mtime.Time, error) {
+	switch y := x.(type) {
+	case mtime.Time:
+		return y, nil
+	case int64:
+		if y > int64(mtime.MaxTimestamp)/1000 || y < int64(mtime.MinTimestamp)/1000 {
+			return 0, fmt.Errorf("%d seconds is out of range", y)
+		}
+		return mtime.Time(y * 1000), nil
+	case float64:
+		ms := math.Round(y * 1000)
+		if math.IsNaN(ms) || ms > float64(mtime.MaxTimestamp) || ms < float64(mtime.MinTimestamp) {
+			return 0, fmt.Errorf("%v seconds is out of range", y)
+		}
+		return mtime.Time(ms), nil
+	case string:
+		ts, err := mtime.Parse(y)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z): %w", y, err)
+		}
+		return ts, nil
+	case nil:
+		return 0, fmt.Errorf("the value is null")
+	}
+	return 0, fmt.Errorf("a %s is not a timestamp (want seconds since the epoch, RFC 3339 or a timestamp)", row.GoTypeName(x))
 }
 
 // notARow is the error of an element that is no row.
