@@ -6,17 +6,22 @@
 //
 // Expressions are compiled and evaluated by yamlpipe/celexpr (CEL) and
 // yamlpipe/python (language: python); templates are rendered by
-// yamlpipe/jinja.
+// yamlpipe/jinja. The text is checked by yamlpipe/yamlscan and parsed into
+// yamlpipe/yamlnode's positioned tree; transforms' run times live in
+// yamlpipe/join, textio, nexmarkrow, schemacheck, logfortesting, wininfo
+// and assertcheck, schema inference in yamlpipe/schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, manifest (the input manifests file
-// sources read), io/jdbc, io/pubsub, io/sqlsink, nexmark (the
-// Nexmark source), yamlpipe/celexpr,
-// yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
-// github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
-// executor (package runner) only through the SDK's Run. Nothing but front
-// ends (the CLI, the job service) imports it, and it must not import
-// service, api, server or cmd/weir.
+// sources read), io/jdbc, io/pubsub, io/sqlsink, nexmark (the Nexmark
+// source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
+// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/textio,
+// yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
+// yamlpipe/logfortesting, yamlpipe/wininfo, yamlpipe/assertcheck,
+// cel.dev/cel-go, github.com/goccy/go-yaml and the standard library; it
+// reaches the executor (package runner) only through the SDK's Run.
+// Nothing but front ends (the CLI, the job service) imports it, and it
+// must not import service, api, server or cmd/weir.
 package yamlpipe
 
 import (
