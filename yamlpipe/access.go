@@ -11,6 +11,7 @@ import (
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/jinja"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // This file holds what a server lets a submitted pipeline touch (Access)
@@ -84,9 +85,9 @@ var remoteURL = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*://`)
 
 // checkPath checks a file path (a glob for sources) against the roots; a
 // remote URL (Beam's gs:// paths) is refused with what to do.
-func (l *loader) checkPath(t *transformSpec, n *node, p string, pattern bool) error {
-	if n != nil && n.kind == kString {
-		if m := remoteURL.FindString(n.text); m != "" {
+func (l *loader) checkPath(t *transformSpec, n *yamlnode.Node, p string, pattern bool) error {
+	if n != nil && n.Kind == yamlnode.String {
+		if m := remoteURL.FindString(n.Text); m != "" {
 			return l.errf(n, "%s paths are not supported: weir reads and writes local files (copy the data and give its local path)", m)
 		}
 	}
@@ -121,10 +122,10 @@ func (l *loader) fileMode(t *transformSpec) (fs.FileMode, error) {
 // 64KiB, 128MiB, 1GiB, 100MB) and roll_interval (a duration).
 func (l *loader) rolling(t *transformSpec) (files.Rolling, error) {
 	var r files.Rolling
-	if n := t.config.get("roll_size"); n != nil {
-		size, err := parseByteSize(n.text)
-		if n.kind != kString && n.kind != kInt || err != nil || size <= 0 {
-			return r, l.errf(n, "roll_size %q: want a positive size in bytes, or with a unit as 64KiB, 128MiB, 1GiB or 100MB", n.text)
+	if n := t.config.Get("roll_size"); n != nil {
+		size, err := parseByteSize(n.Text)
+		if n.Kind != yamlnode.String && n.Kind != yamlnode.Int || err != nil || size <= 0 {
+			return r, l.errf(n, "roll_size %q: want a positive size in bytes, or with a unit as 64KiB, 128MiB, 1GiB or 100MB", n.Text)
 		}
 		r.Size = size
 	}
@@ -134,7 +135,7 @@ func (l *loader) rolling(t *transformSpec) (files.Rolling, error) {
 	}
 	if set {
 		if d <= 0 {
-			return r, l.errf(t.config.get("roll_interval"), "roll_interval must be a positive duration such as 15m")
+			return r, l.errf(t.config.Get("roll_interval"), "roll_interval must be a positive duration such as 15m")
 		}
 		r.Interval = d
 	}
@@ -166,7 +167,7 @@ func parseByteSize(s string) (int64, error) {
 // fileSink builds the sink of WriteToJson/WriteToCsv for input in: in a
 // job whose input is unbounded, part files per checkpoint epoch (the path
 // checked against the outputs already there); otherwise one file.
-func (l *loader) fileSink(t *transformSpec, pn *node, in *coll, cfg files.SinkConfig) (contract.Sink, error) {
+func (l *loader) fileSink(t *transformSpec, pn *yamlnode.Node, in *coll, cfg files.SinkConfig) (contract.Sink, error) {
 	mode, err := l.fileMode(t)
 	if err != nil {
 		return nil, err
@@ -209,7 +210,7 @@ func (l *loader) bounded(c *coll) bool {
 
 // sqliteDSN resolves a SQLite DSN (a path or a file: URI) against the base
 // directory and checks its file against the roots.
-func (l *loader) sqliteDSN(t *transformSpec, n *node, dsn string) (string, error) {
+func (l *loader) sqliteDSN(t *transformSpec, n *yamlnode.Node, dsn string) (string, error) {
 	p, resolved, memory, err := sqlsink.SQLitePath(dsn, l.opts.BaseDir)
 	if err != nil {
 		return "", l.wrapf(n, err, "WriteToSql dsn")
@@ -229,7 +230,7 @@ func (l *loader) sqliteDSN(t *transformSpec, n *node, dsn string) (string, error
 // roots, a submitted pipeline may not name a servicefile (its entries
 // could name any file), and its hosts must be allowed. It returns the
 // DSN with those files made absolute.
-func (l *loader) postgresDSN(n *node, dsn string) (string, error) {
+func (l *loader) postgresDSN(n *yamlnode.Node, dsn string) (string, error) {
 	files, resolved, err := sqlsink.PostgresFiles(dsn, l.opts.BaseDir)
 	if err != nil {
 		return "", l.wrapf(n, err, "WriteToSql dsn")

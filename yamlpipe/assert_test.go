@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/yamlpipe/assertcheck"
 )
 
 // AssertEqual passes when its input is exactly config.elements as a
@@ -85,8 +86,8 @@ func TestAssertEqual(t *testing.T) {
 				return
 			}
 			var se *runner.StepError
-			if !errors.As(err, &se) || se.Reason != reasonAssertEqual {
-				t.Fatalf("run error %v, want a StepError with reason %s", err, reasonAssertEqual)
+			if !errors.As(err, &se) || se.Reason != assertcheck.Reason {
+				t.Fatalf("run error %v, want a StepError with reason %s", err, assertcheck.Reason)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 )
 
 // pyJSON renders a Go string literal as Beam's LogForTesting prints it:
 // JSON with non-ASCII characters escaped.
-func pyJSON(s string) string { return string(appendPyString(nil, s)) }
+func pyJSON(s string) string { return string(pyrepr.AppendString(nil, s)) }
 
 // Beam's published examples (testdata/beam, see its README) load unchanged
 // and print the rows Beam's documentation gives: each file's `# Expected:`
@@ -172,7 +173,7 @@ func (p *pyLit) value(dst []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return appendPyString(dst, s), nil
+		return pyrepr.AppendString(dst, s), nil
 	}
 	tok := p.word()
 	switch tok {
@@ -215,7 +216,7 @@ func (p *pyLit) fields(dst []byte, end, sep byte) ([]byte, error) {
 		if err := p.expect(sep); err != nil {
 			return nil, err
 		}
-		dst = append(appendPyString(dst, name), ": "...)
+		dst = append(pyrepr.AppendString(dst, name), ": "...)
 		var err error
 		if dst, err = p.value(dst); err != nil {
 			return nil, err

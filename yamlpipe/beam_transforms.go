@@ -3,22 +3,20 @@ package yamlpipe
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/files"
-	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/logfortesting"
 	"github.com/weir-dev/weir/yamlpipe/python"
+	"github.com/weir-dev/weir/yamlpipe/wininfo"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam YAML's elementwise transforms, as Beam's transform catalog defines
@@ -34,14 +32,14 @@ type valueFn struct {
 	prg  *celexpr.Program
 	py   *python.Program // language: python
 	typ  row.Type
-	expr *node // while resolving: the expression to compile
+	expr *yamlnode.Node // while resolving: the expression to compile
 }
 
 // exprLanguage reads a Beam language key: cel and generic expressions are
 // CEL; python is weir's Starlark dialect; with javascript only field names
 // are accepted.
 func (l *loader) exprLanguage(t *transformSpec) (string, error) {
-	ln := t.config.get("language")
+	ln := t.config.Get("language")
 	if ln == nil {
 		return "", nil
 	}
@@ -59,7 +57,7 @@ func (l *loader) exprLanguage(t *transformSpec) (string, error) {
 // fieldOrExpr compiles n, Beam's `field`, `expression` or {expression: ...}:
 // a bare input field is read directly; anything else is a CEL expression,
 // compiled in the returned scope with the step's side inputs.
-func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (valueFn, *celexpr.Scope, []weir.StepOption, error) {
+func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *yamlnode.Node, what string) (valueFn, *celexpr.Scope, []weir.StepOption, error) {
 	v, err := l.fieldOrExprValue(t, in, n, what)
 	if err != nil || v.src >= 0 || v.py != nil {
 		return v, nil, nil, err
@@ -77,38 +75,38 @@ func (l *loader) fieldOrExpr(t *transformSpec, in *coll, n *node, what string) (
 
 // fieldOrExprValue resolves n to an input field (src >= 0) or to the node
 // of a CEL expression (expr).
-func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *node, what string) (valueFn, error) {
+func (l *loader) fieldOrExprValue(t *transformSpec, in *coll, n *yamlnode.Node, what string) (valueFn, error) {
 	lang, err := l.exprLanguage(t)
 	if err != nil {
 		return valueFn{}, err
 	}
-	if lang == "python" && (n.kind != kString || in.schema.Index(n.text) < 0) {
+	if lang == "python" && (n.Kind != yamlnode.String || in.schema.Index(n.Text) < 0) {
 		py, err := l.compilePython(in, n, what)
 		if err != nil {
 			return valueFn{}, err
 		}
 		return valueFn{src: -1, py: py, typ: py.Type}, nil
 	}
-	if n.kind == kMap {
-		if c := n.get("callable"); c != nil {
+	if n.Kind == yamlnode.Map {
+		if c := n.Get("callable"); c != nil {
 			return valueFn{}, l.errf(c, "%s: callable needs language: python (weir's Starlark dialect); or write the expression in CEL", what)
 		}
 		if err := l.checkKeys(n, what, "expression"); err != nil {
 			return valueFn{}, err
 		}
-		e := n.get("expression")
+		e := n.Get("expression")
 		if e == nil {
 			return valueFn{}, l.errf(n, "%s needs an expression", what)
 		}
 		n = e
 	}
-	if n.kind == kString {
-		if i := in.schema.Index(n.text); i >= 0 {
+	if n.Kind == yamlnode.String {
+		if i := in.schema.Index(n.Text); i >= 0 {
 			return valueFn{src: i, typ: in.schema.Fields[i].Type}, nil
 		}
 	}
 	if lang == "javascript" {
-		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); javascript expressions are not supported: use CEL (language: generic) or python", what, n.text, in.schema)
+		return valueFn{}, l.errf(n, "%s: %q is not a field of the input (%s); javascript expressions are not supported: use CEL (language: generic) or python", what, n.Text, in.schema)
 	}
 	return valueFn{src: -1, expr: n}, nil
 }
@@ -178,7 +176,7 @@ func (f *assignTimestampsFn) Process(pc *contract.ProcessContext, e contract.Ele
 	if err != nil {
 		return err
 	}
-	ts, err := beamTimestamp(x)
+	ts, err := wininfo.EventTime(x)
 	if err != nil {
 		return &contract.ElementError{Reason: files.ReasonBadTimestamp, Message: "timestamp: " + err.Error()}
 	}
@@ -187,38 +185,9 @@ func (f *assignTimestampsFn) Process(pc *contract.ProcessContext, e contract.Ele
 	return nil
 }
 
-// beamTimestamp converts a value to an event time as Beam's Timestamp does:
-// numbers are seconds since the epoch; strings are RFC 3339.
-func beamTimestamp(x any) (mtime.Time, error) {
-	switch y := x.(type) {
-	case mtime.Time:
-		return y, nil
-	case int64:
-		if y > int64(mtime.MaxTimestamp)/1000 || y < int64(mtime.MinTimestamp)/1000 {
-			return 0, fmt.Errorf("%d seconds is out of range", y)
-		}
-		return mtime.Time(y * 1000), nil
-	case float64:
-		ms := math.Round(y * 1000)
-		if math.IsNaN(ms) || ms > float64(mtime.MaxTimestamp) || ms < float64(mtime.MinTimestamp) {
-			return 0, fmt.Errorf("%v seconds is out of range", y)
-		}
-		return mtime.Time(ms), nil
-	case string:
-		ts, err := mtime.Parse(y)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z): %w", y, err)
-		}
-		return ts, nil
-	case nil:
-		return 0, fmt.Errorf("the value is null")
-	}
-	return 0, fmt.Errorf("a %s is not a timestamp (want seconds since the epoch, RFC 3339 or a timestamp)", row.GoTypeName(x))
-}
-
 func buildAssignTimestamps(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
-	tn := t.config.get("timestamp")
+	tn := t.config.Get("timestamp")
 	if tn == nil {
 		return nil, l.errf(t.typNode, "AssignTimestamps needs config.timestamp (a field or a CEL expression)")
 	}
@@ -305,7 +274,7 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "Explode reads rows, not an error output")
 	}
-	names, nodes, err := l.strList(t.config.get("fields"), "fields")
+	names, nodes, err := l.strList(t.config.Get("fields"), "fields")
 	if err != nil {
 		return nil, err
 	}
@@ -313,13 +282,13 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(t.typNode, "Explode needs config.fields (a field or a list of fields of list type)")
 	}
 	cross := true
-	cn := t.config.get("cross_product")
-	if cn != nil && cn.kind != kNull {
+	cn := t.config.Get("cross_product")
+	if cn != nil && cn.Kind != yamlnode.Null {
 		if cross, err = l.boolean(cn, "cross_product"); err != nil {
 			return nil, err
 		}
 	} else if len(names) > 1 {
-		return nil, l.errf(t.config.keyNode("fields"), "cross_product must be specified true or false when exploding several fields")
+		return nil, l.errf(t.config.KeyNode("fields"), "cross_product must be specified true or false when exploding several fields")
 	}
 	fields := slices.Clone(in.schema.Fields)
 	f := &explodeFn{cross: cross}
@@ -358,15 +327,15 @@ func buildExplode(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // unknown_output), read from its config as written.
 func partitionOutputs(t *transformSpec) []string {
 	var out []string
-	if on := t.config.get("outputs"); on != nil && on.kind == kSeq {
-		for _, o := range on.seq {
-			if o.kind == kString && !slices.Contains(out, o.text) {
-				out = append(out, o.text)
+	if on := t.config.Get("outputs"); on != nil && on.Kind == yamlnode.Seq {
+		for _, o := range on.Seq {
+			if o.Kind == yamlnode.String && !slices.Contains(out, o.Text) {
+				out = append(out, o.Text)
 			}
 		}
 	}
-	if un := t.config.get("unknown_output"); un != nil && un.kind == kString && !slices.Contains(out, un.text) {
-		out = append(out, un.text)
+	if un := t.config.Get("unknown_output"); un != nil && un.Kind == yamlnode.String && !slices.Contains(out, un.Text) {
+		out = append(out, un.Text)
 	}
 	return out
 }
@@ -389,7 +358,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "Partition reads rows, not an error output")
 	}
-	outputs, outNodes, err := l.strList(t.config.get("outputs"), "outputs")
+	outputs, outNodes, err := l.strList(t.config.Get("outputs"), "outputs")
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +380,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if unknown != "" && (unknown == t.errOut || strings.ContainsAny(unknown, "./ ")) {
 		return nil, l.errf(un, "unknown_output %q is not allowed (it must differ from the error output and use letters, digits, _ and -)", unknown)
 	}
-	bn := t.config.get("by")
+	bn := t.config.Get("by")
 	if bn == nil {
 		return nil, l.errf(t.typNode, "Partition needs config.by (a field or a CEL expression naming the output)")
 	}
@@ -420,7 +389,7 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, err
 	}
 	if k := v.typ.Kind; k != row.KindString && k != row.KindAny {
-		return nil, l.errf(bn, "Partition function %q must return a string, not %s", bn.text, v.typ)
+		return nil, l.errf(bn, "Partition function %q must return a string, not %s", bn.Text, v.typ)
 	}
 	_ = sides // Partition's keys have no side_inputs
 	tags := partitionOutputs(t)
@@ -470,49 +439,10 @@ func buildPartition(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 
 // ---- LogForTesting ----
 
-// logLines writes LogForTesting's lines to one writer; the mutex keeps
-// lines from several workers whole.
-type logLines struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (o *logLines) write(line []byte) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, err := o.w.Write(line); err != nil {
-		return fmt.Errorf("LogForTesting: writing: %w", err)
-	}
-	return nil
-}
-
-// logForTestingFn is LogForTesting's DoFn: it prints each element and
-// passes it on.
-type logForTestingFn struct {
-	prefix string
-	out    *logLines
-	buf    []byte
-}
-
-// Clone gives each worker its own line buffer.
-func (f *logForTestingFn) Clone() any { return &logForTestingFn{prefix: f.prefix, out: f.out} }
-
-// Process implements contract.DoFn.
-func (f *logForTestingFn) Process(pc *contract.ProcessContext, e contract.Element) error {
-	f.buf = append(f.buf[:0], f.prefix...)
-	f.buf = appendPyJSON(f.buf, e.Value)
-	f.buf = append(f.buf, '\n')
-	if err := f.out.write(f.buf); err != nil {
-		return err
-	}
-	pc.Emit(0, e)
-	return nil
-}
-
 // logOutput is where LogForTesting prints: Options.LogOutput, else the
 // process's standard output for an in-process run. A job's lines are
 // dropped until the job service routes them to the job's events.
-func (l *loader) logOutput() *logLines {
+func (l *loader) logOutput() *logfortesting.Lines {
 	if l.log == nil {
 		w := l.opts.LogOutput
 		if w == nil {
@@ -521,14 +451,14 @@ func (l *loader) logOutput() *logLines {
 				w = io.Discard
 			}
 		}
-		l.log = &logLines{w: w}
+		l.log = logfortesting.NewLines(w)
 	}
 	return l.log
 }
 
 func buildLogForTesting(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
-	if ln := t.config.get("level"); ln != nil {
+	if ln := t.config.Get("level"); ln != nil {
 		level, err := l.str(ln, "level")
 		if err != nil {
 			return nil, err
@@ -543,145 +473,7 @@ func buildLogForTesting(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if err != nil {
 		return nil, err
 	}
-	fn := &logForTestingFn{prefix: prefix, out: l.logOutput()}
+	fn := logfortesting.NewFn(prefix, l.logOutput())
 	res := parDo(l.root, t.name, in, fn, stepOpts(t, weir.WithCoder(in.schema.Coder()))...)
 	return rowsColl(in.schema, res), nil
-}
-
-// appendPyJSON appends v as Python's json.dumps prints it, the way Beam's
-// LogForTesting logs elements: ", " and ": " separators, non-ASCII as \u
-// escapes, floats always with a decimal point or an exponent (1.0, 1e-05),
-// NaN and Infinity; rows are objects, timestamps RFC 3339 strings.
-func appendPyJSON(dst []byte, v any) []byte {
-	switch x := v.(type) {
-	case nil:
-		return append(dst, "null"...)
-	case bool:
-		if x {
-			return append(dst, "true"...)
-		}
-		return append(dst, "false"...)
-	case int64:
-		return strconv.AppendInt(dst, x, 10)
-	case float64:
-		return appendPyFloat(dst, x)
-	case string:
-		return appendPyString(dst, x)
-	case mtime.Time:
-		return appendPyString(dst, x.Format())
-	case *rowT:
-		dst = append(dst, '{')
-		for i, f := range x.Schema.Fields {
-			if i > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = appendPyString(dst, f.Name)
-			dst = append(dst, ": "...)
-			var fv any
-			if i < len(x.Values) {
-				fv = x.Values[i]
-			}
-			dst = appendPyJSON(dst, fv)
-		}
-		return append(dst, '}')
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = appendPyJSON(dst, e)
-		}
-		return append(dst, ']')
-	case contract.Reject:
-		return appendPyJSON(dst, row.FromReject(x))
-	case map[string]any:
-		// A dict (of a field of type any): keys sorted, as a Go map has no order.
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ", "...)
-			}
-			dst = append(appendPyString(dst, k), ": "...)
-			dst = appendPyJSON(dst, x[k])
-		}
-		return append(dst, '}')
-	}
-	if r, ok := row.AsRow(v); ok {
-		return appendPyJSON(dst, r)
-	}
-	// Anything else (maps of any fields): encoded as weir's JSON.
-	return row.AppendJSONValue(dst, v)
-}
-
-// appendPyFloat formats f as Python's repr does.
-func appendPyFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, "NaN"...)
-	case math.IsInf(f, 1):
-		return append(dst, "Infinity"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-Infinity"...)
-	}
-	exp := 0
-	if f != 0 {
-		exp = int(math.Floor(math.Log10(math.Abs(f))))
-		// Log10 can be off by one at powers of ten: ask the shortest 'e' form.
-		e := strconv.FormatFloat(f, 'e', -1, 64)
-		if i := strings.IndexByte(e, 'e'); i >= 0 {
-			exp, _ = strconv.Atoi(e[i+1:])
-		}
-	}
-	if exp < -4 || exp >= 16 {
-		return strconv.AppendFloat(dst, f, 'e', -1, 64)
-	}
-	start := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
-	if !strings.ContainsRune(string(dst[start:]), '.') {
-		dst = append(dst, ".0"...)
-	}
-	return dst
-}
-
-// appendPyString appends s as a JSON string with Python's ensure_ascii.
-func appendPyString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	u4 := func(dst []byte, r rune) []byte {
-		return append(dst, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
-	}
-	dst = append(dst, '"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			dst = append(dst, '\\', '"')
-		case r == '\\':
-			dst = append(dst, '\\', '\\')
-		case r == '\n':
-			dst = append(dst, '\\', 'n')
-		case r == '\r':
-			dst = append(dst, '\\', 'r')
-		case r == '\t':
-			dst = append(dst, '\\', 't')
-		case r == '\b':
-			dst = append(dst, '\\', 'b')
-		case r == '\f':
-			dst = append(dst, '\\', 'f')
-		case r < 0x20 || (r >= 0x7f && r < utf8.RuneSelf):
-			dst = u4(dst, r)
-		case r < utf8.RuneSelf:
-			dst = append(dst, byte(r))
-		case r > 0xffff:
-			r1, r2 := utf16.EncodeRune(r)
-			dst = u4(u4(dst, r1), r2)
-		default:
-			dst = u4(dst, r)
-		}
-	}
-	return append(dst, '"')
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // benchExprs are the expressions the CEL and Python benchmarks evaluate,
@@ -38,7 +39,7 @@ func BenchmarkExprCELvsPython(b *testing.B) {
 			}
 			act := celexpr.NewActivation(sc)
 			rt := celexpr.RowType(typ)
-			py, err := l.compilePython(&coll{schema: schema}, &node{kind: kString, text: e.py, line: 1, col: 1}, e.name)
+			py, err := l.compilePython(&coll{schema: schema}, &yamlnode.Node{Kind: yamlnode.String, Text: e.py, Line: 1, Col: 1}, e.name)
 			if err != nil {
 				b.Fatal(err)
 			}

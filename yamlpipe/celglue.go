@@ -5,6 +5,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/wininfo"
 )
 
 // metaVars are the element metadata an expression reads by name when the
@@ -12,11 +13,11 @@ import (
 // ExtractWindowingInfo gives them. A Combine written for Beam (with
 // language) keeps its rows to the group_by fields and the aggregates, so
 // window_start, window_end and pane after it are these, not fields.
-var metaVars = []windowInfo{infoWindowStart, infoWindowEnd, infoPaneInfo}
+var metaVars = []wininfo.Info{wininfo.WindowStart, wininfo.WindowEnd, wininfo.PaneInfo}
 
 // metaVarName is the variable name of metadata w.
-func metaVarName(w windowInfo) string {
-	if w == infoPaneInfo {
+func metaVarName(w wininfo.Info) string {
+	if w == wininfo.PaneInfo {
 		return fieldPane
 	}
 	return string(w)
@@ -26,7 +27,7 @@ func metaVarName(w windowInfo) string {
 func celMeta() []celexpr.Meta {
 	out := make([]celexpr.Meta, len(metaVars))
 	for i, w := range metaVars {
-		out[i] = celexpr.Meta{Name: metaVarName(w), Type: w.typ(), Value: w.value}
+		out[i] = celexpr.Meta{Name: metaVarName(w), Type: w.Type(), Value: w.Value}
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
@@ -13,6 +12,7 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // combineFn names a combine function.
@@ -468,139 +468,6 @@ const (
 // accumulatorURN names the identity of Combine's stored accumulator.
 const accumulatorURN = "weir:yaml:combine_accumulator"
 
-// combineLanguage reads Combine's language (Beam's key). A Combine that
-// names a language is written for Beam: its rows have Beam's shape,
-// exactly the group_by fields and the aggregates, in every windowing.
-func (l *loader) combineLanguage(t *transformSpec) (lang string, beam bool, err error) {
-	ln := t.config.get("language")
-	if ln == nil {
-		return "", false, nil
-	}
-	if lang, err = l.str(ln, "language"); err != nil {
-		return "", false, err
-	}
-	switch lang {
-	case "generic", "python", "javascript", "cel":
-		return lang, true, nil
-	}
-	return "", false, l.errf(ln, "Combine language %q is not supported (want generic, python, javascript or cel: the built-in combine fns and TopCombineFn over input fields)", lang)
-}
-
-// combineFnOf resolves a combine fn name: weir's and Beam's built-in names,
-// Beam's TopCombineFn and the largest/smallest shorthands for it.
-func combineFnOf(name string) (fn combineFn, reverse, ok bool) {
-	switch name {
-	case topCombineFn, "TopCombineFn", "largest":
-		return fnTop, false, true
-	case "smallest":
-		return fnTop, true, true
-	}
-	fn = combineFn(strings.ToLower(name))
-	switch fn {
-	case fnSum, fnCount, fnMin, fnMax, fnMean, fnLatest, fnAll, fnAny, fnGroup, fnConcat:
-		return fn, false, true
-	}
-	return "", false, false
-}
-
-// combineFnNames lists the accepted fn names, for messages.
-const combineFnNames = "sum, count, min, max, mean, latest, all, any, group, concat, largest, smallest or " + topCombineFn
-
-// combineSpec is one output of config.combine as written.
-type combineSpec struct {
-	out                string
-	value              string // "" when not given
-	valueNode          *node
-	fnName             string
-	fnNode, configNode *node
-}
-
-// parseCombineSpec reads one output in any of Beam's forms: `out: fn`,
-// `out: {value: field, fn: fn}` and `out: {value: field, fn: {type: fn,
-// config: {...}}}`; without value, Beam reads the field named out.
-func (l *loader) parseCombineSpec(k, v *node) (combineSpec, error) {
-	cs := combineSpec{out: k.text}
-	switch v.kind {
-	case kString:
-		cs.fnName, cs.fnNode, cs.value, cs.valueNode = v.text, v, k.text, k
-		return cs, nil
-	case kMap:
-	default:
-		return cs, l.errf(v, "combine output %q must be a function name or {value, fn}, not %s", cs.out, v.kind)
-	}
-	if err := l.checkKeys(v, "a combine output", "value", "fn"); err != nil {
-		return cs, err
-	}
-	fn := v.get("fn")
-	if fn == nil {
-		return cs, l.errf(v, "combine output %s needs fn", cs.out)
-	}
-	switch fn.kind {
-	case kMap:
-		if err := l.checkKeys(fn, "a combine fn", "type", "config"); err != nil {
-			return cs, err
-		}
-		var err error
-		if cs.fnName, cs.fnNode, err = l.requireStr(fn, "type", "combine fn of "+cs.out); err != nil {
-			return cs, err
-		}
-		if cn := fn.get("config"); cn != nil && cn.kind != kNull {
-			if cn.kind != kMap {
-				return cs, l.errf(cn, "the config of a combine fn must be a mapping, not %s", cn.kind)
-			}
-			cs.configNode = cn
-		}
-	default:
-		var err error
-		if cs.fnName, err = l.str(fn, "fn"); err != nil {
-			return cs, err
-		}
-		cs.fnNode = fn
-	}
-	if vn := v.get("value"); vn != nil {
-		var err error
-		if cs.value, err = l.str(vn, "value"); err != nil {
-			return cs, err
-		}
-		cs.valueNode = vn
-	}
-	return cs, nil
-}
-
-// topConfig reads TopCombineFn's config: n (required) and reverse.
-func (l *loader) topConfig(op *combineOp, cs combineSpec) error {
-	cn := cs.configNode
-	if cn == nil {
-		return l.errf(cs.fnNode, "combine %q: %s needs config: {n: N} (and optionally reverse: true)", cs.out, cs.fnName)
-	}
-	if err := l.checkKeys(cn, "the config of "+cs.fnName, "n", "reverse", "key"); err != nil {
-		return err
-	}
-	if kn := cn.get("key"); kn != nil {
-		return l.errf(kn, "combine %q: TopCombineFn's key is a Python callable; weir orders the values themselves (drop key, or compute the value in MapToFields)", cs.out)
-	}
-	n, err := l.integer(cn.get("n"), "n")
-	if err != nil {
-		return err
-	}
-	if n < 1 || n > 1<<16 {
-		at := cn.get("n")
-		if at == nil {
-			at = cn
-		}
-		return l.errf(at, "combine %q: n must be between 1 and %d", cs.out, 1<<16)
-	}
-	op.n = int(n)
-	if rn := cn.get("reverse"); rn != nil {
-		rev, err := l.boolean(rn, "reverse")
-		if err != nil {
-			return err
-		}
-		op.reverse = op.reverse != rev
-	}
-	return nil
-}
-
 func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	in := ins[0]
 	lang, beamShape, err := l.combineLanguage(t)
@@ -612,7 +479,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	// of every element), which ExtractWindowingInfo, CEL's window_start,
 	// window_end and pane, and WriteToSql's window and pane columns read.
 	// weir's Combine (no language) keeps them as columns too (docs/ARCHITECTURE.md, "Contracts").
-	groups, groupNodes, err := l.strList(t.config.get("group_by"), "group_by")
+	groups, groupNodes, err := l.strList(t.config.Get("group_by"), "group_by")
 	if err != nil {
 		return nil, err
 	}
@@ -636,8 +503,8 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	agg.keysFromEncoding = scalarFields(keyFields)
 	outFields = append(outFields, keyFields...)
-	cn := t.config.get("combine")
-	if cn == nil || cn.kind != kMap || len(cn.keys) == 0 {
+	cn := t.config.Get("combine")
+	if cn == nil || cn.Kind != yamlnode.Map || len(cn.Keys) == 0 {
 		at := cn
 		if at == nil {
 			at = t.typNode
@@ -645,8 +512,8 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(at, "Combine needs config.combine (out: {value: field, fn: sum|count|min|max|mean|latest|all|any|group|concat}, or field: fn)")
 	}
 	var stored []graph.Field
-	for i, k := range cn.keys {
-		out, v := k.text, cn.vals[i]
+	for i, k := range cn.Keys {
+		out, v := k.Text, cn.Vals[i]
 		if seen[out] {
 			return nil, l.errf(k, "combine output %q clashes with a group_by field or a reserved name (window_start, window_end, pane)", out)
 		}
@@ -674,7 +541,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		var vt row.Type
 		// Beam's count counts elements, whatever their value.
-		countRows := fn == fnCount && (beamShape || (v.kind == kString && in.schema.Index(value) < 0))
+		countRows := fn == fnCount && (beamShape || (v.Kind == yamlnode.String && in.schema.Index(value) < 0))
 		if value != "" && !countRows {
 			op.src = in.schema.Index(value)
 			if op.src < 0 {
@@ -779,7 +646,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // combineConfigWithRenames is t's recorded config with the outputs renamed
 // in place, as {"renamed_outputs": {NEW: OLD}}.
 func combineConfigWithRenames(t *transformSpec, renamed map[string]string) any {
-	cfg, _ := t.config.plain().(map[string]any)
+	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
 	}

@@ -1,10 +1,12 @@
 package yamlpipe
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Nested composite and chain transforms, as Beam YAML writes them:
@@ -20,23 +22,23 @@ import (
 // references to Clean (or Clean.name) resolve to its output.
 
 // isComposite reports whether n is a composite or chain transform.
-func isComposite(n *node) bool {
-	if n.kind != kMap {
+func isComposite(n *yamlnode.Node) bool {
+	if n.Kind != yamlnode.Map {
 		return false
 	}
-	t := n.get("type")
-	return t != nil && t.kind == kString && (t.text == "composite" || t.text == "chain")
+	t := n.Get("type")
+	return t != nil && t.Kind == yamlnode.String && (t.Text == "composite" || t.Text == "chain")
 }
 
 // expandComposite parses the composite n, nested under prefix ("" at the
 // top level), into its transforms, recording its outputs in l.alias.
 // outer resolves the composite's inputs in the enclosing composite (nil at
 // the top level).
-func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) error) (specs []*transformSpec, err error) {
+func (l *loader) expandComposite(n *yamlnode.Node, prefix string, outer func(*inputRef) error) (specs []*transformSpec, err error) {
 	if err := l.checkKeys(n, "a composite transform", "type", "name", "input", "transforms", "output", "resource_hints"); err != nil {
 		return nil, err
 	}
-	hints, err := l.readHints(n.get("resource_hints"))
+	hints, err := l.readHints(n.Get("resource_hints"))
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +49,10 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 			}
 		}()
 	}
-	typ := n.get("type").text
+	typ := n.Get("type").Text
 	chain := typ == "chain"
 	name := typ
-	if nn := n.get("name"); nn != nil {
+	if nn := n.Get("name"); nn != nil {
 		var err error
 		if name, err = l.str(nn, "transform name"); err != nil {
 			return nil, err
@@ -71,15 +73,15 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 	}
 	// The composite's inputs, by the names its transforms read them by.
 	inputs := map[string]inputRef{}
-	if in := n.get("input"); in != nil {
-		switch in.kind {
-		case kMap:
-			for i, k := range in.keys {
-				s, err := l.str(in.vals[i], "input")
+	if in := n.Get("input"); in != nil {
+		switch in.Kind {
+		case yamlnode.Map:
+			for i, k := range in.Keys {
+				s, err := l.str(in.Vals[i], "input")
 				if err != nil {
 					return nil, err
 				}
-				inputs[k.text] = inputRef{text: s, n: in.vals[i]}
+				inputs[k.Text] = inputRef{text: s, n: in.Vals[i]}
 			}
 		default:
 			s, err := l.str(in, "input")
@@ -97,8 +99,8 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 			inputs[k] = in
 		}
 	}
-	tn := n.get("transforms")
-	if tn == nil || tn.kind != kSeq || len(tn.seq) == 0 {
+	tn := n.Get("transforms")
+	if tn == nil || tn.Kind != yamlnode.Seq || len(tn.Seq) == 0 {
 		at := tn
 		if at == nil {
 			at = n
@@ -107,15 +109,15 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 	}
 	// local maps the names of this scope's transforms to their full names.
 	local := map[string]string{}
-	for _, it := range tn.seq {
-		if it.kind != kMap {
+	for _, it := range tn.Seq {
+		if it.Kind != yamlnode.Map {
 			continue // parseTransform reports it
 		}
 		nm := ""
-		if nn := it.get("name"); nn != nil && nn.kind == kString {
-			nm = nn.text
-		} else if tn := it.get("type"); tn != nil && tn.kind == kString {
-			nm = tn.text
+		if nn := it.Get("name"); nn != nil && nn.Kind == yamlnode.String {
+			nm = nn.Text
+		} else if tn := it.Get("type"); tn != nil && tn.Kind == yamlnode.String {
+			nm = tn.Text
 		}
 		if _, dup := local[nm]; dup {
 			return nil, l.errf(it, "duplicate transform name %q in %s (name the transforms of a composite uniquely)", nm, full)
@@ -137,14 +139,14 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 				return nil
 			}
 		}
-		return l.errf(r.n, "unknown input %q in %s (its transforms: %s; its inputs: %s)", r.text, full, strings.Join(sortedKeys(local), ", "), strings.Join(sortedKeysRef(inputs), ", "))
+		return l.errf(r.n, "unknown input %q in %s (its transforms: %s; its inputs: %s)", r.text, full, strings.Join(slices.Sorted(maps.Keys(local)), ", "), strings.Join(slices.Sorted(maps.Keys(inputs)), ", "))
 	}
 	var own []*transformSpec // the transforms of this scope (not nested ones)
 	var all []*transformSpec
-	for _, it := range tn.seq {
+	for _, it := range tn.Seq {
 		if isComposite(it) {
 			if chain {
-				return nil, l.errf(it, "a chain cannot hold a nested %s: give it a name in a composite instead", it.get("type").text)
+				return nil, l.errf(it, "a chain cannot hold a nested %s: give it a name in a composite instead", it.Get("type").Text)
 			}
 			inner, err := l.expandComposite(it, full, scope)
 			if err != nil {
@@ -177,7 +179,7 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 					t.inputs = []inputRef{in}
 				}
 			case len(inputs) > 1:
-				return nil, l.errf(n.get("input"), "a chain reads one input, not %d", len(inputs))
+				return nil, l.errf(n.Get("input"), "a chain reads one input, not %d", len(inputs))
 			case !t.def.source:
 				return nil, l.errf(t.typNode, "a chain without input must start with a source, not %s", t.typ)
 			}
@@ -195,7 +197,7 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 		}
 	}
 	// Outputs.
-	on := n.get("output")
+	on := n.Get("output")
 	switch {
 	case on == nil && chain:
 		l.alias[full] = own[len(own)-1].name
@@ -203,17 +205,17 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 		if len(own) > 0 && len(all) == len(own) {
 			l.alias[full] = own[len(own)-1].name
 		}
-	case on.kind == kMap:
-		for i, k := range on.keys {
-			s, err := l.str(on.vals[i], "output")
+	case on.Kind == yamlnode.Map:
+		for i, k := range on.Keys {
+			s, err := l.str(on.Vals[i], "output")
 			if err != nil {
 				return nil, err
 			}
-			r := inputRef{text: s, n: on.vals[i]}
+			r := inputRef{text: s, n: on.Vals[i]}
 			if err := scope(&r); err != nil {
 				return nil, err
 			}
-			l.alias[full+"."+k.text] = r.text
+			l.alias[full+"."+k.Text] = r.text
 		}
 	default:
 		s, err := l.str(on, "output")
@@ -233,7 +235,7 @@ func (l *loader) expandComposite(n *node, prefix string, outer func(*inputRef) e
 // unique among the top-level transforms.
 type compositeAt struct {
 	name string
-	n    *node
+	n    *yamlnode.Node
 }
 
 // checkCompositeNames reports a top-level composite named like a
@@ -247,24 +249,6 @@ func (l *loader) checkCompositeNames() error {
 		seen[c.name] = true
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeysRef(m map[string]inputRef) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // unalias resolves a reference to a composite (or one of its named

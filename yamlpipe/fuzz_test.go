@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // FuzzLoad checks that the loader never panics and that every error it
@@ -52,9 +53,9 @@ func FuzzPython(f *testing.F) {
 	r := &row.Row{Schema: schema, Values: []any{"kiwi", int64(7), []any{"a"}}}
 	f.Fuzz(func(t *testing.T, src string) {
 		l := &loader{file: "f.yaml"}
-		n := &node{kind: kString, text: src, line: 3, col: 9}
+		n := &yamlnode.Node{Kind: yamlnode.String, Text: src, Line: 3, Col: 9}
 		if strings.HasPrefix(strings.TrimSpace(src), "lambda") || strings.HasPrefix(strings.TrimSpace(src), "def") {
-			n = &node{kind: kMap, line: 3, col: 9, keys: []*node{{kind: kString, text: "callable", line: 3, col: 9}}, vals: []*node{n}}
+			n = &yamlnode.Node{Kind: yamlnode.Map, Line: 3, Col: 9, Keys: []*yamlnode.Node{{Kind: yamlnode.String, Text: "callable", Line: 3, Col: 9}}, Vals: []*yamlnode.Node{n}}
 		}
 		py, err := l.compilePython(&coll{schema: schema}, n, "fuzz")
 		if err != nil {

@@ -2,6 +2,8 @@ package yamlpipe
 
 import (
 	"maps"
+
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam YAML's resource_hints (pipeline, composite and transform level) ask
@@ -15,20 +17,20 @@ import (
 const resourceHintsKey = "resource_hints"
 
 // readHints reads a resource_hints mapping of scalar values.
-func (l *loader) readHints(n *node) (map[string]any, error) {
-	if n == nil || n.kind == kNull {
+func (l *loader) readHints(n *yamlnode.Node) (map[string]any, error) {
+	if n == nil || n.Kind == yamlnode.Null {
 		return nil, nil
 	}
-	if n.kind != kMap {
-		return nil, l.errf(n, "resource_hints must be a mapping (hint: value, e.g. min_ram: 4GB), not %s", n.kind)
+	if n.Kind != yamlnode.Map {
+		return nil, l.errf(n, "resource_hints must be a mapping (hint: value, e.g. min_ram: 4GB), not %s", n.Kind)
 	}
 	out := map[string]any{}
-	for i, k := range n.keys {
-		v := n.vals[i]
-		if v.kind == kMap || v.kind == kSeq {
-			return nil, l.errf(v, "resource hint %s must be a scalar (a number or a string such as 4GB), not %s", k.text, v.kind)
+	for i, k := range n.Keys {
+		v := n.Vals[i]
+		if v.Kind == yamlnode.Map || v.Kind == yamlnode.Seq {
+			return nil, l.errf(v, "resource hint %s must be a scalar (a number or a string such as 4GB), not %s", k.Text, v.Kind)
 		}
-		out[k.text] = v.plain()
+		out[k.Text] = v.Plain()
 	}
 	return out, nil
 }
@@ -44,8 +46,8 @@ func mergeHints(outer, inner map[string]any) map[string]any {
 }
 
 // refuseProviders explains that a providers section cannot run in weir.
-func (l *loader) refuseProviders(root *node) error {
-	if pn := root.keyNode("providers"); pn != nil {
+func (l *loader) refuseProviders(root *yamlnode.Node) error {
+	if pn := root.KeyNode("providers"); pn != nil {
 		return l.errf(pn, "providers are not supported: weir runs its own transforms and does not start Beam expansion services or load Java, Python or YAML providers; remove the providers section and use the built-in transforms (see docs/BEAM_YAML.md)")
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/iceberg"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam's managed Iceberg transforms (its standard_io.yaml):
@@ -27,28 +28,28 @@ var (
 const icebergTimeout = 10 * time.Second
 
 // strMap reads the mapping of strings at key of m (nil when absent).
-func (l *loader) strMap(m *node, key, what string) (map[string]string, *node, error) {
-	n := m.get(key)
-	if n == nil || n.kind == kNull {
+func (l *loader) strMap(m *yamlnode.Node, key, what string) (map[string]string, *yamlnode.Node, error) {
+	n := m.Get(key)
+	if n == nil || n.Kind == yamlnode.Null {
 		return nil, nil, nil
 	}
-	if n.kind != kMap {
-		return nil, nil, l.errf(n, "%s %s must be a mapping, not %s", what, key, n.kind)
+	if n.Kind != yamlnode.Map {
+		return nil, nil, l.errf(n, "%s %s must be a mapping, not %s", what, key, n.Kind)
 	}
-	out := make(map[string]string, len(n.keys))
-	for i, k := range n.keys {
-		v, err := l.str(n.vals[i], what+" "+key+"."+k.text)
+	out := make(map[string]string, len(n.Keys))
+	for i, k := range n.Keys {
+		v, err := l.str(n.Vals[i], what+" "+key+"."+k.Text)
 		if err != nil {
 			return nil, nil, err
 		}
-		out[k.text] = v
+		out[k.Text] = v
 	}
 	return out, n, nil
 }
 
 // icebergTarget reads t's table and catalog and checks the catalog's
 // database and warehouse against the server's policies.
-func (l *loader) icebergTarget(t *transformSpec) (iceberg.Target, string, *node, error) {
+func (l *loader) icebergTarget(t *transformSpec) (iceberg.Target, string, *yamlnode.Node, error) {
 	var tg iceberg.Target
 	table, tn, err := l.requireStr(t.config, "table", t.typ+" config")
 	if err != nil {
@@ -80,8 +81,8 @@ func (l *loader) icebergTarget(t *transformSpec) (iceberg.Target, string, *node,
 	if tg, err = (iceberg.Catalog{Name: name, Properties: props, BaseDir: l.opts.BaseDir}).Parse(); err != nil {
 		return tg, "", nil, l.wrapf(pn, err, "%s catalog_properties", t.typ)
 	}
-	at := func(key string) *node {
-		if n := pn.get(key); n != nil {
+	at := func(key string) *yamlnode.Node {
+		if n := pn.Get(key); n != nil {
 			return n
 		}
 		return pn
@@ -114,10 +115,10 @@ func buildReadFromIceberg(l *loader, t *transformSpec, _ []*coll) (*coll, error)
 		return nil, err
 	}
 	cfg := iceberg.ReadConfig{Target: tg, Table: table, Check: l.files().Check}
-	if cfg.Keep, _, err = l.strList(t.config.get("keep"), t.typ+" keep"); err != nil {
+	if cfg.Keep, _, err = l.strList(t.config.Get("keep"), t.typ+" keep"); err != nil {
 		return nil, err
 	}
-	if cfg.Drop, _, err = l.strList(t.config.get("drop"), t.typ+" drop"); err != nil {
+	if cfg.Drop, _, err = l.strList(t.config.Get("drop"), t.typ+" drop"); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), icebergTimeout)
@@ -143,10 +144,10 @@ func buildWriteToIceberg(l *loader, t *transformSpec, ins []*coll) (*coll, error
 	if err != nil {
 		return nil, err
 	}
-	if on := t.config.get("only"); on != nil {
+	if on := t.config.Get("only"); on != nil {
 		return nil, l.errf(on, "%s only (writing one nested record field) is not supported: map the record's fields to the top level first", t.typ)
 	}
-	if fn := t.config.get("triggering_frequency_seconds"); fn != nil {
+	if fn := t.config.Get("triggering_frequency_seconds"); fn != nil {
 		// Snapshots follow the job's checkpoints (the server's interval).
 		if v, err := l.integer(fn, t.typ+" triggering_frequency_seconds"); err != nil {
 			return nil, err
@@ -155,13 +156,13 @@ func buildWriteToIceberg(l *loader, t *transformSpec, ins []*coll) (*coll, error
 		}
 	}
 	cfg := iceberg.SinkConfig{Target: tg, Table: table, Check: l.files().Check}
-	if cfg.Keep, _, err = l.strList(t.config.get("keep"), t.typ+" keep"); err != nil {
+	if cfg.Keep, _, err = l.strList(t.config.Get("keep"), t.typ+" keep"); err != nil {
 		return nil, err
 	}
-	if cfg.Drop, _, err = l.strList(t.config.get("drop"), t.typ+" drop"); err != nil {
+	if cfg.Drop, _, err = l.strList(t.config.Get("drop"), t.typ+" drop"); err != nil {
 		return nil, err
 	}
-	if cfg.PartitionFields, _, err = l.strList(t.config.get("partition_fields"), t.typ+" partition_fields"); err != nil {
+	if cfg.PartitionFields, _, err = l.strList(t.config.Get("partition_fields"), t.typ+" partition_fields"); err != nil {
 		return nil, err
 	}
 	if cfg.Properties, _, err = l.strMap(t.config, "table_properties", t.typ); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/jdbc"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam's JDBC family (its standard_io.yaml): ReadFromJdbc/WriteToJdbc and
@@ -37,7 +38,7 @@ func jdbcTypeOf(typ string) string {
 func (l *loader) jdbcTarget(t *transformSpec) (jdbc.Target, []string, error) {
 	c := jdbc.Conn{Type: jdbcTypeOf(t.typ)}
 	var err error
-	var urlNode *node
+	var urlNode *yamlnode.Node
 	if c.URL, urlNode, err = l.requireStr(t.config, "url", t.typ+" config"); err != nil {
 		return jdbc.Target{}, nil, err
 	}
@@ -63,7 +64,7 @@ func (l *loader) jdbcTarget(t *transformSpec) (jdbc.Target, []string, error) {
 	default:
 		c.Type = typ
 	}
-	if n := t.config.get("connection_init_sql"); n != nil {
+	if n := t.config.Get("connection_init_sql"); n != nil {
 		if c.InitSQL, _, err = l.strList(n, t.typ+" connection_init_sql"); err != nil {
 			return jdbc.Target{}, nil, err
 		}

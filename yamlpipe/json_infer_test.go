@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 )
 
 // ReadFromJson without a schema infers one from the file, as Beam's
@@ -41,7 +43,7 @@ func TestReadFromJsonInfersSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := inferJSONSchema(filepath.Join(dir, "in.json"))
+			got, err := schemainfer.JSON(filepath.Join(dir, "in.json"))
 			if err != nil || got.String() != tc.schema {
 				t.Errorf("schema %v (%v), want %s", got, err, tc.schema)
 			}

@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Type inference for the literal elements of Create and TestStream: a field
@@ -33,25 +34,25 @@ func (t *itype) field(name string) *ifield {
 }
 
 // observe merges the literal n into t; ts marks the timestamp field.
-func (l *loader) observe(t *itype, n *node, ts bool, field string) error {
+func (l *loader) observe(t *itype, n *yamlnode.Node, ts bool, field string) error {
 	var k row.Kind
-	switch n.kind {
-	case kNull:
+	switch n.Kind {
+	case yamlnode.Null:
 		return nil
-	case kInt:
+	case yamlnode.Int:
 		k = row.KindInt
-	case kFloat:
+	case yamlnode.Float:
 		k = row.KindFloat
-	case kBool:
+	case yamlnode.Bool:
 		k = row.KindBool
-	case kString:
+	case yamlnode.String:
 		k = row.KindString
 		if ts {
 			k = row.KindTimestamp
 		}
-	case kMap:
+	case yamlnode.Map:
 		k = row.KindRow
-	case kSeq:
+	case yamlnode.Seq:
 		k = row.KindList
 	}
 	switch {
@@ -67,13 +68,13 @@ func (l *loader) observe(t *itype, n *node, ts bool, field string) error {
 	}
 	switch k {
 	case row.KindRow:
-		for i, key := range n.keys {
-			f := t.field(key.text)
+		for i, key := range n.Keys {
+			f := t.field(key.Text)
 			if f == nil {
-				f = &ifield{name: key.text, t: &itype{}}
+				f = &ifield{name: key.Text, t: &itype{}}
 				t.fields = append(t.fields, f)
 			}
-			if err := l.observe(f.t, n.vals[i], false, field+"."+key.text); err != nil {
+			if err := l.observe(f.t, n.Vals[i], false, field+"."+key.Text); err != nil {
 				return err
 			}
 		}
@@ -81,7 +82,7 @@ func (l *loader) observe(t *itype, n *node, ts bool, field string) error {
 		if t.elem == nil {
 			t.elem = &itype{}
 		}
-		for _, e := range n.seq {
+		for _, e := range n.Seq {
 			if err := l.observe(t.elem, e, false, field+"[]"); err != nil {
 				return err
 			}
@@ -133,34 +134,34 @@ type literals struct {
 	schema *row.Schema
 	rows   []*rowT
 	// nodes are the elements as mappings (scalars wrapped as {element: x}).
-	nodes []*node
+	nodes []*yamlnode.Node
 }
 
 // literalRows infers the schema of elements and converts them to rows. A
 // scalar element becomes a row with one field, element.
-func (l *loader) literalRows(elems []*node, tsField string) (*literals, error) {
+func (l *loader) literalRows(elems []*yamlnode.Node, tsField string) (*literals, error) {
 	top := &itype{kind: row.KindRow, known: true}
 	lit := &literals{}
 	for _, e := range elems {
 		m := e
-		if e.kind != kMap {
-			m = &node{kind: kMap, line: e.line, col: e.col, keys: []*node{{kind: kString, text: "element", line: e.line, col: e.col}}, vals: []*node{e}}
+		if e.Kind != yamlnode.Map {
+			m = &yamlnode.Node{Kind: yamlnode.Map, Line: e.Line, Col: e.Col, Keys: []*yamlnode.Node{{Kind: yamlnode.String, Text: "element", Line: e.Line, Col: e.Col}}, Vals: []*yamlnode.Node{e}}
 		}
 		lit.nodes = append(lit.nodes, m)
-		for i, k := range m.keys {
-			f := top.field(k.text)
+		for i, k := range m.Keys {
+			f := top.field(k.Text)
 			if f == nil {
-				f = &ifield{name: k.text, t: &itype{}}
+				f = &ifield{name: k.Text, t: &itype{}}
 				top.fields = append(top.fields, f)
 			}
-			if err := l.observe(f.t, m.vals[i], k.text == tsField, k.text); err != nil {
+			if err := l.observe(f.t, m.Vals[i], k.Text == tsField, k.Text); err != nil {
 				return nil, err
 			}
 		}
 	}
 	s, err := top.schema()
 	if err != nil {
-		at := &node{line: 1, col: 1}
+		at := &yamlnode.Node{Line: 1, Col: 1}
 		if len(elems) > 0 {
 			at = elems[0]
 		}
@@ -177,16 +178,16 @@ func (l *loader) literalRows(elems []*node, tsField string) (*literals, error) {
 	return lit, nil
 }
 
-func (l *loader) literalRow(m *node, s *row.Schema, tsField string) (*rowT, error) {
+func (l *loader) literalRow(m *yamlnode.Node, s *row.Schema, tsField string) (*rowT, error) {
 	r := row.New(s)
 	for i, f := range s.Fields {
-		v := m.get(f.Name)
+		v := m.Get(f.Name)
 		if v == nil {
 			continue
 		}
-		if f.Name == tsField && f.Type.Kind == row.KindTimestamp && v.kind == kString {
+		if f.Name == tsField && f.Type.Kind == row.KindTimestamp && v.Kind == yamlnode.String {
 			// An unparsable timestamp stays null: the element becomes a bad_timestamp reject.
-			if ts, err := mtime.Parse(v.text); err == nil {
+			if ts, err := mtime.Parse(v.Text); err == nil {
 				r.Values[i] = ts
 			}
 			continue
@@ -200,24 +201,24 @@ func (l *loader) literalRow(m *node, s *row.Schema, tsField string) (*rowT, erro
 	return r, nil
 }
 
-func (l *loader) literalValue(n *node, t row.Type) (any, error) {
-	if n.kind == kNull {
+func (l *loader) literalValue(n *yamlnode.Node, t row.Type) (any, error) {
+	if n.Kind == yamlnode.Null {
 		return nil, nil
 	}
 	switch t.Kind {
 	case row.KindInt:
-		return n.i, nil
+		return n.I, nil
 	case row.KindFloat:
-		if n.kind == kInt {
-			return float64(n.i), nil
+		if n.Kind == yamlnode.Int {
+			return float64(n.I), nil
 		}
-		return n.f, nil
+		return n.F, nil
 	case row.KindBool:
-		return n.b, nil
+		return n.B, nil
 	case row.KindString:
-		return n.text, nil
+		return n.Text, nil
 	case row.KindTimestamp:
-		ts, err := mtime.Parse(n.text)
+		ts, err := mtime.Parse(n.Text)
 		if err != nil {
 			return nil, l.wrapf(n, err, "bad timestamp")
 		}
@@ -225,8 +226,8 @@ func (l *loader) literalValue(n *node, t row.Type) (any, error) {
 	case row.KindRow:
 		return l.literalRow(n, t.Row, "")
 	case row.KindList:
-		out := make([]any, len(n.seq))
-		for i, e := range n.seq {
+		out := make([]any, len(n.Seq))
+		for i, e := range n.Seq {
 			x, err := l.literalValue(e, *t.Elem)
 			if err != nil {
 				return nil, err
@@ -239,25 +240,25 @@ func (l *loader) literalValue(n *node, t row.Type) (any, error) {
 }
 
 // plainValue converts a literal to a row value of type any.
-func plainValue(n *node) any {
-	switch n.kind {
-	case kInt:
-		return n.i
-	case kFloat:
-		return n.f
-	case kBool:
-		return n.b
-	case kString:
-		return n.text
-	case kMap:
-		m := make(map[string]any, len(n.keys))
-		for i, k := range n.keys {
-			m[k.text] = plainValue(n.vals[i])
+func plainValue(n *yamlnode.Node) any {
+	switch n.Kind {
+	case yamlnode.Int:
+		return n.I
+	case yamlnode.Float:
+		return n.F
+	case yamlnode.Bool:
+		return n.B
+	case yamlnode.String:
+		return n.Text
+	case yamlnode.Map:
+		m := make(map[string]any, len(n.Keys))
+		for i, k := range n.Keys {
+			m[k.Text] = plainValue(n.Vals[i])
 		}
 		return m
-	case kSeq:
-		out := make([]any, len(n.seq))
-		for i, e := range n.seq {
+	case yamlnode.Seq:
+		out := make([]any, len(n.Seq))
+		for i, e := range n.Seq {
 			out[i] = plainValue(e)
 		}
 		return out

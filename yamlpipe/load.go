@@ -6,17 +6,22 @@
 //
 // Expressions are compiled and evaluated by yamlpipe/celexpr (CEL) and
 // yamlpipe/python (language: python); templates are rendered by
-// yamlpipe/jinja.
+// yamlpipe/jinja. The text is checked by yamlpipe/yamlscan and parsed into
+// yamlpipe/yamlnode's positioned tree; transforms' run times live in
+// yamlpipe/join, textio, nexmarkrow, schemacheck, logfortesting, wininfo
+// and assertcheck, schema inference in yamlpipe/schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, manifest (the input manifests file
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
-// Nexmark source), yamlpipe/celexpr,
-// yamlpipe/python, yamlpipe/jinja, cel.dev/cel-go,
-// github.com/goccy/go-yaml, github.com/santhosh-tekuri/jsonschema/v6 and the standard library; it reaches the
-// executor (package runner) only through the SDK's Run. Nothing but front
-// ends (the CLI, the job service) imports it, and it must not import
-// service, api, server or cmd/weir.
+// Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
+// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/textio,
+// yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
+// yamlpipe/logfortesting, yamlpipe/wininfo, yamlpipe/assertcheck,
+// cel.dev/cel-go, github.com/goccy/go-yaml and the standard library; it
+// reaches the executor (package runner) only through the SDK's Run.
+// Nothing but front ends (the CLI, the job service) imports it, and it
+// must not import service, api, server or cmd/weir.
 package yamlpipe
 
 import (
@@ -34,6 +39,8 @@ import (
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/logfortesting"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Options for loading. BaseDir resolves relative paths in the pipeline
@@ -193,17 +200,17 @@ func Load(filename string, src []byte, opts Options) (*weir.Pipeline, error) {
 
 // transformSpec is one entry of pipeline.transforms.
 type transformSpec struct {
-	n         *node
+	n         *yamlnode.Node
 	typ       string
-	typNode   *node
+	typNode   *yamlnode.Node
 	name      string
-	nameNode  *node // nil when the name defaults to the type
+	nameNode  *yamlnode.Node // nil when the name defaults to the type
 	inputs    []inputRef
-	inputNode *node
-	config    *node
-	windowing *node
+	inputNode *yamlnode.Node
+	config    *yamlnode.Node
+	windowing *yamlnode.Node
 	errOut    string
-	errNode   *node
+	errNode   *yamlnode.Node
 	def       *transformDef
 	// sides are the side_inputs of the config, resolved like inputs.
 	sides []sideRef
@@ -211,12 +218,12 @@ type transformSpec struct {
 	// and the pipeline's (advisory: recorded in the step's config).
 	hints map[string]any
 	// migrations is a Combine's migrations: (migrate.go); nil without.
-	migrations *node
+	migrations *yamlnode.Node
 }
 
 type inputRef struct {
 	text string
-	n    *node
+	n    *yamlnode.Node
 	from *transformSpec
 	tag  string // "" for the main output
 	// implicit marks a chain's reference to the previous transform (never
@@ -249,7 +256,7 @@ type loader struct {
 	// horizon is set once the graph is known (setRewindHorizon).
 	pubsubSources []*pubsub.Source
 	// log is where the LogForTesting steps print (see logOutput).
-	log *logLines
+	log *logfortesting.Lines
 	// alias maps a nested composite's name (and Name.output) to the
 	// transform producing its output (see expandComposite).
 	alias map[string]string
@@ -257,9 +264,9 @@ type loader struct {
 	composites []compositeAt
 }
 
-func (l *loader) parse(root *node) error {
-	if root.kind != kMap {
-		return l.errf(root, "a pipeline file must be a mapping with a pipeline key, not %s", root.kind)
+func (l *loader) parse(root *yamlnode.Node) error {
+	if root.Kind != yamlnode.Map {
+		return l.errf(root, "a pipeline file must be a mapping with a pipeline key, not %s", root.Kind)
 	}
 	if err := l.refuseProviders(root); err != nil {
 		return err
@@ -269,21 +276,21 @@ func (l *loader) parse(root *node) error {
 	if err := l.checkKeys(root, "the pipeline file", "pipeline", "options", "tests", "migrations"); err != nil {
 		return err
 	}
-	pl := root.get("pipeline")
+	pl := root.Get("pipeline")
 	if pl == nil {
 		return l.errf(root, "the file has no pipeline key")
 	}
-	if pl.kind == kSeq {
-		pl = &node{kind: kMap, line: pl.line, col: pl.col, keys: []*node{{kind: kString, text: "transforms", line: pl.line, col: pl.col}}, vals: []*node{pl}}
+	if pl.Kind == yamlnode.Seq {
+		pl = &yamlnode.Node{Kind: yamlnode.Map, Line: pl.Line, Col: pl.Col, Keys: []*yamlnode.Node{{Kind: yamlnode.String, Text: "transforms", Line: pl.Line, Col: pl.Col}}, Vals: []*yamlnode.Node{pl}}
 	}
 	if err := l.checkKeys(pl, "pipeline", "type", "transforms", "source", "sink", "resource_hints"); err != nil {
 		return err
 	}
-	pipelineHints, err := l.readHints(pl.get("resource_hints"))
+	pipelineHints, err := l.readHints(pl.Get("resource_hints"))
 	if err != nil {
 		return err
 	}
-	ptype, err := l.str(pl.get("type"), "pipeline type")
+	ptype, err := l.str(pl.Get("type"), "pipeline type")
 	if err != nil {
 		return err
 	}
@@ -293,28 +300,28 @@ func (l *loader) parse(root *node) error {
 	case "chain":
 		chain = true
 	default:
-		return l.errf(pl.get("type"), "unknown pipeline type %q (want chain or composite)", ptype)
+		return l.errf(pl.Get("type"), "unknown pipeline type %q (want chain or composite)", ptype)
 	}
-	if !chain && (pl.get("source") != nil || pl.get("sink") != nil) {
-		n := pl.keyNode("source")
+	if !chain && (pl.Get("source") != nil || pl.Get("sink") != nil) {
+		n := pl.KeyNode("source")
 		if n == nil {
-			n = pl.keyNode("sink")
+			n = pl.KeyNode("sink")
 		}
 		return l.errf(n, "source and sink are only allowed in a pipeline of type chain")
 	}
-	tn := pl.get("transforms")
-	if tn == nil || tn.kind != kSeq {
+	tn := pl.Get("transforms")
+	if tn == nil || tn.Kind != yamlnode.Seq {
 		if tn == nil {
 			return l.errf(pl, "pipeline needs a transforms list")
 		}
-		return l.errf(tn, "pipeline transforms must be a list, not %s", tn.kind)
+		return l.errf(tn, "pipeline transforms must be a list, not %s", tn.Kind)
 	}
-	items := append([]*node(nil), tn.seq...)
+	items := append([]*yamlnode.Node(nil), tn.Seq...)
 	if chain {
-		if s := pl.get("source"); s != nil {
-			items = append([]*node{s}, items...)
+		if s := pl.Get("source"); s != nil {
+			items = append([]*yamlnode.Node{s}, items...)
 		}
-		if s := pl.get("sink"); s != nil {
+		if s := pl.Get("sink"); s != nil {
 			items = append(items, s)
 		}
 	}
@@ -325,7 +332,7 @@ func (l *loader) parse(root *node) error {
 	for _, it := range items {
 		if isComposite(it) {
 			if chain {
-				return l.errf(it, "a nested %s cannot be a step of a chain: use a composite pipeline", it.get("type").text)
+				return l.errf(it, "a nested %s cannot be a step of a chain: use a composite pipeline", it.Get("type").Text)
 			}
 			inner, err := l.expandComposite(it, "", nil)
 			if err != nil {
@@ -343,7 +350,7 @@ func (l *loader) parse(root *node) error {
 	for _, t := range l.specs {
 		t.hints = mergeHints(pipelineHints, t.hints)
 	}
-	if err := l.attachMigrations(root.get("migrations")); err != nil {
+	if err := l.attachMigrations(root.Get("migrations")); err != nil {
 		return err
 	}
 	if err := l.assignNames(); err != nil {
@@ -372,16 +379,16 @@ func (l *loader) parse(root *node) error {
 	return l.applyTestTaps()
 }
 
-func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
-	if n.kind != kMap {
-		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.kind)
+func (l *loader) parseTransform(n *yamlnode.Node, chain bool) (*transformSpec, error) {
+	if n.Kind != yamlnode.Map {
+		return nil, l.errf(n, "a transform must be a mapping with a type, not %s", n.Kind)
 	}
 	if err := l.checkKeys(n, "a transform", "type", "name", "input", "config", "windowing", "error_handling", "resource_hints", "migrations"); err != nil {
 		return nil, err
 	}
 	t := &transformSpec{n: n}
 	var err error
-	if t.hints, err = l.readHints(n.get("resource_hints")); err != nil {
+	if t.hints, err = l.readHints(n.Get("resource_hints")); err != nil {
 		return nil, err
 	}
 	if t.typ, t.typNode, err = l.requireStr(n, "type", "a transform"); err != nil {
@@ -392,7 +399,7 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 		return nil, l.errf(t.typNode, "unknown transform type %q (known: %s)", t.typ, strings.Join(transformTypes(), ", "))
 	}
 	t.def = def
-	if nn := n.get("name"); nn != nil {
+	if nn := n.Get("name"); nn != nil {
 		if t.name, err = l.str(nn, "transform name"); err != nil {
 			return nil, err
 		}
@@ -404,37 +411,37 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 		}
 		t.nameNode = nn
 	}
-	if mn := n.get("migrations"); mn != nil {
+	if mn := n.Get("migrations"); mn != nil {
 		if t.typ != "Combine" {
-			return nil, l.errf(n.keyNode("migrations"), "migrations: only a Combine declares state migrations (%s keeps no accumulators)", t.typ)
+			return nil, l.errf(n.KeyNode("migrations"), "migrations: only a Combine declares state migrations (%s keeps no accumulators)", t.typ)
 		}
 		t.migrations = mn
 	}
-	t.config = n.get("config")
-	if t.config != nil && t.config.kind == kNull {
+	t.config = n.Get("config")
+	if t.config != nil && t.config.Kind == yamlnode.Null {
 		t.config = nil
 	}
-	if t.config != nil && t.config.kind != kMap {
-		return nil, l.errf(t.config, "config must be a mapping, not %s", t.config.kind)
+	if t.config != nil && t.config.Kind != yamlnode.Map {
+		return nil, l.errf(t.config, "config must be a mapping, not %s", t.config.Kind)
 	}
 	if err := l.checkKeys(t.config, t.typ+" config", def.keys...); err != nil {
 		return nil, err
 	}
-	t.windowing = n.get("windowing")
+	t.windowing = n.Get("windowing")
 	if t.windowing != nil && def.sink {
-		return nil, l.errf(n.keyNode("windowing"), "%s is a sink: windowing has no effect on it", t.typ)
+		return nil, l.errf(n.KeyNode("windowing"), "%s is a sink: windowing has no effect on it", t.typ)
 	}
 	// error_handling, at the transform level or (as in Beam YAML) in config.
-	eh := n.get("error_handling")
-	if ceh := t.config.get("error_handling"); ceh != nil {
+	eh := n.Get("error_handling")
+	if ceh := t.config.Get("error_handling"); ceh != nil {
 		if eh != nil {
 			return nil, l.errf(ceh, "error_handling is given twice (in the transform and in its config)")
 		}
 		eh = ceh
 	}
-	if osh := t.config.get("output_schema"); osh != nil && t.typ == "Create" {
+	if osh := t.config.Get("output_schema"); osh != nil && t.typ == "Create" {
 		// Beam's Create declares its error output inside output_schema.
-		if oeh := osh.get("error_handling"); oeh != nil {
+		if oeh := osh.Get("error_handling"); oeh != nil {
 			if eh != nil {
 				return nil, l.errf(oeh, "error_handling is given twice (in output_schema and in the transform or its config)")
 			}
@@ -457,22 +464,22 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 		}
 		t.errOut, t.errNode = out, on
 	}
-	if in := n.get("input"); in != nil {
+	if in := n.Get("input"); in != nil {
 		if chain {
-			return nil, l.errf(n.keyNode("input"), "transforms of a chain read the previous transform: remove input")
+			return nil, l.errf(n.KeyNode("input"), "transforms of a chain read the previous transform: remove input")
 		}
 		if def.source {
-			return nil, l.errf(n.keyNode("input"), "%s is a source: it takes no input", t.typ)
+			return nil, l.errf(n.KeyNode("input"), "%s is a source: it takes no input", t.typ)
 		}
 		t.inputNode = in
-		switch in.kind {
-		case kMap:
-			for i := range in.vals {
-				s, err := l.str(in.vals[i], "input")
+		switch in.Kind {
+		case yamlnode.Map:
+			for i := range in.Vals {
+				s, err := l.str(in.Vals[i], "input")
 				if err != nil {
 					return nil, err
 				}
-				t.inputs = append(t.inputs, inputRef{text: s, n: in.vals[i]})
+				t.inputs = append(t.inputs, inputRef{text: s, n: in.Vals[i]})
 			}
 		default:
 			strs, nodes, err := l.strList(in, "input")
@@ -490,16 +497,16 @@ func (l *loader) parseTransform(n *node, chain bool) (*transformSpec, error) {
 	if !chain && len(t.inputs) > 1 && !def.multi {
 		return nil, l.errf(t.inputNode, "%s takes one input, got %d (use Flatten to merge collections)", t.typ, len(t.inputs))
 	}
-	if si := t.config.get("side_inputs"); si != nil {
-		if si.kind != kMap {
-			return nil, l.errf(si, "side_inputs must map names to transforms, not %s", si.kind)
+	if si := t.config.Get("side_inputs"); si != nil {
+		if si.Kind != yamlnode.Map {
+			return nil, l.errf(si, "side_inputs must map names to transforms, not %s", si.Kind)
 		}
-		for i, k := range si.keys {
-			s, err := l.str(si.vals[i], "side input")
+		for i, k := range si.Keys {
+			s, err := l.str(si.Vals[i], "side input")
 			if err != nil {
 				return nil, err
 			}
-			t.sides = append(t.sides, sideRef{name: k.text, inputRef: inputRef{text: s, n: si.vals[i]}})
+			t.sides = append(t.sides, sideRef{name: k.Text, inputRef: inputRef{text: s, n: si.Vals[i]}})
 		}
 	}
 	return t, nil
@@ -529,7 +536,7 @@ func (l *loader) assignNames() error {
 		}
 		t.name = t.typ
 		if len(unnamed[t.typ]) > 0 {
-			t.name = fmt.Sprintf("%s@%d", t.typ, t.n.line)
+			t.name = fmt.Sprintf("%s@%d", t.typ, t.n.Line)
 		}
 		unnamed[t.typ] = append(unnamed[t.typ], t)
 	}
@@ -546,7 +553,7 @@ func (l *loader) assignNames() error {
 			if at == nil {
 				at = t.n
 			}
-			return l.errf(at, "duplicate transform name %q (also at line %d): names must be unique", t.name, prev.n.line)
+			return l.errf(at, "duplicate transform name %q (also at line %d): names must be unique", t.name, prev.n.Line)
 		}
 		l.byName[t.name] = t
 	}
@@ -559,7 +566,7 @@ func (l *loader) resolveRef(r *inputRef) error {
 	if ts := l.ambiguous[strings.SplitN(r.text, ".", 2)[0]]; len(ts) > 1 && !r.implicit {
 		var at []string
 		for _, t := range ts {
-			at = append(at, fmt.Sprintf("%s (line %d)", t.name, t.n.line))
+			at = append(at, fmt.Sprintf("%s (line %d)", t.name, t.n.Line))
 		}
 		return l.errf(r.n, "input %q is ambiguous: %d unnamed %s transforms (%s); give them names, or read one by its automatic name", r.text, len(ts), ts[0].typ, strings.Join(at, ", "))
 	}
@@ -635,8 +642,8 @@ func (l *loader) resolve() error {
 func (l *loader) order() ([]*transformSpec, error) {
 	state := map[*transformSpec]int{}
 	var out []*transformSpec
-	var visit func(t *transformSpec, via *node) error
-	visit = func(t *transformSpec, via *node) error {
+	var visit func(t *transformSpec, via *yamlnode.Node) error
+	visit = func(t *transformSpec, via *yamlnode.Node) error {
 		switch state[t] {
 		case 1:
 			return l.errf(via, "the pipeline has a cycle through %q", t.name)
@@ -718,7 +725,7 @@ func (c *coll) valid() bool {
 
 // stepOpts are the options every YAML step carries: URN and YAML config.
 func stepOpts(t *transformSpec, extra ...weir.StepOption) []weir.StepOption {
-	cfg := t.config.plain()
+	cfg := t.config.Plain()
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
@@ -769,7 +776,7 @@ func (l *loader) buildOne(t *transformSpec) error {
 			if len(ins) > 1 {
 				name = fmt.Sprintf("Window%d", i)
 			}
-			ins[i] = windowInto(l.root.Sub(t.name), name, c, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.plain()))
+			ins[i] = windowInto(l.root.Sub(t.name), name, c, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.Plain()))
 		}
 	}
 	out, err := t.def.build(l, t, ins)
@@ -784,7 +791,7 @@ func (l *loader) buildOne(t *transformSpec) error {
 		if err != nil {
 			return err
 		}
-		out = windowInto(l.root.Sub(t.name), "Window", out, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.plain()))
+		out = windowInto(l.root.Sub(t.name), "Window", out, ws, weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(t.windowing.Plain()))
 	}
 	l.outs[t.name] = out
 	return nil

@@ -68,7 +68,7 @@ func (l *loader) fileInput(t *transformSpec) (fileInput, error) {
 	if at == nil {
 		at = t.typNode
 	}
-	if t.config.get("path") != nil && (job == nil || job.Manifest == "") {
+	if t.config.Get("path") != nil && (job == nil || job.Manifest == "") {
 		return fileInput{}, l.errf(mn, "%s reads either a path or a manifest, not both: remove one", t.typ)
 	}
 	if job == nil || job.Manifests == nil {

@@ -13,12 +13,13 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
 	"github.com/weir-dev/weir/yamlpipe/python"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // celStep gathers what MapToFields, Filter and Validate share: language
 // check, side inputs and the CEL scope over the input schema.
 func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.StepOption, error) {
-	if ln := t.config.get("language"); ln != nil {
+	if ln := t.config.Get("language"); ln != nil {
 		lang, err := l.str(ln, "language")
 		if err != nil {
 			return nil, nil, err
@@ -33,30 +34,30 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.Ste
 			if t.typ == "Validate" {
 				return nil, nil, l.errf(ln, "Validate rules are CEL (language: cel); python is accepted by MapToFields, Filter, AssignTimestamps and Partition")
 			}
-			if sn := t.config.get("side_inputs"); sn != nil {
+			if sn := t.config.Get("side_inputs"); sn != nil {
 				return nil, nil, l.errf(sn, "side_inputs are read by CEL expressions; with language: python they are not supported")
 			}
 		default:
 			return nil, nil, l.errf(ln, "language %q is not supported: weir evaluates CEL expressions (language: cel or generic) and Python in its Starlark dialect (language: python)", lang)
 		}
 	}
-	var keyOf func(name string) (string, *node, error)
-	kn := t.config.get("side_input_key")
+	var keyOf func(name string) (string, *yamlnode.Node, error)
+	kn := t.config.Get("side_input_key")
 	switch {
 	case kn == nil:
-		keyOf = func(string) (string, *node, error) { return "", nil, nil }
-	case kn.kind == kMap:
-		for _, k := range kn.keys {
+		keyOf = func(string) (string, *yamlnode.Node, error) { return "", nil, nil }
+	case kn.Kind == yamlnode.Map:
+		for _, k := range kn.Keys {
 			found := false
 			for _, sd := range t.sides {
-				found = found || sd.name == k.text
+				found = found || sd.name == k.Text
 			}
 			if !found {
-				return nil, nil, l.errf(k, "side_input_key names %q, which is not a side input", k.text)
+				return nil, nil, l.errf(k, "side_input_key names %q, which is not a side input", k.Text)
 			}
 		}
-		keyOf = func(name string) (string, *node, error) {
-			n := kn.get(name)
+		keyOf = func(name string) (string, *yamlnode.Node, error) {
+			n := kn.Get(name)
 			if n == nil {
 				return "", nil, nil
 			}
@@ -71,7 +72,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.Ste
 		if len(t.sides) == 0 {
 			return nil, nil, l.errf(kn, "side_input_key needs side_inputs")
 		}
-		keyOf = func(string) (string, *node, error) { return s, kn, nil }
+		keyOf = func(string) (string, *yamlnode.Node, error) { return s, kn, nil }
 	}
 	var decls []celexpr.Side
 	var views []weir.SideInput
@@ -99,7 +100,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.Ste
 	}
 	sc, err := newCELScope(in.schema, decls)
 	if err != nil {
-		at := t.config.get("side_inputs")
+		at := t.config.Get("side_inputs")
 		if at == nil {
 			at = t.n
 		}
@@ -114,7 +115,7 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.Ste
 
 // compileExpr compiles the expression in n, reporting CEL errors at their
 // place in the file when the expression is a one-line scalar.
-func (l *loader) compileExpr(sc *celexpr.Scope, n *node, what string) (*celexpr.Program, *cel.Type, error) {
+func (l *loader) compileExpr(sc *celexpr.Scope, n *yamlnode.Node, what string) (*celexpr.Program, *cel.Type, error) {
 	expr, err := l.str(n, what)
 	if err != nil {
 		return nil, nil, err
@@ -126,10 +127,10 @@ func (l *loader) compileExpr(sc *celexpr.Scope, n *node, what string) (*celexpr.
 	if err != nil {
 		var ce *celexpr.Error
 		if errors.As(err, &ce) {
-			line, col := n.line, n.col
+			line, col := n.Line, n.Col
 			if ce.Line == 1 && !strings.Contains(expr, "\n") && ce.Col > 0 {
 				col += ce.Col - 1
-				if n.quoted {
+				if n.Quoted {
 					col++
 				}
 			}
@@ -266,23 +267,23 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	appendIn, err := l.boolean(t.config.get("append"), "append")
+	appendIn, err := l.boolean(t.config.Get("append"), "append")
 	if err != nil {
 		return nil, err
 	}
-	drops, dropNodes, err := l.strList(t.config.get("drop"), "drop")
+	drops, dropNodes, err := l.strList(t.config.Get("drop"), "drop")
 	if err != nil {
 		return nil, err
 	}
 	if len(drops) > 0 && !appendIn {
-		return nil, l.errf(t.config.keyNode("drop"), "drop only applies with append: true (without it, only the listed fields are kept)")
+		return nil, l.errf(t.config.KeyNode("drop"), "drop only applies with append: true (without it, only the listed fields are kept)")
 	}
-	fn := t.config.get("fields")
+	fn := t.config.Get("fields")
 	if fn == nil && !appendIn {
 		return nil, l.errf(t.typNode, "MapToFields needs config.fields (name: CEL expression)")
 	}
-	if fn != nil && fn.kind != kMap {
-		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.kind)
+	if fn != nil && fn.Kind != yamlnode.Map {
+		return nil, l.errf(fn, "fields must map names to CEL expressions, not %s", fn.Kind)
 	}
 	isPy := l.isPython(t)
 	fieldsOnly := l.fieldNamesOnly(t)
@@ -304,28 +305,28 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 	}
 	if fn != nil {
-		for i, k := range fn.keys {
-			en := fn.vals[i]
-			if isPy && (en.kind != kString || !python.IsIdent(en.text) || in.schema.Index(en.text) < 0) {
-				py, err := l.compilePython(in, en, "field "+k.text)
+		for i, k := range fn.Keys {
+			en := fn.Vals[i]
+			if isPy && (en.Kind != yamlnode.String || !python.IsIdent(en.Text) || in.schema.Index(en.Text) < 0) {
+				py, err := l.compilePython(in, en, "field "+k.Text)
 				if err != nil {
 					return nil, err
 				}
-				op := fieldOp{name: k.text, src: -1, py: py, typ: py.Type}
+				op := fieldOp{name: k.Text, src: -1, py: py, typ: py.Type}
 				ops, fields = setField(ops, fields, op)
 				continue
 			}
-			if en.kind == kMap {
+			if en.Kind == yamlnode.Map {
 				if err := l.checkKeys(en, "a field", "expression"); err != nil {
 					return nil, err
 				}
-				if en = en.get("expression"); en == nil {
-					return nil, l.errf(fn.vals[i], "field %q needs an expression", k.text)
+				if en = en.Get("expression"); en == nil {
+					return nil, l.errf(fn.Vals[i], "field %q needs an expression", k.Text)
 				}
 			}
-			op := fieldOp{name: k.text, src: -1}
+			op := fieldOp{name: k.Text, src: -1}
 			if fieldsOnly != "" {
-				src, err := l.fieldNameOnly(in, en, fieldsOnly, "field "+k.text)
+				src, err := l.fieldNameOnly(in, en, fieldsOnly, "field "+k.Text)
 				if err != nil {
 					return nil, err
 				}
@@ -333,12 +334,12 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 				ops, fields = setField(ops, fields, op)
 				continue
 			}
-			if en.kind == kString && celexpr.Ident.MatchString(en.text) && in.schema.Index(en.text) >= 0 {
+			if en.Kind == yamlnode.String && celexpr.Ident.MatchString(en.Text) && in.schema.Index(en.Text) >= 0 {
 				// A bare field name is a copy: no program to run.
-				op.src = in.schema.Index(en.text)
+				op.src = in.schema.Index(en.Text)
 				op.typ = in.schema.Fields[op.src].Type
 			} else {
-				prg, typ, err := l.compileExpr(sc, en, "field "+k.text)
+				prg, typ, err := l.compileExpr(sc, en, "field "+k.Text)
 				if err != nil {
 					return nil, err
 				}
@@ -433,13 +434,13 @@ func (f *filterFn) Process(pc *contract.ProcessContext, e contract.Element) erro
 }
 
 // boolExpr compiles an expression that must produce a bool.
-func (l *loader) boolExpr(sc *celexpr.Scope, n *node, what string) (*celexpr.Program, error) {
+func (l *loader) boolExpr(sc *celexpr.Scope, n *yamlnode.Node, what string) (*celexpr.Program, error) {
 	prg, typ, err := l.compileExpr(sc, n, what)
 	if err != nil {
 		return nil, err
 	}
 	if k := typ.Kind(); k != types.BoolKind && k != types.DynKind && k != types.AnyKind {
-		return nil, l.errf(n, "%s must be a boolean expression; %q has type %s", what, n.text, typ)
+		return nil, l.errf(n, "%s must be a boolean expression; %q has type %s", what, n.Text, typ)
 	}
 	return prg, nil
 }
@@ -450,7 +451,7 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	kn := t.config.get("keep")
+	kn := t.config.Get("keep")
 	if kn == nil {
 		return nil, l.errf(t.typNode, "Filter needs config.keep (a CEL boolean expression)")
 	}
@@ -467,7 +468,7 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		if err != nil {
 			return nil, err
 		}
-		dofn = &filterFn{expr: kn.text, prg: prg, act: celexpr.NewActivation(sc)}
+		dofn = &filterFn{expr: kn.Text, prg: prg, act: celexpr.NewActivation(sc)}
 	}
 	if dofn.metrics, err = l.parseMetrics(t, sc); err != nil {
 		return nil, err
@@ -532,8 +533,8 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn := t.config.get("rules")
-	if rn == nil || rn.kind != kMap || len(rn.keys) == 0 {
+	rn := t.config.Get("rules")
+	if rn == nil || rn.Kind != yamlnode.Map || len(rn.Keys) == 0 {
 		at := rn
 		if at == nil {
 			at = t.typNode
@@ -541,12 +542,12 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		return nil, l.errf(at, "Validate needs config.rules (rule_name: CEL boolean expression)")
 	}
 	var rules []rule
-	for i, k := range rn.keys {
-		prg, err := l.boolExpr(sc, rn.vals[i], "rule "+k.text)
+	for i, k := range rn.Keys {
+		prg, err := l.boolExpr(sc, rn.Vals[i], "rule "+k.Text)
 		if err != nil {
 			return nil, err
 		}
-		rules = append(rules, rule{name: k.text, expr: rn.vals[i].text, prg: prg})
+		rules = append(rules, rule{name: k.Text, expr: rn.Vals[i].Text, prg: prg})
 	}
 	dofn := &validateFn{rules: rules, act: celexpr.NewActivation(sc)}
 	opts = append(stepOpts(t, append(errorOpt(t), weir.WithCoder(in.schema.Coder()))...), opts...)
@@ -558,8 +559,8 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 // fieldNamesOnly returns the language of a MapToFields whose expressions
 // weir can take only as field names (sql, javascript), or "".
 func (l *loader) fieldNamesOnly(t *transformSpec) string {
-	if ln := t.config.get("language"); ln != nil && ln.kind == kString && (ln.text == "sql" || ln.text == "javascript") {
-		return ln.text
+	if ln := t.config.Get("language"); ln != nil && ln.Kind == yamlnode.String && (ln.Text == "sql" || ln.Text == "javascript") {
+		return ln.Text
 	}
 	return ""
 }
@@ -567,15 +568,15 @@ func (l *loader) fieldNamesOnly(t *transformSpec) string {
 // fieldNameOnly resolves a sql or javascript expression that must name an
 // input field: in SQL it may be quoted with backticks (`rank`), as Beam's
 // Calcite dialect quotes identifiers.
-func (l *loader) fieldNameOnly(in *coll, n *node, lang, what string) (int, error) {
-	name := n.text
+func (l *loader) fieldNameOnly(in *coll, n *yamlnode.Node, lang, what string) (int, error) {
+	name := n.Text
 	if lang == "sql" && len(name) >= 2 && name[0] == '`' && name[len(name)-1] == '`' {
 		name = name[1 : len(name)-1]
 	}
-	if n.kind == kString {
+	if n.Kind == yamlnode.String {
 		if i := in.schema.Index(name); i >= 0 {
 			return i, nil
 		}
 	}
-	return -1, l.errf(n, "%s: %q is not a field of the input (%s); weir has no %s engine, so language: %s expressions may only name a field: use CEL (language: generic) or python", what, n.text, in.schema, lang, lang)
+	return -1, l.errf(n, "%s: %q is not a field of the input (%s); weir has no %s engine, so language: %s expressions may only name a field: use CEL (language: generic) or python", what, n.Text, in.schema, lang, lang)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // User-defined metrics of MapToFields and Filter (a weir extension of Beam
@@ -33,29 +34,29 @@ type stepMetric struct {
 
 // parseMetrics compiles the metrics: of transform t over scope sc.
 func (l *loader) parseMetrics(t *transformSpec, sc *celexpr.Scope) ([]stepMetric, error) {
-	mn := t.config.get("metrics")
-	if mn == nil || mn.kind == kNull {
+	mn := t.config.Get("metrics")
+	if mn == nil || mn.Kind == yamlnode.Null {
 		return nil, nil
 	}
-	if mn.kind != kMap {
-		return nil, l.errf(mn, "metrics must map metric names to {counter: EXPR} or {distribution: EXPR}, not %s", mn.kind)
+	if mn.Kind != yamlnode.Map {
+		return nil, l.errf(mn, "metrics must map metric names to {counter: EXPR} or {distribution: EXPR}, not %s", mn.Kind)
 	}
 	var out []stepMetric
-	for i, k := range mn.keys {
-		v := mn.vals[i]
-		what := "metric " + k.text
-		if v.kind != kMap {
-			return nil, l.errf(v, "%s must be {counter: EXPR} or {distribution: EXPR}, not %s", what, v.kind)
+	for i, k := range mn.Keys {
+		v := mn.Vals[i]
+		what := "metric " + k.Text
+		if v.Kind != yamlnode.Map {
+			return nil, l.errf(v, "%s must be {counter: EXPR} or {distribution: EXPR}, not %s", what, v.Kind)
 		}
 		if err := l.checkKeys(v, what, "counter", "distribution", "namespace"); err != nil {
 			return nil, err
 		}
-		cn, dn := v.get("counter"), v.get("distribution")
+		cn, dn := v.Get("counter"), v.Get("distribution")
 		if (cn == nil) == (dn == nil) {
 			return nil, l.errf(v, "%s needs exactly one of counter: EXPR (a boolean counts the elements it holds for, an integer is summed) and distribution: EXPR (an integer)", what)
 		}
-		m := stepMetric{name: contract.MetricName{Namespace: t.name, Name: k.text}, dist: dn != nil, what: what}
-		if ns := v.get("namespace"); ns != nil {
+		m := stepMetric{name: contract.MetricName{Namespace: t.name, Name: k.Text}, dist: dn != nil, what: what}
+		if ns := v.Get("namespace"); ns != nil {
 			s, err := l.str(ns, what+" namespace")
 			if err != nil {
 				return nil, err
@@ -73,12 +74,12 @@ func (l *loader) parseMetrics(t *transformSpec, sc *celexpr.Scope) ([]stepMetric
 		switch typ.Kind() {
 		case types.BoolKind:
 			if m.dist {
-				return nil, l.errf(en, "%s: a distribution records integers; %q is a boolean (use counter: to count the elements it holds for)", what, en.text)
+				return nil, l.errf(en, "%s: a distribution records integers; %q is a boolean (use counter: to count the elements it holds for)", what, en.Text)
 			}
 			m.boolean = true
 		case types.IntKind, types.UintKind, types.DynKind, types.AnyKind:
 		default:
-			return nil, l.errf(en, "%s must be a boolean or an integer expression; %q has type %s", what, en.text, typ)
+			return nil, l.errf(en, "%s must be a boolean or an integer expression; %q has type %s", what, en.Text, typ)
 		}
 		m.prg = prg
 		out = append(out, m)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Declared state migrations of a Combine (weir's extension; docs/JOBS.md,
@@ -66,17 +67,17 @@ type combineMigrations struct {
 // parseCombineMigrations compiles t's migrations: for agg.
 func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*combineMigrations, error) {
 	mn := t.migrations
-	if mn == nil || mn.kind == kNull {
+	if mn == nil || mn.Kind == yamlnode.Null {
 		return nil, nil
 	}
-	if mn.kind != kMap {
-		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}, not %s", mn.kind)
+	if mn.Kind != yamlnode.Map {
+		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}, not %s", mn.Kind)
 	}
 	if err := l.checkKeys(mn, "migrations", "accumulators"); err != nil {
 		return nil, err
 	}
-	an := mn.get("accumulators")
-	if an == nil || an.kind != kMap {
+	an := mn.Get("accumulators")
+	if an == nil || an.Kind != yamlnode.Map {
 		return nil, l.errf(mn, "migrations needs accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}")
 	}
 	sc, err := celexpr.NewScope(agg.out, nil, nil)
@@ -88,27 +89,27 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 	for i, op := range agg.ops {
 		outputs[i] = op.out
 	}
-	for i, k := range an.keys {
-		v := an.vals[i]
-		what := "migration of " + k.text
+	for i, k := range an.Keys {
+		v := an.Vals[i]
+		what := "migration of " + k.Text
 		idx := -1
 		for j, op := range agg.ops {
-			if op.out == k.text {
+			if op.out == k.Text {
 				idx = j
 			}
 		}
 		if idx < 0 {
 			sorted := append([]string(nil), outputs...)
 			sort.Strings(sorted)
-			return nil, l.errf(k, "%s: the Combine has no output %q (its outputs: %s)", what, k.text, strings.Join(sorted, ", "))
+			return nil, l.errf(k, "%s: the Combine has no output %q (its outputs: %s)", what, k.Text, strings.Join(sorted, ", "))
 		}
-		if v.kind != kMap {
-			return nil, l.errf(v, "%s must be {init: EXPR} or {renamed_from: OLD}, not %s", what, v.kind)
+		if v.Kind != yamlnode.Map {
+			return nil, l.errf(v, "%s must be {init: EXPR} or {renamed_from: OLD}, not %s", what, v.Kind)
 		}
 		if err := l.checkKeys(v, what, "init", "renamed_from"); err != nil {
 			return nil, err
 		}
-		in, rn := v.get("init"), v.get("renamed_from")
+		in, rn := v.Get("init"), v.Get("renamed_from")
 		switch {
 		case in != nil && rn != nil:
 			return nil, l.errf(rn, "%s: give init (an output appended now) or renamed_from (an output renamed in place, whose accumulator carries on), not both", what)
@@ -117,8 +118,8 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 			if err != nil {
 				return nil, err
 			}
-			if old == "" || old == k.text {
-				return nil, l.errf(rn, "%s: renamed_from needs the output's old name, another than %q", what, k.text)
+			if old == "" || old == k.Text {
+				return nil, l.errf(rn, "%s: renamed_from needs the output's old name, another than %q", what, k.Text)
 			}
 			for _, op := range agg.ops {
 				if op.out == old {
@@ -133,7 +134,7 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 					return nil, l.errf(rn, "%s: renamed_from %q, which %s is already renamed from", what, old, nw)
 				}
 			}
-			m.renamed[k.text] = old
+			m.renamed[k.Text] = old
 			continue
 		case in == nil:
 			return nil, l.errf(v, "%s needs init: EXPR (a CEL expression over the outputs the running version kept) or renamed_from: OLD", what)
@@ -141,7 +142,7 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 		switch agg.ops[idx].fn {
 		case fnSum, fnCount, fnMin, fnMax:
 		default:
-			return nil, l.errf(in, "%s: init sets a sum, count, min or max output; %q is %s", what, k.text, agg.ops[idx].fn)
+			return nil, l.errf(in, "%s: init sets a sum, count, min or max output; %q is %s", what, k.Text, agg.ops[idx].fn)
 		}
 		prg, _, err := l.compileExpr(sc, in, what+" init")
 		if err != nil {
@@ -218,42 +219,42 @@ func (a *aggregator) initSlots(ac *accumulator, from int) {
 //	migrations:
 //	  - step: Totals
 //	    accumulators: {...}
-func (l *loader) attachMigrations(mn *node) error {
-	if mn == nil || mn.kind == kNull {
+func (l *loader) attachMigrations(mn *yamlnode.Node) error {
+	if mn == nil || mn.Kind == yamlnode.Null {
 		return nil
 	}
 	type entry struct {
-		name *node // the step's name
-		body *node // {accumulators: ...}
+		name *yamlnode.Node // the step's name
+		body *yamlnode.Node // {accumulators: ...}
 	}
 	var entries []entry
-	switch mn.kind {
-	case kMap:
-		for i, k := range mn.keys {
-			entries = append(entries, entry{k, mn.vals[i]})
+	switch mn.Kind {
+	case yamlnode.Map:
+		for i, k := range mn.Keys {
+			entries = append(entries, entry{k, mn.Vals[i]})
 		}
-	case kSeq:
-		for _, it := range mn.seq {
-			if it.kind != kMap {
-				return l.errf(it, "a top-level migration must be a mapping {step: NAME, accumulators: {...}}, not %s", it.kind)
+	case yamlnode.Seq:
+		for _, it := range mn.Seq {
+			if it.Kind != yamlnode.Map {
+				return l.errf(it, "a top-level migration must be a mapping {step: NAME, accumulators: {...}}, not %s", it.Kind)
 			}
 			if err := l.checkKeys(it, "a top-level migration", "step", "accumulators"); err != nil {
 				return err
 			}
-			sn := it.get("step")
+			sn := it.Get("step")
 			if sn == nil {
 				return l.errf(it, "a top-level migration needs step: NAME (the Combine it migrates)")
 			}
-			body := &node{kind: kMap, line: it.line, col: it.col}
-			for i, k := range it.keys {
-				if k.text != "step" {
-					body.keys, body.vals = append(body.keys, k), append(body.vals, it.vals[i])
+			body := &yamlnode.Node{Kind: yamlnode.Map, Line: it.Line, Col: it.Col}
+			for i, k := range it.Keys {
+				if k.Text != "step" {
+					body.Keys, body.Vals = append(body.Keys, k), append(body.Vals, it.Vals[i])
 				}
 			}
 			entries = append(entries, entry{sn, body})
 		}
 	default:
-		return l.errf(mn, "the top-level migrations must map step names to {accumulators: {...}}, or list {step: NAME, accumulators: {...}}, not %s", mn.kind)
+		return l.errf(mn, "the top-level migrations must map step names to {accumulators: {...}}, or list {step: NAME, accumulators: {...}}, not %s", mn.Kind)
 	}
 	seen := map[string]bool{}
 	for _, e := range entries {

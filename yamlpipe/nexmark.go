@@ -1,13 +1,9 @@
 package yamlpipe
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/nexmark"
-	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/nexmarkrow"
 )
 
 // ---- Nexmark ----
@@ -21,94 +17,6 @@ var nexmarkKeys = []string{
 	"outOfOrderGroupSize", "seed",
 }
 
-// Nexmark row schemas: an event row has the nested rows newPerson,
-// newAuction and bid (Beam's Event fields), exactly one of them non-null,
-// and eventType, which says which: "PERSON", "AUCTION" or "BID" (Beam's
-// Event.Type; a filter tests it, as CEL cannot compare a row with null).
-// nexmarkSchemas holds the schemas of one Nexmark source's rows.
-type nexmarkSchemas struct {
-	event, person, auction, bid *row.Schema
-}
-
-func newNexmarkSchemas() *nexmarkSchemas {
-	s := &nexmarkSchemas{}
-	s.person = row.MustSchema(
-		row.Field{Name: "id", Type: row.Of(row.KindInt)},
-		row.Field{Name: "name", Type: row.Of(row.KindString)},
-		row.Field{Name: "emailAddress", Type: row.Of(row.KindString)},
-		row.Field{Name: "creditCard", Type: row.Of(row.KindString)},
-		row.Field{Name: "city", Type: row.Of(row.KindString)},
-		row.Field{Name: "state", Type: row.Of(row.KindString)},
-		row.Field{Name: "dateTime", Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: "extra", Type: row.Of(row.KindString)},
-	)
-	s.auction = row.MustSchema(
-		row.Field{Name: "id", Type: row.Of(row.KindInt)},
-		row.Field{Name: "itemName", Type: row.Of(row.KindString)},
-		row.Field{Name: "description", Type: row.Of(row.KindString)},
-		row.Field{Name: "initialBid", Type: row.Of(row.KindInt)},
-		row.Field{Name: "reserve", Type: row.Of(row.KindInt)},
-		row.Field{Name: "dateTime", Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: "expires", Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: "seller", Type: row.Of(row.KindInt)},
-		row.Field{Name: "category", Type: row.Of(row.KindInt)},
-		row.Field{Name: "extra", Type: row.Of(row.KindString)},
-	)
-	s.bid = row.MustSchema(
-		row.Field{Name: "auction", Type: row.Of(row.KindInt)},
-		row.Field{Name: "bidder", Type: row.Of(row.KindInt)},
-		row.Field{Name: "price", Type: row.Of(row.KindInt)},
-		row.Field{Name: "dateTime", Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: "extra", Type: row.Of(row.KindString)},
-	)
-	s.event = row.MustSchema(
-		row.Field{Name: "eventType", Type: row.Of(row.KindString)},
-		row.Field{Name: "newPerson", Type: row.RowOf(s.person)},
-		row.Field{Name: "newAuction", Type: row.RowOf(s.auction)},
-		row.Field{Name: "bid", Type: row.RowOf(s.bid)},
-	)
-	return s
-}
-
-// The eventType values (nexmark.Kind's names).
-const (
-	kindPerson  = "PERSON"
-	kindAuction = "AUCTION"
-	kindBid     = "BID"
-)
-
-// nexmarkRow is an event row and its nested row in one allocation.
-type nexmarkRow struct {
-	outer  rowT
-	ov     [4]any
-	inner  rowT
-	values [10]any
-}
-
-// row returns the row of e.
-func (s *nexmarkSchemas) row(e nexmark.Event) *row.Row {
-	nr := &nexmarkRow{}
-	nr.outer = rowT{Schema: s.event, Values: nr.ov[:]}
-	switch {
-	case e.Person != nil:
-		p := e.Person
-		nr.values = [10]any{p.ID, p.Name, p.EmailAddress, p.CreditCard, p.City, p.State, p.DateTime, p.Extra}
-		nr.inner = rowT{Schema: s.person, Values: nr.values[:8]}
-		nr.ov[0], nr.ov[1] = kindPerson, &nr.inner
-	case e.Auction != nil:
-		a := e.Auction
-		nr.values = [10]any{a.ID, a.ItemName, a.Description, a.InitialBid, a.Reserve, a.DateTime, a.Expires, a.Seller, a.Category, a.Extra}
-		nr.inner = rowT{Schema: s.auction, Values: nr.values[:10]}
-		nr.ov[0], nr.ov[2] = kindAuction, &nr.inner
-	case e.Bid != nil:
-		b := e.Bid
-		nr.values = [10]any{b.Auction, b.Bidder, b.Price, b.DateTime, b.Extra}
-		nr.inner = rowT{Schema: s.bid, Values: nr.values[:5]}
-		nr.ov[0], nr.ov[3] = kindBid, &nr.inner
-	}
-	return &nr.outer
-}
-
 func buildNexmark(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	var cfg nexmark.Config
 	c := t.config
@@ -120,7 +28,7 @@ func buildNexmark(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		"hotBiddersRatio": &cfg.HotBiddersRatio, "numInFlightAuctions": &cfg.NumInFlightAuctions, "numActivePeople": &cfg.NumActivePeople,
 	}
 	for _, key := range nexmarkKeys {
-		n := c.get(key)
+		n := c.Get(key)
 		if n == nil {
 			continue
 		}
@@ -160,50 +68,9 @@ func buildNexmark(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	if err != nil {
 		return nil, l.errf(t.typNode, "Nexmark config: %v", err)
 	}
-	schemas := newNexmarkSchemas()
-	out := weir.Read[*rowT](l.root, t.name, &nexmarkRows{src: src, schemas: schemas}, src.Bounded(),
-		stepOpts(t, weir.WithCoder(schemas.event.Coder()), weir.WithSourceIdentity("nexmark", t.name, src.Bounded()))...)
-	return rowsColl(schemas.event, out), nil
-}
-
-// nexmarkRows is the Nexmark source with its events as rows.
-type nexmarkRows struct {
-	src     *nexmark.Source
-	schemas *nexmarkSchemas
-}
-
-func (s *nexmarkRows) Split(ctx context.Context, n int) ([]contract.SourceSplit, error) {
-	splits, err := s.src.Split(ctx, n)
-	return s.wrap(splits), err
-}
-
-func (s *nexmarkRows) Resume(ctx context.Context, positions [][]byte) ([]contract.SourceSplit, error) {
-	splits, err := s.src.Resume(ctx, positions)
-	return s.wrap(splits), err
-}
-
-func (s *nexmarkRows) wrap(splits []contract.SourceSplit) []contract.SourceSplit {
-	out := make([]contract.SourceSplit, len(splits))
-	for i, sp := range splits {
-		out[i] = &nexmarkRowSplit{PositionedSplit: sp.(contract.PositionedSplit), schemas: s.schemas}
-	}
-	return out
-}
-
-// nexmarkRowSplit converts the events a Nexmark split reads to rows.
-type nexmarkRowSplit struct {
-	contract.PositionedSplit
-	schemas *nexmarkSchemas
-}
-
-func (s *nexmarkRowSplit) Read(ctx context.Context, buf []contract.Element) (contract.ReadResult, error) {
-	res, err := s.PositionedSplit.Read(ctx, buf)
-	for i := range buf[:res.N] {
-		ev, ok := buf[i].Value.(nexmark.Event)
-		if !ok {
-			return res, fmt.Errorf("nexmark source gave a %T, not an event", buf[i].Value)
-		}
-		buf[i].Value = s.schemas.row(ev)
-	}
-	return res, err
+	rows := nexmarkrow.NewSource(src)
+	event := rows.EventSchema()
+	out := weir.Read[*rowT](l.root, t.name, rows, src.Bounded(),
+		stepOpts(t, weir.WithCoder(event.Coder()), weir.WithSourceIdentity("nexmark", t.name, src.Bounded()))...)
+	return rowsColl(event, out), nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // ErrNeedsServer is wrapped by the load error of a pipeline whose
@@ -34,7 +35,7 @@ func TopicSubscription(job, step string) string { return pubsub.SubscriptionName
 
 // broker returns the job's Pub/Sub broker, or an error at n saying that
 // Pub/Sub transforms need a weir server.
-func (l *loader) broker(n *node, typ string) (Broker, error) {
+func (l *loader) broker(n *yamlnode.Node, typ string) (Broker, error) {
 	if l.opts.Job == nil || l.opts.Job.Broker == nil {
 		e := l.errf(n, "%s needs the Pub/Sub broker of a weir server: submit the pipeline with --job-name (start one with `weir server`)", typ).(*Error)
 		e.Err = ErrNeedsServer
@@ -44,8 +45,8 @@ func (l *loader) broker(n *node, typ string) (Broker, error) {
 }
 
 // optDuration reads an optional duration (300, 300s, 5m) at key.
-func (l *loader) optDuration(m *node, key string) (time.Duration, bool, error) {
-	n := m.get(key)
+func (l *loader) optDuration(m *yamlnode.Node, key string) (time.Duration, bool, error) {
+	n := m.Get(key)
 	if n == nil {
 		return 0, false, nil
 	}
@@ -61,11 +62,11 @@ func (l *loader) optDuration(m *node, key string) (time.Duration, bool, error) {
 // disables idle advancement (a negative pubsub IdleTimeout): a caught-up
 // subscription then holds its watermark until messages move it, as a
 // backfill of historical event times needs.
-func (l *loader) idleTimeout(n *node) (time.Duration, error) {
+func (l *loader) idleTimeout(n *yamlnode.Node) (time.Duration, error) {
 	if n == nil {
 		return 0, nil
 	}
-	if n.kind == kString && n.text == "never" {
+	if n.Kind == yamlnode.String && n.Text == "never" {
 		return -1, nil
 	}
 	text, err := l.str(n, "idle_timeout")
@@ -88,7 +89,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	if cfg.Subscription, _, err = l.optStr(t.config, "subscription"); err != nil {
 		return nil, err
 	}
-	var tn *node
+	var tn *yamlnode.Node
 	if cfg.Topic, tn, err = l.optStr(t.config, "topic"); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	}
 	schema := pubsub.RawSchema()
 	if cfg.Format == pubsub.FormatJSON {
-		sn := t.config.get("schema")
+		sn := t.config.Get("schema")
 		if sn == nil {
 			return nil, l.errf(t.typNode, "ReadFromPubSub with format json needs config.schema (field: int|float|bool|string|timestamp)")
 		}
@@ -137,7 +138,7 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 			cfg.Watermark.MaxOutOfOrderness = -1 // explicitly none
 		}
 	}
-	if d, err := l.idleTimeout(t.config.get("idle_timeout")); err != nil {
+	if d, err := l.idleTimeout(t.config.Get("idle_timeout")); err != nil {
 		return nil, err
 	} else {
 		cfg.Watermark.IdleTimeout = d
@@ -209,9 +210,9 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if cfg.IDField != "" && in.schema.Index(cfg.IDField) < 0 {
 		return nil, l.errf(t.typNode, "id_field %q is not a field of the input (%s)", cfg.IDField, in.schema)
 	}
-	if an := t.config.get("attributes"); an != nil {
+	if an := t.config.Get("attributes"); an != nil {
 		cfg.Attributes = map[string]string{}
-		plain, ok := an.plain().(map[string]any)
+		plain, ok := an.Plain().(map[string]any)
 		if !ok {
 			return nil, l.errf(an, "attributes must be a map of names to strings")
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/yamlpipe/python"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // Beam YAML's `language: python` (package python): the loader finds the
@@ -14,42 +15,42 @@ import (
 
 // isPython says whether t is written in Python (language: python).
 func (l *loader) isPython(t *transformSpec) bool {
-	ln := t.config.get("language")
-	return ln != nil && ln.kind == kString && ln.text == "python"
+	ln := t.config.Get("language")
+	return ln != nil && ln.Kind == yamlnode.String && ln.Text == "python"
 }
 
 // pyMeta declares metaVars to Python code.
 func pyMeta() []python.Meta {
 	out := make([]python.Meta, len(metaVars))
 	for i, w := range metaVars {
-		out[i] = python.Meta{Name: metaVarName(w), Type: w.typ(), Value: w.value}
+		out[i] = python.Meta{Name: metaVarName(w), Type: w.Type(), Value: w.Value}
 	}
 	return out
 }
 
 // pyPos maps a position (1-based line and column; 0 when unknown) in the
 // code of n to the file.
-func (l *loader) pyPos(n *node, pl, pc int) (line, col int) {
+func (l *loader) pyPos(n *yamlnode.Node, pl, pc int) (line, col int) {
 	if pl < 1 {
-		return n.line, n.col
+		return n.Line, n.Col
 	}
-	if n.block {
-		return n.bodyLine + pl - 1, n.bodyCol + max(pc, 1) - 1
+	if n.Block {
+		return n.BodyLine + pl - 1, n.BodyCol + max(pc, 1) - 1
 	}
 	if pl == 1 {
-		col = n.col + max(pc, 1) - 1
-		if n.quoted {
+		col = n.Col + max(pc, 1) - 1
+		if n.Quoted {
 			col++
 		}
-		return n.line, col
+		return n.Line, col
 	}
-	return n.line + pl - 1, max(pc, 1)
+	return n.Line + pl - 1, max(pc, 1)
 }
 
 // pyError turns a Starlark compile error into an error at its place in
 // the file, naming what is unsupported when it is Python outside the
 // dialect.
-func (l *loader) pyError(n *node, src, what, fields string, err error) error {
+func (l *loader) pyError(n *yamlnode.Node, src, what, fields string, err error) error {
 	pl, pc, msg, ok := python.ErrorAt(err, src, fields)
 	if !ok {
 		return l.wrapf(n, err, "%s: python", what)
@@ -60,7 +61,7 @@ func (l *loader) pyError(n *node, src, what, fields string, err error) error {
 
 // pyCompileError places an error of python.CompileExpr or
 // python.CompileCallable.
-func (l *loader) pyCompileError(n *node, src, what, fields string, err error) error {
+func (l *loader) pyCompileError(n *yamlnode.Node, src, what, fields string, err error) error {
 	var ce *python.CodeError
 	var de *python.DefsError
 	switch {
@@ -74,18 +75,18 @@ func (l *loader) pyCompileError(n *node, src, what, fields string, err error) er
 
 // compilePython compiles n, a Python expression (the fields are
 // variables), or a {expression: ...} or {callable: ...} mapping.
-func (l *loader) compilePython(in *coll, n *node, what string) (*python.Program, error) {
-	if n.kind == kMap {
+func (l *loader) compilePython(in *coll, n *yamlnode.Node, what string) (*python.Program, error) {
+	if n.Kind == yamlnode.Map {
 		if err := l.checkKeys(n, what, "expression", "callable"); err != nil {
 			return nil, err
 		}
-		if c := n.get("callable"); c != nil {
-			if n.get("expression") != nil {
+		if c := n.Get("callable"); c != nil {
+			if n.Get("expression") != nil {
 				return nil, l.errf(c, "%s: give expression or callable, not both", what)
 			}
 			return l.compilePyCallable(in, c, what)
 		}
-		e := n.get("expression")
+		e := n.Get("expression")
 		if e == nil {
 			return nil, l.errf(n, "%s needs an expression or a callable", what)
 		}
@@ -108,7 +109,7 @@ func (l *loader) compilePython(in *coll, n *node, what string) (*python.Program,
 
 // compilePyCallable compiles Beam's callable: a lambda, or a def whose
 // last defined function is called with the row.
-func (l *loader) compilePyCallable(in *coll, n *node, what string) (*python.Program, error) {
+func (l *loader) compilePyCallable(in *coll, n *yamlnode.Node, what string) (*python.Program, error) {
 	src, err := l.str(n, what+" callable")
 	if err != nil {
 		return nil, err

@@ -24,12 +24,12 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	cfg := sqlsink.Config{RenamedColumns: renamedColumns(l, t, in)}
 	var err error
-	if n := t.config.get("driver"); n != nil {
+	if n := t.config.Get("driver"); n != nil {
 		if cfg.Driver, err = l.str(n, "WriteToSql driver"); err != nil {
 			return nil, err
 		}
 	}
-	dsnNode := t.config.get("dsn")
+	dsnNode := t.config.Get("dsn")
 	if dsnNode != nil {
 		if cfg.DSN, err = l.str(dsnNode, "WriteToSql dsn"); err != nil {
 			return nil, err
@@ -38,7 +38,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if cfg.Table, _, err = l.requireStr(t.config, "table", "WriteToSql config"); err != nil {
 		return nil, err
 	}
-	if n := t.config.get("key"); n != nil {
+	if n := t.config.Get("key"); n != nil {
 		keys, nodes, err := l.strList(n, "WriteToSql key")
 		if err != nil {
 			return nil, err
@@ -50,12 +50,12 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		cfg.Key = keys
 	}
-	if n := t.config.get("mode"); n != nil {
+	if n := t.config.Get("mode"); n != nil {
 		if cfg.Mode, err = l.str(n, "WriteToSql mode"); err != nil {
 			return nil, err
 		}
 	}
-	if n := t.config.get("layout"); n != nil {
+	if n := t.config.Get("layout"); n != nil {
 		if cfg.Layout, err = l.str(n, "WriteToSql layout"); err != nil {
 			return nil, err
 		}
@@ -63,7 +63,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, l.errf(n, "WriteToSql layout %q is not supported: use table (the default) or staged", cfg.Layout)
 		}
 	}
-	if n := t.config.get("merge_interval"); n != nil {
+	if n := t.config.Get("merge_interval"); n != nil {
 		if strings.ToLower(cfg.Layout) != sqlsink.LayoutStaged {
 			return nil, l.errf(n, "WriteToSql merge_interval applies to layout: staged only; add layout: staged or remove it")
 		}
@@ -73,7 +73,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		switch {
 		case d < 0:
-			return nil, l.errf(n, "WriteToSql merge_interval %s is negative; use 0 to merge only on demand (weir tables merge)", n.text)
+			return nil, l.errf(n, "WriteToSql merge_interval %s is negative; use 0 to merge only on demand (weir tables merge)", n.Text)
 		case d == 0:
 			cfg.MergeInterval = -1 // only on demand
 		default:

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // TestTaps rewires a pipeline for one test case of its tests: section
@@ -127,18 +129,18 @@ func (l *loader) mockInput(key string, rows []map[string]any) error {
 	}
 	at := []int{}
 	if named {
-		if t.inputNode == nil || t.inputNode.kind != kMap {
+		if t.inputNode == nil || t.inputNode.Kind != yamlnode.Map {
 			return fmt.Errorf("%s: mock_inputs names input %q of %q, whose input is not a mapping of named inputs: mock %q", l.file, input, t.name, t.name)
 		}
-		for i, k := range t.inputNode.keys {
-			if k.text == input {
+		for i, k := range t.inputNode.Keys {
+			if k.Text == input {
 				at = append(at, i)
 			}
 		}
 		if len(at) == 0 {
 			var names []string
-			for _, k := range t.inputNode.keys {
-				names = append(names, k.text)
+			for _, k := range t.inputNode.Keys {
+				names = append(names, k.Text)
 			}
 			return fmt.Errorf("%s: mock_inputs names input %q of %q, which has inputs %s", l.file, input, t.name, strings.Join(names, ", "))
 		}

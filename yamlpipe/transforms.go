@@ -11,6 +11,8 @@ import (
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/schemainfer"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 type rowT = row.Row
@@ -125,23 +127,23 @@ func transformTypes() []string {
 // ---- Create ----
 
 func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
-	en := t.config.get("elements")
-	if en == nil || en.kind != kSeq {
+	en := t.config.Get("elements")
+	if en == nil || en.Kind != yamlnode.Seq {
 		if en == nil {
 			return nil, l.errf(t.typNode, "Create needs config.elements (a list of rows)")
 		}
-		return nil, l.errf(en, "Create elements must be a list, not %s", en.kind)
+		return nil, l.errf(en, "Create elements must be a list, not %s", en.Kind)
 	}
 	tsField, _, err := l.optStr(t.config, "timestamp_field")
 	if err != nil {
 		return nil, err
 	}
-	if rn := t.config.get("reshuffle"); rn != nil && rn.kind != kBool {
+	if rn := t.config.Get("reshuffle"); rn != nil && rn.Kind != yamlnode.Bool {
 		return nil, l.errf(rn, "Create reshuffle must be true or false")
 	}
-	elems := en.seq
+	elems := en.Seq
 	var invalid []weir.TimestampedValue[*rowT]
-	if osn := t.config.get("output_schema"); osn != nil {
+	if osn := t.config.Get("output_schema"); osn != nil {
 		os, err := l.parseOutputSchema(osn)
 		if err != nil {
 			return nil, err
@@ -155,7 +157,7 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		return nil, err
 	}
 	if tsField != "" && lit.schema.Index(tsField) < 0 {
-		return nil, l.errf(t.config.get("timestamp_field"), "timestamp_field %q is in none of the elements", tsField)
+		return nil, l.errf(t.config.Get("timestamp_field"), "timestamp_field %q is in none of the elements", tsField)
 	}
 	tvs := make([]weir.TimestampedValue[*rowT], len(lit.rows))
 	for i, r := range lit.rows {
@@ -169,16 +171,16 @@ func buildCreate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 
 // timestamped gives a literal row its event time and source position; a
 // missing or unparsable timestamp makes it a bad_timestamp reject.
-func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) weir.TimestampedValue[*rowT] {
-	tv := weir.TimestampedValue[*rowT]{Value: r, Time: def, Source: &contract.SourcePos{Source: l.file, Offset: int64(n.line)}}
+func (l *loader) timestamped(r *rowT, n *yamlnode.Node, tsField string, def mtime.Time) weir.TimestampedValue[*rowT] {
+	tv := weir.TimestampedValue[*rowT]{Value: r, Time: def, Source: &contract.SourcePos{Source: l.file, Offset: int64(n.Line)}}
 	if tsField == "" {
 		return tv
 	}
 	v, _ := r.Get(tsField)
 	ts, err := row.ToTimestamp(v)
 	if err != nil {
-		if raw := n.get(tsField); raw != nil && v == nil && raw.kind == kString {
-			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.text)
+		if raw := n.Get(tsField); raw != nil && v == nil && raw.Kind == yamlnode.String {
+			err = fmt.Errorf("%q is not RFC 3339 (e.g. 2026-03-01T10:05:00Z)", raw.Text)
 		}
 		reason := files.ReasonBadTimestamp
 		if errors.Is(err, row.ErrTimestampInSeconds) {
@@ -194,30 +196,30 @@ func (l *loader) timestamped(r *rowT, n *node, tsField string, def mtime.Time) w
 // ---- TestStream ----
 
 func buildTestStream(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
-	evn := t.config.get("events")
-	if evn == nil || evn.kind != kSeq {
+	evn := t.config.Get("events")
+	if evn == nil || evn.Kind != yamlnode.Seq {
 		if evn == nil {
 			return nil, l.errf(t.typNode, "TestStream needs config.events")
 		}
-		return nil, l.errf(evn, "TestStream events must be a list, not %s", evn.kind)
+		return nil, l.errf(evn, "TestStream events must be a list, not %s", evn.Kind)
 	}
 	tsField, _, err := l.optStr(t.config, "timestamp_field")
 	if err != nil {
 		return nil, err
 	}
-	var elems []*node
-	for _, ev := range evn.seq {
+	var elems []*yamlnode.Node
+	for _, ev := range evn.Seq {
 		if err := l.checkKeys(ev, "a TestStream event", "add", "advance_watermark_to", "advance_processing_time", "advance_watermark_to_infinity"); err != nil {
 			return nil, err
 		}
-		if len(ev.keys) != 1 {
+		if len(ev.Keys) != 1 {
 			return nil, l.errf(ev, "a TestStream event has exactly one of add, advance_watermark_to, advance_processing_time, advance_watermark_to_infinity")
 		}
-		if add := ev.get("add"); add != nil {
-			if add.kind != kSeq {
-				return nil, l.errf(add, "add takes a list of elements, not %s", add.kind)
+		if add := ev.Get("add"); add != nil {
+			if add.Kind != yamlnode.Seq {
+				return nil, l.errf(add, "add takes a list of elements, not %s", add.Kind)
 			}
-			elems = append(elems, add.seq...)
+			elems = append(elems, add.Seq...)
 		}
 	}
 	lit, err := l.literalRows(elems, tsField)
@@ -227,12 +229,12 @@ func buildTestStream(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	var events []weir.TestEvent[*rowT]
 	wm := mtime.MinTimestamp
 	k := 0
-	for _, ev := range evn.seq {
-		key, v := ev.keys[0], ev.vals[0]
-		switch key.text {
+	for _, ev := range evn.Seq {
+		key, v := ev.Keys[0], ev.Vals[0]
+		switch key.Text {
 		case "add":
-			tvs := make([]weir.TimestampedValue[*rowT], 0, len(v.seq))
-			for range v.seq {
+			tvs := make([]weir.TimestampedValue[*rowT], 0, len(v.Seq))
+			for range v.Seq {
 				tvs = append(tvs, l.timestamped(lit.rows[k], lit.nodes[k], tsField, wm))
 				k++
 			}
@@ -274,23 +276,23 @@ func buildTestStream(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 }
 
 // timestamp reads an RFC 3339 string or integer epoch milliseconds.
-func (l *loader) timestamp(n *node, what string) (mtime.Time, error) {
-	switch n.kind {
-	case kInt:
-		return mtime.Time(n.i), nil
-	case kString:
-		ts, err := mtime.Parse(n.text)
+func (l *loader) timestamp(n *yamlnode.Node, what string) (mtime.Time, error) {
+	switch n.Kind {
+	case yamlnode.Int:
+		return mtime.Time(n.I), nil
+	case yamlnode.String:
+		ts, err := mtime.Parse(n.Text)
 		if err != nil {
 			return 0, l.wrapf(n, err, "bad %s", what)
 		}
 		return ts, nil
 	}
-	return 0, l.errf(n, "%s must be an RFC 3339 time or epoch milliseconds, not %s", what, n.kind)
+	return 0, l.errf(n, "%s must be an RFC 3339 time or epoch milliseconds, not %s", what, n.Kind)
 }
 
-func (l *loader) optStr(m *node, key string) (string, *node, error) {
-	n := m.get(key)
-	if n == nil || n.kind == kNull {
+func (l *loader) optStr(m *yamlnode.Node, key string) (string, *yamlnode.Node, error) {
+	n := m.Get(key)
+	if n == nil || n.Kind == yamlnode.Null {
 		return "", nil, nil
 	}
 	s, err := l.str(n, key)
@@ -356,15 +358,15 @@ const defaultGenerateStart mtime.Time = 1767225600000
 
 func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	c := t.config
-	count, err := l.integer(c.get("count"), "count")
+	count, err := l.integer(c.Get("count"), "count")
 	if err != nil {
 		return nil, err
 	}
 	if count < 0 {
-		return nil, l.errf(c.get("count"), "count must not be negative (0 or absent means unbounded)")
+		return nil, l.errf(c.Get("count"), "count must not be negative (0 or absent means unbounded)")
 	}
 	keys := int64(10)
-	if kn := c.get("keys"); kn != nil {
+	if kn := c.Get("keys"); kn != nil {
 		if keys, err = l.integer(kn, "keys"); err != nil {
 			return nil, err
 		}
@@ -373,7 +375,7 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		}
 	}
 	maxAmount := int64(1000)
-	if mn := c.get("max_amount"); mn != nil {
+	if mn := c.Get("max_amount"); mn != nil {
 		if maxAmount, err = l.integer(mn, "max_amount"); err != nil {
 			return nil, err
 		}
@@ -381,16 +383,16 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 			return nil, l.errf(mn, "max_amount must be between 1 and %d", 1<<20)
 		}
 	}
-	rate, err := l.number(c.get("rate"), "rate")
+	rate, err := l.number(c.Get("rate"), "rate")
 	if err != nil {
 		return nil, err
 	}
 	if rate < 0 {
-		return nil, l.errf(c.get("rate"), "rate must not be negative (0 or absent means as fast as possible)")
+		return nil, l.errf(c.Get("rate"), "rate must not be negative (0 or absent means as fast as possible)")
 	}
 	spacing := mtime.Millisecond
-	if sn := c.get("spacing"); sn != nil {
-		if sn.kind == kInt {
+	if sn := c.Get("spacing"); sn != nil {
+		if sn.Kind == yamlnode.Int {
 			// A bare number is milliseconds here: spacing is usually sub-second.
 			return nil, l.errf(sn, "spacing needs a unit (e.g. 1ms, 10ms, 1s)")
 		}
@@ -399,12 +401,12 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 		}
 	}
 	start := defaultGenerateStart
-	if sn := c.get("start"); sn != nil {
+	if sn := c.Get("start"); sn != nil {
 		if start, err = l.timestamp(sn, "start"); err != nil {
 			return nil, err
 		}
 	}
-	seed, err := l.integer(c.get("seed"), "seed")
+	seed, err := l.integer(c.Get("seed"), "seed")
 	if err != nil {
 		return nil, err
 	}
@@ -434,14 +436,14 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		if err != nil {
 			return nil, err
 		}
-		pn := t.config.get("path")
+		pn := t.config.Get("path")
 		if in.m != nil {
-			pn = t.config.get("manifest")
+			pn = t.config.Get("manifest")
 		}
 		path := in.path
 		var schema *row.Schema
 		var dialect files.CSVOptions
-		sn := t.config.get("schema")
+		sn := t.config.Get("schema")
 		if sn != nil {
 			if schema, err = l.schema(sn); err != nil {
 				return nil, err
@@ -449,7 +451,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		}
 		switch {
 		case format == files.JSONLines && schema == nil:
-			if schema, err = inferJSONSchema(path); err != nil {
+			if schema, err = schemainfer.JSON(path); err != nil {
 				return nil, l.wrapf(pn, err, "ReadFromJson without a schema infers it from the file at load time")
 			}
 		case (format == files.Avro || format == files.Parquet) && schema == nil:
@@ -470,7 +472,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.wrapf(pn, herr, "ReadFromCsv without a schema reads the header and types the columns at load time")
 			}
 			if herr == nil {
-				if schema, err = csvSchema(header, kinds, schema); err != nil {
+				if schema, err = schemainfer.CSV(header, kinds, schema); err != nil {
 					return nil, l.wrapf(sn, err, "schema does not match the header of %s", path)
 				}
 			}
@@ -517,51 +519,23 @@ func (l *loader) csvDialect(t *transformSpec) (files.CSVOptions, error) {
 		*k.to = r[0]
 	}
 	if o.Delimiter != 0 && o.Delimiter == o.Comment {
-		return o, l.errf(t.config.get("comment"), "%s comment and delimiter are both %q", t.typ, string(o.Comment))
+		return o, l.errf(t.config.Get("comment"), "%s comment and delimiter are both %q", t.typ, string(o.Comment))
 	}
 	return o, nil
 }
 
-// csvSchema types the header's columns from the declared schema, and the
-// undeclared ones by what their cells hold (kinds, files.CSVInfer); every
-// declared field must be in the header.
-func csvSchema(header []string, kinds []row.Kind, declared *row.Schema) (*row.Schema, error) {
-	fields := make([]row.Field, 0, len(header))
-	for i, h := range header {
-		f := row.Field{Name: h, Type: row.Of(kinds[i])}
-		if declared != nil {
-			if i := declared.Index(h); i >= 0 {
-				f.Type = declared.Fields[i].Type
-			}
-		}
-		fields = append(fields, f)
-	}
-	s, err := row.NewSchema(fields...)
-	if err != nil {
-		return nil, err
-	}
-	if declared != nil {
-		for _, f := range declared.Fields {
-			if s.Index(f.Name) < 0 {
-				return nil, fmt.Errorf("the header has no column %q", f.Name)
-			}
-		}
-	}
-	return s, nil
-}
-
 // schema reads {field: type} (nested mappings are rows, [type] lists).
-func (l *loader) schema(n *node) (*row.Schema, error) {
-	if n.kind != kMap || len(n.keys) == 0 {
+func (l *loader) schema(n *yamlnode.Node) (*row.Schema, error) {
+	if n.Kind != yamlnode.Map || len(n.Keys) == 0 {
 		return nil, l.errf(n, "schema must be a non-empty mapping of field: type")
 	}
-	fields := make([]row.Field, 0, len(n.keys))
-	for i, k := range n.keys {
-		t, err := l.schemaType(n.vals[i])
+	fields := make([]row.Field, 0, len(n.Keys))
+	for i, k := range n.Keys {
+		t, err := l.schemaType(n.Vals[i])
 		if err != nil {
 			return nil, err
 		}
-		fields = append(fields, row.Field{Name: k.text, Type: t})
+		fields = append(fields, row.Field{Name: k.Text, Type: t})
 	}
 	s, err := row.NewSchema(fields...)
 	if err != nil {
@@ -570,31 +544,31 @@ func (l *loader) schema(n *node) (*row.Schema, error) {
 	return s, nil
 }
 
-func (l *loader) schemaType(n *node) (row.Type, error) {
-	switch n.kind {
-	case kMap:
+func (l *loader) schemaType(n *yamlnode.Node) (row.Type, error) {
+	switch n.Kind {
+	case yamlnode.Map:
 		s, err := l.schema(n)
 		if err != nil {
 			return row.Type{}, err
 		}
 		return row.RowOf(s), nil
-	case kSeq:
-		if len(n.seq) != 1 {
+	case yamlnode.Seq:
+		if len(n.Seq) != 1 {
 			return row.Type{}, l.errf(n, "a list type is written [type]")
 		}
-		e, err := l.schemaType(n.seq[0])
+		e, err := l.schemaType(n.Seq[0])
 		if err != nil {
 			return row.Type{}, err
 		}
 		return row.ListOf(e), nil
-	case kString:
-		t, err := row.ParseType(n.text)
+	case yamlnode.String:
+		t, err := row.ParseType(n.Text)
 		if err != nil {
 			return row.Type{}, l.wrapf(n, err, "bad field type")
 		}
 		return t, nil
 	}
-	return row.Type{}, l.errf(n, "a field type must be a name (int, float, bool, string, timestamp, any), not %s", n.kind)
+	return row.Type{}, l.errf(n, "a field type must be a name (int, float, bool, string, timestamp, any), not %s", n.Kind)
 }
 
 func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {
@@ -659,7 +633,7 @@ func buildFlatten(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 }
 
 func buildWindowInto(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
-	wn := t.config.get("windowing")
+	wn := t.config.Get("windowing")
 	if wn != nil && t.windowing != nil {
 		return nil, l.errf(t.windowing, "WindowInto takes its windowing once: in config.windowing or at the top level, not both")
 	}
@@ -673,6 +647,6 @@ func buildWindowInto(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []weir.StepOption{weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(map[string]any{"windowing": wn.plain()})}
+	opts := []weir.StepOption{weir.WithURN("weir:yaml:WindowInto"), weir.WithConfig(map[string]any{"windowing": wn.Plain()})}
 	return windowInto(l.root, t.name, ins[0], ws, opts...), nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // windowing reads a windowing mapping into a strategy:
@@ -13,7 +14,7 @@ import (
 //	type: global|fixed|sliding|sessions, size, period, gap, offset,
 //	allowed_lateness, accumulation_mode: accumulating|discarding,
 //	trigger: {type, early, late, count, delay, trigger, triggers}
-func (l *loader) windowing(n *node) (window.Strategy, error) {
+func (l *loader) windowing(n *yamlnode.Node) (window.Strategy, error) {
 	var s window.Strategy
 	if err := l.checkKeys(n, "windowing", "type", "size", "period", "gap", "offset", "allowed_lateness", "accumulation_mode", "trigger"); err != nil {
 		return s, err
@@ -34,7 +35,7 @@ func (l *loader) windowing(n *node) (window.Strategy, error) {
 		return s, l.errf(tn, "unknown window type %q (want global, fixed, sliding or sessions)", typ)
 	}
 	for _, k := range []string{"size", "period", "gap", "offset"} {
-		if n.get(k) == nil {
+		if n.Get(k) == nil {
 			continue
 		}
 		found := false
@@ -42,12 +43,12 @@ func (l *loader) windowing(n *node) (window.Strategy, error) {
 			found = found || a == k
 		}
 		if !found {
-			return s, l.errf(n.keyNode(k), "%s windows take no %s", typ, k)
+			return s, l.errf(n.KeyNode(k), "%s windows take no %s", typ, k)
 		}
 	}
 	s.Fn.Kind = kind
 	dur := func(key string, required bool) (mtime.Duration, error) {
-		v := n.get(key)
+		v := n.Get(key)
 		if v == nil {
 			if required {
 				return 0, l.errf(tn, "%s windows need %s", typ, key)
@@ -71,7 +72,7 @@ func (l *loader) windowing(n *node) (window.Strategy, error) {
 	if s.AllowedLateness, err = dur("allowed_lateness", false); err != nil {
 		return s, err
 	}
-	if am := n.get("accumulation_mode"); am != nil {
+	if am := n.Get("accumulation_mode"); am != nil {
 		m, err := l.str(am, "accumulation_mode")
 		if err != nil {
 			return s, err
@@ -83,7 +84,7 @@ func (l *loader) windowing(n *node) (window.Strategy, error) {
 			return s, l.errf(am, "unknown accumulation_mode %q (want accumulating or discarding)", m)
 		}
 	}
-	if tr := n.get("trigger"); tr != nil {
+	if tr := n.Get("trigger"); tr != nil {
 		if s.Trigger, err = l.trigger(tr); err != nil {
 			return s, err
 		}
@@ -96,7 +97,7 @@ func (l *loader) windowing(n *node) (window.Strategy, error) {
 }
 
 // duration reads 300 (seconds), "300s", "5m", "1h".
-func (l *loader) duration(n *node, what string) (mtime.Duration, error) {
+func (l *loader) duration(n *yamlnode.Node, what string) (mtime.Duration, error) {
 	text, err := l.str(n, what)
 	if err != nil {
 		return 0, err
@@ -109,10 +110,10 @@ func (l *loader) duration(n *node, what string) (mtime.Duration, error) {
 }
 
 // trigger reads a trigger mapping (or a bare type name such as default).
-func (l *loader) trigger(n *node) (window.Trigger, error) {
+func (l *loader) trigger(n *yamlnode.Node) (window.Trigger, error) {
 	var t window.Trigger
-	if n.kind == kString {
-		n = &node{kind: kMap, line: n.line, col: n.col, keys: []*node{{kind: kString, text: "type", line: n.line, col: n.col}}, vals: []*node{n}}
+	if n.Kind == yamlnode.String {
+		n = &yamlnode.Node{Kind: yamlnode.Map, Line: n.Line, Col: n.Col, Keys: []*yamlnode.Node{{Kind: yamlnode.String, Text: "type", Line: n.Line, Col: n.Col}}, Vals: []*yamlnode.Node{n}}
 	}
 	if err := l.checkKeys(n, "trigger", "type", "early", "late", "count", "delay", "trigger", "triggers"); err != nil {
 		return t, err
@@ -136,20 +137,20 @@ func (l *loader) trigger(n *node) (window.Trigger, error) {
 	if !ok {
 		return t, l.errf(tn, "unknown trigger type %q (want default, after_watermark, after_count, after_processing_time, repeatedly, after_any, after_all or never)", typ)
 	}
-	for _, k := range n.keys {
-		if k.text == "type" {
+	for _, k := range n.Keys {
+		if k.Text == "type" {
 			continue
 		}
 		found := false
 		for _, a := range allowed {
-			found = found || a == k.text
+			found = found || a == k.Text
 		}
 		if !found {
-			return t, l.errf(k, "a %s trigger takes no %s", typ, k.text)
+			return t, l.errf(k, "a %s trigger takes no %s", typ, k.Text)
 		}
 	}
 	sub := func(key string) (*window.Trigger, error) {
-		v := n.get(key)
+		v := n.Get(key)
 		if v == nil {
 			return nil, nil
 		}
@@ -167,7 +168,7 @@ func (l *loader) trigger(n *node) (window.Trigger, error) {
 	}
 	switch t.Kind {
 	case window.TriggerAfterCount:
-		cn := n.get("count")
+		cn := n.Get("count")
 		if cn == nil {
 			return t, l.errf(tn, "after_count needs a count")
 		}
@@ -178,7 +179,7 @@ func (l *loader) trigger(n *node) (window.Trigger, error) {
 			return t, l.errf(cn, "after_count needs a count of at least 1")
 		}
 	case window.TriggerAfterProcessingTime:
-		dn := n.get("delay")
+		dn := n.Get("delay")
 		if dn == nil {
 			return t, l.errf(tn, "after_processing_time needs a delay")
 		}
@@ -195,15 +196,15 @@ func (l *loader) trigger(n *node) (window.Trigger, error) {
 		}
 		t.Triggers = []window.Trigger{*st}
 	case window.TriggerAfterAny, window.TriggerAfterAll:
-		ts := n.get("triggers")
-		if ts == nil || ts.kind != kSeq || len(ts.seq) == 0 {
+		ts := n.Get("triggers")
+		if ts == nil || ts.Kind != yamlnode.Seq || len(ts.Seq) == 0 {
 			at := ts
 			if at == nil {
 				at = tn
 			}
 			return t, l.errf(at, "%s needs a non-empty triggers list", typ)
 		}
-		for _, e := range ts.seq {
+		for _, e := range ts.Seq {
 			st, err := l.trigger(e)
 			if err != nil {
 				return t, err

@@ -1,4 +1,4 @@
-package yamlpipe
+package schemainfer
 
 import (
 	"bufio"
@@ -26,8 +26,8 @@ const kindOnlyNull = row.KindAny
 // jsonInferLines bounds the lines read to infer a schema.
 const jsonInferLines = 100
 
-// inferJSONSchema infers the schema of the JSON lines at path (a glob).
-func inferJSONSchema(path string) (*row.Schema, error) {
+// JSON infers the schema of the JSON lines at path (a glob).
+func JSON(path string) (*row.Schema, error) {
 	paths, err := files.Files(path)
 	if err != nil {
 		return nil, err
@@ -117,4 +117,32 @@ func jsonKind(v any) (row.Kind, error) {
 		return 0, fmt.Errorf("is a list")
 	}
 	return 0, fmt.Errorf("has an unknown JSON type")
+}
+
+// CSV types the header's columns from the declared schema, and the
+// undeclared ones by what their cells hold (kinds, files.CSVInfer); every
+// declared field must be in the header.
+func CSV(header []string, kinds []row.Kind, declared *row.Schema) (*row.Schema, error) {
+	fields := make([]row.Field, 0, len(header))
+	for i, h := range header {
+		f := row.Field{Name: h, Type: row.Of(kinds[i])}
+		if declared != nil {
+			if i := declared.Index(h); i >= 0 {
+				f.Type = declared.Fields[i].Type
+			}
+		}
+		fields = append(fields, f)
+	}
+	s, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, err
+	}
+	if declared != nil {
+		for _, f := range declared.Fields {
+			if s.Index(f.Name) < 0 {
+				return nil, fmt.Errorf("the header has no column %q", f.Name)
+			}
+		}
+	}
+	return s, nil
 }

@@ -1,4 +1,4 @@
-package yamlpipe
+package join
 
 import (
 	"fmt"
@@ -17,9 +17,9 @@ func TestJoinConformsOldRows(t *testing.T) {
 	oldS := row.MustSchema(
 		row.Field{Name: "user", Type: row.Of(row.KindString)},
 		row.Field{Name: "total", Type: row.Of(row.KindInt)},
-		row.Field{Name: fieldWindowStart, Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: fieldWindowEnd, Type: row.Of(row.KindTimestamp)},
-		row.Field{Name: fieldPane, Type: row.RowOf(row.PaneSchema())},
+		row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+		row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())},
 		row.Field{Name: "big", Type: row.Of(row.KindBool)},
 	)
 	newS := row.MustSchema(
@@ -27,31 +27,31 @@ func TestJoinConformsOldRows(t *testing.T) {
 		row.Field{Name: "total", Type: row.Of(row.KindInt)},
 		row.Field{Name: "big", Type: row.Of(row.KindBool)},
 	)
-	pane := &rowT{Schema: row.PaneSchema(), Values: []any{int64(0), "ON_TIME", true, true}}
-	old := &rowT{Schema: oldS, Values: []any{"alice", int64(12), mtime.Time(0), mtime.Time(60000), pane, true}}
+	pane := &row.Row{Schema: row.PaneSchema(), Values: []any{int64(0), "ON_TIME", true, true}}
+	old := &row.Row{Schema: oldS, Values: []any{"alice", int64(12), mtime.Time(0), mtime.Time(60000), pane, true}}
 	want := "alice 12 true"
-	show := func(r *rowT) string { return fmt.Sprintf("%v %v %v", r.Values[0], r.Values[1], r.Values[2]) }
+	show := func(r *row.Row) string { return fmt.Sprintf("%v %v %v", r.Values[0], r.Values[1], r.Values[2]) }
 
-	oldJ := &joinAggregator{ins: []*row.Schema{oldS}}
-	b, err := oldJ.EncodeState("acc", &joinAcc{rows: [][]*rowT{{old}}})
+	oldJ := &Aggregator{Ins: []*row.Schema{oldS}}
+	b, err := oldJ.EncodeState("acc", &Acc{Rows: [][]*row.Row{{old}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &joinAggregator{ins: []*row.Schema{newS}}
+	j := &Aggregator{Ins: []*row.Schema{newS}}
 	v, err := j.DecodeState("acc", b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := v.(*joinAcc).rows[0][0]; r.Schema != newS || show(r) != want {
+	if r := v.(*Acc).Rows[0][0]; r.Schema != newS || show(r) != want {
 		t.Errorf("from the store: %s (%s), want %s (%s)", show(r), r.Schema, want, newS)
 	}
 
-	acc := &joinAcc{rows: [][]*rowT{{old}}}
+	acc := &Acc{Rows: [][]*row.Row{{old}}}
 	j.conformAcc(acc)
-	if r := acc.rows[0][0]; r.Schema != newS || show(r) != want {
+	if r := acc.Rows[0][0]; r.Schema != newS || show(r) != want {
 		t.Errorf("in memory: %s (%s), want %s (%s)", show(r), r.Schema, want, newS)
 	}
-	cur := &rowT{Schema: newS, Values: []any{"bob", int64(3), false}}
+	cur := &row.Row{Schema: newS, Values: []any{"bob", int64(3), false}}
 	if got := conformRow(cur, newS); got != cur {
 		t.Errorf("a row of the input's schema was copied")
 	}

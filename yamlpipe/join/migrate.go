@@ -1,4 +1,4 @@
-package yamlpipe
+package join
 
 import "github.com/weir-dev/weir/row"
 
@@ -25,13 +25,13 @@ import "github.com/weir-dev/weir/row"
 // execution could read.
 
 // conformAcc makes every row of a the schema of its input, in place.
-func (j *joinAggregator) conformAcc(a *joinAcc) {
-	for i, rs := range a.rows {
-		if i >= len(j.ins) {
+func (j *Aggregator) conformAcc(a *Acc) {
+	for i, rs := range a.Rows {
+		if i >= len(j.Ins) {
 			return
 		}
 		for k, r := range rs {
-			rs[k] = conformRow(r, j.ins[i])
+			rs[k] = conformRow(r, j.Ins[i])
 		}
 	}
 }
@@ -40,7 +40,7 @@ func (j *joinAggregator) conformAcc(a *joinAcc) {
 // fields (the common case: one pointer comparison, or a comparison of
 // names), otherwise a new row of s whose fields take the values of r's
 // fields of the same name; a field r lacks is null.
-func conformRow(r *rowT, s *row.Schema) *rowT {
+func conformRow(r *row.Row, s *row.Schema) *row.Row {
 	if r == nil || r.Schema == s || r.Schema == nil || sameFieldNames(r.Schema, s) {
 		return r
 	}

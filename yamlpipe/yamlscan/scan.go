@@ -1,11 +1,11 @@
-package yamlpipe
+package yamlscan
 
 import (
 	"bytes"
 	"fmt"
 )
 
-// Limits of prescan, checked on the text before the parser builds its
+// Limits of Check, checked on the text before the parser builds its
 // tree: the parser's memory grew far faster than the text with nesting (a
 // 100 KB file nested 50,000 levels drove it past 5 GiB before the
 // converter's depth check ran).
@@ -13,10 +13,13 @@ const (
 	// MaxSourceBytes is the largest pipeline text accepted (the API's
 	// request limit).
 	MaxSourceBytes = 8 << 20
-	// maxScanDepth bounds the estimated nesting: well above maxDepth, which
+	// MaxDepth is the nesting the loader's converter allows, which it
+	// enforces exactly on the parsed tree.
+	MaxDepth = 64
+	// maxScanDepth bounds the estimated nesting: well above MaxDepth, which
 	// the converter enforces exactly, so that an estimate a little high
 	// never refuses a file the converter accepts.
-	maxScanDepth = 4 * maxDepth
+	maxScanDepth = 4 * MaxDepth
 	// maxScanNodes bounds the nodes the text spells out (mapping pairs,
 	// sequence entries, flow items and collections, quoted scalars): the
 	// parser allocates about 1.5 KB a node, so this bounds it near 150 MB.
@@ -24,18 +27,27 @@ const (
 	maxScanNodes = 100_000
 )
 
-// prescan refuses a text too large, too deeply nested or with too many
+// Error is a refusal of Check, at a 1-based line and column of the text.
+type Error struct {
+	Line, Col int
+	Msg       string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
+
+// Check refuses a text too large, too deeply nested or with too many
 // nodes, in one pass over its bytes with no allocation proportional to it.
 // It tracks what YAML nesting is made of: block indentation, compact
 // sequence entries ("- - -"), complex keys ("? ? ?") and flow collections
 // ("[[[", "{{{"), skipping comments, quoted scalars and block scalars, whose
 // text opens nothing. Its depth is an estimate (continuation lines of a
 // plain scalar count as a level); the converter checks the exact one.
-func prescan(file string, src []byte) error {
+func Check(src []byte) error {
 	if len(src) > MaxSourceBytes {
-		return &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("the file is %d bytes, more than the %d a pipeline may have", len(src), MaxSourceBytes)}
+		return &Error{Line: 1, Col: 1, Msg: fmt.Sprintf("the file is %d bytes, more than the %d a pipeline may have", len(src), MaxSourceBytes)}
 	}
-	s := scan{file: file, blockScalar: -1}
+	s := scan{blockScalar: -1}
 	for start, lineNo := 0, 1; start <= len(src); lineNo++ {
 		end := bytes.IndexByte(src[start:], '\n')
 		if end < 0 {
@@ -51,11 +63,10 @@ func prescan(file string, src []byte) error {
 	return nil
 }
 
-// scan is prescan's state between lines.
+// scan is Check's state between lines.
 type scan struct {
-	file string
 	// indents is the block indentation stack; its length is the block depth.
-	// Its capacity is bounded by maxScanDepth (prescan fails past it).
+	// Its capacity is bounded by maxScanDepth (Check fails past it).
 	indents []int
 	flow    int  // flow collection depth
 	quote   byte // 0, or the quote of the scalar being read ('\'' or '"')
@@ -70,7 +81,7 @@ type scan struct {
 }
 
 func (s *scan) errAt(line, col int, format string, args ...any) error {
-	return &Error{File: s.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
