@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -255,7 +256,7 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool)
 	if jobName == "" {
 		return inspectPipeline(path, jinja, graphOnly)
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/diffcmd"
 	"github.com/weir-dev/weir/diff"
 )
 
 // diffJSON decodes `weir diff --format json`.
-func diffJSON(t *testing.T, r cliResult) diffReport {
+func diffJSON(t *testing.T, r cliResult) diffcmd.Report {
 	t.Helper()
-	var rep diffReport
+	var rep diffcmd.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("the report is not JSON (%v): %s\nstderr: %s", err, r.stdout, r.stderr)
 	}
@@ -70,12 +70,12 @@ func TestCLIDiffFixture(t *testing.T) {
 		wantKeyTotals []diff.KeyTotal
 		wantClasses   []string
 		wantBalanced  []bool
-		wantRejects   []rejectCount
+		wantRejects   []diffcmd.RejectCount
 		wantText      []string
 	}{
 		{
 			name: "identical, conserved", new: same, rejNew: rejSame, input: "575", wantCode: ExitOK,
-			wantBalanced: []bool{true, true}, wantRejects: []rejectCount{{Reason: "known_region", Old: 1, New: 1}},
+			wantBalanced: []bool{true, true}, wantRejects: []diffcmd.RejectCount{{Reason: "known_region", Old: 1, New: 1}},
 			wantText: []string{
 				"grand totals: old total 525; new total 525: equal",
 				"per-key totals: every key agrees",
@@ -91,7 +91,7 @@ func TestCLIDiffFixture(t *testing.T) {
 				{Output: "output", Key: `{"region":"WEST"}`, Old: map[string]float64{"total": 100}, Fields: []string{"total"}},
 			},
 			wantClasses:  []string{"output missing_in_new=1", "output value_changed=1"},
-			wantBalanced: []bool{true, true}, wantRejects: []rejectCount{{Reason: "known_region", Old: 1, New: 1}},
+			wantBalanced: []bool{true, true}, wantRejects: []diffcmd.RejectCount{{Reason: "known_region", Old: 1, New: 1}},
 			wantText: []string{
 				"grand totals: old total 525; new total 525: equal",
 				"per-key totals: 2 key(s) differ although the grand totals agree",
@@ -104,18 +104,18 @@ func TestCLIDiffFixture(t *testing.T) {
 			name: "a changed reject reason", new: same, rejNew: rejOther, input: "575", wantCode: ExitRehearsalDiffers,
 			wantClasses:  []string{"rejects reject_reason_changed=1"},
 			wantBalanced: []bool{true, true},
-			wantRejects:  []rejectCount{{Reason: "known_region", Old: 1, New: 0}, {Reason: "positive_amount", Old: 0, New: 1}},
+			wantRejects:  []diffcmd.RejectCount{{Reason: "known_region", Old: 1, New: 0}, {Reason: "positive_amount", Old: 0, New: 1}},
 			wantText:     []string{"known_region: old 1, new 0  (differs)", "positive_amount: old 0, new 1  (differs)", "reject_reason_changed  rejects"},
 		},
 		{
 			name: "the new run loses its reject: 575 is not 525 + 0", new: same, rejNew: rejNone, input: "575", wantCode: ExitRehearsalDiffers,
 			wantClasses:  []string{"rejects missing_in_new=1"},
-			wantBalanced: []bool{true, false}, wantRejects: []rejectCount{{Reason: "known_region", Old: 1, New: 0}},
+			wantBalanced: []bool{true, false}, wantRejects: []diffcmd.RejectCount{{Reason: "known_region", Old: 1, New: 0}},
 			wantText: []string{"conservation (amount=total) new: input 575 = accepted 525 + rejected 0: NOT balanced"},
 		},
 		{
 			name: "identical rows, but the input was larger than both runs account for", new: same, rejNew: rejSame, input: "600", wantCode: ExitRehearsalDiffers,
-			wantBalanced: []bool{false, false}, wantRejects: []rejectCount{{Reason: "known_region", Old: 1, New: 1}},
+			wantBalanced: []bool{false, false}, wantRejects: []diffcmd.RejectCount{{Reason: "known_region", Old: 1, New: 1}},
 			wantText: []string{"input 600 = accepted 525 + rejected 50: NOT balanced", "verdict: DIFFERENT (0 difference(s), budget 0)"},
 		},
 	}
@@ -214,52 +214,6 @@ func TestCLIDiffLarge(t *testing.T) {
 	}
 	if o := rep.Report.Output("output"); o == nil || o.RowsOld != n || o.RowsNew != n || o.KeyTotals.Differing != 3 {
 		t.Fatalf("output summary %+v", o)
-	}
-}
-
-func TestParseOutputSpec(t *testing.T) {
-	dir := t.TempDir()
-	tests := []struct {
-		spec    string
-		want    outputSpec
-		wantErr string
-	}{
-		{spec: "out/totals.jsonl", want: outputSpec{kind: specFile, path: "out/totals.jsonl", format: 0}},
-		{spec: "out/totals-*.csv", want: outputSpec{kind: specFile, path: "out/totals-*.csv", format: 1}},
-		{spec: "export.PARQUET", want: outputSpec{kind: specFile, path: "export.PARQUET", format: 3}},
-		{spec: "export.avro", want: outputSpec{kind: specFile, path: "export.avro", format: 2}},
-		{spec: dir, want: outputSpec{kind: specFile, path: dir}},
-		{spec: "sqlite:/var/weir/out.db#region_totals", want: outputSpec{kind: specSQLite, path: "/var/weir/out.db", table: "region_totals"}},
-		{spec: "sqlite:data#x.db#main.totals", want: outputSpec{kind: specSQLite, path: "data#x.db", table: "main.totals"}},
-		{spec: "postgres://u@h:5432/db?sslmode=disable#public.totals", want: outputSpec{kind: specPostgres, dsn: "postgres://u@h:5432/db?sslmode=disable", table: "public.totals"}},
-		{spec: "job:regional-totals/WriteTotals", want: outputSpec{kind: specJob, job: "regional-totals", step: "WriteTotals"}},
-		{spec: "", wantErr: `output "": empty`},
-		{spec: "out/totals.txt", wantErr: `output "out/totals.txt": cannot tell the format from the extension`},
-		{spec: "sqlite:out.db", wantErr: `output "sqlite:out.db": a SQLite table is sqlite:PATH#TABLE, and the #TABLE is missing`},
-		{spec: "sqlite:#t", wantErr: `output "sqlite:#t": no database file before #TABLE`},
-		{spec: "sqlite:out.db#", wantErr: `output "sqlite:out.db#": no table after #`},
-		{spec: "postgres://h/db", wantErr: `output "postgres://h/db": a PostgreSQL table is postgres://...#TABLE`},
-		{spec: "mysql://h/db#t", wantErr: `output "mysql://h/db#t": unknown scheme`},
-		{spec: "job:", wantErr: `output "job:": "" is not a job name`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			got, err := parseOutputSpec(tt.spec)
-			if tt.wantErr != "" {
-				var ee *exitError
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ee) || ee.Code != ExitUsage {
-					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.want.raw = tt.spec
-			if got != tt.want {
-				t.Fatalf("got %+v\nwant %+v", got, tt.want)
-			}
-		})
 	}
 }
 
@@ -466,7 +420,7 @@ func dropPostgresTable(t *testing.T, dsn, table string) {
 			return
 		}
 		defer db.Close()
-		if _, err := db.Exec(`DROP TABLE IF EXISTS ` + quoteIdent(table)); err != nil {
+		if _, err := db.Exec(`DROP TABLE IF EXISTS ` + diffcmd.QuoteIdent(table)); err != nil {
 			t.Error(err)
 		}
 		db.Exec(`DELETE FROM weir_sink_progress WHERE sink_id LIKE $1`, "%"+table+"%") // absent before the first run

@@ -29,21 +29,21 @@ import (
 
 // addDataDirFlag declares --data-dir on a command that only reads.
 func addDataDirFlag(cmd *cobra.Command, dst *serverFlag) {
-	cmd.Flags().StringVar(&dst.dataDir, "data-dir", "", "read the records of this data directory of a stopped weir server or Go program (./JOB_NAME-data for a program) instead of asking a server; nothing in it changes")
+	cmd.Flags().StringVar(&dst.DataDir, "data-dir", "", "read the records of this data directory of a stopped weir server or Go program (./JOB_NAME-data for a program) instead of asking a server; nothing in it changes")
 }
 
 // openClient returns the client a reading command asks: an in-memory one
-// over f.dataDir when it is set, else newClient(f). done releases what it
+// over f.DataDir when it is set, else newClient(f). done releases what it
 // opened.
 func openClient(ctx context.Context, f serverFlag) (c *client.Client, done func(), err error) {
-	if f.dataDir == "" {
+	if f.DataDir == "" {
 		c, err := newClient(f)
 		return c, func() {}, err
 	}
-	if f.addr != "" {
+	if f.Addr != "" {
 		return nil, nil, usageErrorf("--data-dir reads a stopped process's data directory and --server asks a running one: give one of them")
 	}
-	return inspectClient(ctx, f.dataDir)
+	return inspectClient(ctx, f.DataDir)
 }
 
 // inspectClient opens dir read-only and returns a client whose requests

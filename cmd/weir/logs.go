@@ -29,7 +29,7 @@ types are listed in docs/METRICS.md.
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			if follow && server.dataDir != "" {
+			if follow && server.DataDir != "" {
 				return usageErrorf("--follow needs a running server: a data directory read with --data-dir has no job running")
 			}
 			c, done, err := openClient(cmd.Context(), server)

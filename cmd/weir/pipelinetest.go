@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/sandbox"
 )
 
@@ -98,7 +99,7 @@ func runPipelineTests(ctx context.Context, e *env, path, format string, fix bool
 	if len(tests) == 0 {
 		return withCode(ExitFailure, fmt.Errorf("%s has no tests: section", path))
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}

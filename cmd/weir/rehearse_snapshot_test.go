@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
 	"github.com/weir-dev/weir/diff"
 )
 
@@ -74,7 +75,7 @@ func TestCLIServerRehearseFromSnapshot(t *testing.T) {
 		}
 		var rep struct {
 			rehearseReport
-			Snapshot *rehearsalSnapshot `json:"snapshot"`
+			Snapshot *rehearsecmd.SnapshotReport `json:"snapshot"`
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatal(err)

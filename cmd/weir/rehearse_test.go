@@ -15,16 +15,17 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // rehearseReport is the part of `weir rehearse --format json` the tests read.
 type rehearseReport struct {
-	Verdict      string              `json:"verdict"`
-	Conservation []diff.Conservation `json:"conservation"`
-	Runs         []rehearsalRun      `json:"runs"`
-	Report       diff.Report         `json:"report"`
+	Verdict      string                   `json:"verdict"`
+	Conservation []diff.Conservation      `json:"conservation"`
+	Runs         []rehearsecmd.SandboxRun `json:"runs"`
+	Report       diff.Report              `json:"report"`
 }
 
 func rehearseJSON(t *testing.T, r cliResult) rehearseReport {

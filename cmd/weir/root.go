@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/diffcmd"
+	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
 	"io"
 	"log/slog"
 	"os"
@@ -27,6 +29,8 @@ const (
 	ExitNeedsServer       = cli.ExitNeedsServer
 	ExitServerUnreachable = cli.ExitServerUnreachable
 	ExitIncompatible      = cli.ExitIncompatible
+	ExitRehearsalDiffers  = cli.ExitRehearsalDiffers
+	ExitRehearsalFailed   = cli.ExitRehearsalFailed
 	ExitInterrupted       = cli.ExitInterrupted
 )
 
@@ -95,8 +99,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRootCommand(e *env) *cobra.Command {
 	var logLevel, jinjaVars string
 	var gf gcloudFlags
-	// ce is e for the command packages (cli.Env); its logger follows
-	// --log-level as e's does.
+	// ce is e for the command packages (cli.Env); its logger and Jinja
+	// variables follow --log-level and --jinja-variables as e's do.
 	ce := &cli.Env{Stdout: e.stdout, Stderr: e.stderr, Logger: e.logger}
 	root := &cobra.Command{
 		Use:   "weir",
@@ -133,6 +137,7 @@ drains and cancels its jobs.`,
 				return usageErrorf("--jinja-variables: %w", err)
 			}
 			e.jinja = vars
+			ce.Jinja = vars
 			gf.note(cmd, e.stderr)
 			return nil
 		},
@@ -156,8 +161,8 @@ drains and cancels its jobs.`,
 		newTablesCommand(e),
 		newCheckCommand(e),
 		newPlanCommand(e),
-		newRehearseCommand(e),
-		newDiffCommand(e),
+		rehearsecmd.Command(ce),
+		diffcmd.Command(ce),
 		newTestCommand(e),
 		newGraphCommand(e),
 		newVersionCommand(e),
@@ -195,16 +200,6 @@ func addFormatFlag(cmd *cobra.Command, dst *string) { cli.AddFormatFlag(cmd, dst
 
 // checkFormat validates a --format text|json value.
 func checkFormat(f string) error { return cli.CheckFormat(f) }
-
-// workingDir returns the current directory, for resolving paths in
-// pipeline files.
-func workingDir() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("finding the current directory: %w", err)
-	}
-	return wd, nil
-}
 
 // withSubcommands adds subs to cmd and returns it.
 func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {

@@ -340,7 +340,7 @@ func submitPipeline(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
@@ -512,7 +512,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}
@@ -635,7 +635,7 @@ func loadPipeline(path string) (*weir.Pipeline, error) { return loadPipelineLogg
 // loadPipelineLogging is loadPipeline with LogForTesting printing to
 // logOut (nil: standard output), rendering its Jinja with jinja.
 func loadPipelineLogging(path string, logOut io.Writer, jinja map[string]any) (*weir.Pipeline, error) {
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return nil, withCode(ExitFailure, err)
 	}

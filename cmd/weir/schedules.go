@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 )
 
 func newSchedulesCommand(e *env) *cobra.Command {
@@ -69,7 +70,7 @@ func pipelineArg(e *env, path string) (src, base string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return "", "", withCode(ExitFailure, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/diffcmd"
 	"github.com/weir-dev/weir/diff"
 )
 
@@ -58,8 +60,8 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 	if n := len(sch.Versions); n > 0 {
 		opts = sch.Versions[n-1].Options
 	}
-	quiet := *e
-	quiet.stdout = e.stderr // the comparisons go to stderr: stdout is the switch's result
+	// The comparisons go to stderr: stdout is the switch's result.
+	quiet := &cli.Env{Stdout: e.stderr, Stderr: e.stderr, Logger: e.logger, Jinja: e.jinja}
 	shadowName := parityJobName(sch.JobName)
 	for _, r := range published {
 		fmt.Fprintf(e.stderr, "parity: running the new version on partition %s as a shadow run (job name %s)\n", r.Partition, shadowName)
@@ -96,8 +98,8 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 				r.Partition, staged.Table, staged.Driver, staged.Target, staged.Table, r.Partition))
 		}
 		fmt.Fprintf(e.stderr, "parity: partition %s: published %s against the new version's %s\n", r.Partition, staged.TargetSource, staged.Source)
-		err = runDiff(ctx, &quiet, staged.TargetSource, staged.Source, diffFlags{format: formatText, window: "window_start,window_end",
-			budget: pf.budget, maxDetails: 20, inputCount: -1, memoryRows: diff.DefaultMemoryRows, partition: r.Partition})
+		err = diffcmd.Run(ctx, quiet, staged.TargetSource, staged.Source, diffcmd.Flags{Format: formatText, Window: "window_start,window_end",
+			Budget: pf.budget, MaxDetails: 20, InputCount: -1, MemoryRows: diff.DefaultMemoryRows, Partition: r.Partition})
 		var ee *exitError
 		switch {
 		case errors.As(err, &ee) && ee.Code == ExitRehearsalDiffers:

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/service"
 )
@@ -280,7 +281,7 @@ func runFromSnapshot(cmd *cobra.Command, e *env, path string, f runFlags) error 
 	if err != nil {
 		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
 		return withCode(ExitFailure, err)
 	}

@@ -1,8 +1,9 @@
 // Package cli holds what the weir CLI's command packages share: the exit
 // codes scripts match on, the error that carries one, usage errors, the
-// argument check, --format text|json and the standard streams and logger a
-// command writes to (Env). Package main and the command packages under
-// cmd/weir/internal build on it, so that a command's failure maps to the
+// argument check, --format text|json, the standard streams, logger and
+// Jinja variables a command works with (Env) and how a report prints a sum
+// (Number). Package main and the command packages under cmd/weir/internal
+// build on it, so that a command's failure maps to the
 // same exit code wherever the command lives.
 //
 // It may import github.com/spf13/cobra and the standard library; only the
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,6 +47,15 @@ const (
 	// one's state (`weir check`, `weir run --update`); the report says why.
 	// Nothing was changed.
 	ExitIncompatible = 6
+	// ExitRehearsalDiffers: a parity check (`weir rehearse`, `weir diff`)
+	// reached a verdict, and the new outputs differ from the old ones
+	// beyond the budget (noise excluded). A CI job gates on 0 against it;
+	// every other code means the check did not reach a verdict.
+	ExitRehearsalDiffers = 7
+	// ExitRehearsalFailed: a parity check could not run: a sandboxed run
+	// failed, the recorded input does not fit the pipelines' sources, or
+	// an output could not be read.
+	ExitRehearsalFailed = 8
 	// ExitInterrupted: the command was interrupted (SIGINT or SIGTERM).
 	ExitInterrupted = 130
 )
@@ -131,6 +143,16 @@ func WriteJSON(w io.Writer, v any) error {
 	return OutputErr(enc.Encode(v))
 }
 
+// WorkingDir returns the current directory, for resolving paths in
+// pipeline files.
+func WorkingDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the current directory: %w", err)
+	}
+	return wd, nil
+}
+
 // Env is what a command reads and writes besides its flags: the standard
 // streams and the logger --log-level configures (set before the command
 // runs, after the command tree is built).
@@ -138,4 +160,16 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Logger *slog.Logger
+	// Jinja are the --jinja-variables pipeline files are rendered with
+	// (set with Logger).
+	Jinja map[string]any
+}
+
+// Number prints a sum without a needless fraction: 42, not 42.000000; a
+// fraction or a magnitude beyond 10^15 as %g.
+func Number(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return fmt.Sprintf("%d", int64(f))
+	}
+	return fmt.Sprintf("%g", f)
 }

@@ -33,3 +33,22 @@ func TestErrorsCarryTheirExitCode(t *testing.T) {
 		t.Error("a nil error or valid input became an error")
 	}
 }
+
+// TestNumber: a whole sum prints without a fraction, anything else as %g.
+func TestNumber(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{575, "575"},
+		{-50, "-50"},
+		{2.5, "2.5"},
+		{1e16, "1e+16"},
+	}
+	for _, tt := range tests {
+		if got := Number(tt.in); got != tt.want {
+			t.Errorf("Number(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

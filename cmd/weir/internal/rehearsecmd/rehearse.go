@@ -1,4 +1,4 @@
-package main
+package rehearsecmd
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,24 +18,14 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/duration"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/sandbox"
-)
-
-// Exit codes of `weir rehearse` besides the common ones: a CI job gates on
-// 0 (parity) against ExitRehearsalDiffers; every other code means the
-// rehearsal did not run to a verdict.
-const (
-	// ExitRehearsalDiffers: the rehearsal ran and the new pipeline's
-	// outputs differ from the old one's beyond the budget (noise
-	// excluded).
-	ExitRehearsalDiffers = 7
-	// ExitRehearsalFailed: the rehearsal could not run: a sandboxed run
-	// failed, or the recorded input does not fit the pipelines' sources.
-	ExitRehearsalFailed = 8
+	"github.com/weir-dev/weir/service/record"
 )
 
 // rehearseFlags are the flags of `weir rehearse`.
@@ -52,10 +41,11 @@ type rehearseFlags struct {
 	until       string
 	fromSubSnap string
 	fromSnap    string
-	server      serverFlag
+	server      serverconn.Flag
 }
 
-func newRehearseCommand(e *env) *cobra.Command {
+// Command returns `weir rehearse`.
+func Command(e *cli.Env) *cobra.Command {
 	var f rehearseFlags
 	cmd := &cobra.Command{
 		Use:   "rehearse JOB_NAME|OLD.yaml NEW.yaml --events FILE | --since TIME | --from-subscription-snapshot NAME | --from-snapshot ID|FILE [--until TIME]",
@@ -112,14 +102,14 @@ Exit codes: 0 the outputs agree (within --budget, noise excluded);
 2 usage, 3 invalid pipeline, 5 no weir server answers (OLD is a job name),
 1 the job was not found, 8 a sandboxed run failed or the recorded input does
 not fit the pipelines' sources.`,
-		Args: exactArgs("JOB_NAME|OLD.yaml", "NEW.yaml"),
+		Args: cli.ExactArgs("JOB_NAME|OLD.yaml", "NEW.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRehearse(cmd.Context(), e, args[0], args[1], f)
 		},
 	}
 	fl := cmd.Flags()
-	addFormatFlag(cmd, &f.format)
-	addServerFlag(cmd, &f.server)
+	cli.AddFormatFlag(cmd, &f.format)
+	serverconn.AddFlag(cmd, &f.server)
 	fl.StringVar(&f.nameMapping, "transform-name-mapping", "", `JSON object mapping old step names (or prefixes) to new ones`)
 	fl.StringVar(&f.events, "events", "", "the recorded input: a JSON lines file of elements with event times and watermark moves")
 	fl.StringVar(&f.since, "since", "", "the recorded input: the messages the old pipeline's topics retain, published since this time (RFC 3339, or a duration ago: 30m, 2h); read from the server without acknowledging")
@@ -140,24 +130,24 @@ type rehearsal struct {
 	Events string `json:"events"`
 	// Snapshot is the job snapshot both pipelines started from
 	// (--from-snapshot); nil when they started empty.
-	Snapshot *rehearsalSnapshot `json:"snapshot,omitempty"`
+	Snapshot *SnapshotReport `json:"snapshot,omitempty"`
 	// Verdict is "identical" or "different".
 	Verdict      string              `json:"verdict"`
 	Conservation []diff.Conservation `json:"conservation"`
-	Runs         []rehearsalRun      `json:"runs"`
+	Runs         []SandboxRun        `json:"runs"`
 	Report       *diff.Report        `json:"report"`
 }
 
-// rehearsalRun is one sandboxed run's counts.
-type rehearsalRun struct {
+// SandboxRun is one sandboxed run's counts.
+type SandboxRun struct {
 	Run      string `json:"run"`
 	Input    int64  `json:"input"`
 	Rejected int64  `json:"rejected"`
 	Rows     int64  `json:"rows"`
 }
 
-func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearseFlags) error {
-	if err := checkFormat(f.format); err != nil {
+func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehearseFlags) error {
+	if err := cli.CheckFormat(f.format); err != nil {
 		return err
 	}
 	given := 0
@@ -168,12 +158,12 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	}
 	switch {
 	case f.fromSnap != "" && (f.since != "" || f.fromSubSnap != ""):
-		return usageErrorf("--from-snapshot reads what came after the snapshot's own positions: give it alone, or with --events (not with --since or --from-subscription-snapshot)")
+		return cli.UsageErrorf("--from-snapshot reads what came after the snapshot's own positions: give it alone, or with --events (not with --since or --from-subscription-snapshot)")
 	case f.fromSnap == "" && given != 1:
-		return usageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME, --from-subscription-snapshot NAME or --from-snapshot ID (one of them)")
+		return cli.UsageErrorf("give the recorded input both pipelines run over: --events FILE, --since TIME, --from-subscription-snapshot NAME or --from-snapshot ID (one of them)")
 	}
 	if f.until != "" && f.events != "" {
-		return usageErrorf("--until needs --since, --from-subscription-snapshot or --from-snapshot")
+		return cli.UsageErrorf("--until needs --since, --from-subscription-snapshot or --from-snapshot")
 	}
 	now := time.Now()
 	var since, until time.Time
@@ -181,36 +171,36 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		var err error
 		if f.since != "" {
 			if since, err = timeOrAgo(f.since, now); err != nil {
-				return usageErrorf("--since: %w", err)
+				return cli.UsageErrorf("--since: %w", err)
 			}
 		}
 		if f.until != "" {
 			if until, err = timeOrAgo(f.until, now); err != nil {
-				return usageErrorf("--until: %w", err)
+				return cli.UsageErrorf("--until: %w", err)
 			}
 		}
 		if !until.IsZero() && !since.IsZero() && !until.After(since) {
-			return usageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+			return cli.UsageErrorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
 		}
 	}
 	if f.budget < 0 || f.workers < 1 || f.maxDetails < 0 {
-		return usageErrorf("--budget and --max-details must be >= 0 and --workers >= 1")
+		return cli.UsageErrorf("--budget and --max-details must be >= 0 and --workers >= 1")
 	}
 	var inField, outField string
 	if f.conserve != "" {
 		var ok bool
 		inField, outField, ok = strings.Cut(f.conserve, "=")
 		if !ok || inField == "" || outField == "" {
-			return usageErrorf("--conserve %q: want IN=OUT, e.g. amount=total", f.conserve)
+			return cli.UsageErrorf("--conserve %q: want IN=OUT, e.g. amount=total", f.conserve)
 		}
 	}
 	mapping, err := compat.ParseMapping(f.nameMapping)
 	if err != nil {
-		return usageErrorf("--transform-name-mapping: %w", err)
+		return cli.UsageErrorf("--transform-name-mapping: %w", err)
 	}
-	wd, err := workingDir()
+	wd, err := cli.WorkingDir()
 	if err != nil {
-		return withCode(ExitFailure, err)
+		return cli.WithCode(cli.ExitFailure, err)
 	}
 	oldName, oldSrc, err := rehearsalOld(ctx, f.server, oldArg)
 	if err != nil {
@@ -218,36 +208,36 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	}
 	newSrc, err := os.ReadFile(newPath)
 	if err != nil {
-		return withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+		return cli.WithCode(cli.ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
 	}
-	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.jinja, Workers: f.workers, Logger: e.logger}
+	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.Jinja, Workers: f.workers, Logger: e.Logger}
 	// The explicit old-to-new names of every step of OLD, for the new run.
 	oldP, err := sandbox.Load(oldName, oldSrc, opts)
 	if err != nil {
-		return withCode(ExitInvalidPipeline, err)
+		return cli.WithCode(cli.ExitInvalidPipeline, err)
 	}
 	newP, err := sandbox.Load(newPath, newSrc, opts)
 	if err != nil {
-		return withCode(ExitInvalidPipeline, err)
+		return cli.WithCode(cli.ExitInvalidPipeline, err)
 	}
 	var start *snapshotStart
 	if f.fromSnap != "" {
 		if start, err = loadSnapshotStart(ctx, f.server, f.fromSnap, oldP, newP, mapping); err != nil {
 			return err
 		}
-		e.logger.Info("rehearsing from a job snapshot", "snapshot", start.id, "entries", start.state.Entries())
+		e.Logger.Info("rehearsing from a job snapshot", "snapshot", start.id, "entries", start.state.Entries())
 	}
 	var trace *sandbox.Trace
 	source := f.events
 	if f.events != "" {
 		ef, err := os.Open(f.events)
 		if err != nil {
-			return withCode(ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
+			return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
 		}
 		trace, err = sandbox.ReadEvents(ef, filepath.Base(f.events))
 		ef.Close()
 		if err != nil {
-			return withCode(ExitRehearsalFailed, err)
+			return cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 	} else {
 		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap, start); err != nil {
@@ -260,7 +250,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			names[s.Name] = n
 		}
 	}
-	e.logger.Info("rehearsing", "old", oldArg, "new", newPath, "events", f.events, "elements", trace.Elements())
+	e.Logger.Info("rehearsing", "old", oldArg, "new", newPath, "events", f.events, "elements", trace.Elements())
 	oldOpts := opts
 	newOpts := opts
 	newOpts.NameMapping = names
@@ -281,9 +271,9 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		}
 		var re *sandbox.RunError
 		if errors.As(err, &re) {
-			return withCode(ExitRehearsalFailed, fmt.Errorf("the %s run: %w", whats[re.Index], re.Err))
+			return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("the %s run: %w", whats[re.Index], re.Err))
 		}
-		return withCode(ExitRehearsalFailed, err)
+		return cli.WithCode(cli.ExitRehearsalFailed, err)
 	}
 	for _, r := range results {
 		defer r.Close()
@@ -292,7 +282,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	sides := make([]diff.Side, 3)
 	for i, r := range []*sandbox.Result{oldRes, old2Res, newRes} {
 		if sides[i], err = r.Side(); err != nil {
-			return withCode(ExitRehearsalFailed, err)
+			return cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 	}
 	details := f.maxDetails
@@ -301,7 +291,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 	}
 	rep, err := diff.Run(sides[0], sides[1], sides[2], diff.Options{Budget: f.budget, MaxDetails: details})
 	if err != nil {
-		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
+		return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
 	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep}
 	if start != nil {
@@ -314,7 +304,7 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 		name string
 		res  *sandbox.Result
 	}{{"old", oldRes}, {"old (second)", old2Res}, {"new", newRes}} {
-		out.Runs = append(out.Runs, rehearsalRun{Run: r.name, Input: r.res.Input, Rejected: r.res.Rejected, Rows: r.res.Rows.Len()})
+		out.Runs = append(out.Runs, SandboxRun{Run: r.name, Input: r.res.Input, Rejected: r.res.Rejected, Rows: r.res.Rows.Len()})
 	}
 	if inField != "" {
 		for _, r := range []struct {
@@ -325,17 +315,17 @@ func runRehearse(ctx context.Context, e *env, oldArg, newPath string, f rehearse
 			out.Conservation = append(out.Conservation, diff.Conserve(rep, r.new, r.name, inField, outField, r.res.InputSums[inField], r.res.RejectedSums[inField]))
 		}
 	}
-	if f.format == formatJSON {
-		enc := json.NewEncoder(e.stdout)
+	if f.format == cli.FormatJSON {
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
-			return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 		}
-	} else if err := writeRehearsal(e.stdout, out, trace.Elements()); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+	} else if err := writeRehearsal(e.Stdout, out, trace.Elements()); err != nil {
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 	}
 	if !rep.Identical() {
-		return withCode(ExitRehearsalDiffers, fmt.Errorf("the new pipeline's outputs differ from the old one's: %d difference(s), budget %d", rep.Total, rep.Budget))
+		return cli.WithCode(cli.ExitRehearsalDiffers, fmt.Errorf("the new pipeline's outputs differ from the old one's: %d difference(s), budget %d", rep.Total, rep.Budget))
 	}
 	return nil
 }
@@ -357,19 +347,19 @@ func timeOrAgo(s string, now time.Time) (time.Time, error) {
 // stream sequence: nothing is delivered or acknowledged), and returns them
 // as a trace with each source's watermark moves, and a description of
 // what was read.
-func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, since, until time.Time, fromSnap string, start *snapshotStart) (*sandbox.Trace, string, error) {
+func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipeline, since, until time.Time, fromSnap string, start *snapshotStart) (*sandbox.Trace, string, error) {
 	steps, topics, subs := sandbox.PubSubSources(oldP)
 	if len(steps) == 0 {
-		return nil, "", usageErrorf("--since, --from-subscription-snapshot and --from-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+		return nil, "", cli.UsageErrorf("--since, --from-subscription-snapshot and --from-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
 	}
-	c, err := newClient(server)
+	c, err := serverconn.NewClient(server)
 	if err != nil {
 		return nil, "", err
 	}
 	var snap *client.SubscriptionSnapshot
 	if fromSnap != "" {
 		if snap, err = c.GetSubscriptionSnapshot(ctx, fromSnap); err != nil {
-			return nil, "", clientError(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
+			return nil, "", serverconn.Error(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
 		}
 	}
 	trace := &sandbox.Trace{}
@@ -379,7 +369,7 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 		if topic == "" {
 			s, err := c.GetSubscription(ctx, subs[step])
 			if err != nil {
-				return nil, "", clientError(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
+				return nil, "", serverconn.Error(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
 			}
 			topic = s.Topic
 		}
@@ -387,21 +377,21 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 		q := client.RetainedQuery{Since: since, Until: until}
 		if snap != nil {
 			if snap.Topic != topic {
-				return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
+				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
 			}
 			q.After = snap.AckFloor
 		}
 		if start != nil {
 			at, err := start.after(step, topic)
 			if err != nil {
-				return nil, "", withCode(ExitRehearsalFailed, err)
+				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
 			}
 			q.After = at
 		}
 		for {
 			page, err := c.ReadRetained(ctx, topic, q)
 			if err != nil {
-				return nil, "", clientError(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+				return nil, "", serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
 			}
 			for _, m := range page.Messages {
 				if snap != nil && ackedIn(snap.Acked, m.Sequence) {
@@ -410,7 +400,7 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 				data := []byte(m.Data)
 				if m.DataBase64 != "" {
 					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
-						return nil, "", withCode(ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
+						return nil, "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
 					}
 				}
 				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
@@ -422,7 +412,7 @@ func retainedTrace(ctx context.Context, server serverFlag, oldP *weir.Pipeline, 
 		}
 		t, err := sandbox.MessagesTrace(oldP, step, msgs)
 		if err != nil {
-			return nil, "", withCode(ExitRehearsalFailed, err)
+			return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 		trace.Events = append(trace.Events, t.Events...)
 		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, len(msgs)))
@@ -442,24 +432,24 @@ func ackedIn(runs []client.SeqRange, seq uint64) bool {
 
 // rehearsalOld returns the old pipeline: the file arg, or the pipeline
 // the job named arg runs (read from the server; nothing is changed).
-func rehearsalOld(ctx context.Context, server serverFlag, arg string) (name string, src []byte, err error) {
-	if _, statErr := os.Stat(arg); statErr != nil && jobNameRE.MatchString(arg) && filepath.Ext(arg) == "" {
-		c, err := newClient(server)
+func rehearsalOld(ctx context.Context, server serverconn.Flag, arg string) (name string, src []byte, err error) {
+	if _, statErr := os.Stat(arg); statErr != nil && record.IsJobName(arg) && filepath.Ext(arg) == "" {
+		c, err := serverconn.NewClient(server)
 		if err != nil {
 			return "", nil, err
 		}
 		j, err := c.Get(ctx, arg)
 		if err != nil {
-			err = clientError(ctx, c, err)
-			code := ExitFailure
-			var ee *exitError
+			err = serverconn.Error(ctx, c, err)
+			code := cli.ExitFailure
+			var ee *cli.ExitError
 			if errors.As(err, &ee) {
 				code = ee.Code
 			}
-			return "", nil, withCode(code, fmt.Errorf("finding the pipeline of job %s: %w", arg, err))
+			return "", nil, cli.WithCode(code, fmt.Errorf("finding the pipeline of job %s: %w", arg, err))
 		}
 		if j.Pipeline == "" {
-			return "", nil, withCode(ExitFailure, fmt.Errorf("job %s (%s) runs a Go program, not a YAML pipeline: rehearse its pipeline file instead", arg, j.ID))
+			return "", nil, cli.WithCode(cli.ExitFailure, fmt.Errorf("job %s (%s) runs a Go program, not a YAML pipeline: rehearse its pipeline file instead", arg, j.ID))
 		}
 		name := j.PipelineFile
 		if name == "" {
@@ -469,7 +459,7 @@ func rehearsalOld(ctx context.Context, server serverFlag, arg string) (name stri
 	}
 	src, err = os.ReadFile(arg)
 	if err != nil {
-		return "", nil, withCode(ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
+		return "", nil, cli.WithCode(cli.ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
 	}
 	return arg, src, nil
 }
@@ -512,7 +502,7 @@ func writeRehearsal(w io.Writer, r *rehearsal, elements int64) error {
 		if !c.Balanced {
 			verdict = "NOT balanced"
 		}
-		fmt.Fprintf(&b, "conservation (%s) %s: input %s = accepted %s + rejected %s: %s\n", c.Field, c.Run, num(c.Input), num(c.Accepted), num(c.Rejected), verdict)
+		fmt.Fprintf(&b, "conservation (%s) %s: input %s = accepted %s + rejected %s: %s\n", c.Field, c.Run, cli.Number(c.Input), cli.Number(c.Accepted), cli.Number(c.Rejected), verdict)
 	}
 	fmt.Fprintf(&b, "verdict: %s (%d difference(s), budget %d)\n", strings.ToUpper(r.Verdict), rep.Total, rep.Budget)
 	if len(rep.Differences) > 0 {
@@ -557,12 +547,4 @@ func orNone(s string) string {
 		return "(nothing)"
 	}
 	return s
-}
-
-// num prints a sum without a needless fraction.
-func num(f float64) string {
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
-		return fmt.Sprintf("%d", int64(f))
-	}
-	return fmt.Sprintf("%g", f)
 }

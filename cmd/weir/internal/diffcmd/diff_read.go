@@ -1,4 +1,4 @@
-package main
+package diffcmd
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/sqlsink" // also registers the "sqlite" driver
+	"github.com/weir-dev/weir/service/record"
 )
 
 // specKind is what an output specifier of `weir diff` names.
@@ -57,7 +59,7 @@ const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro), a glob or 
 func parseOutputSpec(s string) (outputSpec, error) {
 	sp := outputSpec{raw: s}
 	bad := func(why string) (outputSpec, error) {
-		return outputSpec{}, usageErrorf("output %q: %s (%s)", s, why, specHelp)
+		return outputSpec{}, cli.UsageErrorf("output %q: %s (%s)", s, why, specHelp)
 	}
 	switch {
 	case strings.TrimSpace(s) == "":
@@ -81,7 +83,7 @@ func parseOutputSpec(s string) (outputSpec, error) {
 	case strings.HasPrefix(s, "job:"):
 		sp.kind = specJob
 		sp.job, sp.step, _ = strings.Cut(strings.TrimPrefix(s, "job:"), "/")
-		if !jobNameRE.MatchString(sp.job) {
+		if !record.IsJobName(sp.job) {
 			return bad(fmt.Sprintf("%q is not a job name", sp.job))
 		}
 		return sp, nil
@@ -175,7 +177,7 @@ func (sp *outputSpec) records(ctx context.Context, fn func(map[string]any) error
 		defer db.Close()
 		return sqlRecords(ctx, db, sp.table, fn)
 	}
-	return usageErrorf("output %q: a job output is read through its sink table; this one was not resolved (give sqlite:PATH#TABLE, postgres://...#TABLE or its files)", sp.raw)
+	return cli.UsageErrorf("output %q: a job output is read through its sink table; this one was not resolved (give sqlite:PATH#TABLE, postgres://...#TABLE or its files)", sp.raw)
 }
 
 // open connects to the output's database, read-only for SQLite.
@@ -200,8 +202,8 @@ func (sp *outputSpec) open(ctx context.Context) (*sql.DB, error) {
 	return db, nil
 }
 
-// quoteIdent quotes a table name, schema-qualified or not.
-func quoteIdent(t string) string {
+// QuoteIdent quotes a table name, schema-qualified or not.
+func QuoteIdent(t string) string {
 	parts := strings.Split(t, ".")
 	for i, p := range parts {
 		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
@@ -213,7 +215,7 @@ func quoteIdent(t string) string {
 // consumers see; an upsert table holds one row per key and window, its
 // newest revision).
 func sqlRecords(ctx context.Context, db *sql.DB, table string, fn func(map[string]any) error) error {
-	rows, err := db.QueryContext(ctx, "SELECT * FROM "+quoteIdent(table))
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+QuoteIdent(table))
 	if err != nil {
 		return fmt.Errorf("reading table %s: %w", table, err)
 	}
@@ -265,7 +267,7 @@ func (sp *outputSpec) declaredKey(ctx context.Context) ([]string, error) {
 	q := `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?)`
 	arg := sp.table
 	if sp.kind == specPostgres {
-		q, arg = `SELECT to_regclass($1) IS NOT NULL`, quoteIdent(sp.table)
+		q, arg = `SELECT to_regclass($1) IS NOT NULL`, QuoteIdent(sp.table)
 	}
 	if err := db.QueryRowContext(ctx, q, arg).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("finding table %s of %s: %w", sp.table, sp.raw, err)
@@ -303,7 +305,7 @@ func keyColumns(ctx context.Context, db *sql.DB, kind specKind, table string) ([
 		q = `SELECT ic.relname, a.attname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
 			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 			WHERE i.indrelid = to_regclass($1) ORDER BY ic.relname, array_position(i.indkey::int2[], a.attnum)`
-		args = []any{quoteIdent(table)}
+		args = []any{QuoteIdent(table)}
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package diffcmd
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/graph"
 )
 
@@ -19,18 +21,18 @@ import (
 // resolveJobSpec turns a job:NAME[/STEP] specifier into the sink table it
 // names: the job's (NAME's current or latest job) WriteToSql step STEP, or
 // its only one.
-func resolveJobSpec(ctx context.Context, server serverFlag, sp outputSpec) (outputSpec, error) {
-	c, err := newClient(server)
+func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) (outputSpec, error) {
+	c, err := serverconn.NewClient(server)
 	if err != nil {
 		return sp, err
 	}
 	j, err := c.Get(ctx, sp.job)
 	if err != nil {
-		return sp, clientError(ctx, c, fmt.Errorf("%s: finding job %s: %w", sp.raw, sp.job, err))
+		return sp, serverconn.Error(ctx, c, fmt.Errorf("%s: finding job %s: %w", sp.raw, sp.job, err))
 	}
 	g, err := graph.Parse(j.Graph)
 	if err != nil {
-		return sp, withCode(ExitRehearsalFailed, fmt.Errorf("%s: the graph of job %s: %w", sp.raw, j.ID, err))
+		return sp, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("%s: the graph of job %s: %w", sp.raw, j.ID, err))
 	}
 	type sqlSink struct {
 		Driver string `json:"driver"`
@@ -54,15 +56,15 @@ func resolveJobSpec(ctx context.Context, server serverFlag, sp outputSpec) (outp
 	step := sp.step
 	switch {
 	case len(names) == 0:
-		return sp, usageErrorf("%s: job %s (%s) writes no WriteToSql table; give its output as a file, sqlite:PATH#TABLE or postgres://...#TABLE", sp.raw, sp.job, j.ID)
+		return sp, cli.UsageErrorf("%s: job %s (%s) writes no WriteToSql table; give its output as a file, sqlite:PATH#TABLE or postgres://...#TABLE", sp.raw, sp.job, j.ID)
 	case step == "" && len(names) > 1:
-		return sp, usageErrorf("%s: job %s writes %d tables: name the sink step, job:%s/STEP (one of %s)", sp.raw, sp.job, len(names), sp.job, strings.Join(names, ", "))
+		return sp, cli.UsageErrorf("%s: job %s writes %d tables: name the sink step, job:%s/STEP (one of %s)", sp.raw, sp.job, len(names), sp.job, strings.Join(names, ", "))
 	case step == "":
 		step = names[0]
 	}
 	cfg, ok := sinks[step]
 	if !ok {
-		return sp, usageErrorf("%s: job %s has no WriteToSql step %q (its SQL sinks: %s)", sp.raw, sp.job, step, strings.Join(names, ", "))
+		return sp, cli.UsageErrorf("%s: job %s has no WriteToSql step %q (its SQL sinks: %s)", sp.raw, sp.job, step, strings.Join(names, ", "))
 	}
 	out := outputSpec{raw: sp.raw, table: cfg.Table}
 	switch strings.ToLower(cfg.Driver) {
@@ -72,7 +74,7 @@ func resolveJobSpec(ctx context.Context, server serverFlag, sp outputSpec) (outp
 			path = path[:i]
 		}
 		if path == "" {
-			return sp, usageErrorf("%s: step %s writes table %s to the server's default SQLite file, which clients are not told: give sqlite:PATH#%s", sp.raw, step, cfg.Table, cfg.Table)
+			return sp, cli.UsageErrorf("%s: step %s writes table %s to the server's default SQLite file, which clients are not told: give sqlite:PATH#%s", sp.raw, step, cfg.Table, cfg.Table)
 		}
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(j.BaseDir, path)
@@ -81,7 +83,7 @@ func resolveJobSpec(ctx context.Context, server serverFlag, sp outputSpec) (outp
 	case "postgres", "postgresql":
 		out.kind, out.dsn = specPostgres, cfg.DSN
 	default:
-		return sp, usageErrorf("%s: step %s writes with driver %q, which weir diff does not read", sp.raw, step, cfg.Driver)
+		return sp, cli.UsageErrorf("%s: step %s writes with driver %q, which weir diff does not read", sp.raw, step, cfg.Driver)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package main
+package diffcmd
 
 import (
 	"context"
@@ -12,32 +12,45 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/io/sqlsink"
 )
 
-// diffFlags are the flags of `weir diff`.
-type diffFlags struct {
-	format     string
-	key        string
-	value      string
-	window     string
-	budget     int64
-	maxDetails int
-	rejectsOld string
-	rejectsNew string
-	inputCount float64
-	conserve   string
-	memoryRows int
-	// partition, when set, keeps only the rows of this partition of an
+// Flags are the flags of `weir diff`; Run takes them from another
+// command too (a schedule's parity check).
+type Flags struct {
+	// Format is --format: text or json.
+	Format string
+	// Key and Value are --key and --value: comma-separated fields.
+	Key   string
+	Value string
+	// Window is --window-field: the fields that carry the window.
+	Window string
+	// Budget is --budget: differences still counted as parity.
+	Budget int64
+	// MaxDetails is --max-details: differences listed one by one.
+	MaxDetails int
+	// RejectsOld and RejectsNew are --rejects-old and --rejects-new.
+	RejectsOld string
+	RejectsNew string
+	// InputCount is --input-count; negative: conservation is not checked.
+	InputCount float64
+	// Conserve is --conserve IN=OUT.
+	Conserve string
+	// MemoryRows is --memory-rows: rows per side kept in memory.
+	MemoryRows int
+	// Partition, when set, keeps only the rows of this partition of an
 	// output that holds several (its weir_partition column).
-	partition string
-	// server answers job:NAME specifiers.
-	server serverFlag
+	Partition string
+	// Server answers job:NAME specifiers.
+	Server serverconn.Flag
 }
 
-func newDiffCommand(e *env) *cobra.Command {
-	var f diffFlags
+// Command returns `weir diff`.
+func Command(e *cli.Env) *cobra.Command {
+	var f Flags
 	cmd := &cobra.Command{
 		Use:   "diff OLD NEW [--key F1,F2] [--value F] [--rejects-old FILE --rejects-new FILE] [--input-count N]",
 		Short: "Compare two outputs of bounded runs at the full key: rows, values, per-key totals, rejects by reason, conservation",
@@ -83,30 +96,30 @@ held whole in memory.
 Exit codes: 0 the outputs agree (within --budget) and every side
 conserves; 7 they differ or a side does not conserve; 2 usage (a bad
 specifier, no key); 8 an output could not be read.`,
-		Args: exactArgs("OLD", "NEW"),
+		Args: cli.ExactArgs("OLD", "NEW"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDiff(cmd.Context(), e, args[0], args[1], f)
+			return Run(cmd.Context(), e, args[0], args[1], f)
 		},
 	}
 	fl := cmd.Flags()
-	addFormatFlag(cmd, &f.format)
-	addServerFlag(cmd, &f.server)
-	fl.StringVar(&f.key, "key", "", "key fields, comma-separated (default: the key a weir SQL sink declared)")
-	fl.StringVar(&f.value, "value", "", "compared value fields, comma-separated (default: every field but the key, the window and bookkeeping)")
-	fl.StringVar(&f.window, "window-field", "window_start,window_end", "the fields that carry the window, comma-separated; rows without them are in the global window")
-	fl.Int64Var(&f.budget, "budget", 0, "differences still counted as parity")
-	fl.IntVar(&f.maxDetails, "max-details", 100, "differences and per-key totals listed one by one (every one is counted)")
-	fl.StringVar(&f.rejectsOld, "rejects-old", "", "the old run's rejects (an error output or dead-letter export; any output specifier)")
-	fl.StringVar(&f.rejectsNew, "rejects-new", "", "the new run's rejects")
-	fl.Float64Var(&f.inputCount, "input-count", -1, "what both runs read (rows, or the sum of the conserved field): check input = accepted + rejected on each side")
-	fl.StringVar(&f.conserve, "conserve", "", "IN=OUT: conserve the rejected elements' field IN and the output's field OUT (default: --value's field on both)")
-	fl.IntVar(&f.memoryRows, "memory-rows", diff.DefaultMemoryRows, "rows per side kept in memory before sorted runs go to disk")
-	fl.StringVar(&f.partition, "partition", "", "compare only this partition: rows of an output with a weir_partition column (a partition run's published target) are kept when it is P; an output without the column (a staged output) is one partition")
+	cli.AddFormatFlag(cmd, &f.Format)
+	serverconn.AddFlag(cmd, &f.Server)
+	fl.StringVar(&f.Key, "key", "", "key fields, comma-separated (default: the key a weir SQL sink declared)")
+	fl.StringVar(&f.Value, "value", "", "compared value fields, comma-separated (default: every field but the key, the window and bookkeeping)")
+	fl.StringVar(&f.Window, "window-field", "window_start,window_end", "the fields that carry the window, comma-separated; rows without them are in the global window")
+	fl.Int64Var(&f.Budget, "budget", 0, "differences still counted as parity")
+	fl.IntVar(&f.MaxDetails, "max-details", 100, "differences and per-key totals listed one by one (every one is counted)")
+	fl.StringVar(&f.RejectsOld, "rejects-old", "", "the old run's rejects (an error output or dead-letter export; any output specifier)")
+	fl.StringVar(&f.RejectsNew, "rejects-new", "", "the new run's rejects")
+	fl.Float64Var(&f.InputCount, "input-count", -1, "what both runs read (rows, or the sum of the conserved field): check input = accepted + rejected on each side")
+	fl.StringVar(&f.Conserve, "conserve", "", "IN=OUT: conserve the rejected elements' field IN and the output's field OUT (default: --value's field on both)")
+	fl.IntVar(&f.MemoryRows, "memory-rows", diff.DefaultMemoryRows, "rows per side kept in memory before sorted runs go to disk")
+	fl.StringVar(&f.Partition, "partition", "", "compare only this partition: rows of an output with a weir_partition column (a partition run's published target) are kept when it is P; an output without the column (a staged output) is one partition")
 	return cmd
 }
 
-// diffReport is the report of `weir diff` (--format json).
-type diffReport struct {
+// Report is the report of `weir diff` (--format json).
+type Report struct {
 	Old    string   `json:"old"`
 	New    string   `json:"new"`
 	Key    []string `json:"key"`
@@ -115,7 +128,7 @@ type diffReport struct {
 	Verdict      string              `json:"verdict"`
 	Conservation []diff.Conservation `json:"conservation"`
 	// Rejects counts the rejects by reason on each side.
-	Rejects []rejectCount `json:"rejects"`
+	Rejects []RejectCount `json:"rejects"`
 	// GrandTotals are the sums of each numeric field over each side's
 	// rows; GrandTotalsEqual says they agree.
 	GrandTotals      grandTotals `json:"grand_totals"`
@@ -130,8 +143,8 @@ type grandTotals struct {
 	New map[string]float64 `json:"new"`
 }
 
-// rejectCount is one reason's rejects on each side.
-type rejectCount struct {
+// RejectCount is one reason's rejects on each side.
+type RejectCount struct {
 	Reason string `json:"reason"`
 	Old    int64  `json:"old"`
 	New    int64  `json:"new"`
@@ -148,15 +161,17 @@ func splitList(s string) []string {
 	return out
 }
 
-func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) error {
-	if err := checkFormat(f.format); err != nil {
+// Run compares the outputs oldArg and newArg as `weir diff OLD NEW` with
+// flags f does, printing the report to e.Stdout.
+func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error {
+	if err := cli.CheckFormat(f.Format); err != nil {
 		return err
 	}
-	if f.budget < 0 || f.maxDetails < 0 {
-		return usageErrorf("--budget and --max-details must be >= 0")
+	if f.Budget < 0 || f.MaxDetails < 0 {
+		return cli.UsageErrorf("--budget and --max-details must be >= 0")
 	}
-	if (f.rejectsOld == "") != (f.rejectsNew == "") {
-		return usageErrorf("give both --rejects-old and --rejects-new, or neither")
+	if (f.RejectsOld == "") != (f.RejectsNew == "") {
+		return cli.UsageErrorf("give both --rejects-old and --rejects-new, or neither")
 	}
 	specs := make([]outputSpec, 2)
 	for i, a := range []string{oldArg, newArg} {
@@ -165,15 +180,15 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 			return err
 		}
 		if sp.kind == specJob {
-			if sp, err = resolveJobSpec(ctx, f.server, sp); err != nil {
+			if sp, err = resolveJobSpec(ctx, f.Server, sp); err != nil {
 				return err
 			}
 		}
 		specs[i] = sp
 	}
 	var rejects [2]*outputSpec
-	if f.rejectsOld != "" {
-		for i, a := range []string{f.rejectsOld, f.rejectsNew} {
+	if f.RejectsOld != "" {
+		for i, a := range []string{f.RejectsOld, f.RejectsNew} {
 			sp, err := parseOutputSpec(a)
 			if err != nil {
 				return err
@@ -181,24 +196,24 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 			rejects[i] = &sp
 		}
 	}
-	values := splitList(f.value)
+	values := splitList(f.Value)
 	inField, outField := "", ""
 	switch {
-	case f.conserve != "":
+	case f.Conserve != "":
 		var ok bool
-		inField, outField, ok = strings.Cut(f.conserve, "=")
+		inField, outField, ok = strings.Cut(f.Conserve, "=")
 		if !ok || inField == "" || outField == "" {
-			return usageErrorf("--conserve %q: want IN=OUT, e.g. amount=total", f.conserve)
+			return cli.UsageErrorf("--conserve %q: want IN=OUT, e.g. amount=total", f.Conserve)
 		}
 	case len(values) == 1:
 		inField, outField = values[0], values[0]
 	}
-	key := splitList(f.key)
+	key := splitList(f.Key)
 	if len(key) == 0 {
 		for _, sp := range specs {
 			k, err := sp.declaredKey(ctx)
 			if err != nil {
-				return withCode(ExitRehearsalFailed, err)
+				return cli.WithCode(cli.ExitRehearsalFailed, err)
 			}
 			if len(k) > 0 {
 				key = k
@@ -206,38 +221,38 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 			}
 		}
 		if len(key) == 0 {
-			return usageErrorf("give --key: neither %s nor %s is a weir SQL sink's table with a declared key", oldArg, newArg)
+			return cli.UsageErrorf("give --key: neither %s nor %s is a weir SQL sink's table with a declared key", oldArg, newArg)
 		}
 	}
 	// A published target's weir_partition says which run published a row:
 	// bookkeeping, never a compared value.
-	layout := diff.Layout{Output: "output", Key: key, Window: splitList(f.window), Values: values,
+	layout := diff.Layout{Output: "output", Key: key, Window: splitList(f.Window), Values: values,
 		Ignore: append(sqlsink.BookkeepingColumns(), sqlsink.PartitionColumn)}
 	sides := make([]*sideRows, 2)
 	for i := range specs {
-		s, err := readSide(ctx, specs[i], rejects[i], layout, inField, f.memoryRows, f.partition)
+		s, err := readSide(ctx, specs[i], rejects[i], layout, inField, f.MemoryRows, f.Partition)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var ee *exitError
+			var ee *cli.ExitError
 			if errors.As(err, &ee) {
 				return err
 			}
-			return withCode(ExitRehearsalFailed, fmt.Errorf("reading the %s output: %w", []string{"old", "new"}[i], err))
+			return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("reading the %s output: %w", []string{"old", "new"}[i], err))
 		}
 		defer s.rows.Close()
 		sides[i] = s
 	}
-	if f.partition != "" && !sides[0].partitioned && !sides[1].partitioned {
-		return usageErrorf("--partition %s: neither output has rows with a %s column (a partition run's published target has one)", f.partition, sqlsink.PartitionColumn)
+	if f.Partition != "" && !sides[0].partitioned && !sides[1].partitioned {
+		return cli.UsageErrorf("--partition %s: neither output has rows with a %s column (a partition run's published target has one)", f.Partition, sqlsink.PartitionColumn)
 	}
-	out := &diffReport{Old: oldArg, New: newArg, Key: key, Window: layout.Window, Verdict: "identical"}
+	out := &Report{Old: oldArg, New: newArg, Key: key, Window: layout.Window, Verdict: "identical"}
 	ds := make([]diff.Side, 2)
 	for i, s := range sides {
 		r, err := s.rows.Reader()
 		if err != nil {
-			return withCode(ExitRehearsalFailed, err)
+			return cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 		out.SortedRuns[i] = s.rows.Runs()
 		// Every row read is one a consumer sees (an upsert table holds the
@@ -246,13 +261,13 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 		// reader adds them up: append.
 		ds[i] = diff.Side{Rows: diff.Ordinals(r), Outputs: map[string]diff.OutputInfo{"output": {Mode: diff.ModeAppend, Records: true}}}
 	}
-	details := f.maxDetails
+	details := f.MaxDetails
 	if details == 0 {
 		details = -1 // none listed (diff's 0 is its default)
 	}
-	rep, err := diff.Run(ds[0], diff.Side{}, ds[1], diff.Options{Budget: f.budget, MaxDetails: details, KeyTotals: true})
+	rep, err := diff.Run(ds[0], diff.Side{}, ds[1], diff.Options{Budget: f.Budget, MaxDetails: details, KeyTotals: true})
 	if err != nil {
-		return withCode(ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
+		return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
 	out.Report = rep
 	if o := rep.Output("output"); o != nil {
@@ -260,14 +275,14 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 	}
 	out.GrandTotalsEqual = sameSums(out.GrandTotals.Old, out.GrandTotals.New)
 	out.Rejects = rejectCounts(sides[0], sides[1])
-	if f.inputCount >= 0 {
+	if f.InputCount >= 0 {
 		for i, run := range []string{"old", "new"} {
 			s := sides[i]
 			var c diff.Conservation
 			if outField != "" {
-				c = diff.Conserve(rep, i == 1, run, inField, outField, f.inputCount, s.rejectedSum)
+				c = diff.Conserve(rep, i == 1, run, inField, outField, f.InputCount, s.rejectedSum)
 			} else {
-				c = diff.Conservation{Run: run, Field: "rows", Input: f.inputCount, Accepted: float64(s.records), Rejected: float64(s.rejectedN)}
+				c = diff.Conservation{Run: run, Field: "rows", Input: f.InputCount, Accepted: float64(s.records), Rejected: float64(s.rejectedN)}
 				c.Balanced = c.Input == c.Accepted+c.Rejected
 			}
 			out.Conservation = append(out.Conservation, c)
@@ -280,20 +295,20 @@ func runDiff(ctx context.Context, e *env, oldArg, newArg string, f diffFlags) er
 	if !rep.Identical() || !balanced {
 		out.Verdict = "different"
 	}
-	if f.format == formatJSON {
-		enc := json.NewEncoder(e.stdout)
+	if f.Format == cli.FormatJSON {
+		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
-			return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 		}
-	} else if err := writeDiffReport(e.stdout, out); err != nil {
-		return withCode(ExitFailure, fmt.Errorf("writing the report: %w", err))
+	} else if err := writeDiffReport(e.Stdout, out); err != nil {
+		return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 	}
 	switch {
 	case !rep.Identical():
-		return withCode(ExitRehearsalDiffers, fmt.Errorf("%s differs from %s: %d difference(s), budget %d", newArg, oldArg, rep.Total, rep.Budget))
+		return cli.WithCode(cli.ExitRehearsalDiffers, fmt.Errorf("%s differs from %s: %d difference(s), budget %d", newArg, oldArg, rep.Total, rep.Budget))
 	case !balanced:
-		return withCode(ExitRehearsalDiffers, fmt.Errorf("conservation does not hold: input is not accepted + rejected"))
+		return cli.WithCode(cli.ExitRehearsalDiffers, fmt.Errorf("conservation does not hold: input is not accepted + rejected"))
 	}
 	return nil
 }
@@ -311,7 +326,7 @@ func sameSums(a, b map[string]float64) bool {
 	return true
 }
 
-func rejectCounts(old, new *sideRows) []rejectCount {
+func rejectCounts(old, new *sideRows) []RejectCount {
 	reasons := map[string]bool{}
 	for r := range old.rejects {
 		reasons[r] = true
@@ -319,9 +334,9 @@ func rejectCounts(old, new *sideRows) []rejectCount {
 	for r := range new.rejects {
 		reasons[r] = true
 	}
-	out := []rejectCount{}
+	out := []RejectCount{}
 	for r := range reasons {
-		out = append(out, rejectCount{Reason: r, Old: old.rejects[r], New: new.rejects[r]})
+		out = append(out, RejectCount{Reason: r, Old: old.rejects[r], New: new.rejects[r]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Reason < out[j].Reason })
 	return out
@@ -339,7 +354,7 @@ func totalsText(m map[string]float64) string {
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, k := range names {
-		parts[i] = k + " " + num(m[k])
+		parts[i] = k + " " + cli.Number(m[k])
 	}
 	if len(parts) == 0 {
 		return "(no numeric field)"
@@ -348,7 +363,7 @@ func totalsText(m map[string]float64) string {
 }
 
 // writeDiffReport prints the summary, then the drill-down.
-func writeDiffReport(w io.Writer, r *diffReport) error {
+func writeDiffReport(w io.Writer, r *Report) error {
 	rep := r.Report
 	var b strings.Builder
 	fmt.Fprintf(&b, "diff of %s against %s at key %s, window %s\n", r.New, r.Old, strings.Join(r.Key, ","), strings.Join(r.Window, ","))
@@ -398,7 +413,7 @@ func writeDiffReport(w io.Writer, r *diffReport) error {
 		if !c.Balanced {
 			verdict = "NOT balanced"
 		}
-		fmt.Fprintf(&b, "conservation (%s) %s: input %s = accepted %s + rejected %s: %s\n", c.Field, c.Run, num(c.Input), num(c.Accepted), num(c.Rejected), verdict)
+		fmt.Fprintf(&b, "conservation (%s) %s: input %s = accepted %s + rejected %s: %s\n", c.Field, c.Run, cli.Number(c.Input), cli.Number(c.Accepted), cli.Number(c.Rejected), verdict)
 	}
 	fmt.Fprintf(&b, "verdict: %s (%d difference(s), budget %d)\n", strings.ToUpper(r.Verdict), rep.Total, rep.Budget)
 	if len(rep.Differences) > 0 {

@@ -1,4 +1,4 @@
-package main
+package rehearsecmd
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -38,8 +40,8 @@ type snapshotStart struct {
 	warnings []string
 }
 
-// rehearsalSnapshot is the report's account of a --from-snapshot start.
-type rehearsalSnapshot struct {
+// SnapshotReport is the report's account of a --from-snapshot start.
+type SnapshotReport struct {
 	ID         string `json:"id"`
 	Job        string `json:"job"`
 	Generation int64  `json:"generation"`
@@ -52,14 +54,14 @@ type rehearsalSnapshot struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func (s *snapshotStart) report() *rehearsalSnapshot {
-	return &rehearsalSnapshot{ID: s.id, Job: s.snap.JobName, Generation: s.snap.Generation, Entries: s.state.Entries(), Steps: s.state.Steps(), Warnings: s.warnings}
+func (s *snapshotStart) report() *SnapshotReport {
+	return &SnapshotReport{ID: s.id, Job: s.snap.JobName, Generation: s.snap.Generation, Entries: s.state.Entries(), Steps: s.state.Steps(), Warnings: s.warnings}
 }
 
 // loadSnapshotStart reads the snapshot arg (a snapshot ID on the server,
 // or the path of an exported snapshot file) and checks that both
 // pipelines can start from it.
-func loadSnapshotStart(ctx context.Context, server serverFlag, arg string, oldP, newP *weir.Pipeline, mapping compat.Mapping) (*snapshotStart, error) {
+func loadSnapshotStart(ctx context.Context, server serverconn.Flag, arg string, oldP, newP *weir.Pipeline, mapping compat.Mapping) (*snapshotStart, error) {
 	st := &snapshotStart{id: arg, state: sandbox.NewState()}
 	add := func(step string, kg uint16, key, value []byte) error {
 		st.state.Add(step, kg, key, value)
@@ -68,43 +70,43 @@ func loadSnapshotStart(ctx context.Context, server serverFlag, arg string, oldP,
 	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
 		f, err := os.Open(arg)
 		if err != nil {
-			return nil, withCode(ExitRehearsalFailed, fmt.Errorf("--from-snapshot: %w", err))
+			return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("--from-snapshot: %w", err))
 		}
 		defer f.Close()
 		if st.snap, _, err = service.ReadSnapshotFileState(f, add); err != nil {
-			return nil, withCode(ExitRehearsalFailed, fmt.Errorf("--from-snapshot %s: %w", arg, err))
+			return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("--from-snapshot %s: %w", arg, err))
 		}
 		st.id = st.snap.ID
 	} else {
-		c, err := newClient(server)
+		c, err := serverconn.NewClient(server)
 		if err != nil {
 			return nil, err
 		}
 		tmp, err := os.CreateTemp("", "weir-rehearse-snapshot-*")
 		if err != nil {
-			return nil, withCode(ExitFailure, fmt.Errorf("creating a temporary file for the snapshot: %w", err))
+			return nil, cli.WithCode(cli.ExitFailure, fmt.Errorf("creating a temporary file for the snapshot: %w", err))
 		}
 		defer os.Remove(tmp.Name())
 		defer tmp.Close()
 		if _, err := c.ExportSnapshot(ctx, arg, tmp); err != nil {
-			return nil, clientError(ctx, c, fmt.Errorf("reading job snapshot %s: %w", arg, err))
+			return nil, serverconn.Error(ctx, c, fmt.Errorf("reading job snapshot %s: %w", arg, err))
 		}
 		if _, err := tmp.Seek(0, 0); err != nil {
-			return nil, withCode(ExitFailure, err)
+			return nil, cli.WithCode(cli.ExitFailure, err)
 		}
 		if st.snap, _, err = service.ReadSnapshotFileState(tmp, add); err != nil {
-			return nil, withCode(ExitRehearsalFailed, fmt.Errorf("job snapshot %s: %w", arg, err))
+			return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("job snapshot %s: %w", arg, err))
 		}
 	}
 	g, err := graph.Parse(st.snap.Graph)
 	if err != nil {
-		return nil, withCode(ExitRehearsalFailed, fmt.Errorf("job snapshot %s: its graph: %w", st.id, err))
+		return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("job snapshot %s: its graph: %w", st.id, err))
 	}
 	if st.oldSteps, _, err = startSteps(g, oldP, compat.Mapping{}); err != nil {
-		return nil, withCode(ExitRehearsalFailed, fmt.Errorf("the old pipeline cannot start from job snapshot %s (job %s, generation %d): %w", st.id, st.snap.JobName, st.snap.Generation, err))
+		return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("the old pipeline cannot start from job snapshot %s (job %s, generation %d): %w", st.id, st.snap.JobName, st.snap.Generation, err))
 	}
 	if st.newSteps, st.warnings, err = startSteps(g, newP, mapping); err != nil {
-		return nil, withCode(ExitRehearsalFailed, fmt.Errorf("the new pipeline cannot start from job snapshot %s (job %s, generation %d), as an update could not: %w", st.id, st.snap.JobName, st.snap.Generation, err))
+		return nil, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("the new pipeline cannot start from job snapshot %s (job %s, generation %d), as an update could not: %w", st.id, st.snap.JobName, st.snap.Generation, err))
 	}
 	st.toSnap = map[string]string{}
 	for snapStep, step := range invert(st.oldSteps) {
