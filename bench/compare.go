@@ -159,6 +159,14 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 				if !okA || !okB {
 					return nil, fmt.Errorf("bench compare: round %d has no %s measurement of both builds", r+1, ref.Name)
 				}
+				if figure == FigureEventsPerCPUSec && (a.ProcessCPUSeconds > 0) != (b.ProcessCPUSeconds > 0) {
+					// A build from before the workload's CPU time was
+					// reported apart (its CPUSeconds are the whole
+					// process's) is compared by whole processes on both
+					// sides.
+					a.CPUSeconds = max(a.CPUSeconds, a.ProcessCPUSeconds)
+					b.CPUSeconds = max(b.CPUSeconds, b.ProcessCPUSeconds)
+				}
 				va, okA := figureOf(a, figure)
 				vb, okB := figureOf(b, figure)
 				if !okA || !okB {

@@ -202,3 +202,20 @@ func TestSummarize(t *testing.T) {
 		})
 	}
 }
+
+// TestSummarizeMixedCPU: against a build whose children do not report
+// their workload's CPU time, events per CPU-second compare whole
+// processes on both sides, not a workload against a whole process.
+func TestSummarizeMixedCPU(t *testing.T) {
+	this := Measurement{Name: "sdk-w1", EventsPerSec: 1e6, CPUSeconds: 1, ProcessCPUSeconds: 2, Outcome: Outcome{Events: 1e6}}
+	base := Measurement{Name: "sdk-w1", EventsPerSec: 1e6, CPUSeconds: 2, Outcome: Outcome{Events: 1e6}}
+	got, err := Summarize([]CompareRound{{This: []Measurement{this}, Base: []Measurement{base}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fc := range got {
+		if fc.Figure == FigureEventsPerCPUSec && fc.Ratio != 1 {
+			t.Errorf("events/CPU-s ratio %g, want 1 (both whole processes)", fc.Ratio)
+		}
+	}
+}

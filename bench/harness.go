@@ -21,8 +21,13 @@ import (
 type Measurement struct {
 	Name         string  `json:"name"`
 	EventsPerSec float64 `json:"events_per_sec"`
-	// CPUSeconds is the child process's user plus system time.
-	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUSeconds is the child's user plus system time over the workload
+	// (Outcome.CPUNanos): the binary's start-up, which grows with every
+	// package linked into it, is left out. ProcessCPUSeconds is the whole
+	// child's; CPUSeconds is that too from a child that does not report
+	// its workload's.
+	CPUSeconds        float64 `json:"cpu_seconds"`
+	ProcessCPUSeconds float64 `json:"process_cpu_seconds"`
 	// RatioToBaseline is EventsPerSec over the baseline's (0 when the
 	// baseline did not run).
 	RatioToBaseline float64 `json:"ratio_to_baseline"`
@@ -138,11 +143,15 @@ func (h Harness) runChild(ctx context.Context, v Variant, cfg Config) (Measureme
 	}
 	st := cmd.ProcessState
 	m := Measurement{
-		Name:         v.String(),
-		CPUSeconds:   (st.UserTime() + st.SystemTime()).Seconds(),
-		PeakRSSBytes: peakRSS(st),
-		Outcome:      o,
-		Wall:         wall,
+		Name:              v.String(),
+		CPUSeconds:        (st.UserTime() + st.SystemTime()).Seconds(),
+		ProcessCPUSeconds: (st.UserTime() + st.SystemTime()).Seconds(),
+		PeakRSSBytes:      peakRSS(st),
+		Outcome:           o,
+		Wall:              wall,
+	}
+	if o.CPUNanos > 0 {
+		m.CPUSeconds = time.Duration(o.CPUNanos).Seconds()
 	}
 	if o.ElapsedNanos > 0 {
 		m.EventsPerSec = float64(o.Events) / o.Elapsed().Seconds()
