@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -290,6 +293,9 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 		if err := flush(tw); err != nil {
 			return err
 		}
+		if err := writeRejectReasons(w, m.Steps); err != nil {
+			return err
+		}
 		if err := writeUserMetrics(w, m.Steps); err != nil {
 			return err
 		}
@@ -507,6 +513,26 @@ func describeReplacement(r *client.Replacement) string {
 
 // writeUserMetrics prints the steps' user-defined metrics (the Go SDK's
 // Counter and Distribution), when any step has one.
+// writeRejectReasons writes the steps' rejects by reason, one line a step
+// and reason, most first; nothing when no step rejected anything.
+func writeRejectReasons(w io.Writer, steps []client.StepMetrics) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, s := range steps {
+		reasons := slices.SortedFunc(maps.Keys(s.RejectsByReason), func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.RejectsByReason[b], s.RejectsByReason[a]), cmp.Compare(a, b))
+		})
+		for _, r := range reasons {
+			if !header {
+				fmt.Fprintln(w, "\nRejects by reason:")
+				header = true
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", s.Name, r, s.RejectsByReason[r])
+		}
+	}
+	return flush(tw)
+}
+
 func writeUserMetrics(w io.Writer, steps []client.StepMetrics) error {
 	var rows []string
 	for _, s := range steps {

@@ -117,3 +117,34 @@ func TestDescribeUserMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeRejectReasons: describe lists each step's rejects by reason,
+// most first, and nothing when no step rejected anything.
+func TestDescribeRejectReasons(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []client.StepMetrics
+		want  []string
+	}{
+		{"none", []client.StepMetrics{{Name: "Check"}}, nil},
+		{"two reasons", []client.StepMetrics{{Name: "Check", Rejects: 7, RejectsByReason: map[string]int64{"known_region": 2, "positive_amount": 5}}},
+			[]string{"Rejects by reason:", "Check  positive_amount  5\n  Check  known_region     2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := describeJob(&b, &client.Job{ID: "j1", Name: "orders", Metrics: &client.JobMetrics{Steps: tc.steps}}, false); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if tc.want == nil && strings.Contains(out, "Rejects by reason") {
+				t.Fatalf("describe shows rejects by reason for a job without any:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("describe lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
