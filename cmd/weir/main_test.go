@@ -200,7 +200,7 @@ func TestCLIBench(t *testing.T) {
 	if len(ms) != len(wantNames) {
 		t.Fatalf("got %d measurements, want %d: %s", len(ms), len(wantNames), r.stdout)
 	}
-	wantKeys := []string{"cpu_seconds", "events_per_sec", "name", "peak_rss_bytes", "ratio_to_baseline"}
+	wantKeys := []string{"cpu_seconds", "events_per_sec", "name", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline"}
 	for i, m := range ms {
 		if m["name"] != wantNames[i] {
 			t.Errorf("measurement %d is %v, want %s", i, m["name"], wantNames[i])
@@ -208,10 +208,16 @@ func TestCLIBench(t *testing.T) {
 		if keys := slices.Sorted(maps.Keys(m)); !slices.Equal(keys, wantKeys) {
 			t.Errorf("measurement %d has fields %v, want %v", i, keys, wantKeys)
 		}
-		for _, k := range []string{"cpu_seconds", "events_per_sec", "peak_rss_bytes", "ratio_to_baseline"} {
+		for _, k := range []string{"cpu_seconds", "events_per_sec", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline"} {
 			if v, _ := m[k].(float64); v <= 0 {
 				t.Errorf("%s: %s = %v, want > 0", m["name"], k, m[k])
 			}
+		}
+		// The workload's CPU time is part of the whole process's.
+		cpu, _ := m["cpu_seconds"].(float64)
+		proc, _ := m["process_cpu_seconds"].(float64)
+		if cpu > proc {
+			t.Errorf("%s: cpu_seconds %v exceeds process_cpu_seconds %v", m["name"], cpu, proc)
 		}
 	}
 
