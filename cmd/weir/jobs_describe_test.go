@@ -84,50 +84,25 @@ func TestDescribeCatchUp(t *testing.T) {
 	}
 }
 
-// TestDescribeUserMetrics: a step's counter and distribution are listed
-// under "User metrics"; a job without any has no such section.
-func TestDescribeUserMetrics(t *testing.T) {
+// TestDescribeStepSections: describe lists a step's user metrics (its
+// counter and distribution) under "User metrics", and each step's rejects
+// by reason, most first, under "Rejects by reason"; a job without any has
+// no such section.
+func TestDescribeStepSections(t *testing.T) {
 	i64 := func(v int64) *int64 { return &v }
 	tests := []struct {
-		name  string
-		steps []client.StepMetrics
-		want  []string
+		name    string
+		section string
+		steps   []client.StepMetrics
+		want    []string
 	}{
-		{"none", []client.StepMetrics{{Name: "Measure"}}, nil},
-		{"counter and distribution", []client.StepMetrics{{Name: "Measure", UserMetrics: []client.UserMetric{
+		{"no user metrics", "User metrics", []client.StepMetrics{{Name: "Measure"}}, nil},
+		{"counter and distribution", "User metrics", []client.StepMetrics{{Name: "Measure", UserMetrics: []client.UserMetric{
 			{Namespace: "orders", Name: "amount", Kind: "distribution", Count: i64(1000), Sum: i64(500500), Min: i64(1), Max: i64(1000)},
 			{Namespace: "orders", Name: "big", Kind: "counter", Value: i64(100)},
 		}}}, []string{"User metrics (this execution):", "count 1000, sum 500500, min 1, max 1000", "big", "value 100"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var b strings.Builder
-			if err := describeJob(&b, &client.Job{ID: "j1", Name: "orders", Metrics: &client.JobMetrics{Steps: tc.steps}}, false); err != nil {
-				t.Fatal(err)
-			}
-			out := b.String()
-			if tc.want == nil && strings.Contains(out, "User metrics") {
-				t.Fatalf("describe shows user metrics for a job without any:\n%s", out)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("describe lacks %q:\n%s", w, out)
-				}
-			}
-		})
-	}
-}
-
-// TestDescribeRejectReasons: describe lists each step's rejects by reason,
-// most first, and nothing when no step rejected anything.
-func TestDescribeRejectReasons(t *testing.T) {
-	tests := []struct {
-		name  string
-		steps []client.StepMetrics
-		want  []string
-	}{
-		{"none", []client.StepMetrics{{Name: "Check"}}, nil},
-		{"two reasons", []client.StepMetrics{{Name: "Check", Rejects: 7, RejectsByReason: map[string]int64{"known_region": 2, "positive_amount": 5}}},
+		{"no rejects", "Rejects by reason", []client.StepMetrics{{Name: "Check"}}, nil},
+		{"two reject reasons", "Rejects by reason", []client.StepMetrics{{Name: "Check", Rejects: 7, RejectsByReason: map[string]int64{"known_region": 2, "positive_amount": 5}}},
 			[]string{"Rejects by reason:", "Check  positive_amount  5\n  Check  known_region     2"}},
 	}
 	for _, tc := range tests {
@@ -137,8 +112,8 @@ func TestDescribeRejectReasons(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := b.String()
-			if tc.want == nil && strings.Contains(out, "Rejects by reason") {
-				t.Fatalf("describe shows rejects by reason for a job without any:\n%s", out)
+			if tc.want == nil && strings.Contains(out, tc.section) {
+				t.Fatalf("describe shows %q for a job without any:\n%s", tc.section, out)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
