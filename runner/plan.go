@@ -33,8 +33,8 @@ type stepCounters struct {
 	user contract.UserMetrics
 }
 
-// reject counts one reject with the given reason.
-func (c *stepCounters) reject(reason string) {
+// countReject counts one reject with the given reason.
+func (c *stepCounters) countReject(reason string) {
 	c.rejects.Add(1)
 	n, ok := c.reasons.Load(reason)
 	if !ok {

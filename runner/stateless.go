@@ -69,7 +69,7 @@ func reject(out *outputs, sp *stepPlan, tag int, e contract.Element, err error) 
 // emitReject sends rj to the error output with index tag, or fails the run
 // when the step declares none.
 func emitReject(out *outputs, sp *stepPlan, tag int, e contract.Element, rj contract.Reject, err error) error {
-	sp.counters.reject(rj.Reason)
+	sp.counters.countReject(rj.Reason)
 	if tag < 0 {
 		if dl := out.w.r.opts.DeadLetter; dl != nil {
 			if err := dl(out.w.r.ctx, rj); err != nil {

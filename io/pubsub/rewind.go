@@ -183,12 +183,12 @@ func (b *Broker) SeekToSequence(ctx context.Context, sub string, seq uint64) err
 	}
 	b.admin.Lock() // a leaf: see Broker.admin
 	defer b.admin.Unlock()
-	topic, _, err := b.findSubscription(ctx, sub)
+	topic, c, err := b.findSubscription(ctx, sub)
 	if err != nil {
 		return err
 	}
 	stream, _, _ := topicNames(topic)
-	if err := b.rewind(ctx, stream, sub, seq); err != nil {
+	if _, err := b.rewindConsumer(ctx, stream, sub, seq, c, true); err != nil {
 		return err
 	}
 	b.log.Info("subscription positioned for a re-read", "subscription", sub, "topic", topic, "from_seq", seq)

@@ -540,10 +540,6 @@ func (b *Broker) Seek(ctx context.Context, sub string, target SeekTarget) (SeekR
 		// in between cannot skip messages of the old state.
 		b.setRestored(sub, acked)
 	}
-	// An explicit seek always resets the subscription, even when its
-	// description says it already stands there: a description read right
-	// after other changes (an earlier seek, an acknowledgement of a
-	// delivery made before it) is not always the consumer's position.
 	if _, err := b.rewindConsumer(ctx, stream, sub, seq, c, true); err != nil {
 		if perMessage {
 			b.forgetRestored(sub)

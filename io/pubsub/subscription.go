@@ -411,28 +411,20 @@ func toMessage(topic string, m jetstream.Msg) (Message, error) {
 	return msg, nil
 }
 
-// rewind makes subscription sub of stream deliver again from stream
+// rewindConsumer makes subscription sub of stream deliver again from stream
 // sequence seq, treating everything before seq as acknowledged and
 // forgetting deliveries that were not acknowledged; seq 0 means the
 // acknowledgement floor + 1 (redeliver what is unacknowledged, now). Servers
 // from 2.14 reset the consumer in place; older ones get it recreated with
 // the same configuration.
-func (b *Broker) rewind(ctx context.Context, stream, sub string, seq uint64) error {
-	c, err := b.js.Consumer(ctx, stream, NATSName(sub))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("rewinding subscription %s: %w", sub, ErrSubscriptionNotFound)
-	}
-	if err != nil {
-		return apiErr("rewinding subscription "+sub, err)
-	}
-	_, err = b.rewindConsumer(ctx, stream, sub, seq, c, false)
-	return err
-}
-
-// rewindConsumer is rewind for the subscription's consumer c, just looked
-// up: it returns the consumer to read from (c, or the one created in its
-// place on a server without the reset API). Unless always, a consumer
-// whose description says it stands at seq is left as it is.
+//
+// c is the subscription's consumer, just looked up; the consumer to read
+// from is returned (c, or the one created in its place). Unless always, a
+// consumer whose description says it stands at seq is left as it is (a
+// split opening where it stopped); an explicit seek always resets it: a
+// description read right after other changes (an earlier seek, an
+// acknowledgement of a delivery made before it) is not always the
+// consumer's position.
 func (b *Broker) rewindConsumer(ctx context.Context, stream, sub string, seq uint64, c jetstream.Consumer, always bool) (jetstream.Consumer, error) {
 	ci := c.CachedInfo()
 	target := seq
