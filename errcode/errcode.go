@@ -133,6 +133,10 @@ const (
 	InvalidMapping Code = "INVALID_MAPPING"
 	// ShuttingDown: the service is stopping.
 	ShuttingDown Code = "SHUTTING_DOWN"
+	// NoClusterLeader: a cluster member was asked something only the
+	// leader answers, and no member leads yet (the lease is being taken
+	// over after a member's loss); retry in a few seconds.
+	NoClusterLeader Code = "NO_CLUSTER_LEADER"
 	// ReadOnlyInspection: a change asked of a data directory opened only
 	// to read its records (`weir jobs ... --data-dir`): start a server or
 	// the program on it to change anything.
@@ -462,6 +466,7 @@ func registry() []Info {
 		{UpdateInProgress, svc, KindConflict, http.StatusConflict},
 		{InvalidMapping, svc, KindInvalid, http.StatusBadRequest},
 		{ShuttingDown, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{NoClusterLeader, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{ReadOnlyInspection, svc, KindConflict, http.StatusConflict},
 		{ProgramChanged, svc, KindConflict, http.StatusConflict},
 		{NotReleasable, svc, KindConflict, http.StatusConflict},

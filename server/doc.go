@@ -21,7 +21,9 @@
 // gRPC API (io/pubsub/pubsubgrpc) on Config.PubSubGRPCListen, behind the
 // same tokens.
 //
-// It may import service, api, console, io/pubsub, io/pubsub/pubsubgrpc,
+// It may import service, api, client (the wire type of the cluster's
+// members), cluster (a member's lease and log: cluster.go), state (a
+// follower's replica), console, io/pubsub, io/pubsub/pubsubgrpc,
 // io/pubsub/pubsubrest (Pub/Sub's REST surface under /v1/projects/),
 // runner/contract (for the dead-letter hook), errcode, yamlpipe (what submitted pipelines may
 // touch) and the standard library. It knows nothing of the command line,

@@ -25,6 +25,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub/pubsubgrpc"
 	"github.com/weir-dev/weir/io/pubsub/pubsubrest"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -70,6 +71,28 @@ type Config struct {
 	// --nats-tls-ca, --nats-tls-cert, --nats-tls-key). Their files are out
 	// of the pipelines' reach inside any file root.
 	NATSCredentials NATSCredentials
+	// Cluster, when set, makes the process a member of the weir cluster
+	// of that name over NATSURL (a NATS JetStream cluster): one member
+	// leads and runs every job, the others keep a replica of its state
+	// store and forward the API to it, and take over when it is lost
+	// (cluster.go).
+	Cluster string
+	// ClusterLeaseTTL is the leader's lease (default
+	// cluster.DefaultLeaseTTL): a member takes over after the leader did
+	// not renew it for this long.
+	ClusterLeaseTTL time.Duration
+	// ClusterReplicas is how many NATS servers keep the cluster's log,
+	// bucket, topics and subscriptions; 0: three on a NATS cluster, one
+	// on a single NATS server.
+	ClusterReplicas int
+	// ClusterBaseEvery is how many bytes of log the leader appends between
+	// two base images, after each of which the log is cut (0:
+	// cluster.DefaultBaseEvery).
+	ClusterBaseEvery int64
+	// AdvertiseURL is the API URL the other members forward requests to
+	// while this member leads; default the listen address's URL (which
+	// must then be a concrete address, not 0.0.0.0).
+	AdvertiseURL string
 	// Logger receives the process's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Program builds the pipelines of Go program jobs (service.Options.Program).
@@ -184,7 +207,11 @@ type Process struct {
 	ln     net.Listener
 	lock   *DirLock
 	broker *pubsub.Broker
+	// svc is the job service: opened by Open, or, in a cluster, once this
+	// member leads (svcMu guards it then: see cluster.go).
+	svcMu  sync.Mutex
 	svc    *service.Service
+	member *clusterMember // nil outside a cluster
 	srv    *http.Server
 	// endStreams ends the API's event follow streams (api.Server.EndStreams),
 	// which would hold a release or a shutdown open; nil before listening.
@@ -195,6 +222,7 @@ type Process struct {
 	certs      *certReloader      // nil: plain HTTP
 	grpc       *pubsubgrpc.Server // nil: the Pub/Sub gRPC API is not served
 	grpcLn     net.Listener
+	policy     *yamlpipe.Access // what submitted pipelines may touch
 	// token is the token this start generated (GenerateAuthToken), "" if
 	// none was generated.
 	token string
@@ -295,11 +323,14 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if p.broker, err = startBroker(ctx, cfg, dir); err != nil {
 		return nil, err
 	}
-	p.svc, err = service.Open(ctx, service.Options{DataDir: dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, Logger: cfg.Logger,
-		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: access,
-		MaxJobs: objectLimit(cfg.MaxJobs)})
-	if err != nil {
-		return nil, fmt.Errorf("starting the job service: %w", err)
+	p.policy = access
+	if cfg.Cluster != "" {
+		// The service opens once this member leads (cluster.go).
+		if p.member, err = p.joinCluster(ctx); err != nil {
+			return nil, err
+		}
+	} else if p.svc, err = p.openService(ctx, nil); err != nil {
+		return nil, err
 	}
 	// After the service and the broker created what they create (0755
 	// directories and 0644 files, from older versions too).
@@ -307,6 +338,19 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// openService opens the job service on the data directory; repl, when
+// set, is the cluster's log its store writes through.
+func (p *Process) openService(ctx context.Context, repl state.Replicator) (*service.Service, error) {
+	cfg := p.cfg
+	svc, err := service.Open(ctx, service.Options{DataDir: p.dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, Logger: cfg.Logger,
+		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: p.policy,
+		MaxJobs: objectLimit(cfg.MaxJobs), Replicator: repl})
+	if err != nil {
+		return nil, fmt.Errorf("starting the job service: %w", err)
+	}
+	return svc, nil
 }
 
 // newGuard builds the API's guard (authentication, rate limits, browser
@@ -413,7 +457,14 @@ func checkNATSConfig(cfg Config) error {
 // DATA_DIR/broker, or connects to cfg.NATSURL.
 func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, error) {
 	if cfg.NATSURL != "" {
-		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger})
+		replicas := 0
+		if cfg.Cluster != "" {
+			replicas = cfg.ClusterReplicas
+			if replicas == 0 {
+				replicas = pubsub.ReplicasAuto
+			}
+		}
+		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger, Replicas: replicas})
 		if err != nil {
 			return nil, fmt.Errorf("--nats-url: %w", err)
 		}
@@ -428,7 +479,13 @@ func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, e
 }
 
 // Service returns the job service.
-func (p *Process) Service() *service.Service { return p.svc }
+//
+// In a cluster it is nil until this member leads.
+func (p *Process) Service() *service.Service {
+	p.svcMu.Lock()
+	defer p.svcMu.Unlock()
+	return p.svc
+}
 
 // DataDir returns the absolute data directory.
 func (p *Process) DataDir() string { return p.dir }
@@ -449,9 +506,14 @@ func (p *Process) Serve() error {
 	if p.cfg.Kind == KindProgram {
 		opts = append(opts, api.WithRelease(p.release))
 	}
-	h := api.NewServer(p.svc, p.log, opts...)
 	if err := p.newPubSubAPI(); err != nil {
 		return err
+	}
+	// apiFor is the API over a job service, with Pub/Sub's REST surface
+	// under /v1/projects/ behind the same guard.
+	apiFor := func(svc *service.Service) (http.Handler, func()) {
+		h := api.NewServer(svc, p.log, opts...)
+		return pubsubrest.Mount(h, pubsubrest.New(p.grpc, p.log)), h.EndStreams
 	}
 	// The console's pages hold no data and ask for the token the API
 	// calls they make need, so their guard keeps the Host, Origin, rate
@@ -462,16 +524,22 @@ func (p *Process) Serve() error {
 	if err != nil {
 		return fmt.Errorf("the console's guard: %w", err)
 	}
-	// Pub/Sub's REST surface under /v1/projects/, behind the same guard.
-	rest := pubsubrest.Mount(h, pubsubrest.New(p.grpc, p.log))
-	handler := console.Mount(p.guard.Wrap(p.gate.wrap(rest)), pages.Wrap(console.Handler()))
+	var inner http.Handler
+	if p.member != nil {
+		inner = p.member.handler(apiFor)
+	} else {
+		inner, p.endStreams = apiFor(p.svc)
+		inner = notClustered(inner)
+	}
+	handler := console.Mount(p.guard.Wrap(p.gate.wrap(inner)), pages.Wrap(console.Handler()))
 	// Headers must arrive within ReadHeaderTimeout and a body within the
 	// guard's BodyReadTimeout; no ReadTimeout or WriteTimeout, which would
 	// cut long requests (a release waits for every job's checkpoint). The
 	// connections are capped below the descriptor limit (conns.go).
 	p.srv = &http.Server{Handler: handler, ReadHeaderTimeout: p.cfg.ReadHeaderTimeout, IdleTimeout: p.cfg.IdleTimeout}
-	p.endStreams = h.EndStreams
-	p.srv.RegisterOnShutdown(h.EndStreams)
+	if p.endStreams != nil {
+		p.srv.RegisterOnShutdown(p.endStreams)
+	}
 	ln := p.conns.wrap(p.ln)
 	if p.certs != nil {
 		p.srv.TLSConfig = p.certs.tlsConfig()
@@ -480,6 +548,10 @@ func (p *Process) Serve() error {
 	go func() { p.serveErr <- p.srv.Serve(ln) }()
 	if err := p.servePubSubGRPC(); err != nil {
 		return err
+	}
+	if p.member != nil {
+		p.srv.RegisterOnShutdown(p.member.endStreams)
+		p.member.start()
 	}
 	c := &ControlFile{PID: os.Getpid(), Address: p.Address(), Kind: p.cfg.Kind, JobName: p.cfg.JobName,
 		Program: p.cfg.ProgramPath, StartTime: time.Now().UTC()}
@@ -505,6 +577,8 @@ func (p *Process) Wait(ctx context.Context) (Stop, error) {
 		return StopReleased, p.stopErr
 	case err := <-p.serveErr:
 		return StopFailed, fmt.Errorf("serving the API: %w", err)
+	case err := <-p.member.failed():
+		return StopFailed, err
 	}
 }
 
@@ -552,12 +626,27 @@ func (p *Process) stopBackends(ctx context.Context) error {
 	p.stopOnce.Do(func() {
 		var errs []error
 		p.stopPubSubGRPC(ctx)
-		if p.svc != nil {
-			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
-			if err := p.svc.Close(jctx); err != nil {
+		if p.member != nil {
+			// Stops the campaign (or the leadership's loop) first: the
+			// service is then set for good.
+			p.member.stopRunning()
+		}
+		if svc := p.Service(); svc != nil {
+			timeout := p.cfg.ShutdownTimeout
+			if p.member.lostLeadership() {
+				// Nothing can be checkpointed any more: the log refuses.
+				timeout = httpShutdownTimeout
+			}
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			if err := svc.Close(jctx); err != nil {
 				errs = append(errs, fmt.Errorf("stopping the job service: %w", err))
 			}
 			cancel()
+		}
+		if p.member != nil {
+			// After the service's last checkpoints: the lease goes last, so
+			// the next leader resumes the jobs from them.
+			errs = append(errs, p.member.leave(ctx))
 		}
 		if p.broker != nil {
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)

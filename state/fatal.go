@@ -78,7 +78,17 @@ func (s *Store) Failed() error {
 // after such a failure Pebble's commit pipeline keeps the failed batch in
 // its pending queue and a commit semaphore slot taken, so a later commit
 // could block forever instead of failing.
+//
+// A store that is a replica of a cluster's log appends b to the log first
+// (replication.go).
 func (h *handle) commit(b *pebble.Batch) error {
+	return h.repl.commitReplicated(b, func() error { return h.commitLocal(b) }, func(dir string) error {
+		return h.db.Checkpoint(dir, pebble.WithFlushedWAL())
+	})
+}
+
+// commitLocal is commit without the replicated log.
+func (h *handle) commitLocal(b *pebble.Batch) error {
 	if err := h.fail.get(); err != nil {
 		return err
 	}
@@ -154,6 +164,7 @@ func OpenReadOnly(dir string, logger *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, logger: logger}
+	h.repl = &s.repl
 	s.h = h
 	return s, nil
 }
@@ -169,6 +180,7 @@ func open(dir string, logger *slog.Logger, fs vfs.FS) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, logger: logger, fs: fs}
+	h.repl = &s.repl
 	s.h = h
 	if err := s.clearIngestDir(); err != nil {
 		_ = h.db.Close()

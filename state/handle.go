@@ -60,6 +60,9 @@ type handle struct {
 	refs     atomic.Int64
 	draining atomic.Bool
 	drained  chan struct{} // capacity 1
+	// repl is the store's replicated log (replication.go), shared by its
+	// handles.
+	repl *replSlot
 }
 
 func (h *handle) release() {
@@ -135,6 +138,8 @@ type storeLocks struct {
 	lastFail error
 	// reopenMu serialises Reopen and Close.
 	reopenMu sync.Mutex
+	// repl is the replicated log every handle's commits go through.
+	repl replSlot
 }
 
 // memTableBytes is the size of the store's memtable (Pebble's default is
@@ -217,10 +222,14 @@ func (s *Store) Reopen(ctx context.Context) error {
 	}
 	h, err := openHandle(s.dir, s.logger, s.fs, false)
 	if err == nil {
+		h.repl = &s.repl
 		finish(h, nil)
 		return nil
 	}
 	ro, rerr := openHandle(s.dir, s.logger, s.fs, true)
+	if ro != nil {
+		ro.repl = &s.repl
+	}
 	if rerr != nil {
 		finish(nil, fmt.Errorf("%w: %w", ErrStoreFailed, err))
 		return fmt.Errorf("reopening the state store: %w (read-only as well: %w)", err, rerr)

@@ -8,7 +8,8 @@
 // and compares outputs (`weir rehearse`, `weir diff`) and takes, lists and
 // deletes job snapshots (`weir snapshots`).
 //
-// It may import client (every command that talks to a server), api (the
+// It may import client (every command that talks to a server), cluster
+// (its option errors), api (the
 // server's defaults), cmd/weir/internal/cli (exit codes and what every
 // command shares), cmd/weir/internal/serverconn (the --server flags and
 // the client they designate), cmd/weir/internal/benchcmd (weir bench),

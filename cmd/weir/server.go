@@ -15,6 +15,7 @@ import (
 	"github.com/weir-dev/weir/duration"
 
 	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/cluster"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
@@ -29,6 +30,11 @@ type serverFlags struct {
 	rollbackRetention  string
 	natsURL            string
 	nats               server.NATSCredentials
+	cluster            string
+	clusterLease       time.Duration
+	clusterReplicas    int
+	clusterBaseEvery   int64
+	advertiseURL       string
 	authTokenFile      string
 	generateAuthToken  bool
 	authExempt         []string
@@ -91,6 +97,11 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
 	addNATSFlags(fl, &f.nats)
+	fl.StringVar(&f.cluster, "cluster", "", "join the weir cluster of this name over --nats-url (a NATS JetStream cluster: give several URLs, comma-separated): one member leads and runs the jobs, the others keep a replica and take over when it is lost (docs/CLUSTER.md)")
+	fl.DurationVar(&f.clusterLease, "cluster-lease", 0, "with --cluster: the leader's lease; a member takes over after the leader did not renew it for this long (default 4s)")
+	fl.IntVar(&f.clusterReplicas, "cluster-replicas", 0, "with --cluster: how many NATS servers keep the cluster's log, topics and subscriptions (default 3 on a NATS cluster, 1 on a single NATS server)")
+	fl.Int64Var(&f.clusterBaseEvery, "cluster-base-every", 0, "with --cluster: bytes of log the leader appends between two base images of its store, after each of which the log is cut (default 64 MiB)")
+	fl.StringVar(&f.advertiseURL, "advertise-url", "", "with --cluster: the API URL the other members forward requests to while this member leads (default the --listen address)")
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
@@ -109,6 +120,15 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.storageRetryInterval < 10*time.Millisecond {
 		return usageErrorf("--storage-retry-interval %s: want at least 10ms", f.storageRetryInterval)
 	}
+	if f.cluster == "" && (f.clusterLease != 0 || f.clusterReplicas != 0 || f.clusterBaseEvery != 0 || f.advertiseURL != "") {
+		return usageErrorf("--cluster-lease, --cluster-replicas, --cluster-base-every and --advertise-url go with --cluster")
+	}
+	if f.cluster != "" && f.natsURL == "" {
+		return usageErrorf("--cluster %s needs --nats-url: the members meet on a NATS JetStream server or cluster", f.cluster)
+	}
+	if f.clusterLease < 0 || f.clusterReplicas < 0 || f.clusterBaseEvery < 0 {
+		return usageErrorf("--cluster-lease %s, --cluster-replicas %d, --cluster-base-every %d: want positive values", f.clusterLease, f.clusterReplicas, f.clusterBaseEvery)
+	}
 	minReplace, err := duration.Parse(f.minReplaceInterval)
 	if err != nil {
 		return usageErrorf("--min-replace-interval: %w", err)
@@ -126,14 +146,16 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint,
-		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats,
+		Cluster: f.cluster, ClusterLeaseTTL: f.clusterLease, ClusterReplicas: f.clusterReplicas, ClusterBaseEvery: f.clusterBaseEvery, AdvertiseURL: f.advertiseURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		MaxConnections: nonZero(f.maxConns), MaxConnectionsPerAddress: nonZero(f.maxConnsPerAddr),
 		ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey, StorageRetryInterval: f.storageRetryInterval,
 		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, JinjaSandbox: jinjaSandbox()})
-	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
+	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) ||
+		errors.Is(err, server.ErrClusterConfig) || errors.Is(err, cluster.ErrConfig) {
 		return withCode(ExitUsage, err)
 	}
 	if err != nil {

@@ -121,6 +121,9 @@ type Broker struct {
 	log *slog.Logger
 	// clock gives subscription snapshots' times (Options.Clock).
 	clock mtime.Clock
+	// replicas is how many servers keep the streams and buckets the broker
+	// creates (ConnectOptions.Replicas); set before use, then read only.
+	replicas int
 	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
 	// its mutex, a leaf.
 	expiry struct {
@@ -333,4 +336,13 @@ func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(trimLog(fo
 
 func trimLog(format string, v []any) string {
 	return strings.TrimSpace(fmt.Sprintf(format, v...))
+}
+
+// replicaCount is the Replicas of the streams and buckets the broker
+// creates: one unless ConnectOptions.Replicas said more.
+func (b *Broker) replicaCount() int {
+	if b.replicas > 1 {
+		return b.replicas
+	}
+	return 1
 }

@@ -58,6 +58,10 @@ func (c Credentials) Files() []string {
 	return out
 }
 
+// ReplicasAuto is the ConnectOptions.Replicas that follows the NATS
+// server: three replicas on a NATS cluster, one on a single server.
+const ReplicasAuto = -1
+
 // ConnectOptions configure Connect.
 type ConnectOptions struct {
 	// URL is the server's URL, e.g. nats://127.0.0.1:4222 or
@@ -68,6 +72,12 @@ type ConnectOptions struct {
 	Credentials Credentials
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Replicas is how many NATS servers keep each stream and bucket the
+	// broker creates (topics, subscriptions' records, snapshots); 0: one;
+	// ReplicasAuto: three when the server is part of a NATS cluster, one
+	// otherwise. A weir cluster on a NATS cluster of three keeps three, so
+	// that the loss of one NATS server loses nothing and stops nothing.
+	Replicas int
 }
 
 // Validate reports options that cannot work, naming the flags concerned.
@@ -307,6 +317,12 @@ func ConnectWith(ctx context.Context, o ConnectOptions) (*Broker, error) {
 	if err != nil {
 		r.nc.Close()
 		return nil, err
+	}
+	switch {
+	case o.Replicas == ReplicasAuto && r.nc.ConnectedClusterName() != "":
+		b.replicas = 3
+	case o.Replicas > 1:
+		b.replicas = o.Replicas
 	}
 	if _, err := b.js.AccountInfo(ctx); err != nil {
 		r.nc.Close()

@@ -201,7 +201,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 		Duplicates:  cfg.DuplicateWindow,
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
-		Replicas:    1,
+		Replicas:    b.replicaCount(),
 		Metadata:    cfg.Metadata,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
 )
 
@@ -60,6 +61,10 @@ type Options struct {
 	// StoreFS is the file system of the state store; nil: the operating
 	// system's. Tests inject faults through it (Pebble's vfs/errorfs).
 	StoreFS vfs.FS
+	// Replicator, when set, is the cluster's replicated log every write of
+	// the state store goes through first (a cluster's leader: see package
+	// cluster); nil: the store writes locally only.
+	Replicator state.Replicator
 	// MinReplaceInterval is how long after the previous job of a name
 	// started a same-name replacement (stop-and-replace or parallel) may
 	// start; earlier ones are refused (REPLACE_TOO_SOON), which guards

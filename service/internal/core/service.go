@@ -153,6 +153,9 @@ func Open(ctx context.Context, opts Options, hooks Hooks) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Replicator != nil {
+		st.SetReplicator(opts.Replicator)
+	}
 	s := &Core{Opts: opts, Store: st, Hooks: hooks, recovered: make(chan struct{}), eventCap: record.MaxEventsPerJob}
 	s.Ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return s, nil

@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/weir-dev/weir/internal/natscluster"
+	"github.com/weir-dev/weir/state"
+)
+
+func join(t *testing.T, nc *nats.Conn, addr string) *Member {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := Join(ctx, Config{Name: "t1", Conn: nc, Address: addr, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.Leave(ctx)
+	})
+	return m
+}
+
+func connect(t *testing.T, urls string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func openStore(t *testing.T) *state.Store {
+	t.Helper()
+	s, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func put(s *state.Store, key string, value []byte) error {
+	var w state.Write
+	w.Put(key, value)
+	return s.Apply(&w)
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLeaderLogAndTakeover runs two members over a three-server NATS
+// cluster with R3 log and bucket: the leader's writes (one larger than the
+// servers' payload limit) reach the follower's store; a leader that stops
+// renewing (a pause) is taken over within the lease, its later write is
+// refused and committed nowhere; the new leader writes on with one NATS
+// server of three down; Members shows who leads.
+func TestLeaderLogAndTakeover(t *testing.T) {
+	nc := natscluster.Start(t, 3, 256<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	a := join(t, connect(t, nc.URLs()), "http://a")
+	b := join(t, connect(t, nc.URLs()), "http://b")
+	storeA, storeB := openStore(t), openStore(t)
+
+	la, err := a.Campaign(ctx, storeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeA.SetReplicator(la)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 60<<10) // 960 KiB: four parts at 256 KiB
+	if err := put(storeA, "r/one", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(storeA, "r/big", big); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		l   *Leadership
+		err error
+	}
+	won := make(chan result, 1)
+	go func() {
+		l, err := b.Campaign(ctx, storeB)
+		won <- result{l, err}
+	}()
+	waitFor(t, 30*time.Second, "the follower applies the leader's writes", func() bool {
+		v, err := storeB.Get("r/big")
+		return err == nil && bytes.Equal(v, big)
+	})
+	if v, err := storeB.Get("r/one"); err != nil || string(v) != "1" {
+		t.Fatalf("follower: r/one = %q, %v", v, err)
+	}
+	members, err := b.Members(ctx)
+	if err != nil || len(members) != 2 || members[0].ID != a.ID() || !members[0].Leader || members[1].Leader {
+		t.Fatalf("members while a leads: %+v, %v", members, err)
+	}
+
+	// a pauses: it stops renewing without knowing it.
+	close(la.stop)
+	<-la.stopped
+	paused := time.Now()
+	var r result
+	select {
+	case r = <-won:
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not take the lease over")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	took := time.Since(paused)
+	t.Logf("takeover %s after the leader's last renewal stopped (lease 1s)", took.Round(time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("takeover took %s with a 1s lease", took)
+	}
+	if r.l.Term() != 2 {
+		t.Errorf("term %d, want 2", r.l.Term())
+	}
+	// a, still believing it leads, writes: the log refuses, nothing commits.
+	if err := put(storeA, "r/late", []byte("x")); !errors.Is(err, state.ErrNotReplicated) || !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a fenced leader's write: %v", err)
+	}
+	if _, err := storeA.Get("r/late"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("the fenced write was committed locally: %v", err)
+	}
+	select {
+	case <-la.Lost():
+	default:
+		t.Fatal("the fenced leader does not know it lost the leadership")
+	}
+
+	storeB.SetReplicator(r.l)
+	nc.StopServer(0)
+	if err := put(storeB, "r/two", []byte("2")); err != nil {
+		t.Fatalf("writing with one NATS server of three down: %v", err)
+	}
+	if _, err := storeB.Get("r/late"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("the fenced write reached the new leader: %v", err)
+	}
+	nc.StartServer(0)
+
+	// A third member starting from nothing holds everything, and nothing
+	// of the fenced write.
+	c := join(t, connect(t, nc.URLs()), "http://c")
+	storeC := openStore(t)
+	cctx, ccancel := context.WithCancel(ctx)
+	go func() { _, _ = c.Campaign(cctx, storeC) }()
+	waitFor(t, 30*time.Second, "a new member applies the whole log", func() bool {
+		v, err := storeC.Get("r/two")
+		return err == nil && string(v) == "2"
+	})
+	ccancel()
+	for _, k := range []string{"r/one", "r/big"} {
+		if _, err := storeC.Get(k); err != nil {
+			t.Fatalf("new member: %s: %v", k, err)
+		}
+	}
+	if _, err := storeC.Get("r/late"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("the fenced write reached a new member: %v", err)
+	}
+	members, err = c.Members(ctx)
+	if err != nil || len(members) != 3 || members[0].ID != b.ID() || !members[0].Leader {
+		t.Fatalf("members after the takeover: %+v, %v", members, err)
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Leader(ctx); err != nil || l != nil {
+		t.Fatalf("the lease after its holder left: %+v, %v", l, err)
+	}
+}
+
+// TestForeignReplica: a store that holds more of a log than the
+// cluster's log is refused.
+func TestForeignReplica(t *testing.T) {
+	nc := natscluster.Start(t, 1, 0)
+	m := join(t, connect(t, nc.URLs()), "http://a")
+	s := openStore(t)
+	if err := s.ApplyReplicated(5, mustRepr(t)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := m.Campaign(ctx, s); !errors.Is(err, ErrForeignReplica) {
+		t.Fatalf("campaign with a foreign store: %v", err)
+	}
+}
+
+// mustRepr is the representation of a one-key batch, taken from a store
+// writing through a log that records it.
+func mustRepr(t *testing.T) []byte {
+	t.Helper()
+	s := openStore(t)
+	rec := &recordLog{}
+	s.SetReplicator(rec)
+	if err := put(s, "r/x", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	return rec.repr
+}
+
+type recordLog struct{ repr []byte }
+
+func (r *recordLog) Append(size int, build func(uint64) []byte) error {
+	r.repr = append([]byte(nil), build(1)...)
+	return nil
+}
+
+// TestBaseImageCutsTheLog: once the leader appended BaseEvery bytes, a
+// base image of its store is stored and the log cut; a member with an
+// empty store is told to restore the base image, and holds everything
+// once it did and followed the rest of the log.
+func TestBaseImageCutsTheLog(t *testing.T) {
+	nc := natscluster.Start(t, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := connect(t, nc.URLs())
+	a, err := Join(ctx, Config{Name: "t2", Conn: conn, Address: "http://a", LeaseTTL: time.Second, BaseEvery: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Leave(ctx)
+	storeA := openStore(t)
+	la, err := a.Campaign(ctx, storeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeA.SetReplicator(la)
+	value := bytes.Repeat([]byte("v"), 16<<10)
+	for i := range 20 {
+		if err := put(storeA, "r/k"+strconv.Itoa(i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "the log is cut after a base image", func() bool {
+		info, err := a.stream.Info(ctx)
+		return err == nil && info.State.FirstSeq > 5
+	})
+	if err := put(storeA, "r/after", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := Join(ctx, Config{Name: "t2", Conn: connect(t, nc.URLs()), Address: "http://b", LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Leave(ctx)
+	if _, err := b.Campaign(ctx, openStore(t)); !errors.Is(err, ErrReplicaBehind) {
+		t.Fatalf("an empty store's campaign: %v, want ErrReplicaBehind", err)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	seq, err := b.RestoreBase(ctx, dir)
+	if err != nil || seq == 0 {
+		t.Fatalf("restore: %d, %v", seq, err)
+	}
+	storeB, err := state.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer storeB.Close()
+	if got, err := storeB.ReplicatedSeq(); err != nil || got != seq {
+		t.Fatalf("restored store holds sequence %d (%v), the base image says %d", got, err, seq)
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	go func() { _, _ = b.Campaign(cctx, storeB) }()
+	waitFor(t, 30*time.Second, "the restored member follows the rest of the log", func() bool {
+		v, err := storeB.Get("r/after")
+		return err == nil && string(v) == "1"
+	})
+	for i := range 20 {
+		if v, err := storeB.Get("r/k" + strconv.Itoa(i)); err != nil || !bytes.Equal(v, value) {
+			t.Fatalf("r/k%d after the restore: %d bytes, %v", i, len(v), err)
+		}
+	}
+}

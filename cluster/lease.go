@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leaseKey is the bucket's key of the leader's lease.
+const leaseKey = "leader"
+
+// Lease is the leader's lease as the bucket holds it.
+type Lease struct {
+	Member  string `json:"member"`
+	Address string `json:"address"`
+	// Term counts the leaderships: each takeover adds one.
+	Term uint64 `json:"term"`
+}
+
+// Replica is the store a member applies the cluster's log to
+// (*state.Store).
+type Replica interface {
+	// ApplyReplicated commits one entry of the log, which ends at seq.
+	ApplyReplicated(seq uint64, repr []byte) error
+	// ReplicatedSeq is the sequence of the last entry the store holds.
+	ReplicatedSeq() (uint64, error)
+}
+
+// ErrLeadershipLost is what appends answer once the member is no longer
+// the leader: the lease was taken over or could not be renewed in time,
+// or a later leader's entry is in the log.
+var ErrLeadershipLost = errors.New("this member no longer leads the cluster")
+
+// ErrForeignReplica: the member's store holds entries the cluster's log
+// does not (another cluster's data directory, or a log that was deleted).
+var ErrForeignReplica = errors.New("the data directory does not belong to this cluster's log")
+
+func (m *Member) readLease(ctx context.Context) (*Lease, uint64, error) {
+	e, err := m.kv.Get(ctx, leaseKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster %s: reading the lease: %w", m.cfg.Name, err)
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l); err != nil {
+		return nil, e.Revision(), nil // an unreadable lease is taken over like an expired one
+	}
+	return &l, e.Revision(), nil
+}
+
+// Leader returns the current lease holder, nil when nobody holds it.
+func (m *Member) Leader(ctx context.Context) (*Lease, error) {
+	l, _, err := m.readLease(ctx)
+	return l, err
+}
+
+// Leadership is this member's lease, held until Lost is closed. Its
+// Append (state.Replicator) writes to the cluster's log.
+type Leadership struct {
+	m     *Member
+	lease Lease
+
+	// appendMu serialises appends (the store already does; this guards
+	// last against the renewal loop's reads); a leaf.
+	appendMu  sync.Mutex
+	last      uint64 // the log's last sequence as this leader left it
+	sinceBase int64  // bytes appended since the last base image
+	basing    bool   // a base image is being stored
+
+	lostOnce sync.Once
+	lost     chan struct{}
+	lostErr  error // set before lost is closed
+	stop     chan struct{}
+	stopped  chan struct{}
+}
+
+// Campaign follows the log into replica until this member holds the
+// lease, then brings replica to the log's end and fences the log (a
+// marker entry earlier leaders' appends cannot pass). It returns the
+// leadership; ctx ending stops the campaign. While it campaigns, the
+// member's record says how far its replica is.
+func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, error) {
+	f, err := m.newFollower(ctx, replica)
+	if err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(m.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	var (
+		seenRev uint64
+		seenAt  time.Time
+	)
+	for {
+		if err := f.catchUp(ctx); errors.Is(err, errLogRead) && ctx.Err() == nil {
+			m.log.Warn("could not read the cluster's log; retrying", "error", err)
+		} else if err != nil {
+			return nil, err
+		}
+		m.SetStatus(MemberStatus{Role: RoleFollower, LogSequence: f.applied})
+		lease, rev, err := m.readLease(ctx)
+		switch {
+		case err != nil:
+			m.log.Warn("could not read the lease", "error", err)
+		case lease == nil && rev == 0:
+			if rev, err := m.kv.Create(ctx, leaseKey, m.leaseValue(1)); err == nil {
+				return m.lead(ctx, f, rev, 1)
+			}
+		case rev != seenRev:
+			seenRev, seenAt = rev, m.cfg.Now()
+		case m.cfg.Now().Sub(seenAt) >= m.cfg.LeaseTTL:
+			term := uint64(1)
+			if lease != nil {
+				term = lease.Term + 1
+			}
+			if nrev, err := m.kv.Update(ctx, leaseKey, m.leaseValue(term), rev); err == nil {
+				prev := "an unreadable lease"
+				if lease != nil {
+					prev = "member " + lease.Member
+				}
+				m.log.Info("took the lease over", "from", prev, "unchanged_for", m.cfg.Now().Sub(seenAt).String())
+				return m.lead(ctx, f, nrev, term)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (m *Member) leaseValue(term uint64) []byte {
+	b, _ := json.Marshal(Lease{Member: m.id, Address: m.cfg.Address, Term: term})
+	return b
+}
+
+// lead fences the log once the replica holds all of it, and starts
+// renewing the lease.
+func (m *Member) lead(ctx context.Context, f *follower, rev, term uint64) (*Leadership, error) {
+	l := &Leadership{m: m, lease: Lease{Member: m.id, Address: m.cfg.Address, Term: term},
+		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
+	renewed := m.cfg.Now()
+	for {
+		if err := f.catchUp(ctx); err != nil {
+			return nil, err
+		}
+		seq, err := m.publishMarker(ctx, f.read, term)
+		if err == nil {
+			l.last = seq
+			break
+		}
+		if !wrongSequence(err) {
+			return nil, fmt.Errorf("cluster %s: fencing the log: %w", m.cfg.Name, err)
+		}
+		// An earlier leader appended meanwhile: read it too, then fence.
+		if m.cfg.Now().Sub(renewed) > m.cfg.LeaseTTL/2 {
+			nrev, err := m.kv.Update(ctx, leaseKey, m.leaseValue(term), rev)
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: the lease was taken while this member fenced the log: %w", m.cfg.Name, err)
+			}
+			rev, renewed = nrev, m.cfg.Now()
+		}
+	}
+	m.SetStatus(MemberStatus{Role: RoleLeader, LogSequence: f.applied})
+	m.log.Info("leads the cluster", "term", term, "log_sequence", l.last)
+	go l.renew(rev, renewed)
+	return l, nil
+}
+
+// renew renews the lease every quarter of it. The leadership is lost
+// when a renewal is refused (another member took the lease) or when none
+// succeeded for half a lease: the others take over after a whole lease
+// without a change, so this member stops first.
+func (l *Leadership) renew(rev uint64, renewed time.Time) {
+	defer close(l.stopped)
+	m := l.m
+	t := time.NewTicker(m.cfg.LeaseTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.lost:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.LeaseTTL/4)
+		nrev, err := m.kv.Update(ctx, leaseKey, m.leaseValue(l.lease.Term), rev)
+		cancel()
+		switch {
+		case err == nil:
+			rev, renewed = nrev, m.cfg.Now()
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) || wrongSequence(err):
+			l.fail(fmt.Errorf("%w: another member took the lease", ErrLeadershipLost))
+			return
+		case m.cfg.Now().Sub(renewed) >= m.cfg.LeaseTTL/2:
+			l.fail(fmt.Errorf("%w: the lease could not be renewed for %s: %w", ErrLeadershipLost, m.cfg.Now().Sub(renewed).Round(time.Millisecond), err))
+			return
+		default:
+			m.log.Warn("could not renew the lease; retrying", "error", err)
+		}
+	}
+}
+
+func (l *Leadership) fail(err error) {
+	l.lostOnce.Do(func() {
+		l.lostErr = err
+		l.m.log.Error("lost the cluster's leadership: this member stops writing", "error", err)
+		close(l.lost)
+	})
+}
+
+// Lost is closed when the member no longer leads; Err says why.
+func (l *Leadership) Lost() <-chan struct{} { return l.lost }
+
+// Err is why the leadership was lost; nil while it holds.
+func (l *Leadership) Err() error {
+	select {
+	case <-l.lost:
+		return l.lostErr
+	default:
+		return nil
+	}
+}
+
+// Term is the leadership's term.
+func (l *Leadership) Term() uint64 { return l.lease.Term }
+
+// SetJobs says which jobs the leader runs, for its member record.
+func (l *Leadership) SetJobs(jobs []string) {
+	l.appendMu.Lock()
+	seq := l.last
+	l.appendMu.Unlock()
+	l.m.SetStatus(MemberStatus{Role: RoleLeader, LogSequence: seq, Jobs: jobs})
+}
+
+// Resign stops renewing and gives the lease up (Member.Leave does the
+// latter too); appends fail afterwards.
+func (l *Leadership) Resign(ctx context.Context) {
+	l.fail(fmt.Errorf("%w: it resigned", ErrLeadershipLost))
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.stopped
+}

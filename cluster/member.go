@@ -1,0 +1,305 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultLeaseTTL is how long a leader's lease lasts without a renewal:
+// a member takes the lease over once its revision stayed the same for
+// this long. The leader renews it every quarter of it.
+const DefaultLeaseTTL = 4 * time.Second
+
+// memberRecordAge is how long the bucket keeps a record nobody rewrote:
+// a member that died without leaving disappears from Members after it.
+const memberRecordAge = time.Minute
+
+// namePattern is what a cluster's name may be: it names a stream and a
+// bucket.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ErrConfig is wrapped by the errors of a configuration that cannot work.
+var ErrConfig = errors.New("invalid cluster options")
+
+// Config configures a Member.
+type Config struct {
+	// Name is the cluster's name: the members of one cluster give the
+	// same one. Letters, digits, '-' and '_'.
+	Name string
+	// Conn is the member's connection to the NATS JetStream cluster.
+	Conn *nats.Conn
+	// Address is the member's API URL, which the other members forward
+	// requests to while it leads.
+	Address string
+	// Replicas is how many NATS servers keep the log and the bucket; 0:
+	// three when the NATS server is part of a cluster, one otherwise.
+	Replicas int
+	// LeaseTTL is the leader's lease; default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// BaseEvery is how many bytes of log the leader appends between two
+	// base images (base.go); 0: DefaultBaseEvery; negative: never.
+	BaseEvery int64
+	// Now is the clock (default time.Now): the lease's expiry is measured
+	// on it, never compared with another machine's.
+	Now func() time.Time
+	// Logger receives the member's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Member is this process's membership of a cluster: its record, the
+// lease and the log. Safe for concurrent use.
+type Member struct {
+	cfg     Config
+	id      string
+	started time.Time
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	stream  jetstream.Stream
+	obs     jetstream.ObjectStore // base images (base.go)
+	subject string
+	log     *slog.Logger
+
+	// mu guards status; a leaf.
+	mu     sync.Mutex
+	status MemberStatus
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// MemberStatus is what a member says of itself in its record.
+type MemberStatus struct {
+	// Role is "leader" or "follower" (RoleLeader, RoleFollower).
+	Role string `json:"role"`
+	// LogSequence is the last log sequence the member's store holds.
+	LogSequence uint64 `json:"log_sequence"`
+	// Jobs names the jobs the member runs.
+	Jobs []string `json:"jobs,omitempty"`
+}
+
+// Roles of a member.
+const (
+	RoleLeader   = "leader"
+	RoleFollower = "follower"
+)
+
+// MemberInfo is one member as Members lists it.
+type MemberInfo struct {
+	ID        string    `json:"id"`
+	Address   string    `json:"address"`
+	StartTime time.Time `json:"start_time"`
+	// LastSeen is when the member last rewrote its record.
+	LastSeen time.Time `json:"last_seen"`
+	MemberStatus
+	// Leader is set on the member that holds the lease.
+	Leader bool `json:"leader"`
+	// Up is false once the record is older than three lease renewals.
+	Up bool `json:"up"`
+}
+
+type memberRecord struct {
+	ID        string    `json:"id"`
+	Address   string    `json:"address"`
+	StartTime time.Time `json:"start_time"`
+	MemberStatus
+}
+
+// Join connects this process to cluster cfg.Name: it creates the
+// cluster's bucket and log when they do not exist, writes the member's
+// record and keeps it fresh until Leave.
+func Join(ctx context.Context, cfg Config) (*Member, error) {
+	if !namePattern.MatchString(cfg.Name) {
+		return nil, fmt.Errorf("%w: cluster name %q: use 1 to 64 letters, digits, '-' or '_'", ErrConfig, cfg.Name)
+	}
+	if cfg.Conn == nil {
+		return nil, fmt.Errorf("%w: a cluster needs a NATS connection (--nats-url)", ErrConfig)
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.LeaseTTL < 100*time.Millisecond {
+		return nil, fmt.Errorf("%w: lease %s: want at least 100ms", ErrConfig, cfg.LeaseTTL)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BaseEvery == 0 {
+		cfg.BaseEvery = DefaultBaseEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+		if cfg.Conn.ConnectedClusterName() != "" {
+			cfg.Replicas = 3
+		}
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cfg.Name, err)
+	}
+	m := &Member{cfg: cfg, id: newID(), started: cfg.Now().UTC(), js: js,
+		subject: "weir.cluster." + cfg.Name + ".log", stop: make(chan struct{}), done: make(chan struct{})}
+	m.log = cfg.Logger.With("cluster", cfg.Name, "member", m.id)
+	m.status.Role = RoleFollower
+	m.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "WEIR_CLUSTER_" + cfg.Name,
+		Description: "weir cluster " + cfg.Name + ": members and the leader's lease", History: 1,
+		TTL: memberRecordAge, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: opening its bucket (%d replicas): %w", cfg.Name, cfg.Replicas, err)
+	}
+	m.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "WEIR_CLUSTER_LOG_" + cfg.Name,
+		Description: "weir cluster " + cfg.Name + ": the registry's replicated log", Subjects: []string{m.subject},
+		Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: opening its log (%d replicas): %w", cfg.Name, cfg.Replicas, err)
+	}
+	m.obs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "WEIR_CLUSTER_BASE_" + cfg.Name,
+		Description: "weir cluster " + cfg.Name + ": the log's base image", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: opening its object store (%d replicas): %w", cfg.Name, cfg.Replicas, err)
+	}
+	if err := m.writeRecord(ctx); err != nil {
+		return nil, err
+	}
+	go m.heartbeat()
+	m.log.Info("joined the cluster", "address", cfg.Address, "replicas", cfg.Replicas)
+	return m, nil
+}
+
+// ID returns the member's ID, new at every start.
+func (m *Member) ID() string { return m.id }
+
+// SetStatus replaces what the member says of itself; the next heartbeat
+// writes it.
+func (m *Member) SetStatus(st MemberStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.status = st
+}
+
+func (m *Member) statusNow() MemberStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.status
+}
+
+func (m *Member) writeRecord(ctx context.Context) error {
+	rec := memberRecord{ID: m.id, Address: m.cfg.Address, StartTime: m.started, MemberStatus: m.statusNow()}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := m.kv.Put(ctx, "member."+m.id, b); err != nil {
+		return fmt.Errorf("cluster %s: writing member %s's record: %w", m.cfg.Name, m.id, err)
+	}
+	return nil
+}
+
+// heartbeat rewrites the member's record every quarter lease until Leave.
+func (m *Member) heartbeat() {
+	defer close(m.done)
+	t := time.NewTicker(m.cfg.LeaseTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.LeaseTTL)
+		if err := m.writeRecord(ctx); err != nil {
+			m.log.Warn("could not refresh the member's record", "error", err)
+		}
+		cancel()
+	}
+}
+
+// Members lists the cluster's members, the leader first, then by start.
+func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
+	lease, _, err := m.readLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := m.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: listing members: %w", m.cfg.Name, err)
+	}
+	defer lister.Stop()
+	var out []MemberInfo
+	now := m.cfg.Now()
+	for k := range lister.Keys() {
+		if !strings.HasPrefix(k, "member.") {
+			continue
+		}
+		e, err := m.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: reading %s: %w", m.cfg.Name, k, err)
+		}
+		var rec memberRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			continue // not a record this version writes
+		}
+		info := MemberInfo{ID: rec.ID, Address: rec.Address, StartTime: rec.StartTime, LastSeen: e.Created().UTC(), MemberStatus: rec.MemberStatus}
+		info.Leader = lease != nil && lease.Member == rec.ID
+		info.Up = now.Sub(e.Created()) < 3*m.cfg.LeaseTTL/4+m.cfg.LeaseTTL
+		if !info.Leader && info.Role == RoleLeader {
+			info.Role = RoleFollower // the lease says otherwise: its record is stale
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Leader != out[j].Leader {
+			return out[i].Leader
+		}
+		return out[i].StartTime.Before(out[j].StartTime)
+	})
+	return out, nil
+}
+
+// Leave removes the member's record and, when it leads, gives the lease
+// up, so the others need not wait for it to expire. The member must not
+// write through its leadership afterwards.
+func (m *Member) Leave(ctx context.Context) error {
+	select {
+	case <-m.stop:
+		return nil
+	default:
+	}
+	close(m.stop)
+	<-m.done
+	var errs []error
+	if lease, rev, err := m.readLease(ctx); err == nil && lease != nil && lease.Member == m.id {
+		if err := m.kv.Delete(ctx, leaseKey, jetstream.LastRevision(rev)); err != nil {
+			errs = append(errs, fmt.Errorf("giving the lease up: %w", err))
+		}
+	}
+	if err := m.kv.Delete(ctx, "member."+m.id); err != nil {
+		errs = append(errs, fmt.Errorf("removing the member's record: %w", err))
+	}
+	m.log.Info("left the cluster")
+	return errors.Join(errs...)
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

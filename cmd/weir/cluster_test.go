@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/internal/natscluster"
+)
+
+// startMember starts `weir server --cluster` on dataDir over the NATS
+// cluster at urls, with a 2s lease.
+func startMember(t *testing.T, dataDir, urls string) *serverProc {
+	t.Helper()
+	// Base images every 32 KiB: the log is cut during the test, so a
+	// member that comes back after a kill restores one.
+	return startServerArgs(t, dataDir, "--cluster", "c1", "--nats-url", urls, "--cluster-lease", "2s", "--cluster-base-every", "32768")
+}
+
+// members returns `weir cluster members` answered by p; ok is false when
+// p does not answer.
+func (p *serverProc) members() (client.ClusterMembers, bool) {
+	p.t.Helper()
+	var cm client.ClusterMembers
+	r := p.cli("", "cluster", "members", "--format", "json")
+	if r.code != ExitOK {
+		return cm, false
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &cm); err != nil {
+		p.t.Fatalf("cluster members: %v\n%s", err, r.stdout)
+	}
+	return cm, true
+}
+
+// leaderOf waits until p reports a leader among want members that are up,
+// and returns the leader's address.
+func leaderOf(t *testing.T, p *serverProc, want int) string {
+	t.Helper()
+	var cm client.ClusterMembers
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		var ok bool
+		cm, ok = p.members()
+		up := 0
+		for _, m := range cm.Members {
+			if m.Up {
+				up++
+			}
+		}
+		return ok && up == want && len(cm.Members) > 0 && cm.Members[0].Leader
+	}) {
+		t.Fatalf("no leader among %d members: %+v\nlog:\n%s", want, cm, p.log())
+	}
+	return cm.Members[0].Address
+}
+
+// cliRetry runs the CLI against p until it exits 0 (a member answers 503
+// NO_CLUSTER_LEADER while the lease is taken over), or fails the test.
+func (p *serverProc) cliRetry(t *testing.T, dir string, args ...string) cliResult {
+	t.Helper()
+	var r cliResult
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool { r = p.cli(dir, args...); return r.code == ExitOK }) {
+		t.Fatalf("weir %s: exit %d: %s\nlog:\n%s", strings.Join(args, " "), r.code, r.stderr, p.log())
+	}
+	return r
+}
+
+// TestCLIClusterFailover runs two `weir server --cluster` members over a
+// three-server NATS cluster (in the test's process) and a windowed job
+// reading a topic into a SQLite table. Every request goes to the
+// follower, which forwards it to the leader. The leader is killed with
+// SIGKILL mid-stream: the follower takes over (the job resumes from its
+// last checkpoint on the replica the follower kept), the killed member
+// comes back as a follower, one NATS server of three is stopped, and the
+// leader is killed once more. The drained table holds exactly what was
+// published: nothing lost, nothing counted twice.
+func TestCLIClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	nc := natscluster.Start(t, 3, 0)
+	work := t.TempDir()
+	dirs := []string{t.TempDir(), t.TempDir()}
+	db := filepath.Join(work, "totals.db")
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("topic: orders", "", "", "", db))
+	in := newCrashInput(t, work, 7)
+	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
+	rng := rand.New(rand.NewPCG(5, 8))
+
+	procs := []*serverProc{startMember(t, dirs[0], nc.URLs())}
+	leaderOf(t, procs[0], 1) // the first member leads
+	procs = append(procs, startMember(t, dirs[1], nc.URLs()))
+	if addr := leaderOf(t, procs[1], 2); addr != procs[0].url {
+		t.Fatalf("leader %s, want the first member %s", addr, procs[0].url)
+	}
+	leader, follower := 0, 1
+
+	// Through the follower: forwarded to the leader.
+	id := procs[follower].runOrdersJob(t, work, pipeline)
+	if j := procs[follower].describe(id); j["delivery"] != "exactly_once" {
+		t.Fatalf("delivery %v", j["delivery"])
+	}
+	procs[follower].cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(0, 1500), "--id-field", "id")
+
+	bounds := []int{1500, 3000, 4500, 6000}
+	for round := 0; round < 2; round++ {
+		procs[leader].waitJob(id, "checkpoints", epochAtLeast(epochOf(procs[leader].describe(id))+2))
+		<-time.After(time.Duration(50+rng.IntN(500)) * time.Millisecond) // a kill wherever it lands
+		killed := time.Now()
+		if code := procs[leader].stop(syscall.SIGKILL); code != 128+int(syscall.SIGKILL) {
+			t.Fatalf("kill -9 of the leader: exit %d", code)
+		}
+		// The survivor takes over; publishing through it waits for that.
+		procs[follower].cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(bounds[round], bounds[round+1]), "--id-field", "id")
+		if addr := leaderOf(t, procs[follower], 1); addr != procs[follower].url {
+			t.Fatalf("after the kill the leader is %s, want the survivor %s", addr, procs[follower].url)
+		}
+		procs[follower].waitJob(id, "RUNNING on the new leader", stateIs("RUNNING"))
+		t.Logf("round %d: the job runs on the new leader %s after the kill", round, time.Since(killed).Round(time.Millisecond))
+		// The killed member comes back, with its data directory, as a
+		// follower that catches up from the log.
+		procs[leader] = startMember(t, dirs[leader], nc.URLs())
+		leaderOf(t, procs[leader], 2)
+		leader, follower = follower, leader
+		if round == 0 {
+			nc.StopServer(2) // one NATS server of three: nothing a user sees
+		}
+	}
+	procs[follower].cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(4500, 6000), "--id-field", "id")
+	waitCaughtUp(t, procs[leader], id)
+	drainAndCheckTotals(t, procs[follower], work, id, db, in.want, in.wantN)
+
+	// The follower's replica holds the drained job too: it answers the
+	// same once it leads.
+	procs[leader].stop(syscall.SIGTERM)
+	if addr := leaderOf(t, procs[follower], 1); addr != procs[follower].url {
+		t.Fatalf("after the leader left the leader is %s", addr)
+	}
+	if j := procs[follower].describe(id); j["state"] != "DRAINED" {
+		t.Fatalf("on the new leader the job is %v", j["state"])
+	}
+	procs[follower].stop(syscall.SIGTERM)
+	for i, p := range procs {
+		t.Logf("member %d: %d base images stored, %d restored", i, strings.Count(p.log(), "stored a base image"), strings.Count(p.log(), "restored the base image"))
+	}
+}
+
+// TestCLIClusterPartition cuts the leader off from NATS while its process
+// keeps running (the only NATS server it knows stops): it stops writing
+// within half a lease and exits with an error, the other member takes
+// over, and the drained table holds exactly what was published — no
+// split brain, nothing written twice.
+func TestCLIClusterPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	nc := natscluster.Start(t, 3, 0)
+	work := t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	pipeline := writeTestFile(t, work, "p.yaml", totalsPipeline("topic: orders", "", "", "", db))
+	in := newCrashInput(t, work, 5)
+	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
+
+	a := startMember(t, t.TempDir(), nc.URLs(0)) // knows only NATS server 0
+	leaderOf(t, a, 1)
+	b := startMember(t, t.TempDir(), nc.URLs(1, 2))
+	if addr := leaderOf(t, b, 2); addr != a.url {
+		t.Fatalf("leader %s, want %s", addr, a.url)
+	}
+	id := b.runOrdersJob(t, work, pipeline)
+	b.cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(0, 2000), "--id-field", "id")
+	a.waitJob(id, "checkpoints", epochAtLeast(3))
+
+	cut := time.Now()
+	nc.StopServer(0)
+	select {
+	case err := <-a.done:
+		if err == nil {
+			t.Fatal("the cut-off leader exited 0")
+		}
+		t.Logf("the cut-off leader stopped %s after the cut: %v", time.Since(cut).Round(time.Millisecond), err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the cut-off leader kept running\nlog:\n%s", a.log())
+	}
+	if !strings.Contains(a.log(), "lost the cluster's leadership") {
+		t.Fatalf("the cut-off leader's log does not say it lost the leadership:\n%s", a.log())
+	}
+	b.cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(2000, 4000), "--id-field", "id")
+	if addr := leaderOf(t, b, 1); addr != b.url {
+		t.Fatalf("after the cut the leader is %s, want %s", addr, b.url)
+	}
+	nc.StartServer(0)
+	waitCaughtUp(t, b, id)
+	drainAndCheckTotals(t, b, work, id, db, in.want, in.wantN)
+	b.stop(syscall.SIGTERM)
+}
+
+// TestCLIClusterRefusals: the cluster flags' usage errors, a single
+// server's data directory refused as a member's, and `weir cluster
+// members` against a server outside a cluster.
+func TestCLIClusterRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	nc := natscluster.Start(t, 1, 0)
+	dir := t.TempDir()
+	single := startServer(t, dir)
+	r := single.cli("", "cluster", "members")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "NOT_FOUND") || !strings.Contains(r.stderr, "not a member of a cluster") {
+		t.Errorf("cluster members outside a cluster: exit %d, %s", r.code, r.stderr)
+	}
+	// A record in the single server's registry: a batch job.
+	single.mustCLI(t, t.TempDir(), "run", testdata(t, "totals.yaml"), "--job-name", "totals")
+	single.waitJob("totals", "DONE", stateIs("DONE"))
+	single.stop(syscall.SIGTERM)
+	runCases(t, t.TempDir(), []cliCase{
+		{name: "cluster flags without --cluster", args: []string{"server", "--data-dir", t.TempDir(), "--cluster-lease", "2s"},
+			wantCode: ExitUsage, wantStderr: []string{"go with --cluster"}},
+		{name: "--cluster without --nats-url", args: []string{"server", "--data-dir", t.TempDir(), "--cluster", "c1"},
+			wantCode: ExitUsage, wantStderr: []string{"--cluster c1 needs --nats-url"}},
+		{name: "a bad cluster name", args: []string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--cluster", "c.1", "--nats-url", nc.URLs()},
+			wantCode: ExitUsage, wantStderr: []string{`cluster name "c.1"`}},
+		{name: "a single server's data directory", args: []string{"server", "--data-dir", dir, "--listen", "127.0.0.1:0", "--cluster", "c1", "--nats-url", nc.URLs()},
+			wantCode: ExitUsage, wantStderr: []string{"holds a single server's records", "needs a new data directory"}},
+		{name: "an unspecified listen address without --advertise-url", args: []string{"server", "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0", "--generate-auth-token", "--cluster", "c1", "--nats-url", nc.URLs()},
+			wantCode: ExitUsage, wantStderr: []string{"--advertise-url"}},
+	})
+}

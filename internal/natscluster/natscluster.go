@@ -1,0 +1,150 @@
+// Package natscluster starts NATS JetStream clusters inside a test's
+// process: several nats-server instances on loopback, routed to each
+// other, each with its own store, which tests stop and start again one by
+// one (what a cluster of weir servers runs on).
+//
+// It may import github.com/nats-io/nats-server/v2, github.com/nats-io/nats.go
+// and the standard library.
+package natscluster
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Cluster is a running NATS cluster of a test.
+type Cluster struct {
+	t       testing.TB
+	opts    []*server.Options
+	servers []*server.Server
+}
+
+// Start starts n routed JetStream servers named n1..nN (one standalone
+// server for n = 1), waits until
+// JetStream answers on every one, and stops them when the test ends.
+// maxPayload, when positive, is every server's payload limit.
+func Start(t testing.TB, n int, maxPayload int32) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	clientPorts, routePorts := freePorts(t, n), freePorts(t, n)
+	var routes []*url.URL
+	for _, p := range routePorts {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	for i := 0; i < n; i++ {
+		o := &server.Options{ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: clientPorts[i],
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			// NoAdvertise: a client given one server's URL stays on it, so
+			// stopping that server cuts the client off (a partition).
+			Cluster: server.ClusterOpts{Name: "weir-test", Host: "127.0.0.1", Port: routePorts[i], NoAdvertise: true}, Routes: routes}
+		if n == 1 { // a single server: JetStream standalone
+			o.Cluster, o.Routes = server.ClusterOpts{}, nil
+		}
+		if maxPayload > 0 {
+			o.MaxPayload = maxPayload
+		}
+		c.opts = append(c.opts, o)
+		c.servers = append(c.servers, nil)
+	}
+	for i := range c.opts {
+		c.StartServer(i)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.servers {
+			if s != nil {
+				s.Shutdown()
+			}
+		}
+	})
+	c.WaitReady(60 * time.Second)
+	return c
+}
+
+// URLs returns the client URLs of servers idx (all when none is given),
+// comma-separated (what --nats-url takes). A client learns no other
+// server's URL from them.
+func (c *Cluster) URLs(idx ...int) string {
+	if len(idx) == 0 {
+		for i := range c.opts {
+			idx = append(idx, i)
+		}
+	}
+	var u []string
+	for _, i := range idx {
+		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port))
+	}
+	return strings.Join(u, ",")
+}
+
+// StopServer shuts server i down (its store stays for StartServer).
+func (c *Cluster) StopServer(i int) {
+	if s := c.servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		c.servers[i] = nil
+	}
+}
+
+// StartServer starts server i (again), with its store.
+func (c *Cluster) StartServer(i int) {
+	c.t.Helper()
+	s, err := server.NewServer(c.opts[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		c.t.Fatalf("NATS server %s did not start", c.opts[i].ServerName)
+	}
+	c.servers[i] = s
+}
+
+// WaitReady waits until JetStream answers through a connection to the
+// running servers (a meta leader is elected).
+func (c *Cluster) WaitReady(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
+		if err == nil {
+			js, jerr := nc.JetStream()
+			if jerr == nil {
+				if _, jerr = js.AccountInfo(nats.MaxWait(2 * time.Second)); jerr == nil {
+					nc.Close()
+					return
+				}
+			}
+			err = jerr
+			nc.Close()
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the NATS cluster's JetStream did not answer within %s: %v", d, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}

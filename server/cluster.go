@@ -1,0 +1,392 @@
+package server
+
+// A process started with Config.Cluster is one member of a weir cluster
+// (package cluster). Every member serves the API, the console and the
+// Pub/Sub APIs on its own address:
+//
+//   - the leader (the member holding the lease) runs the job service, and
+//     its state store writes every batch to the cluster's log first;
+//   - a follower keeps a replica of that store by applying the log, and
+//     forwards every API request to the leader (its address is in the
+//     lease), answering 503 NO_CLUSTER_LEADER while nobody leads;
+//   - when the leader is lost, a follower takes the lease over, brings its
+//     replica to the log's end, fences the log and opens the job service
+//     on it: the jobs resume from their last checkpoints, as after a
+//     restart of a single server;
+//   - a leader that loses the lease (it was cut off from NATS, or paused
+//     longer than the lease) can write nothing more, and the process
+//     stops (Wait returns StopFailed) so that it restarts as a new
+//     follower.
+//
+// GET /v1/cluster/members is answered by every member itself.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-dev/weir/api"
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cluster"
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/state"
+)
+
+// ErrClusterConfig: the cluster options cannot work.
+var ErrClusterConfig = errors.New("invalid cluster options")
+
+// clusterMember is the process's membership of a cluster.
+type clusterMember struct {
+	p *Process
+	m *cluster.Member
+
+	// mu guards follower, lead, api and apiEnd; a leaf (never held while
+	// calling out of this file).
+	mu       sync.Mutex
+	follower *state.Store // the replica, open while following
+	lead     *cluster.Leadership
+	api      http.Handler // the leader's own API, once it leads
+	apiEnd   func()
+	apiFor   func(*service.Service) (http.Handler, func())
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	fail   chan error    // capacity 1: why the member stops
+	lost   atomic.Bool   // the leadership was lost
+	proxy  *httputil.ReverseProxy
+}
+
+type proxyTarget struct{}
+
+// joinCluster joins Config.Cluster and opens the data directory's store
+// as a replica; run (started by Serve) campaigns.
+func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
+	cfg := p.cfg
+	if cfg.NATSURL == "" {
+		return nil, fmt.Errorf("%w: --cluster needs --nats-url: the members meet on a NATS JetStream server or cluster", ErrClusterConfig)
+	}
+	if cfg.Kind != KindServer {
+		return nil, fmt.Errorf("%w: only `weir server` joins a cluster", ErrClusterConfig)
+	}
+	adv := cfg.AdvertiseURL
+	if adv == "" {
+		host, _, _ := net.SplitHostPort(p.ln.Addr().String())
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			return nil, fmt.Errorf("%w: listening on %s, the other members cannot tell this member's address: give it with --advertise-url", ErrClusterConfig, p.ln.Addr())
+		}
+		adv = p.Address()
+	} else if u, err := url.Parse(adv); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: --advertise-url %q: want http://host:port or https://host:port", ErrClusterConfig, adv)
+	}
+	m, err := cluster.Join(ctx, cluster.Config{Name: cfg.Cluster, Conn: p.broker.Conn(), Address: adv,
+		Replicas: cfg.ClusterReplicas, LeaseTTL: cfg.ClusterLeaseTTL, BaseEvery: cfg.ClusterBaseEvery, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
+	replica, err := state.Open(filepath.Join(p.dir, "state"), p.log)
+	if err == nil {
+		err = checkReplica(replica, p.dir)
+		if err != nil {
+			_ = replica.Close()
+		}
+	}
+	if err != nil {
+		_ = m.Leave(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	cm := &clusterMember{p: p, m: m, follower: replica, done: make(chan struct{}), fail: make(chan error, 1)}
+	cm.ctx, cm.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	cm.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(pr.In.Context().Value(proxyTarget{}).(*url.URL))
+			pr.Out.Host = pr.In.Host // the leader checks Host and Origin as this member would
+			pr.SetXForwarded()
+		},
+		FlushInterval: -1, // event streams
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeAPIError(w, errcode.NoClusterLeader, fmt.Sprintf("the cluster's leader at %s does not answer (%v); a member takes over within the lease: retry in a few seconds", r.Context().Value(proxyTarget{}), err))
+		},
+	}
+	return cm, nil
+}
+
+// checkReplica refuses a data directory that holds a store written
+// outside a cluster (a single server's): the cluster's log would be
+// applied on top of records it does not know.
+func checkReplica(st *state.Store, dir string) error {
+	seq, err := st.ReplicatedSeq()
+	if err != nil || seq > 0 {
+		return err
+	}
+	empty, err := st.Empty()
+	if err != nil {
+		return err
+	}
+	if !empty {
+		return fmt.Errorf("%w: the data directory %s holds a single server's records; a cluster member needs a new data directory (move jobs with weir snapshots export and import)", ErrClusterConfig, dir)
+	}
+	return nil
+}
+
+// handler is the member's API: the members list, the leader's own API
+// once this member leads, the leader's through a forward until then.
+func (cm *clusterMember) handler(apiFor func(*service.Service) (http.Handler, func())) http.Handler {
+	cm.apiFor = apiFor
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/cluster/members" {
+			cm.serveMembers(w, r)
+			return
+		}
+		cm.mu.Lock()
+		h := cm.api
+		cm.mu.Unlock()
+		if h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		lease, err := cm.m.Leader(r.Context())
+		if err != nil || lease == nil || lease.Member == cm.m.ID() {
+			msg := "no member of the cluster leads yet (the lease is being taken over): retry in a few seconds"
+			if err != nil {
+				msg = fmt.Sprintf("the cluster's lease cannot be read (%v): retry in a few seconds", err)
+			}
+			writeAPIError(w, errcode.NoClusterLeader, msg)
+			return
+		}
+		target, err := url.Parse(lease.Address)
+		if err != nil {
+			writeAPIError(w, errcode.NoClusterLeader, fmt.Sprintf("the leader's address %q is not a URL", lease.Address))
+			return
+		}
+		cm.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyTarget{}, target)))
+	})
+}
+
+func (cm *clusterMember) serveMembers(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeAPIError(w, errcode.MethodNotAllowed, "GET /v1/cluster/members only")
+		return
+	}
+	ms, err := cm.m.Members(r.Context())
+	if err != nil {
+		writeAPIError(w, errcode.NoClusterLeader, err.Error())
+		return
+	}
+	out := client.ClusterMembers{Cluster: cm.p.cfg.Cluster, Answered: cm.m.ID(), Members: []client.ClusterMember{}}
+	for _, m := range ms {
+		out.Members = append(out.Members, client.ClusterMember{ID: m.ID, Address: m.Address, Role: m.Role, Leader: m.Leader,
+			StartTime: m.StartTime, LastSeen: m.LastSeen, Up: m.Up, LogSequence: m.LogSequence, Jobs: m.Jobs})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// start campaigns in the background (Serve calls it once serving).
+func (cm *clusterMember) start() { go cm.run() }
+
+// run campaigns, then leads until the leadership is lost or the process
+// stops.
+func (cm *clusterMember) run() {
+	defer close(cm.done)
+	cm.mu.Lock()
+	replica := cm.follower
+	cm.mu.Unlock()
+	l, err := cm.m.Campaign(cm.ctx, replica)
+	for errors.Is(err, cluster.ErrReplicaBehind) && cm.ctx.Err() == nil {
+		cm.p.log.Info("the replica is older than the cluster's log: restoring the base image", "reason", err.Error())
+		if replica, err = cm.restoreBase(replica); err == nil {
+			l, err = cm.m.Campaign(cm.ctx, replica)
+		}
+	}
+	if err != nil {
+		if cm.ctx.Err() == nil {
+			cm.stop(fmt.Errorf("cluster %s: %w", cm.p.cfg.Cluster, err))
+		}
+		return
+	}
+	cm.mu.Lock()
+	cm.follower = nil
+	cm.mu.Unlock()
+	if err := replica.Close(); err != nil {
+		l.Resign(cm.ctx)
+		cm.stop(fmt.Errorf("cluster %s: closing the replica before leading: %w", cm.p.cfg.Cluster, err))
+		return
+	}
+	began := time.Now()
+	svc, err := cm.p.openService(cm.ctx, l)
+	if err != nil {
+		l.Resign(cm.ctx)
+		cm.stop(err)
+		return
+	}
+	cm.p.svcMu.Lock()
+	cm.p.svc = svc
+	cm.p.svcMu.Unlock()
+	h, end := cm.apiFor(svc)
+	cm.mu.Lock()
+	cm.api, cm.apiEnd, cm.lead = h, end, l
+	cm.mu.Unlock()
+	cm.p.log.Info("this member leads the cluster and runs its jobs", "term", l.Term(), "service_open", time.Since(began).Round(time.Millisecond).String())
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		cm.reportJobs(svc, l)
+		select {
+		case <-l.Lost():
+			cm.lost.Store(true)
+			cm.stop(fmt.Errorf("cluster %s: %w; this member stops so that it can rejoin as a follower", cm.p.cfg.Cluster, l.Err()))
+			return
+		case <-cm.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// restoreBase replaces the data directory's store by the cluster's base
+// image: the old one is closed and moved aside (removed once the base
+// image is in place), and the new one opened as the replica.
+func (cm *clusterMember) restoreBase(old *state.Store) (*state.Store, error) {
+	dir := filepath.Join(cm.p.dir, "state")
+	aside := dir + ".replaced"
+	cm.mu.Lock()
+	cm.follower = nil
+	cm.mu.Unlock()
+	if err := old.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(aside); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(dir, aside); err != nil {
+		return nil, fmt.Errorf("moving the old replica aside: %w", err)
+	}
+	if _, err := cm.m.RestoreBase(cm.ctx, dir); err != nil {
+		_ = os.RemoveAll(dir)
+		if rerr := os.Rename(aside, dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	if err := os.RemoveAll(aside); err != nil {
+		cm.p.log.Warn("could not remove the replaced replica", "dir", aside, "error", err)
+	}
+	replica, err := state.Open(dir, cm.p.log)
+	if err != nil {
+		return nil, err
+	}
+	cm.mu.Lock()
+	cm.follower = replica
+	cm.mu.Unlock()
+	return replica, nil
+}
+
+// reportJobs puts the names of the jobs the leader runs in its record.
+func (cm *clusterMember) reportJobs(svc *service.Service, l *cluster.Leadership) {
+	jobs, err := svc.List(service.StatusActive)
+	if err != nil {
+		return
+	}
+	var names []string
+	for _, j := range jobs {
+		names = append(names, j.Name)
+	}
+	sort.Strings(names)
+	l.SetJobs(names)
+}
+
+func (cm *clusterMember) stop(err error) {
+	select {
+	case cm.fail <- err:
+	default:
+	}
+}
+
+// failed is closed-over by Wait: an error when the member must stop; a
+// nil member's never delivers.
+func (cm *clusterMember) failed() <-chan error {
+	if cm == nil {
+		return nil
+	}
+	return cm.fail
+}
+
+func (cm *clusterMember) lostLeadership() bool { return cm != nil && cm.lost.Load() }
+
+// stopRunning ends the campaign or the leadership's loop, and closes the
+// replica when the member still follows.
+func (cm *clusterMember) stopRunning() {
+	cm.cancel()
+	select {
+	case <-cm.done:
+	case <-time.After(httpShutdownTimeout):
+		cm.p.log.Warn("the cluster member's campaign did not stop in time")
+	}
+	cm.mu.Lock()
+	replica := cm.follower
+	cm.follower = nil
+	cm.mu.Unlock()
+	if replica != nil {
+		_ = replica.Close()
+	}
+}
+
+// leave gives the lease up (after the service's last checkpoints) and
+// removes the member's record.
+func (cm *clusterMember) leave(ctx context.Context) error {
+	cm.mu.Lock()
+	l := cm.lead
+	cm.mu.Unlock()
+	if l != nil {
+		l.Resign(ctx)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+	defer cancel()
+	if err := cm.m.Leave(lctx); err != nil {
+		return fmt.Errorf("leaving cluster %s: %w", cm.p.cfg.Cluster, err)
+	}
+	return nil
+}
+
+// endStreams ends the leader's API's event streams.
+func (cm *clusterMember) endStreams() {
+	cm.mu.Lock()
+	end := cm.apiEnd
+	cm.mu.Unlock()
+	if end != nil {
+		end()
+	}
+}
+
+// notClustered answers GET /v1/cluster/members of a server outside a
+// cluster: NOT_FOUND, saying how to start one.
+func notClustered(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/cluster/members" {
+			writeAPIError(w, errcode.NotFound, "this server is not a member of a cluster (start members with weir server --cluster NAME --nats-url URL[,URL...])")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// writeAPIError writes the API's error body with code's status.
+func writeAPIError(w http.ResponseWriter, code errcode.Code, msg string) {
+	b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code.Status())
+	_, _ = w.Write(append(b, '\n'))
+}
