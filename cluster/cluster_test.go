@@ -160,7 +160,9 @@ func TestLeaderLogAndTakeover(t *testing.T) {
 	if _, err := storeB.Get("r/late"); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("the fenced write reached the new leader: %v", err)
 	}
-	nc.StartServer(0)
+	if err := nc.StartServer(0); err != nil {
+		t.Fatal(err)
+	}
 
 	// A third member starting from nothing holds everything, and nothing
 	// of the fenced write.

@@ -194,7 +194,9 @@ func TestCLIClusterPartition(t *testing.T) {
 	if addr := leaderOf(t, b, 1); addr != b.url {
 		t.Fatalf("after the cut the leader is %s, want %s", addr, b.url)
 	}
-	nc.StartServer(0)
+	if err := nc.StartServer(0); err != nil {
+		t.Fatal(err)
+	}
 	waitCaughtUp(t, b, id)
 	drainAndCheckTotals(t, b, work, id, db, in.want, in.wantN)
 	b.stop(syscall.SIGTERM)
@@ -230,4 +232,37 @@ func TestCLIClusterRefusals(t *testing.T) {
 		{name: "an unspecified listen address without --advertise-url", args: []string{"server", "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0", "--generate-auth-token", "--cluster", "c1", "--nats-url", nc.URLs()},
 			wantCode: ExitUsage, wantStderr: []string{"--advertise-url"}},
 	})
+}
+
+// TestCLIBenchFailover runs `weir bench failover` for one kill: the
+// survivor takes over after about a lease and the job resumes after that.
+func TestCLIBenchFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	r := runCLI(t, t.TempDir(), "bench", "failover", "--kills", "1", "--lease", "1s", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("bench failover: exit %d: %s", r.code, r.stderr)
+	}
+	var res struct {
+		LeaseMS float64 `json:"lease_ms"`
+		Kills   []struct {
+			TakeoverMS float64 `json:"takeover_ms"`
+			ResumedMS  float64 `json:"resumed_ms"`
+		} `json:"kills"`
+		ResumedP99 float64 `json:"resumed_p99_ms"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if res.LeaseMS != 1000 || len(res.Kills) != 1 {
+		t.Fatalf("report: %+v", res)
+	}
+	k := res.Kills[0]
+	// A takeover waits out the lease, counted from the last renewal the
+	// follower saw (up to a quarter lease before the kill); processing
+	// resumes after it.
+	if k.TakeoverMS < 0.75*res.LeaseMS || k.ResumedMS < k.TakeoverMS || res.ResumedP99 != k.ResumedMS {
+		t.Fatalf("kill figures: %+v, p99 %v", k, res.ResumedP99)
+	}
 }

@@ -1,5 +1,5 @@
-// Package natscluster starts NATS JetStream clusters inside a test's
-// process: several nats-server instances on loopback, routed to each
+// Package natscluster starts NATS JetStream clusters inside a test's (or
+// a benchmark's) process: several nats-server instances on loopback, routed to each
 // other, each with its own store, which tests stop and start again one by
 // one (what a cluster of weir servers runs on).
 //
@@ -19,28 +19,55 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Cluster is a running NATS cluster of a test.
+// Cluster is a running NATS cluster of a test (or of a benchmark).
 type Cluster struct {
-	t       testing.TB
 	opts    []*server.Options
 	servers []*server.Server
 }
 
 // Start starts n routed JetStream servers named n1..nN (one standalone
-// server for n = 1), waits until
-// JetStream answers on every one, and stops them when the test ends.
-// maxPayload, when positive, is every server's payload limit.
+// server for n = 1) with their stores under the test's temporary
+// directories, waits until JetStream answers, and stops them when the
+// test ends. maxPayload, when positive, is every server's payload limit.
 func Start(t testing.TB, n int, maxPayload int32) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
-	clientPorts, routePorts := freePorts(t, n), freePorts(t, n)
+	var dirs []string
+	for range n {
+		dirs = append(dirs, t.TempDir())
+	}
+	c, err := New(dirs, maxPayload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// New starts one server per store directory of dirs, as Start does, and
+// returns once JetStream answers; the caller closes the cluster.
+func New(dirs []string, maxPayload int32) (_ *Cluster, err error) {
+	n := len(dirs)
+	c := &Cluster{}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	clientPorts, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	routePorts, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
 	var routes []*url.URL
 	for _, p := range routePorts {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
 	}
 	for i := 0; i < n; i++ {
 		o := &server.Options{ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: clientPorts[i],
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			JetStream: true, StoreDir: dirs[i], NoLog: true, NoSigs: true,
 			// NoAdvertise: a client given one server's URL stays on it, so
 			// stopping that server cuts the client off (a partition).
 			Cluster: server.ClusterOpts{Name: "weir-test", Host: "127.0.0.1", Port: routePorts[i], NoAdvertise: true}, Routes: routes}
@@ -54,17 +81,21 @@ func Start(t testing.TB, n int, maxPayload int32) *Cluster {
 		c.servers = append(c.servers, nil)
 	}
 	for i := range c.opts {
-		c.StartServer(i)
-	}
-	t.Cleanup(func() {
-		for _, s := range c.servers {
-			if s != nil {
-				s.Shutdown()
-			}
+		if err := c.StartServer(i); err != nil {
+			return nil, err
 		}
-	})
-	c.WaitReady(60 * time.Second)
-	return c
+	}
+	if err := c.WaitReady(60 * time.Second); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops every server.
+func (c *Cluster) Close() {
+	for i := range c.servers {
+		c.StopServer(i)
+	}
 }
 
 // URLs returns the client URLs of servers idx (all when none is given),
@@ -93,23 +124,23 @@ func (c *Cluster) StopServer(i int) {
 }
 
 // StartServer starts server i (again), with its store.
-func (c *Cluster) StartServer(i int) {
-	c.t.Helper()
+func (c *Cluster) StartServer(i int) error {
 	s, err := server.NewServer(c.opts[i])
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	go s.Start()
 	if !s.ReadyForConnections(20 * time.Second) {
-		c.t.Fatalf("NATS server %s did not start", c.opts[i].ServerName)
+		s.Shutdown()
+		return fmt.Errorf("NATS server %s did not start", c.opts[i].ServerName)
 	}
 	c.servers[i] = s
+	return nil
 }
 
 // WaitReady waits until JetStream answers through a connection to the
 // running servers (a meta leader is elected).
-func (c *Cluster) WaitReady(d time.Duration) {
-	c.t.Helper()
+func (c *Cluster) WaitReady(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
@@ -118,33 +149,34 @@ func (c *Cluster) WaitReady(d time.Duration) {
 			if jerr == nil {
 				if _, jerr = js.AccountInfo(nats.MaxWait(2 * time.Second)); jerr == nil {
 					nc.Close()
-					return
+					return nil
 				}
 			}
 			err = jerr
 			nc.Close()
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("the NATS cluster's JetStream did not answer within %s: %v", d, err)
+			return fmt.Errorf("the NATS cluster's JetStream did not answer within %s: %w", d, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
+func freePorts(n int) ([]int, error) {
 	var ports []int
 	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
 	for i := 0; i < n; i++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
+	return ports, nil
 }

@@ -20,6 +20,6 @@ import (
 // top-level child commands the benchmarks start.
 func Commands(e *cli.Env) []*cobra.Command {
 	bench := newBenchCommand(e)
-	bench.AddCommand(newBenchUpdateCommand(e), newBenchSnapshotCommand(e), newBenchStateCommand(e), newBenchSkewCommand(e), newBenchIdleCommand(e))
+	bench.AddCommand(newBenchUpdateCommand(e), newBenchSnapshotCommand(e), newBenchStateCommand(e), newBenchSkewCommand(e), newBenchIdleCommand(e), newBenchFailoverCommand(e))
 	return []*cobra.Command{bench, newBenchChildUpdateCommand(e), newBenchChildPublishCommand(e), newBenchChildSnapshotCommand(e), newBenchChildCommand(e)}
 }
