@@ -217,6 +217,12 @@ func (l *Leadership) fail(err error) {
 	})
 }
 
+// Diverged implements state.Diverger: the leader's store missed a write
+// the log holds, so the leader stops (the others' replicas hold the write).
+func (l *Leadership) Diverged(err error) {
+	l.fail(fmt.Errorf("%w: the leader's store failed to commit a write the log holds: %w", ErrLeadershipLost, err))
+}
+
 // Lost is closed when the member no longer leads; Err says why.
 func (l *Leadership) Lost() <-chan struct{} { return l.lost }
 

@@ -66,6 +66,14 @@ type BaseTaker interface {
 	TakeBase(dir string, seq uint64)
 }
 
+// Diverger is implemented by a Replicator that must know when the store
+// missed a write the log holds (ErrReplicaDiverged): a cluster's leader
+// then gives its place up, so that a member whose replica holds the write
+// takes over.
+type Diverger interface {
+	Diverged(err error)
+}
+
 // replSlot is the store's replicator, shared by every handle it opens.
 // Its mutex (a leaf: taken inside an operation's handle reference, never
 // around another lock of the store) makes appending and committing one
@@ -130,6 +138,9 @@ func (rs *replSlot) commitReplicated(b *pebble.Batch, commit func() error, check
 	}
 	if err := commit(); err != nil {
 		rs.diverged = fmt.Errorf("%w (the local commit failed: %w)", ErrReplicaDiverged, err)
+		if d, ok := r.Replicator.(Diverger); ok {
+			d.Diverged(rs.diverged)
+		}
 		return rs.diverged
 	}
 	if bt, ok := r.Replicator.(BaseTaker); ok && checkpoint != nil && bt.WantBase() {

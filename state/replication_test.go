@@ -3,7 +3,11 @@ package state
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -123,5 +127,55 @@ func TestReplicaHoldsWhatTheWriterHolds(t *testing.T) {
 	}
 	if err := replica.ApplyReplicated(99, nil); err == nil {
 		t.Fatal("an empty representation was applied")
+	}
+}
+
+// divergeLog is a memLog that records the divergence it is told of.
+type divergeLog struct {
+	memLog
+	diverged error
+}
+
+func (l *divergeLog) Diverged(err error) { l.diverged = err }
+
+// TestLocalFailureAfterAppendDiverges: a write the log took but the local
+// database failed to commit makes the store refuse every later write
+// (ErrReplicaDiverged) and tells the replicator, which must give its
+// place up.
+func TestLocalFailureAfterAppendDiverges(t *testing.T) {
+	var inject errorfs.Toggle
+	inject.Injector = errorfs.ErrInjected
+	walWrites := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
+			return inject.MaybeError(op)
+		}
+		return nil
+	})
+	s, err := OpenFS(t.TempDir(), nil, errorfs.Wrap(vfs.Default, walWrites))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	log := &divergeLog{memLog: memLog{parts: 1}}
+	s.SetReplicator(log)
+	var w Write
+	w.Put("job/j1", []byte("a"))
+	if err := s.Apply(&w); err != nil {
+		t.Fatal(err)
+	}
+	inject.On()
+	w.Put("job/j1", []byte("b"))
+	if err := s.Apply(&w); !errors.Is(err, ErrReplicaDiverged) {
+		t.Fatalf("a failed local commit after the append: %v", err)
+	}
+	inject.Off()
+	if !errors.Is(log.diverged, ErrReplicaDiverged) {
+		t.Fatalf("the replicator was told %v", log.diverged)
+	}
+	if len(log.entries) != 2 {
+		t.Fatalf("the log holds %d entries, want 2", len(log.entries))
+	}
+	if err := s.Apply(&w); !errors.Is(err, ErrReplicaDiverged) || len(log.entries) != 2 {
+		t.Fatalf("a write after the divergence: %v, %d entries", err, len(log.entries))
 	}
 }
