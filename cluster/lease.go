@@ -148,18 +148,31 @@ func (m *Member) lead(ctx context.Context, f *follower, rev, term uint64) (*Lead
 		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
 	renewed := m.cfg.Now()
 	for {
-		if err := f.catchUp(ctx); err != nil {
+		err := f.catchUp(ctx)
+		if err == nil {
+			var seq uint64
+			if seq, err = m.publishMarker(ctx, f.read, term); err == nil {
+				l.last = seq
+				break
+			}
+			if !wrongSequence(err) {
+				err = fmt.Errorf("%w: fencing it: %w", errLogRead, err)
+			}
+		}
+		switch {
+		case wrongSequence(err):
+			// An earlier leader appended meanwhile: read it too, then fence.
+		case errors.Is(err, errLogRead):
+			// NATS did not answer: try again in a moment, holding the lease.
+			m.log.Warn("could not fence the cluster's log; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(m.cfg.LeaseTTL / 8):
+			}
+		default:
 			return nil, err
 		}
-		seq, err := m.publishMarker(ctx, f.read, term)
-		if err == nil {
-			l.last = seq
-			break
-		}
-		if !wrongSequence(err) {
-			return nil, fmt.Errorf("cluster %s: fencing the log: %w", m.cfg.Name, err)
-		}
-		// An earlier leader appended meanwhile: read it too, then fence.
 		if m.cfg.Now().Sub(renewed) > m.cfg.LeaseTTL/2 {
 			nrev, err := m.kv.Update(ctx, leaseKey, m.leaseValue(term), rev)
 			if err != nil {
