@@ -66,6 +66,7 @@ type clusterMember struct {
 	done   chan struct{} // closed when run returns
 	fail   chan error    // capacity 1: why the member stops
 	lost   atomic.Bool   // the leadership was lost
+	begun  atomic.Bool   // run was started
 	proxy  *httputil.ReverseProxy
 }
 
@@ -195,7 +196,10 @@ func (cm *clusterMember) serveMembers(w http.ResponseWriter, r *http.Request) {
 }
 
 // start campaigns in the background (Serve calls it once serving).
-func (cm *clusterMember) start() { go cm.run() }
+func (cm *clusterMember) start() {
+	cm.begun.Store(true)
+	go cm.run()
+}
 
 // run campaigns, then leads until the leadership is lost or the process
 // stops.
@@ -330,10 +334,12 @@ func (cm *clusterMember) lostLeadership() bool { return cm != nil && cm.lost.Loa
 // replica when the member still follows.
 func (cm *clusterMember) stopRunning() {
 	cm.cancel()
-	select {
-	case <-cm.done:
-	case <-time.After(httpShutdownTimeout):
-		cm.p.log.Warn("the cluster member's campaign did not stop in time")
+	if cm.begun.Load() {
+		select {
+		case <-cm.done:
+		case <-time.After(httpShutdownTimeout):
+			cm.p.log.Warn("the cluster member's campaign did not stop in time")
+		}
 	}
 	cm.mu.Lock()
 	replica := cm.follower
