@@ -31,8 +31,11 @@ import (
 type FailoverConfig struct {
 	// Exe is the weir binary the members run.
 	Exe string
-	// Kills is how many times the leader is killed.
+	// Kills is how many times the leader is stopped.
 	Kills int
+	// Leave stops the leader with SIGTERM (it checkpoints every job and
+	// gives the lease up: a handover) instead of SIGKILL.
+	Leave bool
 	// Lease is the members' --cluster-lease.
 	Lease time.Duration
 	// Dir holds the members' data directories, the NATS stores and the
@@ -53,8 +56,10 @@ type FailoverKill struct {
 
 // FailoverResult is RunFailover's report.
 type FailoverResult struct {
-	LeaseMS float64        `json:"lease_ms"`
-	Kills   []FailoverKill `json:"kills"`
+	LeaseMS float64 `json:"lease_ms"`
+	// Signal is how the leader was stopped: "SIGKILL" or "SIGTERM".
+	Signal string         `json:"signal"`
+	Kills  []FailoverKill `json:"kills"`
 	// Takeover and Resumed are the kills' p50 and p99 (nearest rank).
 	TakeoverP50 float64 `json:"takeover_p50_ms"`
 	TakeoverP99 float64 `json:"takeover_p99_ms"`
@@ -134,7 +139,11 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverResult, erro
 	if _, err := members[1].c.Submit(ctx, client.SubmitRequest{Name: "failover", Pipeline: fmt.Sprintf(failoverPipeline, db), BaseDir: cfg.Dir}); err != nil {
 		return nil, fmt.Errorf("failover: submitting the job through the follower: %w", err)
 	}
-	res := &FailoverResult{LeaseMS: ms(cfg.Lease)}
+	sig := syscall.SIGKILL
+	if cfg.Leave {
+		sig = syscall.SIGTERM
+	}
+	res := &FailoverResult{LeaseMS: ms(cfg.Lease), Signal: map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]}
 	leader, follower := 0, 1
 	for k := range cfg.Kills {
 		before, err := waitEpoch(ctx, members[leader].c, 0, 3, time.Minute)
@@ -142,7 +151,9 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (*FailoverResult, erro
 			return nil, fmt.Errorf("failover: before kill %d: %w", k+1, err)
 		}
 		killed := time.Now()
-		members[leader].kill()
+		if err := members[leader].stop(sig); err != nil {
+			return nil, fmt.Errorf("failover: stopping the leader (%s): %w", res.Signal, err)
+		}
 		members[leader] = nil
 		if err := waitLeader(ctx, members[follower], members[follower].url, time.Minute); err != nil {
 			return nil, fmt.Errorf("failover: kill %d: %w", k+1, err)
@@ -217,9 +228,17 @@ func startMember(cfg FailoverConfig, dataDir, urls, logPath string) (*member, er
 	return m, nil
 }
 
-func (m *member) kill() {
-	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.done
+func (m *member) kill() { _ = m.stop(syscall.SIGKILL) }
+
+// stop sends sig and waits for the process's end: an error when a
+// SIGTERM'd member did not exit 0.
+func (m *member) stop(sig syscall.Signal) error {
+	_ = m.cmd.Process.Signal(sig)
+	err := <-m.done
+	if sig == syscall.SIGKILL {
+		return nil
+	}
+	return err
 }
 
 // waitLeader polls m until it reports the member at want as the leader.

@@ -113,10 +113,13 @@ func TestLeaderLogAndTakeover(t *testing.T) {
 	if v, err := storeB.Get("r/one"); err != nil || string(v) != "1" {
 		t.Fatalf("follower: r/one = %q, %v", v, err)
 	}
-	members, err := b.Members(ctx)
-	if err != nil || len(members) != 2 || members[0].ID != a.ID() || !members[0].Leader || members[1].Leader {
-		t.Fatalf("members while a leads: %+v, %v", members, err)
-	}
+	// Records reach each member through its watch of the bucket, a moment
+	// after they are written.
+	var members []MemberInfo
+	waitFor(t, 10*time.Second, "b lists a as the leader and itself", func() bool {
+		members, err = b.Members(ctx)
+		return err == nil && len(members) == 2 && members[0].ID == a.ID() && members[0].Leader && !members[1].Leader
+	})
 
 	// a pauses: it stops renewing without knowing it.
 	close(la.stop)
@@ -183,10 +186,10 @@ func TestLeaderLogAndTakeover(t *testing.T) {
 	if _, err := storeC.Get("r/late"); !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("the fenced write reached a new member: %v", err)
 	}
-	members, err = c.Members(ctx)
-	if err != nil || len(members) != 3 || members[0].ID != b.ID() || !members[0].Leader {
-		t.Fatalf("members after the takeover: %+v, %v", members, err)
-	}
+	waitFor(t, 10*time.Second, "c lists b as the leader, a and itself", func() bool {
+		members, err = c.Members(ctx)
+		return err == nil && len(members) == 3 && members[0].ID == b.ID() && members[0].Leader
+	})
 	if err := b.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,13 @@ func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, er
 	}
 	tick := time.NewTicker(m.cfg.LeaseTTL / 4)
 	defer tick.Stop()
+	// A change of the lease (a leader leaving deletes it) wakes the
+	// campaign at once; the ticker measures an unchanged lease's age.
+	var changed <-chan jetstream.KeyValueEntry
+	if w, err := m.kv.Watch(ctx, leaseKey, jetstream.UpdatesOnly()); err == nil {
+		defer w.Stop()
+		changed = w.Updates()
+	}
 	var (
 		seenRev uint64
 		seenAt  time.Time
@@ -132,6 +139,10 @@ func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, er
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-tick.C:
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil
+			}
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,9 +71,14 @@ type Member struct {
 	subject string
 	log     *slog.Logger
 
-	// mu guards status; a leaf.
+	// mu guards status, records and recordsReady; a leaf.
 	mu     sync.Mutex
 	status MemberStatus
+	// records are the members' records by key, as the watch delivers them
+	// (watchMembers); recordsReady is closed (and set to nil) once the
+	// records the bucket held at the start are in.
+	records      map[string]seenRecord
+	recordsReady chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -155,6 +159,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m := &Member{cfg: cfg, id: newID(), started: cfg.Now().UTC(), js: js,
 		subject: "weir.cluster." + cfg.Name + ".log", stop: make(chan struct{}), done: make(chan struct{})}
 	m.log = cfg.Logger.With("cluster", cfg.Name, "member", m.id)
+	m.records, m.recordsReady = map[string]seenRecord{}, make(chan struct{})
 	m.status.Role = RoleFollower
 	m.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "WEIR_CLUSTER_" + cfg.Name,
 		Description: "weir cluster " + cfg.Name + ": members and the leader's lease", History: 1,
@@ -174,6 +179,9 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("cluster %s: opening its object store (%d replicas): %w", cfg.Name, cfg.Replicas, err)
 	}
 	if err := m.writeRecord(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.watchMembers(ctx); err != nil {
 		return nil, err
 	}
 	go m.heartbeat()
@@ -229,42 +237,87 @@ func (m *Member) heartbeat() {
 	}
 }
 
+// watchMembers keeps m.records up to date from the bucket, until Leave:
+// Members answers from memory, without a listing of the bucket per call.
+func (m *Member) watchMembers(ctx context.Context) error {
+	// The watch lives until Leave, not as long as Join's context.
+	w, err := m.kv.Watch(context.WithoutCancel(ctx), "member.*")
+	if err != nil {
+		return fmt.Errorf("cluster %s: watching the members' records: %w", m.cfg.Name, err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				m.mu.Lock()
+				switch {
+				case e == nil: // the records there were at the start are in
+					if m.recordsReady != nil {
+						close(m.recordsReady)
+						m.recordsReady = nil
+					}
+				case e.Operation() == jetstream.KeyValuePut:
+					var rec memberRecord
+					if json.Unmarshal(e.Value(), &rec) == nil {
+						m.records[e.Key()] = seenRecord{rec: rec, at: e.Created()}
+					}
+				default: // deleted or purged
+					delete(m.records, e.Key())
+				}
+				m.mu.Unlock()
+			}
+		}
+	}()
+	return nil
+}
+
+// seenRecord is a member's record as the watch last delivered it.
+type seenRecord struct {
+	rec memberRecord
+	at  time.Time // when the member wrote it
+}
+
 // Members lists the cluster's members, the leader first, then by start.
+// Records older than the bucket keeps them (a member that died without
+// leaving) are left out.
 func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
+	m.mu.Lock()
+	ready := m.recordsReady
+	m.mu.Unlock()
+	if ready != nil {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	lease, _, err := m.readLease(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lister, err := m.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: listing members: %w", m.cfg.Name, err)
-	}
-	defer lister.Stop()
-	var out []MemberInfo
 	now := m.cfg.Now()
-	for k := range lister.Keys() {
-		if !strings.HasPrefix(k, "member.") {
+	var out []MemberInfo
+	m.mu.Lock()
+	for _, r := range m.records {
+		if now.Sub(r.at) > memberRecordAge {
 			continue
 		}
-		e, err := m.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: reading %s: %w", m.cfg.Name, k, err)
-		}
-		var rec memberRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			continue // not a record this version writes
-		}
-		info := MemberInfo{ID: rec.ID, Address: rec.Address, StartTime: rec.StartTime, LastSeen: e.Created().UTC(), MemberStatus: rec.MemberStatus}
+		rec := r.rec
+		info := MemberInfo{ID: rec.ID, Address: rec.Address, StartTime: rec.StartTime, LastSeen: r.at.UTC(), MemberStatus: rec.MemberStatus}
 		info.Leader = lease != nil && lease.Member == rec.ID
-		info.Up = now.Sub(e.Created()) < 3*m.cfg.LeaseTTL/4+m.cfg.LeaseTTL
+		info.Up = now.Sub(r.at) < 3*m.cfg.LeaseTTL/4+m.cfg.LeaseTTL
 		if !info.Leader && info.Role == RoleLeader {
 			info.Role = RoleFollower // the lease says otherwise: its record is stale
 		}
 		out = append(out, info)
 	}
+	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Leader != out[j].Leader {
 			return out[i].Leader

@@ -246,6 +246,7 @@ func TestCLIBenchFailover(t *testing.T) {
 	}
 	var res struct {
 		LeaseMS float64 `json:"lease_ms"`
+		Signal  string  `json:"signal"`
 		Kills   []struct {
 			TakeoverMS float64 `json:"takeover_ms"`
 			ResumedMS  float64 `json:"resumed_ms"`
@@ -255,7 +256,7 @@ func TestCLIBenchFailover(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
-	if res.LeaseMS != 1000 || len(res.Kills) != 1 {
+	if res.LeaseMS != 1000 || res.Signal != "SIGKILL" || len(res.Kills) != 1 {
 		t.Fatalf("report: %+v", res)
 	}
 	k := res.Kills[0]
