@@ -33,7 +33,7 @@ no weir server answers.`,
 func newClusterMembersCommand(e *env) *cobra.Command {
 	return showCommand(e, showSpec[*client.ClusterMembers]{
 		use:   "members",
-		short: "List the cluster's members (MEMBER ADDRESS ROLE KEY_GROUPS LOG_SEQUENCE STARTED LAST_SEEN)",
+		short: "List the cluster's members (MEMBER ADDRESS ROLE KEY_GROUPS LOG_SEQUENCE BEHIND STARTED LAST_SEEN)",
 		args:  exactArgs(),
 		fetch: func(ctx context.Context, c *client.Client, _ []string) (*client.ClusterMembers, error) {
 			return c.ClusterMembers(ctx)
@@ -42,12 +42,22 @@ func newClusterMembersCommand(e *env) *cobra.Command {
 			if _, err := fmt.Fprintf(w, "Cluster %s (answered by member %s)\n", cm.Cluster, cm.Answered); err != nil {
 				return err
 			}
-			return writeTable(w, "MEMBER\tADDRESS\tROLE\tKEY_GROUPS\tLOG_SEQUENCE\tSTARTED\tLAST_SEEN", cm.Members, func(m client.ClusterMember) string {
+			var head uint64 // the leader's log sequence
+			for _, m := range cm.Members {
+				if m.Leader {
+					head = m.LogSequence
+				}
+			}
+			return writeTable(w, "MEMBER\tADDRESS\tROLE\tKEY_GROUPS\tLOG_SEQUENCE\tBEHIND\tSTARTED\tLAST_SEEN", cm.Members, func(m client.ClusterMember) string {
 				role := m.Role
 				if !m.Up {
 					role += " (not seen for " + time.Since(m.LastSeen).Round(time.Second).String() + ")"
 				}
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s", m.ID, m.Address, role, keyGroupsText(m), m.LogSequence,
+				behind := "-"
+				if !m.Leader && head > 0 {
+					behind = fmt.Sprint(head - min(head, m.LogSequence))
+				}
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", m.ID, m.Address, role, keyGroupsText(m), m.LogSequence, behind,
 					formatTime(m.StartTime), formatTime(m.LastSeen))
 			})
 		},

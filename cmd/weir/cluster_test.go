@@ -99,6 +99,11 @@ func TestCLIClusterFailover(t *testing.T) {
 		t.Fatalf("leader %s, want the first member %s", addr, procs[0].url)
 	}
 	leader, follower := 0, 1
+	if r := procs[1].cli("", "cluster", "members"); r.code != ExitOK || !strings.Contains(r.stdout, "Cluster c1 (answered by member") ||
+		!strings.Contains(r.stdout, "BEHIND") || !strings.Contains(r.stdout, procs[0].url) || !strings.Contains(r.stdout, procs[1].url) ||
+		!strings.Contains(r.stdout, "none (replica)") {
+		t.Fatalf("cluster members: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 
 	// Through the follower: forwarded to the leader.
 	id := procs[follower].runOrdersJob(t, work, pipeline)
