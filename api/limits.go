@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/service"
@@ -30,6 +32,12 @@ type Limits struct {
 // (LIMIT_EXCEEDED, 409, past a limit). Without it nothing is bounded.
 func WithLimits(l Limits) ServerOption {
 	return func(s *Server) { s.limits = l }
+}
+
+// WithCollector adds c's metrics to GET /metrics (a cluster member's, for
+// one: package server).
+func WithCollector(c prometheus.Collector) ServerOption {
+	return func(s *Server) { s.collectors = append(s.collectors, c) }
 }
 
 // creations serialises the creations of one kind of object with their

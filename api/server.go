@@ -41,6 +41,8 @@ type Server struct {
 	// each kind's creations with their check.
 	limits   Limits
 	creating creations
+	// collectors are further metrics of the process (WithCollector).
+	collectors []prometheus.Collector
 	// streams ends the event follow streams (EndStreams).
 	streams    context.Context
 	endStreams context.CancelFunc
@@ -61,6 +63,9 @@ func NewServer(svc *service.Service, logger *slog.Logger, opts ...ServerOption) 
 	// The Go runtime's and the process's own (go_*, process_*: memory, CPU,
 	// goroutines, GC, open files) beside the jobs'.
 	reg.MustRegister(newCollector(svc, s.pubsub), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range s.collectors {
+		reg.MustRegister(c)
+	}
 	s.handleFunc("POST /v1/jobs", s.submit)
 	s.handleFunc("GET /v1/jobs", s.list)
 	s.handleFunc("GET /v1/jobs/{ref}", s.get)

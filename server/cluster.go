@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/cluster"
@@ -395,4 +397,50 @@ func writeAPIError(w http.ResponseWriter, code errcode.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code.Status())
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// clusterCollector exports the cluster's view of a member for GET
+// /metrics (the leader's: followers forward /metrics to it).
+type clusterCollector struct {
+	cm                   *clusterMember
+	members, seq, leader *prometheus.Desc
+}
+
+func newClusterCollector(cm *clusterMember) *clusterCollector {
+	return &clusterCollector{cm: cm,
+		members: prometheus.NewDesc("weir_cluster_members", "Members of the cluster whose record is fresh (up).", []string{"cluster"}, nil),
+		seq: prometheus.NewDesc("weir_cluster_member_log_sequence", "The last entry of the cluster's log each member's store holds.",
+			[]string{"cluster", "member", "role"}, nil),
+		leader: prometheus.NewDesc("weir_cluster_leader_term", "The leader's term: it grows by one at each takeover.", []string{"cluster", "member"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.members
+	ch <- c.seq
+	ch <- c.leader
+}
+
+// Collect implements prometheus.Collector.
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	name := c.cm.p.cfg.Cluster
+	ms, err := c.cm.m.Members(ctx)
+	if err != nil {
+		return
+	}
+	up := 0
+	for _, m := range ms {
+		if !m.Up {
+			continue
+		}
+		up++
+		ch <- prometheus.MustNewConstMetric(c.seq, prometheus.GaugeValue, float64(m.LogSequence), name, m.ID, m.Role)
+	}
+	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(up), name)
+	if l, err := c.cm.m.Leader(ctx); err == nil && l != nil {
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, float64(l.Term), name, l.Member)
+	}
 }

@@ -26,6 +26,7 @@
 // follower's replica), console, io/pubsub, io/pubsub/pubsubgrpc,
 // io/pubsub/pubsubrest (Pub/Sub's REST surface under /v1/projects/),
 // runner/contract (for the dead-letter hook), errcode, yamlpipe (what submitted pipelines may
-// touch) and the standard library. It knows nothing of the command line,
+// touch), github.com/prometheus/client_golang (a cluster's metrics) and
+// the standard library. It knows nothing of the command line,
 // and must not import cmd/weir or weirx.
 package server

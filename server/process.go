@@ -506,6 +506,9 @@ func (p *Process) Serve() error {
 	if p.cfg.Kind == KindProgram {
 		opts = append(opts, api.WithRelease(p.release))
 	}
+	if p.member != nil {
+		opts = append(opts, api.WithCollector(newClusterCollector(p.member)))
+	}
 	if err := p.newPubSubAPI(); err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -99,6 +101,15 @@ func TestCLIClusterFailover(t *testing.T) {
 		t.Fatalf("leader %s, want the first member %s", addr, procs[0].url)
 	}
 	leader, follower := 0, 1
+	// /metrics through the follower: the leader's, with the cluster's view.
+	if !await.Until(10*time.Second, 100*time.Millisecond, func() bool {
+		body := httpGet(t, procs[1].url+"/metrics")
+		return strings.Contains(body, `weir_cluster_members{cluster="c1"} 2`) &&
+			strings.Contains(body, `weir_cluster_leader_term{cluster="c1",member=`) &&
+			strings.Contains(body, `weir_cluster_member_log_sequence{cluster="c1",member=`) && strings.Contains(body, `role="follower"} `)
+	}) {
+		t.Fatalf("/metrics through the follower lacks the cluster's metrics:\n%s", httpGet(t, procs[1].url+"/metrics"))
+	}
 	if r := procs[1].cli("", "cluster", "members"); r.code != ExitOK || !strings.Contains(r.stdout, "Cluster c1 (answered by member") ||
 		!strings.Contains(r.stdout, "BEHIND") || !strings.Contains(r.stdout, procs[0].url) || !strings.Contains(r.stdout, procs[1].url) ||
 		!strings.Contains(r.stdout, "none (replica)") {
@@ -271,4 +282,19 @@ func TestCLIBenchFailover(t *testing.T) {
 	if k.TakeoverMS < 0.75*res.LeaseMS || k.ResumedMS < k.TakeoverMS || res.ResumedP99 != k.ResumedMS {
 		t.Fatalf("kill figures: %+v, p99 %v", k, res.ResumedP99)
 	}
+}
+
+// httpGet returns the body of GET url.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
