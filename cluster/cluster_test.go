@@ -196,6 +196,15 @@ func TestLeaderLogAndTakeover(t *testing.T) {
 	if l, err := c.Leader(ctx); err != nil || l != nil {
 		t.Fatalf("the lease after its holder left: %+v, %v", l, err)
 	}
+	// The next leader's term follows the one that left.
+	lc, err := c.Campaign(ctx, storeC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Resign(ctx)
+	if lc.Term() != 3 {
+		t.Fatalf("term after a leader left: %d, want 3", lc.Term())
+	}
 }
 
 // TestForeignReplica: a store that holds more of a log than the

@@ -5,14 +5,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// leaseKey is the bucket's key of the leader's lease.
-const leaseKey = "leader"
+// leaseKey is the bucket's key of the leader's lease; termKey records
+// the term of a leader that left (Leave), which outlives its deleted
+// lease.
+const (
+	leaseKey = "leader"
+	termKey  = "term"
+)
+
+// lastTerm is the term termKey records, 0 if none.
+func (m *Member) lastTerm(ctx context.Context) uint64 {
+	e, err := m.kv.Get(ctx, termKey)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(e.Value()), 10, 64)
+	return n
+}
 
 // Lease is the leader's lease as the bucket holds it.
 type Lease struct {
@@ -116,15 +132,22 @@ func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, er
 		case err != nil:
 			m.log.Warn("could not read the lease", "error", err)
 		case lease == nil && rev == 0:
-			if rev, err := m.kv.Create(ctx, leaseKey, m.leaseValue(1)); err == nil {
-				return m.lead(ctx, f, rev, 1)
+			// A leader that left deleted the lease: the next term follows the
+			// highest one recorded (termKey), seen in the lease or in the
+			// log's markers.
+			term := max(f.term, m.lastTerm(ctx)) + 1
+			if rev, err := m.kv.Create(ctx, leaseKey, m.leaseValue(term)); err == nil {
+				return m.lead(ctx, f, rev, term)
 			}
 		case rev != seenRev:
 			seenRev, seenAt = rev, m.cfg.Now()
-		case m.cfg.Now().Sub(seenAt) >= m.cfg.LeaseTTL:
-			term := uint64(1)
 			if lease != nil {
-				term = lease.Term + 1
+				f.term = max(f.term, lease.Term)
+			}
+		case m.cfg.Now().Sub(seenAt) >= m.cfg.LeaseTTL:
+			term := f.term + 1
+			if lease != nil {
+				term = max(term, lease.Term+1)
 			}
 			if nrev, err := m.kv.Update(ctx, leaseKey, m.leaseValue(term), rev); err == nil {
 				prev := "an unreadable lease"

@@ -117,6 +117,9 @@ type follower struct {
 	read, applied uint64
 	parts         [][]byte // the unfinished entry's parts so far
 	want          int      // its part count
+	// term is the highest leadership term seen in the log's markers or the
+	// lease.
+	term uint64
 }
 
 func (m *Member) newFollower(ctx context.Context, r Replica) (*follower, error) {
@@ -164,8 +167,11 @@ func (f *follower) catchUp(ctx context.Context) error {
 }
 
 func (f *follower) take(seq uint64, msg *jetstream.RawStreamMsg) error {
-	if msg.Header.Get(termHeader) != "" {
+	if t := msg.Header.Get(termHeader); t != "" {
 		f.parts, f.want = nil, 0
+		if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+			f.term = max(f.term, n)
+		}
 		return nil
 	}
 	i, n, ok := parsePart(msg.Header.Get(partHeader))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -340,6 +341,10 @@ func (m *Member) Leave(ctx context.Context) error {
 	<-m.done
 	var errs []error
 	if lease, rev, err := m.readLease(ctx); err == nil && lease != nil && lease.Member == m.id {
+		// The next leader's term follows this one although the lease goes.
+		if _, err := m.kv.Put(ctx, termKey, []byte(strconv.FormatUint(lease.Term, 10))); err != nil {
+			errs = append(errs, fmt.Errorf("recording the term: %w", err))
+		}
 		if err := m.kv.Delete(ctx, leaseKey, jetstream.LastRevision(rev)); err != nil {
 			errs = append(errs, fmt.Errorf("giving the lease up: %w", err))
 		}
