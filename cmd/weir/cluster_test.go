@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
