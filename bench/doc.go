@@ -31,7 +31,7 @@
 //
 // Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
 // mtime, window, yamlpipe, io/pubsub, state, sandbox and diff (the rehearse
-// variant), client and internal/natscluster (the failover variant: a NATS
+// variant), client, internal/await and internal/natscluster (the failover variant: a NATS
 // cluster in process, members as child processes, watched through their
 // API), github.com/nats-io/nats.go (to
 // publish asynchronously and to consume as the raw reference does) and the

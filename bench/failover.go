@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/internal/natscluster"
 )
 
@@ -264,19 +265,10 @@ func waitEpoch(ctx context.Context, c *client.Client, after uint64, n uint64, d 
 	return epoch, err
 }
 
+// poll waits until cond holds (await.Until), up to d, or ctx ends.
 func poll(ctx context.Context, d, every time.Duration, cond func() bool, what string) error {
-	deadline := time.Now().Add(d)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", d, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	if !await.Until(d, every, func() bool { return ctx.Err() != nil || cond() }) {
+		return fmt.Errorf("timed out after %s waiting for %s", d, what)
 	}
-	return nil
+	return ctx.Err()
 }

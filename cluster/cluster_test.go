@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/internal/natscluster"
 	"github.com/weir-dev/weir/state"
 )
@@ -60,12 +61,8 @@ func put(s *state.Store, key string, value []byte) error {
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !await.Until(d, 50*time.Millisecond, cond) {
+		t.Fatalf("%s: not within %s", what, d)
 	}
 }
 
@@ -201,7 +198,7 @@ func TestLeaderLogAndTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lc.Resign(ctx)
+	defer lc.Resign()
 	if lc.Term() != 3 {
 		t.Fatalf("term after a leader left: %d, want 3", lc.Term())
 	}

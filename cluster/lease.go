@@ -103,7 +103,7 @@ type Leadership struct {
 // leadership; ctx ending stops the campaign. While it campaigns, the
 // member's record says how far its replica is.
 func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, error) {
-	f, err := m.newFollower(ctx, replica)
+	f, err := m.newFollower(replica)
 	if err != nil {
 		return nil, err
 	}
@@ -294,9 +294,9 @@ func (l *Leadership) SetJobs(jobs []string) {
 	l.m.SetStatus(MemberStatus{Role: RoleLeader, LogSequence: seq, Jobs: jobs})
 }
 
-// Resign stops renewing and gives the lease up (Member.Leave does the
-// latter too); appends fail afterwards.
-func (l *Leadership) Resign(ctx context.Context) {
+// Resign stops renewing the lease; appends fail afterwards. The lease
+// itself goes with Member.Leave (or expires).
+func (l *Leadership) Resign() {
 	l.fail(fmt.Errorf("%w: it resigned", ErrLeadershipLost))
 	select {
 	case <-l.stop:

@@ -122,29 +122,26 @@ type follower struct {
 	term uint64
 }
 
-func (m *Member) newFollower(ctx context.Context, r Replica) (*follower, error) {
+// newFollower follows the log into r from the last entry r holds; its
+// first catchUp checks that r belongs to the log.
+func (m *Member) newFollower(r Replica) (*follower, error) {
 	seq, err := r.ReplicatedSeq()
 	if err != nil {
 		return nil, err
 	}
-	info, err := m.stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: reading the log's state: %w", m.cfg.Name, err)
-	}
-	if seq > info.State.LastSeq {
-		return nil, fmt.Errorf("%w: it holds the log up to sequence %d, the cluster's log ends at %d (use a new data directory for this member)", ErrForeignReplica, seq, info.State.LastSeq)
-	}
-	if seq+1 < info.State.FirstSeq {
-		return nil, fmt.Errorf("%w: it holds the log up to sequence %d, the cluster's log starts at %d", ErrReplicaBehind, seq, info.State.FirstSeq)
-	}
 	return &follower{m: m, replica: r, read: seq, applied: seq}, nil
 }
 
-// catchUp applies the log to the replica up to its current end.
+// catchUp applies the log to the replica up to its current end. A replica
+// past the log's end belongs to another log (ErrForeignReplica); one
+// before the log's first entry needs the base image (ErrReplicaBehind).
 func (f *follower) catchUp(ctx context.Context) error {
 	info, err := f.m.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w: its state: %w", f.m.cfg.Name, errLogRead, err)
+	}
+	if f.read > info.State.LastSeq {
+		return fmt.Errorf("%w: it holds the log up to sequence %d, the cluster's log ends at %d (use a new data directory for this member)", ErrForeignReplica, f.read, info.State.LastSeq)
 	}
 	if f.read+1 < info.State.FirstSeq {
 		return fmt.Errorf("%w: it holds the log up to sequence %d, the cluster's log starts at %d", ErrReplicaBehind, f.applied, info.State.FirstSeq)

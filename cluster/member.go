@@ -111,7 +111,8 @@ type MemberInfo struct {
 	MemberStatus
 	// Leader is set on the member that holds the lease.
 	Leader bool `json:"leader"`
-	// Up is false once the record is older than three lease renewals.
+	// Up is false once the record is older than a lease and three of its
+	// renewals (the record is rewritten every renewal).
 	Up bool `json:"up"`
 }
 

@@ -94,8 +94,10 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 	} else if u, err := url.Parse(adv); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: --advertise-url %q: want http://host:port or https://host:port", ErrClusterConfig, adv)
 	}
+	// The log and the bucket keep as many replicas as the broker's topics
+	// (pubsub.ReplicasAuto or --cluster-replicas, decided once).
 	m, err := cluster.Join(ctx, cluster.Config{Name: cfg.Cluster, Conn: p.broker.Conn(), Address: adv,
-		Replicas: cfg.ClusterReplicas, LeaseTTL: cfg.ClusterLeaseTTL, BaseEvery: cfg.ClusterBaseEvery, Logger: p.log})
+		Replicas: p.broker.Replicas(), LeaseTTL: cfg.ClusterLeaseTTL, BaseEvery: cfg.ClusterBaseEvery, Logger: p.log})
 	if err != nil {
 		return nil, err
 	}
@@ -227,14 +229,14 @@ func (cm *clusterMember) run() {
 	cm.follower = nil
 	cm.mu.Unlock()
 	if err := replica.Close(); err != nil {
-		l.Resign(cm.ctx)
+		l.Resign()
 		cm.stop(fmt.Errorf("cluster %s: closing the replica before leading: %w", cm.p.cfg.Cluster, err))
 		return
 	}
 	began := time.Now()
 	svc, err := cm.p.openService(cm.ctx, l)
 	if err != nil {
-		l.Resign(cm.ctx)
+		l.Resign()
 		cm.stop(err)
 		return
 	}
@@ -359,7 +361,7 @@ func (cm *clusterMember) leave(ctx context.Context) error {
 	l := cm.lead
 	cm.mu.Unlock()
 	if l != nil {
-		l.Resign(ctx)
+		l.Resign()
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 	defer cancel()

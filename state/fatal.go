@@ -82,6 +82,9 @@ func (s *Store) Failed() error {
 // A store that is a replica of a cluster's log appends b to the log first
 // (replication.go).
 func (h *handle) commit(b *pebble.Batch) error {
+	if !h.repl.replicated() {
+		return h.commitLocal(b) // a single server's store: no lock, no closure
+	}
 	return h.repl.commitReplicated(b, func() error { return h.commitLocal(b) }, func(dir string) error {
 		return h.db.Checkpoint(dir, pebble.WithFlushedWAL())
 	})

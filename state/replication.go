@@ -103,7 +103,8 @@ func (rs *replSlot) replicated() bool {
 }
 
 // commitReplicated appends b to the log, then commits it locally with
-// commit. Without a replicator it only commits.
+// commit. Without a replicator (handle.commit does not call it then) it
+// only commits.
 //
 // When the replicator is a BaseTaker that wants a base image, the store's
 // checkpoint is taken right after the commit, still under the slot's lock,

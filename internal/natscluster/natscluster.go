@@ -3,8 +3,8 @@
 // other, each with its own store, which tests stop and start again one by
 // one (what a cluster of weir servers runs on).
 //
-// It may import github.com/nats-io/nats-server/v2, github.com/nats-io/nats.go
-// and the standard library.
+// It may import internal/await, github.com/nats-io/nats-server/v2,
+// github.com/nats-io/nats.go and the standard library.
 package natscluster
 
 import (
@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/weir-dev/weir/internal/await"
 )
 
 // Cluster is a running NATS cluster of a test (or of a benchmark).
@@ -141,25 +143,27 @@ func (c *Cluster) StartServer(i int) error {
 // WaitReady waits until JetStream answers through a connection to the
 // running servers (a meta leader is elected).
 func (c *Cluster) WaitReady(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
-		if err == nil {
-			js, jerr := nc.JetStream()
-			if jerr == nil {
-				if _, jerr = js.AccountInfo(nats.MaxWait(2 * time.Second)); jerr == nil {
-					nc.Close()
-					return nil
-				}
-			}
-			err = jerr
-			nc.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the NATS cluster's JetStream did not answer within %s: %w", d, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var err error
+	if await.Until(d, 200*time.Millisecond, func() bool { err = c.jetStreamAnswers(); return err == nil }) {
+		return nil
 	}
+	return fmt.Errorf("the NATS cluster's JetStream did not answer within %s: %w", d, err)
+}
+
+// jetStreamAnswers asks JetStream for the account's information through
+// a new connection to the running servers.
+func (c *Cluster) jetStreamAnswers() error {
+	nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := nc.JetStream()
+	if err != nil {
+		return err
+	}
+	_, err = js.AccountInfo(nats.MaxWait(2 * time.Second))
+	return err
 }
 
 func freePorts(n int) ([]int, error) {

@@ -175,7 +175,7 @@ func (b *Broker) ackRecords(ctx context.Context) (jetstream.Stream, error) {
 			Subjects:    []string{ackRecordSubject + ">"},
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
-			Replicas:    b.replicaCount(),
+			Replicas:    b.Replicas(),
 		})
 	}
 	if err != nil {
@@ -434,7 +434,7 @@ func (b *Broker) restoredSets(ctx context.Context) (jetstream.KeyValue, error) {
 			Description: "weir: messages a seek to a subscription snapshot restored as acknowledged",
 			History:     1,
 			Storage:     jetstream.FileStorage,
-			Replicas:    b.replicaCount(),
+			Replicas:    b.Replicas(),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = b.js.KeyValue(ctx, restoredBucket)

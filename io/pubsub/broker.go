@@ -338,9 +338,10 @@ func trimLog(format string, v []any) string {
 	return strings.TrimSpace(fmt.Sprintf(format, v...))
 }
 
-// replicaCount is the Replicas of the streams and buckets the broker
-// creates: one unless ConnectOptions.Replicas said more.
-func (b *Broker) replicaCount() int {
+// Replicas is how many NATS servers keep the streams and buckets the
+// broker creates: one unless ConnectOptions.Replicas said more (or chose
+// three on a NATS cluster).
+func (b *Broker) Replicas() int {
 	if b.replicas > 1 {
 		return b.replicas
 	}

@@ -42,7 +42,7 @@ func (b *Broker) BrokerIdentity(ctx context.Context) (string, error) {
 			Description: "weir broker identity",
 			History:     1,
 			Storage:     jetstream.FileStorage,
-			Replicas:    b.replicaCount(),
+			Replicas:    b.Replicas(),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) { // created concurrently
 			kv, err = b.js.KeyValue(ctx, identityBucket)

@@ -106,7 +106,7 @@ func (b *Broker) snapshots(ctx context.Context) (jetstream.KeyValue, error) {
 			Description: "weir subscription snapshots",
 			History:     1,
 			Storage:     jetstream.FileStorage,
-			Replicas:    b.replicaCount(),
+			Replicas:    b.Replicas(),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) { // created concurrently
 			kv, err = b.js.KeyValue(ctx, snapshotBucket)

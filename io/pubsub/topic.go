@@ -201,7 +201,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig) 
 		Duplicates:  cfg.DuplicateWindow,
 		Storage:     jetstream.FileStorage,
 		Discard:     jetstream.DiscardOld,
-		Replicas:    b.replicaCount(),
+		Replicas:    b.Replicas(),
 		Metadata:    cfg.Metadata,
 	})
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
