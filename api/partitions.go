@@ -33,14 +33,21 @@ func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
 
 // partitionOf is the wire form of a partition run. The DSN stays on the
 // server (it may hold a password); a SQLite database's path is served as
-// the sqlite:PATH#TABLE specifier weir diff reads.
+// the sqlite:PATH#TABLE specifier weir diff reads, a file sink's version
+// directory and publication manifest as the files weir diff reads.
 func partitionOf(p record.PartitionRun) client.Partition {
 	out := client.Partition{Partition: p.Partition, Status: p.Status, Target: p.Target, Table: p.Table, Driver: p.Driver,
 		JobID: p.JobID, ManifestDigest: p.ManifestDigest, OutputDigest: p.OutputDigest, Rows: p.Rows, Replaced: p.Replaced,
 		PublishedAt: p.PublishedAt}
-	if p.Driver == "sqlite" {
+	switch p.Driver {
+	case "sqlite":
 		out.Source = "sqlite:" + p.DSN + "#" + p.Table
 		out.TargetSource = "sqlite:" + p.DSN + "#" + p.Target
+	case record.DriverFiles:
+		// A version directory, and the partition's published version
+		// through the publication manifest: what weir diff reads.
+		out.Source = p.Table
+		out.TargetSource = p.DSN + "#" + p.Partition
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Partition is one partition of a job name's partition runs in one target
-// table (GET /v1/partitions/{name}).
+// table or file (GET /v1/partitions/{name}).
 type Partition struct {
 	// Partition is the partition's name.
 	Partition string `json:"partition"`
@@ -17,10 +17,11 @@ type Partition struct {
 	// "running".
 	Status string `json:"status"`
 	// Target is the table partitions are published to; Table is where this
-	// partition's rows are (the target, or the run's staging table).
+	// partition's rows are (the target, or the run's staging table). For
+	// a file sink Target is its path and Table the version directory.
 	Target string `json:"target"`
 	Table  string `json:"table"`
-	// Driver is "sqlite" or "postgres".
+	// Driver is "sqlite" or "postgres", or "files" for a file sink.
 	Driver string `json:"driver"`
 	// JobID is the run; ManifestDigest the input manifest it read.
 	JobID          string `json:"job_id"`
@@ -34,7 +35,8 @@ type Partition struct {
 	PublishedAt  string `json:"published_at,omitempty"`
 	// Source and TargetSource are the weir diff specifiers of Table and
 	// Target (sqlite:PATH#TABLE; empty for PostgreSQL, whose DSN the
-	// server does not serve).
+	// server does not serve; for a file sink the version directory and
+	// PATH.manifest.json#PARTITION, the partition's published version).
 	Source       string `json:"source,omitempty"`
 	TargetSource string `json:"target_source,omitempty"`
 }

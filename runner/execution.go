@@ -136,7 +136,7 @@ func Start(ctx context.Context, prog *contract.Program, opts Options) (*Executio
 		if errors.Is(runErr, context.Canceled) && ctx.Err() == nil && !r.cancelled.Load() {
 			runErr = nil
 		}
-		closeErr := r.close()
+		closeErr := r.close(runErr != nil || r.cancelled.Load())
 		r.cancel(nil)
 		x.res = r.result()
 		x.err = runErr
@@ -248,13 +248,22 @@ func (r *run) result() *Result {
 	return res
 }
 
-func (r *run) close() error {
+// close closes the sinks and source splits of an ended execution; with
+// stopped (it failed or was cancelled) a sink that publishes only a
+// complete input (contract.AbortingSink) is aborted instead.
+func (r *run) close(stopped bool) error {
 	var errs []error
 	closeCtx := context.WithoutCancel(r.ctx)
 	for _, sp := range r.steps {
 		if s, ok := sp.code.(contract.Sink); ok && sp.step.Kind == graph.KindSink {
 			if _, tx := s.(contract.TransactionalSink); tx && r.opts.Checkpoints {
 				continue // closed by Execution.CloseSinks after the final commit
+			}
+			if ab, ok := s.(contract.AbortingSink); ok && stopped {
+				if err := ab.Abort(closeCtx); err != nil {
+					errs = append(errs, fmt.Errorf("aborting sink %q: %w", sp.step.Name, err))
+				}
+				continue
 			}
 			if err := s.Close(closeCtx); err != nil {
 				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))

@@ -182,6 +182,24 @@ func (l *loader) fileSink(t *transformSpec, pn *yamlnode.Node, in *coll, cfg fil
 	if !l.bounded(in) {
 		layout = files.LayoutParts
 	}
+	if job.Partition != "" && layout == files.LayoutFile {
+		// A partition run stages a version of its partition and publishes
+		// it at its end (io/files, publish.go).
+		if l.opts.CheckOutputs {
+			if err := files.CheckPartitionOutput(cfg.Path, *cfg.Owner, job.Shadow); err != nil {
+				return nil, l.wrapf(pn, err, "%s path", t.typ)
+			}
+		}
+		digest := job.ManifestDigest
+		if digest == "" {
+			digest = l.manifestDigest
+		}
+		s, err := files.NewStagedSink(cfg, files.Stage{JobName: job.Name, JobID: job.ID, Partition: job.Partition, ManifestDigest: digest, Shadow: job.Shadow})
+		if err != nil {
+			return nil, l.wrapf(pn, err, "%s", t.typ)
+		}
+		return s, nil
+	}
 	if l.opts.CheckOutputs {
 		// A job service's load: the path must be free for this job.
 		if err := files.CheckOutput(cfg.Path, *cfg.Owner, layout); err != nil {

@@ -12,17 +12,20 @@ import (
 func newPartitionsCommand(e *env) *cobra.Command {
 	return groupCommand("partitions", "Show the publication log of a batch job's partition runs",
 		`Partitions shows, for a job name whose partition runs (weir run --job-name
-NAME --manifest M --partition P) write SQL tables, what each partition holds
-in each target table, read by a running weir server (--server, $WEIR_SERVER,
-default http://127.0.0.1:7070) from the databases:
+NAME --manifest M --partition P) write SQL tables or files, what each
+partition holds in each target table or file, read by a running weir server
+(--server, $WEIR_SERVER, default http://127.0.0.1:7070) from the databases
+and the file sinks' publication manifests (PATH.manifest.json):
 
-  published  the publication log (weir_publications) has the partition: its
-             rows, the rows it replaced, its output digest and time
-  staged     a staging table TABLE__stage_P_JOBID without a log entry: the
-             run failed or was cancelled before publishing; a rerun of the
+  published  the publication log (weir_publications, or the manifest's log)
+             has the partition: its rows, the rows it replaced, its output
+             digest and time
+  staged     a staging table TABLE__stage_P_JOBID (a file sink's version
+             directory PATH.versions/P/JOBID) without a log entry: the run
+             failed or was cancelled before publishing; a rerun of the
              partition publishes
-  shadow     a shadow run's staging table (weir run --shadow), never
-             published: compare it with weir diff
+  shadow     a shadow run's staging table or version directory (weir run
+             --shadow), never published: compare it with weir diff
   running    the run has not ended (or its final commit is pending)
 
 Exit codes: 0 success, 1 no job has the name or a database cannot be read,
@@ -71,7 +74,10 @@ func printShadow(ctx context.Context, e *env, c *client.Client, j *client.Job) {
 			continue
 		}
 		fmt.Fprintf(e.stderr, "shadow run: partition %s staged in %s, not published to %s\n", p.Partition, p.Table, p.Target)
-		if p.Source != "" {
+		switch {
+		case p.Source != "" && p.Driver == "files":
+			fmt.Fprintf(e.stderr, "compare with: weir diff '%s' '%s' --key FIELDS  (the partition's published version, through its publication manifest; FIELDS: the rows' key fields)\n", p.TargetSource, p.Source)
+		case p.Source != "":
 			fmt.Fprintf(e.stderr, "compare with: weir diff '%s' '%s' --partition %s  (the target holds every partition, in column weir_partition)\n", p.TargetSource, p.Source, p.Partition)
 		}
 	}

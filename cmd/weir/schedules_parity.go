@@ -86,9 +86,16 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 		}
 		var staged *client.Partition
 		for i := range parts {
-			if parts[i].JobID == j.ID && parts[i].Partition == r.Partition {
-				staged = &parts[i]
+			if parts[i].JobID != j.ID || parts[i].Partition != r.Partition {
+				continue
 			}
+			if parts[i].Driver == "files" {
+				// A file output has no declared key to compare by.
+				fmt.Fprintf(e.stderr, "parity: partition %s: the file output %s is not compared (parity compares WriteToSql outputs); compare it with %s\n",
+					r.Partition, parts[i].Table, "weir diff '"+parts[i].TargetSource+"' '"+parts[i].Source+"' --key FIELDS")
+				continue
+			}
+			staged = &parts[i]
 		}
 		switch {
 		case staged == nil:

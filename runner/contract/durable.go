@@ -72,6 +72,18 @@ type ReleasingSink interface {
 	Release(ctx context.Context) error
 }
 
+// AbortingSink is a sink that must know whether its input ended or its
+// execution stopped short (failed or cancelled): a sink that publishes
+// what it staged only when the whole input arrived (a partition run's
+// staged file sink). The executor calls Abort instead of Close when an
+// execution without checkpoints ends with an error or is cancelled;
+// Abort leaves what was staged where it is, unpublished, and closes the
+// sink. A checkpointed execution closes its transactional sinks only
+// after its final commit (Execution.CloseSinks), so it never aborts them.
+type AbortingSink interface {
+	Abort(ctx context.Context) error
+}
+
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
 // be checkpointable. cell names what is encoded: AccumulatorCell for an

@@ -50,8 +50,11 @@ type SQLTableMerge struct {
 	Principal string
 }
 
+// DriverFiles is the PartitionRun.Driver of a file sink's partitions.
+const DriverFiles = "files"
+
 // PartitionRun is one partition of a job name's partition runs in one
-// target table, as `weir partitions list` shows it.
+// target table or file, as `weir partitions list` shows it.
 type PartitionRun struct {
 	// Partition is the partition; Status is "published", "staged" (a
 	// staging table without a log entry: the run failed, or was cancelled,
@@ -61,8 +64,10 @@ type PartitionRun struct {
 	// Target is the table the partition is published to; Table is where
 	// its rows are now (the target, or the staging table).
 	Target, Table string
-	// Driver is "sqlite" or "postgres"; DSN locates the database (not
-	// served by the API).
+	// Driver is "sqlite" or "postgres", or DriverFiles for a file sink
+	// (Target its path, Table a version directory); DSN locates the
+	// database (not served by the API), or a file sink's publication
+	// manifest.
 	Driver, DSN string
 	// JobID is the run; ManifestDigest the input it read.
 	JobID, ManifestDigest string

@@ -13,7 +13,8 @@ import (
 
 // Partitions: the publication log of a job name's partition runs (weir
 // partitions list), read from the databases its WriteToSql sinks publish
-// to: the log's entries, the staging tables left by runs that did not
+// to and the publication manifests of its file sinks: the log's entries,
+// the staging tables or version directories left by runs that did not
 // publish (failed, cancelled or shadow runs) and the running run.
 
 // Partitions returns the partitions of job name's partition runs in every
@@ -41,6 +42,14 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	}
 	byKey := map[string]*target{}
 	var targets []*target
+	type fileTarget struct {
+		path  string
+		sink  contract.PublishingFileSink // one run's, to read the manifest
+		runs  []*record.Job
+		sinks map[string]contract.PublishingFileSink // by job ID
+	}
+	fileByPath := map[string]*fileTarget{}
+	var fileTargets []*fileTarget
 	for _, j := range jobs {
 		if j.SDK == record.SDKGo || j.Pipeline == "" || j.Partition == "" {
 			continue
@@ -50,6 +59,21 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			continue // a pipeline that no longer loads: nothing to read
 		}
 		for _, code := range p.Program().Code {
+			if fs, ok := code.(contract.PublishingFileSink); ok {
+				fp, err := fs.FilePublications()
+				if err != nil {
+					continue // read again below, where its error is reported
+				}
+				t := fileByPath[fp.Target]
+				if t == nil {
+					t = &fileTarget{path: fp.Target, sink: fs, sinks: map[string]contract.PublishingFileSink{}}
+					fileByPath[fp.Target] = t
+					fileTargets = append(fileTargets, t)
+				}
+				t.runs = append(t.runs, j)
+				t.sinks[j.ID] = fs
+				continue
+			}
 			sk, ok := code.(contract.SQLTableSink)
 			if !ok || sk.SQLSinkTable().StageTarget == "" {
 				continue
@@ -104,6 +128,43 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 				r.Status = "staged"
 			default:
 				continue // nothing left of the run: published by another run, or nothing written
+			}
+			out = append(out, r)
+		}
+	}
+	for _, t := range fileTargets {
+		fp, err := t.sink.FilePublications()
+		if err != nil {
+			return nil, errcode.Errorf(errcode.SinkUnavailable, "reading the publication manifest of %s: %w", t.path, err)
+		}
+		base := record.PartitionRun{Target: t.path, Driver: record.DriverFiles, DSN: fp.Manifest}
+		published := map[string]bool{}
+		for _, p := range fp.Published {
+			r := base
+			r.Partition, r.Status, r.Table, r.JobID, r.ManifestDigest = p.Partition, "published", p.Version, p.JobID, p.ManifestDigest
+			r.OutputDigest, r.Rows, r.Replaced, r.PublishedAt = p.OutputDigest, p.Rows, p.Replaced, p.PublishedAt
+			out = append(out, r)
+			published[p.JobID] = true
+		}
+		for _, j := range t.runs {
+			if published[j.ID] {
+				continue
+			}
+			own, err := t.sinks[j.ID].FilePublications()
+			if err != nil {
+				return nil, errcode.Errorf(errcode.SinkUnavailable, "reading the publication manifest of %s: %w", t.path, err)
+			}
+			r := base
+			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, own.Version, j.ID, j.ManifestDigest
+			switch {
+			case j.Active() || j.PendingCommit && !j.Shadow:
+				r.Status = "running"
+			case own.Staged && j.Shadow:
+				r.Status = "shadow"
+			case own.Staged:
+				r.Status = "staged"
+			default:
+				continue // nothing left of the run: a rerun of a published manifest
 			}
 			out = append(out, r)
 		}

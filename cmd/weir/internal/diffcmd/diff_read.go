@@ -25,6 +25,9 @@ type specKind int
 
 const (
 	specFile specKind = iota
+	// specPublished: a partition's published version, read through a
+	// file sink's publication manifest (PATH.manifest.json#PARTITION).
+	specPublished
 	specSQLite
 	specPostgres
 	specJob
@@ -52,7 +55,7 @@ var fileFormats = map[string]files.Format{
 	".csv": files.CSV, ".parquet": files.Parquet, ".avro": files.Avro,
 }
 
-const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro), a glob or a directory of part files, sqlite:PATH#TABLE, postgres://...#TABLE or job:NAME[/STEP]"
+const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro), a glob or a directory of part files, PATH.manifest.json#PARTITION, sqlite:PATH#TABLE, postgres://...#TABLE or job:NAME[/STEP]"
 
 // parseOutputSpec parses an output specifier. A file's format comes from
 // its extension; a directory's from its files' (checked when read).
@@ -89,6 +92,18 @@ func parseOutputSpec(s string) (outputSpec, error) {
 		return sp, nil
 	case strings.Contains(s, "://"):
 		return bad("unknown scheme")
+	case strings.Contains(s, manifestSuffix+"#"):
+		i := strings.LastIndex(s, manifestSuffix+"#")
+		sp.kind, sp.path, sp.table = specPublished, s[:i+len(manifestSuffix)], s[i+len(manifestSuffix)+1:]
+		if sp.table == "" {
+			return bad("no partition after #")
+		}
+		f, ok := fileFormats[strings.ToLower(filepath.Ext(strings.TrimSuffix(sp.path, manifestSuffix)))]
+		if !ok {
+			return bad("cannot tell the published files' format from the sink path's extension")
+		}
+		sp.format = f
+		return sp, nil
 	default:
 		sp.kind, sp.path = specFile, s
 		if fi, err := os.Stat(s); err == nil && fi.IsDir() {
@@ -114,6 +129,9 @@ func parseOutputSpec(s string) (outputSpec, error) {
 // or a directory's part files (hidden files and files starting with "_",
 // such as weir's owner file or _SUCCESS, left out), all of one format.
 func (sp *outputSpec) filesOf() ([]string, files.Format, error) {
+	if sp.kind == specPublished {
+		return sp.publishedFiles()
+	}
 	fi, err := os.Stat(sp.path)
 	if err != nil || !fi.IsDir() {
 		paths, err := files.Files(sp.path)
@@ -155,10 +173,40 @@ func (sp *outputSpec) filesOf() ([]string, files.Format, error) {
 	return paths, fileFormats[ext], nil
 }
 
+// manifestSuffix ends a file sink's publication manifest.
+const manifestSuffix = ".manifest.json"
+
+// publishedFiles lists the files of the partition's published version
+// (specPublished), as the publication manifest names them.
+func (sp *outputSpec) publishedFiles() ([]string, files.Format, error) {
+	if _, err := os.Stat(sp.path); err != nil {
+		return nil, 0, err // names the path
+	}
+	sink := strings.TrimSuffix(sp.path, manifestSuffix)
+	m, _, err := files.ReadPublicationManifest(sink)
+	if err != nil {
+		return nil, 0, err
+	}
+	p := m.Partitions[sp.table]
+	if p == nil {
+		names := make([]string, 0, len(m.Partitions))
+		for n := range m.Partitions {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, 0, fmt.Errorf("%s has not published partition %q (published: %s)", sp.path, sp.table, strings.Join(names, ", "))
+	}
+	paths := make([]string, 0, len(p.Files))
+	for _, f := range p.Files {
+		paths = append(paths, filepath.Join(filepath.Dir(sink), filepath.FromSlash(f.Path)))
+	}
+	return paths, sp.format, nil
+}
+
 // records calls fn with every record of the output.
 func (sp *outputSpec) records(ctx context.Context, fn func(map[string]any) error) error {
 	switch sp.kind {
-	case specFile:
+	case specFile, specPublished:
 		paths, format, err := sp.filesOf()
 		if err != nil {
 			return err

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/io/files"
+)
+
+// fileLog reads the publication manifest of sink path p: its log's
+// entries and the partitions' current job IDs.
+func fileLog(t *testing.T, p string) (entries int, current map[string]string) {
+	t.Helper()
+	m, found, err := files.ReadPublicationManifest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current = map[string]string{}
+	if !found {
+		return 0, current
+	}
+	for part, pub := range m.Partitions {
+		current[part] = pub.JobID
+	}
+	return len(m.Log), current
+}
+
+// TestCLIPartitionFileSinks runs the reference fixture as partition runs
+// writing JSON files on a real server: each run stages a version
+// directory and publishes it by swapping the publication manifest, the
+// path itself is the published view of every partition (NORTH 425 and
+// WEST 100, one reject UNKNOWN 50); a rerun of the same manifest publishes
+// nothing (where a batch job of the name is refused, OUTPUT_EXISTS);
+// another partition adds its rows; a shadow run stages, prints the
+// comparison, which runs and agrees; weir partitions list shows the file
+// targets.
+func TestCLIPartitionFileSinks(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	partitionWork(t, srv, work)
+	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+
+	run := []string{"run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait"}
+	srv.mustCLI(t, work, run...)
+	want1 := map[string]int64{"NORTH": 425, "WEST": 100}
+	if got := totalsOf(t, totals); !sameTotals(got, want1) {
+		t.Fatalf("the published view holds %v, want %v", got, want1)
+	}
+	if rej := readLines(t, rejects); len(rej) != 1 || !strings.Contains(rej[0], "UNKNOWN") {
+		t.Errorf("rejects %q, want one UNKNOWN 50", rej)
+	}
+	n, cur := fileLog(t, totals)
+	firstJob := cur["2026-12-01"]
+	if n != 1 || firstJob == "" {
+		t.Fatalf("after the first run the log has %d entries, current %v", n, cur)
+	}
+	if got := totalsOf(t, filepath.Join(files.VersionDir(totals, "2026-12-01", firstJob), "totals-w00.jsonl")); !sameTotals(got, want1) {
+		t.Errorf("the version directory holds %v", got)
+	}
+
+	// A rerun of the same manifest publishes nothing new.
+	srv.mustCLI(t, work, run...)
+	if n, cur := fileLog(t, totals); n != 1 || cur["2026-12-01"] != firstJob {
+		t.Errorf("after a rerun: %d log entries, current %v", n, cur)
+	}
+	if got := totalsOf(t, totals); !sameTotals(got, want1) {
+		t.Errorf("after a rerun the view holds %v", got)
+	}
+	// Another partition: its rows join the view, the first's untouched.
+	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-02", "--wait")
+	if got := totalsOf(t, totals); !sameTotals(got, map[string]int64{"NORTH": 425, "WEST": 107}) {
+		t.Errorf("with two partitions the view holds %v", got)
+	}
+	// A batch job of another name may not take the path.
+	writeTestFile(t, work, "plain.yaml", manifestPipeline("path: d1/*.jsonl", "out"))
+	if r := srv.cli(work, "run", "plain.yaml", "--job-name", "billing"); r.code == ExitOK || !strings.Contains(r.stderr, "OUTPUT_EXISTS") {
+		t.Errorf("another name on the published path: exit %d, %s", r.code, r.stderr)
+	}
+
+	// A shadow run stages only, and says how to compare.
+	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--shadow", "--wait")
+	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
+	version := files.VersionDir(totals, "2026-12-01", shadowID)
+	wantCmd := "weir diff '" + files.ManifestPath(totals) + "#2026-12-01' '" + version + "' --key FIELDS"
+	if !strings.Contains(r.stderr, "shadow run: partition 2026-12-01 staged in "+version) || !strings.Contains(r.stderr, wantCmd) {
+		t.Errorf("the shadow run does not say where it staged and how to compare (want %q):\n%s", wantCmd, r.stderr)
+	}
+	if n, cur := fileLog(t, totals); n != 2 || cur["2026-12-01"] != firstJob {
+		t.Errorf("the shadow run published: %d log entries, current %v", n, cur)
+	}
+	if d := runCLI(t, work, "diff", files.ManifestPath(totals)+"#2026-12-01", version, "--key", "region"); d.code != ExitOK || !strings.Contains(d.stdout, "identical") && !strings.Contains(d.stdout, "0 differ") {
+		t.Errorf("the shadow run's comparison: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
+	if d := runCLI(t, work, "diff", files.ManifestPath(totals)+"#2026-12-09", version, "--key", "region"); d.code == ExitOK || !strings.Contains(d.stderr, "has not published partition") {
+		t.Errorf("a partition never published: exit %d\n%s", d.code, d.stderr)
+	}
+
+	r = srv.mustCLI(t, work, "partitions", "list", "sales-daily", "--format", "json")
+	var ps []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+		t.Fatalf("partitions list --format json: %v\n%s", err, r.stdout)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, p["partition"].(string)+" "+p["status"].(string)+" "+filepath.Base(p["target"].(string))+" "+p["driver"].(string))
+	}
+	want := []string{
+		"2026-12-01 published rejects.jsonl files", "2026-12-01 shadow rejects.jsonl files",
+		"2026-12-01 published totals.jsonl files", "2026-12-01 shadow totals.jsonl files",
+		"2026-12-02 published rejects.jsonl files", "2026-12-02 published totals.jsonl files",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("partitions list:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCLIPartitionFilePublishCrash kills the server (kill -9) at the
+// seeded points of a file publication — the version staged but the
+// manifest not swapped, and the manifest swapped but the job not yet
+// recorded as done — restarts it and checks that the partition ends
+// published exactly once with exactly the fixture's totals.
+func TestCLIPartitionFilePublishCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	for _, point := range []string{"before-publish", "after-publish"} {
+		t.Run(point, func(t *testing.T) {
+			data, work := t.TempDir(), t.TempDir()
+			writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+			totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+			// Both sinks' publications: the crash comes at the first.
+			entries := func() int {
+				a, _ := fileLog(t, totals)
+				b, _ := fileLog(t, rejects)
+				return a + b
+			}
+			t.Setenv("WEIR_TEST_PUBLISH_CRASH", point)
+			srv := startServer(t, data)
+			os.Unsetenv("WEIR_TEST_PUBLISH_CRASH") // the server has it; its successor will not
+			partitionWork(t, srv, work)
+			srv.cli(work, "run", "p.yaml", "--job-name", "sales-crash", "--partition", "2026-12-01", "--no-wait")
+			select {
+			case <-srv.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the server was not killed at %s\nlog:\n%s", point, srv.log())
+			}
+			switch n := entries(); {
+			case point == "before-publish" && n != 0:
+				t.Fatalf("killed before publishing, the logs have %d entries", n)
+			case point == "after-publish" && n != 1:
+				t.Fatalf("killed after the first publication, the logs have %d entries", n)
+			}
+			srv2 := startServer(t, data)
+			var m map[string]any
+			if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+				m = srv2.describe("sales-crash")
+				return m["state"] == "DONE" && m["pending_commit"] != true && entries() == 2
+			}) {
+				t.Fatalf("after the restart: state %v, %d publications\nlog:\n%s", m["state"], entries(), srv2.log())
+			}
+			if got := totalsOf(t, totals); !sameTotals(got, map[string]int64{"NORTH": 425, "WEST": 100}) {
+				t.Errorf("published %v", got)
+			}
+			if rej := readLines(t, rejects); len(rej) != 1 || !strings.Contains(rej[0], "UNKNOWN") {
+				t.Errorf("rejects %q, want one UNKNOWN 50", rej)
+			}
+		})
+	}
+}

@@ -1,0 +1,316 @@
+package files
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// stagedRun is one partition run of the staged file sink in a test.
+type stagedRun struct {
+	job, partition, digest string
+	shadow                 bool
+}
+
+func newStaged(t *testing.T, path string, format Format, r stagedRun) *StagedSink {
+	t.Helper()
+	s, err := NewStagedSink(SinkConfig{Path: path, Format: format, Schema: testSchema, Owner: &Owner{JobName: "sales", JobID: r.job}},
+		Stage{JobName: "sales", JobID: r.job, Partition: r.partition, ManifestDigest: r.digest, Shadow: r.shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// finish ends a checkpointed run: every worker's final share, the final
+// commit, then Close (as the job service does once the job is DONE).
+func finish(t *testing.T, s *StagedSink, workers ...int) [][]byte {
+	t.Helper()
+	ctx := context.Background()
+	var parts [][]byte
+	for _, w := range workers {
+		p, err := s.PreCommitFinal(ctx, w, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	if err := s.Commit(ctx, 7, parts); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return parts
+}
+
+// viewRows returns the sorted non-empty lines of the published view.
+func viewRows(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mustManifest(t *testing.T, path string) *PublicationManifest {
+	t.Helper()
+	m, found, err := ReadPublicationManifest(path)
+	if err != nil || !found {
+		t.Fatalf("publication manifest of %s: found %v, %v", path, found, err)
+	}
+	return m
+}
+
+// TestStagedSinkPublishesOnce walks partition runs of one target through
+// the publication rules: a run publishes its version at its end (the
+// manifest names its files, the view at the path holds its rows); a rerun
+// of the same manifest publishes nothing and drops its own version; a new
+// manifest of the partition replaces its rows; another partition leaves
+// the first alone; a shadow run and a run that stopped short publish
+// nothing.
+func TestStagedSinkPublishesOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "out", "totals.jsonl")
+
+	s := newStaged(t, path, JSONLines, stagedRun{job: "j1", partition: "2026-12-01", digest: "sha256:a"})
+	for w, ns := range [][]int64{{1, 2}, {3}} {
+		if err := s.Write(ctx, w, rowsOf(ns...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(ManifestPath(path)); !os.IsNotExist(err) {
+		t.Fatalf("a manifest before the run's end: %v", err)
+	}
+	finish(t, s, 0, 1, 2) // worker 2 wrote nothing: no file
+	m := mustManifest(t, path)
+	p := m.Partitions["2026-12-01"]
+	if p == nil || p.JobID != "j1" || p.RowCount != 3 || len(p.Files) != 2 || len(m.Log) != 1 || p.ReplacedRows != 0 ||
+		!strings.HasPrefix(p.OutputDigest, "sha256:") || p.Version != "totals.jsonl.versions/2026-12-01/j1" {
+		t.Fatalf("after the first run: %+v (log %d)", p, len(m.Log))
+	}
+	for _, f := range p.Files {
+		if n, d, err := fileDigest(filepath.Join(filepath.Dir(path), f.Path)); err != nil || n != f.Bytes || d != f.SHA256 {
+			t.Errorf("file %s: %d bytes %s, the manifest says %d %s (%v)", f.Path, n, d, f.Bytes, f.SHA256, err)
+		}
+	}
+	if got, want := viewRows(t, path), []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}; !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
+	}
+	first := p.OutputDigest
+
+	// A rerun of the same manifest: nothing new, its version removed.
+	s = newStaged(t, path, JSONLines, stagedRun{job: "j2", partition: "2026-12-01", digest: "sha256:a"})
+	if err := s.Write(ctx, 0, rowsOf(1, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, 0)
+	if m := mustManifest(t, path); len(m.Log) != 1 || m.Partitions["2026-12-01"].JobID != "j1" {
+		t.Fatalf("a rerun of the same manifest published: log %d, current %s", len(m.Log), m.Partitions["2026-12-01"].JobID)
+	}
+	if _, err := os.Stat(VersionDir(path, "2026-12-01", "j2")); !os.IsNotExist(err) {
+		t.Errorf("the rerun's version stays: %v", err)
+	}
+
+	// A new manifest of the partition replaces its rows.
+	s = newStaged(t, path, JSONLines, stagedRun{job: "j3", partition: "2026-12-01", digest: "sha256:b"})
+	if err := s.Write(ctx, 0, rowsOf(10)); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, 0)
+	m = mustManifest(t, path)
+	if p := m.Partitions["2026-12-01"]; p.JobID != "j3" || p.RowCount != 1 || p.ReplacedRows != 3 || len(m.Log) != 2 || p.OutputDigest == first {
+		t.Fatalf("a new manifest: %+v, log %d", p, len(m.Log))
+	}
+	if got, want := viewRows(t, path), []string{`{"n":10}`}; !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
+	}
+	// The replaced version stays on disk (the log names it).
+	if _, err := os.Stat(VersionDir(path, "2026-12-01", "j1")); err != nil {
+		t.Errorf("the replaced version was removed: %v", err)
+	}
+
+	// Another partition: both in the view, partitions in order.
+	s = newStaged(t, path, JSONLines, stagedRun{job: "j4", partition: "2026-12-02", digest: "sha256:c"})
+	if err := s.Write(ctx, 0, rowsOf(20)); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, 0)
+	if got, want := viewRows(t, path), []string{`{"n":10}`, `{"n":20}`}; !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
+	}
+
+	// A shadow run and an aborted run publish nothing and keep their
+	// versions.
+	before, _ := os.ReadFile(ManifestPath(path))
+	s = newStaged(t, path, JSONLines, stagedRun{job: "j5", partition: "2026-12-02", digest: "sha256:d", shadow: true})
+	if err := s.Write(ctx, 0, rowsOf(99)); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, 0)
+	s = newStaged(t, path, JSONLines, stagedRun{job: "j6", partition: "2026-12-02", digest: "sha256:e"})
+	if err := s.Write(ctx, 0, rowsOf(98)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(ManifestPath(path))
+	if string(before) != string(after) {
+		t.Errorf("a shadow or aborted run changed the manifest")
+	}
+	if names, rows := visible(t, VersionDir(path, "2026-12-02", "j5")); len(names) != 1 || rows != "{\"n\":99}\n" {
+		t.Errorf("the shadow run's version: %v %q", names, rows)
+	}
+	if _, err := os.Stat(VersionDir(path, "2026-12-02", "j6")); err != nil {
+		t.Errorf("the aborted run's version: %v", err)
+	}
+	if got, want := viewRows(t, path), []string{`{"n":10}`, `{"n":20}`}; !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
+	}
+}
+
+// TestStagedSinkRestarts covers the two ways a restarted server meets a
+// partition run: after its final checkpoint (the fresh sink replays the
+// commit and publishes the earlier execution's files), and in its middle
+// (a checkpoint holding one worker's final share is replayed, then the
+// job runs again from the beginning of its files without checkpoints:
+// only the new execution's rows are published, nothing twice).
+func TestStagedSinkRestarts(t *testing.T) {
+	ctx := context.Background()
+	t.Run("after the final checkpoint", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "totals.jsonl")
+		r := stagedRun{job: "j1", partition: "p", digest: "sha256:a"}
+		s := newStaged(t, path, JSONLines, r)
+		if err := s.Write(ctx, 0, rowsOf(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		part, err := s.PreCommitFinal(ctx, 0, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The process dies here; the restart builds a new sink.
+		s2 := newStaged(t, path, JSONLines, r)
+		if err := s2.Commit(ctx, 4, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Commit(ctx, 4, [][]byte{part}); err != nil { // replayed twice: harmless
+			t.Fatal(err)
+		}
+		if err := s2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := viewRows(t, path), []string{`{"n":1}`, `{"n":2}`}; !slices.Equal(got, want) {
+			t.Fatalf("view %q, want %q", got, want)
+		}
+	})
+	t.Run("in the middle", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "totals.jsonl")
+		r := stagedRun{job: "j1", partition: "p", digest: "sha256:a"}
+		s := newStaged(t, path, JSONLines, r)
+		if err := s.Write(ctx, 0, rowsOf(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, 1, rowsOf(3)); err != nil {
+			t.Fatal(err)
+		}
+		part, err := s.PreCommitFinal(ctx, 0, 4) // worker 0 ended; worker 1 still reads
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2 := newStaged(t, path, JSONLines, r)
+		if err := s2.Commit(ctx, 4, [][]byte{part}); err != nil {
+			t.Fatal(err)
+		}
+		// Again from the beginning, without checkpoints: Close at the end.
+		if err := s2.Write(ctx, 0, rowsOf(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Write(ctx, 1, rowsOf(3, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := viewRows(t, path), []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}; !slices.Equal(got, want) {
+			t.Fatalf("view %q, want %q", got, want)
+		}
+		if m := mustManifest(t, path); m.Partitions["p"].RowCount != 4 {
+			t.Errorf("published %d rows, want 4", m.Partitions["p"].RowCount)
+		}
+	})
+}
+
+// TestStagedSinkCSVView: the CSV view keeps one header over every
+// partition's rows, partitions in order, then workers.
+func TestStagedSinkCSVView(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "totals.csv")
+	for i, p := range []string{"p1", "p2"} {
+		s := newStaged(t, path, CSV, stagedRun{job: "j" + p, partition: p, digest: "sha256:" + p})
+		if err := s.Write(ctx, 0, rowsOf(int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, 1, rowsOf(int64(i+10))); err != nil {
+			t.Fatal(err)
+		}
+		finish(t, s, 0, 1)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "n\n1\n10\n2\n11\n"; got != want {
+		t.Errorf("CSV view %q, want %q", got, want)
+	}
+}
+
+// TestCheckPartitionOutput: who may stage and publish at a path.
+func TestCheckPartitionOutput(t *testing.T) {
+	dir := t.TempDir()
+	mine := Owner{JobName: "sales", JobID: "j1"}
+	foreign := filepath.Join(dir, "foreign.jsonl")
+	if err := os.WriteFile(foreign, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.jsonl")
+	if err := claimOutput(other, Owner{JobName: "billing", JobID: "b1"}, LayoutPartitions, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain.jsonl")
+	if err := claimOutput(plain, Owner{JobName: "sales", JobID: "j0"}, LayoutFile, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		shadow bool
+		ok     bool
+	}{
+		{"a free path", filepath.Join(dir, "free.jsonl"), false, true},
+		{"a file weir did not create", foreign, false, false},
+		{"another name's partitions", other, false, false},
+		{"another name's partitions, shadow", other, true, true},
+		{"a plain batch output of the name", plain, false, false},
+	} {
+		err := CheckPartitionOutput(tc.path, mine, tc.shadow)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
