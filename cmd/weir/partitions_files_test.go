@@ -101,6 +101,14 @@ func TestCLIPartitionFileSinks(t *testing.T) {
 		t.Errorf("a partition never published: exit %d\n%s", d.code, d.stderr)
 	}
 
+	// job:NAME/STEP finds the newest run's files (the shadow run's version).
+	if d := srv.cli(work, "diff", "job:sales-daily/WriteTotals", files.ManifestPath(totals)+"#2026-12-01", "--key", "region"); d.code != ExitOK {
+		t.Errorf("diff of job:sales-daily/WriteTotals: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
+	if d := srv.cli(work, "diff", "job:sales-daily", totals, "--key", "region"); d.code != ExitUsage || !strings.Contains(d.stderr, "WriteRejects, WriteTotals") {
+		t.Errorf("diff of job:sales-daily with two file sinks: exit %d\n%s", d.code, d.stderr)
+	}
+
 	r = srv.mustCLI(t, work, "partitions", "list", "sales-daily", "--format", "json")
 	var ps []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {

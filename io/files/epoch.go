@@ -108,6 +108,14 @@ func PartName(path string, generation int64, epoch uint64, worker int) string {
 	return fmt.Sprintf("%s-g%04d-e%08d-w%02d%s", strings.TrimSuffix(base, ext), generation, epoch, worker, ext)
 }
 
+// GenerationGlob matches the committed part files of path written by
+// generation (a streaming job of the name): its output.
+func GenerationGlob(path string, generation int64) string {
+	base := filepath.Base(path)
+	ext := filepath.Ext(base)
+	return filepath.Join(filepath.Dir(path), escapeGlob(fmt.Sprintf("%s-g%04d", strings.TrimSuffix(base, ext), generation))+"-e*-w*"+escapeGlob(ext))
+}
+
 // partGlob matches every part file of path, of any generation.
 func partGlob(path string) string {
 	base := filepath.Base(path)

@@ -320,3 +320,23 @@ func TestCheckOutput(t *testing.T) {
 		t.Errorf("a sink wrote over another name's output: %v", err)
 	}
 }
+
+// TestGenerationGlob: the glob of a generation's parts matches its
+// committed parts only (not another generation's, not hidden files).
+func TestGenerationGlob(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orders.jsonl")
+	for _, n := range []string{PartName(path, 3, 1, 0), PartName(path, 3, 2, 1), PartName(path, 4, 1, 0), ".orders-g0003-w00.jsonl.inprogress"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := filepath.Glob(GenerationGlob(path, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, PartName(path, 3, 1, 0)), filepath.Join(dir, PartName(path, 3, 2, 1))}
+	if !slices.Equal(got, want) {
+		t.Errorf("GenerationGlob matched %v, want %v", got, want)
+	}
+}

@@ -4,23 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/io/files"
 )
 
 // job:NAME[/STEP] output specifiers of weir diff: the table a job's
-// WriteToSql sink writes, read from the job's record on the server (its
-// graph's sink config and its base directory), so a user compares a job's
+// WriteToSql sink writes, or the files its file sink wrote, read from the
+// job's record on the server (its graph's sink config or identity, its base
+// directory, type, generation and partition), so a user compares a job's
 // output without knowing where it lives.
 
-// resolveJobSpec turns a job:NAME[/STEP] specifier into the sink table it
-// names: the job's (NAME's current or latest job) WriteToSql step STEP, or
-// its only one.
+// resolveJobSpec turns a job:NAME[/STEP] specifier into the output it
+// names: the job's (NAME's current or latest job) WriteToSql or file sink
+// step STEP, or its only one.
 func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) (outputSpec, error) {
 	c, err := serverconn.NewClient(server)
 	if err != nil {
@@ -40,8 +44,14 @@ func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) 
 		Table  string `json:"table"`
 	}
 	sinks := map[string]sqlSink{}
+	filePaths := map[string]string{}
 	var names []string
 	for _, st := range g.Steps {
+		if st.Kind == graph.KindSink && st.Sink != nil && strings.HasPrefix(st.Sink.Kind, "file_") && st.Sink.Identity != "" {
+			filePaths[st.Name] = st.Sink.Identity
+			names = append(names, st.Name)
+			continue
+		}
 		if st.Kind != graph.KindSink || st.Sink == nil || st.Sink.Kind != "sql" || st.Fn == nil {
 			continue
 		}
@@ -56,15 +66,18 @@ func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) 
 	step := sp.step
 	switch {
 	case len(names) == 0:
-		return sp, cli.UsageErrorf("%s: job %s (%s) writes no WriteToSql table; give its output as a file, sqlite:PATH#TABLE or postgres://...#TABLE", sp.raw, sp.job, j.ID)
+		return sp, cli.UsageErrorf("%s: job %s (%s) writes no WriteToSql table and no file; give its output as a file, sqlite:PATH#TABLE or postgres://...#TABLE", sp.raw, sp.job, j.ID)
 	case step == "" && len(names) > 1:
-		return sp, cli.UsageErrorf("%s: job %s writes %d tables: name the sink step, job:%s/STEP (one of %s)", sp.raw, sp.job, len(names), sp.job, strings.Join(names, ", "))
+		return sp, cli.UsageErrorf("%s: job %s writes %d outputs: name the sink step, job:%s/STEP (one of %s)", sp.raw, sp.job, len(names), sp.job, strings.Join(names, ", "))
 	case step == "":
 		step = names[0]
 	}
+	if path, ok := filePaths[step]; ok {
+		return jobFiles(sp.raw, path, j.Type == client.TypeStreaming, j.Generation, j.Partition, j.ID)
+	}
 	cfg, ok := sinks[step]
 	if !ok {
-		return sp, cli.UsageErrorf("%s: job %s has no WriteToSql step %q (its SQL sinks: %s)", sp.raw, sp.job, step, strings.Join(names, ", "))
+		return sp, cli.UsageErrorf("%s: job %s has no WriteToSql or file sink step %q (its sinks: %s)", sp.raw, sp.job, step, strings.Join(names, ", "))
 	}
 	out := outputSpec{raw: sp.raw, table: cfg.Table}
 	switch strings.ToLower(cfg.Driver) {
@@ -84,6 +97,30 @@ func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) 
 		out.kind, out.dsn = specPostgres, cfg.DSN
 	default:
 		return sp, cli.UsageErrorf("%s: step %s writes with driver %q, which weir diff does not read", sp.raw, step, cfg.Driver)
+	}
+	return out, nil
+}
+
+// jobFiles is the file output of a job's file sink at path: a partition
+// run's version directory (or, once a rerun of a published manifest
+// removed it, the partition's published version), a streaming job's
+// committed part files of its generation, or a batch job's file.
+func jobFiles(raw, path string, streaming bool, generation int64, partition, jobID string) (outputSpec, error) {
+	format, ok := fileFormats[strings.ToLower(filepath.Ext(path))]
+	if !ok {
+		return outputSpec{}, cli.UsageErrorf("%s: the sink writes %s, whose format weir diff cannot tell from the extension", raw, path)
+	}
+	out := outputSpec{raw: raw, kind: specFile, format: format, path: path}
+	switch {
+	case partition != "":
+		dir := files.VersionDir(path, partition, jobID)
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			out.path = dir
+			return out, nil
+		}
+		out.kind, out.path, out.table = specPublished, files.ManifestPath(path), partition
+	case streaming:
+		out.path = files.GenerationGlob(path, generation)
 	}
 	return out, nil
 }

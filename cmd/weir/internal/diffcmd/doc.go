@@ -1,13 +1,13 @@
 // Package diffcmd is the weir CLI's `weir diff` command: it compares two
-// outputs of bounded runs (files, globs and directories of part files,
-// SQLite and PostgreSQL tables, a job's WriteToSql table found through the
-// server) at the full key, with package diff's comparer and weir
-// rehearse's report formats and exit codes. Run serves package main's
-// schedule parity check too.
+// outputs of bounded runs (files, globs and directories of part files, a
+// file sink's published partition, SQLite and PostgreSQL tables, a job's
+// WriteToSql table or files found through the server) at the full key,
+// with package diff's comparer and weir rehearse's report formats and exit
+// codes. Run serves package main's schedule parity check too.
 //
-// It may import cmd/weir/internal/cli, cmd/weir/internal/serverconn, diff,
-// graph, io/files, io/sqlsink (its tables' layout, and the "sqlite"
-// driver), service/record, github.com/jackc/pgx/v5 (its database/sql
+// It may import client (a job's type), cmd/weir/internal/cli,
+// cmd/weir/internal/serverconn, diff, graph, io/files, io/sqlsink (its
+// tables' layout, and the "sqlite" driver), service/record, github.com/jackc/pgx/v5 (its database/sql
 // driver), github.com/spf13/cobra and the standard library; only package
 // main (cmd/weir) imports it.
 package diffcmd
