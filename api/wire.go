@@ -572,6 +572,8 @@ func wireStepMetrics(in record.StepMetrics) client.StepMetrics {
 		CatchUp:                 wirePtr(in.CatchUp, wireSourceCatchUp),
 		PendingTimers:           in.PendingTimers,
 		Keys:                    in.Keys,
+		StateBytes:              in.StateBytes,
+		StateBytesEstimated:     in.StateBytesEstimated,
 		UserMetrics:             wireSlice(in.UserMetrics, wireUserMetric),
 	}
 }

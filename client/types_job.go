@@ -320,6 +320,14 @@ type StepMetrics struct {
 	// other steps. Kept incrementally by the runner: reading it scans
 	// nothing.
 	Keys *int64 `json:"keys,omitempty"`
+	// StateBytes is the size of a keyed step's state as the job's last
+	// checkpoint stored it: the bytes of its keys and values, or, for
+	// state of several megabytes, the store's estimate of the disk space
+	// it takes (StateBytesEstimated). Set for a running job's keyed steps
+	// in GET /v1/jobs/{id}.
+	StateBytes *int64 `json:"state_bytes,omitempty"`
+	// StateBytesEstimated says StateBytes is the store's estimate.
+	StateBytesEstimated bool `json:"state_bytes_estimated,omitempty"`
 	// UserMetrics are the counters and distributions the step's code
 	// updates (the Go SDK's Counter and Distribution) in the job's current
 	// execution (a restart, rescale or update starts them again); absent

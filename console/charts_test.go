@@ -93,13 +93,15 @@ func TestConsoleChartsAcrossUpdate(t *testing.T) {
 			t.Errorf("chart %s marks %d updates, want 1 (%+v)", name, cv.Marks, cv)
 		}
 	}
-	// Clicking a step opens its details: the API's metrics of the step.
+	// Clicking a step opens its details: the API's metrics of the step,
+	// with the size of the state it keeps.
 	if err := evaluate(ctx, `document.querySelector('svg.graph g.step[data-step="Sums"]').dispatchEvent(new MouseEvent('click', {bubbles: true})) && true`, new(bool)); err != nil {
 		t.Fatal(err)
 	}
 	evalUntil(t, ctx, "the step details of Sums", `(() => { const b = document.querySelector('#step-details[data-step="Sums"]');
 		const r = b && b.querySelector('tr[data-field="elements_in"] td'); return !!r && parseFloat(r.textContent) > 0
-			&& !!b.querySelector('tr[data-field="keys"]') && !!b.querySelector('tr[data-field="system_lag_seconds"]'); })()`)
+			&& !!b.querySelector('tr[data-field="keys"]') && !!b.querySelector('tr[data-field="system_lag_seconds"]')
+			&& /^[0-9.]+ (B|KiB|MiB)$/.test((b.querySelector('tr[data-field="state_bytes"] td') || {}).textContent || ''); })()`)
 	screenshot(t, ctx, "console-step-details")
 
 	// The throughput: Generate's steady 200 elements/s, as a rate over

@@ -296,6 +296,9 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 		if err := writeRejectReasons(w, m.Steps); err != nil {
 			return err
 		}
+		if err := writeKeyedState(w, m.Steps); err != nil {
+			return err
+		}
 		if err := writeUserMetrics(w, m.Steps); err != nil {
 			return err
 		}
@@ -511,8 +514,46 @@ func describeReplacement(r *client.Replacement) string {
 	return out + " (--format json: replacement)"
 }
 
-// writeUserMetrics prints the steps' user-defined metrics (the Go SDK's
-// Counter and Distribution), when any step has one.
+// writeKeyedState writes the keyed steps' keys and state sizes (a running
+// job's); nothing when no step reports a state size.
+func writeKeyedState(w io.Writer, steps []client.StepMetrics) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, s := range steps {
+		if s.StateBytes == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nKeyed state (as the last checkpoint stored it):")
+			fmt.Fprintln(tw, "  STEP\tKEYS\tSTATE")
+			header = true
+		}
+		keys, size := "-", byteSize(*s.StateBytes)
+		if s.Keys != nil {
+			keys = fmt.Sprint(*s.Keys)
+		}
+		if s.StateBytesEstimated {
+			size = "~" + size + " (estimated)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, keys, size)
+	}
+	return flush(tw)
+}
+
+// byteSize reads n bytes as B, KiB, MiB, GiB or TiB.
+func byteSize(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, units := float64(n), []string{"KiB", "MiB", "GiB", "TiB"}
+	u := -1
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return fmt.Sprintf("%.1f %s", f, units[u])
+}
+
 // writeRejectReasons writes the steps' rejects by reason, one line a step
 // and reason, most first; nothing when no step rejected anything.
 func writeRejectReasons(w io.Writer, steps []client.StepMetrics) error {
@@ -533,6 +574,8 @@ func writeRejectReasons(w io.Writer, steps []client.StepMetrics) error {
 	return flush(tw)
 }
 
+// writeUserMetrics prints the steps' user-defined metrics (the Go SDK's
+// Counter and Distribution), when any step has one.
 func writeUserMetrics(w io.Writer, steps []client.StepMetrics) error {
 	var rows []string
 	for _, s := range steps {

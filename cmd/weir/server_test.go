@@ -271,7 +271,7 @@ func TestCLIServerJobs(t *testing.T) {
 	cliCase{args: []string{"jobs", "describe", "sums"}, wantCode: ExitOK, wantStdout: []string{
 		"Job ID:", sumsID, "State:", "Running (RUNNING)", "Create time:", "Generation:", "num_workers=1",
 		"Lineage:", "first job of its name", "State history:", "PENDING", "RUNNING",
-		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums"}}.check(t, r)
+		"Data watermark:", "System lag:", "Backlog:", "STEP", "Sums", "Keyed state (as the last checkpoint stored it):"}}.check(t, r)
 	if strings.Contains(r.stdout, "Graph (canonical JSON)") {
 		t.Errorf("describe prints the graph without --show-graph:\n%s", r.stdout)
 	}

@@ -54,6 +54,15 @@ function fmtNum(n) {
   return Number.isInteger(n) ? n.toLocaleString('en-US') : n.toFixed(1);
 }
 
+/** fmtBytes reads a size in bytes as B, KiB, MiB or GiB. */
+function fmtBytes(n) {
+  if (n === undefined || n === null || !Number.isFinite(n)) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + ' ' + units[i];
+}
+
 function stateBadge(state) {
   return el('span', { class: 'state state-' + String(state).toLowerCase(), 'data-state': state }, state);
 }
@@ -390,7 +399,11 @@ async function jobPage(ref) {
       : typeof v === 'object' ? (counts(v) ? Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => `${k}: ${fmtNum(x)}`).join(', ') : JSON.stringify(v))
         : typeof v === 'number' ? fmtNum(v) : String(v));
     const rows = [['step', selected], ['kind', g ? g.kind || g.type || '' : '']];
-    for (const [k, v] of Object.entries(m || {})) if (k !== 'name') rows.push([k, v]);
+    for (const [k, v] of Object.entries(m || {})) {
+      if (k === 'name' || k === 'state_bytes_estimated') continue;
+      // The state size reads in bytes, marked when the store estimated it.
+      rows.push([k, k === 'state_bytes' ? fmtBytes(v) + (m.state_bytes_estimated ? ' (estimated)' : '') : v]);
+    }
     stepBox.replaceChildren(el('table', { class: 'kv' }, el('tbody', {}, ...rows.map(([k, v]) =>
       el('tr', { 'data-field': k }, el('th', {}, k.replace(/_/g, ' ')), el('td', {}, value(v)))))),
     m ? '' : el('p', { class: 'muted' }, 'The job reports no metrics for this step now.'));

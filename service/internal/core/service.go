@@ -516,10 +516,38 @@ func (s *Core) Metrics(ref string) (*record.JobMetrics, error) {
 		return nil, err
 	}
 	if jr := s.RunningJob(j.ID); jr != nil {
-		return jr.MetricsAt(s.Now()), nil
+		m := jr.MetricsAt(s.Now())
+		s.addStateSizes(j, m)
+		return m, nil
 	}
 	return j.Metrics, nil
 }
+
+// addStateSizes sets the state size of every keyed step of running job
+// j's metrics m, read from the store (state.Store.StateSize). A step
+// whose size cannot be read is left without one (logged).
+func (s *Core) addStateSizes(j *record.Job, m *record.JobMetrics) {
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateSizeTimeout)
+	defer cancel()
+	for i := range m.Steps {
+		st := &m.Steps[i]
+		if st.Keys == nil {
+			continue
+		}
+		n, exact, err := s.Store.StateSize(ctx, j.StateKey(), st.Name)
+		if err != nil {
+			s.Opts.Logger.Warn("measuring a step's state", "job_id", j.ID, "step", st.Name, "error", err)
+			continue
+		}
+		st.StateBytes, st.StateBytesEstimated = &n, !exact
+	}
+}
+
+// stateSizeTimeout bounds the store reads of one describe's state sizes.
+const stateSizeTimeout = 2 * time.Second
 
 // Progress is how far the live execution of a job has read.
 type Progress struct {

@@ -1,0 +1,38 @@
+package service
+
+import (
+	"testing"
+
+	"github.com/weir-dev/weir/service/record"
+)
+
+// TestStateSizeInMetrics: a running job's metrics give each keyed step
+// the size of the state its checkpoints stored (state_bytes, exact for
+// small state), and no size to the steps that keep none.
+func TestStateSizeInMetrics(t *testing.T) {
+	s := openService(t, t.TempDir())
+	j := submit(t, s, "sums", streamingYAML, t.TempDir())
+	waitFor(t, s, j.ID, "two checkpoints", checkpointed(2))
+	var sums record.StepMetrics
+	waitStep(t, s, j.ID, "Sums", "a stored state size", func(st record.StepMetrics) bool {
+		sums = st
+		return st.StateBytes != nil && *st.StateBytes > 0
+	})
+	if sums.StateBytesEstimated {
+		t.Errorf("a few keys' state is estimated, not counted: %d bytes", *sums.StateBytes)
+	}
+	// Three keys in a 10 s window or two: some tens of bytes each, not
+	// kilobytes.
+	if n := *sums.StateBytes; n > 64<<10 {
+		t.Errorf("Sums holds %d bytes of state for 3 keys", n)
+	}
+	m, err := s.Metrics(j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range m.Steps {
+		if st.Name != "Sums" && st.StateBytes != nil {
+			t.Errorf("step %s, which keeps no state, has a state size %d", st.Name, *st.StateBytes)
+		}
+	}
+}
