@@ -497,6 +497,8 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if at, ok := outputsWidened(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputWidened, "%s: the value field of the output(s) at position %s widened from int to float (accumulator %s, then %s): the stored accumulators carry on, read as floats (an int sum's total is added to the float one, an int min or max is read as a float); a WriteToSql table's column is widened in place",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if at, ok := outputsNarrowed(o.StoredCoder, n.StoredCoder); ok {
+			c.checkNarrowed(o, n, ref, dropFix, at)
 		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
 				ref, outputsChangeText(added, removed), coderString(o.StoredCoder), coderString(n.StoredCoder))

@@ -144,3 +144,88 @@ func outputsWidened(o, n *graph.Coder) ([]int, bool) {
 		return of.Name == nf.Name && widenable[of.Name] && of.Type == "int" && nf.Type == "float"
 	})
 }
+
+// narrowable lists the combine functions whose stored accumulator an int
+// value field can read after the field was a float: lossily (truncated,
+// declared allow_lossy) a sum, whose float total carries on beside the
+// int one, a min, max or latest; exactly a count (of elements) and a mean
+// (a float either way).
+var narrowable = map[string]bool{"sum": true, "min": true, "max": true, "latest": true, "count": true, "mean": true}
+
+// narrowedLossless lists the narrowable functions whose accumulator loses
+// nothing when their value field narrows.
+var narrowedLossless = map[string]bool{"count": true, "mean": true}
+
+// outputsNarrowed reports whether the YAML Combine accumulator coders o
+// and n differ only by value fields narrowed from float to int under a
+// function whose stored accumulator an int output can read truncated
+// (narrowable), and returns the positions (1-based) narrowed.
+func outputsNarrowed(o, n *graph.Coder) ([]int, bool) {
+	return slotsChanged(o, n, func(of, nf graph.Field) bool {
+		return of.Name == nf.Name && narrowable[of.Name] && of.Type == "float" && nf.Type == "int"
+	})
+}
+
+// lossyOutputsKey is the key of a Combine's recorded config that lists the
+// outputs declared allow_lossy (yamlpipe's migrations).
+const lossyOutputsKey = "lossy_outputs"
+
+// LossyOutputs returns the outputs a YAML Combine step declares
+// allow_lossy (migrations), as a set; nil for none (and for a nil step).
+func LossyOutputs(s *graph.Step) map[string]bool {
+	if s == nil || s.Fn == nil || len(s.Fn.Config) == 0 {
+		return nil
+	}
+	var cfg struct {
+		Lossy []string `json:"lossy_outputs"`
+	}
+	if json.Unmarshal(s.Fn.Config, &cfg) != nil || len(cfg.Lossy) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(cfg.Lossy))
+	for _, n := range cfg.Lossy {
+		out[n] = true
+	}
+	return out
+}
+
+// checkNarrowed decides a matched Combine whose outputs at positions at
+// (1-based) narrowed from float to int: allowed, with a warning, when
+// each is declared allow_lossy in the new pipeline; refused otherwise,
+// naming the declaration.
+func (c *checker) checkNarrowed(o, n *graph.Step, ref, dropFix string, at []int) {
+	names, _ := combineOutputNames(c.newG, n)
+	lossy := LossyOutputs(n)
+	var undeclared, outs []string
+	for _, p := range at {
+		if narrowedLossless[o.StoredCoder.Fields[p-1].Name] {
+			continue
+		}
+		name := fmt.Sprintf("at position %d", p)
+		if p-1 < len(names) {
+			name = names[p-1]
+		}
+		outs = append(outs, name)
+		if !lossy[name] {
+			undeclared = append(undeclared, name)
+		}
+	}
+	if len(outs) == 0 {
+		c.warn(o.Name, errcode.CombineOutputNarrowed, "%s: the value field of its count or mean output(s) at position %s narrowed from float to int (accumulator %s, then %s): the stored accumulators carry on unchanged",
+			ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		return
+	}
+	if len(undeclared) > 0 {
+		decl := make([]string, len(undeclared))
+		for i, u := range undeclared {
+			decl[i] = u + ": {allow_lossy: true}"
+		}
+		c.fail(o.Name, errcode.StateCoderChanged,
+			fmt.Sprintf("declare the lossy conversion on the Combine, migrations: {accumulators: {%s}} (the stored float accumulators are then truncated toward zero), keep the value field a float, or %s", strings.Join(decl, ", "), dropFix),
+			"%s: the value field of output(s) %s narrowed from float to int (accumulator %s, then %s): the stored float accumulators would lose their fractions",
+			ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		return
+	}
+	c.warn(o.Name, errcode.CombineOutputNarrowed, "%s: the value field of output(s) %s narrowed from float to int, declared allow_lossy (accumulator %s, then %s): the stored float accumulators carry on truncated toward zero (a sum's float total is added to the int one, truncated)",
+		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}

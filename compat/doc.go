@@ -73,6 +73,11 @@
 //	COMBINE_OUTPUT_WIDENED    a YAML Combine output's value field widened from
 //	                          int to float under sum, min, max or mean: the
 //	                          stored accumulators carry on, read as floats
+//	COMBINE_OUTPUT_NARROWED   a YAML Combine output's value field narrowed from
+//	                          float to int under sum, min, max or latest,
+//	                          declared allow_lossy: the stored accumulators
+//	                          carry on, truncated toward zero (undeclared:
+//	                          STATE_CODER_CHANGED, naming the declaration)
 //	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
 //	                          ones (they start empty in open windows) or lost
 //	                          its last ones (dropped); the other outputs'

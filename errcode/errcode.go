@@ -417,6 +417,10 @@ const (
 	// from int to float under sum, min, max or mean: its stored
 	// accumulators carry on, read as floats.
 	CombineOutputWidened Code = "COMBINE_OUTPUT_WIDENED"
+	// CombineOutputNarrowed: a YAML Combine output's value field narrowed
+	// from float to int under sum, min, max or latest, declared with
+	// allow_lossy: its stored accumulators carry on, truncated to ints.
+	CombineOutputNarrowed Code = "COMBINE_OUTPUT_NARROWED"
 	// SourcePositionsDropped: a source's read positions are dropped on purpose.
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
@@ -553,6 +557,7 @@ func registry() []Info {
 		{CombineOutputsChanged, compat, KindWarning, http.StatusOK},
 		{CombineOutputRenamed, compat, KindWarning, http.StatusOK},
 		{CombineOutputWidened, compat, KindWarning, http.StatusOK},
+		{CombineOutputNarrowed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
 		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},

@@ -236,6 +236,9 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 		case widens(ot, f.Type):
 			cols = append(cols, Column{Name: f.Name, Action: Widened, OldType: ot, NewType: f.Type,
 				Effect: fmt.Sprintf("%s → %s: the column is widened in place (PostgreSQL: ALTER COLUMN … TYPE double precision; SQLite: its INTEGER column stores floats as given); rows written before keep their values", ot, f.Type)})
+		case ot == "float" && f.Type == "int" && kind == "sql":
+			cols = append(cols, Column{Name: f.Name, Action: Converted, OldType: ot, NewType: f.Type,
+				Effect: "float → int: the float column stays and holds the ints exactly (to 2^53); rows written before keep their floats"})
 		default:
 			cols = append(cols, Column{Name: f.Name, Action: Converted, OldType: ot, NewType: f.Type,
 				Effect: fmt.Sprintf("%s → %s is not a widening: a SQL table refuses it (write to a new table); files and topics carry the new type from the update on", ot, f.Type)})
@@ -273,6 +276,9 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			}
 			c.Action = Refused
 			c.Effect = fmt.Sprintf("declared renamed from %s, but %s does not rename columns (its view spans other tables; SQL_SCHEMA_CHANGE_REFUSED): keep the name %s, update in place, or write to a new table", c.From, what, c.From)
+		case c.Action == Converted && c.OldType == "float" && c.NewType == "int" && (layout == "staged" || strategy == Parallel):
+			c.Action = Refused
+			c.Effect = "float → int, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"
 		case c.Action == Widened && (layout == "staged" || strategy == Parallel):
 			c.Action = Refused
 			c.Effect = fmt.Sprintf("%s → %s widens, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table", c.OldType, c.NewType)

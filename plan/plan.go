@@ -272,6 +272,10 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs renamed in place (renamed_from), their accumulators carry on in every key and open window: "+strings.Join(what, ", "), "; ")
 			}
+			if l := compat.LossyOutputs(ns); len(l) > 0 {
+				st.Action = Migrated
+				st.Detail = strings.TrimPrefix(st.Detail+"; outputs allowed a lossy conversion (allow_lossy), their stored float accumulators read as ints truncated toward zero: "+strings.Join(slices.Sorted(maps.Keys(l)), ", "), "; ")
+			}
 		}
 		if w := detailOf(warns[name]); w != "" && st.Action != Refused {
 			st.Detail = strings.TrimPrefix(st.Detail+"; warning "+w, "; ")

@@ -50,6 +50,13 @@ const keepAll = `    - type: Filter
       config: {keep: "amount >= 0"}
 `
 
+// asFloat makes an update pipeline's Combine sum amount as a float (a
+// MapToFields casting it before the Combine).
+func asFloat(y string) string {
+	y = strings.Replace(y, "      input: Events\n      windowing", "      input: AsFloat\n      windowing", 1)
+	return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
+}
+
 func updatePipeline(db string, filter bool, combine, extraGroup string) string {
 	in, step := "Events", ""
 	if filter {
@@ -124,6 +131,8 @@ func TestUpdateKeepsState(t *testing.T) {
 		// totalColumn is the column the oracle's total is in afterwards
 		// (default total).
 		totalColumn string
+		// first, when set, changes the running version's pipeline.
+		first func(string) string
 	}{
 		{name: "add a stateless step", filter: true, combine: "Sums"},
 		{name: "rename with a mapping", combine: "Totals", mapping: `{"Sums": "Totals"}`},
@@ -197,10 +206,14 @@ func TestUpdateKeepsState(t *testing.T) {
 		// The summed field widens from int to float: the stored int
 		// totals carry on (read as floats) and the table's column takes
 		// floats in place; every total equals a run without an update.
-		{name: "widen the summed field to float", combine: "Sums", slow: true, warning: string(errcode.CombineOutputWidened),
+		{name: "widen the summed field to float", combine: "Sums", slow: true, warning: string(errcode.CombineOutputWidened), mutate: asFloat},
+		// The summed field narrows from float to int, declared
+		// allow_lossy: the stored float totals carry on truncated (whole
+		// here, so exact) and the float column takes the ints; every
+		// total equals a run without an update.
+		{name: "narrow the summed field to int with allow_lossy", combine: "Sums", slow: true, warning: string(errcode.CombineOutputNarrowed), first: asFloat,
 			mutate: func(y string) string {
-				y = strings.Replace(y, "      input: Events\n      windowing", "      input: AsFloat\n      windowing", 1)
-				return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          total: {allow_lossy: true}\n", 1)
 			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
@@ -218,6 +231,9 @@ func TestUpdateKeepsState(t *testing.T) {
 			if tc.slow {
 				first = strings.Replace(first, "rate: 3000", "rate: 600", 1)
 				next = strings.Replace(next, "rate: 3000", "rate: 600", 1)
+			}
+			if tc.first != nil {
+				first = tc.first(first)
 			}
 			old := submit(t, s, "totals", first, dir)
 			waitElements(t, s, old.ID, "Events", 1500)
@@ -292,7 +308,13 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 	tests := []struct {
 		name, combine, extra, mapping, code string
 		mutate                              func(string) string
+		// first, when set, changes the running version's pipeline.
+		first func(string) string
+		// wantFix is a part of the refusal's fix.
+		wantFix string
 	}{
+		{name: "narrowed without allow_lossy", combine: "Sums", code: string(errcode.StateCoderChanged), first: asFloat,
+			wantFix: "migrations: {accumulators: {total: {allow_lossy: true}}}"},
 		{name: "rename without a mapping", combine: "Totals", code: string(errcode.StepMissing)},
 		{name: "key changed", combine: "Sums", extra: ", ts", code: string(errcode.KeyCoderChanged)},
 		{name: "accumulator changed", combine: "Sums", code: string(errcode.StateCoderChanged),
@@ -310,7 +332,11 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 			want := oracle(t, dir)
 			db := filepath.Join(dir, "job.sqlite")
 			s := openService(t, filepath.Join(dir, "data"))
-			old := submit(t, s, "totals", updatePipeline(db, false, "Sums", ""), dir)
+			first := updatePipeline(db, false, "Sums", "")
+			if tc.first != nil {
+				first = tc.first(first)
+			}
+			old := submit(t, s, "totals", first, dir)
 			waitElements(t, s, old.ID, "Events", 500)
 			next := updatePipeline(db, false, tc.combine, tc.extra)
 			if tc.mutate != nil {
@@ -325,10 +351,10 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 			}
 			found := false
 			for _, f := range res.Report.Errors {
-				found = found || string(f.Code) == tc.code
+				found = found || string(f.Code) == tc.code && (tc.wantFix == "" || strings.Contains(f.Fix, tc.wantFix))
 			}
 			if !found {
-				t.Errorf("report lacks %s: %+v", tc.code, res.Report.Errors)
+				t.Errorf("report lacks %s (with the fix %q): %+v", tc.code, tc.wantFix, res.Report.Errors)
 			}
 			// The running job is untouched and finishes with the full result.
 			j := waitDone(t, s, old.ID)

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/graph"
@@ -429,7 +431,14 @@ func slotValue(op *combineOp, s *slot) any {
 			// COMBINE_OUTPUT_WIDENED): the stored int total carries on.
 			v = s.f + float64(s.i)
 		} else {
+			// s.f is 0 unless the sum was a float sum before an update
+			// narrowed its value field to int (allow_lossy, compat's
+			// COMBINE_OUTPUT_NARROWED): the stored float total carries
+			// on, truncated toward zero.
 			v = s.i
+			if s.f != 0 {
+				v = s.i + truncInt(s.f)
+			}
 		}
 	case fnCount:
 		v = s.n
@@ -453,9 +462,26 @@ func slotValue(op *combineOp, s *slot) any {
 			if i, ok := v.(int64); ok && op.typ.Kind == row.KindFloat {
 				v = float64(i) // a min or max stored before its field widened
 			}
+			if f, ok := v.(float64); ok && op.typ.Kind == row.KindInt {
+				v = truncInt(f) // stored before its field narrowed (allow_lossy)
+			}
 		}
 	}
 	return v
+}
+
+// truncInt is f truncated toward zero, clamped to int64's range (NaN
+// reads 0): the lossy conversion allow_lossy declares.
+func truncInt(f float64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
 }
 
 // Reserved output fields of Combine.
@@ -625,11 +651,12 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	storedCoder := graph.Coder{URN: accumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
 	var renamed map[string]string
-	if agg.migrate != nil && len(agg.migrate.renamed) > 0 {
-		// The declared renames go in the step's recorded config, where the
-		// compatibility check reads them (compat.RenamedOutputs).
-		renamed = agg.migrate.renamed
-		opts = append(opts, weir.WithConfig(combineConfigWithRenames(t, renamed)))
+	if m := agg.migrate; m != nil && (len(m.renamed) > 0 || len(m.lossy) > 0) {
+		// The declared renames and lossy conversions go in the step's
+		// recorded config, where the compatibility check reads them
+		// (compat.RenamedOutputs, compat.LossyOutputs).
+		renamed = m.renamed
+		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, m.lossy)))
 	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
@@ -643,9 +670,10 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	return c, nil
 }
 
-// combineConfigWithRenames is t's recorded config with the outputs renamed
-// in place, as {"renamed_outputs": {NEW: OLD}}.
-func combineConfigWithRenames(t *transformSpec, renamed map[string]string) any {
+// combineConfigWithMigrations is t's recorded config with the outputs
+// renamed in place, as {"renamed_outputs": {NEW: OLD}}, and those allowed
+// a lossy conversion, as {"lossy_outputs": [NAME...]} (sorted).
+func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool) any {
 	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
@@ -653,13 +681,26 @@ func combineConfigWithRenames(t *transformSpec, renamed map[string]string) any {
 	if len(t.hints) > 0 {
 		cfg[resourceHintsKey] = t.hints
 	}
-	r := make(map[string]any, len(renamed))
-	for k, v := range renamed {
-		r[k] = v
+	if len(renamed) > 0 {
+		r := make(map[string]any, len(renamed))
+		for k, v := range renamed {
+			r[k] = v
+		}
+		cfg[renamedOutputsKey] = r
 	}
-	cfg[renamedOutputsKey] = r
+	if len(lossy) > 0 {
+		names := make([]any, 0, len(lossy))
+		for _, k := range slices.Sorted(maps.Keys(lossy)) {
+			names = append(names, k)
+		}
+		cfg[lossyOutputsKey] = names
+	}
 	return cfg
 }
+
+// lossyOutputsKey is the key of a Combine's recorded step config that
+// lists the outputs declared allow_lossy.
+const lossyOutputsKey = "lossy_outputs"
 
 // renamedOutputsKey is the key of a Combine's recorded step config (its
 // graph FnRef's config) that maps each output renamed in place to its old

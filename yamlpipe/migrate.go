@@ -62,6 +62,9 @@ type combineMigrations struct {
 	// renamed maps an output renamed in place to its old name
 	// (renamed_from).
 	renamed map[string]string
+	// lossy names the outputs whose stored float accumulators may be
+	// read as ints (allow_lossy: a value field narrowed from float).
+	lossy map[string]bool
 }
 
 // parseCombineMigrations compiles t's migrations: for agg.
@@ -106,10 +109,25 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 		if v.Kind != yamlnode.Map {
 			return nil, l.errf(v, "%s must be {init: EXPR} or {renamed_from: OLD}, not %s", what, v.Kind)
 		}
-		if err := l.checkKeys(v, what, "init", "renamed_from"); err != nil {
+		if err := l.checkKeys(v, what, "init", "renamed_from", "allow_lossy"); err != nil {
 			return nil, err
 		}
-		in, rn := v.Get("init"), v.Get("renamed_from")
+		in, rn, lossy := v.Get("init"), v.Get("renamed_from"), v.Get("allow_lossy")
+		if lossy != nil {
+			allow, err := l.lossyLeave(lossy, what, agg.ops[idx], in)
+			if err != nil {
+				return nil, err
+			}
+			if allow {
+				if m.lossy == nil {
+					m.lossy = map[string]bool{}
+				}
+				m.lossy[k.Text] = true
+			}
+			if rn == nil {
+				continue
+			}
+		}
 		switch {
 		case in != nil && rn != nil:
 			return nil, l.errf(rn, "%s: give init (an output appended now) or renamed_from (an output renamed in place, whose accumulator carries on), not both", what)
@@ -151,6 +169,26 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 		m.init[idx] = prg
 	}
 	return m, nil
+}
+
+// lossyLeave reads an output's allow_lossy: a boolean, on an int sum,
+// min, max or latest (whose value field may have been a float: the
+// narrowing the leave allows), and not beside an init (an appended output
+// has no stored accumulator to convert).
+func (l *loader) lossyLeave(n *yamlnode.Node, what string, op combineOp, init *yamlnode.Node) (bool, error) {
+	if n.Kind != yamlnode.Bool {
+		return false, l.errf(n, "%s: allow_lossy must be true or false, not %q", what, n.Text)
+	}
+	allow := n.B
+	switch {
+	case init != nil && allow:
+		return false, l.errf(n, "%s: allow_lossy converts the stored accumulator of an output the running version had; an output with init is appended now and has none: drop one of them", what)
+	case !allow:
+		return false, nil
+	case op.typ.Kind != row.KindInt || (op.fn != fnSum && op.fn != fnMin && op.fn != fnMax && op.fn != fnLatest):
+		return false, l.errf(n, "%s: allow_lossy lets an int sum, min, max or latest read the float accumulators stored while its value field was a float (truncated toward zero); %q is %s of %s, which narrows nothing", what, op.out, op.fn, op.typ)
+	}
+	return true, nil
 }
 
 // initSlots sets the appended slots of ac (from index from on) that have

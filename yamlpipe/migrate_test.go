@@ -24,6 +24,9 @@ func TestCombineMigrationsRefused(t *testing.T) {
 		{"      migrations:\n        accumulators:\n          total: {renamed_from: sum, init: \"1\"}\n", "not both"},
 		{"      migrations:\n        accumulators:\n          total: {renamed_from: sum}\n          avg: {renamed_from: sum}\n", "which total is already renamed from"},
 		{"      migrations:\n        accumulators:\n          total: {renamed_from: [a]}\n", "renamed_from"},
+		{"      migrations:\n        accumulators:\n          total: {allow_lossy: yes please}\n", "p.yaml:16:32: migration of total: allow_lossy must be true or false"},
+		{"      migrations:\n        accumulators:\n          avg: {allow_lossy: true}\n", "allow_lossy lets an int sum, min, max or latest read the float accumulators"},
+		{"      migrations:\n        accumulators:\n          total: {allow_lossy: true, init: \"1\"}\n", "an output with init is appended now"},
 	} {
 		loadErr(t, base+tt.migrations, tt.want)
 	}
@@ -69,4 +72,31 @@ func TestTopLevelMigrations(t *testing.T) {
 	}
 	loadErr(t, base+"      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n"+
 		"migrations:\n  Totals:\n    accumulators: {}\n", "declares its migrations: on the step already")
+}
+
+// TestLossyMigrationRecorded: allow_lossy on an int output loads (alone
+// or beside renamed_from), and the step's recorded config lists it, where
+// the compatibility check reads it.
+func TestLossyMigrationRecorded(t *testing.T) {
+	base := "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: a, amount: 1}]\n" +
+		"    - type: Combine\n      name: Totals\n      input: O\n      config:\n        group_by: [k]\n        combine:\n          total: {value: amount, fn: sum}\n          top: {value: amount, fn: max}\n"
+	for _, tt := range []struct{ migrations, want string }{
+		{"      migrations:\n        accumulators:\n          total: {allow_lossy: true}\n          top: {allow_lossy: true}\n", `"lossy_outputs":["top","total"]`},
+		{"      migrations:\n        accumulators:\n          total: {allow_lossy: true, renamed_from: sum}\n", `"lossy_outputs":["total"]`},
+		{"      migrations:\n        accumulators:\n          total: {allow_lossy: false}\n", ""},
+	} {
+		p, err := Load("p.yaml", []byte(base+tt.migrations), Options{BaseDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("load:\n%s\n%v", tt.migrations, err)
+		}
+		var cfg string
+		for _, s := range p.Graph().Steps {
+			if s.Name == "Totals" && s.Fn != nil {
+				cfg = string(s.Fn.Config)
+			}
+		}
+		if tt.want == "" && strings.Contains(cfg, "lossy_outputs") || tt.want != "" && !strings.Contains(cfg, tt.want) {
+			t.Errorf("%s: the step's config %s, want %q", tt.migrations, cfg, tt.want)
+		}
+	}
 }

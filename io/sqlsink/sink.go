@@ -220,6 +220,12 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: the table has type %s, the sink writes %s (%s); "+
 					"a staged table keeps one type per column: keep the type, or write to a new table",
 					ErrSchemaChange, ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+			case !be.compatible(c.kind, decl) && c.kind == kInt && c.role == roleField && !c.key && !s.db.facade && be.compatible(kFloat, decl):
+				// A float column whose field narrowed to int (a Combine
+				// output declared allow_lossy, compat's
+				// COMBINE_OUTPUT_NARROWED): the column stays, and holds
+				// the ints exactly (to 2^53); the rows before keep their
+				// floats.
 			case !be.compatible(c.kind, decl) && c.kind == kFloat && c.role == roleField && !c.key && !s.db.facade:
 				// An int column whose field widened to float (compat's
 				// COMBINE_OUTPUT_WIDENED) is widened in place.
