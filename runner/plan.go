@@ -265,6 +265,13 @@ func (r *run) instantiate() error {
 		}
 		var splits []contract.SourceSplit
 		var err error
+		if rs := r.opts.Restore; rs != nil {
+			if _, ok := sp.code.(contract.ResumableSource); !ok && feedsKeyedState(r.prog.Graph, sp.step) {
+				// It would read again from its beginning what the restored
+				// keyed state already holds: every element counted twice.
+				return fmt.Errorf("%w: source %q cannot resume from a checkpoint, and the restored state holds what it read", contract.ErrNotCheckpointable, sp.step.Name)
+			}
+		}
 		if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
 			res, ok := sp.code.(contract.ResumableSource)
 			if !ok {
@@ -337,4 +344,34 @@ func (w *worker) newNode(sp *stepPlan) (node, error) {
 		return newStatefulNode(w, sp, out)
 	}
 	return nil, fmt.Errorf("step %q has unknown kind %q", sp.step.Name, sp.step.Kind)
+}
+
+// feedsKeyedState reports whether the elements of source step src reach a
+// keyed step of g through main inputs (a side input is read whole again
+// by a restored execution, so it does not count).
+func feedsKeyedState(g *graph.Pipeline, src *graph.Step) bool {
+	consumers := map[string][]*graph.Step{}
+	for _, st := range g.Steps {
+		for _, c := range st.Inputs {
+			consumers[c] = append(consumers[c], st)
+		}
+	}
+	seen := map[string]bool{src.Name: true}
+	queue := []*graph.Step{src}
+	for len(queue) > 0 {
+		st := queue[0]
+		queue = queue[1:]
+		for _, c := range st.Outputs {
+			for _, next := range consumers[c] {
+				if next.Kind.IsKeyed() {
+					return true
+				}
+				if !seen[next.Name] {
+					seen[next.Name] = true
+					queue = append(queue, next)
+				}
+			}
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,5 +180,67 @@ func TestCLIPartitionFilePublishCrash(t *testing.T) {
 				t.Errorf("rejects %q, want one UNKNOWN 50", rej)
 			}
 		})
+	}
+}
+
+// TestCLIPartitionFileSinkMidRunCrash kills the server (kill -9) in the
+// middle of a partition run writing a file sink, after a checkpoint: the
+// restarted server cannot resume a file source from the checkpoint, so it
+// runs the partition again from the beginning, and the published view
+// holds every total exactly once (nothing the dead attempt staged is
+// published).
+func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	data, work := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "big"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Enough rows that the run spans several 100 ms checkpoints.
+	const rows = 400000
+	var b strings.Builder
+	want := map[string]int64{}
+	for i := range rows {
+		region := []string{"NORTH", "WEST", "EAST"}[i%3]
+		fmt.Fprintf(&b, "{\"region\": %q, \"amount\": %d}\n", region, i%7)
+		want[region] += int64(i % 7)
+	}
+	writeTestFile(t, filepath.Join(work, "big"), "a.jsonl", b.String())
+	// Rows of amount 0 are rejected: the rejects sink gets rows all
+	// through the run (the totals only at its end).
+	pipeline := strings.Replace(manifestPipeline("manifest: big", "out"), `known_region: region in ["NORTH", "WEST"]`, `positive: amount > 0`, 1)
+	writeTestFile(t, work, "p.yaml", pipeline)
+	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	wantRejects := (rows + 6) / 7
+
+	t.Setenv("WEIR_TEST_PUBLISH_CRASH", "mid-run")
+	srv := startServer(t, data)
+	os.Unsetenv("WEIR_TEST_PUBLISH_CRASH")
+	srv.mustCLI(t, work, "manifests", "create", "big", "--partition", "p1", "--files", "big/*.jsonl")
+	srv.cli(work, "run", "p.yaml", "--job-name", "big-run", "--partition", "p1", "--no-wait")
+	select {
+	case <-srv.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server was not killed in the middle of the run: %s\nlog:\n%s", srv.cli(work, "jobs", "describe", "big-run").stdout, srv.log())
+	}
+	if n, _ := fileLog(t, rejects); n != 0 {
+		t.Fatalf("killed in the middle of the run, the log has %d entries", n)
+	}
+	srv2 := startServer(t, data)
+	var m map[string]any
+	if !await.Until(90*time.Second, 100*time.Millisecond, func() bool {
+		m = srv2.describe("big-run")
+		n, _ := fileLog(t, totals)
+		r, _ := fileLog(t, rejects)
+		return m["state"] == "DONE" && m["pending_commit"] != true && n == 1 && r == 1
+	}) {
+		t.Fatalf("after the restart: state %v\nlog:\n%s", m["state"], srv2.log())
+	}
+	if got := totalsOf(t, totals); !sameTotals(got, want) {
+		t.Errorf("published %v, want %v", got, want)
+	}
+	if got := len(readLines(t, rejects)); got != wantRejects {
+		t.Errorf("published %d rejects, want %d (each once)", got, wantRejects)
 	}
 }

@@ -395,7 +395,7 @@ func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
 		code int
 		want string
 	}{
-		{"job:sales-daily/Nope", ExitUsage, `no WriteToSql step "Nope" (its SQL sinks: Write)`},
+		{"job:sales-daily/Nope", ExitUsage, `no WriteToSql or file sink step "Nope" (its sinks: Write)`},
 		{"job:nope", ExitFailure, "JOB_NOT_FOUND"},
 	} {
 		if r := srv.cli(work, "diff", tc.spec, "sqlite:"+db+"#totals"); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {

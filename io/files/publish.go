@@ -64,7 +64,8 @@ const ManifestFormat = "weir.file-publications/1"
 
 // publishCrashEnv, set to "before-publish" or "after-publish" in a test's
 // server, kills the process (SIGKILL) at that point of a publication:
-// the crash tests' seeded points (the SQL sink's are the same).
+// the crash tests' seeded points (the SQL sink's are the same); "mid-run"
+// kills it at a barrier in the middle of a run.
 const publishCrashEnv = "WEIR_TEST_PUBLISH_CRASH"
 
 // Stage identifies a partition run for its staged file sink.
@@ -224,6 +225,9 @@ type StagedSink struct {
 		// own: this execution wrote or staged rows.
 		own    bool
 		closed bool
+		// barriers counts the barriers after rows arrived (the mid-run
+		// crash point of the crash tests only).
+		barriers int
 	}
 }
 
@@ -373,7 +377,24 @@ func (s *StagedSink) write(worker int, elems []contract.Element, rejects []contr
 // PreCommit is a barrier before the input's end: the rows stay in the
 // worker's in-progress file, published only with the whole run (a
 // partition run's sources restart from their beginning after a crash).
-func (s *StagedSink) PreCommit(context.Context, int, uint64) ([]byte, error) { return nil, nil }
+func (s *StagedSink) PreCommit(_ context.Context, worker int, _ uint64) ([]byte, error) {
+	if os.Getenv(publishCrashEnv) == "mid-run" {
+		// The crash test's point in the middle of a run: the second
+		// barrier after rows arrived, once a checkpoint is durable.
+		s.mu.Lock()
+		pw := s.mu.workers[worker]
+		wrote := pw != nil && pw.f != nil
+		if wrote {
+			s.mu.barriers++
+		}
+		n := s.mu.barriers
+		s.mu.Unlock()
+		if n == 2 {
+			crashAt("mid-run")
+		}
+	}
+	return nil, nil
+}
 
 // PreCommitFinal stages worker's rows (its whole share) as its pending
 // file, which the returned part names (contract.FinalPreCommitter).

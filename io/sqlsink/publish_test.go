@@ -12,19 +12,19 @@ import (
 // TestStagedPublication: a staged sink publishes its rows to the target at
 // its checkpointed end, with the partition and one publication log entry;
 // a rerun with the same manifest digest publishes nothing; a new digest
-// replaces the partition's rows; a run that took no checkpoint publishes
-// nothing. On both databases.
+// replaces the partition's rows; a run that took no checkpoint, or was
+// aborted, publishes nothing. On both databases.
 func TestStagedPublication(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		target, job := e.table, e.table // the job name keeps the log's entries apart between tests
 		t.Cleanup(func() {
-			for _, run := range []string{"r1", "r2", "r3", "r4", "r5"} {
+			for _, run := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
 				_ = e.exec("DROP TABLE IF EXISTS " + quoteTable(StageTable(target, "p1", run)))
 			}
 			_ = e.exec("DELETE FROM " + PublicationTable + " WHERE job_name = '" + job + "'")
 		})
-		shadow := false
+		shadow, abort := false, false
 		run := func(runID, digest string, epochs bool, totals map[string]int64) {
 			t.Helper()
 			cfg := e.config("upsert", "region")
@@ -42,7 +42,11 @@ func TestStagedPublication(t *testing.T) {
 			} else if err := s.Write(ctx, 0, elems); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Close(ctx); err != nil {
+			end := s.Close
+			if abort {
+				end = s.Abort
+			}
+			if err := end(ctx); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
 		}
@@ -72,6 +76,14 @@ func TestStagedPublication(t *testing.T) {
 		run("r3", "sha256:b", false, map[string]int64{"NORTH": 2})
 		if got := published(); got["NORTH"] != 425 || logEntries() != 1 {
 			t.Fatalf("a run without checkpoints published: %v, %d log entries", got, logEntries())
+		}
+		// A run that stopped short (aborted) publishes nothing, though it
+		// committed an epoch.
+		abort = true
+		run("r6", "sha256:b", true, map[string]int64{"NORTH": 7})
+		abort = false
+		if got := published(); got["NORTH"] != 425 || logEntries() != 1 {
+			t.Fatalf("an aborted run published: %v, %d log entries", got, logEntries())
 		}
 		run("r4", "sha256:b", true, map[string]int64{"NORTH": 3})
 		if got := published(); len(got) != 1 || got["NORTH"] != 3 || logEntries() != 2 {

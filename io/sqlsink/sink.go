@@ -61,6 +61,9 @@ type Sink struct {
 		// completed.
 		pending []pendingPart
 		closed  bool
+		// aborted says the execution stopped short (Abort): a partition
+		// run's staged rows are not published.
+		aborted bool
 		// lastMerge is when a staged sink last merged (or first
 		// committed).
 		lastMerge time.Time
@@ -555,7 +558,10 @@ func (s *Sink) Close(ctx context.Context) error {
 	workers := s.mu.workers
 	s.mu.workers = nil
 	epoch, checkpointed := s.mu.maxEpoch+1, s.mu.sawEpoch
-	staged := checkpointed // only a checkpointed run's end publishes (never a failed run's close)
+	// Only a run whose whole input arrived publishes: a checkpointed run's
+	// end (Close after its final commit), or the end of a run without
+	// checkpoints that was not aborted.
+	staged := checkpointed && !s.mu.aborted
 	pending := s.mu.pending
 	s.mu.pending = nil
 	s.mu.Unlock()
@@ -607,6 +613,16 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	s.db.closed = true
 	return errors.Join(errs...)
+}
+
+// Abort ends a run without checkpoints that failed or was cancelled
+// (contract.AbortingSink): as Close, except that a partition run's staged
+// rows are not published.
+func (s *Sink) Abort(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.aborted = true
+	s.mu.Unlock()
+	return s.Close(ctx)
 }
 
 // apply writes parts in one transaction; with progress, as epoch.
