@@ -316,6 +316,58 @@ func TestCLIScheduleSurvivesKill(t *testing.T) {
 	}
 }
 
+// TestCLIScheduleCrashAfterSubmit kills the server (kill -9) right after
+// a scheduled partition run was submitted and before the schedule
+// recorded it: the restarted server finds the job again and records it as
+// the partition's run, instead of submitting a second one. One job, one
+// attempt, one publication.
+func TestCLIScheduleCrashAfterSubmit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	data, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	d1 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Format("2006-01-02")
+	dir := filepath.Join(work, "in", d1)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, dir, "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n")
+	t.Setenv("WEIR_TEST_SCHEDULE_CRASH", "after-submit")
+	srv := startServer(t, data)
+	os.Unsetenv("WEIR_TEST_SCHEDULE_CRASH") // the server has it; its successor will not
+	srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1, "--files", "in/{partition}/*.jsonl")
+	select {
+	case <-srv.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server was not killed after the submission\nlog:\n%s", srv.log())
+	}
+	srv = startServer(t, data)
+	var s client.Schedule
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "schedules", "describe", "sales", "--format", "json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Runs) == 1 && s.Runs[0].Status == "published"
+	}) {
+		t.Fatalf("after the restart, runs %+v\n%s", s.Runs, srv.log())
+	}
+	if r := s.Runs[0]; r.Attempts != 1 || len(r.JobIDs) != 1 {
+		t.Errorf("the partition's run: %d attempts, jobs %v; want the one job submitted before the crash", r.Attempts, r.JobIDs)
+	}
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "jobs", "list", "--status", "all", "--format", "json").stdout), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 {
+		t.Errorf("%d jobs, want the one submitted before the crash: %v", len(jobs), jobs)
+	}
+	if n, _ := publications(t, db, "sales", d1); n != 1 {
+		t.Errorf("%d publication log entries, want 1", n)
+	}
+}
+
 // TestCLIScheduleSwitchRequiresParity: with --require-parity a switch
 // shadow-runs the new version on the latest published partitions and
 // switches only when it reproduces what they published. A version that

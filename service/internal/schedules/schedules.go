@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
@@ -552,8 +555,18 @@ func (s *Schedules) start(ctx context.Context, sch *record.Schedule, st Step, no
 		return save(failedAttempt(sch, r, now))
 	}
 	r.ManifestDigest = m.Digest
-	j, err := s.SubmitNew(ctx, core.SubmitRequest{Name: sch.JobName, Pipeline: st.Version.Pipeline, PipelineFile: st.Version.PipelineFile,
-		BaseDir: st.Version.BaseDir, Options: st.Version.Options, Manifest: m.Name, Partition: r.Partition})
+	var j *record.Job
+	if j, err = s.orphan(sch, st, r, m); err == nil && j != nil {
+		// Submitted before a crash that came before its run record: the
+		// run is that job, never a second one.
+		s.Opts.Logger.Info("scheduled partition run found again after a restart", "schedule", sch.Name, "partition", r.Partition, "job_id", j.ID)
+	} else if err == nil {
+		j, err = s.SubmitNew(ctx, core.SubmitRequest{Name: sch.JobName, Pipeline: st.Version.Pipeline, PipelineFile: st.Version.PipelineFile,
+			BaseDir: st.Version.BaseDir, Options: st.Version.Options, Manifest: m.Name, Partition: r.Partition})
+		if err == nil {
+			crashAt("after-submit")
+		}
+	}
 	if err != nil {
 		if isCode(err, errcode.JobNameActive) || isCode(err, errcode.PartitionBusy) {
 			// Another run of the job name (started by hand) holds the
@@ -573,6 +586,41 @@ func (s *Schedules) start(ctx context.Context, sch *record.Schedule, st Step, no
 	s.Opts.Logger.Info("scheduled partition run started", "schedule", sch.Name, "partition", r.Partition, "version", r.Version,
 		"job_id", j.ID, "attempt", r.Attempts)
 	return save(r)
+}
+
+// orphan returns the partition run of st that a crash left unrecorded:
+// the newest job of the schedule's job name for r's partition, read from
+// manifest m, running st's version's pipeline, not a shadow run, and not
+// among r's jobs already. Nil when there is none.
+func (s *Schedules) orphan(sch *record.Schedule, st Step, r record.ScheduleRun, m *manifest.Manifest) (*record.Job, error) {
+	jobs, err := s.Core.List(core.StatusAll)
+	if err != nil {
+		return nil, err
+	}
+	var found *record.Job
+	for _, j := range jobs {
+		if j.Name != sch.JobName || j.Partition != r.Partition || j.Shadow || j.Manifest != m.Name || j.ManifestDigest != m.Digest ||
+			j.Pipeline != st.Version.Pipeline || slices.Contains(r.JobIDs, j.ID) {
+			continue
+		}
+		if found == nil || j.CreateTime.After(found.CreateTime) {
+			found = j
+		}
+	}
+	return found, nil
+}
+
+// crashEnv, set to "after-submit" in a test's server, kills the process
+// (SIGKILL) right after a partition run's submission, before its run
+// record is written: the crash test's seeded point.
+const crashEnv = "WEIR_TEST_SCHEDULE_CRASH"
+
+// crashAt kills the process when the crash test asks for point.
+func crashAt(point string) {
+	if os.Getenv(crashEnv) == point {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
 }
 
 // writeRun is a run record to write, of schedule name.
