@@ -184,6 +184,21 @@ func TestCLISchedules(t *testing.T) {
 	}
 }
 
+// yesterdayPartition writes under work the partition pipeline p.yaml
+// (publishing to db, out.db) and the input directory in/D1 of yesterday's
+// daily partition D1, and returns them.
+func yesterdayPartition(t *testing.T, work string) (db, d1, dir string) {
+	t.Helper()
+	db = filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	d1 = time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Format("2006-01-02")
+	dir = filepath.Join(work, "in", d1)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return db, d1, dir
+}
+
 // TestCLIScheduleRetriesSameManifest: a partition whose pinned file
 // changed fails at each attempt (MANIFEST_CHANGED), is retried after the
 // backoff against the same manifest, and is left failed after
@@ -192,13 +207,7 @@ func TestCLISchedules(t *testing.T) {
 func TestCLIScheduleRetriesSameManifest(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
-	db := filepath.Join(work, "out.db")
-	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-	d1 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Format("2006-01-02")
-	dir := filepath.Join(work, "in", d1)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	db, d1, dir := yesterdayPartition(t, work)
 	good := `{"region": "NORTH", "amount": 250}` + "\n"
 	f := writeTestFile(t, dir, "a.jsonl", good)
 	// Pin the partition's manifest first (as the schedule would), then
@@ -326,13 +335,7 @@ func TestCLIScheduleCrashAfterSubmit(t *testing.T) {
 		t.Skip("starts servers")
 	}
 	data, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "out.db")
-	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-	d1 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Format("2006-01-02")
-	dir := filepath.Join(work, "in", d1)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	db, d1, dir := yesterdayPartition(t, work)
 	writeTestFile(t, dir, "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n")
 	t.Setenv("WEIR_TEST_SCHEDULE_CRASH", "after-submit")
 	srv := startServer(t, data)

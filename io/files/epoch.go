@@ -201,16 +201,25 @@ func (s *EpochSink) WriteRejecting(_ context.Context, worker int, elems []contra
 }
 
 func (s *EpochSink) write(worker int, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
-	pw, err := s.worker(worker)
+	return writeTo(s.worker, func(pw *partWriter) error { return s.openLocked(pw, worker) }, s.cfg.Path, worker, elems, rejects, reject)
+}
+
+// writeTo encodes elems into worker's file of a sink with a file per
+// worker: get returns the worker's writer, open opens its file (called
+// under the writer's lock); with reject set, a value the format cannot
+// hold is appended to rejects instead of failing.
+func writeTo(get func(int) (*partWriter, error), open func(*partWriter) error, path string, worker int,
+	elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
+	pw, err := get(worker)
 	if err != nil {
 		return rejects, err
 	}
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	if err := s.openLocked(pw, worker); err != nil {
+	if err := open(pw); err != nil {
 		return rejects, err
 	}
-	return pw.enc.write(s.cfg.Path, elems, rejects, reject)
+	return pw.enc.write(path, elems, rejects, reject)
 }
 
 // finishLocked flushes, syncs and closes pw's file and renames it to to;
@@ -306,23 +315,33 @@ func (s *EpochSink) Commit(_ context.Context, epoch uint64, parts [][]byte) erro
 		if strings.ContainsRune(final, filepath.Separator) || final != filepath.Base(final) {
 			return fmt.Errorf("committing epoch %d of %s: bad part name %q", epoch, s.cfg.Path, final)
 		}
-		to := filepath.Join(s.dir, final)
-		if fileExists(to) {
-			continue
+		r, err := commitPending(epoch, s.cfg.Path, s.pending(final), filepath.Join(s.dir, final))
+		if err != nil {
+			return err
 		}
-		from := s.pending(final)
-		if err := os.Rename(from, to); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("committing epoch %d of %s: part %s is missing (neither it nor %s exists)", epoch, s.cfg.Path, to, from)
-			}
-			return fmt.Errorf("committing epoch %d of %s: %w", epoch, s.cfg.Path, err)
-		}
-		renamed = true
+		renamed = renamed || r
 	}
 	if renamed {
 		return syncDir(s.dir)
 	}
 	return nil
+}
+
+// commitPending renames the pending part from to its final name to (a
+// part of sink path's epoch); false when to exists already (a replayed
+// commit). A part found under neither name is an error: its rows would
+// be lost.
+func commitPending(epoch uint64, path, from, to string) (bool, error) {
+	if fileExists(to) {
+		return false, nil
+	}
+	if err := os.Rename(from, to); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("committing epoch %d of %s: part %s is missing (neither it nor %s exists)", epoch, path, to, from)
+		}
+		return false, fmt.Errorf("committing epoch %d of %s: %w", epoch, path, err)
+	}
+	return true, nil
 }
 
 // Close finalises the rows no barrier staged (only an execution without

@@ -101,11 +101,7 @@ func (e *OutputError) Is(target error) bool { return target == ErrOutputExists }
 // A streaming job of the name writes new part files (named with its
 // generation) and may therefore share a path with its name's earlier jobs.
 func CheckOutput(p string, owner Owner, layout string) error {
-	o, found, err := ReadOwner(p)
-	if err != nil {
-		return err
-	}
-	exists, err := outputExists(p)
+	o, found, exists, err := readOutput(p)
 	if err != nil {
 		return err
 	}
@@ -118,6 +114,16 @@ func CheckOutput(p string, owner Owner, layout string) error {
 		return &OutputError{Path: p, Owner: &o, Earlier: true}
 	}
 	return nil
+}
+
+// readOutput returns the owner recorded for sink path p (found: there is
+// an owner file) and whether p or a part file of it exists.
+func readOutput(p string) (o Owner, found, exists bool, err error) {
+	if o, found, err = ReadOwner(p); err != nil {
+		return o, found, false, err
+	}
+	exists, err = outputExists(p)
+	return o, found, exists, err
 }
 
 // outputExists says whether p or a part file derived from it exists.

@@ -182,11 +182,7 @@ func (m *PublicationManifest) Published(jobName, partition, digest string) *Publ
 // output of a batch job of the name. A shadow run never publishes or
 // claims p: it only needs p not to hold another kind of output.
 func CheckPartitionOutput(p string, owner Owner, shadow bool) error {
-	o, found, err := ReadOwner(p)
-	if err != nil {
-		return err
-	}
-	exists, err := outputExists(p)
+	o, found, exists, err := readOutput(p)
 	if err != nil {
 		return err
 	}
@@ -362,16 +358,7 @@ func (s *StagedSink) WriteRejecting(_ context.Context, worker int, elems []contr
 }
 
 func (s *StagedSink) write(worker int, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
-	pw, err := s.worker(worker)
-	if err != nil {
-		return rejects, err
-	}
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	if err := s.openLocked(pw); err != nil {
-		return rejects, err
-	}
-	return pw.enc.write(s.cfg.Path, elems, rejects, reject)
+	return writeTo(s.worker, s.openLocked, s.cfg.Path, worker, elems, rejects, reject)
 }
 
 // PreCommit is a barrier before the input's end: the rows stay in the
@@ -457,17 +444,11 @@ func (s *StagedSink) Commit(_ context.Context, epoch uint64, parts [][]byte) err
 		s.mu.Lock()
 		s.mu.committed = true
 		s.mu.Unlock()
-		to := filepath.Join(s.dir, final)
-		if fileExists(to) {
-			continue
+		r, err := commitPending(epoch, s.cfg.Path, s.pending(final), filepath.Join(s.dir, final))
+		if err != nil {
+			return err
 		}
-		if err := os.Rename(s.pending(final), to); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("committing epoch %d of %s: part %s is missing (neither it nor its pending file exists)", epoch, s.cfg.Path, to)
-			}
-			return fmt.Errorf("committing epoch %d of %s: %w", epoch, s.cfg.Path, err)
-		}
-		renamed = true
+		renamed = renamed || r
 	}
 	if renamed {
 		return syncDir(s.dir)

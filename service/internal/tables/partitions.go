@@ -119,17 +119,9 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			if bare == "" {
 				bare = stage
 			}
-			switch {
-			case j.Active() || j.PendingCommit && !j.Shadow:
-				r.Status = "running"
-			case stages[strings.ToLower(bare)] && j.Shadow:
-				r.Status = "shadow"
-			case stages[strings.ToLower(bare)]:
-				r.Status = "staged"
-			default:
-				continue // nothing left of the run: published by another run, or nothing written
+			if r.Status = unpublishedStatus(j, stages[strings.ToLower(bare)]); r.Status != "" {
+				out = append(out, r)
 			}
-			out = append(out, r)
 		}
 	}
 	for _, t := range fileTargets {
@@ -156,17 +148,9 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			}
 			r := base
 			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, own.Version, j.ID, j.ManifestDigest
-			switch {
-			case j.Active() || j.PendingCommit && !j.Shadow:
-				r.Status = "running"
-			case own.Staged && j.Shadow:
-				r.Status = "shadow"
-			case own.Staged:
-				r.Status = "staged"
-			default:
-				continue // nothing left of the run: a rerun of a published manifest
+			if r.Status = unpublishedStatus(j, own.Staged); r.Status != "" {
+				out = append(out, r)
 			}
-			out = append(out, r)
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool {
@@ -176,4 +160,20 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 		return out[a].Target < out[b].Target
 	})
 	return out, nil
+}
+
+// unpublishedStatus is the status of partition run j, which no publication
+// log entry names, given whether its staging table or version directory
+// is there: "running", "shadow", "staged", or "" when nothing is left of
+// it (a rerun of a published manifest, or a run that wrote nothing).
+func unpublishedStatus(j *record.Job, staged bool) string {
+	switch {
+	case j.Active() || j.PendingCommit && !j.Shadow:
+		return "running"
+	case staged && j.Shadow:
+		return "shadow"
+	case staged:
+		return "staged"
+	}
+	return ""
 }
