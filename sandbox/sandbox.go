@@ -10,8 +10,9 @@
 // with no broker connection and no database connection (yamlpipe's
 // GraphOnly) and run in this process.
 //
-// It may import diff, graph, io/pubsub (the typed nil broker a pipeline
-// with Pub/Sub steps is built with, and its sources' decoding of recorded
+// It may import diff, graph, internal/jsonscan (the scan of a message's
+// top-level numbers), io/pubsub (the typed nil broker a pipeline with
+// Pub/Sub steps is built with, and its sources' decoding of recorded
 // messages), mtime, row, runner, runner/contract, weir, window, yamlpipe,
 // github.com/goccy/go-yaml (the tests: section of a pipeline file,
 // tests.go) and the standard library. It must
@@ -27,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -265,6 +267,11 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 	if cap.err != nil {
 		return nil, cap.err
 	}
+	// Every element of the trace was this run's input (one for a source
+	// the pipeline lacks was refused when the sources were bound): the
+	// sums are the trace's, computed once, after the run, so that runs
+	// sharing the trace (RunAll) do not wait for them before starting.
+	maps.Copy(res.InputSums, trace.inputSums())
 	ok = true
 	return res, nil
 }
@@ -338,11 +345,6 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		}
 		ts.events = append(ts.events, traceEvent{elem: ts.element(ev)})
 		res.Input++
-		if ev.Message != nil {
-			addNumbers(res.InputSums, messageObject(ev.Message))
-		} else {
-			addNumbers(res.InputSums, ev.Value)
-		}
 	}
 	for _, name := range pubsubSources {
 		if srcs[name] == nil {
@@ -480,10 +482,10 @@ func (c *capture) add(r diff.Row, reject bool) error {
 	return nil
 }
 
-// messageObject returns a message's JSON object payload (nil when it is
-// not one).
-func messageObject(m *pubsub.Message) map[string]any {
-	dec := json.NewDecoder(bytes.NewReader(m.Data))
+// decodeObject returns a message's JSON object payload data (nil when it
+// is not one), numbers as json.Number.
+func decodeObject(data []byte) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v map[string]any
 	if err := dec.Decode(&v); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -49,6 +50,34 @@ type Event struct {
 // and advances.
 type Trace struct {
 	Events []Event
+
+	// sums are the trace's input sums, computed once for every run that
+	// shares the trace (inputSums).
+	sumsOnce sync.Once
+	sums     map[string]float64
+}
+
+// inputSums returns the sum of each numeric top-level field over the
+// trace's elements (a message's JSON object payload, or an element's
+// value): the input side of a run's conservation. It decodes the
+// messages once, however many runs share the trace; the map is shared, so
+// callers copy it.
+func (t *Trace) inputSums() map[string]float64 {
+	t.sumsOnce.Do(func() {
+		t.sums = map[string]float64{}
+		var f flatSums
+		for i := range t.Events {
+			ev := &t.Events[i]
+			switch {
+			case ev.IsWatermark:
+			case ev.Message != nil:
+				f.addMessageNumbers(t.sums, ev.Message.Data)
+			default:
+				addNumbers(t.sums, ev.Value)
+			}
+		}
+	})
+	return t.sums
 }
 
 // Elements counts the trace's elements.
