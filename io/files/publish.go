@@ -34,6 +34,9 @@ import (
 //	DIR/NAME.EXT.manifest.json                 the publication manifest: the
 //	                                           version each partition reads
 //	                                           and the publication log
+//	DIR/NAME.EXT                               the published view: every
+//	                                           partition's published rows
+//	                                           (JSON lines, CSV; writeView)
 //	DIR/.NAME.EXT.weir                         the owner file
 //
 // A worker's rows stay in its hidden in-progress file until its final
@@ -199,7 +202,10 @@ func CheckPartitionOutput(p string, owner Owner, shadow bool) error {
 
 // StagedSink is a partition run's staged file sink (see the layout
 // above). It is a contract.TransactionalSink whose parts are committed at
-// the run's final checkpoint only, and a contract.AbortingSink.
+// the run's final checkpoint only, and a contract.AbortingSink. Lock
+// order: a worker's partWriter.mu before the sink's mu (openLocked takes
+// mu under the writer's lock); mu is never held while a writer's is
+// taken.
 type StagedSink struct {
 	cfg   SinkConfig
 	stage Stage
@@ -503,13 +509,15 @@ func (s *StagedSink) Close(ctx context.Context) error {
 // published and the version stays staged (contract.AbortingSink).
 func (s *StagedSink) Abort(context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.mu.closed = true
+	workers := s.mu.workers
+	s.mu.Unlock()
 	var errs []error
-	for _, pw := range s.mu.workers {
+	for _, pw := range workers {
 		pw.mu.Lock()
 		if pw.f != nil {
 			errs = append(errs, pw.f.Close())
