@@ -266,9 +266,14 @@ func (r *run) instantiate() error {
 		var splits []contract.SourceSplit
 		var err error
 		if rs := r.opts.Restore; rs != nil {
-			if _, ok := sp.code.(contract.ResumableSource); !ok && feedsKeyedState(r.prog.Graph, sp.step) {
-				// It would read again from its beginning what the restored
-				// keyed state already holds: every element counted twice.
+			// A checkpoint records every source it covered, with null
+			// positions for one that has none: such a source would read
+			// again from its beginning what the restored keyed state
+			// already holds, every element counted twice. (A restore
+			// without positions, such as a rehearsal's state seeded from
+			// a snapshot, replays its input on purpose.)
+			_, recorded := rs.Positions[sp.step.Name]
+			if _, ok := sp.code.(contract.ResumableSource); recorded && !ok && feedsKeyedState(r.prog.Graph, sp.step) {
 				return fmt.Errorf("%w: source %q cannot resume from a checkpoint, and the restored state holds what it read", contract.ErrNotCheckpointable, sp.step.Name)
 			}
 		}
