@@ -56,9 +56,8 @@ type EpochSink struct {
 
 	mu struct {
 		sync.Mutex
-		workers  map[int]*partWriter
+		files    workerFiles
 		maxEpoch uint64
-		closed   bool
 		// parts are the rolling parts this sink created, by in-progress
 		// path: what its commits covered of each (rolling.go).
 		parts map[string]*rollingPart
@@ -89,7 +88,6 @@ func NewEpochSink(cfg SinkConfig) (*EpochSink, error) {
 	s.ext = filepath.Ext(base)
 	s.stem = strings.TrimSuffix(base, s.ext)
 	s.generationPrefix = fmt.Sprintf("%s-g%04d", s.stem, cfg.Owner.Generation)
-	s.mu.workers = map[int]*partWriter{}
 	s.mu.parts = map[string]*rollingPart{}
 	if cfg.Rolling.On() && cfg.Format != JSONLines && cfg.Format != CSV {
 		return nil, errors.New("rolling parts need an appendable format (JSON lines or CSV): a Parquet or Avro part is complete only when closed")
@@ -145,15 +143,41 @@ func (s *EpochSink) pending(final string) string {
 func (s *EpochSink) worker(w int) (*partWriter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
-		return nil, fmt.Errorf("sink %s is closed", s.cfg.Path)
+	return s.mu.files.get(w, s.cfg.Path, s.inProgress)
+}
+
+// workerFiles are a file sink's writers, one per worker, and whether the
+// sink is closed. The sink's own mutex guards them: its callers hold it.
+type workerFiles struct {
+	writers map[int]*partWriter
+	closed  bool
+}
+
+// get returns worker's writer, made on first use with its in-progress
+// file inProgress(worker); an error once the sink at path is closed.
+func (f *workerFiles) get(worker int, path string, inProgress func(int) string) (*partWriter, error) {
+	if f.closed {
+		return nil, fmt.Errorf("sink %s is closed", path)
 	}
-	pw := s.mu.workers[w]
+	pw := f.writers[worker]
 	if pw == nil {
-		pw = &partWriter{path: s.inProgress(w)}
-		s.mu.workers[w] = pw
+		if f.writers == nil {
+			f.writers = map[int]*partWriter{}
+		}
+		pw = &partWriter{path: inProgress(worker)}
+		f.writers[worker] = pw
 	}
 	return pw, nil
+}
+
+// close marks the sink closed and returns its writers; open is false when
+// it was closed already.
+func (f *workerFiles) close() (writers map[int]*partWriter, open bool) {
+	if f.closed {
+		return nil, false
+	}
+	f.closed = true
+	return f.writers, true
 }
 
 func (s *EpochSink) openLocked(pw *partWriter, worker int) error {
@@ -355,14 +379,12 @@ func (s *EpochSink) Close(ctx context.Context) error {
 		return s.Release(ctx)
 	}
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
+	workers, open := s.mu.files.close()
+	epoch := s.mu.maxEpoch + 1
+	s.mu.Unlock()
+	if !open {
 		return nil
 	}
-	s.mu.closed = true
-	epoch := s.mu.maxEpoch + 1
-	workers := s.mu.workers
-	s.mu.Unlock()
 	var errs []error
 	renamed := false
 	for w, pw := range workers {

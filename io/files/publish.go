@@ -218,15 +218,14 @@ type StagedSink struct {
 
 	mu struct {
 		sync.Mutex
-		workers map[int]*partWriter
+		files workerFiles
 		// final marks the workers whose final share was pre-committed.
 		final map[int]bool
 		// committed: a final share was committed (the run's end, or the
 		// replay of a checkpoint before this execution started).
 		committed bool
 		// own: this execution wrote or staged rows.
-		own    bool
-		closed bool
+		own bool
 		// barriers counts the barriers after rows arrived (the mid-run
 		// crash point of the crash tests only).
 		barriers int
@@ -246,7 +245,6 @@ func NewStagedSink(cfg SinkConfig, st Stage) (*StagedSink, error) {
 	s := &StagedSink{cfg: cfg, stage: st, dir: VersionDir(cfg.Path, st.Partition, st.JobID)}
 	s.ext = filepath.Ext(base)
 	s.stem = strings.TrimSuffix(base, s.ext)
-	s.mu.workers = map[int]*partWriter{}
 	s.mu.final = map[int]bool{}
 	return s, nil
 }
@@ -291,15 +289,7 @@ func (s *StagedSink) prepare() error {
 func (s *StagedSink) worker(w int) (*partWriter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
-		return nil, fmt.Errorf("sink %s is closed", s.cfg.Path)
-	}
-	pw := s.mu.workers[w]
-	if pw == nil {
-		pw = &partWriter{path: s.inProgress(w)}
-		s.mu.workers[w] = pw
-	}
-	return pw, nil
+	return s.mu.files.get(w, s.cfg.Path, s.inProgress)
 }
 
 func (s *StagedSink) openLocked(pw *partWriter) error {
@@ -375,8 +365,15 @@ func (s *StagedSink) PreCommit(_ context.Context, worker int, _ uint64) ([]byte,
 		// The crash test's point in the middle of a run: the second
 		// barrier after rows arrived, once a checkpoint is durable.
 		s.mu.Lock()
-		pw := s.mu.workers[worker]
-		wrote := pw != nil && pw.f != nil
+		pw := s.mu.files.writers[worker]
+		s.mu.Unlock()
+		wrote := false
+		if pw != nil {
+			pw.mu.Lock() // before mu (the lock order)
+			wrote = pw.f != nil
+			pw.mu.Unlock()
+		}
+		s.mu.Lock()
 		if wrote {
 			s.mu.barriers++
 		}
@@ -467,14 +464,12 @@ func (s *StagedSink) Commit(_ context.Context, epoch uint64, parts [][]byte) err
 // version is published (unless the run is a shadow run).
 func (s *StagedSink) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.closed = true
-	workers := s.mu.workers
+	workers, open := s.mu.files.close()
 	final, committed := s.mu.final, s.mu.committed
 	s.mu.Unlock()
+	if !open {
+		return nil
+	}
 	if !committed {
 		// Without checkpoints (or a run that staged nothing): this
 		// execution's rows are the whole output.
@@ -509,13 +504,11 @@ func (s *StagedSink) Close(ctx context.Context) error {
 // published and the version stays staged (contract.AbortingSink).
 func (s *StagedSink) Abort(context.Context) error {
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
+	workers, open := s.mu.files.close()
+	s.mu.Unlock()
+	if !open {
 		return nil
 	}
-	s.mu.closed = true
-	workers := s.mu.workers
-	s.mu.Unlock()
 	var errs []error
 	for _, pw := range workers {
 		pw.mu.Lock()

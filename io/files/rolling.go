@@ -218,13 +218,11 @@ func rollFile(from, to string, n int64) error {
 // covers, are removed. Then the sink is closed.
 func (s *EpochSink) Release(context.Context) error {
 	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
+	workers, open := s.mu.files.close()
+	s.mu.Unlock()
+	if !open {
 		return nil
 	}
-	s.mu.closed = true
-	workers := s.mu.workers
-	s.mu.Unlock()
 	var errs []error
 	for _, pw := range workers {
 		pw.mu.Lock()
