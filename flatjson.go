@@ -248,7 +248,7 @@ func (f *flatJSON) decode(b []byte, v reflect.Value) bool {
 		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		key, j, ok := stringAt(b, i)
+		key, j, ok := jsonscan.StringAt(b, i)
 		if !ok {
 			return false
 		}
@@ -293,7 +293,7 @@ func (f *flatJSON) field(key []byte) *flatField {
 func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 	switch fld.kind {
 	case reflect.String:
-		s, j, ok := stringAt(b, i)
+		s, j, ok := jsonscan.StringAt(b, i)
 		if !ok {
 			return 0, false
 		}
@@ -310,7 +310,7 @@ func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 		}
 		return 0, false
 	}
-	j := numberEnd(b, i)
+	j := jsonscan.NumberEnd(b, i)
 	lit := b[i:j]
 	if !jsonscan.Number(lit) {
 		return 0, false
@@ -336,36 +336,4 @@ func (fld *flatField) set(b []byte, i int, v reflect.Value) (int, bool) {
 		v.SetInt(x)
 	}
 	return j, true
-}
-
-// stringAt reads the JSON string at b[i:] when it has no escapes and
-// is valid UTF-8 (what encoding/json returns as it is), returning its
-// bytes and where it ends.
-func stringAt(b []byte, i int) ([]byte, int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			s := b[i+1 : j]
-			return s, j + 1, jsonscan.PlainString(s)
-		case c == '\\':
-			return nil, 0, false
-		}
-	}
-	return nil, 0, false
-}
-
-// numberEnd returns where the number-like token at b[i:] ends.
-func numberEnd(b []byte, i int) int {
-	for i < len(b) {
-		switch c := b[i]; {
-		case '0' <= c && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }

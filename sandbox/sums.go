@@ -41,19 +41,11 @@ func (f *flatSums) scan(b []byte) bool {
 		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		// A key: a plain string (no escapes).
-		if i >= len(b) || b[i] != '"' {
+		key, end, ok := jsonscan.StringAt(b, i) // a plain key (no escapes)
+		if !ok {
 			return false
 		}
-		end := i + 1
-		for end < len(b) && b[end] != '"' {
-			end++
-		}
-		if end >= len(b) || !jsonscan.PlainString(b[i+1:end]) {
-			return false
-		}
-		key := b[i+1 : end]
-		i = jsonscan.SkipSpace(b, end+1)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
@@ -86,7 +78,8 @@ func (f *flatSums) scan(b []byte) bool {
 }
 
 // skipValue returns the end of the JSON value at b[i:] that scan accepts
-// (a number, a string, true, false, null); -1 for anything else.
+// (a number, a string — escapes skipped, its content is not read — true,
+// false, null); -1 for anything else.
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
@@ -103,10 +96,7 @@ func skipValue(b []byte, i int) int {
 		}
 		return -1
 	case c == '-' || c >= '0' && c <= '9':
-		j := i
-		for j < len(b) && (b[j] == '-' || b[j] == '+' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] >= '0' && b[j] <= '9') {
-			j++
-		}
+		j := jsonscan.NumberEnd(b, i)
 		if !jsonscan.Number(b[i:j]) {
 			return -1
 		}

@@ -1,6 +1,7 @@
 // Package jsonscan holds the small pieces of JSON scanning that the fast
-// readers of rows (package row) and of Go SDK accumulators share: what a
-// plain number and a plain string are, and whitespace. Each fast reader
+// readers of rows (package row), of Go SDK accumulators and of a
+// rehearsal's input sums (package sandbox) share: what a plain number and
+// a plain string are, where they end, and whitespace. Each fast reader
 // reads only what it can read exactly as encoding/json does and leaves the
 // rest to encoding/json; these helpers say what "plain" is.
 //
@@ -68,6 +69,39 @@ func digits(b []byte, i int) int {
 func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
+	}
+	return i
+}
+
+// StringAt reads the JSON string at b[i:] when it has no escapes and is
+// valid UTF-8 (what encoding/json returns as it is), returning its bytes
+// and where it ends; ok is false for anything else.
+func StringAt(b []byte, i int) (s []byte, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s := b[i+1 : j]
+			return s, j + 1, PlainString(s)
+		case c == '\\':
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// NumberEnd returns where the number-like token at b[i:] ends (digits,
+// signs, '.', 'e', 'E'); whether it is a number is Number's to say.
+func NumberEnd(b []byte, i int) int {
+	for i < len(b) {
+		switch c := b[i]; {
+		case '0' <= c && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
+			i++
+		default:
+			return i
+		}
 	}
 	return i
 }
