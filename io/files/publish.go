@@ -687,13 +687,17 @@ func crashAt(point string) {
 	}
 }
 
+// StagedVersion returns the sink's path and its version directory, and
+// whether that exists (contract.PublishingFileSink).
+func (s *StagedSink) StagedVersion() (target, version string, staged bool) {
+	fi, err := os.Stat(s.dir)
+	return s.cfg.Path, s.dir, err == nil && fi.IsDir()
+}
+
 // FilePublications reads the sink's publication manifest
 // (contract.PublishingFileSink).
 func (s *StagedSink) FilePublications() (contract.FilePublications, error) {
-	out := contract.FilePublications{Target: s.cfg.Path, Manifest: ManifestPath(s.cfg.Path), Version: s.dir}
-	if fi, err := os.Stat(s.dir); err == nil && fi.IsDir() {
-		out.Staged = true
-	}
+	out := contract.FilePublications{Manifest: ManifestPath(s.cfg.Path)}
 	m, _, err := ReadPublicationManifest(s.cfg.Path)
 	if err != nil {
 		return out, err

@@ -13,24 +13,23 @@ type FilePublication struct {
 	PublishedAt    string
 }
 
-// FilePublications is what a partition run's staged file sink knows of
-// its target: the target path, its publication manifest, its publication
-// log, and this run's own version.
+// FilePublications is the publication manifest of a partition run's
+// staged file sink: where it is, and its publication log.
 type FilePublications struct {
-	// Target is the sink's configured path; Manifest its publication
-	// manifest.
-	Target, Manifest string
+	// Manifest is the publication manifest's path.
+	Manifest string
 	// Published is the publication log, oldest first; the last entry of
 	// a partition is the version readers read now.
 	Published []FilePublication
-	// Version is this run's version directory; Staged says whether it
-	// exists (the run wrote, and no rerun's publication removed it).
-	Version string
-	Staged  bool
 }
 
 // PublishingFileSink is a partition run's staged file sink (weir
 // partitions list reads it).
 type PublishingFileSink interface {
+	// StagedVersion returns the path the sink publishes to and this run's
+	// version directory, and whether that exists (the run wrote, and no
+	// rerun's publication removed it). It reads no manifest.
+	StagedVersion() (target, version string, staged bool)
+	// FilePublications reads the target's publication manifest.
 	FilePublications() (FilePublications, error)
 }

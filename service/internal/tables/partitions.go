@@ -42,11 +42,15 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	}
 	byKey := map[string]*target{}
 	var targets []*target
+	type fileRun struct {
+		job     *record.Job
+		version string // its version directory
+		staged  bool   // the directory is there
+	}
 	type fileTarget struct {
-		path  string
-		sink  contract.PublishingFileSink // one run's, to read the manifest
-		runs  []*record.Job
-		sinks map[string]contract.PublishingFileSink // by job ID
+		path string
+		sink contract.PublishingFileSink // one run's, to read the manifest
+		runs []fileRun
 	}
 	fileByPath := map[string]*fileTarget{}
 	var fileTargets []*fileTarget
@@ -60,18 +64,14 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 		}
 		for _, code := range p.Program().Code {
 			if fs, ok := code.(contract.PublishingFileSink); ok {
-				fp, err := fs.FilePublications()
-				if err != nil {
-					continue // read again below, where its error is reported
-				}
-				t := fileByPath[fp.Target]
+				path, version, staged := fs.StagedVersion()
+				t := fileByPath[path]
 				if t == nil {
-					t = &fileTarget{path: fp.Target, sink: fs, sinks: map[string]contract.PublishingFileSink{}}
-					fileByPath[fp.Target] = t
+					t = &fileTarget{path: path, sink: fs}
+					fileByPath[path] = t
 					fileTargets = append(fileTargets, t)
 				}
-				t.runs = append(t.runs, j)
-				t.sinks[j.ID] = fs
+				t.runs = append(t.runs, fileRun{job: j, version: version, staged: staged})
 				continue
 			}
 			sk, ok := code.(contract.SQLTableSink)
@@ -138,17 +138,14 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			out = append(out, r)
 			published[p.JobID] = true
 		}
-		for _, j := range t.runs {
+		for _, fr := range t.runs {
+			j := fr.job
 			if published[j.ID] {
 				continue
 			}
-			own, err := t.sinks[j.ID].FilePublications()
-			if err != nil {
-				return nil, errcode.Errorf(errcode.SinkUnavailable, "reading the publication manifest of %s: %w", t.path, err)
-			}
 			r := base
-			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, own.Version, j.ID, j.ManifestDigest
-			if r.Status = unpublishedStatus(j, own.Staged); r.Status != "" {
+			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, fr.version, j.ID, j.ManifestDigest
+			if r.Status = unpublishedStatus(j, fr.staged); r.Status != "" {
 				out = append(out, r)
 			}
 		}
