@@ -313,7 +313,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if j.Active() {
-		if m, err := s.svc.Metrics(j.ID); err == nil && m != nil {
+		if m, err := s.svc.DescribeMetrics(j.ID); err == nil && m != nil {
 			j.Metrics = m
 		}
 	}

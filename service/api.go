@@ -57,6 +57,13 @@ func (s *Service) UpdateOptions(ctx context.Context, ref string, opts record.Job
 // for a terminal one (nil when it never ran).
 func (s *Service) Metrics(ref string) (*record.JobMetrics, error) { return s.core.Metrics(ref) }
 
+// DescribeMetrics is Metrics with, for a running job, the size of each
+// keyed step's stored state, read from the store: for a job's
+// description.
+func (s *Service) DescribeMetrics(ref string) (*record.JobMetrics, error) {
+	return s.core.DescribeMetrics(ref)
+}
+
 // ElementsRead returns how far the live execution of job name has read,
 // without waiting for any lock; ok is false when no execution of the name
 // is live.

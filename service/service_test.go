@@ -109,11 +109,18 @@ func waitElements(t *testing.T, s *Service, ref, step string, n int64) {
 // what names the wait in the failure.
 func waitStep(t *testing.T, s *Service, ref, step, what string, ok func(record.StepMetrics) bool) {
 	t.Helper()
+	waitStepOf(t, s, s.Metrics, ref, step, what, ok)
+}
+
+// waitStepOf is waitStep reading the metrics with metrics (s.Metrics, or
+// s.DescribeMetrics).
+func waitStepOf(t *testing.T, s *Service, metrics func(string) (*record.JobMetrics, error), ref, step, what string, ok func(record.StepMetrics) bool) {
+	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
 	for {
 		changed := s.core.Changes.Next()
-		m, err := s.Metrics(ref)
+		m, err := metrics(ref)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,15 +6,16 @@ import (
 	"github.com/weir-dev/weir/service/record"
 )
 
-// TestStateSizeInMetrics: a running job's metrics give each keyed step
-// the size of the state its checkpoints stored (state_bytes, exact for
-// small state), and no size to the steps that keep none.
+// TestStateSizeInMetrics: a running job's description gives each keyed
+// step the size of the state its checkpoints stored (state_bytes, exact
+// for small state), and no size to the steps that keep none; the plain
+// metrics (the plan's, Prometheus's) read no store and carry no size.
 func TestStateSizeInMetrics(t *testing.T) {
 	s := openService(t, t.TempDir())
 	j := submit(t, s, "sums", streamingYAML, t.TempDir())
 	waitFor(t, s, j.ID, "two checkpoints", checkpointed(2))
 	var sums record.StepMetrics
-	waitStep(t, s, j.ID, "Sums", "a stored state size", func(st record.StepMetrics) bool {
+	waitStepOf(t, s, s.DescribeMetrics, j.ID, "Sums", "a stored state size", func(st record.StepMetrics) bool {
 		sums = st
 		return st.StateBytes != nil && *st.StateBytes > 0
 	})
@@ -26,13 +27,21 @@ func TestStateSizeInMetrics(t *testing.T) {
 	if n := *sums.StateBytes; n > 64<<10 {
 		t.Errorf("Sums holds %d bytes of state for 3 keys", n)
 	}
-	m, err := s.Metrics(j.ID)
+	m, err := s.DescribeMetrics(j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range m.Steps {
 		if st.Name != "Sums" && st.StateBytes != nil {
 			t.Errorf("step %s, which keeps no state, has a state size %d", st.Name, *st.StateBytes)
+		}
+	}
+	if m, err = s.Metrics(j.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range m.Steps {
+		if st.StateBytes != nil {
+			t.Errorf("the plain metrics of step %s read the store: state size %d", st.Name, *st.StateBytes)
 		}
 	}
 }

@@ -516,11 +516,27 @@ func (s *Core) Metrics(ref string) (*record.JobMetrics, error) {
 		return nil, err
 	}
 	if jr := s.RunningJob(j.ID); jr != nil {
-		m := jr.MetricsAt(s.Now())
-		s.addStateSizes(j, m)
-		return m, nil
+		return jr.MetricsAt(s.Now()), nil
 	}
 	return j.Metrics, nil
+}
+
+// DescribeMetrics is Metrics with, for a running job, the size of each
+// keyed step's stored state (StepMetrics.StateBytes). It reads the store,
+// so it serves a job's description (GET /v1/jobs/{id}), not every reader
+// of metrics (the plan, Prometheus).
+func (s *Core) DescribeMetrics(ref string) (*record.JobMetrics, error) {
+	j, err := s.Resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	jr := s.RunningJob(j.ID)
+	if jr == nil {
+		return j.Metrics, nil
+	}
+	m := jr.MetricsAt(s.Now())
+	s.addStateSizes(j, m)
+	return m, nil
 }
 
 // addStateSizes sets the state size of every keyed step of running job
