@@ -17,11 +17,6 @@ import (
 // another position — reordered, or shifted by one removed before it — is
 // refused instead of carrying another output's values.
 
-// renamedOutputsKey is the key of a Combine's recorded config (its FnRef
-// config) that maps an output renamed in place to its old name
-// (yamlpipe's migrations: renamed_from).
-const renamedOutputsKey = "renamed_outputs"
-
 // combineOutputNames returns the names of a YAML Combine's outputs, one
 // per accumulator, in accumulator order: the fields of its output rows
 // after the group-by fields.
@@ -52,16 +47,27 @@ func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
 // in place (migrations: renamed_from), new name to old; nil for none (and
 // for a nil step).
 func RenamedOutputs(s *graph.Step) map[string]string {
-	if s == nil || s.Fn == nil || len(s.Fn.Config) == 0 {
-		return nil
+	return combineMigrations(s).Renamed
+}
+
+// combineMigrationConfig is the part of a YAML Combine's recorded config
+// (its FnRef config) that holds its declared migrations (yamlpipe's
+// migrations:, recorded under these keys).
+type combineMigrationConfig struct {
+	// Renamed maps an output renamed in place to its old name.
+	Renamed map[string]string `json:"renamed_outputs"`
+	// Lossy lists the outputs declared allow_lossy.
+	Lossy []string `json:"lossy_outputs"`
+}
+
+// combineMigrations reads the migrations step s recorded; none for a nil
+// step, a step without config or a config that does not parse.
+func combineMigrations(s *graph.Step) combineMigrationConfig {
+	var cfg combineMigrationConfig
+	if s == nil || s.Fn == nil || len(s.Fn.Config) == 0 || json.Unmarshal(s.Fn.Config, &cfg) != nil {
+		return combineMigrationConfig{}
 	}
-	var cfg struct {
-		Renamed map[string]string `json:"renamed_outputs"`
-	}
-	if json.Unmarshal(s.Fn.Config, &cfg) != nil {
-		return nil
-	}
-	return cfg.Renamed
+	return cfg
 }
 
 // checkCombineOutputs compares a matched YAML Combine's outputs by name
@@ -166,24 +172,15 @@ func outputsNarrowed(o, n *graph.Coder) ([]int, bool) {
 	})
 }
 
-// lossyOutputsKey is the key of a Combine's recorded config that lists the
-// outputs declared allow_lossy (yamlpipe's migrations).
-const lossyOutputsKey = "lossy_outputs"
-
 // LossyOutputs returns the outputs a YAML Combine step declares
 // allow_lossy (migrations), as a set; nil for none (and for a nil step).
 func LossyOutputs(s *graph.Step) map[string]bool {
-	if s == nil || s.Fn == nil || len(s.Fn.Config) == 0 {
+	lossy := combineMigrations(s).Lossy
+	if len(lossy) == 0 {
 		return nil
 	}
-	var cfg struct {
-		Lossy []string `json:"lossy_outputs"`
-	}
-	if json.Unmarshal(s.Fn.Config, &cfg) != nil || len(cfg.Lossy) == 0 {
-		return nil
-	}
-	out := make(map[string]bool, len(cfg.Lossy))
-	for _, n := range cfg.Lossy {
+	out := make(map[string]bool, len(lossy))
+	for _, n := range lossy {
 		out[n] = true
 	}
 	return out
