@@ -269,6 +269,15 @@ func TestCreateFromSnapshotForeignBroker(t *testing.T) {
 			publishRecipe(t, bB, next, next+10, want)
 			addRecipe(sinceCut, next, next+10)
 			next += 10
+			// The job reads every message of its stretch (the counts it
+			// wants beyond the snapshot's 400) before it is drained: on a
+			// loaded machine the subscription's backlog could read 0
+			// before its consumer had started.
+			var read int64
+			for _, w := range want {
+				read += w[1]
+			}
+			waitElements(t, sB, res.Job.ID, "Events", read-400)
 			waitBacklog(t, sB, bB, pubsub.SubscriptionName(c.name, "Events"))
 			got := drainTotals(t, sB, res.Job.ID, filepath.Join(dir, c.name+".sqlite"))
 			if w := rowsOf(want); strings.Join(got, "\n") != strings.Join(w, "\n") {
