@@ -596,9 +596,12 @@ func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstre
 
 // consumerLookupAttempts and consumerLookupPause bound how long a source
 // asks again for a subscription that the broker says both exists and is
-// missing (its view being loaded again): about five seconds.
+// missing (its view being loaded again): about thirty seconds. Five were
+// not enough on a loaded machine after a full disk
+// (TestCLIServerFullDisk failed its job with "subscription already
+// exists" once in a fresh-clone CI run).
 const (
-	consumerLookupAttempts = 50
+	consumerLookupAttempts = 300
 	consumerLookupPause    = 100 * time.Millisecond
 )
 
