@@ -3,15 +3,28 @@ package bench
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
 // nexmarkYAMLSteps are the Nexmark queries written in YAML, the steps that
 // follow a `type: Nexmark` source named Events; each ends in a step named
-// Out. q5 is the counting stage of Beam's query 5 (hot items): the bids
-// per auction in each sliding window, without the final pick of the
-// auctions with the most bids (%s and %s are the window's size and
-// period).
+// Out. ${size} and ${period} stand for the windows' size and period
+// (Beam's windowSizeSec and windowPeriodSec; q11's session gap is the
+// size, as in Beam). A windowed query's results carry their window
+// (window_start, window_end).
+//
+// Beam's queries as YAML writes them: q3 joins the sellers in OR, ID and
+// CA with their category-10 auctions in the global window (so it runs
+// bounded only: without a trigger its join fires at the end of input);
+// q5 counts each auction's bids per sliding window, takes the highest
+// count per window (a Combine without group_by) and joins the counts back
+// to it; q7 joins each fixed window's bids to the window's highest price;
+// q8 joins the people who joined in a fixed window with the auctions they
+// opened in it; q11 counts each bidder's bids per session. q4, q6 and q9
+// need the winning bid of each auction (the bids up to its expiry, in a
+// window per auction), which YAML's windows cannot express: they are in
+// the Go SDK only.
 var nexmarkYAMLSteps = map[string]string{
 	"q0": `
     - type: MapToFields
@@ -42,6 +55,33 @@ var nexmarkYAMLSteps = map[string]string{
       config:
         fields: {auction: bid.auction, price: bid.price}
 `,
+	"q3": `
+    - type: Filter
+      name: SellerStates
+      input: Events
+      config: {keep: "eventType == 'PERSON' && newPerson.state in ['OR', 'ID', 'CA']"}
+    - type: MapToFields
+      name: Sellers
+      input: SellerStates
+      config:
+        fields: {id: newPerson.id, name: newPerson.name, city: newPerson.city, state: newPerson.state}
+    - type: Filter
+      name: Category10
+      input: Events
+      config: {keep: "eventType == 'AUCTION' && newAuction.category == 10"}
+    - type: MapToFields
+      name: Auctions
+      input: Category10
+      config:
+        fields: {id: newAuction.id, seller: newAuction.seller}
+    - type: Join
+      name: Out
+      input: {auction: Auctions, person: Sellers}
+      config:
+        type: inner
+        equalities: [{auction: seller, person: id}]
+        fields: {person: [name, city, state], auction: [id]}
+`,
 	"q5": `
     - type: Filter
       name: Bids
@@ -56,16 +96,124 @@ var nexmarkYAMLSteps = map[string]string{
       name: Sliding
       input: Auctions
       config:
-        windowing: {type: sliding, size: %s, period: %s}
+        windowing: {type: sliding, size: ${size}, period: ${period}}
     - type: Combine
-      name: Out
+      name: Counts
       input: Sliding
       config:
         group_by: [auction]
         combine:
-          bids: {value: auction, fn: count}
+          num: {value: auction, fn: count}
+    - type: Combine
+      name: MaxCount
+      input: Counts
+      config:
+        group_by: []
+        combine:
+          maxNum: {value: num, fn: max}
+    - type: Join
+      name: Out
+      input: {counts: Counts, best: MaxCount}
+      config:
+        type: inner
+        equalities: [{counts: num, best: maxNum}]
+        fields: {counts: [auction, num, window_start, window_end], best: []}
+`,
+	"q7": `
+    - type: Filter
+      name: Bids
+      input: Events
+      config: {keep: "eventType == 'BID'"}
+    - type: MapToFields
+      name: Flat
+      input: Bids
+      config:
+        fields: {auction: bid.auction, bidder: bid.bidder, price: bid.price, dateTime: bid.dateTime, extra: bid.extra}
+    - type: WindowInto
+      name: Fixed
+      input: Flat
+      config:
+        windowing: {type: fixed, size: ${size}}
+    - type: Combine
+      name: MaxPrice
+      input: Fixed
+      config:
+        group_by: []
+        combine:
+          maxPrice: {value: price, fn: max}
+    - type: Join
+      name: Out
+      input: {bids: Fixed, best: MaxPrice}
+      config:
+        type: inner
+        equalities: [{bids: price, best: maxPrice}]
+        fields: {bids: [auction, bidder, price, dateTime, extra], best: [window_start, window_end]}
+`,
+	"q8": `
+    - type: WindowInto
+      name: Fixed
+      input: Events
+      config:
+        windowing: {type: fixed, size: ${size}}
+    - type: Filter
+      name: NewPersons
+      input: Fixed
+      config: {keep: "eventType == 'PERSON'"}
+    - type: MapToFields
+      name: People
+      input: NewPersons
+      config:
+        fields: {id: newPerson.id, name: newPerson.name}
+    - type: Filter
+      name: NewAuctions
+      input: Fixed
+      config: {keep: "eventType == 'AUCTION'"}
+    - type: MapToFields
+      name: Sellers
+      input: NewAuctions
+      config:
+        fields: {seller: newAuction.seller, reserve: newAuction.reserve}
+    - type: Join
+      name: Joined
+      input: {person: People, auction: Sellers}
+      config:
+        type: inner
+        equalities: [{person: id, auction: seller}]
+        fields: {person: [id, name], auction: [reserve]}
+    - type: MapToFields
+      name: Out
+      input: Joined
+      config:
+        fields: {id: id, name: name, reserve: reserve, window_start: window_start, window_end: window_end}
+`,
+	"q11": `
+    - type: Filter
+      name: Bids
+      input: Events
+      config: {keep: "eventType == 'BID'"}
+    - type: MapToFields
+      name: Bidders
+      input: Bids
+      config:
+        fields: {personId: bid.bidder}
+    - type: WindowInto
+      name: Sessions
+      input: Bidders
+      config:
+        windowing: {type: sessions, gap: ${size}}
+    - type: Combine
+      name: Out
+      input: Sessions
+      config:
+        group_by: [personId]
+        combine:
+          bidsPerSession: {value: personId, fn: count}
 `,
 }
+
+// nexmarkYAMLBoundedOnly are the YAML queries that emit nothing before
+// the end of input: the unbounded runs leave them out.
+var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true}
 
 // NexmarkYAMLQueries returns the names of the Nexmark queries written in
 // YAML, sorted.
@@ -78,14 +226,27 @@ func NexmarkYAMLQueries() []string {
 	return qs
 }
 
+// NexmarkYAMLStreamingQueries returns the names of the Nexmark queries
+// written in YAML that emit results while their input is unbounded,
+// sorted.
+func NexmarkYAMLStreamingQueries() []string {
+	var qs []string
+	for _, q := range NexmarkYAMLQueries() {
+		if !nexmarkYAMLBoundedOnly[q] {
+			qs = append(qs, q)
+		}
+	}
+	return qs
+}
+
 // NexmarkYAMLSteps returns the YAML steps of query q (those that follow a
 // `type: Nexmark` source named Events and end in a step named Out), with
 // sliding windows of size and period where the query has them; ok is
 // false when q has no YAML version.
 func NexmarkYAMLSteps(q string, size, period time.Duration) (steps string, ok bool) {
 	steps, ok = nexmarkYAMLSteps[q]
-	if ok && q == "q5" {
-		steps = fmt.Sprintf(steps, size, period)
+	if ok {
+		steps = strings.NewReplacer("${size}", size.String(), "${period}", period.String()).Replace(steps)
 	}
 	return steps, ok
 }

@@ -6,6 +6,8 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
+
+	"github.com/weir-dev/weir/row"
 )
 
 // A native fast path for the simplest CEL expressions: fields, literals,
@@ -75,20 +77,19 @@ func (sc *Scope) nativeExpr(e celast.Expr, depth int) nfn {
 			if slot >= len(vals) {
 				return nval{}, false
 			}
-			switch x := vals[slot].(type) {
-			case int64:
-				return nval{k: nInt, i: x}, true
-			case float64:
-				return nval{k: nFloat, f: x}, true
-			case string:
-				return nval{k: nString, s: x}, true
-			case bool:
-				if x {
-					return nval{k: nBool, i: 1}, true
-				}
-				return nval{k: nBool}, true
+			return nativeOf(vals[slot])
+		}
+	case celast.SelectKind:
+		get, t, ok := sc.rowPath(e, depth)
+		if !ok || t.Kind == row.KindRow {
+			return nil
+		}
+		return func(vals []any) (nval, bool) {
+			v, ok := get(vals)
+			if !ok {
+				return nval{}, false
 			}
-			return nval{}, false
+			return nativeOf(v)
 		}
 	case celast.CallKind:
 		c := e.AsCall()
@@ -105,6 +106,84 @@ func (sc *Scope) nativeExpr(e celast.Expr, depth int) nfn {
 		return nativeCall(c.FunctionName(), fns)
 	}
 	return nil
+}
+
+// nativeOf converts a row value of a kind the fast path knows.
+func nativeOf(v any) (nval, bool) {
+	switch x := v.(type) {
+	case int64:
+		return nval{k: nInt, i: x}, true
+	case float64:
+		return nval{k: nFloat, f: x}, true
+	case string:
+		return nval{k: nString, s: x}, true
+	case bool:
+		if x {
+			return nval{k: nBool, i: 1}, true
+		}
+		return nval{k: nBool}, true
+	}
+	return nval{}, false
+}
+
+// rowPath resolves a selection of a nested row's field (bid.price,
+// a.b.c) statically against the schema: the returned function reads the
+// field's value from a row's values (ok=false when a row on the way is
+// null or not of the declared schema, so that CEL decides), and t is the
+// field's declared type. ok=false when e is not such a selection.
+func (sc *Scope) rowPath(e celast.Expr, depth int) (get func([]any) (any, bool), t row.Type, ok bool) {
+	if depth > 32 {
+		return nil, row.Type{}, false
+	}
+	switch e.Kind() {
+	case celast.IdentKind:
+		slot, found := sc.slot(e.AsIdent())
+		if !found || slot < 0 || slot >= len(sc.schema.Fields) {
+			return nil, row.Type{}, false
+		}
+		return func(vals []any) (any, bool) {
+			if slot >= len(vals) {
+				return nil, false
+			}
+			return vals[slot], true
+		}, sc.schema.Fields[slot].Type, true
+	case celast.SelectKind:
+		s := e.AsSelect()
+		if s.IsTestOnly() {
+			return nil, row.Type{}, false
+		}
+		parent, pt, found := sc.rowPath(s.Operand(), depth+1)
+		if !found || pt.Kind != row.KindRow || pt.Row == nil {
+			return nil, row.Type{}, false
+		}
+		schema, name := pt.Row, s.FieldName()
+		idx := schema.Index(name)
+		if idx < 0 {
+			return nil, row.Type{}, false
+		}
+		return func(vals []any) (any, bool) {
+			v, ok := parent(vals)
+			if !ok {
+				return nil, false
+			}
+			r, isRow := v.(*row.Row)
+			if !isRow || r == nil {
+				return nil, false
+			}
+			i := idx
+			if r.Schema != schema {
+				// An equal schema decoded elsewhere: find the field by name.
+				if i = r.Schema.Index(name); i < 0 {
+					return nil, false
+				}
+			}
+			if i >= len(r.Values) {
+				return nil, false
+			}
+			return r.Values[i], true
+		}, schema.Fields[idx].Type, true
+	}
+	return nil, row.Type{}, false
 }
 
 func nativeCall(fn string, a []nfn) nfn {

@@ -224,7 +224,15 @@ func (sc *Scope) Compile(expr string) (*Program, *cel.Type, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the expression: %w", err)
 	}
-	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep()), tracked: tracked}, ast.OutputType(), nil
+	out := ast.OutputType()
+	if out.Kind() == types.DynKind {
+		// CEL declares a nested row as a map of dyn; a selection of one of
+		// its fields has the field's declared type.
+		if _, ft, ok := sc.rowPath(ast.NativeRep().Expr(), 0); ok && ft.Kind != row.KindAny {
+			out = celTypeOf(ft)
+		}
+	}
+	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep()), tracked: tracked}, out, nil
 }
 
 // FieldsHint lists the variables an expression may use, for messages.

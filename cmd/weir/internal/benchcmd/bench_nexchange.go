@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -37,7 +38,7 @@ func (c changeFlags) active() bool { return c.unbounded || len(c.changes) > 0 }
 // and --change.
 const changeHelp = `
 
---unbounded runs YAML queries (q0, q1, q2, q5) unbounded as jobs of an
+--unbounded runs YAML queries (q0, q1, q2, q5, q7, q8, q11) unbounded as jobs of an
 in-process job service instead (all of them when --query is all): each job's
 maximum rate is measured first by running it for --measure-duration with its
 source unthrottled (the median of the events read per --sample; or given by
@@ -89,7 +90,7 @@ func addChangeFlags(cmd *cobra.Command, f *changeFlags) {
 
 // changeQueries returns the YAML queries an unbounded run of spec runs.
 func changeQueries(spec string, f changeFlags) ([]string, error) {
-	have := bench.NexmarkYAMLQueries()
+	have := bench.NexmarkYAMLStreamingQueries()
 	if spec == "all" {
 		if len(f.changes) > 0 {
 			return []string{"q5"}, nil
@@ -99,8 +100,8 @@ func changeQueries(spec string, f changeFlags) ([]string, error) {
 	var qs []string
 	for _, q := range strings.Split(spec, ",") {
 		q = strings.TrimSpace(q)
-		if _, ok := bench.NexmarkYAMLSteps(q, 0, 0); !ok {
-			return nil, fmt.Errorf("%s has no YAML version; --unbounded and --change run %s", q, strings.Join(have, ", "))
+		if _, ok := bench.NexmarkYAMLSteps(q, 0, 0); !ok || !slices.Contains(have, q) {
+			return nil, fmt.Errorf("%s has no YAML version that emits while its input is unbounded; --unbounded and --change run %s", q, strings.Join(have, ", "))
 		}
 		qs = append(qs, q)
 	}

@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/nexmark"
+	"github.com/weir-dev/weir/nexmark/nexmarkmodel"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// yamlQueryCase says how one YAML query's JSON lines are rendered as its
+// model renders the results, and which model that is.
+type yamlQueryCase struct {
+	render func(m map[string]any) (string, error)
+	model  func([]nexmark.Event, []mtime.Time, nexmark.Config) []string
+}
+
+// yamlQueryCases covers every query in nexmarkYAMLSteps.
+var yamlQueryCases = map[string]yamlQueryCase{
+	"q0": {func(m map[string]any) (string, error) {
+		for field, kind := range map[string]string{"newPerson": "person", "newAuction": "auction", "bid": "bid"} {
+			if m[field] == nil {
+				continue
+			}
+			sub, _ := m[field].(map[string]any)
+			var err error
+			var v any
+			switch kind {
+			case "person":
+				v, err = decodeAs[nexmark.Person](sub)
+			case "auction":
+				v, err = decodeAs[nexmark.Auction](sub)
+			default:
+				v, err = decodeAs[nexmark.Bid](sub)
+			}
+			return fmt.Sprintf("%s %+v", kind, v), err
+		}
+		return "", fmt.Errorf("an event with no person, auction or bid: %v", m)
+	}, nexmarkmodel.Q0},
+	"q1":  {plainAs[nexmark.Bid], nexmarkmodel.Q1},
+	"q2":  {plainAs[nexmark.AuctionPrice], nexmarkmodel.Q2},
+	"q3":  {plainAs[nexmark.NameCityStateID], nexmarkmodel.Q3},
+	"q5":  {windowedAs[nexmark.AuctionCount], nexmarkmodel.Q5},
+	"q7":  {windowedAs[nexmark.Bid], nexmarkmodel.Q7},
+	"q8":  {windowedAs[nexmark.IDNameReserve], nexmarkmodel.Q8},
+	"q11": {sessionAs[nexmark.BidsPerSession], nexmarkmodel.Q11},
+}
+
+// decodeAs reads a JSON object of a YAML row as T: its timestamps (RFC
+// 3339 strings) become milliseconds, as mtime.Time holds them.
+func decodeAs[T any](m map[string]any) (T, error) {
+	var v T
+	c := make(map[string]any, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok && (k == "dateTime" || k == "expires") {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return v, fmt.Errorf("%s: %w", k, err)
+			}
+			x = t.UnixMilli()
+		}
+		c[k] = x
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return v, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	err = d.Decode(&v)
+	return v, err
+}
+
+func plainAs[T any](m map[string]any) (string, error) {
+	v, err := decodeAs[T](m)
+	return fmt.Sprintf("%+v", v), err
+}
+
+// windowMillis reads a result's window_start or window_end.
+func windowMillis(m map[string]any, field string) (int64, error) {
+	s, ok := m[field].(string)
+	if !ok {
+		return 0, fmt.Errorf("a windowed result without %s: %v", field, m)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t.UnixMilli(), err
+}
+
+func windowedAs[T any](m map[string]any) (string, error) {
+	start, err := windowMillis(m, "window_start")
+	if err != nil {
+		return "", err
+	}
+	v, err := plainAs[T](m)
+	return nexmarkmodel.WindowKey(mtime.Time(start)) + v, err
+}
+
+func sessionAs[T any](m map[string]any) (string, error) {
+	start, err := windowMillis(m, "window_start")
+	if err != nil {
+		return "", err
+	}
+	end, err := windowMillis(m, "window_end")
+	if err != nil {
+		return "", err
+	}
+	v, err := plainAs[T](m)
+	return fmt.Sprintf("[%d,%d)", start, end) + v, err
+}
+
+// TestNexmarkYAMLQueriesMatchModels runs every Nexmark query written in
+// YAML (the pipelines `weir bench nexmark --yaml` runs) on 100,000 events
+// for three configurations and compares its results, with their windows,
+// with the reference models the Go queries are checked against.
+func TestNexmarkYAMLQueriesMatchModels(t *testing.T) {
+	runs := []struct {
+		seed    int64
+		workers int
+		cfg     nexmark.Config
+	}{
+		// Beam's defaults: 100,000 events span 10 s of event time.
+		{seed: 0, workers: 1},
+		// Slower rates spread the events over 10 and 20 windows of 10 s.
+		{seed: 1, workers: 2, cfg: nexmark.Config{FirstEventRate: 1000}},
+		{seed: 2, workers: 3, cfg: nexmark.Config{FirstEventRate: 500, OutOfOrderGroupSize: 1000}},
+	}
+	for _, q := range NexmarkYAMLQueries() {
+		qc, ok := yamlQueryCases[q]
+		if !ok {
+			t.Errorf("the YAML query %s has no case in this test", q)
+			continue
+		}
+		for _, r := range runs {
+			cfg := r.cfg
+			cfg.NumEvents = nexmarkmodel.NumEvents
+			cfg.Seed = r.seed
+			cfg.EnsureDefaults()
+			t.Run(fmt.Sprintf("%s/seed%d/workers%d", q, r.seed, r.workers), func(t *testing.T) {
+				evs, ts, err := nexmarkmodel.Events(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := qc.model(evs, ts, cfg)
+				got := runYAMLQuery(t, q, cfg, r.workers, qc.render)
+				compareResults(t, got, want)
+			})
+		}
+	}
+}
+
+// runYAMLQuery runs query q in YAML over cfg's events with a JSON sink
+// after its Out step and returns its results as render gives them.
+func runYAMLQuery(t *testing.T, q string, cfg nexmark.Config, workers int, render func(map[string]any) (string, error)) []string {
+	t.Helper()
+	source := fmt.Sprintf("{numEvents: %d, seed: %d, firstEventRate: %d, outOfOrderGroupSize: %d}",
+		cfg.NumEvents, cfg.Seed, cfg.FirstEventRate, cfg.OutOfOrderGroupSize)
+	src, err := NexmarkYAMLPipeline(q, source, time.Duration(cfg.WindowSizeSec)*time.Second, time.Duration(cfg.WindowPeriodSec)*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	src += fmt.Sprintf("    - type: WriteToJson\n      input: Out\n      config: {path: %q}\n", out)
+	p, err := yamlpipe.Load("nexmark-"+q+".yaml", []byte(src), yamlpipe.Options{})
+	if err != nil {
+		t.Fatalf("loading:\n%s\n%v", src, err)
+	}
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: workers}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("%s: %v", sc.Text(), err)
+		}
+		s, err := render(m)
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Text(), err)
+		}
+		got = append(got, s)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// compareResults compares two multisets of rendered results.
+func compareResults(t *testing.T, got, want []string) {
+	t.Helper()
+	sort.Strings(got)
+	sort.Strings(want)
+	if len(want) == 0 {
+		t.Fatal("the model expects no output: the test would prove nothing")
+	}
+	t.Logf("%d results", len(want))
+	if reflect.DeepEqual(got, want) {
+		return
+	}
+	t.Errorf("got %d results, the model %d", len(got), len(want))
+	gm, wm := map[string]int{}, map[string]int{}
+	for _, s := range got {
+		gm[s]++
+	}
+	for _, s := range want {
+		wm[s]++
+	}
+	var diffs []string
+	for s, n := range wm {
+		if gm[s] != n {
+			diffs = append(diffs, fmt.Sprintf("  %q: got %d, want %d", s, gm[s], n))
+		}
+	}
+	for s, n := range gm {
+		if wm[s] == 0 {
+			diffs = append(diffs, fmt.Sprintf("  unexpected %q (x%d)", s, n))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 10 {
+		diffs = append(diffs[:5], diffs[len(diffs)-5:]...)
+	}
+	t.Error(strings.Join(diffs, "\n"))
+}
