@@ -4,7 +4,7 @@
 // hot auction, seller and bidder ratios, in-flight auctions and active
 // people, out-of-order groups, event times from the configured rate),
 // deterministic by seed and splittable across workers with disjoint ids;
-// the source that reads it in a pipeline; and queries q0 to q9 and q11 written with
+// the source that reads it in a pipeline; and queries q0 to q9, q11 and q12 written with
 // the Go SDK.
 //
 // It may import weir, internal/box, mtime, runner/contract, window and the

@@ -8,6 +8,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // The queries' result types, named as in Beam's Nexmark model.
@@ -313,9 +314,39 @@ func Query11(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCol
 	})
 }
 
+// BidsPerWindow is query 12's result: a bidder's number of bids in one
+// processing-time window (one pane).
+type BidsPerWindow struct {
+	Bidder int64 `json:"bidder"`
+	Bids   int64 `json:"bidCount"`
+}
+
+// Query12 ('processing time windows') counts each bidder's bids in
+// windows of processing time, as Beam's: the global window with a trigger
+// that fires WindowSizeSec of processing time after a pane's first bid,
+// repeatedly, discarding what it fired. The counts depend on how fast the
+// bids are read; a bidder's counts add up to their bids (the last pane
+// fires at the end of a bounded input).
+func Query12(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCollection[BidsPerWindow] {
+	cfg.EnsureDefaults()
+	delay := mtime.Duration(cfg.WindowSizeSec) * mtime.Second
+	byBidder := weir.ParDo(s, "Q12.Bidders", events, func(_ *weir.Context, e Event, emit func(weir.KV[int64, int64])) error {
+		if e.Bid != nil {
+			emit(weir.KV[int64, int64]{Key: e.Bid.Bidder, Value: 1})
+		}
+		return nil
+	})
+	w := weir.Windowing{Fn: window.GlobalFn(), Trigger: window.Repeatedly(window.AfterProcessingTime(delay)), Accumulation: window.Discarding}
+	windows := weir.WindowInto(s, "Q12.Window", byBidder, w)
+	counts := weir.CombinePerKey(s, "Q12.Count", windows, weir.Sum[int64]())
+	return weir.Map(s, "Q12.Project", counts, func(kv weir.KV[int64, int64]) BidsPerWindow {
+		return BidsPerWindow{Bidder: kv.Key, Bids: kv.Value}
+	})
+}
+
 // Query is one Nexmark query, for tools that run them by name.
 type Query struct {
-	// Name is "q0" to "q9" or "q11".
+	// Name is "q0" to "q9", "q11" or "q12".
 	Name string
 	// Doc says what the query computes.
 	Doc string
@@ -344,6 +375,7 @@ func Queries() []Query {
 		{Name: "q8", Doc: "monitor new users (windowed join)", Apply: writeTo(Query8)},
 		{Name: "q9", Doc: "winning bids (per-auction join)", Apply: writeTo(WinningBids)},
 		{Name: "q11", Doc: "user sessions (bids per bidder per session window)", Apply: writeTo(Query11)},
+		{Name: "q12", Doc: "processing time windows (bids per bidder per pane of processing time)", Apply: writeTo(Query12)},
 	}
 }
 

@@ -93,6 +93,16 @@ func queryCases() []queryCase {
 				return out
 			}
 		}, nexmarkmodel.Q11},
+		{"q12", func(s weir.Scope, ev weir.PCollection[nexmark.Event], cfg nexmark.Config) func() []string {
+			c := weir.Collect(s, "Out", nexmark.Query12(s, ev, cfg))
+			return func() []string {
+				var panes []nexmark.BidsPerWindow
+				for _, e := range c.Elements() {
+					panes = append(panes, e.Value)
+				}
+				return nexmarkmodel.Q12Totals(panes)
+			}
+		}, nexmarkmodel.Q12},
 		{"q5", func(s weir.Scope, ev weir.PCollection[nexmark.Event], cfg nexmark.Config) func() []string {
 			c := weir.Collect(s, "Out", nexmark.Query5(s, ev, cfg))
 			return func() []string { return collected(c, true, plus[nexmark.AuctionCount]) }
@@ -182,5 +192,39 @@ func compareOutputs(t *testing.T, got, want []string) {
 			t.Errorf("  unexpected %q (x%d)", s, n)
 			shown++
 		}
+	}
+}
+
+// TestQuery12PanesFollowProcessingTime: query 12 fires a bidder's pane
+// WindowSizeSec of processing time after its first bid, discarding what it
+// fired, and fires the rest at the end of input; processing time is the
+// TestStream's clock, so the panes are exact.
+func TestQuery12PanesFollowProcessingTime(t *testing.T) {
+	bid := func(bidder int64, at mtime.Time) weir.TimestampedValue[nexmark.Event] {
+		return weir.TimestampedValue[nexmark.Event]{Value: nexmark.Event{Bid: &nexmark.Bid{Auction: 1000, Bidder: bidder, Price: 1, DateTime: at}}, Time: at}
+	}
+	p := weir.NewPipeline()
+	s := p.Root()
+	events := weir.TestStream(s, "Events", []weir.TestEvent[nexmark.Event]{
+		weir.AddElements(bid(1, 1000), bid(1, 2000), bid(2, 2000)),
+		weir.AdvanceProcessingTime[nexmark.Event](5 * mtime.Second),
+		weir.AddElements(bid(1, 3000)),
+		// 10 s after the panes' first bids: bidder 1's pane holds 3, 2's 1.
+		weir.AdvanceProcessingTime[nexmark.Event](6 * mtime.Second),
+		weir.AddElements(bid(1, 4000), bid(2, 4000), bid(2, 5000)),
+		weir.AdvanceWatermarkToInfinity[nexmark.Event](),
+	})
+	c := weir.Collect(s, "Out", nexmark.Query12(s, events, nexmark.Config{}))
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range c.Elements() {
+		got = append(got, fmt.Sprintf("%+v", e.Value))
+	}
+	sort.Strings(got)
+	want := []string{"{Bidder:1 Bids:1}", "{Bidder:1 Bids:3}", "{Bidder:2 Bids:1}", "{Bidder:2 Bids:2}"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("panes %v, want %v", got, want)
 	}
 }

@@ -308,3 +308,34 @@ func Q8(evs []nexmark.Event, ts []mtime.Time, cfg nexmark.Config) []string {
 	}
 	return out
 }
+
+// Q12 (processing time windows) is each bidder's number of bids. The
+// query's panes split it by processing time, which no model can foresee:
+// what is compared is their sum per bidder (Q12Totals).
+func Q12(evs []nexmark.Event, _ []mtime.Time, _ nexmark.Config) []string {
+	counts := map[int64]int64{}
+	for _, e := range evs {
+		if e.Bid != nil {
+			counts[e.Bid.Bidder]++
+		}
+	}
+	var out []string
+	for bidder, n := range counts {
+		out = append(out, fmt.Sprintf("%+v", nexmark.BidsPerWindow{Bidder: bidder, Bids: n}))
+	}
+	return out
+}
+
+// Q12Totals adds up query 12's panes per bidder and renders the totals as
+// Q12 does.
+func Q12Totals(panes []nexmark.BidsPerWindow) []string {
+	counts := map[int64]int64{}
+	for _, p := range panes {
+		counts[p.Bidder] += p.Bids
+	}
+	var out []string
+	for bidder, n := range counts {
+		out = append(out, fmt.Sprintf("%+v", nexmark.BidsPerWindow{Bidder: bidder, Bids: n}))
+	}
+	return out
+}
