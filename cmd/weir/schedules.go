@@ -331,7 +331,9 @@ with the rows that partition published (weir diff at the full key: rows,
 values, per-key totals). Only when every one agrees (within --parity-budget
 differences) does the switch happen; otherwise the schedule is unchanged,
 the comparison is on stderr, and the exit code is 7 (8 when a comparison
-could not be made). Parity compares WriteToSql outputs on SQLite.`,
+could not be made). Parity compares WriteToSql outputs on SQLite and file
+outputs (by the group_by of the Combine the file sink reads, or
+--parity-key).`,
 		args: exactArgs("NAME"),
 		check: func(_ *cobra.Command, _ []string) error {
 			if pf.partitions < 1 || pf.budget < 0 {
@@ -372,6 +374,7 @@ could not be made). Parity compares WriteToSql outputs on SQLite.`,
 			fs.BoolVar(&pf.require, "require-parity", false, "switch only if NEW, shadow-run on the latest published partitions, reproduces what they published")
 			fs.IntVar(&pf.partitions, "parity-partitions", 1, "with --require-parity: how many of the latest published partitions to shadow-run and compare")
 			fs.Int64Var(&pf.budget, "parity-budget", 0, "with --require-parity: differences per partition still counted as parity")
+			fs.StringSliceVar(&pf.key, "parity-key", nil, "with --require-parity: the key fields of file outputs (default: the group_by of the Combine the file sink reads)")
 		},
 	})
 }

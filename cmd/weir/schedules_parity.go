@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/cmd/weir/internal/diffcmd"
 	"github.com/weir-dev/weir/diff"
+	"github.com/weir-dev/weir/graph"
 )
 
 // weir schedules switch --require-parity: before a new version owns any
@@ -25,6 +27,9 @@ type parityFlags struct {
 	require    bool
 	partitions int
 	budget     int64
+	// key is --parity-key: the key of file outputs whose pipeline does
+	// not declare one (empty: the group_by of the Combine the sink reads).
+	key []string
 }
 
 // parityJobName is the job name of a schedule's parity shadow runs: apart
@@ -84,35 +89,60 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 		if err != nil {
 			return clientError(ctx, c, err)
 		}
-		var staged *client.Partition
-		for i := range parts {
-			if parts[i].JobID != j.ID || parts[i].Partition != r.Partition {
+		g, err := graph.Parse(j.Graph)
+		if err != nil {
+			return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: the graph of the shadow run %s: %w", j.ID, err))
+		}
+		// What the shadow run staged for this partition: its SQL tables,
+		// and its file outputs with the key to compare them by.
+		type comparison struct {
+			staged client.Partition
+			key    []string
+		}
+		var cmps []comparison
+		for _, p := range parts {
+			if p.JobID != j.ID || p.Partition != r.Partition {
 				continue
 			}
-			if parts[i].Driver == "files" {
-				// A file output has no declared key to compare by.
-				fmt.Fprintf(e.stderr, "parity: partition %s: the file output %s is not compared (parity compares WriteToSql outputs); compare it with %s\n",
-					r.Partition, parts[i].Table, "weir diff '"+parts[i].TargetSource+"' '"+parts[i].Source+"' --key FIELDS")
+			if p.Driver != "files" {
+				cmps = append(cmps, comparison{staged: p})
 				continue
 			}
-			staged = &parts[i]
+			key := pf.key
+			if len(key) == 0 {
+				key = diffcmd.FileSinkKey(g, p.Target)
+			}
+			if len(key) == 0 {
+				return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: partition %s: the file output %s has no key the pipeline declares (its sink does not read a Combine directly): give --parity-key FIELDS, or compare it by hand with weir diff '%s' '%s' --key FIELDS",
+					r.Partition, p.Target, p.TargetSource, p.Source))
+			}
+			cmps = append(cmps, comparison{staged: p, key: key})
 		}
-		switch {
-		case staged == nil:
-			return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: the shadow run %s of partition %s staged no SQL output to compare (parity compares WriteToSql outputs)", j.ID, r.Partition))
-		case staged.Source == "" || staged.TargetSource == "":
-			return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: partition %s is staged in %s (%s), whose database the server does not name to clients; compare it by hand with weir diff POSTGRES_URL#%s POSTGRES_URL#%s --partition %s",
-				r.Partition, staged.Table, staged.Driver, staged.Target, staged.Table, r.Partition))
+		if len(cmps) == 0 {
+			return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: the shadow run %s of partition %s staged no output to compare (parity compares WriteToSql and file outputs)", j.ID, r.Partition))
 		}
-		fmt.Fprintf(e.stderr, "parity: partition %s: published %s against the new version's %s\n", r.Partition, staged.TargetSource, staged.Source)
-		err = diffcmd.Run(ctx, quiet, staged.TargetSource, staged.Source, diffcmd.Flags{Format: formatText, Window: "window_start,window_end",
-			Budget: pf.budget, MaxDetails: 20, InputCount: -1, MemoryRows: diff.DefaultMemoryRows, Partition: r.Partition})
-		var ee *exitError
-		switch {
-		case errors.As(err, &ee) && ee.Code == ExitRehearsalDiffers:
-			return withCode(ExitRehearsalDiffers, fmt.Errorf("the new version's output differs from what partition %s published: the schedule is unchanged (its staging table %s stays for a look)", r.Partition, staged.Table))
-		case err != nil:
-			return err
+		for _, cmp := range cmps {
+			staged := cmp.staged
+			if staged.Source == "" || staged.TargetSource == "" {
+				return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: partition %s is staged in %s (%s), whose database the server does not name to clients; compare it by hand with weir diff POSTGRES_URL#%s POSTGRES_URL#%s --partition %s",
+					r.Partition, staged.Table, staged.Driver, staged.Target, staged.Table, r.Partition))
+			}
+			fmt.Fprintf(e.stderr, "parity: partition %s: published %s against the new version's %s\n", r.Partition, staged.TargetSource, staged.Source)
+			df := diffcmd.Flags{Format: formatText, Window: "window_start,window_end", Key: strings.Join(cmp.key, ","),
+				Budget: pf.budget, MaxDetails: 20, InputCount: -1, MemoryRows: diff.DefaultMemoryRows}
+			if staged.Driver != "files" {
+				// A file output's published version holds this partition
+				// only; a published table holds every partition's rows.
+				df.Partition = r.Partition
+			}
+			err = diffcmd.Run(ctx, quiet, staged.TargetSource, staged.Source, df)
+			var ee *exitError
+			switch {
+			case errors.As(err, &ee) && ee.Code == ExitRehearsalDiffers:
+				return withCode(ExitRehearsalDiffers, fmt.Errorf("the new version's output differs from what partition %s published: the schedule is unchanged (its staged output %s stays for a look)", r.Partition, staged.Table))
+			case err != nil:
+				return err
+			}
 		}
 	}
 	return nil

@@ -469,3 +469,63 @@ func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
 		t.Errorf("--parity-partitions 0: exit %d, want %d", r.code, ExitUsage)
 	}
 }
+
+// TestCLIScheduleSwitchParityOnFiles: the parity gate compares a file
+// output too, keyed by the group_by of the Combine its sink reads: the
+// shadow run's staged version against the partition's published one.
+func TestCLIScheduleSwitchParityOnFiles(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	base := strings.Replace(partitionPipeline("unused.db"), "    - type: WriteToSql\n", "    - type: WriteToJson\n", 1)
+	base = strings.Replace(base, `      config: {dsn: "unused.db", table: totals, key: [region]}`, `      config: {path: totals.jsonl}`, 1)
+	writeTestFile(t, work, "p.yaml", base)
+	writeTestFile(t, work, "max.yaml", strings.Replace(base, "fn: sum", "fn: max", 1))
+	same := strings.Replace(base, "      input: CheckRegion\n", "      input: KeepAll\n", 1)
+	same = strings.Replace(same, "    - type: Combine\n", "    - type: Filter\n      name: KeepAll\n      input: CheckRegion\n      config: {keep: \"amount >= 0\"}\n    - type: Combine\n", 1)
+	writeTestFile(t, work, "same.yaml", same)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	d1 := today.AddDate(0, 0, -1).Format("2006-01-02")
+	dir := filepath.Join(work, "in", d1)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, dir, "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n"+`{"region": "NORTH", "amount": 175}`+"\n")
+	srv.mustCLI(t, work, "schedules", "create", "files", "--pipeline", "p.yaml", "--every", "24h", "--start", d1,
+		"--files", "in/{partition}/*.jsonl", "--job-name", "files-daily")
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		var s client.Schedule
+		if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "schedules", "describe", "files", "--format", "json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Runs) > 0 && s.Runs[0].Status == "published"
+	}) {
+		t.Fatalf("the partition was not published:\n%s", srv.log())
+	}
+	view, err := os.ReadFile(filepath.Join(work, "totals.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := srv.cli(work, "schedules", "switch", "files", "--pipeline", "max.yaml", "--require-parity")
+	if r.code != ExitRehearsalDiffers || !strings.Contains(r.stderr, "differs from what partition "+d1+" published") || !strings.Contains(r.stderr, "value_changed") {
+		t.Fatalf("switch to max with --require-parity: exit %d, want %d naming the difference\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "totals.jsonl.manifest.json#"+d1) {
+		t.Errorf("the comparison does not name the published version:\n%s", r.stderr)
+	}
+	if after, err := os.ReadFile(filepath.Join(work, "totals.jsonl")); err != nil || string(after) != string(view) {
+		t.Errorf("the shadow run changed the published view: %q, was %q (%v)", after, view, err)
+	}
+	// A key the pipeline does not declare can be given.
+	if r := srv.cli(work, "schedules", "switch", "files", "--pipeline", "max.yaml", "--require-parity", "--parity-key", "region"); r.code != ExitRehearsalDiffers {
+		t.Errorf("switch to max with --parity-key: exit %d, want %d\n%s", r.code, ExitRehearsalDiffers, r.stderr)
+	}
+	r = srv.cli(work, "schedules", "switch", "files", "--pipeline", "same.yaml", "--require-parity")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "version 2 (same.yaml)") {
+		t.Fatalf("switch to an equivalent version with --require-parity: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// weir diff job:NAME of a file output finds its key the same way.
+	if r := srv.cli(work, "diff", "job:files-daily", "totals.jsonl.manifest.json#"+d1, "--format", "json"); r.code != ExitOK || !strings.Contains(r.stdout, `"verdict": "identical"`) || !strings.Contains(r.stdout, `"region"`) {
+		t.Errorf("diff job:files-daily against its published version: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -73,8 +73,9 @@ the newest revision per key and window, a façade view the newest
 generation's row; the bookkeeping columns (pane_*, generation, job_id,
 updated_at, element_id) are not compared.
 
---key defaults to the key a weir SQL sink declared for its table; for files
-it is required. Rows carrying window_start and window_end (or the fields of
+--key defaults to the key a weir SQL sink declared for its table, or for a
+job:NAME file output written straight from a Combine, its group_by fields;
+for other files it is required. Rows carrying window_start and window_end (or the fields of
 --window-field) are keyed by their window too. --value lists the compared
 fields (default: every other field).
 
@@ -211,6 +212,10 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 	key := splitList(f.Key)
 	if len(key) == 0 {
 		for _, sp := range specs {
+			if len(sp.key) > 0 {
+				key = sp.key
+				break
+			}
 			k, err := sp.declaredKey(ctx)
 			if err != nil {
 				return cli.WithCode(cli.ExitRehearsalFailed, err)
@@ -221,7 +226,7 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 			}
 		}
 		if len(key) == 0 {
-			return cli.UsageErrorf("give --key: neither %s nor %s is a weir SQL sink's table with a declared key", oldArg, newArg)
+			return cli.UsageErrorf("give --key: neither %s nor %s is a weir SQL sink's table with a declared key or a job's file output written from a Combine", oldArg, newArg)
 		}
 	}
 	// A published target's weir_partition says which run published a row:

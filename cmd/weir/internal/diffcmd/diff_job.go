@@ -14,6 +14,7 @@ import (
 	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/row"
 )
 
 // job:NAME[/STEP] output specifiers of weir diff: the table a job's
@@ -73,7 +74,9 @@ func resolveJobSpec(ctx context.Context, server serverconn.Flag, sp outputSpec) 
 		step = names[0]
 	}
 	if path, ok := filePaths[step]; ok {
-		return jobFiles(sp.raw, path, j.Type == client.TypeStreaming, j.Generation, j.Partition, j.ID)
+		out, err := jobFiles(sp.raw, path, j.Type == client.TypeStreaming, j.Generation, j.Partition, j.ID)
+		out.key = SinkKey(g, step)
+		return out, err
 	}
 	cfg, ok := sinks[step]
 	if !ok {
@@ -123,4 +126,40 @@ func jobFiles(raw, path string, streaming bool, generation int64, partition, job
 		out.path = files.GenerationGlob(path, generation)
 	}
 	return out, nil
+}
+
+// SinkKey is the key of the rows sink step writes, when the graph says it:
+// the sink reads a keyed aggregation (a YAML Combine) directly, whose rows
+// carry its group_by fields, and those are the key (the window comes with
+// the rows' window fields). Nil when the graph does not say (the sink reads
+// a step that may rename or drop fields, or a key that is not a row's
+// fields).
+func SinkKey(g *graph.Pipeline, step string) []string {
+	st := g.Step(step)
+	if st == nil || st.Kind != graph.KindSink {
+		return nil
+	}
+	col := g.Collection(st.Inputs[graph.MainTag])
+	if col == nil {
+		return nil
+	}
+	prod := g.Step(col.Producer)
+	if prod == nil || prod.Kind != graph.KindCombinePerKey || prod.KeyCoder == nil || prod.KeyCoder.URN != row.CoderURN || len(prod.KeyCoder.Fields) == 0 {
+		return nil
+	}
+	key := make([]string, len(prod.KeyCoder.Fields))
+	for i, f := range prod.KeyCoder.Fields {
+		key[i] = f.Name
+	}
+	return key
+}
+
+// FileSinkKey is SinkKey of the file sink of g that writes path, or nil.
+func FileSinkKey(g *graph.Pipeline, path string) []string {
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindSink && st.Sink != nil && strings.HasPrefix(st.Sink.Kind, "file_") && st.Sink.Identity == path {
+			return SinkKey(g, st.Name)
+		}
+	}
+	return nil
 }

@@ -47,6 +47,9 @@ type outputSpec struct {
 	table string
 	// job and step name a job's output (specJob).
 	job, step string
+	// key is the key a job's file output has, from the job's graph (a
+	// resolved job:NAME of a file sink; see SinkKey).
+	key []string
 }
 
 // fileFormats maps file extensions to formats.

@@ -2,6 +2,7 @@ package diffcmd
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestParseOutputSpec(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.want.raw = tt.spec
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
 			}
 		})
