@@ -116,6 +116,11 @@ type combineAgg[K comparable, V, A, O any] struct {
 	// accJSON reads a stored accumulator without encoding/json when A is
 	// a flat struct (nil otherwise): see DecodeState.
 	accJSON *flatJSON
+	// step is the step's full name, for messages.
+	step string
+	// migrate reads the accumulators an earlier version stored in another
+	// type (MigrateAccumulator); nil when the step declares none.
+	migrate *accMigration
 }
 
 func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
@@ -141,6 +146,10 @@ func (c *combineAgg[K, V, A, O]) Output(key any, acc any, _ window.Window, _ win
 
 func (s Scope) keyed(kind graph.Kind, name string, in *graph.Collection, code any, sc stepConfig, keyCoder, stored, out graph.Coder) string {
 	step := &graph.Step{Name: name, Kind: kind, Inputs: map[string]string{graph.MainTag: in.ID}, KeyCoder: &keyCoder, StoredCoder: &stored}
+	if sc.migrate != nil {
+		from := sc.migrate.from
+		step.AccumulatorFrom = &from
+	}
 	if in.Windowing.Fn.IsMerging() && kind == graph.KindStatefulParDo {
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over merging (session) windows is not supported", s.fullName(name)))
 		return ""
@@ -180,7 +189,14 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 	if sc.urn == "" {
 		sc.urn = "weir:combine:" + fnName
 	}
-	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, accJSON: newFlatJSON[A]()}
+	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, accJSON: newFlatJSON[A](), step: s.fullName(name)}
+	if m := sc.migrate; m != nil {
+		if want := reflect.TypeFor[A](); m.to != want {
+			s.p.addErr(fmt.Errorf("step %q: MigrateAccumulator gives a %s, but the combine's accumulator is a %s", s.fullName(name), m.to, want))
+			return PCollection[KV[K, O]]{}
+		}
+		agg.migrate = m
+	}
 	stored := CoderOf[A]()
 	stored.Params = map[string]string{"combine_fn": fnName}
 	id := s.keyed(graph.KindCombinePerKey, name, col, agg, sc, CoderOf[K](), stored, CoderOf[KV[K, O]]())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -108,4 +109,32 @@ func ExampleParDo() {
 	// Output:
 	// a=1 b=2
 	// rejected: no_equals
+}
+
+// An update that changes what a combine accumulates keeps the state its
+// running version built: the new version declares how a stored
+// accumulator of the old type becomes one of the new type. Here a sum
+// per key becomes a mean, each stored total counting as one value.
+func ExampleMigrateAccumulator() {
+	build := func(mean bool) *weir.Pipeline {
+		p := weir.NewPipeline()
+		s := p.Root()
+		in := weir.Create(s, "Orders", []weir.KV[string, int64]{{Key: "NORTH", Value: 250}})
+		if mean {
+			weir.CombinePerKey(s, "Totals", in, weir.Mean[int64](), weir.MigrateAccumulator(func(total int64) (weir.MeanAcc, error) {
+				return weir.MeanAcc{Sum: float64(total), Count: 1}, nil
+			}))
+		} else {
+			weir.CombinePerKey(s, "Totals", in, weir.Sum[int64]())
+		}
+		return p
+	}
+	report := compat.Check(build(false).Graph(), build(true).Graph(), compat.Options{})
+	fmt.Println("compatible:", report.Compatible)
+	for _, w := range report.Warnings {
+		fmt.Println(w.Step, w.Code)
+	}
+	// Output:
+	// compatible: true
+	// Totals ACCUMULATOR_MIGRATED
 }

@@ -71,11 +71,19 @@ func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
 }
 
 func (c *combineAgg[K, V, A, O]) EncodeState(_ string, v any) ([]byte, error) {
+	if c.migrate != nil {
+		return appendJSON([]byte{migratedAccumulator}, *v.(*A))
+	}
 	return encodeJSON(*v.(*A))
 }
 
 // AppendEncodedState implements contract.StateAppender.
 func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any) ([]byte, error) {
+	if c.migrate != nil {
+		// Mark the accumulators this version stores, so that a restore
+		// tells them from those of the version it migrates from.
+		dst = append(dst, migratedAccumulator)
+	}
 	// v is a *A: an int64 or string accumulator encodes without boxing.
 	switch p := v.(type) {
 	case *int64:
@@ -92,6 +100,12 @@ func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any)
 }
 
 func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
+	switch {
+	case len(b) > 0 && b[0] == migratedAccumulator:
+		b = b[1:]
+	case c.migrate != nil:
+		return c.migrate.read(c.step, b, func() any { a := c.fn.CreateAccumulator(); return &a })
+	}
 	if c.accJSON != nil {
 		a := new(A)
 		if c.accJSON.decode(b, reflect.ValueOf(a).Elem()) {

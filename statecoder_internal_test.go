@@ -2,6 +2,8 @@ package weir
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -59,5 +61,87 @@ func TestStateAppenderAgrees(t *testing.T) {
 				t.Errorf("accumulator: appended %q (%v), want %q after the prefix", got, err, want)
 			}
 		})
+	}
+}
+
+// migAcc and migFn are a combine whose accumulator is a struct.
+type migAcc struct{ N, Adds int64 }
+
+type migFn struct{}
+
+func (migFn) CreateAccumulator() migAcc            { return migAcc{} }
+func (migFn) AddInput(a migAcc, v int64) migAcc    { return migAcc{a.N + v, a.Adds + 1} }
+func (migFn) MergeAccumulators(a, b migAcc) migAcc { return migAcc{a.N + b.N, a.Adds + b.Adds} }
+func (migFn) ExtractOutput(a migAcc) int64         { return a.N }
+
+// TestAccumulatorMigrationEncoding: a combine that declares a migration
+// marks what it stores, reads unmarked accumulators through the
+// migration (a refused one starts afresh), and a combine without the
+// declaration reads marked ones as its own.
+func TestAccumulatorMigrationEncoding(t *testing.T) {
+	type agg = combineAgg[string, int64, migAcc, int64]
+	build := func(opts ...StepOption) *agg {
+		p := NewPipeline()
+		in := Create(p.Root(), "In", []KV[string, int64]{{Key: "a", Value: 1}})
+		CombinePerKey(p.Root(), "C", in, CombineFn[int64, migAcc, int64](migFn{}), opts...)
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return p.code["C"].(*agg)
+	}
+	migrating := build(MigrateAccumulator(func(old int64) (migAcc, error) {
+		if old < 0 {
+			return migAcc{}, fmt.Errorf("a negative count %d", old)
+		}
+		return migAcc{N: old}, nil
+	}))
+	plain := build()
+	marked := append([]byte{migratedAccumulator}, `{"N":7,"Adds":3}`...)
+	for _, tc := range []struct {
+		name   string
+		agg    *agg
+		stored []byte
+		want   migAcc
+	}{
+		{"an old int64 migrates", migrating, []byte("42"), migAcc{N: 42}},
+		{"a refused one starts afresh", migrating, []byte("-1"), migAcc{}},
+		{"an undecodable one starts afresh", migrating, []byte(`"x"`), migAcc{}},
+		{"a marked one is the new type", migrating, marked, migAcc{N: 7, Adds: 3}},
+		{"a later version reads marked ones", plain, marked, migAcc{N: 7, Adds: 3}},
+		{"and its own", plain, []byte(`{"N":5,"Adds":1}`), migAcc{N: 5, Adds: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := tc.agg.DecodeState(contract.AccumulatorCell, tc.stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := *v.(*migAcc); a != tc.want {
+				t.Errorf("got %+v, want %+v", a, tc.want)
+			}
+		})
+	}
+	for _, c := range []*agg{migrating, plain} {
+		a := migAcc{N: 9, Adds: 2}
+		enc, err := c.EncodeState(contract.AccumulatorCell, &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := c.AppendEncodedState(nil, contract.AccumulatorCell, &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isMarked := len(enc) > 0 && enc[0] == migratedAccumulator; isMarked != (c.migrate != nil) || !bytes.Equal(enc, app) {
+			t.Errorf("encoded %q and appended %q; marked %t, want %t", enc, app, isMarked, c.migrate != nil)
+		}
+		if v, err := c.DecodeState(contract.AccumulatorCell, enc); err != nil || *v.(*migAcc) != a {
+			t.Errorf("round trip: %+v, %v", v, err)
+		}
+	}
+	// The new type must be the combine's accumulator.
+	p := NewPipeline()
+	in := Create(p.Root(), "In", []KV[string, int64]{{Key: "a", Value: 1}})
+	CombinePerKey(p.Root(), "C", in, Sum[int64](), MigrateAccumulator(func(old string) (migAcc, error) { return migAcc{}, nil }))
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "MigrateAccumulator gives a weir.migAcc") {
+		t.Errorf("a migration to another type: %v", err)
 	}
 }

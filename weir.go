@@ -171,6 +171,8 @@ type stepConfig struct {
 	sides       []sideSpec
 	source      *graph.IOIdentity
 	sink        *graph.IOIdentity
+	// migrate is a combine's accumulator migration (MigrateAccumulator).
+	migrate *accMigration
 }
 
 // WithCoder sets the coder identity of the step's main output, overriding

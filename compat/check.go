@@ -365,6 +365,21 @@ func sourceIdentity(s *graph.Step) string {
 	return s.Source.Kind + "\x00" + s.Source.Identity
 }
 
+// goCoderPrefix starts the coder URN of a Go SDK type.
+const goCoderPrefix = "weir:coder:go:"
+
+// migratesFrom reports whether new combine step n declares a migration
+// from the accumulator old step o stores (its identity without params:
+// the combine function's name may change with it).
+func migratesFrom(o, n *graph.Step) bool {
+	if n.AccumulatorFrom == nil || o.StoredCoder == nil {
+		return false
+	}
+	stored := *o.StoredCoder
+	stored.Params = nil
+	return stored.Equal(*n.AccumulatorFrom)
+}
+
 func coderEqual(a, b *graph.Coder) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -502,8 +517,18 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
 				ref, outputsChangeText(added, removed), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if !coderEqual(o.StoredCoder, n.StoredCoder) && migratesFrom(o, n) {
+			c.warn(o.Name, errcode.AccumulatorMigrated, "%s: its accumulator changed from %s to %s, and the step declares the migration from %s: stored accumulators are read through it (a key whose accumulator it refuses starts afresh)",
+				ref, coderString(o.StoredCoder), coderString(n.StoredCoder), coderString(n.AccumulatorFrom))
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) {
-			c.fail(o.Name, errcode.StateCoderChanged, fmt.Sprintf("keep the combine functions and the types of their value fields as they were, or %s", dropFix),
+			fix := "keep the combine functions and the types of their value fields as they were"
+			switch {
+			case n.AccumulatorFrom != nil:
+				fix = fmt.Sprintf("the step declares a migration from %s, but the running step stores %s: migrate from that type (weir.MigrateAccumulator)", coderString(n.AccumulatorFrom), coderString(o.StoredCoder))
+			case strings.HasPrefix(n.StoredCoder.URN, goCoderPrefix) || n.StoredCoder.URN == "weir:coder:kv" || n.StoredCoder.URN == "weir:coder:list":
+				fix = "keep the accumulator type as it was, declare how the stored accumulators become the new ones (weir.MigrateAccumulator on the step)"
+			}
+			c.fail(o.Name, errcode.StateCoderChanged, fmt.Sprintf("%s, or %s", fix, dropFix),
 				"%s: its accumulator changed from %s to %s: stored accumulators could not be read by the new combine", ref, coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if o.Fn != nil && n.Fn != nil && o.Fn.URN != n.Fn.URN {
 			c.warn(o.Name, errcode.CombineFnChanged, "%s: its combine function changed from %s to %s with the same accumulator %s: stored accumulators are handed to the new function as they are",

@@ -17,9 +17,12 @@ import (
 
 // sdkJob is the shape of the SDK cases; its fields select variants.
 type sdkJob struct {
-	topic      string // the source's topic
-	keyString  bool   // key clicks by string (default int64)
-	mean       bool   // Mean instead of Sum in Totals
+	topic     string // the source's topic
+	keyString bool   // key clicks by string (default int64)
+	mean      bool   // Mean instead of Sum in Totals
+	// meanFrom, with mean, declares Totals' migration from a stored
+	// accumulator of this type ("int64": Sum's, as the old job stores).
+	meanFrom   string
 	count      bool   // Count instead of Sum in Totals
 	gbkFloat   bool   // group float64 values instead of int64
 	lastSeen   bool   // declare value state last_seen as float64 (default int64)
@@ -72,6 +75,14 @@ func (j sdkJob) build(t *testing.T) *graph.Pipeline {
 	} else {
 		kv := weir.Map(s, "KeyByUser", windowed, func(v int64) weir.KV[int64, int64] { return weir.KV[int64, int64]{Key: v, Value: v} })
 		switch {
+		case j.mean && j.meanFrom == "int64":
+			weir.CombinePerKey(s, j.name("Totals"), kv, weir.Mean[int64](), weir.MigrateAccumulator(func(total int64) (weir.MeanAcc, error) {
+				return weir.MeanAcc{Sum: float64(total), Count: 1}, nil
+			}))
+		case j.mean && j.meanFrom == "float64":
+			weir.CombinePerKey(s, j.name("Totals"), kv, weir.Mean[int64](), weir.MigrateAccumulator(func(total float64) (weir.MeanAcc, error) {
+				return weir.MeanAcc{Sum: total, Count: 1}, nil
+			}))
 		case j.mean:
 			weir.CombinePerKey(s, j.name("Totals"), kv, weir.Mean[int64]())
 		case j.count:
@@ -148,6 +159,13 @@ func TestCheckSDK(t *testing.T) {
 			want: want{errors: []string{"Grouped STEP_MISSING", "Parse/Dedupe STEP_MISSING", "ParseX/Count STEP_MISSING", "Totals KEY_CODER_CHANGED"}}},
 		{name: "accumulator sum to mean", new: sdkJob{mean: true},
 			want: want{errors: []string{"Totals STATE_CODER_CHANGED"}, text: []string{"accumulator changed from weir:coder:go:int64 to weir:coder:go:weir.MeanAcc{"}}},
+		{name: "accumulator sum to mean, migration declared", new: sdkJob{mean: true, meanFrom: "int64"},
+			want: want{compatible: true, warnings: []string{"Totals ACCUMULATOR_MIGRATED"}, text: []string{"declares the migration from weir:coder:go:int64"},
+				matches: []string{"Clicks->Clicks", "Grouped->Grouped", "Parse/Dedupe->Parse/Dedupe", "ParseX/Count->ParseX/Count", "Totals->Totals"}}},
+		{name: "accumulator sum to mean, migration from another type", new: sdkJob{mean: true, meanFrom: "float64"},
+			want: want{errors: []string{"Totals STATE_CODER_CHANGED"}, text: []string{"declares a migration from weir:coder:go:float64, but the running step stores weir:coder:go:int64"}}},
+		{name: "accumulator sum to mean, the fix names the migration", new: sdkJob{mean: true},
+			want: want{errors: []string{"Totals STATE_CODER_CHANGED"}, text: []string{"weir.MigrateAccumulator"}}},
 		// A sum and a count both store an int64, but the stored coder names the
 		// combine function, so the accumulator's meaning change is caught.
 		{name: "combine fn changed, same accumulator type", new: sdkJob{count: true},

@@ -78,6 +78,10 @@
 //	                          declared allow_lossy: the stored accumulators
 //	                          carry on, truncated toward zero (undeclared:
 //	                          STATE_CODER_CHANGED, naming the declaration)
+//	ACCUMULATOR_MIGRATED      a Go SDK combine's accumulator type changed and
+//	                          the step declares the migration from the stored
+//	                          type (weir.MigrateAccumulator): stored
+//	                          accumulators are read through it
 //	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
 //	                          ones (they start empty in open windows) or lost
 //	                          its last ones (dropped); the other outputs'

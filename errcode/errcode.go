@@ -417,6 +417,10 @@ const (
 	// from int to float under sum, min, max or mean: its stored
 	// accumulators carry on, read as floats.
 	CombineOutputWidened Code = "COMBINE_OUTPUT_WIDENED"
+	// AccumulatorMigrated: a Go SDK combine's accumulator type changed and
+	// the step declares the migration from the stored one
+	// (weir.MigrateAccumulator): a warning.
+	AccumulatorMigrated Code = "ACCUMULATOR_MIGRATED"
 	// CombineOutputNarrowed: a YAML Combine output's value field narrowed
 	// from float to int under sum, min, max or latest, declared with
 	// allow_lossy: its stored accumulators carry on, truncated to ints.
@@ -557,6 +561,7 @@ func registry() []Info {
 		{CombineOutputsChanged, compat, KindWarning, http.StatusOK},
 		{CombineOutputRenamed, compat, KindWarning, http.StatusOK},
 		{CombineOutputWidened, compat, KindWarning, http.StatusOK},
+		{AccumulatorMigrated, compat, KindWarning, http.StatusOK},
 		{CombineOutputNarrowed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},

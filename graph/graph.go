@@ -185,9 +185,15 @@ type Step struct {
 	KeyCoder *Coder `json:"key_coder,omitempty"`
 	// StoredCoder is the identity of what a keyed step stores per key: the
 	// accumulator of a combine, or the buffered values of a GroupByKey.
-	StoredCoder *Coder      `json:"stored_coder,omitempty"`
-	State       []StateSpec `json:"state,omitempty"`
-	Timers      []TimerSpec `json:"timers,omitempty"`
+	StoredCoder *Coder `json:"stored_coder,omitempty"`
+	// AccumulatorFrom is the accumulator identity (StoredCoder without its
+	// params) a combine declares it migrates from: stored accumulators of
+	// that type are read through the step's migration (the Go SDK's
+	// MigrateAccumulator), so an update that changes the accumulator keeps
+	// the state.
+	AccumulatorFrom *Coder      `json:"accumulator_from,omitempty"`
+	State           []StateSpec `json:"state,omitempty"`
+	Timers          []TimerSpec `json:"timers,omitempty"`
 	// Windowing is the strategy a window_into step sets on its output.
 	Windowing *window.Strategy `json:"windowing,omitempty"`
 	Source    *IOIdentity      `json:"source,omitempty"`
