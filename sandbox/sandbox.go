@@ -29,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -328,7 +329,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 			if !ok {
 				return fmt.Errorf("%w: %s:%d is a Pub/Sub message for step %q, which does not read Pub/Sub", ErrNoRecordedInput, ev.Origin, ev.Offset, name)
 			}
-			ts = &traceSource{step: name, pubsub: ps}
+			ts = &traceSource{step: name, pubsub: ps, trace: trace}
 			srcs[name] = ts
 		}
 		if ts == nil {
@@ -336,15 +337,16 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 			if err != nil {
 				return err
 			}
-			ts = &traceSource{step: name, schema: sch}
+			ts = &traceSource{step: name, schema: sch, trace: trace}
 			srcs[name] = ts
 		}
-		if ev.IsWatermark {
-			ts.events = append(ts.events, traceEvent{watermark: ev.Watermark, isWatermark: true})
-			continue
+		if i > math.MaxInt32 {
+			return fmt.Errorf("%w: the recorded stretch has more than %d events", ErrNoRecordedInput, math.MaxInt32)
 		}
-		ts.events = append(ts.events, traceEvent{elem: ts.element(ev)})
-		res.Input++
+		ts.events = append(ts.events, int32(i))
+		if !ev.IsWatermark {
+			res.Input++
+		}
 	}
 	for _, name := range pubsubSources {
 		if srcs[name] == nil {
@@ -379,22 +381,20 @@ func sourceSchema(g *graph.Pipeline, s *graph.Step) (*row.Schema, error) {
 	return sch, nil
 }
 
-// traceEvent is an element or a watermark move of one source.
-type traceEvent struct {
-	elem        contract.Element
-	watermark   mtime.Time
-	isWatermark bool
-}
-
 // traceSource replays one source's part of a trace: one split, its
 // elements in recorded order, its watermark moved where it was recorded.
+// An element is decoded when the split reads it, not before: the runs of
+// a rehearsal share the trace, and none holds the decoded stretch.
 type traceSource struct {
 	step   string
 	schema *row.Schema
 	// pubsub, for recorded Pub/Sub messages, is the pipeline's own source,
 	// which decodes them.
 	pubsub *pubsub.Source
-	events []traceEvent
+	// trace is the shared, read-only trace; events index its events that
+	// are this source's, in order.
+	trace  *Trace
+	events []int32
 }
 
 // element builds the element of a recorded value: a row of the source's
@@ -435,17 +435,21 @@ func (s *traceSplit) Read(ctx context.Context, buf []contract.Element) (contract
 	if err := ctx.Err(); err != nil {
 		return contract.ReadResult{}, err
 	}
-	evs := s.t.events
-	if s.i < len(evs) && evs[s.i].isWatermark {
-		if w := evs[s.i].watermark; w > s.wm {
+	idx, all := s.t.events, s.t.trace.Events
+	if s.i < len(idx) && all[idx[s.i]].IsWatermark {
+		if w := all[idx[s.i]].Watermark; w > s.wm {
 			s.wm = w
 		}
 		s.i++
 		return contract.ReadResult{Watermark: s.wm}, nil
 	}
 	n := 0
-	for s.i < len(evs) && !evs[s.i].isWatermark && n < len(buf) {
-		buf[n] = evs[s.i].elem
+	for s.i < len(idx) && n < len(buf) {
+		ev := &all[idx[s.i]]
+		if ev.IsWatermark {
+			break
+		}
+		buf[n] = s.t.element(ev)
 		n++
 		s.i++
 	}
