@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,44 @@ func TestProgressPrinterQuiet(t *testing.T) {
 		if !strings.Contains(out, tc.last) {
 			t.Errorf("tty %v: the last progress is not shown:\n%.300s", tc.tty, out)
 		}
+	}
+}
+
+// TestPassedPhases: phases a flow went through between two polls are told
+// from its record, in order, each once, with how long it lasted.
+func TestPassedPhases(t *testing.T) {
+	at := func(ms int) *time.Time {
+		v := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+		return &v
+	}
+	stop := &client.Replacement{Phase: client.PhaseCutOver, PhaseTime: *at(8), DrainStart: at(0)}
+	par := &client.Replacement{Phase: client.PhaseCutOver, PhaseTime: *at(9000), DrainStart: at(5000),
+		Parallel: &client.ParallelFlow{OverlapStart: at(1000)}}
+	for _, tc := range []struct {
+		name    string
+		r       *client.Replacement
+		printed []client.ReplacementPhase
+		want    []string
+	}{
+		{"a stop-and-replace whose drain took 8 ms", stop, nil, []string{"DRAINING_OLD at 12:00:00.000, for 8ms"}},
+		{"the drain seen live", stop, []client.ReplacementPhase{client.PhaseDrainingOld}, nil},
+		{"a parallel replacement seen only at its end", par, nil, []string{"OVERLAP at 12:00:01.000, for 4s", "DRAINING_OLD at 12:00:05.000, for 4s"}},
+		{"its overlap seen live", par, []client.ReplacementPhase{client.PhaseOverlap}, []string{"DRAINING_OLD at 12:00:05.000, for 4s"}},
+		{"now draining", &client.Replacement{Phase: client.PhaseDrainingOld, PhaseTime: *at(5000), DrainStart: at(5000),
+			Parallel: &client.ParallelFlow{OverlapStart: at(1000)}}, nil, []string{"OVERLAP at 12:00:01.000, for 4s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			printed := map[client.ReplacementPhase]bool{}
+			for _, p := range tc.printed {
+				printed[p] = true
+			}
+			var got []string
+			for _, p := range passedPhases(tc.r, printed) {
+				got = append(got, p.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

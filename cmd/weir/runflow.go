@@ -28,6 +28,7 @@ func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, su
 	t := time.NewTicker(submitWaitPoll)
 	defer t.Stop()
 	var last client.ReplacementPhase
+	printed := map[client.ReplacementPhase]bool{}
 	pr := &progressPrinter{w: e.stderr, tty: isTerminal(e.stderr)}
 	defer pr.end()
 	notes := 0
@@ -38,6 +39,13 @@ func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, su
 		}
 		if r.Phase != last {
 			pr.end()
+			// Phases the flow passed between two polls (a drain that took
+			// a few milliseconds) are told from its record, in order.
+			for _, ph := range passedPhases(r, printed) {
+				fmt.Fprintf(e.stderr, "replacement of job %s by job %s (%s): %s\n", r.OldJobID, flowNewJob(r, j), r.Strategy, ph)
+				printed[ph.phase] = true
+			}
+			printed[r.Phase] = true
 			line := fmt.Sprintf("replacement of job %s by job %s (%s): %s", r.OldJobID, flowNewJob(r, j), r.Strategy, r.Phase)
 			if r.DrainStart != nil && !r.Phase.Final() {
 				// A maximum of 0s is one (the drain gets no time).
@@ -78,6 +86,51 @@ func followFlow(ctx context.Context, e *env, c *client.Client, j *client.Job, su
 		}
 		j = next
 	}
+}
+
+// passedPhase is a phase a flow went through, told after the fact.
+type passedPhase struct {
+	phase client.ReplacementPhase
+	at    time.Time
+	// took is how long the phase lasted, when the next one's start is known.
+	took time.Duration
+}
+
+func (p passedPhase) String() string {
+	s := fmt.Sprintf("%s at %s", p.phase, p.at.UTC().Format("15:04:05.000"))
+	if p.took > 0 {
+		s += fmt.Sprintf(", for %s", p.took.Round(time.Millisecond))
+	}
+	return s
+}
+
+// passedPhases returns the phases before r's current one that flow r's
+// record says it went through (OVERLAP at the new job's start of a
+// parallel replacement, DRAINING_OLD at the drain request) and that are
+// not yet printed, in order.
+func passedPhases(r *client.Replacement, printed map[client.ReplacementPhase]bool) []passedPhase {
+	var ps []passedPhase
+	if r.Parallel != nil && r.Parallel.OverlapStart != nil {
+		ps = append(ps, passedPhase{phase: client.PhaseOverlap, at: *r.Parallel.OverlapStart})
+	}
+	if r.DrainStart != nil {
+		ps = append(ps, passedPhase{phase: client.PhaseDrainingOld, at: *r.DrainStart})
+	}
+	var out []passedPhase
+	for i, p := range ps {
+		if p.phase == r.Phase || printed[p.phase] {
+			continue
+		}
+		next := r.PhaseTime
+		if i+1 < len(ps) {
+			next = ps[i+1].at
+		}
+		if d := next.Sub(p.at); d > 0 {
+			p.took = d
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // flowNewJob is the ID of the new job of flow r, as recorded, else of j.
