@@ -40,11 +40,15 @@ func (s *Server) updatePlan(req UpdateRequest, newGraph json.RawMessage) *client
 		opts = plan.Options{Strategy: plan.InPlace}
 	}
 	opts.Check = compat.Options{Mapping: mapping, AllowSourceChange: req.AllowSourceChange}
-	if m, err := s.svc.Metrics(j.ID); err == nil && m != nil {
-		opts.Keys = map[string]int64{}
+	// The describe's metrics: they count each aggregation's open windows.
+	if m, err := s.svc.DescribeMetrics(j.ID); err == nil && m != nil {
+		opts.Keys, opts.Windows = map[string]int64{}, map[string]plan.OpenWindows{}
 		for _, st := range m.Steps {
 			if st.Keys != nil {
 				opts.Keys[st.Name] = *st.Keys
+			}
+			if st.OpenWindows != nil {
+				opts.Windows[st.Name] = plan.OpenWindows{N: *st.OpenWindows, Estimated: st.OpenWindowsEstimated}
 			}
 		}
 		opts.KeysFrom = "the running job " + j.ID + "'s metrics"

@@ -574,6 +574,8 @@ func wireStepMetrics(in record.StepMetrics) client.StepMetrics {
 		Keys:                    in.Keys,
 		StateBytes:              in.StateBytes,
 		StateBytesEstimated:     in.StateBytesEstimated,
+		OpenWindows:             in.OpenWindows,
+		OpenWindowsEstimated:    in.OpenWindowsEstimated,
 		UserMetrics:             wireSlice(in.UserMetrics, wireUserMetric),
 	}
 }

@@ -28,8 +28,12 @@ type PlanStep struct {
 	// State says what the step keeps (accumulators, state cells).
 	State string `json:"state"`
 	// Keys is how many keys the step holds state for, when known.
-	Keys   *int64 `json:"keys,omitempty"`
-	Detail string `json:"detail,omitempty"`
+	Keys *int64 `json:"keys,omitempty"`
+	// OpenWindows is how many windows an aggregation step holds open over
+	// all its keys, when known (OpenWindowsEstimated: from part of them).
+	OpenWindows          *int64 `json:"open_windows,omitempty"`
+	OpenWindowsEstimated bool   `json:"open_windows_estimated,omitempty"`
+	Detail               string `json:"detail,omitempty"`
 }
 
 // PlanSink is what an update does to one output.

@@ -66,8 +66,18 @@ type Options struct {
 	Keys map[string]int64
 	// KeysFrom says where Keys came from ("job metrics", "snapshot ID").
 	KeysFrom string
+	// Windows is, per OLD aggregation step name, the windows it holds open
+	// over all its keys (from the same place as Keys); nil: unknown.
+	Windows map[string]OpenWindows
 	// Rewind is weir_replace_rewind for a replacement (default true).
 	Rewind *bool
+}
+
+// OpenWindows is the windows an aggregation step holds open, counted or
+// estimated.
+type OpenWindows struct {
+	N         int64
+	Estimated bool
 }
 
 // Plan is everything a change would do. Its JSON form is the output of
@@ -103,6 +113,13 @@ type Step struct {
 	State string `json:"state"`
 	// Keys is how many keys the step holds state for, when known.
 	Keys *int64 `json:"keys,omitempty"`
+	// OpenWindows is how many windows an aggregation step holds open over
+	// all its keys, when known: what a migration of its accumulators
+	// touches besides the closed windows' rows.
+	OpenWindows *int64 `json:"open_windows,omitempty"`
+	// OpenWindowsEstimated says OpenWindows is estimated from part of the
+	// keys.
+	OpenWindowsEstimated bool `json:"open_windows_estimated,omitempty"`
 	// Detail explains the action: the refusal's reason and fix, what is
 	// dropped, a warning.
 	Detail string `json:"detail,omitempty"`
@@ -241,6 +258,9 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 	for _, name := range sortedNames(oldSteps, func(s *graph.Step) bool { return s.Kind.IsKeyed() }) {
 		o := oldSteps[name]
 		st := Step{Old: name, Kind: o.Kind, State: describeState(o), Keys: keys(name)}
+		if w, ok := opts.Windows[name]; ok {
+			st.OpenWindows, st.OpenWindowsEstimated = &w.N, w.Estimated
+		}
 		switch n, ok := matched[name]; {
 		case len(errs[name]) > 0:
 			st.Action, st.Detail = Refused, detailOf(errs[name])

@@ -38,7 +38,14 @@ func (p Plan) WriteText(w io.Writer) error {
 		if s.State != "" {
 			fmt.Fprintf(&b, ": %s", s.State)
 		}
-		if s.Keys != nil {
+		switch {
+		case s.Keys != nil && s.OpenWindows != nil:
+			approx := ""
+			if s.OpenWindowsEstimated {
+				approx = "~"
+			}
+			fmt.Fprintf(&b, " [%d keys, %s%d open windows]", *s.Keys, approx, *s.OpenWindows)
+		case s.Keys != nil:
 			fmt.Fprintf(&b, " [%d keys]", *s.Keys)
 		}
 		b.WriteString("\n")

@@ -343,3 +343,19 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 	}
 	return k, nil
 }
+
+// AggregationWindows returns how many windows one stored key of an
+// aggregation (a combine or GroupByKey step) holds open, from the value
+// its checkpoint stored, without decoding the key or the accumulators; ok
+// is false when the value is not an aggregation's.
+func AggregationWindows(value []byte) (n int, ok bool) {
+	_, rest, err := readBytes(value)
+	if err != nil {
+		return 0, false
+	}
+	c, m := binary.Uvarint(rest)
+	if m <= 0 || c > uint64(len(rest)) {
+		return 0, false
+	}
+	return int(c), true
+}

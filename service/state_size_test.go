@@ -22,6 +22,11 @@ func TestStateSizeInMetrics(t *testing.T) {
 	if sums.StateBytesEstimated {
 		t.Errorf("a few keys' state is estimated, not counted: %d bytes", *sums.StateBytes)
 	}
+	// Three keys, each in its current 10 s window (and the one before, while
+	// the watermark has not passed its end).
+	if w := sums.OpenWindows; w == nil || sums.OpenWindowsEstimated || *w < 1 || *w > 6 || sums.Keys == nil || *w < *sums.Keys {
+		t.Errorf("Sums holds %v open windows (estimated %t) for %v keys, want 1 to 2 a key, counted", w, sums.OpenWindowsEstimated, sums.Keys)
+	}
 	// Three keys in a 10 s window or two: some tens of bytes each, not
 	// kilobytes.
 	if n := *sums.StateBytes; n > 64<<10 {
@@ -32,8 +37,8 @@ func TestStateSizeInMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range m.Steps {
-		if st.Name != "Sums" && st.StateBytes != nil {
-			t.Errorf("step %s, which keeps no state, has a state size %d", st.Name, *st.StateBytes)
+		if st.Name != "Sums" && (st.StateBytes != nil || st.OpenWindows != nil) {
+			t.Errorf("step %s, which keeps no state, has a state size %v or open windows %v", st.Name, st.StateBytes, st.OpenWindows)
 		}
 	}
 	if m, err = s.Metrics(j.ID); err != nil {

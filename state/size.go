@@ -53,3 +53,40 @@ func (s *Store) StateSize(ctx context.Context, lineage, step string) (size int64
 	}
 	return size, true, nil
 }
+
+// ScanStateValues calls fn with the value of each entry of the keyed
+// state of step in lineage as its last checkpoint stored it, in key
+// order, up to limit entries. It returns how many it scanned and whether
+// that was all of them (a step without state scans none, completely).
+// The values are valid during fn only.
+func (s *Store) ScanStateValues(ctx context.Context, lineage, step string, limit int, fn func(value []byte)) (scanned int, complete bool, err error) {
+	h, err := s.acquire()
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the state of step %q: %w", step, err)
+	}
+	defer h.release()
+	ns, ok, err := h.lookupNamespace(lineage, step)
+	if err != nil || !ok {
+		return 0, err == nil, err
+	}
+	lo := nsPrefix(ns)
+	it, err := h.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the state of step %q: %w", step, err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if scanned == limit {
+			return scanned, false, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return scanned, false, err
+		}
+		fn(it.Value())
+		scanned++
+	}
+	if err := it.Error(); err != nil {
+		return scanned, false, fmt.Errorf("reading the state of step %q: %w", step, err)
+	}
+	return scanned, true, nil
+}

@@ -514,8 +514,9 @@ func describeReplacement(r *client.Replacement) string {
 	return out + " (--format json: replacement)"
 }
 
-// writeKeyedState writes the keyed steps' keys and state sizes (a running
-// job's); nothing when no step reports a state size.
+// writeKeyedState writes the keyed steps' keys, open windows (of
+// aggregations) and state sizes (a running job's); nothing when no step
+// reports a state size.
 func writeKeyedState(w io.Writer, steps []client.StepMetrics) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := false
@@ -525,17 +526,23 @@ func writeKeyedState(w io.Writer, steps []client.StepMetrics) error {
 		}
 		if !header {
 			fmt.Fprintln(w, "\nKeyed state (as the last checkpoint stored it):")
-			fmt.Fprintln(tw, "  STEP\tKEYS\tSTATE")
+			fmt.Fprintln(tw, "  STEP\tKEYS\tOPEN WINDOWS\tSTATE")
 			header = true
 		}
-		keys, size := "-", byteSize(*s.StateBytes)
+		keys, windows, size := "-", "-", byteSize(*s.StateBytes)
 		if s.Keys != nil {
 			keys = fmt.Sprint(*s.Keys)
+		}
+		if s.OpenWindows != nil {
+			windows = fmt.Sprint(*s.OpenWindows)
+			if s.OpenWindowsEstimated {
+				windows = "~" + windows + " (estimated)"
+			}
 		}
 		if s.StateBytesEstimated {
 			size = "~" + size + " (estimated)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, keys, size)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, keys, windows, size)
 	}
 	return flush(tw)
 }

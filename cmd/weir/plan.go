@@ -159,13 +159,16 @@ func planOld(ctx context.Context, arg string, f planFlags, opts *plan.Options, j
 		return nil, "", err
 	}
 	if j.Metrics != nil {
-		keys := map[string]int64{}
+		keys, windows := map[string]int64{}, map[string]plan.OpenWindows{}
 		for _, st := range j.Metrics.Steps {
 			if st.Keys != nil {
 				keys[st.Name] = *st.Keys
 			}
+			if st.OpenWindows != nil {
+				windows[st.Name] = plan.OpenWindows{N: *st.OpenWindows, Estimated: st.OpenWindowsEstimated}
+			}
 		}
-		opts.Keys, opts.KeysFrom = keys, "the running job "+j.ID+"'s metrics"
+		opts.Keys, opts.Windows, opts.KeysFrom = keys, windows, "the running job "+j.ID+"'s metrics"
 	}
 	return g, arg, nil
 }

@@ -90,6 +90,7 @@ func TestCLIUpdate(t *testing.T) {
 			Steps []struct {
 				Old, New, Action string
 				Keys             *int64
+				OpenWindows      *int64 `json:"open_windows"`
 			}
 			KeysFrom string `json:"keys_from"`
 		}
@@ -97,13 +98,13 @@ func TestCLIUpdate(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &vo); err != nil || vo.Plan == nil || len(vo.Plan.Steps) != 1 {
 		t.Fatalf("validate-only plan: %v\n%s%s", err, r.stdout, r.stderr)
 	}
-	if st := vo.Plan.Steps[0]; st.Old != "Sums" || st.New != "Totals" || st.Action != "renamed" || st.Keys == nil || *st.Keys < 1 || !strings.Contains(vo.Plan.KeysFrom, sub.ID) {
+	if st := vo.Plan.Steps[0]; st.Old != "Sums" || st.New != "Totals" || st.Action != "renamed" || st.Keys == nil || *st.Keys < 1 || st.OpenWindows == nil || *st.OpenWindows < 1 || !strings.Contains(vo.Plan.KeysFrom, sub.ID) {
 		t.Errorf("validate-only plan step: %+v (keys from %q)", st, vo.Plan.KeysFrom)
 	}
 	// weir plan against the running job: the same, for people; without
 	// the mapping, refused (exit 6) naming the fix.
 	r = p.cli(dir, "plan", "totals", renamed, "--transform-name-mapping", `{"Sums":"Totals"}`)
-	if r.code != ExitOK || !strings.Contains(r.stdout, "renamed   Sums → Totals") || !strings.Contains(r.stdout, " keys]") || !strings.Contains(r.stdout, "continues at the running job's read position") {
+	if r.code != ExitOK || !strings.Contains(r.stdout, "renamed   Sums → Totals") || !strings.Contains(r.stdout, " open windows]") || !strings.Contains(r.stdout, "continues at the running job's read position") {
 		t.Fatalf("plan: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = p.cli(dir, "plan", "totals", renamed)

@@ -83,6 +83,13 @@ type StepMetrics struct {
 	StateBytes *int64 `json:"state_bytes,omitempty"`
 	// StateBytesEstimated says StateBytes is the store's estimate.
 	StateBytesEstimated bool `json:"state_bytes_estimated,omitempty"`
+	// OpenWindows is how many windows an aggregation step (Combine,
+	// GroupByKey) holds open over all its keys, as its job's last
+	// checkpoint stored them: counted, or for many keys estimated from the
+	// first ones (OpenWindowsEstimated). Set with StateBytes.
+	OpenWindows *int64 `json:"open_windows,omitempty"`
+	// OpenWindowsEstimated says OpenWindows is estimated.
+	OpenWindowsEstimated bool `json:"open_windows_estimated,omitempty"`
 	// UserMetrics are the counters and distributions the step's code
 	// updates (the Go SDK's Counter and Distribution) in the job's current
 	// execution (a restart, rescale or update starts them again); absent

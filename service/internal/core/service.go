@@ -14,6 +14,7 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/state"
 )
@@ -548,6 +549,7 @@ func (s *Core) addStateSizes(j *record.Job, m *record.JobMetrics) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateSizeTimeout)
 	defer cancel()
+	g, _ := graph.Parse(j.Graph) // nil: no open windows are counted
 	for i := range m.Steps {
 		st := &m.Steps[i]
 		if st.Keys == nil {
@@ -559,7 +561,37 @@ func (s *Core) addStateSizes(j *record.Job, m *record.JobMetrics) {
 			continue
 		}
 		st.StateBytes, st.StateBytesEstimated = &n, !exact
+		if g == nil {
+			continue
+		}
+		if gs := g.Step(st.Name); gs != nil && (gs.Kind == graph.KindCombinePerKey || gs.Kind == graph.KindGroupByKey) {
+			s.addOpenWindows(ctx, j, st)
+		}
 	}
+}
+
+// openWindowsScan bounds how many stored keys one describe reads to count
+// a step's open windows; beyond it the count is estimated from those.
+const openWindowsScan = 100_000
+
+// addOpenWindows sets the open windows of aggregation step st of job j,
+// counted over its stored keys (estimated from the first openWindowsScan
+// for more, scaled by the step's key count).
+func (s *Core) addOpenWindows(ctx context.Context, j *record.Job, st *record.StepMetrics) {
+	var windows int64
+	scanned, complete, err := s.Store.ScanStateValues(ctx, j.StateKey(), st.Name, openWindowsScan, func(v []byte) {
+		if n, ok := runner.AggregationWindows(v); ok {
+			windows += int64(n)
+		}
+	})
+	if err != nil {
+		s.Opts.Logger.Warn("counting a step's open windows", "job_id", j.ID, "step", st.Name, "error", err)
+		return
+	}
+	if !complete && scanned > 0 && st.Keys != nil {
+		windows = windows * *st.Keys / int64(scanned)
+	}
+	st.OpenWindows, st.OpenWindowsEstimated = &windows, !complete
 }
 
 // stateSizeTimeout bounds the store reads of one describe's state sizes.
