@@ -40,7 +40,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := service.ScheduleRequest{Name: req.Name, JobName: req.JobName, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile,
-		BaseDir: req.BaseDir, Options: serviceOptions(req.Options), Every: req.Every, Cron: req.Cron, Delay: req.Delay,
+		BaseDir: req.BaseDir, Options: serviceOptions(req.Options), Every: req.Every, Cron: req.Cron, FileSets: req.FileSets, ReadyFile: req.ReadyFile, Delay: req.Delay,
 		PartitionTemplate: req.PartitionTemplate, Files: req.Files, SideInputs: req.SideInputs, MaxAttempts: req.MaxAttempts,
 		RetryBackoff: req.RetryBackoff}
 	if req.Start != nil {
@@ -141,7 +141,7 @@ func (s *Server) answerSchedule(w http.ResponseWriter, get func() (*record.Sched
 // wireSchedule converts a schedule to its wire form, with its next
 // partition.
 func wireSchedule(in *record.Schedule) *client.Schedule {
-	out := &client.Schedule{Name: in.Name, JobName: in.JobName, Every: in.Every, Cron: in.Cron, Start: in.Start, Delay: in.Delay,
+	out := &client.Schedule{Name: in.Name, JobName: in.JobName, Every: in.Every, Cron: in.Cron, FileSets: in.FileSets, ReadyFile: in.ReadyFile, Start: in.Start, Delay: in.Delay,
 		PartitionTemplate: in.PartitionTemplate, Files: in.Files, SideInputs: in.SideInputs, MaxAttempts: in.MaxAttempts,
 		RetryBackoff: in.RetryBackoff, Paused: in.Paused, CreateTime: in.CreateTime, UpdateTime: in.UpdateTime, Next: in.Next,
 		Versions: make([]client.ScheduleVersion, len(in.Versions)), Runs: make([]client.ScheduleRun, len(in.Runs))}

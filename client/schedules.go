@@ -18,6 +18,11 @@ type Schedule struct {
 	// bound the partitions (UTC).
 	Every string `json:"every,omitempty"`
 	Cron  string `json:"cron,omitempty"`
+	// FileSets, instead, makes each value of the files' {partition} found
+	// on disk a partition, due once its ReadyFile exists (or its files are
+	// unchanged for Delay).
+	FileSets  bool   `json:"file_sets,omitempty"`
+	ReadyFile string `json:"ready_file,omitempty"`
 	// Start is the start of the first partition.
 	Start time.Time `json:"start"`
 	// Delay is how long after its end a partition becomes due.
@@ -87,9 +92,11 @@ type CreateScheduleRequest struct {
 	PipelineFile string     `json:"pipeline_file,omitempty"`
 	BaseDir      string     `json:"base_dir"`
 	Options      JobOptions `json:"options"`
-	// Every or Cron (exactly one).
-	Every string `json:"every,omitempty"`
-	Cron  string `json:"cron,omitempty"`
+	// Every, Cron or FileSets (exactly one); ReadyFile with FileSets.
+	Every     string `json:"every,omitempty"`
+	Cron      string `json:"cron,omitempty"`
+	FileSets  bool   `json:"file_sets,omitempty"`
+	ReadyFile string `json:"ready_file,omitempty"`
 	// Start is the start of the first partition (default: the partition
 	// holding now).
 	Start             *time.Time        `json:"start,omitempty"`

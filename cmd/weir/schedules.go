@@ -103,7 +103,7 @@ func newSchedulesCreateCommand(e *env) *cobra.Command {
 	var numWorkers int
 	var req client.CreateScheduleRequest
 	return showCommand(e, showSpec[*client.Schedule]{
-		use:   "create NAME --pipeline P.yaml (--every D | --cron EXPR) --files PATTERN... [flags]",
+		use:   "create NAME --pipeline P.yaml (--every D | --cron EXPR | --file-sets) --files PATTERN... [flags]",
 		short: "Create a schedule: run P.yaml once per partition of time on its pinned files",
 		long: `Create records schedule NAME. The pipeline must be bounded (file sources) and
 load on the server; it is sent as text, with the current directory for its
@@ -115,7 +115,17 @@ start's {YYYY} {MM} {DD} {HH} {mm} {ss} (UTC) filled in per partition:
       --delay 1h --files '/data/in/{partition}/*.jsonl' --side-input regions=/data/ref/regions.csv
 
 Partition IDs come from --partition-template (default: {YYYY}-{MM}-{DD} for
-whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).`,
+whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).
+
+With --file-sets a partition is a set of files, not a range of time: every
+value of {partition} that --files match on disk is one partition, run once,
+in the order the sets are found ({partition} is a path segment, or part of
+one between literal text). A set is due once its --ready-file exists (a
+template with {partition}, as '/data/in/{partition}/_SUCCESS'), or, without
+one, once its files are unchanged for --delay:
+
+  weir schedules create drops --pipeline sales.yaml --file-sets \
+      --files '/data/drops/{partition}/*.jsonl' --ready-file '/data/drops/{partition}/_SUCCESS'`,
 		args: exactArgs("NAME"),
 		check: func(cmd *cobra.Command, args []string) error {
 			src, base, err := pipelineArg(e, pipeline)
@@ -123,8 +133,18 @@ whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).`,
 				return err
 			}
 			req.Name, req.JobName, req.Pipeline, req.PipelineFile, req.BaseDir = args[0], jobName, src, pipeline, base
-			if (req.Every == "") == (req.Cron == "") {
-				return usageErrorf("give --every DURATION or --cron EXPR (one of them)")
+			if n := btoi(req.Every != "") + btoi(req.Cron != "") + btoi(req.FileSets); n != 1 {
+				return usageErrorf("give --every DURATION, --cron EXPR or --file-sets (one of them)")
+			}
+			if req.ReadyFile != "" {
+				if !req.FileSets {
+					return usageErrorf("--ready-file makes a file set due: give --file-sets with it")
+				}
+				abs, err := absTemplate("--ready-file", req.ReadyFile)
+				if err != nil {
+					return err
+				}
+				req.ReadyFile = abs
 			}
 			if len(files) == 0 {
 				return usageErrorf("--files is required: the partition's input files or globs, with {partition} or {YYYY} {MM} {DD} {HH} {mm}")
@@ -170,8 +190,14 @@ whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).`,
 			return c.CreateSchedule(ctx, req)
 		},
 		text: func(w io.Writer, s *client.Schedule) error {
-			_, err := fmt.Fprintf(w, "Created schedule %s: job %s, %s, partitions %s; first partition %s, due %s\n",
-				s.Name, s.JobName, cadenceText(s), s.PartitionTemplate, s.NextPartition, formatTime(s.NextDue))
+			var err error
+			if s.FileSets {
+				_, err = fmt.Fprintf(w, "Created schedule %s: job %s, %s: a partition per value of {partition} in %s, run as it arrives\n",
+					s.Name, s.JobName, cadenceText(s), strings.Join(s.Files, ", "))
+			} else {
+				_, err = fmt.Fprintf(w, "Created schedule %s: job %s, %s, partitions %s; first partition %s, due %s\n",
+					s.Name, s.JobName, cadenceText(s), s.PartitionTemplate, s.NextPartition, formatTime(s.NextDue))
+			}
 			if err != nil {
 				return outputErr(err)
 			}
@@ -181,6 +207,8 @@ whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).`,
 			fs.StringVar(&pipeline, "pipeline", "", "the pipeline file each partition runs (bounded: file sources)")
 			fs.StringVar(&req.Every, "every", "", "partition length (24h, 1h, 15m), partitions aligned to --start")
 			fs.StringVar(&req.Cron, "cron", "", "cron expression (UTC) whose times bound the partitions, as '0 2 * * *' or @daily")
+			fs.BoolVar(&req.FileSets, "file-sets", false, "partitions are file sets: each value of {partition} in --files found on disk is one, run once as it arrives")
+			fs.StringVar(&req.ReadyFile, "ready-file", "", "with --file-sets: the file whose existence makes a file set due, a template with {partition} (default: its files unchanged for --delay)")
 			fs.StringVar(&start, "start", "", "start of the first partition (RFC 3339 or a date; default: the partition holding now)")
 			fs.StringVar(&req.Delay, "delay", "", "how long after its end a partition is due (its input complete), as 1h (default 0s)")
 			fs.StringArrayVar(&files, "files", nil, "input file pattern of a partition, with {partition} or {YYYY} {MM} {DD} {HH} {mm} (repeatable)")
@@ -196,7 +224,12 @@ whole days, {YYYY}-{MM}-{DD}T{HH} for hours, else minutes).`,
 
 // cadenceText says how s cuts time.
 func cadenceText(s *client.Schedule) string {
-	if s.Cron != "" {
+	switch {
+	case s.FileSets && s.ReadyFile != "":
+		return "file sets, each due once " + s.ReadyFile + " exists"
+	case s.FileSets:
+		return "file sets, each due once its files are unchanged for " + s.Delay
+	case s.Cron != "":
 		return "cron " + s.Cron
 	}
 	return "every " + s.Every
@@ -267,14 +300,20 @@ func writeScheduleText(w io.Writer, s *client.Schedule) error {
 		row("Cadence", cadenceText(s))
 		row("Start", formatTime(s.Start))
 		row("Delay", s.Delay)
-		row("Partition template", s.PartitionTemplate)
+		if !s.FileSets {
+			row("Partition template", s.PartitionTemplate)
+		}
 		row("Files", strings.Join(s.Files, ", "))
 		for k, v := range s.SideInputs {
 			row("Side input "+k, v)
 		}
 		row("Attempts", fmt.Sprintf("at most %d, backoff %s doubling", s.MaxAttempts, s.RetryBackoff))
 		row("State", st)
-		row("Next partition", fmt.Sprintf("%s (due %s)", s.NextPartition, formatTime(s.NextDue)))
+		if s.FileSets {
+			row("Next partition", "the next file set found on disk")
+		} else {
+			row("Next partition", fmt.Sprintf("%s (due %s)", s.NextPartition, formatTime(s.NextDue)))
+		}
 	}); err != nil {
 		return err
 	}
@@ -395,6 +434,9 @@ version.`,
 		},
 		text: func(w io.Writer, s *client.Schedule) error {
 			from := s.NextPartition
+			if s.FileSets {
+				from = "the next file set found"
+			}
 			for _, r := range s.Runs {
 				if r.Status != "published" && r.Status != "running" {
 					from = r.Partition
@@ -460,4 +502,12 @@ func newScheduleActionCommand(e *env, use, short string, do func(ctx context.Con
 			return nil
 		},
 	})
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

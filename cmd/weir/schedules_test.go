@@ -529,3 +529,97 @@ func TestCLIScheduleSwitchParityOnFiles(t *testing.T) {
 		t.Errorf("diff job:files-daily against its published version: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestCLIScheduleFileSets: a schedule whose partitions are file sets: each
+// directory under in/ is a partition, run once its _SUCCESS file exists,
+// in the order found; a switch runs the sets found after it with the new
+// version; nothing is published twice.
+func TestCLIScheduleFileSets(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	writeTestFile(t, work, "max.yaml", strings.Replace(partitionPipeline(db), "fn: sum", "fn: max", 1))
+	set := func(name, lines string, ready bool) {
+		dir := filepath.Join(work, "in", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if lines != "" {
+			writeTestFile(t, dir, "a.jsonl", lines)
+		}
+		if ready {
+			writeTestFile(t, dir, "_SUCCESS", "")
+		}
+	}
+	describe := func() client.Schedule {
+		var s client.Schedule
+		if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "schedules", "describe", "drops", "--format", "json").stdout), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	awaitPublished := func(partition string) client.ScheduleRun {
+		t.Helper()
+		var run client.ScheduleRun
+		if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+			for _, r := range describe().Runs {
+				if r.Partition == partition && r.Status == "published" {
+					run = r
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Fatalf("file set %s was not published: %+v\n%s", partition, describe().Runs, srv.log())
+		}
+		return run
+	}
+	north := `{"region": "NORTH", "amount": 250}` + "\n" + `{"region": "WEST", "amount": 100}` + "\n" + `{"region": "NORTH", "amount": 175}` + "\n"
+	set("b-later", `{"region": "WEST", "amount": 7}`+"\n"+`{"region": "WEST", "amount": 3}`+"\n", false)
+	set("a-first", north, true)
+
+	if r := srv.cli(work, "schedules", "create", "drops", "--pipeline", "p.yaml", "--file-sets", "--every", "1h", "--files", "in/{partition}/*.jsonl"); r.code != ExitUsage {
+		t.Errorf("--file-sets with --every: exit %d, want %d", r.code, ExitUsage)
+	}
+	if r := srv.cli(work, "schedules", "create", "drops", "--pipeline", "p.yaml", "--file-sets", "--files", "in/*.jsonl"); r.code == ExitOK || !strings.Contains(r.stderr, "{partition}") {
+		t.Errorf("--file-sets without {partition}: exit %d %s", r.code, r.stderr)
+	}
+	r := srv.mustCLI(t, work, "schedules", "create", "drops", "--pipeline", "p.yaml", "--file-sets",
+		"--files", "in/{partition}/*.jsonl", "--ready-file", "in/{partition}/_SUCCESS")
+	if !strings.Contains(r.stdout, "file sets, each due once") {
+		t.Errorf("create: %s", r.stdout)
+	}
+	awaitPublished("a-first")
+	// b-later has files but no ready file: ticks went by, and it has no run.
+	for _, run := range describe().Runs {
+		if run.Partition == "b-later" {
+			t.Fatalf("b-later ran without its ready file: %+v", run)
+		}
+	}
+	set("b-later", "", true)
+	awaitPublished("b-later")
+
+	srv.mustCLI(t, work, "schedules", "switch", "drops", "--pipeline", "max.yaml")
+	set("c-after-switch", north, true)
+	c := awaitPublished("c-after-switch")
+	if c.Version != 2 {
+		t.Errorf("the set found after the switch ran version %d, want 2", c.Version)
+	}
+	want := map[string]map[string]int64{
+		"a-first":        {"NORTH": 425, "WEST": 100},
+		"b-later":        {"WEST": 10},
+		"c-after-switch": {"NORTH": 250, "WEST": 100},
+	}
+	if got := published(t, db); !reflect.DeepEqual(got, want) {
+		t.Errorf("published %v, want %v", got, want)
+	}
+	for p := range want {
+		if n, _ := publications(t, db, "drops", p); n != 1 {
+			t.Errorf("partition %s has %d publication log entries, want 1", p, n)
+		}
+	}
+	if s := describe(); len(s.Runs) != 3 || !s.FileSets {
+		t.Errorf("the schedule has %d runs (file sets %t), want 3", len(s.Runs), s.FileSets)
+	}
+}

@@ -18,7 +18,16 @@ type Schedule struct {
 	// times to the next. Exactly one is set.
 	Every string `json:"every,omitempty"`
 	Cron  string `json:"cron,omitempty"`
-	// Start is the start of the first partition.
+	// FileSets, instead of Every or Cron, makes the partitions the file
+	// sets Files match on disk: each value of their {partition} is one,
+	// run once, in the order found. ReadyFile (a template with
+	// {partition}), when set, is the file whose existence makes a file set
+	// due; without it a file set is due once its files are unchanged for
+	// Delay.
+	FileSets  bool   `json:"file_sets,omitempty"`
+	ReadyFile string `json:"ready_file,omitempty"`
+	// Start is the start of the first partition (a file-set schedule:
+	// its creation).
 	Start time.Time `json:"start"`
 	// Delay is how long after its end a partition becomes due (its input
 	// complete): "0s" runs it at its end.

@@ -78,6 +78,8 @@ type CreateRequest struct {
 	Options           record.JobOptions
 	Every             string
 	Cron              string
+	FileSets          bool
+	ReadyFile         string
 	Start             time.Time
 	Delay             string
 	PartitionTemplate string
@@ -116,6 +118,12 @@ func (s *Schedules) Create(ctx context.Context, req CreateRequest) (*record.Sche
 		return nil, err
 	}
 	now := s.Now().UTC()
+	if req.FileSets {
+		return s.createFileSets(req, now)
+	}
+	if req.ReadyFile != "" {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: a ready file makes a file set due: give --file-sets with it", req.Name)
+	}
 	if req.Start.IsZero() {
 		// No start given: the partition that holds now (due at its end).
 		st, err := StartHolding(req.Every, req.Cron, now)
@@ -188,6 +196,88 @@ func (s *Schedules) Create(ctx context.Context, req CreateRequest) (*record.Sche
 	return sch, nil
 }
 
+// createFileSets is Create for a file-set schedule: no cadence, the
+// partitions the files' {partition} names as they arrive.
+func (s *Schedules) createFileSets(req CreateRequest, now time.Time) (*record.Schedule, error) {
+	switch {
+	case req.Every != "" || req.Cron != "":
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: give --every, --cron or --file-sets, one of them: a partition is a range of time or a set of files", req.Name)
+	case !req.Start.IsZero() || req.PartitionTemplate != "":
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: a file-set schedule's partitions are the values of {partition} found on disk: drop --start and --partition-template", req.Name)
+	}
+	if err := CheckFileSetTemplates(req.Files, req.SideInputs, req.ReadyFile); err != nil {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: %w", req.Name, err)
+	}
+	sch := &record.Schedule{Name: req.Name, JobName: req.JobName, FileSets: true, ReadyFile: req.ReadyFile, Start: now,
+		Delay: "0s", Files: req.Files, SideInputs: req.SideInputs, MaxAttempts: req.MaxAttempts,
+		RetryBackoff: DefaultRetryBackoff.String(), CreateTime: now, UpdateTime: now}
+	if req.Delay != "" {
+		d, err := time.ParseDuration(req.Delay)
+		if err != nil || d < 0 {
+			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --delay %q is not a duration of 0 or more (as 30m)", req.Name, req.Delay)
+		}
+		sch.Delay = d.String()
+	}
+	if req.RetryBackoff != "" {
+		d, err := time.ParseDuration(req.RetryBackoff)
+		if err != nil || d < time.Second {
+			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --retry-backoff %q is not a duration of a second or more", req.Name, req.RetryBackoff)
+		}
+		sch.RetryBackoff = d.String()
+	}
+	if sch.MaxAttempts == 0 {
+		sch.MaxAttempts = DefaultMaxAttempts
+	}
+	if sch.MaxAttempts < 1 || sch.MaxAttempts > 100 {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --max-attempts %d is not between 1 and 100", req.Name, req.MaxAttempts)
+	}
+	if err := s.checkFiles(sch); err != nil {
+		return nil, err
+	}
+	v := record.ScheduleVersion{Version: 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir,
+		Options: req.Options, From: now, CreateTime: now}
+	if err := s.checkPipeline(sch, v); err != nil {
+		return nil, err
+	}
+	sch.Versions = []record.ScheduleVersion{v}
+	s.mu.Lock() // before the core's locks
+	defer s.mu.Unlock()
+	if _, err := s.read(req.Name); err == nil {
+		return nil, errcode.Errorf(errcode.ScheduleExists, "schedule %s exists: delete it first (weir schedules delete %s), or give it a new pipeline (weir schedules switch %s --pipeline P.yaml)", req.Name, req.Name, req.Name)
+	} else if !isNotFound(err) {
+		return nil, err
+	}
+	if err := s.write(sch, nil); err != nil {
+		return nil, err
+	}
+	s.Opts.Logger.Info("schedule created", "schedule", sch.Name, "job_name", sch.JobName, "file_sets", sch.Files, "ready_file", sch.ReadyFile)
+	return sch, nil
+}
+
+// fileSetFrom is where a switch of file-set schedule sch from partition
+// id ("": the first not published or running) starts the new version:
+// that partition's run when it has one, else the file sets found from now
+// on. It returns the version's From and FromPartition.
+func fileSetFrom(sch *record.Schedule, id string, now time.Time) (time.Time, string) {
+	if id != "" {
+		for _, r := range sch.Runs {
+			if r.Partition == id {
+				return r.Start, id
+			}
+		}
+		return now, id
+	}
+	from, name := now, ""
+	for i := len(sch.Runs) - 1; i >= 0; i-- {
+		r := sch.Runs[i]
+		if r.Status == record.RunPublished || r.Status == record.RunRunning {
+			break
+		}
+		from, name = r.Start, r.Partition
+	}
+	return from, name
+}
+
 // checkFiles checks that sch's file and side-input templates are patterns
 // the server may read (--file-roots), for its first partition.
 func (s *Schedules) checkFiles(sch *record.Schedule) error {
@@ -195,6 +285,9 @@ func (s *Schedules) checkFiles(sch *record.Schedule) error {
 		return nil
 	}
 	id := PartitionID(sch.PartitionTemplate, sch.Start)
+	if sch.FileSets {
+		id = "*"
+	}
 	var pats []string
 	for _, f := range sch.Files {
 		pats = append(pats, Expand(f, sch.Start, id))
@@ -288,15 +381,19 @@ func (s *Schedules) Switch(ctx context.Context, req SwitchRequest) (*record.Sche
 		return nil, err
 	}
 	defer unlock()
-	c, err := CadenceOf(sch)
-	if err != nil {
-		return nil, errcode.Internalf("schedule %s: %w", sch.Name, err)
-	}
 	now := s.Now().UTC()
 	var from time.Time
-	if req.FromPartition == "" {
+	fromPartition := ""
+	switch {
+	case sch.FileSets:
+		from, fromPartition = fileSetFrom(sch, req.FromPartition, now)
+	case req.FromPartition == "":
 		from = firstOpen(sch)
-	} else {
+	default:
+		c, err := CadenceOf(sch)
+		if err != nil {
+			return nil, errcode.Internalf("schedule %s: %w", sch.Name, err)
+		}
 		limit := now
 		if sch.Next.After(limit) {
 			limit = sch.Next
@@ -306,6 +403,9 @@ func (s *Schedules) Switch(ctx context.Context, req SwitchRequest) (*record.Sche
 			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s has no partition %q (its partitions are named %s, from %s)", sch.Name, req.FromPartition, sch.PartitionTemplate, PartitionID(sch.PartitionTemplate, sch.Start))
 		}
 		from = f
+	}
+	if !sch.FileSets {
+		fromPartition = PartitionID(sch.PartitionTemplate, from)
 	}
 	for _, r := range sch.Runs {
 		if r.Start.Before(from) {
@@ -320,7 +420,7 @@ func (s *Schedules) Switch(ctx context.Context, req SwitchRequest) (*record.Sche
 	}
 	last := sch.Versions[len(sch.Versions)-1]
 	v := record.ScheduleVersion{Version: last.Version + 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir,
-		Options: req.Options, From: from, FromPartition: PartitionID(sch.PartitionTemplate, from), CreateTime: now}
+		Options: req.Options, From: from, FromPartition: fromPartition, CreateTime: now}
 	if err := s.checkPipeline(sch, v); err != nil {
 		return nil, err
 	}
@@ -393,8 +493,12 @@ func (s *Schedules) Rollback(ctx context.Context, name string) (*record.Schedule
 	if err := s.write(sch, nil); err != nil {
 		return nil, err
 	}
+	from := PartitionID(sch.PartitionTemplate, firstOpen(sch))
+	if sch.FileSets {
+		_, from = fileSetFrom(sch, "", now)
+	}
 	s.Opts.Logger.Info("schedule rolled back", "schedule", name, "retired_version", retired, "version", sch.Versions[prev].Version,
-		"from_partition", PartitionID(sch.PartitionTemplate, firstOpen(sch)))
+		"from_partition", from)
 	return s.Get(name)
 }
 
@@ -511,11 +615,20 @@ func (s *Schedules) tickOne(ctx context.Context, sch *record.Schedule) error {
 		s.Opts.Logger.Info("scheduled partition run ended", "schedule", sch.Name, "partition", r.Partition, "job_id", r.JobID,
 			"status", after.Status, "attempts", after.Attempts, "error", after.Error)
 	}
-	c, err := CadenceOf(sch)
-	if err != nil {
-		return errcode.Internalf("schedule %s: %w", sch.Name, err)
+	var st Step
+	if sch.FileSets {
+		sets, err := DiscoverFileSets(sch)
+		if err != nil {
+			return fmt.Errorf("schedule %s: %w", sch.Name, err)
+		}
+		st = DecideFileSets(sch, sch.Runs, sets, now)
+	} else {
+		c, err := CadenceOf(sch)
+		if err != nil {
+			return errcode.Internalf("schedule %s: %w", sch.Name, err)
+		}
+		st = Decide(sch, c, sch.Runs, now)
 	}
-	st := Decide(sch, c, sch.Runs, now)
 	if !st.Start {
 		return nil
 	}
@@ -530,7 +643,7 @@ func (s *Schedules) start(ctx context.Context, sch *record.Schedule, st Step, no
 	// changed is the schedule record to write with the run: a new
 	// partition moves Next.
 	var changed *record.Schedule
-	if st.New {
+	if st.New && !sch.FileSets {
 		sch.Next, sch.UpdateTime = r.End, now
 		changed = sch
 	}
