@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/weir-dev/weir/graph"
 )
@@ -25,16 +26,39 @@ type accMigration struct {
 	// convert decodes a stored accumulator of the old type and migrates
 	// it, returning a pointer to the new one.
 	convert func(b []byte) (any, error)
+	// failed counts the accumulators that did not migrate.
+	failed atomic.Int64
+}
+
+// accumulatorMigrationFailed is the reject reason of a stored accumulator
+// that did not migrate.
+const accumulatorMigrationFailed = "accumulator_migration_failed"
+
+// StateRejects implements contract.StateRejecter: the stored accumulators
+// that did not migrate (their keys started afresh in their windows).
+func (c *combineAgg[K, V, A, O]) StateRejects() map[string]int64 {
+	if c.migrate == nil {
+		return nil
+	}
+	if n := c.migrate.failed.Load(); n > 0 {
+		return map[string]int64{accumulatorMigrationFailed: n}
+	}
+	return nil
 }
 
 // read migrates one stored accumulator of step. One that does not migrate
 // (it does not decode as the old type, or the function fails) starts
-// afresh from fresh, and the failure is logged: a key's bad accumulator
-// never fails the job that restores it.
+// afresh from fresh, counted as the step's reject (StateRejects) and, the
+// first of them, logged: a key's bad accumulator never fails the job that
+// restores it.
 func (m *accMigration) read(step string, b []byte, fresh func() any) (any, error) {
 	v, err := m.convert(b)
 	if err != nil {
-		slog.Warn("an accumulator did not migrate; the key starts afresh in that window", "step", step, "stored", string(b), "err", err)
+		if m.failed.Add(1) > 1 {
+			return fresh(), nil // the first is logged; all are counted
+		}
+		slog.Warn("an accumulator did not migrate; the key starts afresh in that window (counted as the step's rejects, reason accumulator_migration_failed)",
+			"step", step, "stored", string(b), "err", err)
 		return fresh(), nil
 	}
 	return v, nil

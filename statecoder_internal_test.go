@@ -120,6 +120,12 @@ func TestAccumulatorMigrationEncoding(t *testing.T) {
 			}
 		})
 	}
+	if got := migrating.StateRejects(); got[accumulatorMigrationFailed] != 2 || len(got) != 1 {
+		t.Errorf("the migration's rejects: %v, want the 2 refused", got)
+	}
+	if got := plain.StateRejects(); got != nil {
+		t.Errorf("a combine without a migration rejects %v", got)
+	}
 	for _, c := range []*agg{migrating, plain} {
 		a := migAcc{N: 9, Adds: 2}
 		enc, err := c.EncodeState(contract.AccumulatorCell, &a)

@@ -233,12 +233,22 @@ func (r *run) result() *Result {
 	for _, sp := range r.steps {
 		c := sp.counters
 		keys, keyed := c.keyCount()
-		res.Steps = append(res.Steps, StepMetrics{
+		st := StepMetrics{
 			Name: sp.step.Name, ElementsIn: c.in.Load(), ElementsOut: c.out.Load(),
 			Rejects: c.rejects.Load(), RejectsByReason: c.rejectsByReason(), DroppedLateElements: c.dropped.Load(),
 			Watermark: c.watermark(), PendingTimers: c.pendingTimers(),
 			Keys: keys, Keyed: keyed, User: c.user.Snapshot(),
-		})
+		}
+		if sr, ok := sp.code.(contract.StateRejecter); ok {
+			for reason, n := range sr.StateRejects() {
+				if st.RejectsByReason == nil {
+					st.RejectsByReason = map[string]int64{}
+				}
+				st.RejectsByReason[reason] += n
+				st.Rejects += n
+			}
+		}
+		res.Steps = append(res.Steps, st)
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
 	res.Workers = len(r.workers)

@@ -126,8 +126,10 @@ func TestUpdateKeepsState(t *testing.T) {
 		// same events), so that windows are surely open at the update
 		// however loaded the machine.
 		slow bool
-		// check, when set, checks the table after the new job finished.
-		check func(t *testing.T, db string)
+		// check, when set, checks the table after the new job finished;
+		// checkJob the new job.
+		check    func(t *testing.T, db string)
+		checkJob func(t *testing.T, j *record.Job)
 		// totalColumn is the column the oracle's total is in afterwards
 		// (default total).
 		totalColumn string
@@ -159,6 +161,28 @@ func TestUpdateKeepsState(t *testing.T) {
 				if withMax == 0 || rows == 0 {
 					t.Errorf("after appending max: %d of %d rows have it", withMax, rows)
 				}
+			}},
+		// An init that fails (here for every key) leaves the appended
+		// output empty in the windows open at the update, and each key and
+		// window it failed for is one of the step's rejects, by reason.
+		{name: "a migration init that fails is counted as rejects", combine: "Sums", warning: string(errcode.CombineOutputsChanged), slow: true,
+			mutate: func(y string) string {
+				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n / 0\"}\n", 1)
+			},
+			checkJob: func(t *testing.T, j *record.Job) {
+				if j.Metrics == nil {
+					t.Fatal("the new job has no metrics")
+				}
+				for _, st := range j.Metrics.Steps {
+					if st.Name == "Sums" {
+						if n := st.RejectsByReason["migration_init_failed"]; n < 1 || st.Rejects < n {
+							t.Errorf("Sums: %d rejects, by reason %v; want the failed inits among them", st.Rejects, st.RejectsByReason)
+						}
+						return
+					}
+				}
+				t.Errorf("no metrics of step Sums: %+v", j.Metrics.Steps)
 			}},
 		// A declared migration initialises the appended count from the
 		// stored one: n2 equals n in every row, open windows included.
@@ -292,6 +316,9 @@ func TestUpdateKeepsState(t *testing.T) {
 			}
 			if tc.check != nil {
 				tc.check(t, db)
+			}
+			if tc.checkJob != nil {
+				tc.checkJob(t, nj)
 			}
 			jobs, _, err := s.History("totals")
 			if err != nil || len(jobs) != 2 || jobs[0].ID != old.ID || jobs[1].ID != nj.ID {

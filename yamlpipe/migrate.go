@@ -218,8 +218,8 @@ func (a *aggregator) initSlots(ac *accumulator, from int) {
 		v, err := act.EvalValue(prg, op.typ)
 		if err != nil || v == nil {
 			if m.failed.Add(1) == 1 {
-				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there",
-					"step", a.step, "output", op.out, "error", fmt.Sprint(err))
+				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
+					"step", a.step, "output", op.out, "key", fmt.Sprint(ac.group), "error", fmt.Sprint(err))
 			}
 			continue
 		}
@@ -324,6 +324,22 @@ func (l *loader) attachMigrations(mn *yamlnode.Node) error {
 			return l.errf(e.name, "step %q declares its migrations: on the step already: declare them in one place", name)
 		}
 		target.migrations = e.body
+	}
+	return nil
+}
+
+// migrationInitFailed is the reject reason of a key and window whose
+// migration init did not evaluate.
+const migrationInitFailed = "migration_init_failed"
+
+// StateRejects implements contract.StateRejecter: the keys and windows
+// whose migration init did not evaluate.
+func (a *aggregator) StateRejects() map[string]int64 {
+	if a.migrate == nil {
+		return nil
+	}
+	if n := a.migrate.failed.Load(); n > 0 {
+		return map[string]int64{migrationInitFailed: n}
 	}
 	return nil
 }

@@ -84,6 +84,16 @@ type AbortingSink interface {
 	Abort(ctx context.Context) error
 }
 
+// StateRejecter is implemented by a keyed step's code that can refuse to
+// carry a stored state over, as a declared migration that fails for one
+// key: the runner counts what it refused as the step's rejects, by
+// reason, beside the elements its steps reject.
+type StateRejecter interface {
+	// StateRejects returns, by reason, how many stored states the code
+	// refused to carry over since it was built; nil when none.
+	StateRejects() map[string]int64
+}
+
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
 // be checkpointable. cell names what is encoded: AccumulatorCell for an
