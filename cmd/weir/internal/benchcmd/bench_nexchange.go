@@ -178,7 +178,7 @@ func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
 	var b strings.Builder
 	b.WriteString("nexmark unbounded: YAML queries as jobs of an in-process job service, Nexmark source rate-limited with wall-clock event times,\n" +
 		"results to a topic of the embedded broker, a checkpoint every second. Latency: a result's arrival on the topic less its timestamp\n" +
-		"(the event's time; for q5 the end of its window).\n")
+		"(the event's time; for a windowed query, q5, q7, q8 or q11, the end of its window).\n")
 	for _, o := range outs {
 		fmt.Fprintf(&b, "\n%s: max %.0f events/s (%s) x %.2f -> %.0f events/s (whole microseconds apart) for %.1f s, %d worker(s) at the start",
 			o.Query, o.MaxRate, o.MaxRateFrom, o.RateFraction, o.Rate, o.DurationSeconds, o.Workers)
