@@ -11,6 +11,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
 )
 
 // A bounded pipeline built with the SDK and run to completion in this
@@ -137,4 +138,78 @@ func ExampleMigrateAccumulator() {
 	// Output:
 	// compatible: true
 	// Totals ACCUMULATOR_MIGRATED
+}
+
+// A stateful ParDo keeps state per key: here the last sequence number seen
+// for each device, so that a device's repeated or older readings are
+// dropped. Its state cells are checkpointed with the job and carried over
+// by an update.
+func ExampleStatefulParDo() {
+	type reading struct {
+		Seq   int64
+		Value float64
+	}
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Create(s, "Readings", []weir.KV[string, reading]{
+		{Key: "d1", Value: reading{1, 20.5}}, {Key: "d1", Value: reading{2, 21}}, {Key: "d1", Value: reading{2, 21}},
+		{Key: "d2", Value: reading{7, 3}}, {Key: "d1", Value: reading{1, 20.5}},
+	})
+	last := weir.ValueState[int64]{ID: "last_seq"}
+	fresh := weir.StatefulParDo(s, "Dedupe", in, weir.StatefulFn[string, reading, string]{
+		State: []weir.StateDecl{last},
+		Process: func(c *weir.StateContext[string, string], r reading) error {
+			if seen, ok := last.Read(c); ok && r.Seq <= seen {
+				return nil // a repeat or an older reading
+			}
+			last.Write(c, r.Seq)
+			c.Output(fmt.Sprintf("%s#%d=%g", c.Key(), r.Seq, r.Value))
+			return nil
+		},
+	})
+	out := weir.Collect(s, "Out", fresh)
+
+	// One worker: the elements of a key arrive in the order created.
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: 1}); err != nil {
+		log.Fatal(err)
+	}
+	lines := out.Values()
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// d1#1=20.5
+	// d1#2=21
+	// d2#7=3
+}
+
+// A TestStream scripts elements, watermark moves and processing time, so a
+// test can pin down what a windowed step emits for on-time and late data:
+// here an element that arrives after the watermark passed its window, with
+// allowed lateness, fires a LATE pane that accumulates.
+func ExampleTestStream() {
+	at := func(sec int64) weir.TimestampedValue[weir.KV[string, int64]] {
+		return weir.TimestampedValue[weir.KV[string, int64]]{Value: weir.KV[string, int64]{Key: "NORTH", Value: 100 * sec}, Time: mtime.Time(sec * 1000)}
+	}
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.TestStream(s, "Orders", []weir.TestEvent[weir.KV[string, int64]]{
+		weir.AddElements(at(10), at(20)),
+		weir.AdvanceWatermark[weir.KV[string, int64]](mtime.Time(60_000)), // the first minute is complete
+		weir.AddElements(at(30)),                                          // late, within the allowed lateness
+		weir.AdvanceWatermarkToInfinity[weir.KV[string, int64]](),
+	})
+	w := weir.FixedWindows(mtime.Minute)
+	w.AllowedLateness = 10 * mtime.Minute
+	w.Accumulation = window.Accumulating
+	sums := weir.Collect(s, "Out", weir.CombinePerKey(s, "Sum", weir.WindowInto(s, "PerMinute", in, w), weir.Sum[int64]()))
+
+	if _, err := weir.Run(context.Background(), p, weir.RunOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range sums.Elements() {
+		fmt.Printf("%s %d (%s)\n", e.Value.Key, e.Value.Value, e.Pane.Timing)
+	}
+	// Output:
+	// NORTH 3000 (ON_TIME)
+	// NORTH 6000 (LATE)
 }
