@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -230,40 +228,15 @@ func runYAMLQuery(t *testing.T, q string, cfg nexmark.Config, workers int, rende
 	return got
 }
 
-// compareResults compares two multisets of rendered results.
+// compareResults compares two multisets of rendered results, failing t when
+// they differ.
 func compareResults(t *testing.T, got, want []string) {
 	t.Helper()
-	sort.Strings(got)
-	sort.Strings(want)
 	if len(want) == 0 {
 		t.Fatal("the model expects no output: the test would prove nothing")
 	}
 	t.Logf("%d results", len(want))
-	if reflect.DeepEqual(got, want) {
-		return
+	if d := nexmarkmodel.Differences(got, want); d != nil {
+		t.Error(strings.Join(d, "\n"))
 	}
-	t.Errorf("got %d results, the model %d", len(got), len(want))
-	gm, wm := map[string]int{}, map[string]int{}
-	for _, s := range got {
-		gm[s]++
-	}
-	for _, s := range want {
-		wm[s]++
-	}
-	var diffs []string
-	for s, n := range wm {
-		if gm[s] != n {
-			diffs = append(diffs, fmt.Sprintf("  %q: got %d, want %d", s, gm[s], n))
-		}
-	}
-	for s, n := range gm {
-		if wm[s] == 0 {
-			diffs = append(diffs, fmt.Sprintf("  unexpected %q (x%d)", s, n))
-		}
-	}
-	sort.Strings(diffs)
-	if len(diffs) > 10 {
-		diffs = append(diffs[:5], diffs[len(diffs)-5:]...)
-	}
-	t.Error(strings.Join(diffs, "\n"))
 }

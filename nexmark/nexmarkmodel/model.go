@@ -339,3 +339,35 @@ func Q12Totals(panes []nexmark.BidsPerWindow) []string {
 	}
 	return out
 }
+
+// Differences compares a query's rendered results with its model's, as
+// multisets: nil when they are equal, else a summary and up to ten of the
+// results that differ ("got N, want M" or "unexpected").
+func Differences(got, want []string) []string {
+	gm, wm := map[string]int{}, map[string]int{}
+	for _, s := range got {
+		gm[s]++
+	}
+	for _, s := range want {
+		wm[s]++
+	}
+	var diffs []string
+	for s, n := range wm {
+		if gm[s] != n {
+			diffs = append(diffs, fmt.Sprintf("  %q: got %d, want %d", s, gm[s], n))
+		}
+	}
+	for s, n := range gm {
+		if wm[s] == 0 {
+			diffs = append(diffs, fmt.Sprintf("  unexpected %q (x%d)", s, n))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 10 {
+		diffs = append(diffs[:5], diffs[len(diffs)-5:]...)
+	}
+	return append([]string{fmt.Sprintf("got %d results, the model %d", len(got), len(want))}, diffs...)
+}

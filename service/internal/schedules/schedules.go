@@ -143,25 +143,8 @@ func (s *Schedules) Create(ctx context.Context, req CreateRequest) (*record.Sche
 		d, _ := time.ParseDuration(req.Every)
 		sch.Every = d.String()
 	}
-	if req.Delay != "" {
-		d, err := time.ParseDuration(req.Delay)
-		if err != nil || d < 0 {
-			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --delay %q is not a duration of 0 or more (as 30m)", req.Name, req.Delay)
-		}
-		sch.Delay = d.String()
-	}
-	if req.RetryBackoff != "" {
-		d, err := time.ParseDuration(req.RetryBackoff)
-		if err != nil || d < time.Second {
-			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --retry-backoff %q is not a duration of a second or more", req.Name, req.RetryBackoff)
-		}
-		sch.RetryBackoff = d.String()
-	}
-	if sch.MaxAttempts == 0 {
-		sch.MaxAttempts = DefaultMaxAttempts
-	}
-	if sch.MaxAttempts < 1 || sch.MaxAttempts > 100 {
-		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --max-attempts %d is not between 1 and 100", req.Name, req.MaxAttempts)
+	if err := runOptions(sch, req); err != nil {
+		return nil, err
 	}
 	if sch.PartitionTemplate == "" {
 		sch.PartitionTemplate = DefaultTemplate(c)
@@ -181,19 +164,51 @@ func (s *Schedules) Create(ctx context.Context, req CreateRequest) (*record.Sche
 		return nil, err
 	}
 	sch.Versions = []record.ScheduleVersion{v}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	if _, err := s.read(req.Name); err == nil {
-		return nil, errcode.Errorf(errcode.ScheduleExists, "schedule %s exists: delete it first (weir schedules delete %s), or give it a new pipeline (weir schedules switch %s --pipeline P.yaml)", req.Name, req.Name, req.Name)
-	} else if !isNotFound(err) {
-		return nil, err
-	}
-	if err := s.write(sch, nil); err != nil {
+	if err := s.writeNew(sch); err != nil {
 		return nil, err
 	}
 	s.Opts.Logger.Info("schedule created", "schedule", sch.Name, "job_name", sch.JobName, "every", sch.Every, "cron", sch.Cron,
 		"first_partition", v.FromPartition, "start", start)
 	return sch, nil
+}
+
+// runOptions sets sch's delay, retry backoff and attempts from req,
+// checked.
+func runOptions(sch *record.Schedule, req CreateRequest) error {
+	if req.Delay != "" {
+		d, err := time.ParseDuration(req.Delay)
+		if err != nil || d < 0 {
+			return errcode.Errorf(errcode.InvalidRequest, "schedule %s: --delay %q is not a duration of 0 or more (as 30m)", req.Name, req.Delay)
+		}
+		sch.Delay = d.String()
+	}
+	if req.RetryBackoff != "" {
+		d, err := time.ParseDuration(req.RetryBackoff)
+		if err != nil || d < time.Second {
+			return errcode.Errorf(errcode.InvalidRequest, "schedule %s: --retry-backoff %q is not a duration of a second or more", req.Name, req.RetryBackoff)
+		}
+		sch.RetryBackoff = d.String()
+	}
+	if sch.MaxAttempts == 0 {
+		sch.MaxAttempts = DefaultMaxAttempts
+	}
+	if sch.MaxAttempts < 1 || sch.MaxAttempts > 100 {
+		return errcode.Errorf(errcode.InvalidRequest, "schedule %s: --max-attempts %d is not between 1 and 100", req.Name, req.MaxAttempts)
+	}
+	return nil
+}
+
+// writeNew records new schedule sch, refused when one of its name exists.
+// It takes s.mu (before the core's locks).
+func (s *Schedules) writeNew(sch *record.Schedule) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.read(sch.Name); err == nil {
+		return errcode.Errorf(errcode.ScheduleExists, "schedule %s exists: delete it first (weir schedules delete %s), or give it a new pipeline (weir schedules switch %s --pipeline P.yaml)", sch.Name, sch.Name, sch.Name)
+	} else if !isNotFound(err) {
+		return err
+	}
+	return s.write(sch, nil)
 }
 
 // createFileSets is Create for a file-set schedule: no cadence, the
@@ -211,25 +226,8 @@ func (s *Schedules) createFileSets(req CreateRequest, now time.Time) (*record.Sc
 	sch := &record.Schedule{Name: req.Name, JobName: req.JobName, FileSets: true, ReadyFile: req.ReadyFile, Start: now,
 		Delay: "0s", Files: req.Files, SideInputs: req.SideInputs, MaxAttempts: req.MaxAttempts,
 		RetryBackoff: DefaultRetryBackoff.String(), CreateTime: now, UpdateTime: now}
-	if req.Delay != "" {
-		d, err := time.ParseDuration(req.Delay)
-		if err != nil || d < 0 {
-			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --delay %q is not a duration of 0 or more (as 30m)", req.Name, req.Delay)
-		}
-		sch.Delay = d.String()
-	}
-	if req.RetryBackoff != "" {
-		d, err := time.ParseDuration(req.RetryBackoff)
-		if err != nil || d < time.Second {
-			return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --retry-backoff %q is not a duration of a second or more", req.Name, req.RetryBackoff)
-		}
-		sch.RetryBackoff = d.String()
-	}
-	if sch.MaxAttempts == 0 {
-		sch.MaxAttempts = DefaultMaxAttempts
-	}
-	if sch.MaxAttempts < 1 || sch.MaxAttempts > 100 {
-		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --max-attempts %d is not between 1 and 100", req.Name, req.MaxAttempts)
+	if err := runOptions(sch, req); err != nil {
+		return nil, err
 	}
 	if err := s.checkFiles(sch); err != nil {
 		return nil, err
@@ -240,14 +238,7 @@ func (s *Schedules) createFileSets(req CreateRequest, now time.Time) (*record.Sc
 		return nil, err
 	}
 	sch.Versions = []record.ScheduleVersion{v}
-	s.mu.Lock() // before the core's locks
-	defer s.mu.Unlock()
-	if _, err := s.read(req.Name); err == nil {
-		return nil, errcode.Errorf(errcode.ScheduleExists, "schedule %s exists: delete it first (weir schedules delete %s), or give it a new pipeline (weir schedules switch %s --pipeline P.yaml)", req.Name, req.Name, req.Name)
-	} else if !isNotFound(err) {
-		return nil, err
-	}
-	if err := s.write(sch, nil); err != nil {
+	if err := s.writeNew(sch); err != nil {
 		return nil, err
 	}
 	s.Opts.Logger.Info("schedule created", "schedule", sch.Name, "job_name", sch.JobName, "file_sets", sch.Files, "ready_file", sch.ReadyFile)
