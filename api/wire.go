@@ -178,6 +178,9 @@ func wireSnapshot(in record.Snapshot) client.Snapshot {
 		Kind:            in.Kind,
 		ReplacedByJobID: in.ReplacedByJobID,
 		Broker:          wirePtr(in.Broker, wireSnapshotBroker),
+		Steps: wireSlice(in.Steps, func(st record.SnapshotStep) client.SnapshotStep {
+			return client.SnapshotStep{Name: st.Name, Keys: st.Keys, OpenWindows: st.OpenWindows}
+		}),
 	}
 }
 

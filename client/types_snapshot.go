@@ -21,6 +21,9 @@ type Snapshot struct {
 	Description  string        `json:"description,omitempty"`
 	// DiskSizeBytes is the size of the snapshot's data (READY only).
 	DiskSizeBytes int64 `json:"disk_size_bytes,omitempty"`
+	// Steps are, per aggregation step, the keys and open windows the
+	// snapshot holds (READY only).
+	Steps []SnapshotStep `json:"steps,omitempty"`
 	// FailureReason says why a FAILED snapshot failed.
 	FailureReason  string                   `json:"failure_reason,omitempty"`
 	PubsubMetadata []PubsubSnapshotMetadata `json:"pubsub_metadata"`
@@ -156,4 +159,11 @@ type SeekResult struct {
 	// Backlog is the number of retained messages that now count as
 	// unacknowledged.
 	Backlog uint64 `json:"backlog"`
+}
+
+// SnapshotStep is what a snapshot holds of one aggregation step.
+type SnapshotStep struct {
+	Name        string `json:"name"`
+	Keys        int64  `json:"keys"`
+	OpenWindows int64  `json:"open_windows"`
 }

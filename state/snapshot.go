@@ -84,6 +84,10 @@ type SnapshotCut struct {
 	// snapshot keeps under the step's own name (a rollback snapshot taken
 	// after a handover that renamed steps reads the renamed namespaces).
 	Names map[string]string
+	// OnState, when set, is called with each entry of keyed state the
+	// snapshot copies, by step (the value is valid during the call only):
+	// how a caller counts what the snapshot holds without reading it again.
+	OnState func(step string, value []byte)
 }
 
 // SnapshotBatch is a job snapshot's data, read from a pinned view and
@@ -166,6 +170,9 @@ func scanCut(id string, pin *Pinned, cut SnapshotCut, fn func(key, value []byte)
 		dst := snapStatePrefix(id, step)
 		for it.First(); it.Valid(); it.Next() {
 			key = append(append(key[:0], dst...), it.Key()[len(lo):]...)
+			if cut.OnState != nil {
+				cut.OnState(step, it.Value())
+			}
 			if err := fn(key, it.Value()); err != nil {
 				it.Close()
 				return err

@@ -148,6 +148,14 @@ func planOld(ctx context.Context, arg string, f planFlags, opts *plan.Options, j
 		if err != nil {
 			return nil, "", withCode(ExitFailure, fmt.Errorf("reading the graph of snapshot %s: %w", s.ID, err))
 		}
+		if len(s.Steps) > 0 {
+			opts.Keys, opts.Windows = map[string]int64{}, map[string]plan.OpenWindows{}
+			for _, st := range s.Steps {
+				opts.Keys[st.Name] = st.Keys
+				opts.Windows[st.Name] = plan.OpenWindows{N: st.OpenWindows}
+			}
+			opts.KeysFrom = "snapshot " + s.ID
+		}
 		return g, arg, nil
 	}
 	if !isJob {

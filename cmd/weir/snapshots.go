@@ -231,6 +231,9 @@ func describeSnapshot(w io.Writer, s *client.Snapshot) error {
 		if s.State == client.SnapshotReady {
 			row("Disk size", fmt.Sprintf("%d bytes", s.DiskSizeBytes))
 		}
+		for _, st := range s.Steps {
+			row("Aggregation "+st.Name, fmt.Sprintf("%d keys, %d open windows", st.Keys, st.OpenWindows))
+		}
 		if s.FailureReason != "" {
 			row("Failure reason", s.FailureReason)
 		}

@@ -34,7 +34,15 @@ func TestCLISnapshots(t *testing.T) {
 	r = srv.cli(work, "snapshots", "list", "--job-id", "sums")
 	cliCase{wantCode: ExitOK, wantStdout: []string{"SNAPSHOT_ID", id, "READY"}}.check(t, r)
 	r = srv.cli(work, "snapshots", "describe", id)
-	cliCase{wantCode: ExitOK, wantStdout: []string{"READY", "before v2", "36h", "Disk size"}}.check(t, r)
+	cliCase{wantCode: ExitOK, wantStdout: []string{"READY", "before v2", "36h", "Disk size", "Aggregation Sums"}}.check(t, r)
+	// The snapshot counted the keys and open windows of its aggregation.
+	steps, _ := snap["steps"].([]any)
+	if len(steps) != 1 {
+		t.Fatalf("snapshot steps: %v", snap["steps"])
+	}
+	if st := steps[0].(map[string]any); st["name"] != "Sums" || st["keys"].(float64) < 1 || st["open_windows"].(float64) < 1 {
+		t.Errorf("snapshot step: %v, want Sums with keys and open windows", st)
+	}
 
 	// v2 renames the combine: refused without the mapping, created with it.
 	src, err := os.ReadFile(stream)
@@ -51,6 +59,9 @@ func TestCLISnapshots(t *testing.T) {
 	if err := os.WriteFile(v2, []byte(v2src), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The plan against the snapshot counts what it holds.
+	r = srv.cli(work, "plan", "sums", v2, "--snapshot", id, "--transform-name-mapping", `{"Sums":"Totals"}`)
+	cliCase{wantCode: ExitOK, wantStdout: []string{"open windows]", "key counts from snapshot " + id}}.check(t, r)
 	r = srv.cli(work, "run", v2, "--job-name", "sums-v2", "--create-from-snapshot", id)
 	cliCase{wantCode: ExitIncompatible, wantStdout: []string{"Sums"}}.check(t, r)
 	if r := srv.cli(work, "jobs", "describe", "sums-v2"); r.code != ExitFailure {

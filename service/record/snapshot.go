@@ -51,6 +51,11 @@ type Snapshot struct {
 	Description  string        `json:"description,omitempty"`
 	// DiskSizeBytes is the size of the snapshot's data (READY only).
 	DiskSizeBytes int64 `json:"disk_size_bytes,omitempty"`
+	// Steps are, per aggregation step (a Combine, a GroupByKey), the keys
+	// and open windows the snapshot holds, counted while its state was
+	// copied (READY only; absent in snapshots taken before they were
+	// counted).
+	Steps []SnapshotStep `json:"steps,omitempty"`
 	// FailureReason says why a FAILED snapshot failed.
 	FailureReason  string                   `json:"failure_reason,omitempty"`
 	PubsubMetadata []PubsubSnapshotMetadata `json:"pubsub_metadata"`
@@ -104,3 +109,10 @@ func SnapshotKey(id string) string { return "snapshot/" + id }
 
 // SnapshotKindRollback marks a rollback snapshot.
 const SnapshotKindRollback = "rollback"
+
+// SnapshotStep is what a snapshot holds of one aggregation step.
+type SnapshotStep struct {
+	Name        string `json:"name"`
+	Keys        int64  `json:"keys"`
+	OpenWindows int64  `json:"open_windows"`
+}

@@ -11,7 +11,8 @@
 // deletes expired ones every checkpoint interval.
 //
 // It may import service/internal/core, service/record, state, graph,
-// compat, duration, errcode, runner/contract and the standard library.
+// compat, duration, errcode, runner (the open windows of a stored
+// aggregation key), runner/contract and the standard library.
 package snapshots
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/runner"
 	"sort"
 	"time"
 
@@ -242,6 +243,7 @@ const snapshotBatchBytes = 4 << 20
 // is never touched. It runs in a goroutine Close waits for (spawn).
 func (s *Snapshots) copySnapshot(snap *record.Snapshot, pin *state.Pinned, cut state.SnapshotCut) {
 	defer pin.Release()
+	cut.OnState, snap.Steps = countAggregations(snap)
 	began := time.Now() // the current file's start
 	sb, err := s.Store.StreamSnapshot(s.Ctx, snap.ID, pin, cut, snapshotBatchBytes, func(int64) error {
 		if s.Ctx.Err() != nil {
@@ -324,6 +326,7 @@ func (s *Snapshots) finishSnapshot(snap *record.Snapshot, sb *state.SnapshotBatc
 			return errors.New("the server shut down while the snapshot's state was copied")
 		}
 		cur.State, cur.StateTime, cur.DiskSizeBytes = record.SnapshotReady, s.Now(), size
+		cur.Steps = snap.Steps
 		w := &state.Write{}
 		if err := core.PutJSON(w, record.SnapshotKey(cur.ID), cur); err != nil {
 			sb.Close()
@@ -615,4 +618,36 @@ func SnapshotGraph(snap *record.Snapshot) (*graph.Pipeline, error) {
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s: its graph does not parse: %w", snap.ID, err)
 	}
 	return g, nil
+}
+
+// countAggregations returns the OnState of a cut of snapshot snap that
+// counts the keys and open windows of each of its graph's aggregation
+// steps, and the slice of their counts, filled in as the state is copied
+// (one entry an aggregation key). Nil, nil when the graph does not parse.
+func countAggregations(snap *record.Snapshot) (func(step string, value []byte), []record.SnapshotStep) {
+	g, err := graph.Parse(snap.Graph)
+	if err != nil {
+		return nil, nil
+	}
+	var steps []record.SnapshotStep
+	index := map[string]int{}
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindCombinePerKey || st.Kind == graph.KindGroupByKey {
+			index[st.Name] = len(steps)
+			steps = append(steps, record.SnapshotStep{Name: st.Name})
+		}
+	}
+	if len(steps) == 0 {
+		return nil, nil
+	}
+	return func(step string, value []byte) {
+		i, ok := index[step]
+		if !ok {
+			return
+		}
+		steps[i].Keys++
+		if n, ok := runner.AggregationWindows(value); ok {
+			steps[i].OpenWindows += int64(n)
+		}
+	}, steps
 }
