@@ -2,8 +2,10 @@ package api
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -154,7 +156,7 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 		hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("Cache-Control", "no-store")
-		client := clientIP(r)
+		client := g.clientOf(r)
 		if !g.hostAllowed(r.Host) {
 			g.refuse(w, service.NewError(errcode.InvalidHost, "Host %q is not this server's: use the listen address, a loopback name (localhost, 127.0.0.1), or start the server with --allowed-hosts %s", r.Host, hostOnly(r.Host)))
 			return
@@ -318,6 +320,63 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	tok = strings.TrimSpace(tok)
 	return tok, tok != ""
+}
+
+// A cluster member forwards its clients' requests to the leader (package
+// server). So that the leader's per-address limits count each client, not
+// the member, the member names the client's address in a header, proven
+// by an HMAC of the address, the method and the path keyed with the hash of
+// the server's first token (every member reads the same token file). A
+// header whose proof does not verify under any accepted token is ignored:
+// nobody without the token can pose as another address.
+const (
+	forwardedForHeader   = "X-Weir-Forwarded-For"
+	forwardedProofHeader = "X-Weir-Forwarded-Proof"
+)
+
+// forwardProof is the proof of a forwarded request's client address.
+func forwardProof(key [sha256.Size]byte, ip, method, path string) string {
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte(ip + "\n" + method + "\n" + path))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// MarkForwarded sets on out, a request this server forwards to its
+// cluster's leader, the address of in's client with its proof; without a
+// token (nothing to prove it with) it only removes such headers.
+func (g *Guard) MarkForwarded(in, out *http.Request) {
+	out.Header.Del(forwardedForHeader)
+	out.Header.Del(forwardedProofHeader)
+	if g.tokens == nil {
+		return
+	}
+	hashes, err := g.tokens.load()
+	if err != nil || len(hashes) == 0 {
+		return
+	}
+	ip := g.clientOf(in)
+	out.Header.Set(forwardedForHeader, ip)
+	out.Header.Set(forwardedProofHeader, forwardProof(hashes[0], ip, out.Method, out.URL.Path))
+}
+
+// clientOf is the address r's limits count: its connection's, or the
+// client a cluster member forwarded it for, when the member proved it.
+func (g *Guard) clientOf(r *http.Request) string {
+	ip := clientIP(r)
+	fwd, proof := r.Header.Get(forwardedForHeader), r.Header.Get(forwardedProofHeader)
+	if fwd == "" || proof == "" || g.tokens == nil || net.ParseIP(fwd) == nil {
+		return ip
+	}
+	hashes, err := g.tokens.load()
+	if err != nil {
+		return ip
+	}
+	for _, h := range hashes {
+		if hmac.Equal([]byte(proof), []byte(forwardProof(h, fwd, r.Method, r.URL.Path))) {
+			return fwd
+		}
+	}
+	return ip
 }
 
 // clientIP is the IP of the connection (proxies' headers are not trusted).

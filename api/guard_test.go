@@ -253,3 +253,58 @@ func TestClientRequestsPassTheGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardForwardedClients: requests a cluster member forwards for its
+// clients count against each client's rate, when the member proves the
+// address with the token (MarkForwarded); an unproven or wrongly proven
+// address counts against the connection's.
+func TestGuardForwardedClients(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	const tok = "token-0123456789abcdef"
+	writeTokens(t, path, tok)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Unix(1_700_000_000, 0)))
+	ts := guarded(t, GuardConfig{TokenFile: path, RequestsPerSecond: 1, RequestBurst: 2, Clock: clock})
+	member, err := NewGuard(GuardConfig{TokenFile: path, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forward sends, as a member would, a request of the client at addr.
+	forward := func(addr string, tamper bool) guardReply {
+		t.Helper()
+		in := httptest.NewRequest("GET", "/x", nil)
+		in.RemoteAddr = addr + ":5000"
+		out, err := http.NewRequest("GET", ts.URL+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		member.MarkForwarded(in, out)
+		if out.Header.Get(forwardedForHeader) != addr {
+			t.Fatalf("the forward names %q, want %s", out.Header.Get(forwardedForHeader), addr)
+		}
+		if tamper {
+			out.Header.Set(forwardedForHeader, "203.0.113.99")
+		}
+		return send(t, "GET", out.URL.String(), nil, "Authorization", "Bearer "+tok,
+			forwardedForHeader, out.Header.Get(forwardedForHeader), forwardedProofHeader, out.Header.Get(forwardedProofHeader))
+	}
+	// Two clients behind one member: each has its own burst of 2.
+	for _, client := range []string{"198.51.100.1", "198.51.100.2"} {
+		for i := 0; i < 2; i++ {
+			if r := forward(client, false); r.status != 200 {
+				t.Fatalf("client %s request %d: %d %s", client, i+1, r.status, r.body)
+			}
+		}
+		if r := forward(client, false); r.status != 429 {
+			t.Fatalf("client %s past its burst: %d, want 429", client, r.status)
+		}
+	}
+	// A changed address fails its proof: the connection's (loopback) rate.
+	for i := 0; i < 2; i++ {
+		if r := forward("198.51.100.3", true); r.status != 200 {
+			t.Fatalf("tampered request %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if r := send(t, "GET", ts.URL+"/x", nil, "Authorization", "Bearer "+tok); r.status != 429 {
+		t.Fatalf("the connection's own request after two counted against it: %d, want 429", r.status)
+	}
+}

@@ -119,6 +119,11 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 			pr.SetURL(pr.In.Context().Value(proxyTarget{}).(*url.URL))
 			pr.Out.Host = pr.In.Host // the leader checks Host and Origin as this member would
 			pr.SetXForwarded()
+			// The leader's per-address limits count the client, not this
+			// member (the address proven with the token).
+			if p.guard != nil {
+				p.guard.MarkForwarded(pr.In, pr.Out)
+			}
 		},
 		FlushInterval: -1, // event streams
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
