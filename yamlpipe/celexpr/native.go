@@ -254,7 +254,55 @@ func nativeCall(fn string, a []nfn) nfn {
 	return nil
 }
 
+// nop is a comparison or arithmetic operator, resolved when the fast
+// path is compiled (not by its CEL name at every evaluation).
+type nop uint8
+
+const (
+	opEq nop = iota + 1
+	opNe
+	opLt
+	opLe
+	opGt
+	opGe
+	opAdd
+	opSub
+	opMul
+	opDiv
+	opMod
+)
+
+// opOf maps a CEL operator's function name to its nop.
+func opOf(fn string) nop {
+	switch fn {
+	case operators.Equals:
+		return opEq
+	case operators.NotEquals:
+		return opNe
+	case operators.Less:
+		return opLt
+	case operators.LessEquals:
+		return opLe
+	case operators.Greater:
+		return opGt
+	case operators.GreaterEquals:
+		return opGe
+	case operators.Add:
+		return opAdd
+	case operators.Subtract:
+		return opSub
+	case operators.Multiply:
+		return opMul
+	case operators.Divide:
+		return opDiv
+	case operators.Modulo:
+		return opMod
+	}
+	return 0
+}
+
 func compareFn(fn string, x, y nfn) nfn {
+	op := opOf(fn)
 	return func(v []any) (nval, bool) {
 		l, ok := x(v)
 		if !ok {
@@ -277,18 +325,18 @@ func compareFn(fn string, x, y nfn) nfn {
 			c = cmp3(l.f < r.f, l.f > r.f)
 		}
 		var res bool
-		switch fn {
-		case operators.Equals:
+		switch op {
+		case opEq:
 			res = c == 0
-		case operators.NotEquals:
+		case opNe:
 			res = c != 0
-		case operators.Less:
+		case opLt:
 			res = c < 0
-		case operators.LessEquals:
+		case opLe:
 			res = c <= 0
-		case operators.Greater:
+		case opGt:
 			res = c > 0
-		case operators.GreaterEquals:
+		case opGe:
 			res = c >= 0
 		}
 		if res {
@@ -309,6 +357,7 @@ func cmp3(lt, gt bool) int {
 }
 
 func arithFn(fn string, x, y nfn) nfn {
+	op := opOf(fn)
 	return func(v []any) (nval, bool) {
 		l, ok := x(v)
 		if !ok {
@@ -322,29 +371,29 @@ func arithFn(fn string, x, y nfn) nfn {
 		case nInt:
 			a, b := l.i, r.i
 			var z int64
-			switch fn {
-			case operators.Add:
+			switch op {
+			case opAdd:
 				z = a + b
 				if (z > a) != (b > 0) {
 					return nval{}, false
 				}
-			case operators.Subtract:
+			case opSub:
 				z = a - b
 				if (z < a) != (b > 0) {
 					return nval{}, false
 				}
-			case operators.Multiply:
+			case opMul:
 				if a != 0 && b != 0 {
 					z = a * b
 					if z/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
 						return nval{}, false
 					}
 				}
-			case operators.Divide, operators.Modulo:
+			case opDiv, opMod:
 				if b == 0 || (a == math.MinInt64 && b == -1) {
 					return nval{}, false
 				}
-				if fn == operators.Divide {
+				if op == opDiv {
 					z = a / b
 				} else {
 					z = a % b
@@ -352,18 +401,18 @@ func arithFn(fn string, x, y nfn) nfn {
 			}
 			return nval{k: nInt, i: z}, true
 		case nFloat:
-			switch fn {
-			case operators.Add:
+			switch op {
+			case opAdd:
 				return nval{k: nFloat, f: l.f + r.f}, true
-			case operators.Subtract:
+			case opSub:
 				return nval{k: nFloat, f: l.f - r.f}, true
-			case operators.Multiply:
+			case opMul:
 				return nval{k: nFloat, f: l.f * r.f}, true
-			case operators.Divide:
+			case opDiv:
 				return nval{k: nFloat, f: l.f / r.f}, true
 			}
 		case nString:
-			if fn == operators.Add {
+			if op == opAdd {
 				return nval{k: nString, s: l.s + r.s}, true
 			}
 		}
