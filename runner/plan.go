@@ -265,7 +265,16 @@ func (r *run) instantiate() error {
 		}
 		var splits []contract.SourceSplit
 		var err error
-		if rs := r.opts.Restore; rs != nil {
+		_, resumable := sp.code.(contract.ResumableSource)
+		skip := false
+		if rs := r.opts.Restore; rs != nil && !resumable && readAll(rs.Positions[sp.step.Name]) && hasUnboundedSource(r.prog.Graph) {
+			// A bounded source of a streaming job that had read all its
+			// input before the checkpoint, whose state holds what it read:
+			// nothing to read again. (A batch job reruns instead: its
+			// plain sinks rewrite their whole output.)
+			skip = true
+		}
+		if rs := r.opts.Restore; rs != nil && !skip {
 			// A checkpoint records every source it covered, with null
 			// positions for one that has none: such a source would read
 			// again from its beginning what the restored keyed state
@@ -277,7 +286,12 @@ func (r *run) instantiate() error {
 				return fmt.Errorf("%w: source %q cannot resume from a checkpoint, and the restored state holds what it read", contract.ErrNotCheckpointable, sp.step.Name)
 			}
 		}
-		if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
+		if skip {
+			splits = make([]contract.SourceSplit, len(r.opts.Restore.Positions[sp.step.Name]))
+			for i := range splits {
+				splits[i] = readAllSplit{}
+			}
+		} else if rs := r.opts.Restore; rs != nil && rs.Positions[sp.step.Name] != nil {
 			res, ok := sp.code.(contract.ResumableSource)
 			if !ok {
 				return fmt.Errorf("%w: source %q cannot resume from a checkpoint", contract.ErrNotCheckpointable, sp.step.Name)
@@ -349,6 +363,17 @@ func (w *worker) newNode(sp *stepPlan) (node, error) {
 		return newStatefulNode(w, sp, out)
 	}
 	return nil, fmt.Errorf("step %q has unknown kind %q", sp.step.Name, sp.step.Kind)
+}
+
+// hasUnboundedSource reports whether g reads an unbounded source (a
+// streaming job).
+func hasUnboundedSource(g *graph.Pipeline) bool {
+	for _, st := range g.Steps {
+		if st.Kind == graph.KindSource && st.Source != nil && !st.Source.Bounded {
+			return true
+		}
+	}
+	return false
 }
 
 // feedsKeyedState reports whether the elements of source step src reach a

@@ -57,12 +57,52 @@ func newSourceNode(w *worker, sp *stepPlan, splits []contract.SourceSplit, index
 
 func (n *sourceNode) key() string { return fmt.Sprintf("source/%s/%d", n.plan.step.Name, n.w.id) }
 
+// readAllPosition is the position a checkpoint records for a split that
+// has no positions (not a contract.PositionedSplit) once it read all its
+// input: a byte string no source writes, since such a split writes none.
+const readAllPosition = "\x00weir:read-all"
+
+// readAllSplit stands, in an execution restored from a checkpoint, for a
+// split without positions that had read all its input before it: it reads
+// nothing, and records readAllPosition in every later checkpoint, so that
+// a later restore skips it again.
+type readAllSplit struct{}
+
+func (readAllSplit) Read(context.Context, []contract.Element) (contract.ReadResult, error) {
+	return contract.ReadResult{Watermark: mtime.MaxTimestamp, Done: true}, nil
+}
+
+func (readAllSplit) Close() error { return nil }
+
+func (readAllSplit) Position() ([]byte, error) { return []byte(readAllPosition), nil }
+
+func (readAllSplit) Ack(context.Context, []byte) error { return nil }
+
+// readAll reports whether recorded positions say that a source without
+// positions had read all its input: every split's is readAllPosition.
+func readAll(positions [][]byte) bool {
+	if len(positions) == 0 {
+		return false
+	}
+	for _, p := range positions {
+		if string(p) != readAllPosition {
+			return false
+		}
+	}
+	return true
+}
+
 // positions records where every split of this instance stands.
 func (n *sourceNode) positions() (map[int][]byte, error) {
 	out := map[int][]byte{}
 	for _, s := range n.splits {
 		ps, ok := s.split.(contract.PositionedSplit)
 		if !ok {
+			if s.done {
+				// A split without positions that read all it had: a
+				// restore need not (and cannot) read it again.
+				out[s.index] = []byte(readAllPosition)
+			}
 			continue
 		}
 		pos, err := ps.Position()
