@@ -142,35 +142,21 @@ func sessionAs[T any](m map[string]any) (string, error) {
 // for three configurations and compares its results, with their windows,
 // with the reference models the Go queries are checked against.
 func TestNexmarkYAMLQueriesMatchModels(t *testing.T) {
-	runs := []struct {
-		seed    int64
-		workers int
-		cfg     nexmark.Config
-	}{
-		// Beam's defaults: 100,000 events span 10 s of event time.
-		{seed: 0, workers: 1},
-		// Slower rates spread the events over 10 and 20 windows of 10 s.
-		{seed: 1, workers: 2, cfg: nexmark.Config{FirstEventRate: 1000}},
-		{seed: 2, workers: 3, cfg: nexmark.Config{FirstEventRate: 500, OutOfOrderGroupSize: 1000}},
-	}
 	for _, q := range NexmarkYAMLQueries() {
 		qc, ok := yamlQueryCases[q]
 		if !ok {
 			t.Errorf("the YAML query %s has no case in this test", q)
 			continue
 		}
-		for _, r := range runs {
-			cfg := r.cfg
-			cfg.NumEvents = nexmarkmodel.NumEvents
-			cfg.Seed = r.seed
-			cfg.EnsureDefaults()
-			t.Run(fmt.Sprintf("%s/seed%d/workers%d", q, r.seed, r.workers), func(t *testing.T) {
+		for _, r := range nexmarkmodel.Runs() {
+			cfg := r.Config
+			t.Run(q+"/"+r.Name(), func(t *testing.T) {
 				evs, ts, err := nexmarkmodel.Events(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := qc.model(evs, ts, cfg)
-				got := runYAMLQuery(t, q, cfg, r.workers, qc.render)
+				got := runYAMLQuery(t, q, cfg, r.Workers, qc.render)
 				if qc.totals != nil {
 					if got, err = qc.totals(got); err != nil {
 						t.Fatal(err)

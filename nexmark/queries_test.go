@@ -120,24 +120,10 @@ func queryCases() []queryCase {
 }
 
 func TestQueriesMatchModels(t *testing.T) {
-	runs := []struct {
-		seed    int64
-		workers int
-		cfg     nexmark.Config
-	}{
-		// Beam's defaults: 100,000 events span 10 s of event time.
-		{seed: 0, workers: 1},
-		// Slower rates spread the events over 10 and 20 windows of 10 s.
-		{seed: 1, workers: 2, cfg: nexmark.Config{FirstEventRate: 1000}},
-		{seed: 2, workers: 3, cfg: nexmark.Config{FirstEventRate: 500, OutOfOrderGroupSize: 1000}},
-	}
 	for _, qc := range queryCases() {
-		for _, r := range runs {
-			cfg := r.cfg
-			cfg.NumEvents = nexmarkmodel.NumEvents
-			cfg.Seed = r.seed
-			cfg.EnsureDefaults()
-			t.Run(fmt.Sprintf("%s/seed%d/workers%d", qc.name, r.seed, r.workers), func(t *testing.T) {
+		for _, r := range nexmarkmodel.Runs() {
+			cfg := r.Config
+			t.Run(qc.name+"/"+r.Name(), func(t *testing.T) {
 				evs, ts, err := nexmarkmodel.Events(cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -153,7 +139,7 @@ func TestQueriesMatchModels(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := qc.run(s, events, cfg)
-				if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: r.workers}); err != nil {
+				if _, err := weir.Run(context.Background(), p, weir.RunOptions{NumWorkers: r.Workers}); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("%d results", len(want))

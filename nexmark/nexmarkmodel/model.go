@@ -371,3 +371,32 @@ func Differences(got, want []string) []string {
 	}
 	return append([]string{fmt.Sprintf("got %d results, the model %d", len(got), len(want))}, diffs...)
 }
+
+// Run is one configuration the query tests run every query with.
+type Run struct {
+	// Config is the generator's configuration (defaults filled in, with
+	// NumEvents events and the run's seed).
+	Config nexmark.Config
+	// Workers is the worker count.
+	Workers int
+}
+
+// Name names the run in a subtest: seedS/workersW.
+func (r Run) Name() string { return fmt.Sprintf("seed%d/workers%d", r.Config.Seed, r.Workers) }
+
+// Runs are the three configurations of the query tests: Beam's defaults
+// (100,000 events span 10 s of event time) on one worker, and slower rates
+// that spread the events over 10 and 20 windows of 10 s, the last with
+// out-of-order groups of 1,000, on two and three workers.
+func Runs() []Run {
+	runs := []Run{
+		{Config: nexmark.Config{Seed: 0}, Workers: 1},
+		{Config: nexmark.Config{Seed: 1, FirstEventRate: 1000}, Workers: 2},
+		{Config: nexmark.Config{Seed: 2, FirstEventRate: 500, OutOfOrderGroupSize: 1000}, Workers: 3},
+	}
+	for i := range runs {
+		runs[i].Config.NumEvents = NumEvents
+		runs[i].Config.EnsureDefaults()
+	}
+	return runs
+}
