@@ -38,49 +38,63 @@ type Step struct {
 // partition at sch.Next once it is due (its end plus the delay) — the
 // earliest starts.
 func Decide(sch *record.Schedule, c Cadence, runs []record.ScheduleRun, now time.Time) Step {
-	if sch.Paused {
-		return Step{Why: "paused"}
-	}
-	for _, r := range runs {
-		if r.Status == record.RunRunning {
-			return Step{Why: fmt.Sprintf("partition %s is running (job %s)", r.Partition, r.JobID)}
-		}
+	if why, ok := blocked(sch, runs); ok {
+		return Step{Why: why}
 	}
 	delay := durationOr(sch.Delay, 0)
-	var pick *record.ScheduleRun
-	for i := range runs {
-		r := &runs[i]
-		if (r.Status == record.RunWaiting || r.Status == record.RunRetrying) && (r.NextAttempt == nil || !r.NextAttempt.After(now)) {
-			pick = r
-			break
-		}
-	}
+	pick := dueRetry(runs, now)
 	end := c.End(sch.Next)
 	due := end.Add(delay)
 	newDue := !end.IsZero() && !due.After(now)
 	if newDue && (pick == nil || sch.Next.Before(pick.Start)) {
 		id := PartitionID(sch.PartitionTemplate, sch.Next)
-		r := record.ScheduleRun{Partition: id, Start: sch.Next, End: end, Due: due, Status: record.RunWaiting}
-		v, ok := sch.ActiveVersion(r.Start)
-		if !ok {
-			return Step{Why: fmt.Sprintf("no version of the pipeline runs partition %s", id)}
-		}
-		r.Version = v.Version
-		return Step{Start: true, New: true, Run: r, Version: v}
+		return startStep(sch, record.ScheduleRun{Partition: id, Start: sch.Next, End: end, Due: due, Status: record.RunWaiting}, true)
 	}
 	if pick != nil {
-		v, ok := sch.ActiveVersion(pick.Start)
-		if !ok {
-			return Step{Why: fmt.Sprintf("no version of the pipeline runs partition %s", pick.Partition)}
-		}
-		r := *pick
-		r.Version = v.Version
-		return Step{Start: true, Run: r, Version: v}
+		return startStep(sch, *pick, false)
 	}
 	if end.IsZero() {
 		return Step{Why: "the cron expression fires no more"}
 	}
 	return Step{Why: fmt.Sprintf("next partition %s is due at %s", PartitionID(sch.PartitionTemplate, sch.Next), due.Format(time.RFC3339))}
+}
+
+// blocked says why no run of sch starts now, if none may: it is paused, or
+// one of its runs is running (one writer per job name).
+func blocked(sch *record.Schedule, runs []record.ScheduleRun) (string, bool) {
+	if sch.Paused {
+		return "paused", true
+	}
+	for _, r := range runs {
+		if r.Status == record.RunRunning {
+			return fmt.Sprintf("partition %s is running (job %s)", r.Partition, r.JobID), true
+		}
+	}
+	return "", false
+}
+
+// dueRetry returns the first of runs that waits or retries and whose time
+// has come, or nil.
+func dueRetry(runs []record.ScheduleRun, now time.Time) *record.ScheduleRun {
+	for i := range runs {
+		r := &runs[i]
+		if (r.Status == record.RunWaiting || r.Status == record.RunRetrying) && (r.NextAttempt == nil || !r.NextAttempt.After(now)) {
+			return r
+		}
+	}
+	return nil
+}
+
+// startStep is the step that starts run r (isNew: a partition without a
+// run yet) with the version that owns r's start; nothing starts when no
+// version does.
+func startStep(sch *record.Schedule, r record.ScheduleRun, isNew bool) Step {
+	v, ok := sch.ActiveVersion(r.Start)
+	if !ok {
+		return Step{Why: fmt.Sprintf("no version of the pipeline runs partition %s", r.Partition)}
+	}
+	r.Version = v.Version
+	return Step{Start: true, New: isNew, Run: r, Version: v}
 }
 
 // Ended returns run after its job ended in state (terminal), with the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -138,27 +139,15 @@ func DiscoverFileSets(sch *record.Schedule) (map[string]*FileSet, error) {
 // older than the delay — starts as a new run found at now (after the
 // newest run, so that runs keep the order they were found in).
 func DecideFileSets(sch *record.Schedule, runs []record.ScheduleRun, sets map[string]*FileSet, now time.Time) Step {
-	if sch.Paused {
-		return Step{Why: "paused"}
+	if why, ok := blocked(sch, runs); ok {
+		return Step{Why: why}
 	}
-	for _, r := range runs {
-		if r.Status == record.RunRunning {
-			return Step{Why: fmt.Sprintf("partition %s is running (job %s)", r.Partition, r.JobID)}
-		}
+	if r := dueRetry(runs, now); r != nil {
+		return startStep(sch, *r, false)
 	}
 	has := map[string]bool{}
-	for i := range runs {
-		r := &runs[i]
+	for _, r := range runs {
 		has[r.Partition] = true
-		if (r.Status == record.RunWaiting || r.Status == record.RunRetrying) && (r.NextAttempt == nil || !r.NextAttempt.After(now)) {
-			v, ok := sch.ActiveVersion(r.Start)
-			if !ok {
-				return Step{Why: fmt.Sprintf("no version of the pipeline runs partition %s", r.Partition)}
-			}
-			run := *r
-			run.Version = v.Version
-			return Step{Start: true, Run: run, Version: v}
-		}
 	}
 	ids := make([]string, 0, len(sets))
 	for id := range sets {
@@ -183,13 +172,60 @@ func DecideFileSets(sch *record.Schedule, runs []record.ScheduleRun, sets map[st
 		if n := len(runs); n > 0 && !found.After(runs[n-1].Start) {
 			found = runs[n-1].Start.Add(time.Nanosecond)
 		}
-		r := record.ScheduleRun{Partition: id, Start: found, Due: now, Status: record.RunWaiting}
-		v, ok := sch.ActiveVersion(found)
-		if !ok {
-			return Step{Why: fmt.Sprintf("no version of the pipeline runs partition %s", id)}
-		}
-		r.Version = v.Version
-		return Step{Start: true, New: true, Run: r, Version: v}
+		return startStep(sch, record.ScheduleRun{Partition: id, Start: found, Due: now, Status: record.RunWaiting}, true)
 	}
 	return Step{Why: why}
+}
+
+// createFileSets is Create for a file-set schedule: no cadence, the
+// partitions the files' {partition} names as they arrive.
+func (s *Schedules) createFileSets(req CreateRequest, now time.Time) (*record.Schedule, error) {
+	switch {
+	case req.Every != "" || req.Cron != "":
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: give --every, --cron or --file-sets, one of them: a partition is a range of time or a set of files", req.Name)
+	case !req.Start.IsZero() || req.PartitionTemplate != "":
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: a file-set schedule's partitions are the values of {partition} found on disk: drop --start and --partition-template", req.Name)
+	}
+	if err := CheckFileSetTemplates(req.Files, req.SideInputs, req.ReadyFile); err != nil {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: %w", req.Name, err)
+	}
+	sch := &record.Schedule{Name: req.Name, JobName: req.JobName, FileSets: true, ReadyFile: req.ReadyFile, Start: now,
+		Delay: "0s", Files: req.Files, SideInputs: req.SideInputs, MaxAttempts: req.MaxAttempts,
+		RetryBackoff: DefaultRetryBackoff.String(), CreateTime: now, UpdateTime: now}
+	if err := runOptions(sch, req); err != nil {
+		return nil, err
+	}
+	if err := s.checkFiles(sch); err != nil {
+		return nil, err
+	}
+	v := record.ScheduleVersion{Version: 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir,
+		Options: req.Options, From: now, CreateTime: now}
+	if err := s.checkPipeline(sch, v); err != nil {
+		return nil, err
+	}
+	sch.Versions = []record.ScheduleVersion{v}
+	if err := s.writeNew(sch); err != nil {
+		return nil, err
+	}
+	s.Opts.Logger.Info("schedule created", "schedule", sch.Name, "job_name", sch.JobName, "file_sets", sch.Files, "ready_file", sch.ReadyFile)
+	return sch, nil
+}
+
+// fileSetFrom is where a switch of file-set schedule sch from partition
+// id ("": the first not published or running) starts the new version:
+// that partition's run when it has one, else the file sets found from now
+// on. It returns the version's From and FromPartition.
+func fileSetFrom(sch *record.Schedule, id string, now time.Time) (time.Time, string) {
+	if id == "" {
+		if r := firstOpenRun(sch); r != nil {
+			return r.Start, r.Partition
+		}
+		return now, ""
+	}
+	for _, r := range sch.Runs {
+		if r.Partition == id {
+			return r.Start, id
+		}
+	}
+	return now, id
 }

@@ -211,64 +211,6 @@ func (s *Schedules) writeNew(sch *record.Schedule) error {
 	return s.write(sch, nil)
 }
 
-// createFileSets is Create for a file-set schedule: no cadence, the
-// partitions the files' {partition} names as they arrive.
-func (s *Schedules) createFileSets(req CreateRequest, now time.Time) (*record.Schedule, error) {
-	switch {
-	case req.Every != "" || req.Cron != "":
-		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: give --every, --cron or --file-sets, one of them: a partition is a range of time or a set of files", req.Name)
-	case !req.Start.IsZero() || req.PartitionTemplate != "":
-		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: a file-set schedule's partitions are the values of {partition} found on disk: drop --start and --partition-template", req.Name)
-	}
-	if err := CheckFileSetTemplates(req.Files, req.SideInputs, req.ReadyFile); err != nil {
-		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: %w", req.Name, err)
-	}
-	sch := &record.Schedule{Name: req.Name, JobName: req.JobName, FileSets: true, ReadyFile: req.ReadyFile, Start: now,
-		Delay: "0s", Files: req.Files, SideInputs: req.SideInputs, MaxAttempts: req.MaxAttempts,
-		RetryBackoff: DefaultRetryBackoff.String(), CreateTime: now, UpdateTime: now}
-	if err := runOptions(sch, req); err != nil {
-		return nil, err
-	}
-	if err := s.checkFiles(sch); err != nil {
-		return nil, err
-	}
-	v := record.ScheduleVersion{Version: 1, Pipeline: req.Pipeline, PipelineFile: req.PipelineFile, BaseDir: req.BaseDir,
-		Options: req.Options, From: now, CreateTime: now}
-	if err := s.checkPipeline(sch, v); err != nil {
-		return nil, err
-	}
-	sch.Versions = []record.ScheduleVersion{v}
-	if err := s.writeNew(sch); err != nil {
-		return nil, err
-	}
-	s.Opts.Logger.Info("schedule created", "schedule", sch.Name, "job_name", sch.JobName, "file_sets", sch.Files, "ready_file", sch.ReadyFile)
-	return sch, nil
-}
-
-// fileSetFrom is where a switch of file-set schedule sch from partition
-// id ("": the first not published or running) starts the new version:
-// that partition's run when it has one, else the file sets found from now
-// on. It returns the version's From and FromPartition.
-func fileSetFrom(sch *record.Schedule, id string, now time.Time) (time.Time, string) {
-	if id != "" {
-		for _, r := range sch.Runs {
-			if r.Partition == id {
-				return r.Start, id
-			}
-		}
-		return now, id
-	}
-	from, name := now, ""
-	for i := len(sch.Runs) - 1; i >= 0; i-- {
-		r := sch.Runs[i]
-		if r.Status == record.RunPublished || r.Status == record.RunRunning {
-			break
-		}
-		from, name = r.Start, r.Partition
-	}
-	return from, name
-}
-
 // checkFiles checks that sch's file and side-input templates are patterns
 // the server may read (--file-roots), for its first partition.
 func (s *Schedules) checkFiles(sch *record.Schedule) error {
@@ -424,18 +366,28 @@ func (s *Schedules) Switch(ctx context.Context, req SwitchRequest) (*record.Sche
 	return s.Get(sch.Name)
 }
 
-// firstOpen returns the start of sch's first partition that is neither
-// published nor running, after its last published or running one.
-func firstOpen(sch *record.Schedule) time.Time {
-	from := sch.Next
+// firstOpenRun returns sch's first run that is neither published nor
+// running, after its last published or running one; nil when there is
+// none (the next partition has no run yet).
+func firstOpenRun(sch *record.Schedule) *record.ScheduleRun {
+	var open *record.ScheduleRun
 	for i := len(sch.Runs) - 1; i >= 0; i-- {
-		r := sch.Runs[i]
+		r := &sch.Runs[i]
 		if r.Status == record.RunPublished || r.Status == record.RunRunning {
 			break
 		}
-		from = r.Start
+		open = r
 	}
-	return from
+	return open
+}
+
+// firstOpen returns the start of sch's first partition that is neither
+// published nor running, after its last published or running one.
+func firstOpen(sch *record.Schedule) time.Time {
+	if r := firstOpenRun(sch); r != nil {
+		return r.Start
+	}
+	return sch.Next
 }
 
 // Rollback retires schedule name's newest version that is not rolled
