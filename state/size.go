@@ -18,7 +18,11 @@ const exactSizeLimit = 8 << 20
 // take exactSizeLimit or more, Pebble's estimate of the disk space its
 // files take (compressed; rows still in the memtable are not counted). A
 // step with no state is 0, exact.
-func (s *Store) StateSize(ctx context.Context, lineage, step string) (size int64, exact bool, err error) {
+//
+// each, when set, is called with the value of every entry when the size is
+// counted exactly (the scan a caller would otherwise repeat), valid during
+// the call only.
+func (s *Store) StateSize(ctx context.Context, lineage, step string, each func(value []byte)) (size int64, exact bool, err error) {
 	h, err := s.acquire()
 	if err != nil {
 		return 0, false, fmt.Errorf("measuring the state of step %q: %w", step, err)
@@ -47,6 +51,9 @@ func (s *Store) StateSize(ctx context.Context, lineage, step string) (size int64
 			return 0, false, err
 		}
 		size += int64(len(it.Key()) + len(it.Value()))
+		if each != nil {
+			each(it.Value())
+		}
 	}
 	if err := it.Error(); err != nil {
 		return 0, false, fmt.Errorf("measuring the state of step %q: %w", step, err)

@@ -42,7 +42,7 @@ func TestStateSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		for step, want := range st.want {
-			got, exact, err := s.StateSize(ctx, "orders", step)
+			got, exact, err := s.StateSize(ctx, "orders", step, nil)
 			if err != nil || !exact || got != want {
 				t.Errorf("%s: StateSize(orders, %s) = %d (exact %v, %v), want %d", st.name, step, got, exact, err, want)
 			}

@@ -555,16 +555,32 @@ func (s *Core) addStateSizes(j *record.Job, m *record.JobMetrics) {
 		if st.Keys == nil {
 			continue
 		}
-		n, exact, err := s.Store.StateSize(ctx, j.StateKey(), st.Name)
+		var gs *graph.Step
+		if g != nil {
+			gs = g.Step(st.Name)
+		}
+		agg := gs != nil && (gs.Kind == graph.KindCombinePerKey || gs.Kind == graph.KindGroupByKey)
+		// An aggregation's open windows are counted in the size's scan,
+		// when it scans (small state); else by a bounded scan of their own.
+		var windows int64
+		var each func([]byte)
+		if agg {
+			each = func(v []byte) {
+				if n, ok := runner.AggregationWindows(v); ok {
+					windows += int64(n)
+				}
+			}
+		}
+		n, exact, err := s.Store.StateSize(ctx, j.StateKey(), st.Name, each)
 		if err != nil {
 			s.Opts.Logger.Warn("measuring a step's state", "job_id", j.ID, "step", st.Name, "error", err)
 			continue
 		}
 		st.StateBytes, st.StateBytesEstimated = &n, !exact
-		if g == nil {
-			continue
-		}
-		if gs := g.Step(st.Name); gs != nil && (gs.Kind == graph.KindCombinePerKey || gs.Kind == graph.KindGroupByKey) {
+		switch {
+		case agg && exact:
+			st.OpenWindows = &windows
+		case agg:
 			s.addOpenWindows(ctx, j, st)
 		}
 	}
@@ -575,8 +591,9 @@ func (s *Core) addStateSizes(j *record.Job, m *record.JobMetrics) {
 const openWindowsScan = 100_000
 
 // addOpenWindows sets the open windows of aggregation step st of job j,
-// counted over its stored keys (estimated from the first openWindowsScan
-// for more, scaled by the step's key count).
+// whose state is too large for StateSize to have scanned: counted over its
+// stored keys, or estimated from the first openWindowsScan for more,
+// scaled by the step's key count.
 func (s *Core) addOpenWindows(ctx context.Context, j *record.Job, st *record.StepMetrics) {
 	var windows int64
 	scanned, complete, err := s.Store.ScanStateValues(ctx, j.StateKey(), st.Name, openWindowsScan, func(v []byte) {
