@@ -301,14 +301,7 @@ type BidsPerSession struct {
 func Query11(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCollection[BidsPerSession] {
 	cfg.EnsureDefaults()
 	gap := mtime.Duration(cfg.WindowSizeSec) * mtime.Second
-	byBidder := weir.ParDo(s, "Q11.Bidders", events, func(_ *weir.Context, e Event, emit func(weir.KV[int64, int64])) error {
-		if e.Bid != nil {
-			emit(weir.KV[int64, int64]{Key: e.Bid.Bidder, Value: 1})
-		}
-		return nil
-	})
-	sessions := weir.WindowInto(s, "Q11.Sessions", byBidder, weir.Sessions(gap))
-	counts := weir.CombinePerKey(s, "Q11.Count", sessions, weir.Sum[int64]())
+	counts := bidsPerBidder(s, "Q11", "Sessions", events, weir.Sessions(gap))
 	return weir.Map(s, "Q11.Project", counts, func(kv weir.KV[int64, int64]) BidsPerSession {
 		return BidsPerSession{Bidder: kv.Key, Bids: kv.Value}
 	})
@@ -330,18 +323,24 @@ type BidsPerWindow struct {
 func Query12(s weir.Scope, events weir.PCollection[Event], cfg Config) weir.PCollection[BidsPerWindow] {
 	cfg.EnsureDefaults()
 	delay := mtime.Duration(cfg.WindowSizeSec) * mtime.Second
-	byBidder := weir.ParDo(s, "Q12.Bidders", events, func(_ *weir.Context, e Event, emit func(weir.KV[int64, int64])) error {
+	w := weir.Windowing{Fn: window.GlobalFn(), Trigger: window.Repeatedly(window.AfterProcessingTime(delay)), Accumulation: window.Discarding}
+	counts := bidsPerBidder(s, "Q12", "Window", events, w)
+	return weir.Map(s, "Q12.Project", counts, func(kv weir.KV[int64, int64]) BidsPerWindow {
+		return BidsPerWindow{Bidder: kv.Key, Bids: kv.Value}
+	})
+}
+
+// bidsPerBidder counts each bidder's bids in the windows of w, in steps
+// named query.Bidders, query.WINDOW and query.Count (queries 11 and 12).
+func bidsPerBidder(s weir.Scope, query, windowStep string, events weir.PCollection[Event], w weir.Windowing) weir.PCollection[weir.KV[int64, int64]] {
+	byBidder := weir.ParDo(s, query+".Bidders", events, func(_ *weir.Context, e Event, emit func(weir.KV[int64, int64])) error {
 		if e.Bid != nil {
 			emit(weir.KV[int64, int64]{Key: e.Bid.Bidder, Value: 1})
 		}
 		return nil
 	})
-	w := weir.Windowing{Fn: window.GlobalFn(), Trigger: window.Repeatedly(window.AfterProcessingTime(delay)), Accumulation: window.Discarding}
-	windows := weir.WindowInto(s, "Q12.Window", byBidder, w)
-	counts := weir.CombinePerKey(s, "Q12.Count", windows, weir.Sum[int64]())
-	return weir.Map(s, "Q12.Project", counts, func(kv weir.KV[int64, int64]) BidsPerWindow {
-		return BidsPerWindow{Bidder: kv.Key, Bids: kv.Value}
-	})
+	windowed := weir.WindowInto(s, query+"."+windowStep, byBidder, w)
+	return weir.CombinePerKey(s, query+".Count", windowed, weir.Sum[int64]())
 }
 
 // Query is one Nexmark query, for tools that run them by name.
