@@ -5,13 +5,16 @@
 // as sorted multisets of strings: a result is rendered with %+v of its Go
 // type, and a windowed one starts with its window (WindowKey).
 //
-// It may import nexmark, mtime and the standard library.
+// It may import nexmark, mtime and the standard library (testing: Compare
+// fails a test).
 package nexmarkmodel
 
 import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
+	"testing"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/nexmark"
@@ -340,10 +343,23 @@ func Q12Totals(panes []nexmark.BidsPerWindow) []string {
 	return out
 }
 
-// Differences compares a query's rendered results with its model's, as
-// multisets: nil when they are equal, else a summary and up to ten of the
-// results that differ ("got N, want M" or "unexpected").
-func Differences(got, want []string) []string {
+// Compare fails t unless a query's rendered results equal its model's, as
+// multisets, naming up to ten that differ; an empty model fails too (the
+// test would prove nothing).
+func Compare(t testing.TB, got, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatal("the model expects no output: the test would prove nothing")
+	}
+	t.Logf("%d results", len(want))
+	if d := differences(got, want); d != nil {
+		t.Error(strings.Join(d, "\n"))
+	}
+}
+
+// differences compares rendered results as multisets: nil when equal,
+// else a summary and up to ten of the results that differ.
+func differences(got, want []string) []string {
 	gm, wm := map[string]int{}, map[string]int{}
 	for _, s := range got {
 		gm[s]++
