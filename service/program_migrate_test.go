@@ -11,8 +11,6 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/sqlsink"
-	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -42,7 +40,6 @@ func migratingProgram(db string, migrate bool) ProgramLoader {
 	return func(job weir.JobInfo) (*weir.Pipeline, error) {
 		p := weir.NewJobPipeline(job)
 		s := p.Root()
-		schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
 		ev := weir.Generate(s, "Events", weir.GenerateConfig{Count: programCount, Rate: 500}, func(i int64) weir.KV[string, int64] {
 			return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", i%7), Value: 1}
 		})
@@ -53,16 +50,7 @@ func migratingProgram(db string, migrate bool) ProgramLoader {
 			}))
 		}
 		c := weir.CombinePerKey(s, "CountPerKey", ev, weir.CombineFn[int64, countAcc, int64](countFn{}), opts...)
-		rows := weir.Map(s, "ToRow", c, func(kv weir.KV[string, int64]) *row.Row {
-			return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
-		})
-		sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
-			JobID: job.ID, Generation: job.Generation}, schema)
-		if err != nil {
-			return nil, err
-		}
-		weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
-		return p, nil
+		return p, writeCounts(s, job, db, c)
 	}
 }
 

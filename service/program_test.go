@@ -30,14 +30,13 @@ func countingProgram(db, variant string) ProgramLoader {
 	return func(job weir.JobInfo) (*weir.Pipeline, error) {
 		p := weir.NewJobPipeline(job)
 		s := p.Root()
-		schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
 		cfg := weir.GenerateConfig{Count: programCount, Rate: 500}
-		var rows weir.PCollection[*row.Row]
+		var counts weir.PCollection[weir.KV[string, int64]]
 		if variant == "v3" {
 			ev := weir.Generate(s, "Events", cfg, func(i int64) weir.KV[int64, int64] { return weir.KV[int64, int64]{Key: i % 7, Value: 1} })
 			c := weir.CombinePerKey(s, "CountPerKey", ev, weir.Sum[int64]())
-			rows = weir.Map(s, "ToRow", c, func(kv weir.KV[int64, int64]) *row.Row {
-				return &row.Row{Schema: schema, Values: []any{fmt.Sprintf("k%d", kv.Key), kv.Value}}
+			counts = weir.Map(s, "KeyAsString", c, func(kv weir.KV[int64, int64]) weir.KV[string, int64] {
+				return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", kv.Key), Value: kv.Value}
 			})
 		} else {
 			ev := weir.Generate(s, "Events", cfg, func(i int64) weir.KV[string, int64] {
@@ -48,19 +47,27 @@ func countingProgram(db, variant string) ProgramLoader {
 				ev = weir.Filter(s, "Valid", ev, func(kv weir.KV[string, int64]) bool { return kv.Value > 0 })
 				name = "Counts"
 			}
-			c := weir.CombinePerKey(s, name, ev, weir.Sum[int64]())
-			rows = weir.Map(s, "ToRow", c, func(kv weir.KV[string, int64]) *row.Row {
-				return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
-			})
+			counts = weir.CombinePerKey(s, name, ev, weir.Sum[int64]())
 		}
-		sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
-			JobID: job.ID, Generation: job.Generation}, schema)
-		if err != nil {
-			return nil, err
-		}
-		weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
-		return p, nil
+		return p, writeCounts(s, job, db, counts)
 	}
+}
+
+// writeCounts upserts per-key counts, through a step ToRow, into the table
+// counts of db (step WriteCounts), as every counting program of these
+// tests does.
+func writeCounts(s weir.Scope, job weir.JobInfo, db string, counts weir.PCollection[weir.KV[string, int64]]) error {
+	schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
+	rows := weir.Map(s, "ToRow", counts, func(kv weir.KV[string, int64]) *row.Row {
+		return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
+	})
+	sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
+		JobID: job.ID, Generation: job.Generation}, schema)
+	if err != nil {
+		return err
+	}
+	weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
+	return nil
 }
 
 func openProgramService(t *testing.T, dir string, clock testClock, program ProgramLoader) *Service {
@@ -255,21 +262,10 @@ func streamingProgram(db, count string) ProgramLoader {
 	return func(job weir.JobInfo) (*weir.Pipeline, error) {
 		p := weir.NewJobPipeline(job)
 		s := p.Root()
-		schema := row.MustSchema(row.Field{Name: "key", Type: row.Of(row.KindString)}, row.Field{Name: "n", Type: row.Of(row.KindInt)})
 		ev := weir.Generate(s, "Events", weir.GenerateConfig{Rate: 500}, func(i int64) weir.KV[string, int64] {
 			return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", i%7), Value: 1}
 		})
-		c := weir.CombinePerKey(s, count, ev, weir.Sum[int64]())
-		rows := weir.Map(s, "ToRow", c, func(kv weir.KV[string, int64]) *row.Row {
-			return &row.Row{Schema: schema, Values: []any{kv.Key, kv.Value}}
-		})
-		sink, err := sqlsink.New(sqlsink.Config{DSN: db, Table: "counts", Key: []string{"key"}, SinkID: job.ID + "/WriteCounts",
-			JobID: job.ID, Generation: job.Generation}, schema)
-		if err != nil {
-			return nil, err
-		}
-		weir.Write(s, "WriteCounts", rows, sink, weir.WithSinkIdentity("sql", "sqlite:counts"))
-		return p, nil
+		return p, writeCounts(s, job, db, weir.CombinePerKey(s, count, ev, weir.Sum[int64]()))
 	}
 }
 
