@@ -51,17 +51,16 @@ func (c *combineAgg[K, V, A, O]) StateRejects() map[string]int64 {
 // afresh from fresh, counted as the step's reject (StateRejects) and, the
 // first of them, logged: a key's bad accumulator never fails the job that
 // restores it.
-func (m *accMigration) read(step string, b []byte, fresh func() any) (any, error) {
+func (m *accMigration) read(step string, b []byte, fresh func() any) any {
 	v, err := m.convert(b)
-	if err != nil {
-		if m.failed.Add(1) > 1 {
-			return fresh(), nil // the first is logged; all are counted
-		}
+	if err == nil {
+		return v
+	}
+	if m.failed.Add(1) == 1 { // the first is logged; all are counted
 		slog.Warn("an accumulator did not migrate; the key starts afresh in that window (counted as the step's rejects, reason accumulator_migration_failed)",
 			"step", step, "stored", string(b), "err", err)
-		return fresh(), nil
 	}
-	return v, nil
+	return fresh()
 }
 
 // MigrateAccumulator declares, on a CombinePerKey, how it reads the

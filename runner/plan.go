@@ -282,7 +282,7 @@ func (r *run) instantiate() error {
 			// without positions, such as a rehearsal's state seeded from
 			// a snapshot, replays its input on purpose.)
 			_, recorded := rs.Positions[sp.step.Name]
-			if _, ok := sp.code.(contract.ResumableSource); recorded && !ok && feedsKeyedState(r.prog.Graph, sp.step) {
+			if recorded && !resumable && feedsKeyedState(r.prog.Graph, sp.step) {
 				return fmt.Errorf("%w: source %q cannot resume from a checkpoint, and the restored state holds what it read", contract.ErrNotCheckpointable, sp.step.Name)
 			}
 		}
