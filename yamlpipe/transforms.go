@@ -73,6 +73,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: append([]string{"rules"}, celKeys...), errors: true, build: buildValidate}, true
 	case "ValidateWithSchema":
 		return &transformDef{keys: []string{"schema", "error_handling"}, errors: true, build: buildValidateWithSchema}, true
+	case "MatchAll":
+		return &transformDef{keys: []string{"file_pattern", "empty_match_treatment", "error_handling"}, errors: true, build: buildMatchAll}, true
 	case "WindowInto":
 		return &transformDef{keys: []string{"windowing"}, build: buildWindowInto}, true
 	case "Combine":
@@ -118,7 +120,7 @@ func transformTypes() []string {
 	out := []string{"Combine", "Create", "Filter", "Flatten", "Generate", "MapToFields", "ReadFromCsv",
 		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
-		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark",
+		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark", "MatchAll",
 		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql", "ReadFromIceberg", "WriteToIceberg"}
 	sort.Strings(out)
 	return out
