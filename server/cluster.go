@@ -14,9 +14,10 @@ package server
 //     on it: the jobs resume from their last checkpoints, as after a
 //     restart of a single server;
 //   - a leader that loses the lease (it was cut off from NATS, or paused
-//     longer than the lease) can write nothing more, and the process
-//     stops (Wait returns StopFailed) so that it restarts as a new
-//     follower.
+//     longer than the lease) can write nothing more: it stops its jobs,
+//     reopens its store as a replica and follows the cluster again, in
+//     the same process; only when that fails does the process stop (Wait
+//     returns StopFailed) so that a supervisor restarts it.
 //
 // GET /v1/cluster/members is answered by every member itself.
 
@@ -210,10 +211,26 @@ func (cm *clusterMember) start() {
 	go cm.run()
 }
 
-// run campaigns, then leads until the leadership is lost or the process
-// stops.
+// run campaigns, leads until the leadership is lost, then steps down and
+// campaigns again as a follower, until the process stops.
 func (cm *clusterMember) run() {
 	defer close(cm.done)
+	for cm.ctx.Err() == nil {
+		svc, l, ok := cm.campaign()
+		if !ok || !cm.leadUntilLost(svc, l) {
+			return
+		}
+		if err := cm.stepDown(svc, l); err != nil {
+			cm.stop(fmt.Errorf("cluster %s: %w; stepping down failed (%w), so this member stops: restart it and it joins as a follower", cm.p.cfg.Cluster, l.Err(), err))
+			return
+		}
+	}
+}
+
+// campaign follows the cluster's log until this member holds the lease,
+// then opens the job service on the replica; ok is false when the member
+// stops (cm.stop was called, or the process is stopping).
+func (cm *clusterMember) campaign() (*service.Service, *cluster.Leadership, bool) {
 	cm.mu.Lock()
 	replica := cm.follower
 	cm.mu.Unlock()
@@ -228,7 +245,7 @@ func (cm *clusterMember) run() {
 		if cm.ctx.Err() == nil {
 			cm.stop(fmt.Errorf("cluster %s: %w", cm.p.cfg.Cluster, err))
 		}
-		return
+		return nil, nil, false
 	}
 	cm.mu.Lock()
 	cm.follower = nil
@@ -236,14 +253,14 @@ func (cm *clusterMember) run() {
 	if err := replica.Close(); err != nil {
 		l.Resign()
 		cm.stop(fmt.Errorf("cluster %s: closing the replica before leading: %w", cm.p.cfg.Cluster, err))
-		return
+		return nil, nil, false
 	}
 	began := time.Now()
 	svc, err := cm.p.openService(cm.ctx, l)
 	if err != nil {
 		l.Resign()
 		cm.stop(err)
-		return
+		return nil, nil, false
 	}
 	cm.p.svcMu.Lock()
 	cm.p.svc = svc
@@ -252,7 +269,14 @@ func (cm *clusterMember) run() {
 	cm.mu.Lock()
 	cm.api, cm.apiEnd, cm.lead = h, end, l
 	cm.mu.Unlock()
+	cm.lost.Store(false)
 	cm.p.log.Info("this member leads the cluster and runs its jobs", "term", l.Term(), "service_open", time.Since(began).Round(time.Millisecond).String())
+	return svc, l, true
+}
+
+// leadUntilLost reports the leader's jobs until the leadership is lost (true) or
+// the process stops (false).
+func (cm *clusterMember) leadUntilLost(svc *service.Service, l *cluster.Leadership) bool {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -260,13 +284,50 @@ func (cm *clusterMember) run() {
 		select {
 		case <-l.Lost():
 			cm.lost.Store(true)
-			cm.stop(fmt.Errorf("cluster %s: %w; this member stops so that it can rejoin as a follower", cm.p.cfg.Cluster, l.Err()))
-			return
+			return true
 		case <-cm.ctx.Done():
-			return
+			return false
 		case <-t.C:
 		}
 	}
+}
+
+// stepDown turns a leader that lost the lease into a follower without a
+// restart: the API forwards again, the job service stops its jobs (their
+// checkpoints, and so the commits and acknowledgements that follow them,
+// are refused since the leadership is lost: the next leader resumes them
+// from the last checkpoint the log holds), and the store is opened again
+// as the replica the next campaign brings to the log's end. The writes
+// the log refused were not committed locally either, so the replica holds
+// a prefix of the log.
+func (cm *clusterMember) stepDown(svc *service.Service, l *cluster.Leadership) error {
+	cm.p.log.Warn("this member no longer leads: it stops its jobs without committing and follows the cluster again", "term", l.Term(), "reason", l.Err())
+	l.Resign()
+	cm.mu.Lock()
+	end := cm.apiEnd
+	cm.api, cm.apiEnd, cm.lead = nil, nil, nil
+	cm.mu.Unlock()
+	if end != nil {
+		end()
+	}
+	cm.p.svcMu.Lock()
+	cm.p.svc = nil
+	cm.p.svcMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cm.ctx), httpShutdownTimeout)
+	err := svc.Close(ctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("stopping the job service: %w", err)
+	}
+	replica, err := state.Open(filepath.Join(cm.p.dir, "state"), cm.p.log)
+	if err != nil {
+		return fmt.Errorf("opening the store as a replica: %w", err)
+	}
+	cm.mu.Lock()
+	cm.follower = replica
+	cm.mu.Unlock()
+	cm.p.log.Info("this member follows the cluster again")
+	return nil
 }
 
 // restoreBase replaces the data directory's store by the cluster's base

@@ -168,9 +168,10 @@ func TestCLIClusterFailover(t *testing.T) {
 
 // TestCLIClusterPartition cuts the leader off from NATS while its process
 // keeps running (the only NATS server it knows stops): it stops writing
-// within half a lease and exits with an error, the other member takes
-// over, and the drained table holds exactly what was published — no
-// split brain, nothing written twice.
+// within half a lease and steps down without exiting, the other member
+// takes over, and the drained table holds exactly what was published —
+// no split brain, nothing written twice. Back in touch, the old leader
+// follows, forwards requests, and leads again when the other leaves.
 func TestCLIClusterPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
@@ -194,17 +195,20 @@ func TestCLIClusterPartition(t *testing.T) {
 
 	cut := time.Now()
 	nc.StopServer(0)
-	select {
-	case err := <-a.done:
-		if err == nil {
-			t.Fatal("the cut-off leader exited 0")
-		}
-		t.Logf("the cut-off leader stopped %s after the cut: %v", time.Since(cut).Round(time.Millisecond), err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the cut-off leader kept running\nlog:\n%s", a.log())
+	// The cut-off leader steps down and keeps running as a follower.
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		return strings.Contains(a.log(), "this member follows the cluster again")
+	}) {
+		t.Fatalf("the cut-off leader did not step down\nlog:\n%s", a.log())
 	}
+	t.Logf("the cut-off leader stepped down %s after the cut", time.Since(cut).Round(time.Millisecond))
 	if !strings.Contains(a.log(), "lost the cluster's leadership") {
 		t.Fatalf("the cut-off leader's log does not say it lost the leadership:\n%s", a.log())
+	}
+	select {
+	case err := <-a.done:
+		t.Fatalf("the cut-off leader exited (%v) instead of stepping down\nlog:\n%s", err, a.log())
+	default:
 	}
 	b.cliRetry(t, work, "topics", "publish", "orders", "--file", chunk(2000, 4000), "--id-field", "id")
 	if addr := leaderOf(t, b, 1); addr != b.url {
@@ -213,9 +217,25 @@ func TestCLIClusterPartition(t *testing.T) {
 	if err := nc.StartServer(0); err != nil {
 		t.Fatal(err)
 	}
+	// Back in touch, the old leader is a follower of b: it answers and
+	// forwards, and its replica catches up.
+	if addr := leaderOf(t, a, 2); addr != b.url {
+		t.Fatalf("the stepped-down member sees leader %s, want %s", addr, b.url)
+	}
 	waitCaughtUp(t, b, id)
-	drainAndCheckTotals(t, b, work, id, db, in.want, in.wantN)
+	drainAndCheckTotals(t, a, work, id, db, in.want, in.wantN)
+	// Its replica holds everything: when b leaves, it leads again and
+	// answers from it.
 	b.stop(syscall.SIGTERM)
+	if addr := leaderOf(t, a, 1); addr != a.url {
+		t.Fatalf("after b left the leader is %s, want %s", addr, a.url)
+	}
+	if j := a.describe(id); j["state"] != "DRAINED" {
+		t.Fatalf("on the member that stepped down and leads again the job is %v", j["state"])
+	}
+	if code := a.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("SIGTERM: exit %d\nlog:\n%s", code, a.log())
+	}
 }
 
 // TestCLIClusterRefusals: the cluster flags' usage errors, a single
