@@ -92,7 +92,7 @@
 // report), plan (a validate-only update's plan), graph (the coders a report names), errcode, manifest
 // (the input manifests it converts), mtime (the rate
 // limiter's clock), io/pubsub (the broker's types, through the PubSub
-// interface), github.com/prometheus/client_golang and the standard library.
+// interface), io/sqlsink (a PostgreSQL DSN shown without its secrets), github.com/prometheus/client_golang and the standard library.
 // It knows nothing of the executor, the store or YAML, which it reaches
 // only through package service.
 package api

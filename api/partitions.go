@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -33,7 +34,9 @@ func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
 
 // partitionOf is the wire form of a partition run. The DSN stays on the
 // server (it may hold a password); a SQLite database's path is served as
-// the sqlite:PATH#TABLE specifier weir diff reads, a file sink's version
+// the sqlite:PATH#TABLE specifier weir diff reads, a PostgreSQL database
+// as postgres://...#TABLE without its password and the server's files
+// (the client brings its own, as libpq clients do), a file sink's version
 // directory and publication manifest as the files weir diff reads.
 func partitionOf(p record.PartitionRun) client.Partition {
 	out := client.Partition{Partition: p.Partition, Status: p.Status, Target: p.Target, Table: p.Table, Driver: p.Driver,
@@ -43,6 +46,11 @@ func partitionOf(p record.PartitionRun) client.Partition {
 	case "sqlite":
 		out.Source = "sqlite:" + p.DSN + "#" + p.Table
 		out.TargetSource = "sqlite:" + p.DSN + "#" + p.Target
+	case sqlsink.DriverPostgres:
+		if u, err := sqlsink.PublicPostgresURL(p.DSN); err == nil {
+			out.Source = u + "#" + p.Table
+			out.TargetSource = u + "#" + p.Target
+		}
 	case record.DriverFiles:
 		// A version directory, and the partition's published version
 		// through the publication manifest: what weir diff reads.

@@ -34,8 +34,9 @@ type Partition struct {
 	Replaced     int64  `json:"replaced"`
 	PublishedAt  string `json:"published_at,omitempty"`
 	// Source and TargetSource are the weir diff specifiers of Table and
-	// Target (sqlite:PATH#TABLE; empty for PostgreSQL, whose DSN the
-	// server does not serve; for a file sink the version directory and
+	// Target (sqlite:PATH#TABLE; postgres://USER@HOST/DB#TABLE, without
+	// the DSN's password and the server's files: the client brings its
+	// own; for a file sink the version directory and
 	// PATH.manifest.json#PARTITION, the partition's published version).
 	Source       string `json:"source,omitempty"`
 	TargetSource string `json:"target_source,omitempty"`

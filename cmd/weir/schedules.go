@@ -370,13 +370,18 @@ with the rows that partition published (weir diff at the full key: rows,
 values, per-key totals). Only when every one agrees (within --parity-budget
 differences) does the switch happen; otherwise the schedule is unchanged,
 the comparison is on stderr, and the exit code is 7 (8 when a comparison
-could not be made). Parity compares WriteToSql outputs on SQLite and file
-outputs (by the group_by of the Combine the file sink reads, or
---parity-key).`,
+could not be made). Parity compares WriteToSql outputs on SQLite and
+PostgreSQL and file outputs (by the group_by of the Combine the file sink
+reads, or --parity-key). A PostgreSQL database is reached at the address
+the server names without its password: the password comes from PGPASSWORD
+or ~/.pgpass, as for psql, or give the whole URL with --parity-dsn.`,
 		args: exactArgs("NAME"),
 		check: func(_ *cobra.Command, _ []string) error {
 			if pf.partitions < 1 || pf.budget < 0 {
 				return usageErrorf("--parity-partitions must be at least 1 and --parity-budget at least 0")
+			}
+			if pf.dsn != "" && !strings.HasPrefix(pf.dsn, "postgres://") && !strings.HasPrefix(pf.dsn, "postgresql://") {
+				return usageErrorf("--parity-dsn %q: want a postgres://USER:PASSWORD@HOST:PORT/DB URL", pf.dsn)
 			}
 			src, base, err := pipelineArg(e, pipeline)
 			if err != nil {
@@ -413,6 +418,7 @@ outputs (by the group_by of the Combine the file sink reads, or
 			fs.BoolVar(&pf.require, "require-parity", false, "switch only if NEW, shadow-run on the latest published partitions, reproduces what they published")
 			fs.IntVar(&pf.partitions, "parity-partitions", 1, "with --require-parity: how many of the latest published partitions to shadow-run and compare")
 			fs.Int64Var(&pf.budget, "parity-budget", 0, "with --require-parity: differences per partition still counted as parity")
+			fs.StringVar(&pf.dsn, "parity-dsn", "", "with --require-parity: the postgres:// URL (with its password) of the database of PostgreSQL outputs (default: the one the server names, without its password)")
 			fs.StringSliceVar(&pf.key, "parity-key", nil, "with --require-parity: the key fields of file outputs (default: the group_by of the Combine the file sink reads)")
 		},
 	})

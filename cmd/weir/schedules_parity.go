@@ -30,6 +30,9 @@ type parityFlags struct {
 	// key is --parity-key: the key of file outputs whose pipeline does
 	// not declare one (empty: the group_by of the Combine the sink reads).
 	key []string
+	// dsn is --parity-dsn: the URL of PostgreSQL outputs' database, with
+	// its password (empty: the server's, without it).
+	dsn string
 }
 
 // parityJobName is the job name of a schedule's parity shadow runs: apart
@@ -123,11 +126,16 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 		}
 		for _, cmp := range cmps {
 			staged := cmp.staged
-			if staged.Source == "" || staged.TargetSource == "" {
-				return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: partition %s is staged in %s (%s), whose database the server does not name to clients; compare it by hand with weir diff POSTGRES_URL#%s POSTGRES_URL#%s --partition %s",
+			source, target := staged.Source, staged.TargetSource
+			if staged.Driver == "postgres" && pf.dsn != "" {
+				source, target = pf.dsn+"#"+staged.Table, pf.dsn+"#"+staged.Target
+			}
+			if source == "" || target == "" {
+				return withCode(ExitRehearsalFailed, fmt.Errorf("--require-parity: partition %s is staged in %s (%s), whose database the server does not name to clients; give its URL with --parity-dsn, or compare it by hand with weir diff POSTGRES_URL#%s POSTGRES_URL#%s --partition %s",
 					r.Partition, staged.Table, staged.Driver, staged.Target, staged.Table, r.Partition))
 			}
-			fmt.Fprintf(e.stderr, "parity: partition %s: published %s against the new version's %s\n", r.Partition, staged.TargetSource, staged.Source)
+			// The address, never the password of --parity-dsn.
+			fmt.Fprintf(e.stderr, "parity: partition %s: published %s against the new version's %s\n", r.Partition, diffcmd.Redact(target), diffcmd.Redact(source))
 			df := diffcmd.Flags{Format: formatText, Window: "window_start,window_end", Key: strings.Join(cmp.key, ","),
 				Budget: pf.budget, MaxDetails: 20, InputCount: -1, MemoryRows: diff.DefaultMemoryRows}
 			if staged.Driver != "files" {
@@ -135,7 +143,7 @@ func checkParity(ctx context.Context, e *env, c *client.Client, name string, req
 				// only; a published table holds every partition's rows.
 				df.Partition = r.Partition
 			}
-			err = diffcmd.Run(ctx, quiet, staged.TargetSource, staged.Source, df)
+			err = diffcmd.Run(ctx, quiet, target, source, df)
 			var ee *exitError
 			switch {
 			case errors.As(err, &ee) && ee.Code == ExitRehearsalDiffers:

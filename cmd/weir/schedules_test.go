@@ -1,7 +1,9 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/diffcmd"
 	"github.com/weir-dev/weir/internal/await"
 )
 
@@ -371,23 +374,20 @@ func TestCLIScheduleCrashAfterSubmit(t *testing.T) {
 	}
 }
 
-// TestCLIScheduleSwitchRequiresParity: with --require-parity a switch
-// shadow-runs the new version on the latest published partitions and
-// switches only when it reproduces what they published. A version that
-// computes something else (the max instead of the sum) leaves the
-// schedule and every published row unchanged and exits 7; an equivalent
-// one (an extra filter that keeps everything) switches.
-func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	db := filepath.Join(work, "out.db")
-	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-	writeTestFile(t, work, "max.yaml", strings.Replace(partitionPipeline(db), "fn: sum", "fn: max", 1))
-	same := strings.Replace(partitionPipeline(db), "      input: CheckRegion\n", "      input: KeepAll\n", 1)
+// startParitySchedule writes base (partitionPipeline's shape) as p.yaml,
+// the same summing the max as max.yaml and an equivalent version (a filter
+// that keeps everything) as same.yaml, two daily partitions of input, and
+// creates schedule sales (job name sales-daily) of p.yaml; it returns the
+// partitions once both are published.
+func startParitySchedule(t *testing.T, srv *serverProc, work, base string) (d1, d2 string) {
+	t.Helper()
+	writeTestFile(t, work, "p.yaml", base)
+	writeTestFile(t, work, "max.yaml", strings.Replace(base, "fn: sum", "fn: max", 1))
+	same := strings.Replace(base, "      input: CheckRegion\n", "      input: KeepAll\n", 1)
 	same = strings.Replace(same, "    - type: Combine\n", "    - type: Filter\n      name: KeepAll\n      input: CheckRegion\n      config: {keep: \"amount >= 0\"}\n    - type: Combine\n", 1)
 	writeTestFile(t, work, "same.yaml", same)
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	d1, d2 := today.AddDate(0, 0, -2).Format("2006-01-02"), today.AddDate(0, 0, -1).Format("2006-01-02")
+	d1, d2 = today.AddDate(0, 0, -2).Format("2006-01-02"), today.AddDate(0, 0, -1).Format("2006-01-02")
 	for d, lines := range map[string]string{
 		d1: `{"region": "NORTH", "amount": 250}` + "\n" + `{"region": "WEST", "amount": 100}` + "\n" + `{"region": "NORTH", "amount": 175}` + "\n",
 		d2: `{"region": "WEST", "amount": 7}` + "\n" + `{"region": "WEST", "amount": 3}` + "\n",
@@ -413,8 +413,101 @@ func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
 		}
 		return n == 2
 	}) {
-		t.Fatalf("the partitions were not published: %v\n%s", published(t, db), srv.log())
+		t.Fatalf("the partitions were not published:\n%s\n%s", srv.mustCLI(t, work, "schedules", "describe", "sales").stdout, srv.log())
 	}
+	return d1, d2
+}
+
+// TestCLIScheduleParityPostgres: the parity gate compares PostgreSQL
+// outputs too. The server names the database without the DSN's password
+// (the client brings its own, or gives the URL with --parity-dsn), and
+// neither the partitions list nor the gate's report shows the password.
+func TestCLIScheduleParityPostgres(t *testing.T) {
+	dsn := postgresDSN(t)
+	if dsn == "" {
+		t.Skip("no PostgreSQL")
+	}
+	// A password in the pipeline's DSN (trust authentication ignores it):
+	// the server must never show it.
+	const secret = "hunter2-parity"
+	withPassword := strings.Replace(dsn, "postgres://postgres@", "postgres://postgres:"+secret+"@", 1)
+	if withPassword == dsn {
+		t.Skipf("the test database %s names no user postgres to add a password to", dsn)
+	}
+	table := fmt.Sprintf("parity_%d", time.Now().UnixNano())
+	dropPostgresTables(t, dsn, table)
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	base := strings.Replace(partitionPipeline(withPassword), "table: totals", "driver: postgres, table: "+table, 1)
+	d1, _ := startParitySchedule(t, srv, work, base)
+
+	list := srv.mustCLI(t, work, "partitions", "list", "sales-daily", "--format", "json").stdout
+	if strings.Contains(list, secret) || !strings.Contains(list, `"target_source": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable#`+table+`"`) {
+		t.Fatalf("partitions list: the DSN without its password, as a weir diff specifier, wanted:\n%s", list)
+	}
+	r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "max.yaml", "--require-parity", "--parity-partitions", "2")
+	if r.code != ExitRehearsalDiffers || !strings.Contains(r.stderr, "differs from what partition "+d1+" published") || !strings.Contains(r.stderr, "value_changed") {
+		t.Fatalf("switch to max with --require-parity: exit %d, want %d naming the difference\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	r = srv.cli(work, "schedules", "switch", "sales", "--pipeline", "same.yaml", "--require-parity", "--parity-partitions", "2", "--parity-dsn", withPassword)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "version 2 (same.yaml)") || !strings.Contains(r.stderr, "postgres://postgres:xxxxx@") {
+		t.Fatalf("switch to an equivalent version with --require-parity --parity-dsn: exit %d, want 0\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, out := range []string{r.stdout, r.stderr} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the password shows:\n%s", out)
+		}
+	}
+	if r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "same.yaml", "--require-parity", "--parity-dsn", "sqlite:x.db"); r.code != ExitUsage {
+		t.Errorf("--parity-dsn sqlite:x.db: exit %d, want %d", r.code, ExitUsage)
+	}
+}
+
+// dropPostgresTables drops every table whose name starts with prefix (a
+// target and its staging tables) now and after the test.
+func dropPostgresTables(t *testing.T, dsn, prefix string) {
+	t.Helper()
+	drop := func() {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer db.Close()
+		rows, err := db.Query(`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND starts_with(tablename, $1)`, prefix)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if rows.Scan(&n) == nil {
+				names = append(names, n)
+			}
+		}
+		rows.Close()
+		for _, n := range names {
+			if _, err := db.Exec(`DROP TABLE IF EXISTS ` + diffcmd.QuoteIdent(n)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	drop()
+	t.Cleanup(drop)
+}
+
+// TestCLIScheduleSwitchRequiresParity: with --require-parity a switch
+// shadow-runs the new version on the latest published partitions and
+// switches only when it reproduces what they published. A version that
+// computes something else (the max instead of the sum) leaves the
+// schedule and every published row unchanged and exits 7; an equivalent
+// one (an extra filter that keeps everything) switches.
+func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	db := filepath.Join(work, "out.db")
+	d1, d2 := startParitySchedule(t, srv, work, partitionPipeline(db))
 	before := published(t, db)
 
 	r := srv.cli(work, "schedules", "switch", "sales", "--pipeline", "max.yaml", "--require-parity", "--parity-partitions", "2")

@@ -62,9 +62,18 @@ var stageSafe = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
 // StageTable returns the staging table of target for a run of partition
 // with run ID run: target + "__stage_" + partition + "_" + run, every
-// character but letters, digits and '_' as '_'.
+// character but letters, digits and '_' as '_'. When that name would pass
+// PostgreSQL's 63 bytes, partition + "_" + run is replaced by the first 16
+// hex digits of their SHA-256, so a target of up to 39 bytes can still be
+// staged (the name keeps the target + "__stage_" prefix PartitionLog
+// finds staging tables by).
 func StageTable(target, partition, run string) string {
-	return target + "__stage_" + stageSafe.ReplaceAllString(partition, "_") + "_" + stageSafe.ReplaceAllString(run, "_")
+	suffix := stageSafe.ReplaceAllString(partition, "_") + "_" + stageSafe.ReplaceAllString(run, "_")
+	if _, name := splitTable(target); len(name)+len("__stage_")+len(suffix) > PostgresIdentifierLimit {
+		sum := sha256.Sum256([]byte(partition + "\x00" + run))
+		suffix = hex.EncodeToString(sum[:8])
+	}
+	return target + "__stage_" + suffix
 }
 
 // pubTx is one transaction of either backend.

@@ -252,7 +252,7 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 	if f.Partition != "" && !sides[0].partitioned && !sides[1].partitioned {
 		return cli.UsageErrorf("--partition %s: neither output has rows with a %s column (a partition run's published target has one)", f.Partition, sqlsink.PartitionColumn)
 	}
-	out := &Report{Old: oldArg, New: newArg, Key: key, Window: layout.Window, Verdict: "identical"}
+	out := &Report{Old: Redact(oldArg), New: Redact(newArg), Key: key, Window: layout.Window, Verdict: "identical"}
 	ds := make([]diff.Side, 2)
 	for i, s := range sides {
 		r, err := s.rows.Reader()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,9 +64,10 @@ const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro), a glob or 
 // parseOutputSpec parses an output specifier. A file's format comes from
 // its extension; a directory's from its files' (checked when read).
 func parseOutputSpec(s string) (outputSpec, error) {
-	sp := outputSpec{raw: s}
+	// raw names the output in messages: without a URL's password.
+	sp := outputSpec{raw: Redact(s)}
 	bad := func(why string) (outputSpec, error) {
-		return outputSpec{}, cli.UsageErrorf("output %q: %s (%s)", s, why, specHelp)
+		return outputSpec{}, cli.UsageErrorf("output %q: %s (%s)", sp.raw, why, specHelp)
 	}
 	switch {
 	case strings.TrimSpace(s) == "":
@@ -485,4 +487,22 @@ func numberOf(v any) (float64, bool) {
 	}
 	f, err := n.Float64()
 	return f, err == nil
+}
+
+// Redact returns output specifier spec fit to print: a postgres:// URL's
+// password replaced by xxxxx (the URL's other parts kept).
+func Redact(spec string) string {
+	if !strings.HasPrefix(spec, "postgres://") && !strings.HasPrefix(spec, "postgresql://") {
+		return spec
+	}
+	dsn, table, hasTable := strings.Cut(spec, "#")
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(a URL that does not parse)#" + table
+	}
+	out := u.Redacted()
+	if hasTable {
+		out += "#" + table
+	}
+	return out
 }

@@ -33,6 +33,7 @@ func TestParseOutputSpec(t *testing.T) {
 		{spec: "sqlite:#t", wantErr: `output "sqlite:#t": no database file before #TABLE`},
 		{spec: "sqlite:out.db#", wantErr: `output "sqlite:out.db#": no table after #`},
 		{spec: "postgres://h/db", wantErr: `output "postgres://h/db": a PostgreSQL table is postgres://...#TABLE`},
+		{spec: "postgres://u:s3cret@h/db", wantErr: `output "postgres://u:xxxxx@h/db": a PostgreSQL table is postgres://...#TABLE`},
 		{spec: "mysql://h/db#t", wantErr: `output "mysql://h/db#t": unknown scheme`},
 		{spec: "job:", wantErr: `output "job:": "" is not a job name`},
 	}
