@@ -61,6 +61,13 @@ type UpdateConfig struct {
 	// swap, while the job and its state are still live (for a heap
 	// profile).
 	BeforeEnd func()
+	// Migrate makes the server variant's in-place update declare a state
+	// migration: the new version appends an accumulator whose value for
+	// every stored key and window starts from a CEL init over the old
+	// accumulators (ServerUpdateMigratedYAML). After the swaps, a pass of
+	// one message per key (the touch pass, measured in either variant)
+	// makes the new execution migrate every key.
+	Migrate bool
 }
 
 // UpdateOutcome is what one run of the update benchmark measured.
@@ -69,9 +76,17 @@ type UpdateOutcome struct {
 	// Server is set for the server variant (a YAML job in the job service).
 	Server bool `json:"server,omitempty"`
 	// IDField is set when the server variant's source de-duplicated by ID.
-	IDField     bool    `json:"id_field,omitempty"`
-	Keys        int64   `json:"keys"`
-	PauseMillis float64 `json:"pause_ms"`
+	IDField bool `json:"id_field,omitempty"`
+	// Migrate is set when the server variant's update declared a state
+	// migration (UpdateConfig.Migrate).
+	Migrate bool `json:"migrate,omitempty"`
+	// TouchSeconds is how long the server variant's job took, after the
+	// swaps and without other load, to aggregate one message for each key:
+	// with Migrate, the pass that migrates every key (its keys per second,
+	// against the same pass without, is the migration's own cost).
+	TouchSeconds float64 `json:"touch_s,omitempty"`
+	Keys         int64   `json:"keys"`
+	PauseMillis  float64 `json:"pause_ms"`
 	// SwapMillis is how long the swap took until the new execution ran.
 	SwapMillis float64 `json:"swap_ms"`
 	// Phases splits SwapMillis into the steps of the swap, in milliseconds.

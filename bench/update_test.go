@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +42,26 @@ func TestServerUpdateSwaps(t *testing.T) {
 	}
 	if out.PauseP50Millis <= 0 || out.PauseP50Millis > out.PauseP99Millis || out.BaselineP50Millis > out.BaselineP99Millis {
 		t.Errorf("percentiles out of order: %+v", out)
+	}
+}
+
+// TestServerUpdateMigrate runs the server variant's in-place update with
+// a declared state migration: the update goes through, the touch pass
+// (one message per key, migrating each) is measured, and no key's init
+// failed.
+func TestServerUpdateMigrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a job service")
+	}
+	out, err := RunServerUpdate(context.Background(), UpdateConfig{Keys: 2000, Rate: 2000, Mode: "update", Dir: t.TempDir(), Steady: 200 * time.Millisecond, Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Migrate || out.TouchSeconds <= 0 || len(out.PausesMillis) != 1 {
+		t.Fatalf("outcome %+v", out)
+	}
+	if _, err := RunServerUpdate(context.Background(), UpdateConfig{Keys: 10, Mode: "restore", Dir: t.TempDir(), Migrate: true}); err == nil || !strings.Contains(err.Error(), "mode update") {
+		t.Errorf("a migration with mode restore: %v", err)
 	}
 }
 

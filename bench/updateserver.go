@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/trace"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,21 @@ pipeline:
       input: CountByKey
       config: {driver: sqlite, table: totals, key: [key], mode: upsert}
 `
+}
+
+// ServerUpdateMigratedYAML is ServerUpdatePipelineYAML's next version with
+// a declared state migration: CountByKey appends an accumulator (twice,
+// a sum), which starts, for every key and window the running version
+// stored, from the CEL init n * 2 over the old accumulators; the new
+// execution evaluates it once per key, when it first touches the key.
+func ServerUpdateMigratedYAML(idField bool) string {
+	return strings.Replace(ServerUpdatePipelineYAML(idField), `          n: {value: key, fn: count}
+`, `          n: {value: key, fn: count}
+          twice: {value: key, fn: sum}
+      migrations:
+        accumulators:
+          twice: {init: "n * 2"}
+`, 1)
 }
 
 // gapMonitor samples the elements the live execution of a job has read and
@@ -174,6 +190,61 @@ func fillKeys(ctx context.Context, svc *service.Service, pub *asyncPublisher, jo
 	}
 }
 
+// touchKeys publishes one more message for each of keys keys through pub
+// and returns how long job's aggregation on svc took to take them all in,
+// counted from the first publication (the step's elements in, live).
+func touchKeys(ctx context.Context, svc *service.Service, pub *asyncPublisher, job string, keys int64) (time.Duration, error) {
+	in := func() (int64, error) {
+		m, err := svc.Metrics(job)
+		if err != nil || m == nil {
+			return 0, fmt.Errorf("reading the metrics of %s: %w", job, err)
+		}
+		for _, st := range m.Steps {
+			if st.Name == "CountByKey" {
+				return st.ElementsIn, nil
+			}
+		}
+		return 0, fmt.Errorf("job %s has no step CountByKey", job)
+	}
+	// The steady load's last messages settle first.
+	before, err := in()
+	for settled := 0; err == nil && settled < 5; {
+		time.Sleep(20 * time.Millisecond)
+		var now int64
+		if now, err = in(); now == before {
+			settled++
+		} else {
+			before, settled = now, 0
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for k := int64(0); k < keys; k++ {
+		if err := pub.publish(ctx, appendKeyMessage(make([]byte, 0, 40), k, 't', k)); err != nil {
+			return 0, err
+		}
+	}
+	if err := pub.flush(ctx); err != nil {
+		return 0, err
+	}
+	limit := fillTimeout(keys)
+	for {
+		n, err := in()
+		if err != nil {
+			return 0, err
+		}
+		if n >= before+keys {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > limit {
+			return 0, fmt.Errorf("the touch pass: the job took in %d of %d messages", n-before, keys)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // fillTimeout is how long a job may take to read the fill of keys keys:
 // stallTimeout plus a second per 10,000 keys.
 func fillTimeout(keys int64) time.Duration {
@@ -234,9 +305,12 @@ func appendKeyMessage(dst []byte, k int64, kind byte, n int64) []byte {
 // and baseline gap with their p50 and p99.
 func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	cfg.ensureDefaults()
-	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true, IDField: cfg.IDField}
+	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true, IDField: cfg.IDField, Migrate: cfg.Migrate}
 	if cfg.Mode != "update" && cfg.Mode != "restore" {
 		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
+	}
+	if cfg.Migrate && cfg.Mode != "update" {
+		return out, fmt.Errorf("update bench: a migration is measured at an in-place update (mode update), not %s", cfg.Mode)
 	}
 	logger := slog.New(discardHandler{})
 	bopts := pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger}
@@ -310,7 +384,11 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		trace.Log(ctx, "weir.bench.swap", "start")
 		switch cfg.Mode {
 		case "update":
-			res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
+			ureq := req
+			if cfg.Migrate {
+				ureq.Pipeline = ServerUpdateMigratedYAML(cfg.IDField)
+			}
+			res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: ureq})
 			if err != nil {
 				stopPublisher()
 				return out, fmt.Errorf("updating the job (swap %d): %w", i+1, err)
@@ -349,6 +427,23 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 	out.BaselineP50Millis, out.BaselineP99Millis = Percentile(out.BaselinesMillis, 50), Percentile(out.BaselinesMillis, 99)
 	if err := stopPublisher(); err != nil {
 		return out, err
+	}
+	touch, err := touchKeys(ctx, svc, pub, serverUpdateJob, cfg.Keys)
+	if err != nil {
+		return out, err
+	}
+	out.TouchSeconds = touch.Seconds()
+	if cfg.Migrate {
+		// Every key migrated: an init that failed for one is a reject.
+		m, err := svc.Metrics(serverUpdateJob)
+		if err != nil || m == nil {
+			return out, fmt.Errorf("reading the metrics after the migration: %w", err)
+		}
+		for _, st := range m.Steps {
+			if st.Name == "CountByKey" && st.Rejects > 0 {
+				return out, fmt.Errorf("the migration failed for %d keys: %v", st.Rejects, st.RejectsByReason)
+			}
+		}
 	}
 	if cfg.BeforeEnd != nil {
 		cfg.BeforeEnd()

@@ -36,7 +36,7 @@ func newBenchUpdateCommand(e *cli.Env) *cobra.Command {
 	var steady time.Duration
 	var swaps, repeat int
 	var format, publisher string
-	var jobs, dedupes, modes []string
+	var jobs, dedupes, modes, migrates []string
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Pause of an in-place update against stop-and-restore, with N keys of state under steady load",
@@ -68,6 +68,15 @@ but, on a small machine, adds a process and a TCP connection on the same CPUs.
 its source (de-duplication by message ID, whose memory of IDs an in-place
 update hands over), alternating, so that the two pauses are measured under
 the same conditions; --repeat N runs the whole alternation N times.
+--migrate none,init runs the yaml job's in-place update both without and
+with a declared state migration, alternating: the new version appends an
+accumulator that starts, for every stored key, from a CEL init over the old
+ones (twice: {init: "n * 2"}), evaluated when the new execution first
+touches the key. After the swaps, with the steady load stopped, a touch pass
+publishes one message per key and reports how long the job took to
+aggregate them (TOUCH S): with the migration, the pass that migrates every
+key, so its keys per second against the pass without is the migration's own
+cost, and the pause beside it says what the migration adds to the update's.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
@@ -99,6 +108,11 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 					return cli.UsageErrorf("--dedupe: %q is neither %s nor %s", d, dedupeNone, dedupeIDField)
 				}
 			}
+			for _, m := range migrates {
+				if m != migrateNone && m != migrateInit {
+					return cli.UsageErrorf("--migrate: %q is neither %s nor %s", m, migrateNone, migrateInit)
+				}
+			}
 			var runs []updateRun
 			for _, k := range keys {
 				n, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
@@ -115,12 +129,20 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 					}
 					for range repeat {
 						for _, mode := range modes {
+							// A migration is measured at an in-place update
+							// of the yaml job only.
+							migrations := []string{migrateNone}
+							if job == "yaml" && mode == "update" {
+								migrations = migrates
+							}
 							for _, d := range variants {
-								r, err := runUpdateChild(cmd.Context(), e, exe, mode, n, rate, workers, steady, swaps, job == "yaml", publisher, d == dedupeIDField)
-								if err != nil {
-									return err
+								for _, m := range migrations {
+									r, err := runUpdateChild(cmd.Context(), e, exe, mode, n, rate, workers, steady, swaps, job == "yaml", publisher, d == dedupeIDField, m == migrateInit)
+									if err != nil {
+										return err
+									}
+									runs = append(runs, r)
 								}
-								runs = append(runs, r)
 							}
 						}
 					}
@@ -130,7 +152,7 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 				return cli.WriteJSON(e.Stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "JOB\tDEDUPE\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tELEMENTS\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tDEDUPE\tMIGRATE\tMODE\tKEYS\tSWAPS\tPAUSE MS\tP50\tP99\tBASELINE GAP MS\tP50\tP99\tSWAP MS\tFILL S\tTOUCH S\tTOUCH KEYS/S\tELEMENTS\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				job, n, p50, p99, base, b50, b99 := "sdk", "1", "-", "-", "-", "-", "-"
 				if r.Server {
@@ -142,7 +164,14 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 				if r.IDField {
 					dedupe = dedupeIDField
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%.0f\t\n", job, dedupe, r.Mode, r.Keys, n, r.PauseMillis, p50, p99, base, b50, b99, r.SwapMillis, r.FillSeconds, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
+				migrate, touch, touchRate := migrateNone, "-", "-"
+				if r.Migrate {
+					migrate = migrateInit
+				}
+				if r.TouchSeconds > 0 {
+					touch, touchRate = fmt.Sprintf("%.2f", r.TouchSeconds), fmt.Sprintf("%.0f", float64(r.Keys)/r.TouchSeconds)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t\n", job, dedupe, migrate, r.Mode, r.Keys, n, r.PauseMillis, p50, p99, base, b50, b99, r.SwapMillis, r.FillSeconds, touch, touchRate, r.Elements, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			return tw.Flush()
 		},
@@ -156,21 +185,24 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 	fl.StringVar(&publisher, "publisher", publisherInline, "where the yaml job's steady load is published from: inline (the job's process) or process (a process of its own, whose allocations are not the job's)")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	fl.StringSliceVar(&dedupes, "dedupe", []string{dedupeNone}, "the yaml job's source: none, id_field (de-duplication by message ID), or both, alternated")
+	fl.StringSliceVar(&migrates, "migrate", []string{migrateNone}, "the yaml job's in-place update: none, init (a declared state migration, an appended accumulator's CEL init), or both, alternated")
 	fl.StringSliceVar(&modes, "mode", []string{"update", "restore"}, "which swaps to measure: update (in place) and/or restore (stop and restore)")
 	fl.IntVar(&repeat, "repeat", 1, "how many times to run the whole alternation of modes and --dedupe variants")
 	cli.AddFormatFlag(cmd, &format)
 	return cmd
 }
 
-// The --dedupe variants of `weir bench update`.
+// The --dedupe and --migrate variants of `weir bench update`.
 const (
 	dedupeNone    = "none"
 	dedupeIDField = "id_field"
+	migrateNone   = "none"
+	migrateInit   = "init"
 )
 
 // runUpdateChild runs one update benchmark in a child process of exe and
 // returns its outcome with its peak memory.
-func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField bool) (updateRun, error) {
+func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField, migrate bool) (updateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-update-")
 	if err != nil {
 		return updateRun{}, cli.WithCode(cli.ExitFailure, err)
@@ -178,10 +210,10 @@ func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, 
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(ctx, exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
 		"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
-		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField))
+		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField), "--migrate="+strconv.FormatBool(migrate))
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, e.Stderr
-	e.Logger.Info("running", "mode", mode, "keys", n, "id_field", idField)
+	e.Logger.Info("running", "mode", mode, "keys", n, "id_field", idField, "migrate", migrate)
 	if err := c.Run(); err != nil {
 		return updateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("bench update %s with %d keys: %w", mode, n, err))
 	}
@@ -279,6 +311,7 @@ func newBenchChildUpdateCommand(e *cli.Env) *cobra.Command {
 	fl.IntVar(&cfg.Swaps, "swaps", 1, "swaps in this run (server variant)")
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
 	fl.BoolVar(&cfg.IDField, "id-field", false, "the server variant's source de-duplicates by the messages' id field")
+	fl.BoolVar(&cfg.Migrate, "migrate", false, "the server variant's update declares a state migration")
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
