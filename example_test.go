@@ -140,6 +140,45 @@ func ExampleMigrateAccumulator() {
 	// Totals ACCUMULATOR_MIGRATED
 }
 
+// A StatefulParDo whose state cell changes type declares how the values
+// the running version stored become the new type; the compatibility check
+// then accepts the update with the warning STATE_MIGRATED, and the new job
+// reads each stored value through the function when it restores it.
+func ExampleMigrateState() {
+	type seen struct {
+		Seq   int64
+		Count int64
+	}
+	build := func(next bool) *weir.Pipeline {
+		p := weir.NewPipeline()
+		s := p.Root()
+		in := weir.Create(s, "Readings", []weir.KV[string, int64]{{Key: "d1", Value: 1}})
+		if !next {
+			last := weir.ValueState[int64]{ID: "last_seq"}
+			weir.StatefulParDo(s, "Dedupe", in, weir.StatefulFn[string, int64, int64]{State: []weir.StateDecl{last},
+				Process: func(c *weir.StateContext[string, int64], seq int64) error { last.Write(c, seq); return nil }})
+			return p
+		}
+		last := weir.ValueState[seen]{ID: "last_seq"}
+		weir.StatefulParDo(s, "Dedupe", in, weir.StatefulFn[string, int64, int64]{State: []weir.StateDecl{last},
+			Process: func(c *weir.StateContext[string, int64], seq int64) error {
+				v, _ := last.Read(c)
+				last.Write(c, seen{Seq: seq, Count: v.Count + 1})
+				return nil
+			}},
+			weir.MigrateState("last_seq", func(seq int64) (seen, error) { return seen{Seq: seq}, nil }))
+		return p
+	}
+	report := compat.Check(build(false).Graph(), build(true).Graph(), compat.Options{})
+	fmt.Println("compatible:", report.Compatible)
+	for _, w := range report.Warnings {
+		fmt.Println(w.Step, w.Code)
+	}
+	// Output:
+	// compatible: true
+	// Dedupe STATE_MIGRATED
+}
+
 // A stateful ParDo keeps state per key: here the last sequence number seen
 // for each device, so that a device's repeated or older readings are
 // dropped. Its state cells are checkpointed with the job and carried over

@@ -139,6 +139,11 @@ func codecOf[T any]() cellCodec {
 	return cellCodec{
 		enc: func(v any) ([]byte, error) { return encodeJSON(v.(T)) },
 		dec: func(b []byte) (any, error) {
+			// A value a version that declared a migration stored is marked
+			// (MigrateState): read it on without the declaration too.
+			if len(b) > 0 && b[0] == migratedAccumulator {
+				b = b[1:]
+			}
 			v, err := decodeJSON[T](b)
 			return v, err
 		},
@@ -146,6 +151,9 @@ func codecOf[T any]() cellCodec {
 }
 
 func (s ValueState[T]) codecs() map[string]cellCodec { return map[string]cellCodec{s.ID: codecOf[T]()} }
+func (ValueState[T]) valueType() reflect.Type        { return reflect.TypeFor[T]() }
+func (BagState[T]) valueType() reflect.Type          { return reflect.TypeFor[T]() }
+func (MapState[K2, V2]) valueType() reflect.Type     { return reflect.TypeFor[V2]() }
 func (s BagState[T]) codecs() map[string]cellCodec   { return map[string]cellCodec{s.ID: codecOf[T]()} }
 func (s MapState[K2, V2]) codecs() map[string]cellCodec {
 	return map[string]cellCodec{s.ID + "#key": codecOf[K2](), s.ID + "#value": codecOf[V2]()}

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
@@ -149,6 +150,8 @@ func (t TimerSpec) Clear(c interface{ raw() *contract.StateContext }) { c.raw().
 type StateDecl interface {
 	spec() graph.StateSpec
 	codecs() map[string]cellCodec
+	// valueType is the type of a value or a bag element (a map's values).
+	valueType() reflect.Type
 }
 
 // StatefulFn is the code of a stateful ParDo over KV[K, V] elements.
@@ -169,10 +172,13 @@ type statefulAdapter[K comparable, V, Out any] struct {
 	fn    StatefulFn[K, V, Out]
 	c     StateContext[K, Out]
 	cells map[string]cellCodec
+	// migrations are the step's declared state migrations (MigrateState);
+	// their counters are shared by the clones.
+	migrations []*stateMigration
 }
 
 func (a *statefulAdapter[K, V, Out]) Clone() any {
-	return &statefulAdapter[K, V, Out]{kvKeyer: a.kvKeyer, fn: a.fn, cells: a.cells}
+	return &statefulAdapter[K, V, Out]{kvKeyer: a.kvKeyer, fn: a.fn, cells: a.cells, migrations: a.migrations}
 }
 
 func (a *statefulAdapter[K, V, Out]) Process(sc *contract.StateContext, e contract.Element) error {
@@ -234,11 +240,18 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 		return PCollection[Out]{}
 	}
 	cells := map[string]cellCodec{}
+	types := map[string]reflect.Type{}
 	for _, d := range fn.State {
 		for name, c := range d.codecs() {
 			cells[name] = c
 		}
+		types[d.spec().ID] = d.valueType()
 	}
-	ids := s.addStep(step, &statefulAdapter[K, V, Out]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, cells: cells}, sc, col.Bounded, col.Windowing, []string{graph.MainTag}, []graph.Coder{CoderOf[Out]()})
+	if err := applyStateMigrations(step, types, cells, sc.stateMigrations); err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return PCollection[Out]{}
+	}
+	adapter := &statefulAdapter[K, V, Out]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, cells: cells, migrations: sc.stateMigrations}
+	ids := s.addStep(step, adapter, sc, col.Bounded, col.Windowing, []string{graph.MainTag}, []graph.Coder{CoderOf[Out]()})
 	return collectionOf[Out](s.p, ids[0])
 }

@@ -173,6 +173,9 @@ type stepConfig struct {
 	sink        *graph.IOIdentity
 	// migrate is a combine's accumulator migration (MigrateAccumulator).
 	migrate *accMigration
+	// stateMigrations are a StatefulParDo's state migrations
+	// (MigrateState).
+	stateMigrations []*stateMigration
 }
 
 // WithCoder sets the coder identity of the step's main output, overriding

@@ -578,13 +578,20 @@ func (c *checker) checkStateSpecs(o, n *graph.Step, ref, dropFix string) {
 		case ns.Kind != sp.Kind:
 			c.fail(o.Name, errcode.StateSpecChanged, fmt.Sprintf("keep state %q a %s cell (declare a new cell under another ID for the new kind), or %s", sp.ID, sp.Kind, dropFix),
 				"%s: its state %q changed from a %s cell to a %s cell", ref, sp.ID, sp.Kind, ns.Kind)
+		case !ns.Coder.Equal(sp.Coder) && ns.MigratedFrom != nil && ns.MigratedFrom.Equal(sp.Coder):
+			c.warn(o.Name, errcode.StateMigrated, "%s: the values of its %s state %q changed from %s to %s, and the step declares the migration from %s: stored values are read through it (one it refuses is left out)",
+				ref, sp.Kind, sp.ID, sp.Coder.String(), ns.Coder.String(), ns.MigratedFrom.String())
 		case !ns.Coder.Equal(sp.Coder):
 			code := errcode.StateCoderChanged
 			what := "values"
 			if sp.Kind == graph.StateBag {
 				code, what = errcode.BufferedElementChanged, "buffered elements"
 			}
-			c.fail(o.Name, code, fmt.Sprintf("keep the type of state %q as it was, or declare a new cell under another ID, or %s", sp.ID, dropFix),
+			fix := fmt.Sprintf("keep the type of state %q as it was, declare how the stored values become the new ones (weir.MigrateState on the step), or declare a new cell under another ID, or %s", sp.ID, dropFix)
+			if ns.MigratedFrom != nil {
+				fix = fmt.Sprintf("the step declares a migration of state %q from %s, but the running step stores %s: migrate from that type (weir.MigrateState)", sp.ID, ns.MigratedFrom.String(), sp.Coder.String())
+			}
+			c.fail(o.Name, code, fix,
 				"%s: the %s of its %s state %q changed from %s to %s: stored %s could not be read", ref, what, sp.Kind, sp.ID, sp.Coder.String(), ns.Coder.String(), what)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/weir-dev/weir"
@@ -22,10 +23,15 @@ type sdkJob struct {
 	mean      bool   // Mean instead of Sum in Totals
 	// meanFrom, with mean, declares Totals' migration from a stored
 	// accumulator of this type ("int64": Sum's, as the old job stores).
-	meanFrom   string
-	count      bool   // Count instead of Sum in Totals
-	gbkFloat   bool   // group float64 values instead of int64
-	lastSeen   bool   // declare value state last_seen as float64 (default int64)
+	meanFrom string
+	count    bool // Count instead of Sum in Totals
+	gbkFloat bool // group float64 values instead of int64
+	lastSeen bool // declare value state last_seen as float64 (default int64)
+	// lastSeenFrom, with lastSeen, declares last_seen's migration from a
+	// stored value of this type ("int64": the old job's).
+	lastSeenFrom string
+	// bagFrom, with bagString, declares pending's migration from int64.
+	bagFrom    bool
 	bagString  bool   // buffer strings in the pending bag (default int64)
 	noPending  bool   // drop the pending bag
 	noFlush    bool   // drop the flush timer
@@ -132,7 +138,17 @@ func (j sdkJob) build(t *testing.T) *graph.Pipeline {
 		}
 		fn := weir.StatefulFn[int64, int64, int64]{State: state, Timers: timers,
 			Process: func(*weir.StateContext[int64, int64], int64) error { return nil }}
-		weir.StatefulParDo(s.Sub(prefix), "Dedupe", kv, fn)
+		var sopts []weir.StepOption
+		switch j.lastSeenFrom {
+		case "int64":
+			sopts = append(sopts, weir.MigrateState("last_seen", func(ms int64) (float64, error) { return float64(ms), nil }))
+		case "string":
+			sopts = append(sopts, weir.MigrateState("last_seen", func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }))
+		}
+		if j.bagFrom {
+			sopts = append(sopts, weir.MigrateState("pending", func(v int64) (string, error) { return strconv.FormatInt(v, 10), nil }))
+		}
+		weir.StatefulParDo(s.Sub(prefix), "Dedupe", kv, fn, sopts...)
 		weir.CombinePerKey(s.Sub("ParseX"), "Count", kv, weir.Count[int64]())
 	}
 	if err := p.Err(); err != nil {
@@ -178,6 +194,16 @@ func TestCheckSDK(t *testing.T) {
 			want: want{errors: []string{"Grouped STEP_KIND_CHANGED"}}},
 		{name: "value state coder changed", new: sdkJob{lastSeen: true},
 			want: want{errors: []string{"Parse/Dedupe STATE_CODER_CHANGED"}, text: []string{`value state "last_seen"`}}},
+		{name: "value state coder changed, the fix names the migration", new: sdkJob{lastSeen: true},
+			want: want{errors: []string{"Parse/Dedupe STATE_CODER_CHANGED"}, text: []string{"weir.MigrateState"}}},
+		{name: "value state coder changed, migration declared", new: sdkJob{lastSeen: true, lastSeenFrom: "int64"},
+			want: want{compatible: true, warnings: []string{"Parse/Dedupe STATE_MIGRATED"}, text: []string{`value state "last_seen" changed from weir:coder:go:int64 to weir:coder:go:float64, and the step declares the migration from weir:coder:go:int64`},
+				matches: []string{"Clicks->Clicks", "Grouped->Grouped", "Parse/Dedupe->Parse/Dedupe", "ParseX/Count->ParseX/Count", "Totals->Totals"}}},
+		{name: "value state coder changed, migration from another type", new: sdkJob{lastSeen: true, lastSeenFrom: "string"},
+			want: want{errors: []string{"Parse/Dedupe STATE_CODER_CHANGED"}, text: []string{`declares a migration of state "last_seen" from weir:coder:go:string, but the running step stores weir:coder:go:int64`}}},
+		{name: "bag state elements changed, migration declared", new: sdkJob{bagString: true, bagFrom: true},
+			want: want{compatible: true, warnings: []string{"Parse/Dedupe STATE_MIGRATED"},
+				matches: []string{"Clicks->Clicks", "Grouped->Grouped", "Parse/Dedupe->Parse/Dedupe", "ParseX/Count->ParseX/Count", "Totals->Totals"}}},
 		{name: "bag state elements changed", new: sdkJob{bagString: true},
 			want: want{errors: []string{"Parse/Dedupe BUFFERED_ELEMENT_CHANGED"}}},
 		{name: "state cell removed", new: sdkJob{noPending: true},

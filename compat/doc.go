@@ -82,6 +82,11 @@
 //	                          the step declares the migration from the stored
 //	                          type (weir.MigrateAccumulator): stored
 //	                          accumulators are read through it
+//	STATE_MIGRATED            a Go SDK StatefulParDo's value or bag cell
+//	                          changed type and the step declares the
+//	                          migration from the stored type
+//	                          (weir.MigrateState): stored values are read
+//	                          through it
 //	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
 //	                          ones (they start empty in open windows) or lost
 //	                          its last ones (dropped); the other outputs'

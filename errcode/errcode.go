@@ -421,6 +421,10 @@ const (
 	// the step declares the migration from the stored one
 	// (weir.MigrateAccumulator): a warning.
 	AccumulatorMigrated Code = "ACCUMULATOR_MIGRATED"
+	// StateMigrated: the type of a Go SDK StatefulParDo's state cell
+	// changed and the step declares the migration from the stored one
+	// (weir.MigrateState): a warning.
+	StateMigrated Code = "STATE_MIGRATED"
 	// CombineOutputNarrowed: a YAML Combine output's value field narrowed
 	// from float to int under sum, min, max or latest, declared with
 	// allow_lossy: its stored accumulators carry on, truncated to ints.
@@ -562,6 +566,7 @@ func registry() []Info {
 		{CombineOutputRenamed, compat, KindWarning, http.StatusOK},
 		{CombineOutputWidened, compat, KindWarning, http.StatusOK},
 		{AccumulatorMigrated, compat, KindWarning, http.StatusOK},
+		{StateMigrated, compat, KindWarning, http.StatusOK},
 		{CombineOutputNarrowed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},

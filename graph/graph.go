@@ -117,6 +117,10 @@ type StateSpec struct {
 	ID    string    `json:"id"`
 	Kind  StateKind `json:"kind"`
 	Coder Coder     `json:"coder"`
+	// MigratedFrom is the coder of the values an earlier version stored in
+	// the cell, when the step declares how they become Coder's
+	// (weir.MigrateState); nil otherwise.
+	MigratedFrom *Coder `json:"migrated_from,omitempty"`
 }
 
 // StateKind names what a state cell holds; it is part of the canonical

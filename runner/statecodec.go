@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -259,16 +260,22 @@ func (d *stateDecoder) bytes() []byte {
 	return f
 }
 
-func (d *stateDecoder) value(cell string) any {
+// value decodes one stored value of cell; ok is false when the step's
+// code dropped it (contract.ErrStateDropped) or decoding failed (d.err).
+func (d *stateDecoder) value(cell string) (v any, ok bool) {
 	b := d.bytes()
 	if d.err != nil {
-		return nil
+		return nil, false
 	}
 	v, err := d.sc.DecodeState(cell, b)
-	if err != nil {
+	switch {
+	case errors.Is(err, contract.ErrStateDropped):
+		return nil, false
+	case err != nil:
 		d.err = fmt.Errorf("decoding state: %w", err)
+		return nil, false
 	}
-	return v
+	return v, true
 }
 
 func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
@@ -292,7 +299,9 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 			ws.values = map[string]any{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
-				ws.values[id] = d.value(id)
+				if v, ok := d.value(id); ok {
+					ws.values[id] = v
+				}
 			}
 		}
 		if n := d.uvarint(); n > 0 {
@@ -301,7 +310,9 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 				id := string(d.bytes())
 				m := d.uvarint()
 				for x := uint64(0); x < m && d.err == nil; x++ {
-					ws.bags[id] = append(ws.bags[id], d.value(id))
+					if v, ok := d.value(id); ok {
+						ws.bags[id] = append(ws.bags[id], v)
+					}
 				}
 			}
 		}
@@ -312,9 +323,9 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 				m := d.uvarint()
 				ws.maps[id] = map[any]any{}
 				for x := uint64(0); x < m && d.err == nil; x++ {
-					mk := d.value(id + "#key")
-					mv := d.value(id + "#value")
-					if d.err == nil {
+					mk, kok := d.value(id + "#key")
+					mv, vok := d.value(id + "#value")
+					if kok && vok {
 						ws.maps[id][mk] = mv
 					}
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 )
 
@@ -131,6 +132,13 @@ func TestProgramAccumulatorMigration(t *testing.T) {
 	if done := waitDone(t, s, j2.ID); done.State != record.StateDone {
 		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
 	}
+	checkProgramCounts(t, db)
+}
+
+// checkProgramCounts checks that the counts table of db holds every one of
+// the 7 keys with its exact count.
+func checkProgramCounts(t *testing.T, db string) {
+	t.Helper()
 	conn, err := sql.Open("sqlite", db)
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +164,136 @@ func TestProgramAccumulatorMigration(t *testing.T) {
 	if got != 7 {
 		t.Errorf("%d keys in the table, want 7", got)
 	}
+}
+
+// tally is what the tallying program's next version keeps per key: the
+// count and how many of its increments this version made.
+type tally struct {
+	N     int64
+	Since int64
+}
+
+// tallyingProgram counts the events of each key in a StatefulParDo's value
+// cell (step Tally, cell count) and writes each key's count when its
+// window ends (an event-time timer at the end of the global window, which
+// the bounded input reaches when it is read). v1 keeps an int64; the next
+// version a tally, declaring with migrate how a stored int64 becomes one.
+func tallyingProgram(db string, next, migrate bool) ProgramLoader {
+	return func(job weir.JobInfo) (*weir.Pipeline, error) {
+		p := weir.NewJobPipeline(job)
+		s := p.Root()
+		ev := weir.Generate(s, "Events", weir.GenerateConfig{Count: programCount, Rate: 500}, func(i int64) weir.KV[string, int64] {
+			return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", i%7), Value: 1}
+		})
+		type ctx = weir.StateContext[string, weir.KV[string, int64]]
+		end := weir.EventTimer("end")
+		var (
+			cells []weir.StateDecl
+			add   func(c *ctx, v int64)
+			count func(c *ctx) int64
+			opts  []weir.StepOption
+		)
+		if !next {
+			cell := weir.ValueState[int64]{ID: "count"}
+			cells = []weir.StateDecl{cell}
+			add = func(c *ctx, v int64) { n, _ := cell.Read(c); cell.Write(c, n+v) }
+			count = func(c *ctx) int64 { n, _ := cell.Read(c); return n }
+		} else {
+			cell := weir.ValueState[tally]{ID: "count"}
+			cells = []weir.StateDecl{cell}
+			add = func(c *ctx, v int64) { t, _ := cell.Read(c); t.N, t.Since = t.N+v, t.Since+1; cell.Write(c, t) }
+			count = func(c *ctx) int64 { t, _ := cell.Read(c); return t.N }
+			if migrate {
+				opts = append(opts, weir.MigrateState("count", func(n int64) (tally, error) { return tally{N: n}, nil }))
+			}
+		}
+		counts := weir.StatefulParDo(s, "Tally", ev, weir.StatefulFn[string, int64, weir.KV[string, int64]]{
+			State: cells, Timers: []weir.TimerSpec{end},
+			Process: func(c *ctx, v int64) error {
+				add(c, v)
+				end.Set(c, c.Window().MaxTimestamp())
+				return nil
+			},
+			OnTimer: func(c *ctx, _ contract.Timer) error {
+				c.Output(weir.KV[string, int64]{Key: c.Key(), Value: count(c)})
+				return nil
+			}}, opts...)
+		return p, writeCounts(s, job, db, counts)
+	}
+}
+
+// TestProgramStateMigration: a Go program's update that changes the type
+// of a StatefulParDo's value cell is refused (STATE_CODER_CHANGED, naming
+// weir.MigrateState) until the step declares the migration; then the new
+// job reads the stored int64 counts through it (STATE_MIGRATED), and,
+// restarted after checkpoints of its own, reads both what it stored
+// (marked) and what it has not touched since: every key's count is exact.
+func TestProgramStateMigration(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "counts.sqlite")
+	ctx := context.Background()
+	clock := testClock{base: time.Now()}
+
+	s := openProgramService(t, dir, clock, tallyingProgram(db, false, false))
+	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies", Program: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, "tallies", "a checkpoint", checkpointed(2))
+	waitElements(t, s, "tallies", "Tally", 100)
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openProgramService(t, dir, clock, tallyingProgram(db, true, false))
+	st, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies", Update: true})
+	if !hasCode(err, errcode.IncompatibleUpdate) || st == nil || st.Report == nil {
+		t.Fatalf("update without the migration: %+v, %v; want INCOMPATIBLE_UPDATE", st, err)
+	}
+	var refusal string
+	for _, f := range st.Report.Errors {
+		if f.Code == errcode.StateCoderChanged {
+			refusal = f.Fix
+		}
+	}
+	if !strings.Contains(refusal, "weir.MigrateState") {
+		t.Errorf("the refusal's fix %q does not name weir.MigrateState: %+v", refusal, st.Report.Errors)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openProgramService(t, dir, clock, tallyingProgram(db, true, true))
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: "tallies", Update: true})
+	if err != nil {
+		t.Fatalf("update with the migration: %v", err)
+	}
+	j2 := st.Job
+	warned := false
+	for _, w := range st.Report.Warnings {
+		warned = warned || w.Code == errcode.StateMigrated
+	}
+	if !warned {
+		t.Errorf("the report has no STATE_MIGRATED warning: %+v", st.Report.Warnings)
+	}
+	handover := waitFor(t, s, j2.ID, "the new job's handover checkpoint", checkpointed(1)).LastCheckpoint.Epoch
+	waitFor(t, s, j2.ID, "checkpoints of the new job", checkpointed(handover+2))
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = openProgramService(t, dir, clock, tallyingProgram(db, true, true))
+	defer s.Close(ctx)
+	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies"}); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if done := waitDone(t, s, j2.ID); done.State != record.StateDone {
+		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
+	}
+	if m, err := s.Metrics(j2.ID); err == nil && m != nil {
+		for _, st := range m.Steps {
+			if st.Name == "Tally" && st.Rejects != 0 {
+				t.Errorf("Tally rejected %d stored values: %v", st.Rejects, st.RejectsByReason)
+			}
+		}
+	}
+	checkProgramCounts(t, db)
 }

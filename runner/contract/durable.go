@@ -84,6 +84,13 @@ type AbortingSink interface {
 	Abort(ctx context.Context) error
 }
 
+// ErrStateDropped is returned (wrapped or not) by StateCoder.DecodeState
+// for a stored state value the step's code refuses to carry over (a
+// declared migration that failed for it): the restore leaves the value
+// out — a value cell unset, a bag without the element, a map without the
+// entry — instead of failing. The code counts it (StateRejecter).
+var ErrStateDropped = errors.New("the stored state value is dropped")
+
 // StateRejecter is implemented by a keyed step's code that can refuse to
 // carry a stored state over, as a declared migration that fails for one
 // key: the runner counts what it refused as the step's rejects, by

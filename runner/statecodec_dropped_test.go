@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+)
+
+// refusingCoder stores ints as decimal text and refuses (drops) the
+// negative ones, as a declared migration refuses a stored value.
+type refusingCoder struct{}
+
+func (refusingCoder) EncodeKey(k any) ([]byte, error) { return []byte(k.(string)), nil }
+func (refusingCoder) DecodeKey(b []byte) (any, error) { return string(b), nil }
+func (refusingCoder) EncodeState(_ string, v any) ([]byte, error) {
+	return strconv.AppendInt(nil, v.(int64), 10), nil
+}
+func (refusingCoder) DecodeState(_ string, b []byte) (any, error) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err == nil && n < 0 {
+		return nil, errors.Join(contract.ErrStateDropped, errors.New("negative"))
+	}
+	return n, err
+}
+
+// TestStateDecodeLeavesDroppedOut: a stored value its step's code drops
+// (contract.ErrStateDropped) is left out of the restored key — the value
+// cell unset, the bag and the map without it — and the rest is restored;
+// any other decoding error still fails.
+func TestStateDecodeLeavesDroppedOut(t *testing.T) {
+	k := &sfKey{key: "k", wins: []*sfWin{{w: window.Global,
+		values: map[string]any{"kept": int64(1), "refused": int64(-1)},
+		bags:   map[string][]any{"bag": {int64(2), int64(-2), int64(3)}},
+		maps:   map[string]map[any]any{"m": {int64(4): int64(5), int64(6): int64(-7)}},
+	}}}
+	b, err := encodeSfKey(refusingCoder{}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeSfKey(refusingCoder{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := got.wins[0]
+	if _, ok := w.values["refused"]; ok || w.values["kept"] != int64(1) {
+		t.Errorf("values %v: want kept only", w.values)
+	}
+	if bag := w.bags["bag"]; len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
+		t.Errorf("bag %v: want [2 3]", bag)
+	}
+	if m := w.maps["m"]; len(m) != 1 || m[int64(4)] != int64(5) {
+		t.Errorf("map %v: want {4: 5}", m)
+	}
+	if _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff)); err == nil {
+		t.Error("a corrupt entry decoded")
+	}
+}
