@@ -2,6 +2,8 @@ package yamlpipe
 
 import (
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/io/files"
+	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 	"github.com/weir-dev/weir/yamlpipe/textio"
 )
 
@@ -27,6 +29,12 @@ func buildReadFromText(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	return rowsColl(schema, out), nil
 }
 
+// buildWriteToText writes through the file sinks WriteToJson uses, in the
+// text format: one file in a bounded run, part files per checkpoint epoch
+// in a streaming job (exactly once across restores, rolling by roll_size
+// and roll_interval), a staged version published at the end of a
+// partition run. Each line is the input's sole field as Beam's str()
+// writes it.
 func buildWriteToText(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	path, pn, err := l.requireStr(t.config, "path", "WriteToText config")
 	if err != nil {
@@ -40,6 +48,14 @@ func buildWriteToText(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err := l.checkPath(t, pn, path, false); err != nil {
 		return nil, err
 	}
-	write(l.root, t.name, in, textio.NewSink(path), stepOpts(t, weir.WithSinkIdentity("file_text", path))...)
+	cfg := files.SinkConfig{Path: path, Format: files.Text, Schema: in.schema, Line: pyrepr.AppendStr}
+	if cfg.Rolling, err = l.rolling(t); err != nil {
+		return nil, err
+	}
+	sink, err := l.fileSink(t, pn, in, cfg)
+	if err != nil {
+		return nil, err
+	}
+	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("file_text", path))...)
 	return nil, nil
 }

@@ -16,7 +16,7 @@
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
 // yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/textio,
-// yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
+// yamlpipe/pyrepr (WriteToText's lines), yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
 // yamlpipe/logfortesting, yamlpipe/wininfo, yamlpipe/assertcheck,
 // cel.dev/cel-go, github.com/goccy/go-yaml and the standard library; it
 // reaches the executor (package runner) only through the SDK's Run.

@@ -92,7 +92,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "ReadFromText":
 		return &transformDef{keys: []string{"path", "manifest", "side_input", "delimiter"}, source: true, build: buildReadFromText}, true
 	case "WriteToText":
-		return &transformDef{keys: []string{"path"}, sink: true, build: buildWriteToText}, true
+		return &transformDef{keys: []string{"path", "file_mode", "roll_size", "roll_interval"}, sink: true, build: buildWriteToText}, true
 	case "Join":
 		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
 	case "ExtractWindowingInfo":

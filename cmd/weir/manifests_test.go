@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -156,6 +157,25 @@ func TestCLIManifests(t *testing.T) {
 	srv.mustCLI(t, work, "run", "q.yaml", "--job-name", "sales-named", "--partition", "2026-12-01", "--wait")
 	if got := totalsOf(t, filepath.Join(work, "out2", "totals.jsonl")); got["NORTH"] != 425 || got["WEST"] != 100 || len(got) != 2 {
 		t.Errorf("manifest: in the source: totals %v", got)
+	}
+
+	// WriteToText in a partition run: staged, then published with a
+	// publication manifest, as the other file sinks are.
+	writeTestFile(t, work, "text.yaml", manifestPipeline("manifest: sales", "out4")+`    - type: MapToFields
+      name: AsLine
+      input: Totals
+      config: {language: python, fields: {line: "region + '=' + str(total)"}}
+    - type: WriteToText
+      name: WriteLines
+      input: AsLine
+      config: {path: out4/totals.txt}
+`)
+	srv.mustCLI(t, work, "run", "text.yaml", "--job-name", "sales-text", "--partition", "2026-12-01", "--wait")
+	if lines := readLines(t, filepath.Join(work, "out4", "totals.txt")); !slices.Equal(slices.Sorted(slices.Values(lines)), []string{"NORTH=425", "WEST=100"}) {
+		t.Errorf("the published text view: %q, want NORTH=425 and WEST=100", lines)
+	}
+	if _, err := os.Stat(filepath.Join(work, "out4", "totals.txt.manifest.json")); err != nil {
+		t.Errorf("no publication manifest beside the text output: %v", err)
 	}
 
 	// A changed input is refused at submission, naming the file.

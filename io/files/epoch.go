@@ -89,8 +89,8 @@ func NewEpochSink(cfg SinkConfig) (*EpochSink, error) {
 	s.stem = strings.TrimSuffix(base, s.ext)
 	s.generationPrefix = fmt.Sprintf("%s-g%04d", s.stem, cfg.Owner.Generation)
 	s.mu.parts = map[string]*rollingPart{}
-	if cfg.Rolling.On() && cfg.Format != JSONLines && cfg.Format != CSV {
-		return nil, errors.New("rolling parts need an appendable format (JSON lines or CSV): a Parquet or Avro part is complete only when closed")
+	if cfg.Rolling.On() && cfg.Format != JSONLines && cfg.Format != CSV && cfg.Format != Text {
+		return nil, errors.New("rolling parts need an appendable format (JSON lines, CSV or text): a Parquet or Avro part is complete only when closed")
 	}
 	return s, nil
 }
@@ -209,7 +209,7 @@ func (s *EpochSink) openLocked(pw *partWriter, worker int) error {
 		s.mu.parts[pw.path] = &rollingPart{worker: worker}
 		s.mu.Unlock()
 	}
-	return pw.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
+	return pw.enc.init(f, &s.cfg)
 }
 
 // Write appends the rows of elems to worker's in-progress file.

@@ -308,7 +308,7 @@ func (s *StagedSink) openLocked(pw *partWriter) error {
 		return fmt.Errorf("creating %s: %w", pw.path, err)
 	}
 	pw.f = f
-	return pw.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
+	return pw.enc.init(f, &s.cfg)
 }
 
 // startOwn notes that this execution writes. When a checkpoint of an
@@ -580,7 +580,7 @@ func (s *StagedSink) publish(ctx context.Context) error {
 // manifest names the files. It is derived from the manifest, so writing
 // it again is harmless.
 func (s *StagedSink) writeView(m *PublicationManifest) error {
-	if s.cfg.Format != JSONLines && s.cfg.Format != CSV {
+	if s.cfg.Format != JSONLines && s.cfg.Format != CSV && s.cfg.Format != Text {
 		return nil
 	}
 	parts := make([]string, 0, len(m.Partitions))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -31,6 +32,14 @@ func Records(ctx context.Context, path string, format Format, fn func(rec map[st
 	if format == JSONLines {
 		for _, p := range paths {
 			if err := jsonRecords(ctx, p, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if format == Text {
+		for _, p := range paths {
+			if err := textRecords(ctx, p, fn); err != nil {
 				return err
 			}
 		}
@@ -155,4 +164,32 @@ func decodeRecord(b []byte) (map[string]any, error) {
 		return nil, errors.New("not one JSON object: null")
 	}
 	return m, nil
+}
+
+// textRecords calls fn with {"line": text} for each line of text file p.
+func textRecords(ctx context.Context, p string, fn func(map[string]any) error) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line, err := r.ReadString('\n')
+		if line != "" {
+			line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+			if ferr := fn(map[string]any{"line": line}); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", p, err)
+		}
+	}
 }

@@ -56,6 +56,9 @@ type SinkConfig struct {
 	Rolling Rolling
 	// Now gives a rolling part's age; nil: the wall clock.
 	Now func() time.Time
+	// Line appends the text of a Text sink's row (its sole field) to dst;
+	// nil: a string as it is, other values as JSON.
+	Line func(dst []byte, v any) []byte
 }
 
 // Rolling says when a streaming file sink closes a worker's part and
@@ -136,7 +139,7 @@ func (s *Sink) openLocked() error {
 		return fmt.Errorf("creating %s: %w", s.cfg.Path, err)
 	}
 	s.mu.f = f
-	return s.mu.enc.init(f, s.cfg.Format, s.cfg.Schema, s.cfg.Delimiter)
+	return s.mu.enc.init(f, &s.cfg)
 }
 
 // prepareOutput checks file (a file the sink is about to create) against
@@ -219,6 +222,8 @@ func (s *Sink) Close(context.Context) error {
 // encoder writes rows to one file as JSON lines or CSV.
 type encoder struct {
 	format Format
+	// line formats a Text row's field (SinkConfig.Line).
+	line   func(dst []byte, v any) []byte
 	schema *row.Schema
 	w      *bufio.Writer
 	cw     *csv.Writer
@@ -232,10 +237,11 @@ type encoder struct {
 	pw *parquet.GenericWriter[map[string]any]
 }
 
-// init starts encoding into f, writing the CSV header when the schema is
-// known; delim separates CSV fields (0: ',').
-func (e *encoder) init(f *os.File, format Format, schema *row.Schema, delim rune) error {
-	e.format, e.schema, e.rows = format, schema, 0
+// init starts encoding into f as cfg says, writing the CSV header when
+// the schema is known.
+func (e *encoder) init(f *os.File, cfg *SinkConfig) error {
+	format, schema, delim := cfg.Format, cfg.Schema, cfg.Delimiter
+	e.format, e.schema, e.rows, e.line = format, schema, 0, cfg.Line
 	if e.w == nil {
 		e.w = bufio.NewWriterSize(f, 64<<10)
 	} else {
@@ -276,6 +282,8 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 			err = e.writeAvro(elems[i].Value)
 		case Parquet:
 			err = e.writeParquet(elems[i].Value)
+		case Text:
+			err = e.writeText(elems[i].Value)
 		default:
 			err = e.writeJSON(elems[i].Value)
 		}
@@ -307,6 +315,33 @@ func (e *encoder) writeJSON(v any) error {
 		b = row.AppendJSON(b, r)
 	} else {
 		b = row.AppendJSONValue(b, v)
+	}
+	b = append(b, '\n')
+	e.buf = b
+	_, err := e.w.Write(b)
+	return err
+}
+
+// writeText writes the sole field of row v as one line.
+func (e *encoder) writeText(v any) error {
+	r, ok := row.AsRow(v)
+	if !ok {
+		return fmt.Errorf("%w: got %T", errNotARow, v)
+	}
+	var f any
+	if len(r.Values) > 0 {
+		f = r.Values[0]
+	}
+	b := e.buf[:0]
+	switch {
+	case e.line != nil:
+		b = e.line(b, f)
+	default:
+		if str, ok := f.(string); ok {
+			b = append(b, str...)
+		} else {
+			b = row.AppendJSONValue(b, f)
+		}
 	}
 	b = append(b, '\n')
 	e.buf = b

@@ -58,6 +58,10 @@ const (
 	Avro
 	// Parquet is a Parquet file.
 	Parquet
+	// Text is lines of text, one per row: a sink writes each row's sole
+	// field (SinkConfig.Line formats it); read back, each line is a
+	// record {"line": text}. Beam's WriteToText.
+	Text
 )
 
 // SourceConfig configures a file source.

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/manifest"
@@ -15,7 +13,6 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
-	"github.com/weir-dev/weir/yamlpipe/pyrepr"
 )
 
 // Schema is the schema of ReadFromText's rows: one string field, line.
@@ -121,76 +118,4 @@ func splitAt(delim string) bufio.SplitFunc {
 		}
 		return 0, nil, nil
 	}
-}
-
-// NewSink returns a Sink that writes the file path.
-func NewSink(path string) *Sink { return &Sink{path: path} }
-
-// Sink writes the sole field of each row as one line of text. Writes
-// from several workers are serialised by the mutex.
-type Sink struct {
-	path string
-	mu   struct {
-		sync.Mutex // guards f, w, buf, closed
-		f          *os.File
-		w          *bufio.Writer
-		buf        []byte
-		closed     bool
-	}
-}
-
-func (s *Sink) openLocked() error {
-	if s.mu.f != nil {
-		return nil
-	}
-	if s.mu.closed {
-		return fmt.Errorf("sink %s is closed", s.path)
-	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
-		return fmt.Errorf("creating the directory of %s: %w", s.path, err)
-	}
-	f, err := os.Create(s.path)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", s.path, err)
-	}
-	s.mu.f, s.mu.w = f, bufio.NewWriter(f)
-	return nil
-}
-
-// Write implements contract.Sink.
-func (s *Sink) Write(_ context.Context, _ int, elems []contract.Element) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.openLocked(); err != nil {
-		return err
-	}
-	for _, e := range elems {
-		var v any
-		if r, ok := row.AsRow(e.Value); ok && len(r.Values) > 0 {
-			v = r.Values[0]
-		}
-		s.mu.buf = append(pyrepr.AppendStr(s.mu.buf[:0], v), '\n')
-		if _, err := s.mu.w.Write(s.mu.buf); err != nil {
-			return fmt.Errorf("writing %s: %w", s.path, err)
-		}
-	}
-	return nil
-}
-
-// Close implements contract.Sink.
-func (s *Sink) Close(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.openLocked(); err != nil {
-		return err
-	}
-	s.mu.closed = true
-	if err := s.mu.w.Flush(); err != nil {
-		s.mu.f.Close()
-		return fmt.Errorf("writing %s: %w", s.path, err)
-	}
-	if err := s.mu.f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", s.path, err)
-	}
-	return nil
 }
