@@ -228,7 +228,7 @@ func TestCLIDiffUsage(t *testing.T) {
 		wantCode int
 		wantErr  string
 	}{
-		{name: "a bad specifier", args: []string{old, "new.txt", "--key", "region"}, wantCode: ExitUsage, wantErr: `output "new.txt": cannot tell the format`},
+		{name: "a bad specifier", args: []string{old, "new.xml", "--key", "region"}, wantCode: ExitUsage, wantErr: `output "new.xml": cannot tell the format`},
 		{name: "files need a key", args: []string{old, old}, wantCode: ExitUsage, wantErr: "give --key"},
 		{name: "rejects come in pairs", args: []string{old, old, "--key", "region", "--rejects-old", old}, wantCode: ExitUsage, wantErr: "--rejects-new"},
 		{name: "a missing file", args: []string{old, filepath.Join(dir, "none.jsonl"), "--key", "region"}, wantCode: ExitRehearsalFailed, wantErr: "none.jsonl"},

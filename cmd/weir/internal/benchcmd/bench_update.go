@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"io"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-dev/weir/bench"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 )
 
 // updateRun is one row of `weir bench update`: an outcome with the child's

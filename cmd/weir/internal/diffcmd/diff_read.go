@@ -57,9 +57,10 @@ type outputSpec struct {
 var fileFormats = map[string]files.Format{
 	".json": files.JSONLines, ".jsonl": files.JSONLines, ".ndjson": files.JSONLines,
 	".csv": files.CSV, ".parquet": files.Parquet, ".avro": files.Avro,
+	".txt": files.Text, // WriteToText's lines, read as {"line": text}
 }
 
-const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro), a glob or a directory of part files, PATH.manifest.json#PARTITION, sqlite:PATH#TABLE, postgres://...#TABLE or job:NAME[/STEP]"
+const specHelp = "want a file (.jsonl, .json, .csv, .parquet, .avro, .txt), a glob or a directory of part files, PATH.manifest.json#PARTITION, sqlite:PATH#TABLE, postgres://...#TABLE or job:NAME[/STEP]"
 
 // parseOutputSpec parses an output specifier. A file's format comes from
 // its extension; a directory's from its files' (checked when read).

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/io/files"
 )
 
 // TestParseOutputSpec: each specifier form parses to its kind, path, table
@@ -28,7 +29,8 @@ func TestParseOutputSpec(t *testing.T) {
 		{spec: "postgres://u@h:5432/db?sslmode=disable#public.totals", want: outputSpec{kind: specPostgres, dsn: "postgres://u@h:5432/db?sslmode=disable", table: "public.totals"}},
 		{spec: "job:regional-totals/WriteTotals", want: outputSpec{kind: specJob, job: "regional-totals", step: "WriteTotals"}},
 		{spec: "", wantErr: `output "": empty`},
-		{spec: "out/totals.txt", wantErr: `output "out/totals.txt": cannot tell the format from the extension`},
+		{spec: "out/lines.txt", want: outputSpec{kind: specFile, path: "out/lines.txt", format: files.Text}},
+		{spec: "out/totals.xml", wantErr: `output "out/totals.xml": cannot tell the format from the extension`},
 		{spec: "sqlite:out.db", wantErr: `output "sqlite:out.db": a SQLite table is sqlite:PATH#TABLE, and the #TABLE is missing`},
 		{spec: "sqlite:#t", wantErr: `output "sqlite:#t": no database file before #TABLE`},
 		{spec: "sqlite:out.db#", wantErr: `output "sqlite:out.db#": no table after #`},
