@@ -8,8 +8,9 @@
 // check (package compat) decides what carries over; a plan only reads the
 // two graphs and that report, so it is deterministic and changes nothing.
 //
-// It may import compat, graph, serviceopt (the strategy an update's
-// service options ask for) and the standard library.
+// It may import compat, errcode (the findings' codes), graph, serviceopt
+// (the strategy an update's service options ask for) and the standard
+// library.
 package plan
 
 import (
@@ -20,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 )
 
@@ -295,6 +297,13 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 			if l := compat.LossyOutputs(ns); len(l) > 0 {
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs allowed a lossy conversion (allow_lossy), their stored float accumulators read as ints truncated toward zero: "+strings.Join(slices.Sorted(maps.Keys(l)), ", "), "; ")
+			}
+		}
+		for _, w := range warns[name] {
+			// A Go SDK step's declared migration (weir.MigrateAccumulator,
+			// weir.MigrateState): its state is kept through it.
+			if (w.Code == errcode.AccumulatorMigrated || w.Code == errcode.StateMigrated) && st.Action != Refused && st.Action != Dropped {
+				st.Action = Migrated
 			}
 		}
 		if w := detailOf(warns[name]); w != "" && st.Action != Refused {

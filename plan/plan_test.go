@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -305,6 +306,37 @@ func TestPlanDeclaredRename(t *testing.T) {
 		}
 		if got == nil || got.Action != tc.action || got.From != "total" || !strings.Contains(got.Effect, tc.effect) {
 			t.Errorf("%s: column amount_total = %+v, want %s from total (%q)", tc.strategy, got, tc.action, tc.effect)
+		}
+	}
+}
+
+// TestPlanGoMigrations: a Go SDK step whose accumulator or state cell
+// changed type with a declared migration is planned as migrated, with the
+// check's warning.
+func TestPlanGoMigrations(t *testing.T) {
+	build := func(next bool) *graph.Pipeline {
+		p := weir.NewPipeline()
+		s := p.Root()
+		in := weir.Create(s, "In", []weir.KV[string, int64]{{Key: "a", Value: 1}})
+		fn := func(c *weir.StateContext[string, int64], v int64) error { return nil }
+		if !next {
+			weir.CombinePerKey(s, "Totals", in, weir.Sum[int64]())
+			weir.StatefulParDo(s, "Last", in, weir.StatefulFn[string, int64, int64]{State: []weir.StateDecl{weir.ValueState[int64]{ID: "v"}}, Process: fn})
+		} else {
+			weir.CombinePerKey(s, "Totals", in, weir.Mean[int64](), weir.MigrateAccumulator(func(n int64) (weir.MeanAcc, error) { return weir.MeanAcc{Sum: float64(n), Count: 1}, nil }))
+			weir.StatefulParDo(s, "Last", in, weir.StatefulFn[string, int64, int64]{State: []weir.StateDecl{weir.ValueState[float64]{ID: "v"}}, Process: fn},
+				weir.MigrateState("v", func(n int64) (float64, error) { return float64(n), nil }))
+		}
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return p.Graph()
+	}
+	p := plan.Make(build(false), build(true), plan.Options{Strategy: plan.InPlace})
+	wantCompatible(t, p, true)
+	for name, code := range map[string]string{"Totals": "ACCUMULATOR_MIGRATED", "Last": "STATE_MIGRATED"} {
+		if st := step(t, p, name); st.Action != plan.Migrated || !strings.Contains(st.Detail, code) {
+			t.Errorf("%s: %+v, want migrated with %s", name, st, code)
 		}
 	}
 }
