@@ -62,26 +62,54 @@ func migratingProgram(db string, migrate bool) ProgramLoader {
 // checkpoints of its own, reads both what it stored and what it migrated:
 // every key's count is exact.
 func TestProgramAccumulatorMigration(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "counts.sqlite")
+	db := filepath.Join(t.TempDir(), "counts.sqlite")
+	checkProgramMigration(t, programMigration{name: "counts", step: "CountPerKey", v1: countingProgram(db, "v1"),
+		refused: migratingProgram(db, false), migrated: migratingProgram(db, true),
+		fix: "weir.MigrateAccumulator", warning: errcode.AccumulatorMigrated, db: db})
+}
+
+// programMigration is one Go program update across a type change of what
+// a step stores, for checkProgramMigration.
+type programMigration struct {
+	name, step string
+	// v1 runs first; refused changes the stored type without declaring
+	// the migration, migrated declares it.
+	v1, refused, migrated ProgramLoader
+	// fix is what the refusal's fix names; warning the code of the
+	// accepted update's warning.
+	fix     string
+	warning errcode.Code
+	// db holds the counts table the programs write.
+	db string
+}
+
+// checkProgramMigration runs m.v1 until it checkpointed, then updates it
+// to m.refused (refused, naming m.fix, the registry unchanged), then to
+// m.migrated (updated with the warning m.warning), restarts it after the
+// new job's own checkpoints (its store then holds values it wrote, marked,
+// beside old ones it has not touched), runs it to the end and checks that
+// every key's count is exact.
+func checkProgramMigration(t *testing.T, m programMigration) {
+	t.Helper()
+	dir := filepath.Dir(m.db)
 	ctx := context.Background()
 	clock := testClock{base: time.Now()}
 
-	s := openProgramService(t, dir, clock, countingProgram(db, "v1"))
-	st, err := s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v1"})
+	s := openProgramService(t, dir, clock, m.v1)
+	st, err := s.StartProgram(ctx, ProgramRequest{Name: m.name, Program: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j1 := st.Job
-	waitFor(t, s, "counts", "a checkpoint", checkpointed(2))
-	waitElements(t, s, "counts", "CountPerKey", 100)
+	waitFor(t, s, m.name, "a checkpoint", checkpointed(2))
+	waitElements(t, s, m.name, m.step, 100)
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	s = openProgramService(t, dir, clock, migratingProgram(db, false))
-	before := snapshotRegistry(t, s, "counts")
-	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true})
+	s = openProgramService(t, dir, clock, m.refused)
+	before := snapshotRegistry(t, s, m.name)
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: m.name, Update: true})
 	if !hasCode(err, errcode.IncompatibleUpdate) || st == nil || st.Report == nil {
 		t.Fatalf("update without the migration: %+v, %v; want INCOMPATIBLE_UPDATE", st, err)
 	}
@@ -91,18 +119,18 @@ func TestProgramAccumulatorMigration(t *testing.T) {
 			refusal = f.Fix
 		}
 	}
-	if !strings.Contains(refusal, "weir.MigrateAccumulator") {
-		t.Errorf("the refusal's fix %q does not name weir.MigrateAccumulator: %+v", refusal, st.Report.Errors)
+	if !strings.Contains(refusal, m.fix) {
+		t.Errorf("the refusal's fix %q does not name %s: %+v", refusal, m.fix, st.Report.Errors)
 	}
-	if after := snapshotRegistry(t, s, "counts"); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := snapshotRegistry(t, s, m.name); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a refused update changed the registry:\nbefore %+v\nafter  %+v", before, after)
 	}
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	s = openProgramService(t, dir, clock, migratingProgram(db, true))
-	st, err = s.StartProgram(ctx, ProgramRequest{Name: "counts", Update: true})
+	s = openProgramService(t, dir, clock, m.migrated)
+	st, err = s.StartProgram(ctx, ProgramRequest{Name: m.name, Update: true})
 	if err != nil {
 		t.Fatalf("update with the migration: %v", err)
 	}
@@ -112,27 +140,32 @@ func TestProgramAccumulatorMigration(t *testing.T) {
 	}
 	warned := false
 	for _, w := range st.Report.Warnings {
-		warned = warned || w.Code == errcode.AccumulatorMigrated
+		warned = warned || w.Code == m.warning
 	}
 	if !warned {
-		t.Errorf("the report has no ACCUMULATOR_MIGRATED warning: %+v", st.Report.Warnings)
+		t.Errorf("the report has no %s warning: %+v", m.warning, st.Report.Warnings)
 	}
-	// A restart after the new job's own checkpoints: its store holds the
-	// accumulators it wrote (marked) beside any it has not touched since.
 	handover := waitFor(t, s, j2.ID, "the new job's handover checkpoint", checkpointed(1)).LastCheckpoint.Epoch
 	waitFor(t, s, j2.ID, "checkpoints of the new job", checkpointed(handover+2))
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s = openProgramService(t, dir, clock, migratingProgram(db, true))
+	s = openProgramService(t, dir, clock, m.migrated)
 	defer s.Close(ctx)
-	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts"}); err != nil {
+	if _, err := s.StartProgram(ctx, ProgramRequest{Name: m.name}); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 	if done := waitDone(t, s, j2.ID); done.State != record.StateDone {
 		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
 	}
-	checkProgramCounts(t, db)
+	if mt, err := s.Metrics(j2.ID); err == nil && mt != nil {
+		for _, st := range mt.Steps {
+			if st.Name == m.step && st.Rejects != 0 {
+				t.Errorf("%s rejected %d stored values: %v", m.step, st.Rejects, st.RejectsByReason)
+			}
+		}
+	}
+	checkProgramCounts(t, m.db)
 }
 
 // checkProgramCounts checks that the counts table of db holds every one of
@@ -229,71 +262,8 @@ func tallyingProgram(db string, next, migrate bool) ProgramLoader {
 // restarted after checkpoints of its own, reads both what it stored
 // (marked) and what it has not touched since: every key's count is exact.
 func TestProgramStateMigration(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "counts.sqlite")
-	ctx := context.Background()
-	clock := testClock{base: time.Now()}
-
-	s := openProgramService(t, dir, clock, tallyingProgram(db, false, false))
-	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies", Program: "v1"}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, s, "tallies", "a checkpoint", checkpointed(2))
-	waitElements(t, s, "tallies", "Tally", 100)
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openProgramService(t, dir, clock, tallyingProgram(db, true, false))
-	st, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies", Update: true})
-	if !hasCode(err, errcode.IncompatibleUpdate) || st == nil || st.Report == nil {
-		t.Fatalf("update without the migration: %+v, %v; want INCOMPATIBLE_UPDATE", st, err)
-	}
-	var refusal string
-	for _, f := range st.Report.Errors {
-		if f.Code == errcode.StateCoderChanged {
-			refusal = f.Fix
-		}
-	}
-	if !strings.Contains(refusal, "weir.MigrateState") {
-		t.Errorf("the refusal's fix %q does not name weir.MigrateState: %+v", refusal, st.Report.Errors)
-	}
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openProgramService(t, dir, clock, tallyingProgram(db, true, true))
-	st, err = s.StartProgram(ctx, ProgramRequest{Name: "tallies", Update: true})
-	if err != nil {
-		t.Fatalf("update with the migration: %v", err)
-	}
-	j2 := st.Job
-	warned := false
-	for _, w := range st.Report.Warnings {
-		warned = warned || w.Code == errcode.StateMigrated
-	}
-	if !warned {
-		t.Errorf("the report has no STATE_MIGRATED warning: %+v", st.Report.Warnings)
-	}
-	handover := waitFor(t, s, j2.ID, "the new job's handover checkpoint", checkpointed(1)).LastCheckpoint.Epoch
-	waitFor(t, s, j2.ID, "checkpoints of the new job", checkpointed(handover+2))
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s = openProgramService(t, dir, clock, tallyingProgram(db, true, true))
-	defer s.Close(ctx)
-	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "tallies"}); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	if done := waitDone(t, s, j2.ID); done.State != record.StateDone {
-		t.Fatalf("the new job ended %s: %s", done.State, done.Error)
-	}
-	if m, err := s.Metrics(j2.ID); err == nil && m != nil {
-		for _, st := range m.Steps {
-			if st.Name == "Tally" && st.Rejects != 0 {
-				t.Errorf("Tally rejected %d stored values: %v", st.Rejects, st.RejectsByReason)
-			}
-		}
-	}
-	checkProgramCounts(t, db)
+	db := filepath.Join(t.TempDir(), "counts.sqlite")
+	checkProgramMigration(t, programMigration{name: "tallies", step: "Tally", v1: tallyingProgram(db, false, false),
+		refused: tallyingProgram(db, true, false), migrated: tallyingProgram(db, true, true),
+		fix: "weir.MigrateState", warning: errcode.StateMigrated, db: db})
 }

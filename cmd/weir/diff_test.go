@@ -413,20 +413,29 @@ func postgresDSN(t *testing.T) string {
 // test.
 func dropPostgresTable(t *testing.T, dsn, table string) {
 	t.Helper()
-	drop := func() {
+	nowAndAfter(t, dsn, func(db *sql.DB) {
+		if _, err := db.Exec(`DROP TABLE IF EXISTS ` + diffcmd.QuoteIdent(table)); err != nil {
+			t.Error(err)
+		}
+		db.Exec(`DELETE FROM weir_sink_progress WHERE sink_id LIKE $1`, "%"+table+"%") // absent before the first run
+	})
+}
+
+// nowAndAfter runs fn on the PostgreSQL database dsn now and when the test
+// ends (a clean-up).
+func nowAndAfter(t *testing.T, dsn string, fn func(db *sql.DB)) {
+	t.Helper()
+	run := func() {
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		defer db.Close()
-		if _, err := db.Exec(`DROP TABLE IF EXISTS ` + diffcmd.QuoteIdent(table)); err != nil {
-			t.Error(err)
-		}
-		db.Exec(`DELETE FROM weir_sink_progress WHERE sink_id LIKE $1`, "%"+table+"%") // absent before the first run
+		fn(db)
 	}
-	drop()
-	t.Cleanup(drop)
+	run()
+	t.Cleanup(run)
 }
 
 // partsDir returns a directory holding the fixture's output as two part

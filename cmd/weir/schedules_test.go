@@ -467,13 +467,7 @@ func TestCLIScheduleParityPostgres(t *testing.T) {
 // target and its staging tables) now and after the test.
 func dropPostgresTables(t *testing.T, dsn, prefix string) {
 	t.Helper()
-	drop := func() {
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer db.Close()
+	nowAndAfter(t, dsn, func(db *sql.DB) {
 		rows, err := db.Query(`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND starts_with(tablename, $1)`, prefix)
 		if err != nil {
 			t.Error(err)
@@ -492,9 +486,7 @@ func dropPostgresTables(t *testing.T, dsn, prefix string) {
 				t.Error(err)
 			}
 		}
-	}
-	drop()
-	t.Cleanup(drop)
+	})
 }
 
 // TestCLIScheduleSwitchRequiresParity: with --require-parity a switch
