@@ -316,6 +316,11 @@ func (e *encoder) writeJSON(v any) error {
 	} else {
 		b = row.AppendJSONValue(b, v)
 	}
+	return e.writeLine(b)
+}
+
+// writeLine ends b, encoded in e's buffer, with a newline and writes it.
+func (e *encoder) writeLine(b []byte) error {
 	b = append(b, '\n')
 	e.buf = b
 	_, err := e.w.Write(b)
@@ -343,10 +348,7 @@ func (e *encoder) writeText(v any) error {
 			b = row.AppendJSONValue(b, f)
 		}
 	}
-	b = append(b, '\n')
-	e.buf = b
-	_, err := e.w.Write(b)
-	return err
+	return e.writeLine(b)
 }
 
 // startAvro starts an Avro container file of rows of schema s.
