@@ -274,8 +274,8 @@ func (cm *clusterMember) campaign() (*service.Service, *cluster.Leadership, bool
 	return svc, l, true
 }
 
-// leadUntilLost reports the leader's jobs until the leadership is lost (true) or
-// the process stops (false).
+// leadUntilLost reports the leader's jobs until the leadership is lost
+// (true) or the process stops (false).
 func (cm *clusterMember) leadUntilLost(svc *service.Service, l *cluster.Leadership) bool {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
