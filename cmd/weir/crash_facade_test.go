@@ -15,10 +15,18 @@ import (
 )
 
 // facadeRetention is the --rollback-retention of
-// TestCLIServerCrashFacadeSweep's server: the rollback comes well within
-// it after the parallel cut-over (during the compaction wait), and the
-// façade sweep merges the generations once it has passed.
-const facadeRetention = 8 * time.Second
+// TestCLIServerCrashFacadeSweep's server when it kills in the sweep (even
+// seeds): the rollback comes well within it after the parallel cut-over
+// (during the compaction wait), and the façade sweep merges the
+// generations once it has passed. Odd seeds kill within 300 ms of the
+// rollback request, often before the server recorded it, and send it
+// again after the restart: their retention (rollbackFlowRetention) must
+// outlast a restart on a loaded machine, or the retried rollback is
+// rightly refused (ROLLBACK_SNAPSHOT_EXPIRED).
+const (
+	facadeRetention       = 8 * time.Second
+	rollbackFlowRetention = 30 * time.Second
+)
 
 // TestCLIServerCrashFacadeSweep kills the server with SIGKILL at a seeded
 // random point after `weir jobs rollback` was sent during a parallel
@@ -48,8 +56,12 @@ func crashFacadeSweep(t *testing.T, seed uint64) {
 	in := newCrashInput(t, work, 5)
 	// chunk puts message i at base+i×100ms.
 	chunk := func(from, to int) string { return in.chunk(from, to, time.Duration(from)*100*time.Millisecond) }
+	retention := facadeRetention
+	if seed%2 == 1 {
+		retention = rollbackFlowRetention
+	}
 	start := func() *serverProc {
-		return startServerArgs(t, dir, "--min-replace-interval", "0s", "--rollback-retention", facadeRetention.String())
+		return startServerArgs(t, dir, "--min-replace-interval", "0s", "--rollback-retention", retention.String())
 	}
 	generations := func() []sqlsink.FacadeGeneration {
 		gens, err := sqlsink.FacadeGenerations(ctx, sqlsink.FacadeTarget{Driver: sqlsink.DriverSQLite, DSN: db, Table: "totals"})
@@ -94,7 +106,7 @@ func crashFacadeSweep(t *testing.T, seed uint64) {
 	// retention ago (the sweep looks again every retention).
 	delay := time.Duration(rng.IntN(300)) * time.Millisecond
 	if seed%2 == 0 {
-		delay = facadeRetention/2 + time.Duration(rng.Int64N(int64(2*facadeRetention)))
+		delay = retention/2 + time.Duration(rng.Int64N(int64(2*retention)))
 	}
 	<-time.After(delay) // the crash point, on purpose a delay
 	srv.stop(syscall.SIGKILL)
@@ -119,7 +131,7 @@ func crashFacadeSweep(t *testing.T, seed uint64) {
 	id3 := checkCutOver(t, srv, work, fin, id2)
 	// The sweep leaves the rollback job's generation alone behind the view.
 	var gens []sqlsink.FacadeGeneration
-	if !await.Until(3*facadeRetention+30*time.Second, 100*time.Millisecond, func() bool {
+	if !await.Until(3*retention+30*time.Second, 100*time.Millisecond, func() bool {
 		gens = generations()
 		return len(gens) == 1
 	}) || gens[0].Generation != 3 {
