@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"testing"
 
@@ -259,6 +260,17 @@ type txSink struct {
 
 func newTxSink() *txSink { return &txSink{buf: map[int][]kv{}, committed: map[string]int64{}} }
 
+// checkCommitted reports every key whose committed total is not want's,
+// in key order.
+func (t *txSink) checkCommitted(tb testing.TB, want map[string]int64) {
+	tb.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if t.committed[k] != want[k] {
+			tb.Errorf("%s: committed %d, want %d", k, t.committed[k], want[k])
+		}
+	}
+}
+
 func (t *txSink) Write(_ context.Context, w int, es []contract.Element) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -373,16 +385,7 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 				t.Errorf("restored run dropped %d elements as late", got)
 			}
 			want := src.sums()
-			keys := make([]string, 0, len(want))
-			for k := range want {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if sink.committed[k] != want[k] {
-					t.Errorf("%s: committed %d, want %d", k, sink.committed[k], want[k])
-				}
-			}
+			sink.checkCommitted(t, want)
 			// The restored stateful step lost no count either: its state is
 			// gone at the end of input, so every key's entry is deleted.
 			for kg, g := range store.state["Running"] {

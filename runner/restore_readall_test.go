@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"sort"
 	"testing"
 	"time"
 
@@ -114,16 +113,7 @@ func TestRestoreSkipsSourceThatReadAll(t *testing.T) {
 	for _, s := range seed {
 		want[s.Key] += s.Value
 	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if sink.committed[k] != want[k] {
-			t.Errorf("%s: committed %d, want %d", k, sink.committed[k], want[k])
-		}
-	}
+	sink.checkCommitted(t, want)
 	if got := x.Metrics().Step("Seed").ElementsOut; got != 0 {
 		t.Errorf("the restored execution read the seed again: %d elements", got)
 	}
