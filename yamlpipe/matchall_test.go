@@ -31,6 +31,9 @@ func TestMatchAll(t *testing.T) {
 		must(t, os.WriteFile(p, []byte(body), 0o644))
 		must(t, os.Chtimes(p, mtime, mtime))
 	}
+	must(t, os.MkdirAll(filepath.Join(data, "deep", "x"), 0o755))
+	must(t, os.WriteFile(filepath.Join(data, "deep", "x", "d.csv"), []byte("dddd"), 0o644))
+	must(t, os.Chtimes(filepath.Join(data, "deep", "x", "d.csv"), mtime, mtime))
 	must(t, os.WriteFile(filepath.Join(outside, "secret.csv"), []byte("s"), 0o644))
 	// A link inside the roots leading out of them.
 	must(t, os.MkdirAll(filepath.Join(dir, "links"), 0o755))
@@ -69,7 +72,11 @@ func TestMatchAll(t *testing.T) {
 			want:     []string{file("a.csv", 3)},
 			wantIn: []string{`"reason": "path_not_allowed", "message": "MatchAll: path OUTSIDE is outside the directories`,
 				`"reason": "path_not_allowed", "message": "MatchAll: path DIR/links/z.csv (it leads to OUTSIDE/secret.csv) is outside`,
-				`"reason": "bad_pattern", "message": "MatchAll: path \"DIR/data/[.csv\": syntax error in pattern"`}},
+				`"reason": "bad_pattern", "message": "MatchAll: file pattern \"DIR/data/[.csv\": syntax error in pattern"`}},
+		{name: "** crosses directories, and links out are still refused",
+			elements: "          - {p: 'data/**.csv'}\n          - {p: '**/z.csv'}\n",
+			want:     []string{file("a.csv", 3), file("b.csv", 5), file("deep/x/d.csv", 4)},
+			wantIn:   []string{`"reason": "path_not_allowed", "message": "MatchAll: path DIR/links/z.csv (it leads to OUTSIDE/secret.csv) is outside`}},
 	}
 	access, err := NewAccess([]string{dir}, nil, nil)
 	if err != nil {

@@ -166,9 +166,9 @@ func (r *Roots) CheckPattern(pattern string) error {
 	if err := r.Check(static); err != nil {
 		return err
 	}
-	matches, err := filepath.Glob(pattern)
+	matches, err := Glob(pattern)
 	if err != nil {
-		return fmt.Errorf("path %q: %w", pattern, err)
+		return err
 	}
 	for _, m := range matches {
 		if err := r.Check(m); err != nil {

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -125,9 +124,9 @@ func Files(path string) ([]string, error) {
 	if !strings.ContainsAny(path, "*?[") {
 		return []string{path}, nil
 	}
-	m, err := filepath.Glob(path)
+	m, err := Glob(path)
 	if err != nil {
-		return nil, fmt.Errorf("file pattern %q: %w", path, err)
+		return nil, err
 	}
 	if len(m) == 0 {
 		return nil, fmt.Errorf("file pattern %q matches no file", path)
