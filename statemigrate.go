@@ -33,12 +33,13 @@ const stateMigrationFailed = "state_migration_failed"
 // earlier version of the step stored in its state cell id in another
 // type: fn turns each stored Old value into the cell's New one when the
 // job restores its state (after an update, a restart or from a
-// snapshot). It applies to a ValueState (its value) and a BagState (each
-// element) of type New. The compatibility check then accepts an update
+// snapshot). It applies to a ValueState (its value), a BagState (each
+// element) of type New and a MapState whose values are New (each entry's
+// value; the map's key type stays). The compatibility check then accepts an update
 // whose stored Old values would otherwise be unreadable
 // (STATE_CODER_CHANGED), with the warning STATE_MIGRATED. A stored value
 // fn refuses is left out — the value cell starts unset, the bag goes on
-// without the element — counted as the step's rejects (reason
+// without the element, the map without the entry — counted as the step's rejects (reason
 // state_migration_failed) and, the first of them, logged: it never fails
 // the job that restores it.
 //
@@ -85,15 +86,30 @@ func applyStateMigrations(step *graph.Step, cellTypes map[string]reflect.Type, c
 			return fmt.Errorf("weir.MigrateState names state %q, which the step does not declare (its state: %v)", m.id, ids)
 		}
 		sp := &step.State[i]
-		if sp.Kind != graph.StateValue && sp.Kind != graph.StateBag {
-			return fmt.Errorf("weir.MigrateState on state %q, a %s cell: it migrates value and bag cells", m.id, sp.Kind)
-		}
 		if t := cellTypes[m.id]; t != m.to {
-			return fmt.Errorf("weir.MigrateState on state %q returns %s, but the cell holds %s", m.id, m.to, t)
+			what := "the cell holds"
+			if sp.Kind == graph.StateMap {
+				what = "the map's values are"
+			}
+			return fmt.Errorf("weir.MigrateState on state %q returns %s, but %s %s", m.id, m.to, what, t)
 		}
 		from := m.from
+		cell := m.id
+		switch sp.Kind {
+		case graph.StateValue, graph.StateBag:
+		case graph.StateMap:
+			// The map's entries keep their keys: the stored map's coder is
+			// the cell's with the old value coder.
+			if len(sp.Coder.Components) != 2 {
+				return fmt.Errorf("weir.MigrateState on state %q: the map cell's coder %s has no key and value coders", m.id, sp.Coder.String())
+			}
+			from = graph.Coder{URN: sp.Coder.URN, Version: sp.Coder.Version, Components: []graph.Coder{sp.Coder.Components[0], m.from}}
+			cell = m.id + "#value"
+		default:
+			return fmt.Errorf("weir.MigrateState on state %q, a %s cell: it migrates value, bag and map cells", m.id, sp.Kind)
+		}
 		sp.MigratedFrom = &from
-		cells[m.id] = migratingCodec(step.Name, cells[m.id], m)
+		cells[cell] = migratingCodec(step.Name, cells[cell], m)
 	}
 	return nil
 }

@@ -212,6 +212,12 @@ type tally struct {
 // the bounded input reaches when it is read). v1 keeps an int64; the next
 // version a tally, declaring with migrate how a stored int64 becomes one.
 func tallyingProgram(db string, next, migrate bool) ProgramLoader {
+	return tallyingCellProgram(db, next, migrate, false)
+}
+
+// tallyingCellProgram is tallyingProgram; with inMap the count is the
+// entry "n" of a MapState (of int64 values, then of tallies).
+func tallyingCellProgram(db string, next, migrate, inMap bool) ProgramLoader {
 	return func(job weir.JobInfo) (*weir.Pipeline, error) {
 		p := weir.NewJobPipeline(job)
 		s := p.Root()
@@ -226,19 +232,30 @@ func tallyingProgram(db string, next, migrate bool) ProgramLoader {
 			count func(c *ctx) int64
 			opts  []weir.StepOption
 		)
-		if !next {
+		switch {
+		case inMap && !next:
+			cell := weir.MapState[string, int64]{ID: "count"}
+			cells = []weir.StateDecl{cell}
+			add = func(c *ctx, v int64) { n, _ := cell.Get(c, "n"); cell.Put(c, "n", n+v) }
+			count = func(c *ctx) int64 { n, _ := cell.Get(c, "n"); return n }
+		case inMap:
+			cell := weir.MapState[string, tally]{ID: "count"}
+			cells = []weir.StateDecl{cell}
+			add = func(c *ctx, v int64) { t, _ := cell.Get(c, "n"); t.N, t.Since = t.N+v, t.Since+1; cell.Put(c, "n", t) }
+			count = func(c *ctx) int64 { t, _ := cell.Get(c, "n"); return t.N }
+		case !next:
 			cell := weir.ValueState[int64]{ID: "count"}
 			cells = []weir.StateDecl{cell}
 			add = func(c *ctx, v int64) { n, _ := cell.Read(c); cell.Write(c, n+v) }
 			count = func(c *ctx) int64 { n, _ := cell.Read(c); return n }
-		} else {
+		default:
 			cell := weir.ValueState[tally]{ID: "count"}
 			cells = []weir.StateDecl{cell}
 			add = func(c *ctx, v int64) { t, _ := cell.Read(c); t.N, t.Since = t.N+v, t.Since+1; cell.Write(c, t) }
 			count = func(c *ctx) int64 { t, _ := cell.Read(c); return t.N }
-			if migrate {
-				opts = append(opts, weir.MigrateState("count", func(n int64) (tally, error) { return tally{N: n}, nil }))
-			}
+		}
+		if next && migrate {
+			opts = append(opts, weir.MigrateState("count", func(n int64) (tally, error) { return tally{N: n}, nil }))
 		}
 		counts := weir.StatefulParDo(s, "Tally", ev, weir.StatefulFn[string, int64, weir.KV[string, int64]]{
 			State: cells, Timers: []weir.TimerSpec{end},
@@ -256,14 +273,22 @@ func tallyingProgram(db string, next, migrate bool) ProgramLoader {
 }
 
 // TestProgramStateMigration: a Go program's update that changes the type
-// of a StatefulParDo's value cell is refused (STATE_CODER_CHANGED, naming
+// of a StatefulParDo's value cell (or of a map cell's values) is refused (STATE_CODER_CHANGED, naming
 // weir.MigrateState) until the step declares the migration; then the new
 // job reads the stored int64 counts through it (STATE_MIGRATED), and,
 // restarted after checkpoints of its own, reads both what it stored
 // (marked) and what it has not touched since: every key's count is exact.
 func TestProgramStateMigration(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "counts.sqlite")
-	checkProgramMigration(t, programMigration{name: "tallies", step: "Tally", v1: tallyingProgram(db, false, false),
-		refused: tallyingProgram(db, true, false), migrated: tallyingProgram(db, true, true),
-		fix: "weir.MigrateState", warning: errcode.StateMigrated, db: db})
+	for _, inMap := range []bool{false, true} {
+		name := "value cell"
+		if inMap {
+			name = "map cell"
+		}
+		t.Run(name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "counts.sqlite")
+			checkProgramMigration(t, programMigration{name: "tallies", step: "Tally", v1: tallyingCellProgram(db, false, false, inMap),
+				refused: tallyingCellProgram(db, true, false, inMap), migrated: tallyingCellProgram(db, true, true, inMap),
+				fix: "weir.MigrateState", warning: errcode.StateMigrated, db: db})
+		})
+	}
 }
