@@ -27,7 +27,7 @@ type stateMigration struct {
 
 // stateMigrationFailed is the reject reason of a stored state value that
 // did not migrate.
-const stateMigrationFailed = "state_migration_failed"
+const stateMigrationFailed = contract.ReasonStateMigrationFailed
 
 // MigrateState declares, on a StatefulParDo, how it reads the values an
 // earlier version of the step stored in its state cell id in another
@@ -40,8 +40,9 @@ const stateMigrationFailed = "state_migration_failed"
 // (STATE_CODER_CHANGED), with the warning STATE_MIGRATED. A stored value
 // fn refuses is left out — the value cell starts unset, the bag goes on
 // without the element, the map without the entry — counted as the step's rejects (reason
-// state_migration_failed) and, the first of them, logged: it never fails
-// the job that restores it.
+// state_migration_failed), the first of them logged, and sent to a
+// server job's dead-letter topic naming its key: it never fails the job
+// that restores it.
 //
 // The declaration may stay on later versions: what this version stored
 // is marked and read as New.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -236,6 +237,21 @@ type stateDecoder struct {
 	b   []byte
 	sc  contract.StateCoder
 	err error
+	// win is the window whose cells are being decoded.
+	win window.Window
+	// dropped lists the stored values the step's code dropped.
+	dropped []droppedState
+}
+
+// droppedState is a stored state value the step's code refused to carry
+// over (contract.ErrStateDropped): the restore leaves it out and reports it.
+type droppedState struct {
+	win  window.Window
+	cell string
+	// mapKey is the entry's key when the value was a map cell's.
+	mapKey any
+	stored []byte
+	err    error
 }
 
 func (d *stateDecoder) uvarint() uint64 {
@@ -270,6 +286,7 @@ func (d *stateDecoder) value(cell string) (v any, ok bool) {
 	v, err := d.sc.DecodeState(cell, b)
 	switch {
 	case errors.Is(err, contract.ErrStateDropped):
+		d.dropped = append(d.dropped, droppedState{win: d.win, cell: cell, stored: bytes.Clone(b), err: err})
 		return nil, false
 	case err != nil:
 		d.err = fmt.Errorf("decoding state: %w", err)
@@ -278,15 +295,17 @@ func (d *stateDecoder) value(cell string) (v any, ok bool) {
 	return v, true
 }
 
-func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
+// decodeSfKey reads what encodeSfKey wrote. It also returns the stored
+// values the step's code dropped, which the key holds no more.
+func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, error) {
 	d := &stateDecoder{b: b, sc: sc}
 	kb := d.bytes()
 	if d.err != nil {
-		return nil, d.err
+		return nil, nil, d.err
 	}
 	key, err := sc.DecodeKey(kb)
 	if err != nil {
-		return nil, fmt.Errorf("decoding key: %w", err)
+		return nil, nil, fmt.Errorf("decoding key: %w", err)
 	}
 	k := &sfKey{key: key}
 	nw := d.uvarint()
@@ -295,6 +314,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 		if ws.w, d.b, d.err = readWindow(d.b); d.err != nil {
 			break
 		}
+		d.win = ws.w
 		if n := d.uvarint(); n > 0 {
 			ws.values = map[string]any{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
@@ -325,8 +345,11 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 				for x := uint64(0); x < m && d.err == nil; x++ {
 					mk, kok := d.value(id + "#key")
 					mv, vok := d.value(id + "#value")
-					if kok && vok {
+					switch {
+					case kok && vok:
 						ws.maps[id][mk] = mv
+					case kok && len(d.dropped) > 0:
+						d.dropped[len(d.dropped)-1].mapKey = mk
 					}
 				}
 			}
@@ -350,9 +373,9 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, error) {
 		k.wins = append(k.wins, ws)
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, nil, d.err
 	}
-	return k, nil
+	return k, d.dropped, nil
 }
 
 // AggregationWindows returns how many windows one stored key of an

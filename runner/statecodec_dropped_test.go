@@ -2,7 +2,10 @@ package runner
 
 import (
 	"errors"
+	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -40,9 +43,18 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeSfKey(refusingCoder{}, b)
+	got, dropped, err := decodeSfKey(refusingCoder{}, b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each refused value is reported with its cell (and a map entry's key).
+	var names []string
+	for _, d := range dropped {
+		names = append(names, fmt.Sprintf("%s=%s(%v)", d.cell, d.stored, d.mapKey))
+	}
+	sort.Strings(names)
+	if want := "bag=-2(<nil>) m#value=-7(6) refused=-1(<nil>)"; strings.Join(names, " ") != want {
+		t.Errorf("dropped %s, want %s", strings.Join(names, " "), want)
 	}
 	w := got.wins[0]
 	if _, ok := w.values["refused"]; ok || w.values["kept"] != int64(1) {
@@ -54,7 +66,7 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	if m := w.maps["m"]; len(m) != 1 || m[int64(4)] != int64(5) {
 		t.Errorf("map %v: want {4: 5}", m)
 	}
-	if _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff)); err == nil {
+	if _, _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff)); err == nil {
 		t.Error("a corrupt entry decoded")
 	}
 }

@@ -46,11 +46,14 @@ func (b *Broker) PublishReject(ctx context.Context, jobName string, rj contract.
 
 // RejectID returns a message ID for a reject that is the same when a replay
 // rejects the same element again: step, reason and source position. It is
-// empty when the reject has no source position. A too_late reject's ID
-// names its window too.
+// empty when the reject has no source position and no Key (a stored
+// state value's). A too_late reject's ID names its window too.
 func RejectID(rj contract.Reject) string {
 	if rj.Source == nil {
-		return ""
+		if rj.Key == "" {
+			return ""
+		}
+		return rj.Step + "/" + rj.Reason + "/" + rj.Key
 	}
 	id := rj.Step + "/" + rj.Reason + "/" + rj.Source.Source + "/" + strconv.FormatInt(rj.Source.Offset, 10)
 	if rj.Late != nil {

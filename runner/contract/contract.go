@@ -82,12 +82,21 @@ type Reject struct {
 	// Late is set on a reject with reason ReasonTooLate: the window the
 	// element arrived too late for and the step's input watermark then.
 	Late *Lateness
+	// Key, on a reject without a source position, identifies it across
+	// replays (a stored state value's key, window and cell), so that a
+	// dead-letter topic de-duplicates it as it does a source's element.
+	Key string
 }
 
 // ReasonTooLate is the reason of the reject of an element a keyed step
 // dropped as late: its window had expired (the watermark had passed its
 // end plus the allowed lateness) or had closed.
 const ReasonTooLate = "too_late"
+
+// ReasonStateMigrationFailed is the reason of the reject of a stored state
+// value a step's declared migration refused (ErrStateDropped): the
+// restore left it out.
+const ReasonStateMigrationFailed = "state_migration_failed"
 
 // Lateness says why an element was too late: the window it was for and the
 // watermark of the step it reached.

@@ -88,7 +88,10 @@ type AbortingSink interface {
 // for a stored state value the step's code refuses to carry over (a
 // declared migration that failed for it): the restore leaves the value
 // out — a value cell unset, a bag without the element, a map without the
-// entry — instead of failing. The code counts it (StateRejecter).
+// entry — instead of failing. The code counts it (StateRejecter); the
+// runner sends it to the run's dead-letter hook as a reject with reason
+// ReasonStateMigrationFailed naming the key, and the key's next
+// checkpoint stores it without the value.
 var ErrStateDropped = errors.New("the stored state value is dropped")
 
 // StateRejecter is implemented by a keyed step's code that can refuse to
