@@ -85,6 +85,7 @@ func startAudit10Job(t *testing.T, serverArgs []string, runArgs ...string) *audi
 // (SINK_UNAVAILABLE, FAILED after a restart) with the old job drained:
 // nobody wrote the table any more.
 func TestCLIParallelNewKeyOnOldTableRefused(t *testing.T) {
+	t.Parallel()
 	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
 	srv, work, db, oldID := a.srv, a.work, a.db, a.oldID
 	v2 := audit10Pipeline(t, work, "v2.yaml", db, "[key, region]")
@@ -157,6 +158,7 @@ func TestCLIInPlaceIgnoredOptionsNoteOnce(t *testing.T) {
 // nothing is taken until the old job has read, and the flow goes on once
 // a message arrives.
 func TestCLIParallelAfterRestartWaitsQuietly(t *testing.T) {
+	t.Parallel()
 	a := startAudit10Job(t, []string{"--min-replace-interval", "0s"})
 	srv, work, v1, oldID := a.srv, a.work, a.v1, a.oldID
 	msg := func(i int) string {

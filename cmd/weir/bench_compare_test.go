@@ -36,6 +36,7 @@ func TestCLIBenchCompareUsage(t *testing.T) {
 // TestCLIBenchCompare compares this binary with itself at a tiny size, end
 // to end: both sides are re-executions of the test binary acting as weir.
 func TestCLIBenchCompare(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

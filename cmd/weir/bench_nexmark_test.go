@@ -11,6 +11,7 @@ import (
 // TestCLIBenchNexmark runs `weir bench nexmark` end to end at a small size
 // and checks each query's result count against the generated events.
 func TestCLIBenchNexmark(t *testing.T) {
+	t.Parallel()
 	const events = 5000
 	r := runCLI(t, "", "bench", "nexmark", "--events", "5000", "--query", "q0,q2,q3", "--workers", "1,2", "--yaml", "--format", "json")
 	if r.code != ExitOK {

@@ -9,6 +9,7 @@ import (
 // tiny size: every child is a re-execution of the test binary acting as
 // weir, and every table is verified.
 func TestCLIBenchPubSubSQL(t *testing.T) {
+	t.Parallel()
 	args := []string{"bench", "pubsub-to-sql", "--messages", "3000", "--keys", "7", "--window", "1s",
 		"--checkpoint-interval", "100ms", "--latency-rate", "2000", "--latency-duration", "500ms", "--format", "json"}
 	r := runCLI(t, "", args...)

@@ -10,6 +10,7 @@ import (
 // key count (the child is a re-execution of the test binary acting as
 // weir) and checks the report's shape; no timing is asserted.
 func TestCLIBenchSnapshot(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "", "bench", "snapshot", "--keys", "1500,3000", "--rate", "2000", "--steady", "300ms",
 		"--checkpoint-interval", "100ms", "--format", "json")
 	if r.code != ExitOK {

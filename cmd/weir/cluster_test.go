@@ -82,6 +82,7 @@ func (p *serverProc) cliRetry(t *testing.T, dir string, args ...string) cliResul
 // leader is killed once more. The drained table holds exactly what was
 // published: nothing lost, nothing counted twice.
 func TestCLIClusterFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
@@ -173,6 +174,7 @@ func TestCLIClusterFailover(t *testing.T) {
 // no split brain, nothing written twice. Back in touch, the old leader
 // follows, forwards requests, and leads again when the other leaves.
 func TestCLIClusterPartition(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
@@ -273,6 +275,7 @@ func TestCLIClusterRefusals(t *testing.T) {
 // TestCLIBenchFailover runs `weir bench failover` for one kill: the
 // survivor takes over after about a lease and the job resumes after that.
 func TestCLIBenchFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}

@@ -44,6 +44,7 @@ const (
 // meanwhile never saw a total go backwards. Two seeded points by default;
 // WEIR_FACADE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashFacadeSweep(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_FACADE_CRASH_POINTS", crashFacadeSweep)
 }
 

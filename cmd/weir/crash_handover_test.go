@@ -27,6 +27,7 @@ import (
 // every (key, window) total in the table equals the ground truth. Two
 // seeded points run by default; WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplaceNewName(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", crashHandover)
 }
 

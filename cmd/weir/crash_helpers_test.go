@@ -50,7 +50,10 @@ func forEachCrashPoint(t *testing.T, env string, flow func(t *testing.T, seed ui
 	}
 	points := crashPointsFrom(t, env)
 	for seed := 1; seed <= points; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { flow(t, uint64(seed)) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel() // each seed has its own server and directories
+			flow(t, uint64(seed))
+		})
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 // total the view totals serves equals the ground truth. Two seeded points
 // run by default; WEIR_PARALLEL_CRASH_POINTS=N runs N.
 func TestCLIServerCrashParallelReplace(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_PARALLEL_CRASH_POINTS", func(t *testing.T, seed uint64) { crashParallelReplace(t, seed, false) })
 }
 
@@ -34,6 +35,7 @@ func TestCLIServerCrashParallelReplace(t *testing.T) {
 // meanwhile never saw a total go backwards. Two seeded points by default;
 // WEIR_PARALLEL_CRASH_POINTS=N runs N.
 func TestCLIServerCrashParallelReplaceNamed(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_PARALLEL_CRASH_POINTS", func(t *testing.T, seed uint64) { crashParallelReplace(t, seed, true) })
 }
 

@@ -17,6 +17,7 @@ import (
 // totals equal the ground truth exactly — nothing lost, nothing counted
 // twice, whatever the crashes interrupted.
 func TestCLIServerCrashPubSubUpsert(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}

@@ -18,6 +18,7 @@ import (
 // table equals the ground truth. Two seeded points run by default;
 // WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplace(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", func(t *testing.T, seed uint64) { crashStopAndReplace(t, seed, false) })
 }
 
@@ -32,6 +33,7 @@ func TestCLIServerCrashStopAndReplace(t *testing.T) {
 // starting the new job). Two seeded points by default;
 // WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplaceRewind(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", func(t *testing.T, seed uint64) { crashStopAndReplace(t, seed, true) })
 }
 

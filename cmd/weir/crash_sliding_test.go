@@ -31,6 +31,7 @@ import (
 // consumer polling the table meanwhile never saw a total go backwards. Two
 // seeded points by default; WEIR_REPLACE_CRASH_POINTS=N runs N.
 func TestCLIServerCrashStopAndReplaceSliding(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_REPLACE_CRASH_POINTS", crashReplaceSliding)
 }
 

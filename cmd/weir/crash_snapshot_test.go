@@ -119,6 +119,7 @@ func checkSnapshotsSettled(t *testing.T, srv *serverProc, work string) map[strin
 // and count in the table equals the ground truth: nothing lost, nothing
 // counted twice, whatever the crashes interrupted.
 func TestCLIServerCrashSnapshot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}

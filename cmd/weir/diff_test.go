@@ -176,6 +176,7 @@ func mustFloat(t *testing.T, s string) float64 {
 // file against a CSV file, with room for 5,000 rows in memory: both sides
 // are sorted on disk, and exactly the 3 differences are reported.
 func TestCLIDiffLarge(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n = 50_000
 	var js, csv strings.Builder

@@ -19,6 +19,7 @@ import (
 // every generated event exactly once, none lost, none twice, and no file
 // but finalised parts in sight.
 func TestCLIServerCrashFileSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		sink, file string
 		// id reads an event's id from a committed line.
@@ -97,6 +98,7 @@ func TestCLIServerCrashFileSinkExactlyOnce(t *testing.T) {
 // and a drain: every generated event is in exactly one finalised part,
 // and no in-progress file is left.
 func TestCLIServerRollingFileSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
 	dir, work := t.TempDir(), t.TempDir()
 	pipeline := func(rate int) string {
 		return `pipeline:

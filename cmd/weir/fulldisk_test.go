@@ -85,6 +85,7 @@ func fillDisk(t *testing.T, dir string) string {
 // before the disk fills (a publish to a full disk is refused, so the
 // publisher keeps it).
 func TestCLIServerFullDisk(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server on a tmpfs")
 	}
@@ -358,6 +359,7 @@ func (f *ordersFeed) ackFloor(srv *serverProc, sub string) float64 {
 // the triggers are gone the job goes on by itself and after a drain the
 // table equals the ground truth.
 func TestCLIServerSinkUnavailable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

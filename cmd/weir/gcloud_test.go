@@ -210,6 +210,7 @@ func TestParseAttributes(t *testing.T) {
 // --ack-deadline, and the list commands' --format projections, --filter,
 // --sort-by and --limit.
 func TestCLIGcloudHabits(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	const note = "weir: note: --project and --region ignored"

@@ -16,6 +16,7 @@ import (
 // appends nothing. The table is then read back by a batch job through
 // ReadFromIceberg.
 func TestCLIServerCrashIcebergExactlyOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -21,6 +21,7 @@ import (
 // and refuses a directory a running process holds, --follow, and
 // --server beside --data-dir.
 func TestCLIInspectDataDir(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	work := t.TempDir()
 	srv := startServer(t, dataDir)

@@ -10,6 +10,7 @@ import (
 // weir run, check and graph render a pipeline file as a Jinja template
 // with --jinja-variables (or Beam's --jinja_variables), as Beam does.
 func TestCLIJinjaVariables(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	main := filepath.Join(dir, "p.yaml")
 	src := `pipeline:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"maps"
 	"os"
 	"os/exec"
@@ -20,9 +21,23 @@ import (
 // test goes through a real process, its exit code and its streams.
 const runAsCLIEnv = "WEIR_TEST_RUN_AS_CLI"
 
+// testParallel is how many of this package's parallel tests run at once
+// unless -test.parallel says otherwise. They mostly wait on child
+// processes (servers restarting, leases expiring, retention passing), so
+// more than the default GOMAXPROCS overlap usefully on a 2-core machine.
+const testParallel = "4"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsCLIEnv) == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", testParallel); err != nil {
+			panic(err)
+		}
 	}
 	os.Exit(m.Run())
 }

@@ -87,6 +87,7 @@ func totalsOf(t *testing.T, path string) map[string]int64 {
 // (4 read = 3 accepted + 1 rejected), and a changed input is refused at
 // submission with MANIFEST_CHANGED naming the file.
 func TestCLIManifests(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	in := filepath.Join(work, "in")

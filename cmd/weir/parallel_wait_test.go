@@ -15,6 +15,7 @@ import (
 // CUT_OVER — and exits 0 at the cut-over, the new job the name's only
 // active job and the view holding every total.
 func TestCLIParallelReplaceWait(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -41,6 +41,7 @@ func fileLog(t *testing.T, p string) (entries int, current map[string]string) {
 // comparison, which runs and agrees; weir partitions list shows the file
 // targets.
 func TestCLIPartitionFileSinks(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
@@ -149,9 +150,7 @@ func TestCLIPartitionFilePublishCrash(t *testing.T) {
 				b, _ := fileLog(t, rejects)
 				return a + b
 			}
-			t.Setenv("WEIR_TEST_PUBLISH_CRASH", point)
-			srv := startServer(t, data)
-			os.Unsetenv("WEIR_TEST_PUBLISH_CRASH") // the server has it; its successor will not
+			srv := startServerEnv(t, data, []string{"WEIR_TEST_PUBLISH_CRASH=" + point})
 			partitionWork(t, srv, work)
 			srv.cli(work, "run", "p.yaml", "--job-name", "sales-crash", "--partition", "2026-12-01", "--no-wait")
 			select {
@@ -190,6 +189,7 @@ func TestCLIPartitionFilePublishCrash(t *testing.T) {
 // holds every total exactly once (nothing the dead attempt staged is
 // published).
 func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
@@ -197,8 +197,11 @@ func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(work, "big"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Enough rows that the run spans several 100 ms checkpoints.
-	const rows = 400000
+	// Enough rows that the run spans several 100 ms checkpoints: the crash
+	// point is the second barrier after rows arrived. 400,000 rows ran in
+	// 190 ms on a quiet machine (one barrier); 1.5 million take about
+	// 750 ms there, seven barriers, and longer on a loaded one.
+	const rows = 1_500_000
 	var b strings.Builder
 	want := map[string]int64{}
 	for i := range rows {
@@ -214,9 +217,7 @@ func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
 	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
 	wantRejects := (rows + 6) / 7
 
-	t.Setenv("WEIR_TEST_PUBLISH_CRASH", "mid-run")
-	srv := startServer(t, data)
-	os.Unsetenv("WEIR_TEST_PUBLISH_CRASH")
+	srv := startServerEnv(t, data, []string{"WEIR_TEST_PUBLISH_CRASH=mid-run"})
 	srv.mustCLI(t, work, "manifests", "create", "big", "--partition", "p1", "--files", "big/*.jsonl")
 	srv.cli(work, "run", "p.yaml", "--job-name", "big-run", "--partition", "p1", "--no-wait")
 	select {

@@ -172,6 +172,7 @@ func sameTotals(got, want map[string]int64) bool {
 // not recorded as done — restarts it and checks that the partition ends
 // published exactly once with exactly the fixture's totals.
 func TestCLIPartitionPublishCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
@@ -180,9 +181,7 @@ func TestCLIPartitionPublishCrash(t *testing.T) {
 			data, work := t.TempDir(), t.TempDir()
 			db := filepath.Join(work, "out.db")
 			writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-			t.Setenv("WEIR_TEST_PUBLISH_CRASH", point)
-			srv := startServer(t, data)
-			os.Unsetenv("WEIR_TEST_PUBLISH_CRASH") // the server has it; its successor will not
+			srv := startServerEnv(t, data, []string{"WEIR_TEST_PUBLISH_CRASH=" + point})
 			partitionWork(t, srv, work)
 			srv.cli(work, "run", "p.yaml", "--job-name", "sales-crash", "--manifest", "sales", "--partition", "2026-12-01", "--no-wait")
 			select {
@@ -252,6 +251,7 @@ func TestCLIPartitionBusy(t *testing.T) {
 // the staging table stays) and prints where it staged and the diff
 // command.
 func TestCLIPartitionsList(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")

@@ -14,6 +14,7 @@ import (
 // to v2 in place, drain, and read the table: each region's 5-minute totals
 // equal the file's.
 func TestCLIReadmeTopicExample(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -22,6 +22,7 @@ import (
 // the new run's pane adds only the new pipeline's share of what came
 // after it.
 func TestCLIServerRehearseFromSnapshot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -223,6 +223,7 @@ func TestCLIRehearseCouldNotRun(t *testing.T) {
 // acknowledgement floor, delivered and pending counts), the topics and
 // the job records are byte-identical before and after.
 func TestCLIServerRehearseTouchesNothing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -12,6 +12,7 @@ import (
 // reused ID and the 2-minute rule are server refusals (exit 1 with the
 // code), and Dataflow's spellings of the flags work.
 func TestCLIServiceOptions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -22,6 +22,7 @@ import (
 //     keeps the old job's complete total instead of replacing it; the job's
 //     describe says where its input started.
 func TestCLIReprocessingRecipe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

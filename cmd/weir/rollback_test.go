@@ -24,6 +24,7 @@ import (
 // `jobs history` lists the three generations. Two seeded points run by
 // default; WEIR_ROLLBACK_CRASH_POINTS=N runs N.
 func TestCLIServerCrashRollback(t *testing.T) {
+	t.Parallel()
 	forEachCrashPoint(t, "WEIR_ROLLBACK_CRASH_POINTS", crashRollback)
 }
 
@@ -139,6 +140,7 @@ func crashRollback(t *testing.T, seed uint64) {
 // same ID with another request is refused by the server (exit 1,
 // REQUEST_ID_REUSED).
 func TestCLIRollbackRequestID(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

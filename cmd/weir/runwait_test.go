@@ -26,6 +26,7 @@ const missingInputYAML = `pipeline:
 // returns as soon as the job exists; --wait follows a bounded job to its
 // end and exits 0 on DONE.
 func TestCLIRunWaits(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, t.TempDir())
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "missing.yaml"), []byte(missingInputYAML), 0o644); err != nil {
@@ -69,6 +70,7 @@ func TestCLIRunWaits(t *testing.T) {
 // streaming job is DRAINED (exit 0), `weir jobs cancel --wait` once it is
 // CANCELLED.
 func TestCLIDrainAndCancelWait(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, t.TempDir())
 	stream, err := os.ReadFile(filepath.Join("testdata", "stream_windows.yaml"))
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 // version at the first partition the new one had not published, leaving
 // what it published alone; every partition is published exactly once.
 func TestCLISchedules(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")
@@ -208,6 +209,7 @@ func yesterdayPartition(t *testing.T, work string) (db, d1, dir string) {
 // --max-attempts; once the file is as pinned again, weir schedules retry
 // publishes it. A streaming pipeline cannot be scheduled.
 func TestCLIScheduleRetriesSameManifest(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db, d1, dir := yesterdayPartition(t, work)
@@ -277,6 +279,7 @@ func TestCLIScheduleRetriesSameManifest(t *testing.T) {
 // of the server; the restarted server carries on at the next partition
 // and never runs a published partition again.
 func TestCLIScheduleSurvivesKill(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	srv := startServer(t, data)
 	work := t.TempDir()
@@ -334,15 +337,14 @@ func TestCLIScheduleSurvivesKill(t *testing.T) {
 // the partition's run, instead of submitting a second one. One job, one
 // attempt, one publication.
 func TestCLIScheduleCrashAfterSubmit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
 	data, work := t.TempDir(), t.TempDir()
 	db, d1, dir := yesterdayPartition(t, work)
 	writeTestFile(t, dir, "a.jsonl", `{"region": "NORTH", "amount": 250}`+"\n"+`{"region": "WEST", "amount": 100}`+"\n")
-	t.Setenv("WEIR_TEST_SCHEDULE_CRASH", "after-submit")
-	srv := startServer(t, data)
-	os.Unsetenv("WEIR_TEST_SCHEDULE_CRASH") // the server has it; its successor will not
+	srv := startServerEnv(t, data, []string{"WEIR_TEST_SCHEDULE_CRASH=after-submit"})
 	srv.mustCLI(t, work, "schedules", "create", "sales", "--pipeline", "p.yaml", "--every", "24h", "--start", d1, "--files", "in/{partition}/*.jsonl")
 	select {
 	case <-srv.done:
@@ -496,6 +498,7 @@ func dropPostgresTables(t *testing.T, dsn, prefix string) {
 // schedule and every published row unchanged and exits 7; an equivalent
 // one (an extra filter that keeps everything) switches.
 func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")
@@ -559,6 +562,7 @@ func TestCLIScheduleSwitchRequiresParity(t *testing.T) {
 // output too, keyed by the group_by of the Combine its sink reads: the
 // shadow run's staged version against the partition's published one.
 func TestCLIScheduleSwitchParityOnFiles(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	base := strings.Replace(partitionPipeline("unused.db"), "    - type: WriteToSql\n", "    - type: WriteToJson\n", 1)
@@ -620,6 +624,7 @@ func TestCLIScheduleSwitchParityOnFiles(t *testing.T) {
 // in the order found; a switch runs the sets found after it with the new
 // version; nothing is published twice.
 func TestCLIScheduleFileSets(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")

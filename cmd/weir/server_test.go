@@ -41,6 +41,14 @@ func startServer(t *testing.T, dataDir string) *serverProc {
 // startServerArgs is startServer with more flags (a later --listen wins).
 func startServerArgs(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
+	return startServerEnv(t, dataDir, nil, extra...)
+}
+
+// startServerEnv is startServerArgs with more environment variables
+// (KEY=VALUE) for the server alone: a test that sets them so runs in
+// parallel with others (t.Setenv would not let it).
+func startServerEnv(t *testing.T, dataDir string, env []string, extra ...string) *serverProc {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +63,7 @@ func startServerArgs(t *testing.T, dataDir string, extra ...string) *serverProc 
 	// directory).
 	cmd := exec.Command(exe, append([]string{"server", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--checkpoint-interval", "100ms", "--log-level", "info",
 		"--pubsub-grpc-listen", "127.0.0.1:0", "--file-roots", os.TempDir()}, extra...)...)
-	cmd.Env = append(os.Environ(), runAsCLIEnv+"=1")
+	cmd.Env = append(append(os.Environ(), runAsCLIEnv+"=1"), env...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -194,6 +202,7 @@ func stepIn(m map[string]any, step string) float64 {
 // streaming and a batch job, refuse a second active job and invalid input,
 // list, describe, drain (several at once), rerun and cancel.
 func TestCLIServerJobs(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	stream, totals := testdata(t, "stream_windows.yaml"), testdata(t, "totals.yaml")
@@ -381,6 +390,7 @@ type restartCase struct {
 // transactional) and Generate does not resume from positions, so the
 // resumed job's output is at-least-once (its describe says so).
 func TestCLIServerRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []restartCase{
 		{"sigterm", syscall.SIGTERM, ExitOK},
 		{"kill -9", syscall.SIGKILL, 128 + int(syscall.SIGKILL)},
@@ -440,6 +450,7 @@ func TestCLIServerRestart(t *testing.T) {
 // sink's element identities, not on source positions; the Pub/Sub source's
 // resumption is covered by the yamlpipe and io/pubsub tests.
 func TestCLIServerCrashAppendSQL(t *testing.T) {
+	t.Parallel()
 	const count = 3000
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "events.db")

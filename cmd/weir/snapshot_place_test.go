@@ -18,6 +18,7 @@ import (
 // answer says how its source was placed. The snapshot describes its
 // broker.
 func TestCLICreateFromSnapshotSources(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}

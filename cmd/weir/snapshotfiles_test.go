@@ -19,6 +19,7 @@ import (
 // truncated file are refused by the CLI and, sent as they are, by the
 // server, which then has no snapshot.
 func TestCLISnapshotExportImport(t *testing.T) {
+	t.Parallel()
 	a := startServer(t, t.TempDir())
 	b := startServer(t, t.TempDir())
 	work := t.TempDir()

@@ -13,6 +13,7 @@ import (
 // renamed step (and be refused without the mapping: exit 6, nothing
 // created), delete it, and the refusals' exit codes.
 func TestCLISnapshots(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	stream := testdata(t, "stream_windows.yaml")

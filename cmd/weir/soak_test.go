@@ -41,6 +41,7 @@ type soakSize struct {
 }
 
 func TestCLISoak(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills servers")
 	}

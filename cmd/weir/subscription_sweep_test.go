@@ -16,6 +16,7 @@ import (
 // from it, and then the server deletes it; the user's own subscription is
 // made by "you" and never deleted.
 func TestCLISubscriptionsMadeByKept(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

@@ -12,6 +12,7 @@ import (
 // mismatch, a seek refused under a running job (SUBSCRIPTION_IN_USE naming
 // it) and forced, and the snapshot's deletion with its topic.
 func TestCLISubscriptionSnapshotsSeek(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	orders := filepath.Join(work, "orders.jsonl")

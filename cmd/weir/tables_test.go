@@ -28,6 +28,7 @@ func stagedOrdersPipeline(sub, db, extra string) string {
 // column to the staging and principal tables, and the rows written before
 // read null in it.
 func TestCLITables(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "orders.db")

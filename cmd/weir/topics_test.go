@@ -72,6 +72,7 @@ func orderLines(first, n int) string {
 // pulling, a ReadFromPubSub → WriteToSql job reading a subscription, `weir
 // check JOB_NAME NEW.yaml` against it, drain, and the SQLite table.
 func TestCLITopicsSubscriptionsPipeline(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "orders.db")

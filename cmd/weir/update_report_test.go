@@ -16,6 +16,7 @@ import (
 // KEY_CODER_CHANGED (exit 6) online as in `weir check`, not an invalid
 // pipeline.
 func TestCLIUpdateReports(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

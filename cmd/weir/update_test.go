@@ -39,6 +39,7 @@ const updateV1 = `pipeline:
 // (UPDATED → new RUNNING job, generation 2); history shows the lineage and
 // the refused attempt; updating again by the old lineage works on the new job.
 func TestCLIUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
@@ -175,6 +176,7 @@ func TestCLIUpdate(t *testing.T) {
 // YAML runs report the baseline gap beside the pause and count the steady
 // load their publisher process (--publisher process) published.
 func TestCLIBenchUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs benchmark children")
 	}
@@ -272,6 +274,7 @@ func sqlRows(t *testing.T, db string) string {
 // exactly one job of the name is active and that the finished job's table
 // equals a run without update or crash: nothing lost, nothing twice.
 func TestCLIUpdateCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
