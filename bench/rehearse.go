@@ -25,30 +25,33 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 	src := []byte(SumPipelineYAML("unused", cfg.Window, work+"/sums.sqlite"))
 	opts := sandbox.Options{BaseDir: work, TempDir: work, Workers: cfg.Workers, Logger: logger}
 	start, cpu0 := time.Now(), processCPU()
-	// Read the recorded stretch once, by stream sequence.
-	var msgs []pubsub.Message
+	oldP, err := sandbox.Load("old.yaml", src, opts)
+	if err != nil {
+		return PubSubOutcome{}, err
+	}
+	// Read the recorded stretch once, by stream sequence, into the trace a
+	// page at a time, as the server does (sandbox.RetainedTrace).
+	trace := &sandbox.Trace{SpillDir: work}
+	defer trace.Close()
+	mt, err := sandbox.NewMessagesTracer(trace, oldP, sourceStepPS)
+	if err != nil {
+		return PubSubOutcome{}, err
+	}
 	from := uint64(0)
 	for {
 		page, err := b.ReadRetained(ctx, pubsubTopic, from, time.Time{}, time.Time{}, 0)
 		if err != nil {
 			return PubSubOutcome{}, fmt.Errorf("reading the topic: %w", err)
 		}
-		msgs = append(msgs, page.Messages...)
+		if err := mt.Add(page.Messages...); err != nil {
+			return PubSubOutcome{}, err
+		}
 		if page.Done || len(page.Messages) == 0 {
 			break
 		}
 		from = page.Next
 	}
-	logger.Info("rehearse: read the topic", "messages", len(msgs), "seconds", time.Since(start).Seconds())
-	oldP, err := sandbox.Load("old.yaml", src, opts)
-	if err != nil {
-		return PubSubOutcome{}, err
-	}
-	trace, err := sandbox.MessagesTrace(oldP, sourceStepPS, msgs)
-	if err != nil {
-		return PubSubOutcome{}, err
-	}
-	msgs = nil // the trace holds what the runs need
+	logger.Info("rehearse: read the topic", "messages", trace.Elements(), "spilled_bytes", trace.Spilled(), "seconds", time.Since(start).Seconds())
 	var results []*sandbox.Result
 	defer func() {
 		for _, r := range results {

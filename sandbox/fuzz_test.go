@@ -28,7 +28,11 @@ func FuzzReadEvents(f *testing.F) {
 		}
 		last := map[string]int64{}
 		seen := map[string]bool{}
-		for _, ev := range tr.Events {
+		evs, err := tr.Events()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
 			if !ev.IsWatermark {
 				if ev.Value == nil {
 					t.Fatalf("an element without a value: %+v", ev)

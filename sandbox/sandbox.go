@@ -272,7 +272,11 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 	// the pipeline lacks was refused when the sources were bound): the
 	// sums are the trace's, computed once, after the run, so that runs
 	// sharing the trace (RunAll) do not wait for them before starting.
-	maps.Copy(res.InputSums, trace.inputSums())
+	sums, err := trace.inputSums()
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(res.InputSums, sums)
 	ok = true
 	return res, nil
 }
@@ -306,8 +310,14 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		def = candidates[0]
 	}
 	srcs := map[string]*traceSource{}
-	for i := range trace.Events {
-		ev := &trace.Events[i]
+	var buf []byte
+	for i := range trace.Len() {
+		e, b, err := trace.log.event(i, buf)
+		if err != nil {
+			return err
+		}
+		buf = b
+		ev := &e
 		name := ev.Source
 		if name == "" {
 			if def == "" {
@@ -344,6 +354,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 			return fmt.Errorf("%w: the recorded stretch has more than %d events", ErrNoRecordedInput, math.MaxInt32)
 		}
 		ts.events = append(ts.events, int32(i))
+		ts.watermark = append(ts.watermark, ev.IsWatermark)
 		if !ev.IsWatermark {
 			res.Input++
 		}
@@ -395,6 +406,9 @@ type traceSource struct {
 	// are this source's, in order.
 	trace  *Trace
 	events []int32
+	// watermark marks the events of events that move the watermark, so
+	// that a read stops before one without decoding it.
+	watermark []bool
 }
 
 // element builds the element of a recorded value: a row of the source's
@@ -428,6 +442,15 @@ type traceSplit struct {
 	t  *traceSource
 	i  int
 	wm mtime.Time
+	// buf is scratch space for events read back from disk.
+	buf []byte
+}
+
+// event decodes the split's event j.
+func (s *traceSplit) event(j int) (Event, error) {
+	ev, buf, err := s.t.trace.log.event(int(s.t.events[j]), s.buf)
+	s.buf = buf
+	return ev, err
 }
 
 // Read returns the elements up to the next watermark move, or the move.
@@ -435,21 +458,25 @@ func (s *traceSplit) Read(ctx context.Context, buf []contract.Element) (contract
 	if err := ctx.Err(); err != nil {
 		return contract.ReadResult{}, err
 	}
-	idx, all := s.t.events, s.t.trace.Events
-	if s.i < len(idx) && all[idx[s.i]].IsWatermark {
-		if w := all[idx[s.i]].Watermark; w > s.wm {
+	idx := s.t.events
+	if s.i < len(idx) && s.t.watermark[s.i] {
+		ev, err := s.event(s.i)
+		if err != nil {
+			return contract.ReadResult{}, err
+		}
+		if w := ev.Watermark; w > s.wm {
 			s.wm = w
 		}
 		s.i++
 		return contract.ReadResult{Watermark: s.wm}, nil
 	}
 	n := 0
-	for s.i < len(idx) && n < len(buf) {
-		ev := &all[idx[s.i]]
-		if ev.IsWatermark {
-			break
+	for s.i < len(idx) && n < len(buf) && !s.t.watermark[s.i] {
+		ev, err := s.event(s.i)
+		if err != nil {
+			return contract.ReadResult{}, err
 		}
-		buf[n] = s.t.element(ev)
+		buf[n] = s.t.element(&ev)
 		n++
 		s.i++
 	}

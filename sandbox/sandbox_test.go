@@ -66,10 +66,35 @@ func allRows(t *testing.T, res *Result) []diff.Row {
 // TestRunReferenceFixture runs the reference fixture through the sandbox:
 // 425 on time, 475 late for the same key and window, the 00:05 event in
 // the next window, the event beyond the allowed lateness a too_late reject;
-// and nothing is written where the pipeline's sinks point.
+// and nothing is written where the pipeline's sinks point. The same holds
+// when the trace is read back from disk (spilled beyond its memory).
 func TestRunReferenceFixture(t *testing.T) {
+	for _, spill := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spilled=%v", spill), func(t *testing.T) { checkReferenceFixture(t, spill) })
+	}
+}
+
+func checkReferenceFixture(t *testing.T, spill bool) {
 	dir := t.TempDir()
-	res := runFile(t, "testdata/fixture.yaml", readTrace(t, "testdata/fixture.jsonl"), Options{BaseDir: dir, Workers: 2})
+	tr := readTrace(t, "testdata/fixture.jsonl")
+	if spill {
+		evs, err := tr.Events()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr = &Trace{MaxMemory: 1, SpillDir: t.TempDir()}
+		tr.log.chunk = 64
+		for _, ev := range evs {
+			if err := tr.Append(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer tr.Close()
+		if tr.Spilled() == 0 {
+			t.Fatal("the trace did not spill")
+		}
+	}
+	res := runFile(t, "testdata/fixture.yaml", tr, Options{BaseDir: dir, Workers: 2})
 	const w0 = "2026-03-01T00:00:00.000Z/2026-03-01T00:05:00.000Z"
 	const w1 = "2026-03-01T00:05:00.000Z/2026-03-01T00:10:00.000Z"
 	rows := allRows(t, res)

@@ -113,6 +113,7 @@ func RunTest(ctx context.Context, path string, src []byte, t Test, opts Options)
 	}
 	g := p.Graph()
 	trace := &Trace{}
+	defer trace.Close()
 	var taps *yamlpipe.TestTaps
 	if len(t.MockInputs) > 0 || len(t.ExpectedOutputs) > 0 {
 		// Beam's mock_inputs and expected_outputs: the pipeline rewired
@@ -173,7 +174,9 @@ func RunTest(ctx context.Context, path string, src []byte, t Test, opts Options)
 				return nil, fmt.Errorf("%s: %s: mock_outputs %s element %d: %w", path, t.Name, m.Name, i+1, err)
 			}
 			ev.Source, ev.Origin, ev.Offset = step, m.Name, int64(i+1)
-			trace.Events = append(trace.Events, ev)
+			if err := trace.Append(ev); err != nil {
+				return nil, err
+			}
 		}
 	}
 	res, err := RunPipeline(ctx, p, trace, opts)

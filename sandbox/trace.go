@@ -47,27 +47,88 @@ type Event struct {
 // Trace is a recorded stretch of input: elements and watermark moves in
 // the order they were read. Every run of a rehearsal is fed the same
 // trace, so every run sees the same elements and the same watermark holds
-// and advances.
+// and advances. Its events are kept encoded, and beyond MaxMemory on disk
+// (see tracelog.go); Close releases the disk space. A trace is appended
+// to by one goroutine, then read by any number.
 type Trace struct {
-	Events []Event
+	// MaxMemory is the memory budget of the encoded events (0:
+	// DefaultTraceMemory): beyond it, older events spill to an unlinked
+	// file in SpillDir (empty: the system's temporary directory). Set both
+	// before the first Append.
+	MaxMemory int64
+	SpillDir  string
+
+	log      traceLog
+	elements int64
 
 	// sums are the trace's input sums, computed once for every run that
 	// shares the trace (inputSums).
 	sumsOnce sync.Once
 	sums     map[string]float64
+	sumsErr  error
 }
+
+// Append adds ev at the end of the trace.
+func (t *Trace) Append(ev Event) error {
+	if t.log.refs == nil {
+		t.log.budget, t.log.dir = t.MaxMemory, t.SpillDir
+	}
+	if err := t.log.append(&ev); err != nil {
+		return err
+	}
+	if !ev.IsWatermark {
+		t.elements++
+	}
+	return nil
+}
+
+// Len returns the number of events.
+func (t *Trace) Len() int { return t.log.len() }
+
+// Event returns event i (0 ≤ i < Len()).
+func (t *Trace) Event(i int) (Event, error) {
+	ev, _, err := t.log.event(i, nil)
+	return ev, err
+}
+
+// Events returns every event, decoded: for small traces (tests).
+func (t *Trace) Events() ([]Event, error) {
+	out := make([]Event, 0, t.Len())
+	var buf []byte
+	for i := range t.Len() {
+		ev, b, err := t.log.event(i, buf)
+		if err != nil {
+			return nil, err
+		}
+		buf = b
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// Spilled returns how many bytes of the trace are on disk.
+func (t *Trace) Spilled() int64 { return t.log.spilled() }
+
+// Close releases the trace's disk space; it is not read afterwards.
+func (t *Trace) Close() error { return t.log.close() }
 
 // inputSums returns the sum of each numeric top-level field over the
 // trace's elements (a message's JSON object payload, or an element's
 // value): the input side of a run's conservation. It decodes the
 // messages once, however many runs share the trace; the map is shared, so
 // callers copy it.
-func (t *Trace) inputSums() map[string]float64 {
+func (t *Trace) inputSums() (map[string]float64, error) {
 	t.sumsOnce.Do(func() {
 		t.sums = map[string]float64{}
 		var f flatSums
-		for i := range t.Events {
-			ev := &t.Events[i]
+		var buf []byte
+		for i := range t.Len() {
+			ev, b, err := t.log.event(i, buf)
+			if err != nil {
+				t.sumsErr = err
+				return
+			}
+			buf = b
 			switch {
 			case ev.IsWatermark:
 			case ev.Message != nil:
@@ -77,19 +138,11 @@ func (t *Trace) inputSums() map[string]float64 {
 			}
 		}
 	})
-	return t.sums
+	return t.sums, t.sumsErr
 }
 
 // Elements counts the trace's elements.
-func (t *Trace) Elements() int64 {
-	var n int64
-	for _, e := range t.Events {
-		if !e.IsWatermark {
-			n++
-		}
-	}
-	return n
-}
+func (t *Trace) Elements() int64 { return t.elements }
 
 // eventLine is one line of an events file.
 type eventLine struct {
@@ -143,7 +196,9 @@ func ReadEvents(r io.Reader, name string) (*Trace, error) {
 				return nil, fmt.Errorf("%s:%d: the watermark of source %q moves back from %s to %s", name, line, l.Source, prev, wm)
 			}
 			wms[l.Source] = wm
-			t.Events = append(t.Events, Event{Source: l.Source, Watermark: wm, IsWatermark: true, Origin: name, Offset: line})
+			if err := t.Append(Event{Source: l.Source, Watermark: wm, IsWatermark: true, Origin: name, Offset: line}); err != nil {
+				return nil, err
+			}
 		case l.Element != nil:
 			if l.EventTime == nil {
 				return nil, fmt.Errorf("%s:%d: an element needs its event_time", name, line)
@@ -158,7 +213,9 @@ func ReadEvents(r io.Reader, name string) (*Trace, error) {
 			if err := dec.Decode(&v); err != nil || v == nil {
 				return nil, fmt.Errorf("%s:%d: element must be a JSON object (got %s)", name, line, short(l.Element))
 			}
-			t.Events = append(t.Events, Event{Source: l.Source, Value: v, Time: ts, Origin: name, Offset: line})
+			if err := t.Append(Event{Source: l.Source, Value: v, Time: ts, Origin: name, Offset: line}); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("%s:%d: an event needs \"element\" (with \"event_time\") or \"watermark\"", name, line)
 		}
@@ -201,29 +258,63 @@ func short(b []byte) string {
 // moves. Idle advancement, which depends on the wall clock, is not
 // replayed: the stretch ends with the watermark at +∞.
 func MessagesTrace(p *weir.Pipeline, step string, msgs []pubsub.Message) (*Trace, error) {
+	t := &Trace{}
+	mt, err := NewMessagesTracer(t, p, step)
+	if err != nil {
+		return nil, err
+	}
+	if err := mt.Add(msgs...); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// MessagesTracer appends the retained messages of one ReadFromPubSub
+// source to a trace as MessagesTrace does, a page at a time, so that the
+// messages need not all be in memory at once.
+type MessagesTracer struct {
+	t          *Trace
+	step       string
+	src        *pubsub.Source
+	bound      mtime.Duration
+	newest, wm mtime.Time
+}
+
+// NewMessagesTracer returns a tracer of step, a ReadFromPubSub source of
+// p (built by Load), appending to t.
+func NewMessagesTracer(t *Trace, p *weir.Pipeline, step string) (*MessagesTracer, error) {
 	src, ok := p.Program().Code[step].(*pubsub.Source)
 	if !ok {
 		return nil, fmt.Errorf("%w: step %q is not a ReadFromPubSub source", ErrNoRecordedInput, step)
 	}
-	bound := mtime.FromDuration(src.MaxOutOfOrderness())
-	t := &Trace{Events: make([]Event, 0, 2*len(msgs))}
-	newest, wm := mtime.MinTimestamp, mtime.MinTimestamp
+	return &MessagesTracer{t: t, step: step, src: src, bound: mtime.FromDuration(src.MaxOutOfOrderness()),
+		newest: mtime.MinTimestamp, wm: mtime.MinTimestamp}, nil
+}
+
+// Add appends msgs, in order, each followed by the watermark move it
+// makes.
+func (mt *MessagesTracer) Add(msgs ...pubsub.Message) error {
 	for i := range msgs {
 		m := &msgs[i]
-		t.Events = append(t.Events, Event{Source: step, Message: m, Origin: m.Topic, Offset: int64(m.Sequence)})
-		e := src.DecodeRecorded(*m)
+		if err := mt.t.Append(Event{Source: mt.step, Message: m, Origin: m.Topic, Offset: int64(m.Sequence)}); err != nil {
+			return err
+		}
+		e := mt.src.DecodeRecorded(*m)
 		if _, rejected := e.Value.(contract.Reject); rejected {
 			continue
 		}
-		if e.Time > newest {
-			newest = e.Time
+		if e.Time > mt.newest {
+			mt.newest = e.Time
 		}
-		if w := newest.Add(-bound); w > wm {
-			wm = w
-			t.Events = append(t.Events, Event{Source: step, Watermark: wm, IsWatermark: true, Origin: m.Topic, Offset: int64(m.Sequence)})
+		if w := mt.newest.Add(-mt.bound); w > mt.wm {
+			mt.wm = w
+			if err := mt.t.Append(Event{Source: mt.step, Watermark: w, IsWatermark: true, Origin: m.Topic, Offset: int64(m.Sequence)}); err != nil {
+				return err
+			}
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // PubSubSources returns the ReadFromPubSub source steps of p (built by
@@ -266,6 +357,12 @@ func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, sin
 		return nil, fmt.Errorf("%w: the pipeline reads no Pub/Sub topic", ErrNoRecordedInput)
 	}
 	trace := &Trace{}
+	ok := false
+	defer func() {
+		if !ok {
+			trace.Close()
+		}
+	}()
 	for _, step := range steps {
 		topic := topics[step]
 		if topic == "" {
@@ -275,24 +372,25 @@ func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, sin
 			}
 			topic = info.Topic
 		}
-		var msgs []pubsub.Message
+		mt, err := NewMessagesTracer(trace, p, step)
+		if err != nil {
+			return nil, err
+		}
 		var from uint64
 		for {
 			page, err := rb.ReadRetained(ctx, topic, from, since, time.Time{}, 0)
 			if err != nil {
 				return nil, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err)
 			}
-			msgs = append(msgs, page.Messages...)
+			if err := mt.Add(page.Messages...); err != nil {
+				return nil, err
+			}
 			if page.Done || len(page.Messages) == 0 {
 				break
 			}
 			from = page.Next
 		}
-		t, err := MessagesTrace(p, step, msgs)
-		if err != nil {
-			return nil, err
-		}
-		trace.Events = append(trace.Events, t.Events...)
 	}
+	ok = true
 	return trace, nil
 }

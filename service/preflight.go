@@ -105,6 +105,7 @@ func (s *Service) rehearse(ctx context.Context, old *record.Job, req UpdateReque
 		}
 		return nil, err
 	}
+	defer trace.Close()
 	newOpts := opts
 	newOpts.BaseDir = req.BaseDir
 	if req.Mapping != "" {

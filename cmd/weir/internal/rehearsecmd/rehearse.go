@@ -244,6 +244,7 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 			return err
 		}
 	}
+	defer trace.Close()
 	names := map[string]string{}
 	for _, s := range oldP.Graph().Steps {
 		if n, _, applied := mapping.Rename(s.Name); applied && n != "" {
@@ -363,6 +364,12 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 		}
 	}
 	trace := &sandbox.Trace{}
+	ok := false
+	defer func() {
+		if !ok {
+			trace.Close()
+		}
+	}()
 	var read []string
 	for _, step := range steps {
 		topic := topics[step]
@@ -373,7 +380,12 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 			}
 			topic = s.Topic
 		}
+		mt, err := sandbox.NewMessagesTracer(trace, oldP, step)
+		if err != nil {
+			return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
+		}
 		var msgs []pubsub.Message
+		n := 0
 		q := client.RetainedQuery{Since: since, Until: until}
 		if snap != nil {
 			if snap.Topic != topic {
@@ -393,6 +405,7 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 			if err != nil {
 				return nil, "", serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
 			}
+			msgs = msgs[:0]
 			for _, m := range page.Messages {
 				if snap != nil && ackedIn(snap.Acked, m.Sequence) {
 					continue // acknowledged one by one when the snapshot was taken
@@ -405,18 +418,20 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 				}
 				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
 			}
+			// Recorded a page at a time: the trace holds the stretch encoded
+			// (on disk beyond its memory budget), never as messages.
+			if err := mt.Add(msgs...); err != nil {
+				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
+			}
+			n += len(msgs)
 			if page.Done || len(page.Messages) == 0 {
 				break
 			}
 			q = client.RetainedQuery{Until: until, After: page.Next - 1}
 		}
-		t, err := sandbox.MessagesTrace(oldP, step, msgs)
-		if err != nil {
-			return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
-		}
-		trace.Events = append(trace.Events, t.Events...)
-		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, len(msgs)))
+		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, n))
 	}
+	ok = true
 	return trace, strings.Join(read, ", "), nil
 }
 

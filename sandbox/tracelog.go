@@ -1,0 +1,371 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/mtime"
+)
+
+// This file keeps a trace's events encoded in a log rather than as Go
+// values: a recorded stretch of a million Pub/Sub messages held as
+// []Event and []pubsub.Message took about 400 MB. Encoded, an event
+// costs its bytes (the payload, its ID and a few varints; source, origin
+// and topic names are interned) plus 16 bytes of index, and once the log
+// passes its memory budget, its older chunks move to an unlinked
+// temporary file (gone with the process, even after kill -9): a stretch
+// longer than memory rehearses from disk.
+
+// DefaultTraceMemory is the memory budget of a trace's encoded events
+// when Trace.MaxMemory is not set: beyond it, older chunks spill to disk.
+const DefaultTraceMemory = 256 << 20
+
+// traceChunkSize is the size of one chunk of the log; an event larger
+// than it gets a chunk of its own.
+const traceChunkSize = 1 << 20
+
+// Event flags in the encoding.
+const (
+	evWatermark = 1 << iota
+	evMessage
+	evValue
+)
+
+// traceChunk is one chunk of the log: in memory (mem) or, once spilled,
+// at off in the spill file.
+type traceChunk struct {
+	mem  []byte
+	off  int64
+	size int
+}
+
+// evRef locates one encoded event: its chunk, its offset in the chunk and
+// its length.
+type evRef struct {
+	chunk uint32
+	len   uint32
+	off   uint32
+}
+
+// traceLog is a trace's encoded events. Appends come from one goroutine
+// while the trace is recorded; reads may come from several at once
+// afterwards (RunAll), which mu orders against a spill.
+type traceLog struct {
+	mu     sync.RWMutex
+	chunks []traceChunk
+	refs   []evRef
+	// inMem is the bytes of the chunks still in memory; budget the most
+	// it may reach before older chunks spill (0: DefaultTraceMemory).
+	inMem  int64
+	budget int64
+	dir    string
+	file   *os.File
+	fileSz int64
+	// names interns source, origin and topic names.
+	names  []string
+	nameID map[string]uint64
+	enc    []byte
+	// chunk is the chunk size (0: traceChunkSize; tests make it small).
+	chunk int
+}
+
+// name returns the intern ID of s.
+func (l *traceLog) name(s string) uint64 {
+	if id, ok := l.nameID[s]; ok {
+		return id
+	}
+	if l.nameID == nil {
+		l.nameID = map[string]uint64{}
+	}
+	id := uint64(len(l.names))
+	l.names = append(l.names, s)
+	l.nameID[s] = id
+	return id
+}
+
+// append encodes ev at the end of the log.
+func (l *traceLog) append(ev *Event) error {
+	b := l.enc[:0]
+	var flags byte
+	if ev.IsWatermark {
+		flags |= evWatermark
+	}
+	if ev.Message != nil {
+		flags |= evMessage
+	}
+	if ev.Value != nil {
+		flags |= evValue
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, l.name(ev.Source))
+	b = binary.AppendUvarint(b, l.name(ev.Origin))
+	b = binary.AppendVarint(b, ev.Offset)
+	b = binary.AppendVarint(b, int64(ev.Time))
+	b = binary.AppendVarint(b, int64(ev.Watermark))
+	if ev.Value != nil {
+		v, err := json.Marshal(ev.Value)
+		if err != nil {
+			return fmt.Errorf("recording an element of %s:%d: %w", ev.Origin, ev.Offset, err)
+		}
+		b = appendBytes(b, v)
+	}
+	if m := ev.Message; m != nil {
+		b = binary.AppendUvarint(b, l.name(m.Topic))
+		b = appendBytes(b, m.Data)
+		b = appendBytes(b, []byte(m.ID))
+		b = binary.AppendUvarint(b, m.Sequence)
+		b = binary.AppendUvarint(b, m.NumDelivered)
+		pt := int64(0)
+		if !m.PublishTime.IsZero() {
+			pt = m.PublishTime.UnixNano()
+		}
+		b = binary.AppendVarint(b, pt)
+		b = binary.AppendUvarint(b, uint64(len(m.Attributes)))
+		for k, v := range m.Attributes {
+			b = appendBytes(b, []byte(k))
+			b = appendBytes(b, []byte(v))
+		}
+	}
+	l.enc = b
+	if len(b) > 1<<31 {
+		return fmt.Errorf("recording %s:%d: an event of %d bytes is too large", ev.Origin, ev.Offset, len(b))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := len(l.chunks) - 1
+	if last < 0 || l.chunks[last].mem == nil || cap(l.chunks[last].mem)-len(l.chunks[last].mem) < len(b) {
+		size := l.chunk
+		if size == 0 {
+			size = traceChunkSize
+		}
+		l.chunks = append(l.chunks, traceChunk{mem: make([]byte, 0, max(size, len(b)))})
+		last++
+		if err := l.spillLocked(); err != nil {
+			return err
+		}
+	}
+	c := &l.chunks[last]
+	l.refs = append(l.refs, evRef{chunk: uint32(last), off: uint32(len(c.mem)), len: uint32(len(b))})
+	c.mem = append(c.mem, b...)
+	c.size = len(c.mem)
+	l.inMem += int64(len(b))
+	return nil
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// spillLocked writes the full chunks in memory (all but the last) to the
+// spill file while the log is over its budget. l.mu is held.
+func (l *traceLog) spillLocked() error {
+	budget := l.budget
+	if budget == 0 {
+		budget = DefaultTraceMemory
+	}
+	for i := range len(l.chunks) - 1 {
+		if l.inMem <= budget {
+			return nil
+		}
+		c := &l.chunks[i]
+		if c.mem == nil {
+			continue
+		}
+		if l.file == nil {
+			f, err := os.CreateTemp(l.dir, "weir-trace-*")
+			if err != nil {
+				return fmt.Errorf("the recorded stretch is over its memory budget (%d MiB) and cannot spill to disk: %w", budget>>20, err)
+			}
+			// Unlinked at once: the file goes with the process, however it ends.
+			if err := os.Remove(f.Name()); err != nil {
+				f.Close()
+				return fmt.Errorf("spilling the recorded stretch: %w", err)
+			}
+			l.file = f
+		}
+		if _, err := l.file.WriteAt(c.mem, l.fileSz); err != nil {
+			return fmt.Errorf("spilling the recorded stretch to disk: %w", err)
+		}
+		c.off, c.size = l.fileSz, len(c.mem)
+		l.fileSz += int64(len(c.mem))
+		l.inMem -= int64(len(c.mem))
+		c.mem = nil
+	}
+	return nil
+}
+
+// len returns the number of events.
+func (l *traceLog) len() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.refs)
+}
+
+// event decodes event i. buf is scratch space for a spilled event; the
+// returned one is to pass again.
+func (l *traceLog) event(i int, buf []byte) (Event, []byte, error) {
+	l.mu.RLock()
+	r := l.refs[i]
+	c := l.chunks[r.chunk]
+	f := l.file
+	names := l.names
+	l.mu.RUnlock()
+	var b []byte
+	if c.mem != nil {
+		b = c.mem[r.off : r.off+r.len : r.off+r.len]
+	} else {
+		if f == nil {
+			return Event{}, buf, errors.New("the recorded stretch was closed")
+		}
+		if cap(buf) < int(r.len) {
+			buf = make([]byte, r.len)
+		}
+		buf = buf[:r.len]
+		if _, err := f.ReadAt(buf, c.off+int64(r.off)); err != nil {
+			return Event{}, buf, fmt.Errorf("reading the recorded stretch back from disk: %w", err)
+		}
+		// A spilled event's bytes are copied out below where they outlive
+		// buf (the payload).
+		b = buf
+	}
+	ev, err := decodeEvent(b, names, c.mem == nil)
+	return ev, buf, err
+}
+
+// errCorruptTrace is a log entry that does not decode.
+var errCorruptTrace = errors.New("a recorded event does not decode")
+
+// traceReader reads the fields of one encoded event.
+type traceReader struct {
+	b   []byte
+	err error
+}
+
+func (r *traceReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errCorruptTrace
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *traceReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errCorruptTrace
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *traceReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errCorruptTrace
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *traceReader) name(names []string) string {
+	id := r.uvarint()
+	if r.err != nil || id >= uint64(len(names)) {
+		r.err = errCorruptTrace
+		return ""
+	}
+	return names[id]
+}
+
+// decodeEvent decodes what traceLog.append encoded. With copyData the
+// payload is copied (b is a reused buffer); otherwise it aliases b, which
+// the log never changes.
+func decodeEvent(b []byte, names []string, copyData bool) (Event, error) {
+	if len(b) == 0 {
+		return Event{}, errCorruptTrace
+	}
+	flags := b[0]
+	r := traceReader{b: b[1:]}
+	ev := Event{IsWatermark: flags&evWatermark != 0}
+	ev.Source = r.name(names)
+	ev.Origin = r.name(names)
+	ev.Offset = r.varint()
+	ev.Time = mtime.Time(r.varint())
+	ev.Watermark = mtime.Time(r.varint())
+	if flags&evValue != 0 {
+		v := r.bytes()
+		if r.err == nil {
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.UseNumber()
+			if err := dec.Decode(&ev.Value); err != nil {
+				return Event{}, fmt.Errorf("%w: %w", errCorruptTrace, err)
+			}
+		}
+	}
+	if flags&evMessage != 0 {
+		m := &pubsub.Message{}
+		m.Topic = r.name(names)
+		m.Data = r.bytes()
+		if copyData && m.Data != nil {
+			m.Data = bytes.Clone(m.Data)
+		}
+		m.ID = string(r.bytes())
+		m.Sequence = r.uvarint()
+		m.NumDelivered = r.uvarint()
+		if pt := r.varint(); pt != 0 {
+			m.PublishTime = time.Unix(0, pt).UTC()
+		}
+		if n := r.uvarint(); n > 0 && r.err == nil {
+			m.Attributes = make(map[string]string, min(n, 64))
+			for range n {
+				k := string(r.bytes())
+				m.Attributes[k] = string(r.bytes())
+				if r.err != nil {
+					break
+				}
+			}
+		}
+		ev.Message = m
+	}
+	if r.err != nil {
+		return Event{}, r.err
+	}
+	return ev, nil
+}
+
+// close releases the spill file.
+func (l *traceLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	err := l.file.Close()
+	l.file = nil
+	return err
+}
+
+// spilled reports how many bytes of the log are on disk.
+func (l *traceLog) spilled() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.fileSz
+}
