@@ -272,11 +272,7 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 	// the pipeline lacks was refused when the sources were bound): the
 	// sums are the trace's, computed once, after the run, so that runs
 	// sharing the trace (RunAll) do not wait for them before starting.
-	sums, err := trace.inputSums()
-	if err != nil {
-		return nil, err
-	}
-	maps.Copy(res.InputSums, sums)
+	maps.Copy(res.InputSums, trace.inputSums())
 	ok = true
 	return res, nil
 }
@@ -310,9 +306,11 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		def = candidates[0]
 	}
 	srcs := map[string]*traceSource{}
+	// The trace is read from here on: no event is appended any more.
+	trace.log.seal()
 	var buf []byte
 	for i := range trace.Len() {
-		e, b, err := trace.log.event(i, buf)
+		e, hasMessage, b, err := trace.log.head(i, buf)
 		if err != nil {
 			return err
 		}
@@ -334,7 +332,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 				ErrNoRecordedInput, ev.Origin, ev.Offset, name, strings.Join(sortedKeys(byName), ", "))
 		}
 		ts := srcs[name]
-		if ts == nil && ev.Message != nil {
+		if ts == nil && hasMessage {
 			ps, ok := code[name].(*pubsub.Source)
 			if !ok {
 				return fmt.Errorf("%w: %s:%d is a Pub/Sub message for step %q, which does not read Pub/Sub", ErrNoRecordedInput, ev.Origin, ev.Offset, name)
@@ -442,13 +440,15 @@ type traceSplit struct {
 	t  *traceSource
 	i  int
 	wm mtime.Time
-	// buf is scratch space for events read back from disk.
+	// buf is scratch space for events read back from disk; msg holds the
+	// message of the event being read.
 	buf []byte
+	msg pubsub.Message
 }
 
-// event decodes the split's event j.
+// event decodes the split's event j (its message into s.msg).
 func (s *traceSplit) event(j int) (Event, error) {
-	ev, buf, err := s.t.trace.log.event(int(s.t.events[j]), s.buf)
+	ev, buf, err := s.t.trace.log.eventInto(int(s.t.events[j]), s.buf, &s.msg)
 	s.buf = buf
 	return ev, err
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -61,11 +60,10 @@ type Trace struct {
 	log      traceLog
 	elements int64
 
-	// sums are the trace's input sums, computed once for every run that
-	// shares the trace (inputSums).
-	sumsOnce sync.Once
-	sums     map[string]float64
-	sumsErr  error
+	// sums are the trace's input sums (inputSums), added up as events are
+	// appended, so that no run decodes the trace again for them.
+	sums map[string]float64
+	flat flatSums
 }
 
 // Append adds ev at the end of the trace.
@@ -76,8 +74,17 @@ func (t *Trace) Append(ev Event) error {
 	if err := t.log.append(&ev); err != nil {
 		return err
 	}
-	if !ev.IsWatermark {
+	if t.sums == nil {
+		t.sums = map[string]float64{}
+	}
+	switch {
+	case ev.IsWatermark:
+	case ev.Message != nil:
 		t.elements++
+		t.flat.addMessageNumbers(t.sums, ev.Message.Data)
+	default:
+		t.elements++
+		addNumbers(t.sums, ev.Value)
 	}
 	return nil
 }
@@ -114,31 +121,13 @@ func (t *Trace) Close() error { return t.log.close() }
 
 // inputSums returns the sum of each numeric top-level field over the
 // trace's elements (a message's JSON object payload, or an element's
-// value): the input side of a run's conservation. It decodes the
-// messages once, however many runs share the trace; the map is shared, so
-// callers copy it.
-func (t *Trace) inputSums() (map[string]float64, error) {
-	t.sumsOnce.Do(func() {
-		t.sums = map[string]float64{}
-		var f flatSums
-		var buf []byte
-		for i := range t.Len() {
-			ev, b, err := t.log.event(i, buf)
-			if err != nil {
-				t.sumsErr = err
-				return
-			}
-			buf = b
-			switch {
-			case ev.IsWatermark:
-			case ev.Message != nil:
-				f.addMessageNumbers(t.sums, ev.Message.Data)
-			default:
-				addNumbers(t.sums, ev.Value)
-			}
-		}
-	})
-	return t.sums, t.sumsErr
+// value): the input side of a run's conservation. The map is shared by
+// the runs of the trace, so callers copy it.
+func (t *Trace) inputSums() map[string]float64 {
+	if t.sums == nil {
+		return map[string]float64{}
+	}
+	return t.sums
 }
 
 // Elements counts the trace's elements.

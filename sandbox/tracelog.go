@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-dev/weir/io/pubsub"
@@ -56,8 +57,11 @@ type evRef struct {
 
 // traceLog is a trace's encoded events. Appends come from one goroutine
 // while the trace is recorded; reads may come from several at once
-// afterwards (RunAll), which mu orders against a spill.
+// afterwards (RunAll). mu orders reads against appends and spills until
+// the log is sealed; a sealed log takes no append, and its reads take no
+// lock.
 type traceLog struct {
+	sealed atomic.Bool
 	mu     sync.RWMutex
 	chunks []traceChunk
 	refs   []evRef
@@ -90,8 +94,14 @@ func (l *traceLog) name(s string) uint64 {
 	return id
 }
 
+// seal ends the appends: the runs read the log from now on.
+func (l *traceLog) seal() { l.sealed.Store(true) }
+
 // append encodes ev at the end of the log.
 func (l *traceLog) append(ev *Event) error {
+	if l.sealed.Load() {
+		return errors.New("the recorded stretch is being replayed: no event can be added")
+	}
 	b := l.enc[:0]
 	var flags byte
 	if ev.IsWatermark {
@@ -212,32 +222,74 @@ func (l *traceLog) len() int {
 // event decodes event i. buf is scratch space for a spilled event; the
 // returned one is to pass again.
 func (l *traceLog) event(i int, buf []byte) (Event, []byte, error) {
-	l.mu.RLock()
-	r := l.refs[i]
-	c := l.chunks[r.chunk]
-	f := l.file
-	names := l.names
-	l.mu.RUnlock()
-	var b []byte
-	if c.mem != nil {
-		b = c.mem[r.off : r.off+r.len : r.off+r.len]
-	} else {
-		if f == nil {
-			return Event{}, buf, errors.New("the recorded stretch was closed")
-		}
-		if cap(buf) < int(r.len) {
-			buf = make([]byte, r.len)
-		}
-		buf = buf[:r.len]
-		if _, err := f.ReadAt(buf, c.off+int64(r.off)); err != nil {
-			return Event{}, buf, fmt.Errorf("reading the recorded stretch back from disk: %w", err)
-		}
-		// A spilled event's bytes are copied out below where they outlive
-		// buf (the payload).
-		b = buf
+	return l.eventInto(i, buf, nil)
+}
+
+// eventInto is event, decoding a message into m when m is not nil (the
+// event's Message then points to m).
+func (l *traceLog) eventInto(i int, buf []byte, m *pubsub.Message) (Event, []byte, error) {
+	b, buf, spilled, err := l.raw(i, buf)
+	if err != nil {
+		return Event{}, buf, err
 	}
-	ev, err := decodeEvent(b, names, c.mem == nil)
+	ev, _, err := decodeEvent(b, l.namesNow(), spilled, m, false)
 	return ev, buf, err
+}
+
+// head decodes event i but for its value and message; hasMessage says
+// whether it holds a message.
+func (l *traceLog) head(i int, buf []byte) (ev Event, hasMessage bool, nbuf []byte, err error) {
+	b, buf, _, err := l.raw(i, buf)
+	if err != nil {
+		return Event{}, false, buf, err
+	}
+	ev, hasMessage, err = decodeEvent(b, l.namesNow(), false, nil, true)
+	return ev, hasMessage, buf, err
+}
+
+// namesNow returns the interned names.
+func (l *traceLog) namesNow() []string {
+	if l.sealed.Load() {
+		return l.names
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.names
+}
+
+// raw returns the encoded bytes of event i: in its chunk, or read into
+// buf when spilled.
+func (l *traceLog) raw(i int, buf []byte) (b, nbuf []byte, spilled bool, err error) {
+	var (
+		r evRef
+		c traceChunk
+		f *os.File
+	)
+	if l.sealed.Load() {
+		r = l.refs[i]
+		c = l.chunks[r.chunk]
+		f = l.file
+	} else {
+		l.mu.RLock()
+		r = l.refs[i]
+		c = l.chunks[r.chunk]
+		f = l.file
+		l.mu.RUnlock()
+	}
+	if c.mem != nil {
+		return c.mem[r.off : r.off+r.len : r.off+r.len], buf, false, nil
+	}
+	if f == nil {
+		return nil, buf, true, errors.New("the recorded stretch was closed")
+	}
+	if cap(buf) < int(r.len) {
+		buf = make([]byte, r.len)
+	}
+	buf = buf[:r.len]
+	if _, err := f.ReadAt(buf, c.off+int64(r.off)); err != nil {
+		return nil, buf, true, fmt.Errorf("reading the recorded stretch back from disk: %w", err)
+	}
+	return buf, buf, true, nil
 }
 
 // errCorruptTrace is a log entry that does not decode.
@@ -297,31 +349,43 @@ func (r *traceReader) name(names []string) string {
 
 // decodeEvent decodes what traceLog.append encoded. With copyData the
 // payload is copied (b is a reused buffer); otherwise it aliases b, which
-// the log never changes.
-func decodeEvent(b []byte, names []string, copyData bool) (Event, error) {
+// the log never changes. A message is decoded into m when m is not nil.
+// With headOnly the value and the message are left out; hasMessage says
+// whether the event holds a message.
+func decodeEvent(b []byte, names []string, copyData bool, m *pubsub.Message, headOnly bool) (ev Event, hasMessage bool, err error) {
 	if len(b) == 0 {
-		return Event{}, errCorruptTrace
+		return Event{}, false, errCorruptTrace
 	}
 	flags := b[0]
+	hasMessage = flags&evMessage != 0
 	r := traceReader{b: b[1:]}
-	ev := Event{IsWatermark: flags&evWatermark != 0}
+	ev.IsWatermark = flags&evWatermark != 0
 	ev.Source = r.name(names)
 	ev.Origin = r.name(names)
 	ev.Offset = r.varint()
 	ev.Time = mtime.Time(r.varint())
 	ev.Watermark = mtime.Time(r.varint())
+	if headOnly {
+		return ev, hasMessage, r.err
+	}
 	if flags&evValue != 0 {
 		v := r.bytes()
 		if r.err == nil {
 			dec := json.NewDecoder(bytes.NewReader(v))
 			dec.UseNumber()
-			if err := dec.Decode(&ev.Value); err != nil {
-				return Event{}, fmt.Errorf("%w: %w", errCorruptTrace, err)
+			var val map[string]any // not &ev.Value: ev would move to the heap
+			if err := dec.Decode(&val); err != nil {
+				return Event{}, false, fmt.Errorf("%w: %w", errCorruptTrace, err)
 			}
+			ev.Value = val
 		}
 	}
 	if flags&evMessage != 0 {
-		m := &pubsub.Message{}
+		if m == nil {
+			m = &pubsub.Message{}
+		} else {
+			*m = pubsub.Message{}
+		}
 		m.Topic = r.name(names)
 		m.Data = r.bytes()
 		if copyData && m.Data != nil {
@@ -346,9 +410,9 @@ func decodeEvent(b []byte, names []string, copyData bool) (Event, error) {
 		ev.Message = m
 	}
 	if r.err != nil {
-		return Event{}, r.err
+		return Event{}, false, r.err
 	}
-	return ev, nil
+	return ev, hasMessage, nil
 }
 
 // close releases the spill file.
