@@ -2,6 +2,7 @@ package weir
 
 import (
 	"fmt"
+	"github.com/weir-dev/weir/runner/contract"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
@@ -49,18 +50,20 @@ func (c *combineAgg[K, V, A, O]) StateRejects() map[string]int64 {
 // read migrates one stored accumulator of step. One that does not migrate
 // (it does not decode as the old type, or the function fails) starts
 // afresh from fresh, counted as the step's reject (StateRejects) and, the
-// first of them, logged: a key's bad accumulator never fails the job that
-// restores it.
-func (m *accMigration) read(step string, b []byte, fresh func() any) any {
+// first of them, logged; the returned contract.PartialStateError makes the
+// runner send it to the dead-letter topic with its key and window. A
+// key's bad accumulator never fails the job that restores it.
+func (m *accMigration) read(step string, b []byte, fresh func() any) (any, error) {
 	v, err := m.convert(b)
 	if err == nil {
-		return v
+		return v, nil
 	}
 	if m.failed.Add(1) == 1 { // the first is logged; all are counted
 		slog.Warn("an accumulator did not migrate; the key starts afresh in that window (counted as the step's rejects, reason accumulator_migration_failed)",
 			"step", step, "stored", string(b), "err", err)
 	}
-	return fresh()
+	return fresh(), &contract.PartialStateError{Reason: accumulatorMigrationFailed,
+		Message: fmt.Sprintf("the stored accumulator %s did not migrate (%v): the key starts afresh in the window", b, err)}
 }
 
 // MigrateAccumulator declares, on a CombinePerKey, how it reads the
@@ -70,8 +73,10 @@ func (m *accMigration) read(step string, b []byte, fresh func() any) any {
 // The compatibility check then accepts an update whose stored Old
 // accumulators would otherwise be unreadable (STATE_CODER_CHANGED), with
 // the warning ACCUMULATOR_MIGRATED. New must be the combine's accumulator
-// type. A key whose Old accumulator fn refuses starts afresh, and the
-// refusal is logged with the stored value.
+// type. A key whose Old accumulator fn refuses starts afresh in its
+// window; the refusal is counted as the step's rejects (reason
+// accumulator_migration_failed), the first logged, and sent to a server
+// job's dead-letter topic with the key, the window and the stored value.
 //
 // The declaration may stay on later versions: what this version stored is
 // marked and read as New.

@@ -104,7 +104,7 @@ func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
 	case len(b) > 0 && b[0] == migratedAccumulator:
 		b = b[1:]
 	case c.migrate != nil:
-		return c.migrate.read(c.step, b, func() any { a := c.fn.CreateAccumulator(); return &a }), nil
+		return c.migrate.read(c.step, b, func() any { a := c.fn.CreateAccumulator(); return &a })
 	}
 	if c.accJSON != nil {
 		a := new(A)

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,17 +103,24 @@ func TestAccumulatorMigrationEncoding(t *testing.T) {
 		agg    *agg
 		stored []byte
 		want   migAcc
+		// refused: the runner is told (a contract.PartialStateError) so
+		// that it reports the key and window.
+		refused bool
 	}{
-		{"an old int64 migrates", migrating, []byte("42"), migAcc{N: 42}},
-		{"a refused one starts afresh", migrating, []byte("-1"), migAcc{}},
-		{"an undecodable one starts afresh", migrating, []byte(`"x"`), migAcc{}},
-		{"a marked one is the new type", migrating, marked, migAcc{N: 7, Adds: 3}},
-		{"a later version reads marked ones", plain, marked, migAcc{N: 7, Adds: 3}},
-		{"and its own", plain, []byte(`{"N":5,"Adds":1}`), migAcc{N: 5, Adds: 1}},
+		{"an old int64 migrates", migrating, []byte("42"), migAcc{N: 42}, false},
+		{"a refused one starts afresh", migrating, []byte("-1"), migAcc{}, true},
+		{"an undecodable one starts afresh", migrating, []byte(`"x"`), migAcc{}, true},
+		{"a marked one is the new type", migrating, marked, migAcc{N: 7, Adds: 3}, false},
+		{"a later version reads marked ones", plain, marked, migAcc{N: 7, Adds: 3}, false},
+		{"and its own", plain, []byte(`{"N":5,"Adds":1}`), migAcc{N: 5, Adds: 1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := tc.agg.DecodeState(contract.AccumulatorCell, tc.stored)
-			if err != nil {
+			var partial *contract.PartialStateError
+			switch {
+			case tc.refused && (!errors.As(err, &partial) || partial.Reason != accumulatorMigrationFailed):
+				t.Fatalf("a refused accumulator: %v, want a PartialStateError with reason %s", err, accumulatorMigrationFailed)
+			case !tc.refused && err != nil:
 				t.Fatal(err)
 			}
 			if a := *v.(*migAcc); a != tc.want {

@@ -349,13 +349,28 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
 	return n.scanRestore(func(kg uint16, key, value []byte) error {
-		k, err := decodeAggKey(n.sc, value, n.ek != nil)
+		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
 		if err != nil {
 			return err
 		}
 		k.setStr(key)
 		k.hash = KeyHash(key)
 		n.group(kg).add(k)
+		if len(dropped) > 0 {
+			// The accumulators hold what the migration made of them: the
+			// next checkpoint stores them so, and a later restore does not
+			// report the failure again.
+			n.markDirty(kg, k)
+			shown := k.key
+			if shown == nil {
+				if shown, err = n.sc.DecodeKey(kb); err != nil {
+					shown = string(kb)
+				}
+			}
+			if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped); err != nil {
+				return err
+			}
+		}
 		n.nkeys++
 		for _, ws := range k.wins {
 			n.setEventTimers(kg, k, ws)

@@ -113,48 +113,54 @@ func appendPrefixed(out []byte, enc func([]byte) ([]byte, error)) ([]byte, error
 
 // decodeAggKey decodes what appendAggKey wrote. With lazy set the key is
 // not decoded (the caller sets the key's encoding: see EncodedKeyer).
-func decodeAggKey(sc contract.StateCoder, b []byte, lazy bool) (*aggKey, error) {
+func decodeAggKey(sc contract.StateCoder, b []byte, lazy bool) (*aggKey, []byte, []droppedState, error) {
 	kb, b, err := readBytes(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	k := &aggKey{}
+	var dropped []droppedState
 	if !lazy {
 		if k.key, err = sc.DecodeKey(kb); err != nil {
-			return nil, fmt.Errorf("decoding key: %w", err)
+			return nil, nil, nil, fmt.Errorf("decoding key: %w", err)
 		}
 	}
 	n, m := binary.Uvarint(b)
 	if m <= 0 {
-		return nil, fmt.Errorf("corrupt state entry")
+		return nil, nil, nil, fmt.Errorf("corrupt state entry")
 	}
 	b = b[m:]
 	for i := uint64(0); i < n; i++ {
 		w, rest, err := readWindow(b)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		b = rest
 		ws := k.newWindow(w, window.State{})
 		if b, err = ws.st.DecodeBinary(b); err != nil {
-			return nil, fmt.Errorf("decoding trigger state: %w", err)
+			return nil, nil, nil, fmt.Errorf("decoding trigger state: %w", err)
 		}
 		if len(b) == 0 {
-			return nil, fmt.Errorf("corrupt state entry")
+			return nil, nil, nil, fmt.Errorf("corrupt state entry")
 		}
 		has := b[0]
 		b = b[1:]
 		if has == 1 {
 			var acc []byte
 			if acc, b, err = readBytes(b); err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
-			if ws.acc, err = sc.DecodeState(contract.AccumulatorCell, acc); err != nil {
-				return nil, fmt.Errorf("decoding accumulator: %w", err)
+			ws.acc, err = sc.DecodeState(contract.AccumulatorCell, acc)
+			var partial *contract.PartialStateError
+			switch {
+			case errors.As(err, &partial):
+				dropped = append(dropped, droppedState{win: w, cell: contract.AccumulatorCell, reason: partial.Reason, stored: bytes.Clone(acc), err: err})
+			case err != nil:
+				return nil, nil, nil, fmt.Errorf("decoding accumulator: %w", err)
 			}
 		}
 	}
-	return k, nil
+	return k, kb, dropped, nil
 }
 
 // encodeSfKey encodes the windows of one key of a stateful step: value
@@ -246,8 +252,9 @@ type stateDecoder struct {
 // droppedState is a stored state value the step's code refused to carry
 // over (contract.ErrStateDropped): the restore leaves it out and reports it.
 type droppedState struct {
-	win  window.Window
-	cell string
+	win    window.Window
+	cell   string
+	reason string
 	// mapKey is the entry's key when the value was a map cell's.
 	mapKey any
 	stored []byte
@@ -286,7 +293,7 @@ func (d *stateDecoder) value(cell string) (v any, ok bool) {
 	v, err := d.sc.DecodeState(cell, b)
 	switch {
 	case errors.Is(err, contract.ErrStateDropped):
-		d.dropped = append(d.dropped, droppedState{win: d.win, cell: cell, stored: bytes.Clone(b), err: err})
+		d.dropped = append(d.dropped, droppedState{win: d.win, cell: cell, reason: contract.ReasonStateMigrationFailed, stored: bytes.Clone(b), err: err})
 		return nil, false
 	case err != nil:
 		d.err = fmt.Errorf("decoding state: %w", err)

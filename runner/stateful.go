@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/mtime"
@@ -283,7 +282,7 @@ func (n *statefulNode) restore() error {
 			// The key holds those values no more: its next checkpoint stores
 			// it without them, so a later restore does not refuse them again.
 			n.markDirty(kg, k)
-			if err := n.reportDropped(k, dropped); err != nil {
+			if err := reportStateRejects(n.w, n.sp.step.Name, k.key, k.str, dropped); err != nil {
 				return err
 			}
 		}
@@ -310,38 +309,6 @@ func (n *statefulNode) restore() error {
 		}
 		return nil
 	})
-}
-
-// reportDropped sends the stored values of key k the step's code refused
-// to carry over (a declared migration that failed for them) to the
-// run's dead-letter hook, when it has one: each a reject with reason
-// contract.ReasonStateMigrationFailed whose element names the key, the
-// window, the state cell (and a map entry's key) and the stored value. The
-// code counts them (contract.StateRejecter). Its Key makes a replay of
-// the same restore publish each once.
-func (n *statefulNode) reportDropped(k *sfKey, dropped []droppedState) error {
-	dl := n.w.r.opts.DeadLetter
-	if dl == nil {
-		return nil
-	}
-	for _, d := range dropped {
-		cell, _, _ := strings.Cut(d.cell, "#")
-		el := map[string]any{"key": k.key, "state": cell, "stored": string(d.stored)}
-		if !d.win.IsGlobal() {
-			el["window"] = map[string]any{"start": d.win.Start, "end": d.win.End}
-		}
-		id := fmt.Sprintf("%q/%d-%d/%s", k.str, d.win.Start, d.win.End, cell)
-		if d.mapKey != nil {
-			el["map_key"] = d.mapKey
-			id += fmt.Sprintf("/%v", d.mapKey)
-		}
-		rj := contract.Reject{Element: el, Step: n.sp.step.Name, Reason: contract.ReasonStateMigrationFailed,
-			Message: fmt.Sprintf("state %q of key %v: %v", cell, k.key, d.err), Key: id}
-		if err := dl(n.w.r.ctx, rj); err != nil {
-			return fmt.Errorf("sending a stored state value of step %q that did not migrate to the dead-letter topic: %w", n.sp.step.Name, err)
-		}
-	}
-	return nil
 }
 
 func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, error) {

@@ -116,3 +116,111 @@ func TestStateMigrationDeadLetters(t *testing.T) {
 		t.Errorf("a restore from the migrated job's checkpoint refused %d stored values again: %+v", len(dl3.got), dl3.got)
 	}
 }
+
+// sumAcc is the accumulator of buildMigratedSum's Sum step.
+type sumAcc struct{ S int64 }
+
+type migSumFn struct{}
+
+func (migSumFn) CreateAccumulator() sumAcc            { return sumAcc{} }
+func (migSumFn) AddInput(a sumAcc, v int64) sumAcc    { return sumAcc{S: a.S + v} }
+func (migSumFn) MergeAccumulators(a, b sumAcc) sumAcc { return sumAcc{S: a.S + b.S} }
+func (migSumFn) ExtractOutput(a sumAcc) int64         { return a.S }
+
+// buildMigratedSum is buildCheckpointed with its Sum step's accumulator
+// changed to a sumAcc, declaring a migration that refuses odd sums.
+func buildMigratedSum(src *seqSource, sink *txSink) *weir.Pipeline {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Read[kv](s, "Seq", src, true)
+	w := weir.WindowInto(s, "Window", in, weir.FixedWindows(60_000))
+	sums := weir.CombinePerKey(s, "Sum", w, weir.CombineFn[int64, sumAcc, int64](migSumFn{}),
+		weir.MigrateAccumulator(func(n int64) (sumAcc, error) {
+			if n%2 == 1 {
+				return sumAcc{}, fmt.Errorf("an odd sum %d", n)
+			}
+			return sumAcc{S: n}, nil
+		}))
+	count := weir.ValueState[int64]{ID: "count"}
+	weir.StatefulParDo(s, "Running", weir.WindowInto(s, "Global", in, weir.GlobalWindows()), weir.StatefulFn[string, int64, kv]{
+		State: []weir.StateDecl{count},
+		Process: func(c *weir.StateContext[string, kv], v int64) error {
+			n, _ := count.Read(c)
+			count.Write(c, n+1)
+			return nil
+		},
+	})
+	weir.Write(s, "Out", sums, contract.Sink(sink))
+	return p
+}
+
+// TestAccumulatorMigrationDeadLetters: an accumulator a declared
+// migration refuses starts afresh, and the restore sends it to the
+// dead-letter hook naming the step, the key and the window — every open
+// window whose stored sum was odd, and only those —; the next checkpoint
+// stores the fresh accumulator, so a restore from it reports nothing.
+func TestAccumulatorMigrationDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	src := &seqSource{n: 3000, splits: 2, keys: 7}
+	store := &memStore{}
+	x, err := runner.Start(ctx, buildCheckpointed(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.to(2000)
+	checkpointDurably(t, x, store)
+	x.Cancel()
+	x.Wait()
+	// The sum of each key in each one-minute window over elements 0..1999
+	// (element i: key i%7, value i, event time i s).
+	sums := map[string]int64{}
+	for i := range 2000 {
+		start := i / 60 * 60
+		sums[fmt.Sprintf("k%d %d", i%7, start*1000)] += int64(i)
+	}
+	restore := func() (*runner.Execution, *deadLetters) {
+		t.Helper()
+		dl := &deadLetters{}
+		src2 := &seqSource{n: 3000, splits: 2, keys: 7}
+		src2.gate.let(0)
+		x2, err := runner.Start(ctx, buildMigratedSum(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true,
+			Restore: &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}, DeadLetter: dl.send})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x2, dl
+	}
+	x2, dl := restore()
+	reported := map[string]bool{}
+	for _, r := range dl.got {
+		el := r.Element.(map[string]any)
+		win, _ := el["window"].(map[string]any)
+		if r.Step != "Sum" || r.Reason != "accumulator_migration_failed" || win == nil || r.Key == "" || !strings.Contains(r.Message, "an odd sum") {
+			t.Fatalf("reject %+v: want step Sum, reason accumulator_migration_failed, a window, a Key and the refusal", r)
+		}
+		k := fmt.Sprintf("%v %d", el["key"], win["start"])
+		if sums[k]%2 != 1 {
+			t.Errorf("reported %s, whose sum %d is even", k, sums[k])
+		}
+		reported[k] = true
+	}
+	// The last window (1,980 s to 2,040 s) is surely open: its odd sums
+	// must all be reported.
+	for k := range 7 {
+		key := fmt.Sprintf("k%d %d", k, 1980*1000)
+		if sums[key]%2 == 1 && !reported[key] {
+			t.Errorf("%s (sum %d, odd) was not reported; reported: %v", key, sums[key], reported)
+		}
+	}
+	if st := x2.Metrics().Step("Sum"); st.RejectsByReason["accumulator_migration_failed"] != int64(len(dl.got)) || len(dl.got) == 0 {
+		t.Errorf("Sum counts %v rejects, %d dead letters", st.RejectsByReason, len(dl.got))
+	}
+	checkpointDurably(t, x2, store)
+	x2.Cancel()
+	x2.Wait()
+	x3, dl3 := restore()
+	defer func() { x3.Cancel(); x3.Wait() }()
+	if len(dl3.got) != 0 {
+		t.Errorf("a restore from the migrated job's checkpoint refused %d accumulators again", len(dl3.got))
+	}
+}

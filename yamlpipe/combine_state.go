@@ -279,7 +279,10 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	ac.slots = ac.slots[:len(a.ops)]
 	if int(ns) < len(a.ops) {
-		a.initSlots(ac, int(ns))
+		if failed := a.initSlots(ac, int(ns)); failed != "" {
+			// The accumulator is kept; the runner reports the key and window.
+			return ac, &contract.PartialStateError{Reason: migrationInitFailed, Message: failed}
+		}
 	}
 	return ac, nil
 }
@@ -304,7 +307,7 @@ func (a *aggregator) conform(ac *accumulator) *accumulator {
 	slots := a.accs.takeSlots(len(a.ops))
 	copy(slots, ac.slots)
 	ac.slots = slots
-	a.initSlots(ac, kept)
+	a.initSlots(ac, kept) // counted and logged: an adopted key has no restore to report it
 	return ac
 }
 

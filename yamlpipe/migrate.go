@@ -192,12 +192,14 @@ func (l *loader) lossyLeave(n *yamlnode.Node, what string, op combineOp, init *y
 }
 
 // initSlots sets the appended slots of ac (from index from on) that have
-// an init, from the values of the slots before them.
-func (a *aggregator) initSlots(ac *accumulator, from int) {
+// an init, from the values of the slots before them. It returns what did
+// not evaluate (empty when every init did): those outputs start empty.
+func (a *aggregator) initSlots(ac *accumulator, from int) string {
 	m := a.migrate
 	if m == nil {
-		return
+		return ""
 	}
+	var failed []string
 	var r *row.Row
 	for k := from; k < len(a.ops); k++ {
 		prg := m.init[k]
@@ -221,6 +223,11 @@ func (a *aggregator) initSlots(ac *accumulator, from int) {
 				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
 					"step", a.step, "output", op.out, "key", fmt.Sprint(ac.group), "error", fmt.Sprint(err))
 			}
+			why := "it evaluated to null"
+			if err != nil {
+				why = err.Error()
+			}
+			failed = append(failed, fmt.Sprintf("the init of output %s did not evaluate (%s): it starts empty", op.out, why))
 			continue
 		}
 		s := &ac.slots[k]
@@ -242,6 +249,7 @@ func (a *aggregator) initSlots(ac *accumulator, from int) {
 			s.set = true
 		}
 	}
+	return strings.Join(failed, "; ")
 }
 
 // attachMigrations gives the steps named in a top-level migrations: their

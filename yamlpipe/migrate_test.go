@@ -1,8 +1,11 @@
 package yamlpipe
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // TestCombineMigrationsRefused: a migrations: block that names an output
@@ -98,5 +101,53 @@ func TestLossyMigrationRecorded(t *testing.T) {
 		if tt.want == "" && strings.Contains(cfg, "lossy_outputs") || tt.want != "" && !strings.Contains(cfg, tt.want) {
 			t.Errorf("%s: the step's config %s, want %q", tt.migrations, cfg, tt.want)
 		}
+	}
+}
+
+// TestMigrationInitFailureIsReported: an init that does not evaluate for a
+// stored accumulator leaves its output empty and the others as stored,
+// and DecodeState says so (a contract.PartialStateError with reason
+// migration_init_failed naming the output), so that the runner sends the
+// key and window to the dead-letter topic.
+func TestMigrationInitFailureIsReported(t *testing.T) {
+	const head = "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: 1, amount: 1}]\n" +
+		"    - type: Combine\n      name: Totals\n      input: O\n      config:\n        group_by: [k]\n        combine:\n" +
+		"          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n"
+	agg := func(src string) *aggregator {
+		t.Helper()
+		p, err := Load("p.yaml", []byte(src), Options{BaseDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, code := range p.Program().Code {
+			if a, ok := code.(*aggregator); ok && strings.HasPrefix(name, "Totals") {
+				return a
+			}
+		}
+		t.Fatal("no aggregator for Totals")
+		return nil
+	}
+	old := agg(head)
+	stored := old.NewAccumulator().(*accumulator)
+	stored.group = []any{int64(7)}
+	stored.slots[0].i, stored.slots[0].set = 4200, true
+	stored.slots[1].n = 12
+	enc, err := old.EncodeState(contract.AccumulatorCell, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := agg(head + "          n_big: {value: amount, fn: count}\n" +
+		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
+	v, err := next.DecodeState(contract.AccumulatorCell, enc)
+	var partial *contract.PartialStateError
+	if !errors.As(err, &partial) || partial.Reason != migrationInitFailed || !strings.Contains(partial.Message, "the init of output n_big did not evaluate") {
+		t.Fatalf("DecodeState: %v, want a PartialStateError naming n_big", err)
+	}
+	s := v.(*accumulator).slots
+	if len(s) != 3 || s[0].i != 4200 || s[1].n != 12 || s[2].n != 0 {
+		t.Errorf("slots %+v: want the stored total and n kept, n_big empty", s)
+	}
+	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
+		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)
 	}
 }

@@ -94,6 +94,21 @@ type AbortingSink interface {
 // checkpoint stores it without the value.
 var ErrStateDropped = errors.New("the stored state value is dropped")
 
+// PartialStateError is returned by StateCoder.DecodeState together with a
+// value the runner keeps, when part of a stored state did not carry over (a
+// declared migration's initial value that did not evaluate for one output:
+// that output starts empty). The runner reports it as it does a dropped
+// value — a reject with Reason, naming the key and the window, to the
+// run's dead-letter hook — and the key's next checkpoint stores the value
+// as decoded. The code counts it (StateRejecter).
+type PartialStateError struct {
+	// Reason is the reject reason; Message says what did not carry over.
+	Reason, Message string
+}
+
+// Error implements error.
+func (e *PartialStateError) Error() string { return e.Message }
+
 // StateRejecter is implemented by a keyed step's code that can refuse to
 // carry a stored state over, as a declared migration that fails for one
 // key: the runner counts what it refused as the step's rejects, by
