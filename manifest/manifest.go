@@ -5,7 +5,8 @@
 // those files and refuses to start when one of them changed (Verify,
 // ErrChanged).
 //
-// It may import the standard library.
+// It may import internal/fileglob (globs, "**" across directories) and
+// the standard library.
 package manifest
 
 import (
@@ -14,13 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -169,12 +170,12 @@ func expand(pattern string, check func(string) error) ([]string, error) {
 			return nil, err
 		}
 	}
-	if !strings.ContainsAny(pattern, "*?[") {
+	if !fileglob.HasMeta(pattern) {
 		return []string{pattern}, nil
 	}
-	ms, err := filepath.Glob(pattern)
+	ms, err := fileglob.Glob(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("file pattern %q: %w", pattern, err)
+		return nil, err // it names the pattern
 	}
 	var out []string
 	for _, p := range ms {

@@ -59,6 +59,36 @@ func TestBuildAndVerify(t *testing.T) {
 	}
 }
 
+// TestBuildRecursiveGlob: "**" in a manifest's pattern crosses
+// directories, as in the file sources' paths.
+func TestBuildRecursiveGlob(t *testing.T) {
+	dir := t.TempDir()
+	var want []string
+	for _, name := range []string{"2026/12/01/a.jsonl", "2026/12/01/b.csv", "2026/12/02/c.jsonl", "top.jsonl"} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, ".jsonl") && strings.HasPrefix(name, "2026") {
+			want = append(want, p)
+		}
+	}
+	m, err := Build(Request{Name: "days", Partition: "p", Files: []string{filepath.Join(dir, "2026", "**.jsonl")}}, nil, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range m.Files {
+		got = append(got, f.Path)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("files %v, want %v", got, want)
+	}
+}
+
 func fileOf(m *Manifest, path string) File {
 	for _, f := range m.All() {
 		if f.Path == path {

@@ -3,6 +3,7 @@ package files
 import (
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -156,17 +157,17 @@ func (r *Roots) CheckPattern(pattern string) error {
 	if r == nil {
 		return nil
 	}
-	if !hasMeta(pattern) {
+	if !fileglob.HasMeta(pattern) {
 		return r.Check(pattern)
 	}
 	static := pattern
-	for hasMeta(static) {
+	for fileglob.HasMeta(static) {
 		static = filepath.Dir(static)
 	}
 	if err := r.Check(static); err != nil {
 		return err
 	}
-	matches, err := Glob(pattern)
+	matches, err := fileglob.Glob(pattern)
 	if err != nil {
 		return err
 	}
@@ -177,8 +178,6 @@ func (r *Roots) CheckPattern(pattern string) error {
 	}
 	return nil
 }
-
-func hasMeta(p string) bool { return strings.ContainsAny(p, "*?[") }
 
 // absolute makes p absolute without cleaning it: "link/.." must be taken
 // physically, as the system will, not lexically as filepath.Abs does.

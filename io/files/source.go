@@ -4,7 +4,8 @@
 // as JSON lines, CSV, Avro or Parquet. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner/contract, mtime, window, manifest (the input
+// It may import row, runner/contract, mtime, window, internal/fileglob,
+// manifest (the input
 // manifests a source reads instead of a path), github.com/hamba/avro/v2
 // (with its ocf package), github.com/parquet-go/parquet-go (with its format
 // package) and the standard library.
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"io"
 	"os"
 	"strconv"
@@ -124,7 +126,7 @@ func Files(path string) ([]string, error) {
 	if !strings.ContainsAny(path, "*?[") {
 		return []string{path}, nil
 	}
-	m, err := Glob(path)
+	m, err := fileglob.Glob(path)
 	if err != nil {
 		return nil, err
 	}

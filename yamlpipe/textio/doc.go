@@ -6,6 +6,7 @@
 // WriteToText writes through io/files' text format (package yamlpipe).
 // Package yamlpipe reads the transforms' config and checks their paths.
 //
-// It may import io/files, manifest, mtime, row, runner/contract, window
+// It may import internal/fileglob, io/files, manifest, mtime, row,
+// runner/contract, window
 // and the standard library.
 package textio

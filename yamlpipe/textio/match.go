@@ -3,6 +3,7 @@ package textio
 import (
 	"errors"
 	"fmt"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,7 @@ func (t EmptyMatch) String() string {
 	return "ALLOW"
 }
 
-// Matcher is MatchAll's DoFn: it expands each row's pattern (files.Glob,
+// Matcher is MatchAll's DoFn: it expands each row's pattern (fileglob.Glob,
 // so "**" crosses directories) into rows of the files it matches when the
 // row is processed, in path order, with the input row's timestamp and
 // window. Directories are not matches. It holds no per-worker state, so
@@ -132,7 +133,7 @@ func (mt *Matcher) Process(pc *contract.ProcessContext, e contract.Element) erro
 	matches := []string{p}
 	if wild {
 		var err error
-		if matches, err = files.Glob(p); err != nil {
+		if matches, err = fileglob.Glob(p); err != nil {
 			reason := "io_error"
 			if errors.Is(err, filepath.ErrBadPattern) {
 				reason = MatchReasonBad

@@ -1,4 +1,10 @@
-package files
+// Package fileglob matches file patterns as Beam's file systems do: "*",
+// "?" and "[...]" within one path element, and "**" across directories.
+// The file sources, MatchAll, the file roots' checks and input manifests
+// all match through it, so a pattern means the same everywhere.
+//
+// It may import only the standard library.
+package fileglob
 
 import (
 	"errors"
@@ -33,7 +39,7 @@ func Glob(pattern string) ([]string, error) {
 		return nil, err
 	}
 	root := pattern
-	for hasMeta(root) {
+	for HasMeta(root) {
 		root = filepath.Dir(root)
 	}
 	var out []string
@@ -109,3 +115,6 @@ func globRegexp(pattern string) (*regexp.Regexp, error) {
 	}
 	return re, nil
 }
+
+// HasMeta reports whether p holds a wildcard.
+func HasMeta(p string) bool { return strings.ContainsAny(p, "*?[") }
