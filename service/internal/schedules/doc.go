@@ -21,5 +21,6 @@
 // its loop).
 //
 // It may import service/internal/core, service/record, manifest, state,
-// errcode, github.com/robfig/cron/v3 and the standard library.
+// errcode, internal/fileglob, github.com/robfig/cron/v3 and the standard
+// library.
 package schedules

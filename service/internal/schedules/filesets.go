@@ -2,6 +2,7 @@ package schedules
 
 import (
 	"fmt"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,6 +76,9 @@ func splitPartition(pattern string) (segment int, pre, post string, err error) {
 	for i, s := range segs {
 		p, q, ok := strings.Cut(s, partitionToken)
 		if !ok {
+			if strings.Contains(s, "**") {
+				return 0, "", "", fmt.Errorf("%s: ** may come only after the {partition} segment (it crosses directories, so the segment that names a partition would move)", pattern)
+			}
 			continue
 		}
 		if strings.ContainsAny(p+q, `*?[\`) {
@@ -94,7 +98,7 @@ func DiscoverFileSets(sch *record.Schedule) (map[string]*FileSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		matches, err := filepath.Glob(strings.Replace(pattern, partitionToken, "*", 1))
+		matches, err := fileglob.Glob(strings.Replace(pattern, partitionToken, "*", 1))
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", pattern, err)
 		}

@@ -24,6 +24,8 @@ func TestCheckFileSetTemplates(t *testing.T) {
 		{name: "no partition", files: []string{"/in/*.jsonl"}, wantErr: "once"},
 		{name: "twice", files: []string{"/in/{partition}/{partition}.jsonl"}, wantErr: "once"},
 		{name: "a glob beside it", files: []string{"/in/*-{partition}/x.jsonl"}, wantErr: "literal"},
+		{name: "** after it", files: []string{"/in/{partition}/**.jsonl"}},
+		{name: "** before it", files: []string{"/in/**/{partition}/x.jsonl"}, wantErr: "** may come only after the {partition} segment"},
 		{name: "a time field", files: []string{"/in/{partition}/{YYYY}.jsonl"}, wantErr: "drop {YYYY}"},
 		{name: "a time field in a side input", files: []string{"/in/{partition}/x"}, sides: map[string]string{"r": "/ref/{DD}.csv"}, wantErr: "drop {DD}"},
 	} {
@@ -37,7 +39,8 @@ func TestCheckFileSetTemplates(t *testing.T) {
 }
 
 // TestDiscoverFileSets: the values of {partition} found on disk, with
-// their newest file and whether their ready file exists.
+// their newest file (below the set's directory: the pattern's ** crosses
+// directories) and whether their ready file exists.
 func TestDiscoverFileSets(t *testing.T) {
 	dir := t.TempDir()
 	old := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -58,8 +61,9 @@ func TestDiscoverFileSets(t *testing.T) {
 	write("in/a/_SUCCESS", old)
 	write("in/b/1.jsonl", old)
 	write("in/b/notes.txt", old.Add(time.Hour)) // not an input
+	write("in/b/deep/2.jsonl", old.Add(2*time.Minute))
 	write("in/c.jsonl", old)                    // not in a set's directory
-	sch := &record.Schedule{FileSets: true, Files: []string{filepath.Join(dir, "in/{partition}/*.jsonl")}, ReadyFile: filepath.Join(dir, "in/{partition}/_SUCCESS")}
+	sch := &record.Schedule{FileSets: true, Files: []string{filepath.Join(dir, "in/{partition}/**.jsonl")}, ReadyFile: filepath.Join(dir, "in/{partition}/_SUCCESS")}
 	sets, err := DiscoverFileSets(sch)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +74,9 @@ func TestDiscoverFileSets(t *testing.T) {
 	if a := sets["a"]; !a.Ready || !a.Newest.Equal(old.Add(time.Minute)) {
 		t.Errorf("a: %+v, want ready, newest %s", a, old.Add(time.Minute))
 	}
-	if b := sets["b"]; b.Ready || !b.Newest.Equal(old) {
-		t.Errorf("b: %+v, want not ready, newest %s", b, old)
+	// ** crosses directories: b's newest input is in b/deep.
+	if b := sets["b"]; b.Ready || !b.Newest.Equal(old.Add(2*time.Minute)) {
+		t.Errorf("b: %+v, want not ready, newest %s", b, old.Add(2*time.Minute))
 	}
 }
 
