@@ -62,7 +62,7 @@ func TestDiscoverFileSets(t *testing.T) {
 	write("in/b/1.jsonl", old)
 	write("in/b/notes.txt", old.Add(time.Hour)) // not an input
 	write("in/b/deep/2.jsonl", old.Add(2*time.Minute))
-	write("in/c.jsonl", old)                    // not in a set's directory
+	write("in/c.jsonl", old) // not in a set's directory
 	sch := &record.Schedule{FileSets: true, Files: []string{filepath.Join(dir, "in/{partition}/**.jsonl")}, ReadyFile: filepath.Join(dir, "in/{partition}/_SUCCESS")}
 	sets, err := DiscoverFileSets(sch)
 	if err != nil {
