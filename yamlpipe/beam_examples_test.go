@@ -48,6 +48,12 @@ func TestBeamPublishedExamples(t *testing.T) {
 		{file: "regex_matches.yaml"},
 		// Reads gs://; weir reads local files.
 		{file: "simple_filter.yaml", loadErr: "simple_filter.yaml:17:15: gs:// paths are not supported"},
+		{file: "simple_filter_and_combine.yaml", loadErr: "simple_filter_and_combine.yaml:17:15: gs:// paths are not supported"},
+		{file: "wordcount_minimal.yaml", loadErr: "wordcount_minimal.yaml:19:15: gs:// paths are not supported"},
+		// dependencies: pip packages (roman) or Maven artifacts for a Java
+		// UDF; weir installs nothing and runs no Java.
+		{file: "map_to_fields_with_deps.yaml", loadErr: `map_to_fields_with_deps.yaml:25:9: unknown key "dependencies" in MapToFields config`},
+		{file: "map_to_fields_with_java_deps.yaml", loadErr: `map_to_fields_with_java_deps.yaml:31:9: unknown key "dependencies" in MapToFields config`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

@@ -209,6 +209,36 @@ func parquetLeaf(k row.Kind) parquet.Node {
 	return nil
 }
 
+// parquetField is the value a Parquet writer takes for a row's top-level
+// field v of type t. A present value of an optional column is passed by
+// pointer: the writer takes an optional column's zero value (0, "",
+// false, 0.0) for null, which would turn a count of 0 into a null.
+func parquetField(v any, t row.Type) any {
+	pv := parquetValue(v, t)
+	if pv == nil || parquetRepeated(t) {
+		return pv
+	}
+	switch x := pv.(type) {
+	case int64:
+		return &x
+	case float64:
+		return &x
+	case bool:
+		return &x
+	case string:
+		return &x
+	case time.Time:
+		return &x
+	}
+	return pv
+}
+
+// parquetRepeated reports whether type t is written as a repeated column
+// (parquetNode), whose elements are never null.
+func parquetRepeated(t row.Type) bool {
+	return t.Kind == row.KindList && t.Elem != nil && parquetLeaf(t.Elem.Kind) != nil
+}
+
 // parquetValue is the value a Parquet writer takes for row value v of type
 // t (nested rows and untyped values as JSON text).
 func parquetValue(v any, t row.Type) any {

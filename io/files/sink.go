@@ -388,7 +388,7 @@ func (e *encoder) writeParquet(v any) error {
 	m := make(map[string]any, e.schema.Len())
 	for _, f := range e.schema.Fields {
 		x, _ := r.Get(f.Name)
-		m[f.Name] = parquetValue(x, f.Type)
+		m[f.Name] = parquetField(x, f.Type)
 	}
 	_, err := e.pw.Write([]map[string]any{m})
 	return err
