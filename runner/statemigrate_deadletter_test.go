@@ -17,14 +17,27 @@ import (
 // step keeps per key.
 type migTally struct{ N int64 }
 
-// buildMigrated is buildCheckpointed with its Running step's count cell
-// changed to a migTally, declaring a migration that refuses odd counts.
-func buildMigrated(src *seqSource, sink *txSink) *weir.Pipeline {
+// buildMigratedJob is buildCheckpointed with its Running step's count
+// cell changed to a migTally (the migration refusing odd counts when
+// refuseCounts) and, with migrateSums, its Sum step's accumulator changed
+// to a sumAcc (the migration refusing odd sums).
+func buildMigratedJob(src *seqSource, sink *txSink, refuseCounts, migrateSums bool) *weir.Pipeline {
 	p := weir.NewPipeline()
 	s := p.Root()
 	in := weir.Read[kv](s, "Seq", src, true)
 	w := weir.WindowInto(s, "Window", in, weir.FixedWindows(60_000))
-	sums := weir.CombinePerKey(s, "Sum", w, weir.Sum[int64]())
+	var sums weir.PCollection[weir.KV[string, int64]]
+	if migrateSums {
+		sums = weir.CombinePerKey(s, "Sum", w, weir.CombineFn[int64, sumAcc, int64](migSumFn{}),
+			weir.MigrateAccumulator(func(n int64) (sumAcc, error) {
+				if n%2 == 1 {
+					return sumAcc{}, fmt.Errorf("an odd sum %d", n)
+				}
+				return sumAcc{S: n}, nil
+			}))
+	} else {
+		sums = weir.CombinePerKey(s, "Sum", w, weir.Sum[int64]())
+	}
 	count := weir.ValueState[migTally]{ID: "count"}
 	weir.StatefulParDo(s, "Running", weir.WindowInto(s, "Global", in, weir.GlobalWindows()), weir.StatefulFn[string, int64, kv]{
 		State: []weir.StateDecl{count},
@@ -34,13 +47,55 @@ func buildMigrated(src *seqSource, sink *txSink) *weir.Pipeline {
 			return nil
 		},
 	}, weir.MigrateState("count", func(n int64) (migTally, error) {
-		if n%2 == 1 {
+		if refuseCounts && n%2 == 1 {
 			return migTally{}, fmt.Errorf("an odd count %d", n)
 		}
 		return migTally{N: n}, nil
 	}))
 	weir.Write(s, "Out", sums, contract.Sink(sink))
 	return p
+}
+
+// buildMigrated refuses the odd counts of buildMigratedJob's Running step.
+func buildMigrated(src *seqSource, sink *txSink) *weir.Pipeline {
+	return buildMigratedJob(src, sink, true, false)
+}
+
+// buildMigratedSum refuses the odd sums of buildMigratedJob's Sum step.
+func buildMigratedSum(src *seqSource, sink *txSink) *weir.Pipeline {
+	return buildMigratedJob(src, sink, false, true)
+}
+
+// checkpointAt2000 runs buildCheckpointed over 2,000 elements of 7 keys,
+// every one read before its durable checkpoint into the returned store.
+func checkpointAt2000(t *testing.T) *memStore {
+	t.Helper()
+	src := &seqSource{n: 3000, splits: 2, keys: 7}
+	store := &memStore{}
+	x, err := runner.Start(context.Background(), buildCheckpointed(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.to(2000)
+	checkpointDurably(t, x, store)
+	x.Cancel()
+	x.Wait()
+	return store
+}
+
+// restoreMigrated starts the pipeline build makes from store's checkpoint,
+// its source held at the gate, with a dead-letter hook that collects.
+func restoreMigrated(t *testing.T, store *memStore, build func(*seqSource, *txSink) *weir.Pipeline) (*runner.Execution, *deadLetters) {
+	t.Helper()
+	dl := &deadLetters{}
+	src := &seqSource{n: 3000, splits: 2, keys: 7}
+	src.gate.let(0)
+	x, err := runner.Start(context.Background(), build(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true,
+		Restore: &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}, DeadLetter: dl.send})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, dl
 }
 
 // deadLetters collects the rejects a run sends to its dead-letter hook.
@@ -63,33 +118,9 @@ func (d *deadLetters) send(_ context.Context, r contract.Reject) error {
 // checkpoint stores the key without it, so a restore from that
 // checkpoint refuses nothing again.
 func TestStateMigrationDeadLetters(t *testing.T) {
-	ctx := context.Background()
-	src := &seqSource{n: 3000, splits: 2, keys: 7}
-	store := &memStore{}
-	x, err := runner.Start(ctx, buildCheckpointed(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every element up to 2,000 read before the checkpoint: k0..k4 count
-	// 286 each, k5 and k6 285 (odd: refused).
-	src.gate.to(2000)
-	checkpointDurably(t, x, store)
-	x.Cancel()
-	x.Wait()
-
-	restoreOnce := func() (*runner.Execution, *deadLetters) {
-		t.Helper()
-		dl := &deadLetters{}
-		src2 := &seqSource{n: 3000, splits: 2, keys: 7}
-		src2.gate.let(0)
-		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}
-		x2, err := runner.Start(ctx, buildMigrated(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true, Restore: restore, DeadLetter: dl.send})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x2, dl
-	}
-	x2, dl := restoreOnce()
+	// k0..k4 count 286 each, k5 and k6 285 (odd: refused).
+	store := checkpointAt2000(t)
+	x2, dl := restoreMigrated(t, store, buildMigrated)
 	var got []string
 	for _, r := range dl.got {
 		el := r.Element.(map[string]any)
@@ -110,7 +141,7 @@ func TestStateMigrationDeadLetters(t *testing.T) {
 	x2.Cancel()
 	x2.Wait()
 
-	x3, dl3 := restoreOnce()
+	x3, dl3 := restoreMigrated(t, store, buildMigrated)
 	defer func() { x3.Cancel(); x3.Wait() }()
 	if len(dl3.got) != 0 {
 		t.Errorf("a restore from the migrated job's checkpoint refused %d stored values again: %+v", len(dl3.got), dl3.got)
@@ -127,50 +158,13 @@ func (migSumFn) AddInput(a sumAcc, v int64) sumAcc    { return sumAcc{S: a.S + v
 func (migSumFn) MergeAccumulators(a, b sumAcc) sumAcc { return sumAcc{S: a.S + b.S} }
 func (migSumFn) ExtractOutput(a sumAcc) int64         { return a.S }
 
-// buildMigratedSum is buildCheckpointed with its Sum step's accumulator
-// changed to a sumAcc, declaring a migration that refuses odd sums.
-func buildMigratedSum(src *seqSource, sink *txSink) *weir.Pipeline {
-	p := weir.NewPipeline()
-	s := p.Root()
-	in := weir.Read[kv](s, "Seq", src, true)
-	w := weir.WindowInto(s, "Window", in, weir.FixedWindows(60_000))
-	sums := weir.CombinePerKey(s, "Sum", w, weir.CombineFn[int64, sumAcc, int64](migSumFn{}),
-		weir.MigrateAccumulator(func(n int64) (sumAcc, error) {
-			if n%2 == 1 {
-				return sumAcc{}, fmt.Errorf("an odd sum %d", n)
-			}
-			return sumAcc{S: n}, nil
-		}))
-	count := weir.ValueState[int64]{ID: "count"}
-	weir.StatefulParDo(s, "Running", weir.WindowInto(s, "Global", in, weir.GlobalWindows()), weir.StatefulFn[string, int64, kv]{
-		State: []weir.StateDecl{count},
-		Process: func(c *weir.StateContext[string, kv], v int64) error {
-			n, _ := count.Read(c)
-			count.Write(c, n+1)
-			return nil
-		},
-	})
-	weir.Write(s, "Out", sums, contract.Sink(sink))
-	return p
-}
-
 // TestAccumulatorMigrationDeadLetters: an accumulator a declared
 // migration refuses starts afresh, and the restore sends it to the
 // dead-letter hook naming the step, the key and the window — every open
 // window whose stored sum was odd, and only those —; the next checkpoint
 // stores the fresh accumulator, so a restore from it reports nothing.
 func TestAccumulatorMigrationDeadLetters(t *testing.T) {
-	ctx := context.Background()
-	src := &seqSource{n: 3000, splits: 2, keys: 7}
-	store := &memStore{}
-	x, err := runner.Start(ctx, buildCheckpointed(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.gate.to(2000)
-	checkpointDurably(t, x, store)
-	x.Cancel()
-	x.Wait()
+	store := checkpointAt2000(t)
 	// The sum of each key in each one-minute window over elements 0..1999
 	// (element i: key i%7, value i, event time i s).
 	sums := map[string]int64{}
@@ -178,19 +172,7 @@ func TestAccumulatorMigrationDeadLetters(t *testing.T) {
 		start := i / 60 * 60
 		sums[fmt.Sprintf("k%d %d", i%7, start*1000)] += int64(i)
 	}
-	restore := func() (*runner.Execution, *deadLetters) {
-		t.Helper()
-		dl := &deadLetters{}
-		src2 := &seqSource{n: 3000, splits: 2, keys: 7}
-		src2.gate.let(0)
-		x2, err := runner.Start(ctx, buildMigratedSum(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true,
-			Restore: &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: store}, DeadLetter: dl.send})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x2, dl
-	}
-	x2, dl := restore()
+	x2, dl := restoreMigrated(t, store, buildMigratedSum)
 	reported := map[string]bool{}
 	for _, r := range dl.got {
 		el := r.Element.(map[string]any)
@@ -218,7 +200,7 @@ func TestAccumulatorMigrationDeadLetters(t *testing.T) {
 	checkpointDurably(t, x2, store)
 	x2.Cancel()
 	x2.Wait()
-	x3, dl3 := restore()
+	x3, dl3 := restoreMigrated(t, store, buildMigratedSum)
 	defer func() { x3.Cancel(); x3.Wait() }()
 	if len(dl3.got) != 0 {
 		t.Errorf("a restore from the migrated job's checkpoint refused %d accumulators again", len(dl3.got))

@@ -110,33 +110,8 @@ func TestLossyMigrationRecorded(t *testing.T) {
 // migration_init_failed naming the output), so that the runner sends the
 // key and window to the dead-letter topic.
 func TestMigrationInitFailureIsReported(t *testing.T) {
-	const head = "pipeline:\n  transforms:\n    - type: Create\n      name: O\n      config:\n        elements: [{k: 1, amount: 1}]\n" +
-		"    - type: Combine\n      name: Totals\n      input: O\n      config:\n        group_by: [k]\n        combine:\n" +
-		"          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n"
-	agg := func(src string) *aggregator {
-		t.Helper()
-		p, err := Load("p.yaml", []byte(src), Options{BaseDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, code := range p.Program().Code {
-			if a, ok := code.(*aggregator); ok && strings.HasPrefix(name, "Totals") {
-				return a
-			}
-		}
-		t.Fatal("no aggregator for Totals")
-		return nil
-	}
-	old := agg(head)
-	stored := old.NewAccumulator().(*accumulator)
-	stored.group = []any{int64(7)}
-	stored.slots[0].i, stored.slots[0].set = 4200, true
-	stored.slots[1].n = 12
-	enc, err := old.EncodeState(contract.AccumulatorCell, stored)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := agg(head + "          n_big: {value: amount, fn: count}\n" +
+	enc := storedTotals(t, totalsAggregator(t, totalsHead))
+	next := totalsAggregator(t, totalsHead+"          n_big: {value: amount, fn: count}\n"+
 		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
 	v, err := next.DecodeState(contract.AccumulatorCell, enc)
 	var partial *contract.PartialStateError
