@@ -94,10 +94,7 @@ func TestBeamYAMLTests(t *testing.T) {
 		{file: "tsv.yaml"},
 		{file: "map.yaml"},
 		{file: "match_all.yaml"},
-		{file: "csv.yaml", loadErr: map[int]string{
-			// ReadFromCsv has no filename_column in weir.
-			2: `csv.yaml:39:13: unknown key "filename_column" in ReadFromCsv config`,
-		}},
+		{file: "csv.yaml"},
 		{file: "validate_with_schema.yaml", loadErr: map[int]string{
 			// Create's elements give "score" as a float and as a string (and
 			// "age", "name" likewise): weir's Create needs one type a field.

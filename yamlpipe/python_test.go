@@ -138,7 +138,7 @@ func TestPythonLoadErrors(t *testing.T) {
 		{"import", "          x: {callable: \"import numpy\"}\n", 13, 26, "imports are not supported"},
 		{"def with import", "          x:\n            callable: |\n              def f(row):\n                import numpy\n                return 1\n", 16, 17, "imports are not supported"},
 		{"class", "          x:\n            callable: |\n              class A:\n                pass\n", 15, 15, "classes are not supported"},
-		{"f-string", "          x: \"f'{name}!'\"\n", 13, 15, "f-strings are not supported"},
+		{"f-string with a format spec", "          x: \"f'{price:.2f}!'\"\n", 13, 15, "this f-string is not supported"},
 		{"is", "          x: \"name is None\"\n", 13, 20, "the is operator is not supported"},
 		{"try", "          x:\n            callable: |\n              def f(row):\n                try:\n                  return 1\n                except:\n                  return 2\n", 16, 17, "exceptions (try/except/raise) are not supported"},
 		{"third-party module", "          x: np.mean(tags)\n", 13, 14, `name "np" is not defined`},

@@ -42,9 +42,9 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "Generate":
 		return &transformDef{keys: []string{"count", "keys", "rate", "spacing", "start", "seed", "max_amount"}, source: true, build: buildGenerate}, true
 	case "ReadFromJson":
-		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "filename_column", "error_handling"}, source: true, errors: true, build: buildRead(files.JSONLines)}, true
 	case "ReadFromCsv":
-		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "delimiter", "comment", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
+		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "delimiter", "comment", "filename_column", "error_handling"}, source: true, errors: true, build: buildRead(files.CSV)}, true
 	case "ReadFromAvro":
 		return &transformDef{keys: []string{"path", "manifest", "side_input", "schema", "timestamp_field", "error_handling"}, source: true, errors: true, build: buildRead(files.Avro)}, true
 	case "ReadFromParquet":
@@ -479,11 +479,24 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				}
 			}
 		}
+		nameCol, nn, err := l.optStr(t.config, "filename_column")
+		if err != nil {
+			return nil, err
+		}
+		if nn != nil {
+			if nameCol == "" || schema.Index(nameCol) >= 0 {
+				return nil, l.errf(nn, "%s filename_column %q must name a new field: the file's rows have %s", t.typ, nameCol, schema)
+			}
+			fields := append(append([]row.Field(nil), schema.Fields...), row.Field{Name: nameCol, Type: row.Of(row.KindString)})
+			if schema, err = row.NewSchema(fields...); err != nil {
+				return nil, l.wrapf(nn, err, "%s filename_column", t.typ)
+			}
+		}
 		tsIdx := -1
 		if ts, tn, err := l.optStr(t.config, "timestamp_field"); err != nil {
 			return nil, err
 		} else if ts != "" {
-			if tsIdx = schema.Index(ts); tsIdx < 0 {
+			if tsIdx = schema.Index(ts); tsIdx < 0 || ts == nameCol {
 				return nil, l.errf(tn, "timestamp_field %q is not in the schema (%s)", ts, schema)
 			}
 			switch schema.Fields[tsIdx].Type.Kind {
@@ -493,7 +506,7 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 			}
 		}
 		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect,
-			Manifest: in.m, Inputs: in.files})
+			Manifest: in.m, Inputs: in.files, FilenameColumn: nameCol})
 		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro", files.Parquet: "file_parquet"}[format]
 		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, in.identity, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)

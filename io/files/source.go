@@ -92,6 +92,10 @@ type SourceConfig struct {
 	// (an error wrapping manifest.ErrChanged names the file).
 	Manifest *manifest.Manifest
 	Inputs   []manifest.File
+	// FilenameColumn, when set, names a string field of Schema that the
+	// file itself does not hold: each row gets the path of the file it was
+	// read from (Beam's filename_column).
+	FilenameColumn string
 }
 
 // CSVOptions are the dialect of a CSV file: Beam's ReadFromCsv delimiter
@@ -154,6 +158,14 @@ func InputPaths(path string, m *manifest.Manifest, inputs []manifest.File) ([]st
 	return out, nil
 }
 
+// nameCol is the index of cfg.FilenameColumn in the schema (-1: none).
+func (s *Source) nameCol() int {
+	if s.cfg.FilenameColumn == "" {
+		return -1
+	}
+	return s.cfg.Schema.Index(s.cfg.FilenameColumn)
+}
+
 // Split returns one split per file (files cannot be split further).
 func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error) {
 	paths, err := InputPaths(s.cfg.Path, s.cfg.Manifest, s.cfg.Inputs)
@@ -165,7 +177,7 @@ func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error)
 		if err := s.cfg.Roots.Check(p); err != nil {
 			return nil, err
 		}
-		out = append(out, &split{cfg: &s.cfg, path: p})
+		out = append(out, &split{cfg: &s.cfg, path: p, nameCol: s.nameCol()})
 	}
 	return out, nil
 }
@@ -180,6 +192,8 @@ type split struct {
 	pq   *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
+	// nameCol is the field that gets the file's path (-1: none).
+	nameCol int
 	line int64
 	done bool
 	long []byte
@@ -228,6 +242,9 @@ func (s *split) open() error {
 func (s *split) columns(names []string, where, what string) ([]int, error) {
 	cols := make([]int, len(names))
 	seen := make([]bool, s.cfg.Schema.Len())
+	if s.nameCol >= 0 {
+		seen[s.nameCol] = true // filled from the path, not the file
+	}
 	for i, n := range names {
 		cols[i] = s.cfg.Schema.Index(n)
 		if cols[i] >= 0 {
@@ -267,6 +284,9 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			return contract.ReadResult{N: n}, err
 		}
 		if ok {
+			if r, isRow := buf[n].Value.(*row.Row); isRow && s.nameCol >= 0 {
+				r.Values[s.nameCol] = s.path
+			}
 			n++
 		}
 	}

@@ -155,8 +155,9 @@ func pyKeepUnknownEscapes(src string) string {
 }
 
 // Prepare rewrites Python source into weir's dialect before it is
-// parsed: imports of the predeclared modules blanked, unknown string
-// escapes kept, generator expressions made lists.
+// parsed: imports of the predeclared modules blanked, f-strings made
+// str.format calls, unknown string escapes kept, generator expressions
+// made lists.
 func Prepare(src string) string {
-	return pyGeneratorArgs(pyKeepUnknownEscapes(pyBlankImports(src)))
+	return pyGeneratorArgs(pyKeepUnknownEscapes(pyFStrings(pyBlankImports(src))))
 }

@@ -387,7 +387,7 @@ func pyUnsupported(src string) (msg string, line, col int) {
 	for _, m := range pyFString.FindAllStringSubmatchIndex(src, -1) {
 		// A prefix outside any string literal is code.
 		if code[m[2]:m[3]] == src[m[2]:m[3]] {
-			try(m[2], "f-strings are not supported (weir's Python dialect is Starlark: use \"{}\".format(x) or %)")
+			try(m[2], "this f-string is not supported: weir's Python dialect (Starlark) takes f'...{expr}...' with !r and !s, but no format spec ({x:.2f}), {x=}, raw or triple-quoted f-strings, or a quote of the f-string's own kind inside {}: use \"{}\".format(x) or %")
 			break
 		}
 	}
