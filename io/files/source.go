@@ -194,9 +194,9 @@ type split struct {
 	cols []int
 	// nameCol is the field that gets the file's path (-1: none).
 	nameCol int
-	line int64
-	done bool
-	long []byte
+	line    int64
+	done    bool
+	long    []byte
 }
 
 func (s *split) open() error {
