@@ -62,7 +62,6 @@ func TestLoadErrors(t *testing.T) {
 		{"combine unknown fn", createT + "    - type: Combine\n      input: In\n      config:\n        group_by: region\n        combine: {amount: median}\n", 12, 27, `unknown combine fn "median"`},
 		{"combine sum of string", createT + "    - type: Combine\n      input: In\n      config:\n        group_by: amount\n        combine: {r: {value: region, fn: sum}}\n", 12, 42, "needs a numeric field"},
 		{"combine reserved name", createT + "    - type: Combine\n      input: In\n      config:\n        combine: {pane: {value: amount, fn: sum}}\n", 11, 19, "reserved name"},
-		{"create type conflict", "pipeline:\n  transforms:\n    - type: Create\n      config:\n        elements:\n          - {a: 1}\n          - {a: x}\n", 7, 17, `field "a" is int in an earlier element but string here`},
 		{"read json without schema and no file", "pipeline:\n  transforms:\n    - type: ReadFromJson\n      config: {path: x.jsonl}\n", 4, 22, "without a schema infers it from the file at load time: reading x.jsonl"},
 		{"read json bad type", "pipeline:\n  transforms:\n    - type: ReadFromJson\n      config: {path: x.jsonl, schema: {a: integer64}}\n", 4, 43, `unknown type "integer64"`},
 		{"timestamp field not in schema", "pipeline:\n  transforms:\n    - type: ReadFromJson\n      config: {path: x.jsonl, schema: {a: int}, timestamp_field: ts}\n", 4, 66, `timestamp_field "ts" is not in the schema`},

@@ -64,7 +64,11 @@ func (l *loader) observe(t *itype, n *yamlnode.Node, ts bool, field string) erro
 	case (t.kind == row.KindInt && k == row.KindFloat) || (t.kind == row.KindFloat && k == row.KindInt):
 		t.kind = row.KindFloat
 	default:
-		return l.errf(n, "field %q is %s in an earlier element but %s here; literals of a field must agree", field, t.kind, k)
+		// As Beam's schema inference does: a field whose literals disagree
+		// holds any value (a step that needs one type rejects the others,
+		// as ValidateWithSchema does).
+		t.kind, t.fields, t.elem = row.KindAny, nil, nil
+		return nil
 	}
 	switch k {
 	case row.KindRow:
