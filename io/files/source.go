@@ -158,14 +158,6 @@ func InputPaths(path string, m *manifest.Manifest, inputs []manifest.File) ([]st
 	return out, nil
 }
 
-// nameCol is the index of cfg.FilenameColumn in the schema (-1: none).
-func (s *Source) nameCol() int {
-	if s.cfg.FilenameColumn == "" {
-		return -1
-	}
-	return s.cfg.Schema.Index(s.cfg.FilenameColumn)
-}
-
 // Split returns one split per file (files cannot be split further).
 func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error) {
 	paths, err := InputPaths(s.cfg.Path, s.cfg.Manifest, s.cfg.Inputs)
@@ -177,7 +169,7 @@ func (s *Source) Split(_ context.Context, _ int) ([]contract.SourceSplit, error)
 		if err := s.cfg.Roots.Check(p); err != nil {
 			return nil, err
 		}
-		out = append(out, &split{cfg: &s.cfg, path: p, nameCol: s.nameCol()})
+		out = append(out, &split{cfg: &s.cfg, path: p})
 	}
 	return out, nil
 }
@@ -192,7 +184,8 @@ type split struct {
 	pq   *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
-	// nameCol is the field that gets the file's path (-1: none).
+	// nameCol is the field that gets the file's path (-1: none), set by
+	// open from cfg.FilenameColumn.
 	nameCol int
 	line    int64
 	done    bool
@@ -200,6 +193,10 @@ type split struct {
 }
 
 func (s *split) open() error {
+	s.nameCol = -1
+	if s.cfg.FilenameColumn != "" {
+		s.nameCol = s.cfg.Schema.Index(s.cfg.FilenameColumn)
+	}
 	f, err := os.Open(s.path)
 	if err != nil {
 		return err // os.Open's error names the path: "open PATH: no such file or directory"
