@@ -37,19 +37,8 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 	if err != nil {
 		return PubSubOutcome{}, err
 	}
-	from := uint64(0)
-	for {
-		page, err := b.ReadRetained(ctx, pubsubTopic, from, time.Time{}, time.Time{}, 0)
-		if err != nil {
-			return PubSubOutcome{}, fmt.Errorf("reading the topic: %w", err)
-		}
-		if err := mt.Add(page.Messages...); err != nil {
-			return PubSubOutcome{}, err
-		}
-		if page.Done || len(page.Messages) == 0 {
-			break
-		}
-		from = page.Next
+	if err := mt.AddRetained(ctx, b, pubsubTopic, time.Time{}); err != nil {
+		return PubSubOutcome{}, err
 	}
 	logger.Info("rehearse: read the topic", "messages", trace.Elements(), "spilled_bytes", trace.Spilled(), "seconds", time.Since(start).Seconds())
 	var results []*sandbox.Result

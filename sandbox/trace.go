@@ -239,29 +239,13 @@ func short(b []byte) string {
 	return s
 }
 
-// MessagesTrace returns the trace of retained messages of the topic that
-// step, a ReadFromPubSub source of p (a pipeline built by Load, the old
-// pipeline of a rehearsal), reads: each message, followed by the
+// MessagesTracer appends the retained messages of the topic that one
+// ReadFromPubSub source reads to a trace, a page at a time (the messages
+// need not all be in memory at once): each message, followed by the
 // watermark that source holds after it (the newest event time so far less
 // its max_out_of_orderness), so that every run sees the same watermark
 // moves. Idle advancement, which depends on the wall clock, is not
 // replayed: the stretch ends with the watermark at +∞.
-func MessagesTrace(p *weir.Pipeline, step string, msgs []pubsub.Message) (*Trace, error) {
-	t := &Trace{}
-	mt, err := NewMessagesTracer(t, p, step)
-	if err != nil {
-		return nil, err
-	}
-	if err := mt.Add(msgs...); err != nil {
-		t.Close()
-		return nil, err
-	}
-	return t, nil
-}
-
-// MessagesTracer appends the retained messages of one ReadFromPubSub
-// source to a trace as MessagesTrace does, a page at a time, so that the
-// messages need not all be in memory at once.
 type MessagesTracer struct {
 	t          *Trace
 	step       string
@@ -271,7 +255,8 @@ type MessagesTracer struct {
 }
 
 // NewMessagesTracer returns a tracer of step, a ReadFromPubSub source of
-// p (built by Load), appending to t.
+// p (a pipeline built by Load, the old pipeline of a rehearsal), appending
+// to t.
 func NewMessagesTracer(t *Trace, p *weir.Pipeline, step string) (*MessagesTracer, error) {
 	src, ok := p.Program().Code[step].(*pubsub.Source)
 	if !ok {
@@ -306,6 +291,25 @@ func (mt *MessagesTracer) Add(msgs ...pubsub.Message) error {
 	return nil
 }
 
+// AddRetained appends what topic retains since the given time (zero: all
+// of it), read from rb page by page, by stream sequence.
+func (mt *MessagesTracer) AddRetained(ctx context.Context, rb RetainedReader, topic string, since time.Time) error {
+	var from uint64
+	for {
+		page, err := rb.ReadRetained(ctx, topic, from, since, time.Time{}, 0)
+		if err != nil {
+			return fmt.Errorf("reading the retained messages of topic %s: %w", topic, err)
+		}
+		if err := mt.Add(page.Messages...); err != nil {
+			return err
+		}
+		if page.Done || len(page.Messages) == 0 {
+			return nil
+		}
+		from = page.Next
+	}
+}
+
 // PubSubSources returns the ReadFromPubSub source steps of p (built by
 // Load) with the topic each reads; a step that reads a named subscription
 // has an empty topic (its subscription's topic is the caller's to find).
@@ -337,7 +341,7 @@ var _ RetainedReader = (*pubsub.Broker)(nil)
 // RetainedTrace returns the trace of what the topics of p's ReadFromPubSub
 // sources (p built by Load) retain since the given time, read page by page
 // from rb, each source's messages followed by its watermark moves
-// (MessagesTrace). A source reading a named subscription is traced from
+// (MessagesTracer). A source reading a named subscription is traced from
 // that subscription's topic. It fails with ErrNoRecordedInput when p reads
 // no Pub/Sub topic.
 func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, since time.Time) (*Trace, error) {
@@ -365,19 +369,8 @@ func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, sin
 		if err != nil {
 			return nil, err
 		}
-		var from uint64
-		for {
-			page, err := rb.ReadRetained(ctx, topic, from, since, time.Time{}, 0)
-			if err != nil {
-				return nil, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err)
-			}
-			if err := mt.Add(page.Messages...); err != nil {
-				return nil, err
-			}
-			if page.Done || len(page.Messages) == 0 {
-				break
-			}
-			from = page.Next
+		if err := mt.AddRetained(ctx, rb, topic, since); err != nil {
+			return nil, err
 		}
 	}
 	ok = true
