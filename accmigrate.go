@@ -2,12 +2,12 @@ package weir
 
 import (
 	"fmt"
-	"github.com/weir-dev/weir/runner/contract"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
 
 	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // migratedAccumulator starts the stored encoding of an accumulator of a

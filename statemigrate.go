@@ -35,14 +35,14 @@ const stateMigrationFailed = contract.ReasonStateMigrationFailed
 // job restores its state (after an update, a restart or from a
 // snapshot). It applies to a ValueState (its value), a BagState (each
 // element) of type New and a MapState whose values are New (each entry's
-// value; the map's key type stays). The compatibility check then accepts an update
-// whose stored Old values would otherwise be unreadable
+// value; the map's key type stays). The compatibility check then accepts
+// an update whose stored Old values would otherwise be unreadable
 // (STATE_CODER_CHANGED), with the warning STATE_MIGRATED. A stored value
 // fn refuses is left out — the value cell starts unset, the bag goes on
-// without the element, the map without the entry — counted as the step's rejects (reason
-// state_migration_failed), the first of them logged, and sent to a
-// server job's dead-letter topic naming its key: it never fails the job
-// that restores it.
+// without the element, the map without the entry — counted as the step's
+// rejects (reason state_migration_failed), the first of them logged, and
+// sent to a server job's dead-letter topic naming its key: it never fails
+// the job that restores it.
 //
 // The declaration may stay on later versions: what this version stored
 // is marked and read as New.

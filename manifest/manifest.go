@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/weir-dev/weir/internal/fileglob"
 	"io"
 	"io/fs"
 	"os"
@@ -23,6 +22,8 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"github.com/weir-dev/weir/internal/fileglob"
 )
 
 // ErrChanged marks a manifest file whose size or content digest is no

@@ -3,11 +3,12 @@ package files
 import (
 	"errors"
 	"fmt"
-	"github.com/weir-dev/weir/internal/fileglob"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/weir-dev/weir/internal/fileglob"
 )
 
 // This file confines the paths of a submitted pipeline to the directories a

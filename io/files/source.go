@@ -19,12 +19,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/weir-dev/weir/internal/fileglob"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/weir-dev/weir/internal/fileglob"
 	"github.com/weir-dev/weir/manifest"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -127,7 +127,7 @@ func NewSource(cfg SourceConfig) *Source { return &Source{cfg: cfg} }
 
 // Files returns the files cfg.Path names: the glob's matches, or the path itself.
 func Files(path string) ([]string, error) {
-	if !strings.ContainsAny(path, "*?[") {
+	if !fileglob.HasMeta(path) {
 		return []string{path}, nil
 	}
 	m, err := fileglob.Glob(path)

@@ -3,11 +3,11 @@ package textio
 import (
 	"errors"
 	"fmt"
-	"github.com/weir-dev/weir/internal/fileglob"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/weir-dev/weir/internal/fileglob"
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -129,7 +129,7 @@ func (mt *Matcher) Process(pc *contract.ProcessContext, e contract.Element) erro
 		}
 		return &contract.ElementError{Reason: reason, Message: "MatchAll: " + err.Error()}
 	}
-	wild := strings.ContainsAny(p, "*?[")
+	wild := fileglob.HasMeta(p)
 	matches := []string{p}
 	if wild {
 		var err error

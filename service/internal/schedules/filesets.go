@@ -2,7 +2,6 @@ package schedules
 
 import (
 	"fmt"
-	"github.com/weir-dev/weir/internal/fileglob"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/internal/fileglob"
 	"github.com/weir-dev/weir/service/record"
 )
 
