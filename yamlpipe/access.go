@@ -1,11 +1,9 @@
 package yamlpipe
 
 import (
-	"fmt"
 	"io/fs"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -123,7 +121,7 @@ func (l *loader) fileMode(t *transformSpec) (fs.FileMode, error) {
 func (l *loader) rolling(t *transformSpec) (files.Rolling, error) {
 	var r files.Rolling
 	if n := t.config.Get("roll_size"); n != nil {
-		size, err := parseByteSize(n.Text)
+		size, err := files.ParseByteSize(n.Text)
 		if n.Kind != yamlnode.String && n.Kind != yamlnode.Int || err != nil || size <= 0 {
 			return r, l.errf(n, "roll_size %q: want a positive size in bytes, or with a unit as 64KiB, 128MiB, 1GiB or 100MB", n.Text)
 		}
@@ -140,28 +138,6 @@ func (l *loader) rolling(t *transformSpec) (files.Rolling, error) {
 		r.Interval = d
 	}
 	return r, nil
-}
-
-// parseByteSize reads a size: a number of bytes, or a number with a unit
-// (KB, MB, GB: powers of 1000; KiB, MiB, GiB: powers of 1024).
-func parseByteSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("not a size: %q", s)
-	}
-	return n * mult, nil
 }
 
 // fileSink builds the sink of WriteToJson/WriteToCsv for input in: in a

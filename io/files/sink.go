@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +76,29 @@ type Rolling struct {
 
 // On reports whether r rolls parts across checkpoints.
 func (r Rolling) On() bool { return r.Size > 0 || r.Interval > 0 }
+
+// ParseByteSize reads a Rolling size as a sink's roll_size gives it: a
+// number of bytes, or a number with a unit (KB, MB, GB: powers of 1000;
+// KiB, MiB, GiB: powers of 1024).
+func ParseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	return n * mult, nil
+}
 
 func (c *SinkConfig) now() time.Time {
 	if c.Now != nil {
