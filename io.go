@@ -281,7 +281,9 @@ type GenerateConfig struct {
 
 type generator[T any] struct {
 	cfg GenerateConfig
-	fn  func(i int64) T
+	// newFn returns the element function of one split (GenerateEach);
+	// every split of Generate shares one function.
+	newFn func() func(i int64) T
 }
 
 func (g *generator[T]) Split(_ context.Context, n int) ([]contract.SourceSplit, error) {
@@ -290,7 +292,7 @@ func (g *generator[T]) Split(_ context.Context, n int) ([]contract.SourceSplit, 
 	}
 	splits := make([]contract.SourceSplit, n)
 	for i := range splits {
-		splits[i] = &generatorSplit[T]{g: g, next: int64(i), stride: int64(n), start: time.Now(), box: box.New[T]()}
+		splits[i] = &generatorSplit[T]{g: g, fn: g.newFn(), next: int64(i), stride: int64(n), start: time.Now(), box: box.New[T]()}
 	}
 	return splits, nil
 }
@@ -307,7 +309,7 @@ func (g *generator[T]) Resume(_ context.Context, positions [][]byte) ([]contract
 		} else if p != nil {
 			return nil, fmt.Errorf("generate: checkpointed position of split %d is %d bytes, want 8", i, len(p))
 		}
-		sp := &generatorSplit[T]{g: g, next: next, stride: int64(len(positions)), start: time.Now(), box: box.New[T]()}
+		sp := &generatorSplit[T]{g: g, fn: g.newFn(), next: next, stride: int64(len(positions)), start: time.Now(), box: box.New[T]()}
 		// Rate limiting continues from here, not from element 0.
 		sp.emitted = 0
 		splits[i] = sp
@@ -317,6 +319,7 @@ func (g *generator[T]) Resume(_ context.Context, positions [][]byte) ([]contract
 
 type generatorSplit[T any] struct {
 	g       *generator[T]
+	fn      func(i int64) T
 	box     *box.Boxer[T]
 	next    int64
 	stride  int64
@@ -349,7 +352,7 @@ func (s *generatorSplit[T]) Read(ctx context.Context, buf []contract.Element) (c
 		// Field by field: assigning a whole Element copies it with a bulk
 		// GC write barrier while the collector marks, one per element.
 		e := &buf[n]
-		e.Value = s.box.Box(s.g.fn(s.next))
+		e.Value = s.box.Box(s.fn(s.next))
 		e.Time, e.Window, e.Pane = ts, window.Global, window.NoFiring
 		if e.Source != nil {
 			e.Source = nil
@@ -381,6 +384,15 @@ func (s *generatorSplit[T]) Ack(context.Context, []byte) error { return nil }
 // Start + i*Spacing, in order. Workers generate interleaved shares, so event
 // time advances evenly across them. For demos and benchmarks.
 func Generate[T any](s Scope, name string, cfg GenerateConfig, fn func(i int64) T, opts ...StepOption) PCollection[T] {
+	return GenerateEach(s, name, cfg, func() func(i int64) T { return fn }, opts...)
+}
+
+// GenerateEach is Generate for an element function with state of its own:
+// each split (one per worker) calls newFn once and then calls only the
+// function it returned, from one goroutine, so that function may keep
+// unsynchronised state — a slab to allocate its elements from, a reused
+// buffer.
+func GenerateEach[T any](s Scope, name string, cfg GenerateConfig, newFn func() func(i int64) T, opts ...StepOption) PCollection[T] {
 	if cfg.Spacing == 0 {
 		cfg.Spacing = mtime.Millisecond
 	}
@@ -396,7 +408,7 @@ func Generate[T any](s Scope, name string, cfg GenerateConfig, fn func(i int64) 
 	if sc.source == nil {
 		sc.source = &graph.IOIdentity{Kind: "generate", Identity: s.fullName(name), Bounded: bounded}
 	}
-	return collectionOf[T](s.p, s.source(name, &generator[T]{cfg: cfg, fn: fn}, bounded, CoderOf[T](), sc))
+	return collectionOf[T](s.p, s.source(name, &generator[T]{cfg: cfg, newFn: newFn}, bounded, CoderOf[T](), sc))
 }
 
 // ---- Collect (tests and tools) ----

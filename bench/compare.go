@@ -66,7 +66,8 @@ type CompareRound struct {
 // builds. Every figure is higher-is-better.
 type FigureComparison struct {
 	// Variant is the benchmark variant ("sdk-w1"); Figure names the
-	// measure ("events/s", "events/CPU-s" or "vs baseline").
+	// measure ("events/s", "events/CPU-s", "vs baseline", or the same of
+	// the warm run: "warm events/s", ...).
 	Variant string `json:"variant"`
 	Figure  string `json:"figure"`
 	// This and Base are the medians of each build over the rounds.
@@ -85,6 +86,12 @@ const (
 	FigureEventsPerSec    = "events/s"
 	FigureEventsPerCPUSec = "events/CPU-s"
 	FigureVsBaseline      = "vs baseline"
+	// The warm figures are those of the variant's second run in its
+	// process; a base build that runs each variant once has none, and they
+	// are then left out of the comparison.
+	FigureWarmEventsPerSec    = "warm events/s"
+	FigureWarmEventsPerCPUSec = "warm events/CPU-s"
+	FigureWarmVsBaseline      = "warm vs baseline"
 )
 
 // RunCompare runs rounds rounds of the benchmark, each running this build
@@ -126,6 +133,13 @@ func figureOf(m Measurement, figure string) (float64, bool) {
 		return v, v > 0
 	case FigureVsBaseline:
 		return m.RatioToBaseline, m.Name != string(KindBaseline) && m.RatioToBaseline > 0
+	case FigureWarmEventsPerSec:
+		return m.WarmEventsPerSec, m.WarmEventsPerSec > 0
+	case FigureWarmEventsPerCPUSec:
+		v := m.WarmEventsPerCPUSecond()
+		return v, v > 0
+	case FigureWarmVsBaseline:
+		return m.WarmRatioToBaseline, m.Name != string(KindBaseline) && m.WarmRatioToBaseline > 0
 	}
 	return 0, false
 }
@@ -148,9 +162,15 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 	}
 	var out []FigureComparison
 	for _, ref := range rounds[0].This {
-		for _, figure := range []string{FigureEventsPerSec, FigureEventsPerCPUSec, FigureVsBaseline} {
+		for _, figure := range []string{FigureEventsPerSec, FigureEventsPerCPUSec, FigureVsBaseline,
+			FigureWarmEventsPerSec, FigureWarmEventsPerCPUSec, FigureWarmVsBaseline} {
 			if _, ok := figureOf(ref, figure); !ok {
 				continue
+			}
+			if b, ok := find(rounds[0].Base, ref.Name); ok && isWarm(figure) {
+				if _, ok := figureOf(b, figure); !ok {
+					continue // a base build without warm runs
+				}
 			}
 			var this, base, ratios []float64
 			for r, round := range rounds {
@@ -184,6 +204,14 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 		}
 	}
 	return out, nil
+}
+
+func isWarm(figure string) bool {
+	switch figure {
+	case FigureWarmEventsPerSec, FigureWarmEventsPerCPUSec, FigureWarmVsBaseline:
+		return true
+	}
+	return false
 }
 
 // verdict judges a figure by the spread of its per-round ratios.

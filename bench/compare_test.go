@@ -219,3 +219,31 @@ func TestSummarizeMixedCPU(t *testing.T) {
 		}
 	}
 }
+
+// A base build that runs each variant once has no warm figures: they are
+// left out, and compared when both builds have them.
+func TestSummarizeWarmFigures(t *testing.T) {
+	warm := Measurement{Name: "sdk-w1", EventsPerSec: 1e6, CPUSeconds: 1, WarmEventsPerSec: 2e6, WarmCPUSeconds: 0.5, Outcome: Outcome{Events: 1e6}}
+	once := Measurement{Name: "sdk-w1", EventsPerSec: 1e6, CPUSeconds: 1, Outcome: Outcome{Events: 1e6}}
+	figures := func(base Measurement) map[string]float64 {
+		t.Helper()
+		got, err := Summarize([]CompareRound{{This: []Measurement{warm}, Base: []Measurement{base}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, fc := range got {
+			out[fc.Figure] = fc.Ratio
+		}
+		return out
+	}
+	if got := figures(once); len(got) != 2 || got[FigureEventsPerSec] != 1 || got[FigureEventsPerCPUSec] != 1 {
+		t.Errorf("against a base without warm runs: %v, want events/s and events/CPU-s only, ratio 1", got)
+	}
+	slower := warm
+	slower.WarmEventsPerSec, slower.WarmCPUSeconds = 1e6, 1
+	got := figures(slower)
+	if got[FigureWarmEventsPerSec] != 2 || got[FigureWarmEventsPerCPUSec] != 2 {
+		t.Errorf("warm figures against a warm base: %v, want ratio 2 for both", got)
+	}
+}

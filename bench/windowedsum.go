@@ -175,6 +175,22 @@ type Outcome struct {
 	// (its packages' initialisation) is left out. 0 from a child that
 	// does not report it (builds before it did).
 	CPUNanos int64 `json:"cpu_ns,omitempty"`
+	// MinorFaults is the process's minor page faults during the run: pages
+	// of memory touched for the first time (0 where not reported).
+	MinorFaults int64 `json:"minor_faults,omitempty"`
+	// Warm is the same variant run a second time in the same process,
+	// after the first (whose figures are the ones above): its heap and
+	// caches are then warm, as a long-running server's are. Nil from a
+	// child that ran it once (--warm=false, or builds before it existed).
+	Warm *WarmRun `json:"warm,omitempty"`
+}
+
+// WarmRun is the timing of a variant's second run in its process; its
+// results were checked equal to the first run's.
+type WarmRun struct {
+	ElapsedNanos int64 `json:"elapsed_ns"`
+	CPUNanos     int64 `json:"cpu_ns,omitempty"`
+	MinorFaults  int64 `json:"minor_faults,omitempty"`
 }
 
 // Elapsed returns the run's wall time.
@@ -231,7 +247,7 @@ func Run(ctx context.Context, v Variant, cfg Config, logger *slog.Logger) (Outco
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cpu0 := processCPU()
+	cpu0, faults0 := processCPU(), minorFaults()
 	var o Outcome
 	var err error
 	switch v.Kind {
@@ -245,7 +261,28 @@ func Run(ctx context.Context, v Variant, cfg Config, logger *slog.Logger) (Outco
 		return Outcome{}, fmt.Errorf("unknown variant kind %q", v.Kind)
 	}
 	o.CPUNanos = (processCPU() - cpu0).Nanoseconds()
+	o.MinorFaults = minorFaults() - faults0
 	return o, err
+}
+
+// RunWarm runs variant v twice in this process: the first run's figures
+// are the outcome's, the second's its Warm run. The two runs must compute
+// the same results.
+func RunWarm(ctx context.Context, v Variant, cfg Config, logger *slog.Logger) (Outcome, error) {
+	o, err := Run(ctx, v, cfg, logger)
+	if err != nil {
+		return Outcome{}, err
+	}
+	w, err := Run(ctx, v, cfg, logger)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("second (warm) run: %w", err)
+	}
+	if w.Events != o.Events || w.Results != o.Results || w.Total != o.Total || w.Checksum != o.Checksum {
+		return Outcome{}, fmt.Errorf("%w: %s's second run emitted %d results (total %d, checksum %x), its first %d (total %d, checksum %x)",
+			ErrMismatch, v, w.Results, w.Total, w.Checksum, o.Results, o.Total, o.Checksum)
+	}
+	o.Warm = &WarmRun{ElapsedNanos: w.ElapsedNanos, CPUNanos: w.CPUNanos, MinorFaults: w.MinorFaults}
+	return o, nil
 }
 
 // runSDK builds and runs the Go SDK pipeline.

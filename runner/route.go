@@ -157,9 +157,14 @@ func (w *worker) deliverCtrl(e edge, c ctrl) error {
 }
 
 type outputs struct {
-	w        *worker
-	sp       *stepPlan
+	w  *worker
+	sp *stepPlan
+	// bufs[tag][:lens[tag]] is what is buffered for output tag; bufs keep
+	// their length (the capacity in use), so that an Emit stores no slice
+	// header, which would cost a GC write barrier per element while the
+	// collector marks.
 	bufs     [][]contract.Element
+	lens     []int
 	edges    [][]edge
 	scratch  [][]edgeScratch
 	ctrlTo   []edge // unique consumers for control messages
@@ -170,7 +175,7 @@ type outputs struct {
 }
 
 func newOutputs(w *worker, sp *stepPlan) *outputs {
-	o := &outputs{w: w, sp: sp, bufs: make([][]contract.Element, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize, errTag: errTag(sp)}
+	o := &outputs{w: w, sp: sp, bufs: make([][]contract.Element, len(sp.edges)), lens: make([]int, len(sp.edges)), edges: sp.edges, counters: sp.counters, limit: w.r.opts.BundleSize, errTag: errTag(sp)}
 	o.scratch = make([][]edgeScratch, len(sp.edges))
 	for i, es := range sp.edges {
 		o.scratch[i] = make([]edgeScratch, len(es))
@@ -191,14 +196,36 @@ func newOutputs(w *worker, sp *stepPlan) *outputs {
 // Emit buffers e for output tag, flushing the buffer when it is full
 // (contract.Emitter).
 func (o *outputs) Emit(tag int, e contract.Element) {
-	o.bufs[tag] = append(o.bufs[tag], e)
-	if len(o.bufs[tag]) >= o.limit && o.err == nil {
+	n, buf := o.lens[tag], o.bufs[tag]
+	if n == len(buf) {
+		buf = o.grow(tag)
+	}
+	// Field by field: copying a whole Element would cost a bulk GC write
+	// barrier per element while the collector marks.
+	d := &buf[n]
+	d.Value, d.Time, d.Window, d.Pane = e.Value, e.Time, e.Window, e.Pane
+	if d.Source != e.Source {
+		d.Source = e.Source
+	}
+	n++
+	o.lens[tag] = n
+	if n >= o.limit && o.err == nil {
 		o.err = o.flushTag(tag)
 	}
 }
 
+// grow doubles the buffer of tag (16 elements at first), keeping what it
+// holds.
+func (o *outputs) grow(tag int) []contract.Element {
+	old := o.bufs[tag]
+	buf := make([]contract.Element, max(16, 2*len(old)))
+	copy(buf, old)
+	o.bufs[tag] = buf
+	return buf
+}
+
 func (o *outputs) flushTag(tag int) error {
-	buf := o.bufs[tag]
+	buf := o.bufs[tag][:o.lens[tag]]
 	if len(buf) == 0 {
 		return nil
 	}
@@ -213,7 +240,7 @@ func (o *outputs) flushTag(tag int) error {
 		}
 	}
 	clear(buf)
-	o.bufs[tag] = buf[:0]
+	o.lens[tag] = 0
 	return nil
 }
 

@@ -29,7 +29,7 @@ func BenchmarkExprCELvsPython(b *testing.B) {
 		b.Fatal(err)
 	}
 	g := &generator{schema: schema, keys: 10, spacing: 1, keyVals: []any{"key-0", "key-1", "key-2", "key-3", "key-4", "key-5", "key-6", "key-7", "key-8", "key-9"}, amounts: []any{int64(5), int64(50)}}
-	r := g.row(1)
+	r := g.newRowMaker()(1)
 	l := &loader{file: "bench.yaml"}
 	for _, e := range benchExprs {
 		b.Run(e.name, func(b *testing.B) {

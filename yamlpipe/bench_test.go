@@ -54,7 +54,7 @@ func benchFilter(b *testing.B, sc *celexpr.Scope, prg *celexpr.Program) {
 	schema := sc.Schema()
 	f := &filterFn{prg: prg, act: celexpr.NewActivation(sc)}
 	g := &generator{schema: schema, keys: 10, spacing: 1, keyVals: []any{"key-0", "key-1", "key-2", "key-3", "key-4", "key-5", "key-6", "key-7", "key-8", "key-9"}, amounts: []any{int64(5), int64(50)}}
-	r := g.row(1)
+	r := g.newRowMaker()(1)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := f.keep(r, nil); err != nil {

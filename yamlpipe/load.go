@@ -12,7 +12,7 @@
 // and assertcheck, schema inference in yamlpipe/schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, io/files, manifest (the input manifests file
+// runner/contract, row, internal/box (Generate's rows from slabs), io/files, manifest (the input manifests file
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
 // yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/textio,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/internal/box"
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -333,7 +334,34 @@ type genRow struct {
 	v [4]any
 }
 
-func (g *generator) row(i int64) *rowT {
+// genRowSlab is how many rows a split allocates at once: one allocation
+// per 32 rows instead of one per row. A row kept downstream keeps its
+// slab (about 3 KB) alive; Generate feeds demos, tests and benchmarks,
+// whose rows are consumed as they pass.
+const genRowSlab = 32
+
+// rowMaker is one split's row function (weir.GenerateEach): it allocates
+// rows from a slab of its own and boxes the id and the event time from
+// slabs, so a generated row costs no allocation of its own.
+type rowMaker struct {
+	g *generator
+	// rows[used:] are free. The slab is replaced only when full: a slice
+	// store per row would cost a GC write barrier per row while the
+	// collector marks.
+	rows []genRow
+	used int
+	ids  *box.Boxer[int64]
+	ts   *box.Boxer[mtime.Time]
+}
+
+// newRowMaker returns the row function of one split.
+func (g *generator) newRowMaker() func(i int64) *rowT {
+	m := &rowMaker{g: g, ids: box.New[int64](), ts: box.New[mtime.Time]()}
+	return m.row
+}
+
+func (m *rowMaker) row(i int64) *rowT {
+	g := m.g
 	h := mix64(g.seed ^ (uint64(i) * 0x9E3779B97F4A7C15))
 	k := h % g.keys
 	var key any
@@ -342,9 +370,19 @@ func (g *generator) row(i int64) *rowT {
 	} else {
 		key = "key-" + strconv.FormatUint(k, 10)
 	}
-	gr := &genRow{}
-	gr.v = [4]any{i, key, g.amounts[(h>>32)%uint64(len(g.amounts))], g.start + mtime.Time(i)*mtime.Time(g.spacing)}
-	gr.r = rowT{Schema: g.schema, Values: gr.v[:]}
+	if m.used == len(m.rows) {
+		m.rows, m.used = make([]genRow, genRowSlab), 0
+	}
+	gr := &m.rows[m.used]
+	m.used++
+	// Field by field: assigning whole arrays or rows would cost a bulk GC
+	// write barrier per row while the collector marks.
+	gr.v[0] = m.ids.Box(i)
+	gr.v[1] = key
+	gr.v[2] = g.amounts[(h>>32)%uint64(len(g.amounts))]
+	gr.v[3] = m.ts.Box(g.start + mtime.Time(i)*mtime.Time(g.spacing))
+	gr.r.Schema = g.schema
+	gr.r.Values = gr.v[:]
 	return &gr.r
 }
 
@@ -425,7 +463,7 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	for i := range g.amounts {
 		g.amounts[i] = int64(i + 1)
 	}
-	out := weir.Generate(l.root, t.name, weir.GenerateConfig{Count: count, Rate: rate, Start: start, Spacing: spacing}, g.row,
+	out := weir.GenerateEach(l.root, t.name, weir.GenerateConfig{Count: count, Rate: rate, Start: start, Spacing: spacing}, g.newRowMaker,
 		stepOpts(t, weir.WithCoder(g.schema.Coder()))...)
 	return rowsColl(g.schema, out), nil
 }

@@ -71,7 +71,9 @@ func TestCLIBenchCompare(t *testing.T) {
 			t.Errorf("figure %+v: unknown verdict", fc)
 		}
 	}
-	want := []fig{{"baseline", "events/s"}, {"baseline", "events/CPU-s"}, {"sdk-w1", "events/s"}, {"sdk-w1", "events/CPU-s"}, {"sdk-w1", "vs baseline"}}
+	want := []fig{{"baseline", "events/s"}, {"baseline", "events/CPU-s"}, {"baseline", "warm events/s"}, {"baseline", "warm events/CPU-s"},
+		{"sdk-w1", "events/s"}, {"sdk-w1", "events/CPU-s"}, {"sdk-w1", "vs baseline"},
+		{"sdk-w1", "warm events/s"}, {"sdk-w1", "warm events/CPU-s"}, {"sdk-w1", "warm vs baseline"}}
 	if len(got) != len(want) {
 		t.Fatalf("figures %v, want %v", got, want)
 	}

@@ -215,7 +215,8 @@ func TestCLIBench(t *testing.T) {
 	if len(ms) != len(wantNames) {
 		t.Fatalf("got %d measurements, want %d: %s", len(ms), len(wantNames), r.stdout)
 	}
-	wantKeys := []string{"cpu_seconds", "events_per_sec", "name", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline"}
+	wantKeys := []string{"cpu_seconds", "events_per_sec", "minor_faults", "name", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline",
+		"warm_cpu_seconds", "warm_events_per_sec", "warm_minor_faults", "warm_ratio_to_baseline"}
 	for i, m := range ms {
 		if m["name"] != wantNames[i] {
 			t.Errorf("measurement %d is %v, want %s", i, m["name"], wantNames[i])
@@ -223,7 +224,8 @@ func TestCLIBench(t *testing.T) {
 		if keys := slices.Sorted(maps.Keys(m)); !slices.Equal(keys, wantKeys) {
 			t.Errorf("measurement %d has fields %v, want %v", i, keys, wantKeys)
 		}
-		for _, k := range []string{"cpu_seconds", "events_per_sec", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline"} {
+		for _, k := range []string{"cpu_seconds", "events_per_sec", "peak_rss_bytes", "process_cpu_seconds", "ratio_to_baseline",
+			"warm_cpu_seconds", "warm_events_per_sec", "warm_ratio_to_baseline"} {
 			if v, _ := m[k].(float64); v <= 0 {
 				t.Errorf("%s: %s = %v, want > 0", m["name"], k, m[k])
 			}

@@ -28,7 +28,10 @@ func fuzzSchema() *row.Schema {
 // Seeds: testdata/fuzz/FuzzCEL.
 func FuzzCEL(f *testing.F) {
 	for _, s := range []string{"amount > 0", "region == 'NORTH'", "int('abc')", "element.amount + 1",
-		"ts + duration('1h')", "tags.exists(t, t == 'a')", "nested.x * 2", "extra.y", "price / 0.0", "amount / 0"} {
+		"ts + duration('1h')", "tags.exists(t, t == 'a')", "nested.x * 2", "extra.y", "price / 0.0", "amount / 0",
+		// fieldCompareInt: every comparison of a field with an int literal.
+		"amount == 250", "amount != 250", "amount < 251", "amount <= 250", "amount > -1", "amount >= 251",
+		"amount >= -9223372036854775808", "price >= 1", "region == 1"} {
 		f.Add(s)
 	}
 	schema := fuzzSchema()

@@ -97,6 +97,9 @@ func (sc *Scope) nativeExpr(e celast.Expr, depth int) nfn {
 			return nil
 		}
 		args := c.Args()
+		if f := sc.fieldCompareInt(c.FunctionName(), args); f != nil {
+			return f
+		}
 		fns := make([]nfn, len(args))
 		for i, a := range args {
 			if fns[i] = sc.nativeExpr(a, depth+1); fns[i] == nil {
@@ -106,6 +109,51 @@ func (sc *Scope) nativeExpr(e celast.Expr, depth int) nfn {
 		return nativeCall(c.FunctionName(), fns)
 	}
 	return nil
+}
+
+// fieldCompareInt is the fast path's fast path: a comparison of a field
+// of the row with an integer literal (amount >= 0, price > 1000), the most
+// common filter. It reads the value straight from its slot; a value that is
+// not an int64 (null, a double) asks CEL, as compareFn would.
+func (sc *Scope) fieldCompareInt(fn string, args []celast.Expr) nfn {
+	op := opOf(fn)
+	if op < opEq || op > opGe || len(args) != 2 || args[0].Kind() != celast.IdentKind || args[1].Kind() != celast.LiteralKind {
+		return nil
+	}
+	lit, isInt := args[1].AsLiteral().(types.Int)
+	slot, ok := sc.slot(args[0].AsIdent())
+	if !isInt || !ok || slot < 0 {
+		return nil
+	}
+	k := int64(lit)
+	return func(vals []any) (nval, bool) {
+		if slot >= len(vals) {
+			return nval{}, false
+		}
+		x, ok := vals[slot].(int64)
+		if !ok {
+			return nval{}, false
+		}
+		var res bool
+		switch op {
+		case opEq:
+			res = x == k
+		case opNe:
+			res = x != k
+		case opLt:
+			res = x < k
+		case opLe:
+			res = x <= k
+		case opGt:
+			res = x > k
+		default: // opGe
+			res = x >= k
+		}
+		if res {
+			return nval{k: nBool, i: 1}, true
+		}
+		return nval{k: nBool}, true
+	}
 }
 
 // nativeOf converts a row value of a kind the fast path knows.

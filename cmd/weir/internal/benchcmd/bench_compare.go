@@ -146,6 +146,11 @@ func runWindowedSumCompare(ctx context.Context, e *cli.Env, f windowedSumFlags, 
 	args := []string{"bench", "windowed-sum", "--format", "json",
 		"--events", strconv.FormatInt(cfg.Events, 10), "--keys", strconv.FormatInt(cfg.Keys, 10),
 		"--variants", strings.Join(names, ","), "--log-level", childLogLevel(ctx, e)}
+	if !f.warm {
+		// Only when asked: a base build from before warm runs has no such
+		// flag (and runs each variant once anyway).
+		args = append(args, "--warm=false")
+	}
 	run := func(ctx context.Context, side bench.Side, round int) ([]bench.Measurement, error) {
 		bin := exe
 		if side == bench.SideBase {
