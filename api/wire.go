@@ -209,7 +209,8 @@ func wireAttempt(in service.Attempt) client.Attempt {
 
 func wireRehearsalVerdict(in record.RehearsalVerdict) client.RehearsalVerdict {
 	return client.RehearsalVerdict{Passed: in.Passed, Since: in.Since, Elements: in.Elements, RowsCompared: in.RowsCompared,
-		Differences: in.Differences, Noise: in.Noise, Budget: in.Budget, Examples: in.Examples}
+		Differences: in.Differences, Noise: in.Noise, Budget: in.Budget, Examples: in.Examples,
+		TraceBytes: in.TraceBytes, TraceSpilledBytes: in.TraceSpilledBytes}
 }
 
 func wireGenerationHistory(in service.GenerationHistory) client.GenerationHistory {

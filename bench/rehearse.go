@@ -30,7 +30,7 @@ func runRehearsal(ctx context.Context, b *pubsub.Broker, cfg PubSubConfig, dir s
 		return PubSubOutcome{}, err
 	}
 	// Read the recorded stretch once, by stream sequence, into the trace a
-	// page at a time, as the server does (sandbox.RetainedTrace).
+	// page at a time, as the server does (sandbox.Trace.AppendRetained).
 	trace := &sandbox.Trace{SpillDir: work}
 	defer trace.Close()
 	mt, err := sandbox.NewMessagesTracer(trace, oldP, sourceStepPS)

@@ -492,4 +492,9 @@ type RehearsalVerdict struct {
 	Budget       int64 `json:"budget"`
 	// Examples are a few differing rows, worded for the user.
 	Examples []string `json:"examples,omitempty"`
+	// TraceBytes is the size of the recorded stretch (its messages,
+	// encoded); TraceSpilledBytes how much of it went to disk beyond the
+	// server's --rehearse-trace-memory.
+	TraceBytes        int64 `json:"trace_bytes,omitempty"`
+	TraceSpilledBytes int64 `json:"trace_spilled_bytes,omitempty"`
 }

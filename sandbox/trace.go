@@ -116,6 +116,10 @@ func (t *Trace) Events() ([]Event, error) {
 // Spilled returns how many bytes of the trace are on disk.
 func (t *Trace) Spilled() int64 { return t.log.spilled() }
 
+// Size returns how many bytes the trace's encoded events take, in memory
+// and on disk together.
+func (t *Trace) Size() int64 { return t.log.size() }
+
 // Close releases the trace's disk space; it is not read afterwards.
 func (t *Trace) Close() error { return t.log.close() }
 
@@ -154,11 +158,24 @@ type eventLine struct {
 // source must not move back. Without watermark lines a source's
 // watermark stays at −∞ until the stretch ends (every window fires once,
 // at the end). Blank lines and lines starting with # are skipped. name is
-// used in errors and as the elements' source position.
+// used in errors and as the elements' source position. The trace keeps
+// DefaultTraceMemory in memory: AppendEvents reads into a trace with
+// another budget.
 func ReadEvents(r io.Reader, name string) (*Trace, error) {
+	t := &Trace{}
+	if err := t.AppendEvents(r, name); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// AppendEvents appends the events of an events file (see ReadEvents) to
+// t, a new trace whose MaxMemory and SpillDir the caller set. On an error
+// the caller still closes t.
+func (t *Trace) AppendEvents(r io.Reader, name string) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	t := &Trace{}
 	wms := map[string]mtime.Time{}
 	line := int64(0)
 	for sc.Scan() {
@@ -171,48 +188,48 @@ func ReadEvents(r io.Reader, name string) (*Trace, error) {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&l); err != nil {
-			return nil, fmt.Errorf("%s:%d: not an event (want {\"element\": {...}, \"event_time\": ...} or {\"watermark\": ...}): %w", name, line, err)
+			return fmt.Errorf("%s:%d: not an event (want {\"element\": {...}, \"event_time\": ...} or {\"watermark\": ...}): %w", name, line, err)
 		}
 		switch {
 		case l.Watermark != nil && l.Element != nil:
-			return nil, fmt.Errorf("%s:%d: an event is an element or a watermark move, not both", name, line)
+			return fmt.Errorf("%s:%d: an event is an element or a watermark move, not both", name, line)
 		case l.Watermark != nil:
 			wm, err := parseTime(l.Watermark)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: watermark: %w", name, line, err)
+				return fmt.Errorf("%s:%d: watermark: %w", name, line, err)
 			}
 			if prev, ok := wms[l.Source]; ok && wm < prev {
-				return nil, fmt.Errorf("%s:%d: the watermark of source %q moves back from %s to %s", name, line, l.Source, prev, wm)
+				return fmt.Errorf("%s:%d: the watermark of source %q moves back from %s to %s", name, line, l.Source, prev, wm)
 			}
 			wms[l.Source] = wm
 			if err := t.Append(Event{Source: l.Source, Watermark: wm, IsWatermark: true, Origin: name, Offset: line}); err != nil {
-				return nil, err
+				return err
 			}
 		case l.Element != nil:
 			if l.EventTime == nil {
-				return nil, fmt.Errorf("%s:%d: an element needs its event_time", name, line)
+				return fmt.Errorf("%s:%d: an element needs its event_time", name, line)
 			}
 			ts, err := parseTime(l.EventTime)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: event_time: %w", name, line, err)
+				return fmt.Errorf("%s:%d: event_time: %w", name, line, err)
 			}
 			dec := json.NewDecoder(bytes.NewReader(l.Element))
 			dec.UseNumber()
 			var v map[string]any
 			if err := dec.Decode(&v); err != nil || v == nil {
-				return nil, fmt.Errorf("%s:%d: element must be a JSON object (got %s)", name, line, short(l.Element))
+				return fmt.Errorf("%s:%d: element must be a JSON object (got %s)", name, line, short(l.Element))
 			}
 			if err := t.Append(Event{Source: l.Source, Value: v, Time: ts, Origin: name, Offset: line}); err != nil {
-				return nil, err
+				return err
 			}
 		default:
-			return nil, fmt.Errorf("%s:%d: an event needs \"element\" (with \"event_time\") or \"watermark\"", name, line)
+			return fmt.Errorf("%s:%d: an event needs \"element\" (with \"event_time\") or \"watermark\"", name, line)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading events file %s: %w", name, err)
+		return fmt.Errorf("reading events file %s: %w", name, err)
 	}
-	return t, nil
+	return nil
 }
 
 // parseTime reads an RFC 3339 string or integer epoch milliseconds.
@@ -328,7 +345,7 @@ func PubSubSources(p *weir.Pipeline) (steps []string, topics map[string]string, 
 	return steps, topics, subscriptions
 }
 
-// RetainedReader is what RetainedTrace needs of a broker (*pubsub.Broker
+// RetainedReader is what AppendRetained needs of a broker (*pubsub.Broker
 // implements it): reading a topic's retained messages without a
 // subscription, and a named subscription's topic.
 type RetainedReader interface {
@@ -338,41 +355,34 @@ type RetainedReader interface {
 
 var _ RetainedReader = (*pubsub.Broker)(nil)
 
-// RetainedTrace returns the trace of what the topics of p's ReadFromPubSub
-// sources (p built by Load) retain since the given time, read page by page
-// from rb, each source's messages followed by its watermark moves
-// (MessagesTracer). A source reading a named subscription is traced from
-// that subscription's topic. It fails with ErrNoRecordedInput when p reads
-// no Pub/Sub topic.
-func RetainedTrace(ctx context.Context, rb RetainedReader, p *weir.Pipeline, since time.Time) (*Trace, error) {
+// AppendRetained appends to t (a new trace, whose MaxMemory and SpillDir
+// the caller set) what the topics of p's ReadFromPubSub sources (p built
+// by Load) retain since the given time, read page by page from rb, each
+// source's messages followed by its watermark moves (MessagesTracer). A
+// source reading a named subscription is traced from that subscription's
+// topic. It fails with ErrNoRecordedInput when p reads no Pub/Sub topic.
+// On an error the caller still closes t.
+func (t *Trace) AppendRetained(ctx context.Context, rb RetainedReader, p *weir.Pipeline, since time.Time) error {
 	steps, topics, subs := PubSubSources(p)
 	if len(steps) == 0 {
-		return nil, fmt.Errorf("%w: the pipeline reads no Pub/Sub topic", ErrNoRecordedInput)
+		return fmt.Errorf("%w: the pipeline reads no Pub/Sub topic", ErrNoRecordedInput)
 	}
-	trace := &Trace{}
-	ok := false
-	defer func() {
-		if !ok {
-			trace.Close()
-		}
-	}()
 	for _, step := range steps {
 		topic := topics[step]
 		if topic == "" {
 			info, err := rb.Subscription(ctx, subs[step])
 			if err != nil {
-				return nil, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err)
+				return fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err)
 			}
 			topic = info.Topic
 		}
-		mt, err := NewMessagesTracer(trace, p, step)
+		mt, err := NewMessagesTracer(t, p, step)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := mt.AddRetained(ctx, rb, topic, since); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	ok = true
-	return trace, nil
+	return nil
 }

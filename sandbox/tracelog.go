@@ -192,7 +192,7 @@ func (l *traceLog) spillLocked() error {
 		if l.file == nil {
 			f, err := os.CreateTemp(l.dir, "weir-trace-*")
 			if err != nil {
-				return fmt.Errorf("the recorded stretch is over its memory budget (%d MiB) and cannot spill to disk: %w", budget>>20, err)
+				return fmt.Errorf("the recorded stretch is over its memory budget (%s) and cannot spill to disk: %w", budgetText(budget), err)
 			}
 			// Unlinked at once: the file goes with the process, however it ends.
 			if err := os.Remove(f.Name()); err != nil {
@@ -210,6 +210,14 @@ func (l *traceLog) spillLocked() error {
 		c.mem = nil
 	}
 	return nil
+}
+
+// budgetText words a memory budget: whole MiB as such, else bytes.
+func budgetText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // len returns the number of events.
@@ -432,4 +440,41 @@ func (l *traceLog) spilled() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.fileSz
+}
+
+// size reports how many bytes the log's events take, in memory and on
+// disk.
+func (l *traceLog) size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.inMem + l.fileSz
+}
+
+// CheckSpillDir reports whether dir can take a trace's spill file
+// (Trace.SpillDir): it exists, is a directory, and a file can be created
+// in it (one is, and removed at once). The empty dir, the system's
+// temporary directory, is not checked.
+func CheckSpillDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("directory %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, "weir-trace-check-*")
+	if err != nil {
+		return fmt.Errorf("no file can be created in directory %s: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("removing the probe file %s: %w", name, err)
+	}
+	return nil
 }

@@ -63,6 +63,12 @@ type Config struct {
 	// state store or sink (service.Options). Default
 	// service.DefaultStorageRetryInterval.
 	StorageRetryInterval time.Duration
+	// RehearseTraceMemory and RehearseTraceDir are the memory budget and
+	// the spill directory of a pre-flight rehearsal's recorded stretch
+	// (service.Options; --rehearse-trace-memory, --rehearse-trace-dir).
+	// 0 and "": 256 MiB and the system's temporary directory.
+	RehearseTraceMemory int64
+	RehearseTraceDir    string
 	// NATSURL is an external NATS JetStream server; empty: the embedded
 	// broker under DATA_DIR/broker.
 	NATSURL string
@@ -346,7 +352,7 @@ func (p *Process) openService(ctx context.Context, repl state.Replicator) (*serv
 	cfg := p.cfg
 	svc, err := service.Open(ctx, service.Options{DataDir: p.dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, Logger: cfg.Logger,
 		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: p.policy,
-		MaxJobs: objectLimit(cfg.MaxJobs), Replicator: repl})
+		MaxJobs: objectLimit(cfg.MaxJobs), Replicator: repl, RehearseTraceMemory: cfg.RehearseTraceMemory, RehearseTraceDir: cfg.RehearseTraceDir})
 	if err != nil {
 		return nil, fmt.Errorf("starting the job service: %w", err)
 	}

@@ -52,7 +52,8 @@ func (s *Service) preflight(ctx context.Context, req UpdateRequest, plan service
 	msg := fmt.Sprintf("pre-flight rehearsal over %d input element(s) since %s: %d difference(s) in %d row(s) compared, budget %d",
 		v.Elements, v.Since.Format(time.RFC3339), v.Differences, v.RowsCompared, v.Budget)
 	details := map[string]any{"rehearsal": true, "outcome": "PASSED", "rows_compared": v.RowsCompared, "differing_rows": v.Differences,
-		"noise": v.Noise, "budget": v.Budget, "elements": v.Elements, "since": v.Since.Format(time.RFC3339)}
+		"noise": v.Noise, "budget": v.Budget, "elements": v.Elements, "since": v.Since.Format(time.RFC3339),
+		"trace_bytes": v.TraceBytes, "trace_spilled_bytes": v.TraceSpilledBytes}
 	if len(v.Examples) > 0 {
 		details["examples"] = v.Examples
 	}
@@ -98,14 +99,17 @@ func (s *Service) rehearse(ctx context.Context, old *record.Job, req UpdateReque
 	if !ok || s.core.Opts.Broker == nil {
 		return nil, fmt.Errorf("the server has no Pub/Sub broker to read the job's retained input from")
 	}
-	trace, err := sandbox.RetainedTrace(ctx, rb, oldP, since)
-	if err != nil {
+	// The server's own budget and spill directory (--rehearse-trace-memory,
+	// --rehearse-trace-dir): a client asks for a rehearsal, not for where
+	// the server's memory and disk go.
+	trace := &sandbox.Trace{MaxMemory: s.core.Opts.RehearseTraceMemory, SpillDir: s.core.Opts.RehearseTraceDir}
+	defer trace.Close()
+	if err := trace.AppendRetained(ctx, rb, oldP, since); err != nil {
 		if errors.Is(err, sandbox.ErrNoRecordedInput) {
 			return nil, fmt.Errorf("job %s reads no Pub/Sub topic, so it has no retained input to rehearse on", old.ID)
 		}
 		return nil, err
 	}
-	defer trace.Close()
 	newOpts := opts
 	newOpts.BaseDir = req.BaseDir
 	if req.Mapping != "" {
@@ -144,7 +148,8 @@ func (s *Service) rehearse(ctx context.Context, old *record.Job, req UpdateReque
 	if err != nil {
 		return nil, fmt.Errorf("comparing the outputs: %w", err)
 	}
-	v := &record.RehearsalVerdict{Passed: rep.Identical(), Since: since, Elements: trace.Elements(), Differences: rep.Total, Noise: rep.TotalNoise, Budget: rep.Budget}
+	v := &record.RehearsalVerdict{Passed: rep.Identical(), Since: since, Elements: trace.Elements(), Differences: rep.Total, Noise: rep.TotalNoise, Budget: rep.Budget,
+		TraceBytes: trace.Size(), TraceSpilledBytes: trace.Spilled()}
 	for _, o := range rep.Outputs {
 		v.RowsCompared += o.RowsCompared
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/service"
 )
@@ -529,7 +530,7 @@ func writeKeyedState(w io.Writer, steps []client.StepMetrics) error {
 			fmt.Fprintln(tw, "  STEP\tKEYS\tOPEN WINDOWS\tSTATE")
 			header = true
 		}
-		keys, windows, size := "-", "-", byteSize(*s.StateBytes)
+		keys, windows, size := "-", "-", cli.Bytes(*s.StateBytes)
 		if s.Keys != nil {
 			keys = fmt.Sprint(*s.Keys)
 		}
@@ -545,20 +546,6 @@ func writeKeyedState(w io.Writer, steps []client.StepMetrics) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, keys, windows, size)
 	}
 	return flush(tw)
-}
-
-// byteSize reads n bytes as B, KiB, MiB, GiB or TiB.
-func byteSize(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, units := float64(n), []string{"KiB", "MiB", "GiB", "TiB"}
-	u := -1
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	return fmt.Sprintf("%.1f %s", f, units[u])
 }
 
 // writeRejectReasons writes the steps' rejects by reason, one line a step

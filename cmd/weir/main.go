@@ -14,7 +14,8 @@
 // command shares), cmd/weir/internal/serverconn (the --server flags and
 // the client they designate), cmd/weir/internal/benchcmd (weir bench),
 // cmd/weir/internal/diffcmd (weir diff), cmd/weir/internal/rehearsecmd
-// (weir rehearse), compat, diff, duration, errcode, graph, io/pubsub, plan,
+// (weir rehearse, and the trace budget weir server's --rehearse-trace-*
+// flags give), compat, diff, duration, errcode, graph, io/pubsub, plan,
 // runner, sandbox, server, service, service/record, serviceopt, weir,
 // yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag,
 // github.com/goccy/go-yaml (--format yaml) and the standard library. It

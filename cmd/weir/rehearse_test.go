@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/io/pubsub"
@@ -214,6 +216,132 @@ func TestCLIRehearseCouldNotRun(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d naming %q", r.code, r.stderr, tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestCLIRehearseTraceMemory rehearses a stretch of a few MB under a 1MiB
+// --trace-memory: the trace spills to --trace-dir, and the comparison (the
+// verdict, every difference, the runs' counts, the conservation) is
+// exactly the in-memory run's; the report says how much spilled, and
+// nothing is left in the spill directory or in $TMPDIR afterwards.
+func TestCLIRehearseTraceMemory(t *testing.T) {
+	t.Parallel()
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	// 16,000 transactions over two hours, each with 200 bytes of note:
+	// about 4 MB encoded.
+	var b strings.Builder
+	regions := []string{"NORTH", "EAST", "SOUTH", "WEST"}
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	note := strings.Repeat("n", 200)
+	const n = 16000
+	for i := range n {
+		ts := base.Add(time.Duration(i) * 450 * time.Millisecond).Format(time.RFC3339Nano)
+		fmt.Fprintf(&b, `{"element": {"region": %q, "amount": %d, "ts": %q, "note": %q}, "event_time": %q}`+"\n", regions[i%len(regions)], (i*37)%300, ts, note, ts)
+		if (i+1)%1000 == 0 {
+			fmt.Fprintf(&b, `{"watermark": %q}`+"\n", ts)
+		}
+	}
+	events := writeTestFile(t, work, "big.jsonl", b.String())
+	type traceReport struct {
+		Elements          int64  `json:"elements"`
+		Bytes             int64  `json:"bytes"`
+		MemoryBudgetBytes int64  `json:"memory_budget_bytes"`
+		SpilledBytes      int64  `json:"spilled_bytes"`
+		SpillDir          string `json:"spill_dir"`
+	}
+	// rehearse runs the rehearsal with $TMPDIR and --trace-dir of their
+	// own, and checks both are empty afterwards.
+	rehearse := func(t *testing.T, extra ...string) (cliResult, traceReport, rehearseReport, string) {
+		t.Helper()
+		tmp, spill := t.TempDir(), t.TempDir()
+		args := append([]string{"rehearse", filepath.Join(td, "threshold_100.yaml"), filepath.Join(td, "threshold_200.yaml"), "--events", events,
+			"--conserve", "amount=total", "--trace-dir", spill}, extra...)
+		r := runCLIEnv(t, work, []string{"TMPDIR=" + tmp}, args...)
+		if r.code != ExitRehearsalDiffers {
+			t.Fatalf("weir %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+		}
+		for _, d := range []string{tmp, spill} {
+			if ents, err := os.ReadDir(d); err != nil || len(ents) != 0 {
+				t.Errorf("the rehearsal left %v in %s (%v)", ents, d, err)
+			}
+		}
+		if !slices.Contains(extra, "json") {
+			return r, traceReport{}, rehearseReport{}, spill
+		}
+		var tr struct {
+			Trace traceReport `json:"trace"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
+			t.Fatal(err)
+		}
+		return r, tr.Trace, rehearseJSON(t, r), spill
+	}
+	_, memTrace, memRep, _ := rehearse(t, "--format", "json")
+	_, spillTrace, spillRep, spill := rehearse(t, "--format", "json", "--trace-memory", "1MiB")
+	if memTrace.SpilledBytes != 0 || memTrace.MemoryBudgetBytes != 256<<20 || memTrace.Elements != n || memTrace.Bytes < 3<<20 {
+		t.Errorf("in memory: trace %+v, want %d elements in over 3 MiB, nothing spilled under 256 MiB", memTrace, n)
+	}
+	if spillTrace.MemoryBudgetBytes != 1<<20 || spillTrace.SpillDir != spill || spillTrace.Bytes != memTrace.Bytes ||
+		spillTrace.SpilledBytes < spillTrace.Bytes-2<<20 || spillTrace.SpilledBytes > spillTrace.Bytes {
+		t.Errorf("under --trace-memory 1MiB: trace %+v, want the %d bytes but at most 2 MiB spilled to %s", spillTrace, memTrace.Bytes, spill)
+	}
+	if memRep.Report.Total == 0 || len(memRep.Conservation) != 2 {
+		t.Fatalf("the in-memory rehearsal found %d differences and %d conservation checks; want some and 2", memRep.Report.Total, len(memRep.Conservation))
+	}
+	if !reflect.DeepEqual(spillRep, memRep) {
+		t.Errorf("the spilled rehearsal's comparison differs from the in-memory one:\n got %+v\nwant %+v", spillRep, memRep)
+	}
+	r, _, _, spill := rehearse(t, "--trace-memory", "1MiB")
+	want := fmt.Sprintf("recorded stretch: %s encoded, %s of it spilled to disk in %s beyond --trace-memory 1.0 MiB\n",
+		cli.Bytes(spillTrace.Bytes), cli.Bytes(spillTrace.SpilledBytes), spill)
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("the text report lacks %q:\n%s", want, r.stdout)
+	}
+}
+
+// TestCLIRehearseTraceFlagsRefused: a --trace-memory that is no byte
+// size, negative or 0, and a --trace-dir that does not exist or is a
+// file are usage errors naming the flag and the value, for weir rehearse
+// and for weir server's --rehearse-trace-* alike (the server refuses them
+// before it opens anything).
+func TestCLIRehearseTraceFlagsRefused(t *testing.T) {
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := writeTestFile(t, dir, "file", "x")
+	missing := filepath.Join(dir, "missing")
+	rehearse := []string{"rehearse", filepath.Join(td, "fixture.yaml"), filepath.Join(td, "fixture.yaml"), "--events", filepath.Join(td, "fixture.jsonl")}
+	server := []string{"server", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}
+	var cases []cliCase
+	for _, c := range []struct {
+		what, flag, value string
+		want              string
+	}{
+		{"a size that does not parse", "trace-memory", "lots", `"lots": not a size: "lots" (want a byte size such as 64MiB, 1GiB or 512MB)`},
+		{"a size with an unknown unit", "trace-memory", "64MB/s", `"64MB/s": not a size`},
+		{"a negative size", "trace-memory", "-64MiB", `"-64MiB": the budget must not be negative`},
+		{"a zero size", "trace-memory", "0", `"0": the budget must be more than 0 bytes (the default is 256.0 MiB)`},
+		{"a directory that does not exist", "trace-dir", missing, fmt.Sprintf("%q: directory %s does not exist", missing, missing)},
+		{"a file for a directory", "trace-dir", file, fmt.Sprintf("%q: %s is not a directory", file, file)},
+	} {
+		for _, cmd := range []struct {
+			name, prefix string
+			args         []string
+		}{{"rehearse", "--", rehearse}, {"server", "--rehearse-", server}} {
+			flag := cmd.prefix + c.flag
+			cases = append(cases, cliCase{name: cmd.name + " " + c.what, args: append(slices.Clone(cmd.args), flag+"="+c.value),
+				wantCode: ExitUsage, wantStderr: []string{flag + " " + c.want}})
+		}
+	}
+	runCases(t, dir, cases)
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("a server refused for its flags created its data directory: %v", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/cluster"
+	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
@@ -57,6 +58,10 @@ type serverFlags struct {
 
 	// storageRetryInterval is --storage-retry-interval.
 	storageRetryInterval time.Duration
+
+	// rehearseTraceMemory and rehearseTraceDir are
+	// --rehearse-trace-memory and --rehearse-trace-dir.
+	rehearseTraceMemory, rehearseTraceDir string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -105,6 +110,8 @@ changes. See docs/SECURITY.md.`,
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
+	fl.StringVar(&f.rehearseTraceMemory, "rehearse-trace-memory", "", "memory budget of the recorded stretch of a pre-flight rehearsal (weir_rehearse=required; 64MiB, 1GiB, 512MB; default 256MiB): beyond it, its older part spills to --rehearse-trace-dir")
+	fl.StringVar(&f.rehearseTraceDir, "rehearse-trace-dir", "", "an existing directory a pre-flight rehearsal's recorded stretch spills to beyond --rehearse-trace-memory, as an unlinked file (default $TMPDIR); clients cannot choose it")
 	return cmd
 }
 
@@ -140,6 +147,10 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if err != nil || rollbackRetention <= 0 {
 		return usageErrorf("--rollback-retention %q: want a positive duration (24h, 7d)", f.rollbackRetention)
 	}
+	traceMemory, traceDir, err := rehearsecmd.TraceBudget("--rehearse-trace-memory", f.rehearseTraceMemory, "--rehearse-trace-dir", f.rehearseTraceDir)
+	if err != nil {
+		return err
+	}
 	// SIGTERM or SIGINT from the start on, not only once serving: a signal
 	// that arrives while the server opens (or just after it printed its
 	// address) stops it cleanly too, every job checkpointed.
@@ -153,7 +164,8 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 		MaxConnections: nonZero(f.maxConns), MaxConnectionsPerAddress: nonZero(f.maxConnsPerAddr),
 		ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
 		PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject, PubSubGRPCTLSCert: f.pubsubGRPCTLSCert, PubSubGRPCTLSKey: f.pubsubGRPCTLSKey, StorageRetryInterval: f.storageRetryInterval,
-		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, JinjaSandbox: jinjaSandbox()})
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey, JinjaSandbox: jinjaSandbox(),
+		RehearseTraceMemory: traceMemory, RehearseTraceDir: traceDir})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) ||
 		errors.Is(err, server.ErrClusterConfig) || errors.Is(err, cluster.ErrConfig) {
 		return withCode(ExitUsage, err)

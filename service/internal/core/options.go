@@ -98,6 +98,16 @@ type Options struct {
 	// update or replacement of a name's active job is not counted. 0 (or
 	// less): no limit.
 	MaxJobs int
+	// RehearseTraceMemory is the memory budget of a pre-flight rehearsal's
+	// recorded stretch (weir_rehearse=required; the server's
+	// --rehearse-trace-memory): beyond it, older parts of the stretch
+	// spill to an unlinked file in RehearseTraceDir. 0: 256 MiB
+	// (sandbox.DefaultTraceMemory).
+	RehearseTraceMemory int64
+	// RehearseTraceDir is where that file goes (--rehearse-trace-dir);
+	// empty: the system's temporary directory. Only the server's operator
+	// sets it: no request names a directory of the server.
+	RehearseTraceDir string
 	// Inspect opens an existing data directory only to read its records
 	// (`weir jobs list|describe|history|logs --data-dir`, after a Go
 	// program or a server has stopped): the state store is opened
@@ -154,6 +164,9 @@ func (o Options) Validate() error {
 	}
 	if o.StorageRetryInterval < 10*time.Millisecond {
 		return fmt.Errorf("storage retry interval %s is shorter than the minimum of 10ms", o.StorageRetryInterval)
+	}
+	if o.RehearseTraceMemory < 0 {
+		return fmt.Errorf("the rehearsal trace's memory budget %d is negative", o.RehearseTraceMemory)
 	}
 	return nil
 }

@@ -2,9 +2,9 @@
 // codes scripts match on, the error that carries one, usage errors, the
 // argument check, --format text|json, the standard streams, logger and
 // Jinja variables a command works with (Env) and how a report prints a sum
-// (Number). Package main and the command packages under cmd/weir/internal
-// build on it, so that a command's failure maps to the
-// same exit code wherever the command lives.
+// (Number) and a byte count (Bytes). Package main and the command packages
+// under cmd/weir/internal build on it, so that a command's failure maps to
+// the same exit code wherever the command lives.
 //
 // It may import github.com/spf13/cobra and the standard library; only the
 // weir CLI's own packages (cmd/weir and cmd/weir/internal/...) import it.
@@ -172,4 +172,18 @@ func Number(f float64) string {
 		return fmt.Sprintf("%d", int64(f))
 	}
 	return fmt.Sprintf("%g", f)
+}
+
+// Bytes prints a byte count in binary units: B, KiB, MiB, GiB or TiB.
+func Bytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, units := float64(n), []string{"KiB", "MiB", "GiB", "TiB"}
+	u := -1
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return fmt.Sprintf("%.1f %s", f, units[u])
 }

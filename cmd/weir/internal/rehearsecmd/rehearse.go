@@ -23,6 +23,7 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/duration"
+	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/sandbox"
 	"github.com/weir-dev/weir/service/record"
@@ -41,6 +42,8 @@ type rehearseFlags struct {
 	until       string
 	fromSubSnap string
 	fromSnap    string
+	traceMemory string
+	traceDir    string
 	server      serverconn.Flag
 }
 
@@ -97,6 +100,12 @@ visible field OUT plus the rejected elements' IN (575 = 525 + 50).
 --transform-name-mapping renames steps as for an update, so a renamed sink
 compares with its old self.
 
+The recorded stretch is read once into a trace the three runs share, kept
+encoded in memory up to --trace-memory (default 256MiB); beyond it, its
+older part moves to an unlinked file in --trace-dir (default $TMPDIR),
+released when the rehearsal ends however it ends. The report says how large
+the trace was and how much of it spilled.
+
 Exit codes: 0 the outputs agree (within --budget, noise excluded);
 7 they differ; any other code means the rehearsal did not reach a verdict:
 2 usage, 3 invalid pipeline, 5 no weir server answers (OLD is a job name),
@@ -120,7 +129,36 @@ not fit the pipelines' sources.`,
 	fl.IntVar(&f.maxDetails, "max-details", 100, "differences listed one by one (every difference is counted)")
 	fl.IntVar(&f.workers, "workers", 1, "workers of each sandboxed run")
 	fl.StringVar(&f.conserve, "conserve", "", "IN=OUT: check that the input field IN adds up to the outputs' visible field OUT plus the rejected elements' IN")
+	fl.StringVar(&f.traceMemory, "trace-memory", "", "memory budget of the recorded stretch (64MiB, 1GiB, 512MB; default 256MiB): beyond it, its older part spills to --trace-dir")
+	fl.StringVar(&f.traceDir, "trace-dir", "", "an existing directory the recorded stretch spills to beyond --trace-memory, as an unlinked file (default $TMPDIR)")
 	return cmd
+}
+
+// TraceBudget reads the memory budget and the spill directory of a
+// rehearsal's recorded stretch (sandbox.Trace's MaxMemory and SpillDir)
+// from the values of the flags named memFlag and dirFlag (`weir rehearse
+// --trace-memory --trace-dir`, `weir server --rehearse-trace-memory
+// --rehearse-trace-dir`): a byte size (files.ParseByteSize; "": 0, the
+// default budget) and a directory that exists and takes files ("": the
+// system's temporary directory). A bad value is a usage error naming its
+// flag.
+func TraceBudget(memFlag, mem, dirFlag, dir string) (maxMemory int64, spillDir string, err error) {
+	if mem != "" {
+		n, err := files.ParseByteSize(mem)
+		switch {
+		case strings.HasPrefix(strings.TrimSpace(mem), "-"):
+			return 0, "", cli.UsageErrorf("%s %q: the budget must not be negative", memFlag, mem)
+		case err != nil:
+			return 0, "", cli.UsageErrorf("%s %q: %w (want a byte size such as 64MiB, 1GiB or 512MB)", memFlag, mem, err)
+		case n == 0:
+			return 0, "", cli.UsageErrorf("%s %q: the budget must be more than 0 bytes (the default is %s)", memFlag, mem, cli.Bytes(sandbox.DefaultTraceMemory))
+		}
+		maxMemory = n
+	}
+	if err := sandbox.CheckSpillDir(dir); err != nil {
+		return 0, "", cli.UsageErrorf("%s %q: %w", dirFlag, dir, err)
+	}
+	return maxMemory, dir, nil
 }
 
 // rehearsal is the report of `weir rehearse` (--format json).
@@ -128,6 +166,8 @@ type rehearsal struct {
 	Old    string `json:"old"`
 	New    string `json:"new"`
 	Events string `json:"events"`
+	// Trace is the recorded stretch's account.
+	Trace TraceReport `json:"trace"`
 	// Snapshot is the job snapshot both pipelines started from
 	// (--from-snapshot); nil when they started empty.
 	Snapshot *SnapshotReport `json:"snapshot,omitempty"`
@@ -136,6 +176,17 @@ type rehearsal struct {
 	Conservation []diff.Conservation `json:"conservation"`
 	Runs         []SandboxRun        `json:"runs"`
 	Report       *diff.Report        `json:"report"`
+}
+
+// TraceReport is what the recorded stretch took: its size encoded, its
+// memory budget (--trace-memory) and how much of it spilled to disk
+// beyond the budget, in which directory.
+type TraceReport struct {
+	Elements          int64  `json:"elements"`
+	Bytes             int64  `json:"bytes"`
+	MemoryBudgetBytes int64  `json:"memory_budget_bytes"`
+	SpilledBytes      int64  `json:"spilled_bytes"`
+	SpillDir          string `json:"spill_dir"`
 }
 
 // SandboxRun is one sandboxed run's counts.
@@ -186,6 +237,10 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 	if f.budget < 0 || f.workers < 1 || f.maxDetails < 0 {
 		return cli.UsageErrorf("--budget and --max-details must be >= 0 and --workers >= 1")
 	}
+	maxMemory, spillDir, err := TraceBudget("--trace-memory", f.traceMemory, "--trace-dir", f.traceDir)
+	if err != nil {
+		return err
+	}
 	var inField, outField string
 	if f.conserve != "" {
 		var ok bool
@@ -227,24 +282,24 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 		}
 		e.Logger.Info("rehearsing from a job snapshot", "snapshot", start.id, "entries", start.state.Entries())
 	}
-	var trace *sandbox.Trace
+	trace := &sandbox.Trace{MaxMemory: maxMemory, SpillDir: spillDir}
+	defer trace.Close()
 	source := f.events
 	if f.events != "" {
 		ef, err := os.Open(f.events)
 		if err != nil {
 			return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("opening the events file: %w", err))
 		}
-		trace, err = sandbox.ReadEvents(ef, filepath.Base(f.events))
+		err = trace.AppendEvents(ef, filepath.Base(f.events))
 		ef.Close()
 		if err != nil {
 			return cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 	} else {
-		if trace, source, err = retainedTrace(ctx, f.server, oldP, since, until, f.fromSubSnap, start); err != nil {
+		if source, err = retainedTrace(ctx, f.server, trace, oldP, since, until, f.fromSubSnap, start); err != nil {
 			return err
 		}
 	}
-	defer trace.Close()
 	names := map[string]string{}
 	for _, s := range oldP.Graph().Steps {
 		if n, _, applied := mapping.Rename(s.Name); applied && n != "" {
@@ -294,7 +349,7 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 	if err != nil {
 		return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("comparing the outputs: %w", err))
 	}
-	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep}
+	out := &rehearsal{Old: oldArg, New: newPath, Events: source, Verdict: "identical", Report: rep, Trace: traceReport(trace)}
 	if start != nil {
 		out.Snapshot = start.report()
 	}
@@ -322,13 +377,25 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 		if err := enc.Encode(out); err != nil {
 			return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 		}
-	} else if err := writeRehearsal(e.Stdout, out, trace.Elements()); err != nil {
+	} else if err := writeRehearsal(e.Stdout, out); err != nil {
 		return cli.WithCode(cli.ExitFailure, fmt.Errorf("writing the report: %w", err))
 	}
 	if !rep.Identical() {
 		return cli.WithCode(cli.ExitRehearsalDiffers, fmt.Errorf("the new pipeline's outputs differ from the old one's: %d difference(s), budget %d", rep.Total, rep.Budget))
 	}
 	return nil
+}
+
+// traceReport accounts for the recorded stretch t once the runs read it.
+func traceReport(t *sandbox.Trace) TraceReport {
+	r := TraceReport{Elements: t.Elements(), Bytes: t.Size(), MemoryBudgetBytes: t.MaxMemory, SpilledBytes: t.Spilled(), SpillDir: t.SpillDir}
+	if r.MemoryBudgetBytes == 0 {
+		r.MemoryBudgetBytes = sandbox.DefaultTraceMemory
+	}
+	if r.SpillDir == "" {
+		r.SpillDir = os.TempDir()
+	}
+	return r
 }
 
 // timeOrAgo reads an RFC 3339 time or a duration before now.
@@ -345,65 +412,58 @@ func timeOrAgo(s string, now time.Time) (time.Time, error) {
 
 // retainedTrace reads, from the server, the messages the topics of the
 // old pipeline's Pub/Sub sources retain between since and until (by
-// stream sequence: nothing is delivered or acknowledged), and returns them
-// as a trace with each source's watermark moves, and a description of
+// stream sequence: nothing is delivered or acknowledged), appends them to
+// trace with each source's watermark moves, and returns a description of
 // what was read.
-func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipeline, since, until time.Time, fromSnap string, start *snapshotStart) (*sandbox.Trace, string, error) {
+func retainedTrace(ctx context.Context, server serverconn.Flag, trace *sandbox.Trace, oldP *weir.Pipeline, since, until time.Time, fromSnap string, start *snapshotStart) (string, error) {
 	steps, topics, subs := sandbox.PubSubSources(oldP)
 	if len(steps) == 0 {
-		return nil, "", cli.UsageErrorf("--since, --from-subscription-snapshot and --from-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
+		return "", cli.UsageErrorf("--since, --from-subscription-snapshot and --from-snapshot read the topics of the old pipeline's ReadFromPubSub sources, and it has none: give --events")
 	}
 	c, err := serverconn.NewClient(server)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	var snap *client.SubscriptionSnapshot
 	if fromSnap != "" {
 		if snap, err = c.GetSubscriptionSnapshot(ctx, fromSnap); err != nil {
-			return nil, "", serverconn.Error(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
+			return "", serverconn.Error(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
 		}
 	}
-	trace := &sandbox.Trace{}
-	ok := false
-	defer func() {
-		if !ok {
-			trace.Close()
-		}
-	}()
 	var read []string
 	for _, step := range steps {
 		topic := topics[step]
 		if topic == "" {
 			s, err := c.GetSubscription(ctx, subs[step])
 			if err != nil {
-				return nil, "", serverconn.Error(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
+				return "", serverconn.Error(ctx, c, fmt.Errorf("finding the topic of subscription %s (step %s): %w", subs[step], step, err))
 			}
 			topic = s.Topic
 		}
 		mt, err := sandbox.NewMessagesTracer(trace, oldP, step)
 		if err != nil {
-			return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
+			return "", cli.WithCode(cli.ExitRehearsalFailed, err)
 		}
 		var msgs []pubsub.Message
 		n := 0
 		q := client.RetainedQuery{Since: since, Until: until}
 		if snap != nil {
 			if snap.Topic != topic {
-				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
+				return "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("source %s reads topic %s, not the topic of subscription snapshot %s (%s): rehearse it with --since", step, topic, snap.Name, snap.Topic))
 			}
 			q.After = snap.AckFloor
 		}
 		if start != nil {
 			at, err := start.after(step, topic)
 			if err != nil {
-				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
+				return "", cli.WithCode(cli.ExitRehearsalFailed, err)
 			}
 			q.After = at
 		}
 		for {
 			page, err := c.ReadRetained(ctx, topic, q)
 			if err != nil {
-				return nil, "", serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+				return "", serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
 			}
 			msgs = msgs[:0]
 			for _, m := range page.Messages {
@@ -413,7 +473,7 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 				data := []byte(m.Data)
 				if m.DataBase64 != "" {
 					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
-						return nil, "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
+						return "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
 					}
 				}
 				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
@@ -421,7 +481,7 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 			// Recorded a page at a time: the trace holds the stretch encoded
 			// (on disk beyond its memory budget), never as messages.
 			if err := mt.Add(msgs...); err != nil {
-				return nil, "", cli.WithCode(cli.ExitRehearsalFailed, err)
+				return "", cli.WithCode(cli.ExitRehearsalFailed, err)
 			}
 			n += len(msgs)
 			if page.Done || len(page.Messages) == 0 {
@@ -431,8 +491,7 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, oldP *weir.Pipel
 		}
 		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, n))
 	}
-	ok = true
-	return trace, strings.Join(read, ", "), nil
+	return strings.Join(read, ", "), nil
 }
 
 // ackedIn reports whether seq is in one of the acknowledged runs.
@@ -481,15 +540,21 @@ func rehearsalOld(ctx context.Context, server serverconn.Flag, arg string) (name
 
 // writeRehearsal prints the summary a reviewer reads in ten seconds, then
 // the drill-down.
-func writeRehearsal(w io.Writer, r *rehearsal, elements int64) error {
+func writeRehearsal(w io.Writer, r *rehearsal) error {
 	rep := r.Report
 	var b strings.Builder
-	fmt.Fprintf(&b, "rehearsal of %s against %s over %s: %d elements; old ran twice, new once\n", r.New, r.Old, r.Events, elements)
+	fmt.Fprintf(&b, "rehearsal of %s against %s over %s: %d elements; old ran twice, new once\n", r.New, r.Old, r.Events, r.Trace.Elements)
 	if sn := r.Snapshot; sn != nil {
 		fmt.Fprintf(&b, "both started from job snapshot %s (job %s, generation %d): %d state entries of %s\n", sn.ID, sn.Job, sn.Generation, sn.Entries, orNone(strings.Join(sn.Steps, ", ")))
 		for _, w := range sn.Warnings {
 			fmt.Fprintf(&b, "  the new pipeline takes it over with a warning: %s\n", w)
 		}
+	}
+	if tr := r.Trace; tr.SpilledBytes > 0 {
+		fmt.Fprintf(&b, "recorded stretch: %s encoded, %s of it spilled to disk in %s beyond --trace-memory %s\n",
+			cli.Bytes(tr.Bytes), cli.Bytes(tr.SpilledBytes), tr.SpillDir, cli.Bytes(tr.MemoryBudgetBytes))
+	} else {
+		fmt.Fprintf(&b, "recorded stretch: %s encoded, all in memory (--trace-memory %s)\n", cli.Bytes(tr.Bytes), cli.Bytes(tr.MemoryBudgetBytes))
 	}
 	switch {
 	case rep.TotalNoise == 0:
