@@ -206,6 +206,12 @@ type aggNode struct {
 	late lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
 	checked contract.RejectingAggregator
+	// adoptedRej is agg when it carries adopted accumulators over lazily
+	// and this node adopted some (an update in place); nil otherwise.
+	// mergedRejects holds what mergeInto took of the accumulators it
+	// merged away, for processAligned to report under the merged window.
+	adoptedRej    contract.AdoptedStateRejecter
+	mergedRejects []*contract.PartialStateError
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
 }
@@ -320,6 +326,37 @@ func (n *aggNode) adopt(olds []node) {
 	if n.ek == nil && oldEK != nil {
 		n.materializeKeys(oldEK)
 	}
+	n.adoptedRej, _ = n.agg.(contract.AdoptedStateRejecter)
+}
+
+// reportAdopted sends what the step's code could not carry over of acc —
+// the accumulator of k in window w, adopted from the execution this one
+// replaced and carried over when first used (contract.AdoptedStateRejecter)
+// — to the run's dead-letter hook, as a restore reports a stored one.
+func (n *aggNode) reportAdopted(k *aggKey, w window.Window, acc any) error {
+	return n.reportAdoptedErrs(k, w, n.adoptedRej.TakeStateRejects(acc))
+}
+
+// reportAdoptedErrs sends errs, taken from adopted accumulators of k now in
+// window w, to the run's dead-letter hook (reportAdopted).
+func (n *aggNode) reportAdoptedErrs(k *aggKey, w window.Window, errs []*contract.PartialStateError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	dropped := make([]droppedState, len(errs))
+	for i, e := range errs {
+		dropped[i] = droppedState{win: w, cell: contract.AccumulatorCell, reason: e.Reason, err: e}
+	}
+	shown := k.key
+	if shown == nil {
+		shown = k.str
+		if n.sc != nil {
+			if key, err := n.sc.DecodeKey([]byte(k.str)); err == nil {
+				shown = key
+			}
+		}
+	}
+	return reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped)
 }
 
 // materializeKeys gives every key kept as its encoding only (adopted from
@@ -446,6 +483,13 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			if grown {
 				n.setEventTimers(kg, k, ws)
 			}
+			if len(n.mergedRejects) > 0 {
+				errs := n.mergedRejects
+				n.mergedRejects = nil
+				if err := n.reportAdoptedErrs(k, ws.w, errs); err != nil {
+					return err
+				}
+			}
 		} else {
 			for _, c := range k.wins {
 				if c.w == e.Window {
@@ -471,6 +515,11 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		if n.checked != nil {
 			acc, err := n.checked.AddInputErr(ws.acc, e)
 			ws.acc = acc
+			if n.adoptedRej != nil && n.adoptedRej.PendingStateRejects() {
+				if err := n.reportAdopted(k, ws.w, acc); err != nil {
+					return err
+				}
+			}
 			if err != nil {
 				// Refused (an overflow): a reject of the step, routed as a
 				// DoFn's is; the window's state is unchanged.
@@ -479,11 +528,18 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 				continue
 			}
-		} else if acc := n.agg.AddInput(ws.acc, e); !sameAny(acc, ws.acc) {
-			// Most aggregators update the accumulator in place and return
-			// it: storing it again would cost a GC write barrier per
-			// element while the collector marks.
-			ws.acc = acc
+		} else {
+			if acc := n.agg.AddInput(ws.acc, e); !sameAny(acc, ws.acc) {
+				// Most aggregators update the accumulator in place and
+				// return it: storing it again would cost a GC write
+				// barrier per element while the collector marks.
+				ws.acc = acc
+			}
+			if n.adoptedRej != nil && n.adoptedRej.PendingStateRejects() {
+				if err := n.reportAdopted(k, ws.w, ws.acc); err != nil {
+					return err
+				}
+			}
 		}
 		hadDeadline := n.m.NextDeadline(&ws.st) != 0
 		n.m.OnElement(&ws.st, now)
@@ -547,6 +603,11 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 				target.acc = c.acc
 			} else {
 				target.acc = n.agg.MergeAccumulators(target.acc, c.acc)
+				if n.adoptedRej != nil && n.adoptedRej.PendingStateRejects() {
+					// c.acc, carried over by the merge, is merged away:
+					// its failures are reported under the merged window.
+					n.mergedRejects = append(n.mergedRejects, n.adoptedRej.TakeStateRejects(c.acc)...)
+				}
 			}
 		}
 	}
@@ -648,6 +709,11 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 			return err
 		}
 		v := n.agg.Output(key, acc, ws.w, f.Pane)
+		if n.adoptedRej != nil && n.adoptedRej.PendingStateRejects() {
+			if err := n.reportAdopted(k, ws.w, acc); err != nil {
+				return err
+			}
+		}
 		n.out.Emit(0, contract.Element{Value: v, Time: n.m.Strategy.OutputTimestamp(ws.w, 0, 0), Window: ws.w, Pane: f.Pane})
 		if f.Discard {
 			ws.acc = nil

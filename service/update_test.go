@@ -129,7 +129,7 @@ func TestUpdateKeepsState(t *testing.T) {
 		// check, when set, checks the table after the new job finished;
 		// checkJob the new job.
 		check    func(t *testing.T, db string)
-		checkJob func(t *testing.T, j *record.Job)
+		checkJob func(t *testing.T, s *Service, j *record.Job)
 		// totalColumn is the column the oracle's total is in afterwards
 		// (default total).
 		totalColumn string
@@ -164,15 +164,30 @@ func TestUpdateKeepsState(t *testing.T) {
 			}},
 		// An init that fails (here for every key) leaves the appended
 		// output empty in the windows open at the update, and each key and
-		// window it failed for is one of the step's rejects, by reason.
+		// window it failed for is one of the step's rejects, by reason,
+		// and a dead letter naming the key and the window: the update
+		// adopts the accumulators in memory and carries them over when it
+		// first touches each, where no restore reports it.
 		{name: "a migration init that fails is counted as rejects", combine: "Sums", warning: string(errcode.CombineOutputsChanged), slow: true,
 			mutate: func(y string) string {
 				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
 				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n / 0\"}\n", 1)
 			},
-			checkJob: func(t *testing.T, j *record.Job) {
+			checkJob: func(t *testing.T, s *Service, j *record.Job) {
 				if j.Metrics == nil {
 					t.Fatal("the new job has no metrics")
+				}
+				var dead int
+				for _, ev := range eventsOf(t, s, j.ID, record.EventDeadLetter) {
+					if ev.Details["step"] == "Sums" && ev.Details["reason"] == "migration_init_failed" {
+						dead++
+						if !strings.Contains(ev.Message, "the init of output n2 did not evaluate") {
+							t.Errorf("dead letter %q: want it to name the output whose init failed", ev.Message)
+						}
+					}
+				}
+				if dead == 0 {
+					t.Errorf("no dead letter of step Sums with reason migration_init_failed: %v", eventsOf(t, s, j.ID, record.EventDeadLetter))
 				}
 				for _, st := range j.Metrics.Steps {
 					if st.Name == "Sums" {
@@ -318,7 +333,7 @@ func TestUpdateKeepsState(t *testing.T) {
 				tc.check(t, db)
 			}
 			if tc.checkJob != nil {
-				tc.checkJob(t, nj)
+				tc.checkJob(t, s, nj)
 			}
 			jobs, _, err := s.History("totals")
 			if err != nil || len(jobs) != 2 || jobs[0].ID != old.ID || jobs[1].ID != nj.ID {

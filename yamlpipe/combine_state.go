@@ -307,7 +307,11 @@ func (a *aggregator) conform(ac *accumulator) *accumulator {
 	slots := a.accs.takeSlots(len(a.ops))
 	copy(slots, ac.slots)
 	ac.slots = slots
-	a.initSlots(ac, kept) // counted and logged: an adopted key has no restore to report it
+	if failed := a.initSlots(ac, kept); failed != "" {
+		// An adopted key has no restore to report it: the runner takes it
+		// (TakeStateRejects) after this use of the accumulator.
+		a.migrate.adoptedInitFailed(ac, failed)
+	}
 	return ac
 }
 

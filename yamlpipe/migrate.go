@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
@@ -59,6 +61,14 @@ type combineMigrations struct {
 	// failed counts the inits that did not evaluate (the output then
 	// starts empty for that key and window); logged the first time.
 	failed atomic.Int64
+	// The inits that failed when an adopted accumulator was carried over
+	// lazily (conform), by accumulator, until the runner takes them
+	// (TakeStateRejects) to report them with their key and window; the
+	// aggregator is shared by the step's workers. npending counts them,
+	// so that the runner's check after each use needs no lock.
+	mu       sync.Mutex
+	pending  map[*accumulator]string
+	npending atomic.Int64
 	// renamed maps an output renamed in place to its old name
 	// (renamed_from).
 	renamed map[string]string
@@ -342,6 +352,47 @@ const migrationInitFailed = "migration_init_failed"
 
 // StateRejects implements contract.StateRejecter: the keys and windows
 // whose migration init did not evaluate.
+// PendingStateRejects implements contract.AdoptedStateRejecter.
+func (a *aggregator) PendingStateRejects() bool {
+	return a.migrate != nil && a.migrate.npending.Load() > 0
+}
+
+// TakeStateRejects implements contract.AdoptedStateRejecter: the inits
+// that did not evaluate when acc, adopted from the execution this one
+// replaced, was carried over.
+func (a *aggregator) TakeStateRejects(acc any) []*contract.PartialStateError {
+	m := a.migrate
+	ac, ok := acc.(*accumulator)
+	if m == nil || !ok || m.npending.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	failed, found := m.pending[ac]
+	if found {
+		delete(m.pending, ac)
+		m.npending.Add(-1)
+	}
+	m.mu.Unlock()
+	if !found {
+		return nil
+	}
+	return []*contract.PartialStateError{{Reason: migrationInitFailed, Message: failed}}
+}
+
+// adoptedInitFailed records what did not evaluate when adopted
+// accumulator ac was carried over, for TakeStateRejects.
+func (m *combineMigrations) adoptedInitFailed(ac *accumulator, failed string) {
+	m.mu.Lock()
+	if m.pending == nil {
+		m.pending = map[*accumulator]string{}
+	}
+	if _, dup := m.pending[ac]; !dup {
+		m.npending.Add(1)
+	}
+	m.pending[ac] = failed
+	m.mu.Unlock()
+}
+
 func (a *aggregator) StateRejects() map[string]int64 {
 	if a.migrate == nil {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // TestCombineMigrationsRefused: a migrations: block that names an output
@@ -121,6 +122,45 @@ func TestMigrationInitFailureIsReported(t *testing.T) {
 	s := v.(*accumulator).slots
 	if len(s) != 3 || s[0].i != 4200 || s[1].n != 12 || s[2].n != 0 {
 		t.Errorf("slots %+v: want the stored total and n kept, n_big empty", s)
+	}
+	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
+		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)
+	}
+}
+
+// TestAdoptedInitFailureIsTaken: an accumulator adopted in memory from
+// the execution an update replaces (in the old shape) is carried over
+// when first used; an init that does not evaluate then is held for the
+// runner (TakeStateRejects), once, so that it reports the key and window
+// as a restore does.
+func TestAdoptedInitFailureIsTaken(t *testing.T) {
+	old := totalsAggregator(t, totalsHead)
+	next := totalsAggregator(t, totalsHead+"          n_big: {value: amount, fn: count}\n"+
+		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
+	adopted := old.NewAccumulator().(*accumulator)
+	adopted.group = []any{int64(7)}
+	adopted.slots[0].i, adopted.slots[0].set = 4200, true
+	adopted.slots[1].n = 12
+	untouched := old.NewAccumulator().(*accumulator)
+	if next.PendingStateRejects() {
+		t.Fatal("rejects pending before any accumulator was carried over")
+	}
+	acc := next.Output(int64(7), adopted, window.Global, window.NoFiring) // the first use carries it over
+	if acc == nil || !next.PendingStateRejects() {
+		t.Fatalf("after carrying over an accumulator whose init fails: output %v, pending %v", acc, next.PendingStateRejects())
+	}
+	if got := next.TakeStateRejects(untouched); got != nil {
+		t.Errorf("rejects of an accumulator never carried over: %v", got)
+	}
+	got := next.TakeStateRejects(adopted)
+	if len(got) != 1 || got[0].Reason != migrationInitFailed || !strings.Contains(got[0].Message, "the init of output n_big did not evaluate") {
+		t.Fatalf("TakeStateRejects: %+v, want one migration_init_failed naming n_big", got)
+	}
+	if next.PendingStateRejects() || next.TakeStateRejects(adopted) != nil {
+		t.Error("a taken reject is still pending")
+	}
+	if s := adopted.slots; len(s) != 3 || s[0].i != 4200 || s[1].n != 12 || s[2].n != 0 {
+		t.Errorf("slots %+v: want the adopted total and n kept, n_big empty", s)
 	}
 	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
 		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)

@@ -119,6 +119,21 @@ type StateRejecter interface {
 	StateRejects() map[string]int64
 }
 
+// AdoptedStateRejecter is implemented by an Aggregator that carries the
+// accumulators it adopts in memory from the execution it replaces (an
+// update in place) over lazily, when it first touches each, instead of at
+// a restore — so that the update's pause migrates nothing. What such a
+// carry-over keeps only in part is reported as a restore's is: the
+// executor, which knows the key and the window, sends it to the run's
+// dead-letter hook. PendingStateRejects reports whether any failure is
+// waiting to be taken (a cheap check, made after each use of an adopted
+// accumulator); TakeStateRejects returns and forgets acc's. The code
+// counts them (StateRejecter).
+type AdoptedStateRejecter interface {
+	PendingStateRejects() bool
+	TakeStateRejects(acc any) []*PartialStateError
+}
+
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
 // be checkpointable. cell names what is encoded: AccumulatorCell for an
