@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -479,15 +482,46 @@ func startPublisherProcess(cmd *exec.Cmd, next *atomic.Int64) (func() error, err
 	if err != nil {
 		return nil, fmt.Errorf("starting the publisher process: %w", err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting the publisher process: %w", err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the publisher process: %w", err)
 	}
-	return func() error {
+	// The process says "ready" once it is connected and publishing: the
+	// steady stretch is timed from then, not from its start, which on a
+	// loaded machine can take longer than the stretch itself.
+	ready := make(chan struct{})
+	var stdout bytes.Buffer
+	read := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && sc.Text() == publisherReady {
+				signalled = true
+				close(ready)
+				continue
+			}
+			stdout.Write(sc.Bytes())
+			stdout.WriteByte('\n')
+		}
+		if !signalled {
+			close(ready)
+		}
+		read <- sc.Err()
+	}()
+	stop := func() error {
 		_ = stdin.Close()
+		rerr := <-read
 		if err := cmd.Wait(); err != nil {
 			return fmt.Errorf("the publisher process: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		}
+		if rerr != nil {
+			return fmt.Errorf("reading the publisher process's output: %w", rerr)
 		}
 		var o PublishOutcome
 		if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &o); err != nil {
@@ -495,14 +529,29 @@ func startPublisherProcess(cmd *exec.Cmd, next *atomic.Int64) (func() error, err
 		}
 		next.Add(o.Published)
 		return nil
-	}, nil
+	}
+	select {
+	case <-ready:
+	case <-time.After(publisherStartTimeout):
+		return nil, errors.Join(fmt.Errorf("the publisher process did not start publishing within %s", publisherStartTimeout), stop())
+	}
+	return stop, nil
 }
+
+// publisherReady is the line the publisher process prints when it starts
+// publishing; publisherStartTimeout bounds the wait for it.
+const (
+	publisherReady        = "ready"
+	publisherStartTimeout = 2 * time.Minute
+)
 
 // RunPublisher is `weir bench-child-publish`: it connects to the broker at
 // url and publishes the server variant's steady load (keys cycling through
 // [0, keys) in a scattered order, rate messages per second) until ctx is
-// done, then waits for the acknowledgements in flight.
-func RunPublisher(ctx context.Context, url, topic string, keys int64, rate float64) (PublishOutcome, error) {
+// done, then waits for the acknowledgements in flight. Once connected it
+// writes the line "ready" to ready, for the parent to time the steady
+// stretch from then.
+func RunPublisher(ctx context.Context, url, topic string, keys int64, rate float64, ready io.Writer) (PublishOutcome, error) {
 	nc, err := nats.Connect(url, nats.Name("weir-bench-publisher"))
 	if err != nil {
 		return PublishOutcome{}, fmt.Errorf("connecting to the broker at %s: %w", url, err)
@@ -511,6 +560,9 @@ func RunPublisher(ctx context.Context, url, topic string, keys int64, rate float
 	pub, err := newConnPublisher(nc, topic)
 	if err != nil {
 		return PublishOutcome{}, err
+	}
+	if _, err := fmt.Fprintln(ready, publisherReady); err != nil {
+		return PublishOutcome{}, fmt.Errorf("saying the publisher is ready: %w", err)
 	}
 	var next atomic.Int64
 	err = steadyPublisher(ctx, pub, keys, rate, &next)

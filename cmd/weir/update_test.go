@@ -271,8 +271,9 @@ func sqlRows(t *testing.T, db string) string {
 
 // TestCLIUpdateCrash kills the server with SIGKILL while an update is in
 // flight, at a different moment each round, restarts it, and checks that
-// exactly one job of the name is active and that the finished job's table
-// equals a run without update or crash: nothing lost, nothing twice.
+// at most one job of the name is active (none when the restarted server
+// has already finished it) and that the finished job's table equals a run
+// without update or crash: nothing lost, nothing twice.
 func TestCLIUpdateCrash(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -314,10 +315,16 @@ func TestCLIUpdateCrash(t *testing.T) {
 			p = startServer(t, data)
 			r := p.cli(dir, "jobs", "list", "--status", "active", "--format", "json")
 			var active []map[string]any
-			if err := json.Unmarshal([]byte(r.stdout), &active); err != nil || len(active) != 1 {
+			if err := json.Unmarshal([]byte(r.stdout), &active); err != nil || len(active) > 1 {
 				t.Fatalf("active jobs after the crash: %v %s", err, r.stdout)
 			}
-			id, _ := active[0]["id"].(string)
+			// The job of the name that runs on: the one active job, or, when
+			// the restarted server finished it before the list (a loaded
+			// machine: the job runs 4 s), the name's newest job, DONE.
+			id := "crash"
+			if len(active) == 1 {
+				id, _ = active[0]["id"].(string)
+			}
 			p.waitJob(id, "DONE", func(m map[string]any) bool {
 				return m["state"] == "DONE" && m["pending_commit"] != true || m["state"] == "FAILED"
 			})

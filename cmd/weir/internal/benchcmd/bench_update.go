@@ -344,7 +344,7 @@ func newBenchChildPublishCommand(e *cli.Env) *cobra.Command {
 				_, _ = io.Copy(io.Discard, cmd.InOrStdin())
 				stop()
 			}()
-			out, err := bench.RunPublisher(ctx, url, topic, keys, rate)
+			out, err := bench.RunPublisher(ctx, url, topic, keys, rate, e.Stdout)
 			if err != nil {
 				return cli.WithCode(cli.ExitFailure, err)
 			}
