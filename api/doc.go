@@ -64,6 +64,7 @@
 //	GET    /v1/tables/{name}                       → table with members' columns, the view's rule and the last 20 merges
 //	POST   /v1/tables/{name}:merge                 (body optional) → {at, duration_ms, rows, members, principal}: a staged table's merge, now
 //	GET    /v1/partitions/{name}                   → {partitions: [{partition, status, target, table, driver, job_id, manifest_digest, output_digest, rows, replaced, published_at, source, target_source}]}: a job name's partition runs (partitions.go)
+//	POST   /v1/partitions/{name}:prune             {partition?, statuses?, dry_run?} → {removed: [...as the list's entries], dry_run}: drops the staging tables / removes the version directories of staged and shadow entries
 //	POST   /v1/process:release                     {name, graph, program, transform_name_mapping, allow_source_change, validate_only}
 //	                                               → {report, replaced, released} (Go programs only: WithRelease)
 //	GET    /metrics                                Prometheus text format, per job and per step

@@ -9,13 +9,18 @@ import (
 )
 
 // The publication log of a job name's partition runs: GET
-// /v1/partitions/{name} (weir partitions list).
+// /v1/partitions/{name} (weir partitions list), POST
+// /v1/partitions/{name}:prune (weir partitions prune).
 
 func (s *Server) registerPartitions() {
 	s.handleFunc("GET /v1/partitions/{name}", s.listPartitions)
+	s.handleActions("partitions", "partitions", nil, namedAction{"prune", s.prunePartitions})
 }
 
 func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
+	if s.refuseAction(w, r) {
+		return
+	}
 	if err := noQuery(r); err != nil {
 		s.writeError(w, err)
 		return
@@ -28,6 +33,28 @@ func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) {
 	out := client.PartitionList{Partitions: make([]client.Partition, 0, len(ps))}
 	for _, p := range ps {
 		out.Partitions = append(out.Partitions, partitionOf(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// prunePartitions serves POST /v1/partitions/{name}:prune ({partition,
+// statuses, dry_run}, every field optional; an empty body is {}).
+func (s *Server) prunePartitions(w http.ResponseWriter, r *http.Request, name string) {
+	var req client.PruneRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
+	ps, err := s.svc.PrunePartitions(r.Context(), name, req.Partition, req.Statuses, req.DryRun)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := client.PruneResult{Removed: make([]client.Partition, 0, len(ps)), DryRun: req.DryRun}
+	for _, p := range ps {
+		out.Removed = append(out.Removed, partitionOf(p))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

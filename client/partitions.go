@@ -56,3 +56,33 @@ func (c *Client) ListPartitions(ctx context.Context, name string) ([]Partition, 
 	}
 	return out.Partitions, nil
 }
+
+// PruneRequest is the body of POST /v1/partitions/{name}:prune.
+type PruneRequest struct {
+	// Partition, when not empty, prunes that partition only.
+	Partition string `json:"partition,omitempty"`
+	// Statuses are the statuses pruned: "staged", "shadow" (both when
+	// empty).
+	Statuses []string `json:"statuses,omitempty"`
+	// DryRun lists what would be removed without removing it.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// PruneResult is the reply of POST /v1/partitions/{name}:prune: the
+// entries removed (with DryRun, that would be), as ListPartitions shows
+// them.
+type PruneResult struct {
+	Removed []Partition `json:"removed"`
+	DryRun  bool        `json:"dry_run"`
+}
+
+// PrunePartitions removes the staging tables and version directories
+// that job name's partition runs left without publishing (the staged and
+// shadow entries of ListPartitions), as req says.
+func (c *Client) PrunePartitions(ctx context.Context, name string, req PruneRequest) (PruneResult, error) {
+	var out PruneResult
+	if err := c.do(ctx, http.MethodPost, "/v1/partitions/"+url.PathEscape(name)+":prune", req, &out); err != nil {
+		return PruneResult{}, err
+	}
+	return out, nil
+}

@@ -39,3 +39,12 @@ func (s *Service) SQLMergeCounts() map[string]SQLMergeCount { return s.tables.SQ
 func (s *Service) Partitions(ctx context.Context, name string) ([]record.PartitionRun, error) {
 	return s.tables.Partitions(ctx, name)
 }
+
+// PrunePartitions removes the staging tables and version directories job
+// name's partition runs left without publishing: the staged and shadow
+// entries of Partitions (of partition, when not empty; of statuses, when
+// given), never a published or running one. With dryRun it removes
+// nothing and returns what it would remove (weir partitions prune).
+func (s *Service) PrunePartitions(ctx context.Context, name, partition string, statuses []string, dryRun bool) ([]record.PartitionRun, error) {
+	return s.tables.Prune(ctx, name, partition, statuses, dryRun)
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/weir-dev/weir/client"
 )
 
@@ -28,9 +31,79 @@ and the file sinks' publication manifests (PATH.manifest.json):
              --shadow), never published: compare it with weir diff
   running    the run has not ended (or its final commit is pending)
 
-Exit codes: 0 success, 1 no job has the name or a database cannot be read,
-5 no weir server answers.`,
-		newPartitionsListCommand(e))
+weir partitions prune NAME drops the staging tables and removes the version
+directories of the staged and shadow entries (--status narrows, --partition
+picks one partition; --dry-run lists them and removes nothing). Published
+and running entries are never touched.
+
+Exit codes: 0 success, 1 no job has the name or a database cannot be read
+(or written, by prune), 2 usage error, 5 no weir server answers.`,
+		newPartitionsListCommand(e), newPartitionsPruneCommand(e))
+}
+
+// pruneStatuses checks prune's --status values: staged or shadow, each
+// once at most.
+func pruneStatuses(statuses []string) ([]string, error) {
+	var out []string
+	for _, st := range statuses {
+		st = strings.TrimSpace(st)
+		switch st {
+		case "staged", "shadow":
+		case "published", "running":
+			return nil, usageErrorf("--status %q: %s entries are never pruned; want staged, shadow or both", st, st)
+		default:
+			return nil, usageErrorf("--status %q: want staged, shadow or both (staged,shadow)", st)
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func newPartitionsPruneCommand(e *env) *cobra.Command {
+	var req client.PruneRequest
+	var statuses []string
+	return showCommand(e, showSpec[client.PruneResult]{
+		use:   "prune NAME [--partition P] [--status staged,shadow] [--dry-run]",
+		short: "Drop the staging tables and remove the version directories job NAME's partition runs left without publishing (staged, shadow)",
+		long: `Prune removes what weir partitions list shows as staged (a failed or
+cancelled run's staging table or version directory) or shadow (a shadow run's),
+for job NAME: the staging table is dropped, the version directory under the
+file sink's PATH.versions/ removed. Published and running entries are never
+touched. It prints every entry removed (PARTITION STATUS TABLE JOB); with
+--dry-run, every entry it would remove, removing nothing.`,
+		args: exactArgs("NAME"),
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&req.Partition, "partition", "", "prune this partition only")
+			fs.StringSliceVar(&statuses, "status", nil, "the statuses to prune: staged, shadow or both (default both)")
+			fs.BoolVar(&req.DryRun, "dry-run", false, "list what would be removed, remove nothing")
+		},
+		check: func(*cobra.Command, []string) error {
+			var err error
+			req.Statuses, err = pruneStatuses(statuses)
+			return err
+		},
+		fetch: func(ctx context.Context, c *client.Client, args []string) (client.PruneResult, error) {
+			return c.PrunePartitions(ctx, args[0], req)
+		},
+		text: func(w io.Writer, r client.PruneResult) error {
+			verb := "Removed"
+			if r.DryRun {
+				verb = "Would remove (dry run)"
+			}
+			if len(r.Removed) == 0 {
+				_, err := fmt.Fprintf(w, "%s nothing: no staged or shadow entry matches.\n", verb)
+				return outputErr(err)
+			}
+			if _, err := fmt.Fprintf(w, "%s %d:\n", verb, len(r.Removed)); err != nil {
+				return outputErr(err)
+			}
+			return writeTable(w, "PARTITION\tSTATUS\tTABLE\tJOB", r.Removed, func(p client.Partition) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s", p.Partition, p.Status, p.Table, p.JobID)
+			})
+		},
+	})
 }
 
 func newPartitionsListCommand(e *env) *cobra.Command {

@@ -710,3 +710,62 @@ func (s *StagedSink) FilePublications() (contract.FilePublications, error) {
 	}
 	return out, nil
 }
+
+// RemoveStagedVersion removes the sink's version directory, the leftover
+// of a partition run that did not publish (weir partitions prune), and
+// returns it. It removes only a directory under the sink's versions tree
+// (VersionsDir) that the publication manifest does not name (as the
+// version a partition reads, or in its log); it does nothing when the
+// directory is gone already.
+func (s *StagedSink) RemoveStagedVersion(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return s.dir, err
+	}
+	root, err := filepath.Abs(VersionsDir(s.cfg.Path))
+	if err != nil {
+		return s.dir, fmt.Errorf("locating the versions of %s: %w", s.cfg.Path, err)
+	}
+	dir, err := filepath.Abs(s.dir)
+	if err != nil {
+		return s.dir, fmt.Errorf("locating the version %s: %w", s.dir, err)
+	}
+	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return s.dir, fmt.Errorf("%s is not under the versions directory %s: left as it is", s.dir, root)
+	}
+	m, _, err := ReadPublicationManifest(s.cfg.Path)
+	if err != nil {
+		return s.dir, err
+	}
+	base := filepath.Dir(s.cfg.Path)
+	named := func(p *Publication) bool {
+		if p == nil {
+			return false
+		}
+		v, err := filepath.Abs(filepath.Join(base, filepath.FromSlash(p.Version)))
+		return err == nil && v == dir
+	}
+	for _, p := range m.Partitions {
+		if named(p) {
+			return s.dir, fmt.Errorf("%s is a published version: left as it is", s.dir)
+		}
+	}
+	for _, p := range m.Log {
+		if named(p) {
+			return s.dir, fmt.Errorf("%s is a published version: left as it is", s.dir)
+		}
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.dir, nil
+	}
+	if err != nil {
+		return s.dir, fmt.Errorf("removing the version %s: %w", s.dir, err)
+	}
+	if !fi.IsDir() {
+		return s.dir, fmt.Errorf("%s is not a version directory: left as it is", s.dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return s.dir, fmt.Errorf("removing the version %s: %w", s.dir, err)
+	}
+	return s.dir, nil
+}

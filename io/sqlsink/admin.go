@@ -80,6 +80,11 @@ func (a Admin) PartitionLog(ctx context.Context, t contract.FacadeTable, jobName
 	return PartitionLog(ctx, a.staged(t), jobName)
 }
 
+// DropStage is DropStage.
+func (a Admin) DropStage(ctx context.Context, t contract.FacadeTable, stage string) error {
+	return DropStage(ctx, a.staged(t), stage)
+}
+
 // StageTable is StageTable.
 func (Admin) StageTable(target, partition, run string) string {
 	return StageTable(target, partition, run)

@@ -85,3 +85,33 @@ func num(v any) int64 {
 	}
 	return 0
 }
+
+// DropStage drops stage, a staging table of the target t.Table (one that
+// StageTable names, target + "__stage_" prefix), from t's database: the
+// leftover of a partition run that did not publish (weir partitions
+// prune). It refuses any other name and anything but a table, and does
+// nothing when the table is gone already.
+func DropStage(ctx context.Context, t StagedTarget, stage string) error {
+	schema, base := splitTable(t.Table)
+	sSchema, sBase := splitTable(stage)
+	if !strings.EqualFold(schema, sSchema) || !strings.HasPrefix(strings.ToLower(sBase), strings.ToLower(base)+"__stage_") {
+		return fmt.Errorf("%s is not a staging table of %s", stage, t.Table)
+	}
+	return withFacade(ctx, t.facade(), func(fx facadeExec, _ time.Time) error {
+		kind, err := fxKind(ctx, fx, stage)
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case "":
+			return nil
+		case "table":
+		default:
+			return fmt.Errorf("%s is a %s, not a staging table: left as it is", stage, kind)
+		}
+		if err := fx.exec(ctx, "DROP TABLE "+quoteTable(stage)); err != nil {
+			return fmt.Errorf("dropping the staging table %s: %w", stage, err)
+		}
+		return nil
+	})
+}

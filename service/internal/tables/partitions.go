@@ -21,6 +21,41 @@ import (
 // target table its sinks publish to, by partition, then target.
 // JOB_NOT_FOUND when no job has the name.
 func (s *Tables) Partitions(ctx context.Context, name string) ([]record.PartitionRun, error) {
+	entries, err := s.partitions(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]record.PartitionRun, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.run)
+	}
+	return out, nil
+}
+
+// partitionEntry is one entry of the publication log view, and for a
+// staged or shadow entry how to remove what it left.
+type partitionEntry struct {
+	run record.PartitionRun
+	// remove drops the staging table or removes the version directory;
+	// nil for published and running entries.
+	remove func(ctx context.Context) error
+}
+
+// stageDropper is the SQL table administration's removal of a staging
+// table (sqlsink.Admin.DropStage).
+type stageDropper interface {
+	DropStage(ctx context.Context, t contract.FacadeTable, stage string) error
+}
+
+// versionRemover is a staged file sink's removal of its run's version
+// directory (files.StagedSink.RemoveStagedVersion).
+type versionRemover interface {
+	RemoveStagedVersion(ctx context.Context) (string, error)
+}
+
+// partitions is Partitions with the removal of each staged or shadow
+// entry.
+func (s *Tables) partitions(ctx context.Context, name string) ([]partitionEntry, error) {
 	all, err := s.c.List(core.StatusAll)
 	if err != nil {
 		return nil, err
@@ -44,8 +79,9 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	var targets []*target
 	type fileRun struct {
 		job     *record.Job
-		version string // its version directory
-		staged  bool   // the directory is there
+		sink    contract.PublishingFileSink // the run's sink
+		version string                      // its version directory
+		staged  bool                        // the directory is there
 	}
 	type fileTarget struct {
 		path string
@@ -71,7 +107,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 					fileByPath[path] = t
 					fileTargets = append(fileTargets, t)
 				}
-				t.runs = append(t.runs, fileRun{job: j, version: version, staged: staged})
+				t.runs = append(t.runs, fileRun{job: j, sink: fs, version: version, staged: staged})
 				continue
 			}
 			sk, ok := code.(contract.SQLTableSink)
@@ -91,7 +127,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 	}
 	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
 	defer cancel()
-	out := []record.PartitionRun{}
+	out := []partitionEntry{}
 	for _, t := range targets {
 		st := t.tbl.FacadeTable
 		st.Table = t.tbl.StageTarget
@@ -105,7 +141,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			r := base
 			r.Partition, r.Status, r.Table, r.JobID, r.ManifestDigest = p.Partition, "published", p.Target, p.JobID, p.ManifestDigest
 			r.OutputDigest, r.Rows, r.Replaced, r.PublishedAt = p.OutputDigest, p.Rows, p.Replaced, p.PublishedAt
-			out = append(out, r)
+			out = append(out, partitionEntry{run: r})
 			published[p.JobID] = true
 		}
 		for _, j := range t.runs {
@@ -120,7 +156,11 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 				bare = stage
 			}
 			if r.Status = unpublishedStatus(j, stages[strings.ToLower(bare)]); r.Status != "" {
-				out = append(out, r)
+				e := partitionEntry{run: r}
+				if d, ok := s.sql.(stageDropper); ok && r.Status != "running" {
+					e.remove = func(ctx context.Context) error { return d.DropStage(ctx, st, stage) }
+				}
+				out = append(out, e)
 			}
 		}
 	}
@@ -135,7 +175,7 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			r := base
 			r.Partition, r.Status, r.Table, r.JobID, r.ManifestDigest = p.Partition, "published", p.Version, p.JobID, p.ManifestDigest
 			r.OutputDigest, r.Rows, r.Replaced, r.PublishedAt = p.OutputDigest, p.Rows, p.Replaced, p.PublishedAt
-			out = append(out, r)
+			out = append(out, partitionEntry{run: r})
 			published[p.JobID] = true
 		}
 		for _, fr := range t.runs {
@@ -146,15 +186,19 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 			r := base
 			r.Partition, r.Table, r.JobID, r.ManifestDigest = j.Partition, fr.version, j.ID, j.ManifestDigest
 			if r.Status = unpublishedStatus(j, fr.staged); r.Status != "" {
-				out = append(out, r)
+				e := partitionEntry{run: r}
+				if v, ok := fr.sink.(versionRemover); ok && r.Status != "running" {
+					e.remove = func(ctx context.Context) error { _, err := v.RemoveStagedVersion(ctx); return err }
+				}
+				out = append(out, e)
 			}
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].Partition != out[b].Partition {
-			return out[a].Partition < out[b].Partition
+		if out[a].run.Partition != out[b].run.Partition {
+			return out[a].run.Partition < out[b].run.Partition
 		}
-		return out[a].Target < out[b].Target
+		return out[a].run.Target < out[b].run.Target
 	})
 	return out, nil
 }
@@ -173,4 +217,55 @@ func unpublishedStatus(j *record.Job, staged bool) string {
 		return "staged"
 	}
 	return ""
+}
+
+// prunable says whether weir partitions prune removes entries of status
+// st: staged and shadow ones (both by default), never published or
+// running ones.
+func prunable(st string) bool { return st == "staged" || st == "shadow" }
+
+// Prune removes what job name's partition runs left without publishing:
+// the staging tables (dropped) and version directories (removed) that
+// Partitions shows as staged or shadow, of partition (every partition
+// when empty), of the statuses given (staged and shadow when none). It
+// never touches a published or running entry. It returns the entries
+// removed, or with dryRun those it would remove, removing nothing.
+// JOB_NOT_FOUND when no job has the name, INVALID_REQUEST for a status
+// other than staged or shadow, SINK_UNAVAILABLE when a removal fails
+// (the entries removed before it are gone).
+func (s *Tables) Prune(ctx context.Context, name, partition string, statuses []string, dryRun bool) ([]record.PartitionRun, error) {
+	want := map[string]bool{}
+	for _, st := range statuses {
+		if !prunable(st) {
+			return nil, errcode.Errorf(errcode.InvalidRequest, "cannot prune status %q: only staged and shadow entries are pruned (published and running ones never are)", st)
+		}
+		want[st] = true
+	}
+	if len(want) == 0 {
+		want["staged"], want["shadow"] = true, true
+	}
+	entries, err := s.partitions(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, tableTimeout)
+	defer cancel()
+	out := []record.PartitionRun{}
+	for _, e := range entries {
+		if !want[e.run.Status] || partition != "" && e.run.Partition != partition {
+			continue
+		}
+		if e.remove == nil {
+			return out, errcode.Errorf(errcode.SinkUnavailable, "cannot remove the %s %s of partition %s (job %s): its sink cannot remove it",
+				e.run.Status, e.run.Table, e.run.Partition, e.run.JobID)
+		}
+		if !dryRun {
+			if err := e.remove(ctx); err != nil {
+				return out, errcode.Errorf(errcode.SinkUnavailable, "removing the %s %s of partition %s (job %s), after removing %d entries: %w",
+					e.run.Status, e.run.Table, e.run.Partition, e.run.JobID, len(out), err)
+			}
+		}
+		out = append(out, e.run)
+	}
+	return out, nil
 }
