@@ -54,14 +54,7 @@ func TestCLIPartitionsPrune(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")
-	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-	partitionWork(t, srv, work)
-	for _, p := range []string{"2026-12-01", "2026-12-02"} {
-		srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", p, "--wait")
-	}
-	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-01", "--shadow", "--wait")
-	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
-	stage := "totals__stage_2026_12_01_" + strings.ReplaceAll(shadowID, "-", "_")
+	r, shadowID, stage := publishTwoAndShadow(t, srv, work, db)
 	before := published(t, db)
 
 	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--dry-run", "--format", "json")

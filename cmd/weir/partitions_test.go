@@ -255,14 +255,7 @@ func TestCLIPartitionsList(t *testing.T) {
 	srv := startServer(t, t.TempDir())
 	work := t.TempDir()
 	db := filepath.Join(work, "out.db")
-	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
-	partitionWork(t, srv, work)
-	for _, p := range []string{"2026-12-01", "2026-12-02"} {
-		srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", p, "--wait")
-	}
-	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-01", "--shadow", "--wait")
-	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
-	stage := "totals__stage_2026_12_01_" + strings.ReplaceAll(shadowID, "-", "_")
+	r, _, stage := publishTwoAndShadow(t, srv, work, db)
 	if !strings.Contains(r.stderr, "shadow run: partition 2026-12-01 staged in "+stage) ||
 		!strings.Contains(r.stderr, "weir diff 'sqlite:"+db+"#totals' 'sqlite:"+db+"#"+stage+"'") {
 		t.Errorf("the shadow run's output does not say where it staged and how to compare:\n%s", r.stderr)
@@ -315,4 +308,20 @@ func TestCLIPartitionsList(t *testing.T) {
 	if r := srv.cli(work, "partitions", "list", "nosuch"); r.code != ExitFailure || !strings.Contains(r.stderr, "JOB_NOT_FOUND") {
 		t.Errorf("partitions list of an unknown name: exit %d, %s", r.code, r.stderr)
 	}
+}
+
+// publishTwoAndShadow publishes partitions 2026-12-01 and 2026-12-02 of
+// job name sales-daily into SQLite database db, then shadow-runs
+// 2026-12-01; it returns the shadow run's output, job ID and staging
+// table.
+func publishTwoAndShadow(t *testing.T, srv *serverProc, work, db string) (r cliResult, shadowID, stage string) {
+	t.Helper()
+	writeTestFile(t, work, "p.yaml", partitionPipeline(db))
+	partitionWork(t, srv, work)
+	for _, p := range []string{"2026-12-01", "2026-12-02"} {
+		srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", p, "--wait")
+	}
+	r = srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--manifest", "sales", "--partition", "2026-12-01", "--shadow", "--wait")
+	shadowID = strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
+	return r, shadowID, "totals__stage_2026_12_01_" + strings.ReplaceAll(shadowID, "-", "_")
 }
