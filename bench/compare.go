@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // This file compares two builds of weir on the same benchmark: the runs of
@@ -89,10 +90,14 @@ const (
 	// The warm figures are those of the variant's second run in its
 	// process; a base build that runs each variant once has none, and they
 	// are then left out of the comparison.
-	FigureWarmEventsPerSec    = "warm events/s"
-	FigureWarmEventsPerCPUSec = "warm events/CPU-s"
-	FigureWarmVsBaseline      = "warm vs baseline"
+	FigureWarmEventsPerSec    = warmFigure + FigureEventsPerSec
+	FigureWarmEventsPerCPUSec = warmFigure + FigureEventsPerCPUSec
+	FigureWarmVsBaseline      = warmFigure + FigureVsBaseline
 )
+
+// warmFigure prefixes the name of a first-run figure to name the same
+// figure of the warm run.
+const warmFigure = "warm "
 
 // RunCompare runs rounds rounds of the benchmark, each running this build
 // then the base (A B A B ...), and returns every round's measurements.
@@ -133,13 +138,9 @@ func figureOf(m Measurement, figure string) (float64, bool) {
 		return v, v > 0
 	case FigureVsBaseline:
 		return m.RatioToBaseline, m.Name != string(KindBaseline) && m.RatioToBaseline > 0
-	case FigureWarmEventsPerSec:
-		return m.WarmEventsPerSec, m.WarmEventsPerSec > 0
-	case FigureWarmEventsPerCPUSec:
-		v := m.WarmEventsPerCPUSecond()
-		return v, v > 0
-	case FigureWarmVsBaseline:
-		return m.WarmRatioToBaseline, m.Name != string(KindBaseline) && m.WarmRatioToBaseline > 0
+	}
+	if first, ok := strings.CutPrefix(figure, warmFigure); ok {
+		return figureOf(m.warmRun(), first)
 	}
 	return 0, false
 }
@@ -167,7 +168,7 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 			if _, ok := figureOf(ref, figure); !ok {
 				continue
 			}
-			if b, ok := find(rounds[0].Base, ref.Name); ok && isWarm(figure) {
+			if b, ok := find(rounds[0].Base, ref.Name); ok && strings.HasPrefix(figure, warmFigure) {
 				if _, ok := figureOf(b, figure); !ok {
 					continue // a base build without warm runs
 				}
@@ -204,14 +205,6 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 		}
 	}
 	return out, nil
-}
-
-func isWarm(figure string) bool {
-	switch figure {
-	case FigureWarmEventsPerSec, FigureWarmEventsPerCPUSec, FigureWarmVsBaseline:
-		return true
-	}
-	return false
 }
 
 // verdict judges a figure by the spread of its per-round ratios.

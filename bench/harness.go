@@ -61,11 +61,13 @@ func (m Measurement) EventsPerCPUSecond() float64 {
 
 // WarmEventsPerCPUSecond returns events over the warm run's CPU seconds
 // (0 without a warm run).
-func (m Measurement) WarmEventsPerCPUSecond() float64 {
-	if m.WarmCPUSeconds <= 0 {
-		return 0
-	}
-	return float64(m.Outcome.Events) / m.WarmCPUSeconds
+func (m Measurement) WarmEventsPerCPUSecond() float64 { return m.warmRun().EventsPerCPUSecond() }
+
+// warmRun returns m with its warm run's figures in the first run's places
+// (all 0 without a warm run).
+func (m Measurement) warmRun() Measurement {
+	m.EventsPerSec, m.CPUSeconds, m.RatioToBaseline = m.WarmEventsPerSec, m.WarmCPUSeconds, m.WarmRatioToBaseline
+	return m
 }
 
 // Harness runs variants in child processes and measures them.
