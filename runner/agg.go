@@ -329,36 +329,6 @@ func (n *aggNode) adopt(olds []node) {
 	n.adoptedRej, _ = n.agg.(contract.AdoptedStateRejecter)
 }
 
-// reportAdopted sends what the step's code could not carry over of acc —
-// the accumulator of k in window w, adopted from the execution this one
-// replaced and carried over when first used (contract.AdoptedStateRejecter)
-// — to the run's dead-letter hook, as a restore reports a stored one.
-func (n *aggNode) reportAdopted(k *aggKey, w window.Window, acc any) error {
-	return n.reportAdoptedErrs(k, w, n.adoptedRej.TakeStateRejects(acc))
-}
-
-// reportAdoptedErrs sends errs, taken from adopted accumulators of k now in
-// window w, to the run's dead-letter hook (reportAdopted).
-func (n *aggNode) reportAdoptedErrs(k *aggKey, w window.Window, errs []*contract.PartialStateError) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	dropped := make([]droppedState, len(errs))
-	for i, e := range errs {
-		dropped[i] = droppedState{win: w, cell: contract.AccumulatorCell, reason: e.Reason, err: e}
-	}
-	shown := k.key
-	if shown == nil {
-		shown = k.str
-		if n.sc != nil {
-			if key, err := n.sc.DecodeKey([]byte(k.str)); err == nil {
-				shown = key
-			}
-		}
-	}
-	return reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped)
-}
-
 // materializeKeys gives every key kept as its encoding only (adopted from
 // a node that kept keys so) its key, decoded by ek, for a node that keeps
 // keys whole.

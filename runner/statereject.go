@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // reportStateRejects sends the stored state of key (keyStr its canonical
@@ -41,4 +42,34 @@ func reportStateRejects(w *worker, step string, key any, keyStr string, dropped 
 		}
 	}
 	return nil
+}
+
+// reportAdopted sends what the step's code could not carry over of acc —
+// the accumulator of k in window w, adopted from the execution this one
+// replaced and carried over when first used (contract.AdoptedStateRejecter)
+// — to the run's dead-letter hook, as a restore reports a stored one.
+func (n *aggNode) reportAdopted(k *aggKey, w window.Window, acc any) error {
+	return n.reportAdoptedErrs(k, w, n.adoptedRej.TakeStateRejects(acc))
+}
+
+// reportAdoptedErrs sends errs, taken from adopted accumulators of k now in
+// window w, to the run's dead-letter hook (reportAdopted).
+func (n *aggNode) reportAdoptedErrs(k *aggKey, w window.Window, errs []*contract.PartialStateError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	dropped := make([]droppedState, len(errs))
+	for i, e := range errs {
+		dropped[i] = droppedState{win: w, cell: contract.AccumulatorCell, reason: e.Reason, err: e}
+	}
+	shown := k.key
+	if shown == nil {
+		shown = k.str
+		if n.sc != nil {
+			if key, err := n.sc.DecodeKey([]byte(k.str)); err == nil {
+				shown = key
+			}
+		}
+	}
+	return reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped)
 }
