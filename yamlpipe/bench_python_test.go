@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/genrows"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -23,13 +24,12 @@ var benchExprs = []struct{ name, cel, py string }{
 //
 //	go test ./yamlpipe/ -run '^$' -bench ExprCELvsPython -benchtime 200000x
 func BenchmarkExprCELvsPython(b *testing.B) {
-	schema := generateSchema()
+	schema := genrows.Schema()
 	sc, err := newCELScope(schema, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := &generator{schema: schema, keys: 10, spacing: 1, keyVals: []any{"key-0", "key-1", "key-2", "key-3", "key-4", "key-5", "key-6", "key-7", "key-8", "key-9"}, amounts: []any{int64(5), int64(50)}}
-	r := g.newRowMaker()(1)
+	r := genrows.New(genrows.Config{Keys: 10, MaxAmount: 50, Spacing: 1}).NewRowMaker()(1)
 	l := &loader{file: "bench.yaml"}
 	for _, e := range benchExprs {
 		b.Run(e.name, func(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/genrows"
 )
 
 // BenchmarkPipeline runs testdata/bench_pipeline.yaml (1M generated
@@ -36,7 +37,7 @@ func BenchmarkPipeline(b *testing.B) {
 
 // BenchmarkCELFilter measures one Filter evaluation over a schema'd row.
 func BenchmarkCELFilter(b *testing.B) {
-	schema := generateSchema()
+	schema := genrows.Schema()
 	sc, err := newCELScope(schema, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -51,10 +52,8 @@ func BenchmarkCELFilter(b *testing.B) {
 }
 
 func benchFilter(b *testing.B, sc *celexpr.Scope, prg *celexpr.Program) {
-	schema := sc.Schema()
 	f := &filterFn{prg: prg, act: celexpr.NewActivation(sc)}
-	g := &generator{schema: schema, keys: 10, spacing: 1, keyVals: []any{"key-0", "key-1", "key-2", "key-3", "key-4", "key-5", "key-6", "key-7", "key-8", "key-9"}, amounts: []any{int64(5), int64(50)}}
-	r := g.newRowMaker()(1)
+	r := genrows.New(genrows.Config{Keys: 10, MaxAmount: 50, Spacing: 1}).NewRowMaker()(1)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := f.keep(r, nil); err != nil {

@@ -12,11 +12,11 @@
 // and assertcheck, schema inference in yamlpipe/schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
-// runner/contract, row, internal/box (Generate's rows from slabs), io/files, manifest (the input manifests file
+// runner/contract, row, io/files, manifest (the input manifests file
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
 // yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/textio,
-// yamlpipe/pyrepr (WriteToText's lines), yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
+// yamlpipe/pyrepr (WriteToText's lines), yamlpipe/genrows (Generate's rows), yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
 // yamlpipe/logfortesting, yamlpipe/wininfo, yamlpipe/assertcheck,
 // cel.dev/cel-go, github.com/goccy/go-yaml and the standard library; it
 // reaches the executor (package runner) only through the SDK's Run.

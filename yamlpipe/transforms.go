@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/internal/box"
 	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/genrows"
 	"github.com/weir-dev/weir/yamlpipe/schemainfer"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
@@ -304,95 +303,6 @@ func (l *loader) optStr(m *yamlnode.Node, key string) (string, *yamlnode.Node, e
 
 // ---- Generate ----
 
-// generateSchema is the schema of Generate's rows.
-func generateSchema() *row.Schema {
-	return row.MustSchema(
-		row.Field{Name: "id", Type: row.Of(row.KindInt)},
-		row.Field{Name: "key", Type: row.Of(row.KindString)},
-		row.Field{Name: "amount", Type: row.Of(row.KindInt)},
-		row.Field{Name: "ts", Type: row.Of(row.KindTimestamp)},
-	)
-}
-
-// generator makes Generate's rows: element i is {id: i, key: "key-K",
-// amount: A, ts: start + i*spacing}, with K uniform over [0, keys) and A
-// uniform over [1, max_amount], both drawn from a hash of (seed, i), so a
-// seed always yields the same rows whatever the number of workers.
-type generator struct {
-	schema  *row.Schema
-	seed    uint64
-	keys    uint64
-	start   mtime.Time
-	spacing mtime.Duration
-	keyVals []any // boxed key strings, precomputed
-	amounts []any // boxed amounts, precomputed
-}
-
-// genRow allocates a row and its values together.
-type genRow struct {
-	r rowT
-	v [4]any
-}
-
-// genRowSlab is how many rows a split allocates at once: one allocation
-// per 32 rows instead of one per row. A row kept downstream keeps its
-// slab (about 3 KB) alive; Generate feeds demos, tests and benchmarks,
-// whose rows are consumed as they pass.
-const genRowSlab = 32
-
-// rowMaker is one split's row function (weir.GenerateEach): it allocates
-// rows from a slab of its own and boxes the id and the event time from
-// slabs, so a generated row costs no allocation of its own.
-type rowMaker struct {
-	g *generator
-	// rows[used:] are free. The slab is replaced only when full: a slice
-	// store per row would cost a GC write barrier per row while the
-	// collector marks.
-	rows []genRow
-	used int
-	ids  *box.Boxer[int64]
-	ts   *box.Boxer[mtime.Time]
-}
-
-// newRowMaker returns the row function of one split.
-func (g *generator) newRowMaker() func(i int64) *rowT {
-	m := &rowMaker{g: g, ids: box.New[int64](), ts: box.New[mtime.Time]()}
-	return m.row
-}
-
-func (m *rowMaker) row(i int64) *rowT {
-	g := m.g
-	h := mix64(g.seed ^ (uint64(i) * 0x9E3779B97F4A7C15))
-	k := h % g.keys
-	var key any
-	if k < uint64(len(g.keyVals)) {
-		key = g.keyVals[k]
-	} else {
-		key = "key-" + strconv.FormatUint(k, 10)
-	}
-	if m.used == len(m.rows) {
-		m.rows, m.used = make([]genRow, genRowSlab), 0
-	}
-	gr := &m.rows[m.used]
-	m.used++
-	// Field by field: assigning whole arrays or rows would cost a bulk GC
-	// write barrier per row while the collector marks.
-	gr.v[0] = m.ids.Box(i)
-	gr.v[1] = key
-	gr.v[2] = g.amounts[(h>>32)%uint64(len(g.amounts))]
-	gr.v[3] = m.ts.Box(g.start + mtime.Time(i)*mtime.Time(g.spacing))
-	gr.r.Schema = g.schema
-	gr.r.Values = gr.v[:]
-	return &gr.r
-}
-
-// mix64 is SplitMix64's finaliser.
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	return z ^ (z >> 31)
-}
-
 // defaultGenerateStart is where Generate's event time starts: 2026-01-01T00:00:00Z.
 const defaultGenerateStart mtime.Time = 1767225600000
 
@@ -450,22 +360,10 @@ func buildGenerate(l *loader, t *transformSpec, _ []*coll) (*coll, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &generator{schema: generateSchema(), seed: uint64(seed), keys: uint64(keys), start: start, spacing: spacing}
-	nk := keys
-	if nk > 1<<16 {
-		nk = 1 << 16
-	}
-	g.keyVals = make([]any, nk)
-	for i := range g.keyVals {
-		g.keyVals[i] = "key-" + strconv.Itoa(i)
-	}
-	g.amounts = make([]any, maxAmount)
-	for i := range g.amounts {
-		g.amounts[i] = int64(i + 1)
-	}
-	out := weir.GenerateEach(l.root, t.name, weir.GenerateConfig{Count: count, Rate: rate, Start: start, Spacing: spacing}, g.newRowMaker,
-		stepOpts(t, weir.WithCoder(g.schema.Coder()))...)
-	return rowsColl(g.schema, out), nil
+	g := genrows.New(genrows.Config{Seed: uint64(seed), Keys: keys, MaxAmount: maxAmount, Start: start, Spacing: spacing})
+	out := weir.GenerateEach(l.root, t.name, weir.GenerateConfig{Count: count, Rate: rate, Start: start, Spacing: spacing}, g.NewRowMaker,
+		stepOpts(t, weir.WithCoder(g.Schema().Coder()))...)
+	return rowsColl(g.Schema(), out), nil
 }
 
 // ---- files ----
