@@ -83,6 +83,7 @@ func historyOf24h(now time.Time, resolution time.Duration) map[string]any {
 // styles and API replies) and when it was interactive. It fails past the
 // issue's 1 MB; the time is recorded in docs/BENCHMARKS.md, not asserted.
 func TestConsolePayload50Steps(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := service.Open(context.Background(), service.Options{DataDir: t.TempDir(), CheckpointInterval: 100 * time.Millisecond, Logger: logger})

@@ -237,6 +237,7 @@ type stepCounts struct {
 // counts; a chart gets points while the page is open; drain from the
 // console (behind its confirmation) drains the job.
 func TestConsoleJobsAndJobPage(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{})
 	batch := submit(t, c, "orders", batchYAML)
@@ -423,6 +424,7 @@ func TestConsoleJobsAndJobPage(t *testing.T) {
 // an in-place update to its successor; the update preview marks a step
 // renamed through the mapping and a refused one, at their steps.
 func TestConsoleLineageAndPreview(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{})
 	old := submit(t, c, "totals", streamingYAML)
@@ -584,6 +586,7 @@ func TestConsoleLineageAndPreview(t *testing.T) {
 // the API calls are refused until the user gives the token, which the page
 // then sends as a bearer token; the Host check still guards the pages.
 func TestConsoleAsksForToken(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{GenerateAuthToken: true})
 	j := submit(t, c, "orders", batchYAML)
@@ -659,6 +662,7 @@ func evaluate[T any](ctx context.Context, js string, dst *T) error {
 // TestConsoleTopics: the topics page lists a topic and its subscription
 // with its backlog, and the job that reads the subscription.
 func TestConsoleTopics(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{})
 	bg := context.Background()
@@ -794,6 +798,7 @@ const rehearseYAML = `pipeline:
 // same answers passes, one that takes the maximum instead of the sum is
 // refused with its differences; neither changes the job.
 func TestConsoleRehearse(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{})
 	bg := context.Background()

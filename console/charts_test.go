@@ -39,6 +39,7 @@ type chartView struct {
 // rate over a window of the sources' counters (a steady source reads
 // above 0/s).
 func TestConsoleChartsAcrossUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a job for more than a minute")
 	}

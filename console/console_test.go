@@ -11,6 +11,7 @@ import (
 )
 
 func TestIsPage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		path string
 		want bool
@@ -41,6 +42,7 @@ func TestIsPage(t *testing.T) {
 // TestMount sends requests through Mount and checks which handler
 // answered, with what type and policy.
 func TestMount(t *testing.T) {
+	t.Parallel()
 	apiH := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Answered-By", "api")
 		w.WriteHeader(http.StatusTeapot)

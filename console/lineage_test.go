@@ -16,6 +16,7 @@ import (
 // recorded phase and fields (job IDs linked), and links the two jobs both
 // ways (replaces_job_id, replaced_by_job_id).
 func TestConsoleLineageReplacement(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	p, c := startWeir(t, server.Config{MinReplaceInterval: -1})
 	old := submit(t, c, "swap", streamingYAML)

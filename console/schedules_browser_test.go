@@ -20,6 +20,7 @@ import (
 // published cells linking to their jobs, a waiting cell for a partition
 // whose files are missing, the next partition — and its versions.
 func TestConsoleSchedules(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	root := t.TempDir()
 	p, c := startWeir(t, server.Config{FileRoots: []string{root}})

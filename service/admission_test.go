@@ -21,6 +21,7 @@ import (
 // mutex around the whole submission) and a job from a snapshot was never
 // refused.
 func TestAdmissionIsOneRule(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Open(context.Background(), Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
 		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), MaxJobs: 2})

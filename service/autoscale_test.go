@@ -57,6 +57,7 @@ func (l *load) sample(_ *record.Job, run *core.Run, now time.Time) (autoscale.Sa
 // event with the figures it was decided from; the data it read meanwhile
 // is exact; a job with autoscaling_algorithm NONE keeps its count.
 func TestAutoscaling(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openWithBroker(t, dir)

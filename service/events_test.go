@@ -22,6 +22,7 @@ func seqs(evs []record.Event) []uint64 {
 // are its events, in order, each transition with its reason — even when
 // the execution rejected the element before the job was recorded RUNNING.
 func TestJobEventsOfABatchJob(t *testing.T) {
+	t.Parallel()
 	s := openServiceHooks(t, t.TempDir(), Hooks{Started: func(jr *Run) { <-jr.X.Done() }})
 	const failing = `pipeline:
   transforms:
@@ -67,6 +68,7 @@ func TestJobEventsOfABatchJob(t *testing.T) {
 
 // TestEventTypesDocumented: EventTypes lists every type the service emits.
 func TestEventTypesDocumented(t *testing.T) {
+	t.Parallel()
 	all := map[record.EventType]bool{}
 	for _, e := range record.EventTypes() {
 		if all[e.Type] || e.Meaning == "" {
@@ -116,6 +118,7 @@ func eventsOf(t *testing.T, s *Service, ref string, typ record.EventType) []reco
 // TestUpdateAndSnapshotEvents: a refused, a validate-only and an in-place
 // update, and a snapshot, are events of the jobs they concern.
 func TestUpdateAndSnapshotEvents(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	old := submitCheckpointed(t, s, base)
@@ -163,6 +166,7 @@ func TestUpdateAndSnapshotEvents(t *testing.T) {
 // which no one source position produced, is described by its step and
 // reason, without a position.
 func TestDeadLetterOfAnAggregate(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	const keyless = `pipeline:
   transforms:

@@ -22,6 +22,7 @@ import (
 // entry only once one generation is left and no live job could join the
 // view with a newer one (or make the table a view at all).
 func TestFacadeSweep(t *testing.T) {
+	t.Parallel()
 	type job struct {
 		gen   int64
 		state record.JobState

@@ -17,6 +17,7 @@ import (
 // FAILED with an error that says so, names the last committed checkpoint
 // and how to reprocess what came after.
 func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "update-events")
@@ -43,6 +44,7 @@ func TestFailedPubSubJobSaysHowToResume(t *testing.T) {
 // TestAssertEqualFailsAServerJob: a failed AssertEqual fails a server job,
 // as Beam fails the pipeline; it is no dead letter.
 func TestAssertEqualFailsAServerJob(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	const assert = `pipeline:
   transforms:
@@ -70,6 +72,7 @@ func TestAssertEqualFailsAServerJob(t *testing.T) {
 // id_field counts a message that reuses an ID for other data (dropped) in
 // its step's duplicate_id_conflicts; a plain repeat is not counted.
 func TestSourceIDConflictMetric(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "id-events")

@@ -62,6 +62,7 @@ func execSQL(t *testing.T, db string, stmts ...string) {
 // exactly the totals of a run without a fault. A permanent refusal (the
 // table was dropped) fails the job with a message that says how to resume.
 func TestSinkCommitFailure(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	odb := filepath.Join(dir, "oracle.sqlite")
 	p, err := yamlpipe.Load("oracle.yaml", []byte(fmt.Sprintf(sinkFaultYAML, odb)), yamlpipe.Options{BaseDir: dir})

@@ -47,6 +47,7 @@ func newFailingDisk() (*failingDisk, vfs.FS) {
 // resumes the job from its last durable checkpoint to exactly the totals
 // of a run without any fault.
 func TestStoreFailureStopsJobs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	want := oracle(t, dir)
 	db := filepath.Join(dir, "job.sqlite")
@@ -116,6 +117,7 @@ func TestStoreFailureStopsJobs(t *testing.T) {
 // job resumes from its last durable checkpoint and ends with exactly the
 // totals of a run without any fault — in the same process.
 func TestStoreFailureResumesWithoutRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	want := oracle(t, dir)
 	db := filepath.Join(dir, "job.sqlite")

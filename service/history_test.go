@@ -31,6 +31,7 @@ func historyPoints(t *testing.T, s *Service, id, step, metric string, res time.D
 // 5 s of the clock is a fine point, each minute a coarse one; the coarse
 // tier survives a restart, the fine one starts again; counters never drop.
 func TestMetricsHistoryTiers(t *testing.T) {
+	t.Parallel()
 	dir, base := t.TempDir(), t.TempDir()
 	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)))
 	open := func() *Service {

@@ -12,6 +12,7 @@ import (
 // checkpoint interval passes; the first message makes it checkpoint again
 // at the next interval.
 func TestIdleJobSkipsCheckpoints(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "orders")
 	s, err := Open(context.Background(), Options{DataDir: dir, CheckpointInterval: 20 * time.Millisecond, IdleCheckpointInterval: time.Hour,

@@ -14,6 +14,7 @@ import (
 // across a chain of names (sums → sums-v2 → sums-v3); the old name's own
 // history is unchanged. It showed only the name's own jobs.
 func TestLineageHistoryAcrossNames(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, _, clock := openWithBroker(t, dir)

@@ -23,6 +23,7 @@ import (
 // the verdict; an equivalent pipeline (a step renamed) passes and the
 // stop-and-replace goes on, its notes saying what was rehearsed.
 func TestPreflightRehearsal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openParallel(t, dir)
@@ -87,6 +88,7 @@ func TestPreflightRehearsal(t *testing.T) {
 // verdict says how much, nothing is left in the directory, and the verdict
 // is exactly the one of the same rehearsal in memory.
 func TestPreflightRehearsalSpills(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir, spill := t.TempDir(), t.TempDir()
 	b := startBroker(t, dir, "par-events", "par-out")

@@ -62,6 +62,7 @@ func migratingProgram(db string, migrate bool) ProgramLoader {
 // checkpoints of its own, reads both what it stored and what it migrated:
 // every key's count is exact.
 func TestProgramAccumulatorMigration(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "counts.sqlite")
 	checkProgramMigration(t, programMigration{name: "counts", step: "CountPerKey", v1: countingProgram(db, "v1"),
 		refused: migratingProgram(db, false), migrated: migratingProgram(db, true),
@@ -279,12 +280,14 @@ func tallyingCellProgram(db string, next, migrate, inMap bool) ProgramLoader {
 // restarted after checkpoints of its own, reads both what it stored
 // (marked) and what it has not touched since: every key's count is exact.
 func TestProgramStateMigration(t *testing.T) {
+	t.Parallel()
 	for _, inMap := range []bool{false, true} {
 		name := "value cell"
 		if inMap {
 			name = "map cell"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			db := filepath.Join(t.TempDir(), "counts.sqlite")
 			checkProgramMigration(t, programMigration{name: "tallies", step: "Tally", v1: tallyingCellProgram(db, false, false, inMap),
 				refused: tallyingCellProgram(db, true, false, inMap), migrated: tallyingCellProgram(db, true, true, inMap),

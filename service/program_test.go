@@ -130,6 +130,7 @@ func snapshotRegistryTx(t *testing.T, s *Service, name string) registrySnapshot 
 // finishes with exact per-key counts (state and source positions carried
 // over, nothing counted twice).
 func TestProgramStoredUpdate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "counts.sqlite")
 	ctx := context.Background()
@@ -274,6 +275,7 @@ func streamingProgram(db, count string) ProgramLoader {
 // draining through the state machine (PENDING → DRAINING), then drains to
 // DRAINED; the old job ends UPDATED.
 func TestProgramUpdateOfDrainingJob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "counts.sqlite")
 	ctx := context.Background()

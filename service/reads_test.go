@@ -158,6 +158,7 @@ func readsAnswer(t *testing.T, s *Service, name string, old *record.Job) {
 // execution paused, describe, list, history and metrics answer (showing
 // the old job still running); once released, the update completes.
 func TestReadsAnswerDuringUpdatePause(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	paused, release := holdPauses(t, s)
 	base := t.TempDir()
@@ -217,6 +218,7 @@ func TestReadsAnswerDuringUpdatePause(t *testing.T) {
 // paused, the same reads answer; once released, the job runs on with the
 // new worker count (same job ID).
 func TestReadsAnswerDuringRescalePause(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	paused, release := holdPauses(t, s)
 	j := submitCheckpointed(t, s, t.TempDir())
@@ -267,6 +269,7 @@ func TestReadsAnswerDuringRescalePause(t *testing.T) {
 // then drains the new job, which ends DRAINED while the old one stays
 // UPDATED.
 func TestDrainWaitsForUpdate(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	paused, release := holdPauses(t, s)
 	base := t.TempDir()
@@ -320,6 +323,7 @@ func TestDrainWaitsForUpdate(t *testing.T) {
 // UPDATE_IN_PROGRESS (rather than queueing and replacing the job the first
 // update starts); the first update then completes.
 func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	paused, release := holdPauses(t, s)
 	base := t.TempDir()
@@ -371,6 +375,7 @@ func TestSecondUpdateRefusedWhileUpdating(t *testing.T) {
 // with condition RESUMING, and once it has resumed the condition is gone
 // and it checkpoints on.
 func TestReadsAnswerWhileResuming(t *testing.T) {
+	t.Parallel()
 	dir, base := t.TempDir(), t.TempDir()
 	s := openService(t, dir)
 	old := submitCheckpointed(t, s, base)

@@ -176,6 +176,7 @@ func waitPhase(t *testing.T, s *Service, ref string) *record.Job {
 // newer generation owns the windows it emitted, and the job records tell
 // the flow.
 func TestStopAndReplace(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		newName string // "" the same name
@@ -317,6 +318,7 @@ func TestStopAndReplace(t *testing.T) {
 // cancel_on_drain_timeout=false, keeps it and says so in both records. The
 // old job's end is held open (a test hook) until the timeout is recorded.
 func TestStopAndReplaceDrainTimeout(t *testing.T) {
+	t.Parallel()
 	for _, cancel := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
 			ctx := context.Background()

@@ -57,6 +57,7 @@ const hoYAML = `pipeline:
 // message of both topics: every (key, window) total equals the ground
 // truth.
 func TestStopAndReplaceNewNameTopicAndNamed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openParallel(t, dir) // its broker, with topics of our own

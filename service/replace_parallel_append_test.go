@@ -216,6 +216,7 @@ func diffElems(got map[string]bool, want []srEvent) string {
 // overlap, and after the compaction, sees every source element exactly
 // once: never twice, never one that went away.
 func TestParallelReplaceAppend(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		newName string
@@ -237,6 +238,7 @@ func TestParallelReplaceAppend(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
+				t.Parallel()
 				runParallelAppend(t, drv, tc.newName, tc.d, tc.rewind, tc.priorRuns)
 			})
 		}

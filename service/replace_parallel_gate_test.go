@@ -107,6 +107,7 @@ func gateEvents(t *testing.T, s *Service, id string) []record.Event {
 //
 // A validate-only request with the gate changes nothing.
 func TestParallelParityGate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		wrong, restart bool
@@ -306,6 +307,7 @@ func TestParallelParityGate(t *testing.T) {
 // compares SQL outputs, so a pipeline that publishes to Pub/Sub is refused
 // with the gate before anything changes.
 func TestParallelParityGateRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, _, clock := openParallel(t, dir)

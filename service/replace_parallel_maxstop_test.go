@@ -24,6 +24,7 @@ import (
 // is held open (a test hook) and the clock never moves, so only a 0s
 // maximum can time the drain out.
 func TestParallelZeroMaxStop(t *testing.T) {
+	t.Parallel()
 	for _, cancel := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
 			ctx := context.Background()
@@ -97,6 +98,7 @@ func TestParallelZeroMaxStop(t *testing.T) {
 // TestReplacementMaxStop: the record's maximum stop duration, including
 // records written before has_max_stop (a parallel 0 meant none).
 func TestReplacementMaxStop(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		rep  record.Replacement

@@ -49,6 +49,7 @@ func checkNamedRecord(t *testing.T, fin *record.Job, named string) {
 // sees a double count or a total going backwards; at the end every total
 // equals the ground truth.
 func TestParallelNamedSubscriptionReplacedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openParallel(t, dir)

@@ -344,6 +344,7 @@ func pgTestSchema(t *testing.T, prefix string) (dsn, schema string, conn *pgx.Co
 // (key, window) twice, a total going backwards or a row disappear, and at
 // the end every (key, window) total equals the ground truth.
 func TestParallelReplace(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		newName string
@@ -373,6 +374,7 @@ func TestParallelReplace(t *testing.T) {
 				continue
 			}
 			t.Run(tc.name+" "+drv.name, func(t *testing.T) {
+				t.Parallel()
 				runParallelNamed(t, drv, tc.newName, tc.byID, tc.d, tc.rewind, tc.named)
 			})
 		}
@@ -608,6 +610,7 @@ func openParallel(t *testing.T, dir string) (*Service, *pubsub.Broker, *shiftClo
 // consumer never sees a double count or a total going backwards, and
 // after the old job drained every total equals the ground truth.
 func TestParallelRollbackDuringOverlap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sc := startParScenario(t)
 	s, b, old := sc.s, sc.b, sc.old
@@ -658,6 +661,7 @@ func TestParallelRollbackDuringOverlap(t *testing.T) {
 // refused with its code before anything changes: the old job keeps
 // running as it was and no job is created.
 func TestParallelRefusals(t *testing.T) {
+	t.Parallel()
 	missing := func(p string) string {
 		return strings.Replace(p, "topic: par-events", "subscription: no-such-sub", 1)
 	}
@@ -681,6 +685,7 @@ func TestParallelRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
 			s, b, clock := openParallel(t, dir)
@@ -711,6 +716,7 @@ func TestParallelRefusals(t *testing.T) {
 // the overlap ends the flow FAILED and keeps the old job as the name's
 // active job, its generation the only one behind the view.
 func TestParallelNewJobCancelledDuringOverlap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sc := startParScenario(t)
 	s, old := sc.s, sc.old

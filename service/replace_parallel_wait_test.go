@@ -15,6 +15,7 @@ import (
 // (progress.waiting_for_old_message, what weir run --wait prints); once a
 // message arrives the flow goes on to the overlap and the flag is gone.
 func TestParallelWaitsForOldMessage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, b, clock := openParallel(t, dir)

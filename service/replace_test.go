@@ -48,6 +48,7 @@ func streamingReq(name, dir string, opts ...string) SubmitRequest {
 // none, updates the running one in place when it has one — with the same
 // refusals as an explicit update — through Submit and through Update.
 func TestCreateOrUpdate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, _ := openShifted(t, dir+"/data")
 	ctx := context.Background()
@@ -102,6 +103,7 @@ func TestCreateOrUpdate(t *testing.T) {
 // same ID with another request is REQUEST_ID_REUSED; after 24 hours the ID
 // is free again.
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, clock := openShifted(t, dir+"/data")
 	ctx := context.Background()
@@ -159,6 +161,7 @@ func TestRequestID(t *testing.T) {
 // anything changes: the running job keeps its ID, its state and its
 // checkpoints.
 func TestReplacementRefusals(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, clock := openShifted(t, dir+"/data")
 	ctx := context.Background()

@@ -150,6 +150,7 @@ func checkpointRead(t *testing.T, s *Service, name, id string, n int, what strin
 // and the drain fired the half-read windows at once, replacing the old
 // job's totals with partial ones.
 func TestRewindCatchUp(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// ops happen in turn while the job catches up: update (in place),
@@ -169,6 +170,7 @@ func TestRewindCatchUp(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
 			t.Run(driver+"/"+strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				dir := t.TempDir()
 				s, b, clock := openCatchUpService(t, dir, nil)

@@ -45,6 +45,7 @@ func purgeTopicBefore(t *testing.T, b *pubsub.Broker, keep uint64) {
 // before the fix the drain (and the running job's hold at −∞) never
 // ended, and reading past a gap lost the messages without a word.
 func TestRewindRetentionGap(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// drainHeld drains while the job still holds; otherwise the test
@@ -65,6 +66,7 @@ func TestRewindRetentionGap(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
 			s, b, clock := openCatchUpService(t, dir, nil)

@@ -45,6 +45,7 @@ func rwSlidingTruth(evs []rwEvent, size, period time.Duration) map[rwCell][2]int
 // ground truth of every message published: the windows that start before
 // 20s from the old job, the others from the new one.
 func TestStopAndReplaceRewindWindows(t *testing.T) {
+	t.Parallel()
 	const sliding = "{type: sliding, size: 20s, period: 10s}"
 	const early = "{type: sliding, size: 20s, period: 10s, accumulation_mode: accumulating, trigger: {type: after_watermark, early: {type: after_count, count: 7}}}"
 	tests := []struct {
@@ -58,6 +59,7 @@ func TestStopAndReplaceRewindWindows(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
 			t.Run(driver+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				dir := t.TempDir()
 				s, b, clock := openRewindService(t, dir, nil)
@@ -190,8 +192,10 @@ func parSlidingTruth(evs []srEvent) map[string]kwTotal {
 // rule): a consumer polling the view never sees a total go backwards, and
 // at the end the view equals the ground truth of every message published.
 func TestParallelReplaceRewindSliding(t *testing.T) {
+	t.Parallel()
 	for _, drv := range parDrivers() {
 		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
 			s, b, clock := openParallel(t, dir)

@@ -339,6 +339,7 @@ func openRewindService(t *testing.T, dir string, finishing func(string)) (*Servi
 // rewind point and the stop window. Also: no preallocation, and a drain
 // timeout with cancel and with cancel_on_drain_timeout=false.
 func TestStopAndReplaceRewind(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		size        string // the new pipeline's window size
@@ -360,6 +361,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		for i, tc := range tests {
 			t.Run(driver+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				dir := t.TempDir()
 				release := make(chan struct{})
@@ -543,6 +545,7 @@ func TestStopAndReplaceRewind(t *testing.T) {
 // cannot be made complete (a discarding early trigger, sessions); the running job keeps its ID,
 // its state and its checkpoints, and no job is created.
 func TestRewindRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})

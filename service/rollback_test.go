@@ -184,6 +184,7 @@ func replaceV2(t *testing.T, s *Service, clock *shiftClock, how, v2, dir string)
 // table equals v1's ground truth for all the input, written by generation
 // 3, and the history tells it all.
 func TestRollback(t *testing.T) {
+	t.Parallel()
 	type variant struct{ how, change string }
 	var variants []variant
 	for _, how := range []string{HowInPlaceUpdate, HowStopAndReplace} {
@@ -201,6 +202,7 @@ func TestRollback(t *testing.T) {
 				name += "/" + vr.change
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				dir := t.TempDir()
 				sink := rbSinks(t, dir)[driver](t)
@@ -306,6 +308,7 @@ func TestRollback(t *testing.T) {
 // passed (ROLLBACK_SNAPSHOT_EXPIRED) — while the retention never deletes a
 // rollback snapshot before the new job has run that long.
 func TestRollbackRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	sink := rbSinks(t, dir)["sqlite"](t)
@@ -394,6 +397,7 @@ func TestRollbackRefusals(t *testing.T) {
 // view never sees a double count or a total going backwards; after the
 // old job drained every total equals the ground truth.
 func TestRollbackDuringOverlap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sc := startParScenario(t)
 	s, old := sc.s, sc.old
@@ -438,6 +442,7 @@ func TestRollbackDuringOverlap(t *testing.T) {
 // a double count or a total going backwards, every total ends equal to
 // the ground truth, and the history lists create, parallel, rollback.
 func TestRollbackAfterParallel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sc := startParScenario(t)
 	s, b, clock, dir, old := sc.s, sc.b, sc.clock, sc.dir, sc.old
@@ -538,6 +543,7 @@ func waitSwept(t *testing.T, s *Service) {
 // on the service's clock, or has not run yet; a user's snapshot, or one
 // whose replacing job ended without running, is not.
 func TestRollbackHeld(t *testing.T) {
+	t.Parallel()
 	s, _ := openShifted(t, t.TempDir())
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	jobs := []*record.Job{
@@ -581,6 +587,7 @@ func TestRollbackHeld(t *testing.T) {
 // request, or an ID a submission used, is REQUEST_ID_REUSED; once
 // RequestIDRetention has passed, the ID is new again.
 func TestRollbackRequestID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	sink := rbSinks(t, dir)["sqlite"](t)

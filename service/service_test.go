@@ -288,6 +288,7 @@ func equalStates(a, b []record.JobState) bool {
 }
 
 func TestBatchJobDone(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	j := submit(t, s, "regional-totals", batchYAML, base)
@@ -381,6 +382,7 @@ func readWindows(t *testing.T, path string) []map[string]any {
 }
 
 func TestStreamingDrain(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	j := submit(t, s, "sums", streamingYAML, base)
@@ -441,6 +443,7 @@ func TestStreamingDrain(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	j := submit(t, s, "sums", statelessYAML, t.TempDir())
 	waitFor(t, s, j.ID, "a checkpoint", checkpointed(1))
@@ -458,6 +461,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestIllegalTransitions(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	// The job "running" must stay DRAINING, then CANCELLING, while the
 	// table runs: the end of its execution is held until the table is done.
@@ -516,6 +520,7 @@ func TestIllegalTransitions(t *testing.T) {
 }
 
 func TestSubmitErrors(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	active := submit(t, s, "busy", streamingYAML, base)
@@ -563,6 +568,7 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestListStatus(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	base := t.TempDir()
 	done := waitState(t, s, submit(t, s, "batch", batchYAML, base).ID, record.StateDone)
@@ -607,6 +613,7 @@ func TestListStatus(t *testing.T) {
 // opens the same data directory again: the job is still RUNNING, resumes
 // from its last checkpoint (epochs continue) and can be drained.
 func TestRestartResumes(t *testing.T) {
+	t.Parallel()
 	dir, base := t.TempDir(), t.TempDir()
 	s := openService(t, dir)
 	j := submit(t, s, "sums", statelessYAML, base)
@@ -641,6 +648,7 @@ func TestRestartResumes(t *testing.T) {
 }
 
 func TestStateMachine(t *testing.T) {
+	t.Parallel()
 	terminal := map[record.JobState]bool{record.StateDone: true, record.StateDrained: true, record.StateCancelled: true, record.StateUpdated: true, record.StateFailed: true}
 	for _, from := range record.AllStates() {
 		if from.Terminal() != terminal[from] {
@@ -699,6 +707,7 @@ func TestStateMachine(t *testing.T) {
 // that fails in a step without error_handling; with no broker the reject
 // is counted and described in the job.
 func TestDeadLetterWithoutBroker(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	const failing = `pipeline:
   transforms:

@@ -72,6 +72,7 @@ func assertAbsent(t *testing.T, s *Service, id string) {
 // failure between batches, and a stop between batches followed by Open,
 // leave no trace of it.
 func TestSnapshotImportInBatches(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	snap, file := exportedFile(t, dir)
 	ctx := context.Background()

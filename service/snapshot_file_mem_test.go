@@ -15,6 +15,7 @@ import (
 // about the figures, only that the import succeeds; skipped without the
 // variable.
 func TestImportMemory(t *testing.T) {
+	// Not parallel: the heap it reports must be its own.
 	path := os.Getenv("WEIR_IMPORT_MEM_FILE")
 	if path == "" {
 		t.Skip("set WEIR_IMPORT_MEM_FILE to a snapshot file")

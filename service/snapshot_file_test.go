@@ -18,6 +18,7 @@ import (
 // whose table equals a run without interruption; the import keeps the ID,
 // counts the TTL from the import, and a second import is SNAPSHOT_EXISTS.
 func TestSnapshotExportImport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "job.sqlite")
 	s := openService(t, filepath.Join(dir, "data"))
@@ -63,6 +64,7 @@ func TestSnapshotExportImport(t *testing.T) {
 // TestSnapshotFileDamage: every flipped byte and every truncation of a
 // snapshot file is refused with SNAPSHOT_CORRUPT and imports nothing.
 func TestSnapshotFileDamage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openService(t, filepath.Join(dir, "data"))
 	v1 := submit(t, s, "totals", snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), dir)

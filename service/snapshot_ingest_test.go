@@ -26,6 +26,7 @@ func snapshotDataKeys(t *testing.T, s *Service, id string) int {
 // removed when they have joined (the delete found nothing to remove); the
 // copy ends without error and the tombstone stays.
 func TestSnapshotDeletedWhileCopiedLeavesNoData(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var s *Service
 	deleted := make(chan error, 1)

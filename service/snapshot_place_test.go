@@ -75,6 +75,7 @@ func assertNoJob(t *testing.T, s *Service, name string) {
 // the cut, none before, none twice, and the result says where the source
 // started.
 func TestCreateFromSnapshotOtherNameTopic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")
@@ -114,6 +115,7 @@ func TestCreateFromSnapshotOtherNameTopic(t *testing.T) {
 // subscription of the new name that belongs to another topic. Validate-only
 // says the same.
 func TestCreateFromSnapshotRefusedBeforeJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")
@@ -185,6 +187,7 @@ func TestCreateFromSnapshotRefusedBeforeJob(t *testing.T) {
 // job starts. The result says what
 // was done per source.
 func TestCreateFromSnapshotForeignBroker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	bB := startBroker(t, filepath.Join(dir, "B"), "recipe-events")

@@ -123,6 +123,7 @@ func waitBacklog(t *testing.T, s *Service, b *pubsub.Broker, sub string) {
 // after the cut, none before it, none twice. Deleting the job snapshot
 // deletes the subscription snapshot.
 func TestSnapshotSourcesReprocessing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := pubsub.StartEmbedded(ctx, pubsub.Options{StoreDir: filepath.Join(dir, "broker"), Logger: slog.New(slog.DiscardHandler)})
@@ -213,6 +214,7 @@ func TestSnapshotSourcesReprocessing(t *testing.T) {
 // TestSnapshotSourcesWithoutBroker: snapshot_sources on a service without
 // a broker is refused before anything is recorded.
 func TestSnapshotSourcesWithoutBroker(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	_, err := s.CreateSnapshot(context.Background(), SnapshotRequest{Job: "none", SnapshotSources: true})
 	if errcode.Of(err) != errcode.InvalidRequest {

@@ -122,6 +122,7 @@ func drainFrom(t *testing.T, s *Service, snap *record.Snapshot, name, y, mapping
 // another name: each table equals a run without interruption over the
 // events the job read.
 func TestSnapshotRestoreEqualsUninterruptedRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	db := filepath.Join(dir, "job.sqlite")
@@ -187,6 +188,7 @@ func TestSnapshotRestoreEqualsUninterruptedRun(t *testing.T) {
 // combine key changed is refused with the report, and no job, lineage or
 // snapshot changes.
 func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openService(t, filepath.Join(dir, "data"))
 	v1 := submit(t, s, "totals", snapshotPipeline(filepath.Join(dir, "job.sqlite"), "Sums"), dir)
@@ -251,6 +253,7 @@ func TestSnapshotRefusedRestoreChangesNothing(t *testing.T) {
 
 // TestSnapshotBatchJobNotSnapshottable: a batch job is refused.
 func TestSnapshotBatchJobNotSnapshottable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openService(t, filepath.Join(dir, "data"))
 	j := submit(t, s, "batch", updatePipeline(filepath.Join(dir, "b.sqlite"), false, "Sums", ""), dir)
@@ -264,6 +267,7 @@ func TestSnapshotBatchJobNotSnapshottable(t *testing.T) {
 // deleted once its TTL has passed, by the loop while the service runs and
 // at Open when it expired while the service was down.
 func TestSnapshotExpiry(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)))
@@ -340,6 +344,7 @@ func TestSnapshotExpiry(t *testing.T) {
 // see fault.go) ends the snapshot FAILED with the reason; the job keeps
 // running and checkpointing.
 func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	full := errors.New("no space left on device")
 	s := openServiceHooks(t, filepath.Join(dir, "data"), Hooks{SnapshotWrite: func(string, int64) error { return full }})
@@ -366,6 +371,7 @@ func TestSnapshotWriteFailureLeavesJobRunning(t *testing.T) {
 // middle of (its record RUNNING, no data: the data is written with READY)
 // is FAILED after a restart, and the job it was of resumes untouched.
 func TestSnapshotCutShortFailsAtOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	release := make(chan struct{})

@@ -11,6 +11,7 @@ import (
 // for small state), and no size to the steps that keep none; the plain
 // metrics (the plan's, Prometheus's) read no store and carry no size.
 func TestStateSizeInMetrics(t *testing.T) {
+	t.Parallel()
 	s := openService(t, t.TempDir())
 	j := submit(t, s, "sums", streamingYAML, t.TempDir())
 	waitFor(t, s, j.ID, "two checkpoints", checkpointed(2))

@@ -34,6 +34,7 @@ func openShiftedBroker(t *testing.T, dataDir string, b *pubsub.Broker) (*Service
 // is kept are said at each step; a user's named subscription is never
 // touched.
 func TestSubscriptionSweep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")

@@ -70,11 +70,13 @@ func copyDataDirTx(t *testing.T, _ *Tx, s *Service, dst string) {
 // first service stays blocked in the phase meanwhile (it writes nothing:
 // the update holds both executions' checkpoints), as a killed process does.
 func TestUpdateCrashAtPhase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs ten services")
 	}
 	for _, phase := range []string{"paused", "handed-over", "persisted", "cut", "finished"} {
 		t.Run(phase, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			want := oracle(t, dir)
 			db := filepath.Join(dir, "job.sqlite")
@@ -110,6 +112,7 @@ func TestUpdateCrashAtPhase(t *testing.T) {
 // frozen (Service.mu held) once copied, so that the first service writes
 // nothing the copy does not hold.
 func TestUpdateCrashAnytimeStress(t *testing.T) {
+	t.Parallel()
 	rounds, _ := strconv.Atoi(os.Getenv("WEIR_CRASH_ROUNDS"))
 	if rounds == 0 {
 		t.Skip("WEIR_CRASH_ROUNDS not set")

@@ -45,6 +45,7 @@ const pubsubUpdateYAML = `pipeline:
 // message was lost to the swap's hand-over of the subscription, none was
 // counted twice.
 func TestUpdatePubSubUnderLoad(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "update-events")

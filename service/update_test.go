@@ -113,6 +113,7 @@ func oracle(t *testing.T, dir string) []string {
 }
 
 func TestUpdateKeepsState(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		filter  bool
@@ -261,6 +262,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			want := oracle(t, dir)
 			db := filepath.Join(dir, "job.sqlite")
@@ -344,6 +346,7 @@ func TestUpdateKeepsState(t *testing.T) {
 }
 
 func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
+	t.Parallel()
 	swap := func(old, new string) func(string) string {
 		return func(y string) string { return strings.Replace(y, old, new, 1) }
 	}
@@ -370,6 +373,7 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			want := oracle(t, dir)
 			db := filepath.Join(dir, "job.sqlite")
@@ -415,6 +419,7 @@ func TestUpdateRefusedLeavesJobRunning(t *testing.T) {
 }
 
 func TestUpdateErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openService(t, filepath.Join(dir, "data"))
 	db := filepath.Join(dir, "job.sqlite")
@@ -480,6 +485,7 @@ func hasCode(err error, code errcode.Code) bool {
 // to 2 (same job ID, no restart of the job); the result equals a run
 // without rescaling.
 func TestRescaleInFlight(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	want := oracle(t, dir)
 	db := filepath.Join(dir, "job.sqlite")
@@ -515,6 +521,7 @@ func TestRescaleInFlight(t *testing.T) {
 // workers is not reset to 1 by an update without --num-workers), and the
 // result says what changed.
 func TestUpdateKeepsUnsetOptions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "job.sqlite")
 	s := openService(t, filepath.Join(dir, "data"))

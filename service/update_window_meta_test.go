@@ -89,6 +89,7 @@ const windowMetaYAML = `pipeline:
 //     graph stays the old one, the server restarts (the job resumes,
 //     reading the old rows from the store), then the update runs.
 func TestUpdateJoinStoredBeforeWindowMetadata(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		upgrade bool

@@ -25,6 +25,7 @@ import (
 // were. Before, a validate-only stop-and-replace or parallel replacement
 // performed the replacement.
 func TestValidateOnlyChangesNothing(t *testing.T) {
+	t.Parallel()
 	sc := startParScenario(t)
 	s, ctx := sc.s, context.Background()
 	sc.acked(t)

@@ -17,6 +17,7 @@ import (
 // refuses unauthenticated requests and a successor with a wrong token; a
 // successor reading the data directory's token file takes the job over.
 func TestProgramTakeoverWithToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}

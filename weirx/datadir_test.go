@@ -20,6 +20,7 @@ import (
 // fits (its own --data-dir, not --update, which cannot take a server's
 // directory over), with and without --update.
 func TestProgramDataDir(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}

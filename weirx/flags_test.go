@@ -17,6 +17,7 @@ func createOnly(p *weir.Pipeline) error {
 
 // TestRunFlags: usage errors and --validate-only need no data directory.
 func TestRunFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -51,6 +52,7 @@ func TestRunFlags(t *testing.T) {
 
 // TestRunBuildError: a build function's error is an invalid pipeline.
 func TestRunBuildError(t *testing.T) {
+	t.Parallel()
 	err := weirx.Run(context.Background(), []string{"--job-name", "c", "--data-dir", t.TempDir()}, &bytes.Buffer{}, func(p *weir.Pipeline) error {
 		return context.DeadlineExceeded
 	})
@@ -62,6 +64,7 @@ func TestRunBuildError(t *testing.T) {
 // TestRunBoundedJob: a program whose sources are all bounded runs its job
 // to DONE and returns; the next start submits the name's next generation.
 func TestRunBoundedJob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for gen, want := range []string{"generation 1", "generation 2"} {
 		var out bytes.Buffer

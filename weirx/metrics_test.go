@@ -17,6 +17,7 @@ import (
 // readable after the program exited (the data directory opened read-only,
 // as `weir jobs describe --data-dir` does).
 func TestProgramUserMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	big := weir.NewCounter("orders", "big")
 	amounts := weir.NewDistribution("orders", "amount")

@@ -205,6 +205,7 @@ func runProgram(t *testing.T, exe string, args ...string) (int, string, string) 
 // update, a restart after SIGTERM, a crash (SIGKILL) and an update after
 // the crash.
 func TestProgramUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}

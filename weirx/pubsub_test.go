@@ -57,6 +57,7 @@ func relay(p *weir.Pipeline) error {
 // weirx's Pub/Sub transforms, as a job of its embedded server; a message
 // published twice with one ID comes out once.
 func TestProgramPubSub(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)

@@ -20,6 +20,7 @@ import (
 // of the name, generation above the snapshot's, naming the snapshot, that
 // checkpoints.
 func TestProgramCreateFromSnapshot(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}

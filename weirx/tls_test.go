@@ -136,6 +136,7 @@ func waitCheckpoint(t *testing.T, p *proc, c *client.Client, ref string) *client
 // stops it at once naming the URL and the seed file, the right one serves,
 // and credentials without --nats-url are a usage error.
 func TestProgramExternalNATS(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}
