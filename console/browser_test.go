@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -800,16 +801,22 @@ const rehearseYAML = `pipeline:
 func TestConsoleRehearse(t *testing.T) {
 	t.Parallel()
 	ctx := newBrowser(t)
-	p, c := startWeir(t, server.Config{})
+	// A one-byte trace budget: the recorded stretch goes to the spill
+	// directory (but for its last chunk), and the verdict says how much did.
+	spill := t.TempDir()
+	p, c := startWeir(t, server.Config{RehearseTraceMemory: 1, RehearseTraceDir: spill})
 	bg := context.Background()
 	if _, err := c.CreateTopic(bg, client.CreateTopicRequest{Name: "rclicks"}); err != nil {
 		t.Fatal(err)
 	}
 	j := submit(t, c, "rsums", rehearseYAML)
 	waitJob(t, c, j.ID, "the job runs", running)
+	// Six clicks of 300 KB each (a field the schema does not read): the
+	// stretch passes the trace's 1 MiB chunk, so part of it spills.
+	pad := strings.Repeat("x", 300<<10)
 	var msgs []client.PublishMessage
 	for i := 0; i < 6; i++ {
-		msgs = append(msgs, client.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d}`, i%2, i+1))})
+		msgs = append(msgs, client.PublishMessage{Data: json.RawMessage(fmt.Sprintf(`{"user": "u%d", "n": %d, "pad": %q}`, i%2, i+1, pad))})
 	}
 	if _, err := c.Publish(bg, "rclicks", msgs); err != nil {
 		t.Fatal(err)
@@ -832,10 +839,17 @@ func TestConsoleRehearse(t *testing.T) {
 		var got struct {
 			Done, Text                  string
 			Elements, Rows, Differences string
+			Recorded                    string
 		}
 		if err := evaluate(ctx, `(() => { const r = document.querySelector('#rehearsal-result'); const f = (k) => { const c = r.querySelector('tr[data-figure="'+k+'"] td'); return c ? c.textContent : ''; };
-			return {Done: r.dataset.done, Text: r.textContent, Elements: f('input'), Rows: f('rows'), Differences: f('differences')}; })()`, &got); err != nil {
+			return {Done: r.dataset.done, Text: r.textContent, Elements: f('input'), Rows: f('rows'), Differences: f('differences'), Recorded: f('recorded')}; })()`, &got); err != nil {
 			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`^[0-9.]+ MiB \([0-9.]+ (KiB|MiB) on disk\)$`).MatchString(got.Recorded) {
+			t.Errorf("%s: the recorded stretch reads %q, want its size and the part spilled to disk", tc.name, got.Recorded)
+		}
+		if left, err := os.ReadDir(spill); err != nil || len(left) != 0 {
+			t.Errorf("%s: the spill directory holds %v after the rehearsal (%v), want nothing", tc.name, left, err)
 		}
 		if got.Done != tc.want || got.Elements != "6" || got.Rows == "0" || (got.Differences != "0") != tc.differences {
 			t.Errorf("%s: rehearsal %q with %s elements, %s rows compared, %s differences; want %s over 6 elements (differences: %v)\n%s",

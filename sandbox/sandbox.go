@@ -11,7 +11,8 @@
 // GraphOnly) and run in this process.
 //
 // It may import diff, graph, internal/jsonscan (the scan of a message's
-// top-level numbers), io/pubsub (the typed nil broker a pipeline with
+// top-level numbers), io/files (the byte sizes of a trace's memory
+// budget), io/pubsub (the typed nil broker a pipeline with
 // Pub/Sub steps is built with, and its sources' decoding of recorded
 // messages), mtime, row, runner, runner/contract, weir, window, yamlpipe,
 // github.com/goccy/go-yaml (the tests: section of a pipeline file,

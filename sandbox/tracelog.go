@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 )
@@ -477,4 +479,25 @@ func CheckSpillDir(dir string) error {
 		return fmt.Errorf("removing the probe file %s: %w", name, err)
 	}
 	return nil
+}
+
+// ParseTraceMemory reads a trace's memory budget (Trace.MaxMemory) from a
+// flag's value: a byte size such as 64MiB, 1GiB or 512MB
+// (files.ParseByteSize); "" is 0, the default budget. A negative or zero
+// size is refused, and every error is worded to follow the flag's name
+// and quoted value.
+func ParseTraceMemory(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := files.ParseByteSize(s)
+	switch {
+	case strings.HasPrefix(strings.TrimSpace(s), "-"):
+		return 0, errors.New("the budget must not be negative")
+	case err != nil:
+		return 0, fmt.Errorf("%w (want a byte size such as 64MiB, 1GiB or 512MB)", err)
+	case n == 0:
+		return 0, fmt.Errorf("the budget must be more than 0 bytes (the default is %.1f MiB)", float64(DefaultTraceMemory)/(1<<20))
+	}
+	return n, nil
 }

@@ -27,6 +27,7 @@
 // It may import weir (the SDK root package), server, service, service/record, client (to
 // ask a running build to release the data directory), compat, errcode,
 // io/sqlsink, io/pubsub (ReadFromPubSub, WriteToPubSub), runner/contract,
-// row, github.com/spf13/pflag and the standard library; nothing
+// row, sandbox (the parsing of --rehearse-trace-memory and the check of
+// --rehearse-trace-dir), github.com/spf13/pflag and the standard library; nothing
 // in weir imports it (user programs do).
 package weirx

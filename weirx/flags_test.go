@@ -32,6 +32,10 @@ func TestRunFlags(t *testing.T) {
 		{"bad format", []string{"--job-name", "c", "--format", "yaml"}, weirx.ExitUsage, "--format"},
 		{"bad workers", []string{"--job-name", "c", "--num-workers", "0"}, weirx.ExitUsage, "num_workers"},
 		{"validate only", []string{"--job-name", "c", "--validate-only", "--data-dir", t.TempDir()}, weirx.ExitOK, "is valid"},
+		{"bad trace memory", []string{"--job-name", "c", "--rehearse-trace-memory", "lots"}, weirx.ExitUsage, `--rehearse-trace-memory "lots": not a size`},
+		{"zero trace memory", []string{"--job-name", "c", "--rehearse-trace-memory", "0"}, weirx.ExitUsage, "the budget must be more than 0 bytes"},
+		{"missing trace dir", []string{"--job-name", "c", "--rehearse-trace-dir", "/no/such/dir"}, weirx.ExitUsage, `--rehearse-trace-dir "/no/such/dir": directory /no/such/dir does not exist`},
+		{"trace budget", []string{"--job-name", "c", "--validate-only", "--data-dir", t.TempDir(), "--rehearse-trace-memory", "64MiB", "--rehearse-trace-dir", t.TempDir()}, weirx.ExitOK, "is valid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -13,17 +13,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/weir-dev/weir/service/record"
-
-	"github.com/weir-dev/weir/client"
-	"github.com/weir-dev/weir/errcode"
-
 	"github.com/spf13/pflag"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/sandbox"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
+	"github.com/weir-dev/weir/service/record"
 )
 
 // Exit codes of a program, the same as the weir CLI's.
@@ -123,6 +122,10 @@ type flags struct {
 	allowedSQLHosts    []string
 	tlsCert, tlsKey    string
 	tlsCA              string
+	// traceMemory and traceDir are --rehearse-trace-memory and
+	// --rehearse-trace-dir as given; traceBytes is the parsed budget.
+	traceMemory, traceDir string
+	traceBytes            int64
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -163,6 +166,8 @@ func parseFlags(args []string) (*flags, error) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve the API over HTTPS with, read again when it changes (with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "with --update: PEM file of the CA that signed the running process's certificate (default $"+client.TLSCAEnv+", else --tls-cert's own chain, else the system's roots)")
+	fs.StringVar(&f.traceMemory, "rehearse-trace-memory", "", "memory budget of the recorded stretch of a pre-flight rehearsal (weir_rehearse=required; 64MiB, 1GiB, 512MB; default 256MiB): beyond it, its older part spills to --rehearse-trace-dir")
+	fs.StringVar(&f.traceDir, "rehearse-trace-dir", "", "an existing directory a pre-flight rehearsal's recorded stretch spills to beyond --rehearse-trace-memory, as an unlinked file (default $TMPDIR); clients cannot choose it")
 	if err := fs.Parse(args); err != nil {
 		return nil, withCode(ExitUsage, err)
 	}
@@ -189,6 +194,14 @@ func parseFlags(args []string) (*flags, error) {
 	}
 	if _, err := compat.ParseMapping(f.mapping); err != nil {
 		return nil, withCode(ExitUsage, fmt.Errorf("--transform-name-mapping: %w", err))
+	}
+	n, err := sandbox.ParseTraceMemory(f.traceMemory)
+	if err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--rehearse-trace-memory %q: %w", f.traceMemory, err))
+	}
+	f.traceBytes = n
+	if err := sandbox.CheckSpillDir(f.traceDir); err != nil {
+		return nil, withCode(ExitUsage, fmt.Errorf("--rehearse-trace-dir %q: %w", f.traceDir, err))
 	}
 	opts := record.JobOptions{NumWorkers: f.numWorkers, MaxNumWorkers: f.maxNumWorkers}
 	if err := opts.Validate(); err != nil {
@@ -302,7 +315,8 @@ func (pr *program) run(ctx context.Context) error {
 		NATSURL: f.natsURL, NATSCredentials: f.nats, Logger: pr.log, Program: pr.load, Kind: server.KindProgram, JobName: f.jobName,
 		ProgramPath: pr.exe, Lock: lock, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, PubSubGRPCListen: f.pubsubGRPCListen, PubSubProject: f.pubsubProject,
-		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey})
+		FileRoots: f.fileRoots, AllowedSQLHosts: f.allowedSQLHosts, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
+		RehearseTraceMemory: f.traceBytes, RehearseTraceDir: f.traceDir})
 	if errors.Is(err, server.ErrAuthRequired) || errors.Is(err, server.ErrTLSConfig) || errors.Is(err, server.ErrNATSConfig) {
 		return withCode(ExitUsage, errors.Join(err, lock.Unlock()))
 	}

@@ -550,7 +550,12 @@ function rehearsalView(body, name) {
     el('table', { class: 'rehearsal-figures' }, el('tbody', {},
       ...[['input elements since ' + fmtTime(v.since), v.elements], ['rows compared', v.rows_compared], ['differences', v.differences],
         ['noise (the old pipeline against itself)', v.noise], ['budget', v.budget]]
-        .map(([k, n]) => el('tr', { 'data-figure': k.split(' ')[0] }, el('th', {}, k), el('td', { class: 'num' }, fmtNum(n)))))),
+        .map(([k, n]) => el('tr', { 'data-figure': k.split(' ')[0] }, el('th', {}, k), el('td', { class: 'num' }, fmtNum(n)))),
+      // The recorded stretch: its size, and how much of it the server's
+      // --rehearse-trace-memory sent to --rehearse-trace-dir.
+      el('tr', { 'data-figure': 'recorded' }, el('th', {}, 'recorded stretch'),
+        el('td', { class: 'num' }, fmtBytes(v.trace_bytes || 0) +
+          (v.trace_spilled_bytes ? ` (${fmtBytes(v.trace_spilled_bytes)} on disk)` : ' (in memory)'))))),
     (v.examples || []).length ? el('ul', { class: 'rehearsal-examples' }, ...v.examples.map((x) => el('li', { class: 'mono' }, x))) : '',
     el('p', { class: 'muted' }, `weir rehearse ${name} NEW.yaml --since … shows the whole report per key, window and pane.`));
 }

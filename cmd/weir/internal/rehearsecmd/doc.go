@@ -6,8 +6,7 @@
 // exit code is a CI gate's verdict.
 //
 // It may import weir (the SDK root package), client, cmd/weir/internal/cli,
-// cmd/weir/internal/serverconn, compat, diff, duration, graph, io/files
-// (the byte size of --trace-memory), io/pubsub, sandbox, service,
-// service/record, github.com/spf13/cobra and the standard library; only
+// cmd/weir/internal/serverconn, compat, diff, duration, graph, io/pubsub,
+// sandbox, service, service/record, github.com/spf13/cobra and the standard library; only
 // package main (cmd/weir) imports it.
 package rehearsecmd

@@ -23,7 +23,6 @@ import (
 	"github.com/weir-dev/weir/compat"
 	"github.com/weir-dev/weir/diff"
 	"github.com/weir-dev/weir/duration"
-	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/sandbox"
 	"github.com/weir-dev/weir/service/record"
@@ -138,22 +137,14 @@ not fit the pipelines' sources.`,
 // rehearsal's recorded stretch (sandbox.Trace's MaxMemory and SpillDir)
 // from the values of the flags named memFlag and dirFlag (`weir rehearse
 // --trace-memory --trace-dir`, `weir server --rehearse-trace-memory
-// --rehearse-trace-dir`): a byte size (files.ParseByteSize; "": 0, the
-// default budget) and a directory that exists and takes files ("": the
+// --rehearse-trace-dir`): a byte size (sandbox.ParseTraceMemory; "": 0,
+// the default budget) and a directory that exists and takes files ("": the
 // system's temporary directory). A bad value is a usage error naming its
 // flag.
 func TraceBudget(memFlag, mem, dirFlag, dir string) (maxMemory int64, spillDir string, err error) {
-	if mem != "" {
-		n, err := files.ParseByteSize(mem)
-		switch {
-		case strings.HasPrefix(strings.TrimSpace(mem), "-"):
-			return 0, "", cli.UsageErrorf("%s %q: the budget must not be negative", memFlag, mem)
-		case err != nil:
-			return 0, "", cli.UsageErrorf("%s %q: %w (want a byte size such as 64MiB, 1GiB or 512MB)", memFlag, mem, err)
-		case n == 0:
-			return 0, "", cli.UsageErrorf("%s %q: the budget must be more than 0 bytes (the default is %s)", memFlag, mem, cli.Bytes(sandbox.DefaultTraceMemory))
-		}
-		maxMemory = n
+	maxMemory, err = sandbox.ParseTraceMemory(mem)
+	if err != nil {
+		return 0, "", cli.UsageErrorf("%s %q: %w", memFlag, mem, err)
 	}
 	if err := sandbox.CheckSpillDir(dir); err != nil {
 		return 0, "", cli.UsageErrorf("%s %q: %w", dirFlag, dir, err)
