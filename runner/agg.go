@@ -269,12 +269,29 @@ func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 	}
 }
 
-// encodeKey appends the state of d's key, or reports it has none.
+// encodeKey appends the state of d's key, or reports it has none. Encoding
+// carries an adopted accumulator over (contract.AdoptedStateRejecter) when
+// no element or firing used it since the update; what did not carry over
+// is reported here, before the checkpoint that stores it commits, not at
+// the window's next use, which a crash after the commit would never reach.
+// A paused node's last snapshot is encoded by the execution that adopted
+// its keys, whose run has its own dead-letter hook: it reports nothing
+// then (the node's run may be over).
 func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 	if d.k.dead {
 		return buf, false, nil
 	}
 	buf, err := appendAggKey(buf, n.sc, n.ek, d.k)
+	if err == nil && n.adoptedRej != nil && !n.changes.isFrozen() && n.adoptedRej.PendingStateRejects() {
+		for _, ws := range d.k.wins {
+			if ws.acc == nil {
+				continue
+			}
+			if err := n.reportAdopted(d.k, ws.w, ws.acc); err != nil {
+				return buf, true, err
+			}
+		}
+	}
 	return buf, true, err
 }
 

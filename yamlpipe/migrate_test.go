@@ -165,4 +165,16 @@ func TestAdoptedInitFailureIsTaken(t *testing.T) {
 	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
 		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)
 	}
+	// A checkpoint's encoding is a use too: an adopted accumulator that no
+	// element or firing touched carries over there, and its failure waits
+	// to be taken (the runner takes it before the checkpoint commits).
+	encoded := old.NewAccumulator().(*accumulator)
+	encoded.group = []any{int64(8)}
+	encoded.slots[0].i, encoded.slots[0].set = 4200, true
+	if _, err := next.EncodeState(contract.AccumulatorCell, encoded); err != nil {
+		t.Fatal(err)
+	}
+	if got := next.TakeStateRejects(encoded); len(got) != 1 || got[0].Reason != migrationInitFailed {
+		t.Fatalf("after encoding an adopted accumulator whose init fails: %+v, want one %s", got, migrationInitFailed)
+	}
 }
