@@ -2,6 +2,7 @@ package yamlpipe
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -11,8 +12,8 @@ import (
 
 // Beam's managed Iceberg transforms (its standard_io.yaml):
 // ReadFromIceberg and WriteToIceberg with Beam's config keys, on a SQL
-// catalog in SQLite or PostgreSQL with a local warehouse (package
-// io/iceberg). The catalog's SQLite file and the warehouse must be inside
+// catalog in SQLite or PostgreSQL with a local warehouse, or a hadoop
+// catalog in a local warehouse (package io/iceberg). The catalog's SQLite file and the warehouse must be inside
 // the server's file roots, a PostgreSQL catalog's host one it allows.
 
 // icebergKeys are the config keys both Iceberg transforms accept.
@@ -67,7 +68,7 @@ func (l *loader) icebergTarget(t *transformSpec) (iceberg.Target, string, *yamln
 		return tg, "", nil, err
 	}
 	if pn == nil {
-		return tg, "", nil, l.errf(t.typNode, "%s needs config.catalog_properties (type: sql, uri: the catalog database, warehouse: a local directory)", t.typ)
+		return tg, "", nil, l.errf(t.typNode, "%s needs config.catalog_properties (type: sql, uri: the catalog database, warehouse: a local directory; or type: hadoop, warehouse: a local directory)", t.typ)
 	}
 	if err := l.checkKeys(pn, t.typ+" catalog_properties", iceberg.CatalogProperties...); err != nil {
 		return tg, "", nil, err
@@ -108,13 +109,16 @@ func buildReadFromIceberg(l *loader, t *transformSpec, _ []*coll) (*coll, error)
 	if err != nil {
 		return nil, err
 	}
-	if f, fn, err := l.optStr(t.config, "filter"); err != nil || f != "" {
-		if err == nil {
-			err = l.errf(fn, "%s filter is not supported: read the table, then keep the rows with a Filter transform", t.typ)
-		}
+	filter, fn, err := l.optStr(t.config, "filter")
+	if err != nil {
 		return nil, err
 	}
-	cfg := iceberg.ReadConfig{Target: tg, Table: table, Check: l.files().Check}
+	if filter != "" {
+		if _, err := iceberg.ParseFilter(filter); err != nil {
+			return nil, l.wrapf(fn, err, "%s", t.typ)
+		}
+	}
+	cfg := iceberg.ReadConfig{Target: tg, Table: table, Check: l.files().Check, Filter: filter}
 	if cfg.Keep, _, err = l.strList(t.config.Get("keep"), t.typ+" keep"); err != nil {
 		return nil, err
 	}
@@ -125,7 +129,11 @@ func buildReadFromIceberg(l *loader, t *transformSpec, _ []*coll) (*coll, error)
 	defer cancel()
 	schema, err := iceberg.Describe(ctx, cfg)
 	if err != nil {
-		return nil, l.wrapf(tn, err, "%s", t.typ)
+		at := tn
+		if fe := (*iceberg.FilterError)(nil); errors.As(err, &fe) {
+			at = fn
+		}
+		return nil, l.wrapf(at, err, "%s", t.typ)
 	}
 	src := iceberg.NewSource(cfg, schema)
 	opts := stepOpts(t, weir.WithCoder(schema.Coder()), weir.WithSourceIdentity("iceberg", tg.Name+"/"+table, true))

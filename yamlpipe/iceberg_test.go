@@ -83,11 +83,12 @@ func TestIcebergRefused(t *testing.T) {
 		{read + "{table: db.t}\n", "p.yaml:3:13: ReadFromIceberg needs config.catalog_properties"},
 		{read + "{table: t, " + cat + "}\n", "p.yaml:4:23: ReadFromIceberg table: invalid Iceberg configuration: table \"t\": give it with its namespace"},
 		{read + "{table: db.t, " + cat + ", snapshot_id: 3}\n", `unknown key "snapshot_id"`},
-		{read + "{table: db.t, catalog_properties: {type: rest, uri: \"http://x\"}}\n", "catalog type \"rest\": weir has the sql (jdbc) catalog only"},
+		{read + "{table: db.t, catalog_properties: {type: rest, uri: \"http://x\"}}\n", "catalog type \"rest\": weir has the sql (jdbc) catalog, in SQLite or PostgreSQL, and the hadoop catalog"},
+		{read + "{table: db.t, catalog_properties: {type: hadoop}}\n", "p.yaml:4:49: ReadFromIceberg catalog_properties: invalid Iceberg configuration: a hadoop catalog needs warehouse"},
 		{read + "{table: db.t, catalog_properties: {type: sql, uri: c.db, io-impl: x}}\n", `p.yaml:4:72: unknown key "io-impl" in ReadFromIceberg catalog_properties`},
 		{read + "{table: db.t, catalog_properties: {type: sql, uri: c.db, warehouse: \"s3://b/w\"}}\n", "s3:// warehouses are not supported"},
 		{read + "{table: db.t, catalog_properties: {type: sql, uri: c.db}, config_properties: {fs.x: y}}\n", "config_properties are Hadoop settings"},
-		{read + "{table: db.t, " + cat + ", filter: \"id > 5\"}\n", "filter is not supported"},
+		{read + "{table: db.t, " + cat + ", filter: \"id >\"}\n", `ReadFromIceberg: filter "id >" at character 5: want a literal`},
 		{read + "{table: db.missing, " + cat + "}\n", "table db.missing is not in catalog local"},
 		{write + "{table: db.t, " + cat + ", only: rec}\n", "WriteToIceberg only (writing one nested record field) is not supported"},
 		{write + "{table: db.t, " + cat + ", partition_fields: [\"week(a)\"]}\n", `partition field "week(a)"`},
@@ -102,7 +103,7 @@ func TestIcebergRefused(t *testing.T) {
 }
 
 // TestIcebergFilePolicy: a server's pipeline keeps its catalog file and
-// warehouse inside the file roots, and its PostgreSQL catalog on an
+// warehouse (a hadoop catalog's too) inside the file roots, and its PostgreSQL catalog on an
 // allowed host, before anything is opened.
 func TestIcebergFilePolicy(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
@@ -114,6 +115,7 @@ func TestIcebergFilePolicy(t *testing.T) {
 	for _, tt := range []struct{ props, want string }{
 		{"          type: sql\n          uri: \"sqlite:///" + outside + "/c.db\"\n", "p.yaml:8:16: ReadFromIceberg catalog uri"},
 		{"          type: sql\n          uri: c.db\n          warehouse: \"file://" + outside + "\"\n", "p.yaml:9:22: ReadFromIceberg catalog warehouse"},
+		{"          type: hadoop\n          warehouse: \"" + outside + "/wh\"\n", "p.yaml:8:22: ReadFromIceberg catalog warehouse"},
 		{"          type: sql\n          uri: \"postgresql://db.elsewhere/cat\"\n", `p.yaml:8:16: ReadFromIceberg catalog uri: database host "db.elsewhere" is not one this server lets pipelines connect to`},
 	} {
 		_, err := Load("p.yaml", []byte(read+tt.props), Options{BaseDir: dir, Access: access})

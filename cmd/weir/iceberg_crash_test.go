@@ -14,15 +14,30 @@ import (
 // server and a drain: a checkpoint's rows become one table snapshot
 // recording the sink's epoch, and a commit repeated after a restart
 // appends nothing. The table is then read back by a batch job through
-// ReadFromIceberg.
+// ReadFromIceberg. On a SQL catalog and on a hadoop catalog.
 func TestCLIServerCrashIcebergExactlyOnce(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
+	for _, tc := range []struct{ name, catalog string }{
+		{"sql", `catalog_name: local, catalog_properties: {type: sql, uri: "sqlite:///%[1]s/catalog.db", warehouse: "file://%[1]s/warehouse"}`},
+		// A hadoop catalog is the warehouse directory; the read back
+		// filters on the column it keeps.
+		{"hadoop", `catalog_name: local, catalog_properties: {type: hadoop, warehouse: "%[1]s/warehouse"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			crashIcebergExactlyOnce(t, tc.catalog)
+		})
+	}
+}
+
+// crashIcebergExactlyOnce is TestCLIServerCrashIcebergExactlyOnce on the
+// catalog catalogFmt gives (%[1]s: the work directory).
+func crashIcebergExactlyOnce(t *testing.T, catalogFmt string) {
 	dir, work := t.TempDir(), t.TempDir()
-	catalog := fmt.Sprintf(`catalog_name: local, catalog_properties: {type: sql, uri: "sqlite:///%s", warehouse: "file://%s"}`,
-		filepath.Join(work, "catalog.db"), filepath.Join(work, "warehouse"))
+	catalog := fmt.Sprintf(catalogFmt, work)
 	pipeline := filepath.Join(work, "events.yaml")
 	if err := os.WriteFile(pipeline, []byte(idsPipeline("WriteToIceberg", "{table: crash.ids, "+catalog+"}")), 0o644); err != nil {
 		t.Fatal(err)
@@ -33,7 +48,7 @@ func TestCLIServerCrashIcebergExactlyOnce(t *testing.T) {
   transforms:
     - type: ReadFromIceberg
       name: Table
-      config: {table: crash.ids, %s, keep: [id]}
+      config: {table: crash.ids, %s, keep: [id], filter: "id >= 0"}
     - type: WriteToJson
       input: Table
       config: {path: out/ids.jsonl}

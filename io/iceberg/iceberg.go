@@ -3,11 +3,13 @@
 // WriteToIceberg), through Apache's own Go library for the format
 // (github.com/apache/iceberg-go). The catalog is a SQL catalog (Iceberg's
 // JDBC catalog schema: iceberg_tables and iceberg_namespace_properties) in
-// a SQLite file or a PostgreSQL database; the warehouse, where table
-// metadata and Parquet data files go, is a local directory.
+// a SQLite file or a PostgreSQL database, or a Hadoop catalog (the
+// warehouse directory itself: each table's metadata versions and
+// version-hint.text under NAMESPACE/TABLE/metadata); the warehouse, where
+// table metadata and Parquet data files go, is a local directory.
 //
 // A read is a bounded source of the table's current snapshot, with
-// Beam's keep and drop column selections. A write appends rows, creating
+// Beam's keep and drop column selections and its SQL-like filter. A write appends rows, creating
 // the namespace and the table (from the rows' schema) when missing. The
 // sink is transactional: a worker's rows wait for its checkpoint's
 // pre-commit, and Commit appends every worker's rows of an epoch as one
@@ -35,6 +37,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/hadoop"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -45,8 +48,9 @@ import (
 var ErrConfig = errors.New("invalid Iceberg configuration")
 
 // CatalogProperties are the catalog_properties keys weir reads: type (sql,
-// or Java Iceberg's jdbc), uri (the catalog database), warehouse (a local
-// directory) and the JDBC catalog's jdbc.user and jdbc.password.
+// or Java Iceberg's jdbc; or hadoop), uri (the SQL catalog's database),
+// warehouse (a local directory) and the JDBC catalog's jdbc.user and
+// jdbc.password.
 var CatalogProperties = []string{"type", "uri", "warehouse", "jdbc.user", "jdbc.password"}
 
 // Catalog is where a transform's table is: Beam's catalog_name and
@@ -64,7 +68,10 @@ type Catalog struct {
 // Target is a parsed Catalog: the database, its driver and DSN, and what
 // the server's policies check (DBPath, Host, Warehouse).
 type Target struct {
-	Name    string
+	Name string
+	// Hadoop says the catalog is the warehouse directory (type: hadoop):
+	// no database, Dialect, Driver and DSN unset.
+	Hadoop  bool
 	Dialect sqlcat.SupportedDialect
 	Driver  string
 	DSN     string
@@ -85,16 +92,18 @@ func (c Catalog) Parse() (Target, error) {
 			return Target{}, fmt.Errorf("%w: catalog_properties %q is not supported (weir reads %s)", ErrConfig, k, strings.Join(CatalogProperties, ", "))
 		}
 	}
-	switch typ := strings.ToLower(p["type"]); typ {
-	case "sql", "jdbc":
-	case "":
-		return Target{}, fmt.Errorf("%w: catalog_properties needs type: sql (a SQL catalog in SQLite or PostgreSQL)", ErrConfig)
-	default:
-		return Target{}, fmt.Errorf("%w: catalog type %q: weir has the sql (jdbc) catalog only, in SQLite or PostgreSQL", ErrConfig, typ)
-	}
 	t := Target{Name: c.Name}
 	if t.Name == "" {
 		t.Name = "default"
+	}
+	switch typ := strings.ToLower(p["type"]); typ {
+	case "sql", "jdbc":
+	case "hadoop":
+		return c.parseHadoop(t)
+	case "":
+		return Target{}, fmt.Errorf("%w: catalog_properties needs type: sql (a SQL catalog in SQLite or PostgreSQL) or hadoop (a warehouse directory)", ErrConfig)
+	default:
+		return Target{}, fmt.Errorf("%w: catalog type %q: weir has the sql (jdbc) catalog, in SQLite or PostgreSQL, and the hadoop catalog, in a local warehouse directory", ErrConfig, typ)
 	}
 	uri := strings.TrimSpace(p["uri"])
 	if uri == "" {
@@ -110,6 +119,26 @@ func (c Catalog) Parse() (Target, error) {
 		}
 		t.Warehouse = dir
 	}
+	return t, nil
+}
+
+// parseHadoop reads a hadoop catalog's properties: only warehouse, which
+// it needs (the catalog is that directory), beside type.
+func (c Catalog) parseHadoop(t Target) (Target, error) {
+	for k := range c.Properties {
+		if k != "type" && k != "warehouse" {
+			return Target{}, fmt.Errorf("%w: catalog_properties %q: a hadoop catalog takes only warehouse", ErrConfig, k)
+		}
+	}
+	w := strings.TrimSpace(c.Properties["warehouse"])
+	if w == "" {
+		return Target{}, fmt.Errorf("%w: a hadoop catalog needs warehouse: the local directory that holds its tables (file:///DIR or a path)", ErrConfig)
+	}
+	dir, err := localPath(w, c.BaseDir)
+	if err != nil {
+		return Target{}, fmt.Errorf("%w: warehouse %q: %v", ErrConfig, w, err)
+	}
+	t.Hadoop, t.Warehouse = true, dir
 	return t, nil
 }
 
@@ -213,9 +242,24 @@ func FilePath(loc string) (string, error) {
 	return localPath(loc, "/")
 }
 
-// open connects to t's catalog database and opens the SQL catalog,
-// creating its two tables when missing.
-func open(ctx context.Context, t Target) (*sqlcat.Catalog, *sql.DB, error) {
+// open opens t's catalog: a SQL catalog (connecting to its database and
+// creating its two tables when missing) or a hadoop one. The returned
+// function closes it.
+func open(ctx context.Context, t Target) (catalog.Catalog, func() error, error) {
+	props := iceberg.Properties{}
+	if t.Warehouse != "" {
+		props["warehouse"] = "file://" + filepath.ToSlash(t.Warehouse)
+	}
+	if t.Hadoop {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		cat, err := hadoop.NewCatalog(t.Name, props["warehouse"], props)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the hadoop catalog in %s: %w", t.Warehouse, err)
+		}
+		return cat, cat.Close, nil
+	}
 	db, err := sql.Open(t.Driver, t.DSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the catalog database: %w", err)
@@ -224,16 +268,12 @@ func open(ctx context.Context, t Target) (*sqlcat.Catalog, *sql.DB, error) {
 		db.Close()
 		return nil, nil, fmt.Errorf("connecting to the catalog database: %w", err)
 	}
-	props := iceberg.Properties{}
-	if t.Warehouse != "" {
-		props["warehouse"] = "file://" + filepath.ToSlash(t.Warehouse)
-	}
 	cat, err := sqlcat.NewCatalog(t.Name, db, t.Dialect, props)
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("opening the SQL catalog: %w", err)
 	}
-	return cat, db, nil
+	return cat, func() error { return errors.Join(cat.Close(), db.Close()) }, nil
 }
 
 // Ident parses a table identifier: NAMESPACE.TABLE (dots separate nested
@@ -254,17 +294,17 @@ func Ident(name string) (table.Identifier, error) {
 // loadTable loads the table id of t's catalog; a missing one is
 // reported with what to do.
 func loadTable(ctx context.Context, t Target, id table.Identifier) (*table.Table, func(), error) {
-	cat, db, err := open(ctx, t)
+	cat, closeCat, err := open(ctx, t)
 	if err != nil {
 		return nil, nil, err
 	}
 	tbl, err := cat.LoadTable(ctx, id)
 	if err != nil {
-		db.Close()
+		_ = closeCat()
 		if errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace) {
 			return nil, nil, fmt.Errorf("%w: table %s is not in catalog %s (write it with WriteToIceberg first)", ErrConfig, strings.Join(id, "."), t.Name)
 		}
 		return nil, nil, fmt.Errorf("loading table %s: %w", strings.Join(id, "."), err)
 	}
-	return tbl, func() { db.Close() }, nil
+	return tbl, func() { _ = closeCat() }, nil
 }

@@ -239,7 +239,10 @@ func TestParseRefuses(t *testing.T) {
 		want  string
 	}{
 		{"no type", map[string]string{"uri": "sqlite:///c.db"}, "needs type"},
-		{"rest", map[string]string{"type": "rest", "uri": "http://x"}, "sql (jdbc) catalog only"},
+		{"rest", map[string]string{"type": "rest", "uri": "http://x"}, "weir has the sql (jdbc) catalog, in SQLite or PostgreSQL, and the hadoop catalog"},
+		{"hadoop without a warehouse", map[string]string{"type": "hadoop"}, "a hadoop catalog needs warehouse"},
+		{"hadoop with a uri", map[string]string{"type": "hadoop", "warehouse": "wh", "uri": "c.db"}, `"uri": a hadoop catalog takes only warehouse`},
+		{"hadoop in s3", map[string]string{"type": "hadoop", "warehouse": "s3://b/w"}, "s3:// warehouses are not supported"},
 		{"no uri", map[string]string{"type": "sql"}, "needs uri"},
 		{"memory", map[string]string{"type": "sql", "uri": "sqlite:///:memory:"}, "SQLite catalog's file"},
 		{"mysql", map[string]string{"type": "sql", "uri": "mysql://h/db"}, "SQLite (sqlite:///PATH) or PostgreSQL"},
@@ -383,12 +386,12 @@ func TestPostgresCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	cat, db, err := open(pctx, tg)
+	cat, closeCat, err := open(pctx, tg)
 	cancel()
 	if err != nil {
 		t.Skipf("PostgreSQL is not reachable: %v", err)
 	}
-	defer db.Close()
+	defer closeCat()
 	defer func() {
 		if err := cat.DropTable(ctx, []string{"db", "pg"}); err != nil {
 			t.Error(err)

@@ -30,7 +30,38 @@ type ReadConfig struct {
 	// Check is the server's file policy, asked about the table's metadata
 	// and every file a read opens; nil allows every path.
 	Check func(path string) error
+	// Filter is Beam's SQL-like filter (ParseFilter): only the rows it
+	// holds for are read, and data files that cannot hold one are skipped.
+	// "": every row. It may name columns Keep or Drop leave out.
+	Filter string
 }
+
+// rowFilter parses cfg.Filter and binds it to sc, so that an unknown
+// column or a literal the column's type cannot take is a configuration
+// error; nil when there is no filter.
+func (cfg ReadConfig) rowFilter(sc *iceberg.Schema) (iceberg.BooleanExpression, error) {
+	if strings.TrimSpace(cfg.Filter) == "" {
+		return nil, nil
+	}
+	e, err := ParseFilter(cfg.Filter)
+	if err != nil {
+		return nil, &FilterError{fmt.Errorf("%w: %w", ErrConfig, err)}
+	}
+	if _, err := iceberg.BindExpr(sc, e, true); err != nil {
+		return nil, &FilterError{fmt.Errorf("%w: filter %q on table %s: %v", ErrConfig, cfg.Filter, cfg.Table, err)}
+	}
+	return e, nil
+}
+
+// FilterError is a filter that does not parse, or does not bind to the
+// table's columns.
+type FilterError struct{ Err error }
+
+// Error implements error.
+func (e *FilterError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error it wraps (ErrConfig and the cause).
+func (e *FilterError) Unwrap() error { return e.Err }
 
 // kindOf maps an Iceberg column type to a row kind: integers int,
 // floating point float, boolean bool, string string, timestamps and
@@ -64,6 +95,9 @@ func Describe(ctx context.Context, cfg ReadConfig) (*row.Schema, error) {
 	}
 	defer done()
 	if err := checkPaths(cfg.Check, tbl.MetadataLocation(), tbl.Location()); err != nil {
+		return nil, err
+	}
+	if _, err := cfg.rowFilter(tbl.Schema()); err != nil {
 		return nil, err
 	}
 	return readSchema(tbl.Schema(), cfg)
@@ -186,7 +220,15 @@ func (sp *split) start(ctx context.Context) error {
 	if err := checkManifests(ctx, tbl, sp.s.cfg.Check); err != nil {
 		return err
 	}
-	scan := tbl.Scan(table.WithSelectedFields(sp.s.schema.Names()...))
+	opts := []table.ScanOption{table.WithSelectedFields(sp.s.schema.Names()...)}
+	filter, err := sp.s.cfg.rowFilter(tbl.Schema())
+	if err != nil {
+		return err
+	}
+	if filter != nil {
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	scan := tbl.Scan(opts...)
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return fmt.Errorf("planning the read of %s: %w", sp.s.cfg.Table, err)

@@ -3,7 +3,6 @@ package iceberg
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -19,7 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
-	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/weir-dev/weir/mtime"
@@ -70,8 +68,8 @@ type Sink struct {
 
 	// mu guards the fields below; a worker's buffer has its own lock.
 	mu       sync.Mutex
-	db       *sql.DB
-	cat      *sqlcat.Catalog
+	cat      catalog.Catalog
+	closeCat func() error
 	arrow    *arrow.Schema
 	fields   []int // per arrow column, the row field it holds (-1: null)
 	bufs     map[int]*workerBuf
@@ -197,11 +195,11 @@ func partitionSpec(fields []string, sc *iceberg.Schema) (iceberg.PartitionSpec, 
 // Validate opens the catalog and, when the table exists, checks it takes
 // the rows; it creates nothing (a submission's check).
 func (s *Sink) Validate(ctx context.Context) error {
-	cat, db, err := open(ctx, s.cfg.Target)
+	cat, closeCat, err := open(ctx, s.cfg.Target)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer closeCat()
 	tbl, err := cat.LoadTable(ctx, s.id)
 	switch {
 	case errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace):
@@ -223,11 +221,11 @@ func (s *Sink) prepareLocked(ctx context.Context) error {
 		return nil
 	}
 	if s.cat == nil {
-		cat, db, err := open(ctx, s.cfg.Target)
+		cat, closeCat, err := open(ctx, s.cfg.Target)
 		if err != nil {
 			return err
 		}
-		s.cat, s.db = cat, db
+		s.cat, s.closeCat = cat, closeCat
 	}
 	tbl, err := s.cat.LoadTable(ctx, s.id)
 	if errors.Is(err, catalog.ErrNoSuchTable) || errors.Is(err, catalog.ErrNoSuchNamespace) {
@@ -554,8 +552,8 @@ func (s *Sink) Close(ctx context.Context) error {
 			r.Release()
 		}
 	}
-	if s.db != nil {
-		errs = append(errs, s.cat.Close(), s.db.Close())
+	if s.closeCat != nil {
+		errs = append(errs, s.closeCat())
 	}
 	return errors.Join(errs...)
 }
