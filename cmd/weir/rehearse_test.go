@@ -303,6 +303,30 @@ func TestCLIRehearseTraceMemory(t *testing.T) {
 	}
 }
 
+// TestCLIRehearseScratchInTraceDir: with --trace-dir, a rehearsal keeps
+// all of its scratch there (the trace's spill, the sandboxes' captured
+// rows and their directories), so it runs where $TMPDIR cannot be
+// written; without --trace-dir it needs $TMPDIR.
+func TestCLIRehearseScratchInTraceDir(t *testing.T) {
+	t.Parallel()
+	td, err := filepath.Abs("testdata/rehearse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, spill := t.TempDir(), t.TempDir()
+	noTmp := []string{"TMPDIR=" + filepath.Join(work, "no-such-dir")}
+	args := []string{"rehearse", filepath.Join(td, "fixture.yaml"), filepath.Join(td, "fixture.yaml"), "--events", filepath.Join(td, "fixture.jsonl")}
+	if r := runCLIEnv(t, work, noTmp, append(args, "--trace-dir", spill)...); r.code != ExitOK {
+		t.Fatalf("with --trace-dir and no $TMPDIR: exit %d, want %d\nstdout: %s\nstderr: %s", r.code, ExitOK, r.stdout, r.stderr)
+	}
+	if ents, err := os.ReadDir(spill); err != nil || len(ents) != 0 {
+		t.Errorf("the rehearsal left %v in --trace-dir (%v)", ents, err)
+	}
+	if r := runCLIEnv(t, work, noTmp, args...); r.code == ExitOK {
+		t.Errorf("without --trace-dir and with no $TMPDIR the rehearsal succeeded; the test no longer shows where scratch goes")
+	}
+}
+
 // TestCLIRehearseTraceFlagsRefused: a --trace-memory that is no byte
 // size, negative or 0, and a --trace-dir that does not exist or is a
 // file are usage errors naming the flag and the value, for weir rehearse

@@ -103,7 +103,9 @@ The recorded stretch is read once into a trace the three runs share, kept
 encoded in memory up to --trace-memory (default 256MiB); beyond it, its
 older part moves to an unlinked file in --trace-dir (default $TMPDIR),
 released when the rehearsal ends however it ends. The report says how large
-the trace was and how much of it spilled.
+the trace was and how much of it spilled. The sandboxed runs' captured
+output rows beyond memory and a snapshot downloaded for --from-snapshot go
+to --trace-dir too.
 
 Exit codes: 0 the outputs agree (within --budget, noise excluded);
 7 they differ; any other code means the rehearsal did not reach a verdict:
@@ -129,7 +131,7 @@ not fit the pipelines' sources.`,
 	fl.IntVar(&f.workers, "workers", 1, "workers of each sandboxed run")
 	fl.StringVar(&f.conserve, "conserve", "", "IN=OUT: check that the input field IN adds up to the outputs' visible field OUT plus the rejected elements' IN")
 	fl.StringVar(&f.traceMemory, "trace-memory", "", "memory budget of the recorded stretch (64MiB, 1GiB, 512MB; default 256MiB): beyond it, its older part spills to --trace-dir")
-	fl.StringVar(&f.traceDir, "trace-dir", "", "an existing directory the recorded stretch spills to beyond --trace-memory, as an unlinked file (default $TMPDIR)")
+	fl.StringVar(&f.traceDir, "trace-dir", "", "an existing directory the recorded stretch spills to beyond --trace-memory, as an unlinked file, and where the runs' captured rows beyond memory go (default $TMPDIR)")
 	return cmd
 }
 
@@ -256,7 +258,9 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 	if err != nil {
 		return cli.WithCode(cli.ExitInvalidPipeline, fmt.Errorf("reading the pipeline file: %w", err))
 	}
-	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.Jinja, Workers: f.workers, Logger: e.Logger}
+	// The sandboxes' captured rows beyond memory, like the trace, go to
+	// --trace-dir.
+	opts := sandbox.Options{BaseDir: wd, JinjaVariables: e.Jinja, Workers: f.workers, Logger: e.Logger, TempDir: spillDir}
 	// The explicit old-to-new names of every step of OLD, for the new run.
 	oldP, err := sandbox.Load(oldName, oldSrc, opts)
 	if err != nil {
@@ -268,7 +272,7 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 	}
 	var start *snapshotStart
 	if f.fromSnap != "" {
-		if start, err = loadSnapshotStart(ctx, f.server, f.fromSnap, oldP, newP, mapping); err != nil {
+		if start, err = loadSnapshotStart(ctx, f.server, f.fromSnap, spillDir, oldP, newP, mapping); err != nil {
 			return err
 		}
 		e.Logger.Info("rehearsing from a job snapshot", "snapshot", start.id, "entries", start.state.Entries())

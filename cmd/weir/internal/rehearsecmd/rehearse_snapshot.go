@@ -60,8 +60,9 @@ func (s *snapshotStart) report() *SnapshotReport {
 
 // loadSnapshotStart reads the snapshot arg (a snapshot ID on the server,
 // or the path of an exported snapshot file) and checks that both
-// pipelines can start from it.
-func loadSnapshotStart(ctx context.Context, server serverconn.Flag, arg string, oldP, newP *weir.Pipeline, mapping compat.Mapping) (*snapshotStart, error) {
+// pipelines can start from it. A snapshot read from the server is
+// downloaded to a temporary file in tmpDir ("": $TMPDIR).
+func loadSnapshotStart(ctx context.Context, server serverconn.Flag, arg, tmpDir string, oldP, newP *weir.Pipeline, mapping compat.Mapping) (*snapshotStart, error) {
 	st := &snapshotStart{id: arg, state: sandbox.NewState()}
 	add := func(step string, kg uint16, key, value []byte) error {
 		st.state.Add(step, kg, key, value)
@@ -82,7 +83,7 @@ func loadSnapshotStart(ctx context.Context, server serverconn.Flag, arg string, 
 		if err != nil {
 			return nil, err
 		}
-		tmp, err := os.CreateTemp("", "weir-rehearse-snapshot-*")
+		tmp, err := os.CreateTemp(tmpDir, "weir-rehearse-snapshot-*")
 		if err != nil {
 			return nil, cli.WithCode(cli.ExitFailure, fmt.Errorf("creating a temporary file for the snapshot: %w", err))
 		}
