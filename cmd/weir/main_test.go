@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"maps"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/weir-dev/weir/internal/testmain"
 )
 
 // runAsCLIEnv makes the test binary behave as the weir binary: the tests
@@ -25,21 +26,13 @@ const runAsCLIEnv = "WEIR_TEST_RUN_AS_CLI"
 // unless -test.parallel says otherwise. They mostly wait on child
 // processes (servers restarting, leases expiring, retention passing), so
 // more than the default GOMAXPROCS overlap usefully on a 2-core machine.
-const testParallel = "4"
+const testParallel = 4
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsCLIEnv) == "1" {
 		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		if err := flag.Set("test.parallel", testParallel); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(testmain.Run(m, testParallel))
 }
 
 // cliResult is what one CLI invocation produced.

@@ -193,24 +193,22 @@ func (p *filterParser) expect(want string) error {
 }
 
 func (p *filterParser) or() (iceberg.BooleanExpression, error) {
-	e, err := p.and()
-	for err == nil && p.peek().keyword("OR") {
-		p.next()
-		var r iceberg.BooleanExpression
-		if r, err = p.and(); err == nil {
-			e = iceberg.NewOr(e, r)
-		}
-	}
-	return e, err
+	return p.chain("OR", p.and, iceberg.NewOr)
 }
 
 func (p *filterParser) and() (iceberg.BooleanExpression, error) {
-	e, err := p.not()
-	for err == nil && p.peek().keyword("AND") {
+	return p.chain("AND", p.not, iceberg.NewAnd)
+}
+
+// chain reads operands joined by the keyword kw (left-associative).
+func (p *filterParser) chain(kw string, operand func() (iceberg.BooleanExpression, error),
+	join func(l, r iceberg.BooleanExpression, more ...iceberg.BooleanExpression) iceberg.BooleanExpression) (iceberg.BooleanExpression, error) {
+	e, err := operand()
+	for err == nil && p.peek().keyword(kw) {
 		p.next()
 		var r iceberg.BooleanExpression
-		if r, err = p.not(); err == nil {
-			e = iceberg.NewAnd(e, r)
+		if r, err = operand(); err == nil {
+			e = join(e, r)
 		}
 	}
 	return e, err
