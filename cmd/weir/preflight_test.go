@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,19 +71,35 @@ func TestCLIServerPreflightRehearsal(t *testing.T) {
 		return srv.cli(dir, append([]string{"run", pipeline, "--job-name", "clicks", "--update",
 			"--dataflow_service_options=weir_rehearse=required;since=30m"}, extra...)...)
 	}
-	if r := update(sums, "--validate-only"); r.code != ExitOK {
-		t.Fatalf("a rehearsal of the same pipeline: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r = update(sums, "--validate-only")
+	if r.code != ExitOK || !regexp.MustCompile(`rehearsal passed: 12 input elements since \S+, 3 rows compared, 0 differences \(budget 0, noise 0\); recorded stretch 2\.\d MiB, [0-9.]+ (KiB|MiB) of it spilled to the server's disk`).MatchString(r.stderr) {
+		t.Fatalf("a rehearsal of the same pipeline: exit %d, want 0 and the verdict\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	r = update(maxes, "--format", "json")
-	if r.code == ExitOK || !strings.Contains(r.stdout+r.stderr, "PARITY_FAILED") {
-		t.Fatalf("a rehearsal of a pipeline with other answers: exit %d, want PARITY_FAILED\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r = update(maxes)
+	if r.code == ExitOK || !strings.Contains(r.stderr, "PARITY_FAILED") || !strings.Contains(r.stderr, "rehearsal refused: 12 input elements") {
+		t.Fatalf("a rehearsal of a pipeline with other answers: exit %d, want PARITY_FAILED after the verdict\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// --format json prints the verdict on stdout.
+	if rj := update(maxes, "--format", "json"); rj.code != r.code {
+		t.Errorf("--format json: exit %d, want %d as in text", rj.code, r.code)
+	} else {
+		var out struct {
+			Rehearsal struct {
+				Passed            bool  `json:"passed"`
+				Differences       int64 `json:"differences"`
+				TraceSpilledBytes int64 `json:"trace_spilled_bytes"`
+			} `json:"rehearsal"`
+		}
+		if err := json.Unmarshal([]byte(rj.stdout), &out); err != nil || out.Rehearsal.Passed || out.Rehearsal.Differences != 3 || out.Rehearsal.TraceSpilledBytes == 0 {
+			t.Errorf("--format json: %+v (%v), want the refused verdict with 3 differences and the spilled bytes\n%s", out, err, rj.stdout)
+		}
 	}
 	for _, want := range []string{"3 difference(s) in 3 row(s) compared", `key {"user":"u0"}`, "value_changed", "the job was not changed"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr)
 		}
 	}
-	// Both verdicts are parity_gate events of the job, with the stretch's
+	// Every verdict is a parity_gate event of the job, with the stretch's
 	// size and what of it spilled under the server's one-byte budget.
 	logs := srv.cli(dir, "jobs", "logs", "clicks", "--format", "json")
 	var spilled []float64
@@ -99,8 +117,8 @@ func TestCLIServerPreflightRehearsal(t *testing.T) {
 			spilled = append(spilled, n)
 		}
 	}
-	if len(spilled) != 2 || spilled[0] == 0 || spilled[1] == 0 {
-		t.Errorf("the parity_gate events' trace_spilled_bytes: %v, want two verdicts that spilled\n%.3000s", spilled, logs.stdout)
+	if len(spilled) != 3 || slices.Contains(spilled, 0) {
+		t.Errorf("the parity_gate events' trace_spilled_bytes: %v, want three verdicts that spilled\n%.3000s", spilled, logs.stdout)
 	}
 	if ents, err := os.ReadDir(spill); err != nil || len(ents) != 0 {
 		t.Errorf("the rehearsals left %v in the server's --rehearse-trace-dir (%v)", ents, err)

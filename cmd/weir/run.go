@@ -501,6 +501,9 @@ type updated struct {
 	Notes          []string              `json:"notes,omitempty"`
 	// Plan is, for --validate-only, what the update would do (weir plan).
 	Plan *plan.Plan `json:"plan,omitempty"`
+	// Rehearsal is the pre-flight rehearsal's verdict
+	// (weir_rehearse=required), passed or refused.
+	Rehearsal *client.RehearsalVerdict `json:"rehearsal,omitempty"`
 }
 
 // updateJob sends the pipeline to the weir server as an in-place update of
@@ -530,12 +533,25 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	// A refusal for another reason than the check (no running job, a
 	// pipeline that does not load) prints that reason only: the check did
 	// not run, so there is no report to show.
+	// A rehearsal that refused the update (PARITY_FAILED) prints its
+	// verdict before the refusal.
 	var ae *client.Error
+	refusedByRehearsal := err != nil && res != nil && res.Rehearsal != nil && errors.As(err, &ae) && ae.Code == errcode.ParityFailed
+	if refusedByRehearsal {
+		if f.format == formatJSON {
+			if werr := writeJSON(e.stdout, updated{Name: f.jobName, ValidateOnly: f.validateOnly, Compatibility: res.Report, Rehearsal: res.Rehearsal}); werr != nil {
+				return werr
+			}
+		} else {
+			writeRehearsalVerdict(e.stderr, res.Rehearsal)
+		}
+		return clientError(ctx, c, err)
+	}
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
 	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
-		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes}
+		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes, Rehearsal: res.Rehearsal}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
 	}
@@ -571,6 +587,9 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 		if res.Report.Compatible {
 			writeOptionChanges(e.stderr, res.Options, res.OptionsChanged)
+		}
+		if res.Rehearsal != nil {
+			writeRehearsalVerdict(e.stderr, res.Rehearsal)
 		}
 		if f.validateOnly {
 			// --validate-only is asked for the report: all of it.
@@ -708,6 +727,21 @@ func writeStepTable(w io.Writer, res *runner.Result) error {
 
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error { return cli.WriteJSON(w, v) }
+
+// writeRehearsalVerdict prints a pre-flight rehearsal's verdict on one
+// line: its figures and the size of the recorded stretch.
+func writeRehearsalVerdict(w io.Writer, v *client.RehearsalVerdict) {
+	verdict := "passed"
+	if !v.Passed {
+		verdict = "refused"
+	}
+	stretch := cli.Bytes(v.TraceBytes) + " in memory"
+	if v.TraceSpilledBytes > 0 {
+		stretch = fmt.Sprintf("%s, %s of it spilled to the server's disk", cli.Bytes(v.TraceBytes), cli.Bytes(v.TraceSpilledBytes))
+	}
+	fmt.Fprintf(w, "rehearsal %s: %d input elements since %s, %d rows compared, %d differences (budget %d, noise %d); recorded stretch %s\n",
+		verdict, v.Elements, v.Since.UTC().Format(time.RFC3339), v.RowsCompared, v.Differences, v.Budget, v.Noise, stretch)
+}
 
 // writeNotableReport prints a compatibility report when it says something
 // beyond "compatible": errors, warnings or dropped state.
