@@ -530,9 +530,6 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		SubmitRequest: client.SubmitRequest{Name: f.jobName, Pipeline: string(src), PipelineFile: path, BaseDir: wd, Options: opts,
 			ServiceOptions: serviceopt.Split(f.serviceOptions), RequestID: f.requestID},
 		TransformNameMapping: f.nameMapping, AllowSourceChange: f.allowSource, ValidateOnly: f.validateOnly})
-	// A refusal for another reason than the check (no running job, a
-	// pipeline that does not load) prints that reason only: the check did
-	// not run, so there is no report to show.
 	// A rehearsal that refused the update (PARITY_FAILED) prints its
 	// verdict before the refusal.
 	var ae *client.Error
@@ -547,6 +544,9 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		}
 		return clientError(ctx, c, err)
 	}
+	// A refusal for another reason than the check (no running job, a
+	// pipeline that does not load) prints that reason only: the check did
+	// not run, so there is no report to show.
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}

@@ -9,13 +9,13 @@
 // table metadata and Parquet data files go, is a local directory.
 //
 // A read is a bounded source of the table's current snapshot, with
-// Beam's keep and drop column selections and its SQL-like filter. A write appends rows, creating
-// the namespace and the table (from the rows' schema) when missing. The
-// sink is transactional: a worker's rows wait for its checkpoint's
-// pre-commit, and Commit appends every worker's rows of an epoch as one
-// Iceberg snapshot whose summary records the sink and the epoch
-// (weir.sink-id, weir.epoch), so a commit repeated after a crash appends
-// nothing twice. Without checkpoints (a bounded run in one process) Close
+// Beam's keep and drop column selections and its SQL-like filter. A write
+// appends rows, creating the namespace and the table (from the rows'
+// schema) when missing. The sink is transactional: a worker's rows wait
+// for its checkpoint's pre-commit, and Commit appends every worker's rows
+// of an epoch as one Iceberg snapshot whose summary records the sink and
+// the epoch (weir.sink-id, weir.epoch), so a commit repeated after a crash
+// appends nothing twice. Without checkpoints (a bounded run in one process) Close
 // appends the rows.
 //
 // It may import mtime, row, runner/contract, window,

@@ -7,6 +7,6 @@
 //
 // It may import weir (the SDK root package), client, cmd/weir/internal/cli,
 // cmd/weir/internal/serverconn, compat, diff, duration, graph, io/pubsub,
-// sandbox, service, service/record, github.com/spf13/cobra and the standard library; only
-// package main (cmd/weir) imports it.
+// sandbox, service, service/record, github.com/spf13/cobra and the
+// standard library; only package main (cmd/weir) imports it.
 package rehearsecmd
