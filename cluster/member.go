@@ -163,20 +163,26 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	m.log = cfg.Logger.With("cluster", cfg.Name, "member", m.id)
 	m.records, m.recordsReady = map[string]seenRecord{}, make(chan struct{})
 	m.status.Role = RoleFollower
-	m.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "WEIR_CLUSTER_" + cfg.Name,
-		Description: "weir cluster " + cfg.Name + ": members and the leader's lease", History: 1,
-		TTL: memberRecordAge, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	m.kv, err = retryJS(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "WEIR_CLUSTER_" + cfg.Name,
+			Description: "weir cluster " + cfg.Name + ": members and the leader's lease", History: 1,
+			TTL: memberRecordAge, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: opening its bucket (%d replicas): %w", cfg.Name, cfg.Replicas, err)
 	}
-	m.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "WEIR_CLUSTER_LOG_" + cfg.Name,
-		Description: "weir cluster " + cfg.Name + ": the registry's replicated log", Subjects: []string{m.subject},
-		Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew})
+	m.stream, err = retryJS(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "WEIR_CLUSTER_LOG_" + cfg.Name,
+			Description: "weir cluster " + cfg.Name + ": the registry's replicated log", Subjects: []string{m.subject},
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: opening its log (%d replicas): %w", cfg.Name, cfg.Replicas, err)
 	}
-	m.obs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "WEIR_CLUSTER_BASE_" + cfg.Name,
-		Description: "weir cluster " + cfg.Name + ": the log's base image", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	m.obs, err = retryJS(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "WEIR_CLUSTER_BASE_" + cfg.Name,
+			Description: "weir cluster " + cfg.Name + ": the log's base image", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: opening its object store (%d replicas): %w", cfg.Name, cfg.Replicas, err)
 	}
@@ -189,6 +195,41 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	go m.heartbeat()
 	m.log.Info("joined the cluster", "address", cfg.Address, "replicas", cfg.Replicas)
 	return m, nil
+}
+
+// jsAttempt bounds one JetStream API request of Join; retryJS sends it
+// again after that while the caller's context lasts.
+const jsAttempt = 5 * time.Second
+
+// retryJS runs op, a JetStream API request, with a deadline of jsAttempt
+// per attempt, again after a short pause while ctx lasts when it went
+// unanswered or the cluster said JetStream is not available: a request
+// sent while the NATS cluster elects its meta leader (a server of it
+// restarting) can go unanswered, and the next one is answered. Any other
+// error is returned at once.
+func retryJS[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, jsAttempt)
+		v, err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !jsUnavailable(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// jsUnavailable reports whether err says a JetStream request went
+// unanswered or JetStream is unavailable for now (503), which a retry can
+// get past.
+func jsUnavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // ID returns the member's ID, new at every start.
