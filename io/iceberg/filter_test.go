@@ -86,6 +86,10 @@ func TestReadFilter(t *testing.T) {
 				{"score > 2", nil, "5 6 7"},
 				{"name = 'nc'", []string{"id"}, "2"},
 				{"name IS NULL", nil, "1"},
+				// A comparison with a null is not true (SQL's rule): row 1's
+				// null name passes neither = nor <>.
+				{"name <> 'nc' AND id < 4", nil, "0 3"},
+				{"NOT (name = 'nc') AND id < 4", nil, "0 3"},
 				{"name IS NOT NULL AND id < 3", nil, "0 2"},
 				{"id IN (1, 3, 9)", nil, "1 3"},
 				{"id NOT IN (0, 1, 2, 3, 4, 5)", nil, "6 7"},
