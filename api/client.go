@@ -78,6 +78,7 @@ type (
 	SubscriptionJob                   = client.SubscriptionJob
 	CreateTopicRequest                = client.CreateTopicRequest
 	TopicList                         = client.TopicList
+	BrokerInfo                        = client.BrokerInfo
 	PublishMessage                    = client.PublishMessage
 	PublishRequest                    = client.PublishRequest
 	PublishResult                     = client.PublishResult

@@ -44,6 +44,7 @@
 //	POST   /v1/schedules/{name}:pause              (body optional) → schedule
 //	POST   /v1/schedules/{name}:resume             (body optional) → schedule
 //	POST   /v1/schedules/{name}:retry              {partition} → schedule
+//	GET    /v1/broker                              → {id}: the broker's identity, which job snapshots record beside their positions
 //	POST   /v1/topics                              {name, retention?} → 201 topic
 //	GET    /v1/topics                              → {topics: [topic...]} by name
 //	GET    /v1/topics/{name}                       → topic

@@ -34,6 +34,7 @@ type PubSub interface {
 	ListSubscriptions(ctx context.Context, topic string) ([]pubsub.SubscriptionInfo, error)
 	Subscription(ctx context.Context, name string) (pubsub.SubscriptionInfo, error)
 	Pull(ctx context.Context, sub string, max int, ack bool) ([]pubsub.Message, error)
+	BrokerIdentity(ctx context.Context) (string, error)
 }
 
 var _ PubSub = (*pubsub.Broker)(nil)
@@ -115,6 +116,7 @@ func pulledOf(m pubsub.Message) PulledMessage {
 // registerPubSub adds the topic and subscription routes to s.mux.
 func (s *Server) registerPubSub() {
 	s.handleFunc("POST /v1/topics", s.withPubSub(s.createTopic))
+	s.handleFunc("GET /v1/broker", s.withPubSub(s.getBroker))
 	s.handleFunc("GET /v1/topics", s.withPubSub(s.listTopics))
 	s.handleFunc("GET /v1/topics/{name}", s.withPubSub(s.getTopic))
 	s.handleFunc("GET /v1/topics/{name}/messages", s.withPubSub(s.readRetained))
@@ -197,6 +199,20 @@ func (s *Server) createTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/topics/"+info.Name)
 	writeJSON(w, http.StatusCreated, topicOf(info))
+}
+
+// getBroker answers the broker's identity.
+func (s *Server) getBroker(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	id, err := s.pubsub.BrokerIdentity(r.Context())
+	if err != nil {
+		s.writeError(w, pubsubError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, BrokerInfo{ID: id})
 }
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {

@@ -80,6 +80,14 @@ type CreateTopicRequest struct {
 	Retention string `json:"retention,omitempty"`
 }
 
+// BrokerInfo is the reply to GET /v1/broker: the identity of the server's
+// Pub/Sub broker, a UUID made at its first start and kept with its data.
+// A job snapshot records it beside its topic positions (SnapshotBroker),
+// which mean something only on that broker.
+type BrokerInfo struct {
+	ID string `json:"id"`
+}
+
 // TopicList is the reply to GET /v1/topics.
 type TopicList struct {
 	Topics []Topic `json:"topics"`
@@ -200,6 +208,15 @@ func (c *Client) ListTopics(ctx context.Context) ([]Topic, error) {
 		return nil, err
 	}
 	return out.Topics, nil
+}
+
+// Broker returns the identity of the server's Pub/Sub broker.
+func (c *Client) Broker(ctx context.Context) (*BrokerInfo, error) {
+	var out BrokerInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/broker", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // GetTopic describes the topic name.

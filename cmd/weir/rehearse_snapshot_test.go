@@ -143,5 +143,14 @@ func TestCLIServerRehearseFromSnapshot(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d naming %q", tt.name, r.code, r.stderr, tt.code, tt.want)
 		}
 	}
+	// On another server the file's positions count another broker's
+	// messages: refused, naming both brokers, unless the input is given.
+	other := startServer(t, t.TempDir())
+	other.mustCLI(t, work, "topics", "create", "orders")
+	r := other.cli(work, "rehearse", pipeline, even, "--from-snapshot", file)
+	if r.code != ExitRehearsalFailed || !strings.Contains(r.stderr, "holds positions of broker") || !strings.Contains(r.stderr, "give the input with --events") {
+		t.Errorf("rehearse from the file on another server: exit %d, stderr %q; want exit %d naming the brokers", r.code, r.stderr, ExitRehearsalFailed)
+	}
+	other.stop(syscall.SIGTERM)
 	srv.stop(syscall.SIGTERM)
 }

@@ -425,6 +425,9 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, trace *sandbox.T
 			return "", serverconn.Error(ctx, c, fmt.Errorf("finding subscription snapshot %s: %w", fromSnap, err))
 		}
 	}
+	if err := start.sameBroker(ctx, c); err != nil {
+		return "", err
+	}
 	var read []string
 	for _, step := range steps {
 		topic := topics[step]

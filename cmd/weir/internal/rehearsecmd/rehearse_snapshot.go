@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/compat"
@@ -150,6 +151,26 @@ func invert(m map[string]string) map[string]string {
 		out[v] = k
 	}
 	return out
+}
+
+// sameBroker checks that the snapshot's topic positions belong to the
+// broker of the server c reads the topics from: a snapshot file made on
+// another server (or imported here from one) counts sequences of another
+// broker's topics, and reading this one's from them would rehearse on the
+// wrong messages. A snapshot without a broker record (an older export) is
+// not checked; nil s (no --from-snapshot) neither.
+func (s *snapshotStart) sameBroker(ctx context.Context, c *client.Client) error {
+	if s == nil || s.snap.Broker == nil || s.snap.Broker.ID == "" {
+		return nil
+	}
+	b, err := c.Broker(ctx)
+	if err != nil {
+		return serverconn.Error(ctx, c, fmt.Errorf("reading the broker identity of the server: %w", err))
+	}
+	if b.ID != s.snap.Broker.ID {
+		return cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("job snapshot %s holds positions of broker %s, and this server's broker is %s: its topics' sequences are not the snapshot's; rehearse it against the server it was taken on, or give the input with --events", s.id, s.snap.Broker.ID, b.ID))
+	}
+	return nil
 }
 
 // after returns the stream sequence of the last message of topic that
