@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/iceberg-go"
+
 	"github.com/weir-dev/weir/row"
 )
 
@@ -158,4 +160,28 @@ func TestReadFilterRefused(t *testing.T) {
 			t.Errorf("filter %q: %v, want a FilterError containing %q", tc.filter, err, tc.want)
 		}
 	}
+}
+
+// FuzzParseFilter: any text parses or is refused with an error; it never
+// panics, and what parses binds or is refused against a table's schema.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"id > 5 AND name = 'x'", "NOT (ok) OR id IN (1, 2)", "id BETWEEN -1.5e3 AND +2",
+		`"a b" IS NOT NULL`, "x = 'it''s'", "((", "id <> ", "'", "`", "!", "1 = id", "- 1", ".5 < score"} {
+		f.Add(s)
+	}
+	sc := iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64},
+		iceberg.NestedField{ID: 2, Name: "name", Type: iceberg.PrimitiveTypes.String},
+		iceberg.NestedField{ID: 3, Name: "ok", Type: iceberg.PrimitiveTypes.Bool},
+		iceberg.NestedField{ID: 4, Name: "score", Type: iceberg.PrimitiveTypes.Float64})
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseFilter(s)
+		if err != nil {
+			if e != nil {
+				t.Fatalf("%q: an expression beside the error %v", s, err)
+			}
+			return
+		}
+		_, _ = iceberg.BindExpr(sc, e, true)
+	})
 }
