@@ -55,12 +55,26 @@ func TestBeamConfigKeys(t *testing.T) {
 		{name: "sql names a field", src: head +
 			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: MapToFields\n      config:\n        language: sql\n        fields: {a: '`rank`', b: rank}\n    - type: LogForTesting\n",
 			want: []string{`{"a": 1, "b": 1}`}},
-		{name: "sql beyond a field name", src: head +
-			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: MapToFields\n      config:\n        language: sql\n        fields: {a: rank + 1}\n",
-			loadErr: `t.yaml:10:21: field a: "rank + 1" is not a field of the input ({rank:int}); weir has no sql engine`},
+		{name: "sql expressions", src: head +
+			"    - type: Create\n      config:\n        elements: [{rank: 1, name: ann}, {rank: 3, name: bo}]\n    - type: MapToFields\n      config:\n        language: sql\n" +
+			"        fields: {a: rank + 1, \"b c\": \"upper(name) || '!'\", rank: '`rank`'}\n    - type: LogForTesting\n",
+			want: []string{`{"a": 2, "b c": "ANN!", "rank": 1}`, `{"a": 4, "b c": "BO!", "rank": 3}`}},
+		{name: "sql expressions appended", src: head +
+			"    - type: Create\n      config:\n        elements: [{rank: 1, name: ann}]\n    - type: MapToFields\n      config:\n        language: sql\n" +
+			"        append: true\n        drop: [name]\n        fields: {rank: rank * 10, len: length(name)}\n    - type: LogForTesting\n",
+			want: []string{`{"rank": 10, "len": 3}`}},
+		{name: "sql expression that does not compile", src: head +
+			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: MapToFields\n      config:\n        language: sql\n        fields: {a: rank +, b: nope}\n",
+			loadErr: `t.yaml:10:21: field a: SQL expression: the query does not compile: near "FROM": syntax error`},
+		{name: "sql aggregate in MapToFields", src: head +
+			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: MapToFields\n      config:\n        language: sql\n        fields: {a: sum(rank)}\n",
+			loadErr: `aggregates, window functions and subqueries over the input belong in a Sql transform`},
 		{name: "sql in Filter", src: head +
-			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: Filter\n      config:\n        language: sql\n        keep: rank > 1\n",
-			loadErr: `t.yaml:9:19: language "sql" is not supported in Filter`},
+			"    - type: Create\n      config:\n        elements: [{rank: 1, name: ann}, {rank: 2, name: null}, {rank: 3, name: cy}]\n    - type: Filter\n      config:\n        language: sql\n        keep: rank > 1 AND name <> 'x'\n    - type: LogForTesting\n",
+			want: []string{`{"rank": 3, "name": "cy"}`}},
+		{name: "sql in Filter that does not compile", src: head +
+			"    - type: Create\n      config:\n        elements: [{rank: 1}]\n    - type: Filter\n      config:\n        language: sql\n        keep: ranks > 1\n",
+			loadErr: `t.yaml:10:15: keep: SQL condition: the query does not compile: no such column: ranks`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,12 +45,7 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if err := l.joinFields(t, j, aliases, index); err != nil {
 		return nil, err
 	}
-	// The union row: the input's tag, then one nullable row field per input.
-	ufields := []row.Field{{Name: "tag", Type: row.Of(row.KindInt)}}
-	for i, s := range j.Ins {
-		ufields = append(ufields, row.Field{Name: "in" + strconv.Itoa(i), Type: row.RowOf(s)})
-	}
-	union, err := row.NewSchema(ufields...)
+	union, err := unionSchema(j.Ins)
 	if err != nil {
 		return nil, l.wrapf(t.typNode, err, "Join")
 	}
@@ -77,6 +72,16 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	grouped := weir.Aggregate[*rowT, *rowT](l.root, t.name+"/group", flat, j, keyCoder, storedCoder, stepOpts(t, weir.WithCoder(j.Batch.Coder()))...)
 	res := parDo(l.root, t.name, rowsColl(j.Batch, grouped), join.EmitFn{}, stepOpts(t, weir.WithCoder(j.Out.Coder()))...)
 	return rowsColl(j.Out, res), nil
+}
+
+// unionSchema is the row that carries any input of a Join or a Sql into
+// one collection: the input's tag, then one nullable row field per input.
+func unionSchema(ins []*row.Schema) (*row.Schema, error) {
+	ufields := []row.Field{{Name: "tag", Type: row.Of(row.KindInt)}}
+	for i, s := range ins {
+		ufields = append(ufields, row.Field{Name: "in" + strconv.Itoa(i), Type: row.RowOf(s)})
+	}
+	return row.NewSchema(ufields...)
 }
 
 // joinEqualities reads equalities: a field name shared by all inputs, or a

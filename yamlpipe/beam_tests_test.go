@@ -111,10 +111,9 @@ func TestBeamYAMLTests(t *testing.T) {
 		{file: "tfrecord_write.yaml", loadErr: map[int]string{
 			0: `tfrecord_write.yaml:23:17: unknown transform type "WriteToTFRecord"`,
 		}},
-		// Beam SQL (Calcite, through Java).
-		{file: "sql.yaml", loadErr: map[int]string{
-			0: `sql.yaml:19:21: unknown transform type "Sql"`,
-		}},
+		// A filter (run per element) and a GROUP BY (run per window), by
+		// SQLite.
+		{file: "sql.yaml"},
 		{file: "java-map.yaml", loadErr: map[int]string{
 			0: `java-map.yaml:16:23: language "java" is not supported`,
 		}},

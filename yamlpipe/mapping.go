@@ -26,7 +26,14 @@ func (l *loader) celStep(t *transformSpec, in *coll) (*celexpr.Scope, []weir.Ste
 		}
 		switch lang {
 		case "cel", "generic":
-		case "sql", "javascript":
+		case "sql":
+			if t.typ != "MapToFields" && t.typ != "Filter" {
+				return nil, nil, l.errf(ln, "language %q is not supported in %s; use CEL (language: generic) or python", lang, t.typ)
+			}
+			if sn := t.config.Get("side_inputs"); sn != nil {
+				return nil, nil, l.errf(sn, "side_inputs are read by CEL expressions; with language: sql they are not supported")
+			}
+		case "javascript":
 			if t.typ != "MapToFields" {
 				return nil, nil, l.errf(ln, "language %q is not supported in %s: weir has no %s engine; use CEL (language: generic) or python", lang, t.typ, lang)
 			}
@@ -287,6 +294,11 @@ func buildMapToFields(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	isPy := l.isPython(t)
 	fieldsOnly := l.fieldNamesOnly(t)
+	if fieldsOnly == "sql" && fn != nil && !l.sqlFieldNames(in, fn) {
+		// Expressions beyond field names: the fields become one SELECT,
+		// run by SQLite per element (beam_sql.go).
+		return l.sqlMapToFields(t, in, appendIn, drops, fn)
+	}
 	var ops []fieldOp
 	var fields []row.Field
 	if appendIn {
@@ -455,6 +467,9 @@ func buildFilter(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if kn == nil {
 		return nil, l.errf(t.typNode, "Filter needs config.keep (a CEL boolean expression)")
 	}
+	if l.fieldNamesOnly(t) == "sql" {
+		return l.sqlFilter(t, in, kn)
+	}
 	var dofn *filterFn
 	if l.isPython(t) {
 		py, err := l.compilePython(in, kn, "keep")
@@ -556,8 +571,10 @@ func buildValidate(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	return rowsColl(in.schema, res), nil
 }
 
-// fieldNamesOnly returns the language of a MapToFields whose expressions
-// weir can take only as field names (sql, javascript), or "".
+// fieldNamesOnly returns the language of a MapToFields or Filter whose
+// expressions are neither CEL nor Python: sql (run by SQLite,
+// beam_sql.go, unless every MapToFields field only names a field) or
+// javascript (field names only); "" for the others.
 func (l *loader) fieldNamesOnly(t *transformSpec) string {
 	if ln := t.config.Get("language"); ln != nil && ln.Kind == yamlnode.String && (ln.Text == "sql" || ln.Text == "javascript") {
 		return ln.Text

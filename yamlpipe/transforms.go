@@ -95,6 +95,8 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "file_mode", "roll_size", "roll_interval"}, sink: true, build: buildWriteToText}, true
 	case "Join":
 		return &transformDef{keys: []string{"equalities", "type", "fields"}, multi: true, build: buildJoin}, true
+	case "Sql":
+		return &transformDef{keys: []string{"query", "dialect", "error_handling"}, multi: true, errors: true, build: buildSql}, true
 	case "ExtractWindowingInfo":
 		return &transformDef{keys: []string{"fields"}, build: buildExtractWindowingInfo}, true
 	case "AssertEqual":
@@ -121,7 +123,7 @@ func transformTypes() []string {
 		"ReadFromAvro", "ReadFromJson", "ReadFromParquet", "ReadFromPubSub", "TestStream", "Validate", "ValidateWithSchema", "WindowInto", "WriteToAvro", "WriteToCsv", "WriteToJson", "WriteToParquet", "WriteToPubSub", "WriteToSql",
 		"AssignTimestamps", "Explode", "LogForTesting", "Partition", "ReadFromText", "WriteToText",
 		"ExtractWindowingInfo", "Join", "AssertEqual", "Reshuffle", "Nexmark", "MatchAll",
-		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql", "ReadFromIceberg", "WriteToIceberg"}
+		"ReadFromJdbc", "ReadFromPostgres", "ReadFromMySql", "WriteToJdbc", "WriteToPostgres", "WriteToMySql", "ReadFromIceberg", "WriteToIceberg", "Sql"}
 	sort.Strings(out)
 	return out
 }

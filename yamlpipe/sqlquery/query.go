@@ -1,0 +1,646 @@
+package sqlquery
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+)
+
+// DefaultTable is the name a single input goes by in a query, as in Beam.
+const DefaultTable = "PCOLLECTION"
+
+// ReasonSQLError is the reject reason of an element (per-row queries) or
+// a window's rows (aggregating queries) the query failed on at run time.
+const ReasonSQLError = "sql_error"
+
+// CompileTimeout bounds the time Compile spends on a query (it runs it
+// once on empty tables): a query that would not end, such as a recursive
+// WITH without a stop, is refused instead of holding the load.
+const CompileTimeout = 10 * time.Second
+
+// RunTimeout bounds one run of a query at run time (per element, or per
+// window's pane); a run that takes longer fails (ReasonSQLError).
+const RunTimeout = 5 * time.Minute
+
+// MaxResultRows bounds the rows one run of a query may return (Query.MaxRows
+// by default); a run that returns more fails (ReasonSQLError) instead of
+// exhausting memory — a recursive WITH without an end, say.
+const MaxResultRows = 1 << 21
+
+// timeLayout is how timestamps are written into SQLite: its own date and
+// time format, which its date functions read and which sorts as it reads.
+const timeLayout = "2006-01-02 15:04:05.000"
+
+// Table is one input of a query: the name the query reads it by and the
+// schema of its rows.
+type Table struct {
+	Name   string
+	Schema *row.Schema
+}
+
+// Query is a compiled query: what Compile found out about it at load.
+type Query struct {
+	// Text is the query as written.
+	Text string
+	// Tables are the inputs, in input order.
+	Tables []Table
+	// Out is the schema of the result rows.
+	Out *row.Schema
+	// PerRow says the query runs once per element (a projection or a
+	// filter of one input); otherwise it runs once per window.
+	PerRow bool
+	// Aliases are extra names of the first table (a view): PCOLLECTION
+	// when the single input has a name of its own.
+	Aliases []string
+	// MaxRows bounds the rows one run returns (MaxResultRows).
+	MaxRows int
+}
+
+// Error is a query Compile refuses, with SQLite's reason.
+type Error struct {
+	Msg string
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Msg
+	}
+	return e.Msg + ": " + sqliteMessage(e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// sqliteMessage trims the driver's decoration ("SQL logic error: ... (1)")
+// to SQLite's own message.
+func sqliteMessage(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "SQL logic error: ")
+	if i := strings.LastIndex(s, " ("); i > 0 && strings.HasSuffix(s, ")") {
+		if _, err := strconv.Atoi(s[i+2 : len(s)-1]); err == nil {
+			s = s[:i]
+		}
+	}
+	return s
+}
+
+// Compile checks text against tables (their names unique, compared
+// without case as SQLite does) and returns the compiled query.
+func Compile(ctx context.Context, text string, tables []Table) (*Query, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, &Error{Msg: "the query is empty"}
+	}
+	if err := checkSelect(text); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, CompileTimeout)
+	defer cancel()
+	q := &Query{Text: text, Tables: tables, MaxRows: MaxResultRows}
+	if len(tables) == 1 && !strings.EqualFold(tables[0].Name, DefaultTable) {
+		q.Aliases = []string{DefaultTable}
+	}
+	seen := map[string]bool{}
+	for _, t := range tables {
+		k := strings.ToLower(t.Name)
+		if seen[k] {
+			return nil, &Error{Msg: fmt.Sprintf("two inputs are named %q (SQL names ignore case)", t.Name)}
+		}
+		seen[k] = true
+	}
+	db, err := q.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	// Compile runs the query once, on the empty tables: with the database
+	// read-only, so that a statement that would change it fails here even
+	// if it passed checkSelect and classify.
+	if _, err := db.conn.ExecContext(ctx, "PRAGMA query_only = 1"); err != nil {
+		return nil, fmt.Errorf("opening SQLite: %w", err)
+	}
+	perRow, err := q.classify(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	q.PerRow = perRow && len(tables) == 1
+	rows, err := db.conn.QueryContext(ctx, text)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &Error{Msg: fmt.Sprintf("the query did not start within %s", CompileTimeout), Err: err}
+		}
+		return nil, &Error{Msg: "the query does not compile", Err: err}
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, &Error{Msg: "reading the query's columns", Err: err}
+	}
+	if len(cts) == 0 {
+		return nil, &Error{Msg: "the query returns no columns (is it a SELECT?)"}
+	}
+	fields := make([]row.Field, len(cts))
+	used := map[string]bool{}
+	for i, ct := range cts {
+		name := ct.Name()
+		if !identifier(name) && !quotedIn(text, name) {
+			name = "EXPR$" + strconv.Itoa(i)
+		}
+		base := name
+		for n := 0; used[strings.ToLower(name)]; n++ {
+			// Calcite's way with a repeated name: id, id0, id1, ...
+			name = base + strconv.Itoa(n)
+		}
+		used[strings.ToLower(name)] = true
+		fields[i] = row.Field{Name: name, Type: q.columnType(ct.Name(), ct.DatabaseTypeName())}
+	}
+	if q.Out, err = row.NewSchema(fields...); err != nil {
+		return nil, &Error{Msg: "the query's columns", Err: err}
+	}
+	return q, nil
+}
+
+// identifier reports whether s is a plain SQL name (a column read as is,
+// or an alias), not the text of an expression.
+func identifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || unicode.IsLetter(r) || (i > 0 && (unicode.IsDigit(r) || r == '$')) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// quotedIn reports whether name appears quoted in text ("name", `name`
+// or [name]): an alias written so, not an expression's text.
+func quotedIn(text, name string) bool {
+	for _, q := range []string{`"` + strings.ReplaceAll(name, `"`, `""`) + `"`, "`" + name + "`", "[" + name + "]"} {
+		if strings.Contains(text, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// columnType is the row type of result column name of declared type decl:
+// the input field's type when the column reads a field straight through
+// (SQLite reports the field's declared type then), else any.
+func (q *Query) columnType(name, decl string) row.Type {
+	decl = strings.ToUpper(decl)
+	switch decl {
+	case "INTEGER":
+		return row.Of(row.KindInt)
+	case "REAL":
+		return row.Of(row.KindFloat)
+	case "TEXT":
+		return row.Of(row.KindString)
+	case "BOOLEAN":
+		return row.Of(row.KindBool)
+	case "TIMESTAMP":
+		return row.Of(row.KindTimestamp)
+	}
+	if strings.HasPrefix(decl, "JSON_") {
+		// JSON_T_F: field F of table T, a row or a list.
+		var ti, fi int
+		if _, err := fmt.Sscanf(decl, "JSON_%d_%d", &ti, &fi); err == nil && ti < len(q.Tables) && fi < q.Tables[ti].Schema.Len() {
+			return q.Tables[ti].Schema.Fields[fi].Type
+		}
+	}
+	return row.Of(row.KindAny)
+}
+
+// declType is the SQLite column type of field fi of table ti.
+func declType(ti, fi int, t row.Type) string {
+	switch t.Kind {
+	case row.KindInt:
+		return "INTEGER"
+	case row.KindFloat:
+		return "REAL"
+	case row.KindString:
+		return "TEXT"
+	case row.KindBool:
+		return "BOOLEAN"
+	case row.KindTimestamp:
+		return "TIMESTAMP"
+	case row.KindRow, row.KindList:
+		return fmt.Sprintf("JSON_%d_%d", ti, fi)
+	}
+	return "" // any: no affinity, values kept as bound
+}
+
+// quote quotes a SQL name.
+func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// db is one in-memory database holding the query's tables, with the
+// statements that fill, query and empty them.
+type db struct {
+	sqlDB *sql.DB
+	conn  *sql.Conn
+	// insert[i] inserts one row into table i; clear[i] empties it.
+	insert []*sql.Stmt
+	clear  []*sql.Stmt
+	query  *sql.Stmt
+}
+
+// open creates an in-memory database with the query's tables (empty).
+func (q *Query) open(ctx context.Context) (*db, error) {
+	sdb, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return nil, fmt.Errorf("opening SQLite: %w", err)
+	}
+	// One connection: each connection to :memory: is a database of its own.
+	sdb.SetMaxOpenConns(1)
+	conn, err := sdb.Conn(ctx)
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("opening SQLite: %w", err)
+	}
+	d := &db{sqlDB: sdb, conn: conn}
+	for ti, t := range q.Tables {
+		cols := make([]string, t.Schema.Len())
+		marks := make([]string, t.Schema.Len())
+		for fi, f := range t.Schema.Fields {
+			cols[fi] = strings.TrimSpace(quote(f.Name) + " " + declType(ti, fi, f.Type))
+			marks[fi] = "?"
+		}
+		if len(cols) == 0 {
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("input %q has no fields", t.Name)}
+		}
+		if _, err := conn.ExecContext(ctx, "CREATE TABLE "+quote(t.Name)+" ("+strings.Join(cols, ", ")+")"); err != nil {
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
+		}
+		ins, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES ("+strings.Join(marks, ", ")+")")
+		if err != nil {
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
+		}
+		clr, err := conn.PrepareContext(ctx, "DELETE FROM "+quote(t.Name))
+		if err != nil {
+			ins.Close()
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
+		}
+		d.insert, d.clear = append(d.insert, ins), append(d.clear, clr)
+	}
+	for _, a := range q.Aliases {
+		if _, err := conn.ExecContext(ctx, "CREATE VIEW "+quote(a)+" AS SELECT * FROM "+quote(q.Tables[0].Name)); err != nil {
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("naming input %q %s", q.Tables[0].Name, a), Err: err}
+		}
+	}
+	return d, nil
+}
+
+// prepare prepares the query on d.
+func (q *Query) prepare(ctx context.Context, d *db) error {
+	st, err := d.conn.PrepareContext(ctx, q.Text)
+	if err != nil {
+		return &Error{Msg: "the query does not compile", Err: err}
+	}
+	d.query = st
+	return nil
+}
+
+// Close releases the database.
+func (d *db) Close() error {
+	for _, st := range append(append(d.insert, d.clear...), d.query) {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return errors.Join(d.conn.Close(), d.sqlDB.Close())
+}
+
+// stateful are the opcodes of SQLite's compiled programs that make a query
+// depend on more than one row: aggregates and window functions, sorting,
+// DISTINCT and set operations, and LIMIT.
+var stateful = map[string]bool{
+	"AggStep": true, "AggStep1": true, "AggFinal": true, "AggValue": true, "AggInverse": true,
+	"Count": true, "SorterOpen": true, "OpenEphemeral": true, "OpenAutoindex": true, "DecrJumpZero": true, "OffsetLimit": true,
+}
+
+// writes are the opcodes of programs that change a database: a query
+// must not (checkSelect refuses such statements first; this is the second
+// line).
+var writes = map[string]bool{
+	"OpenWrite": true, "Vacuum": true, "VCreate": true, "VDestroy": true, "VUpdate": true,
+	"Destroy": true, "Clear": true, "CreateBtree": true, "ParseSchema": true, "DropTable": true, "JournalMode": true,
+}
+
+// checkSelect refuses anything but one SELECT statement (WITH ... SELECT
+// and VALUES included): the first word must be SELECT, WITH or VALUES,
+// and no semicolon may end a statement before the text's end.
+func checkSelect(text string) error {
+	s := strings.TrimSpace(text)
+	for {
+		switch {
+		case strings.HasPrefix(s, "--"):
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				s = strings.TrimSpace(s[i+1:])
+				continue
+			}
+			s = ""
+		case strings.HasPrefix(s, "/*"):
+			if i := strings.Index(s, "*/"); i >= 0 {
+				s = strings.TrimSpace(s[i+2:])
+				continue
+			}
+			s = ""
+		case strings.HasPrefix(s, "("):
+			s = strings.TrimSpace(s[1:])
+			continue
+		}
+		break
+	}
+	end := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(s)
+	}
+	switch strings.ToUpper(s[:end]) {
+	case "SELECT", "WITH", "VALUES":
+	default:
+		return &Error{Msg: "Sql runs a SELECT statement (SELECT, WITH ... SELECT or VALUES), not " + strconv.Quote(firstWords(s))}
+	}
+	// One statement: a semicolon outside quotes and comments may only end it.
+	var quote rune
+	for i, r := range text {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"' || r == '`':
+			quote = r
+		case r == '[':
+			quote = ']'
+		case r == ';':
+			if strings.TrimSpace(strings.TrimRight(strings.TrimSpace(text[i:]), ";")) != "" {
+				return &Error{Msg: "Sql runs one statement; the query has a semicolon before its end"}
+			}
+		}
+	}
+	return nil
+}
+
+// firstWords returns the start of s, for messages.
+func firstWords(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "..."
+	}
+	return s
+}
+
+// classify reads the query's compiled program (EXPLAIN) and reports
+// whether it can run once per row: it reads one table once and has no
+// opcode of stateful.
+func (q *Query) classify(ctx context.Context, d *db) (bool, error) {
+	rows, err := d.conn.QueryContext(ctx, "EXPLAIN "+q.Text)
+	if err != nil {
+		return false, &Error{Msg: "the query does not compile", Err: err}
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return false, &Error{Msg: "reading the query's program", Err: err}
+	}
+	if len(cols) < 2 {
+		return false, &Error{Msg: "the query is not a single statement"}
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	reads, perRow := 0, true
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return false, &Error{Msg: "reading the query's program", Err: err}
+		}
+		op := fmt.Sprint(vals[1])
+		if b, ok := vals[1].([]byte); ok {
+			op = string(b)
+		}
+		if stateful[op] {
+			perRow = false
+		}
+		if writes[op] {
+			return false, &Error{Msg: "the query changes the database (" + op + "): Sql runs a SELECT"}
+		}
+		if op == "OpenRead" {
+			reads++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, &Error{Msg: "the query does not compile", Err: err}
+	}
+	return perRow && reads == 1, nil
+}
+
+// bind converts field value v of type t for SQLite.
+func bind(v any, t row.Type) (any, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case bool:
+		if x {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	case mtime.Time:
+		return x.ToTime().UTC().Format(timeLayout), nil
+	case int64, float64, string:
+		return x, nil
+	case int:
+		return int64(x), nil
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n, nil
+		}
+		return x.Float64()
+	case []byte:
+		return x, nil
+	}
+	switch t.Kind {
+	case row.KindTimestamp:
+		ts, err := row.ToTimestamp(v)
+		if err != nil {
+			return nil, err
+		}
+		return ts.ToTime().UTC().Format(timeLayout), nil
+	}
+	// Rows, lists and maps: JSON text.
+	if r, ok := row.AsRow(v); ok {
+		return string(row.AppendJSON(nil, r)), nil
+	}
+	return string(row.AppendJSONValue(nil, v)), nil
+}
+
+// convert converts a value SQLite returned to type t.
+func convert(v any, t row.Type) (any, error) {
+	switch x := v.(type) {
+	case []byte:
+		v = string(x)
+	case time.Time:
+		// The driver reads a TIMESTAMP column's text as a time.
+		v = mtime.FromTime(x)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	switch t.Kind {
+	case row.KindInt:
+		switch x := v.(type) {
+		case int64:
+			return x, nil
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+				return int64(x), nil
+			}
+		case string:
+			if n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err == nil {
+				return n, nil
+			}
+		}
+	case row.KindFloat:
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		case string:
+			if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+				return f, nil
+			}
+		}
+	case row.KindBool:
+		switch x := v.(type) {
+		case int64:
+			return x != 0, nil
+		case float64:
+			return x != 0, nil
+		case bool:
+			return x, nil
+		}
+	case row.KindString:
+		switch x := v.(type) {
+		case string:
+			return x, nil
+		case int64:
+			return strconv.FormatInt(x, 10), nil
+		case float64:
+			return strconv.FormatFloat(x, 'g', -1, 64), nil
+		}
+	case row.KindTimestamp:
+		switch x := v.(type) {
+		case mtime.Time:
+			return x, nil
+		case string:
+			for _, layout := range []string{timeLayout, "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02", time.RFC3339Nano} {
+				if tt, err := time.ParseInLocation(layout, x, time.UTC); err == nil {
+					return mtime.FromTime(tt), nil
+				}
+			}
+			return row.ToTimestamp(x)
+		case int64:
+			return row.ToTimestamp(x)
+		}
+	case row.KindRow, row.KindList:
+		if s, ok := v.(string); ok {
+			dec := json.NewDecoder(strings.NewReader(s))
+			dec.UseNumber()
+			var x any
+			if err := dec.Decode(&x); err == nil {
+				return row.FromJSON(x, t)
+			}
+		}
+	case row.KindAny:
+		return v, nil
+	}
+	return nil, fmt.Errorf("SQLite returned %v (%s) for a %s column", v, row.GoTypeName(v), t)
+}
+
+// run loads rows (per table) into d, runs the query and returns its rows
+// in schema q.Out, emptying the tables again.
+func (q *Query) run(ctx context.Context, d *db, tables [][]*row.Row) (out []*row.Row, err error) {
+	defer func() {
+		for _, st := range d.clear {
+			if _, cerr := st.ExecContext(ctx); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	args := []any{}
+	for ti, rs := range tables {
+		sch := q.Tables[ti].Schema
+		for _, r := range rs {
+			args = args[:0]
+			for fi, f := range sch.Fields {
+				var v any
+				if r.Schema == sch || r.Schema == nil {
+					if fi < len(r.Values) {
+						v = r.Values[fi]
+					}
+				} else {
+					v, _ = r.Get(f.Name)
+				}
+				b, err := bind(v, f.Type)
+				if err != nil {
+					return nil, fmt.Errorf("input %q, field %s: %w", q.Tables[ti].Name, f.Name, err)
+				}
+				args = append(args, b)
+			}
+			if _, err := d.insert[ti].ExecContext(ctx, args...); err != nil {
+				return nil, fmt.Errorf("loading a row of %q: %s", q.Tables[ti].Name, sqliteMessage(err))
+			}
+		}
+	}
+	rows, err := d.query.QueryContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("running the query: %s", sqliteMessage(err))
+	}
+	defer rows.Close()
+	n := q.Out.Len()
+	vals := make([]any, n)
+	ptrs := make([]any, n)
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if len(out) == q.MaxRows {
+			return nil, fmt.Errorf("the query returns more than %d rows", q.MaxRows)
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("reading the query's result: %s", sqliteMessage(err))
+		}
+		r := row.New(q.Out)
+		for i, f := range q.Out.Fields {
+			x, err := convert(vals[i], f.Type)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", f.Name, err)
+			}
+			r.Values[i] = x
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("running the query: %s", sqliteMessage(err))
+	}
+	return out, nil
+}

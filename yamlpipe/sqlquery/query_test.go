@@ -1,0 +1,202 @@
+package sqlquery
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+)
+
+var clicks = row.MustSchema(
+	row.Field{Name: "user", Type: row.Of(row.KindString)},
+	row.Field{Name: "ms", Type: row.Of(row.KindInt)},
+	row.Field{Name: "ok", Type: row.Of(row.KindBool)},
+	row.Field{Name: "at", Type: row.Of(row.KindTimestamp)},
+	row.Field{Name: "tags", Type: row.ListOf(row.Of(row.KindString))},
+)
+
+func TestCompile(t *testing.T) {
+	tests := []struct {
+		query  string
+		perRow bool
+		out    string // the output schema
+	}{
+		{"SELECT * FROM PCOLLECTION WHERE ms > 2", true, "{user:string,ms:int,ok:bool,at:timestamp,tags:list<string>}"},
+		{"SELECT user, ms + 1, ok AND ms > 3 AS big FROM PCOLLECTION", true, "{user:string,EXPR$1:any,big:any}"},
+		{"SELECT * FROM PCOLLECTION WHERE user IN ('a', 'b')", true, "{user:string,ms:int,ok:bool,at:timestamp,tags:list<string>}"},
+		{"select user from pcollection", true, "{user:string}"},
+		{"SELECT user, sum(ms) AS s FROM PCOLLECTION GROUP BY user", false, "{user:string,s:any}"},
+		{"SELECT count(*) FROM PCOLLECTION", false, "{EXPR$0:any}"},
+		{"SELECT DISTINCT user FROM PCOLLECTION", false, "{user:string}"},
+		{"SELECT user FROM PCOLLECTION ORDER BY ms", false, "{user:string}"},
+		{"SELECT user FROM PCOLLECTION LIMIT 3", false, "{user:string}"},
+		{"SELECT user, row_number() OVER (ORDER BY ms) AS r FROM PCOLLECTION", false, "{user:string,r:any}"},
+		{"SELECT a.user, b.user FROM PCOLLECTION a JOIN PCOLLECTION b ON a.ms = b.ms", false, "{user:string,user0:string}"},
+		{"SELECT user FROM PCOLLECTION WHERE ms > (SELECT avg(ms) FROM PCOLLECTION)", false, "{user:string}"},
+		{"SELECT user FROM PCOLLECTION UNION SELECT user FROM PCOLLECTION", false, "{user:string}"},
+		{"WITH w AS (SELECT user FROM PCOLLECTION WHERE ok) SELECT * FROM w", true, "{user:string}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			q, err := Compile(context.Background(), tc.query, []Table{{Name: DefaultTable, Schema: clicks}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.PerRow != tc.perRow {
+				t.Errorf("PerRow = %v, want %v", q.PerRow, tc.perRow)
+			}
+			if got := q.Out.String(); got != tc.out {
+				t.Errorf("Out = %s, want %s", got, tc.out)
+			}
+		})
+	}
+}
+
+func TestCompileRefuses(t *testing.T) {
+	tests := []struct{ query, want string }{
+		{"", "the query is empty"},
+		{"DELETE FROM PCOLLECTION", "Sql runs a SELECT statement"},
+		{"VACUUM INTO '/tmp/x.db'", "Sql runs a SELECT statement"},
+		{"ATTACH DATABASE '/tmp/x.db' AS x", "Sql runs a SELECT statement"},
+		{"  -- a comment\n  INSERT INTO PCOLLECTION VALUES (1)", "Sql runs a SELECT statement"},
+		{"WITH x AS (SELECT 1) DELETE FROM PCOLLECTION", "changes the database"},
+		{"WITH x AS (SELECT 1) INSERT INTO PCOLLECTION (user) SELECT 'a' FROM x", "changes the database"},
+		{"SELECT 1; DELETE FROM PCOLLECTION", "Sql runs one statement"},
+		{"SELECT nope FROM PCOLLECTION", "no such column: nope"},
+		{"SELECT * FROM other", "no such table: other"},
+		{"SELEC user FROM PCOLLECTION", "Sql runs a SELECT statement"},
+		{"SELECT user FROM PCOLLECTION WHERE", "incomplete input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			_, err := Compile(context.Background(), tc.query, []Table{{Name: DefaultTable, Schema: clicks}})
+			var qe *Error
+			if err == nil || !errors.As(err, &qe) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want an *Error containing %q", err, tc.want)
+			}
+		})
+	}
+	// Two inputs of one name (SQL names ignore case).
+	if _, err := Compile(context.Background(), "SELECT 1", []Table{{Name: "a", Schema: clicks}, {Name: "A", Schema: clicks}}); err == nil {
+		t.Error("two inputs named a and A were accepted")
+	}
+	// A semicolon inside a string is not the end of a statement.
+	if _, err := Compile(context.Background(), "SELECT user FROM PCOLLECTION WHERE user <> 'a;b';", []Table{{Name: DefaultTable, Schema: clicks}}); err != nil {
+		t.Errorf("a quoted semicolon: %v", err)
+	}
+}
+
+// Values cross into SQLite and back with their types: bools, timestamps
+// (compared and computed on as SQLite's date and time text), lists.
+func TestRoundTrip(t *testing.T) {
+	q, err := Compile(context.Background(),
+		"SELECT user, ok, at, tags, datetime(at, '+1 hour') AS later, at > '2026-03-01 10:00:00' AS after FROM PCOLLECTION WHERE NOT ok OR ms = 0",
+		[]Table{{Name: DefaultTable, Schema: clicks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.PerRow {
+		t.Fatal("want a per-row query")
+	}
+	at := mtime.Time(1772359500123) // 2026-03-01T10:05:00.123Z
+	in := &row.Row{Schema: clicks, Values: []any{"u1", int64(0), true, at, []any{"x", "y"}}}
+	fn := q.newRowFn(t)
+	var got []contract.Element
+	pc := contract.NewProcessContext(context.Background(), emitter(func(e contract.Element) { got = append(got, e) }), nil, nil, 0)
+	e := contract.Element{Value: in, Time: at, Window: window.Global}
+	if err := fn.Process(&pc, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %d rows, want 1", len(got))
+	}
+	r := got[0].Value.(*row.Row)
+	want := `{"user":"u1","ok":true,"at":"2026-03-01T10:05:00.123Z","tags":["x","y"],"later":"2026-03-01 11:05:00","after":1}`
+	if s := string(row.AppendJSON(nil, r)); s != want {
+		t.Errorf("row = %s\nwant  %s", s, want)
+	}
+	if got[0].Time != at {
+		t.Errorf("time = %v, want the element's %v", got[0].Time, at)
+	}
+	// A null stays null; a row the query drops emits nothing.
+	got = nil
+	if err := fn.Process(&pc, contract.Element{Value: &row.Row{Schema: clicks, Values: []any{nil, int64(5), true, nil, nil}}}); err != nil || len(got) != 0 {
+		t.Errorf("a filtered row: %d rows, err %v", len(got), err)
+	}
+	if err := fn.Process(&pc, contract.Element{Value: &row.Row{Schema: clicks, Values: []any{nil, int64(5), nil, nil, nil}}}); err != nil || len(got) != 0 {
+		// NOT NULL OR 5 = 0 is NULL: not true, dropped.
+		t.Errorf("a null row: %d rows, err %v", len(got), err)
+	}
+}
+
+// emitter collects emitted elements.
+type emitter func(e contract.Element)
+
+func (f emitter) Emit(_ int, e contract.Element) { f(e) }
+
+// newRowFn returns a worker's copy of the per-row step of q.
+func (q *Query) newRowFn(t *testing.T) *RowFn {
+	t.Helper()
+	return (&RowFn{Q: q}).Clone().(*RowFn)
+}
+
+// The per-window aggregation keeps its rows in checkpoint state (join's)
+// and gives the same result after a round trip through it.
+func TestAggregatorState(t *testing.T) {
+	q, err := Compile(context.Background(), "SELECT user, sum(ms) AS total, count(*) AS n FROM PCOLLECTION GROUP BY user ORDER BY user", []Table{{Name: DefaultTable, Schema: clicks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAggregator(q, func(dst []byte, v any) []byte { return append(dst, row.AppendJSONValue(nil, v)...) })
+	union := row.MustSchema(row.Field{Name: "tag", Type: row.Of(row.KindInt)}, row.Field{Name: "in0", Type: row.RowOf(clicks)})
+	acc := a.NewAccumulator()
+	for i, u := range []string{"a", "b", "a"} {
+		r := &row.Row{Schema: clicks, Values: []any{u, int64(i + 1), true, nil, nil}}
+		e := &contract.Element{Value: &row.Row{Schema: union, Values: []any{int64(0), r}}}
+		acc = a.AddInput(acc, e)
+	}
+	b, err := a.EncodeState("", acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.DecodeState("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"rows":[{"user":"a","total":4,"n":2},{"user":"b","total":2,"n":1}],"error":null}`
+	for _, x := range []any{acc, back} {
+		out := a.Output(nil, x, window.Global, window.PaneInfo{})
+		if s := string(row.AppendJSON(nil, out.(*row.Row))); s != want {
+			t.Errorf("output = %s\nwant     %s", s, want)
+		}
+	}
+}
+
+// A run that would not end is bounded: more rows than MaxRows fail it.
+func TestRunBounded(t *testing.T) {
+	q, err := Compile(context.Background(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, user FROM c, PCOLLECTION", []Table{{Name: DefaultTable, Schema: clicks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.MaxRows = 1000
+	a := NewAggregator(q, nil)
+	acc := a.NewAccumulator()
+	union := row.MustSchema(row.Field{Name: "tag", Type: row.Of(row.KindInt)}, row.Field{Name: "in0", Type: row.RowOf(clicks)})
+	acc = a.AddInput(acc, &contract.Element{Value: &row.Row{Schema: union, Values: []any{int64(0), &row.Row{Schema: clicks, Values: []any{"u", int64(1), true, nil, nil}}}}})
+	out := a.Output(nil, acc, window.Global, window.PaneInfo{}).(*row.Row)
+	if msg, _ := out.Values[1].(string); !strings.Contains(msg, "the query returns more than 1000 rows (over the window's 1 rows)") {
+		t.Errorf("output = %v, want the bound's error", out)
+	}
+	var got []contract.Element
+	pc := contract.NewProcessContext(context.Background(), emitter(func(e contract.Element) { got = append(got, e) }), nil, nil, 0)
+	err = EmitFn{}.Process(&pc, contract.Element{Value: out})
+	var ee *contract.ElementError
+	if !errors.As(err, &ee) || ee.Reason != ReasonSQLError || len(got) != 0 {
+		t.Errorf("EmitFn: err %v, %d rows; want a %s reject", err, len(got), ReasonSQLError)
+	}
+}
