@@ -103,6 +103,30 @@ type Result struct {
 	RejectedSums map[string]float64
 	// Metrics are the run's step counters.
 	Metrics *runner.Result
+	// Duplicates counts the recorded messages the run's sources dropped
+	// as duplicates of an ID seen within their dedupe window (id_attribute
+	// or id_field), as the job's sources drop them; they are not in Input
+	// or InputSums.
+	Duplicates int64
+
+	dropped *duplicates
+}
+
+// duplicates gathers what a run's sources dropped as duplicates: their
+// count and the numeric fields' sums, taken out of the run's input. The
+// sources' splits read concurrently: mu guards it.
+type duplicates struct {
+	mu   sync.Mutex
+	n    int64
+	sums map[string]float64
+	flat flatSums
+}
+
+func (d *duplicates) add(data []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n++
+	d.flat.addMessageNumbers(d.sums, data)
 }
 
 // Side returns the result as one side of a comparison; Rows.Reader may be
@@ -274,6 +298,13 @@ func RunPipeline(ctx context.Context, p *weir.Pipeline, trace *Trace, opts Optio
 	// sums are the trace's, computed once, after the run, so that runs
 	// sharing the trace (RunAll) do not wait for them before starting.
 	maps.Copy(res.InputSums, trace.inputSums())
+	if d := res.dropped; d != nil && d.n > 0 {
+		res.Duplicates = d.n
+		res.Input -= d.n
+		for k, v := range d.sums {
+			res.InputSums[k] -= v
+		}
+	}
 	ok = true
 	return res, nil
 }
@@ -307,6 +338,8 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		def = candidates[0]
 	}
 	srcs := map[string]*traceSource{}
+	dropped := &duplicates{sums: map[string]float64{}}
+	res.dropped = dropped
 	// The trace is read from here on: no event is appended any more.
 	trace.log.seal()
 	var buf []byte
@@ -338,7 +371,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 			if !ok {
 				return fmt.Errorf("%w: %s:%d is a Pub/Sub message for step %q, which does not read Pub/Sub", ErrNoRecordedInput, ev.Origin, ev.Offset, name)
 			}
-			ts = &traceSource{step: name, pubsub: ps, trace: trace}
+			ts = &traceSource{step: name, pubsub: ps, trace: trace, dropped: dropped}
 			srcs[name] = ts
 		}
 		if ts == nil {
@@ -354,7 +387,7 @@ func replaceSources(g *graph.Pipeline, code map[string]any, trace *Trace, mappin
 		}
 		ts.events = append(ts.events, int32(i))
 		ts.watermark = append(ts.watermark, ev.IsWatermark)
-		if !ev.IsWatermark {
+		if !ev.IsWatermark && !ev.SeenOnly {
 			res.Input++
 		}
 	}
@@ -408,6 +441,9 @@ type traceSource struct {
 	// watermark marks the events of events that move the watermark, so
 	// that a read stops before one without decoding it.
 	watermark []bool
+	// dropped takes the run's dropped duplicates (Pub/Sub sources with
+	// message IDs).
+	dropped *duplicates
 }
 
 // element builds the element of a recorded value: a row of the source's
@@ -434,13 +470,20 @@ func (t *traceSource) element(ev *Event) contract.Element {
 // Split implements contract.Source: a trace is one split, so its order
 // (and its watermark moves between elements) is kept.
 func (t *traceSource) Split(context.Context, int) ([]contract.SourceSplit, error) {
-	return []contract.SourceSplit{&traceSplit{t: t, wm: mtime.MinTimestamp}}, nil
+	sp := &traceSplit{t: t, wm: mtime.MinTimestamp}
+	if t.pubsub != nil {
+		sp.dd = t.pubsub.NewDeduper()
+	}
+	return []contract.SourceSplit{sp}, nil
 }
 
 type traceSplit struct {
 	t  *traceSource
 	i  int
 	wm mtime.Time
+	// dd drops duplicate messages as the pipeline's source would (nil:
+	// it has no message IDs).
+	dd *pubsub.Deduper
 	// buf is scratch space for events read back from disk; msg holds the
 	// message of the event being read.
 	buf []byte
@@ -477,11 +520,27 @@ func (s *traceSplit) Read(ctx context.Context, buf []contract.Element) (contract
 		if err != nil {
 			return contract.ReadResult{}, err
 		}
+		s.i++
+		if ev.Message != nil {
+			switch {
+			case ev.SeenOnly:
+				if s.dd != nil {
+					s.dd.Remember(ev.Message)
+				}
+				continue
+			case s.dd != nil && s.dd.Duplicate(ev.Message):
+				s.t.dropped.add(ev.Message.Data)
+				continue
+			}
+		}
 		buf[n] = s.t.element(&ev)
 		n++
-		s.i++
 	}
 	if n == 0 {
+		if s.i < len(idx) {
+			// Only skipped messages so far, a watermark move next.
+			return s.Read(ctx, buf)
+		}
 		return contract.ReadResult{Watermark: mtime.MaxTimestamp, Done: true}, nil
 	}
 	return contract.ReadResult{N: n, Watermark: s.wm}, nil

@@ -41,6 +41,11 @@ type Event struct {
 	// topic: each run decodes it as its own source would (Value and Time
 	// are then unused).
 	Message *pubsub.Message
+	// SeenOnly marks a message read before the stretch (before a job
+	// snapshot's position, within its source's dedupe window): a run only
+	// remembers its ID, as the job's source remembered it, so that a
+	// duplicate of it in the stretch is dropped; it is not replayed.
+	SeenOnly bool
 }
 
 // Trace is a recorded stretch of input: elements and watermark moves in
@@ -78,7 +83,7 @@ func (t *Trace) Append(ev Event) error {
 		t.sums = map[string]float64{}
 	}
 	switch {
-	case ev.IsWatermark:
+	case ev.IsWatermark, ev.SeenOnly:
 	case ev.Message != nil:
 		t.elements++
 		t.flat.addMessageNumbers(t.sums, ev.Message.Data)
@@ -303,6 +308,22 @@ func (mt *MessagesTracer) Add(msgs ...pubsub.Message) error {
 			if err := mt.t.Append(Event{Source: mt.step, Watermark: w, IsWatermark: true, Origin: m.Topic, Offset: int64(m.Sequence)}); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// DedupeWindow is how long the traced source remembers message IDs; 0
+// when it has none (pubsub.Source.DedupeWindow).
+func (mt *MessagesTracer) DedupeWindow() time.Duration { return mt.src.DedupeWindow() }
+
+// AddSeen appends msgs, read before the stretch, as SeenOnly events: each
+// run remembers their IDs for de-duplication and replays none of them.
+func (mt *MessagesTracer) AddSeen(msgs ...pubsub.Message) error {
+	for i := range msgs {
+		m := &msgs[i]
+		if err := mt.t.Append(Event{Source: mt.step, Message: m, Origin: m.Topic, Offset: int64(m.Sequence), SeenOnly: true}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -39,6 +39,7 @@ const (
 	evWatermark = 1 << iota
 	evMessage
 	evValue
+	evSeenOnly
 )
 
 // traceChunk is one chunk of the log: in memory (mem) or, once spilled,
@@ -114,6 +115,9 @@ func (l *traceLog) append(ev *Event) error {
 	}
 	if ev.Value != nil {
 		flags |= evValue
+	}
+	if ev.SeenOnly {
+		flags |= evSeenOnly
 	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, l.name(ev.Source))
@@ -370,6 +374,7 @@ func decodeEvent(b []byte, names []string, copyData bool, m *pubsub.Message, hea
 	hasMessage = flags&evMessage != 0
 	r := traceReader{b: b[1:]}
 	ev.IsWatermark = flags&evWatermark != 0
+	ev.SeenOnly = flags&evSeenOnly != 0
 	ev.Source = r.name(names)
 	ev.Origin = r.name(names)
 	ev.Offset = r.varint()

@@ -154,3 +154,73 @@ func TestCLIServerRehearseFromSnapshot(t *testing.T) {
 	other.stop(syscall.SIGTERM)
 	srv.stop(syscall.SIGTERM)
 }
+
+// TestCLIServerRehearseDropsDuplicatesAsTheJob: a source with id_field
+// drops a message whose ID it saw within its dedupe window. A rehearsal
+// from a job snapshot does as the job did: a duplicate of a message read
+// before the snapshot (the IDs are read back from the topic, as a resume
+// reads them) and a duplicate within the stretch are dropped, so the old
+// run's pane equals the job's own total.
+func TestCLIServerRehearseDropsDuplicatesAsTheJob(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	p := strings.Replace(totalsPipeline("topic: orders, id_field: id", "", "", "", db), "schema: {key: string, amount: int, ts: timestamp}", "schema: {key: string, amount: int, ts: timestamp, id: int}", 1)
+	pipeline := writeTestFile(t, work, "p.yaml", p)
+	no4 := writeTestFile(t, work, "no4.yaml", strings.Replace(p, "    - type: Combine\n      name: Totals\n      input: Orders\n", `    - type: Filter
+      name: No4
+      input: Orders
+      config: {keep: amount != 4}
+    - type: Combine
+      name: Totals
+      input: No4
+`, 1))
+	msg := func(id, amount, sec int) string {
+		return fmt.Sprintf(`{"key": "k", "amount": %d, "ts": "2026-03-01T00:00:%02dZ", "id": %d}`+"\n", amount, sec, id)
+	}
+	srv := startServer(t, dir)
+	id := srv.runOrdersJob(t, work, pipeline)
+	// Published without message IDs of the topic's own: the topic keeps
+	// every copy; the source's id_field drops the repeats.
+	srv.mustCLI(t, work, "topics", "publish", "orders", "--file", writeTestFile(t, work, "a.jsonl", msg(1, 1, 10)+msg(2, 2, 20)+msg(3, 3, 30)))
+	waitCaughtUp(t, srv, id)
+	var snap struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(srv.mustCLI(t, work, "snapshots", "create", "--job-id", "orders", "--wait", "--format", "json").stdout), &snap); err != nil || snap.ID == "" {
+		t.Fatalf("snapshots create: %v", err)
+	}
+	// After the snapshot: a repeat of message 2 (read before it), message
+	// 4, and a repeat of 4.
+	srv.mustCLI(t, work, "topics", "publish", "orders", "--file", writeTestFile(t, work, "b.jsonl", msg(2, 2, 20)+msg(4, 4, 40)+msg(4, 4, 40)))
+	waitCaughtUp(t, srv, id)
+
+	r := srv.cli(work, "rehearse", "orders", no4, "--from-snapshot", snap.ID, "--format", "json")
+	if r.code != ExitRehearsalDiffers {
+		t.Fatalf("rehearse: exit %d, want %d\n%s\n%s", r.code, ExitRehearsalDiffers, r.stdout, r.stderr)
+	}
+	rep := rehearseJSON(t, r)
+	for _, run := range rep.Runs {
+		if run.Input != 1 || run.Duplicates != 2 {
+			t.Errorf("%s run: %d elements in, %d duplicates dropped; want 1 and 2", run.Run, run.Input, run.Duplicates)
+		}
+	}
+	type pane struct{ N, Total int64 }
+	var diffs []string
+	for _, d := range rep.Report.Differences {
+		var o, n pane
+		if d.Old == nil || d.New == nil || errors.Join(json.Unmarshal([]byte(d.Old.Value), &o), json.Unmarshal([]byte(d.New.Value), &n)) != nil {
+			t.Fatalf("unexpected difference %+v", d)
+		}
+		diffs = append(diffs, fmt.Sprintf("%s old %+v new %+v", d.Key, o, n))
+	}
+	// The job's total is 1+2+3+4 = 10 over 4 orders; without order 4, 6
+	// over 3.
+	if want := []string{`{"key":"k"} old {N:4 Total:10} new {N:3 Total:6}`}; !slices.Equal(diffs, want) {
+		t.Errorf("differences %q, want %q", diffs, want)
+	}
+	srv.stop(syscall.SIGTERM)
+}

@@ -298,3 +298,76 @@ func (s *Source) MaxOutOfOrderness() time.Duration {
 	}
 	return p.MaxOutOfOrderness
 }
+
+// Deduper drops the duplicates of a recorded stretch of s's messages as
+// s drops them when it reads its subscription: with id_attribute or
+// id_field, a message whose ID was seen within the dedupe window (by
+// publish time) is a duplicate. A rehearsal replays a topic's retained
+// messages through it, so that its runs count each ID once, as the job
+// does; Remember takes the IDs of the messages read before the stretch
+// (a job snapshot's position), as a resume's read-back does.
+type Deduper struct {
+	sp   *split
+	seen *seenIDs
+}
+
+// NewDeduper returns the de-duplication of s's messages, or nil when s
+// de-duplicates nothing (no id_attribute or id_field).
+func (s *Source) NewDeduper() *Deduper {
+	if s.cfg.IDAttribute == "" && s.cfg.IDField == "" {
+		return nil
+	}
+	sp := &split{cfg: &s.cfg, tsField: -1, idField: -1}
+	if s.cfg.Schema != nil && s.cfg.IDField != "" {
+		sp.idField = s.cfg.Schema.Index(s.cfg.IDField)
+	}
+	return &Deduper{sp: sp, seen: newSeenIDs(mtime.FromDuration(s.cfg.DedupeWindow), s.cfg.MaxDedupeIDs)}
+}
+
+// id returns m's ID as the source reads it, or "" when it has none (no
+// such attribute, a payload that does not decode, a null field).
+func (d *Deduper) id(m *Message) string {
+	if a := d.sp.cfg.IDAttribute; a != "" {
+		return m.Attributes[a]
+	}
+	if d.sp.idField < 0 || d.sp.cfg.Format == FormatRaw {
+		return ""
+	}
+	r, _, _ := d.sp.decode(m.Data)
+	if r == nil {
+		return ""
+	}
+	v := r.Values[d.sp.idField]
+	if v == nil {
+		return ""
+	}
+	return string(row.AppendText(nil, v))
+}
+
+// Duplicate reports whether m repeats an ID seen within the dedupe window
+// before it (it is then dropped), and remembers m's ID if not.
+func (d *Deduper) Duplicate(m *Message) bool {
+	id := d.id(m)
+	if id == "" {
+		return false
+	}
+	dup, _ := d.seen.check(id, mtime.FromTime(m.PublishTime), d.seen.hash(m.Data))
+	return dup
+}
+
+// Remember remembers m's ID as seen, as a message read before the
+// stretch.
+func (d *Deduper) Remember(m *Message) {
+	if id := d.id(m); id != "" {
+		d.seen.check(id, mtime.FromTime(m.PublishTime), d.seen.hash(m.Data))
+	}
+}
+
+// DedupeWindow is how long s remembers message IDs (its dedupe_window,
+// defaults applied); 0 when it de-duplicates nothing.
+func (s *Source) DedupeWindow() time.Duration {
+	if s.cfg.IDAttribute == "" && s.cfg.IDField == "" {
+		return 0
+	}
+	return s.cfg.DedupeWindow
+}

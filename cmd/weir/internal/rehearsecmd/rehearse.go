@@ -188,6 +188,10 @@ type SandboxRun struct {
 	Input    int64  `json:"input"`
 	Rejected int64  `json:"rejected"`
 	Rows     int64  `json:"rows"`
+	// Duplicates counts the recorded messages the run's sources dropped as
+	// repeated IDs (id_attribute, id_field), as the job's sources do; they
+	// are not in Input.
+	Duplicates int64 `json:"duplicates,omitempty"`
 }
 
 func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehearseFlags) error {
@@ -355,7 +359,7 @@ func runRehearse(ctx context.Context, e *cli.Env, oldArg, newPath string, f rehe
 		name string
 		res  *sandbox.Result
 	}{{"old", oldRes}, {"old (second)", old2Res}, {"new", newRes}} {
-		out.Runs = append(out.Runs, SandboxRun{Run: r.name, Input: r.res.Input, Rejected: r.res.Rejected, Rows: r.res.Rows.Len()})
+		out.Runs = append(out.Runs, SandboxRun{Run: r.name, Input: r.res.Input, Rejected: r.res.Rejected, Rows: r.res.Rows.Len(), Duplicates: r.res.Duplicates})
 	}
 	if inField != "" {
 		for _, r := range []struct {
@@ -457,6 +461,12 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, trace *sandbox.T
 				return "", cli.WithCode(cli.ExitRehearsalFailed, err)
 			}
 			q.After = at
+			// The job's source remembers the IDs of the messages it read
+			// within its dedupe window before the snapshot's position:
+			// the runs do too, so a duplicate across the cut is dropped.
+			if err := readSeen(ctx, c, mt, topic, at); err != nil {
+				return "", err
+			}
 		}
 		for {
 			page, err := c.ReadRetained(ctx, topic, q)
@@ -468,13 +478,11 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, trace *sandbox.T
 				if snap != nil && ackedIn(snap.Acked, m.Sequence) {
 					continue // acknowledged one by one when the snapshot was taken
 				}
-				data := []byte(m.Data)
-				if m.DataBase64 != "" {
-					if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
-						return "", cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
-					}
+				pm, err := retainedMessage(topic, m)
+				if err != nil {
+					return "", err
 				}
-				msgs = append(msgs, pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime})
+				msgs = append(msgs, pm)
 			}
 			// Recorded a page at a time: the trace holds the stretch encoded
 			// (on disk beyond its memory budget), never as messages.
@@ -490,6 +498,66 @@ func retainedTrace(ctx context.Context, server serverconn.Flag, trace *sandbox.T
 		read = append(read, fmt.Sprintf("topic %s (%d messages)", topic, n))
 	}
 	return strings.Join(read, ", "), nil
+}
+
+// retainedMessage is m, a retained message of topic read from the
+// server, as the source decodes it.
+func retainedMessage(topic string, m client.PulledMessage) (pubsub.Message, error) {
+	data := []byte(m.Data)
+	if m.DataBase64 != "" {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(m.DataBase64); err != nil {
+			return pubsub.Message{}, cli.WithCode(cli.ExitRehearsalFailed, fmt.Errorf("message %d of topic %s: %w", m.Sequence, topic, err))
+		}
+	}
+	return pubsub.Message{Topic: topic, Data: data, Attributes: m.Attributes, ID: m.ID, Sequence: m.Sequence, PublishTime: m.PublishTime}, nil
+}
+
+// readSeen records in mt, as seen only, the messages of topic published
+// within the old pipeline's source's dedupe window before the message at
+// stream sequence at (that one included): the IDs the job's source
+// remembered at the snapshot, which its resume reads back the same way.
+// Nothing when the source has no message IDs, or at is 0.
+func readSeen(ctx context.Context, c *client.Client, mt *sandbox.MessagesTracer, topic string, at uint64) error {
+	w := mt.DedupeWindow()
+	if w <= 0 || at == 0 {
+		return nil
+	}
+	first, err := c.ReadRetained(ctx, topic, client.RetainedQuery{After: at - 1, Limit: 1})
+	if err != nil {
+		return serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+	}
+	if len(first.Messages) == 0 || first.Messages[0].Sequence != at {
+		return nil // the position's message is gone (retention), as at a resume
+	}
+	q := client.RetainedQuery{Since: first.Messages[0].PublishTime.Add(-w)}
+	var seen []pubsub.Message
+	for {
+		page, err := c.ReadRetained(ctx, topic, q)
+		if err != nil {
+			return serverconn.Error(ctx, c, fmt.Errorf("reading the retained messages of topic %s: %w", topic, err))
+		}
+		seen = seen[:0]
+		last := false
+		for _, m := range page.Messages {
+			if m.Sequence > at {
+				last = true
+				break
+			}
+			pm, err := retainedMessage(topic, m)
+			if err != nil {
+				return err
+			}
+			seen = append(seen, pm)
+		}
+		if err := mt.AddSeen(seen...); err != nil {
+			return cli.WithCode(cli.ExitRehearsalFailed, err)
+		}
+		if last || page.Done || len(page.Messages) == 0 {
+			return nil
+		}
+		q = client.RetainedQuery{After: page.Next - 1}
+	}
 }
 
 // ackedIn reports whether seq is in one of the acknowledged runs.
@@ -573,7 +641,11 @@ func writeRehearsal(w io.Writer, r *rehearsal) error {
 	}
 	b.WriteString("\n")
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "%s run: %d elements in, %d rejected, %d rows out\n", run.Run, run.Input, run.Rejected, run.Rows)
+		fmt.Fprintf(&b, "%s run: %d elements in, %d rejected, %d rows out", run.Run, run.Input, run.Rejected, run.Rows)
+		if run.Duplicates > 0 {
+			fmt.Fprintf(&b, " (%d duplicate messages dropped by ID)", run.Duplicates)
+		}
+		b.WriteString("\n")
 	}
 	for _, c := range r.Conservation {
 		verdict := "balanced"
