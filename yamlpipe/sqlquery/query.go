@@ -30,8 +30,9 @@ const ReasonSQLError = "sql_error"
 // WITH without a stop, is refused instead of holding the load.
 const CompileTimeout = 10 * time.Second
 
-// RunTimeout bounds one run of a query at run time (per element, or per
-// window's pane); a run that takes longer fails (ReasonSQLError).
+// RunTimeout bounds one run of a per-window query (a window's pane); a
+// run that takes longer fails (ReasonSQLError). A per-row query reads one
+// row and cannot loop: it has no deadline.
 const RunTimeout = 5 * time.Minute
 
 // MaxResultRows bounds the rows one run of a query may return (Query.MaxRows
@@ -251,10 +252,12 @@ func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`
 type db struct {
 	sqlDB *sql.DB
 	conn  *sql.Conn
-	// insert[i] inserts one row into table i; clear[i] empties it.
-	insert []*sql.Stmt
-	clear  []*sql.Stmt
-	query  *sql.Stmt
+	// insert[i] inserts one row into table i, insertMany[i] insertBatch
+	// rows; clear[i] empties it.
+	insert     []*sql.Stmt
+	insertMany []*sql.Stmt
+	clear      []*sql.Stmt
+	query      *sql.Stmt
 }
 
 // open creates an in-memory database with the query's tables (empty).
@@ -286,18 +289,25 @@ func (q *Query) open(ctx context.Context) (*db, error) {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
-		ins, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES ("+strings.Join(marks, ", ")+")")
+		tuple := "(" + strings.Join(marks, ", ") + ")"
+		ins, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES "+tuple)
 		if err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
+		d.insert = append(d.insert, ins)
+		many, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES "+strings.Repeat(tuple+", ", insertBatch-1)+tuple)
+		if err != nil {
+			d.Close()
+			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
+		}
+		d.insertMany = append(d.insertMany, many)
 		clr, err := conn.PrepareContext(ctx, "DELETE FROM "+quote(t.Name))
 		if err != nil {
-			ins.Close()
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
-		d.insert, d.clear = append(d.insert, ins), append(d.clear, clr)
+		d.clear = append(d.clear, clr)
 	}
 	for _, a := range q.Aliases {
 		if _, err := conn.ExecContext(ctx, "CREATE VIEW "+quote(a)+" AS SELECT * FROM "+quote(q.Tables[0].Name)); err != nil {
@@ -320,7 +330,7 @@ func (q *Query) prepare(ctx context.Context, d *db) error {
 
 // Close releases the database.
 func (d *db) Close() error {
-	for _, st := range append(append(d.insert, d.clear...), d.query) {
+	for _, st := range append(append(append(d.insert, d.insertMany...), d.clear...), d.query) {
 		if st != nil {
 			st.Close()
 		}
@@ -576,35 +586,69 @@ func convert(v any, t row.Type) (any, error) {
 	return nil, fmt.Errorf("SQLite returned %v (%s) for a %s column", v, row.GoTypeName(v), t)
 }
 
+// insertBatch is how many rows one multi-row INSERT loads.
+const insertBatch = 64
+
+// appendArgs appends the SQLite values of row r of table ti to args.
+func (q *Query) appendArgs(args []any, ti int, r *row.Row) ([]any, error) {
+	sch := q.Tables[ti].Schema
+	for fi, f := range sch.Fields {
+		var v any
+		if r.Schema == sch || r.Schema == nil {
+			if fi < len(r.Values) {
+				v = r.Values[fi]
+			}
+		} else {
+			v, _ = r.Get(f.Name)
+		}
+		b, err := bind(v, f.Type)
+		if err != nil {
+			return args, fmt.Errorf("input %q, field %s: %w", q.Tables[ti].Name, f.Name, err)
+		}
+		args = append(args, b)
+	}
+	return args, nil
+}
+
 // run loads rows (per table) into d, runs the query and returns its rows
 // in schema q.Out, emptying the tables again.
 func (q *Query) run(ctx context.Context, d *db, tables [][]*row.Row) (out []*row.Row, err error) {
+	// The rows are loaded in one transaction (SQLite's commit of each
+	// statement would be most of a row's cost otherwise), rolled back at
+	// the end, which empties the tables for the next run; should the
+	// rollback fail, they are emptied one by one.
+	if _, err := d.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return nil, fmt.Errorf("loading the rows: %s", sqliteMessage(err))
+	}
 	defer func() {
+		bg := context.Background() // ctx may be done: the tables must still be emptied
+		if _, rerr := d.conn.ExecContext(bg, "ROLLBACK"); rerr == nil {
+			return
+		}
 		for _, st := range d.clear {
-			if _, cerr := st.ExecContext(ctx); cerr != nil && err == nil {
-				err = cerr
+			if _, cerr := st.ExecContext(bg); cerr != nil && err == nil {
+				err = fmt.Errorf("emptying the query's tables: %s", sqliteMessage(cerr))
 			}
 		}
 	}()
 	args := []any{}
 	for ti, rs := range tables {
-		sch := q.Tables[ti].Schema
+		for len(rs) >= insertBatch {
+			args = args[:0]
+			for _, r := range rs[:insertBatch] {
+				if args, err = q.appendArgs(args, ti, r); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := d.insertMany[ti].ExecContext(ctx, args...); err != nil {
+				return nil, fmt.Errorf("loading rows of %q: %s", q.Tables[ti].Name, sqliteMessage(err))
+			}
+			rs = rs[insertBatch:]
+		}
 		for _, r := range rs {
 			args = args[:0]
-			for fi, f := range sch.Fields {
-				var v any
-				if r.Schema == sch || r.Schema == nil {
-					if fi < len(r.Values) {
-						v = r.Values[fi]
-					}
-				} else {
-					v, _ = r.Get(f.Name)
-				}
-				b, err := bind(v, f.Type)
-				if err != nil {
-					return nil, fmt.Errorf("input %q, field %s: %w", q.Tables[ti].Name, f.Name, err)
-				}
-				args = append(args, b)
+			if args, err = q.appendArgs(args, ti, r); err != nil {
+				return nil, err
 			}
 			if _, err := d.insert[ti].ExecContext(ctx, args...); err != nil {
 				return nil, fmt.Errorf("loading a row of %q: %s", q.Tables[ti].Name, sqliteMessage(err))

@@ -52,10 +52,15 @@ func (f *RowFn) Process(pc *contract.ProcessContext, e contract.Element) error {
 		runtime.AddCleanup(f, func(d *db) { d.Close() }, d)
 		f.rows = make([][]*row.Row, 1)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("Sql: %w", err)
+	}
 	f.rows[0] = append(f.rows[0][:0], r)
-	rctx, cancel := context.WithTimeout(ctx, RunTimeout)
-	out, err := f.Q.run(rctx, f.d, f.rows)
-	cancel()
+	// A per-row query reads its one row once and has no loop of its own
+	// (Compile's classification: no recursion, sort or aggregate), so it
+	// runs without a deadline: a context that can be cancelled makes the
+	// driver start a goroutine per statement, most of a row's cost.
+	out, err := f.Q.run(context.Background(), f.d, f.rows)
 	f.rows[0][0] = nil
 	if err != nil {
 		if ctx.Err() != nil {
