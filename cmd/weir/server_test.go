@@ -451,7 +451,10 @@ func TestCLIServerRestart(t *testing.T) {
 // resumption is covered by the yamlpipe and io/pubsub tests.
 func TestCLIServerCrashAppendSQL(t *testing.T) {
 	t.Parallel()
-	const count = 3000
+	// 15 s of input a run: the two kills need 3 and then 2 checkpoints
+	// while it runs, and on a loaded machine (a contention run, load 12)
+	// 3,000 events (3 s) ended before them ("the job is already DONE").
+	const count = 15000
 	dir, work := t.TempDir(), t.TempDir()
 	db := filepath.Join(work, "events.db")
 	pipeline := filepath.Join(work, "events.yaml")
