@@ -133,7 +133,7 @@ func (l *loader) sqlMapToFields(t *transformSpec, in *coll, appendIn bool, drops
 		}
 		for _, f := range in.schema.Fields {
 			if !dropped[f.Name] {
-				sels = append(sels, sel{f.Name, sqlName(f.Name)})
+				sels = append(sels, sel{f.Name, sqlquery.Quote(f.Name)})
 			}
 		}
 	}
@@ -171,7 +171,7 @@ func (l *loader) sqlMapToFields(t *transformSpec, in *coll, appendIn bool, drops
 	}
 	parts := make([]string, len(sels))
 	for i, s := range sels {
-		parts[i] = s.expr + " AS " + sqlName(s.name)
+		parts[i] = s.expr + " AS " + sqlquery.Quote(s.name)
 	}
 	q, err := sqlquery.Compile(context.Background(), "SELECT "+strings.Join(parts, ", ")+" FROM "+sqlquery.DefaultTable,
 		[]sqlquery.Table{{Name: sqlquery.DefaultTable, Schema: in.schema}})
@@ -212,6 +212,3 @@ func (l *loader) sqlFilter(t *transformSpec, in *coll, kn *yamlnode.Node) (*coll
 	l.registerErrors(t, res)
 	return rowsColl(in.schema, res), nil
 }
-
-// sqlName quotes a field name for SQL.
-func sqlName(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

@@ -244,8 +244,8 @@ func declType(ti, fi int, t row.Type) string {
 	return "" // any: no affinity, values kept as bound
 }
 
-// quote quotes a SQL name.
-func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+// Quote quotes a SQL name (a table or a column), doubling its quotes.
+func Quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // db is one in-memory database holding the query's tables, with the
 // statements that fill, query and empty them.
@@ -278,31 +278,31 @@ func (q *Query) open(ctx context.Context) (*db, error) {
 		cols := make([]string, t.Schema.Len())
 		marks := make([]string, t.Schema.Len())
 		for fi, f := range t.Schema.Fields {
-			cols[fi] = strings.TrimSpace(quote(f.Name) + " " + declType(ti, fi, f.Type))
+			cols[fi] = strings.TrimSpace(Quote(f.Name) + " " + declType(ti, fi, f.Type))
 			marks[fi] = "?"
 		}
 		if len(cols) == 0 {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q has no fields", t.Name)}
 		}
-		if _, err := conn.ExecContext(ctx, "CREATE TABLE "+quote(t.Name)+" ("+strings.Join(cols, ", ")+")"); err != nil {
+		if _, err := conn.ExecContext(ctx, "CREATE TABLE "+Quote(t.Name)+" ("+strings.Join(cols, ", ")+")"); err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
 		tuple := "(" + strings.Join(marks, ", ") + ")"
-		ins, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES "+tuple)
+		ins, err := conn.PrepareContext(ctx, "INSERT INTO "+Quote(t.Name)+" VALUES "+tuple)
 		if err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
 		d.insert = append(d.insert, ins)
-		many, err := conn.PrepareContext(ctx, "INSERT INTO "+quote(t.Name)+" VALUES "+strings.Repeat(tuple+", ", insertBatch-1)+tuple)
+		many, err := conn.PrepareContext(ctx, "INSERT INTO "+Quote(t.Name)+" VALUES "+strings.Repeat(tuple+", ", insertBatch-1)+tuple)
 		if err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
 		}
 		d.insertMany = append(d.insertMany, many)
-		clr, err := conn.PrepareContext(ctx, "DELETE FROM "+quote(t.Name))
+		clr, err := conn.PrepareContext(ctx, "DELETE FROM "+Quote(t.Name))
 		if err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("input %q", t.Name), Err: err}
@@ -310,7 +310,7 @@ func (q *Query) open(ctx context.Context) (*db, error) {
 		d.clear = append(d.clear, clr)
 	}
 	for _, a := range q.Aliases {
-		if _, err := conn.ExecContext(ctx, "CREATE VIEW "+quote(a)+" AS SELECT * FROM "+quote(q.Tables[0].Name)); err != nil {
+		if _, err := conn.ExecContext(ctx, "CREATE VIEW "+Quote(a)+" AS SELECT * FROM "+Quote(q.Tables[0].Name)); err != nil {
 			d.Close()
 			return nil, &Error{Msg: fmt.Sprintf("naming input %q %s", q.Tables[0].Name, a), Err: err}
 		}
