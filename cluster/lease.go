@@ -217,6 +217,9 @@ func (m *Member) lead(ctx context.Context, f *follower, rev, term uint64) (*Lead
 	}
 	m.SetStatus(MemberStatus{Role: RoleLeader, LogSequence: f.applied})
 	m.log.Info("leads the cluster", "term", term, "log_sequence", l.last)
+	m.mu.Lock()
+	m.leading = l
+	m.mu.Unlock()
 	go l.renew(rev, renewed)
 	return l, nil
 }

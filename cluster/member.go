@@ -72,9 +72,13 @@ type Member struct {
 	subject string
 	log     *slog.Logger
 
-	// mu guards status, records and recordsReady; a leaf.
+	// mu guards status, records, recordsReady and leading; a leaf.
 	mu     sync.Mutex
 	status MemberStatus
+	// leading is the member's latest leadership (nil before it first
+	// led): Leave resigns it before giving the lease up, so no renewal
+	// moves the lease's revision under the delete.
+	leading *Leadership
 	// records are the members' records by key, as the watch delivers them
 	// (watchMembers); recordsReady is closed (and set to nil) once the
 	// records the bucket held at the start are in.
@@ -370,9 +374,10 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 	return out, nil
 }
 
-// Leave removes the member's record and, when it leads, gives the lease
-// up, so the others need not wait for it to expire. The member must not
-// write through its leadership afterwards.
+// Leave removes the member's record and, when it leads, resigns (its
+// renewals stop) and gives the lease up, so the others need not wait for
+// it to expire. The member must not write through its leadership
+// afterwards.
 func (m *Member) Leave(ctx context.Context) error {
 	select {
 	case <-m.stop:
@@ -381,6 +386,12 @@ func (m *Member) Leave(ctx context.Context) error {
 	}
 	close(m.stop)
 	<-m.done
+	m.mu.Lock()
+	l := m.leading
+	m.mu.Unlock()
+	if l != nil {
+		l.Resign() // idempotent; takes no lock of the member's
+	}
 	var errs []error
 	if lease, rev, err := m.readLease(ctx); err == nil && lease != nil && lease.Member == m.id {
 		// The next leader's term follows this one although the lease goes.

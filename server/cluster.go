@@ -313,11 +313,21 @@ func (cm *clusterMember) stepDown(svc *service.Service, l *cluster.Leadership) e
 	cm.p.svcMu.Lock()
 	cm.p.svc = nil
 	cm.p.svcMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(cm.ctx), httpShutdownTimeout)
+	// The jobs stop once their calls to NATS return: a member cut off
+	// from NATS waits out the client's timeouts (seconds each, longer on
+	// a loaded machine). Nothing is at risk meanwhile (the log refuses
+	// this member's writes and the API forwards), so the wait is the
+	// shutdown's bound, not a request's: a shorter one made a cut-off
+	// leader exit instead of following.
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cm.ctx), DefaultShutdownTimeout)
 	err := svc.Close(ctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("stopping the job service: %w", err)
+	}
+	if took := time.Since(began); took > httpShutdownTimeout {
+		cm.p.log.Warn("the jobs took long to stop after the leadership was lost", "took", took.Round(time.Millisecond).String())
 	}
 	replica, err := state.Open(filepath.Join(cm.p.dir, "state"), cm.p.log)
 	if err != nil {

@@ -171,8 +171,13 @@ func TestReplacementRefusals(t *testing.T) {
 		_, err := s.Update(ctx, UpdateRequest{SubmitRequest: streamingReq("sums", dir, opts...)})
 		return err
 	}
+	// A new name writes its own file: the file sink's path of "sums" holds
+	// output of that job once its first window fired, and a load refuses
+	// it to another name (OUTPUT_EXISTS) before the checks under test.
 	create := func(name string, opts ...string) error {
-		_, err := s.Submit(ctx, streamingReq(name, dir, opts...))
+		req := streamingReq(name, dir, opts...)
+		req.Pipeline = strings.Replace(req.Pipeline, "out/sums.jsonl", "out/"+name+".jsonl", 1)
+		_, err := s.Submit(ctx, req)
 		return err
 	}
 	tests := []struct {
