@@ -21,8 +21,7 @@ func TestProgramTakeoverWithToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}
-	bin := t.TempDir()
-	v1, v2 := buildCounts(t, bin, "v1"), buildCounts(t, bin, "v2")
+	v1, v2 := buildCounts(t, "v1"), buildCounts(t, "v2")
 	dir := t.TempDir()
 	args := []string{"--job-name", "counts", "--data-dir", dir, "--generate-auth-token"}
 	ctx := context.Background()

@@ -25,7 +25,7 @@ func TestProgramDataDir(t *testing.T) {
 		t.Skip("builds and runs programs")
 	}
 	dir := t.TempDir()
-	exe := buildCounts(t, dir, "v1")
+	exe := buildCounts(t, "v1")
 
 	// A weir server's data directory: its lock held, its control file
 	// saying a server owns it.

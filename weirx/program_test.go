@@ -27,15 +27,52 @@ import (
 	"github.com/weir-dev/weir/weirx"
 )
 
-// buildCounts builds examples/sdk-counts with the given graph variant.
-func buildCounts(t *testing.T, dir, variant string) string {
+// countsBuilds are the builds of examples/sdk-counts this test binary
+// made, one per graph variant: every test of a variant runs the same
+// executable (a build is a link of the whole service, seconds of CPU, and
+// twelve of them were a fifth of the package's time). The executables
+// live in dir, which TestMain removes.
+type countsBuilds struct {
+	dir string
+	// mu guards exes; a leaf. A build runs under it, so a variant is
+	// built once even when two tests ask at the same time.
+	mu   sync.Mutex
+	exes map[string]string
+}
+
+// builds is this test binary's countsBuilds, made by TestMain.
+var builds *countsBuilds
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "weirx-builds-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	builds = &countsBuilds{dir: dir, exes: map[string]string{}}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildCounts returns examples/sdk-counts built with the given graph
+// variant (built at its first use). A program's data directory is its
+// flag's or the working directory's, never the executable's, so tests
+// can share it.
+func buildCounts(t *testing.T, variant string) string {
 	t.Helper()
-	out := filepath.Join(dir, "sdk-counts-"+variant)
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if exe, ok := builds.exes[variant]; ok {
+		return exe
+	}
+	out := filepath.Join(builds.dir, "sdk-counts-"+variant)
 	cmd := exec.Command("go", "build", "-ldflags", "-X main.variant="+variant, "-o", out, "./examples/sdk-counts")
 	cmd.Dir = ".."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building sdk-counts %s: %v\n%s", variant, err, b)
 	}
+	builds.exes[variant] = out
 	return out
 }
 
@@ -212,8 +249,7 @@ func TestProgramUpdate(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build the example")
 	}
-	bin := t.TempDir()
-	v1, v2, v3 := buildCounts(t, bin, "v1"), buildCounts(t, bin, "v2"), buildCounts(t, bin, "v3")
+	v1, v2, v3 := buildCounts(t, "v1"), buildCounts(t, "v2"), buildCounts(t, "v3")
 	dir := t.TempDir()
 	args := []string{"--job-name", "counts", "--data-dir", dir}
 	ctx := context.Background()

@@ -27,8 +27,7 @@ func TestProgramCreateFromSnapshot(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build the example")
 	}
-	bin := t.TempDir()
-	v1, v2, v3 := buildCounts(t, bin, "v1"), buildCounts(t, bin, "v2"), buildCounts(t, bin, "v3")
+	v1, v2, v3 := buildCounts(t, "v1"), buildCounts(t, "v2"), buildCounts(t, "v3")
 	dir := t.TempDir()
 	args := []string{"--job-name", "counts", "--data-dir", dir}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -31,8 +31,7 @@ func TestProgramTakeoverOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}
-	bin := t.TempDir()
-	v1, v2 := buildCounts(t, bin, "v1"), buildCounts(t, bin, "v2")
+	v1, v2 := buildCounts(t, "v1"), buildCounts(t, "v2")
 	pki := t.TempDir()
 	ca := testpki.NewCA(t, pki, "weir-ca")
 	cert1, cert2 := ca.Server(t, "program-1"), ca.Server(t, "program-2")
@@ -140,7 +139,7 @@ func TestProgramExternalNATS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs programs")
 	}
-	v1 := buildCounts(t, t.TempDir(), "v1")
+	v1 := buildCounts(t, "v1")
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
