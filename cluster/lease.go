@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,6 +90,14 @@ type Leadership struct {
 	last      uint64 // the log's last sequence as this leader left it
 	sinceBase int64  // bytes appended since the last base image
 	basing    bool   // a base image is being stored
+
+	// rev is the lease's revision as this leader last wrote it (lead,
+	// renew): Leave gives the lease up at it, without a read that a
+	// bucket replica behind the others could answer stale.
+	rev atomic.Uint64
+	// resigned is set when Resign ended the leadership (not a lost
+	// renewal): its lease is still this member's to give up.
+	resigned atomic.Bool
 
 	lostOnce sync.Once
 	lost     chan struct{}
@@ -217,6 +226,7 @@ func (m *Member) lead(ctx context.Context, f *follower, rev, term uint64) (*Lead
 	}
 	m.SetStatus(MemberStatus{Role: RoleLeader, LogSequence: f.applied})
 	m.log.Info("leads the cluster", "term", term, "log_sequence", l.last)
+	l.rev.Store(rev)
 	m.mu.Lock()
 	m.leading = l
 	m.mu.Unlock()
@@ -247,6 +257,7 @@ func (l *Leadership) renew(rev uint64, renewed time.Time) {
 		switch {
 		case err == nil:
 			rev, renewed = nrev, m.cfg.Now()
+			l.rev.Store(nrev)
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) || wrongSequence(err):
 			l.fail(fmt.Errorf("%w: another member took the lease", ErrLeadershipLost))
 			return
@@ -259,12 +270,17 @@ func (l *Leadership) renew(rev uint64, renewed time.Time) {
 	}
 }
 
-func (l *Leadership) fail(err error) {
+// fail ends the leadership with err, unless it ended already; it says
+// whether this call ended it.
+func (l *Leadership) fail(err error) bool {
+	ended := false
 	l.lostOnce.Do(func() {
 		l.lostErr = err
 		l.m.log.Error("lost the cluster's leadership: this member stops writing", "error", err)
 		close(l.lost)
+		ended = true
 	})
+	return ended
 }
 
 // Diverged implements state.Diverger: the leader's store missed a write
@@ -300,7 +316,9 @@ func (l *Leadership) SetJobs(jobs []string) {
 // Resign stops renewing the lease; appends fail afterwards. The lease
 // itself goes with Member.Leave (or expires).
 func (l *Leadership) Resign() {
-	l.fail(fmt.Errorf("%w: it resigned", ErrLeadershipLost))
+	if l.fail(fmt.Errorf("%w: it resigned", ErrLeadershipLost)) {
+		l.resigned.Store(true)
+	}
 	select {
 	case <-l.stop:
 	default:

@@ -389,16 +389,20 @@ func (m *Member) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	l := m.leading
 	m.mu.Unlock()
-	if l != nil {
-		l.Resign() // idempotent; takes no lock of the member's
-	}
 	var errs []error
-	if lease, rev, err := m.readLease(ctx); err == nil && lease != nil && lease.Member == m.id {
+	// A leadership lost before (taken over, or not renewed in time) has
+	// no lease to give up: it is another's, or expires by itself. One the
+	// member resigned has.
+	if l != nil && (l.Err() == nil || l.resigned.Load()) {
+		// Renewals stop first, so the revision below is the lease's last
+		// unless another member took the lease meanwhile: then the delete
+		// is refused, and there is nothing of this member's to give up.
+		l.Resign() // idempotent; takes no lock of the member's
 		// The next leader's term follows this one although the lease goes.
-		if _, err := m.kv.Put(ctx, termKey, []byte(strconv.FormatUint(lease.Term, 10))); err != nil {
+		if _, err := m.kv.Put(ctx, termKey, []byte(strconv.FormatUint(l.Term(), 10))); err != nil {
 			errs = append(errs, fmt.Errorf("recording the term: %w", err))
 		}
-		if err := m.kv.Delete(ctx, leaseKey, jetstream.LastRevision(rev)); err != nil {
+		if err := m.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev.Load())); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !wrongSequence(err) {
 			errs = append(errs, fmt.Errorf("giving the lease up: %w", err))
 		}
 	}
