@@ -317,8 +317,8 @@ func (cm *clusterMember) stepDown(svc *service.Service, l *cluster.Leadership) e
 	// from NATS waits out the client's timeouts (seconds each, longer on
 	// a loaded machine). Nothing is at risk meanwhile (the log refuses
 	// this member's writes and the API forwards), so the wait is the
-	// shutdown's bound, not a request's: a shorter one made a cut-off
-	// leader exit instead of following.
+	// shutdown's bound, not a request's: with a request's 10 s a slow
+	// stop made the member exit instead of following.
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cm.ctx), DefaultShutdownTimeout)
 	err := svc.Close(ctx)
