@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,12 +14,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
 
+	"github.com/weir-dev/weir/client"
+	"github.com/weir-dev/weir/cmd/weir/internal/serverconn"
 	"github.com/weir-dev/weir/internal/await"
 )
 
@@ -30,6 +34,11 @@ type serverProc struct {
 	url     string
 	logPath string
 	done    chan error
+
+	// apiMu guards api, the API client describe asks (made at its first
+	// use, as the CLI makes its own); a leaf.
+	apiMu sync.Mutex
+	api   *client.Client
 }
 
 // startServer starts `weir server` on dataDir and waits for its address.
@@ -138,16 +147,36 @@ func (p *serverProc) cli(dir string, args ...string) cliResult {
 	return runCLI(p.t, dir, append(args, "--server", p.url)...)
 }
 
-// describe returns `weir jobs describe ref --format json`.
+// describe returns what `weir jobs describe ref --format json` prints:
+// the API's job, got the way the CLI gets it (same client, token and CA
+// from the environment) but in this process. Tests poll it ten times a
+// second; a CLI child process per poll was most of the package's CPU.
+// The CLI's describe itself is tested by the tests that run it.
 func (p *serverProc) describe(ref string) map[string]any {
 	p.t.Helper()
-	r := p.cli("", "jobs", "describe", ref, "--format", "json")
-	if r.code != ExitOK {
-		p.t.Fatalf("describe %s: exit %d: %s", ref, r.code, r.stderr)
+	p.apiMu.Lock()
+	if p.api == nil {
+		c, err := serverconn.NewClient(serverconn.Flag{Addr: p.url})
+		if err != nil {
+			p.apiMu.Unlock()
+			p.t.Fatalf("describe %s: %v", ref, err)
+		}
+		p.api = c
+	}
+	c := p.api
+	p.apiMu.Unlock()
+	ctx := context.Background()
+	j, err := c.Get(ctx, ref)
+	if err != nil {
+		p.t.Fatalf("describe %s: %v", ref, serverconn.Error(ctx, c, err))
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		p.t.Fatal(err)
 	}
 	var m map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
-		p.t.Fatalf("describe %s: %v\n%s", ref, err, r.stdout)
+	if err := json.Unmarshal(b, &m); err != nil {
+		p.t.Fatalf("describe %s: %v\n%s", ref, err, b)
 	}
 	return m
 }
