@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,11 +33,10 @@ type serverProc struct {
 	url     string
 	logPath string
 	done    chan error
-
-	// apiMu guards api, the API client describe asks (made at its first
-	// use, as the CLI makes its own); a leaf.
-	apiMu sync.Mutex
-	api   *client.Client
+	// api is the API client describe asks, made as the CLI makes its own
+	// for the address the server printed (a test that rewrites url
+	// afterwards describes through the CLI).
+	api *client.Client
 }
 
 // startServer starts `weir server` on dataDir and waits for its address.
@@ -101,6 +99,11 @@ func startServerEnv(t *testing.T, dataDir string, env []string, extra ...string)
 			t.Fatalf("weir server printed %q, want %q...\nlog:\n%s", line, prefix, p.log())
 		}
 		p.url, _, _ = strings.Cut(strings.TrimPrefix(line, prefix), " ")
+		c, err := serverconn.NewClient(serverconn.Flag{Addr: p.url})
+		if err != nil {
+			t.Fatalf("an API client of %s: %v", p.url, err)
+		}
+		p.api = c
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("weir server did not start\nlog:\n%s", p.log())
@@ -154,21 +157,10 @@ func (p *serverProc) cli(dir string, args ...string) cliResult {
 // The CLI's describe itself is tested by the tests that run it.
 func (p *serverProc) describe(ref string) map[string]any {
 	p.t.Helper()
-	p.apiMu.Lock()
-	if p.api == nil {
-		c, err := serverconn.NewClient(serverconn.Flag{Addr: p.url})
-		if err != nil {
-			p.apiMu.Unlock()
-			p.t.Fatalf("describe %s: %v", ref, err)
-		}
-		p.api = c
-	}
-	c := p.api
-	p.apiMu.Unlock()
 	ctx := context.Background()
-	j, err := c.Get(ctx, ref)
+	j, err := p.api.Get(ctx, ref)
 	if err != nil {
-		p.t.Fatalf("describe %s: %v", ref, serverconn.Error(ctx, c, err))
+		p.t.Fatalf("describe %s: %v", ref, serverconn.Error(ctx, p.api, err))
 	}
 	b, err := json.Marshal(j)
 	if err != nil {
