@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/join"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -32,7 +33,7 @@ func buildJoin(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, l.errf(in.Vals[i], "Join reads rows, not an error output")
 		}
 	}
-	j := &join.Aggregator{AppendKeyValue: appendKeyValue}
+	j := &join.Aggregator{AppendKeyValue: keyenc.Append}
 	for _, c := range ins {
 		j.Ins = append(j.Ins, c.schema)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/window"
 	"github.com/weir-dev/weir/yamlpipe/join"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
 	"github.com/weir-dev/weir/yamlpipe/sqlquery"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
@@ -65,7 +66,7 @@ func buildSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			}
 		}
 	}
-	a := sqlquery.NewAggregator(q, appendKeyValue)
+	a := sqlquery.NewAggregator(q, keyenc.Append)
 	// The union row: the input's tag, then one nullable row field per input.
 	union, err := unionSchema(a.Ins)
 	if err != nil {

@@ -1,7 +1,6 @@
 package yamlpipe
 
 import (
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -76,23 +76,7 @@ type aggregator struct {
 	migrate *combineMigrations
 }
 
-// Key-encoding tags: each group_by value is a tag byte and its bytes.
-const (
-	tagNull byte = iota
-	tagInt
-	tagFloat
-	tagBool
-	tagString
-	tagTime
-	tagOther
-	// tagList is a list in an accumulator's slot (group, concat, top): a
-	// uvarint length and the values. Keys keep tagOther for lists.
-	tagList
-)
-
-// AppendKey encodes the group_by values: per value a tag, then 8 bytes
-// big-endian for ints, float bits and timestamps, one byte for bools, and a
-// uvarint length and the bytes for strings (JSON text for other values).
+// AppendKey encodes the group_by values, each as keyenc.Append writes it.
 func (a *aggregator) AppendKey(dst []byte, v any) []byte {
 	r, ok := v.(*rowT)
 	if !ok {
@@ -102,33 +86,9 @@ func (a *aggregator) AppendKey(dst []byte, v any) []byte {
 		return dst
 	}
 	for _, i := range a.group {
-		dst = appendKeyValue(dst, r.Values[i])
+		dst = keyenc.Append(dst, r.Values[i])
 	}
 	return dst
-}
-
-func appendKeyValue(dst []byte, v any) []byte {
-	switch x := v.(type) {
-	case nil:
-		return append(dst, tagNull)
-	case int64:
-		return binary.BigEndian.AppendUint64(append(dst, tagInt), uint64(x))
-	case float64:
-		return binary.BigEndian.AppendUint64(append(dst, tagFloat), math.Float64bits(x))
-	case bool:
-		if x {
-			return append(dst, tagBool, 1)
-		}
-		return append(dst, tagBool, 0)
-	case string:
-		dst = binary.AppendUvarint(append(dst, tagString), uint64(len(x)))
-		return append(dst, x...)
-	case mtime.Time:
-		return binary.BigEndian.AppendUint64(append(dst, tagTime), uint64(x))
-	}
-	b := row.AppendJSONValue(nil, v)
-	dst = binary.AppendUvarint(append(dst, tagOther), uint64(len(b)))
-	return append(dst, b...)
 }
 
 // Key returns the group's values (the accumulator keeps them too).

@@ -2,13 +2,13 @@ package yamlpipe
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
 )
 
 // Combine's state coder: checkpoints persist keys and accumulators in the
@@ -25,7 +25,7 @@ func (a *aggregator) EncodeKey(key any) ([]byte, error) {
 	}
 	out := binary.AppendUvarint(nil, uint64(len(vals)))
 	for _, v := range vals {
-		out = appendKeyValue(out, v)
+		out = keyenc.Append(out, v)
 	}
 	return out, nil
 }
@@ -40,7 +40,7 @@ func (a *aggregator) DecodeKey(b []byte) (any, error) {
 	vals := make([]any, n)
 	for i := range vals {
 		var err error
-		if vals[i], b, err = readKeyValue(b); err != nil {
+		if vals[i], b, err = keyenc.Read(b); err != nil {
 			return nil, err
 		}
 	}
@@ -62,11 +62,11 @@ func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
 }
 
 // appendGroup appends an accumulator's group values: their count, then
-// each as appendKeyValue writes it.
+// each as keyenc.Append writes it.
 func appendGroup(dst []byte, group []any) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(group)))
 	for _, g := range group {
-		dst = appendKeyValue(dst, g)
+		dst = keyenc.Append(dst, g)
 	}
 	return dst
 }
@@ -94,7 +94,7 @@ func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
 	vals := make([]any, len(a.group))
 	for i := range vals {
 		var err error
-		if vals[i], enc, err = readEncodedKeyValue(enc); err != nil {
+		if vals[i], enc, err = keyenc.ReadString(enc); err != nil {
 			return nil, err
 		}
 	}
@@ -103,49 +103,6 @@ func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
 	}
 	return vals, nil
 }
-
-// readEncodedKeyValue is readKeyValue over a string: a string value is a
-// substring of enc, not a copy.
-func readEncodedKeyValue(enc string) (any, string, error) {
-	if enc == "" {
-		return nil, "", errCorruptKey()
-	}
-	tag, rest := enc[0], enc[1:]
-	switch tag {
-	case tagNull:
-		return nil, rest, nil
-	case tagInt, tagFloat, tagTime:
-		if len(rest) < 8 {
-			return nil, "", errCorruptKey()
-		}
-		// A short conversion to []byte that does not escape is not a
-		// heap allocation.
-		return fixedKeyValue(tag, binary.BigEndian.Uint64([]byte(rest[:8]))), rest[8:], nil
-	case tagBool:
-		if rest == "" {
-			return nil, "", errCorruptKey()
-		}
-		return rest[0] == 1, rest[1:], nil
-	case tagString:
-		n, k := binary.Uvarint([]byte(rest[:min(len(rest), binary.MaxVarintLen64)]))
-		if k <= 0 {
-			return nil, "", errCorruptKey()
-		}
-		if uint64(len(rest)-k) < n {
-			return nil, "", errCorruptKey()
-		}
-		return rest[k : k+int(n)], rest[k+int(n):], nil
-	}
-	v, left, err := readKeyValue([]byte(enc))
-	if err != nil {
-		return nil, "", err
-	}
-	return v, enc[len(enc)-len(left):], nil
-}
-
-// errCorruptKey is the error of a key encoding that does not decode (made
-// on failure only: decoding a key allocates nothing else).
-func errCorruptKey() error { return fmt.Errorf("corrupt combine key") }
 
 // groupCount is the number of group values of the key encoded in enc.
 func (a *aggregator) groupCount(enc string) int {
@@ -191,31 +148,14 @@ func appendSlots(out []byte, ac *accumulator) []byte {
 		}
 		out = append(out, set)
 		out = binary.BigEndian.AppendUint64(out, uint64(s.t()))
-		out = appendStateValue(out, s.v())
+		out = keyenc.AppendState(out, s.v())
 	}
 	return out
 }
 
-// appendStateValue encodes a slot's value: lists element by element (so
-// ints stay ints), anything else as appendKeyValue does.
-func appendStateValue(dst []byte, v any) []byte {
-	l, ok := v.([]any)
-	if !ok {
-		return appendKeyValue(dst, v)
-	}
-	dst = binary.AppendUvarint(append(dst, tagList), uint64(len(l)))
-	for _, e := range l {
-		dst = appendStateValue(dst, e)
-	}
-	return dst
-}
-
-// The errors of a corrupt stored accumulator, made once: DecodeState runs
-// once per key of a restore.
-var (
-	errCorruptAccumulator = errors.New("corrupt combine accumulator")
-	errCorruptStateValue  = errors.New("corrupt combine state value")
-)
+// errCorruptAccumulator is the error of a corrupt stored accumulator, made
+// once: DecodeState runs once per key of a restore.
+var errCorruptAccumulator = errors.New("corrupt combine accumulator")
 
 // DecodeState reads what EncodeState wrote.
 func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
@@ -232,7 +172,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 	var err error
 	for i := uint64(0); i < n; i++ {
 		var g any
-		if g, b, err = readKeyValue(b); err != nil {
+		if g, b, err = keyenc.Read(b); err != nil {
 			return nil, err
 		}
 		if ac.group != nil {
@@ -272,7 +212,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		t := mtime.Time(binary.BigEndian.Uint64(b[1:]))
 		b = b[9:]
 		var v any
-		if v, b, err = readKeyValue(b); err != nil {
+		if v, b, err = keyenc.Read(b); err != nil {
 			return nil, err
 		}
 		s.setVT(v, t)
@@ -313,68 +253,4 @@ func (a *aggregator) conform(ac *accumulator) *accumulator {
 		a.migrate.adoptedInitFailed(ac, failed)
 	}
 	return ac
-}
-
-// readKeyValue reads one value written by appendKeyValue.
-func readKeyValue(b []byte) (any, []byte, error) {
-	bad := errCorruptStateValue
-	if len(b) == 0 {
-		return nil, nil, bad
-	}
-	tag, b := b[0], b[1:]
-	switch tag {
-	case tagNull:
-		return nil, b, nil
-	case tagInt, tagFloat, tagTime:
-		if len(b) < 8 {
-			return nil, nil, bad
-		}
-		return fixedKeyValue(tag, binary.BigEndian.Uint64(b)), b[8:], nil
-	case tagBool:
-		if len(b) < 1 {
-			return nil, nil, bad
-		}
-		return b[0] == 1, b[1:], nil
-	case tagList:
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return nil, nil, bad
-		}
-		b = b[k:]
-		l := make([]any, n)
-		for i := range l {
-			var err error
-			if l[i], b, err = readKeyValue(b); err != nil {
-				return nil, nil, err
-			}
-		}
-		return l, b, nil
-	case tagString, tagOther:
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return nil, nil, bad
-		}
-		s := b[k : k+int(n)]
-		if tag == tagString {
-			return string(s), b[k+int(n):], nil
-		}
-		var v any
-		if err := json.Unmarshal(s, &v); err != nil {
-			return nil, nil, fmt.Errorf("decoding a combine state value: %w", err)
-		}
-		return v, b[k+int(n):], nil
-	}
-	return nil, nil, bad
-}
-
-// fixedKeyValue is the value of an 8-byte key value (tagInt, tagFloat or
-// tagTime) whose bytes read u.
-func fixedKeyValue(tag byte, u uint64) any {
-	switch tag {
-	case tagInt:
-		return int64(u)
-	case tagFloat:
-		return math.Float64frombits(u)
-	}
-	return mtime.Time(u)
 }

@@ -8,20 +8,22 @@
 // yamlpipe/python (language: python); templates are rendered by
 // yamlpipe/jinja. The text is checked by yamlpipe/yamlscan and parsed into
 // yamlpipe/yamlnode's positioned tree; transforms' run times live in
-// yamlpipe/join, sqlquery, textio, nexmarkrow, schemacheck, logfortesting, wininfo
-// and assertcheck, schema inference in yamlpipe/schemainfer.
+// yamlpipe/join, sqlquery, keyenc, textio, nexmarkrow, schemacheck,
+// logfortesting, wininfo and assertcheck, schema inference in schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, manifest (the input manifests file
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
-// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/sqlquery, yamlpipe/textio,
-// yamlpipe/pyrepr (WriteToText's lines), yamlpipe/genrows (Generate's rows), yamlpipe/nexmarkrow, yamlpipe/schemacheck, yamlpipe/schemainfer,
-// yamlpipe/logfortesting, yamlpipe/wininfo, yamlpipe/assertcheck,
-// cel.dev/cel-go, github.com/goccy/go-yaml and the standard library; it
-// reaches the executor (package runner) only through the SDK's Run.
-// Nothing but front ends (the CLI, the job service) imports it, and it
-// must not import service, api, server or cmd/weir.
+// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/keyenc,
+// yamlpipe/sqlquery, yamlpipe/textio, yamlpipe/pyrepr (WriteToText's
+// lines), yamlpipe/genrows (Generate's rows), yamlpipe/nexmarkrow,
+// yamlpipe/schemacheck, yamlpipe/schemainfer, yamlpipe/logfortesting,
+// yamlpipe/wininfo, yamlpipe/assertcheck, cel.dev/cel-go,
+// github.com/goccy/go-yaml and the standard library; it reaches the
+// executor (package runner) only through the SDK's Run. Nothing but front
+// ends (the CLI, the job service) imports it, and it must not import
+// service, api, server or cmd/weir.
 package yamlpipe
 
 import (
