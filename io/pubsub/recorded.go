@@ -334,14 +334,7 @@ func (d *Deduper) id(m *Message) string {
 		return ""
 	}
 	r, _, _ := d.sp.decode(m.Data)
-	if r == nil {
-		return ""
-	}
-	v := r.Values[d.sp.idField]
-	if v == nil {
-		return ""
-	}
-	return string(row.AppendText(nil, v))
+	return d.sp.rowID(r)
 }
 
 // Duplicate reports whether m repeats an ID seen within the dedupe window

@@ -651,8 +651,8 @@ func (s *split) warmSeen(ctx context.Context) error {
 					s.seen.check(id, publish, 0) // headers only: the data is not known
 				}
 			} else if r, _, _ := s.decode(m.Data()); r != nil {
-				if v := r.Values[s.idField]; v != nil {
-					s.seen.check(string(row.AppendText(nil, v)), publish, s.seen.hash(m.Data()))
+				if id := s.rowID(r); id != "" {
+					s.seen.check(id, publish, s.seen.hash(m.Data()))
 				}
 			}
 			if md.Sequence.Stream >= s.pos.StreamSeq {

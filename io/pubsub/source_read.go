@@ -385,6 +385,20 @@ func (s *split) duplicate(id string, publish mtime.Time, data []byte, seq uint64
 	return true
 }
 
+// rowID is the ID a decoded row carries in its id_field, as the dedupe
+// compares IDs (the field's text); "" when the source has no id_field,
+// r is nil or the field is null.
+func (s *split) rowID(r *row.Row) string {
+	if s.idField < 0 || r == nil {
+		return ""
+	}
+	v := r.Values[s.idField]
+	if v == nil {
+		return ""
+	}
+	return string(row.AppendText(nil, v))
+}
+
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
 func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
@@ -435,10 +449,8 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 		}
 		value = r
 	}
-	if s.idField >= 0 {
-		if v := value.Values[s.idField]; v != nil && s.duplicate(string(row.AppendText(nil, v)), publish, m.Data(), seq) {
-			return false, nil
-		}
+	if id := s.rowID(value); id != "" && s.duplicate(id, publish, m.Data(), seq) {
+		return false, nil
 	}
 	t := publish
 	switch {
