@@ -31,28 +31,36 @@ and the file sinks' publication manifests (PATH.manifest.json):
              --shadow), never published: compare it with weir diff
   running    the run has not ended (or its final commit is pending)
 
+A partition published again from a new manifest keeps its earlier entries
+in the log (published); a file sink keeps their version directories until
+weir partitions prune NAME --status replaced removes them.
+
 weir partitions prune NAME drops the staging tables and removes the version
 directories of the staged and shadow entries (--status narrows, --partition
-picks one partition; --dry-run lists them and removes nothing). Published
-and running entries are never touched.
+picks one partition; --dry-run lists them and removes nothing); --status
+replaced removes the directories of a file sink's published versions that a
+later publication of their partition replaced (the log keeps their entries).
+The version a partition reads and running entries are never touched.
 
 Exit codes: 0 success, 1 no job has the name or a database cannot be read
 (or written, by prune), 2 usage error, 5 no weir server answers.`,
 		newPartitionsListCommand(e), newPartitionsPruneCommand(e))
 }
 
-// pruneStatuses checks prune's --status values: staged or shadow, each
-// once at most.
+// pruneStatuses checks prune's --status values: staged, shadow or
+// replaced, each once at most.
 func pruneStatuses(statuses []string) ([]string, error) {
 	var out []string
 	for _, st := range statuses {
 		st = strings.TrimSpace(st)
 		switch st {
-		case "staged", "shadow":
-		case "published", "running":
-			return nil, usageErrorf("--status %q: %s entries are never pruned; want staged, shadow or both", st, st)
+		case "staged", "shadow", "replaced":
+		case "published":
+			return nil, usageErrorf("--status %q: published entries are never pruned while a partition reads them; want replaced for the versions later publications replaced", st)
+		case "running":
+			return nil, usageErrorf("--status %q: running entries are never pruned; want staged, shadow or replaced", st)
 		default:
-			return nil, usageErrorf("--status %q: want staged, shadow or both (staged,shadow)", st)
+			return nil, usageErrorf("--status %q: want staged, shadow or replaced (comma-separated; default staged,shadow)", st)
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)
@@ -65,18 +73,22 @@ func newPartitionsPruneCommand(e *env) *cobra.Command {
 	var req client.PruneRequest
 	var statuses []string
 	return showCommand(e, showSpec[client.PruneResult]{
-		use:   "prune NAME [--partition P] [--status staged,shadow] [--dry-run]",
-		short: "Drop the staging tables and remove the version directories job NAME's partition runs left without publishing (staged, shadow)",
+		use:   "prune NAME [--partition P] [--status staged,shadow,replaced] [--dry-run]",
+		short: "Drop the staging tables and remove the version directories job NAME's partition runs left without publishing (staged, shadow) or later publications replaced (replaced)",
 		long: `Prune removes what weir partitions list shows as staged (a failed or
 cancelled run's staging table or version directory) or shadow (a shadow run's),
 for job NAME: the staging table is dropped, the version directory under the
-file sink's PATH.versions/ removed. Published and running entries are never
+file sink's PATH.versions/ removed. With --status replaced it also removes the
+version directories of a file sink's published versions that a later
+publication of the same partition replaced: the publication log keeps their
+entries (marked pruned in PATH.manifest.json), and they are no longer listed
+as replaced. The version a partition reads and running entries are never
 touched. It prints every entry removed (PARTITION STATUS TABLE JOB); with
 --dry-run, every entry it would remove, removing nothing.`,
 		args: exactArgs("NAME"),
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&req.Partition, "partition", "", "prune this partition only")
-			fs.StringSliceVar(&statuses, "status", nil, "the statuses to prune: staged, shadow or both (default both)")
+			fs.StringSliceVar(&statuses, "status", nil, "the statuses to prune: staged, shadow, replaced (default staged,shadow)")
 			fs.BoolVar(&req.DryRun, "dry-run", false, "list what would be removed, remove nothing")
 		},
 		check: func(*cobra.Command, []string) error {
@@ -93,7 +105,7 @@ touched. It prints every entry removed (PARTITION STATUS TABLE JOB); with
 				verb = "Would remove (dry run)"
 			}
 			if len(r.Removed) == 0 {
-				_, err := fmt.Fprintf(w, "%s nothing: no staged or shadow entry matches.\n", verb)
+				_, err := fmt.Fprintf(w, "%s nothing: no entry of the statuses asked for matches.\n", verb)
 				return outputErr(err)
 			}
 			if _, err := fmt.Fprintf(w, "%s %d:\n", verb, len(r.Removed)); err != nil {

@@ -181,3 +181,81 @@ func TestCLIPartitionsPruneArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIPartitionsPruneReplaced: a partition published again from a new
+// manifest keeps the earlier version's directory (the log names it);
+// prune leaves it by default, --status replaced removes it (and only it),
+// the log keeps the entry and the view keeps the partition's new rows.
+func TestCLIPartitionsPruneReplaced(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	writeTestFile(t, work, "p2.yaml", manifestPipeline("manifest: sales-fixed", "out"))
+	partitionWork(t, srv, work)
+	if err := os.MkdirAll(filepath.Join(work, "d3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(work, "d3"), "a.jsonl", `{"region": "WEST", "amount": 7}`+"\n"+`{"region": "SOUTH", "amount": 1}`+"\n")
+	srv.mustCLI(t, work, "manifests", "create", "sales-fixed", "--partition", "2026-12-01", "--files", "d3/*.jsonl")
+	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
+	_, cur := fileLog(t, totals)
+	first := cur["2026-12-01"]
+	srv.mustCLI(t, work, "run", "p2.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
+	n, cur := fileLog(t, totals)
+	second := cur["2026-12-01"]
+	if n != 2 || second == first {
+		t.Fatalf("the second manifest did not replace the partition: %d log entries, current %s (first %s)", n, second, first)
+	}
+	oldDirs := []string{files.VersionDir(rejects, "2026-12-01", first), files.VersionDir(totals, "2026-12-01", first)}
+	newDirs := []string{files.VersionDir(rejects, "2026-12-01", second), files.VersionDir(totals, "2026-12-01", second)}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	for _, d := range append(append([]string{}, oldDirs...), newDirs...) {
+		if !exists(d) {
+			t.Fatalf("version %s is missing before any prune", d)
+		}
+	}
+
+	r := srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--format", "json")
+	if got, _ := pruneReply(t, r.stdout); len(got) != 0 {
+		t.Errorf("prune without --status removed %v", got)
+	}
+	want := []string{"2026-12-01 replaced " + oldDirs[0] + " " + first, "2026-12-01 replaced " + oldDirs[1] + " " + first}
+	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--status", "replaced", "--dry-run", "--format", "json")
+	if got, dry := pruneReply(t, r.stdout); !dry || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("prune --status replaced --dry-run:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, d := range oldDirs {
+		if !exists(d) {
+			t.Errorf("prune --dry-run removed %s", d)
+		}
+	}
+	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--status", "replaced", "--format", "json")
+	if got, _ := pruneReply(t, r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("prune --status replaced:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, d := range oldDirs {
+		if exists(d) {
+			t.Errorf("prune --status replaced left %s", d)
+		}
+	}
+	for _, d := range newDirs {
+		if !exists(d) {
+			t.Errorf("prune --status replaced removed the current version %s", d)
+		}
+	}
+	if got := totalsOf(t, totals); !sameTotals(got, map[string]int64{"WEST": 7}) {
+		t.Errorf("after prune the published view holds %v, want WEST 7", got)
+	}
+	if n, cur := fileLog(t, totals); n != 2 || cur["2026-12-01"] != second {
+		t.Errorf("after prune: %d log entries, current %v", n, cur)
+	}
+	if len(partitionStatuses(t, srv, work, "sales-daily")) != 4 {
+		t.Errorf("partitions list after prune: %v, want the 4 log entries", partitionStatuses(t, srv, work, "sales-daily"))
+	}
+	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--status", "replaced", "--format", "json")
+	if got, _ := pruneReply(t, r.stdout); len(got) != 0 {
+		t.Errorf("a second prune --status replaced removed %v", got)
+	}
+}

@@ -38,6 +38,9 @@ import (
 //	                                           partition's published rows
 //	                                           (JSON lines, CSV; writeView)
 //	DIR/.NAME.EXT.weir                         the owner file
+//	DIR/.NAME.EXT.publish.lock                 flock-ed while a publication
+//	                                           reads and rewrites the
+//	                                           manifest (publish_lock.go)
 //
 // A worker's rows stay in its hidden in-progress file until its final
 // share (the end of the bounded input); the final checkpoint commits the
@@ -111,6 +114,10 @@ type Publication struct {
 	RowCount     int64           `json:"row_count"`
 	ReplacedRows int64           `json:"replaced_rows"`
 	PublishedAt  time.Time       `json:"published_at"`
+	// PrunedAt is when weir partitions prune removed the version's
+	// directory, after a later publication of the partition replaced it
+	// (RemoveReplacedVersion); nil while the directory is kept.
+	PrunedAt *time.Time `json:"pruned_at,omitempty"`
 }
 
 // PublishedFile is one file of a published version.
@@ -205,7 +212,8 @@ func CheckPartitionOutput(p string, owner Owner, shadow bool) error {
 // the run's final checkpoint only, and a contract.AbortingSink. Lock
 // order: a worker's partWriter.mu before the sink's mu (openLocked takes
 // mu under the writer's lock); mu is never held while a writer's is
-// taken.
+// taken. The publication lock (a flock, publish_lock.go) is taken with
+// neither held.
 type StagedSink struct {
 	cfg   SinkConfig
 	stage Stage
@@ -523,6 +531,11 @@ func (s *StagedSink) Abort(context.Context) error {
 
 // publish publishes the version directory (see the layout above).
 func (s *StagedSink) publish(ctx context.Context) error {
+	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m, _, err := ReadPublicationManifest(s.cfg.Path)
 	if err != nil {
 		return err
@@ -706,7 +719,7 @@ func (s *StagedSink) FilePublications() (contract.FilePublications, error) {
 	for _, p := range m.Log {
 		out.Published = append(out.Published, contract.FilePublication{Partition: p.Partition, JobID: p.JobID, ManifestDigest: p.ManifestDigest,
 			Version: filepath.Join(base, filepath.FromSlash(p.Version)), OutputDigest: p.OutputDigest, Rows: p.RowCount, Replaced: p.ReplacedRows,
-			PublishedAt: p.PublishedAt.Format(time.RFC3339Nano)})
+			PublishedAt: p.PublishedAt.Format(time.RFC3339Nano), Pruned: p.PrunedAt != nil})
 	}
 	return out, nil
 }
@@ -732,6 +745,13 @@ func (s *StagedSink) RemoveStagedVersion(ctx context.Context) (string, error) {
 	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return s.dir, fmt.Errorf("%s is not under the versions directory %s: left as it is", s.dir, root)
 	}
+	// Under the publication lock: no publication names the version between
+	// the check below and the removal.
+	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	if err != nil {
+		return s.dir, err
+	}
+	defer unlock()
 	m, _, err := ReadPublicationManifest(s.cfg.Path)
 	if err != nil {
 		return s.dir, err
@@ -768,4 +788,84 @@ func (s *StagedSink) RemoveStagedVersion(ctx context.Context) (string, error) {
 		return s.dir, fmt.Errorf("removing the version %s: %w", s.dir, err)
 	}
 	return s.dir, nil
+}
+
+// RemoveReplacedVersion removes the directory of version (a path as
+// FilePublications gives it), a published version of the sink's target
+// that a later publication of its partition replaced, and records in the
+// publication log when it did (the log keeps the entry: what was
+// published, when and from which input). It refuses a version the
+// manifest does not name in its log, one a partition reads now, and one
+// outside the target's versions directory. The directory goes first, then
+// the manifest is rewritten (atomically, under the publication lock): a
+// crash between the two leaves an entry a second prune completes.
+func (s *StagedSink) RemoveReplacedVersion(ctx context.Context, version string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	root, err := filepath.Abs(VersionsDir(s.cfg.Path))
+	if err != nil {
+		return fmt.Errorf("locating the versions of %s: %w", s.cfg.Path, err)
+	}
+	dir, err := filepath.Abs(version)
+	if err != nil {
+		return fmt.Errorf("locating the version %s: %w", version, err)
+	}
+	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s is not under the versions directory %s: left as it is", version, root)
+	}
+	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, _, err := ReadPublicationManifest(s.cfg.Path)
+	if err != nil {
+		return err
+	}
+	base := filepath.Dir(s.cfg.Path)
+	names := func(p *Publication) bool {
+		v, err := filepath.Abs(filepath.Join(base, filepath.FromSlash(p.Version)))
+		return err == nil && v == dir
+	}
+	for part, p := range m.Partitions {
+		if p != nil && names(p) {
+			return fmt.Errorf("%s is the version partition %s reads: left as it is", version, part)
+		}
+	}
+	var entries []*Publication
+	for _, p := range m.Log {
+		if names(p) {
+			entries = append(entries, p)
+		}
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("%s is not a published version of %s: left as it is", version, s.cfg.Path)
+	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("removing the replaced version %s: %w", version, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a version directory: left as it is", version)
+	default:
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing the replaced version %s: %w", version, err)
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
+	}
+	now := s.cfg.now().UTC()
+	for _, p := range entries {
+		if p.PrunedAt == nil {
+			p.PrunedAt = &now
+		}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(ManifestPath(s.cfg.Path), append(b, '\n'), s.cfg.mode())
 }

@@ -2,11 +2,13 @@ package files
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -312,5 +314,121 @@ func TestCheckPartitionOutput(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// TestStagedSinkConcurrentPublishes: partition runs of different
+// partitions of one target may end at the same moment (one writer per
+// partition, not per target). Each publication reads the manifest,
+// adds itself and writes it back; without a lock across that, the last
+// writer drops the others' entries and their rows vanish from the view.
+func TestStagedSinkConcurrentPublishes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "out", "totals.jsonl")
+	const runs = 8
+	for round := 0; round < 5; round++ {
+		sinks := make([]*StagedSink, runs)
+		for i := range sinks {
+			part := fmt.Sprintf("r%d-p%d", round, i)
+			sinks[i] = newStaged(t, path, JSONLines, stagedRun{job: "j-" + part, partition: part, digest: "sha256:" + part})
+			if err := sinks[i].Write(ctx, 0, rowsOf(int64(round*100+i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, runs)
+		for _, s := range sinks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := s.PreCommitFinal(ctx, 0, 7)
+				if err == nil {
+					err = s.Commit(ctx, 7, [][]byte{p})
+				}
+				if err == nil {
+					err = s.Close(ctx)
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := mustManifest(t, path)
+		if want := (round + 1) * runs; len(m.Partitions) != want || len(m.Log) != want {
+			t.Fatalf("round %d: the manifest has %d partitions and %d log entries, want %d of each", round, len(m.Partitions), len(m.Log), want)
+		}
+		if got := len(viewRows(t, path)); got != (round+1)*runs {
+			t.Fatalf("round %d: the view has %d rows, want %d", round, got, (round+1)*runs)
+		}
+	}
+}
+
+// TestRemoveReplacedVersion: a version a later publication of its
+// partition replaced can be removed; the log keeps its entry, marked
+// pruned; the version a partition reads, a version the log does not name
+// and a path outside the versions are refused and left alone; a second
+// removal is harmless.
+func TestRemoveReplacedVersion(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "out", "totals.jsonl")
+	publishRun := func(job, part, digest string, n int64) *StagedSink {
+		s := newStaged(t, path, JSONLines, stagedRun{job: job, partition: part, digest: digest})
+		if err := s.Write(ctx, 0, rowsOf(n)); err != nil {
+			t.Fatal(err)
+		}
+		finish(t, s, 0)
+		return s
+	}
+	publishRun("j1", "2026-12-01", "sha256:a", 1)
+	publishRun("j2", "2026-12-02", "sha256:b", 2)
+	s := publishRun("j3", "2026-12-01", "sha256:c", 3) // replaces j1
+	old, cur, other := VersionDir(path, "2026-12-01", "j1"), VersionDir(path, "2026-12-01", "j3"), VersionDir(path, "2026-12-02", "j2")
+	unpublished := VersionDir(path, "2026-12-01", "j9")
+	if err := os.MkdirAll(unpublished, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(filepath.Dir(path), "elsewhere")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{cur, "the version partition 2026-12-01 reads"},
+		{other, "the version partition 2026-12-02 reads"},
+		{unpublished, "not a published version"},
+		{outside, "not under the versions directory"},
+	} {
+		if err := s.RemoveReplacedVersion(ctx, tc.dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("RemoveReplacedVersion(%s) = %v, want an error saying %q", tc.dir, err, tc.want)
+		}
+		if _, err := os.Stat(tc.dir); err != nil {
+			t.Errorf("a refused removal removed %s: %v", tc.dir, err)
+		}
+	}
+	for range 2 {
+		if err := s.RemoveReplacedVersion(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the replaced version is still there: %v", err)
+	}
+	m := mustManifest(t, path)
+	if len(m.Log) != 3 || m.Log[0].JobID != "j1" || m.Log[0].PrunedAt == nil || m.Log[1].PrunedAt != nil || m.Log[2].PrunedAt != nil {
+		t.Fatalf("the log after the removal: %d entries, first %+v", len(m.Log), m.Log[0])
+	}
+	fp, err := s.FilePublications()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fp.Published[0].Pruned || fp.Published[1].Pruned || fp.Published[2].Pruned {
+		t.Errorf("FilePublications' pruned flags: %+v", fp.Published)
+	}
+	if got, want := viewRows(t, path), []string{`{"n":2}`, `{"n":3}`}; !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
 	}
 }

@@ -11,6 +11,9 @@ type FilePublication struct {
 	OutputDigest   string
 	Rows, Replaced int64
 	PublishedAt    string
+	// Pruned says the version's directory was removed after a later
+	// publication of the partition replaced it (the log keeps the entry).
+	Pruned bool
 }
 
 // FilePublications is the publication manifest of a partition run's

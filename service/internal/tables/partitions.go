@@ -36,8 +36,12 @@ func (s *Tables) Partitions(ctx context.Context, name string) ([]record.Partitio
 // staged or shadow entry how to remove what it left.
 type partitionEntry struct {
 	run record.PartitionRun
+	// replaced marks a published file version that a later publication
+	// of its partition replaced and whose directory is still there
+	// (prune's replaced status).
+	replaced bool
 	// remove drops the staging table or removes the version directory;
-	// nil for published and running entries.
+	// nil for running entries and for published ones but replaced.
 	remove func(ctx context.Context) error
 }
 
@@ -51,6 +55,12 @@ type stageDropper interface {
 // directory (files.StagedSink.RemoveStagedVersion).
 type versionRemover interface {
 	RemoveStagedVersion(ctx context.Context) (string, error)
+}
+
+// replacedRemover is a staged file sink's removal of a replaced published
+// version (files.StagedSink.RemoveReplacedVersion).
+type replacedRemover interface {
+	RemoveReplacedVersion(ctx context.Context, version string) error
 }
 
 // partitions is Partitions with the removal of each staged or shadow
@@ -171,11 +181,25 @@ func (s *Tables) partitions(ctx context.Context, name string) ([]partitionEntry,
 		}
 		base := record.PartitionRun{Target: t.path, Driver: record.DriverFiles, DSN: fp.Manifest}
 		published := map[string]bool{}
-		for _, p := range fp.Published {
+		// A partition's last log entry is the version it reads now; the
+		// earlier ones were replaced.
+		current := map[string]int{}
+		for i, p := range fp.Published {
+			current[p.Partition] = i
+		}
+		for i, p := range fp.Published {
 			r := base
 			r.Partition, r.Status, r.Table, r.JobID, r.ManifestDigest = p.Partition, "published", p.Version, p.JobID, p.ManifestDigest
 			r.OutputDigest, r.Rows, r.Replaced, r.PublishedAt = p.OutputDigest, p.Rows, p.Replaced, p.PublishedAt
-			out = append(out, partitionEntry{run: r})
+			e := partitionEntry{run: r}
+			if current[p.Partition] != i && !p.Pruned {
+				e.replaced = true
+				if v, ok := t.sink.(replacedRemover); ok {
+					version := p.Version
+					e.remove = func(ctx context.Context) error { return v.RemoveReplacedVersion(ctx, version) }
+				}
+			}
+			out = append(out, e)
 			published[p.JobID] = true
 		}
 		for _, fr := range t.runs {
@@ -220,24 +244,42 @@ func unpublishedStatus(j *record.Job, staged bool) string {
 }
 
 // prunable says whether weir partitions prune removes entries of status
-// st: staged and shadow ones (both by default), never published or
-// running ones.
-func prunable(st string) bool { return st == "staged" || st == "shadow" }
+// st: staged and shadow ones (both by default) and, when asked for,
+// replaced ones (a file sink's published versions a later publication of
+// their partition replaced); never the version a partition reads or a
+// running entry.
+func prunable(st string) bool { return st == "staged" || st == "shadow" || st == statusReplaced }
+
+// statusReplaced is prune's name for a replaced published file version:
+// weir partitions list shows it published (the log's entry), prune
+// removes its directory only when asked for it.
+const statusReplaced = "replaced"
+
+// status is e's status as prune matches and reports it.
+func (e partitionEntry) status() string {
+	if e.replaced {
+		return statusReplaced
+	}
+	return e.run.Status
+}
 
 // Prune removes what job name's partition runs left without publishing:
 // the staging tables (dropped) and version directories (removed) that
 // Partitions shows as staged or shadow, of partition (every partition
-// when empty), of the statuses given (staged and shadow when none). It
-// never touches a published or running entry. It returns the entries
-// removed, or with dryRun those it would remove, removing nothing.
-// JOB_NOT_FOUND when no job has the name, INVALID_REQUEST for a status
-// other than staged or shadow, SINK_UNAVAILABLE when a removal fails
-// (the entries removed before it are gone).
+// when empty), of the statuses given (staged and shadow when none); with
+// status replaced, also the directories of file versions a later
+// publication of their partition replaced (the log keeps their entries,
+// marked pruned). It never touches the version a partition reads or a
+// running entry. It returns the entries removed (a replaced one with
+// status replaced), or with dryRun those it would remove, removing
+// nothing. JOB_NOT_FOUND when no job has the name, INVALID_REQUEST for a
+// status other than staged, shadow or replaced, SINK_UNAVAILABLE when a
+// removal fails (the entries removed before it are gone).
 func (s *Tables) Prune(ctx context.Context, name, partition string, statuses []string, dryRun bool) ([]record.PartitionRun, error) {
 	want := map[string]bool{}
 	for _, st := range statuses {
 		if !prunable(st) {
-			return nil, errcode.Errorf(errcode.InvalidRequest, "cannot prune status %q: only staged and shadow entries are pruned (published and running ones never are)", st)
+			return nil, errcode.Errorf(errcode.InvalidRequest, "cannot prune status %q: only staged, shadow and replaced entries are pruned (the version a partition reads and running runs never are)", st)
 		}
 		want[st] = true
 	}
@@ -252,20 +294,23 @@ func (s *Tables) Prune(ctx context.Context, name, partition string, statuses []s
 	defer cancel()
 	out := []record.PartitionRun{}
 	for _, e := range entries {
-		if !want[e.run.Status] || partition != "" && e.run.Partition != partition {
+		st := e.status()
+		if !want[st] || partition != "" && e.run.Partition != partition {
 			continue
 		}
 		if e.remove == nil {
 			return out, errcode.Errorf(errcode.SinkUnavailable, "cannot remove the %s %s of partition %s (job %s): its sink cannot remove it",
-				e.run.Status, e.run.Table, e.run.Partition, e.run.JobID)
+				st, e.run.Table, e.run.Partition, e.run.JobID)
 		}
 		if !dryRun {
 			if err := e.remove(ctx); err != nil {
 				return out, errcode.Errorf(errcode.SinkUnavailable, "removing the %s %s of partition %s (job %s), after removing %d entries: %w",
-					e.run.Status, e.run.Table, e.run.Partition, e.run.JobID, len(out), err)
+					st, e.run.Table, e.run.Partition, e.run.JobID, len(out), err)
 			}
 		}
-		out = append(out, e.run)
+		r := e.run
+		r.Status = st
+		out = append(out, r)
 	}
 	return out, nil
 }
