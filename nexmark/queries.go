@@ -46,16 +46,6 @@ func Query0(s weir.Scope, events weir.PCollection[Event], _ Config) weir.PCollec
 	return weir.Map(s, "Q0.PassThrough", events, func(e Event) Event { return e })
 }
 
-// bids returns the bids of events.
-func bids(s weir.Scope, name string, events weir.PCollection[Event]) weir.PCollection[Bid] {
-	return weir.FlatMap(s, name, events, func(e Event) []Bid {
-		if e.Bid == nil {
-			return nil
-		}
-		return []Bid{*e.Bid}
-	})
-}
-
 // DollarToEuro converts a price in US cents to euro cents as query 1 does.
 func DollarToEuro(price int64) int64 { return price * 89 / 100 }
 

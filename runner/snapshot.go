@@ -59,9 +59,7 @@ type pendingState interface {
 	claim() bool
 	// finishHere encodes the rest of a claimed snapshot.
 	finishHere()
-	// doneCh is closed once every key is encoded; result then holds the
-	// entries.
-	doneCh() <-chan struct{}
+	// result returns the entries once every key is encoded.
 	result() ([]contract.StateEntry, error)
 }
 
@@ -224,8 +222,6 @@ func (l *lazySnapshot[R]) finishHere() {
 		// encodeSome yields every snapSliceTime; go on to the end.
 	}
 }
-
-func (l *lazySnapshot[R]) doneCh() <-chan struct{} { return l.done }
 
 func (l *lazySnapshot[R]) result() ([]contract.StateEntry, error) { return l.out, l.err }
 

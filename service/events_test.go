@@ -10,14 +10,6 @@ import (
 	"github.com/weir-dev/weir/service/record"
 )
 
-func seqs(evs []record.Event) []uint64 {
-	var out []uint64
-	for _, ev := range evs {
-		out = append(out, ev.Seq)
-	}
-	return out
-}
-
 // TestJobEventsOfABatchJob: a batch job's transitions and its dead letter
 // are its events, in order, each transition with its reason — even when
 // the execution rejected the element before the job was recorded RUNNING.

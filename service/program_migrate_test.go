@@ -207,17 +207,13 @@ type tally struct {
 	Since int64
 }
 
-// tallyingProgram counts the events of each key in a StatefulParDo's value
+// tallyingCellProgram counts the events of each key in a StatefulParDo's
 // cell (step Tally, cell count) and writes each key's count when its
 // window ends (an event-time timer at the end of the global window, which
 // the bounded input reaches when it is read). v1 keeps an int64; the next
 // version a tally, declaring with migrate how a stored int64 becomes one.
-func tallyingProgram(db string, next, migrate bool) ProgramLoader {
-	return tallyingCellProgram(db, next, migrate, false)
-}
-
-// tallyingCellProgram is tallyingProgram; with inMap the count is the
-// entry "n" of a MapState (of int64 values, then of tallies).
+// With inMap the count is the entry "n" of a MapState (of int64 values,
+// then of tallies), else a ValueState.
 func tallyingCellProgram(db string, next, migrate, inMap bool) ProgramLoader {
 	return func(job weir.JobInfo) (*weir.Pipeline, error) {
 		p := weir.NewJobPipeline(job)

@@ -381,14 +381,13 @@ func TestParallelReplace(t *testing.T) {
 	}
 }
 
-func runParallel(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool) {
-	runParallelNamed(t, drv, newName, byID, d, rewind, "")
-}
-
-// runParallelNamed is runParallel with the old job, the new pipeline or
-// both (named "old", "new", "both") reading the user's named subscription
-// par-sub of par-events: the new job reads a subscription of its own on
-// the topic in place of par-sub, and par-sub is never deleted.
+// runParallelNamed runs one case of TestParallelReplace through drv: the
+// replacement by newName (by ID with byID) with overlap d and rewind, and
+// the checks the test's doc lists. named makes the old job, the new
+// pipeline or both ("old", "new", "both"; "" neither) read the user's
+// named subscription par-sub of par-events: the new job reads a
+// subscription of its own on the topic in place of par-sub, and par-sub
+// is never deleted.
 func runParallelNamed(t *testing.T, drv parDriver, newName string, byID bool, d time.Duration, rewind bool, named string) {
 	ctx := context.Background()
 	dir := t.TempDir()

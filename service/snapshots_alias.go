@@ -38,6 +38,3 @@ func VerifySnapshotFile(r io.Reader) (SnapshotFileInfo, error) {
 func ReadSnapshotFileState(r io.Reader, entry func(step string, kg uint16, key, value []byte) error) (*record.Snapshot, SnapshotFileInfo, error) {
 	return snapshots.ReadSnapshotFileState(r, entry)
 }
-
-// SourceSnapshotName is snapshots.SourceSnapshotName.
-func SourceSnapshotName(id, sub string) string { return snapshots.SourceSnapshotName(id, sub) }

@@ -202,12 +202,6 @@ func addFormatFlag(cmd *cobra.Command, dst *string) { cli.AddFormatFlag(cmd, dst
 // checkFormat validates a --format text|json value.
 func checkFormat(f string) error { return cli.CheckFormat(f) }
 
-// withSubcommands adds subs to cmd and returns it.
-func withSubcommands(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
-	cmd.AddCommand(subs...)
-	return cmd
-}
-
 // addJinjaFlags declares --jinja-variables (Beam's spelling
 // --jinja_variables too): a JSON object of the variables pipeline files
 // are rendered with as Jinja templates, by run, check and graph.

@@ -86,10 +86,6 @@ func (f runFlags) givenJobOptions(cmd *cobra.Command) client.JobOptions {
 	return opts
 }
 
-// serviceOptionKeys returns the keys --service-options accepts, verbatim
-// from Dataflow plus weir's own; those that take a value end with '='.
-func serviceOptionKeys() []string { return serviceopt.Known() }
-
 func newRunCommand(e *env) *cobra.Command {
 	var f runFlags
 	var beam beamRunFlags

@@ -2,7 +2,6 @@ package pubsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,23 +30,10 @@ func TopicStream(topic string) (string, error) {
 	return stream, err
 }
 
-// refusePerMessage fails with ErrPerMessageSubscription when subscription
-// sub of stream acknowledges per message: a pipeline source would rewind it
-// (forgetting its clients' deliveries) and acknowledge only the last
-// message of each checkpoint.
-func (b *Broker) refusePerMessage(ctx context.Context, stream, step, sub, topic string) error {
-	c, err := b.js.Consumer(ctx, stream, NATSName(sub))
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil // created cumulative by the source, or missing: rewind says so
-	}
-	if err != nil {
-		return apiErr("ReadFromPubSub "+step+": opening subscription "+sub, err)
-	}
-	return refusePerMessageConsumer(c.CachedInfo(), step, sub, topic)
-}
-
-// refusePerMessageConsumer is refusePerMessage for a subscription already
-// looked up (ci its consumer's info).
+// refusePerMessageConsumer fails with ErrPerMessageSubscription when
+// subscription sub (ci its consumer's info) acknowledges per message: a
+// pipeline source would rewind it (forgetting its clients' deliveries) and
+// acknowledge only the last message of each checkpoint.
 func refusePerMessageConsumer(ci *jetstream.ConsumerInfo, step, sub, topic string) error {
 	if ci != nil && ci.Config.AckPolicy == jetstream.AckExplicitPolicy {
 		return fmt.Errorf("ReadFromPubSub %s: subscription %s acknowledges each message on its own (it was created through the Pub/Sub gRPC API), "+

@@ -326,9 +326,6 @@ func BookkeepingColumns() []string {
 	return []string{colPane, colPaneIndex, colPaneTiming, colPaneFirst, colPaneLast, colPaneCut, colGeneration, colJobID, colUpdatedAt, colElementID}
 }
 
-// WindowColumns returns the columns of a record's window: start and end.
-func WindowColumns() []string { return []string{colWindowStart, colWindowEnd} }
-
 // KeyIndexPrefix returns the prefix of the name of the sink's unique
 // index on table (schema-qualified or not); the index's plain columns are
 // the sink's declared key fields.
