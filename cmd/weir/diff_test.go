@@ -339,12 +339,17 @@ func TestCLIDiffSQLTables(t *testing.T) {
 		return []string{"--rejects-old", filepath.Join(dirOld, "out/rejects.jsonl"), "--rejects-new", filepath.Join(dirNew, "out/rejects.jsonl"),
 			"--conserve", "amount=total", "--input-count", "575", "--format", "json"}
 	}
+	conserveInput := func(dirOld, dirNew, input string) []string {
+		return []string{"--rejects-old", filepath.Join(dirOld, "out/rejects.jsonl"), "--rejects-new", filepath.Join(dirNew, "out/rejects.jsonl"),
+			"--conserve", "amount=total", "--input", input, "--format", "json"}
+	}
 	type tc struct {
 		name          string
 		old, new      string
 		extra         []string
 		wantCode      int
 		wantKeyTotals int
+		wantInput     float64 // what --input read, when given
 	}
 	tests := []tc{
 		{name: "the table against the run's Parquet export", old: oldTable, new: filepath.Join(old, "out/totals.parquet"), extra: conserve(old, old), wantCode: ExitOK},
@@ -354,6 +359,8 @@ func TestCLIDiffSQLTables(t *testing.T) {
 		{name: "a glob against the wrong replacement", old: filepath.Join(partsDir(t), "part-*.jsonl"), new: wrongTable, extra: []string{"--key", "region", "--format", "json"},
 			wantCode: ExitRehearsalDiffers, wantKeyTotals: 2},
 		{name: "the wrong replacement's table", old: oldTable, new: wrongTable, extra: conserve(old, wrong), wantCode: ExitRehearsalDiffers, wantKeyTotals: 2},
+		{name: "the input counted from its file", old: oldTable, new: filepath.Join(old, "out/totals.parquet"),
+			extra: conserveInput(old, old, filepath.Join(old, "in.jsonl")), wantCode: ExitOK, wantInput: 575},
 		{name: "a JSON export of the old system against the table", old: writeDiffFile(t, t.TempDir(), "export.jsonl", fixtureOld), new: oldTable,
 			extra: []string{"--key", "region", "--format", "json"}, wantCode: ExitOK},
 	}
@@ -383,7 +390,20 @@ func TestCLIDiffSQLTables(t *testing.T) {
 					t.Errorf("conservation %+v, want 575 = 525 + 50", c)
 				}
 			}
+			if tt.wantInput != 0 && (rep.Input == nil || rep.Input.Sum != tt.wantInput || len(rep.Conservation) != 2) {
+				t.Errorf("--input read %+v (conservation %+v), want a sum of %v on both sides", rep.Input, rep.Conservation, tt.wantInput)
+			}
 		})
+	}
+	// An input that is not what the runs read (a row short): conservation
+	// fails on both sides, whatever the outputs say.
+	short := writeDiffFile(t, t.TempDir(), "short.jsonl", strings.Join(strings.SplitAfter(diffInput, "\n")[:3], ""))
+	r := runCLI(t, old, append([]string{"diff", oldTable, filepath.Join(old, "out/totals.parquet")}, conserveInput(old, old, short)...)...)
+	if r.code != ExitRehearsalDiffers || !strings.Contains(r.stderr, "conservation does not hold") {
+		t.Fatalf("a short input: exit %d, want %d\n%s", r.code, ExitRehearsalDiffers, r.stderr)
+	}
+	if rep := diffJSON(t, r); rep.Input == nil || rep.Input.Rows != 3 || rep.Input.Sum != 525 || len(rep.Conservation) != 2 || rep.Conservation[0].Balanced || rep.Conservation[1].Balanced {
+		t.Errorf("a short input: read %+v, conservation %+v; want 3 rows, 525, unbalanced on both sides", rep.Input, rep.Conservation)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,72 @@ func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
 	}
 	if got := len(readLines(t, rejects)); got != wantRejects {
 		t.Errorf("published %d rejects, want %d (each once)", got, wantRejects)
+	}
+}
+
+// TestCLIDiffInputManifest: weir diff counts conservation's input itself
+// from the partition's input manifest (--input manifest:NAME#P): the
+// fixture's 575 = 525 + 50 on both sides of a published partition and its
+// shadow rerun; a manifest file changed since refuses the comparison, as
+// a run of the partition would.
+func TestCLIDiffInputManifest(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	partitionWork(t, srv, work)
+	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
+	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--shadow", "--wait")
+	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])
+	args := []string{"diff", files.ManifestPath(totals) + "#2026-12-01", files.VersionDir(totals, "2026-12-01", shadowID), "--key", "region",
+		"--rejects-old", files.ManifestPath(rejects) + "#2026-12-01", "--rejects-new", files.VersionDir(rejects, "2026-12-01", shadowID),
+		"--conserve", "amount=total", "--input", "manifest:sales#2026-12-01"}
+
+	d := srv.cli(work, append(slices.Clone(args), "--format", "json")...)
+	if d.code != ExitOK {
+		t.Fatalf("diff --input manifest: exit %d\n%s\n%s", d.code, d.stdout, d.stderr)
+	}
+	var rep struct {
+		Input struct {
+			Files int     `json:"files"`
+			Rows  int64   `json:"rows"`
+			Field string  `json:"field"`
+			Sum   float64 `json:"sum"`
+		} `json:"input"`
+		Conservation []struct {
+			Input, Accepted, Rejected float64
+			Balanced                  bool
+		} `json:"conservation"`
+	}
+	if err := json.Unmarshal([]byte(d.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, d.stdout)
+	}
+	if rep.Input.Files != 2 || rep.Input.Rows != 4 || rep.Input.Field != "amount" || rep.Input.Sum != 575 {
+		t.Errorf("input read: %+v, want 2 files, 4 rows, amount 575", rep.Input)
+	}
+	if len(rep.Conservation) != 2 {
+		t.Fatalf("conservation: %+v, want both sides", rep.Conservation)
+	}
+	for _, c := range rep.Conservation {
+		if !c.Balanced || c.Input != 575 || c.Accepted != 525 || c.Rejected != 50 {
+			t.Errorf("conservation %+v, want 575 = 525 + 50", c)
+		}
+	}
+	if d := srv.cli(work, args...); d.code != ExitOK || !strings.Contains(d.stdout, "input manifest:sales#2026-12-01: 4 row(s) in 2 file(s), amount 575") {
+		t.Errorf("the text report does not say what the input held: exit %d\n%s", d.code, d.stdout)
+	}
+	if d := srv.cli(work, append(slices.Clone(args), "--input-count", "575")...); d.code != ExitUsage || !strings.Contains(d.stderr, "not both") {
+		t.Errorf("--input with --input-count: exit %d, %s", d.code, d.stderr)
+	}
+	if d := srv.cli(work, append(slices.Clone(args[:len(args)-1]), "manifest:sales")...); d.code != ExitUsage || !strings.Contains(d.stderr, "manifest:NAME#PARTITION") {
+		t.Errorf("--input manifest without a partition: exit %d, %s", d.code, d.stderr)
+	}
+
+	// An input file changed since the manifest: the count would not be of
+	// what the runs read.
+	writeTestFile(t, filepath.Join(work, "d1"), "b.jsonl", `{"region": "NORTH", "amount": 175}`+"\n"+`{"region": "UNKNOWN", "amount": 51}`+"\n")
+	if d := srv.cli(work, args...); d.code != ExitRehearsalFailed || !strings.Contains(d.stderr, "changed since the manifest was created") || !strings.Contains(d.stderr, "b.jsonl") {
+		t.Errorf("--input of a changed manifest file: exit %d, %s", d.code, d.stderr)
 	}
 }

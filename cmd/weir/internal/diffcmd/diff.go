@@ -35,8 +35,12 @@ type Flags struct {
 	// RejectsOld and RejectsNew are --rejects-old and --rejects-new.
 	RejectsOld string
 	RejectsNew string
-	// InputCount is --input-count; negative: conservation is not checked.
+	// InputCount is --input-count; negative: conservation is not checked
+	// (unless Input is set).
 	InputCount float64
+	// Input is --input: the input both runs read, whose rows (or conserved
+	// field's sum) are the input of conservation.
+	Input string
 	// Conserve is --conserve IN=OUT.
 	Conserve string
 	// MemoryRows is --memory-rows: rows per side kept in memory.
@@ -87,7 +91,10 @@ totals can hide rows attributed to the wrong key), the rejects by reason
 weir's {"element", "error": {"reason"}} or a flat "reason" field; the same
 element rejected for another reason is reject_reason_changed), and
 conservation per side: input = accepted + rejected, where input is
---input-count, accepted the sum of --value (or of --conserve's OUT) over the
+--input-count, or what weir diff counts in --input (an input manifest's
+files, manifest:NAME#PARTITION, each checked against its recorded digest
+first; or files or a table): the sum of --conserve's IN over its rows, or
+its rows; accepted is the sum of --value (or of --conserve's OUT) over the
 output's rows and rejected the sum of the same field (--conserve's IN) over
 the rejected elements; without --value or --conserve, rows are counted.
 
@@ -113,6 +120,7 @@ specifier, no key); 8 an output could not be read.`,
 	fl.StringVar(&f.RejectsOld, "rejects-old", "", "the old run's rejects (an error output or dead-letter export; any output specifier)")
 	fl.StringVar(&f.RejectsNew, "rejects-new", "", "the new run's rejects")
 	fl.Float64Var(&f.InputCount, "input-count", -1, "what both runs read (rows, or the sum of the conserved field): check input = accepted + rejected on each side")
+	fl.StringVar(&f.Input, "input", "", "what both runs read, counted by weir diff: manifest:NAME#PARTITION (an input manifest's files, checked against their digests), or files, a glob or a table; its rows, or the sum of the conserved field, are the input of conservation")
 	fl.StringVar(&f.Conserve, "conserve", "", "IN=OUT: conserve the rejected elements' field IN and the output's field OUT (default: --value's field on both)")
 	fl.IntVar(&f.MemoryRows, "memory-rows", diff.DefaultMemoryRows, "rows per side kept in memory before sorted runs go to disk")
 	fl.StringVar(&f.Partition, "partition", "", "compare only this partition: rows of an output with a weir_partition column (a partition run's published target) are kept when it is P; an output without the column (a staged output) is one partition")
@@ -128,6 +136,8 @@ type Report struct {
 	// Verdict is "identical" or "different".
 	Verdict      string              `json:"verdict"`
 	Conservation []diff.Conservation `json:"conservation"`
+	// Input is what --input read; absent without it.
+	Input *InputRead `json:"input,omitempty"`
 	// Rejects counts the rejects by reason on each side.
 	Rejects []RejectCount `json:"rejects"`
 	// GrandTotals are the sums of each numeric field over each side's
@@ -174,6 +184,9 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 	if (f.RejectsOld == "") != (f.RejectsNew == "") {
 		return cli.UsageErrorf("give both --rejects-old and --rejects-new, or neither")
 	}
+	if f.Input != "" && f.InputCount >= 0 {
+		return cli.UsageErrorf("give --input or --input-count, not both")
+	}
 	specs := make([]outputSpec, 2)
 	for i, a := range []string{oldArg, newArg} {
 		sp, err := parseOutputSpec(a)
@@ -208,6 +221,15 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 		}
 	case len(values) == 1:
 		inField, outField = values[0], values[0]
+	}
+	inputCount := f.InputCount
+	var input *InputRead
+	if f.Input != "" {
+		var err error
+		if input, err = readInput(ctx, f.Server, f.Input, inField); err != nil {
+			return err
+		}
+		inputCount = input.total()
 	}
 	key := splitList(f.Key)
 	if len(key) == 0 {
@@ -252,7 +274,7 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 	if f.Partition != "" && !sides[0].partitioned && !sides[1].partitioned {
 		return cli.UsageErrorf("--partition %s: neither output has rows with a %s column (a partition run's published target has one)", f.Partition, sqlsink.PartitionColumn)
 	}
-	out := &Report{Old: Redact(oldArg), New: Redact(newArg), Key: key, Window: layout.Window, Verdict: "identical"}
+	out := &Report{Old: Redact(oldArg), New: Redact(newArg), Key: key, Window: layout.Window, Verdict: "identical", Input: input}
 	ds := make([]diff.Side, 2)
 	for i, s := range sides {
 		r, err := s.rows.Reader()
@@ -280,14 +302,14 @@ func Run(ctx context.Context, e *cli.Env, oldArg, newArg string, f Flags) error 
 	}
 	out.GrandTotalsEqual = sameSums(out.GrandTotals.Old, out.GrandTotals.New)
 	out.Rejects = rejectCounts(sides[0], sides[1])
-	if f.InputCount >= 0 {
+	if inputCount >= 0 {
 		for i, run := range []string{"old", "new"} {
 			s := sides[i]
 			var c diff.Conservation
 			if outField != "" {
-				c = diff.Conserve(rep, i == 1, run, inField, outField, f.InputCount, s.rejectedSum)
+				c = diff.Conserve(rep, i == 1, run, inField, outField, inputCount, s.rejectedSum)
 			} else {
-				c = diff.Conservation{Run: run, Field: "rows", Input: f.InputCount, Accepted: float64(s.records), Rejected: float64(s.rejectedN)}
+				c = diff.Conservation{Run: run, Field: "rows", Input: inputCount, Accepted: float64(s.records), Rejected: float64(s.rejectedN)}
 				c.Balanced = c.Input == c.Accepted+c.Rejected
 			}
 			out.Conservation = append(out.Conservation, c)
@@ -412,6 +434,13 @@ func writeDiffReport(w io.Writer, r *Report) error {
 			}
 			fmt.Fprintf(&b, "  %s: old %d, new %d%s\n", c.Reason, c.Old, c.New, mark)
 		}
+	}
+	if in := r.Input; in != nil {
+		fmt.Fprintf(&b, "input %s: %d row(s) in %d file(s)", in.Spec, in.Rows, in.Files)
+		if in.Field != "" {
+			fmt.Fprintf(&b, ", %s %s", in.Field, cli.Number(in.Sum))
+		}
+		b.WriteString("\n")
 	}
 	for _, c := range r.Conservation {
 		verdict := "balanced"

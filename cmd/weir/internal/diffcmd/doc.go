@@ -7,7 +7,8 @@
 //
 // It may import client (a job's type), cmd/weir/internal/cli,
 // cmd/weir/internal/serverconn, diff, graph, io/files, io/sqlsink (its
-// tables' layout, and the "sqlite" driver), row (the row coder's URN), service/record,
+// tables' layout, and the "sqlite" driver), manifest (an --input
+// manifest's files checked), row (the row coder's URN), service/record,
 // github.com/jackc/pgx/v5 (its database/sql
 // driver), github.com/spf13/cobra and the standard library; only package
 // main (cmd/weir) imports it.
