@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/io/files"
 )
 
@@ -257,5 +260,66 @@ func TestCLIPartitionsPruneReplaced(t *testing.T) {
 	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--status", "replaced", "--format", "json")
 	if got, _ := pruneReply(t, r.stdout); len(got) != 0 {
 		t.Errorf("a second prune --status replaced removed %v", got)
+	}
+}
+
+// TestCLIPartitionsPruneFailedRun: a partition run that fails (its
+// AssertEqual does not hold) publishes nothing; what its file sink wrote
+// stays as a staged version, listed staged, and prune removes it — the
+// published version of an earlier run untouched.
+func TestCLIPartitionsPruneFailedRun(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, t.TempDir())
+	work := t.TempDir()
+	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	failing := manifestPipeline("manifest: sales", "out") + `    - type: AssertEqual
+      name: ExpectNothing
+      input: Totals
+      config:
+        elements: []
+`
+	writeTestFile(t, work, "failing.yaml", failing)
+	partitionWork(t, srv, work)
+	totals := filepath.Join(work, "out", "totals.jsonl")
+	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
+	_, cur := fileLog(t, totals)
+	published := cur["2026-12-01"]
+
+	r := srv.cli(work, "run", "failing.yaml", "--job-name", "sales-daily", "--partition", "2026-12-02", "--wait")
+	if r.code == ExitOK {
+		t.Fatalf("the failing run succeeded:\n%s", r.stderr)
+	}
+	jobs, err := srv.api.List(context.Background(), "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedID := ""
+	for _, j := range jobs {
+		if j.Name == "sales-daily" && j.State == client.StateFailed {
+			failedID = j.ID
+		}
+	}
+	if failedID == "" {
+		t.Fatalf("no FAILED run of sales-daily:\n%s", r.stderr)
+	}
+	staged := files.VersionDir(totals, "2026-12-02", failedID)
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("the failed run left no version directory: %v", err)
+	}
+	if n, cur := fileLog(t, totals); n != 1 || cur["2026-12-02"] != "" {
+		t.Fatalf("the failed run published: %d log entries, %v", n, cur)
+	}
+	if got := partitionStatuses(t, srv, work, "sales-daily"); !slices.Contains(got, "2026-12-02 staged "+staged) {
+		t.Errorf("partitions list does not show the failed run's version staged:\n%s", strings.Join(got, "\n"))
+	}
+	r = srv.mustCLI(t, work, "partitions", "prune", "sales-daily", "--status", "staged", "--format", "json")
+	if got, _ := pruneReply(t, r.stdout); !slices.Contains(got, "2026-12-02 staged "+staged+" "+failedID) {
+		t.Errorf("prune --status staged removed %v, want the failed run's %s", got, staged)
+	}
+	if _, err := os.Stat(staged); !os.IsNotExist(err) {
+		t.Errorf("prune left the failed run's version: %v", err)
+	}
+	if _, err := os.Stat(files.VersionDir(totals, "2026-12-01", published)); err != nil {
+		t.Errorf("prune removed the published version: %v", err)
 	}
 }
