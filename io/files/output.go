@@ -175,31 +175,46 @@ func claimOutput(p string, owner Owner, layout string, mode fs.FileMode) error {
 // writeFileAtomic writes b to path through a temporary file renamed over
 // it, synced, so a reader sees the old content or the new, never half.
 func writeFileAtomic(path string, b []byte, mode fs.FileMode) error {
+	_, err := writeFileAtomicWith(path, mode, func(f *os.File) (bool, error) {
+		_, err := f.Write(b)
+		return true, err
+	})
+	return err
+}
+
+// writeFileAtomicWith is writeFileAtomic for content that write streams
+// into the temporary file (never all in memory). When write returns false
+// the temporary file is removed and path left as it is; the result says
+// whether path was replaced.
+func writeFileAtomicWith(path string, mode fs.FileMode, write func(*os.File) (bool, error)) (bool, error) {
 	// A temporary file of its own: several sinks (or workers) may claim
 	// the same path at once.
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return false, fmt.Errorf("writing %s: %w", path, err)
 	}
 	tmp := f.Name()
 	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
+		return false, fmt.Errorf("writing %s: %w", path, err)
 	}
-	_, werr := f.Write(b)
-	if werr == nil {
+	keep, werr := write(f)
+	if werr == nil && keep {
 		werr = f.Sync()
 	}
-	if err := errors.Join(werr, f.Close()); err != nil {
+	if err := errors.Join(werr, f.Close()); err != nil || !keep {
 		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
+		if err != nil {
+			return false, fmt.Errorf("writing %s: %w", path, err)
+		}
+		return false, nil
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
+		return false, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return true, syncDir(filepath.Dir(path))
 }
 
 // syncDir makes the renames and creations in dir durable.

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -602,34 +603,72 @@ func (s *StagedSink) writeView(m *PublicationManifest) error {
 	}
 	sort.Strings(parts)
 	base := filepath.Dir(s.cfg.Path)
-	var out []byte
-	header := ""
+	var paths []string
 	for _, p := range parts {
 		for _, f := range m.Partitions[p].Files {
-			b, err := os.ReadFile(filepath.Join(base, filepath.FromSlash(f.Path)))
-			if err != nil {
-				return fmt.Errorf("writing the published view %s: %w", s.cfg.Path, err)
-			}
-			if s.cfg.Format == CSV && len(b) > 0 {
-				// Every CSV file that holds anything starts with its header.
-				h, rest, _ := strings.Cut(string(b), "\n")
-				switch {
-				case header == "":
-					header = h
-					out = append(out, h...)
-					out = append(out, '\n')
-				case h != header:
-					if err := os.Remove(s.cfg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return fmt.Errorf("removing the published view %s: %w", s.cfg.Path, err)
-					}
-					return nil
-				}
-				b = []byte(rest)
-			}
-			out = append(out, b...)
+			paths = append(paths, filepath.Join(base, filepath.FromSlash(f.Path)))
 		}
 	}
-	return writeFileAtomic(s.cfg.Path, out, s.cfg.mode())
+	// Streamed file by file into the temporary view: a view of many
+	// partitions is never held in memory (and JSON lines are copied by the
+	// kernel where it can).
+	written, err := writeFileAtomicWith(s.cfg.Path, s.cfg.mode(), func(out *os.File) (bool, error) {
+		header := ""
+		for _, p := range paths {
+			ok, err := s.appendToView(out, p, &header)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the published view: %w", err)
+	}
+	if !written {
+		// The versions' CSV headers differ: no view (the manifest names
+		// the versions).
+		if err := os.Remove(s.cfg.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the published view %s: %w", s.cfg.Path, err)
+		}
+	}
+	return nil
+}
+
+// appendToView appends the published file p to the view being written to
+// out. A CSV file that holds anything starts with its header: the first
+// one is kept (in *header), later ones must be the same and are dropped;
+// false when one differs.
+func (s *StagedSink) appendToView(out *os.File, p string, header *string) (bool, error) {
+	in, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	if s.cfg.Format != CSV {
+		_, err := io.Copy(out, in)
+		return err == nil, err
+	}
+	r := bufio.NewReader(in)
+	h, err := r.ReadString('\n')
+	switch {
+	case errors.Is(err, io.EOF) && h == "":
+		return true, nil // an empty file: no header, nothing
+	case err != nil && !errors.Is(err, io.EOF):
+		return false, err
+	}
+	h = strings.TrimSuffix(h, "\n")
+	switch {
+	case *header == "":
+		*header = h
+		if _, err := io.WriteString(out, h+"\n"); err != nil {
+			return false, err
+		}
+	case h != *header:
+		return false, nil
+	}
+	_, err = io.Copy(out, r)
+	return err == nil, err
 }
 
 // describeVersion lists the version's files (sorted) with their sizes,

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
 )
 
 // stagedRun is one partition run of the staged file sink in a test.
@@ -276,6 +279,35 @@ func TestStagedSinkCSVView(t *testing.T) {
 	}
 	if got, want := string(b), "n\n1\n10\n2\n11\n"; got != want {
 		t.Errorf("CSV view %q, want %q", got, want)
+	}
+
+	// A partition whose version has another header: no view can hold both
+	// (the manifest still names every version), and no temporary file is
+	// left behind.
+	other := row.MustSchema(row.Field{Name: "m", Type: row.Of(row.KindInt)})
+	s, err := NewStagedSink(SinkConfig{Path: path, Format: CSV, Schema: other, Owner: &Owner{JobName: "sales", JobID: "jp3"}},
+		Stage{JobName: "sales", JobID: "jp3", Partition: "p3", ManifestDigest: "sha256:p3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, 0, []contract.Element{{Value: &row.Row{Schema: other, Values: []any{int64(7)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, s, 0)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a view over versions of two headers: %v", err)
+	}
+	if m := mustManifest(t, path); len(m.Partitions) != 3 {
+		t.Errorf("the manifest has %d partitions, want 3", len(m.Partitions))
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("a temporary file is left: %s", e.Name())
+		}
 	}
 }
 
