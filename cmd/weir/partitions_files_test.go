@@ -40,14 +40,24 @@ func fileLog(t *testing.T, p string) (entries int, current map[string]string) {
 // nothing (where a batch job of the name is refused, OUTPUT_EXISTS);
 // another partition adds its rows; a shadow run stages, prints the
 // comparison, which runs and agrees; weir partitions list shows the file
+
+// filePartitionServer starts a server and a work directory holding the
+// fixture's manifests (partitionWork) and p.yaml, the fixture pipeline
+// reading manifest sales into the file sinks out/totals.jsonl and
+// out/rejects.jsonl, whose paths it returns.
+func filePartitionServer(t *testing.T) (srv *serverProc, work, totals, rejects string) {
+	t.Helper()
+	srv = startServer(t, t.TempDir())
+	work = t.TempDir()
+	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	partitionWork(t, srv, work)
+	return srv, work, filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+}
+
 // targets.
 func TestCLIPartitionFileSinks(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
-	partitionWork(t, srv, work)
-	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	srv, work, totals, rejects := filePartitionServer(t)
 
 	run := []string{"run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait"}
 	srv.mustCLI(t, work, run...)
@@ -254,11 +264,7 @@ func TestCLIPartitionFileSinkMidRunCrash(t *testing.T) {
 // a run of the partition would.
 func TestCLIDiffInputManifest(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
-	partitionWork(t, srv, work)
-	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	srv, work, totals, rejects := filePartitionServer(t)
 	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
 	r := srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--shadow", "--wait")
 	shadowID := strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0])

@@ -110,11 +110,7 @@ func TestCLIPartitionsPrune(t *testing.T) {
 // versions, the manifest and the view stay.
 func TestCLIPartitionsPruneFiles(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
-	partitionWork(t, srv, work)
-	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
+	srv, work, totals, rejects := filePartitionServer(t)
 	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
 	_, cur := fileLog(t, totals)
 	pubJob := cur["2026-12-01"]
@@ -191,17 +187,13 @@ func TestCLIPartitionsPruneArgs(t *testing.T) {
 // the log keeps the entry and the view keeps the partition's new rows.
 func TestCLIPartitionsPruneReplaced(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	srv, work, totals, rejects := filePartitionServer(t)
 	writeTestFile(t, work, "p2.yaml", manifestPipeline("manifest: sales-fixed", "out"))
-	partitionWork(t, srv, work)
 	if err := os.MkdirAll(filepath.Join(work, "d3"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeTestFile(t, filepath.Join(work, "d3"), "a.jsonl", `{"region": "WEST", "amount": 7}`+"\n"+`{"region": "SOUTH", "amount": 1}`+"\n")
 	srv.mustCLI(t, work, "manifests", "create", "sales-fixed", "--partition", "2026-12-01", "--files", "d3/*.jsonl")
-	totals, rejects := filepath.Join(work, "out", "totals.jsonl"), filepath.Join(work, "out", "rejects.jsonl")
 	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
 	_, cur := fileLog(t, totals)
 	first := cur["2026-12-01"]
@@ -269,9 +261,7 @@ func TestCLIPartitionsPruneReplaced(t *testing.T) {
 // published version of an earlier run untouched.
 func TestCLIPartitionsPruneFailedRun(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, t.TempDir())
-	work := t.TempDir()
-	writeTestFile(t, work, "p.yaml", manifestPipeline("manifest: sales", "out"))
+	srv, work, totals, _ := filePartitionServer(t)
 	failing := manifestPipeline("manifest: sales", "out") + `    - type: AssertEqual
       name: ExpectNothing
       input: Totals
@@ -279,8 +269,6 @@ func TestCLIPartitionsPruneFailedRun(t *testing.T) {
         elements: []
 `
 	writeTestFile(t, work, "failing.yaml", failing)
-	partitionWork(t, srv, work)
-	totals := filepath.Join(work, "out", "totals.jsonl")
 	srv.mustCLI(t, work, "run", "p.yaml", "--job-name", "sales-daily", "--partition", "2026-12-01", "--wait")
 	_, cur := fileLog(t, totals)
 	published := cur["2026-12-01"]

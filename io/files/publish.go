@@ -532,15 +532,11 @@ func (s *StagedSink) Abort(context.Context) error {
 
 // publish publishes the version directory (see the layout above).
 func (s *StagedSink) publish(ctx context.Context) error {
-	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	m, unlock, err := s.lockedManifest(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	m, _, err := ReadPublicationManifest(s.cfg.Path)
-	if err != nil {
-		return err
-	}
 	st := s.stage
 	if done := m.Published(st.JobName, st.Partition, st.ManifestDigest); done != nil {
 		if done.JobID != st.JobID {
@@ -773,28 +769,17 @@ func (s *StagedSink) RemoveStagedVersion(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return s.dir, err
 	}
-	root, err := filepath.Abs(VersionsDir(s.cfg.Path))
+	dir, err := s.versionDir(s.dir)
 	if err != nil {
-		return s.dir, fmt.Errorf("locating the versions of %s: %w", s.cfg.Path, err)
-	}
-	dir, err := filepath.Abs(s.dir)
-	if err != nil {
-		return s.dir, fmt.Errorf("locating the version %s: %w", s.dir, err)
-	}
-	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return s.dir, fmt.Errorf("%s is not under the versions directory %s: left as it is", s.dir, root)
+		return s.dir, err
 	}
 	// Under the publication lock: no publication names the version between
 	// the check below and the removal.
-	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	m, unlock, err := s.lockedManifest(ctx)
 	if err != nil {
 		return s.dir, err
 	}
 	defer unlock()
-	m, _, err := ReadPublicationManifest(s.cfg.Path)
-	if err != nil {
-		return s.dir, err
-	}
 	base := filepath.Dir(s.cfg.Path)
 	named := func(p *Publication) bool {
 		if p == nil {
@@ -842,26 +827,15 @@ func (s *StagedSink) RemoveReplacedVersion(ctx context.Context, version string) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	root, err := filepath.Abs(VersionsDir(s.cfg.Path))
+	dir, err := s.versionDir(version)
 	if err != nil {
-		return fmt.Errorf("locating the versions of %s: %w", s.cfg.Path, err)
+		return err
 	}
-	dir, err := filepath.Abs(version)
-	if err != nil {
-		return fmt.Errorf("locating the version %s: %w", version, err)
-	}
-	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return fmt.Errorf("%s is not under the versions directory %s: left as it is", version, root)
-	}
-	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	m, unlock, err := s.lockedManifest(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	m, _, err := ReadPublicationManifest(s.cfg.Path)
-	if err != nil {
-		return err
-	}
 	base := filepath.Dir(s.cfg.Path)
 	names := func(p *Publication) bool {
 		v, err := filepath.Abs(filepath.Join(base, filepath.FromSlash(p.Version)))
@@ -907,4 +881,37 @@ func (s *StagedSink) RemoveReplacedVersion(ctx context.Context, version string) 
 		return err
 	}
 	return writeFileAtomic(ManifestPath(s.cfg.Path), append(b, '\n'), s.cfg.mode())
+}
+
+// lockedManifest takes the publication lock and reads the manifest under
+// it; the caller releases the lock with the function returned.
+func (s *StagedSink) lockedManifest(ctx context.Context) (*PublicationManifest, func(), error) {
+	unlock, err := lockPublications(ctx, s.cfg.Path, s.cfg.mode())
+	if err != nil {
+		return nil, nil, err
+	}
+	m, _, err := ReadPublicationManifest(s.cfg.Path)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return m, unlock, nil
+}
+
+// versionDir returns version as an absolute path, or an error when it is
+// not a directory under the sink's versions tree (VersionsDir): nothing
+// else is ever removed.
+func (s *StagedSink) versionDir(version string) (string, error) {
+	root, err := filepath.Abs(VersionsDir(s.cfg.Path))
+	if err != nil {
+		return "", fmt.Errorf("locating the versions of %s: %w", s.cfg.Path, err)
+	}
+	dir, err := filepath.Abs(version)
+	if err != nil {
+		return "", fmt.Errorf("locating the version %s: %w", version, err)
+	}
+	if rel, err := filepath.Rel(root, dir); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%s is not under the versions directory %s: left as it is", version, root)
+	}
+	return dir, nil
 }
