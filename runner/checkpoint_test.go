@@ -30,7 +30,10 @@ type seqSource struct {
 	gate gate
 }
 
-// gate holds a seqSource's splits back before an element index.
+// gate holds a seqSource's splits back before an element index. Without a
+// limit the splits read freely, so a test that counts on one sets it (let)
+// before the execution starts: a limit set after Start comes too late on a
+// loaded machine (TestKeyCounts read 1,000 elements where it let 500).
 type gate struct {
 	mu sync.Mutex
 	// set says a limit applies; without one the splits read freely.
@@ -339,6 +342,8 @@ func buildCheckpointed(src *seqSource, sink *txSink) *weir.Pipeline {
 // (up to the next thousand), never after it has ended.
 func runCheckpointing(t *testing.T, src *seqSource, sink *txSink, store *memStore, workers, last int) *runner.Execution {
 	t.Helper()
+	// Set before Start (see gate).
+	src.gate.let(1000)
 	x, err := runner.Start(context.Background(), buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
 	if err != nil {
 		t.Fatal(err)
@@ -409,6 +414,8 @@ func TestPauseAndAdopt(t *testing.T) {
 			sink := newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
+			// Set before Start (see gate).
+			src.gate.let(2000)
 			x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
 			if err != nil {
 				t.Fatal(err)
@@ -472,6 +479,8 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 				return p.Program()
 			}
 			opts := runner.Options{NumWorkers: workers, Checkpoints: true}
+			// Set before Start (see gate).
+			src.gate.let(6000)
 			x, err := runner.Start(ctx, build(), opts)
 			if err != nil {
 				t.Fatal(err)

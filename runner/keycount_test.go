@@ -60,6 +60,8 @@ func TestKeyCounts(t *testing.T) {
 					}
 				}
 			}
+			// Set before Start (see gate).
+			src.gate.let(500)
 			x, err := runner.Start(ctx, buildKeyCounted(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
 			if err != nil {
 				t.Fatal(err)

@@ -83,6 +83,7 @@ func TestRestoreSkipsSourceThatReadAll(t *testing.T) {
 		sink = &txSink{buf: map[int][]kv{}, committed: sink.committed, epoch: sink.epoch, commits: sink.commits}
 	}
 
+	src.gate.let(1000) // set before Start (see gate)
 	x := start(nil)
 	src.gate.to(1000)
 	if !await.Until(30*time.Second, time.Millisecond, seedRead(x)) {

@@ -78,6 +78,8 @@ func TestRestoreFailureFailsStart(t *testing.T) {
 	sink := newTxSink()
 	store := &memStore{}
 	ctx := context.Background()
+	// Set before Start (see gate).
+	src.gate.let(1000)
 	x, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,8 @@ func TestSinkRejectsExactlyOnce(t *testing.T) {
 			out, rejected := newTxSink(), newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
+			// Set before Start (see gate).
+			src.gate.let(1000)
 			x, err := runner.Start(ctx, buildRejecting(src, out, rejected).Program(), runner.Options{NumWorkers: workers, Checkpoints: true})
 			if err != nil {
 				t.Fatal(err)

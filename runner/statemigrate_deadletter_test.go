@@ -72,6 +72,8 @@ func checkpointAt2000(t *testing.T) *memStore {
 	t.Helper()
 	src := &seqSource{n: 3000, splits: 2, keys: 7}
 	store := &memStore{}
+	// Set before Start (see gate).
+	src.gate.let(2000)
 	x, err := runner.Start(context.Background(), buildCheckpointed(src, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true})
 	if err != nil {
 		t.Fatal(err)
