@@ -465,11 +465,30 @@ func TestCLIScheduleParityPostgres(t *testing.T) {
 	}
 }
 
-// dropPostgresTables drops every table whose name starts with prefix (a
-// target and its staging tables) now and after the test.
+// dropPostgresTables drops every table and view whose name starts with
+// prefix (a target, its staging tables, a façade's view and generation
+// tables) now and after the test.
 func dropPostgresTables(t *testing.T, dsn, prefix string) {
 	t.Helper()
 	nowAndAfter(t, dsn, func(db *sql.DB) {
+		views, err := db.Query(`SELECT viewname FROM pg_views WHERE schemaname = current_schema() AND starts_with(viewname, $1)`, prefix)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var vs []string
+		for views.Next() {
+			var n string
+			if views.Scan(&n) == nil {
+				vs = append(vs, n)
+			}
+		}
+		views.Close()
+		for _, n := range vs {
+			if _, err := db.Exec(`DROP VIEW IF EXISTS ` + diffcmd.QuoteIdent(n)); err != nil {
+				t.Error(err)
+			}
+		}
 		rows, err := db.Query(`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND starts_with(tablename, $1)`, prefix)
 		if err != nil {
 			t.Error(err)
