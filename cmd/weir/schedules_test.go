@@ -467,44 +467,32 @@ func TestCLIScheduleParityPostgres(t *testing.T) {
 
 // dropPostgresTables drops every table and view whose name starts with
 // prefix (a target, its staging tables, a façade's view and generation
-// tables) now and after the test.
+// tables) now and after the test: the views first, which depend on the
+// tables.
 func dropPostgresTables(t *testing.T, dsn, prefix string) {
 	t.Helper()
 	nowAndAfter(t, dsn, func(db *sql.DB) {
-		views, err := db.Query(`SELECT viewname FROM pg_views WHERE schemaname = current_schema() AND starts_with(viewname, $1)`, prefix)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var vs []string
-		for views.Next() {
-			var n string
-			if views.Scan(&n) == nil {
-				vs = append(vs, n)
-			}
-		}
-		views.Close()
-		for _, n := range vs {
-			if _, err := db.Exec(`DROP VIEW IF EXISTS ` + diffcmd.QuoteIdent(n)); err != nil {
+		for _, kind := range []struct{ catalog, column, drop string }{
+			{"pg_views", "viewname", "VIEW"},
+			{"pg_tables", "tablename", "TABLE"},
+		} {
+			rows, err := db.Query(`SELECT `+kind.column+` FROM `+kind.catalog+` WHERE schemaname = current_schema() AND starts_with(`+kind.column+`, $1)`, prefix)
+			if err != nil {
 				t.Error(err)
+				return
 			}
-		}
-		rows, err := db.Query(`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND starts_with(tablename, $1)`, prefix)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var names []string
-		for rows.Next() {
-			var n string
-			if rows.Scan(&n) == nil {
-				names = append(names, n)
+			var names []string
+			for rows.Next() {
+				var n string
+				if rows.Scan(&n) == nil {
+					names = append(names, n)
+				}
 			}
-		}
-		rows.Close()
-		for _, n := range names {
-			if _, err := db.Exec(`DROP TABLE IF EXISTS ` + diffcmd.QuoteIdent(n)); err != nil {
-				t.Error(err)
+			rows.Close()
+			for _, n := range names {
+				if _, err := db.Exec(`DROP ` + kind.drop + ` IF EXISTS ` + diffcmd.QuoteIdent(n)); err != nil {
+					t.Error(err)
+				}
 			}
 		}
 	})
