@@ -159,6 +159,12 @@ const (
 	// acknowledges nothing past the sink's last committed checkpoint and
 	// retries the commit (a job condition).
 	SinkUnavailable Code = "SINK_UNAVAILABLE"
+	// ConnectorUnavailable: a service a job reads or writes through (the
+	// Pub/Sub broker) cannot be reached now, is reloading or is out of
+	// storage; the job stopped at its last committed checkpoint, stays
+	// RUNNING and starts again from it on every retry until it works (a
+	// job condition).
+	ConnectorUnavailable Code = "CONNECTOR_UNAVAILABLE"
 	// SnapshotNotFound: no job snapshot has this ID.
 	SnapshotNotFound Code = "SNAPSHOT_NOT_FOUND"
 	// JobNotSnapshottable: only a RUNNING streaming job that takes
@@ -485,6 +491,7 @@ func registry() []Info {
 		{StorageUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{Resuming, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{SinkUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
+		{ConnectorUnavailable, svc, KindUnavailable, http.StatusServiceUnavailable},
 		{SnapshotNotFound, svc, KindNotFound, http.StatusNotFound},
 		{JobNotSnapshottable, svc, KindConflict, http.StatusConflict},
 		{InvalidTTL, svc, KindInvalid, http.StatusBadRequest},

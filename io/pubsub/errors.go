@@ -31,7 +31,9 @@ var (
 	ErrBrokerClosed = errors.New("broker is shut down")
 	// ErrUnavailable: the NATS server could not be reached or did not answer
 	// in time. Retry later, or check --nats-url and that JetStream is enabled.
-	ErrUnavailable = errors.New("broker unavailable")
+	// It is contract.ErrUnavailable for whoever reads a job's failure
+	// without knowing the broker: a job service runs the job again.
+	ErrUnavailable error = mayPass("broker unavailable")
 	// ErrAuthRefused: the external NATS server refused weir's credentials
 	// (--nats-creds, --nats-nkey, --nats-user or the URL's user). Check
 	// them against the server's configuration; retrying cannot help.
@@ -49,7 +51,8 @@ var (
 	// once space returns (within Options.DiskCheckInterval), and an
 	// embedded broker whose write met a full disk brings its storage back
 	// by itself (within Options.RecoverInterval; see CheckStorage).
-	ErrStorageFull = errors.New("broker storage full")
+	// It is contract.ErrUnavailable, as ErrUnavailable is.
+	ErrStorageFull error = mayPass("broker storage full")
 	// ErrInUse: a topic or subscription that a running job reads or writes
 	// cannot be deleted (or a job's subscription drained by hand) without
 	// force.
@@ -88,3 +91,13 @@ var (
 	// gRPC API); pipelines acknowledge cumulatively. Read the topic instead.
 	ErrPerMessageSubscription = errors.New("subscription acknowledges per message")
 )
+
+// mayPass is a broker error that may pass by itself (ErrUnavailable,
+// ErrStorageFull): it matches itself and contract.ErrUnavailable.
+type mayPass string
+
+func (e mayPass) Error() string { return string(e) }
+
+// Is reports whether target is contract.ErrUnavailable (errors.Is matches
+// the same error by equality first).
+func (e mayPass) Is(target error) bool { return target == contract.ErrUnavailable }

@@ -26,6 +26,13 @@ import (
 // without knowing the connector.
 var ErrInputGone = errors.New("not found")
 
+// ErrUnavailable says that a service a connector reads or writes cannot
+// be reached now but may come back: a broker that is down, reloading its
+// streams after a full disk, or out of storage. Connectors' errors wrap
+// it, so that a job service keeps the job and runs it again from its last
+// checkpoint rather than fail it, without knowing the connector.
+var ErrUnavailable = errors.New("unavailable")
+
 // ErrForeignPosition says that a checkpointed source position cannot be
 // of the input it is used with: it lies beyond everything the input holds
 // (a position taken on another broker, or before the input was deleted

@@ -133,6 +133,16 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 	}
 	jr, err := s.StartExecution(ctx, j, prog, restore, adopt)
 	if err != nil {
+		if s.canWaitForConnector(j, err) {
+			// Its sources could not open: started again on the retry
+			// interval (fault_connector.go).
+			var epoch uint64
+			if cp != nil {
+				epoch = cp.Epoch
+			}
+			s.noteConnectorFault(j, err, epoch)
+			return nil
+		}
 		return s.Fail(j, err.Error())
 	}
 	if s.Hooks.Started != nil {
@@ -353,6 +363,7 @@ func (s *Core) Checkpoint(jr *Run, final func(*record.Job) error) error {
 		return &commitError{epoch: cp.Epoch, err: err}
 	}
 	s.sinkCommitted(jr, cp.Epoch)
+	s.connectorCommitted(jr, cp.Epoch)
 	s.observeCheckpoint(jr, time.Since(start), checkpointSize(cp))
 	jr.idleActivity.Store(activity)
 	jr.idleAt.Store(s.Now().UnixNano())
@@ -481,6 +492,8 @@ func (s *Core) finish(jr *Run) {
 		return
 	case j.State == record.StateCancelling:
 		target, reason = record.StateCancelled, "cancelled"
+	case runErr != nil && s.waitForConnector(jr, j, runErr):
+		return // started again on the retry interval (fault_connector.go)
 	case runErr != nil:
 		target, reason = record.StateFailed, s.runFailure(jr, runErr)
 	case j.State == record.StateDraining:

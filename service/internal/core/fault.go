@@ -76,7 +76,7 @@ func (s *Core) RefuseIfStoreFailed() error {
 
 // withCondition adds to an active job's record what keeps it from
 // processing or committing: the store's fault, a sink commit being retried
-// (fault_sink.go), or a resumption after a restart that has not happened
+// (fault_sink.go), a connector being waited for (fault_connector.go), or a resumption after a restart that has not happened
 // yet.
 func (s *Core) WithCondition(j *record.Job) *record.Job {
 	if j == nil || !j.Active() {
@@ -86,6 +86,8 @@ func (s *Core) WithCondition(j *record.Job) *record.Job {
 		j.Condition = &record.Condition{Code: errcode.StorageUnavailable, Since: f.since,
 			Message: fmt.Sprintf("the job stopped at its last durable checkpoint: %v (weir retries every %s and the job resumes by itself once the store writes again)", f.cause, s.Opts.StorageRetryInterval)}
 	} else if c := s.sinkCondition(j.ID); c != nil {
+		j.Condition = c
+	} else if c := s.connectorCondition(j.ID); c != nil {
 		j.Condition = c
 	} else if since, ok := s.resuming.Load(j.ID); ok {
 		j.Condition = &record.Condition{Code: errcode.Resuming, Message: "the job resumes from its last checkpoint (after a restart, or once the state store writes again)", Since: since.(time.Time)}

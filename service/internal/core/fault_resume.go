@@ -73,6 +73,7 @@ func (s *Core) storageRetryLoop() {
 			f := s.StoreFailed()
 			if f == nil {
 				s.retryPendingCommits(s.Ctx)
+				s.retryConnectors(s.Ctx)
 				continue
 			}
 			if err := s.retryStorage(s.Ctx, f); err != nil && s.Ctx.Err() == nil {
@@ -195,40 +196,12 @@ func (s *Core) activeJobIDs() ([]string, error) {
 	return ids, err
 }
 
-// resumeAfterFault resumes job id after the store came back from fault f,
-// under its name's guard, from the job's last durable checkpoint, unless
-// it runs already (an earlier attempt, or a request meanwhile) or it is
-// a Go program's job this service cannot build (its program resumes it).
+// resumeAfterFault resumes job id after the store came back from fault f
+// (relaunch), with an event saying so.
 func (s *Core) resumeAfterFault(ctx context.Context, id string, f *storeFault) error {
-	j, err := s.ReadJob(id)
-	if err != nil {
+	j, started, err := s.relaunch(ctx, id)
+	if err != nil || !started {
 		return err
-	}
-	unlock, err := s.LockName(ctx, j.Name) // lock order 1
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if j, err = s.ReadJob(id); err != nil { // current, under the guard
-		return err
-	}
-	if s.RunningJob(id) != nil || (j.SDK == record.SDKGo && s.Opts.Program == nil) {
-		return nil
-	}
-	if !j.Active() || j.State == record.StateCancelling ||
-		(j.State == record.StatePending && j.Replacement != nil && !j.Replacement.Phase.Final()) {
-		unlock()                    // recoverJob takes the guard itself
-		return s.recoverJob(ctx, j) // finishes a cancel, re-commits, or resumes a replacement flow
-	}
-	p, err := s.Load(j)
-	if err != nil {
-		return s.Fail(j, fmt.Sprintf("the pipeline no longer loads after the state store came back: %v", err))
-	}
-	if err := s.Launch(ctx, j, p.Program(), nil); err != nil {
-		return err
-	}
-	if s.RunningJob(id) == nil {
-		return nil // it failed to start: its record says why
 	}
 	d := map[string]any{"code": string(errcode.StorageUnavailable), "set": false, "since": f.since}
 	msg := fmt.Sprintf("the state store writes again (it failed at %s: %v): the job resumed", f.since.UTC().Format(time.RFC3339), f.cause)
@@ -241,6 +214,45 @@ func (s *Core) resumeAfterFault(ctx context.Context, id string, f *storeFault) e
 	s.Emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
 	s.Opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
 	return nil
+}
+
+// relaunch starts an execution of active job id, whose execution stopped
+// (a store fault, an unavailable connector), under its name's guard, from
+// the job's last durable checkpoint, unless it runs already (an earlier
+// attempt, or a request meanwhile) or it is a Go program's job this
+// service cannot build (its program resumes it). A job cancelled or
+// replaced meanwhile is finished as a restart would (recoverJob). started
+// says whether an execution was started here.
+func (s *Core) relaunch(ctx context.Context, id string) (j *record.Job, started bool, err error) {
+	if j, err = s.ReadJob(id); err != nil {
+		return nil, false, err
+	}
+	unlock, err := s.LockName(ctx, j.Name) // lock order 1
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	if j, err = s.ReadJob(id); err != nil { // current, under the guard
+		return nil, false, err
+	}
+	// A superseded execution is one a rescale replaces: it is leaving.
+	if s.liveRun(id) != nil || (j.SDK == record.SDKGo && s.Opts.Program == nil) {
+		return j, false, nil
+	}
+	if !j.Active() || j.State == record.StateCancelling ||
+		(j.State == record.StatePending && j.Replacement != nil && !j.Replacement.Phase.Final()) {
+		unlock()                              // recoverJob takes the guard itself
+		return j, false, s.recoverJob(ctx, j) // finishes a cancel, re-commits, or resumes a replacement flow
+	}
+	p, err := s.Load(j)
+	if err != nil {
+		return j, false, s.Fail(j, fmt.Sprintf("the pipeline no longer loads: %v", err))
+	}
+	if err := s.Launch(ctx, j, p.Program(), nil); err != nil {
+		return j, false, err
+	}
+	// Not running: it failed to start, and its record says why.
+	return j, s.RunningJob(id) != nil, nil
 }
 
 // retryPendingCommits commits again the final checkpoint of every ended

@@ -61,6 +61,10 @@ type Core struct {
 	// resuming holds the jobs found active at Open that have not resumed
 	// yet (job ID -> time.Time the service opened); no lock.
 	resuming sync.Map
+	// connFaults holds the jobs whose execution stopped because a
+	// connector was unavailable, waiting to be started again (job ID ->
+	// *connectorFault; fault_connector.go); no lock.
+	connFaults sync.Map
 	// recovered is closed when recovery has finished.
 	recovered chan struct{}
 	// eventSeq is the last event sequence number of each job that recorded

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/weir-dev/weir/internal/await"
+)
+
+// startNATS starts a NATS server with JetStream on 127.0.0.1:port (0: any
+// free port) storing in storeDir, and returns it; the test's end shuts it
+// down.
+func startNATS(t *testing.T, port int, storeDir string) *server.Server {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(20 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
+// TestCLIServerNATSOutage runs a real weir server on an external NATS
+// server with a job ReadFromPubSub → windowed Combine → WriteToSql, and
+// stops the NATS server mid-stream and rescales the job, whose new
+// execution cannot open its subscription. The job is not FAILED: it stays
+// RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
+// subscription's acknowledgement do not move, and the server starts it
+// again from its last durable checkpoint on every retry interval. Once the
+// NATS server is back (same port, same storage), the job reads on by
+// itself, the condition clears with an event, and after a drain the table
+// equals the ground truth: nothing acknowledged lost, nothing counted
+// twice. (A job whose execution failed on an unavailable broker used to
+// end FAILED, and one resuming while the broker reloaded after a full
+// disk too.)
+func TestCLIServerNATSOutage(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	store := t.TempDir()
+	ns := startNATS(t, 0, store)
+	port := ns.Addr().String()
+	natsURL := "nats://" + port
+	dir, work := t.TempDir(), t.TempDir()
+	db := filepath.Join(work, "totals.db")
+	pipeline := filepath.Join(work, "p.yaml")
+	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newOrdersFeed(t, work)
+	srv := startServerArgs(t, dir, "--nats-url", natsURL, "--storage-retry-interval", "300ms")
+	id, sub := f.start(srv, pipeline)
+	f.publish(srv, 0, 3000)
+	waitCaughtUp(t, srv, id)
+	srv.waitJob(id, "rows committed", func(map[string]any) bool { return tableTotal(t, db) != "" })
+	floor := f.ackFloor(srv, sub)
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	// A rescale while the broker is away: the job's new execution cannot
+	// open its subscription.
+	if r := srv.cli(work, "jobs", "update-options", id, "--num-workers", "2"); r.code != ExitOK {
+		t.Logf("rescale with the NATS server down: exit %d %s", r.code, r.stderr)
+	}
+	if !await.Until(90*time.Second, 100*time.Millisecond, func() bool {
+		c, _ := srv.describe(id)["condition"].(map[string]any)
+		return c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
+	}) {
+		t.Fatalf("no CONNECTOR_UNAVAILABLE condition with the NATS server down: %v\nserver log:\n%s", srv.describe(id), srv.log())
+	}
+	m := srv.describe(id)
+	if m["state"] != "RUNNING" {
+		t.Fatalf("state %v with the NATS server down, want RUNNING\nserver log:\n%s", m["state"], srv.log())
+	}
+	c := m["condition"].(map[string]any)
+	if msg, _ := c["message"].(string); !strings.Contains(msg, "broker unavailable") {
+		t.Errorf("the condition does not name the cause: %v", c)
+	}
+	rows := tableTotal(t, db)
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		return strings.Count(srv.log(), "a connector is still unavailable") >= 2
+	}) {
+		t.Fatalf("the server did not start the job again while NATS was down\nserver log:\n%s", srv.log())
+	}
+	if got := tableTotal(t, db); got != rows {
+		t.Errorf("the table changed from %s to %s with the NATS server down", rows, got)
+	}
+	if m := srv.describe(id); m["state"] != "RUNNING" {
+		t.Fatalf("state %v after failed retries, want RUNNING", m["state"])
+	}
+
+	// The NATS server comes back on the same port with the same storage:
+	// the job reads on by itself.
+	startNATS(t, portOf(t, port), store)
+	srv.waitJob(id, "the condition to clear", func(m map[string]any) bool {
+		return m["state"] == "RUNNING" && m["condition"] == nil
+	})
+	if got := f.ackFloor(srv, sub); got < floor {
+		t.Errorf("the acknowledgement went back from %v to %v", floor, got)
+	}
+	f.publish(srv, 3000, 6000)
+	waitCaughtUp(t, srv, id)
+	r := srv.cli(work, "jobs", "logs", id)
+	if r.code != ExitOK {
+		t.Fatalf("jobs logs: %d %s", r.code, r.stderr)
+	}
+	for _, w := range []string{"a connector is unavailable", "the connectors answer again"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("the job's events lack %q:\n%s\nserver log:\n%s", w, r.stdout, srv.log())
+		}
+	}
+	drainAndCheckTotals(t, srv, work, id, db, f.want, f.wantN)
+	srv.stop(syscall.SIGTERM)
+}
+
+// portOf returns the port of address host:port.
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	var p int
+	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &p); err != nil {
+		t.Fatalf("port of %s: %v", addr, err)
+	}
+	return p
+}

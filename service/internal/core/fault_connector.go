@@ -1,0 +1,176 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/service/record"
+)
+
+// A connector that cannot be reached (the Pub/Sub broker down, reloading
+// its streams after a full disk, out of storage).
+//
+// An execution that ends with an error wrapping contract.ErrUnavailable
+// did not fail for anything in the job: the service it reads or writes
+// through is away for now. When the job takes checkpoints, nothing past
+// its last committed checkpoint was acknowledged, so the job is not
+// FAILED: it stays RUNNING (or DRAINING) with condition
+// CONNECTOR_UNAVAILABLE (a warning event and log line), its sinks drop
+// what no commit covered, and every Options.StorageRetryInterval the
+// service starts it again from its last durable checkpoint, as a restart
+// would. The condition clears (an info event) at the first checkpoint a
+// new execution commits. A cancel meanwhile completes at the next retry;
+// a drain drains the execution the retry starts.
+
+// connectorFault is a job whose execution stopped because a connector was
+// unavailable, waiting to be started again.
+type connectorFault struct {
+	cause error
+	since time.Time
+	// tried is when the job was last started again (since, at first).
+	tried time.Time
+	// attempts counts the starts since the fault.
+	attempts int
+	// epoch is the last checkpoint the sinks had committed.
+	epoch uint64
+}
+
+// waitForConnector handles the end of execution jr of job j with runErr:
+// when the error says a connector is unavailable and the job can be
+// started again from its checkpoints, it records the fault, releases the
+// sinks, forgets jr and reports true (the job stays active). The caller
+// holds j's name guard.
+func (s *Core) waitForConnector(jr *Run, j *record.Job, runErr error) bool {
+	if !jr.Checkpointed || !s.canWaitForConnector(j, runErr) {
+		return false
+	}
+	if err := jr.X.ReleaseSinks(context.Background()); err != nil {
+		s.Opts.Logger.Error("releasing the sinks of a job stopped by an unavailable connector", "job_id", jr.ID, "job_name", jr.Name, "error", err)
+	}
+	s.Forget(jr)
+	s.noteConnectorFault(j, runErr, jr.committed.Load())
+	return true
+}
+
+// canWaitForConnector reports whether job j, whose execution ended or
+// could not start with err, waits for its connector rather than fail: err
+// says a connector is unavailable, the job ran already (RUNNING or
+// DRAINING: a new job's first start fails at once, so that its submitter
+// hears of it) and this service can build it again.
+func (s *Core) canWaitForConnector(j *record.Job, err error) bool {
+	return errors.Is(err, contract.ErrUnavailable) &&
+		(j.State == record.StateRunning || j.State == record.StateDraining) &&
+		(j.SDK != record.SDKGo || s.Opts.Program != nil)
+}
+
+// noteConnectorFault records that job j has no execution because a
+// connector is unavailable (err), the sinks having committed checkpoint
+// epoch: a warning event and log line the first time, a log line on every
+// failed retry.
+func (s *Core) noteConnectorFault(j *record.Job, err error, epoch uint64) {
+	now := time.Now()
+	f := &connectorFault{cause: err, since: now, tried: now, epoch: epoch}
+	if v, ok := s.connFaults.Load(j.ID); ok {
+		old := v.(*connectorFault)
+		f.since, f.attempts, f.epoch = old.since, old.attempts, old.epoch
+		s.connFaults.Store(j.ID, f)
+		s.Opts.Logger.Warn(fmt.Sprintf("a connector is still unavailable: the job starts again from its last durable checkpoint in %s", s.Opts.StorageRetryInterval),
+			"job_id", j.ID, "job_name", j.Name, "code", errcode.ConnectorUnavailable, "attempts", f.attempts, "error", err.Error())
+		s.Changes.Notify()
+		return
+	}
+	s.connFaults.Store(j.ID, f)
+	msg := fmt.Sprintf("a connector is unavailable: %v; the job stopped at checkpoint %d, the last its sinks committed, acknowledged nothing past it, and starts again from its last durable checkpoint every %s until the connector answers", err, epoch, s.Opts.StorageRetryInterval)
+	s.Emit(j.ID, record.EventConditionChanged, record.SeverityWarning, msg,
+		map[string]any{"code": string(errcode.ConnectorUnavailable), "set": true, "epoch": epoch, "error": err.Error()})
+	s.Opts.Logger.Warn(msg, "job_id", j.ID, "job_name", j.Name, "code", errcode.ConnectorUnavailable)
+	s.Changes.Notify()
+}
+
+// retryConnectors starts again every job waiting for a connector whose
+// last start is at least one retry interval old.
+func (s *Core) retryConnectors(ctx context.Context) {
+	var due []string
+	s.connFaults.Range(func(k, v any) bool {
+		// A job started again keeps its fault until its execution commits
+		// a checkpoint (connectorCommitted) or stops again.
+		if s.liveRun(k.(string)) == nil && time.Since(v.(*connectorFault).tried) >= s.Opts.StorageRetryInterval {
+			due = append(due, k.(string))
+		}
+		return true
+	})
+	for _, id := range due {
+		if err := s.retryConnector(ctx, id); err != nil && ctx.Err() == nil {
+			s.Opts.Logger.Error("starting a job again after a connector was unavailable", "job_id", id, "error", err)
+		}
+	}
+	if len(due) > 0 {
+		s.Changes.Notify()
+	}
+}
+
+// retryConnector starts job id again from its last durable checkpoint.
+func (s *Core) retryConnector(ctx context.Context, id string) error {
+	v, ok := s.connFaults.Load(id)
+	if !ok {
+		return nil
+	}
+	f := v.(*connectorFault)
+	next := *f
+	next.tried, next.attempts = time.Now(), f.attempts+1
+	s.connFaults.CompareAndSwap(id, f, &next)
+	j, started, err := s.relaunch(ctx, id)
+	if started {
+		s.Opts.Logger.Info(fmt.Sprintf("a connector was unavailable: the job starts again from its last durable checkpoint (attempt %d)", next.attempts),
+			"job_id", id, "job_name", j.Name, "since", f.since)
+		return nil
+	}
+	// Not started: still waiting (noteConnectorFault replaced next), the
+	// attempt failed (the next interval tries again), or an execution
+	// started meanwhile by a request (its first commit clears the fault);
+	// or the job ended (cancelled, failed to start: its record says why).
+	if cur, rerr := s.ReadJob(id); rerr == nil && !cur.Active() {
+		s.connFaults.CompareAndDelete(id, &next)
+	}
+	return err
+}
+
+// liveRun returns job id's execution unless it has none or a rescale
+// superseded it (it is leaving the running table).
+func (s *Core) liveRun(id string) *Run {
+	if jr := s.RunningJob(id); jr != nil && !jr.Superseded.Load() {
+		return jr
+	}
+	return nil
+}
+
+// connectorCommitted is called after each committed checkpoint of jr: the
+// first after a connector fault clears it, with an info event.
+func (s *Core) connectorCommitted(jr *Run, epoch uint64) {
+	v, ok := s.connFaults.LoadAndDelete(jr.ID)
+	if !ok {
+		return
+	}
+	f := v.(*connectorFault)
+	down := time.Since(f.since).Round(time.Millisecond)
+	msg := fmt.Sprintf("the connectors answer again after %s: the job started again from checkpoint %d and committed checkpoint %d", down, f.epoch, epoch)
+	s.Emit(jr.ID, record.EventConditionChanged, record.SeverityInfo, msg,
+		map[string]any{"code": string(errcode.ConnectorUnavailable), "set": false, "epoch": epoch})
+	s.Opts.Logger.Info(msg, "job_id", jr.ID, "job_name", jr.Name)
+}
+
+// connectorCondition returns job id's CONNECTOR_UNAVAILABLE condition, or
+// nil.
+func (s *Core) connectorCondition(id string) *record.Condition {
+	v, ok := s.connFaults.Load(id)
+	if !ok {
+		return nil
+	}
+	f := v.(*connectorFault)
+	return &record.Condition{Code: errcode.ConnectorUnavailable, Since: f.since,
+		Message: fmt.Sprintf("a connector is unavailable: %v (the job acknowledged nothing past checkpoint %d and starts again from its last durable checkpoint every %s; %d start(s) so far)", f.cause, f.epoch, s.Opts.StorageRetryInterval, f.attempts)}
+}
