@@ -37,7 +37,9 @@ func startNATS(t *testing.T, port int, storeDir string) *server.Server {
 // TestCLIServerNATSOutage runs a real weir server on an external NATS
 // server with a job ReadFromPubSub → windowed Combine → WriteToSql, and
 // stops the NATS server mid-stream and rescales the job, whose new
-// execution cannot open its subscription. The job is not FAILED: it stays
+// execution cannot open its subscription (a second job, rescaled too, is
+// cancelled while it waits: the cancel completes without the broker).
+// The job is not FAILED: it stays
 // RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
 // subscription's acknowledgement do not move, and the server starts it
 // again from its last durable checkpoint on every retry interval. Once the
@@ -65,6 +67,17 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	f := newOrdersFeed(t, work)
 	srv := startServerArgs(t, dir, "--nats-url", natsURL, "--storage-retry-interval", "300ms")
 	id, sub := f.start(srv, pipeline)
+	// A second job on the same topic, cancelled while the broker is away.
+	other := filepath.Join(work, "other.yaml")
+	if err := os.WriteFile(other, []byte(ordersTotalsYAML(filepath.Join(work, "other.db"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.cli(work, "run", other, "--job-name", "other")
+	if r.code != ExitOK {
+		t.Fatalf("run other: %d %s", r.code, r.stderr)
+	}
+	otherID := strings.TrimSpace(r.stdout)
+	srv.waitJob(otherID, "RUNNING", stateIs("RUNNING"))
 	f.publish(srv, 0, 3000)
 	waitCaughtUp(t, srv, id)
 	srv.waitJob(id, "rows committed", func(map[string]any) bool { return tableTotal(t, db) != "" })
@@ -74,8 +87,10 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	ns.WaitForShutdown()
 	// A rescale while the broker is away: the job's new execution cannot
 	// open its subscription.
-	if r := srv.cli(work, "jobs", "update-options", id, "--num-workers", "2"); r.code != ExitOK {
-		t.Logf("rescale with the NATS server down: exit %d %s", r.code, r.stderr)
+	for _, ref := range []string{id, otherID} {
+		if r := srv.cli(work, "jobs", "update-options", ref, "--num-workers", "2"); r.code != ExitOK {
+			t.Logf("rescale with the NATS server down: exit %d %s", r.code, r.stderr)
+		}
 	}
 	if !await.Until(90*time.Second, 100*time.Millisecond, func() bool {
 		c, _ := srv.describe(id)["condition"].(map[string]any)
@@ -92,6 +107,16 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		t.Errorf("the condition does not name the cause: %v", c)
 	}
 	rows := tableTotal(t, db)
+	// A job waiting for its broker can be cancelled: the cancel completes
+	// at the next retry, without the broker.
+	srv.waitJob(otherID, "CONNECTOR_UNAVAILABLE", func(m map[string]any) bool {
+		c, _ := m["condition"].(map[string]any)
+		return c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
+	})
+	if r := srv.cli(work, "jobs", "cancel", otherID); r.code != ExitOK {
+		t.Fatalf("cancel with the NATS server down: %d %s", r.code, r.stderr)
+	}
+	srv.waitJob(otherID, "CANCELLED", stateIs("CANCELLED"))
 	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
 		return strings.Count(srv.log(), "a connector is still unavailable") >= 2
 	}) {
@@ -115,7 +140,7 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	}
 	f.publish(srv, 3000, 6000)
 	waitCaughtUp(t, srv, id)
-	r := srv.cli(work, "jobs", "logs", id)
+	r = srv.cli(work, "jobs", "logs", id)
 	if r.code != ExitOK {
 		t.Fatalf("jobs logs: %d %s", r.code, r.stderr)
 	}
