@@ -224,6 +224,9 @@ type StagedSink struct {
 
 	claim    sync.Once
 	claimErr error
+	// digestMemory bounds the rows describeVersion holds in memory (0:
+	// defaultDigestMemory); tests lower it.
+	digestMemory int
 
 	mu struct {
 		sync.Mutex
@@ -670,14 +673,17 @@ func (s *StagedSink) appendToView(out *os.File, p string, header *string) (bool,
 // describeVersion lists the version's files (sorted) with their sizes,
 // digests and rows, and the output digest: the SHA-256 of the rows as a
 // set (each row as JSON with sorted fields, the lines sorted), so two
-// versions holding the same rows in other files or orders agree.
+// versions holding the same rows in other files or orders agree. The rows
+// are sorted in bounded memory (setDigest): a partition of any size is
+// described without holding it.
 func (s *StagedSink) describeVersion(ctx context.Context, rel func(string) string) ([]PublishedFile, string, int64, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("listing the version %s: %w", s.dir, err)
 	}
 	var out []PublishedFile
-	var lines []string
+	d := newSetDigest(s.digestMemory)
+	defer d.Close()
 	for _, e := range entries {
 		n := e.Name()
 		if strings.HasPrefix(n, ".") || !e.Type().IsRegular() {
@@ -693,9 +699,8 @@ func (s *StagedSink) describeVersion(ctx context.Context, rel func(string) strin
 			if err != nil {
 				return err
 			}
-			lines = append(lines, string(b))
 			pf.Rows++
-			return nil
+			return d.Add(string(b))
 		})
 		if err != nil {
 			return nil, "", 0, fmt.Errorf("reading the staged %s: %w", p, err)
@@ -703,13 +708,11 @@ func (s *StagedSink) describeVersion(ctx context.Context, rel func(string) strin
 		out = append(out, pf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	sort.Strings(lines)
-	h := sha256.New()
-	for _, l := range lines {
-		io.WriteString(h, l)
-		h.Write([]byte{'\n'})
+	sum, err := d.Sum()
+	if err != nil {
+		return nil, "", 0, err
 	}
-	return out, "sha256:" + hex.EncodeToString(h.Sum(nil)), int64(len(lines)), nil
+	return out, sum, d.Len(), nil
 }
 
 // fileDigest returns p's size and "sha256:" hex digest.
