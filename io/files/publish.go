@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weir-dev/weir/internal/setdigest"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -225,7 +226,7 @@ type StagedSink struct {
 	claim    sync.Once
 	claimErr error
 	// digestMemory bounds the rows describeVersion holds in memory (0:
-	// defaultDigestMemory); tests lower it.
+	// setdigest.DefaultMemory); tests lower it.
 	digestMemory int
 
 	mu struct {
@@ -674,7 +675,7 @@ func (s *StagedSink) appendToView(out *os.File, p string, header *string) (bool,
 // digests and rows, and the output digest: the SHA-256 of the rows as a
 // set (each row as JSON with sorted fields, the lines sorted), so two
 // versions holding the same rows in other files or orders agree. The rows
-// are sorted in bounded memory (setDigest): a partition of any size is
+// are sorted in bounded memory (package setdigest): a partition of any size is
 // described without holding it.
 func (s *StagedSink) describeVersion(ctx context.Context, rel func(string) string) ([]PublishedFile, string, int64, error) {
 	entries, err := os.ReadDir(s.dir)
@@ -682,7 +683,7 @@ func (s *StagedSink) describeVersion(ctx context.Context, rel func(string) strin
 		return nil, "", 0, fmt.Errorf("listing the version %s: %w", s.dir, err)
 	}
 	var out []PublishedFile
-	d := newSetDigest(s.digestMemory)
+	d := setdigest.New(s.digestMemory)
 	defer d.Close()
 	for _, e := range entries {
 		n := e.Name()

@@ -5,7 +5,7 @@
 // same connector API a user's own connector would.
 //
 // It may import row, runner/contract, mtime, window, internal/fileglob,
-// manifest (the input
+// internal/setdigest (a staged version's output digest), manifest (the input
 // manifests a source reads instead of a path), github.com/hamba/avro/v2
 // (with its ocf package), github.com/parquet-go/parquet-go (with its format
 // package) and the standard library.

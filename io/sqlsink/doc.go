@@ -206,6 +206,7 @@
 // # Dependencies
 //
 // The package may import row, runner/contract, window, mtime,
+// internal/setdigest (a published partition's output digest),
 // github.com/jackc/pgx/v5 and modernc.org/sqlite (the two database drivers)
 // and the standard library. It must not import runner (the executor). It knows nothing of YAML or the job
 // service: the WriteToSql transform builds a Config and a schema and hands

@@ -8,13 +8,15 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-dev/weir/internal/setdigest"
 )
 
 // Staged publication (a partition run of a bounded job): the sink writes a
@@ -80,6 +82,10 @@ func StageTable(target, partition, run string) string {
 type pubTx interface {
 	exec(ctx context.Context, q string, args ...any) (int64, error)
 	query(ctx context.Context, q string, args ...any) (cols []string, rows [][]any, err error)
+	// each calls fn with the columns and every row of q, one at a time
+	// (vals is fn's only until it returns), and returns the columns (also
+	// of no rows).
+	each(ctx context.Context, q string, args []any, fn func(cols []string, vals []any) error) (cols []string, err error)
 	commit(ctx context.Context) error
 	rollback(ctx context.Context)
 }
@@ -151,9 +157,19 @@ func publishTx(ctx context.Context, tx pubTx, st *Stage, stage string, now time.
 	if len(done) > 0 {
 		return false, nil
 	}
-	cols, rows, err := tx.query(ctx, `SELECT * FROM `+quoteTable(stage))
+	// The staged rows are digested as they are read, in bounded memory
+	// (package setdigest): a partition of any size.
+	d := setdigest.New(0)
+	defer d.Close()
+	cols, err := tx.each(ctx, `SELECT * FROM `+quoteTable(stage), nil, func(cols []string, vals []any) error {
+		return d.Add(digestLine(cols, vals))
+	})
 	if err != nil {
 		return false, fmt.Errorf("reading the staged rows: %w", err)
+	}
+	digest, err := d.Sum()
+	if err != nil {
+		return false, err
 	}
 	if _, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS `+quoteTable(st.Target)+` AS SELECT *, CAST('' AS TEXT) AS `+PartitionColumn+` FROM `+quoteTable(stage)+` WHERE 1 = 0`); err != nil {
 		return false, fmt.Errorf("creating the target table: %w", err)
@@ -172,7 +188,7 @@ func publishTx(ctx context.Context, tx pubTx, st *Stage, stage string, now time.
 	}
 	if _, err := tx.exec(ctx, `INSERT INTO `+PublicationTable+` (job_name, partition_id, manifest_digest, target, job_id, output_digest, row_count, replaced_rows, published_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, st.JobName, st.Partition, st.ManifestDigest, st.Target, st.JobID,
-		OutputDigest(cols, rows), int64(len(rows)), replaced, now.UTC().Format(time.RFC3339Nano)); err != nil {
+		digest, d.Len(), replaced, now.UTC().Format(time.RFC3339Nano)); err != nil {
 		return false, fmt.Errorf("writing the publication log: %w", err)
 	}
 	return true, nil
@@ -186,27 +202,29 @@ var digestSkip = map[string]bool{"updated_at": true, "job_id": true, "generation
 // cols) as a set: each row's values but the bookkeeping columns
 // (updated_at, job_id, generation), rows sorted.
 func OutputDigest(cols []string, rows [][]any) string {
-	lines := make([]string, len(rows))
-	for i, r := range rows {
-		var b strings.Builder
-		for j, v := range r {
-			if j < len(cols) && digestSkip[strings.ToLower(cols[j])] {
-				continue
-			}
-			if b.Len() > 0 {
-				b.WriteByte('\x1f')
-			}
-			b.WriteString(strconv.Quote(fmt.Sprint(v)))
+	d := setdigest.New(0)
+	defer d.Close()
+	for _, r := range rows {
+		_ = d.Add(digestLine(cols, r)) // in memory: rows are
+	}
+	sum, _ := d.Sum()
+	return sum
+}
+
+// digestLine is row r (of columns cols) as a line of an output digest:
+// its values but the bookkeeping columns, each quoted, separated by 0x1f.
+func digestLine(cols []string, r []any) string {
+	var b strings.Builder
+	for j, v := range r {
+		if j < len(cols) && digestSkip[strings.ToLower(cols[j])] {
+			continue
 		}
-		lines[i] = b.String()
+		if b.Len() > 0 {
+			b.WriteByte('\x1f')
+		}
+		b.WriteString(strconv.Quote(fmt.Sprint(v)))
 	}
-	sort.Strings(lines)
-	h := sha256.New()
-	for _, l := range lines {
-		h.Write([]byte(l))
-		h.Write([]byte{'\n'})
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return b.String()
 }
 
 // sqlTx is a database/sql transaction (SQLite).
@@ -221,28 +239,41 @@ func (t sqlTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t sqlTx) query(ctx context.Context, q string, args ...any) ([]string, [][]any, error) {
-	rows, err := t.tx.QueryContext(ctx, q, args...)
+	var out [][]any
+	cols, err := t.each(ctx, q, args, func(_ []string, vals []any) error {
+		out = append(out, slices.Clone(vals))
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
+	}
+	return cols, out, nil
+}
+
+func (t sqlTx) each(ctx context.Context, q string, args []any, fn func([]string, []any) error) ([]string, error) {
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var out [][]any
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		out = append(out, vals)
+		if err := fn(cols, vals); err != nil {
+			return nil, err
+		}
 	}
-	return cols, out, rows.Err()
+	return cols, rows.Err()
 }
 
 func (t sqlTx) commit(context.Context) error { return t.tx.Commit() }
@@ -274,24 +305,37 @@ func (t pgTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
 }
 
 func (t pgTx) query(ctx context.Context, q string, args ...any) ([]string, [][]any, error) {
-	rows, err := t.tx.Query(ctx, pgPlaceholders(q), args...)
+	var out [][]any
+	cols, err := t.each(ctx, q, args, func(_ []string, vals []any) error {
+		out = append(out, vals) // rows.Values returns a new slice per row
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
+	}
+	return cols, out, nil
+}
+
+func (t pgTx) each(ctx context.Context, q string, args []any, fn func([]string, []any) error) ([]string, error) {
+	rows, err := t.tx.Query(ctx, pgPlaceholders(q), args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var cols []string
 	for _, f := range rows.FieldDescriptions() {
 		cols = append(cols, f.Name)
 	}
-	var out [][]any
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		out = append(out, vals)
+		if err := fn(cols, vals); err != nil {
+			return nil, err
+		}
 	}
-	return cols, out, rows.Err()
+	return cols, rows.Err()
 }
 
 func (t pgTx) commit(ctx context.Context) error { return t.tx.Commit(ctx) }

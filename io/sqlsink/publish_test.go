@@ -13,13 +13,14 @@ import (
 // its checkpointed end, with the partition and one publication log entry;
 // a rerun with the same manifest digest publishes nothing; a new digest
 // replaces the partition's rows; a run that took no checkpoint, or was
-// aborted, publishes nothing. On both databases.
+// aborted, publishes nothing; the same rows publish the same output digest
+// whichever run wrote them. On both databases.
 func TestStagedPublication(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		target, job := e.table, e.table // the job name keeps the log's entries apart between tests
 		t.Cleanup(func() {
-			for _, run := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
+			for _, run := range []string{"r1", "r2", "r3", "r4", "r5", "r6", "r7"} {
 				_ = e.exec("DROP TABLE IF EXISTS " + quoteTable(StageTable(target, "p1", run)))
 			}
 			_ = e.exec("DELETE FROM " + PublicationTable + " WHERE job_name = '" + job + "'")
@@ -109,6 +110,18 @@ func TestStagedPublication(t *testing.T) {
 		_, bare := splitTable(StageTable(target, "p1", "r5"))
 		if !stages[strings.ToLower(bare)] {
 			t.Errorf("PartitionLog staging tables %v lack the shadow run's %s", stages, bare)
+		}
+		// The output digest is of the rows, not of the run that wrote them:
+		// another run of r1's rows (another job ID, generation and write
+		// time) publishes the same digest, read as the rows stream by.
+		shadow = false
+		run("r7", "sha256:d", true, map[string]int64{"NORTH": 425, "WEST": 100})
+		digests := map[string]string{}
+		for _, r := range e.query("SELECT job_id, output_digest FROM "+PublicationTable+" WHERE job_name = "+e.q(1), job) {
+			digests[r[0].(string)] = r[1].(string)
+		}
+		if d := digests["r1"]; !strings.HasPrefix(d, "sha256:") || d != digests["r7"] || d == digests["r4"] {
+			t.Errorf("output digests %v: want r1's equal to r7's (the same rows) and unlike r4's", digests)
 		}
 	})
 }

@@ -1,4 +1,13 @@
-package files
+// Package setdigest computes the digest of a set of lines — the SHA-256
+// of the lines sorted bytewise, each followed by '\n' — in bounded memory:
+// beyond a bound, the lines held are sorted into run files in a temporary
+// directory and merged into the hash at the end. Outputs of bounded runs
+// (a staged file version, a staged SQL table) are described by such a
+// digest, so that two outputs holding the same rows in other files or
+// orders agree, whatever their size.
+//
+// It may import only the standard library.
+package setdigest
 
 import (
 	"bufio"
@@ -14,14 +23,13 @@ import (
 	"strings"
 )
 
-// setDigest computes the digest of a set of lines: the SHA-256 of the
-// lines sorted (bytewise), each followed by '\n'. It holds at most about
+// Digest computes the digest of a set of lines: the SHA-256 of the lines
+// sorted (bytewise), each followed by '\n'. It holds at most about
 // maxBytes of lines in memory: beyond that it sorts what it holds into a
 // run file in a temporary directory and, at the end, merges the runs into
-// the hash, so that a version of any size is described in bounded memory.
-// Lines must not contain '\n' (JSON lines do not). Not safe for
-// concurrent use; Close removes the run files.
-type setDigest struct {
+// the hash. Lines must not contain '\n' (JSON lines and quoted values do
+// not). Not safe for concurrent use; Close removes the run files.
+type Digest struct {
 	maxBytes int
 	lines    []string
 	held     int
@@ -30,19 +38,21 @@ type setDigest struct {
 	runs     []string // run files, each sorted
 }
 
-// defaultDigestMemory is how many bytes of lines a setDigest holds before
-// it spills them to a run file.
-const defaultDigestMemory = 64 << 20
+// DefaultMemory is how many bytes of lines a Digest holds before it
+// spills them to a run file, unless told otherwise.
+const DefaultMemory = 64 << 20
 
-func newSetDigest(maxBytes int) *setDigest {
+// New returns an empty Digest holding at most about maxBytes of lines in
+// memory (0: DefaultMemory).
+func New(maxBytes int) *Digest {
 	if maxBytes <= 0 {
-		maxBytes = defaultDigestMemory
+		maxBytes = DefaultMemory
 	}
-	return &setDigest{maxBytes: maxBytes}
+	return &Digest{maxBytes: maxBytes}
 }
 
 // Add adds one line.
-func (d *setDigest) Add(line string) error {
+func (d *Digest) Add(line string) error {
 	d.lines = append(d.lines, line)
 	d.held += len(line) + 16 // the string header too
 	d.n++
@@ -53,10 +63,10 @@ func (d *setDigest) Add(line string) error {
 }
 
 // Len is the number of lines added.
-func (d *setDigest) Len() int64 { return d.n }
+func (d *Digest) Len() int64 { return d.n }
 
 // spill writes the lines held, sorted, to a new run file.
-func (d *setDigest) spill() error {
+func (d *Digest) spill() error {
 	if len(d.lines) == 0 {
 		return nil
 	}
@@ -90,12 +100,12 @@ func (d *setDigest) spill() error {
 	return nil
 }
 
-// maxRuns is how many run files a setDigest keeps before it merges them
+// maxRuns is how many run files a Digest keeps before it merges them
 // into one: the merge reads every run at once, each an open file.
 const maxRuns = 64
 
 // compact merges the run files into one.
-func (d *setDigest) compact() error {
+func (d *Digest) compact() error {
 	p := filepath.Join(d.tmp, fmt.Sprintf("merged-%d", d.n))
 	f, err := os.Create(p)
 	if err != nil {
@@ -119,7 +129,7 @@ func (d *setDigest) compact() error {
 }
 
 // Sum returns "sha256:" and the hex digest of the lines added.
-func (d *setDigest) Sum() (string, error) {
+func (d *Digest) Sum() (string, error) {
 	h := sha256.New()
 	sort.Strings(d.lines)
 	if len(d.runs) == 0 {
@@ -137,7 +147,7 @@ func (d *setDigest) Sum() (string, error) {
 
 // merge writes to w every line of the runs and, with mem, the lines held
 // (sorted), in one bytewise order, each followed by '\n'.
-func (d *setDigest) merge(w io.Writer, mem bool) error {
+func (d *Digest) merge(w io.Writer, mem bool) error {
 	var m mergeHeap
 	for _, p := range d.runs {
 		f, err := os.Open(p)
@@ -180,7 +190,7 @@ func (d *setDigest) merge(w io.Writer, mem bool) error {
 }
 
 // Close removes the run files.
-func (d *setDigest) Close() error {
+func (d *Digest) Close() error {
 	if d.tmp == "" {
 		return nil
 	}
