@@ -184,9 +184,20 @@ func testFullDisk(t *testing.T, whole bool, sizeMiB int, publishFirst bool) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	srv.waitJob(id, "the job to resume without a restart", func(m map[string]any) bool {
-		return m["state"] == "RUNNING" && m["condition"] == nil && strings.Contains(srv.log(), "job resumed after the state store came back")
-	})
+	// It resumes when the store writes again, or, when its broker shares
+	// the disk and is still reloading then, once the broker answers
+	// (CONNECTOR_UNAVAILABLE meanwhile, never FAILED).
+	// A broker reloading its streams may take its own while (the source
+	// asks for its subscription for up to 30 s per start): a longer wait
+	// than waitJob's.
+	if !await.Until(120*time.Second, 100*time.Millisecond, func() bool {
+		m := srv.describe(id)
+		l := srv.log()
+		return m["state"] == "RUNNING" && m["condition"] == nil && (strings.Contains(l, "job resumed after the state store came back") ||
+			strings.Contains(l, "the state store came back; the job waits for its connector") && strings.Contains(l, "the connectors answer again"))
+	}) {
+		t.Fatalf("the job did not resume without a restart: %v\nserver log:\n%s", srv.describe(id)["condition"], srv.log())
+	}
 	if publishFirst {
 		// The broker shared the full disk: it accepts publishes again,
 		// without a restart, within a few retry intervals.

@@ -76,8 +76,8 @@ func (s *Core) RefuseIfStoreFailed() error {
 
 // withCondition adds to an active job's record what keeps it from
 // processing or committing: the store's fault, a sink commit being retried
-// (fault_sink.go), a connector being waited for (fault_connector.go), or a resumption after a restart that has not happened
-// yet.
+// (fault_sink.go), a connector being waited for (fault_connector.go), or
+// a resumption after a restart that has not happened yet.
 func (s *Core) WithCondition(j *record.Job) *record.Job {
 	if j == nil || !j.Active() {
 		return j

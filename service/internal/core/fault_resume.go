@@ -200,11 +200,22 @@ func (s *Core) activeJobIDs() ([]string, error) {
 // (relaunch), with an event saying so.
 func (s *Core) resumeAfterFault(ctx context.Context, id string, f *storeFault) error {
 	j, started, err := s.relaunch(ctx, id)
-	if err != nil || !started {
+	if err != nil {
 		return err
 	}
 	d := map[string]any{"code": string(errcode.StorageUnavailable), "set": false, "since": f.since}
 	msg := fmt.Sprintf("the state store writes again (it failed at %s: %v): the job resumed", f.since.UTC().Format(time.RFC3339), f.cause)
+	if !started {
+		if _, waits := s.connFaults.Load(id); !waits {
+			return nil // it runs already, ended, or failed to start: its record says why
+		}
+		// Its broker is not back yet (it shares the disk, and reloads):
+		// the connector retry starts it.
+		msg = fmt.Sprintf("the state store writes again (it failed at %s: %v): the job waits for its connector (CONNECTOR_UNAVAILABLE) and starts again from its last durable checkpoint once it answers", f.since.UTC().Format(time.RFC3339), f.cause)
+		s.Emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
+		s.Opts.Logger.Info("the state store came back; the job waits for its connector", "job_id", j.ID, "job_name", j.Name)
+		return nil
+	}
 	if j.LastCheckpoint != nil {
 		d["epoch"] = j.LastCheckpoint.Epoch
 		msg += fmt.Sprintf(" from checkpoint %d", j.LastCheckpoint.Epoch)
