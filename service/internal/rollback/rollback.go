@@ -205,6 +205,12 @@ func (s *Rollback) Do(ctx context.Context, req RollbackRequest) (*RollbackResult
 	}
 	rec, err := s.Store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
+		// Its expiry may have deleted it since it was found (the sweep
+		// takes no job name's guard): then it expired, nothing is corrupt.
+		if now, rerr := s.snaps.ReadSnapshot(snap.ID); rerr == nil && now.State == record.SnapshotDeleted {
+			return nil, errcode.Errorf(errcode.RollbackSnapshotExpired, "the rollback snapshot %s of generation %d of %s was deleted at %s, while this request read it (the rollback retention had passed); nothing changed",
+				snap.ID, snap.Generation, req.Name, now.StateTime.UTC().Format(time.RFC3339))
+		}
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "rollback snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {

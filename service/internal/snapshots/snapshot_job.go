@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/service/internal/core"
@@ -111,6 +112,11 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 	}
 	rec, err := s.Store.SnapshotRecord(snap.ID)
 	if errors.Is(err, state.ErrNotFound) {
+		// Deleted (expired, or a delete request) since it was read: the
+		// answer a DELETED snapshot gets, not a corruption.
+		if now, rerr := s.ReadSnapshot(snap.ID); rerr == nil && now.State == record.SnapshotDeleted {
+			return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is DELETED (it was deleted at %s, while this request read it): only a READY snapshot can start a job", snap.ID, now.StateTime.UTC().Format(time.RFC3339))
+		}
 		return nil, errcode.Errorf(errcode.SnapshotCorrupt, "snapshot %s is READY but its data is missing", snap.ID)
 	}
 	if err != nil {
