@@ -237,7 +237,27 @@ func (cm *clusterMember) campaign() (*service.Service, *cluster.Leadership, bool
 	l, err := cm.m.Campaign(cm.ctx, replica)
 	for errors.Is(err, cluster.ErrReplicaBehind) && cm.ctx.Err() == nil {
 		cm.p.log.Info("the replica is older than the cluster's log: restoring the base image", "reason", err.Error())
-		if replica, err = cm.restoreBase(replica); err == nil {
+		restored, rerr := cm.restoreBase(replica)
+		if rerr == nil {
+			replica = restored
+			l, err = cm.m.Campaign(cm.ctx, replica)
+			continue
+		}
+		if restored == nil {
+			err = rerr // the old replica could not be opened again either
+			break
+		}
+		// The old replica is back in place (a NATS timeout while the base
+		// image was read, after a partition healed): ask again, later.
+		replica = restored
+		cm.p.log.Warn(fmt.Sprintf("restoring the base image failed: retrying in %s", baseRestoreRetry), "error", rerr.Error())
+		t := time.NewTimer(baseRestoreRetry)
+		select {
+		case <-cm.ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if cm.ctx.Err() == nil {
 			l, err = cm.m.Campaign(cm.ctx, replica)
 		}
 	}
@@ -340,9 +360,15 @@ func (cm *clusterMember) stepDown(svc *service.Service, l *cluster.Leadership) e
 	return nil
 }
 
+// baseRestoreRetry is how long a member waits before it asks again for
+// a base image it could not read.
+const baseRestoreRetry = 2 * time.Second
+
 // restoreBase replaces the data directory's store by the cluster's base
 // image: the old one is closed and moved aside (removed once the base
-// image is in place), and the new one opened as the replica.
+// image is in place), and the new one opened as the replica. When the
+// base image cannot be read, the old replica is put back and opened again
+// and returned with the error (nil when that failed too).
 func (cm *clusterMember) restoreBase(old *state.Store) (*state.Store, error) {
 	dir := filepath.Join(cm.p.dir, "state")
 	aside := dir + ".replaced"
@@ -361,9 +387,18 @@ func (cm *clusterMember) restoreBase(old *state.Store) (*state.Store, error) {
 	if _, err := cm.m.RestoreBase(cm.ctx, dir); err != nil {
 		_ = os.RemoveAll(dir)
 		if rerr := os.Rename(aside, dir); rerr != nil {
-			err = errors.Join(err, rerr)
+			return nil, errors.Join(err, rerr)
 		}
-		return nil, err
+		// The old replica is back: open it again, so that the caller can
+		// follow the log and try again.
+		replica, oerr := state.Open(dir, cm.p.log)
+		if oerr != nil {
+			return nil, errors.Join(err, oerr)
+		}
+		cm.mu.Lock()
+		cm.follower = replica
+		cm.mu.Unlock()
+		return replica, err
 	}
 	if err := os.RemoveAll(aside); err != nil {
 		cm.p.log.Warn("could not remove the replaced replica", "dir", aside, "error", err)
