@@ -109,11 +109,7 @@ func testFullDisk(t *testing.T, whole bool, sizeMiB int, publishFirst bool) {
 		disk = dir
 	}
 	mountTmpfs(t, disk, sizeMiB)
-	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipeline, db := writeOrdersPipeline(t, work, "totals")
 	f := newOrdersFeed(t, work)
 	srv := startServerArgs(t, dir, "--storage-retry-interval", "200ms")
 	id, sub := f.start(srv, pipeline)
@@ -247,6 +243,18 @@ func tableTotal(t *testing.T, db string) string {
 	return fmt.Sprintf("%d rows, total %d", n, sum)
 }
 
+// writeOrdersPipeline writes ordersTotalsYAML, with its table in
+// WORK/NAME.db, to WORK/NAME.yaml and returns the two paths.
+func writeOrdersPipeline(t *testing.T, work, name string) (pipeline, db string) {
+	t.Helper()
+	db = filepath.Join(work, name+".db")
+	pipeline = filepath.Join(work, name+".yaml")
+	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pipeline, db
+}
+
 // ordersTotalsYAML is the pipeline of the fault tests: ReadFromPubSub →
 // per-key sums in one-minute windows → WriteToSql upsert into SQLite db.
 func ordersTotalsYAML(db string) string {
@@ -375,11 +383,7 @@ func TestCLIServerSinkUnavailable(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipeline, db := writeOrdersPipeline(t, work, "totals")
 	f := newOrdersFeed(t, work)
 	srv := startServerArgs(t, dir, "--storage-retry-interval", "200ms")
 	id, sub := f.start(srv, pipeline)

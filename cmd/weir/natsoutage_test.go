@@ -1,38 +1,14 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/weir-dev/weir/internal/await"
+	"github.com/weir-dev/weir/internal/natscluster"
 )
-
-// startNATS starts a NATS server with JetStream on 127.0.0.1:port (0: any
-// free port) storing in storeDir, and returns it; the test's end shuts it
-// down.
-func startNATS(t *testing.T, port int, storeDir string) *server.Server {
-	t.Helper()
-	if port == 0 {
-		port = -1
-	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(20 * time.Second) {
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns
-}
 
 // TestCLIServerNATSOutage runs a real weir server on an external NATS
 // server with a job ReadFromPubSub → windowed Combine → WriteToSql, and
@@ -54,24 +30,15 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
-	store := t.TempDir()
-	ns := startNATS(t, 0, store)
-	port := ns.Addr().String()
-	natsURL := "nats://" + port
+	nc := natscluster.Start(t, 1, 0)
+	natsURL := nc.URLs()
 	dir, work := t.TempDir(), t.TempDir()
-	db := filepath.Join(work, "totals.db")
-	pipeline := filepath.Join(work, "p.yaml")
-	if err := os.WriteFile(pipeline, []byte(ordersTotalsYAML(db)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pipeline, db := writeOrdersPipeline(t, work, "totals")
 	f := newOrdersFeed(t, work)
 	srv := startServerArgs(t, dir, "--nats-url", natsURL, "--storage-retry-interval", "300ms")
 	id, sub := f.start(srv, pipeline)
 	// A second job on the same topic, cancelled while the broker is away.
-	other := filepath.Join(work, "other.yaml")
-	if err := os.WriteFile(other, []byte(ordersTotalsYAML(filepath.Join(work, "other.db"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	other, _ := writeOrdersPipeline(t, work, "other")
 	r := srv.cli(work, "run", other, "--job-name", "other")
 	if r.code != ExitOK {
 		t.Fatalf("run other: %d %s", r.code, r.stderr)
@@ -83,8 +50,7 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	srv.waitJob(id, "rows committed", func(map[string]any) bool { return tableTotal(t, db) != "" })
 	floor := f.ackFloor(srv, sub)
 
-	ns.Shutdown()
-	ns.WaitForShutdown()
+	nc.StopServer(0)
 	// A rescale while the broker is away: the job's new execution cannot
 	// open its subscription.
 	for _, ref := range []string{id, otherID} {
@@ -131,7 +97,9 @@ func TestCLIServerNATSOutage(t *testing.T) {
 
 	// The NATS server comes back on the same port with the same storage:
 	// the job reads on by itself.
-	startNATS(t, portOf(t, port), store)
+	if err := nc.StartServer(0); err != nil {
+		t.Fatal(err)
+	}
 	srv.waitJob(id, "the condition to clear", func(m map[string]any) bool {
 		return m["state"] == "RUNNING" && m["condition"] == nil
 	})
@@ -151,14 +119,4 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	}
 	drainAndCheckTotals(t, srv, work, id, db, f.want, f.wantN)
 	srv.stop(syscall.SIGTERM)
-}
-
-// portOf returns the port of address host:port.
-func portOf(t *testing.T, addr string) int {
-	t.Helper()
-	var p int
-	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &p); err != nil {
-		t.Fatalf("port of %s: %v", addr, err)
-	}
-	return p
 }
