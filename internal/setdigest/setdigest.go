@@ -132,14 +132,7 @@ func (d *Digest) compact() error {
 func (d *Digest) Sum() (string, error) {
 	h := sha256.New()
 	sort.Strings(d.lines)
-	if len(d.runs) == 0 {
-		for _, l := range d.lines {
-			io.WriteString(h, l)
-			h.Write([]byte{'\n'})
-		}
-		return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-	}
-	if err := d.merge(h, true); err != nil {
+	if err := d.merge(h, true); err != nil { // the lines held alone, when no run spilled
 		return "", err
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil

@@ -198,21 +198,10 @@ func publishTx(ctx context.Context, tx pubTx, st *Stage, stage string, now time.
 // differ between two runs of the same output.
 var digestSkip = map[string]bool{"updated_at": true, "job_id": true, "generation": true}
 
-// OutputDigest returns "sha256:" and the hex SHA-256 of rows (of columns
-// cols) as a set: each row's values but the bookkeeping columns
-// (updated_at, job_id, generation), rows sorted.
-func OutputDigest(cols []string, rows [][]any) string {
-	d := setdigest.New(0)
-	defer d.Close()
-	for _, r := range rows {
-		_ = d.Add(digestLine(cols, r)) // in memory: rows are
-	}
-	sum, _ := d.Sum()
-	return sum
-}
-
-// digestLine is row r (of columns cols) as a line of an output digest:
-// its values but the bookkeeping columns, each quoted, separated by 0x1f.
+// digestLine is row r (of columns cols) as a line of a publication's
+// output digest (a set of lines: package setdigest): its values but the
+// bookkeeping columns (updated_at, job_id, generation), each quoted,
+// separated by 0x1f.
 func digestLine(cols []string, r []any) string {
 	var b strings.Builder
 	for j, v := range r {
