@@ -484,6 +484,65 @@ func (c *checker) checkSource(o, n *graph.Step) {
 		"source %s read %s and would read %s: the running job's read positions do not apply to another source", stepRef(o.Name, n.Name), describeIO(o.Source), describeIO(n.Source))
 }
 
+// checkKey checks a matched keyed step's key: unchanged, or changed with
+// a declared re-key from exactly the running step's key fields (YAML
+// Combine's migrations: rekey).
+func (c *checker) checkKey(o, n *graph.Step, ref, dropFix string) {
+	old := keyFieldNames(o.KeyCoder)
+	if from := RekeyedFrom(n); from != nil {
+		switch {
+		case !slices.Equal(from, old):
+			c.fail(o.Name, errcode.RekeyFromMismatch, fmt.Sprintf("declare rekey: {from: [%s]}, the running step's key fields", strings.Join(old, ", ")),
+				"%s declares a re-key from (%s), but the running step's key is %s", ref, strings.Join(from, ", "), coderString(o.KeyCoder))
+		case !scalarKey(o.KeyCoder):
+			c.fail(o.Name, errcode.KeyCoderChanged, fmt.Sprintf("keep the key as it was (%s), or %s", coderString(o.KeyCoder), dropFix),
+				"%s: a re-key reads scalar key fields (int, float, bool, string, timestamp); the running step's key is %s", ref, coderString(o.KeyCoder))
+		default:
+			c.warn(o.Name, errcode.StateRekeyed, "%s: its key changes from %s to %s by the declared re-key: every key the running version stored moves to its new key, and the accumulators of keys that meet there merge window by window",
+				ref, coderString(o.KeyCoder), coderString(n.KeyCoder))
+		}
+		return
+	}
+	if coderEqual(o.KeyCoder, n.KeyCoder) {
+		return
+	}
+	fix := fmt.Sprintf("keep the key as it was (%s; for YAML, the group_by fields and their types), or %s", coderString(o.KeyCoder), dropFix)
+	if old != nil && o.Kind == graph.KindCombinePerKey && scalarKey(o.KeyCoder) && scalarKey(n.KeyCoder) {
+		fix = fmt.Sprintf("declare the re-key on the Combine (migrations: {rekey: {from: [%s]}}: each stored key moves to its new key and accumulators that meet there merge), %s", strings.Join(old, ", "), fix)
+	}
+	c.fail(o.Name, errcode.KeyCoderChanged, fix,
+		"%s: its key changed from %s to %s: the keys of its stored state could not be read or would hash to other key groups", ref, coderString(o.KeyCoder), coderString(n.KeyCoder))
+}
+
+// keyFieldNames returns the field names of a YAML Combine's key coder
+// (its group_by fields), or nil for another coder.
+func keyFieldNames(k *graph.Coder) []string {
+	if k == nil || len(k.Fields) == 0 {
+		return nil
+	}
+	out := make([]string, len(k.Fields))
+	for i, f := range k.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// scalarKey reports whether every field of key coder k is a scalar whose
+// key encoding decodes to the value itself.
+func scalarKey(k *graph.Coder) bool {
+	if k == nil {
+		return false
+	}
+	for _, f := range k.Fields {
+		switch f.Type {
+		case "int", "float", "bool", "string", "timestamp":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // checkKeyed checks a matched keyed step: what it stores and its input's windowing.
 func (c *checker) checkKeyed(o, n *graph.Step) {
 	ref := stepRef(o.Name, n.Name)
@@ -493,10 +552,7 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 			"%s was a %s step and is a %s step in the new pipeline: the new step cannot read the old one's state (%s)", ref, o.Kind, n.Kind, describeStored(o))
 		return
 	}
-	if !coderEqual(o.KeyCoder, n.KeyCoder) {
-		c.fail(o.Name, errcode.KeyCoderChanged, fmt.Sprintf("keep the key as it was (%s; for YAML, the group_by fields and their types), or %s", coderString(o.KeyCoder), dropFix),
-			"%s: its key changed from %s to %s: the keys of its stored state could not be read or would hash to other key groups", ref, coderString(o.KeyCoder), coderString(n.KeyCoder))
-	}
+	c.checkKey(o, n, ref, dropFix)
 	oi, ni := inputCollection(c.oldG, o), inputCollection(c.newG, n)
 	switch o.Kind {
 	case graph.KindCombinePerKey:

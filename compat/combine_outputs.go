@@ -58,6 +58,15 @@ type combineMigrationConfig struct {
 	Renamed map[string]string `json:"renamed_outputs"`
 	// Lossy lists the outputs declared allow_lossy.
 	Lossy []string `json:"lossy_outputs"`
+	// RekeyedFrom lists the key fields of the earlier version a declared
+	// re-key reads (migrations: rekey: from).
+	RekeyedFrom []string `json:"rekeyed_from"`
+}
+
+// RekeyedFrom returns the earlier key fields YAML Combine s declares a
+// re-key from (migrations: rekey), or nil.
+func RekeyedFrom(s *graph.Step) []string {
+	return combineMigrations(s).RekeyedFrom
 }
 
 // combineMigrations reads the migrations step s recorded; none for a nil

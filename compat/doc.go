@@ -49,6 +49,8 @@
 //	                          output's values
 //	COMBINE_RENAME_UNKNOWN    an output declares renamed_from a name the
 //	                          running Combine has no output of
+//	REKEY_FROM_MISMATCH       a Combine declares a re-key from other fields
+//	                          than the running step's key fields
 //	MAPPING_UNKNOWN_STEP      a mapping key names no step of OLD, or a mapping
 //	                          value names no step of NEW
 //	MAPPING_CONFLICT          two steps of OLD map to one step name of NEW
@@ -70,6 +72,10 @@
 //	COMBINE_OUTPUT_RENAMED    a YAML Combine output has another name at the same
 //	                          position, undeclared: its accumulator carries on
 //	                          under the new name (declare renamed_from)
+//	STATE_REKEYED             a YAML Combine declares a re-key from the running
+//	                          step's key fields (its group_by or their values
+//	                          change): every stored key moves to its new key,
+//	                          accumulators that meet there merge
 //	COMBINE_OUTPUT_WIDENED    a YAML Combine output's value field widened from
 //	                          int to float under sum, min, max or mean: the
 //	                          stored accumulators carry on, read as floats

@@ -398,6 +398,9 @@ const (
 	// CombineRenameUnknown: a Combine output declares renamed_from a name
 	// the running Combine has no output of.
 	CombineRenameUnknown Code = "COMBINE_RENAME_UNKNOWN"
+	// RekeyFromMismatch: a Combine declares a re-key from other key
+	// fields than the running step's key fields.
+	RekeyFromMismatch Code = "REKEY_FROM_MISMATCH"
 	// MappingUnknownStep (KindInvalid): a mapping names a step that does not exist.
 	MappingUnknownStep Code = "MAPPING_UNKNOWN_STEP"
 	// MappingConflict (KindInvalid): two steps of OLD map to one step name of NEW.
@@ -435,6 +438,10 @@ const (
 	// from float to int under sum, min, max or latest, declared with
 	// allow_lossy: its stored accumulators carry on, truncated to ints.
 	CombineOutputNarrowed Code = "COMBINE_OUTPUT_NARROWED"
+	// StateRekeyed: a YAML Combine declares a re-key from the running
+	// step's key fields (migrations: rekey): every stored key moves to
+	// its new key, colliding accumulators merge.
+	StateRekeyed Code = "STATE_REKEYED"
 	// SourcePositionsDropped: a source's read positions are dropped on purpose.
 	SourcePositionsDropped Code = "SOURCE_POSITIONS_DROPPED"
 	// StateDropped: a keyed step was mapped to "": its state is dropped.
@@ -565,6 +572,7 @@ func registry() []Info {
 		{SourceChanged, compat, KindConflict, http.StatusConflict},
 		{CombineOutputsReordered, compat, KindConflict, http.StatusConflict},
 		{CombineRenameUnknown, compat, KindConflict, http.StatusConflict},
+		{RekeyFromMismatch, compat, KindConflict, http.StatusConflict},
 		{MappingUnknownStep, compat, KindInvalid, http.StatusBadRequest},
 		{MappingConflict, compat, KindInvalid, http.StatusBadRequest},
 		{WindowParamsChanged, compat, KindWarning, http.StatusOK},
@@ -575,6 +583,7 @@ func registry() []Info {
 		{AccumulatorMigrated, compat, KindWarning, http.StatusOK},
 		{StateMigrated, compat, KindWarning, http.StatusOK},
 		{CombineOutputNarrowed, compat, KindWarning, http.StatusOK},
+		{StateRekeyed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},
 		{StoredWindowFieldsDropped, compat, KindWarning, http.StatusOK},

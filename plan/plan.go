@@ -301,8 +301,9 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 		}
 		for _, w := range warns[name] {
 			// A Go SDK step's declared migration (weir.MigrateAccumulator,
-			// weir.MigrateState): its state is kept through it.
-			if (w.Code == errcode.AccumulatorMigrated || w.Code == errcode.StateMigrated) && st.Action != Refused && st.Action != Dropped {
+			// weir.MigrateState), or a Combine's re-key: its state is kept
+			// through it.
+			if (w.Code == errcode.AccumulatorMigrated || w.Code == errcode.StateMigrated || w.Code == errcode.StateRekeyed) && st.Action != Refused && st.Action != Dropped {
 				st.Action = Migrated
 			}
 		}

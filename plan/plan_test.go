@@ -340,3 +340,22 @@ func TestPlanGoMigrations(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRekey: a Combine whose key changes with a declared re-key is
+// planned as migrated, with the check's warning; its sink writing to
+// another table is planned as a new table.
+func TestPlanRekey(t *testing.T) {
+	byStore := strings.Replace(strings.Replace(base, "fields: {region: region, amount: amount}", "fields: {region: region, store: order_id, amount: amount}", 1),
+		"group_by: [region]", "group_by: [region, store]", 1)
+	byStore = strings.Replace(byStore, "fields: {region: region, total: total}", "fields: {region: region, store: store, total: total}", 1)
+	byStore = strings.Replace(byStore, "key: [region]", "key: [region, store]", 1)
+	rekeyed := strings.Replace(strings.Replace(byStore, "group_by: [region, store]", "group_by: [region]", 1),
+		"      config:\n        group_by: [region]\n", "      migrations: {rekey: {from: [region, store]}}\n      config:\n        group_by: [region]\n", 1)
+	rekeyed = strings.Replace(strings.Replace(rekeyed, "fields: {region: region, store: store, total: total}", "fields: {region: region, total: total}", 1),
+		"{table: region_totals, key: [region, store]}", "{table: region_only_totals, key: [region]}", 1)
+	p := plan.Make(load(t, byStore), load(t, rekeyed), plan.Options{Strategy: plan.InPlace})
+	wantCompatible(t, p, true)
+	if st := step(t, p, "RegionTotals"); st.Action != plan.Migrated || !strings.Contains(st.Detail, "STATE_REKEYED") {
+		t.Errorf("step = %+v, want migrated with the re-key's warning", st)
+	}
+}

@@ -214,6 +214,9 @@ type aggNode struct {
 	mergedRejects []*contract.PartialStateError
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
+	// rekey is agg when the step declares a re-key migration (rekey.go);
+	// nil otherwise.
+	rekey contract.Rekeyer
 }
 
 type touchRef struct {
@@ -233,6 +236,12 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	n.checked, _ = n.agg.(contract.RejectingAggregator)
 	if ek, ok := n.agg.(contract.EncodedKeyer); ok && ek.KeysFromEncoding() {
 		n.ek = ek
+	}
+	if rk, ok := n.agg.(contract.Rekeyer); ok && rk.RekeysState() {
+		if n.ek == nil {
+			return nil, fmt.Errorf("step %q declares a re-key, which needs a key kept as its encoding (scalar key fields)", sp.step.Name)
+		}
+		n.rekey = rk
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
@@ -313,6 +322,10 @@ func (n *aggNode) keyOf(k *aggKey) (any, error) {
 // same worker count each instance takes its predecessor's whole state; when
 // rescaling, key groups move between workers as the routing table says.
 func (n *aggNode) adopt(olds []node) {
+	if n.rekey != nil && n.oldKeysMove(olds) {
+		n.adoptRekeyed(olds)
+		return
+	}
 	route := n.w.r.route
 	var oldEK contract.EncodedKeyer
 	whole := adoptFrom(n.w, olds, func(old *aggNode) {
@@ -372,38 +385,55 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
+	if n.rekey != nil {
+		return n.restoreRekeyed()
+	}
 	return n.scanRestore(func(kg uint16, key, value []byte) error {
 		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
 		if err != nil {
 			return err
 		}
-		k.setStr(key)
-		k.hash = KeyHash(key)
-		n.group(kg).add(k)
-		if len(dropped) > 0 {
-			// The accumulators hold what the migration made of them: the
-			// next checkpoint stores them so, and a later restore does not
-			// report the failure again.
-			n.markDirty(kg, k)
-			shown := k.key
-			if shown == nil {
-				if shown, err = n.sc.DecodeKey(kb); err != nil {
-					shown = string(kb)
-				}
-			}
-			if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped); err != nil {
-				return err
-			}
-		}
-		n.nkeys++
-		for _, ws := range k.wins {
-			n.setEventTimers(kg, k, ws)
-			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
-			}
-		}
-		return nil
+		return n.restoreKey(kg, key, k, kb, dropped)
 	})
+}
+
+// restoreKey adds k, restored from the store under key in key group kg
+// (kb is its key as the StateCoder stored it, dropped what of its state
+// did not decode), with its timers.
+func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, dropped []droppedState) error {
+	var err error
+	k.setStr(key)
+	k.hash = KeyHash(key)
+	n.group(kg).add(k)
+	if len(dropped) > 0 {
+		// The accumulators hold what the migration made of them: the
+		// next checkpoint stores them so, and a later restore does not
+		// report the failure again.
+		n.markDirty(kg, k)
+		shown := k.key
+		if shown == nil {
+			if shown, err = n.sc.DecodeKey(kb); err != nil {
+				shown = string(kb)
+			}
+		}
+		if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped); err != nil {
+			return err
+		}
+	}
+	n.nkeys++
+	n.setTimers(kg, k)
+	return nil
+}
+
+// setTimers sets the event-time timers and the processing-time deadlines
+// of every window of k, a key restored or moved into key group kg.
+func (n *aggNode) setTimers(kg uint16, k *aggKey) {
+	for _, ws := range k.wins {
+		n.setEventTimers(kg, k, ws)
+		if d := n.m.NextDeadline(&ws.st); d != 0 {
+			heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
+		}
+	}
 }
 
 func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) + n.far.n }

@@ -74,6 +74,8 @@ type aggregator struct {
 	// migrate holds the step's declared state migrations (migrate.go);
 	// nil without.
 	migrate *combineMigrations
+	// rekey is the step's declared re-key (rekey.go); nil without.
+	rekey *rekeyMigration
 }
 
 // AppendKey encodes the group_by values, each as keyenc.Append writes it.
@@ -607,16 +609,23 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if agg.migrate, err = l.parseCombineMigrations(t, agg); err != nil {
 		return nil, err
 	}
+	if agg.rekey, err = l.parseRekey(t, in.schema, keyFields); err != nil {
+		return nil, err
+	}
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: accumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
 	var renamed map[string]string
-	if m := agg.migrate; m != nil && (len(m.renamed) > 0 || len(m.lossy) > 0) {
-		// The declared renames and lossy conversions go in the step's
-		// recorded config, where the compatibility check reads them
-		// (compat.RenamedOutputs, compat.LossyOutputs).
-		renamed = m.renamed
-		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, m.lossy)))
+	var lossy map[string]bool
+	if m := agg.migrate; m != nil {
+		renamed, lossy = m.renamed, m.lossy
+	}
+	if len(renamed) > 0 || len(lossy) > 0 || agg.rekey != nil {
+		// The declared renames, lossy conversions and re-key go in the
+		// step's recorded config, where the compatibility check reads
+		// them (compat.RenamedOutputs, compat.LossyOutputs,
+		// compat.RekeyedFrom).
+		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, agg.rekey)))
 	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
@@ -631,9 +640,10 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 }
 
 // combineConfigWithMigrations is t's recorded config with the outputs
-// renamed in place, as {"renamed_outputs": {NEW: OLD}}, and those allowed
-// a lossy conversion, as {"lossy_outputs": [NAME...]} (sorted).
-func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool) any {
+// renamed in place, as {"renamed_outputs": {NEW: OLD}}, those allowed a
+// lossy conversion, as {"lossy_outputs": [NAME...]} (sorted), and the
+// earlier key fields of a re-key, as {"rekeyed_from": [FIELD...]}.
+func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, rk *rekeyMigration) any {
 	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
@@ -655,8 +665,19 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 		}
 		cfg[lossyOutputsKey] = names
 	}
+	if rk != nil {
+		from := make([]any, len(rk.from))
+		for i, f := range rk.from {
+			from[i] = f
+		}
+		cfg[rekeyedFromKey] = from
+	}
 	return cfg
 }
+
+// rekeyedFromKey is the key of a Combine's recorded step config that
+// lists the earlier key fields of its declared re-key.
+const rekeyedFromKey = "rekeyed_from"
 
 // lossyOutputsKey is the key of a Combine's recorded step config that
 // lists the outputs declared allow_lossy.

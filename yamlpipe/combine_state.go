@@ -23,15 +23,23 @@ func (a *aggregator) EncodeKey(key any) ([]byte, error) {
 	if !ok && key != nil {
 		return nil, fmt.Errorf("combine key has type %T, want a list of group values", key)
 	}
-	out := binary.AppendUvarint(nil, uint64(len(vals)))
+	var out []byte
+	if a.rekey != nil {
+		out = append(out, a.rekey.mark...)
+	}
+	out = binary.AppendUvarint(out, uint64(len(vals)))
 	for _, v := range vals {
 		out = keyenc.Append(out, v)
 	}
 	return out, nil
 }
 
-// DecodeKey reads what EncodeKey wrote.
+// DecodeKey reads what EncodeKey wrote, of this version or another (a
+// re-key's mark is skipped).
 func (a *aggregator) DecodeKey(b []byte) (any, error) {
+	if len(b) >= rekeyMarkLen && b[0] == rekeyMark {
+		b = b[rekeyMarkLen:]
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
 		return nil, fmt.Errorf("corrupt combine key")
@@ -114,6 +122,9 @@ func (a *aggregator) groupCount(enc string) int {
 
 // AppendEncodedKeyFrom appends EncodeKey of the key encoded in enc.
 func (a *aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error) {
+	if a.rekey != nil {
+		dst = append(dst, a.rekey.mark...)
+	}
 	dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
 	return append(dst, enc...), nil
 }

@@ -84,12 +84,15 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *aggregator) (*com
 		return nil, nil
 	}
 	if mn.Kind != yamlnode.Map {
-		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}, not %s", mn.Kind)
+		return nil, l.errf(mn, "migrations must be a mapping with accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}} or rekey: {from: [FIELD...]}, not %s", mn.Kind)
 	}
-	if err := l.checkKeys(mn, "migrations", "accumulators"); err != nil {
+	if err := l.checkKeys(mn, "migrations", "accumulators", "rekey"); err != nil {
 		return nil, err
 	}
 	an := mn.Get("accumulators")
+	if an == nil && mn.Get("rekey") != nil {
+		return nil, nil // a re-key only (parseRekey)
+	}
 	if an == nil || an.Kind != yamlnode.Map {
 		return nil, l.errf(mn, "migrations needs accumulators: {OUTPUT: {init: EXPR} or {renamed_from: OLD}}")
 	}
@@ -294,7 +297,7 @@ func (l *loader) attachMigrations(mn *yamlnode.Node) error {
 			if it.Kind != yamlnode.Map {
 				return l.errf(it, "a top-level migration must be a mapping {step: NAME, accumulators: {...}}, not %s", it.Kind)
 			}
-			if err := l.checkKeys(it, "a top-level migration", "step", "accumulators"); err != nil {
+			if err := l.checkKeys(it, "a top-level migration", "step", "accumulators", "rekey"); err != nil {
 				return err
 			}
 			sn := it.Get("step")
@@ -394,11 +397,19 @@ func (m *combineMigrations) adoptedInitFailed(ac *accumulator, failed string) {
 }
 
 func (a *aggregator) StateRejects() map[string]int64 {
-	if a.migrate == nil {
-		return nil
+	var out map[string]int64
+	if a.migrate != nil {
+		if n := a.migrate.failed.Load(); n > 0 {
+			out = map[string]int64{migrationInitFailed: n}
+		}
 	}
-	if n := a.migrate.failed.Load(); n > 0 {
-		return map[string]int64{migrationInitFailed: n}
+	if a.rekey != nil {
+		if n := a.rekey.failed.Load(); n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[contract.RekeyFailed] = n
+		}
 	}
-	return nil
+	return out
 }

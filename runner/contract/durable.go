@@ -134,6 +134,32 @@ type AdoptedStateRejecter interface {
 	TakeStateRejects(acc any) []*PartialStateError
 }
 
+// Rekeyer is what the Aggregator of a keyed step whose key changed
+// implements to carry the state stored under the earlier key over (a
+// declared re-key migration): every key of the earlier version moves to
+// the key Rekey computes, and the accumulators of keys that land on the
+// same new key are merged with MergeAccumulators, window by window. The
+// runner re-keys only a step whose aggregator keeps keys as their
+// encodings (an EncodedKeyer), at a restore and at an in-place update.
+type Rekeyer interface {
+	// RekeysState reports whether the step declares a re-key.
+	RekeysState() bool
+	// CurrentKey reports whether kb, a key as a StateCoder stored it,
+	// was stored by a version with the current key, so it stays where it
+	// is.
+	CurrentKey(kb []byte) bool
+	// Rekey appends to dst the encoding (as AppendKey writes it) of the
+	// key to which the earlier version's key encoded as enc moves, and
+	// returns the earlier key's values for reports. An error says why
+	// this key cannot move: its state becomes a reject of the migration
+	// (reason RekeyFailed), never a half-migrated job.
+	Rekey(dst []byte, enc string) (moved []byte, old any, err error)
+}
+
+// RekeyFailed is the reject reason of a key whose declared re-key did not
+// evaluate: its state is left out of the new version's.
+const RekeyFailed = "rekey_failed"
+
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
 // be checkpointable. cell names what is encoded: AccumulatorCell for an

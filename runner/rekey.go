@@ -1,0 +1,228 @@
+package runner
+
+// This file is the re-key migration of an aggregation's state
+// (contract.Rekeyer): when a step's key changed and the step declares how
+// an earlier key becomes a new one, every key the earlier version kept —
+// restored from the store, or adopted in memory at an update in place —
+// moves to its new key and key group, the accumulators of keys that land
+// on one new key merge window by window, and the earlier keys' entries are
+// deleted by the first checkpoint, which writes every moved key: the store
+// then holds the new keys only, atomically with that checkpoint. Until it
+// commits, a restart re-keys the earlier checkpoint's state again; the
+// rollback snapshot keeps it as it was.
+//
+// A key moves to another key group, so to another worker's share: every
+// worker reads every key of the step (all key groups), keeps those whose
+// new key group it owns, and deletes the earlier entries in the key groups
+// it owns. Reading is shared; each moved window has one owner, which alone
+// writes it.
+
+import (
+	"fmt"
+
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// rekeyMove gathers, on one worker, the keys moved to the key groups it
+// owns and the earlier keys it deletes.
+type rekeyMove struct {
+	n *aggNode
+	// moved are the new keys that received moved state, in the order they
+	// were made (timers are set in that order, once every merge is done).
+	moved []dirtyRef
+	// tombs are the earlier keys, in the key groups the worker owns, whose
+	// entries the next checkpoint deletes.
+	tombs []dirtyRef
+	buf   []byte
+}
+
+// move moves the windows of the earlier key encoded as enc, stored in key
+// group kg, to its new key. dropped is what of its state did not decode.
+func (m *rekeyMove) move(kg uint16, enc string, wins []*winState, dropped []droppedState) error {
+	n := m.n
+	route := n.w.r.route
+	ownsOld := int(route[kg]) == n.w.id
+	moved, old, err := n.rekey.Rekey(m.buf[:0], enc)
+	if err != nil {
+		if !ownsOld {
+			return nil
+		}
+		m.tombs = append(m.tombs, tombstone(kg, enc))
+		rej := make([]droppedState, 0, len(wins))
+		for _, ws := range wins {
+			rej = append(rej, droppedState{win: ws.w, cell: contract.AccumulatorCell, reason: contract.RekeyFailed, err: err})
+		}
+		n.w.r.opts.Logger.Warn("a key's re-key migration did not evaluate: its state is left out (a reject of the step, reason rekey_failed)",
+			"step", n.sp.step.Name, "key", fmt.Sprint(old), "error", err)
+		return reportStateRejects(n.w, n.sp.step.Name, old, enc, rej)
+	}
+	m.buf = moved
+	h := KeyHash(moved)
+	nkg := uint16(h % uint64(len(route)))
+	if ownsOld && (nkg != kg || string(moved) != enc) {
+		m.tombs = append(m.tombs, tombstone(kg, enc))
+	}
+	if int(route[nkg]) != n.w.id {
+		return nil
+	}
+	g := n.group(nkg)
+	dst := g.findBytes(h, moved)
+	if dst == nil {
+		dst = &aggKey{hash: h}
+		dst.setStr(moved)
+		g.add(dst)
+		n.nkeys++
+		m.moved = append(m.moved, dirtyRef{kg: nkg, k: dst})
+	}
+	for _, ws := range wins {
+		n.mergeMoved(dst, ws)
+	}
+	if len(dropped) > 0 {
+		key, err := n.keyOf(dst)
+		if err != nil {
+			return err
+		}
+		return reportStateRejects(n.w, n.sp.step.Name, key, dst.str, dropped)
+	}
+	return nil
+}
+
+// tombstone is a key that leaves its key group: its checkpoint entry is
+// a deletion.
+func tombstone(kg uint16, enc string) dirtyRef {
+	return dirtyRef{kg: kg, k: &aggKey{str: enc, hash: KeyHash([]byte(enc)), dead: true}}
+}
+
+// finish marks every moved key changed, sets its timers, and marks the
+// earlier keys deleted — except one that a moved key now holds (its new
+// encoding equals an earlier one in the same key group).
+func (m *rekeyMove) finish() {
+	n := m.n
+	for _, d := range m.moved {
+		n.markDirty(d.kg, d.k)
+		n.setTimers(d.kg, d.k)
+	}
+	for _, t := range m.tombs {
+		if g := n.groups[t.kg]; g != nil && g.find(t.k.hash, t.k.str) != nil {
+			continue
+		}
+		n.markDirty(t.kg, t.k)
+	}
+}
+
+// mergeMoved adds ws, a window of an earlier key, to dst: merged into
+// dst's state of the same window when it has one (the accumulators with
+// MergeAccumulators, the trigger states as merging windows merge), else
+// as a window of its own; merging windows (sessions) then merge with
+// those they overlap.
+func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
+	for _, t := range dst.wins {
+		if t.w != ws.w {
+			continue
+		}
+		n.m.Merge(&t.st, ws.st)
+		switch {
+		case t.acc == nil:
+			t.acc = ws.acc
+		case ws.acc != nil:
+			t.acc = n.agg.MergeAccumulators(t.acc, ws.acc)
+		}
+		return
+	}
+	dst.wins = append(dst.wins, ws)
+	if n.merging {
+		n.mergeInto(dst, ws.w)
+	}
+}
+
+// restoreRekeyed is restore for a step that declares a re-key: it reads
+// every key group, keeps the keys stored by the current version in the
+// key groups this worker owns, and moves the earlier version's keys.
+func (n *aggNode) restoreRekeyed() error {
+	route := n.w.r.route
+	all := make([]int, len(route))
+	for i := range all {
+		all[i] = i
+	}
+	m := &rekeyMove{n: n}
+	err := n.w.r.opts.Restore.State.Scan(n.w.r.ctx, n.sp.step.Name, all, func(kg uint16, key, value []byte) error {
+		k, kb, dropped, err := decodeAggKey(n.sc, value, true)
+		if err != nil {
+			return err
+		}
+		if n.rekey.CurrentKey(kb) {
+			if int(route[kg]) != n.w.id {
+				return nil
+			}
+			return n.restoreKey(kg, key, k, kb, dropped)
+		}
+		return m.move(kg, string(key), k.wins, dropped)
+	})
+	if err != nil {
+		return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+	}
+	m.finish()
+	return nil
+}
+
+// oldKeysMove reports whether the keys of the paused instances olds were
+// kept under an earlier key (so an update in place re-keys them): it asks
+// the step about the first key it finds. Without keys there is nothing to
+// move.
+func (n *aggNode) oldKeysMove(olds []node) bool {
+	for _, o := range olds {
+		old, ok := o.(*aggNode)
+		if !ok {
+			continue
+		}
+		for _, g := range old.groups {
+			if g == nil {
+				continue
+			}
+			for _, k := range g.keys {
+				kb, err := appendAggKeyOnly(nil, old.sc, old.ek, k)
+				return err != nil || !n.rekey.CurrentKey(kb)
+			}
+		}
+	}
+	return false
+}
+
+// adoptRekeyed is adopt for a step that re-keys the paused instances'
+// keys: their last snapshot (the handover checkpoint) is encoded first, as
+// they kept it, and the move runs among the restores Start runs on each
+// worker before any worker starts.
+func (n *aggNode) adoptRekeyed(olds []node) {
+	var from []*aggNode
+	for _, o := range olds {
+		if old, ok := o.(*aggNode); ok {
+			n.changes.continueAfter(&old.changes, n.w, false)
+			n.gen = max(n.gen, old.gen)
+			from = append(from, old)
+		}
+	}
+	n.adoptedRej, _ = n.agg.(contract.AdoptedStateRejecter)
+	n.w.restores = append(n.w.restores, func() error {
+		m := &rekeyMove{n: n}
+		for _, old := range from {
+			for kg, g := range old.groups {
+				if g == nil {
+					continue
+				}
+				for _, head := range g.keys {
+					for k := head; k != nil; k = k.next {
+						if k.dead {
+							continue
+						}
+						if err := m.move(uint16(kg), k.str, k.wins, nil); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		m.finish()
+		n.publishKeys()
+		return nil
+	})
+}

@@ -1,0 +1,330 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/service/record"
+	"github.com/weir-dev/weir/yamlpipe"
+)
+
+// rekeyYAML sums the update test's generated events per key and shard (a
+// field computed from the amount) in one-hour windows into table
+// totals_by_shard; %s: the database.
+const rekeyYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {count: 6000, rate: 600, keys: 3, spacing: 1s, seed: 7}
+    - type: MapToFields
+      name: Sharded
+      input: Events
+      config:
+        fields: {key: key, amount: amount, shard: "amount %% 4"}
+    - type: Combine
+      name: Sums
+      input: Sharded
+      windowing: {type: fixed, size: 1h}
+      config:
+        group_by: [key, shard]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteShards
+      input: Sums
+      config: {dsn: %s, table: totals_by_shard, key: [key, shard]}
+`
+
+// rekeyedYAML is rekeyYAML's next version: the Combine sums per key only
+// (group_by [key]) into table totals, declaring the re-key from
+// (key, shard) with migration %s; %s: the database.
+const rekeyedYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {count: 6000, rate: 600, keys: 3, spacing: 1s, seed: 7}
+    - type: MapToFields
+      name: Sharded
+      input: Events
+      config:
+        fields: {key: key, amount: amount, shard: "amount %% 4"}
+    - type: Combine
+      name: Sums
+      input: Sharded
+      windowing: {type: fixed, size: 1h}
+%s      config:
+        group_by: [key]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Sums
+      config: {dsn: %s, table: totals, key: [key]}
+`
+
+// TestUpdateRekeysState changes a running Combine's key from (key, shard)
+// to key, in place, while its one-hour windows are open: refused without a
+// declared re-key (the fix names it) or with one from other fields; with
+// it, every (key, shard) accumulator moves to its key and those that meet
+// merge, so every window's total and count equals a run of the new
+// pipeline from scratch over the same events.
+func TestUpdateRekeysState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	want := oracle(t, dir)
+	db := filepath.Join(dir, "job.sqlite")
+	s := openService(t, filepath.Join(dir, "data"))
+	old := submit(t, s, "totals", fmt.Sprintf(rekeyYAML, db), dir)
+	waitElements(t, s, old.ID, "Events", 1500)
+
+	refused := []struct {
+		name, migration string
+		code            errcode.Code
+		text            string
+	}{
+		{"no migration", "", errcode.KeyCoderChanged, "rekey: {from: [key, shard]}"},
+		{"from other fields", "      migrations:\n        rekey: {from: [shard, key]}\n", errcode.RekeyFromMismatch, "declare rekey: {from: [key, shard]}"},
+	}
+	for _, r := range refused {
+		res, err := s.Update(context.Background(), UpdateRequest{
+			SubmitRequest: SubmitRequest{Name: "totals", Pipeline: fmt.Sprintf(rekeyedYAML, r.migration, db), BaseDir: dir}})
+		if err == nil || res.Report.Compatible {
+			t.Fatalf("%s: the update went ahead: %+v", r.name, res.Report)
+		}
+		found := false
+		for _, e := range res.Report.Errors {
+			found = found || (e.Code == r.code && strings.Contains(e.Fix, r.text))
+		}
+		if !found {
+			t.Errorf("%s: want %s with a fix naming %q, got %+v", r.name, r.code, r.text, res.Report.Errors)
+		}
+	}
+	if j, err := s.Get(old.ID); err != nil || j.State != record.StateRunning {
+		t.Fatalf("after the refused updates the job is %v (%v)", j.State, err)
+	}
+
+	next := fmt.Sprintf(rekeyedYAML, "      migrations:\n        rekey: {from: [key, shard]}\n", db)
+	res, err := s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: next, BaseDir: dir}})
+	if err != nil || !res.Report.Compatible || res.Job == nil {
+		t.Fatalf("update: %v (report %+v)", err, res.Report)
+	}
+	found := false
+	for _, w := range res.Report.Warnings {
+		found = found || w.Code == errcode.StateRekeyed
+	}
+	if !found {
+		t.Errorf("report lacks the warning %s: %+v", errcode.StateRekeyed, res.Report.Warnings)
+	}
+	nj := waitDone(t, s, res.Job.ID)
+	if nj.State != record.StateDone {
+		t.Fatalf("new job: %s", nj.State)
+	}
+	// The oracle sums per key over every event; the first window was open
+	// at the update, so its total is made of the moved shards' partial
+	// sums and what came after, and so is every later window.
+	got := tableRows(t, db)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after the re-key the table holds:\n%s\nthe new pipeline from scratch:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The windows the old version closed before the update hold per-shard
+	// rows (none here at 1h windows), the rest are only in totals.
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var shardRows int
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM totals_by_shard`).Scan(&shardRows); err != nil {
+		t.Fatal(err)
+	}
+	if shardRows != 0 {
+		t.Errorf("the old version wrote %d per-shard rows: the update came after a window closed, the test needs it earlier", shardRows)
+	}
+}
+
+// TestRekeyRefusedAtLoad: a re-key that cannot be applied is refused when
+// the pipeline loads, at its line and column.
+func TestRekeyRefusedAtLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, migration, want string }{
+		{"unknown from field", "      migrations:\n        rekey: {from: [key, zone]}\n", `"zone", which is not a field of the Combine's input`},
+		{"unchanged key", "      migrations:\n        rekey: {from: [key]}\n", "the key does not change"},
+		{"new field without expression", "      migrations:\n        rekey: {from: [shard]}\n", `the new group_by field "key" is not one of from`},
+		{"expression for another field", "      migrations:\n        rekey: {from: [key, shard], key: {region: \"key\"}}\n", `key names "region"`},
+		{"unknown option", "      migrations:\n        rekey: {from: [key, shard], merge: sum}\n", "merge"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := yamlpipe.Load("p.yaml", []byte(fmt.Sprintf(rekeyedYAML, tc.migration, "x.sqlite")), yamlpipe.Options{BaseDir: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p.yaml:") {
+				t.Errorf("load: %v; want an error at p.yaml:LINE:COL saying %q", err, tc.want)
+			}
+		})
+	}
+	_, err := yamlpipe.Load("p.yaml", []byte(fmt.Sprintf(rekeyedYAML, "      migrations:\n        rekey: {from: [key, shard], key: {key: \"key + '-x'\"}}\n", "x.sqlite")), yamlpipe.Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("a re-key with an expression: %v", err)
+	}
+}
+
+// rekeyRecipeYAML reads recipeYAML's topic and sums per group of keys
+// (%s: the group of a message's key), declaring the re-key of the per-key
+// state it starts from (%s: the group of a stored key); %s: the database.
+const rekeyRecipeYAML = `pipeline:
+  transforms:
+    - type: ReadFromPubSub
+      name: Events
+      config:
+        topic: recipe-events
+        schema: {key: string, amount: int}
+    - type: MapToFields
+      name: Grouped
+      input: Events
+      config:
+        fields: {key: "%s", amount: amount}
+    - type: Combine
+      name: Sums
+      input: Grouped
+      migrations:
+        rekey:
+          from: [key]
+          key: {key: "%s"}
+      config:
+        group_by: [key]
+        combine:
+          total: {value: amount, fn: sum}
+          n: {value: amount, fn: count}
+    - type: WriteToSql
+      name: WriteTotals
+      input: Sums
+      config: {dsn: %s, table: totals, key: [key]}
+`
+
+// lowHigh groups keys k0 and k1 as low, the others as high.
+const lowHigh = "key == 'k0' || key == 'k1' ? 'low' : 'high'"
+
+// TestCreateFromSnapshotRekeys restores a snapshot's per-key state into a
+// pipeline that re-keys it (the key's values change: five keys become two
+// groups): the restore moves every stored key to its group and merges the
+// sums, and a restart after the new job's first checkpoints reads the
+// moved keys as they are (not re-keyed twice). Every group's total and
+// count is the snapshot's plus what was published after the cut.
+func TestCreateFromSnapshotRekeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "recipe-events")
+	data := filepath.Join(dir, "data")
+	s := openServiceWithBroker(t, data, b)
+	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
+	cancelAndWait(t, s, j.ID)
+
+	byKey := map[string][2]int64{}
+	addRecipe(byKey, 0, 400)
+	db := filepath.Join(dir, "groups.sqlite")
+	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups",
+		Pipeline: fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID})
+	if err != nil {
+		t.Fatalf("CreateFromSnapshot with a re-key: %v", err)
+	}
+	found := false
+	for _, w := range res.Report.Warnings {
+		found = found || w.Code == errcode.StateRekeyed
+	}
+	if !found {
+		t.Errorf("the report lacks %s: %+v", errcode.StateRekeyed, res.Report.Warnings)
+	}
+	publishRecipe(t, b, 400, 550, byKey)
+	sub := pubsub.SubscriptionName("groups", "Events")
+	waitBacklog(t, s, b, sub)
+	waitCheckpointsAfter(t, s, 2, res.Job.ID)
+	// A restart restores the moved keys from the store.
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = openServiceWithBroker(t, data, b)
+	publishRecipe(t, b, 550, 700, byKey)
+	waitBacklog(t, s, b, sub)
+	got := drainTotals(t, s, res.Job.ID, db)
+
+	want := map[string][2]int64{}
+	for k, v := range byKey {
+		g := "high"
+		if k == "k0" || k == "k1" {
+			g = "low"
+		}
+		w := want[g]
+		want[g] = [2]int64{w[0] + v[0], w[1] + v[1]}
+	}
+	if w := rowsOf(want); strings.Join(got, "\n") != strings.Join(w, "\n") {
+		t.Errorf("the re-keyed job (group total count):\n%s\nthe snapshot's sums by group and what came after:\n%s", strings.Join(got, "\n"), strings.Join(w, "\n"))
+	}
+}
+
+// TestRekeyFailureIsAReject: a re-key expression that fails for one
+// stored key (here k4's) leaves that key's state out — a reject of the
+// step with reason rekey_failed, counted and sent as a dead letter naming
+// the key — and moves every other key: the job runs on.
+func TestRekeyFailureIsAReject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "recipe-events")
+	s := openServiceWithBroker(t, filepath.Join(dir, "data"), b)
+	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
+	cancelAndWait(t, s, j.ID)
+
+	db := filepath.Join(dir, "all.sqlite")
+	failK4 := "key == 'k4' ? string(1 / (size(key) - 2)) : 'all'"
+	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "all",
+		Pipeline: fmt.Sprintf(rekeyRecipeYAML, "'all'", failK4, db), PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID})
+	if err != nil {
+		t.Fatalf("CreateFromSnapshot: %v", err)
+	}
+	byKey := map[string][2]int64{}
+	addRecipe(byKey, 0, 400)
+	delete(byKey, "k4") // its stored state did not move
+	publishRecipe(t, b, 400, 500, byKey)
+	waitBacklog(t, s, b, pubsub.SubscriptionName("all", "Events"))
+	var total, n int64
+	for _, v := range byKey {
+		total, n = total+v[0], n+v[1]
+	}
+	got := drainTotals(t, s, res.Job.ID, db)
+	if w := fmt.Sprintf("all %d %d", total, n); strings.Join(got, "\n") != w {
+		t.Errorf("the re-keyed job: %q, want %q (every key's state but k4's, and what came after)", got, w)
+	}
+	var dead int
+	for _, ev := range eventsOf(t, s, res.Job.ID, record.EventDeadLetter) {
+		if ev.Details["step"] == "Sums" && ev.Details["reason"] == "rekey_failed" {
+			dead++
+			if !strings.Contains(ev.Message, "k4") || !strings.Contains(ev.Message, "division by zero") {
+				t.Errorf("dead letter %q: want it to name the key k4 and the error", ev.Message)
+			}
+		}
+	}
+	if dead != 1 {
+		t.Errorf("%d dead letters of step Sums with reason rekey_failed, want 1: %v", dead, eventsOf(t, s, res.Job.ID, record.EventDeadLetter))
+	}
+	fin, err := s.Get(res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range fin.Metrics.Steps {
+		if st.Name == "Sums" {
+			if st.RejectsByReason["rekey_failed"] != 1 || st.Rejects < 1 {
+				t.Errorf("Sums: %d rejects, by reason %v; want the failed re-key among them", st.Rejects, st.RejectsByReason)
+			}
+			return
+		}
+	}
+	t.Errorf("no metrics of step Sums: %+v", fin.Metrics.Steps)
+}

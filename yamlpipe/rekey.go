@@ -1,0 +1,246 @@
+package yamlpipe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
+)
+
+// A re-key migration (weir's extension; docs/JOBS.md, "Migrate state"):
+// a Combine whose group_by changed declares the running version's key
+// fields and, for a new key field that is not one of them, how to compute
+// it from them:
+//
+//	- type: Combine
+//	  name: Totals
+//	  config:
+//	    group_by: [region]          # was [region, store]
+//	    combine: {total: {value: amount, fn: sum}}
+//	  migrations:
+//	    rekey:
+//	      from: [region, store]
+//	      key: {region: "region"}   # optional: a CEL expression per new field
+//
+// Every key the running version kept moves to its new key (a new group_by
+// field without an expression takes the old field of its name), and the
+// accumulators of keys that land on one new key merge as the step's
+// combine fns merge them (sums and counts add, min and max keep the
+// extreme, a mean merges its sum and count, latest keeps the latest), in
+// every open window: the re-keyed totals are what the new pipeline would
+// have computed from the same input. The runner moves the keys
+// (contract.Rekeyer) at the update in place, or when a restart or a
+// --create-from-snapshot restores the earlier version's state; what the
+// new version stores is marked (rekeyMark), so a later restore tells the
+// two apart. A key whose expression fails is a reject of the migration
+// (reason rekey_failed), reported with the key.
+
+// rekeyMark starts the stored key encoding (EncodeKey) of a Combine that
+// declares a re-key, followed by a fingerprint of its key fields: an
+// unmarked key, or one marked for other key fields, was stored by an
+// earlier version. No count of group values starts with this byte (a
+// uvarint below 128 is one byte of at most 0x7f; a Combine has far fewer
+// group_by fields than 0x7e<<7).
+const rekeyMark = 0xfe
+
+// rekeyMarkLen is the length of the mark: the byte and a 32-bit
+// fingerprint.
+const rekeyMarkLen = 5
+
+// rekeyMigration is a Combine's compiled re-key.
+type rekeyMigration struct {
+	// from are the earlier version's key fields, in order.
+	from []string
+	// src[i] is the index in from of new key field i, or -1 when expr[i]
+	// computes it.
+	src  []int
+	expr []*celexpr.Program
+	// types are the new key fields' types.
+	types []row.Type
+	names []string
+	scope *celexpr.Scope
+	old   *row.Schema
+	// mark is rekeyMark and the fingerprint of the new key fields.
+	mark []byte
+	// failed counts the keys whose re-key failed.
+	failed atomic.Int64
+}
+
+// parseRekey compiles t's migrations: rekey, for a Combine over input
+// schema in whose key fields are keyFields; nil without one.
+func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Field) (*rekeyMigration, error) {
+	mn := t.migrations
+	if mn == nil || mn.Kind != yamlnode.Map {
+		return nil, nil
+	}
+	rn := mn.Get("rekey")
+	if rn == nil {
+		return nil, nil
+	}
+	const what = "migrations: rekey"
+	if rn.Kind != yamlnode.Map {
+		return nil, l.errf(rn, "%s must be a mapping {from: [OLD_FIELD...], key: {NEW_FIELD: EXPR}}, not %s", what, rn.Kind)
+	}
+	if err := l.checkKeys(rn, what, "from", "key"); err != nil {
+		return nil, err
+	}
+	fn := rn.Get("from")
+	if fn == nil {
+		return nil, l.errf(rn, "%s needs from: [FIELD...], the group_by fields of the running version", what)
+	}
+	from, fromNodes, err := l.strList(fn, what+" from")
+	if err != nil {
+		return nil, err
+	}
+	if len(from) == 0 {
+		return nil, l.errf(fn, "%s: from lists no field: give the running version's group_by fields", what)
+	}
+	if !scalarFields(keyFields) {
+		return nil, l.errf(rn, "%s: a re-key needs scalar group_by fields (int, float, bool, string, timestamp)", what)
+	}
+	var oldFields []row.Field
+	seen := map[string]bool{}
+	for i, f := range from {
+		if seen[f] {
+			return nil, l.errf(fromNodes[i], "%s: from lists %q twice", what, f)
+		}
+		seen[f] = true
+		idx := in.Index(f)
+		if idx < 0 {
+			return nil, l.errf(fromNodes[i], "%s: from names %q, which is not a field of the Combine's input (%s): the earlier key's fields are read with the input's types", what, f, in)
+		}
+		oldFields = append(oldFields, in.Fields[idx])
+	}
+	if !scalarFields(oldFields) {
+		return nil, l.errf(fn, "%s: the earlier key's fields must be scalars (int, float, bool, string, timestamp)", what)
+	}
+	old, err := row.NewSchema(oldFields...)
+	if err != nil {
+		return nil, l.wrapf(fn, err, what)
+	}
+	sc, err := celexpr.NewScope(old, nil, nil)
+	if err != nil {
+		return nil, l.wrapf(rn, err, what)
+	}
+	m := &rekeyMigration{from: from, old: old, scope: sc,
+		src: make([]int, len(keyFields)), expr: make([]*celexpr.Program, len(keyFields))}
+	for i, f := range keyFields {
+		m.names = append(m.names, f.Name)
+		m.types = append(m.types, f.Type)
+		m.src[i] = old.Index(f.Name)
+	}
+	if kn := rn.Get("key"); kn != nil {
+		if kn.Kind != yamlnode.Map {
+			return nil, l.errf(kn, "%s: key must map new group_by fields to CEL expressions over the earlier key's fields, not %s", what, kn.Kind)
+		}
+		for i, k := range kn.Keys {
+			j := -1
+			for x, f := range keyFields {
+				if f.Name == k.Text {
+					j = x
+				}
+			}
+			if j < 0 {
+				return nil, l.errf(k, "%s: key names %q, which is not a group_by field of the Combine (%s)", what, k.Text, strings.Join(m.names, ", "))
+			}
+			prg, _, err := l.compileExpr(sc, kn.Vals[i], fmt.Sprintf("%s key %s", what, k.Text))
+			if err != nil {
+				return nil, err
+			}
+			m.expr[j], m.src[j] = prg, -1
+		}
+	}
+	if sameNames(from, keyFields) && !slices.ContainsFunc(m.expr, func(p *celexpr.Program) bool { return p != nil }) {
+		return nil, l.errf(fn, "%s: from lists the step's group_by fields as they are and key computes none: the key does not change; drop the rekey migration", what)
+	}
+	for i, name := range m.names {
+		if m.src[i] < 0 && m.expr[i] == nil {
+			return nil, l.errf(rn, "%s: the new group_by field %q is not one of from (%s): give it an expression, key: {%s: EXPR}", what, name, strings.Join(from, ", "), name)
+		}
+	}
+	h := fnv.New32a()
+	for _, f := range keyFields {
+		fmt.Fprintf(h, "%s:%s;", f.Name, f.Type)
+	}
+	m.mark = binary.BigEndian.AppendUint32([]byte{rekeyMark}, h.Sum32())
+	return m, nil
+}
+
+// sameNames reports whether names are exactly fs's names, in order.
+func sameNames(names []string, fs []row.Field) bool {
+	if len(names) != len(fs) {
+		return false
+	}
+	for i, f := range fs {
+		if f.Name != names[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var _ contract.Rekeyer = (*aggregator)(nil)
+
+// RekeysState implements contract.Rekeyer.
+func (a *aggregator) RekeysState() bool { return a.rekey != nil }
+
+// CurrentKey implements contract.Rekeyer: kb carries this version's mark.
+func (a *aggregator) CurrentKey(kb []byte) bool {
+	m := a.rekey
+	return m == nil || (len(kb) >= rekeyMarkLen && string(kb[:rekeyMarkLen]) == string(m.mark))
+}
+
+// errRekeyNull is a new key field's expression that evaluated to null.
+var errRekeyNull = errors.New("evaluated to null")
+
+// Rekey implements contract.Rekeyer: it decodes the earlier key's values
+// (as many as from lists), computes the new key fields and appends their
+// key encoding.
+func (a *aggregator) Rekey(dst []byte, enc string) ([]byte, any, error) {
+	m := a.rekey
+	vals := make([]any, 0, len(m.from))
+	rest := enc
+	for rest != "" {
+		v, r, err := keyenc.ReadString(rest)
+		if err != nil {
+			return dst, vals, fmt.Errorf("decoding the stored key: %w", err)
+		}
+		vals, rest = append(vals, v), r
+	}
+	if len(vals) != len(m.from) {
+		return dst, vals, fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
+	}
+	var act *celexpr.Activation
+	for i := range m.names {
+		if j := m.src[i]; j >= 0 {
+			dst = keyenc.Append(dst, vals[j])
+			continue
+		}
+		if act == nil {
+			r := row.New(m.old)
+			copy(r.Values, vals)
+			a := celexpr.NewActivation(m.scope)
+			act = &a
+			act.Reset(r, nil)
+		}
+		v, err := act.EvalValue(m.expr[i], m.types[i])
+		if err == nil && v == nil {
+			err = errRekeyNull
+		}
+		if err != nil {
+			m.failed.Add(1) // the runner logs and reports the key
+			return dst, vals, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
+		}
+		dst = keyenc.Append(dst, v)
+	}
+	return dst, vals, nil
+}
