@@ -78,11 +78,26 @@ const rekeyedYAML = `pipeline:
 // pipeline from scratch over the same events.
 func TestUpdateRekeysState(t *testing.T) {
 	t.Parallel()
+	// One worker, and three becoming two (the keys move to other key
+	// groups and other workers, with a rescale in the same update).
+	for _, w := range [][2]int{{1, 1}, {3, 2}} {
+		t.Run(fmt.Sprintf("workers %d to %d", w[0], w[1]), func(t *testing.T) {
+			t.Parallel()
+			testUpdateRekeysState(t, w[0], w[1])
+		})
+	}
+}
+
+func testUpdateRekeysState(t *testing.T, from, to int) {
 	dir := t.TempDir()
 	want := oracle(t, dir)
 	db := filepath.Join(dir, "job.sqlite")
 	s := openService(t, filepath.Join(dir, "data"))
-	old := submit(t, s, "totals", fmt.Sprintf(rekeyYAML, db), dir)
+	old, err := s.Submit(context.Background(), SubmitRequest{Name: "totals", Pipeline: fmt.Sprintf(rekeyYAML, db), BaseDir: dir,
+		Options: record.JobOptions{NumWorkers: from}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitElements(t, s, old.ID, "Events", 1500)
 
 	refused := []struct {
@@ -112,7 +127,8 @@ func TestUpdateRekeysState(t *testing.T) {
 	}
 
 	next := fmt.Sprintf(rekeyedYAML, "      migrations:\n        rekey: {from: [key, shard]}\n", db)
-	res, err := s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: next, BaseDir: dir}})
+	res, err := s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: next, BaseDir: dir,
+		Options: record.JobOptions{NumWorkers: to}}})
 	if err != nil || !res.Report.Compatible || res.Job == nil {
 		t.Fatalf("update: %v (report %+v)", err, res.Report)
 	}
@@ -214,7 +230,8 @@ const lowHigh = "key == 'k0' || key == 'k1' ? 'low' : 'high'"
 // TestCreateFromSnapshotRekeys restores a snapshot's per-key state into a
 // pipeline that re-keys it (the key's values change: five keys become two
 // groups): the restore moves every stored key to its group and merges the
-// sums, and a restart after the new job's first checkpoints reads the
+// sums (three workers: each reads every key group and keeps what lands in
+// its own), and a restart after the new job's first checkpoints reads the
 // moved keys as they are (not re-keyed twice). Every group's total and
 // count is the snapshot's plus what was published after the cut.
 func TestCreateFromSnapshotRekeys(t *testing.T) {
@@ -231,7 +248,8 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 	addRecipe(byKey, 0, 400)
 	db := filepath.Join(dir, "groups.sqlite")
 	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups",
-		Pipeline: fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID})
+		Pipeline: fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), PipelineFile: "p.yaml", BaseDir: dir,
+		Options: record.JobOptions{NumWorkers: 3}}, SnapshotID: snap.ID})
 	if err != nil {
 		t.Fatalf("CreateFromSnapshot with a re-key: %v", err)
 	}
