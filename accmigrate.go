@@ -36,15 +36,24 @@ type accMigration struct {
 const accumulatorMigrationFailed = "accumulator_migration_failed"
 
 // StateRejects implements contract.StateRejecter: the stored accumulators
-// that did not migrate (their keys started afresh in their windows).
+// that did not migrate (their keys started afresh in their windows) and
+// the stored keys that did not move (RekeyFrom).
 func (c *combineAgg[K, V, A, O]) StateRejects() map[string]int64 {
-	if c.migrate == nil {
-		return nil
+	var out map[string]int64
+	if c.migrate != nil {
+		if n := c.migrate.failed.Load(); n > 0 {
+			out = map[string]int64{accumulatorMigrationFailed: n}
+		}
 	}
-	if n := c.migrate.failed.Load(); n > 0 {
-		return map[string]int64{accumulatorMigrationFailed: n}
+	if c.rekey != nil {
+		if n := c.rekey.failed.Load(); n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[contract.RekeyFailed] = n
+		}
 	}
-	return nil
+	return out
 }
 
 // read migrates one stored accumulator of step. One that does not migrate

@@ -121,6 +121,9 @@ type combineAgg[K comparable, V, A, O any] struct {
 	// migrate reads the accumulators an earlier version stored in another
 	// type (MigrateAccumulator); nil when the step declares none.
 	migrate *accMigration
+	// rekey moves the keys an earlier version stored under another key
+	// (RekeyFrom); nil when the step declares none.
+	rekey *keyMigration
 }
 
 func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
@@ -149,6 +152,10 @@ func (s Scope) keyed(kind graph.Kind, name string, in *graph.Collection, code an
 	if sc.migrate != nil {
 		from := sc.migrate.from
 		step.AccumulatorFrom = &from
+	}
+	if sc.rekey != nil {
+		from := sc.rekey.from
+		step.KeyFrom = &from
 	}
 	if in.Windowing.Fn.IsMerging() && kind == graph.KindStatefulParDo {
 		s.p.addErr(fmt.Errorf("step %q: stateful ParDo over merging (session) windows is not supported", s.fullName(name)))
@@ -196,6 +203,14 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 			return PCollection[KV[K, O]]{}
 		}
 		agg.migrate = m
+	}
+	if m := sc.rekey; m != nil {
+		if want := reflect.TypeFor[K](); m.to != want {
+			s.p.addErr(fmt.Errorf("step %q: RekeyFrom gives a %s, but the combine's key is a %s", s.fullName(name), m.to, want))
+			return PCollection[KV[K, O]]{}
+		}
+		m.mark = rekeyMark(CoderOf[K]())
+		agg.rekey, agg.kvKeyer.mark = m, m.mark
 	}
 	stored := CoderOf[A]()
 	stored.Params = map[string]string{"combine_fn": fnName}

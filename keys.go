@@ -90,6 +90,9 @@ func appendReflect(dst []byte, v reflect.Value, nested bool) []byte {
 // kvKeyer implements contract.Keyer for collections of KV[K, V].
 type kvKeyer[K comparable, V any] struct {
 	appendKey func([]byte, K) []byte
+	// mark starts the stored encoding of every key of a step that
+	// declares a re-key (RekeyFrom); nil otherwise.
+	mark []byte
 }
 
 func (k kvKeyer[K, V]) AppendKey(dst []byte, v any) []byte {

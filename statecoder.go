@@ -57,15 +57,24 @@ func decodeJSON[T any](b []byte) (T, error) {
 }
 
 // EncodeKey implements contract.StateCoder.
-func (k kvKeyer[K, V]) EncodeKey(key any) ([]byte, error) { return encodeJSON(key.(K)) }
+func (k kvKeyer[K, V]) EncodeKey(key any) ([]byte, error) {
+	if k.mark != nil {
+		return appendJSON(append([]byte(nil), k.mark...), key.(K))
+	}
+	return encodeJSON(key.(K))
+}
 
 // AppendEncodedKey implements contract.StateAppender.
 func (k kvKeyer[K, V]) AppendEncodedKey(dst []byte, key any) ([]byte, error) {
-	return appendJSON(dst, key)
+	return appendJSON(append(dst, k.mark...), key)
 }
 
-// DecodeKey implements contract.StateCoder.
+// DecodeKey implements contract.StateCoder. It reads a key stored by a
+// version that declares a re-key too (keyMark).
 func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
+	if len(b) >= keyMarkLen && b[0] == keyMark {
+		b = b[keyMarkLen:]
+	}
 	v, err := decodeJSON[K](b)
 	return v, err
 }

@@ -173,6 +173,8 @@ type stepConfig struct {
 	sink        *graph.IOIdentity
 	// migrate is a combine's accumulator migration (MigrateAccumulator).
 	migrate *accMigration
+	// rekey is a combine's re-key (RekeyFrom).
+	rekey *keyMigration
 	// stateMigrations are a StatefulParDo's state migrations
 	// (MigrateState).
 	stateMigrations []*stateMigration

@@ -488,6 +488,16 @@ func (c *checker) checkSource(o, n *graph.Step) {
 // a declared re-key from exactly the running step's key fields (YAML
 // Combine's migrations: rekey).
 func (c *checker) checkKey(o, n *graph.Step, ref, dropFix string) {
+	if n.KeyFrom != nil {
+		if !coderEqual(n.KeyFrom, o.KeyCoder) {
+			c.fail(o.Name, errcode.RekeyFromMismatch, fmt.Sprintf("declare weir.RekeyFrom from the running step's key, %s", coderString(o.KeyCoder)),
+				"%s declares a re-key from %s, but the running step's key is %s", ref, coderString(n.KeyFrom), coderString(o.KeyCoder))
+			return
+		}
+		c.warn(o.Name, errcode.StateRekeyed, "%s: its key changes from %s to %s by the declared re-key (weir.RekeyFrom): every key the running version stored moves to its new key, and the accumulators of keys that meet there merge window by window",
+			ref, coderString(o.KeyCoder), coderString(n.KeyCoder))
+		return
+	}
 	old := keyFieldNames(o.KeyCoder)
 	if from := RekeyedFrom(n); from != nil {
 		switch {
@@ -507,7 +517,9 @@ func (c *checker) checkKey(o, n *graph.Step, ref, dropFix string) {
 		return
 	}
 	fix := fmt.Sprintf("keep the key as it was (%s; for YAML, the group_by fields and their types), or %s", coderString(o.KeyCoder), dropFix)
-	if old != nil && o.Kind == graph.KindCombinePerKey && scalarKey(o.KeyCoder) && scalarKey(n.KeyCoder) {
+	if o.Kind == graph.KindCombinePerKey && n.Kind == graph.KindCombinePerKey && (n.Fn == nil || !strings.HasSuffix(n.Fn.URN, ":Combine")) {
+		fix = fmt.Sprintf("declare how a stored key becomes a new one with weir.RekeyFrom (each stored key moves, accumulators that meet merge), %s", fix)
+	} else if old != nil && o.Kind == graph.KindCombinePerKey && scalarKey(o.KeyCoder) && scalarKey(n.KeyCoder) {
 		fix = fmt.Sprintf("declare the re-key on the Combine (migrations: {rekey: {from: [%s]}}: each stored key moves to its new key and accumulators that meet there merge), %s", strings.Join(old, ", "), fix)
 	}
 	c.fail(o.Name, errcode.KeyCoderChanged, fix,

@@ -195,9 +195,13 @@ type Step struct {
 	// that type are read through the step's migration (the Go SDK's
 	// MigrateAccumulator), so an update that changes the accumulator keeps
 	// the state.
-	AccumulatorFrom *Coder      `json:"accumulator_from,omitempty"`
-	State           []StateSpec `json:"state,omitempty"`
-	Timers          []TimerSpec `json:"timers,omitempty"`
+	AccumulatorFrom *Coder `json:"accumulator_from,omitempty"`
+	// KeyFrom is the key identity a combine declares it re-keys from (the
+	// Go SDK's RekeyFrom): stored keys of that type move to the step's
+	// key, so an update that changes the key keeps the state.
+	KeyFrom *Coder      `json:"key_from,omitempty"`
+	State   []StateSpec `json:"state,omitempty"`
+	Timers  []TimerSpec `json:"timers,omitempty"`
 	// Windowing is the strategy a window_into step sets on its output.
 	Windowing *window.Strategy `json:"windowing,omitempty"`
 	Source    *IOIdentity      `json:"source,omitempty"`

@@ -238,9 +238,6 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		n.ek = ek
 	}
 	if rk, ok := n.agg.(contract.Rekeyer); ok && rk.RekeysState() {
-		if n.ek == nil {
-			return nil, fmt.Errorf("step %q declares a re-key, which needs a key kept as its encoding (scalar key fields)", sp.step.Name)
-		}
 		n.rekey = rk
 	}
 	n.state, n.log = n, &n.changes

@@ -18,6 +18,7 @@ package runner
 // writes it.
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -36,13 +37,14 @@ type rekeyMove struct {
 	buf   []byte
 }
 
-// move moves the windows of the earlier key encoded as enc, stored in key
-// group kg, to its new key. dropped is what of its state did not decode.
-func (m *rekeyMove) move(kg uint16, enc string, wins []*winState, dropped []droppedState) error {
+// move moves the windows of the earlier key encoded as enc (kb as its
+// StateCoder stored it), in key group kg, to its new key. dropped is what
+// of its state did not decode.
+func (m *rekeyMove) move(kg uint16, kb []byte, enc string, wins []*winState, dropped []droppedState) error {
 	n := m.n
 	route := n.w.r.route
 	ownsOld := int(route[kg]) == n.w.id
-	moved, old, err := n.rekey.Rekey(m.buf[:0], enc)
+	moved, key, old, err := n.rekey.Rekey(m.buf[:0], kb, enc)
 	if err != nil {
 		if !ownsOld {
 			return nil
@@ -70,6 +72,9 @@ func (m *rekeyMove) move(kg uint16, enc string, wins []*winState, dropped []drop
 	if dst == nil {
 		dst = &aggKey{hash: h}
 		dst.setStr(moved)
+		if n.ek == nil {
+			dst.key = key
+		}
 		g.add(dst)
 		n.nkeys++
 		m.moved = append(m.moved, dirtyRef{kg: nkg, k: dst})
@@ -146,6 +151,8 @@ func (n *aggNode) restoreRekeyed() error {
 	}
 	m := &rekeyMove{n: n}
 	err := n.w.r.opts.Restore.State.Scan(n.w.r.ctx, n.sp.step.Name, all, func(kg uint16, key, value []byte) error {
+		// The key is decoded only once it is known to be of this
+		// version: an earlier one's may not decode as today's.
 		k, kb, dropped, err := decodeAggKey(n.sc, value, true)
 		if err != nil {
 			return err
@@ -154,9 +161,14 @@ func (n *aggNode) restoreRekeyed() error {
 			if int(route[kg]) != n.w.id {
 				return nil
 			}
+			if n.ek == nil {
+				if k.key, err = n.sc.DecodeKey(kb); err != nil {
+					return fmt.Errorf("decoding key: %w", err)
+				}
+			}
 			return n.restoreKey(kg, key, k, kb, dropped)
 		}
-		return m.move(kg, string(key), k.wins, dropped)
+		return m.move(kg, bytes.Clone(kb), string(key), k.wins, dropped)
 	})
 	if err != nil {
 		return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
@@ -214,7 +226,11 @@ func (n *aggNode) adoptRekeyed(olds []node) {
 						if k.dead {
 							continue
 						}
-						if err := m.move(uint16(kg), k.str, k.wins, nil); err != nil {
+						kb, err := appendAggKeyOnly(nil, old.sc, old.ek, k)
+						if err != nil {
+							return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
+						}
+						if err := m.move(uint16(kg), kb, k.str, k.wins, nil); err != nil {
 							return err
 						}
 					}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -69,6 +70,20 @@ func TestProgramAccumulatorMigration(t *testing.T) {
 		fix: "weir.MigrateAccumulator", warning: errcode.AccumulatorMigrated, db: db})
 }
 
+// TestProgramRekey: a Go program's update that changes a combine's key
+// type (string "k3" to int64 3) is refused (KEY_CODER_CHANGED, naming
+// weir.RekeyFrom) until the step declares the re-key; then every stored
+// key moves to its new key, also across a restart after the new job's own
+// checkpoints (the moved keys are read as they are): every key's count is
+// exact.
+func TestProgramRekey(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "counts.sqlite")
+	checkProgramMigration(t, programMigration{name: "counts", step: "CountPerKey", v1: countingProgram(db, "v1"),
+		refused: countingProgram(db, "v3"), migrated: countingProgram(db, "v3-rekey"),
+		fix: "weir.RekeyFrom", refusal: errcode.KeyCoderChanged, warning: errcode.StateRekeyed, db: db})
+}
+
 // programMigration is one Go program update across a type change of what
 // a step stores, for checkProgramMigration.
 type programMigration struct {
@@ -76,10 +91,11 @@ type programMigration struct {
 	// v1 runs first; refused changes the stored type without declaring
 	// the migration, migrated declares it.
 	v1, refused, migrated ProgramLoader
-	// fix is what the refusal's fix names; warning the code of the
-	// accepted update's warning.
-	fix     string
-	warning errcode.Code
+	// fix is what the refusal's fix names, refusal the refusal's code
+	// (default STATE_CODER_CHANGED); warning the code of the accepted
+	// update's warning.
+	fix              string
+	refusal, warning errcode.Code
 	// db holds the counts table the programs write.
 	db string
 }
@@ -116,7 +132,7 @@ func checkProgramMigration(t *testing.T, m programMigration) {
 	}
 	var refusal string
 	for _, f := range st.Report.Errors {
-		if f.Code == errcode.StateCoderChanged {
+		if f.Code == cmp.Or(m.refusal, errcode.StateCoderChanged) {
 			refusal = f.Fix
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,9 +34,14 @@ func countingProgram(db, variant string) ProgramLoader {
 		s := p.Root()
 		cfg := weir.GenerateConfig{Count: programCount, Rate: 500}
 		var counts weir.PCollection[weir.KV[string, int64]]
-		if variant == "v3" {
+		if variant == "v3" || variant == "v3-rekey" {
 			ev := weir.Generate(s, "Events", cfg, func(i int64) weir.KV[int64, int64] { return weir.KV[int64, int64]{Key: i % 7, Value: 1} })
-			c := weir.CombinePerKey(s, "CountPerKey", ev, weir.Sum[int64]())
+			var opts []weir.StepOption
+			if variant == "v3-rekey" {
+				// v1's keys are "k0".."k6": each moves to its number.
+				opts = append(opts, weir.RekeyFrom(func(k string) (int64, error) { return strconv.ParseInt(strings.TrimPrefix(k, "k"), 10, 64) }))
+			}
+			c := weir.CombinePerKey(s, "CountPerKey", ev, weir.Sum[int64](), opts...)
 			counts = weir.Map(s, "KeyAsString", c, func(kv weir.KV[int64, int64]) weir.KV[string, int64] {
 				return weir.KV[string, int64]{Key: fmt.Sprintf("k%d", kv.Key), Value: kv.Value}
 			})

@@ -203,9 +203,16 @@ func (a *aggregator) CurrentKey(kb []byte) bool {
 var errRekeyNull = errors.New("evaluated to null")
 
 // Rekey implements contract.Rekeyer: it decodes the earlier key's values
-// (as many as from lists), computes the new key fields and appends their
-// key encoding.
-func (a *aggregator) Rekey(dst []byte, enc string) ([]byte, any, error) {
+// from enc (as many as from lists), computes the new key fields and
+// appends their key encoding. The runner keeps this step's keys as their
+// encodings: the new key is nil.
+func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) {
+	dst, old, err := a.rekeyEnc(dst, enc)
+	return dst, nil, old, err
+}
+
+// rekeyEnc is Rekey of the earlier key encoded as enc.
+func (a *aggregator) rekeyEnc(dst []byte, enc string) ([]byte, any, error) {
 	m := a.rekey
 	vals := make([]any, 0, len(m.from))
 	rest := enc

@@ -41,7 +41,7 @@ func TestRekeyKeys(t *testing.T) {
 			if !a.RekeysState() {
 				t.Fatal("the step does not declare its re-key")
 			}
-			got, oldVals, err := a.Rekey(nil, oldKey)
+			got, _, oldVals, err := a.Rekey(nil, nil, oldKey)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestRekeyKeys(t *testing.T) {
 		})
 	}
 	a := shardsAggregator(t, "      migrations: {rekey: {from: [k, shard], key: {k: \"k / (shard - 3)\"}}}\n", "k")
-	if _, _, err := a.Rekey(nil, oldKey); err == nil || !strings.Contains(err.Error(), "re-key expression of k") {
+	if _, _, _, err := a.Rekey(nil, nil, oldKey); err == nil || !strings.Contains(err.Error(), "re-key expression of k") {
 		t.Errorf("a failing expression: %v", err)
 	}
 	if a.StateRejects()[contract.RekeyFailed] != 1 {
@@ -111,7 +111,7 @@ func BenchmarkRekey(b *testing.B) {
 			var buf []byte
 			for b.Loop() {
 				var err error
-				if buf, _, err = a.Rekey(buf[:0], oldKey); err != nil {
+				if buf, _, _, err = a.Rekey(buf[:0], nil, oldKey); err != nil {
 					b.Fatal(err)
 				}
 				acc, err := a.DecodeState(contract.AccumulatorCell, stored)

@@ -138,9 +138,8 @@ type AdoptedStateRejecter interface {
 // implements to carry the state stored under the earlier key over (a
 // declared re-key migration): every key of the earlier version moves to
 // the key Rekey computes, and the accumulators of keys that land on the
-// same new key are merged with MergeAccumulators, window by window. The
-// runner re-keys only a step whose aggregator keeps keys as their
-// encodings (an EncodedKeyer), at a restore and at an in-place update.
+// same new key are merged with MergeAccumulators, window by window — at a
+// restore and at an in-place update.
 type Rekeyer interface {
 	// RekeysState reports whether the step declares a re-key.
 	RekeysState() bool
@@ -149,11 +148,13 @@ type Rekeyer interface {
 	// is.
 	CurrentKey(kb []byte) bool
 	// Rekey appends to dst the encoding (as AppendKey writes it) of the
-	// key to which the earlier version's key encoded as enc moves, and
-	// returns the earlier key's values for reports. An error says why
-	// this key cannot move: its state becomes a reject of the migration
+	// key to which an earlier version's key moves — kb is that key as the
+	// earlier StateCoder stored it, enc as its AppendKey encoded it — and
+	// returns the new key (nil for an EncodedKeyer that keeps only
+	// encodings) and the earlier one, for reports. An error says why this
+	// key cannot move: its state becomes a reject of the migration
 	// (reason RekeyFailed), never a half-migrated job.
-	Rekey(dst []byte, enc string) (moved []byte, old any, err error)
+	Rekey(dst, kb []byte, enc string) (moved []byte, key, old any, err error)
 }
 
 // RekeyFailed is the reject reason of a key whose declared re-key did not
