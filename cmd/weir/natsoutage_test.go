@@ -118,5 +118,9 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		}
 	}
 	drainAndCheckTotals(t, srv, work, id, db, f.want, f.wantN)
+	if t.Failed() {
+		r := srv.cli(work, "jobs", "describe", id)
+		t.Logf("the job:\n%s\nserver log:\n%s", r.stdout, srv.log())
+	}
 	srv.stop(syscall.SIGTERM)
 }

@@ -44,7 +44,13 @@
 // but not acknowledged (cancel, crash) stay in the subscription: the source
 // rewinds the subscription to the checkpointed position when it starts
 // (Resume) or to the acknowledgement floor (Split), and any other reader gets
-// them again after the subscription's AckWait.
+// them again after the subscription's AckWait. A delivery that never
+// reaches the source (a pull request the client gave up on while the broker
+// still answered it) shows as a skip in the consumer's delivery sequence
+// together with one in the topic's: the source then rewinds the
+// subscription to its acknowledgement floor and reads the lost messages in
+// order, instead of dropping their later redelivery as a repeat of what it
+// emitted while a cumulative acknowledgement covered them unread.
 //
 // # Subscription snapshots and seek
 //

@@ -75,7 +75,17 @@ type split struct {
 	bellFailed bool
 
 	acked atomic.Uint64 // highest stream sequence acknowledged
+	// lastDelivery is the consumer sequence of the last message the split
+	// handled (0: none since the split opened or rewound), to tell a
+	// delivery lost on its way (lostDelivery) from a hole in the topic.
+	lastDelivery uint64
+	// lostDeliveries counts the rewinds after a lost delivery.
+	lostDeliveries int64
 }
+
+// errLostDelivery is handle's report of a message delivered to the split's
+// subscription that never reached the split (see lostDelivery).
+var errLostDelivery = errors.New("a delivery was lost on its way")
 
 // fetchBatch is how many bundles one pull request asks for: the batch
 // continues across Reads, so fewer round trips to the broker stall the
@@ -255,6 +265,12 @@ func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int
 		}
 		s.batchN++
 		emitted, err := s.handle(m, &buf[n])
+		if errors.Is(err, errLostDelivery) {
+			if err := s.recoverLostDelivery(ctx); err != nil {
+				return s.result(n), err
+			}
+			continue
+		}
 		if err != nil {
 			return s.result(n), err
 		}
@@ -399,6 +415,61 @@ func (s *split) rowID(r *row.Row) string {
 	return string(row.AppendText(nil, v))
 }
 
+// lostDelivery reports whether the message of stream sequence seq,
+// delivered as consumer sequence dseq, follows a delivery that never
+// reached the split: the consumer delivered something in between (its
+// delivery sequence skipped) and the topic's sequence skipped too. A pull
+// request that expired on the client while the broker still sent it
+// messages (a loaded machine) leaves them delivered and unacknowledged;
+// the broker sends them again only after AckWait, when this split would
+// drop them as redeliveries of what it emitted (their sequence is below
+// its position) and a later cumulative acknowledgement would acknowledge
+// them unread. A hole in the topic (messages it dropped) skips the
+// topic's sequence only; a redelivery of something the split emitted has
+// a sequence below its position.
+func (s *split) lostDelivery(seq, dseq uint64) bool {
+	return s.lastDelivery > 0 && dseq > s.lastDelivery+1 && s.pos.StreamSeq > 0 && seq > s.pos.StreamSeq+1 && !s.holding()
+}
+
+// recoverLostDelivery rewinds the subscription to its acknowledgement
+// floor after a lost delivery: the broker delivers everything
+// unacknowledged again, in order; the split drops what it already emitted
+// (below its position) and reads the lost messages in their place. The
+// pull request in flight is let end first (what it still brings is
+// delivered again too). Nothing is acknowledged by the rewind.
+func (s *split) recoverLostDelivery(ctx context.Context) error {
+	if s.batch != nil {
+		// The pull request in flight would take the deliveries the
+		// rewind makes: let it end (at most FetchWait), dropping what it
+		// still brings (the rewind delivers it again).
+		for range s.batch.Messages() {
+		}
+		s.batch = nil
+	}
+	s.lastDelivery = 0
+	s.lostDeliveries++
+	// From the sequence after the last one this split acknowledged (the
+	// acknowledgement floor, unless an acknowledgement is on its way):
+	// nothing unacknowledged is treated as acknowledged.
+	floor := s.acked.Load()
+	if ci, err := s.cons.Info(ctx); err == nil {
+		floor = max(floor, ci.AckFloor.Stream)
+	}
+	cons, err := s.b.rewindConsumer(ctx, s.stream, s.cfg.Subscription, floor+1, s.cons, true)
+	if err != nil {
+		return fmt.Errorf("reading subscription %s: rewinding it after a lost delivery: %w", s.cfg.Subscription, err)
+	}
+	s.b.log.Warn("a delivery of the subscription was lost on its way; it is read again from its acknowledgement floor",
+		"subscription", s.cfg.Subscription, "after_seq", s.pos.StreamSeq)
+	if cons != s.cons {
+		s.cons = cons
+		if l := s.src.live.Load(); l != nil {
+			s.src.live.Store(&liveConsumer{topic: l.topic, cons: cons})
+		}
+	}
+	return nil
+}
+
 // handle turns one message into an element (or a reject); it returns false
 // for a message dropped as a redelivery or a duplicate.
 func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
@@ -412,6 +483,10 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	now := s.cfg.Clock.Now()
 	s.wm.busy(now)
 	seq := md.Sequence.Stream
+	if s.lostDelivery(seq, md.Sequence.Consumer) {
+		return false, errLostDelivery
+	}
+	s.lastDelivery = md.Sequence.Consumer
 	if seq <= s.pos.StreamSeq {
 		// Delivered again after AckWait while its checkpoint is pending: it
 		// was already emitted by this split.
