@@ -485,8 +485,8 @@ func (c *checker) checkSource(o, n *graph.Step) {
 }
 
 // checkKey checks a matched keyed step's key: unchanged, or changed with
-// a declared re-key from exactly the running step's key fields (YAML
-// Combine's migrations: rekey).
+// a declared re-key from exactly the running step's key (a YAML Combine's
+// migrations: rekey names its fields, the Go SDK's RekeyFrom its type).
 func (c *checker) checkKey(o, n *graph.Step, ref, dropFix string) {
 	if n.KeyFrom != nil {
 		if !coderEqual(n.KeyFrom, o.KeyCoder) {
