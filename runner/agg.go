@@ -380,59 +380,6 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 	}
 }
 
-// restore loads the checkpointed state of the key groups this worker owns.
-func (n *aggNode) restore() error {
-	if n.rekey != nil {
-		return n.restoreRekeyed()
-	}
-	return n.scanRestore(func(kg uint16, key, value []byte) error {
-		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
-		if err != nil {
-			return err
-		}
-		return n.restoreKey(kg, key, k, kb, dropped)
-	})
-}
-
-// restoreKey adds k, restored from the store under key in key group kg
-// (kb is its key as the StateCoder stored it, dropped what of its state
-// did not decode), with its timers.
-func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, dropped []droppedState) error {
-	var err error
-	k.setStr(key)
-	k.hash = KeyHash(key)
-	n.group(kg).add(k)
-	if len(dropped) > 0 {
-		// The accumulators hold what the migration made of them: the
-		// next checkpoint stores them so, and a later restore does not
-		// report the failure again.
-		n.markDirty(kg, k)
-		shown := k.key
-		if shown == nil {
-			if shown, err = n.sc.DecodeKey(kb); err != nil {
-				shown = string(kb)
-			}
-		}
-		if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped); err != nil {
-			return err
-		}
-	}
-	n.nkeys++
-	n.setTimers(kg, k)
-	return nil
-}
-
-// setTimers sets the event-time timers and the processing-time deadlines
-// of every window of k, a key restored or moved into key group kg.
-func (n *aggNode) setTimers(kg uint16, k *aggKey) {
-	for _, ws := range k.wins {
-		n.setEventTimers(kg, k, ws)
-		if d := n.m.NextDeadline(&ws.st); d != 0 {
-			heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
-		}
-	}
-}
-
 func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) + n.far.n }
 
 func (n *aggNode) group(kg uint16) *keyGroupState {
