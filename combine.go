@@ -209,7 +209,7 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 			s.p.addErr(fmt.Errorf("step %q: RekeyFrom gives a %s, but the combine's key is a %s", s.fullName(name), m.to, want))
 			return PCollection[KV[K, O]]{}
 		}
-		m.mark = rekeyMark(CoderOf[K]())
+		m.mark = contract.RekeyMark(CoderOf[K]().String())
 		agg.rekey, agg.kvKeyer.mark = m, m.mark
 	}
 	stored := CoderOf[A]()

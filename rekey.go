@@ -1,26 +1,14 @@
 package weir
 
 import (
-	"encoding/binary"
+	"bytes"
 	"fmt"
-	"hash/fnv"
 	"reflect"
 	"sync/atomic"
 
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/runner/contract"
 )
-
-// keyMark starts the stored key encoding of a step that declares a
-// re-key (RekeyFrom), followed by a 32-bit fingerprint of the key's type:
-// a byte that starts no JSON and no encoding of the int64 and string fast
-// paths, so a restore tells the keys this version stored from those of
-// the version it re-keys. Every step strips it when reading a key, so a
-// later version that drops the declaration still reads them.
-const keyMark = 0xfe
-
-// keyMarkLen is the length of the mark: the byte and the fingerprint.
-const keyMarkLen = 5
 
 // keyMigration is a step's declared re-key.
 type keyMigration struct {
@@ -31,7 +19,7 @@ type keyMigration struct {
 	// convert decodes a stored key of the old type and returns its new
 	// key.
 	convert func(kb []byte) (key, old any, err error)
-	// mark is keyMark and the fingerprint of the step's key coder.
+	// mark is the contract.RekeyMark of the step's key coder.
 	mark []byte
 	// failed counts the keys that did not move.
 	failed atomic.Int64
@@ -48,8 +36,8 @@ type keyMigration struct {
 // changed (otherwise KEY_CODER_CHANGED) with the warning STATE_REKEYED. New
 // must be the combine's key type. A key fn refuses is left out: counted as
 // the step's rejects (reason rekey_failed) and sent to a server job's
-// dead-letter topic with the key. What the new version stores is marked,
-// so the declaration may stay on later versions.
+// dead-letter topic with the key. What the new version stores is marked
+// (contract.RekeyMark), so the declaration may stay on later versions.
 //
 //	byRegion := weir.CombinePerKey(s, "Totals", keyedByRegion, weir.Sum[int64](),
 //		weir.RekeyFrom(func(store StoreKey) (string, error) { return store.Region, nil }))
@@ -58,9 +46,7 @@ func RekeyFrom[Old comparable, New comparable](fn func(Old) (New, error)) StepOp
 	return func(sc *stepConfig) {
 		sc.rekey = &keyMigration{from: from, to: reflect.TypeFor[New](),
 			convert: func(kb []byte) (any, any, error) {
-				if len(kb) >= keyMarkLen && kb[0] == keyMark {
-					kb = kb[keyMarkLen:] // stored by another re-keying version
-				}
+				kb = contract.StripRekeyMark(kb) // stored by another re-keying version
 				old, err := decodeJSON[Old](kb)
 				if err != nil {
 					return nil, string(kb), fmt.Errorf("reading the stored key as %s: %w", reflect.TypeFor[Old](), err)
@@ -71,13 +57,6 @@ func RekeyFrom[Old comparable, New comparable](fn func(Old) (New, error)) StepOp
 	}
 }
 
-// rekeyMark returns the mark of keys stored by a step with key coder k.
-func rekeyMark(k graph.Coder) []byte {
-	h := fnv.New32a()
-	h.Write([]byte(k.String()))
-	return binary.BigEndian.AppendUint32([]byte{keyMark}, h.Sum32())
-}
-
 var _ contract.Rekeyer = (*combineAgg[string, int64, int64, int64])(nil)
 
 // RekeysState implements contract.Rekeyer.
@@ -85,7 +64,7 @@ func (c *combineAgg[K, V, A, O]) RekeysState() bool { return c.rekey != nil }
 
 // CurrentKey implements contract.Rekeyer: kb carries this version's mark.
 func (c *combineAgg[K, V, A, O]) CurrentKey(kb []byte) bool {
-	return c.rekey == nil || (len(kb) >= keyMarkLen && string(kb[:keyMarkLen]) == string(c.rekey.mark))
+	return c.rekey == nil || bytes.HasPrefix(kb, c.rekey.mark)
 }
 
 // Rekey implements contract.Rekeyer.

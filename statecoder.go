@@ -70,12 +70,9 @@ func (k kvKeyer[K, V]) AppendEncodedKey(dst []byte, key any) ([]byte, error) {
 }
 
 // DecodeKey implements contract.StateCoder. It reads a key stored by a
-// version that declares a re-key too (keyMark).
+// version that declares a re-key too (contract.RekeyMark).
 func (k kvKeyer[K, V]) DecodeKey(b []byte) (any, error) {
-	if len(b) >= keyMarkLen && b[0] == keyMark {
-		b = b[keyMarkLen:]
-	}
-	v, err := decodeJSON[K](b)
+	v, err := decodeJSON[K](contract.StripRekeyMark(b))
 	return v, err
 }
 

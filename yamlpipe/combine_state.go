@@ -37,9 +37,7 @@ func (a *aggregator) EncodeKey(key any) ([]byte, error) {
 // DecodeKey reads what EncodeKey wrote, of this version or another (a
 // re-key's mark is skipped).
 func (a *aggregator) DecodeKey(b []byte) (any, error) {
-	if len(b) >= rekeyMarkLen && b[0] == rekeyMark {
-		b = b[rekeyMarkLen:]
-	}
+	b = contract.StripRekeyMark(b)
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
 		return nil, fmt.Errorf("corrupt combine key")

@@ -1,10 +1,9 @@
 package yamlpipe
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -40,21 +39,9 @@ import (
 // have computed from the same input. The runner moves the keys
 // (contract.Rekeyer) at the update in place, or when a restart or a
 // --create-from-snapshot restores the earlier version's state; what the
-// new version stores is marked (rekeyMark), so a later restore tells the
+// new version stores is marked (contract.RekeyMark), so a later restore tells the
 // two apart. A key whose expression fails is a reject of the migration
 // (reason rekey_failed), reported with the key.
-
-// rekeyMark starts the stored key encoding (EncodeKey) of a Combine that
-// declares a re-key, followed by a fingerprint of its key fields: an
-// unmarked key, or one marked for other key fields, was stored by an
-// earlier version. No count of group values starts with this byte (a
-// uvarint below 128 is one byte of at most 0x7f; a Combine has far fewer
-// group_by fields than 0x7e<<7).
-const rekeyMark = 0xfe
-
-// rekeyMarkLen is the length of the mark: the byte and a 32-bit
-// fingerprint.
-const rekeyMarkLen = 5
 
 // rekeyMigration is a Combine's compiled re-key.
 type rekeyMigration struct {
@@ -69,7 +56,7 @@ type rekeyMigration struct {
 	names []string
 	scope *celexpr.Scope
 	old   *row.Schema
-	// mark is rekeyMark and the fingerprint of the new key fields.
+	// mark is the contract.RekeyMark of the new key fields.
 	mark []byte
 	// failed counts the keys whose re-key failed.
 	failed atomic.Int64
@@ -167,11 +154,11 @@ func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Fi
 			return nil, l.errf(rn, "%s: the new group_by field %q is not one of from (%s): give it an expression, key: {%s: EXPR}", what, name, strings.Join(from, ", "), name)
 		}
 	}
-	h := fnv.New32a()
+	var layout strings.Builder
 	for _, f := range keyFields {
-		fmt.Fprintf(h, "%s:%s;", f.Name, f.Type)
+		fmt.Fprintf(&layout, "%s:%s;", f.Name, f.Type)
 	}
-	m.mark = binary.BigEndian.AppendUint32([]byte{rekeyMark}, h.Sum32())
+	m.mark = contract.RekeyMark(layout.String())
 	return m, nil
 }
 
@@ -196,7 +183,7 @@ func (a *aggregator) RekeysState() bool { return a.rekey != nil }
 // CurrentKey implements contract.Rekeyer: kb carries this version's mark.
 func (a *aggregator) CurrentKey(kb []byte) bool {
 	m := a.rekey
-	return m == nil || (len(kb) >= rekeyMarkLen && string(kb[:rekeyMarkLen]) == string(m.mark))
+	return m == nil || bytes.HasPrefix(kb, m.mark)
 }
 
 // errRekeyNull is a new key field's expression that evaluated to null.
@@ -207,24 +194,18 @@ var errRekeyNull = errors.New("evaluated to null")
 // appends their key encoding. The runner keeps this step's keys as their
 // encodings: the new key is nil.
 func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) {
-	dst, old, err := a.rekeyEnc(dst, enc)
-	return dst, nil, old, err
-}
-
-// rekeyEnc is Rekey of the earlier key encoded as enc.
-func (a *aggregator) rekeyEnc(dst []byte, enc string) ([]byte, any, error) {
 	m := a.rekey
 	vals := make([]any, 0, len(m.from))
 	rest := enc
 	for rest != "" {
 		v, r, err := keyenc.ReadString(rest)
 		if err != nil {
-			return dst, vals, fmt.Errorf("decoding the stored key: %w", err)
+			return dst, nil, vals, fmt.Errorf("decoding the stored key: %w", err)
 		}
 		vals, rest = append(vals, v), r
 	}
 	if len(vals) != len(m.from) {
-		return dst, vals, fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
+		return dst, nil, vals, fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
 	}
 	var act *celexpr.Activation
 	for i := range m.names {
@@ -245,9 +226,9 @@ func (a *aggregator) rekeyEnc(dst []byte, enc string) ([]byte, any, error) {
 		}
 		if err != nil {
 			m.failed.Add(1) // the runner logs and reports the key
-			return dst, vals, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
+			return dst, nil, vals, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
 		}
 		dst = keyenc.Append(dst, v)
 	}
-	return dst, vals, nil
+	return dst, nil, vals, nil
 }

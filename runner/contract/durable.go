@@ -2,8 +2,10 @@ package contract
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 )
 
@@ -160,6 +162,38 @@ type Rekeyer interface {
 // RekeyFailed is the reject reason of a key whose declared re-key did not
 // evaluate: its state is left out of the new version's.
 const RekeyFailed = "rekey_failed"
+
+// rekeyMark starts the stored key encoding (StateCoder.EncodeKey) of a
+// step that declares a re-key, followed by a 32-bit fingerprint of its key
+// (RekeyMark): a byte that starts none of the key encodings weir's
+// StateCoders write without it (JSON, the int64 and string fast paths, a
+// uvarint count of group values below 128).
+const rekeyMark = 0xfe
+
+// rekeyMarkLen is the length of a re-key mark: the byte and the
+// fingerprint.
+const rekeyMarkLen = 5
+
+// RekeyMark returns the mark that starts every key a step stores when it
+// declares a re-key, for a key described by layout (its coder or its
+// fields): a restore tells the keys this version stored (Rekeyer.CurrentKey:
+// they start with its mark) from those of an earlier version (unmarked, or
+// marked for another key).
+func RekeyMark(layout string) []byte {
+	h := fnv.New32a()
+	h.Write([]byte(layout))
+	return binary.BigEndian.AppendUint32([]byte{rekeyMark}, h.Sum32())
+}
+
+// StripRekeyMark returns kb, a stored key encoding, without the re-key mark
+// it may start with: every StateCoder reads past it, so a version that
+// drops the declaration still reads what a re-keying version stored.
+func StripRekeyMark(kb []byte) []byte {
+	if len(kb) >= rekeyMarkLen && kb[0] == rekeyMark {
+		return kb[rekeyMarkLen:]
+	}
+	return kb
+}
 
 // StateCoder encodes the keys and the state of a keyed step so that
 // checkpoints can persist them. Aggregators and StatefulDoFns implement it to
