@@ -271,22 +271,32 @@ func sink(t *testing.T, p plan.Plan, name string) plan.Sink {
 
 // TestPlanDeclaredRename plans a Combine output renamed in place with
 // renamed_from: the state carries on, the SQL sink reading the Combine
-// renames its column in place, and a parallel replacement (whose façade
-// does not rename columns) is refused.
+// renames its column in place, a staged table renames it behind its
+// view, and a parallel replacement (whose façade does not rename columns)
+// is refused.
 func TestPlanDeclaredRename(t *testing.T) {
 	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
 	renamed := strings.Replace(strings.Replace(direct, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
 		"      config:\n        group_by: [region]\n", "      migrations: {accumulators: {amount_total: {renamed_from: total}}}\n      config:\n        group_by: [region]\n", 1)
-	old := load(t, direct)
+	stagedCfg := func(text string) string {
+		return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
+	}
 	for _, tc := range []struct {
 		strategy plan.Strategy
+		staged   bool
 		action   plan.Action
 		effect   string
 	}{
-		{plan.InPlace, plan.Renamed, "rows written before the update keep their values under amount_total"},
-		{plan.Parallel, plan.Refused, "does not rename columns"},
+		{plan.InPlace, false, plan.Renamed, "rows written before the update keep their values under amount_total"},
+		{plan.Parallel, false, plan.Refused, "does not rename columns"},
+		{plan.Parallel, true, plan.Renamed, "the view and the merges read it as amount_total"},
+		{plan.InPlace, true, plan.Renamed, "the principal is renamed in place"},
 	} {
-		p := plan.Make(old, load(t, renamed), plan.Options{Strategy: tc.strategy})
+		oldText, newText := direct, renamed
+		if tc.staged {
+			oldText, newText = stagedCfg(direct), stagedCfg(renamed)
+		}
+		p := plan.Make(load(t, oldText), load(t, newText), plan.Options{Strategy: tc.strategy})
 		wantCompatible(t, p, true)
 		if len(p.Check.Warnings) != 0 {
 			t.Errorf("%s: warnings %+v, want none for a declared rename", tc.strategy, p.Check.Warnings)

@@ -109,8 +109,18 @@ type facadeExec interface {
 	pg() bool
 }
 
-// colDecl is a column of an existing table.
-type colDecl struct{ name, typ string }
+// colDecl is a column of an existing table. A staged member's column
+// renamed behind the view (exposedColumns) has the name the view serves
+// in name and the table's own in phys.
+type colDecl struct{ name, typ, phys string }
+
+// physical returns the column's name in its table.
+func (c colDecl) physical() string {
+	if c.phys != "" {
+		return c.phys
+	}
+	return c.name
+}
 
 // fxKind returns "table", "view", "other" or "" (no such relation).
 func fxKind(ctx context.Context, fx facadeExec, table string) (string, error) {
@@ -156,7 +166,7 @@ func fxColumns(ctx context.Context, fx facadeExec, table string) ([]colDecl, err
 	for _, r := range rows {
 		n, _ := r[0].(string)
 		t, _ := r[1].(string)
-		out = append(out, colDecl{n, t})
+		out = append(out, colDecl{name: n, typ: t})
 	}
 	return out, nil
 }

@@ -235,7 +235,10 @@ func round(r int) []fact {
 // consumer reads the view the way a dashboard would and checks every read:
 // no cell twice, no cell disappearing, no total going backwards.
 type consumer struct {
-	e     *facadeEnv
+	e *facadeEnv
+	// col is the column of the totals ("total" when empty); set it only
+	// while no check runs.
+	col   string
 	mu    sync.Mutex
 	seen  map[cell]int64
 	reads int
@@ -245,7 +248,11 @@ type consumer struct {
 func (c *consumer) check(ctx context.Context) {
 	c.mu.Lock() // also serialises the consumer's connection
 	defer c.mu.Unlock()
-	rows, err := c.e.read(ctx, `SELECT region, window_start, total FROM `+quoteTable(c.e.table))
+	col := c.col
+	if col == "" {
+		col = "total"
+	}
+	rows, err := c.e.read(ctx, `SELECT region, window_start, `+quoteIdent(col)+` FROM `+quoteTable(c.e.table))
 	if err != nil {
 		c.errs = append(c.errs, fmt.Sprintf("reading the view: %v", err))
 		return
@@ -264,7 +271,17 @@ func (c *consumer) check(ctx context.Context) {
 		if _, dup := now[k]; dup {
 			c.errs = append(c.errs, fmt.Sprintf("read %d: %v appears twice", c.reads, k))
 		}
-		now[k] = r[2].(int64)
+		switch v := r[2].(type) {
+		case int64:
+			now[k] = v
+		case float64:
+			now[k] = int64(v)
+			if float64(now[k]) != v {
+				c.errs = append(c.errs, fmt.Sprintf("read %d: %v reads %v, not a whole number", c.reads, k, v))
+			}
+		default:
+			c.errs = append(c.errs, fmt.Sprintf("read %d: %v reads %v (%T)", c.reads, k, v, v))
+		}
 	}
 	for k, prev := range c.seen {
 		got, ok := now[k]

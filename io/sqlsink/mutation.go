@@ -61,33 +61,33 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 	return nil
 }
 
-// renameColumns returns the DDL that renames, in an existing plain table,
-// the columns the rows renamed in place (Config.RenamedColumns), and
-// updates existing (normalised column names to declared types) to match.
-// A rename whose new column the table has already, without the old one,
-// was done before (a restart): nothing to do. One whose old column the
-// table lacks has nothing to rename: the new column is added as any new
-// one. A table with both columns, and a façade or staged table (whose
-// view spans tables of other generations), are refused.
+// renameColumns returns the DDL that renames, in the sink's existing
+// table (a plain table, or the staging table a staged sink writes again
+// after an in-place update), the columns the rows renamed in place
+// (Config.RenamedColumns), and updates existing (normalised column names
+// to declared types) to match. A rename whose new column the table has
+// already, without the old one, was done before (a restart): nothing to
+// do. One whose old column the table lacks has nothing to rename: the new
+// column is added as any new one. A table with both columns, and a
+// façade (whose view spans the tables of other generations, which may
+// still be written), are refused. A staged table's older members are
+// renamed behind its view (fxRecordRenames).
 //
 // The lock order is the caller's: it runs under prepareLocked.
 func (s *Sink) renameColumns(existing map[string]string) ([]string, error) {
 	if len(s.cfg.RenamedColumns) == 0 {
 		return nil, nil
 	}
-	if s.db.facade || s.db.staged {
-		kind := "façade"
-		if s.db.staged {
-			kind = "staged"
-		}
+	if s.db.facade {
 		var decl []string
 		for nw, old := range s.cfg.RenamedColumns {
 			decl = append(decl, nw+" from "+old)
 		}
 		sort.Strings(decl)
-		return nil, fmt.Errorf("%w: table %s: the fields %s are declared renamed (renamed_from), and weir does not yet rename the columns of a %s table, "+
-			"whose view spans the tables of other generations; keep the outputs' names, or drop the declaration when no table behind the view has the old column",
-			ErrSchemaChange, s.cfg.Table, strings.Join(decl, ", "), kind)
+		return nil, fmt.Errorf("%w: table %s: the fields %s are declared renamed (renamed_from), and weir does not yet rename the columns of a façade table, "+
+			"whose view spans the tables of other generations; keep the outputs' names, use layout: staged (which renames behind its view), "+
+			"or drop the declaration when no table behind the view has the old column",
+			ErrSchemaChange, s.cfg.Table, strings.Join(decl, ", "))
 	}
 	be := s.db.be
 	news := make([]string, 0, len(s.cfg.RenamedColumns))
@@ -107,7 +107,7 @@ func (s *Sink) renameColumns(existing map[string]string) ([]string, error) {
 			return nil, fmt.Errorf("%w: table %s has both the column %s and the column %s that it is renamed to: drop one of them, or write to a new table",
 				ErrSchemaChange, s.cfg.Table, old, nw)
 		}
-		ddl = append(ddl, "ALTER TABLE "+quoteTable(s.l.table)+" RENAME COLUMN "+quoteIdent(old)+" TO "+quoteIdent(nw))
+		ddl = append(ddl, "ALTER TABLE "+quoteTable(s.db.l.table)+" RENAME COLUMN "+quoteIdent(old)+" TO "+quoteIdent(nw))
 		delete(existing, be.norm(old))
 		existing[be.norm(nw)] = oldDecl
 	}

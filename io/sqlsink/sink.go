@@ -219,9 +219,9 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 				}
 			case !ok:
 				missing = append(missing, c.name)
-			case !be.compatible(c.kind, decl) && s.db.staged:
+			case !be.compatible(c.kind, decl) && s.db.staged && !widensToFloat(be, c, decl):
 				errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: the table has type %s, the sink writes %s (%s); "+
-					"a staged table keeps one type per column: keep the type, or write to a new table",
+					"a staged table keeps one type per column, except an int widened to float: keep the type, or write to a new table",
 					ErrSchemaChange, ErrColumnType, l.table, c.name, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 			case !be.compatible(c.kind, decl) && c.kind == kInt && c.role == roleField && !c.key && !s.db.facade && be.compatible(kFloat, decl):
 				// A float column whose field narrowed to int (a Combine

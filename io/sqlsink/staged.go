@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,8 @@ type stagedMember struct {
 	mode       string
 	keys       []string
 	generation int64
+	// renames are those its columns are served under (renamesAfter).
+	renames []stagedRename
 }
 
 // fxStagedMembers returns the members of the staged view, principal
@@ -82,6 +85,10 @@ func fxStagedMembers(ctx context.Context, fx facadeExec, view string) ([]stagedM
 	if err != nil {
 		return nil, fmt.Errorf("reading the members of %s: %w", view, err)
 	}
+	renames, err := fxStagedRenames(ctx, fx, view)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]stagedMember, 0, len(rows))
 	for _, r := range rows {
 		var m stagedMember
@@ -91,6 +98,7 @@ func fxStagedMembers(ctx context.Context, fx facadeExec, view string) ([]stagedM
 		k, _ := r[3].(string)
 		m.keys = strings.Split(k, ",")
 		m.generation, _ = r[4].(int64)
+		m.renames = renamesAfter(renames, m.seq)
 		out = append(out, m)
 	}
 	return out, nil
@@ -118,7 +126,7 @@ func fxRebuildStagedView(ctx context.Context, fx facadeExec, view string) error 
 	vm := make([]viewMember, 0, len(ms))
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
-		vm = append(vm, viewMember{table: m.table, mode: m.mode, keys: m.keys, label: m.seq})
+		vm = append(vm, viewMember{table: m.table, mode: m.mode, keys: m.keys, label: m.seq, renames: m.renames})
 	}
 	return fxBuildView(ctx, fx, view, vm, true)
 }
@@ -187,7 +195,7 @@ func (s *Sink) resolveStagedLocked(ctx context.Context) error {
 		if len(ms) > 0 && (ms[len(ms)-1].seq != st.seq) {
 			// A new staging table: check the sink's columns against the
 			// newest member's, which the view and the merges join it to.
-			return s.checkAgainstMember(ctx, fx, ms[len(ms)-1].table)
+			return s.checkAgainstMember(ctx, fx, ms[len(ms)-1])
 		}
 		return nil
 	})
@@ -235,6 +243,9 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 		}
 		if err := fx.exec(ctx, createIndexSQL(&pl, s.db.be)); err != nil {
 			return fmt.Errorf("creating the key index of %s: %w", pl.table, err)
+		}
+		if err := fxRecordRenames(ctx, fx, view, pl.table, me.seq, s.cfg.RenamedColumns); err != nil {
+			return err
 		}
 		if err := fxAddColumns(ctx, fx, pl.table, l.table); err != nil {
 			return err
@@ -332,30 +343,23 @@ func fxLockView(ctx context.Context, fx facadeExec, view, kind string) error {
 	return nil
 }
 
-// fxMissingColumns reports whether table dst lacks a column of table src.
-func fxMissingColumns(ctx context.Context, fx facadeExec, dst, src string) (bool, error) {
-	have, err := fxColumns(ctx, fx, dst)
-	if err != nil {
-		return false, err
-	}
-	want, err := fxColumns(ctx, fx, src)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range want {
-		if !hasColumn(have, c.name, fx.pg()) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // checkAgainstMember refuses, before a new staging table is made, a sink
 // whose columns cannot join member's behind the view: a column whose type
-// member's cannot hold, or a rename (checkRenames).
-func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member string) error {
-	cols, err := fxColumns(ctx, fx, member)
+// member's cannot hold (an int column widens to float: the view and the
+// merges read both), or an undeclared rename (checkRenames). member's
+// columns are taken as the view serves them, with the renames the sink
+// declares (Config.RenamedColumns) applied.
+func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member stagedMember) error {
+	cols, err := fxExposedColumns(ctx, fx, member)
 	if err != nil || len(cols) == 0 {
+		return err
+	}
+	var declared []stagedRename
+	for nw, old := range s.cfg.RenamedColumns {
+		declared = append(declared, stagedRename{seq: member.seq + 1, from: old, to: nw})
+	}
+	sort.Slice(declared, func(i, j int) bool { return declared[i].to < declared[j].to })
+	if cols, err = exposeColumns(member.table, cols, declared, fx.pg()); err != nil {
 		return err
 	}
 	be := s.db.be
@@ -370,16 +374,23 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member str
 		switch {
 		case !ok && c.role == roleField:
 			added = append(added, c)
+		case ok && !be.compatible(c.kind, decl) && widensToFloat(be, c, decl):
 		case ok && !be.compatible(c.kind, decl):
 			errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: %s has type %s, the sink writes %s (%s); "+
-				"a staged table keeps one type per column: keep the type, or write to a new table",
-				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+				"a staged table keeps one type per column, except an int widened to float: keep the type, or write to a new table",
+				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member.table, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	return s.checkRenames(existing, added)
+}
+
+// widensToFloat reports whether column c of the sink is a float value
+// field that a column declared decl (an integer column) widens to.
+func widensToFloat(be backend, c column, decl string) bool {
+	return c.kind == kFloat && c.role == roleField && !c.key && be.compatible(kInt, decl)
 }
 
 // checkStagedIdentifiers refuses, on PostgreSQL, a staged table whose

@@ -95,8 +95,14 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 	// lock it first (fxLockView). A merge of the current staging table
 	// alone only moves rows.
 	ddl := len(ms) > 2
-	for _, m := range ms[1:] {
-		missing, err := fxMissingColumns(ctx, fx, principal.table, m.table)
+	mcols := make([][]colDecl, len(ms))
+	for i, m := range ms[1:] {
+		cols, err := fxExposedColumns(ctx, fx, m)
+		if err != nil {
+			return rep, err
+		}
+		mcols[i+1] = cols
+		missing, err := fxLacksExposed(ctx, fx, principal.table, cols)
 		if err != nil {
 			return rep, err
 		}
@@ -109,11 +115,8 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 	}
 	dropped := false
 	for i, m := range ms[1:] {
-		if err := fxAddColumns(ctx, fx, principal.table, m.table); err != nil {
-			return rep, err
-		}
-		cols, err := fxColumns(ctx, fx, m.table)
-		if err != nil {
+		cols := mcols[i+1]
+		if err := fxAddExposedColumns(ctx, fx, principal.table, cols); err != nil {
 			return rep, err
 		}
 		pcols, err := fxColumns(ctx, fx, principal.table)
@@ -123,8 +126,10 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 		mv := MemberMove{Table: m.table}
 		if len(cols) > 0 {
 			names := make([]string, len(cols))
+			src := make([]string, len(cols))
 			for j, c := range cols {
 				names[j] = quoteIdent(c.name)
+				src[j] = quoteIdent(c.physical())
 			}
 			list := strings.Join(names, ", ")
 			mCut, pCut := hasColumn(cols, colPaneCut, fx.pg()), hasColumn(pcols, colPaneCut, fx.pg())
@@ -139,7 +144,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 			if err := step("insert " + m.table); err != nil {
 				return rep, err
 			}
-			q := "INSERT INTO " + quoteTable(principal.table) + " AS cur (" + list + ") SELECT " + list + " FROM " +
+			q := "INSERT INTO " + quoteTable(principal.table) + " AS cur (" + list + ") SELECT " + strings.Join(src, ", ") + " FROM " +
 				quoteTable(m.table) + " WHERE true ON CONFLICT (" + strings.Join(conflict, ", ") + ") " + onConflict
 			if err := fx.exec(ctx, q); err != nil {
 				return rep, fmt.Errorf("merging %s into %s: %w", m.table, principal.table, err)

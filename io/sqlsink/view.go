@@ -13,6 +13,9 @@ type viewMember struct {
 	keys        []string
 	// label numbers the member in messages (its generation or sequence).
 	label int64
+	// renames are those the member's columns are served under (a staged
+	// layout's older staging tables).
+	renames []stagedRename
 }
 
 // fxBuildView replaces the view over members, listed newest first, of
@@ -31,6 +34,9 @@ func fxBuildView(ctx context.Context, fx facadeExec, table string, members []vie
 	for _, g := range members {
 		cols, err := fxColumns(ctx, fx, g.table)
 		if err != nil {
+			return err
+		}
+		if cols, err = exposeColumns(g.table, cols, g.renames, fx.pg()); err != nil {
 			return err
 		}
 		if len(cols) == 0 {
@@ -60,7 +66,9 @@ func fxBuildView(ctx context.Context, fx facadeExec, table string, members []vie
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			if hasColumn(gc.cols, c.name, fx.pg()) {
+			if i := columnIndex(gc.cols, c.name, fx.pg()); i >= 0 && gc.cols[i].phys != "" {
+				b.WriteString("o." + quoteIdent(gc.cols[i].phys) + " AS " + quoteIdent(c.name))
+			} else if i >= 0 {
 				b.WriteString("o." + quoteIdent(c.name))
 			} else {
 				b.WriteString("CAST(NULL AS " + c.typ + ") AS " + quoteIdent(c.name))
