@@ -68,6 +68,12 @@ type UpdateConfig struct {
 	// one message per key (the touch pass, measured in either variant)
 	// makes the new execution migrate every key.
 	Migrate bool
+	// Rekey makes the server variant's in-place update re-key the state
+	// instead: the new version groups key k under k / 2, every pair of
+	// stored counts merged (ServerUpdateRekeyedYAML). The move runs during
+	// the first swap's handover, so that swap's pause holds it; later swaps
+	// find the keys moved already.
+	Rekey bool
 }
 
 // UpdateOutcome is what one run of the update benchmark measured.
@@ -80,6 +86,11 @@ type UpdateOutcome struct {
 	// Migrate is set when the server variant's update declared a state
 	// migration (UpdateConfig.Migrate).
 	Migrate bool `json:"migrate,omitempty"`
+	// Rekey is set when the server variant's update re-keyed the state
+	// (UpdateConfig.Rekey); KeysAfter is then how many keys the step held
+	// after the touch pass (half of Keys, rounded up).
+	Rekey     bool  `json:"rekey,omitempty"`
+	KeysAfter int64 `json:"keys_after,omitempty"`
 	// TouchSeconds is how long the server variant's job took, after the
 	// swaps and without other load, to aggregate one message for each key:
 	// with Migrate, the pass that migrates every key (its keys per second,

@@ -65,6 +65,25 @@ func TestServerUpdateMigrate(t *testing.T) {
 	}
 }
 
+// TestServerUpdateRekey runs the server variant's in-place update with a
+// declared re-key (key k to k / 2): the update goes through, and after the
+// touch pass the step holds half the keys with no reject.
+func TestServerUpdateRekey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a job service")
+	}
+	out, err := RunServerUpdate(context.Background(), UpdateConfig{Keys: 2001, Rate: 2000, Mode: "update", Dir: t.TempDir(), Steady: 200 * time.Millisecond, Rekey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Rekey || out.KeysAfter != 1001 || len(out.PausesMillis) != 1 {
+		t.Fatalf("outcome %+v", out)
+	}
+	if _, err := RunServerUpdate(context.Background(), UpdateConfig{Keys: 10, Mode: "update", Dir: t.TempDir(), Rekey: true, Migrate: true}); err == nil || !strings.Contains(err.Error(), "one migration at a time") {
+		t.Errorf("an init and a re-key together: %v", err)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	xs := []float64{5, 1, 4, 2, 3}
 	for _, tc := range []struct {

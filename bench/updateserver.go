@@ -88,6 +88,31 @@ func ServerUpdateMigratedYAML(idField bool) string {
 `, 1)
 }
 
+// ServerUpdateRekeyedYAML is ServerUpdatePipelineYAML's next version with
+// a declared re-key: a new step halves each event's key before CountByKey,
+// and the declaration moves every stored key k to k / 2 (a CEL
+// expression), the counts of k and its neighbour merged. The move runs
+// during the update's handover.
+func ServerUpdateRekeyedYAML(idField bool) string {
+	y := strings.Replace(ServerUpdatePipelineYAML(idField), `    - type: Combine
+      name: CountByKey
+      input: Events
+`, `    - type: MapToFields
+      name: Halve
+      input: Events
+      config:
+        fields: {key: "key / 2"}
+    - type: Combine
+      name: CountByKey
+      input: Halve
+`, 1)
+	return strings.Replace(y, `          n: {value: key, fn: count}
+`, `          n: {value: key, fn: count}
+      migrations:
+        rekey: {from: [key], key: {key: "key / 2"}}
+`, 1)
+}
+
 // gapMonitor samples the elements the live execution of a job has read and
 // keeps the longest time between two samples that saw new elements.
 type gapMonitor struct {
@@ -308,12 +333,15 @@ func appendKeyMessage(dst []byte, k int64, kind byte, n int64) []byte {
 // and baseline gap with their p50 and p99.
 func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, error) {
 	cfg.ensureDefaults()
-	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true, IDField: cfg.IDField, Migrate: cfg.Migrate}
+	out := UpdateOutcome{Mode: cfg.Mode, Keys: cfg.Keys, Server: true, IDField: cfg.IDField, Migrate: cfg.Migrate, Rekey: cfg.Rekey}
 	if cfg.Mode != "update" && cfg.Mode != "restore" {
 		return out, fmt.Errorf("update bench: mode %q is neither update nor restore", cfg.Mode)
 	}
-	if cfg.Migrate && cfg.Mode != "update" {
+	if (cfg.Migrate || cfg.Rekey) && cfg.Mode != "update" {
 		return out, fmt.Errorf("update bench: a migration is measured at an in-place update (mode update), not %s", cfg.Mode)
+	}
+	if cfg.Migrate && cfg.Rekey {
+		return out, fmt.Errorf("update bench: one migration at a time: an init (Migrate) or a re-key (Rekey)")
 	}
 	logger := slog.New(discardHandler{})
 	bopts := pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger}
@@ -388,8 +416,11 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		switch cfg.Mode {
 		case "update":
 			ureq := req
-			if cfg.Migrate {
+			switch {
+			case cfg.Migrate:
 				ureq.Pipeline = ServerUpdateMigratedYAML(cfg.IDField)
+			case cfg.Rekey:
+				ureq.Pipeline = ServerUpdateRekeyedYAML(cfg.IDField)
 			}
 			res, err := svc.Update(ctx, service.UpdateRequest{SubmitRequest: ureq})
 			if err != nil {
@@ -436,15 +467,28 @@ func RunServerUpdate(ctx context.Context, cfg UpdateConfig) (UpdateOutcome, erro
 		return out, err
 	}
 	out.TouchSeconds = touch.Seconds()
-	if cfg.Migrate {
-		// Every key migrated: an init that failed for one is a reject.
+	if cfg.Migrate || cfg.Rekey {
+		// Every key migrated: an init or a re-key that failed for one is
+		// a reject.
 		m, err := svc.Metrics(serverUpdateJob)
 		if err != nil || m == nil {
 			return out, fmt.Errorf("reading the metrics after the migration: %w", err)
 		}
 		for _, st := range m.Steps {
-			if st.Name == "CountByKey" && st.Rejects > 0 {
+			if st.Name != "CountByKey" {
+				continue
+			}
+			if st.Rejects > 0 {
 				return out, fmt.Errorf("the migration failed for %d keys: %v", st.Rejects, st.RejectsByReason)
+			}
+			if cfg.Rekey {
+				if st.Keys == nil {
+					return out, fmt.Errorf("after re-keying %d keys the step reports no key count", cfg.Keys)
+				}
+				if *st.Keys != (cfg.Keys+1)/2 {
+					return out, fmt.Errorf("after re-keying %d keys to key / 2 the step holds %d keys, want %d", cfg.Keys, *st.Keys, (cfg.Keys+1)/2)
+				}
+				out.KeysAfter = *st.Keys
 			}
 		}
 	}

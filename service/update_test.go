@@ -57,6 +57,12 @@ func asFloat(y string) string {
 	return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
 }
 
+// staged gives an update pipeline's WriteToSql the staged layout,
+// merging only on demand.
+func staged(y string) string {
+	return strings.Replace(y, "table: totals, key: [key]}", "table: totals, key: [key], layout: staged, merge_interval: 0}", 1)
+}
+
 func updatePipeline(db string, filter bool, combine, extraGroup string) string {
 	in, step := "Events", ""
 	if filter {
@@ -243,6 +249,32 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("the table still has the column total (%d, %v)", old, err)
 				}
 			}},
+		// The same on a staged table: the new generation's staging
+		// table has the new name, the first one keeps total and the view
+		// serves it as amount_total (no copy, no rename under the old job).
+		{name: "rename an output declared on a staged table", combine: "Sums", slow: true, totalColumn: "amount_total", first: staged,
+			mutate: func(y string) string {
+				y = strings.Replace(staged(y), "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n", 1)
+			},
+			check: func(t *testing.T, db string) {
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var old, renamed int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals') WHERE name = 'total'`).Scan(&old); err != nil || old != 0 {
+					t.Errorf("the view still serves the column total (%d, %v)", old, err)
+				}
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals__staging_1') WHERE name = 'total'`).Scan(&renamed); err != nil || renamed != 1 {
+					t.Errorf("the first staging table lost its column total (%d, %v)", renamed, err)
+				}
+			}},
+		// The summed field widens from int to float on a staged table: the
+		// view serves the first staging table's ints beside the floats.
+		{name: "widen the summed field to float on a staged table", combine: "Sums", slow: true, warning: string(errcode.CombineOutputWidened), first: staged,
+			mutate: func(y string) string { return asFloat(staged(y)) }},
 		// The summed field widens from int to float: the stored int
 		// totals carry on (read as floats) and the table's column takes
 		// floats in place; every total equals a run without an update.

@@ -182,9 +182,15 @@
 // tables, so the order cannot deadlock).
 //
 // A new value field is added to the staging table and the principal
-// (nullable: older rows read null) and the view rebuilt. A renamed field,
-// a changed column type or key is refused with ErrSchemaChange before
-// anything changes. A staged sink cannot also be a façade generation.
+// (nullable: older rows read null) and the view rebuilt. A declared rename
+// (Config.RenamedColumns) is recorded in StagedRenamesTable at the sink's
+// staging table: older staging tables keep their column and the view and
+// the merges read it under the new name (staged_rename.go); the principal
+// is renamed in place. An int column widened to float is served by the
+// view beside the older members' ints and widened in the principal by the
+// next merge. An undeclared rename, another type change or a key change is
+// refused with ErrSchemaChange before anything changes. A staged sink
+// cannot also be a façade generation.
 //
 // # Part format
 //

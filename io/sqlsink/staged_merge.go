@@ -250,11 +250,15 @@ func DescribeStaged(ctx context.Context, t StagedTarget) (StagedInfo, error) {
 			if m.seq == 0 {
 				sm.Role = "principal"
 			}
-			cols, err := fxColumns(ctx, fx, m.table)
+			cols, err := fxExposedColumns(ctx, fx, m)
 			if err != nil {
 				return err
 			}
 			for _, c := range cols {
+				if c.phys != "" {
+					sm.Columns = append(sm.Columns, c.phys+" "+c.typ+" (served as "+c.name+")")
+					continue
+				}
 				sm.Columns = append(sm.Columns, c.name+" "+c.typ)
 			}
 			if len(cols) > 0 {

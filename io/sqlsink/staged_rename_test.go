@@ -160,6 +160,13 @@ func TestStagedRenamesBehindTheView(t *testing.T) {
 		if got := viewColumns(t, e, PrincipalTableName(e.table)); slices.Contains(got, "total") || !slices.Contains(got, "amount_total") {
 			t.Fatalf("the principal has %v, want amount_total in place of total", got)
 		}
+		info, err := DescribeStaged(ctx, StagedTarget{Driver: e.driver, DSN: e.dsn, Table: e.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(info.Members); !strings.Contains(strings.ToLower(got), "total integer (served as amount_total)") && !strings.Contains(got, "total bigint (served as amount_total)") {
+			t.Errorf("describe shows the members %s, want staging table 1's total served as amount_total", got)
+		}
 		if err := gen1.step(ctx, round(4)); err != nil {
 			t.Fatalf("generation 1 writing its staging table after the rename: %v", err)
 		}

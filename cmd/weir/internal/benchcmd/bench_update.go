@@ -77,6 +77,11 @@ publishes one message per key and reports how long the job took to
 aggregate them (TOUCH S): with the migration, the pass that migrates every
 key, so its keys per second against the pass without is the migration's own
 cost, and the pause beside it says what the migration adds to the update's.
+--migrate rekey declares a re-key instead (rekey: {from: [key], key: {key:
+"key / 2"}}): every stored key moves to half its value and each pair of counts
+merges, during the update's handover, so the pause holds the move (run it
+with --swaps 1: later swaps find the keys moved already); the step must then
+hold half the keys, with no reject.
 --job sdk runs the same measurement on a Go SDK pipeline driven directly
 through the runner, with a probe step after the source; its per-key totals
 are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
@@ -109,8 +114,8 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 				}
 			}
 			for _, m := range migrates {
-				if m != migrateNone && m != migrateInit {
-					return cli.UsageErrorf("--migrate: %q is neither %s nor %s", m, migrateNone, migrateInit)
+				if m != migrateNone && m != migrateInit && m != migrateRekey {
+					return cli.UsageErrorf("--migrate: %q is none of %s, %s and %s", m, migrateNone, migrateInit, migrateRekey)
 				}
 			}
 			var runs []updateRun
@@ -137,7 +142,7 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 							}
 							for _, d := range variants {
 								for _, m := range migrations {
-									r, err := runUpdateChild(cmd.Context(), e, exe, mode, n, rate, workers, steady, swaps, job == "yaml", publisher, d == dedupeIDField, m == migrateInit)
+									r, err := runUpdateChild(cmd.Context(), e, exe, mode, n, rate, workers, steady, swaps, job == "yaml", publisher, d == dedupeIDField, m)
 									if err != nil {
 										return err
 									}
@@ -165,8 +170,11 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 					dedupe = dedupeIDField
 				}
 				migrate, touch, touchRate := migrateNone, "-", "-"
-				if r.Migrate {
+				switch {
+				case r.Migrate:
 					migrate = migrateInit
+				case r.Rekey:
+					migrate = migrateRekey
 				}
 				if r.TouchSeconds > 0 {
 					touch, touchRate = fmt.Sprintf("%.2f", r.TouchSeconds), fmt.Sprintf("%.0f", float64(r.Keys)/r.TouchSeconds)
@@ -185,7 +193,7 @@ are verified (it has no Pub/Sub source: it runs once, without --dedupe).`,
 	fl.StringVar(&publisher, "publisher", publisherInline, "where the yaml job's steady load is published from: inline (the job's process) or process (a process of its own, whose allocations are not the job's)")
 	fl.StringSliceVar(&jobs, "job", []string{"yaml", "sdk"}, "which jobs to measure: yaml (a YAML job in the job service) and/or sdk (a Go SDK pipeline on the runner)")
 	fl.StringSliceVar(&dedupes, "dedupe", []string{dedupeNone}, "the yaml job's source: none, id_field (de-duplication by message ID), or both, alternated")
-	fl.StringSliceVar(&migrates, "migrate", []string{migrateNone}, "the yaml job's in-place update: none, init (a declared state migration, an appended accumulator's CEL init), or both, alternated")
+	fl.StringSliceVar(&migrates, "migrate", []string{migrateNone}, "the yaml job's in-place update: none, init (a declared state migration, an appended accumulator's CEL init), rekey (a declared re-key, k to k / 2), or several, alternated")
 	fl.StringSliceVar(&modes, "mode", []string{"update", "restore"}, "which swaps to measure: update (in place) and/or restore (stop and restore)")
 	fl.IntVar(&repeat, "repeat", 1, "how many times to run the whole alternation of modes and --dedupe variants")
 	cli.AddFormatFlag(cmd, &format)
@@ -198,11 +206,12 @@ const (
 	dedupeIDField = "id_field"
 	migrateNone   = "none"
 	migrateInit   = "init"
+	migrateRekey  = "rekey"
 )
 
 // runUpdateChild runs one update benchmark in a child process of exe and
 // returns its outcome with its peak memory.
-func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField, migrate bool) (updateRun, error) {
+func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, rate float64, workers int, steady time.Duration, swaps int, server bool, publisher string, idField bool, migrate string) (updateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-update-")
 	if err != nil {
 		return updateRun{}, cli.WithCode(cli.ExitFailure, err)
@@ -210,7 +219,8 @@ func runUpdateChild(ctx context.Context, e *cli.Env, exe, mode string, n int64, 
 	defer os.RemoveAll(dir)
 	c := exec.CommandContext(ctx, exe, benchChildCommand+"-update", mode, "--keys", strconv.FormatInt(n, 10),
 		"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--workers", strconv.Itoa(workers), "--steady", steady.String(), "--dir", dir, "--swaps", strconv.Itoa(swaps),
-		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField), "--migrate="+strconv.FormatBool(migrate))
+		"--server="+strconv.FormatBool(server), "--publisher", publisher, "--id-field="+strconv.FormatBool(idField), "--migrate="+strconv.FormatBool(migrate == migrateInit),
+		"--rekey="+strconv.FormatBool(migrate == migrateRekey))
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, e.Stderr
 	e.Logger.Info("running", "mode", mode, "keys", n, "id_field", idField, "migrate", migrate)
@@ -312,6 +322,7 @@ func newBenchChildUpdateCommand(e *cli.Env) *cobra.Command {
 	fl.BoolVar(&server, "server", false, "run the YAML job in the job service")
 	fl.BoolVar(&cfg.IDField, "id-field", false, "the server variant's source de-duplicates by the messages' id field")
 	fl.BoolVar(&cfg.Migrate, "migrate", false, "the server variant's update declares a state migration")
+	fl.BoolVar(&cfg.Rekey, "rekey", false, "the server variant's update re-keys the state (key k to k / 2)")
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	fl.StringVar(&tracePath, "trace", "", "write an execution trace of the run (server variant: after the state is built) to this file (inspect with go tool trace)")
 	fl.StringVar(&heapProfile, "heap-profile", "", "write a heap profile after the last swap (server variant) to this file")
