@@ -66,6 +66,10 @@ type run struct {
 	// manual is true when processing time is a manual clock (TestStream):
 	// it then moves only with tick messages, in order with the data.
 	manual bool
+	// rekeys holds, by step, the shared re-key of a step's adopted state
+	// (rekey_share.go): written while the execution is instantiated (one
+	// goroutine), read by the workers' restores after.
+	rekeys map[string]*rekeyShare
 }
 
 // Run executes prog until every source has ended and every window has

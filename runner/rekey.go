@@ -11,11 +11,13 @@ package runner
 // commits, a restart re-keys the earlier checkpoint's state again; the
 // rollback snapshot keeps it as it was.
 //
-// A key moves to another key group, so to another worker's share: every
-// worker reads every key of the step (all key groups), keeps those whose
-// new key group it owns, and deletes the earlier entries in the key groups
-// it owns. Reading is shared; each moved window has one owner, which alone
-// writes it.
+// A key moves to another key group, so to another worker's share. At a
+// restore from the store every worker reads every key of the step (all key
+// groups), keeps those whose new key group it owns, and deletes the
+// earlier entries in the key groups it owns. At an update in place the new
+// keys are computed once for all workers (rekey_share.go) and each worker
+// applies its share. Each moved window has one owner, which alone writes
+// it.
 
 import (
 	"bytes"
@@ -49,14 +51,7 @@ func (m *rekeyMove) move(kg uint16, kb []byte, enc string, wins []*winState, dro
 		if !ownsOld {
 			return nil
 		}
-		m.tombs = append(m.tombs, tombstone(kg, enc))
-		rej := make([]droppedState, 0, len(wins))
-		for _, ws := range wins {
-			rej = append(rej, droppedState{win: ws.w, cell: contract.AccumulatorCell, reason: contract.RekeyFailed, err: err})
-		}
-		n.w.r.opts.Logger.Warn("a key's re-key migration did not evaluate: its state is left out (a reject of the step, reason rekey_failed)",
-			"step", n.sp.step.Name, "key", fmt.Sprint(old), "error", err)
-		return reportStateRejects(n.w, n.sp.step.Name, old, enc, rej)
+		return m.reject(kg, enc, old, wins, err)
 	}
 	m.buf = moved
 	h := KeyHash(moved)
@@ -67,6 +62,30 @@ func (m *rekeyMove) move(kg uint16, kb []byte, enc string, wins []*winState, dro
 	if int(route[nkg]) != n.w.id {
 		return nil
 	}
+	return m.place(nkg, h, moved, key, wins, dropped)
+}
+
+// reject leaves out the earlier key enc of key group kg (old decoded),
+// whose re-key failed with err: its entry is deleted and its windows are
+// rejects of the step, reason rekey_failed.
+func (m *rekeyMove) reject(kg uint16, enc string, old any, wins []*winState, err error) error {
+	n := m.n
+	m.tombs = append(m.tombs, tombstone(kg, enc))
+	rej := make([]droppedState, 0, len(wins))
+	for _, ws := range wins {
+		rej = append(rej, droppedState{win: ws.w, cell: contract.AccumulatorCell, reason: contract.RekeyFailed, err: err})
+	}
+	n.w.r.opts.Logger.Warn("a key's re-key migration did not evaluate: its state is left out (a reject of the step, reason rekey_failed)",
+		"step", n.sp.step.Name, "key", fmt.Sprint(old), "error", err)
+	return reportStateRejects(n.w, n.sp.step.Name, old, enc, rej)
+}
+
+// place adds wins, the windows of an earlier key, to the new key encoded
+// as moved (hash h) in key group nkg, which this worker owns: merged into
+// the key's windows when it holds some already, else to a key made for
+// them. dropped is what of the earlier key's state did not decode.
+func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*winState, dropped []droppedState) error {
+	n := m.n
 	g := n.group(nkg)
 	dst := g.findBytes(h, moved)
 	if dst == nil {
@@ -203,7 +222,9 @@ func (n *aggNode) oldKeysMove(olds []node) bool {
 // adoptRekeyed is adopt for a step that re-keys the paused instances'
 // keys: their last snapshot (the handover checkpoint) is encoded first, as
 // they kept it, and the move runs among the restores Start runs on each
-// worker before any worker starts.
+// worker before any worker starts. The new keys are computed once for all
+// workers (rekeyShare), the application split by the key groups each
+// worker owns.
 func (n *aggNode) adoptRekeyed(olds []node) {
 	var from []*aggNode
 	for _, o := range olds {
@@ -214,30 +235,24 @@ func (n *aggNode) adoptRekeyed(olds []node) {
 		}
 	}
 	n.adoptedRej, _ = n.agg.(contract.AdoptedStateRejecter)
-	n.w.restores = append(n.w.restores, func() error {
-		m := &rekeyMove{n: n}
-		for _, old := range from {
-			for kg, g := range old.groups {
-				if g == nil {
-					continue
-				}
-				for _, head := range g.keys {
-					for k := head; k != nil; k = k.next {
-						if k.dead {
-							continue
-						}
-						kb, err := appendAggKeyOnly(nil, old.sc, old.ek, k)
-						if err != nil {
-							return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
-						}
-						if err := m.move(uint16(kg), kb, k.str, k.wins, nil); err != nil {
-							return err
-						}
-					}
-				}
-			}
+	r := n.w.r
+	share := r.rekeys[n.sp.step.Name]
+	if share == nil {
+		share = &rekeyShare{nodes: make([]*aggNode, len(r.workers)), from: from}
+		if r.rekeys == nil {
+			r.rekeys = map[string]*rekeyShare{}
 		}
-		m.finish()
+		r.rekeys[n.sp.step.Name] = share
+	}
+	share.nodes[n.w.id] = n
+	n.w.restores = append(n.w.restores, func() error {
+		share.once.Do(share.compute)
+		if share.err != nil {
+			return share.err
+		}
+		if err := share.apply(n); err != nil {
+			return err
+		}
 		n.publishKeys()
 		return nil
 	})

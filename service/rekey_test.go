@@ -346,3 +346,53 @@ func TestRekeyFailureIsAReject(t *testing.T) {
 	}
 	t.Errorf("no metrics of step Sums: %+v", fin.Metrics.Steps)
 }
+
+// TestUpdateRekeyFailureIsAReject: at an update in place across two
+// workers, a re-key expression that fails for the stored keys of shard 3
+// leaves their state out — each a reject of the step with reason
+// rekey_failed, counted once and sent as a dead letter naming the key and
+// the error by the worker that owned it — and moves every other key: the
+// job runs to its end.
+func TestUpdateRekeyFailureIsAReject(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "job.sqlite")
+	s := openService(t, filepath.Join(dir, "data"))
+	old, err := s.Submit(context.Background(), SubmitRequest{Name: "totals", Pipeline: fmt.Sprintf(rekeyYAML, db), BaseDir: dir,
+		Options: record.JobOptions{NumWorkers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitElements(t, s, old.ID, "Events", 1500)
+	failShard3 := "      migrations:\n        rekey: {from: [key, shard], key: {key: \"shard == 3 ? key + string(1 / (shard - 3)) : key\"}}\n"
+	res, err := s.Update(context.Background(), UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals",
+		Pipeline: fmt.Sprintf(rekeyedYAML, failShard3, db), BaseDir: dir}})
+	if err != nil || !res.Report.Compatible || res.Job == nil {
+		t.Fatalf("update: %v (report %+v)", err, res.Report)
+	}
+	nj := waitDone(t, s, res.Job.ID)
+	if nj.State != record.StateDone {
+		t.Fatalf("new job: %s", nj.State)
+	}
+	var dead int64
+	for _, ev := range eventsOf(t, s, nj.ID, record.EventDeadLetter) {
+		if ev.Details["step"] == "Sums" && ev.Details["reason"] == "rekey_failed" {
+			dead++
+			if !strings.Contains(ev.Message, "division by zero") || !strings.Contains(ev.Message, "3") {
+				t.Errorf("dead letter %q: want it to name the key of shard 3 and the error", ev.Message)
+			}
+		}
+	}
+	if dead == 0 {
+		t.Fatalf("no dead letter of step Sums with reason rekey_failed: %v", eventsOf(t, s, nj.ID, record.EventDeadLetter))
+	}
+	for _, st := range nj.Metrics.Steps {
+		if st.Name == "Sums" {
+			if st.RejectsByReason["rekey_failed"] != dead {
+				t.Errorf("Sums: rejects by reason %v, want rekey_failed = %d (one per dead letter: each failed key reported once)", st.RejectsByReason, dead)
+			}
+			return
+		}
+	}
+	t.Errorf("no metrics of step Sums: %+v", nj.Metrics.Steps)
+}
