@@ -142,15 +142,19 @@ func TestStagedRenamesBehindTheView(t *testing.T) {
 			}
 		}
 
+		// nextGen prepares generation gen's sink of rows of schema, which
+		// declares renames, and points the reader at col meanwhile.
+		nextGen := func(gen int64, renames map[string]string, schema *row.Schema, col string) *schemaJob {
+			rd.pause()
+			defer rd.resume()
+			c2 := cfg
+			c2.Generation, c2.JobID, c2.SinkID, c2.RenamedColumns = gen, fmt.Sprintf("job-%d", gen), fmt.Sprintf("%s-%d", cfg.SinkID, gen), renames
+			c.col = col
+			return &schemaJob{totalsJob: totalsJob{sink: e.sink(c2, schema), total: total, panes: panes}, schema: schema}
+		}
 		// Generation 2 renames; generation 1 keeps writing its staging
 		// table for a round (the overlap).
-		rd.pause()
-		cfg2 := cfg
-		cfg2.Generation, cfg2.JobID, cfg2.SinkID = 2, "job-2", cfg.SinkID+"-2"
-		cfg2.RenamedColumns = map[string]string{"amount_total": "total"}
-		gen2 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, renamedSchema), total: total, panes: panes}, schema: renamedSchema}
-		c.col = "amount_total"
-		rd.resume()
+		gen2 := nextGen(2, map[string]string{"amount_total": "total"}, renamedSchema, "amount_total")
 		if got := viewColumns(t, e, e.table); slices.Contains(got, "total") || !slices.Contains(got, "amount_total") {
 			t.Fatalf("after the rename the view serves %v, want amount_total and no total", got)
 		}
@@ -198,13 +202,7 @@ func TestStagedRenamesBehindTheView(t *testing.T) {
 		}
 
 		// A rollback: generation 3 writes the old name again.
-		rd.pause()
-		cfg3 := cfg
-		cfg3.Generation, cfg3.JobID, cfg3.SinkID = 3, "job-3", cfg.SinkID+"-3"
-		cfg3.RenamedColumns = map[string]string{"total": "amount_total"}
-		gen3 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg3, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
-		c.col = "total"
-		rd.resume()
+		gen3 := nextGen(3, map[string]string{"total": "amount_total"}, totalsSchema, "total")
 		for r := 9; r < 11; r++ {
 			if err := gen3.step(ctx, round(r)); err != nil {
 				t.Fatalf("round %d: %v", r, err)
