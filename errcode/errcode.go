@@ -227,9 +227,9 @@ const (
 	// host outside the server's --allowed-sql-hosts; nothing connected to it.
 	SQLHostNotAllowed Code = "SQL_HOST_NOT_ALLOWED"
 	// SQLSchemaChangeRefused: a WriteToSql sink would change its table in
-	// a way weir does not apply in place (an undeclared rename, a declared
-	// one behind a façade; with layout: staged also a type change other
-	// than int to float, or a key change); nothing was altered and the
+	// a way weir does not apply in place (an undeclared rename; with
+	// layout: staged also a type change other than int to float, or a key
+	// change); nothing was altered and the
 	// running job is untouched. The message names the column, the change
 	// and the fix.
 	SQLSchemaChangeRefused Code = "SQL_SCHEMA_CHANGE_REFUSED"

@@ -262,9 +262,8 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 // does: a new column beside a removed one of the same type is how an
 // undeclared rename looks, and the sink refuses it (its old rows would
 // keep their values under the old name and read null under the new);
-// a declared rename is applied in place to a plain table and behind the
-// view of a staged table, and refused by the façade of a parallel
-// replacement, whose view spans other generations' tables. An int
+// a declared rename is applied in place to a plain table, and behind the
+// view of a staged table or of a parallel replacement's façade. An int
 // widened to float is altered in place, and served beside the older
 // staging tables' ints by a staged table's view.
 func markRenames(cols []Column, layout string, strategy Strategy) {
@@ -274,8 +273,7 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 		case c.Action == Renamed && layout == "staged":
 			c.Effect = fmt.Sprintf("renamed from %s behind the view: the older staging tables keep their column %s (a job still writing one goes on), the view and the merges read it as %s, the principal is renamed in place (ALTER TABLE … RENAME COLUMN); no row is copied", c.From, c.From, c.Name)
 		case c.Action == Renamed && strategy == Parallel:
-			c.Action = Refused
-			c.Effect = fmt.Sprintf("declared renamed from %s, but the façade of a parallel replacement does not rename columns (its view spans other generations' tables; SQL_SCHEMA_CHANGE_REFUSED): keep the name %s, update in place, use layout: staged, or write to a new table", c.From, c.From)
+			c.Effect = fmt.Sprintf("renamed from %s behind the façade: the running job's table keeps its column %s (its writes go on), the view, the parity check and the compaction read it as %s; the new generation's table has %s; no row is copied, and a rollback serves %s again", c.From, c.From, c.Name, c.Name, c.From)
 		case c.Action == Converted && c.OldType == "float" && c.NewType == "int" && (layout == "staged" || strategy == Parallel):
 			c.Action = Refused
 			c.Effect = "float → int, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"

@@ -271,9 +271,8 @@ func sink(t *testing.T, p plan.Plan, name string) plan.Sink {
 
 // TestPlanDeclaredRename plans a Combine output renamed in place with
 // renamed_from: the state carries on, the SQL sink reading the Combine
-// renames its column in place, a staged table renames it behind its
-// view, and a parallel replacement (whose façade does not rename columns)
-// is refused.
+// renames its column in place, and a staged table or a parallel
+// replacement's façade renames it behind its view.
 func TestPlanDeclaredRename(t *testing.T) {
 	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
 	renamed := strings.Replace(strings.Replace(direct, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
@@ -288,7 +287,7 @@ func TestPlanDeclaredRename(t *testing.T) {
 		effect   string
 	}{
 		{plan.InPlace, false, plan.Renamed, "rows written before the update keep their values under amount_total"},
-		{plan.Parallel, false, plan.Refused, "does not rename columns"},
+		{plan.Parallel, false, plan.Renamed, "renamed from total behind the façade"},
 		{plan.Parallel, true, plan.Renamed, "the view and the merges read it as amount_total"},
 		{plan.InPlace, true, plan.Renamed, "the principal is renamed in place"},
 	} {

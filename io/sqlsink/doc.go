@@ -149,6 +149,11 @@
 // table or schema name over PostgresIdentifierLimit bytes, or a physical
 // table name that would be, is refused by Config.Validate
 // (ErrIdentifierTooLong). Every generation of a façade keys its rows alike.
+// A generation whose rows rename a field (Config.RenamedColumns) records
+// the rename in FacadeRenamesTable (facade_rename.go): the older
+// generations' tables keep their columns, which the view, CompactFacade and
+// FacadeGenerationRows read under the new name; DropFacadeGeneration
+// forgets the dropped generation's renames.
 // A generation set up with Config.FacadeHeld is registered but held back
 // (FacadeHeldTable): the view serves the older generations alone until
 // RevealFacadeGeneration rebuilds it over the held one, in one

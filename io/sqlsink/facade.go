@@ -219,6 +219,8 @@ type facadeGen struct {
 	// endedAt is when the generation's job ended (Unix milliseconds), or
 	// -1 while it runs.
 	endedAt int64
+	// renames are those its columns are served under (renamesAbove).
+	renames []stagedRename
 }
 
 // fxGenerations returns the registered generations of façade table, newest
@@ -232,6 +234,10 @@ func fxGenerations(ctx context.Context, fx facadeExec, table string) ([]facadeGe
 	if err != nil {
 		return nil, fmt.Errorf("reading the generations of %s: %w", table, err)
 	}
+	renames, err := fxFacadeRenames(ctx, fx, table)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]facadeGen, 0, len(rows))
 	for _, r := range rows {
 		g := facadeGen{endedAt: -1}
@@ -243,6 +249,7 @@ func fxGenerations(ctx context.Context, fx facadeExec, table string) ([]facadeGe
 		if e, ok := r[4].(int64); ok {
 			g.endedAt = e
 		}
+		g.renames = renamesAbove(renames, g.generation)
 		out = append(out, g)
 	}
 	return out, nil
@@ -278,8 +285,50 @@ func (s *Sink) checkFacadeLocked(ctx context.Context) error {
 		if err := facadeKindOK(ctx, fx, s.cfg.Table, kind); err != nil {
 			return err
 		}
-		return fxSameKey(ctx, fx, s.cfg.Table, me)
+		if err := fxSameKey(ctx, fx, s.cfg.Table, me); err != nil {
+			return err
+		}
+		return s.checkFacadeRenames(ctx, fx, kind)
 	})
+}
+
+// checkFacadeRenames refuses, before anything is created, renames the
+// sink declares (Config.RenamedColumns) that would make the view serve two
+// columns of an older generation's table (or of the plain table about to
+// become one) under one name.
+func (s *Sink) checkFacadeRenames(ctx context.Context, fx facadeExec, kind string) error {
+	if len(s.cfg.RenamedColumns) == 0 {
+		return nil
+	}
+	var declared []stagedRename
+	for nw, old := range s.cfg.RenamedColumns {
+		declared = append(declared, stagedRename{seq: s.cfg.Generation, from: old, to: nw})
+	}
+	slices.SortFunc(declared, func(a, b stagedRename) int { return strings.Compare(a.to, b.to) })
+	var older []facadeGen
+	if kind == "table" {
+		older = []facadeGen{{physical: s.cfg.Table}}
+	} else {
+		gens, err := fxGenerations(ctx, fx, s.cfg.Table)
+		if err != nil {
+			return err
+		}
+		for _, g := range gens {
+			if g.generation < s.cfg.Generation {
+				older = append(older, g)
+			}
+		}
+	}
+	for _, g := range older {
+		cols, err := fxGenColumns(ctx, fx, g)
+		if err != nil {
+			return err
+		}
+		if _, err := exposeColumns(g.physical, cols, declared, fx.pg()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // facadeKindOK refuses a relation of the view's name that is neither a
@@ -350,7 +399,7 @@ func fxRebuildView(ctx context.Context, fx facadeExec, table string) error {
 		if held[g.generation] {
 			continue // written, not served yet (RevealFacadeGeneration)
 		}
-		members = append(members, viewMember{table: g.physical, mode: g.mode, keys: g.keys, label: g.generation})
+		members = append(members, viewMember{table: g.physical, mode: g.mode, keys: g.keys, label: g.generation, renames: g.renames})
 	}
 	return fxBuildView(ctx, fx, table, members, false)
 }
@@ -388,6 +437,9 @@ func (s *Sink) setupFacadeLocked(ctx context.Context) error {
 			}
 		}
 		if err := fxRegister(ctx, fx, view, me); err != nil {
+			return err
+		}
+		if err := fxRecordFacadeRenames(ctx, fx, view, gen, s.cfg.RenamedColumns); err != nil {
 			return err
 		}
 		if s.cfg.FacadeHeld {
@@ -641,11 +693,19 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 			conflict[k] = keyTerm("", key, fx.pg())
 		}
 		for _, g := range merge {
-			cols, err := fxColumns(ctx, fx, g.physical)
+			// Its columns as the kept generation's table names them.
+			var kept []stagedRename
+			for _, r := range g.renames {
+				if r.seq <= keep {
+					kept = append(kept, r)
+				}
+			}
+			g.renames = kept
+			cols, err := fxGenColumns(ctx, fx, g)
 			if err != nil {
 				return err
 			}
-			var names []string
+			var names, src []string
 			for _, c := range cols {
 				if !hasColumn(keepCols, c.name, fx.pg()) {
 					add := "ALTER TABLE " + quoteTable(target.physical) + " ADD COLUMN " + quoteIdent(c.name) + " " + c.typ
@@ -655,6 +715,7 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 					keepCols = append(keepCols, c)
 				}
 				names = append(names, quoteIdent(c.name))
+				src = append(src, quoteIdent(c.physical()))
 			}
 			if len(cols) > 0 {
 				list := strings.Join(names, ", ")
@@ -669,7 +730,7 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 					onConflict = "DO UPDATE SET " + strings.Join(set, ", ") + " WHERE " +
 						newerRevision("excluded.", "cur.", hasColumn(cols, colPaneCut, fx.pg()), hasColumn(keepCols, colPaneCut, fx.pg()))
 				}
-				q := "INSERT INTO " + quoteTable(target.physical) + " AS cur (" + list + ") SELECT " + list + " FROM " +
+				q := "INSERT INTO " + quoteTable(target.physical) + " AS cur (" + list + ") SELECT " + strings.Join(src, ", ") + " FROM " +
 					quoteTable(g.physical) + " WHERE true ON CONFLICT (" + strings.Join(conflict, ", ") + ") " + onConflict
 				before, err := countRows(ctx, fx, target.physical)
 				if err != nil {

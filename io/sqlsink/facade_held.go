@@ -100,13 +100,13 @@ func FacadeGenerationRows(ctx context.Context, t FacadeTarget, gen int64) (rows 
 			return nil
 		}
 		g := gens[i]
-		cols, err := fxColumns(ctx, fx, g.physical)
+		cols, err := fxGenColumns(ctx, fx, g)
 		if err != nil || len(cols) == 0 {
 			return err
 		}
 		names := make([]string, len(cols))
 		for j, c := range cols {
-			names[j] = quoteIdent(c.name)
+			names[j] = quoteIdent(c.physical())
 		}
 		data, err := fx.query(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteTable(g.physical))
 		if err != nil {
@@ -182,6 +182,9 @@ func DropFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) error 
 		}
 		if err := fx.exec(ctx, `DELETE FROM `+FacadeTable+` WHERE facade = `+ph(fx, 1)+` AND generation = `+ph(fx, 2), t.Table, gen); err != nil {
 			return fmt.Errorf("forgetting generation %d of %s: %w", gen, t.Table, err)
+		}
+		if err := fxForgetFacadeRenames(ctx, fx, t.Table, gen); err != nil {
+			return err
 		}
 		if k, err := fxKind(ctx, fx, FacadeHeldTable); err != nil {
 			return err

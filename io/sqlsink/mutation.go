@@ -68,26 +68,14 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 // to declared types) to match. A rename whose new column the table has
 // already, without the old one, was done before (a restart): nothing to
 // do. One whose old column the table lacks has nothing to rename: the new
-// column is added as any new one. A table with both columns, and a
-// façade (whose view spans the tables of other generations, which may
-// still be written), are refused. A staged table's older members are
-// renamed behind its view (fxRecordRenames).
+// column is added as any new one. A table with both columns is refused.
+// The other tables behind a staged or façade view keep their columns,
+// served under the new names (fxRecordRenames, fxRecordFacadeRenames).
 //
 // The lock order is the caller's: it runs under prepareLocked.
 func (s *Sink) renameColumns(existing map[string]string) ([]string, error) {
 	if len(s.cfg.RenamedColumns) == 0 {
 		return nil, nil
-	}
-	if s.db.facade {
-		var decl []string
-		for nw, old := range s.cfg.RenamedColumns {
-			decl = append(decl, nw+" from "+old)
-		}
-		sort.Strings(decl)
-		return nil, fmt.Errorf("%w: table %s: the fields %s are declared renamed (renamed_from), and weir does not yet rename the columns of a façade table, "+
-			"whose view spans the tables of other generations; keep the outputs' names, use layout: staged (which renames behind its view), "+
-			"or drop the declaration when no table behind the view has the old column",
-			ErrSchemaChange, s.cfg.Table, strings.Join(decl, ", "))
 	}
 	be := s.db.be
 	news := make([]string, 0, len(s.cfg.RenamedColumns))
