@@ -265,7 +265,7 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 // a declared rename is applied in place to a plain table, and behind the
 // view of a staged table or of a parallel replacement's façade. An int
 // widened to float is altered in place, and served beside the older
-// staging tables' ints by a staged table's view.
+// tables' ints by a staged table's or a façade's view.
 func markRenames(cols []Column, layout string, strategy Strategy) {
 	for i := range cols {
 		c := &cols[i]
@@ -279,6 +279,8 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			c.Effect = "float → int, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"
 		case c.Action == Widened && layout == "staged" && c.OldType == "int" && c.NewType == "float":
 			c.Effect = "int → float: the new staging table holds floats, the view serves them beside the older staging tables' ints, and the next merge widens the principal's column (PostgreSQL: bigint to double precision, which rewrites it)"
+		case c.Action == Widened && strategy == Parallel && c.OldType == "int" && c.NewType == "float":
+			c.Effect = "int → float: the new generation's table holds floats, the façade's view serves them beside the running job's ints, and the compaction moves the ints into the float column"
 		case c.Action == Widened && (layout == "staged" || strategy == Parallel):
 			c.Action = Refused
 			c.Effect = fmt.Sprintf("%s → %s widens, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table", c.OldType, c.NewType)

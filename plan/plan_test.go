@@ -368,3 +368,31 @@ func TestPlanRekey(t *testing.T) {
 		t.Errorf("step = %+v, want migrated with the re-key's warning", st)
 	}
 }
+
+// TestPlanWidenedColumn: an int column whose field widens to float is
+// widened in place for a plain table, and served beside the older ints by
+// a staged table's view and by a parallel replacement's façade.
+func TestPlanWidenedColumn(t *testing.T) {
+	widened := strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, total: double(total)}", 1)
+	staged := func(text string) string {
+		return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
+	}
+	for _, tc := range []struct {
+		name          string
+		strategy      plan.Strategy
+		oldText, text string
+		effect        string
+	}{
+		{"staged", plan.InPlace, staged(base), staged(widened), "the next merge widens the principal's column"},
+		{"parallel", plan.Parallel, base, widened, "the façade's view serves them beside the running job's ints"},
+	} {
+		p := plan.Make(load(t, tc.oldText), load(t, tc.text), plan.Options{Strategy: tc.strategy})
+		s := sink(t, p, "WriteTotals")
+		if len(s.Columns) != 1 {
+			t.Fatalf("%s: sink = %+v", tc.name, s)
+		}
+		if c := s.Columns[0]; c.Name != "total" || c.Action != plan.Widened || c.OldType != "int" || c.NewType != "float" || !strings.Contains(c.Effect, tc.effect) {
+			t.Errorf("%s: column = %+v, want widened int → float (%q)", tc.name, c, tc.effect)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +119,50 @@ func TestFacadeRenameRolledBack(t *testing.T) {
 			t.Errorf("after the rollback the view serves %v, want generation 1's %v", got, gen1.total)
 		}
 		must(t, gen1.sink.Close(ctx))
+	})
+}
+
+// TestFacadeWidensToFloat: a parallel replacement whose int output
+// widened to float writes floats to its generation's table beside the
+// running job's ints; the view serves both, and the compaction moves the
+// ints into the float column.
+func TestFacadeWidensToFloat(t *testing.T) {
+	forEachFacadeDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config(ModeUpsert, "region")
+		cfg.SinkID, cfg.JobID = e.table+"/WriteTotals", "job"
+		gen1 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}, schema: totalsSchema}
+		c := &consumer{e: e}
+		rd := startPoller(ctx, c)
+		var published []fact
+		for r := range 3 {
+			published = append(published, round(r)...)
+			must(t, gen1.step(ctx, round(r)))
+		}
+		cfg2 := cfg
+		cfg2.Generation, cfg2.Facade = 2, true
+		gen2 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, floatSchema), total: map[cell]int64{}, panes: map[cell]int64{}, from: 1}, schema: floatSchema}
+		must(t, gen2.step(ctx, published))
+		for r := 3; r < 5; r++ {
+			must(t, gen1.step(ctx, round(r)))
+			must(t, gen2.step(ctx, round(r)))
+		}
+		must(t, gen1.sink.Close(ctx))
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clock := func() time.Time { return now }
+		must(t, EndFacadeGeneration(ctx, e.target(clock), 1))
+		now = now.Add(time.Minute)
+		if _, err := CompactFacade(ctx, e.target(clock), 2, 0); err != nil {
+			t.Fatal(err)
+		}
+		rd.end()
+		if got := viewTotals(t, e, "total"); !maps.Equal(got, gen1.total) {
+			t.Errorf("the view serves %v, want %v", got, gen1.total)
+		}
+		f := slices.DeleteFunc(c.failures(), func(s string) bool { return strings.Contains(s, "cached plan must not change result type") })
+		if len(f) > 0 {
+			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
+		}
+		must(t, gen2.sink.Close(ctx))
 	})
 }
