@@ -13,6 +13,7 @@ package runner
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // rekeyShare is the shared re-key of one step's adopted state. nodes and
@@ -24,6 +25,9 @@ type rekeyShare struct {
 	from  []*aggNode // the paused instances
 	parts []rekeyPart
 	err   error
+	// applied counts the workers done applying; the last one drops parts
+	// (a record per earlier key), which the run would otherwise hold.
+	applied atomic.Int32
 }
 
 // rekeyPart is what one split of the earlier key groups yields, by the
@@ -175,5 +179,14 @@ func (s *rekeyShare) apply(n *aggNode) error {
 		}
 	}
 	m.finish()
+	live := 0
+	for _, o := range s.nodes {
+		if o != nil {
+			live++
+		}
+	}
+	if int(s.applied.Add(1)) == live {
+		s.parts = nil
+	}
 	return nil
 }
