@@ -219,8 +219,8 @@ type facadeGen struct {
 	// endedAt is when the generation's job ended (Unix milliseconds), or
 	// -1 while it runs.
 	endedAt int64
-	// renames are those its columns are served under (renamesAbove).
-	renames []stagedRename
+	// renames are those its columns are served under (renamesAfter).
+	renames []columnRename
 }
 
 // fxGenerations returns the registered generations of façade table, newest
@@ -234,7 +234,7 @@ func fxGenerations(ctx context.Context, fx facadeExec, table string) ([]facadeGe
 	if err != nil {
 		return nil, fmt.Errorf("reading the generations of %s: %w", table, err)
 	}
-	renames, err := fxFacadeRenames(ctx, fx, table)
+	renames, err := facadeRenames().read(ctx, fx, table)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func fxGenerations(ctx context.Context, fx facadeExec, table string) ([]facadeGe
 		if e, ok := r[4].(int64); ok {
 			g.endedAt = e
 		}
-		g.renames = renamesAbove(renames, g.generation)
+		g.renames = renamesAfter(renames, g.generation)
 		out = append(out, g)
 	}
 	return out, nil
@@ -300,11 +300,7 @@ func (s *Sink) checkFacadeRenames(ctx context.Context, fx facadeExec, kind strin
 	if len(s.cfg.RenamedColumns) == 0 {
 		return nil
 	}
-	var declared []stagedRename
-	for nw, old := range s.cfg.RenamedColumns {
-		declared = append(declared, stagedRename{seq: s.cfg.Generation, from: old, to: nw})
-	}
-	slices.SortFunc(declared, func(a, b stagedRename) int { return strings.Compare(a.to, b.to) })
+	declared := declaredRenames(s.cfg.RenamedColumns, s.cfg.Generation)
 	var older []facadeGen
 	if kind == "table" {
 		older = []facadeGen{{physical: s.cfg.Table}}
@@ -439,7 +435,7 @@ func (s *Sink) setupFacadeLocked(ctx context.Context) error {
 		if err := fxRegister(ctx, fx, view, me); err != nil {
 			return err
 		}
-		if err := fxRecordFacadeRenames(ctx, fx, view, gen, s.cfg.RenamedColumns); err != nil {
+		if err := facadeRenames().record(ctx, fx, view, declaredRenames(s.cfg.RenamedColumns, gen)); err != nil {
 			return err
 		}
 		if s.cfg.FacadeHeld {
@@ -694,7 +690,7 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 		}
 		for _, g := range merge {
 			// Its columns as the kept generation's table names them.
-			var kept []stagedRename
+			var kept []columnRename
 			for _, r := range g.renames {
 				if r.seq <= keep {
 					kept = append(kept, r)

@@ -183,7 +183,7 @@ func DropFacadeGeneration(ctx context.Context, t FacadeTarget, gen int64) error 
 		if err := fx.exec(ctx, `DELETE FROM `+FacadeTable+` WHERE facade = `+ph(fx, 1)+` AND generation = `+ph(fx, 2), t.Table, gen); err != nil {
 			return fmt.Errorf("forgetting generation %d of %s: %w", gen, t.Table, err)
 		}
-		if err := fxForgetFacadeRenames(ctx, fx, t.Table, gen); err != nil {
+		if err := facadeRenames().forget(ctx, fx, t.Table, gen); err != nil {
 			return err
 		}
 		if k, err := fxKind(ctx, fx, FacadeHeldTable); err != nil {

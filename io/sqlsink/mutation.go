@@ -70,7 +70,7 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 // do. One whose old column the table lacks has nothing to rename: the new
 // column is added as any new one. A table with both columns is refused.
 // The other tables behind a staged or façade view keep their columns,
-// served under the new names (fxRecordRenames, fxRecordFacadeRenames).
+// served under the new names (fxRecordRenames; facadeRenames for a façade).
 //
 // The lock order is the caller's: it runs under prepareLocked.
 func (s *Sink) renameColumns(existing map[string]string) ([]string, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -69,8 +68,8 @@ type stagedMember struct {
 	mode       string
 	keys       []string
 	generation int64
-	// renames are those its columns are served under (renamesAfter).
-	renames []stagedRename
+	// renames are those its columns are served under (stagedRenamesAfter).
+	renames []columnRename
 }
 
 // fxStagedMembers returns the members of the staged view, principal
@@ -85,7 +84,7 @@ func fxStagedMembers(ctx context.Context, fx facadeExec, view string) ([]stagedM
 	if err != nil {
 		return nil, fmt.Errorf("reading the members of %s: %w", view, err)
 	}
-	renames, err := fxStagedRenames(ctx, fx, view)
+	renames, err := stagedRenames().read(ctx, fx, view)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +97,7 @@ func fxStagedMembers(ctx context.Context, fx facadeExec, view string) ([]stagedM
 		k, _ := r[3].(string)
 		m.keys = strings.Split(k, ",")
 		m.generation, _ = r[4].(int64)
-		m.renames = renamesAfter(renames, m.seq)
+		m.renames = stagedRenamesAfter(renames, m.seq)
 		out = append(out, m)
 	}
 	return out, nil
@@ -247,7 +246,13 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 		if err := fxRecordRenames(ctx, fx, view, pl.table, me.seq, s.cfg.RenamedColumns); err != nil {
 			return err
 		}
-		if err := fxAddColumns(ctx, fx, pl.table, l.table); err != nil {
+		cols, err := fxColumns(ctx, fx, l.table)
+		if err != nil {
+			return err
+		}
+		// An int widened to float is widened in the principal by the
+		// next merge, not here: the update's pause stays as it is.
+		if err := fxAddColumns(ctx, fx, pl.table, cols, false); err != nil {
 			return err
 		}
 		if err := fxRegisterMember(ctx, fx, view, stagedMember{table: pl.table, mode: me.mode, keys: me.keys, generation: me.generation}); err != nil {
@@ -305,29 +310,6 @@ func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout) e
 	return nil
 }
 
-// fxAddColumns adds to table dst the columns of table src it lacks
-// (nullable, so its rows read null).
-func fxAddColumns(ctx context.Context, fx facadeExec, dst, src string) error {
-	have, err := fxColumns(ctx, fx, dst)
-	if err != nil {
-		return err
-	}
-	want, err := fxColumns(ctx, fx, src)
-	if err != nil {
-		return err
-	}
-	for _, c := range want {
-		if hasColumn(have, c.name, fx.pg()) {
-			continue
-		}
-		if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(dst)+" ADD COLUMN "+quoteIdent(c.name)+" "+c.typ); err != nil {
-			return fmt.Errorf("adding column %s of %s to %s: %w", c.name, src, dst, err)
-		}
-		have = append(have, c)
-	}
-	return nil
-}
-
 // fxLockView takes, on PostgreSQL, the exclusive lock of the view (and
 // with it of the tables it reads) before a transaction changes the tables'
 // columns or the view: readers lock the view first, then its tables, so
@@ -354,11 +336,7 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member sta
 	if err != nil || len(cols) == 0 {
 		return err
 	}
-	var declared []stagedRename
-	for nw, old := range s.cfg.RenamedColumns {
-		declared = append(declared, stagedRename{seq: member.seq + 1, from: old, to: nw})
-	}
-	sort.Slice(declared, func(i, j int) bool { return declared[i].to < declared[j].to })
+	declared := declaredRenames(s.cfg.RenamedColumns, member.seq+1)
 	if cols, err = exposeColumns(member.table, cols, declared, fx.pg()); err != nil {
 		return err
 	}

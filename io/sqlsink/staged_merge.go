@@ -102,7 +102,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 			return rep, err
 		}
 		mcols[i+1] = cols
-		missing, err := fxLacksExposed(ctx, fx, principal.table, cols)
+		missing, err := fxLacksColumns(ctx, fx, principal.table, cols)
 		if err != nil {
 			return rep, err
 		}
@@ -116,7 +116,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 	dropped := false
 	for i, m := range ms[1:] {
 		cols := mcols[i+1]
-		if err := fxAddExposedColumns(ctx, fx, principal.table, cols); err != nil {
+		if err := fxAddColumns(ctx, fx, principal.table, cols, true); err != nil {
 			return rep, err
 		}
 		pcols, err := fxColumns(ctx, fx, principal.table)

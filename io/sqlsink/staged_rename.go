@@ -3,7 +3,7 @@ package sqlsink
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -20,30 +20,43 @@ import (
 // the old and the new column name.
 const StagedRenamesTable = "weir_staged_renames"
 
-const stagedRenamesDDL = "CREATE TABLE IF NOT EXISTS " + StagedRenamesTable + " (view_name TEXT NOT NULL, seq BIGINT NOT NULL, " +
-	"old_name TEXT NOT NULL, new_name TEXT NOT NULL, PRIMARY KEY (view_name, seq, new_name))"
-
-// stagedRename is a rename declared by the sink of staging table seq: the
-// staging tables numbered below seq serve their column from under to.
-type stagedRename struct {
+// columnRename is a rename declared at position seq (a staging table's
+// sequence, or a façade generation): the tables behind the view from
+// earlier positions serve their column from under to.
+type columnRename struct {
 	seq      int64
 	from, to string
 }
 
-// fxStagedRenames returns the renames recorded for the staged view, in
-// the order they were declared. The registry need not exist.
-func fxStagedRenames(ctx context.Context, fx facadeExec, view string) ([]stagedRename, error) {
-	if k, err := fxKind(ctx, fx, StagedRenamesTable); err != nil || k == "" {
+// renameRegistry is a table recording the renames declared behind one
+// kind of view: per view (column viewCol), the position (column seqCol)
+// that introduced each new name, with the old and the new name.
+type renameRegistry struct{ table, viewCol, seqCol string }
+
+// stagedRenames is the registry of staged views' renames.
+func stagedRenames() renameRegistry {
+	return renameRegistry{table: StagedRenamesTable, viewCol: "view_name", seqCol: "seq"}
+}
+
+// facadeRenames is the registry of façade views' renames (by generation).
+func facadeRenames() renameRegistry {
+	return renameRegistry{table: FacadeRenamesTable, viewCol: "facade", seqCol: "generation"}
+}
+
+// read returns the renames recorded for view, in the order they were
+// declared. The registry need not exist.
+func (reg renameRegistry) read(ctx context.Context, fx facadeExec, view string) ([]columnRename, error) {
+	if k, err := fxKind(ctx, fx, reg.table); err != nil || k == "" {
 		return nil, err
 	}
-	rows, err := fx.query(ctx, `SELECT seq, old_name, new_name FROM `+StagedRenamesTable+
-		` WHERE view_name = `+ph(fx, 1)+` ORDER BY seq, new_name`, view)
+	rows, err := fx.query(ctx, `SELECT `+reg.seqCol+`, old_name, new_name FROM `+reg.table+
+		` WHERE `+reg.viewCol+` = `+ph(fx, 1)+` ORDER BY `+reg.seqCol+`, new_name`, view)
 	if err != nil {
 		return nil, fmt.Errorf("reading the renamed columns of %s: %w", view, err)
 	}
-	out := make([]stagedRename, 0, len(rows))
+	out := make([]columnRename, 0, len(rows))
 	for _, r := range rows {
-		var rn stagedRename
+		var rn columnRename
 		rn.seq, _ = r[0].(int64)
 		rn.from, _ = r[1].(string)
 		rn.to, _ = r[2].(string)
@@ -52,14 +65,54 @@ func fxStagedRenames(ctx context.Context, fx facadeExec, view string) ([]stagedR
 	return out, nil
 }
 
-// renamesAfter returns the renames a staging table of sequence seq serves
-// its columns under: those declared by later staging tables. The
-// principal (seq 0) is renamed in place and serves its columns as they are.
-func renamesAfter(all []stagedRename, seq int64) []stagedRename {
-	if seq == 0 {
+// record records renames (declaredRenames) behind view. One recorded
+// before (a restart) is kept.
+func (reg renameRegistry) record(ctx context.Context, fx facadeExec, view string, renames []columnRename) error {
+	if len(renames) == 0 {
 		return nil
 	}
-	var out []stagedRename
+	keys := reg.viewCol + ", " + reg.seqCol
+	ddl := "CREATE TABLE IF NOT EXISTS " + reg.table + " (" + reg.viewCol + " TEXT NOT NULL, " + reg.seqCol + " BIGINT NOT NULL, " +
+		"old_name TEXT NOT NULL, new_name TEXT NOT NULL, PRIMARY KEY (" + keys + ", new_name))"
+	if err := fx.exec(ctx, ddl); err != nil {
+		return fmt.Errorf("creating %s: %w", reg.table, err)
+	}
+	q := `INSERT INTO ` + reg.table + ` (` + keys + `, old_name, new_name) VALUES (` +
+		ph(fx, 1) + `, ` + ph(fx, 2) + `, ` + ph(fx, 3) + `, ` + ph(fx, 4) + `) ON CONFLICT (` + keys + `, new_name) DO NOTHING`
+	for _, r := range renames {
+		if err := fx.exec(ctx, q, view, r.seq, r.from, r.to); err != nil {
+			return fmt.Errorf("recording the rename of %s to %s behind %s: %w", r.from, r.to, view, err)
+		}
+	}
+	return nil
+}
+
+// forget forgets the renames declared at position seq behind view.
+func (reg renameRegistry) forget(ctx context.Context, fx facadeExec, view string, seq int64) error {
+	if k, err := fxKind(ctx, fx, reg.table); err != nil || k == "" {
+		return err
+	}
+	if err := fx.exec(ctx, `DELETE FROM `+reg.table+` WHERE `+reg.viewCol+` = `+ph(fx, 1)+` AND `+reg.seqCol+` = `+ph(fx, 2), view, seq); err != nil {
+		return fmt.Errorf("forgetting the renames declared at %d behind %s: %w", seq, view, err)
+	}
+	return nil
+}
+
+// declaredRenames returns renames (Config.RenamedColumns: new name to
+// old) as declared at position seq, ordered by new name.
+func declaredRenames(renames map[string]string, seq int64) []columnRename {
+	out := make([]columnRename, 0, len(renames))
+	for nw, old := range renames {
+		out = append(out, columnRename{seq: seq, from: old, to: nw})
+	}
+	slices.SortFunc(out, func(a, b columnRename) int { return strings.Compare(a.to, b.to) })
+	return out
+}
+
+// renamesAfter returns the renames a table at position seq serves its
+// columns under: those declared at later positions.
+func renamesAfter(all []columnRename, seq int64) []columnRename {
+	var out []columnRename
 	for _, r := range all {
 		if r.seq > seq {
 			out = append(out, r)
@@ -68,9 +121,18 @@ func renamesAfter(all []stagedRename, seq int64) []stagedRename {
 	return out
 }
 
+// stagedRenamesAfter is renamesAfter for a staged member: the principal
+// (seq 0) is renamed in place and serves its columns as they are.
+func stagedRenamesAfter(all []columnRename, seq int64) []columnRename {
+	if seq == 0 {
+		return nil
+	}
+	return renamesAfter(all, seq)
+}
+
 // exposeName returns the name under which a column physically named name
 // is served after renames (in declaration order).
-func exposeName(name string, renames []stagedRename, pg bool) string {
+func exposeName(name string, renames []columnRename, pg bool) string {
 	for _, r := range renames {
 		if r.from == name || (!pg && strings.EqualFold(r.from, name)) {
 			name = r.to
@@ -82,7 +144,7 @@ func exposeName(name string, renames []stagedRename, pg bool) string {
 // exposeColumns returns cols under the names the view serves them by
 // (colDecl.phys keeps a renamed column's own name), refusing two columns
 // that would be served under one name.
-func exposeColumns(table string, cols []colDecl, renames []stagedRename, pg bool) ([]colDecl, error) {
+func exposeColumns(table string, cols []colDecl, renames []columnRename, pg bool) ([]colDecl, error) {
 	if len(renames) == 0 {
 		return cols, nil
 	}
@@ -116,29 +178,17 @@ func fxExposedColumns(ctx context.Context, fx facadeExec, m stagedMember) ([]col
 // principal holding the new column and not the old one was renamed
 // before. The caller holds the view's lock and rebuilds the view.
 func fxRecordRenames(ctx context.Context, fx facadeExec, view, principal string, seq int64, renames map[string]string) error {
-	if len(renames) == 0 {
-		return nil
+	declared := declaredRenames(renames, seq)
+	if err := stagedRenames().record(ctx, fx, view, declared); err != nil || len(declared) == 0 {
+		return err
 	}
-	if err := fx.exec(ctx, stagedRenamesDDL); err != nil {
-		return fmt.Errorf("creating the staged registry: %w", err)
-	}
-	news := make([]string, 0, len(renames))
-	for nw := range renames {
-		news = append(news, nw)
-	}
-	sort.Strings(news)
 	pcols, err := fxColumns(ctx, fx, principal)
 	if err != nil {
 		return err
 	}
 	renamed := false
-	for _, nw := range news {
-		old := renames[nw]
-		q := `INSERT INTO ` + StagedRenamesTable + ` (view_name, seq, old_name, new_name) VALUES (` +
-			ph(fx, 1) + `, ` + ph(fx, 2) + `, ` + ph(fx, 3) + `, ` + ph(fx, 4) + `) ON CONFLICT (view_name, seq, new_name) DO NOTHING`
-		if err := fx.exec(ctx, q, view, seq, old, nw); err != nil {
-			return fmt.Errorf("recording the rename of %s to %s behind %s: %w", old, nw, view, err)
-		}
+	for _, r := range declared {
+		old, nw := r.from, r.to
 		hasOld, hasNew := hasColumn(pcols, old, fx.pg()), hasColumn(pcols, nw, fx.pg())
 		switch {
 		case !hasOld:
@@ -158,27 +208,24 @@ func fxRecordRenames(ctx context.Context, fx facadeExec, view, principal string,
 		if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(principal)+" RENAME COLUMN "+quoteIdent(old)+" TO "+quoteIdent(nw)); err != nil {
 			return fmt.Errorf("renaming column %s of %s to %s: %w", old, principal, nw, err)
 		}
-		for i := range pcols {
-			if pcols[i].name == old || (!fx.pg() && strings.EqualFold(pcols[i].name, old)) {
-				pcols[i].name = nw
-			}
+		if i := columnIndex(pcols, old, fx.pg()); i >= 0 {
+			pcols[i].name = nw
 		}
 	}
 	return nil
 }
 
-// fxAddExposedColumns adds to table dst the columns of want it lacks
-// (nullable, so its rows read null) and, on PostgreSQL, widens a bigint
-// column to double precision where want holds floats (an int output
-// widened to float: compat's COMBINE_OUTPUT_WIDENED).
-func fxAddExposedColumns(ctx context.Context, fx facadeExec, dst string, want []colDecl) error {
+// fxAddColumns adds to table dst the columns of want it lacks (nullable,
+// so its rows read null) and, with widen, widens each column want holds
+// wider (widens).
+func fxAddColumns(ctx context.Context, fx facadeExec, dst string, want []colDecl, widen bool) error {
 	have, err := fxColumns(ctx, fx, dst)
 	if err != nil {
 		return err
 	}
 	for _, c := range want {
 		if i := columnIndex(have, c.name, fx.pg()); i >= 0 {
-			if fx.pg() && strings.EqualFold(have[i].typ, "bigint") && strings.EqualFold(c.typ, "double precision") {
+			if widen && widens(have[i], c, fx.pg()) {
 				if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(dst)+" ALTER COLUMN "+quoteIdent(have[i].name)+" TYPE double precision"); err != nil {
 					return fmt.Errorf("widening column %s of %s to double precision: %w", c.name, dst, err)
 				}
@@ -194,20 +241,27 @@ func fxAddExposedColumns(ctx context.Context, fx facadeExec, dst string, want []
 	return nil
 }
 
-// fxLacksExposed reports whether table dst lacks a column of want, or
-// (PostgreSQL) holds as bigint one that want holds as double precision.
-func fxLacksExposed(ctx context.Context, fx facadeExec, dst string, want []colDecl) (bool, error) {
+// fxLacksColumns reports whether fxAddColumns with widen would change
+// table dst.
+func fxLacksColumns(ctx context.Context, fx facadeExec, dst string, want []colDecl) (bool, error) {
 	have, err := fxColumns(ctx, fx, dst)
 	if err != nil {
 		return false, err
 	}
 	for _, c := range want {
-		i := columnIndex(have, c.name, fx.pg())
-		if i < 0 || fx.pg() && strings.EqualFold(have[i].typ, "bigint") && strings.EqualFold(c.typ, "double precision") {
+		if i := columnIndex(have, c.name, fx.pg()); i < 0 || widens(have[i], c, fx.pg()) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// widens reports whether column want is wider than have: on PostgreSQL a
+// double precision column for a bigint one (an int output widened to
+// float: compat's COMBINE_OUTPUT_WIDENED). SQLite stores either in its
+// column as given.
+func widens(have, want colDecl, pg bool) bool {
+	return pg && strings.EqualFold(have.typ, "bigint") && strings.EqualFold(want.typ, "double precision")
 }
 
 // columnIndex returns the index of the column name in cols, or -1.

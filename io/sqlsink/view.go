@@ -15,7 +15,7 @@ type viewMember struct {
 	label int64
 	// renames are those the member's columns are served under (a staged
 	// layout's older staging tables).
-	renames []stagedRename
+	renames []columnRename
 }
 
 // fxBuildView replaces the view over members, listed newest first, of
