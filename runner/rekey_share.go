@@ -25,8 +25,10 @@ type rekeyShare struct {
 	from  []*aggNode // the paused instances
 	parts []rekeyPart
 	err   error
-	// applied counts the workers done applying; the last one drops parts
-	// (a record per earlier key), which the run would otherwise hold.
+	// live is how many workers apply (set by compute); applied counts
+	// those done, the last of which drops parts (a record per earlier
+	// key), which the run would otherwise hold.
+	live    int32
 	applied atomic.Int32
 }
 
@@ -79,6 +81,7 @@ func (s *rekeyShare) compute() {
 			rekeyers = append(rekeyers, n)
 		}
 	}
+	s.live = int32(len(rekeyers))
 	nw := len(s.nodes)
 	route := rekeyers[0].w.r.route
 	s.parts = make([]rekeyPart, len(rekeyers))
@@ -179,13 +182,7 @@ func (s *rekeyShare) apply(n *aggNode) error {
 		}
 	}
 	m.finish()
-	live := 0
-	for _, o := range s.nodes {
-		if o != nil {
-			live++
-		}
-	}
-	if int(s.applied.Add(1)) == live {
+	if s.applied.Add(1) == s.live {
 		s.parts = nil
 	}
 	return nil
