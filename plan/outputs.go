@@ -142,6 +142,19 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 			s.Action = Changed
 			notes = append(notes, fmt.Sprintf("layout %s → %s", s.Layout.Old, s.Layout.New))
 		}
+		if step := rekeyedProducer(old, newp, n); step != "" && !refused {
+			switch {
+			case strategy == Parallel:
+				s.Action, refused = Refused, true
+				notes = append(notes, fmt.Sprintf("%s re-keys its rows (migrations: rekey) while the running job goes on writing the earlier keys (SQL_SCHEMA_CHANGE_REFUSED): re-key it by an update in place, with layout: staged, or write to a new table", step))
+			case nc.layout() == "staged" && oc.layout() == "staged":
+				s.Action = Changed
+				notes = append(notes, fmt.Sprintf("re-keyed by %s: the rows written before stay where they are, and the view serves them under their new keys (keys that meet merged by the Combine's fns) until the next merge moves them into a principal keyed anew; no copy at the update", step))
+			default:
+				s.Action, refused = Refused, true
+				notes = append(notes, fmt.Sprintf("%s re-keys its rows (migrations: rekey), and a plain table would keep the rows written before under the earlier keys (SQL_SCHEMA_CHANGE_REFUSED when it holds rows): write it with layout: staged from the running version on, or write to a new table", step))
+			}
+		}
 	}
 	s.Columns = compareColumns(fieldsOf(old, o), fieldsOf(newp, n), s.Kind, keySet(nc), declaredRenames(newp, n))
 	if s.Kind == "sql" {
@@ -352,4 +365,23 @@ func position(o *graph.Step, strategy Strategy, rewind bool) string {
 		return "the new job re-reads retained input from the earliest message of the old job's open windows (weir_replace_rewind), then continues"
 	}
 	return "the new job continues from the old job's acknowledged position (weir_replace_rewind=false): windows open at the switch are cut short"
+}
+
+// rekeyedProducer returns the name of the YAML Combine feeding sink n of
+// NEW when it declares a re-key that the step of its name in OLD did not
+// (so the update moves its keys, and the rows of the sink's table with
+// them), else "".
+func rekeyedProducer(old, newp *graph.Pipeline, n *graph.Step) string {
+	c := newp.Collection(n.Inputs[graph.MainTag])
+	if c == nil {
+		return ""
+	}
+	p := newp.Step(c.Producer)
+	if p == nil || compat.RekeyedFrom(p) == nil {
+		return ""
+	}
+	if o := old.Step(p.Name); o != nil && compat.RekeyedFrom(o) != nil && o.KeyCoder != nil && p.KeyCoder != nil && o.KeyCoder.Equal(*p.KeyCoder) {
+		return "" // the running version declared this re-key already
+	}
+	return p.Name
 }

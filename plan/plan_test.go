@@ -396,3 +396,40 @@ func TestPlanWidenedColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRekeyedTable: a Combine that declares a re-key re-keys the rows
+// of the SQL table it feeds: a staged table in place is changed (its view
+// serves the earlier rows under their new keys); a plain table, or a
+// parallel replacement, is refused with the fix.
+func TestPlanRekeyedTable(t *testing.T) {
+	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
+	rekeyed := strings.Replace(direct, "      config:\n        group_by: [region]\n",
+		"      migrations: {rekey: {from: [region], key: {region: \"region == 'eu-west' ? 'eu' : region\"}}}\n      config:\n        group_by: [region]\n", 1)
+	stagedCfg := func(text string) string {
+		return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
+	}
+	for _, tc := range []struct {
+		strategy plan.Strategy
+		staged   bool
+		action   plan.Action
+		detail   string
+	}{
+		{plan.InPlace, true, plan.Changed, "the view serves them under their new keys"},
+		{plan.InPlace, false, plan.Refused, "write it with layout: staged"},
+		{plan.Parallel, true, plan.Refused, "re-key it by an update in place"},
+	} {
+		oldText, newText := direct, rekeyed
+		if tc.staged {
+			oldText, newText = stagedCfg(direct), stagedCfg(rekeyed)
+		}
+		p := plan.Make(load(t, oldText), load(t, newText), plan.Options{Strategy: tc.strategy})
+		s := sink(t, p, "WriteTotals")
+		if s.Action != tc.action || !strings.Contains(s.Detail, tc.detail) || !strings.Contains(s.Detail, "RegionTotals") {
+			t.Errorf("%s (staged %v): sink = %+v, want %s naming RegionTotals and %q", tc.strategy, tc.staged, s, tc.action, tc.detail)
+		}
+		// The same pipeline again: the re-key was done, nothing moves.
+		if again := sink(t, plan.Make(load(t, newText), load(t, newText), plan.Options{Strategy: tc.strategy}), "WriteTotals"); strings.Contains(again.Detail, "re-key") {
+			t.Errorf("%s: the re-keyed version against itself: %+v", tc.strategy, again)
+		}
+	}
+}

@@ -4,12 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/service/record"
 	"github.com/weir-dev/weir/yamlpipe"
 )
@@ -395,4 +401,142 @@ func TestUpdateRekeyFailureIsAReject(t *testing.T) {
 		}
 	}
 	t.Errorf("no metrics of step Sums: %+v", nj.Metrics.Steps)
+}
+
+// TestUpdateRekeysStagedTable re-keys, in place, a Combine whose rows a
+// staged WriteToSql keys by the re-keyed key: the table written under
+// (key, shard), windows of ten minutes of which two closed before the
+// update, is served under key from the update on (the closed windows'
+// rows re-keyed and merged by the view, the open ones by the state), so
+// that the view equals a run of the new pipeline from scratch, before and
+// after the merge that moves the earlier rows into the principal. A plain
+// table holding the earlier rows refuses the update and the job goes on.
+func TestUpdateRekeysStagedTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	windowed := func(y string) string {
+		return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 10m}", 1)
+	}
+	oldYAML := func(db, layout string) string {
+		y := windowed(fmt.Sprintf(rekeyYAML, db))
+		return strings.Replace(y, "table: totals_by_shard, key: [key, shard]}", "table: totals, key: [key, shard]"+layout+"}", 1)
+	}
+	newYAML := func(db, layout, migration string) string {
+		y := windowed(fmt.Sprintf(rekeyedYAML, migration, db))
+		return strings.Replace(y, "table: totals, key: [key]}", "table: totals, key: [key]"+layout+"}", 1)
+	}
+	const staged = ", layout: staged, merge_interval: 0"
+	const migration = "      migrations:\n        rekey: {from: [key, shard]}\n"
+
+	dir := t.TempDir()
+	// The oracle: the new pipeline from scratch over the same events.
+	odb := filepath.Join(dir, "oracle.sqlite")
+	p, err := yamlpipe.Load("oracle.yaml", []byte(newYAML(odb, "", "")), yamlpipe.Options{BaseDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weir.Run(ctx, p, weir.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := tableRows(t, odb)
+
+	t.Run("plain table refused", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		db := filepath.Join(dir, "job.sqlite")
+		s := openService(t, filepath.Join(dir, "data"))
+		old := submit(t, s, "totals", oldYAML(db, ""), dir)
+		waitElements(t, s, old.ID, "Events", 1500)
+		_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: newYAML(db, "", migration), BaseDir: dir}})
+		if !hasCode(err, errcode.SQLSchemaChangeRefused) || !strings.Contains(err.Error(), "layout: staged") {
+			t.Fatalf("update of a plain table: %v; want SQL_SCHEMA_CHANGE_REFUSED naming layout: staged", err)
+		}
+		if j := waitDone(t, s, old.ID); j.State != record.StateDone || j.ReplacedByJobID != "" {
+			t.Fatalf("the running job after the refusal: %s replaced by %q", j.State, j.ReplacedByJobID)
+		}
+	})
+
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run("staged/"+driver, func(t *testing.T) {
+			t.Parallel()
+			testRekeyStagedTable(t, driver, want, oldYAML(odb, staged), newYAML(odb, staged, migration), odb)
+		})
+	}
+}
+
+// testRekeyStagedTable runs TestUpdateRekeysStagedTable's staged case on
+// driver: v1 and v2 are its pipelines writing table totals of database
+// odb, which the case points at its own.
+func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, odb string) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	target := sqlsink.StagedTarget{Driver: driver, DSN: filepath.Join(dir, "job.sqlite"), Table: "totals"}
+	read := func(t *testing.T) []string { return tableRows(t, target.DSN) }
+	point := func(y string) string { return strings.ReplaceAll(y, "dsn: "+odb+",", "dsn: "+target.DSN+",") }
+	if driver == "postgres" {
+		target.DSN = os.Getenv("WEIR_TEST_POSTGRES_DSN")
+		if target.DSN == "" {
+			target.DSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, target.DSN)
+		cancel()
+		if err != nil {
+			t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", target.DSN, err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		target.Table = fmt.Sprintf("rekey_totals_%d", time.Now().UnixNano()%1e9)
+		point = func(y string) string {
+			return strings.ReplaceAll(y, "{dsn: "+odb+", table: totals,", "{driver: postgres, dsn: \""+target.DSN+"\", table: "+target.Table+",")
+		}
+		read = func(t *testing.T) []string {
+			rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+target.Table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got, _ := scanTotals(t, rows)
+			return got
+		}
+	}
+	s := openService(t, filepath.Join(dir, "data"))
+	old := submit(t, s, "totals", point(v1), dir)
+	waitElements(t, s, old.ID, "Events", 1500)
+	res, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: point(v2), BaseDir: dir}})
+	if err != nil || !res.Report.Compatible {
+		t.Fatalf("update: %v (%+v)", err, res.Report)
+	}
+	nj := waitDone(t, s, res.Job.ID)
+	if nj.State != record.StateDone {
+		t.Fatalf("new job: %s (%s)", nj.State, nj.Error)
+	}
+	info, err := sqlsink.DescribeStaged(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info.View, target.Table+"__rkp_2, "+target.Table+"__staging_1") {
+		t.Errorf("the earlier members are not behind the view: %s", info.View)
+	}
+	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("after the re-key the view serves:\n%s\nthe new pipeline from scratch:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	m, err := s.MergeSQLTable(ctx, target.Table)
+	if err != nil {
+		t.Fatalf("merge: %v", err)
+	}
+	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("after the merge (%+v) the view serves:\n%s\nwant:\n%s", m, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	info, err = sqlsink.DescribeStaged(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(info.View, "re-keyed") || len(info.Members) != 2 || info.Members[0].Rows != int64(len(want)) {
+		t.Errorf("after the merge: %s, members %+v; want the principal holding all %d rows", info.View, info.Members, len(want))
+	}
+	for _, gone := range []string{target.Table + "__rkp_2", target.Table + "__staging_1", target.Table + "__rkagg_2"} {
+		if n, exists, err := sqlsink.TableRows(ctx, sqlsink.StagedTarget{Driver: driver, DSN: target.DSN, Table: gone}); err != nil || exists {
+			t.Errorf("after the merge %s is left (%d rows, %v)", gone, n, err)
+		}
+	}
 }

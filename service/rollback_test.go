@@ -213,10 +213,18 @@ func TestRollback(t *testing.T) {
 				s, b, clock := openRollback(t, dir, 0)
 				v1, v2 := rbPipelines(sink)
 				if vr.change == "rekey" {
+					// A table keyed by the re-keyed key is staged: the update
+					// serves v1's rows under their new keys behind the view,
+					// and the rollback puts them back.
+					stage := func(y string) string {
+						return strings.Replace(y, "key: [key]}", "key: [key], layout: staged, merge_interval: 0}", 1)
+					}
+					v1 = stage(v1)
 					merge := `key == 'k1' ? 'k0' : key`
 					v2 = fmt.Sprintf(rbYAML, "    - type: MapToFields\n      name: Merged\n      input: Events\n      config:\n        fields: {key: \""+merge+"\", amount: amount, ts: ts}\n",
 						"Merged", sink.driver, sink.dsn, sink.table)
 					v2 = strings.Replace(v2, "      windowing: {type: fixed, size: 10s}\n", "      windowing: {type: fixed, size: 10s}\n      migrations:\n        rekey: {from: [key], key: {key: \""+merge+"\"}}\n", 1)
+					v2 = stage(v2)
 				}
 				if vr.change == "rename" {
 					v2 = strings.Replace(strings.Replace(v1, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
@@ -235,6 +243,17 @@ func TestRollback(t *testing.T) {
 				phase2 := append(srEvents(150, 0, 1000), srEvents(150, 10*time.Second, 2000)...)
 				publishEvents(t, b, phase2)
 				waitElements(t, s, j2.ID, "Events", int64(len(phase2)))
+				if vr.change == "rekey" {
+					// v2's sink, once it writes, moves v1's members aside
+					// behind the view, served under their new keys.
+					deadline := time.Now().Add(20 * time.Second)
+					for info := describeStaged(t, sink); !strings.Contains(info.View, "re-keyed by (key, window_start, window_end)"); info = describeStaged(t, sink) {
+						if time.Now().After(deadline) {
+							t.Fatalf("after the re-key the staged table is %s", info.View)
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
 
 				vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
 				if err != nil {
@@ -283,6 +302,19 @@ func TestRollback(t *testing.T) {
 				for _, line := range got {
 					if gens[line] != 3 {
 						t.Errorf("row %q has generation %d, want the rollback job's 3", line, gens[line])
+					}
+				}
+				if vr.change == "rekey" {
+					// The rollback undid the re-key: v1's members are back,
+					// v2's staging table is gone.
+					info := describeStaged(t, sink)
+					var members []string
+					for _, m := range info.Members {
+						members = append(members, m.Table)
+					}
+					want := []string{sink.table + "__principal", sink.table + "__staging_1", sink.table + "__staging_3"}
+					if strings.Contains(info.View, "re-keyed") || strings.Join(members, " ") != strings.Join(want, " ") {
+						t.Fatalf("after the rollback the staged table has members %v (want %v): %s", members, want, info.View)
 					}
 				}
 				if o, _ := s.Get(j2.ID); o.State != record.StateDrained || o.ReplacedByJobID != nj.ID {
@@ -748,4 +780,14 @@ func checkParallelSubscriptionSwept(t *testing.T, s *Service, b *pubsub.Broker, 
 			t.Errorf("the rollback job's subscription %s: %+v, want read by %s", sub, u, rb.ID)
 		}
 	}
+}
+
+// describeStaged describes the staged table of sink.
+func describeStaged(t *testing.T, sink rbSink) sqlsink.StagedInfo {
+	t.Helper()
+	info, err := sqlsink.DescribeStaged(context.Background(), sqlsink.StagedTarget{Driver: sink.driver, DSN: sink.dsn, Table: sink.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

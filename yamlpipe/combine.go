@@ -636,7 +636,29 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	l.registerErrors(t, res)
 	c := rowsColl(out, res)
 	c.renamed = renamed
+	c.keyStep = t.name
+	if agg.rekey != nil {
+		c.rekey = &combineRekey{step: t.name, m: agg.rekey, merges: map[string]string{}}
+		for _, op := range agg.ops {
+			switch op.fn {
+			case fnSum, fnCount:
+				c.rekey.merges[op.out] = "sum"
+			case fnMin:
+				c.rekey.merges[op.out] = "min"
+			case fnMax:
+				c.rekey.merges[op.out] = "max"
+			}
+		}
+	}
 	return c, nil
+}
+
+// combineRekey is a Combine's declared re-key as a WriteToSql fed by it
+// sees it: the migration, and how each output merges (sum, min, max).
+type combineRekey struct {
+	step   string
+	m      *rekeyMigration
+	merges map[string]string
 }
 
 // combineConfigWithMigrations is t's recorded config with the outputs

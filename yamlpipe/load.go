@@ -130,6 +130,18 @@ type JobEnv struct {
 	// rows keep their values. The service sets it from the replaced job's
 	// graph.
 	PriorRenamedColumns map[string]map[string]string
+	// PriorKeyLayouts holds, by Combine step name, the key layout
+	// (KeyLayout per group_by field) of the replaced job's step when it
+	// declared a re-key, "" when it declared none; nil when the job
+	// replaces none. A WriteToSql fed by a Combine whose declared re-key
+	// differs from the replaced step's re-keys its table
+	// (sqlsink.Config.Rekey); one fed by a Combine that no longer
+	// declares the replaced step's re-key, in a job created from a
+	// snapshot (a rollback), undoes a table re-key no merge has folded
+	// (sqlsink.Config.UndoRekey).
+	PriorKeyLayouts map[string]string
+	// FromSnapshot says the job starts from a snapshot's state.
+	FromSnapshot bool
 	// Subscriptions maps the name of a ReadFromPubSub step to the
 	// subscription it reads instead of its default: for a step that reads
 	// a topic, the one named after the job and step
@@ -712,6 +724,11 @@ type coll struct {
 	// outputs declared renamed_from, which a WriteToSql reading them
 	// renames its columns by.
 	renamed map[string]string
+	// keyStep names the Combine that produced the rows, and rekey is its
+	// declared re-key (nil without one): a WriteToSql keyed by its key
+	// re-keys its table with it (sqlsink.Rekey).
+	keyStep string
+	rekey   *combineRekey
 }
 
 func rowsColl(s *row.Schema, c weir.PCollection[*row.Row]) *coll {

@@ -56,8 +56,10 @@ type rekeyMigration struct {
 	names []string
 	scope *celexpr.Scope
 	old   *row.Schema
-	// mark is the contract.RekeyMark of the new key fields.
-	mark []byte
+	// mark is the contract.RekeyMark of the new key fields, layout what it
+	// marks (KeyLayout).
+	mark   []byte
+	layout string
 	// failed counts the keys whose re-key failed.
 	failed atomic.Int64
 }
@@ -156,9 +158,10 @@ func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Fi
 	}
 	var layout strings.Builder
 	for _, f := range keyFields {
-		fmt.Fprintf(&layout, "%s:%s;", f.Name, f.Type)
+		layout.WriteString(KeyLayout(f.Name, f.Type.String()))
 	}
-	m.mark = contract.RekeyMark(layout.String())
+	m.layout = layout.String()
+	m.mark = contract.RekeyMark(m.layout)
 	return m, nil
 }
 
@@ -231,4 +234,75 @@ func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) 
 		dst = keyenc.Append(dst, v)
 	}
 	return dst, nil, vals, nil
+}
+
+// KeyLayout is one key field's part of a re-key's layout (what its
+// contract.RekeyMark marks): JobEnv.PriorKeyLayouts is made of these.
+func KeyLayout(name, typ string) string { return name + ":" + typ + ";" }
+
+// mapValues computes the new key values of an earlier key whose values
+// old were read from a table (int64, float64, string, []byte, bool; a bool
+// may be an int64 and a float an int64, as SQLite returns them).
+func (m *rekeyMigration) mapValues(old []any) ([]any, error) {
+	if len(old) != len(m.from) {
+		return nil, fmt.Errorf("the key has %d values, the re-key reads %d (from: %s)", len(old), len(m.from), strings.Join(m.from, ", "))
+	}
+	vals := make([]any, len(old))
+	for i, v := range old {
+		t := m.old.Fields[i].Type.Kind
+		switch x := v.(type) {
+		case int64:
+			switch t {
+			case row.KindInt:
+				vals[i] = x
+			case row.KindFloat:
+				vals[i] = float64(x)
+			case row.KindBool:
+				vals[i] = x != 0
+			}
+		case float64:
+			if t == row.KindFloat {
+				vals[i] = x
+			}
+		case string:
+			if t == row.KindString {
+				vals[i] = x
+			}
+		case []byte:
+			if t == row.KindString {
+				vals[i] = string(x)
+			}
+		case bool:
+			if t == row.KindBool {
+				vals[i] = x
+			}
+		}
+		if vals[i] == nil {
+			return nil, fmt.Errorf("the table's value %v (%T) of %s is not a %s", v, v, m.from[i], m.old.Fields[i].Type)
+		}
+	}
+	out := make([]any, len(m.names))
+	var act *celexpr.Activation
+	for i := range m.names {
+		if j := m.src[i]; j >= 0 {
+			out[i] = vals[j]
+			continue
+		}
+		if act == nil {
+			r := row.New(m.old)
+			copy(r.Values, vals)
+			a := celexpr.NewActivation(m.scope)
+			act = &a
+			act.Reset(r, nil)
+		}
+		v, err := act.EvalValue(m.expr[i], m.types[i])
+		if err == nil && v == nil {
+			err = errRekeyNull
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }

@@ -3,11 +3,13 @@ package yamlpipe
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
+	"github.com/weir-dev/weir/row"
 )
 
 // sqlValidateTimeout bounds the submit-time check of a WriteToSql table.
@@ -102,6 +104,9 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		// Epochs restart with every job, so the progress record is per job.
 		cfg.SinkID = job.ID + "/" + t.name
+		if err := l.sqlRekey(t, in, &cfg); err != nil {
+			return nil, err
+		}
 	} else {
 		// In-process runs commit once, at the end, without a progress record.
 		cfg.DataDir = l.path("weir-data")
@@ -175,4 +180,61 @@ func renamedColumns(l *loader, t *transformSpec, in *coll) map[string]string {
 		}
 	}
 	return out
+}
+
+// sqlRekey sets cfg's re-key (sqlsink.Config.Rekey) when the Combine
+// feeding the sink declares a re-key the replaced job's step did not, and
+// its undo (Config.UndoRekey) when a job created from a snapshot no longer
+// declares the replaced step's re-key (a rollback). The sink's key must be
+// the Combine's group_by, so that a row's key is the re-keyed key.
+func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error {
+	job := l.opts.Job
+	if job == nil || job.PriorKeyLayouts == nil || in.keyStep == "" || len(cfg.Key) == 0 {
+		return nil
+	}
+	prior, had := job.PriorKeyLayouts[in.keyStep]
+	current := ""
+	if in.rekey != nil {
+		current = in.rekey.m.layout
+	}
+	if had && prior == current {
+		return nil
+	}
+	if in.rekey == nil {
+		// The replaced step declared a re-key this one does not: a
+		// rollback from a snapshot puts the table's earlier keys back.
+		cfg.UndoRekey = job.FromSnapshot && prior != ""
+		return nil
+	}
+	m := in.rekey.m
+	node := t.config.Get("key")
+	if node == nil {
+		node = t.typNode
+	}
+	order := make([]int, len(cfg.Key))
+	for i, k := range cfg.Key {
+		order[i] = slices.Index(m.names, k)
+	}
+	if len(cfg.Key) != len(m.names) || slices.Contains(order, -1) {
+		return l.errf(node, "WriteToSql key (%s) is not the group_by (%s) of %s, which re-keys its rows (migrations: rekey): a re-keyed table is keyed by the Combine's key; write to a new table",
+			strings.Join(cfg.Key, ", "), strings.Join(m.names, ", "), in.keyStep)
+	}
+	for i, f := range m.old.Fields {
+		if f.Type.Kind == row.KindTimestamp {
+			return l.errf(node, "WriteToSql: %s re-keys its rows from %s, a timestamp: re-keying a table by a timestamp key is not supported; write to a new table", in.keyStep, m.from[i])
+		}
+	}
+	cfg.Rekey = &sqlsink.Rekey{From: slices.Clone(m.from), Merge: in.rekey.merges, Step: in.keyStep,
+		Map: func(old []any) ([]any, error) {
+			vals, err := m.mapValues(old)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]any, len(order))
+			for i, j := range order {
+				out[i] = vals[j]
+			}
+			return out, nil
+		}}
+	return nil
 }

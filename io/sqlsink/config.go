@@ -129,6 +129,17 @@ type Config struct {
 	// keep their values under the new name. A façade or staged table
 	// refuses it (ErrSchemaChange).
 	RenamedColumns map[string]string
+	// Rekey, when set, says the rows' key changed by a declared re-key
+	// since the rows the table holds were written: a staged table serves
+	// the earlier rows under their new keys (see "Re-keying a staged
+	// table" in the package documentation); a plain table that holds rows,
+	// or a façade, refuses it (ErrSchemaChange).
+	Rekey *Rekey
+	// UndoRekey says the sink writes the rows' earlier keys again (a
+	// rollback to before a re-key): a staged table's re-key that no merge
+	// has folded is undone; one that a merge has folded refuses the sink
+	// (ErrSchemaChange).
+	UndoRekey bool
 	// Layout is "table" (default: the sink writes Table) or "staged": the
 	// sink writes a staging table, merged into a principal table, both
 	// behind a view named Table (see the package documentation, "Staged

@@ -197,6 +197,17 @@
 // refused with ErrSchemaChange before anything changes. A staged sink
 // cannot also be a façade generation.
 //
+// # Re-keying a staged table
+//
+// A sink whose rows' key changed by a declared re-key (Config.Rekey: a
+// Combine's migrations: rekey) moves, when its generation first sets up,
+// the members written under the earlier keys aside and serves their rows
+// under the new keys through two views and a map table, the rows of
+// earlier keys that meet merged by the declared merges; the next merge
+// folds them into a principal keyed anew, and until then a rollback
+// (Config.UndoRekey) puts them back (staged_rekey.go, StagedRekeysTable).
+// A plain table holding rows, or a façade, refuses a re-key.
+//
 // # Part format
 //
 // A pre-committed part is self-describing: magic "wsq1", the generation and

@@ -47,6 +47,11 @@ type Sink struct {
 		// staged layout.
 		staged  bool
 		staging int64
+		// rekey says the staged sink's setup re-keys the members written
+		// before (Config.Rekey), undoRekey the re-key it undoes
+		// (Config.UndoRekey); both set by resolveStagedLocked.
+		rekey     bool
+		undoRekey *stagedRekey
 	}
 
 	mu struct {
@@ -178,6 +183,11 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 		}
 		if joined {
 			s.joinFacadeLocked()
+		}
+	}
+	if s.cfg.Rekey != nil && !s.db.staged {
+		if err := s.refuseTableRekeyLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
 		}
 	}
 	if s.db.facade {

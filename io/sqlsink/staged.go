@@ -122,10 +122,19 @@ func fxRebuildStagedView(ctx context.Context, fx facadeExec, view string) error 
 	if err != nil {
 		return err
 	}
-	vm := make([]viewMember, 0, len(ms))
+	vm := make([]viewMember, 0, len(ms)+1)
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
 		vm = append(vm, viewMember{table: m.table, mode: m.mode, keys: m.keys, label: m.seq, renames: m.renames})
+	}
+	r, err := fxPendingRekey(ctx, fx, view)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		// The rows written under the earlier keys, re-keyed: served
+		// where no member of the new keys has the key and window.
+		vm = append(vm, viewMember{table: r.aggView(view), mode: ModeUpsert, keys: r.keys, label: -r.seq})
 	}
 	return fxBuildView(ctx, fx, view, vm, true)
 }
@@ -181,6 +190,38 @@ func (s *Sink) resolveStagedLocked(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
+		fresh := len(ms) > 0 && ms[len(ms)-1].seq != st.seq
+		s.db.rekey, s.db.undoRekey = false, nil
+		switch {
+		case fresh && s.cfg.Rekey != nil:
+			// A new generation writes new keys: the members hold the
+			// earlier ones (fxBeginRekey).
+			if err := s.checkRekeyLocked(ctx, fx, ms); err != nil {
+				return err
+			}
+			s.db.rekey = true
+			return nil
+		case s.cfg.Rekey != nil && len(ms) == 0 && kindTable(ctx, fx, s.cfg.Table):
+			return fmt.Errorf("%w: %w: table %s is a plain table holding the rows of the earlier key, and %s re-keys them: "+
+				"first move it to layout: staged in an update without the re-key, then re-key",
+				ErrStaged, ErrSchemaChange, s.cfg.Table, s.cfg.Rekey.Step)
+		case fresh && s.cfg.UndoRekey:
+			r, err := fxLastRekey(ctx, fx, s.cfg.Table)
+			if err != nil {
+				return err
+			}
+			if r != nil && r.folded {
+				return fmt.Errorf("%w: %w: table %s: its re-key at staging table %d was merged, so its rows under the earlier keys are gone, and this job writes those keys again (a rollback): "+
+					"write the rolled back version to a new table", ErrStaged, ErrSchemaChange, s.cfg.Table, r.seq)
+			}
+			if r != nil {
+				// The earlier members come back (fxUndoRekey): check
+				// against them.
+				s.db.undoRekey = r
+				ms = r.before
+			}
+		}
 		me := s.l.mode()
 		keys := s.l.keyColumnNames()
 		for _, m := range ms {
@@ -190,7 +231,9 @@ func (s *Sink) resolveStagedLocked(ctx context.Context) error {
 					ErrStaged, ErrSchemaChange, s.cfg.Table, m.table, m.mode, strings.Join(m.keys, ", "), me, strings.Join(keys, ", "))
 			}
 		}
-		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
+		if s.db.undoRekey != nil {
+			return nil
+		}
 		if len(ms) > 0 && (ms[len(ms)-1].seq != st.seq) {
 			// A new staging table: check the sink's columns against the
 			// newest member's, which the view and the merges join it to.
@@ -220,7 +263,7 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 	pl := *s.l
 	pl.table = PrincipalTableName(view)
 	return s.db.be.facadeTx(ctx, func(fx facadeExec) error {
-		for _, ddl := range []string{stagedMembersDDL, stagedMergesDDL} {
+		for _, ddl := range []string{stagedMembersDDL, stagedMergesDDL, stagedRekeysDDL} {
 			if err := fx.exec(ctx, ddl); err != nil {
 				return fmt.Errorf("creating the staged registry: %w", err)
 			}
@@ -234,6 +277,16 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 		}
 		if kind == "table" {
 			if err := s.adoptPlainTable(ctx, fx, &pl); err != nil {
+				return err
+			}
+		}
+		if r := s.db.undoRekey; r != nil {
+			if err := fxUndoRekey(ctx, fx, view, r, me.seq); err != nil {
+				return err
+			}
+		}
+		if s.db.rekey {
+			if err := s.fxBeginRekey(ctx, fx, me); err != nil {
 				return err
 			}
 		}
@@ -386,4 +439,11 @@ func checkStagedIdentifiers(c *Config) error {
 	return fmt.Errorf("%w: table %s: with layout: staged the sink writes tables named %s and %s, and PostgreSQL keeps at most %d bytes of a name; "+
 		"the table name may have at most %d bytes", ErrIdentifierTooLong, c.Table, PrincipalTableName(name), StagingTableName(name, 9999),
 		PostgresIdentifierLimit, PostgresIdentifierLimit-longest)
+}
+
+// kindTable reports whether table is a plain table (an error reads as
+// not).
+func kindTable(ctx context.Context, fx facadeExec, table string) bool {
+	k, err := fxKind(ctx, fx, table)
+	return err == nil && k == "table"
 }

@@ -85,6 +85,23 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 		return rep, fmt.Errorf("%w: %s is not a staged table (no principal table is recorded for it)", ErrStaged, view)
 	}
 	principal := ms[0]
+	// A re-key's rows go into the principal first, under their new keys
+	// (the staging tables' rows, newer, then replace theirs).
+	r, err := fxPendingRekey(ctx, fx, view)
+	if err != nil {
+		return rep, err
+	}
+	if r != nil {
+		if err := step("fold " + r.aggView(view)); err != nil {
+			return rep, err
+		}
+		n, err := fxFoldRekey(ctx, fx, view, principal.table, r, at.UnixMilli())
+		if err != nil {
+			return rep, err
+		}
+		rep.Rows += n
+		rep.Members = append(rep.Members, MemberMove{Table: r.aggView(view), Rows: n, Dropped: true})
+	}
 	rep.Principal = principal.table
 	upsert := principal.mode == ModeUpsert
 	conflict := make([]string, len(principal.keys))
@@ -94,7 +111,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 	// Columns to add or an ended staging table to drop change the view:
 	// lock it first (fxLockView). A merge of the current staging table
 	// alone only moves rows.
-	ddl := len(ms) > 2
+	ddl := len(ms) > 2 || r != nil
 	mcols := make([][]colDecl, len(ms))
 	for i, m := range ms[1:] {
 		cols, err := fxExposedColumns(ctx, fx, m)
@@ -108,7 +125,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 		}
 		ddl = ddl || missing
 	}
-	if ddl {
+	if ddl && r == nil { // a fold locked the view already, and dropped it
 		if err := fxLockView(ctx, fx, view, "view"); err != nil {
 			return rep, err
 		}
@@ -180,7 +197,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 				if err := step("drop " + m.table); err != nil {
 					return rep, err
 				}
-				if !dropped {
+				if !dropped && r == nil {
 					if err := fx.exec(ctx, "DROP VIEW IF EXISTS "+quoteTable(view)); err != nil {
 						return rep, fmt.Errorf("replacing the view %s: %w", view, err)
 					}
@@ -274,6 +291,18 @@ func DescribeStaged(ctx context.Context, t StagedTarget) (StagedInfo, error) {
 			rule = "per element_id, the newest member's row"
 		}
 		info.View = fmt.Sprintf("%s over %s: %s", t.Table, strings.Join(names, ", "), rule)
+		r, err := fxPendingRekey(ctx, fx, t.Table)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			before := make([]string, len(r.before))
+			for i, m := range r.before {
+				before[i] = m.table
+			}
+			info.View += fmt.Sprintf("; then the rows of %s, written under the earlier key (%s), re-keyed by (%s) in %s where no member above has the key and window, until the next merge moves them into the principal",
+				strings.Join(before, ", "), strings.Join(r.before[0].keys, ", "), strings.Join(r.keys, ", "), r.aggView(t.Table))
+		}
 		rows, err := fx.query(ctx, `SELECT merged_at, duration_ms, rows_moved, members FROM `+StagedMergesTable+
 			` WHERE view_name = `+ph(fx, 1)+` ORDER BY merged_at DESC LIMIT 20`, t.Table)
 		if err != nil {

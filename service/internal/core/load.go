@@ -47,6 +47,8 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
 		ManifestDigest: j.ManifestDigest, Shadow: j.Shadow}
 	env.PriorRenamedColumns = s.priorRenamedColumns(j)
+	env.PriorKeyLayouts = s.priorKeyLayouts(j)
+	env.FromSnapshot = j.CreatedFromSnapshotID != ""
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
@@ -144,6 +146,35 @@ func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
 			}
 			out[st.Name] = r
 		}
+	}
+	return out
+}
+
+// priorKeyLayouts returns, by step of the job j replaces, the key layout
+// of its declared re-key (yamlpipe.KeyLayout per key field), "" for a
+// step that declared none; nil when j replaces no job or its graph cannot
+// be read (its sinks then re-key nothing).
+func (s *Core) priorKeyLayouts(j *record.Job) map[string]string {
+	if j.ReplacesJobID == "" {
+		return nil
+	}
+	prev, err := s.ReadJob(j.ReplacesJobID)
+	if err != nil || len(prev.Graph) == 0 {
+		return nil
+	}
+	g, err := graph.Parse(prev.Graph)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]string, len(g.Steps))
+	for _, st := range g.Steps {
+		layout := ""
+		if compat.RekeyedFrom(st) != nil && st.KeyCoder != nil {
+			for _, f := range st.KeyCoder.Fields {
+				layout += yamlpipe.KeyLayout(f.Name, f.Type)
+			}
+		}
+		out[st.Name] = layout
 	}
 	return out
 }
