@@ -471,34 +471,57 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	ctx := context.Background()
 	dir := t.TempDir()
 	target := sqlsink.StagedTarget{Driver: driver, DSN: filepath.Join(dir, "job.sqlite"), Table: "totals"}
-	read := func(t *testing.T) []string { return tableRows(t, target.DSN) }
-	point := func(y string) string { return strings.ReplaceAll(y, "dsn: "+odb+",", "dsn: "+target.DSN+",") }
-	if driver == "postgres" {
-		target.DSN = os.Getenv("WEIR_TEST_POSTGRES_DSN")
-		if target.DSN == "" {
-			target.DSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		conn, err := pgx.Connect(cctx, target.DSN)
-		cancel()
-		if err != nil {
-			t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", target.DSN, err)
-		}
-		t.Cleanup(func() { _ = conn.Close(context.Background()) })
-		target.Table = fmt.Sprintf("rekey_totals_%d", time.Now().UnixNano()%1e9)
-		point = func(y string) string {
-			return strings.ReplaceAll(y, "{dsn: "+odb+", table: totals,", "{driver: postgres, dsn: \""+target.DSN+"\", table: "+target.Table+",")
-		}
-		read = func(t *testing.T) []string {
-			rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+target.Table)
+	// reader returns a reader of the view on a connection of its own.
+	reader := func(t *testing.T) func(t *testing.T) []string {
+		return func(t *testing.T) []string {
+			// Errors, not fatal: the poller runs on a goroutine of its own.
+			conn, err := sql.Open("sqlite", target.DSN)
 			if err != nil {
-				t.Fatal(err)
+				t.Error(err)
+				return nil
+			}
+			defer conn.Close()
+			rows, err := conn.Query(`SELECT key, window_start, total, n, generation FROM totals`)
+			if err != nil {
+				t.Error(err)
+				return nil
 			}
 			defer rows.Close()
 			got, _ := scanTotals(t, rows)
 			return got
 		}
 	}
+	point := func(y string) string { return strings.ReplaceAll(y, "dsn: "+odb+",", "dsn: "+target.DSN+",") }
+	if driver == "postgres" {
+		target.DSN = os.Getenv("WEIR_TEST_POSTGRES_DSN")
+		if target.DSN == "" {
+			target.DSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		}
+		target.Table = fmt.Sprintf("rekey_totals_%d", time.Now().UnixNano()%1e9)
+		point = func(y string) string {
+			return strings.ReplaceAll(y, "{dsn: "+odb+", table: totals,", "{driver: postgres, dsn: \""+target.DSN+"\", table: "+target.Table+",")
+		}
+		reader = func(t *testing.T) func(t *testing.T) []string {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			conn, err := pgx.Connect(cctx, target.DSN)
+			cancel()
+			if err != nil {
+				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", target.DSN, err)
+			}
+			t.Cleanup(func() { _ = conn.Close(context.Background()) })
+			return func(t *testing.T) []string {
+				rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+target.Table)
+				if err != nil {
+					t.Error(err)
+					return nil
+				}
+				defer rows.Close()
+				got, _ := scanTotals(t, rows)
+				return got
+			}
+		}
+	}
+	read, pollRead := reader(t), reader(t)
 	s := openService(t, filepath.Join(dir, "data"))
 	old := submit(t, s, "totals", point(v1), dir)
 	waitElements(t, s, old.ID, "Events", 1500)
@@ -506,6 +529,44 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if err != nil || !res.Report.Compatible {
 		t.Fatalf("update: %v (%+v)", err, res.Report)
 	}
+	// Once the new version's sink has set up (at its first commit: until
+	// then the view serves the rows per key and shard, as before the
+	// update), a reader polls the view through the merge: no key and
+	// window served twice, no total going backwards.
+	for info, _ := sqlsink.DescribeStaged(ctx, target); !strings.Contains(info.View, "re-keyed"); info, _ = sqlsink.DescribeStaged(ctx, target) {
+		if j, err := s.Get(res.Job.ID); err != nil || j.State.Terminal() {
+			t.Fatalf("the new job ended (%v) before its sink re-keyed the table: %s", err, info.View)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop, polled := make(chan struct{}), make(chan []string)
+	go func() {
+		var problems []string
+		seen := map[string]int64{}
+		for {
+			select {
+			case <-stop:
+				polled <- problems
+				return
+			default:
+			}
+			once := map[string]bool{}
+			for _, line := range pollRead(t) {
+				f := strings.Fields(line)
+				kw := f[0] + " " + f[1]
+				var total int64
+				fmt.Sscan(f[2], &total)
+				if once[kw] {
+					problems = append(problems, "served twice: "+kw)
+				}
+				once[kw] = true
+				if total < seen[kw] {
+					problems = append(problems, fmt.Sprintf("%s went back from %d to %d", kw, seen[kw], total))
+				}
+				seen[kw] = total
+			}
+		}
+	}()
 	nj := waitDone(t, s, res.Job.ID)
 	if nj.State != record.StateDone {
 		t.Fatalf("new job: %s (%s)", nj.State, nj.Error)
@@ -526,6 +587,10 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	}
 	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("after the merge (%+v) the view serves:\n%s\nwant:\n%s", m, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	close(stop)
+	if problems := <-polled; len(problems) > 0 {
+		t.Errorf("a reader of the view saw %d problems, the first: %s", len(problems), strings.Join(problems[:min(len(problems), 5)], "; "))
 	}
 	info, err = sqlsink.DescribeStaged(ctx, target)
 	if err != nil {
