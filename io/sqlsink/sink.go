@@ -170,7 +170,7 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 	}
 	if s.cfg.Layout == LayoutStaged {
 		s.db.staged = true
-		if err := s.resolveStagedLocked(ctx); err != nil {
+		if err := s.resolveStagedLocked(ctx, create); err != nil {
 			return fmt.Errorf("table %s: %w", s.l.table, err)
 		}
 	}

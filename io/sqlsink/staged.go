@@ -182,8 +182,9 @@ func stagingFor(view string, ms []stagedMember, gen int64) stagedMember {
 }
 
 // resolveStagedLocked points the backend at the staging table the sink
-// writes, changing nothing.
-func (s *Sink) resolveStagedLocked(ctx context.Context) error {
+// writes, changing nothing. Before a setup (create) a re-key's keys are
+// mapped by the setup itself, not twice.
+func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 	var st stagedMember
 	err := s.db.be.facadeTx(ctx, func(fx facadeExec) error {
 		_, ms, err := stagedKindOK(ctx, fx, s.cfg.Table)
@@ -197,7 +198,7 @@ func (s *Sink) resolveStagedLocked(ctx context.Context) error {
 		case fresh && s.cfg.Rekey != nil:
 			// A new generation writes new keys: the members hold the
 			// earlier ones (fxBeginRekey).
-			if err := s.checkRekeyLocked(ctx, fx, ms); err != nil {
+			if err := s.checkRekeyLocked(ctx, fx, ms, !create); err != nil {
 				return err
 			}
 			s.db.rekey = true

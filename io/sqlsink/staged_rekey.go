@@ -168,8 +168,9 @@ func (s *Sink) planRekey(ms []stagedMember) (rekeyPlan, error) {
 
 // checkRekeyLocked is the part of a re-key that changes nothing: the
 // earlier members key their rows as declared, no earlier re-key waits
-// for its merge, every value column merges, and every earlier key maps.
-func (s *Sink) checkRekeyLocked(ctx context.Context, fx facadeExec, ms []stagedMember) error {
+// for its merge, every value column merges, and (with mapKeys) every
+// earlier key maps.
+func (s *Sink) checkRekeyLocked(ctx context.Context, fx facadeExec, ms []stagedMember, mapKeys bool) error {
 	view := s.cfg.Table
 	if r, err := fxPendingRekey(ctx, fx, view); err != nil {
 		return err
@@ -181,7 +182,7 @@ func (s *Sink) checkRekeyLocked(ctx context.Context, fx facadeExec, ms []stagedM
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.rekeyColumns(ctx, fx, view, p); err != nil {
+	if _, _, err := s.rekeyColumns(ctx, fx, view, p); err != nil || !mapKeys {
 		return err
 	}
 	_, err = s.rekeyMap(ctx, fx, view, s.cfg.Rekey.From)
@@ -320,8 +321,8 @@ func (s *Sink) fxBeginRekey(ctx context.Context, fx facadeExec, me stagedMember)
 	if len(before) == 0 {
 		return nil // nothing written before: nothing to re-key
 	}
-	// resolveStagedLocked checked the rest (checkRekeyLocked) in this
-	// transaction's snapshot of the members; the map is computed below.
+	// resolveStagedLocked checked the rest (checkRekeyLocked); the map is
+	// computed below.
 	if r, err := fxPendingRekey(ctx, fx, view); err != nil || r != nil {
 		if err == nil {
 			err = fmt.Errorf("%w: %w: table %s: its re-key at staging table %d is not merged yet: merge it first (weir tables merge %s)", ErrStaged, ErrSchemaChange, view, r.seq, view)
