@@ -165,8 +165,16 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		markRenames(s.Columns, layout, strategy)
 	}
 	for _, c := range s.Columns {
-		switch c.Action {
-		case Converted, Refused:
+		narrowed := c.Action == Converted && c.OldType == "float" && c.NewType == "int" && strategy != Parallel
+		switch {
+		case narrowed:
+			// A table keeps its float column (a staged view truncates
+			// the older members' floats): the declared lossy conversion
+			// the compatibility check requires goes through.
+			if !refused {
+				s.Action = Changed
+			}
+		case c.Action == Converted || c.Action == Refused:
 			if s.Kind == "sql" {
 				s.Action, refused = Refused, true
 			} else if !refused {
@@ -287,9 +295,11 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			c.Effect = fmt.Sprintf("renamed from %s behind the view: the older staging tables keep their column %s (a job still writing one goes on), the view and the merges read it as %s, the principal is renamed in place (ALTER TABLE … RENAME COLUMN); no row is copied", c.From, c.From, c.Name)
 		case c.Action == Renamed && strategy == Parallel:
 			c.Effect = fmt.Sprintf("renamed from %s behind the façade: the running job's table keeps its column %s (its writes go on), the view, the parity check and the compaction read it as %s; the new generation's table has %s; no row is copied, and a rollback serves %s again", c.From, c.From, c.Name, c.Name, c.From)
+		case c.Action == Converted && c.OldType == "float" && c.NewType == "int" && layout == "staged" && strategy != Parallel:
+			c.Effect = "float → int: the new staging table holds ints, and the view serves the older members' floats truncated toward zero (as the state's conversion truncates); the principal keeps its float column, read the same way; no row is copied"
 		case c.Action == Converted && c.OldType == "float" && c.NewType == "int" && (layout == "staged" || strategy == Parallel):
 			c.Action = Refused
-			c.Effect = "float → int, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"
+			c.Effect = "float → int, but the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"
 		case c.Action == Widened && layout == "staged" && c.OldType == "int" && c.NewType == "float":
 			c.Effect = "int → float: the new staging table holds floats, the view serves them beside the older staging tables' ints, and the next merge widens the principal's column (PostgreSQL: bigint to double precision, which rewrites it)"
 		case c.Action == Widened && strategy == Parallel && c.OldType == "int" && c.NewType == "float":

@@ -287,6 +287,24 @@ func TestUpdateKeepsState(t *testing.T) {
 			mutate: func(y string) string {
 				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          total: {allow_lossy: true}\n", 1)
 			}},
+		// The same on a staged table: the new staging table holds ints, and
+		// the view serves the first one's floats truncated (whole here).
+		{name: "narrow the summed field to int with allow_lossy on a staged table", combine: "Sums", slow: true, warning: string(errcode.CombineOutputNarrowed),
+			first: func(y string) string { return staged(asFloat(y)) },
+			mutate: func(y string) string {
+				return strings.Replace(staged(y), "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          total: {allow_lossy: true}\n", 1)
+			},
+			check: func(t *testing.T, db string) {
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				var floats int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE typeof(total) <> 'integer'`).Scan(&floats); err != nil || floats != 0 {
+					t.Errorf("the view serves %d totals that are not integers (%v)", floats, err)
+				}
+			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,
 			mutate: func(y string) string {
 				return strings.Replace(y, "{type: fixed, size: 1h}", "{type: fixed, size: 2h}", 1)

@@ -193,8 +193,10 @@
 // the merges read it under the new name (staged_rename.go); the principal
 // is renamed in place. An int column widened to float is served by the
 // view beside the older members' ints and widened in the principal by the
-// next merge. An undeclared rename, another type change or a key change is
-// refused with ErrSchemaChange before anything changes. A staged sink
+// next merge; a float column narrowed to int is served truncated
+// (servedAs) from the older members and the principal. An undeclared
+// rename, another type change or a change of the key list is refused with
+// ErrSchemaChange before anything changes. A staged sink
 // cannot also be a façade generation.
 //
 // # Re-keying a staged table

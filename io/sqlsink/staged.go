@@ -407,9 +407,13 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member sta
 		case !ok && c.role == roleField:
 			added = append(added, c)
 		case ok && !be.compatible(c.kind, decl) && widensToFloat(be, c, decl):
+		case ok && !be.compatible(c.kind, decl) && narrowsToInt(be, c, decl):
+			// A float output narrowed to int (declared allow_lossy: the
+			// check refuses it otherwise): the view truncates the older
+			// members' floats (servedAs).
 		case ok && !be.compatible(c.kind, decl):
 			errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: %s has type %s, the sink writes %s (%s); "+
-				"a staged table keeps one type per column, except an int widened to float: keep the type, or write to a new table",
+				"a staged table keeps one type per column, except an int widened to float or a float narrowed to int: keep the type, or write to a new table",
 				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member.table, decl, be.sqlType(c.kind), s.columnPurpose(c)))
 		}
 	}
@@ -423,6 +427,12 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member sta
 // field that a column declared decl (an integer column) widens to.
 func widensToFloat(be backend, c column, decl string) bool {
 	return c.kind == kFloat && c.role == roleField && !c.key && be.compatible(kInt, decl)
+}
+
+// narrowsToInt reports whether column c of the sink is an int value field
+// that a column declared decl (a float column) is narrowed from.
+func narrowsToInt(be backend, c column, decl string) bool {
+	return c.kind == kInt && c.role == roleField && !c.key && be.compatible(kFloat, decl)
 }
 
 // checkStagedIdentifiers refuses, on PostgreSQL, a staged table whose

@@ -20,6 +20,8 @@ import (
 type schemaJob struct {
 	totalsJob
 	schema *row.Schema
+	// plus is added to a float total (a fraction a narrowing truncates).
+	plus float64
 }
 
 func (j *schemaJob) step(ctx context.Context, events []fact) error {
@@ -28,7 +30,7 @@ func (j *schemaJob) step(ctx context.Context, events []fact) error {
 		r := e.Value.(*row.Row)
 		vals := slices.Clone(r.Values)
 		if j.schema.Fields[1].Type.Kind == row.KindFloat {
-			vals[1] = float64(vals[1].(int64))
+			vals[1] = float64(vals[1].(int64)) + j.plus
 		}
 		e.Value = &row.Row{Schema: j.schema, Values: vals}
 		elems[i] = e
@@ -318,6 +320,63 @@ func TestStagedWidensToFloat(t *testing.T) {
 			t.Errorf("the reader's query was refused %d times for its cached plan, want at most once", replanned)
 		}
 		if len(f) > 0 {
+			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
+		}
+		j.sink.Close(ctx)
+	})
+}
+
+// TestStagedNarrowsToInt: a float output narrowed to int (declared
+// allow_lossy upstream) on a staged table: generation 2's staging table
+// holds ints, and the view serves the principal's and generation 1's
+// floats truncated toward zero, before and after a merge, with a reader
+// polling it throughout; every value it serves is an integer.
+func TestStagedNarrowsToInt(t *testing.T) {
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
+		total, panes := map[cell]int64{}, map[cell]int64{}
+		j := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, floatSchema), total: total, panes: panes}, schema: floatSchema, plus: 0.75}
+		for r := range 3 {
+			if err := j.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+			if r == 1 {
+				if _, err := j.sink.Merge(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		j.sink.Close(ctx)
+		cfg2 := cfg
+		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
+		j = &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
+		c := &consumer{e: e}
+		rd := startPoller(ctx, c)
+		ints := func(when string) {
+			t.Helper()
+			for _, r := range e.query("SELECT region, total FROM " + quoteTable(e.table)) {
+				if _, ok := r[1].(int64); !ok {
+					t.Fatalf("%s the view serves %v's total as %v (%T), want an integer", when, r[0], r[1], r[1])
+				}
+			}
+			if got := viewTotals(t, e, "total"); !maps.Equal(got, total) {
+				t.Errorf("%s the view serves %v, want %v", when, got, total)
+			}
+		}
+		for r := 3; r < 5; r++ {
+			if err := j.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ints("before the merge")
+		if _, err := j.sink.Merge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rd.end()
+		ints("after the merge")
+		if f := c.failures(); len(f) > 0 {
 			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
 		}
 		j.sink.Close(ctx)
