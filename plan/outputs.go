@@ -133,7 +133,8 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		s.Key = Change{Old: oc.key(), New: nc.key()}
 		s.Mode = Change{Old: oc.mode(), New: nc.mode()}
 		s.Layout = Change{Old: oc.layout(), New: nc.layout()}
-		if s.Key.changed() || s.Mode.changed() {
+		step := rekeyedProducer(old, newp, n)
+		if s.Key.changed() && step == "" || s.Mode.changed() {
 			s.Action, refused = Refused, true
 			notes = append(notes, fmt.Sprintf("the table keys its rows by (%s) in %s mode; NEW writes (%s) in %s mode: re-keying a table is refused — write to a new table",
 				s.Key.Old, s.Mode.Old, s.Key.New, s.Mode.New))
@@ -142,7 +143,7 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 			s.Action = Changed
 			notes = append(notes, fmt.Sprintf("layout %s → %s", s.Layout.Old, s.Layout.New))
 		}
-		if step := rekeyedProducer(old, newp, n); step != "" && !refused {
+		if step != "" && !refused {
 			switch {
 			case strategy == Parallel:
 				s.Action, refused = Refused, true

@@ -427,6 +427,16 @@ func TestPlanRekeyedTable(t *testing.T) {
 		if s.Action != tc.action || !strings.Contains(s.Detail, tc.detail) || !strings.Contains(s.Detail, "RegionTotals") {
 			t.Errorf("%s (staged %v): sink = %+v, want %s naming RegionTotals and %q", tc.strategy, tc.staged, s, tc.action, tc.detail)
 		}
+		// The table's key list follows the Combine's group_by: the same.
+		if tc.staged && tc.strategy == plan.InPlace {
+			sharded := strings.Replace(strings.Replace(oldText, "group_by: [region]", "group_by: [region, shard]", 1), "key: [region]", "key: [region, shard]", 1)
+			sharded = strings.Replace(sharded, "fields: {region: region, amount: amount}", "fields: {region: region, amount: amount, shard: \"amount % 4\"}", 1)
+			merged := strings.Replace(newText, "rekey: {from: [region], key: {region: \"region == 'eu-west' ? 'eu' : region\"}}", "rekey: {from: [region, shard]}", 1)
+			merged = strings.Replace(merged, "fields: {region: region, amount: amount}", "fields: {region: region, amount: amount, shard: \"amount % 4\"}", 1)
+			if s := sink(t, plan.Make(load(t, sharded), load(t, merged), plan.Options{Strategy: tc.strategy}), "WriteTotals"); s.Action != plan.Changed || !strings.Contains(s.Detail, "re-keyed by RegionTotals") {
+				t.Errorf("(region, shard) to region: sink = %+v, want changed, re-keyed", s)
+			}
+		}
 		// The same pipeline again: the re-key was done, nothing moves.
 		if again := sink(t, plan.Make(load(t, newText), load(t, newText), plan.Options{Strategy: tc.strategy}), "WriteTotals"); strings.Contains(again.Detail, "re-key") {
 			t.Errorf("%s: the re-keyed version against itself: %+v", tc.strategy, again)
