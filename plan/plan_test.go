@@ -274,12 +274,9 @@ func sink(t *testing.T, p plan.Plan, name string) plan.Sink {
 // renames its column in place, and a staged table or a parallel
 // replacement's façade renames it behind its view.
 func TestPlanDeclaredRename(t *testing.T) {
-	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
+	direct := directBase()
 	renamed := strings.Replace(strings.Replace(direct, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
 		"      config:\n        group_by: [region]\n", "      migrations: {accumulators: {amount_total: {renamed_from: total}}}\n      config:\n        group_by: [region]\n", 1)
-	stagedCfg := func(text string) string {
-		return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
-	}
 	for _, tc := range []struct {
 		strategy plan.Strategy
 		staged   bool
@@ -402,12 +399,9 @@ func TestPlanWidenedColumn(t *testing.T) {
 // serves the earlier rows under their new keys); a plain table, or a
 // parallel replacement, is refused with the fix.
 func TestPlanRekeyedTable(t *testing.T) {
-	direct := strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
+	direct := directBase()
 	rekeyed := strings.Replace(direct, "      config:\n        group_by: [region]\n",
 		"      migrations: {rekey: {from: [region], key: {region: \"region == 'eu-west' ? 'eu' : region\"}}}\n      config:\n        group_by: [region]\n", 1)
-	stagedCfg := func(text string) string {
-		return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
-	}
 	for _, tc := range []struct {
 		strategy plan.Strategy
 		staged   bool
@@ -442,4 +436,15 @@ func TestPlanRekeyedTable(t *testing.T) {
 			t.Errorf("%s: the re-keyed version against itself: %+v", tc.strategy, again)
 		}
 	}
+}
+
+// directBase is base with the sink fed by the Combine directly (no Shape
+// step in between).
+func directBase() string {
+	return strings.Replace(strings.Replace(base, "      input: Shape\n", "      input: RegionTotals\n", 1), "fields: {region: region, total: total}", "fields: {region: region}", 1)
+}
+
+// stagedCfg gives the sink of a directBase pipeline layout: staged.
+func stagedCfg(text string) string {
+	return strings.Replace(text, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1)
 }

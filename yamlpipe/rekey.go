@@ -210,10 +210,26 @@ func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) 
 	if len(vals) != len(m.from) {
 		return dst, nil, vals, fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
 	}
+	var buf [4]any
+	nv, err := m.newKey(vals, buf[:0])
+	if err != nil {
+		m.failed.Add(1) // the runner logs and reports the key
+		return dst, nil, vals, err
+	}
+	for _, v := range nv {
+		dst = keyenc.Append(dst, v)
+	}
+	return dst, nil, vals, nil
+}
+
+// newKey appends to out the new key's values (in the order of the new
+// group_by fields) of the earlier key whose values, in from's order, are
+// vals.
+func (m *rekeyMigration) newKey(vals, out []any) ([]any, error) {
 	var act *celexpr.Activation
 	for i := range m.names {
 		if j := m.src[i]; j >= 0 {
-			dst = keyenc.Append(dst, vals[j])
+			out = append(out, vals[j])
 			continue
 		}
 		if act == nil {
@@ -228,12 +244,11 @@ func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) 
 			err = errRekeyNull
 		}
 		if err != nil {
-			m.failed.Add(1) // the runner logs and reports the key
-			return dst, nil, vals, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
+			return out, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
 		}
-		dst = keyenc.Append(dst, v)
+		out = append(out, v)
 	}
-	return dst, nil, vals, nil
+	return out, nil
 }
 
 // KeyLayout is one key field's part of a re-key's layout (what its
@@ -281,28 +296,5 @@ func (m *rekeyMigration) mapValues(old []any) ([]any, error) {
 			return nil, fmt.Errorf("the table's value %v (%T) of %s is not a %s", v, v, m.from[i], m.old.Fields[i].Type)
 		}
 	}
-	out := make([]any, len(m.names))
-	var act *celexpr.Activation
-	for i := range m.names {
-		if j := m.src[i]; j >= 0 {
-			out[i] = vals[j]
-			continue
-		}
-		if act == nil {
-			r := row.New(m.old)
-			copy(r.Values, vals)
-			a := celexpr.NewActivation(m.scope)
-			act = &a
-			act.Reset(r, nil)
-		}
-		v, err := act.EvalValue(m.expr[i], m.types[i])
-		if err == nil && v == nil {
-			err = errRekeyNull
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the re-key expression of %s: %w", m.names[i], err)
-		}
-		out[i] = v
-	}
-	return out, nil
+	return m.newKey(vals, make([]any, 0, len(m.names)))
 }

@@ -343,25 +343,8 @@ func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout) e
 	if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(view)+" RENAME TO "+quoteIdent(bare)); err != nil {
 		return fmt.Errorf("moving table %s to %s: %w", view, pl.table, err)
 	}
-	idx, err := fxIndexes(ctx, fx, pl.table)
-	if err != nil {
-		return err
-	}
-	schema, _ := splitTable(view)
-	prefix := strings.ToLower(keyIndexPrefix(view))
-	for _, name := range idx {
-		if !strings.HasPrefix(strings.ToLower(name), prefix) {
-			continue
-		}
-		qn := quoteIdent(name)
-		if schema != "" {
-			qn = quoteIdent(schema) + "." + qn
-		}
-		if err := fx.exec(ctx, "DROP INDEX "+qn); err != nil {
-			return fmt.Errorf("renaming the key index of %s: %w", pl.table, err)
-		}
-	}
-	return nil
+	// Its key index has the plain table's name: the principal's gets its own.
+	return dropKeyIndexes(ctx, fx, pl.table, view)
 }
 
 // fxLockView takes, on PostgreSQL, the exclusive lock of the view (and

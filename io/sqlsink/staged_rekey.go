@@ -341,7 +341,7 @@ func (s *Sink) fxBeginRekey(ctx context.Context, fx facadeExec, me stagedMember)
 	// index (the new principal's takes the name).
 	if before[0].seq == 0 {
 		prin := before[0].table
-		if err := dropKeyIndexes(ctx, fx, prin); err != nil {
+		if err := dropKeyIndexes(ctx, fx, prin, prin); err != nil {
 			return err
 		}
 		moved := rekeyName(view, "p", me.seq)
@@ -460,14 +460,15 @@ func (s *Sink) fxWriteRekeyMap(ctx context.Context, fx facadeExec, src, table st
 	return nil
 }
 
-// dropKeyIndexes drops the sink's unique key indexes of table.
-func dropKeyIndexes(ctx context.Context, fx facadeExec, table string) error {
+// dropKeyIndexes drops the unique key indexes of table that a sink made
+// for table owner (keyIndexPrefix).
+func dropKeyIndexes(ctx context.Context, fx facadeExec, table, owner string) error {
 	idx, err := fxIndexes(ctx, fx, table)
 	if err != nil {
 		return err
 	}
 	schema, _ := splitTable(table)
-	prefix := strings.ToLower(keyIndexPrefix(table))
+	prefix := strings.ToLower(keyIndexPrefix(owner))
 	for _, name := range idx {
 		if !strings.HasPrefix(strings.ToLower(name), prefix) {
 			continue

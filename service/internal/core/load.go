@@ -120,15 +120,8 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 // replaced job's record or graph cannot be read (its sinks then refuse
 // what looks like a rename, as without one).
 func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
-	if j.ReplacesJobID == "" {
-		return nil
-	}
-	prev, err := s.ReadJob(j.ReplacesJobID)
-	if err != nil || len(prev.Graph) == 0 {
-		return nil
-	}
-	g, err := graph.Parse(prev.Graph)
-	if err != nil {
+	g := s.priorGraph(j)
+	if g == nil {
 		return nil
 	}
 	var out map[string]map[string]string
@@ -155,15 +148,8 @@ func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
 // step that declared none; nil when j replaces no job or its graph cannot
 // be read (its sinks then re-key nothing).
 func (s *Core) priorKeyLayouts(j *record.Job) map[string]string {
-	if j.ReplacesJobID == "" {
-		return nil
-	}
-	prev, err := s.ReadJob(j.ReplacesJobID)
-	if err != nil || len(prev.Graph) == 0 {
-		return nil
-	}
-	g, err := graph.Parse(prev.Graph)
-	if err != nil {
+	g := s.priorGraph(j)
+	if g == nil {
 		return nil
 	}
 	out := make(map[string]string, len(g.Steps))
@@ -177,4 +163,21 @@ func (s *Core) priorKeyLayouts(j *record.Job) map[string]string {
 		out[st.Name] = layout
 	}
 	return out
+}
+
+// priorGraph returns the graph of the job j replaces, or nil when it
+// replaces none or its record or graph cannot be read.
+func (s *Core) priorGraph(j *record.Job) *graph.Pipeline {
+	if j.ReplacesJobID == "" {
+		return nil
+	}
+	prev, err := s.ReadJob(j.ReplacesJobID)
+	if err != nil || len(prev.Graph) == 0 {
+		return nil
+	}
+	g, err := graph.Parse(prev.Graph)
+	if err != nil {
+		return nil
+	}
+	return g
 }
