@@ -248,7 +248,20 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	s := openServiceWithBroker(t, data, b)
 	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
-	cancelAndWait(t, s, j.ID)
+	if rows := drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite")); len(rows) == 0 {
+		t.Fatal("the drained job wrote no rows")
+	}
+
+	// Into the table the snapshot's job wrote (a plain one, holding its
+	// rows under the earlier keys): refused, nothing created.
+	same := filepath.Join(dir, "totals.sqlite")
+	if _, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups-same",
+		Pipeline: fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, same), PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID}); !hasCode(err, errcode.SQLSchemaChangeRefused) || !strings.Contains(err.Error(), "layout: staged") {
+		t.Fatalf("CreateFromSnapshot re-keying the snapshot job's plain table: %v; want SQL_SCHEMA_CHANGE_REFUSED naming layout: staged", err)
+	}
+	if _, err := s.Get("groups-same"); err == nil {
+		t.Fatal("the refused CreateFromSnapshot created a job")
+	}
 
 	byKey := map[string][2]int64{}
 	addRecipe(byKey, 0, 400)

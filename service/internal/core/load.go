@@ -143,12 +143,18 @@ func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
 	return out
 }
 
-// priorKeyLayouts returns, by step of the job j replaces, the key layout
-// of its declared re-key (yamlpipe.KeyLayout per key field), "" for a
-// step that declared none; nil when j replaces no job or its graph cannot
-// be read (its sinks then re-key nothing).
+// priorKeyLayouts returns, by step of the job j replaces (or, for a job
+// created from a snapshot that replaces none, of the snapshot's job), the
+// key layout of its declared re-key (yamlpipe.KeyLayout per key field), ""
+// for a step that declared none; nil when there is no such job or its
+// graph cannot be read (j's sinks then re-key nothing).
 func (s *Core) priorKeyLayouts(j *record.Job) map[string]string {
 	g := s.priorGraph(j)
+	if g == nil && j.ReplacesJobID == "" && j.CreatedFromSnapshotID != "" {
+		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
+			g, _ = graph.Parse(snap.Graph)
+		}
+	}
 	if g == nil {
 		return nil
 	}
