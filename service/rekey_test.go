@@ -469,6 +469,28 @@ func TestUpdateRekeysStagedTable(t *testing.T) {
 		}
 	})
 
+	// Through another step (a Filter) a table's re-key cannot follow the
+	// rows: refused while the table holds the earlier rows.
+	t.Run("through another step refused", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		db := filepath.Join(dir, "job.sqlite")
+		s := openService(t, filepath.Join(dir, "data"))
+		old := submit(t, s, "totals", newYAML(db, "", ""), dir)
+		waitElements(t, s, old.ID, "Events", 1500)
+		merge := "      migrations:\n        rekey: {from: [key], key: {key: \"key == 'key-1' ? 'key-0' : key\"}}\n"
+		through := strings.Replace(newYAML(db, "", merge), "      name: WriteTotals\n      input: Sums\n",
+			"      name: WriteTotals\n      input: Positive\n", 1)
+		through = strings.Replace(through, "    - type: WriteToSql\n", "    - type: Filter\n      name: Positive\n      input: Sums\n      config: {keep: \"total >= 0\"}\n    - type: WriteToSql\n", 1)
+		_, err := s.Update(ctx, UpdateRequest{SubmitRequest: SubmitRequest{Name: "totals", Pipeline: through, BaseDir: dir}})
+		if !hasCode(err, errcode.SQLSchemaChangeRefused) || !strings.Contains(err.Error(), "through other steps") {
+			t.Fatalf("update re-keying through a Filter: %v; want SQL_SCHEMA_CHANGE_REFUSED", err)
+		}
+		if j := waitDone(t, s, old.ID); j.State != record.StateDone || j.ReplacedByJobID != "" {
+			t.Fatalf("the running job after the refusal: %s replaced by %q", j.State, j.ReplacedByJobID)
+		}
+	})
+
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run("staged/"+driver, func(t *testing.T) {
 			t.Parallel()

@@ -729,6 +729,10 @@ type coll struct {
 	// re-keys its table with it (sqlsink.Rekey).
 	keyStep string
 	rekey   *combineRekey
+	// upstream are the declared re-keys of Combines the rows come from
+	// through other steps (not the Combine's own output): a table they
+	// reach is not re-keyed with them (sqlsink.Config.RekeyedUpstream).
+	upstream []*combineRekey
 }
 
 func rowsColl(s *row.Schema, c weir.PCollection[*row.Row]) *coll {
@@ -804,6 +808,19 @@ func (l *loader) buildOne(t *transformSpec) error {
 	}
 	if out == nil {
 		return nil
+	}
+	if out.keyStep == "" {
+		// Rows derived from a re-keyed Combine's carry its re-key along
+		// (a keyed step's rows are keyed by its own key).
+		for _, in := range ins {
+			if in == out {
+				continue
+			}
+			if in.rekey != nil {
+				out.upstream = append(out.upstream, in.rekey)
+			}
+			out.upstream = append(out.upstream, in.upstream...)
+		}
 	}
 	if t.windowing != nil && t.def.source {
 		ws, err := l.windowing(t.windowing)

@@ -189,7 +189,15 @@ func renamedColumns(l *loader, t *transformSpec, in *coll) map[string]string {
 // the Combine's group_by, so that a row's key is the re-keyed key.
 func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error {
 	job := l.opts.Job
-	if job == nil || job.PriorKeyLayouts == nil || in.keyStep == "" || len(cfg.Key) == 0 {
+	if job == nil || job.PriorKeyLayouts == nil || len(cfg.Key) == 0 {
+		return nil
+	}
+	for _, r := range in.upstream {
+		if prior, had := job.PriorKeyLayouts[r.step]; !had || prior != r.m.layout {
+			cfg.RekeyedUpstream = r.step
+		}
+	}
+	if in.keyStep == "" {
 		return nil
 	}
 	prior, had := job.PriorKeyLayouts[in.keyStep]

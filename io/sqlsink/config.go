@@ -140,6 +140,11 @@ type Config struct {
 	// has folded is undone; one that a merge has folded refuses the sink
 	// (ErrSchemaChange).
 	UndoRekey bool
+	// RekeyedUpstream names a Combine whose declared re-key the rows come
+	// from through other steps: a table that holds rows refuses the sink
+	// (ErrSchemaChange), since a table re-key follows only a Combine's own
+	// output (Rekey).
+	RekeyedUpstream string
 	// Layout is "table" (default: the sink writes Table) or "staged": the
 	// sink writes a staging table, merged into a principal table, both
 	// behind a view named Table (see the package documentation, "Staged

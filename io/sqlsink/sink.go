@@ -185,6 +185,11 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 			s.joinFacadeLocked()
 		}
 	}
+	if s.cfg.RekeyedUpstream != "" && s.cfg.Rekey == nil {
+		if err := s.refuseIndirectRekeyLocked(ctx); err != nil {
+			return fmt.Errorf("table %s: %w", s.l.table, err)
+		}
+	}
 	if s.cfg.Rekey != nil && !s.db.staged {
 		if err := s.refuseTableRekeyLocked(ctx); err != nil {
 			return fmt.Errorf("table %s: %w", s.l.table, err)

@@ -594,6 +594,35 @@ func fxUndoRekey(ctx context.Context, fx facadeExec, view string, r *stagedRekey
 	return nil
 }
 
+// tableRowsLocked returns how many rows the table (or view) of the
+// sink's name serves; 0 when it does not exist.
+func (s *Sink) tableRowsLocked(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.be.facadeTx(ctx, func(fx facadeExec) error {
+		if k, err := fxKind(ctx, fx, s.cfg.Table); err != nil || k == "" {
+			return err
+		}
+		var err error
+		n, err = countRows(ctx, fx, s.cfg.Table)
+		return err
+	})
+	return n, err
+}
+
+// refuseIndirectRekeyLocked refuses a sink whose rows come from a
+// re-keyed Combine through other steps (Config.RekeyedUpstream) when its
+// table holds rows: they are keyed the earlier way, and the steps between
+// may compute the table's key from the Combine's in any way.
+func (s *Sink) refuseIndirectRekeyLocked(ctx context.Context) error {
+	n, err := s.tableRowsLocked(ctx)
+	if err != nil || n == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: %s re-keys its rows (migrations: rekey), and they reach table %s, which holds %d rows written before, through other steps, which a table's re-key cannot follow: "+
+		"write them to a new table, or write the Combine's output to this table directly with layout: staged",
+		ErrSchemaChange, s.cfg.RekeyedUpstream, s.cfg.Table, n)
+}
+
 // refuseTableRekeyLocked refuses a re-key (Config.Rekey) of a table that
 // is not staged: a façade (the running job writes the earlier keys beside
 // the new ones), or a plain table that holds rows (they would stay under
@@ -605,15 +634,7 @@ func (s *Sink) refuseTableRekeyLocked(ctx context.Context) error {
 			"re-key it by an update in place, with the table in layout: staged, or write the new version to a new table",
 			ErrSchemaChange, rk.Step, s.cfg.Table)
 	}
-	var n int64
-	err := s.db.be.facadeTx(ctx, func(fx facadeExec) error {
-		if k, err := fxKind(ctx, fx, s.cfg.Table); err != nil || k == "" {
-			return err
-		}
-		var err error
-		n, err = countRows(ctx, fx, s.cfg.Table)
-		return err
-	})
+	n, err := s.tableRowsLocked(ctx)
 	if err != nil || n == 0 {
 		return err
 	}
