@@ -133,7 +133,10 @@ type Config struct {
 	// since the rows the table holds were written: a staged table serves
 	// the earlier rows under their new keys (see "Re-keying a staged
 	// table" in the package documentation); a plain table that holds rows,
-	// or a façade, refuses it (ErrSchemaChange).
+	// or a façade, refuses it (ErrSchemaChange). Set it only for the
+	// generation whose update changes the key (YAML's WriteToSql does so
+	// when the replaced job's Combine declared another key): any new
+	// generation's sink with it set re-keys the rows written before.
 	Rekey *Rekey
 	// UndoRekey says the sink writes the rows' earlier keys again (a
 	// rollback to before a re-key): a staged table's re-key that no merge
