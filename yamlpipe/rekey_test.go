@@ -1,6 +1,7 @@
 package yamlpipe
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -136,4 +137,38 @@ func storedShard(tb testing.TB, old *aggregator) []byte {
 		tb.Fatal(err)
 	}
 	return enc
+}
+
+// TestRekeyTableValues: the values a table returns for an earlier key
+// (int64 for an int, as both databases return it) map to the new key's
+// values as the stored key's do; a value of another type names the field.
+func TestRekeyTableValues(t *testing.T) {
+	a := shardsAggregator(t, "      migrations: {rekey: {from: [k, shard], key: {k: \"k * 10 + shard\"}}}\n", "k")
+	got, err := a.rekey.mapValues([]any{int64(7), int64(3)})
+	if err != nil || len(got) != 1 || got[0] != int64(73) {
+		t.Errorf("mapValues(7, 3) = %v, %v; want [73]", got, err)
+	}
+	if _, err := a.rekey.mapValues([]any{"seven", int64(3)}); err == nil || !strings.Contains(err.Error(), "of k is not a int") {
+		t.Errorf("a string for an int field: %v", err)
+	}
+}
+
+// TestRekeyTableKeyRefusedAtLoad: a WriteToSql keyed by other fields than
+// the group_by of the Combine that re-keys its rows is refused at load,
+// with its position and SQL_SCHEMA_CHANGE_REFUSED's cause, when the
+// replaced job's Combine declared no re-key.
+func TestRekeyTableKeyRefusedAtLoad(t *testing.T) {
+	y := strings.Replace(strings.Replace(shardsHead, "%s", "      migrations: {rekey: {from: [k, shard]}}\n", 1), "%s", "k", 1) +
+		"    - type: WriteToSql\n      name: Write\n      input: Totals\n      config: {table: totals, key: [k, n]}\n"
+	dir := t.TempDir()
+	job := &JobEnv{Name: "j", ID: "j1", Generation: 2, DataDir: dir, PriorKeyLayouts: map[string]string{"Totals": ""}}
+	_, err := Load("p.yaml", []byte(y), Options{BaseDir: dir, Job: job, GraphOnly: true})
+	if !errors.Is(err, ErrSchemaChange) || !strings.Contains(err.Error(), "p.yaml:19:36:") || !strings.Contains(err.Error(), "is not the group_by (k) of Totals") {
+		t.Errorf("load: %v; want a positioned schema change refusal", err)
+	}
+	// Without a replaced job, nothing is re-keyed: the same file loads.
+	job.PriorKeyLayouts = nil
+	if _, err := Load("p.yaml", []byte(y), Options{BaseDir: dir, Job: job, GraphOnly: true}); err != nil {
+		t.Errorf("load without a replaced job: %v", err)
+	}
 }

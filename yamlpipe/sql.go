@@ -223,13 +223,18 @@ func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error
 	for i, k := range cfg.Key {
 		order[i] = slices.Index(m.names, k)
 	}
+	refuse := func(format string, args ...any) error {
+		e := l.errf(node, format, args...).(*Error)
+		e.Err = sqlsink.ErrSchemaChange // SQL_SCHEMA_CHANGE_REFUSED
+		return e
+	}
 	if len(cfg.Key) != len(m.names) || slices.Contains(order, -1) {
-		return l.errf(node, "WriteToSql key (%s) is not the group_by (%s) of %s, which re-keys its rows (migrations: rekey): a re-keyed table is keyed by the Combine's key; write to a new table",
+		return refuse("WriteToSql key (%s) is not the group_by (%s) of %s, which re-keys its rows (migrations: rekey): a re-keyed table is keyed by the Combine's key; write to a new table",
 			strings.Join(cfg.Key, ", "), strings.Join(m.names, ", "), in.keyStep)
 	}
 	for i, f := range m.old.Fields {
 		if f.Type.Kind == row.KindTimestamp {
-			return l.errf(node, "WriteToSql: %s re-keys its rows from %s, a timestamp: re-keying a table by a timestamp key is not supported; write to a new table", in.keyStep, m.from[i])
+			return refuse("WriteToSql: %s re-keys its rows from %s, a timestamp: re-keying a table by a timestamp key is not supported; write to a new table", in.keyStep, m.from[i])
 		}
 	}
 	cfg.Rekey = &sqlsink.Rekey{From: slices.Clone(m.from), Merge: in.rekey.merges, Step: in.keyStep,
