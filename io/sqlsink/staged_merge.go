@@ -130,7 +130,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 			return rep, err
 		}
 	}
-	dropped := false
+	dropped := r != nil // a fold dropped the view
 	for i, m := range ms[1:] {
 		cols := mcols[i+1]
 		if err := fxAddColumns(ctx, fx, principal.table, cols, true); err != nil {
@@ -197,7 +197,7 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 				if err := step("drop " + m.table); err != nil {
 					return rep, err
 				}
-				if !dropped && r == nil {
+				if !dropped {
 					if err := fx.exec(ctx, "DROP VIEW IF EXISTS "+quoteTable(view)); err != nil {
 						return rep, fmt.Errorf("replacing the view %s: %w", view, err)
 					}

@@ -185,7 +185,7 @@ func (s *Sink) checkRekeyLocked(ctx context.Context, fx facadeExec, ms []stagedM
 	if _, _, err := s.rekeyColumns(ctx, fx, view, p); err != nil || !mapKeys {
 		return err
 	}
-	_, err = s.rekeyMap(ctx, fx, view, s.cfg.Rekey.From)
+	_, err = s.rekeyMap(ctx, fx, view, p)
 	return err
 }
 
@@ -259,10 +259,12 @@ func boolAgg(pg, anyOf bool, q string) string {
 // rekeyedKey is one entry of a re-key's map.
 type rekeyedKey struct{ old, new []any }
 
-// rekeyMap reads the distinct earlier keys (columns from) that src serves
-// and maps each with Rekey.Map. A key that does not map refuses the
-// re-key, naming it: its rows would have nowhere to go.
-func (s *Sink) rekeyMap(ctx context.Context, fx facadeExec, src string, from []string) ([]rekeyedKey, error) {
+// rekeyMap reads the distinct earlier keys (columns Rekey.From) that src
+// serves and maps each with Rekey.Map to p's new key columns. A key that
+// does not map refuses the re-key, naming it: its rows would have nowhere
+// to go.
+func (s *Sink) rekeyMap(ctx context.Context, fx facadeExec, src string, p rekeyPlan) ([]rekeyedKey, error) {
+	from := s.cfg.Rekey.From
 	if k, err := fxKind(ctx, fx, src); err != nil || k == "" {
 		return nil, err
 	}
@@ -278,8 +280,8 @@ func (s *Sink) rekeyMap(ctx context.Context, fx facadeExec, src string, from []s
 	out := make([]rekeyedKey, 0, len(rows))
 	for _, r := range rows {
 		nv, err := rk.Map(r)
-		if err == nil && len(nv) != len(s.l.keyColumnNames())-countWindowKeys(s.l) {
-			err = fmt.Errorf("the re-key gives %d values for %d key columns", len(nv), len(s.l.keyColumnNames())-countWindowKeys(s.l))
+		if err == nil && len(nv) != len(p.newKeys) {
+			err = fmt.Errorf("the re-key gives %d values for %d key columns", len(nv), len(p.newKeys))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w: table %s: the rows of key (%s) = %v cannot be re-keyed by the declaration on %s: %w; "+
@@ -289,16 +291,6 @@ func (s *Sink) rekeyMap(ctx context.Context, fx facadeExec, src string, from []s
 		out = append(out, rekeyedKey{old: r, new: nv})
 	}
 	return out, nil
-}
-
-func countWindowKeys(l *layout) int {
-	n := 0
-	for _, k := range l.keyColumnNames() {
-		if k == colWindowStart || k == colWindowEnd {
-			n++
-		}
-	}
-	return n
 }
 
 // fxBeginRekey moves the members written under the earlier keys aside and
@@ -359,7 +351,7 @@ func (s *Sink) fxBeginRekey(ctx context.Context, fx facadeExec, me stagedMember)
 	if err := fxBuildView(ctx, fx, r.oldView(view), vm, true); err != nil {
 		return err
 	}
-	keys, err := s.rekeyMap(ctx, fx, r.oldView(view), s.cfg.Rekey.From)
+	keys, err := s.rekeyMap(ctx, fx, r.oldView(view), p)
 	if err != nil {
 		return err
 	}
@@ -582,10 +574,9 @@ func fxUndoRekey(ctx context.Context, fx facadeExec, view string, r *stagedRekey
 				return fmt.Errorf("moving %s back to %s: %w", m.table, table, err)
 			}
 		}
-		q := `INSERT INTO ` + StagedMembersTable + ` (view_name, seq, member, mode, key_columns, generation) VALUES (` +
-			ph(fx, 1) + `, ` + ph(fx, 2) + `, ` + ph(fx, 3) + `, ` + ph(fx, 4) + `, ` + ph(fx, 5) + `, ` + ph(fx, 6) + `)`
-		if err := fx.exec(ctx, q, view, m.seq, table, m.mode, strings.Join(m.keys, ","), m.generation); err != nil {
-			return fmt.Errorf("recording %s behind %s again: %w", table, view, err)
+		m.table = table
+		if err := fxRegisterMember(ctx, fx, view, m); err != nil {
+			return err
 		}
 	}
 	if err := fx.exec(ctx, `DELETE FROM `+StagedRekeysTable+` WHERE view_name = `+ph(fx, 1)+` AND seq = `+ph(fx, 2), view, r.seq); err != nil {
