@@ -506,57 +506,34 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	ctx := context.Background()
 	dir := t.TempDir()
 	target := sqlsink.StagedTarget{Driver: driver, DSN: filepath.Join(dir, "job.sqlite"), Table: "totals"}
-	// reader returns a reader of the view on a connection of its own.
-	reader := func(t *testing.T) func(t *testing.T) []string {
-		return func(t *testing.T) []string {
-			// Errors, not fatal: the poller runs on a goroutine of its own.
-			conn, err := sql.Open("sqlite", target.DSN)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			defer conn.Close()
-			rows, err := conn.Query(`SELECT key, window_start, total, n, generation FROM totals`)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			defer rows.Close()
-			got, _ := scanTotals(t, rows)
-			return got
-		}
-	}
+	read := func(t *testing.T) []string { return tableRows(t, target.DSN) }
 	point := func(y string) string { return strings.ReplaceAll(y, "dsn: "+odb+",", "dsn: "+target.DSN+",") }
 	if driver == "postgres" {
 		target.DSN = os.Getenv("WEIR_TEST_POSTGRES_DSN")
 		if target.DSN == "" {
 			target.DSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, target.DSN)
+		cancel()
+		if err != nil {
+			t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", target.DSN, err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
 		target.Table = fmt.Sprintf("rekey_totals_%d", time.Now().UnixNano()%1e9)
 		point = func(y string) string {
 			return strings.ReplaceAll(y, "{dsn: "+odb+", table: totals,", "{driver: postgres, dsn: \""+target.DSN+"\", table: "+target.Table+",")
 		}
-		reader = func(t *testing.T) func(t *testing.T) []string {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			conn, err := pgx.Connect(cctx, target.DSN)
-			cancel()
+		read = func(t *testing.T) []string {
+			rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+target.Table)
 			if err != nil {
-				t.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", target.DSN, err)
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = conn.Close(context.Background()) })
-			return func(t *testing.T) []string {
-				rows, err := conn.Query(ctx, `SELECT key, to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), total, n, generation FROM `+target.Table)
-				if err != nil {
-					t.Error(err)
-					return nil
-				}
-				defer rows.Close()
-				got, _ := scanTotals(t, rows)
-				return got
-			}
+			defer rows.Close()
+			got, _ := scanTotals(t, rows)
+			return got
 		}
 	}
-	read, pollRead := reader(t), reader(t)
 	s := openService(t, filepath.Join(dir, "data"))
 	old := submit(t, s, "totals", point(v1), dir)
 	waitElements(t, s, old.ID, "Events", 1500)
@@ -568,40 +545,13 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	// then the view serves the rows per key and shard, as before the
 	// update), a reader polls the view through the merge: no key and
 	// window served twice, no total going backwards.
-	for info, _ := sqlsink.DescribeStaged(ctx, target); !strings.Contains(info.View, "re-keyed"); info, _ = sqlsink.DescribeStaged(ctx, target) {
-		if j, err := s.Get(res.Job.ID); err != nil || j.State.Terminal() {
-			t.Fatalf("the new job ended (%v) before its sink re-keyed the table: %s", err, info.View)
-		}
-		time.Sleep(5 * time.Millisecond)
+	waitStaged(t, s, target, res.Job.ID, "re-keyed")
+	v := sqliteView(t, target.DSN)
+	if driver == "postgres" {
+		v = postgresView(t, target.DSN, target.Table)
 	}
-	stop, polled := make(chan struct{}), make(chan []string)
-	go func() {
-		var problems []string
-		seen := map[string]int64{}
-		for {
-			select {
-			case <-stop:
-				polled <- problems
-				return
-			default:
-			}
-			once := map[string]bool{}
-			for _, line := range pollRead(t) {
-				f := strings.Fields(line)
-				kw := f[0] + " " + f[1]
-				var total int64
-				fmt.Sscan(f[2], &total)
-				if once[kw] {
-					problems = append(problems, "served twice: "+kw)
-				}
-				once[kw] = true
-				if total < seen[kw] {
-					problems = append(problems, fmt.Sprintf("%s went back from %d to %d", kw, seen[kw], total))
-				}
-				seen[kw] = total
-			}
-		}
-	}()
+	defer v.close()
+	c := startConsumer(s, v)
 	nj := waitDone(t, s, res.Job.ID)
 	if nj.State != record.StateDone {
 		t.Fatalf("new job: %s (%s)", nj.State, nj.Error)
@@ -623,10 +573,7 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("after the merge (%+v) the view serves:\n%s\nwant:\n%s", m, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	close(stop)
-	if problems := <-polled; len(problems) > 0 {
-		t.Errorf("a reader of the view saw %d problems, the first: %s", len(problems), strings.Join(problems[:min(len(problems), 5)], "; "))
-	}
+	c.finish(t)
 	info, err = sqlsink.DescribeStaged(ctx, target)
 	if err != nil {
 		t.Fatal(err)
@@ -637,6 +584,29 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	for _, gone := range []string{target.Table + "__rkp_2", target.Table + "__staging_1", target.Table + "__rkagg_2"} {
 		if n, exists, err := sqlsink.TableRows(ctx, sqlsink.StagedTarget{Driver: driver, DSN: target.DSN, Table: gone}); err != nil || exists {
 			t.Errorf("after the merge %s is left (%d rows, %v)", gone, n, err)
+		}
+	}
+}
+
+// waitStaged waits, at every change of s, until the description of the
+// staged table target says what; job id ending first fails t.
+func waitStaged(t *testing.T, s *Service, target sqlsink.StagedTarget, id, what string) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := s.core.Changes.Next()
+		info, err := sqlsink.DescribeStaged(context.Background(), target)
+		if err == nil && strings.Contains(info.View, what) {
+			return
+		}
+		if j, err := s.Get(id); err != nil || j.State.Terminal() {
+			t.Fatalf("job %s ended (%v) before the staged table said %q: %s", id, err, what, info.View)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for the staged table to say %q: %s", what, info.View)
 		}
 	}
 }

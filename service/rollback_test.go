@@ -246,13 +246,7 @@ func TestRollback(t *testing.T) {
 				if vr.change == "rekey" {
 					// v2's sink, once it writes, moves v1's members aside
 					// behind the view, served under their new keys.
-					deadline := time.Now().Add(20 * time.Second)
-					for info := describeStaged(t, sink); !strings.Contains(info.View, "re-keyed by (key, window_start, window_end)"); info = describeStaged(t, sink) {
-						if time.Now().After(deadline) {
-							t.Fatalf("after the re-key the staged table is %s", info.View)
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
+					waitStaged(t, s, sqlsink.StagedTarget{Driver: sink.driver, DSN: sink.dsn, Table: sink.table}, j2.ID, "re-keyed by (key, window_start, window_end)")
 				}
 
 				vo, err := s.Rollback(ctx, RollbackRequest{Name: "sums", ValidateOnly: true})
