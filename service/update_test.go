@@ -133,9 +133,9 @@ func TestUpdateKeepsState(t *testing.T) {
 		// same events), so that windows are surely open at the update
 		// however loaded the machine.
 		slow bool
-		// check, when set, checks the table after the new job finished;
-		// checkJob the new job.
-		check    func(t *testing.T, db string)
+		// check, when set, checks the table (on a connection to its
+		// database) after the new job finished; checkJob the new job.
+		check    func(t *testing.T, conn *sql.DB)
 		checkJob func(t *testing.T, s *Service, j *record.Job)
 		// totalColumn is the column the oracle's total is in afterwards
 		// (default total).
@@ -155,12 +155,7 @@ func TestUpdateKeepsState(t *testing.T) {
 			mutate: func(y string) string {
 				return strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          biggest: {value: amount, fn: max}", 1)
 			},
-			check: func(t *testing.T, db string) {
-				conn, err := sql.Open("sqlite", db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
+			check: func(t *testing.T, conn *sql.DB) {
 				var withMax, rows int
 				if err := conn.QueryRow(`SELECT COUNT(biggest), COUNT(*) FROM totals`).Scan(&withMax, &rows); err != nil {
 					t.Fatal(err)
@@ -213,12 +208,7 @@ func TestUpdateKeepsState(t *testing.T) {
 				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
 				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n\"}\n", 1)
 			},
-			check: func(t *testing.T, db string) {
-				conn, err := sql.Open("sqlite", db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
+			check: func(t *testing.T, conn *sql.DB) {
 				var differ, rows int
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
 					t.Fatal(err)
@@ -238,12 +228,7 @@ func TestUpdateKeepsState(t *testing.T) {
 				y = strings.Replace(y, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1)
 				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n", 1)
 			},
-			check: func(t *testing.T, db string) {
-				conn, err := sql.Open("sqlite", db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
+			check: func(t *testing.T, conn *sql.DB) {
 				var old int
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals') WHERE name = 'total'`).Scan(&old); err != nil || old != 0 {
 					t.Errorf("the table still has the column total (%d, %v)", old, err)
@@ -257,12 +242,7 @@ func TestUpdateKeepsState(t *testing.T) {
 				y = strings.Replace(staged(y), "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1)
 				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          amount_total: {renamed_from: total}\n", 1)
 			},
-			check: func(t *testing.T, db string) {
-				conn, err := sql.Open("sqlite", db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
+			check: func(t *testing.T, conn *sql.DB) {
 				var old, renamed int
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals') WHERE name = 'total'`).Scan(&old); err != nil || old != 0 {
 					t.Errorf("the view still serves the column total (%d, %v)", old, err)
@@ -294,12 +274,7 @@ func TestUpdateKeepsState(t *testing.T) {
 			mutate: func(y string) string {
 				return strings.Replace(staged(y), "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          total: {allow_lossy: true}\n", 1)
 			},
-			check: func(t *testing.T, db string) {
-				conn, err := sql.Open("sqlite", db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
+			check: func(t *testing.T, conn *sql.DB) {
 				var floats int
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE typeof(total) <> 'integer'`).Scan(&floats); err != nil || floats != 0 {
 					t.Errorf("the view serves %d totals that are not integers (%v)", floats, err)
@@ -382,7 +357,12 @@ func TestUpdateKeepsState(t *testing.T) {
 				t.Errorf("after the update the table holds:\n%s\nwithout an update it holds:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if tc.check != nil {
-				tc.check(t, db)
+				conn, err := sql.Open("sqlite", db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				tc.check(t, conn)
 			}
 			if tc.checkJob != nil {
 				tc.checkJob(t, s, nj)

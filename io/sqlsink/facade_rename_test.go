@@ -30,7 +30,9 @@ func TestFacadeRenamesBehindTheView(t *testing.T) {
 			if len(renames) > 0 && renames["amount_total"] == "total" {
 				schema = renamedSchema
 			}
-			return &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, schema), total: map[cell]int64{}, panes: map[cell]int64{}, from: from}, schema: schema}
+			j := e.schemaJob(cfg, schema, nil, nil)
+			j.from = from
+			return j
 		}
 		publish := func(r int) []fact {
 			evs := round(r)
@@ -101,13 +103,14 @@ func TestFacadeRenameRolledBack(t *testing.T) {
 		ctx := context.Background()
 		cfg := e.config(ModeUpsert, "region")
 		cfg.SinkID, cfg.JobID = e.table+"/WriteTotals", "job"
-		gen1 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}, schema: totalsSchema}
+		gen1 := e.schemaJob(cfg, totalsSchema, nil, nil)
 		for r := range 3 {
 			must(t, gen1.step(ctx, round(r)))
 		}
 		cfg2 := cfg
 		cfg2.Generation, cfg2.Facade, cfg2.RenamedColumns = 2, true, map[string]string{"amount_total": "total"}
-		gen2 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, renamedSchema), total: map[cell]int64{}, panes: map[cell]int64{}, from: 2}, schema: renamedSchema}
+		gen2 := e.schemaJob(cfg2, renamedSchema, nil, nil)
+		gen2.from = 2
 		must(t, gen2.step(ctx, round(2)))
 		must(t, gen2.sink.Close(ctx))
 		must(t, DropFacadeGeneration(ctx, e.target(nil), 2))
@@ -131,7 +134,7 @@ func TestFacadeWidensToFloat(t *testing.T) {
 		ctx := context.Background()
 		cfg := e.config(ModeUpsert, "region")
 		cfg.SinkID, cfg.JobID = e.table+"/WriteTotals", "job"
-		gen1 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: map[cell]int64{}, panes: map[cell]int64{}}, schema: totalsSchema}
+		gen1 := e.schemaJob(cfg, totalsSchema, nil, nil)
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
 		var published []fact
@@ -141,7 +144,8 @@ func TestFacadeWidensToFloat(t *testing.T) {
 		}
 		cfg2 := cfg
 		cfg2.Generation, cfg2.Facade = 2, true
-		gen2 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, floatSchema), total: map[cell]int64{}, panes: map[cell]int64{}, from: 1}, schema: floatSchema}
+		gen2 := e.schemaJob(cfg2, floatSchema, nil, nil)
+		gen2.from = 1
 		must(t, gen2.step(ctx, published))
 		for r := 3; r < 5; r++ {
 			must(t, gen1.step(ctx, round(r)))

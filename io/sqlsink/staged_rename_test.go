@@ -46,6 +46,18 @@ func (j *schemaJob) step(ctx context.Context, events []fact) error {
 	return j.sink.Commit(ctx, j.epoch, [][]byte{p})
 }
 
+// schemaJob is a job of rows of schema writing through a sink of cfg,
+// carrying on from total and panes (new ones when nil).
+func (e *facadeEnv) schemaJob(cfg Config, schema *row.Schema, total, panes map[cell]int64) *schemaJob {
+	if total == nil {
+		total = map[cell]int64{}
+	}
+	if panes == nil {
+		panes = map[cell]int64{}
+	}
+	return &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, schema), total: total, panes: panes}, schema: schema}
+}
+
 // viewPoller polls the view from another connection until stopped, and can be
 // paused (an update changes the view's columns: a dashboard then reads
 // the new name).
@@ -130,7 +142,7 @@ func TestStagedRenamesBehindTheView(t *testing.T) {
 		cfg := e.config("", "region")
 		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
 		total, panes := map[cell]int64{}, map[cell]int64{}
-		gen1 := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
+		gen1 := e.schemaJob(cfg, totalsSchema, total, panes)
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
 		for r := range 4 {
@@ -152,7 +164,7 @@ func TestStagedRenamesBehindTheView(t *testing.T) {
 			c2 := cfg
 			c2.Generation, c2.JobID, c2.SinkID, c2.RenamedColumns = gen, fmt.Sprintf("job-%d", gen), fmt.Sprintf("%s-%d", cfg.SinkID, gen), renames
 			c.col = col
-			return &schemaJob{totalsJob: totalsJob{sink: e.sink(c2, schema), total: total, panes: panes}, schema: schema}
+			return e.schemaJob(c2, schema, total, panes)
 		}
 		// Generation 2 renames; generation 1 keeps writing its staging
 		// table for a round (the overlap).
@@ -242,7 +254,7 @@ func TestStagedRenameInPlace(t *testing.T) {
 		cfg := e.config("", "region")
 		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
 		total, panes := map[cell]int64{}, map[cell]int64{}
-		j := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
+		j := e.schemaJob(cfg, totalsSchema, total, panes)
 		for r := range 3 {
 			if err := j.step(ctx, round(r)); err != nil {
 				t.Fatal(err)
@@ -251,7 +263,9 @@ func TestStagedRenameInPlace(t *testing.T) {
 		j.sink.Close(ctx)
 		cfg.RenamedColumns = map[string]string{"amount_total": "total"}
 		for range 2 { // the update, then a restart
-			j = &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, renamedSchema), total: total, panes: panes, epoch: j.epoch}, schema: renamedSchema}
+			epoch := j.epoch
+			j = e.schemaJob(cfg, renamedSchema, total, panes)
+			j.epoch = epoch
 			if err := j.step(ctx, round(3)); err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +290,7 @@ func TestStagedWidensToFloat(t *testing.T) {
 		cfg := e.config("", "region")
 		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
 		total, panes := map[cell]int64{}, map[cell]int64{}
-		j := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
+		j := e.schemaJob(cfg, totalsSchema, total, panes)
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
 		for r := range 3 {
@@ -290,7 +304,7 @@ func TestStagedWidensToFloat(t *testing.T) {
 		j.sink.Close(ctx)
 		cfg2 := cfg
 		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
-		j = &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, floatSchema), total: total, panes: panes}, schema: floatSchema}
+		j = e.schemaJob(cfg2, floatSchema, total, panes)
 		for r := 3; r < 6; r++ {
 			if err := j.step(ctx, round(r)); err != nil {
 				t.Fatal(err)
@@ -337,7 +351,8 @@ func TestStagedNarrowsToInt(t *testing.T) {
 		cfg := e.config("", "region")
 		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
 		total, panes := map[cell]int64{}, map[cell]int64{}
-		j := &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg, floatSchema), total: total, panes: panes}, schema: floatSchema, plus: 0.75}
+		j := e.schemaJob(cfg, floatSchema, total, panes)
+		j.plus = 0.75
 		for r := range 3 {
 			if err := j.step(ctx, round(r)); err != nil {
 				t.Fatal(err)
@@ -351,7 +366,7 @@ func TestStagedNarrowsToInt(t *testing.T) {
 		j.sink.Close(ctx)
 		cfg2 := cfg
 		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
-		j = &schemaJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: total, panes: panes}, schema: totalsSchema}
+		j = e.schemaJob(cfg2, totalsSchema, total, panes)
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
 		ints := func(when string) {
