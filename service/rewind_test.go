@@ -576,6 +576,11 @@ func TestRewindRefusals(t *testing.T) {
 	publishRW(t, b, phase1)
 	read := int64(len(phase1))
 	for {
+		// The topic discards its oldest messages whether or not the
+		// subscription has read them: wait for the job to read what is
+		// published before publishing more, or a slow machine loses
+		// messages the test counts on.
+		waitElements(t, s, old.ID, "Events", read)
 		first, _, err := b.Retained(ctx, "sr-events")
 		if err != nil {
 			t.Fatal(err)
