@@ -12,6 +12,7 @@ package runner
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -57,6 +58,7 @@ type rekeyDrop struct {
 	old  any
 	wins []*winState
 	err  error
+	h    uint64 // KeyHash(enc)
 	kg   uint16
 }
 
@@ -132,7 +134,7 @@ func (s *rekeyShare) compute() {
 						part.moves[dst] = append(part.moves[dst], rk)
 						part.sizes[rk.nkg]++
 						if rk.nkg != kg || string(moved) != k.str {
-							part.drops[owner] = append(part.drops[owner], rekeyDrop{enc: k.str, kg: kg})
+							part.drops[owner] = append(part.drops[owner], rekeyDrop{enc: k.str, h: k.hash, kg: kg})
 						}
 					}
 				}
@@ -169,11 +171,20 @@ func (s *rekeyShare) apply(n *aggNode) error {
 			}
 		}
 	}
+	// The deletions' keys, made in one allocation: they leave the change
+	// log together, once the next checkpoint has encoded them.
+	var ndrops int
+	for _, part := range s.parts {
+		ndrops += len(part.drops[me])
+	}
+	tombs := make([]aggKey, 0, ndrops)
+	m.tombs = slices.Grow(m.tombs, ndrops)
 	for _, part := range s.parts {
 		for i := range part.drops[me] {
 			rk := &part.drops[me][i]
 			if rk.err == nil {
-				m.tombs = append(m.tombs, tombstone(rk.kg, rk.enc))
+				tombs = append(tombs, aggKey{str: rk.enc, hash: rk.h, dead: true})
+				m.tombs = append(m.tombs, dirtyRef{kg: rk.kg, k: &tombs[len(tombs)-1]})
 				continue
 			}
 			if err := m.reject(rk.kg, rk.enc, rk.old, rk.wins, rk.err); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/weir-dev/weir/row"
@@ -62,6 +63,18 @@ type rekeyMigration struct {
 	layout string
 	// failed counts the keys whose re-key failed.
 	failed atomic.Int64
+	// scratch recycles Rekey's buffers (a *rekeyScratch): the runner
+	// re-keys a million keys from several goroutines at once.
+	scratch sync.Pool
+}
+
+// rekeyScratch is what one Rekey call needs besides its result: the
+// earlier key's values, the row and the activation an expression reads.
+type rekeyScratch struct {
+	vals []any
+	out  []any
+	r    *row.Row
+	act  celexpr.Activation
 }
 
 // parseRekey compiles t's migrations: rekey, for a Combine over input
@@ -195,37 +208,53 @@ var errRekeyNull = errors.New("evaluated to null")
 // Rekey implements contract.Rekeyer: it decodes the earlier key's values
 // from enc (as many as from lists), computes the new key fields and
 // appends their key encoding. The runner keeps this step's keys as their
-// encodings: the new key is nil.
+// encodings: the new key is nil, and so is the earlier one unless the
+// re-key failed (it is only reported then).
 func (a *aggregator) Rekey(dst, _ []byte, enc string) ([]byte, any, any, error) {
 	m := a.rekey
-	vals := make([]any, 0, len(m.from))
+	sc, _ := m.scratch.Get().(*rekeyScratch)
+	if sc == nil {
+		sc = &rekeyScratch{r: row.New(m.old), act: celexpr.NewActivation(m.scope)}
+	}
+	defer m.scratch.Put(sc)
+	vals := sc.vals[:0]
 	rest := enc
 	for rest != "" {
 		v, r, err := keyenc.ReadString(rest)
 		if err != nil {
-			return dst, nil, vals, fmt.Errorf("decoding the stored key: %w", err)
+			return dst, nil, slices.Clone(vals), fmt.Errorf("decoding the stored key: %w", err)
 		}
 		vals, rest = append(vals, v), r
 	}
+	sc.vals = vals
 	if len(vals) != len(m.from) {
-		return dst, nil, vals, fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
+		return dst, nil, slices.Clone(vals), fmt.Errorf("the stored key has %d values, the re-key reads %d (from: %s)", len(vals), len(m.from), strings.Join(m.from, ", "))
 	}
-	var buf [4]any
-	nv, err := m.newKey(vals, buf[:0])
+	nv, err := m.newKeyWith(sc, vals, sc.out[:0])
+	clear(sc.r.Values) // the scratch holds no key's values between calls
 	if err != nil {
 		m.failed.Add(1) // the runner logs and reports the key
-		return dst, nil, vals, err
+		return dst, nil, slices.Clone(vals), err
 	}
 	for _, v := range nv {
 		dst = keyenc.Append(dst, v)
 	}
-	return dst, nil, vals, nil
+	clear(nv)
+	clear(vals)
+	sc.out = nv[:0]
+	return dst, nil, nil, nil
 }
 
 // newKey appends to out the new key's values (in the order of the new
 // group_by fields) of the earlier key whose values, in from's order, are
 // vals.
 func (m *rekeyMigration) newKey(vals, out []any) ([]any, error) {
+	return m.newKeyWith(nil, vals, out)
+}
+
+// newKeyWith is newKey evaluating the expressions with sc's row and
+// activation (made when sc is nil).
+func (m *rekeyMigration) newKeyWith(sc *rekeyScratch, vals, out []any) ([]any, error) {
 	var act *celexpr.Activation
 	for i := range m.names {
 		if j := m.src[i]; j >= 0 {
@@ -233,11 +262,12 @@ func (m *rekeyMigration) newKey(vals, out []any) ([]any, error) {
 			continue
 		}
 		if act == nil {
-			r := row.New(m.old)
-			copy(r.Values, vals)
-			a := celexpr.NewActivation(m.scope)
-			act = &a
-			act.Reset(r, nil)
+			if sc == nil {
+				sc = &rekeyScratch{r: row.New(m.old), act: celexpr.NewActivation(m.scope)}
+			}
+			copy(sc.r.Values, vals)
+			act = &sc.act
+			act.Reset(sc.r, nil)
 		}
 		v, err := act.EvalValue(m.expr[i], m.types[i])
 		if err == nil && v == nil {

@@ -42,15 +42,12 @@ func TestRekeyKeys(t *testing.T) {
 			if !a.RekeysState() {
 				t.Fatal("the step does not declare its re-key")
 			}
-			got, _, oldVals, err := a.Rekey(nil, nil, oldKey)
+			got, _, _, err := a.Rekey(nil, nil, oldKey)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := keyenc.Append(nil, tc.want); string(got) != string(want) {
 				t.Errorf("re-keyed to %x, want %x (the key of k=%v)", got, want, tc.want)
-			}
-			if vals, _ := oldVals.([]any); len(vals) != 2 || vals[0] != int64(7) || vals[1] != int64(3) {
-				t.Errorf("the earlier key's values: %v", oldVals)
 			}
 			kb, err := a.AppendEncodedKeyFrom(nil, string(got))
 			if err != nil {
@@ -70,11 +67,19 @@ func TestRekeyKeys(t *testing.T) {
 		})
 	}
 	a := shardsAggregator(t, "      migrations: {rekey: {from: [k, shard], key: {k: \"k / (shard - 3)\"}}}\n", "k")
-	if _, _, _, err := a.Rekey(nil, nil, oldKey); err == nil || !strings.Contains(err.Error(), "re-key expression of k") {
+	_, _, oldVals, err := a.Rekey(nil, nil, oldKey)
+	if err == nil || !strings.Contains(err.Error(), "re-key expression of k") {
 		t.Errorf("a failing expression: %v", err)
+	}
+	if vals, _ := oldVals.([]any); len(vals) != 2 || vals[0] != int64(7) || vals[1] != int64(3) {
+		t.Errorf("the earlier key's values, reported with the failure: %v", oldVals)
 	}
 	if a.StateRejects()[contract.RekeyFailed] != 1 {
 		t.Errorf("rejects %v, want the failed re-key counted", a.StateRejects())
+	}
+	// The scratch the failed call returned serves the next call whole.
+	if got, _, _, err := a.Rekey(nil, nil, oldKey); err == nil || got != nil {
+		t.Errorf("a second failing call: %x, %v", got, err)
 	}
 }
 

@@ -153,9 +153,10 @@ type Rekeyer interface {
 	// key to which an earlier version's key moves — kb is that key as the
 	// earlier StateCoder stored it, enc as its AppendKey encoded it — and
 	// returns the new key (nil for an EncodedKeyer that keeps only
-	// encodings) and the earlier one, for reports. An error says why this
-	// key cannot move: its state becomes a reject of the migration
-	// (reason RekeyFailed), never a half-migrated job.
+	// encodings) and, with an error, the earlier one, for the report (it
+	// may be nil on success). An error says why this key cannot move: its
+	// state becomes a reject of the migration (reason RekeyFailed), never
+	// a half-migrated job.
 	Rekey(dst, kb []byte, enc string) (moved []byte, key, old any, err error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/weir-dev/weir/errcode"
@@ -53,6 +54,17 @@ func (s *InPlace) UpdateInPlace(ctx context.Context, req core.UpdateRequest) (*c
 	u, res, err := s.prepareUpdate(req, mapping)
 	if err != nil || u == nil {
 		return res, err
+	}
+	if movesState(u.p.Program()) {
+		// A re-key moves every earlier key during the pause and allocates
+		// in proportion (the new keys, the deletions of the earlier
+		// ones). Collect first, while the job runs on and checkpoints: a
+		// collection that starts during the move, on a heap of millions
+		// of keys, takes seconds of marking that the move then shares (at
+		// 1M keys the pause went from 1.2 s to 1.3–2.6 s when one did).
+		// It costs the update's caller the collection's time, not the job
+		// a pause.
+		runtime.GC()
 	}
 	// Lock order 2: the old execution's checkpoints wait (a periodic one in
 	// flight finishes first) until the update is done.
@@ -431,4 +443,15 @@ func (s *InPlace) abortUpdate(ctx context.Context, u *update, cause error) error
 		return errors.Join(cause, err)
 	}
 	return fmt.Errorf("the update of job %s (%s) failed and changed nothing; the job resumed from its last checkpoint: %w", u.old.Name, u.old.ID, cause)
+}
+
+// movesState reports whether prog declares a re-key of a keyed step's
+// state (contract.Rekeyer), which the handover then moves.
+func movesState(prog *contract.Program) bool {
+	for _, code := range prog.Code {
+		if rk, ok := code.(contract.Rekeyer); ok && rk.RekeysState() {
+			return true
+		}
+	}
+	return false
 }
