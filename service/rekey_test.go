@@ -560,7 +560,7 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(info.View, target.Table+"__rkp_2, "+target.Table+"__staging_1") {
+	if !strings.Contains(info.View, target.Table+"__rkp_2, "+target.Table+"__staging_v1") {
 		t.Errorf("the earlier members are not behind the view: %s", info.View)
 	}
 	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -581,7 +581,7 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if strings.Contains(info.View, "re-keyed") || len(info.Members) != 2 || info.Members[0].Rows != int64(len(want)) {
 		t.Errorf("after the merge: %s, members %+v; want the principal holding all %d rows", info.View, info.Members, len(want))
 	}
-	for _, gone := range []string{target.Table + "__rkp_2", target.Table + "__staging_1", target.Table + "__rkagg_2"} {
+	for _, gone := range []string{target.Table + "__rkp_2", target.Table + "__staging_v1", target.Table + "__rkagg_2"} {
 		if n, exists, err := sqlsink.TableRows(ctx, sqlsink.StagedTarget{Driver: driver, DSN: target.DSN, Table: gone}); err != nil || exists {
 			t.Errorf("after the merge %s is left (%d rows, %v)", gone, n, err)
 		}

@@ -306,7 +306,7 @@ func TestRollback(t *testing.T) {
 					for _, m := range info.Members {
 						members = append(members, m.Table)
 					}
-					want := []string{sink.table + "__principal", sink.table + "__staging_1", sink.table + "__staging_3"}
+					want := []string{sink.table + "__principal", sink.table + "__staging_v1", sink.table + "__staging_v3"}
 					if strings.Contains(info.View, "re-keyed") || strings.Join(members, " ") != strings.Join(want, " ") {
 						t.Fatalf("after the rollback the staged table has members %v (want %v): %s", members, want, info.View)
 					}

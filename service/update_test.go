@@ -247,7 +247,7 @@ func TestUpdateKeepsState(t *testing.T) {
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals') WHERE name = 'total'`).Scan(&old); err != nil || old != 0 {
 					t.Errorf("the view still serves the column total (%d, %v)", old, err)
 				}
-				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals__staging_1') WHERE name = 'total'`).Scan(&renamed); err != nil || renamed != 1 {
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('totals__staging_v1') WHERE name = 'total'`).Scan(&renamed); err != nil || renamed != 1 {
 					t.Errorf("the first staging table lost its column total (%d, %v)", renamed, err)
 				}
 			}},

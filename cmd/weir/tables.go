@@ -19,7 +19,7 @@ write (--server, $WEIR_SERVER, default http://127.0.0.1:7070), read from the
 jobs' pipelines and from the databases.
 
 A table written with layout: staged is a view over a principal table
-(TABLE__principal) and staging tables (TABLE__staging_N, one per job
+(TABLE__principal) and staging tables (TABLE__staging_vN, one per job
 generation): the job writes its staging table, and a merge moves the staging
 rows into the principal table in one transaction, every merge_interval and
 on demand (weir tables merge). Readers of the view see each key and window

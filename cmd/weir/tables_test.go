@@ -97,14 +97,14 @@ func TestCLITables(t *testing.T) {
 
 	steps := []cliCase{
 		{name: "list", args: []string{"tables", "list"}, wantStdout: []string{"NAME", "LAYOUT", "LAST_MERGE", "orders", "staged", "sqlite", "orders-sink",
-			"orders__principal:0,orders__staging_1:5"}},
+			"orders__principal:0,orders__staging_v1:5"}},
 		{name: "describe before a merge", args: []string{"tables", "describe", "orders"}, wantStdout: []string{
-			"Layout:", "staged", "orders__principal (principal): 0 rows", "orders__staging_1 (staging, generation 1): 5 rows",
+			"Layout:", "staged", "orders__principal (principal): 0 rows", "orders__staging_v1 (staging, generation 1): 5 rows",
 			"order_id", "View:", "per element_id", "Merges:", "none yet"}},
-		{name: "merge", args: []string{"tables", "merge", "orders"}, wantStdout: []string{"Merged 5 rows into orders__principal", "orders__staging_1:5"}},
+		{name: "merge", args: []string{"tables", "merge", "orders"}, wantStdout: []string{"Merged 5 rows into orders__principal", "orders__staging_v1:5"}},
 		{name: "merge again", args: []string{"tables", "merge", "orders", "--format", "json"}, wantStdout: []string{`"rows": 0`, `"principal": "orders__principal"`}},
 		{name: "describe after", args: []string{"tables", "describe", "orders"}, wantStdout: []string{
-			"orders__principal (principal): 5 rows", "orders__staging_1 (staging, generation 1): 0 rows", "Merge:", "5 rows in"}},
+			"orders__principal (principal): 5 rows", "orders__staging_v1 (staging, generation 1): 0 rows", "Merge:", "5 rows in"}},
 		{name: "list after", args: []string{"tables", "list", "--format", "json"}, wantStdout: []string{`"layout": "staged"`, `"rows": 5`}},
 		{name: "unknown table", args: []string{"tables", "describe", "nope"}, wantCode: ExitFailure, wantStderr: []string{"(TABLE_NOT_FOUND)", "tables: orders"}},
 		{name: "merge unknown table", args: []string{"tables", "merge", "nope"}, wantCode: ExitFailure, wantStderr: []string{"(TABLE_NOT_FOUND)"}},

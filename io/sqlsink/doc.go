@@ -163,7 +163,7 @@
 // # Staged layout
 //
 // With Config.Layout "staged" the sink writes a staging table
-// <table>__staging_<N> (StagingTableName), one per job generation (the
+// <table>__staging_v<N> (StagingTableName), one per job generation (the
 // newest one if this generation created it, else a new one: the older ones
 // have ended); a principal table <table>__principal (PrincipalTableName)
 // holds merged history; <table> is a view over both, built by the same

@@ -31,8 +31,8 @@ const DefaultMergeInterval = time.Hour
 const PrincipalSuffix = "__principal"
 
 // StagingSeparator joins a staged table's name and a sequence number into
-// the name of a staging table: orders + "__staging_" + 2.
-const StagingSeparator = "__staging_"
+// the name of a staging table: orders + "__staging_v" + 2.
+const StagingSeparator = "__staging_v"
 
 // StagedMembersTable records, per staged view, its principal (sequence 0)
 // and staging tables (1, 2, ...), with the generation of the job that

@@ -452,11 +452,11 @@ func TestStagedIdentifierTooLong(t *testing.T) {
 	for _, c := range []struct {
 		table string
 		ok    bool
-	}{{strings.Repeat("a", 49), true}, {strings.Repeat("a", 50), false}} {
+	}{{strings.Repeat("a", 48), true}, {strings.Repeat("a", 49), false}} {
 		cfg := Config{Driver: DriverPostgres, DSN: "postgres://x@127.0.0.1/db", Table: c.table, SinkID: "j/s", Layout: LayoutStaged}
 		cfg.EnsureDefaults()
 		err := cfg.Validate()
-		if c.ok != (err == nil) || (err != nil && (!errors.Is(err, ErrIdentifierTooLong) || !strings.Contains(err.Error(), "at most 49 bytes"))) {
+		if c.ok != (err == nil) || (err != nil && (!errors.Is(err, ErrIdentifierTooLong) || !strings.Contains(err.Error(), "at most 48 bytes"))) {
 			t.Errorf("table of %d bytes: %v", len(c.table), err)
 		}
 	}
