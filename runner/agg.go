@@ -215,8 +215,10 @@ type aggNode struct {
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
 	// rekey is agg when the step declares a re-key migration (rekey.go);
-	// nil otherwise.
-	rekey contract.Rekeyer
+	// nil otherwise. rekeyRestore is the restore from the store it shares
+	// with the step's other instances (rekey_restore.go), when it restores.
+	rekey        contract.Rekeyer
+	rekeyRestore *rekeyRestore
 }
 
 type touchRef struct {
@@ -251,6 +253,9 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 			return nil, fmt.Errorf("%w: step %q has no state coder for its keys and accumulators", contract.ErrNotCheckpointable, sp.step.Name)
 		}
 		n.sc = sc
+		if rs := w.r.opts.Restore; n.rekey != nil && rs != nil && rs.State != nil && w.r.adoptable(sp.step.Name) == nil {
+			n.rekeyRestore = w.r.rekeyRestoreOf(sp.step.Name, n)
+		}
 		if err := n.enableCheckpoints(n, n.adopt, n.restore); err != nil {
 			return nil, err
 		}

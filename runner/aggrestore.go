@@ -7,8 +7,15 @@ import "container/heap"
 
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
-	if n.rekey != nil {
-		return n.restoreRekeyed()
+	if s := n.rekeyRestore; s != nil {
+		if len(s.nodes) == 1 {
+			return n.restoreAlone()
+		}
+		s.once.Do(s.compute)
+		if s.err != nil {
+			return s.err
+		}
+		return s.apply(n)
 	}
 	return n.scanRestore(func(kg uint16, key, value []byte) error {
 		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
@@ -23,9 +30,16 @@ func (n *aggNode) restore() error {
 // (kb is its key as the StateCoder stored it, dropped what of its state
 // did not decode), with its timers.
 func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, dropped []droppedState) error {
-	var err error
 	k.setStr(key)
 	k.hash = KeyHash(key)
+	return n.addRestored(kg, k, kb, dropped)
+}
+
+// addRestored adds k, restored from the store into key group kg with its
+// encoding and hash set, with its timers (kb and dropped as for
+// restoreKey).
+func (n *aggNode) addRestored(kg uint16, k *aggKey, kb []byte, dropped []droppedState) error {
+	var err error
 	n.group(kg).add(k)
 	if len(dropped) > 0 {
 		// The accumulators hold what the migration made of them: the

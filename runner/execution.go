@@ -70,6 +70,10 @@ type run struct {
 	// (rekey_share.go): written while the execution is instantiated (one
 	// goroutine), read by the workers' restores after.
 	rekeys map[string]*rekeyShare
+	// rekeyRestores holds, by step, the shared restore of a re-keying
+	// step's stored state (rekey_restore.go): written while the execution
+	// is instantiated, read by the workers' restores after.
+	rekeyRestores map[string]*rekeyRestore
 }
 
 // Run executes prog until every source has ended and every window has

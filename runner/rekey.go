@@ -11,16 +11,15 @@ package runner
 // commits, a restart re-keys the earlier checkpoint's state again; the
 // rollback snapshot keeps it as it was.
 //
-// A key moves to another key group, so to another worker's share. At a
-// restore from the store every worker reads every key of the step (all key
-// groups), keeps those whose new key group it owns, and deletes the
-// earlier entries in the key groups it owns. At an update in place the new
-// keys are computed once for all workers (rekey_share.go) and each worker
-// applies its share. Each moved window has one owner, which alone writes
-// it.
+// A key moves to another key group, so to another worker's share. The
+// new keys are computed once for all workers, over a split of the key
+// groups — read from the store at a restore (rekey_restore.go), taken from
+// the paused instances at an update in place (rekey_share.go) — and each
+// worker applies its share: the keys that land in the key groups it owns,
+// and the deletions of the earlier entries in the key groups it owns.
+// Each moved window has one owner, which alone writes it.
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -36,33 +35,6 @@ type rekeyMove struct {
 	// tombs are the earlier keys, in the key groups the worker owns, whose
 	// entries the next checkpoint deletes.
 	tombs []dirtyRef
-	buf   []byte
-}
-
-// move moves the windows of the earlier key encoded as enc (kb as its
-// StateCoder stored it), in key group kg, to its new key. dropped is what
-// of its state did not decode.
-func (m *rekeyMove) move(kg uint16, kb []byte, enc string, wins []*winState, dropped []droppedState) error {
-	n := m.n
-	route := n.w.r.route
-	ownsOld := int(route[kg]) == n.w.id
-	moved, key, old, err := n.rekey.Rekey(m.buf[:0], kb, enc)
-	if err != nil {
-		if !ownsOld {
-			return nil
-		}
-		return m.reject(kg, enc, old, wins, err)
-	}
-	m.buf = moved
-	h := KeyHash(moved)
-	nkg := uint16(h % uint64(len(route)))
-	if ownsOld && (nkg != kg || string(moved) != enc) {
-		m.tombs = append(m.tombs, tombstone(kg, enc))
-	}
-	if int(route[nkg]) != n.w.id {
-		return nil
-	}
-	return m.place(nkg, h, moved, key, wins, dropped)
 }
 
 // reject leaves out the earlier key enc of key group kg (old decoded),
@@ -157,43 +129,6 @@ func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
 	if n.merging {
 		n.mergeInto(dst, ws.w)
 	}
-}
-
-// restoreRekeyed is restore for a step that declares a re-key: it reads
-// every key group, keeps the keys stored by the current version in the
-// key groups this worker owns, and moves the earlier version's keys.
-func (n *aggNode) restoreRekeyed() error {
-	route := n.w.r.route
-	all := make([]int, len(route))
-	for i := range all {
-		all[i] = i
-	}
-	m := &rekeyMove{n: n}
-	err := n.w.r.opts.Restore.State.Scan(n.w.r.ctx, n.sp.step.Name, all, func(kg uint16, key, value []byte) error {
-		// The key is decoded only once it is known to be of this
-		// version: an earlier one's may not decode as today's.
-		k, kb, dropped, err := decodeAggKey(n.sc, value, true)
-		if err != nil {
-			return err
-		}
-		if n.rekey.CurrentKey(kb) {
-			if int(route[kg]) != n.w.id {
-				return nil
-			}
-			if n.ek == nil {
-				if k.key, err = n.sc.DecodeKey(kb); err != nil {
-					return fmt.Errorf("decoding key: %w", err)
-				}
-			}
-			return n.restoreKey(kg, key, k, kb, dropped)
-		}
-		return m.move(kg, bytes.Clone(kb), string(key), k.wins, dropped)
-	})
-	if err != nil {
-		return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
-	}
-	m.finish()
-	return nil
 }
 
 // oldKeysMove reports whether the keys of the paused instances olds were

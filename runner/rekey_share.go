@@ -47,8 +47,11 @@ type rekeyedKey struct {
 	moved []byte // the new key's encoding (in the part's arena)
 	key   any
 	wins  []*winState
-	h     uint64
-	nkg   uint16
+	// dropped is what of the earlier key's stored state did not decode (a
+	// restore's; reported at the new key).
+	dropped []droppedState
+	h       uint64
+	nkg     uint16
 }
 
 // rekeyDrop is an earlier key that leaves its key group: deleted, or,
@@ -162,11 +165,30 @@ func (s *rekeyShare) apply(n *aggNode) error {
 			}
 		}
 	}
+	ps := make([]*rekeyPart, len(s.parts))
+	for i := range s.parts {
+		ps[i] = &s.parts[i]
+	}
 	m := &rekeyMove{n: n}
-	for _, part := range s.parts {
+	if err := m.applyParts(ps); err != nil {
+		return err
+	}
+	if s.applied.Add(1) == s.live {
+		s.parts = nil
+	}
+	return nil
+}
+
+// applyParts moves the keys of every part that land in the key groups m's
+// worker owns, then deletes (or rejects) the earlier keys it owns, and
+// marks what changed.
+func (m *rekeyMove) applyParts(ps []*rekeyPart) error {
+	n := m.n
+	me := n.w.id
+	for _, part := range ps {
 		for i := range part.moves[me] {
 			rk := &part.moves[me][i]
-			if err := m.place(rk.nkg, rk.h, rk.moved, rk.key, rk.wins, nil); err != nil {
+			if err := m.place(rk.nkg, rk.h, rk.moved, rk.key, rk.wins, rk.dropped); err != nil {
 				return err
 			}
 		}
@@ -174,12 +196,12 @@ func (s *rekeyShare) apply(n *aggNode) error {
 	// The deletions' keys, made in one allocation: they leave the change
 	// log together, once the next checkpoint has encoded them.
 	var ndrops int
-	for _, part := range s.parts {
+	for _, part := range ps {
 		ndrops += len(part.drops[me])
 	}
 	tombs := make([]aggKey, 0, ndrops)
 	m.tombs = slices.Grow(m.tombs, ndrops)
-	for _, part := range s.parts {
+	for _, part := range ps {
 		for i := range part.drops[me] {
 			rk := &part.drops[me][i]
 			if rk.err == nil {
@@ -193,8 +215,5 @@ func (s *rekeyShare) apply(n *aggNode) error {
 		}
 	}
 	m.finish()
-	if s.applied.Add(1) == s.live {
-		s.parts = nil
-	}
 	return nil
 }

@@ -312,6 +312,18 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 // the key — and moves every other key: the job runs on.
 func TestRekeyFailureIsAReject(t *testing.T) {
 	t.Parallel()
+	// One worker re-keys as it reads; two read the stored keys between
+	// them, and k4's failure is one reject and one dead letter, by the
+	// worker that owns it.
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			t.Parallel()
+			testRekeyFailureIsAReject(t, workers)
+		})
+	}
+}
+
+func testRekeyFailureIsAReject(t *testing.T, workers int) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")
@@ -322,7 +334,8 @@ func TestRekeyFailureIsAReject(t *testing.T) {
 	db := filepath.Join(dir, "all.sqlite")
 	failK4 := "key == 'k4' ? string(1 / (size(key) - 2)) : 'all'"
 	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "all",
-		Pipeline: fmt.Sprintf(rekeyRecipeYAML, "'all'", failK4, db), PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID})
+		Pipeline: fmt.Sprintf(rekeyRecipeYAML, "'all'", failK4, db), PipelineFile: "p.yaml", BaseDir: dir,
+		Options: record.JobOptions{NumWorkers: workers}}, SnapshotID: snap.ID})
 	if err != nil {
 		t.Fatalf("CreateFromSnapshot: %v", err)
 	}

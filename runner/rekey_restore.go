@@ -1,0 +1,247 @@
+package runner
+
+// This file restores a re-keying step's state from the store once for all
+// workers: a stored key of the earlier version may move to a key group of
+// any worker, so each worker would otherwise read and decode every key
+// group and re-key every earlier key to find the few its key groups
+// receive (W× the work). The store is read on one goroutine per new
+// worker over a split of the key groups, inside the first worker's
+// restore (sync.Once: the others wait for it, so no worker depends on
+// another's progress); each worker then adds the keys that land in the
+// key groups it owns — those of the current version first, then the moved
+// ones, merged into them where they meet — and deletes (or rejects) the
+// earlier keys of the key groups it owns. A step with one instance
+// re-keys as it reads (restoreAlone): it owns every key group.
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// rekeyRestore is the shared restore of one re-keying step. nodes is set
+// while the execution is instantiated (one goroutine); once guards
+// compute, whose results apply only reads.
+type rekeyRestore struct {
+	once  sync.Once
+	nodes []*aggNode // the step's instances, by worker
+	parts []rekeyRestorePart
+	err   error
+	// live is how many workers apply (set by compute); applied counts
+	// those done, the last of which drops parts (a record per stored key).
+	live    int32
+	applied atomic.Int32
+}
+
+// rekeyRestorePart is what one split of the key groups yields, by the
+// worker that applies it: the moves and deletions of the earlier keys
+// (rekeyPart), and the keys the current version stored, which stay.
+type rekeyRestorePart struct {
+	rekeyPart
+	keeps [][]restoredKey // by the owner of the key group
+}
+
+// restoredKey is a key stored by the current version, decoded, its
+// encoding and hash set.
+type restoredKey struct {
+	k       *aggKey
+	kb      []byte // the key as stored, kept only to report dropped
+	dropped []droppedState
+	kg      uint16
+}
+
+// rekeyRestoreOf returns the shared restore of step, registering n (an
+// instance being made) in it. It runs while the execution is
+// instantiated, on one goroutine.
+func (r *run) rekeyRestoreOf(step string, n *aggNode) *rekeyRestore {
+	s := r.rekeyRestores[step]
+	if s == nil {
+		s = &rekeyRestore{nodes: make([]*aggNode, len(r.workers))}
+		if r.rekeyRestores == nil {
+			r.rekeyRestores = map[string]*rekeyRestore{}
+		}
+		r.rekeyRestores[step] = s
+	}
+	s.nodes[n.w.id] = n
+	return s
+}
+
+// compute reads every key group of the step, split over one goroutine per
+// instance, each decoding with its own instance's coder and re-keying with
+// its Rekeyer (both safe for concurrent use).
+func (s *rekeyRestore) compute() {
+	var nodes []*aggNode
+	for _, n := range s.nodes {
+		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	s.live = int32(len(nodes))
+	r := nodes[0].w.r
+	route, nw, step := r.route, len(s.nodes), nodes[0].sp.step.Name
+	s.parts = make([]rekeyRestorePart, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for p, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var kgs []int
+			for kg := p; kg < len(route); kg += len(nodes) {
+				kgs = append(kgs, kg)
+			}
+			part := rekeyRestorePart{
+				rekeyPart: rekeyPart{moves: make([][]rekeyedKey, nw), drops: make([][]rekeyDrop, nw), sizes: map[uint16]int{}},
+				keeps:     make([][]restoredKey, nw),
+			}
+			var buf, arena []byte
+			errs[p] = r.opts.Restore.State.Scan(r.ctx, step, kgs, func(kg uint16, key, value []byte) error {
+				// The key is decoded only once it is known to be of this
+				// version: an earlier one's may not decode as today's.
+				k, kb, dropped, err := decodeAggKey(n.sc, value, true)
+				if err != nil {
+					return err
+				}
+				owner := int(route[kg])
+				if n.rekey.CurrentKey(kb) {
+					if n.ek == nil {
+						if k.key, err = n.sc.DecodeKey(kb); err != nil {
+							return fmt.Errorf("decoding key: %w", err)
+						}
+					}
+					k.setStr(key)
+					k.hash = KeyHash(key)
+					rk := restoredKey{k: k, dropped: dropped, kg: kg}
+					if len(dropped) > 0 {
+						rk.kb = bytes.Clone(kb)
+					}
+					part.keeps[owner] = push(part.keeps[owner], rk)
+					part.sizes[kg]++
+					return nil
+				}
+				enc := string(key)
+				moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
+				if err != nil {
+					part.drops[owner] = push(part.drops[owner], rekeyDrop{enc: enc, old: old, wins: k.wins, err: err, h: KeyHash(key), kg: kg})
+					return nil
+				}
+				buf = moved
+				if len(arena)+len(moved) > cap(arena) {
+					arena = make([]byte, 0, max(64<<10, len(moved)))
+				}
+				start := len(arena)
+				arena = append(arena, moved...)
+				rk := rekeyedKey{moved: arena[start:len(arena):len(arena)], key: nkey, wins: k.wins, h: KeyHash(moved), dropped: dropped}
+				rk.nkg = uint16(rk.h % uint64(len(route)))
+				dst := int(route[rk.nkg])
+				part.moves[dst] = push(part.moves[dst], rk)
+				part.sizes[rk.nkg]++
+				if rk.nkg != kg || string(moved) != enc {
+					part.drops[owner] = push(part.drops[owner], rekeyDrop{enc: enc, h: KeyHash(key), kg: kg})
+				}
+				return nil
+			})
+			if errs[p] != nil {
+				errs[p] = fmt.Errorf("restoring step %q: %w", step, errs[p])
+			}
+			s.parts[p] = part
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			s.err = err
+			return
+		}
+	}
+}
+
+// apply adds to n the keys of every part that land in the key groups n's
+// worker owns — the current version's first, then the moved ones — and
+// deletes (or rejects) the earlier keys it owns.
+func (s *rekeyRestore) apply(n *aggNode) error {
+	me := n.w.id
+	for _, part := range s.parts {
+		for kg, size := range part.sizes {
+			if int(n.w.r.route[kg]) == me && n.groups[kg] == nil {
+				n.groups[kg] = &keyGroupState{keys: make(map[uint64]*aggKey, size)}
+			}
+		}
+	}
+	for _, part := range s.parts {
+		for _, rk := range part.keeps[me] {
+			if err := n.addRestored(rk.kg, rk.k, rk.kb, rk.dropped); err != nil {
+				return err
+			}
+		}
+	}
+	ps := make([]*rekeyPart, len(s.parts))
+	for i := range s.parts {
+		ps[i] = &s.parts[i].rekeyPart
+	}
+	m := &rekeyMove{n: n}
+	if err := m.applyParts(ps); err != nil {
+		return err
+	}
+	if s.applied.Add(1) == s.live {
+		s.parts = nil
+	}
+	return nil
+}
+
+// push appends v to s, doubling its capacity when full: a restore appends
+// records by the million without knowing how many, and append's growth
+// of a large slice (a quarter at a time) copies each record about four
+// times over.
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		ns := make([]T, len(s), max(1024, 2*cap(s)))
+		copy(ns, s)
+		s = ns
+	}
+	return append(s, v)
+}
+
+// restoreAlone is the restore of a re-keying step's only instance: it
+// owns every key group, so it re-keys each earlier key as it reads it,
+// without the records a split between workers needs.
+func (n *aggNode) restoreAlone() error {
+	r := n.w.r
+	route := r.route
+	m := &rekeyMove{n: n}
+	var buf []byte
+	err := r.opts.Restore.State.Scan(r.ctx, n.sp.step.Name, route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
+		// The key is decoded only once it is known to be of this
+		// version: an earlier one's may not decode as today's.
+		k, kb, dropped, err := decodeAggKey(n.sc, value, true)
+		if err != nil {
+			return err
+		}
+		if n.rekey.CurrentKey(kb) {
+			if n.ek == nil {
+				if k.key, err = n.sc.DecodeKey(kb); err != nil {
+					return fmt.Errorf("decoding key: %w", err)
+				}
+			}
+			return n.restoreKey(kg, key, k, kb, dropped)
+		}
+		enc := string(key)
+		moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
+		if err != nil {
+			return m.reject(kg, enc, old, k.wins, err)
+		}
+		buf = moved
+		h := KeyHash(moved)
+		nkg := uint16(h % uint64(len(route)))
+		if nkg != kg || string(moved) != enc {
+			m.tombs = append(m.tombs, dirtyRef{kg: kg, k: &aggKey{str: enc, hash: KeyHash(key), dead: true}})
+		}
+		return m.place(nkg, h, moved, nkey, k.wins, dropped)
+	})
+	if err != nil {
+		return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)
+	}
+	m.finish()
+	return nil
+}

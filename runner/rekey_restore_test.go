@@ -1,0 +1,133 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// frozenState serves a memStore's state without its lock: a restore's
+// workers read it at once, as they read the state store.
+type frozenState map[string]map[uint16]map[string][]byte
+
+func (f frozenState) Scan(_ context.Context, step string, kgs []int, fn func(uint16, []byte, []byte) error) error {
+	for _, kg := range kgs {
+		for k, v := range f[step][uint16(kg)] {
+			if err := fn(uint16(kg), []byte(k), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// buildGlobalSums sums per key in the global window (no window closes,
+// so every key stays in the state), re-keying from the stored keys by
+// rekey when it is not nil.
+func buildGlobalSums(src *seqSource, sink *txSink, rekey func(string) (string, error)) *weir.Pipeline {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Read[kv](s, "Seq", src, false)
+	var opts []weir.StepOption
+	if rekey != nil {
+		opts = append(opts, weir.RekeyFrom(rekey))
+	}
+	weir.Write(s, "Out", weir.CombinePerKey(s, "Sum", in, weir.Sum[int64](), opts...), contract.Sink(sink))
+	return p
+}
+
+// storeGlobalSums runs buildGlobalSums (without a re-key) over keys
+// elements, one per key ("k0".."kN-1", element i carrying the value i),
+// on workers workers, and returns the store its checkpoint wrote and the
+// source, whose last element (key k0, value keys) it has not read yet.
+func storeGlobalSums(tb testing.TB, keys, workers int) (*memStore, *seqSource) {
+	tb.Helper()
+	src := &seqSource{n: keys + 1, splits: 2, keys: keys}
+	store := &memStore{}
+	src.gate.let(keys)
+	x, err := runner.Start(context.Background(), buildGlobalSums(src, newTxSink(), nil).Program(),
+		runner.Options{NumWorkers: workers, Checkpoints: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src.gate.waitRead(keys)
+	cp, err := x.Checkpoint(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	store.apply(cp)
+	x.Cancel()
+	_, _ = x.Wait()
+	if got := len(cp.State); got != keys {
+		tb.Fatalf("the checkpoint holds %d keys, want %d", got, keys)
+	}
+	return store, src
+}
+
+// TestRestoreRekeyMergesAcrossWorkers: a restore that re-keys every
+// stored key — on one worker, and on several, where a key's new key group
+// is another worker's — merges the sums of the keys that meet, so that
+// every new key's total is the sum of its earlier keys' totals; stored on
+// two workers, restored on one, two or three.
+func TestRestoreRekeyMergesAcrossWorkers(t *testing.T) {
+	const keys = 3000
+	for _, workers := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			store, src := storeGlobalSums(t, keys, 2)
+			rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
+			want := map[string]int64{"k0": keys} // the element read after the restore
+			for i := range keys {
+				k := src.key(i)
+				want[k[:len(k)-1]] += int64(i)
+			}
+			sink := newTxSink()
+			src.gate.let(keys + 1)
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
+			x, err := runner.Start(context.Background(), buildGlobalSums(src, sink, rekey).Program(),
+				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finishDurably(t, x, nil)
+			sink.checkCommitted(t, want)
+			if len(sink.committed) != len(want) {
+				t.Errorf("%d keys committed, want %d (a key committed under its earlier name, or twice)", len(sink.committed), len(want))
+			}
+		})
+	}
+}
+
+// BenchmarkRestoreRekey measures a restore from the store that re-keys
+// every stored key (a restart, or --create-from-snapshot, of a version
+// that declares the re-key): keys "k0".."kN-1" move to the key without
+// their last digit, about ten merging into each. ns/op is Start's time
+// (the restore runs before any worker starts); keys/s is reported.
+func BenchmarkRestoreRekey(b *testing.B) {
+	for _, keys := range []int{200_000} {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("keys=%d/workers=%d", keys, workers), func(b *testing.B) {
+				store, src := storeGlobalSums(b, keys, workers)
+				state := frozenState(store.state)
+				rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
+				b.ResetTimer()
+				for range b.N {
+					restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: state}
+					x, err := runner.Start(context.Background(), buildGlobalSums(src, newTxSink(), rekey).Program(),
+						runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					x.Cancel()
+					_, _ = x.Wait()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+			})
+		}
+	}
+}
