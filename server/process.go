@@ -77,6 +77,11 @@ type Config struct {
 	// --nats-tls-ca, --nats-tls-cert, --nats-tls-key). Their files are out
 	// of the pipelines' reach inside any file root.
 	NATSCredentials NATSCredentials
+	// NATSUnreachableAfter is how long a running job's Pub/Sub reads ride
+	// out a lost connection to NATSURL (the client reconnects) before the
+	// job waits for it under CONNECTOR_UNAVAILABLE
+	// (--nats-unreachable-after); 0: pubsub.DefaultUnreachableAfter.
+	NATSUnreachableAfter time.Duration
 	// Cluster, when set, makes the process a member of the weir cluster
 	// of that name over NATSURL (a NATS JetStream cluster): one member
 	// leads and runs every job, the others keep a replica of its state
@@ -470,7 +475,8 @@ func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, e
 				replicas = pubsub.ReplicasAuto
 			}
 		}
-		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger, Replicas: replicas})
+		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger, Replicas: replicas,
+			UnreachableAfter: cfg.NATSUnreachableAfter})
 		if err != nil {
 			return nil, fmt.Errorf("--nats-url: %w", err)
 		}

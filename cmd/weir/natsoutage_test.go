@@ -13,8 +13,10 @@ import (
 // TestCLIServerNATSOutage runs a real weir server on an external NATS
 // server with a job ReadFromPubSub → windowed Combine → WriteToSql, and
 // stops the NATS server mid-stream and rescales the job, whose new
-// execution cannot open its subscription (a second job, rescaled too, is
-// cancelled while it waits: the cancel completes without the broker).
+// execution cannot open its subscription (a second job, left running,
+// finds its broker gone after --nats-unreachable-after and waits for it
+// too, and is cancelled while it waits: the cancel completes without the
+// broker).
 // The job is not FAILED: it stays
 // RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
 // subscription's acknowledgement do not move, and the server starts it
@@ -35,9 +37,11 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	dir, work := t.TempDir(), t.TempDir()
 	pipeline, db := writeOrdersPipeline(t, work, "totals")
 	f := newOrdersFeed(t, work)
-	srv := startServerArgs(t, dir, "--nats-url", natsURL, "--storage-retry-interval", "300ms")
+	srv := startServerArgs(t, dir, "--nats-url", natsURL, "--storage-retry-interval", "300ms", "--nats-unreachable-after", "1s")
 	id, sub := f.start(srv, pipeline)
-	// A second job on the same topic, cancelled while the broker is away.
+	// A second job on the same topic, left alone: its running execution
+	// finds the broker gone and waits for it (not idling unseen), and is
+	// cancelled while it waits.
 	other, _ := writeOrdersPipeline(t, work, "other")
 	r := srv.cli(work, "run", other, "--job-name", "other")
 	if r.code != ExitOK {
@@ -53,10 +57,8 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	nc.StopServer(0)
 	// A rescale while the broker is away: the job's new execution cannot
 	// open its subscription.
-	for _, ref := range []string{id, otherID} {
-		if r := srv.cli(work, "jobs", "update-options", ref, "--num-workers", "2"); r.code != ExitOK {
-			t.Logf("rescale with the NATS server down: exit %d %s", r.code, r.stderr)
-		}
+	if r := srv.cli(work, "jobs", "update-options", id, "--num-workers", "2"); r.code != ExitOK {
+		t.Logf("rescale with the NATS server down: exit %d %s", r.code, r.stderr)
 	}
 	if !await.Until(90*time.Second, 100*time.Millisecond, func() bool {
 		c, _ := srv.describe(id)["condition"].(map[string]any)
@@ -79,6 +81,10 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		c, _ := m["condition"].(map[string]any)
 		return c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
 	})
+	oc := srv.describe(otherID)["condition"].(map[string]any)
+	if msg, _ := oc["message"].(string); !strings.Contains(msg, "the connection to the NATS server has been down") {
+		t.Errorf("the running job's condition does not say its connection was lost: %v", oc)
+	}
 	if r := srv.cli(work, "jobs", "cancel", otherID); r.code != ExitOK {
 		t.Fatalf("cancel with the NATS server down: %d %s", r.code, r.stderr)
 	}

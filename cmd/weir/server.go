@@ -17,6 +17,7 @@ import (
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/cluster"
 	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
+	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
 )
@@ -58,6 +59,7 @@ type serverFlags struct {
 
 	// storageRetryInterval is --storage-retry-interval.
 	storageRetryInterval time.Duration
+	natsUnreachable      time.Duration
 
 	// rehearseTraceMemory and rehearseTraceDir are
 	// --rehearse-trace-memory and --rehearse-trace-dir.
@@ -102,6 +104,7 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
 	addNATSFlags(fl, &f.nats)
+	fl.DurationVar(&f.natsUnreachable, "nats-unreachable-after", pubsub.DefaultUnreachableAfter, "with --nats-url: how long a running job's Pub/Sub reads ride out a lost connection to NATS (the client reconnects) before the job waits for it under the condition CONNECTOR_UNAVAILABLE, retried every --storage-retry-interval")
 	fl.StringVar(&f.cluster, "cluster", "", "join the weir cluster of this name over --nats-url (a NATS JetStream cluster: give several URLs, comma-separated): one member leads and runs the jobs, the others keep a replica and take over when it is lost (docs/CLUSTER.md)")
 	fl.DurationVar(&f.clusterLease, "cluster-lease", 0, "with --cluster: the leader's lease; a member takes over after the leader did not renew it for this long (default 4s)")
 	fl.IntVar(&f.clusterReplicas, "cluster-replicas", 0, "with --cluster: how many NATS servers keep the cluster's log, topics and subscriptions (default 3 on a NATS cluster, 1 on a single NATS server)")
@@ -157,7 +160,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint,
-		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats,
+		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, NATSUnreachableAfter: f.natsUnreachable,
 		Cluster: f.cluster, ClusterLeaseTTL: f.clusterLease, ClusterReplicas: f.clusterReplicas, ClusterBaseEvery: f.clusterBaseEvery, AdvertiseURL: f.advertiseURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),

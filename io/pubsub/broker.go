@@ -124,6 +124,10 @@ type Broker struct {
 	// replicas is how many servers keep the streams and buckets the broker
 	// creates (ConnectOptions.Replicas); set before use, then read only.
 	replicas int
+	// unreachableAfter is its sources' default SourceConfig.UnreachableAfter
+	// (ConnectOptions.UnreachableAfter; 0: DefaultUnreachableAfter); set
+	// before use, then read only.
+	unreachableAfter time.Duration
 	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
 	// its mutex, a leaf.
 	expiry struct {

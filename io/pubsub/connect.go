@@ -78,6 +78,10 @@ type ConnectOptions struct {
 	// otherwise. A weir cluster on a NATS cluster of three keeps three, so
 	// that the loss of one NATS server loses nothing and stops nothing.
 	Replicas int
+	// UnreachableAfter is the SourceConfig.UnreachableAfter of the
+	// sources read through the broker that set none: how long their
+	// reads ride out a lost connection. Default DefaultUnreachableAfter.
+	UnreachableAfter time.Duration
 }
 
 // Validate reports options that cannot work, naming the flags concerned.
@@ -318,6 +322,7 @@ func ConnectWith(ctx context.Context, o ConnectOptions) (*Broker, error) {
 		r.nc.Close()
 		return nil, err
 	}
+	b.unreachableAfter = o.UnreachableAfter
 	switch {
 	case o.Replicas == ReplicasAuto && r.nc.ConnectedClusterName() != "":
 		b.replicas = 3

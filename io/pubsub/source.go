@@ -162,7 +162,19 @@ type SourceConfig struct {
 	// Rewind, when set, makes the split re-read for a replacement job:
 	// see RewindStart.
 	Rewind *contract.RewindStart
+	// UnreachableAfter is how long a split's reads may find the broker's
+	// connection down (the client reconnecting to an external NATS
+	// server that went away) before a read fails with ErrUnavailable: a
+	// server job then waits for its broker under the condition
+	// CONNECTOR_UNAVAILABLE, retried from its last checkpoint, instead of
+	// idling unseen. Measured on Clock. Default DefaultUnreachableAfter.
+	UnreachableAfter time.Duration
 }
+
+// DefaultUnreachableAfter is the default SourceConfig.UnreachableAfter:
+// longer than a NATS server's restart or a cluster's change of leader,
+// which the client rides out by reconnecting.
+const DefaultUnreachableAfter = 30 * time.Second
 
 // DefaultMaxFutureSkew is the default SourceConfig.MaxFutureSkew.
 const DefaultMaxFutureSkew = time.Hour
@@ -193,6 +205,9 @@ func (c *SourceConfig) EnsureDefaults() {
 		c.RewindHorizon = DefaultRewindHorizon
 	}
 	c.RewindHorizon = min(c.RewindHorizon, MaxRewindHorizon)
+	if c.UnreachableAfter <= 0 {
+		c.UnreachableAfter = DefaultUnreachableAfter
+	}
 }
 
 // Validate reports settings that cannot work.
@@ -340,6 +355,9 @@ func (s *Source) DuplicateIDConflicts() int64 { return s.idConflicts.Load() }
 // touch the broker: the subscription is resolved (or created) by Split or
 // Resume.
 func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
+	if cfg.UnreachableAfter <= 0 {
+		cfg.UnreachableAfter = b.unreachableAfter
+	}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -81,6 +81,9 @@ type split struct {
 	lastDelivery uint64
 	// lostDeliveries counts the rewinds after a lost delivery.
 	lostDeliveries int64
+	// downSince is when a read that found nothing first found the
+	// broker's connection down (0: it was up at the last such read).
+	downSince mtime.Time
 }
 
 // errLostDelivery is handle's report of a message delivered to the split's
@@ -218,8 +221,33 @@ func (s *split) read(ctx context.Context, buf []contract.Element, batch int) (co
 		s.empty = 0
 	} else if err == nil {
 		s.empty++
+		err = s.checkConnected()
 	}
 	return res, err
+}
+
+// checkConnected fails a read that found nothing once the broker's
+// connection has been down for UnreachableAfter. The client reconnects
+// for ever and a pull request sent meanwhile waits in its buffer, so a
+// read finds nothing rather than an error: without this a job whose
+// external NATS server went away would idle, RUNNING, with nothing to say
+// why. Its execution ends instead with ErrUnavailable, which a server job
+// waits out (CONNECTOR_UNAVAILABLE, retried from its last checkpoint).
+func (s *split) checkConnected() error {
+	if s.b.nc.IsConnected() {
+		s.downSince = 0
+		return nil
+	}
+	now := s.cfg.Clock.Now()
+	if s.downSince == 0 {
+		s.downSince = now
+		return nil
+	}
+	if down := now - s.downSince; down >= mtime.Time(mtime.FromDuration(s.cfg.UnreachableAfter)) {
+		return fmt.Errorf("ReadFromPubSub %s: reading subscription %s: %w: the connection to the NATS server has been down for %s (%s)",
+			s.cfg.Step, s.cfg.Subscription, ErrUnavailable, mtime.Duration(down), s.b.nc.Status())
+	}
+	return nil
 }
 
 func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int) (contract.ReadResult, error) {
