@@ -75,6 +75,12 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		t.Errorf("the condition does not name the cause: %v", c)
 	}
 	rows := tableTotal(t, db)
+	// An in-place update needs the job's execution: refused, saying why
+	// there is none and when to try again.
+	if r := srv.cli(work, "run", pipeline, "--job-name", "orders", "--update"); r.code == ExitOK ||
+		!strings.Contains(r.stderr, "CONNECTOR_UNAVAILABLE since") || !strings.Contains(r.stderr, "update again once the job runs") {
+		t.Errorf("an update while the job waits for its broker: exit %d, stderr %s; want NO_RUNNING_JOB naming the condition", r.code, r.stderr)
+	}
 	// A job waiting for its broker can be cancelled: the cancel completes
 	// at the next retry, without the broker.
 	srv.waitJob(otherID, "CONNECTOR_UNAVAILABLE", func(m map[string]any) bool {
