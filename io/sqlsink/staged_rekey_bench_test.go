@@ -1,16 +1,23 @@
 package sqlsink
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-dev/weir/runner/contract"
 )
 
-// BenchmarkStagedRekey measures a staged table's re-key on SQLite: the
+// BenchmarkStagedRekey measures a staged table's re-key on SQLite and
+// PostgreSQL (skipped when it cannot be reached; each round in a schema
+// of its own, dropped after): the
 // setup that serves the rows written under the earlier keys under their
 // new keys (ns/op: reading the distinct keys, mapping each, writing the
 // map, building the views; every 10 earlier keys meet at one new key), and
@@ -21,6 +28,24 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkStagedRekey -benchtime 3x ./io/sqlsink
 func BenchmarkStagedRekey(b *testing.B) {
+	for _, driver := range []string{DriverSQLite, DriverPostgres} {
+		b.Run(driver, func(b *testing.B) { benchmarkStagedRekey(b, driver) })
+	}
+}
+
+func benchmarkStagedRekey(b *testing.B, driver string) {
+	var pg *pgx.Conn
+	if driver == DriverPostgres {
+		dsn := cmp.Or(os.Getenv("WEIR_TEST_POSTGRES_DSN"), defaultPostgresDSN)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		if pg, err = pgx.Connect(cctx, dsn); err != nil {
+			b.Skipf("PostgreSQL is not reachable at %s (set WEIR_TEST_POSTGRES_DSN): %v", dsn, err)
+		}
+		defer pg.Close(context.Background())
+	}
+	round := 0
 	for _, c := range []struct {
 		keys  int
 		rekey bool
@@ -34,6 +59,16 @@ func BenchmarkStagedRekey(b *testing.B) {
 				dir := b.TempDir()
 				cfg := Config{Driver: DriverSQLite, DSN: filepath.Join(dir, "t.sqlite"), Table: "totals", Key: []string{"region"},
 					Mode: ModeUpsert, Layout: LayoutStaged, MergeInterval: -1, Generation: 1, SinkID: "j/1", DataDir: dir}
+				if pg != nil {
+					round++
+					schema := fmt.Sprintf("bench_rekey_%d_%d", os.Getpid(), round)
+					if _, err := pg.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+						b.Fatal(err)
+					}
+					defer pg.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					cfg.Driver, cfg.DSN, cfg.Table = DriverPostgres, pg.Config().ConnString(), schema+".totals"
+					cfg.SinkID = schema + "/1"
+				}
 				cfg.EnsureDefaults()
 				commit := func(s *Sink, elems []contract.Element) {
 					if err := s.Write(ctx, 0, elems); err != nil {
@@ -58,7 +93,7 @@ func BenchmarkStagedRekey(b *testing.B) {
 				commit(s1, elems)
 				_ = s1.Close(ctx)
 				cfg2 := cfg
-				cfg2.Generation, cfg2.SinkID = 2, "j/2"
+				cfg2.Generation, cfg2.SinkID = 2, strings.TrimSuffix(cfg.SinkID, "/1")+"/2"
 				want := int64(keys)
 				if c.rekey {
 					want = int64(keys / 10)
@@ -75,7 +110,7 @@ func BenchmarkStagedRekey(b *testing.B) {
 				b.StartTimer()
 				commit(s2, nil) // the first commit sets the sink up: the re-key
 				b.StopTimer()
-				if n, _, err := TableRows(ctx, StagedTarget{Driver: DriverSQLite, DSN: cfg.DSN, Table: "totals"}); err != nil || n != want {
+				if n, _, err := TableRows(ctx, StagedTarget{Driver: cfg.Driver, DSN: cfg.DSN, Table: cfg.Table}); err != nil || n != want {
 					b.Fatalf("after the setup the view serves %d rows (%v), want %d", n, err, want)
 				}
 				start := time.Now()
