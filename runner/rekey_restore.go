@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
-	"sync/atomic"
 )
 
 // rekeyRestore is the shared restore of one re-keying step. nodes is set
@@ -28,10 +27,8 @@ type rekeyRestore struct {
 	nodes []*aggNode // the step's instances, by worker
 	parts []rekeyRestorePart
 	err   error
-	// live is how many workers apply (set by compute); applied counts
-	// those done, the last of which drops parts (a record per stored key).
-	live    int32
-	applied atomic.Int32
+	// The last worker to apply drops parts (a record per stored key).
+	applyCount
 }
 
 // rekeyRestorePart is what one split of the key groups yields, by the
@@ -81,80 +78,68 @@ func (s *rekeyRestore) compute() {
 	r := nodes[0].w.r
 	route, nw, step := r.route, len(s.nodes), nodes[0].sp.step.Name
 	s.parts = make([]rekeyRestorePart, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for p, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var kgs []int
-			for kg := p; kg < len(route); kg += len(nodes) {
-				kgs = append(kgs, kg)
+	s.err = inParallel(len(nodes), func(p int) error {
+		n := nodes[p]
+		var kgs []int
+		for kg := p; kg < len(route); kg += len(nodes) {
+			kgs = append(kgs, kg)
+		}
+		part := &s.parts[p]
+		*part = rekeyRestorePart{
+			rekeyPart: rekeyPart{moves: make([][]rekeyedKey, nw), drops: make([][]rekeyDrop, nw), sizes: map[uint16]int{}},
+			keeps:     make([][]restoredKey, nw),
+		}
+		var buf, arena []byte
+		err := r.opts.Restore.State.Scan(r.ctx, step, kgs, func(kg uint16, key, value []byte) error {
+			k, kb, dropped, current, err := n.decodeStored(value)
+			if err != nil {
+				return err
 			}
-			part := rekeyRestorePart{
-				rekeyPart: rekeyPart{moves: make([][]rekeyedKey, nw), drops: make([][]rekeyDrop, nw), sizes: map[uint16]int{}},
-				keeps:     make([][]restoredKey, nw),
-			}
-			var buf, arena []byte
-			errs[p] = r.opts.Restore.State.Scan(r.ctx, step, kgs, func(kg uint16, key, value []byte) error {
-				// The key is decoded only once it is known to be of this
-				// version: an earlier one's may not decode as today's.
-				k, kb, dropped, err := decodeAggKey(n.sc, value, true)
-				if err != nil {
-					return err
+			if current {
+				k.setStr(key)
+				k.hash = KeyHash(key)
+				rk := restoredKey{k: k, dropped: dropped, kg: kg}
+				if len(dropped) > 0 {
+					rk.kb = bytes.Clone(kb)
 				}
 				owner := int(route[kg])
-				if n.rekey.CurrentKey(kb) {
-					if n.ek == nil {
-						if k.key, err = n.sc.DecodeKey(kb); err != nil {
-							return fmt.Errorf("decoding key: %w", err)
-						}
-					}
-					k.setStr(key)
-					k.hash = KeyHash(key)
-					rk := restoredKey{k: k, dropped: dropped, kg: kg}
-					if len(dropped) > 0 {
-						rk.kb = bytes.Clone(kb)
-					}
-					part.keeps[owner] = push(part.keeps[owner], rk)
-					part.sizes[kg]++
-					return nil
-				}
-				enc := string(key)
-				moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
-				if err != nil {
-					part.drops[owner] = push(part.drops[owner], rekeyDrop{enc: enc, old: old, wins: k.wins, err: err, h: KeyHash(key), kg: kg})
-					return nil
-				}
-				buf = moved
-				if len(arena)+len(moved) > cap(arena) {
-					arena = make([]byte, 0, max(64<<10, len(moved)))
-				}
-				start := len(arena)
-				arena = append(arena, moved...)
-				rk := rekeyedKey{moved: arena[start:len(arena):len(arena)], key: nkey, wins: k.wins, h: KeyHash(moved), dropped: dropped}
-				rk.nkg = uint16(rk.h % uint64(len(route)))
-				dst := int(route[rk.nkg])
-				part.moves[dst] = push(part.moves[dst], rk)
-				part.sizes[rk.nkg]++
-				if rk.nkg != kg || string(moved) != enc {
-					part.drops[owner] = push(part.drops[owner], rekeyDrop{enc: enc, h: KeyHash(key), kg: kg})
-				}
+				part.keeps[owner] = push(part.keeps[owner], rk)
+				part.sizes[kg]++
 				return nil
-			})
-			if errs[p] != nil {
-				errs[p] = fmt.Errorf("restoring step %q: %w", step, errs[p])
 			}
-			s.parts[p] = part
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+			enc := string(key)
+			moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
+			if err != nil {
+				part.failed(route, kg, rekeyDrop{enc: enc, old: old, wins: k.wins, err: err, h: KeyHash(key)})
+				return nil
+			}
+			buf = moved
+			part.moved(route, kg, enc, KeyHash(key), rekeyedKey{moved: arenaCopy(&arena, moved), key: nkey, wins: k.wins, dropped: dropped})
+			return nil
+		})
 		if err != nil {
-			s.err = err
-			return
+			return fmt.Errorf("restoring step %q: %w", step, err)
+		}
+		return nil
+	})
+}
+
+// decodeStored decodes a stored entry of a re-keying step: the key's
+// state, its key as stored, what of its state did not decode, and whether
+// the current version stored it — then its key is decoded too, unless the
+// node keeps keys as their encodings. An earlier version's key is left
+// encoded: it may not decode as today's.
+func (n *aggNode) decodeStored(value []byte) (k *aggKey, kb []byte, dropped []droppedState, current bool, err error) {
+	k, kb, dropped, err = decodeAggKey(n.sc, value, true)
+	if err != nil || !n.rekey.CurrentKey(kb) {
+		return k, kb, dropped, false, err
+	}
+	if n.ek == nil {
+		if k.key, err = n.sc.DecodeKey(kb); err != nil {
+			return nil, nil, nil, false, fmt.Errorf("decoding key: %w", err)
 		}
 	}
+	return k, kb, dropped, true, nil
 }
 
 // apply adds to n the keys of every part that land in the key groups n's
@@ -162,13 +147,11 @@ func (s *rekeyRestore) compute() {
 // deletes (or rejects) the earlier keys it owns.
 func (s *rekeyRestore) apply(n *aggNode) error {
 	me := n.w.id
-	for _, part := range s.parts {
-		for kg, size := range part.sizes {
-			if int(n.w.r.route[kg]) == me && n.groups[kg] == nil {
-				n.groups[kg] = &keyGroupState{keys: make(map[uint64]*aggKey, size)}
-			}
-		}
+	ps := make([]*rekeyPart, len(s.parts))
+	for i := range s.parts {
+		ps[i] = &s.parts[i].rekeyPart
 	}
+	n.sizeGroups(ps)
 	for _, part := range s.parts {
 		for _, rk := range part.keeps[me] {
 			if err := n.addRestored(rk.kg, rk.k, rk.kb, rk.dropped); err != nil {
@@ -176,15 +159,10 @@ func (s *rekeyRestore) apply(n *aggNode) error {
 			}
 		}
 	}
-	ps := make([]*rekeyPart, len(s.parts))
-	for i := range s.parts {
-		ps[i] = &s.parts[i].rekeyPart
-	}
-	m := &rekeyMove{n: n}
-	if err := m.applyParts(ps); err != nil {
+	if err := (&rekeyMove{n: n}).applyParts(ps); err != nil {
 		return err
 	}
-	if s.applied.Add(1) == s.live {
+	if s.last() {
 		s.parts = nil
 	}
 	return nil
@@ -212,18 +190,11 @@ func (n *aggNode) restoreAlone() error {
 	m := &rekeyMove{n: n}
 	var buf []byte
 	err := r.opts.Restore.State.Scan(r.ctx, n.sp.step.Name, route.Owned(n.w.id), func(kg uint16, key, value []byte) error {
-		// The key is decoded only once it is known to be of this
-		// version: an earlier one's may not decode as today's.
-		k, kb, dropped, err := decodeAggKey(n.sc, value, true)
+		k, kb, dropped, current, err := n.decodeStored(value)
 		if err != nil {
 			return err
 		}
-		if n.rekey.CurrentKey(kb) {
-			if n.ek == nil {
-				if k.key, err = n.sc.DecodeKey(kb); err != nil {
-					return fmt.Errorf("decoding key: %w", err)
-				}
-			}
+		if current {
 			return n.restoreKey(kg, key, k, kb, dropped)
 		}
 		enc := string(key)

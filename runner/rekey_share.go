@@ -26,12 +26,21 @@ type rekeyShare struct {
 	from  []*aggNode // the paused instances
 	parts []rekeyPart
 	err   error
-	// live is how many workers apply (set by compute); applied counts
-	// those done, the last of which drops parts (a record per earlier
-	// key), which the run would otherwise hold.
+	// The last worker to apply drops parts (a record per earlier key),
+	// which the run would otherwise hold.
+	applyCount
+}
+
+// applyCount counts the workers that applied a shared re-key: live is
+// how many apply (set by compute), applied those done.
+type applyCount struct {
 	live    int32
 	applied atomic.Int32
 }
+
+// last reports whether the caller is the last of the live workers to
+// apply.
+func (c *applyCount) last() bool { return c.applied.Add(1) == c.live }
 
 // rekeyPart is what one split of the earlier key groups yields, by the
 // worker that applies it.
@@ -90,90 +99,57 @@ func (s *rekeyShare) compute() {
 	nw := len(s.nodes)
 	route := rekeyers[0].w.r.route
 	s.parts = make([]rekeyPart, len(rekeyers))
-	errs := make([]error, len(rekeyers))
-	var wg sync.WaitGroup
-	for p, n := range rekeyers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Sized up front: the records are appended by the million.
-			var keys int
-			for i := p; i < len(srcs); i += len(rekeyers) {
-				keys += srcs[i].old.groups[srcs[i].kg].n
-			}
-			part := rekeyPart{moves: make([][]rekeyedKey, nw), drops: make([][]rekeyDrop, nw), sizes: map[uint16]int{}}
-			for w := range nw {
-				part.moves[w] = make([]rekeyedKey, 0, keys/nw+keys/(8*nw)+16)
-				part.drops[w] = make([]rekeyDrop, 0, keys/nw+keys/(8*nw)+16)
-			}
-			var kb, buf, arena []byte
-			for i := p; i < len(srcs); i += len(rekeyers) {
-				old, kg := srcs[i].old, uint16(srcs[i].kg)
-				owner := int(route[kg])
-				for _, head := range old.groups[kg].keys {
-					for k := head; k != nil; k = k.next {
-						if k.dead {
-							continue
-						}
-						var err error
-						if kb, err = appendAggKeyOnly(kb[:0], old.sc, old.ek, k); err != nil {
-							errs[p] = fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
-							return
-						}
-						moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.str)
-						if err != nil {
-							part.drops[owner] = append(part.drops[owner], rekeyDrop{enc: k.str, old: oldKey, wins: k.wins, err: err, kg: kg})
-							continue
-						}
-						buf = moved
-						if arena == nil {
-							arena = make([]byte, 0, keys*(len(moved)+1))
-						}
-						start := len(arena)
-						arena = append(arena, moved...)
-						rk := rekeyedKey{moved: arena[start:len(arena):len(arena)], key: key, wins: k.wins, h: KeyHash(moved)}
-						rk.nkg = uint16(rk.h % uint64(len(route)))
-						dst := int(route[rk.nkg])
-						part.moves[dst] = append(part.moves[dst], rk)
-						part.sizes[rk.nkg]++
-						if rk.nkg != kg || string(moved) != k.str {
-							part.drops[owner] = append(part.drops[owner], rekeyDrop{enc: k.str, h: k.hash, kg: kg})
-						}
+	s.err = inParallel(len(rekeyers), func(p int) error {
+		n := rekeyers[p]
+		// Sized up front: the records are appended by the million.
+		var keys int
+		for i := p; i < len(srcs); i += len(rekeyers) {
+			keys += srcs[i].old.groups[srcs[i].kg].n
+		}
+		part := &s.parts[p]
+		*part = rekeyPart{moves: make([][]rekeyedKey, nw), drops: make([][]rekeyDrop, nw), sizes: map[uint16]int{}}
+		for w := range nw {
+			part.moves[w] = make([]rekeyedKey, 0, keys/nw+keys/(8*nw)+16)
+			part.drops[w] = make([]rekeyDrop, 0, keys/nw+keys/(8*nw)+16)
+		}
+		var kb, buf, arena []byte
+		for i := p; i < len(srcs); i += len(rekeyers) {
+			old, kg := srcs[i].old, uint16(srcs[i].kg)
+			for _, head := range old.groups[kg].keys {
+				for k := head; k != nil; k = k.next {
+					if k.dead {
+						continue
 					}
+					var err error
+					if kb, err = appendAggKeyOnly(kb[:0], old.sc, old.ek, k); err != nil {
+						return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
+					}
+					moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.str)
+					if err != nil {
+						part.failed(route, kg, rekeyDrop{enc: k.str, old: oldKey, wins: k.wins, err: err, h: k.hash})
+						continue
+					}
+					buf = moved
+					part.moved(route, kg, k.str, k.hash, rekeyedKey{moved: arenaCopy(&arena, moved), key: key, wins: k.wins})
 				}
 			}
-			s.parts[p] = part
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			s.err = err
-			return
 		}
-	}
+		return nil
+	})
 }
 
 // apply moves the keys of every part that land in the key groups n's
 // worker owns, then deletes (or rejects) the earlier keys it owns.
 func (s *rekeyShare) apply(n *aggNode) error {
-	me := n.w.id
-	for _, part := range s.parts {
-		for nkg, size := range part.sizes {
-			if int(n.w.r.route[nkg]) == me && n.groups[nkg] == nil {
-				n.groups[nkg] = &keyGroupState{keys: make(map[uint64]*aggKey, size)}
-			}
-		}
-	}
 	ps := make([]*rekeyPart, len(s.parts))
 	for i := range s.parts {
 		ps[i] = &s.parts[i]
 	}
-	m := &rekeyMove{n: n}
-	if err := m.applyParts(ps); err != nil {
+	n.sizeGroups(ps)
+	if err := (&rekeyMove{n: n}).applyParts(ps); err != nil {
 		return err
 	}
-	if s.applied.Add(1) == s.live {
+	if s.last() {
 		s.parts = nil
 	}
 	return nil
@@ -215,5 +191,71 @@ func (m *rekeyMove) applyParts(ps []*rekeyPart) error {
 		}
 	}
 	m.finish()
+	return nil
+}
+
+// moved records an earlier key of key group kg (encoded enc, hash h)
+// whose re-key gave rk.moved, with its windows: a move into the new key's
+// key group, for the worker that owns it, and a deletion of the earlier
+// entry, for the worker that owns kg — unless the key stays where it was.
+func (p *rekeyPart) moved(route RoutingTable, kg uint16, enc string, h uint64, rk rekeyedKey) {
+	rk.h = KeyHash(rk.moved)
+	rk.nkg = uint16(rk.h % uint64(len(route)))
+	dst := int(route[rk.nkg])
+	p.moves[dst] = push(p.moves[dst], rk)
+	p.sizes[rk.nkg]++
+	if rk.nkg != kg || string(rk.moved) != enc {
+		owner := int(route[kg])
+		p.drops[owner] = push(p.drops[owner], rekeyDrop{enc: enc, h: h, kg: kg})
+	}
+}
+
+// failed records an earlier key of key group kg whose re-key failed (d
+// with its error): a reject, for the worker that owns kg.
+func (p *rekeyPart) failed(route RoutingTable, kg uint16, d rekeyDrop) {
+	d.kg = kg
+	owner := int(route[kg])
+	p.drops[owner] = push(p.drops[owner], d)
+}
+
+// sizeGroups makes the key groups of n's worker that the parts' records
+// land in and that it does not hold yet, with room for them.
+func (n *aggNode) sizeGroups(ps []*rekeyPart) {
+	me := n.w.id
+	for _, part := range ps {
+		for kg, size := range part.sizes {
+			if int(n.w.r.route[kg]) == me && n.groups[kg] == nil {
+				n.groups[kg] = &keyGroupState{keys: make(map[uint64]*aggKey, size)}
+			}
+		}
+	}
+}
+
+// arenaCopy copies b into *arena, starting a chunk when it is full, and
+// returns the copy: the new keys of a re-key, by the million, in a few
+// allocations.
+func arenaCopy(arena *[]byte, b []byte) []byte {
+	if len(*arena)+len(b) > cap(*arena) {
+		*arena = make([]byte, 0, max(64<<10, len(b)))
+	}
+	start := len(*arena)
+	*arena = append(*arena, b...)
+	return (*arena)[start:len(*arena):len(*arena)]
+}
+
+// inParallel runs fn(0) to fn(n-1), each on a goroutine of its own, and
+// returns the first error by index.
+func inParallel(n int, fn func(p int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for p := range n {
+		wg.Go(func() { errs[p] = fn(p) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
