@@ -300,7 +300,7 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			c.Effect = "float → int: the new staging table holds ints, and the view serves the older members' floats truncated toward zero (as the state's conversion truncates); the principal keeps its float column, read the same way; no row is copied"
 		case c.Action == Converted && c.OldType == "float" && c.NewType == "int" && (layout == "staged" || strategy == Parallel):
 			c.Action = Refused
-			c.Effect = "float → int, but the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table"
+			c.Effect = "float → int, which a parallel replacement does not support: its façade would serve the running job's floats truncated, but the parity check compares them with the new ints and never finds parity: update in place, or write to a new table"
 		case c.Action == Widened && layout == "staged" && c.OldType == "int" && c.NewType == "float":
 			c.Effect = "int → float: the new staging table holds floats, the view serves them beside the older staging tables' ints, and the next merge widens the principal's column (PostgreSQL: bigint to double precision, which rewrites it)"
 		case c.Action == Widened && strategy == Parallel && c.OldType == "int" && c.NewType == "float":

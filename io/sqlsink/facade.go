@@ -172,10 +172,12 @@ func fxColumns(ctx context.Context, fx facadeExec, table string) ([]colDecl, err
 }
 
 func hasColumn(cols []colDecl, name string, pg bool) bool {
-	return slices.ContainsFunc(cols, func(c colDecl) bool {
-		return c.name == name || (!pg && strings.EqualFold(c.name, name))
-	})
+	return slices.ContainsFunc(cols, func(c colDecl) bool { return sameColumn(c.name, name, pg) })
 }
+
+// sameColumn reports whether two column names name one column
+// (PostgreSQL's quoted names are case-sensitive, SQLite's are not).
+func sameColumn(a, b string, pg bool) bool { return a == b || (!pg && strings.EqualFold(a, b)) }
 
 // fxIndexes returns the names of a table's indexes.
 func fxIndexes(ctx context.Context, fx facadeExec, table string) ([]string, error) {
@@ -703,15 +705,19 @@ func CompactFacade(ctx context.Context, t FacadeTarget, keep int64, retention ti
 			}
 			var names, src []string
 			for _, c := range cols {
-				if !hasColumn(keepCols, c.name, fx.pg()) {
+				into := slices.IndexFunc(keepCols, func(k colDecl) bool { return sameColumn(k.name, c.name, fx.pg()) })
+				if into < 0 {
 					add := "ALTER TABLE " + quoteTable(target.physical) + " ADD COLUMN " + quoteIdent(c.name) + " " + c.typ
 					if err := fx.exec(ctx, add); err != nil {
 						return fmt.Errorf("adding column %s of generation %d to %s: %w", c.name, g.generation, target.physical, err)
 					}
 					keepCols = append(keepCols, c)
+					into = len(keepCols) - 1
 				}
 				names = append(names, quoteIdent(c.name))
-				src = append(src, quoteIdent(c.physical()))
+				// Moved as the view serves it: an older generation's
+				// float under the kept one's int truncated toward zero.
+				src = append(src, servedAs(quoteIdent(c.physical()), c.typ, keepCols[into].typ, fx.pg()))
 			}
 			if len(cols) > 0 {
 				list := strings.Join(names, ", ")

@@ -170,3 +170,60 @@ func TestFacadeWidensToFloat(t *testing.T) {
 		must(t, gen2.sink.Close(ctx))
 	})
 }
+
+// TestFacadeNarrowsToInt: a parallel replacement whose float output
+// narrowed to int (declared allow_lossy) writes ints to its generation's
+// table beside the running job's floats; the view serves every total as
+// an integer — the running job's truncated toward zero, as the state's
+// conversion truncates — and the compaction moves them, truncated, into
+// the int column.
+func TestFacadeNarrowsToInt(t *testing.T) {
+	forEachFacadeDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config(ModeUpsert, "region")
+		cfg.SinkID, cfg.JobID = e.table+"/WriteTotals", "job"
+		total, panes := map[cell]int64{}, map[cell]int64{}
+		gen1 := e.schemaJob(cfg, floatSchema, total, panes)
+		gen1.plus = 0.75
+		for r := range 3 {
+			must(t, gen1.step(ctx, round(r)))
+		}
+		cfg2 := cfg
+		cfg2.Generation, cfg2.Facade = 2, true
+		gen2 := e.schemaJob(cfg2, totalsSchema, total, panes)
+		gen2.from = 1
+		must(t, gen2.step(ctx, nil)) // the first commit puts its table behind the view
+		c := &consumer{e: e}
+		rd := startPoller(ctx, c)
+		ints := func(when string) {
+			t.Helper()
+			for _, r := range e.query("SELECT region, total FROM " + quoteTable(e.table)) {
+				if _, ok := r[1].(int64); !ok {
+					t.Fatalf("%s the view serves %v's total as %v (%T), want an integer", when, r[0], r[1], r[1])
+				}
+			}
+			if got := viewTotals(t, e, "total"); !maps.Equal(got, total) {
+				t.Errorf("%s the view serves %v, want %v", when, got, total)
+			}
+		}
+		for r := 3; r < 5; r++ {
+			must(t, gen2.step(ctx, round(r)))
+		}
+		ints("with both generations behind the view")
+		must(t, gen1.sink.Close(ctx))
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clock := func() time.Time { return now }
+		must(t, EndFacadeGeneration(ctx, e.target(clock), 1))
+		now = now.Add(time.Minute)
+		if _, err := CompactFacade(ctx, e.target(clock), 2, 0); err != nil {
+			t.Fatal(err)
+		}
+		rd.end()
+		ints("after the compaction")
+		f := slices.DeleteFunc(c.failures(), func(s string) bool { return strings.Contains(s, "cached plan must not change result type") })
+		if len(f) > 0 {
+			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
+		}
+		must(t, gen2.sink.Close(ctx))
+	})
+}
