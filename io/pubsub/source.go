@@ -355,7 +355,7 @@ func (s *Source) DuplicateIDConflicts() int64 { return s.idConflicts.Load() }
 // touch the broker: the subscription is resolved (or created) by Split or
 // Resume.
 func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
-	if cfg.UnreachableAfter <= 0 {
+	if cfg.UnreachableAfter <= 0 && b != nil { // nil: loaded to be checked, never read
 		cfg.UnreachableAfter = b.unreachableAfter
 	}
 	cfg.EnsureDefaults()
