@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ import (
 // behind the view, and a merge of the earlier one.
 //
 //	go test -run '^$' -bench BenchmarkStagedRekey -benchtime 3x ./io/sqlsink
+//
+// WEIR_BENCH_STAGED_REKEY_KEYS=1000000 measures other key counts.
 func BenchmarkStagedRekey(b *testing.B) {
 	for _, driver := range []string{DriverSQLite, DriverPostgres} {
 		b.Run(driver, func(b *testing.B) { benchmarkStagedRekey(b, driver) })
@@ -46,10 +49,27 @@ func benchmarkStagedRekey(b *testing.B, driver string) {
 		defer pg.Close(context.Background())
 	}
 	round := 0
-	for _, c := range []struct {
+	counts := []int{10_000, 100_000}
+	if v := os.Getenv("WEIR_BENCH_STAGED_REKEY_KEYS"); v != "" {
+		// Other key counts, comma-separated (a million takes minutes).
+		counts = counts[:0]
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 10 {
+				b.Fatalf("WEIR_BENCH_STAGED_REKEY_KEYS: %q is not a key count of at least 10", f)
+			}
+			counts = append(counts, n)
+		}
+	}
+	type variant struct {
 		keys  int
 		rekey bool
-	}{{10_000, false}, {10_000, true}, {100_000, false}, {100_000, true}} {
+	}
+	var variants []variant
+	for _, n := range counts {
+		variants = append(variants, variant{n, false}, variant{n, true})
+	}
+	for _, c := range variants {
 		keys := c.keys
 		b.Run(fmt.Sprintf("keys=%d/rekey=%t", keys, c.rekey), func(b *testing.B) {
 			ctx := context.Background()
