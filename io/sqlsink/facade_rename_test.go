@@ -152,13 +152,7 @@ func TestFacadeWidensToFloat(t *testing.T) {
 			must(t, gen2.step(ctx, round(r)))
 		}
 		must(t, gen1.sink.Close(ctx))
-		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := func() time.Time { return now }
-		must(t, EndFacadeGeneration(ctx, e.target(clock), 1))
-		now = now.Add(time.Minute)
-		if _, err := CompactFacade(ctx, e.target(clock), 2, 0); err != nil {
-			t.Fatal(err)
-		}
+		e.endAndCompact(t, 1, 2)
 		rd.end()
 		if got := viewTotals(t, e, "total"); !maps.Equal(got, gen1.total) {
 			t.Errorf("the view serves %v, want %v", got, gen1.total)
@@ -195,35 +189,46 @@ func TestFacadeNarrowsToInt(t *testing.T) {
 		must(t, gen2.step(ctx, nil)) // the first commit puts its table behind the view
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
-		ints := func(when string) {
-			t.Helper()
-			for _, r := range e.query("SELECT region, total FROM " + quoteTable(e.table)) {
-				if _, ok := r[1].(int64); !ok {
-					t.Fatalf("%s the view serves %v's total as %v (%T), want an integer", when, r[0], r[1], r[1])
-				}
-			}
-			if got := viewTotals(t, e, "total"); !maps.Equal(got, total) {
-				t.Errorf("%s the view serves %v, want %v", when, got, total)
-			}
-		}
 		for r := 3; r < 5; r++ {
 			must(t, gen2.step(ctx, round(r)))
 		}
-		ints("with both generations behind the view")
+		e.checkIntTotals(t, "with both generations behind the view", total)
 		must(t, gen1.sink.Close(ctx))
-		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-		clock := func() time.Time { return now }
-		must(t, EndFacadeGeneration(ctx, e.target(clock), 1))
-		now = now.Add(time.Minute)
-		if _, err := CompactFacade(ctx, e.target(clock), 2, 0); err != nil {
-			t.Fatal(err)
-		}
+		e.endAndCompact(t, 1, 2)
 		rd.end()
-		ints("after the compaction")
+		e.checkIntTotals(t, "after the compaction", total)
 		f := slices.DeleteFunc(c.failures(), func(s string) bool { return strings.Contains(s, "cached plan must not change result type") })
 		if len(f) > 0 {
 			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
 		}
 		must(t, gen2.sink.Close(ctx))
 	})
+}
+
+// endAndCompact ends façade generation end and compacts the table into
+// generation keep, a minute later.
+func (e *facadeEnv) endAndCompact(t *testing.T, end, keep int64) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	must(t, EndFacadeGeneration(ctx, e.target(clock), end))
+	now = now.Add(time.Minute)
+	if _, err := CompactFacade(ctx, e.target(clock), keep, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkIntTotals fails the test unless the view serves every total as an
+// integer, and the totals of want; when says at which point.
+func (e *facadeEnv) checkIntTotals(t *testing.T, when string, want map[cell]int64) {
+	t.Helper()
+	for _, r := range e.query("SELECT region, total FROM " + quoteTable(e.table)) {
+		if _, ok := r[1].(int64); !ok {
+			t.Fatalf("%s the view serves %v's total as %v (%T), want an integer", when, r[0], r[1], r[1])
+		}
+	}
+	if got := viewTotals(t, e, "total"); !maps.Equal(got, want) {
+		t.Errorf("%s the view serves %v, want %v", when, got, want)
+	}
 }

@@ -369,28 +369,17 @@ func TestStagedNarrowsToInt(t *testing.T) {
 		j = e.schemaJob(cfg2, totalsSchema, total, panes)
 		c := &consumer{e: e}
 		rd := startPoller(ctx, c)
-		ints := func(when string) {
-			t.Helper()
-			for _, r := range e.query("SELECT region, total FROM " + quoteTable(e.table)) {
-				if _, ok := r[1].(int64); !ok {
-					t.Fatalf("%s the view serves %v's total as %v (%T), want an integer", when, r[0], r[1], r[1])
-				}
-			}
-			if got := viewTotals(t, e, "total"); !maps.Equal(got, total) {
-				t.Errorf("%s the view serves %v, want %v", when, got, total)
-			}
-		}
 		for r := 3; r < 5; r++ {
 			if err := j.step(ctx, round(r)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ints("before the merge")
+		e.checkIntTotals(t, "before the merge", total)
 		if _, err := j.sink.Merge(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rd.end()
-		ints("after the merge")
+		e.checkIntTotals(t, "after the merge", total)
 		if f := c.failures(); len(f) > 0 {
 			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
 		}
