@@ -113,7 +113,7 @@ func FacadeGenerationRows(ctx context.Context, t FacadeTarget, gen int64) (rows 
 			return fmt.Errorf("reading %s: %w", g.physical, err)
 		}
 		isKey := func(name string) bool {
-			return slices.ContainsFunc(g.keys, func(k string) bool { return k == name || !fx.pg() && strings.EqualFold(k, name) })
+			return slices.ContainsFunc(g.keys, func(k string) bool { return sameColumn(k, name, fx.pg()) })
 		}
 		for _, r := range data {
 			gr := GenerationRow{Key: map[string]any{}, Values: map[string]any{}}

@@ -398,11 +398,11 @@ func (s *Sink) fxWriteRekeyMap(ctx context.Context, fx facadeExec, src, table st
 	if err != nil {
 		return err
 	}
-	var defs, names, raw []string // raw: the names unquoted
+	var defs, names []string
 	for i, f := range s.cfg.Rekey.From {
 		typ := ""
 		for _, c := range cols {
-			if c.name == f || (!fx.pg() && strings.EqualFold(c.name, f)) {
+			if sameColumn(c.name, f, fx.pg()) {
 				typ = c.typ
 			}
 		}
@@ -410,45 +410,64 @@ func (s *Sink) fxWriteRekeyMap(ctx context.Context, fx facadeExec, src, table st
 			return fmt.Errorf("%w: %w: table %s: the rows written before have no column %s, which the re-key declared on %s reads",
 				ErrStaged, ErrSchemaChange, s.cfg.Table, f, s.cfg.Rekey.Step)
 		}
-		n := quoteIdent("o" + strconv.Itoa(i))
-		defs, names, raw = append(defs, n+" "+typ+" NOT NULL"), append(names, n), append(raw, "o"+strconv.Itoa(i))
+		n := "o" + strconv.Itoa(i)
+		defs, names = append(defs, quoteIdent(n)+" "+typ+" NOT NULL"), append(names, n)
 	}
 	be := s.db.be
 	for i, k := range p.newKeys {
 		c := s.l.cols[s.l.byName[strings.ToLower(k)]]
-		n := quoteIdent("n" + strconv.Itoa(i))
-		defs, names, raw = append(defs, n+" "+be.sqlType(c.kind)+" NOT NULL"), append(names, n), append(raw, "n"+strconv.Itoa(i))
+		n := "n" + strconv.Itoa(i)
+		defs, names = append(defs, quoteIdent(n)+" "+be.sqlType(c.kind)+" NOT NULL"), append(names, n)
 	}
 	if err := fx.exec(ctx, "CREATE TABLE "+quoteTable(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
 		return fmt.Errorf("creating the re-key map %s: %w", table, err)
 	}
+	if err := fxFillRekeyMap(ctx, fx, table, names, keys); err != nil {
+		return fmt.Errorf("filling the re-key map %s: %w", table, err)
+	}
+	quoted := make([]string, len(s.cfg.Rekey.From))
+	for i := range quoted {
+		quoted[i] = quoteIdent(names[i])
+	}
+	_, bare := splitTable(table)
+	if err := fx.exec(ctx, "CREATE UNIQUE INDEX "+quoteIdent(bare+"_old")+" ON "+quoteTable(table)+" ("+strings.Join(quoted, ", ")+")"); err != nil {
+		return fmt.Errorf("indexing the re-key map %s: %w", table, err)
+	}
+	return nil
+}
+
+// fxFillRekeyMap writes keys into the map table (its columns named
+// names: the earlier key's, then the new one's). PostgreSQL copies them in
+// one stream (at 100,000 keys the setup took 267–282 ms against 467–498
+// with batched inserts, docs/BENCHMARKS.md); SQLite inserts 200 rows a
+// statement.
+func fxFillRekeyMap(ctx context.Context, fx facadeExec, table string, names []string, keys []rekeyedKey) error {
+	row := func(k rekeyedKey) []any { return append(slices.Clone(k.old), k.new...) }
 	if pfx, ok := fx.(pgFx); ok {
-		// PostgreSQL copies the map in one stream: a third of the time
-		// of batched inserts at 100,000 keys (docs/BENCHMARKS.md).
 		schema, bare := splitTable(table)
 		ident := pgx.Identifier{bare}
 		if schema != "" {
 			ident = pgx.Identifier{schema, bare}
 		}
-		src := pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) { return append(slices.Clone(keys[i].old), keys[i].new...), nil })
-		if _, err := pfx.tx.CopyFrom(ctx, ident, raw, src); err != nil {
-			return fmt.Errorf("filling the re-key map %s: %w", table, err)
-		}
-		keys = nil
+		_, err := pfx.tx.CopyFrom(ctx, ident, names, pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) { return row(keys[i]), nil }))
+		return err
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = quoteIdent(n)
 	}
 	const batch = 200
 	for start := 0; start < len(keys); start += batch {
 		part := keys[start:min(start+batch, len(keys))]
 		var b strings.Builder
-		b.WriteString("INSERT INTO " + quoteTable(table) + " (" + strings.Join(names, ", ") + ") VALUES ")
+		b.WriteString("INSERT INTO " + quoteTable(table) + " (" + strings.Join(quoted, ", ") + ") VALUES ")
 		args := make([]any, 0, len(part)*len(names))
 		for i, k := range part {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString("(")
-			vals := append(slices.Clone(k.old), k.new...)
-			for j, v := range vals {
+			for j, v := range row(k) {
 				if j > 0 {
 					b.WriteString(", ")
 				}
@@ -458,12 +477,8 @@ func (s *Sink) fxWriteRekeyMap(ctx context.Context, fx facadeExec, src, table st
 			b.WriteString(")")
 		}
 		if err := fx.exec(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("filling the re-key map %s: %w", table, err)
+			return err
 		}
-	}
-	_, bare := splitTable(table)
-	if err := fx.exec(ctx, "CREATE UNIQUE INDEX "+quoteIdent(bare+"_old")+" ON "+quoteTable(table)+" ("+strings.Join(names[:len(s.cfg.Rekey.From)], ", ")+")"); err != nil {
-		return fmt.Errorf("indexing the re-key map %s: %w", table, err)
 	}
 	return nil
 }

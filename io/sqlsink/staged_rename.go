@@ -134,7 +134,7 @@ func stagedRenamesAfter(all []columnRename, seq int64) []columnRename {
 // is served after renames (in declaration order).
 func exposeName(name string, renames []columnRename, pg bool) string {
 	for _, r := range renames {
-		if r.from == name || (!pg && strings.EqualFold(r.from, name)) {
+		if sameColumn(r.from, name, pg) {
 			name = r.to
 		}
 	}
@@ -267,7 +267,7 @@ func widens(have, want colDecl, pg bool) bool {
 // columnIndex returns the index of the column name in cols, or -1.
 func columnIndex(cols []colDecl, name string, pg bool) int {
 	for i, c := range cols {
-		if c.name == name || (!pg && strings.EqualFold(c.name, name)) {
+		if sameColumn(c.name, name, pg) {
 			return i
 		}
 	}
