@@ -168,19 +168,6 @@ func (s *rekeyRestore) apply(n *aggNode) error {
 	return nil
 }
 
-// push appends v to s, doubling its capacity when full: a restore appends
-// records by the million without knowing how many, and append's growth
-// of a large slice (a quarter at a time) copies each record about four
-// times over.
-func push[T any](s []T, v T) []T {
-	if len(s) == cap(s) {
-		ns := make([]T, len(s), max(1024, 2*cap(s)))
-		copy(ns, s)
-		s = ns
-	}
-	return append(s, v)
-}
-
 // restoreAlone is the restore of a re-keying step's only instance: it
 // owns every key group, so it re-keys each earlier key as it reads it,
 // without the records a split between workers needs.
@@ -206,7 +193,7 @@ func (n *aggNode) restoreAlone() error {
 		h := KeyHash(moved)
 		nkg := uint16(h % uint64(len(route)))
 		if nkg != kg || string(moved) != enc {
-			m.tombs = append(m.tombs, dirtyRef{kg: kg, k: &aggKey{str: enc, hash: KeyHash(key), dead: true}})
+			m.tombs = append(m.tombs, tombstone(kg, enc))
 		}
 		return m.place(nkg, h, moved, nkey, k.wins, dropped)
 	})

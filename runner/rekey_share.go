@@ -231,6 +231,19 @@ func (n *aggNode) sizeGroups(ps []*rekeyPart) {
 	}
 }
 
+// push appends v to s, doubling its capacity when full: a restore appends
+// records by the million without knowing how many, and append's growth
+// of a large slice (a quarter at a time) copies each record about four
+// times over.
+func push[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		ns := make([]T, len(s), max(1024, 2*cap(s)))
+		copy(ns, s)
+		s = ns
+	}
+	return append(s, v)
+}
+
 // arenaCopy copies b into *arena, starting a chunk when it is full, and
 // returns the copy: the new keys of a re-key, by the million, in a few
 // allocations.
