@@ -46,8 +46,9 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
 		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
 		ManifestDigest: j.ManifestDigest, Shadow: j.Shadow}
-	env.PriorRenamedColumns = s.priorRenamedColumns(j)
-	env.PriorKeyLayouts = s.priorKeyLayouts(j)
+	prior := s.priorGraph(j) // read and parsed once, for both
+	env.PriorRenamedColumns = priorRenamedColumns(prior)
+	env.PriorKeyLayouts = s.priorKeyLayouts(j, prior)
 	env.FromSnapshot = j.CreatedFromSnapshotID != ""
 	for _, f := range s.flows {
 		f.Environment(j, env)
@@ -113,14 +114,12 @@ func delivery(prog *contract.Program, checkpointed bool) (string, string) {
 	return record.DeliveryAtLeastOnce, strings.Join(notes, "; ")
 }
 
-// priorRenamedColumns returns, by SQL sink step, the fields the job j
-// replaces declared renamed in place (a Combine's renamed_from, recorded
-// in its graph), so that j's sinks can rename a column back when j writes
-// the old name again (a rollback). Nil when j replaces no job, or the
-// replaced job's record or graph cannot be read (its sinks then refuse
-// what looks like a rename, as without one).
-func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
-	g := s.priorGraph(j)
+// priorRenamedColumns returns, by SQL sink step, the fields that g, the
+// graph of the job a job replaces (priorGraph), declared renamed in place
+// (a Combine's renamed_from), so that the job's sinks can rename a column
+// back when it writes the old name again (a rollback). Nil without g (its
+// sinks then refuse what looks like a rename, as without one).
+func priorRenamedColumns(g *graph.Pipeline) map[string]map[string]string {
 	if g == nil {
 		return nil
 	}
@@ -143,13 +142,13 @@ func (s *Core) priorRenamedColumns(j *record.Job) map[string]map[string]string {
 	return out
 }
 
-// priorKeyLayouts returns, by step of the job j replaces (or, for a job
-// created from a snapshot that replaces none, of the snapshot's job), the
-// key layout of its declared re-key (yamlpipe.KeyLayout per key field), ""
-// for a step that declared none; nil when there is no such job or its
-// graph cannot be read (j's sinks then re-key nothing).
-func (s *Core) priorKeyLayouts(j *record.Job) map[string]string {
-	g := s.priorGraph(j)
+// priorKeyLayouts returns, by step of the job j replaces (g, its graph:
+// priorGraph), or, for a job created from a snapshot that replaces none,
+// of the snapshot's job, the key layout of its declared re-key
+// (yamlpipe.KeyLayout per key field), "" for a step that declared none;
+// nil when there is no such job or its graph cannot be read (j's sinks
+// then re-key nothing).
+func (s *Core) priorKeyLayouts(j *record.Job, g *graph.Pipeline) map[string]string {
 	if g == nil && j.ReplacesJobID == "" && j.CreatedFromSnapshotID != "" {
 		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
 			g, _ = graph.Parse(snap.Graph)
