@@ -3,17 +3,12 @@ package yamlpipe
 import (
 	"bufio"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/weir-dev/weir/mtime"
-	"github.com/weir-dev/weir/row"
-	"github.com/weir-dev/weir/runner/contract"
 )
 
 // produceT is the input of Beam's aggregation examples.
@@ -248,48 +243,6 @@ func TestCombineSumOverflow(t *testing.T) {
 	err := runSrc(t, t.TempDir(), fmt.Sprintf(pipeline, ""), 1)
 	if err == nil || !strings.Contains(err.Error(), `"Sums"`) || !strings.Contains(err.Error(), "overflow") {
 		t.Fatalf("run without error_handling: %v, want a failure naming step Sums and reason overflow", err)
-	}
-
-	s := row.MustSchema(row.Field{Name: "v", Type: row.Of(row.KindInt)})
-	a := &aggregator{ops: []combineOp{{out: "v", fn: fnSum, src: 0, typ: row.Of(row.KindInt)}},
-		out: row.MustSchema(row.Field{Name: "v", Type: row.Of(row.KindInt)})}
-	acc := a.NewAccumulator()
-	for _, v := range []int64{math.MaxInt64 - 1, 1} {
-		if _, err := a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{v}}}); err != nil {
-			t.Fatalf("add %d: %v", v, err)
-		}
-	}
-	_, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(1)}}})
-	ee, ok := err.(*contract.ElementError)
-	if !ok || ee.Reason != reasonOverflow {
-		t.Fatalf("overflowing add: err = %v, want an element error with reason %q", err, reasonOverflow)
-	}
-	if got := acc.(*accumulator).slots[0].i; got != math.MaxInt64 {
-		t.Errorf("sum after the rejected element = %d, want %d", got, int64(math.MaxInt64))
-	}
-	_, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(-5)}}})
-	if err != nil || acc.(*accumulator).slots[0].i != math.MaxInt64-5 {
-		t.Errorf("after -5: sum %d, err %v", acc.(*accumulator).slots[0].i, err)
-	}
-}
-
-// Lists in accumulators (group, top) survive a checkpoint with their types.
-func TestCombineListStateRoundTrip(t *testing.T) {
-	a := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnGroup}, {fn: fnTop, n: 2}}}
-	acc := &accumulator{group: []any{"k"}, slots: []slot{
-		{val: &slotVal{v: []any{int64(1), nil, "x", mtime.Time(5)}}, set: true},
-		{val: &slotVal{v: []any{int64(9), int64(7)}}, set: true},
-	}}
-	b, err := a.EncodeState("", acc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := a.DecodeState("", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, acc) {
-		t.Errorf("round trip: %#v, want %#v", got, acc)
 	}
 }
 

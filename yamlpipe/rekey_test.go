@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/combine"
 	"github.com/weir-dev/weir/yamlpipe/keyenc"
 )
 
@@ -17,7 +18,7 @@ const shardsHead = "pipeline:\n  transforms:\n    - type: Create\n      name: O\
 	"    - type: Combine\n      name: Totals\n      input: O\n%s      config:\n        group_by: [%s]\n        combine:\n" +
 	"          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n"
 
-func shardsAggregator(tb testing.TB, migrations, groupBy string) *aggregator {
+func shardsAggregator(tb testing.TB, migrations, groupBy string) *combine.Aggregator {
 	tb.Helper()
 	return totalsAggregator(tb, strings.Replace(strings.Replace(shardsHead, "%s", migrations, 1), "%s", groupBy, 1))
 }
@@ -84,7 +85,7 @@ func TestRekeyKeys(t *testing.T) {
 }
 
 // rowOf is a row of a's input with k, shard and amount 1.
-func rowOf(t *testing.T, a *aggregator, k, shard int64) *row.Row {
+func rowOf(t *testing.T, a *combine.Aggregator, k, shard int64) *row.Row {
 	t.Helper()
 	s, err := row.NewSchema(row.Field{Name: "k", Type: row.Of(row.KindInt)}, row.Field{Name: "shard", Type: row.Of(row.KindInt)}, row.Field{Name: "amount", Type: row.Of(row.KindInt)})
 	if err != nil {
@@ -132,11 +133,16 @@ func BenchmarkRekey(b *testing.B) {
 
 // storedShard is what the running version stored for (7, 3): total 4200,
 // n 12.
-func storedShard(tb testing.TB, old *aggregator) []byte {
+func storedShard(tb testing.TB, old *combine.Aggregator) []byte {
 	tb.Helper()
-	stored := old.NewAccumulator().(*accumulator)
-	stored.slots[0].i, stored.slots[0].set = 4200, true
-	stored.slots[1].n = 12
+	in := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindInt)}, row.Field{Name: "shard", Type: row.Of(row.KindInt)}, row.Field{Name: "amount", Type: row.Of(row.KindInt)})
+	stored := old.NewAccumulator()
+	for range 12 {
+		var err error
+		if stored, err = old.AddInputErr(stored, &contract.Element{Value: &row.Row{Schema: in, Values: []any{int64(7), int64(3), int64(350)}}}); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	enc, err := old.AppendEncodedStateFor(nil, string(keyenc.Append(keyenc.Append(nil, int64(7)), int64(3))), contract.AccumulatorCell, stored)
 	if err != nil {
 		tb.Fatal(err)
@@ -149,11 +155,11 @@ func storedShard(tb testing.TB, old *aggregator) []byte {
 // values as the stored key's do; a value of another type names the field.
 func TestRekeyTableValues(t *testing.T) {
 	a := shardsAggregator(t, "      migrations: {rekey: {from: [k, shard], key: {k: \"k * 10 + shard\"}}}\n", "k")
-	got, err := a.rekey.mapValues([]any{int64(7), int64(3)})
+	got, err := a.KeyMigration.MapValues([]any{int64(7), int64(3)})
 	if err != nil || len(got) != 1 || got[0] != int64(73) {
 		t.Errorf("mapValues(7, 3) = %v, %v; want [73]", got, err)
 	}
-	if _, err := a.rekey.mapValues([]any{"seven", int64(3)}); err == nil || !strings.Contains(err.Error(), "of k is not a int") {
+	if _, err := a.KeyMigration.MapValues([]any{"seven", int64(3)}); err == nil || !strings.Contains(err.Error(), "of k is not a int") {
 		t.Errorf("a string for an int field: %v", err)
 	}
 }

@@ -193,7 +193,7 @@ func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error
 		return nil
 	}
 	for _, r := range in.upstream {
-		if prior, had := job.PriorKeyLayouts[r.step]; !had || prior != r.m.layout {
+		if prior, had := job.PriorKeyLayouts[r.step]; !had || prior != r.m.Layout {
 			cfg.RekeyedUpstream = r.step
 		}
 	}
@@ -203,7 +203,7 @@ func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error
 	prior, had := job.PriorKeyLayouts[in.keyStep]
 	current := ""
 	if in.rekey != nil {
-		current = in.rekey.m.layout
+		current = in.rekey.m.Layout
 	}
 	if had && prior == current {
 		return nil
@@ -221,25 +221,25 @@ func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error
 	}
 	order := make([]int, len(cfg.Key))
 	for i, k := range cfg.Key {
-		order[i] = slices.Index(m.names, k)
+		order[i] = slices.Index(m.Names, k)
 	}
 	refuse := func(format string, args ...any) error {
 		e := l.errf(node, format, args...).(*Error)
 		e.Err = sqlsink.ErrSchemaChange // SQL_SCHEMA_CHANGE_REFUSED
 		return e
 	}
-	if len(cfg.Key) != len(m.names) || slices.Contains(order, -1) {
+	if len(cfg.Key) != len(m.Names) || slices.Contains(order, -1) {
 		return refuse("WriteToSql key (%s) is not the group_by (%s) of %s, which re-keys its rows (migrations: rekey): a re-keyed table is keyed by the Combine's key; write to a new table",
-			strings.Join(cfg.Key, ", "), strings.Join(m.names, ", "), in.keyStep)
+			strings.Join(cfg.Key, ", "), strings.Join(m.Names, ", "), in.keyStep)
 	}
-	for i, f := range m.old.Fields {
+	for i, f := range m.Old.Fields {
 		if f.Type.Kind == row.KindTimestamp {
-			return refuse("WriteToSql: %s re-keys its rows from %s, a timestamp: re-keying a table by a timestamp key is not supported; write to a new table", in.keyStep, m.from[i])
+			return refuse("WriteToSql: %s re-keys its rows from %s, a timestamp: re-keying a table by a timestamp key is not supported; write to a new table", in.keyStep, m.From[i])
 		}
 	}
-	cfg.Rekey = &sqlsink.Rekey{From: slices.Clone(m.from), Merge: in.rekey.merges, Step: in.keyStep,
+	cfg.Rekey = &sqlsink.Rekey{From: slices.Clone(m.From), Merge: in.rekey.merges, Step: in.keyStep,
 		Map: func(old []any) ([]any, error) {
-			vals, err := m.mapValues(old)
+			vals, err := m.MapValues(old)
 			if err != nil {
 				return nil, err
 			}

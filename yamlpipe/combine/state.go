@@ -1,4 +1,4 @@
-package yamlpipe
+package combine
 
 import (
 	"encoding/binary"
@@ -15,17 +15,17 @@ import (
 // tagged value encoding of AppendKey, so an update that keeps the key fields
 // and combine functions reads them back unchanged.
 
-var _ contract.StateCoder = (*aggregator)(nil)
+var _ contract.StateCoder = (*Aggregator)(nil)
 
 // EncodeKey encodes the group values returned by Key.
-func (a *aggregator) EncodeKey(key any) ([]byte, error) {
+func (a *Aggregator) EncodeKey(key any) ([]byte, error) {
 	vals, ok := key.([]any)
 	if !ok && key != nil {
 		return nil, fmt.Errorf("combine key has type %T, want a list of group values", key)
 	}
 	var out []byte
-	if a.rekey != nil {
-		out = append(out, a.rekey.mark...)
+	if a.KeyMigration != nil {
+		out = append(out, a.KeyMigration.Mark...)
 	}
 	out = binary.AppendUvarint(out, uint64(len(vals)))
 	for _, v := range vals {
@@ -36,7 +36,7 @@ func (a *aggregator) EncodeKey(key any) ([]byte, error) {
 
 // DecodeKey reads what EncodeKey wrote, of this version or another (a
 // re-key's mark is skipped).
-func (a *aggregator) DecodeKey(b []byte) (any, error) {
+func (a *Aggregator) DecodeKey(b []byte) (any, error) {
 	b = contract.StripRekeyMark(b)
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
@@ -50,7 +50,7 @@ func (a *aggregator) DecodeKey(b []byte) (any, error) {
 			return nil, err
 		}
 	}
-	if len(a.group) == 0 {
+	if len(a.Group) == 0 {
 		return []any{}, nil
 	}
 	return vals, nil
@@ -58,7 +58,7 @@ func (a *aggregator) DecodeKey(b []byte) (any, error) {
 
 // EncodeState encodes an accumulator: its group values, then per output its
 // running integer, float, count, set flag, event time and value.
-func (a *aggregator) EncodeState(_ string, v any) ([]byte, error) {
+func (a *Aggregator) EncodeState(_ string, v any) ([]byte, error) {
 	ac, ok := v.(*accumulator)
 	if !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
@@ -82,22 +82,22 @@ func appendGroup(dst []byte, group []any) []byte {
 // which is also how EncodeKey and EncodeState write the group values after
 // their count, so both are the count and the encoding, byte for byte what
 // they write from the values.
-var _ contract.EncodedKeyer = (*aggregator)(nil)
+var _ contract.EncodedKeyer = (*Aggregator)(nil)
 
 // KeysFromEncoding reports whether every group_by field is a scalar.
-func (a *aggregator) KeysFromEncoding() bool { return a.keysFromEncoding }
+func (a *Aggregator) KeysFromEncoding() bool { return a.ScalarKeys }
 
 // KeyFromEncoding returns the group values encoded in enc (strings share
 // enc's memory); an empty enc of a step with group_by is the key of an
 // element that is not a row (nil), as Key returns it.
-func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
-	if len(a.group) == 0 {
+func (a *Aggregator) KeyFromEncoding(enc string) (any, error) {
+	if len(a.Group) == 0 {
 		return []any{}, nil
 	}
 	if enc == "" {
 		return nil, nil
 	}
-	vals := make([]any, len(a.group))
+	vals := make([]any, len(a.Group))
 	for i := range vals {
 		var err error
 		if vals[i], enc, err = keyenc.ReadString(enc); err != nil {
@@ -105,23 +105,23 @@ func (a *aggregator) KeyFromEncoding(enc string) (any, error) {
 		}
 	}
 	if enc != "" {
-		return nil, fmt.Errorf("corrupt combine key: %d bytes after its %d values", len(enc), len(a.group))
+		return nil, fmt.Errorf("corrupt combine key: %d bytes after its %d values", len(enc), len(a.Group))
 	}
 	return vals, nil
 }
 
 // groupCount is the number of group values of the key encoded in enc.
-func (a *aggregator) groupCount(enc string) int {
+func (a *Aggregator) groupCount(enc string) int {
 	if enc == "" {
 		return 0 // not a row: no group values (EncodeKey of a nil key)
 	}
-	return len(a.group)
+	return len(a.Group)
 }
 
 // AppendEncodedKeyFrom appends EncodeKey of the key encoded in enc.
-func (a *aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error) {
-	if a.rekey != nil {
-		dst = append(dst, a.rekey.mark...)
+func (a *Aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error) {
+	if a.KeyMigration != nil {
+		dst = append(dst, a.KeyMigration.Mark...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
 	return append(dst, enc...), nil
@@ -129,7 +129,7 @@ func (a *aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error
 
 // AppendEncodedStateFor appends EncodeState of the accumulator v of the key
 // encoded in enc.
-func (a *aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]byte, error) {
+func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]byte, error) {
 	ac, ok := v.(*accumulator)
 	if !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
@@ -167,7 +167,7 @@ func appendSlots(out []byte, ac *accumulator) []byte {
 var errCorruptAccumulator = errors.New("corrupt combine accumulator")
 
 // DecodeState reads what EncodeState wrote.
-func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
+func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	bad := errCorruptAccumulator
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
@@ -175,7 +175,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	b = b[k:]
 	ac := a.accs.take(0)
-	if n > 0 && !a.keysFromEncoding {
+	if n > 0 && !a.ScalarKeys {
 		ac.group = make([]any, n)
 	}
 	var err error
@@ -189,8 +189,8 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		}
 	}
 	ns, k := binary.Uvarint(b)
-	if k <= 0 || ns > uint64(len(a.ops))+maxDroppedOutputs {
-		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.ops))
+	if k <= 0 || ns > uint64(len(a.Ops))+maxDroppedOutputs {
+		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.Ops))
 	}
 	b = b[k:]
 	// An accumulator stored before an update that appended outputs has
@@ -198,7 +198,7 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 	// before the last outputs were removed has more (dropped): the
 	// compatibility check lets only such changes through (compat's
 	// COMBINE_OUTPUTS_CHANGED).
-	ac.slots = a.accs.takeSlots(max(int(ns), len(a.ops)))
+	ac.slots = a.accs.takeSlots(max(int(ns), len(a.Ops)))
 	for i := range int(ns) {
 		s := &ac.slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
@@ -226,11 +226,11 @@ func (a *aggregator) DecodeState(_ string, b []byte) (any, error) {
 		}
 		s.setVT(v, t)
 	}
-	ac.slots = ac.slots[:len(a.ops)]
-	if int(ns) < len(a.ops) {
+	ac.slots = ac.slots[:len(a.Ops)]
+	if int(ns) < len(a.Ops) {
 		if failed := a.initSlots(ac, int(ns)); failed != "" {
 			// The accumulator is kept; the runner reports the key and window.
-			return ac, &contract.PartialStateError{Reason: migrationInitFailed, Message: failed}
+			return ac, &contract.PartialStateError{Reason: MigrationInitFailed, Message: failed}
 		}
 	}
 	return ac, nil
@@ -244,22 +244,22 @@ const maxDroppedOutputs = 64
 // an execution whose combine had fewer outputs (appended since) gets empty
 // slots for the new ones, one whose combine had more (the last ones
 // removed) loses them. The common case costs one comparison.
-func (a *aggregator) conform(ac *accumulator) *accumulator {
-	if len(ac.slots) == len(a.ops) {
+func (a *Aggregator) conform(ac *accumulator) *accumulator {
+	if len(ac.slots) == len(a.Ops) {
 		return ac
 	}
-	if len(ac.slots) > len(a.ops) {
-		ac.slots = ac.slots[:len(a.ops)]
+	if len(ac.slots) > len(a.Ops) {
+		ac.slots = ac.slots[:len(a.Ops)]
 		return ac
 	}
 	kept := len(ac.slots)
-	slots := a.accs.takeSlots(len(a.ops))
+	slots := a.accs.takeSlots(len(a.Ops))
 	copy(slots, ac.slots)
 	ac.slots = slots
 	if failed := a.initSlots(ac, kept); failed != "" {
 		// An adopted key has no restore to report it: the runner takes it
 		// (TakeStateRejects) after this use of the accumulator.
-		a.migrate.adoptedInitFailed(ac, failed)
+		a.Migrations.adoptedInitFailed(ac, failed)
 	}
 	return ac
 }

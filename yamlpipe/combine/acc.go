@@ -1,4 +1,4 @@
-package yamlpipe
+package combine
 
 import (
 	"sync"

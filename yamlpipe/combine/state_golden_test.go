@@ -1,4 +1,4 @@
-package yamlpipe
+package combine
 
 import (
 	"encoding/hex"
@@ -14,9 +14,9 @@ import (
 // were written by the layout with a value and time inline in every slot
 // (before the slots' values moved out of line).
 func TestCombineStateBytesAreStable(t *testing.T) {
-	a := &aggregator{group: []int{0}, ops: []combineOp{
-		{fn: fnCount, src: -1}, {fn: fnSum, src: 1}, {fn: fnMin, src: 1},
-		{fn: fnLatest, src: 1}, {fn: fnGroup, src: 1}, {fn: fnMean, src: 1},
+	a := &Aggregator{Group: []int{0}, Ops: []Op{
+		{Fn: FnCount, Src: -1}, {Fn: FnSum, Src: 1}, {Fn: FnMin, Src: 1},
+		{Fn: FnLatest, Src: 1}, {Fn: FnGroup, Src: 1}, {Fn: FnMean, Src: 1},
 	}}
 	full := a.NewAccumulator().(*accumulator)
 	full.group = []any{"k1"}
@@ -64,9 +64,9 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 // store (DecodeState) and from memory (conform, as an in-place update
 // adopts the old execution's accumulators); adding to it then works.
 func TestCombineStateAcrossOutputChanges(t *testing.T) {
-	two := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}, {fn: fnSum, src: 1}}}
-	three := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}, {fn: fnSum, src: 1}, {fn: fnMax, src: 1}}}
-	one := &aggregator{group: []int{0}, ops: []combineOp{{fn: fnCount, src: -1}}}
+	two := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}, {Fn: FnSum, Src: 1}}}
+	three := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}, {Fn: FnSum, Src: 1}, {Fn: FnMax, Src: 1}}}
+	one := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}}}
 	stored := two.NewAccumulator().(*accumulator)
 	stored.group = []any{"k1"}
 	stored.slots[0].n = 3

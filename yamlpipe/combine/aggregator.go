@@ -1,0 +1,465 @@
+package combine
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/keyenc"
+)
+
+// Fn names a combine function.
+type Fn string
+
+// Combine functions.
+const (
+	FnSum    Fn = "sum"
+	FnCount  Fn = "count"
+	FnMin    Fn = "min"
+	FnMax    Fn = "max"
+	FnMean   Fn = "mean"
+	FnLatest Fn = "latest"
+	// Beam's built-in combine fns (apache_beam.yaml.yaml_combine).
+	FnAll    Fn = "all"
+	FnAny    Fn = "any"
+	FnGroup  Fn = "group"
+	FnConcat Fn = "concat"
+	// FnTop is Beam's TopCombineFn: the n largest values, largest first
+	// (smallest first with reverse).
+	FnTop Fn = "top"
+)
+
+// TopCombineFn is the fn type Beam YAML pipelines name for top-N.
+const TopCombineFn = "apache_beam.transforms.combiners.TopCombineFn"
+
+// Op is one output of a Combine: Fn over the input field Src.
+type Op struct {
+	Out string
+	Fn  Fn
+	Src int // -1: count without a value field
+	Typ row.Type
+	// N and Reverse configure FnTop.
+	N       int
+	Reverse bool
+}
+
+// Aggregator is Combine's contract.Aggregator. Keys are the group_by fields,
+// encoded canonically; the accumulator keeps the group's values and one
+// slot per output.
+type Aggregator struct {
+	Step  string
+	Group []int
+	Ops   []Op
+	Out   *row.Schema
+	// ScalarKeys: every group_by field is a scalar (int, float,
+	// bool, string, timestamp), whose key encoding decodes to the value
+	// itself, so the runner keeps only keys' encodings and accumulators
+	// keep no copy of the group values (state.go).
+	ScalarKeys bool
+	// accs hands out the step's accumulators.
+	accs accSlab
+	// Beam makes rows of exactly the group_by fields and the aggregates
+	// (Beam's shape, for a Combine with a language); otherwise
+	// window_start, window_end and pane follow.
+	Beam bool
+	// Migrations holds the step's declared state migrations (migrate.go);
+	// nil without.
+	Migrations *Migrations
+	// KeyMigration is the step's declared re-key (rekey.go); nil without.
+	KeyMigration *KeyMigration
+}
+
+// AppendKey encodes the group_by values, each as keyenc.Append writes it.
+func (a *Aggregator) AppendKey(dst []byte, v any) []byte {
+	r, ok := v.(*row.Row)
+	if !ok {
+		r, _ = row.AsRow(v)
+	}
+	if r == nil {
+		return dst
+	}
+	for _, i := range a.Group {
+		dst = keyenc.Append(dst, r.Values[i])
+	}
+	return dst
+}
+
+// Key returns the group's values (the accumulator keeps them too).
+func (a *Aggregator) Key(v any) any {
+	r, _ := row.AsRow(v)
+	if r == nil {
+		return nil
+	}
+	k := make([]any, len(a.Group))
+	for j, i := range a.Group {
+		k[j] = r.Values[i]
+	}
+	return k
+}
+
+// NewAccumulator returns an empty accumulator.
+func (a *Aggregator) NewAccumulator() any {
+	return newAccumulator(&a.accs, len(a.Ops))
+}
+
+// AddInput folds one row into acc. The runner calls AddInputErr instead
+// (the aggregator is a contract.RejectingAggregator), so that an element
+// that would overflow an integer sum becomes a reject; here it is only
+// left out.
+func (a *Aggregator) AddInput(acc any, e *contract.Element) any {
+	out, _ := a.AddInputErr(acc, e)
+	return out
+}
+
+// reasonOverflow is the reject reason of an element that would overflow an
+// integer sum.
+const reasonOverflow = "overflow"
+
+// AddInputErr folds one row into acc, or returns an element error (reason
+// overflow) and leaves acc unchanged when the row would overflow an int64
+// sum.
+func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
+	ac := a.conform(acc.(*accumulator))
+	v := e.Value
+	r, ok := v.(*row.Row)
+	if !ok {
+		if r, ok = row.AsRow(v); !ok {
+			return ac, nil
+		}
+	}
+	// Check first, so that a rejected element changes no output.
+	for k := range a.Ops {
+		op := &a.Ops[k]
+		if op.Fn != FnSum || op.Src < 0 {
+			continue
+		}
+		if y, ok := r.Values[op.Src].(int64); ok {
+			if _, over := addInt(ac.slots[k].i, y); over {
+				return ac, &contract.ElementError{Reason: reasonOverflow,
+					Message: fmt.Sprintf("combine %s: the int64 sum overflows (%d + %d)", op.Out, ac.slots[k].i, y)}
+			}
+		}
+	}
+	if ac.group == nil && len(a.Group) > 0 && !a.ScalarKeys {
+		ac.group = make([]any, len(a.Group))
+		for j, i := range a.Group {
+			ac.group[j] = r.Values[i]
+		}
+	}
+	for k := range a.Ops {
+		op := &a.Ops[k]
+		s := &ac.slots[k]
+		if op.Src < 0 {
+			s.n++
+			continue
+		}
+		x := r.Values[op.Src]
+		if x == nil {
+			switch op.Fn {
+			case FnAll, FnAny, FnGroup:
+				// As in Python: None is falsy and is listed.
+			default:
+				continue
+			}
+		}
+		addValue(op, s, x, e.Time)
+	}
+	return ac, nil
+}
+
+// addInt adds with overflow detection.
+func addInt(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (b > 0 && c < a) || (b < 0 && c > a)
+}
+
+func addValue(op *Op, s *slot, x any, t mtime.Time) {
+	switch op.Fn {
+	case FnSum:
+		switch y := x.(type) {
+		case int64:
+			if c, over := addInt(s.i, y); !over {
+				s.i = c
+			}
+		case float64:
+			s.f += y
+		}
+		s.set = true
+	case FnCount:
+		s.n++
+	case FnMean:
+		switch y := x.(type) {
+		case int64:
+			s.f += float64(y)
+		case float64:
+			s.f += y
+		}
+		s.n++
+	case FnMin, FnMax:
+		if !s.set || (op.Fn == FnMin && less(x, s.v())) || (op.Fn == FnMax && less(s.v(), x)) {
+			s.setV(x)
+			s.set = true
+		}
+	case FnLatest:
+		// The value with the latest event time wins; ties go to the later arrival.
+		if !s.set || t >= s.t() {
+			s.setVT(x, t)
+			s.set = true
+		}
+	case FnAll, FnAny:
+		// s.n counts the truthy values; s.i counts all values.
+		if truthy(x) {
+			s.n++
+		}
+		s.i++
+	case FnGroup:
+		l, _ := s.v().([]any)
+		s.setV(append(l, x))
+		s.set = true
+	case FnConcat:
+		l, _ := s.v().([]any)
+		if xs, ok := x.([]any); ok {
+			l = append(l, xs...)
+		}
+		s.setV(l)
+		s.set = true
+	case FnTop:
+		s.setV(topInsert(op, s.v(), x))
+		s.set = true
+	}
+}
+
+// truthy is Python's truth value of a row value.
+func truthy(x any) bool {
+	switch y := x.(type) {
+	case nil:
+		return false
+	case bool:
+		return y
+	case int64:
+		return y != 0
+	case float64:
+		return y != 0
+	case string:
+		return y != ""
+	case []any:
+		return len(y) > 0
+	}
+	return true
+}
+
+// topInsert adds x to the top-n list l, which stays ordered: largest first,
+// or smallest first with reverse.
+func topInsert(op *Op, l any, x any) []any {
+	list, _ := l.([]any)
+	before := func(a, b any) bool {
+		if op.Reverse {
+			return less(a, b)
+		}
+		return less(b, a)
+	}
+	i := len(list)
+	for i > 0 && before(x, list[i-1]) {
+		i--
+	}
+	if i >= op.N {
+		return list
+	}
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = x
+	if len(list) > op.N {
+		list = list[:op.N]
+	}
+	return list
+}
+
+// less orders two values of one field type.
+func less(a, b any) bool {
+	switch x := a.(type) {
+	case int64:
+		if y, ok := b.(float64); ok {
+			return float64(x) < y // stored before its field widened to float
+		}
+		y, _ := b.(int64)
+		return x < y
+	case float64:
+		if y, ok := b.(int64); ok {
+			return x < float64(y)
+		}
+		y, _ := b.(float64)
+		return x < y
+	case string:
+		y, _ := b.(string)
+		return x < y
+	case mtime.Time:
+		y, _ := b.(mtime.Time)
+		return x < y
+	case bool:
+		y, _ := b.(bool)
+		return !x && y
+	}
+	return false
+}
+
+// MergeAccumulators folds b into a.
+func (a *Aggregator) MergeAccumulators(x, y any) any {
+	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
+	if ax.group == nil {
+		ax.group = ay.group
+	}
+	for k := range a.Ops {
+		op := &a.Ops[k]
+		s, o := &ax.slots[k], &ay.slots[k]
+		switch op.Fn {
+		case FnSum:
+			if c, over := addInt(s.i, o.i); !over {
+				s.i = c
+			} else {
+				slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.Step, "output", op.Out)
+			}
+			s.f += o.f
+			s.set = s.set || o.set
+		case FnCount:
+			s.n += o.n
+		case FnMean, FnAll, FnAny:
+			s.f += o.f
+			s.n += o.n
+			s.i += o.i
+		case FnMin, FnMax, FnLatest:
+			if o.set {
+				addValue(op, s, o.v(), o.t())
+			}
+		case FnGroup, FnConcat:
+			if o.set {
+				l, _ := s.v().([]any)
+				ol, _ := o.v().([]any)
+				s.setV(append(l, ol...))
+				s.set = true
+			}
+		case FnTop:
+			ol, _ := o.v().([]any)
+			for _, v := range ol {
+				s.setV(topInsert(op, s.v(), v))
+				s.set = true
+			}
+		}
+	}
+	return ax
+}
+
+// Output builds the pane's row: group values, outputs and, unless the step
+// has Beam's shape, window and pane.
+func (a *Aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo) any {
+	ac := a.conform(acc.(*accumulator))
+	r := row.New(a.Out)
+	if vals, ok := key.([]any); ok && len(vals) == len(a.Group) {
+		copy(r.Values, vals)
+	} else {
+		copy(r.Values, ac.group)
+	}
+	j := len(a.Group)
+	for k := range a.Ops {
+		r.Values[j] = slotValue(&a.Ops[k], &ac.slots[k])
+		j++
+	}
+	if a.Beam {
+		return r
+	}
+	if !w.IsGlobal() {
+		r.Values[j], r.Values[j+1] = w.Start, w.End
+	}
+	r.Values[j+2] = row.PaneRow(p)
+	return r
+}
+
+// slotValue is output op's value from its accumulator slot s.
+func slotValue(op *Op, s *slot) any {
+	var v any
+	switch op.Fn {
+	case FnSum:
+		if op.Typ.Kind == row.KindFloat {
+			// s.i is 0 unless the sum was an int sum before an update
+			// widened its value field to float (compat's
+			// COMBINE_OUTPUT_WIDENED): the stored int total carries on.
+			v = s.f + float64(s.i)
+		} else {
+			// s.f is 0 unless the sum was a float sum before an update
+			// narrowed its value field to int (allow_lossy, compat's
+			// COMBINE_OUTPUT_NARROWED): the stored float total carries
+			// on, truncated toward zero.
+			v = s.i
+			if s.f != 0 {
+				v = s.i + truncInt(s.f)
+			}
+		}
+	case FnCount:
+		v = s.n
+	case FnMean:
+		if s.n > 0 {
+			v = s.f / float64(s.n)
+		}
+	case FnAll:
+		v = s.n == s.i
+	case FnAny:
+		v = s.n > 0
+	case FnGroup, FnConcat, FnTop:
+		l, _ := s.v().([]any)
+		if l == nil {
+			l = []any{}
+		}
+		v = append([]any(nil), l...)
+	default:
+		if s.set {
+			v = s.v()
+			if i, ok := v.(int64); ok && op.Typ.Kind == row.KindFloat {
+				v = float64(i) // a min or max stored before its field widened
+			}
+			if f, ok := v.(float64); ok && op.Typ.Kind == row.KindInt {
+				v = truncInt(f) // stored before its field narrowed (allow_lossy)
+			}
+		}
+	}
+	return v
+}
+
+// truncInt is f truncated toward zero, clamped to int64's range (NaN
+// reads 0): the lossy conversion allow_lossy declares.
+func truncInt(f float64) int64 {
+	switch {
+	case f != f:
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// Reserved output fields of Combine.
+const (
+	FieldWindowStart = "window_start"
+	FieldWindowEnd   = "window_end"
+	FieldPane        = "pane"
+)
+
+// AccumulatorURN names the identity of Combine's stored accumulator.
+const AccumulatorURN = "weir:yaml:combine_accumulator"
+
+// ScalarFields reports whether every field is an int, float, bool, string
+// or timestamp: values whose key encoding decodes to the value itself.
+func ScalarFields(fs []row.Field) bool {
+	for _, f := range fs {
+		switch f.Type.Kind {
+		case row.KindInt, row.KindFloat, row.KindBool, row.KindString, row.KindTimestamp:
+		default:
+			return false
+		}
+	}
+	return true
+}

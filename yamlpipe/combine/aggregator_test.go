@@ -1,0 +1,73 @@
+package combine
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// An element that would overflow an integer sum is a reject with reason
+// overflow, and the sum stays what it was.
+func TestSumOverflowIsAReject(t *testing.T) {
+	s := row.MustSchema(row.Field{Name: "v", Type: row.Of(row.KindInt)})
+	a := &Aggregator{Ops: []Op{{Out: "v", Fn: FnSum, Src: 0, Typ: row.Of(row.KindInt)}},
+		Out: row.MustSchema(row.Field{Name: "v", Type: row.Of(row.KindInt)})}
+	acc := a.NewAccumulator()
+	for _, v := range []int64{math.MaxInt64 - 1, 1} {
+		if _, err := a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{v}}}); err != nil {
+			t.Fatalf("add %d: %v", v, err)
+		}
+	}
+	_, err := a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(1)}}})
+	ee, ok := err.(*contract.ElementError)
+	if !ok || ee.Reason != reasonOverflow {
+		t.Fatalf("overflowing add: err = %v, want an element error with reason %q", err, reasonOverflow)
+	}
+	if got := acc.(*accumulator).slots[0].i; got != math.MaxInt64 {
+		t.Errorf("sum after the rejected element = %d, want %d", got, int64(math.MaxInt64))
+	}
+	_, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(-5)}}})
+	if err != nil || acc.(*accumulator).slots[0].i != math.MaxInt64-5 {
+		t.Errorf("after -5: sum %d, err %v", acc.(*accumulator).slots[0].i, err)
+	}
+}
+
+// Lists in accumulators (group, top) survive a checkpoint with their types.
+func TestCombineListStateRoundTrip(t *testing.T) {
+	a := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnGroup}, {Fn: FnTop, N: 2}}}
+	acc := &accumulator{group: []any{"k"}, slots: []slot{
+		{val: &slotVal{v: []any{int64(1), nil, "x", mtime.Time(5)}}, set: true},
+		{val: &slotVal{v: []any{int64(9), int64(7)}}, set: true},
+	}}
+	b, err := a.EncodeState("", acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.DecodeState("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, acc) {
+		t.Errorf("round trip: %#v, want %#v", got, acc)
+	}
+}
+
+// With scalar keys (ScalarKeys) the runner keeps each key's encoding, so
+// an accumulator keeps no copy of its group values; without, it does.
+func TestScalarKeysKeepNoGroupValues(t *testing.T) {
+	s := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindString)}, row.Field{Name: "v", Type: row.Of(row.KindInt)})
+	for _, scalar := range []bool{true, false} {
+		a := &Aggregator{Group: []int{0}, ScalarKeys: scalar, Ops: []Op{{Out: "v", Fn: FnSum, Src: 1, Typ: row.Of(row.KindInt)}}}
+		acc, err := a.AddInputErr(a.NewAccumulator(), &contract.Element{Value: &row.Row{Schema: s, Values: []any{"a", int64(1)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := acc.(*accumulator).group != nil; kept == scalar {
+			t.Errorf("ScalarKeys %t: the accumulator keeps its group values: %t", scalar, kept)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package combine
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/yamlpipe/celexpr"
+)
+
+// Declared state migrations of a Combine (weir's extension; docs/JOBS.md,
+// "Migrate state"). An output appended to a running Combine starts empty
+// in the windows open at the update (compat's COMBINE_OUTPUTS_CHANGED);
+// a migration gives it an initial value computed from the accumulators
+// the running version kept:
+//
+//	- type: Combine
+//	  name: Totals
+//	  config:
+//	    group_by: [region]
+//	    combine:
+//	      total: {value: amount, fn: sum}
+//	      n: {value: amount, fn: count}
+//	      n_positive: {value: amount, fn: count}   # appended
+//	  migrations:
+//	    accumulators:
+//	      n_positive: {init: "total > 0 ? n : 0"}
+//
+// An output renamed in place declares its old name,
+//
+//	  migrations:
+//	    accumulators:
+//	      amount_total: {renamed_from: total}
+//
+// so that its stored accumulator carries on under the new name (they are
+// kept by position: the renamed output stays where the old one was, which
+// the compatibility check verifies against the running job) and a
+// WriteToSql reading the Combine renames its column in place (old rows
+// keep their values, under the new name).
+//
+// init is a CEL expression over the step's output row as the stored
+// accumulators give it (the outputs the running version had; appended
+// ones read null, group_by fields null when the runner keeps keys
+// encoded), evaluated once per key and window when the new execution
+// first touches an accumulator stored by the old one — from memory at an
+// in-place update, from the store after a restart or from a snapshot — so
+// the way back (rollback) still finds the old state as it was stored. It
+// applies to sum, count, min and max outputs.
+
+// Migrations are a Combine's compiled migrations.
+type Migrations struct {
+	Scope *celexpr.Scope
+	// Init holds, by output index, the program of its Init (nil: none).
+	Init []*celexpr.Program
+	// failed counts the inits that did not evaluate (the output then
+	// starts empty for that key and window); logged the first time.
+	failed atomic.Int64
+	// The inits that failed when an adopted accumulator was carried over
+	// lazily (conform), by accumulator, until the runner takes them
+	// (TakeStateRejects) to report them with their key and window; the
+	// aggregator is shared by the step's workers. npending counts them,
+	// so that the runner's check after each use needs no lock.
+	mu       sync.Mutex
+	pending  map[*accumulator]string
+	npending atomic.Int64
+	// Renamed maps an output Renamed in place to its old name
+	// (renamed_from).
+	Renamed map[string]string
+	// Lossy names the outputs whose stored float accumulators may be
+	// read as ints (allow_lossy: a value field narrowed from float).
+	Lossy map[string]bool
+}
+
+// initSlots sets the appended slots of ac (from index from on) that have
+// an init, from the values of the slots before them. It returns what did
+// not evaluate (empty when every init did): those outputs start empty.
+func (a *Aggregator) initSlots(ac *accumulator, from int) string {
+	m := a.Migrations
+	if m == nil {
+		return ""
+	}
+	var failed []string
+	var r *row.Row
+	for k := from; k < len(a.Ops); k++ {
+		prg := m.Init[k]
+		if prg == nil {
+			continue
+		}
+		if r == nil {
+			r = row.New(a.Out)
+			copy(r.Values, ac.group)
+			j := len(a.Group)
+			for i := range from {
+				r.Values[j+i] = slotValue(&a.Ops[i], &ac.slots[i])
+			}
+		}
+		act := celexpr.NewActivation(m.Scope)
+		act.Reset(r, nil)
+		op := &a.Ops[k]
+		v, err := act.EvalValue(prg, op.Typ)
+		if err != nil || v == nil {
+			if m.failed.Add(1) == 1 {
+				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
+					"step", a.Step, "output", op.Out, "key", fmt.Sprint(ac.group), "error", fmt.Sprint(err))
+			}
+			why := "it evaluated to null"
+			if err != nil {
+				why = err.Error()
+			}
+			failed = append(failed, fmt.Sprintf("the init of output %s did not evaluate (%s): it starts empty", op.Out, why))
+			continue
+		}
+		s := &ac.slots[k]
+		switch op.Fn {
+		case FnSum:
+			switch x := v.(type) {
+			case int64:
+				s.i = x
+			case float64:
+				s.f = x
+			}
+			s.set = true
+		case FnCount:
+			if x, ok := v.(int64); ok {
+				s.n = x
+			}
+		case FnMin, FnMax:
+			s.setV(v)
+			s.set = true
+		}
+	}
+	return strings.Join(failed, "; ")
+}
+
+// MigrationInitFailed is the reject reason of a key and window whose
+// migration init did not evaluate.
+const MigrationInitFailed = "migration_init_failed"
+
+// StateRejects implements contract.StateRejecter: the keys and windows
+// whose migration init did not evaluate.
+// PendingStateRejects implements contract.AdoptedStateRejecter.
+func (a *Aggregator) PendingStateRejects() bool {
+	return a.Migrations != nil && a.Migrations.npending.Load() > 0
+}
+
+// TakeStateRejects implements contract.AdoptedStateRejecter: the inits
+// that did not evaluate when acc, adopted from the execution this one
+// replaced, was carried over.
+func (a *Aggregator) TakeStateRejects(acc any) []*contract.PartialStateError {
+	m := a.Migrations
+	ac, ok := acc.(*accumulator)
+	if m == nil || !ok || m.npending.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	failed, found := m.pending[ac]
+	if found {
+		delete(m.pending, ac)
+		m.npending.Add(-1)
+	}
+	m.mu.Unlock()
+	if !found {
+		return nil
+	}
+	return []*contract.PartialStateError{{Reason: MigrationInitFailed, Message: failed}}
+}
+
+// adoptedInitFailed records what did not evaluate when adopted
+// accumulator ac was carried over, for TakeStateRejects.
+func (m *Migrations) adoptedInitFailed(ac *accumulator, failed string) {
+	m.mu.Lock()
+	if m.pending == nil {
+		m.pending = map[*accumulator]string{}
+	}
+	if _, dup := m.pending[ac]; !dup {
+		m.npending.Add(1)
+	}
+	m.pending[ac] = failed
+	m.mu.Unlock()
+}
+
+func (a *Aggregator) StateRejects() map[string]int64 {
+	var out map[string]int64
+	if a.Migrations != nil {
+		if n := a.Migrations.failed.Load(); n > 0 {
+			out = map[string]int64{MigrationInitFailed: n}
+		}
+	}
+	if a.KeyMigration != nil {
+		if n := a.KeyMigration.failed.Load(); n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[contract.RekeyFailed] = n
+		}
+	}
+	return out
+}
