@@ -40,7 +40,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	out := UpdateResponse{Report: wireCompatReport(res.Report), Replaced: wirePtr(res.Replaced, wireSummary), PauseMS: res.PauseMillis,
+	out := UpdateResponse{Report: wireCompatReport(res.Report), Replaced: wirePtr(res.Replaced, wireSummary), PauseMS: res.PauseMillis, InStore: res.InStore,
 		Options: wirePtr(res.Options, wireJobOptions), OptionsChanged: wireSlice(res.OptionsChanged, wireOptionChange), Notes: res.Notes,
 		Graph: res.Graph, RenderedPipeline: res.RenderedPipeline, Rehearsal: wirePtr(res.Rehearsal, wireRehearsalVerdict)}
 	if res.Job != nil {

@@ -83,6 +83,10 @@ type UpdateResponse struct {
 	Job      *SubmitResponse `json:"job,omitempty"`
 	Replaced *Summary        `json:"replaced,omitempty"`
 	PauseMS  int64           `json:"pause_ms,omitempty"`
+	// InStore says the update was made in the store: the running job had
+	// no execution (it waited for its connector), so nothing paused; the
+	// new job starts at the service's next retry.
+	InStore bool `json:"in_store,omitempty"`
 	// Options are the new job's options (given ones, the running job's for
 	// the rest); OptionsChanged those that differ from the running job's.
 	Options        *JobOptions    `json:"options,omitempty"`

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"database/sql"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,7 +19,9 @@ import (
 // execution cannot open its subscription (a second job, left running,
 // finds its broker gone after --nats-unreachable-after and waits for it
 // too, and is cancelled while it waits: the cancel completes without the
-// broker).
+// broker). While the job waits it is updated in place (an appended count
+// with an init): the update is made in the store and the new job waits in
+// its place.
 // The job is not FAILED: it stays
 // RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
 // subscription's acknowledgement do not move, and the server starts it
@@ -75,12 +80,28 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		t.Errorf("the condition does not name the cause: %v", c)
 	}
 	rows := tableTotal(t, db)
-	// An in-place update needs the job's execution: refused, saying why
-	// there is none and when to try again.
-	if r := srv.cli(work, "run", pipeline, "--job-name", "orders", "--update"); r.code == ExitOK ||
-		!strings.Contains(r.stderr, "CONNECTOR_UNAVAILABLE since") || !strings.Contains(r.stderr, "update again once the job runs") {
-		t.Errorf("an update while the job waits for its broker: exit %d, stderr %s; want NO_RUNNING_JOB naming the condition", r.code, r.stderr)
+	// An in-place update while the job waits for its broker is made in
+	// the store: the new job (an appended count initialised from n) waits
+	// in its place and starts at the next retry that finds the broker.
+	v2 := filepath.Join(work, "orders-v2.yaml")
+	src := strings.Replace(ordersTotalsYAML(db), "n: {value: amount, fn: count}}",
+		"n: {value: amount, fn: count}, n2: {value: amount, fn: count}}\n      migrations: {accumulators: {n2: {init: \"n\"}}}", 1)
+	if err := os.WriteFile(v2, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "in the store") {
+		t.Fatalf("an update while the job waits for its broker: exit %d\nstdout %s\nstderr %s\nserver log:\n%s", r.code, r.stdout, r.stderr, srv.log())
+	}
+	oldID := id
+	id, _, _ = strings.Cut(strings.TrimSpace(r.stdout), "\n") // the new job's ID, then the check's report
+	if m := srv.describe(oldID); m["state"] != "UPDATED" || m["replaced_by_job_id"] != id {
+		t.Fatalf("the job updated while it waited: state %v, replaced by %v; want UPDATED by %s", m["state"], m["replaced_by_job_id"], id)
+	}
+	srv.waitJob(id, "the new job waits for the broker", func(m map[string]any) bool {
+		c, _ := m["condition"].(map[string]any)
+		return m["state"] == "RUNNING" && c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
+	})
 	// A job waiting for its broker can be cancelled: the cancel completes
 	// at the next retry, without the broker.
 	srv.waitJob(otherID, "CONNECTOR_UNAVAILABLE", func(m map[string]any) bool {
@@ -120,19 +141,42 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	}
 	f.publish(srv, 3000, 6000)
 	waitCaughtUp(t, srv, id)
-	r = srv.cli(work, "jobs", "logs", id)
-	if r.code != ExitOK {
-		t.Fatalf("jobs logs: %d %s", r.code, r.stderr)
-	}
-	for _, w := range []string{"a connector is unavailable", "the connectors answer again"} {
-		if !strings.Contains(r.stdout, w) {
-			t.Errorf("the job's events lack %q:\n%s\nserver log:\n%s", w, r.stdout, srv.log())
+	for _, l := range []struct{ id, want string }{
+		{oldID, "a connector is unavailable"}, {oldID, "while it waited for its connector"},
+		{id, "which waited for its connector"}, {id, "the connectors answer again"},
+	} {
+		r = srv.cli(work, "jobs", "logs", l.id)
+		if r.code != ExitOK {
+			t.Fatalf("jobs logs: %d %s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, l.want) {
+			t.Errorf("the events of job %s lack %q:\n%s\nserver log:\n%s", l.id, l.want, r.stdout, srv.log())
 		}
 	}
 	drainAndCheckTotals(t, srv, work, id, db, f.want, f.wantN)
+	// The appended count: every window the new job wrote counts what n
+	// counts (the windows open at the update started from n).
+	if bad, set := appendedCountMismatches(t, db); set == 0 || bad != 0 {
+		t.Errorf("n2 set in %d rows, differing from n in %d; want it set and equal to n", set, bad)
+	}
 	if t.Failed() {
 		r := srv.cli(work, "jobs", "describe", id)
 		t.Logf("the job:\n%s\nserver log:\n%s", r.stdout, srv.log())
 	}
 	srv.stop(syscall.SIGTERM)
+}
+
+// appendedCountMismatches counts the rows of db's totals table whose n2
+// is set, and those of them whose n2 differs from n.
+func appendedCountMismatches(t *testing.T, db string) (bad, set int) {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.QueryRow(`SELECT count(*) FILTER (WHERE n2 IS NOT n), count(*) FROM totals WHERE n2 IS NOT NULL`).Scan(&bad, &set); err != nil {
+		t.Fatal(err)
+	}
+	return bad, set
 }

@@ -26,6 +26,7 @@ type updated struct {
 	ReplacesJobID  string              `json:"replaces_job_id,omitempty"`
 	ValidateOnly   bool                `json:"validate_only,omitempty"`
 	PauseMillis    int64               `json:"pause_ms,omitempty"`
+	InStore        bool                `json:"in_store,omitempty"`
 	Compatibility  client.CompatReport `json:"compatibility"`
 	RunningJobLeft string              `json:"running_job_left_untouched,omitempty"`
 	// Options are the new job's options; OptionsChanged those that differ
@@ -84,7 +85,7 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 	if err != nil && (res == nil || !errors.As(err, &ae) || ae.Code != errcode.IncompatibleUpdate) {
 		return clientError(ctx, c, err)
 	}
-	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, Compatibility: res.Report,
+	out := updated{Name: f.jobName, ValidateOnly: f.validateOnly, PauseMillis: res.PauseMS, InStore: res.InStore, Compatibility: res.Report,
 		Options: res.Options, OptionsChanged: res.OptionsChanged, Notes: res.Notes, Rehearsal: res.Rehearsal}
 	if res.Replaced != nil {
 		out.ReplacesJobID = res.Replaced.ID
@@ -113,6 +114,9 @@ func updateJob(cmd *cobra.Command, e *env, path string, f runFlags) error {
 		case res.Job != nil && (out.ReplacesJobID == "" || res.Job.State == client.StatePending || res.Job.Replacement != ""):
 			// A new job, or a replacement job (its flow is followed below).
 			fmt.Fprintln(e.stdout, res.Job.ID)
+		case res.Job != nil && res.InStore:
+			fmt.Fprintln(e.stdout, res.Job.ID)
+			fmt.Fprintf(e.stderr, "job %s replaced job %s (%s) in the store: the job waited for its connector; it starts at the next retry\n", res.Job.ID, out.ReplacesJobID, f.jobName)
 		case res.Job != nil:
 			fmt.Fprintln(e.stdout, res.Job.ID)
 			fmt.Fprintf(e.stderr, "job %s replaced job %s (%s); the handover paused output for %d ms\n", res.Job.ID, out.ReplacesJobID, f.jobName, res.PauseMS)

@@ -139,6 +139,29 @@ func (s *Core) retryConnector(ctx context.Context, id string) error {
 	return err
 }
 
+// WaitsForConnector reports whether job id has no execution because a
+// connector is unavailable, the service starting it again on every retry
+// interval (its condition is CONNECTOR_UNAVAILABLE).
+func (s *Core) WaitsForConnector(id string) bool {
+	_, ok := s.connFaults.Load(id)
+	return ok && s.liveRun(id) == nil
+}
+
+// MoveConnectorWait hands job oldID's wait for its connector to job newID,
+// which replaced it in the store while it waited (an in-place update): the
+// next retry starts newID, and its condition says since when the
+// connector has been away. The caller holds the name's guard.
+func (s *Core) MoveConnectorWait(oldID, newID string) {
+	v, ok := s.connFaults.LoadAndDelete(oldID)
+	if !ok {
+		return
+	}
+	f := *v.(*connectorFault)
+	f.tried = time.Time{} // due at the next retry tick, not an interval later
+	s.connFaults.Store(newID, &f)
+	s.Changes.Notify()
+}
+
 // liveRun returns job id's execution unless it has none or a rescale
 // superseded it (it is leaving the running table).
 func (s *Core) liveRun(id string) *Run {

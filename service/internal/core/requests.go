@@ -38,6 +38,10 @@ type UpdateResult struct {
 	// old execution to the start of the new one (the handover's durable
 	// write follows while the new execution runs).
 	PauseMillis int64 `json:"pause_ms,omitempty"`
+	// InStore says the update was made in the store: the running job had
+	// no execution (it waits for its connector, CONNECTOR_UNAVAILABLE), so
+	// nothing paused; the new job starts at the next retry.
+	InStore bool `json:"in_store,omitempty"`
 	// Options are the new job's options: those the request gave, the
 	// running job's for the rest (JobOptions.Inherit).
 	Options *record.JobOptions `json:"options,omitempty"`

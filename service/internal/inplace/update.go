@@ -55,6 +55,9 @@ func (s *InPlace) UpdateInPlace(ctx context.Context, req core.UpdateRequest) (*c
 	if err != nil || u == nil {
 		return res, err
 	}
+	if u.jr == nil {
+		return s.updateWaiting(ctx, u) // no execution: it waits for its connector
+	}
 	if movesState(u.p.Program()) {
 		// A re-key moves every earlier key during the pause and allocates
 		// in proportion (the new keys, the deletions of the earlier
@@ -107,7 +110,7 @@ type update struct {
 	// Found by prepareUpdate, the only phase that reads the registry.
 	old      *record.Job     // the running job
 	l        *record.Lineage // its name's lineage
-	jr       *core.Run       // its live execution
+	jr       *core.Run       // its live execution; nil when it waits for its connector
 	nj       *record.Job     // the new job, PENDING (or DRAINING after a draining job)
 	p        *weir.Pipeline
 	newGraph *graph.Pipeline
@@ -158,7 +161,12 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, old.ID, old.State)
 	}
 	jr := s.RunningJob(old.ID)
-	if jr == nil {
+	// A job waiting for its connector (CONNECTOR_UNAVAILABLE) has no
+	// execution, but its state is in the store: it is updated there
+	// (updateWaiting), so that the update itself can be the fix (a
+	// corrected address or credentials).
+	waiting := jr == nil && s.WaitsForConnector(old.ID)
+	if jr == nil && !waiting {
 		why := ""
 		if c := s.WithCondition(new(*old)).Condition; c != nil {
 			// Say what keeps it from running (a broker away, the store
@@ -192,7 +200,11 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 	nj.InputStart, nj.InputStartNote = old.InputStart, old.InputStartNote
 	// A re-reading replacement job still catching up keeps its guarantee
 	// through the update: the new job re-reads on as it did.
-	nj.CatchUp = rewind.CarriedCatchUp(old, jr)
+	if waiting {
+		nj.CatchUp = rewind.Of(old) // still catching up as far as anyone knows
+	} else {
+		nj.CatchUp = rewind.CarriedCatchUp(old, jr)
+	}
 	p, loadErr := s.Load(nj)
 	if loadErr != nil {
 		// A pipeline that does not load for a run (say its SQL table
@@ -233,6 +245,9 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 		}
 		s.AttemptEvent(old.ID, report)
 		res.Notes = append(res.Notes, fmt.Sprintf("compatible: job %s would be updated in place into a new job of generation %d (validate only: nothing changed)", old.ID, nj.Generation))
+		if waiting {
+			res.Notes = append(res.Notes, waitingNote(old.ID))
+		}
 		return nil, res, nil
 	}
 	nj.Graph, nj.Type = canon, record.TypeOf(newGraph)
