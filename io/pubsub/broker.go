@@ -128,6 +128,16 @@ type Broker struct {
 	// (ConnectOptions.UnreachableAfter; 0: DefaultUnreachableAfter); set
 	// before use, then read only.
 	unreachableAfter time.Duration
+	// conn tells idle sources that the connection went down (downCh), so
+	// that their wait for a doorbell ends and their next read can say how
+	// long it has been down (SourceConfig.UnreachableAfter) rather than an
+	// idle poll interval later. Its mutex is a leaf, taken by the
+	// connection's handlers and by connDown.
+	conn struct {
+		sync.Mutex
+		down   chan struct{} // closed at a disconnect; a new one at each reconnect
+		closed bool          // down is closed
+	}
 	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
 	// its mutex, a leaf.
 	expiry struct {
@@ -250,7 +260,32 @@ func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mti
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	return &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub"), clock: clock}, nil
+	b := &Broker{srv: srv, nc: nc, js: js, log: logger.With("component", "pubsub"), clock: clock}
+	b.conn.down = make(chan struct{})
+	nc.SetDisconnectErrHandler(func(*nats.Conn, error) {
+		b.conn.Lock()
+		if !b.conn.closed {
+			close(b.conn.down)
+			b.conn.closed = true
+		}
+		b.conn.Unlock()
+	})
+	nc.SetReconnectHandler(func(*nats.Conn) {
+		b.conn.Lock()
+		if b.conn.closed {
+			b.conn.down, b.conn.closed = make(chan struct{}), false
+		}
+		b.conn.Unlock()
+	})
+	return b, nil
+}
+
+// connDown returns a channel that is closed once the connection goes down
+// (already closed while it is down).
+func (b *Broker) connDown() <-chan struct{} {
+	b.conn.Lock()
+	defer b.conn.Unlock()
+	return b.conn.down
 }
 
 // EmbeddedMaxPayload is the largest message (data, attributes and ID) the

@@ -183,11 +183,16 @@ func (s *split) hangUpBell() {
 }
 
 // waitBell waits for the bell, IdlePollInterval (idleNoBellPoll without a
-// bell) or ctx, whichever comes first.
+// bell, or while the connection is down) or ctx, whichever comes first; a
+// wait that began while connected ends when the connection goes down, so
+// that the reads that follow report a lost broker within
+// UnreachableAfter, not idle poll intervals later.
 func (s *split) waitBell(ctx context.Context) error {
 	d := s.cfg.IdlePollInterval
-	if s.bellFailed {
+	down := s.b.connDown()
+	if s.bellFailed || !s.b.nc.IsConnected() {
 		d = min(d, idleNoBellPoll)
+		down = nil // down already: poll, do not spin on the closed channel
 	}
 	if s.idleTimer == nil {
 		s.idleTimer = time.NewTimer(d)
@@ -200,6 +205,7 @@ func (s *split) waitBell(ctx context.Context) error {
 		return ctx.Err()
 	case <-s.bell:
 	case <-s.idleTimer.C:
+	case <-down:
 	}
 	return nil
 }

@@ -67,3 +67,57 @@ func TestSourceReportsUnreachableBroker(t *testing.T) {
 		t.Fatalf("a read a minute into the outage: %v, want ErrUnavailable naming the subscription", err)
 	}
 }
+
+// TestIdleSourceWakesWhenTheBrokerGoes: an idle split waiting for its
+// doorbell (here for up to an hour, IdlePollInterval) stops waiting when
+// the connection goes down, and its next reads, polling while the client
+// reconnects, report the broker unreachable once the connection has been
+// down for UnreachableAfter: a job on an idle subscription learns it
+// within that bound, not idle poll intervals later.
+func TestIdleSourceWakesWhenTheBrokerGoes(t *testing.T) {
+	t.Parallel()
+	nc := natscluster.Start(t, 1, 0)
+	ctx := tctx(t)
+	b, err := Connect(ctx, nc.URLs(), testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	setupTopic(t, b, "quiet", "quiet", 0)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)))
+	src, err := NewSource(b, SourceConfig{Step: "Read", Subscription: "quiet", Schema: orderSchema, TimestampField: "ts",
+		Clock: clock, UnreachableAfter: time.Minute, IdlePollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openSplit(t, src).(contract.IdleReader)
+	buf := make([]contract.Element, 4)
+	// Empty reads until the split waits for its doorbell.
+	for range idlePollAfter + 1 {
+		if _, err := sp.ReadIdle(ctx, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sp.ReadIdle(ctx, buf) // waits for the bell: an hour, or the connection's loss
+		done <- err
+	}()
+	nc.StopServer(0)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the idle read that saw the connection go: %v, want nothing read and no error", err)
+		}
+	case <-time.After(2 * time.Minute): // a liveness bound: without the wake-up it waits an hour
+		t.Fatal("an idle read still waits for its doorbell two minutes after the broker went away")
+	}
+	var last error
+	for i := 0; i < 3 && last == nil; i++ {
+		_, last = sp.ReadIdle(ctx, buf)
+		clock.Advance(mtime.FromDuration(time.Minute))
+	}
+	if !errors.Is(last, ErrUnavailable) {
+		t.Fatalf("reads a minute into the outage: %v, want ErrUnavailable", last)
+	}
+}
