@@ -95,14 +95,18 @@ func (s *split) Ack(ctx context.Context, pos []byte) error {
 	}
 }
 
-// Close waits for the fetch in flight to end (at most FetchWait) and
-// releases the split. Messages delivered but not acknowledged stay in the
+// Close waits for the fetch in flight to end (at most FetchWait; not at
+// all while the connection is down) and releases the split. Messages delivered but not acknowledged stay in the
 // subscription.
 func (s *split) Close() error {
 	s.hangUpBell()
 	if s.batch != nil {
-		for range s.batch.Messages() {
+		if s.b.nc.IsConnected() {
+			for range s.batch.Messages() {
+			}
 		}
+		// Disconnected, the fetch may not end for tens of seconds; what
+		// it would still deliver is redelivered after the ack wait.
 		s.batch = nil
 	}
 	s.handOff()

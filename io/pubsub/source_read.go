@@ -67,6 +67,9 @@ type split struct {
 	// (bellFailed: it could not subscribe, and polls).
 	empty     int
 	idleTimer *time.Timer
+	// downTimer times a read's wait for its fetch while the connection is
+	// down (downWait).
+	downTimer *time.Timer
 	// pending is how many messages the subscription held after the last
 	// one read (its metadata's NumPending); -1 before any (drained).
 	pending    int64
@@ -273,10 +276,19 @@ func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int
 		var m jetstream.Msg
 		var ok bool
 		if n == 0 {
+			// A fetch in flight when the connection goes down may not end
+			// for tens of seconds: the read returns empty instead (the
+			// fetch stays for the next read), so that the worker reaches
+			// its barriers and checkConnected counts the outage.
+			down, poll := s.downWait()
 			select {
 			case m, ok = <-s.batch.Messages():
 			case <-ctx.Done():
 				return s.result(0), ctx.Err()
+			case <-down:
+				return s.result(0), nil
+			case <-poll:
+				return s.result(0), nil
 			}
 		} else {
 			select {
@@ -313,6 +325,23 @@ func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int
 		}
 	}
 	return s.result(n), nil
+}
+
+// downWait returns what ends a read's wait for its fetch besides the
+// fetch itself: while connected, the connection's loss (Broker.connDown);
+// while the connection is down, idleNoBellPoll (a read waits no longer, so
+// that an outage is counted on time; never a closed channel, which would
+// make the worker spin).
+func (s *split) downWait() (down <-chan struct{}, poll <-chan time.Time) {
+	if s.b.nc.IsConnected() {
+		return s.b.connDown(), nil
+	}
+	if s.downTimer == nil {
+		s.downTimer = time.NewTimer(idleNoBellPoll)
+	} else {
+		s.downTimer.Reset(idleNoBellPoll)
+	}
+	return nil, s.downTimer.C
 }
 
 func (s *split) result(n int) contract.ReadResult {

@@ -162,6 +162,19 @@ func (s *Core) MoveConnectorWait(oldID, newID string) {
 	s.Changes.Notify()
 }
 
+// NoExecutionError is the NO_RUNNING_JOB answer to a request (what it
+// does, then what to do instead: fix) about job j of name, which is
+// active but has no live execution: it names the condition that keeps
+// the job from running, when there is one (its broker away, the store
+// failed), and since when.
+func (s *Core) NoExecutionError(name string, j *record.Job, fix string) error {
+	why := ""
+	if c := s.WithCondition(new(*j)).Condition; c != nil {
+		why = fmt.Sprintf(" (%s since %s: %s)", c.Code, c.Since.UTC().Format(time.RFC3339), c.Message)
+	}
+	return errcode.Errorf(errcode.NoRunningJob, "no running job named %s: job %s has no live execution%s; %s", name, j.ID, why, fix)
+}
+
 // liveRun returns job id's execution unless it has none or a rescale
 // superseded it (it is leaving the running table).
 func (s *Core) liveRun(id string) *Run {

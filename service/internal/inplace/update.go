@@ -167,14 +167,7 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 	// corrected address or credentials).
 	waiting := jr == nil && s.WaitsForConnector(old.ID)
 	if jr == nil && !waiting {
-		why := ""
-		if c := s.WithCondition(new(*old)).Condition; c != nil {
-			// Say what keeps it from running (a broker away, the store
-			// failed) and when to try again.
-			why = fmt.Sprintf(" (%s since %s: %s); an in-place update takes over a live execution's state: update again once the job runs",
-				c.Code, c.Since.UTC().Format(time.RFC3339), c.Message)
-		}
-		return nil, nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: job %s has no live execution%s", req.Name, old.ID, why)
+		return nil, nil, s.NoExecutionError(req.Name, old, "an in-place update takes over a live execution's state: update again once the job runs")
 	}
 	oldGraph, err := graph.Parse(old.Graph)
 	if err != nil {

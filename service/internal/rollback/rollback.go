@@ -185,8 +185,11 @@ func (s *Rollback) Do(ctx context.Context, req RollbackRequest) (*RollbackResult
 	if err := s.refuseRollbackDuringFlow(cur); err != nil {
 		return nil, err
 	}
-	if cur.State != record.StateRunning || s.RunningJob(cur.ID) == nil {
+	if cur.State != record.StateRunning {
 		return nil, errcode.Errorf(errcode.NoRunningJob, "no running job named %s: its active job %s is %s", req.Name, cur.ID, cur.State)
+	}
+	if s.RunningJob(cur.ID) == nil {
+		return nil, s.NoExecutionError(req.Name, cur, "a rollback drains the running job first: roll back once it runs, or cancel it and start the rollback snapshot with weir run --create-from-snapshot (weir snapshots list shows it)")
 	}
 	snap, err := s.findRollbackSnapshot(cur, req.ToGeneration)
 	if err != nil {
