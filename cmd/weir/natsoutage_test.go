@@ -89,6 +89,23 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	if err := os.WriteFile(v2, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A validate-only update changes nothing, waiting or not; an
+	// incompatible one (the Combine renamed without a mapping) is refused
+	// and leaves the job waiting.
+	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update", "--validate-only")
+	if r.code != ExitOK || !strings.Contains(r.stdout, "is compatible (not applied") || !strings.Contains(r.stderr, "CONNECTOR_UNAVAILABLE") {
+		t.Fatalf("a validate-only update while the job waits: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	renamed := filepath.Join(work, "orders-renamed.yaml")
+	if err := os.WriteFile(renamed, []byte(strings.Replace(strings.Replace(ordersTotalsYAML(db), "name: Totals", "name: Sums", 1), "input: Totals", "input: Sums", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := srv.cli(work, "run", renamed, "--job-name", "orders", "--update"); r.code != ExitIncompatible {
+		t.Fatalf("an incompatible update while the job waits: exit %d, want %d\n%s", r.code, ExitIncompatible, r.stderr)
+	}
+	if m := srv.describe("orders"); m["id"] != id || m["state"] != "RUNNING" {
+		t.Fatalf("after a validate-only and a refused update: active job %v (%v), want %s RUNNING", m["id"], m["state"], id)
+	}
 	r = srv.cli(work, "run", v2, "--job-name", "orders", "--update")
 	if r.code != ExitOK || !strings.Contains(r.stderr, "in the store") {
 		t.Fatalf("an update while the job waits for its broker: exit %d\nstdout %s\nstderr %s\nserver log:\n%s", r.code, r.stdout, r.stderr, srv.log())
