@@ -61,6 +61,31 @@ type combineMigrationConfig struct {
 	// RekeyedFrom lists the key fields of the earlier version a declared
 	// re-key reads (migrations: rekey: from).
 	RekeyedFrom []string `json:"rekeyed_from"`
+	// Initialized lists the outputs given an init (migrations: init).
+	Initialized []string `json:"initialized_outputs"`
+}
+
+// appendedInits splits the names of YAML Combine n's outputs from
+// position from on (those appended by the update) into those the step
+// gives an init (migrations) and the others; both nil when the names are
+// unknown.
+func (c *checker) appendedInits(n *graph.Step, from int) (inited, empty []string) {
+	names, ok := combineOutputNames(c.newG, n)
+	if !ok || from > len(names) {
+		return nil, nil
+	}
+	init := map[string]bool{}
+	for _, name := range combineMigrations(n).Initialized {
+		init[name] = true
+	}
+	for _, name := range names[from:] {
+		if init[name] {
+			inited = append(inited, name)
+		} else {
+			empty = append(empty, name)
+		}
+	}
+	return inited, empty
 }
 
 // RekeyedFrom returns the earlier key fields YAML Combine s declares a

@@ -224,8 +224,23 @@ func outputsChanged(o, n *graph.Coder) (added, removed []graph.Field, ok bool) {
 	return n.Fields[k:], o.Fields[k:], true
 }
 
+// appendedStart is how the outputs an update appends to a YAML Combine
+// start in the windows open at the update: inited have a declared init,
+// empty do not (both nil: not known).
+type appendedStart struct{ inited, empty []string }
+
+// initsOf is appendedStart of the added outputs of Combine n, the first at
+// position from.
+func initsOf(c *checker, n *graph.Step, from, added int) appendedStart {
+	if added == 0 {
+		return appendedStart{}
+	}
+	inited, empty := c.appendedInits(n, from)
+	return appendedStart{inited, empty}
+}
+
 // outputsChangeText says what outputsChanged found, for the report.
-func outputsChangeText(added, removed []graph.Field) string {
+func outputsChangeText(added, removed []graph.Field, st appendedStart) string {
 	list := func(fs []graph.Field) string {
 		s := make([]string, len(fs))
 		for i, f := range fs {
@@ -234,7 +249,15 @@ func outputsChangeText(added, removed []graph.Field) string {
 		return strings.Join(s, ", ")
 	}
 	if len(added) > 0 {
-		return fmt.Sprintf("its combine gained %d output(s) after its existing ones (%s): in windows open at the update they start empty and cover only the elements that arrive after it, unless the step's migrations: give them an init", len(added), list(added))
+		head := fmt.Sprintf("its combine gained %d output(s) after its existing ones (%s)", len(added), list(added))
+		switch {
+		case len(st.inited) > 0 && len(st.empty) == 0:
+			return fmt.Sprintf("%s: in windows open at the update they start from their declared init (%s)", head, strings.Join(st.inited, ", "))
+		case len(st.inited) > 0:
+			return fmt.Sprintf("%s: in windows open at the update %s start from their declared init, and %s start empty and cover only the elements that arrive after it, unless the step's migrations: give them an init too",
+				head, strings.Join(st.inited, ", "), strings.Join(st.empty, ", "))
+		}
+		return head + ": in windows open at the update they start empty and cover only the elements that arrive after it, unless the step's migrations: give them an init"
 	}
 	return fmt.Sprintf("its combine lost its last %d output(s) (%s): their stored accumulators are dropped", len(removed), list(removed))
 }

@@ -174,15 +174,21 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
 	var renamed map[string]string
 	var lossy map[string]bool
+	var inited []string
 	if m := agg.Migrations; m != nil {
 		renamed, lossy = m.Renamed, m.Lossy
+		for k, prg := range m.Init {
+			if prg != nil {
+				inited = append(inited, agg.Ops[k].Out)
+			}
+		}
 	}
-	if len(renamed) > 0 || len(lossy) > 0 || agg.KeyMigration != nil {
-		// The declared renames, lossy conversions and re-key go in the
-		// step's recorded config, where the compatibility check reads
-		// them (compat.RenamedOutputs, compat.LossyOutputs,
-		// compat.RekeyedFrom).
-		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, agg.KeyMigration)))
+	if len(renamed) > 0 || len(lossy) > 0 || len(inited) > 0 || agg.KeyMigration != nil {
+		// The declared renames, lossy conversions, inits and re-key go
+		// in the step's recorded config, where the compatibility check
+		// reads them (compat.RenamedOutputs, compat.LossyOutputs,
+		// compat.RekeyedFrom; the inits for its warning's words).
+		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, inited, agg.KeyMigration)))
 	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
@@ -222,7 +228,7 @@ type combineRekey struct {
 // renamed in place, as {"renamed_outputs": {NEW: OLD}}, those allowed a
 // lossy conversion, as {"lossy_outputs": [NAME...]} (sorted), and the
 // earlier key fields of a re-key, as {"rekeyed_from": [FIELD...]}.
-func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, rk *combine.KeyMigration) any {
+func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, inited []string, rk *combine.KeyMigration) any {
 	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
@@ -244,6 +250,13 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 		}
 		cfg[lossyOutputsKey] = names
 	}
+	if len(inited) > 0 {
+		names := make([]any, len(inited))
+		for i, n := range inited {
+			names[i] = n
+		}
+		cfg[initializedOutputsKey] = names
+	}
 	if rk != nil {
 		from := make([]any, len(rk.From))
 		for i, f := range rk.From {
@@ -253,6 +266,10 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 	}
 	return cfg
 }
+
+// initializedOutputsKey is the key of a Combine's recorded step config
+// that lists the outputs given an init (migrations), in output order.
+const initializedOutputsKey = "initialized_outputs"
 
 // rekeyedFromKey is the key of a Combine's recorded step config that
 // lists the earlier key fields of its declared re-key.
