@@ -21,7 +21,8 @@ import (
 // too, and is cancelled while it waits: the cancel completes without the
 // broker). While the job waits it is updated in place (an appended count
 // with an init): the update is made in the store and the new job waits in
-// its place.
+// its place, and rescaled (recorded: the retry that finds the broker starts
+// it with the new worker count).
 // The job is not FAILED: it stays
 // RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
 // subscription's acknowledgement do not move, and the server starts it
@@ -119,6 +120,13 @@ func TestCLIServerNATSOutage(t *testing.T) {
 		c, _ := m["condition"].(map[string]any)
 		return m["state"] == "RUNNING" && c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
 	})
+	// A rescale while it waits is recorded: the next retry starts it so.
+	if r := srv.cli(work, "jobs", "update-options", id, "--num-workers", "3"); r.code != ExitOK {
+		t.Fatalf("a rescale while the job waits for its broker: exit %d %s", r.code, r.stderr)
+	}
+	if opts, _ := srv.describe(id)["options"].(map[string]any); opts["num_workers"] != float64(3) {
+		t.Fatalf("options after a rescale while the job waits: %v, want num_workers 3", opts)
+	}
 	// A job waiting for its broker can be cancelled: the cancel completes
 	// at the next retry, without the broker.
 	srv.waitJob(otherID, "CONNECTOR_UNAVAILABLE", func(m map[string]any) bool {
@@ -160,7 +168,7 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	waitCaughtUp(t, srv, id)
 	for _, l := range []struct{ id, want string }{
 		{oldID, "a connector is unavailable"}, {oldID, "while it waited for its connector"},
-		{id, "which waited for its connector"}, {id, "the connectors answer again"},
+		{id, "which waited for its connector"}, {id, "rescaled from 2 to 3 workers while the job waits"}, {id, "the connectors answer again"},
 	} {
 		r = srv.cli(work, "jobs", "logs", l.id)
 		if r.code != ExitOK {

@@ -50,23 +50,33 @@ func (s *Core) UpdateOptions(ctx context.Context, ref string, opts record.JobOpt
 		return nil, err
 	}
 	jr := s.RunningJob(j.ID)
-	if j.State != record.StateRunning && j.State != record.StateDraining || jr == nil {
+	if j.State != record.StateRunning && j.State != record.StateDraining {
 		if j.State.Terminal() {
 			return nil, errcode.Errorf(errcode.JobTerminated, "job %s (%s) is %s, a final state: its options can no longer change", j.ID, j.Name, j.State)
 		}
 		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) is %s: only a running or draining job can change its options", j.ID, j.Name, j.State)
 	}
-	// Lock order 2: no checkpoint of the execution runs until the options
-	// are changed.
-	jr.CpMu.Lock() // lock order 2
-	defer jr.CpMu.Unlock()
-	// Read again now that no checkpoint can write it: the record written
-	// below is this one.
-	if j, err = s.ReadJob(j.ID); err != nil {
-		return nil, err
-	}
-	if (j.State != record.StateRunning && j.State != record.StateDraining) || s.RunningJob(j.ID) != jr {
-		return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+	waiting := false
+	if jr == nil {
+		// A job waiting for its connector has no execution to rescale:
+		// its record takes the options, and the next retry starts it
+		// with them (its state is restored into the new worker count).
+		if waiting = s.WaitsForConnector(j.ID); !waiting {
+			return nil, s.NoExecutionError(j.Name, j, "its options change once it runs")
+		}
+	} else {
+		// Lock order 2: no checkpoint of the execution runs until the
+		// options are changed.
+		jr.CpMu.Lock() // lock order 2
+		defer jr.CpMu.Unlock()
+		// Read again now that no checkpoint can write it: the record
+		// written below is this one.
+		if j, err = s.ReadJob(j.ID); err != nil {
+			return nil, err
+		}
+		if (j.State != record.StateRunning && j.State != record.StateDraining) || s.RunningJob(j.ID) != jr {
+			return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) became %s while its options were changing", j.ID, j.Name, j.State)
+		}
 	}
 	givenWorkers := opts.NumWorkers != 0
 	opts = opts.Inherit(j.Options)
@@ -84,6 +94,9 @@ func (s *Core) UpdateOptions(ctx context.Context, ref string, opts record.JobOpt
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	if waiting {
+		return s.waitingOptions(j, opts)
 	}
 	if !jr.Checkpointed || opts.NumWorkers == j.Options.NumWorkers {
 		if opts.NumWorkers != j.Options.NumWorkers {
@@ -109,6 +122,32 @@ func (s *Core) UpdateOptions(ctx context.Context, ref string, opts record.JobOpt
 	}
 	s.Emit(j.ID, record.EventRescaleSucceeded, record.SeverityInfo, fmt.Sprintf("rescaled from %d to %d workers", from, to), d)
 	return rj, nil
+}
+
+// waitingOptions records opts as the options of job j, which waits for its
+// connector (no execution): the next retry starts it with them, from its
+// last durable checkpoint, its keyed state split over the new worker
+// count as at a restart. The caller holds j's name guard.
+func (s *Core) waitingOptions(j *record.Job, opts record.JobOptions) (*record.Job, error) {
+	from, to := j.Options.NumWorkers, opts.NumWorkers
+	j.Options = opts
+	if from != to {
+		j.History = append(j.History, record.StateChange{State: j.State, Time: s.Now(),
+			Reason: fmt.Sprintf("rescaled from %d to %d workers while waiting for its connector: the next retry starts it so", from, to)})
+	}
+	w := &state.Write{}
+	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
+		return nil, err
+	}
+	if err := s.Apply(w); err != nil {
+		return nil, errcode.Internalf("recording the options of job %s: %w", j.ID, err)
+	}
+	if from != to {
+		s.Emit(j.ID, record.EventRescaleSucceeded, record.SeverityInfo,
+			fmt.Sprintf("rescaled from %d to %d workers while the job waits for its connector: its next start (a retry) runs %d", from, to, to),
+			map[string]any{"from_workers": from, "to_workers": to, "connector_unavailable": true})
+	}
+	return j, nil
 }
 
 // rescale moves job j from execution jr to a new execution with opts'
