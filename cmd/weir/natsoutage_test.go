@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,8 @@ import (
 // broker). While the job waits it is updated in place (an appended count
 // with an init): the update is made in the store and the new job waits in
 // its place, and rescaled (recorded: the retry that finds the broker starts
-// it with the new worker count).
+// it with the new worker count), and snapshotted (cut from its last durable
+// checkpoint).
 // The job is not FAILED: it stays
 // RUNNING with condition CONNECTOR_UNAVAILABLE, its table and its
 // subscription's acknowledgement do not move, and the server starts it
@@ -127,15 +129,26 @@ func TestCLIServerNATSOutage(t *testing.T) {
 	if opts, _ := srv.describe(id)["options"].(map[string]any); opts["num_workers"] != float64(3) {
 		t.Fatalf("options after a rescale while the job waits: %v, want num_workers 3", opts)
 	}
+	// A snapshot while it waits is cut from its last durable checkpoint.
+	var snap struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+		Epoch uint64 `json:"epoch"`
+	}
+	r = srv.cli(work, "snapshots", "create", "--job-id", "orders", "--wait", "--format", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &snap); r.code != ExitOK || err != nil || snap.State != "READY" || snap.Epoch == 0 {
+		t.Fatalf("a snapshot while the job waits for its broker: exit %d, %+v (%v)\n%s", r.code, snap, err, r.stderr)
+	}
 	// A job waiting for its broker can be cancelled: the cancel completes
 	// at the next retry, without the broker.
 	srv.waitJob(otherID, "CONNECTOR_UNAVAILABLE", func(m map[string]any) bool {
 		c, _ := m["condition"].(map[string]any)
 		return c != nil && c["code"] == "CONNECTOR_UNAVAILABLE"
 	})
-	oc := srv.describe(otherID)["condition"].(map[string]any)
-	if msg, _ := oc["message"].(string); !strings.Contains(msg, "the connection to the NATS server has been down") {
-		t.Errorf("the running job's condition does not say its connection was lost: %v", oc)
+	// The condition names the latest cause (a retry's, once one failed);
+	// the event that set it names the first: the connection lost.
+	if r := srv.cli(work, "jobs", "logs", otherID); !strings.Contains(r.stdout, "the connection to the NATS server has been down") {
+		t.Errorf("the running job's events do not say its connection was lost:\n%s", r.stdout)
 	}
 	if r := srv.cli(work, "jobs", "cancel", otherID); r.code != ExitOK {
 		t.Fatalf("cancel with the NATS server down: %d %s", r.code, r.stderr)

@@ -27,6 +27,10 @@ const (
 	identityKey    = "identity"
 )
 
+// Connected reports whether the broker's connection is up now (an
+// external server may be away while the client reconnects).
+func (b *Broker) Connected() bool { return b.nc.IsConnected() }
+
 // BrokerIdentity returns the broker's identity: a random UUID created the
 // first time it is asked for and stored in the broker's own data (a
 // JetStream key-value bucket), so that it lasts as long as the topics

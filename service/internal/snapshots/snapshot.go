@@ -134,11 +134,17 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 		return nil, err
 	}
 	jr := s.RunningJob(j.ID)
+	// A job waiting for its connector has no execution, but its last
+	// durable checkpoint is in the store: the snapshot is cut from there.
+	waiting := jr == nil && s.WaitsForConnector(j.ID) // only a job that took checkpoints waits
 	switch {
 	case j.Type != record.TypeStreaming:
 		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is a batch job: only streaming jobs can be snapshotted", j.ID, j.Name)
 	case j.State != record.StateRunning:
 		return nil, errcode.Errorf(errcode.JobNotSnapshottable, "job %s (%s) is %s: only a RUNNING job can be snapshotted", j.ID, j.Name, j.State)
+	case waiting && req.SnapshotSources:
+		return nil, s.NoExecutionError(j.Name, j, "its subscriptions cannot be snapshotted while the broker is away: snapshot without snapshot_sources (the job's own state and positions), or once the job runs")
+	case waiting:
 	case !j.Checkpointing || jr == nil || !jr.Checkpointed:
 		note := j.CheckpointNote
 		if note == "" {
@@ -157,11 +163,17 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 	if err := s.PutSnapshot(snap); err != nil {
 		return nil, err
 	}
-	cp, pin, err := s.snapshotCut(jr)
+	var cp *contract.Checkpoint
+	var pin *state.Pinned
+	if waiting {
+		cp, pin, err = s.storedCut(j)
+	} else {
+		cp, pin, err = s.snapshotCut(jr)
+	}
 	if err != nil {
 		guarded = false
 		unlock()
-		if !errors.Is(err, core.ErrNotWritten) {
+		if !waiting && !errors.Is(err, core.ErrNotWritten) {
 			// A checkpoint taken and not written lost its state changes:
 			// the job fails as on a failed periodic checkpoint.
 			s.CheckpointFailed(jr, err)
@@ -191,9 +203,18 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 	}
 	guarded = false
 	unlock()
-	steps := make([]string, 0, len(jr.Prog.Graph.Steps))
-	for _, st := range jr.Prog.Graph.Steps {
-		steps = append(steps, st.Name)
+	var steps []string
+	if jr != nil {
+		for _, st := range jr.Prog.Graph.Steps {
+			steps = append(steps, st.Name)
+		}
+	} else if g, err := graph.Parse(j.Graph); err == nil {
+		for _, st := range g.Steps {
+			steps = append(steps, st.Name)
+		}
+	} else {
+		_ = pin.Release()
+		return s.snapshotFailed(id, fmt.Sprintf("reading the job's graph: %v", err))
 	}
 	cut := state.SnapshotCut{Lineage: j.StateKey(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
@@ -227,6 +248,29 @@ func (s *Snapshots) snapshotCut(jr *core.Run) (*contract.Checkpoint, *state.Pinn
 		return nil, nil, fmt.Errorf("committing checkpoint %d: %w", cp.Epoch, err)
 	}
 	return cp, pin, nil
+}
+
+// storedCut is snapshotCut for job j, which waits for its connector and
+// has no execution: its last durable checkpoint, with the store pinned as
+// it is (no execution writes the job's state: one would first take the
+// name's guard, which the caller holds). On success the caller releases
+// the pin.
+func (s *Snapshots) storedCut(j *record.Job) (*contract.Checkpoint, *state.Pinned, error) {
+	rec, err := s.Store.LastCheckpoint(j.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil, fmt.Errorf("job %s waits for its connector and has no durable checkpoint yet to cut", j.ID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the last checkpoint of job %s: %w", j.ID, err)
+	}
+	var pin *state.Pinned
+	if err := s.Update(func(tx *core.Tx) error { pin = tx.Pin(); return nil }); err != nil {
+		return nil, nil, err
+	}
+	if pin == nil {
+		return nil, nil, fmt.Errorf("the state store could not be pinned for the cut")
+	}
+	return &contract.Checkpoint{Epoch: rec.Epoch, Positions: rec.Positions, SinkParts: rec.SinkParts}, pin, nil
 }
 
 // snapshotBatchBytes is the size of each table file a snapshot's copy

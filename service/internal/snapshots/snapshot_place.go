@@ -88,6 +88,12 @@ func (s *Snapshots) recordBroker(ctx context.Context, snap *record.Snapshot, g *
 	if len(steps) == 0 {
 		return
 	}
+	if c, ok := sp.(interface{ Connected() bool }); ok && !c.Connected() {
+		// Away (a job waiting for it is snapshotted from the store): not
+		// worth a call's timeout under the job's guard.
+		s.Opts.Logger.Warn("a snapshot cannot say whose Pub/Sub positions it holds: the broker is unreachable", "snapshot_id", snap.ID)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, core.BrokerCallTimeout)
 	defer cancel()
 	id, err := sp.BrokerIdentity(ctx)
