@@ -22,20 +22,8 @@ import (
 // starts the count anew.
 func TestSourceReportsUnreachableBroker(t *testing.T) {
 	t.Parallel()
-	nc := natscluster.Start(t, 1, 0)
 	ctx := tctx(t)
-	b, err := Connect(ctx, nc.URLs(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	setupTopic(t, b, "gone", "gone", 0)
-	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)))
-	src, err := NewSource(b, SourceConfig{Step: "Read", Subscription: "gone", Schema: orderSchema, TimestampField: "ts",
-		Clock: clock, UnreachableAfter: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, b, clock, src := externalSource(t, "gone", 0)
 	sp := openSplit(t, src)
 	buf := make([]contract.Element, 4)
 	if _, err := sp.Read(ctx, buf); err != nil {
@@ -62,7 +50,7 @@ func TestSourceReportsUnreachableBroker(t *testing.T) {
 		t.Fatalf("a read 59s into the outage: %v, want none before UnreachableAfter", err)
 	}
 	clock.Advance(mtime.FromDuration(time.Second))
-	err = read()
+	err := read()
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, contract.ErrUnavailable) || !strings.Contains(err.Error(), "subscription gone") {
 		t.Fatalf("a read a minute into the outage: %v, want ErrUnavailable naming the subscription", err)
 	}
@@ -76,20 +64,8 @@ func TestSourceReportsUnreachableBroker(t *testing.T) {
 // within that bound, not idle poll intervals later.
 func TestIdleSourceWakesWhenTheBrokerGoes(t *testing.T) {
 	t.Parallel()
-	nc := natscluster.Start(t, 1, 0)
 	ctx := tctx(t)
-	b, err := Connect(ctx, nc.URLs(), testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
-	setupTopic(t, b, "quiet", "quiet", 0)
-	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)))
-	src, err := NewSource(b, SourceConfig{Step: "Read", Subscription: "quiet", Schema: orderSchema, TimestampField: "ts",
-		Clock: clock, UnreachableAfter: time.Minute, IdlePollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, _, clock, src := externalSource(t, "quiet", time.Hour)
 	sp := openSplit(t, src).(contract.IdleReader)
 	buf := make([]contract.Element, 4)
 	// Empty reads until the split waits for its doorbell.
@@ -120,4 +96,26 @@ func TestIdleSourceWakesWhenTheBrokerGoes(t *testing.T) {
 	if !errors.Is(last, ErrUnavailable) {
 		t.Fatalf("reads a minute into the outage: %v, want ErrUnavailable", last)
 	}
+}
+
+// externalSource starts a NATS server, connects a broker to it and
+// returns a source on a new topic and subscription named sub, reading on
+// a manual clock, with an UnreachableAfter of a minute and idlePoll as its
+// IdlePollInterval (0: the default).
+func externalSource(t *testing.T, sub string, idlePoll time.Duration) (*natscluster.Cluster, *Broker, *mtime.ManualClock, *Source) {
+	t.Helper()
+	nc := natscluster.Start(t, 1, 0)
+	b, err := Connect(tctx(t), nc.URLs(), testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	setupTopic(t, b, sub, sub, 0)
+	clock := mtime.NewManualClock(mtime.FromTime(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)))
+	src, err := NewSource(b, SourceConfig{Step: "Read", Subscription: sub, Schema: orderSchema, TimestampField: "ts",
+		Clock: clock, UnreachableAfter: time.Minute, IdlePollInterval: idlePoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, b, clock, src
 }
