@@ -128,10 +128,11 @@ type Broker struct {
 	// (ConnectOptions.UnreachableAfter; 0: DefaultUnreachableAfter); set
 	// before use, then read only.
 	unreachableAfter time.Duration
-	// conn tells idle sources that the connection went down (downCh), so
-	// that their wait for a doorbell ends and their next read can say how
-	// long it has been down (SourceConfig.UnreachableAfter) rather than an
-	// idle poll interval later. Its mutex is a leaf, taken by the
+	// conn tells sources that the connection went down (down is closed
+	// then), so that a read waiting for its pull or its doorbell ends and
+	// the next one can say how long it has been down
+	// (SourceConfig.UnreachableAfter) rather than a pull's or an idle poll
+	// interval's time later. Its mutex is a leaf, taken by the
 	// connection's handlers and by connDown.
 	conn struct {
 		sync.Mutex

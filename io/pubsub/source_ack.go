@@ -96,8 +96,8 @@ func (s *split) Ack(ctx context.Context, pos []byte) error {
 }
 
 // Close waits for the fetch in flight to end (at most FetchWait; not at
-// all while the connection is down) and releases the split. Messages delivered but not acknowledged stay in the
-// subscription.
+// all while the connection is down) and releases the split. Messages
+// delivered but not acknowledged stay in the subscription.
 func (s *split) Close() error {
 	s.hangUpBell()
 	if s.batch != nil {
