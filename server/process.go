@@ -475,8 +475,14 @@ func startBroker(ctx context.Context, cfg Config, dir string) (*pubsub.Broker, e
 				replicas = pubsub.ReplicasAuto
 			}
 		}
+		// A NATS server that does not answer yet (both started at a
+		// machine's boot) is waited for as long as a lost connection is.
+		wait := cfg.NATSUnreachableAfter
+		if wait <= 0 {
+			wait = pubsub.DefaultUnreachableAfter
+		}
 		b, err := pubsub.ConnectWith(ctx, pubsub.ConnectOptions{URL: cfg.NATSURL, Credentials: cfg.NATSCredentials, Logger: cfg.Logger, Replicas: replicas,
-			UnreachableAfter: cfg.NATSUnreachableAfter})
+			UnreachableAfter: cfg.NATSUnreachableAfter, StartWait: wait})
 		if err != nil {
 			return nil, fmt.Errorf("--nats-url: %w", err)
 		}

@@ -82,7 +82,15 @@ type ConnectOptions struct {
 	// sources read through the broker that set none: how long their
 	// reads ride out a lost connection. Default DefaultUnreachableAfter.
 	UnreachableAfter time.Duration
+	// StartWait is how long ConnectWith keeps trying a server that does
+	// not answer (nothing listens, no route: it may be starting, as after
+	// a machine's boot), logging once that it waits; 0: it fails at the
+	// first attempt. Refused credentials and failed TLS fail at once.
+	StartWait time.Duration
 }
+
+// startRetry is how often ConnectWith tries again within StartWait.
+const startRetry = 250 * time.Millisecond
 
 // Validate reports options that cannot work, naming the flags concerned.
 // It reads no file.
@@ -297,25 +305,42 @@ func ConnectWith(ctx context.Context, o ConnectOptions) (*Broker, error) {
 		nc  *nats.Conn
 		err error
 	}
-	ch := make(chan result, 1)
-	go func() {
-		opts := append([]nats.Option{nats.Name("weir"), nats.Timeout(timeout), nats.MaxReconnects(-1)}, creds...)
-		nc, err := nats.Connect(o.URL, opts...)
-		ch <- result{nc, err}
-	}()
 	var r result
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
+	deadline := time.Now().Add(o.StartWait)
+	for attempt := 0; ; attempt++ {
+		ch := make(chan result, 1)
 		go func() {
-			if r := <-ch; r.nc != nil {
-				r.nc.Close()
-			}
+			opts := append([]nats.Option{nats.Name("weir"), nats.Timeout(timeout), nats.MaxReconnects(-1)}, creds...)
+			nc, err := nats.Connect(o.URL, opts...)
+			ch <- result{nc, err}
 		}()
-		return nil, fmt.Errorf("connecting to %s: %w: %w", shown, ErrUnavailable, ctx.Err())
-	}
-	if r.err != nil {
-		return nil, o.explain(shown, r.err)
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			go func() {
+				if r := <-ch; r.nc != nil {
+					r.nc.Close()
+				}
+			}()
+			return nil, fmt.Errorf("connecting to %s: %w: %w", shown, ErrUnavailable, ctx.Err())
+		}
+		if r.err == nil {
+			break
+		}
+		err := o.explain(shown, r.err)
+		if !errors.Is(r.err, nats.ErrNoServers) || !time.Now().Add(startRetry).Before(deadline) {
+			return nil, err
+		}
+		if attempt == 0 {
+			logger.Warn(fmt.Sprintf("the NATS server does not answer yet: trying again for up to %s", o.StartWait), "url", shown, "error", r.err.Error())
+		}
+		t := time.NewTimer(startRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (waited for it until cancelled: %w)", err, ctx.Err())
+		}
 	}
 	b, err := newBroker(r.nc, nil, logger, mtime.WallClock{})
 	if err != nil {

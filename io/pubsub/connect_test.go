@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
+	"github.com/weir-dev/weir/internal/natscluster"
 	"github.com/weir-dev/weir/internal/testpki"
 )
 
@@ -260,5 +261,43 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestConnectWaitsForAStartingServer: with StartWait, a NATS server that
+// does not answer yet (it starts after weir, as at a machine's boot) is
+// tried again until it answers; without, or past the wait, the connection
+// fails with ErrUnavailable. Refused credentials are not waited for.
+func TestConnectWaitsForAStartingServer(t *testing.T) {
+	t.Parallel()
+	nc := natscluster.Start(t, 1, 0)
+	url := nc.URLs()
+	nc.StopServer(0)
+	ctx := tctx(t)
+	if _, err := ConnectWith(ctx, ConnectOptions{URL: url, Logger: testLogger()}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("connecting to a stopped server without StartWait: %v, want ErrUnavailable", err)
+	}
+	if _, err := ConnectWith(ctx, ConnectOptions{URL: url, Logger: testLogger(), StartWait: 600 * time.Millisecond}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("connecting to a server that stays stopped past StartWait: %v, want ErrUnavailable", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		b, err := ConnectWith(ctx, ConnectOptions{URL: url, Logger: testLogger(), StartWait: 5 * time.Minute})
+		if err == nil {
+			err = b.Shutdown(context.Background())
+		}
+		done <- err
+	}()
+	if err := nc.StartServer(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("connecting while the server starts: %v, want a connection once it answers", err)
+	}
+	// A refusal is an answer: not waited for (a wait would outlast the
+	// test's context).
+	authed := natsServer(t, func(o *server.Options) { o.Username, o.Password = "weir", "secret" })
+	if _, err := ConnectWith(ctx, ConnectOptions{URL: "nats://weir:wrong@" + authed, Logger: testLogger(), StartWait: 5 * time.Minute}); !errors.Is(err, ErrAuthRefused) {
+		t.Fatalf("connecting with a wrong password and a StartWait: %v, want ErrAuthRefused at once", err)
 	}
 }
