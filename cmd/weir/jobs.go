@@ -256,10 +256,7 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 		row("Last dead letter", j.LastDeadLetter)
 	}
 	if m := j.Metrics; m != nil {
-		wm := m.DataWatermark
-		if m.DataWatermarkAgeSeconds != nil {
-			wm += fmt.Sprintf(" (age %s)", seconds(*m.DataWatermarkAgeSeconds))
-		}
+		wm := watermarkText(m.DataWatermark, m.DataWatermarkAgeSeconds)
 		if wm != "" {
 			row("Data watermark", wm)
 		}
@@ -399,6 +396,19 @@ func formatTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// watermarkText is a data watermark as describe shows it: with its age,
+// or how far it is ahead of the clock (event times stamped ahead, within
+// a source's max_future_skew).
+func watermarkText(wm string, age *float64) string {
+	switch {
+	case wm == "" || age == nil:
+		return wm
+	case *age < 0:
+		return fmt.Sprintf("%s (%s ahead of now)", wm, seconds(-*age))
+	}
+	return fmt.Sprintf("%s (age %s)", wm, seconds(*age))
 }
 
 func seconds(s float64) string {
