@@ -103,12 +103,8 @@ func (s *Core) UpdateOptions(ctx context.Context, ref string, opts record.JobOpt
 			return nil, errcode.Errorf(errcode.IllegalTransition, "job %s (%s) takes no checkpoints (%s), so it cannot be rescaled in flight", j.ID, j.Name, j.CheckpointNote)
 		}
 		j.Options = opts
-		w := &state.Write{}
-		if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
+		if err := s.putOptions(j); err != nil {
 			return nil, err
-		}
-		if err := s.Apply(w); err != nil {
-			return nil, errcode.Internalf("recording the options of job %s: %w", j.ID, err)
 		}
 		return j, nil
 	}
@@ -135,12 +131,8 @@ func (s *Core) waitingOptions(j *record.Job, opts record.JobOptions) (*record.Jo
 		j.History = append(j.History, record.StateChange{State: j.State, Time: s.Now(),
 			Reason: fmt.Sprintf("rescaled from %d to %d workers while waiting for its connector: the next retry starts it so", from, to)})
 	}
-	w := &state.Write{}
-	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
+	if err := s.putOptions(j); err != nil {
 		return nil, err
-	}
-	if err := s.Apply(w); err != nil {
-		return nil, errcode.Internalf("recording the options of job %s: %w", j.ID, err)
 	}
 	if from != to {
 		s.Emit(j.ID, record.EventRescaleSucceeded, record.SeverityInfo,
@@ -148,6 +140,19 @@ func (s *Core) waitingOptions(j *record.Job, opts record.JobOptions) (*record.Jo
 			map[string]any{"from_workers": from, "to_workers": to, "connector_unavailable": true})
 	}
 	return j, nil
+}
+
+// putOptions writes job j's record after its options changed without a
+// rescale of a live execution.
+func (s *Core) putOptions(j *record.Job) error {
+	w := &state.Write{}
+	if err := PutJSON(w, record.JobKey(j.ID), j); err != nil {
+		return err
+	}
+	if err := s.Apply(w); err != nil {
+		return errcode.Internalf("recording the options of job %s: %w", j.ID, err)
+	}
+	return nil
 }
 
 // rescale moves job j from execution jr to a new execution with opts'

@@ -112,13 +112,8 @@ func (s *InPlace) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	old.PendingCommit = false
 	l.Generation, l.ActiveJobID, l.LatestJobID = nj.Generation, nj.ID, nj.ID
 	w := &state.Write{}
-	for _, r := range []struct {
-		key string
-		v   any
-	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
-		if err := core.PutJSON(w, r.key, r.v); err != nil {
-			return nil, err
-		}
+	if err := putUpdateRecords(w, old, nj, l); err != nil {
+		return nil, err
 	}
 	if rec == nil {
 		// No checkpoint, so no state: the new job starts from scratch.
@@ -140,6 +135,20 @@ func (s *InPlace) updateStored(ctx context.Context, l *record.Lineage, old *reco
 	}
 	res.Action, res.Job = ActionUpdated, nj
 	return res, nil
+}
+
+// putUpdateRecords adds to w the records an update writes in its
+// handover: the old job's, the new job's and the name's lineage.
+func putUpdateRecords(w *state.Write, old, nj *record.Job, l *record.Lineage) error {
+	for _, r := range []struct {
+		key string
+		v   any
+	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
+		if err := core.PutJSON(w, r.key, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handoverOf describes the handover of an old job's checkpoint, whose

@@ -355,13 +355,8 @@ func (s *InPlace) persistHandover(ctx context.Context, u *update) error {
 	if err := rb.Put(w); err != nil {
 		return s.abortUpdate(ctx, u, err)
 	}
-	for _, rec := range []struct {
-		key string
-		v   any
-	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
-		if err := core.PutJSON(w, rec.key, rec.v); err != nil {
-			return s.abortUpdate(ctx, u, err)
-		}
+	if err := putUpdateRecords(w, old, nj, l); err != nil {
+		return s.abortUpdate(ctx, u, err)
 	}
 	err = s.Update(func(tx *core.Tx) error { // the write only
 		tx.StateEvent(w, old, oldFrom)

@@ -72,13 +72,8 @@ func (s *InPlace) updateWaiting(ctx context.Context, u *update) (*core.UpdateRes
 		}
 		u.rb = cut
 	}
-	for _, r := range []struct {
-		key string
-		v   any
-	}{{record.JobKey(old.ID), old}, {record.JobKey(nj.ID), nj}, {record.LineageKey(old.Name), l}} {
-		if err := core.PutJSON(w, r.key, r.v); err != nil {
-			return nil, err
-		}
+	if err := putUpdateRecords(w, old, nj, l); err != nil {
+		return nil, err
 	}
 	err = s.Update(func(tx *core.Tx) error { // the write only
 		tx.StateEvent(w, old, oldFrom)
