@@ -192,7 +192,8 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 			return failed, ferr
 		}
 	}
-	if g, err := graph.Parse(j.Graph); err == nil {
+	g, gerr := graph.Parse(j.Graph)
+	if gerr == nil {
 		s.recordBroker(ctx, snap, g, cp.Positions)
 	}
 	snap.State, snap.StateTime = record.SnapshotRunning, s.Now()
@@ -203,18 +204,16 @@ func (s *Snapshots) CreateSnapshot(ctx context.Context, req SnapshotRequest) (*r
 	}
 	guarded = false
 	unlock()
-	var steps []string
 	if jr != nil {
-		for _, st := range jr.Prog.Graph.Steps {
-			steps = append(steps, st.Name)
-		}
-	} else if g, err := graph.Parse(j.Graph); err == nil {
-		for _, st := range g.Steps {
-			steps = append(steps, st.Name)
-		}
-	} else {
+		g, gerr = jr.Prog.Graph, nil // the running program's own
+	}
+	if gerr != nil {
 		_ = pin.Release()
-		return s.snapshotFailed(id, fmt.Sprintf("reading the job's graph: %v", err))
+		return s.snapshotFailed(id, fmt.Sprintf("reading the job's graph: %v", gerr))
+	}
+	steps := make([]string, 0, len(g.Steps))
+	for _, st := range g.Steps {
+		steps = append(steps, st.Name)
 	}
 	cut := state.SnapshotCut{Lineage: j.StateKey(), Steps: steps,
 		Record: state.CheckpointRecord{JobID: j.ID, Epoch: cp.Epoch, Positions: cp.Positions, SinkParts: cp.SinkParts}}
