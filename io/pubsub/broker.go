@@ -136,8 +136,7 @@ type Broker struct {
 	// connection's handlers and by connDown.
 	conn struct {
 		sync.Mutex
-		down   chan struct{} // closed at a disconnect; a new one at each reconnect
-		closed bool          // down is closed
+		down chan struct{} // closed at a disconnect; a new one at each reconnect
 	}
 	// expiry throttles ExpireSubscriptionSnapshots; last is guarded by
 	// its mutex, a leaf.
@@ -265,16 +264,19 @@ func newBroker(nc *nats.Conn, srv *server.Server, logger *slog.Logger, clock mti
 	b.conn.down = make(chan struct{})
 	nc.SetDisconnectErrHandler(func(*nats.Conn, error) {
 		b.conn.Lock()
-		if !b.conn.closed {
+		select {
+		case <-b.conn.down: // closed at an earlier disconnect
+		default:
 			close(b.conn.down)
-			b.conn.closed = true
 		}
 		b.conn.Unlock()
 	})
 	nc.SetReconnectHandler(func(*nats.Conn) {
 		b.conn.Lock()
-		if b.conn.closed {
-			b.conn.down, b.conn.closed = make(chan struct{}), false
+		select {
+		case <-b.conn.down:
+			b.conn.down = make(chan struct{})
+		default: // never closed
 		}
 		b.conn.Unlock()
 	})

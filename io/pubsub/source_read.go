@@ -192,11 +192,10 @@ func (s *split) hangUpBell() {
 // UnreachableAfter, not idle poll intervals later.
 func (s *split) waitBell(ctx context.Context) error {
 	d := s.cfg.IdlePollInterval
-	down := s.b.connDown()
-	if s.bellFailed || !s.b.nc.IsConnected() {
+	if s.bellFailed {
 		d = min(d, idleNoBellPoll)
-		down = nil // down already: poll, do not spin on the closed channel
 	}
+	down, poll := s.downWait()
 	if s.idleTimer == nil {
 		s.idleTimer = time.NewTimer(d)
 	} else {
@@ -209,6 +208,7 @@ func (s *split) waitBell(ctx context.Context) error {
 	case <-s.bell:
 	case <-s.idleTimer.C:
 	case <-down:
+	case <-poll:
 	}
 	return nil
 }
@@ -327,8 +327,8 @@ func (s *split) readFetch(ctx context.Context, buf []contract.Element, batch int
 	return s.result(n), nil
 }
 
-// downWait returns what ends a read's wait for its fetch besides the
-// fetch itself: while connected, the connection's loss (Broker.connDown);
+// downWait returns what ends a read's wait (for its fetch, or an idle
+// read's for its doorbell) besides what it waits for: while connected, the connection's loss (Broker.connDown);
 // while the connection is down, idleNoBellPoll (a read waits no longer, so
 // that an outage is counted on time; never a closed channel, which would
 // make the worker spin).
