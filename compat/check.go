@@ -584,7 +584,7 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 			c.checkNarrowed(o, n, ref, dropFix, at)
 		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
-				ref, outputsChangeText(added, removed, initsOf(c, n, len(o.StoredCoder.Fields), len(added))), coderString(o.StoredCoder), coderString(n.StoredCoder))
+				ref, outputsChangeText(added, removed, c.appendedStart(n, len(o.StoredCoder.Fields))), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) && migratesFrom(o, n) {
 			c.warn(o.Name, errcode.AccumulatorMigrated, "%s: its accumulator changed from %s to %s, and the step declares the migration from %s: stored accumulators are read through it (a key whose accumulator it refuses starts afresh)",
 				ref, coderString(o.StoredCoder), coderString(n.StoredCoder), coderString(n.AccumulatorFrom))

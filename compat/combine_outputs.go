@@ -65,14 +65,14 @@ type combineMigrationConfig struct {
 	Initialized []string `json:"initialized_outputs"`
 }
 
-// appendedInits splits the names of YAML Combine n's outputs from
+// appendedStart splits the names of YAML Combine n's outputs from
 // position from on (those appended by the update) into those the step
 // gives an init (migrations) and the others; both nil when the names are
-// unknown.
-func (c *checker) appendedInits(n *graph.Step, from int) (inited, empty []string) {
+// unknown or none was appended.
+func (c *checker) appendedStart(n *graph.Step, from int) (st appendedStart) {
 	names, ok := combineOutputNames(c.newG, n)
 	if !ok || from > len(names) {
-		return nil, nil
+		return st
 	}
 	init := map[string]bool{}
 	for _, name := range combineMigrations(n).Initialized {
@@ -80,12 +80,12 @@ func (c *checker) appendedInits(n *graph.Step, from int) (inited, empty []string
 	}
 	for _, name := range names[from:] {
 		if init[name] {
-			inited = append(inited, name)
+			st.inited = append(st.inited, name)
 		} else {
-			empty = append(empty, name)
+			st.empty = append(st.empty, name)
 		}
 	}
-	return inited, empty
+	return st
 }
 
 // RekeyedFrom returns the earlier key fields YAML Combine s declares a

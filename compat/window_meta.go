@@ -229,16 +229,6 @@ func outputsChanged(o, n *graph.Coder) (added, removed []graph.Field, ok bool) {
 // empty do not (both nil: not known).
 type appendedStart struct{ inited, empty []string }
 
-// initsOf is appendedStart of the added outputs of Combine n, the first at
-// position from.
-func initsOf(c *checker, n *graph.Step, from, added int) appendedStart {
-	if added == 0 {
-		return appendedStart{}
-	}
-	inited, empty := c.appendedInits(n, from)
-	return appendedStart{inited, empty}
-}
-
 // outputsChangeText says what outputsChanged found, for the report.
 func outputsChangeText(added, removed []graph.Field, st appendedStart) string {
 	list := func(fs []graph.Field) string {
