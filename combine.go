@@ -124,6 +124,9 @@ type combineAgg[K comparable, V, A, O any] struct {
 	// rekey moves the keys an earlier version stored under another key
 	// (RekeyFrom); nil when the step declares none.
 	rekey *keyMigration
+	// readKey reads a key back from its AppendKey encoding (keyReader);
+	// nil when K's does not read back (see KeysFromEncoding).
+	readKey func(enc string) (K, error)
 }
 
 func (c *combineAgg[K, V, A, O]) NewAccumulator() any {
@@ -196,7 +199,7 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 	if sc.urn == "" {
 		sc.urn = "weir:combine:" + fnName
 	}
-	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, accJSON: newFlatJSON[A](), step: s.fullName(name)}
+	agg := &combineAgg[K, V, A, O]{kvKeyer: kvKeyer[K, V]{appendKey: app}, fn: fn, accJSON: newFlatJSON[A](), step: s.fullName(name), readKey: keyReader[K]()}
 	if m := sc.migrate; m != nil {
 		if want := reflect.TypeFor[A](); m.to != want {
 			s.p.addErr(fmt.Errorf("step %q: MigrateAccumulator gives a %s, but the combine's accumulator is a %s", s.fullName(name), m.to, want))

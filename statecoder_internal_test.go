@@ -159,3 +159,55 @@ func TestAccumulatorMigrationEncoding(t *testing.T) {
 		t.Errorf("a migration to another type: %v", err)
 	}
 }
+
+// TestEncodedKeysAgree: a combine that keeps its keys as their encodings
+// (string, int64 and int keys) reads each key back from its AppendKey
+// encoding, and stores it, from that encoding alone, as the bytes
+// AppendEncodedKey writes for the key itself, with and without a re-key
+// mark; keys of other types are kept whole.
+func TestEncodedKeysAgree(t *testing.T) {
+	type point struct{ X, Y int }
+	check := func(t *testing.T, ek contract.EncodedKeyer, sa contract.StateAppender, enc []byte, key any) {
+		t.Helper()
+		got, err := ek.KeyFromEncoding(string(enc))
+		if err != nil || got != key {
+			t.Errorf("KeyFromEncoding(%q) = %#v, %v; want %#v", enc, got, err, key)
+		}
+		want, err := sa.AppendEncodedKey([]byte("p"), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, err := ek.AppendEncodedKeyFrom([]byte("p"), string(enc))
+		if err != nil || !bytes.Equal(from, want) {
+			t.Errorf("AppendEncodedKeyFrom(%q) = %q, %v; want %q", enc, from, err, want)
+		}
+	}
+	for _, mark := range [][]byte{nil, contract.RekeyMark("string")} {
+		t.Run(fmt.Sprintf("mark %q", mark), func(t *testing.T) {
+			s := &combineAgg[string, int64, int64, int64]{kvKeyer: kvKeyer[string, int64]{mark: mark}, fn: Sum[int64](), readKey: keyReader[string]()}
+			for _, k := range []string{"", "k-1", "ünïcode", strings.Repeat("x", 300)} {
+				check(t, s, s, []byte(k), k)
+			}
+			i := &combineAgg[int64, int64, int64, int64]{kvKeyer: kvKeyer[int64, int64]{mark: mark}, fn: Sum[int64](), readKey: keyReader[int64]()}
+			app, _ := keyAppender[int64]()
+			for _, k := range []int64{0, 1, -1, 1 << 62, -1 << 63} {
+				check(t, i, i, app(nil, k), k)
+			}
+			n := &combineAgg[int, int64, int64, int64]{kvKeyer: kvKeyer[int, int64]{mark: mark}, fn: Sum[int64](), readKey: keyReader[int]()}
+			appInt, _ := keyAppender[int]()
+			for _, k := range []int{0, 7, -300} {
+				check(t, n, n, appInt(nil, k), k)
+			}
+		})
+	}
+	if _, err := keyReader[int64]()("short"); err == nil {
+		t.Error("an integer key's encoding of 5 bytes read back without an error")
+	}
+	if keyReader[point]() != nil || keyReader[float64]() != nil {
+		t.Error("a struct or float key is kept as its encoding; want it kept whole")
+	}
+	rekeyed := &combineAgg[string, int64, int64, int64]{fn: Sum[int64](), readKey: keyReader[string](), rekey: &keyMigration{}}
+	if rekeyed.KeysFromEncoding() {
+		t.Error("a combine that declares a re-key keeps keys as encodings; want them whole")
+	}
+}

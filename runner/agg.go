@@ -27,15 +27,14 @@ type winState struct {
 type aggKey struct {
 	key  any
 	wins []*winState
-	// hash is the key's KeyHash; next chains keys whose hashes collide.
+	// hash is the key's KeyHash.
 	hash uint64
-	next *aggKey
 	// str is the key's map key (its canonical encoding).
 	str string
 	// dirty is the change-log generation in which the key last changed
 	// (see changeLog); dead (below, beside used, so that the two flags
-	// share one word: the key is then 240 bytes, a smaller size class than
-	// 256) is set when the key left its key group.
+	// share one word: the key is then 224 bytes, a smaller size class than
+	// 240) is set when the key left its key group.
 	dirty uint64
 	// win0 and wins0 hold the key's first window and the first slot of
 	// wins inside the key itself: most keys only ever have one window (the
@@ -98,61 +97,6 @@ func (k *aggKey) has(ws *winState) bool {
 // may not be comparable.
 func sameAny(a, b any) bool {
 	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
-}
-
-// keyGroupState holds the keys of one key group. State is addressed by
-// (step, key group, key, window), so a key group can be moved or persisted
-// as a unit.
-type keyGroupState struct {
-	keys map[uint64]*aggKey
-	// n is the number of keys held (chains included), for key counts.
-	n int
-}
-
-// find returns the key with hash h and encoding key, or nil.
-func (g *keyGroupState) find(h uint64, key string) *aggKey {
-	for k := g.keys[h]; k != nil; k = k.next {
-		if k.str == key {
-			return k
-		}
-	}
-	return nil
-}
-
-// findBytes is find for an encoding held in a scratch buffer.
-func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
-	for k := g.keys[h]; k != nil; k = k.next {
-		if k.str == string(key) {
-			return k
-		}
-	}
-	return nil
-}
-
-func (g *keyGroupState) add(k *aggKey) {
-	k.next = g.keys[k.hash]
-	g.keys[k.hash] = k
-	g.n++
-}
-
-func (g *keyGroupState) remove(k *aggKey) {
-	head := g.keys[k.hash]
-	if head == k {
-		if k.next == nil {
-			delete(g.keys, k.hash)
-		} else {
-			g.keys[k.hash] = k.next
-		}
-		g.n--
-		return
-	}
-	for p := head; p != nil; p = p.next {
-		if p.next == k {
-			p.next = k.next
-			g.n--
-			return
-		}
-	}
 }
 
 // timerRef names a window of a key for a timer; it is checked lazily (the
@@ -369,18 +313,16 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 		if g == nil {
 			continue
 		}
-		for _, head := range g.keys {
-			for k := head; k != nil; k = k.next {
-				if k.key != nil {
-					continue
-				}
-				key, err := ek.KeyFromEncoding(k.str)
-				if err != nil {
-					n.w.r.opts.Logger.Error("adopting a key: decoding it failed; its panes have no key", "step", n.sp.step.Name, "error", err)
-					continue
-				}
-				k.key = key
+		for k := range g.all() {
+			if k.key != nil {
+				continue
 			}
+			key, err := ek.KeyFromEncoding(k.str)
+			if err != nil {
+				n.w.r.opts.Logger.Error("adopting a key: decoding it failed; its panes have no key", "step", n.sp.step.Name, "error", err)
+				continue
+			}
+			k.key = key
 		}
 	}
 }
@@ -390,7 +332,7 @@ func (n *aggNode) timerCount() int { return len(n.events) + len(n.deadlines) + n
 func (n *aggNode) group(kg uint16) *keyGroupState {
 	g := n.groups[kg]
 	if g == nil {
-		g = &keyGroupState{keys: map[uint64]*aggKey{}}
+		g = &keyGroupState{}
 		n.groups[kg] = g
 	}
 	return g
@@ -430,11 +372,17 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		h := b.hashes[i]
 		kg := uint16(h % ngroups)
 		g := n.group(kg)
-		scratch = n.agg.AppendKey(scratch[:0], e.Value)
-		k := g.findBytes(h, scratch)
+		var enc []byte
+		if b.kends != nil {
+			enc = b.key(i)
+		} else {
+			scratch = n.agg.AppendKey(scratch[:0], e.Value)
+			enc = scratch
+		}
+		k := g.findBytes(h, enc)
 		if k == nil {
 			k = &aggKey{hash: h}
-			k.setStr(scratch)
+			k.setStr(enc)
 			if n.ek == nil {
 				k.key = n.agg.Key(e.Value)
 			}
@@ -609,15 +557,13 @@ func (n *aggNode) loadFarTimers() {
 		if g == nil {
 			continue
 		}
-		for _, head := range g.keys {
-			for k := head; k != nil; k = k.next {
-				for _, ws := range k.wins {
-					if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
-						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
-					}
-					if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-						refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
-					}
+		for k := range g.all() {
+			for _, ws := range k.wins {
+				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
+					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
+				}
+				if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
+					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
 				}
 			}
 		}

@@ -42,6 +42,8 @@ func copyBundle(b bundle) bundle {
 	c := b
 	c.elems = append([]contract.Element(nil), b.elems...)
 	c.hashes = append([]uint64(nil), b.hashes...)
+	c.keys = append([]byte(nil), b.keys...)
+	c.kends = append([]uint32(nil), b.kends...)
 	return c
 }
 

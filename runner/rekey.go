@@ -145,7 +145,7 @@ func (n *aggNode) oldKeysMove(olds []node) bool {
 			if g == nil {
 				continue
 			}
-			for _, k := range g.keys {
+			for k := range g.all() {
 				kb, err := appendAggKeyOnly(nil, old.sc, old.ek, k)
 				return err != nil || !n.rekey.CurrentKey(kb)
 			}

@@ -115,23 +115,21 @@ func (s *rekeyShare) compute() {
 		var kb, buf, arena []byte
 		for i := p; i < len(srcs); i += len(rekeyers) {
 			old, kg := srcs[i].old, uint16(srcs[i].kg)
-			for _, head := range old.groups[kg].keys {
-				for k := head; k != nil; k = k.next {
-					if k.dead {
-						continue
-					}
-					var err error
-					if kb, err = appendAggKeyOnly(kb[:0], old.sc, old.ek, k); err != nil {
-						return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
-					}
-					moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.str)
-					if err != nil {
-						part.failed(route, kg, rekeyDrop{enc: k.str, old: oldKey, wins: k.wins, err: err, h: k.hash})
-						continue
-					}
-					buf = moved
-					part.moved(route, kg, k.str, k.hash, rekeyedKey{moved: arenaCopy(&arena, moved), key: key, wins: k.wins})
+			for k := range old.groups[kg].all() {
+				if k.dead {
+					continue
 				}
+				var err error
+				if kb, err = appendAggKeyOnly(kb[:0], old.sc, old.ek, k); err != nil {
+					return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
+				}
+				moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.str)
+				if err != nil {
+					part.failed(route, kg, rekeyDrop{enc: k.str, old: oldKey, wins: k.wins, err: err, h: k.hash})
+					continue
+				}
+				buf = moved
+				part.moved(route, kg, k.str, k.hash, rekeyedKey{moved: arenaCopy(&arena, moved), key: key, wins: k.wins})
 			}
 		}
 		return nil
@@ -225,7 +223,7 @@ func (n *aggNode) sizeGroups(ps []*rekeyPart) {
 	for _, part := range ps {
 		for kg, size := range part.sizes {
 			if int(n.w.r.route[kg]) == me && n.groups[kg] == nil {
-				n.groups[kg] = &keyGroupState{keys: make(map[uint64]*aggKey, size)}
+				n.groups[kg] = newKeyGroupState(size)
 			}
 		}
 	}

@@ -30,6 +30,16 @@ type bundle struct {
 	// hashes holds, for bundles of keyed steps, the KeyHash of each
 	// element's key; its key group is the hash modulo the key groups.
 	hashes []uint64
+	// keys and kends hold, beside hashes, each element's key as the
+	// consumer's Keyer encoded it to hash it: element i's encoding is
+	// keys[kends[i-1]:kends[i]] (from 0 for the first). The keyed step
+	// reads it instead of encoding the key a second time. Both are nil
+	// when the bundle did not keep them (the step then encodes the key):
+	// the shares sent to other workers do not, since copying the bytes
+	// cost the sender more than encoding them again cost the receiver
+	// (BenchmarkWindowedSumW2).
+	keys  []byte
+	kends []uint32
 	// sender is the root instance the elements come from.
 	sender int
 	// owned says the receiver may modify the elements in place: no other
@@ -47,11 +57,24 @@ func (b *bundle) skip(i int, route RoutingTable, self int) bool {
 	return b.shared && int(route[b.hashes[i]%uint64(len(route))]) != self
 }
 
+// key returns the encoding of element i's key, which b holds (b.kends
+// is not nil). The result is capped: appending to it copies.
+func (b *bundle) key(i int) []byte {
+	var start uint32
+	if i > 0 {
+		start = b.kends[i-1]
+	}
+	end := b.kends[i]
+	return b.keys[start:end:end]
+}
+
 // edgeScratch holds the reusable buffers of one producer's edge: the key
 // groups and the local part of partitioned bundles. A DAG never re-enters the
 // same edge while it is delivering, so the buffers are safe to reuse.
 type edgeScratch struct {
 	hashes []uint64
+	keys   []byte
+	kends  []uint32
 }
 
 // deliver hands a bundle produced on this worker to the consumer of edge e.
@@ -74,28 +97,29 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 	nw := len(w.r.workers)
 	route := w.r.route
 	ngroups := uint64(len(route))
-	// Keys are encoded into a local copy of w.scratch, stored back once: a
-	// store into the worker per element would cost a GC write barrier per
-	// element while the collector marks.
-	scratch := w.scratch
-	defer func() { w.scratch = scratch }()
+	// Keys are encoded into local copies of the edge's buffers, stored
+	// back once: a store into the scratch per element would cost a GC
+	// write barrier per element while the collector marks.
+	hs, ks, ke := sc.hashes[:0], sc.keys[:0], sc.kends[:0]
 	if nw == 1 {
-		hs := sc.hashes[:0]
 		for i := range elems {
-			scratch = e.keyer.AppendKey(scratch[:0], elems[i].Value)
-			hs = append(hs, KeyHash(scratch))
+			start := len(ks)
+			ks = e.keyer.AppendKey(ks, elems[i].Value)
+			ke = append(ke, uint32(len(ks)))
+			hs = append(hs, KeyHash(ks[start:]))
 		}
-		sc.hashes = hs
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, sender: w.cur})
+		sc.hashes, sc.keys, sc.kends = hs, ks, ke
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, sender: w.cur})
 	}
 	// Remote shares are copied into pooled bundles; the local share is the
 	// producer's bundle itself, with the hashes telling which elements are ours.
 	parts := make([]*bundle, nw)
-	hs := sc.hashes[:0]
 	local := 0
 	for i := range elems {
-		scratch = e.keyer.AppendKey(scratch[:0], elems[i].Value)
-		h := KeyHash(scratch)
+		start := len(ks)
+		ks = e.keyer.AppendKey(ks, elems[i].Value)
+		ke = append(ke, uint32(len(ks)))
+		h := KeyHash(ks[start:])
 		hs = append(hs, h)
 		o := int(route[h%ngroups])
 		if o == w.id {
@@ -114,7 +138,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 		p.elems = append(p.elems, elems[i])
 		p.hashes = append(p.hashes, h)
 	}
-	sc.hashes = hs
+	sc.hashes, sc.keys, sc.kends = hs, ks, ke
 	for o, p := range parts {
 		if p == nil {
 			continue
@@ -122,7 +146,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 		w.push(w.r.workers[o], message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
 	if local > 0 {
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, shared: true, sender: w.cur})
+		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, shared: true, sender: w.cur})
 	}
 	return nil
 }

@@ -404,14 +404,20 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			g = map[string]*sfKey{}
 			n.groups[kg] = g
 		}
-		n.scratch = n.fn.AppendKey(n.scratch[:0], e.Value)
-		k := g[string(n.scratch)]
-		key := string(n.scratch)
+		var enc []byte
+		if b.kends != nil {
+			enc = b.key(i)
+		} else {
+			n.scratch = n.fn.AppendKey(n.scratch[:0], e.Value)
+			enc = n.scratch
+		}
+		k := g[string(enc)]
 		if k == nil {
-			k = &sfKey{key: n.fn.Key(e.Value), str: key}
-			g[key] = k
+			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc)}
+			g[k.str] = k
 			n.nkeys++
 		}
+		key := k.str
 		n.markDirty(kg, k)
 		var ws *sfWin
 		for _, c := range k.wins {

@@ -92,9 +92,8 @@ type worker struct {
 	// inflight counts bundles this worker sent to others that were not yet processed.
 	inflight atomic.Int64
 	// exited is set when the worker's loop returned; messages to it are dropped.
-	exited  atomic.Bool
-	scratch []byte
-	spare   []message
+	exited atomic.Bool
+	spare  []message
 	// snapshots are checkpoint snapshots of this worker's keyed steps still
 	// being encoded, oldest first (see snapshot.go).
 	snapshots []snapshotTask

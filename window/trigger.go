@@ -155,15 +155,18 @@ func (t Trigger) usesProcessingTime() bool {
 // TriggerState is the state of one trigger tree for one key and window. It
 // mirrors the trigger's shape: Sub holds the states of sub-triggers (for
 // after_watermark, Sub[0] is the early trigger and Sub[1] the late one).
+//
+// The fields are ordered so that the two flags share a word: every window
+// of every key holds one (48 bytes, not 56).
 type TriggerState struct {
-	Finished bool `json:"finished,omitempty"`
 	// Count is the number of elements seen since the last reset.
 	Count int64 `json:"count,omitempty"`
 	// Deadline is when an after_processing_time trigger fires (0: unset).
-	Deadline mtime.Time `json:"deadline,omitempty"`
+	Deadline mtime.Time     `json:"deadline,omitempty"`
+	Sub      []TriggerState `json:"sub,omitempty"`
+	Finished bool           `json:"finished,omitempty"`
 	// OnTimeFired records that after_watermark (or default) fired on time.
-	OnTimeFired bool           `json:"on_time_fired,omitempty"`
-	Sub         []TriggerState `json:"sub,omitempty"`
+	OnTimeFired bool `json:"on_time_fired,omitempty"`
 }
 
 // TriggerContext is what a trigger sees when it is evaluated.

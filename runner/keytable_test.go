@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKeyGroupTableAgreesWithAMap adds and removes keys at random and
+// checks after every step that the group finds exactly the keys a map
+// holds, counts them and yields each once. Hashes are drawn from a few
+// values so that homes collide and removals shift runs back, wrapping
+// around the table's end.
+func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hashes int // distinct upper halves; few means long runs
+		keys   int
+		steps  int
+	}{
+		{"one home", 1, 40, 2000},
+		{"few homes", 3, 200, 5000},
+		{"spread", 1 << 20, 3000, 20000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(tc.hashes)))
+			g := &keyGroupState{}
+			held := map[string]*aggKey{}
+			hashOf := func(i int) uint64 { return uint64(i%tc.hashes)<<32 | uint64(i)&0xfff }
+			for step := 0; step < tc.steps; step++ {
+				i := rng.IntN(tc.keys)
+				name := fmt.Sprintf("k%d", i)
+				if k := held[name]; k != nil {
+					if got := g.find(k.hash, name); got != k {
+						t.Fatalf("step %d: find(%s) = %p, want %p", step, name, got, k)
+					}
+					g.remove(k)
+					delete(held, name)
+				} else {
+					k := &aggKey{hash: hashOf(i), str: name}
+					if got := g.findBytes(k.hash, []byte(name)); got != nil {
+						t.Fatalf("step %d: found %s before it was added", step, name)
+					}
+					g.add(k)
+					held[name] = k
+				}
+				if g.n != len(held) {
+					t.Fatalf("step %d: n = %d, want %d", step, g.n, len(held))
+				}
+				if step%97 != 0 {
+					continue
+				}
+				seen := map[*aggKey]bool{}
+				for k := range g.all() {
+					if seen[k] || held[k.str] != k {
+						t.Fatalf("step %d: all yielded %s twice or a key not held", step, k.str)
+					}
+					seen[k] = true
+				}
+				if len(seen) != len(held) {
+					t.Fatalf("step %d: all yielded %d keys, want %d", step, len(seen), len(held))
+				}
+				for name, k := range held {
+					if g.find(k.hash, name) != k {
+						t.Fatalf("step %d: lost %s", step, name)
+					}
+				}
+			}
+			// Removing a key the group does not hold changes nothing.
+			g.remove(&aggKey{hash: hashOf(1), str: "absent"})
+			if g.n != len(held) {
+				t.Fatalf("removing an absent key changed the count to %d, want %d", g.n, len(held))
+			}
+		})
+	}
+}
+
+func TestSlotsForKeepsAQuarterFree(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 7, 100, 1 << 20} {
+		l := slotsFor(n)
+		if l&(l-1) != 0 || l*3 < n*4 || l < minKeySlots {
+			t.Errorf("slotsFor(%d) = %d: want a power of two of at least %d with %d keys at most 3/4 of it", n, l, minKeySlots, n)
+		}
+	}
+}
