@@ -39,6 +39,9 @@ type StateConfig struct {
 	// to HeapProfile+"-held.pprof" at the heap reading while the keys are
 	// held and to HeapProfile+"-after-cp.pprof" after the full checkpoint.
 	HeapProfile string
+	// CPUProfile, when set, is a path prefix: a CPU profile of the restore
+	// is written to CPUProfile+"-restore.pprof".
+	CPUProfile string
 }
 
 // StateOutcome is what one run of the state benchmark measured.
@@ -313,6 +316,26 @@ func dirSize(dir string) (int64, error) {
 	return n, nil
 }
 
+// startCPUProfile starts a CPU profile written to prefix+suffix, when
+// prefix is set, and returns what stops it.
+func startCPUProfile(prefix, suffix string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + suffix)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // writeHeapProfile writes a heap profile to prefix+suffix, when prefix
 // is set.
 func writeHeapProfile(prefix, suffix string) error {
@@ -581,12 +604,17 @@ func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, job
 	}
 	prog.Code["Events"] = src
 	runtime.GC()
+	stopProfile, err := startCPUProfile(cfg.CPUProfile, "-restore.pprof")
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	x, err := runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: rs})
+	out.RestoreMillis = millisSince(start)
+	stopProfile()
 	if err != nil {
 		return fmt.Errorf("restoring the %s job: %w", cfg.Job, err)
 	}
-	out.RestoreMillis = millisSince(start)
 	defer func() {
 		x.Cancel()
 		_, _ = x.Wait()

@@ -15,13 +15,15 @@ import (
 
 // winState is one key's state in one window of an aggregation.
 type winState struct {
-	w       window.Window
-	st      window.State
-	acc     any
-	touched uint64
+	w   window.Window
+	st  window.State
+	acc any
 	// held: a pane of the window was held back at a −∞ watermark
 	// (Options.HoldPanesAtMinWatermark); it is in aggNode.held.
 	held bool
+	// queued: the window is in aggNode.touched, to be evaluated at the
+	// end of the bundle that touched it.
+	queued bool
 }
 
 type aggKey struct {
@@ -32,9 +34,7 @@ type aggKey struct {
 	// str is the key's map key (its canonical encoding).
 	str string
 	// dirty is the change-log generation in which the key last changed
-	// (see changeLog); dead (below, beside used, so that the two flags
-	// share one word: the key is then 224 bytes, a smaller size class than
-	// 240) is set when the key left its key group.
+	// (see changeLog).
 	dirty uint64
 	// win0 and wins0 hold the key's first window and the first slot of
 	// wins inside the key itself: most keys only ever have one window (the
@@ -44,15 +44,18 @@ type aggKey struct {
 	// so that a pointer to a closed window never aliases a new one.
 	win0  winState
 	wins0 [1]*winState
-	used  bool
-	dead  bool
 	// inline holds str when it is short (setStr): one object per key,
-	// not two.
+	// not two. Its length and the two flags after it fill three words
+	// exactly: the key is then 208 bytes, a size class (224 with a word
+	// of padding).
 	inline [keyInline]byte
+	used   bool
+	// dead is set when the key left its key group.
+	dead bool
 }
 
 // keyInline is the longest key encoding kept inside its aggKey.
-const keyInline = 24
+const keyInline = 22
 
 // setStr sets k's encoding to a copy of enc: inside k when it fits (str
 // then points into k.inline, which is never written again, so the string
@@ -137,7 +140,8 @@ type aggNode struct {
 	// farTimerAt); once loaded, later ones go to events.
 	far     farTimers
 	scratch []byte
-	gen     uint64
+	// touched are the windows the current bundle touched that may fire
+	// (winState.queued), evaluated at its end.
 	touched []touchRef
 	// held are the windows whose panes were held back while the input
 	// watermark was −∞ (Options.HoldPanesAtMinWatermark).
@@ -279,15 +283,13 @@ func (n *aggNode) adopt(olds []node) {
 		// Same worker count, same routing: take the predecessor's state and
 		// timers whole, without touching them.
 		n.changes.continueAfter(&old.changes, n.w, true)
-		n.gen = old.gen
 		n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
 		n.far = old.far
 	}, func(old *aggNode) {
 		oldEK = cmp.Or(oldEK, old.ek)
-		// Keys remember the snapshot interval and windows the bundle in
-		// which they were last marked; continue both counters past the old.
+		// Keys remember the snapshot interval in which they were last
+		// marked; continue the counter past the old.
 		n.changes.continueAfter(&old.changes, n.w, false)
-		n.gen = max(n.gen, old.gen)
 		keepOwnedGroups(n.groups, old.groups, route, n.w.id)
 		kg := func(t timerRef) int { return int(t.kg) }
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
@@ -340,7 +342,6 @@ func (n *aggNode) group(kg uint16) *keyGroupState {
 
 func (n *aggNode) processAligned(_ int, b bundle) error {
 	now := n.clock.now()
-	n.gen++
 	var dropped int64
 	route := n.w.r.route
 	ngroups := uint64(len(route))
@@ -465,8 +466,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		// Triggers are evaluated once after the bundle (as Beam does), and only
 		// for windows an element could make fire: firing conditions only grow
 		// within a bundle, so checking after each element finds them all.
-		if ws.touched != n.gen && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
-			ws.touched = n.gen
+		if !ws.queued && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
+			ws.queued = true
 			n.touched = append(n.touched, touchRef{kg: kg, k: k, ws: ws})
 		}
 	}
@@ -475,13 +476,19 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.sp.counters.dropped.Add(dropped)
 	}
 	for i, t := range n.touched {
+		n.touched[i] = touchRef{}
+		t.ws.queued = false
 		// A window touched earlier in the bundle may since have merged away.
 		if n.groups[t.kg].find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
 			if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
+				for j, rest := range n.touched[i+1:] {
+					rest.ws.queued = false
+					n.touched[i+1+j] = touchRef{}
+				}
+				n.touched = n.touched[:0]
 				return err
 			}
 		}
-		n.touched[i] = touchRef{}
 	}
 	n.touched = n.touched[:0]
 	return n.out.flush()

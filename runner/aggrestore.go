@@ -17,13 +17,46 @@ func (n *aggNode) restore() error {
 		}
 		return s.apply(n)
 	}
-	return n.scanRestore(func(kg uint16, key, value []byte) error {
+	// The store yields a key group's keys together: they are gathered and
+	// put into the group's table at once, sized for them, instead of
+	// growing it a doubling at a time.
+	var batch restoreBatch
+	err := n.scanRestore(func(kg uint16, key, value []byte) error {
+		if kg != batch.kg {
+			batch.flush(n)
+			batch.kg = kg
+		}
 		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
 		if err != nil {
 			return err
 		}
-		return n.restoreKey(kg, key, k, kb, dropped)
+		k.setStr(key)
+		k.hash = KeyHash(key)
+		batch.keys = append(batch.keys, k)
+		return n.restored(kg, k, kb, dropped)
 	})
+	batch.flush(n)
+	return err
+}
+
+// restoreBatch gathers the restored keys of one key group.
+type restoreBatch struct {
+	kg   uint16
+	keys []*aggKey
+}
+
+// flush puts the gathered keys into their group.
+func (b *restoreBatch) flush(n *aggNode) {
+	if len(b.keys) == 0 {
+		return
+	}
+	g := n.group(b.kg)
+	g.reserve(g.n + len(b.keys))
+	for _, k := range b.keys {
+		g.add(k)
+	}
+	clear(b.keys)
+	b.keys = b.keys[:0]
 }
 
 // restoreKey adds k, restored from the store under key in key group kg
@@ -39,8 +72,15 @@ func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, droppe
 // encoding and hash set, with its timers (kb and dropped as for
 // restoreKey).
 func (n *aggNode) addRestored(kg uint16, k *aggKey, kb []byte, dropped []droppedState) error {
-	var err error
 	n.group(kg).add(k)
+	return n.restored(kg, k, kb, dropped)
+}
+
+// restored does for k, restored into key group kg (which holds it, or
+// will once its batch is flushed), what follows its addition: the
+// report of what did not decode, the key count and its timers.
+func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedState) error {
+	var err error
 	if len(dropped) > 0 {
 		// The accumulators hold what the migration made of them: the
 		// next checkpoint stores them so, and a later restore does not

@@ -84,6 +84,13 @@ func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
 	}
 }
 
+// reserve makes room for n keys in all before the table grows again.
+func (g *keyGroupState) reserve(n int) {
+	if l := slotsFor(n); l > len(g.slots) {
+		g.grow(l)
+	}
+}
+
 // add puts k, which the group does not hold, into it.
 func (g *keyGroupState) add(k *aggKey) {
 	if (g.n+1)*4 > len(g.slots)*3 {

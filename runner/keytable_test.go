@@ -83,3 +83,21 @@ func TestSlotsForKeepsAQuarterFree(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveHoldsTheKeysWithoutGrowing: a restore reserves a key group's
+// room once; adding that many keys then leaves the table as it is.
+func TestReserveHoldsTheKeysWithoutGrowing(t *testing.T) {
+	g := &keyGroupState{}
+	g.add(&aggKey{hash: 1 << 32, str: "first"})
+	g.reserve(1000)
+	l := len(g.slots)
+	for i := range 999 {
+		g.add(&aggKey{hash: uint64(i) << 32, str: fmt.Sprint(i)})
+	}
+	if len(g.slots) != l || g.n != 1000 {
+		t.Errorf("after reserving 1000 and adding them: %d slots (reserved %d), %d keys", len(g.slots), l, g.n)
+	}
+	if g.find(1<<32, "first") == nil || g.find(998<<32, "998") == nil {
+		t.Error("a key added before or after the reserve is lost")
+	}
+}

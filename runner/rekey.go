@@ -165,7 +165,6 @@ func (n *aggNode) adoptRekeyed(olds []node) {
 	for _, o := range olds {
 		if old, ok := o.(*aggNode); ok {
 			n.changes.continueAfter(&old.changes, n.w, false)
-			n.gen = max(n.gen, old.gen)
 			from = append(from, old)
 		}
 	}

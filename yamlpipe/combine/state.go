@@ -180,12 +180,16 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	var err error
 	for i := uint64(0); i < n; i++ {
-		var g any
-		if g, b, err = keyenc.Read(b); err != nil {
-			return nil, err
+		if ac.group == nil {
+			// Scalar keys are read from the key's encoding when
+			// needed (KeyFromEncoding): skip them without decoding.
+			if b, err = keyenc.Skip(b); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		if ac.group != nil {
-			ac.group[i] = g
+		if ac.group[i], b, err = keyenc.Read(b); err != nil {
+			return nil, err
 		}
 	}
 	ns, k := binary.Uvarint(b)

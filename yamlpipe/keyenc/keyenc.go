@@ -129,6 +129,51 @@ func Read(b []byte) (any, []byte, error) {
 	return nil, nil, bad
 }
 
+// Skip returns b after the value Read would read from its start, without
+// decoding it (nothing is allocated), or ErrCorruptValue when b does not
+// start with a whole value. A JSON value (tagOther) is not parsed.
+func Skip(b []byte) ([]byte, error) {
+	bad := ErrCorruptValue
+	if len(b) == 0 {
+		return nil, bad
+	}
+	tag, b := b[0], b[1:]
+	switch tag {
+	case tagNull:
+		return b, nil
+	case tagInt, tagFloat, tagTime:
+		if len(b) < 8 {
+			return nil, bad
+		}
+		return b[8:], nil
+	case tagBool:
+		if len(b) < 1 {
+			return nil, bad
+		}
+		return b[1:], nil
+	case tagList:
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return nil, bad
+		}
+		b = b[k:]
+		for range n {
+			var err error
+			if b, err = Skip(b); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case tagString, tagOther:
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, bad
+		}
+		return b[k+int(n):], nil
+	}
+	return nil, bad
+}
+
 // ReadString is Read over a key's encoding held as a string: a string
 // value is a substring of enc, not a copy, and reading a scalar allocates
 // nothing but its interface value.

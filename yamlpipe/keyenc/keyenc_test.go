@@ -57,6 +57,10 @@ func TestRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(gotS, want) || restS != "\xee" {
 				t.Fatalf("ReadString = %#v, rest %q; want %#v", gotS, restS, want)
 			}
+			skipped, err := Skip(b)
+			if err != nil || !bytes.Equal(skipped, []byte{0xEE}) {
+				t.Fatalf("Skip = %x, %v; want ee, the bytes after the value", skipped, err)
+			}
 		})
 	}
 }
@@ -102,6 +106,10 @@ func TestCorrupt(t *testing.T) {
 			}
 			if v, _, err := ReadString(string(tc.b)); err == nil {
 				t.Fatalf("ReadString(%x) = %#v, want an error", tc.b, v)
+			}
+			// Skip does not parse JSON: bad JSON of the right length skips.
+			if rest, err := Skip(tc.b); err == nil && tc.name != "bad JSON" {
+				t.Fatalf("Skip(%x) = %x, want an error", tc.b, rest)
 			}
 		})
 	}

@@ -39,7 +39,7 @@ func stateTarget(job string) float64 {
 func newBenchStateCommand(e *cli.Env) *cobra.Command {
 	var keys, jobs []string
 	var workers int
-	var format, heapProfile string
+	var format, heapProfile, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "State size per key: live heap and checkpoint bytes of a count-and-sum job, checkpoint time full and at 1% changed",
@@ -95,10 +95,18 @@ elements by the benchmark. The targets shown are issue 25's: heap
 			if err != nil {
 				return cli.WithCode(cli.ExitFailure, fmt.Errorf("finding the weir binary: %w", err))
 			}
+			for _, dir := range []string{heapProfile, cpuProfile} {
+				if dir == "" {
+					continue
+				}
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("creating the profiles' directory: %w", err))
+				}
+			}
 			var runs []stateRun
 			for _, job := range jobs {
 				for _, n := range counts {
-					r, err := runStateChild(cmd, e, exe, job, n, workers, heapProfile)
+					r, err := runStateChild(cmd, e, exe, job, n, workers, heapProfile, cpuProfile)
 					if err != nil {
 						return err
 					}
@@ -135,6 +143,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 	fl.StringSliceVar(&jobs, "job", []string{"sdk", "yaml"}, "jobs to measure: sdk, yaml (comma-separated)")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
+	fl.StringVar(&cpuProfile, "cpu-profile", "", "directory to write CPU profiles of the restore to (state-JOB-KEYS-restore.pprof)")
 	cli.AddFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchStateChildCommand(e))
 	return cmd
@@ -142,7 +151,7 @@ elements by the benchmark. The targets shown are issue 25's: heap
 
 // runStateChild runs one measurement in a fresh process, so that its heap
 // is the job's alone.
-func runStateChild(cmd *cobra.Command, e *cli.Env, exe, job string, n int64, workers int, profileDir string) (stateRun, error) {
+func runStateChild(cmd *cobra.Command, e *cli.Env, exe, job string, n int64, workers int, profileDir, cpuDir string) (stateRun, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-state-")
 	if err != nil {
 		return stateRun{}, cli.WithCode(cli.ExitFailure, fmt.Errorf("creating a directory for the state store: %w", err))
@@ -152,6 +161,9 @@ func runStateChild(cmd *cobra.Command, e *cli.Env, exe, job string, n int64, wor
 		"--workers", strconv.Itoa(workers), "--dir", dir)
 	if profileDir != "" {
 		c.Args = append(c.Args, "--heap-profile", filepath.Join(profileDir, fmt.Sprintf("state-%s-%d", job, n)))
+	}
+	if cpuDir != "" {
+		c.Args = append(c.Args, "--cpu-profile", filepath.Join(cpuDir, fmt.Sprintf("state-%s-%d", job, n)))
 	}
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, e.Stderr
@@ -200,5 +212,6 @@ func newBenchStateChildCommand(e *cli.Env) *cobra.Command {
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
 	fl.StringVar(&cfg.HeapProfile, "heap-profile", "", "path prefix of the heap profiles")
+	fl.StringVar(&cfg.CPUProfile, "cpu-profile", "", "path prefix of the restore's CPU profile")
 	return cmd
 }
