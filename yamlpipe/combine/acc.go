@@ -62,10 +62,29 @@ func (s *slot) setVT(v any, t mtime.Time) {
 	s.val.t = t
 }
 
-// accumulator is the state of one key in one window.
+// accumulator is the state of one key in one window. It is 32 bytes:
+// its group values are behind a pointer, since a step whose keys are
+// scalars keeps none (they are read from the key's encoding when needed).
 type accumulator struct {
-	group []any
 	slots []slot
+	grp   *[]any
+}
+
+// group returns the accumulator's group values, nil when it keeps none.
+func (ac *accumulator) group() []any {
+	if ac.grp == nil {
+		return nil
+	}
+	return *ac.grp
+}
+
+// setGroup makes g the accumulator's group values (nil: none).
+func (ac *accumulator) setGroup(g []any) {
+	if g == nil {
+		ac.grp = nil
+		return
+	}
+	ac.grp = &g
 }
 
 // Slab sizes: one allocation holds accSlabLen accumulators, another
@@ -80,7 +99,7 @@ const (
 // for the garbage collector to mark, not two million, and no accumulator
 // pays an allocation's rounding. An array stays allocated while any of its
 // accumulators (or slots) is referenced, so at worst (one accumulator of an
-// array still live) an accumulator holds an array's worth of memory (3 KB
+// array still live) an accumulator holds an array's worth of memory (2 KB
 // of accumulators, 5 KB of slots).
 //
 // Workers create accumulators concurrently (a restore decodes millions at

@@ -144,11 +144,12 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 			}
 		}
 	}
-	if ac.group == nil && len(a.Group) > 0 && !a.ScalarKeys {
-		ac.group = make([]any, len(a.Group))
+	if ac.grp == nil && len(a.Group) > 0 && !a.ScalarKeys {
+		g := make([]any, len(a.Group))
 		for j, i := range a.Group {
-			ac.group[j] = r.Values[i]
+			g[j] = r.Values[i]
 		}
+		ac.setGroup(g)
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
@@ -309,8 +310,8 @@ func less(a, b any) bool {
 // MergeAccumulators folds b into a.
 func (a *Aggregator) MergeAccumulators(x, y any) any {
 	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
-	if ax.group == nil {
-		ax.group = ay.group
+	if ax.grp == nil {
+		ax.grp = ay.grp
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
@@ -360,7 +361,7 @@ func (a *Aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo
 	if vals, ok := key.([]any); ok && len(vals) == len(a.Group) {
 		copy(r.Values, vals)
 	} else {
-		copy(r.Values, ac.group)
+		copy(r.Values, ac.group())
 	}
 	j := len(a.Group)
 	for k := range a.Ops {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -39,7 +40,7 @@ func TestSumOverflowIsAReject(t *testing.T) {
 // Lists in accumulators (group, top) survive a checkpoint with their types.
 func TestCombineListStateRoundTrip(t *testing.T) {
 	a := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnGroup}, {Fn: FnTop, N: 2}}}
-	acc := &accumulator{group: []any{"k"}, slots: []slot{
+	acc := &accumulator{grp: &[]any{"k"}, slots: []slot{
 		{val: &slotVal{v: []any{int64(1), nil, "x", mtime.Time(5)}}, set: true},
 		{val: &slotVal{v: []any{int64(9), int64(7)}}, set: true},
 	}}
@@ -66,8 +67,20 @@ func TestScalarKeysKeepNoGroupValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if kept := acc.(*accumulator).group != nil; kept == scalar {
+		if kept := acc.(*accumulator).grp != nil; kept == scalar {
 			t.Errorf("ScalarKeys %t: the accumulator keeps its group values: %t", scalar, kept)
 		}
+	}
+}
+
+// TestAccumulatorSize: every key of a YAML Combine holds an accumulator
+// per window; it is 32 bytes (48 while its group values were a slice of
+// their own, nil for scalar keys), its slots 40 each.
+func TestAccumulatorSize(t *testing.T) {
+	if n := unsafe.Sizeof(accumulator{}); n > 32 {
+		t.Errorf("accumulator is %d bytes, want at most 32", n)
+	}
+	if n := unsafe.Sizeof(slot{}); n > 40 {
+		t.Errorf("slot is %d bytes, want at most 40", n)
 	}
 }

@@ -92,7 +92,7 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 		}
 		if r == nil {
 			r = row.New(a.Out)
-			copy(r.Values, ac.group)
+			copy(r.Values, ac.group())
 			j := len(a.Group)
 			for i := range from {
 				r.Values[j+i] = slotValue(&a.Ops[i], &ac.slots[i])
@@ -105,7 +105,7 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 		if err != nil || v == nil {
 			if m.failed.Add(1) == 1 {
 				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
-					"step", a.Step, "output", op.Out, "key", fmt.Sprint(ac.group), "error", fmt.Sprint(err))
+					"step", a.Step, "output", op.Out, "key", fmt.Sprint(ac.group()), "error", fmt.Sprint(err))
 			}
 			why := "it evaluated to null"
 			if err != nil {

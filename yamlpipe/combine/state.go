@@ -64,7 +64,7 @@ func (a *Aggregator) EncodeState(_ string, v any) ([]byte, error) {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
 	ac = a.conform(ac)
-	return appendSlots(appendGroup(nil, ac.group), ac), nil
+	return appendSlots(appendGroup(nil, ac.group()), ac), nil
 }
 
 // appendGroup appends an accumulator's group values: their count, then
@@ -135,8 +135,8 @@ func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
 	ac = a.conform(ac)
-	if ac.group != nil { // adopted from an execution that kept them
-		dst = appendGroup(dst, ac.group)
+	if g := ac.group(); g != nil { // adopted from an execution that kept them
+		dst = appendGroup(dst, g)
 	} else {
 		dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
 		dst = append(dst, enc...)
@@ -175,12 +175,13 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	b = b[k:]
 	ac := a.accs.take(0)
+	var group []any
 	if n > 0 && !a.ScalarKeys {
-		ac.group = make([]any, n)
+		group = make([]any, n)
 	}
 	var err error
 	for i := uint64(0); i < n; i++ {
-		if ac.group == nil {
+		if group == nil {
 			// Scalar keys are read from the key's encoding when
 			// needed (KeyFromEncoding): skip them without decoding.
 			if b, err = keyenc.Skip(b); err != nil {
@@ -188,10 +189,11 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 			}
 			continue
 		}
-		if ac.group[i], b, err = keyenc.Read(b); err != nil {
+		if group[i], b, err = keyenc.Read(b); err != nil {
 			return nil, err
 		}
 	}
+	ac.setGroup(group)
 	ns, k := binary.Uvarint(b)
 	if k <= 0 || ns > uint64(len(a.Ops))+maxDroppedOutputs {
 		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.Ops))

@@ -19,7 +19,7 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 		{Fn: FnLatest, Src: 1}, {Fn: FnGroup, Src: 1}, {Fn: FnMean, Src: 1},
 	}}
 	full := a.NewAccumulator().(*accumulator)
-	full.group = []any{"k1"}
+	full.setGroup([]any{"k1"})
 	full.slots[0].n = 3
 	full.slots[1].i, full.slots[1].set = -42, true
 	full.slots[2].setV(int64(7))
@@ -68,7 +68,7 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	three := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}, {Fn: FnSum, Src: 1}, {Fn: FnMax, Src: 1}}}
 	one := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}}}
 	stored := two.NewAccumulator().(*accumulator)
-	stored.group = []any{"k1"}
+	stored.setGroup([]any{"k1"})
 	stored.slots[0].n = 3
 	stored.slots[1].i, stored.slots[1].set = 42, true
 	b, err := two.EncodeState("", stored)
