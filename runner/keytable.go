@@ -1,6 +1,9 @@
 package runner
 
-import "iter"
+import (
+	"iter"
+	"unsafe"
+)
 
 // keyGroupState holds the keys of one key group. State is addressed by
 // (step, key group, key, window), so a key group can be moved or persisted
@@ -78,7 +81,7 @@ func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
 		if k == nil {
 			return nil
 		}
-		if k.hash == h && k.str == string(key) {
+		if k.hash == h && sameEncoding(k.str, key) {
 			return k
 		}
 	}
@@ -89,6 +92,23 @@ func (g *keyGroupState) reserve(n int) {
 	if l := slotsFor(n); l > len(g.slots) {
 		g.grow(l)
 	}
+}
+
+// sameEncoding reports whether s and b hold the same bytes. Keys of 8 to
+// 16 bytes (an integer's encoding is 8) are compared as two words, which
+// the compiler keeps inline, where string equality calls a loop made for
+// long strings.
+func sameEncoding(s string, b []byte) bool {
+	n := len(s)
+	if n != len(b) {
+		return false
+	}
+	if n < 8 || n > 16 {
+		return s == string(b)
+	}
+	ps, pb := unsafe.Pointer(unsafe.StringData(s)), unsafe.Pointer(unsafe.SliceData(b))
+	return *(*uint64)(ps) == *(*uint64)(pb) &&
+		*(*uint64)(unsafe.Add(ps, n-8)) == *(*uint64)(unsafe.Add(pb, n-8))
 }
 
 // add puts k, which the group does not hold, into it.

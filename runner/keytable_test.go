@@ -101,3 +101,28 @@ func TestReserveHoldsTheKeysWithoutGrowing(t *testing.T) {
 		t.Error("a key added before or after the reserve is lost")
 	}
 }
+
+// TestSameEncoding: the word-wise comparison of short encodings agrees with
+// string equality at every length around its bounds, for a difference at
+// every position.
+func TestSameEncoding(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		a := make([]byte, n)
+		for i := range a {
+			a[i] = byte('a' + i)
+		}
+		if !sameEncoding(string(a), append([]byte(nil), a...)) {
+			t.Errorf("length %d: equal encodings compare unequal", n)
+		}
+		if n > 0 && sameEncoding(string(a), a[:n-1]) {
+			t.Errorf("length %d: a prefix compares equal", n)
+		}
+		for i := range n {
+			b := append([]byte(nil), a...)
+			b[i] ^= 0x40
+			if sameEncoding(string(a), b) {
+				t.Errorf("length %d: a difference at byte %d compares equal", n, i)
+			}
+		}
+	}
+}
