@@ -316,13 +316,10 @@ func dirSize(dir string) (int64, error) {
 	return n, nil
 }
 
-// startCPUProfile starts a CPU profile written to prefix+suffix, when
-// prefix is set, and returns what stops it.
-func startCPUProfile(prefix, suffix string) (stop func(), err error) {
-	if prefix == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(prefix + suffix)
+// StartCPUProfile starts writing a CPU profile to path; the returned
+// function stops it and closes the file.
+func StartCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating the CPU profile: %w", err)
 	}
@@ -604,9 +601,11 @@ func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, job
 	}
 	prog.Code["Events"] = src
 	runtime.GC()
-	stopProfile, err := startCPUProfile(cfg.CPUProfile, "-restore.pprof")
-	if err != nil {
-		return err
+	stopProfile := func() {}
+	if cfg.CPUProfile != "" {
+		if stopProfile, err = StartCPUProfile(cfg.CPUProfile + "-restore.pprof"); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	x, err := runner.Start(ctx, prog, runner.Options{NumWorkers: cfg.Workers, Checkpoints: true, Restore: rs})

@@ -55,19 +55,8 @@ func (g *keyGroupState) home(h uint64) int {
 
 // find returns the key with hash h and encoding key, or nil.
 func (g *keyGroupState) find(h uint64, key string) *aggKey {
-	if len(g.slots) == 0 {
-		return nil
-	}
-	mask := len(g.slots) - 1
-	for i := g.home(h); ; i = (i + 1) & mask {
-		k := g.slots[i]
-		if k == nil {
-			return nil
-		}
-		if k.hash == h && k.str == key {
-			return k
-		}
-	}
+	// findBytes only reads the bytes: a view of the string, not a copy.
+	return g.findBytes(h, unsafe.Slice(unsafe.StringData(key), len(key)))
 }
 
 // findBytes is find for an encoding held in a scratch buffer.

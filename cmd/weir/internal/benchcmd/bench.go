@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -281,7 +280,7 @@ func newBenchChildWindowedSumCommand(e *cli.Env) *cobra.Command {
 				return cli.WithCode(cli.ExitUsage, err)
 			}
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := bench.StartCPUProfile(cpuProfile)
 				if err != nil {
 					return cli.WithCode(cli.ExitFailure, err)
 				}
@@ -301,23 +300,6 @@ func newBenchChildWindowedSumCommand(e *cli.Env) *cobra.Command {
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	cmd.Flags().BoolVar(&warm, "warm", true, "run the variant a second time and report that warm run too")
 	return cmd
-}
-
-// startCPUProfile starts writing a CPU profile to path; the returned
-// function stops it and closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating the CPU profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
 
 // pubsubSQLFlags are the flags of `weir bench pubsub-to-sql`.
@@ -541,7 +523,7 @@ func newBenchChildPubSubSQLCommand(e *cli.Env) *cobra.Command {
 				return cli.UsageErrorf("--dir is required")
 			}
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := bench.StartCPUProfile(cpuProfile)
 				if err != nil {
 					return cli.WithCode(cli.ExitFailure, err)
 				}

@@ -267,7 +267,7 @@ func newBenchChildUpdateCommand(e *cli.Env) *cobra.Command {
 				run = bench.RunServerUpdate
 			}
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := bench.StartCPUProfile(cpuProfile)
 				if err != nil {
 					return cli.WithCode(cli.ExitFailure, err)
 				}
