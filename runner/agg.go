@@ -57,6 +57,13 @@ type aggKey struct {
 // keyInline is the longest key encoding kept inside its aggKey.
 const keyInline = 22
 
+// setEncoding sets k's encoding (setStr) and its hash, for a key read
+// from the store.
+func (k *aggKey) setEncoding(enc []byte) {
+	k.setStr(enc)
+	k.hash = KeyHash(enc)
+}
+
 // setStr sets k's encoding to a copy of enc: inside k when it fits (str
 // then points into k.inline, which is never written again, so the string
 // stays immutable), else a string of its own.
@@ -475,23 +482,31 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 	if dropped > 0 {
 		n.sp.counters.dropped.Add(dropped)
 	}
-	for i, t := range n.touched {
-		n.touched[i] = touchRef{}
+	err := n.evaluateTouched(now)
+	clear(n.touched)
+	n.touched = n.touched[:0]
+	if err != nil {
+		return err
+	}
+	return n.out.flush()
+}
+
+// evaluateTouched evaluates the windows the bundle touched that may fire.
+// Every one of them leaves the queue, whatever an evaluation returns, so
+// that a later bundle queues it again.
+func (n *aggNode) evaluateTouched(now mtime.Time) error {
+	for _, t := range n.touched {
 		t.ws.queued = false
+	}
+	for _, t := range n.touched {
 		// A window touched earlier in the bundle may since have merged away.
 		if n.groups[t.kg].find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
 			if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
-				for j, rest := range n.touched[i+1:] {
-					rest.ws.queued = false
-					n.touched[i+1+j] = touchRef{}
-				}
-				n.touched = n.touched[:0]
 				return err
 			}
 		}
 	}
-	n.touched = n.touched[:0]
-	return n.out.flush()
+	return nil
 }
 
 // mergeInto finds the session window of k that w merges into: every open

@@ -30,8 +30,7 @@ func (n *aggNode) restore() error {
 		if err != nil {
 			return err
 		}
-		k.setStr(key)
-		k.hash = KeyHash(key)
+		k.setEncoding(key)
 		batch.keys = append(batch.keys, k)
 		return n.restored(kg, k, kb, dropped)
 	})
@@ -63,8 +62,7 @@ func (b *restoreBatch) flush(n *aggNode) {
 // (kb is its key as the StateCoder stored it, dropped what of its state
 // did not decode), with its timers.
 func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, dropped []droppedState) error {
-	k.setStr(key)
-	k.hash = KeyHash(key)
+	k.setEncoding(key)
 	return n.addRestored(kg, k, kb, dropped)
 }
 

@@ -96,8 +96,7 @@ func (s *rekeyRestore) compute() {
 				return err
 			}
 			if current {
-				k.setStr(key)
-				k.hash = KeyHash(key)
+				k.setEncoding(key)
 				rk := restoredKey{k: k, dropped: dropped, kg: kg}
 				if len(dropped) > 0 {
 					rk.kb = bytes.Clone(kb)

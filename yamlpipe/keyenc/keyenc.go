@@ -78,7 +78,18 @@ func AppendState(dst []byte, v any) []byte {
 // Read reads one value written by Append or AppendState and returns it
 // with the bytes after it. A value written as JSON text comes back as
 // encoding/json decodes it into an any.
-func Read(b []byte) (any, []byte, error) {
+func Read(b []byte) (any, []byte, error) { return read(b, true) }
+
+// Skip returns b after the value Read would read from its start, without
+// decoding it (nothing is allocated), or ErrCorruptValue when b does not
+// start with a whole value. A JSON value (tagOther) is not parsed.
+func Skip(b []byte) ([]byte, error) {
+	_, rest, err := read(b, false)
+	return rest, err
+}
+
+// read is Read, decoding the value only when decode is set (Skip).
+func read(b []byte, decode bool) (any, []byte, error) {
 	bad := ErrCorruptValue
 	if len(b) == 0 {
 		return nil, nil, bad
@@ -90,6 +101,9 @@ func Read(b []byte) (any, []byte, error) {
 	case tagInt, tagFloat, tagTime:
 		if len(b) < 8 {
 			return nil, nil, bad
+		}
+		if !decode {
+			return nil, b[8:], nil
 		}
 		return fixed(tag, binary.BigEndian.Uint64(b)), b[8:], nil
 	case tagBool:
@@ -103,12 +117,22 @@ func Read(b []byte) (any, []byte, error) {
 			return nil, nil, bad
 		}
 		b = b[k:]
-		l := make([]any, n)
-		for i := range l {
+		var l []any
+		if decode {
+			l = make([]any, n)
+		}
+		for i := range n {
+			var v any
 			var err error
-			if l[i], b, err = Read(b); err != nil {
+			if v, b, err = read(b, decode); err != nil {
 				return nil, nil, err
 			}
+			if decode {
+				l[i] = v
+			}
+		}
+		if !decode {
+			return nil, b, nil
 		}
 		return l, b, nil
 	case tagString, tagOther:
@@ -116,62 +140,20 @@ func Read(b []byte) (any, []byte, error) {
 		if k <= 0 || uint64(len(b)-k) < n {
 			return nil, nil, bad
 		}
-		s := b[k : k+int(n)]
-		if tag == tagString {
-			return string(s), b[k+int(n):], nil
+		s, rest := b[k:k+int(n)], b[k+int(n):]
+		switch {
+		case !decode:
+			return nil, rest, nil
+		case tag == tagString:
+			return string(s), rest, nil
 		}
 		var v any
 		if err := json.Unmarshal(s, &v); err != nil {
 			return nil, nil, fmt.Errorf("decoding a combine state value: %w", err)
 		}
-		return v, b[k+int(n):], nil
+		return v, rest, nil
 	}
 	return nil, nil, bad
-}
-
-// Skip returns b after the value Read would read from its start, without
-// decoding it (nothing is allocated), or ErrCorruptValue when b does not
-// start with a whole value. A JSON value (tagOther) is not parsed.
-func Skip(b []byte) ([]byte, error) {
-	bad := ErrCorruptValue
-	if len(b) == 0 {
-		return nil, bad
-	}
-	tag, b := b[0], b[1:]
-	switch tag {
-	case tagNull:
-		return b, nil
-	case tagInt, tagFloat, tagTime:
-		if len(b) < 8 {
-			return nil, bad
-		}
-		return b[8:], nil
-	case tagBool:
-		if len(b) < 1 {
-			return nil, bad
-		}
-		return b[1:], nil
-	case tagList:
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return nil, bad
-		}
-		b = b[k:]
-		for range n {
-			var err error
-			if b, err = Skip(b); err != nil {
-				return nil, err
-			}
-		}
-		return b, nil
-	case tagString, tagOther:
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return nil, bad
-		}
-		return b[k+int(n):], nil
-	}
-	return nil, bad
 }
 
 // ReadString is Read over a key's encoding held as a string: a string

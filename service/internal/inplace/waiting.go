@@ -92,12 +92,12 @@ func (s *InPlace) updateWaiting(ctx context.Context, u *update) (*core.UpdateRes
 		u.rb.Landed(tx)
 		return nil
 	})
+	// Releases the cut's pin, whether it was written or not.
+	s.snaps.FinishRollbackCut(u.rb)
 	if err != nil {
 		// Nothing was written: the old job still waits for its connector.
-		s.snaps.FinishRollbackCut(u.rb) // releases the pin of a cut not written
 		return nil, errcode.Internalf("writing the update of job %s: %w", old.ID, err)
 	}
-	s.snaps.FinishRollbackCut(u.rb)
 	s.MoveConnectorWait(old.ID, nj.ID)
 	s.Opts.Logger.Info("job updated in the store while it waited for its connector", "job_name", old.Name, "old_job_id", old.ID,
 		"new_job_id", nj.ID, "generation", nj.Generation)
