@@ -571,6 +571,7 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		if c.checkCombineOutputs(o, n, ref, dropFix) {
 			break
 		}
+		o = c.retireSlots(o, n, ref)
 		if dropped, ok := windowFieldsDropped(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.StoredWindowFieldsDropped, "%s: the rows it stores lose their window and pane fields (%s), which are element metadata now (the window is the one each row is stored under): stored rows are read without them",
 				ref, strings.Join(dropped, "; "))

@@ -3,6 +3,7 @@ package compat
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,19 +11,52 @@ import (
 	"github.com/weir-dev/weir/graph"
 )
 
-// A YAML Combine's accumulators are kept by position (its stored coder
-// lists each output's fn and value type, not its name), so an output may
-// be renamed in place, appended, or removed from the end; the check
-// compares the outputs by name as well, so that an output moved to
-// another position — reordered, or shifted by one removed before it — is
+// A YAML Combine's accumulators are kept in slots (its stored coder lists
+// each slot's fn and value type, not its output's name). A new version
+// loaded with the running version's slots (yamlpipe's
+// Options.PriorCombineSlots) keeps them where they are, whatever order it
+// declares its outputs in, and records the slot order in its config
+// (slot_outputs), retiring the slot of an output removed from the middle.
+// The check compares the outputs of each slot by name as well, so that an
+// output that moved to another slot — a new version loaded without the
+// running one's slots, say with the step renamed in the same update — is
 // refused instead of carrying another output's values.
 
-// combineOutputNames returns the names of a YAML Combine's outputs, one
-// per accumulator, in accumulator order: the fields of its output rows
-// after the group-by fields.
+// CombineSlots returns the names of YAML Combine step s's outputs, one
+// per accumulator slot, in slot order ("" for a retired slot): the slot
+// order its config records (slot_outputs, when an update kept the
+// stored slots of another order), else the fields of its output rows
+// after the group-by fields. False when s is not a YAML Combine of g or
+// its outputs cannot be read.
+func CombineSlots(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
+	return combineOutputNames(g, s)
+}
+
+// CombineSlotsByStep returns CombineSlots of every YAML Combine step of
+// g, by step name; nil without g.
+func CombineSlotsByStep(g *graph.Pipeline) map[string][]string {
+	if g == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, st := range g.Steps {
+		if names, ok := combineOutputNames(g, st); ok {
+			out[st.Name] = names
+		}
+	}
+	return out
+}
+
+// combineOutputNames is CombineSlots.
 func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
-	if g == nil || s.StoredCoder == nil || s.StoredCoder.URN != accumulatorURN || s.KeyCoder == nil {
+	if g == nil || s == nil || s.StoredCoder == nil || s.StoredCoder.URN != accumulatorURN || s.KeyCoder == nil {
 		return nil, false
+	}
+	if slots := combineMigrations(s).Slots; slots != nil {
+		if len(slots) != len(s.StoredCoder.Fields) {
+			return nil, false
+		}
+		return slots, true
 	}
 	id, ok := s.Outputs[graph.MainTag]
 	if !ok {
@@ -63,6 +97,9 @@ type combineMigrationConfig struct {
 	RekeyedFrom []string `json:"rekeyed_from"`
 	// Initialized lists the outputs given an init (migrations: init).
 	Initialized []string `json:"initialized_outputs"`
+	// Slots lists the outputs in accumulator slot order ("" for a
+	// retired slot) when that is not the declared order.
+	Slots []string `json:"slot_outputs"`
 }
 
 // appendedStart splits the names of YAML Combine n's outputs from
@@ -118,11 +155,16 @@ func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) boo
 	renamed := RenamedOutputs(n)
 	oldAt := make(map[string]int, len(on))
 	for i, name := range on {
-		oldAt[name] = i
+		if name != "" {
+			oldAt[name] = i
+		}
 	}
 	failed := false
 	var moved, undeclared, suggest []string
 	for j, name := range nn {
+		if name == "" {
+			continue // a retired slot
+		}
 		src := name
 		if r, ok := renamed[name]; ok {
 			src = r
@@ -138,7 +180,7 @@ func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) boo
 		switch {
 		case found && i != j:
 			moved = append(moved, fmt.Sprintf("%s from position %d to %d", name, i+1, j+1))
-		case !found && j < len(on) && nameAbsent(nn, on[j]):
+		case !found && j < len(on) && on[j] != "" && nameAbsent(nn, on[j]):
 			undeclared = append(undeclared, fmt.Sprintf("%s (was %s)", name, on[j]))
 			suggest = append(suggest, fmt.Sprintf("%s: {renamed_from: %s}", name, on[j]))
 		}
@@ -146,7 +188,7 @@ func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) boo
 	if len(moved) > 0 {
 		sort.Strings(moved)
 		c.fail(o.Name, errcode.CombineOutputsReordered,
-			fmt.Sprintf("keep the outputs in their order (%s), append new ones after them and remove only the last ones (to retire one in the middle, keep it and stop reading it), or %s", strings.Join(on, ", "), dropFix),
+			fmt.Sprintf("move the outputs in an update that keeps the step's name, without --transform-name-mapping for it (weir then keeps the stored slots where they are), or keep the outputs in their order (%s), append new ones after them and remove only the last ones (to retire one in the middle, keep it and stop reading it), or %s", strings.Join(on, ", "), dropFix),
 			"%s: its outputs moved (%s): stored accumulators are kept by position, so they would carry another output's values", ref, strings.Join(moved, "; "))
 		return true
 	}
@@ -259,4 +301,46 @@ func (c *checker) checkNarrowed(o, n *graph.Step, ref, dropFix string, at []int)
 	}
 	c.warn(o.Name, errcode.CombineOutputNarrowed, "%s: the value field of output(s) %s narrowed from float to int, declared allow_lossy (accumulator %s, then %s): the stored float accumulators carry on truncated toward zero (a sum's float total is added to the int one, truncated)",
 		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
+// retiredStored is the stored identity of a YAML Combine's retired slot:
+// the slot of an output an update removed from before others the step
+// still has, kept empty so that the slots after it stay where the stored
+// state has them.
+var retiredStored = graph.Field{Name: "retired", Type: "none"}
+
+// retireSlots returns o as the rest of the check compares it with n: a
+// slot n retires counts as retired in o too, since nothing reads it any
+// more. It warns of the outputs n retires (COMBINE_OUTPUTS_CHANGED).
+func (c *checker) retireSlots(o, n *graph.Step, ref string) *graph.Step {
+	if !accumulatorCoders(o.StoredCoder, n.StoredCoder) {
+		return o
+	}
+	var fields []graph.Field
+	var names []string
+	on, _ := combineOutputNames(c.oldG, o)
+	for i, nf := range n.StoredCoder.Fields {
+		if nf != retiredStored || i >= len(o.StoredCoder.Fields) || o.StoredCoder.Fields[i] == retiredStored {
+			continue
+		}
+		if fields == nil {
+			fields = slices.Clone(o.StoredCoder.Fields)
+		}
+		fields[i] = retiredStored
+		name := fmt.Sprintf("at position %d", i+1)
+		if i < len(on) && on[i] != "" {
+			name = on[i]
+		}
+		names = append(names, name)
+	}
+	if fields == nil {
+		return o
+	}
+	c.warn(o.Name, errcode.CombineOutputsChanged, "%s: output(s) %s removed; the other outputs' stored accumulators carry on (the removed ones' slots are kept empty)",
+		ref, strings.Join(names, ", "))
+	oc := *o.StoredCoder
+	oc.Fields = fields
+	ro := *o
+	ro.StoredCoder = &oc
+	return &ro
 }

@@ -43,10 +43,10 @@
 //	SIDE_INPUTS_CHANGED       a matched step gained or lost side inputs (by name)
 //	SOURCE_CHANGED            a source of OLD reads something else in NEW, or
 //	                          has no match (without AllowSourceChange)
-//	COMBINE_OUTPUTS_REORDERED a YAML Combine's outputs moved (reordered, or
-//	                          one in the middle removed): its accumulators are
-//	                          kept by position and would carry another
-//	                          output's values
+//	COMBINE_OUTPUTS_REORDERED a YAML Combine's output moved to another
+//	                          accumulator slot (NEW loaded without OLD's
+//	                          slots, e.g. the step renamed in the same
+//	                          update): it would carry another output's values
 //	COMBINE_RENAME_UNKNOWN    an output declares renamed_from a name the
 //	                          running Combine has no output of
 //	REKEY_FROM_MISMATCH       a Combine declares a re-key from other fields
@@ -93,10 +93,10 @@
 //	                          migration from the stored type
 //	                          (weir.MigrateState): stored values are read
 //	                          through it
-//	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs after its existing
-//	                          ones (they start empty in open windows) or lost
-//	                          its last ones (dropped); the other outputs'
-//	                          accumulators carry on
+//	COMBINE_OUTPUTS_CHANGED   a YAML Combine gained outputs (new slots: they
+//	                          start empty in open windows) or lost some (the
+//	                          last slots dropped, others retired); the other
+//	                          outputs' accumulators carry on
 //	STORED_WINDOW_FIELDS_DROPPED
 //	                          the rows a keyed step stores (a Join's input
 //	                          rows) lost only window_start, window_end and pane

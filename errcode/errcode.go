@@ -392,9 +392,9 @@ const (
 	SideInputsChanged Code = "SIDE_INPUTS_CHANGED"
 	// SourceChanged: a source of OLD reads something else in NEW, or has no match.
 	SourceChanged Code = "SOURCE_CHANGED"
-	// CombineOutputsReordered: a YAML Combine's outputs moved (reordered,
-	// or one in the middle removed): stored accumulators are positional,
-	// so they would carry another output's values.
+	// CombineOutputsReordered: a YAML Combine's output moved to another
+	// accumulator slot (the new version was loaded without the running
+	// one's slots): it would carry another output's values.
 	CombineOutputsReordered Code = "COMBINE_OUTPUTS_REORDERED"
 	// CombineRenameUnknown: a Combine output declares renamed_from a name
 	// the running Combine has no output of.
@@ -415,9 +415,9 @@ const (
 	WindowParamsChanged Code = "WINDOW_PARAMS_CHANGED"
 	// CombineFnChanged: a combine's function changed, its accumulator coder did not.
 	CombineFnChanged Code = "COMBINE_FN_CHANGED"
-	// CombineOutputsChanged: a YAML Combine gained outputs after its
-	// existing ones, or lost its last ones: the kept outputs' accumulators
-	// carry on, new ones start empty in open windows.
+	// CombineOutputsChanged: a YAML Combine gained or lost outputs: the
+	// kept outputs' accumulators carry on, new ones start empty in open
+	// windows.
 	CombineOutputsChanged Code = "COMBINE_OUTPUTS_CHANGED"
 	// CombineOutputRenamed: a YAML Combine output has another name at the
 	// same position without a declared renamed_from: its accumulator

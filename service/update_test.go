@@ -164,6 +164,32 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("after appending max: %d of %d rows have it", withMax, rows)
 				}
 			}},
+		// The outputs declared in another order, a new one inserted
+		// first: the stored accumulators keep their slots (the running
+		// version's order) and carry on exactly; the rows and the table
+		// follow the new order.
+		{name: "reorder the combine's outputs and insert one first", combine: "Sums", warning: string(errcode.CombineOutputsChanged),
+			mutate: func(y string) string {
+				return strings.Replace(y, "total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}",
+					"biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}\n          total: {value: amount, fn: sum}", 1)
+			},
+			check: func(t *testing.T, conn *sql.DB) {
+				var withMax, rows int
+				if err := conn.QueryRow(`SELECT COUNT(biggest), COUNT(*) FROM totals`).Scan(&withMax, &rows); err != nil {
+					t.Fatal(err)
+				}
+				if withMax == 0 || rows == 0 {
+					t.Errorf("after inserting max: %d of %d rows have it", withMax, rows)
+				}
+			}},
+		// An output removed from between two others: its slot is
+		// retired, and the outputs after it keep their stored
+		// accumulators (total and n equal the oracle's).
+		{name: "remove an output from the middle of the combine", combine: "Sums", warning: string(errcode.CombineOutputsChanged),
+			first: func(y string) string {
+				return strings.Replace(y, "total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}",
+					"total: {value: amount, fn: sum}\n          biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}", 1)
+			}},
 		// An init that fails (here for every key) leaves the appended
 		// output empty in the windows open at the update, and each key and
 		// window it failed for is one of the step's rejects, by reason,

@@ -169,6 +169,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if agg.KeyMigration, err = l.parseRekey(t, in.schema, keyFields); err != nil {
 		return nil, err
 	}
+	stored, slots := l.combineSlots(t, agg, stored)
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: combine.AccumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
@@ -183,12 +184,12 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			}
 		}
 	}
-	if len(renamed) > 0 || len(lossy) > 0 || len(inited) > 0 || agg.KeyMigration != nil {
+	if len(renamed) > 0 || len(lossy) > 0 || len(inited) > 0 || agg.KeyMigration != nil || slots != nil {
 		// The declared renames, lossy conversions, inits and re-key go
 		// in the step's recorded config, where the compatibility check
 		// reads them (compat.RenamedOutputs, compat.LossyOutputs,
 		// compat.RekeyedFrom; the inits for its warning's words).
-		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, inited, agg.KeyMigration)))
+		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, inited, agg.KeyMigration, slots)))
 	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
@@ -203,6 +204,9 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if agg.KeyMigration != nil {
 		c.rekey = &combineRekey{step: t.name, m: agg.KeyMigration, merges: map[string]string{}}
 		for _, op := range agg.Ops {
+			if op.Retired {
+				continue
+			}
 			switch op.Fn {
 			case combine.FnSum, combine.FnCount:
 				c.rekey.merges[op.Out] = "sum"
@@ -228,7 +232,7 @@ type combineRekey struct {
 // renamed in place, as {"renamed_outputs": {NEW: OLD}}, those allowed a
 // lossy conversion, as {"lossy_outputs": [NAME...]} (sorted), and the
 // earlier key fields of a re-key, as {"rekeyed_from": [FIELD...]}.
-func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, inited []string, rk *combine.KeyMigration) any {
+func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, inited []string, rk *combine.KeyMigration, slots []string) any {
 	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
@@ -257,6 +261,13 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 		}
 		cfg[initializedOutputsKey] = names
 	}
+	if slots != nil {
+		names := make([]any, len(slots))
+		for i, n := range slots {
+			names[i] = n
+		}
+		cfg[slotOutputsKey] = names
+	}
 	if rk != nil {
 		from := make([]any, len(rk.From))
 		for i, f := range rk.From {
@@ -266,6 +277,12 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 	}
 	return cfg
 }
+
+// slotOutputsKey is the key of a Combine's recorded step config that
+// lists its outputs in accumulator slot order ("" for a retired slot),
+// when that is not the order the pipeline declares them in
+// (combineSlots).
+const slotOutputsKey = "slot_outputs"
 
 // initializedOutputsKey is the key of a Combine's recorded step config
 // that lists the outputs given an init (migrations), in output order.

@@ -18,6 +18,15 @@ type Options struct {
 	// it (Pub/Sub subscriptions named after the job, SQL sink revisions).
 	// Nil for in-process runs of bounded pipelines.
 	Job *JobEnv
+	// PriorCombineSlots holds, by Combine step name, the outputs whose
+	// accumulators the step stored, in slot order ("" for a retired
+	// slot), as the job whose state the pipeline reads recorded them (a
+	// job's own graph at a restart, the replaced job's at an update, the
+	// snapshot's when created from one: compat.CombineSlotsByStep); nil
+	// when that is unknown. A Combine found in it keeps those slots where
+	// they are, so that its outputs may be reordered, inserted anywhere or
+	// removed from the middle while the stored accumulators carry on.
+	PriorCombineSlots map[string][]string
 	// Access confines the files and database hosts the pipeline may touch
 	// (a server's --file-roots and --allowed-sql-hosts); nil: every one
 	// its user may (an in-process run).

@@ -45,6 +45,11 @@ type Op struct {
 	// N and Reverse configure FnTop.
 	N       int
 	Reverse bool
+	// Retired marks the slot of an output an update removed from before
+	// others the step still has: the slot stays, so that the outputs
+	// after it keep their stored accumulators, but nothing is added to
+	// it, merged into it or output from it.
+	Retired bool
 }
 
 // Aggregator is Combine's contract.Aggregator. Keys are the group_by fields,
@@ -71,6 +76,23 @@ type Aggregator struct {
 	Migrations *Migrations
 	// KeyMigration is the step's declared re-key (rekey.go); nil without.
 	KeyMigration *KeyMigration
+	// Pos maps each op (an accumulator slot) to its output field,
+	// counted from the first field after the group_by fields, -1 for a
+	// retired slot; nil when slot k is output k. Slots keep the order of
+	// the version that first stored them (an update that reorders,
+	// inserts or removes outputs keeps the stored slots where they were
+	// and appends the new ones), while the output rows follow the
+	// pipeline's declared order.
+	Pos []int
+}
+
+// outPos returns the output field of op k (after the group_by fields),
+// -1 for a retired slot.
+func (a *Aggregator) outPos(k int) int {
+	if a.Pos == nil {
+		return k
+	}
+	return a.Pos[k]
 }
 
 // AppendKey encodes the group_by values, each as keyenc.Append writes it.
@@ -134,7 +156,7 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 	// Check first, so that a rejected element changes no output.
 	for k := range a.Ops {
 		op := &a.Ops[k]
-		if op.Fn != FnSum || op.Src < 0 {
+		if op.Fn != FnSum || op.Src < 0 || op.Retired {
 			continue
 		}
 		if y, ok := r.Values[op.Src].(int64); ok {
@@ -153,6 +175,9 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
+		if op.Retired {
+			continue
+		}
 		s := &ac.slots[k]
 		if op.Src < 0 {
 			s.n++
@@ -315,6 +340,9 @@ func (a *Aggregator) MergeAccumulators(x, y any) any {
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
+		if op.Retired {
+			continue
+		}
 		s, o := &ax.slots[k], &ay.slots[k]
 		switch op.Fn {
 		case FnSum:
@@ -364,9 +392,21 @@ func (a *Aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo
 		copy(r.Values, ac.group())
 	}
 	j := len(a.Group)
-	for k := range a.Ops {
-		r.Values[j] = slotValue(&a.Ops[k], &ac.slots[k])
-		j++
+	if a.Pos == nil {
+		for k := range a.Ops {
+			r.Values[j] = slotValue(&a.Ops[k], &ac.slots[k])
+			j++
+		}
+	} else {
+		for k, p := range a.Pos {
+			if p >= 0 {
+				r.Values[j+p] = slotValue(&a.Ops[k], &ac.slots[k])
+			}
+		}
+		j = len(r.Values)
+		if !a.Beam {
+			j -= 3
+		}
 	}
 	if a.Beam {
 		return r

@@ -36,9 +36,9 @@ import (
 //	    accumulators:
 //	      amount_total: {renamed_from: total}
 //
-// so that its stored accumulator carries on under the new name (they are
-// kept by position: the renamed output stays where the old one was, which
-// the compatibility check verifies against the running job) and a
+// so that its stored accumulator carries on under the new name (it keeps
+// the old output's slot, wherever it is declared: yamlpipe's
+// combineSlots, verified by the compatibility check) and a
 // WriteToSql reading the Combine renames its column in place (old rows
 // keep their values, under the new name).
 //
@@ -95,7 +95,9 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 			copy(r.Values, ac.group())
 			j := len(a.Group)
 			for i := range from {
-				r.Values[j+i] = slotValue(&a.Ops[i], &ac.slots[i])
+				if p := a.outPos(i); p >= 0 {
+					r.Values[j+p] = slotValue(&a.Ops[i], &ac.slots[i])
+				}
 			}
 		}
 		act := celexpr.NewActivation(m.Scope)

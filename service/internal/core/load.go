@@ -54,7 +54,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		f.Environment(j, env)
 	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
-		Access: s.Opts.Access, CheckOutputs: !graphOnly,
+		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: compat.CombineSlotsByStep(s.stateGraph(j, prior)),
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := AccessCode(err)
@@ -168,6 +168,27 @@ func (s *Core) priorKeyLayouts(j *record.Job, g *graph.Pipeline) map[string]stri
 		out[st.Name] = layout
 	}
 	return out
+}
+
+// stateGraph returns the graph of the job whose stored state j reads,
+// as far as it decides how that state is laid out: j's own graph once it
+// has one (a restart), else the graph of the snapshot j is created from,
+// else prior (the graph of the job j replaces). Nil when none can be
+// read.
+func (s *Core) stateGraph(j *record.Job, prior *graph.Pipeline) *graph.Pipeline {
+	if len(j.Graph) > 0 {
+		if g, err := graph.Parse(j.Graph); err == nil {
+			return g
+		}
+	}
+	if j.CreatedFromSnapshotID != "" {
+		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
+			if g, err := graph.Parse(snap.Graph); err == nil {
+				return g
+			}
+		}
+	}
+	return prior
 }
 
 // priorGraph returns the graph of the job j replaces, or nil when it
