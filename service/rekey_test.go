@@ -181,7 +181,10 @@ func TestRekeyRefusedAtLoad(t *testing.T) {
 		{"unchanged key", "      migrations:\n        rekey: {from: [key]}\n", "the key does not change"},
 		{"new field without expression", "      migrations:\n        rekey: {from: [shard]}\n", `the new group_by field "key" is not one of from`},
 		{"expression for another field", "      migrations:\n        rekey: {from: [key, shard], key: {region: \"key\"}}\n", `key names "region"`},
-		{"unknown option", "      migrations:\n        rekey: {from: [key, shard], merge: sum}\n", "merge"},
+		{"unknown option", "      migrations:\n        rekey: {from: [key, shard], merging: sum}\n", "merging"},
+		{"unknown merge", "      migrations:\n        rekey: {from: [key, shard], merge: avg}\n", `merge "avg" is not one of sum, max, min or combine`},
+		{"merge of no output", "      migrations:\n        rekey: {from: [key, shard], merge: {biggest: max}}\n", `merge names "biggest", which is not an output of the Combine (total, n)`},
+		{"merge of a wrong shape", "      migrations:\n        rekey: {from: [key, shard], merge: [max]}\n", "merge must be sum, max, min or combine"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,6 +197,12 @@ func TestRekeyRefusedAtLoad(t *testing.T) {
 	_, err := yamlpipe.Load("p.yaml", []byte(fmt.Sprintf(rekeyedYAML, "      migrations:\n        rekey: {from: [key, shard], key: {key: \"key + '-x'\"}}\n", "x.sqlite")), yamlpipe.Options{BaseDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("a re-key with an expression: %v", err)
+	}
+	for _, merge := range []string{"max", "{total: max, n: min}", "combine", "{total: combine}"} {
+		_, err := yamlpipe.Load("p.yaml", []byte(fmt.Sprintf(rekeyedYAML, "      migrations:\n        rekey: {from: [key, shard], merge: "+merge+"}\n", "x.sqlite")), yamlpipe.Options{BaseDir: t.TempDir()})
+		if err != nil {
+			t.Errorf("a re-key with merge: %s: %v", merge, err)
+		}
 	}
 }
 
@@ -621,5 +630,66 @@ func waitStaged(t *testing.T, s *Service, target sqlsink.StagedTarget, id, what 
 		case <-deadline.C:
 			t.Fatalf("timed out waiting for the staged table to say %q: %s", what, info.View)
 		}
+	}
+}
+
+// TestCreateFromSnapshotRekeysWithDeclaredMerge re-keys a snapshot's
+// per-key state into groups with a declared merge for one output
+// (merge: {total: max}): a group's total starts from the largest of its
+// keys' totals, its count from the sum of their counts (n keeps its
+// combine's merge), and both go on adding what arrives after the cut,
+// across a restart after the new job's first checkpoints.
+func TestCreateFromSnapshotRekeysWithDeclaredMerge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "recipe-events")
+	data := filepath.Join(dir, "data")
+	s := openServiceWithBroker(t, data, b)
+	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
+	drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite"))
+
+	before := map[string][2]int64{}
+	addRecipe(before, 0, 400)
+	after := map[string][2]int64{}
+	db := filepath.Join(dir, "groups.sqlite")
+	pipeline := strings.Replace(fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), "          key: {key: ", "          merge: {total: max}\n          key: {key: ", 1)
+	if !strings.Contains(pipeline, "merge: {total: max}") {
+		t.Fatal("the test's pipeline did not change")
+	}
+	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups",
+		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: dir, Options: record.JobOptions{NumWorkers: 2}}, SnapshotID: snap.ID})
+	if err != nil {
+		t.Fatalf("CreateFromSnapshot with a re-key and a merge: %v", err)
+	}
+	publishRecipe(t, b, 400, 550, after)
+	sub := pubsub.SubscriptionName("groups", "Events")
+	waitBacklog(t, s, b, sub)
+	waitCheckpointsAfter(t, s, 2, res.Job.ID)
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = openServiceWithBroker(t, data, b)
+	publishRecipe(t, b, 550, 700, after)
+	waitBacklog(t, s, b, sub)
+	got := drainTotals(t, s, res.Job.ID, db)
+
+	group := func(k string) string {
+		if k == "k0" || k == "k1" {
+			return "low"
+		}
+		return "high"
+	}
+	want := map[string][2]int64{}
+	for k, v := range before {
+		w := want[group(k)]
+		want[group(k)] = [2]int64{max(w[0], v[0]), w[1] + v[1]}
+	}
+	for k, v := range after {
+		w := want[group(k)]
+		want[group(k)] = [2]int64{w[0] + v[0], w[1] + v[1]}
+	}
+	if w := rowsOf(want); strings.Join(got, "\n") != strings.Join(w, "\n") {
+		t.Errorf("the re-keyed job (group total count):\n%s\nthe largest snapshot total, the summed counts, and what came after:\n%s", strings.Join(got, "\n"), strings.Join(w, "\n"))
 	}
 }

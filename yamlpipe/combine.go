@@ -166,7 +166,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if agg.Migrations, err = l.parseCombineMigrations(t, agg); err != nil {
 		return nil, err
 	}
-	if agg.KeyMigration, err = l.parseRekey(t, in.schema, keyFields); err != nil {
+	if agg.KeyMigration, err = l.parseRekey(t, in.schema, keyFields, agg.Ops); err != nil {
 		return nil, err
 	}
 	stored, slots := l.combineSlots(t, agg, stored)
@@ -205,6 +205,10 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		c.rekey = &combineRekey{step: t.name, m: agg.KeyMigration, merges: map[string]string{}}
 		for _, op := range agg.Ops {
 			if op.Retired {
+				continue
+			}
+			if m, ok := agg.KeyMigration.Merge[op.Out]; ok {
+				c.rekey.merges[op.Out] = m
 				continue
 			}
 			switch op.Fn {

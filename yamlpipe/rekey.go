@@ -13,8 +13,9 @@ import (
 )
 
 // parseRekey compiles t's migrations: rekey, for a Combine over input
-// schema in whose key fields are keyFields; nil without one.
-func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Field) (*combine.KeyMigration, error) {
+// schema in whose key fields are keyFields and whose outputs are ops;
+// nil without one.
+func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Field, ops []combine.Op) (*combine.KeyMigration, error) {
 	mn := t.migrations
 	if mn == nil || mn.Kind != yamlnode.Map {
 		return nil, nil
@@ -25,9 +26,9 @@ func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Fi
 	}
 	const what = "migrations: rekey"
 	if rn.Kind != yamlnode.Map {
-		return nil, l.errf(rn, "%s must be a mapping {from: [OLD_FIELD...], key: {NEW_FIELD: EXPR}}, not %s", what, rn.Kind)
+		return nil, l.errf(rn, "%s must be a mapping {from: [OLD_FIELD...], key: {NEW_FIELD: EXPR}, merge: ...}, not %s", what, rn.Kind)
 	}
-	if err := l.checkKeys(rn, what, "from", "key"); err != nil {
+	if err := l.checkKeys(rn, what, "from", "key", "merge"); err != nil {
 		return nil, err
 	}
 	fn := rn.Get("from")
@@ -104,6 +105,9 @@ func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Fi
 			return nil, l.errf(rn, "%s: the new group_by field %q is not one of from (%s): give it an expression, key: {%s: EXPR}", what, name, strings.Join(from, ", "), name)
 		}
 	}
+	if m.Merge, err = l.parseRekeyMerge(rn.Get("merge"), what, ops); err != nil {
+		return nil, err
+	}
 	var layout strings.Builder
 	for _, f := range keyFields {
 		layout.WriteString(KeyLayout(f.Name, f.Type.String()))
@@ -111,6 +115,95 @@ func (l *loader) parseRekey(t *transformSpec, in *row.Schema, keyFields []row.Fi
 	m.Layout = layout.String()
 	m.Mark = contract.RekeyMark(m.Layout)
 	return m, nil
+}
+
+// rekeyMerges names the merges a re-key may declare (rekey: merge).
+const rekeyMerges = "sum, max, min or combine"
+
+// parseRekeyMerge reads a re-key's merge: how the accumulators of earlier
+// keys that land on one new key merge, for every output (merge: FN) or
+// per output (merge: {OUTPUT: FN}), FN one of sum, max, min (of the
+// outputs' values: a sum's total, a count, a min's, max's or latest's
+// value) or combine (as the output's combine fn merges, the default).
+// It returns the outputs merged otherwise than by their combine fn.
+func (l *loader) parseRekeyMerge(n *yamlnode.Node, what string, ops []combine.Op) (map[string]string, error) {
+	if n == nil {
+		return nil, nil
+	}
+	out := map[string]string{}
+	set := func(op combine.Op, fn *yamlnode.Node) error {
+		if fn.Kind != yamlnode.String {
+			return l.errf(fn, "%s: merge of output %s must be %s, not %s", what, op.Out, rekeyMerges, fn.Kind)
+		}
+		m := fn.Text
+		switch m {
+		case "combine":
+			return nil
+		case combine.MergeSum, combine.MergeMax, combine.MergeMin:
+		default:
+			return l.errf(fn, "%s: merge %q is not one of %s", what, m, rekeyMerges)
+		}
+		switch op.Fn {
+		case combine.FnSum, combine.FnCount:
+		case combine.FnMin, combine.FnMax, combine.FnLatest:
+			if m == combine.MergeSum && !op.Typ.IsNumeric() {
+				return l.errf(fn, "%s: merge sum adds the values of output %s, which is %s of %s, not a number: merge it by max, min or combine", what, op.Out, op.Fn, op.Typ)
+			}
+			if op.Fn == combine.FnLatest {
+				break
+			}
+			if string(op.Fn) == m {
+				return nil // its own fn
+			}
+		default:
+			return l.errf(fn, "%s: output %s is %s, whose accumulator merges only as its combine fn merges it: drop its merge or make it combine", what, op.Out, op.Fn)
+		}
+		if (op.Fn == combine.FnSum || op.Fn == combine.FnCount) && m == combine.MergeSum {
+			return nil // its own fn
+		}
+		out[op.Out] = m
+		return nil
+	}
+	switch n.Kind {
+	case yamlnode.String:
+		switch n.Text {
+		case "combine":
+			return nil, nil
+		case combine.MergeSum, combine.MergeMax, combine.MergeMin:
+		default:
+			return nil, l.errf(n, "%s: merge %q is not one of %s", what, n.Text, rekeyMerges)
+		}
+		for _, op := range ops {
+			switch op.Fn {
+			case combine.FnSum, combine.FnCount, combine.FnMin, combine.FnMax, combine.FnLatest:
+			default:
+				return nil, l.errf(n, "%s: merge %s applies to every output, but output %s is %s, whose accumulator merges only as its combine fn merges it: give merge per output, merge: {OUTPUT: FN}", what, n.Text, op.Out, op.Fn)
+			}
+			if err := set(op, n); err != nil {
+				return nil, err
+			}
+		}
+	case yamlnode.Map:
+		for i, k := range n.Keys {
+			j := slices.IndexFunc(ops, func(op combine.Op) bool { return op.Out == k.Text })
+			if j < 0 {
+				names := make([]string, len(ops))
+				for x, op := range ops {
+					names[x] = op.Out
+				}
+				return nil, l.errf(k, "%s: merge names %q, which is not an output of the Combine (%s)", what, k.Text, strings.Join(names, ", "))
+			}
+			if err := set(ops[j], n.Vals[i]); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, l.errf(n, "%s: merge must be %s for every output, or a mapping {OUTPUT: FN}, not %s", what, rekeyMerges, n.Kind)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // sameNames reports whether names are exactly fs's names, in order.

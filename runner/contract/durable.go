@@ -160,6 +160,18 @@ type Rekeyer interface {
 	Rekey(dst, kb []byte, enc string) (moved []byte, key, old any, err error)
 }
 
+// RekeyMerger is implemented by a Rekeyer aggregator whose re-key
+// declares how the accumulators of earlier keys that land on one new key
+// merge, when that is not MergeAccumulators (say the larger of two
+// totals instead of their sum). The runner then merges moved windows with
+// MergeRekeyed.
+type RekeyMerger interface {
+	// MergeRekeyed folds b, the accumulator of an earlier key's window,
+	// into a, that of another earlier key moved to the same new key and
+	// window, and returns the result.
+	MergeRekeyed(a, b any) any
+}
+
 // RekeyFailed is the reject reason of a key whose declared re-key did not
 // evaluate: its state is left out of the new version's.
 const RekeyFailed = "rekey_failed"

@@ -339,46 +339,171 @@ func (a *Aggregator) MergeAccumulators(x, y any) any {
 		ax.grp = ay.grp
 	}
 	for k := range a.Ops {
+		if op := &a.Ops[k]; !op.Retired {
+			a.mergeSlot(op, &ax.slots[k], &ay.slots[k])
+		}
+	}
+	return ax
+}
+
+// The merges a re-key may declare for an output (migrations: rekey:
+// merge), besides the output's own combine fn.
+const (
+	MergeSum = "sum"
+	MergeMax = "max"
+	MergeMin = "min"
+)
+
+// MergeRekeyed implements contract.RekeyMerger: the accumulators of two
+// earlier keys that a re-key moves to one new key merge as the step
+// declares per output (KeyMigration.Merge), the others as their combine
+// fns merge them.
+func (a *Aggregator) MergeRekeyed(x, y any) any {
+	if a.KeyMigration == nil || len(a.KeyMigration.Merge) == 0 {
+		return a.MergeAccumulators(x, y)
+	}
+	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
+	if ax.grp == nil {
+		ax.grp = ay.grp
+	}
+	for k := range a.Ops {
 		op := &a.Ops[k]
 		if op.Retired {
 			continue
 		}
 		s, o := &ax.slots[k], &ay.slots[k]
-		switch op.Fn {
-		case FnSum:
-			if c, over := addInt(s.i, o.i); !over {
-				s.i = c
-			} else {
-				slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.Step, "output", op.Out)
-			}
-			s.f += o.f
-			s.set = s.set || o.set
-		case FnCount:
-			s.n += o.n
-		case FnMean, FnAll, FnAny:
-			s.f += o.f
-			s.n += o.n
-			s.i += o.i
-		case FnMin, FnMax, FnLatest:
-			if o.set {
-				addValue(op, s, o.v(), o.t())
-			}
-		case FnGroup, FnConcat:
-			if o.set {
-				l, _ := s.v().([]any)
-				ol, _ := o.v().([]any)
-				s.setV(append(l, ol...))
-				s.set = true
-			}
-		case FnTop:
-			ol, _ := o.v().([]any)
-			for _, v := range ol {
-				s.setV(topInsert(op, s.v(), v))
-				s.set = true
-			}
+		if m, ok := a.KeyMigration.Merge[op.Out]; ok {
+			mergeSlotAs(op, m, s, o)
+		} else {
+			a.mergeSlot(op, s, o)
 		}
 	}
 	return ax
+}
+
+// mergeSlot folds slot o into s as op's combine fn merges.
+func (a *Aggregator) mergeSlot(op *Op, s, o *slot) {
+	switch op.Fn {
+	case FnSum:
+		if c, over := addInt(s.i, o.i); !over {
+			s.i = c
+		} else {
+			slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.Step, "output", op.Out)
+		}
+		s.f += o.f
+		s.set = s.set || o.set
+	case FnCount:
+		s.n += o.n
+	case FnMean, FnAll, FnAny:
+		s.f += o.f
+		s.n += o.n
+		s.i += o.i
+	case FnMin, FnMax, FnLatest:
+		if o.set {
+			addValue(op, s, o.v(), o.t())
+		}
+	case FnGroup, FnConcat:
+		if o.set {
+			l, _ := s.v().([]any)
+			ol, _ := o.v().([]any)
+			s.setV(append(l, ol...))
+			s.set = true
+		}
+	case FnTop:
+		ol, _ := o.v().([]any)
+		for _, v := range ol {
+			s.setV(topInsert(op, s.v(), v))
+			s.set = true
+		}
+	}
+}
+
+// mergeSlotAs folds slot o into s by merge m (MergeSum, MergeMax or
+// MergeMin) of the slots' values: a sum's total, a count, or the value of
+// a min, max or latest (the loader allows only those). An empty slot
+// leaves the other as it is.
+func mergeSlotAs(op *Op, m string, s, o *slot) {
+	switch op.Fn {
+	case FnCount:
+		switch m {
+		case MergeSum:
+			s.n += o.n
+		case MergeMax:
+			s.n = max(s.n, o.n)
+		case MergeMin:
+			s.n = min(s.n, o.n)
+		}
+	case FnSum:
+		if !o.set {
+			return
+		}
+		if !s.set {
+			s.i, s.f, s.set = o.i, o.f, true
+			return
+		}
+		st, ot := float64(s.i)+s.f, float64(o.i)+o.f
+		switch m {
+		case MergeSum:
+			if c, over := addInt(s.i, o.i); !over {
+				s.i = c
+			}
+			s.f += o.f
+		case MergeMax:
+			if ot > st {
+				s.i, s.f = o.i, o.f
+			}
+		case MergeMin:
+			if ot < st {
+				s.i, s.f = o.i, o.f
+			}
+		}
+	case FnMin, FnMax, FnLatest:
+		if !o.set {
+			return
+		}
+		if !s.set {
+			s.setVT(o.v(), o.t())
+			s.set = true
+			return
+		}
+		switch m {
+		case MergeSum:
+			s.setV(addNumbers(s.v(), o.v()))
+		case MergeMax:
+			if less(s.v(), o.v()) {
+				s.setVT(o.v(), o.t())
+			}
+		case MergeMin:
+			if less(o.v(), s.v()) {
+				s.setVT(o.v(), o.t())
+			}
+		}
+	}
+}
+
+// addNumbers adds two values of a numeric output: ints as ints (keeping
+// a when the sum overflows), else as floats.
+func addNumbers(a, b any) any {
+	x, xi := a.(int64)
+	y, yi := b.(int64)
+	if xi && yi {
+		if c, over := addInt(x, y); !over {
+			return c
+		}
+		return a
+	}
+	return toFloat(a) + toFloat(b)
+}
+
+// toFloat is a numeric value as a float (0 for anything else).
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return 0
 }
 
 // Output builds the pane's row: group values, outputs and, unless the step

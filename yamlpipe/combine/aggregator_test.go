@@ -84,3 +84,54 @@ func TestAccumulatorSize(t *testing.T) {
 		t.Errorf("slot is %d bytes, want at most 40", n)
 	}
 }
+
+// A re-key's declared merge (KeyMigration.Merge) folds the accumulators
+// of two earlier keys by the values their outputs show; outputs without
+// one merge as their combine fn does.
+func TestMergeRekeyed(t *testing.T) {
+	s := row.MustSchema(row.Field{Name: "i", Type: row.Of(row.KindInt)}, row.Field{Name: "f", Type: row.Of(row.KindFloat)})
+	intT, floatT := row.Of(row.KindInt), row.Of(row.KindFloat)
+	ops := []Op{
+		{Out: "sum_max", Fn: FnSum, Src: 0, Typ: intT},
+		{Out: "sum_min", Fn: FnSum, Src: 1, Typ: floatT},
+		{Out: "count_max", Fn: FnCount, Src: -1, Typ: intT},
+		{Out: "count_own", Fn: FnCount, Src: -1, Typ: intT},
+		{Out: "latest_sum", Fn: FnLatest, Src: 0, Typ: intT},
+		{Out: "latest_max", Fn: FnLatest, Src: 1, Typ: floatT},
+		{Out: "min_max", Fn: FnMin, Src: 0, Typ: intT},
+		{Out: "mean_own", Fn: FnMean, Src: 0, Typ: floatT},
+	}
+	a := &Aggregator{Ops: ops, KeyMigration: &KeyMigration{Merge: map[string]string{
+		"sum_max": MergeMax, "sum_min": MergeMin, "count_max": MergeMax, "latest_sum": MergeSum,
+		"latest_max": MergeMax, "min_max": MergeMax}}}
+	add := func(vals ...[2]any) any {
+		acc := a.NewAccumulator()
+		for x, v := range vals {
+			var err error
+			if acc, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{v[0], v[1]}}, Time: mtime.Time(x)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return acc
+	}
+	x := add([2]any{int64(5), 1.5}, [2]any{int64(2), 0.5}) // i: sum 7, latest 2, min 2; f: sum 2, latest 0.5
+	y := add([2]any{int64(9), 4.0})                        // i: sum 9, latest 9, min 9; f: sum 4, latest 4
+	got := a.MergeRekeyed(x, y).(*accumulator)
+	want := map[string]any{
+		"sum_max": int64(9), "sum_min": 2.0, "count_max": int64(2), "count_own": int64(3),
+		"latest_sum": int64(11), "latest_max": 4.0, "min_max": int64(9), "mean_own": 16.0 / 3,
+	}
+	for k, op := range ops {
+		if v := slotValue(&op, &got.slots[k]); !reflect.DeepEqual(v, want[op.Out]) {
+			t.Errorf("%s = %v (%T), want %v", op.Out, v, v, want[op.Out])
+		}
+	}
+	// An empty accumulator leaves the other's values as they are.
+	got = a.MergeRekeyed(a.NewAccumulator(), add([2]any{int64(3), 1.0})).(*accumulator)
+	if v := slotValue(&ops[0], &got.slots[0]); v != int64(3) {
+		t.Errorf("sum_max of an empty and 3 = %v, want 3", v)
+	}
+	if v := slotValue(&ops[4], &got.slots[4]); v != int64(3) {
+		t.Errorf("latest_sum of an empty and 3 = %v, want 3", v)
+	}
+}

@@ -29,6 +29,7 @@ import (
 //	    rekey:
 //	      from: [region, store]
 //	      key: {region: "region"}   # optional: a CEL expression per new field
+//	      merge: {total: max}       # optional: sum, max, min or combine
 //
 // Every key the running version kept moves to its new key (a new group_by
 // field without an expression takes the old field of its name), and the
@@ -36,7 +37,8 @@ import (
 // combine fns merge them (sums and counts add, min and max keep the
 // extreme, a mean merges its sum and count, latest keeps the latest), in
 // every open window: the re-keyed totals are what the new pipeline would
-// have computed from the same input. The runner moves the keys
+// have computed from the same input. A declared merge folds an output's
+// values otherwise (KeyMigration.Merge, MergeRekeyed). The runner moves the keys
 // (contract.Rekeyer) at the update in place, or when a restart or a
 // --create-from-snapshot restores the earlier version's state; what the
 // new version stores is marked (contract.RekeyMark), so a later restore tells the
@@ -60,6 +62,11 @@ type KeyMigration struct {
 	// marks (KeyLayout).
 	Mark   []byte
 	Layout string
+	// Merge holds, by output, how the accumulators of earlier keys that
+	// land on one new key merge when the step declares it (migrations:
+	// rekey: merge): MergeSum, MergeMax or MergeMin. An output not in it
+	// merges as its combine fn merges (MergeAccumulators).
+	Merge map[string]string
 	// failed counts the keys whose re-key failed.
 	failed atomic.Int64
 	// scratch recycles Rekey's buffers (a *rekeyScratch): the runner
