@@ -198,6 +198,11 @@ func TestRollback(t *testing.T) {
 	// k0's): the rollback snapshot must hold the keys as v1 kept them, or
 	// generation 3's k0 and k1 totals would be off.
 	variants = append(variants, variant{HowInPlaceUpdate, "rekey"})
+	// An update that declares the Combine's outputs in another order,
+	// with a new one first: v2 keeps v1's accumulator slots (its graph
+	// records them); the rollback snapshot holds v1's state, which v1
+	// reads in its own order again.
+	variants = append(variants, variant{HowInPlaceUpdate, "reorder"})
 	for _, vr := range variants {
 		how := vr.how
 		for _, driver := range []string{"sqlite", "postgres"} {
@@ -225,6 +230,13 @@ func TestRollback(t *testing.T) {
 						"Merged", sink.driver, sink.dsn, sink.table)
 					v2 = strings.Replace(v2, "      windowing: {type: fixed, size: 10s}\n", "      windowing: {type: fixed, size: 10s}\n      migrations:\n        rekey: {from: [key], key: {key: \""+merge+"\"}}\n", 1)
 					v2 = stage(v2)
+				}
+				if vr.change == "reorder" {
+					v2 = strings.Replace(v1, "          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n",
+						"          biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}\n          total: {value: amount, fn: sum}\n", 1)
+					if v2 == v1 {
+						t.Fatal("the reorder changed nothing")
+					}
 				}
 				if vr.change == "rename" {
 					v2 = strings.Replace(strings.Replace(v1, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),
