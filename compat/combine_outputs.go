@@ -303,12 +303,6 @@ func (c *checker) checkNarrowed(o, n *graph.Step, ref, dropFix string, at []int)
 		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
 }
 
-// retiredStored is the stored identity of a YAML Combine's retired slot:
-// the slot of an output an update removed from before others the step
-// still has, kept empty so that the slots after it stay where the stored
-// state has them.
-var retiredStored = graph.Field{Name: "retired", Type: "none"}
-
 // retireSlots returns o as the rest of the check compares it with n: a
 // slot n retires counts as retired in o too, since nothing reads it any
 // more. It warns of the outputs n retires (COMBINE_OUTPUTS_CHANGED).
@@ -320,13 +314,13 @@ func (c *checker) retireSlots(o, n *graph.Step, ref string) *graph.Step {
 	var names []string
 	on, _ := combineOutputNames(c.oldG, o)
 	for i, nf := range n.StoredCoder.Fields {
-		if nf != retiredStored || i >= len(o.StoredCoder.Fields) || o.StoredCoder.Fields[i] == retiredStored {
+		if nf != graph.RetiredSlot() || i >= len(o.StoredCoder.Fields) || o.StoredCoder.Fields[i] == graph.RetiredSlot() {
 			continue
 		}
 		if fields == nil {
 			fields = slices.Clone(o.StoredCoder.Fields)
 		}
-		fields[i] = retiredStored
+		fields[i] = graph.RetiredSlot()
 		name := fmt.Sprintf("at position %d", i+1)
 		if i < len(on) && on[i] != "" {
 			name = on[i]

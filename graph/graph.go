@@ -63,6 +63,13 @@ type Field struct {
 	Type string `json:"type"`
 }
 
+// RetiredSlot returns the field of a YAML Combine's stored accumulator
+// coder (one field per slot: the slot's fn and value type) for a retired
+// slot: that of an output an update removed from before outputs the step
+// still has, kept empty so that the slots after it stay where the stored
+// state has them.
+func RetiredSlot() Field { return Field{Name: "retired", Type: "none"} }
+
 // Equal reports whether two coder identities match exactly.
 func (c Coder) Equal(o Coder) bool {
 	a, _ := json.Marshal(c)

@@ -18,9 +18,6 @@ import (
 // step's config (slot_outputs), where the next version and the
 // compatibility check read it.
 
-// retiredSlot is the stored identity (graph field) of a retired slot.
-var retiredSlot = graph.Field{Name: "retired", Type: "none"}
-
 // combineSlots puts agg's ops, declared in the pipeline's order, in the
 // slot order of the state this job reads (Options.PriorCombineSlots), and
 // permutes stored (each declared output's stored identity) and the
@@ -60,7 +57,7 @@ func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored 
 		pos[k] = d
 		if d < 0 {
 			ops[k] = combine.Op{Src: -1, Fn: combine.FnCount, Retired: true}
-			outStored[k] = retiredSlot
+			outStored[k] = graph.RetiredSlot()
 			continue
 		}
 		ops[k], outStored[k], names[k] = agg.Ops[d], stored[d], declared[d]
