@@ -46,7 +46,7 @@ type aggKey struct {
 	wins0 [1]*winState
 	// inline holds str when it is short (setStr): one object per key,
 	// not two. Its length and the two flags after it fill three words
-	// exactly: the key is then 208 bytes, a size class (224 with a word
+	// exactly: the key is then 192 bytes, a size class (208 with a word
 	// of padding).
 	inline [keyInline]byte
 	used   bool

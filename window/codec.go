@@ -45,6 +45,14 @@ func (st *State) AppendBinary(dst []byte) []byte {
 	return st.Trigger.appendBinary(dst)
 }
 
+// subs returns the states of t's sub-triggers (nil for none).
+func (t *TriggerState) subs() []TriggerState {
+	if t.Sub == nil {
+		return nil
+	}
+	return *t.Sub
+}
+
 func (t *TriggerState) appendBinary(dst []byte) []byte {
 	var f byte
 	if t.Finished {
@@ -56,9 +64,10 @@ func (t *TriggerState) appendBinary(dst []byte) []byte {
 	dst = append(dst, f)
 	dst = binary.AppendVarint(dst, t.Count)
 	dst = binary.AppendVarint(dst, int64(t.Deadline))
-	dst = binary.AppendUvarint(dst, uint64(len(t.Sub)))
-	for i := range t.Sub {
-		dst = t.Sub[i].appendBinary(dst)
+	sub := t.subs()
+	dst = binary.AppendUvarint(dst, uint64(len(sub)))
+	for i := range sub {
+		dst = sub[i].appendBinary(dst)
 	}
 	return dst
 }
@@ -102,14 +111,16 @@ func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
 	}
 	b = b[k:]
 	t.Sub = nil
-	if ns > 0 {
-		t.Sub = make([]TriggerState, ns)
+	if ns == 0 {
+		return b, nil
 	}
+	sub := make([]TriggerState, ns)
 	var err error
-	for i := range t.Sub {
-		if b, err = t.Sub[i].decodeBinary(b, depth+1); err != nil {
+	for i := range sub {
+		if b, err = sub[i].decodeBinary(b, depth+1); err != nil {
 			return nil, err
 		}
 	}
+	t.Sub = &sub
 	return b, nil
 }

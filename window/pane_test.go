@@ -642,9 +642,9 @@ func TestMachineMerge(t *testing.T) {
 			dst.Trigger = cloneTriggerState(dst.Trigger)
 			m.Merge(&dst, src)
 			want := State{
-				Trigger: TriggerState{Sub: []TriggerState{{Sub: []TriggerState{
+				Trigger: TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{
 					{Count: 3},                  // counts add
-					{Deadline: at(101, 10)}}}}}, // earliest deadline wins
+					{Deadline: at(101, 10)}})}})}, // earliest deadline wins
 				NextIndex:     4,
 				NewData:       true,
 				HasData:       true,

@@ -162,9 +162,13 @@ type TriggerState struct {
 	// Count is the number of elements seen since the last reset.
 	Count int64 `json:"count,omitempty"`
 	// Deadline is when an after_processing_time trigger fires (0: unset).
-	Deadline mtime.Time     `json:"deadline,omitempty"`
-	Sub      []TriggerState `json:"sub,omitempty"`
-	Finished bool           `json:"finished,omitempty"`
+	Deadline mtime.Time `json:"deadline,omitempty"`
+	// Sub holds the states of a composite trigger's sub-triggers (an
+	// after_watermark's early and late firings), nil for a trigger
+	// without: behind a pointer, so that the state of the default
+	// trigger, which every window of most keys has, is 16 bytes smaller.
+	Sub      *[]TriggerState `json:"sub,omitempty"`
+	Finished bool            `json:"finished,omitempty"`
 	// OnTimeFired records that after_watermark (or default) fired on time.
 	OnTimeFired bool `json:"on_time_fired,omitempty"`
 }
@@ -192,19 +196,21 @@ func (t Trigger) NewState() TriggerState {
 	s := TriggerState{}
 	switch t.Kind {
 	case TriggerAfterWatermark:
-		s.Sub = make([]TriggerState, 2)
+		sub := make([]TriggerState, 2)
 		if t.Early != nil {
-			s.Sub[0] = t.Early.NewState()
+			sub[0] = t.Early.NewState()
 		}
 		if t.Late != nil {
-			s.Sub[1] = t.Late.NewState()
+			sub[1] = t.Late.NewState()
 		}
+		s.Sub = &sub
 	default:
 		if len(t.Triggers) > 0 {
-			s.Sub = make([]TriggerState, len(t.Triggers))
-			for i, sub := range t.Triggers {
-				s.Sub[i] = sub.NewState()
+			sub := make([]TriggerState, len(t.Triggers))
+			for i, tr := range t.Triggers {
+				sub[i] = tr.NewState()
 			}
+			s.Sub = &sub
 		}
 	}
 	return s
@@ -230,14 +236,14 @@ func (t Trigger) OnElement(s *TriggerState, now mtime.Time) {
 	case TriggerAfterWatermark:
 		if !s.OnTimeFired {
 			if t.Early != nil {
-				t.Early.OnElement(&s.Sub[0], now)
+				t.Early.OnElement(&(*s.Sub)[0], now)
 			}
 		} else if t.Late != nil {
-			t.Late.OnElement(&s.Sub[1], now)
+			t.Late.OnElement(&(*s.Sub)[1], now)
 		}
 	default:
 		for i, sub := range t.Triggers {
-			sub.OnElement(&s.Sub[i], now)
+			sub.OnElement(&(*s.Sub)[i], now)
 		}
 	}
 }
@@ -257,25 +263,25 @@ func (t Trigger) ShouldFire(s *TriggerState, c TriggerContext) bool {
 			if c.pastEndOfWindow() {
 				return true
 			}
-			return t.Early != nil && t.Early.ShouldFire(&s.Sub[0], c)
+			return t.Early != nil && t.Early.ShouldFire(&(*s.Sub)[0], c)
 		}
-		return t.Late != nil && t.Late.ShouldFire(&s.Sub[1], c)
+		return t.Late != nil && t.Late.ShouldFire(&(*s.Sub)[1], c)
 	case TriggerAfterCount:
 		return s.Count >= t.Count
 	case TriggerAfterProcessingTime:
 		return s.Deadline != 0 && c.Now >= s.Deadline
 	case TriggerRepeatedly:
-		return t.Triggers[0].ShouldFire(&s.Sub[0], c)
+		return t.Triggers[0].ShouldFire(&(*s.Sub)[0], c)
 	case TriggerAfterAny:
 		for i, sub := range t.Triggers {
-			if sub.ShouldFire(&s.Sub[i], c) {
+			if sub.ShouldFire(&(*s.Sub)[i], c) {
 				return true
 			}
 		}
 		return false
 	case TriggerAfterAll:
 		for i, sub := range t.Triggers {
-			if !s.Sub[i].Finished && !sub.ShouldFire(&s.Sub[i], c) {
+			if !(*s.Sub)[i].Finished && !sub.ShouldFire(&(*s.Sub)[i], c) {
 				return false
 			}
 		}
@@ -305,19 +311,19 @@ func (t Trigger) OnFire(s *TriggerState, c TriggerContext) (onTime bool) {
 				return true
 			}
 			// An early firing: the early trigger repeats.
-			s.Sub[0] = t.Early.NewState()
+			(*s.Sub)[0] = t.Early.NewState()
 			return false
 		}
-		s.Sub[1] = t.Late.NewState()
+		(*s.Sub)[1] = t.Late.NewState()
 		return false
 	case TriggerRepeatedly:
-		onTime = t.Triggers[0].OnFire(&s.Sub[0], c)
-		s.Sub[0] = t.Triggers[0].NewState()
+		onTime = t.Triggers[0].OnFire(&(*s.Sub)[0], c)
+		(*s.Sub)[0] = t.Triggers[0].NewState()
 		return onTime
 	case TriggerAfterAny, TriggerAfterAll:
 		for i, sub := range t.Triggers {
-			if sub.ShouldFire(&s.Sub[i], c) {
-				if sub.OnFire(&s.Sub[i], c) {
+			if sub.ShouldFire(&(*s.Sub)[i], c) {
+				if sub.OnFire(&(*s.Sub)[i], c) {
 					onTime = true
 				}
 			}
@@ -347,14 +353,14 @@ func (t Trigger) NextDeadline(s *TriggerState) mtime.Time {
 		return s.Deadline
 	case TriggerAfterWatermark:
 		if !s.OnTimeFired && t.Early != nil {
-			consider(t.Early.NextDeadline(&s.Sub[0]))
+			consider(t.Early.NextDeadline(&(*s.Sub)[0]))
 		}
 		if s.OnTimeFired && t.Late != nil {
-			consider(t.Late.NextDeadline(&s.Sub[1]))
+			consider(t.Late.NextDeadline(&(*s.Sub)[1]))
 		}
 	default:
 		for i, sub := range t.Triggers {
-			consider(sub.NextDeadline(&s.Sub[i]))
+			consider(sub.NextDeadline(&(*s.Sub)[i]))
 		}
 	}
 	return best
@@ -389,14 +395,14 @@ func (t Trigger) Merge(dst *TriggerState, src TriggerState) {
 	switch t.Kind {
 	case TriggerAfterWatermark:
 		if t.Early != nil {
-			t.Early.Merge(&dst.Sub[0], src.Sub[0])
+			t.Early.Merge(&(*dst.Sub)[0], (*src.Sub)[0])
 		}
 		if t.Late != nil {
-			t.Late.Merge(&dst.Sub[1], src.Sub[1])
+			t.Late.Merge(&(*dst.Sub)[1], (*src.Sub)[1])
 		}
 	default:
 		for i, sub := range t.Triggers {
-			sub.Merge(&dst.Sub[i], src.Sub[i])
+			sub.Merge(&(*dst.Sub)[i], (*src.Sub)[i])
 		}
 	}
 }

@@ -109,12 +109,12 @@ func TestTriggerNewState(t *testing.T) {
 	}{
 		{"default", Default(), TriggerState{}},
 		{"after_count", AfterCount(3), TriggerState{}},
-		{"after_watermark always has early and late slots", AfterWatermark(nil, nil), TriggerState{Sub: []TriggerState{{}, {}}}},
+		{"after_watermark always has early and late slots", AfterWatermark(nil, nil), TriggerState{Sub: subs([]TriggerState{{}, {}})}},
 		{"after_watermark nested", AfterWatermark(ptr(AfterAny(AfterCount(1), AfterCount(2))), nil),
-			TriggerState{Sub: []TriggerState{{Sub: []TriggerState{{}, {}}}, {}}}},
-		{"repeatedly", Repeatedly(AfterCount(2)), TriggerState{Sub: []TriggerState{{}}}},
+			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{}, {}})}, {}})}},
+		{"repeatedly", Repeatedly(AfterCount(2)), TriggerState{Sub: subs([]TriggerState{{}})}},
 		{"after_all", AfterAll(AfterCount(2), Repeatedly(AfterCount(1))),
-			TriggerState{Sub: []TriggerState{{}, {Sub: []TriggerState{{}}}}}},
+			TriggerState{Sub: subs([]TriggerState{{}, {Sub: subs([]TriggerState{{}})}})}},
 	}
 	for _, tc := range tests {
 		if got := tc.t.NewState(); !reflect.DeepEqual(got, tc.want) {
@@ -347,17 +347,17 @@ func TestTriggerNextDeadline(t *testing.T) {
 		{"after_processing_time set", AfterProcessingTime(1), TriggerState{Deadline: 42}, 42},
 		{"finished", AfterProcessingTime(1), TriggerState{Deadline: 42, Finished: true}, 0},
 		{"after_any takes the earliest", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2), AfterCount(1)),
-			TriggerState{Sub: []TriggerState{{Deadline: 50}, {Deadline: 40}, {Count: 1}}}, 40},
+			TriggerState{Sub: subs([]TriggerState{{Deadline: 50}, {Deadline: 40}, {Count: 1}})}, 40},
 		{"after_any skips unset", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2)),
-			TriggerState{Sub: []TriggerState{{}, {Deadline: 40}}}, 40},
+			TriggerState{Sub: subs([]TriggerState{{}, {Deadline: 40}})}, 40},
 		{"after_any skips finished sub-triggers", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2)),
-			TriggerState{Sub: []TriggerState{{Deadline: 30, Finished: true}, {Deadline: 40}}}, 40},
-		{"repeatedly", Repeatedly(AfterProcessingTime(1)), TriggerState{Sub: []TriggerState{{Deadline: 7}}}, 7},
+			TriggerState{Sub: subs([]TriggerState{{Deadline: 30, Finished: true}, {Deadline: 40}})}, 40},
+		{"repeatedly", Repeatedly(AfterProcessingTime(1)), TriggerState{Sub: subs([]TriggerState{{Deadline: 7}})}, 7},
 		{"after_watermark early before on time", AfterWatermark(ptr(AfterProcessingTime(1)), ptr(AfterProcessingTime(1))),
-			TriggerState{Sub: []TriggerState{{Deadline: 10}, {Deadline: 5}}}, 10},
+			TriggerState{Sub: subs([]TriggerState{{Deadline: 10}, {Deadline: 5}})}, 10},
 		{"after_watermark late after on time", AfterWatermark(ptr(AfterProcessingTime(1)), ptr(AfterProcessingTime(1))),
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{Deadline: 10}, {Deadline: 20}}}, 20},
-		{"after_watermark without sub-triggers", AfterWatermark(nil, nil), TriggerState{Sub: []TriggerState{{}, {}}}, 0},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{Deadline: 10}, {Deadline: 20}})}, 20},
+		{"after_watermark without sub-triggers", AfterWatermark(nil, nil), TriggerState{Sub: subs([]TriggerState{{}, {}})}, 0},
 	}
 	for _, tc := range tests {
 		st := tc.st
@@ -380,43 +380,43 @@ func TestTriggerMerge(t *testing.T) {
 		{"unset deadline in dst", AfterProcessingTime(1), TriggerState{}, TriggerState{Deadline: 300}, TriggerState{Deadline: 300}},
 		{"unset deadline in src", AfterProcessingTime(1), TriggerState{Deadline: 300}, TriggerState{}, TriggerState{Deadline: 300}},
 		{"nested counts and deadlines", Repeatedly(AfterAny(AfterCount(3), AfterProcessingTime(1))),
-			TriggerState{Sub: []TriggerState{{Sub: []TriggerState{{Count: 2}, {Deadline: 900}}}}},
-			TriggerState{Sub: []TriggerState{{Sub: []TriggerState{{Count: 1}, {Deadline: 700}}}}},
-			TriggerState{Sub: []TriggerState{{Sub: []TriggerState{{Count: 3}, {Deadline: 700}}}}}},
+			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 2}, {Deadline: 900}})}})},
+			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 700}})}})},
+			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 3}, {Deadline: 700}})}})}},
 		{"after_watermark merges early and late", AfterWatermark(ptr(AfterCount(2)), ptr(AfterProcessingTime(1))),
-			TriggerState{Sub: []TriggerState{{Count: 1}, {Deadline: 50}}},
-			TriggerState{Sub: []TriggerState{{Count: 1}, {Deadline: 40}}},
-			TriggerState{Sub: []TriggerState{{Count: 2}, {Deadline: 40}}}},
+			TriggerState{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 50}})},
+			TriggerState{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 40}})},
+			TriggerState{Sub: subs([]TriggerState{{Count: 2}, {Deadline: 40}})}},
 		// Beam re-arms the on-time firing of a merged window unless every
 		// merged window fired on time: the merged end is the latest end.
 		{"on-time firing in src only is re-armed", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{Sub: []TriggerState{{}, {}}},
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{Sub: []TriggerState{{}, {}}}},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
 		{"on-time firing in dst only is re-armed", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{Sub: []TriggerState{{}, {}}},
-			TriggerState{Sub: []TriggerState{{}, {}}}},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
 		{"on-time firing in both stays fired", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{OnTimeFired: true, Sub: []TriggerState{{}, {}}}},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})}},
 		// A one-shot trigger that finished in either window stays finished:
 		// its pane was already the last one (Beam's AfterPane.onMerge).
 		{"finished after_count in src", AfterCount(2), TriggerState{Count: 1}, TriggerState{Count: 2, Finished: true}, TriggerState{Finished: true}},
 		{"finished after_count in dst", AfterCount(2), TriggerState{Count: 2, Finished: true}, TriggerState{Count: 1}, TriggerState{Finished: true}},
 		{"finished after_processing_time", AfterProcessingTime(1), TriggerState{Deadline: 9}, TriggerState{Deadline: 5, Finished: true}, TriggerState{Finished: true}},
-		{"finished after_any", AfterAny(AfterCount(1)), TriggerState{Sub: []TriggerState{{}}}, TriggerState{Finished: true, Sub: []TriggerState{{Count: 1, Finished: true}}},
-			TriggerState{Finished: true, Sub: []TriggerState{{Finished: true}}}},
+		{"finished after_any", AfterAny(AfterCount(1)), TriggerState{Sub: subs([]TriggerState{{}})}, TriggerState{Finished: true, Sub: subs([]TriggerState{{Count: 1, Finished: true}})},
+			TriggerState{Finished: true, Sub: subs([]TriggerState{{Finished: true}})}},
 		// An after_watermark trigger is still active if it is active in either window.
 		{"after_watermark finished in one window only", AfterWatermark(nil, nil),
-			TriggerState{Sub: []TriggerState{{}, {}}},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{Sub: []TriggerState{{}, {}}}},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
 		{"after_watermark finished in both", AfterWatermark(nil, nil),
-			TriggerState{Finished: true, OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: []TriggerState{{}, {}}},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: []TriggerState{{}, {}}}},
+			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
+			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,3 +449,6 @@ func TestTriggerMergeThenFire(t *testing.T) {
 		t.Errorf("merged count 3 does not fire")
 	}
 }
+
+// subs returns a composite trigger state's sub-states, as Sub holds them.
+func subs(s []TriggerState) *[]TriggerState { return &s }
