@@ -1,14 +1,12 @@
 package service
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/errcode"
-	"github.com/weir-dev/weir/io/pubsub"
 )
 
 // TestCreateFromSnapshotKeepsCombineSlots starts a job from a snapshot
@@ -20,7 +18,6 @@ import (
 // snapshot's plus what was published after the cut.
 func TestCreateFromSnapshotKeepsCombineSlots(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")
 	data := filepath.Join(dir, "data")
@@ -28,19 +25,13 @@ func TestCreateFromSnapshotKeepsCombineSlots(t *testing.T) {
 	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
 	drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite"))
 
-	want := map[string][2]int64{}
-	addRecipe(want, 0, 400)
 	db := filepath.Join(dir, "reordered.sqlite")
 	pipeline := strings.Replace(fmt.Sprintf(recipeYAML, db), "          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n",
 		"          biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}\n          total: {value: amount, fn: sum}\n", 1)
 	if !strings.Contains(pipeline, "biggest") {
 		t.Fatal("the test's pipeline did not change")
 	}
-	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "reordered",
-		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: dir}, SnapshotID: snap.ID})
-	if err != nil {
-		t.Fatalf("CreateFromSnapshot with the outputs reordered: %v", err)
-	}
+	res, got, _ := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "reordered", pipeline, 1, db)
 	found := false
 	for _, w := range res.Report.Warnings {
 		found = found || w.Code == errcode.CombineOutputsChanged
@@ -48,17 +39,8 @@ func TestCreateFromSnapshotKeepsCombineSlots(t *testing.T) {
 	if !found {
 		t.Errorf("the report lacks %s: %+v", errcode.CombineOutputsChanged, res.Report.Warnings)
 	}
-	publishRecipe(t, b, 400, 550, want)
-	sub := pubsub.SubscriptionName("reordered", "Events")
-	waitBacklog(t, s, b, sub)
-	waitCheckpointsAfter(t, s, 2, res.Job.ID)
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s = openServiceWithBroker(t, data, b)
-	publishRecipe(t, b, 550, 700, want)
-	waitBacklog(t, s, b, sub)
-	got := drainTotals(t, s, res.Job.ID, db)
+	want := map[string][2]int64{}
+	addRecipe(want, 0, 700) // the snapshot's messages and those published after it
 	if w := rowsOf(want); strings.Join(got, "\n") != strings.Join(w, "\n") {
 		t.Errorf("the job from the snapshot (key total count):\n%s\nthe snapshot's sums and what came after:\n%s", strings.Join(got, "\n"), strings.Join(w, "\n"))
 	}

@@ -272,15 +272,8 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 		t.Fatal("the refused CreateFromSnapshot created a job")
 	}
 
-	byKey := map[string][2]int64{}
-	addRecipe(byKey, 0, 400)
 	db := filepath.Join(dir, "groups.sqlite")
-	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups",
-		Pipeline: fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), PipelineFile: "p.yaml", BaseDir: dir,
-		Options: record.JobOptions{NumWorkers: 3}}, SnapshotID: snap.ID})
-	if err != nil {
-		t.Fatalf("CreateFromSnapshot with a re-key: %v", err)
-	}
+	res, got, byKey := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "groups", fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), 3, db)
 	found := false
 	for _, w := range res.Report.Warnings {
 		found = found || w.Code == errcode.StateRekeyed
@@ -288,18 +281,7 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 	if !found {
 		t.Errorf("the report lacks %s: %+v", errcode.StateRekeyed, res.Report.Warnings)
 	}
-	publishRecipe(t, b, 400, 550, byKey)
-	sub := pubsub.SubscriptionName("groups", "Events")
-	waitBacklog(t, s, b, sub)
-	waitCheckpointsAfter(t, s, 2, res.Job.ID)
-	// A restart restores the moved keys from the store.
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s = openServiceWithBroker(t, data, b)
-	publishRecipe(t, b, 550, 700, byKey)
-	waitBacklog(t, s, b, sub)
-	got := drainTotals(t, s, res.Job.ID, db)
+	addRecipe(byKey, 0, 400)
 
 	want := map[string][2]int64{}
 	for k, v := range byKey {
@@ -641,7 +623,6 @@ func waitStaged(t *testing.T, s *Service, target sqlsink.StagedTarget, id, what 
 // across a restart after the new job's first checkpoints.
 func TestCreateFromSnapshotRekeysWithDeclaredMerge(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dir := t.TempDir()
 	b := startBroker(t, dir, "recipe-events")
 	data := filepath.Join(dir, "data")
@@ -651,28 +632,12 @@ func TestCreateFromSnapshotRekeysWithDeclaredMerge(t *testing.T) {
 
 	before := map[string][2]int64{}
 	addRecipe(before, 0, 400)
-	after := map[string][2]int64{}
 	db := filepath.Join(dir, "groups.sqlite")
 	pipeline := strings.Replace(fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), "          key: {key: ", "          merge: {total: max}\n          key: {key: ", 1)
 	if !strings.Contains(pipeline, "merge: {total: max}") {
 		t.Fatal("the test's pipeline did not change")
 	}
-	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: "groups",
-		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: dir, Options: record.JobOptions{NumWorkers: 2}}, SnapshotID: snap.ID})
-	if err != nil {
-		t.Fatalf("CreateFromSnapshot with a re-key and a merge: %v", err)
-	}
-	publishRecipe(t, b, 400, 550, after)
-	sub := pubsub.SubscriptionName("groups", "Events")
-	waitBacklog(t, s, b, sub)
-	waitCheckpointsAfter(t, s, 2, res.Job.ID)
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s = openServiceWithBroker(t, data, b)
-	publishRecipe(t, b, 550, 700, after)
-	waitBacklog(t, s, b, sub)
-	got := drainTotals(t, s, res.Job.ID, db)
+	_, got, after := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "groups", pipeline, 2, db)
 
 	group := func(k string) string {
 		if k == "k0" || k == "k1" {

@@ -306,3 +306,33 @@ func addRecipe(want map[string][2]int64, from, to int) {
 		want[key] = [2]int64{w[0] + int64(i), w[1] + 1}
 	}
 }
+
+// fromSnapshotAcrossRestart creates job name from snapshot snapID with
+// pipeline (workers workers), publishes the recipe's messages 400..550,
+// waits for two of the new job's checkpoints, restarts the service (its
+// data directory data, broker b), publishes 550..700 and drains the job.
+// It returns the create's result, the table of db ("key total count"
+// lines) and what was published after the cut (key → total, count); the
+// service it left running is closed with the test.
+func fromSnapshotAcrossRestart(t *testing.T, s *Service, b *pubsub.Broker, data, dir, snapID, name, pipeline string, workers int, db string) (*UpdateResult, []string, map[string][2]int64) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: name,
+		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: dir, Options: record.JobOptions{NumWorkers: workers}}, SnapshotID: snapID})
+	if err != nil {
+		t.Fatalf("CreateFromSnapshot: %v", err)
+	}
+	after := map[string][2]int64{}
+	publishRecipe(t, b, 400, 550, after)
+	sub := pubsub.SubscriptionName(name, "Events")
+	waitBacklog(t, s, b, sub)
+	waitCheckpointsAfter(t, s, 2, res.Job.ID)
+	// A restart restores what the new job checkpointed.
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = openServiceWithBroker(t, data, b)
+	publishRecipe(t, b, 550, 700, after)
+	waitBacklog(t, s, b, sub)
+	return res, drainTotals(t, s, res.Job.ID, db), after
+}
