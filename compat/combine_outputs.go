@@ -47,6 +47,22 @@ func CombineSlotsByStep(g *graph.Pipeline) map[string][]string {
 	return out
 }
 
+// CombineStoredByStep returns, by YAML Combine step of g, what each of
+// its accumulator slots stores (its stored coder's fields: the slot's fn
+// and value type, in slot order); nil without g.
+func CombineStoredByStep(g *graph.Pipeline) map[string][]graph.Field {
+	if g == nil {
+		return nil
+	}
+	out := map[string][]graph.Field{}
+	for _, st := range g.Steps {
+		if _, ok := combineOutputNames(g, st); ok {
+			out[st.Name] = slices.Clone(st.StoredCoder.Fields)
+		}
+	}
+	return out
+}
+
 // combineOutputNames is CombineSlots.
 func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
 	if g == nil || s == nil || s.StoredCoder == nil || s.StoredCoder.URN != accumulatorURN || s.KeyCoder == nil {
@@ -100,6 +116,16 @@ type combineMigrationConfig struct {
 	// Slots lists the outputs in accumulator slot order ("" for a
 	// retired slot) when that is not the declared order.
 	Slots []string `json:"slot_outputs"`
+	// NotRenamedFrom maps an output the update added to the outputs it
+	// removed that stored something else.
+	NotRenamedFrom map[string][]string `json:"not_renamed_from"`
+}
+
+// NotRenamedFrom returns, by output YAML Combine s added in its update,
+// the outputs the update removed that aggregated something else (so the
+// new one is not their rename); nil for none (and for a nil step).
+func NotRenamedFrom(s *graph.Step) map[string][]string {
+	return combineMigrations(s).NotRenamedFrom
 }
 
 // appendedStart splits the names of YAML Combine n's outputs from

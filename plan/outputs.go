@@ -163,7 +163,7 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		if nc != nil {
 			layout = nc.layout()
 		}
-		markRenames(s.Columns, layout, strategy)
+		markRenames(s.Columns, layout, strategy, notRenamedFrom(newp, n))
 	}
 	for _, c := range s.Columns {
 		narrowed := c.Action == Converted && c.OldType == "float" && c.NewType == "int" && strategy != Parallel
@@ -207,6 +207,16 @@ func keySet(c *sqlConfig) map[string]bool {
 // widens reports the type changes a column takes without a conversion.
 func widens(from, to string) bool {
 	return from == "int" && to == "float"
+}
+
+// notRenamedFrom returns, by field of sink s's rows that the Combine
+// feeding it added, the fields it removed that aggregated something else:
+// no rename of one another (compat.NotRenamedFrom).
+func notRenamedFrom(g *graph.Pipeline, s *graph.Step) map[string][]string {
+	if c := g.Collection(s.Inputs[graph.MainTag]); c != nil {
+		return compat.NotRenamedFrom(g.Step(c.Producer))
+	}
+	return nil
 }
 
 // declaredRenames returns the fields renamed in place (new name to old)
@@ -283,12 +293,15 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 // markRenames settles the renames of a SQL sink's columns as the sink
 // does: a new column beside a removed one of the same type is how an
 // undeclared rename looks, and the sink refuses it (its old rows would
-// keep their values under the old name and read null under the new);
+// keep their values under the old name and read null under the new),
+// unless notRenamed says the new field is not a rename of the removed one
+// (a Combine's new output beside a removed one that aggregated something
+// else);
 // a declared rename is applied in place to a plain table, and behind the
 // view of a staged table or of a parallel replacement's façade. An int
 // widened to float is altered in place, and served beside the older
 // tables' ints by a staged table's or a façade's view.
-func markRenames(cols []Column, layout string, strategy Strategy) {
+func markRenames(cols []Column, layout string, strategy Strategy, notRenamed map[string][]string) {
 	for i := range cols {
 		c := &cols[i]
 		switch {
@@ -310,7 +323,7 @@ func markRenames(cols []Column, layout string, strategy Strategy) {
 			c.Effect = fmt.Sprintf("%s → %s widens, but a staged table or the façade of a parallel replacement keeps each column's type and refuses the new values: update in place, or write to a new table", c.OldType, c.NewType)
 		case c.Action == Added:
 			for _, r := range cols {
-				if r.Action == Removed && r.OldType == c.NewType {
+				if r.Action == Removed && r.OldType == c.NewType && !slices.Contains(notRenamed[c.Name], r.Name) {
 					c.Action = Refused
 					c.Effect = fmt.Sprintf("with %s no longer written, the sink takes %s for a rename of %s, which would leave the rows written before under %s (SQL_SCHEMA_CHANGE_REFUSED): for a Combine output renamed in place declare it (migrations: {accumulators: {%s: {renamed_from: %s}}}); else keep %s and add %s beside it, or write to a new table",
 						r.Name, c.Name, r.Name, r.Name, c.Name, r.Name, r.Name, c.Name)

@@ -169,7 +169,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if agg.KeyMigration, err = l.parseRekey(t, in.schema, keyFields, agg.Ops); err != nil {
 		return nil, err
 	}
-	stored, slots := l.combineSlots(t, agg, stored)
+	stored, slots, notRenames := l.combineSlots(t, agg, stored)
 	keyCoder := row.FieldsCoder(keyFields)
 	storedCoder := graph.Coder{URN: combine.AccumulatorURN, Version: 1, Fields: stored}
 	opts := stepOpts(t, append([]weir.StepOption{weir.WithCoder(out.Coder())}, errorOpt(t)...)...)
@@ -184,12 +184,12 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			}
 		}
 	}
-	if len(renamed) > 0 || len(lossy) > 0 || len(inited) > 0 || agg.KeyMigration != nil || slots != nil {
+	if len(renamed) > 0 || len(lossy) > 0 || len(inited) > 0 || agg.KeyMigration != nil || slots != nil || notRenames != nil {
 		// The declared renames, lossy conversions, inits and re-key go
 		// in the step's recorded config, where the compatibility check
 		// reads them (compat.RenamedOutputs, compat.LossyOutputs,
 		// compat.RekeyedFrom; the inits for its warning's words).
-		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, inited, agg.KeyMigration, slots)))
+		opts = append(opts, weir.WithConfig(combineConfigWithMigrations(t, renamed, lossy, inited, agg.KeyMigration, slots, notRenames)))
 	}
 	var res weir.PCollection[*rowT]
 	if in.isReject {
@@ -199,7 +199,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	}
 	l.registerErrors(t, res)
 	c := rowsColl(out, res)
-	c.renamed = renamed
+	c.renamed, c.notRenames = renamed, notRenames
 	c.keyStep = t.name
 	if agg.KeyMigration != nil {
 		c.rekey = &combineRekey{step: t.name, m: agg.KeyMigration, merges: map[string]string{}}
@@ -236,7 +236,7 @@ type combineRekey struct {
 // renamed in place, as {"renamed_outputs": {NEW: OLD}}, those allowed a
 // lossy conversion, as {"lossy_outputs": [NAME...]} (sorted), and the
 // earlier key fields of a re-key, as {"rekeyed_from": [FIELD...]}.
-func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, inited []string, rk *combine.KeyMigration, slots []string) any {
+func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lossy map[string]bool, inited []string, rk *combine.KeyMigration, slots []string, notRenames map[string][]string) any {
 	cfg, _ := t.config.Plain().(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
@@ -265,6 +265,17 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 		}
 		cfg[initializedOutputsKey] = names
 	}
+	if notRenames != nil {
+		m := make(map[string]any, len(notRenames))
+		for k, v := range notRenames {
+			names := make([]any, len(v))
+			for i, n := range v {
+				names[i] = n
+			}
+			m[k] = names
+		}
+		cfg[notRenamedFromKey] = m
+	}
 	if slots != nil {
 		names := make([]any, len(slots))
 		for i, n := range slots {
@@ -281,6 +292,11 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 	}
 	return cfg
 }
+
+// notRenamedFromKey is the key of a Combine's recorded step config that
+// maps each output this version added to the outputs it removed that
+// stored something else (combineSlots): not renames of one another.
+const notRenamedFromKey = "not_renamed_from"
 
 // slotOutputsKey is the key of a Combine's recorded step config that
 // lists its outputs in accumulator slot order ("" for a retired slot),

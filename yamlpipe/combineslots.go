@@ -22,12 +22,20 @@ import (
 // slot order of the state this job reads (Options.PriorCombineSlots), and
 // permutes stored (each declared output's stored identity) and the
 // migrations' inits likewise. It returns the stored identities in slot
-// order and the outputs in slot order ("" for a retired slot), or stored
-// unchanged and nil when the slots are the declared order.
-func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored []graph.Field) ([]graph.Field, []string) {
+// order, the outputs in slot order ("" for a retired slot), or stored
+// unchanged and nil when the slots are the declared order, and the
+// outputs that cannot be renames: by new output, the outputs the running
+// version had and this one removed that stored something else (a
+// WriteToSql below then does not take the new column for a rename of the
+// removed one).
+func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored []graph.Field) ([]graph.Field, []string, map[string][]string) {
 	prior, ok := l.opts.PriorCombineSlots[t.name]
 	if !ok {
-		return stored, nil
+		return stored, nil, nil
+	}
+	priorStored := l.opts.PriorCombineStored[t.name]
+	if len(priorStored) != len(prior) {
+		priorStored = nil
 	}
 	declared := make([]string, len(agg.Ops))
 	for i, op := range agg.Ops {
@@ -37,13 +45,14 @@ func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored 
 	if agg.Migrations != nil {
 		renamed = agg.Migrations.Renamed
 	}
-	order := slotOrder(prior, declared, renamed)
+	order := slotOrder(prior, priorStored, declared, stored, renamed)
+	notRenames := unrelatedOutputs(prior, priorStored, declared, stored, order)
 	identity := len(order) == len(declared)
 	for k, d := range order {
 		identity = identity && d == k
 	}
 	if identity {
-		return stored, nil
+		return stored, nil, notRenames
 	}
 	ops := make([]combine.Op, len(order))
 	pos := make([]int, len(order))
@@ -69,20 +78,58 @@ func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored 
 	if init != nil {
 		agg.Migrations.Init = init
 	}
-	return outStored, names
+	return outStored, names, notRenames
+}
+
+// unrelatedOutputs returns, by declared output that no prior slot holds
+// (new), the prior outputs no slot holds any more (removed) that stored
+// something else: the new one is not a rename of those. Nil when the
+// prior slots' stored identities are unknown.
+func unrelatedOutputs(prior []string, priorStored []graph.Field, declared []string, stored []graph.Field, order []int) map[string][]string {
+	if priorStored == nil {
+		return nil
+	}
+	held := make([]bool, len(declared))
+	kept := make([]bool, len(prior))
+	for k, d := range order {
+		if d < 0 {
+			continue
+		}
+		if k < len(prior) {
+			held[d], kept[k] = true, true
+		}
+	}
+	var out map[string][]string
+	for d, name := range declared {
+		if held[d] {
+			continue
+		}
+		for i, pn := range prior {
+			if pn == "" || kept[i] || slices.Contains(declared, pn) || priorStored[i] == stored[d] {
+				continue
+			}
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[name] = append(out[name], pn)
+		}
+	}
+	return out
 }
 
 // slotOrder returns, for each accumulator slot, the index in declared of
 // the output it holds (-1: retired), given the outputs of the slots the
-// stored state has (prior, "" for one already retired) and the outputs'
-// declared renames (new name to old). A prior slot holds the output of
-// its name, or the one declared renamed from it; failing both, a
-// declared output at its position whose name the prior slots do not have,
-// while the slot's output is no longer declared, carries it on (an
-// undeclared rename in place, as the compatibility check warns of);
-// otherwise it is retired. Retired slots at the end are dropped, and the
-// declared outputs no slot holds are appended in declared order.
-func slotOrder(prior, declared []string, renamed map[string]string) []int {
+// stored state has (prior, "" for one already retired) and what each
+// stores (priorStored; nil when unknown), the declared outputs and what
+// each stores, and the outputs' declared renames (new name to old). A
+// prior slot holds the output of its name, or the one declared renamed
+// from it; failing both, a declared output at its position whose name the
+// prior slots do not have, while the slot's output is no longer declared,
+// carries it on when it stores the same (an undeclared rename in place, as
+// the compatibility check warns of); otherwise it is retired. The
+// declared outputs no slot holds are appended in declared order; without
+// any, retired slots at the end are dropped.
+func slotOrder(prior []string, priorStored []graph.Field, declared []string, stored []graph.Field, renamed map[string]string) []int {
 	at := make(map[string]int, len(declared))
 	for i, n := range declared {
 		at[n] = i
@@ -118,15 +165,23 @@ func slotOrder(prior, declared []string, renamed map[string]string) []int {
 		if _, r := renamed[declared[i]]; r || slices.Contains(prior, declared[i]) {
 			continue
 		}
+		if priorStored != nil && priorStored[i] != stored[i] {
+			continue // another aggregate in its place: the old one is retired
+		}
 		order[i], used[i] = i, true
 	}
-	for len(order) > 0 && order[len(order)-1] < 0 {
-		order = order[:len(order)-1]
-	}
+	var added []int
 	for d := range declared {
 		if !used[d] {
-			order = append(order, d)
+			added = append(added, d)
 		}
 	}
-	return order
+	if len(added) == 0 {
+		// Retired slots at the end are dropped; before new slots they
+		// stay, so that no new output reads a removed one's accumulators.
+		for len(order) > 0 && order[len(order)-1] < 0 {
+			order = order[:len(order)-1]
+		}
+	}
+	return append(order, added...)
 }

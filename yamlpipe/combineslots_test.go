@@ -17,31 +17,61 @@ import (
 
 func TestSlotOrder(t *testing.T) {
 	tests := []struct {
-		name     string
-		prior    []string
-		declared []string
-		renamed  map[string]string
-		want     []int
+		name string
+		// prior and declared are "output=fn" (prior "" for a retired
+		// slot); noStored drops what the prior slots store (unknown).
+		prior, declared []string
+		noStored        bool
+		renamed         map[string]string
+		want            []int
+		unrelated       map[string][]string
 	}{
-		{name: "unchanged", prior: []string{"total", "n"}, declared: []string{"total", "n"}, want: []int{0, 1}},
-		{name: "appended", prior: []string{"total", "n"}, declared: []string{"total", "n", "biggest"}, want: []int{0, 1, 2}},
-		{name: "reordered", prior: []string{"total", "n"}, declared: []string{"n", "total"}, want: []int{1, 0}},
-		{name: "inserted first", prior: []string{"total", "n"}, declared: []string{"biggest", "total", "n"}, want: []int{1, 2, 0}},
-		{name: "removed from the middle", prior: []string{"total", "n", "biggest"}, declared: []string{"total", "biggest"}, want: []int{0, -1, 1}},
-		{name: "removed from the end", prior: []string{"total", "n", "biggest"}, declared: []string{"total", "n"}, want: []int{0, 1}},
-		{name: "retired slots at the end are dropped", prior: []string{"total", "", "n"}, declared: []string{"total"}, want: []int{0}},
-		{name: "a retired slot stays retired", prior: []string{"", "n"}, declared: []string{"n", "total"}, want: []int{-1, 0, 1}},
-		{name: "declared rename moved", prior: []string{"total", "n"}, declared: []string{"n", "amount_total"},
+		{name: "unchanged", prior: []string{"total=sum", "n=count"}, declared: []string{"total=sum", "n=count"}, want: []int{0, 1}},
+		{name: "appended", prior: []string{"total=sum", "n=count"}, declared: []string{"total=sum", "n=count", "biggest=max"}, want: []int{0, 1, 2}},
+		{name: "reordered", prior: []string{"total=sum", "n=count"}, declared: []string{"n=count", "total=sum"}, want: []int{1, 0}},
+		{name: "inserted first", prior: []string{"total=sum", "n=count"}, declared: []string{"biggest=max", "total=sum", "n=count"}, want: []int{1, 2, 0}},
+		{name: "removed from the middle", prior: []string{"total=sum", "n=count", "biggest=max"}, declared: []string{"total=sum", "biggest=max"}, want: []int{0, -1, 1}},
+		{name: "removed from the end", prior: []string{"total=sum", "n=count", "biggest=max"}, declared: []string{"total=sum", "n=count"}, want: []int{0, 1}},
+		{name: "retired slots at the end are dropped", prior: []string{"total=sum", "", "n=count"}, declared: []string{"total=sum"}, want: []int{0}},
+		{name: "a retired slot stays retired", prior: []string{"", "n=count"}, declared: []string{"n=count", "total=sum"}, want: []int{-1, 0, 1}},
+		{name: "declared rename moved", prior: []string{"total=sum", "n=count"}, declared: []string{"n=count", "amount_total=sum"},
 			renamed: map[string]string{"amount_total": "total"}, want: []int{1, 0}},
-		{name: "names swapped by renames", prior: []string{"a", "b"}, declared: []string{"a", "b"},
+		{name: "names swapped by renames", prior: []string{"a=sum", "b=sum"}, declared: []string{"a=sum", "b=sum"},
 			renamed: map[string]string{"a": "b", "b": "a"}, want: []int{1, 0}},
-		{name: "undeclared rename in place carries on", prior: []string{"total", "n"}, declared: []string{"amount_total", "n"}, want: []int{0, 1}},
-		{name: "a removed output is not paired with a moved one", prior: []string{"total", "n"}, declared: []string{"n", "biggest"}, want: []int{-1, 0, 1}},
+		{name: "undeclared rename in place carries on", prior: []string{"total=sum", "n=count"}, declared: []string{"amount_total=sum", "n=count"}, want: []int{0, 1}},
+		{name: "another aggregate in a removed one's place starts afresh", prior: []string{"total=sum", "n=count"}, declared: []string{"total=sum", "biggest=max"},
+			want: []int{0, -1, 1}, unrelated: map[string][]string{"biggest": {"n"}}},
+		{name: "in place without what the slots store", prior: []string{"total=sum", "n=count"}, declared: []string{"total=sum", "biggest=max"}, noStored: true, want: []int{0, 1}},
+		{name: "a removed output is not paired with a moved one", prior: []string{"total=sum", "n=count"}, declared: []string{"n=count", "biggest=max"},
+			want: []int{-1, 0, 1}, unrelated: map[string][]string{"biggest": {"total"}}},
+		{name: "a new output of the removed one's fn may be its rename", prior: []string{"total=sum", "n=count"}, declared: []string{"n=count", "sum2=sum"},
+			want: []int{-1, 0, 1}},
+	}
+	split := func(specs []string) ([]string, []graph.Field) {
+		names, stored := make([]string, len(specs)), make([]graph.Field, len(specs))
+		for i, sp := range specs {
+			if sp == "" {
+				stored[i] = graph.RetiredSlot()
+				continue
+			}
+			n, fn, _ := strings.Cut(sp, "=")
+			names[i], stored[i] = n, graph.Field{Name: fn, Type: "int"}
+		}
+		return names, stored
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := slotOrder(tc.prior, tc.declared, tc.renamed); !slices.Equal(got, tc.want) {
-				t.Errorf("slotOrder(%q, %q, %v) = %v, want %v", tc.prior, tc.declared, tc.renamed, got, tc.want)
+			prior, priorStored := split(tc.prior)
+			declared, stored := split(tc.declared)
+			if tc.noStored {
+				priorStored = nil
+			}
+			got := slotOrder(prior, priorStored, declared, stored, tc.renamed)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("slotOrder = %v, want %v", got, tc.want)
+			}
+			if u := unrelatedOutputs(prior, priorStored, declared, stored, got); fmt.Sprint(u) != fmt.Sprint(tc.unrelated) {
+				t.Errorf("unrelated outputs %v, want %v", u, tc.unrelated)
 			}
 		})
 	}
@@ -74,7 +104,8 @@ func slotsPipeline(combine string) string {
 func loadSlots(t *testing.T, outputs string, prior *graph.Pipeline) (*graph.Pipeline, *combine.Aggregator) {
 	t.Helper()
 	dir := t.TempDir()
-	p, err := Load("p.yaml", []byte(slotsPipeline(outputs)), Options{BaseDir: dir, PriorCombineSlots: compat.CombineSlotsByStep(prior)})
+	p, err := Load("p.yaml", []byte(slotsPipeline(outputs)), Options{BaseDir: dir,
+		PriorCombineSlots: compat.CombineSlotsByStep(prior), PriorCombineStored: compat.CombineStoredByStep(prior)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -597,6 +597,11 @@ type coll struct {
 	// outputs declared renamed_from, which a WriteToSql reading them
 	// renames its columns by.
 	renamed map[string]string
+	// notRenames maps a Combine's new output to the outputs the running
+	// version had and this one removed that stored something else: a
+	// WriteToSql reading the Combine does not take the new column for a
+	// rename of those (sqlsink.Config.NotRenamedFrom).
+	notRenames map[string][]string
 	// keyStep names the Combine that produced the rows, and rekey is its
 	// declared re-key (nil without one): a WriteToSql keyed by its key
 	// re-keys its table with it (sqlsink.Rekey).

@@ -4,6 +4,7 @@ package yamlpipe
 // and, for a job service, the job a pipeline runs as.
 
 import (
+	"github.com/weir-dev/weir/graph"
 	"io"
 
 	"github.com/weir-dev/weir/io/sqlsink"
@@ -27,6 +28,13 @@ type Options struct {
 	// they are, so that its outputs may be reordered, inserted anywhere or
 	// removed from the middle while the stored accumulators carry on.
 	PriorCombineSlots map[string][]string
+	// PriorCombineStored holds, by Combine step name, what each of those
+	// slots stores (its fn and value type: compat.CombineStoredByStep),
+	// so that an output declared where another one was is taken for it
+	// (an undeclared rename in place) only when it stores the same, and
+	// a WriteToSql below does not take a new output for the rename of a
+	// removed one that stored something else.
+	PriorCombineStored map[string][]graph.Field
 	// Access confines the files and database hosts the pipeline may touch
 	// (a server's --file-roots and --allowed-sql-hosts); nil: every one
 	// its user may (an in-process run).

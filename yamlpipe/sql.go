@@ -24,7 +24,7 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if in.isReject {
 		return nil, l.errf(t.typNode, "WriteToSql cannot write an error output directly; map it to fields first")
 	}
-	cfg := sqlsink.Config{RenamedColumns: renamedColumns(l, t, in)}
+	cfg := sqlsink.Config{RenamedColumns: renamedColumns(l, t, in), NotRenamedFrom: in.notRenames}
 	var err error
 	if n := t.config.Get("driver"); n != nil {
 		if cfg.Driver, err = l.str(n, "WriteToSql driver"); err != nil {

@@ -272,7 +272,7 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool,
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly, JinjaSandbox: jinjaSandbox(),
-		PriorCombineSlots: compat.CombineSlotsByStep(prior)})
+		PriorCombineSlots: compat.CombineSlotsByStep(prior), PriorCombineStored: compat.CombineStoredByStep(prior)})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

@@ -129,6 +129,12 @@ type Config struct {
 	// keep their values under the new name. A façade or staged table
 	// refuses it (ErrSchemaChange).
 	RenamedColumns map[string]string
+	// NotRenamedFrom maps a field of the rows that is new to the columns
+	// it is known not to be a rename of (a Combine's new output and the
+	// outputs the same update removed that aggregated something else): a
+	// new column beside such a removed one of the same type is added, not
+	// refused as an undeclared rename.
+	NotRenamedFrom map[string][]string
 	// Rekey, when set, says the rows' key changed by a declared re-key
 	// since the rows the table holds were written: a staged table serves
 	// the earlier rows under their new keys (see "Re-keying a staged

@@ -3,6 +3,7 @@ package sqlsink
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -49,6 +50,9 @@ func (s *Sink) checkRenames(existing map[string]string, added []column) error {
 	for _, c := range added {
 		for _, g := range gone {
 			name, decl, _ := strings.Cut(g, "\x00")
+			if slices.ContainsFunc(s.cfg.NotRenamedFrom[c.name], func(o string) bool { return strings.EqualFold(o, name) }) {
+				continue
+			}
 			if be.compatible(c.kind, decl) && strings.EqualFold(strings.TrimSpace(decl), be.sqlType(c.kind)) {
 				return fmt.Errorf("%w: table %s: the field %s is new and the column %s (%s) is no longer written, which looks like a rename; "+
 					"weir does not rename a column of a %s in place (old rows would keep their values under %s and read null under %s). "+

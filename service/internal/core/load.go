@@ -53,8 +53,9 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
+	sg := s.stateGraph(j, prior)
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
-		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: compat.CombineSlotsByStep(s.stateGraph(j, prior)),
+		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: compat.CombineSlotsByStep(sg), PriorCombineStored: compat.CombineStoredByStep(sg),
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := AccessCode(err)
