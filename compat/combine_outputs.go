@@ -19,8 +19,8 @@ import (
 // (slot_outputs), retiring the slot of an output removed from the middle.
 // The check compares the outputs of each slot by name as well, so that an
 // output that moved to another slot — a new version loaded without the
-// running one's slots, say with the step renamed in the same update — is
-// refused instead of carrying another output's values.
+// running one's slots — is refused instead of carrying another output's
+// values.
 
 // CombineSlots returns the names of YAML Combine step s's outputs, one
 // per accumulator slot, in slot order ("" for a retired slot): the slot
@@ -214,7 +214,7 @@ func (c *checker) checkCombineOutputs(o, n *graph.Step, ref, dropFix string) boo
 	if len(moved) > 0 {
 		sort.Strings(moved)
 		c.fail(o.Name, errcode.CombineOutputsReordered,
-			fmt.Sprintf("move the outputs in an update that keeps the step's name, without --transform-name-mapping for it (weir then keeps the stored slots where they are), or keep the outputs in their order (%s), append new ones after them and remove only the last ones (to retire one in the middle, keep it and stop reading it), or %s", strings.Join(on, ", "), dropFix),
+			fmt.Sprintf("check NEW against the running job or OLD's pipeline, whose accumulator slots weir then keeps where they are, or keep the outputs in their order (%s), append new ones after them and remove only the last ones, or %s", strings.Join(on, ", "), dropFix),
 			"%s: its outputs moved (%s): stored accumulators are kept by position, so they would carry another output's values", ref, strings.Join(moved, "; "))
 		return true
 	}

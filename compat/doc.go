@@ -45,8 +45,7 @@
 //	                          has no match (without AllowSourceChange)
 //	COMBINE_OUTPUTS_REORDERED a YAML Combine's output moved to another
 //	                          accumulator slot (NEW loaded without OLD's
-//	                          slots, e.g. the step renamed in the same
-//	                          update): it would carry another output's values
+//	                          slots): it would carry another output's values
 //	COMBINE_RENAME_UNKNOWN    an output declares renamed_from a name the
 //	                          running Combine has no output of
 //	REKEY_FROM_MISMATCH       a Combine declares a re-key from other fields

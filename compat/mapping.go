@@ -121,3 +121,23 @@ func (m Mapping) keys() []string {
 func hasPrefix(name, prefix string) bool {
 	return name == prefix || (strings.HasPrefix(name, prefix) && name[len(prefix)] == '/')
 }
+
+// RenameSteps returns byStep (values by a step of OLD) under the names m
+// gives those steps in NEW: a step mapped to "" is left out, one not in m
+// keeps its name.
+func RenameSteps[V any](byStep map[string]V, m Mapping) map[string]V {
+	if len(m) == 0 || byStep == nil {
+		return byStep
+	}
+	out := make(map[string]V, len(byStep))
+	for name, v := range byStep {
+		to, mapped := m[name]
+		switch {
+		case !mapped:
+			out[name] = v
+		case to != "":
+			out[to] = v
+		}
+	}
+	return out
+}

@@ -185,6 +185,14 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("after inserting max: %d of %d rows have it", withMax, rows)
 				}
 			}},
+		// The same with the step renamed in the same update
+		// (--transform-name-mapping): the slots are found under the
+		// step's old name.
+		{name: "rename with a mapping and reorder the outputs", combine: "Totals", mapping: `{"Sums": "Totals"}`, warning: string(errcode.CombineOutputsChanged),
+			mutate: func(y string) string {
+				return strings.Replace(y, "total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}",
+					"biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}\n          total: {value: amount, fn: sum}", 1)
+			}},
 		// An output removed from between two others: its slot is
 		// retired, and the outputs after it keep their stored
 		// accumulators (total and n equal the oracle's).

@@ -151,12 +151,12 @@ func runCheck(ctx context.Context, e *env, jobs runningGraphs, oldArg, newPath s
 	if err != nil {
 		return err
 	}
-	p, loadErr := loadNewPipeline(newPath, jobName, e.jinja, false, old)
+	p, loadErr := loadNewPipeline(newPath, jobName, e.jinja, false, old, mapping)
 	if loadErr != nil {
 		// As the server does for an update: a pipeline that does not load
 		// for a run may load for its graph, and then the check says what
 		// the change breaks before the load error does.
-		gp, err := loadNewPipeline(newPath, jobName, e.jinja, true, old)
+		gp, err := loadNewPipeline(newPath, jobName, e.jinja, true, old, mapping)
 		if err != nil {
 			return loadErr
 		}
@@ -242,7 +242,7 @@ func inspectPipeline(path string, jinja map[string]any, graphOnly bool) (*weir.P
 	if name == "" {
 		name = "inspect"
 	}
-	return loadNewPipeline(path, name, jinja, graphOnly, nil)
+	return loadNewPipeline(path, name, jinja, graphOnly, nil, nil)
 }
 
 // loadNewPipeline loads NEW: as loadPipeline does when OLD is a file, and as
@@ -252,10 +252,10 @@ func inspectPipeline(path string, jinja map[string]any, graphOnly bool) (*weir.P
 // building a step does not touch) and its SQL sinks without a dsn default
 // to a scratch directory, removed afterwards. graphOnly skips the SQL
 // sinks' table checks (yamlpipe's GraphOnly). prior, when known, is OLD's
-// graph: a Combine keeps its accumulator slots where OLD stores them, as
-// the server does for an update (an output moved in NEW is then no
-// change of what is stored).
-func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool, prior *graph.Pipeline) (*weir.Pipeline, error) {
+// graph (its steps renamed by mapping): a Combine keeps its accumulator
+// slots where OLD stores them, as the server does for an update (an
+// output moved in NEW is then no change of what is stored).
+func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool, prior *graph.Pipeline, mapping compat.Mapping) (*weir.Pipeline, error) {
 	if jobName == "" {
 		if jobName = jobNameFromFile(path); jobName == "" {
 			jobName = "inspect"
@@ -272,7 +272,8 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool,
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly, JinjaSandbox: jinjaSandbox(),
-		PriorCombineSlots: compat.CombineSlotsByStep(prior), PriorCombineStored: compat.CombineStoredByStep(prior)})
+		PriorCombineSlots:  compat.RenameSteps(compat.CombineSlotsByStep(prior), mapping),
+		PriorCombineStored: compat.RenameSteps(compat.CombineStoredByStep(prior), mapping)})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

@@ -87,7 +87,7 @@ func runPlan(ctx context.Context, e *env, oldArg, newPath string, f planFlags) e
 	if err != nil {
 		return err
 	}
-	p, err := loadNewPipeline(newPath, jobName, e.jinja, true, old)
+	p, err := loadNewPipeline(newPath, jobName, e.jinja, true, old, mapping)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func updatePlan(ctx context.Context, e *env, path string, f runFlags) *plan.Plan
 		fmt.Fprintf(e.stderr, "note: no plan of the update: %v\n", err)
 		return nil
 	}
-	p, err := loadNewPipeline(path, f.jobName, e.jinja, true, old)
+	p, err := loadNewPipeline(path, f.jobName, e.jinja, true, old, popts.Check.Mapping)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "note: no plan of the update: %v\n", err)
 		return nil

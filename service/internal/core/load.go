@@ -53,9 +53,13 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
-	sg := s.stateGraph(j, prior)
+	sg, own := s.stateGraph(j, prior)
+	slots, stored := compat.CombineSlotsByStep(sg), compat.CombineStoredByStep(sg)
+	if !own {
+		slots, stored = compat.RenameSteps(slots, j.TransformNameMapping), compat.RenameSteps(stored, j.TransformNameMapping)
+	}
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
-		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: compat.CombineSlotsByStep(sg), PriorCombineStored: compat.CombineStoredByStep(sg),
+		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: slots, PriorCombineStored: stored,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
 		code := AccessCode(err)
@@ -172,25 +176,26 @@ func (s *Core) priorKeyLayouts(j *record.Job, g *graph.Pipeline) map[string]stri
 }
 
 // stateGraph returns the graph of the job whose stored state j reads,
-// as far as it decides how that state is laid out: j's own graph once it
-// has one (a restart), else the graph of the snapshot j is created from,
-// else prior (the graph of the job j replaces). Nil when none can be
-// read.
-func (s *Core) stateGraph(j *record.Job, prior *graph.Pipeline) *graph.Pipeline {
+// as far as it decides how that state is laid out, and whether it is j's
+// own: j's own graph once it has one (a restart), else the graph of the
+// snapshot j is created from, else prior (the graph of the job j
+// replaces). Nil when none can be read.
+func (s *Core) stateGraph(j *record.Job, prior *graph.Pipeline) (*graph.Pipeline, bool) {
 	if len(j.Graph) > 0 {
 		if g, err := graph.Parse(j.Graph); err == nil {
-			return g
+			return g, true
 		}
 	}
 	if j.CreatedFromSnapshotID != "" {
 		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
 			if g, err := graph.Parse(snap.Graph); err == nil {
-				return g
+				return g, false
 			}
 		}
 	}
-	return prior
+	return prior, false
 }
+
 
 // priorGraph returns the graph of the job j replaces, or nil when it
 // replaces none or its record or graph cannot be read.

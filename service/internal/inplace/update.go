@@ -188,6 +188,9 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 		BaseDir: req.BaseDir, Options: opts, ReplacesJobID: old.ID,
 		History: []record.StateChange{{State: record.StatePending, Time: now, Reason: "update of job " + old.ID}}}
 	nj.InheritFrom(old)
+	if len(mapping) > 0 {
+		nj.TransformNameMapping = mapping
+	}
 	// The state handed over is as partial as it was: the windows that
 	// began before the old job's input stay cut short.
 	nj.InputStart, nj.InputStartNote = old.InputStart, old.InputStartNote

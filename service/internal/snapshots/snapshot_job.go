@@ -135,6 +135,9 @@ func (s *Snapshots) CreateFromSnapshot(ctx context.Context, req FromSnapshotRequ
 	if goProgram {
 		j.SDK, j.Program = record.SDKGo, req.Program
 	}
+	if len(mapping) > 0 {
+		j.TransformNameMapping = mapping
+	}
 	p, err := s.Load(j)
 	if err != nil {
 		return nil, err
