@@ -643,7 +643,7 @@ func TestMachineMerge(t *testing.T) {
 			m.Merge(&dst, src)
 			want := State{
 				Trigger: TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{
-					{Count: 3},                  // counts add
+					{Count: 3},                    // counts add
 					{Deadline: at(101, 10)}})}})}, // earliest deadline wins
 				NextIndex:     4,
 				NewData:       true,

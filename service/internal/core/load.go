@@ -196,7 +196,6 @@ func (s *Core) stateGraph(j *record.Job, prior *graph.Pipeline) (*graph.Pipeline
 	return prior, false
 }
 
-
 // priorGraph returns the graph of the job j replaces, or nil when it
 // replaces none or its record or graph cannot be read.
 func (s *Core) priorGraph(j *record.Job) *graph.Pipeline {
