@@ -97,6 +97,7 @@ func wireJob(in record.Job) client.Job {
 		StateLineage:          in.StateLineage,
 		Subscriptions:         in.Subscriptions,
 		CreatedFromSnapshotID: in.CreatedFromSnapshotID,
+		TransformNameMapping:  in.TransformNameMapping,
 		Partition:             in.Partition,
 		Manifest:              in.Manifest,
 		ManifestDigest:        in.ManifestDigest,

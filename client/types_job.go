@@ -56,6 +56,10 @@ type Job struct {
 	Subscriptions map[string]string `json:"subscriptions,omitempty"`
 	// CreatedFromSnapshotID names the snapshot the job started from.
 	CreatedFromSnapshotID string `json:"created_from_snapshot_id,omitempty"`
+	// TransformNameMapping is the --transform-name-mapping the job was
+	// created with (a step of the job whose state it reads, to its name
+	// here; "" for a step whose state is dropped).
+	TransformNameMapping map[string]string `json:"transform_name_mapping,omitempty"`
 	// Partition is the partition a bounded job runs (weir run
 	// --partition): the partition of the input manifests it reads.
 	Partition string `json:"partition,omitempty"`
