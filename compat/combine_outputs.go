@@ -22,48 +22,29 @@ import (
 // running one's slots — is refused instead of carrying another output's
 // values.
 
-// CombineSlots returns the names of YAML Combine step s's outputs, one
-// per accumulator slot, in slot order ("" for a retired slot): the slot
-// order its config records (slot_outputs, when an update kept the
+// CombineSlotsByStep returns, by YAML Combine step of g, the names of
+// its outputs in accumulator slot order (combineOutputNames) and what each
+// slot stores (its stored coder's fields: the slot's fn and value type),
+// under the names m gives the steps (RenameSteps); both nil without g.
+func CombineSlotsByStep(g *graph.Pipeline, m Mapping) (outputs map[string][]string, stored map[string][]graph.Field) {
+	if g == nil {
+		return nil, nil
+	}
+	outputs, stored = map[string][]string{}, map[string][]graph.Field{}
+	for _, st := range g.Steps {
+		if names, ok := combineOutputNames(g, st); ok {
+			outputs[st.Name], stored[st.Name] = names, slices.Clone(st.StoredCoder.Fields)
+		}
+	}
+	return RenameSteps(outputs, m), RenameSteps(stored, m)
+}
+
+// combineOutputNames returns the names of YAML Combine step s's outputs,
+// one per accumulator slot, in slot order ("" for a retired slot): the
+// slot order its config records (slot_outputs, when an update kept the
 // stored slots of another order), else the fields of its output rows
 // after the group-by fields. False when s is not a YAML Combine of g or
 // its outputs cannot be read.
-func CombineSlots(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
-	return combineOutputNames(g, s)
-}
-
-// CombineSlotsByStep returns CombineSlots of every YAML Combine step of
-// g, by step name; nil without g.
-func CombineSlotsByStep(g *graph.Pipeline) map[string][]string {
-	if g == nil {
-		return nil
-	}
-	out := map[string][]string{}
-	for _, st := range g.Steps {
-		if names, ok := combineOutputNames(g, st); ok {
-			out[st.Name] = names
-		}
-	}
-	return out
-}
-
-// CombineStoredByStep returns, by YAML Combine step of g, what each of
-// its accumulator slots stores (its stored coder's fields: the slot's fn
-// and value type, in slot order); nil without g.
-func CombineStoredByStep(g *graph.Pipeline) map[string][]graph.Field {
-	if g == nil {
-		return nil
-	}
-	out := map[string][]graph.Field{}
-	for _, st := range g.Steps {
-		if _, ok := combineOutputNames(g, st); ok {
-			out[st.Name] = slices.Clone(st.StoredCoder.Fields)
-		}
-	}
-	return out
-}
-
-// combineOutputNames is CombineSlots.
 func combineOutputNames(g *graph.Pipeline, s *graph.Step) ([]string, bool) {
 	if g == nil || s == nil || s.StoredCoder == nil || s.StoredCoder.URN != accumulatorURN || s.KeyCoder == nil {
 		return nil, false

@@ -174,6 +174,10 @@ type aggNode struct {
 	// with the step's other instances (rekey_restore.go), when it restores.
 	rekey        contract.Rekeyer
 	rekeyRestore *rekeyRestore
+	// rekeyMerge folds the accumulators of two earlier keys a re-key
+	// moves to one new key and window: agg's MergeRekeyed when it declares
+	// one (contract.RekeyMerger), else its MergeAccumulators.
+	rekeyMerge func(a, b any) any
 }
 
 type touchRef struct {
@@ -196,6 +200,10 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	}
 	if rk, ok := n.agg.(contract.Rekeyer); ok && rk.RekeysState() {
 		n.rekey = rk
+	}
+	n.rekeyMerge = n.agg.MergeAccumulators
+	if rm, ok := n.agg.(contract.RekeyMerger); ok {
+		n.rekeyMerge = rm.MergeRekeyed
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,

@@ -108,8 +108,7 @@ func (m *rekeyMove) finish() {
 
 // mergeMoved adds ws, a window of an earlier key, to dst: merged into
 // dst's state of the same window when it has one (the accumulators with
-// MergeRekeyed when the aggregator declares it, contract.RekeyMerger, else
-// MergeAccumulators; the trigger states as merging windows merge), else
+// rekeyMerge; the trigger states as merging windows merge), else
 // as a window of its own; merging windows (sessions) then merge with
 // those they overlap.
 func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
@@ -122,11 +121,7 @@ func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
 		case t.acc == nil:
 			t.acc = ws.acc
 		case ws.acc != nil:
-			if rm, ok := n.agg.(contract.RekeyMerger); ok {
-				t.acc = rm.MergeRekeyed(t.acc, ws.acc)
-			} else {
-				t.acc = n.agg.MergeAccumulators(t.acc, ws.acc)
-			}
+			t.acc = n.rekeyMerge(t.acc, ws.acc)
 		}
 		return
 	}

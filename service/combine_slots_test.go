@@ -18,20 +18,14 @@ import (
 // snapshot's plus what was published after the cut.
 func TestCreateFromSnapshotKeepsCombineSlots(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	b := startBroker(t, dir, "recipe-events")
-	data := filepath.Join(dir, "data")
-	s := openServiceWithBroker(t, data, b)
-	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
-	drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite"))
-
-	db := filepath.Join(dir, "reordered.sqlite")
+	f := drainedRecipeSnapshot(t)
+	db := filepath.Join(f.dir, "reordered.sqlite")
 	pipeline := strings.Replace(fmt.Sprintf(recipeYAML, db), "          total: {value: amount, fn: sum}\n          n: {value: amount, fn: count}\n",
 		"          biggest: {value: amount, fn: max}\n          n: {value: amount, fn: count}\n          total: {value: amount, fn: sum}\n", 1)
 	if !strings.Contains(pipeline, "biggest") {
 		t.Fatal("the test's pipeline did not change")
 	}
-	res, got, _ := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "reordered", pipeline, 1, db)
+	res, got, _ := f.fromSnapshotAcrossRestart(t, "reordered", pipeline, 1, db)
 	found := false
 	for _, w := range res.Report.Warnings {
 		found = found || w.Code == errcode.CombineOutputsChanged

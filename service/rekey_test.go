@@ -252,14 +252,8 @@ const lowHigh = "key == 'k0' || key == 'k1' ? 'low' : 'high'"
 func TestCreateFromSnapshotRekeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	b := startBroker(t, dir, "recipe-events")
-	data := filepath.Join(dir, "data")
-	s := openServiceWithBroker(t, data, b)
-	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
-	if rows := drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite")); len(rows) == 0 {
-		t.Fatal("the drained job wrote no rows")
-	}
+	f := drainedRecipeSnapshot(t)
+	s, dir, snap := f.s, f.dir, f.snap
 
 	// Into the table the snapshot's job wrote (a plain one, holding its
 	// rows under the earlier keys): refused, nothing created.
@@ -273,7 +267,7 @@ func TestCreateFromSnapshotRekeys(t *testing.T) {
 	}
 
 	db := filepath.Join(dir, "groups.sqlite")
-	res, got, byKey := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "groups", fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), 3, db)
+	res, got, byKey := f.fromSnapshotAcrossRestart(t, "groups", fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), 3, db)
 	found := false
 	for _, w := range res.Report.Warnings {
 		found = found || w.Code == errcode.StateRekeyed
@@ -623,21 +617,15 @@ func waitStaged(t *testing.T, s *Service, target sqlsink.StagedTarget, id, what 
 // across a restart after the new job's first checkpoints.
 func TestCreateFromSnapshotRekeysWithDeclaredMerge(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	b := startBroker(t, dir, "recipe-events")
-	data := filepath.Join(dir, "data")
-	s := openServiceWithBroker(t, data, b)
-	snap, j := recipeSnapshot(t, s, b, "totals", filepath.Join(dir, "totals.sqlite"), dir)
-	drainTotals(t, s, j.ID, filepath.Join(dir, "totals.sqlite"))
-
+	f := drainedRecipeSnapshot(t)
 	before := map[string][2]int64{}
 	addRecipe(before, 0, 400)
-	db := filepath.Join(dir, "groups.sqlite")
+	db := filepath.Join(f.dir, "groups.sqlite")
 	pipeline := strings.Replace(fmt.Sprintf(rekeyRecipeYAML, lowHigh, lowHigh, db), "          key: {key: ", "          merge: {total: max}\n          key: {key: ", 1)
 	if !strings.Contains(pipeline, "merge: {total: max}") {
 		t.Fatal("the test's pipeline did not change")
 	}
-	_, got, after := fromSnapshotAcrossRestart(t, s, b, data, dir, snap.ID, "groups", pipeline, 2, db)
+	_, got, after := f.fromSnapshotAcrossRestart(t, "groups", pipeline, 2, db)
 
 	group := func(k string) string {
 		if k == "k0" || k == "k1" {

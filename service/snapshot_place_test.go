@@ -307,32 +307,57 @@ func addRecipe(want map[string][2]int64, from, to int) {
 	}
 }
 
-// fromSnapshotAcrossRestart creates job name from snapshot snapID with
-// pipeline (workers workers), publishes the recipe's messages 400..550,
-// waits for two of the new job's checkpoints, restarts the service (its
-// data directory data, broker b), publishes 550..700 and drains the job.
-// It returns the create's result, the table of db ("key total count"
-// lines) and what was published after the cut (key → total, count); the
-// service it left running is closed with the test.
-func fromSnapshotAcrossRestart(t *testing.T, s *Service, b *pubsub.Broker, data, dir, snapID, name, pipeline string, workers int, db string) (*UpdateResult, []string, map[string][2]int64) {
+// recipeFixture is a service whose job "totals" (recipeYAML) read the
+// recipe's messages 0..400, was snapshotted and drained: the start of the
+// tests that create jobs from its snapshot.
+type recipeFixture struct {
+	dir, data string
+	b         *pubsub.Broker
+	s         *Service
+	snap      *record.Snapshot
+}
+
+// drainedRecipeSnapshot makes a recipeFixture.
+func drainedRecipeSnapshot(t *testing.T) *recipeFixture {
+	t.Helper()
+	f := &recipeFixture{dir: t.TempDir()}
+	f.b = startBroker(t, f.dir, "recipe-events")
+	f.data = filepath.Join(f.dir, "data")
+	f.s = openServiceWithBroker(t, f.data, f.b)
+	snap, j := recipeSnapshot(t, f.s, f.b, "totals", filepath.Join(f.dir, "totals.sqlite"), f.dir)
+	if rows := drainTotals(t, f.s, j.ID, filepath.Join(f.dir, "totals.sqlite")); len(rows) == 0 {
+		t.Fatal("the drained job wrote no rows")
+	}
+	f.snap = snap
+	return f
+}
+
+// fromSnapshotAcrossRestart creates job name from the fixture's snapshot
+// with pipeline (workers workers), publishes the recipe's messages
+// 400..550, waits for two of the new job's checkpoints, restarts the
+// service, publishes 550..700 and drains the job. It returns the create's
+// result, the table of db ("key total count" lines) and what was
+// published after the cut (key → total, count); the service it left
+// running (f.s) is closed with the test.
+func (f *recipeFixture) fromSnapshotAcrossRestart(t *testing.T, name, pipeline string, workers int, db string) (*UpdateResult, []string, map[string][2]int64) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: name,
-		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: dir, Options: record.JobOptions{NumWorkers: workers}}, SnapshotID: snapID})
+	res, err := f.s.CreateFromSnapshot(ctx, FromSnapshotRequest{SubmitRequest: SubmitRequest{Name: name,
+		Pipeline: pipeline, PipelineFile: "p.yaml", BaseDir: f.dir, Options: record.JobOptions{NumWorkers: workers}}, SnapshotID: f.snap.ID})
 	if err != nil {
 		t.Fatalf("CreateFromSnapshot: %v", err)
 	}
 	after := map[string][2]int64{}
-	publishRecipe(t, b, 400, 550, after)
+	publishRecipe(t, f.b, 400, 550, after)
 	sub := pubsub.SubscriptionName(name, "Events")
-	waitBacklog(t, s, b, sub)
-	waitCheckpointsAfter(t, s, 2, res.Job.ID)
+	waitBacklog(t, f.s, f.b, sub)
+	waitCheckpointsAfter(t, f.s, 2, res.Job.ID)
 	// A restart restores what the new job checkpointed.
-	if err := s.Close(ctx); err != nil {
+	if err := f.s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s = openServiceWithBroker(t, data, b)
-	publishRecipe(t, b, 550, 700, after)
-	waitBacklog(t, s, b, sub)
-	return res, drainTotals(t, s, res.Job.ID, db), after
+	f.s = openServiceWithBroker(t, f.data, f.b)
+	publishRecipe(t, f.b, 550, 700, after)
+	waitBacklog(t, f.s, f.b, sub)
+	return res, drainTotals(t, f.s, res.Job.ID, db), after
 }

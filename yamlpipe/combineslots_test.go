@@ -104,8 +104,9 @@ func slotsPipeline(combine string) string {
 func loadSlots(t *testing.T, outputs string, prior *graph.Pipeline) (*graph.Pipeline, *combine.Aggregator) {
 	t.Helper()
 	dir := t.TempDir()
+	slots, stored := compat.CombineSlotsByStep(prior, nil)
 	p, err := Load("p.yaml", []byte(slotsPipeline(outputs)), Options{BaseDir: dir,
-		PriorCombineSlots: compat.CombineSlotsByStep(prior), PriorCombineStored: compat.CombineStoredByStep(prior)})
+		PriorCombineSlots: slots, PriorCombineStored: stored})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestCombineSlotsCarryStoredState(t *testing.T) {
 	if !rep.Compatible || !hasWarning(rep, errcode.CombineOutputsChanged) {
 		t.Fatalf("v1 → v2: %+v", rep)
 	}
-	if got := compat.CombineSlotsByStep(v2g)["Sums"]; !slices.Equal(got, []string{"total", "n", "biggest"}) {
+	if got := slotsOf(v2g); !slices.Equal(got, []string{"total", "n", "biggest"}) {
 		t.Errorf("v2's slots %q, want total, n, biggest", got)
 	}
 	acc, err := v2.DecodeState("", stored)
@@ -201,7 +202,7 @@ func TestCombineSlotsCarryStoredState(t *testing.T) {
 	if !rep.Compatible || !hasWarning(rep, errcode.CombineOutputsChanged) || !strings.Contains(fmt.Sprint(rep.Warnings), "total removed") {
 		t.Fatalf("v2 → v3: %+v", rep)
 	}
-	if got := compat.CombineSlotsByStep(v3g)["Sums"]; !slices.Equal(got, []string{"", "n", "biggest"}) {
+	if got := slotsOf(v3g); !slices.Equal(got, []string{"", "n", "biggest"}) {
 		t.Errorf("v3's slots %q, want a retired one, n, biggest", got)
 	}
 	acc, err = v3.DecodeState("", stored2)
@@ -241,4 +242,10 @@ func hasWarning(rep compat.Report, code errcode.Code) bool {
 		}
 	}
 	return false
+}
+
+// slotsOf returns the outputs of g's Combine Sums in slot order.
+func slotsOf(g *graph.Pipeline) []string {
+	outputs, _ := compat.CombineSlotsByStep(g, nil)
+	return outputs["Sums"]
 }

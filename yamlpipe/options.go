@@ -29,7 +29,7 @@ type Options struct {
 	// removed from the middle while the stored accumulators carry on.
 	PriorCombineSlots map[string][]string
 	// PriorCombineStored holds, by Combine step name, what each of those
-	// slots stores (its fn and value type: compat.CombineStoredByStep),
+	// slots stores (its fn and value type: compat.CombineSlotsByStep too),
 	// so that an output declared where another one was is taken for it
 	// (an undeclared rename in place) only when it stores the same, and
 	// a WriteToSql below does not take a new output for the rename of a

@@ -149,17 +149,11 @@ func (l *loader) parseRekeyMerge(n *yamlnode.Node, what string, ops []combine.Op
 			if m == combine.MergeSum && !op.Typ.IsNumeric() {
 				return l.errf(fn, "%s: merge sum adds the values of output %s, which is %s of %s, not a number: merge it by max, min or combine", what, op.Out, op.Fn, op.Typ)
 			}
-			if op.Fn == combine.FnLatest {
-				break
-			}
-			if string(op.Fn) == m {
-				return nil // its own fn
-			}
 		default:
 			return l.errf(fn, "%s: output %s is %s, whose accumulator merges only as its combine fn merges it: drop its merge or make it combine", what, op.Out, op.Fn)
 		}
-		if (op.Fn == combine.FnSum || op.Fn == combine.FnCount) && m == combine.MergeSum {
-			return nil // its own fn
+		if combine.OwnMerge(op.Fn, m) {
+			return nil
 		}
 		out[op.Out] = m
 		return nil

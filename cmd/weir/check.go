@@ -271,9 +271,9 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool,
 	}
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
+	slots, stored := compat.CombineSlotsByStep(prior, mapping)
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly, JinjaSandbox: jinjaSandbox(),
-		PriorCombineSlots:  compat.RenameSteps(compat.CombineSlotsByStep(prior), mapping),
-		PriorCombineStored: compat.RenameSteps(compat.CombineStoredByStep(prior), mapping)})
+		PriorCombineSlots: slots, PriorCombineStored: stored})
 	if err != nil {
 		return nil, withCode(ExitInvalidPipeline, err)
 	}

@@ -334,16 +334,7 @@ func less(a, b any) bool {
 
 // MergeAccumulators folds b into a.
 func (a *Aggregator) MergeAccumulators(x, y any) any {
-	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
-	if ax.grp == nil {
-		ax.grp = ay.grp
-	}
-	for k := range a.Ops {
-		if op := &a.Ops[k]; !op.Retired {
-			a.mergeSlot(op, &ax.slots[k], &ay.slots[k])
-		}
-	}
-	return ax
+	return a.merge(x, y, nil)
 }
 
 // The merges a re-key may declare for an output (migrations: rekey:
@@ -354,14 +345,36 @@ const (
 	MergeMin = "min"
 )
 
+// OwnMerge reports whether merge m folds an output of fn as its combine
+// fn merges it already (a sum or count by sum, a min by min, a max by
+// max), so that declaring it changes nothing.
+func OwnMerge(fn Fn, m string) bool {
+	switch fn {
+	case FnSum, FnCount:
+		return m == MergeSum
+	case FnMin:
+		return m == MergeMin
+	case FnMax:
+		return m == MergeMax
+	}
+	return false
+}
+
 // MergeRekeyed implements contract.RekeyMerger: the accumulators of two
 // earlier keys that a re-key moves to one new key merge as the step
 // declares per output (KeyMigration.Merge), the others as their combine
 // fns merge them.
 func (a *Aggregator) MergeRekeyed(x, y any) any {
-	if a.KeyMigration == nil || len(a.KeyMigration.Merge) == 0 {
-		return a.MergeAccumulators(x, y)
+	var by map[string]string
+	if a.KeyMigration != nil {
+		by = a.KeyMigration.Merge
 	}
+	return a.merge(x, y, by)
+}
+
+// merge folds y into x, each output by its merge in by (mergeSlotAs) when
+// it has one there, else as its combine fn merges it (mergeSlot).
+func (a *Aggregator) merge(x, y any, by map[string]string) any {
 	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
 	if ax.grp == nil {
 		ax.grp = ay.grp
@@ -372,7 +385,7 @@ func (a *Aggregator) MergeRekeyed(x, y any) any {
 			continue
 		}
 		s, o := &ax.slots[k], &ay.slots[k]
-		if m, ok := a.KeyMigration.Merge[op.Out]; ok {
+		if m, ok := by[op.Out]; ok && !OwnMerge(op.Fn, m) {
 			mergeSlotAs(op, m, s, o)
 		} else {
 			a.mergeSlot(op, s, o)
@@ -419,15 +432,14 @@ func (a *Aggregator) mergeSlot(op *Op, s, o *slot) {
 }
 
 // mergeSlotAs folds slot o into s by merge m (MergeSum, MergeMax or
-// MergeMin) of the slots' values: a sum's total, a count, or the value of
-// a min, max or latest (the loader allows only those). An empty slot
-// leaves the other as it is.
+// MergeMin, not the output's own: OwnMerge) of the slots' values: a sum's
+// total or a count by max or min, the value of a min, max or latest by
+// any of the three (the loader allows only those). An empty slot leaves
+// the other as it is.
 func mergeSlotAs(op *Op, m string, s, o *slot) {
 	switch op.Fn {
 	case FnCount:
 		switch m {
-		case MergeSum:
-			s.n += o.n
 		case MergeMax:
 			s.n = max(s.n, o.n)
 		case MergeMin:
@@ -443,11 +455,6 @@ func mergeSlotAs(op *Op, m string, s, o *slot) {
 		}
 		st, ot := float64(s.i)+s.f, float64(o.i)+o.f
 		switch m {
-		case MergeSum:
-			if c, over := addInt(s.i, o.i); !over {
-				s.i = c
-			}
-			s.f += o.f
 		case MergeMax:
 			if ot > st {
 				s.i, s.f = o.i, o.f

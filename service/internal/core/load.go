@@ -46,18 +46,20 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	env := &yamlpipe.JobEnv{Name: j.Name, ID: j.ID, Generation: j.Generation, DataDir: s.Opts.DataDir, Broker: s.Opts.Broker,
 		Subscriptions: j.Subscriptions, Manifests: manifestStore{s}, Partition: j.Partition, Manifest: j.Manifest,
 		ManifestDigest: j.ManifestDigest, Shadow: j.Shadow}
-	prior := s.priorGraph(j) // read and parsed once, for both
+	prior := s.priorGraph(j) // read and parsed once, for each use below
+	snap := s.snapshotGraph(j.CreatedFromSnapshotID)
 	env.PriorRenamedColumns = priorRenamedColumns(prior)
-	env.PriorKeyLayouts = s.priorKeyLayouts(j, prior)
+	env.PriorKeyLayouts = priorKeyLayouts(j, prior, snap)
 	env.FromSnapshot = j.CreatedFromSnapshotID != ""
 	for _, f := range s.flows {
 		f.Environment(j, env)
 	}
-	sg, own := s.stateGraph(j, prior)
-	slots, stored := compat.CombineSlotsByStep(sg), compat.CombineStoredByStep(sg)
+	sg, own := stateGraph(j, prior, snap)
+	var mapping compat.Mapping // the steps of j's own graph have their names
 	if !own {
-		slots, stored = compat.RenameSteps(slots, j.TransformNameMapping), compat.RenameSteps(stored, j.TransformNameMapping)
+		mapping = j.TransformNameMapping
 	}
+	slots, stored := compat.CombineSlotsByStep(sg, mapping)
 	p, err := yamlpipe.Load(j.PipelineFile, []byte(j.Pipeline), yamlpipe.Options{BaseDir: j.BaseDir, Job: env, GraphOnly: graphOnly,
 		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: slots, PriorCombineStored: stored,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
@@ -149,15 +151,13 @@ func priorRenamedColumns(g *graph.Pipeline) map[string]map[string]string {
 
 // priorKeyLayouts returns, by step of the job j replaces (g, its graph:
 // priorGraph), or, for a job created from a snapshot that replaces none,
-// of the snapshot's job, the key layout of its declared re-key
-// (yamlpipe.KeyLayout per key field), "" for a step that declared none;
-// nil when there is no such job or its graph cannot be read (j's sinks
-// then re-key nothing).
-func (s *Core) priorKeyLayouts(j *record.Job, g *graph.Pipeline) map[string]string {
-	if g == nil && j.ReplacesJobID == "" && j.CreatedFromSnapshotID != "" {
-		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
-			g, _ = graph.Parse(snap.Graph)
-		}
+// of the snapshot's job (snap, its graph: snapshotGraph), the key layout
+// of its declared re-key (yamlpipe.KeyLayout per key field), "" for a
+// step that declared none; nil when there is no such job or its graph
+// cannot be read (j's sinks then re-key nothing).
+func priorKeyLayouts(j *record.Job, g, snap *graph.Pipeline) map[string]string {
+	if g == nil && j.ReplacesJobID == "" {
+		g = snap
 	}
 	if g == nil {
 		return nil
@@ -177,23 +177,30 @@ func (s *Core) priorKeyLayouts(j *record.Job, g *graph.Pipeline) map[string]stri
 
 // stateGraph returns the graph of the job whose stored state j reads,
 // as far as it decides how that state is laid out, and whether it is j's
-// own: j's own graph once it has one (a restart), else the graph of the
-// snapshot j is created from, else prior (the graph of the job j
+// own: j's own graph once it has one (a restart), else snap (the graph of
+// the snapshot j is created from), else prior (the graph of the job j
 // replaces). Nil when none can be read.
-func (s *Core) stateGraph(j *record.Job, prior *graph.Pipeline) (*graph.Pipeline, bool) {
-	if len(j.Graph) > 0 {
-		if g, err := graph.Parse(j.Graph); err == nil {
-			return g, true
-		}
+func stateGraph(j *record.Job, prior, snap *graph.Pipeline) (*graph.Pipeline, bool) {
+	if g := parsedGraph(j.Graph); g != nil {
+		return g, true
 	}
-	if j.CreatedFromSnapshotID != "" {
-		if snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(j.CreatedFromSnapshotID), "snapshot", nil); err == nil && len(snap.Graph) > 0 {
-			if g, err := graph.Parse(snap.Graph); err == nil {
-				return g, false
-			}
-		}
+	if snap != nil {
+		return snap, false
 	}
 	return prior, false
+}
+
+// snapshotGraph returns the graph snapshot id recorded, or nil when id
+// is empty or its record or graph cannot be read.
+func (s *Core) snapshotGraph(id string) *graph.Pipeline {
+	if id == "" {
+		return nil
+	}
+	snap, err := GetJSON[record.Snapshot](s, record.SnapshotKey(id), "snapshot", nil)
+	if err != nil {
+		return nil
+	}
+	return parsedGraph(snap.Graph)
 }
 
 // priorGraph returns the graph of the job j replaces, or nil when it
@@ -203,10 +210,19 @@ func (s *Core) priorGraph(j *record.Job) *graph.Pipeline {
 		return nil
 	}
 	prev, err := s.ReadJob(j.ReplacesJobID)
-	if err != nil || len(prev.Graph) == 0 {
+	if err != nil {
 		return nil
 	}
-	g, err := graph.Parse(prev.Graph)
+	return parsedGraph(prev.Graph)
+}
+
+// parsedGraph returns the graph a record holds, or nil when it holds
+// none or it does not parse.
+func parsedGraph(b json.RawMessage) *graph.Pipeline {
+	if len(b) == 0 {
+		return nil
+	}
+	g, err := graph.Parse(b)
 	if err != nil {
 		return nil
 	}
