@@ -255,6 +255,19 @@ func outputsNarrowed(o, n *graph.Coder) ([]int, bool) {
 	})
 }
 
+// toText lists the value types whose stored latest value a string output
+// reads as its text, losing nothing.
+var toText = map[string]bool{"int": true, "float": true, "bool": true, "timestamp": true}
+
+// outputsToString reports whether the YAML Combine accumulator coders o
+// and n differ only by latest outputs whose value field became a string
+// (from a type toText lists), and returns the positions (1-based).
+func outputsToString(o, n *graph.Coder) ([]int, bool) {
+	return slotsChanged(o, n, func(of, nf graph.Field) bool {
+		return of.Name == nf.Name && of.Name == "latest" && toText[of.Type] && nf.Type == "string"
+	})
+}
+
 // LossyOutputs returns the outputs a YAML Combine step declares
 // allow_lossy (migrations), as a set; nil for none (and for a nil step).
 func LossyOutputs(s *graph.Step) map[string]bool {

@@ -439,6 +439,10 @@ const (
 	// from float to int under sum, min, max or latest, declared with
 	// allow_lossy: its stored accumulators carry on, truncated to ints.
 	CombineOutputNarrowed Code = "COMBINE_OUTPUT_NARROWED"
+	// CombineOutputConverted: a YAML Combine latest output's value field
+	// became a string (from an int, a float, a bool or a timestamp): its
+	// stored values carry on, read as their text.
+	CombineOutputConverted Code = "COMBINE_OUTPUT_CONVERTED"
 	// StateRekeyed: a YAML Combine declares a re-key from the running
 	// step's key fields (migrations: rekey): every stored key moves to
 	// its new key, colliding accumulators merge.
@@ -584,6 +588,7 @@ func registry() []Info {
 		{AccumulatorMigrated, compat, KindWarning, http.StatusOK},
 		{StateMigrated, compat, KindWarning, http.StatusOK},
 		{CombineOutputNarrowed, compat, KindWarning, http.StatusOK},
+		{CombineOutputConverted, compat, KindWarning, http.StatusOK},
 		{StateRekeyed, compat, KindWarning, http.StatusOK},
 		{SourcePositionsDropped, compat, KindWarning, http.StatusOK},
 		{StateDropped, compat, KindWarning, http.StatusOK},

@@ -74,6 +74,45 @@ type sqlConfig struct {
 	Key    any    `json:"key"`
 	Mode   string `json:"mode"`
 	Layout string `json:"layout"`
+	// Convert is the sink's convert: a list of columns, or a map of
+	// columns to {allow_lossy: BOOL}.
+	Convert any `json:"convert"`
+}
+
+// converts returns the columns the sink declares converted, each with
+// whether a lossy conversion is allowed.
+func (c *sqlConfig) converts() map[string]bool {
+	out := map[string]bool{}
+	switch v := c.Convert.(type) {
+	case []any:
+		for _, x := range v {
+			if name, ok := x.(string); ok {
+				out[name] = false
+			}
+		}
+	case map[string]any:
+		for name, x := range v {
+			m, _ := x.(map[string]any)
+			allow, _ := m["allow_lossy"].(bool)
+			out[name] = allow
+		}
+	}
+	return out
+}
+
+// sqlConversion says whether a staged SQL table converts a column from
+// type from to type to behind its view (as the sink does), and whether the
+// conversion is lossy.
+func sqlConversion(from, to string) (lossy, ok bool) {
+	switch {
+	case to == "string" && (from == "int" || from == "float" || from == "timestamp"):
+		return false, true
+	case from == "string" && (to == "int" || to == "float"):
+		return true, true
+	case from == "float" && to == "int":
+		return true, true
+	}
+	return false, false
 }
 
 func sqlConfigOf(s *graph.Step) *sqlConfig {
@@ -163,15 +202,19 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		if nc != nil {
 			layout = nc.layout()
 		}
-		markRenames(s.Columns, layout, strategy, notRenamedFrom(newp, n))
+		var convert map[string]bool
+		if nc != nil {
+			convert = nc.converts()
+		}
+		markRenames(s.Columns, layout, strategy, notRenamedFrom(newp, n), convert)
 	}
 	for _, c := range s.Columns {
-		narrowed := c.Action == Converted && c.OldType == "float" && c.NewType == "int" && strategy != Parallel
 		switch {
-		case narrowed:
-			// A table keeps its float column (a staged view truncates
-			// the older members' floats): the declared lossy conversion
-			// the compatibility check requires goes through.
+		case c.Action == Converted && s.Kind == "sql":
+			// markRenames refused what the table cannot convert: a
+			// float column narrowed (a table keeps its float column; a
+			// staged view truncates the older members' floats), or a
+			// conversion the sink declares, goes through.
 			if !refused {
 				s.Action = Changed
 			}
@@ -301,10 +344,20 @@ func compareColumns(oldF, newF []graph.Field, kind string, keys map[string]bool,
 // view of a staged table or of a parallel replacement's façade. An int
 // widened to float is altered in place, and served beside the older
 // tables' ints by a staged table's or a façade's view.
-func markRenames(cols []Column, layout string, strategy Strategy, notRenamed map[string][]string) {
+//
+// A type change other than those is a conversion (convert on the sink):
+// served converted behind a staged table's view when declared, refused
+// otherwise, with the fix.
+func markRenames(cols []Column, layout string, strategy Strategy, notRenamed map[string][]string, convert map[string]bool) {
 	for i := range cols {
 		c := &cols[i]
 		switch {
+		case c.Action == Converted && !(c.OldType == "float" && c.NewType == "int"):
+			markConversion(c, layout, strategy, convert)
+		case c.Action == Converted && declaredWithout(convert, c.Name):
+			// A float narrowed is a Combine's (allow_lossy there, below)
+			// unless the sink declares it, and without leave it refuses.
+			markConversion(c, layout, strategy, convert)
 		case c.Action == Renamed && layout == "staged":
 			c.Effect = fmt.Sprintf("renamed from %s behind the view: the older staging tables keep their column %s (a job still writing one goes on), the view and the merges read it as %s, the principal is renamed in place (ALTER TABLE … RENAME COLUMN); no row is copied", c.From, c.From, c.Name)
 		case c.Action == Renamed && strategy == Parallel:
@@ -331,6 +384,46 @@ func markRenames(cols []Column, layout string, strategy Strategy, notRenamed map
 				}
 			}
 		}
+	}
+}
+
+// declaredWithout reports whether convert declares name without leave
+// for a lossy conversion.
+func declaredWithout(convert map[string]bool, name string) bool {
+	allow, ok := convert[name]
+	return ok && !allow
+}
+
+// markConversion settles a SQL sink's column whose type changes other than
+// by a widening: converted behind a staged table's view when the sink
+// declares it (convert; a lossy one with allow_lossy), refused otherwise
+// with the fix.
+func markConversion(c *Column, layout string, strategy Strategy, convert map[string]bool) {
+	lossy, ok := sqlConversion(c.OldType, c.NewType)
+	allow, declared := convert[c.Name]
+	fix := "convert: [" + c.Name + "]"
+	if lossy {
+		fix = "convert: {" + c.Name + ": {allow_lossy: true}}"
+	}
+	refuse := func(why string) {
+		c.Action = Refused
+		c.Effect = fmt.Sprintf("%s → %s: %s", c.OldType, c.NewType, why)
+	}
+	switch {
+	case !ok:
+		refuse("no SQL table converts it (a staged table converts an int, a float or a timestamp to a string, and a string to an int or a float): keep the type, or write to a new table")
+	case layout != "staged":
+		refuse("a plain table would hold two types in one column (SQL_SCHEMA_CHANGE_REFUSED): write it with layout: staged from the running version on and declare " + fix + ", or write to a new table")
+	case strategy == Parallel:
+		refuse("a parallel replacement's façade does not convert a column: update in place (layout: staged, " + fix + "), or write to a new table")
+	case !declared:
+		refuse("a conversion of the rows written before, which the staged table's view applies only where the sink declares it (SQL_SCHEMA_CHANGE_REFUSED): add " + fix + " to the WriteToSql config")
+	case lossy && !allow:
+		refuse("lossy (a value that does not convert reads null; a float's fraction is truncated), declared without leave: declare " + fix)
+	case lossy:
+		c.Effect = fmt.Sprintf("%s → %s, declared lossy (convert, allow_lossy): the new staging table holds %ss; the view serves the older members' values converted (a %s that does not convert reads null), and the principal keeps them as they are, read the same way; no row is copied", c.OldType, c.NewType, c.NewType, c.OldType)
+	default:
+		c.Effect = fmt.Sprintf("%s → %s, declared (convert): the new staging table holds %ss; the view serves the older members' values as their text, and the next merge converts the principal's column (PostgreSQL: ALTER COLUMN … TYPE text; SQLite keeps its column and the view converts it); no row is copied at the update", c.OldType, c.NewType, c.NewType)
 	}
 }
 

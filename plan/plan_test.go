@@ -70,6 +70,7 @@ func TestPlan(t *testing.T) {
 	tests := []struct {
 		name    string
 		newText string
+		oldText string // base when empty
 		opts    plan.Options
 		check   func(t *testing.T, p plan.Plan)
 	}{
@@ -168,7 +169,37 @@ func TestPlan(t *testing.T) {
 				if s.Action != plan.Refused || len(s.Columns) != 1 {
 					t.Fatalf("sink = %+v", s)
 				}
-				if c := s.Columns[0]; c.Action != plan.Converted || c.OldType != "int" || c.NewType != "string" || !strings.Contains(c.Effect, "write to a new table") {
+				if c := s.Columns[0]; c.Action != plan.Refused || c.OldType != "int" || c.NewType != "string" || !strings.Contains(c.Effect, "layout: staged") || !strings.Contains(c.Effect, "convert: [total]") {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
+			name:    "a staged table converts a column where the sink declares it",
+			oldText: strings.Replace(base, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1),
+			newText: strings.Replace(strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, total: string(total)}", 1),
+				"config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged, convert: [total]}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Changed || len(s.Columns) != 1 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Action != plan.Converted || c.OldType != "int" || c.NewType != "string" || !strings.Contains(c.Effect, "declared (convert)") {
+					t.Errorf("column = %+v", c)
+				}
+			},
+		},
+		{
+			name: "a staged table refuses an undeclared or a lossy conversion without leave",
+			oldText: strings.Replace(strings.Replace(base, "fields: {region: region, total: total}", "fields: {region: region, total: string(total)}", 1),
+				"config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged}", 1),
+			newText: strings.Replace(base, "config: {table: region_totals, key: [region]}", "config: {table: region_totals, key: [region], layout: staged, convert: [total]}", 1),
+			check: func(t *testing.T, p plan.Plan) {
+				s := sink(t, p, "WriteTotals")
+				if s.Action != plan.Refused || len(s.Columns) != 1 {
+					t.Fatalf("sink = %+v", s)
+				}
+				if c := s.Columns[0]; c.Action != plan.Refused || c.OldType != "string" || c.NewType != "int" || !strings.Contains(c.Effect, "convert: {total: {allow_lossy: true}}") {
 					t.Errorf("column = %+v", c)
 				}
 			},
@@ -227,7 +258,11 @@ func TestPlan(t *testing.T) {
 	old := load(t, base)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := plan.Make(old, load(t, tc.newText), tc.opts)
+			o := old
+			if tc.oldText != "" {
+				o = load(t, tc.oldText)
+			}
+			p := plan.Make(o, load(t, tc.newText), tc.opts)
 			tc.check(t, p)
 			var b bytes.Buffer
 			if err := p.WriteText(&b); err != nil {

@@ -57,6 +57,17 @@ func asFloat(y string) string {
 	return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
 }
 
+// withText makes an update pipeline's Combine keep the latest value of a
+// field text, which a MapToFields before it computes by the CEL
+// expression expr over the generated events.
+func withText(expr string) func(string) string {
+	return func(y string) string {
+		y = strings.Replace(y, "      input: Events\n      windowing", "      input: Text\n      windowing", 1)
+		y = strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: Text\n      input: Events\n      config:\n        fields: {key: key, amount: amount, text: \""+expr+"\"}\n    - type: Combine\n", 1)
+		return strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          last: {value: text, fn: latest}", 1)
+	}
+}
+
 // staged gives an update pipeline's WriteToSql the staged layout,
 // merging only on demand.
 func staged(y string) string {
@@ -332,6 +343,28 @@ func TestUpdateKeepsState(t *testing.T) {
 				var floats int
 				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE typeof(total) <> 'integer'`).Scan(&floats); err != nil || floats != 0 {
 					t.Errorf("the view serves %d totals that are not integers (%v)", floats, err)
+				}
+			}},
+		// A latest output's value field becomes a string on a staged
+		// table that declares the conversion: the stored ints carry on as
+		// their text, the new staging table holds strings, and the view
+		// serves the first one's ints as text.
+		{name: "a latest output becomes a string on a staged table, declared convert", combine: "Sums", slow: true, warning: string(errcode.CombineOutputConverted),
+			first: func(y string) string { return staged(withText("amount")(y)) },
+			mutate: func(y string) string {
+				y = strings.Replace(staged(withText("string(amount)")(y)), "merge_interval: 0}", "merge_interval: 0, convert: [last]}", 1)
+				return y
+			},
+			check: func(t *testing.T, conn *sql.DB) {
+				var bad, rows int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE typeof(last) <> 'text' OR CAST(CAST(last AS INTEGER) AS TEXT) <> last`).Scan(&bad); err != nil {
+					t.Fatal(err)
+				}
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
+					t.Fatal(err)
+				}
+				if bad != 0 || rows == 0 {
+					t.Errorf("the view serves %d of %d rows' last not as an integer's text", bad, rows)
 				}
 			}},
 		{name: "change the window size", combine: "Sums", warning: string(errcode.WindowParamsChanged), noOracle: true,

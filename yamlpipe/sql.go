@@ -10,6 +10,7 @@ import (
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/sqlsink"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
 // sqlValidateTimeout bounds the submit-time check of a WriteToSql table.
@@ -63,6 +64,11 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 		}
 		if lay := strings.ToLower(cfg.Layout); lay != sqlsink.LayoutTable && lay != sqlsink.LayoutStaged {
 			return nil, l.errf(n, "WriteToSql layout %q is not supported: use table (the default) or staged", cfg.Layout)
+		}
+	}
+	if n := t.config.Get("convert"); n != nil {
+		if cfg.Convert, err = l.sqlConvert(n, in, cfg.Key, cfg.Layout); err != nil {
+			return nil, err
 		}
 	}
 	if n := t.config.Get("merge_interval"); n != nil {
@@ -250,4 +256,71 @@ func (l *loader) sqlRekey(t *transformSpec, in *coll, cfg *sqlsink.Config) error
 			return out, nil
 		}}
 	return nil
+}
+
+// sqlConvert reads WriteToSql's convert: the value columns whose type
+// changes from the one the staged table's rows have so far, as a list
+// (lossless conversions) or a map of {allow_lossy: BOOL} (lossy ones:
+// sqlsink.Config.Convert). Each must be a value field of the input, not
+// a key field, and the layout staged.
+func (l *loader) sqlConvert(n *yamlnode.Node, in *coll, keys []string, layout string) (map[string]bool, error) {
+	if !strings.EqualFold(layout, sqlsink.LayoutStaged) {
+		return nil, l.errf(n, "WriteToSql convert applies to layout: staged only (the view serves the rows written before converted; a plain table would hold two types in one column): add layout: staged from the running version on, or write to a new table")
+	}
+	out := map[string]bool{}
+	field := func(fn *yamlnode.Node) (string, error) {
+		name, err := l.str(fn, "WriteToSql convert")
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case in.schema.Index(name) < 0:
+			return "", l.errf(fn, "WriteToSql convert names %q, which is not a field of its input (fields: %v)", name, in.schema.Names())
+		case slices.Contains(keys, name):
+			return "", l.errf(fn, "WriteToSql convert names the key field %q: a key's type cannot change behind the view (the rows of one key would no longer meet); write to a new table", name)
+		}
+		if _, dup := out[name]; dup {
+			return "", l.errf(fn, "WriteToSql convert names %q twice", name)
+		}
+		return name, nil
+	}
+	switch n.Kind {
+	case yamlnode.Seq:
+		for _, it := range n.Seq {
+			name, err := field(it)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = false
+		}
+	case yamlnode.Map:
+		for i, k := range n.Keys {
+			name, err := field(k)
+			if err != nil {
+				return nil, err
+			}
+			v := n.Vals[i]
+			if v.Kind == yamlnode.Null {
+				out[name] = false
+				continue
+			}
+			if v.Kind != yamlnode.Map {
+				return nil, l.errf(v, "WriteToSql convert of %s must be {allow_lossy: true|false} or {}, not %s", name, v.Kind)
+			}
+			if err := l.checkKeys(v, "WriteToSql convert of "+name, "allow_lossy"); err != nil {
+				return nil, err
+			}
+			if lv := v.Get("allow_lossy"); lv != nil {
+				if lv.Kind != yamlnode.Bool {
+					return nil, l.errf(lv, "WriteToSql convert of %s: allow_lossy must be true or false, not %q", name, lv.Text)
+				}
+				out[name] = lv.B
+			} else {
+				out[name] = false
+			}
+		}
+	default:
+		return nil, l.errf(n, "WriteToSql convert must be [FIELD, ...] (lossless conversions) or {FIELD: {allow_lossy: true}} (lossy ones), not %s", n.Kind)
+	}
+	return out, nil
 }

@@ -256,3 +256,59 @@ func TestBeamCombineWindowColumnsFromMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteToSqlConvertRefusedAtLoad: a WriteToSql convert that cannot
+// apply is refused at load with its file position and the fix.
+func TestWriteToSqlConvertRefusedAtLoad(t *testing.T) {
+	const tmpl = `pipeline:
+  transforms:
+    - type: Create
+      config:
+        elements: [{region: NORTH, total: 1}]
+    - type: WriteToSql
+      input: Create
+      config:
+        table: totals
+        key: [region]
+        %s
+`
+	cases := []struct {
+		name, config string
+		want         []string
+	}{
+		{"plain layout", "convert: [total]", []string{"p.yaml:12:18", "layout: staged"}},
+		{"not a field", "{layout: staged, convert: [amount]}", []string{"p.yaml:12:", `"amount"`, "not a field"}},
+		{"a key field", "{layout: staged, convert: [region]}", []string{"p.yaml:12:", "key field", "new table"}},
+		{"twice", "{layout: staged, convert: [total, total]}", []string{"p.yaml:12:", "twice"}},
+		{"not a list or map", "{layout: staged, convert: total}", []string{"p.yaml:12:", "convert must be [FIELD, ...]"}},
+		{"lossy not a bool", "{layout: staged, convert: {total: {allow_lossy: maybe}}}", []string{"p.yaml:12:", "allow_lossy must be true or false"}},
+		{"unknown option", "{layout: staged, convert: {total: {lossy: true}}}", []string{"p.yaml:12:", "lossy"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := c.config
+			if !strings.HasPrefix(cfg, "{") {
+				cfg = "layout: table\n        " + cfg
+			} else {
+				cfg = strings.TrimSuffix(strings.TrimPrefix(cfg, "{"), "}")
+				cfg = strings.ReplaceAll(cfg, ", convert", "\n        convert")
+			}
+			yaml := fmt.Sprintf(tmpl, cfg)
+			_, err := Load("p.yaml", []byte(yaml), Options{BaseDir: dir})
+			if err == nil {
+				t.Fatalf("accepted:\n%s", yaml)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	// Declared on a staged table, a conversion loads.
+	yaml := fmt.Sprintf(tmpl, "layout: staged\n        convert: {total: {allow_lossy: true}}")
+	if _, err := Load("p.yaml", []byte(yaml), Options{BaseDir: t.TempDir()}); err != nil {
+		t.Fatalf("a declared conversion was refused: %v", err)
+	}
+}

@@ -64,7 +64,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 	case "WriteToPubSub":
 		return &transformDef{keys: []string{"topic", "format", "id_field", "attributes"}, sink: true, build: buildWriteToPubSub}, true
 	case "WriteToSql":
-		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode", "layout", "merge_interval", "error_handling"}, sink: true, errors: true, build: buildWriteToSql}, true
+		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode", "layout", "merge_interval", "convert", "error_handling"}, sink: true, errors: true, build: buildWriteToSql}, true
 	case "MapToFields":
 		return &transformDef{keys: append([]string{"fields", "append", "drop", "metrics"}, celKeys...), errors: true, build: buildMapToFields}, true
 	case "Filter":

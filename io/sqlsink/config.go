@@ -135,6 +135,17 @@ type Config struct {
 	// new column beside such a removed one of the same type is added, not
 	// refused as an undeclared rename.
 	NotRenamedFrom map[string][]string
+	// Convert declares the value columns whose type the rows change from
+	// the type a staged table's newest member has, each with whether the
+	// conversion may lose information (allow_lossy): an int, a float or a
+	// timestamp to a string is lossless; a string to an int or a float
+	// (null where the string is not a number) and a float to an int
+	// (truncated) are lossy. The new staging table holds the new type and
+	// the view serves the older members' values converted (see
+	// "Converting a column" in the package documentation); an undeclared
+	// conversion, or a lossy one without leave, is refused
+	// (ErrSchemaChange). A plain table converts nothing.
+	Convert map[string]bool
 	// Rekey, when set, says the rows' key changed by a declared re-key
 	// since the rows the table holds were written: a staged table serves
 	// the earlier rows under their new keys (see "Re-keying a staged

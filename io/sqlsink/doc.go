@@ -199,6 +199,18 @@
 // ErrSchemaChange before anything changes. A staged sink
 // cannot also be a façade generation.
 //
+// # Converting a column
+//
+// A value column whose type changes otherwise (Config.Convert declares
+// it) is served by the view converted from the older members' types to
+// the newest member's: an int, a float or a timestamp to a string
+// (lossless), a string to an int or a float (lossy: null where the string
+// is not a number) and a float to an int (lossy: truncated). The rules
+// read only the members' declared types (convert.go), so a merge run by
+// hand serves and moves rows as the sink's view does. A merge converts a
+// PostgreSQL principal's column to a string in place; a lossy conversion
+// leaves the principal's values as they are.
+//
 // # Re-keying a staged table
 //
 // A sink whose rows' key changed by a declared re-key (Config.Rekey: a

@@ -279,6 +279,12 @@ func (c *consumer) check(ctx context.Context) {
 			if float64(now[k]) != v {
 				c.errs = append(c.errs, fmt.Sprintf("read %d: %v reads %v, not a whole number", c.reads, k, v))
 			}
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				c.errs = append(c.errs, fmt.Sprintf("read %d: %v reads %q, not an integer's text", c.reads, k, v))
+			}
+			now[k] = n
 		default:
 			c.errs = append(c.errs, fmt.Sprintf("read %d: %v reads %v (%T)", c.reads, k, v, v))
 		}

@@ -364,8 +364,9 @@ func fxLockView(ctx context.Context, fx facadeExec, view, kind string) error {
 
 // checkAgainstMember refuses, before a new staging table is made, a sink
 // whose columns cannot join member's behind the view: a column whose type
-// member's cannot hold (an int column widens to float: the view and the
-// merges read both), or an undeclared rename (checkRenames). member's
+// changed other than by a widening or a declared conversion
+// (checkConversion: the view and the merges read both), or an undeclared
+// rename (checkRenames). member's
 // columns are taken as the view serves them, with the renames the sink
 // declares (Config.RenamedColumns) applied.
 func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member stagedMember) error {
@@ -389,15 +390,14 @@ func (s *Sink) checkAgainstMember(ctx context.Context, fx facadeExec, member sta
 		switch {
 		case !ok && c.role == roleField:
 			added = append(added, c)
-		case ok && !be.compatible(c.kind, decl) && widensToFloat(be, c, decl):
-		case ok && !be.compatible(c.kind, decl) && narrowsToInt(be, c, decl):
-			// A float output narrowed to int (declared allow_lossy: the
-			// check refuses it otherwise): the view truncates the older
-			// members' floats (servedAs).
-		case ok && !be.compatible(c.kind, decl):
-			errs = append(errs, fmt.Errorf("%w: %w: table %s, column %s: %s has type %s, the sink writes %s (%s); "+
-				"a staged table keeps one type per column, except an int widened to float or a float narrowed to int: keep the type, or write to a new table",
-				ErrSchemaChange, ErrColumnType, s.cfg.Table, c.name, member.table, decl, be.sqlType(c.kind), s.columnPurpose(c)))
+		case ok:
+			// A widening, or a conversion the sink declares (convert: the
+			// view and the merges serve the older members' values
+			// converted, servedAs); a float output narrowed to int needs
+			// no declaration here (allow_lossy on its Combine).
+			if err := s.checkConversion(c, decl, member.table, fx.pg()); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -147,6 +147,9 @@ func fxMerge(ctx context.Context, fx facadeExec, view string, at time.Time, cloc
 			for j, c := range cols {
 				names[j] = quoteIdent(c.name)
 				src[j] = quoteIdent(c.physical())
+				if k := columnIndex(pcols, c.name, fx.pg()); k >= 0 {
+					src[j] = movedAs(src[j], c.typ, pcols[k].typ, fx.pg())
+				}
 			}
 			list := strings.Join(names, ", ")
 			mCut, pCut := hasColumn(cols, colPaneCut, fx.pg()), hasColumn(pcols, colPaneCut, fx.pg())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +30,11 @@ func (j *schemaJob) step(ctx context.Context, events []fact) error {
 	for i, e := range elems {
 		r := e.Value.(*row.Row)
 		vals := slices.Clone(r.Values)
-		if j.schema.Fields[1].Type.Kind == row.KindFloat {
+		switch j.schema.Fields[1].Type.Kind {
+		case row.KindFloat:
 			vals[1] = float64(vals[1].(int64)) + j.plus
+		case row.KindString:
+			vals[1] = strconv.FormatInt(vals[1].(int64), 10)
 		}
 		e.Value = &row.Row{Schema: j.schema, Values: vals}
 		elems[i] = e
@@ -120,6 +124,12 @@ func viewTotals(t *testing.T, e *facadeEnv, col string) map[cell]int64 {
 			got[k] = v
 		case float64:
 			got[k] = int64(v)
+		case string:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%v reads %q, not an integer's text", k, v)
+			}
+			got[k] = n
 		default:
 			t.Fatalf("%v reads %v (%T)", k, v, v)
 		}

@@ -414,7 +414,7 @@ func TestStagedRefusesMutations(t *testing.T) {
 			{"rename, same generation", 1, renamed, []string{"region"}, []string{"field amount is new", "column total", "rename", "Keep the field total"}},
 			{"rename, new generation", 2, renamed, []string{"region"}, []string{"field amount is new", "column total", "rename"}},
 			{"type change, same generation", 1, retyped, []string{"region"}, []string{"column total", "keep the type, or write to a new table"}},
-			{"type change, new generation", 2, retyped, []string{"region"}, []string{"column total", "keep the type, or write to a new table"}},
+			{"type change, new generation", 2, retyped, []string{"region"}, []string{"column total", "convert: [total]", "or write to a new table"}},
 			{"key change", 2, totalsSchema, []string{"region", "total"}, []string{"keyed by (region, window_start, window_end)", "(region, total, window_start, window_end)"}},
 		}
 		for _, c := range cases {

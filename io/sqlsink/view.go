@@ -114,27 +114,3 @@ func fxBuildView(ctx context.Context, fx facadeExec, table string, members []vie
 	}
 	return nil
 }
-
-// servedAs is the view's term for column q of a member, declared decl
-// there, served as the view's type typ (the newest member's): a float
-// column of an older member under an int the newer ones write (a Combine
-// output narrowed, declared allow_lossy) is truncated toward zero, as the
-// state's conversion truncates; any other column as it is.
-func servedAs(q, decl, typ string, pg bool) string {
-	if !floatDecl(decl) || !intDecl(typ) {
-		return q
-	}
-	if pg {
-		return "CAST(trunc(" + q + ") AS " + typ + ")"
-	}
-	return "CAST(" + q + " AS INTEGER)"
-}
-
-// intDecl and floatDecl tell an integer and a floating-point column by
-// their declared types (SQLite's affinity rules; PostgreSQL's names).
-func intDecl(decl string) bool { return strings.Contains(strings.ToLower(decl), "int") }
-
-func floatDecl(decl string) bool {
-	d := strings.ToLower(decl)
-	return strings.Contains(d, "real") || strings.Contains(d, "floa") || strings.Contains(d, "doub")
-}

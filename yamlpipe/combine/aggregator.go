@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -595,7 +597,28 @@ func slotValue(op *Op, s *slot) any {
 			if f, ok := v.(float64); ok && op.Typ.Kind == row.KindInt {
 				v = truncInt(f) // stored before its field narrowed (allow_lossy)
 			}
+			if op.Typ.Kind == row.KindString {
+				v = asText(v) // a latest stored before its field became a string
+			}
 		}
+	}
+	return v
+}
+
+// asText is a latest value stored before its value field became a string
+// (compat's COMBINE_OUTPUT_CONVERTED), as its text: what string() in CEL
+// writes for it (an int in decimal, a float in its shortest form, a
+// timestamp in RFC 3339); a string as it is.
+func asText(v any) any {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case mtime.Time:
+		return x.ToTime().Format(time.RFC3339Nano)
 	}
 	return v
 }

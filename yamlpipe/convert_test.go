@@ -1,0 +1,133 @@
+package yamlpipe
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
+	"github.com/weir-dev/weir/yamlpipe/combine"
+)
+
+// latestPipeline keeps the latest value of a field text, computed by the
+// CEL expression expr, per region.
+func latestPipeline(expr string) string {
+	return fmt.Sprintf(`pipeline:
+  transforms:
+    - type: Create
+      name: In
+      config:
+        elements: [{region: "a", amount: 1, at: "2026-03-01T00:00:00Z"}]
+    - type: MapToFields
+      name: Text
+      input: In
+      config:
+        fields: {region: region, text: %q}
+    - type: Combine
+      name: Sums
+      input: Text
+      windowing: {type: fixed, size: 1h}
+      config:
+        group_by: [region]
+        combine: {last: {value: text, fn: latest}}
+    - type: WriteToJson
+      name: Out
+      input: Sums
+      config: {path: out.jsonl}
+`, expr)
+}
+
+// TestLatestBecomesString: a latest output whose value field becomes a
+// string (an int, a float, a bool or a timestamp before) passes the
+// compatibility check with COMBINE_OUTPUT_CONVERTED, and the stored value
+// reads as its text, as string() in CEL writes it; a min does not (its
+// order would change) and is refused.
+func TestLatestBecomesString(t *testing.T) {
+	at := mtime.FromTime(time.Date(2026, 3, 1, 0, 0, 0, 250e6, time.UTC))
+	cases := []struct {
+		expr string
+		v    any
+		want string
+	}{
+		{"amount", int64(-42), "-42"},
+		{"double(amount) / 4.0", 0.25, "0.25"},
+		{"amount > 0", true, "true"},
+		{"timestamp(at)", at, "2026-03-01T00:00:00.25Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.expr, func(t *testing.T) {
+			v1g, v1 := loadLatest(t, latestPipeline(c.expr), nil)
+			stored, err := v1.EncodeState("", addText(t, v1, v1.NewAccumulator(), c.v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v2g, v2 := loadLatest(t, latestPipeline("string("+c.expr+")"), v1g)
+			rep := compat.Check(v1g, v2g, compat.Options{})
+			if !rep.Compatible || !hasWarning(rep, errcode.CombineOutputConverted) {
+				t.Fatalf("v1 → v2: %+v", rep)
+			}
+			acc, err := v2.DecodeState("", stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outputsOf(v2, acc); got != "last="+c.want {
+				t.Errorf("after the restore: %s, want last=%s", got, c.want)
+			}
+			if v, ok := lastValue(v2, acc).(string); !ok {
+				t.Errorf("the restored latest is %v (%T), want a string", v, v)
+			}
+		})
+	}
+	// A min's order would change (10 < 9 as text): refused.
+	minOf := func(expr string) string { return strings.Replace(latestPipeline(expr), "fn: latest", "fn: min", 1) }
+	v1g, _ := loadLatest(t, minOf("amount"), nil)
+	v2g, _ := loadLatest(t, minOf("string(amount)"), v1g)
+	if rep := compat.Check(v1g, v2g, compat.Options{}); rep.Compatible || !strings.Contains(fmt.Sprint(rep.Errors), string(errcode.StateCoderChanged)) {
+		t.Errorf("a min becoming a string: %+v, want STATE_CODER_CHANGED", rep)
+	}
+}
+
+// loadLatest loads a pipeline as a job reading the state of prior (nil:
+// none) and returns its graph and its Combine.
+func loadLatest(t *testing.T, text string, prior *graph.Pipeline) (*graph.Pipeline, *combine.Aggregator) {
+	t.Helper()
+	slots, stored := compat.CombineSlotsByStep(prior, nil)
+	p, err := Load("p.yaml", []byte(text), Options{BaseDir: t.TempDir(), PriorCombineSlots: slots, PriorCombineStored: stored})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := p.Program().Code["Sums"].(*combine.Aggregator)
+	if !ok {
+		t.Fatalf("step Sums has code %T", p.Program().Code["Sums"])
+	}
+	return p.Graph(), a
+}
+
+// addText folds a row whose text is v into acc.
+func addText(t *testing.T, a *combine.Aggregator, acc any, v any) any {
+	t.Helper()
+	k := map[string]row.Kind{"int64": row.KindInt, "float64": row.KindFloat, "bool": row.KindBool, "mtime.Time": row.KindTimestamp}[fmt.Sprintf("%T", v)]
+	schema, err := row.NewSchema(row.Field{Name: "region", Type: row.Of(row.KindString)}, row.Field{Name: "text", Type: row.Of(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := row.New(schema)
+	r.Values[0], r.Values[1] = "a", v
+	if acc, err = a.AddInputErr(acc, &contract.Element{Value: r}); err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
+
+// lastValue is the value of output last of a's pane for acc.
+func lastValue(a *combine.Aggregator, acc any) any {
+	r := a.Output([]any{"a"}, acc, window.Window{Start: 0, End: 3600000}, window.PaneInfo{}).(*row.Row)
+	return r.Values[r.Schema.Index("last")]
+}
