@@ -190,6 +190,9 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 			case nc.layout() == "staged" && oc.layout() == "staged":
 				s.Action = Changed
 				notes = append(notes, fmt.Sprintf("re-keyed by %s: the rows written before stay where they are, and the view serves them under their new keys (keys that meet merged by the Combine's fns) until the next merge moves them into a principal keyed anew; no copy at the update", step))
+			case nc.layout() == "staged":
+				s.Action = Changed
+				notes = append(notes, fmt.Sprintf("re-keyed by %s: the plain table becomes the staged table's principal, moved aside with its rows under their earlier keys, and the view serves them under their new keys (keys that meet merged by the Combine's fns) until the next merge moves them into a principal keyed anew; no copy at the update", step))
 			default:
 				s.Action, refused = Refused, true
 				notes = append(notes, fmt.Sprintf("%s re-keys its rows (migrations: rekey), and a plain table would keep the rows written before under the earlier keys (SQL_SCHEMA_CHANGE_REFUSED when it holds rows): write it with layout: staged from the running version on, or write to a new table", step))

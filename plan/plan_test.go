@@ -431,8 +431,9 @@ func TestPlanWidenedColumn(t *testing.T) {
 
 // TestPlanRekeyedTable: a Combine that declares a re-key re-keys the rows
 // of the SQL table it feeds: a staged table in place is changed (its view
-// serves the earlier rows under their new keys); a plain table, or a
-// parallel replacement, is refused with the fix.
+// serves the earlier rows under their new keys), and so is a plain table
+// that the same update moves to layout: staged; a plain table that stays
+// plain, or a parallel replacement, is refused with the fix.
 func TestPlanRekeyedTable(t *testing.T) {
 	direct := directBase()
 	rekeyed := strings.Replace(direct, "      config:\n        group_by: [region]\n",
@@ -442,14 +443,19 @@ func TestPlanRekeyedTable(t *testing.T) {
 		staged   bool
 		action   plan.Action
 		detail   string
+		toStaged bool // OLD writes a plain table, NEW layout: staged
 	}{
-		{plan.InPlace, true, plan.Changed, "the view serves them under their new keys"},
-		{plan.InPlace, false, plan.Refused, "write it with layout: staged"},
-		{plan.Parallel, true, plan.Refused, "re-key it by an update in place"},
+		{plan.InPlace, true, plan.Changed, "the view serves them under their new keys", false},
+		{plan.InPlace, false, plan.Refused, "write it with layout: staged", false},
+		{plan.Parallel, true, plan.Refused, "re-key it by an update in place", false},
+		{plan.InPlace, false, plan.Changed, "the plain table becomes the staged table's principal", true},
 	} {
 		oldText, newText := direct, rekeyed
-		if tc.staged {
+		switch {
+		case tc.staged:
 			oldText, newText = stagedCfg(direct), stagedCfg(rekeyed)
+		case tc.toStaged:
+			newText = stagedCfg(rekeyed)
 		}
 		p := plan.Make(load(t, oldText), load(t, newText), plan.Options{Strategy: tc.strategy})
 		s := sink(t, p, "WriteTotals")

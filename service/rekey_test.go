@@ -492,15 +492,23 @@ func TestUpdateRekeysStagedTable(t *testing.T) {
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run("staged/"+driver, func(t *testing.T) {
 			t.Parallel()
-			testRekeyStagedTable(t, driver, want, oldYAML(odb, staged), newYAML(odb, staged, migration), odb)
+			testRekeyStagedTable(t, driver, want, oldYAML(odb, staged), newYAML(odb, staged, migration), odb, false)
+		})
+		// A plain table moves to layout: staged and is re-keyed by the
+		// same update: it becomes the principal, moved aside as the
+		// earlier keys' member.
+		t.Run("plain to staged/"+driver, func(t *testing.T) {
+			t.Parallel()
+			testRekeyStagedTable(t, driver, want, oldYAML(odb, ""), newYAML(odb, staged, migration), odb, true)
 		})
 	}
 }
 
 // testRekeyStagedTable runs TestUpdateRekeysStagedTable's staged case on
 // driver: v1 and v2 are its pipelines writing table totals of database
-// odb, which the case points at its own.
-func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, odb string) {
+// odb, which the case points at its own; fromPlain says v1 writes a plain
+// table, which v2 adopts as its principal.
+func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, odb string, fromPlain bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	target := sqlsink.StagedTarget{Driver: driver, DSN: filepath.Join(dir, "job.sqlite"), Table: "totals"}
@@ -558,7 +566,11 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(info.View, target.Table+"__rkp_2, "+target.Table+"__staging_v1") {
+	earlier, gone := target.Table+"__rkp_2, "+target.Table+"__staging_v1", []string{target.Table + "__rkp_2", target.Table + "__staging_v1", target.Table + "__rkagg_2"}
+	if fromPlain {
+		earlier, gone = target.Table+"__rkp_1", []string{target.Table + "__rkp_1", target.Table + "__rkagg_1"}
+	}
+	if !strings.Contains(info.View, earlier) {
 		t.Errorf("the earlier members are not behind the view: %s", info.View)
 	}
 	if got := read(t); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -579,7 +591,7 @@ func testRekeyStagedTable(t *testing.T, driver string, want []string, v1, v2, od
 	if strings.Contains(info.View, "re-keyed") || len(info.Members) != 2 || info.Members[0].Rows != int64(len(want)) {
 		t.Errorf("after the merge: %s, members %+v; want the principal holding all %d rows", info.View, info.Members, len(want))
 	}
-	for _, gone := range []string{target.Table + "__rkp_2", target.Table + "__staging_v1", target.Table + "__rkagg_2"} {
+	for _, gone := range gone {
 		if n, exists, err := sqlsink.TableRows(ctx, sqlsink.StagedTarget{Driver: driver, DSN: target.DSN, Table: gone}); err != nil || exists {
 			t.Errorf("after the merge %s is left (%d rows, %v)", gone, n, err)
 		}

@@ -220,7 +220,10 @@
 // earlier keys that meet merged by the declared merges; the next merge
 // folds them into a principal keyed anew, and until then a rollback
 // (Config.UndoRekey) puts them back (staged_rekey.go, StagedRekeysTable).
-// A plain table holding rows, or a façade, refuses a re-key.
+// A plain table of the view's name that a staged sink adopts (its
+// first setup) is re-keyed in the same transaction, as the principal of
+// the earlier keys. A plain sink whose table holds rows, or a façade,
+// refuses a re-key.
 //
 // # Part format
 //

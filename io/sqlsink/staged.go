@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,9 +205,19 @@ func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 			s.db.rekey = true
 			return nil
 		case s.cfg.Rekey != nil && len(ms) == 0 && kindTable(ctx, fx, s.cfg.Table):
-			return fmt.Errorf("%w: %w: table %s is a plain table holding the rows of the earlier key, and %s re-keys them: "+
-				"first move it to layout: staged in an update without the re-key, then re-key",
-				ErrStaged, ErrSchemaChange, s.cfg.Table, s.cfg.Rekey.Step)
+			// A plain table of the earlier keys' rows: the setup makes it
+			// the principal and re-keys it in the same transaction
+			// (setupStagedLocked), so a table moves to layout: staged
+			// and is re-keyed by one update.
+			plain, err := s.plainEarlierMember(ctx, fx)
+			if err != nil {
+				return err
+			}
+			if err := s.checkRekeyLocked(ctx, fx, []stagedMember{plain}, !create); err != nil {
+				return err
+			}
+			s.db.rekey = true
+			return nil
 		case fresh && s.cfg.UndoRekey:
 			r, err := fxLastRekey(ctx, fx, s.cfg.Table)
 			if err != nil {
@@ -277,8 +288,25 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 			return err
 		}
 		if kind == "table" {
-			if err := s.adoptPlainTable(ctx, fx, &pl); err != nil {
+			keys := s.l.keyColumnNames()
+			var earlier stagedMember
+			if s.db.rekey {
+				// The rows are the earlier keys' (resolveStagedLocked):
+				// adopted as the principal under them, for the re-key
+				// below to move aside and serve under the new keys.
+				if earlier, err = s.plainEarlierMember(ctx, fx); err != nil {
+					return err
+				}
+				keys = earlier.keys
+			}
+			if err := s.adoptPlainTable(ctx, fx, &pl, keys); err != nil {
 				return err
+			}
+			if s.db.rekey {
+				earlier.table = pl.table
+				if err := fxRegisterMember(ctx, fx, view, earlier); err != nil {
+					return err
+				}
 			}
 		}
 		if r := s.db.undoRekey; r != nil {
@@ -321,17 +349,18 @@ func (s *Sink) setupStagedLocked(ctx context.Context) error {
 
 // adoptPlainTable renames the plain table of the view's name to the
 // principal table (layout pl), with its unique key index rebuilt under the
-// principal's name.
-func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout) error {
+// principal's name. keys are the columns its rows are keyed by: the
+// sink's, or the earlier keys' of a re-key (plainEarlierMember).
+func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout, keys []string) error {
 	view := s.cfg.Table
 	cols, err := fxColumns(ctx, fx, view)
 	if err != nil {
 		return err
 	}
-	for _, k := range s.l.keyColumnNames() {
+	for _, k := range keys {
 		if !hasColumn(cols, k, fx.pg()) {
-			return fmt.Errorf("%w: table %s has no column %s, so its rows cannot be keyed like the sink's (%s) as a staged table's principal; "+
-				"write to a new table", ErrTableShape, view, k, s.l.keyNames())
+			return fmt.Errorf("%w: table %s has no column %s, so its rows cannot be keyed by (%s) as a staged table's principal; "+
+				"write to a new table", ErrTableShape, view, k, strings.Join(keys, ", "))
 		}
 	}
 	if k, err := fxKind(ctx, fx, pl.table); err != nil {
@@ -345,6 +374,34 @@ func (s *Sink) adoptPlainTable(ctx context.Context, fx facadeExec, pl *layout) e
 	}
 	// Its key index has the plain table's name: the principal's gets its own.
 	return dropKeyIndexes(ctx, fx, pl.table, view)
+}
+
+// plainEarlierMember describes the plain table of the view's name, which a
+// re-keying sink adopts as its principal, as a member written under the
+// earlier keys: keyed by the re-key's From and the sink's window columns,
+// in upsert mode unless its rows carry an element_id (an append sink's,
+// which planRekey refuses).
+func (s *Sink) plainEarlierMember(ctx context.Context, fx facadeExec) (stagedMember, error) {
+	cols, err := fxColumns(ctx, fx, s.cfg.Table)
+	if err != nil {
+		return stagedMember{}, err
+	}
+	m := stagedMember{table: s.cfg.Table, mode: ModeUpsert, keys: slices.Clone(s.cfg.Rekey.From)}
+	for _, k := range s.l.keyColumnNames() {
+		if k == colWindowStart || k == colWindowEnd {
+			m.keys = append(m.keys, k)
+		}
+	}
+	if hasColumn(cols, colElementID, fx.pg()) {
+		m.mode = ModeAppend
+	}
+	for _, k := range m.keys {
+		if !hasColumn(cols, k, fx.pg()) {
+			return m, fmt.Errorf("%w: %w: table %s has no column %s, so its rows are not keyed by (%s), the key %s re-keys from: write to a new table",
+				ErrStaged, ErrSchemaChange, s.cfg.Table, k, strings.Join(m.keys, ", "), s.cfg.Rekey.Step)
+		}
+	}
+	return m, nil
 }
 
 // fxLockView takes, on PostgreSQL, the exclusive lock of the view (and
