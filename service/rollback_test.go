@@ -203,6 +203,10 @@ func TestRollback(t *testing.T) {
 	// records them); the rollback snapshot holds v1's state, which v1
 	// reads in its own order again.
 	variants = append(variants, variant{HowInPlaceUpdate, "reorder"})
+	// An update that writes a latest output as a string on a staged table
+	// that declares the conversion (convert): the rollback converts it
+	// back, the view serving v2's strings as ints.
+	variants = append(variants, variant{HowInPlaceUpdate, "convert"})
 	for _, vr := range variants {
 		how := vr.how
 		for _, driver := range []string{"sqlite", "postgres"} {
@@ -237,6 +241,17 @@ func TestRollback(t *testing.T) {
 					if v2 == v1 {
 						t.Fatal("the reorder changed nothing")
 					}
+				}
+				if vr.change == "convert" {
+					stage := func(y string) string {
+						y = strings.Replace(y, "key: [key]}", "key: [key], layout: staged, merge_interval: 0}", 1)
+						return strings.Replace(y, "n: {value: amount, fn: count}\n", "n: {value: amount, fn: count}\n          last: {value: amount, fn: latest}\n", 1)
+					}
+					v1 = stage(v1)
+					v2 = fmt.Sprintf(rbYAML, "    - type: MapToFields\n      name: Texted\n      input: Events\n      config:\n        fields: {key: key, amount: amount, ts: ts, amount_s: \"string(amount)\"}\n",
+						"Texted", sink.driver, sink.dsn, sink.table)
+					v2 = strings.Replace(stage(v2), "last: {value: amount, fn: latest}", "last: {value: amount_s, fn: latest}", 1)
+					v2 = strings.Replace(v2, "merge_interval: 0}", "merge_interval: 0, convert: [last]}", 1)
 				}
 				if vr.change == "rename" {
 					v2 = strings.Replace(strings.Replace(v1, "total: {value: amount, fn: sum}", "amount_total: {value: amount, fn: sum}", 1),

@@ -111,6 +111,12 @@ type JobEnv struct {
 	// rows keep their values. The service sets it from the replaced job's
 	// graph.
 	PriorRenamedColumns map[string]map[string]string
+	// PriorConverted holds, by WriteToSql step name, the columns the job
+	// this one replaces declared converted (its sink's convert). A staged
+	// sink of a job started from a snapshot (a rollback) converts them
+	// back where its rows have another type again, lossy or not: the
+	// values the replaced job wrote are what it converted.
+	PriorConverted map[string][]string
 	// PriorKeyLayouts holds, by Combine step name, the key layout
 	// (KeyLayout per group_by field) of the replaced job's step when it
 	// declared a re-key, "" when it declared none; nil when the job

@@ -71,6 +71,17 @@ func buildWriteToSql(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 			return nil, err
 		}
 	}
+	if job := l.opts.Job; job != nil && job.FromSnapshot && strings.EqualFold(cfg.Layout, sqlsink.LayoutStaged) {
+		// A rollback converts back what the replaced job converted.
+		for _, c := range job.PriorConverted[t.name] {
+			if _, declared := cfg.Convert[c]; !declared && in.schema.Index(c) >= 0 && !slices.Contains(cfg.Key, c) {
+				if cfg.Convert == nil {
+					cfg.Convert = map[string]bool{}
+				}
+				cfg.Convert[c] = true
+			}
+		}
+	}
 	if n := t.config.Get("merge_interval"); n != nil {
 		if strings.ToLower(cfg.Layout) != sqlsink.LayoutStaged {
 			return nil, l.errf(n, "WriteToSql merge_interval applies to layout: staged only; add layout: staged or remove it")

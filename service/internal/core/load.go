@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,6 +50,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	prior := s.priorGraph(j) // read and parsed once, for each use below
 	snap := s.snapshotGraph(j.CreatedFromSnapshotID)
 	env.PriorRenamedColumns = priorRenamedColumns(prior)
+	env.PriorConverted = priorConverted(prior)
 	env.PriorKeyLayouts = priorKeyLayouts(j, prior, snap)
 	env.FromSnapshot = j.CreatedFromSnapshotID != ""
 	for _, f := range s.flows {
@@ -144,6 +146,48 @@ func priorRenamedColumns(g *graph.Pipeline) map[string]map[string]string {
 				out = map[string]map[string]string{}
 			}
 			out[st.Name] = r
+		}
+	}
+	return out
+}
+
+// priorConverted returns, by WriteToSql step of g (the graph of the job
+// being replaced), the columns its config declares converted (convert: a
+// list, or a map of columns); nil for none.
+func priorConverted(g *graph.Pipeline) map[string][]string {
+	if g == nil {
+		return nil
+	}
+	var out map[string][]string
+	for _, st := range g.Steps {
+		if st.Kind != graph.KindSink || st.Sink == nil || st.Sink.Kind != "sql" || st.Fn == nil {
+			continue
+		}
+		var cfg struct {
+			Convert any `json:"convert"`
+		}
+		if json.Unmarshal(st.Fn.Config, &cfg) != nil {
+			continue
+		}
+		var cols []string
+		switch v := cfg.Convert.(type) {
+		case []any:
+			for _, x := range v {
+				if c, ok := x.(string); ok {
+					cols = append(cols, c)
+				}
+			}
+		case map[string]any:
+			for c := range v {
+				cols = append(cols, c)
+			}
+		}
+		if len(cols) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			slices.Sort(cols)
+			out[st.Name] = cols
 		}
 	}
 	return out
