@@ -583,6 +583,8 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		} else if at, ok := outputsNarrowed(o.StoredCoder, n.StoredCoder); ok {
 			c.checkNarrowed(o, n, ref, dropFix, at)
+		} else if at, ok := outputsFromString(o.StoredCoder, n.StoredCoder); ok {
+			c.checkFromString(o, n, ref, dropFix, at)
 		} else if at, ok := outputsToString(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineOutputConverted, "%s: the value field of the latest output(s) at position %s became a string (accumulator %s, then %s): the stored values carry on, read as their text (an int in decimal, a float in its shortest form, a timestamp in RFC 3339), as string() in CEL writes them; a WriteToSql table's column converts only where the sink declares it (convert, layout: staged)",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))

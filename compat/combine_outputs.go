@@ -268,6 +268,45 @@ func outputsToString(o, n *graph.Coder) ([]int, bool) {
 	})
 }
 
+// outputsFromString reports whether the YAML Combine accumulator coders o
+// and n differ only by latest outputs whose value field was a string and
+// is an int or a float (a lossy conversion: a stored string that is not a
+// number reads null), and returns the positions (1-based).
+func outputsFromString(o, n *graph.Coder) ([]int, bool) {
+	return slotsChanged(o, n, func(of, nf graph.Field) bool {
+		return of.Name == nf.Name && of.Name == "latest" && of.Type == "string" && (nf.Type == "int" || nf.Type == "float")
+	})
+}
+
+// checkFromString decides a matched Combine whose latest outputs at
+// positions at (1-based) read a string value field before and a number
+// now: allowed, with a warning, when each is declared allow_lossy in the
+// new pipeline; refused otherwise, naming the declaration.
+func (c *checker) checkFromString(o, n *graph.Step, ref, dropFix string, at []int) {
+	names, _ := combineOutputNames(c.newG, n)
+	lossy := LossyOutputs(n)
+	var undeclared, outs []string
+	for _, p := range at {
+		name := fmt.Sprintf("at position %d", p)
+		if p-1 < len(names) {
+			name = names[p-1]
+		}
+		outs = append(outs, name)
+		if !lossy[name] {
+			undeclared = append(undeclared, name+": {allow_lossy: true}")
+		}
+	}
+	if len(undeclared) > 0 {
+		c.fail(o.Name, errcode.StateCoderChanged,
+			fmt.Sprintf("declare the lossy conversion on the Combine, migrations: {accumulators: {%s}} (a stored string that is not a number then reads null), keep the value field a string, or %s", strings.Join(undeclared, ", "), dropFix),
+			"%s: the value field of latest output(s) %s was a string and is a number (accumulator %s, then %s): a stored string that is not a number has no value to carry on",
+			ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		return
+	}
+	c.warn(o.Name, errcode.CombineOutputConverted, "%s: the value field of latest output(s) %s was a string and is a number, declared allow_lossy (accumulator %s, then %s): the stored strings carry on as the numbers they spell, as JSON writes numbers (one that is not, or an int's that is not an integer, reads null)",
+		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
 // LossyOutputs returns the outputs a YAML Combine step declares
 // allow_lossy (migrations), as a set; nil for none (and for a nil step).
 func LossyOutputs(s *graph.Step) map[string]bool {

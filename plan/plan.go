@@ -296,7 +296,7 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 			}
 			if l := compat.LossyOutputs(ns); len(l) > 0 {
 				st.Action = Migrated
-				st.Detail = strings.TrimPrefix(st.Detail+"; outputs allowed a lossy conversion (allow_lossy), their stored float accumulators read as ints truncated toward zero: "+strings.Join(slices.Sorted(maps.Keys(l)), ", "), "; ")
+				st.Detail = strings.TrimPrefix(st.Detail+"; outputs allowed a lossy conversion (allow_lossy), their stored accumulators read in the new type (a float as an int truncated toward zero; a latest string as the number it spells, null where it spells none): "+strings.Join(slices.Sorted(maps.Keys(l)), ", "), "; ")
 			}
 		}
 		for _, w := range warns[name] {

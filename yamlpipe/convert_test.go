@@ -113,7 +113,7 @@ func loadLatest(t *testing.T, text string, prior *graph.Pipeline) (*graph.Pipeli
 // addText folds a row whose text is v into acc.
 func addText(t *testing.T, a *combine.Aggregator, acc any, v any) any {
 	t.Helper()
-	k := map[string]row.Kind{"int64": row.KindInt, "float64": row.KindFloat, "bool": row.KindBool, "mtime.Time": row.KindTimestamp}[fmt.Sprintf("%T", v)]
+	k := map[string]row.Kind{"int64": row.KindInt, "float64": row.KindFloat, "bool": row.KindBool, "mtime.Time": row.KindTimestamp, "string": row.KindString}[fmt.Sprintf("%T", v)]
 	schema, err := row.NewSchema(row.Field{Name: "region", Type: row.Of(row.KindString)}, row.Field{Name: "text", Type: row.Of(k)})
 	if err != nil {
 		t.Fatal(err)
@@ -130,4 +130,57 @@ func addText(t *testing.T, a *combine.Aggregator, acc any, v any) any {
 func lastValue(a *combine.Aggregator, acc any) any {
 	r := a.Output([]any{"a"}, acc, window.Window{Start: 0, End: 3600000}, window.PaneInfo{}).(*row.Row)
 	return r.Values[r.Schema.Index("last")]
+}
+
+// TestLatestFromString: a latest output whose value field was a string
+// and is a number is refused without allow_lossy (STATE_CODER_CHANGED,
+// naming the declaration) and passes with it (COMBINE_OUTPUT_CONVERTED);
+// the stored strings then read as the numbers they spell, null where
+// they spell none.
+func TestLatestFromString(t *testing.T) {
+	lossy := func(y string) string {
+		return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n",
+			"      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          last: {allow_lossy: true}\n", 1)
+	}
+	cases := []struct {
+		stored string
+		expr   string // the new value field's expression
+		want   any    // nil: null
+	}{
+		{"42", "amount", int64(42)},
+		{" -7 ", "amount", int64(-7)},
+		{"2.75", "amount", nil},
+		{"1e3", "amount", nil},
+		{"n/a", "amount", nil},
+		{"", "amount", nil},
+		{"99999999999999999999", "amount", nil},
+		{"1.5", "double(amount)", 1.5},
+		{"1e3", "double(amount)", 1000.0},
+		{"NaN", "double(amount)", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.stored+"→"+c.expr, func(t *testing.T) {
+			v1g, v1 := loadLatest(t, latestPipeline("string(amount)"), nil)
+			stored, err := v1.EncodeState("", addText(t, v1, v1.NewAccumulator(), c.stored))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, _ := loadLatest(t, latestPipeline(c.expr), v1g)
+			if rep := compat.Check(v1g, plain, compat.Options{}); rep.Compatible || !strings.Contains(fmt.Sprint(rep.Errors), "last: {allow_lossy: true}") {
+				t.Fatalf("undeclared: %+v, want refused naming the declaration", rep)
+			}
+			v2g, v2 := loadLatest(t, lossy(latestPipeline(c.expr)), v1g)
+			rep := compat.Check(v1g, v2g, compat.Options{})
+			if !rep.Compatible || !hasWarning(rep, errcode.CombineOutputConverted) {
+				t.Fatalf("declared: %+v", rep)
+			}
+			acc, err := v2.DecodeState("", stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lastValue(v2, acc); got != c.want {
+				t.Errorf("the restored latest of %q is %v (%T), want %v (%T)", c.stored, got, got, c.want, c.want)
+			}
+		})
+	}
 }

@@ -119,7 +119,8 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 
 // lossyLeave reads an output's allow_lossy: a boolean, on an int sum,
 // min, max or latest (whose value field may have been a float: the
-// narrowing the leave allows), and not beside an init (an appended output
+// narrowing the leave allows) or a float latest (whose field may have
+// been a string), and not beside an init (an appended output
 // has no stored accumulator to convert).
 func (l *loader) lossyLeave(n *yamlnode.Node, what string, op combine.Op, init *yamlnode.Node) (bool, error) {
 	if n.Kind != yamlnode.Bool {
@@ -131,8 +132,11 @@ func (l *loader) lossyLeave(n *yamlnode.Node, what string, op combine.Op, init *
 		return false, l.errf(n, "%s: allow_lossy converts the stored accumulator of an output the running version had; an output with init is appended now and has none: drop one of them", what)
 	case !allow:
 		return false, nil
+	case op.Fn == combine.FnLatest && op.Typ.Kind == row.KindFloat:
+		// A latest whose field was a string (its stored strings read
+		// as the numbers they spell, null where they spell none).
 	case op.Typ.Kind != row.KindInt || (op.Fn != combine.FnSum && op.Fn != combine.FnMin && op.Fn != combine.FnMax && op.Fn != combine.FnLatest):
-		return false, l.errf(n, "%s: allow_lossy lets an int sum, min, max or latest read the float accumulators stored while its value field was a float (truncated toward zero); %q is %s of %s, which narrows nothing", what, op.Out, op.Fn, op.Typ)
+		return false, l.errf(n, "%s: allow_lossy lets an int sum, min, max or latest read the float accumulators stored while its value field was a float (truncated toward zero), and an int or float latest read the strings stored while its field was a string; %q is %s of %s, which narrows nothing", what, op.Out, op.Fn, op.Typ)
 	}
 	return true, nil
 }

@@ -1,10 +1,12 @@
 package combine
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-dev/weir/mtime"
@@ -597,8 +599,13 @@ func slotValue(op *Op, s *slot) any {
 			if f, ok := v.(float64); ok && op.Typ.Kind == row.KindInt {
 				v = truncInt(f) // stored before its field narrowed (allow_lossy)
 			}
-			if op.Typ.Kind == row.KindString {
+			switch op.Typ.Kind {
+			case row.KindString:
 				v = asText(v) // a latest stored before its field became a string
+			case row.KindInt, row.KindFloat:
+				if s, ok := v.(string); ok {
+					v = asNumber(s, op.Typ.Kind) // stored while its field was a string (allow_lossy)
+				}
 			}
 		}
 	}
@@ -621,6 +628,30 @@ func asText(v any) any {
 		return x.ToTime().Format(time.RFC3339Nano)
 	}
 	return v
+}
+
+// asNumber is a latest value stored while its value field was a string,
+// read as the number it spells, as JSON writes numbers (surrounding
+// spaces allowed), or nil where it spells none (compat's
+// COMBINE_OUTPUT_CONVERTED, declared allow_lossy): an int only from an
+// integer within its range (as a WriteToSql view converts a column), a
+// float as parsed.
+func asNumber(s string, k row.Kind) any {
+	t := strings.TrimSpace(s)
+	if !json.Valid([]byte(t)) || t == "" || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) {
+		return nil
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil
+	}
+	if k == row.KindFloat {
+		return f
+	}
+	if i, err := strconv.ParseInt(t, 10, 64); err == nil {
+		return i
+	}
+	return nil // a fraction, an exponent, or beyond an int's range
 }
 
 // truncInt is f truncated toward zero, clamped to int64's range (NaN
