@@ -126,7 +126,14 @@ func sqlConfigOf(s *graph.Step) *sqlConfig {
 	return &c
 }
 
-func (c *sqlConfig) key() string { return groupBy(c.Key) }
+// key is the sink's key columns, comma-separated; "" for a sink without
+// a key (an append sink, whose rows are keyed by their element_id).
+func (c *sqlConfig) key() string {
+	if c.Key == nil {
+		return ""
+	}
+	return groupBy(c.Key)
+}
 
 func (c *sqlConfig) mode() string {
 	switch {
