@@ -224,6 +224,8 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 // gbkAgg buffers values: a GroupByKey is a combine whose accumulator is the list.
 type gbkAgg[K comparable, V any] struct {
 	kvKeyer[K, V]
+	// rekey is the declared re-key (RekeyFrom), or nil.
+	rekey *keyMigration
 }
 
 func (gbkAgg[K, V]) NewAccumulator() any { return &[]V{} }
@@ -261,7 +263,20 @@ func GroupByKey[K comparable, V any](s Scope, name string, in PCollection[KV[K, 
 	if sc.urn == "" {
 		sc.urn = "weir:group_by_key"
 	}
-	id := s.keyed(graph.KindGroupByKey, name, col, &gbkAgg[K, V]{kvKeyer[K, V]{appendKey: app}}, sc, CoderOf[K](), CoderOf[[]V](), CoderOf[KV[K, []V]]())
+	if sc.migrate != nil {
+		s.p.addErr(fmt.Errorf("step %q: MigrateAccumulator applies to a CombinePerKey; a GroupByKey keeps the values themselves", s.fullName(name)))
+		return PCollection[KV[K, []V]]{}
+	}
+	agg := &gbkAgg[K, V]{kvKeyer: kvKeyer[K, V]{appendKey: app}}
+	if m := sc.rekey; m != nil {
+		if want := reflect.TypeFor[K](); m.to != want {
+			s.p.addErr(fmt.Errorf("step %q: RekeyFrom gives a %s, but the GroupByKey's key is a %s", s.fullName(name), m.to, want))
+			return PCollection[KV[K, []V]]{}
+		}
+		m.mark = contract.RekeyMark(CoderOf[K]().String())
+		agg.rekey, agg.kvKeyer.mark = m, m.mark
+	}
+	id := s.keyed(graph.KindGroupByKey, name, col, agg, sc, CoderOf[K](), CoderOf[[]V](), CoderOf[KV[K, []V]]())
 	return collectionOf[KV[K, []V]](s.p, id)
 }
 

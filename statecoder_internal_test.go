@@ -211,3 +211,40 @@ func TestEncodedKeysAgree(t *testing.T) {
 		t.Error("a combine that declares a re-key keeps keys as encodings; want them whole")
 	}
 }
+
+// TestMigrationOptionsRefusedWhereTheyDoNotApply: a re-key or an
+// accumulator migration declared on a step that cannot honour it is an
+// error of the pipeline, naming the step and where it applies, not an
+// option silently ignored.
+func TestMigrationOptionsRefusedWhereTheyDoNotApply(t *testing.T) {
+	rekey := RekeyFrom(func(k int64) (string, error) { return fmt.Sprint(k), nil })
+	migrate := MigrateAccumulator(func(old int64) ([]int64, error) { return []int64{old}, nil })
+	stateful := StatefulFn[string, int64, int64]{Process: func(*StateContext[string, int64], int64) error { return nil }}
+	cases := []struct {
+		name  string
+		build func(p *Pipeline, in PCollection[KV[string, int64]])
+		want  string
+	}{
+		{"rekey on a StatefulParDo", func(p *Pipeline, in PCollection[KV[string, int64]]) {
+			StatefulParDo(p.Root(), "S", in, stateful, rekey)
+		}, `step "S": RekeyFrom applies to a CombinePerKey or a GroupByKey`},
+		{"accumulator migration on a StatefulParDo", func(p *Pipeline, in PCollection[KV[string, int64]]) {
+			StatefulParDo(p.Root(), "S", in, stateful, migrate)
+		}, `step "S": MigrateAccumulator applies to a CombinePerKey`},
+		{"accumulator migration on a GroupByKey", func(p *Pipeline, in PCollection[KV[string, int64]]) {
+			GroupByKey(p.Root(), "G", in, migrate)
+		}, `step "G": MigrateAccumulator applies to a CombinePerKey`},
+		{"rekey to another type than a GroupByKey's key", func(p *Pipeline, in PCollection[KV[string, int64]]) {
+			GroupByKey(p.Root(), "G", in, RekeyFrom(func(k string) (int64, error) { return 0, nil }))
+		}, `RekeyFrom gives a int64, but the GroupByKey's key is a string`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewPipeline()
+			c.build(p, Create(p.Root(), "In", []KV[string, int64]{{Key: "a", Value: 1}}))
+			if err := p.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}

@@ -219,6 +219,15 @@ func StatefulParDo[K comparable, V, Out any](s Scope, name string, in PCollectio
 	if sc.urn == "" {
 		sc.urn = "weir:go:stateful_pardo"
 	}
+	switch {
+	case sc.rekey != nil:
+		// A key's cells and timers have no merge to meet another key's.
+		s.p.addErr(fmt.Errorf("step %q: RekeyFrom applies to a CombinePerKey or a GroupByKey, whose state of keys that meet merges; a StatefulParDo's cells and timers do not: write the new key's state in a new step (another name), or keep the key", s.fullName(name)))
+		return PCollection[Out]{}
+	case sc.migrate != nil:
+		s.p.addErr(fmt.Errorf("step %q: MigrateAccumulator applies to a CombinePerKey; a StatefulParDo's cells migrate with MigrateState", s.fullName(name)))
+		return PCollection[Out]{}
+	}
 	step := &graph.Step{Name: name, Kind: graph.KindStatefulParDo, Inputs: map[string]string{graph.MainTag: col.ID}}
 	kc := CoderOf[K]()
 	step.KeyCoder = &kc

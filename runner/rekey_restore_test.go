@@ -40,6 +40,29 @@ func buildGlobalSums(src *seqSource, sink *txSink, rekey func(string) (string, e
 	return p
 }
 
+// buildGlobalGroups groups per key in the global window (GroupByKey) and
+// writes each key's values summed, re-keying from the stored keys by rekey
+// when it is not nil.
+func buildGlobalGroups(src *seqSource, sink *txSink, rekey func(string) (string, error)) *weir.Pipeline {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Read[kv](s, "Seq", src, false)
+	var opts []weir.StepOption
+	if rekey != nil {
+		opts = append(opts, weir.RekeyFrom(rekey))
+	}
+	groups := weir.GroupByKey(s, "Group", in, opts...)
+	sums := weir.Map(s, "Sum", groups, func(g weir.KV[string, []int64]) kv {
+		var t int64
+		for _, v := range g.Value {
+			t += v
+		}
+		return kv{Key: g.Key, Value: t}
+	})
+	weir.Write(s, "Out", sums, contract.Sink(sink))
+	return p
+}
+
 // storeGlobalSums runs buildGlobalSums (without a re-key) over keys
 // elements, one per key ("k0".."kN-1", element i carrying the value i),
 // on workers workers, and returns the store its checkpoint wrote and the
@@ -88,6 +111,55 @@ func TestRestoreRekeyMergesAcrossWorkers(t *testing.T) {
 			src.gate.let(keys + 1)
 			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
 			x, err := runner.Start(context.Background(), buildGlobalSums(src, sink, rekey).Program(),
+				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finishDurably(t, x, nil)
+			sink.checkCommitted(t, want)
+			if len(sink.committed) != len(want) {
+				t.Errorf("%d keys committed, want %d (a key committed under its earlier name, or twice)", len(sink.committed), len(want))
+			}
+		})
+	}
+}
+
+// TestRestoreRekeysGroupByKey: a GroupByKey that declares a re-key
+// (RekeyFrom) joins the buffered values of the stored keys that meet at a
+// new key, on one worker and on two: every new key's values are its
+// earlier keys' together (their sum checked), none left under an earlier
+// key.
+func TestRestoreRekeysGroupByKey(t *testing.T) {
+	const keys = 500
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			src := &seqSource{n: keys + 1, splits: 2, keys: keys}
+			store := &memStore{}
+			src.gate.let(keys)
+			x, err := runner.Start(context.Background(), buildGlobalGroups(src, newTxSink(), nil).Program(),
+				runner.Options{NumWorkers: 2, Checkpoints: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.gate.waitRead(keys)
+			cp, err := x.Checkpoint(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.apply(cp)
+			x.Cancel()
+			_, _ = x.Wait()
+
+			rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
+			want := map[string]int64{"k0": keys} // the element read after the restore
+			for i := range keys {
+				k := src.key(i)
+				want[k[:len(k)-1]] += int64(i)
+			}
+			sink := newTxSink()
+			src.gate.let(keys + 1)
+			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
+			x, err = runner.Start(context.Background(), buildGlobalGroups(src, sink, rekey).Program(),
 				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)
