@@ -68,11 +68,16 @@ func buildGlobalGroups(src *seqSource, sink *txSink, rekey func(string) (string,
 // on workers workers, and returns the store its checkpoint wrote and the
 // source, whose last element (key k0, value keys) it has not read yet.
 func storeGlobalSums(tb testing.TB, keys, workers int) (*memStore, *seqSource) {
+	return storeGlobal(tb, buildGlobalSums, keys, workers)
+}
+
+// storeGlobal is storeGlobalSums for the pipeline build makes.
+func storeGlobal(tb testing.TB, build func(*seqSource, *txSink, func(string) (string, error)) *weir.Pipeline, keys, workers int) (*memStore, *seqSource) {
 	tb.Helper()
 	src := &seqSource{n: keys + 1, splits: 2, keys: keys}
 	store := &memStore{}
 	src.gate.let(keys)
-	x, err := runner.Start(context.Background(), buildGlobalSums(src, newTxSink(), nil).Program(),
+	x, err := runner.Start(context.Background(), build(src, newTxSink(), nil).Program(),
 		runner.Options{NumWorkers: workers, Checkpoints: true})
 	if err != nil {
 		tb.Fatal(err)
@@ -133,23 +138,7 @@ func TestRestoreRekeysGroupByKey(t *testing.T) {
 	const keys = 500
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			src := &seqSource{n: keys + 1, splits: 2, keys: keys}
-			store := &memStore{}
-			src.gate.let(keys)
-			x, err := runner.Start(context.Background(), buildGlobalGroups(src, newTxSink(), nil).Program(),
-				runner.Options{NumWorkers: 2, Checkpoints: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src.gate.waitRead(keys)
-			cp, err := x.Checkpoint(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			store.apply(cp)
-			x.Cancel()
-			_, _ = x.Wait()
-
+			store, src := storeGlobal(t, buildGlobalGroups, keys, 2)
 			rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
 			want := map[string]int64{"k0": keys} // the element read after the restore
 			for i := range keys {
@@ -159,7 +148,7 @@ func TestRestoreRekeysGroupByKey(t *testing.T) {
 			sink := newTxSink()
 			src.gate.let(keys + 1)
 			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
-			x, err = runner.Start(context.Background(), buildGlobalGroups(src, sink, rekey).Program(),
+			x, err := runner.Start(context.Background(), buildGlobalGroups(src, sink, rekey).Program(),
 				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
 			if err != nil {
 				t.Fatal(err)

@@ -95,46 +95,8 @@ func TestServedAsConverts(t *testing.T) {
 // anything changes.
 func TestStagedConvertsToString(t *testing.T) {
 	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
-		ctx := context.Background()
-		cfg := e.config("", "region")
-		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
-		total, panes := map[cell]int64{}, map[cell]int64{}
-		j := e.schemaJob(cfg, totalsSchema, total, panes)
-		for r := range 3 {
-			if err := j.step(ctx, round(r)); err != nil {
-				t.Fatal(err)
-			}
-			if r == 1 {
-				if _, err := j.sink.Merge(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		j.sink.Close(ctx)
-		cfg2 := cfg
-		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
-		before := stagedSnapshot(t, e)
-		if err := prepareErr(ctx, cfg2, stringSchema); !errors.Is(err, ErrSchemaChange) || !strings.Contains(err.Error(), "convert: [total]") {
-			t.Fatalf("undeclared: got %v, want ErrSchemaChange naming convert: [total]", err)
-		}
-		if got := stagedSnapshot(t, e); !maps.Equal(got, before) {
-			t.Fatalf("the refused conversion altered the rows")
-		}
-		cfg2.Convert = map[string]bool{"total": false}
-		j = e.schemaJob(cfg2, stringSchema, total, panes)
-		c := &consumer{e: e}
-		rd := startPoller(ctx, c)
-		for r := 3; r < 5; r++ {
-			if err := j.step(ctx, round(r)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		e.checkStringTotals(t, "before the merge", total)
-		if _, err := j.sink.Merge(ctx); err != nil {
-			t.Fatal(err)
-		}
-		rd.end()
-		e.checkStringTotals(t, "after the merge", total)
+		convertAcross(t, e, totalsSchema, stringSchema, []map[string]bool{nil}, "convert: [total]", map[string]bool{"total": false},
+			func(when string, total map[cell]int64) { e.checkStringTotals(t, when, total) })
 		if e.driver == DriverPostgres {
 			typ := e.query(`SELECT data_type::text FROM information_schema.columns WHERE table_name = $1 AND column_name = 'total'`,
 				PrincipalTableName(e.table))
@@ -142,10 +104,6 @@ func TestStagedConvertsToString(t *testing.T) {
 				t.Errorf("the principal's total is %v, want text", typ)
 			}
 		}
-		if f := readerFailures(c); len(f) > 0 {
-			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
-		}
-		j.sink.Close(ctx)
 	})
 }
 
@@ -156,50 +114,68 @@ func TestStagedConvertsToString(t *testing.T) {
 // the principal keeps its strings.
 func TestStagedConvertsFromString(t *testing.T) {
 	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
-		ctx := context.Background()
-		cfg := e.config("", "region")
-		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
-		total, panes := map[cell]int64{}, map[cell]int64{}
-		j := e.schemaJob(cfg, stringSchema, total, panes)
-		for r := range 3 {
-			if err := j.step(ctx, round(r)); err != nil {
-				t.Fatal(err)
-			}
-			if r == 1 {
-				if _, err := j.sink.Merge(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		j.sink.Close(ctx)
-		cfg2 := cfg
-		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
-		for _, conv := range []map[string]bool{nil, {"total": false}} {
-			cfg2.Convert = conv
-			if err := prepareErr(ctx, cfg2, totalsSchema); !errors.Is(err, ErrSchemaChange) || !strings.Contains(err.Error(), "allow_lossy: true") {
-				t.Fatalf("convert %v: got %v, want ErrSchemaChange naming allow_lossy", conv, err)
-			}
-		}
-		cfg2.Convert = map[string]bool{"total": true}
-		j = e.schemaJob(cfg2, totalsSchema, total, panes)
-		c := &consumer{e: e}
-		rd := startPoller(ctx, c)
-		for r := 3; r < 5; r++ {
-			if err := j.step(ctx, round(r)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		e.checkIntTotals(t, "before the merge", total)
-		if _, err := j.sink.Merge(ctx); err != nil {
+		convertAcross(t, e, stringSchema, totalsSchema, []map[string]bool{nil, {"total": false}}, "allow_lossy: true", map[string]bool{"total": true},
+			func(when string, total map[cell]int64) { e.checkIntTotals(t, when, total) })
+	})
+}
+
+// convertAcross writes rounds 0 to 2 through a staged sink of rows in
+// schema from (merging after round 1); checks that a sink of generation 2
+// writing rows in schema to is refused (ErrSchemaChange, naming
+// wantRefusal) with each of refused as its Convert, the rows unchanged;
+// then writes rounds 3 and 4 with conv declared while a reader polls the
+// view, and calls check before and after a merge. The reader must see
+// no anomaly.
+func convertAcross(t *testing.T, e *facadeEnv, from, to *row.Schema, refused []map[string]bool, wantRefusal string, conv map[string]bool,
+	check func(when string, total map[cell]int64)) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := e.config("", "region")
+	cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
+	total, panes := map[cell]int64{}, map[cell]int64{}
+	j := e.schemaJob(cfg, from, total, panes)
+	for r := range 3 {
+		if err := j.step(ctx, round(r)); err != nil {
 			t.Fatal(err)
 		}
-		rd.end()
-		e.checkIntTotals(t, "after the merge", total)
-		if f := readerFailures(c); len(f) > 0 {
-			t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
+		if r == 1 {
+			if _, err := j.sink.Merge(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		j.sink.Close(ctx)
-	})
+	}
+	j.sink.Close(ctx)
+	cfg2 := cfg
+	cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
+	before := stagedSnapshot(t, e)
+	for _, c := range refused {
+		cfg2.Convert = c
+		if err := prepareErr(ctx, cfg2, to); !errors.Is(err, ErrSchemaChange) || !strings.Contains(err.Error(), wantRefusal) {
+			t.Fatalf("convert %v: got %v, want ErrSchemaChange naming %s", c, err, wantRefusal)
+		}
+	}
+	if got := stagedSnapshot(t, e); !maps.Equal(got, before) {
+		t.Fatalf("the refused conversion altered the rows")
+	}
+	cfg2.Convert = conv
+	j = e.schemaJob(cfg2, to, total, panes)
+	c := &consumer{e: e}
+	rd := startPoller(ctx, c)
+	for r := 3; r < 5; r++ {
+		if err := j.step(ctx, round(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("before the merge", total)
+	if _, err := j.sink.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rd.end()
+	check("after the merge", total)
+	if f := readerFailures(c); len(f) > 0 {
+		t.Fatalf("the reader saw %d anomalies in %d reads, first: %v", len(f), c.reads, f[:min(5, len(f))])
+	}
+	j.sink.Close(ctx)
 }
 
 // prepareErr prepares a sink of cfg writing schema and closes it: the
