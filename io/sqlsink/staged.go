@@ -469,12 +469,6 @@ func widensToFloat(be backend, c column, decl string) bool {
 	return c.kind == kFloat && c.role == roleField && !c.key && be.compatible(kInt, decl)
 }
 
-// narrowsToInt reports whether column c of the sink is an int value field
-// that a column declared decl (a float column) is narrowed from.
-func narrowsToInt(be backend, c column, decl string) bool {
-	return c.kind == kInt && c.role == roleField && !c.key && be.compatible(kFloat, decl)
-}
-
 // checkStagedIdentifiers refuses, on PostgreSQL, a staged table whose
 // principal or staging table names would pass PostgresIdentifierLimit
 // (room is left for staging tables numbered up to 9999).
