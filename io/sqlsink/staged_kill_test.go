@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/weir-dev/weir/mtime"
 )
 
 // killChildEnv carries, to the child process of TestStagedMergeKill, the
@@ -47,10 +45,17 @@ func TestStagedMergeKillChild(t *testing.T) {
 // merge then leaves the principal holding exactly what the view served.
 // With a re-key (the second generation writes the regions paired, NS and
 // EW, and declares it), the first merge also folds the re-keyed rows: a
-// kill after the fold, before the commit, changes nothing either.
+// kill after the fold, before the commit, changes nothing either. With a
+// conversion (the second generation writes the totals as strings,
+// declared convert), the first merge also converts the PostgreSQL
+// principal's column: a kill after it changes nothing either.
 func TestStagedMergeKill(t *testing.T) {
-	for _, rekey := range []bool{false, true} {
-		t.Run(fmt.Sprintf("rekey=%t", rekey), func(t *testing.T) { testStagedMergeKill(t, rekey) })
+	for _, variant := range []string{"plain", "rekey", "convert"} {
+		name := variant
+		if variant != "convert" {
+			name = fmt.Sprintf("rekey=%t", variant == "rekey")
+		}
+		t.Run(name, func(t *testing.T) { testStagedMergeKill(t, variant) })
 	}
 }
 
@@ -62,7 +67,8 @@ func pairRegion(region string) string {
 	return "EW"
 }
 
-func testStagedMergeKill(t *testing.T, rekey bool) {
+func testStagedMergeKill(t *testing.T, variant string) {
+	rekey := variant == "rekey"
 	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
 		ctx := context.Background()
 		cfg := e.config("", "region")
@@ -97,10 +103,18 @@ func testStagedMergeKill(t *testing.T, rekey bool) {
 				return evs
 			}
 		}
-		job = &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: job.total, panes: job.panes}}
+		var step func(context.Context, []fact) error
+		if variant == "convert" {
+			cfg2.Convert = map[string]bool{"total": false}
+			sj := e.schemaJob(cfg2, stringSchema, job.total, job.panes)
+			step = sj.step
+		} else {
+			job = &stagedJob{totalsJob: totalsJob{sink: e.sink(cfg2, totalsSchema), total: job.total, panes: job.panes}}
+			step = job.step
+		}
 		r := 2
 		for k := 1; ; k++ {
-			if err := job.step(ctx, events(r)); err != nil {
+			if err := step(ctx, events(r)); err != nil {
 				t.Fatal(err)
 			}
 			r++
@@ -153,13 +167,11 @@ func testStagedMergeKill(t *testing.T, rekey bool) {
 		if before[staging] != "" {
 			t.Errorf("%s still holds rows after the merge", staging)
 		}
-		got := map[cell]int64{}
-		for _, row := range e.query("SELECT region, window_start, total FROM " + quoteTable(e.table)) {
-			ws := asTime(t, row[1]).(mtime.Time)
-			got[cell{row[0].(string), int(int64(ws-t0) / int64(mtime.Minute))}] = row[2].(int64)
-		}
-		if !maps.Equal(got, job.total) {
+		if got := viewTotals(t, e, "total"); !maps.Equal(got, job.total) {
 			t.Errorf("the view serves %v, want the totals %v", got, job.total)
+		}
+		if variant == "convert" {
+			e.checkStringTotals(t, "after the merges", job.total)
 		}
 	})
 }
