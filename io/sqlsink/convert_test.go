@@ -3,6 +3,7 @@ package sqlsink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -97,6 +98,14 @@ func TestStagedConvertsToString(t *testing.T) {
 	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
 		convertAcross(t, e, totalsSchema, stringSchema, []map[string]bool{nil}, "convert: [total]", map[string]bool{"total": false},
 			func(when string, total map[cell]int64) { e.checkStringTotals(t, when, total) })
+		// The description says how the view serves each member's column.
+		info, err := DescribeStaged(context.Background(), StagedTarget{Driver: e.driver, DSN: e.dsn, Table: e.table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(info.Members); e.driver == DriverSQLite && !strings.Contains(got, "total INTEGER (served as TEXT)") {
+			t.Errorf("the description's members %s do not say the principal's total is served as TEXT", got)
+		}
 		if e.driver == DriverPostgres {
 			typ := e.query(`SELECT data_type::text FROM information_schema.columns WHERE table_name = $1 AND column_name = 'total'`,
 				PrincipalTableName(e.table))

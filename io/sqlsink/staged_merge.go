@@ -264,6 +264,12 @@ func DescribeStaged(ctx context.Context, t StagedTarget) (StagedInfo, error) {
 			return fmt.Errorf("%w: %s is not a staged table", ErrStaged, t.Table)
 		}
 		info.Mode, info.Key = ms[0].mode, ms[0].keys
+		// The view serves each column in its newest member's type: an
+		// older member's converted column says so (servedAs).
+		newest, err := fxExposedColumns(ctx, fx, ms[len(ms)-1])
+		if err != nil {
+			return err
+		}
 		var names []string
 		for _, m := range ms {
 			sm := StagedMember{Table: m.table, Role: "staging", Generation: m.generation}
@@ -275,11 +281,20 @@ func DescribeStaged(ctx context.Context, t StagedTarget) (StagedInfo, error) {
 				return err
 			}
 			for _, c := range cols {
-				if c.phys != "" {
-					sm.Columns = append(sm.Columns, c.phys+" "+c.typ+" (served as "+c.name+")")
-					continue
+				served := ""
+				if i := columnIndex(newest, c.name, fx.pg()); i >= 0 && servedAs("x", c.typ, newest[i].typ, fx.pg()) != "x" {
+					served = newest[i].typ
 				}
-				sm.Columns = append(sm.Columns, c.name+" "+c.typ)
+				switch {
+				case c.phys != "" && served != "":
+					sm.Columns = append(sm.Columns, c.phys+" "+c.typ+" (served as "+c.name+" "+served+")")
+				case c.phys != "":
+					sm.Columns = append(sm.Columns, c.phys+" "+c.typ+" (served as "+c.name+")")
+				case served != "":
+					sm.Columns = append(sm.Columns, c.name+" "+c.typ+" (served as "+served+")")
+				default:
+					sm.Columns = append(sm.Columns, c.name+" "+c.typ)
+				}
 			}
 			if len(cols) > 0 {
 				if sm.Rows, err = countRows(ctx, fx, m.table); err != nil {
