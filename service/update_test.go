@@ -285,6 +285,24 @@ func TestUpdateKeepsState(t *testing.T) {
 					t.Errorf("after the migration %d of %d rows have n2 != n", differ, rows)
 				}
 			}},
+		// The same with the init in Python (language: python).
+		{name: "append an output initialised by a Python migration", combine: "Sums", warning: string(errcode.CombineOutputsChanged), slow: true,
+			mutate: func(y string) string {
+				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
+				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n if n > 0 else 0\", language: python}\n", 1)
+			},
+			check: func(t *testing.T, conn *sql.DB) {
+				var differ, rows int
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
+					t.Fatal(err)
+				}
+				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
+					t.Fatal(err)
+				}
+				if differ != 0 || rows == 0 {
+					t.Errorf("after the Python migration %d of %d rows have n2 != n", differ, rows)
+				}
+			}},
 		// A declared rename: the accumulator carries on under the new
 		// name and the table's column is renamed in place, so every row
 		// (those written before the update too) has the total under it.

@@ -1,12 +1,16 @@
 package yamlpipe
 
 import (
+	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/celexpr"
 	"github.com/weir-dev/weir/yamlpipe/combine"
+	"github.com/weir-dev/weir/yamlpipe/python"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -55,10 +59,13 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 		if v.Kind != yamlnode.Map {
 			return nil, l.errf(v, "%s must be {init: EXPR} or {renamed_from: OLD}, not %s", what, v.Kind)
 		}
-		if err := l.checkKeys(v, what, "init", "renamed_from", "allow_lossy"); err != nil {
+		if err := l.checkKeys(v, what, "init", "language", "renamed_from", "allow_lossy"); err != nil {
 			return nil, err
 		}
 		in, rn, lossy := v.Get("init"), v.Get("renamed_from"), v.Get("allow_lossy")
+		if ln := v.Get("language"); ln != nil && in == nil {
+			return nil, l.errf(ln, "%s: language says what an init is written in; give init: EXPR beside it, or drop it", what)
+		}
 		if lossy != nil {
 			allow, err := l.lossyLeave(lossy, what, agg.Ops[idx], in)
 			if err != nil {
@@ -108,6 +115,21 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 		default:
 			return nil, l.errf(in, "%s: init sets a sum, count, min or max output; %q is %s", what, k.Text, agg.Ops[idx].Fn)
 		}
+		lang, err := l.initLanguage(v.Get("language"), what)
+		if err != nil {
+			return nil, err
+		}
+		if lang == "python" {
+			fn, err := l.pythonInit(in, agg, idx, what+" init")
+			if err != nil {
+				return nil, err
+			}
+			if m.InitFn == nil {
+				m.InitFn = make([]func(*row.Row) (any, error), len(agg.Ops))
+			}
+			m.InitFn[idx] = fn
+			continue
+		}
 		prg, _, err := l.compileExpr(sc, in, what+" init")
 		if err != nil {
 			return nil, err
@@ -115,6 +137,69 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 		m.Init[idx] = prg
 	}
 	return m, nil
+}
+
+// initLanguage reads a migration's language: cel (the default, also
+// generic) or python.
+func (l *loader) initLanguage(n *yamlnode.Node, what string) (string, error) {
+	if n == nil {
+		return "cel", nil
+	}
+	lang, err := l.str(n, what+" language")
+	if err != nil {
+		return "", err
+	}
+	switch strings.ToLower(lang) {
+	case "cel", "generic":
+		return "cel", nil
+	case "python":
+		return "python", nil
+	}
+	return "", l.errf(n, "%s: language %q is not supported: an init is CEL (language: cel, the default) or Python (language: python)", what, lang)
+}
+
+// pythonInit compiles a Python init (language: python) over the Combine's
+// output row as the stored accumulators give it, into a function safe for
+// concurrent use (an evaluator per call, pooled) that returns the output's
+// value, converted to its type (an int from a whole float, a float from
+// an int), or nil for None.
+func (l *loader) pythonInit(n *yamlnode.Node, agg *combine.Aggregator, idx int, what string) (func(*row.Row) (any, error), error) {
+	src, err := l.str(n, what)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, l.errf(n, "%s is empty", what)
+	}
+	src = python.Prepare(src)
+	prg, err := python.CompileExpr(l.file, src, agg.Out, pyMeta())
+	if err != nil {
+		return nil, l.pyCompileError(n, src, what, agg.Out.String(), err)
+	}
+	typ := agg.Ops[idx].Typ
+	pool := sync.Pool{New: func() any { return prg.NewEval() }}
+	return func(r *row.Row) (any, error) {
+		e := pool.Get().(*python.Eval)
+		defer pool.Put(e)
+		v, err := e.Eval(r, what)
+		if err != nil || v == nil {
+			return nil, err
+		}
+		switch x := v.(type) {
+		case int64:
+			if typ.Kind == row.KindFloat {
+				return float64(x), nil
+			}
+		case float64:
+			if typ.Kind == row.KindInt {
+				if x != math.Trunc(x) || math.IsInf(x, 0) {
+					return nil, fmt.Errorf("%s: python: %v is not a whole number, and the output is an int", what, x)
+				}
+				return int64(x), nil
+			}
+		}
+		return row.FromJSON(v, typ)
+	}, nil
 }
 
 // lossyLeave reads an output's allow_lossy: a boolean, on an int sum,

@@ -173,3 +173,41 @@ func TestAdoptedInitFailureIsTaken(t *testing.T) {
 		t.Fatalf("after encoding an adopted accumulator whose init fails: %+v, want one %s", got, combine.MigrationInitFailed)
 	}
 }
+
+// TestPythonMigrationInit: an init written in Python (language: python)
+// sets the appended output from the stored ones, as a CEL init does; one
+// that fails for a key is reported as a CEL init's failure is (the key's
+// output starts empty, reason migration_init_failed); a Python init that
+// does not compile, or another language, is refused at load.
+func TestPythonMigrationInit(t *testing.T) {
+	withInit := func(init string) string {
+		return totalsHead + "          n_big: {value: amount, fn: count}\n" +
+			"      migrations:\n        accumulators:\n          n_big: {init: " + init + ", language: python}\n"
+	}
+	enc := storedTotals(t, totalsAggregator(t, totalsHead)) // key 7: 12 elements of 350, total 4200
+	for _, c := range []struct {
+		init   string
+		want   any
+		failed bool
+	}{
+		{`"n * 2 if total > 4000 else 0"`, int64(24), false},
+		{`"n // 4"`, int64(3), false},
+		{`"float(n)"`, int64(12), false}, // a whole float for an int output
+		{`"n / (total - 4200)"`, int64(0), true},
+		{`"n / 5"`, int64(0), true}, // 2.4: not a whole number
+	} {
+		next := totalsAggregator(t, withInit(c.init))
+		v, err := next.DecodeState(contract.AccumulatorCell, enc)
+		var partial *contract.PartialStateError
+		if c.failed != errors.As(err, &partial) || err != nil && (partial == nil || partial.Reason != combine.MigrationInitFailed) {
+			t.Errorf("init %s: DecodeState: %v, want failed %v", c.init, err, c.failed)
+			continue
+		}
+		if out := totalsOut(next, 7, v); out != [3]any{int64(4200), int64(12), c.want} {
+			t.Errorf("init %s: total, n, n_big %v, want 4200, 12, %v", c.init, out, c.want)
+		}
+	}
+	loadErr(t, withInit(`"n +"`), "p.yaml:18:29: migration of n_big init: python")
+	loadErr(t, strings.Replace(withInit(`"n"`), "language: python", "language: java", 1), `language "java" is not supported: an init is CEL`)
+	loadErr(t, totalsHead+"      migrations:\n        accumulators:\n          total: {renamed_from: sum, language: python}\n", "give init: EXPR beside it")
+}

@@ -56,6 +56,11 @@ type Migrations struct {
 	Scope *celexpr.Scope
 	// Init holds, by output index, the program of its Init (nil: none).
 	Init []*celexpr.Program
+	// InitFn holds, by output index, an init the loader compiled in
+	// another language (a Python expression: language: python), which
+	// returns the output's value of its type over the row of stored
+	// outputs, or nil for null; safe for concurrent use.
+	InitFn []func(r *row.Row) (any, error)
 	// failed counts the inits that did not evaluate (the output then
 	// starts empty for that key and window); logged the first time.
 	failed atomic.Int64
@@ -87,7 +92,11 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 	var r *row.Row
 	for k := from; k < len(a.Ops); k++ {
 		prg := m.Init[k]
-		if prg == nil {
+		var fn func(*row.Row) (any, error)
+		if k < len(m.InitFn) {
+			fn = m.InitFn[k]
+		}
+		if prg == nil && fn == nil {
 			continue
 		}
 		if r == nil {
@@ -100,10 +109,16 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 				}
 			}
 		}
-		act := celexpr.NewActivation(m.Scope)
-		act.Reset(r, nil)
 		op := &a.Ops[k]
-		v, err := act.EvalValue(prg, op.Typ)
+		var v any
+		var err error
+		if fn != nil {
+			v, err = fn(r)
+		} else {
+			act := celexpr.NewActivation(m.Scope)
+			act.Reset(r, nil)
+			v, err = act.EvalValue(prg, op.Typ)
+		}
 		if err != nil || v == nil {
 			if m.failed.Add(1) == 1 {
 				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
