@@ -255,6 +255,11 @@ func inspectPipeline(path string, jinja map[string]any, graphOnly bool) (*weir.P
 // graph (its steps renamed by mapping): a Combine keeps its accumulator
 // slots where OLD stores them, as the server does for an update (an
 // output moved in NEW is then no change of what is stored).
+// nextGeneration is the generation a checked NEW pipeline loads as when
+// it follows OLD: one after any a job may have run as (sinks compare
+// generations only for equality).
+const nextGeneration = 1 << 40
+
 func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool, prior *graph.Pipeline, mapping compat.Mapping) (*weir.Pipeline, error) {
 	if jobName == "" {
 		if jobName = jobNameFromFile(path); jobName == "" {
@@ -271,6 +276,13 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool,
 	}
 	defer os.RemoveAll(scratch)
 	job := &yamlpipe.JobEnv{Name: jobName, ID: "check", Generation: 1, DataDir: scratch, Broker: (*pubsub.Broker)(nil)}
+	if prior != nil {
+		// NEW would run as a later generation than any OLD ran as: a
+		// staged sink then checks its rows against the table's newest
+		// member, as the update's new staging table will (a widening, a
+		// declared conversion), not as a restart of OLD's own.
+		job.Generation = nextGeneration
+	}
 	slots, stored := compat.CombineSlotsByStep(prior, mapping)
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly, JinjaSandbox: jinjaSandbox(),
 		PriorCombineSlots: slots, PriorCombineStored: stored})

@@ -121,6 +121,17 @@ func TestCLITables(t *testing.T) {
 		t.Errorf("/metrics lacks the merges of table orders:\n%s", m)
 	}
 
+	// The amount written as a string from the next version on: weir check
+	// against the running job (generation 1, whose staging table the
+	// next version does not write) refuses it undeclared, naming the
+	// declaration, and passes it declared (convert), as the update would.
+	v4 := strings.Replace(stagedOrdersPipeline("orders-job", db, ""), "amount: int", "amount: string", 1)
+	undeclared := write("v4.yaml", v4)
+	declared := write("v4c.yaml", strings.Replace(v4, "merge_interval: 0,", "merge_interval: 0, convert: [amount],", 1))
+	cliCase{name: "check an undeclared conversion", args: []string{"check", "orders-sink", undeclared}, wantCode: ExitInvalidPipeline,
+		wantStderr: []string{"column amount", "add convert: [amount] to the WriteToSql config"}}.check(t, srv.cli(work, "check", "orders-sink", undeclared))
+	cliCase{name: "check a declared conversion", args: []string{"check", "orders-sink", declared}, wantStdout: []string{"compatible"}}.check(t, srv.cli(work, "check", "orders-sink", declared))
+
 	// An additive change: a new nullable field, updated in place.
 	if r := srv.cli(work, "run", v2, "--job-name", "orders-sink", "--update"); r.code != ExitOK {
 		t.Fatalf("update: exit %d\n%s\nserver log:\n%s", r.code, r.stderr, srv.log())
