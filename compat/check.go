@@ -578,19 +578,18 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+		} else if cl, ok := classifyOutputs(o.StoredCoder, n.StoredCoder); ok && cl.kinds() > 1 {
+			c.checkOutputClasses(o, n, ref, dropFix, cl)
 		} else if at, ok := outputsWidened(o.StoredCoder, n.StoredCoder); ok {
-			c.warn(o.Name, errcode.CombineOutputWidened, "%s: the value field of the output(s) at position %s widened from int to float (accumulator %s, then %s): the stored accumulators carry on, read as floats (an int sum's total is added to the float one, an int min or max is read as a float); a WriteToSql table's column is widened in place",
-				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+			c.warnWidened(o, n, ref, at)
 		} else if at, ok := outputsNarrowed(o.StoredCoder, n.StoredCoder); ok {
 			c.checkNarrowed(o, n, ref, dropFix, at)
 		} else if at, ok := outputsFromString(o.StoredCoder, n.StoredCoder); ok {
 			c.checkFromString(o, n, ref, dropFix, at)
 		} else if at, ok := outputsToString(o.StoredCoder, n.StoredCoder); ok {
-			c.warn(o.Name, errcode.CombineOutputConverted, "%s: the value field of the latest output(s) at position %s became a string (accumulator %s, then %s): the stored values carry on, read as their text (an int in decimal, a float in its shortest form, a timestamp in RFC 3339), as string() in CEL writes them; a WriteToSql table's column converts only where the sink declares it (convert, layout: staged)",
-				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+			c.warnToString(o, n, ref, at)
 		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
-			c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
-				ref, outputsChangeText(added, removed, c.appendedStart(n, len(o.StoredCoder.Fields))), coderString(o.StoredCoder), coderString(n.StoredCoder))
+			c.warnResized(o, n, ref, added, removed)
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) && migratesFrom(o, n) {
 			c.warn(o.Name, errcode.AccumulatorMigrated, "%s: its accumulator changed from %s to %s, and the step declares the migration from %s: stored accumulators are read through it (a key whose accumulator it refuses starts afresh)",
 				ref, coderString(o.StoredCoder), coderString(n.StoredCoder), coderString(n.AccumulatorFrom))

@@ -307,6 +307,103 @@ func (c *checker) checkFromString(o, n *graph.Step, ref, dropFix string, at []in
 		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
 }
 
+// outputClasses sorts the changes between two YAML Combine accumulator
+// coders by kind: the positions (1-based) whose value field widened,
+// narrowed, or became or stopped being a string, and the outputs appended
+// or removed at the end.
+type outputClasses struct {
+	widened, narrowed, toString, fromString []int
+	added, removed                          []graph.Field
+}
+
+// classifyOutputs sorts the changes between o and n by kind (ok false when
+// a change is of none: another function or type at a position, which the
+// rest of the check refuses).
+func classifyOutputs(o, n *graph.Coder) (outputClasses, bool) {
+	var cl outputClasses
+	if !accumulatorCoders(o, n) {
+		return cl, false
+	}
+	k := min(len(o.Fields), len(n.Fields))
+	for i := range k {
+		of, nf := o.Fields[i], n.Fields[i]
+		switch {
+		case of == nf:
+		case of.Name != nf.Name:
+			return cl, false
+		case widenable[of.Name] && of.Type == "int" && nf.Type == "float":
+			cl.widened = append(cl.widened, i+1)
+		case narrowable[of.Name] && of.Type == "float" && nf.Type == "int":
+			cl.narrowed = append(cl.narrowed, i+1)
+		case of.Name == "latest" && toText[of.Type] && nf.Type == "string":
+			cl.toString = append(cl.toString, i+1)
+		case of.Name == "latest" && of.Type == "string" && (nf.Type == "int" || nf.Type == "float"):
+			cl.fromString = append(cl.fromString, i+1)
+		default:
+			return cl, false
+		}
+	}
+	cl.added, cl.removed = n.Fields[k:], o.Fields[k:]
+	return cl, true
+}
+
+// kinds counts the kinds of change cl holds (appended and removed outputs
+// count as one).
+func (cl outputClasses) kinds() int {
+	n := 0
+	for _, l := range [][]int{cl.widened, cl.narrowed, cl.toString, cl.fromString} {
+		if len(l) > 0 {
+			n++
+		}
+	}
+	if len(cl.added) > 0 || len(cl.removed) > 0 {
+		n++
+	}
+	return n
+}
+
+// checkOutputClasses decides an update that makes several kinds of change
+// to a YAML Combine's outputs at once (a conversion beside an appended
+// output, say): each kind as the check decides it alone.
+func (c *checker) checkOutputClasses(o, n *graph.Step, ref, dropFix string, cl outputClasses) {
+	if len(cl.widened) > 0 {
+		c.warnWidened(o, n, ref, cl.widened)
+	}
+	if len(cl.narrowed) > 0 {
+		c.checkNarrowed(o, n, ref, dropFix, cl.narrowed)
+	}
+	if len(cl.fromString) > 0 {
+		c.checkFromString(o, n, ref, dropFix, cl.fromString)
+	}
+	if len(cl.toString) > 0 {
+		c.warnToString(o, n, ref, cl.toString)
+	}
+	if len(cl.added) > 0 || len(cl.removed) > 0 {
+		c.warnResized(o, n, ref, cl.added, cl.removed)
+	}
+}
+
+// warnWidened warns of the outputs at positions at whose value field
+// widened from int to float (COMBINE_OUTPUT_WIDENED).
+func (c *checker) warnWidened(o, n *graph.Step, ref string, at []int) {
+	c.warn(o.Name, errcode.CombineOutputWidened, "%s: the value field of the output(s) at position %s widened from int to float (accumulator %s, then %s): the stored accumulators carry on, read as floats (an int sum's total is added to the float one, an int min or max is read as a float); a WriteToSql table's column is widened in place",
+		ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
+// warnToString warns of the latest outputs at positions at whose value
+// field became a string (COMBINE_OUTPUT_CONVERTED).
+func (c *checker) warnToString(o, n *graph.Step, ref string, at []int) {
+	c.warn(o.Name, errcode.CombineOutputConverted, "%s: the value field of the latest output(s) at position %s became a string (accumulator %s, then %s): the stored values carry on, read as their text (an int in decimal, a float in its shortest form, a timestamp in RFC 3339), as string() in CEL writes them; a WriteToSql table's column converts only where the sink declares it (convert, layout: staged)",
+		ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
+// warnResized warns of outputs appended or removed at the end
+// (COMBINE_OUTPUTS_CHANGED).
+func (c *checker) warnResized(o, n *graph.Step, ref string, added, removed []graph.Field) {
+	c.warn(o.Name, errcode.CombineOutputsChanged, "%s: %s; the other outputs' stored accumulators carry on (accumulator %s, then %s)",
+		ref, outputsChangeText(added, removed, c.appendedStart(n, len(o.StoredCoder.Fields))), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
 // LossyOutputs returns the outputs a YAML Combine step declares
 // allow_lossy (migrations), as a set; nil for none (and for a nil step).
 func LossyOutputs(s *graph.Step) map[string]bool {

@@ -179,7 +179,7 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	if m := agg.Migrations; m != nil {
 		renamed, lossy = m.Renamed, m.Lossy
 		for k, prg := range m.Init {
-			if prg != nil {
+			if prg != nil || k < len(m.InitFn) && m.InitFn[k] != nil {
 				inited = append(inited, agg.Ops[k].Out)
 			}
 		}

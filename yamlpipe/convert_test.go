@@ -184,3 +184,34 @@ func TestLatestFromString(t *testing.T) {
 		})
 	}
 }
+
+// TestConversionBesideAppendedOutput: one update that converts a latest
+// output to a string and appends an output passes the check with both
+// warnings (each kind of change as the check decides it alone), and the
+// stored value reads as its text beside the appended output, empty.
+func TestConversionBesideAppendedOutput(t *testing.T) {
+	v1g, v1 := loadLatest(t, latestPipeline("amount"), nil)
+	stored, err := v1.EncodeState("", addText(t, v1, v1.NewAccumulator(), int64(-42)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2g, v2 := loadLatest(t, strings.Replace(latestPipeline("string(amount)"), "combine: {last: {value: text, fn: latest}}",
+		"combine: {last: {value: text, fn: latest}, n: {value: text, fn: count}}", 1), v1g)
+	rep := compat.Check(v1g, v2g, compat.Options{})
+	if !rep.Compatible || !hasWarning(rep, errcode.CombineOutputConverted) || !hasWarning(rep, errcode.CombineOutputsChanged) {
+		t.Fatalf("v1 → v2: %+v", rep)
+	}
+	acc, err := v2.DecodeState("", stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputsOf(v2, acc); got != "last=-42 n=0" {
+		t.Errorf("after the restore: %s, want last=-42 n=0", got)
+	}
+	// A change of another kind beside them is still refused.
+	v3g, _ := loadLatest(t, strings.Replace(latestPipeline("string(amount)"), "combine: {last: {value: text, fn: latest}}",
+		"combine: {last: {value: text, fn: min}, n: {value: text, fn: count}}", 1), v1g)
+	if rep := compat.Check(v1g, v3g, compat.Options{}); rep.Compatible {
+		t.Errorf("a latest become a min of strings beside an appended output passed: %+v", rep)
+	}
+}

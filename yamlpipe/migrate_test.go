@@ -207,6 +207,17 @@ func TestPythonMigrationInit(t *testing.T) {
 			t.Errorf("init %s: total, n, n_big %v, want 4200, 12, %v", c.init, out, c.want)
 		}
 	}
+	// The graph records the output as initialised, as for a CEL init (the
+	// compatibility check then says it starts from its init).
+	p, err := Load("p.yaml", []byte(withInit(`"n"`)), Options{BaseDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.Graph().Steps {
+		if st.Name == "Totals" && (st.Fn == nil || !strings.Contains(string(st.Fn.Config), `"initialized_outputs":["n_big"]`)) {
+			t.Errorf("the graph's Totals config does not record n_big's init: %s", st.Fn.Config)
+		}
+	}
 	loadErr(t, withInit(`"n +"`), "p.yaml:18:29: migration of n_big init: python")
 	loadErr(t, strings.Replace(withInit(`"n"`), "language: python", "language: java", 1), `language "java" is not supported: an init is CEL`)
 	loadErr(t, totalsHead+"      migrations:\n        accumulators:\n          total: {renamed_from: sum, language: python}\n", "give init: EXPR beside it")
