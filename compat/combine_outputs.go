@@ -132,6 +132,12 @@ func (c *checker) appendedStart(n *graph.Step, from int) (st appendedStart) {
 	return st
 }
 
+// InitializedOutputs returns the outputs a YAML Combine step gives an
+// init (migrations: init), in declared order; nil for none.
+func InitializedOutputs(s *graph.Step) []string {
+	return combineMigrations(s).Initialized
+}
+
 // RekeyedFrom returns the earlier key fields YAML Combine s declares a
 // re-key from (migrations: rekey), or nil.
 func RekeyedFrom(s *graph.Step) []string {

@@ -294,6 +294,10 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs renamed in place (renamed_from), their accumulators carry on in every key and open window: "+strings.Join(what, ", "), "; ")
 			}
+			if in := appendedInits(ns, oldSteps[name]); len(in) > 0 {
+				st.Action = Migrated
+				st.Detail = strings.TrimPrefix(st.Detail+"; outputs appended with an init (migrations: init), computed from the stored accumulators in every key and open window when first touched: "+strings.Join(in, ", "), "; ")
+			}
 			if l := compat.LossyOutputs(ns); len(l) > 0 {
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs allowed a lossy conversion (allow_lossy), their stored accumulators read in the new type (a float as an int truncated toward zero; a latest string as the number it spells, null where it spells none): "+strings.Join(slices.Sorted(maps.Keys(l)), ", "), "; ")
@@ -350,6 +354,30 @@ func describeState(s *graph.Step) string {
 		parts = append(parts, "values per key")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// appendedInits returns the outputs YAML Combine n gives an init
+// (migrations: init) that the step it takes over, o, did not have: those
+// the init computes when the new execution first touches a stored
+// accumulator.
+func appendedInits(n, o *graph.Step) []string {
+	in := compat.InitializedOutputs(n)
+	if len(in) == 0 || o == nil || o.Fn == nil {
+		return nil
+	}
+	var cfg struct {
+		Combine map[string]any `json:"combine"`
+	}
+	if json.Unmarshal(o.Fn.Config, &cfg) != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range in {
+		if _, had := cfg.Combine[name]; !had {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func groupBy(v any) string {

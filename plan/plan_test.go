@@ -401,6 +401,28 @@ func TestPlanRekey(t *testing.T) {
 	}
 }
 
+// TestPlanAppendedInit: a Combine output appended with an init (CEL or
+// Python) makes the step migrated, naming the output; the same pipeline
+// against itself (the init computes nothing) keeps the step.
+func TestPlanAppendedInit(t *testing.T) {
+	direct := directBase()
+	for _, init := range []string{`{init: "total * 2"}`, `{init: "total * 2", language: python}`} {
+		withInit := strings.Replace(strings.Replace(direct, "total: {value: amount, fn: sum}", "total: {value: amount, fn: sum}\n          twice: {value: amount, fn: sum}", 1),
+			"      config:\n        group_by: [region]\n", "      migrations: {accumulators: {twice: "+init+"}}\n      config:\n        group_by: [region]\n", 1)
+		if withInit == direct {
+			t.Fatal("the test's pipeline did not change")
+		}
+		p := plan.Make(load(t, direct), load(t, withInit), plan.Options{Strategy: plan.InPlace})
+		wantCompatible(t, p, true)
+		if st := step(t, p, "RegionTotals"); st.Action != plan.Migrated || !strings.Contains(st.Detail, "appended with an init") || !strings.Contains(st.Detail, "twice") {
+			t.Errorf("%s: step = %+v, want migrated naming twice", init, st)
+		}
+		if st := step(t, plan.Make(load(t, withInit), load(t, withInit), plan.Options{Strategy: plan.InPlace}), "RegionTotals"); st.Action != plan.Kept {
+			t.Errorf("%s: against itself: step = %+v, want kept", init, st)
+		}
+	}
+}
+
 // TestPlanWidenedColumn: an int column whose field widens to float is
 // widened in place for a plain table, and served beside the older ints by
 // a staged table's view and by a parallel replacement's façade.
