@@ -102,30 +102,8 @@ func storeGlobal(tb testing.TB, build func(*seqSource, *txSink, func(string) (st
 // every new key's total is the sum of its earlier keys' totals; stored on
 // two workers, restored on one, two or three.
 func TestRestoreRekeyMergesAcrossWorkers(t *testing.T) {
-	const keys = 3000
 	for _, workers := range []int{1, 2, 3} {
-		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			store, src := storeGlobalSums(t, keys, 2)
-			rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
-			want := map[string]int64{"k0": keys} // the element read after the restore
-			for i := range keys {
-				k := src.key(i)
-				want[k[:len(k)-1]] += int64(i)
-			}
-			sink := newTxSink()
-			src.gate.let(keys + 1)
-			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
-			x, err := runner.Start(context.Background(), buildGlobalSums(src, sink, rekey).Program(),
-				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
-			if err != nil {
-				t.Fatal(err)
-			}
-			finishDurably(t, x, nil)
-			sink.checkCommitted(t, want)
-			if len(sink.committed) != len(want) {
-				t.Errorf("%d keys committed, want %d (a key committed under its earlier name, or twice)", len(sink.committed), len(want))
-			}
-		})
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) { checkRestoreRekey(t, buildGlobalSums, 3000, workers) })
 	}
 }
 
@@ -135,30 +113,36 @@ func TestRestoreRekeyMergesAcrossWorkers(t *testing.T) {
 // earlier keys' together (their sum checked), none left under an earlier
 // key.
 func TestRestoreRekeysGroupByKey(t *testing.T) {
-	const keys = 500
 	for _, workers := range []int{1, 2} {
-		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			store, src := storeGlobal(t, buildGlobalGroups, keys, 2)
-			rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
-			want := map[string]int64{"k0": keys} // the element read after the restore
-			for i := range keys {
-				k := src.key(i)
-				want[k[:len(k)-1]] += int64(i)
-			}
-			sink := newTxSink()
-			src.gate.let(keys + 1)
-			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
-			x, err := runner.Start(context.Background(), buildGlobalGroups(src, sink, rekey).Program(),
-				runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
-			if err != nil {
-				t.Fatal(err)
-			}
-			finishDurably(t, x, nil)
-			sink.checkCommitted(t, want)
-			if len(sink.committed) != len(want) {
-				t.Errorf("%d keys committed, want %d (a key committed under its earlier name, or twice)", len(sink.committed), len(want))
-			}
-		})
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) { checkRestoreRekey(t, buildGlobalGroups, 500, workers) })
+	}
+}
+
+// checkRestoreRekey stores keys keys of the pipeline build makes on two
+// workers, restores them on workers workers re-keyed to the key without
+// its last digit, reads one element more, and checks that every new key
+// committed the sum of its earlier keys' values, and no other key.
+func checkRestoreRekey(t *testing.T, build func(*seqSource, *txSink, func(string) (string, error)) *weir.Pipeline, keys, workers int) {
+	t.Helper()
+	store, src := storeGlobal(t, build, keys, 2)
+	rekey := func(k string) (string, error) { return k[:len(k)-1], nil }
+	want := map[string]int64{"k0": int64(keys)} // the element read after the restore
+	for i := range keys {
+		k := src.key(i)
+		want[k[:len(k)-1]] += int64(i)
+	}
+	sink := newTxSink()
+	src.gate.let(keys + 1)
+	restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: frozenState(store.state)}
+	x, err := runner.Start(context.Background(), build(src, sink, rekey).Program(),
+		runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishDurably(t, x, nil)
+	sink.checkCommitted(t, want)
+	if len(sink.committed) != len(want) {
+		t.Errorf("%d keys committed, want %d (a key committed under its earlier name, or twice)", len(sink.committed), len(want))
 	}
 }
 

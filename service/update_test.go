@@ -57,6 +57,31 @@ func asFloat(y string) string {
 	return strings.Replace(y, "    - type: Combine\n", "    - type: MapToFields\n      name: AsFloat\n      input: Events\n      config:\n        fields: {key: key, amount: double(amount)}\n    - type: Combine\n", 1)
 }
 
+// appendInit makes an update pipeline's Combine append n2, a count
+// declared with the migration decl (init: ...).
+func appendInit(decl string) func(string) string {
+	return func(y string) string {
+		y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
+		return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {"+decl+"}\n", 1)
+	}
+}
+
+// n2EqualsN fails the test unless n2 equals n in every row of the table
+// (and it has rows): the init of an appended n2 from n reached every key
+// and open window.
+func n2EqualsN(t *testing.T, conn *sql.DB) {
+	var differ, rows int
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if differ != 0 || rows == 0 {
+		t.Errorf("after the migration %d of %d rows have n2 != n", differ, rows)
+	}
+}
+
 // withText makes an update pipeline's Combine keep the latest value of a
 // field text, which a MapToFields before it computes by the CEL
 // expression expr over the generated events.
@@ -269,40 +294,10 @@ func TestUpdateKeepsState(t *testing.T) {
 		// A declared migration initialises the appended count from the
 		// stored one: n2 equals n in every row, open windows included.
 		{name: "append an output initialised by a migration", combine: "Sums", warning: string(errcode.CombineOutputsChanged), slow: true,
-			mutate: func(y string) string {
-				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
-				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n\"}\n", 1)
-			},
-			check: func(t *testing.T, conn *sql.DB) {
-				var differ, rows int
-				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
-					t.Fatal(err)
-				}
-				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
-					t.Fatal(err)
-				}
-				if differ != 0 || rows == 0 {
-					t.Errorf("after the migration %d of %d rows have n2 != n", differ, rows)
-				}
-			}},
+			mutate: appendInit(`init: "n"`), check: n2EqualsN},
 		// The same with the init in Python (language: python).
 		{name: "append an output initialised by a Python migration", combine: "Sums", warning: string(errcode.CombineOutputsChanged), slow: true,
-			mutate: func(y string) string {
-				y = strings.Replace(y, "n: {value: amount, fn: count}", "n: {value: amount, fn: count}\n          n2: {value: amount, fn: count}", 1)
-				return strings.Replace(y, "      windowing: {type: fixed, size: 1h}\n", "      windowing: {type: fixed, size: 1h}\n      migrations:\n        accumulators:\n          n2: {init: \"n if n > 0 else 0\", language: python}\n", 1)
-			},
-			check: func(t *testing.T, conn *sql.DB) {
-				var differ, rows int
-				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals WHERE n2 IS NULL OR n2 != n`).Scan(&differ); err != nil {
-					t.Fatal(err)
-				}
-				if err := conn.QueryRow(`SELECT COUNT(*) FROM totals`).Scan(&rows); err != nil {
-					t.Fatal(err)
-				}
-				if differ != 0 || rows == 0 {
-					t.Errorf("after the Python migration %d of %d rows have n2 != n", differ, rows)
-				}
-			}},
+			mutate: appendInit(`init: "n if n > 0 else 0", language: python`), check: n2EqualsN},
 		// A declared rename: the accumulator carries on under the new
 		// name and the table's column is renamed in place, so every row
 		// (those written before the update too) has the total under it.
