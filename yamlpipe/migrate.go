@@ -164,17 +164,9 @@ func (l *loader) initLanguage(n *yamlnode.Node, what string) (string, error) {
 // value, converted to its type (an int from a whole float, a float from
 // an int), or nil for None.
 func (l *loader) pythonInit(n *yamlnode.Node, agg *combine.Aggregator, idx int, what string) (func(*row.Row) (any, error), error) {
-	src, err := l.str(n, what)
+	prg, err := l.compilePyExpr(agg.Out, n, what)
 	if err != nil {
 		return nil, err
-	}
-	if strings.TrimSpace(src) == "" {
-		return nil, l.errf(n, "%s is empty", what)
-	}
-	src = python.Prepare(src)
-	prg, err := python.CompileExpr(l.file, src, agg.Out, pyMeta())
-	if err != nil {
-		return nil, l.pyCompileError(n, src, what, agg.Out.String(), err)
 	}
 	typ := agg.Ops[idx].Typ
 	pool := sync.Pool{New: func() any { return prg.NewEval() }}

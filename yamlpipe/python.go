@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/python"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
@@ -92,6 +93,12 @@ func (l *loader) compilePython(in *coll, n *yamlnode.Node, what string) (*python
 		}
 		n = e
 	}
+	return l.compilePyExpr(in.schema, n, what)
+}
+
+// compilePyExpr compiles n, a Python expression over the fields of schema
+// (the fields are variables).
+func (l *loader) compilePyExpr(schema *row.Schema, n *yamlnode.Node, what string) (*python.Program, error) {
 	src, err := l.str(n, what)
 	if err != nil {
 		return nil, err
@@ -100,9 +107,9 @@ func (l *loader) compilePython(in *coll, n *yamlnode.Node, what string) (*python
 		return nil, l.errf(n, "%s is empty", what)
 	}
 	src = python.Prepare(src)
-	p, err := python.CompileExpr(l.file, src, in.schema, pyMeta())
+	p, err := python.CompileExpr(l.file, src, schema, pyMeta())
 	if err != nil {
-		return nil, l.pyCompileError(n, src, what, in.schema.String(), err)
+		return nil, l.pyCompileError(n, src, what, schema.String(), err)
 	}
 	return p, nil
 }
