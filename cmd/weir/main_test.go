@@ -55,7 +55,10 @@ func runCLIEnv(t *testing.T, dir string, env []string, args ...string) cliResult
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append(os.Environ(), runAsCLIEnv+"=1"), env...)
+	// A weir server the machine runs on the default address is not the
+	// test's: without --server or the caller's WEIR_SERVER, the CLI asks
+	// an address nothing listens on.
+	cmd.Env = append(append(os.Environ(), runAsCLIEnv+"=1", "WEIR_SERVER=http://127.0.0.1:1"), env...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -227,3 +227,42 @@ func (e *facadeEnv) checkStringTotals(t *testing.T, when string, want map[cell]i
 		t.Errorf("%s the view serves %v, want %v", when, got, want)
 	}
 }
+
+// TestAdoptedPlainTableConverts: a plain table that a staged sink adopts
+// as its principal (an update to layout: staged) is checked as a member:
+// a column whose type changes is refused undeclared, before anything
+// changes, and served converted when declared (convert).
+func TestAdoptedPlainTableConverts(t *testing.T) {
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		cfg := e.config("", "region")
+		total, panes := map[cell]int64{}, map[cell]int64{}
+		j := e.schemaJob(cfg, totalsSchema, total, panes) // a plain table of ints
+		for r := range 2 {
+			if err := j.step(ctx, round(r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j.sink.Close(ctx)
+		before := e.query("SELECT COUNT(*) FROM " + quoteTable(e.table))
+		cfg2 := cfg
+		cfg2.Generation, cfg2.SinkID = 2, cfg.SinkID+"-2"
+		cfg2.Layout, cfg2.MergeInterval = LayoutStaged, -1
+		if err := prepareErr(ctx, cfg2, stringSchema); !errors.Is(err, ErrSchemaChange) || !strings.Contains(err.Error(), "convert: [total]") {
+			t.Fatalf("undeclared: got %v, want ErrSchemaChange naming convert: [total]", err)
+		}
+		if after := e.query("SELECT COUNT(*) FROM " + quoteTable(e.table)); fmt.Sprint(after) != fmt.Sprint(before) || viewColumns(t, e, e.table) == nil {
+			t.Fatalf("the refusal changed the plain table: %v rows, then %v", before, after)
+		}
+		if e.exists(PrincipalTableName(e.table)) {
+			t.Fatalf("the refusal made the principal table")
+		}
+		cfg2.Convert = map[string]bool{"total": false}
+		j = e.schemaJob(cfg2, stringSchema, total, panes)
+		if err := j.step(ctx, round(2)); err != nil {
+			t.Fatal(err)
+		}
+		e.checkStringTotals(t, "after the adoption", total)
+		j.sink.Close(ctx)
+	})
+}

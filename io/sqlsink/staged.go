@@ -218,6 +218,11 @@ func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 			}
 			s.db.rekey = true
 			return nil
+		case len(ms) == 0 && s.cfg.Rekey == nil && !s.cfg.UndoRekey && kindTable(ctx, fx, s.cfg.Table):
+			// A plain table of the view's name becomes the principal at
+			// the setup: its columns join the view as a member's do (a
+			// widening, a declared conversion or rename; nothing else).
+			return s.checkAgainstMember(ctx, fx, stagedMember{table: s.cfg.Table})
 		case fresh && s.cfg.UndoRekey:
 			r, err := fxLastRekey(ctx, fx, s.cfg.Table)
 			if err != nil {
