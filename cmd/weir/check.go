@@ -16,6 +16,7 @@ import (
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"github.com/weir-dev/weir/compat"
+	"github.com/weir-dev/weir/errcode"
 	"github.com/weir-dev/weir/graph"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -287,6 +288,10 @@ func loadNewPipeline(path, jobName string, jinja map[string]any, graphOnly bool,
 	p, err := yamlpipe.LoadFile(path, yamlpipe.Options{BaseDir: wd, Job: job, JinjaVariables: jinja, GraphOnly: graphOnly, JinjaSandbox: jinjaSandbox(),
 		PriorCombineSlots: slots, PriorCombineStored: stored})
 	if err != nil {
+		if errors.Is(err, yamlpipe.ErrSchemaChange) {
+			// As the server says it of an update it refuses.
+			err = fmt.Errorf("%w (%s)", err, errcode.SQLSchemaChangeRefused)
+		}
 		return nil, withCode(ExitInvalidPipeline, err)
 	}
 	return validPipeline(path, p)

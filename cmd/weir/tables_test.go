@@ -129,7 +129,7 @@ func TestCLITables(t *testing.T) {
 	undeclared := write("v4.yaml", v4)
 	declared := write("v4c.yaml", strings.Replace(v4, "merge_interval: 0,", "merge_interval: 0, convert: [amount],", 1))
 	cliCase{name: "check an undeclared conversion", args: []string{"check", "orders-sink", undeclared}, wantCode: ExitInvalidPipeline,
-		wantStderr: []string{"column amount", "add convert: [amount] to the WriteToSql config"}}.check(t, srv.cli(work, "check", "orders-sink", undeclared))
+		wantStderr: []string{"column amount", "add convert: [amount] to the WriteToSql config", "(SQL_SCHEMA_CHANGE_REFUSED)"}}.check(t, srv.cli(work, "check", "orders-sink", undeclared))
 	cliCase{name: "check a declared conversion", args: []string{"check", "orders-sink", declared}, wantStdout: []string{"compatible"}}.check(t, srv.cli(work, "check", "orders-sink", declared))
 
 	// An additive change: a new nullable field, updated in place.
