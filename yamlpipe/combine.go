@@ -178,8 +178,8 @@ func buildCombine(l *loader, t *transformSpec, ins []*coll) (*coll, error) {
 	var inited []string
 	if m := agg.Migrations; m != nil {
 		renamed, lossy = m.Renamed, m.Lossy
-		for k, prg := range m.Init {
-			if prg != nil || k < len(m.InitFn) && m.InitFn[k] != nil {
+		for k, init := range m.Init {
+			if init != nil {
 				inited = append(inited, agg.Ops[k].Out)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/weir-dev/weir/graph"
-	"github.com/weir-dev/weir/yamlpipe/celexpr"
+	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/yamlpipe/combine"
 )
 
@@ -58,9 +58,9 @@ func (l *loader) combineSlots(t *transformSpec, agg *combine.Aggregator, stored 
 	pos := make([]int, len(order))
 	outStored := make([]graph.Field, len(order))
 	names := make([]string, len(order))
-	var init []*celexpr.Program
+	var init []func(*row.Row) (any, error)
 	if agg.Migrations != nil {
-		init = make([]*celexpr.Program, len(order))
+		init = make([]func(*row.Row) (any, error), len(order))
 	}
 	for k, d := range order {
 		pos[k] = d

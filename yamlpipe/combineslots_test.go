@@ -249,3 +249,32 @@ func slotsOf(g *graph.Pipeline) []string {
 	outputs, _ := compat.CombineSlotsByStep(g, nil)
 	return outputs["Sums"]
 }
+
+// TestInitOfAnOutputInsertedFirst: an output inserted before the others
+// (its slot appended after theirs) takes its init from the stored ones,
+// in CEL and in Python alike.
+func TestInitOfAnOutputInsertedFirst(t *testing.T) {
+	v1g, v1 := loadSlots(t, "total: {value: amount, fn: sum}, n: {value: amount, fn: count}", nil)
+	stored, err := v1.EncodeState("", add(t, v1, v1.NewAccumulator(), 5, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, init := range []string{`{init: "n * 10"}`, `{init: "n * 10", language: python}`} {
+		src := slotsPipeline("twice: {value: amount, fn: count}, total: {value: amount, fn: sum}, n: {value: amount, fn: count}")
+		src = strings.Replace(src, "      config:\n        group_by: [region]\n",
+			"      migrations: {accumulators: {twice: "+init+"}}\n      config:\n        group_by: [region]\n", 1)
+		slots, st := compat.CombineSlotsByStep(v1g, nil)
+		p, err := Load("p.yaml", []byte(src), Options{BaseDir: t.TempDir(), PriorCombineSlots: slots, PriorCombineStored: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2 := p.Program().Code["Sums"].(*combine.Aggregator)
+		acc, err := v2.DecodeState("", stored)
+		if err != nil {
+			t.Fatalf("%s: %v", init, err)
+		}
+		if got, want := outputsOf(v2, acc), "twice=20 total=12 n=2"; got != want {
+			t.Errorf("%s: after the restore %s, want %s", init, got, want)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 	if err != nil {
 		return nil, l.wrapf(an, err, "migrations")
 	}
-	m := &combine.Migrations{Scope: sc, Init: make([]*celexpr.Program, len(agg.Ops))}
+	m := &combine.Migrations{Init: make([]func(*row.Row) (any, error), len(agg.Ops))}
 	outputs := make([]string, len(agg.Ops))
 	for i, op := range agg.Ops {
 		outputs[i] = op.Out
@@ -120,21 +120,21 @@ func (l *loader) parseCombineMigrations(t *transformSpec, agg *combine.Aggregato
 			return nil, err
 		}
 		if lang == "python" {
-			fn, err := l.pythonInit(in, agg, idx, what+" init")
-			if err != nil {
+			if m.Init[idx], err = l.pythonInit(in, agg, idx, what+" init"); err != nil {
 				return nil, err
 			}
-			if m.InitFn == nil {
-				m.InitFn = make([]func(*row.Row) (any, error), len(agg.Ops))
-			}
-			m.InitFn[idx] = fn
 			continue
 		}
 		prg, _, err := l.compileExpr(sc, in, what+" init")
 		if err != nil {
 			return nil, err
 		}
-		m.Init[idx] = prg
+		typ := agg.Ops[idx].Typ
+		m.Init[idx] = func(r *row.Row) (any, error) {
+			act := celexpr.NewActivation(sc)
+			act.Reset(r, nil)
+			return act.EvalValue(prg, typ)
+		}
 	}
 	return m, nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
-	"github.com/weir-dev/weir/yamlpipe/celexpr"
 )
 
 // Declared state migrations of a Combine (weir's extension; docs/JOBS.md,
@@ -53,14 +52,11 @@ import (
 
 // Migrations are a Combine's compiled migrations.
 type Migrations struct {
-	Scope *celexpr.Scope
-	// Init holds, by output index, the program of its Init (nil: none).
-	Init []*celexpr.Program
-	// InitFn holds, by output index, an init the loader compiled in
-	// another language (a Python expression: language: python), which
-	// returns the output's value of its type over the row of stored
-	// outputs, or nil for null; safe for concurrent use.
-	InitFn []func(r *row.Row) (any, error)
+	// Init holds, by slot, the output's init (nil: none), as the loader
+	// compiled it (a CEL or a Python expression): its value, of the
+	// output's type, over the output row the stored accumulators give, or
+	// nil for null; safe for concurrent use.
+	Init []func(r *row.Row) (any, error)
 	// failed counts the inits that did not evaluate (the output then
 	// starts empty for that key and window); logged the first time.
 	failed atomic.Int64
@@ -91,12 +87,8 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 	var failed []string
 	var r *row.Row
 	for k := from; k < len(a.Ops); k++ {
-		prg := m.Init[k]
-		var fn func(*row.Row) (any, error)
-		if k < len(m.InitFn) {
-			fn = m.InitFn[k]
-		}
-		if prg == nil && fn == nil {
+		init := m.Init[k]
+		if init == nil {
 			continue
 		}
 		if r == nil {
@@ -110,15 +102,7 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 			}
 		}
 		op := &a.Ops[k]
-		var v any
-		var err error
-		if fn != nil {
-			v, err = fn(r)
-		} else {
-			act := celexpr.NewActivation(m.Scope)
-			act.Reset(r, nil)
-			v, err = act.EvalValue(prg, op.Typ)
-		}
+		v, err := init(r)
 		if err != nil || v == nil {
 			if m.failed.Add(1) == 1 {
 				slog.Default().Warn("a Combine migration's init did not evaluate for a key and window: its output starts empty there (counted as the step's rejects, reason migration_init_failed)",
