@@ -578,18 +578,8 @@ func (c *checker) checkKeyed(o, n *graph.Step) {
 		} else if at, ok := countsNowElements(o.StoredCoder, n.StoredCoder); ok {
 			c.warn(o.Name, errcode.CombineFnChanged, "%s: the count at position %s of its accumulator counted the non-null values of a field and count elements now, as Beam's count does (accumulator %s, then %s): the stored counts are kept and added to, and leave out the elements counted before the update whose value was null",
 				ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
-		} else if cl, ok := classifyOutputs(o.StoredCoder, n.StoredCoder); ok && cl.kinds() > 1 {
+		} else if cl, ok := classifyOutputs(o.StoredCoder, n.StoredCoder); ok && cl.kinds() > 0 {
 			c.checkOutputClasses(o, n, ref, dropFix, cl)
-		} else if at, ok := outputsWidened(o.StoredCoder, n.StoredCoder); ok {
-			c.warnWidened(o, n, ref, at)
-		} else if at, ok := outputsNarrowed(o.StoredCoder, n.StoredCoder); ok {
-			c.checkNarrowed(o, n, ref, dropFix, at)
-		} else if at, ok := outputsFromString(o.StoredCoder, n.StoredCoder); ok {
-			c.checkFromString(o, n, ref, dropFix, at)
-		} else if at, ok := outputsToString(o.StoredCoder, n.StoredCoder); ok {
-			c.warnToString(o, n, ref, at)
-		} else if added, removed, ok := outputsChanged(o.StoredCoder, n.StoredCoder); ok {
-			c.warnResized(o, n, ref, added, removed)
 		} else if !coderEqual(o.StoredCoder, n.StoredCoder) && migratesFrom(o, n) {
 			c.warn(o.Name, errcode.AccumulatorMigrated, "%s: its accumulator changed from %s to %s, and the step declares the migration from %s: stored accumulators are read through it (a key whose accumulator it refuses starts afresh)",
 				ref, coderString(o.StoredCoder), coderString(n.StoredCoder), coderString(n.AccumulatorFrom))

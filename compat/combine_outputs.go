@@ -230,16 +230,6 @@ func nameAbsent(names []string, name string) bool {
 // way), a count (of elements, whatever their type).
 var widenable = map[string]bool{"sum": true, "min": true, "max": true, "mean": true, "latest": true, "count": true}
 
-// outputsWidened reports whether the YAML Combine accumulator coders o and
-// n differ only by value fields widened from int to float under a
-// function that carries its stored accumulator over (widenable), and
-// returns the positions (1-based) widened.
-func outputsWidened(o, n *graph.Coder) ([]int, bool) {
-	return slotsChanged(o, n, func(of, nf graph.Field) bool {
-		return of.Name == nf.Name && widenable[of.Name] && of.Type == "int" && nf.Type == "float"
-	})
-}
-
 // narrowable lists the combine functions whose stored accumulator an int
 // value field can read after the field was a float: lossily (truncated,
 // declared allow_lossy) a sum, whose float total carries on beside the
@@ -251,57 +241,16 @@ var narrowable = map[string]bool{"sum": true, "min": true, "max": true, "latest"
 // nothing when their value field narrows.
 var narrowedLossless = map[string]bool{"count": true, "mean": true}
 
-// outputsNarrowed reports whether the YAML Combine accumulator coders o
-// and n differ only by value fields narrowed from float to int under a
-// function whose stored accumulator an int output can read truncated
-// (narrowable), and returns the positions (1-based) narrowed.
-func outputsNarrowed(o, n *graph.Coder) ([]int, bool) {
-	return slotsChanged(o, n, func(of, nf graph.Field) bool {
-		return of.Name == nf.Name && narrowable[of.Name] && of.Type == "float" && nf.Type == "int"
-	})
-}
-
 // toText lists the value types whose stored latest value a string output
 // reads as its text, losing nothing.
 var toText = map[string]bool{"int": true, "float": true, "bool": true, "timestamp": true}
-
-// outputsToString reports whether the YAML Combine accumulator coders o
-// and n differ only by latest outputs whose value field became a string
-// (from a type toText lists), and returns the positions (1-based).
-func outputsToString(o, n *graph.Coder) ([]int, bool) {
-	return slotsChanged(o, n, func(of, nf graph.Field) bool {
-		return of.Name == nf.Name && of.Name == "latest" && toText[of.Type] && nf.Type == "string"
-	})
-}
-
-// outputsFromString reports whether the YAML Combine accumulator coders o
-// and n differ only by latest outputs whose value field was a string and
-// is an int or a float (a lossy conversion: a stored string that is not a
-// number reads null), and returns the positions (1-based).
-func outputsFromString(o, n *graph.Coder) ([]int, bool) {
-	return slotsChanged(o, n, func(of, nf graph.Field) bool {
-		return of.Name == nf.Name && of.Name == "latest" && of.Type == "string" && (nf.Type == "int" || nf.Type == "float")
-	})
-}
 
 // checkFromString decides a matched Combine whose latest outputs at
 // positions at (1-based) read a string value field before and a number
 // now: allowed, with a warning, when each is declared allow_lossy in the
 // new pipeline; refused otherwise, naming the declaration.
 func (c *checker) checkFromString(o, n *graph.Step, ref, dropFix string, at []int) {
-	names, _ := combineOutputNames(c.newG, n)
-	lossy := LossyOutputs(n)
-	var undeclared, outs []string
-	for _, p := range at {
-		name := fmt.Sprintf("at position %d", p)
-		if p-1 < len(names) {
-			name = names[p-1]
-		}
-		outs = append(outs, name)
-		if !lossy[name] {
-			undeclared = append(undeclared, name+": {allow_lossy: true}")
-		}
-	}
+	outs, undeclared := c.lossyOutputs(n, at)
 	if len(undeclared) > 0 {
 		c.fail(o.Name, errcode.StateCoderChanged,
 			fmt.Sprintf("declare the lossy conversion on the Combine, migrations: {accumulators: {%s}} (a stored string that is not a number then reads null), keep the value field a string, or %s", strings.Join(undeclared, ", "), dropFix),
@@ -429,40 +378,43 @@ func LossyOutputs(s *graph.Step) map[string]bool {
 // each is declared allow_lossy in the new pipeline; refused otherwise,
 // naming the declaration.
 func (c *checker) checkNarrowed(o, n *graph.Step, ref, dropFix string, at []int) {
-	names, _ := combineOutputNames(c.newG, n)
-	lossy := LossyOutputs(n)
-	var undeclared, outs []string
-	for _, p := range at {
-		if narrowedLossless[o.StoredCoder.Fields[p-1].Name] {
-			continue
-		}
-		name := fmt.Sprintf("at position %d", p)
-		if p-1 < len(names) {
-			name = names[p-1]
-		}
-		outs = append(outs, name)
-		if !lossy[name] {
-			undeclared = append(undeclared, name)
-		}
-	}
+	outs, undeclared := c.lossyOutputs(n, slices.DeleteFunc(slices.Clone(at), func(p int) bool {
+		return narrowedLossless[o.StoredCoder.Fields[p-1].Name]
+	}))
 	if len(outs) == 0 {
 		c.warn(o.Name, errcode.CombineOutputNarrowed, "%s: the value field of its count or mean output(s) at position %s narrowed from float to int (accumulator %s, then %s): the stored accumulators carry on unchanged",
 			ref, intList(at), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		return
 	}
 	if len(undeclared) > 0 {
-		decl := make([]string, len(undeclared))
-		for i, u := range undeclared {
-			decl[i] = u + ": {allow_lossy: true}"
-		}
 		c.fail(o.Name, errcode.StateCoderChanged,
-			fmt.Sprintf("declare the lossy conversion on the Combine, migrations: {accumulators: {%s}} (the stored float accumulators are then truncated toward zero), keep the value field a float, or %s", strings.Join(decl, ", "), dropFix),
+			fmt.Sprintf("declare the lossy conversion on the Combine, migrations: {accumulators: {%s}} (the stored float accumulators are then truncated toward zero), keep the value field a float, or %s", strings.Join(undeclared, ", "), dropFix),
 			"%s: the value field of output(s) %s narrowed from float to int (accumulator %s, then %s): the stored float accumulators would lose their fractions",
 			ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
 		return
 	}
 	c.warn(o.Name, errcode.CombineOutputNarrowed, "%s: the value field of output(s) %s narrowed from float to int, declared allow_lossy (accumulator %s, then %s): the stored float accumulators carry on truncated toward zero (a sum's float total is added to the int one, truncated)",
 		ref, strings.Join(outs, ", "), coderString(o.StoredCoder), coderString(n.StoredCoder))
+}
+
+// lossyOutputs names the outputs of YAML Combine n at slot positions at
+// (1-based; "at position N" when a name cannot be read), and the
+// declarations those of them not declared allow_lossy need
+// ("OUT: {allow_lossy: true}").
+func (c *checker) lossyOutputs(n *graph.Step, at []int) (outs, undeclared []string) {
+	names, _ := combineOutputNames(c.newG, n)
+	lossy := LossyOutputs(n)
+	for _, p := range at {
+		name := fmt.Sprintf("at position %d", p)
+		if p-1 < len(names) {
+			name = names[p-1]
+		}
+		outs = append(outs, name)
+		if !lossy[name] {
+			undeclared = append(undeclared, name+": {allow_lossy: true}")
+		}
+	}
+	return outs, undeclared
 }
 
 // retireSlots returns o as the rest of the check compares it with n: a

@@ -206,30 +206,13 @@ func intList(at []int) string {
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
-// outputsChanged reports whether the YAML Combine accumulator coders o and
-// n differ only by outputs appended after the existing ones or removed
-// from the end (the accumulator's slots are positional: an output inserted
-// or removed in the middle would hand a slot to another function), and
-// returns the accumulator entries added and removed.
-func outputsChanged(o, n *graph.Coder) (added, removed []graph.Field, ok bool) {
-	if !accumulatorCoders(o, n) || len(o.Fields) == len(n.Fields) {
-		return nil, nil, false
-	}
-	k := min(len(o.Fields), len(n.Fields))
-	for i := 0; i < k; i++ {
-		if o.Fields[i] != n.Fields[i] {
-			return nil, nil, false
-		}
-	}
-	return n.Fields[k:], o.Fields[k:], true
-}
-
 // appendedStart is how the outputs an update appends to a YAML Combine
 // start in the windows open at the update: inited have a declared init,
 // empty do not (both nil: not known).
 type appendedStart struct{ inited, empty []string }
 
-// outputsChangeText says what outputsChanged found, for the report.
+// outputsChangeText says which outputs a change appended or removed at
+// the end (classifyOutputs), for the report.
 func outputsChangeText(added, removed []graph.Field, st appendedStart) string {
 	list := func(fs []graph.Field) string {
 		s := make([]string, len(fs))
