@@ -359,6 +359,44 @@ func (c *checker) warnResized(o, n *graph.Step, ref string, added, removed []gra
 		ref, outputsChangeText(added, removed, c.appendedStart(n, len(o.StoredCoder.Fields))), coderString(o.StoredCoder), coderString(n.StoredCoder))
 }
 
+// ConvertedColumns returns the columns a WriteToSql step declares
+// converted (its config's convert: a list of columns, or a map of columns
+// to {allow_lossy: BOOL}), each with whether a lossy conversion is
+// allowed; nil for none, or for a step that is not a SQL sink.
+func ConvertedColumns(s *graph.Step) map[string]bool {
+	if s == nil || s.Sink == nil || s.Sink.Kind != "sql" || s.Fn == nil {
+		return nil
+	}
+	var cfg struct {
+		Convert any `json:"convert"`
+	}
+	if json.Unmarshal(s.Fn.Config, &cfg) != nil {
+		return nil
+	}
+	var out map[string]bool
+	set := func(name string, allow bool) {
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[name] = allow
+	}
+	switch v := cfg.Convert.(type) {
+	case []any:
+		for _, x := range v {
+			if name, ok := x.(string); ok {
+				set(name, false)
+			}
+		}
+	case map[string]any:
+		for name, x := range v {
+			m, _ := x.(map[string]any)
+			allow, _ := m["allow_lossy"].(bool)
+			set(name, allow)
+		}
+	}
+	return out
+}
+
 // LossyOutputs returns the outputs a YAML Combine step declares
 // allow_lossy (migrations), as a set; nil for none (and for a nil step).
 func LossyOutputs(s *graph.Step) map[string]bool {

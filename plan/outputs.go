@@ -74,30 +74,6 @@ type sqlConfig struct {
 	Key    any    `json:"key"`
 	Mode   string `json:"mode"`
 	Layout string `json:"layout"`
-	// Convert is the sink's convert: a list of columns, or a map of
-	// columns to {allow_lossy: BOOL}.
-	Convert any `json:"convert"`
-}
-
-// converts returns the columns the sink declares converted, each with
-// whether a lossy conversion is allowed.
-func (c *sqlConfig) converts() map[string]bool {
-	out := map[string]bool{}
-	switch v := c.Convert.(type) {
-	case []any:
-		for _, x := range v {
-			if name, ok := x.(string); ok {
-				out[name] = false
-			}
-		}
-	case map[string]any:
-		for name, x := range v {
-			m, _ := x.(map[string]any)
-			allow, _ := m["allow_lossy"].(bool)
-			out[name] = allow
-		}
-	}
-	return out
 }
 
 // sqlConversion says whether a staged SQL table converts a column from
@@ -212,11 +188,7 @@ func compareSink(o, n *graph.Step, old, newp *graph.Pipeline, strategy Strategy)
 		if nc != nil {
 			layout = nc.layout()
 		}
-		var convert map[string]bool
-		if nc != nil {
-			convert = nc.converts()
-		}
-		markRenames(s.Columns, layout, strategy, notRenamedFrom(newp, n), convert)
+		markRenames(s.Columns, layout, strategy, notRenamedFrom(newp, n), compat.ConvertedColumns(n))
 	}
 	for _, c := range s.Columns {
 		switch {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -160,34 +161,11 @@ func priorConverted(g *graph.Pipeline) map[string][]string {
 	}
 	var out map[string][]string
 	for _, st := range g.Steps {
-		if st.Kind != graph.KindSink || st.Sink == nil || st.Sink.Kind != "sql" || st.Fn == nil {
-			continue
-		}
-		var cfg struct {
-			Convert any `json:"convert"`
-		}
-		if json.Unmarshal(st.Fn.Config, &cfg) != nil {
-			continue
-		}
-		var cols []string
-		switch v := cfg.Convert.(type) {
-		case []any:
-			for _, x := range v {
-				if c, ok := x.(string); ok {
-					cols = append(cols, c)
-				}
-			}
-		case map[string]any:
-			for c := range v {
-				cols = append(cols, c)
-			}
-		}
-		if len(cols) > 0 {
+		if cols := compat.ConvertedColumns(st); len(cols) > 0 {
 			if out == nil {
 				out = map[string][]string{}
 			}
-			slices.Sort(cols)
-			out[st.Name] = cols
+			out[st.Name] = slices.Sorted(maps.Keys(cols))
 		}
 	}
 	return out
