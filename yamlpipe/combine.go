@@ -252,45 +252,35 @@ func combineConfigWithMigrations(t *transformSpec, renamed map[string]string, lo
 		cfg[renamedOutputsKey] = r
 	}
 	if len(lossy) > 0 {
-		names := make([]any, 0, len(lossy))
-		for _, k := range slices.Sorted(maps.Keys(lossy)) {
-			names = append(names, k)
-		}
-		cfg[lossyOutputsKey] = names
+		cfg[lossyOutputsKey] = anyList(slices.Sorted(maps.Keys(lossy)))
 	}
 	if len(inited) > 0 {
-		names := make([]any, len(inited))
-		for i, n := range inited {
-			names[i] = n
-		}
-		cfg[initializedOutputsKey] = names
+		cfg[initializedOutputsKey] = anyList(inited)
 	}
 	if notRenames != nil {
 		m := make(map[string]any, len(notRenames))
 		for k, v := range notRenames {
-			names := make([]any, len(v))
-			for i, n := range v {
-				names[i] = n
-			}
-			m[k] = names
+			m[k] = anyList(v)
 		}
 		cfg[notRenamedFromKey] = m
 	}
 	if slots != nil {
-		names := make([]any, len(slots))
-		for i, n := range slots {
-			names[i] = n
-		}
-		cfg[slotOutputsKey] = names
+		cfg[slotOutputsKey] = anyList(slots)
 	}
 	if rk != nil {
-		from := make([]any, len(rk.From))
-		for i, f := range rk.From {
-			from[i] = f
-		}
-		cfg[rekeyedFromKey] = from
+		cfg[rekeyedFromKey] = anyList(rk.From)
 	}
 	return cfg
+}
+
+// anyList is ss as the []any a step's recorded config (plain YAML values)
+// holds a list in.
+func anyList(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // notRenamedFromKey is the key of a Combine's recorded step config that
