@@ -45,15 +45,7 @@ func (c *combineAgg[K, V, A, O]) StateRejects() map[string]int64 {
 			out = map[string]int64{accumulatorMigrationFailed: n}
 		}
 	}
-	if c.rekey != nil {
-		if n := c.rekey.failed.Load(); n > 0 {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[contract.RekeyFailed] = n
-		}
-	}
-	return out
+	return c.rekeyRejects(out)
 }
 
 // read migrates one stored accumulator of step. One that does not migrate

@@ -121,9 +121,9 @@ type combineAgg[K comparable, V, A, O any] struct {
 	// migrate reads the accumulators an earlier version stored in another
 	// type (MigrateAccumulator); nil when the step declares none.
 	migrate *accMigration
-	// rekey moves the keys an earlier version stored under another key
-	// (RekeyFrom); nil when the step declares none.
-	rekey *keyMigration
+	// rekeyer moves the keys an earlier version stored under another key
+	// (RekeyFrom), when the step declares it.
+	rekeyer[K]
 	// readKey reads a key back from its AppendKey encoding (keyReader);
 	// nil when K's does not read back (see KeysFromEncoding).
 	readKey func(enc string) (K, error)
@@ -207,13 +207,9 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 		}
 		agg.migrate = m
 	}
-	if m := sc.rekey; m != nil {
-		if want := reflect.TypeFor[K](); m.to != want {
-			s.p.addErr(fmt.Errorf("step %q: RekeyFrom gives a %s, but the combine's key is a %s", s.fullName(name), m.to, want))
-			return PCollection[KV[K, O]]{}
-		}
-		m.mark = contract.RekeyMark(CoderOf[K]().String())
-		agg.rekey, agg.kvKeyer.mark = m, m.mark
+	if err := agg.declareRekey(sc.rekey, app, &agg.kvKeyer.mark, "combine"); err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return PCollection[KV[K, O]]{}
 	}
 	stored := CoderOf[A]()
 	stored.Params = map[string]string{"combine_fn": fnName}
@@ -224,8 +220,9 @@ func CombinePerKey[K comparable, V, A, O any](s Scope, name string, in PCollecti
 // gbkAgg buffers values: a GroupByKey is a combine whose accumulator is the list.
 type gbkAgg[K comparable, V any] struct {
 	kvKeyer[K, V]
-	// rekey is the declared re-key (RekeyFrom), or nil.
-	rekey *keyMigration
+	// rekeyer moves the keys an earlier version stored under another key
+	// (RekeyFrom), when the step declares it.
+	rekeyer[K]
 }
 
 func (gbkAgg[K, V]) NewAccumulator() any { return &[]V{} }
@@ -268,13 +265,9 @@ func GroupByKey[K comparable, V any](s Scope, name string, in PCollection[KV[K, 
 		return PCollection[KV[K, []V]]{}
 	}
 	agg := &gbkAgg[K, V]{kvKeyer: kvKeyer[K, V]{appendKey: app}}
-	if m := sc.rekey; m != nil {
-		if want := reflect.TypeFor[K](); m.to != want {
-			s.p.addErr(fmt.Errorf("step %q: RekeyFrom gives a %s, but the GroupByKey's key is a %s", s.fullName(name), m.to, want))
-			return PCollection[KV[K, []V]]{}
-		}
-		m.mark = contract.RekeyMark(CoderOf[K]().String())
-		agg.rekey, agg.kvKeyer.mark = m, m.mark
+	if err := agg.declareRekey(sc.rekey, app, &agg.kvKeyer.mark, "GroupByKey"); err != nil {
+		s.p.addErr(fmt.Errorf("step %q: %w", s.fullName(name), err))
+		return PCollection[KV[K, []V]]{}
 	}
 	id := s.keyed(graph.KindGroupByKey, name, col, agg, sc, CoderOf[K](), CoderOf[[]V](), CoderOf[KV[K, []V]]())
 	return collectionOf[KV[K, []V]](s.p, id)

@@ -59,59 +59,74 @@ func RekeyFrom[Old comparable, New comparable](fn func(Old) (New, error)) StepOp
 	}
 }
 
+// rekeyer is the declared re-key (RekeyFrom) of a keyed step's
+// aggregation (CombinePerKey, GroupByKey), as its contract.Rekeyer; the
+// zero value declares none.
+type rekeyer[K comparable] struct {
+	// rekey is the declared re-key; nil for none.
+	rekey *keyMigration
+	// appendNew encodes a new key as the step does (kvKeyer's appendKey).
+	appendNew func([]byte, K) []byte
+}
+
 var (
 	_ contract.Rekeyer = (*combineAgg[string, int64, int64, int64])(nil)
 	_ contract.Rekeyer = (*gbkAgg[string, int64])(nil)
 )
 
-// RekeysState implements contract.Rekeyer.
-func (g *gbkAgg[K, V]) RekeysState() bool { return g.rekey != nil }
-
-// CurrentKey implements contract.Rekeyer: kb carries this version's mark.
-func (g *gbkAgg[K, V]) CurrentKey(kb []byte) bool {
-	return g.rekey == nil || bytes.HasPrefix(kb, g.rekey.mark)
-}
-
-// Rekey implements contract.Rekeyer. The values of stored keys that meet
-// at one new key are joined, window by window (MergeAccumulators), as a
-// GroupByKey of the new key from scratch would have grouped them.
-func (g *gbkAgg[K, V]) Rekey(dst, kb []byte, _ string) ([]byte, any, any, error) {
-	key, old, err := g.rekey.convert(kb)
-	if err != nil {
-		g.rekey.failed.Add(1)
-		return dst, nil, old, err
-	}
-	k := key.(K)
-	return g.appendKey(dst, k), k, old, nil
-}
-
-// StateRejects implements contract.StateRejecter: the stored keys that
-// did not move (RekeyFrom).
-func (g *gbkAgg[K, V]) StateRejects() map[string]int64 {
-	if g.rekey == nil {
+// declareRekey sets the re-key m (nil: none) of a step keyed by K, whose
+// keys the step encodes with app, and sets mark, the prefix of the keys
+// the step then stores (kvKeyer.mark); kind names the step in the error
+// of a re-key to another type than K.
+func (r *rekeyer[K]) declareRekey(m *keyMigration, app func([]byte, K) []byte, mark *[]byte, kind string) error {
+	if m == nil {
 		return nil
 	}
-	if n := g.rekey.failed.Load(); n > 0 {
-		return map[string]int64{contract.RekeyFailed: n}
+	if want := reflect.TypeFor[K](); m.to != want {
+		return fmt.Errorf("RekeyFrom gives a %s, but the %s's key is a %s", m.to, kind, want)
 	}
+	m.mark = contract.RekeyMark(CoderOf[K]().String())
+	r.rekey, r.appendNew, *mark = m, app, m.mark
 	return nil
 }
 
 // RekeysState implements contract.Rekeyer.
-func (c *combineAgg[K, V, A, O]) RekeysState() bool { return c.rekey != nil }
+func (r *rekeyer[K]) RekeysState() bool { return r.rekey != nil }
 
 // CurrentKey implements contract.Rekeyer: kb carries this version's mark.
-func (c *combineAgg[K, V, A, O]) CurrentKey(kb []byte) bool {
-	return c.rekey == nil || bytes.HasPrefix(kb, c.rekey.mark)
+func (r *rekeyer[K]) CurrentKey(kb []byte) bool {
+	return r.rekey == nil || bytes.HasPrefix(kb, r.rekey.mark)
 }
 
-// Rekey implements contract.Rekeyer.
-func (c *combineAgg[K, V, A, O]) Rekey(dst, kb []byte, _ string) ([]byte, any, any, error) {
-	key, old, err := c.rekey.convert(kb)
+// Rekey implements contract.Rekeyer. The state of stored keys that meet
+// at one new key merges window by window (a combine's MergeAccumulators,
+// a GroupByKey's values joined), as the step of the new key from scratch
+// would have held it.
+func (r *rekeyer[K]) Rekey(dst, kb []byte, _ string) ([]byte, any, any, error) {
+	key, old, err := r.rekey.convert(kb)
 	if err != nil {
-		c.rekey.failed.Add(1)
+		r.rekey.failed.Add(1)
 		return dst, nil, old, err
 	}
 	k := key.(K)
-	return c.appendKey(dst, k), k, old, nil
+	return r.appendNew(dst, k), k, old, nil
 }
+
+// rekeyRejects adds to out (made when nil) the stored keys that did not
+// move, reason contract.RekeyFailed; out as it was when none failed.
+func (r *rekeyer[K]) rekeyRejects(out map[string]int64) map[string]int64 {
+	if r.rekey == nil {
+		return out
+	}
+	if n := r.rekey.failed.Load(); n > 0 {
+		if out == nil {
+			out = map[string]int64{}
+		}
+		out[contract.RekeyFailed] = n
+	}
+	return out
+}
+
+// StateRejects implements contract.StateRejecter: the stored keys that
+// did not move (RekeyFrom).
+func (g *gbkAgg[K, V]) StateRejects() map[string]int64 { return g.rekeyRejects(nil) }

@@ -206,7 +206,7 @@ func TestEncodedKeysAgree(t *testing.T) {
 	if keyReader[point]() != nil || keyReader[float64]() != nil {
 		t.Error("a struct or float key is kept as its encoding; want it kept whole")
 	}
-	rekeyed := &combineAgg[string, int64, int64, int64]{fn: Sum[int64](), readKey: keyReader[string](), rekey: &keyMigration{}}
+	rekeyed := &combineAgg[string, int64, int64, int64]{fn: Sum[int64](), readKey: keyReader[string](), rekeyer: rekeyer[string]{rekey: &keyMigration{}}}
 	if rekeyed.KeysFromEncoding() {
 		t.Error("a combine that declares a re-key keeps keys as encodings; want them whole")
 	}
