@@ -109,7 +109,7 @@ func servedAs(q, decl, typ string, pg bool) string {
 // movedAs is a merge's term for column q of a member, declared decl
 // there, moved into the principal's column declared typ: converted as the
 // view serves it where the conversion is lossless (a PostgreSQL principal
-// converted to a string by convertsPrincipal), as it is otherwise (a lossy
+// converted to a string by alterPrincipal), as it is otherwise (a lossy
 // conversion leaves the principal's column, and so what it holds, as it
 // was; SQLite stores a string in an INTEGER column as given, and its view
 // serves the column converted).
@@ -120,15 +120,19 @@ func movedAs(q, decl, typ string, pg bool) string {
 	return q
 }
 
-// convertsPrincipal returns the DDL that converts a merge's principal
-// column have to the type of want, a lossless conversion to a string on
-// PostgreSQL (the older members' values as the view serves them), or ""
-// for none: a lossy conversion keeps the principal's values as they are
-// (served converted, so a rollback still finds them), and SQLite keeps a
-// column's declared type (its view serves the values converted).
-func convertsPrincipal(table string, have, want colDecl, pg bool) string {
+// alterPrincipal returns the DDL that changes a merge's principal column
+// have to the type of want on PostgreSQL: a widening (bigint to double
+// precision, widens) or a lossless conversion to a string (the older
+// members' values as the view serves them); "" for none: a lossy
+// conversion keeps the principal's values as they are (served converted,
+// so a rollback still finds them), and SQLite keeps a column's declared
+// type (it stores either as given; its view serves the values converted).
+func alterPrincipal(table string, have, want colDecl, pg bool) string {
 	if !pg {
 		return ""
+	}
+	if widens(have, want, pg) {
+		return "ALTER TABLE " + quoteTable(table) + " ALTER COLUMN " + quoteIdent(have.name) + " TYPE double precision"
 	}
 	from, to := declKind(have.typ, pg), declKind(want.typ, pg)
 	if lossy, ok := conversion(from, to); !ok || lossy {

@@ -216,9 +216,8 @@ func fxRecordRenames(ctx context.Context, fx facadeExec, view, principal string,
 }
 
 // fxAddColumns adds to table dst the columns of want it lacks (nullable,
-// so its rows read null) and, with widen, widens each column want holds
-// wider (widens) and converts each column want holds as a string that a
-// declared lossless conversion made one (convertsPrincipal).
+// so its rows read null) and, with widen, changes each column whose type
+// want widens or converts without loss (alterPrincipal).
 func fxAddColumns(ctx context.Context, fx facadeExec, dst string, want []colDecl, widen bool) error {
 	have, err := fxColumns(ctx, fx, dst)
 	if err != nil {
@@ -226,14 +225,9 @@ func fxAddColumns(ctx context.Context, fx facadeExec, dst string, want []colDecl
 	}
 	for _, c := range want {
 		if i := columnIndex(have, c.name, fx.pg()); i >= 0 {
-			if widen && widens(have[i], c, fx.pg()) {
-				if err := fx.exec(ctx, "ALTER TABLE "+quoteTable(dst)+" ALTER COLUMN "+quoteIdent(have[i].name)+" TYPE double precision"); err != nil {
-					return fmt.Errorf("widening column %s of %s to double precision: %w", c.name, dst, err)
-				}
-				have[i].typ = c.typ
-			} else if stmt := convertsPrincipal(dst, have[i], c, fx.pg()); widen && stmt != "" {
+			if stmt := alterPrincipal(dst, have[i], c, fx.pg()); widen && stmt != "" {
 				if err := fx.exec(ctx, stmt); err != nil {
-					return fmt.Errorf("converting column %s of %s to %s: %w", c.name, dst, c.typ, err)
+					return fmt.Errorf("changing column %s of %s to %s: %w", c.name, dst, c.typ, err)
 				}
 				have[i].typ = c.typ
 			}
@@ -255,7 +249,7 @@ func fxLacksColumns(ctx context.Context, fx facadeExec, dst string, want []colDe
 		return false, err
 	}
 	for _, c := range want {
-		if i := columnIndex(have, c.name, fx.pg()); i < 0 || widens(have[i], c, fx.pg()) || convertsPrincipal(dst, have[i], c, fx.pg()) != "" {
+		if i := columnIndex(have, c.name, fx.pg()); i < 0 || alterPrincipal(dst, have[i], c, fx.pg()) != "" {
 			return true, nil
 		}
 	}
