@@ -65,6 +65,13 @@ func conversion(from, to colKind) (lossy, ok bool) {
 	return false, false
 }
 
+// converts reports whether a member's column declared decl is served
+// converted under the view's type typ (servedAs changes it).
+func converts(decl, typ string, pg bool) bool {
+	_, ok := conversion(declKind(decl, pg), declKind(typ, pg))
+	return ok
+}
+
 // servedAs is the view's (and a merge's) term for column q of a member,
 // declared decl there, served as the type typ (the view's: the newest
 // member's). A float under an int (a Combine output narrowed, declared

@@ -282,7 +282,7 @@ func DescribeStaged(ctx context.Context, t StagedTarget) (StagedInfo, error) {
 			}
 			for _, c := range cols {
 				served := ""
-				if i := columnIndex(newest, c.name, fx.pg()); i >= 0 && servedAs("x", c.typ, newest[i].typ, fx.pg()) != "x" {
+				if i := columnIndex(newest, c.name, fx.pg()); i >= 0 && converts(c.typ, newest[i].typ, fx.pg()) {
 					served = newest[i].typ
 				}
 				switch {
