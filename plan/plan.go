@@ -193,7 +193,8 @@ func Make(old, newp *graph.Pipeline, opts Options) Plan {
 		p.KeysFrom = ""
 	}
 	oldSteps, newSteps := index(old), index(newp)
-	p.steps(rep, oldSteps, newSteps, opts)
+	oldOutputs, _ := compat.CombineSlotsByStep(old, nil)
+	p.steps(rep, oldSteps, newSteps, oldOutputs, opts)
 	p.sinks(old, newp, oldSteps, newSteps, opts)
 	p.sources(rep, oldSteps, newSteps, opts)
 	return p
@@ -239,7 +240,7 @@ func detailOf(fs []compat.Finding) string {
 	return strings.Join(parts, "; ")
 }
 
-func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Step, opts Options) {
+func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Step, oldOutputs map[string][]string, opts Options) {
 	errs, warns := findings(rep.Errors), findings(rep.Warnings)
 	matched := map[string]string{} // OLD -> NEW
 	taken := map[string]bool{}
@@ -294,7 +295,7 @@ func (p *Plan) steps(rep compat.Report, oldSteps, newSteps map[string]*graph.Ste
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs renamed in place (renamed_from), their accumulators carry on in every key and open window: "+strings.Join(what, ", "), "; ")
 			}
-			if in := appendedInits(ns, oldSteps[name]); len(in) > 0 {
+			if in := appendedInits(ns, oldOutputs[name]); len(in) > 0 {
 				st.Action = Migrated
 				st.Detail = strings.TrimPrefix(st.Detail+"; outputs appended with an init (migrations: init), computed from the stored accumulators in every key and open window when first touched: "+strings.Join(in, ", "), "; ")
 			}
@@ -357,23 +358,17 @@ func describeState(s *graph.Step) string {
 }
 
 // appendedInits returns the outputs YAML Combine n gives an init
-// (migrations: init) that the step it takes over, o, did not have: those
-// the init computes when the new execution first touches a stored
+// (migrations: init) that the step it takes over did not have (old, its
+// outputs: compat.CombineSlotsByStep; nil when it is not a YAML Combine):
+// those the init computes when the new execution first touches a stored
 // accumulator.
-func appendedInits(n, o *graph.Step) []string {
-	in := compat.InitializedOutputs(n)
-	if len(in) == 0 || o == nil || o.Fn == nil {
-		return nil
-	}
-	var cfg struct {
-		Combine map[string]any `json:"combine"`
-	}
-	if json.Unmarshal(o.Fn.Config, &cfg) != nil {
+func appendedInits(n *graph.Step, old []string) []string {
+	if old == nil {
 		return nil
 	}
 	var out []string
-	for _, name := range in {
-		if _, had := cfg.Combine[name]; !had {
+	for _, name := range compat.InitializedOutputs(n) {
+		if !slices.Contains(old, name) {
 			out = append(out, name)
 		}
 	}
