@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"unsafe"
@@ -27,53 +28,114 @@ type winState struct {
 }
 
 type aggKey struct {
-	key  any
-	wins []*winState
-	// hash is the key's KeyHash.
-	hash uint64
-	// str is the key's map key (its canonical encoding).
-	str string
+	key any
+	// ext points at the key's encoding when it is longer than keyInline
+	// (its length is then in the first four bytes of inline); nil when the
+	// encoding is inside the key (inline, n bytes long). See enc.
+	ext *byte
 	// dirty is the change-log generation in which the key last changed
 	// (see changeLog).
 	dirty uint64
-	// win0 and wins0 hold the key's first window and the first slot of
-	// wins inside the key itself: most keys only ever have one window (the
-	// global one, or one fixed window at a time), and a million keys are
-	// then two million objects fewer for the garbage collector to mark.
-	// win0 serves only the key's first window (used), never a later one,
-	// so that a pointer to a closed window never aliases a new one.
-	win0  winState
-	wins0 [1]*winState
-	// inline holds str when it is short (setStr): one object per key,
-	// not two. Its length and the two flags after it fill three words
-	// exactly: the key is then 192 bytes, a size class (208 with a word
-	// of padding).
-	inline [keyInline]byte
-	used   bool
+	// one is the key's window when it has exactly one; more holds its
+	// windows when it has several (one is then nil). Most keys only ever
+	// have one window (the global one, or one fixed window at a time):
+	// two words, not a slice's three and its array's one. See windows.
+	one  *winState
+	more *[]*winState
+	// win0 holds the key's first window inside the key itself: a million
+	// keys are then a million objects fewer for the garbage collector to
+	// mark. It serves only the key's first window (used), never a later
+	// one, so that a pointer to a closed window never aliases a new one.
+	win0 winState
+	// hi is the upper half of the key's KeyHash: what the key group's
+	// table reads (tableHash). The lower half only picks the key group.
+	hi uint32
+	// n is the length of the encoding held in inline (ext == nil).
+	n    uint8
+	used bool
 	// dead is set when the key left its key group.
 	dead bool
+	// inline holds the key's encoding when it is short (setStr): one
+	// object per key, not two. With it the key is 160 bytes, a size class.
+	inline [keyInline]byte
 }
 
 // keyInline is the longest key encoding kept inside its aggKey.
-const keyInline = 22
+const keyInline = 17
+
+// newAggKey returns a key encoded as enc, with hash h.
+func newAggKey(h uint64, enc []byte) *aggKey {
+	k := &aggKey{hi: uint32(h >> 32)}
+	k.setStr(enc)
+	return k
+}
+
+// deadKey returns a key encoded as enc, with hash h (its upper half is
+// enough: tableHash), that left its key group: its checkpoint entry is a
+// deletion.
+func deadKey(h uint64, enc string) aggKey {
+	k := aggKey{hi: uint32(h >> 32), dead: true}
+	k.setStr(unsafe.Slice(unsafe.StringData(enc), len(enc)))
+	return k
+}
 
 // setEncoding sets k's encoding (setStr) and its hash, for a key read
 // from the store.
 func (k *aggKey) setEncoding(enc []byte) {
 	k.setStr(enc)
-	k.hash = KeyHash(enc)
+	k.hi = uint32(KeyHash(enc) >> 32)
 }
 
-// setStr sets k's encoding to a copy of enc: inside k when it fits (str
-// then points into k.inline, which is never written again, so the string
-// stays immutable), else a string of its own.
+// setStr sets k's encoding to a copy of enc, once: inside k when it fits
+// (inline, which is never written again, so the strings enc returns stay
+// immutable), else an array of its own.
 func (k *aggKey) setStr(enc []byte) {
-	if len(enc) == 0 || len(enc) > keyInline {
-		k.str = string(enc)
+	if len(enc) > keyInline {
+		k.ext = unsafe.SliceData(slices.Clone(enc))
+		binary.LittleEndian.PutUint32(k.inline[:4], uint32(len(enc)))
 		return
 	}
-	n := copy(k.inline[:], enc)
-	k.str = unsafe.String(&k.inline[0], n)
+	k.n = uint8(copy(k.inline[:], enc))
+}
+
+// enc returns the key's encoding (its map key in the checkpoint).
+func (k *aggKey) enc() string {
+	if k.ext != nil {
+		return unsafe.String(k.ext, binary.LittleEndian.Uint32(k.inline[:4]))
+	}
+	return unsafe.String(&k.inline[0], k.n)
+}
+
+// tableHash returns the part of the key's hash its key group's table
+// reads (the upper half): enough to find the key again (keyGroupState.find).
+func (k *aggKey) tableHash() uint64 { return uint64(k.hi) << 32 }
+
+// windows returns the key's windows. The slice may alias the key: a
+// caller that changes it gives it back with setWindows.
+func (k *aggKey) windows() []*winState {
+	if k.more != nil {
+		return *k.more
+	}
+	if k.one == nil {
+		return nil
+	}
+	return unsafe.Slice(&k.one, 1)
+}
+
+// setWindows makes ws the key's windows.
+func (k *aggKey) setWindows(ws []*winState) {
+	switch len(ws) {
+	case 0:
+		k.one, k.more = nil, nil
+	case 1:
+		k.one, k.more = ws[0], nil
+	default:
+		if k.more == nil {
+			k.more = new([]*winState)
+		}
+		*k.more = ws
+		k.one = nil
+	}
 }
 
 // newWindow adds window w, with state st, to the key's windows.
@@ -86,15 +148,12 @@ func (k *aggKey) newWindow(w window.Window, st window.State) *winState {
 	} else {
 		ws = &winState{w: w, st: st}
 	}
-	if k.wins == nil {
-		k.wins = k.wins0[:0]
-	}
-	k.wins = append(k.wins, ws)
+	k.setWindows(append(k.windows(), ws))
 	return ws
 }
 
 func (k *aggKey) has(ws *winState) bool {
-	for _, c := range k.wins {
+	for _, c := range k.windows() {
 		if c == ws {
 			return true
 		}
@@ -208,7 +267,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
 		func(d dirtyRef) *uint64 { return &d.k.dirty },
-		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.enc()} },
 		n.encodeKey)
 	if w.r.opts.Checkpoints {
 		sc, ok := sp.code.(contract.StateCoder)
@@ -257,7 +316,7 @@ func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 	}
 	buf, err := appendAggKey(buf, n.sc, n.ek, d.k)
 	if err == nil && n.adoptedRej != nil && !n.changes.isFrozen() && n.adoptedRej.PendingStateRejects() {
-		for _, ws := range d.k.wins {
+		for _, ws := range d.k.windows() {
 			if ws.acc == nil {
 				continue
 			}
@@ -274,7 +333,7 @@ func (n *aggNode) keyOf(k *aggKey) (any, error) {
 	if k.key != nil || n.ek == nil {
 		return k.key, nil
 	}
-	key, err := n.ek.KeyFromEncoding(k.str)
+	key, err := n.ek.KeyFromEncoding(k.enc())
 	if err != nil {
 		return nil, fmt.Errorf("step %q: decoding a key: %w", n.sp.step.Name, err)
 	}
@@ -334,7 +393,7 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 			if k.key != nil {
 				continue
 			}
-			key, err := ek.KeyFromEncoding(k.str)
+			key, err := ek.KeyFromEncoding(k.enc())
 			if err != nil {
 				n.w.r.opts.Logger.Error("adopting a key: decoding it failed; its panes have no key", "step", n.sp.step.Name, "error", err)
 				continue
@@ -397,8 +456,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		}
 		k := g.findBytes(h, enc)
 		if k == nil {
-			k = &aggKey{hash: h}
-			k.setStr(enc)
+			k = newAggKey(h, enc)
 			if n.ek == nil {
 				k.key = n.agg.Key(e.Value)
 			}
@@ -421,7 +479,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 			}
 		} else {
-			for _, c := range k.wins {
+			for _, c := range k.windows() {
 				if c.w == e.Window {
 					ws = c
 					break
@@ -475,7 +533,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
+				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
 			}
 		}
 		// Triggers are evaluated once after the bundle (as Beam does), and only
@@ -508,7 +566,7 @@ func (n *aggNode) evaluateTouched(now mtime.Time) error {
 	}
 	for _, t := range n.touched {
 		// A window touched earlier in the bundle may since have merged away.
-		if n.groups[t.kg].find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
+		if n.groups[t.kg].find(t.k.tableHash(), t.k.enc()) == t.k && t.k.has(t.ws) {
 			if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
 				return err
 			}
@@ -525,9 +583,9 @@ func (n *aggNode) evaluateTouched(now mtime.Time) error {
 func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown bool) {
 	var target *winState
 	span := w
-	kept := k.wins[:0]
+	kept := k.windows()[:0]
 	var merged []*winState
-	for _, c := range k.wins {
+	for _, c := range k.windows() {
 		if !c.st.Closed && c.w.Intersects(w) {
 			merged = append(merged, c)
 			span = span.Span(c.w)
@@ -536,7 +594,7 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 		kept = append(kept, c)
 	}
 	if len(merged) == 0 {
-		k.wins = kept
+		k.setWindows(kept)
 		return nil, false
 	}
 	target = merged[0]
@@ -557,15 +615,15 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 	}
 	grown = span != target.w
 	target.w = span
-	k.wins = append(kept, target)
+	k.setWindows(append(kept, target))
 	return target, grown
 }
 
 func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
 	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
-		n.pushEvent(timerRef{t: t, kg: kg, h: k.hash, key: k.str, w: ws.w})
+		n.pushEvent(timerRef{t: t, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
 	}
-	n.pushEvent(timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.hash, key: k.str, w: ws.w})
+	n.pushEvent(timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
 }
 
 // pushEvent adds an event-time timer, or counts it in n.far (farTimerAt).
@@ -588,12 +646,12 @@ func (n *aggNode) loadFarTimers() {
 			continue
 		}
 		for k := range g.all() {
-			for _, ws := range k.wins {
+			for _, ws := range k.windows() {
 				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
+					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.tableHash(), key: k.enc(), w: ws.w})
 				}
 				if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.hash, key: k.str, w: ws.w})
+					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.tableHash(), key: k.enc(), w: ws.w})
 				}
 			}
 		}
@@ -617,7 +675,7 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 	if k == nil {
 		return nil, nil
 	}
-	for _, ws := range k.wins {
+	for _, ws := range k.windows() {
 		if ws.w == ref.w {
 			return k, ws
 		}
@@ -662,13 +720,14 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		}
 	}
 	if f.Done {
-		for i, c := range k.wins {
+		for i, c := range k.windows() {
 			if c == ws {
-				k.wins = append(k.wins[:i], k.wins[i+1:]...)
+				wins := k.windows()
+				k.setWindows(append(wins[:i], wins[i+1:]...))
 				break
 			}
 		}
-		if len(k.wins) == 0 {
+		if len(k.windows()) == 0 {
 			n.groups[kg].remove(k)
 			n.nkeys--
 			k.dead = true
@@ -676,7 +735,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		return nil
 	}
 	if d := n.m.NextDeadline(&ws.st); d != 0 {
-		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
+		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
 	}
 	return nil
 }
@@ -718,7 +777,7 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 				continue
 			}
 			t.ws.held = false
-			if g := n.groups[t.kg]; g != nil && g.find(t.k.hash, t.k.str) == t.k && t.k.has(t.ws) {
+			if g := n.groups[t.kg]; g != nil && g.find(t.k.tableHash(), t.k.enc()) == t.k && t.k.has(t.ws) {
 				if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
 					return err
 				}

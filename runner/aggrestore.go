@@ -90,7 +90,7 @@ func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedSta
 				shown = string(kb)
 			}
 		}
-		if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped); err != nil {
+		if err := reportStateRejects(n.w, n.sp.step.Name, shown, k.enc(), dropped); err != nil {
 			return err
 		}
 	}
@@ -102,10 +102,10 @@ func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedSta
 // setTimers sets the event-time timers and the processing-time deadlines
 // of every window of k, a key restored or moved into key group kg.
 func (n *aggNode) setTimers(kg uint16, k *aggKey) {
-	for _, ws := range k.wins {
+	for _, ws := range k.windows() {
 		n.setEventTimers(kg, k, ws)
 		if d := n.m.NextDeadline(&ws.st); d != 0 {
-			heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.hash, key: k.str, w: ws.w})
+			heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
 		}
 	}
 }

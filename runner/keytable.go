@@ -70,7 +70,7 @@ func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
 		if k == nil {
 			return nil
 		}
-		if k.hash == h && sameEncoding(k.str, key) {
+		if k.hi == uint32(h>>32) && sameEncoding(k.enc(), key) {
 			return k
 		}
 	}
@@ -113,7 +113,7 @@ func (g *keyGroupState) add(k *aggKey) {
 // one.
 func (g *keyGroupState) put(k *aggKey) {
 	mask := len(g.slots) - 1
-	i := g.home(k.hash)
+	i := g.home(k.tableHash())
 	for g.slots[i] != nil {
 		i = (i + 1) & mask
 	}
@@ -137,7 +137,7 @@ func (g *keyGroupState) remove(k *aggKey) {
 		return
 	}
 	mask := len(g.slots) - 1
-	i := g.home(k.hash)
+	i := g.home(k.tableHash())
 	for g.slots[i] != k {
 		if g.slots[i] == nil {
 			return
@@ -147,7 +147,7 @@ func (g *keyGroupState) remove(k *aggKey) {
 	// Shift back every key of the run after i that may sit at i: one
 	// whose home is not in (i, j], cyclically.
 	for j := (i + 1) & mask; g.slots[j] != nil; j = (j + 1) & mask {
-		h := g.home(g.slots[j].hash)
+		h := g.home(g.slots[j].tableHash())
 		var stays bool
 		if i <= j {
 			stays = i < h && h <= j

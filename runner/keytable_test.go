@@ -29,16 +29,21 @@ func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
 			hashOf := func(i int) uint64 { return uint64(i%tc.hashes)<<32 | uint64(i)&0xfff }
 			for step := 0; step < tc.steps; step++ {
 				i := rng.IntN(tc.keys)
+				// A third of the names are longer than an aggKey holds
+				// inline.
 				name := fmt.Sprintf("k%d", i)
+				if i%3 == 0 {
+					name = fmt.Sprintf("a key name longer than keyInline %d", i)
+				}
 				if k := held[name]; k != nil {
-					if got := g.find(k.hash, name); got != k {
+					if got := g.find(k.tableHash(), name); got != k {
 						t.Fatalf("step %d: find(%s) = %p, want %p", step, name, got, k)
 					}
 					g.remove(k)
 					delete(held, name)
 				} else {
-					k := &aggKey{hash: hashOf(i), str: name}
-					if got := g.findBytes(k.hash, []byte(name)); got != nil {
+					k := newAggKey(hashOf(i), []byte(name))
+					if got := g.findBytes(hashOf(i), []byte(name)); got != nil {
 						t.Fatalf("step %d: found %s before it was added", step, name)
 					}
 					g.add(k)
@@ -52,8 +57,8 @@ func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
 				}
 				seen := map[*aggKey]bool{}
 				for k := range g.all() {
-					if seen[k] || held[k.str] != k {
-						t.Fatalf("step %d: all yielded %s twice or a key not held", step, k.str)
+					if seen[k] || held[k.enc()] != k {
+						t.Fatalf("step %d: all yielded %s twice or a key not held", step, k.enc())
 					}
 					seen[k] = true
 				}
@@ -61,13 +66,13 @@ func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
 					t.Fatalf("step %d: all yielded %d keys, want %d", step, len(seen), len(held))
 				}
 				for name, k := range held {
-					if g.find(k.hash, name) != k {
+					if g.find(k.tableHash(), name) != k {
 						t.Fatalf("step %d: lost %s", step, name)
 					}
 				}
 			}
 			// Removing a key the group does not hold changes nothing.
-			g.remove(&aggKey{hash: hashOf(1), str: "absent"})
+			g.remove(newAggKey(hashOf(1), []byte("absent")))
 			if g.n != len(held) {
 				t.Fatalf("removing an absent key changed the count to %d, want %d", g.n, len(held))
 			}
@@ -88,11 +93,11 @@ func TestSlotsForKeepsAQuarterFree(t *testing.T) {
 // room once; adding that many keys then leaves the table as it is.
 func TestReserveHoldsTheKeysWithoutGrowing(t *testing.T) {
 	g := &keyGroupState{}
-	g.add(&aggKey{hash: 1 << 32, str: "first"})
+	g.add(newAggKey(1<<32, []byte("first")))
 	g.reserve(1000)
 	l := len(g.slots)
 	for i := range 999 {
-		g.add(&aggKey{hash: uint64(i) << 32, str: fmt.Sprint(i)})
+		g.add(newAggKey(uint64(i)<<32, []byte(fmt.Sprint(i))))
 	}
 	if len(g.slots) != l || g.n != 1000 {
 		t.Errorf("after reserving 1000 and adding them: %d slots (reserved %d), %d keys", len(g.slots), l, g.n)

@@ -61,8 +61,7 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 	g := n.group(nkg)
 	dst := g.findBytes(h, moved)
 	if dst == nil {
-		dst = &aggKey{hash: h}
-		dst.setStr(moved)
+		dst = newAggKey(h, moved)
 		if n.ek == nil {
 			dst.key = key
 		}
@@ -78,7 +77,7 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 		if err != nil {
 			return err
 		}
-		return reportStateRejects(n.w, n.sp.step.Name, key, dst.str, dropped)
+		return reportStateRejects(n.w, n.sp.step.Name, key, dst.enc(), dropped)
 	}
 	return nil
 }
@@ -86,7 +85,8 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 // tombstone is a key that leaves its key group: its checkpoint entry is
 // a deletion.
 func tombstone(kg uint16, enc string) dirtyRef {
-	return dirtyRef{kg: kg, k: &aggKey{str: enc, hash: KeyHash([]byte(enc)), dead: true}}
+	k := deadKey(KeyHash([]byte(enc)), enc)
+	return dirtyRef{kg: kg, k: &k}
 }
 
 // finish marks every moved key changed, sets its timers, and marks the
@@ -99,7 +99,7 @@ func (m *rekeyMove) finish() {
 		n.setTimers(d.kg, d.k)
 	}
 	for _, t := range m.tombs {
-		if g := n.groups[t.kg]; g != nil && g.find(t.k.hash, t.k.str) != nil {
+		if g := n.groups[t.kg]; g != nil && g.find(t.k.tableHash(), t.k.enc()) != nil {
 			continue
 		}
 		n.markDirty(t.kg, t.k)
@@ -112,7 +112,7 @@ func (m *rekeyMove) finish() {
 // as a window of its own; merging windows (sessions) then merge with
 // those they overlap.
 func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
-	for _, t := range dst.wins {
+	for _, t := range dst.windows() {
 		if t.w != ws.w {
 			continue
 		}
@@ -125,7 +125,7 @@ func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
 		}
 		return
 	}
-	dst.wins = append(dst.wins, ws)
+	dst.setWindows(append(dst.windows(), ws))
 	if n.merging {
 		n.mergeInto(dst, ws.w)
 	}

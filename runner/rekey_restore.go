@@ -109,11 +109,11 @@ func (s *rekeyRestore) compute() {
 			enc := string(key)
 			moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
 			if err != nil {
-				part.failed(route, kg, rekeyDrop{enc: enc, old: old, wins: k.wins, err: err, h: KeyHash(key)})
+				part.failed(route, kg, rekeyDrop{enc: enc, old: old, wins: k.windows(), err: err, h: KeyHash(key)})
 				return nil
 			}
 			buf = moved
-			part.moved(route, kg, enc, KeyHash(key), rekeyedKey{moved: arenaCopy(&arena, moved), key: nkey, wins: k.wins, dropped: dropped})
+			part.moved(route, kg, enc, KeyHash(key), rekeyedKey{moved: arenaCopy(&arena, moved), key: nkey, wins: k.windows(), dropped: dropped})
 			return nil
 		})
 		if err != nil {
@@ -186,7 +186,7 @@ func (n *aggNode) restoreAlone() error {
 		enc := string(key)
 		moved, nkey, old, err := n.rekey.Rekey(buf[:0], kb, enc)
 		if err != nil {
-			return m.reject(kg, enc, old, k.wins, err)
+			return m.reject(kg, enc, old, k.windows(), err)
 		}
 		buf = moved
 		h := KeyHash(moved)
@@ -194,7 +194,7 @@ func (n *aggNode) restoreAlone() error {
 		if nkg != kg || string(moved) != enc {
 			m.tombs = append(m.tombs, tombstone(kg, enc))
 		}
-		return m.place(nkg, h, moved, nkey, k.wins, dropped)
+		return m.place(nkg, h, moved, nkey, k.windows(), dropped)
 	})
 	if err != nil {
 		return fmt.Errorf("restoring step %q: %w", n.sp.step.Name, err)

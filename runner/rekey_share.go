@@ -70,7 +70,7 @@ type rekeyDrop struct {
 	old  any
 	wins []*winState
 	err  error
-	h    uint64 // KeyHash(enc)
+	h    uint64 // KeyHash(enc), or at least its upper half (aggKey.tableHash)
 	kg   uint16
 }
 
@@ -123,13 +123,13 @@ func (s *rekeyShare) compute() {
 				if kb, err = appendAggKeyOnly(kb[:0], old.sc, old.ek, k); err != nil {
 					return fmt.Errorf("step %q: encoding a key to re-key it: %w", n.sp.step.Name, err)
 				}
-				moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.str)
+				moved, key, oldKey, err := n.rekey.Rekey(buf[:0], kb, k.enc())
 				if err != nil {
-					part.failed(route, kg, rekeyDrop{enc: k.str, old: oldKey, wins: k.wins, err: err, h: k.hash})
+					part.failed(route, kg, rekeyDrop{enc: k.enc(), old: oldKey, wins: k.windows(), err: err, h: k.tableHash()})
 					continue
 				}
 				buf = moved
-				part.moved(route, kg, k.str, k.hash, rekeyedKey{moved: arenaCopy(&arena, moved), key: key, wins: k.wins})
+				part.moved(route, kg, k.enc(), k.tableHash(), rekeyedKey{moved: arenaCopy(&arena, moved), key: key, wins: k.windows()})
 			}
 		}
 		return nil
@@ -179,7 +179,7 @@ func (m *rekeyMove) applyParts(ps []*rekeyPart) error {
 		for i := range part.drops[me] {
 			rk := &part.drops[me][i]
 			if rk.err == nil {
-				tombs = append(tombs, aggKey{str: rk.enc, hash: rk.h, dead: true})
+				tombs = append(tombs, deadKey(rk.h, rk.enc))
 				m.tombs = append(m.tombs, dirtyRef{kg: rk.kg, k: &tombs[len(tombs)-1]})
 				continue
 			}

@@ -51,8 +51,8 @@ func appendAggKey(out []byte, sc contract.StateCoder, ek contract.EncodedKeyer, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
-	out = binary.AppendUvarint(out, uint64(len(k.wins)))
-	for _, ws := range k.wins {
+	out = binary.AppendUvarint(out, uint64(len(k.windows())))
+	for _, ws := range k.windows() {
 		out = appendWindow(out, ws.w)
 		out = ws.st.AppendBinary(out)
 		if ws.acc == nil {
@@ -73,7 +73,7 @@ func appendAggKey(out []byte, sc contract.StateCoder, ek contract.EncodedKeyer, 
 // EncodedKeyer), to the same bytes.
 func appendAggKeyOnly(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey) ([]byte, error) {
 	if k.key == nil && ek != nil {
-		return ek.AppendEncodedKeyFrom(b, k.str)
+		return ek.AppendEncodedKeyFrom(b, k.enc())
 	}
 	if sa, ok := sc.(contract.StateAppender); ok {
 		return sa.AppendEncodedKey(b, k.key)
@@ -85,7 +85,7 @@ func appendAggKeyOnly(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer
 // appendAggAcc appends the StateCoder encoding of accumulator acc of k.
 func appendAggAcc(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey, acc any) ([]byte, error) {
 	if k.key == nil && ek != nil {
-		return ek.AppendEncodedStateFor(b, k.str, contract.AccumulatorCell, acc)
+		return ek.AppendEncodedStateFor(b, k.enc(), contract.AccumulatorCell, acc)
 	}
 	if sa, ok := sc.(contract.StateAppender); ok {
 		return sa.AppendEncodedState(b, contract.AccumulatorCell, acc)

@@ -64,12 +64,12 @@ func (n *aggNode) reportAdoptedErrs(k *aggKey, w window.Window, errs []*contract
 	}
 	shown := k.key
 	if shown == nil {
-		shown = k.str
+		shown = k.enc()
 		if n.sc != nil {
-			if key, err := n.sc.DecodeKey([]byte(k.str)); err == nil {
+			if key, err := n.sc.DecodeKey([]byte(k.enc())); err == nil {
 				shown = key
 			}
 		}
 	}
-	return reportStateRejects(n.w, n.sp.step.Name, shown, k.str, dropped)
+	return reportStateRejects(n.w, n.sp.step.Name, shown, k.enc(), dropped)
 }

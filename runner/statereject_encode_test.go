@@ -118,8 +118,12 @@ func TestEncodeReportsAdoptedRejects(t *testing.T) {
 			agg.adopted[odd], agg.adopted[even] = true, true
 			// k1 holds an odd adopted sum in w1 and a new window w2 of its
 			// own; k2 an even adopted sum.
-			k1 := &aggKey{key: "k1", str: "k1", wins: []*winState{{w: w1, acc: odd}, {w: w2, acc: fresh}}}
-			k2 := &aggKey{key: "k2", str: "k2", wins: []*winState{{w: w1, acc: even}}}
+			k1 := newAggKey(KeyHash([]byte("k1")), []byte("k1"))
+			k1.key = "k1"
+			k1.setWindows([]*winState{{w: w1, acc: odd}, {w: w2, acc: fresh}})
+			k2 := newAggKey(KeyHash([]byte("k2")), []byte("k2"))
+			k2.key = "k2"
+			k2.setWindows([]*winState{{w: w1, acc: even}})
 			var err error
 			for _, k := range []*aggKey{k1, k2} {
 				if _, _, e := n.encodeKey(nil, dirtyRef{k: k}); e != nil && err == nil {
