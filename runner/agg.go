@@ -28,7 +28,8 @@ type winState struct {
 }
 
 type aggKey struct {
-	key any
+	// x holds what few keys have (see aggKeyExtra); nil for most.
+	x *aggKeyExtra
 	// ext points at the key's encoding when it is longer than keyInline
 	// (its length is then in the first four bytes of inline); nil when the
 	// encoding is inside the key (inline, n bytes long). See enc.
@@ -36,12 +37,11 @@ type aggKey struct {
 	// dirty is the change-log generation in which the key last changed
 	// (see changeLog).
 	dirty uint64
-	// one is the key's window when it has exactly one; more holds its
-	// windows when it has several (one is then nil). Most keys only ever
-	// have one window (the global one, or one fixed window at a time):
-	// two words, not a slice's three and its array's one. See windows.
-	one  *winState
-	more *[]*winState
+	// one is the key's window when it has exactly one (x.more holds them
+	// when it has several, and one is then nil). Most keys only ever have
+	// one window (the global one, or one fixed window at a time): one
+	// word, not a slice's three and its array's one. See windows.
+	one *winState
 	// win0 holds the key's first window inside the key itself: a million
 	// keys are then a million objects fewer for the garbage collector to
 	// mark. It serves only the key's first window (used), never a later
@@ -56,8 +56,38 @@ type aggKey struct {
 	// dead is set when the key left its key group.
 	dead bool
 	// inline holds the key's encoding when it is short (setStr): one
-	// object per key, not two. With it the key is 160 bytes, a size class.
+	// object per key, not two. With it the key is 144 bytes, a size class.
 	inline [keyInline]byte
+}
+
+// aggKeyExtra is what an aggKey holds beside its encoding only when it
+// needs it: its key value, kept for a step whose keys do not read back
+// from their encodings (aggNode.ek nil), and its windows when it has more
+// than one (sliding windows, sessions). Behind one pointer, so that the
+// keys of a combine with one window at a time are 16 bytes smaller.
+type aggKeyExtra struct {
+	key  any
+	more []*winState
+}
+
+// val returns the key's value, nil when the key is kept as its encoding
+// only.
+func (k *aggKey) val() any {
+	if k.x == nil {
+		return nil
+	}
+	return k.x.key
+}
+
+// setVal sets the key's value.
+func (k *aggKey) setVal(v any) {
+	if k.x == nil {
+		if v == nil {
+			return
+		}
+		k.x = &aggKeyExtra{}
+	}
+	k.x.key = v
 }
 
 // keyInline is the longest key encoding kept inside its aggKey.
@@ -113,8 +143,8 @@ func (k *aggKey) tableHash() uint64 { return uint64(k.hi) << 32 }
 // windows returns the key's windows. The slice may alias the key: a
 // caller that changes it gives it back with setWindows.
 func (k *aggKey) windows() []*winState {
-	if k.more != nil {
-		return *k.more
+	if k.x != nil && k.x.more != nil {
+		return k.x.more
 	}
 	if k.one == nil {
 		return nil
@@ -125,15 +155,21 @@ func (k *aggKey) windows() []*winState {
 // setWindows makes ws the key's windows.
 func (k *aggKey) setWindows(ws []*winState) {
 	switch len(ws) {
-	case 0:
-		k.one, k.more = nil, nil
-	case 1:
-		k.one, k.more = ws[0], nil
-	default:
-		if k.more == nil {
-			k.more = new([]*winState)
+	case 0, 1:
+		// ws may alias k.one (windows): read it before writing k.one.
+		var one *winState
+		if len(ws) == 1 {
+			one = ws[0]
 		}
-		*k.more = ws
+		k.one = one
+		if k.x != nil {
+			k.x.more = nil
+		}
+	default:
+		if k.x == nil {
+			k.x = &aggKeyExtra{}
+		}
+		k.x.more = ws
 		k.one = nil
 	}
 }
@@ -330,8 +366,8 @@ func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
 
 // keyOf returns k's key, from its encoding when the node keeps only that.
 func (n *aggNode) keyOf(k *aggKey) (any, error) {
-	if k.key != nil || n.ek == nil {
-		return k.key, nil
+	if v := k.val(); v != nil || n.ek == nil {
+		return v, nil
 	}
 	key, err := n.ek.KeyFromEncoding(k.enc())
 	if err != nil {
@@ -390,7 +426,7 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 			continue
 		}
 		for k := range g.all() {
-			if k.key != nil {
+			if k.val() != nil {
 				continue
 			}
 			key, err := ek.KeyFromEncoding(k.enc())
@@ -398,7 +434,7 @@ func (n *aggNode) materializeKeys(ek contract.EncodedKeyer) {
 				n.w.r.opts.Logger.Error("adopting a key: decoding it failed; its panes have no key", "step", n.sp.step.Name, "error", err)
 				continue
 			}
-			k.key = key
+			k.setVal(key)
 		}
 	}
 }
@@ -458,7 +494,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		if k == nil {
 			k = newAggKey(h, enc)
 			if n.ek == nil {
-				k.key = n.agg.Key(e.Value)
+				k.setVal(n.agg.Key(e.Value))
 			}
 			g.add(k)
 			n.nkeys++

@@ -84,7 +84,7 @@ func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedSta
 		// next checkpoint stores them so, and a later restore does not
 		// report the failure again.
 		n.markDirty(kg, k)
-		shown := k.key
+		shown := k.val()
 		if shown == nil {
 			if shown, err = n.sc.DecodeKey(kb); err != nil {
 				shown = string(kb)

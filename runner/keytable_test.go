@@ -131,3 +131,41 @@ func TestSameEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestAggKeyWindows: a key's windows read back as they were set through
+// every count from none to several and back, with and without a key
+// value, including when the slice given back aliases the key (windows
+// returns its single window in place).
+func TestAggKeyWindows(t *testing.T) {
+	ws := make([]*winState, 4)
+	for i := range ws {
+		ws[i] = &winState{}
+	}
+	for _, withVal := range []bool{false, true} {
+		k := newAggKey(KeyHash([]byte("k")), []byte("k"))
+		if withVal {
+			k.setVal("k")
+		}
+		for _, n := range []int{0, 1, 2, 3, 1, 0, 2, 1, 1, 0} {
+			// Build the new list on the slice windows returned, as the
+			// node does (mergeInto, the removal of a finished window).
+			next := append(k.windows()[:0], ws[:n]...)
+			k.setWindows(next)
+			got := k.windows()
+			if len(got) != n {
+				t.Fatalf("val %v: set %d windows, read %d", withVal, n, len(got))
+			}
+			for i := range got {
+				if got[i] != ws[i] {
+					t.Fatalf("val %v: window %d of %d is not the one set", withVal, i, n)
+				}
+			}
+			if withVal && k.val() != "k" {
+				t.Fatalf("the key's value is lost after setting %d windows", n)
+			}
+		}
+		if !withVal && k.x != nil && k.x.more != nil {
+			t.Error("a key with one window or none still holds a window list")
+		}
+	}
+}

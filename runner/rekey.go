@@ -63,7 +63,7 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 	if dst == nil {
 		dst = newAggKey(h, moved)
 		if n.ek == nil {
-			dst.key = key
+			dst.setVal(key)
 		}
 		g.add(dst)
 		n.nkeys++

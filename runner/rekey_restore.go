@@ -134,9 +134,11 @@ func (n *aggNode) decodeStored(value []byte) (k *aggKey, kb []byte, dropped []dr
 		return k, kb, dropped, false, err
 	}
 	if n.ek == nil {
-		if k.key, err = n.sc.DecodeKey(kb); err != nil {
+		key, err := n.sc.DecodeKey(kb)
+		if err != nil {
 			return nil, nil, nil, false, fmt.Errorf("decoding key: %w", err)
 		}
+		k.setVal(key)
 	}
 	return k, kb, dropped, true, nil
 }

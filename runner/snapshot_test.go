@@ -220,16 +220,17 @@ func TestSnapshotHandsEntriesOutOnce(t *testing.T) {
 	}
 }
 
-// TestAggKeySize: a keyed step's record of a key is at most 160 bytes, a
+// TestAggKeySize: a keyed step's record of a key is at most 144 bytes, a
 // size class, which every held key pays. It was 192 (in a 208-byte class)
-// before its windows' slice became two pointers, its hash a half, and its
-// encoding's string header a pointer for long keys only; 256 before its
-// flags shared a word; 240 before the key groups' tables replaced its hash
-// chain. A window of a key beyond its first is at most 88 bytes (96, its
-// size class).
+// before its windows' slice became one pointer, its hash a half, its
+// encoding's string header a pointer for long keys only, and its key value
+// (nil for most) moved behind a pointer it shares with the windows of a key
+// that has several; 256 before its flags shared a word; 240 before the key
+// groups' tables replaced its hash chain. A window of a key beyond its
+// first is at most 88 bytes (96, its size class).
 func TestAggKeySize(t *testing.T) {
-	if n := unsafe.Sizeof(aggKey{}); n > 160 {
-		t.Errorf("aggKey is %d bytes, want at most 160", n)
+	if n := unsafe.Sizeof(aggKey{}); n > 144 {
+		t.Errorf("aggKey is %d bytes, want at most 144", n)
 	}
 	if n := unsafe.Sizeof(winState{}); n > 88 {
 		t.Errorf("winState is %d bytes, want at most 88", n)

@@ -72,19 +72,19 @@ func appendAggKey(out []byte, sc contract.StateCoder, ek contract.EncodedKeyer, 
 // encoding when the node keeps only that (a nil key, ek set: see
 // EncodedKeyer), to the same bytes.
 func appendAggKeyOnly(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey) ([]byte, error) {
-	if k.key == nil && ek != nil {
+	if k.val() == nil && ek != nil {
 		return ek.AppendEncodedKeyFrom(b, k.enc())
 	}
 	if sa, ok := sc.(contract.StateAppender); ok {
-		return sa.AppendEncodedKey(b, k.key)
+		return sa.AppendEncodedKey(b, k.val())
 	}
-	kb, err := sc.EncodeKey(k.key)
+	kb, err := sc.EncodeKey(k.val())
 	return append(b, kb...), err
 }
 
 // appendAggAcc appends the StateCoder encoding of accumulator acc of k.
 func appendAggAcc(b []byte, sc contract.StateCoder, ek contract.EncodedKeyer, k *aggKey, acc any) ([]byte, error) {
-	if k.key == nil && ek != nil {
+	if k.val() == nil && ek != nil {
 		return ek.AppendEncodedStateFor(b, k.enc(), contract.AccumulatorCell, acc)
 	}
 	if sa, ok := sc.(contract.StateAppender); ok {
@@ -121,9 +121,11 @@ func decodeAggKey(sc contract.StateCoder, b []byte, lazy bool) (*aggKey, []byte,
 	k := &aggKey{}
 	var dropped []droppedState
 	if !lazy {
-		if k.key, err = sc.DecodeKey(kb); err != nil {
+		key, err := sc.DecodeKey(kb)
+		if err != nil {
 			return nil, nil, nil, fmt.Errorf("decoding key: %w", err)
 		}
+		k.setVal(key)
 	}
 	n, m := binary.Uvarint(b)
 	if m <= 0 {

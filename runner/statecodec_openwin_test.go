@@ -20,7 +20,8 @@ func (intCoder) DecodeState(_ string, b []byte) (any, error) { return int(b[0]),
 // told apart.
 func TestAggregationWindows(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
-		k := &aggKey{key: 7}
+		k := &aggKey{}
+		k.setVal(7)
 		for i := range n {
 			ws := k.newWindow(window.Window{Start: 0, End: mtime.Time(1000 * (i + 1))}, window.State{})
 			ws.acc = i

@@ -62,7 +62,7 @@ func (n *aggNode) reportAdoptedErrs(k *aggKey, w window.Window, errs []*contract
 	for i, e := range errs {
 		dropped[i] = droppedState{win: w, cell: contract.AccumulatorCell, reason: e.Reason, err: e}
 	}
-	shown := k.key
+	shown := k.val()
 	if shown == nil {
 		shown = k.enc()
 		if n.sc != nil {

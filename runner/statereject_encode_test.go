@@ -119,10 +119,10 @@ func TestEncodeReportsAdoptedRejects(t *testing.T) {
 			// k1 holds an odd adopted sum in w1 and a new window w2 of its
 			// own; k2 an even adopted sum.
 			k1 := newAggKey(KeyHash([]byte("k1")), []byte("k1"))
-			k1.key = "k1"
+			k1.setVal("k1")
 			k1.setWindows([]*winState{{w: w1, acc: odd}, {w: w2, acc: fresh}})
 			k2 := newAggKey(KeyHash([]byte("k2")), []byte("k2"))
-			k2.key = "k2"
+			k2.setVal("k2")
 			k2.setWindows([]*winState{{w: w1, acc: even}})
 			var err error
 			for _, k := range []*aggKey{k1, k2} {
