@@ -3,7 +3,6 @@ package runner
 import (
 	"cmp"
 	"container/heap"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"unsafe"
@@ -30,10 +29,6 @@ type winState struct {
 type aggKey struct {
 	// x holds what few keys have (see aggKeyExtra); nil for most.
 	x *aggKeyExtra
-	// ext points at the key's encoding when it is longer than keyInline
-	// (its length is then in the first four bytes of inline); nil when the
-	// encoding is inside the key (inline, n bytes long). See enc.
-	ext *byte
 	// dirty is the change-log generation in which the key last changed
 	// (see changeLog).
 	dirty uint64
@@ -50,22 +45,28 @@ type aggKey struct {
 	// hi is the upper half of the key's KeyHash: what the key group's
 	// table reads (tableHash). The lower half only picks the key group.
 	hi uint32
-	// n is the length of the encoding held in inline (ext == nil).
+	// n is the length of the encoding held in inline, or longKey when
+	// the encoding is longer than keyInline (x.long holds it). See enc.
 	n    uint8
 	used bool
 	// dead is set when the key left its key group.
 	dead bool
 	// inline holds the key's encoding when it is short (setStr): one
-	// object per key, not two. With it the key is 144 bytes, a size class.
+	// object per key, not two. With it the key is 128 bytes, a size class.
 	inline [keyInline]byte
 }
 
-// aggKeyExtra is what an aggKey holds beside its encoding only when it
-// needs it: its key value, kept for a step whose keys do not read back
-// from their encodings (aggNode.ek nil), and its windows when it has more
-// than one (sliding windows, sessions). Behind one pointer, so that the
-// keys of a combine with one window at a time are 16 bytes smaller.
+// longKey is aggKey.n for a key whose encoding is in x.long.
+const longKey = 0xff
+
+// aggKeyExtra is what an aggKey holds only when it needs it: an encoding
+// longer than keyInline, its key value, kept for a step whose keys do not
+// read back from their encodings (aggNode.ek nil), and its windows when
+// it has more than one (sliding windows, sessions). Behind one pointer, so
+// that the short keys of a combine with one window at a time are 32 bytes
+// smaller.
 type aggKeyExtra struct {
+	long string
 	key  any
 	more []*winState
 }
@@ -118,11 +119,14 @@ func (k *aggKey) setEncoding(enc []byte) {
 
 // setStr sets k's encoding to a copy of enc, once: inside k when it fits
 // (inline, which is never written again, so the strings enc returns stay
-// immutable), else an array of its own.
+// immutable), else a string of its own (x.long).
 func (k *aggKey) setStr(enc []byte) {
 	if len(enc) > keyInline {
-		k.ext = unsafe.SliceData(slices.Clone(enc))
-		binary.LittleEndian.PutUint32(k.inline[:4], uint32(len(enc)))
+		if k.x == nil {
+			k.x = &aggKeyExtra{}
+		}
+		k.x.long = string(enc)
+		k.n = longKey
 		return
 	}
 	k.n = uint8(copy(k.inline[:], enc))
@@ -130,8 +134,8 @@ func (k *aggKey) setStr(enc []byte) {
 
 // enc returns the key's encoding (its map key in the checkpoint).
 func (k *aggKey) enc() string {
-	if k.ext != nil {
-		return unsafe.String(k.ext, binary.LittleEndian.Uint32(k.inline[:4]))
+	if k.n == longKey {
+		return k.x.long
 	}
 	return unsafe.String(&k.inline[0], k.n)
 }

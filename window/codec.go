@@ -3,6 +3,7 @@ package window
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 
 	"github.com/weir-dev/weir/mtime"
 )
@@ -62,7 +63,7 @@ func (t *TriggerState) appendBinary(dst []byte) []byte {
 		f |= tflagOnTimeFired
 	}
 	dst = append(dst, f)
-	dst = binary.AppendVarint(dst, t.Count)
+	dst = binary.AppendVarint(dst, int64(t.Count))
 	dst = binary.AppendVarint(dst, int64(t.Deadline))
 	sub := t.subs()
 	dst = binary.AppendUvarint(dst, uint64(len(sub)))
@@ -99,7 +100,9 @@ func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
 	if k <= 0 {
 		return nil, errCorrupt
 	}
-	t.Count, b = c, b[k:]
+	// Clamped as OnElement counts (a state stored before the count
+	// became 32 bits may hold more).
+	t.Count, b = int32(max(math.MinInt32, min(c, math.MaxInt32))), b[k:]
 	d, k := binary.Varint(b)
 	if k <= 0 {
 		return nil, errCorrupt

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/weir-dev/weir/mtime"
 )
@@ -94,6 +95,9 @@ func (t Trigger) Validate() error {
 		if t.Count < 1 {
 			return fmt.Errorf("after_count needs a count of at least 1")
 		}
+		if t.Count > math.MaxInt32 {
+			return fmt.Errorf("after_count's count is at most %d (as Beam's elementCountAtLeast), not %d", math.MaxInt32, t.Count)
+		}
 	case TriggerAfterProcessingTime:
 		if t.Delay < 0 {
 			return fmt.Errorf("after_processing_time needs a non-negative delay")
@@ -156,21 +160,24 @@ func (t Trigger) usesProcessingTime() bool {
 // mirrors the trigger's shape: Sub holds the states of sub-triggers (for
 // after_watermark, Sub[0] is the early trigger and Sub[1] the late one).
 //
-// The fields are ordered so that the two flags share a word: every window
-// of every key holds one (48 bytes, not 56).
+// The fields are ordered so that the count and the two flags share a
+// word: every window of every key holds one (24 bytes).
 type TriggerState struct {
-	// Count is the number of elements seen since the last reset.
-	Count int64 `json:"count,omitempty"`
+	// Count is the number of elements seen since the last reset, at most
+	// math.MaxInt32 (an after_count's largest threshold, as Beam's
+	// elementCountAtLeast takes an int): 32 bits, so that it shares a
+	// word with the flags.
+	Count    int32 `json:"count,omitempty"`
+	Finished bool  `json:"finished,omitempty"`
+	// OnTimeFired records that after_watermark (or default) fired on time.
+	OnTimeFired bool `json:"on_time_fired,omitempty"`
 	// Deadline is when an after_processing_time trigger fires (0: unset).
 	Deadline mtime.Time `json:"deadline,omitempty"`
 	// Sub holds the states of a composite trigger's sub-triggers (an
 	// after_watermark's early and late firings), nil for a trigger
 	// without: behind a pointer, so that the state of the default
 	// trigger, which every window of most keys has, is 16 bytes smaller.
-	Sub      *[]TriggerState `json:"sub,omitempty"`
-	Finished bool            `json:"finished,omitempty"`
-	// OnTimeFired records that after_watermark (or default) fired on time.
-	OnTimeFired bool `json:"on_time_fired,omitempty"`
+	Sub *[]TriggerState `json:"sub,omitempty"`
 }
 
 // TriggerContext is what a trigger sees when it is evaluated.
@@ -223,7 +230,9 @@ func (t Trigger) OnElement(s *TriggerState, now mtime.Time) {
 	}
 	switch t.Kind {
 	case TriggerAfterCount:
-		s.Count++
+		if s.Count < math.MaxInt32 {
+			s.Count++
+		}
 	case TriggerAfterProcessingTime:
 		if s.Deadline == 0 {
 			s.Deadline = now.Add(t.Delay)
@@ -267,7 +276,7 @@ func (t Trigger) ShouldFire(s *TriggerState, c TriggerContext) bool {
 		}
 		return t.Late != nil && t.Late.ShouldFire(&(*s.Sub)[1], c)
 	case TriggerAfterCount:
-		return s.Count >= t.Count
+		return int64(s.Count) >= t.Count
 	case TriggerAfterProcessingTime:
 		return s.Deadline != 0 && c.Now >= s.Deadline
 	case TriggerRepeatedly:
@@ -382,7 +391,7 @@ func (t Trigger) Merge(dst *TriggerState, src TriggerState) {
 	} else {
 		dst.Finished = dst.Finished || src.Finished
 	}
-	dst.Count += src.Count
+	dst.Count = int32(min(int64(dst.Count)+int64(src.Count), math.MaxInt32))
 	if src.Deadline != 0 && (dst.Deadline == 0 || src.Deadline < dst.Deadline) {
 		dst.Deadline = src.Deadline
 	}

@@ -1,6 +1,8 @@
 package window
 
 import (
+	"encoding/binary"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,6 +50,7 @@ func TestTriggerValidate(t *testing.T) {
 		{"after_count 1", AfterCount(1), ""},
 		{"after_count 0", AfterCount(0), "at least 1"},
 		{"after_count negative", AfterCount(-3), "at least 1"},
+		{"after_count beyond 32 bits", AfterCount(math.MaxInt32 + 1), "at most 2147483647"},
 		{"after_processing_time 0", AfterProcessingTime(0), ""},
 		{"after_processing_time negative", AfterProcessingTime(-1), "non-negative delay"},
 		{"repeatedly", Repeatedly(AfterCount(2)), ""},
@@ -452,3 +455,39 @@ func TestTriggerMergeThenFire(t *testing.T) {
 
 // subs returns a composite trigger state's sub-states, as Sub holds them.
 func subs(s []TriggerState) *[]TriggerState { return &s }
+
+// TestTriggerCountSaturates: the element count of a trigger's state stops
+// at the largest after_count threshold instead of wrapping, on arrival, in
+// a merge and when read from a state stored with a larger count.
+func TestTriggerCountSaturates(t *testing.T) {
+	tr := AfterCount(math.MaxInt32)
+	st := TriggerState{Count: math.MaxInt32 - 1}
+	tr.OnElement(&st, 0)
+	tr.OnElement(&st, 0)
+	if st.Count != math.MaxInt32 {
+		t.Errorf("after two arrivals from MaxInt32-1 the count is %d", st.Count)
+	}
+	if !tr.ShouldFire(&st, TriggerContext{}) {
+		t.Error("a count at the threshold does not fire")
+	}
+	dst := TriggerState{Count: math.MaxInt32 - 5}
+	tr.Merge(&dst, TriggerState{Count: 100})
+	if dst.Count != math.MaxInt32 {
+		t.Errorf("merged count %d, want %d", dst.Count, math.MaxInt32)
+	}
+	// A count stored as a varint beyond 32 bits reads back clamped.
+	big := State{}
+	b := big.AppendBinary(nil)
+	// Rewrite the trigger's count (after the state's flags, its next
+	// index and the trigger's flags) as 1<<40.
+	enc := append([]byte{}, b[:3]...)
+	enc = binary.AppendVarint(enc, 1<<40)
+	enc = append(enc, b[4:]...)
+	var got State
+	if _, err := got.DecodeBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if got.Trigger.Count != math.MaxInt32 {
+		t.Errorf("a stored count of 1<<40 reads as %d, want %d", got.Trigger.Count, math.MaxInt32)
+	}
+}
