@@ -12,15 +12,33 @@ import (
 // slot is the running state of one combine output. The numeric outputs
 // (sum, count, mean, all, any) use i, f and n; the value outputs (min, max,
 // latest, group, concat, top) keep their value in val, allocated when they
-// first set one, so that a count and a sum per key are 80 bytes, not 112
+// first set one, so that a count and a sum per key are 64 bytes, not 112
 // with an empty value and time each.
+//
+// A sum and the value outputs do not count (n): for them n is 1 once they
+// hold a value (isSet), 0 before — the flag that was a field of its own
+// and cost every slot a word. usesSetFlag tells which outputs these are.
 type slot struct {
 	i   int64
 	f   float64
 	n   int64
 	val *slotVal
-	set bool
 }
+
+// usesSetFlag reports whether fn's slot keeps its set flag in n (isSet).
+func usesSetFlag(fn Fn) bool {
+	switch fn {
+	case FnSum, FnMin, FnMax, FnLatest, FnGroup, FnConcat, FnTop:
+		return true
+	}
+	return false
+}
+
+// isSet reports whether the slot of a sum or a value output holds a value.
+func (s *slot) isSet() bool { return s.n != 0 }
+
+// markSet records that the slot of a sum or a value output holds a value.
+func (s *slot) markSet() { s.n = 1 }
 
 // slotVal is a slot's value and, for latest, the event time of the value.
 type slotVal struct {

@@ -218,7 +218,7 @@ func addValue(op *Op, s *slot, x any, t mtime.Time) {
 		case float64:
 			s.f += y
 		}
-		s.set = true
+		s.markSet()
 	case FnCount:
 		s.n++
 	case FnMean:
@@ -230,15 +230,15 @@ func addValue(op *Op, s *slot, x any, t mtime.Time) {
 		}
 		s.n++
 	case FnMin, FnMax:
-		if !s.set || (op.Fn == FnMin && less(x, s.v())) || (op.Fn == FnMax && less(s.v(), x)) {
+		if !s.isSet() || (op.Fn == FnMin && less(x, s.v())) || (op.Fn == FnMax && less(s.v(), x)) {
 			s.setV(x)
-			s.set = true
+			s.markSet()
 		}
 	case FnLatest:
 		// The value with the latest event time wins; ties go to the later arrival.
-		if !s.set || t >= s.t() {
+		if !s.isSet() || t >= s.t() {
 			s.setVT(x, t)
-			s.set = true
+			s.markSet()
 		}
 	case FnAll, FnAny:
 		// s.n counts the truthy values; s.i counts all values.
@@ -249,17 +249,17 @@ func addValue(op *Op, s *slot, x any, t mtime.Time) {
 	case FnGroup:
 		l, _ := s.v().([]any)
 		s.setV(append(l, x))
-		s.set = true
+		s.markSet()
 	case FnConcat:
 		l, _ := s.v().([]any)
 		if xs, ok := x.([]any); ok {
 			l = append(l, xs...)
 		}
 		s.setV(l)
-		s.set = true
+		s.markSet()
 	case FnTop:
 		s.setV(topInsert(op, s.v(), x))
-		s.set = true
+		s.markSet()
 	}
 }
 
@@ -408,7 +408,9 @@ func (a *Aggregator) mergeSlot(op *Op, s, o *slot) {
 			slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.Step, "output", op.Out)
 		}
 		s.f += o.f
-		s.set = s.set || o.set
+		if o.isSet() {
+			s.markSet()
+		}
 	case FnCount:
 		s.n += o.n
 	case FnMean, FnAll, FnAny:
@@ -416,21 +418,21 @@ func (a *Aggregator) mergeSlot(op *Op, s, o *slot) {
 		s.n += o.n
 		s.i += o.i
 	case FnMin, FnMax, FnLatest:
-		if o.set {
+		if o.isSet() {
 			addValue(op, s, o.v(), o.t())
 		}
 	case FnGroup, FnConcat:
-		if o.set {
+		if o.isSet() {
 			l, _ := s.v().([]any)
 			ol, _ := o.v().([]any)
 			s.setV(append(l, ol...))
-			s.set = true
+			s.markSet()
 		}
 	case FnTop:
 		ol, _ := o.v().([]any)
 		for _, v := range ol {
 			s.setV(topInsert(op, s.v(), v))
-			s.set = true
+			s.markSet()
 		}
 	}
 }
@@ -450,11 +452,12 @@ func mergeSlotAs(op *Op, m string, s, o *slot) {
 			s.n = min(s.n, o.n)
 		}
 	case FnSum:
-		if !o.set {
+		if !o.isSet() {
 			return
 		}
-		if !s.set {
-			s.i, s.f, s.set = o.i, o.f, true
+		if !s.isSet() {
+			s.i, s.f = o.i, o.f
+			s.markSet()
 			return
 		}
 		st, ot := float64(s.i)+s.f, float64(o.i)+o.f
@@ -469,12 +472,12 @@ func mergeSlotAs(op *Op, m string, s, o *slot) {
 			}
 		}
 	case FnMin, FnMax, FnLatest:
-		if !o.set {
+		if !o.isSet() {
 			return
 		}
-		if !s.set {
+		if !s.isSet() {
 			s.setVT(o.v(), o.t())
-			s.set = true
+			s.markSet()
 			return
 		}
 		switch m {
@@ -591,7 +594,7 @@ func slotValue(op *Op, s *slot) any {
 		}
 		v = append([]any(nil), l...)
 	default:
-		if s.set {
+		if s.isSet() {
 			v = s.v()
 			if i, ok := v.(int64); ok && op.Typ.Kind == row.KindFloat {
 				v = float64(i) // a min or max stored before its field widened

@@ -124,14 +124,14 @@ func (a *Aggregator) initSlots(ac *accumulator, from int) string {
 			case float64:
 				s.f = x
 			}
-			s.set = true
+			s.markSet()
 		case FnCount:
 			if x, ok := v.(int64); ok {
 				s.n = x
 			}
 		case FnMin, FnMax:
 			s.setV(v)
-			s.set = true
+			s.markSet()
 		}
 	}
 	return strings.Join(failed, "; ")

@@ -64,7 +64,7 @@ func (a *Aggregator) EncodeState(_ string, v any) ([]byte, error) {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
 	ac = a.conform(ac)
-	return appendSlots(appendGroup(nil, ac.group()), ac), nil
+	return a.appendSlots(appendGroup(nil, ac.group()), ac), nil
 }
 
 // appendGroup appends an accumulator's group values: their count, then
@@ -141,20 +141,27 @@ func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 		dst = binary.AppendUvarint(dst, uint64(a.groupCount(enc)))
 		dst = append(dst, enc...)
 	}
-	return appendSlots(dst, ac), nil
+	return a.appendSlots(dst, ac), nil
 }
 
-// appendSlots appends the slots of ac, as EncodeState writes them.
-func appendSlots(out []byte, ac *accumulator) []byte {
+// appendSlots appends the slots of ac, as EncodeState writes them: per
+// slot its integer, float, count, set flag, time and value. The set flag
+// of a sum or a value output, which the slot keeps in n (usesSetFlag), is
+// written as a flag of its own with a count of 0, as before it moved.
+func (a *Aggregator) appendSlots(out []byte, ac *accumulator) []byte {
 	out = binary.AppendUvarint(out, uint64(len(ac.slots)))
-	for _, s := range ac.slots {
+	for k := range ac.slots {
+		s := &ac.slots[k]
 		out = binary.AppendVarint(out, s.i)
 		out = binary.BigEndian.AppendUint64(out, math.Float64bits(s.f))
-		out = binary.AppendVarint(out, s.n)
-		set := byte(0)
-		if s.set {
-			set = 1
+		n, set := s.n, byte(0)
+		if k < len(a.Ops) && usesSetFlag(a.Ops[k].Fn) {
+			n = 0
+			if s.isSet() {
+				set = 1
+			}
 		}
+		out = binary.AppendVarint(out, n)
 		out = append(out, set)
 		out = binary.BigEndian.AppendUint64(out, uint64(s.t()))
 		out = keyenc.AppendState(out, s.v())
@@ -223,7 +230,10 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 		if len(b) < 9 {
 			return nil, bad
 		}
-		s.set = b[0] == 1
+		if b[0] == 1 && s.n == 0 {
+			// A sum's or a value output's set flag (slot.isSet).
+			s.markSet()
+		}
 		t := mtime.Time(binary.BigEndian.Uint64(b[1:]))
 		b = b[9:]
 		var v any

@@ -21,13 +21,13 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 	full := a.NewAccumulator().(*accumulator)
 	full.setGroup([]any{"k1"})
 	full.slots[0].n = 3
-	full.slots[1].i, full.slots[1].set = -42, true
+	full.slots[1].i, full.slots[1].n = -42, 1
 	full.slots[2].setV(int64(7))
-	full.slots[2].set = true
+	full.slots[2].markSet()
 	full.slots[3].setVT("late", mtime.Time(1234567))
-	full.slots[3].set = true
+	full.slots[3].markSet()
 	full.slots[4].setV([]any{int64(1), nil, "x", 2.5})
-	full.slots[4].set = true
+	full.slots[4].markSet()
 	full.slots[5].f, full.slots[5].n = 7.25, 2
 	tests := []struct {
 		name string
@@ -70,14 +70,14 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	stored := two.NewAccumulator().(*accumulator)
 	stored.setGroup([]any{"k1"})
 	stored.slots[0].n = 3
-	stored.slots[1].i, stored.slots[1].set = 42, true
+	stored.slots[1].i, stored.slots[1].n = 42, 1
 	b, err := two.EncodeState("", stored)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(name string, got *accumulator, n int) {
 		t.Helper()
-		if len(got.slots) != n || got.slots[0].n != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].set)) || (n > 2 && got.slots[2].set) {
+		if len(got.slots) != n || got.slots[0].n != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].isSet())) || (n > 2 && got.slots[2].isSet()) {
 			t.Errorf("%s: slots %+v, want %d slots: count 3, sum 42, an empty max", name, got.slots, n)
 		}
 	}
@@ -93,7 +93,7 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	check("stored, the last output removed", back.(*accumulator), 1)
 
 	adopted := two.NewAccumulator().(*accumulator)
-	adopted.slots[0].n, adopted.slots[1].i, adopted.slots[1].set = 3, 42, true
+	adopted.slots[0].n, adopted.slots[1].i, adopted.slots[1].n = 3, 42, 1
 	check("adopted, an output appended", three.conform(adopted), 3)
 	// Merging an adopted (short) accumulator with a new one works too.
 	merged := three.MergeAccumulators(three.NewAccumulator(), two.NewAccumulator()).(*accumulator)
