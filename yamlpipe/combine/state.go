@@ -181,7 +181,6 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 		return nil, bad
 	}
 	b = b[k:]
-	ac := a.accs.take(0)
 	var group []any
 	if n > 0 && !a.ScalarKeys {
 		group = make([]any, n)
@@ -200,7 +199,6 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 			return nil, err
 		}
 	}
-	ac.setGroup(group)
 	ns, k := binary.Uvarint(b)
 	if k <= 0 || ns > uint64(len(a.Ops))+maxDroppedOutputs {
 		return nil, fmt.Errorf("combine accumulator has %d outputs, the step has %d", ns, len(a.Ops))
@@ -211,7 +209,10 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	// before the last outputs were removed has more (dropped): the
 	// compatibility check lets only such changes through (compat's
 	// COMBINE_OUTPUTS_CHANGED).
-	ac.slots = a.accs.takeSlots(max(int(ns), len(a.Ops)))
+	// One take for the accumulator and its slots: a restore decodes
+	// millions.
+	ac := a.accs.take(max(int(ns), len(a.Ops)))
+	ac.setGroup(group)
 	for i := range int(ns) {
 		s := &ac.slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
