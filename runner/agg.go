@@ -485,7 +485,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			continue
 		}
 		h := b.hashes[i]
-		kg := uint16(h % ngroups)
+		kg := uint16(keyGroupOf(h, ngroups))
 		g := n.group(kg)
 		var enc []byte
 		if b.kends != nil {

@@ -9,7 +9,19 @@ func KeyHash(key []byte) uint64 { return xxhash.Sum64(key) }
 
 // KeyGroup returns the key group of an encoded key among n key groups:
 // KeyHash(key) mod n.
-func KeyGroup(key []byte, n int) int { return int(KeyHash(key) % uint64(n)) }
+func KeyGroup(key []byte, n int) int { return int(keyGroupOf(KeyHash(key), uint64(n))) }
+
+// keyGroupOf returns h mod n, the key group of a key with hash h among n
+// key groups. The runner computes it once or twice per element: with a
+// power of two of key groups (the default's 4,096) it is a mask, not a
+// 64-bit division, whose latency the lookup of the key's group then waits
+// on.
+func keyGroupOf(h, n uint64) uint64 {
+	if n&(n-1) == 0 {
+		return h & (n - 1)
+	}
+	return h % n
+}
 
 // RoutingTable maps every key group to the worker that owns it. Rescaling
 // rewrites the table; keys are never re-hashed.

@@ -169,3 +169,17 @@ func TestAggKeyWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyGroupOfIsTheModulo: the mask taken for a power of two of key
+// groups gives the key group the modulo gives, for every count.
+func TestKeyGroupOfIsTheModulo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []uint64{1, 2, 3, 7, 128, 1000, 4096, 4097, 65536} {
+		for range 1000 {
+			h := rng.Uint64()
+			if got, want := keyGroupOf(h, n), h%n; got != want {
+				t.Fatalf("keyGroupOf(%#x, %d) = %d, want %d", h, n, got, want)
+			}
+		}
+	}
+}

@@ -192,7 +192,7 @@ func (n *aggNode) restoreAlone() error {
 		}
 		buf = moved
 		h := KeyHash(moved)
-		nkg := uint16(h % uint64(len(route)))
+		nkg := uint16(keyGroupOf(h, uint64(len(route))))
 		if nkg != kg || string(moved) != enc {
 			m.tombs = append(m.tombs, tombstone(kg, enc))
 		}

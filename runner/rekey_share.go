@@ -198,7 +198,7 @@ func (m *rekeyMove) applyParts(ps []*rekeyPart) error {
 // entry, for the worker that owns kg — unless the key stays where it was.
 func (p *rekeyPart) moved(route RoutingTable, kg uint16, enc string, h uint64, rk rekeyedKey) {
 	rk.h = KeyHash(rk.moved)
-	rk.nkg = uint16(rk.h % uint64(len(route)))
+	rk.nkg = uint16(keyGroupOf(rk.h, uint64(len(route))))
 	dst := int(route[rk.nkg])
 	p.moves[dst] = push(p.moves[dst], rk)
 	p.sizes[rk.nkg]++

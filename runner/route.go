@@ -54,7 +54,7 @@ type bundle struct {
 // skip reports whether element i of a shared bundle belongs to a worker
 // other than self.
 func (b *bundle) skip(i int, route RoutingTable, self int) bool {
-	return b.shared && int(route[b.hashes[i]%uint64(len(route))]) != self
+	return b.shared && int(route[keyGroupOf(b.hashes[i], uint64(len(route)))]) != self
 }
 
 // key returns the encoding of element i's key, which b holds (b.kends
@@ -121,7 +121,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 		ke = append(ke, uint32(len(ks)))
 		h := KeyHash(ks[start:])
 		hs = append(hs, h)
-		o := int(route[h%ngroups])
+		o := int(route[keyGroupOf(h, ngroups)])
 		if o == w.id {
 			local++
 			continue

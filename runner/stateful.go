@@ -398,7 +398,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			}
 			continue
 		}
-		kg := uint16(b.hashes[i] % uint64(len(n.groups)))
+		kg := uint16(keyGroupOf(b.hashes[i], uint64(len(n.groups))))
 		g := n.groups[kg]
 		if g == nil {
 			g = map[string]*sfKey{}
