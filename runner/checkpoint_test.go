@@ -27,6 +27,9 @@ type seqSource struct {
 	n, splits int
 	// keys is the number of distinct keys (element i has key i%keys); 0: 10.
 	keys int
+	// prefix starts every key (a long one makes keys longer than a key
+	// record holds inline).
+	prefix string
 	gate gate
 }
 
@@ -104,9 +107,9 @@ func (s *seqSource) sums() map[string]int64 {
 
 func (s *seqSource) key(i int) string {
 	if s.keys > 0 {
-		return fmt.Sprintf("k%d", i%s.keys)
+		return fmt.Sprintf("%sk%d", s.prefix, i%s.keys)
 	}
-	return fmt.Sprintf("k%d", i%10)
+	return fmt.Sprintf("%sk%d", s.prefix, i%10)
 }
 
 func (s *seqSource) Split(ctx context.Context, _ int) ([]contract.SourceSplit, error) {

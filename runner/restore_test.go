@@ -41,11 +41,20 @@ func (l lendingReader) Scan(ctx context.Context, step string, kgs []int, fn func
 // TestRestoreCopiesLentBuffers: every worker restores its key groups
 // (the workers at once) from a reader that lends its buffers; the job
 // then finishes with the exact sums, so no restored key or accumulator
-// aliases the reader's memory.
+// aliases the reader's memory. Keys short enough to sit inside their
+// record and longer ones alike.
 func TestRestoreCopiesLentBuffers(t *testing.T) {
-	for _, workers := range []int{1, 2, 3} {
-		t.Run(fmt.Sprintf("w%d", workers), func(t *testing.T) {
-			src := &seqSource{n: 6000, splits: 3, keys: 50}
+	for _, tc := range []struct {
+		workers int
+		prefix  string
+	}{{1, ""}, {2, ""}, {3, ""}, {2, "a key longer than a record holds/"}} {
+		workers := tc.workers
+		name := fmt.Sprintf("w%d", workers)
+		if tc.prefix != "" {
+			name += "/long_keys"
+		}
+		t.Run(name, func(t *testing.T) {
+			src := &seqSource{n: 6000, splits: 3, keys: 50, prefix: tc.prefix}
 			sink := newTxSink()
 			store := &memStore{}
 			ctx := context.Background()
