@@ -266,3 +266,40 @@ func TestAdoptedPlainTableConverts(t *testing.T) {
 		j.sink.Close(ctx)
 	})
 }
+
+// TestValidateWhileAnotherGenerationSetsUp: the job before an update sets
+// its staged sink up at its first commit: its staging table is created,
+// then registered behind the view. An update's (or a rollback's)
+// validation in between found that table unregistered, took it for its
+// own staging table and refused the update when its types differed — a
+// declared conversion included. The validation checks the sink against
+// the registered members only; the setup itself still refuses to write
+// into an unregistered table of other types.
+func TestValidateWhileAnotherGenerationSetsUp(t *testing.T) {
+	forEachStagedDriver(t, func(t *testing.T, e *facadeEnv) {
+		ctx := context.Background()
+		// Generation 1's staging table, created and not registered yet.
+		half := e.config("", "region")
+		half.Table = StagingTableName(e.table, 1)
+		e.sink(half, totalsSchema).Close(ctx)
+		if e.driver == DriverPostgres {
+			t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + quoteTable(half.Table)) })
+		}
+
+		cfg := e.config("", "region")
+		cfg.Layout, cfg.MergeInterval = LayoutStaged, -1
+		cfg.Generation, cfg.SinkID = 2, cfg.SinkID+"-2"
+		cfg.Convert = map[string]bool{"total": false}
+		s, err := New(cfg, stringSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		if err := s.Validate(ctx); err != nil {
+			t.Fatalf("validating generation 2 while generation 1 sets up: %v", err)
+		}
+		if err := prepareErr(ctx, cfg, stringSchema); !errors.Is(err, ErrColumnType) {
+			t.Fatalf("setting up into the unregistered table of other types: %v, want ErrColumnType", err)
+		}
+	})
+}

@@ -47,6 +47,11 @@ type Sink struct {
 		// staged layout.
 		staged  bool
 		staging int64
+		// unregistered says the staging table is not (yet) a member of
+		// the view: this generation creates it at its setup. Until then
+		// a table of its name is another generation's, being set up
+		// (resolveStagedLocked).
+		unregistered bool
 		// rekey says the staged sink's setup re-keys the members written
 		// before (Config.Rekey), undoRekey the re-key it undoes
 		// (Config.UndoRekey); both set by resolveStagedLocked.
@@ -202,9 +207,18 @@ func (s *Sink) prepareLocked(ctx context.Context, create bool) error {
 		}
 	}
 	l := s.db.l
-	existing, err := be.describe(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the columns of table %s: %w", l.table, err)
+	var existing map[string]string
+	if !s.db.staged || create || !s.db.unregistered {
+		// A validation does not read a staging table this generation has
+		// not registered: the members it is checked against are
+		// (resolveStagedLocked); a table of that name is another
+		// generation's whose setup is under way (the job before this
+		// one sets its sink up at its first commit), which this one's
+		// setup will see registered and write after.
+		var err error
+		if existing, err = be.describe(ctx); err != nil {
+			return fmt.Errorf("reading the columns of table %s: %w", l.table, err)
+		}
 	}
 	ddl, err := s.renameColumns(existing)
 	if err != nil {

@@ -187,12 +187,14 @@ func stagingFor(view string, ms []stagedMember, gen int64) stagedMember {
 // mapped by the setup itself, not twice.
 func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 	var st stagedMember
+	var registered bool
 	err := s.db.be.facadeTx(ctx, func(fx facadeExec) error {
 		_, ms, err := stagedKindOK(ctx, fx, s.cfg.Table)
 		if err != nil {
 			return err
 		}
 		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
+		registered = slices.ContainsFunc(ms, func(m stagedMember) bool { return m.seq == st.seq })
 		fresh := len(ms) > 0 && ms[len(ms)-1].seq != st.seq
 		s.db.rekey, s.db.undoRekey = false, nil
 		switch {
@@ -266,6 +268,7 @@ func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 	s.db.l = &l
 	s.db.be.setLayout(s.db.l)
 	s.db.staging = st.seq
+	s.db.unregistered = !registered
 	return nil
 }
 
