@@ -53,6 +53,7 @@ func TestLoadErrors(t *testing.T) {
 		{"fixed without size", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: fixed}\n", 10, 25, "fixed windows need size"},
 		{"sessions with size", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: sessions, gap: 1m, size: 5m}\n", 10, 44, "sessions windows take no size"},
 		{"bad trigger", createT + "    - type: WindowInto\n      input: In\n      windowing:\n        type: fixed\n        size: 60\n        trigger: {type: after_count}\n", 13, 25, "after_count needs a count"},
+		{"after_count beyond Beam's int", createT + "    - type: WindowInto\n      input: In\n      windowing:\n        type: fixed\n        size: 60\n        trigger: {type: after_count, count: 3000000000}\n", 13, 45, "count is at most 2147483647"},
 		{"bad sub trigger", createT + "    - type: WindowInto\n      input: In\n      windowing:\n        type: fixed\n        size: 60\n        trigger: {type: after_watermark, late: {type: sometimes}}\n", 13, 55, `unknown trigger type "sometimes"`},
 		{"bad accumulation", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: global, accumulation_mode: hoarding}\n", 10, 52, `unknown accumulation_mode "hoarding"`},
 		{"sliding period > size", createT + "    - type: WindowInto\n      input: In\n      windowing: {type: sliding, size: 1m, period: 5m}\n", 10, 18, "bad windowing"},

@@ -7,6 +7,7 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
+	"math"
 )
 
 // windowing reads a windowing mapping into a strategy:
@@ -177,6 +178,9 @@ func (l *loader) trigger(n *yamlnode.Node) (window.Trigger, error) {
 		}
 		if t.Count < 1 {
 			return t, l.errf(cn, "after_count needs a count of at least 1")
+		}
+		if t.Count > math.MaxInt32 {
+			return t, l.errf(cn, "after_count's count is at most %d (as Beam's elementCountAtLeast), not %d", math.MaxInt32, t.Count)
 		}
 	case window.TriggerAfterProcessingTime:
 		dn := n.Get("delay")
