@@ -30,7 +30,7 @@ type seqSource struct {
 	// prefix starts every key (a long one makes keys longer than a key
 	// record holds inline).
 	prefix string
-	gate gate
+	gate   gate
 }
 
 // gate holds a seqSource's splits back before an element index. Without a

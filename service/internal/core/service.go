@@ -87,6 +87,11 @@ type Hooks struct {
 	// job's old execution is paused (with the name guard and the
 	// execution's cpMu held, the registry lock not held), with the job's ID.
 	Paused func(jobID string)
+	// Checked, when set, is called by an in-place update once it has
+	// loaded and checked the new pipeline, before it takes the old
+	// execution's cpMu (the name guard held, the registry lock not), with
+	// the old job's ID.
+	Checked func(jobID string)
 	// updatePhase, when set, is called by an in-place update after each of
 	// its phases once the next has not begun ("handed-over", "persisted",
 	// "cut", "finished"), with the old job's ID and the locks the update

@@ -69,10 +69,16 @@ func (s *InPlace) UpdateInPlace(ctx context.Context, req core.UpdateRequest) (*c
 		// a pause.
 		runtime.GC()
 	}
+	if h := s.Hooks.Checked; h != nil {
+		h(u.old.ID)
+	}
 	// Lock order 2: the old execution's checkpoints wait (a periodic one in
 	// flight finishes first) until the update is done.
 	u.jr.CpMu.Lock()
 	defer u.jr.CpMu.Unlock()
+	if err := s.checkSinksAgain(u); err != nil {
+		return nil, err
+	}
 	if err := s.pauseForUpdate(ctx, u); err != nil {
 		return nil, err
 	}
@@ -260,6 +266,23 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 // at an aligned checkpoint (its sources read nothing after the barrier,
 // its keyed steps freeze). The caller holds the name's guard and the old
 // execution's cpMu, not the registry lock: the pause waits for the barrier.
+// checkSinksAgain loads the new pipeline again, which checks its sinks
+// against their tables again, once the old execution can commit nothing
+// more (the caller holds its cpMu). A sink sets its table up at its job's
+// first commit: one that did so after prepareUpdate's load (a job updated
+// moments after it started) may have made a table the new sink cannot
+// write, which that load could not see. Refused now, the update changes
+// nothing and the job runs on; found later, the new job would fail at its
+// first commit after replacing the old one.
+func (s *InPlace) checkSinksAgain(u *update) error {
+	if _, err := s.Load(u.nj); err != nil {
+		s.Opts.Logger.Warn("update refused: the new pipeline no longer loads now that the running job has set its sinks up; the running job was not changed",
+			"job_name", u.old.Name, "job_id", u.old.ID, "error", err)
+		return err
+	}
+	return nil
+}
+
 func (s *InPlace) pauseForUpdate(ctx context.Context, u *update) error {
 	// The guard keeps the records as read; only the execution can have
 	// ended (its end waits for the guard to be recorded) or the service
