@@ -4,6 +4,7 @@ package core
 // loaded program gives.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +87,30 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		}
 	}
 	return p, nil
+}
+
+// CheckSinks runs again the checks the load of p (from file) ran on its
+// sinks against their tables and stores (each sink's Validate), with the
+// connections the load opened, and gives an error the code the load would
+// have given it. A sink sets its table up at its job's first commit, so
+// what the load checked against may have changed since: an update checks
+// again once the running job can commit nothing more.
+func CheckSinks(ctx context.Context, file string, p *weir.Pipeline) error {
+	prog := p.Program()
+	for _, st := range prog.Graph.Steps {
+		v, ok := prog.Code[st.Name].(interface{ Validate(context.Context) error })
+		if st.Kind != graph.KindSink || !ok {
+			continue
+		}
+		if err := v.Validate(ctx); err != nil {
+			code := AccessCode(err)
+			if errors.Is(err, yamlpipe.ErrSchemaChange) {
+				code = errcode.SQLSchemaChangeRefused
+			}
+			return errcode.Errorf(code, "%s: step %s: %w", file, st.Name, err)
+		}
+	}
+	return nil
 }
 
 // delivery says which guarantee prog can give when checkpointed: exactly

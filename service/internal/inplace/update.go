@@ -76,7 +76,7 @@ func (s *InPlace) UpdateInPlace(ctx context.Context, req core.UpdateRequest) (*c
 	// flight finishes first) until the update is done.
 	u.jr.CpMu.Lock()
 	defer u.jr.CpMu.Unlock()
-	if err := s.checkSinksAgain(u); err != nil {
+	if err := s.checkSinksAgain(ctx, u); err != nil {
 		return nil, err
 	}
 	if err := s.pauseForUpdate(ctx, u); err != nil {
@@ -266,22 +266,28 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 // at an aligned checkpoint (its sources read nothing after the barrier,
 // its keyed steps freeze). The caller holds the name's guard and the old
 // execution's cpMu, not the registry lock: the pause waits for the barrier.
-// checkSinksAgain loads the new pipeline again, which checks its sinks
-// against their tables again, once the old execution can commit nothing
-// more (the caller holds its cpMu). A sink sets its table up at its job's
-// first commit: one that did so after prepareUpdate's load (a job updated
+// checkSinksAgain checks the new pipeline's sinks against their tables
+// again (core.CheckSinks), once the old execution can commit nothing more
+// (the caller holds its cpMu). A sink sets its table up at its job's first
+// commit: one that did so after prepareUpdate's load (a job updated
 // moments after it started) may have made a table the new sink cannot
 // write, which that load could not see. Refused now, the update changes
 // nothing and the job runs on; found later, the new job would fail at its
 // first commit after replacing the old one.
-func (s *InPlace) checkSinksAgain(u *update) error {
-	if _, err := s.Load(u.nj); err != nil {
-		s.Opts.Logger.Warn("update refused: the new pipeline no longer loads now that the running job has set its sinks up; the running job was not changed",
+func (s *InPlace) checkSinksAgain(ctx context.Context, u *update) error {
+	ctx, cancel := context.WithTimeout(ctx, sinkCheckTimeout)
+	defer cancel()
+	if err := core.CheckSinks(ctx, u.nj.PipelineFile, u.p); err != nil {
+		s.Opts.Logger.Warn("update refused: a sink of the new pipeline cannot write what the running job set up meanwhile; the running job was not changed",
 			"job_name", u.old.Name, "job_id", u.old.ID, "error", err)
 		return err
 	}
 	return nil
 }
+
+// sinkCheckTimeout bounds checkSinksAgain (a database that does not
+// answer refuses the update instead of holding the job's checkpoints).
+const sinkCheckTimeout = 30 * time.Second
 
 func (s *InPlace) pauseForUpdate(ctx context.Context, u *update) error {
 	// The guard keeps the records as read; only the execution can have
