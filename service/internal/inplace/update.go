@@ -262,10 +262,6 @@ func (s *InPlace) prepareUpdate(req core.UpdateRequest, mapping compat.Mapping) 
 	return &update{old: old, l: l, jr: jr, nj: nj, p: p, newGraph: newGraph, report: report, res: res}, res, nil
 }
 
-// pauseForUpdate is the update's phase 2, pause: the old execution pauses
-// at an aligned checkpoint (its sources read nothing after the barrier,
-// its keyed steps freeze). The caller holds the name's guard and the old
-// execution's cpMu, not the registry lock: the pause waits for the barrier.
 // checkSinksAgain checks the new pipeline's sinks against their tables
 // again (core.CheckSinks), once the old execution can commit nothing more
 // (the caller holds its cpMu). A sink sets its table up at its job's first
@@ -289,6 +285,10 @@ func (s *InPlace) checkSinksAgain(ctx context.Context, u *update) error {
 // answer refuses the update instead of holding the job's checkpoints).
 const sinkCheckTimeout = 30 * time.Second
 
+// pauseForUpdate is the update's phase 2, pause: the old execution pauses
+// at an aligned checkpoint (its sources read nothing after the barrier,
+// its keyed steps freeze). The caller holds the name's guard and the old
+// execution's cpMu, not the registry lock: the pause waits for the barrier.
 func (s *InPlace) pauseForUpdate(ctx context.Context, u *update) error {
 	// The guard keeps the records as read; only the execution can have
 	// ended (its end waits for the guard to be recorded) or the service
