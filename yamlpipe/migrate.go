@@ -2,7 +2,6 @@ package yamlpipe
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -161,8 +160,8 @@ func (l *loader) initLanguage(n *yamlnode.Node, what string) (string, error) {
 // pythonInit compiles a Python init (language: python) over the Combine's
 // output row as the stored accumulators give it, into a function safe for
 // concurrent use (an evaluator per call, pooled) that returns the output's
-// value, converted to its type (an int from a whole float, a float from
-// an int), or nil for None.
+// value, converted to its type as row.FromJSON converts (an int from a
+// whole float, a float from an int), or nil for None.
 func (l *loader) pythonInit(n *yamlnode.Node, agg *combine.Aggregator, idx int, what string) (func(*row.Row) (any, error), error) {
 	prg, err := l.compilePyExpr(agg.Out, n, what)
 	if err != nil {
@@ -174,23 +173,14 @@ func (l *loader) pythonInit(n *yamlnode.Node, agg *combine.Aggregator, idx int, 
 		e := pool.Get().(*python.Eval)
 		defer pool.Put(e)
 		v, err := e.Eval(r, what)
-		if err != nil || v == nil {
+		if err != nil {
 			return nil, err
 		}
-		switch x := v.(type) {
-		case int64:
-			if typ.Kind == row.KindFloat {
-				return float64(x), nil
-			}
-		case float64:
-			if typ.Kind == row.KindInt {
-				if x != math.Trunc(x) || math.IsInf(x, 0) {
-					return nil, fmt.Errorf("%s: python: %v is not a whole number, and the output is an int", what, x)
-				}
-				return int64(x), nil
-			}
+		out, err := row.FromJSON(v, typ)
+		if err != nil {
+			return nil, fmt.Errorf("%s: python: %w", what, err)
 		}
-		return row.FromJSON(v, typ)
+		return out, nil
 	}, nil
 }
 
