@@ -194,8 +194,9 @@ func (s *Sink) resolveStagedLocked(ctx context.Context, create bool) error {
 			return err
 		}
 		st = stagingFor(s.cfg.Table, ms, s.cfg.Generation)
-		registered = slices.ContainsFunc(ms, func(m stagedMember) bool { return m.seq == st.seq })
-		fresh := len(ms) > 0 && ms[len(ms)-1].seq != st.seq
+		// stagingFor gives the newest member or a table after it.
+		registered = len(ms) > 0 && ms[len(ms)-1].seq == st.seq
+		fresh := len(ms) > 0 && !registered
 		s.db.rekey, s.db.undoRekey = false, nil
 		switch {
 		case fresh && s.cfg.Rekey != nil:
