@@ -25,6 +25,14 @@ func (f frozenState) Scan(_ context.Context, step string, kgs []int, fn func(uin
 	return nil
 }
 
+// rekeyOpts declares the re-key rekey, or nothing when it is nil.
+func rekeyOpts(rekey func(string) (string, error)) []weir.StepOption {
+	if rekey == nil {
+		return nil
+	}
+	return []weir.StepOption{weir.RekeyFrom(rekey)}
+}
+
 // buildGlobalSums sums per key in the global window (no window closes,
 // so every key stays in the state), re-keying from the stored keys by
 // rekey when it is not nil.
@@ -32,11 +40,7 @@ func buildGlobalSums(src *seqSource, sink *txSink, rekey func(string) (string, e
 	p := weir.NewPipeline()
 	s := p.Root()
 	in := weir.Read[kv](s, "Seq", src, false)
-	var opts []weir.StepOption
-	if rekey != nil {
-		opts = append(opts, weir.RekeyFrom(rekey))
-	}
-	weir.Write(s, "Out", weir.CombinePerKey(s, "Sum", in, weir.Sum[int64](), opts...), contract.Sink(sink))
+	weir.Write(s, "Out", weir.CombinePerKey(s, "Sum", in, weir.Sum[int64](), rekeyOpts(rekey)...), contract.Sink(sink))
 	return p
 }
 
@@ -47,11 +51,7 @@ func buildGlobalGroups(src *seqSource, sink *txSink, rekey func(string) (string,
 	p := weir.NewPipeline()
 	s := p.Root()
 	in := weir.Read[kv](s, "Seq", src, false)
-	var opts []weir.StepOption
-	if rekey != nil {
-		opts = append(opts, weir.RekeyFrom(rekey))
-	}
-	groups := weir.GroupByKey(s, "Group", in, opts...)
+	groups := weir.GroupByKey(s, "Group", in, rekeyOpts(rekey)...)
 	sums := weir.Map(s, "Sum", groups, func(g weir.KV[string, []int64]) kv {
 		var t int64
 		for _, v := range g.Value {
