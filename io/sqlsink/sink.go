@@ -149,14 +149,25 @@ func (s *Sink) Prepare(ctx context.Context) error {
 
 // Validate performs Prepare's checks without changing the database (it
 // still connects, which creates an empty SQLite file). A table that does not
-// exist yet is valid.
+// exist yet is valid. It disconnects before it returns: a sink loaded
+// only to be checked (a validate-only request, weir check, a refused
+// update) is never closed, and each one kept a connection (for SQLite a
+// file and a goroutine) for the server's lifetime. A run connects again
+// at its first commit.
 func (s *Sink) Validate(ctx context.Context) error {
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	if s.db.prepared {
 		return nil
 	}
-	return s.prepareLocked(ctx, false)
+	err := s.prepareLocked(ctx, false)
+	if s.db.opened && !s.db.closed {
+		// A read-only connection: an error closing it loses nothing,
+		// and the connection is gone either way.
+		_ = s.db.be.close(context.WithoutCancel(ctx))
+		s.db.opened = false
+	}
+	return err
 }
 
 func (s *Sink) prepareLocked(ctx context.Context, create bool) error {

@@ -722,3 +722,60 @@ func TestConcurrentWorkers(t *testing.T) {
 		}
 	})
 }
+
+// TestValidateKeepsNoConnection: a validation disconnects before it
+// returns, whatever it found, and the sink connects again when it runs. A
+// pipeline loaded only to be checked (a validate-only request, weir check,
+// a refused update) is never closed: each of its validations kept a
+// connection, and for SQLite an open file and a goroutine, for the
+// server's lifetime (60 validate-only requests left 120 files open).
+func TestValidateKeepsNoConnection(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		connected := func(s *Sink) bool {
+			s.dbMu.Lock()
+			defer s.dbMu.Unlock()
+			switch be := s.db.be.(type) {
+			case *sqliteDB:
+				return be.db != nil && be.db.PingContext(ctx) == nil
+			case *pgDB:
+				return be.conn != nil && !be.conn.IsClosed()
+			}
+			t.Fatalf("unknown backend %T", s.db.be)
+			return false
+		}
+		for _, tc := range []struct {
+			name    string
+			schema  *row.Schema
+			wantErr bool
+		}{
+			{"no table yet", totalsSchema, false},
+			{"the table exists", totalsSchema, false},
+			{"a refused table", row.MustSchema(
+				row.Field{Name: "region", Type: row.Of(row.KindString)},
+				row.Field{Name: "total", Type: row.Of(row.KindString)},
+				row.Field{Name: "window_start", Type: row.Of(row.KindTimestamp)},
+				row.Field{Name: "window_end", Type: row.Of(row.KindTimestamp)},
+				row.Field{Name: "pane", Type: row.RowOf(row.PaneSchema())}), true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				s, err := New(e.config(ModeUpsert, "region"), tc.schema)
+				must(t, err)
+				if err := s.Validate(ctx); (err != nil) != tc.wantErr {
+					t.Fatalf("Validate: %v, want an error: %v", err, tc.wantErr)
+				}
+				if connected(s) {
+					t.Fatal("the sink is still connected after its validation")
+				}
+				if tc.wantErr {
+					return
+				}
+				commit(t, s, 1, total("NORTH", 425, w0, onTime0))
+				if got := readTotal(t, e, "NORTH", w0); got == nil || got[0] != int64(425) {
+					t.Fatalf("NORTH after a run that followed a validation: %v, want 425", got)
+				}
+				must(t, s.Close(ctx))
+			})
+		}
+	})
+}
