@@ -23,6 +23,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +97,10 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 	} else if u, err := url.Parse(adv); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: --advertise-url %q: want http://host:port or https://host:port", ErrClusterConfig, adv)
 	}
+	transport, err := forwardTransport(cfg.ClusterTLSCA)
+	if err != nil {
+		return nil, err
+	}
 	// The log and the bucket keep as many replicas as the broker's topics
 	// (pubsub.ReplicasAuto or --cluster-replicas, decided once).
 	m, err := cluster.Join(ctx, cluster.Config{Name: cfg.Cluster, Conn: p.broker.Conn(), Address: adv,
@@ -126,12 +132,39 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 				p.guard.MarkForwarded(pr.In, pr.Out)
 			}
 		},
+		Transport:     transport,
 		FlushInterval: -1, // event streams
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var cv *tls.CertificateVerificationError
+			if errors.As(err, &cv) {
+				writeAPIError(w, errcode.NoClusterLeader, fmt.Sprintf("member %s cannot forward to the cluster's leader at %s: it does not trust the leader's certificate (%v); start the members with --cluster-tls-ca naming the CA that signed their --tls-cert",
+					m.ID(), r.Context().Value(proxyTarget{}), err))
+				return
+			}
 			writeAPIError(w, errcode.NoClusterLeader, fmt.Sprintf("the cluster's leader at %s does not answer (%v); a member takes over within the lease: retry in a few seconds", r.Context().Value(proxyTarget{}), err))
 		},
 	}
 	return cm, nil
+}
+
+// forwardTransport returns the transport of a member's forwards to the
+// leader: trusting the CA in caFile (--cluster-tls-ca) for an https://
+// leader, or the system's roots when caFile is empty.
+func forwardTransport(caFile string) (http.RoundTripper, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile == "" {
+		return t, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --cluster-tls-ca: %w", ErrClusterConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%w: --cluster-tls-ca %s holds no PEM certificate", ErrClusterConfig, caFile)
+	}
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 // checkReplica refuses a data directory that holds a store written

@@ -104,6 +104,10 @@ type Config struct {
 	// while this member leads; default the listen address's URL (which
 	// must then be a concrete address, not 0.0.0.0).
 	AdvertiseURL string
+	// ClusterTLSCA is a PEM file of the CA that signed the members' API
+	// certificates: a member trusts it, instead of the system's roots,
+	// when it forwards a request to an https:// leader.
+	ClusterTLSCA string
 	// Logger receives the process's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Program builds the pipelines of Go program jobs (service.Options.Program).

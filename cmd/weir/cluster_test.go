@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/weir-dev/weir/client"
 	"github.com/weir-dev/weir/internal/await"
 	"github.com/weir-dev/weir/internal/natscluster"
+	"github.com/weir-dev/weir/internal/testpki"
 )
 
 // startMember starts `weir server --cluster` on dataDir over the NATS
@@ -320,4 +322,64 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCLIClusterTLS runs members that serve their API over HTTPS with
+// certificates of a CA made in the test. A follower started with
+// --cluster-tls-ca forwards requests to the leader over TLS; one started
+// without it (the system's roots do not know the CA) answers
+// NO_CLUSTER_LEADER naming the flag, instead of a bare certificate
+// error. Before, a leader with such a certificate could not be reached
+// through any follower.
+func TestCLIClusterTLS(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	nc := natscluster.Start(t, 1, 0)
+	ca := testpki.NewCA(t, t.TempDir(), "weir-ca")
+	pair := ca.Server(t, "weir-member")
+	member := func(extra ...string) *serverProc {
+		return startServerArgs(t, t.TempDir(), append([]string{"--cluster", "c1", "--nats-url", nc.URLs(), "--cluster-lease", "2s",
+			"--tls-cert", pair.CertFile, "--tls-key", pair.KeyFile}, extra...)...)
+	}
+	leader := member("--cluster-tls-ca", ca.File)
+	env := []string{"WEIR_TLS_CA=" + ca.File}
+	work := t.TempDir()
+	// The first member leads once it answers its own members list.
+	var cm client.ClusterMembers
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		r := runCLIEnv(t, work, env, "cluster", "members", "--format", "json", "--server", leader.url)
+		return r.code == ExitOK && json.Unmarshal([]byte(r.stdout), &cm) == nil && len(cm.Members) == 1 && cm.Members[0].Leader
+	}) {
+		t.Fatalf("the first member does not lead: %+v\nlog:\n%s", cm, leader.log())
+	}
+	if !strings.HasPrefix(cm.Members[0].Address, "https://") {
+		t.Fatalf("the leader's address %q, want https://", cm.Members[0].Address)
+	}
+	trusting := member("--cluster-tls-ca", ca.File)
+	plain := member()
+	r := runCLIEnv(t, work, env, "run", testdata(t, "totals.yaml"), "--job-name", "totals", "--server", trusting.url)
+	if r.code != ExitOK {
+		t.Fatalf("run through a follower with --cluster-tls-ca: exit %d\n%s\nlog:\n%s", r.code, r.stderr, trusting.log())
+	}
+	r = runCLIEnv(t, work, env, "jobs", "list", "--server", trusting.url)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "totals") {
+		t.Fatalf("jobs list through a follower with --cluster-tls-ca: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLIEnv(t, work, env, "jobs", "list", "--server", plain.url)
+	if r.code == ExitOK || !strings.Contains(r.stderr, "NO_CLUSTER_LEADER") || !strings.Contains(r.stderr, "--cluster-tls-ca") {
+		t.Fatalf("jobs list through a follower without --cluster-tls-ca: exit %d, want NO_CLUSTER_LEADER naming --cluster-tls-ca\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A CA file without a certificate is refused at the start.
+	bad := filepath.Join(t.TempDir(), "empty.pem")
+	if err := os.WriteFile(bad, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, work, []cliCase{
+		{name: "--cluster-tls-ca without a certificate", args: []string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--cluster", "c1", "--nats-url", nc.URLs(), "--cluster-tls-ca", bad},
+			wantCode: ExitUsage, wantStderr: []string{"--cluster-tls-ca", "no PEM certificate"}},
+		{name: "--cluster-tls-ca without --cluster", args: []string{"server", "--data-dir", t.TempDir(), "--cluster-tls-ca", ca.File},
+			wantCode: ExitUsage, wantStderr: []string{"go with --cluster"}},
+	})
 }

@@ -37,6 +37,7 @@ type serverFlags struct {
 	clusterReplicas    int
 	clusterBaseEvery   int64
 	advertiseURL       string
+	clusterTLSCA       string
 	authTokenFile      string
 	generateAuthToken  bool
 	authExempt         []string
@@ -110,6 +111,7 @@ changes. See docs/SECURITY.md.`,
 	fl.IntVar(&f.clusterReplicas, "cluster-replicas", 0, "with --cluster: how many NATS servers keep the cluster's log, topics and subscriptions (default 3 on a NATS cluster, 1 on a single NATS server)")
 	fl.Int64Var(&f.clusterBaseEvery, "cluster-base-every", 0, "with --cluster: bytes of log the leader appends between two base images of its store, after each of which the log is cut (default 64 MiB)")
 	fl.StringVar(&f.advertiseURL, "advertise-url", "", "with --cluster: the API URL the other members forward requests to while this member leads (default the --listen address)")
+	fl.StringVar(&f.clusterTLSCA, "cluster-tls-ca", "", "with --cluster: PEM file of the CA that signed the members' API certificates (--tls-cert), trusted when a member forwards a request to an https:// leader (default the system's roots)")
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
@@ -130,8 +132,8 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if f.storageRetryInterval < 10*time.Millisecond {
 		return usageErrorf("--storage-retry-interval %s: want at least 10ms", f.storageRetryInterval)
 	}
-	if f.cluster == "" && (f.clusterLease != 0 || f.clusterReplicas != 0 || f.clusterBaseEvery != 0 || f.advertiseURL != "") {
-		return usageErrorf("--cluster-lease, --cluster-replicas, --cluster-base-every and --advertise-url go with --cluster")
+	if f.cluster == "" && (f.clusterLease != 0 || f.clusterReplicas != 0 || f.clusterBaseEvery != 0 || f.advertiseURL != "" || f.clusterTLSCA != "") {
+		return usageErrorf("--cluster-lease, --cluster-replicas, --cluster-base-every, --advertise-url and --cluster-tls-ca go with --cluster")
 	}
 	if f.cluster != "" && f.natsURL == "" {
 		return usageErrorf("--cluster %s needs --nats-url: the members meet on a NATS JetStream server or cluster", f.cluster)
@@ -161,7 +163,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	defer stop()
 	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint,
 		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, NATSUnreachableAfter: f.natsUnreachable,
-		Cluster: f.cluster, ClusterLeaseTTL: f.clusterLease, ClusterReplicas: f.clusterReplicas, ClusterBaseEvery: f.clusterBaseEvery, AdvertiseURL: f.advertiseURL, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
+		Cluster: f.cluster, ClusterLeaseTTL: f.clusterLease, ClusterReplicas: f.clusterReplicas, ClusterBaseEvery: f.clusterBaseEvery, AdvertiseURL: f.advertiseURL, ClusterTLSCA: f.clusterTLSCA, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
 		MaxJobs: nonZero(f.maxJobs), MaxTopics: nonZero(f.maxTopics), MaxSubscriptions: nonZero(f.maxSubscriptions),
 		MaxConnections: nonZero(f.maxConns), MaxConnectionsPerAddress: nonZero(f.maxConnsPerAddr),
