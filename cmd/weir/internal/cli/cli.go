@@ -95,7 +95,12 @@ func UsageErrorf(format string, args ...any) error {
 func ExactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != len(names) {
-			return UsageErrorf("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args))
+			// The usage line shows what goes in a flag instead (weir
+			// snapshots create --job-id ID|NAME).
+			if len(names) == 0 {
+				return UsageErrorf("%s takes no arguments, got %d (%s); usage: %s", cmd.CommandPath(), len(args), strings.Join(args, " "), cmd.UseLine())
+			}
+			return UsageErrorf("%s takes %d argument(s) (%s), got %d; usage: %s", cmd.CommandPath(), len(names), strings.Join(names, " "), len(args), cmd.UseLine())
 		}
 		return nil
 	}

@@ -67,3 +67,26 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentCountShowsTheUsage: a wrong argument count names what the
+// command takes and shows its usage line, which says what goes in a flag
+// instead (a snapshot's job is --job-id, as gcloud's is).
+func TestArgumentCountShowsTheUsage(t *testing.T) {
+	cmd := &cobra.Command{Use: "create --job-id ID|NAME"}
+	cmd.Flags().String("job-id", "", "")
+	tests := []struct {
+		name  string
+		names []string
+		args  []string
+		want  string
+	}{
+		{"none taken", nil, []string{"orders-sink"}, "create takes no arguments, got 1 (orders-sink); usage: create --job-id ID|NAME [flags]"},
+		{"two taken", []string{"JOB", "FILE"}, []string{"a"}, "create takes 2 argument(s) (JOB FILE), got 1; usage: create --job-id ID|NAME [flags]"},
+	}
+	for _, tt := range tests {
+		err := ExactArgs(tt.names...)(cmd, tt.args)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
