@@ -22,12 +22,14 @@ package server
 // GET /v1/cluster/members is answered by every member itself.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -35,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +137,27 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // event streams
+		// This member's guard let the request through (its token, or none
+		// needed): a leader that refuses it as unauthenticated holds other
+		// tokens. Say so, instead of its "wrong bearer token", which
+		// sends the user to check a token this member accepted.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusUnauthorized {
+				return nil
+			}
+			target := resp.Request.URL.Scheme + "://" + resp.Request.URL.Host
+			msg := fmt.Sprintf("member %s let this request through, but the cluster's leader at %s refused its token: the members do not hold the same tokens. Give every member the same --auth-token-file (a member started with --generate-auth-token generates its own: copy one member's DATA_DIR/auth-token to the others' data directories, then restart them)",
+				m.ID(), target)
+			b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: errcode.Unauthenticated, Message: msg}})
+			b = append(b, '\n')
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			resp.ContentLength = int64(len(b))
+			resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+			resp.Header.Set("Content-Type", "application/json")
+			resp.Header.Del("Content-Encoding")
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var cv *tls.CertificateVerificationError
 			if errors.As(err, &cv) {

@@ -383,3 +383,55 @@ func TestCLIClusterTLS(t *testing.T) {
 			wantCode: ExitUsage, wantStderr: []string{"go with --cluster"}},
 	})
 }
+
+// TestCLIClusterTokensDiffer: members started with --generate-auth-token
+// each generate a token of their own, so a request a follower accepts is
+// refused by the leader. The follower says that the members' tokens
+// differ and how to give them one (before, the user read "wrong bearer
+// token" for the token the follower had just accepted). A member whose
+// data directory holds a copy of the leader's generated token serves the
+// same request.
+func TestCLIClusterTokensDiffer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	nc := natscluster.Start(t, 1, 0)
+	member := func(dir string) *serverProc {
+		return startServerArgs(t, dir, "--cluster", "c1", "--nats-url", nc.URLs(), "--cluster-lease", "2s", "--generate-auth-token")
+	}
+	work := t.TempDir()
+	dirA, dirB, dirC := t.TempDir(), t.TempDir(), t.TempDir()
+	a := member(dirA)
+	tokA := filepath.Join(dirA, "auth-token")
+	if !await.Until(60*time.Second, 100*time.Millisecond, func() bool {
+		return runCLI(t, work, "jobs", "list", "--server", a.url, "--token-file", tokA).code == ExitOK
+	}) {
+		t.Fatalf("the first member does not lead\nlog:\n%s", a.log())
+	}
+	b := member(dirB)
+	// Until b reads the lease it answers NO_CLUSTER_LEADER.
+	var r cliResult
+	await.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		r = runCLI(t, work, "jobs", "list", "--server", b.url, "--token-file", filepath.Join(dirB, "auth-token"))
+		return !strings.Contains(r.stderr, "NO_CLUSTER_LEADER")
+	})
+	if r.code == ExitOK || !strings.Contains(r.stderr, "UNAUTHENTICATED") || !strings.Contains(r.stderr, "do not hold the same tokens") ||
+		!strings.Contains(r.stderr, "--auth-token-file") {
+		t.Fatalf("a follower's own token: exit %d, want UNAUTHENTICATED saying the members' tokens differ\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	tok, err := os.ReadFile(tokA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dirC, "auth-token"), tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := member(dirC)
+	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		r = runCLI(t, work, "jobs", "list", "--server", c.url, "--token-file", tokA)
+		return !strings.Contains(r.stderr, "NO_CLUSTER_LEADER")
+	}) || r.code != ExitOK {
+		t.Fatalf("a follower holding the leader's token: exit %d\n%s\nlog:\n%s", r.code, r.stderr, c.log())
+	}
+}
