@@ -313,3 +313,58 @@ func TestBaseImageCutsTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerWaitsTheLeadersLease: a follower judges the lease by the
+// leader's own lease, not its own --cluster-lease. Here the leader's is
+// 4s (renewed every second) and the follower's 200ms: before, the
+// follower took a healthy leader's lease between two renewals. It now
+// waits while the leader renews, and takes over once the leader stops
+// renewing, after the leader's lease.
+func TestFollowerWaitsTheLeadersLease(t *testing.T) {
+	nc := natscluster.Start(t, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	member := func(addr string, ttl time.Duration) *Member {
+		m, err := Join(ctx, Config{Name: "t3", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = m.Leave(ctx)
+		})
+		return m
+	}
+	const leaderTTL = 4 * time.Second
+	a, b := member("http://a", leaderTTL), member("http://b", 200*time.Millisecond)
+	la, err := a.Campaign(ctx, openStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan *Leadership, 1)
+	go func() {
+		if l, err := b.Campaign(ctx, openStore(t)); err == nil {
+			won <- l
+		}
+	}()
+	select {
+	case <-won:
+		t.Fatal("the follower took the lease of a leader that renews it")
+	case <-la.Lost():
+		t.Fatal("the leader lost its lease while renewing it")
+	case <-time.After(3 * time.Second):
+	}
+	close(la.stop) // a pauses: it stops renewing without knowing it
+	<-la.stopped
+	paused := time.Now()
+	select {
+	case <-won:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower did not take the lease over once the leader stopped renewing")
+	}
+	// The leader renewed at most a quarter of its lease before the pause.
+	if waited := time.Since(paused); waited < 3*leaderTTL/4 {
+		t.Fatalf("the follower took over %s after the leader's last renewals, want at least %s (the leader's lease less a quarter)", waited, 3*leaderTTL/4)
+	}
+}

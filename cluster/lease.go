@@ -37,6 +37,23 @@ type Lease struct {
 	Address string `json:"address"`
 	// Term counts the leaderships: each takeover adds one.
 	Term uint64 `json:"term"`
+	// TTLMillis is the leader's own --cluster-lease, in milliseconds:
+	// how long the lease lasts without a renewal (takeoverAfter). 0 in
+	// leases written before it was recorded.
+	TTLMillis int64 `json:"ttl_ms,omitempty"`
+}
+
+// takeoverAfter returns how long a follower waits, with lease (nil when
+// unreadable) unchanged, before it takes the lease over: the leader's own
+// lease, which its renewals and its step-down keep to, whatever this
+// member's --cluster-lease. With this member's own instead, a member
+// given a shorter lease than the leader's took a healthy leader's lease
+// between two of its renewals, again and again.
+func (m *Member) takeoverAfter(lease *Lease) time.Duration {
+	if lease == nil || lease.TTLMillis <= 0 {
+		return m.cfg.LeaseTTL
+	}
+	return time.Duration(lease.TTLMillis) * time.Millisecond
 }
 
 // Replica is the store a member applies the cluster's log to
@@ -153,7 +170,7 @@ func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, er
 			if lease != nil {
 				f.term = max(f.term, lease.Term)
 			}
-		case m.cfg.Now().Sub(seenAt) >= m.cfg.LeaseTTL:
+		case m.cfg.Now().Sub(seenAt) >= m.takeoverAfter(lease):
 			term := f.term + 1
 			if lease != nil {
 				term = max(term, lease.Term+1)
@@ -180,7 +197,7 @@ func (m *Member) Campaign(ctx context.Context, replica Replica) (*Leadership, er
 }
 
 func (m *Member) leaseValue(term uint64) []byte {
-	b, _ := json.Marshal(Lease{Member: m.id, Address: m.cfg.Address, Term: term})
+	b, _ := json.Marshal(Lease{Member: m.id, Address: m.cfg.Address, Term: term, TTLMillis: m.cfg.LeaseTTL.Milliseconds()})
 	return b
 }
 

@@ -124,6 +124,10 @@ type memberRecord struct {
 	ID        string    `json:"id"`
 	Address   string    `json:"address"`
 	StartTime time.Time `json:"start_time"`
+	// TTLMillis is the member's --cluster-lease in milliseconds, which
+	// paces the rewrites of its record (0 in records written before it
+	// was recorded).
+	TTLMillis int64 `json:"ttl_ms,omitempty"`
 	MemberStatus
 }
 
@@ -254,7 +258,7 @@ func (m *Member) statusNow() MemberStatus {
 }
 
 func (m *Member) writeRecord(ctx context.Context) error {
-	rec := memberRecord{ID: m.id, Address: m.cfg.Address, StartTime: m.started, MemberStatus: m.statusNow()}
+	rec := memberRecord{ID: m.id, Address: m.cfg.Address, StartTime: m.started, TTLMillis: m.cfg.LeaseTTL.Milliseconds(), MemberStatus: m.statusNow()}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -358,7 +362,12 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 		rec := r.rec
 		info := MemberInfo{ID: rec.ID, Address: rec.Address, StartTime: rec.StartTime, LastSeen: r.at.UTC(), MemberStatus: rec.MemberStatus}
 		info.Leader = lease != nil && lease.Member == rec.ID
-		info.Up = now.Sub(r.at) < 3*m.cfg.LeaseTTL/4+m.cfg.LeaseTTL
+		// A member rewrites its record every quarter of its own lease.
+		ttl := m.cfg.LeaseTTL
+		if rec.TTLMillis > 0 {
+			ttl = time.Duration(rec.TTLMillis) * time.Millisecond
+		}
+		info.Up = now.Sub(r.at) < 3*ttl/4+ttl
 		if !info.Leader && info.Role == RoleLeader {
 			info.Role = RoleFollower // the lease says otherwise: its record is stale
 		}
