@@ -25,6 +25,10 @@ type ClusterMember struct {
 	LogSequence uint64 `json:"log_sequence"`
 	// Jobs names the jobs the member runs.
 	Jobs []string `json:"jobs,omitempty"`
+	// SettingsDiffer names the member's job settings (weir server flags
+	// such as checkpoint-interval or file-roots) whose values are not the
+	// leader's: were it to take over, it would run the jobs with its own.
+	SettingsDiffer []string `json:"settings_differ,omitempty"`
 }
 
 // ClusterMembers is the answer of GET /v1/cluster/members.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -367,4 +368,44 @@ func TestFollowerWaitsTheLeadersLease(t *testing.T) {
 	if waited := time.Since(paused); waited < 3*leaderTTL/4 {
 		t.Fatalf("the follower took over %s after the leader's last renewals, want at least %s (the leader's lease less a quarter)", waited, 3*leaderTTL/4)
 	}
+}
+
+// TestMembersNameSettingsThatDiffer: the members list names, for each
+// member, the settings whose values are not the leader's (the leader runs
+// every job with its own, so a member that takes over would change them).
+func TestMembersNameSettingsThatDiffer(t *testing.T) {
+	nc := natscluster.Start(t, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	member := func(addr string, settings map[string]string) *Member {
+		m, err := Join(ctx, Config{Name: "t4", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: time.Second, Settings: settings})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = m.Leave(ctx)
+		})
+		return m
+	}
+	a := member("http://a", map[string]string{"checkpoint-interval": "1s", "file-roots": "/srv/a", "pubsub-project": "p"})
+	b := member("http://b", map[string]string{"checkpoint-interval": "1s", "file-roots": "/srv/a", "pubsub-project": "p"})
+	c := member("http://c", map[string]string{"checkpoint-interval": "5s", "file-roots": "/srv/c", "allowed-sql-hosts": "db"})
+	if _, err := a.Campaign(ctx, openStore(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{a.ID(): nil, b.ID(): nil, c.ID(): {"allowed-sql-hosts", "checkpoint-interval", "file-roots", "pubsub-project"}}
+	var got map[string][]string
+	waitFor(t, 10*time.Second, "the members list names c's settings", func() bool {
+		ms, err := b.Members(ctx)
+		if err != nil || len(ms) != 3 || !ms[0].Leader {
+			return false
+		}
+		got = map[string][]string{}
+		for _, m := range ms {
+			got[m.ID] = m.SettingsDiffer
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
 }

@@ -57,6 +57,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the member's logs; default slog.Default().
 	Logger *slog.Logger
+	// Settings are the member's settings that decide how the jobs it
+	// leads run (name to value: its file roots, its checkpoint interval,
+	// ...). The leader runs every job with its own, so Members names the
+	// members whose settings differ from the leader's.
+	Settings map[string]string
 }
 
 // Member is this process's membership of a cluster: its record, the
@@ -115,6 +120,10 @@ type MemberInfo struct {
 	MemberStatus
 	// Leader is set on the member that holds the lease.
 	Leader bool `json:"leader"`
+	// SettingsDiffer names the settings (Config.Settings) whose value in
+	// this member's record is not the leader's, sorted; empty for the
+	// leader, and while no leader's record is known.
+	SettingsDiffer []string `json:"settings_differ,omitempty"`
 	// Up is false once the record is older than a lease and three of its
 	// renewals (the record is rewritten every renewal).
 	Up bool `json:"up"`
@@ -128,6 +137,8 @@ type memberRecord struct {
 	// paces the rewrites of its record (0 in records written before it
 	// was recorded).
 	TTLMillis int64 `json:"ttl_ms,omitempty"`
+	// Settings are the member's Config.Settings.
+	Settings map[string]string `json:"settings,omitempty"`
 	MemberStatus
 }
 
@@ -258,7 +269,8 @@ func (m *Member) statusNow() MemberStatus {
 }
 
 func (m *Member) writeRecord(ctx context.Context) error {
-	rec := memberRecord{ID: m.id, Address: m.cfg.Address, StartTime: m.started, TTLMillis: m.cfg.LeaseTTL.Milliseconds(), MemberStatus: m.statusNow()}
+	rec := memberRecord{ID: m.id, Address: m.cfg.Address, StartTime: m.started, TTLMillis: m.cfg.LeaseTTL.Milliseconds(),
+		Settings: m.cfg.Settings, MemberStatus: m.statusNow()}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -355,6 +367,12 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 	now := m.cfg.Now()
 	var out []MemberInfo
 	m.mu.Lock()
+	var leading map[string]string // the leader's settings
+	if lease != nil {
+		if r, ok := m.records["member."+lease.Member]; ok {
+			leading = r.rec.Settings
+		}
+	}
 	for _, r := range m.records {
 		if now.Sub(r.at) > memberRecordAge {
 			continue
@@ -371,6 +389,9 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 		if !info.Leader && info.Role == RoleLeader {
 			info.Role = RoleFollower // the lease says otherwise: its record is stale
 		}
+		if !info.Leader && leading != nil && rec.Settings != nil {
+			info.SettingsDiffer = settingsDiffer(leading, rec.Settings)
+		}
 		out = append(out, info)
 	}
 	m.mu.Unlock()
@@ -381,6 +402,24 @@ func (m *Member) Members(ctx context.Context) ([]MemberInfo, error) {
 		return out[i].StartTime.Before(out[j].StartTime)
 	})
 	return out, nil
+}
+
+// settingsDiffer returns the names of the settings whose values in a and
+// b differ (one of them without the setting included), sorted.
+func settingsDiffer(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Leave removes the member's record and, when it leads, resigns (its

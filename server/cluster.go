@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +108,8 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 	// The log and the bucket keep as many replicas as the broker's topics
 	// (pubsub.ReplicasAuto or --cluster-replicas, decided once).
 	m, err := cluster.Join(ctx, cluster.Config{Name: cfg.Cluster, Conn: p.broker.Conn(), Address: adv,
-		Replicas: p.broker.Replicas(), LeaseTTL: cfg.ClusterLeaseTTL, BaseEvery: cfg.ClusterBaseEvery, Logger: p.log})
+		Replicas: p.broker.Replicas(), LeaseTTL: cfg.ClusterLeaseTTL, BaseEvery: cfg.ClusterBaseEvery, Logger: p.log,
+		Settings: jobSettings(cfg)})
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +171,28 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 		},
 	}
 	return cm, nil
+}
+
+// jobSettings returns the member's settings that decide how the jobs it
+// leads run, by flag name: a member that takes over runs every job with
+// its own, so the members list names those that differ from the
+// leader's (the same flags on every member give the same jobs).
+func jobSettings(cfg Config) map[string]string {
+	orDefault := func(v string) string {
+		if v == "" || v == "0s" {
+			return "default"
+		}
+		return v
+	}
+	return map[string]string{
+		"checkpoint-interval":      orDefault(cfg.CheckpointInterval.String()),
+		"idle-checkpoint-interval": orDefault(cfg.IdleCheckpointInterval.String()),
+		"min-replace-interval":     orDefault(cfg.MinReplaceInterval.String()),
+		"rollback-retention":       orDefault(cfg.RollbackRetention.String()),
+		"file-roots":               orDefault(strings.Join(cfg.FileRoots, ",")),
+		"allowed-sql-hosts":        orDefault(strings.Join(cfg.AllowedSQLHosts, ",")),
+		"pubsub-project":           orDefault(cfg.PubSubProject),
+	}
 }
 
 // forwardTransport returns the transport of a member's forwards to the
@@ -256,7 +280,7 @@ func (cm *clusterMember) serveMembers(w http.ResponseWriter, r *http.Request) {
 	out := client.ClusterMembers{Cluster: cm.p.cfg.Cluster, Answered: cm.m.ID(), Members: []client.ClusterMember{}}
 	for _, m := range ms {
 		out.Members = append(out.Members, client.ClusterMember{ID: m.ID, Address: m.Address, Role: m.Role, Leader: m.Leader,
-			StartTime: m.StartTime, LastSeen: m.LastSeen, Up: m.Up, LogSequence: m.LogSequence, Jobs: m.Jobs})
+			StartTime: m.StartTime, LastSeen: m.LastSeen, Up: m.Up, LogSequence: m.LogSequence, Jobs: m.Jobs, SettingsDiffer: m.SettingsDiffer})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
@@ -266,6 +290,45 @@ func (cm *clusterMember) serveMembers(w http.ResponseWriter, r *http.Request) {
 func (cm *clusterMember) start() {
 	cm.begun.Store(true)
 	go cm.run()
+	go cm.warnSettings()
+}
+
+// warnSettings logs a warning, once the members' records name a leader
+// other than this member, when this member's job settings differ from
+// the leader's (weir cluster members shows them too). It gives up after
+// a minute without a leader, or when the member stops.
+func (cm *clusterMember) warnSettings() {
+	ctx, cancel := context.WithTimeout(cm.ctx, time.Minute)
+	defer cancel()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		ms, err := cm.m.Members(ctx)
+		if err == nil {
+			for _, m := range ms {
+				if m.Leader && m.ID == cm.m.ID() {
+					return
+				}
+			}
+			for _, m := range ms {
+				if m.ID == cm.m.ID() && len(m.SettingsDiffer) > 0 {
+					cm.p.log.Warn("this member's job settings differ from the leader's: were it to take over, it would run every job with its own; give every member the same flags",
+						"settings", strings.Join(m.SettingsDiffer, ","))
+					return
+				}
+			}
+			for _, m := range ms {
+				if m.Leader {
+					return // the leader's settings are known and the same
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // run campaigns, leads until the leadership is lost, then steps down and

@@ -48,7 +48,7 @@ func newClusterMembersCommand(e *env) *cobra.Command {
 					head = m.LogSequence
 				}
 			}
-			return writeTable(w, "MEMBER\tADDRESS\tROLE\tKEY_GROUPS\tLOG_SEQUENCE\tBEHIND\tSTARTED\tLAST_SEEN", cm.Members, func(m client.ClusterMember) string {
+			err := writeTable(w, "MEMBER\tADDRESS\tROLE\tKEY_GROUPS\tLOG_SEQUENCE\tBEHIND\tSTARTED\tLAST_SEEN", cm.Members, func(m client.ClusterMember) string {
 				role := m.Role
 				if !m.Up {
 					role += " (not seen for " + time.Since(m.LastSeen).Round(time.Second).String() + ")"
@@ -60,6 +60,19 @@ func newClusterMembersCommand(e *env) *cobra.Command {
 				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", m.ID, m.Address, role, keyGroupsText(m), m.LogSequence, behind,
 					formatTime(m.StartTime), formatTime(m.LastSeen))
 			})
+			if err != nil {
+				return err
+			}
+			for _, m := range cm.Members {
+				if len(m.SettingsDiffer) == 0 {
+					continue
+				}
+				if _, err := fmt.Fprintf(w, "Member %s runs with other settings than the leader: --%s. A member that takes over runs every job with its own: give every member the same.\n",
+					m.ID, strings.Join(m.SettingsDiffer, ", --")); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	})
 }

@@ -358,7 +358,9 @@ func TestCLIClusterTLS(t *testing.T) {
 		t.Fatalf("the leader's address %q, want https://", cm.Members[0].Address)
 	}
 	trusting := member("--cluster-tls-ca", ca.File)
-	plain := member()
+	// plain also checkpoints at another interval than the others: the
+	// members list names it.
+	plain := member("--checkpoint-interval", "250ms")
 	r := runCLIEnv(t, work, env, "run", testdata(t, "totals.yaml"), "--job-name", "totals", "--server", trusting.url)
 	if r.code != ExitOK {
 		t.Fatalf("run through a follower with --cluster-tls-ca: exit %d\n%s\nlog:\n%s", r.code, r.stderr, trusting.log())
@@ -370,6 +372,30 @@ func TestCLIClusterTLS(t *testing.T) {
 	r = runCLIEnv(t, work, env, "jobs", "list", "--server", plain.url)
 	if r.code == ExitOK || !strings.Contains(r.stderr, "NO_CLUSTER_LEADER") || !strings.Contains(r.stderr, "--cluster-tls-ca") {
 		t.Fatalf("jobs list through a follower without --cluster-tls-ca: exit %d, want NO_CLUSTER_LEADER naming --cluster-tls-ca\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The members list names the setting plain does not share with the
+	// leader, in JSON and in text.
+	if !await.Until(30*time.Second, 100*time.Millisecond, func() bool {
+		r = runCLIEnv(t, work, env, "cluster", "members", "--format", "json", "--server", leader.url)
+		cm = client.ClusterMembers{}
+		if r.code != ExitOK || json.Unmarshal([]byte(r.stdout), &cm) != nil || len(cm.Members) != 3 {
+			return false
+		}
+		differ := 0
+		for _, m := range cm.Members {
+			if strings.Join(m.SettingsDiffer, ",") == "checkpoint-interval" && strings.HasSuffix(m.Address, plain.url[strings.LastIndexByte(plain.url, ':'):]) {
+				differ++
+			} else if len(m.SettingsDiffer) > 0 {
+				return false
+			}
+		}
+		return differ == 1
+	}) {
+		t.Fatalf("cluster members: want plain's checkpoint-interval named\n%s%s", r.stdout, r.stderr)
+	}
+	r = runCLIEnv(t, work, env, "cluster", "members", "--server", leader.url)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "runs with other settings than the leader: --checkpoint-interval") {
+		t.Fatalf("cluster members (text): exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// A CA file without a certificate is refused at the start.
 	bad := filepath.Join(t.TempDir(), "empty.pem")
