@@ -17,6 +17,10 @@ func (n *aggNode) restore() error {
 		}
 		return s.apply(n)
 	}
+	kgs := n.w.r.route.Owned(n.w.id)
+	if parts := n.w.r.restoreParts(len(kgs)); parts > 1 {
+		return n.restoreParallel(kgs, parts)
+	}
 	// The store yields a key group's keys together: they are gathered and
 	// put into the group's table at once, sized for them, instead of
 	// growing it a doubling at a time.

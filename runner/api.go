@@ -41,6 +41,12 @@ type Options struct {
 	Checkpoints bool
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
 	Restore *contract.Restore
+	// RestoreParts is how many goroutines each worker reads and decodes
+	// its key groups of an aggregation's restored state with (each a
+	// contiguous range of them; the worker puts the keys in place). 0:
+	// GOMAXPROCS shared among the workers, at most maxRestoreParts, and
+	// one for a worker of fewer than 2*minRestoreGroups key groups.
+	RestoreParts int
 	// Adopt, when set, takes the keyed state of a paused execution over in
 	// memory for the steps it names (see Execution.Pause); those steps do
 	// not read Restore.State.

@@ -39,17 +39,19 @@ func (l lendingReader) Scan(ctx context.Context, step string, kgs []int, fn func
 }
 
 // TestRestoreCopiesLentBuffers: every worker restores its key groups
-// (the workers at once) from a reader that lends its buffers; the job
-// then finishes with the exact sums, so no restored key or accumulator
-// aliases the reader's memory. Keys short enough to sit inside their
+// (the workers at once, each with one goroutine or several: parts) from a
+// reader that lends its buffers; the job then finishes with the exact
+// sums, so no restored key or accumulator aliases the reader's memory and
+// no key is restored twice or lost. Keys short enough to sit inside their
 // record and longer ones alike.
 func TestRestoreCopiesLentBuffers(t *testing.T) {
 	for _, tc := range []struct {
-		workers int
-		prefix  string
-	}{{1, ""}, {2, ""}, {3, ""}, {2, "a key longer than a record holds/"}} {
+		workers, parts int
+		prefix         string
+	}{{1, 1, ""}, {2, 1, ""}, {3, 1, ""}, {2, 1, "a key longer than a record holds/"},
+		{1, 4, ""}, {2, 3, ""}, {3, 8, "a key longer than a record holds/"}, {1, 0, ""}} {
 		workers := tc.workers
-		name := fmt.Sprintf("w%d", workers)
+		name := fmt.Sprintf("w%d/parts%d", workers, tc.parts)
 		if tc.prefix != "" {
 			name += "/long_keys"
 		}
@@ -65,7 +67,7 @@ func TestRestoreCopiesLentBuffers(t *testing.T) {
 
 			src.gate.open()
 			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: store}}
-			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore})
+			x2, err := runner.Start(ctx, buildCheckpointed(src, sink).Program(), runner.Options{NumWorkers: workers, Checkpoints: true, Restore: restore, RestoreParts: tc.parts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,9 +82,16 @@ func TestRestoreCopiesLentBuffers(t *testing.T) {
 }
 
 // TestRestoreFailureFailsStart: a state read that fails during the
-// restore (every worker's at once) makes Start return the error, naming
-// the step, before any source is read.
+// restore (every worker's at once, each with one goroutine or several)
+// makes Start return the error, naming the step, before any source is
+// read.
 func TestRestoreFailureFailsStart(t *testing.T) {
+	for _, parts := range []int{1, 4} {
+		t.Run(fmt.Sprintf("parts%d", parts), func(t *testing.T) { testRestoreFailureFailsStart(t, parts) })
+	}
+}
+
+func testRestoreFailureFailsStart(t *testing.T, parts int) {
 	src := &seqSource{n: 3000, splits: 2}
 	sink := newTxSink()
 	store := &memStore{}
@@ -102,7 +111,7 @@ func TestRestoreFailureFailsStart(t *testing.T) {
 	broken := errors.New("disk read failed")
 	restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: store, fail: broken}}
 	src2 := &seqSource{n: 3000, splits: 2}
-	x2, err := runner.Start(ctx, buildCheckpointed(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true, Restore: restore})
+	x2, err := runner.Start(ctx, buildCheckpointed(src2, newTxSink()).Program(), runner.Options{NumWorkers: 2, Checkpoints: true, Restore: restore, RestoreParts: parts})
 	if err == nil {
 		x2.Cancel()
 		x2.Wait()

@@ -346,7 +346,8 @@ type StateEntry struct {
 type StateReader interface {
 	// Scan calls fn for every key of step in the given key groups. The
 	// key and value slices are valid only during the call (a store lends
-	// its own buffers): fn copies whatever it keeps.
+	// its own buffers): fn copies whatever it keeps. A restore calls Scan
+	// from several goroutines at once, each for other key groups.
 	Scan(ctx context.Context, step string, keyGroups []int, fn func(kg uint16, key, value []byte) error) error
 }
 
