@@ -48,14 +48,18 @@ type restoredDrop struct {
 	dropped []droppedState
 }
 
-// restoreParallel restores the key groups kgs with parts goroutines.
+// restoreParallel restores the key groups kgs with parts goroutines. The
+// worker puts the key groups in place in kgs's order, as a restore with
+// one goroutine does: timers due at the same time then fire in the same
+// order whatever the goroutines' pace (the timer heaps order by time
+// only). Each goroutine's channel holds all of its key groups, so none
+// waits for the worker: the keys it decodes are the state kept anyway,
+// and a queued group costs a slice of pointers to them.
 func (n *aggNode) restoreParallel(kgs []int, parts int) error {
 	ctx, cancel := context.WithCancel(n.w.r.ctx)
 	defer cancel()
-	out := make(chan restoredGroup, 2*parts)
 	var (
-		wg      sync.WaitGroup
-		errMu   sync.Mutex // guards firstErr; a leaf
+		errMu   sync.Mutex // guards firstEr; a leaf
 		firstEr error
 	)
 	fail := func(err error) {
@@ -67,26 +71,26 @@ func (n *aggNode) restoreParallel(kgs []int, parts int) error {
 		cancel()
 	}
 	size := (len(kgs) + parts - 1) / parts
+	var outs []chan restoredGroup
 	for lo := 0; lo < len(kgs); lo += size {
 		part := kgs[lo:min(lo+size, len(kgs))]
-		wg.Add(1)
+		out := make(chan restoredGroup, len(part))
+		outs = append(outs, out)
 		go func() {
-			defer wg.Done()
+			defer close(out)
 			if err := n.decodeGroups(ctx, part, out); err != nil {
 				fail(err)
 			}
 		}()
 	}
-	go func() {
-		wg.Wait()
-		close(out)
-	}()
-	for g := range out {
-		if ctx.Err() != nil {
-			continue // failing: the goroutines stop, out closes
-		}
-		if err := n.applyRestored(g); err != nil {
-			fail(err)
+	for _, out := range outs {
+		for g := range out {
+			if ctx.Err() != nil {
+				continue // failing: the goroutines stop, their channels close
+			}
+			if err := n.applyRestored(g); err != nil {
+				fail(err)
+			}
 		}
 	}
 	errMu.Lock()
@@ -98,7 +102,8 @@ func (n *aggNode) restoreParallel(kgs []int, parts int) error {
 }
 
 // decodeGroups reads and decodes the keys of key groups kgs and sends
-// them to out a key group at a time. It stops when ctx ends.
+// them to out a key group at a time (out has room for all of them). It
+// stops when ctx ends.
 func (n *aggNode) decodeGroups(ctx context.Context, kgs []int, out chan<- restoredGroup) error {
 	var cur restoredGroup
 	send := func() bool {

@@ -1,12 +1,16 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -120,4 +124,102 @@ func testRestoreFailureFailsStart(t *testing.T, parts int) {
 	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "restoring step") {
 		t.Errorf("Start's error = %v, want the reader's error under the step's name", err)
 	}
+}
+
+// TestRestoreKeepsTheTimersOrder: keys restored by several goroutines
+// are put in place in key-group order, as by one: the panes of windows
+// that end at the same time (here every key's one-hour window) fire in
+// the same order whatever the goroutines' pace, since the timer heap
+// orders by time alone. The reader yields each key group's keys sorted,
+// as the store does.
+func TestRestoreKeepsTheTimersOrder(t *testing.T) {
+	build := func(src *seqSource, sink contract.Sink) *weir.Pipeline {
+		p := weir.NewPipeline()
+		s := p.Root()
+		in := weir.Read[kv](s, "Seq", src, true)
+		sums := weir.CombinePerKey(s, "Sum", weir.WindowInto(s, "Hour", in, weir.FixedWindows(mtime.Hour)), weir.Sum[int64]())
+		weir.Write(s, "Out", sums, sink)
+		return p
+	}
+	ctx := context.Background()
+	// The first run reads the first 50 minutes of the input (every key)
+	// and checkpoints; each restored run reads the rest, which closes
+	// every key's first hour.
+	src := &seqSource{n: 6000, splits: 2, keys: 500}
+	store := &memStore{}
+	src.gate.let(3000)
+	x, err := runner.Start(ctx, build(src, newTxSink()).Program(), runner.Options{Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.waitRead(3000)
+	checkpointDurably(t, x, store)
+	x.Cancel()
+	x.Wait()
+	src.gate.open()
+
+	order := func(parts int) []string {
+		sink := &orderSink{txSink: newTxSink()}
+		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: sortedReader{store}}
+		x, err := runner.Start(ctx, build(src, sink).Program(), runner.Options{Checkpoints: true, Restore: restore, RestoreParts: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return sink.order
+	}
+	want := order(1)
+	if len(want) != 1000 {
+		t.Fatalf("%d panes after the restore, want 1000 (one per key and hour)", len(want))
+	}
+	for _, parts := range []int{4, 8} {
+		for round := range 3 {
+			if got := order(parts); !slices.Equal(got, want) {
+				t.Fatalf("parts %d, round %d: the panes fired in another order than after a restore by one goroutine", parts, round)
+			}
+		}
+	}
+}
+
+// orderSink is a txSink that also records the keys written, in order.
+type orderSink struct {
+	*txSink
+	order []string // guarded by txSink.mu
+}
+
+func (o *orderSink) Write(ctx context.Context, w int, es []contract.Element) error {
+	o.mu.Lock()
+	for _, e := range es {
+		o.order = append(o.order, e.Value.(kv).Key)
+	}
+	o.mu.Unlock()
+	return o.txSink.Write(ctx, w, es)
+}
+
+// sortedReader yields each key group's keys in key order, as the store
+// does (memStore yields them in a map's order).
+type sortedReader struct{ inner contract.StateReader }
+
+func (r sortedReader) Scan(ctx context.Context, step string, kgs []int, fn func(uint16, []byte, []byte) error) error {
+	for _, kg := range kgs {
+		type entry struct{ k, v []byte }
+		var es []entry
+		if err := r.inner.Scan(ctx, step, []int{kg}, func(_ uint16, k, v []byte) error {
+			es = append(es, entry{bytes.Clone(k), bytes.Clone(v)})
+			return nil
+		}); err != nil {
+			return err
+		}
+		slices.SortFunc(es, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+		for _, e := range es {
+			if err := fn(uint16(kg), e.k, e.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
