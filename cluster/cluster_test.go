@@ -19,9 +19,15 @@ import (
 
 func join(t *testing.T, nc *nats.Conn, addr string) *Member {
 	t.Helper()
+	return joinWith(t, Config{Name: "t1", Conn: nc, Address: addr, LeaseTTL: time.Second})
+}
+
+// joinWith joins cfg's cluster; the member leaves when the test ends.
+func joinWith(t *testing.T, cfg Config) *Member {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m, err := Join(ctx, Config{Name: "t1", Conn: nc, Address: addr, LeaseTTL: time.Second})
+	m, err := Join(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,16 +332,7 @@ func TestFollowerWaitsTheLeadersLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	member := func(addr string, ttl time.Duration) *Member {
-		m, err := Join(ctx, Config{Name: "t3", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: ttl})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = m.Leave(ctx)
-		})
-		return m
+		return joinWith(t, Config{Name: "t3", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: ttl})
 	}
 	const leaderTTL = 4 * time.Second
 	a, b := member("http://a", leaderTTL), member("http://b", 200*time.Millisecond)
@@ -378,16 +375,7 @@ func TestMembersNameSettingsThatDiffer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	member := func(addr string, settings map[string]string) *Member {
-		m, err := Join(ctx, Config{Name: "t4", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: time.Second, Settings: settings})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = m.Leave(ctx)
-		})
-		return m
+		return joinWith(t, Config{Name: "t4", Conn: connect(t, nc.URLs()), Address: addr, LeaseTTL: time.Second, Settings: settings})
 	}
 	a := member("http://a", map[string]string{"checkpoint-interval": "1s", "file-roots": "/srv/a", "pubsub-project": "p"})
 	b := member("http://b", map[string]string{"checkpoint-interval": "1s", "file-roots": "/srv/a", "pubsub-project": "p"})

@@ -17,49 +17,10 @@ func (n *aggNode) restore() error {
 		}
 		return s.apply(n)
 	}
+	// Several goroutines read and decode the worker's key groups
+	// (aggrestore_parallel.go); with one, the same code runs.
 	kgs := n.w.r.route.Owned(n.w.id)
-	if parts := n.w.r.restoreParts(len(kgs)); parts > 1 {
-		return n.restoreParallel(kgs, parts)
-	}
-	// The store yields a key group's keys together: they are gathered and
-	// put into the group's table at once, sized for them, instead of
-	// growing it a doubling at a time.
-	var batch restoreBatch
-	err := n.scanRestore(func(kg uint16, key, value []byte) error {
-		if kg != batch.kg {
-			batch.flush(n)
-			batch.kg = kg
-		}
-		k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
-		if err != nil {
-			return err
-		}
-		k.setEncoding(key)
-		batch.keys = append(batch.keys, k)
-		return n.restored(kg, k, kb, dropped)
-	})
-	batch.flush(n)
-	return err
-}
-
-// restoreBatch gathers the restored keys of one key group.
-type restoreBatch struct {
-	kg   uint16
-	keys []*aggKey
-}
-
-// flush puts the gathered keys into their group.
-func (b *restoreBatch) flush(n *aggNode) {
-	if len(b.keys) == 0 {
-		return
-	}
-	g := n.group(b.kg)
-	g.reserve(g.n + len(b.keys))
-	for _, k := range b.keys {
-		g.add(k)
-	}
-	clear(b.keys)
-	b.keys = b.keys[:0]
+	return n.restoreGroups(kgs, n.w.r.restoreParts(len(kgs)))
 }
 
 // restoreKey adds k, restored from the store under key in key group kg

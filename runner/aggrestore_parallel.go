@@ -48,14 +48,14 @@ type restoredDrop struct {
 	dropped []droppedState
 }
 
-// restoreParallel restores the key groups kgs with parts goroutines. The
+// restoreGroups restores the key groups kgs with parts goroutines. The
 // worker puts the key groups in place in kgs's order, as a restore with
 // one goroutine does: timers due at the same time then fire in the same
 // order whatever the goroutines' pace (the timer heaps order by time
 // only). Each goroutine's channel holds all of its key groups, so none
 // waits for the worker: the keys it decodes are the state kept anyway,
 // and a queued group costs a slice of pointers to them.
-func (n *aggNode) restoreParallel(kgs []int, parts int) error {
+func (n *aggNode) restoreGroups(kgs []int, parts int) error {
 	ctx, cancel := context.WithCancel(n.w.r.ctx)
 	defer cancel()
 	var (
@@ -144,7 +144,8 @@ func (n *aggNode) decodeGroups(ctx context.Context, kgs []int, out chan<- restor
 }
 
 // applyRestored puts g's keys into their key group, sized for them at
-// once, and does for each what follows its addition (restored).
+// once instead of growing the table a doubling at a time, and does for
+// each what follows its addition (restored).
 func (n *aggNode) applyRestored(g restoredGroup) error {
 	grp := n.group(g.kg)
 	grp.reserve(grp.n + len(g.keys))
