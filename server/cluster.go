@@ -36,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,13 +185,15 @@ func jobSettings(cfg Config) map[string]string {
 		}
 		return v
 	}
+	// The same roots and hosts in another order are the same setting.
+	set := func(vs []string) string { return strings.Join(slices.Sorted(slices.Values(vs)), ",") }
 	return map[string]string{
 		"checkpoint-interval":      orDefault(cfg.CheckpointInterval.String()),
 		"idle-checkpoint-interval": orDefault(cfg.IdleCheckpointInterval.String()),
 		"min-replace-interval":     orDefault(cfg.MinReplaceInterval.String()),
 		"rollback-retention":       orDefault(cfg.RollbackRetention.String()),
-		"file-roots":               orDefault(strings.Join(cfg.FileRoots, ",")),
-		"allowed-sql-hosts":        orDefault(strings.Join(cfg.AllowedSQLHosts, ",")),
+		"file-roots":               orDefault(set(cfg.FileRoots)),
+		"allowed-sql-hosts":        orDefault(set(cfg.AllowedSQLHosts)),
 		"pubsub-project":           orDefault(cfg.PubSubProject),
 	}
 }
