@@ -30,6 +30,11 @@ type timerRef struct {
 	w   window.Window
 }
 
+// timerAt returns the timer at t of key k's window w in key group kg.
+func timerAt(t mtime.Time, kg uint16, k *aggKey, w window.Window) timerRef {
+	return timerRef{t: t, kg: kg, h: k.tableHash(), key: k.enc(), w: w}
+}
+
 type timerHeap []timerRef
 
 func (h timerHeap) Len() int           { return len(h) }
@@ -385,7 +390,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
+				heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
 			}
 		}
 		// Triggers are evaluated once after the bundle (as Beam does), and only
@@ -473,9 +478,9 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 
 func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
 	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
-		n.pushEvent(timerRef{t: t, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
+		n.pushEvent(timerAt(t, kg, k, ws.w))
 	}
-	n.pushEvent(timerRef{t: n.m.Strategy.GCTime(ws.w), kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
+	n.pushEvent(timerAt(n.m.Strategy.GCTime(ws.w), kg, k, ws.w))
 }
 
 // pushEvent adds an event-time timer, or counts it in n.far (farTimerAt).
@@ -500,10 +505,10 @@ func (n *aggNode) loadFarTimers() {
 		for k := range g.all() {
 			for _, ws := range k.windows() {
 				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.tableHash(), key: k.enc(), w: ws.w})
+					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
 				}
 				if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, timerRef{t: t, kg: uint16(kg), h: k.tableHash(), key: k.enc(), w: ws.w})
+					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
 				}
 			}
 		}
@@ -587,7 +592,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		return nil
 	}
 	if d := n.m.NextDeadline(&ws.st); d != 0 {
-		heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
+		heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func (n *aggNode) setTimers(kg uint16, k *aggKey) {
 	for _, ws := range k.windows() {
 		n.setEventTimers(kg, k, ws)
 		if d := n.m.NextDeadline(&ws.st); d != 0 {
-			heap.Push(&n.deadlines, timerRef{t: d, kg: kg, h: k.tableHash(), key: k.enc(), w: ws.w})
+			heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
 		}
 	}
 }
