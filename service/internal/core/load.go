@@ -68,14 +68,7 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 		Access: s.Opts.Access, CheckOutputs: !graphOnly, PriorCombineSlots: slots, PriorCombineStored: stored,
 		LogOutput: logWriter{s: s, id: j.ID}}) // LogForTesting lines become the job's events
 	if err != nil {
-		code := AccessCode(err)
-		if errors.Is(err, yamlpipe.ErrIdentifierTooLong) {
-			code = errcode.SQLIdentifierTooLong
-		}
-		if errors.Is(err, yamlpipe.ErrSchemaChange) {
-			code = errcode.SQLSchemaChangeRefused
-		}
-		return nil, errcode.Errorf(code, "%w", err)
+		return nil, errcode.Errorf(loadCode(err), "%w", err)
 	}
 	if err := p.Err(); err != nil {
 		return nil, errcode.Errorf(errcode.InvalidPipeline, "%s: %w", j.PipelineFile, err)
@@ -89,12 +82,24 @@ func (s *Core) loadYAML(j *record.Job, graphOnly bool) (*weir.Pipeline, error) {
 	return p, nil
 }
 
+// loadCode returns the code of err, an error of a pipeline's load or of
+// one of its sinks' checks.
+func loadCode(err error) errcode.Code {
+	switch {
+	case errors.Is(err, yamlpipe.ErrSchemaChange):
+		return errcode.SQLSchemaChangeRefused
+	case errors.Is(err, yamlpipe.ErrIdentifierTooLong):
+		return errcode.SQLIdentifierTooLong
+	}
+	return AccessCode(err)
+}
+
 // CheckSinks runs again the checks the load of p (from file) ran on its
-// sinks against their tables and stores (each sink's Validate), with the
-// connections the load opened, and gives an error the code the load would
-// have given it. A sink sets its table up at its job's first commit, so
-// what the load checked against may have changed since: an update checks
-// again once the running job can commit nothing more.
+// sinks against their tables and stores (each sink's Validate, which
+// connects and disconnects again), and gives an error the code the load
+// would have given it. A sink sets its table up at its job's first
+// commit, so what the load checked against may have changed since: an
+// update checks again once the running job can commit nothing more.
 func CheckSinks(ctx context.Context, file string, p *weir.Pipeline) error {
 	prog := p.Program()
 	for _, st := range prog.Graph.Steps {
@@ -103,11 +108,7 @@ func CheckSinks(ctx context.Context, file string, p *weir.Pipeline) error {
 			continue
 		}
 		if err := v.Validate(ctx); err != nil {
-			code := AccessCode(err)
-			if errors.Is(err, yamlpipe.ErrSchemaChange) {
-				code = errcode.SQLSchemaChangeRefused
-			}
-			return errcode.Errorf(code, "%s: step %s: %w", file, st.Name, err)
+			return errcode.Errorf(loadCode(err), "%s: step %s: %w", file, st.Name, err)
 		}
 	}
 	return nil
