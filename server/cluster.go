@@ -307,24 +307,24 @@ func (cm *clusterMember) warnSettings() {
 	defer t.Stop()
 	for {
 		ms, err := cm.m.Members(ctx)
-		if err == nil {
-			for _, m := range ms {
-				if m.Leader && m.ID == cm.m.ID() {
-					return
-				}
+		var self *cluster.MemberInfo
+		led := false // a leader's record is known
+		for i := range ms {
+			if ms[i].ID == cm.m.ID() {
+				self = &ms[i]
 			}
-			for _, m := range ms {
-				if m.ID == cm.m.ID() && len(m.SettingsDiffer) > 0 {
-					cm.p.log.Warn("this member's job settings differ from the leader's: were it to take over, it would run every job with its own; give every member the same flags",
-						"settings", strings.Join(m.SettingsDiffer, ","))
-					return
-				}
-			}
-			for _, m := range ms {
-				if m.Leader {
-					return // the leader's settings are known and the same
-				}
-			}
+			led = led || ms[i].Leader
+		}
+		switch {
+		case err != nil:
+		case self != nil && self.Leader:
+			return
+		case self != nil && len(self.SettingsDiffer) > 0:
+			cm.p.log.Warn("this member's job settings differ from the leader's: were it to take over, it would run every job with its own; give every member the same flags",
+				"settings", strings.Join(self.SettingsDiffer, ","))
+			return
+		case led:
+			return // the leader's settings are known and the same
 		}
 		select {
 		case <-ctx.Done():
