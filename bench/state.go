@@ -27,7 +27,9 @@ import (
 // two int64 accumulators, the global window), its heap and its
 // checkpoints measured.
 type StateConfig struct {
-	// Job is "sdk" (a Go SDK pipeline) or "yaml" (the YAML pipeline).
+	// Job is "sdk" (a Go SDK pipeline), "yaml" (the YAML pipeline) or
+	// "stateful" (a Go SDK stateful step holding the same count and sum
+	// in a value cell).
 	Job string
 	// Keys is how many distinct keys the job holds.
 	Keys int64
@@ -183,6 +185,28 @@ func stateSDKPipeline(keys int64) *weir.Pipeline {
 	})
 	sums := weir.CombinePerKey(s, "CountAndSum", in, weir.CombineFn[int64, countSum, countSum](countSumFn{}))
 	weir.Write(s, "Out", sums, contract.Sink(discardSink{}))
+	return p
+}
+
+// stateStatefulPipeline is the stateful job: the SDK job's input →
+// StatefulParDo holding each key's count and sum in a value cell → a sink
+// that is never reached.
+func stateStatefulPipeline(keys int64) *weir.Pipeline {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Generate(s, "Events", weir.GenerateConfig{}, func(i int64) weir.KV[string, int64] {
+		return weir.KV[string, int64]{Key: "key-" + strconv.FormatInt(i%keys, 10), Value: 1}
+	})
+	cs := weir.ValueState[countSum]{ID: "count-and-sum"}
+	out := weir.StatefulParDo(s, "CountAndSum", in, weir.StatefulFn[string, int64, countSum]{
+		State: []weir.StateDecl{cs},
+		Process: func(c *weir.StateContext[string, countSum], v int64) error {
+			a, _ := cs.Read(c)
+			cs.Write(c, countSum{N: a.N + 1, Total: a.Total + v})
+			return nil
+		},
+	})
+	weir.Write(s, "Out", out, contract.Sink(discardSink{}))
 	return p
 }
 
@@ -391,6 +415,8 @@ func statePipeline(job string, keys int64, dir string) (*weir.Pipeline, error) {
 	switch job {
 	case "sdk":
 		return stateSDKPipeline(keys), nil
+	case "stateful":
+		return stateStatefulPipeline(keys), nil
 	case "yaml":
 		p, err := yamlpipe.Load("state.yaml", []byte(StateYAMLText(keys)), yamlpipe.Options{BaseDir: dir, LogOutput: discardWriter{}})
 		if err != nil {
@@ -398,7 +424,7 @@ func statePipeline(job string, keys int64, dir string) (*weir.Pipeline, error) {
 		}
 		return p, nil
 	}
-	return nil, fmt.Errorf("state bench: job %q is neither sdk nor yaml", job)
+	return nil, fmt.Errorf("state bench: job %q is not sdk, yaml or stateful", job)
 }
 
 type discardWriter struct{}

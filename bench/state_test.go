@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestRunStateSane runs the state benchmark at a small key count for both
-// jobs and checks that its figures describe the state it built: every key
+// TestRunStateSane runs the state benchmark at a small key count for each
+// job and checks that its figures describe the state it built: every key
 // held, a plausible heap per key, a checkpoint that wrote every key and a
 // 1%-changed checkpoint that wrote only the changed keys.
 func TestRunStateSane(t *testing.T) {
@@ -15,7 +15,7 @@ func TestRunStateSane(t *testing.T) {
 		t.Skip("runs two streaming jobs of 20,000 keys")
 	}
 	const keys = 20000
-	for _, job := range []string{"sdk", "yaml"} {
+	for _, job := range []string{"sdk", "yaml", "stateful"} {
 		t.Run(job, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -115,16 +115,6 @@ func (k *keyed) enableCheckpoints(inner alignedNode, adopt func([]node), restore
 	return nil
 }
 
-// scanRestore calls load with every checkpointed key of the step in the
-// key groups this worker owns; its error (load's or the reader's) names
-// the step.
-func (k *keyed) scanRestore(load func(kg uint16, key, value []byte) error) error {
-	if err := k.w.r.opts.Restore.State.Scan(k.w.r.ctx, k.sp.step.Name, k.w.r.route.Owned(k.w.id), load); err != nil {
-		return fmt.Errorf("restoring step %q: %w", k.sp.step.Name, err)
-	}
-	return nil
-}
-
 func (k *keyed) key() string { return fmt.Sprintf("state/%s/%d", k.sp.step.Name, k.w.id) }
 
 func (k *keyed) id() int { return k.sp.root*len(k.w.r.workers) + k.w.id }

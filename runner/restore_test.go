@@ -223,3 +223,84 @@ func (r sortedReader) Scan(ctx context.Context, step string, kgs []int, fn func(
 	}
 	return nil
 }
+
+// TestStatefulRestoreInParts: a stateful step's keys restored by one
+// goroutine or several, from a reader that lends its buffers, hold the
+// exact totals, and their timers (every key's set for the same time) fire
+// in the same order after every restore: the worker puts the key groups in
+// place in order, so the timers get their sequence numbers as a restore by
+// one goroutine gives them.
+func TestStatefulRestoreInParts(t *testing.T) {
+	flushAt := mtime.Time(0).Add(3 * mtime.Hour)
+	build := func(src *seqSource, sink contract.Sink) *weir.Pipeline {
+		p := weir.NewPipeline()
+		s := p.Root()
+		in := weir.Read[kv](s, "Seq", src, true)
+		total := weir.ValueState[int64]{ID: "total"}
+		flush := weir.EventTimer("flush")
+		out := weir.StatefulParDo(s, "Total", in, weir.StatefulFn[string, int64, kv]{
+			State:  []weir.StateDecl{total},
+			Timers: []weir.TimerSpec{flush},
+			Process: func(c *weir.StateContext[string, kv], v int64) error {
+				n, ok := total.Read(c)
+				total.Write(c, n+v)
+				if !ok {
+					flush.Set(c, flushAt)
+				}
+				return nil
+			},
+			OnTimer: func(c *weir.StateContext[string, kv], _ contract.Timer) error {
+				n, _ := total.Read(c)
+				c.Output(kv{Key: c.Key(), Value: n})
+				return nil
+			},
+		})
+		weir.Write(s, "Out", out, sink)
+		return p
+	}
+	ctx := context.Background()
+	// The first run reads half the input, in which every key has an
+	// element (so every timer is set), and checkpoints; each restored run
+	// reads the rest.
+	src := &seqSource{n: 6000, splits: 2, keys: 500}
+	store := &memStore{}
+	src.gate.let(3000)
+	x, err := runner.Start(ctx, build(src, newTxSink()).Program(), runner.Options{Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.gate.waitRead(3000)
+	checkpointDurably(t, x, store)
+	x.Cancel()
+	x.Wait()
+	src.gate.open()
+
+	run := func(parts int) []string {
+		sink := &orderSink{txSink: newTxSink()}
+		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: sortedReader{store}}}
+		x, err := runner.Start(ctx, build(src, sink).Program(), runner.Options{Checkpoints: true, Restore: restore, RestoreParts: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishDurably(t, x, nil)
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for k, want := range src.sums() {
+			if got := sink.committed[k]; got != want {
+				t.Errorf("parts %d: %s totals %d, want %d", parts, k, got, want)
+			}
+		}
+		return sink.order
+	}
+	want := run(1)
+	if len(want) != 500 {
+		t.Fatalf("%d outputs after the restore, want 500 (one per key)", len(want))
+	}
+	for _, parts := range []int{4, 8} {
+		for round := range 3 {
+			if got := run(parts); !slices.Equal(got, want) {
+				t.Fatalf("parts %d, round %d: the timers fired in another order than after a restore by one goroutine", parts, round)
+			}
+		}
+	}
+}

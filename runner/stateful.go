@@ -271,25 +271,48 @@ func (n *statefulNode) adopt(olds []node) {
 	n.nkeys = n.countKeys()
 }
 
+// restore loads the checkpointed state of the key groups this worker
+// owns, read and decoded by several goroutines (restoreparts.go).
 func (n *statefulNode) restore() error {
-	return n.scanRestore(func(kg uint16, key, value []byte) error {
-		k, dropped, err := decodeSfKey(n.coder, value)
-		if err != nil {
-			return err
-		}
-		k.str = string(key)
-		if len(dropped) > 0 {
+	kgs := n.w.r.route.Owned(n.w.id)
+	return restoreInParts(&n.keyed, kgs, n.w.r.restoreParts(len(kgs)), n.decodeRestored, n.applyRestored)
+}
+
+// decodedSfKey is a key of a stateful step a restoring goroutine decoded,
+// with the stored values its code dropped.
+type decodedSfKey struct {
+	k       *sfKey
+	dropped []droppedState
+}
+
+// decodeRestored decodes one key of a checkpoint (restoreInParts's
+// decode).
+func (n *statefulNode) decodeRestored(_ uint16, key, value []byte) (decodedSfKey, error) {
+	k, dropped, err := decodeSfKey(n.coder, value)
+	if err != nil {
+		return decodedSfKey{}, err
+	}
+	k.str = string(key)
+	return decodedSfKey{k: k, dropped: dropped}, nil
+}
+
+// applyRestored puts b's keys into their key group with their timers.
+func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
+	kg := b.kg
+	g := n.groups[kg]
+	if g == nil {
+		g = make(map[string]*sfKey, len(b.items))
+		n.groups[kg] = g
+	}
+	for _, d := range b.items {
+		k := d.k
+		if len(d.dropped) > 0 {
 			// The key holds those values no more: its next checkpoint stores
 			// it without them, so a later restore does not refuse them again.
 			n.markDirty(kg, k)
-			if err := reportStateRejects(n.w, n.sp.step.Name, k.key, k.str, dropped); err != nil {
+			if err := reportStateRejects(n.w, n.sp.step.Name, k.key, k.str, d.dropped); err != nil {
 				return err
 			}
-		}
-		g := n.groups[kg]
-		if g == nil {
-			g = map[string]*sfKey{}
-			n.groups[kg] = g
 		}
 		if g[k.str] == nil {
 			n.nkeys++
@@ -307,8 +330,8 @@ func (n *statefulNode) restore() error {
 				}
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, error) {

@@ -214,7 +214,9 @@ func StripRekeyMark(kb []byte) []byte {
 // aggregation's accumulator; for a stateful step the state id of a value
 // cell or bag element, and "<id>#key" / "<id>#value" for map entries.
 // Encodings must be deterministic and stable across releases of the user's
-// program: they are what an update inherits.
+// program: they are what an update inherits. A restore decodes with several
+// goroutines at once: DecodeKey and DecodeState must be safe for concurrent
+// use, and must not keep the slice they are given.
 type StateCoder interface {
 	EncodeKey(key any) ([]byte, error)
 	DecodeKey(b []byte) (any, error)
