@@ -190,9 +190,9 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 	for _, ws := range k.wins {
 		out = appendWindow(out, ws.w)
 		out = binary.AppendUvarint(out, uint64(len(ws.values)))
-		for _, id := range sortedKeys(ws.values) {
-			out = appendBytes(out, []byte(id))
-			if err := enc(id, ws.values[id]); err != nil {
+		for _, c := range ws.values { // ordered by id
+			out = appendBytes(out, []byte(c.id))
+			if err := enc(c.id, c.v); err != nil {
 				return nil, err
 			}
 		}
@@ -325,11 +325,11 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		}
 		d.win = ws.w
 		if n := d.uvarint(); n > 0 {
-			ws.values = map[string]any{}
+			ws.values = make(sfValues, 0, min(n, 8))
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				if v, ok := d.value(id); ok {
-					ws.values[id] = v
+					ws.values.set(id, v)
 				}
 			}
 		}

@@ -35,7 +35,7 @@ func (refusingCoder) DecodeState(_ string, b []byte) (any, error) {
 // any other decoding error still fails.
 func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	k := &sfKey{key: "k", wins: []*sfWin{{w: window.Global,
-		values: map[string]any{"kept": int64(1), "refused": int64(-1)},
+		values: sfValues{{"kept", int64(1)}, {"refused", int64(-1)}},
 		bags:   map[string][]any{"bag": {int64(2), int64(-2), int64(3)}},
 		maps:   map[string]map[any]any{"m": {int64(4): int64(5), int64(6): int64(-7)}},
 	}}}
@@ -57,7 +57,7 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 		t.Errorf("dropped %s, want %s", strings.Join(names, " "), want)
 	}
 	w := got.wins[0]
-	if _, ok := w.values["refused"]; ok || w.values["kept"] != int64(1) {
+	if _, ok := w.values.get("refused"); ok || len(w.values) != 1 || w.values[0] != (sfValue{"kept", int64(1)}) {
 		t.Errorf("values %v: want kept only", w.values)
 	}
 	if bag := w.bags["bag"]; len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
