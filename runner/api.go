@@ -42,7 +42,7 @@ type Options struct {
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
 	Restore *contract.Restore
 	// RestoreParts is how many goroutines each worker reads and decodes
-	// its key groups of an aggregation's restored state with (each a
+	// its key groups of a keyed step's restored state with (each a
 	// contiguous range of them; the worker puts the keys in place). 0:
 	// GOMAXPROCS shared among the workers, at most maxRestoreParts, and
 	// one for a worker of fewer than 2*minRestoreGroups key groups.
