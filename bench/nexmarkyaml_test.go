@@ -50,12 +50,29 @@ var yamlQueryCases = map[string]yamlQueryCase{
 		}
 		return "", fmt.Errorf("an event with no person, auction or bid: %v", m)
 	}, model: nexmarkmodel.Q0},
-	"q1":  {render: plainAs[nexmark.Bid], model: nexmarkmodel.Q1},
-	"q2":  {render: plainAs[nexmark.AuctionPrice], model: nexmarkmodel.Q2},
-	"q3":  {render: plainAs[nexmark.NameCityStateID], model: nexmarkmodel.Q3},
-	"q5":  {render: windowedAs[nexmark.AuctionCount], model: nexmarkmodel.Q5},
-	"q7":  {render: windowedAs[nexmark.Bid], model: nexmarkmodel.Q7},
-	"q8":  {render: windowedAs[nexmark.IDNameReserve], model: nexmarkmodel.Q8},
+	"q1": {render: plainAs[nexmark.Bid], model: nexmarkmodel.Q1},
+	"q2": {render: plainAs[nexmark.AuctionPrice], model: nexmarkmodel.Q2},
+	"q3": {render: plainAs[nexmark.NameCityStateID], model: nexmarkmodel.Q3},
+	"q5": {render: windowedAs[nexmark.AuctionCount], model: nexmarkmodel.Q5},
+	"q7": {render: windowedAs[nexmark.Bid], model: nexmarkmodel.Q7},
+	"q8": {render: windowedAs[nexmark.IDNameReserve], model: nexmarkmodel.Q8},
+	"q9": {render: func(m map[string]any) (string, error) {
+		// The auction's fields and the winning bid's (bidder, price,
+		// bidDateTime, bidExtra), as the Go query's AuctionBid.
+		a, err := decodeAs[nexmark.Auction](m)
+		if err != nil {
+			return "", err
+		}
+		b, err := decodeAs[nexmark.Bid](map[string]any{"auction": m["id"], "bidder": m["bidder"], "price": m["price"], "dateTime": m["bidDateTime"], "extra": m["bidExtra"]})
+		return fmt.Sprintf("%+v", nexmark.AuctionBid{Auction: a, Bid: b}), err
+	}, model: func(evs []nexmark.Event, _ []mtime.Time, _ nexmark.Config) []string {
+		wins, _ := nexmarkmodel.WinningBids(evs)
+		out := make([]string, len(wins))
+		for i, w := range wins {
+			out[i] = fmt.Sprintf("%+v", w)
+		}
+		return out
+	}},
 	"q11": {render: sessionAs[nexmark.BidsPerSession], model: nexmarkmodel.Q11},
 	"q12": {model: nexmarkmodel.Q12, all: func(rows []map[string]any) ([]string, error) {
 		panes := make([]nexmark.BidsPerWindow, len(rows))
