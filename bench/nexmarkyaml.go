@@ -24,11 +24,12 @@ import (
 // opened in it; q11 counts each bidder's bids per session; q12 counts each
 // bidder's bids per pane of a processing-time trigger in the global
 // window; q9 picks each auction's winning bid with SQL over the auctions
-// joined with their bids in the global window (nexmarkYAMLWinningBids).
-// q4 and q6 re-window or order those winning bids by their auctions'
-// close: after a join in the global window, at the end of input, moving
-// them back to that time makes them late for any window (Beam drops them
-// too), so they are in the Go SDK only.
+// joined with their bids in the global window (nexmarkYAMLWinners), and q6
+// averages each seller's last ten of them in close order with an SQL
+// window (ROWS BETWEEN 9 PRECEDING AND CURRENT ROW). q4 re-windows the
+// winning bids by their auctions' close: after a join in the global
+// window, at the end of input, moving them back to that time makes them
+// late for any window (Beam drops them too), so it is in the Go SDK only.
 var nexmarkYAMLSteps = map[string]string{
 	"q0": `
     - type: MapToFields
@@ -190,7 +191,9 @@ var nexmarkYAMLSteps = map[string]string{
       config:
         fields: {id: id, name: name, reserve: reserve, window_start: window_start, window_end: window_end}
 `,
-	"q9": nexmarkYAMLWinningBids("Out"),
+	"q6": nexmarkYAMLWinningBidsSQL(`SELECT seller, sum(price) OVER last10 / count(*) OVER last10 AS price FROM winners
+          WINDOW last10 AS (PARTITION BY seller ORDER BY expires, id ROWS BETWEEN 9 PRECEDING AND CURRENT ROW)`),
+	"q9": nexmarkYAMLWinningBidsSQL("SELECT * FROM winners"),
 	"q11": `
     - type: Filter
       name: Bids
@@ -243,9 +246,9 @@ var nexmarkYAMLSteps = map[string]string{
 }
 
 // nexmarkYAMLBoundedOnly are the YAML queries the unbounded runs leave
-// out: q3 and q9 emit nothing before the end of input, and q12's results carry
+// out: q3, q6 and q9 emit nothing before the end of input, and q12's results carry
 // the global window's end as their time, so no latency can be measured.
-var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true, "q9": true, "q12": true}
+var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true, "q6": true, "q9": true, "q12": true}
 
 // NexmarkYAMLQueries returns the names of the Nexmark queries written in
 // YAML, sorted.
@@ -293,16 +296,9 @@ func NexmarkYAMLPipeline(q, sourceConfig string, size, period time.Duration) (st
 	return "pipeline:\n  transforms:\n    - type: Nexmark\n      name: Events\n      config: " + sourceConfig + "\n" + steps, nil
 }
 
-// nexmarkYAMLWinningBids is Beam's WinningBids in YAML, its last step
-// named name: every auction joined with its bids made before it expires at
-// no less than its reserve, the best of them (the highest price, then the
-// earliest, then the lowest bidder and padding, as the Go query's
-// BetterBid) picked by SQL's row_number. Beam's query gets the bids up to
-// each auction's expiry from a window per auction, which YAML's windows
-// cannot express; this joins in the global window instead, so it emits at
-// the end of input (bounded runs only).
-func nexmarkYAMLWinningBids(name string) string {
-	return fmt.Sprintf(`
+// nexmarkYAMLAuctionsAndBids are the steps of Beam's WinningBids in YAML
+// before its SQL: the auctions (Auctions) and the bids (Bids) as flat rows.
+const nexmarkYAMLAuctionsAndBids = `
     - type: Filter
       name: AuctionEvents
       input: Events
@@ -331,17 +327,34 @@ func nexmarkYAMLWinningBids(name string) string {
       input: BidEvents
       config:
         fields: {auction: bid.auction, bidder: bid.bidder, price: bid.price, dateTime: bid.dateTime, extra: bid.extra}
-    - type: Sql
-      name: %s
-      input: {auction: Auctions, bid: Bids}
-      config:
-        query: >-
-          SELECT id, itemName, description, initialBid, reserve, dateTime, expires, seller, category, extra,
+`
+
+// nexmarkYAMLWinners is Beam's WinningBids in SQL over the tables auction
+// and bid: every auction joined with its bids made before it expires at
+// no less than its reserve, the best of them (the highest price, then the
+// earliest, then the lowest bidder and padding, as the Go query's
+// BetterBid) picked by row_number. Beam's query gets the bids up to each
+// auction's expiry from a window per auction, which YAML's windows cannot
+// express; the SQL joins in the global window instead, so the queries that
+// use it emit at the end of input (bounded runs only).
+const nexmarkYAMLWinners = `SELECT id, itemName, description, initialBid, reserve, dateTime, expires, seller, category, extra,
             bidder, price, bidDateTime, bidExtra
           FROM (SELECT a.*, b.bidder, b.price, b.dateTime AS bidDateTime, b.extra AS bidExtra,
               row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.dateTime, b.bidder, b.extra) AS rank
             FROM auction a JOIN bid b ON b.auction = a.id
             WHERE b.dateTime < a.expires AND b.price >= a.reserve)
-          WHERE rank = 1
-`, name)
+          WHERE rank = 1`
+
+// nexmarkYAMLWinningBidsSQL is a Sql step named Out over Auctions and Bids
+// (nexmarkYAMLAuctionsAndBids) running query, in which the table winners
+// holds the winning bids (nexmarkYAMLWinners).
+func nexmarkYAMLWinningBidsSQL(query string) string {
+	return nexmarkYAMLAuctionsAndBids + `
+    - type: Sql
+      name: Out
+      input: {auction: Auctions, bid: Bids}
+      config:
+        query: >-
+          WITH winners AS (` + nexmarkYAMLWinners + `)
+          ` + query + "\n"
 }
