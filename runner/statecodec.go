@@ -196,20 +196,22 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 				return nil, err
 			}
 		}
-		out = binary.AppendUvarint(out, uint64(len(ws.bags)))
-		for _, id := range sortedKeys(ws.bags) {
-			out = appendBytes(out, []byte(id))
-			out = binary.AppendUvarint(out, uint64(len(ws.bags[id])))
-			for _, v := range ws.bags[id] {
-				if err := enc(id, v); err != nil {
+		bags := ws.bags()
+		out = binary.AppendUvarint(out, uint64(len(bags)))
+		for _, c := range bags { // ordered by id, as every cells
+			out = appendBytes(out, []byte(c.id))
+			out = binary.AppendUvarint(out, uint64(len(c.v)))
+			for _, v := range c.v {
+				if err := enc(c.id, v); err != nil {
 					return nil, err
 				}
 			}
 		}
-		out = binary.AppendUvarint(out, uint64(len(ws.maps)))
-		for _, id := range sortedKeys(ws.maps) {
+		maps := ws.maps()
+		out = binary.AppendUvarint(out, uint64(len(maps)))
+		for _, c := range maps {
+			id, m := c.id, c.v
 			out = appendBytes(out, []byte(id))
-			m := ws.maps[id]
 			out = binary.AppendUvarint(out, uint64(len(m)))
 			for mk, mv := range m {
 				if err := enc(id+"#key", mk); err != nil {
@@ -220,10 +222,11 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 				}
 			}
 		}
-		out = binary.AppendUvarint(out, uint64(len(ws.timers)))
-		for _, id := range sortedKeys(ws.timers) {
-			t := ws.timers[id]
-			out = appendBytes(out, []byte(id))
+		timers := ws.timers()
+		out = binary.AppendUvarint(out, uint64(len(timers)))
+		for _, c := range timers {
+			t := c.v
+			out = appendBytes(out, []byte(c.id))
 			out = appendBytes(out, []byte(t.Domain))
 			out = binary.BigEndian.AppendUint64(out, uint64(t.Time))
 		}
@@ -325,7 +328,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		}
 		d.win = ws.w
 		if n := d.uvarint(); n > 0 {
-			ws.values = make(sfValues, 0, min(n, 8))
+			ws.values = make(cells[any], 0, min(n, 8))
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				if v, ok := d.value(id); ok {
@@ -334,29 +337,32 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 			}
 		}
 		if n := d.uvarint(); n > 0 {
-			ws.bags = map[string][]any{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				m := d.uvarint()
+				var bag []any
 				for x := uint64(0); x < m && d.err == nil; x++ {
 					if v, ok := d.value(id); ok {
-						ws.bags[id] = append(ws.bags[id], v)
+						bag = append(bag, v)
 					}
+				}
+				if len(bag) > 0 {
+					ws.extra().bags.set(id, bag)
 				}
 			}
 		}
 		if n := d.uvarint(); n > 0 {
-			ws.maps = map[string]map[any]any{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				m := d.uvarint()
-				ws.maps[id] = map[any]any{}
+				entries := map[any]any{}
+				ws.extra().maps.set(id, entries)
 				for x := uint64(0); x < m && d.err == nil; x++ {
 					mk, kok := d.value(id + "#key")
 					mv, vok := d.value(id + "#value")
 					switch {
 					case kok && vok:
-						ws.maps[id][mk] = mv
+						entries[mk] = mv
 					case kok && len(d.dropped) > 0:
 						d.dropped[len(d.dropped)-1].mapKey = mk
 					}
@@ -364,7 +370,6 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 			}
 		}
 		if n := d.uvarint(); n > 0 {
-			ws.timers = map[string]contract.Timer{}
 			for j := uint64(0); j < n && d.err == nil; j++ {
 				id := string(d.bytes())
 				dom := string(d.bytes())
@@ -376,7 +381,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 				}
 				t := mtime.Time(binary.BigEndian.Uint64(d.b))
 				d.b = d.b[8:]
-				ws.timers[id] = contract.Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t}
+				ws.extra().timers.set(id, contract.Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t})
 			}
 		}
 		k.wins = append(k.wins, ws)

@@ -35,9 +35,11 @@ func (refusingCoder) DecodeState(_ string, b []byte) (any, error) {
 // any other decoding error still fails.
 func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	k := &sfKey{key: "k", wins: []*sfWin{{w: window.Global,
-		values: sfValues{{"kept", int64(1)}, {"refused", int64(-1)}},
-		bags:   map[string][]any{"bag": {int64(2), int64(-2), int64(3)}},
-		maps:   map[string]map[any]any{"m": {int64(4): int64(5), int64(6): int64(-7)}},
+		values: cells[any]{{"kept", int64(1)}, {"refused", int64(-1)}},
+		more: &sfWinMore{
+			bags: cells[[]any]{{"bag", []any{int64(2), int64(-2), int64(3)}}},
+			maps: cells[map[any]any]{{"m", map[any]any{int64(4): int64(5), int64(6): int64(-7)}}},
+		},
 	}}}
 	b, err := encodeSfKey(refusingCoder{}, k)
 	if err != nil {
@@ -57,13 +59,13 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 		t.Errorf("dropped %s, want %s", strings.Join(names, " "), want)
 	}
 	w := got.wins[0]
-	if _, ok := w.values.get("refused"); ok || len(w.values) != 1 || w.values[0] != (sfValue{"kept", int64(1)}) {
+	if _, ok := w.values.get("refused"); ok || len(w.values) != 1 || w.values[0] != (cell[any]{"kept", int64(1)}) {
 		t.Errorf("values %v: want kept only", w.values)
 	}
-	if bag := w.bags["bag"]; len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
+	if bag, _ := w.bags().get("bag"); len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
 		t.Errorf("bag %v: want [2 3]", bag)
 	}
-	if m := w.maps["m"]; len(m) != 1 || m[int64(4)] != int64(5) {
+	if m, _ := w.maps().get("m"); len(m) != 1 || m[int64(4)] != int64(5) {
 		t.Errorf("map %v: want {4: 5}", m)
 	}
 	if _, _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff)); err == nil {

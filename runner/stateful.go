@@ -15,61 +15,49 @@ import (
 // sfWin is the state of one key in one window of a stateful ParDo.
 type sfWin struct {
 	w      window.Window
-	values sfValues
-	bags   map[string][]any
-	maps   map[string]map[any]any
-	timers map[string]contract.Timer
+	values cells[any]
+	// more holds the window's bags, maps and timers; nil until it has one,
+	// so that a window of value cells only is 48 bytes.
+	more *sfWinMore
 }
 
-// sfValues are a window's value cells, ordered by id. A step declares a
-// few cells: a slice searched in order holds one in 32 bytes, where a map
-// cost about 300 per key (a million keys of one value cell held 607 bytes
-// of heap each, 338 of them the map).
-type sfValues []sfValue
-
-// sfValue is one value cell.
-type sfValue struct {
-	id string
-	v  any
+// sfWinMore is what an sfWin holds besides its value cells.
+type sfWinMore struct {
+	bags   cells[[]any]
+	maps   cells[map[any]any]
+	timers cells[contract.Timer]
 }
 
-// find returns the index of cell id, or where it would go, and whether it
-// is there.
-func (vs sfValues) find(id string) (int, bool) {
-	for i := range vs {
-		switch {
-		case vs[i].id == id:
-			return i, true
-		case vs[i].id > id:
-			return i, false
-		}
+// extra returns ws.more, allocated when ws has none yet.
+func (ws *sfWin) extra() *sfWinMore {
+	if ws.more == nil {
+		ws.more = &sfWinMore{}
 	}
-	return len(vs), false
+	return ws.more
 }
 
-// get returns cell id's value and whether it is set.
-func (vs sfValues) get(id string) (any, bool) {
-	if i, ok := vs.find(id); ok {
-		return vs[i].v, true
+// bags returns the window's bags (none: nil).
+func (ws *sfWin) bags() cells[[]any] {
+	if ws.more == nil {
+		return nil
 	}
-	return nil, false
+	return ws.more.bags
 }
 
-// set sets cell id to v.
-func (vs *sfValues) set(id string, v any) {
-	i, ok := vs.find(id)
-	if ok {
-		(*vs)[i].v = v
-		return
+// maps returns the window's maps (none: nil).
+func (ws *sfWin) maps() cells[map[any]any] {
+	if ws.more == nil {
+		return nil
 	}
-	*vs = slices.Insert(*vs, i, sfValue{id: id, v: v})
+	return ws.more.maps
 }
 
-// del clears cell id.
-func (vs *sfValues) del(id string) {
-	if i, ok := vs.find(id); ok {
-		*vs = slices.Delete(*vs, i, i+1)
+// timers returns the window's timers (none: nil).
+func (ws *sfWin) timers() cells[contract.Timer] {
+	if ws.more == nil {
+		return nil
 	}
+	return ws.more.timers
 }
 
 type sfKey struct {
@@ -168,56 +156,62 @@ func (sc *sfContext) ClearValue(id string) {
 }
 
 // ReadBag returns the elements of bag id, in insertion order.
-func (sc *sfContext) ReadBag(id string) []any { return sc.ws.bags[id] }
+func (sc *sfContext) ReadBag(id string) []any {
+	b, _ := sc.ws.bags().get(id)
+	return b
+}
 
 // AddToBag appends v to bag id.
 func (sc *sfContext) AddToBag(id string, v any) {
 	sc.touch()
-	if sc.ws.bags == nil {
-		sc.ws.bags = map[string][]any{}
-	}
-	sc.ws.bags[id] = append(sc.ws.bags[id], v)
+	b := sc.ws.extra().bags.ref(id)
+	*b = append(*b, v)
 }
 
 // ClearBag empties bag id.
 func (sc *sfContext) ClearBag(id string) {
 	sc.touch()
-	delete(sc.ws.bags, id)
+	if m := sc.ws.more; m != nil {
+		m.bags.del(id)
+	}
 }
 
 // MapGet returns the entry of map id at key k.
 func (sc *sfContext) MapGet(id string, k any) (any, bool) {
-	v, ok := sc.ws.maps[id][k]
+	m, _ := sc.ws.maps().get(id)
+	v, ok := m[k]
 	return v, ok
 }
 
 // MapPut sets the entry of map id at key k (k must be comparable).
 func (sc *sfContext) MapPut(id string, k, v any) {
 	sc.touch()
-	if sc.ws.maps == nil {
-		sc.ws.maps = map[string]map[any]any{}
+	m := sc.ws.extra().maps.ref(id)
+	if *m == nil {
+		*m = map[any]any{}
 	}
-	m := sc.ws.maps[id]
-	if m == nil {
-		m = map[any]any{}
-		sc.ws.maps[id] = m
-	}
-	m[k] = v
+	(*m)[k] = v
 }
 
 // MapDelete removes the entry of map id at key k.
 func (sc *sfContext) MapDelete(id string, k any) {
 	sc.touch()
-	delete(sc.ws.maps[id], k)
+	m, _ := sc.ws.maps().get(id)
+	delete(m, k)
 }
 
 // MapEntries returns map id (do not modify it).
-func (sc *sfContext) MapEntries(id string) map[any]any { return sc.ws.maps[id] }
+func (sc *sfContext) MapEntries(id string) map[any]any {
+	m, _ := sc.ws.maps().get(id)
+	return m
+}
 
 // ClearMap empties map id.
 func (sc *sfContext) ClearMap(id string) {
 	sc.touch()
-	delete(sc.ws.maps, id)
+	if m := sc.ws.more; m != nil {
+		m.maps.del(id)
+	}
 }
 
 // SetTimer sets (or resets) timer id of the current key and window to fire
@@ -225,10 +219,7 @@ func (sc *sfContext) ClearMap(id string) {
 // graph.ProcessingTime: when the clock reaches t).
 func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) {
 	sc.touch()
-	if sc.ws.timers == nil {
-		sc.ws.timers = map[string]contract.Timer{}
-	}
-	sc.ws.timers[id] = contract.Timer{ID: id, Domain: domain, Time: t}
+	sc.ws.extra().timers.set(id, contract.Timer{ID: id, Domain: domain, Time: t})
 	n := sc.n
 	n.seq++
 	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, key: sc.key, w: sc.ws.w, id: id}
@@ -242,7 +233,9 @@ func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) 
 // ClearTimer cancels timer id of the current key and window.
 func (sc *sfContext) ClearTimer(id string) {
 	sc.touch()
-	delete(sc.ws.timers, id)
+	if m := sc.ws.more; m != nil {
+		m.timers.del(id)
+	}
 }
 
 // statefulNode runs a stateful ParDo on one worker.
@@ -367,7 +360,8 @@ func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 		g[k.str] = k
 		for _, ws := range k.wins {
 			n.pushExpiry(kg, k.str, ws.w)
-			for id, t := range ws.timers {
+			for _, c := range ws.timers() {
+				id, t := c.id, c.v
 				n.seq++
 				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, key: k.str, w: ws.w, id: id}
 				if t.Domain == graph.ProcessingTime {
@@ -553,12 +547,12 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 		}
 		return nil
 	}
-	t, ok := ws.timers[ref.id]
+	t, ok := ws.timers().get(ref.id)
 	if !ok || t.Time != ref.t || t.Domain != domain {
 		return nil
 	}
 	n.markDirty(ref.kg, k)
-	delete(ws.timers, ref.id)
+	ws.more.timers.del(ref.id)
 	n.sc = sfContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
 	if err := n.fn.OnTimer(&n.ctx, t); err != nil {
 		return fmt.Errorf("step %q: timer %q for key %v: %w", n.sp.step.Name, t.ID, k.key, err)

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/weir-dev/weir/graph"
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )
 
@@ -31,7 +34,7 @@ func TestValueCells(t *testing.T) {
 		{"all cleared", []op{{id: "a", v: 1}, {id: "a", del: true}}, map[string]int64{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var vs sfValues
+			var vs cells[any]
 			for _, o := range tc.ops {
 				if o.del {
 					vs.del(o.id)
@@ -51,11 +54,11 @@ func TestValueCells(t *testing.T) {
 				t.Error("a cell never written reads as set")
 			}
 			// The same cells written in id order encode alike.
-			var sorted sfValues
+			var sorted cells[any]
 			for _, id := range sortedKeys(tc.want) {
 				sorted.set(id, tc.want[id])
 			}
-			enc := func(vs sfValues) []byte {
+			enc := func(vs cells[any]) []byte {
 				b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", wins: []*sfWin{{w: window.Global, values: vs}}})
 				if err != nil {
 					t.Fatal(err)
@@ -74,5 +77,47 @@ func TestValueCells(t *testing.T) {
 				t.Error("decoded cells encode otherwise")
 			}
 		})
+	}
+}
+
+// TestWindowCellsEncodeInIDOrder: bags, maps and timers written in any
+// order encode alike and decode to what was written, as value cells do.
+func TestWindowCellsEncodeInIDOrder(t *testing.T) {
+	build := func(order []string) *sfWin {
+		ws := &sfWin{w: window.Global}
+		for _, id := range order {
+			b := ws.extra().bags.ref(id)
+			*b = append(*b, int64(len(id)), int64(len(id)+1))
+			ws.extra().maps.set(id, map[any]any{int64(len(id)): int64(1)})
+			ws.extra().timers.set(id, contract.Timer{ID: id, Domain: graph.EventTime, Time: mtime.Time(len(id))})
+		}
+		return ws
+	}
+	enc := func(ws *sfWin) []byte {
+		b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", wins: []*sfWin{ws}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	want := enc(build([]string{"a", "bb", "ccc"}))
+	for _, order := range [][]string{{"ccc", "bb", "a"}, {"bb", "a", "ccc"}} {
+		if got := enc(build(order)); !bytes.Equal(got, want) {
+			t.Errorf("written in order %v: the encoding differs", order)
+		}
+	}
+	k, dropped, err := decodeSfKey(refusingCoder{}, want)
+	if err != nil || len(dropped) > 0 {
+		t.Fatalf("decoding: %v (dropped %v)", err, dropped)
+	}
+	ws := k.wins[0]
+	if bag, _ := ws.bags().get("bb"); len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
+		t.Errorf("bag bb = %v, want [2 3]", bag)
+	}
+	if tm, ok := ws.timers().get("ccc"); !ok || tm.Time != 3 || tm.ID != "ccc" {
+		t.Errorf("timer ccc = %+v (%t)", tm, ok)
+	}
+	if !bytes.Equal(enc(ws), want) {
+		t.Error("the decoded cells encode otherwise")
 	}
 }
