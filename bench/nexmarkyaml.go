@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,12 +25,13 @@ import (
 // opened in it; q11 counts each bidder's bids per session; q12 counts each
 // bidder's bids per pane of a processing-time trigger in the global
 // window; q9 picks each auction's winning bid with SQL over the auctions
-// joined with their bids in the global window (nexmarkYAMLWinners), and q6
+// joined with their bids in the global window (nexmarkYAMLWinners); q6
 // averages each seller's last ten of them in close order with an SQL
-// window (ROWS BETWEEN 9 PRECEDING AND CURRENT ROW). q4 re-windows the
-// winning bids by their auctions' close: after a join in the global
-// window, at the end of input, moving them back to that time makes them
-// late for any window (Beam drops them too), so it is in the Go SDK only.
+// window (ROWS BETWEEN 9 PRECEDING AND CURRENT ROW), and q4 averages them
+// per category in sliding windows of their auctions' close computed in
+// the same query. (A WindowInto cannot do q4's windows: after a join in
+// the global window, at the end of input, the winning bids moved back to
+// their close time are late for every window, and Beam drops them too.)
 var nexmarkYAMLSteps = map[string]string{
 	"q0": `
     - type: MapToFields
@@ -191,9 +193,34 @@ var nexmarkYAMLSteps = map[string]string{
       config:
         fields: {id: id, name: name, reserve: reserve, window_start: window_start, window_end: window_end}
 `,
-	"q6": nexmarkYAMLWinningBidsSQL(`SELECT seller, sum(price) OVER last10 / count(*) OVER last10 AS price FROM winners
+	"q6": nexmarkYAMLWinningBidsSQL("Out", `SELECT seller, sum(price) OVER last10 / count(*) OVER last10 AS price FROM winners
           WINDOW last10 AS (PARTITION BY seller ORDER BY expires, id ROWS BETWEEN 9 PRECEDING AND CURRENT ROW)`),
-	"q9": nexmarkYAMLWinningBidsSQL("SELECT * FROM winners"),
+	"q9": nexmarkYAMLWinningBidsSQL("Out", "SELECT * FROM winners"),
+	// q4 computes the sliding windows of the winning bids' close times in
+	// the query (SQLite has no HOP): each window start from the latest
+	// period boundary at or before the close back while the window still
+	// holds it, as a sliding WindowInto assigns them. The window's pane is
+	// the global window's last, at the end of input.
+	"q4": nexmarkYAMLWinningBidsSQL("Means", `,
+          closes AS (SELECT category, price, CAST(round(unixepoch(expires, 'subsec') * 1000) AS INTEGER) - 1 AS t FROM winners),
+          hops(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM hops WHERE k + 1 < (${size_ms} + ${period_ms} - 1) / ${period_ms}),
+          windowed AS (SELECT category, price, t - t % ${period_ms} - k * ${period_ms} AS start FROM closes, hops
+            WHERE t - t % ${period_ms} - k * ${period_ms} > t - ${size_ms})
+          SELECT category, (2 * sum(price) + count(*)) / (2 * count(*)) AS price,
+            strftime('%Y-%m-%dT%H:%M:%fZ', start / 1000.0, 'unixepoch') AS window_start,
+            strftime('%Y-%m-%dT%H:%M:%fZ', (start + ${size_ms}) / 1000.0, 'unixepoch') AS window_end
+          FROM windowed GROUP BY category, start`) + `
+    - type: ExtractWindowingInfo
+      name: Panes
+      input: Means
+      config:
+        fields: [pane_info]
+    - type: MapToFields
+      name: Out
+      input: Panes
+      config:
+        fields: {category: category, price: price, isLast: pane_info.is_last, window_start: window_start, window_end: window_end}
+`,
 	"q11": `
     - type: Filter
       name: Bids
@@ -246,9 +273,9 @@ var nexmarkYAMLSteps = map[string]string{
 }
 
 // nexmarkYAMLBoundedOnly are the YAML queries the unbounded runs leave
-// out: q3, q6 and q9 emit nothing before the end of input, and q12's results carry
+// out: q3, q4, q6 and q9 emit nothing before the end of input, and q12's results carry
 // the global window's end as their time, so no latency can be measured.
-var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true, "q6": true, "q9": true, "q12": true}
+var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true, "q4": true, "q6": true, "q9": true, "q12": true}
 
 // NexmarkYAMLQueries returns the names of the Nexmark queries written in
 // YAML, sorted.
@@ -281,7 +308,8 @@ func NexmarkYAMLStreamingQueries() []string {
 func NexmarkYAMLSteps(q string, size, period time.Duration) (steps string, ok bool) {
 	steps, ok = nexmarkYAMLSteps[q]
 	if ok {
-		steps = strings.NewReplacer("${size}", size.String(), "${period}", period.String()).Replace(steps)
+		steps = strings.NewReplacer("${size}", size.String(), "${period}", period.String(),
+			"${size_ms}", strconv.FormatInt(size.Milliseconds(), 10), "${period_ms}", strconv.FormatInt(period.Milliseconds(), 10)).Replace(steps)
 	}
 	return steps, ok
 }
@@ -345,13 +373,13 @@ const nexmarkYAMLWinners = `SELECT id, itemName, description, initialBid, reserv
             WHERE b.dateTime < a.expires AND b.price >= a.reserve)
           WHERE rank = 1`
 
-// nexmarkYAMLWinningBidsSQL is a Sql step named Out over Auctions and Bids
-// (nexmarkYAMLAuctionsAndBids) running query, in which the table winners
-// holds the winning bids (nexmarkYAMLWinners).
-func nexmarkYAMLWinningBidsSQL(query string) string {
+// nexmarkYAMLWinningBidsSQL is a Sql step named name over Auctions and
+// Bids (nexmarkYAMLAuctionsAndBids) running query, in which the table
+// winners holds the winning bids (nexmarkYAMLWinners).
+func nexmarkYAMLWinningBidsSQL(name, query string) string {
 	return nexmarkYAMLAuctionsAndBids + `
     - type: Sql
-      name: Out
+      name: ` + name + `
       input: {auction: Auctions, bid: Bids}
       config:
         query: >-

@@ -56,6 +56,7 @@ var yamlQueryCases = map[string]yamlQueryCase{
 	"q5": {render: windowedAs[nexmark.AuctionCount], model: nexmarkmodel.Q5},
 	"q7": {render: windowedAs[nexmark.Bid], model: nexmarkmodel.Q7},
 	"q8": {render: windowedAs[nexmark.IDNameReserve], model: nexmarkmodel.Q8},
+	"q4": {render: windowedAs[nexmark.CategoryPrice], model: nexmarkmodel.Q4},
 	"q6": {render: plainAs[nexmark.SellerPrice], model: nexmarkmodel.Q6},
 	"q9": {render: func(m map[string]any) (string, error) {
 		// The auction's fields and the winning bid's (bidder, price,
