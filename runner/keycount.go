@@ -25,7 +25,9 @@ func (n *aggNode) nkeysField() *int64 { return &n.nkeys }
 func (n *statefulNode) countKeys() int64 {
 	var c int64
 	for _, g := range n.groups {
-		c += int64(len(g))
+		if g != nil {
+			c += int64(g.n)
+		}
 	}
 	return c
 }

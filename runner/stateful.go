@@ -67,6 +67,8 @@ type sfKey struct {
 	// dirty and dead are as aggKey's.
 	dirty uint64
 	dead  bool
+	// hi is the upper half of the key's hash (sfGroup).
+	hi uint32
 }
 
 type sfTimerRef struct {
@@ -244,7 +246,7 @@ type statefulNode struct {
 	fn       contract.StatefulDoFn
 	strategy window.Strategy
 	errTag   int
-	groups   []map[string]*sfKey
+	groups   []*sfGroup
 	events   sfTimerHeap
 	proc     sfTimerHeap
 	// far counts the windows' expiry timers kept out of events
@@ -333,17 +335,15 @@ func (n *statefulNode) decodeRestored(_ uint16, key, value []byte) (decodedSfKey
 		return decodedSfKey{}, err
 	}
 	k.str = string(key)
+	k.hi = uint32(KeyHash(key) >> 32)
 	return decodedSfKey{k: k, dropped: dropped}, nil
 }
 
 // applyRestored puts b's keys into their key group with their timers.
 func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 	kg := b.kg
-	g := n.groups[kg]
-	if g == nil {
-		g = make(map[string]*sfKey, len(b.items))
-		n.groups[kg] = g
-	}
+	g := n.group(kg)
+	g.reserve(g.n + len(b.items))
 	for _, d := range b.items {
 		k := d.k
 		if len(d.dropped) > 0 {
@@ -354,10 +354,8 @@ func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 				return err
 			}
 		}
-		if g[k.str] == nil {
-			n.nkeys++
-		}
-		g[k.str] = k
+		g.add(k)
+		n.nkeys++
 		for _, ws := range k.wins {
 			n.pushExpiry(kg, k.str, ws.w)
 			for _, c := range ws.timers() {
@@ -383,7 +381,7 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	}
 	n := &statefulNode{
 		keyed: newKeyed(w, sp, out), fn: fn, strategy: in.Windowing, errTag: errTag(sp),
-		groups: make([]map[string]*sfKey, w.r.opts.KeyGroups),
+		groups: make([]*sfGroup, w.r.opts.KeyGroups),
 		late:   newLateRoute(w, sp, out),
 	}
 	n.state, n.log = n, &n.changes
@@ -425,7 +423,7 @@ func (n *statefulNode) pushExpiry(kg uint16, key string, w window.Window) {
 func (n *statefulNode) loadFarTimers() {
 	var refs []sfTimerRef
 	for kg, g := range n.groups {
-		for _, k := range g {
+		for k := range g.all() {
 			for _, ws := range k.wins {
 				if t := n.strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), key: k.str, w: ws.w})
@@ -462,12 +460,9 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			}
 			continue
 		}
-		kg := uint16(keyGroupOf(b.hashes[i], uint64(len(n.groups))))
-		g := n.groups[kg]
-		if g == nil {
-			g = map[string]*sfKey{}
-			n.groups[kg] = g
-		}
+		h := b.hashes[i]
+		kg := uint16(keyGroupOf(h, uint64(len(n.groups))))
+		g := n.group(kg)
 		var enc []byte
 		if b.kends != nil {
 			enc = b.key(i)
@@ -475,10 +470,10 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			n.scratch = n.fn.AppendKey(n.scratch[:0], e.Value)
 			enc = n.scratch
 		}
-		k := g[string(enc)]
+		k := g.find(h, enc)
 		if k == nil {
-			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc)}
-			g[k.str] = k
+			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc), hi: uint32(h >> 32)}
+			g.add(k)
 			n.nkeys++
 		}
 		key := k.str
@@ -509,12 +504,18 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 	return n.out.flush()
 }
 
-func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
-	g := n.groups[ref.kg]
+// group returns key group kg's keys, an empty group when it has none yet.
+func (n *statefulNode) group(kg uint16) *sfGroup {
+	g := n.groups[kg]
 	if g == nil {
-		return nil, nil
+		g = &sfGroup{}
+		n.groups[kg] = g
 	}
-	k := g[ref.key]
+	return g
+}
+
+func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
+	k := n.groups[ref.kg].findStr(ref.key)
 	if k == nil {
 		return nil, nil
 	}
@@ -541,7 +542,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 			}
 		}
 		if len(k.wins) == 0 {
-			delete(n.groups[ref.kg], ref.key)
+			n.groups[ref.kg].remove(k)
 			n.nkeys--
 			k.dead = true
 		}
@@ -617,7 +618,7 @@ func (n *statefulNode) finish() error {
 	}
 	n.events, n.proc = nil, nil
 	for kg, g := range n.groups {
-		for _, k := range g {
+		for k := range g.all() {
 			n.markDirty(uint16(kg), k)
 			k.dead = true
 		}
