@@ -141,10 +141,19 @@ func TestRestoreKeepsTheTimersOrder(t *testing.T) {
 		weir.Write(s, "Out", sums, sink)
 		return p
 	}
+	_, restored := checkpointHalf(t, build)
+	sameOrderAfterParts(t, 1000, "panes (one per key and hour)", func(parts int) []string { return restored(parts).order })
+}
+
+// checkpointHalf runs build's pipeline over the first half of an input of
+// 6,000 elements of 500 keys (each key has an element in it), one element
+// a second, and checkpoints it. The function it returns restores that
+// checkpoint with parts goroutines per worker, from a reader that yields
+// each key group's keys sorted (as the store does) and lends its buffers,
+// reads the rest of the input and returns the sink once it is committed.
+func checkpointHalf(t *testing.T, build func(*seqSource, contract.Sink) *weir.Pipeline) (*seqSource, func(parts int) *orderSink) {
+	t.Helper()
 	ctx := context.Background()
-	// The first run reads the first 50 minutes of the input (every key)
-	// and checkpoints; each restored run reads the rest, which closes
-	// every key's first hour.
 	src := &seqSource{n: 6000, splits: 2, keys: 500}
 	store := &memStore{}
 	src.gate.let(3000)
@@ -157,29 +166,33 @@ func TestRestoreKeepsTheTimersOrder(t *testing.T) {
 	x.Cancel()
 	x.Wait()
 	src.gate.open()
-
-	order := func(parts int) []string {
+	return src, func(parts int) *orderSink {
 		sink := &orderSink{txSink: newTxSink()}
-		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: sortedReader{store}}
+		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: sortedReader{store}}}
 		x, err := runner.Start(ctx, build(src, sink).Program(), runner.Options{Checkpoints: true, Restore: restore, RestoreParts: parts})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.Wait(); err != nil {
-			t.Fatal(err)
-		}
+		finishDurably(t, x, nil)
 		sink.mu.Lock()
 		defer sink.mu.Unlock()
-		return sink.order
+		return sink
 	}
-	want := order(1)
-	if len(want) != 1000 {
-		t.Fatalf("%d panes after the restore, want 1000 (one per key and hour)", len(want))
+}
+
+// sameOrderAfterParts checks that the outputs of restores by 4 and 8
+// goroutines come in the order of a restore by one (several rounds each),
+// and that there are want of them.
+func sameOrderAfterParts(t *testing.T, want int, what string, order func(parts int) []string) {
+	t.Helper()
+	first := order(1)
+	if len(first) != want {
+		t.Fatalf("%d %s after the restore, want %d", len(first), what, want)
 	}
 	for _, parts := range []int{4, 8} {
 		for round := range 3 {
-			if got := order(parts); !slices.Equal(got, want) {
-				t.Fatalf("parts %d, round %d: the panes fired in another order than after a restore by one goroutine", parts, round)
+			if got := order(parts); !slices.Equal(got, first) {
+				t.Fatalf("parts %d, round %d: the %s came in another order than after a restore by one goroutine", parts, round, what)
 			}
 		}
 	}
@@ -258,49 +271,14 @@ func TestStatefulRestoreInParts(t *testing.T) {
 		weir.Write(s, "Out", out, sink)
 		return p
 	}
-	ctx := context.Background()
-	// The first run reads half the input, in which every key has an
-	// element (so every timer is set), and checkpoints; each restored run
-	// reads the rest.
-	src := &seqSource{n: 6000, splits: 2, keys: 500}
-	store := &memStore{}
-	src.gate.let(3000)
-	x, err := runner.Start(ctx, build(src, newTxSink()).Program(), runner.Options{Checkpoints: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.gate.waitRead(3000)
-	checkpointDurably(t, x, store)
-	x.Cancel()
-	x.Wait()
-	src.gate.open()
-
-	run := func(parts int) []string {
-		sink := &orderSink{txSink: newTxSink()}
-		restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions, State: lendingReader{inner: sortedReader{store}}}
-		x, err := runner.Start(ctx, build(src, sink).Program(), runner.Options{Checkpoints: true, Restore: restore, RestoreParts: parts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		finishDurably(t, x, nil)
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
+	src, restored := checkpointHalf(t, build)
+	sameOrderAfterParts(t, 500, "timers' outputs (one per key)", func(parts int) []string {
+		sink := restored(parts)
 		for k, want := range src.sums() {
 			if got := sink.committed[k]; got != want {
 				t.Errorf("parts %d: %s totals %d, want %d", parts, k, got, want)
 			}
 		}
 		return sink.order
-	}
-	want := run(1)
-	if len(want) != 500 {
-		t.Fatalf("%d outputs after the restore, want 500 (one per key)", len(want))
-	}
-	for _, parts := range []int{4, 8} {
-		for round := range 3 {
-			if got := run(parts); !slices.Equal(got, want) {
-				t.Fatalf("parts %d, round %d: the timers fired in another order than after a restore by one goroutine", parts, round)
-			}
-		}
-	}
+	})
 }
