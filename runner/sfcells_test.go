@@ -2,6 +2,8 @@ package runner
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/weir-dev/weir/graph"
@@ -55,7 +57,8 @@ func TestValueCells(t *testing.T) {
 			}
 			// The same cells written in id order encode alike.
 			var sorted cells[any]
-			for _, id := range sortedKeys(tc.want) {
+			ids := slices.Sorted(maps.Keys(tc.want))
+			for _, id := range ids {
 				sorted.set(id, tc.want[id])
 			}
 			enc := func(vs cells[any]) []byte {
@@ -119,5 +122,38 @@ func TestWindowCellsEncodeInIDOrder(t *testing.T) {
 	}
 	if !bytes.Equal(enc(ws), want) {
 		t.Error("the decoded cells encode otherwise")
+	}
+}
+
+// TestMapStateEncodesInKeyOrder: a map cell's entries encode in the order
+// of their encoded keys, so a key's checkpoint encoding is the same every
+// time (a Go map's iteration order changes from one range to the next).
+func TestMapStateEncodesInKeyOrder(t *testing.T) {
+	entries := map[any]any{}
+	for i := range 50 {
+		entries[int64(i*7%50)] = int64(i)
+	}
+	ws := &sfWin{w: window.Global}
+	ws.extra().maps.set("m", entries)
+	k := &sfKey{key: "k", wins: []*sfWin{ws}}
+	first, err := encodeSfKey(refusingCoder{}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		b, err := encodeSfKey(refusingCoder{}, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, first) {
+			t.Fatal("the same map state encoded to different bytes")
+		}
+	}
+	got, _, err := decodeSfKey(refusingCoder{}, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := got.wins[0].maps().get("m"); len(m) != 50 || m[int64(7)] != int64(1) {
+		t.Errorf("decoded %d entries (7 -> %v), want 50 (7 -> 1)", len(m), m[int64(7)])
 	}
 }

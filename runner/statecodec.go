@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -213,13 +213,24 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 			id, m := c.id, c.v
 			out = appendBytes(out, []byte(id))
 			out = binary.AppendUvarint(out, uint64(len(m)))
+			// In the order of the entries' encoded keys, not the map's
+			// random order: a key's encoding is the same every time.
+			type entry struct{ k, v []byte }
+			es := make([]entry, 0, len(m))
 			for mk, mv := range m {
-				if err := enc(id+"#key", mk); err != nil {
-					return nil, err
+				kb, err := sc.EncodeState(id+"#key", mk)
+				if err != nil {
+					return nil, fmt.Errorf("encoding state: %w", err)
 				}
-				if err := enc(id+"#value", mv); err != nil {
-					return nil, err
+				vb, err := sc.EncodeState(id+"#value", mv)
+				if err != nil {
+					return nil, fmt.Errorf("encoding state: %w", err)
 				}
+				es = append(es, entry{kb, vb})
+			}
+			slices.SortFunc(es, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+			for _, e := range es {
+				out = appendBytes(appendBytes(out, e.k), e.v)
 			}
 		}
 		timers := ws.timers()
@@ -232,15 +243,6 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // stateDecoder reads what encodeSfKey wrote.
