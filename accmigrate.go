@@ -80,7 +80,8 @@ func (m *accMigration) read(step string, b []byte, fresh func() any) (any, error
 // job's dead-letter topic with the key, the window and the stored value.
 //
 // The declaration may stay on later versions: what this version stored is
-// marked and read as New.
+// marked and read as New. A restore decodes with several goroutines, so
+// fn may be called from several at once: it must not change shared state.
 func MigrateAccumulator[Old, New any](fn func(Old) (New, error)) StepOption {
 	from := CoderOf[Old]()
 	return func(sc *stepConfig) {

@@ -45,7 +45,8 @@ const stateMigrationFailed = contract.ReasonStateMigrationFailed
 // the job that restores it.
 //
 // The declaration may stay on later versions: what this version stored
-// is marked and read as New.
+// is marked and read as New. A restore decodes with several goroutines, so
+// fn may be called from several at once: it must not change shared state.
 func MigrateState[Old, New any](id string, fn func(Old) (New, error)) StepOption {
 	from := CoderOf[Old]()
 	return func(sc *stepConfig) {
