@@ -25,7 +25,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,7 +101,7 @@ func (p *Process) joinCluster(ctx context.Context) (*clusterMember, error) {
 	} else if u, err := url.Parse(adv); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: --advertise-url %q: want http://host:port or https://host:port", ErrClusterConfig, adv)
 	}
-	transport, err := forwardTransport(cfg.ClusterTLSCA)
+	transport, err := forwardTransport(cfg.ClusterTLSCA, p.log)
 	if err != nil {
 		return nil, err
 	}
@@ -196,26 +195,6 @@ func jobSettings(cfg Config) map[string]string {
 		"allowed-sql-hosts":        orDefault(set(cfg.AllowedSQLHosts)),
 		"pubsub-project":           orDefault(cfg.PubSubProject),
 	}
-}
-
-// forwardTransport returns the transport of a member's forwards to the
-// leader: trusting the CA in caFile (--cluster-tls-ca) for an https://
-// leader, or the system's roots when caFile is empty.
-func forwardTransport(caFile string) (http.RoundTripper, error) {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if caFile == "" {
-		return t, nil
-	}
-	b, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --cluster-tls-ca: %w", ErrClusterConfig, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%w: --cluster-tls-ca %s holds no PEM certificate", ErrClusterConfig, caFile)
-	}
-	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return t, nil
 }
 
 // checkReplica refuses a data directory that holds a store written

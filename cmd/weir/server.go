@@ -111,7 +111,7 @@ changes. See docs/SECURITY.md.`,
 	fl.IntVar(&f.clusterReplicas, "cluster-replicas", 0, "with --cluster: how many NATS servers keep the cluster's log, topics and subscriptions (default 3 on a NATS cluster, 1 on a single NATS server)")
 	fl.Int64Var(&f.clusterBaseEvery, "cluster-base-every", 0, "with --cluster: bytes of log the leader appends between two base images of its store, after each of which the log is cut (default 64 MiB)")
 	fl.StringVar(&f.advertiseURL, "advertise-url", "", "with --cluster: the API URL the other members forward requests to while this member leads (default the --listen address)")
-	fl.StringVar(&f.clusterTLSCA, "cluster-tls-ca", "", "with --cluster: PEM file of the CA that signed the members' API certificates (--tls-cert), trusted when a member forwards a request to an https:// leader (default the system's roots)")
+	fl.StringVar(&f.clusterTLSCA, "cluster-tls-ca", "", "with --cluster: PEM file of the CA that signed the members' API certificates (--tls-cert), trusted when a member forwards a request to an https:// leader, read again when the file changes (default the system's roots)")
 	addAuthFlags(fl, &f)
 	addPubSubGRPCFlags(fl, &f)
 	fl.DurationVar(&f.storageRetryInterval, "storage-retry-interval", service.DefaultStorageRetryInterval, "after the state store failed (a full disk) or a sink's commit failed, how often weir probes and retries; the jobs resume by themselves once it works")
