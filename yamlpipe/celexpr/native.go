@@ -7,6 +7,7 @@ import (
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 )
 
@@ -172,6 +173,34 @@ func nativeOf(v any) (nval, bool) {
 		return nval{k: nBool}, true
 	}
 	return nval{}, false
+}
+
+// scalarKind reports whether values of kind k are copied as they are by a
+// selection (Program.sel): ints, floats, bools, strings and timestamps.
+func scalarKind(k row.Kind) bool {
+	switch k {
+	case row.KindInt, row.KindFloat, row.KindBool, row.KindString, row.KindTimestamp:
+		return true
+	}
+	return false
+}
+
+// kindOfValue returns the kind of a scalar row value (v's Go type), or
+// KindAny for any other value (null included).
+func kindOfValue(v any) row.Kind {
+	switch v.(type) {
+	case int64:
+		return row.KindInt
+	case float64:
+		return row.KindFloat
+	case bool:
+		return row.KindBool
+	case string:
+		return row.KindString
+	case mtime.Time:
+		return row.KindTimestamp
+	}
+	return row.KindAny
 }
 
 // rowPath resolves a selection of a nested row's field (bid.price,

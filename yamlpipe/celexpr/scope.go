@@ -196,6 +196,12 @@ func (e *Error) Error() string { return e.Msg }
 type Program struct {
 	prg    cel.Program
 	native nfn
+	// sel reads the value of an expression that only selects a field of
+	// scalar type selKind (ts, bid.dateTime): EvalValue copies it as it is
+	// when the result is of that type, without converting the row (nested
+	// rows included) to CEL. nil for other expressions.
+	sel     func([]any) (any, bool)
+	selKind row.Kind
 	// loop is true when the expression has a comprehension: it is
 	// evaluated under the run's context (see limits.go).
 	loop bool
@@ -232,7 +238,11 @@ func (sc *Scope) Compile(expr string) (*Program, *cel.Type, error) {
 			out = celTypeOf(ft)
 		}
 	}
-	return &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep()), tracked: tracked}, out, nil
+	p := &Program{prg: prg, native: sc.compileNative(ast.NativeRep()), loop: hasLoop(ast.NativeRep()), tracked: tracked}
+	if get, ft, ok := sc.rowPath(ast.NativeRep().Expr(), 0); ok && scalarKind(ft.Kind) {
+		p.sel, p.selKind = get, ft.Kind
+	}
+	return p, out, nil
 }
 
 // FieldsHint lists the variables an expression may use, for messages.
@@ -309,6 +319,11 @@ func (a *Activation) EvalBool(p *Program) (bool, error) {
 // EvalValue runs an expression over the current row and converts its
 // result to a row value of type t.
 func (a *Activation) EvalValue(p *Program, t row.Type) (any, error) {
+	if p.sel != nil && t.Kind == p.selKind {
+		if v, ok := p.sel(a.r.Values); ok && kindOfValue(v) == p.selKind {
+			return v, nil
+		}
+	}
 	if p.native != nil {
 		if v, ok := p.native(a.r.Values); ok {
 			return v.native(), nil
@@ -375,7 +390,7 @@ func (sc *Scope) Schema() *row.Schema { return sc.schema }
 // evaluation goes through CEL (for benchmarks and tests).
 func (p *Program) WithoutFastPath() *Program {
 	q := *p
-	q.native = nil
+	q.native, q.sel = nil, nil
 	return &q
 }
 
