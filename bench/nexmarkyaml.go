@@ -273,8 +273,9 @@ var nexmarkYAMLSteps = map[string]string{
 }
 
 // nexmarkYAMLBoundedOnly are the YAML queries the unbounded runs leave
-// out: q3, q4, q6 and q9 emit nothing before the end of input, and q12's results carry
-// the global window's end as their time, so no latency can be measured.
+// out: q3, q4, q6 and q9 emit nothing before the end of input, and q12's
+// results carry the global window's end as their time, so no latency can
+// be measured.
 var nexmarkYAMLBoundedOnly = map[string]bool{"q3": true, "q4": true, "q6": true, "q9": true, "q12": true}
 
 // NexmarkYAMLQueries returns the names of the Nexmark queries written in

@@ -26,8 +26,10 @@ type clusterCA struct {
 	size int64
 	pool *x509.CertPool
 	// bad is the modification time of the last unreadable version warned
-	// about, so that it is warned about once.
-	bad time.Time
+	// about, and missing says the file's absence was, so that each is
+	// warned about once.
+	bad     time.Time
+	missing bool
 }
 
 // newClusterCA reads caFile; a file that cannot be read or holds no
@@ -63,7 +65,15 @@ func (c *clusterCA) current() *x509.CertPool {
 	fi, err := os.Stat(c.file)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err == nil && (!fi.ModTime().Equal(c.mod) || fi.Size() != c.size) {
+	if err != nil {
+		if !c.missing {
+			c.missing = true
+			c.log.Warn("--cluster-tls-ca cannot be read: the member trusts the CA it read before", "file", c.file, "error", err.Error())
+		}
+		return c.pool
+	}
+	c.missing = false
+	if !fi.ModTime().Equal(c.mod) || fi.Size() != c.size {
 		if lerr := c.load(fi); lerr != nil && !fi.ModTime().Equal(c.bad) {
 			c.bad = fi.ModTime()
 			c.log.Warn("--cluster-tls-ca changed but cannot be read: the member trusts the CA it read before", "file", c.file, "error", lerr.Error())

@@ -96,6 +96,18 @@ func TestClusterCAFollowsItsFile(t *testing.T) {
 	if n := strings.Count(logs.String(), "cannot be read"); n != 1 {
 		t.Errorf("%d warnings about the unreadable file, want 1:\n%s", n, logs.String())
 	}
+	// Removed (a rotation that renames files): the same, one more warning.
+	if err := os.Remove(caFile); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := get(leader.URL); err != nil {
+			t.Fatalf("after the file was removed: %v, want the last CA read kept", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot be read"); n != 2 {
+		t.Errorf("%d warnings after the file was removed, want 2:\n%s", n, logs.String())
+	}
 
 	// The name: the same leader reached as a host its certificate does
 	// not name is refused.
