@@ -144,23 +144,26 @@ func (g *keyGroupState) remove(k *aggKey) {
 		}
 		i = (i + 1) & mask
 	}
-	// Shift back every key of the run after i that may sit at i: one
-	// whose home is not in (i, j], cyclically.
 	for j := (i + 1) & mask; g.slots[j] != nil; j = (j + 1) & mask {
-		h := g.home(g.slots[j].tableHash())
-		var stays bool
-		if i <= j {
-			stays = i < h && h <= j
-		} else {
-			stays = i < h || h <= j
-		}
-		if !stays {
+		if shiftsBack(i, j, g.home(g.slots[j].tableHash())) {
 			g.slots[i] = g.slots[j]
 			i = j
 		}
 	}
 	g.slots[i] = nil
 	g.n--
+}
+
+// shiftsBack reports whether, once slot i of a run of an open-addressing
+// table is freed, the key at slot j after it in the run, whose home slot
+// is h, moves back to i (backward-shift deletion): when h is not in
+// (i, j], cyclically. Aggregations' and stateful steps' key groups
+// (sfGroup) remove keys so.
+func shiftsBack(i, j, h int) bool {
+	if i <= j {
+		return h <= i || h > j
+	}
+	return h <= i && h > j
 }
 
 // all yields the group's keys, in no particular order. The group must not

@@ -16,21 +16,22 @@ type sfGroup struct {
 	n int
 }
 
-// sfHash returns the hash of a key encoded as key, as KeyHash.
-func sfHash(key string) uint64 {
-	return KeyHash(unsafe.Slice(unsafe.StringData(key), len(key)))
-}
-
 // home returns the slot where the search for a key with hash h starts
 // (the upper half: the lower bits pick the key group).
 func (g *sfGroup) home(hi uint32) int { return int(hi) & (len(g.slots) - 1) }
 
-// find returns the key with hash h and encoding key, or nil.
-func (g *sfGroup) find(h uint64, key []byte) *sfKey {
+// find returns the key whose hash's upper half is hi and whose encoding
+// is key, or nil.
+func (g *sfGroup) find(hi uint32, key string) *sfKey {
+	// findBytes only reads the bytes: a view of the string, not a copy.
+	return g.findBytes(hi, unsafe.Slice(unsafe.StringData(key), len(key)))
+}
+
+// findBytes is find for an encoding held in a scratch buffer.
+func (g *sfGroup) findBytes(hi uint32, key []byte) *sfKey {
 	if g == nil || len(g.slots) == 0 {
 		return nil
 	}
-	hi := uint32(h >> 32)
 	mask := len(g.slots) - 1
 	for i := g.home(hi); ; i = (i + 1) & mask {
 		k := g.slots[i]
@@ -41,11 +42,6 @@ func (g *sfGroup) find(h uint64, key []byte) *sfKey {
 			return k
 		}
 	}
-}
-
-// findStr is find for a key's encoding held as a string.
-func (g *sfGroup) findStr(key string) *sfKey {
-	return g.find(sfHash(key), unsafe.Slice(unsafe.StringData(key), len(key)))
 }
 
 // add puts k, which the group does not hold, into it.
@@ -87,7 +83,7 @@ func (g *sfGroup) put(k *sfKey) {
 
 // remove takes k out of the group; a key it does not hold is ignored.
 // The keys after it in its run move back where their search finds them
-// (backward-shift deletion, as keyGroupState.remove).
+// (shiftsBack).
 func (g *sfGroup) remove(k *sfKey) {
 	if len(g.slots) == 0 {
 		return
@@ -101,8 +97,7 @@ func (g *sfGroup) remove(k *sfKey) {
 		i = (i + 1) & mask
 	}
 	for j := (i + 1) & mask; g.slots[j] != nil; j = (j + 1) & mask {
-		h := g.home(g.slots[j].hi)
-		if i <= j && (h <= i || h > j) || i > j && h <= i && h > j {
+		if shiftsBack(i, j, g.home(g.slots[j].hi)) {
 			g.slots[i] = g.slots[j]
 			i = j
 		}

@@ -43,7 +43,7 @@ func TestSFGroup(t *testing.T) {
 					t.Fatalf("%s: the group counts %d keys, holds %d", when, g.n, len(held))
 				}
 				for _, s := range order {
-					got := g.find(hashOf[s], []byte(s))
+					got := g.find(uint32(hashOf[s]>>32), s)
 					if want := held[s]; got != want {
 						t.Fatalf("%s: find(%s) = %p, want %p", when, s, got, want)
 					}

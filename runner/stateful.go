@@ -75,6 +75,9 @@ type sfTimerRef struct {
 	t   mtime.Time
 	seq uint64
 	kg  uint16
+	// hi is the key's sfKey.hi: the timer finds its key without hashing
+	// it again.
+	hi  uint32
 	key string
 	w   window.Window
 	id  string // "" is the window's garbage-collection timer
@@ -224,7 +227,7 @@ func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) 
 	sc.ws.extra().timers.set(id, contract.Timer{ID: id, Domain: domain, Time: t})
 	n := sc.n
 	n.seq++
-	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, key: sc.key, w: sc.ws.w, id: id}
+	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, hi: sc.k.hi, key: sc.key, w: sc.ws.w, id: id}
 	if domain == graph.ProcessingTime {
 		heap.Push(&n.proc, ref)
 	} else {
@@ -357,11 +360,11 @@ func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 		g.add(k)
 		n.nkeys++
 		for _, ws := range k.wins {
-			n.pushExpiry(kg, k.str, ws.w)
+			n.pushExpiry(kg, k, ws.w)
 			for _, c := range ws.timers() {
 				id, t := c.id, c.v
 				n.seq++
-				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, key: k.str, w: ws.w, id: id}
+				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, hi: k.hi, key: k.str, w: ws.w, id: id}
 				if t.Domain == graph.ProcessingTime {
 					heap.Push(&n.proc, ref)
 				} else {
@@ -409,13 +412,13 @@ func (n *statefulNode) timerCount() int { return len(n.events) + len(n.proc) + n
 
 // pushExpiry sets the expiry timer of window w of key: in the heap, or
 // counted in n.far when it is at or after the end of the global window.
-func (n *statefulNode) pushExpiry(kg uint16, key string, w window.Window) {
+func (n *statefulNode) pushExpiry(kg uint16, k *sfKey, w window.Window) {
 	t := n.strategy.GCTime(w)
 	if n.far.keep(t) {
 		return
 	}
 	n.seq++
-	heap.Push(&n.events, sfTimerRef{t: t, seq: n.seq, kg: kg, key: key, w: w})
+	heap.Push(&n.events, sfTimerRef{t: t, seq: n.seq, kg: kg, hi: k.hi, key: k.str, w: w})
 }
 
 // loadFarTimers puts the expiry timers kept out of the heap into it, in a
@@ -426,7 +429,7 @@ func (n *statefulNode) loadFarTimers() {
 		for k := range g.all() {
 			for _, ws := range k.wins {
 				if t := n.strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), key: k.str, w: ws.w})
+					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), hi: k.hi, key: k.str, w: ws.w})
 				}
 			}
 		}
@@ -470,7 +473,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 			n.scratch = n.fn.AppendKey(n.scratch[:0], e.Value)
 			enc = n.scratch
 		}
-		k := g.find(h, enc)
+		k := g.findBytes(uint32(h>>32), enc)
 		if k == nil {
 			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc), hi: uint32(h >> 32)}
 			g.add(k)
@@ -488,7 +491,7 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		if ws == nil {
 			ws = &sfWin{w: e.Window}
 			k.wins = append(k.wins, ws)
-			n.pushExpiry(kg, key, e.Window)
+			n.pushExpiry(kg, k, e.Window)
 		}
 		n.sc = sfContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
 		if err := n.fn.Process(&n.ctx, *e); err != nil {
@@ -515,7 +518,7 @@ func (n *statefulNode) group(kg uint16) *sfGroup {
 }
 
 func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
-	k := n.groups[ref.kg].findStr(ref.key)
+	k := n.groups[ref.kg].find(ref.hi, ref.key)
 	if k == nil {
 		return nil, nil
 	}
