@@ -18,9 +18,9 @@ func (n *aggNode) restore() error {
 		return s.apply(n)
 	}
 	// Several goroutines read and decode the worker's key groups
-	// (aggrestore_parallel.go); with one, the same code runs.
+	// (restoreparts.go); with one, the same code runs.
 	kgs := n.w.r.route.Owned(n.w.id)
-	return n.restoreGroups(kgs, n.w.r.restoreParts(len(kgs)))
+	return restoreInParts(&n.keyed, kgs, n.w.r.restoreParts(len(kgs)), n.decodeRestored, n.applyRestored)
 }
 
 // restoreKey adds k, restored from the store under key in key group kg

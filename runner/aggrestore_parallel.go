@@ -21,11 +21,6 @@ type restoredDrop struct {
 	dropped []droppedState
 }
 
-// restoreGroups restores the key groups kgs with parts goroutines.
-func (n *aggNode) restoreGroups(kgs []int, parts int) error {
-	return restoreInParts(&n.keyed, kgs, parts, n.decodeRestored, n.applyRestored)
-}
-
 // decodeRestored decodes one key of a checkpoint (restoreInParts's decode).
 func (n *aggNode) decodeRestored(_ uint16, key, value []byte) (decodedKey, error) {
 	k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
