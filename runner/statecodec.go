@@ -198,7 +198,7 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 		}
 		bags := ws.bags()
 		out = binary.AppendUvarint(out, uint64(len(bags)))
-		for _, c := range bags { // ordered by id, as every cells
+		for _, c := range bags { // ordered by id, as all cells are
 			out = appendBytes(out, []byte(c.id))
 			out = binary.AppendUvarint(out, uint64(len(c.v)))
 			for _, v := range c.v {
