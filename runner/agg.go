@@ -123,8 +123,8 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
-		func(d dirtyRef) *uint64 { return &d.k.dirty },
-		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.k.enc()} },
+		func(d dirtyRef) *uint64 { return &d.dirty },
+		func(d dirtyRef) dirtyKey { return dirtyKey{d.kg, d.enc()} },
 		n.encodeKey)
 	if w.r.opts.Checkpoints {
 		sc, ok := sp.code.(contract.StateCoder)
@@ -142,10 +142,8 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 	return n, nil
 }
 
-type dirtyRef struct {
-	kg uint16
-	k  *aggKey
-}
+// dirtyRef is a key in the change log (the key knows its key group).
+type dirtyRef = *aggKey
 
 type dirtyKey struct {
 	kg  uint16
@@ -155,7 +153,7 @@ type dirtyKey struct {
 // markDirty records that k changed since the last checkpoint.
 func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 	if n.al != nil {
-		n.changes.log(&k.dirty, dirtyRef{kg: kg, k: k})
+		n.changes.log(&k.dirty, k)
 	}
 }
 
@@ -167,17 +165,18 @@ func (n *aggNode) markDirty(kg uint16, k *aggKey) {
 // A paused node's last snapshot is encoded by the execution that adopted
 // its keys, whose run has its own dead-letter hook: it reports nothing
 // then (the node's run may be over).
-func (n *aggNode) encodeKey(buf []byte, d dirtyRef) ([]byte, bool, error) {
-	if d.k.dead {
+func (n *aggNode) encodeKey(buf []byte, k dirtyRef) ([]byte, bool, error) {
+	if k.dead() {
 		return buf, false, nil
 	}
-	buf, err := appendAggKey(buf, n.sc, n.ek, d.k)
+	buf, err := appendAggKey(buf, n.sc, n.ek, k)
 	if err == nil && n.adoptedRej != nil && !n.changes.isFrozen() && n.adoptedRej.PendingStateRejects() {
-		for _, ws := range d.k.windows() {
+		for i := range k.nwin() {
+			ws := k.win(i)
 			if ws.acc == nil {
 				continue
 			}
-			if err := n.reportAdopted(d.k, ws.w, ws.acc); err != nil {
+			if err := n.reportAdopted(k, ws.w, ws.acc); err != nil {
 				return buf, true, err
 			}
 		}
@@ -313,7 +312,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		}
 		k := g.findBytes(h, enc)
 		if k == nil {
-			k = newAggKey(h, enc)
+			k = newAggKey(kg, h, enc)
 			if n.ek == nil {
 				k.setVal(n.agg.Key(e.Value))
 			}
@@ -336,8 +335,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 			}
 		} else {
-			for _, c := range k.windows() {
-				if c.w == e.Window {
+			for j := range k.nwin() {
+				if c := k.win(j); c.w == e.Window {
 					ws = c
 					break
 				}
@@ -396,8 +395,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		// Triggers are evaluated once after the bundle (as Beam does), and only
 		// for windows an element could make fire: firing conditions only grow
 		// within a bundle, so checking after each element finds them all.
-		if !ws.queued && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
-			ws.queued = true
+		if !ws.queued() && n.m.MayFire(&ws.st, ws.w, n.wm, now) {
+			ws.setMark(markQueued, true)
 			n.touched = append(n.touched, touchRef{kg: kg, k: k, ws: ws})
 		}
 	}
@@ -419,7 +418,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 // that a later bundle queues it again.
 func (n *aggNode) evaluateTouched(now mtime.Time) error {
 	for _, t := range n.touched {
-		t.ws.queued = false
+		t.ws.setMark(markQueued, false)
 	}
 	for _, t := range n.touched {
 		// A window touched earlier in the bundle may since have merged away.
@@ -438,6 +437,18 @@ func (n *aggNode) evaluateTouched(now mtime.Time) error {
 // pass suffices. grown reports that the window's bounds changed (so its
 // timers must be set again); nil means w overlaps nothing.
 func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown bool) {
+	if k.nwin() == 1 {
+		// The usual case, and without building a list: the key's one
+		// window grows or stays apart.
+		c := k.win(0)
+		if c.st.Closed || !c.w.Intersects(w) {
+			return nil, false
+		}
+		span := w.Span(c.w)
+		grown = span != c.w
+		c.w = span
+		return c, grown
+	}
 	var target *winState
 	span := w
 	kept := k.windows()[:0]
@@ -456,6 +467,11 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 	}
 	target = merged[0]
 	for _, c := range merged[1:] {
+		if c == &k.win0 {
+			// The bundle's touched list may still point at win0: it is
+			// not given to another window (keySpent).
+			k.bits |= keySpent
+		}
 		n.m.Merge(&target.st, c.st)
 		if c.acc != nil {
 			if target.acc == nil {
@@ -503,7 +519,8 @@ func (n *aggNode) loadFarTimers() {
 			continue
 		}
 		for k := range g.all() {
-			for _, ws := range k.windows() {
+			for i := range k.nwin() {
+				ws := k.win(i)
 				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
 				}
@@ -532,8 +549,8 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 	if k == nil {
 		return nil, nil
 	}
-	for _, ws := range k.windows() {
-		if ws.w == ref.w {
+	for i := range k.nwin() {
+		if ws := k.win(i); ws.w == ref.w {
 			return k, ws
 		}
 	}
@@ -545,8 +562,8 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 	if n.w.r.opts.HoldPanesAtMinWatermark && n.wm <= mtime.MinTimestamp {
 		// Catching up: evaluated again when the watermark rises
 		// (releaseHeld); the window keeps its contents and trigger state.
-		if !ws.held {
-			ws.held = true
+		if !ws.held() {
+			ws.setMark(markHeld, true)
 			n.held = append(n.held, touchRef{kg: kg, k: k, ws: ws})
 		}
 		return nil
@@ -577,17 +594,11 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		}
 	}
 	if f.Done {
-		for i, c := range k.windows() {
-			if c == ws {
-				wins := k.windows()
-				k.setWindows(append(wins[:i], wins[i+1:]...))
-				break
-			}
-		}
-		if len(k.windows()) == 0 {
+		k.removeWindow(ws)
+		if k.nwin() == 0 {
 			n.groups[kg].remove(k)
 			n.nkeys--
-			k.dead = true
+			k.bits |= keyDead
 		}
 		return nil
 	}
@@ -630,10 +641,10 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 		held := n.held
 		n.held = nil
 		for _, t := range held {
-			if !t.ws.held {
+			if !t.ws.held() {
 				continue
 			}
-			t.ws.held = false
+			t.ws.setMark(markHeld, false)
 			if g := n.groups[t.kg]; g != nil && g.find(t.k.tableHash(), t.k.enc()) == t.k && t.k.has(t.ws) {
 				if err := n.evaluate(t.kg, t.k, t.ws, now); err != nil {
 					return err

@@ -2,7 +2,7 @@ package runner
 
 // This file holds a keyed aggregation's record of one key (aggKey) and of
 // its windows (winState), and the compact layout that keeps a held key at
-// one 128-byte object.
+// one 112-byte object.
 
 import (
 	"unsafe"
@@ -10,17 +10,35 @@ import (
 	"github.com/weir-dev/weir/window"
 )
 
-// winState is one key's state in one window of an aggregation.
+// winState is one key's state in one window of an aggregation. Its
+// marks (whether it is queued for evaluation, whether its pane is held
+// back) are in st.Marks, which the window machine leaves alone: a
+// window's state is then 72 bytes, not 80.
 type winState struct {
 	w   window.Window
 	st  window.State
 	acc any
-	// held: a pane of the window was held back at a −∞ watermark
+}
+
+// The bits of winState.st.Marks.
+const (
+	// markHeld: a pane of the window was held back at a −∞ watermark
 	// (Options.HoldPanesAtMinWatermark); it is in aggNode.held.
-	held bool
-	// queued: the window is in aggNode.touched, to be evaluated at the
-	// end of the bundle that touched it.
-	queued bool
+	markHeld uint8 = 1 << iota
+	// markQueued: the window is in aggNode.touched, to be evaluated at
+	// the end of the bundle that touched it.
+	markQueued
+)
+
+func (ws *winState) held() bool   { return ws.st.Marks&markHeld != 0 }
+func (ws *winState) queued() bool { return ws.st.Marks&markQueued != 0 }
+
+func (ws *winState) setMark(m uint8, on bool) {
+	if on {
+		ws.st.Marks |= m
+	} else {
+		ws.st.Marks &^= m
+	}
 }
 
 // aggKey is a keyed aggregation's record of one key held in a key group:
@@ -32,29 +50,42 @@ type aggKey struct {
 	// dirty is the change-log generation in which the key last changed
 	// (see changeLog).
 	dirty uint64
-	// one is the key's window when it has exactly one (x.more holds them
-	// when it has several, and one is then nil). Most keys only ever have
-	// one window (the global one, or one fixed window at a time): one
-	// word, not a slice's three and its array's one. See windows.
-	one *winState
-	// win0 holds the key's first window inside the key itself: a million
-	// keys are then a million objects fewer for the garbage collector to
-	// mark. It serves only the key's first window (used), never a later
-	// one, so that a pointer to a closed window never aliases a new one.
+	// win0 holds a window of the key inside the key itself (keyWin0 says
+	// whether it holds one now): a million keys are then a million
+	// objects fewer for the garbage collector to mark. Most keys have one
+	// window (the global one, or one fixed window at a time), so most are
+	// one object; win0 takes the key's next window once its window closed
+	// (newWindow). See windows.
 	win0 winState
 	// hi is the upper half of the key's KeyHash: what the key group's
 	// table reads (tableHash). The lower half only picks the key group.
 	hi uint32
+	// kg is the key's key group: the change log names a key by its
+	// record alone.
+	kg uint16
 	// n is the length of the encoding held in inline, or longKey when
 	// the encoding is longer than keyInline (x.long holds it). See enc.
-	n    uint8
-	used bool
-	// dead is set when the key left its key group.
-	dead bool
+	n uint8
+	// bits holds keyWin0, keySpent and keyDead.
+	bits uint8
 	// inline holds the key's encoding when it is short (setStr): one
-	// object per key, not two. With it the key is 128 bytes, a size class.
+	// object per key, not two. With it the key is 112 bytes, a size class.
 	inline [keyInline]byte
 }
+
+// The bits of aggKey.bits.
+const (
+	// keyWin0: win0 holds one of the key's windows.
+	keyWin0 uint8 = 1 << iota
+	// keySpent: win0 held a window that merged away in a bundle, and is
+	// not used again (a merging step's touched list may still point at
+	// it until the bundle ends). Only merging windows (sessions) set it.
+	keySpent
+	// keyDead: the key left its key group.
+	keyDead
+)
+
+func (k *aggKey) dead() bool { return k.bits&keyDead != 0 }
 
 // longKey is aggKey.n for a key whose encoding is in x.long.
 const longKey = 0xff
@@ -68,6 +99,10 @@ const longKey = 0xff
 type aggKeyExtra struct {
 	long string
 	key  any
+	// more lists the key's windows when win0 alone does not hold them:
+	// when the key has several, or its one window is not in win0 (a
+	// window given to setWindows from elsewhere). It lists win0 too when
+	// win0 holds one of them (keyWin0).
 	more []*winState
 }
 
@@ -92,20 +127,20 @@ func (k *aggKey) setVal(v any) {
 }
 
 // keyInline is the longest key encoding kept inside its aggKey.
-const keyInline = 17
+const keyInline = 16
 
-// newAggKey returns a key encoded as enc, with hash h.
-func newAggKey(h uint64, enc []byte) *aggKey {
-	k := &aggKey{hi: uint32(h >> 32)}
+// newAggKey returns a key of key group kg encoded as enc, with hash h.
+func newAggKey(kg uint16, h uint64, enc []byte) *aggKey {
+	k := &aggKey{hi: uint32(h >> 32), kg: kg}
 	k.setStr(enc)
 	return k
 }
 
-// deadKey returns a key encoded as enc, with hash h (its upper half is
-// enough: tableHash), that left its key group: its checkpoint entry is a
-// deletion.
-func deadKey(h uint64, enc string) aggKey {
-	k := aggKey{hi: uint32(h >> 32), dead: true}
+// deadKey returns a key of key group kg encoded as enc, with hash h (its
+// upper half is enough: tableHash), that left its key group: its
+// checkpoint entry is a deletion.
+func deadKey(kg uint16, h uint64, enc string) aggKey {
+	k := aggKey{hi: uint32(h >> 32), kg: kg, bits: keyDead}
 	k.setStr(unsafe.Slice(unsafe.StringData(enc), len(enc)))
 	return k
 }
@@ -144,57 +179,109 @@ func (k *aggKey) enc() string {
 // reads (the upper half): enough to find the key again (keyGroupState.find).
 func (k *aggKey) tableHash() uint64 { return uint64(k.hi) << 32 }
 
+// nwin returns how many windows the key has.
+func (k *aggKey) nwin() int {
+	if k.x != nil && k.x.more != nil {
+		return len(k.x.more)
+	}
+	if k.bits&keyWin0 != 0 {
+		return 1
+	}
+	return 0
+}
+
+// win returns the key's i-th window, 0 ≤ i < nwin.
+func (k *aggKey) win(i int) *winState {
+	if k.x != nil && k.x.more != nil {
+		return k.x.more[i]
+	}
+	return &k.win0
+}
+
 // windows returns the key's windows. The slice may alias the key: a
-// caller that changes it gives it back with setWindows.
+// caller that changes it gives it back with setWindows. A key whose one
+// window is in win0 returns a new slice (one allocation): the paths run
+// per element or per key use nwin and win.
 func (k *aggKey) windows() []*winState {
 	if k.x != nil && k.x.more != nil {
 		return k.x.more
 	}
-	if k.one == nil {
+	if k.bits&keyWin0 == 0 {
 		return nil
 	}
-	return unsafe.Slice(&k.one, 1)
+	return []*winState{&k.win0}
 }
 
-// setWindows makes ws the key's windows.
+// setWindows makes ws the key's windows. A win0 left out of ws is free
+// for the key's next window (newWindow).
 func (k *aggKey) setWindows(ws []*winState) {
-	switch len(ws) {
-	case 0, 1:
-		// ws may alias k.one (windows): read it before writing k.one.
-		var one *winState
-		if len(ws) == 1 {
-			one = ws[0]
+	inWin0 := false
+	for _, w := range ws {
+		if w == &k.win0 {
+			inWin0 = true
+			break
 		}
-		k.one = one
+	}
+	if inWin0 {
+		k.bits |= keyWin0
+	} else {
+		k.bits &^= keyWin0
+	}
+	if len(ws) == 0 || (len(ws) == 1 && inWin0) {
 		if k.x != nil {
 			k.x.more = nil
 		}
-	default:
-		if k.x == nil {
-			k.x = &aggKeyExtra{}
-		}
-		k.x.more = ws
-		k.one = nil
+		return
 	}
+	if k.x == nil {
+		k.x = &aggKeyExtra{}
+	}
+	k.x.more = ws
 }
 
-// newWindow adds window w, with state st, to the key's windows.
+// newWindow adds window w, with state st, to the key's windows: in win0
+// when it is free, else in a window of its own.
 func (k *aggKey) newWindow(w window.Window, st window.State) *winState {
-	var ws *winState
-	if !k.used {
-		k.used = true
+	if k.bits&(keyWin0|keySpent) == 0 {
 		k.win0 = winState{w: w, st: st}
-		ws = &k.win0
-	} else {
-		ws = &winState{w: w, st: st}
+		if k.nwin() == 0 {
+			k.bits |= keyWin0
+		} else {
+			k.setWindows(append(k.x.more, &k.win0))
+		}
+		return &k.win0
 	}
+	ws := &winState{w: w, st: st}
 	k.setWindows(append(k.windows(), ws))
 	return ws
 }
 
-func (k *aggKey) has(ws *winState) bool {
-	for _, c := range k.windows() {
+// removeWindow removes ws, one of the key's windows. The window's memory
+// is not reused before the bundle that removed it ended (aggNode keeps
+// pointers to windows within a bundle): win0 is given to a new window
+// only by a later newWindow, and merging steps never give it again once
+// its window merged away (keySpent).
+func (k *aggKey) removeWindow(ws *winState) {
+	if k.x == nil || k.x.more == nil {
+		if ws == &k.win0 {
+			k.bits &^= keyWin0
+		}
+		return
+	}
+	more := k.x.more
+	for i, c := range more {
 		if c == ws {
+			copy(more[i:], more[i+1:])
+			more[len(more)-1] = nil
+			k.setWindows(more[:len(more)-1])
+			return
+		}
+	}
+}
+
+func (k *aggKey) has(ws *winState) bool {
+	for i := range k.nwin() {
+		if k.win(i) == ws {
 			return true
 		}
 	}

@@ -35,6 +35,7 @@ func (n *aggNode) restoreKey(kg uint16, key []byte, k *aggKey, kb []byte, droppe
 // encoding and hash set, with its timers (kb and dropped as for
 // restoreKey).
 func (n *aggNode) addRestored(kg uint16, k *aggKey, kb []byte, dropped []droppedState) error {
+	k.kg = kg
 	n.group(kg).add(k)
 	return n.restored(kg, k, kb, dropped)
 }
@@ -67,7 +68,8 @@ func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedSta
 // setTimers sets the event-time timers and the processing-time deadlines
 // of every window of k, a key restored or moved into key group kg.
 func (n *aggNode) setTimers(kg uint16, k *aggKey) {
-	for _, ws := range k.windows() {
+	for i := range k.nwin() {
+		ws := k.win(i)
 		n.setEventTimers(kg, k, ws)
 		if d := n.m.NextDeadline(&ws.st); d != 0 {
 			heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))

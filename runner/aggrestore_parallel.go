@@ -22,12 +22,13 @@ type restoredDrop struct {
 }
 
 // decodeRestored decodes one key of a checkpoint (restoreInParts's decode).
-func (n *aggNode) decodeRestored(_ uint16, key, value []byte) (decodedKey, error) {
+func (n *aggNode) decodeRestored(kg uint16, key, value []byte) (decodedKey, error) {
 	k, kb, dropped, err := decodeAggKey(n.sc, value, n.ek != nil)
 	if err != nil {
 		return decodedKey{}, err
 	}
 	k.setEncoding(key)
+	k.kg = kg
 	r := decodedKey{k: k}
 	if len(dropped) > 0 {
 		r.drop = &restoredDrop{kb: bytes.Clone(kb), dropped: dropped}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/window"
 )
 
 // TestKeyGroupTableAgreesWithAMap adds and removes keys at random and
@@ -42,7 +45,7 @@ func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
 					g.remove(k)
 					delete(held, name)
 				} else {
-					k := newAggKey(hashOf(i), []byte(name))
+					k := newAggKey(0, hashOf(i), []byte(name))
 					if got := g.findBytes(hashOf(i), []byte(name)); got != nil {
 						t.Fatalf("step %d: found %s before it was added", step, name)
 					}
@@ -72,7 +75,7 @@ func TestKeyGroupTableAgreesWithAMap(t *testing.T) {
 				}
 			}
 			// Removing a key the group does not hold changes nothing.
-			g.remove(newAggKey(hashOf(1), []byte("absent")))
+			g.remove(newAggKey(0, hashOf(1), []byte("absent")))
 			if g.n != len(held) {
 				t.Fatalf("removing an absent key changed the count to %d, want %d", g.n, len(held))
 			}
@@ -93,11 +96,11 @@ func TestSlotsForKeepsAQuarterFree(t *testing.T) {
 // room once; adding that many keys then leaves the table as it is.
 func TestReserveHoldsTheKeysWithoutGrowing(t *testing.T) {
 	g := &keyGroupState{}
-	g.add(newAggKey(1<<32, []byte("first")))
+	g.add(newAggKey(0, 1<<32, []byte("first")))
 	g.reserve(1000)
 	l := len(g.slots)
 	for i := range 999 {
-		g.add(newAggKey(uint64(i)<<32, []byte(fmt.Sprint(i))))
+		g.add(newAggKey(0, uint64(i)<<32, []byte(fmt.Sprint(i))))
 	}
 	if len(g.slots) != l || g.n != 1000 {
 		t.Errorf("after reserving 1000 and adding them: %d slots (reserved %d), %d keys", len(g.slots), l, g.n)
@@ -142,7 +145,7 @@ func TestAggKeyWindows(t *testing.T) {
 		ws[i] = &winState{}
 	}
 	for _, withVal := range []bool{false, true} {
-		k := newAggKey(KeyHash([]byte("k")), []byte("k"))
+		k := newAggKey(0, KeyHash([]byte("k")), []byte("k"))
 		if withVal {
 			k.setVal("k")
 		}
@@ -181,5 +184,84 @@ func TestKeyGroupOfIsTheModulo(t *testing.T) {
 				t.Fatalf("keyGroupOf(%#x, %d) = %d, want %d", h, n, got, want)
 			}
 		}
+	}
+}
+
+// TestAggKeyWin0Reuse: a key's windows, added and removed in a seeded
+// random order, read back as a list kept beside them says, each window
+// its own memory, and win0 holds a window whenever it was free when the
+// window arrived — a key that has one window at a time, one after
+// another, is one object — except after a merging step merged win0's
+// window away (keySpent), when win0 is never given again.
+func TestAggKeyWin0Reuse(t *testing.T) {
+	tests := []struct {
+		name  string
+		spend bool
+	}{{"fixed", false}, {"merged away", true}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, 9))
+			k := newAggKey(0, KeyHash([]byte("k")), []byte("k"))
+			var model []window.Window
+			next := mtime.Time(0)
+			reused := 0
+			for step := range 2000 {
+				if len(model) > 0 && (len(model) > 3 || r.IntN(2) == 0) {
+					i := r.IntN(len(model))
+					var ws *winState
+					for j := range k.nwin() {
+						if k.win(j).w == model[i] {
+							ws = k.win(j)
+						}
+					}
+					if ws == &k.win0 && tc.spend {
+						k.bits |= keySpent
+					}
+					k.removeWindow(ws)
+					model = append(model[:i], model[i+1:]...)
+				} else {
+					free := k.bits&(keyWin0|keySpent) == 0
+					w := window.Window{Start: next, End: next + 10}
+					next += 10
+					ws := k.newWindow(w, window.State{})
+					if free != (ws == &k.win0) {
+						t.Fatalf("step %d: win0 free %v, but the new window in win0: %v", step, free, ws == &k.win0)
+					}
+					if free {
+						reused++
+					}
+					model = append(model, w)
+				}
+				if k.nwin() != len(model) {
+					t.Fatalf("step %d: %d windows, want %d", step, k.nwin(), len(model))
+				}
+				seen := map[*winState]bool{}
+				inWin0 := false
+				for i := range k.nwin() {
+					ws := k.win(i)
+					if ws.w != model[i] {
+						t.Fatalf("step %d: window %d is %v, want %v", step, i, ws.w, model[i])
+					}
+					if seen[ws] {
+						t.Fatalf("step %d: two windows share their memory", step)
+					}
+					seen[ws] = true
+					inWin0 = inWin0 || ws == &k.win0
+				}
+				if inWin0 != (k.bits&keyWin0 != 0) {
+					t.Fatalf("step %d: win0 holds a window: %v, flag says %v", step, inWin0, k.bits&keyWin0 != 0)
+				}
+				if len(model) <= 1 && inWin0 && k.x != nil && k.x.more != nil {
+					t.Fatalf("step %d: a key with its one window in win0 keeps a list", step)
+				}
+			}
+			if tc.spend && reused > 1 {
+				// win0 is taken once, then spent the first time it frees.
+				t.Errorf("win0 was given %d times after its window merged away", reused)
+			}
+			if !tc.spend && reused < 100 {
+				t.Errorf("win0 was given to only %d of the windows", reused)
+			}
+		})
 	}
 }

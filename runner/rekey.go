@@ -61,13 +61,13 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 	g := n.group(nkg)
 	dst := g.findBytes(h, moved)
 	if dst == nil {
-		dst = newAggKey(h, moved)
+		dst = newAggKey(nkg, h, moved)
 		if n.ek == nil {
 			dst.setVal(key)
 		}
 		g.add(dst)
 		n.nkeys++
-		m.moved = append(m.moved, dirtyRef{kg: nkg, k: dst})
+		m.moved = append(m.moved, dst)
 	}
 	for _, ws := range wins {
 		n.mergeMoved(dst, ws)
@@ -85,8 +85,8 @@ func (m *rekeyMove) place(nkg uint16, h uint64, moved []byte, key any, wins []*w
 // tombstone is a key that leaves its key group: its checkpoint entry is
 // a deletion.
 func tombstone(kg uint16, enc string) dirtyRef {
-	k := deadKey(KeyHash([]byte(enc)), enc)
-	return dirtyRef{kg: kg, k: &k}
+	k := deadKey(kg, KeyHash([]byte(enc)), enc)
+	return &k
 }
 
 // finish marks every moved key changed, sets its timers, and marks the
@@ -94,15 +94,15 @@ func tombstone(kg uint16, enc string) dirtyRef {
 // encoding equals an earlier one in the same key group).
 func (m *rekeyMove) finish() {
 	n := m.n
-	for _, d := range m.moved {
-		n.markDirty(d.kg, d.k)
-		n.setTimers(d.kg, d.k)
+	for _, k := range m.moved {
+		n.markDirty(k.kg, k)
+		n.setTimers(k.kg, k)
 	}
 	for _, t := range m.tombs {
-		if g := n.groups[t.kg]; g != nil && g.find(t.k.tableHash(), t.k.enc()) != nil {
+		if g := n.groups[t.kg]; g != nil && g.find(t.tableHash(), t.enc()) != nil {
 			continue
 		}
-		n.markDirty(t.kg, t.k)
+		n.markDirty(t.kg, t)
 	}
 }
 
@@ -112,7 +112,8 @@ func (m *rekeyMove) finish() {
 // as a window of its own; merging windows (sessions) then merge with
 // those they overlap.
 func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
-	for _, t := range dst.windows() {
+	for i := range dst.nwin() {
+		t := dst.win(i)
 		if t.w != ws.w {
 			continue
 		}
@@ -125,7 +126,12 @@ func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
 		}
 		return
 	}
-	dst.setWindows(append(dst.windows(), ws))
+	// A window of its own in dst (win0 when free), not the earlier key's:
+	// that one may be the earlier key's win0, which would keep the whole
+	// earlier key in memory.
+	nw := dst.newWindow(ws.w, ws.st)
+	nw.acc = ws.acc
+	nw.st.Marks = 0
 	if n.merging {
 		n.mergeInto(dst, ws.w)
 	}

@@ -116,7 +116,7 @@ func (s *rekeyShare) compute() {
 		for i := p; i < len(srcs); i += len(rekeyers) {
 			old, kg := srcs[i].old, uint16(srcs[i].kg)
 			for k := range old.groups[kg].all() {
-				if k.dead {
+				if k.dead() {
 					continue
 				}
 				var err error
@@ -179,8 +179,8 @@ func (m *rekeyMove) applyParts(ps []*rekeyPart) error {
 		for i := range part.drops[me] {
 			rk := &part.drops[me][i]
 			if rk.err == nil {
-				tombs = append(tombs, deadKey(rk.h, rk.enc))
-				m.tombs = append(m.tombs, dirtyRef{kg: rk.kg, k: &tombs[len(tombs)-1]})
+				tombs = append(tombs, deadKey(rk.kg, rk.h, rk.enc))
+				m.tombs = append(m.tombs, &tombs[len(tombs)-1])
 				continue
 			}
 			if err := m.reject(rk.kg, rk.enc, rk.old, rk.wins, rk.err); err != nil {

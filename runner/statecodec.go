@@ -51,8 +51,9 @@ func appendAggKey(out []byte, sc contract.StateCoder, ek contract.EncodedKeyer, 
 	if err != nil {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
-	out = binary.AppendUvarint(out, uint64(len(k.windows())))
-	for _, ws := range k.windows() {
+	out = binary.AppendUvarint(out, uint64(k.nwin()))
+	for i := range k.nwin() {
+		ws := k.win(i)
 		out = appendWindow(out, ws.w)
 		out = ws.st.AppendBinary(out)
 		if ws.acc == nil {

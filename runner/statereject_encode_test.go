@@ -118,15 +118,15 @@ func TestEncodeReportsAdoptedRejects(t *testing.T) {
 			agg.adopted[odd], agg.adopted[even] = true, true
 			// k1 holds an odd adopted sum in w1 and a new window w2 of its
 			// own; k2 an even adopted sum.
-			k1 := newAggKey(KeyHash([]byte("k1")), []byte("k1"))
+			k1 := newAggKey(0, KeyHash([]byte("k1")), []byte("k1"))
 			k1.setVal("k1")
 			k1.setWindows([]*winState{{w: w1, acc: odd}, {w: w2, acc: fresh}})
-			k2 := newAggKey(KeyHash([]byte("k2")), []byte("k2"))
+			k2 := newAggKey(0, KeyHash([]byte("k2")), []byte("k2"))
 			k2.setVal("k2")
 			k2.setWindows([]*winState{{w: w1, acc: even}})
 			var err error
 			for _, k := range []*aggKey{k1, k2} {
-				if _, _, e := n.encodeKey(nil, dirtyRef{k: k}); e != nil && err == nil {
+				if _, _, e := n.encodeKey(nil, k); e != nil && err == nil {
 					err = e
 				}
 			}
@@ -149,7 +149,7 @@ func TestEncodeReportsAdoptedRejects(t *testing.T) {
 			}
 			// The next checkpoint encodes k1 again: nothing more to report.
 			before := len(got)
-			if _, _, err := n.encodeKey(nil, dirtyRef{k: k1}); err != nil && !tc.wantErr {
+			if _, _, err := n.encodeKey(nil, k1); err != nil && !tc.wantErr {
 				t.Fatal(err)
 			}
 			if len(got) != before {

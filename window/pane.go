@@ -83,6 +83,11 @@ type State struct {
 	NonEarlyFired bool `json:"non_early_fired,omitempty"`
 	// Closed is true once the trigger finished: later elements are dropped.
 	Closed bool `json:"closed,omitempty"`
+	// Marks is the runner's own bookkeeping of the window (whether it is
+	// queued for evaluation, whether its pane is held back): the machine
+	// never reads or changes it, and it is never encoded. It sits in the
+	// padding after the flags above, so a window's state costs no more.
+	Marks uint8 `json:"-"`
 }
 
 // MayFire reports whether st could fire now for window w at watermark wm
