@@ -21,18 +21,21 @@ func sameAny(a, b any) bool {
 }
 
 // timerRef names a window of a key for a timer; it is checked lazily (the
-// window may have been merged away or expired since).
+// window may have been merged away or expired since). A windowed step
+// holds one or two per key and open window: 48 bytes, its key found by
+// the upper half of its hash (all its key group's table reads) and its
+// encoding.
 type timerRef struct {
 	t   mtime.Time
+	hi  uint32
 	kg  uint16
-	h   uint64
 	key string
 	w   window.Window
 }
 
 // timerAt returns the timer at t of key k's window w in key group kg.
 func timerAt(t mtime.Time, kg uint16, k *aggKey, w window.Window) timerRef {
-	return timerRef{t: t, kg: kg, h: k.tableHash(), key: k.enc(), w: w}
+	return timerRef{t: t, kg: kg, hi: k.hi, key: k.enc(), w: w}
 }
 
 type timerHeap []timerRef
@@ -44,9 +47,25 @@ func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerRef)) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	// The key's encoding points into its record: a popped slot left as
+	// it was would keep a closed key's record alive.
+	old[len(old)-1] = timerRef{}
 	*h = old[:len(old)-1]
 	return x
 }
+
+// shrink gives back the memory of a heap that fell below a quarter of
+// its array (the timers of a closed window of every key fired): a
+// windowed step's heap grows to two windows' timers per key at each
+// window's end, and would hold that high-water mark for good.
+func (h *timerHeap) shrink() {
+	if cap(*h) >= minShrinkTimers && len(*h) < cap(*h)/4 {
+		*h = append(make(timerHeap, 0, 2*len(*h)), *h...)
+	}
+}
+
+// minShrinkTimers is the smallest timer heap array shrink gives back.
+const minShrinkTimers = 1024
 
 // aggNode runs a GroupByKey or CombinePerKey on one worker: it keeps an
 // accumulator per key and window for the key groups it owns, and asks the
@@ -318,6 +337,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			}
 			g.add(k)
 			n.nkeys++
+		} else if x := k.x; x != nil && len(x.more) == 1 {
+			k.compact()
 		}
 		n.markDirty(kg, k)
 		var ws *winState
@@ -335,11 +356,15 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 			}
 		} else {
-			for j := range k.nwin() {
-				if c := k.win(j); c.w == e.Window {
-					ws = c
-					break
+			if x := k.x; x != nil && x.more != nil {
+				for _, c := range x.more {
+					if c.w == e.Window {
+						ws = c
+						break
+					}
 				}
+			} else if k.bits&keyWin0 != 0 && k.win0.w == e.Window {
+				ws = &k.win0
 			}
 		}
 		if ws == nil {
@@ -493,10 +518,14 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 }
 
 func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
-	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok {
+	gc := n.m.Strategy.GCTime(ws.w)
+	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t != gc {
+		// Without allowed lateness the window's expiry is its end: one
+		// timer evaluates both (a second evaluation at the same
+		// watermark would find nothing new to do).
 		n.pushEvent(timerAt(t, kg, k, ws.w))
 	}
-	n.pushEvent(timerAt(n.m.Strategy.GCTime(ws.w), kg, k, ws.w))
+	n.pushEvent(timerAt(gc, kg, k, ws.w))
 }
 
 // pushEvent adds an event-time timer, or counts it in n.far (farTimerAt).
@@ -521,11 +550,12 @@ func (n *aggNode) loadFarTimers() {
 		for k := range g.all() {
 			for i := range k.nwin() {
 				ws := k.win(i)
-				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t >= mtime.EndOfGlobalWindow {
+				gc := n.m.Strategy.GCTime(ws.w)
+				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t != gc && t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
 				}
-				if t := n.m.Strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
+				if gc >= mtime.EndOfGlobalWindow {
+					refs = append(refs, timerAt(gc, uint16(kg), k, ws.w))
 				}
 			}
 		}
@@ -545,7 +575,7 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 	if g == nil {
 		return nil, nil
 	}
-	k := g.find(ref.h, ref.key)
+	k := g.find(uint64(ref.hi)<<32, ref.key)
 	if k == nil {
 		return nil, nil
 	}
@@ -655,6 +685,7 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 	if atEnd(wm) {
 		n.deadlines = nil
 	}
+	n.events.shrink()
 	return nil
 }
 
@@ -677,5 +708,6 @@ func (n *aggNode) processingTime(now mtime.Time) error {
 			return err
 		}
 	}
+	n.deadlines.shrink()
 	return nil
 }

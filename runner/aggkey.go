@@ -252,7 +252,15 @@ func (k *aggKey) newWindow(w window.Window, st window.State) *winState {
 		return &k.win0
 	}
 	ws := &winState{w: w, st: st}
-	k.setWindows(append(k.windows(), ws))
+	switch {
+	case k.x != nil && k.x.more != nil:
+		// win0 stays in the list or out of it as it was.
+		k.x.more = append(k.x.more, ws)
+	case k.bits&keyWin0 != 0:
+		k.setWindows([]*winState{&k.win0, ws})
+	default:
+		k.setWindows([]*winState{ws})
+	}
 	return ws
 }
 
@@ -276,6 +284,30 @@ func (k *aggKey) removeWindow(ws *winState) {
 			k.setWindows(more[:len(more)-1])
 			return
 		}
+	}
+}
+
+// compact moves the key's one window into win0 when win0 is free, so
+// that a key whose windows follow one another (fixed windows: the next
+// one opens before the last one closes) is one object again once the
+// earlier window closed, not the key, its extra record and a window.
+// It is called for an element's key before the element touches its
+// windows: a window that is queued or held (st.Marks) may be pointed at
+// from the node's lists, and stays where it is.
+func (k *aggKey) compact() {
+	x := k.x
+	if x == nil || len(x.more) != 1 || k.bits&(keyWin0|keySpent) != 0 {
+		return
+	}
+	ws := x.more[0]
+	if ws.st.Marks != 0 {
+		return
+	}
+	k.win0 = *ws
+	k.bits |= keyWin0
+	x.more = nil
+	if x.long == "" && x.key == nil {
+		k.x = nil
 	}
 }
 

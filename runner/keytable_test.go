@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/weir-dev/weir/mtime"
@@ -263,5 +265,106 @@ func TestAggKeyWin0Reuse(t *testing.T) {
 				t.Errorf("win0 was given to only %d of the windows", reused)
 			}
 		})
+	}
+}
+
+// TestAggKeyCompact: a key's one window moves into win0 when win0 is free
+// and nothing may point at the window (it is neither queued nor held),
+// with its bounds, trigger state and accumulator; the key is then one
+// object unless it keeps a value. A queued or held window, a spent win0
+// and a key with two windows stay as they are.
+func TestAggKeyCompact(t *testing.T) {
+	w1 := window.Window{Start: 0, End: 10}
+	w2 := window.Window{Start: 10, End: 20}
+	tests := []struct {
+		name      string
+		marks     uint8
+		spent     bool
+		withVal   bool
+		both      bool // w1 stays open beside w2
+		wantMoved bool
+	}{
+		{name: "one window after another", wantMoved: true},
+		{name: "a key that keeps its value", withVal: true, wantMoved: true},
+		{name: "queued", marks: markQueued},
+		{name: "held", marks: markHeld},
+		{name: "win0 merged away", spent: true},
+		{name: "two windows open", both: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newAggKey(0, KeyHash([]byte("k")), []byte("k"))
+			if tc.withVal {
+				k.setVal("k")
+			}
+			first := k.newWindow(w1, window.State{})
+			second := k.newWindow(w2, window.State{NextIndex: 3})
+			second.acc = int64(42)
+			second.st.Marks = tc.marks
+			if !tc.both {
+				if tc.spent {
+					k.bits |= keySpent
+				}
+				k.removeWindow(first)
+			}
+			k.compact()
+			if moved := k.nwin() >= 1 && k.win(k.nwin()-1) == &k.win0; moved != tc.wantMoved {
+				t.Fatalf("the window moved into win0: %v, want %v", moved, tc.wantMoved)
+			}
+			last := k.win(k.nwin() - 1)
+			if last.w != w2 || last.st.NextIndex != 3 || last.acc != int64(42) || last.st.Marks != tc.marks {
+				t.Fatalf("the window reads %+v after compact, want w2's state", *last)
+			}
+			if tc.wantMoved {
+				if k.nwin() != 1 || k.bits&keyWin0 == 0 {
+					t.Fatalf("%d windows, win0 flag %v", k.nwin(), k.bits&keyWin0 != 0)
+				}
+				if (k.x == nil) == tc.withVal {
+					t.Errorf("extra record kept: %v, want %v (a key value)", k.x != nil, tc.withVal)
+				}
+				if tc.withVal && k.val() != "k" {
+					t.Errorf("the key's value is lost")
+				}
+			}
+			if tc.both && k.nwin() != 2 {
+				t.Errorf("%d windows, want 2", k.nwin())
+			}
+		})
+	}
+}
+
+// TestTimerHeapGivesMemoryBack: a popped timer no longer points at its
+// key's record, and a heap that fell below a quarter of its array moves
+// to a smaller one, keeping its timers in firing order.
+func TestTimerHeapGivesMemoryBack(t *testing.T) {
+	var h timerHeap
+	const n = 4 * minShrinkTimers
+	for i := range n {
+		heap.Push(&h, timerRef{t: mtime.Time((i * 7919) % n), key: "k"})
+	}
+	var fired []mtime.Time
+	for range n - n/8 {
+		fired = append(fired, heap.Pop(&h).(timerRef).t)
+	}
+	for i, r := range h[len(h):cap(h)] {
+		if r.key != "" {
+			t.Fatalf("popped slot %d still holds its key", len(h)+i)
+		}
+	}
+	before := cap(h)
+	h.shrink()
+	if cap(h) >= before/2 || len(h) != n/8 {
+		t.Fatalf("after shrink: len %d cap %d, was cap %d", len(h), cap(h), before)
+	}
+	for h.Len() > 0 {
+		fired = append(fired, heap.Pop(&h).(timerRef).t)
+	}
+	if !slices.IsSorted(fired) || len(fired) != n {
+		t.Fatalf("%d timers fired, in order: %v", len(fired), slices.IsSorted(fired))
+	}
+	small := timerHeap(make([]timerRef, 1, minShrinkTimers/2))
+	small.shrink()
+	if cap(small) != minShrinkTimers/2 {
+		t.Errorf("a small heap was moved (cap %d)", cap(small))
 	}
 }
