@@ -264,11 +264,13 @@ func (k *aggKey) newWindow(w window.Window, st window.State) *winState {
 	return ws
 }
 
-// removeWindow removes ws, one of the key's windows. The window's memory
-// is not reused before the bundle that removed it ended (aggNode keeps
-// pointers to windows within a bundle): win0 is given to a new window
-// only by a later newWindow, and merging steps never give it again once
-// its window merged away (keySpent).
+// removeWindow removes ws, one of the key's windows. Its memory is not
+// given to another window while the node may still point at it: windows
+// are removed when they are evaluated (after a bundle, or by a timer),
+// and win0 goes to a new window only through a later element's
+// newWindow, once the lists that point at windows were emptied; a
+// merging step, whose windows merge away while a bundle runs, never
+// gives win0 again once its window merged away (keySpent).
 func (k *aggKey) removeWindow(ws *winState) {
 	if k.x == nil || k.x.more == nil {
 		if ws == &k.win0 {
