@@ -55,16 +55,22 @@ func (h *timerHeap) Pop() any {
 }
 
 // shrink gives back the memory of a heap that fell below a quarter of
-// its array (the timers of a closed window of every key fired): a
-// windowed step's heap grows to two windows' timers per key at each
-// window's end, and would hold that high-water mark for good.
-func (h *timerHeap) shrink() {
-	if cap(*h) >= minShrinkTimers && len(*h) < cap(*h)/4 {
-		*h = append(make(timerHeap, 0, 2*len(*h)), *h...)
+// its array (shrunk).
+func (h *timerHeap) shrink() { *h = shrunk(*h) }
+
+// shrunk returns a timer heap moved to a smaller array when it fell below
+// a quarter of its own (the timers of a closed window of every key
+// fired): a windowed step's heap grows to two windows' timers per key at
+// each window's end, and would hold that high-water mark for good. The
+// order of its elements, and so the heap, is kept.
+func shrunk[T any](h []T) []T {
+	if cap(h) >= minShrinkTimers && len(h) < cap(h)/4 {
+		return append(make([]T, 0, 2*len(h)), h...)
 	}
+	return h
 }
 
-// minShrinkTimers is the smallest timer heap array shrink gives back.
+// minShrinkTimers is the smallest timer heap array shrunk gives back.
 const minShrinkTimers = 1024
 
 // aggNode runs a GroupByKey or CombinePerKey on one worker: it keeps an

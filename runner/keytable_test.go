@@ -367,4 +367,14 @@ func TestTimerHeapGivesMemoryBack(t *testing.T) {
 	if cap(small) != minShrinkTimers/2 {
 		t.Errorf("a small heap was moved (cap %d)", cap(small))
 	}
+
+	// A stateful step's timers likewise.
+	var sf sfTimerHeap
+	for i := range 3 {
+		heap.Push(&sf, sfTimerRef{t: mtime.Time(i), key: "k"})
+	}
+	heap.Pop(&sf)
+	if r := sf[:cap(sf)][len(sf)]; r.key != "" {
+		t.Error("a stateful step's popped timer still holds its key")
+	}
 }

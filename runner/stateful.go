@@ -97,6 +97,7 @@ func (h *sfTimerHeap) Push(x any)   { *h = append(*h, x.(sfTimerRef)) }
 func (h *sfTimerHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	old[len(old)-1] = sfTimerRef{} // a popped slot keeps no key's string alive
 	*h = old[:len(old)-1]
 	return x
 }
@@ -578,6 +579,7 @@ func (n *statefulNode) eventTime(wm mtime.Time) error {
 			return err
 		}
 	}
+	n.events = shrunk(n.events)
 	return nil
 }
 
@@ -653,5 +655,6 @@ func (n *statefulNode) processingTime(now mtime.Time) error {
 			return err
 		}
 	}
+	n.proc = shrunk(n.proc)
 	return nil
 }
