@@ -397,3 +397,53 @@ func TestMembersNameSettingsThatDiffer(t *testing.T) {
 		return fmt.Sprint(got) == fmt.Sprint(want)
 	})
 }
+
+// TestLostLeadershipCancelsAnAppend: a leader's write in flight while NATS
+// is unreachable gives up when the leadership is lost, instead of waiting
+// out the append's timeout — so a cut-off leader's jobs stop at once. The
+// write fails with the leadership's loss and a cancelled publication (a
+// timeout would say the deadline passed) and is committed nowhere.
+func TestLostLeadershipCancelsAnAppend(t *testing.T) {
+	nc := natscluster.Start(t, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// A long lease: the renewals do not end the leadership during the test.
+	m := joinWith(t, Config{Name: "t5", Conn: connect(t, nc.URLs()), Address: "http://a", LeaseTTL: time.Minute})
+	store := openStore(t)
+	l, err := m.Campaign(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.SetReplicator(l)
+	if err := put(store, "r/before", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	nc.StopServer(0)
+	done := make(chan error, 1)
+	go func() { done <- put(store, "r/cut", []byte("2")) }()
+	// The write is in flight once it holds the append lock for a while
+	// (the renewal loop holds it only to read the log's end).
+	held := 0
+	waitFor(t, 30*time.Second, "the write blocked on the unreachable log", func() bool {
+		if l.appendMu.TryLock() {
+			l.appendMu.Unlock()
+			held = 0
+			return false
+		}
+		held++
+		return held >= 3
+	})
+	l.fail(fmt.Errorf("%w: the test ends it", ErrLeadershipLost))
+	var werr error
+	select {
+	case werr = <-done:
+	case <-time.After(2 * appendTimeout): // a hang; a timeout fails below
+		t.Fatal("the write did not return after the leadership was lost")
+	}
+	if !errors.Is(werr, ErrLeadershipLost) || !errors.Is(werr, context.Canceled) {
+		t.Fatalf("the write in flight: %v, want the leadership lost and the publication cancelled", werr)
+	}
+	if _, err := store.Get("r/cut"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("the cancelled write was committed locally: %v", err)
+	}
+}

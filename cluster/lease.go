@@ -119,8 +119,13 @@ type Leadership struct {
 	lostOnce sync.Once
 	lost     chan struct{}
 	lostErr  error // set before lost is closed
-	stop     chan struct{}
-	stopped  chan struct{}
+	// writes is cancelled with lost: an append in flight when the
+	// leadership is lost (NATS unreachable) gives up at once instead of
+	// waiting out appendTimeout, so that the jobs stop without delay.
+	writes      context.Context
+	cancelWrite context.CancelFunc
+	stop        chan struct{}
+	stopped     chan struct{}
 }
 
 // Campaign follows the log into replica until this member holds the
@@ -206,6 +211,7 @@ func (m *Member) leaseValue(term uint64) []byte {
 func (m *Member) lead(ctx context.Context, f *follower, rev, term uint64) (*Leadership, error) {
 	l := &Leadership{m: m, lease: Lease{Member: m.id, Address: m.cfg.Address, Term: term},
 		lost: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
+	l.writes, l.cancelWrite = context.WithCancel(context.Background())
 	renewed := m.cfg.Now()
 	for {
 		err := f.catchUp(ctx)
@@ -295,6 +301,7 @@ func (l *Leadership) fail(err error) bool {
 		l.lostErr = err
 		l.m.log.Error("lost the cluster's leadership: this member stops writing", "error", err)
 		close(l.lost)
+		l.cancelWrite()
 		ended = true
 	})
 	return ended

@@ -84,7 +84,7 @@ func (l *Leadership) Append(size int, build func(endSeq uint64) []byte) error {
 		msg := nats.NewMsg(m.subject)
 		msg.Header.Set(partHeader, strconv.Itoa(i+1)+"/"+strconv.Itoa(n))
 		msg.Data = repr[lo:hi]
-		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		ctx, cancel := context.WithTimeout(l.writes, appendTimeout)
 		ack, err := m.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.last))
 		cancel()
 		if err != nil {
