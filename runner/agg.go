@@ -240,6 +240,9 @@ func (n *aggNode) adopt(olds []node) {
 		n.changes.continueAfter(&old.changes, n.w, true)
 		n.groups, n.events, n.deadlines = old.groups, old.events, old.deadlines
 		n.far = old.far
+		// The windows whose panes are held back (a −∞ watermark) fire
+		// when it rises, here as they would have there.
+		n.held = old.held
 	}, func(old *aggNode) {
 		oldEK = cmp.Or(oldEK, old.ek)
 		// Keys remember the snapshot interval in which they were last
@@ -250,6 +253,11 @@ func (n *aggNode) adopt(olds []node) {
 		n.events = ownedBy(n.events, old.events, kg, route, n.w.id)
 		n.deadlines = ownedBy(n.deadlines, old.deadlines, kg, route, n.w.id)
 		n.far.join(old.far)
+		for _, h := range old.held {
+			if int(route[h.kg]) == n.w.id {
+				n.held = append(n.held, h)
+			}
+		}
 	})
 	if !whole {
 		heap.Init(&n.events)

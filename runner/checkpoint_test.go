@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weir-dev/weir/runner/contract"
@@ -31,6 +32,8 @@ type seqSource struct {
 	// record holds inline).
 	prefix string
 	gate   gate
+	// minWM holds the watermark at −∞ while set (a source catching up).
+	minWM atomic.Bool
 }
 
 // gate holds a seqSource's splits back before an element index. Without a
@@ -155,6 +158,9 @@ func (s *seqSplit) Read(_ context.Context, buf []contract.Element) (contract.Rea
 	}
 	if s.next >= s.src.n {
 		return contract.ReadResult{N: n, Watermark: mtime.MaxTimestamp, Done: true}, nil
+	}
+	if s.src.minWM.Load() {
+		return contract.ReadResult{N: n, Watermark: mtime.MinTimestamp}, nil
 	}
 	return contract.ReadResult{N: n, Watermark: mtime.Time(s.next-s.src.splits) * 1000}, nil
 }
