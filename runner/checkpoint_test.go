@@ -230,6 +230,23 @@ func checkpointDurably(t *testing.T, x *runner.Execution, store *memStore) {
 	makeDurable(t, x, store, cp)
 }
 
+// pauseDurably pauses x at an aligned checkpoint, writes it to store and
+// commits it, and ends x, as the job service does before an update in
+// place or a rescale. It returns the restore that starts an execution
+// from that checkpoint's positions (no state reader: the state is
+// adopted in memory).
+func pauseDurably(t *testing.T, x *runner.Execution, store *memStore) *contract.Restore {
+	t.Helper()
+	cp, err := x.Pause(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	makeDurable(t, x, store, cp)
+	x.Cancel()
+	x.Wait()
+	return &contract.Restore{Epoch: store.epoch, Positions: store.positions}
+}
+
 // finishDurably waits until x ends, then takes its final checkpoint, writes
 // it to store (unless nil) and commits it, as the job service does at the
 // end of a job. It returns x's result.
@@ -435,16 +452,9 @@ func TestPauseAndAdopt(t *testing.T) {
 			checkpointDurably(t, x, store)
 			src.gate.to(3000)
 			src.gate.let(4000)
-			cp, err := x.Pause(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			makeDurable(t, x, store, cp)
-			x.Cancel()
-			x.Wait()
 			// The store deliberately lacks nothing; but the new execution must
 			// not need it: give it no state reader at all.
-			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions}
+			restore := pauseDurably(t, x, store)
 			src.gate.open()
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
 			// A different worker count rescales: key groups move to the

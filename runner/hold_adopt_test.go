@@ -73,15 +73,7 @@ func TestHeldPanesSurviveAdoption(t *testing.T) {
 			if got := sink.seen(); len(got) != 0 {
 				t.Fatalf("panes while the watermark is −∞: %v", got)
 			}
-			cp, err := x.Pause(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			makeDurable(t, x, store, cp)
-			x.Cancel()
-			x.Wait()
-
-			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions}
+			restore := pauseDurably(t, x, store)
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum"}}
 			x2, err := runner.Start(ctx, build(), runner.Options{NumWorkers: after, Checkpoints: true, HoldPanesAtMinWatermark: true, Restore: restore, Adopt: adopt})
 			if err != nil {

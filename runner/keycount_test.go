@@ -72,16 +72,9 @@ func TestKeyCounts(t *testing.T) {
 			src.gate.to(3000)
 			checkpointDurably(t, x, store)
 			want(x, "after 3000 elements", keys)
-			cp, err := x.Pause(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			makeDurable(t, x, store, cp)
-			x.Cancel()
-			x.Wait()
+			restore := pauseDurably(t, x, store)
 
 			// Adopted in memory, before the new execution reads anything.
-			restore := &contract.Restore{Epoch: store.epoch, Positions: store.positions}
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum", "Running": "Running"}}
 			x2, err := runner.Start(ctx, buildKeyCounted(src, sink).Program(), runner.Options{NumWorkers: after, Checkpoints: true, Restore: restore, Adopt: adopt})
 			if err != nil {
