@@ -80,12 +80,92 @@ func (s *slot) setVT(v any, t mtime.Time) {
 	s.val.t = t
 }
 
-// accumulator is the state of one key in one window. It is 32 bytes:
-// its group values are behind a pointer, since a step whose keys are
-// scalars keeps none (they are read from the key's encoding when needed).
+// accumulator is the state of one key in one window: its slots and, for
+// a step whose keys are not all scalars, its group values (a step whose
+// keys are scalars keeps none: they are read from the key's encoding when
+// needed).
+//
+// The runner holds an accumulator in one of two forms. Most are compact:
+// a pointer to their slots' array, *[N]slot for N up to maxCompactSlots,
+// whose type says how many slots it has — no header, so a count and a sum
+// per key cost 64 bytes, not 96. An accumulator with group values, more
+// slots or none is a *accumulator (32 bytes besides its slots). open reads
+// either form into an accumulator value; wrap makes the form the runner
+// holds from one.
 type accumulator struct {
 	slots []slot
 	grp   *[]any
+}
+
+// maxCompactSlots is the most slots a compact accumulator has.
+const maxCompactSlots = 8
+
+// compact returns the compact form of an accumulator of slots (the
+// pointer to their array), or false when it has none of that length.
+func compact(slots []slot) (any, bool) {
+	switch len(slots) {
+	case 1:
+		return (*[1]slot)(slots), true
+	case 2:
+		return (*[2]slot)(slots), true
+	case 3:
+		return (*[3]slot)(slots), true
+	case 4:
+		return (*[4]slot)(slots), true
+	case 5:
+		return (*[5]slot)(slots), true
+	case 6:
+		return (*[6]slot)(slots), true
+	case 7:
+		return (*[7]slot)(slots), true
+	case 8:
+		return (*[8]slot)(slots), true
+	}
+	return nil, false
+}
+
+// compactSlots returns the slots of a compact accumulator, or false when
+// acc is not one.
+func compactSlots(acc any) ([]slot, bool) {
+	switch p := acc.(type) {
+	case *[1]slot:
+		return p[:], true
+	case *[2]slot:
+		return p[:], true
+	case *[3]slot:
+		return p[:], true
+	case *[4]slot:
+		return p[:], true
+	case *[5]slot:
+		return p[:], true
+	case *[6]slot:
+		return p[:], true
+	case *[7]slot:
+		return p[:], true
+	case *[8]slot:
+		return p[:], true
+	}
+	return nil, false
+}
+
+// open returns the accumulator acc holds in either form (a copy of a
+// *accumulator's header: its slots are shared), or false when acc is
+// neither.
+func open(acc any) (accumulator, bool) {
+	if p, ok := acc.(*accumulator); ok {
+		return *p, true
+	}
+	s, ok := compactSlots(acc)
+	return accumulator{slots: s}, ok
+}
+
+// first identifies an accumulator by its first slot, whichever its form
+// (nil when it has no slots).
+func (ac accumulator) first() *slot {
+	if len(ac.slots) == 0 {
+		return nil
+	}
+	return &ac.slots[0]
 }
 
 // group returns the accumulator's group values, nil when it keeps none.
@@ -135,15 +215,26 @@ type slabChunk struct {
 	slots []slot
 }
 
-// take returns a zero accumulator of n empty slots.
-func (s *accSlab) take(n int) *accumulator {
+// take returns an accumulator of n empty slots in the form the runner
+// holds (compact when it can be).
+func (s *accSlab) take(n int) any {
 	c := s.chunk()
-	if len(c.free) == 0 {
-		c.free = make([]accumulator, accSlabLen)
+	slots := c.takeSlots(n)
+	if acc, ok := compact(slots); ok {
+		s.chunks.Put(c)
+		return acc
 	}
-	ac := &c.free[0]
-	c.free = c.free[1:]
-	ac.slots = c.takeSlots(n)
+	ac := c.takeHeader()
+	ac.slots = slots
+	s.chunks.Put(c)
+	return ac
+}
+
+// takeHeader returns a zero *accumulator (the form of an accumulator that
+// cannot be compact).
+func (s *accSlab) takeHeader() *accumulator {
+	c := s.chunk()
+	ac := c.takeHeader()
 	s.chunks.Put(c)
 	return ac
 }
@@ -165,6 +256,16 @@ func (s *accSlab) chunk() *slabChunk {
 	return &slabChunk{}
 }
 
+// takeHeader returns a zero accumulator carved from c's accumulator array.
+func (c *slabChunk) takeHeader() *accumulator {
+	if len(c.free) == 0 {
+		c.free = make([]accumulator, accSlabLen)
+	}
+	ac := &c.free[0]
+	c.free = c.free[1:]
+	return ac
+}
+
 // takeSlots returns n empty slots carved from c's slot array.
 func (c *slabChunk) takeSlots(n int) []slot {
 	switch {
@@ -181,7 +282,20 @@ func (c *slabChunk) takeSlots(n int) []slot {
 	return out
 }
 
-// newAccumulator returns an accumulator of n empty slots, from s.
-func newAccumulator(s *accSlab, n int) *accumulator {
-	return s.take(n)
+// wrap returns the form the runner holds of ac, read by open from orig:
+// orig itself when it is a *accumulator (its header updated), the compact
+// form when ac can have one, else a new *accumulator.
+func (s *accSlab) wrap(orig any, ac accumulator) any {
+	if p, ok := orig.(*accumulator); ok {
+		*p = ac
+		return p
+	}
+	if ac.grp == nil {
+		if c, ok := compact(ac.slots); ok {
+			return c
+		}
+	}
+	p := s.takeHeader()
+	*p = ac
+	return p
 }

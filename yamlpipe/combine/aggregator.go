@@ -129,7 +129,14 @@ func (a *Aggregator) Key(v any) any {
 
 // NewAccumulator returns an empty accumulator.
 func (a *Aggregator) NewAccumulator() any {
-	return newAccumulator(&a.accs, len(a.Ops))
+	if len(a.Group) > 0 && !a.ScalarKeys {
+		// Its first row gives it group values: a *accumulator now, not
+		// a compact one converted then.
+		ac := a.accs.takeHeader()
+		ac.slots = a.accs.takeSlots(len(a.Ops))
+		return ac
+	}
+	return a.accs.take(len(a.Ops))
 }
 
 // AddInput folds one row into acc. The runner calls AddInputErr instead
@@ -149,12 +156,12 @@ const reasonOverflow = "overflow"
 // overflow) and leaves acc unchanged when the row would overflow an int64
 // sum.
 func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
-	ac := a.conform(acc.(*accumulator))
+	ac, acc := a.conform(acc)
 	v := e.Value
 	r, ok := v.(*row.Row)
 	if !ok {
 		if r, ok = row.AsRow(v); !ok {
-			return ac, nil
+			return acc, nil
 		}
 	}
 	// Check first, so that a rejected element changes no output.
@@ -165,7 +172,7 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 		}
 		if y, ok := r.Values[op.Src].(int64); ok {
 			if _, over := addInt(ac.slots[k].i, y); over {
-				return ac, &contract.ElementError{Reason: reasonOverflow,
+				return acc, &contract.ElementError{Reason: reasonOverflow,
 					Message: fmt.Sprintf("combine %s: the int64 sum overflows (%d + %d)", op.Out, ac.slots[k].i, y)}
 			}
 		}
@@ -176,6 +183,7 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 			g[j] = r.Values[i]
 		}
 		ac.setGroup(g)
+		acc = a.accs.wrap(acc, ac)
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
@@ -198,7 +206,7 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 		}
 		addValue(op, s, x, e.Time)
 	}
-	return ac, nil
+	return acc, nil
 }
 
 // addInt adds with overflow detection.
@@ -379,9 +387,11 @@ func (a *Aggregator) MergeRekeyed(x, y any) any {
 // merge folds y into x, each output by its merge in by (mergeSlotAs) when
 // it has one there, else as its combine fn merges it (mergeSlot).
 func (a *Aggregator) merge(x, y any, by map[string]string) any {
-	ax, ay := a.conform(x.(*accumulator)), a.conform(y.(*accumulator))
-	if ax.grp == nil {
+	ax, x := a.conform(x)
+	ay, _ := a.conform(y)
+	if ax.grp == nil && ay.grp != nil {
 		ax.grp = ay.grp
+		x = a.accs.wrap(x, ax)
 	}
 	for k := range a.Ops {
 		op := &a.Ops[k]
@@ -395,7 +405,7 @@ func (a *Aggregator) merge(x, y any, by map[string]string) any {
 			a.mergeSlot(op, s, o)
 		}
 	}
-	return ax
+	return x
 }
 
 // mergeSlot folds slot o into s as op's combine fn merges.
@@ -523,7 +533,7 @@ func toFloat(v any) float64 {
 // Output builds the pane's row: group values, outputs and, unless the step
 // has Beam's shape, window and pane.
 func (a *Aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo) any {
-	ac := a.conform(acc.(*accumulator))
+	ac, _ := a.conform(acc)
 	r := row.New(a.Out)
 	if vals, ok := key.([]any); ok && len(vals) == len(a.Group) {
 		copy(r.Values, vals)

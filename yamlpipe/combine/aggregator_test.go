@@ -1,6 +1,7 @@
 package combine
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -28,12 +29,12 @@ func TestSumOverflowIsAReject(t *testing.T) {
 	if !ok || ee.Reason != reasonOverflow {
 		t.Fatalf("overflowing add: err = %v, want an element error with reason %q", err, reasonOverflow)
 	}
-	if got := acc.(*accumulator).slots[0].i; got != math.MaxInt64 {
+	if got := mustOpen(t, acc).slots[0].i; got != math.MaxInt64 {
 		t.Errorf("sum after the rejected element = %d, want %d", got, int64(math.MaxInt64))
 	}
 	_, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{int64(-5)}}})
-	if err != nil || acc.(*accumulator).slots[0].i != math.MaxInt64-5 {
-		t.Errorf("after -5: sum %d, err %v", acc.(*accumulator).slots[0].i, err)
+	if err != nil || mustOpen(t, acc).slots[0].i != math.MaxInt64-5 {
+		t.Errorf("after -5: sum %d, err %v", mustOpen(t, acc).slots[0].i, err)
 	}
 }
 
@@ -67,7 +68,7 @@ func TestScalarKeysKeepNoGroupValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if kept := acc.(*accumulator).grp != nil; kept == scalar {
+		if kept := mustOpen(t, acc).grp != nil; kept == scalar {
 			t.Errorf("ScalarKeys %t: the accumulator keeps its group values: %t", scalar, kept)
 		}
 	}
@@ -83,6 +84,81 @@ func TestAccumulatorSize(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(slot{}); n > 32 {
 		t.Errorf("slot is %d bytes, want at most 32", n)
+	}
+}
+
+// mustOpen returns the accumulator acc holds, in either form.
+func mustOpen(t *testing.T, acc any) accumulator {
+	t.Helper()
+	ac, ok := open(acc)
+	if !ok {
+		t.Fatalf("%T is not an accumulator", acc)
+	}
+	return ac
+}
+
+// TestCompactAccumulators: a key of a step whose keys are scalars (or
+// without group_by) holds its accumulator as a pointer to its slots, with
+// no header, up to maxCompactSlots outputs; a step with more, or whose
+// keys are not scalars, holds a *accumulator. Adding, merging, encoding
+// and decoding keep the form.
+func TestCompactAccumulators(t *testing.T) {
+	s := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindString)}, row.Field{Name: "v", Type: row.Of(row.KindInt)})
+	for _, tt := range []struct {
+		ops     int
+		scalar  bool
+		compact bool
+	}{
+		{1, true, true}, {2, true, true}, {maxCompactSlots, true, true},
+		{maxCompactSlots + 1, true, false}, {2, false, false},
+	} {
+		ops := make([]Op, tt.ops)
+		for i := range ops {
+			ops[i] = Op{Out: fmt.Sprintf("o%d", i), Fn: FnSum, Src: 1, Typ: row.Of(row.KindInt)}
+		}
+		a := &Aggregator{Group: []int{0}, ScalarKeys: tt.scalar, Ops: ops}
+		check := func(what string, acc any) {
+			t.Helper()
+			_, isHeader := acc.(*accumulator)
+			if isHeader == tt.compact {
+				t.Errorf("%d outputs, scalar keys %t: %s is a %T, want compact %t", tt.ops, tt.scalar, what, acc, tt.compact)
+			}
+			if ac := mustOpen(t, acc); len(ac.slots) != tt.ops {
+				t.Errorf("%d outputs: %s has %d slots", tt.ops, what, len(ac.slots))
+			}
+		}
+		acc := a.NewAccumulator()
+		check("a new accumulator", acc)
+		for _, v := range []int64{3, 4} {
+			var err error
+			if acc, err = a.AddInputErr(acc, &contract.Element{Value: &row.Row{Schema: s, Values: []any{"a", v}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("after two adds", acc)
+		other, err := a.AddInputErr(a.NewAccumulator(), &contract.Element{Value: &row.Row{Schema: s, Values: []any{"a", int64(5)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc = a.MergeAccumulators(acc, other)
+		check("merged", acc)
+		b, err := a.EncodeState("", acc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := a.DecodeState("", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("decoded", back)
+		for k, op := range ops {
+			if v := slotValue(&op, &mustOpen(t, back).slots[k]); v != int64(12) {
+				t.Errorf("%d outputs: output %d decoded %v, want 12", tt.ops, k, v)
+			}
+		}
+	}
+	if _, err := (&Aggregator{}).EncodeState("", "not an accumulator"); err == nil {
+		t.Error("a string encoded as an accumulator")
 	}
 }
 
@@ -117,7 +193,7 @@ func TestMergeRekeyed(t *testing.T) {
 	}
 	x := add([2]any{int64(5), 1.5}, [2]any{int64(2), 0.5}) // i: sum 7, latest 2, min 2; f: sum 2, latest 0.5
 	y := add([2]any{int64(9), 4.0})                        // i: sum 9, latest 9, min 9; f: sum 4, latest 4
-	got := a.MergeRekeyed(x, y).(*accumulator)
+	got := mustOpen(t, a.MergeRekeyed(x, y))
 	want := map[string]any{
 		"sum_max": int64(9), "sum_min": 2.0, "count_max": int64(2), "count_own": int64(3),
 		"latest_sum": int64(11), "latest_max": 4.0, "min_max": int64(9), "mean_own": 16.0 / 3,
@@ -128,7 +204,7 @@ func TestMergeRekeyed(t *testing.T) {
 		}
 	}
 	// An empty accumulator leaves the other's values as they are.
-	got = a.MergeRekeyed(a.NewAccumulator(), add([2]any{int64(3), 1.0})).(*accumulator)
+	got = mustOpen(t, a.MergeRekeyed(a.NewAccumulator(), add([2]any{int64(3), 1.0})))
 	if v := slotValue(&ops[0], &got.slots[0]); v != int64(3) {
 		t.Errorf("sum_max of an empty and 3 = %v, want 3", v)
 	}

@@ -61,13 +61,21 @@ type Migrations struct {
 	// starts empty for that key and window); logged the first time.
 	failed atomic.Int64
 	// The inits that failed when an adopted accumulator was carried over
-	// lazily (conform), by accumulator, until the runner takes them
-	// (TakeStateRejects) to report them with their key and window; the
-	// aggregator is shared by the step's workers. npending counts them,
-	// so that the runner's check after each use needs no lock.
+	// lazily (conform), by accumulator (its first slot), until the runner
+	// takes them (TakeStateRejects) to report them with their key and
+	// window; the aggregator is shared by the step's workers. npending
+	// counts them, so that the runner's check after each use needs no
+	// lock. mu guards pending and forward.
 	mu       sync.Mutex
-	pending  map[*accumulator]string
+	pending  map[*slot]string
 	npending atomic.Int64
+	// forward maps a compact accumulator adopted with fewer slots, whose
+	// appended slots have inits, to the form it was carried over to
+	// (conformSlots): the runner may use the old form again (a pane
+	// output, a checkpoint) before it holds the new one. An entry lives
+	// as long as the execution: one per adopted key and window used, in
+	// an update that appended outputs with inits.
+	forward map[*slot]any
 	// Renamed maps an output Renamed in place to its old name
 	// (renamed_from).
 	Renamed map[string]string
@@ -79,7 +87,7 @@ type Migrations struct {
 // initSlots sets the appended slots of ac (from index from on) that have
 // an init, from the values of the slots before them. It returns what did
 // not evaluate (empty when every init did): those outputs start empty.
-func (a *Aggregator) initSlots(ac *accumulator, from int) string {
+func (a *Aggregator) initSlots(ac accumulator, from int) string {
 	m := a.Migrations
 	if m == nil {
 		return ""
@@ -153,14 +161,22 @@ func (a *Aggregator) PendingStateRejects() bool {
 // replaced, was carried over.
 func (a *Aggregator) TakeStateRejects(acc any) []*contract.PartialStateError {
 	m := a.Migrations
-	ac, ok := acc.(*accumulator)
-	if m == nil || !ok || m.npending.Load() == 0 {
+	if m == nil || m.npending.Load() == 0 {
+		return nil
+	}
+	ac, ok := open(acc)
+	if !ok {
 		return nil
 	}
 	m.mu.Lock()
-	failed, found := m.pending[ac]
+	id := ac.first()
+	if fw, ok := m.forward[id]; ok {
+		fac, _ := open(fw)
+		id = fac.first()
+	}
+	failed, found := m.pending[id]
 	if found {
-		delete(m.pending, ac)
+		delete(m.pending, id)
 		m.npending.Add(-1)
 	}
 	m.mu.Unlock()
@@ -170,17 +186,52 @@ func (a *Aggregator) TakeStateRejects(acc any) []*contract.PartialStateError {
 	return []*contract.PartialStateError{{Reason: MigrationInitFailed, Message: failed}}
 }
 
-// adoptedInitFailed records what did not evaluate when adopted
-// accumulator ac was carried over, for TakeStateRejects.
-func (m *Migrations) adoptedInitFailed(ac *accumulator, failed string) {
+// adoptedInitFailed records what did not evaluate when an adopted
+// accumulator was carried over to the accumulator whose first slot is id,
+// for TakeStateRejects.
+func (m *Migrations) adoptedInitFailed(id *slot, failed string) {
 	m.mu.Lock()
 	if m.pending == nil {
-		m.pending = map[*accumulator]string{}
+		m.pending = map[*slot]string{}
 	}
-	if _, dup := m.pending[ac]; !dup {
+	if _, dup := m.pending[id]; !dup {
 		m.npending.Add(1)
 	}
-	m.pending[ac] = failed
+	m.pending[id] = failed
+	m.mu.Unlock()
+}
+
+// initsFrom reports whether any slot from index from on has an init (false
+// for a nil m).
+func (m *Migrations) initsFrom(from int) bool {
+	if m == nil {
+		return false
+	}
+	for k := from; k < len(m.Init); k++ {
+		if m.Init[k] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// carried returns the form the compact accumulator whose first slot is
+// old was carried over to, if it was (forward).
+func (m *Migrations) carried(old *slot) (any, bool) {
+	m.mu.Lock()
+	out, ok := m.forward[old]
+	m.mu.Unlock()
+	return out, ok
+}
+
+// carry records that the compact accumulator whose first slot is old was
+// carried over to out (forward).
+func (m *Migrations) carry(old *slot, out any) {
+	m.mu.Lock()
+	if m.forward == nil {
+		m.forward = map[*slot]any{}
+	}
+	m.forward[old] = out
 	m.mu.Unlock()
 }
 

@@ -59,11 +59,10 @@ func (a *Aggregator) DecodeKey(b []byte) (any, error) {
 // EncodeState encodes an accumulator: its group values, then per output its
 // running integer, float, count, set flag, event time and value.
 func (a *Aggregator) EncodeState(_ string, v any) ([]byte, error) {
-	ac, ok := v.(*accumulator)
-	if !ok {
+	if _, ok := open(v); !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
-	ac = a.conform(ac)
+	ac, _ := a.conform(v)
 	return a.appendSlots(appendGroup(nil, ac.group()), ac), nil
 }
 
@@ -130,11 +129,10 @@ func (a *Aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error
 // AppendEncodedStateFor appends EncodeState of the accumulator v of the key
 // encoded in enc.
 func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]byte, error) {
-	ac, ok := v.(*accumulator)
-	if !ok {
+	if _, ok := open(v); !ok {
 		return nil, fmt.Errorf("combine accumulator has type %T", v)
 	}
-	ac = a.conform(ac)
+	ac, _ := a.conform(v)
 	if g := ac.group(); g != nil { // adopted from an execution that kept them
 		dst = appendGroup(dst, g)
 	} else {
@@ -148,7 +146,7 @@ func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 // slot its integer, float, count, set flag, time and value. The set flag
 // of a sum or a value output, which the slot keeps in n (usesSetFlag), is
 // written as a flag of its own with a count of 0, as before it moved.
-func (a *Aggregator) appendSlots(out []byte, ac *accumulator) []byte {
+func (a *Aggregator) appendSlots(out []byte, ac accumulator) []byte {
 	out = binary.AppendUvarint(out, uint64(len(ac.slots)))
 	for k := range ac.slots {
 		s := &ac.slots[k]
@@ -209,12 +207,11 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	// before the last outputs were removed has more (dropped): the
 	// compatibility check lets only such changes through (compat's
 	// COMBINE_OUTPUTS_CHANGED).
-	// One take for the accumulator and its slots: a restore decodes
-	// millions.
-	ac := a.accs.take(max(int(ns), len(a.Ops)))
-	ac.setGroup(group)
+	// One take for the accumulator's slots, which are (most often) all of
+	// it: a restore decodes millions.
+	slots := a.accs.takeSlots(max(int(ns), len(a.Ops)))
 	for i := range int(ns) {
-		s := &ac.slots[i]
+		s := &slots[i]
 		if s.i, k = binary.Varint(b); k <= 0 {
 			return nil, bad
 		}
@@ -243,40 +240,76 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 		}
 		s.setVT(v, t)
 	}
-	ac.slots = ac.slots[:len(a.Ops)]
+	ac := accumulator{slots: slots[:len(a.Ops)]}
+	ac.setGroup(group)
 	if int(ns) < len(a.Ops) {
 		if failed := a.initSlots(ac, int(ns)); failed != "" {
 			// The accumulator is kept; the runner reports the key and window.
-			return ac, &contract.PartialStateError{Reason: MigrationInitFailed, Message: failed}
+			return a.accs.wrap(nil, ac), &contract.PartialStateError{Reason: MigrationInitFailed, Message: failed}
 		}
 	}
-	return ac, nil
+	return a.accs.wrap(nil, ac), nil
 }
 
 // maxDroppedOutputs bounds the slots a stored accumulator may have beyond
 // the step's outputs (a corrupt count is refused, not allocated).
 const maxDroppedOutputs = 64
 
-// conform makes ac's slots the step's outputs: an accumulator adopted from
-// an execution whose combine had fewer outputs (appended since) gets empty
-// slots for the new ones, one whose combine had more (the last ones
-// removed) loses them. The common case costs one comparison.
-func (a *Aggregator) conform(ac *accumulator) *accumulator {
-	if len(ac.slots) == len(a.Ops) {
-		return ac
+// conform returns the accumulator acc holds with the step's outputs as
+// its slots, and the form the runner is to hold of it: an accumulator
+// adopted from an execution whose combine had fewer outputs (appended
+// since) gets empty slots for the new ones (their inits' values, when the
+// migration declares inits), one whose combine had more (the last ones
+// removed) loses them. The common case costs one comparison. A value acc
+// is not an accumulator of is a defect of the runner: it panics, as a
+// failed type assertion would.
+func (a *Aggregator) conform(acc any) (accumulator, any) {
+	ac, ok := open(acc)
+	if !ok {
+		panic(fmt.Sprintf("combine accumulator has type %T", acc))
 	}
+	if len(ac.slots) == len(a.Ops) {
+		return ac, acc
+	}
+	return a.conformSlots(acc, ac)
+}
+
+// conformSlots is conform's work for an accumulator ac (held as orig)
+// whose slots are not the step's outputs.
+//
+// A compact accumulator cannot grow where it is: its slots are a new
+// array, and the runner holds the new form only once it stores what a
+// call returned (AddInputErr, MergeAccumulators do; Output and the
+// checkpoint's encoding do not). Slots without an init start empty each
+// time alike; where an init applies, the first carried-over form is kept
+// (Migrations.carry) so that its init is evaluated, and a failure
+// reported, once.
+func (a *Aggregator) conformSlots(orig any, ac accumulator) (accumulator, any) {
 	if len(ac.slots) > len(a.Ops) {
 		ac.slots = ac.slots[:len(a.Ops)]
-		return ac
+		return ac, a.accs.wrap(orig, ac)
 	}
-	kept := len(ac.slots)
+	m := a.Migrations
+	_, header := orig.(*accumulator)
+	carried := !header && m.initsFrom(len(ac.slots))
+	if carried {
+		if out, ok := m.carried(ac.first()); ok {
+			cac, _ := open(out)
+			return cac, out
+		}
+	}
+	kept, old := len(ac.slots), ac.first()
 	slots := a.accs.takeSlots(len(a.Ops))
 	copy(slots, ac.slots)
 	ac.slots = slots
+	out := a.accs.wrap(orig, ac)
 	if failed := a.initSlots(ac, kept); failed != "" {
 		// An adopted key has no restore to report it: the runner takes it
 		// (TakeStateRejects) after this use of the accumulator.
-		a.Migrations.adoptedInitFailed(ac, failed)
+		m.adoptedInitFailed(ac.first(), failed)
 	}
-	return ac
+	if carried {
+		m.carry(old, out)
+	}
+	return ac, out
 }

@@ -51,8 +51,8 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(back, tt.acc) {
-				t.Errorf("decoded %#v, want %#v", back, tt.acc)
+			if got := mustOpen(t, back); !reflect.DeepEqual(got, *tt.acc) {
+				t.Errorf("decoded %#v, want %#v", got, *tt.acc)
 			}
 		})
 	}
@@ -75,7 +75,7 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(name string, got *accumulator, n int) {
+	check := func(name string, got accumulator, n int) {
 		t.Helper()
 		if len(got.slots) != n || got.slots[0].n != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].isSet())) || (n > 2 && got.slots[2].isSet()) {
 			t.Errorf("%s: slots %+v, want %d slots: count 3, sum 42, an empty max", name, got.slots, n)
@@ -85,18 +85,19 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("stored, an output appended", back.(*accumulator), 3)
+	check("stored, an output appended", mustOpen(t, back), 3)
 	back, err = one.DecodeState("", b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("stored, the last output removed", back.(*accumulator), 1)
+	check("stored, the last output removed", mustOpen(t, back), 1)
 
 	adopted := two.NewAccumulator().(*accumulator)
 	adopted.slots[0].n, adopted.slots[1].i, adopted.slots[1].n = 3, 42, 1
-	check("adopted, an output appended", three.conform(adopted), 3)
+	conformed, _ := three.conform(adopted)
+	check("adopted, an output appended", conformed, 3)
 	// Merging an adopted (short) accumulator with a new one works too.
-	merged := three.MergeAccumulators(three.NewAccumulator(), two.NewAccumulator()).(*accumulator)
+	merged := mustOpen(t, three.MergeAccumulators(three.NewAccumulator(), two.NewAccumulator()))
 	if len(merged.slots) != 3 {
 		t.Errorf("merged %d slots, want 3", len(merged.slots))
 	}
