@@ -1,6 +1,7 @@
 package combine
 
 import (
+	"math"
 	"sync"
 
 	"github.com/weir-dev/weir/mtime"
@@ -9,20 +10,47 @@ import (
 // Combine's accumulators: the running state of one key in one window, and
 // the arrays they are carved from.
 
-// slot is the running state of one combine output. The numeric outputs
-// (sum, count, mean, all, any) use i, f and n; the value outputs (min, max,
-// latest, group, concat, top) keep their value in val, allocated when they
-// first set one, so that a count and a sum per key are 64 bytes, not 112
-// with an empty value and time each.
+// slot is the running state of one combine output: two words whose
+// meaning depends on the output's fn, and, for the value outputs (min,
+// max, latest, group, concat, top), val, allocated when they first set
+// one. A count and a sum per key are 48 bytes (64 while every slot had a
+// word for an int, one for a float and one for a count; 112 with a value
+// and time inline).
 //
-// A sum and the value outputs do not count (n): for them n is 1 once they
-// hold a value (isSet), 0 before — the flag that was a field of its own
-// and cost every slot a word. usesSetFlag tells which outputs these are.
+//	fn          i                  x
+//	sum         the int total      the float total's bits
+//	count       the count          -
+//	mean        the count          the total's bits
+//	all, any    the values seen    the truthy ones
+//	the others  -                  -  (val holds the value)
+//
+// A sum and the value outputs are set (isSet) once they hold a value: a
+// slot is set when any of its words is not zero, and a sum set at zero
+// keeps its float total as −0.0 (negZero), which reads and adds as 0 and
+// is stored as 0. usesSetFlag tells which outputs these are. The stored
+// layout (appendSlots) is the one the three words had: an int, a float, a
+// count, then the set flag, time and value.
 type slot struct {
 	i   int64
-	f   float64
-	n   int64
+	x   uint64
 	val *slotVal
+}
+
+// negZero is the bits of −0.0: the float total of a sum set at zero.
+const negZero = 1 << 63
+
+// f returns the float total of a sum or a mean.
+func (s *slot) f() float64 { return math.Float64frombits(s.x) }
+
+// setF sets the float total of a sum or a mean.
+func (s *slot) setF(f float64) { s.x = math.Float64bits(f) }
+
+// storedF returns the float total as stored: 0 for a sum set at zero.
+func (s *slot) storedF() float64 {
+	if s.x == negZero {
+		return 0
+	}
+	return s.f()
 }
 
 // usesSetFlag reports whether fn's slot keeps its set flag in n (isSet).
@@ -35,10 +63,16 @@ func usesSetFlag(fn Fn) bool {
 }
 
 // isSet reports whether the slot of a sum or a value output holds a value.
-func (s *slot) isSet() bool { return s.n != 0 }
+func (s *slot) isSet() bool { return s.i != 0 || s.x != 0 || s.val != nil }
 
-// markSet records that the slot of a sum or a value output holds a value.
-func (s *slot) markSet() { s.n = 1 }
+// markSet records that the slot of a sum or a value output holds a value:
+// one whose words are all zero (a sum of zeros, a latest null at time 0)
+// takes −0.0 as its float total.
+func (s *slot) markSet() {
+	if !s.isSet() {
+		s.x = negZero
+	}
+}
 
 // slotVal is a slot's value and, for latest, the event time of the value.
 type slotVal struct {

@@ -192,7 +192,7 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 		}
 		s := &ac.slots[k]
 		if op.Src < 0 {
-			s.n++
+			countElement(op.Fn, s)
 			continue
 		}
 		x := r.Values[op.Src]
@@ -207,6 +207,19 @@ func (a *Aggregator) AddInputErr(acc any, e *contract.Element) (any, error) {
 		addValue(op, s, x, e.Time)
 	}
 	return acc, nil
+}
+
+// countElement folds an element into the slot s of an output of fn that
+// has no value field (a count of elements).
+func countElement(fn Fn, s *slot) {
+	switch fn {
+	case FnCount, FnMean:
+		s.i++
+	case FnAll, FnAny:
+		s.x++
+	default:
+		s.markSet()
+	}
 }
 
 // addInt adds with overflow detection.
@@ -224,19 +237,19 @@ func addValue(op *Op, s *slot, x any, t mtime.Time) {
 				s.i = c
 			}
 		case float64:
-			s.f += y
+			s.setF(s.f() + y)
 		}
 		s.markSet()
 	case FnCount:
-		s.n++
+		s.i++
 	case FnMean:
 		switch y := x.(type) {
 		case int64:
-			s.f += float64(y)
+			s.setF(s.f() + float64(y))
 		case float64:
-			s.f += y
+			s.setF(s.f() + y)
 		}
-		s.n++
+		s.i++
 	case FnMin, FnMax:
 		if !s.isSet() || (op.Fn == FnMin && less(x, s.v())) || (op.Fn == FnMax && less(s.v(), x)) {
 			s.setV(x)
@@ -249,9 +262,9 @@ func addValue(op *Op, s *slot, x any, t mtime.Time) {
 			s.markSet()
 		}
 	case FnAll, FnAny:
-		// s.n counts the truthy values; s.i counts all values.
+		// s.x counts the truthy values; s.i counts all values.
 		if truthy(x) {
-			s.n++
+			s.x++
 		}
 		s.i++
 	case FnGroup:
@@ -412,20 +425,23 @@ func (a *Aggregator) merge(x, y any, by map[string]string) any {
 func (a *Aggregator) mergeSlot(op *Op, s, o *slot) {
 	switch op.Fn {
 	case FnSum:
+		set := s.isSet() || o.isSet()
 		if c, over := addInt(s.i, o.i); !over {
 			s.i = c
 		} else {
 			slog.Default().Warn("combine merge overflows int64: the merged sum keeps its previous value", "step", a.Step, "output", op.Out)
 		}
-		s.f += o.f
-		if o.isSet() {
+		s.setF(s.f() + o.f())
+		if set {
 			s.markSet()
 		}
 	case FnCount:
-		s.n += o.n
-	case FnMean, FnAll, FnAny:
-		s.f += o.f
-		s.n += o.n
+		s.i += o.i
+	case FnMean:
+		s.setF(s.f() + o.f())
+		s.i += o.i
+	case FnAll, FnAny:
+		s.x += o.x
 		s.i += o.i
 	case FnMin, FnMax, FnLatest:
 		if o.isSet() {
@@ -457,28 +473,27 @@ func mergeSlotAs(op *Op, m string, s, o *slot) {
 	case FnCount:
 		switch m {
 		case MergeMax:
-			s.n = max(s.n, o.n)
+			s.i = max(s.i, o.i)
 		case MergeMin:
-			s.n = min(s.n, o.n)
+			s.i = min(s.i, o.i)
 		}
 	case FnSum:
 		if !o.isSet() {
 			return
 		}
 		if !s.isSet() {
-			s.i, s.f = o.i, o.f
-			s.markSet()
+			s.i, s.x = o.i, o.x
 			return
 		}
-		st, ot := float64(s.i)+s.f, float64(o.i)+o.f
+		st, ot := float64(s.i)+s.f(), float64(o.i)+o.f()
 		switch m {
 		case MergeMax:
 			if ot > st {
-				s.i, s.f = o.i, o.f
+				s.i, s.x = o.i, o.x
 			}
 		case MergeMin:
 			if ot < st {
-				s.i, s.f = o.i, o.f
+				s.i, s.x = o.i, o.x
 			}
 		}
 	case FnMin, FnMax, FnLatest:
@@ -576,27 +591,27 @@ func slotValue(op *Op, s *slot) any {
 			// s.i is 0 unless the sum was an int sum before an update
 			// widened its value field to float (compat's
 			// COMBINE_OUTPUT_WIDENED): the stored int total carries on.
-			v = s.f + float64(s.i)
+			v = s.f() + float64(s.i)
 		} else {
 			// s.f is 0 unless the sum was a float sum before an update
 			// narrowed its value field to int (allow_lossy, compat's
 			// COMBINE_OUTPUT_NARROWED): the stored float total carries
 			// on, truncated toward zero.
 			v = s.i
-			if s.f != 0 {
-				v = s.i + truncInt(s.f)
+			if f := s.f(); f != 0 {
+				v = s.i + truncInt(f)
 			}
 		}
 	case FnCount:
-		v = s.n
+		v = s.i
 	case FnMean:
-		if s.n > 0 {
-			v = s.f / float64(s.n)
+		if s.i > 0 {
+			v = s.f() / float64(s.i)
 		}
 	case FnAll:
-		v = s.n == s.i
+		v = int64(s.x) == s.i
 	case FnAny:
-		v = s.n > 0
+		v = s.x > 0
 	case FnGroup, FnConcat, FnTop:
 		l, _ := s.v().([]any)
 		if l == nil {

@@ -130,12 +130,12 @@ func (a *Aggregator) initSlots(ac accumulator, from int) string {
 			case int64:
 				s.i = x
 			case float64:
-				s.f = x
+				s.setF(x)
 			}
 			s.markSet()
 		case FnCount:
 			if x, ok := v.(int64); ok {
-				s.n = x
+				s.i = x
 			}
 		case FnMin, FnMax:
 			s.setV(v)

@@ -143,28 +143,69 @@ func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]
 }
 
 // appendSlots appends the slots of ac, as EncodeState writes them: per
-// slot its integer, float, count, set flag, time and value. The set flag
-// of a sum or a value output, which the slot keeps in n (usesSetFlag), is
-// written as a flag of its own with a count of 0, as before it moved.
+// slot its integer, float, count, set flag, time and value — the fields a
+// slot had before its words took a meaning per fn (slot), each written
+// from the word that holds it now (storedWords).
 func (a *Aggregator) appendSlots(out []byte, ac accumulator) []byte {
 	out = binary.AppendUvarint(out, uint64(len(ac.slots)))
 	for k := range ac.slots {
 		s := &ac.slots[k]
-		out = binary.AppendVarint(out, s.i)
-		out = binary.BigEndian.AppendUint64(out, math.Float64bits(s.f))
-		n, set := s.n, byte(0)
-		if k < len(a.Ops) && usesSetFlag(a.Ops[k].Fn) {
-			n = 0
-			if s.isSet() {
-				set = 1
-			}
-		}
+		i, f, n, set := a.storedWords(k, s)
+		out = binary.AppendVarint(out, i)
+		out = binary.BigEndian.AppendUint64(out, math.Float64bits(f))
 		out = binary.AppendVarint(out, n)
 		out = append(out, set)
 		out = binary.BigEndian.AppendUint64(out, uint64(s.t()))
 		out = keyenc.AppendState(out, s.v())
 	}
 	return out
+}
+
+// slotFn is the fn of slot k: a slot beyond the step's outputs (stored by
+// a version with more, about to be dropped) is read as a count.
+func (a *Aggregator) slotFn(k int) Fn {
+	if k < len(a.Ops) {
+		return a.Ops[k].Fn
+	}
+	return FnCount
+}
+
+// storedWords returns the integer, float, count and set flag stored for
+// slot k, s.
+func (a *Aggregator) storedWords(k int, s *slot) (i int64, f float64, n int64, set byte) {
+	switch fn := a.slotFn(k); {
+	case fn == FnCount:
+		return 0, 0, s.i, 0
+	case fn == FnMean:
+		return 0, s.f(), s.i, 0
+	case fn == FnAll || fn == FnAny:
+		return s.i, 0, int64(s.x), 0
+	}
+	// A sum or a value output (usesSetFlag).
+	if s.isSet() {
+		set = 1
+	}
+	return s.i, s.storedF(), 0, set
+}
+
+// setStoredWords sets slot k, s, from the integer, float, count and set
+// flag stored for it (storedWords).
+func (a *Aggregator) setStoredWords(k int, s *slot, i int64, f float64, n int64, set byte) {
+	switch fn := a.slotFn(k); {
+	case fn == FnCount:
+		s.i = n
+	case fn == FnMean:
+		s.i = n
+		s.setF(f)
+	case fn == FnAll || fn == FnAny:
+		s.i, s.x = i, uint64(n)
+	default:
+		s.i = i
+		s.setF(f)
+		if set == 1 {
+			s.markSet()
+		}
+	}
 }
 
 // errCorruptAccumulator is the error of a corrupt stored accumulator, made
@@ -210,27 +251,30 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	// One take for the accumulator's slots, which are (most often) all of
 	// it: a restore decodes millions.
 	slots := a.accs.takeSlots(max(int(ns), len(a.Ops)))
-	for i := range int(ns) {
-		s := &slots[i]
-		if s.i, k = binary.Varint(b); k <= 0 {
+	for idx := range int(ns) {
+		i, k := binary.Varint(b)
+		if k <= 0 {
 			return nil, bad
 		}
 		b = b[k:]
 		if len(b) < 8 {
 			return nil, bad
 		}
-		s.f = math.Float64frombits(binary.BigEndian.Uint64(b))
+		f := math.Float64frombits(binary.BigEndian.Uint64(b))
 		b = b[8:]
-		if s.n, k = binary.Varint(b); k <= 0 {
+		n, k := binary.Varint(b)
+		if k <= 0 {
 			return nil, bad
 		}
 		b = b[k:]
 		if len(b) < 9 {
 			return nil, bad
 		}
-		if b[0] == 1 && s.n == 0 {
-			// A sum's or a value output's set flag (slot.isSet).
-			s.markSet()
+		set := b[0]
+		if n != 0 {
+			// A sum or a value output whose stored count is not zero is
+			// set, as the slot with a count of its own read it.
+			set = 1
 		}
 		t := mtime.Time(binary.BigEndian.Uint64(b[1:]))
 		b = b[9:]
@@ -238,7 +282,9 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 		if v, b, err = keyenc.Read(b); err != nil {
 			return nil, err
 		}
+		s := &slots[idx]
 		s.setVT(v, t)
+		a.setStoredWords(idx, s, i, f, n, set)
 	}
 	ac := accumulator{slots: slots[:len(a.Ops)]}
 	ac.setGroup(group)

@@ -20,15 +20,17 @@ func TestCombineStateBytesAreStable(t *testing.T) {
 	}}
 	full := a.NewAccumulator().(*accumulator)
 	full.setGroup([]any{"k1"})
-	full.slots[0].n = 3
-	full.slots[1].i, full.slots[1].n = -42, 1
+	full.slots[0].i = 3 // a count
+	full.slots[1].i = -42
+	full.slots[1].markSet()
 	full.slots[2].setV(int64(7))
 	full.slots[2].markSet()
 	full.slots[3].setVT("late", mtime.Time(1234567))
 	full.slots[3].markSet()
 	full.slots[4].setV([]any{int64(1), nil, "x", 2.5})
 	full.slots[4].markSet()
-	full.slots[5].f, full.slots[5].n = 7.25, 2
+	full.slots[5].setF(7.25) // a mean
+	full.slots[5].i = 2
 	tests := []struct {
 		name string
 		acc  *accumulator
@@ -69,15 +71,15 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	one := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnCount, Src: -1}}}
 	stored := two.NewAccumulator().(*accumulator)
 	stored.setGroup([]any{"k1"})
-	stored.slots[0].n = 3
-	stored.slots[1].i, stored.slots[1].n = 42, 1
+	stored.slots[0].i = 3
+	stored.slots[1].i = 42
 	b, err := two.EncodeState("", stored)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(name string, got accumulator, n int) {
 		t.Helper()
-		if len(got.slots) != n || got.slots[0].n != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].isSet())) || (n > 2 && got.slots[2].isSet()) {
+		if len(got.slots) != n || got.slots[0].i != 3 || (n > 1 && (got.slots[1].i != 42 || !got.slots[1].isSet())) || (n > 2 && got.slots[2].isSet()) {
 			t.Errorf("%s: slots %+v, want %d slots: count 3, sum 42, an empty max", name, got.slots, n)
 		}
 	}
@@ -93,7 +95,7 @@ func TestCombineStateAcrossOutputChanges(t *testing.T) {
 	check("stored, the last output removed", mustOpen(t, back), 1)
 
 	adopted := two.NewAccumulator().(*accumulator)
-	adopted.slots[0].n, adopted.slots[1].i, adopted.slots[1].n = 3, 42, 1
+	adopted.slots[0].i, adopted.slots[1].i = 3, 42
 	conformed, _ := three.conform(adopted)
 	check("adopted, an output appended", conformed, 3)
 	// Merging an adopted (short) accumulator with a new one works too.
