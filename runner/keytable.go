@@ -41,34 +41,16 @@ func newKeyGroupState(size int) *keyGroupState {
 func slotsFor(n int) int {
 	l := minKeySlots
 	for l*3 < n*4 {
-		l = nextSlots(l)
+		l *= 2
 	}
 	return l
-}
-
-// nextSlots returns the table length after l: tables are a power of two
-// or one and a half times one long (4, 6, 8, 12, 16, 24, ...), so that a
-// grown table is between 56% and 75% full, not between 38% and 75% as
-// with doubling. A million keys in 4,096 key groups (244 each) take 384
-// slots a group, not 512: 13 bytes a key instead of 17.
-func nextSlots(l int) int {
-	if l&(l-1) == 0 {
-		return l + l/2
-	}
-	return l / 3 * 4
-}
-
-// slotOf maps the upper half of a key's hash to a slot of a table of l
-// slots (multiply and shift: l need not be a power of two).
-func slotOf(hi uint32, l int) int {
-	return int(uint64(hi) * uint64(l) >> 32)
 }
 
 // home returns the slot where the search for a key with hash h starts.
 // It takes the hash's upper half: the lower bits pick the key group, so
 // within one group they are much alike.
 func (g *keyGroupState) home(h uint64) int {
-	return slotOf(uint32(h>>32), len(g.slots))
+	return int(h>>32) & (len(g.slots) - 1)
 }
 
 // find returns the key with hash h and encoding key, or nil.
@@ -82,16 +64,14 @@ func (g *keyGroupState) findBytes(h uint64, key []byte) *aggKey {
 	if len(g.slots) == 0 {
 		return nil
 	}
-	for i := g.home(h); ; {
+	mask := len(g.slots) - 1
+	for i := g.home(h); ; i = (i + 1) & mask {
 		k := g.slots[i]
 		if k == nil {
 			return nil
 		}
 		if k.hi == uint32(h>>32) && sameEncoding(k.enc(), key) {
 			return k
-		}
-		if i++; i == len(g.slots) {
-			i = 0
 		}
 	}
 }
@@ -123,7 +103,7 @@ func sameEncoding(s string, b []byte) bool {
 // add puts k, which the group does not hold, into it.
 func (g *keyGroupState) add(k *aggKey) {
 	if (g.n+1)*4 > len(g.slots)*3 {
-		g.grow(max(minKeySlots, nextSlots(len(g.slots))))
+		g.grow(max(minKeySlots, 2*len(g.slots)))
 	}
 	g.put(k)
 	g.n++
@@ -132,11 +112,10 @@ func (g *keyGroupState) add(k *aggKey) {
 // put places k in the first free slot from its home on; the table has
 // one.
 func (g *keyGroupState) put(k *aggKey) {
+	mask := len(g.slots) - 1
 	i := g.home(k.tableHash())
 	for g.slots[i] != nil {
-		if i++; i == len(g.slots) {
-			i = 0
-		}
+		i = (i + 1) & mask
 	}
 	g.slots[i] = k
 }
@@ -157,15 +136,15 @@ func (g *keyGroupState) remove(k *aggKey) {
 	if len(g.slots) == 0 {
 		return
 	}
-	l := len(g.slots)
+	mask := len(g.slots) - 1
 	i := g.home(k.tableHash())
 	for g.slots[i] != k {
 		if g.slots[i] == nil {
 			return
 		}
-		i = (i + 1) % l
+		i = (i + 1) & mask
 	}
-	for j := (i + 1) % l; g.slots[j] != nil; j = (j + 1) % l {
+	for j := (i + 1) & mask; g.slots[j] != nil; j = (j + 1) & mask {
 		if shiftsBack(i, j, g.home(g.slots[j].tableHash())) {
 			g.slots[i] = g.slots[j]
 			i = j

@@ -18,7 +18,7 @@ type sfGroup struct {
 
 // home returns the slot where the search for a key with hash h starts
 // (the upper half: the lower bits pick the key group).
-func (g *sfGroup) home(hi uint32) int { return slotOf(hi, len(g.slots)) }
+func (g *sfGroup) home(hi uint32) int { return int(hi) & (len(g.slots) - 1) }
 
 // find returns the key whose hash's upper half is hi and whose encoding
 // is key, or nil.
@@ -32,7 +32,8 @@ func (g *sfGroup) findBytes(hi uint32, key []byte) *sfKey {
 	if g == nil || len(g.slots) == 0 {
 		return nil
 	}
-	for i := g.home(hi); ; {
+	mask := len(g.slots) - 1
+	for i := g.home(hi); ; i = (i + 1) & mask {
 		k := g.slots[i]
 		if k == nil {
 			return nil
@@ -40,16 +41,13 @@ func (g *sfGroup) findBytes(hi uint32, key []byte) *sfKey {
 		if k.hi == hi && sameEncoding(k.str, key) {
 			return k
 		}
-		if i++; i == len(g.slots) {
-			i = 0
-		}
 	}
 }
 
 // add puts k, which the group does not hold, into it.
 func (g *sfGroup) add(k *sfKey) {
 	if (g.n+1)*4 > len(g.slots)*3 {
-		g.grow(max(minKeySlots, nextSlots(len(g.slots))))
+		g.grow(max(minKeySlots, 2*len(g.slots)))
 	}
 	g.put(k)
 	g.n++
@@ -75,11 +73,10 @@ func (g *sfGroup) grow(l int) {
 
 // put places k in the first free slot from its home on.
 func (g *sfGroup) put(k *sfKey) {
+	mask := len(g.slots) - 1
 	i := g.home(k.hi)
 	for g.slots[i] != nil {
-		if i++; i == len(g.slots) {
-			i = 0
-		}
+		i = (i + 1) & mask
 	}
 	g.slots[i] = k
 }
@@ -91,15 +88,15 @@ func (g *sfGroup) remove(k *sfKey) {
 	if len(g.slots) == 0 {
 		return
 	}
-	l := len(g.slots)
+	mask := len(g.slots) - 1
 	i := g.home(k.hi)
 	for g.slots[i] != k {
 		if g.slots[i] == nil {
 			return
 		}
-		i = (i + 1) % l
+		i = (i + 1) & mask
 	}
-	for j := (i + 1) % l; g.slots[j] != nil; j = (j + 1) % l {
+	for j := (i + 1) & mask; g.slots[j] != nil; j = (j + 1) & mask {
 		if shiftsBack(i, j, g.home(g.slots[j].hi)) {
 			g.slots[i] = g.slots[j]
 			i = j
