@@ -141,14 +141,33 @@ type cellCodec struct {
 	dec func([]byte) (any, error)
 }
 
+// codecOf returns the codec of a cell of values of type T: their JSON. A
+// struct of numbers, strings and bools (flatJSON) is written and read
+// without encoding/json's reflection, to the same bytes and values: a
+// restore reads a cell per key.
 func codecOf[T any]() cellCodec {
+	flat := newFlatJSON[T]()
 	return cellCodec{
-		enc: func(v any) ([]byte, error) { return encodeJSON(v.(T)) },
+		enc: func(v any) ([]byte, error) {
+			t := v.(T)
+			if flat != nil {
+				if out, ok := flat.append(nil, reflect.ValueOf(&t).Elem()); ok {
+					return out, nil
+				}
+			}
+			return encodeJSON(t)
+		},
 		dec: func(b []byte) (any, error) {
 			// A value a version that declared a migration stored is marked
 			// (MigrateState): read it on without the declaration too.
 			if len(b) > 0 && b[0] == migratedAccumulator {
 				b = b[1:]
+			}
+			if flat != nil {
+				var v T
+				if flat.decode(b, reflect.ValueOf(&v).Elem()) {
+					return v, nil
+				}
 			}
 			v, err := decodeJSON[T](b)
 			return v, err

@@ -2,8 +2,10 @@ package weir
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -247,4 +249,51 @@ func TestMigrationOptionsRefusedWhereTheyDoNotApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCellCodecIsJSON: a state cell's values are stored as the JSON
+// encoding/json writes for them, whether the codec writes a flat struct
+// itself or hands the value to encoding/json, and read back to what
+// json.Unmarshal makes of those bytes — including bytes the fast reader
+// refuses (escapes, exponents, fields in another order, unknown fields).
+func TestCellCodecIsJSON(t *testing.T) {
+	type counts struct {
+		N     int64   `json:"n"`
+		Total float64 `json:"total,omitempty"`
+		Name  string
+		On    bool
+	}
+	type nested struct{ In counts }
+	check := func(name string, c cellCodec, v any, stored []string, fresh func() any) {
+		t.Helper()
+		b, err := c.enc(v)
+		if err != nil {
+			t.Fatalf("%s: encode: %v", name, err)
+		}
+		want, _ := json.Marshal(v)
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s: encoded %s, encoding/json writes %s", name, b, want)
+		}
+		for _, s := range append([]string{string(b)}, stored...) {
+			got, err := c.dec([]byte(s))
+			if err != nil {
+				t.Errorf("%s: decode %s: %v", name, s, err)
+				continue
+			}
+			w := fresh()
+			if err := json.Unmarshal([]byte(s), w); err != nil {
+				t.Fatalf("%s: json.Unmarshal %s: %v", name, s, err)
+			}
+			if wv := reflect.ValueOf(w).Elem().Interface(); !reflect.DeepEqual(got, wv) {
+				t.Errorf("%s: decoded %s to %#v, json.Unmarshal to %#v", name, s, got, wv)
+			}
+		}
+	}
+	for _, v := range []counts{{}, {N: 3, Total: 2.5, Name: "a\"b", On: true}, {N: -1, Total: 1e21}} {
+		check("flat struct", codecOf[counts](), v,
+			[]string{`{"Name":"x","n":7}`, `{"n":1,"total":1.5e2,"Name":"\u00e9","On":false}`, `{"n":2,"other":[1,2]}`, ` {"n" : 4} `},
+			func() any { return new(counts) })
+	}
+	check("struct of a struct", codecOf[nested](), nested{In: counts{N: 2}}, []string{`{"In":{"n":5}}`}, func() any { return new(nested) })
+	check("int64", codecOf[int64](), int64(42), nil, func() any { return new(int64) })
 }
