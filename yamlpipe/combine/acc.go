@@ -27,9 +27,8 @@ import (
 // A sum and the value outputs are set (isSet) once they hold a value: a
 // slot is set when any of its words is not zero, and a sum set at zero
 // keeps its float total as −0.0 (negZero), which reads and adds as 0 and
-// is stored as 0. usesSetFlag tells which outputs these are. The stored
-// layout (appendSlots) is the one the three words had: an int, a float, a
-// count, then the set flag, time and value.
+// is stored as 0. The stored layout (appendSlots) is the one the three
+// words had: an int, a float, a count, then the set flag, time and value.
 type slot struct {
 	i   int64
 	x   uint64
@@ -51,15 +50,6 @@ func (s *slot) storedF() float64 {
 		return 0
 	}
 	return s.f()
-}
-
-// usesSetFlag reports whether fn's slot keeps its set flag in n (isSet).
-func usesSetFlag(fn Fn) bool {
-	switch fn {
-	case FnSum, FnMin, FnMax, FnLatest, FnGroup, FnConcat, FnTop:
-		return true
-	}
-	return false
 }
 
 // isSet reports whether the slot of a sum or a value output holds a value.

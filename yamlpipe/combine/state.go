@@ -181,7 +181,7 @@ func (a *Aggregator) storedWords(k int, s *slot) (i int64, f float64, n int64, s
 	case fn == FnAll || fn == FnAny:
 		return s.i, 0, int64(s.x), 0
 	}
-	// A sum or a value output (usesSetFlag).
+	// A sum or a value output: the set flag is written, the count 0.
 	if s.isSet() {
 		set = 1
 	}
