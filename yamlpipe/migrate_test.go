@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 	"github.com/weir-dev/weir/yamlpipe/combine"
@@ -221,4 +222,40 @@ func TestPythonMigrationInit(t *testing.T) {
 	loadErr(t, withInit(`"n +"`), "p.yaml:18:29: migration of n_big init: python")
 	loadErr(t, strings.Replace(withInit(`"n"`), "language: python", "language: java", 1), `language "java" is not supported: an init is CEL`)
 	loadErr(t, totalsHead+"      migrations:\n        accumulators:\n          total: {renamed_from: sum, language: python}\n", "give init: EXPR beside it")
+}
+
+// TestAdoptedCompactAccumulatorCarriesOverOnce: an accumulator adopted in
+// the old shape is held without a header (a pointer to its slots), so it
+// cannot grow where it is; used by a pane's output, then by an element,
+// then by a checkpoint, its appended output's init is evaluated once and
+// its failure taken once, and the element adds to the carried-over form.
+func TestAdoptedCompactAccumulatorCarriesOverOnce(t *testing.T) {
+	old := totalsAggregator(t, totalsHead)
+	next := totalsAggregator(t, totalsHead+"          n_big: {value: amount, fn: count}\n"+
+		"      migrations:\n        accumulators:\n          n_big: {init: \"n / (total - 4200)\"}\n")
+	adopted := totalsAcc(t, old, 7, 12, 350)
+	totalsOut(next, 7, adopted) // a firing: carried over, its init fails
+	in := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindInt)}, row.Field{Name: "amount", Type: row.Of(row.KindInt)})
+	held, err := next.AddInputErr(adopted, &contract.Element{Value: &row.Row{Schema: in, Values: []any{int64(7), int64(50)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.EncodeState(contract.AccumulatorCell, adopted); err != nil { // a checkpoint of the old form
+		t.Fatal(err)
+	}
+	if got := next.StateRejects(); got[combine.MigrationInitFailed] != 1 {
+		t.Errorf("rejects %v, want the init's failure counted once", got)
+	}
+	if got := next.TakeStateRejects(held); len(got) != 1 {
+		t.Fatalf("TakeStateRejects of the form the runner holds: %+v, want one", got)
+	}
+	if next.PendingStateRejects() || next.TakeStateRejects(adopted) != nil {
+		t.Error("a taken reject is still pending under the old form")
+	}
+	if out := totalsOut(next, 7, held); out != [3]any{int64(4250), int64(13), int64(1)} {
+		t.Errorf("total, n, n_big %v: want the element added to the carried-over accumulator", out)
+	}
+	if out := totalsOut(next, 7, adopted); out != [3]any{int64(4250), int64(13), int64(1)} {
+		t.Errorf("the old form reads %v: want what the runner holds", out)
+	}
 }
