@@ -370,16 +370,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 				}
 			}
 		} else {
-			if x := k.x; x != nil && x.more != nil {
-				for _, c := range x.more {
-					if c.w == e.Window {
-						ws = c
-						break
-					}
-				}
-			} else if k.bits&keyWin0 != 0 && k.win0.w == e.Window {
-				ws = &k.win0
-			}
+			ws = k.window(e.Window)
 		}
 		if ws == nil {
 			ws = k.newWindow(e.Window, n.m.NewState())
@@ -532,14 +523,22 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 }
 
 func (n *aggNode) setEventTimers(kg uint16, k *aggKey, ws *winState) {
-	gc := n.m.Strategy.GCTime(ws.w)
-	if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t != gc {
-		// Without allowed lateness the window's expiry is its end: one
-		// timer evaluates both (a second evaluation at the same
-		// watermark would find nothing new to do).
+	t, ok, gc := n.eventTimes(ws)
+	if ok {
 		n.pushEvent(timerAt(t, kg, k, ws.w))
 	}
 	n.pushEvent(timerAt(gc, kg, k, ws.w))
+}
+
+// eventTimes returns the event times at which window ws is evaluated: its
+// trigger's next one (ok false when it has none, or when it is the
+// window's expiry) and its expiry gc. Without allowed lateness the
+// expiry is the window's end: one timer evaluates both (a second
+// evaluation at the same watermark would find nothing new to do).
+func (n *aggNode) eventTimes(ws *winState) (t mtime.Time, ok bool, gc mtime.Time) {
+	gc = n.m.Strategy.GCTime(ws.w)
+	t, ok = n.m.NextEventTime(&ws.st, ws.w)
+	return t, ok && t != gc, gc
 }
 
 // pushEvent adds an event-time timer, or counts it in n.far (farTimerAt).
@@ -564,8 +563,8 @@ func (n *aggNode) loadFarTimers() {
 		for k := range g.all() {
 			for i := range k.nwin() {
 				ws := k.win(i)
-				gc := n.m.Strategy.GCTime(ws.w)
-				if t, ok := n.m.NextEventTime(&ws.st, ws.w); ok && t != gc && t >= mtime.EndOfGlobalWindow {
+				t, ok, gc := n.eventTimes(ws)
+				if ok && t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, timerAt(t, uint16(kg), k, ws.w))
 				}
 				if gc >= mtime.EndOfGlobalWindow {
@@ -593,12 +592,7 @@ func (n *aggNode) lookup(ref timerRef) (*aggKey, *winState) {
 	if k == nil {
 		return nil, nil
 	}
-	for i := range k.nwin() {
-		if ws := k.win(i); ws.w == ref.w {
-			return k, ws
-		}
-	}
-	return k, nil
+	return k, k.window(ref.w)
 }
 
 // evaluate asks the machine whether the window fires and emits its pane.

@@ -313,6 +313,23 @@ func (k *aggKey) compact() {
 	}
 }
 
+// window returns the key's window w, or nil. It runs per element: a key
+// with its one window in win0 is one comparison.
+func (k *aggKey) window(w window.Window) *winState {
+	if x := k.x; x != nil && x.more != nil {
+		for _, c := range x.more {
+			if c.w == w {
+				return c
+			}
+		}
+		return nil
+	}
+	if k.bits&keyWin0 != 0 && k.win0.w == w {
+		return &k.win0
+	}
+	return nil
+}
+
 func (k *aggKey) has(ws *winState) bool {
 	for i := range k.nwin() {
 		if k.win(i) == ws {
