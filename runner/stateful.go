@@ -226,14 +226,7 @@ func (sc *sfContext) ClearMap(id string) {
 func (sc *sfContext) SetTimer(id string, domain graph.TimeDomain, t mtime.Time) {
 	sc.touch()
 	sc.ws.extra().timers.set(id, contract.Timer{ID: id, Domain: domain, Time: t})
-	n := sc.n
-	n.seq++
-	ref := sfTimerRef{t: t, seq: n.seq, kg: sc.kg, hi: sc.k.hi, key: sc.key, w: sc.ws.w, id: id}
-	if domain == graph.ProcessingTime {
-		heap.Push(&n.proc, ref)
-	} else {
-		heap.Push(&n.events, ref)
-	}
+	sc.n.pushTimer(domain, sfTimerAt(t, sc.kg, sc.k, sc.ws.w, id))
 }
 
 // ClearTimer cancels timer id of the current key and window.
@@ -363,14 +356,7 @@ func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 		for _, ws := range k.wins {
 			n.pushExpiry(kg, k, ws.w)
 			for _, c := range ws.timers() {
-				id, t := c.id, c.v
-				n.seq++
-				ref := sfTimerRef{t: t.Time, seq: n.seq, kg: kg, hi: k.hi, key: k.str, w: ws.w, id: id}
-				if t.Domain == graph.ProcessingTime {
-					heap.Push(&n.proc, ref)
-				} else {
-					heap.Push(&n.events, ref)
-				}
+				n.pushTimer(c.v.Domain, sfTimerAt(c.v.Time, kg, k, ws.w, c.id))
 			}
 		}
 	}
@@ -418,8 +404,25 @@ func (n *statefulNode) pushExpiry(kg uint16, k *sfKey, w window.Window) {
 	if n.far.keep(t) {
 		return
 	}
+	n.pushTimer(graph.EventTime, sfTimerAt(t, kg, k, w, ""))
+}
+
+// sfTimerAt returns timer id ("": the window's expiry) at t of window w of
+// key k in key group kg; pushTimer numbers it.
+func sfTimerAt(t mtime.Time, kg uint16, k *sfKey, w window.Window, id string) sfTimerRef {
+	return sfTimerRef{t: t, kg: kg, hi: k.hi, key: k.str, w: w, id: id}
+}
+
+// pushTimer numbers ref (timers due at once fire in the order they were
+// set) and pushes it onto the heap of its domain.
+func (n *statefulNode) pushTimer(domain graph.TimeDomain, ref sfTimerRef) {
 	n.seq++
-	heap.Push(&n.events, sfTimerRef{t: t, seq: n.seq, kg: kg, hi: k.hi, key: k.str, w: w})
+	ref.seq = n.seq
+	if domain == graph.ProcessingTime {
+		heap.Push(&n.proc, ref)
+	} else {
+		heap.Push(&n.events, ref)
+	}
 }
 
 // loadFarTimers puts the expiry timers kept out of the heap into it, in a
@@ -430,7 +433,7 @@ func (n *statefulNode) loadFarTimers() {
 		for k := range g.all() {
 			for _, ws := range k.wins {
 				if t := n.strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
-					refs = append(refs, sfTimerRef{t: t, kg: uint16(kg), hi: k.hi, key: k.str, w: ws.w})
+					refs = append(refs, sfTimerAt(t, uint16(kg), k, ws.w, ""))
 				}
 			}
 		}
@@ -441,9 +444,7 @@ func (n *statefulNode) loadFarTimers() {
 	})
 	n.far.loaded()
 	for _, r := range refs {
-		n.seq++
-		r.seq = n.seq
-		heap.Push(&n.events, r)
+		n.pushTimer(graph.EventTime, r)
 	}
 }
 
