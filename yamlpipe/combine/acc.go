@@ -240,18 +240,16 @@ type slabChunk struct {
 }
 
 // take returns an accumulator of n empty slots in the form the runner
-// holds (compact when it can be).
-func (s *accSlab) take(n int) any {
-	c := s.chunk()
-	slots := c.takeSlots(n)
-	if acc, ok := compact(slots); ok {
-		s.chunks.Put(c)
-		return acc
+// holds: compact when it can be, unless header (for a step whose
+// accumulators get group values with their first row).
+func (s *accSlab) take(n int, header bool) any {
+	ac := accumulator{slots: s.takeSlots(n)}
+	if header {
+		p := s.takeHeader()
+		*p = ac
+		return p
 	}
-	ac := c.takeHeader()
-	ac.slots = slots
-	s.chunks.Put(c)
-	return ac
+	return s.wrap(nil, ac)
 }
 
 // takeHeader returns a zero *accumulator (the form of an accumulator that

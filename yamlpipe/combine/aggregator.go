@@ -129,14 +129,10 @@ func (a *Aggregator) Key(v any) any {
 
 // NewAccumulator returns an empty accumulator.
 func (a *Aggregator) NewAccumulator() any {
-	if len(a.Group) > 0 && !a.ScalarKeys {
-		// Its first row gives it group values: a *accumulator now, not
-		// a compact one converted then.
-		ac := a.accs.takeHeader()
-		ac.slots = a.accs.takeSlots(len(a.Ops))
-		return ac
-	}
-	return a.accs.take(len(a.Ops))
+	// A step whose keys are not scalars gives an accumulator its group
+	// values with its first row: a *accumulator now, not a compact one
+	// converted then.
+	return a.accs.take(len(a.Ops), len(a.Group) > 0 && !a.ScalarKeys)
 }
 
 // AddInput folds one row into acc. The runner calls AddInputErr instead

@@ -45,14 +45,7 @@ func TestCombineListStateRoundTrip(t *testing.T) {
 		{val: &slotVal{v: []any{int64(1), nil, "x", mtime.Time(5)}}},
 		{val: &slotVal{v: []any{int64(9), int64(7)}}},
 	}}
-	b, err := a.EncodeState("", acc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := a.DecodeState("", b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, got := roundTrip(t, a, acc)
 	if !reflect.DeepEqual(got, acc) {
 		t.Errorf("round trip: %#v, want %#v", got, acc)
 	}
@@ -86,6 +79,20 @@ func TestAccumulatorSize(t *testing.T) {
 	if n := unsafe.Sizeof(slot{}); n > 24 {
 		t.Errorf("slot is %d bytes, want at most 24", n)
 	}
+}
+
+// roundTrip encodes acc as a checkpoint stores it and decodes the bytes.
+func roundTrip(t *testing.T, a *Aggregator, acc any) ([]byte, any) {
+	t.Helper()
+	b, err := a.EncodeState("", acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.DecodeState("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, back
 }
 
 // mustOpen returns the accumulator acc holds, in either form.
@@ -143,14 +150,7 @@ func TestCompactAccumulators(t *testing.T) {
 		}
 		acc = a.MergeAccumulators(acc, other)
 		check("merged", acc)
-		b, err := a.EncodeState("", acc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := a.DecodeState("", b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, back := roundTrip(t, a, acc)
 		check("decoded", back)
 		for k, op := range ops {
 			if v := slotValue(&op, &mustOpen(t, back).slots[k]); v != int64(12) {

@@ -59,10 +59,10 @@ func (a *Aggregator) DecodeKey(b []byte) (any, error) {
 // EncodeState encodes an accumulator: its group values, then per output its
 // running integer, float, count, set flag, event time and value.
 func (a *Aggregator) EncodeState(_ string, v any) ([]byte, error) {
-	if _, ok := open(v); !ok {
-		return nil, fmt.Errorf("combine accumulator has type %T", v)
+	ac, err := a.encodable(v)
+	if err != nil {
+		return nil, err
 	}
-	ac, _ := a.conform(v)
 	return a.appendSlots(appendGroup(nil, ac.group()), ac), nil
 }
 
@@ -129,10 +129,10 @@ func (a *Aggregator) AppendEncodedKeyFrom(dst []byte, enc string) ([]byte, error
 // AppendEncodedStateFor appends EncodeState of the accumulator v of the key
 // encoded in enc.
 func (a *Aggregator) AppendEncodedStateFor(dst []byte, enc, _ string, v any) ([]byte, error) {
-	if _, ok := open(v); !ok {
-		return nil, fmt.Errorf("combine accumulator has type %T", v)
+	ac, err := a.encodable(v)
+	if err != nil {
+		return nil, err
 	}
-	ac, _ := a.conform(v)
 	if g := ac.group(); g != nil { // adopted from an execution that kept them
 		dst = appendGroup(dst, g)
 	} else {
@@ -288,13 +288,14 @@ func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	}
 	ac := accumulator{slots: slots[:len(a.Ops)]}
 	ac.setGroup(group)
+	acc := a.accs.wrap(nil, ac)
 	if int(ns) < len(a.Ops) {
 		if failed := a.initSlots(ac, int(ns)); failed != "" {
 			// The accumulator is kept; the runner reports the key and window.
-			return a.accs.wrap(nil, ac), &contract.PartialStateError{Reason: MigrationInitFailed, Message: failed}
+			return acc, &contract.PartialStateError{Reason: MigrationInitFailed, Message: failed}
 		}
 	}
-	return a.accs.wrap(nil, ac), nil
+	return acc, nil
 }
 
 // maxDroppedOutputs bounds the slots a stored accumulator may have beyond
@@ -318,6 +319,16 @@ func (a *Aggregator) conform(acc any) (accumulator, any) {
 		return ac, acc
 	}
 	return a.conformSlots(acc, ac)
+}
+
+// encodable is conform for a checkpoint's encoding, which reports a value
+// that is not an accumulator as an error.
+func (a *Aggregator) encodable(v any) (accumulator, error) {
+	if _, ok := open(v); !ok {
+		return accumulator{}, fmt.Errorf("combine accumulator has type %T", v)
+	}
+	ac, _ := a.conform(v)
+	return ac, nil
 }
 
 // conformSlots is conform's work for an accumulator ac (held as orig)
