@@ -97,12 +97,29 @@ func (c *combineAgg[K, V, A, O]) AppendEncodedState(dst []byte, _ string, v any)
 	case *string:
 		return append(append(dst, 's'), *p...), nil
 	}
-	if c.accJSON != nil {
-		if out, ok := c.accJSON.append(dst, reflect.ValueOf(v).Elem()); ok {
+	return appendFlat(dst, c.accJSON, v.(*A))
+}
+
+// appendFlat appends appendJSON's encoding of *v, written by f when f (a
+// flatJSON of T, or nil) writes it.
+func appendFlat[T any](dst []byte, f *flatJSON, v *T) ([]byte, error) {
+	if f != nil {
+		if out, ok := f.append(dst, reflect.ValueOf(v).Elem()); ok {
 			return out, nil
 		}
 	}
-	return appendJSON(dst, *v.(*A))
+	return appendJSON(dst, *v)
+}
+
+// decodeFlat reads what appendFlat wrote into *v: by f when f (a flatJSON
+// of T, or nil) reads it exactly, else by decodeJSON.
+func decodeFlat[T any](f *flatJSON, b []byte, v *T) error {
+	if f != nil && f.decode(b, reflect.ValueOf(v).Elem()) {
+		return nil
+	}
+	var err error
+	*v, err = decodeJSON[T](b)
+	return err
 }
 
 func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
@@ -112,17 +129,11 @@ func (c *combineAgg[K, V, A, O]) DecodeState(_ string, b []byte) (any, error) {
 	case c.migrate != nil:
 		return c.migrate.read(c.step, b, func() any { a := c.fn.CreateAccumulator(); return &a })
 	}
-	if c.accJSON != nil {
-		a := new(A)
-		if c.accJSON.decode(b, reflect.ValueOf(a).Elem()) {
-			return a, nil
-		}
-	}
-	a, err := decodeJSON[A](b)
-	if err != nil {
+	a := new(A)
+	if err := decodeFlat(c.accJSON, b, a); err != nil {
 		return nil, err
 	}
-	return &a, nil
+	return a, nil
 }
 
 func (gbkAgg[K, V]) EncodeState(_ string, v any) ([]byte, error) { return encodeJSON(*v.(*[]V)) }
@@ -150,12 +161,7 @@ func codecOf[T any]() cellCodec {
 	return cellCodec{
 		enc: func(v any) ([]byte, error) {
 			t := v.(T)
-			if flat != nil {
-				if out, ok := flat.append(nil, reflect.ValueOf(&t).Elem()); ok {
-					return out, nil
-				}
-			}
-			return encodeJSON(t)
+			return appendFlat(nil, flat, &t)
 		},
 		dec: func(b []byte) (any, error) {
 			// A value a version that declared a migration stored is marked
@@ -163,13 +169,8 @@ func codecOf[T any]() cellCodec {
 			if len(b) > 0 && b[0] == migratedAccumulator {
 				b = b[1:]
 			}
-			if flat != nil {
-				var v T
-				if flat.decode(b, reflect.ValueOf(&v).Elem()) {
-					return v, nil
-				}
-			}
-			v, err := decodeJSON[T](b)
+			var v T
+			err := decodeFlat(flat, b, &v)
 			return v, err
 		},
 	}
