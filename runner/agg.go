@@ -352,6 +352,8 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			g.add(k)
 			n.nkeys++
 		} else if x := k.x; x != nil && len(x.more) == 1 {
+			// compact checks this too; the guard keeps the call (not
+			// inlined) off the path of a key with its window in win0.
 			k.compact()
 		}
 		n.markDirty(kg, k)
